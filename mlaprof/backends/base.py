@@ -1,0 +1,118 @@
+"""The verify-backend contract shared by every implementation (torch reference, legacy-flat,
+triton, aiter).
+
+Inputs (the 4-D MTP layout of ``mla_gluon``): ``q_nope [B, qlen, H, 512]``, ``q_pe [B, qlen, H, 64]``,
+a flat latent KV pool ``kv_c [pages * page_size, 576]`` (latent 512 + rope 64; the value is the
+latent part), and :class:`~mlaprof.metadata.VerifyMetadata`. A backend writes
+``out [B, qlen, H, 512]`` and, when given, ``lse [B, qlen, H]`` (fp32, natural log).
+
+Semantics: for row b with KV length L = seq_lens[b] and query length n = qo_lens[b], query position
+i < n attends to KV positions j < L - n + i + 1 (the causal bound applied in-kernel by aiter).
+Positions i >= n (padding rows have n = 0) produce ``out = 0`` and ``lse = -inf``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import VerifyMetadata
+from mlaprof.scenario import KV_DIM, LATENT, ROPE
+
+
+@dataclass
+class VerifyInputs:
+    q_nope: torch.Tensor
+    q_pe: torch.Tensor
+    kv_c: torch.Tensor
+    sm_scale: float
+
+
+class VerifyBackend(Protocol):
+    name: str
+    # whether the backend is meant to be graph-capturable (the checker verifies the claim)
+    capturable: bool
+
+    def forward(
+        self,
+        inp: VerifyInputs,
+        meta: VerifyMetadata,
+        out: torch.Tensor,
+        lse: torch.Tensor | None = None,
+        num_splits: int = 1,
+    ) -> None: ...
+
+
+def check_shapes(inp: VerifyInputs, meta: VerifyMetadata, out: torch.Tensor, lse: torch.Tensor | None) -> None:
+    """Shape and dtype checks every backend runs first (raise, never assert)."""
+    qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
+    if qn.dim() != 4 or qn.shape[-1] != LATENT:
+        raise MlaprofError(f"q_nope must be [B, qlen, H, {LATENT}], got {tuple(qn.shape)}")
+    b, qlen, h, _ = qn.shape
+    if tuple(qp.shape) != (b, qlen, h, ROPE):
+        raise MlaprofError(f"q_pe must be [{b}, {qlen}, {h}, {ROPE}], got {tuple(qp.shape)}")
+    if kv.dim() != 2 or kv.shape[1] != KV_DIM:
+        raise MlaprofError(f"kv_c must be [N, {KV_DIM}], got {tuple(kv.shape)}")
+    if b != meta.num_reqs or qlen != meta.qlen:
+        raise MlaprofError(
+            f"q has {b} rows x qlen {qlen} but metadata has {meta.num_reqs} rows x qlen {meta.qlen}"
+        )
+    if tuple(out.shape) != (b, qlen, h, LATENT):
+        raise MlaprofError(f"out must be [{b}, {qlen}, {h}, {LATENT}], got {tuple(out.shape)}")
+    if lse is not None and tuple(lse.shape) != (b, qlen, h):
+        raise MlaprofError(f"lse must be [{b}, {qlen}, {h}], got {tuple(lse.shape)}")
+    pages_needed = max(meta.host_kv_indptr[-1], 1)
+    if kv.shape[0] < meta.page_size:
+        raise MlaprofError(f"kv_c holds {kv.shape[0]} slots, less than one page")
+    del pages_needed
+
+
+def make_inputs(
+    meta: VerifyMetadata,
+    heads: int,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    extra_pages: int = 0,
+) -> VerifyInputs:
+    """Random inputs for ``meta`` (scaled like real activations: unit-variance q, small kv)."""
+    from mlaprof.metadata import kv_pool_pages
+
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    b, qlen = meta.num_reqs, meta.qlen
+    q = torch.randn(b, qlen, heads, KV_DIM, generator=g)
+    slots = (kv_pool_pages(meta) + extra_pages) * meta.page_size
+    kv = torch.randn(slots, KV_DIM, generator=g) * 0.5
+    return VerifyInputs(
+        q_nope=q[..., :LATENT].contiguous().to(device=device, dtype=dtype),
+        q_pe=q[..., LATENT:].contiguous().to(device=device, dtype=dtype),
+        kv_c=kv.to(device=device, dtype=dtype),
+        sm_scale=KV_DIM**-0.5,
+    )
+
+
+def get_backend(name: str) -> VerifyBackend:
+    """Backends by name; heavy ones import lazily and explain what is missing."""
+    if name == "torch":
+        from mlaprof.backends.torch_ref import TorchReference
+
+        return TorchReference()
+    if name == "legacy-flat":
+        from mlaprof.backends.legacy_flat import LegacyFlat
+
+        return LegacyFlat()
+    if name == "triton":
+        from mlaprof.backends.triton_backend import TritonBackend
+
+        return TritonBackend()
+    if name == "aiter":
+        from mlaprof.backends.aiter_backend import AiterBackend
+
+        return AiterBackend()
+    raise MlaprofError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+
+
+BACKENDS = ("torch", "legacy-flat", "triton", "aiter")

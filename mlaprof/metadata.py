@@ -1,0 +1,209 @@
+"""The metadata builder: from one scenario step, the real decode metadata of an MTP verify batch.
+
+Everything data-dependent is computed here, on the host, *outside* any captured region: this is
+the lesson of vLLM PR #51171 (syncs belong in the builder). Padding requests (query length 0)
+have their KV length pinned to qlen, as vLLM's ``seq_lens_for_kernel`` does, so a minimum over all
+rows returns qlen: ``min_kv_seq_len`` is therefore given in both modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from mlaprof.errors import MlaprofError
+from mlaprof.scenario import Scenario, padded_size
+
+NULL_PAGE = 0  # page 0 is reserved (vLLM's null block); padding rows point at it
+
+
+@dataclass
+class BatchShape:
+    """What the engine decided for one step, before any tensor exists (host only)."""
+
+    kv_lens: list[int]  # real requests' KV lengths (verify tokens included)
+    qlen: int
+    num_reqs: int  # rows the kernel sees (real + padding)
+    capture_size: int | None  # padded token count, None when no graph size fits
+    graph_mode: str
+
+    @property
+    def num_real(self) -> int:
+        return len(self.kv_lens)
+
+    @property
+    def num_padding(self) -> int:
+        return self.num_reqs - self.num_real
+
+    @property
+    def real_tokens(self) -> int:
+        return self.num_real * self.qlen
+
+    @property
+    def padded_tokens(self) -> int:
+        return self.num_reqs * self.qlen
+
+
+def batch_shape(kv_lens: list[int], qlen: int, graph_mode: str, sizes: list[int]) -> BatchShape:
+    """Uniform-batch padding: FULL pads tokens to a capture size, requests = tokens // qlen."""
+    real = len(kv_lens)
+    if graph_mode != "FULL":
+        return BatchShape(list(kv_lens), qlen, real, None, graph_mode)
+    size = padded_size(real * qlen, sizes)
+    if size is None:  # larger than every capture size: the engine runs it eagerly
+        return BatchShape(list(kv_lens), qlen, real, None, "NONE")
+    return BatchShape(list(kv_lens), qlen, size // qlen, size, graph_mode)
+
+
+@dataclass
+class VerifyMetadata:
+    """Decode metadata of one verify batch (tensors on one device) plus the host values the builder
+    already holds. Shapes: B = num_reqs rows (padding included)."""
+
+    qo_lens: torch.Tensor  # [B] int32: qlen for real rows, 0 for padding rows
+    qo_indptr: torch.Tensor  # [B+1] int32
+    seq_lens: torch.Tensor  # [B] int32: KV length per row, padding pinned to qlen
+    kv_indptr: torch.Tensor  # [B+1] int32: pages per row, cumulative
+    kv_indices: torch.Tensor  # [total_pages] int32: page ids
+    last_page_len: torch.Tensor  # [B] int32
+    qlen: int
+    page_size: int
+    num_real_reqs: int
+    min_kv_seq_len_all: int  # over every row: the bug (padding rows give qlen)
+    min_kv_seq_len_active: int  # over rows with qo_len > 0: the fix
+    min_kv_mode: str = "all-rows"
+    host_seq_lens: list[int] = field(default_factory=list)
+    host_qo_lens: list[int] = field(default_factory=list)
+    host_kv_indptr: list[int] = field(default_factory=list)
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.host_seq_lens)
+
+    @property
+    def num_padding(self) -> int:
+        return self.num_reqs - self.num_real_reqs
+
+    @property
+    def min_kv_seq_len(self) -> int:
+        """The value the run passes to the kernel (depends on the scenario's min_kv_mode)."""
+        if self.min_kv_mode == "active-rows":
+            return self.min_kv_seq_len_active
+        return self.min_kv_seq_len_all
+
+    @property
+    def max_seq_len(self) -> int:
+        return max(self.host_seq_lens)
+
+    @property
+    def total_kv_real(self) -> int:
+        return sum(s for s, q in zip(self.host_seq_lens, self.host_qo_lens) if q > 0)
+
+    @property
+    def device(self) -> torch.device:
+        return self.kv_indices.device
+
+    def to(self, device: torch.device | str) -> VerifyMetadata:
+        names = ("qo_lens", "qo_indptr", "seq_lens", "kv_indptr", "kv_indices", "last_page_len")
+        out = VerifyMetadata(**{**self.__dict__})
+        for n in names:
+            setattr(out, n, getattr(self, n).to(device))
+        return out
+
+    def copy_into(self, other: VerifyMetadata) -> None:
+        """Refresh ``other``'s tensors in place (graph replay reads fixed addresses)."""
+        for n in ("qo_lens", "qo_indptr", "seq_lens", "kv_indptr", "last_page_len"):
+            getattr(other, n).copy_(getattr(self, n))
+        n = self.kv_indices.numel()
+        if n > other.kv_indices.numel():
+            raise MlaprofError(
+                f"step needs {n} KV pages but the captured buffer holds {other.kv_indices.numel()}"
+            )
+        other.kv_indices[:n].copy_(self.kv_indices)
+        for k in ("min_kv_seq_len_all", "min_kv_seq_len_active", "num_real_reqs"):
+            setattr(other, k, getattr(self, k))
+        other.host_seq_lens = list(self.host_seq_lens)
+        other.host_qo_lens = list(self.host_qo_lens)
+        other.host_kv_indptr = list(self.host_kv_indptr)
+
+
+def pages_for(seq_len: int, page_size: int) -> int:
+    return -(-seq_len // page_size)
+
+
+def build_metadata(
+    shape: BatchShape,
+    page_size: int = 1,
+    min_kv_mode: str = "all-rows",
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    shuffle_pages: bool = True,
+) -> VerifyMetadata:
+    """Build the metadata of one verify batch. KV pages of real rows are drawn from a pool
+    (shuffled, so kernels must really follow ``kv_indices``); page 0 is the null page."""
+    if page_size < 1:
+        raise MlaprofError(f"page size must be >= 1, got {page_size}")
+    qlen = shape.qlen
+    for n in shape.kv_lens:
+        if n < qlen:
+            raise MlaprofError(f"KV length {n} is shorter than the {qlen} verify tokens it holds")
+    seq = list(shape.kv_lens) + [qlen] * shape.num_padding
+    qo = [qlen] * shape.num_real + [0] * shape.num_padding
+    real_pages = sum(pages_for(s, page_size) for s in shape.kv_lens)
+    g = torch.Generator().manual_seed(seed)
+    pool = torch.arange(1, real_pages + 1, dtype=torch.int32)
+    if shuffle_pages and real_pages > 1:
+        pool = pool[torch.randperm(real_pages, generator=g)]
+    indices: list[torch.Tensor] = []
+    indptr = [0]
+    used = 0
+    for s, q in zip(seq, qo):
+        n = pages_for(s, page_size)
+        if q > 0:
+            indices.append(pool[used : used + n])
+            used += n
+        else:
+            indices.append(torch.full((n,), NULL_PAGE, dtype=torch.int32))
+        indptr.append(indptr[-1] + n)
+    last = [s - (pages_for(s, page_size) - 1) * page_size for s in seq]
+    qo_indptr = [0]
+    for q in qo:
+        qo_indptr.append(qo_indptr[-1] + q)
+    active = [s for s, q in zip(seq, qo) if q > 0]
+
+    def t(x: list[int]) -> torch.Tensor:
+        return torch.tensor(x, dtype=torch.int32, device=device)
+
+    return VerifyMetadata(
+        qo_lens=t(qo),
+        qo_indptr=t(qo_indptr),
+        seq_lens=t(seq),
+        kv_indptr=t(indptr),
+        kv_indices=torch.cat(indices).to(device),
+        last_page_len=t(last),
+        qlen=qlen,
+        page_size=page_size,
+        num_real_reqs=shape.num_real,
+        min_kv_seq_len_all=min(seq),
+        min_kv_seq_len_active=min(active) if active else qlen,
+        min_kv_mode=min_kv_mode,
+        host_seq_lens=seq,
+        host_qo_lens=qo,
+        host_kv_indptr=indptr,
+    )
+
+
+def kv_pool_pages(meta: VerifyMetadata) -> int:
+    """Pages a KV pool needs to hold this batch (null page included)."""
+    real = [i for i, q in enumerate(meta.host_qo_lens) if q > 0]
+    return 1 + sum(meta.host_kv_indptr[i + 1] - meta.host_kv_indptr[i] for i in real)
+
+
+def step_metadata(sc: Scenario, step: int, device: torch.device | str = "cpu") -> VerifyMetadata:
+    shape = batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes())
+    return build_metadata(shape, sc.page_size, sc.min_kv_mode, device, seed=sc.seed + step)
+
+
+def step_shape(sc: Scenario, step: int) -> BatchShape:
+    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes())

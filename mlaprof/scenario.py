@@ -1,0 +1,237 @@
+"""Scenarios: model shapes after tensor parallelism, speculative tokens, request mix, device
+presets, and vLLM's exact capture sizes and uniform-batch padding (FACTS section 3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+
+LATENT = 512
+ROPE = 64
+KV_DIM = LATENT + ROPE
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    name: str
+    heads: int  # query heads per rank, after tensor parallelism
+    layers: int  # attention layers of the full model
+    description: str
+
+
+MODELS: dict[str, ModelPreset] = {
+    m.name: m
+    for m in (
+        ModelPreset("deepseek-v3-tp1", 128, 61, "DeepSeek-V3/R1, 128 heads, no tensor parallelism"),
+        ModelPreset("deepseek-v3-tp4", 32, 61, "DeepSeek-V3/R1 at TP4: 32 heads per rank"),
+        ModelPreset("deepseek-v3-tp8", 16, 61, "DeepSeek-V3/R1 at TP8: 16 heads per rank"),
+        ModelPreset("kimi-k2-tp8", 8, 61, "Kimi-K2 class (64 heads) at TP8: 8 heads per rank"),
+        ModelPreset("kimi-k2-tp4", 16, 61, "Kimi-K2 class (64 heads) at TP4: 16 heads per rank"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class DevicePreset:
+    name: str
+    units: int  # compute units (AMD CUs / NVIDIA SMs) that split-KV work fills
+    unit_name: str
+    arch: str
+    description: str
+
+
+DEVICES: dict[str, DevicePreset] = {
+    d.name: d
+    for d in (
+        DevicePreset("mi355x", 256, "CU", "gfx950", "AMD Instinct MI355X (gluon MLA needs gfx950)"),
+        DevicePreset("mi300x", 304, "CU", "gfx942", "AMD Instinct MI300X"),
+        DevicePreset("mi325x", 304, "CU", "gfx942", "AMD Instinct MI325X"),
+        DevicePreset("h200", 132, "SM", "sm_90", "NVIDIA H200 SXM"),
+        DevicePreset("cpu", max(1, os.cpu_count() or 1), "core", "cpu", "this machine's CPU"),
+    )
+}
+
+GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
+MIN_KV_MODES = ("all-rows", "active-rows")
+
+
+def capture_sizes(max_num_seqs: int, num_spec: int, graph_mode: str = "FULL") -> list[int]:
+    """vLLM's cudagraph capture sizes (token counts), rounded to multiples of qlen for FULL."""
+    qlen = 1 + num_spec
+    top = min(max_num_seqs * qlen * 2, 512)
+    sizes = [s for s in [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)] if s <= top]
+    if graph_mode == "FULL" and qlen > 1:
+        sizes = sorted({-(-s // qlen) * qlen for s in sizes})
+    return sizes
+
+
+def padded_size(num_tokens: int, sizes: list[int]) -> int | None:
+    """The capture size a batch of ``num_tokens`` is padded to (None: too big, runs eagerly)."""
+    for s in sizes:
+        if s >= num_tokens:
+            return s
+    return None
+
+
+@dataclass
+class Scenario:
+    """One profiling scenario. Build from flags, a TOML file, or :func:`default_scenario`."""
+
+    name: str = "default"
+    model: str = "deepseek-v3-tp8"
+    num_speculative_tokens: int = 3
+    kv_lens: list[int] = field(default_factory=lambda: [1040, 2600, 6000])
+    accepted_per_step: int = 2  # KV growth per request per step (accepted tokens + bonus)
+    max_num_seqs: int = 256
+    max_model_len: int = 131072
+    graph_mode: str = "FULL"
+    min_kv_mode: str = "all-rows"  # the bug; "active-rows" is the fix
+    policy: str = "aiter-gluon-v0.1.19"  # split policy driving the backend
+    target: str = "mi355x"  # device preset for the split/occupancy model
+    page_size: int = 1
+    layers: int = 4
+    steps: int = 6
+    seed: int = 0
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def qlen(self) -> int:
+        return 1 + self.num_speculative_tokens
+
+    @property
+    def model_preset(self) -> ModelPreset:
+        return MODELS[self.model]
+
+    @property
+    def heads(self) -> int:
+        return self.model_preset.heads
+
+    @property
+    def device_preset(self) -> DevicePreset:
+        return DEVICES[self.target]
+
+    def capture_sizes(self) -> list[int]:
+        return capture_sizes(self.max_num_seqs, self.num_speculative_tokens, self.graph_mode)
+
+    def step_kv_lens(self, step: int) -> list[int]:
+        """KV lengths (including the verify tokens) of the real requests at ``step``."""
+        return [n + step * self.accepted_per_step for n in self.kv_lens]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> Scenario:
+        """Raise :class:`MlaprofError` naming the first bad value."""
+
+        def bad(what: str) -> MlaprofError:
+            return MlaprofError(f"scenario {self.name!r}: {what}")
+
+        if self.model not in MODELS:
+            raise bad(f"unknown model preset {self.model!r}; choose one of {', '.join(MODELS)}")
+        if self.target not in DEVICES:
+            raise bad(f"unknown device preset {self.target!r}; choose one of {', '.join(DEVICES)}")
+        if not 0 <= self.num_speculative_tokens <= 7:
+            raise bad(f"num_speculative_tokens must be 0..7, got {self.num_speculative_tokens}")
+        if not self.kv_lens:
+            raise bad("kv_lens is empty: give at least one request")
+        if len(self.kv_lens) > 1024:
+            raise bad(f"{len(self.kv_lens)} requests is more than 1024")
+        for n in self.kv_lens:
+            if not isinstance(n, int) or n < self.qlen:
+                raise bad(f"every KV length must be an integer >= qlen ({self.qlen}), got {n!r}")
+            if n > 4_194_304:
+                raise bad(f"KV length {n} is more than 4M tokens")
+        if self.graph_mode not in GRAPH_MODES:
+            raise bad(f"graph_mode must be one of {', '.join(GRAPH_MODES)}, got {self.graph_mode!r}")
+        if self.min_kv_mode not in MIN_KV_MODES:
+            raise bad(f"min_kv_mode must be one of {', '.join(MIN_KV_MODES)}")
+        for name, lo, hi in (
+            ("layers", 1, 256),
+            ("steps", 1, 100_000),
+            ("page_size", 1, 1024),
+            ("max_num_seqs", 1, 4096),
+            ("accepted_per_step", 0, 64),
+            ("max_model_len", 1, 16_777_216),
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+                raise bad(f"{name} must be an integer in {lo}..{hi}, got {v!r}")
+        from mlaprof.splits.policies import POLICIES
+
+        if self.policy not in POLICIES:
+            raise bad(f"unknown split policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        return self
+
+
+def default_scenario() -> Scenario:
+    """16 heads (DeepSeek-V3 at TP8), 3 speculative tokens, 3 requests padded to a FULL graph of
+    4 requests (capture size 16): the padding row pins min_kv_seq_len to qlen."""
+    return Scenario().validate()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "default": Scenario(),
+    "c1-long": Scenario(
+        name="c1-long", kv_lens=[131072], num_speculative_tokens=3, accepted_per_step=2
+    ),
+    "c16": Scenario(
+        name="c16",
+        kv_lens=[1024 + 997 * i % 7000 for i in range(13)],
+        num_speculative_tokens=3,
+    ),
+    "kimi-k2-tp8": Scenario(name="kimi-k2-tp8", model="kimi-k2-tp8", kv_lens=[3000, 5000, 9000]),
+    "deepseek-tp1": Scenario(name="deepseek-tp1", model="deepseek-v3-tp1", kv_lens=[4096] * 3),
+}
+
+
+def random_kv_lens(count: int, lo: int, hi: int, seed: int = 0) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randint(lo, hi) for _ in range(count)]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}
+
+
+def scenario_from_mapping(doc: dict[str, Any], base: Scenario | None = None) -> Scenario:
+    """Overlay ``doc`` (from TOML or flags) on ``base``; unknown keys and wrong types raise."""
+    sc = dataclasses.replace(base or Scenario())
+    for key, value in doc.items():
+        k = key.replace("-", "_")
+        if k not in _FIELDS:
+            raise MlaprofError(f"unknown scenario key {key!r}; known: {', '.join(_FIELDS)}")
+        want = type(getattr(sc, k))
+        if want is list:
+            if not isinstance(value, list):
+                raise MlaprofError(f"scenario key {key!r} must be a list of integers")
+        elif want is int and (not isinstance(value, int) or isinstance(value, bool)):
+            raise MlaprofError(f"scenario key {key!r} must be an integer, got {value!r}")
+        elif want is str and not isinstance(value, str):
+            raise MlaprofError(f"scenario key {key!r} must be a string, got {value!r}")
+        setattr(sc, k, list(value) if want is list else value)
+    return sc.validate()
+
+
+def load_scenario(spec: str) -> Scenario:
+    """A preset name (see ``SCENARIOS``) or the path of a TOML file."""
+    if spec in SCENARIOS:
+        return dataclasses.replace(SCENARIOS[spec]).validate()
+    path = Path(spec)
+    if path.suffix.lower() == ".toml" or path.exists():
+        if not path.is_file():
+            raise MlaprofError(f"scenario file {path} does not exist")
+        try:
+            doc = tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise MlaprofError(f"scenario file {path} is not valid TOML: {e}") from None
+        doc.setdefault("name", path.stem)
+        return scenario_from_mapping(doc)
+    raise MlaprofError(
+        f"unknown scenario {spec!r}: give a preset ({', '.join(SCENARIOS)}) or a .toml file"
+    )

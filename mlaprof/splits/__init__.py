@@ -1,0 +1,1 @@
+"""KV-split policies and the used-vs-deserved analysis of a step."""

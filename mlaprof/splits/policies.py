@@ -1,0 +1,167 @@
+"""KV-split policies: one pure function per published heuristic (FACTS sections 2-3).
+
+Each takes a :class:`SplitInput` and returns S, the number of KV splits the kernel launches with.
+``B`` (``num_reqs``) counts padding rows, as the kernels see them. Constants marked UNVERIFIED
+in FACTS live here, in one place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlaprof.errors import MlaprofError
+
+GLUON_TARGET_CTAS = 256  # aiter gluon bh16/bh64 aim at 256 programs (MI355X CU count)
+ASM_SPLIT_OVERHEAD = 84.1  # aiter get_meta_param / get_overhead
+ASM_TG_FACTOR = 1  # UNVERIFIED: thread groups per request in aiter's ASM MLA
+ASM_WG_PER_SPLIT = 1  # UNVERIFIED: workgroups per split in aiter's ASM MLA
+VLLM_TRITON_TOKENS_PER_SPLIT = 512
+
+
+@dataclass(frozen=True)
+class SplitInput:
+    num_reqs: int  # rows the kernel sees (padding included)
+    qlen: int
+    heads: int
+    min_kv_seq_len: int  # as passed by the caller (may be polluted by padding rows)
+    max_seq_len: int
+    total_kv: int  # sum of KV lengths over rows
+    units: int  # CUs / SMs of the device
+    kv_fp8: bool = False
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(x: int) -> int:
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+# -- aiter gluon (mla_gluon) -----------------------------------------------------------------
+def gluon_bh16_v0119(x: SplitInput) -> int:
+    """v0.1.19 bh16bn64 (bf16 KV): max(1, min(256 // (B*qlen), ceil(min_kv/64)))."""
+    return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), cdiv(x.min_kv_seq_len, 64)))
+
+
+def gluon_bh16_v0119_post2(x: SplitInput) -> int:
+    """v0.1.19.post2: the denominator also counts head groups, ceil(H/16)."""
+    den = x.num_reqs * x.qlen * cdiv(x.heads, 16)
+    return max(1, min(GLUON_TARGET_CTAS // den, cdiv(x.min_kv_seq_len, 64)))
+
+
+def gluon_fp8_v0119(x: SplitInput) -> int:
+    """v0.1.19 bh16bn128 (fp8 KV): asserts B == 1; max(1, min(256 // (B*qlen), min_kv))."""
+    if x.num_reqs != 1:
+        raise MlaprofError(f"aiter gluon v0.1.19 fp8 (bh16bn128) requires B == 1, got {x.num_reqs}")
+    return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), x.min_kv_seq_len))
+
+
+def gluon_bh16_v0120(x: SplitInput) -> int:
+    """v0.1.20+: max(1, 256 // (B*qlen*ceil(H/16))), independent of min_kv_seq_len."""
+    return max(1, GLUON_TARGET_CTAS // (x.num_reqs * x.qlen * cdiv(x.heads, 16)))
+
+
+def gluon_active_splits(seq_len: int, s: int) -> int:
+    """v0.1.20: a row of ``seq_len`` uses L = max(64, seq//S) per split, min(ceil(seq/L), S) splits."""
+    chunk = max(64, seq_len // s)
+    return min(cdiv(seq_len, chunk), s)
+
+
+def gluon_bh64(x: SplitInput) -> int:
+    """bh64 (H in {64, 128}): base = 8*ceil(H/64)*qlen*(B/8); S = next_pow2(ceil(256/base));
+    the kernel asserts min_kv > S*(3*64 + S)."""
+    base = 8 * cdiv(x.heads, 64) * x.qlen * (x.num_reqs / 8)
+    s = max(1, next_pow2(math.ceil(GLUON_TARGET_CTAS / base)))
+    if x.min_kv_seq_len <= s * (3 * 64 + s):
+        raise MlaprofError(
+            f"aiter gluon bh64 asserts min_kv_seq_len > S*(3*64+S) = {s * (3 * 64 + s)} "
+            f"(S = {s}), got min_kv_seq_len = {x.min_kv_seq_len}"
+        )
+    return s
+
+
+# -- aiter ASM (mla_decode_fwd / get_meta_param) ---------------------------------------------
+def aiter_asm(x: SplitInput) -> int:
+    """pick i in 1..16 maximising (bs_occ*i / (ceil(bs_occ*i/CU)*CU)) * avg_kv/(avg_kv + 84.1*i)."""
+    avg_kv = x.total_kv / x.num_reqs
+    bs_occ = x.num_reqs * max(ASM_TG_FACTOR, ASM_WG_PER_SPLIT)
+    best, best_score = 1, -1.0
+    for i in range(1, 17):
+        fill = bs_occ * i / (cdiv(bs_occ * i, x.units) * x.units)
+        score = fill * avg_kv / (avg_kv + ASM_SPLIT_OVERHEAD * i)
+        if score > best_score + 1e-12:
+            best, best_score = i, score
+    return best
+
+
+# -- vLLM Triton MLA -------------------------------------------------------------------------
+def vllm_triton(x: SplitInput) -> int:
+    """min(next_pow2(max(1, max_seq_len // 512)), 2 * sm_count)."""
+    return min(next_pow2(max(1, x.max_seq_len // VLLM_TRITON_TOKENS_PER_SPLIT)), 2 * x.units)
+
+
+# -- mlaprof's own Triton kernel ---------------------------------------------------------------
+MLAPROF_MIN_CHUNK = 256  # fewest KV tokens a split is worth launching for
+
+
+def mlaprof_triton(x: SplitInput) -> int:
+    """Fill about two waves of the device with real-row programs, never below 256 KV tokens a split.
+    Uses the active-row minimum it is given and the maximum length to bound the useful splits."""
+    per_row = max(1, 2 * x.units // max(1, x.num_reqs))
+    s = min(next_pow2(per_row), next_pow2(max(1, cdiv(x.max_seq_len, MLAPROF_MIN_CHUNK))))
+    return max(1, min(s, 256))
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    fn: Callable[[SplitInput], int]
+    uses_min_kv: bool  # whether min_kv_seq_len feeds S (so padding rows can collapse it)
+    head_group: int  # heads one program handles (for the occupancy model)
+    per_token: bool  # programs per query token (True) or per request (False)
+    source: str
+
+    def splits(self, x: SplitInput) -> int:
+        return int(self.fn(x))
+
+    def programs(self, rows: int, qlen: int, heads: int, s: int) -> int:
+        """Programs (CTAs / workgroups) launched for ``rows`` requests with S splits."""
+        per = (qlen if self.per_token else 1) * cdiv(heads, self.head_group)
+        return rows * per * s
+
+
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("aiter-gluon-v0.1.19", gluon_bh16_v0119, True, 16, True, "aiter v0.1.19 bh16bn64"),
+        Policy(
+            "aiter-gluon-v0.1.19.post2",
+            gluon_bh16_v0119_post2,
+            True,
+            16,
+            True,
+            "aiter v0.1.19.post2 bh16bn64",
+        ),
+        Policy("aiter-gluon-fp8-v0.1.19", gluon_fp8_v0119, True, 16, True, "aiter v0.1.19 bh16bn128"),
+        Policy("aiter-gluon-v0.1.20", gluon_bh16_v0120, False, 16, True, "aiter v0.1.20 bh16"),
+        Policy("aiter-gluon-bh64", gluon_bh64, False, 64, True, "aiter gluon bh64 (H 64/128)"),
+        Policy("aiter-asm", aiter_asm, False, 128, False, "aiter mla_decode_fwd get_meta_param"),
+        Policy("vllm-triton", vllm_triton, False, 16, True, "vLLM triton_mla num_kv_splits"),
+        Policy("mlaprof-triton", mlaprof_triton, False, 128, False, "mlaprof's Triton kernel"),
+    )
+}
+
+
+def applicable(policy: str, heads: int, num_reqs: int) -> str | None:
+    """Why ``policy`` cannot run this shape (None when it can)."""
+    if policy.startswith("aiter-gluon") and policy != "aiter-gluon-bh64" and heads > 16:
+        if policy in ("aiter-gluon-v0.1.19", "aiter-gluon-fp8-v0.1.19") or heads > 96:
+            return f"bh16 handles at most {16 if '0.1.19' in policy else 96} heads, got {heads}"
+    if policy == "aiter-gluon-bh64" and heads not in (64, 128):
+        return f"bh64 needs 64 or 128 heads, got {heads}"
+    if policy == "aiter-gluon-fp8-v0.1.19" and num_reqs != 1:
+        return f"fp8 bh16bn128 in v0.1.19 asserts B == 1, got B = {num_reqs}"
+    return None

@@ -1,0 +1,204 @@
+"""Reading runs: ``mlaprof.load(path)`` gives every table as a pandas DataFrame (all ranks).
+
+Safe while the run is being written: each query sees the records committed so far.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.errors import MlaprofError
+from mlaprof.store import runmeta
+from mlaprof.store.schema import SCHEMA_VERSION, TABLES, columns
+
+_RANK_DB = re.compile(r"^rank(\d+)\.db$")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open a rank database for reading without ever writing to it."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        ver = con.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise MlaprofError(f"{path} is not a readable mlaprof database ({e})") from None
+    if ver != SCHEMA_VERSION:
+        con.close()
+        raise MlaprofError(
+            f"{path} has schema version {ver}; this mlaprof reads version {SCHEMA_VERSION}"
+        )
+    return con
+
+
+class Run:
+    """A recorded run. Tables are attributes: ``run.steps``, ``run.layers``, ``run.syncs``, ...
+
+    Each attribute access queries the databases again, so a followed run shows new records.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise MlaprofError(f"run folder {self.path} does not exist")
+        if not self.path.is_dir():
+            raise MlaprofError(f"{self.path} is not a run folder")
+        self.meta: dict[str, Any] = runmeta.read(self.path)
+        self._cons: dict[int, sqlite3.Connection] = {}
+        self.refresh_ranks()
+        if not self._cons:
+            raise MlaprofError(f"{self.path} has no rank databases (rank<N>.db)")
+
+    # -- ranks -------------------------------------------------------------------------------
+    def refresh_ranks(self) -> list[int]:
+        """Pick up rank databases that appeared since opening (multi-rank runs start unevenly)."""
+        for p in sorted(self.path.iterdir()):
+            m = _RANK_DB.match(p.name)
+            if m and int(m.group(1)) not in self._cons:
+                con = _connect(p)
+                try:
+                    con.execute("SELECT 1 FROM steps LIMIT 1").fetchall()
+                except sqlite3.DatabaseError as e:
+                    con.close()
+                    raise MlaprofError(f"{p} is corrupt or incomplete ({e})") from None
+                self._cons[int(m.group(1))] = con
+        return self.ranks
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self._cons)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # -- tables ------------------------------------------------------------------------------
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
+        """Run ``sql`` on every rank database and concatenate the results."""
+        frames = []
+        for rank, con in sorted(self._cons.items()):
+            try:
+                frames.append(pd.read_sql_query(sql, con, params=params))
+            except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+                raise MlaprofError(f"{self.path / f'rank{rank}.db'} cannot be read: {e}") from None
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            return pd.DataFrame(columns=list(columns_of(sql)))
+        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
+        if name not in TABLES:
+            raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        sql = f"SELECT {', '.join(columns(name))} FROM {name}"
+        if where:
+            sql += f" WHERE {where}"
+        df = self.query(sql, params)
+        if df.empty:
+            df = pd.DataFrame(columns=list(columns(name)))
+        return df
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {t: self.table(t) for t in TABLES}
+
+    def count(self, name: str) -> int:
+        if name not in TABLES:
+            raise MlaprofError(f"unknown table {name!r}")
+        return sum(c.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] for c in self._cons.values())
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        if name in TABLES:
+            return self.table(name)
+        raise AttributeError(name)
+
+    # -- state -------------------------------------------------------------------------------
+    def rank_meta(self, rank: int) -> dict[str, str]:
+        rows = self._cons[rank].execute("SELECT key, value FROM meta").fetchall()
+        return dict(rows)
+
+    @property
+    def status(self) -> str:
+        """finished | running | failed | incomplete (a writer died without finishing)."""
+        states = [self.rank_meta(r).get("status", "running") for r in self.ranks]
+        if any(s == "failed" for s in states):
+            return "failed"
+        if all(s == "finished" for s in states):
+            return "finished"
+        # still "running": alive if a database changed recently
+        newest = max(
+            (p.stat().st_mtime for p in self.path.glob("rank*.db*") if p.exists()), default=0.0
+        )
+        return "running" if time.time() - newest < 60 else "incomplete"
+
+    def close(self) -> None:
+        for con in self._cons.values():
+            con.close()
+        self._cons.clear()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r}, ranks={self.ranks})"
+
+
+def columns_of(sql: str) -> list[str]:
+    m = re.match(r"\s*SELECT\s+(.*?)\s+FROM\s", sql, re.I | re.S)
+    if not m or m.group(1).strip() == "*":
+        return []
+    return [c.strip().split()[-1] for c in m.group(1).split(",")]
+
+
+def load(path: Path | str) -> Run:
+    """Open a run folder; every table is a DataFrame attribute (``run.steps``, ``run.syncs``...)."""
+    return Run(path)
+
+
+@dataclass
+class RunInfo:
+    path: Path
+    name: str
+    created: str
+    status: str
+    scenario: str
+    backend: str
+    device: str
+    steps: int
+    error: str | None = None
+
+
+def list_runs(folder: Path | str) -> list[RunInfo]:
+    """Runs under ``folder`` (newest first). Unreadable ones are listed with their error."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MlaprofError(f"traces folder {folder} does not exist")
+    out: list[RunInfo] = []
+    for p in folder.iterdir():
+        if not (p / runmeta.META_FILE).is_file():
+            continue
+        try:
+            with Run(p) as run:
+                m = run.meta
+                out.append(
+                    RunInfo(
+                        p,
+                        p.name,
+                        str(m.get("created", "")),
+                        run.status,
+                        str(m.get("scenario", {}).get("name", m.get("source", ""))),
+                        str(m.get("backend", "")),
+                        str(m.get("device", "")),
+                        run.count("steps"),
+                    )
+                )
+        except MlaprofError as e:
+            out.append(RunInfo(p, p.name, "", "unreadable", "", "", "", 0, str(e)))
+    out.sort(key=lambda r: (r.created, r.name), reverse=True)
+    return out
