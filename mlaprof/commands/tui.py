@@ -1,0 +1,50 @@
+"""``mlaprof tui [RUN | FOLDER]``: the live dashboard (follows a run as it is written)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlaprof.errors import MissingExtraError, MlaprofError
+
+DEFAULT_FOLDER = Path("traces")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "tui",
+        help="live dashboard of a run (or a picker over a folder of runs)",
+        description="Follow a run live while it is written, or replay a finished one. A folder "
+        "of runs opens a picker, newest first. Keys: ? in the dashboard.",
+    )
+    p.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_FOLDER,
+        metavar="RUN|FOLDER",
+        help="a run folder or a folder of runs (default: traces/)",
+    )
+    p.add_argument("--once", action="store_true", help="print a plain-text snapshot and exit")
+    p.add_argument("--compare", type=Path, metavar="RUN2", help="compare with RUN2 (bug vs fix)")
+    p.add_argument("--rank", type=int, metavar="N", help="show rank N (default: all ranks)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if not path.exists():
+        raise MlaprofError(f"{path} does not exist (give a run folder or a folder of runs)")
+    if not path.is_dir():
+        raise MlaprofError(f"{path} is not a folder (give a run folder or a folder of runs)")
+    if args.compare is not None and not (args.compare / "run.json").is_file():
+        raise MlaprofError(f"--compare {args.compare} is not a run folder (no run.json)")
+    if args.rank is not None and args.rank < 0:
+        raise MlaprofError(f"--rank must be >= 0, got {args.rank}")
+    try:
+        from tui.app import run_app
+    except ModuleNotFoundError as e:
+        if e.name and e.name.split(".")[0] == "textual":
+            raise MissingExtraError("the dashboard (textual)", "tui") from None
+        raise
+    return run_app(path, once=args.once, compare=args.compare, rank=args.rank)

@@ -1,0 +1,1 @@
+"""mlaprof's live Textual dashboard: ``mlaprof tui`` follows a run as it is written."""

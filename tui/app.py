@@ -1,0 +1,85 @@
+"""The dashboard application and ``run_app``, the entry the CLI (``mlaprof tui``, ``mlaprof run
+--live``) calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+
+from mlaprof.errors import MlaprofError
+from tui.screens.dashboard import DashboardScreen
+from tui.screens.help import HelpScreen
+from tui.screens.picker import PickerScreen
+
+
+def is_run_folder(path: Path) -> bool:
+    """A run (run.json or rank databases), or a path that does not exist yet (a run starting)."""
+    if not path.exists():
+        return True
+    return (path / "run.json").exists() or any(path.glob("rank*.db"))
+
+
+class MlaprofApp(App[int]):
+    CSS_PATH = "mlaprof.tcss"
+    TITLE = "mlaprof"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(
+        self,
+        path: Path,
+        compare: Path | None = None,
+        rank: int | None = None,
+        interval: float = 0.25,
+    ) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.compare = compare
+        self.rank = rank
+        self.interval = interval
+
+    def on_mount(self) -> None:
+        if is_run_folder(self.path):
+            self.push_screen(self.dashboard(self.path))
+        else:
+            self.push_screen(PickerScreen(self.path, on_pick=self.open_run))
+
+    def dashboard(self, path: Path) -> DashboardScreen:
+        return DashboardScreen(path, self.compare, self.rank, self.interval)
+
+    def open_run(self, path: Path) -> None:
+        self.push_screen(self.dashboard(path))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_back(self) -> None:
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+
+
+def run_app(
+    path: Path, once: bool = False, compare: Path | None = None, rank: int | None = None
+) -> int:
+    """Open the dashboard on a run (followed live while it is written) or a folder of runs.
+
+    ``once`` prints a plain-text snapshot of the main screen instead (no terminal needed).
+    """
+    path = Path(path)
+    if once:
+        from tui.once import snapshot
+
+        print(snapshot(path, compare=compare, rank=rank), end="")
+        return 0
+    app = MlaprofApp(path, compare=compare, rank=rank)
+    app.run()
+    return app.return_code or 0
+
+
+__all__ = ["MlaprofApp", "MlaprofError", "run_app"]

@@ -1,0 +1,39 @@
+"""Messages the follower thread and the widgets post to the dashboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.message import Message
+
+
+class RunUpdated(Message):
+    """The follower read ``new_rows`` new records (or a problem changed)."""
+
+    def __init__(self, new_rows: int) -> None:
+        super().__init__()
+        self.new_rows = new_rows
+
+
+class RunProblem(Message):
+    """The followed run cannot be read any more: deleted, truncated, corrupted."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class DrillDown(Message):
+    """Open the drill-down of one layer."""
+
+    def __init__(self, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+
+
+class RunChosen(Message):
+    """A run was picked in the run picker."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path

@@ -1,0 +1,53 @@
+"""``mlaprof tui --once``: the main screen as plain text, for scripts and CI logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlaprof.errors import MlaprofError
+from mlaprof.store import list_runs
+from tui.reader import FollowError, RunFollower, analyze_run
+from tui.state import View
+from tui.text import format_table, render_text
+
+
+def read_view(path: Path, rank: int | None = None) -> View:
+    """Read a run once (whatever was committed so far) and build its view."""
+    if not path.exists():
+        raise MlaprofError(f"run folder {path} does not exist")
+    f = RunFollower(path)
+    try:
+        f.poll()
+    except FollowError as e:
+        raise MlaprofError(str(e)) from None
+    if not f.states:
+        raise MlaprofError(f"{path} has no readable rank databases (rank<N>.db) yet")
+    if rank is not None and rank not in f.states:
+        raise MlaprofError(f"{path} has no rank {rank} (ranks: {sorted(f.states)})")
+    f.findings, f.findings_source = analyze_run(path)
+    try:
+        return f.view(rank)
+    finally:
+        f.close()
+
+
+def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -> str:
+    from tui.app import is_run_folder
+
+    if not is_run_folder(path):
+        runs = list_runs(path)
+        rows = [
+            [r.name, r.created[:19], r.scenario, r.device, r.status, str(r.steps)] for r in runs
+        ]
+        head = ["run", "created", "scenario", "device", "status", "steps"]
+        return f"runs in {path} (newest first)\n" + "\n".join(format_table((head, rows))) + "\n"
+    v = read_view(path, rank)
+    text = render_text(v)
+    if compare is not None:
+        from tui.screens.compare import compare_rows
+
+        w = read_view(compare, rank)
+        text += f"\nCOMPARE  A: {v.name}  B: {w.name}\n"
+        text += "\n".join(format_table((["metric", "A", "B", "B vs A"], compare_rows(v, w))))
+        text += "\n\n" + render_text(w)
+    return text

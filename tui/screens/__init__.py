@@ -1,0 +1,1 @@
+"""Dashboard screens: main dashboard, layer drill-down, compare, run picker, help."""

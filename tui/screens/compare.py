@@ -1,0 +1,135 @@
+"""Two runs side by side (e.g. bug vs fix): key numbers with their change, and both findings."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.reader import RunFollower, follow
+from tui.state import View, fmt_bytes, fmt_ms, fmt_pct
+from tui.widgets.findings import FindingsList
+from tui.widgets.table import ViewTable
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None else float(v)
+
+
+def compare_rows(a: View, b: View) -> list[list[str]]:
+    """metric, A, B, change: the numbers a fix is judged by."""
+
+    def splits(v: View) -> tuple[int | None, int | None, float | None]:
+        rows = [r for r in v.splits if r["used"] is not None]
+        if not rows:
+            return None, None, None
+        worst = min(rows, key=lambda r: (r["used"] or 0) / max(1, r["deserved"] or 1))
+        return worst["used"], worst["deserved"], worst["occ_used"]
+
+    def crit(v: View) -> int:
+        return sum(f.severity == "critical" for f in v.findings)
+
+    def mem(v: View) -> int:
+        return sum(m.get("pool_bytes") or 0 for m in v.memory)
+
+    sa, sb = splits(a), splits(b)
+    metrics: list[tuple[str, Any, Any, str]] = [
+        ("steps", a.steps, b.steps, "n"),
+        ("step latency p50 ms", a.latency["p50"], b.latency["p50"], "ms"),
+        ("step latency mean ms", a.latency["mean"], b.latency["mean"], "ms"),
+        (
+            "syncs in watched region",
+            sum(s["count"] for s in a.syncs),
+            sum(s["count"] for s in b.syncs),
+            "n",
+        ),
+        (
+            "layers with syncs",
+            sum(1 for r in a.layers if r.get("syncs")),
+            sum(1 for r in b.layers if r.get("syncs")),
+            "n",
+        ),
+        ("worst S used", sa[0], sb[0], "n"),
+        ("  deserved", sa[1], sb[1], "n"),
+        ("  occupancy", sa[2], sb[2], "pct"),
+        ("padding waste", a.padding_total.get("waste"), b.padding_total.get("waste"), "pct"),
+        ("capture memory", mem(a), mem(b), "bytes"),
+        ("critical findings", crit(a), crit(b), "n"),
+    ]
+    fmt = {
+        "n": lambda x: "-" if x is None else str(x),
+        "ms": fmt_ms,
+        "pct": fmt_pct,
+        "bytes": fmt_bytes,
+    }
+    out = []
+    for name, x, y, kind in metrics:
+        change = "-"
+        if _num(x) is not None and _num(y) is not None:
+            if kind == "ms" and x:
+                change = f"{(y / x - 1) * 100:+.0f}%"
+            elif kind == "pct":
+                change = f"{(y - x) * 100:+.0f} pt"
+            elif kind == "bytes":
+                change = fmt_bytes(y - x) if y >= x else "-" + fmt_bytes(x - y)
+            else:
+                change = f"{y - x:+g}"
+        out.append([name, fmt[kind](x), fmt[kind](y), change])
+    out.append(["capture", a.capture.split(" (")[0], b.capture.split(" (")[0], ""])
+    out.append(["graph mode", a.graph_mode, b.graph_mode, ""])
+    return out
+
+
+class CompareScreen(Screen):
+    BINDINGS = [Binding("escape,c", "app.pop_screen", "Back")]
+
+    def __init__(self, a: RunFollower, b_path: Path) -> None:
+        super().__init__()
+        self.a = a
+        self.b = RunFollower(b_path)
+        self.stop = threading.Event()
+        self.paused = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="compare-title")
+        yield ViewTable(id="compare-table")
+        with Horizontal(id="compare-findings"):
+            yield FindingsList(id="findings-a")
+            yield FindingsList(id="findings-b")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._follow_b()
+        self.set_interval(0.5, self.draw)
+
+    def on_unmount(self) -> None:
+        self.stop.set()
+
+    @work(thread=True, group="follow-b")
+    def _follow_b(self) -> None:
+        def update(_n: int) -> None:
+            try:
+                self.app.call_from_thread(self.draw)
+            except RuntimeError:
+                self.stop.set()
+
+        follow(self.b, update, lambda _t: update(0), self.stop, self.paused)
+
+    def draw(self) -> None:
+        a, b = self.a.view(), self.b.view()
+        self.query_one("#compare-title", Static).update(
+            f"[b]compare[/b]  A: [b]{a.name}[/b] ({a.scenario}, {a.backend})   "
+            f"B: [b]{b.name}[/b] ({b.scenario}, {b.backend})"
+            + (f"\n[red]! B: {b.problem}[/red]" if b.problem else "")
+        )
+        table = self.query_one("#compare-table", ViewTable)
+        table.show((["metric", "A", "B", "B vs A"], compare_rows(a, b)))
+        self.query_one("#findings-a", FindingsList).show(a.findings, f"A: {a.name}")
+        self.query_one("#findings-b", FindingsList).show(b.findings, f"B: {b.name}")

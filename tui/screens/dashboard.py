@@ -1,0 +1,276 @@
+"""Main screen: follows one run and shows every panel; Enter on a layer drills down."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Footer, Tab, Tabs
+
+from tui.messages import DrillDown, RunProblem, RunUpdated
+from tui.reader import RunFollower, follow
+from tui.state import View
+from tui.text import LAYER_COLUMNS
+from tui.widgets.banner import ProblemBanner
+from tui.widgets.findings import FindingsList
+from tui.widgets.header import RunHeader
+from tui.widgets.latency import LatencyPanel
+from tui.widgets.layers import LayersTable
+from tui.widgets.memory import MemoryTable
+from tui.widgets.padding import PaddingTable
+from tui.widgets.splits import SplitsTable
+
+PANELS = (
+    ("layers", "Layers"),
+    ("findings", "Findings"),
+    ("splits", "KV splits"),
+    ("padding", "Padding"),
+    ("memory", "Capture"),
+)
+NARROW_WIDTH, NARROW_HEIGHT = 120, 36
+
+
+class DashboardScreen(Screen):
+    BINDINGS = [
+        Binding("p,space", "toggle_pause", "Pause"),
+        Binding("left_square_bracket", "step(-1)", "Step ◀"),
+        Binding("right_square_bracket", "step(1)", "Step ▶"),
+        Binding("a", "all_steps", "All steps"),
+        Binding("enter", "drill", "Drill down", show=False),
+        Binding("r", "next_rank", "Rank"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("c", "compare", "Compare"),
+        Binding("e", "export", "Export"),
+        Binding("tab", "next_panel", "Panel", show=False),
+        *[
+            Binding(str(i + 1), f"panel('{pid}')", title, show=False)
+            for i, (pid, title) in enumerate(PANELS)
+        ],
+    ]
+
+    def __init__(
+        self,
+        path: Path,
+        compare: Path | None = None,
+        rank: int | None = None,
+        interval: float = 0.25,
+    ) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.compare_path = compare
+        self.follower = RunFollower(self.path)
+        self.rank = rank
+        self.step_index: int | None = None  # None: all steps (live)
+        self.layer_sort: tuple[str, bool] = ("layer", False)
+        self.interval = interval
+        self.stop = threading.Event()
+        self.paused = threading.Event()
+        self.updates = 0  # refreshes drawn (tests wait on it)
+        self.view: View | None = None
+        self.problem: str | None = None
+        self.active_panel = "layers"
+
+    # -- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        yield ProblemBanner(id="banner")
+        yield LatencyPanel(id="latency")
+        yield Tabs(*[Tab(title, id=f"tab-{pid}") for pid, title in PANELS], id="panel-tabs")
+        with Container(id="panels"):
+            yield LayersTable(id="layers", classes="panel -active")
+            yield FindingsList(id="findings", classes="panel")
+            yield SplitsTable(id="splits", classes="panel")
+            yield PaddingTable(id="padding", classes="panel")
+            yield MemoryTable(id="memory", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        titles = dict(PANELS)
+        for pid, _ in PANELS:
+            w = self.query_one(f"#{pid}")
+            if pid != "layers":
+                w.border_title = titles[pid]
+        self.query_one("#banner", ProblemBanner).show(None)
+        self._layout(self.app.size.width, self.app.size.height)
+        self._follow()
+
+    def on_unmount(self) -> None:
+        self.stop.set()
+
+    def on_resize(self, event: Resize) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        self.set_class(width < NARROW_WIDTH or height < NARROW_HEIGHT, "-narrow")
+
+    # -- following -----------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="follow")
+    def _follow(self) -> None:
+        def post(msg: RunUpdated | RunProblem) -> None:
+            if not self.stop.is_set():
+                try:
+                    self.app.call_from_thread(self.post_message, msg)
+                except RuntimeError:  # the app is shutting down
+                    self.stop.set()
+
+        follow(
+            self.follower,
+            on_update=lambda n: post(RunUpdated(n)),
+            on_problem=lambda text: post(RunProblem(text)),
+            stop=self.stop,
+            paused=self.paused,
+            interval=self.interval,
+        )
+
+    def on_run_updated(self, message: RunUpdated) -> None:
+        self.problem = None
+        self.refresh_views()
+
+    def on_run_problem(self, message: RunProblem) -> None:
+        self.problem = message.text
+        self.query_one("#banner", ProblemBanner).show(message.text)
+
+    def current_step(self) -> int | None:
+        if self.step_index is None:
+            return None
+        ids = self.follower.step_ids(self.rank)
+        if not ids:
+            return None
+        self.step_index = max(0, min(self.step_index, len(ids) - 1))
+        return ids[self.step_index]
+
+    def follow_state(self) -> str:
+        if self.problem:
+            return "unreadable"
+        if self.paused.is_set():
+            return "paused"
+        if self.view and self.view.status == "finished":
+            return "finished (replay)"
+        return "live" if self.view is None else self.view.status
+
+    def refresh_views(self) -> None:
+        """Draw the current state: what one refresh costs (see bench/tui_bench.py)."""
+        v = self.follower.view(self.rank, self.current_step(), self.layer_sort)
+        self.view = v
+        self.query_one("#header", RunHeader).show(v, self.follow_state())
+        self.query_one("#banner", ProblemBanner).show(self.problem or v.problem)
+        self.query_one("#latency", LatencyPanel).show(v)
+        self.query_one("#layers", LayersTable).show_view(v)
+        self.query_one("#splits", SplitsTable).show_view(v)
+        self.query_one("#padding", PaddingTable).show_view(v)
+        self.query_one("#memory", MemoryTable).show_view(v)
+        self.query_one("#findings", FindingsList).show(v.findings, v.findings_source)
+        self.updates += 1
+
+    # -- panels (narrow terminals show one at a time) -----------------------------------------
+    @on(Tabs.TabActivated, "#panel-tabs")
+    def _tab(self, event: Tabs.TabActivated) -> None:
+        self._show_panel(event.tab.id.removeprefix("tab-"))
+
+    def _show_panel(self, pid: str) -> None:
+        self.active_panel = pid
+        for p, _ in PANELS:
+            self.query_one(f"#{p}").set_class(p == pid, "-active")
+        tabs = self.query_one("#panel-tabs", Tabs)
+        if tabs.active != f"tab-{pid}":
+            tabs.active = f"tab-{pid}"
+
+    def action_panel(self, pid: str) -> None:
+        self._show_panel(pid)
+        self.query_one(f"#{pid}").focus()
+
+    def action_next_panel(self) -> None:
+        ids = [p for p, _ in PANELS]
+        self.action_panel(ids[(ids.index(self.active_panel) + 1) % len(ids)])
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_toggle_pause(self) -> None:
+        if self.paused.is_set():
+            self.paused.clear()
+            self.notify("following again")
+        else:
+            self.paused.set()
+            self.notify("paused: the display is frozen; p resumes")
+        if self.view is not None:
+            self.query_one("#header", RunHeader).show(self.view, self.follow_state())
+
+    def action_step(self, delta: int) -> None:
+        ids = self.follower.step_ids(self.rank)
+        if not ids:
+            self.notify("no steps yet")
+            return
+        if self.step_index is None:
+            self.step_index = len(ids) - 1 if delta < 0 else 0
+        else:
+            self.step_index = max(0, min(len(ids) - 1, self.step_index + delta))
+        self.refresh_views()
+
+    def action_all_steps(self) -> None:
+        self.step_index = None
+        self.refresh_views()
+
+    def action_next_rank(self) -> None:
+        ranks = sorted(self.follower.states)
+        if len(ranks) < 2:
+            self.notify("single-rank run")
+            return
+        order: list[int | None] = [None, *ranks]
+        self.rank = order[(order.index(self.rank) + 1) % len(order)]
+        self.refresh_views()
+
+    def sort_layers(self, column: str) -> None:
+        key, rev = self.layer_sort
+        self.layer_sort = (column, not rev) if key == column else (column, column != "layer")
+        self.refresh_views()
+
+    def action_cycle_sort(self) -> None:
+        names = [c for c, _ in LAYER_COLUMNS]
+        key, _ = self.layer_sort
+        self.sort_layers(names[(names.index(key) + 1) % len(names)])
+
+    def action_drill(self) -> None:
+        table = self.query_one("#layers", LayersTable)
+        if self.view and self.view.layers:
+            row = self.view.layers[min(table.cursor_row, len(self.view.layers) - 1)]
+            self.open_layer(int(row["layer"]))
+
+    def on_drill_down(self, message: DrillDown) -> None:
+        self.open_layer(message.layer)
+
+    def open_layer(self, layer: int) -> None:
+        from tui.screens.layer import LayerScreen
+
+        self.app.push_screen(LayerScreen(self, layer))
+
+    def action_compare(self) -> None:
+        from tui.screens.compare import CompareScreen
+        from tui.screens.picker import PickerScreen
+
+        if self.compare_path is not None:
+            self.app.push_screen(CompareScreen(self.follower, self.compare_path))
+            return
+
+        def chosen(path: Path | None) -> None:
+            if path is not None:
+                self.compare_path = path
+                self.app.push_screen(CompareScreen(self.follower, path))
+
+        self.app.push_screen(
+            PickerScreen(self.path.parent, title="compare with", exclude=self.path), chosen
+        )
+
+    def action_export(self) -> None:
+        self._export()
+
+    @work(thread=True, group="export")
+    def _export(self) -> None:
+        from tui.export import export_run
+
+        ok, text = export_run(self.path)
+        self.app.call_from_thread(self.notify, text, severity="information" if ok else "warning")

@@ -1,0 +1,71 @@
+"""Layer drill-down: the syncs of one layer with op and source line, and its split numbers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.state import fmt_ms
+from tui.text import sync_table
+from tui.widgets.table import ViewTable
+
+if TYPE_CHECKING:
+    from tui.screens.dashboard import DashboardScreen
+
+
+class LayerScreen(Screen):
+    BINDINGS = [
+        Binding("escape,backspace", "app.pop_screen", "Back"),
+        Binding("left_square_bracket", "layer(-1)", "Layer ◀"),
+        Binding("right_square_bracket", "layer(1)", "Layer ▶"),
+    ]
+
+    def __init__(self, dashboard: DashboardScreen, layer: int) -> None:
+        super().__init__()
+        self.dashboard = dashboard
+        self.layer_no = layer
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="layer-summary")
+        yield ViewTable(id="layer-syncs")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.draw()
+        self.set_interval(0.5, self.draw)
+
+    def action_layer(self, delta: int) -> None:
+        v = self.dashboard.view
+        layers = sorted(r["layer"] for r in v.layers) if v else []
+        if self.layer_no in layers:
+            i = layers.index(self.layer_no) + delta
+            self.layer_no = layers[max(0, min(len(layers) - 1, i))]
+            self.draw()
+
+    def draw(self) -> None:
+        d = self.dashboard
+        v = d.follower.view(d.rank, d.current_step(), d.layer_sort)
+        row = next((r for r in v.layers if r["layer"] == self.layer_no), {})
+        head, rows = sync_table(v, self.layer_no)
+        t = Text.assemble(
+            (f" layer {self.layer_no} ", "bold reverse"),
+            f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
+            f" time {fmt_ms(row.get('time_ms'))} ms   syncs {row.get('syncs', 0)}   "
+            f"S used {row.get('used', '-')} / deserved {row.get('deserved', '-')}   "
+            f"collapsed layer-steps {row.get('collapsed', 0)}\n",
+            (
+                f" {len(rows)} distinct sync/alloc sites in this layer"
+                if rows
+                else " no syncs or allocations recorded in this layer"
+            ),
+            "bold red" if rows else "green",
+        )
+        self.query_one("#layer-summary", Static).update(t)
+        table = self.query_one("#layer-syncs", ViewTable)
+        table.border_title = "syncs (op, source line)"
+        table.show((head, rows))

@@ -1,0 +1,21 @@
+"""Step latency over time: a sparkline of recent steps with its percentiles."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Label, Sparkline
+
+from tui.state import View
+from tui.text import latency_line
+
+
+class LatencyPanel(Vertical):
+    def compose(self) -> ComposeResult:
+        yield Label("step latency: waiting for steps", id="latency-label")
+        yield Sparkline([], summary_function=max, id="latency-spark")
+
+    def show(self, v: View) -> None:
+        self.query_one("#latency-label", Label).update(latency_line(v))
+        width = max(1, self.size.width or 80)
+        self.query_one("#latency-spark", Sparkline).data = v.latency_ms[-width:]

@@ -1,0 +1,12 @@
+"""Padding: real vs padding rows per capture size, and what they waste."""
+
+from __future__ import annotations
+
+from tui.state import View
+from tui.text import padding_table
+from tui.widgets.table import ViewTable
+
+
+class PaddingTable(ViewTable):
+    def show_view(self, v: View) -> None:
+        self.show(padding_table(v))
