@@ -1,0 +1,180 @@
+"""The ``triton`` verify backend: mlaprof's split-KV 4-D MTP kernel (``mlaprof.kernels.mla_verify``).
+
+Graph-capturable: no host sync, no data-dependent allocation. The split partials live in a
+workspace sized from host-known values (B, qlen, H, S); it is allocated on the first (eager) call
+of a shape, which a capture runner makes before capturing, and reused afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mlaprof.backends.base import VerifyInputs, check_shapes
+from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.metadata import VerifyMetadata
+from mlaprof.scenario import LATENT
+
+MAX_SPLITS = 1024
+
+
+def _kernels() -> Any:
+    try:
+        from mlaprof.kernels import mla_verify
+    except ImportError as e:  # triton absent (or broken)
+        raise MissingExtraError("the triton backend", "triton", str(e)) from None
+    return mla_verify
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    block_n: int = 32
+    num_warps: int = 8
+    num_stages: int = 2
+    block_s: int = 16  # splits merged per iteration in stage 2
+    stage2_heads: int = 1  # heads per stage-2 program (the interpreter likes many)
+    stage2_warps: int = 4
+
+
+class Workspace:
+    """Partial-result buffers, grown (never shrunk) to the largest (B, qlen, H, S) asked for."""
+
+    def __init__(self) -> None:
+        self.o: torch.Tensor | None = None
+        self.lse: torch.Tensor | None = None
+        self.allocations = 0
+
+    def get(
+        self, b: int, qlen: int, h: int, s: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        need = b * qlen * h * s
+        if self.lse is None or self.lse.numel() < need or self.lse.device != device:
+            if _capturing(device):
+                raise MlaprofError(
+                    f"triton backend: workspace for B={b} qlen={qlen} H={h} S={s} must be "
+                    "reserved before graph capture (run the shape once eagerly or call reserve())"
+                )
+            self.o = torch.empty(need * LATENT, dtype=torch.float32, device=device)
+            self.lse = torch.empty(need, dtype=torch.float32, device=device)
+            self.allocations += 1
+        if self.o is None:
+            raise MlaprofError("triton backend: workspace lost its output buffer")
+        return (
+            self.o[: need * LATENT].view(b, qlen, h, s, LATENT),
+            self.lse[:need].view(b, qlen, h, s),
+        )
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+class TritonBackend:
+    name = "triton"
+    capturable = True
+
+    def __init__(self, config: LaunchConfig | None = None, flatten: bool = False) -> None:
+        self.config = config or LaunchConfig()
+        self.flatten = flatten
+        self.workspace = Workspace()
+        self.last_launch: dict[str, Any] = {}
+        _kernels()  # fail early with the install hint
+
+    def reserve(self, b: int, qlen: int, h: int, s: int, device: torch.device | str) -> None:
+        """Allocate the workspace for a shape ahead of capture."""
+        self.workspace.get(b, qlen, h, s, torch.device(device))
+
+    def forward(
+        self,
+        inp: VerifyInputs,
+        meta: VerifyMetadata,
+        out: torch.Tensor,
+        lse: torch.Tensor | None = None,
+        num_splits: int = 1,
+        flatten: bool | None = None,
+    ) -> None:
+        check_shapes(inp, meta, out, lse)
+        k = _kernels()
+        flat = self.flatten if flatten is None else flatten
+        s = int(num_splits)
+        if not 1 <= s <= MAX_SPLITS:
+            raise MlaprofError(f"num_splits must be in 1..{MAX_SPLITS}, got {num_splits}")
+        qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
+        for name, t in (("q_nope", qn), ("q_pe", qp), ("kv_c", kv), ("out", out)):
+            if t.stride(-1) != 1:
+                raise MlaprofError(f"triton backend: {name} must be contiguous in its last dim")
+        if lse is not None and (lse.dtype != torch.float32 or not lse.is_contiguous()):
+            raise MlaprofError("triton backend: lse must be a contiguous float32 tensor")
+        b, qlen, h, _ = qn.shape
+        part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
+        cfg = self.config
+        block_h = k.block_h_for(qlen, h, flat)
+        qp_rows = 1 if flat else k.next_pow2(qlen)
+        grid1 = (b * qlen if flat else b, -(-h // block_h), s)
+        prec = "ieee" if kv.dtype == torch.float32 else "tf32"
+        k.mla_verify_stage1[grid1](
+            qn,
+            qp,
+            kv,
+            meta.kv_indptr,
+            meta.kv_indices,
+            meta.seq_lens,
+            meta.qo_lens,
+            part_o,
+            part_lse,
+            float(inp.sm_scale) * k.LOG2E,
+            s,
+            qlen,
+            h,
+            qn.stride(0),
+            qn.stride(1),
+            qn.stride(2),
+            qp.stride(0),
+            qp.stride(1),
+            qp.stride(2),
+            part_o.stride(0),
+            part_o.stride(1),
+            part_o.stride(2),
+            kv.stride(0),
+            QP=qp_rows,
+            BLOCK_H=block_h,
+            BLOCK_N=cfg.block_n,
+            PAGE=meta.page_size,
+            FLATTEN=flat,
+            DOT_PREC=prec,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+        hh = min(k.next_pow2(h), cfg.stage2_heads)
+        grid2 = (b, qlen, -(-h // hh))
+        k.mla_verify_stage2[grid2](
+            part_o,
+            part_lse,
+            meta.seq_lens,
+            meta.qo_lens,
+            out,
+            lse if lse is not None else part_lse,
+            s,
+            qlen,
+            h,
+            out.stride(0),
+            out.stride(1),
+            out.stride(2),
+            part_o.stride(0),
+            part_o.stride(1),
+            part_o.stride(2),
+            BLOCK_HH=hh,
+            BLOCK_S=min(cfg.block_s, k.next_pow2(s)),
+            ALIGN=cfg.block_n,
+            FLATTEN=flat,
+            HAS_LSE=lse is not None,
+            num_warps=cfg.stage2_warps,
+        )
+        self.last_launch = {
+            "stage1": {"grid": grid1, "block": (32 * cfg.num_warps, 1, 1), "splits": s},
+            "stage2": {"grid": grid2, "block": (32 * cfg.stage2_warps, 1, 1), "splits": s},
+            "block_h": block_h,
+            "flatten": flat,
+        }

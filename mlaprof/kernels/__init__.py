@@ -1,0 +1,1 @@
+"""Triton kernels (import lazily: triton is optional)."""
