@@ -149,7 +149,9 @@ class Scenario:
             if n > 4_194_304:
                 raise bad(f"KV length {n} is more than 4M tokens")
         if self.graph_mode not in GRAPH_MODES:
-            raise bad(f"graph_mode must be one of {', '.join(GRAPH_MODES)}, got {self.graph_mode!r}")
+            raise bad(
+                f"graph_mode must be one of {', '.join(GRAPH_MODES)}, got {self.graph_mode!r}"
+            )
         if self.min_kv_mode not in MIN_KV_MODES:
             raise bad(f"min_kv_mode must be one of {', '.join(MIN_KV_MODES)}")
         for name, lo, hi in (

@@ -1,1 +1,103 @@
-"""mlaprof.analysis"""
+"""Analyzers, one per question (DESIGN.md), over a stored run's tables.
+
+``analyze(run)`` returns findings sorted by severity; ``summary(run)`` the report's JSON object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlaprof.analysis.capture import capture_findings, capture_summary
+from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.splits import split_findings, split_summary
+from mlaprof.analysis.syncs import sync_findings
+from mlaprof.analysis.timing import timing_findings, timing_summary
+from mlaprof.store.reader import Run
+
+
+def _scenario(run: Run) -> dict[str, Any]:
+    sc = run.meta.get("scenario")
+    return sc if isinstance(sc, dict) else {}
+
+
+def analyze(run: Run) -> list[Finding]:
+    sc = _scenario(run)
+    mode = sc.get("graph_mode", "FULL")
+    syncs = run.syncs
+    findings: list[Finding] = []
+    cap = capture_summary(run.meta, syncs, run.captures, run.memory)
+    findings += capture_findings(cap, run.captures, run.memory)
+    findings += sync_findings(syncs, mode)
+    findings += split_findings(run.splits, sc.get("policy", ""), mode)
+    findings += padding_findings(run.padding)
+    findings += timing_findings(timing_summary(run.steps, run.layers))
+    findings.sort(key=lambda f: f.rank)
+    return findings
+
+
+def summary(run: Run) -> dict[str, Any]:
+    """Everything ``mlaprof report --json`` prints (one JSON object)."""
+    sc = _scenario(run)
+    syncs = run.syncs
+    splits = split_summary(run.splits)
+    blocking = syncs[syncs["kind"] == "sync"] if not syncs.empty else syncs
+    return {
+        "run": run.name,
+        "status": run.status,
+        "scenario": sc,
+        "backend": run.meta.get("backend"),
+        "device": run.meta.get("device"),
+        "ranks": run.ranks,
+        "syncs": [
+            {
+                "layer": _int(r.layer),
+                "step": _int(r.step),
+                "op": r.op,
+                "location": r.location,
+                "function": r.function,
+            }
+            for r in blocking.itertuples()
+        ],
+        "allocations": [
+            {"layer": _int(r.layer), "op": r.op, "location": r.location}
+            for r in (syncs[syncs["kind"] == "alloc"] if not syncs.empty else syncs).itertuples()
+        ],
+        "splits": [
+            {
+                "policy": r.policy,
+                "used": _int(r.used),
+                "deserved": _int(r.deserved),
+                "frozen": _int(r.frozen),
+                "all_rows": _int(r.all_rows),
+                "active_rows": _int(r.active_rows),
+                "min_kv_used": _int(r.min_kv_used),
+                "min_kv_deserved": _int(r.min_kv_deserved),
+                "occupancy": _float(r.occupancy_used),
+                "occupancy_deserved": _float(r.occupancy_deserved),
+                "step": _int(r.step),
+            }
+            for r in splits.itertuples()
+        ],
+        "padding": padding_summary(run.padding),
+        "capture": capture_summary(run.meta, syncs, run.captures, run.memory),
+        "timing": timing_summary(run.steps, run.layers),
+        "findings": [f.to_dict() for f in analyze(run)],
+    }
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return None if v is None or v != v else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return None if v is None or v != v else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["Finding", "analyze", "summary"]

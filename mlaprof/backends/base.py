@@ -46,7 +46,9 @@ class VerifyBackend(Protocol):
     ) -> None: ...
 
 
-def check_shapes(inp: VerifyInputs, meta: VerifyMetadata, out: torch.Tensor, lse: torch.Tensor | None) -> None:
+def check_shapes(
+    inp: VerifyInputs, meta: VerifyMetadata, out: torch.Tensor, lse: torch.Tensor | None
+) -> None:
     """Shape and dtype checks every backend runs first (raise, never assert)."""
     qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
     if qn.dim() != 4 or qn.shape[-1] != LATENT:

@@ -145,7 +145,9 @@ POLICIES: dict[str, Policy] = {
             True,
             "aiter v0.1.19.post2 bh16bn64",
         ),
-        Policy("aiter-gluon-fp8-v0.1.19", gluon_fp8_v0119, True, 16, True, "aiter v0.1.19 bh16bn128"),
+        Policy(
+            "aiter-gluon-fp8-v0.1.19", gluon_fp8_v0119, True, 16, True, "aiter v0.1.19 bh16bn128"
+        ),
         Policy("aiter-gluon-v0.1.20", gluon_bh16_v0120, False, 16, True, "aiter v0.1.20 bh16"),
         Policy("aiter-gluon-bh64", gluon_bh64, False, 64, True, "aiter gluon bh64 (H 64/128)"),
         Policy("aiter-asm", aiter_asm, False, 128, False, "aiter mla_decode_fwd get_meta_param"),
@@ -157,9 +159,10 @@ POLICIES: dict[str, Policy] = {
 
 def applicable(policy: str, heads: int, num_reqs: int) -> str | None:
     """Why ``policy`` cannot run this shape (None when it can)."""
-    if policy.startswith("aiter-gluon") and policy != "aiter-gluon-bh64" and heads > 16:
-        if policy in ("aiter-gluon-v0.1.19", "aiter-gluon-fp8-v0.1.19") or heads > 96:
-            return f"bh16 handles at most {16 if '0.1.19' in policy else 96} heads, got {heads}"
+    bh16 = policy.startswith("aiter-gluon") and policy != "aiter-gluon-bh64"
+    limit = 16 if policy in ("aiter-gluon-v0.1.19", "aiter-gluon-fp8-v0.1.19") else 96
+    if bh16 and heads > limit:
+        return f"bh16 handles at most {limit} heads in this version, got {heads}"
     if policy == "aiter-gluon-bh64" and heads not in (64, 128):
         return f"bh64 needs 64 or 128 heads, got {heads}"
     if policy == "aiter-gluon-fp8-v0.1.19" and num_reqs != 1:

@@ -108,7 +108,9 @@ class Run:
     def count(self, name: str) -> int:
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}")
-        return sum(c.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] for c in self._cons.values())
+        return sum(
+            c.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] for c in self._cons.values()
+        )
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:

@@ -78,7 +78,7 @@ def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
     doc = {
         "schema_version": SCHEMA_VERSION,
         "name": run_dir.name,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "status": "running",
         "host": platform.node(),
         "versions": versions(),

@@ -53,6 +53,8 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("used", "INTEGER"),
         ("deserved", "INTEGER"),
         ("frozen", "INTEGER"),  # S a FULL graph captured with the dummy run would replay with
+        ("all_rows", "INTEGER"),  # S with min_kv_seq_len over all rows (padding pinned: the bug)
+        ("active_rows", "INTEGER"),  # S with min_kv_seq_len over rows with qo_len > 0 (the fix)
         ("min_kv_used", "INTEGER"),
         ("min_kv_deserved", "INTEGER"),
         ("occupancy_used", "REAL"),  # fraction of the device's CUs/SMs busy with real work

@@ -39,7 +39,9 @@ class RunWriter:
         self.rank = int(rank)
         self.db_path = self.run_dir / f"rank{self.rank}.db"
         if self.db_path.exists():
-            raise MlaprofError(f"{self.db_path} already exists: refusing to overwrite a recorded rank")
+            raise MlaprofError(
+                f"{self.db_path} already exists: refusing to overwrite a recorded rank"
+            )
         self._con = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
         self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA synchronous=NORMAL")

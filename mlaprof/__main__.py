@@ -1,0 +1,5 @@
+import sys
+
+from mlaprof.cli import main
+
+sys.exit(main())

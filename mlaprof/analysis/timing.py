@@ -1,0 +1,44 @@
+"""Question 5: where does the time go per layer, and what does not capturing cost?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+
+
+def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
+    if steps.empty:
+        return {"steps": 0, "step_median_us": None, "layer_median_us": None, "by_mode": {}}
+    by_mode = {
+        str(mode): float(g["duration_ns"].median()) / 1e3
+        for mode, g in steps.dropna(subset=["duration_ns"]).groupby("graph_mode")
+    }
+    return {
+        "steps": int(len(steps)),
+        "timing": str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None,
+        "step_median_us": float(steps["duration_ns"].median()) / 1e3,
+        "layer_median_us": float(layers["duration_ns"].median()) / 1e3
+        if not layers.empty
+        else None,
+        "by_mode": by_mode,
+    }
+
+
+def timing_findings(t: dict) -> list[Finding]:
+    modes = t.get("by_mode", {})
+    if "FULL" in modes and len(modes) > 1:
+        other = {m: v for m, v in modes.items() if m != "FULL"}
+        m, v = max(other.items(), key=lambda kv: kv[1])
+        ratio = v / modes["FULL"] if modes["FULL"] else float("nan")
+        return [
+            Finding(
+                kind="timing",
+                severity="warning" if ratio > 1.2 else "info",
+                title=f"{m} steps take {ratio:.2f}x as long as FULL-graph replay",
+                evidence=f"median step {modes['FULL']:.1f} us (FULL) vs {v:.1f} us ({m})",
+                fix="make the verify path capturable so every step replays the FULL graph",
+                data={"ratio": ratio},
+            )
+        ]
+    return []

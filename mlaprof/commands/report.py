@@ -1,0 +1,70 @@
+"""``mlaprof report RUN``: findings of a stored run (terminal table, --json, --html, --png)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mlaprof.commands.common import add_traces_arg, resolve_run
+
+EPILOG = """\
+examples:
+  mlaprof report traces/<run>            findings table
+  mlaprof report latest --json           one JSON object: syncs, splits, padding, capture, findings
+  mlaprof report <run> --html report.html   self-contained offline HTML with figures
+  mlaprof report <bug-run> --compare <fix-run>   what changed between two runs
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="findings of a stored run",
+        description="Analyse a stored run: syncs in the captured region, KV splits used vs "
+        "deserved per policy, FULL-graph padding, capture status and memory, timing.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run", help="run folder, run name under the traces folder, or 'latest'")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("--png", metavar="DIR", help="write the figures as PNG files (needs Chromium)")
+    p.add_argument("--compare", metavar="RUN2", help="compare with a second run (e.g. the fix)")
+    p.add_argument("--verbose", "-v", action="store_true", help="also list every sync")
+    add_traces_arg(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mlaprof.store.reader import load
+
+    run = load(resolve_run(args.run, args.traces))
+    other = load(resolve_run(args.compare, args.traces)) if args.compare else None
+    if args.html:
+        from mlaprof.figures.html_report import write_html_report
+
+        path = write_html_report(run, Path(args.html), compare=other)
+        print(f"wrote {path}")
+    if args.png:
+        from mlaprof.figures.png import write_pngs
+
+        for path in write_pngs(run, Path(args.png)):
+            print(f"wrote {path}")
+    if args.json:
+        from mlaprof.analysis import summary
+        from mlaprof.analysis.diff import diff_runs
+
+        doc = summary(run)
+        if other is not None:
+            doc["compare"] = diff_runs(run, other)
+        print(json.dumps(doc, indent=2, default=str))
+    elif not (args.html or args.png):
+        from mlaprof.reporters.terminal import print_report
+
+        print_report(run, verbose=args.verbose)
+        if other is not None:
+            from mlaprof.reporters.terminal import print_diff
+
+            print_diff(run, other)
+    return 0

@@ -1,0 +1,235 @@
+"""``mlaprof run``: run a scenario through a verify backend, record it, print the findings."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.errors import MlaprofError
+from mlaprof.scenario import DEVICES, MIN_KV_MODES, MODELS, SCENARIOS, load_scenario
+
+EPILOG = """\
+examples:
+  mlaprof run                                    default scenario, native path (torch, CPU)
+  mlaprof run --backend legacy-flat --layers 3   the pre-fix path: 4 syncs per layer
+  mlaprof run --min-kv-mode active-rows          the fix: min_kv_seq_len over active rows
+  mlaprof run --scenario my.toml                 a scenario file (keys = Scenario fields)
+  mlaprof run --device cuda --backend triton     real FULL-graph capture on a GPU
+  mlaprof run --live                             run in the background and watch it in the TUI
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a scenario and record a run",
+        description="Run a verify scenario through a backend, watching every layer for syncs, "
+        "and record steps, layers, syncs, KV splits and padding into a run folder.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--scenario",
+        default="default",
+        help=f"preset ({', '.join(SCENARIOS)}) or a .toml file (default: default)",
+    )
+    p.add_argument(
+        "--backend",
+        default="torch",
+        help="torch (reference, native 4-D), legacy-flat (pre-fix), triton, aiter",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="where to execute (cuda: real graph capture, memory and replay timing)",
+    )
+    p.add_argument("--layers", type=int, help="layers to run (default: the scenario's)")
+    p.add_argument("--steps", type=int, help="engine steps (default: the scenario's)")
+    p.add_argument("--model", choices=sorted(MODELS), help="model preset (heads after TP)")
+    p.add_argument(
+        "--spec-tokens",
+        type=int,
+        dest="num_speculative_tokens",
+        help="num_speculative_tokens, 0..7 (qlen = 1 + this)",
+    )
+    p.add_argument("--kv-lens", help="comma-separated KV lengths of the real requests")
+    p.add_argument(
+        "--min-kv-mode",
+        choices=MIN_KV_MODES,
+        help="min_kv_seq_len over all rows (the bug) or active rows (the fix)",
+    )
+    p.add_argument("--graph-mode", choices=("FULL", "PIECEWISE", "NONE"))
+    p.add_argument("--policy", help="split policy driving the backend (see mlaprof.splits)")
+    p.add_argument(
+        "--target",
+        choices=sorted(DEVICES),
+        help="device preset for the split/occupancy model (default: mi355x)",
+    )
+    p.add_argument(
+        "--check-syncs",
+        default="first",
+        choices=("first", "all", "off"),
+        help="watch the first step (default), every step, or none for syncs",
+    )
+    p.add_argument("--name", help="run folder name (default: timestamp-scenario-backend-device)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
+    p.add_argument(
+        "--live", action="store_true", help="run in a child process and follow it in the TUI"
+    )
+    add_traces_arg(p)
+    p.set_defaults(func=main)
+
+
+def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
+    sc = load_scenario(args.scenario)
+    over: dict = {}
+    for k in (
+        "layers",
+        "steps",
+        "model",
+        "num_speculative_tokens",
+        "min_kv_mode",
+        "graph_mode",
+        "policy",
+        "target",
+    ):
+        v = getattr(args, k, None)
+        if v is not None:
+            over[k] = v
+    if args.kv_lens:
+        try:
+            over["kv_lens"] = [int(x) for x in args.kv_lens.split(",") if x.strip()]
+        except ValueError:
+            raise MlaprofError(
+                f"--kv-lens must be comma-separated integers, got {args.kv_lens!r}"
+            ) from None
+    if args.device == "cuda" and args.target is None:
+        over["target"] = "h200"
+    return dataclasses.replace(sc, **over).validate()
+
+
+def main(args: argparse.Namespace) -> int:
+    sc = scenario_from_args(args)
+    traces = traces_dir(args.traces)
+    if args.live:
+        return _live(args, traces)
+    from mlaprof.backends.base import BACKENDS
+
+    if args.backend not in BACKENDS:
+        raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
+    from mlaprof.runner import run_cpu, start_run
+
+    t0 = time.perf_counter()
+    writer = start_run(sc, args.backend, args.device, traces, args.name)
+    status = "failed"
+    try:
+        with _progress(args.quiet or args.json, sc.steps * sc.layers) as progress:
+            if args.device == "cuda":
+                try:
+                    from mlaprof.gpu.runner import run_cuda
+                except ModuleNotFoundError as e:
+                    raise MlaprofError(f"the CUDA runner is not available ({e})") from None
+                run_cuda(sc, args.backend, writer, progress)
+            else:
+                run_cpu(sc, args.backend, writer, progress, args.check_syncs)
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        writer.finish(status)
+    elapsed = time.perf_counter() - t0
+    from mlaprof.store.reader import load
+
+    with load(writer.run_dir) as run:
+        if args.json:
+            import json
+
+            from mlaprof.analysis import summary
+
+            print(json.dumps(summary(run), indent=2, default=str))
+        elif not args.quiet:
+            from mlaprof.reporters.terminal import print_report
+
+            print_report(run)
+    print(f"run written to {writer.run_dir} in {elapsed:.1f} s", file=sys.stderr)
+    return 0
+
+
+class _progress:
+    """A rich progress bar on stderr (silent when quiet or not a terminal)."""
+
+    def __init__(self, quiet: bool, total: int) -> None:
+        self.quiet, self.total = quiet, total
+
+    def __enter__(self):  # noqa: ANN204
+        if self.quiet:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self._p = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._p.__enter__()
+        task = self._p.add_task("layers", total=self.total)
+        return lambda done, total: self._p.update(task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.quiet:
+            self._p.__exit__(*exc)
+
+
+def _live(args: argparse.Namespace, traces: Path) -> int:
+    """Start the run in a child process and follow it in the dashboard."""
+    from mlaprof.store import runmeta
+
+    name = args.name or runmeta.new_run_name(f"{args.scenario}-{args.backend}-live")
+    argv = [a for a in sys.argv[1:] if a != "--live"]
+    if not argv or argv[0] != "run":
+        argv = ["run", *argv]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlaprof",
+        *argv,
+        "--quiet",
+        "--name",
+        name,
+        "--traces",
+        str(traces),
+    ]
+    log = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the child
+    child = subprocess.Popen(cmd, stdout=log, stderr=log)
+    run_dir = traces / name
+    for _ in range(200):  # wait for the run folder to appear (up to 20 s)
+        if (run_dir / "rank0.db").exists() or child.poll() is not None:
+            break
+        time.sleep(0.1)
+    if not (run_dir / "rank0.db").exists():
+        raise MlaprofError(f"the run did not start (child exited with {child.poll()})")
+    try:
+        from tui.app import run_app
+    except ModuleNotFoundError as e:
+        child.terminate()
+        from mlaprof.errors import MissingExtraError
+
+        raise MissingExtraError("the live dashboard", "tui", str(e)) from None
+    try:
+        return run_app(run_dir)
+    finally:
+        if child.poll() is None:
+            child.terminate()

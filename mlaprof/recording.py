@@ -1,0 +1,70 @@
+"""Recording the host-side analysis of a step (splits, padding) into a run.
+
+Shared by the CPU runner, the CUDA capture runner and the vLLM plugin, so that every source
+records the same columns the same way. Uses only host values the builder already holds.
+"""
+
+from __future__ import annotations
+
+from mlaprof.metadata import BatchShape, VerifyMetadata
+from mlaprof.scenario import KV_DIM, Scenario
+from mlaprof.splits.analysis import StepSplits, step_splits
+from mlaprof.store.writer import RunWriter
+
+KV_BYTES_PER_ELEMENT = 2  # bf16 KV cache
+
+
+def padding_row(step: int, meta: VerifyMetadata, shape: BatchShape) -> dict[str, int | None]:
+    real_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q > 0]
+    pad_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q == 0]
+    row_bytes = KV_DIM * KV_BYTES_PER_ELEMENT
+    return {
+        "step": step,
+        "capture_size": shape.capture_size,
+        "real_rows": len(real_seq),
+        "padding_rows": len(pad_seq),
+        "real_tokens": shape.real_tokens,
+        "padding_tokens": shape.padded_tokens - shape.real_tokens,
+        "kv_bytes_real": sum(real_seq) * row_bytes,
+        "kv_bytes_padding": sum(pad_seq) * row_bytes,
+    }
+
+
+def split_rows(step: int, sc: Scenario, meta: VerifyMetadata, shape: BatchShape) -> list[dict]:
+    rows = []
+    for s in step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len):
+        rows.append(
+            {
+                "step": step,
+                "capture_size": shape.capture_size,
+                "policy": s.policy,
+                "used": s.used,
+                "deserved": s.deserved,
+                "frozen": s.frozen,
+                "all_rows": s.all_rows,
+                "active_rows": s.active_rows,
+                "min_kv_used": s.min_kv_used,
+                "min_kv_deserved": s.min_kv_deserved,
+                "occupancy_used": s.occupancy_used,
+                "occupancy_deserved": s.occupancy_deserved,
+                "target": sc.target,
+                "note": s.note,
+            }
+        )
+    return rows
+
+
+def record_step_analysis(
+    writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
+) -> StepSplits | None:
+    """Write the step's splits and padding rows in one commit; return the scenario policy's."""
+    rows = split_rows(step, sc, meta, shape)
+    with writer.transaction():
+        for r in rows:
+            writer.add("splits", **r)
+        writer.add("padding", **padding_row(step, meta, shape))
+    for s in step_splits(
+        meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len, [sc.policy]
+    ):
+        return s
+    return None

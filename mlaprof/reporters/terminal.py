@@ -1,0 +1,109 @@
+"""Terminal report: findings table, KV splits per policy, syncs per layer (rich)."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from mlaprof.analysis import analyze, summary
+from mlaprof.store.reader import Run
+
+_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _pct0(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def print_report(run: Run, console: Console | None = None, verbose: bool = False) -> None:
+    console = console or Console()
+    s = summary(run)
+    sc = s["scenario"]
+    console.print(
+        f"[bold]{run.name}[/]  backend={s['backend']} device={s['device']} "
+        f"model={sc.get('model')} qlen={1 + int(sc.get('num_speculative_tokens', 0))} "
+        f"graph={sc.get('graph_mode')} min_kv_mode={sc.get('min_kv_mode')} "
+        f"policy={sc.get('policy')} target={sc.get('target')}"
+    )
+    pad = s["padding"]
+    cap = s["capture"]
+    n_sync = len(s["syncs"])
+    layers = {x["layer"] for x in s["syncs"]}
+    console.print(
+        f"capture: {cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})  |  syncs in "
+        f"region: {n_sync} on {len(layers)} layer(s)  |  padding: {pad['real_rows']} real + "
+        f"{pad['padding_rows']} padding rows (capture size {pad['capture_size']})"
+    )
+
+    t = Table(
+        title="KV splits per policy (worst step)",
+        title_justify="left",
+        box=box.SIMPLE,
+        pad_edge=False,
+    )
+    t.add_column("policy", no_wrap=True)
+    for col in ("S", "all/act", "deserved", "frozen", "occupancy"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in s["splits"]:
+        collapsed = r["used"] is not None and r["deserved"] and r["used"] * 2 <= r["deserved"]
+        t.add_row(
+            r["policy"] + (" *" if r["policy"] == sc.get("policy") else ""),
+            f"[bold red]{r['used']}[/]" if collapsed else str(r["used"]),
+            f"{r['all_rows']}/{r['active_rows']}",
+            str(r["deserved"]),
+            "-" if r["frozen"] is None else str(r["frozen"]),
+            f"{_pct0(r['occupancy'])}->{_pct0(r['occupancy_deserved'])}",
+        )
+    console.print(t)
+    console.print(
+        "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
+        "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps; "
+        f"occupancy of {sc.get('target')} units used -> deserved[/]"
+    )
+
+    if s["syncs"] and verbose:
+        st = Table(title="syncs in the captured region", title_justify="left")
+        for col in ("layer", "op", "location"):
+            st.add_column(col)
+        for x in s["syncs"]:
+            st.add_row(str(x["layer"]), x["op"], x["location"])
+        console.print(st)
+
+    findings = analyze(run)
+    console.print(f"\n[bold]findings[/] ({len(findings)})")
+    ft = Table(show_header=False, box=None, padding=(0, 1, 1, 0))
+    ft.add_column("severity", no_wrap=True)
+    ft.add_column("finding")
+    for f in findings:
+        ft.add_row(
+            f"[{_STYLE.get(f.severity, '')}]{f.severity.upper()}[/]",
+            f"[bold]{f.title}[/]\n[dim]{f.evidence}[/]\n[green]fix:[/] {f.fix}",
+        )
+    if not findings:
+        ft.add_row("OK", "no findings: the verify path captures and splits as deserved")
+    console.print(ft)
+
+
+def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
+    from mlaprof.analysis.diff import diff_runs
+
+    console = console or Console()
+    d = diff_runs(a, b)
+    t = Table(title=f"{d['before']}  ->  {d['after']}", title_justify="left")
+    t.add_column("what")
+    t.add_column("before", justify="right")
+    t.add_column("after", justify="right")
+    t.add_row("syncs in region", str(d["syncs"]["before"]), str(d["syncs"]["after"]))
+    t.add_row("capture", d["capture"]["before"], d["capture"]["after"])
+    for s in d["splits"]:
+        t.add_row(f"S used ({s['policy']})", str(s["used_before"]), str(s["used_after"]))
+    st = d["step_median_us"]
+    if st["before"] is not None and st["after"] is not None:
+        t.add_row("median step (us)", f"{st['before']:.1f}", f"{st['after']:.1f}")
+    t.add_row("findings", str(d["findings"]["before"]), str(d["findings"]["after"]))
+    console.print(t)

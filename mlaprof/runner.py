@@ -1,0 +1,138 @@
+"""``mlaprof run`` on the CPU: scenario -> metadata builder -> verify backend per layer, watched by
+the sync checker, with splits and padding analysed per step; everything goes to the run store.
+
+The CUDA path (real graph capture, capture memory, replay timing) lives in ``mlaprof.gpu``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from mlaprof.backends.base import get_backend, make_inputs
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import build_metadata, step_shape
+from mlaprof.probes.sync_checker import SyncChecker
+from mlaprof.recording import record_step_analysis
+from mlaprof.scenario import LATENT, Scenario
+from mlaprof.store import runmeta
+from mlaprof.store.writer import RunWriter, create_run
+
+Progress = Callable[[int, int], None]  # (done, total) layer forwards
+
+
+def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = None) -> dict:
+    return {
+        "source": "mlaprof run",
+        "scenario": sc.to_dict(),
+        "backend": backend,
+        "device": device,
+        "target": sc.target,
+        "command": " ".join(argv if argv is not None else sys.argv),
+    }
+
+
+def start_run(
+    sc: Scenario, backend: str, device: str, traces: Path, name: str | None = None
+) -> RunWriter:
+    label = name or runmeta.new_run_name(f"{sc.name}-{backend}-{device}")
+    return create_run(traces, label, run_meta(sc, backend, device))
+
+
+def run_cpu(
+    sc: Scenario,
+    backend_name: str,
+    writer: RunWriter,
+    progress: Progress | None = None,
+    check_syncs: str = "first",
+) -> None:
+    """Run ``sc`` on the CPU and record every step. ``check_syncs``: first | all | off."""
+    if check_syncs not in ("first", "all", "off"):
+        raise MlaprofError(f"--check-syncs must be first, all or off, got {check_syncs!r}")
+    backend = get_backend(backend_name)
+    total = sc.steps * sc.layers
+    done = 0
+    first_capture_problem = None
+    for step in range(sc.steps):
+        shape = step_shape(sc, step)
+        meta = build_metadata(shape, sc.page_size, sc.min_kv_mode, "cpu", seed=sc.seed + step)
+        main_split = record_step_analysis(writer, sc, step, meta, shape)
+        s_used = main_split.used if main_split else None
+        s_deserved = main_split.deserved if main_split else None
+        inp = make_inputs(meta, sc.heads, torch.float32, "cpu", seed=sc.seed * 1000 + step)
+        out = torch.empty(meta.num_reqs, meta.qlen, sc.heads, LATENT)
+        lse = torch.empty(meta.num_reqs, meta.qlen, sc.heads)
+        check = check_syncs == "all" or (check_syncs == "first" and step == 0)
+        checker = SyncChecker()
+        layer_rows = []
+        t_step = time.perf_counter_ns()
+        for layer in range(sc.layers):
+            t0 = time.perf_counter_ns()
+            if check:
+                before = len(checker.events)
+                with checker.region(layer=layer, step=step):
+                    backend.forward(inp, meta, out, lse, num_splits=s_used or 1)
+                n_sync = sum(e.kind == "sync" for e in checker.events[before:])
+            else:
+                backend.forward(inp, meta, out, lse, num_splits=s_used or 1)
+                n_sync = None
+            t1 = time.perf_counter_ns()
+            layer_rows.append(
+                dict(
+                    step=step,
+                    layer=layer,
+                    t_start_ns=t0,
+                    duration_ns=t1 - t0,
+                    syncs=n_sync,
+                    splits_used=s_used,
+                    splits_deserved=s_deserved,
+                )
+            )
+            done += 1
+            if progress:
+                progress(done, total)
+        t_end = time.perf_counter_ns()
+        with writer.transaction():  # one step is one record: all of it or nothing
+            for r in layer_rows:
+                writer.add("layers", **r)
+            for e in checker.events:
+                writer.add("syncs", **e.to_row())
+            writer.add(
+                "steps",
+                step=step,
+                t_start_ns=t_step,
+                duration_ns=t_end - t_step,
+                num_reqs=shape.num_reqs,
+                num_real_reqs=shape.num_real,
+                qlen=shape.qlen,
+                real_tokens=shape.real_tokens,
+                padded_tokens=shape.padded_tokens,
+                graph_mode=shape.graph_mode,
+                backend=backend_name,
+                timing="cpu-wall",
+            )
+        if check and first_capture_problem is None:
+            blocking = [e for e in checker.events if e.kind != "alloc"]
+            first_capture_problem = blocking[0] if blocking else False
+    # the CPU cannot capture: record the prediction the sync check supports
+    if sc.graph_mode == "FULL":
+        e = first_capture_problem or None
+        writer.add(
+            "captures",
+            capture_size=step_shape(sc, 0).capture_size,
+            graph_mode="FULL",
+            status="predicted-fail" if e else "not-attempted",
+            fallback="PIECEWISE" if e else None,
+            op=e.op if e else None,
+            layer=e.layer if e else None,
+            location=e.location if e else None,
+            message=(
+                f"CPU run: {e.op} would abort CUDA/HIP graph capture"
+                if e
+                else "CPU run: no sync found in the region; capture needs a GPU (--device cuda)"
+            ),
+        )

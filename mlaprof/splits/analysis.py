@@ -1,0 +1,137 @@
+"""KV splits of one step: S used (metadata as built), S deserved (real rows only), S frozen into a
+FULL graph by the capture-time dummy run, and the occupancy each implies on the target device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import VerifyMetadata
+from mlaprof.scenario import DevicePreset
+from mlaprof.splits.policies import POLICIES, Policy, SplitInput, applicable, gluon_active_splits
+
+
+@dataclass
+class StepSplits:
+    policy: str
+    used: int | None
+    deserved: int | None
+    frozen: int | None
+    all_rows: int | None
+    active_rows: int | None
+    min_kv_used: int
+    min_kv_deserved: int
+    occupancy_used: float | None
+    occupancy_deserved: float | None
+    note: str = ""
+
+    @property
+    def collapsed(self) -> bool:
+        """Materially fewer splits than the real rows deserve (at most half)."""
+        return bool(self.used and self.deserved and self.used * 2 <= self.deserved)
+
+
+def _safe(policy: Policy, x: SplitInput) -> tuple[int | None, str]:
+    try:
+        return policy.splits(x), ""
+    except MlaprofError as e:
+        return None, str(e)
+
+
+def occupancy(
+    policy: Policy, real_seq_lens: list[int], qlen: int, heads: int, s: int, units: int
+) -> float:
+    """Fraction of the device's units busy with real work: programs of real rows whose split
+    holds KV (splits past a row's end exit at once), over the unit count, capped at 1."""
+    programs = sum(
+        policy.programs(1, qlen, heads, gluon_active_splits(n, s)) for n in real_seq_lens
+    )
+    return min(1.0, programs / max(1, units))
+
+
+def step_splits(
+    meta: VerifyMetadata,
+    heads: int,
+    device: DevicePreset,
+    graph_mode: str,
+    max_model_len: int,
+    policies: list[str] | None = None,
+) -> list[StepSplits]:
+    b, qlen = meta.num_reqs, meta.qlen
+    real = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q > 0]
+    base = dict(qlen=qlen, heads=heads, units=device.units)
+    x_all = SplitInput(
+        num_reqs=b,
+        min_kv_seq_len=meta.min_kv_seq_len_all,
+        max_seq_len=meta.max_seq_len,
+        total_kv=sum(meta.host_seq_lens),
+        **base,
+    )
+    x_active = SplitInput(
+        num_reqs=b,
+        min_kv_seq_len=meta.min_kv_seq_len_active,
+        max_seq_len=meta.max_seq_len,
+        total_kv=sum(meta.host_seq_lens),
+        **base,
+    )
+    x_real = SplitInput(
+        num_reqs=max(1, len(real)),
+        min_kv_seq_len=meta.min_kv_seq_len_active,
+        max_seq_len=max(real) if real else qlen,
+        total_kv=sum(real) or qlen,
+        **base,
+    )
+    out: list[StepSplits] = []
+    for name in policies or list(POLICIES):
+        p = POLICIES[name]
+        why = applicable(name, heads, b)
+        if why:
+            out.append(
+                StepSplits(
+                    name,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    meta.min_kv_seq_len,
+                    meta.min_kv_seq_len_active,
+                    None,
+                    None,
+                    f"n/a: {why}",
+                )
+            )
+            continue
+        all_rows, n1 = _safe(p, x_all)
+        active_rows, n2 = _safe(p, x_active)
+        used = all_rows if meta.min_kv_mode == "all-rows" else active_rows
+        deserved, n3 = _safe(p, x_real)
+        frozen = None
+        n4 = ""
+        if graph_mode == "FULL":
+            # the capture-time dummy run: every row holds qlen KV tokens; vLLM's Triton MLA
+            # sizes its splits from max_model_len at capture instead
+            dummy_max = max_model_len if name == "vllm-triton" else qlen
+            x_dummy = SplitInput(
+                num_reqs=b, min_kv_seq_len=qlen, max_seq_len=dummy_max, total_kv=b * qlen, **base
+            )
+            frozen, n4 = _safe(p, x_dummy)
+        note = "; ".join(dict.fromkeys(n for n in (n1, n2, n3, n4) if n))
+        occ_u = occupancy(p, real, qlen, heads, used, device.units) if used else None
+        occ_d = occupancy(p, real, qlen, heads, deserved, device.units) if deserved else None
+        out.append(
+            StepSplits(
+                name,
+                used,
+                deserved,
+                frozen,
+                all_rows,
+                active_rows,
+                meta.min_kv_seq_len,
+                meta.min_kv_seq_len_active,
+                occ_u,
+                occ_d,
+                note,
+            )
+        )
+    return out

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up a virtual environment with every test dependency and run the whole suite twice:
+# normally and under `python -O` (bounds checks must raise, not assert).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+# shellcheck disable=SC1091
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# torch first and pinned: an unpinned torch on a machine without one pulls a multi-GB CUDA build
+python -m pip install -q torch==2.13.0
+python -m pip install -q -e '.[tui,notebook,triton,dev]'
+# headless Chromium for the HTML-report test and PNG export (Debian package; root only)
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed"
+fi
+python -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
+ruff check .
+ruff format --check .
+python -m pytest -q "$@"
+python -O -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,180 @@
+"""The CLI end to end: run, report (--json), runs, and bad input (one line, exit 2)."""
+
+import json
+import sqlite3
+
+import pytest
+
+from mlaprof.cli import main
+from tests.conftest import mlaprof_cli
+
+SMALL = ["--kv-lens", "70,130,200", "--steps", "2", "-q"]
+
+
+def run_json(capsys, traces, *args):
+    code = main(["run", "--traces", str(traces), *SMALL, "--json", *args])
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_legacy_flat_reports_12_syncs_with_ops_and_lines(capsys, traces):
+    doc = run_json(capsys, traces, "--backend", "legacy-flat", "--layers", "3")
+    assert len(doc["syncs"]) == 12
+    assert {s["layer"] for s in doc["syncs"]} == {0, 1, 2}
+    assert {s["op"] for s in doc["syncs"]} == {
+        "aten._local_scalar_dense",
+        "aten.repeat_interleave.Tensor",
+    }
+    assert all(s["location"].startswith("mlaprof/backends/legacy_flat.py:") for s in doc["syncs"])
+    assert doc["capture"]["status"] == "predicted-fail" and doc["capture"]["memory_bytes"] is None
+    kinds = {f["kind"] for f in doc["findings"]}
+    assert "capture" in kinds and "sync" in kinds
+
+
+def test_native_reports_no_syncs(capsys, traces):
+    doc = run_json(capsys, traces, "--backend", "torch", "--layers", "3")
+    assert doc["syncs"] == []
+    assert doc["capture"] == {
+        "mode": "FULL",
+        "status": "predicted-ok",
+        "effective_mode": "FULL",
+        "memory_bytes": None,
+    }
+
+
+def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
+    main(
+        [
+            "run",
+            "--traces",
+            str(traces),
+            "--name",
+            "bug",
+            "--kv-lens",
+            "1040,2600,6000",
+            "--steps",
+            "1",
+            "--layers",
+            "1",
+            "-q",
+        ]
+    )
+    main(
+        [
+            "run",
+            "--traces",
+            str(traces),
+            "--name",
+            "fix",
+            "--kv-lens",
+            "1040,2600,6000",
+            "--steps",
+            "1",
+            "--layers",
+            "1",
+            "-q",
+            "--min-kv-mode",
+            "active-rows",
+        ]
+    )
+    capsys.readouterr()
+    assert main(["report", str(traces / "bug"), "--json"]) == 0
+    bug = {s["policy"]: s for s in json.loads(capsys.readouterr().out)["splits"]}
+    g = bug["aiter-gluon-v0.1.19"]
+    assert (g["used"], g["all_rows"], g["active_rows"], g["deserved"]) == (1, 1, 16, 17)
+    assert g["occupancy"] < g["occupancy_deserved"]
+    assert main(["report", "fix", "--traces", str(traces), "--json"]) == 0
+    fix = {s["policy"]: s for s in json.loads(capsys.readouterr().out)["splits"]}
+    assert fix["aiter-gluon-v0.1.19"]["used"] == 16
+    assert main(["report", "bug", "--traces", str(traces), "--compare", "fix", "--json"]) == 0
+    cmp = json.loads(capsys.readouterr().out)["compare"]
+    assert {"policy": "aiter-gluon-v0.1.19", "used_before": 1, "used_after": 16}.items() <= (
+        cmp["splits"][0].items()
+    )
+
+
+def test_padding_counts(capsys, traces):
+    doc = run_json(capsys, traces, "--layers", "1")
+    assert doc["padding"]["real_rows"] == 3 and doc["padding"]["padding_rows"] == 1
+    assert doc["padding"]["capture_size"] == 16
+
+
+def test_runs_lists_newest_first(capsys, traces):
+    main(["run", "--traces", str(traces), *SMALL, "--layers", "1", "--name", "a"])
+    main(["run", "--traces", str(traces), *SMALL, "--layers", "1", "--name", "b"])
+    capsys.readouterr()
+    assert main(["runs", str(traces)]) == 0
+    out = capsys.readouterr().out
+    assert "a" in out and "b" in out and "finished" in out
+
+
+def test_findings_table_on_terminal(capsys, traces):
+    assert (
+        main(
+            [
+                "run",
+                "--traces",
+                str(traces),
+                "--kv-lens",
+                "70,130,200",
+                "--steps",
+                "1",
+                "--layers",
+                "2",
+                "--backend",
+                "legacy-flat",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "CRITICAL" in out and "legacy_flat.py" in out and "fix:" in out
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["run", "--scenario", "nope"], "unknown scenario"),
+        (["run", "--layers", "0"], "layers must be"),
+        (["run", "--layers", "three"], "invalid int value"),
+        (["run", "--kv-lens", "1,x"], "--kv-lens"),
+        (["run", "--backend", "fast"], "unknown backend"),
+        (["run", "--spec-tokens", "9"], "0..7"),
+        (["report", "/no/such/run"], "not found"),
+        (["runs", "/no/such/folder"], "does not exist"),
+    ],
+)
+def test_bad_input_one_line_exit_2(argv, words, capsys, traces):
+    code = main([*argv, *(["--traces", str(traces)] if argv[0] != "runs" else [])])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert words in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_real_entry_point_bad_inputs_and_nothing_damaged(traces):
+    ok = mlaprof_cli("run", "--traces", str(traces), "--name", "keep", *SMALL, "--layers", "1")
+    assert ok.returncode == 0, ok.stderr
+    db = traces / "keep" / "rank0.db"
+    before = db.read_bytes()
+    # wrong schema version in a copy of the run
+    bad = traces / "bad"
+    bad.mkdir()
+    meta = json.loads((traces / "keep" / "run.json").read_text())
+    meta["schema_version"] = 999
+    (bad / "run.json").write_text(json.dumps(meta))
+    (bad / "rank0.db").write_bytes(before)
+    res = mlaprof_cli("report", str(bad))
+    assert res.returncode == 2 and "schema version" in res.stderr and "Traceback" not in res.stderr
+    # corrupt database
+    corrupt = traces / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "run.json").write_text((traces / "keep" / "run.json").read_text())
+    (corrupt / "rank0.db").write_bytes(b"\0garbage" * 64)
+    res = mlaprof_cli("report", str(corrupt))
+    assert res.returncode == 2 and "rank0.db" in res.stderr and "Traceback" not in res.stderr
+    # a name that already exists is refused without touching the recorded run
+    res = mlaprof_cli("run", "--traces", str(traces), "--name", "keep", *SMALL, "--layers", "1")
+    assert res.returncode == 2 and "already exists" in res.stderr
+    assert db.read_bytes() == before
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 2

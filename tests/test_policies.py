@@ -1,0 +1,100 @@
+"""Each published split heuristic pinned on hand-computed cases (FACTS sections 2-3)."""
+
+import pytest
+
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import BatchShape, build_metadata
+from mlaprof.scenario import DEVICES
+from mlaprof.splits.analysis import step_splits
+from mlaprof.splits.policies import (
+    SplitInput,
+    aiter_asm,
+    gluon_active_splits,
+    gluon_bh16_v0119,
+    gluon_bh16_v0119_post2,
+    gluon_bh16_v0120,
+    gluon_bh64,
+    gluon_fp8_v0119,
+    vllm_triton,
+)
+
+
+def x(b=1, qlen=4, h=16, min_kv=1040, max_seq=None, total=None, units=256):
+    return SplitInput(b, qlen, h, min_kv, max_seq or min_kv, total or b * min_kv, units)
+
+
+def test_gluon_v0119_gives_the_seed_17():
+    # 256 // (1*4) = 64; ceil(1040 / 64) = 17 -> 17 (vLLM PR #51171's "17")
+    assert gluon_bh16_v0119(x(min_kv=1040)) == 17
+    assert gluon_bh16_v0119(x(min_kv=1088)) == 17
+    assert gluon_bh16_v0119(x(min_kv=1089)) == 18
+    assert gluon_bh16_v0119(x(b=16, min_kv=100_000)) == 4  # 256 // 64
+
+
+def test_padding_rows_collapse_v0119_to_one():
+    # 3 real requests + 1 padding row pinned to qlen = 4: min over all rows = 4 -> ceil(4/64) = 1
+    assert gluon_bh16_v0119(x(b=4, min_kv=4)) == 1
+    assert gluon_bh16_v0119(x(b=4, min_kv=1040)) == 16  # min over active rows: min(16, 17)
+
+
+def test_post2_counts_head_groups():
+    # H = 48 -> ceil(48/16) = 3: 256 // (1*4*3) = 21 vs ceil(5000/64) = 79
+    assert gluon_bh16_v0119_post2(x(h=48, min_kv=5000)) == 21
+    assert gluon_bh16_v0119(x(h=48, min_kv=5000)) == 64
+
+
+def test_fp8_v0119():
+    assert gluon_fp8_v0119(x(qlen=2, min_kv=100)) == 100  # min(128, 100)
+    with pytest.raises(MlaprofError, match="B == 1"):
+        gluon_fp8_v0119(x(b=2))
+
+
+def test_v0120_ignores_min_kv():
+    assert gluon_bh16_v0120(x(b=4, min_kv=4)) == 16
+    assert gluon_bh16_v0120(x(b=4, h=32, min_kv=4)) == 8
+    assert gluon_bh16_v0120(x(b=100)) == 1
+    # per row: L = max(64, seq // S), active splits = min(ceil(seq / L), S)
+    assert gluon_active_splits(1000, 16) == 16
+    assert gluon_active_splits(100, 16) == 2
+    assert gluon_active_splits(4, 16) == 1
+
+
+def test_bh64():
+    # base = 8 * ceil(128/64) * 2 * (8/8) = 32 -> next_pow2(ceil(256/32)) = 8; needs min_kv > 1600
+    assert gluon_bh64(x(b=8, qlen=2, h=128, min_kv=2000)) == 8
+    with pytest.raises(MlaprofError, match="min_kv_seq_len >"):
+        gluon_bh64(x(b=8, qlen=2, h=128, min_kv=1600))
+    assert gluon_bh64(x(b=64, qlen=1, h=128, min_kv=5000)) == 2  # base 128 -> 2
+
+
+def test_aiter_asm_get_meta_param():
+    # B = 1 on 304 CUs: filling grows with i faster than the split overhead -> 16
+    assert aiter_asm(x(b=1, min_kv=1000, total=1000, units=304)) == 16
+    # B = 304: i = 1 already fills the device; more splits only add overhead
+    assert aiter_asm(x(b=304, min_kv=1000, total=304_000, units=304)) == 1
+    # B = 200: i=3 fills 600/608 of the CUs at 1000/1252.3 efficiency (0.788, the maximum)
+    assert aiter_asm(x(b=200, min_kv=1000, total=200_000, units=304)) == 3
+
+
+def test_vllm_triton():
+    assert vllm_triton(x(max_seq=131072, units=132)) == 256  # min(256, 264)
+    assert vllm_triton(x(max_seq=131072, units=100)) == 200
+    assert vllm_triton(x(max_seq=1000)) == 1
+    assert vllm_triton(x(max_seq=5000)) == 16  # next_pow2(9)
+
+
+def test_step_splits_used_deserved_frozen():
+    shape = BatchShape([1040, 2600, 6000], 4, 4, 16, "FULL")
+    meta = build_metadata(shape, min_kv_mode="all-rows")
+    rows = {s.policy: s for s in step_splits(meta, 16, DEVICES["mi355x"], "FULL", 131072)}
+    g = rows["aiter-gluon-v0.1.19"]
+    assert (g.used, g.all_rows, g.active_rows, g.deserved, g.frozen) == (1, 1, 16, 17, 1)
+    assert g.collapsed
+    # 3 real rows x qlen 4 x 1 head group x S=1 = 12 programs of 256 CUs
+    assert g.occupancy_used == pytest.approx(12 / 256)
+    assert rows["aiter-gluon-v0.1.20"].used == 16 and not rows["aiter-gluon-v0.1.20"].collapsed
+    assert rows["vllm-triton"].frozen == 256  # sized from max_model_len at capture
+    assert rows["aiter-gluon-bh64"].used is None and "n/a" in rows["aiter-gluon-bh64"].note
+    fixed = build_metadata(shape, min_kv_mode="active-rows")
+    g2 = {s.policy: s for s in step_splits(fixed, 16, DEVICES["mi355x"], "FULL", 131072)}
+    assert g2["aiter-gluon-v0.1.19"].used == 16 and not g2["aiter-gluon-v0.1.19"].collapsed

@@ -1,0 +1,90 @@
+import dataclasses
+
+import pytest
+
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import batch_shape
+from mlaprof.scenario import (
+    DEVICES,
+    MODELS,
+    Scenario,
+    capture_sizes,
+    load_scenario,
+    padded_size,
+    scenario_from_mapping,
+)
+
+
+def test_presets_cover_the_issue():
+    assert MODELS["deepseek-v3-tp1"].heads == 128
+    assert MODELS["deepseek-v3-tp8"].heads == 16
+    assert MODELS["kimi-k2-tp8"].heads == 8
+    assert {d: DEVICES[d].units for d in ("h200", "mi300x", "mi355x")} == {
+        "h200": 132,
+        "mi300x": 304,
+        "mi355x": 256,
+    }
+
+
+def test_capture_sizes_match_vllm_formula():
+    # qlen 1: [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(seqs*2, 512)
+    sizes = capture_sizes(max_num_seqs=256, num_spec=0, graph_mode="PIECEWISE")
+    assert sizes[:5] == [1, 2, 4, 8, 16]
+    assert sizes[-3:] == [480, 496, 512]
+    assert 248 in sizes and 256 in sizes and 264 not in sizes and 272 in sizes
+    # small max_num_seqs caps the list: max = min(4 * 1 * 2, 512) = 8
+    assert capture_sizes(4, 0, "PIECEWISE") == [1, 2, 4, 8]
+
+
+def test_full_sizes_rounded_to_qlen_multiples():
+    sizes = capture_sizes(256, 3, "FULL")  # qlen 4
+    assert all(s % 4 == 0 for s in sizes)
+    assert sizes[:4] == [4, 8, 16, 24]
+    sizes3 = capture_sizes(256, 2, "FULL")  # qlen 3: 1,2 -> 3; 4 -> 6; 8 -> 9; 16 -> 18
+    assert sizes3[:5] == [3, 6, 9, 18, 24]
+
+
+def test_uniform_batch_padding():
+    sizes = capture_sizes(256, 3, "FULL")
+    shape = batch_shape([100, 200, 300], qlen=4, graph_mode="FULL", sizes=sizes)
+    assert (shape.capture_size, shape.num_reqs, shape.num_padding) == (16, 4, 1)
+    assert padded_size(513, sizes) is None
+    big = batch_shape([10] * 200, qlen=4, graph_mode="FULL", sizes=sizes)
+    assert big.graph_mode == "NONE" and big.num_padding == 0
+    pw = batch_shape([100, 200, 300], qlen=4, graph_mode="PIECEWISE", sizes=sizes)
+    assert pw.num_padding == 0 and pw.capture_size is None
+
+
+@pytest.mark.parametrize(
+    "over, words",
+    [
+        ({"model": "gpt-9"}, "unknown model preset"),
+        ({"target": "mi999"}, "unknown device preset"),
+        ({"num_speculative_tokens": 8}, "0..7"),
+        ({"kv_lens": []}, "kv_lens is empty"),
+        ({"kv_lens": [2]}, ">= qlen"),
+        ({"layers": 0}, "layers must be"),
+        ({"graph_mode": "FOO"}, "graph_mode"),
+        ({"policy": "nope"}, "unknown split policy"),
+    ],
+)
+def test_invalid_values_name_the_problem(over, words):
+    with pytest.raises(MlaprofError, match=words):
+        dataclasses.replace(Scenario(), **over).validate()
+
+
+def test_toml_file(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('model = "kimi-k2-tp8"\nnum_speculative_tokens = 1\nkv_lens = [500, 900]\n')
+    sc = load_scenario(str(f))
+    assert (sc.name, sc.heads, sc.qlen, sc.kv_lens) == ("mine", 8, 2, [500, 900])
+    f.write_text("model = [unclosed\n")
+    with pytest.raises(MlaprofError, match="not valid TOML"):
+        load_scenario(str(f))
+    f.write_text('colour = "red"\n')
+    with pytest.raises(MlaprofError, match="unknown scenario key 'colour'"):
+        load_scenario(str(f))
+    with pytest.raises(MlaprofError, match="must be an integer"):
+        scenario_from_mapping({"layers": "three"})
+    with pytest.raises(MlaprofError, match="unknown scenario"):
+        load_scenario("no-such-preset")
