@@ -1,1 +1,59 @@
-"""mlaprof.figures"""
+"""Plotly figures of a recorded run: one function per picture, a Run (or DataFrames) in, a
+``plotly.graph_objects.Figure`` out. The notebooks, ``mlaprof report --html/--png`` and the
+docs all draw these same pictures. Plotly is imported only when a figure is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mlaprof.figures.diff import diff_table, run_diff
+from mlaprof.figures.memory import capture_memory
+from mlaprof.figures.padding import padding_waterfall
+from mlaprof.figures.splits import occupancy, splits_used_vs_deserved
+from mlaprof.figures.timeline import step_timeline
+from mlaprof.figures.timing import full_vs_fallback, mode_medians
+
+# The report's figures, in reading order: (file stem, builder taking the run).
+RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("timeline", step_timeline),
+    ("splits_by_step", splits_used_vs_deserved),
+    ("splits_by_policy", lambda run: splits_used_vs_deserved(run, by="policy")),
+    ("splits_by_capture_size", lambda run: splits_used_vs_deserved(run, by="capture_size")),
+    ("splits_by_layer", lambda run: splits_used_vs_deserved(run, by="layer")),
+    ("occupancy", occupancy),
+    ("padding", padding_waterfall),
+    ("capture_memory", capture_memory),
+    ("graph_mode_timing", full_vs_fallback),
+)
+
+
+def run_figures(run: Any, compare: Any = None) -> list[tuple[str, Any]]:
+    """Every report figure of ``run`` (and the diff against ``compare`` first, when given).
+    Placeholders for tables the run lacks are dropped."""
+    from mlaprof.figures._common import is_empty
+
+    out = []
+    if compare is not None:
+        out.append(("diff", run_diff(compare, run)))
+    for stem, build in RUN_FIGURES:
+        fig = build(run)
+        if not is_empty(fig):
+            out.append((stem, fig))
+    return out
+
+
+__all__ = [
+    "RUN_FIGURES",
+    "capture_memory",
+    "diff_table",
+    "full_vs_fallback",
+    "mode_medians",
+    "occupancy",
+    "padding_waterfall",
+    "run_diff",
+    "run_figures",
+    "splits_used_vs_deserved",
+    "step_timeline",
+]

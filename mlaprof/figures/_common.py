@@ -1,0 +1,177 @@
+"""What every figure shares: the lazy Plotly import, table access, units and colours.
+
+Figures take a :class:`~mlaprof.store.Run`, a mapping ``{table: DataFrame}`` or (for one-table
+figures) a DataFrame, so notebooks can plot a filtered frame and the report a whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.store.schema import TABLES, columns
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+# One palette for every figure (and the TUI's colours follow the same meaning).
+USED = "#d62728"  # what the run did
+DESERVED = "#2ca02c"  # what its real rows deserve
+FROZEN = "#9467bd"  # what a captured graph replays with
+REAL = "#1f77b4"
+PADDING = "#ff7f0e"
+NEUTRAL = "#7f7f7f"
+BETTER = "#2ca02c"
+WORSE = "#d62728"
+MODE_COLORS = {"FULL": "#1f77b4", "PIECEWISE": "#ff7f0e", "NONE": "#8c564b"}
+MODE_LABELS = {
+    "FULL": "FULL graph",
+    "PIECEWISE": "PIECEWISE fallback",
+    "NONE": "eager (no graph)",
+}
+TEMPLATE = "plotly_white"
+MIB = 1024.0 * 1024.0
+
+
+def go() -> ModuleType:
+    """``plotly.graph_objects``, or a clear error saying what to install."""
+    try:
+        import plotly.graph_objects as _go
+    except ImportError:
+        raise MissingExtraError("Plotly figures", "notebook") from None
+    return _go
+
+
+def subplots() -> Any:
+    """``plotly.subplots.make_subplots`` (lazy, like :func:`go`)."""
+    go()
+    from plotly.subplots import make_subplots
+
+    return make_subplots
+
+
+def table(data: Any, name: str, rank: int | None = None) -> pd.DataFrame:
+    """Table ``name`` of a Run / mapping / DataFrame, restricted to one rank.
+
+    ``rank=None`` keeps the lowest rank present: every rank records the same steps, and mixing
+    them would double-count; pass a rank to look at another one.
+    """
+    if isinstance(data, pd.DataFrame):
+        df = data
+    elif isinstance(data, Mapping):
+        df = data.get(name)
+        if df is None:
+            df = pd.DataFrame(columns=list(columns(name)))
+    elif name in TABLES and hasattr(data, "table"):
+        df = data.table(name)
+    else:
+        raise MlaprofError(
+            f"cannot read table {name!r} from a {type(data).__name__}: "
+            "pass a Run (mlaprof.load), a dict of DataFrames or a DataFrame"
+        )
+    missing = [c for c, _ in TABLES.get(name, ()) if c not in df.columns]
+    if missing and isinstance(data, pd.DataFrame):
+        raise MlaprofError(f"the {name} frame lacks column(s) {', '.join(missing)}")
+    df = df.copy()
+    for c in missing:
+        df[c] = pd.NA
+    if "rank" in df.columns and len(df):
+        ranks = sorted(pd.to_numeric(df["rank"]).dropna().unique())
+        pick = ranks[0] if rank is None else rank
+        if rank is not None and rank not in ranks:
+            raise MlaprofError(f"no rank {rank} in the {name} table (ranks: {ranks})")
+        df = df[pd.to_numeric(df["rank"]) == pick]
+    return df.reset_index(drop=True)
+
+
+def numeric(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
+    """Columns as floats (SQLite NULLs become NaN) so arithmetic never sees ``None``."""
+    out = df.copy()
+    for c in cols:
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    return out
+
+
+def meta(data: Any) -> dict[str, Any]:
+    m = getattr(data, "meta", None)
+    return m if isinstance(m, dict) else {}
+
+
+def scenario_value(data: Any, key: str) -> Any:
+    sc = meta(data).get("scenario")
+    return sc.get(key) if isinstance(sc, dict) else None
+
+
+def run_label(data: Any) -> str:
+    """`` — <run name>`` for titles when the data is a Run (empty otherwise)."""
+    name = getattr(data, "name", None)
+    return f" — {name}" if isinstance(name, str) and name else ""
+
+
+def target_label(target: str | None) -> str:
+    """``mi355x (256 CUs)`` from a device preset name."""
+    if not target:
+        return "unknown device"
+    from mlaprof.scenario import DEVICES
+
+    d = DEVICES.get(str(target))
+    return f"{target} ({d.units} {d.unit_name}s)" if d else str(target)
+
+
+def unit_name(target: str | None) -> str:
+    from mlaprof.scenario import DEVICES
+
+    d = DEVICES.get(str(target)) if target else None
+    return f"{d.unit_name}s" if d else "compute units"
+
+
+def style(fig: Any, title: str, x_title: str, y_title: str, height: int = 420) -> Any:
+    """Title, axis titles (with units), legend on top, one template: the same look everywhere."""
+    fig.update_layout(
+        template=TEMPLATE,
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        height=height,
+        margin={"l": 70, "r": 30, "t": 90, "b": 60},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.01, "xanchor": "left", "x": 0},
+        hoverlabel={"namelength": -1},
+    )
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def empty(title: str, why: str) -> Any:
+    """A figure that says what is missing instead of an empty plot."""
+    fig = go().Figure()
+    fig.add_annotation(
+        text=why, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 14}
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(
+        template=TEMPLATE, title={"text": title, "x": 0.01}, height=220, meta={"empty": True}
+    )
+    return fig
+
+
+def is_empty(fig: Any) -> bool:
+    """True for the placeholder figures :func:`empty` makes."""
+    m = fig.layout.meta
+    return isinstance(m, dict) and bool(m.get("empty"))
+
+
+def time_unit(max_ns: float) -> tuple[str, float]:
+    """µs for what a GPU step takes, ms once values reach 100 ms (CPU runs): readable ticks."""
+    return ("ms", 1e6) if max_ns >= 1e8 else ("µs", 1e3)
+
+
+def shorten(name: str, width: int = 48) -> str:
+    """Kernel names are long mangled C++; keep the head and the tail."""
+    name = str(name)
+    if len(name) <= width:
+        return name
+    half = (width - 1) // 2
+    return name[:half] + "…" + name[-(width - 1 - half) :]

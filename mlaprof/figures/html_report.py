@@ -1,0 +1,216 @@
+"""One self-contained offline HTML report: run summary and findings on top, figures below.
+
+plotly.js is inlined once in ``<head>`` (``include_plotlyjs=True`` semantics; ``"cdn"`` renders
+blank offline), every figure is a ``<div>`` drawn by it: no network, no companion files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.figures import _common as c
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 0;
+       color: #222; background: #fafafa; }
+main { max-width: 1250px; margin: 0 auto; padding: 16px 28px 48px; }
+h1 { font-size: 1.6em; margin: 0.4em 0 0.2em; }
+h2 { font-size: 1.2em; margin: 1.6em 0 0.5em; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.sub { color: #555; margin-bottom: 1em; }
+table { border-collapse: collapse; width: 100%; background: white; font-size: 0.92em; }
+th, td { border: 1px solid #ddd; padding: 5px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.meta td:first-child { width: 14em; color: #555; }
+.sev { font-weight: bold; border-radius: 3px; padding: 1px 6px; color: white; white-space: nowrap; }
+.sev-critical { background: #c62828; } .sev-warning { background: #ef6c00; }
+.sev-info { background: #1565c0; }
+.better { color: #2e7d32; font-weight: bold; } .worse { color: #c62828; font-weight: bold; }
+.fig { background: white; border: 1px solid #e3e3e3; margin: 14px 0; padding: 4px; }
+.note { color: #666; font-style: italic; }
+code { background: #f3f3f3; padding: 0 3px; }
+nav a { margin-right: 1em; }
+"""
+
+FIGURE_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
+
+
+def _open(run: Any) -> Any:
+    if isinstance(run, (str, os.PathLike)):
+        from mlaprof.store import load
+
+        return load(run)
+    if not hasattr(run, "table"):
+        raise MlaprofError(f"expected a run folder or a Run, got {type(run).__name__}")
+    return run
+
+
+def _e(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return html.escape(str(v))
+
+
+def _findings(run: Any) -> tuple[list[Any], str | None]:
+    """The run's findings, or why there are none to show."""
+    try:
+        from mlaprof.analysis import analyze
+    except ImportError:
+        return [], "this mlaprof has no analysis module (findings unavailable)"
+    return list(analyze(run)), None
+
+
+def _findings_html(findings: list[Any], why: str | None) -> str:
+    if why:
+        return f'<p class="note">{_e(why)}</p>'
+    if not findings:
+        return '<p class="note">No findings: nothing in this run needs attention.</p>'
+    rows = []
+    for f in sorted(findings, key=lambda f: getattr(f, "rank", 9)):
+        where = " ".join(
+            x
+            for x in (
+                f"layer {f.layer}" if getattr(f, "layer", None) is not None else "",
+                f"<code>{_e(f.location)}</code>" if getattr(f, "location", None) else "",
+            )
+            if x
+        )
+        rows.append(
+            "<tr>"
+            f'<td><span class="sev sev-{_e(f.severity)}">{_e(f.severity)}</span></td>'
+            f"<td>{_e(f.kind)}</td><td><b>{_e(f.title)}</b><br>{_e(f.evidence)}</td>"
+            f"<td>{where}</td><td>{_e(f.fix)}</td></tr>"
+        )
+    return (
+        "<table><tr><th>severity</th><th>kind</th><th>finding and evidence</th>"
+        "<th>where</th><th>what to do</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _meta_html(run: Any) -> str:
+    m = c.meta(run)
+    sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
+    ver = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+    items = [
+        ("run", run.name),
+        ("status", getattr(run, "status", "")),
+        ("created", m.get("created")),
+        ("source", m.get("source")),
+        ("scenario", sc.get("name")),
+        ("model", sc.get("model")),
+        (
+            "verify shape",
+            f"qlen {1 + int(sc['num_speculative_tokens'])}, KV lengths {sc.get('kv_lens')}"
+            if "num_speculative_tokens" in sc
+            else None,
+        ),
+        (
+            "graph mode / min_kv",
+            f"{sc.get('graph_mode')} / {sc.get('min_kv_mode')}" if sc else None,
+        ),
+        (
+            "split policy / target",
+            f"{sc.get('policy')} / {c.target_label(sc.get('target'))}" if sc else None,
+        ),
+        ("backend / device", f"{m.get('backend', '')} / {m.get('device', '')}"),
+        ("ranks", ", ".join(str(r) for r in getattr(run, "ranks", []))),
+        ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
+        ("git", m.get("git")),
+    ]
+    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
+    return f'<table class="meta">{rows}</table>'
+
+
+def _diff_html(a: Any, b: Any) -> str:
+    from mlaprof.figures.diff import _fmt, diff_table
+
+    t = diff_table(a, b)
+    rows = []
+    for r in t.itertuples():
+        pct = f"{r.change_pct:+.1f}%" if r.change_pct == r.change_pct else ""
+        cls = r.verdict if r.verdict in ("better", "worse") else ""
+        rows.append(
+            f"<tr><td>{_e(r.metric)}</td><td>{_e(r.unit)}</td><td class='num'>{_fmt(r.a)}</td>"
+            f"<td class='num'>{_fmt(r.b)}</td><td class='num'>{pct}</td>"
+            f"<td class='{cls}'>{_e(r.verdict)}</td></tr>"
+        )
+    return (
+        f"<p>A = <b>{_e(a.name)}</b> (baseline), B = <b>{_e(b.name)}</b> (this run).</p>"
+        "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
+        "<th>B is</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def render_html(run: Any, compare: Any = None) -> str:
+    """The report as one HTML string (see :func:`write_html_report`)."""
+    c.go()
+    import plotly.io as pio
+    from plotly.offline import get_plotlyjs
+
+    from mlaprof.figures import run_figures
+
+    run = _open(run)
+    base = _open(compare) if compare is not None else None
+    findings, why = _findings(run)
+    figs = run_figures(run, compare=base)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>mlaprof report: {_e(run.name)}</title>",
+        f"<style>{CSS}</style>",
+        f'<script type="text/javascript">{get_plotlyjs()}</script>',
+        "</head><body><main>",
+        f"<h1>mlaprof report: {_e(run.name)}</h1>",
+        f'<div class="sub">written {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC '
+        f"by mlaprof; works offline (plotly.js is inside this file).</div>",
+        "<nav>"
+        + " ".join(
+            f'<a href="#{a}">{t}</a>'
+            for a, t in (("findings", "Findings"), ("run", "Run"), ("figures", "Figures"))
+        )
+        + "</nav>",
+        f'<h2 id="findings">Findings ({len(findings)})</h2>',
+        _findings_html(findings, why),
+        '<h2 id="run">Run</h2>',
+        _meta_html(run),
+    ]
+    if base is not None:
+        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(base, run)]
+    parts.append(f'<h2 id="figures">Figures ({len(figs)})</h2>')
+    if not figs:
+        parts.append('<p class="note">This run recorded nothing to plot.</p>')
+    for stem, fig in figs:
+        div = pio.to_html(
+            fig,
+            full_html=False,
+            include_plotlyjs=False,
+            config=FIGURE_CONFIG,
+            div_id=f"fig-{stem}",
+            default_width="100%",
+        )
+        parts.append(f'<div class="fig" id="{stem}">{div}</div>')
+    parts.append("</main></body></html>")
+    return "\n".join(parts)
+
+
+def write_html_report(run: Any, path: Path | str, compare: Any = None) -> Path:
+    """Write the self-contained report of ``run`` (a Run or a run folder) to ``path``;
+    ``compare`` (another run) adds a diff table and figure. Returns the path written."""
+    path = Path(path)
+    if path.is_dir():
+        raise MlaprofError(f"{path} is a folder: give the HTML file to write")
+    text = render_html(run, compare)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise MlaprofError(f"cannot write {path}: {e.strerror or e}") from None
+    return path

@@ -1,0 +1,87 @@
+"""Padding waterfall: real rows + padding rows = what a FULL graph runs, and the work wasted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.figures import _common as c
+
+PANELS = (
+    ("requests", "real_rows", "padding_rows", 1.0, "{:.0f}", "rows (count)"),
+    ("query tokens", "real_tokens", "padding_tokens", 1.0, "{:.0f}", "tokens (count)"),
+    ("KV read per layer", "kv_bytes_real", "kv_bytes_padding", c.MIB, "{:.2f}", "KV bytes (MiB)"),
+)
+
+
+def padding_waterfall(data: Any, step: int | None = None, rank: int | None = None) -> Any:
+    """Real work, padding added on top, and the total the captured graph runs: rows, query tokens
+    and KV bytes per layer. ``step=None`` sums over every step of the run."""
+    go = c.go()
+    cols = [p[1] for p in PANELS] + [p[2] for p in PANELS]
+    pd_ = c.numeric(c.table(data, "padding", rank), "step", "capture_size", *cols)
+    title = "Padding waterfall"
+    if pd_.empty:
+        return c.empty(title + c.run_label(data), "no padding records in this run")
+    if step is not None:
+        if step not in set(pd_["step"].dropna().astype(int)):
+            raise MlaprofError(f"no padding record for step {step}")
+        pd_ = pd_[pd_["step"] == step]
+        scope = f"step {step} (capture size {int(pd_['capture_size'].iloc[0])} tokens)"
+    else:
+        scope = f"summed over {len(pd_)} steps"
+    fig = c.subplots()(
+        rows=1, cols=len(PANELS), subplot_titles=[p[0] for p in PANELS], horizontal_spacing=0.08
+    )
+    wasted_pct: dict[str, float] = {}
+    for i, (label, real_col, pad_col, scale, fmt, _) in enumerate(PANELS, start=1):
+        if pd_[real_col].isna().all() and pd_[pad_col].isna().all():
+            continue
+        real = float(pd_[real_col].fillna(0).sum()) / scale
+        pad = float(pd_[pad_col].fillna(0).sum()) / scale
+        total = real + pad
+        pct = 100.0 * pad / total if total else 0.0
+        wasted_pct[label] = pct
+        fig.add_trace(
+            go.Waterfall(
+                x=["real", "padding", "total run"],
+                y=[real, pad, 0.0],
+                measure=["absolute", "relative", "total"],
+                text=[
+                    fmt.format(real),
+                    f"+{fmt.format(pad)} ({pct:.1f}% wasted)",
+                    fmt.format(total),
+                ],
+                textposition="outside",
+                totals={"marker": {"color": c.REAL}},
+                increasing={"marker": {"color": c.PADDING}},
+                connector={"line": {"color": c.NEUTRAL, "dash": "dot"}},
+                name=label,
+                showlegend=False,
+                hovertemplate=f"{label}: %{{x}} %{{y}}<extra></extra>",
+            ),
+            row=1,
+            col=i,
+        )
+        fig.update_yaxes(range=[0, total * 1.25 if total else 1], row=1, col=i)
+    # legend entries for the colours (waterfalls colour by measure, not by trace)
+    for name, color in (
+        ("real work (real requests)", c.REAL),
+        ("padding added by FULL-graph padding (wasted work)", c.PADDING),
+    ):
+        fig.add_trace(
+            go.Bar(x=[None], y=[None], name=name, marker_color=color, showlegend=True), row=1, col=1
+        )
+    share = ", ".join(f"{v:.1f}% of {k}" for k, v in wasted_pct.items())
+    c.style(
+        fig,
+        f"{title}, {scope}: padding is {share}{c.run_label(data)}",
+        "",
+        "",
+        height=460,
+    )
+    for i, p in enumerate(PANELS, start=1):
+        fig.update_yaxes(title_text=p[5], row=1, col=i)
+        fig.update_xaxes(title_text="work the captured graph runs", row=1, col=i)
+    fig.update_layout(legend={"y": -0.12, "yanchor": "top"}, margin={"b": 80})
+    return fig

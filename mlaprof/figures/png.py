@@ -1,0 +1,101 @@
+"""Static PNGs of the report's figures through kaleido, which drives a local Chrome/Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.figures import _common as c
+
+WIDTH = 1200  # px; heights come from each figure's layout
+CHROME_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+HOW_TO_GET_CHROME = (
+    "PNG export needs Chrome or Chromium and none was found: install one "
+    "(Debian/Ubuntu: 'apt-get install chromium'; or, with network, 'plotly_get_chrome' from "
+    "plotly) or point BROWSER_PATH at a Chrome/Chromium binary, and install kaleido with "
+    "pip install 'mlaprof[png]'"
+)
+
+
+def find_chrome() -> str | None:
+    """The browser kaleido will use: BROWSER_PATH, a choreographer-downloaded one, or PATH."""
+    env = os.environ.get("BROWSER_PATH")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    try:
+        from choreographer.browsers.chromium import Chromium
+
+        found = Chromium.find_browser(skip_local=False)
+        if found:
+            return str(found)
+    except Exception:  # an absent or changed choreographer only means "search PATH ourselves"
+        pass
+    for name in CHROME_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def write_pngs(
+    run: Any,
+    folder: Path | str,
+    compare: Any = None,
+    scale: float = 1.0,
+    only: Sequence[str] | None = None,
+) -> list[Path]:
+    """Write one ``<figure>.png`` per report figure of ``run`` into ``folder``; returns the paths.
+    ``only`` keeps the named figures (stems of :data:`mlaprof.figures.RUN_FIGURES`, or ``diff``).
+
+    Raises :class:`MlaprofError` saying what to install when kaleido or a browser is missing."""
+    c.go()
+    try:
+        import kaleido  # noqa: F401 - only checking that it is installed
+    except ImportError:
+        raise MissingExtraError(
+            "PNG export", "png", "kaleido also needs Chrome or Chromium"
+        ) from None
+    chrome = find_chrome()
+    if chrome is None:
+        raise MlaprofError(HOW_TO_GET_CHROME)
+    from plotly import io as pio
+
+    from mlaprof.figures import run_figures
+    from mlaprof.figures.html_report import _open
+
+    run = _open(run)
+    figs = run_figures(run, compare=_open(compare) if compare is not None else None)
+    if only is not None:
+        figs = [(stem, f) for stem, f in figs if stem in set(only)]
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise MlaprofError(f"{folder} is a file: give a folder for the PNGs")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MlaprofError(f"cannot create {folder}: {e.strerror or e}") from None
+    paths = [folder / f"{stem}.png" for stem, _ in figs]
+    old = os.environ.get("BROWSER_PATH")
+    os.environ["BROWSER_PATH"] = chrome  # kaleido asks choreographer, which reads this first
+    try:
+        pio.write_images(
+            [f for _, f in figs],
+            paths,
+            format="png",
+            width=WIDTH,
+            height=[int(f.layout.height or 500) for _, f in figs],
+            scale=scale,
+        )
+    except Exception as e:  # kaleido's errors name the browser problem; keep them on one line
+        msg = " ".join(str(e).split())[:300]
+        raise MlaprofError(f"PNG export with {chrome} failed: {msg}") from None
+    finally:
+        if old is None:
+            os.environ.pop("BROWSER_PATH", None)
+        else:
+            os.environ["BROWSER_PATH"] = old
+    return paths

@@ -1,0 +1,255 @@
+"""Figures built from small recorded runs: traces, axes, titles and units reflect the data."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pytest
+
+import mlaprof
+from mlaprof import figures as F
+from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.figures._common import is_empty
+from mlaprof.store import create_run
+from tests.figure_runs import POLICY_NAMES, write_run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("traces")
+    bug = mlaprof.load(write_run(d, "bug"))
+    fix = mlaprof.load(write_run(d, "fix", fixed=True, fallback_steps=()))
+    yield bug, fix
+    bug.close()
+    fix.close()
+
+
+def trace(fig, name: str):
+    hits = [t for t in fig.data if t.name == name]
+    assert hits, f"no trace {name!r} in {[t.name for t in fig.data]}"
+    return hits[0]
+
+
+def test_every_report_figure_has_title_axis_units_and_named_legend(runs):
+    bug, fix = runs
+    figs = F.run_figures(bug, compare=fix)
+    assert [s for s, _ in figs] == ["diff"] + [s for s, _ in F.RUN_FIGURES]
+    for stem, fig in figs:
+        assert fig.layout.title.text and bug.name in fig.layout.title.text, stem
+        for t in fig.data:
+            if t.showlegend is not False and t.type != "waterfall":
+                assert t.name, f"{stem}: unnamed legend entry"
+        axes = [fig.layout[k] for k in fig.layout if k.startswith(("xaxis", "yaxis"))]
+        titled = [a for a in axes if a.title.text]
+        assert titled, stem
+        if stem not in ("timeline", "diff"):  # their y axes hold named lanes / metrics
+            assert all(a.title.text for a in axes if a.visible is not False), stem
+        assert any("(" in a.title.text for a in titled), f"{stem}: no unit in axis titles"
+
+
+def test_splits_by_step_plots_the_table_values(runs):
+    bug, _ = runs
+    fig = F.splits_used_vs_deserved(bug)
+    sp = bug.splits
+    own = sp[sp["policy"] == "aiter-gluon-v0.1.19"].sort_values("step")
+    assert list(trace(fig, "S used").y) == own["used"].tolist()
+    assert list(trace(fig, "S deserved").y) == own["deserved"].tolist()
+    assert list(trace(fig, "S frozen in the captured graph").y) == own["frozen"].tolist()
+    assert list(trace(fig, "S used").x) == own["step"].tolist()
+    # the bug: padding rows pin min_kv to qlen, S collapses to 1 while real rows deserve 16
+    assert set(trace(fig, "S used").y) == {1} and set(trace(fig, "S deserved").y) == {16}
+    assert (
+        "aiter-gluon-v0.1.19" in fig.layout.title.text
+        and "mi355x (256 CUs)" in fig.layout.title.text
+    )
+    assert fig.layout.yaxis.type == "log" and "KV splits S (count" in fig.layout.yaxis.title.text
+    assert fig.layout.xaxis.title.text == "engine step"
+
+
+def test_splits_several_policies_and_unknown_policy(runs):
+    bug, _ = runs
+    fig = F.splits_used_vs_deserved(bug, policy=list(POLICY_NAMES))
+    for pol in POLICY_NAMES:
+        want = bug.splits.query("policy == @pol").sort_values("step")["used"].tolist()
+        assert list(trace(fig, f"S used ({pol})").y) == want
+    with pytest.raises(MlaprofError, match="no splits recorded for policy nope"):
+        F.splits_used_vs_deserved(bug, policy="nope")
+    with pytest.raises(MlaprofError, match="by must be one of"):
+        F.splits_used_vs_deserved(bug, by="kernel")
+
+
+def test_splits_by_policy_capture_size_and_layer(runs):
+    bug, _ = runs
+    last = bug.splits[bug.splits["step"] == bug.splits["step"].max()]
+    fig = F.splits_used_vs_deserved(bug, by="policy")
+    used = trace(fig, "S used (as the run's metadata drives it)")
+    assert list(used.x) == last["policy"].tolist()
+    assert list(used.y) == last["used"].tolist()
+    assert "at step 4" in fig.layout.title.text
+
+    fig = F.splits_used_vs_deserved(bug, by="capture_size")
+    assert list(trace(fig, "S used").x) == ["16"]  # 3 requests x qlen 4 padded to 16 tokens
+    assert list(trace(fig, "S deserved").y) == [16.0]
+    assert fig.layout.xaxis.title.text == "capture size (padded tokens)"
+
+    fig = F.splits_used_vs_deserved(bug, by="layer")
+    med = bug.layers.groupby("layer")["splits_used"].median()
+    assert list(trace(fig, "S used").y) == med.tolist()
+    assert list(trace(fig, "S used").x) == [0, 1, 2]
+    assert "per layer, policy aiter-gluon-v0.1.19" in fig.layout.title.text
+
+
+def test_occupancy_in_percent_per_policy_and_step(runs):
+    bug, _ = runs
+    fig = F.occupancy(bug)
+    med = bug.splits.groupby("policy")["occupancy_used"].median()
+    used = trace(fig, "with S used")
+    assert list(used.x) == list(POLICY_NAMES)
+    assert list(used.y) == pytest.approx([100 * med[p] for p in POLICY_NAMES])
+    assert "CUs busy with real work (%)" == fig.layout.yaxis.title.text
+    fig = F.occupancy(bug, by="step")
+    own = bug.splits.query("policy == 'aiter-gluon-v0.1.19'").sort_values("step")
+    assert list(trace(fig, "with S deserved").y) == pytest.approx(
+        (own["occupancy_deserved"] * 100).tolist()
+    )
+
+
+def test_timeline_microsecond_lanes_match_the_tables(runs):
+    bug, fix = runs
+    fig = F.step_timeline(bug, steps=[1, 2])
+    st = bug.steps.query("step in [1, 2]")
+    t0 = st["t_start_ns"].min()
+    steps = trace(fig, "step, FULL graph")
+    assert list(steps.x) == pytest.approx((st["duration_ns"] / 1e3).tolist())
+    assert list(steps.base) == pytest.approx(((st["t_start_ns"] - t0) / 1e3).tolist())
+    sync_layers = trace(fig, "layer with host syncs (cannot be graph-captured)")
+    assert len(sync_layers.x) == 2 * 3
+    kern = [t for t in fig.data if t.name and t.name.startswith("kernel ")]
+    assert {t.name for t in kern} == {"kernel mla_split_kv_stage1", "kernel mla_split_kv_reduce"}
+    assert sum(len(t.x) for t in kern) == 2 * 3 * 2
+    assert set(kern[0].y) == {"kernels, stream 7"}
+    assert fig.layout.xaxis.type == "linear" and "(µs)" in fig.layout.xaxis.title.text
+    assert list(fig.layout.yaxis.categoryarray) == ["steps", "layers", "kernels, stream 7"]
+    assert "steps 1–2 of 5" in fig.layout.title.text
+    fixed = F.step_timeline(fix)
+    assert "layer (no host sync)" in {t.name for t in fixed.data}
+    assert "layer with host syncs (cannot be graph-captured)" not in {t.name for t in fixed.data}
+
+
+def test_timeline_of_an_imported_trace_has_kernel_lanes_only(tmp_path):
+    w = create_run(tmp_path, "imported", {"source": "rocprofv3"})
+    names = [f"kernel_{i % 12}" for i in range(40)]
+    w.add_many(
+        "kernels",
+        [
+            {"name": n, "start_ns": 1000 * i, "end_ns": 1000 * i + 700, "stream": i % 2}
+            for i, n in enumerate(names)
+        ],
+    )
+    w.finish()
+    with mlaprof.load(w.run_dir) as run:
+        fig = F.step_timeline(run, max_kernels=30)
+    assert "first 30 of 40 kernels" in fig.layout.title.text
+    lanes = list(fig.layout.yaxis.categoryarray)
+    assert lanes == ["kernels, stream 0", "kernels, stream 1"]
+    assert sum(len(t.x) for t in fig.data) == 30
+    assert "other kernels" in {t.name for t in fig.data}  # 12 names > 8 with their own entry
+
+
+def test_padding_waterfall_sums(runs):
+    bug, _ = runs
+    fig = F.padding_waterfall(bug)
+    pad = bug.padding
+    rows, tokens, kv = (t for t in fig.data if t.type == "waterfall")
+    assert list(rows.y[:2]) == [pad["real_rows"].sum(), pad["padding_rows"].sum()]
+    assert list(tokens.y[:2]) == [pad["real_tokens"].sum(), pad["padding_tokens"].sum()]
+    assert kv.y[0] == pytest.approx(pad["kv_bytes_real"].sum() / 2**20)
+    assert list(rows.measure) == ["absolute", "relative", "total"]
+    assert "25.0% of requests" in fig.layout.title.text  # 1 padding row per 4
+    one = F.padding_waterfall(bug, step=2)
+    assert list(next(iter(one.data)).y[:2]) == [3, 1]
+    assert "capture size 16" in one.layout.title.text
+    with pytest.raises(MlaprofError, match="no padding record for step 99"):
+        F.padding_waterfall(bug, step=99)
+
+
+def test_capture_memory_views_in_mib(runs):
+    bug, _ = runs
+    fig = F.capture_memory(bug)
+    mem = bug.memory.sort_values("capture_size")
+    pool = trace(fig, "private graph memory pool")
+    assert list(pool.x) == [str(s) for s in mem["capture_size"]]
+    assert list(pool.y) == pytest.approx((mem["pool_bytes"] / 2**20).tolist())
+    drv = trace(fig, "driver free-memory delta (what vLLM logs)")
+    assert list(drv.y) == pytest.approx((mem["driver_bytes"] / 2**20).tolist())
+    assert "42.0 MiB total (driver view)" in fig.layout.title.text
+    assert any("size(s) 16" in a.text for a in fig.layout.annotations)
+    assert fig.layout.yaxis.title.text == "memory (MiB)"
+
+
+def test_full_vs_fallback_medians_and_ratio(runs):
+    bug, fix = runs
+    fig = F.full_vs_fallback(bug)
+    med = trace(fig, "median step time")
+    assert list(med.x) == ["FULL graph", "PIECEWISE fallback"]
+    st = bug.steps
+    full = st[st["graph_mode"] == "FULL"]["duration_ns"].median() / 1e3
+    pw = st[st["graph_mode"] == "PIECEWISE"]["duration_ns"].median() / 1e3
+    assert list(med.y) == pytest.approx([full, pw])
+    assert f"PIECEWISE fallback is {pw / full:.1f}x FULL" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "step time (µs)"
+    assert any("aten._local_scalar_dense" in a.text for a in fig.layout.annotations)
+    assert "all 5 steps ran FULL graph" in F.full_vs_fallback(fix).layout.title.text
+
+
+def test_diff_table_and_figure(runs):
+    bug, fix = runs
+    t = F.diff_table(bug, fix).set_index("metric")
+    assert t.loc["host syncs per step", "a"] == 6  # 2 syncs x 3 layers
+    assert t.loc["host syncs per step", "b"] == 0
+    assert t.loc["host syncs per step", "verdict"] == "better"
+    assert t.loc["KV splits used (run's policy, median)", ["a", "b"]].tolist() == [1, 16]
+    assert t.loc["KV splits used (run's policy, median)", "verdict"] == "better"
+    assert t.loc["padding rows", "verdict"] == "same"
+    fig = F.run_diff(bug, fix)
+    better = trace(fig, "B is better")
+    assert "host syncs per step (count)" in better.y
+    i = list(better.y).index("KV splits used (run's policy, median) (S)")
+    assert better.x[i] == pytest.approx(400.0)  # +1500% clipped to the cap
+    assert better.text[i] == "1 → 16, ×16.00"
+    assert "A (bug)" in fig.layout.title.text and "B (fix)" in fig.layout.title.text
+    assert "change from A to B (%" in fig.layout.xaxis.title.text
+
+
+def test_dataframes_in_and_rank_selection(runs):
+    bug, _ = runs
+    sp = bug.splits
+    assert list(trace(F.splits_used_vs_deserved(sp), "S used (aiter-gluon-v0.1.19)").y)
+    other = sp.assign(rank=1, used=sp["used"] * 2)
+    both = pd.concat([sp, other], ignore_index=True)
+    own = "aiter-gluon-v0.1.19"
+    r0 = F.splits_used_vs_deserved({"splits": both}, policy=own)
+    r1 = F.splits_used_vs_deserved({"splits": both}, policy=own, rank=1)
+    assert set(trace(r0, "S used").y) == {1} and set(trace(r1, "S used").y) == {2}
+    with pytest.raises(MlaprofError, match="no rank 5"):
+        F.splits_used_vs_deserved({"splits": both}, rank=5)
+    with pytest.raises(MlaprofError, match="lacks column"):
+        F.padding_waterfall(sp)
+
+
+def test_empty_run_gives_placeholders(tmp_path):
+    w = create_run(tmp_path, "empty", {})
+    w.finish()
+    with mlaprof.load(w.run_dir) as run:
+        for stem, build in F.RUN_FIGURES:
+            fig = build(run)
+            assert is_empty(fig), stem
+            assert fig.layout.annotations[0].text.startswith("no "), stem
+        assert F.run_figures(run) == []
+
+
+def test_missing_plotly_says_what_to_install(runs, monkeypatch):
+    monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
+    with pytest.raises(MissingExtraError, match=r"mlaprof\[notebook\]"):
+        F.padding_waterfall(runs[0])
