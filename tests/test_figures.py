@@ -107,7 +107,7 @@ def test_occupancy_in_percent_per_policy_and_step(runs):
     used = trace(fig, "with S used")
     assert list(used.x) == list(POLICY_NAMES)
     assert list(used.y) == pytest.approx([100 * med[p] for p in POLICY_NAMES])
-    assert "CUs busy with real work (%)" == fig.layout.yaxis.title.text
+    assert fig.layout.yaxis.title.text == "CUs busy with real work (%)"
     fig = F.occupancy(bug, by="step")
     own = bug.splits.query("policy == 'aiter-gluon-v0.1.19'").sort_values("step")
     assert list(trace(fig, "with S deserved").y) == pytest.approx(
