@@ -1,0 +1,53 @@
+"""``mlaprof export RUN --format perfetto|rocpd|csv [-o PATH]``: write a run for the tools people
+already use (Perfetto UI, the rocpd tools, spreadsheets)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlaprof.commands.common import add_traces_arg, resolve_run
+from mlaprof.errors import MlaprofError
+
+SUFFIX = {"perfetto": ".perfetto.json", "rocpd": ".rocpd.db", "csv": "_csv"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a run to Perfetto JSON, a rocpd database or rocprofv3-style CSV",
+        description="Export a run. perfetto: Chrome JSON trace for ui.perfetto.dev (kernels, "
+        "per-layer slices, S used/deserved, padding and capture-memory counters, launch->kernel "
+        "flows). rocpd: SQLite database in rocprofv3's rocpd schema (kernels, regions, "
+        "top_kernels views). csv: a folder of rocprofv3 7.x CSVs (kernel_trace.csv, ...).",
+    )
+    p.add_argument("run", help="run folder, run name under the traces folder, or 'latest'")
+    p.add_argument("--format", required=True, choices=sorted(SUFFIX), help="output format")
+    p.add_argument("-o", "--output", type=Path, help="output path (default: next to the run)")
+    add_traces_arg(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mlaprof.store import load
+
+    run_dir = resolve_run(args.run, args.traces)
+    out = args.output or run_dir.parent / f"{run_dir.name}{SUFFIX[args.format]}"
+    if out.exists():
+        raise MlaprofError(f"{out} already exists; choose another -o")
+    with load(run_dir) as run:
+        if args.format == "perfetto":
+            from mlaprof.trace_io.perfetto import export_perfetto
+
+            counts = export_perfetto(run, out)
+        elif args.format == "rocpd":
+            from mlaprof.trace_io.rocpd_export import export_rocpd
+
+            counts = export_rocpd(run, out)
+        else:
+            from mlaprof.trace_io.csv_export import export_csv
+
+            counts = export_csv(run, out)
+    shown = ", ".join(f"{n} {k}" for k, n in counts.items())
+    print(f"exported {run_dir.name} as {args.format} -> {out} ({shown})")
+    return 0

@@ -1,0 +1,79 @@
+"""``mlaprof import rocprof|kineto|vllm-log PATH``: turn a profiler trace or an engine log into a
+run (all or nothing: a failed import leaves no run folder behind)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.trace_io.common import ImportSummary
+
+KINDS = {
+    "rocprof": "rocprofv3 output: a CSV or JSON file, a rocpd .db, or an output folder",
+    "kineto": "PyTorch profiler (Kineto) trace, .json or .json.gz",
+    "vllm-log": "vLLM server/engine log (graph capture, cudagraph-mode decisions)",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import",
+        help="import a rocprofv3 / Kineto trace or a vLLM log as a run",
+        description="Import a trace or log into the run store. "
+        + "; ".join(f"{k}: {v}" for k, v in KINDS.items())
+        + ". MLA kernels are recognised by name; their KV-split count is inferred from the grid.",
+    )
+    p.add_argument("kind", choices=sorted(KINDS), help="what PATH is")
+    p.add_argument("path", type=Path, help="file or folder to import")
+    add_traces_arg(p)
+    p.add_argument("--name", help="run name (default: derived from PATH)")
+    p.add_argument(
+        "--mla-pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="extra kernel-name regex to treat as an MLA split-KV kernel (S on grid z); repeatable",
+    )
+    p.add_argument(
+        "--patterns",
+        type=Path,
+        metavar="FILE",
+        help="JSON list of kernel patterns replacing the built-in ones",
+    )
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mlaprof.trace_io.kernels import KernelMatcher, load_patterns
+
+    matcher = load_patterns(args.patterns) if args.patterns else KernelMatcher()
+    if args.mla_pattern:
+        matcher = matcher.with_extra(args.mla_pattern)
+    traces = traces_dir(args.traces)
+    if args.kind == "rocprof":
+        from mlaprof.trace_io.rocprof import import_rocprof
+
+        run, summary = import_rocprof(args.path, traces, args.name, matcher)
+    elif args.kind == "kineto":
+        from mlaprof.trace_io.kineto import import_kineto
+
+        run, summary = import_kineto(args.path, traces, args.name, matcher)
+    else:
+        from mlaprof.trace_io.vllm_log import import_vllm_log
+
+        run, summary = import_vllm_log(args.path, traces, args.name)
+    print(format_summary(run, summary))
+    return 0
+
+
+def format_summary(run: Path, s: ImportSummary) -> str:
+    rows = ", ".join(f"{n} {t}" for t, n in s.rows.items() if n) or "no rows"
+    lines = [f"imported {s.source} ({len(s.files)} file(s)) -> {run}", f"  rows: {rows}"]
+    if s.mla_kernels:
+        lines.append(
+            f"  MLA kernels: {s.mla_kernels}; graph replays with MLA: {s.replays}; "
+            f"layer records: {s.layers}"
+        )
+    lines += [f"  note: {n}" for n in s.notes]
+    return "\n".join(lines)

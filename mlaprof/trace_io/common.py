@@ -1,0 +1,116 @@
+"""Small helpers shared by the importers: exact integer parsing, file sniffing, summaries."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+
+_AGENT = re.compile(r"^\s*(?:agent\s*)?(-?\d+)\s*$", re.IGNORECASE)
+
+
+def to_int(value: Any, what: str = "value") -> int | None:
+    """An exact integer from a CSV/JSON field: ``"123"``, ``123``, ``""`` (None). Never via float."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
+            raise MlaprofError(f"{what} {value!r} is not an integer")
+        return int(value)
+    s = str(value).strip()
+    if not s:
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        raise MlaprofError(f"{what} {s[:40]!r} is not an integer") from None
+    if not d.is_finite() or d != d.to_integral_value():
+        raise MlaprofError(f"{what} {s[:40]!r} is not an integer")
+    return int(d)
+
+
+def to_float(value: Any, what: str = "value") -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise MlaprofError(f"{what} {str(value)[:40]!r} is not a number") from None
+
+
+def agent_index(value: Any) -> int | None:
+    """``"Agent 4"`` -> 4, ``4`` -> 4, ``""`` -> None (rocprofv3 writes agents either way)."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    s = str(value)
+    if not s.strip():
+        return None
+    m = _AGENT.match(s)
+    if not m:
+        raise MlaprofError(f"agent id {s[:40]!r} is neither a number nor 'Agent N'")
+    return int(m.group(1))
+
+
+def us_to_ns(value: Any, what: str = "timestamp") -> int:
+    """Microseconds (Chrome/Kineto JSON, possibly fractional) to exact integer nanoseconds."""
+    if isinstance(value, bool) or value is None:
+        raise MlaprofError(f"{what} is missing")
+    if isinstance(value, int):
+        return value * 1000
+    try:
+        d = value if isinstance(value, Decimal) else Decimal(str(value))
+    except InvalidOperation:
+        raise MlaprofError(f"{what} {str(value)[:40]!r} is not a number") from None
+    if not d.is_finite():
+        raise MlaprofError(f"{what} {value!r} is not finite")
+    return int((d * 1000).to_integral_value())
+
+
+def read_text(path: Path, what: str) -> str:
+    """A text file's content (``.gz`` decompressed); binary or undecodable input is an error."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise MlaprofError(f"cannot read {path}: {e.strerror or e}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, ValueError) as e:
+            raise MlaprofError(f"{path} is not a valid gzip file ({e})") from None
+    if b"\x00" in raw[:65536]:
+        raise MlaprofError(f"{path} is binary, not a {what}")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise MlaprofError(f"{path} is not UTF-8 text ({what}): {e.reason} at byte {e.start}") from None
+
+
+@dataclass
+class ImportSummary:
+    """What an import produced, for the one-screen summary the CLI prints."""
+
+    source: str
+    files: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    mla_kernels: int = 0
+    replays: int = 0
+    layers: int = 0
+
+    def add(self, table: str, n: int) -> None:
+        self.rows[table] = self.rows.get(table, 0) + n

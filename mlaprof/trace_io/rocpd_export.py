@@ -1,0 +1,337 @@
+"""Export a run to a rocpd SQLite database (schema 3.0.1) that the rocpd tools and Perfetto read
+beside rocprofv3's own output.
+
+Kernels become ``rocpd_kernel_dispatch`` rows (with symbol, code object, agent, queue, stream,
+thread and event rows, so that the ``kernels`` view returns them); host API calls and mlaprof's
+per-layer ranges become ``rocpd_region`` rows (``regions`` view; layers have category
+``MLAPROF_LAYER`` and name ``layer N``); transfers become memory copies/allocations. mlaprof's
+own fields ride in the ``extdata`` JSON columns, and its analysis tables (steps, layers, splits,
+padding, memory, captures, syncs, counters, events) in the process row's ``extdata``, so that an
+export imports back to the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import sqlite3
+import time
+import uuid as _uuid
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.store.reader import Run
+from mlaprof.trace_io import rocpd_schema as rs
+from mlaprof.trace_io.common import agent_index
+from mlaprof.trace_io.runrows import rows
+
+LAYER_CATEGORY = "MLAPROF_LAYER"
+KERNEL_CATEGORY = "KERNEL_DISPATCH"
+# analysis tables carried whole in the process row's extdata
+PAYLOAD_TABLES = (
+    "steps",
+    "layers",
+    "syncs",
+    "splits",
+    "padding",
+    "memory",
+    "captures",
+    "counters",
+    "events",
+)
+
+
+def uuid7() -> _uuid.UUID:
+    """A UUIDv7 (time-ordered), as rocprofv3 uses for table suffixes."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(secrets.token_bytes(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62 | rand & ((1 << 62) - 1)
+    return _uuid.UUID(int=value)
+
+
+def _addr(v: Any) -> int | None:
+    if v is None:
+        return None
+    try:
+        return int(str(v), 0)
+    except ValueError:
+        return None
+
+
+def export_rocpd(run: Run, out: Path) -> dict[str, int]:
+    """Write ``out`` (must not exist); returns row counts per rocpd table."""
+    if out.exists():
+        raise MlaprofError(f"{out} already exists; refusing to overwrite")
+    u = uuid7()
+    suffix = "_" + str(u).replace("-", "_")
+    guid = str(u)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    con = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        counts = _write(con, run, suffix, guid)
+        con.close()
+        os.replace(tmp, out)
+    except BaseException:
+        con.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return counts
+
+
+def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[str, int]:
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("BEGIN")
+    for ddl in rs.table_ddl(suffix, guid):
+        con.execute(ddl)
+    for ddl in rs.DATA_VIEWS:
+        con.execute(ddl)
+    t = {name: f'"rocpd_{name}{suffix}"' for name in rs.TABLES}
+    md = f'"rocpd_metadata{suffix}"'
+    for tag, value in (("schema_version", rs.SCHEMA_VERSION), ("uuid", suffix), ("guid", guid)):
+        con.execute(f"INSERT INTO {md} (tag, value) VALUES (?, ?)", (tag, value))
+
+    strings: dict[str, int] = {}
+
+    def sid(s: str) -> int:
+        if s not in strings:
+            cur = con.execute(f"INSERT INTO {t['string']} (guid, string) VALUES (?, ?)", (guid, s))
+            strings[s] = int(cur.lastrowid or 0)
+        return strings[s]
+
+    kernels = rows(run, "kernels")
+    api = rows(run, "api")
+    transfers = rows(run, "transfers")
+    layers = rows(run, "layers")
+    meta = run.meta
+    pid = next((a["pid"] for a in api if a["pid"] is not None), None) or 1
+
+    host = platform.node() or "localhost"
+    con.execute(
+        f"INSERT INTO {t['info_node']} (id, guid, hash, machine_id, hostname, system_name) "
+        "VALUES (1, ?, ?, ?, ?, ?)",
+        (guid, abs(hash(host)) % (1 << 62), host, host, platform.system()),
+    )
+    payload = {
+        "mlaprof": {
+            "run": {k: meta.get(k) for k in ("name", "source", "backend", "device", "scenario")},
+            "meta": meta,
+            "tables": {name: rows(run, name) for name in PAYLOAD_TABLES},
+        }
+    }
+    t0 = min((k["start_ns"] for k in kernels if k["start_ns"] is not None), default=None)
+    t1 = max((k["end_ns"] for k in kernels if k["end_ns"] is not None), default=None)
+    con.execute(
+        f"INSERT INTO {t['info_process']} (id, guid, nid, pid, init, fini, start, end, command, "
+        "extdata) VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
+        (guid, pid, t0, t1, t0, t1, f"mlaprof run {run.name}", json.dumps(payload)),
+    )
+
+    threads: dict[int, int] = {}
+
+    def thread_id(tid: int | None) -> int:
+        tid = pid if tid is None else tid
+        if tid not in threads:
+            cur = con.execute(
+                f"INSERT INTO {t['info_thread']} (guid, nid, pid, tid, name) VALUES (?, 1, 1, ?, ?)",
+                (guid, tid, f"thread {tid}"),
+            )
+            threads[tid] = int(cur.lastrowid or 0)
+        return threads[tid]
+
+    agents: dict[str, int] = {}
+
+    def agent_id(key: Any) -> int:
+        label = "None" if key is None else str(key)
+        if label not in agents:
+            try:
+                idx = agent_index(key)
+            except MlaprofError:
+                idx = None
+            cpu = label.strip().lower() in ("agent 0", "0")
+            cur = con.execute(
+                f"INSERT INTO {t['info_agent']} (guid, nid, pid, type, absolute_index, "
+                "logical_index, type_index, name, extdata) VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?)",
+                (
+                    guid,
+                    "CPU" if cpu else "GPU",
+                    idx,
+                    idx,
+                    idx,
+                    label,
+                    json.dumps({"mlaprof_agent": key}),
+                ),
+            )
+            agents[label] = int(cur.lastrowid or 0)
+        return agents[label]
+
+    queues: dict[int, int] = {}
+    streams: dict[Any, int] = {}
+    symbols: dict[str, int] = {}
+    code_objects: dict[int, int] = {}
+
+    def kernel_refs(name: str, device: Any, stream: Any) -> tuple[int, int, int, int]:
+        a = agent_id(device)
+        if a not in queues:
+            cur = con.execute(
+                f"INSERT INTO {t['info_queue']} (guid, nid, pid, name) VALUES (?, 1, 1, ?)",
+                (guid, f"Queue {len(queues)}"),
+            )
+            queues[a] = int(cur.lastrowid or 0)
+            cur = con.execute(
+                f"INSERT INTO {t['info_code_object']} (guid, nid, pid, agent_id, uri, "
+                "storage_type) VALUES (?, 1, 1, ?, ?, 'MEMORY')",
+                (guid, a, "mlaprof://imported"),
+            )
+            code_objects[a] = int(cur.lastrowid or 0)
+        if stream not in streams:
+            cur = con.execute(
+                f"INSERT INTO {t['info_stream']} (guid, nid, pid, name, extdata) "
+                "VALUES (?, 1, 1, ?, ?)",
+                (guid, f"Stream {stream}", json.dumps({"stream": stream})),
+            )
+            streams[stream] = int(cur.lastrowid or 0)
+        if name not in symbols:
+            cur = con.execute(
+                f"INSERT INTO {t['info_kernel_symbol']} (guid, nid, pid, code_object_id, "
+                "kernel_name, display_name) VALUES (?, 1, 1, ?, ?, ?)",
+                (guid, code_objects[a], name, name),
+            )
+            symbols[name] = int(cur.lastrowid or 0)
+        return a, queues[a], streams[stream], symbols[name]
+
+    cat_kernel = sid(KERNEL_CATEGORY)
+    main_tid = thread_id(None)
+    ev_sql = f"INSERT INTO {t['event']} (guid, category_id, correlation_id, extdata) VALUES (?, ?, ?, ?)"
+    kd_sql = (
+        f"INSERT INTO {t['kernel_dispatch']} (guid, nid, pid, tid, agent_id, kernel_id, "
+        "dispatch_id, queue_id, stream_id, start, end, workgroup_size_x, workgroup_size_y, "
+        "workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id, "
+        "extdata) VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    for i, k in enumerate(kernels):
+        name = k["name"] if k["name"] is not None else "<unnamed>"
+        a, q, st, sym = kernel_refs(name, k["device"], k["stream"])
+        ev = con.execute(ev_sql, (guid, cat_kernel, k["correlation"] or 0, "{}")).lastrowid
+        extra = {c: k[c] for c in k if c != "rank"}
+        con.execute(
+            kd_sql,
+            (
+                guid,
+                main_tid,
+                a,
+                sym,
+                i + 1,
+                q,
+                st,
+                k["start_ns"] or 0,
+                k["end_ns"] or 0,
+                k["block_x"] or 0,
+                k["block_y"] or 0,
+                k["block_z"] or 0,
+                k["grid_x"] or 0,
+                k["grid_y"] or 0,
+                k["grid_z"] or 0,
+                sid(name),
+                ev,
+                json.dumps({"mlaprof": extra}),
+            ),
+        )
+
+    reg_sql = (
+        f"INSERT INTO {t['region']} (guid, nid, pid, tid, start, end, name_id, event_id, extdata) "
+        "VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?)"
+    )
+    for a in api:
+        ev = con.execute(
+            ev_sql, (guid, sid(a["domain"] or "API"), a["correlation"] or 0, "{}")
+        ).lastrowid
+        extra = {c: a[c] for c in a if c != "rank"}
+        con.execute(
+            reg_sql,
+            (
+                guid,
+                thread_id(a["tid"]),
+                a["start_ns"] or 0,
+                a["end_ns"] or 0,
+                sid(a["function"] or ""),
+                ev,
+                json.dumps({"mlaprof_api": extra}),
+            ),
+        )
+    cat_layer = sid(LAYER_CATEGORY)
+    n_layer_regions = 0
+    for lay in layers:
+        if lay["t_start_ns"] is None or lay["duration_ns"] is None:
+            continue
+        ev = con.execute(ev_sql, (guid, cat_layer, 0, "{}")).lastrowid
+        con.execute(
+            reg_sql,
+            (
+                guid,
+                main_tid,
+                lay["t_start_ns"],
+                lay["t_start_ns"] + lay["duration_ns"],
+                sid(f"layer {lay['layer']}"),
+                ev,
+                json.dumps({"mlaprof_layer": {"step": lay["step"], "layer": lay["layer"]}}),
+            ),
+        )
+        n_layer_regions += 1
+
+    n_copy = n_alloc = 0
+    for x in transfers:
+        extra = json.dumps({"mlaprof_transfer": {c: x[c] for c in x if c != "rank"}})
+        kind = (x["kind"] or "").upper()
+        ev = con.execute(ev_sql, (guid, sid(kind or "MEMORY"), x["correlation"] or 0, "{}")).lastrowid
+        if "ALLOC" in kind:
+            op = (x["operation"] or "").upper()
+            typ = "FREE" if "FREE" in op else "ALLOC" if "ALLOC" in op else None
+            con.execute(
+                f"INSERT INTO {t['memory_allocate']} (guid, nid, pid, tid, agent_id, type, level, "
+                "start, end, address, size, event_id, extdata) "
+                "VALUES (?, 1, 1, ?, ?, ?, 'REAL', ?, ?, ?, ?, ?, ?)",
+                (
+                    guid,
+                    main_tid,
+                    agent_id(x["dst_agent"]),
+                    typ,
+                    x["start_ns"] or 0,
+                    x["end_ns"] or 0,
+                    _addr(x["address"]),
+                    x["size_bytes"] or 0,
+                    ev,
+                    extra,
+                ),
+            )
+            n_alloc += 1
+        else:
+            con.execute(
+                f"INSERT INTO {t['memory_copy']} (guid, nid, pid, tid, start, end, name_id, "
+                "dst_agent_id, src_agent_id, size, event_id, extdata) "
+                "VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    guid,
+                    main_tid,
+                    x["start_ns"] or 0,
+                    x["end_ns"] or 0,
+                    sid(x["operation"] or kind or "MEMORY_COPY"),
+                    agent_id(x["dst_agent"]),
+                    agent_id(x["src_agent"]),
+                    x["size_bytes"] or 0,
+                    ev,
+                    extra,
+                ),
+            )
+            n_copy += 1
+    con.execute("COMMIT")
+    return {
+        "kernel_dispatch": len(kernels),
+        "region": len(api) + n_layer_regions,
+        "memory_copy": n_copy,
+        "memory_allocate": n_alloc,
+    }

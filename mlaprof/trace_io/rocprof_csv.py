@@ -1,0 +1,396 @@
+"""rocprofv3 CSV importer: kernel, API (HIP/HSA/marker/RCCL), memory copy/allocation, counter and
+stats CSVs, ROCm 6.3 and 7.x header generations and ``rocpd convert`` output (leading Guid).
+
+Columns are found by header name, case-insensitively; numbers may be quoted or bare; timestamps
+are parsed as exact integers (never through float). A kernel trace is read with pyarrow when it
+is installed (the fast path for million-dispatch traces), else with the csv module; both give
+identical rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.trace_io.common import ImportSummary, agent_index, read_text, to_float, to_int
+from mlaprof.trace_io.staging import BulkWriter
+
+csv.field_size_limit(1 << 24)  # mangled C++ kernel names can be long
+
+KERNEL = "kernel"
+COUNTER = "counter"
+API = "api"
+MEMCPY = "memory_copy"
+ALLOC = "memory_allocation"
+STATS = "stats"
+AGENT_INFO = "agent_info"
+
+KERNEL_COLS = (
+    "name",
+    "start_ns",
+    "end_ns",
+    "device",
+    "stream",
+    "correlation",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "graph_id",
+    "graph_node_id",
+)
+# store column -> rocprofv3 header (normalized); None: absent from that generation is fine
+_KERNEL_SRC = {
+    "name": "kernel_name",
+    "start_ns": "start_timestamp",
+    "end_ns": "end_timestamp",
+    "device": "agent_id",
+    "stream": "stream_id",
+    "correlation": "correlation_id",
+    "grid_x": "grid_size_x",
+    "grid_y": "grid_size_y",
+    "grid_z": "grid_size_z",
+    "block_x": "workgroup_size_x",
+    "block_y": "workgroup_size_y",
+    "block_z": "workgroup_size_z",
+    "graph_id": "graph_exec_id",
+    "graph_node_id": "graph_node_id",
+}
+_KERNEL_REQUIRED = ("kernel_name", "start_timestamp", "end_timestamp", "grid_size_x")
+_STATS_VALUES = ("calls", "totaldurationns", "averagens", "percentage", "minns", "maxns", "stddev")
+
+
+def norm(h: str) -> str:
+    return re.sub(r"[\s\-]+", "_", h.strip().strip('"').lower())
+
+
+def classify(header: Sequence[str]) -> str | None:
+    """Which rocprofv3 CSV a header row belongs to (None: not a rocprofv3 CSV)."""
+    h = {norm(c) for c in header}
+    if {"counter_name", "counter_value"} <= h:
+        return COUNTER
+    if set(_KERNEL_REQUIRED) <= h:
+        return KERNEL
+    if {"direction", "start_timestamp", "end_timestamp"} <= h:
+        return MEMCPY
+    if {"operation", "allocation_size", "start_timestamp"} <= h:
+        return ALLOC
+    if {"domain", "function", "start_timestamp", "end_timestamp"} <= h:
+        return API
+    if {"name", "calls", "totaldurationns"} <= h:
+        return STATS
+    if "logical_node_id" in h or ("node_id" in h and "gpu_id" in h):
+        return AGENT_INFO
+    return None
+
+
+def _header_of(path: Path, text: str) -> list[str]:
+    first = text.split("\n", 1)[0]
+    try:
+        return next(csv.reader([first]))
+    except (StopIteration, csv.Error):
+        raise MlaprofError(f"{path} has no CSV header") from None
+
+
+def sniff(path: Path) -> str | None:
+    """Classify a CSV file by its first line only (cheap; for folder scans)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+    except OSError as e:
+        raise MlaprofError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return classify(next(csv.reader([first.decode("utf-8-sig")])))
+    except (StopIteration, UnicodeDecodeError, csv.Error):
+        return None
+
+
+def _rows(path: Path, text: str, ncols: int) -> Iterator[list[str]]:
+    """Data rows; a row with the wrong field count (a truncated or mangled file) is an error."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        next(reader)
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != ncols:
+                raise MlaprofError(
+                    f"{path}:{reader.line_num}: expected {ncols} fields, found {len(row)} "
+                    "(truncated or not a rocprofv3 CSV)"
+                )
+            yield row
+    except csv.Error as e:
+        raise MlaprofError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+
+
+def _index(path: Path, header: Sequence[str], names: Sequence[str]) -> dict[str, int]:
+    pos = {norm(c): i for i, c in enumerate(header)}
+    missing = [n for n in names if n not in pos]
+    if missing:
+        raise MlaprofError(f"{path}: missing column(s) {', '.join(missing)}")
+    return pos
+
+
+def _intf(path: Path, col: str) -> Callable[[str], int | None]:
+    return lambda v: to_int(v, f"{path.name} {col}")
+
+
+# -- kernels --------------------------------------------------------------------------------------
+def _kernel_converters(path: Path, pos: dict[str, int]) -> list[tuple[int | None, Callable]]:
+    convs: list[tuple[int | None, Callable]] = []
+    for col in KERNEL_COLS:
+        src = _KERNEL_SRC[col]
+        idx = pos.get(src)
+        if col == "name":
+            convs.append((idx, lambda v: v))
+        elif col == "device":
+            convs.append((idx, agent_index))
+        else:
+            convs.append((idx, _intf(path, src)))
+    return convs
+
+
+def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> list[Any]:
+    pos = _index(path, header, _KERNEL_REQUIRED)
+    convs = _kernel_converters(path, pos)
+    flat: list[Any] = []
+    ext = flat.extend
+    for row in _rows(path, text, len(header)):
+        ext([None if i is None else f(row[i]) for i, f in convs])
+    return flat
+
+
+def _kernels_arrow(path: Path, header: list[str]) -> list[Any]:
+    """pyarrow's multi-threaded CSV reader, typed columns, one flat row-major list out."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    pos = _index(path, header, _KERNEL_REQUIRED)
+    by_norm = {norm(c): c for c in header}
+    if len(by_norm) != len(header):
+        raise MlaprofError(f"{path}: duplicate column names in the header")
+    wanted = {col: by_norm[_KERNEL_SRC[col]] for col in KERNEL_COLS if _KERNEL_SRC[col] in pos}
+    types = {
+        src: (pa.string() if col in ("name", "device") else pa.int64())
+        for col, src in wanted.items()
+    }
+    try:
+        tbl = pcsv.read_csv(
+            path,
+            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1),
+            parse_options=pcsv.ParseOptions(newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(
+                include_columns=list(wanted.values()),
+                column_types=types,
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
+        msg = str(e).splitlines()[0][:200]
+        raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
+    n = tbl.num_rows
+    out = np.empty((n, len(KERNEL_COLS)), dtype=object)
+    for j, col in enumerate(KERNEL_COLS):
+        if col not in wanted:
+            continue  # stays None
+        arr = tbl.column(wanted[col])
+        if col in ("name", "device"):
+            enc = arr.combine_chunks().dictionary_encode()
+            values = enc.dictionary.to_pylist()
+            if col == "device":
+                values = [agent_index(v) for v in values]
+            lut = np.empty(len(values), dtype=object)
+            lut[:] = values
+            out[:, j] = lut[enc.indices.to_numpy(zero_copy_only=False)]
+        elif arr.null_count:
+            out[:, j] = np.array(arr.to_pylist(), dtype=object)
+        else:
+            out[:, j] = arr.to_numpy().astype(object)
+    return out.ravel().tolist()
+
+
+def import_kernels(
+    bulk: BulkWriter, path: Path, text: str | None, header: list[str], use_arrow: bool | None
+) -> int:
+    if use_arrow is None:
+        try:
+            import pyarrow.csv  # noqa: F401
+
+            use_arrow = True
+        except ImportError:
+            use_arrow = False
+    if use_arrow:
+        flat = _kernels_arrow(path, header)
+    else:
+        flat = _kernels_csvmodule(path, text if text is not None else read_text(path, "CSV"), header)
+    return bulk.insert_flat("kernels", KERNEL_COLS, flat)
+
+
+# -- the small tables -----------------------------------------------------------------------------
+def _import_api(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
+    req = ("domain", "function", "start_timestamp", "end_timestamp")
+    pos = _index(path, header, req)
+    ids = [pos.get(c) for c in ("process_id", "thread_id", "correlation_id")]
+    f = _intf(path, "field")
+
+    def rows() -> Iterator[list[Any]]:
+        for r in _rows(path, text, len(header)):
+            pid, tid, corr = (None if i is None else f(r[i]) for i in ids)
+            yield [
+                r[pos["domain"]],
+                r[pos["function"]],
+                pid,
+                tid,
+                corr,
+                f(r[pos["start_timestamp"]]),
+                f(r[pos["end_timestamp"]]),
+            ]
+
+    cols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
+    return bulk.insert("api", cols, rows())
+
+
+def _import_memcpy(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
+    pos = _index(path, header, ("direction", "start_timestamp", "end_timestamp"))
+    f = _intf(path, "field")
+
+    def get(r: list[str], c: str) -> str | None:
+        i = pos.get(c)
+        return None if i is None else r[i]
+
+    def rows() -> Iterator[list[Any]]:
+        for r in _rows(path, text, len(header)):
+            size = get(r, "bytes") or get(r, "size")
+            yield [
+                get(r, "kind") or "MEMORY_COPY",
+                get(r, "direction"),
+                get(r, "source_agent_id"),
+                get(r, "destination_agent_id"),
+                f(size) if size is not None else None,
+                None,
+                f(get(r, "correlation_id")),
+                f(get(r, "start_timestamp")),
+                f(get(r, "end_timestamp")),
+            ]
+
+    return bulk.insert("transfers", _TRANSFER_COLS, rows())
+
+
+_TRANSFER_COLS = (
+    "kind",
+    "operation",
+    "src_agent",
+    "dst_agent",
+    "size_bytes",
+    "address",
+    "correlation",
+    "start_ns",
+    "end_ns",
+)
+
+
+def _import_alloc(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
+    pos = _index(path, header, ("operation", "allocation_size", "start_timestamp", "end_timestamp"))
+    f = _intf(path, "field")
+
+    def get(r: list[str], c: str) -> str | None:
+        i = pos.get(c)
+        return None if i is None else r[i]
+
+    def rows() -> Iterator[list[Any]]:
+        for r in _rows(path, text, len(header)):
+            yield [
+                get(r, "kind") or "MEMORY_ALLOCATION",
+                get(r, "operation"),
+                None,
+                get(r, "agent_id"),
+                f(get(r, "allocation_size")),
+                get(r, "address"),
+                f(get(r, "correlation_id")),
+                f(get(r, "start_timestamp")),
+                f(get(r, "end_timestamp")),
+            ]
+
+    return bulk.insert("transfers", _TRANSFER_COLS, rows())
+
+
+def _import_counters(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
+    pos = _index(path, header, ("counter_name", "counter_value", "kernel_name"))
+    ts = pos.get("start_timestamp")
+
+    def rows() -> Iterator[list[Any]]:
+        for r in _rows(path, text, len(header)):
+            yield [
+                "rocprof-counters",
+                r[pos["counter_name"]],
+                r[pos["kernel_name"]],
+                to_float(r[pos["counter_value"]], f"{path.name} Counter_Value"),
+                None if ts is None else to_int(r[ts], f"{path.name} Start_Timestamp"),
+            ]
+
+    return bulk.insert("counters", ("source", "name", "key", "value", "t_ns"), rows())
+
+
+def _import_stats(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
+    pos = _index(path, header, ("name", "calls", "totaldurationns"))
+    stem = re.sub(r"^\d+_", "", path.stem)  # "<pid>_hip_api_stats" -> "hip_api_stats"
+    cols = [(c, header[pos[c]]) for c in _STATS_VALUES if c in pos]
+
+    def rows() -> Iterator[list[Any]]:
+        for r in _rows(path, text, len(header)):
+            for c, original in cols:
+                v = to_float(r[pos[c]], f"{path.name} {original}")
+                yield [f"rocprof-stats:{stem}", original.strip(), r[pos["name"]], v, None]
+
+    return bulk.insert("counters", ("source", "name", "key", "value", "t_ns"), rows())
+
+
+def import_csv(
+    bulk: BulkWriter, path: Path, summary: ImportSummary, use_arrow: bool | None = None
+) -> str:
+    """Import one rocprofv3 CSV; returns its kind. Raises MlaprofError on anything unexpected."""
+    text: str | None = None
+    kind = sniff(path)
+    if kind == KERNEL and use_arrow is not False:
+        # validate cheaply without decoding the whole file in Python
+        with open(path, "rb") as f:
+            head = f.read(65536)
+        if b"\x00" in head:
+            raise MlaprofError(f"{path} is binary, not a CSV")
+        header = next(csv.reader([head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")]))
+    else:
+        text = read_text(path, "CSV")
+        if not text.strip():
+            raise MlaprofError(f"{path} is empty")
+        header = _header_of(path, text)
+        kind = classify(header)
+    if kind is None:
+        shown = ", ".join(header[:6])[:120]
+        raise MlaprofError(f"{path}: not a rocprofv3 CSV (header: {shown})")
+    if kind == KERNEL:
+        n = import_kernels(bulk, path, text, header, use_arrow)
+        summary.add("kernels", n)
+    elif kind == AGENT_INFO:
+        summary.notes.append(f"{path.name}: agent info, not imported")
+    else:
+        body = text if text is not None else read_text(path, "CSV")
+        fn = {
+            API: _import_api,
+            MEMCPY: _import_memcpy,
+            ALLOC: _import_alloc,
+            COUNTER: _import_counters,
+            STATS: _import_stats,
+        }[kind]
+        table = {API: "api", MEMCPY: "transfers", ALLOC: "transfers"}.get(kind, "counters")
+        summary.add(table, fn(bulk, path, body, header))
+    summary.files.append(str(path))
+    return kind

@@ -1,0 +1,143 @@
+"""All-or-nothing imports: a run is built in a hidden staging folder and renamed into place.
+
+An import that fails (bad input, a bug, Ctrl-C) removes its staging folder, so the traces folder
+never holds a half-imported run. ``list_runs`` ignores the staging folder (no run.json at its top).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.store import create_run
+from mlaprof.store.runmeta import _slug
+from mlaprof.store.schema import TABLES
+from mlaprof.store.writer import RunWriter
+
+STAGING_PREFIX = ".mlaprof-import-"
+
+
+class BulkWriter:
+    """Fast appends straight into a staged rank database (the import owns it exclusively).
+
+    Rows are tuples in the order of ``cols``; ``rank`` is written as a constant. Multi-row
+    ``INSERT ... VALUES (...), (...)`` statements amortise the per-statement cost, which is what
+    bounds a Python executemany at ~1M rows.
+    """
+
+    ROWS_PER_STATEMENT = 256
+
+    def __init__(self, db_path: Path, rank: int = 0) -> None:
+        self.rank = int(rank)
+        self.con = sqlite3.connect(db_path, isolation_level=None)
+        # a staged import is deleted on failure, so durability inside it buys nothing
+        self.con.execute("PRAGMA journal_mode=OFF")
+        self.con.execute("PRAGMA synchronous=OFF")
+        self.con.execute("BEGIN")
+        self.counts: dict[str, int] = {}
+        self.run_dir: Path = Path(db_path).parent
+
+    def _sql(self, table: str, cols: Sequence[str], nrows: int) -> str:
+        if table not in TABLES:
+            raise MlaprofError(f"unknown table {table!r}")
+        known = {c for c, _ in TABLES[table]}
+        bad = [c for c in cols if c not in known]
+        if bad:
+            raise MlaprofError(f"table {table!r} has no column(s) {', '.join(bad)}")
+        one = "(" + ", ".join([str(self.rank)] + ["?"] * len(cols)) + ")"
+        return (
+            f"INSERT INTO {table} (rank, {', '.join(cols)}) VALUES " + ", ".join([one] * nrows)
+        )
+
+    def insert_flat(self, table: str, cols: Sequence[str], flat: list[Any]) -> int:
+        """Insert rows given as one flat row-major list (len = rows * len(cols))."""
+        nc = len(cols)
+        if nc == 0 or len(flat) % nc:
+            raise MlaprofError(f"internal: {len(flat)} values do not fill rows of {nc} columns")
+        n = len(flat) // nc
+        r = self.ROWS_PER_STATEMENT
+        full = n // r
+        if full:
+            sql = self._sql(table, cols, r)
+            step = r * nc
+            ex = self.con.execute
+            for i in range(full):
+                ex(sql, flat[i * step : (i + 1) * step])
+        rest = n - full * r
+        if rest:
+            self.con.execute(self._sql(table, cols, rest), flat[full * r * nc :])
+        self.counts[table] = self.counts.get(table, 0) + n
+        return n
+
+    def insert(self, table: str, cols: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+        flat: list[Any] = []
+        for row in rows:
+            flat.extend(row)
+        return self.insert_flat(table, cols, flat)
+
+    def insert_dicts(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        rows = list(rows)
+        if not rows:
+            return 0
+        cols = [c for c, _ in TABLES[table]]
+        return self.insert(table, cols, ([r.get(c) for c in cols] for r in rows))
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.con.execute(sql, params)
+
+    def commit(self) -> None:
+        self.con.execute("COMMIT")
+        self.con.close()
+
+    def abort(self) -> None:
+        try:
+            self.con.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        self.con.close()
+
+
+@contextmanager
+def staged_run(
+    traces_dir: Path | str, name: str, meta: Mapping[str, Any]
+) -> Iterator[tuple[BulkWriter, Path]]:
+    """Yield a bulk writer on a fresh run; on success the run appears at ``traces_dir/name``.
+
+    Yields ``(bulk, final_path)``. Any exception removes everything written.
+    """
+    traces = Path(traces_dir)
+    final = traces / _slug(name)
+    if final.exists():
+        raise MlaprofError(f"run {final} already exists; choose another --name")
+    try:
+        traces.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=traces))
+    except OSError as e:
+        raise MlaprofError(f"cannot create a run under {traces}: {e.strerror or e}") from None
+    bulk: BulkWriter | None = None
+    try:
+        writer: RunWriter = create_run(stage, name, {**dict(meta), "status": "importing"})
+        staged_dir = writer.run_dir
+        # fold the writer's WAL so that the bulk connection owns a plain database file
+        writer.finish("finished")
+        bulk = BulkWriter(writer.db_path, writer.rank)
+        bulk.run_dir = staged_dir
+        yield bulk, final
+        bulk.commit()
+        bulk = None
+        if final.exists():
+            raise MlaprofError(f"run {final} appeared while importing; choose another --name")
+        os.rename(staged_dir, final)
+    except BaseException:
+        if bulk is not None:
+            bulk.abort()
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
