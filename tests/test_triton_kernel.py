@@ -31,7 +31,9 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 REL_TOL = 1e-5  # fp32 everywhere (ieee dots in the interpreter): errors land near 3e-7
 
 
-def _run(kv_lens, qlen, heads, splits, pad=0, with_lse=True, flatten=False, page=1, seed=0, hh=128):
+def _run(
+    kv_lens, qlen, heads, splits, pad=0, with_lse=True, flatten=False, page=1, seed=0, hh=128, **kw
+):
     shape = BatchShape(list(kv_lens), qlen, len(kv_lens) + pad, None, "FULL")
     meta = build_metadata(shape, page_size=page, seed=seed, device=DEVICE)
     inp = make_inputs(meta, heads, seed=1000 + seed, device=DEVICE)
@@ -42,7 +44,7 @@ def _run(kv_lens, qlen, heads, splits, pad=0, with_lse=True, flatten=False, page
     out = torch.full_like(ref, float("nan"))
     lse = torch.full_like(ref_lse, float("nan")) if with_lse else None
     # hh: heads per stage-2 program; many is fast in the interpreter, the GPU default is 1
-    cfg = LaunchConfig(block_n=16, stage2_heads=hh, block_s=4)
+    cfg = LaunchConfig(**{"block_n": 16, "stage2_heads": hh, "block_s": 4, **kw})
     backend = TritonBackend(cfg, flatten=flatten)
     backend.forward(inp, meta, out, lse, num_splits=splits)
     return meta, ref, ref_lse, out, lse
@@ -89,6 +91,12 @@ def test_page_size_4():
 
 def test_gpu_stage2_layout_one_head_per_program():
     _check(*_run([21, 6], 2, 8, 8, pad=1, seed=5, hh=1))
+
+
+def test_other_launch_layouts():
+    # 32-row programs (half the heads), request-major grid, stage 2 split over latent columns
+    cfg = {"rows": 32, "heads_first": False, "stage2_block_d": 128}
+    _check(*_run([29, 11], 4, 16, 3, pad=1, seed=6, **cfg))
 
 
 def test_deterministic_and_independent_of_split_count_within_rounding():

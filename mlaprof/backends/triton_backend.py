@@ -35,7 +35,10 @@ class LaunchConfig:
     num_stages: int = 2
     block_s: int = 16  # splits merged per iteration in stage 2
     stage2_heads: int = 1  # heads per stage-2 program (the interpreter likes many)
+    stage2_block_d: int = 512  # latent columns per stage-2 program (smaller: more programs)
     stage2_warps: int = 4
+    rows: int = 64  # query rows (qlen x heads) one stage-1 program holds
+    heads_first: bool = True  # head blocks of one split launch next to each other (L2 reuse)
 
 
 class Workspace:
@@ -80,6 +83,7 @@ class TritonBackend:
         self.flatten = flatten
         self.workspace = Workspace()
         self.last_launch: dict[str, Any] = {}
+        self.skip_stage2 = False
         _kernels()  # fail early with the install hint
 
     def reserve(self, b: int, qlen: int, h: int, s: int, device: torch.device | str) -> None:
@@ -99,6 +103,9 @@ class TritonBackend:
         k = _kernels()
         flat = self.flatten if flatten is None else flatten
         s = int(num_splits)
+        cfg = self.config
+        if LATENT % cfg.stage2_block_d or cfg.rows < 16:
+            raise MlaprofError("triton backend: stage2_block_d must divide 512 and rows be >= 16")
         if not 1 <= s <= MAX_SPLITS:
             raise MlaprofError(f"num_splits must be in 1..{MAX_SPLITS}, got {num_splits}")
         qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
@@ -109,10 +116,10 @@ class TritonBackend:
             raise MlaprofError("triton backend: lse must be a contiguous float32 tensor")
         b, qlen, h, _ = qn.shape
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
-        cfg = self.config
-        block_h = k.block_h_for(qlen, h, flat)
+        block_h = k.block_h_for(qlen, h, flat, cfg.rows)
         qp_rows = 1 if flat else k.next_pow2(qlen)
-        grid1 = (b * qlen if flat else b, -(-h // block_h), s)
+        rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h)
+        grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
         prec = "ieee" if kv.dtype == torch.float32 else "tf32"
         k.mla_verify_stage1[grid1](
             qn,
@@ -144,11 +151,15 @@ class TritonBackend:
             PAGE=meta.page_size,
             FLATTEN=flat,
             DOT_PREC=prec,
+            HEADS_FIRST=cfg.heads_first,
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
         hh = min(k.next_pow2(h), cfg.stage2_heads)
-        grid2 = (b, qlen, -(-h // hh))
+        nd = LATENT // cfg.stage2_block_d
+        grid2 = (b, qlen, -(-h // hh) * nd)
+        if self.skip_stage2:  # benchmarking stage 1 alone
+            return
         k.mla_verify_stage2[grid2](
             part_o,
             part_lse,
@@ -166,6 +177,7 @@ class TritonBackend:
             part_o.stride(1),
             part_o.stride(2),
             BLOCK_HH=hh,
+            BLOCK_D=cfg.stage2_block_d,
             BLOCK_S=min(cfg.block_s, k.next_pow2(s)),
             ALIGN=cfg.block_n,
             FLATTEN=flat,

@@ -64,12 +64,17 @@ def mla_verify_stage1(
     PAGE: tl.constexpr,
     FLATTEN: tl.constexpr,
     DOT_PREC: tl.constexpr,
+    HEADS_FIRST: tl.constexpr,  # grid axis 0 = head block: programs sharing KV launch together
 ):
     D_NOPE: tl.constexpr = 512
     D_PE: tl.constexpr = 64
     M: tl.constexpr = QP * BLOCK_H
-    pid0 = tl.program_id(0)
-    hb = tl.program_id(1)
+    if HEADS_FIRST:
+        hb = tl.program_id(0)
+        pid0 = tl.program_id(1)
+    else:
+        pid0 = tl.program_id(0)
+        hb = tl.program_id(1)
     split = tl.program_id(2)
     if FLATTEN:
         b = pid0 // qlen
@@ -164,6 +169,7 @@ def mla_verify_stage2(
     stride_pt,
     stride_ph,
     BLOCK_HH: tl.constexpr,  # heads per program
+    BLOCK_D: tl.constexpr,  # latent columns per program (512 // BLOCK_D programs per row)
     BLOCK_S: tl.constexpr,  # splits merged per iteration
     ALIGN: tl.constexpr,  # stage 1's BLOCK_N (splits are tile-aligned)
     FLATTEN: tl.constexpr,
@@ -171,22 +177,26 @@ def mla_verify_stage2(
 ):
     """One program per (request, query position, head block): merge the splits holding keys."""
     D: tl.constexpr = 512
+    ND: tl.constexpr = D // BLOCK_D
     b = tl.program_id(0)
     qi = tl.program_id(1)
-    h = tl.program_id(2) * BLOCK_HH + tl.arange(0, BLOCK_HH)
+    hb = tl.program_id(2) // ND
+    dc = tl.program_id(2) % ND
+    h = hb * BLOCK_HH + tl.arange(0, BLOCK_HH)
     h_ok = h < H
     seq = tl.load(seq_lens + b)
     n = tl.load(qo_lens + b)
-    d = tl.arange(0, D)
+    d = dc * BLOCK_D + tl.arange(0, BLOCK_D)
+    lse_ok = h_ok & (dc == 0)  # one column chunk writes the row's lse
     b64 = b.to(tl.int64)
     h64 = h.to(tl.int64)
     o_off = b64 * stride_ob + qi.to(tl.int64) * stride_ot + h64 * stride_oh
     lse_off = (b64 * qlen + qi) * H + h64
     if qi >= n:  # padding row or position past the row's queries: defined values
-        zero = tl.zeros([BLOCK_HH, D], tl.float32).to(out.dtype.element_ty)
+        zero = tl.zeros([BLOCK_HH, BLOCK_D], tl.float32).to(out.dtype.element_ty)
         tl.store(out + o_off[:, None] + d[None, :], zero, mask=h_ok[:, None])
         if HAS_LSE:
-            tl.store(lse_out + lse_off, tl.full([BLOCK_HH], float("-inf"), tl.float32), mask=h_ok)
+            tl.store(lse_out + lse_off, tl.full([BLOCK_HH], float("-inf"), tl.float32), mask=lse_ok)
         return
     bound = seq - n + qi + 1
     seq_split = bound if FLATTEN else seq
@@ -204,7 +214,7 @@ def mla_verify_stage2(
     m = tl.max(m_vec, 1)
     m = tl.where(h_ok, m, 0.0)
     # pass 2: weighted sum (each split's partial output is already normalised)
-    acc = tl.zeros([BLOCK_HH, D], tl.float32)
+    acc = tl.zeros([BLOCK_HH, BLOCK_D], tl.float32)
     w_vec = tl.zeros([BLOCK_HH, BLOCK_S], tl.float32)
     for s0 in range(0, n_valid, BLOCK_S):
         sp = s0 + tl.arange(0, BLOCK_S)
@@ -223,14 +233,14 @@ def mla_verify_stage2(
         mask=h_ok[:, None],
     )
     if HAS_LSE:
-        tl.store(lse_out + lse_off, (m + tl.log2(total)) / 1.4426950408889634, mask=h_ok)
+        tl.store(lse_out + lse_off, (m + tl.log2(total)) / 1.4426950408889634, mask=lse_ok)
 
 
 def next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
-def block_h_for(qlen: int, heads: int, flatten: bool) -> int:
-    """Heads per program: aim at 64 query rows (qlen x heads), at least 16 for tl.dot."""
+def block_h_for(qlen: int, heads: int, flatten: bool, rows: int = 64) -> int:
+    """Heads per program: aim at ``rows`` query rows (qlen x heads); tl.dot needs >= 16 rows."""
     qp = 1 if flatten else next_pow2(qlen)
-    return max(16, min(next_pow2(heads), 64 // qp))
+    return max(16 // qp if qp < 16 else 1, min(next_pow2(heads), max(1, rows // qp)))
