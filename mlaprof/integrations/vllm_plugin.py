@@ -1,0 +1,133 @@
+"""mlaprof's vLLM general plugin (entry point ``mlaprof`` in the ``vllm.general_plugins`` group).
+
+vLLM calls :func:`register` once per process, in the engine and in every worker, before the model
+is built. It does nothing unless ``MLAPROF_VLLM=1``; then it wraps the MLA builders and impls
+(:mod:`mlaprof.integrations.vllm_patches`) and records every rank into one shared run folder,
+``$MLAPROF_TRACES/$MLAPROF_RUN/rank<N>.db`` (``mlaprof tui`` follows it live).
+
+Environment:
+  MLAPROF_VLLM=1          turn recording on (anything else: the plugin stays inert)
+  MLAPROF_TRACES=DIR      folder of runs (default ./traces)
+  MLAPROF_RUN=NAME        run folder name; the first process that registers sets it for the
+                          processes it starts, so every rank of one engine joins the same run
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from mlaprof.integrations import vllm_patches
+from mlaprof.integrations.vllm_recorder import EngineRecorder
+from mlaprof.store import runmeta
+from mlaprof.store.writer import RunWriter, create_run
+
+ENABLE_ENV = "MLAPROF_VLLM"
+TRACES_ENV = "MLAPROF_TRACES"
+RUN_ENV = "MLAPROF_RUN"
+TRUE = ("1", "true", "yes", "on")
+
+log = logging.getLogger("mlaprof.vllm")
+_lock = threading.Lock()
+_recorder: EngineRecorder | None = None
+_report: dict[str, str] = {}
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "").strip().lower() in TRUE
+
+
+def current_rank() -> int:
+    """This process's global rank: torch.distributed or vLLM's world group when initialised,
+    else ``RANK`` / ``LOCAL_RANK``, else 0."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # a half-initialised process group: fall through to the environment
+        pass
+    try:
+        from vllm.distributed import parallel_state
+
+        group = getattr(parallel_state, "_WORLD", None)
+        if group is not None:
+            return int(group.rank)
+    except Exception:  # vLLM absent or its state not set up yet
+        pass
+    for var in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def run_name() -> str:
+    name = os.environ.get(RUN_ENV)
+    if not name:
+        name = runmeta.new_run_name("vllm")
+        os.environ[RUN_ENV] = name  # inherited by the workers this process starts
+    return name
+
+
+def _versions() -> dict[str, Any]:
+    try:
+        import vllm
+
+        return {"vllm": getattr(vllm, "__version__", None)}
+    except Exception:  # recording metadata is best effort
+        return {"vllm": None}
+
+
+def open_writer(rank: int | None = None) -> RunWriter:
+    """The rank's writer in the shared run folder (created by whichever rank comes first)."""
+    traces = Path(os.environ.get(TRACES_ENV) or "traces")
+    meta = {
+        "source": "vllm plugin",
+        "backend": "vllm",
+        "device": "engine",
+        "command": os.environ.get("MLAPROF_COMMAND"),
+        **_versions(),
+    }
+    return create_run(traces, run_name(), meta, rank=current_rank() if rank is None else rank)
+
+
+def recorder() -> EngineRecorder:
+    """The process-wide recorder (its writer opens on the first record, once the rank is known)."""
+    global _recorder
+    with _lock:
+        if _recorder is None:
+            _recorder = EngineRecorder(open_writer)
+            atexit.register(_close)
+        return _recorder
+
+
+def _close() -> None:
+    rec = _recorder
+    if rec is not None:
+        try:
+            rec.close()
+        except Exception as e:  # exiting: report, never raise
+            log.warning("mlaprof: closing the run failed: %s", e)
+
+
+def register() -> None:
+    """vLLM plugin entry point: idempotent, inert unless ``MLAPROF_VLLM=1``."""
+    if not enabled():
+        return
+    run_name()
+    report = vllm_patches.install(recorder())
+    _report.update(report)
+    patched = [k for k, v in report.items() if v == "patched"]
+    if patched:
+        log.info("mlaprof: recording %d vLLM MLA entry points into run %s", len(patched),
+                 os.environ.get(RUN_ENV))  # fmt: skip
+
+
+def patch_report() -> dict[str, str]:
+    """What the last :func:`register` did per target (for diagnostics and tests)."""
+    return dict(_report)
