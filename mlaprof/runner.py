@@ -118,6 +118,8 @@ def run_cpu(
         if check and first_capture_problem is None:
             blocking = [e for e in checker.events if e.kind != "alloc"]
             first_capture_problem = blocking[0] if blocking else False
+    if check_syncs != "off":
+        record_path_check(sc, writer)
     # the CPU cannot capture: record the prediction the sync check supports
     if sc.graph_mode == "FULL":
         e = first_capture_problem or None
@@ -135,4 +137,34 @@ def run_cpu(
                 if e
                 else "CPU run: no sync found in the region; capture needs a GPU (--device cuda)"
             ),
+        )
+
+
+PATH_CHECK_BACKENDS = ("torch", "legacy-flat")  # native 4-D entry vs the pre-fix flattened path
+
+
+def record_path_check(sc: Scenario, writer: RunWriter) -> None:
+    """Sync-check one layer of both verify paths on step 0's metadata, so that every run shows
+    what the flattened path costs next to the native one (an ``events`` row per path)."""
+    meta = build_metadata(step_shape(sc, 0), sc.page_size, sc.min_kv_mode, "cpu", seed=sc.seed)
+    inp = make_inputs(meta, sc.heads, torch.float32, "cpu", seed=sc.seed)
+    out = torch.empty(meta.num_reqs, meta.qlen, sc.heads, LATENT)
+    for name in PATH_CHECK_BACKENDS:
+        checker = SyncChecker()
+        with checker.region(layer=0, step=0):
+            get_backend(name).forward(inp, meta, out)
+        syncs = [e for e in checker.events if e.kind == "sync"]
+        allocs = [e for e in checker.events if e.kind == "alloc"]
+        writer.add(
+            "events",
+            t_ns=time.time_ns(),
+            source="mlaprof",
+            kind="path-check",
+            message=f"{name}: {len(syncs)} sync(s), {len(allocs)} data-dependent allocation(s) per layer",
+            data={
+                "backend": name,
+                "syncs_per_layer": len(syncs),
+                "allocs_per_layer": len(allocs),
+                "ops": [{"op": e.op, "location": e.location} for e in syncs],
+            },
         )

@@ -178,3 +178,11 @@ def test_real_entry_point_bad_inputs_and_nothing_damaged(traces):
     assert res.returncode == 2 and "already exists" in res.stderr
     assert db.read_bytes() == before
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 2
+
+
+def test_every_run_shows_both_verify_paths(capsys, traces):
+    doc = run_json(capsys, traces, "--layers", "1")
+    paths = {p["backend"]: p for p in doc["paths"]}
+    assert paths["torch"]["syncs_per_layer"] == 0
+    assert paths["legacy-flat"]["syncs_per_layer"] == 4
+    assert any("flattened legacy" in f["title"] for f in doc["findings"])

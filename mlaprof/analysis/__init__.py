@@ -10,6 +10,7 @@ from typing import Any
 from mlaprof.analysis.capture import capture_findings, capture_summary
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.paths import path_checks, path_findings
 from mlaprof.analysis.splits import split_findings, split_summary
 from mlaprof.analysis.syncs import sync_findings
 from mlaprof.analysis.timing import timing_findings, timing_summary
@@ -32,6 +33,7 @@ def analyze(run: Run) -> list[Finding]:
     findings += split_findings(run.splits, sc.get("policy", ""), mode)
     findings += padding_findings(run.padding)
     findings += timing_findings(timing_summary(run.steps, run.layers))
+    findings += path_findings(path_checks(run.events), str(run.meta.get("backend", "")))
     findings.sort(key=lambda f: f.rank)
     return findings
 
@@ -82,6 +84,7 @@ def summary(run: Run) -> dict[str, Any]:
         "padding": padding_summary(run.padding),
         "capture": capture_summary(run.meta, syncs, run.captures, run.memory),
         "timing": timing_summary(run.steps, run.layers),
+        "paths": path_checks(run.events),
         "findings": [f.to_dict() for f in analyze(run)],
     }
 

@@ -40,6 +40,16 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         f"{pad['padding_rows']} padding rows (capture size {pad['capture_size']})"
     )
 
+    paths = {c["backend"]: c for c in s.get("paths", [])}
+    if paths:
+        shown = (
+            ("native 4-D (torch)", paths.get("torch")),
+            ("legacy flat", paths.get("legacy-flat")),
+        )
+        console.print(
+            "verify paths (step 0, one layer): "
+            + "  |  ".join(f"{n}: {c['syncs_per_layer']} sync(s)/layer" for n, c in shown if c)
+        )
     t = Table(
         title="KV splits per policy (worst step)",
         title_justify="left",
