@@ -97,7 +97,9 @@ def read_text(path: Path, what: str) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise MlaprofError(f"{path} is not UTF-8 text ({what}): {e.reason} at byte {e.start}") from None
+        raise MlaprofError(
+            f"{path} is not UTF-8 text ({what}): {e.reason} at byte {e.start}"
+        ) from None
 
 
 @dataclass

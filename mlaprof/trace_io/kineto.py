@@ -210,4 +210,3 @@ def _device_name(doc: Mapping[str, Any]) -> str | None:
         n = props[0].get("name")
         return None if n is None else str(n)
     return None
-

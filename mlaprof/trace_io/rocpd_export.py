@@ -206,7 +206,9 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
 
     cat_kernel = sid(KERNEL_CATEGORY)
     main_tid = thread_id(None)
-    ev_sql = f"INSERT INTO {t['event']} (guid, category_id, correlation_id, extdata) VALUES (?, ?, ?, ?)"
+    ev_sql = (
+        f"INSERT INTO {t['event']} (guid, category_id, correlation_id, extdata) VALUES (?, ?, ?, ?)"
+    )
     kd_sql = (
         f"INSERT INTO {t['kernel_dispatch']} (guid, nid, pid, tid, agent_id, kernel_id, "
         "dispatch_id, queue_id, stream_id, start, end, workgroup_size_x, workgroup_size_y, "
@@ -287,7 +289,9 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     for x in transfers:
         extra = json.dumps({"mlaprof_transfer": {c: x[c] for c in x if c != "rank"}})
         kind = (x["kind"] or "").upper()
-        ev = con.execute(ev_sql, (guid, sid(kind or "MEMORY"), x["correlation"] or 0, "{}")).lastrowid
+        ev = con.execute(
+            ev_sql, (guid, sid(kind or "MEMORY"), x["correlation"] or 0, "{}")
+        ).lastrowid
         if "ALLOC" in kind:
             op = (x["operation"] or "").upper()
             typ = "FREE" if "FREE" in op else "ALLOC" if "ALLOC" in op else None

@@ -75,8 +75,10 @@ def _import(
             f"{path}: unsupported rocpd schema version {tags.get('schema_version')!r} (need 3.x)"
         )
     kd = _cols(con, "rocpd_kernel_dispatch")
-    graph = "K.graph_exec_id, K.graph_node_id" if {"graph_exec_id", "graph_node_id"} <= kd else (
-        "NULL, NULL"
+    graph = (
+        "K.graph_exec_id, K.graph_node_id"
+        if {"graph_exec_id", "graph_node_id"} <= kd
+        else "NULL, NULL"
     )
     cur = con.execute(
         "SELECT COALESCE(S.display_name, S.kernel_name), K.start, K.end, A.absolute_index, "

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.trace_io import rocprof_csv, rocprof_json, rocpd_sqlite
+from mlaprof.trace_io import rocpd_sqlite, rocprof_csv, rocprof_json
 from mlaprof.trace_io.annotate import annotate, group_replays_by_correlation
 from mlaprof.trace_io.common import ImportSummary, read_text
 from mlaprof.trace_io.kernels import KernelMatcher

@@ -231,7 +231,9 @@ def import_kernels(
     if use_arrow:
         flat = _kernels_arrow(path, header)
     else:
-        flat = _kernels_csvmodule(path, text if text is not None else read_text(path, "CSV"), header)
+        flat = _kernels_csvmodule(
+            path, text if text is not None else read_text(path, "CSV"), header
+        )
     return bulk.insert_flat("kernels", KERNEL_COLS, flat)
 
 

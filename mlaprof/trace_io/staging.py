@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,7 @@ class BulkWriter:
         if bad:
             raise MlaprofError(f"table {table!r} has no column(s) {', '.join(bad)}")
         one = "(" + ", ".join([str(self.rank)] + ["?"] * len(cols)) + ")"
-        return (
-            f"INSERT INTO {table} (rank, {', '.join(cols)}) VALUES " + ", ".join([one] * nrows)
-        )
+        return f"INSERT INTO {table} (rank, {', '.join(cols)}) VALUES " + ", ".join([one] * nrows)
 
     def insert_flat(self, table: str, cols: Sequence[str], flat: list[Any]) -> int:
         """Insert rows given as one flat row-major list (len = rows * len(cols))."""
@@ -97,10 +95,8 @@ class BulkWriter:
         self.con.close()
 
     def abort(self) -> None:
-        try:
+        with suppress(sqlite3.Error):
             self.con.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
         self.con.close()
 
 

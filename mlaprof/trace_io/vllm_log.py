@@ -84,7 +84,11 @@ def parse_log(text: str) -> LogFacts:
             elif m := ESTIMATED.search(line):
                 b = _gib_bytes(m.group(1))
                 facts.counters.append(
-                    {"source": "vllm-log", "name": "estimated_graph_memory_bytes", "value": float(b)}
+                    {
+                        "source": "vllm-log",
+                        "name": "estimated_graph_memory_bytes",
+                        "value": float(b),
+                    }
                 )
                 facts.events.append(
                     _ev("estimated-graph-memory", m.group(0), {**base, "gib": m.group(1)})

@@ -1,0 +1,132 @@
+"""Export a run as rocprofv3 7.x CSVs (a folder): ``kernel_trace.csv``, ``<domain>_api_trace.csv``,
+``memory_copy_trace.csv``, ``memory_allocation_trace.csv``.
+
+The columns are rocprofv3's, so rocprof-reading tools (and ``mlaprof import rocprof``) read them.
+What the layout has no column for (mlaprof's step/layer/split annotations, graph ids, copy sizes,
+the analysis tables) is not in the CSVs: export to rocpd for a lossless copy. Imported again,
+layers, replays and splits are recomputed from names, correlation ids and grids.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.store.reader import Run
+from mlaprof.trace_io.runrows import rows
+
+KERNEL_HEADER = [
+    "Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",
+    "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size",
+    "Scratch_Size", "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X",
+    "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z",
+]  # fmt: skip
+API_HEADER = [
+    "Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp",
+    "End_Timestamp",
+]  # fmt: skip
+COPY_HEADER = [
+    "Kind", "Direction", "Stream_Id", "Source_Agent_Id", "Destination_Agent_Id", "Correlation_Id",
+    "Start_Timestamp", "End_Timestamp",
+]  # fmt: skip
+ALLOC_HEADER = [
+    "Kind", "Operation", "Agent_Id", "Allocation_Size", "Address", "Correlation_Id",
+    "Start_Timestamp", "End_Timestamp",
+]  # fmt: skip
+
+
+def _s(v: Any) -> Any:
+    return "" if v is None else v
+
+
+def _agent(v: Any) -> str:
+    return "" if v is None else f"Agent {v}"
+
+
+def _family(domain: str | None) -> str:
+    d = (domain or "api").lower()
+    for fam in ("marker", "hip", "hsa", "rccl"):
+        if d.startswith(fam):
+            return fam
+    return re.sub(r"[^a-z0-9]+", "_", d).strip("_") or "api"
+
+
+def _write(path: Path, header: list[str], data: list[list[Any]]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(data)
+
+
+def export_csv(run: Run, out: Path) -> dict[str, int]:
+    if out.exists():
+        raise MlaprofError(f"{out} already exists; refusing to overwrite")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        counts = _export(run, tmp)
+        os.rename(tmp, out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise MlaprofError(f"cannot write {out}: {e.strerror or e}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return counts
+
+
+def _export(run: Run, out: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    kernels = rows(run, "kernels")
+    if kernels:
+        ids: dict[str, int] = {}
+        data = []
+        for i, k in enumerate(kernels):
+            name = k["name"] or ""
+            kid = ids.setdefault(name, len(ids) + 1)
+            data.append(
+                ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid, name,
+                 _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0, 0,
+                 _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
+                 _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])]
+            )  # fmt: skip
+        _write(out / "kernel_trace.csv", KERNEL_HEADER, data)
+        counts["kernel_trace.csv"] = len(data)
+    by_family: dict[str, list[list[Any]]] = defaultdict(list)
+    for a in rows(run, "api"):
+        by_family[_family(a["domain"])].append(
+            [_s(a["domain"]), _s(a["function"]), _s(a["pid"]), _s(a["tid"]),
+             _s(a["correlation"]), _s(a["start_ns"]), _s(a["end_ns"])]
+        )  # fmt: skip
+    for fam, data in by_family.items():
+        _write(out / f"{fam}_api_trace.csv", API_HEADER, data)
+        counts[f"{fam}_api_trace.csv"] = len(data)
+    copies, allocs = [], []
+    for x in rows(run, "transfers"):
+        kind = x["kind"] or ""
+        if "ALLOC" in kind.upper():
+            allocs.append(
+                [kind, _s(x["operation"]), _s(x["dst_agent"]), _s(x["size_bytes"]),
+                 _s(x["address"]), _s(x["correlation"]), _s(x["start_ns"]), _s(x["end_ns"])]
+            )  # fmt: skip
+        else:
+            copies.append(
+                [kind or "MEMORY_COPY", _s(x["operation"]), 0, _s(x["src_agent"]),
+                 _s(x["dst_agent"]), _s(x["correlation"]), _s(x["start_ns"]), _s(x["end_ns"])]
+            )  # fmt: skip
+    if copies:
+        _write(out / "memory_copy_trace.csv", COPY_HEADER, copies)
+        counts["memory_copy_trace.csv"] = len(copies)
+    if allocs:
+        _write(out / "memory_allocation_trace.csv", ALLOC_HEADER, allocs)
+        counts["memory_allocation_trace.csv"] = len(allocs)
+    if not counts:
+        raise MlaprofError(f"run {run.name} has no kernels, API calls or transfers to export")
+    return counts

@@ -1,0 +1,347 @@
+"""rocprofv3 import: every real fixture with independently counted rows and names, both header
+generations, rocpd-convert CSVs, the JSON output, rocpd databases, folders, MLA grouping."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.store import load
+from mlaprof.trace_io.rocprof import import_rocprof
+from tests.trace_io_helpers import (
+    ROCPROF,
+    column,
+    csv_rows,
+    db_rows,
+    fixture,
+    kernel_dicts,
+    replay_kernel_csv,
+)
+
+KERNEL_FIXTURES = [
+    "rocprofiler-sdk-docs__kernel_trace.csv",
+    "rocprof-unified-viewer__decode_kernel_trace.csv",
+]
+API_FIXTURES = [
+    "rocprof-unified-viewer__decode_hip_api_trace.csv",
+    "rocprofiler-sdk-docs__marker_api_trace.csv",
+    "rocprofiler-sdk-docs__python_bindings.csv",
+    "rocprofiler-sdk-docs__rocpd-to-csv.csv",
+]
+
+
+def test_every_fixture_is_covered() -> None:
+    known = set(KERNEL_FIXTURES + API_FIXTURES) | {
+        "rocprofiler-sdk-docs__hip_api_stats.csv",
+        "rocprof-unified-viewer__decode_fetch_counter_collection.csv",
+        "rocprofiler-sdk-docs__memory_copy_trace.csv",
+        "rocprofiler-sdk-docs__memory_allocation_trace.csv",
+    }
+    assert {p.name for p in ROCPROF.glob("*.csv")} == known
+
+
+@pytest.mark.parametrize("name", KERNEL_FIXTURES)
+@pytest.mark.parametrize("arrow", [True, False])
+def test_kernel_fixture(tmp_path: Path, name: str, arrow: bool) -> None:
+    if arrow:
+        pytest.importorskip("pyarrow")
+    path = fixture(name)
+    run, summary = import_rocprof(path, tmp_path, "k", use_arrow=arrow)
+    ks = kernel_dicts(run)
+    assert len(ks) == len(csv_rows(path)[1]) == summary.rows["kernels"]
+    assert [k["name"] for k in ks] == column(path, "Kernel_Name")
+    # timestamps exact: compare as Python ints parsed from the text
+    assert [k["start_ns"] for k in ks] == [int(v) for v in column(path, "Start_Timestamp")]
+    assert [k["end_ns"] for k in ks] == [int(v) for v in column(path, "End_Timestamp")]
+    assert [k["correlation"] for k in ks] == [int(v) for v in column(path, "Correlation_Id")]
+    assert [k["grid_y"] for k in ks] == [int(v) for v in column(path, "Grid_Size_Y")]
+    assert [k["block_x"] for k in ks] == [int(v) for v in column(path, "Workgroup_Size_X")]
+    assert [k["device"] for k in ks] == [int(v.split()[-1]) for v in column(path, "Agent_Id")]
+    assert [k["stream"] for k in ks] == [int(v) for v in column(path, "Stream_Id")]
+    assert all(isinstance(k["start_ns"], int) for k in ks)
+    assert load(run).status == "finished"
+
+
+def test_arrow_and_csv_module_paths_agree(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    path = fixture("rocprof-unified-viewer__decode_kernel_trace.csv")
+    a, _ = import_rocprof(path, tmp_path, "a", use_arrow=True)
+    b, _ = import_rocprof(path, tmp_path, "b", use_arrow=False)
+    assert db_rows(a, "kernels") == db_rows(b, "kernels")
+
+
+@pytest.mark.parametrize("name", API_FIXTURES)
+def test_api_fixture(tmp_path: Path, name: str) -> None:
+    path = fixture(name)
+    run, _ = import_rocprof(path, tmp_path, "api")
+    rows = db_rows(run, "api")
+    header, raw = csv_rows(path)
+    assert len(rows) == len(raw)
+    assert [r[1] for r in rows] == column(path, "Function")
+    assert [r[0] for r in rows] == column(path, "Domain")
+    assert [r[5] for r in rows] == [int(v) for v in column(path, "Start_Timestamp")]
+    assert [r[6] for r in rows] == [int(v) for v in column(path, "End_Timestamp")]
+    assert [r[4] for r in rows] == [int(v) for v in column(path, "Correlation_Id")]
+
+
+def test_stats_fixture(tmp_path: Path) -> None:
+    path = fixture("rocprofiler-sdk-docs__hip_api_stats.csv")
+    run, _ = import_rocprof(path, tmp_path, "stats")
+    header, raw = csv_rows(path)
+    rows = db_rows(run, "counters")
+    assert len(rows) == len(raw) * (len(header) - 1)  # one counter per stat column per row
+    calls = {(r[2]): r[3] for r in rows if r[1] == "Calls"}
+    assert calls == {n: float(c) for n, c in zip(column(path, "Name"), column(path, "Calls"))}
+    assert {r[0] for r in rows} == {"rocprof-stats:rocprofiler-sdk-docs__hip_api_stats"}
+
+
+def test_counter_fixture(tmp_path: Path) -> None:
+    path = fixture("rocprof-unified-viewer__decode_fetch_counter_collection.csv")
+    run, _ = import_rocprof(path, tmp_path, "ctr")
+    rows = db_rows(run, "counters")
+    assert len(rows) == len(csv_rows(path)[1])
+    assert [r[1] for r in rows] == column(path, "Counter_Name")
+    assert [r[2] for r in rows] == column(path, "Kernel_Name")
+    assert [r[3] for r in rows] == [float(v) for v in column(path, "Counter_Value")]
+    assert [r[4] for r in rows] == [int(v) for v in column(path, "Start_Timestamp")]
+
+
+def test_memory_fixtures(tmp_path: Path) -> None:
+    cp = fixture("rocprofiler-sdk-docs__memory_copy_trace.csv")
+    al = fixture("rocprofiler-sdk-docs__memory_allocation_trace.csv")
+    folder = tmp_path / "out" / "host"
+    folder.mkdir(parents=True)
+    shutil.copy(cp, folder / "123_memory_copy_trace.csv")
+    shutil.copy(al, folder / "123_memory_allocation_trace.csv")
+    run, _ = import_rocprof(tmp_path / "out", tmp_path, "mem")
+    rows = db_rows(run, "transfers")
+    copies = [r for r in rows if r[0] == "MEMORY_COPY"]
+    allocs = [r for r in rows if r[0] == "MEMORY_ALLOCATION"]
+    assert len(copies) == len(csv_rows(cp)[1]) and len(allocs) == len(csv_rows(al)[1])
+    assert [r[1] for r in copies] == column(cp, "Direction")
+    assert [r[2] for r in copies] == column(cp, "Source_Agent_Id")
+    assert [r[4] for r in allocs] == [int(v) for v in column(al, "Allocation_Size")]
+    assert [r[5] for r in allocs] == column(al, "Address")
+    assert [r[7] for r in allocs] == [int(v) for v in column(al, "Start_Timestamp")]
+
+
+def test_whole_fixture_folder(tmp_path: Path) -> None:
+    run, summary = import_rocprof(ROCPROF, tmp_path, "all")
+    expect_k = sum(len(csv_rows(fixture(n))[1]) for n in KERNEL_FIXTURES)
+    expect_a = sum(len(csv_rows(fixture(n))[1]) for n in API_FIXTURES)
+    r = load(run)
+    assert r.count("kernels") == expect_k
+    assert r.count("api") == expect_a
+    assert r.count("transfers") == 8
+    assert len(summary.files) == len(list(ROCPROF.glob("*.csv"))) == 10
+
+
+def _rewrite_63(src: Path, dst: Path) -> None:
+    """The ROCm 6.3 kernel-trace layout: no Stream_Id, Private/Group_Segment_Size instead of the
+    LDS/Scratch/VGPR/SGPR columns; lower-case header, bare numbers."""
+    header, rows = csv_rows(src)
+    drop = {"Stream_Id", "LDS_Block_Size", "Scratch_Size", "VGPR_Count", "Accum_VGPR_Count",
+            "SGPR_Count"}  # fmt: skip
+    keep = [i for i, h in enumerate(header) if h not in drop]
+    new_h = [header[i].lower() for i in keep] + ["private_segment_size", "group_segment_size"]
+    lines = [",".join(new_h)]
+    for r in rows:
+        vals = [r[i] for i in keep]
+        vals = [f'"{v}"' if not v.isdigit() else v for v in vals]
+        lines.append(",".join(vals + ["0", "0"]))
+    dst.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_rocm63_header(tmp_path: Path, arrow: bool) -> None:
+    if arrow:
+        pytest.importorskip("pyarrow")
+    src = fixture("rocprofiler-sdk-docs__kernel_trace.csv")
+    dst = tmp_path / "kernel_trace.csv"
+    _rewrite_63(src, dst)
+    run, _ = import_rocprof(dst, tmp_path, "k63", use_arrow=arrow)
+    ks = kernel_dicts(run)
+    assert [k["name"] for k in ks] == column(src, "Kernel_Name")
+    assert [k["start_ns"] for k in ks] == [int(v) for v in column(src, "Start_Timestamp")]
+    assert all(k["stream"] is None for k in ks)
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_rocpd_convert_kernel_csv(tmp_path: Path, arrow: bool) -> None:
+    """`rocpd convert` layout: leading Guid, Lds_Block_Size/Vgpr_Count spelling, Duration, graph ids."""
+    if arrow:
+        pytest.importorskip("pyarrow")
+    header = ("Guid,Kind,Agent_Id,Queue_Id,Stream_Id,Thread_Id,Dispatch_Id,Kernel_Id,Kernel_Name,"
+              "Correlation_Id,Start_Timestamp,End_Timestamp,Duration,Lds_Block_Size,Scratch_Size,"
+              "Vgpr_Count,Accum_Vgpr_Count,Sgpr_Count,Workgroup_Size_X,Workgroup_Size_Y,"
+              "Workgroup_Size_Z,Grid_Size_X,Grid_Size_Y,Grid_Size_Z,graph_exec_id,graph_node_id")  # fmt: skip
+    g = "0000ddb5-8903-7903-b269-cd8d3745bb8a"
+    rows = [
+        f'"{g}","KERNEL_DISPATCH","Agent 4","1","2","137","{i + 1}","9","k{i}, with comma","{40 + i}",'
+        f'"{9007199254740993 + 10 * i}","{9007199254740995 + 10 * i}","2","0","0","8","0","16",'
+        f'"64","1","1","256","1","{i + 1}","{3 if i else 0}","{i}"'
+        for i in range(3)
+    ]
+    p = tmp_path / "rocpd_kernels.csv"
+    p.write_text(header + "\n" + "\n".join(rows) + "\n")
+    run, _ = import_rocprof(p, tmp_path, "conv", use_arrow=arrow)
+    ks = kernel_dicts(run)
+    # 2**53 + 1: would be rounded through a float
+    assert [k["start_ns"] for k in ks] == [9007199254740993 + 10 * i for i in range(3)]
+    assert [k["name"] for k in ks] == [f"k{i}, with comma" for i in range(3)]
+    assert [k["graph_id"] for k in ks] == [0, 3, 3]
+    assert [k["graph_node_id"] for k in ks] == [0, 1, 2]
+    assert [k["grid_z"] for k in ks] == [1, 2, 3]
+
+
+def _rocprof_json(tmp_path: Path) -> Path:
+    doc = {
+        "rocprofiler-sdk-tool": [
+            {
+                "metadata": {"pid": 321},
+                "kernel_symbols": [
+                    {
+                        "kernel_id": 1,
+                        "formatted_kernel_name": "_fwd_grouped_kernel_stage1",
+                        "kernel_name": "_fwd_grouped_kernel_stage1.kd",
+                    },
+                    {"kernel_id": 2, "kernel_name": "copy_kernel"},
+                ],  # fmt: skip
+                "buffer_records": {
+                    "kernel_dispatch": [
+                        {
+                            "correlation_id": {"internal": 10 + i, "external": 0},
+                            "start_timestamp": 1_000_000_000_000_000_001 + 100 * i,
+                            "end_timestamp": 1_000_000_000_000_000_051 + 100 * i,
+                            "thread_id": 321,
+                            "dispatch_info": {
+                                "agent_id": {"handle": 2},
+                                "queue_id": {"handle": 5},
+                                "kernel_id": 1 + i % 2,
+                                "dispatch_id": i + 1,
+                                "grid_size": {"x": 256, "y": 1, "z": 8},
+                                "workgroup_size": {"x": 64, "y": 1, "z": 1},
+                            },
+                        }
+                        for i in range(4)
+                    ],
+                    "hip_api": [
+                        {
+                            "kind": "HIP_RUNTIME_API",
+                            "operation": "hipLaunchKernel",
+                            "thread_id": 321,
+                            "correlation_id": {"internal": 10},
+                            "start_timestamp": 5,
+                            "end_timestamp": 9,
+                        }
+                    ],  # fmt: skip
+                    "memory_copy": [
+                        {
+                            "operation": "MEMORY_COPY_DEVICE_TO_HOST",
+                            "src_agent_id": {"handle": 2},
+                            "dst_agent_id": {"handle": 0},
+                            "bytes": 4096,
+                            "correlation_id": {"internal": 12},
+                            "start_timestamp": 20,
+                            "end_timestamp": 30,
+                        }
+                    ],  # fmt: skip
+                },
+            }
+        ]
+    }
+    p = tmp_path / "run_results.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_rocprof_json(tmp_path: Path) -> None:
+    p = _rocprof_json(tmp_path)
+    run, _ = import_rocprof(p, tmp_path, "json")
+    ks = kernel_dicts(run)
+    assert [k["name"] for k in ks] == ["_fwd_grouped_kernel_stage1", "copy_kernel"] * 2
+    assert [k["start_ns"] for k in ks] == [1_000_000_000_000_000_001 + 100 * i for i in range(4)]
+    assert [k["correlation"] for k in ks] == [10, 11, 12, 13]
+    assert {k["device"] for k in ks} == {2}
+    # MLA kernels recognised, S from grid z (work-items / workgroup z = 8)
+    assert [k["splits"] for k in ks] == [8, None, 8, None]
+    api = db_rows(run, "api")
+    assert api == [("HIP_RUNTIME_API", "hipLaunchKernel", 321, 321, 10, 5, 9)]
+    xf = db_rows(run, "transfers")
+    assert xf == [("MEMORY_COPY", "MEMORY_COPY_DEVICE_TO_HOST", "2", "0", 4096, None, 12, 20, 30)]
+
+
+def test_graph_replays_layers_and_splits(tmp_path: Path) -> None:
+    p = tmp_path / "kernel_trace.csv"
+    exp = replay_kernel_csv(p, replays=3, layers=5, splits=17)
+    run, summary = import_rocprof(p, tmp_path, "mla")
+    ks = kernel_dicts(run)
+    assert len(ks) == len(exp)
+    for k, e in zip(ks, exp, strict=True):
+        assert (k["name"], k["start_ns"], k["end_ns"]) == (e["name"], e["start_ns"], e["end_ns"])
+        assert k["replay"] == e["replay"]
+        assert k["layer"] == e["layer"], k
+        assert k["splits"] == e["splits"]
+    r = load(run)
+    assert summary.replays == 3 and summary.mla_kernels == 15
+    assert r.count("steps") == 3 and r.count("layers") == 15
+    layers = db_rows(run, "layers")
+    assert {row[5] for row in layers} == {17}  # splits_used
+    assert [row[1] for row in layers] == list(range(5)) * 3
+
+
+def test_rocpd_database_import(tmp_path: Path) -> None:
+    """A rocpd database without mlaprof's extdata (as rocprofv3 writes it) imports from the
+    rocpd views; built here by exporting and stripping mlaprof's extras."""
+    from mlaprof.trace_io.rocpd_export import export_rocpd
+
+    src = fixture("rocprof-unified-viewer__decode_kernel_trace.csv")
+    run, _ = import_rocprof(src, tmp_path, "src")
+    db = tmp_path / "x_results.db"
+    with load(run) as r:
+        export_rocpd(r, db)
+    con = sqlite3.connect(db)
+    for (t,) in con.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%\\_%' ESCAPE '\\'"
+    ).fetchall():
+        cols = [c[1] for c in con.execute(f'PRAGMA table_info("{t}")')]
+        if "extdata" in cols:
+            con.execute(f"UPDATE \"{t}\" SET extdata = '{{}}'")
+    con.commit()
+    con.close()
+    back, _ = import_rocprof(db, tmp_path, "back")
+    a, b = kernel_dicts(run), kernel_dicts(back)
+    fields = ("name", "start_ns", "end_ns", "device", "correlation", "grid_x", "grid_y",
+              "grid_z", "block_x", "block_y", "block_z")  # fmt: skip
+    assert [tuple(k[f] for f in fields) for k in a] == [tuple(k[f] for f in fields) for k in b]
+
+
+def test_cli_import_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "kernel_trace.csv"
+    replay_kernel_csv(p, replays=2, layers=3, splits=4)
+    rc = main(["import", "rocprof", str(p), "--traces", str(tmp_path / "t"), "--name", "x"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "14 kernels" in out and "MLA kernels: 6" in out and "graph replays with MLA: 2" in out
+    assert (tmp_path / "t" / "x" / "run.json").is_file()
+    # the same name again: refused, nothing changed
+    rc = main(["import", "rocprof", str(p), "--traces", str(tmp_path / "t"), "--name", "x"])
+    assert rc == 2
+    assert sorted(q.name for q in (tmp_path / "t").iterdir()) == ["x"]
+
+
+def test_extra_mla_pattern(tmp_path: Path) -> None:
+    p = tmp_path / "kernel_trace.csv"
+    replay_kernel_csv(p, replays=1, layers=2, splits=4)
+    text = p.read_text().replace("_fwd_grouped_kernel_stage1", "my_split_kv_kernel")
+    p.write_text(text)
+    from mlaprof.trace_io.kernels import KernelMatcher
+
+    run, s = import_rocprof(p, tmp_path, "pat", KernelMatcher().with_extra([r"my_split_kv"]))
+    assert s.mla_kernels == 2
+    assert [k["splits"] for k in kernel_dicts(run) if k["name"] == "my_split_kv_kernel"] == [4, 4]
