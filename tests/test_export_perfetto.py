@@ -1,0 +1,120 @@
+"""Perfetto export: valid Chrome JSON, slices nest on every track (overlaps go to other lanes),
+counter tracks for S used/deserved, padding and capture memory, launch->kernel flows, exact ns."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.store import load
+from mlaprof.trace_io.perfetto import Lanes, export_perfetto
+from mlaprof.trace_io.rocprof import import_rocprof
+from tests.trace_io_helpers import db_rows, fixture, make_run, replay_kernel_csv
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(), parse_float=Decimal)
+
+
+def _ns(v: Decimal | int) -> int:
+    d = Decimal(v) * 1000
+    assert d == d.to_integral_value(), v
+    return int(d)
+
+
+def assert_nested(events: list[dict]) -> int:
+    """On each (pid, tid) the X slices form a proper stack: no partial overlaps."""
+    tracks: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
+    for key, spans in tracks.items():
+        stack: list[int] = []
+        for s, e in sorted(spans, key=lambda t: (t[0], -t[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or e <= stack[-1], f"partial overlap on track {key}"
+            stack.append(e)
+    return len(tracks)
+
+
+def test_lanes_nest_or_split() -> None:
+    lanes = Lanes()
+    assert lanes.place(0, 100) == 0
+    assert lanes.place(10, 50) == 0  # nested
+    assert lanes.place(40, 120) == 1  # partial overlap with both: new lane
+    assert lanes.place(100, 130) == 0  # after the first slice ended
+    assert lanes.place(110, 115) == 0  # nested in the previous
+
+
+def test_native_run(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "t")
+    out = tmp_path / "x.json"
+    with load(run_dir) as run:
+        counts = export_perfetto(run, out)
+    doc = _load(out)
+    ev = doc["traceEvents"]
+    n_tracks = assert_nested(ev)
+    assert n_tracks >= 4
+    kernels = [e for e in ev if e["ph"] == "X" and e["cat"] == "kernel"]
+    stored = db_rows(run_dir, "kernels")
+    assert len(kernels) == len(stored) == 12
+    # overlapping stage1/stage2 of a layer on stream 7 were split over two lanes
+    assert len({(e["pid"], e["tid"]) for e in kernels}) == 2
+    # exact ns
+    assert sorted(_ns(e["ts"]) for e in kernels) == sorted(r[4] for r in stored)
+    layers = [e for e in ev if e["ph"] == "X" and e["cat"] == "layer"]
+    steps = [e for e in ev if e["ph"] == "X" and e["cat"] == "step"]
+    assert len(layers) == 6 and len(steps) == 2
+    cnt = [e for e in ev if e["ph"] == "C"]
+    s = [e for e in cnt if e["name"] == "S gluon-v0.1.19"]
+    assert [(e["args"]["used"], e["args"]["deserved"]) for e in s] == [(1, 17), (1, 17)]
+    assert [e["args"]["padding"] for e in cnt if e["name"] == "padding rows"] == [1, 1]
+    assert [e["args"]["bytes"] for e in cnt if e["name"].startswith("capture memory")] == [
+        2_265_972_736
+    ]
+    # flows: each hipGraphLaunch to the 6 kernels of its replay
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+    assert len(starts) == len(ends) == 12 == counts["flows"]
+    kpos = {(e["pid"], e["tid"], _ns(e["ts"])) for e in kernels}
+    for i, f in ends.items():
+        assert (f["pid"], f["tid"], _ns(f["ts"])) in kpos
+        assert _ns(starts[i]["ts"]) < _ns(f["ts"])
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert any(n.startswith("GPU 0") for n in names) and "host" in names
+
+
+def test_imported_trace_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "kernel_trace.csv"
+    replay_kernel_csv(p, replays=2, layers=3, splits=4)
+    run, _ = import_rocprof(p, tmp_path / "t", "imp")
+    rc = main(["export", "imp", "--traces", str(tmp_path / "t"), "--format", "perfetto"])
+    assert rc == 0
+    out = tmp_path / "t" / "imp.perfetto.json"
+    ev = _load(out)["traceEvents"]
+    assert_nested(ev)
+    assert sum(1 for e in ev if e["ph"] == "X" and e["cat"] == "kernel") == 14
+    assert sum(1 for e in ev if e["ph"] == "X" and e["cat"] == "layer") == 6
+    # exporting again to the same file is refused
+    rc = main(["export", "imp", "--traces", str(tmp_path / "t"), "--format", "perfetto"])
+    assert rc == 2 and "already exists" in capsys.readouterr().err
+
+
+def test_api_fixture_nests(tmp_path: Path) -> None:
+    run, _ = import_rocprof(fixture("rocprof-unified-viewer__decode_hip_api_trace.csv"), tmp_path)
+    out = tmp_path / "api.json"
+    with load(run) as r:
+        export_perfetto(r, out)
+    text = out.read_text()
+    ev = json.loads(text, parse_float=Decimal)["traceEvents"]
+    assert_nested(ev)
+    assert sum(1 for e in ev if e["ph"] == "X") == 920
+    # timestamps are written as exact decimals (three digits after the point)
+    assert re.search(r'"ts":\d+\.\d{3}[,}]', text)
