@@ -31,13 +31,13 @@ def _log() -> str:
             "FULL_DECODE_ONLY", "TritonMLABackend", "AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE",
             "PIECEWISE",
         ),  # fmt: skip
-        PFX.format(4) + "Estimated CUDA graph memory: %.2f GiB total" % 2.11,
+        PFX.format(4) + "Estimated CUDA graph memory: %.2f GiB total" % 2.11,  # noqa: UP031 (vLLM format)
         # a tqdm bar rewriting itself with carriage returns, then a second phase that stops early
         "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/67 [00:00<?, ?it/s]"
         "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):  50%|█████     | 34/67 [00:01<00:01, 30.1it/s]"
         "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 67/67 [00:02<00:00, 31.0it/s]",
         "Capturing CUDA graphs (decode, FULL):  40%|████      | 14/35 [00:00<00:01, 20.0it/s]",
-        PFX.format(9) + "Graph capturing finished in %.0f secs, took %.2f GiB" % (12.4, 0.51),
+        PFX.format(9) + "Graph capturing finished in %.0f secs, took %.2f GiB" % (12.4, 0.51),  # noqa: UP031
         PFX.format(10) + "unrelated line",
     ]  # fmt: skip
     return "\n".join(lines) + "\n"
