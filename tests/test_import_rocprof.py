@@ -96,7 +96,9 @@ def test_stats_fixture(tmp_path: Path) -> None:
     rows = db_rows(run, "counters")
     assert len(rows) == len(raw) * (len(header) - 1)  # one counter per stat column per row
     calls = {(r[2]): r[3] for r in rows if r[1] == "Calls"}
-    assert calls == {n: float(c) for n, c in zip(column(path, "Name"), column(path, "Calls"), strict=True)}
+    assert calls == {
+        n: float(c) for n, c in zip(column(path, "Name"), column(path, "Calls"), strict=True)
+    }
     assert {r[0] for r in rows} == {"rocprof-stats:rocprofiler-sdk-docs__hip_api_stats"}
 
 
