@@ -126,8 +126,9 @@ class RunFollower:
     def _ingest(self, rank: int, con: sqlite3.Connection) -> int:
         st = self.states[rank]
         row = con.execute("SELECT value FROM meta WHERE key='status'").fetchone()
-        st.status = row[0] if row else "running"
-        new = 0
+        status = row[0] if row else "running"
+        new = int(status != st.status)  # a status change (finished, failed) is news too
+        st.status = status
         for table in TABLES:
             hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
             lo = self._last.get((rank, table), 0)

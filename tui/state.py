@@ -250,10 +250,10 @@ def capture_summary(caps: dict[tuple[int, str], dict[str, Any]]) -> str:
             else ""
         )
         fb = f" -> {first['fallback']}" if first.get("fallback") else ""
-        return f"FAILED {len(bad)}/{len(rows)} sizes{where}{fb}"
+        return f"FAILED {len(bad)}/{len(rows)}{fb}{where}"
     if ok:
         modes = sorted({str(r.get("graph_mode")) for r in ok})
-        return f"captured {len(ok)}/{len(rows)} sizes ({'/'.join(modes)})"
+        return f"captured {len(ok)}/{len(rows)} ({'/'.join(modes)})"
     return f"{rows[0].get('status', '?')} ({len(rows)} sizes)"
 
 

@@ -55,15 +55,15 @@ class LayerScreen(Screen):
         t = Text.assemble(
             (f" layer {self.layer_no} ", "bold reverse"),
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
-            f" time {fmt_ms(row.get('time_ms'))} ms   syncs {row.get('syncs', 0)}   "
-            f"S used {row.get('used', '-')} / deserved {row.get('deserved', '-')}   "
-            f"collapsed layer-steps {row.get('collapsed', 0)}\n",
+            f" time {fmt_ms(row.get('time_ms'))} ms  syncs {row.get('syncs', 0)}  "
+            f"S used {row.get('used', '-')} / deserved {row.get('deserved', '-')}  "
+            f"collapsed {row.get('collapsed', 0)}/{row.get('rows', 0)}\n",
             (
                 f" {len(rows)} distinct sync/alloc sites in this layer"
                 if rows
-                else " no syncs or allocations recorded in this layer"
+                else " no syncs or allocations recorded in this layer",
+                "bold red" if rows else "green",
             ),
-            "bold red" if rows else "green",
         )
         self.query_one("#layer-summary", Static).update(t)
         table = self.query_one("#layer-syncs", ViewTable)

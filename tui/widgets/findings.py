@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -12,21 +13,24 @@ from tui.text import SEV_TAG
 STYLE = {"critical": "bold white on red", "warning": "bold black on yellow", "info": "bold"}
 
 
-def findings_text(findings: list[Finding]) -> Text:
+def findings_text(findings: list[Finding]) -> Table | Text:
+    """Severity tag in its own column so wrapped lines hang under the title."""
     if not findings:
         return Text("no findings", style="green")
-    t = Text()
-    for i, f in enumerate(findings):
-        if i:
-            t.append("\n")
-        t.append(f" {SEV_TAG.get(f.severity, f.severity)} ", STYLE.get(f.severity, ""))
-        t.append(f" {f.title}\n", "bold")
+    grid = Table.grid(padding=(0, 1, 1, 0))
+    grid.add_column(no_wrap=True)
+    grid.add_column(ratio=1)
+    for f in findings:
+        body = Text(f.title, "bold")
         if f.evidence:
-            t.append(f"  {f.evidence}\n", "dim")
+            body.append("\n" + f.evidence, "dim")
         if f.fix:
-            t.append("  fix: ", "green")
-            t.append(f"{f.fix}\n")
-    return t
+            body.append("\nfix: ", "green")
+            body.append(f.fix)
+        grid.add_row(
+            Text(f" {SEV_TAG.get(f.severity, f.severity)} ", STYLE.get(f.severity, "")), body
+        )
+    return grid
 
 
 class FindingsList(VerticalScroll):

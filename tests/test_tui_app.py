@@ -1,0 +1,254 @@
+"""Pilot tests: navigation, drill-down, compare, picker, live append, a run broken while followed."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Tabs
+
+from mlaprof.store import create_run
+from tests.tui_runs import make_run, meta, write_step
+from tui import reader
+from tui.app import MlaprofApp
+from tui.screens.compare import CompareScreen
+from tui.screens.dashboard import DashboardScreen
+from tui.screens.help import HelpScreen
+from tui.screens.layer import LayerScreen
+from tui.screens.picker import PickerScreen
+from tui.widgets.banner import ProblemBanner
+from tui.widgets.table import ViewTable
+
+
+@pytest.fixture(autouse=True)
+def builtin_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep these tests independent of mlaprof.analysis (tested where it lives)."""
+    monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "built-in rules"))
+
+
+async def wait_for(pilot: Pilot, cond: Callable[[], bool], timeout: float = 8.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def dash(app: MlaprofApp) -> DashboardScreen:
+    assert isinstance(app.screen, DashboardScreen)
+    return app.screen
+
+
+async def loaded(pilot: Pilot, steps: int | None = None) -> DashboardScreen:
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.updates)
+    d = dash(app)
+    if steps is not None:
+        await wait_for(pilot, lambda: d.view is not None and d.view.steps == steps)
+    return d
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    make_run(tmp_path, "bug", steps=6, layers=3)
+    make_run(tmp_path, "fix", steps=6, layers=3, bug=False)
+    return tmp_path
+
+
+async def test_steps_sort_and_drill_down(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        d = await loaded(pilot, steps=6)
+        assert d.view.layer_scope == "mean over all steps"
+        assert "finished" in d.follow_state()
+        await pilot.press("right_square_bracket")
+        assert d.view.layer_scope == "step 0"
+        await pilot.press("right_square_bracket", "right_square_bracket", "left_square_bracket")
+        assert d.view.layer_scope == "step 1"
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert d.view.layer_scope == "step 0"  # clamps at the first step
+        await pilot.press("a")
+        assert d.view.layer_scope == "mean over all steps"
+        # sort: s cycles the column; time descending puts the slowest layer first
+        await pilot.press("s")
+        assert d.layer_sort == ("time_ms", True)
+        assert [r["layer"] for r in d.view.layers] == [2, 1, 0]
+        # click on the "layer" header sorts by layer again
+        d.sort_layers("layer")
+        assert [r["layer"] for r in d.view.layers] == [0, 1, 2]
+        # drill down into the layer under the cursor
+        table = app.screen.query_one("#layers", ViewTable)
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, LayerScreen))
+        layer = app.screen
+        assert layer.layer_no == 1
+        syncs = layer.query_one("#layer-syncs", ViewTable)
+        ops = {syncs.get_row_at(i)[1] for i in range(syncs.row_count)}
+        locs = {syncs.get_row_at(i)[2] for i in range(syncs.row_count)}
+        assert ops == {"aten._local_scalar_dense", "Tensor.tolist"}
+        assert locs == {"mla/legacy.py:100", "mla/legacy.py:110"}
+        await pilot.press("right_square_bracket")
+        assert layer.layer_no == 2
+        await pilot.press("escape")
+        assert app.screen is d
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.screen is d
+
+
+async def test_mouse_click_on_layer_drills_down(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, steps=6)
+        table = app.screen.query_one("#layers", ViewTable)
+        await pilot.click(table, offset=(4, 2))  # first data row
+        await pilot.click(table, offset=(4, 2))  # a second click selects
+        await wait_for(pilot, lambda: isinstance(app.screen, LayerScreen))
+        assert app.screen.layer_no == 0
+
+
+async def test_narrow_terminal_shows_one_panel(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        d = await loaded(pilot, steps=6)
+        assert d.has_class("-narrow")
+        assert app.screen.query_one("#layers").display
+        assert app.screen.query_one("#findings").styles.display == "none"
+        await pilot.press("2")
+        assert app.screen.query_one("#findings").has_class("-active")
+        assert not app.screen.query_one("#layers").has_class("-active")
+        assert app.screen.query_one("#panel-tabs", Tabs).active == "tab-findings"
+        await pilot.press("tab")
+        assert d.active_panel == "splits"
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause(0.1)
+        assert not d.has_class("-narrow")
+
+
+async def test_pause_and_live_append(tmp_path: Path) -> None:
+    w = create_run(tmp_path, "live", meta("live", True))  # no steps yet: the app must wait
+    app = MlaprofApp(tmp_path / "live", interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        d = await loaded(pilot)
+        assert d.view.steps == 0
+        write_step(w, 0, 2, True)
+        await wait_for(pilot, lambda: d.view.steps == 1, timeout=3)
+        await pilot.press("p")
+        assert d.follow_state() == "paused"
+        write_step(w, 1, 2, True)
+        await pilot.pause(0.4)
+        assert d.view.steps == 1  # frozen while paused
+        await pilot.press("p")
+        await wait_for(pilot, lambda: d.view.steps == 2, timeout=3)
+        assert sorted(r["layer"] for r in d.view.layers) == [0, 1]
+        w.finish()
+        await wait_for(pilot, lambda: d.view.status == "finished", timeout=3)
+
+
+async def test_run_deleted_while_followed(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "doomed", steps=3)
+    app = MlaprofApp(p, interval=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        d = await loaded(pilot, steps=3)
+        shutil.rmtree(p)
+        banner = app.screen.query_one("#banner", ProblemBanner)
+        await wait_for(pilot, lambda: banner.display and d.problem is not None)
+        assert "deleted" in d.problem
+        assert d.follow_state() == "unreadable"
+        assert d.view.steps == 3  # what was read stays on screen
+
+
+async def test_multi_rank_selector(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "mr", steps=4, layers=2, ranks=2)
+    app = MlaprofApp(p, interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        d = await loaded(pilot, steps=8)
+        assert d.view.rank_label == "all ranks"
+        await pilot.press("r")
+        assert d.view.rank_label == "rank 0" and d.view.steps == 4
+        await pilot.press("r")
+        assert d.view.rank_label == "rank 1"
+        await pilot.press("r")
+        assert d.view.rank_label == "all ranks"
+
+
+async def test_compare_side_by_side(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", compare=runs / "fix", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, steps=6)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        table = app.screen.query_one("#compare-table", ViewTable)
+        await wait_for(
+            pilot,
+            lambda: (
+                table.row_count
+                and table.get_row_at(0)[1:3] == ["6", "6"]
+                and any(table.get_row_at(i)[0] == "capture" for i in range(table.row_count))
+            ),
+        )
+        rows = {table.get_row_at(i)[0]: table.get_row_at(i) for i in range(table.row_count)}
+        assert rows["syncs in watched region"][1:] == ["36", "0", "-36"]
+        assert rows["capture"][1].startswith("FAILED") and rows["capture"][2].startswith("captured")
+        await pilot.press("escape")
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_compare_key_opens_a_picker_without_compare_run(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, steps=6)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        assert [p.name for p in app.screen.paths] == ["fix"]  # the run itself is left out
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+
+
+async def test_folder_opens_picker_newest_first(runs: Path) -> None:
+    app = MlaprofApp(runs, interval=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        picker = app.screen
+        assert [p.name for p in picker.paths] == ["fix", "bug"]
+        table = picker.query_one("#picker-table", ViewTable)
+        assert table.get_row_at(0)[2] == "dsv3-mtp3-fixed"
+        assert table.get_row_at(0)[5] == "finished"
+        await pilot.press("down", "enter")
+        d = await loaded(pilot, steps=6)
+        assert d.path.name == "bug"
+        await pilot.press("escape")
+        assert app.screen is picker
+
+
+async def test_export_says_not_available_or_exports(
+    runs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tui import export
+
+    calls: list[tuple[Path, Path]] = []
+
+    def fake(path: Path, out: Path) -> None:
+        calls.append((path, out))
+
+    monkeypatch.setattr(export, "EXPORTERS", (("tests.test_tui_app", "_missing", "x"),))
+    assert export.export_run(runs / "bug") == (
+        False,
+        "export not available: mlaprof.trace_io has no exporters installed yet",
+    )
+    monkeypatch.setattr(export, "EXPORTERS", (("tests.test_tui_app", "_exporter", "trace.json"),))
+    monkeypatch.setattr(
+        __import__("tests.test_tui_app").test_tui_app, "_exporter", fake, raising=False
+    )
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await loaded(pilot, steps=6)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: bool(calls))
+    assert calls == [(runs / "bug", runs / "bug" / "export" / "trace.json")]

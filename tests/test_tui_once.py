@@ -1,0 +1,79 @@
+"""``mlaprof tui --once``: the plain-text snapshot, and the CLI's error handling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from tests.tui_runs import make_run
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    make_run(tmp_path, "bug", steps=5, layers=3)
+    make_run(tmp_path, "fix", steps=5, layers=3, bug=False)
+    return tmp_path
+
+
+def test_once_prints_every_panel(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tui", str(runs / "bug"), "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "scenario dsv3-mtp3" in out and "device NVIDIA H200 (test)" in out
+    assert "capture FAILED 2/2 -> PIECEWISE" in out and "graph FULL" in out
+    for section in ("LAYERS", "KV SPLITS", "PADDING", "CAPTURE MEMORY", "FINDINGS"):
+        assert section in out
+    layers = out.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
+    # header + 3 layers, each with 2 syncs x 5 steps and S 1 of 16
+    rows = [r.split() for r in layers if r.strip() and r.split()[0].isdigit()]
+    assert [r[0] for r in rows] == ["0", "1", "2"]
+    assert all(r[2] == "10" and r[3] == "1" and r[4] == "16" for r in rows)
+    assert "[CRIT]" in out
+    assert "5 steps" in out
+
+
+def test_once_fix_run_has_no_syncs(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tui", str(runs / "fix"), "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "capture captured 2/2" in out
+    layers = out.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
+    rows = [r.split() for r in layers if r.strip() and r.split()[0].isdigit()]
+    assert rows and all(r[2] == "0" and r[3] == "16" for r in rows)
+
+
+def test_once_compare(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tui", str(runs / "bug"), "--once", "--compare", str(runs / "fix")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "syncs in watched region" in x)
+    assert line.split()[-3:] == ["30", "0", "-30"]
+
+
+def test_once_folder_lists_runs_newest_first(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tui", str(runs), "--once"]) == 0
+    out = capsys.readouterr().out
+    names = [line.split()[0] for line in out.splitlines()[2:]]
+    assert set(names) == {"bug", "fix"}
+    assert "dsv3-mtp3" in out and "finished" in out
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["does-not-exist"], "does not exist"),
+        (["RUN", "--compare", "nope"], "not a run folder"),
+        (["RUN", "--rank", "7", "--once"], "no rank 7"),
+    ],
+)
+def test_bad_input_is_one_line(
+    runs: Path, capsys: pytest.CaptureFixture[str], args: list[str], msg: str
+) -> None:
+    args = [a.replace("RUN", str(runs / "bug")) for a in args]
+    if args[0] == "does-not-exist":
+        args[0] = str(runs / "does-not-exist")
+    assert main(["tui", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlaprof: error:") and msg in err
+    assert len(err.strip().splitlines()) == 1

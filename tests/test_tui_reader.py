@@ -1,0 +1,169 @@
+"""The follower: incremental aggregation matches the tables, and broken runs give one message."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mlaprof.store import create_run, load
+from tests.tui_runs import make_run, meta, write_step
+from tui.reader import FollowError, RunFollower
+
+
+def _layer_means(run_path: Path, rank: int | None = None) -> dict[int, tuple[float, int]]:
+    """Per-layer mean time (ms) and total syncs computed independently with pandas."""
+    with load(run_path) as run:
+        df = run.layers
+    if rank is not None:
+        df = df[df["rank"] == rank]
+    g = df.groupby("layer").agg(t=("duration_ns", "mean"), s=("syncs", "sum"))
+    return {int(k): (float(r.t) / 1e6, int(r.s)) for k, r in g.iterrows()}
+
+
+def test_aggregates_match_tables(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "bug", steps=9, layers=4, ranks=2)
+    f = RunFollower(p)
+    n = f.poll()
+    with load(p) as run:
+        total = sum(run.count(t) for t in ("steps", "layers", "syncs", "splits", "padding"))
+        assert n >= total
+        steps = run.steps
+    v = f.view()
+    assert v.steps == len(steps) == 18
+    assert v.rank_label == "all ranks"
+    want = _layer_means(p)
+    got = {r["layer"]: (r["time_ms"], r["syncs"]) for r in v.layers}
+    assert set(got) == set(want)
+    for k, (t, s) in want.items():
+        assert got[k][0] == pytest.approx(t, rel=1e-12)
+        assert got[k][1] == s
+    v1 = f.view(rank=1)
+    assert v1.steps == 9
+    assert {r["layer"]: r["syncs"] for r in v1.layers} == {
+        k: s for k, (_, s) in _layer_means(p, 1).items()
+    }
+    # latency stats equal the steps table's
+    assert v.latency["max"] == pytest.approx(steps["duration_ns"].max() / 1e6)
+    assert v.latency["mean"] == pytest.approx(steps["duration_ns"].mean() / 1e6)
+
+
+def test_incremental_poll_reads_only_new_rows(tmp_path: Path) -> None:
+    w = create_run(tmp_path, "live", meta("live", True))
+    f = RunFollower(tmp_path / "live")
+    f.poll()  # the rank's status (running) is the only news
+    assert f.poll() == 0
+    v = f.view()
+    assert v.steps == 0 and v.layers == [] and v.status == "running"
+    for s in range(3):
+        write_step(w, s, 2, True)
+    first = f.poll()
+    assert first > 0
+    assert f.poll() == 0  # nothing new
+    write_step(w, 3, 2, True)
+    assert 0 < f.poll() < first
+    v = f.view()
+    assert v.steps == 4
+    assert f.step_ids(None) == [0, 1, 2, 3]
+    w.finish()
+    f.poll()
+    assert f.view().status == "finished"
+    want = _layer_means(tmp_path / "live")
+    assert {r["layer"]: r["syncs"] for r in f.view().layers} == {k: s for k, (_, s) in want.items()}
+
+
+def test_step_layers_match_the_step(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "bug", steps=6, layers=3)
+    f = RunFollower(p)
+    f.poll()
+    with load(p) as run:
+        df = run.layers
+    rows = {r["layer"]: r for r in f.step_layers(4, None)}
+    want = df[df["step"] == 4]
+    assert len(rows) == len(want) == 3
+    for _, r in want.iterrows():
+        assert rows[r.layer]["time_ms"] == pytest.approx(r.duration_ns / 1e6)
+        assert rows[r.layer]["used"] == r.splits_used
+    v = f.view(step=4)
+    assert v.layer_scope == "step 4"
+
+
+def test_sort_layers(tmp_path: Path) -> None:
+    f = RunFollower(make_run(tmp_path, "bug", steps=3, layers=5))
+    f.poll()
+    times = [r["time_ms"] for r in f.view(layer_sort=("time_ms", True)).layers]
+    assert times == sorted(times, reverse=True)
+    assert [r["layer"] for r in f.view().layers] == [0, 1, 2, 3, 4]
+
+
+def test_waiting_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
+    f = RunFollower(tmp_path / "later")
+    assert f.poll() == 0
+    assert "waiting" in (f.problem or "")
+    make_run(tmp_path, "later", steps=2)
+    assert f.poll() > 0
+    assert f.problem is None and f.view().steps == 2
+
+
+def test_deleted_run(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "gone", steps=2)
+    f = RunFollower(p)
+    f.poll()
+    shutil.rmtree(p)
+    with pytest.raises(FollowError, match="deleted"):
+        f.poll()
+    assert "deleted" in f.view().problem
+
+
+def test_truncated_database(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "trunc", steps=40, layers=4)
+    f = RunFollower(p)
+    f.poll()
+    db = p / "rank0.db"
+    with open(db, "r+b") as fh:
+        fh.truncate(db.stat().st_size // 3)
+    with pytest.raises(FollowError):
+        f.poll()
+    assert f.problem
+
+
+def test_corrupted_database(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "corrupt", steps=40, layers=4)
+    f = RunFollower(p)
+    f.poll()
+    db = p / "rank0.db"
+    data = bytearray(db.read_bytes())
+    data[16:] = b"\xa5" * (len(data) - 16)  # keep the magic string, garble the rest
+    db.write_bytes(bytes(data))
+    with pytest.raises(FollowError, match="cannot be read"):
+        f.poll()
+    with pytest.raises(FollowError, match="cannot be read"):
+        RunFollower(p).poll()  # and a fresh follower
+
+
+def test_other_schema_version(tmp_path: Path) -> None:
+    p = make_run(tmp_path, "old", steps=1)
+    con = sqlite3.connect(p / "rank0.db")
+    con.execute("PRAGMA user_version=99")
+    con.commit()
+    con.close()
+    with pytest.raises(FollowError, match="schema version 99"):
+        RunFollower(p).poll()
+
+
+def test_rank_joining_later(tmp_path: Path) -> None:
+    w0 = create_run(tmp_path, "mr", meta("mr", False), rank=0)
+    write_step(w0, 0, 2, False)
+    f = RunFollower(tmp_path / "mr")
+    f.poll()
+    assert f.view().ranks == [0]
+    w1 = create_run(tmp_path, "mr", meta("mr", False), rank=1)
+    write_step(w1, 0, 2, False)
+    for _ in range(4):  # new ranks are looked for every few polls
+        f.poll()
+    assert f.view().ranks == [0, 1]
+    assert f.view().steps == 2
+    w0.finish()
+    w1.finish()

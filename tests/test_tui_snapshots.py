@@ -1,0 +1,110 @@
+"""SVG snapshots of the main screens at pinned terminal sizes (pytest-textual-snapshot).
+
+Update after an intended change with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and
+look at the SVGs. Findings come from the built-in rules here so that the pictures depend only on
+the dashboard's code and the fixed runs below.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from tests.tui_runs import make_run
+from tui import reader
+from tui.app import MlaprofApp
+from tui.screens.dashboard import DashboardScreen
+
+SIZES = [(80, 24), (160, 48)]
+
+
+@pytest.fixture(autouse=True)
+def builtin_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "built-in rules"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("snap")
+    make_run(root, "bug", steps=40, layers=6)
+    make_run(root, "fix", steps=40, layers=6, bug=False)
+    return root
+
+
+async def _loaded(pilot: Pilot) -> None:
+    app = pilot.app
+    for _ in range(200):
+        s = app.screen
+        if isinstance(s, DashboardScreen) and s.view is not None and s.view.steps:
+            break
+        await pilot.pause(0.05)
+    await pilot.pause(0.1)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_main_screen(snap_compare, runs: Path, size: tuple[int, int]) -> None:  # noqa: ANN001
+    assert snap_compare(
+        MlaprofApp(runs / "bug", interval=0.05), terminal_size=size, run_before=_loaded
+    )
+
+
+def test_findings_panel_narrow(snap_compare, runs: Path) -> None:  # noqa: ANN001
+    async def before(pilot: Pilot) -> None:
+        await _loaded(pilot)
+        await pilot.press("2")
+        await pilot.pause(0.1)
+
+    assert snap_compare(
+        MlaprofApp(runs / "bug", interval=0.05), terminal_size=(80, 24), run_before=before
+    )
+
+
+def test_layer_drill_down(snap_compare, runs: Path) -> None:  # noqa: ANN001
+    async def before(pilot: Pilot) -> None:
+        await _loaded(pilot)
+        pilot.app.screen.open_layer(2)
+        await pilot.pause(0.2)
+
+    assert snap_compare(
+        MlaprofApp(runs / "bug", interval=0.05), terminal_size=(80, 24), run_before=before
+    )
+
+
+def test_compare_screen(snap_compare, runs: Path) -> None:  # noqa: ANN001
+    async def before(pilot: Pilot) -> None:
+        await _loaded(pilot)
+        await pilot.press("c")
+        await pilot.pause(1.0)  # B is read by its own follower
+
+    app = MlaprofApp(runs / "bug", compare=runs / "fix", interval=0.05)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=before)
+
+
+def test_help_screen(snap_compare, runs: Path) -> None:  # noqa: ANN001
+    async def before(pilot: Pilot) -> None:
+        await _loaded(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+
+    assert snap_compare(
+        MlaprofApp(runs / "bug", interval=0.05), terminal_size=(80, 24), run_before=before
+    )
+
+
+def test_deleted_run_banner(snap_compare, tmp_path: Path) -> None:  # noqa: ANN001
+    p = make_run(tmp_path, "doomed", steps=5, layers=2)
+
+    async def before(pilot: Pilot) -> None:
+        await _loaded(pilot)
+        shutil.rmtree(p)
+        # rmtree removes files before the folder: wait for the final message
+        for _ in range(100):
+            if pilot.app.screen.problem == "run doomed was deleted":
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.1)
+
+    assert snap_compare(MlaprofApp(p, interval=0.05), terminal_size=(80, 24), run_before=before)
