@@ -5,7 +5,7 @@ docs all draw these same pictures. Plotly is imported only when a figure is buil
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlaprof.figures.diff import diff_table, run_diff
@@ -29,15 +29,21 @@ RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 )
 
 
-def run_figures(run: Any, compare: Any = None) -> list[tuple[str, Any]]:
-    """Every report figure of ``run`` (and the diff against ``compare`` first, when given).
-    Placeholders for tables the run lacks are dropped."""
+def run_figures(
+    run: Any, compare: Any = None, only: Sequence[str] | None = None
+) -> list[tuple[str, Any]]:
+    """Every report figure of ``run``, preceded by the diff from ``run`` (before, A) to
+    ``compare`` (after, B) when given. Placeholders for tables the run lacks are dropped;
+    ``only`` builds just the named figures."""
     from mlaprof.figures._common import is_empty
 
+    want = set(only) if only is not None else None
     out = []
-    if compare is not None:
-        out.append(("diff", run_diff(compare, run)))
+    if compare is not None and (want is None or "diff" in want):
+        out.append(("diff", run_diff(run, compare)))
     for stem, build in RUN_FIGURES:
+        if want is not None and stem not in want:
+            continue
         fig = build(run)
         if not is_empty(fig):
             out.append((stem, fig))

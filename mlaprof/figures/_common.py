@@ -33,6 +33,7 @@ MODE_LABELS = {
     "NONE": "eager (no graph)",
 }
 TEMPLATE = "plotly_white"
+FAILED_CAPTURE = ("failed", "predicted-fail")  # captures.status values that mean "no FULL graph"
 MIB = 1024.0 * 1024.0
 
 
@@ -168,8 +169,23 @@ def time_unit(max_ns: float) -> tuple[str, float]:
     return ("ms", 1e6) if max_ns >= 1e8 else ("µs", 1e3)
 
 
+def kernel_label(name: str, width: int = 48) -> str:
+    """A demangled kernel name without ``void`` and its argument list, shortened."""
+    name = str(name).strip().removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth <= 0 and i > 0:
+            name = name[:i]
+            break
+    return shorten(name, width)
+
+
 def shorten(name: str, width: int = 48) -> str:
-    """Kernel names are long mangled C++; keep the head and the tail."""
+    """Keep the head and the tail of a long name."""
     name = str(name)
     if len(name) <= width:
         return name

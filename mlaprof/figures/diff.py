@@ -40,9 +40,14 @@ def _own_splits(data: Any) -> pd.DataFrame:
 
 
 def _syncs_per_step(data: Any) -> float:
-    steps = c.table(data, "steps")["step"].nunique()
+    """Syncs per *watched* step: runs watch only some steps (``--check-syncs first``), and the
+    layers table marks unwatched ones with a NULL sync count."""
     n = len(c.table(data, "syncs"))
-    return n / steps if steps else (float(n) if n else math.nan)
+    ly = c.numeric(c.table(data, "layers"), "step", "syncs")
+    watched = ly.dropna(subset=["syncs"])["step"].nunique()
+    if not watched:
+        watched = c.table(data, "steps")["step"].nunique()
+    return n / watched if watched else (float(n) if n else math.nan)
 
 
 def _padding_share(data: Any) -> float:
@@ -58,7 +63,7 @@ def _capture_mib(data: Any) -> float:
 
 def _failed_captures(data: Any) -> float:
     cap = c.table(data, "captures")
-    return float((cap["status"].astype(str) == "failed").sum()) if len(cap) else math.nan
+    return float(cap["status"].isin(c.FAILED_CAPTURE).sum()) if len(cap) else math.nan
 
 
 def _full_share(data: Any) -> float:
@@ -76,7 +81,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("median layer time", "µs", True, lambda d: _median(d, "layers", "duration_ns", 1e3)),
     Metric("host syncs per step", "count", True, _syncs_per_step),
     Metric("steps run as a FULL graph", "%", False, _full_share),
-    Metric("failed captures", "count", True, _failed_captures),
+    Metric("failed or predicted-failing captures", "count", True, _failed_captures),
     Metric(
         "KV splits used (run's policy, median)",
         "S",

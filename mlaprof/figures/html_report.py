@@ -141,7 +141,8 @@ def _diff_html(a: Any, b: Any) -> str:
             f"<td class='{cls}'>{_e(r.verdict)}</td></tr>"
         )
     return (
-        f"<p>A = <b>{_e(a.name)}</b> (baseline), B = <b>{_e(b.name)}</b> (this run).</p>"
+        f"<p>A = <b>{_e(a.name)}</b> (this run, before), B = <b>{_e(b.name)}</b> (after). "
+        "Below, the figures are this run's.</p>"
         "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
         "<th>B is</th></tr>" + "".join(rows) + "</table>"
     )
@@ -181,7 +182,7 @@ def render_html(run: Any, compare: Any = None) -> str:
         _meta_html(run),
     ]
     if base is not None:
-        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(base, run)]
+        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(run, base)]
     parts.append(f'<h2 id="figures">Figures ({len(figs)})</h2>')
     if not figs:
         parts.append('<p class="note">This run recorded nothing to plot.</p>')
@@ -201,7 +202,8 @@ def render_html(run: Any, compare: Any = None) -> str:
 
 def write_html_report(run: Any, path: Path | str, compare: Any = None) -> Path:
     """Write the self-contained report of ``run`` (a Run or a run folder) to ``path``;
-    ``compare`` (another run) adds a diff table and figure. Returns the path written."""
+    ``compare`` (another run, e.g. the fix) adds what changed from ``run`` to it, as a table
+    and a figure (``mlaprof report BUG --compare FIX``). Returns the path written."""
     path = Path(path)
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")

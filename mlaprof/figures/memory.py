@@ -69,11 +69,11 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
         fig.update_xaxes(title_text="capture size (padded tokens)", type="category", row=row, col=1)
         fig.update_yaxes(title_text="memory (MiB)", row=row, col=1)
     failed = c.table(data, "captures", rank)
-    failed = failed[failed["status"].astype(str) == "failed"] if not failed.empty else failed
+    failed = failed[failed["status"].isin(c.FAILED_CAPTURE)] if not failed.empty else failed
     if not failed.empty:
         sizes = ", ".join(str(s) for s in failed["capture_size"].dropna().astype(int).unique())
         fig.add_annotation(
-            text=f"capture failed for size(s) {sizes}: no memory recorded for them",
+            text=f"capture failed (or is predicted to) for size(s) {sizes}: no memory for them",
             xref="paper",
             yref="paper",
             x=0,

@@ -49,7 +49,7 @@ def write_pngs(
     only: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write one ``<figure>.png`` per report figure of ``run`` into ``folder``; returns the paths.
-    ``only`` keeps the named figures (stems of :data:`mlaprof.figures.RUN_FIGURES`, or ``diff``).
+    ``compare`` adds ``diff.png`` (``run`` before, ``compare`` after). ``only`` keeps the named figures (stems of :data:`mlaprof.figures.RUN_FIGURES`, or ``diff``).
 
     Raises :class:`MlaprofError` saying what to install when kaleido or a browser is missing."""
     c.go()
@@ -68,9 +68,7 @@ def write_pngs(
     from mlaprof.figures.html_report import _open
 
     run = _open(run)
-    figs = run_figures(run, compare=_open(compare) if compare is not None else None)
-    if only is not None:
-        figs = [(stem, f) for stem, f in figs if stem in set(only)]
+    figs = run_figures(run, compare=_open(compare) if compare is not None else None, only=only)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise MlaprofError(f"{folder} is a file: give a folder for the PNGs")

@@ -151,8 +151,8 @@ def step_timeline(
         )
         lanes.extend(sorted(kn["lane"].unique()))
         top = kn.groupby("name")["dur"].sum().sort_values(ascending=False).index[:TOP_KERNELS]
-        kn["label"] = [c.shorten(n) if n in set(top) else "other kernels" for n in kn["name"]]
-        order = [c.shorten(n) for n in top] + ["other kernels"]
+        kn["label"] = [c.kernel_label(n) if n in set(top) else "other kernels" for n in kn["name"]]
+        order = list(dict.fromkeys(c.kernel_label(n) for n in top)) + ["other kernels"]
         for label in order:
             grp = kn[kn["label"] == label]
             if grp.empty:

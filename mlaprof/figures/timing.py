@@ -91,7 +91,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
     if not summary:
         summary.append(f"all {len(st)} steps ran {', '.join(labels.values())}")
     cap = c.table(data, "captures", rank)
-    failed = cap[cap["status"].astype(str) == "failed"] if not cap.empty else cap
+    failed = cap[cap["status"].isin(c.FAILED_CAPTURE)] if not cap.empty else cap
     if not failed.empty:
         r = failed.iloc[0]
         size = "?" if pd.isna(r["capture_size"]) else int(float(r["capture_size"]))
@@ -100,7 +100,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
         fb = "a fallback" if pd.isna(r["fallback"]) else r["fallback"]
         fig.add_annotation(
             text=(
-                f"{len(failed)} capture(s) failed; first: size {size}, "
+                f"{len(failed)} capture(s) {r['status']}; first: size {size}, "
                 f"layer {layer}: {where} → {fb}"
             ),
             xref="paper",

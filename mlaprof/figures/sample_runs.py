@@ -1,0 +1,100 @@
+"""Runs for the notebooks: a shipped one from ``traces/demo/`` when it matches, otherwise a CPU run
+made once with ``python -m mlaprof run`` into a cache folder (so five notebooks share two runs).
+
+Where they look, in order: ``$MLAPROF_DEMO_TRACES``, ``traces/demo`` above the working folder;
+where made runs go: ``$MLAPROF_NOTEBOOK_TRACES``, else ``<tmp>/mlaprof-notebook-runs``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+
+
+def demo_folders() -> list[Path]:
+    """Folders that may hold shipped runs (existing ones only)."""
+    out = []
+    env = os.environ.get("MLAPROF_DEMO_TRACES")
+    if env:
+        out.append(Path(env))
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        cand = d / "traces" / "demo"
+        if cand.is_dir():
+            out.append(cand)
+            break
+    return [p for p in out if p.is_dir()]
+
+
+def _get(meta: Mapping[str, Any], key: str) -> Any:
+    if key in meta:
+        return meta[key]
+    sc = meta.get("scenario")
+    return sc.get(key) if isinstance(sc, Mapping) else None
+
+
+def find_shipped(match: Mapping[str, Any], need: str | None = None) -> Path | None:
+    """Newest finished shipped run whose run.json (or scenario) has every ``match`` value;
+    ``need`` names a table that must have rows (e.g. ``memory`` for a GPU capture run)."""
+    from mlaprof.store import list_runs, load
+
+    for folder in demo_folders():
+        for info in list_runs(folder):
+            if info.error or info.status != "finished":
+                continue
+            with load(info.path) as run:
+                if all(_get(run.meta, k) == v for k, v in match.items()) and (
+                    need is None or run.count(need) > 0
+                ):
+                    return info.path
+    return None
+
+
+def cache_folder() -> Path:
+    env = os.environ.get("MLAPROF_NOTEBOOK_TRACES")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "mlaprof-notebook-runs"
+
+
+def make_run(label: str, args: Sequence[str], timeout: float = 300) -> Path:
+    """``python -m mlaprof run ARGS`` into the cache folder, once per (label, args)."""
+    from mlaprof.store import load
+
+    digest = hashlib.sha1("\0".join(args).encode()).hexdigest()[:8]
+    name = f"{label}-{digest}"
+    folder = cache_folder()
+    path = folder / name
+    if path.is_dir():
+        try:
+            with load(path) as run:
+                if run.status == "finished":
+                    return path
+        except MlaprofError:
+            pass
+        raise MlaprofError(f"{path} exists but is not a finished run: remove it and run again")
+    cmd = [sys.executable, "-m", "mlaprof", "run", "--traces", str(folder), "--name", name]
+    res = subprocess.run([*cmd, *args, "--quiet"], capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        raise MlaprofError(f"'mlaprof run {' '.join(args)}' failed: {res.stderr.strip()[-500:]}")
+    return path
+
+
+def find_or_make_run(
+    label: str,
+    args: Sequence[str],
+    match: Mapping[str, Any] | None = None,
+    need: str | None = None,
+) -> Path:
+    """A shipped run matching ``match`` (and having ``need`` rows), else a CPU run of ``args``."""
+    if match is not None:
+        found = find_shipped(match, need)
+        if found is not None:
+            return found
+    return make_run(label, args)

@@ -1,0 +1,93 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Capture: does the verify path capture, and what does each captured graph cost?
+#
+# Capture memory is measured only on a GPU (`mlaprof run --device cuda`): per capture size, the
+# graph's private memory pool, the caching allocator's reserved delta and the driver's
+# free-memory delta (what vLLM logs as "took X GiB"). This notebook uses a shipped GPU run from
+# `traces/demo/` when there is one. On a CPU-only machine it shows what the CPU can tell:
+# which capture would fail and why, and which capture sizes a FULL configuration pads to.
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+import mlaprof
+from mlaprof import figures
+from mlaprof.figures.sample_runs import find_or_make_run, find_shipped
+from mlaprof.metadata import batch_shape
+from mlaprof.scenario import Scenario
+
+gpu_dir = find_shipped({}, need="memory")
+print("shipped GPU run with capture memory:", gpu_dir or "none on this machine")
+legacy = mlaprof.load(
+    find_or_make_run(
+        "quickstart-legacy",
+        ["--backend", "legacy-flat", "--layers", "2", "--steps", "3"],
+        match={"backend": "legacy-flat"},
+    )
+)
+fixed = mlaprof.load(
+    find_or_make_run(
+        "compare-fix",
+        ["--backend", "torch", "--min-kv-mode", "active-rows", "--layers", "2", "--steps", "3"],
+        match={"backend": "torch", "min_kv_mode": "active-rows"},
+    )
+)
+
+# %% [markdown]
+# ## Capture outcome
+# One row per capture attempt. On the CPU the status is a prediction (`predicted-fail`) from the
+# syncs the checker saw in the region; on a GPU it is a real capture in a child process.
+
+# %%
+pd.concat(
+    [legacy.captures.assign(run=legacy.name), fixed.captures.assign(run=fixed.name)],
+    ignore_index=True,
+)[["run", "capture_size", "graph_mode", "status", "fallback", "op", "layer", "location"]]
+
+# %% [markdown]
+# ## Capture memory per capture size
+# Three views that disagree in practice; the title gives the total in the driver's view.
+
+# %%
+memory_run = mlaprof.load(gpu_dir) if gpu_dir else legacy
+figures.capture_memory(memory_run)
+
+# %%
+figures.full_vs_fallback(memory_run)
+
+# %% [markdown]
+# ## The capture sizes a FULL configuration captures
+# vLLM captures one graph per size (multiples of `qlen` under FULL with speculation); a batch of
+# `n` requests runs in the smallest size that holds `n * qlen` tokens, the rest are padding rows.
+# Each size is one more graph, and one more memory pool, to pay for.
+
+# %%
+sc = Scenario(max_num_seqs=32)
+sizes = sc.capture_sizes()
+rows = []
+for n in range(1, sc.max_num_seqs + 1):
+    shape = batch_shape([2048] * n, sc.qlen, "FULL", sizes)
+    rows.append(
+        {"requests": n, "capture_size": shape.capture_size, "padding_rows": shape.num_padding}
+    )
+per_size = (
+    pd.DataFrame(rows)
+    .groupby("capture_size")
+    .agg(batches=("requests", "size"), worst_padding_rows=("padding_rows", "max"))
+)
+print(f"{len(sizes)} FULL graphs for max_num_seqs={sc.max_num_seqs}, qlen={sc.qlen}: {sizes}")
+display(per_size)

@@ -1,0 +1,103 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Analysing an imported rocprofv3 trace
+#
+# `mlaprof import` (and `mlaprof.trace_io`) turns rocprofv3 output (CSV of ROCm 6.3 or 7.x,
+# JSON, rocpd SQLite) and Kineto JSON traces into a run folder, so the same tables and figures
+# work on traces other tools recorded. Here: a real rocprofv3 decode trace (kernel trace, HIP API
+# trace and counters) shipped with the project under `shared/fixtures/rocprof/`.
+# For a Kineto trace use `mlaprof.trace_io.kineto.import_kineto(path, traces)` the same way.
+
+# %%
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+import mlaprof
+from mlaprof import figures
+from mlaprof.figures._common import kernel_label
+from mlaprof.trace_io.rocprof import import_rocprof
+
+
+def fixtures() -> Path:
+    env = os.environ.get("MLAPROF_ROCPROF_FIXTURES")
+    here = Path.cwd().resolve()
+    for cand in ([Path(env)] if env else []) + [
+        d / "shared" / "fixtures" / "rocprof" for d in (here, *here.parents)
+    ]:
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("no shared/fixtures/rocprof: set MLAPROF_ROCPROF_FIXTURES")
+
+
+work = Path(tempfile.mkdtemp(prefix="mlaprof-nb04-"))
+trace_dir = work / "decode"
+trace_dir.mkdir()
+for f in fixtures().glob("rocprof-unified-viewer__decode_*.csv"):
+    shutil.copy(f, trace_dir / f.name)  # one profiling session: its three CSV files
+run_dir, summary = import_rocprof(trace_dir, work / "traces", name="decode")
+run = mlaprof.load(run_dir)
+print(summary.rows, summary.notes)
+
+# %% [markdown]
+# ## Where the GPU time goes, per kernel
+# Kernel names are demangled C++; `kernel_label` drops `void` and the argument list.
+
+# %%
+k = run.kernels.assign(
+    kernel=lambda t: t["name"].map(kernel_label),
+    dur_us=lambda t: (t["end_ns"] - t["start_ns"]) / 1e3,
+)
+top = (
+    k.groupby("kernel")["dur_us"]
+    .agg(calls="size", total_us="sum", mean_us="mean")
+    .sort_values("total_us", ascending=False)
+)
+top["share_%"] = 100 * top["total_us"] / top["total_us"].sum()
+top.head(10).round(2)
+
+# %% [markdown]
+# ## Timeline of the kernels
+# No steps or layers in a plain rocprofv3 trace: one lane per stream, the eight kernels with the
+# most GPU time have their own colour.
+
+# %%
+figures.step_timeline(run, max_kernels=400)
+
+# %% [markdown]
+# ## Host side: HIP API calls
+# The API table keeps rocprofv3's field names; launch calls correlate to kernels through
+# `correlation`.
+
+# %%
+api = run.api.assign(dur_us=lambda t: (t["end_ns"] - t["start_ns"]) / 1e3)
+api.groupby("function")["dur_us"].agg(calls="size", total_us="sum").sort_values(
+    "total_us", ascending=False
+).head(8).round(1)
+
+# %%
+launch_to_kernel = api.merge(run.kernels, on="correlation", suffixes=("_api", "_kernel"))
+lag_us = (launch_to_kernel["start_ns_kernel"] - launch_to_kernel["start_ns_api"]) / 1e3
+pd.Series(lag_us.describe().round(1), name="launch -> kernel start (µs)")
+
+# %% [markdown]
+# ## Counters
+# rocprofv3 counter collection lands in the `counters` table (one row per dispatch and counter).
+
+# %%
+run.counters.groupby("name")["value"].describe().round(2)

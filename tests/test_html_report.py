@@ -1,0 +1,159 @@
+"""The HTML report: one offline file, findings on top, figures below, rendered by Chromium."""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mlaprof
+from mlaprof.analysis import analyze
+from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.figures import RUN_FIGURES
+from mlaprof.figures import png as png_mod
+from mlaprof.figures.html_report import write_html_report
+from tests.figure_runs import write_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    d = tmp_path_factory.mktemp("html")
+    bug = write_run(d / "traces", "bug")
+    fix = write_run(d / "traces", "fix", fixed=True, fallback_steps=())
+    out = write_html_report(bug, d / "out" / "report.html", compare=fix)
+    return bug, fix, out
+
+
+def test_report_is_one_offline_file_with_plotly_inline(report):
+    bug, _, out = report
+    assert out.is_file() and out.name == "report.html"
+    text = out.read_text(encoding="utf-8")
+    srcs = re.findall(r"<script[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", text, re.I)
+    assert not [s for s in srcs if s.startswith(("http://", "https://", "//"))]
+    assert not re.search(r"<link[^>]+href=[\"']?https?://", text, re.I)
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs()
+    assert text.count(js[:2000]) == 1  # inlined exactly once
+    # one figure per report figure plus the diff, each drawn by the inline library
+    assert text.count("Plotly.newPlot(") == len(RUN_FIGURES) + 1
+    for stem, _ in RUN_FIGURES:
+        assert f'id="fig-{stem}"' in text
+
+
+def test_findings_on_top_and_diff_table(report):
+    bug, fix, out = report
+    text = out.read_text(encoding="utf-8")
+    with mlaprof.load(bug) as run:
+        findings = analyze(run)
+    assert findings, "the bug run must produce findings"
+    first_fig = text.index("Plotly.newPlot(")
+    assert text.index(f"Findings ({len(findings)})") < first_fig
+    import html
+
+    for f in findings:
+        assert html.escape(f.title) in text[:first_fig]
+    assert "sev-critical" in text[:first_fig]
+    assert "A = <b>bug</b> (this run, before), B = <b>fix</b> (after)" in text
+    assert re.search(
+        r"host syncs per step</td><td>count</td><td class='num'>6</td>"
+        r"<td class='num'>0</td>",
+        text,
+    )
+
+
+def test_bad_output_path(report, tmp_path):
+    bug, _, _ = report
+    with pytest.raises(MlaprofError, match="is a folder"):
+        write_html_report(bug, tmp_path)
+    with pytest.raises(MlaprofError, match="does not exist"):
+        write_html_report(tmp_path / "no-such-run", tmp_path / "r.html")
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"
+)
+def test_report_renders_offline_in_headless_chromium(report, tmp_path):
+    _, _, out = report
+    res = subprocess.run(
+        [
+            str(CHROMIUM),
+            *CHROME_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            out.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    dom = res.stdout
+    assert res.returncode == 0, res.stderr[-2000:]
+    n_figs = len(RUN_FIGURES) + 1
+    # plotly.js ran: every figure div got its plot container and SVG layers with drawn marks
+    assert dom.count('class="plot-container plotly"') == n_figs
+    assert dom.count('class="main-svg"') >= 2 * n_figs
+    for stem, _ in RUN_FIGURES:
+        block = dom.split(f'id="fig-{stem}"', 1)[1][:200_000]
+        assert "main-svg" in block.split('class="fig"', 1)[0], stem
+    assert dom.count('class="point"') > 20  # bars and markers were drawn
+    assert "KV splits S used vs deserved per step" in dom  # titles are rendered text
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.mark.skipif(png_mod.find_chrome() is None, reason="needs Chrome/Chromium")
+def test_write_pngs_with_kaleido(report, tmp_path):
+    bug, _, _ = report
+    pytest.importorskip("kaleido")
+    paths = png_mod.write_pngs(bug, tmp_path / "png", only=["padding"])
+    assert paths == [tmp_path / "png" / "padding.png"]
+    w, h = _png_size(paths[0])
+    assert (w, h) == (png_mod.WIDTH, 460)
+    assert paths[0].stat().st_size > 10_000  # a drawn figure, not a blank page
+
+
+def test_pngs_without_a_browser_say_how_to_get_one(report, tmp_path, monkeypatch):
+    bug, _, _ = report
+    monkeypatch.setattr(png_mod, "find_chrome", lambda: None)
+    if "kaleido" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "kaleido", type(sys)("kaleido"))
+    with pytest.raises(MlaprofError, match=r"apt-get install chromium.*mlaprof\[png\]"):
+        png_mod.write_pngs(bug, tmp_path / "png")
+    assert not (tmp_path / "png").exists()
+
+
+def test_pngs_without_kaleido_name_the_extra(report, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "kaleido", None)
+    with pytest.raises(MissingExtraError, match=r"mlaprof\[png\]"):
+        png_mod.write_pngs(report[0], tmp_path / "png")
+
+
+def test_browser_path_env_is_honoured(monkeypatch, tmp_path):
+    fake = tmp_path / "chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(fake))
+    assert png_mod.find_chrome() == str(fake)
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "missing"))
+    assert png_mod.find_chrome() is None
