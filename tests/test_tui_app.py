@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from textual.widgets import Tabs
 
 from mlaprof.store import create_run
 from tests.tui_runs import make_run, meta, write_step
-from tui import reader
+from tui import export, reader
 from tui.app import MlaprofApp
 from tui.screens.compare import CompareScreen
 from tui.screens.dashboard import DashboardScreen
@@ -227,28 +228,23 @@ async def test_folder_opens_picker_newest_first(runs: Path) -> None:
         assert app.screen is picker
 
 
-async def test_export_says_not_available_or_exports(
-    runs: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tui import export
-
-    calls: list[tuple[Path, Path]] = []
-
-    def fake(path: Path, out: Path) -> None:
-        calls.append((path, out))
-
-    monkeypatch.setattr(export, "EXPORTERS", (("tests.test_tui_app", "_missing", "x"),))
-    assert export.export_run(runs / "bug") == (
-        False,
-        "export not available: mlaprof.trace_io has no exporters installed yet",
-    )
-    monkeypatch.setattr(export, "EXPORTERS", (("tests.test_tui_app", "_exporter", "trace.json"),))
-    monkeypatch.setattr(
-        __import__("tests.test_tui_app").test_tui_app, "_exporter", fake, raising=False
-    )
+async def test_export_writes_next_to_the_run(runs: Path) -> None:
     app = MlaprofApp(runs / "bug", interval=0.05)
     async with app.run_test(size=(120, 30)) as pilot:
         await loaded(pilot, steps=6)
         await pilot.press("e")
-        await wait_for(pilot, lambda: bool(calls))
-    assert calls == [(runs / "bug", runs / "bug" / "export" / "trace.json")]
+        await wait_for(pilot, lambda: (runs / "bug.rocpd.db").exists(), timeout=10)
+    trace = json.loads((runs / "bug.perfetto.json").read_text())
+    assert trace["traceEvents"]
+    assert (runs / "bug.rocpd.db").stat().st_size > 0
+    # a second export never overwrites
+    ok, text = export.export_run(runs / "bug")
+    assert ok and "bug-2.perfetto.json" in text
+
+
+def test_export_not_available(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(export, "EXPORTERS", (("mlaprof.no_such_module", "export_x", ".x"),))
+    assert export.export_run(runs / "bug") == (
+        False,
+        "export not available: mlaprof.trace_io has no exporters installed",
+    )
