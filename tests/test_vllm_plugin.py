@@ -284,3 +284,26 @@ def test_forward_wrapper_never_reads_device_tensors(fake_vllm, tmp_path):
         out, _ = impl.forward_mqa(q, kv, m, None)
     assert out is q and ops.ops == [] and not rec.disabled
     rec.close()
+
+
+def test_markers_name_the_recorded_steps(fake_vllm, tmp_path, monkeypatch):
+    from mlaprof.integrations import vllm_recorder
+
+    marks = []
+    monkeypatch.setattr(vllm_recorder, "_mark", marks.append)
+    rec = EngineRecorder(
+        lambda: create_run(tmp_path, "run", {}, rank=0),
+        device=lambda: MI355X,
+        gluon_policies=lambda: ["aiter-gluon-v0.1.20"],
+        markers=True,
+    )
+    vllm_patches.install(rec)
+    target, draft = vf.AiterMLAMetadataBuilder(), vf.TritonMLAMetadataBuilder()
+    target.build(0, vf.batch([800, 900], 4))  # two builders interleave (e.g. target and draft)
+    draft.build(0, vf.batch([801, 901], 1))
+    target.build(0, vf.batch([802, 902], 4))
+    rec.close()
+    assert [m.split()[1] for m in marks] == ["step=0", "step=1", "step=2"]
+    steps = mlaprof.load(tmp_path / "run").steps.sort_values("step")
+    assert list(steps.backend) == ["ROCM_AITER_MLA", "TRITON_MLA", "ROCM_AITER_MLA"]
+    assert list(steps.qlen) == [4, 1, 4]

@@ -10,6 +10,7 @@ Environment:
   MLAPROF_TRACES=DIR      folder of runs (default ./traces)
   MLAPROF_RUN=NAME        run folder name; the first process that registers sets it for the
                           processes it starts, so every rank of one engine joins the same run
+  MLAPROF_MARKERS=0|1     a roctx/NVTX mark per recorded build (default: on with a GPU)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mlaprof.store.writer import RunWriter, create_run
 ENABLE_ENV = "MLAPROF_VLLM"
 TRACES_ENV = "MLAPROF_TRACES"
 RUN_ENV = "MLAPROF_RUN"
+MARKERS_ENV = "MLAPROF_MARKERS"
 TRUE = ("1", "true", "yes", "on")
 
 log = logging.getLogger("mlaprof.vllm")
@@ -101,7 +103,9 @@ def recorder() -> EngineRecorder:
     global _recorder
     with _lock:
         if _recorder is None:
-            _recorder = EngineRecorder(open_writer)
+            flag = os.environ.get(MARKERS_ENV, "").strip().lower()
+            markers = None if not flag else flag in TRUE
+            _recorder = EngineRecorder(open_writer, markers=markers)
             atexit.register(_close)
         return _recorder
 

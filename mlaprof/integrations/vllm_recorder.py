@@ -50,6 +50,7 @@ class BuildRecord:
     runtime_tokens: int | None = None  # the forward context's batch descriptor
     stream_capturing: bool | None = None
     forward_calls: int = 0
+    step: int = -1  # assigned in build order, so markers and records agree
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -132,6 +133,7 @@ class EngineRecorder:
         writer_factory: Callable[[], RunWriter],
         device: Callable[[], DevicePreset] = engine_device,
         gluon_policies: Callable[[], list[str]] | None = None,
+        markers: bool | None = None,
     ) -> None:
         self._writer_factory = writer_factory
         self._writer: RunWriter | None = None
@@ -145,6 +147,8 @@ class EngineRecorder:
         self._lock = threading.Lock()
         self.step = 0
         self.disabled = False
+        # a roctx/NVTX mark per build lets rocprofv3 --marker-trace line steps up with kernels
+        self.markers = markers if markers is not None else torch.cuda.is_available()
         self._forward_context: Callable[[], Any] | None = None
 
     # -- lazily created things ---------------------------------------------------------------
@@ -182,8 +186,12 @@ class EngineRecorder:
                 self._write(prev, now - prev.t_ns)
             if rec is None:
                 return
+            rec.step = self.step
+            self.step += 1
             self._pending[id(builder)] = rec
             self._by_meta[id(result)] = rec
+        if self.markers:
+            _mark(f"mlaprof step={rec.step} {rec.backend} rows={rec.num_reqs} qlen={rec.qlen}")
 
     def on_forward(self, backend: str, impl: Any, attn_metadata: Any) -> None:
         rec = self._by_meta.get(id(attn_metadata))
@@ -345,8 +353,7 @@ class EngineRecorder:
         )  # fmt: skip
 
     def _write(self, rec: BuildRecord, interval_ns: int | None) -> None:
-        step = self.step
-        self.step += 1
+        step = rec.step
         mode = rec.resolved_mode()
         size = rec.num_decode_tokens if mode == "FULL" else None
         shape = BatchShape(
@@ -438,6 +445,11 @@ class EngineRecorder:
         finally:
             if self._writer is not None:
                 self._writer.finish(status)
+
+
+def _mark(text: str) -> None:
+    """A host-side roctx/NVTX mark (ROCm builds of torch route torch.cuda.nvtx to roctx)."""
+    torch.cuda.nvtx.mark(text)
 
 
 def default_gluon_policies() -> list[str]:
