@@ -64,6 +64,17 @@ _KERNEL_SRC = {
     "graph_node_id": "graph_node_id",
 }
 _KERNEL_REQUIRED = ("kernel_name", "start_timestamp", "end_timestamp", "grid_size_x")
+# fields that may not be empty in a kernel row (an empty one means a cut or mangled record)
+_KERNEL_NONEMPTY = (
+    "start_ns",
+    "end_ns",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
 _STATS_VALUES = ("calls", "totaldurationns", "averagens", "percentage", "minns", "maxns", "stddev")
 
 
@@ -162,8 +173,15 @@ def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> list[Any]:
     convs = _kernel_converters(path, pos)
     flat: list[Any] = []
     ext = flat.extend
+    check = [
+        j for j, c in enumerate(KERNEL_COLS) if c in _KERNEL_NONEMPTY and convs[j][0] is not None
+    ]
     for row in _rows(path, text, len(header)):
-        ext([None if i is None else f(row[i]) for i, f in convs])
+        vals = [None if i is None else f(row[i]) for i, f in convs]
+        for j in check:
+            if vals[j] is None:
+                raise MlaprofError(f"{path}: a kernel record has an empty {KERNEL_COLS[j]} field")
+        ext(vals)
     return flat
 
 
@@ -212,6 +230,8 @@ def _kernels_arrow(path: Path, header: list[str]) -> list[Any]:
             lut[:] = values
             out[:, j] = lut[enc.indices.to_numpy(zero_copy_only=False)]
         elif arr.null_count:
+            if col in _KERNEL_NONEMPTY:
+                raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
             out[:, j] = np.array(arr.to_pylist(), dtype=object)
         else:
             out[:, j] = arr.to_numpy().astype(object)

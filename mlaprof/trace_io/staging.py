@@ -60,17 +60,22 @@ class BulkWriter:
         if nc == 0 or len(flat) % nc:
             raise MlaprofError(f"internal: {len(flat)} values do not fill rows of {nc} columns")
         n = len(flat) // nc
+        if n == 0:
+            return 0
         r = self.ROWS_PER_STATEMENT
-        full = n // r
-        if full:
-            sql = self._sql(table, cols, r)
-            step = r * nc
-            ex = self.con.execute
-            for i in range(full):
-                ex(sql, flat[i * step : (i + 1) * step])
-        rest = n - full * r
-        if rest:
-            self.con.execute(self._sql(table, cols, rest), flat[full * r * nc :])
+        full, rest = divmod(n, r)
+        step = r * nc
+        ex = self.con.execute
+        try:
+            if full:
+                sql = self._sql(table, cols, r)
+                for i in range(full):
+                    ex(sql, flat[i * step : (i + 1) * step])
+            if rest:
+                ex(self._sql(table, cols, rest), flat[full * step :])
+        except sqlite3.Error as e:
+            # a value of a type SQLite cannot store came from the input
+            raise MlaprofError(f"cannot store a {table} record: {e}") from None
         self.counts[table] = self.counts.get(table, 0) + n
         return n
 
