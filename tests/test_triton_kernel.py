@@ -89,13 +89,13 @@ def test_page_size_4():
     _check(*_run([19, 50], 3, 16, 2, page=4, seed=4))
 
 
-def test_gpu_stage2_layout_one_head_per_program():
-    _check(*_run([21, 6], 2, 8, 8, pad=1, seed=5, hh=1))
+def test_gpu_defaults_one_head_per_stage2_program_and_split_columns():
+    _check(*_run([21, 6], 2, 8, 8, pad=1, seed=5, hh=1, dv_split=2, block_n=64, rows=32))
 
 
 def test_other_launch_layouts():
-    # 32-row programs (half the heads), request-major grid, stage 2 split over latent columns
-    cfg = {"rows": 32, "heads_first": False, "stage2_block_d": 128}
+    # 32-row programs, request-major grid, latent columns split in both stages
+    cfg = {"rows": 32, "heads_first": False, "stage2_block_d": 128, "dv_split": 2}
     _check(*_run([29, 11], 4, 16, 3, pad=1, seed=6, **cfg))
 
 

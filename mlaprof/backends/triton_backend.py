@@ -30,15 +30,26 @@ def _kernels() -> Any:
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    block_n: int = 32
-    num_warps: int = 8
+    """Launch parameters; the defaults are the best measured on an H200 (bench/gpu_suite.py)."""
+
+    block_n: int = 64
+    num_warps: int = 4
     num_stages: int = 2
-    block_s: int = 16  # splits merged per iteration in stage 2
+    block_s: int = 32  # splits merged per iteration in stage 2
     stage2_heads: int = 1  # heads per stage-2 program (the interpreter likes many)
-    stage2_block_d: int = 512  # latent columns per stage-2 program (smaller: more programs)
+    stage2_block_d: int = 128  # latent columns per stage-2 program (smaller: more programs)
     stage2_warps: int = 4
     rows: int = 64  # query rows (qlen x heads) one stage-1 program holds
     heads_first: bool = True  # head blocks of one split launch next to each other (L2 reuse)
+    dv_split: int = 1  # programs per (row, head block, split), each over 512/dv_split columns
+
+
+def default_config(qlen: int, flatten: bool = False) -> LaunchConfig:
+    """Verify (qlen > 1, native) holds qlen x heads query rows per program: 32 rows measured best
+    (H200, H = 16); decode and flattened verify hold one query position (16 rows)."""
+    if qlen > 1 and not flatten:
+        return LaunchConfig(rows=32)
+    return LaunchConfig()
 
 
 class Workspace:
@@ -79,7 +90,7 @@ class TritonBackend:
     capturable = True
 
     def __init__(self, config: LaunchConfig | None = None, flatten: bool = False) -> None:
-        self.config = config or LaunchConfig()
+        self.config = config
         self.flatten = flatten
         self.workspace = Workspace()
         self.last_launch: dict[str, Any] = {}
@@ -103,9 +114,11 @@ class TritonBackend:
         k = _kernels()
         flat = self.flatten if flatten is None else flatten
         s = int(num_splits)
-        cfg = self.config
-        if LATENT % cfg.stage2_block_d or cfg.rows < 16:
-            raise MlaprofError("triton backend: stage2_block_d must divide 512 and rows be >= 16")
+        cfg = self.config or default_config(inp.q_nope.shape[1], flat)
+        if LATENT % cfg.stage2_block_d or LATENT % cfg.dv_split or cfg.rows < 16:
+            raise MlaprofError(
+                "triton backend: stage2_block_d and dv_split must divide 512, rows be >= 16"
+            )
         if not 1 <= s <= MAX_SPLITS:
             raise MlaprofError(f"num_splits must be in 1..{MAX_SPLITS}, got {num_splits}")
         qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
@@ -118,7 +131,7 @@ class TritonBackend:
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
         block_h = k.block_h_for(qlen, h, flat, cfg.rows)
         qp_rows = 1 if flat else k.next_pow2(qlen)
-        rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h)
+        rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h) * cfg.dv_split
         grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
         prec = "ieee" if kv.dtype == torch.float32 else "tf32"
         k.mla_verify_stage1[grid1](
@@ -152,6 +165,7 @@ class TritonBackend:
             FLATTEN=flat,
             DOT_PREC=prec,
             HEADS_FIRST=cfg.heads_first,
+            DV_SPLIT=cfg.dv_split,
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )

@@ -65,16 +65,20 @@ def mla_verify_stage1(
     FLATTEN: tl.constexpr,
     DOT_PREC: tl.constexpr,
     HEADS_FIRST: tl.constexpr,  # grid axis 0 = head block: programs sharing KV launch together
+    DV_SPLIT: tl.constexpr,  # programs sharing one (row, head block, split), each 512/DV_SPLIT
 ):
     D_NOPE: tl.constexpr = 512
     D_PE: tl.constexpr = 64
     M: tl.constexpr = QP * BLOCK_H
+    DV: tl.constexpr = D_NOPE // DV_SPLIT
     if HEADS_FIRST:
-        hb = tl.program_id(0)
+        hb = tl.program_id(0) // DV_SPLIT
+        dv = tl.program_id(0) % DV_SPLIT
         pid0 = tl.program_id(1)
     else:
         pid0 = tl.program_id(0)
-        hb = tl.program_id(1)
+        hb = tl.program_id(1) // DV_SPLIT
+        dv = tl.program_id(1) % DV_SPLIT
     split = tl.program_id(2)
     if FLATTEN:
         b = pid0 // qlen
@@ -115,7 +119,8 @@ def mla_verify_stage1(
     kv_start = tl.load(kv_indptr + b).to(tl.int64)
     m_i = tl.full([M], float("-inf"), tl.float32)
     l_i = tl.zeros([M], tl.float32)
-    acc = tl.zeros([M, D_NOPE], tl.float32)
+    acc = tl.zeros([M, DV], tl.float32)
+    d_v = dv * DV + tl.arange(0, DV)  # latent columns this program accumulates
     offs_n = tl.arange(0, BLOCK_N)
     for start in range(lo, hi, BLOCK_N):
         j = start + offs_n
@@ -139,7 +144,11 @@ def mla_verify_stage1(
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(kn.dtype), kn, acc=acc, input_precision=DOT_PREC)
+        if DV_SPLIT == 1:
+            vn = kn
+        else:  # the same cache lines again (L1/L2), a column slice of the latent
+            vn = tl.load(kv + k_row[:, None] + d_v[None, :], mask=j_ok[:, None], other=0.0)
+        acc = tl.dot(p.to(kn.dtype), vn, acc=acc, input_precision=DOT_PREC)
         m_i = m_new
 
     has_keys = l_i > 0.0
@@ -147,8 +156,8 @@ def mla_verify_stage1(
     lse2 = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
     base = b64 * stride_pb + qi.to(tl.int64) * stride_pt + h.to(tl.int64) * stride_ph
     p_row = base + split.to(tl.int64) * D_NOPE
-    tl.store(part_o + p_row[:, None] + d_nope[None, :], o, mask=row_ok[:, None])
-    tl.store(part_lse + base // D_NOPE + split, lse2, mask=row_ok)
+    tl.store(part_o + p_row[:, None] + d_v[None, :], o, mask=row_ok[:, None])
+    tl.store(part_lse + base // D_NOPE + split, lse2, mask=row_ok & (dv == 0))
 
 
 @triton.jit

@@ -1,0 +1,309 @@
+"""GPU-suite sections about capture: FULL vs fallback memory and time per capture size, the
+profiler's overhead on graph replay, per-layer accuracy, neutrality, and a Kineto trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from mlaprof.gpu.probe import probe_in_child
+from mlaprof.gpu.runner import _capture_group, _timed_replay, flush, scenario_splits, serve_step
+from mlaprof.gpu.session import CudaSession
+from mlaprof.gpu.timing import layer_times, sample_schedule
+from mlaprof.probes.sync_checker import SyncChecker
+from mlaprof.scenario import Scenario
+from mlaprof.store.writer import create_run
+
+UNITS = 132
+
+
+def _sc(**kw) -> Scenario:
+    base = dict(
+        model="deepseek-v3-tp8",
+        num_speculative_tokens=3,
+        graph_mode="FULL",
+        min_kv_mode="active-rows",
+        policy="mlaprof-triton",
+        target="h200",
+        steps=2,
+        layers=16,
+    )
+    return Scenario(**{**base, **kw}).validate()
+
+
+def _session(sc: Scenario, backend: str) -> CudaSession:
+    return CudaSession(sc, backend, lambda st, m, sh: scenario_splits(sc, m, UNITS), seed=1)
+
+
+def _eager_us(sess: CudaSession, grp, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        z = torch.cuda.Event(enable_timing=True)
+        a.record()
+        sess.forward_layers(grp)
+        z.record()
+        z.synchronize()
+        times.append(a.elapsed_time(z) * 1e3)
+    return statistics.median(times)
+
+
+def capture_sizes(log: Callable) -> list[dict]:
+    rows = []
+    for nreq in (1, 4, 16, 32):
+        sc = _sc(kv_lens=[4096] * nreq)
+        sess = _session(sc, "triton")
+        grp = sess.load_step(0)
+        sess.warmup(grp)
+        g = sess.capture(grp)
+        replay = statistics.median(_timed_replay(g.graph, torch) for _ in range(20)) / 1e3
+        ws = sess.backend.workspace
+        row = {
+            "requests": nreq,
+            "capture_size": grp.capture_size,
+            "layers": sc.layers,
+            "S": grp.splits,
+            "full_capture_ms": g.memory.capture_ns / 1e6,
+            "full_pool_bytes": g.memory.pool_bytes,
+            "full_allocator_bytes": g.memory.allocator_bytes,
+            "full_driver_bytes": g.memory.driver_bytes,
+            "workspace_bytes": (ws.o.numel() + ws.lse.numel()) * 4 if ws.o is not None else 0,
+            "full_replay_us": replay,
+            "triton_eager_us": _eager_us(sess, grp, 10),
+        }
+        del g, sess
+        torch.cuda.empty_cache()
+        lf = _session(sc, "legacy-flat")
+        lg = lf.load_step(0)
+        lf.forward_layers(lg)
+        torch.cuda.synchronize()
+        row["legacy_flat_eager_us"] = _eager_us(lf, lg, 3)
+        row["fallback_pool_bytes"] = 0  # nothing captured: attention runs between pieces
+        row["cost_of_not_capturing"] = row["legacy_flat_eager_us"] / row["full_replay_us"]
+        del lf
+        torch.cuda.empty_cache()
+        rows.append(row)
+        log(f"capture {row}")
+    return rows
+
+
+def capture_failure(log: Callable) -> dict:
+    """The child-process probe on legacy-flat: the failed capture names its offender."""
+    sc = _sc(kv_lens=[1040, 2600, 6000], layers=4)
+    out = {}
+    for backend in ("legacy-flat", "triton"):
+        splits = {4: scenario_splits(sc, _session_meta(sc), UNITS)}
+        t = time.time()
+        o = probe_in_child(sc.to_dict(), backend, splits)
+        out[backend] = {
+            "status": o.status,
+            "op": o.op,
+            "layer": o.layer,
+            "location": o.location,
+            "message": o.message,
+            "probe_s": round(time.time() - t, 1),
+        }
+        log(f"probe {backend}: {out[backend]}")
+    return out
+
+
+def _session_meta(sc: Scenario):
+    from mlaprof.metadata import step_metadata
+
+    return step_metadata(sc, 0)
+
+
+def overhead(out_dir: Path, log: Callable, layers: int = 61, rounds: int = 6) -> dict:
+    """Profiled serving path vs plain replay of the same N-layer step, side by side."""
+    kv = [1024 + 997 * i % 7000 for i in range(13)]
+    sc = _sc(kv_lens=kv, layers=layers, steps=64, name="overhead")
+    sess = _session(sc, "triton")
+    runs = out_dir / "overhead-runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    writer = create_run(runs, "overhead", {"source": "bench", "scenario": sc.to_dict()})
+    grp = next(iter(sess.groups.values()))
+    cal = _capture_group(writer, sess, grp, 30, torch)
+    cals = {grp.num_reqs: cal}
+    sched = sample_schedule(sc.steps, 1 / 16)
+    ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    plain, prof, plain_dev, prof_dev = [], [], [], []
+    pending: list = []
+    for _ in range(rounds):
+        for step in range(sc.steps):  # plain: refresh metadata, replay, sync
+            t = time.perf_counter_ns()
+            sess.load_step(step)
+            ev[0].record()
+            grp.serving.graph.replay()
+            ev[1].record()
+            ev[1].synchronize()
+            plain.append(time.perf_counter_ns() - t)
+            plain_dev.append(ev[0].elapsed_time(ev[1]) * 1e6)
+        for step in range(sc.steps):  # profiled: the run_cuda serving path
+            t = time.perf_counter_ns()
+            serve_step(sc, "triton", writer, sess, cals, step, sched[step], ev, pending)
+            prof.append(time.perf_counter_ns() - t)
+            prof_dev.append(ev[0].elapsed_time(ev[1]) * 1e6)
+    flush(pending)
+    writer.finish()
+    # accuracy of sampled per-layer times: twin replays vs the serving replay
+    sums, raw_sums, serv = [], [], []
+    for _ in range(30):
+        serv.append(_timed_replay(grp.serving.graph, torch))
+        _timed_replay(grp.twin.graph, torch)
+        e = grp.twin.events
+        stamps = [0.0] + [e[0].elapsed_time(x) * 1e6 for x in e[1:]]
+        sums.append(sum(layer_times(stamps, cal.event_ns)))
+        raw_sums.append(stamps[-1])
+    res = {
+        "layers": layers,
+        "steps_per_round": sc.steps,
+        "rounds": rounds,
+        "sample_rate": 1 / 16,
+        "event_node_us": cal.event_ns / 1e3,
+        "twin_overhead": cal.overhead,
+        "plain_wall_us_median": statistics.median(plain) / 1e3,
+        "profiled_wall_us_median": statistics.median(prof) / 1e3,
+        "plain_wall_us_mean": statistics.fmean(plain) / 1e3,
+        "profiled_wall_us_mean": statistics.fmean(prof) / 1e3,
+        "overhead_ratio_median": statistics.median(prof) / statistics.median(plain),
+        "overhead_ratio_mean": statistics.fmean(prof) / statistics.fmean(plain),
+        "device_ratio_mean": statistics.fmean(prof_dev) / statistics.fmean(plain_dev),
+        "serving_step_us": statistics.median(serv) / 1e3,
+        "layer_sum_us": statistics.median(sums) / 1e3,
+        "layer_sum_uncorrected_us": statistics.median(raw_sums) / 1e3,
+        "layer_sum_over_step": statistics.median(sums) / statistics.median(serv),
+        "uncorrected_over_step": statistics.median(raw_sums) / statistics.median(serv),
+    }
+    log(f"overhead {res}")
+    return res
+
+
+def neutrality(log: Callable) -> dict:
+    """Probes inside the captured region: no sync (sync debug mode armed inside the capture), no
+    allocation, bitwise-equal outputs with and without profiling."""
+    sc = _sc(kv_lens=[1040, 2600, 6000], layers=8)
+    sess = _session(sc, "triton")
+    grp = sess.load_step(0)
+    sess.warmup(grp)
+    serving = sess.capture(grp)
+    checker = SyncChecker(cuda_debug=True)
+
+    def armed(i: int):  # noqa: ANN202
+        return checker.region(layer=i, step=0)
+
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        twin = sess.capture(grp, instrumented=True, layer_ctx=armed)
+
+    def outs() -> list[torch.Tensor]:
+        torch.cuda.synchronize()
+        return [o.clone() for o in grp.out] + [x.clone() for x in grp.lse]
+
+    serving.graph.replay()
+    a = outs()
+    twin.graph.replay()
+    b = outs()
+    sess.forward_layers(grp)
+    c = outs()
+    res = {
+        "syncs_in_capture": len(checker.syncs()),
+        "sync_debug_warnings": checker.cuda_debug_warnings,
+        "checker_events": [e.to_row() for e in checker.events][:5],
+        "warnings_in_capture": [str(w.message)[:200] for w in caught][:5],
+        "serving_pool_bytes": serving.memory.pool_bytes,
+        "twin_pool_bytes": twin.memory.pool_bytes,
+        "bitwise_serving_vs_twin": all(torch.equal(x, y) for x, y in zip(a, b)),
+        "bitwise_serving_vs_eager": all(torch.equal(x, y) for x, y in zip(a, c)),
+    }
+    # the error mode too, armed inside the capture (its begin synchronizes): a sync would raise
+    evs = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(sc.layers + 1)]
+
+    def hook(i: int) -> None:
+        if i == 0:
+            torch.cuda.set_sync_debug_mode("error")
+        evs[i].record()
+        if i == sc.layers:
+            torch.cuda.set_sync_debug_mode("default")
+
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=torch.cuda.MemPool().id):
+            sess.forward_layers(grp, hook=hook)
+        res["capture_with_sync_debug_error"] = "ok"
+    except Exception as e:
+        res["capture_with_sync_debug_error"] = f"{type(e).__name__}: {e}"[:300]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    log(f"neutrality {res}")
+    return res
+
+
+def kineto(out_dir: Path, log: Callable) -> dict:
+    """A small PyTorch-profiler trace of CUDA-graph replays of 4 layers of the verify kernel."""
+    sc = _sc(kv_lens=[1040, 2600, 6000], layers=4)
+    sess = _session(sc, "triton")
+    grp = sess.load_step(0)
+    sess.warmup(grp)
+    g = sess.capture(grp)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            g.graph.replay()
+        torch.cuda.synchronize()
+    raw = out_dir / "kineto_graph_replay.json"
+    prof.export_chrome_trace(str(raw))
+    gz = out_dir / "kineto_graph_replay.json.gz"
+    with open(raw, "rb") as f, gzip.open(gz, "wb") as z:
+        z.write(f.read())
+    raw.unlink()
+    with gzip.open(gz) as f:
+        doc = json.loads(f.read())
+    kernels = [e for e in doc.get("traceEvents", []) if e.get("cat") == "kernel"]
+    res = {
+        "bytes": gz.stat().st_size,
+        "kernel_events": len(kernels),
+        "kernel_names": sorted({k["name"] for k in kernels}),
+        "grids": sorted({str(k.get("args", {}).get("grid")) for k in kernels}),
+        "shape": {
+            "B": grp.num_reqs,
+            "qlen": sc.qlen,
+            "H": sc.heads,
+            "S": grp.splits,
+            "kv_lens": sc.kv_lens,
+            "layers": sc.layers,
+            "replays": 3,
+        },
+    }
+    log(f"kineto {res}")
+    return res
+
+
+def capture_suite(out_dir: Path, log: Callable) -> dict:
+    res: dict = {}
+    for name, fn in (
+        ("neutrality", lambda: neutrality(log)),
+        ("failure", lambda: capture_failure(log)),
+        ("sizes", lambda: capture_sizes(log)),
+        ("overhead", lambda: overhead(out_dir, log)),
+        ("kineto", lambda: kineto(out_dir, log)),
+    ):
+        try:
+            res[name] = fn()
+        except Exception as e:
+            import traceback
+
+            traceback.print_exc()
+            res[name] = {"error": f"{type(e).__name__}: {e}"[:1000]}
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    return res

@@ -1,0 +1,1 @@
+"""The GPU path: FULL-graph capture runner (CUDA-only parts import torch.cuda lazily)."""

@@ -1,0 +1,425 @@
+"""``mlaprof run --device cuda``: real FULL-graph capture of N layers per capture size.
+
+Per capture size: a child process tries the capture first (naming the offender if it breaks);
+on success the parent captures the serving graph (clean, timed around its replay) and an
+instrumented twin (an external timing event before every layer and after the last) in private
+memory pools, calibrates the event-node cost, and then serves the steps: the serving graph on
+most steps, the twin on a sampled few (its step time corrected, its per-layer times recorded).
+When capture fails the steps run eagerly (PIECEWISE-style: attention outside any graph) with
+timing events around each layer, so the cost of not capturing is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+from mlaprof.gpu.offender import CaptureOutcome
+from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
+from mlaprof.metadata import BatchShape, VerifyMetadata
+from mlaprof.recording import padding_row, split_rows
+from mlaprof.scenario import Scenario
+from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.store.writer import RunWriter
+
+Progress = Callable[[int, int], None]
+DEFAULT_SAMPLE_RATE = 1 / 16
+CALIBRATION_REPLAYS = 30
+
+
+def scenario_splits(sc: Scenario, meta: VerifyMetadata, units: int) -> int:
+    """S the scenario's policy gives for this metadata (as the run's min_kv mode passes it);
+    mlaprof's own policy where the scenario's cannot run this shape."""
+    x = SplitInput(
+        num_reqs=meta.num_reqs,
+        qlen=meta.qlen,
+        heads=sc.heads,
+        min_kv_seq_len=meta.min_kv_seq_len,
+        max_seq_len=meta.max_seq_len,
+        total_kv=sum(meta.host_seq_lens),
+        units=units,
+    )
+    try:
+        return POLICIES[sc.policy].splits(x)
+    except MlaprofError:
+        return POLICIES["mlaprof-triton"].splits(x)
+
+
+def run_cuda(
+    scenario: Scenario,
+    backend_name: str,
+    writer: RunWriter,
+    progress: Progress | None = None,
+    *,
+    sample_rate: float = DEFAULT_SAMPLE_RATE,
+    probe: bool = True,
+    calibration_replays: int = CALIBRATION_REPLAYS,
+) -> None:
+    """Run ``scenario`` on the GPU through ``backend_name`` and record it into ``writer``."""
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - torch is a hard dependency
+        raise MlaprofError(f"torch is not importable: {e}") from None
+    if not torch.cuda.is_available():
+        raise MlaprofError("--device cuda needs a CUDA (or ROCm) GPU; none is visible")
+    from mlaprof.gpu.session import CudaSession
+
+    sc = scenario
+    units = torch.cuda.get_device_properties(0).multi_processor_count
+    sess = CudaSession(
+        sc, backend_name, lambda step, m, sh: scenario_splits(sc, m, units), seed=sc.seed
+    )
+    _record_env(writer, torch)
+    captured: dict[int, Calibration] = {}
+    fallback = sc.graph_mode != "FULL"
+    syncs_known = False
+    if sc.graph_mode == "FULL":
+        outcome = _probe(sc, backend_name, sess) if probe else CaptureOutcome("captured")
+        if outcome.status != "captured":
+            fallback = True
+            _record_failed_capture(writer, sess, outcome)
+            syncs_known = bool(outcome.events)
+        else:
+            for grp in sess.groups.values():
+                captured[grp.num_reqs] = _capture_group(
+                    writer, sess, grp, calibration_replays, torch
+                )
+    if fallback:
+        _run_eager(sc, backend_name, writer, sess, progress, torch, syncs_known)
+    else:
+        _run_graphs(sc, backend_name, writer, sess, captured, sample_rate, progress, torch)
+
+
+# -- capture -----------------------------------------------------------------------------------
+def _probe(sc: Scenario, backend_name: str, sess: Any) -> CaptureOutcome:
+    from mlaprof.gpu.probe import probe_in_child
+
+    splits = {n: g.splits for n, g in sess.groups.items()}
+    return probe_in_child(sc.to_dict(), backend_name, splits)
+
+
+def _record_failed_capture(writer: RunWriter, sess: Any, outcome: CaptureOutcome) -> None:
+    with writer.transaction():
+        for grp in sess.groups.values():
+            writer.add(
+                "captures",
+                capture_size=grp.capture_size,
+                graph_mode="FULL",
+                status="failed",
+                fallback="PIECEWISE",
+                op=outcome.op,
+                layer=outcome.layer,
+                location=outcome.location,
+                message=outcome.message,
+            )
+            writer.add(
+                "memory",
+                capture_size=grp.capture_size,
+                graph_mode="PIECEWISE",
+                pool_bytes=0,
+                allocator_bytes=0,
+                driver_bytes=0,
+                capture_ns=outcome.capture_ns,
+            )
+        for e in outcome.events or []:
+            if e.get("kind") in ("sync", "alloc", "h2d"):
+                writer.add(
+                    "syncs",
+                    step=e.get("step"),
+                    layer=e.get("layer"),
+                    kind="capture-error" if _same(e, outcome) else e.get("kind"),
+                    op=e.get("op"),
+                    location=e.get("location"),
+                    function=e.get("function"),
+                    detail=e.get("detail"),
+                )
+
+
+def _same(e: dict[str, Any], o: CaptureOutcome) -> bool:
+    return (e.get("op"), e.get("layer"), e.get("location")) == (o.op, o.layer, o.location)
+
+
+def _capture_group(writer: RunWriter, sess: Any, grp: Any, replays: int, torch: Any) -> Calibration:
+    sess.load_step(grp.first_step)
+    sess.warmup(grp)
+    grp.serving = sess.capture(grp)
+    grp.twin = sess.capture(grp, instrumented=True)
+    serving, twin = [], []
+    for _ in range(replays):  # side by side, alternating, so drift hits both alike
+        serving.append(_timed_replay(grp.serving.graph, torch))
+        twin.append(_timed_replay(grp.twin.graph, torch))
+    cal = calibrate(serving, twin, sess.layers + 1)
+    with writer.transaction():
+        for mode, g in (("FULL", grp.serving), ("FULL+events", grp.twin)):
+            m = g.memory
+            writer.add(
+                "memory",
+                capture_size=grp.capture_size,
+                graph_mode=mode,
+                pool_bytes=m.pool_bytes,
+                allocator_bytes=m.allocator_bytes,
+                driver_bytes=m.driver_bytes,
+                capture_ns=m.capture_ns,
+            )
+        writer.add(
+            "captures",
+            capture_size=grp.capture_size,
+            graph_mode="FULL",
+            status="captured",
+            message=f"{sess.layers} layers in one graph, S = {grp.splits}",
+        )
+        writer.add(
+            "events",
+            t_ns=time.time_ns(),
+            source="mlaprof.gpu",
+            kind="calibration",
+            message=f"event node {cal.event_ns / 1e3:.2f} us; twin +{cal.overhead * 100:.1f}%",
+            data=json.dumps(cal.__dict__ | {"capture_size": grp.capture_size}),
+        )
+        _record_kernels(writer, sess, grp)
+    return cal
+
+
+def _timed_replay(graph: Any, torch: Any) -> float:
+    a = torch.cuda.Event(enable_timing=True)
+    z = torch.cuda.Event(enable_timing=True)
+    a.record()
+    graph.replay()
+    z.record()
+    z.synchronize()
+    return a.elapsed_time(z) * 1e6
+
+
+def _record_kernels(writer: RunWriter, sess: Any, grp: Any) -> None:
+    launch = getattr(sess.backend, "last_launch", None) or {}
+    for layer in range(sess.layers):
+        for stage in ("stage1", "stage2"):
+            info = launch.get(stage)
+            if not info:
+                continue
+            gx, gy, gz = (tuple(info["grid"]) + (1, 1, 1))[:3]
+            bx, by, bz = (tuple(info["block"]) + (1, 1, 1))[:3]
+            writer.add(
+                "kernels",
+                step=grp.first_step,
+                layer=layer,
+                name=f"mla_verify_{stage}",
+                grid_x=gx,
+                grid_y=gy,
+                grid_z=gz,
+                block_x=bx,
+                block_y=by,
+                block_z=bz,
+                splits=info.get("splits"),
+            )
+
+
+# -- serving -----------------------------------------------------------------------------------
+def _run_graphs(
+    sc: Scenario,
+    backend_name: str,
+    writer: RunWriter,
+    sess: Any,
+    cals: dict[int, Calibration],
+    rate: float,
+    progress: Progress | None,
+    torch: Any,
+) -> None:
+    schedule = sample_schedule(sc.steps, rate)
+    a = torch.cuda.Event(enable_timing=True)
+    z = torch.cuda.Event(enable_timing=True)
+    pending: list[Callable[[], None]] = []
+    for step in range(sc.steps):
+        serve_step(sc, backend_name, writer, sess, cals, step, schedule[step], (a, z), pending)
+        if progress:
+            progress((step + 1) * sess.layers, sc.steps * sess.layers)
+    flush(pending)
+
+
+def flush(pending: list[Callable[[], None]]) -> None:
+    while pending:
+        pending.pop(0)()
+
+
+def serve_step(
+    sc: Scenario,
+    backend_name: str,
+    writer: RunWriter,
+    sess: Any,
+    cals: dict[int, Calibration],
+    step: int,
+    twin: bool,
+    events: tuple[Any, Any],
+    pending: list[Callable[[], None]] | None = None,
+) -> float:
+    """One profiled step: refresh metadata, replay (serving graph, or the twin when sampled),
+    do the host work while the GPU runs (the previous step's records, this step's analysis), sync
+    once. This step's records join ``pending`` (written during the next replay); without
+    ``pending`` they are written at once. Returns the step's device time in ns."""
+    a, z = events
+    grp = sess.load_step(step)
+    g = grp.twin if twin else grp.serving
+    t_start = time.time_ns()
+    a.record()
+    g.graph.replay()
+    z.record()
+    # host work overlaps the replay (it only reads host values)
+    if pending:
+        flush(pending)
+    shape: BatchShape = sess.shapes[step]
+    main = record_analysis(writer, sc, step, sess.host_metas[step], shape)
+    z.synchronize()  # the engine's own per-step sync (sampling needs the logits)
+    dur = a.elapsed_time(z) * 1e6
+    cal = cals[grp.num_reqs]
+    layers: list[float | None] = [None] * sess.layers
+    if twin:
+        t0 = g.events[0]
+        stamps = [0.0] + [t0.elapsed_time(e) * 1e6 for e in g.events[1:]]
+        layers = list(layer_times(stamps, cal.event_ns))
+        dur = twin_step_ns(dur, cal)
+    timing = "graph-replay-twin" if twin else "graph-replay"
+    _write_step(
+        writer,
+        sc,
+        backend_name,
+        step,
+        shape,
+        grp.splits,
+        main,
+        t_start,
+        dur,
+        layers,
+        "FULL",
+        timing,
+    )
+    return dur
+
+
+def _run_eager(
+    sc: Scenario,
+    backend_name: str,
+    writer: RunWriter,
+    sess: Any,
+    progress: Progress | None,
+    torch: Any,
+    syncs_known: bool = False,
+) -> None:
+    """Attention outside any graph: per-layer timing events (cheap outside a graph)."""
+    from mlaprof.probes.sync_checker import SyncChecker
+
+    mode = "PIECEWISE" if sc.graph_mode == "FULL" else sc.graph_mode
+    watched: set[int] = set()  # capture sizes whose syncs were looked for
+    for step in range(sc.steps):
+        grp = sess.load_step(step)
+        if grp.num_reqs not in watched:  # an untimed watched pass names the syncs per layer
+            watched.add(grp.num_reqs)
+            checker = SyncChecker()
+            sess.forward_layers(grp, layer_ctx=lambda i, c=checker, s=step: c.region(i, s))
+            torch.cuda.synchronize()
+            if not syncs_known:
+                writer.add_many("syncs", [e.to_row() for e in checker.events])
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(sess.layers + 1)]
+        t_start = time.time_ns()
+        sess.forward_layers(grp, hook=lambda i, ev=ev: ev[i].record())
+        shape = sess.shapes[step]
+        main = record_analysis(writer, sc, step, sess.host_metas[step], shape)
+        ev[-1].synchronize()
+        layers = [ev[i].elapsed_time(ev[i + 1]) * 1e6 for i in range(sess.layers)]
+        dur = ev[0].elapsed_time(ev[-1]) * 1e6
+        _write_step(
+            writer,
+            sc,
+            backend_name,
+            step,
+            shape,
+            grp.splits,
+            main,
+            t_start,
+            dur,
+            layers,
+            mode,
+            "eager-events",
+        )
+        if progress:
+            progress((step + 1) * sess.layers, sc.steps * sess.layers)
+
+
+def record_analysis(
+    writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
+) -> dict[str, Any] | None:
+    """The step's splits and padding rows (as ``mlaprof.recording.record_step_analysis`` writes
+    them, computed once) in one commit; returns the scenario policy's row."""
+    rows = split_rows(step, sc, meta, shape)
+    with writer.transaction():
+        for r in rows:
+            writer.add("splits", **r)
+        writer.add("padding", **padding_row(step, meta, shape))
+    return next((r for r in rows if r["policy"] == sc.policy), None)
+
+
+def _write_step(
+    writer: RunWriter,
+    sc: Scenario,
+    backend_name: str,
+    step: int,
+    shape: BatchShape,
+    splits: int,
+    main: Any,
+    t_start: int,
+    dur_ns: float,
+    layers: list[float | None],
+    mode: str,
+    timing: str,
+) -> None:
+    deserved = main.get("deserved") if main else None
+    with writer.transaction():
+        offset = 0.0
+        # per-layer rows only where layers were timed (twin replays, eager steps)
+        for i, d in enumerate(layers if any(x is not None for x in layers) else []):
+            writer.add(
+                "layers",
+                step=step,
+                layer=i,
+                t_start_ns=int(t_start + offset) if d is not None else None,
+                duration_ns=int(d) if d is not None else None,
+                syncs=None,
+                splits_used=splits,
+                splits_deserved=deserved,
+            )
+            offset += d or 0.0
+        writer.add(
+            "steps",
+            step=step,
+            t_start_ns=t_start,
+            duration_ns=int(dur_ns),
+            num_reqs=shape.num_reqs,
+            num_real_reqs=shape.num_real,
+            qlen=shape.qlen,
+            real_tokens=shape.real_tokens,
+            padded_tokens=shape.padded_tokens,
+            graph_mode=mode,
+            backend=backend_name,
+            timing=timing,
+        )
+
+
+def _record_env(writer: RunWriter, torch: Any) -> None:
+    props = torch.cuda.get_device_properties(0)
+    info = {"device": props.name, "units": props.multi_processor_count, "torch": torch.__version__}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        pass
+    writer.add(
+        "events",
+        t_ns=time.time_ns(),
+        source="mlaprof.gpu",
+        kind="device",
+        message=f"{props.name}, {props.multi_processor_count} units",
+        data=json.dumps(info),
+    )
