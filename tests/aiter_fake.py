@@ -99,12 +99,13 @@ class Recorder:
         kv = kv_c.float()
         q = torch.cat([q_nope, q_pe], dim=-1).reshape(b, qlen, h, 576)
         lse = torch.empty(b, qlen, h, dtype=torch.float32) if return_lse else None
+        info = seq_info.numpy()  # the "kernel" reads device memory: no host sync to report
         for row in range(b):
             if use_2d_view:
-                seq = int(seq_info[row])
+                seq = int(info[row])
                 slots = page_table[row, :seq].long()
             else:
-                start, end = int(seq_info[row]), int(seq_info[row + 1])
+                start, end = int(info[row]), int(info[row + 1])
                 seq, slots = end - start, page_table[start:end].long()
             rows = kv.index_select(0, slots)
             full = torch.cat([rows[:, :512], rows[:, kv_pe_offset : kv_pe_offset + 64]], dim=-1)
@@ -158,13 +159,14 @@ class Recorder:
         self.splits.append(num_kv_splits if num_kv_splits is not None else -1)
         kv = kv_buffer.reshape(-1, page_size, 576).float()
         lse = torch.full((total_s, h), float("nan"), dtype=torch.float32) if return_lse else None
+        qo_np, kv_np, last_np = qo_indptr.numpy(), kv_indptr.numpy(), kv_last_page_lens.numpy()
         for row in range(bs):
-            q0, q1 = int(qo_indptr[row]), int(qo_indptr[row + 1])
+            q0, q1 = int(qo_np[row]), int(qo_np[row + 1])
             if q1 == q0:
                 continue  # a padding request: no tokens, nothing written
-            p0, p1 = int(kv_indptr[row]), int(kv_indptr[row + 1])
+            p0, p1 = int(kv_np[row]), int(kv_np[row + 1])
             pages = kv_indices[p0:p1].long()
-            seq = (p1 - p0 - 1) * page_size + int(kv_last_page_lens[row])
+            seq = (p1 - p0 - 1) * page_size + int(last_np[row])
             rows = kv[pages].reshape(-1, 576)[:seq]
             out, l_ = attend(q[q0:q1], rows, seq, q1 - q0, scale)
             o[q0:q1] = out.to(o.dtype)

@@ -280,3 +280,36 @@ def test_bad_options():
         AiterBackend(entry="ck")
     with pytest.raises(MlaprofError, match="split mode"):
         AiterBackend(splits="max")
+
+
+# -- the whole pipeline --------------------------------------------------------------------------
+def test_mlaprof_run_pipeline_through_the_aiter_backend(monkeypatch, tmp_path):
+    """scenario -> metadata builder -> aiter backend (fake kernels) under the sync checker ->
+    run store -> analysis: the padding row's all-rows minimum collapses gluon's splits."""
+    import dataclasses
+
+    import mlaprof
+    from mlaprof import runner
+    from mlaprof.analysis import analyze
+    from mlaprof.scenario import Scenario
+
+    rec = aiter_fake.install(monkeypatch, version="0.1.19")
+    bf16_inputs = runner.make_inputs
+
+    def make_inputs(meta, heads, dtype=torch.float32, device="cpu", seed=0):
+        return bf16_inputs(meta, heads, torch.bfloat16, device, seed)  # AITER takes bf16 only
+
+    monkeypatch.setattr(runner, "make_inputs", make_inputs)
+    sc = dataclasses.replace(Scenario(), kv_lens=[1040, 700, 300], layers=2, steps=2).validate()
+    writer = runner.start_run(sc, "aiter", "cpu", tmp_path, name="aiter-e2e")
+    runner.run_cpu(sc, "aiter", writer, check_syncs="all")
+    writer.finish()
+    assert [c[0] for c in rec.calls] == ["mla_gluon"] * 4  # steps x layers
+    assert {c[2]["min_kv_seq_len"] for c in rec.calls} == {4}  # all-rows: the padding row's qlen
+    run = mlaprof.load(tmp_path / "aiter-e2e")
+    assert len(run.steps) == 2 and len(run.layers) == 4
+    assert run.syncs.empty  # the marshalling reads no device value back
+    s = run.splits[run.splits.policy == "aiter-gluon-v0.1.19"].sort_values("step")
+    assert list(s.used) == [1, 1] and list(s.deserved) == [5, 5]
+    kinds = {f.kind for f in analyze(run)}
+    assert "split-collapse" in kinds
