@@ -57,6 +57,7 @@ class AiterCall:
 class AiterBackend:
     name = "aiter"
     capturable = True  # host-only marshalling; AITER's own allocations are size-static
+    input_dtype = torch.bfloat16  # mla_gluon takes a bf16 query only; runners should honour it
 
     def __init__(
         self, entry: str = "auto", splits: str = "aiter", env: AiterEnv | None = None
