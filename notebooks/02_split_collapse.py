@@ -120,7 +120,7 @@ if summary.loc["aiter-gluon-v0.1.19", "collapsed"] == 0:
 # %% [markdown]
 # ## aiter gluon v0.1.19 on MI355X: S by batch size and context length
 # Left the bug, right the fix. Batches whose tokens are not a capture size get padding rows
-# (marked `pad`), and there S falls to 1 whatever the context.
+# (marked `*`), and there the bug's S falls to 1 whatever the context.
 
 # %%
 sel = df[(df["policy"] == "aiter-gluon-v0.1.19") & (df["device"] == "mi355x")]
@@ -134,7 +134,7 @@ for col, key in ((1, "S_bug"), (2, "S_fix")):
     grid = sel.pivot(index="context", columns="batch", values=key)
     pad = sel.pivot(index="context", columns="batch", values="padding_rows")
     text = [
-        [f"{int(v)}{' pad' if p else ''}" for v, p in zip(r1, r2, strict=True)]
+        [f"{int(v)}{'*' if p else ''}" for v, p in zip(r1, r2, strict=True)]
         for r1, r2 in zip(grid.values, pad.values, strict=True)
     ]
     fig.add_trace(
@@ -151,7 +151,8 @@ for col, key in ((1, "S_bug"), (2, "S_fix")):
         col=col,
     )
 fig.update_layout(
-    title="KV splits S, aiter-gluon-v0.1.19 on mi355x (256 CUs), 16 heads, qlen 4",
+    title="KV splits S, aiter-gluon-v0.1.19 on mi355x (256 CUs), 16 heads, qlen 4 "
+    "(* = batch padded with padding rows)",
     coloraxis={"colorscale": "Viridis", "colorbar": {"title": "S (count)"}},
     height=420,
     template="plotly_white",
@@ -162,45 +163,59 @@ display(fig)
 
 # %% [markdown]
 # ## Every policy at one context length
-# Solid: S with the fix; dotted: S with the bug (same colour per policy).
+# One panel per policy: red dotted the bug, green solid the fix. Where the two lines coincide
+# the policy does not look at `min_kv_seq_len`, and padding rows cannot collapse it.
 
 # %%
 ctx = 4096
 one = df[(df["device"] == "mi355x") & (df["context"] == ctx)].dropna(subset=["S_bug"])
-fig = go.Figure()
-palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-for i, (name, g) in enumerate(one.groupby("policy", sort=False)):
-    color = palette[i % len(palette)]
-    fig.add_trace(
-        go.Scatter(
-            x=g["batch"],
-            y=g["S_fix"],
-            name=f"{name}, fix",
-            line={"color": color},
-            mode="lines+markers",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=g["batch"],
-            y=g["S_bug"],
-            name=f"{name}, bug",
-            line={"color": color, "dash": "dot"},
-            mode="lines",
-        )
-    )
-fig.update_layout(
-    title=f"KV splits per policy on mi355x at {ctx:,} KV tokens per request",
-    template="plotly_white",
-    height=480,
+pols = list(dict.fromkeys(one["policy"]))
+ncol = 4
+fig = make_subplots(
+    rows=-(-len(pols) // ncol),
+    cols=ncol,
+    subplot_titles=pols,
+    shared_yaxes=True,
+    vertical_spacing=0.14,
+    horizontal_spacing=0.03,
 )
-fig.update_xaxes(title_text="real requests in the batch", dtick=1)
-fig.update_yaxes(title_text="KV splits S (count, log scale)", type="log")
+for i, name in enumerate(pols):
+    g = one[one["policy"] == name]
+    r, c = divmod(i, ncol)
+    for key, label, style in (
+        ("S_bug", "bug: min over all rows", {"color": "#d62728", "dash": "dot"}),
+        ("S_fix", "fix: min over active rows", {"color": "#2ca02c"}),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=g["batch"],
+                y=g[key],
+                name=label,
+                line=style,
+                mode="lines+markers",
+                marker={"size": 4},
+                showlegend=i == 0,
+                legendgroup=key,
+            ),
+            row=r + 1,
+            col=c + 1,
+        )
+fig.update_layout(
+    title=f"KV splits per policy on mi355x (256 CUs) at {ctx:,} KV tokens per request",
+    template="plotly_white",
+    height=560,
+    legend={"orientation": "h", "y": 1.12, "x": 0},
+    margin={"t": 110},
+)
+fig.update_xaxes(dtick=4)
+fig.update_xaxes(title_text="real requests in the batch", row=-(-len(pols) // ncol))
+fig.update_yaxes(type="log", tickvals=[1, 2, 4, 8, 16, 32, 64, 128, 256], range=[-0.15, 2.5])
+fig.update_yaxes(title_text="KV splits S (count, log scale)", col=1)
 display(fig)
 
 # %% [markdown]
 # ## Occupancy per device (aiter gluon v0.1.19, batches that get padding rows)
-# The same collapse costs more on a device with more compute units.
+# The same S fills a smaller share of a device with more compute units (MI300X: 304 CUs).
 
 # %%
 occ = (

@@ -1,5 +1,5 @@
 """Runs for the notebooks: a shipped one from ``traces/demo/`` when it matches, otherwise a CPU run
-made once with ``python -m mlaprof run`` into a cache folder (so five notebooks share two runs).
+made once with ``mlaprof run`` into a cache folder (so five notebooks share two runs).
 
 Where they look, in order: ``$MLAPROF_DEMO_TRACES``, ``traces/demo`` above the working folder;
 where made runs go: ``$MLAPROF_NOTEBOOK_TRACES``, else ``<tmp>/mlaprof-notebook-runs``.
@@ -63,8 +63,12 @@ def cache_folder() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "mlaprof-notebook-runs"
 
 
-def make_run(label: str, args: Sequence[str], timeout: float = 300) -> Path:
-    """``python -m mlaprof run ARGS`` into the cache folder, once per (label, args)."""
+def make_run(
+    label: str, args: Sequence[str], in_process: bool = True, timeout: float = 300
+) -> Path:
+    """``mlaprof run ARGS`` into the cache folder, once per (label, args). In process by default
+    (the notebook kernel has torch imported already); ``in_process=False`` runs
+    ``python -m mlaprof run`` in a child process."""
     from mlaprof.store import load
 
     digest = hashlib.sha1("\0".join(args).encode()).hexdigest()[:8]
@@ -79,10 +83,18 @@ def make_run(label: str, args: Sequence[str], timeout: float = 300) -> Path:
         except MlaprofError:
             pass
         raise MlaprofError(f"{path} exists but is not a finished run: remove it and run again")
-    cmd = [sys.executable, "-m", "mlaprof", "run", "--traces", str(folder), "--name", name]
-    res = subprocess.run([*cmd, *args, "--quiet"], capture_output=True, text=True, timeout=timeout)
+    argv = ["run", "--traces", str(folder), "--name", name, *args, "--quiet"]
+    if in_process:
+        from mlaprof.cli import main
+
+        code = main(argv)
+        if code != 0:
+            raise MlaprofError(f"'mlaprof {' '.join(argv)}' failed (exit {code}; see above)")
+        return path
+    cmd = [sys.executable, "-m", "mlaprof", *argv]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if res.returncode != 0:
-        raise MlaprofError(f"'mlaprof run {' '.join(args)}' failed: {res.stderr.strip()[-500:]}")
+        raise MlaprofError(f"'mlaprof {' '.join(argv)}' failed: {res.stderr.strip()[-500:]}")
     return path
 
 

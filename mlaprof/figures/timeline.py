@@ -12,6 +12,9 @@ from mlaprof.figures import _common as c
 STEP_LANE = "steps"
 LAYER_LANE = "layers"
 TOP_KERNELS = 8  # kernel names with their own legend entry; the rest are "other kernels"
+KERNEL_COLORS = (
+    "#17becf", "#bcbd22", "#e377c2", "#8c564b", "#9467bd", "#2ca02c", "#ff7f0e", "#1f77b4",
+)  # fmt: skip
 
 
 def _pick_steps(steps: pd.DataFrame, want: Sequence[int] | None, default: int) -> list[int]:
@@ -42,7 +45,7 @@ def step_timeline(
     st = st.dropna(subset=["t_start_ns", "duration_ns"])
     ly = ly.dropna(subset=["t_start_ns", "duration_ns"])
     kn = kn.dropna(subset=["start_ns", "end_ns"])
-    title = "Step timeline"
+    title = "Step timeline" if not (st.empty and ly.empty) else "Kernel timeline"
     if st.empty and ly.empty and kn.empty:
         return c.empty(title + c.run_label(data), "no timed steps, layers or kernels recorded")
 
@@ -153,12 +156,15 @@ def step_timeline(
         top = kn.groupby("name")["dur"].sum().sort_values(ascending=False).index[:TOP_KERNELS]
         kn["label"] = [c.kernel_label(n) if n in set(top) else "other kernels" for n in kn["name"]]
         order = list(dict.fromkeys(c.kernel_label(n) for n in top)) + ["other kernels"]
-        for label in order:
+        for i, label in enumerate(order):
             grp = kn[kn["label"] == label]
             if grp.empty:
                 continue
+            color = c.NEUTRAL if label == "other kernels" else KERNEL_COLORS[i % len(KERNEL_COLORS)]
             fig.add_trace(
                 go.Bar(
+                    marker_color=color,
+                    legendgroup=label,
                     orientation="h",
                     y=grp["lane"].tolist(),
                     base=us(grp["start_ns"]),
@@ -179,14 +185,34 @@ def step_timeline(
                     ),
                 )
             )
+            # a tick at each kernel start: microsecond kernels in a long window stay visible
+            fig.add_trace(
+                go.Scatter(
+                    x=us(grp["start_ns"]),
+                    y=grp["lane"].tolist(),
+                    mode="markers",
+                    marker={"symbol": "line-ns", "size": 18, "line": {"width": 1, "color": color}},
+                    legendgroup=label,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    name=f"start of {label}",
+                )
+            )
 
+    n_legend = sum(1 for t in fig.data if t.showlegend is not False)
+    legend_rows = -(-n_legend // 3)
     c.style(
         fig,
         title + note + c.run_label(data),
         "time since the first bar shown (µs)",
         "",
-        height=260 + 45 * len(lanes),
+        height=260 + 45 * len(lanes) + (22 * legend_rows if legend_rows > 1 else 0),
     )
+    if legend_rows > 1:  # many entries: the legend goes under the plot, not over the title
+        fig.update_layout(
+            legend={"yref": "container", "y": 0, "yanchor": "bottom"},
+            margin={"b": 70 + 22 * legend_rows},
+        )
     fig.update_layout(barmode="overlay", bargap=0.3, uniformtext={"minsize": 8, "mode": "hide"})
     fig.update_xaxes(type="linear", rangemode="tozero", tickformat=",.0f")
     fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed")
