@@ -13,8 +13,9 @@ from pathlib import Path
 
 import torch
 
+from mlaprof.gpu.hostwork import HostQueue
 from mlaprof.gpu.probe import probe_in_child
-from mlaprof.gpu.runner import _capture_group, _timed_replay, flush, scenario_splits, serve_step
+from mlaprof.gpu.runner import _capture_group, _timed_replay, scenario_splits, serve_step
 from mlaprof.gpu.session import CudaSession
 from mlaprof.gpu.timing import layer_times, sample_schedule
 from mlaprof.probes.sync_checker import SyncChecker
@@ -134,7 +135,7 @@ def overhead(out_dir: Path, log: Callable, layers: int = 61, rounds: int = 6) ->
     sched = sample_schedule(sc.steps, 1 / 16)
     ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     plain, prof, plain_dev, prof_dev = [], [], [], []
-    pending: list = []
+    queue = HostQueue()
     for _ in range(rounds):
         for step in range(sc.steps):  # plain: refresh metadata, replay, sync
             t = time.perf_counter_ns()
@@ -147,10 +148,10 @@ def overhead(out_dir: Path, log: Callable, layers: int = 61, rounds: int = 6) ->
             plain_dev.append(ev[0].elapsed_time(ev[1]) * 1e6)
         for step in range(sc.steps):  # profiled: the run_cuda serving path
             t = time.perf_counter_ns()
-            serve_step(sc, "triton", writer, sess, cals, step, sched[step], ev, pending)
+            serve_step(sc, "triton", writer, sess, cals, step, sched[step], ev, queue)
             prof.append(time.perf_counter_ns() - t)
             prof_dev.append(ev[0].elapsed_time(ev[1]) * 1e6)
-    flush(pending)
+    queue.drain()
     writer.finish()
     # accuracy of sampled per-layer times: twin replays vs the serving replay
     sums, raw_sums, serv = [], [], []

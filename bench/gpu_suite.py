@@ -189,16 +189,14 @@ def sec_correct(cfgs: dict) -> None:
 
 C = LaunchConfig
 SWEEP = {
-    1: [C(), C(block_n=64, num_warps=8, num_stages=2)],
+    1: [C(), C(num_stages=1), C(block_n=64, num_warps=8, num_stages=2)],
     4: [
         C(rows=32),
+        C(rows=32, num_stages=1),
+        C(rows=32, block_n=32, num_stages=2),
+        C(rows=32, num_warps=8),
         C(block_n=32, num_warps=8, num_stages=3),
-        C(rows=64, dv_split=2),
-        C(rows=32, dv_split=2),
-        C(rows=64, num_warps=8, dv_split=2),
-        C(rows=64, block_n=32, num_stages=3, dv_split=2),
-        C(rows=64, dv_split=4),
-        C(rows=64, num_warps=8, dv_split=4),
+        C(rows=32, block_n=32, num_stages=3, dv_split=2),
     ],
 }
 

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.gpu.hostwork import HostQueue, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
 from mlaprof.metadata import BatchShape, VerifyMetadata
-from mlaprof.recording import padding_row, split_rows
 from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.writer import RunWriter
@@ -231,17 +231,12 @@ def _run_graphs(
     schedule = sample_schedule(sc.steps, rate)
     a = torch.cuda.Event(enable_timing=True)
     z = torch.cuda.Event(enable_timing=True)
-    pending: list[Callable[[], None]] = []
+    queue = HostQueue()
     for step in range(sc.steps):
-        serve_step(sc, backend_name, writer, sess, cals, step, schedule[step], (a, z), pending)
+        serve_step(sc, backend_name, writer, sess, cals, step, schedule[step], (a, z), queue)
         if progress:
             progress((step + 1) * sess.layers, sc.steps * sess.layers)
-    flush(pending)
-
-
-def flush(pending: list[Callable[[], None]]) -> None:
-    while pending:
-        pending.pop(0)()
+    queue.drain()
 
 
 def serve_step(
@@ -253,12 +248,11 @@ def serve_step(
     step: int,
     twin: bool,
     events: tuple[Any, Any],
-    pending: list[Callable[[], None]] | None = None,
+    queue: HostQueue | None = None,
 ) -> float:
     """One profiled step: refresh metadata, replay (serving graph, or the twin when sampled),
-    do the host work while the GPU runs (the previous step's records, this step's analysis), sync
-    once. This step's records join ``pending`` (written during the next replay); without
-    ``pending`` they are written at once. Returns the step's device time in ns."""
+    run queued host work only while the GPU is busy, sync once, queue this step's records.
+    Without ``queue`` everything is written at once. Returns the step's device time in ns."""
     a, z = events
     grp = sess.load_step(step)
     g = grp.twin if twin else grp.serving
@@ -266,11 +260,12 @@ def serve_step(
     a.record()
     g.graph.replay()
     z.record()
-    # host work overlaps the replay (it only reads host values)
-    if pending:
-        flush(pending)
+    # host work overlaps the replay (it only reads host values) and never outlasts it
+    q = queue if queue is not None else HostQueue()
     shape: BatchShape = sess.shapes[step]
-    main = record_analysis(writer, sc, step, sess.host_metas[step], shape)
+    holder: dict[str, Any] = {}
+    q.extend(analysis_items(writer, sc, step, sess.host_metas[step], shape, holder))
+    q.run_while(lambda: not z.query())
     z.synchronize()  # the engine's own per-step sync (sampling needs the logits)
     dur = a.elapsed_time(z) * 1e6
     cal = cals[grp.num_reqs]
@@ -281,20 +276,27 @@ def serve_step(
         layers = list(layer_times(stamps, cal.event_ns))
         dur = twin_step_ns(dur, cal)
     timing = "graph-replay-twin" if twin else "graph-replay"
-    _write_step(
-        writer,
-        sc,
-        backend_name,
-        step,
-        shape,
-        grp.splits,
-        main,
-        t_start,
-        dur,
-        layers,
-        "FULL",
-        timing,
-    )
+    splits = grp.splits
+
+    def write() -> None:
+        _write_step(
+            writer,
+            sc,
+            backend_name,
+            step,
+            shape,
+            splits,
+            holder.get("main"),
+            t_start,
+            dur,
+            layers,
+            "FULL",
+            timing,
+        )
+
+    q.add(write)
+    if queue is None:
+        q.drain()
     return dur
 
 
@@ -311,6 +313,7 @@ def _run_eager(
     from mlaprof.probes.sync_checker import SyncChecker
 
     mode = "PIECEWISE" if sc.graph_mode == "FULL" else sc.graph_mode
+    queue = HostQueue()
     watched: set[int] = set()  # capture sizes whose syncs were looked for
     for step in range(sc.steps):
         grp = sess.load_step(step)
@@ -325,39 +328,35 @@ def _run_eager(
         t_start = time.time_ns()
         sess.forward_layers(grp, hook=lambda i, ev=ev: ev[i].record())
         shape = sess.shapes[step]
-        main = record_analysis(writer, sc, step, sess.host_metas[step], shape)
+        holder: dict[str, Any] = {}
+        queue.extend(analysis_items(writer, sc, step, sess.host_metas[step], shape, holder))
+        queue.run_while(lambda e=ev[-1]: not e.query())
         ev[-1].synchronize()
         layers = [ev[i].elapsed_time(ev[i + 1]) * 1e6 for i in range(sess.layers)]
         dur = ev[0].elapsed_time(ev[-1]) * 1e6
-        _write_step(
-            writer,
-            sc,
-            backend_name,
-            step,
-            shape,
-            grp.splits,
-            main,
-            t_start,
-            dur,
-            layers,
-            mode,
-            "eager-events",
-        )
+
+        def write(
+            step=step, shape=shape, holder=holder, t=t_start, d=dur, ls=layers, s=grp.splits
+        ) -> None:
+            _write_step(
+                writer,
+                sc,
+                backend_name,
+                step,
+                shape,
+                s,
+                holder.get("main"),
+                t,
+                d,
+                ls,
+                mode,
+                "eager-events",
+            )
+
+        queue.add(write)
         if progress:
             progress((step + 1) * sess.layers, sc.steps * sess.layers)
-
-
-def record_analysis(
-    writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
-) -> dict[str, Any] | None:
-    """The step's splits and padding rows (as ``mlaprof.recording.record_step_analysis`` writes
-    them, computed once) in one commit; returns the scenario policy's row."""
-    rows = split_rows(step, sc, meta, shape)
-    with writer.transaction():
-        for r in rows:
-            writer.add("splits", **r)
-        writer.add("padding", **padding_row(step, meta, shape))
-    return next((r for r in rows if r["policy"] == sc.policy), None)
+    queue.drain()
 
 
 def _write_step(

@@ -1,0 +1,150 @@
+"""CPU-testable parts of the CUDA capture runner: sampling, event-cost calibration, per-layer
+times, offender parsing, the host work queue and its records."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from mlaprof.errors import MlaprofError
+from mlaprof.gpu.hostwork import HostQueue, analysis_items
+from mlaprof.gpu.offender import (
+    RESULT_PREFIX,
+    CaptureOutcome,
+    first_error_line,
+    outcome_from_failure,
+    parse_child_output,
+    pick_offender,
+)
+from mlaprof.gpu.timing import (
+    calibrate,
+    layer_sum_accuracy,
+    layer_times,
+    sample_schedule,
+    twin_step_ns,
+)
+from mlaprof.metadata import step_metadata, step_shape
+from mlaprof.recording import padding_row, split_rows
+from mlaprof.scenario import Scenario
+from mlaprof.store import create_run, load
+
+
+@pytest.mark.parametrize(
+    ("steps", "rate"), [(64, 1 / 16), (10, 0.25), (7, 1.0), (5, 0.0), (1, 0.5)]
+)
+def test_sample_schedule_counts_and_spacing(steps, rate):
+    sched = sample_schedule(steps, rate)
+    assert len(sched) == steps
+    want = min(steps, -(-round(steps * rate * 1e6) // 1_000_000)) if rate else 0
+    assert sum(sched) == want
+    if want:
+        assert sched[0]
+        picked = [i for i, s in enumerate(sched) if s]
+        gaps = {b - a for a, b in zip(picked, picked[1:])}
+        assert not gaps or max(gaps) - min(gaps) <= 1  # evenly spread
+
+
+def test_sample_schedule_rejects_bad_rate():
+    with pytest.raises(MlaprofError):
+        sample_schedule(10, 1.5)
+
+
+def test_calibration_and_layer_times_recover_planted_values():
+    rng = random.Random(3)
+    layers = [rng.uniform(20_000, 90_000) for _ in range(8)]
+    cost = 2_500.0
+    serving = [sum(layers) + rng.uniform(-50, 50) for _ in range(31)]
+    twin = [sum(layers) + cost * 9 + rng.uniform(-50, 50) for _ in range(31)]
+    cal = calibrate(serving, twin, event_nodes=9)
+    assert cal.event_ns == pytest.approx(cost, abs=30)
+    stamps = [0.0]
+    for t in layers:
+        stamps.append(stamps[-1] + t + cost)  # each interval holds one layer and one event node
+    got = layer_times(stamps, cal.event_ns)
+    assert got == pytest.approx(layers, abs=40)
+    acc = layer_sum_accuracy(got, statistics_median(serving))
+    assert acc == pytest.approx(1.0, abs=2e-3)
+    assert twin_step_ns(statistics_median(twin), cal) == pytest.approx(sum(layers), abs=300)
+
+
+def statistics_median(xs):
+    import statistics
+
+    return statistics.median(xs)
+
+
+def test_calibration_never_negative_and_checks_input():
+    cal = calibrate([100.0, 101.0], [99.0, 100.0], 3)
+    assert cal.event_ns == 0.0
+    assert layer_times([0.0, 5.0, 6.0], 10.0) == [0.0, 0.0]
+    with pytest.raises(MlaprofError):
+        calibrate([], [1.0], 1)
+    with pytest.raises(MlaprofError):
+        layer_times([0.0], 1.0)
+
+
+def test_offender_prefers_the_failing_layer_and_cleans_the_message():
+    events = [
+        {"kind": "alloc", "layer": 0, "op": "aten.empty", "location": "a.py:1"},
+        {"kind": "sync", "layer": 2, "op": "aten._local_scalar_dense", "location": "b.py:7"},
+        {"kind": "sync", "layer": 2, "op": "aten.nonzero", "location": "b.py:9"},
+    ]
+    assert pick_offender(events, 2)["location"] == "b.py:7"
+    assert pick_offender(events, 5)["op"] == "aten.empty"
+    assert pick_offender([], 1) is None
+    msg = "\nCUDA kernel errors might be asynchronously reported\nCUDA error: operation not permitted when stream is capturing\n"
+    assert first_error_line(msg) == "CUDA error: operation not permitted when stream is capturing"
+    out = outcome_from_failure(events, 2, msg)
+    assert (out.status, out.op, out.layer) == ("failed", "aten._local_scalar_dense", 2)
+
+
+def test_child_output_round_trip_and_missing_result():
+    o = CaptureOutcome("failed", 3, "aten.nonzero", "x.py:4", "f", "boom", 12, [])
+    parsed = parse_child_output("noise\n" + o.to_json() + "\n")
+    assert parsed == o
+    dead = parse_child_output("nothing", "Traceback...\nRuntimeError: CUDA error: bad", 1)
+    assert dead.status == "failed" and "code 1" in dead.message and "CUDA error" in dead.message
+    with pytest.raises(MlaprofError):
+        parse_child_output(RESULT_PREFIX + "{not json")
+
+
+def test_host_queue_runs_only_while_busy():
+    q = HostQueue()
+    done: list[int] = []
+    q.extend([lambda i=i: done.append(i) for i in range(5)])
+    budget = iter([True, True, False])
+    assert q.run_while(lambda: next(budget)) == 2
+    assert done == [0, 1] and len(q) == 3
+    assert q.drain() == 3 and done == [0, 1, 2, 3, 4]
+
+
+def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):
+    sc = Scenario(steps=2, layers=2).validate()
+    meta, shape = step_metadata(sc, 1), step_shape(sc, 1)
+    w = create_run(tmp_path, "r", {"source": "test"})
+    holder: dict = {}
+    q = HostQueue()
+    q.extend(analysis_items(w, sc, 1, meta, shape, holder))
+    q.drain()
+    w.finish()
+    run = load(tmp_path / "r")
+    want = split_rows(1, sc, meta, shape)
+    got = run.splits.drop(columns=["rank"]).to_dict("records")
+    key = lambda r: r["policy"]  # noqa: E731
+    for a, b in zip(sorted(got, key=key), sorted(want, key=key)):
+        for k, v in b.items():
+            assert (a[k] is None or a[k] != a[k]) if v is None else a[k] == pytest.approx(v), k
+    assert holder["main"]["policy"] == sc.policy
+    assert run.padding.drop(columns=["rank"]).to_dict("records")[0] == padding_row(1, meta, shape)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error path")
+def test_run_cuda_without_gpu_is_a_clear_error(tmp_path):
+    from mlaprof.gpu.runner import run_cuda
+
+    w = create_run(tmp_path, "r", {"source": "test"})
+    with pytest.raises(MlaprofError, match="GPU"):
+        run_cuda(Scenario().validate(), "triton", w)
+    w.finish()
