@@ -106,7 +106,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
             xref="paper",
             yref="paper",
             x=0,
-            y=-0.22,
+            y=-0.3,
             showarrow=False,
             xanchor="left",
             font={"color": c.WORSE},
@@ -119,5 +119,5 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
         height=460,
     )
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(margin={"b": 90})
+    fig.update_layout(margin={"b": 110})
     return fig
