@@ -209,8 +209,16 @@ def test_failing_recorder_never_breaks_the_engine(fake_vllm, tmp_path):
     b = vf.AiterMLAMetadataBuilder()
     m = b.build(0, vf.batch([600, 900], 4))
     assert m.decode.min_kv_seq_len == 600  # the engine's result is untouched
+    rec.drain()  # the failure happens on the writer thread
     assert rec.disabled
     b.build(0, vf.batch([602, 902], 4))  # and recording stays off quietly
+    rec.close()
+    for background in (False,):  # the same in the foreground
+        rec = EngineRecorder(broken, device=lambda: MI355X, background=background)
+        vllm_patches.uninstall()
+        vllm_patches.install(rec)
+        assert b.build(0, vf.batch([600, 900], 4)).decode.min_kv_seq_len == 600
+        assert rec.disabled
 
 
 # -- no sync, nothing inside the captured region -------------------------------------------------

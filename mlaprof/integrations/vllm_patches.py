@@ -137,7 +137,7 @@ def host_list(t: Any) -> list[int] | None:
     dev = getattr(t, "device", None)
     if dev is None or getattr(dev, "type", None) != "cpu":
         return None
-    return [int(v) for v in t.tolist()]
+    return t.tolist()  # integer tensors give Python ints
 
 
 def _guarded(sink: Sink, what: str, call: Callable[[], None]) -> None:

@@ -12,10 +12,12 @@ builds again (or when the process ends): one step behind, never blocking the ste
 from __future__ import annotations
 
 import json
+import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -27,6 +29,7 @@ from mlaprof.splits.analysis import step_splits
 from mlaprof.store.writer import RunWriter
 
 MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
+log = logging.getLogger("mlaprof.vllm")
 
 
 @dataclass
@@ -134,6 +137,7 @@ class EngineRecorder:
         device: Callable[[], DevicePreset] = engine_device,
         gluon_policies: Callable[[], list[str]] | None = None,
         markers: bool | None = None,
+        background: bool = True,
     ) -> None:
         self._writer_factory = writer_factory
         self._writer: RunWriter | None = None
@@ -150,6 +154,10 @@ class EngineRecorder:
         # a roctx/NVTX mark per build lets rocprofv3 --marker-trace line steps up with kernels
         self.markers = markers if markers is not None else torch.cuda.is_available()
         self._forward_context: Callable[[], Any] | None = None
+        # the split model and the SQLite commit run on a writer thread, off the step's path
+        self.background = background
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
 
     # -- lazily created things ---------------------------------------------------------------
     @property
@@ -183,7 +191,8 @@ class EngineRecorder:
             prev = self._pending.pop(id(builder), None)
             if prev is not None:
                 self._by_meta = {k: v for k, v in self._by_meta.items() if v is not prev}
-                self._write(prev, now - prev.t_ns)
+                interval = now - prev.t_ns
+                self._submit(lambda: self._write(prev, interval))
             if rec is None:
                 return
             rec.step = self.step
@@ -229,15 +238,17 @@ class EngineRecorder:
                 f"CUDAGraphMode.{req} is not supported with {backend} backend "
                 f"(support: {data['min_cg_support']}); setting cudagraph_mode={res}"
             )
-        with self._lock:
-            self.writer.add(
+        t_ns = time.time_ns()
+        self._submit(
+            lambda: self.writer.add(
                 "events",
-                t_ns=time.time_ns(),
+                t_ns=t_ns,
                 source="vllm",
                 kind="cudagraph-mode",
                 message=msg,
                 data=json.dumps(data),
             )
+        )
 
     # -- records -------------------------------------------------------------------------------
     def _context(self) -> Any:
@@ -260,15 +271,53 @@ class EngineRecorder:
             return
         self._support_seen.add(name)
         support = getattr(type(builder), "_cudagraph_support", None)
-        self.writer.add(
-            "events",
-            t_ns=time.time_ns(),
-            source="vllm",
-            kind="cudagraph-support",
-            message=f"{name} reports cudagraph support {_mode_name(support)}",
-            data=json.dumps({"builder": name, "support": _mode_name(support),
-                             "value": getattr(support, "value", None)}),
-        )  # fmt: skip
+        t_ns = time.time_ns()
+        data = {"builder": name, "support": _mode_name(support),
+                "value": getattr(support, "value", None)}  # fmt: skip
+        self._submit(
+            lambda: self.writer.add(
+                "events",
+                t_ns=t_ns,
+                source="vllm",
+                kind="cudagraph-support",
+                message=f"{name} reports cudagraph support {data['support']}",
+                data=json.dumps(data),
+            )
+        )
+
+    # -- the writer thread ---------------------------------------------------------------------
+    def _submit(self, job: Callable[[], None]) -> None:
+        if not self.background:
+            self._run(job)
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="mlaprof-writer", daemon=True)
+            self._thread.start()
+        self._queue.put(job)
+
+    def _run(self, job: Callable[[], None]) -> None:
+        if self.disabled:
+            return
+        try:
+            job()
+        except Exception as e:  # recording must never break serving
+            log.warning("mlaprof: recording failed, recording off in this process: %s", e)
+            self.disabled = True
+
+    def _serve(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                self._run(job)
+            finally:
+                self._queue.task_done()
+
+    def drain(self) -> None:
+        """Wait until every submitted record is committed."""
+        if self._thread is not None:
+            self._queue.join()
 
     def _record(
         self, backend: str, builder: Any, host: dict[str, Any], result: Any, capture: bool, now: int
@@ -390,7 +439,9 @@ class EngineRecorder:
             }  # fmt: skip
         pad["real_tokens"] = rec.real_tokens
         pad["padding_tokens"] = max(0, rec.num_decode_tokens - rec.real_tokens)
-        data = {k: v for k, v in asdict(rec).items() if k not in ("qo_lens", "seq_lens", "t_ns")}
+        skip = ("qo_lens", "seq_lens", "t_ns", "notes")
+        data = {f.name: getattr(rec, f.name) for f in fields(rec) if f.name not in skip}
+        data["notes"] = list(rec.notes)
         data["qo_lens"] = rec.qo_lens[:MAX_LISTED_ROWS]
         data["seq_lens_upper_bound"] = (rec.seq_lens or [])[:MAX_LISTED_ROWS] or None
         data["min_kv_source"] = rec.min_kv_source()
@@ -429,21 +480,24 @@ class EngineRecorder:
             )
 
     def flush(self) -> None:
-        """Write every pending record (the last build of each builder)."""
+        """Write every pending record (the last build of each builder) and wait for the commits."""
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
             self._by_meta.clear()
-            for rec in pending:
-                self._write(rec, None)
+        for rec in pending:
+            self._submit(lambda rec=rec: self._write(rec, None))
+        self.drain()
 
     def close(self, status: str = "finished") -> None:
-        if self.disabled and self._writer is None:
-            return
         try:
             self.flush()
         finally:
-            if self._writer is not None:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join(timeout=10)
+                self._thread = None
+            if self._writer is not None and not self._writer.closed:
                 self._writer.finish(status)
 
 
