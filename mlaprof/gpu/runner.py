@@ -57,8 +57,16 @@ def run_cuda(
     sample_rate: float = DEFAULT_SAMPLE_RATE,
     probe: bool = True,
     calibration_replays: int = CALIBRATION_REPLAYS,
+    analysis_every: int = 1,
 ) -> None:
-    """Run ``scenario`` on the GPU through ``backend_name`` and record it into ``writer``."""
+    """Run ``scenario`` on the GPU through ``backend_name`` and record it into ``writer``.
+
+    ``sample_rate``: share of steps replayed through the instrumented twin (per-layer times).
+    ``analysis_every``: record the split/padding analysis every k-th step (and on twin steps);
+    1 (default) records every step. Its host cost (~3 ms a step in Python) is hidden behind the
+    replay while the replay is longer; raise k for short steps."""
+    if analysis_every < 1:
+        raise MlaprofError(f"analysis_every must be >= 1, got {analysis_every}")
     try:
         import torch
     except ImportError as e:  # pragma: no cover - torch is a hard dependency
@@ -90,7 +98,9 @@ def run_cuda(
     if fallback:
         _run_eager(sc, backend_name, writer, sess, progress, torch, syncs_known)
     else:
-        _run_graphs(sc, backend_name, writer, sess, captured, sample_rate, progress, torch)
+        _run_graphs(
+            sc, backend_name, writer, sess, captured, sample_rate, progress, torch, analysis_every
+        )
 
 
 # -- capture -----------------------------------------------------------------------------------
@@ -227,13 +237,17 @@ def _run_graphs(
     rate: float,
     progress: Progress | None,
     torch: Any,
+    analysis_every: int = 1,
 ) -> None:
     schedule = sample_schedule(sc.steps, rate)
     a = torch.cuda.Event(enable_timing=True)
     z = torch.cuda.Event(enable_timing=True)
     queue = HostQueue()
     for step in range(sc.steps):
-        serve_step(sc, backend_name, writer, sess, cals, step, schedule[step], (a, z), queue)
+        analyze = step % analysis_every == 0 or schedule[step]
+        serve_step(
+            sc, backend_name, writer, sess, cals, step, schedule[step], (a, z), queue, analyze
+        )
         if progress:
             progress((step + 1) * sess.layers, sc.steps * sess.layers)
     queue.drain()
@@ -249,6 +263,7 @@ def serve_step(
     twin: bool,
     events: tuple[Any, Any],
     queue: HostQueue | None = None,
+    analyze: bool = True,
 ) -> float:
     """One profiled step: refresh metadata, replay (serving graph, or the twin when sampled),
     run queued host work only while the GPU is busy, sync once, queue this step's records.
@@ -264,7 +279,8 @@ def serve_step(
     q = queue if queue is not None else HostQueue()
     shape: BatchShape = sess.shapes[step]
     holder: dict[str, Any] = {}
-    q.extend(analysis_items(writer, sc, step, sess.host_metas[step], shape, holder))
+    if analyze:
+        q.extend(analysis_items(writer, sc, step, sess.host_metas[step], shape, holder))
     q.run_while(lambda: not z.query())
     z.synchronize()  # the engine's own per-step sync (sampling needs the logits)
     dur = a.elapsed_time(z) * 1e6
