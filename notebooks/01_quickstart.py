@@ -18,8 +18,8 @@
 # Kineto). `mlaprof.load(path)` opens it; every table is a pandas DataFrame.
 #
 # This notebook uses a shipped run of the pre-fix verify path (`legacy-flat` backend) from
-# `traces/demo/` when there is one, and otherwise records the same scenario on this machine's
-# CPU (about ten seconds, once).
+# `traces/demo/` when there is one; otherwise it records it, and its fixed twin that notebook 05
+# compares with, on this machine's CPU (a few seconds each, once).
 
 # %%
 import pandas as pd
@@ -28,15 +28,11 @@ from IPython.display import display
 import mlaprof
 from mlaprof import figures
 from mlaprof.analysis import analyze
-from mlaprof.figures.sample_runs import find_or_make_run
+from mlaprof.figures.sample_runs import bug_and_fix
 
 pd.set_option("display.max_colwidth", 120)
 
-run_dir = find_or_make_run(
-    "quickstart-legacy",
-    ["--backend", "legacy-flat", "--layers", "2", "--steps", "3"],
-    match={"backend": "legacy-flat"},
-)
+run_dir, _ = bug_and_fix()  # the pre-fix run (and its fixed twin, used by notebook 05)
 run = mlaprof.load(run_dir)
 display(run)
 

@@ -26,26 +26,13 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
-from mlaprof.figures.sample_runs import find_or_make_run, find_shipped
+from mlaprof.figures.sample_runs import bug_and_fix, find_shipped
 from mlaprof.metadata import batch_shape
 from mlaprof.scenario import Scenario
 
 gpu_dir = find_shipped({}, need="memory")
 print("shipped GPU run with capture memory:", gpu_dir or "none on this machine")
-legacy = mlaprof.load(
-    find_or_make_run(
-        "quickstart-legacy",
-        ["--backend", "legacy-flat", "--layers", "2", "--steps", "3"],
-        match={"backend": "legacy-flat"},
-    )
-)
-fixed = mlaprof.load(
-    find_or_make_run(
-        "compare-fix",
-        ["--backend", "torch", "--min-kv-mode", "active-rows", "--layers", "2", "--steps", "3"],
-        match={"backend": "torch", "min_kv_mode": "active-rows"},
-    )
-)
+legacy, fixed = (mlaprof.load(p) for p in bug_and_fix())
 
 # %% [markdown]
 # ## Capture outcome

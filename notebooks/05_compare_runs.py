@@ -24,22 +24,9 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
-from mlaprof.figures.sample_runs import find_or_make_run
+from mlaprof.figures.sample_runs import bug_and_fix
 
-a = mlaprof.load(
-    find_or_make_run(
-        "quickstart-legacy",
-        ["--backend", "legacy-flat", "--layers", "2", "--steps", "3"],
-        match={"backend": "legacy-flat"},
-    )
-)
-b = mlaprof.load(
-    find_or_make_run(
-        "compare-fix",
-        ["--backend", "torch", "--min-kv-mode", "active-rows", "--layers", "2", "--steps", "3"],
-        match={"backend": "torch", "min_kv_mode": "active-rows"},
-    )
-)
+a, b = (mlaprof.load(p) for p in bug_and_fix())
 print("A:", a.name, a.meta.get("backend"), a.meta.get("scenario", {}).get("min_kv_mode"))
 print("B:", b.name, b.meta.get("backend"), b.meta.get("scenario", {}).get("min_kv_mode"))
 

@@ -110,3 +110,22 @@ def find_or_make_run(
         if found is not None:
             return found
     return make_run(label, args)
+
+
+def bug_and_fix(layers: int = 2, steps: int = 3) -> tuple[Path, Path]:
+    """The pre-fix run (legacy-flat, min_kv over all rows) and the fixed one (min_kv over active
+    rows): both shipped on the same device when ``traces/demo`` has them, else both made here."""
+    bug_match = {"backend": "legacy-flat", "min_kv_mode": "all-rows"}
+    fix_match = {"min_kv_mode": "active-rows"}
+    a, b = find_shipped(bug_match), find_shipped(fix_match)
+    if a is not None and b is not None:
+        from mlaprof.store import load
+
+        with load(a) as ra, load(b) as rb:
+            if ra.meta.get("device") == rb.meta.get("device"):
+                return a, b
+    size = ["--layers", str(layers), "--steps", str(steps)]
+    return (
+        make_run("bug-legacy", ["--backend", "legacy-flat", *size]),
+        make_run("fix-native", ["--backend", "torch", "--min-kv-mode", "active-rows", *size]),
+    )
