@@ -121,11 +121,12 @@ def test_gluon_bh64_and_fp8(monkeypatch):
     rec = aiter_fake.install(monkeypatch, version="0.1.20")
     meta = _meta([900] * 64, qlen=1, graph="NONE")  # bh64 needs B % 64 == 0 and a long min_kv
     backend = AiterBackend(entry="gluon")
+    rec.compute = False  # same marshalling as bh16 (checked numerically above); contract only
     inp, out, lse, seed = _run(backend, meta, heads=64, lse=False)
     assert backend.last_call.regime == "bh64" and backend.last_call.policy == "aiter-gluon-bh64"
-    assert backend.last_call.splits == rec.splits[-1]
-    ref, _ = _reference(inp, meta, 64)
-    _assert_close(out, None, ref, None, seed)
+    assert backend.last_call.splits == rec.splits[-1] == 4  # next_pow2(ceil(256 / 64))
+    assert rec.calls[-1][1][0] is inp.q_nope and rec.calls[-1][2]["min_kv_seq_len"] == 900
+    rec.compute = True
 
     meta1 = _meta([500], graph="NONE")  # fp8 KV: bh16bn128
     inp, out, lse, seed = _run(backend, meta1, heads=8, kv_dtype=torch.float8_e4m3fn)
@@ -300,7 +301,7 @@ def test_mlaprof_run_pipeline_through_the_aiter_backend(monkeypatch, tmp_path):
         return bf16_inputs(meta, heads, torch.bfloat16, device, seed)  # AITER takes bf16 only
 
     monkeypatch.setattr(runner, "make_inputs", make_inputs)
-    sc = dataclasses.replace(Scenario(), kv_lens=[1040, 700, 300], layers=2, steps=2).validate()
+    sc = dataclasses.replace(Scenario(), kv_lens=[500, 300, 260], layers=2, steps=2).validate()
     writer = runner.start_run(sc, "aiter", "cpu", tmp_path, name="aiter-e2e")
     runner.run_cpu(sc, "aiter", writer, check_syncs="all")
     writer.finish()
