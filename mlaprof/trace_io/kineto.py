@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.trace_io.annotate import annotate
+from mlaprof.trace_io.annotate import NULL, KernelColumns, store_kernels
 from mlaprof.trace_io.common import ImportSummary, read_text, to_int, us_to_ns
 from mlaprof.trace_io.kernels import KernelMatcher
 from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS
@@ -192,12 +192,16 @@ def import_kineto(
     }
     stem = path.name.removesuffix(".gz").removesuffix(".json")
     with staged_run(traces, name or f"kineto-{stem}", meta) as (bulk, final):
-        flat = [v for row in krows for v in row]
-        summary.add("kernels", bulk.insert_flat("kernels", KCOLS, flat))
         acols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
         summary.add("api", bulk.insert("api", acols, api))
         summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
-        annotate(bulk, matcher or KernelMatcher(), summary, grid_in_workitems=False)
+        if krows:
+            kc = KernelColumns.from_rows(KCOLS, [v for row in krows for v in row])
+            replay = kc.ints.pop("replay")
+            mask = kc.masks.pop("replay", None)
+            if mask is not None:
+                replay[mask] = NULL
+            store_kernels(bulk, kc, matcher or KernelMatcher(), summary, False, replay)
         summary.files.append(str(path))
         if n_launch and not summary.replays:
             summary.notes.append(f"{n_launch} graph launches, none with a recognised MLA kernel")

@@ -15,6 +15,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.schema import TABLES
+from mlaprof.trace_io.annotate import KernelColumns
 from mlaprof.trace_io.common import ImportSummary
 from mlaprof.trace_io.rocpd_export import LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
@@ -45,8 +46,11 @@ def _cols(con: sqlite3.Connection, view: str) -> set[str]:
     return {r[1] for r in con.execute(f'PRAGMA table_info("{view}")')}
 
 
-def import_rocpd(path: Path, bulk: BulkWriter, summary: ImportSummary) -> dict[str, Any]:
-    """Import a rocpd database; returns the embedded mlaprof run metadata ({} if none)."""
+def import_rocpd(
+    path: Path, bulk: BulkWriter, summary: ImportSummary
+) -> tuple[dict[str, Any], KernelColumns | None]:
+    """Import a rocpd database. Returns the embedded mlaprof run metadata ({} if none) and the
+    kernels that still need annotation (those without mlaprof's own fields)."""
     if not is_sqlite(path):
         raise MlaprofError(f"{path} is not an SQLite database")
     try:
@@ -55,7 +59,7 @@ def import_rocpd(path: Path, bulk: BulkWriter, summary: ImportSummary) -> dict[s
         raise MlaprofError(f"cannot open {path}: {e}") from None
     try:
         return _import(con, path, bulk, summary)
-    except sqlite3.DatabaseError as e:
+    except sqlite3.Error as e:
         raise MlaprofError(f"{path} is not a readable rocpd database ({e})") from None
     finally:
         con.close()
@@ -63,7 +67,7 @@ def import_rocpd(path: Path, bulk: BulkWriter, summary: ImportSummary) -> dict[s
 
 def _import(
     con: sqlite3.Connection, path: Path, bulk: BulkWriter, summary: ImportSummary
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], KernelColumns | None]:
     objs = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     needed = {"rocpd_metadata", "rocpd_kernel_dispatch", "rocpd_string", "rocpd_region"}
     if not needed <= objs:
@@ -95,15 +99,16 @@ def _import(
     extra_cols = ("step", "layer", "replay", "splits")
     kcols = list(KERNEL_COLS) + list(extra_cols)
     flat: list[Any] = []
+    foreign: list[Any] = []
     for r in cur:
-        row = list(r[:14])
         mine = _json(r[14]).get("mlaprof")
         if isinstance(mine, dict):
             # an mlaprof export: its own fields are exact, including NULLs
             flat += [mine.get(c) for c in kcols]
         else:
-            flat += row + [None] * len(extra_cols)
+            foreign += r[:14]
     summary.add("kernels", bulk.insert_flat("kernels", kcols, flat))
+    kernels = KernelColumns.from_rows(KERNEL_COLS, _ints(foreign, path)) if foreign else None
 
     api: list[list[Any]] = []
     cur = con.execute(
@@ -186,4 +191,16 @@ def _import(
                     raise MlaprofError(f"{path}: corrupt mlaprof payload in table {name}")
                 summary.add(name, bulk.insert(name, cols, ([x.get(c) for c in cols] for x in recs)))
     summary.files.append(str(path))
-    return meta
+    return meta, kernels
+
+
+def _ints(flat: list[Any], path: Path) -> list[Any]:
+    """Kernel fields are integers but for the name (every 14th value): check, since SQLite columns
+    accept anything."""
+    k = len(KERNEL_COLS)
+    for i, v in enumerate(flat):
+        if i % k and v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            raise MlaprofError(
+                f"{path}: kernel field {KERNEL_COLS[i % k]} holds {v!r}, not an integer"
+            )
+    return flat

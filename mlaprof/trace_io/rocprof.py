@@ -9,7 +9,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.trace_io import rocpd_sqlite, rocprof_csv, rocprof_json
-from mlaprof.trace_io.annotate import annotate, group_replays_by_correlation
+from mlaprof.trace_io.annotate import KernelColumns, concat, store_kernels
 from mlaprof.trace_io.common import ImportSummary, read_text
 from mlaprof.trace_io.kernels import KernelMatcher
 from mlaprof.trace_io.staging import staged_run
@@ -69,20 +69,25 @@ def import_rocprof(
     run_name = name or f"rocprof-{path.stem or 'import'}"
     with staged_run(traces, run_name, meta) as (bulk, final):
         embedded: dict[str, Any] = {}
+        parts: list[KernelColumns] = []
         for f in files:
+            kc: KernelColumns | None
             if fmt == "csv":
-                rocprof_csv.import_csv(bulk, f, summary, use_arrow)
+                kc = rocprof_csv.import_csv(bulk, f, summary, use_arrow)
             elif fmt == "json":
-                rocprof_json.import_json(f, read_text(f, "JSON file"), bulk, summary)
+                kc = rocprof_json.import_json(f, read_text(f, "JSON file"), bulk, summary)
             else:
-                embedded = rocpd_sqlite.import_rocpd(f, bulk, summary) or embedded
+                found, kc = rocpd_sqlite.import_rocpd(f, bulk, summary)
+                embedded = found or embedded
+            if kc is not None:
+                parts.append(kc)
+        kernels = concat(parts)
+        if kernels is not None:
+            store_kernels(bulk, kernels, matcher, summary, grid_in_workitems=True)
         if not any(summary.rows.values()):
             raise MlaprofError(f"{path}: no records found (empty trace)")
         if embedded:
             summary.notes.append("mlaprof export: steps, layers and analysis tables restored")
-        else:
-            group_replays_by_correlation(bulk)
-            annotate(bulk, matcher, summary, grid_in_workitems=True)
         bulk.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('import', ?)",
             (json.dumps({"files": summary.files, "rows": summary.rows}),),

@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlaprof.errors import MlaprofError
+from mlaprof.trace_io.annotate import NULL, KernelColumns
 from mlaprof.trace_io.common import ImportSummary, agent_index, read_text, to_float, to_int
 from mlaprof.trace_io.staging import BulkWriter
 
@@ -168,7 +171,7 @@ def _kernel_converters(path: Path, pos: dict[str, int]) -> list[tuple[int | None
     return convs
 
 
-def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> list[Any]:
+def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> KernelColumns:
     pos = _index(path, header, _KERNEL_REQUIRED)
     convs = _kernel_converters(path, pos)
     flat: list[Any] = []
@@ -182,12 +185,16 @@ def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> list[Any]:
             if vals[j] is None:
                 raise MlaprofError(f"{path}: a kernel record has an empty {KERNEL_COLS[j]} field")
         ext(vals)
-    return flat
+    present = tuple(c for c, (i, _) in zip(KERNEL_COLS, convs, strict=True) if i is not None)
+    if len(present) != len(KERNEL_COLS):
+        keep = [j for j, (i, _) in enumerate(convs) if i is not None]
+        k = len(KERNEL_COLS)
+        flat = [flat[r * k + j] for r in range(len(flat) // k) for j in keep]
+    return KernelColumns.from_rows(present, flat)
 
 
-def _kernels_arrow(path: Path, header: list[str]) -> list[Any]:
+def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     """pyarrow's multi-threaded CSV reader, typed columns, one flat row-major list out."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -215,32 +222,39 @@ def _kernels_arrow(path: Path, header: list[str]) -> list[Any]:
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
         msg = str(e).splitlines()[0][:200]
         raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
-    n = tbl.num_rows
-    out = np.empty((n, len(KERNEL_COLS)), dtype=object)
-    for j, col in enumerate(KERNEL_COLS):
-        if col not in wanted:
-            continue  # stays None
-        arr = tbl.column(wanted[col])
-        if col in ("name", "device"):
-            enc = arr.combine_chunks().dictionary_encode()
-            values = enc.dictionary.to_pylist()
-            if col == "device":
-                values = [agent_index(v) for v in values]
-            lut = np.empty(len(values), dtype=object)
-            lut[:] = values
-            out[:, j] = lut[enc.indices.to_numpy(zero_copy_only=False)]
-        elif arr.null_count:
+    names: list[str | None] = []
+    idx = np.zeros(tbl.num_rows, np.int64)
+    ints: dict[str, np.ndarray] = {}
+    masks: dict[str, np.ndarray] = {}
+    for col, src in wanted.items():
+        arr = tbl.column(src).combine_chunks()
+        if col == "name":
+            enc = arr.dictionary_encode()
+            names = enc.dictionary.to_pylist()
+            idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            continue
+        if col == "device":
+            enc = arr.dictionary_encode()
+            agents = [agent_index(v) for v in enc.dictionary.to_pylist()]
+            lut = np.array([NULL if a is None else a for a in agents] or [NULL], np.int64)
+            vals = lut[enc.indices.to_numpy(zero_copy_only=False)]
+            mask = vals == NULL
+            if mask.any():
+                masks[col] = mask
+            ints[col] = vals
+            continue
+        if arr.null_count:
             if col in _KERNEL_NONEMPTY:
                 raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
-            out[:, j] = np.array(arr.to_pylist(), dtype=object)
-        else:
-            out[:, j] = arr.to_numpy().astype(object)
-    return out.ravel().tolist()
+            masks[col] = arr.is_null().to_numpy(zero_copy_only=False)
+            arr = arr.fill_null(NULL)
+        ints[col] = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return KernelColumns(names, idx, ints, masks)
 
 
-def import_kernels(
-    bulk: BulkWriter, path: Path, text: str | None, header: list[str], use_arrow: bool | None
-) -> int:
+def read_kernels(
+    path: Path, text: str | None, header: list[str], use_arrow: bool | None
+) -> KernelColumns:
     if use_arrow is None:
         try:
             import pyarrow.csv  # noqa: F401
@@ -249,12 +263,8 @@ def import_kernels(
         except ImportError:
             use_arrow = False
     if use_arrow:
-        flat = _kernels_arrow(path, header)
-    else:
-        flat = _kernels_csvmodule(
-            path, text if text is not None else read_text(path, "CSV"), header
-        )
-    return bulk.insert_flat("kernels", KERNEL_COLS, flat)
+        return _kernels_arrow(path, header)
+    return _kernels_csvmodule(path, text if text is not None else read_text(path, "CSV"), header)
 
 
 # -- the small tables -----------------------------------------------------------------------------
@@ -378,8 +388,9 @@ def _import_stats(bulk: BulkWriter, path: Path, text: str, header: list[str]) ->
 
 def import_csv(
     bulk: BulkWriter, path: Path, summary: ImportSummary, use_arrow: bool | None = None
-) -> str:
-    """Import one rocprofv3 CSV; returns its kind. Raises MlaprofError on anything unexpected."""
+) -> KernelColumns | None:
+    """Import one rocprofv3 CSV. Kernel traces are returned (stored after annotation), the other
+    kinds are stored at once. Raises MlaprofError on anything unexpected."""
     text: str | None = None
     kind = sniff(path)
     if kind == KERNEL and use_arrow is not False:
@@ -398,9 +409,9 @@ def import_csv(
     if kind is None:
         shown = ", ".join(header[:6])[:120]
         raise MlaprofError(f"{path}: not a rocprofv3 CSV (header: {shown})")
+    kernels = None
     if kind == KERNEL:
-        n = import_kernels(bulk, path, text, header, use_arrow)
-        summary.add("kernels", n)
+        kernels = read_kernels(path, text, header, use_arrow)
     elif kind == AGENT_INFO:
         summary.notes.append(f"{path.name}: agent info, not imported")
     else:
@@ -415,4 +426,4 @@ def import_csv(
         table = {API: "api", MEMCPY: "transfers", ALLOC: "transfers"}.get(kind, "counters")
         summary.add(table, fn(bulk, path, body, header))
     summary.files.append(str(path))
-    return kind
+    return kernels

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.trace_io.annotate import KernelColumns
 from mlaprof.trace_io.common import ImportSummary, to_int
 from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.trace_io.staging import BulkWriter
@@ -99,7 +100,10 @@ def _op_name(proc: Mapping[str, Any], kind: str, rec: Mapping[str, Any]) -> tupl
     return domain, str(op)
 
 
-def import_json(path: Path, text: str, bulk: BulkWriter, summary: ImportSummary) -> None:
+def import_json(
+    path: Path, text: str, bulk: BulkWriter, summary: ImportSummary
+) -> KernelColumns | None:
+    """Store the API and memory records; return the kernels (stored after annotation)."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -111,6 +115,7 @@ def import_json(path: Path, text: str, bulk: BulkWriter, summary: ImportSummary)
         procs = [procs]
     if not isinstance(procs, list):
         raise MlaprofError(f"{path}: {TOP_KEY!r} is not a list of processes")
+    kflat: list[Any] = []
     for pi, proc in enumerate(procs):
         where = f"{path} process {pi}"
         proc = _obj(proc, where)
@@ -118,7 +123,6 @@ def import_json(path: Path, text: str, bulk: BulkWriter, summary: ImportSummary)
         recs = _obj(proc.get("buffer_records", {}), f"{where} buffer_records")
         meta = proc.get("metadata", {})
         pid = to_int(meta.get("pid"), "pid") if isinstance(meta, Mapping) else None
-        kflat: list[Any] = []
         for rec in _list(recs.get("kernel_dispatch", []), f"{where} kernel_dispatch"):
             rec = _obj(rec, f"{where} kernel_dispatch")
             di = _obj(_req(rec, "dispatch_info", f"{where} kernel_dispatch"), f"{where} dispatch")
@@ -141,7 +145,6 @@ def import_json(path: Path, text: str, bulk: BulkWriter, summary: ImportSummary)
                 to_int(rec.get("graph_exec_id", di.get("graph_exec_id")), "graph id"),
                 to_int(rec.get("graph_node_id", di.get("graph_node_id")), "graph node id"),
             ]
-        summary.add("kernels", bulk.insert_flat("kernels", KERNEL_COLS, kflat))
         api: list[list[Any]] = []
         for kind in _API_KINDS:
             for rec in _list(recs.get(kind, []), f"{where} {kind}"):
@@ -196,3 +199,4 @@ def import_json(path: Path, text: str, bulk: BulkWriter, summary: ImportSummary)
             )
         summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
     summary.files.append(str(path))
+    return KernelColumns.from_rows(KERNEL_COLS, kflat) if kflat else None

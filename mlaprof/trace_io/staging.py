@@ -11,9 +11,12 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import create_run
@@ -36,7 +39,7 @@ class BulkWriter:
 
     def __init__(self, db_path: Path, rank: int = 0) -> None:
         self.rank = int(rank)
-        self.con = sqlite3.connect(db_path, isolation_level=None)
+        self.con = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
         # a staged import is deleted on failure, so durability inside it buys nothing
         self.con.execute("PRAGMA journal_mode=OFF")
         self.con.execute("PRAGMA synchronous=OFF")
@@ -79,6 +82,80 @@ class BulkWriter:
         self.counts[table] = self.counts.get(table, 0) + n
         return n
 
+    def insert_columns(
+        self,
+        table: str,
+        columns: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
+        n: int,
+        text: Mapping[str, str] | None = None,
+    ) -> int:
+        """Insert ``n`` rows given as column arrays with optional NULL masks.
+
+        Columns that are all NULL or one constant integer are written as SQL literals (fewer
+        values to bind); the rest are bound in multi-row statements, chunk by chunk, so that
+        only one chunk of Python objects exists at a time.
+        """
+        if n == 0:
+            return 0
+        lits: list[tuple[str, str]] = [
+            (c, "'" + v.replace("'", "''") + "'") for c, v in (text or {}).items()
+        ]
+        bound: list[tuple[str, np.ndarray, np.ndarray | None]] = []
+        for c, (arr, mask) in columns.items():
+            if len(arr) != n:
+                raise MlaprofError(f"internal: column {c} has {len(arr)} values, not {n}")
+            if mask is not None and mask.all():
+                lits.append((c, "NULL"))
+            elif (
+                (mask is None or not mask.any())
+                and arr.dtype.kind == "i"
+                and bool((arr == arr[0]).all())
+            ):
+                lits.append((c, str(int(arr[0]))))
+            else:
+                bound.append((c, arr, mask if mask is not None and mask.any() else None))
+        names = [c for c, _ in lits] + [c for c, _, _ in bound]
+        self._sql(table, names, 1)  # validates the column names
+        k = max(1, len(bound))
+        per = max(1, min(1024, 32000 // k))
+        prefix = f"INSERT INTO {table} (rank{''.join(', ' + c for c in names)}) VALUES "
+        one = "(" + ", ".join([str(self.rank)] + [v for _, v in lits] + ["?"] * len(bound)) + ")"
+        sql_full = prefix + ", ".join([one] * per)
+        chunk = per * 64
+        width = len(bound)
+
+        def build(off: int) -> tuple[int, list[Any]]:
+            m = min(chunk, n - off)
+            flat: list[Any] = [None] * (m * width)
+            for j, (_, arr, mask) in enumerate(bound):
+                vals = arr[off : off + m].tolist()
+                if mask is not None:
+                    for i in np.flatnonzero(mask[off : off + m]).tolist():
+                        vals[i] = None
+                flat[j::width] = vals
+            return m, flat
+
+        ex = self.con.execute
+        # sqlite3 releases the GIL while it steps a statement: build the next chunk's Python
+        # values in a helper thread meanwhile
+        with ThreadPoolExecutor(1) as pool:
+            nxt = pool.submit(build, 0)
+            try:
+                for off in range(0, n, chunk):
+                    m, flat = nxt.result()
+                    if off + chunk < n:
+                        nxt = pool.submit(build, off + chunk)
+                    full, rest = divmod(m, per)
+                    step = per * width
+                    for i in range(full):
+                        ex(sql_full, flat[i * step : (i + 1) * step])
+                    if rest:
+                        ex(prefix + ", ".join([one] * rest), flat[full * step :])
+            except sqlite3.Error as e:
+                raise MlaprofError(f"cannot store a {table} record: {e}") from None
+        self.counts[table] = self.counts.get(table, 0) + n
+        return n
+
     def insert(self, table: str, cols: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
         flat: list[Any] = []
         for row in rows:
@@ -96,7 +173,8 @@ class BulkWriter:
         return self.con.execute(sql, params)
 
     def commit(self) -> None:
-        self.con.execute("COMMIT")
+        if self.con.in_transaction:
+            self.con.execute("COMMIT")
         self.con.close()
 
     def abort(self) -> None:
