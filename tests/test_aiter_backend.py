@@ -235,6 +235,8 @@ def test_aiter_is_imported_lazily_and_explained(monkeypatch):
     out = torch.empty(meta.num_reqs, meta.qlen, 16, 512, dtype=torch.bfloat16)
     with pytest.raises(MlaprofError, match="aiter is not importable.*ROCm"):
         backend.forward(inp, meta, out)
+    with pytest.raises(MlaprofError, match="aiter is not importable"):
+        backend.prepare()  # what a runner calls before it creates a run folder
 
 
 def test_rocm_runtime_error_becomes_a_clear_message(monkeypatch):

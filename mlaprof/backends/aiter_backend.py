@@ -71,6 +71,10 @@ class AiterBackend:
         self._env = env
         self.last_call: AiterCall | None = None
 
+    def prepare(self) -> None:
+        """Import and probe AITER now (raises MlaprofError): call before creating a run."""
+        _ = self.env
+
     @property
     def env(self) -> AiterEnv:
         if self._env is None:
