@@ -17,7 +17,7 @@ def read_view(path: Path, rank: int | None = None) -> View:
         raise MlaprofError(f"run folder {path} does not exist")
     f = RunFollower(path)
     try:
-        f.poll()
+        f.catch_up()
     except FollowError as e:
         raise MlaprofError(str(e)) from None
     if not f.states:

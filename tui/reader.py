@@ -23,6 +23,9 @@ from tui.state import RankState, View, build_view
 
 _RANK_DB = re.compile(r"^rank(\d+)\.db$")
 _R = "rowid > ? AND rowid <= ?"
+# rowids ingested per table per poll: catching up on a huge run happens in slices, so the lock
+# is never held long and the dashboard draws progress instead of freezing
+CHUNK = 20_000
 
 
 class FollowError(Exception):
@@ -44,6 +47,8 @@ class RunFollower:
         self.findings: list[Finding] | None = None
         self.findings_source = "built-in rules"
         self.polls = 0
+        self.behind = False  # more committed rows wait than one poll ingests
+        self.analyses: list[float] = []  # seconds each mlaprof.analysis pass took
 
     # -- polling -------------------------------------------------------------------------------
     def poll(self) -> int:
@@ -79,6 +84,7 @@ class RunFollower:
             return 0
         self.problem = None
         total = 0
+        self.behind = False
         for rank, con in self._cons.items():
             db = self.path / f"rank{rank}.db"
             if not db.exists():
@@ -136,6 +142,9 @@ class RunFollower:
                 raise FollowError(f"rank{rank}.db of {self.path.name} was truncated ({table})")
             if hi == lo:
                 continue
+            if hi - lo > CHUNK:
+                hi = lo + CHUNK
+                self.behind = True
             _INGEST.get(table, _count_only)(con, st, lo, hi)
             st.counts[table] = (
                 st.counts.get(table, 0)
@@ -183,6 +192,13 @@ class RunFollower:
                 cur["time_ms"] /= cur["rows"]
                 cur["occupancy"] = None
             return list(out.values())
+
+    def catch_up(self) -> int:
+        """Poll until every committed row is ingested (``--once``, benchmarks)."""
+        n = self.poll()
+        while self.behind:
+            n += self.poll()
+        return n
 
     def view(
         self,
@@ -373,11 +389,18 @@ def follow(
             now = time.monotonic()
             done = follower.finished
             due = now - last_analysis >= analyze_every or done
-            if follower.states and (n or first) and due and not analysed_finished:
+            if (
+                follower.states
+                and (n or first)
+                and due
+                and not analysed_finished
+                and not follower.behind
+            ):
                 t0 = time.monotonic()
                 found, source = analyze_run(follower.path)
                 with follower.lock:
                     follower.findings, follower.findings_source = found, source
+                    follower.analyses.append(time.monotonic() - t0)
                 # back off on big runs: never spend more than a tenth of the time analysing
                 last_analysis = now + 9 * (time.monotonic() - t0)
                 analysed_finished = done
@@ -385,4 +408,6 @@ def follow(
             if n or first or follower.problem:
                 on_update(n)
             first = False
+            if follower.behind:
+                continue  # catching up: the next slice right away
         stop.wait(interval)

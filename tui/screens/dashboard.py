@@ -42,7 +42,7 @@ class DashboardScreen(Screen):
         Binding("left_square_bracket", "step(-1)", "Step ◀"),
         Binding("right_square_bracket", "step(1)", "Step ▶"),
         Binding("a", "all_steps", "All steps"),
-        Binding("enter", "drill", "Drill down", show=False),
+        Binding("enter", "drill", "Drill down"),
         Binding("r", "next_rank", "Rank"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("c", "compare", "Compare"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import list_runs
@@ -66,11 +66,11 @@ class PickerScreen(Screen[Path | None]):
             (head, rows), keys=[str(p) for p in self.paths]
         )
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_view_table_selected(self, event: ViewTable.Selected) -> None:
         event.stop()
-        if event.row_key.value is None:
+        if event.key is None:
             return
-        path = Path(event.row_key.value)
+        path = Path(event.key)
         if self.on_pick is not None:
             self.on_pick(path)
         else:

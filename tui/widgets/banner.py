@@ -7,6 +7,9 @@ from textual.widgets import Static
 
 class ProblemBanner(Static):
     def show(self, text: str | None) -> None:
+        if text == getattr(self, "_text", None):
+            return
+        self._text = text
         self.display = bool(text)
         if text:
             self.update(f"! {text}")

@@ -1,42 +1,109 @@
-"""Findings by severity, each with its evidence and suggested fix."""
+"""Findings by severity, each with its evidence and suggested fix (line API: cheap repaints)."""
 
 from __future__ import annotations
 
-from rich.table import Table
-from rich.text import Text
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+import textwrap
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from mlaprof.analysis.findings import Finding
 from tui.text import SEV_TAG
 
-STYLE = {"critical": "bold white on red", "warning": "bold black on yellow", "info": "bold"}
+TAG_WIDTH = 7  # " CRIT " + space
 
 
-def findings_text(findings: list[Finding]) -> Table | Text:
-    """Severity tag in its own column so wrapped lines hang under the title."""
-    if not findings:
-        return Text("no findings", style="green")
-    grid = Table.grid(padding=(0, 1, 1, 0))
-    grid.add_column(no_wrap=True)
-    grid.add_column(ratio=1)
-    for f in findings:
-        body = Text(f.title, "bold")
-        if f.evidence:
-            body.append("\n" + f.evidence, "dim")
-        if f.fix:
-            body.append("\nfix: ", "green")
-            body.append(f.fix)
-        grid.add_row(
-            Text(f" {SEV_TAG.get(f.severity, f.severity)} ", STYLE.get(f.severity, "")), body
-        )
-    return grid
+class FindingsList(ScrollView, can_focus=True):
+    """Severity tag in its own column; wrapped lines hang under the title."""
 
+    COMPONENT_CLASSES = {
+        "findings--critical",
+        "findings--warning",
+        "findings--info",
+        "findings--title",
+        "findings--evidence",
+        "findings--fix",
+        "findings--none",
+    }
+    DEFAULT_CSS = """
+    FindingsList > .findings--critical { background: $error; color: $text; text-style: bold; }
+    FindingsList > .findings--warning { background: $warning; color: $background; text-style: bold; }
+    FindingsList > .findings--info { text-style: bold reverse; }
+    FindingsList > .findings--title { text-style: bold; }
+    FindingsList > .findings--evidence { color: $text-muted; }
+    FindingsList > .findings--fix { color: $text-success; }
+    FindingsList > .findings--none { color: $text-success; }
+    """
 
-class FindingsList(VerticalScroll):
-    def compose(self):  # noqa: ANN201 - textual's ComposeResult
-        yield Static(id="findings-body")
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.findings: list[Finding] = []
+        self._key: list[tuple[str, ...]] | None = None
+        self._lines: list[list[tuple[str, str]]] = []  # (text, component class)
+        self._width = 0
+        self._styles: dict[str, Style] = {}
 
     def show(self, findings: list[Finding], source: str) -> None:
-        self.border_title = f"findings ({source})"
-        self.query_one("#findings-body", Static).update(findings_text(findings))
+        title = f"findings ({source})"
+        if self.border_title != title:
+            self.border_title = title
+        key = [(f.severity, f.title, f.evidence, f.fix) for f in findings]
+        if key != self._key:
+            self._key = key
+            self.findings = list(findings)
+            self._wrap()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._wrap()
+
+    def _wrap(self) -> None:
+        width = max(20, self.scrollable_content_region.width - TAG_WIDTH - 1)
+        self._width = width
+        lines: list[list[tuple[str, str]]] = []
+        pad = " " * TAG_WIDTH
+        for f in self.findings:
+            tag = f" {SEV_TAG.get(f.severity, f.severity)} "
+            first = True
+            for text, cls in (
+                (f.title, "findings--title"),
+                (f.evidence, "findings--evidence"),
+                (f"fix: {f.fix}" if f.fix else "", "findings--fix"),
+            ):
+                for part in textwrap.wrap(text, width) if text else []:
+                    if first:
+                        lines.append([(tag, f"findings--{f.severity}"), (" ", ""), (part, cls)])
+                        first = False
+                    else:
+                        lines.append([(pad, ""), (part, cls)])
+            lines.append([])
+        if not self.findings:
+            lines = [[(" no findings", "findings--none")]]
+        self._lines = lines
+        self.virtual_size = Size(width + TAG_WIDTH, len(lines))
+        self.refresh()
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            base = self.rich_style
+            style = base + self.get_component_rich_style(name) if name else base
+            self._styles[name] = style
+        return style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        row = int(self.scroll_offset.y) + y
+        base = self._style("")
+        if row >= len(self._lines):
+            return Strip.blank(width, base)
+        segs = [Segment(text, self._style(cls)) for text, cls in self._lines[row]]
+        return Strip(segs).adjust_cell_length(width, base)

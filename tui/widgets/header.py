@@ -28,4 +28,6 @@ class RunHeader(Static):
             "  capture ",
             (v.capture, capture_style),
         )
-        self.update(t)
+        if t.plain != getattr(self, "_plain", None):
+            self._plain = t.plain
+            self.update(t, layout=False)  # fixed height (tcss): never relayout the screen

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Label, Sparkline
+from textual.widgets import Label
 
 from tui.state import View
 from tui.text import latency_line
+from tui.widgets.sparkline import Spark
 
 
 class LatencyPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Label("step latency: waiting for steps", id="latency-label")
-        yield Sparkline([], summary_function=max, id="latency-spark")
+        yield Spark(id="latency-spark")
 
     def show(self, v: View) -> None:
-        self.query_one("#latency-label", Label).update(latency_line(v))
+        self.query_one("#latency-label", Label).update(latency_line(v), layout=False)
         width = max(1, self.size.width or 80)
-        self.query_one("#latency-spark", Sparkline).data = v.latency_ms[-width:]
+        self.query_one("#latency-spark", Spark).set_values(v.latency_ms[-width:])

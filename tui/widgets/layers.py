@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
 from tui.messages import DrillDown
 from tui.state import View
 from tui.text import LAYER_COLUMNS, layer_table
@@ -12,15 +10,17 @@ from tui.widgets.table import ViewTable
 
 class LayersTable(ViewTable):
     def show_view(self, v: View) -> None:
-        self.border_title = f"layers ({v.layer_scope})"
+        title = f"layers ({v.layer_scope})"
+        if self.border_title != title:
+            self.border_title = title
         self.show(layer_table(v), keys=[str(r["layer"]) for r in v.layers])
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_view_table_selected(self, event: ViewTable.Selected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(DrillDown(int(event.row_key.value)))
+        if event.key is not None:
+            self.post_message(DrillDown(int(event.key)))
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        # bubble up as a sort request; the screen owns the sort order
+    def on_view_table_header_clicked(self, event: ViewTable.HeaderClicked) -> None:
+        # the screen owns the sort order
         event.stop()
-        self.screen.sort_layers(LAYER_COLUMNS[event.column_index][0])  # type: ignore[attr-defined]
+        self.screen.sort_layers(LAYER_COLUMNS[event.column][0])  # type: ignore[attr-defined]
