@@ -128,7 +128,14 @@ def test_real_h200_graph_replay_trace(tmp_path: Path) -> None:
     per_replay: dict[int, list[str]] = {}
     for k in in_replay:
         per_replay.setdefault(k["replay"], []).append(k["name"])
-    sizes = {len(v) for v in per_replay.values()}
-    assert len(per_replay) == len(launches) and len(sizes) >= 1
-    if summary.mla_kernels:
-        assert load(run).count("layers") > 0
+    assert len(per_replay) == len(launches) == summary.replays
+    assert len({tuple(v) for v in per_replay.values()}) == 1
+    # mlaprof's own split-KV kernel is recognised; S is the grid's z (blocks in Kineto)
+    stage1 = [k for k in ks if k["name"] == "mla_verify_stage1"]
+    assert stage1 and all(k["splits"] == k["grid_z"] for k in stage1)
+    n_layers = len(stage1) // len(per_replay)
+    for rep in per_replay:
+        assert sorted(k["layer"] for k in stage1 if k["replay"] == rep) == list(range(n_layers))
+    r = load(run)
+    assert r.count("steps") == len(per_replay)
+    assert r.count("layers") == len(stage1) == summary.mla_kernels
