@@ -79,6 +79,9 @@ run.syncs.groupby(["op", "location"]).size().rename("count").reset_index()
 # %%
 figures.step_timeline(run)
 
+# %%
+figures.time_breakdown(run, by="layer")
+
 # %% [markdown]
 # ## KV splits used vs deserved
 # The legacy path computes `min_kv_seq_len` over *all* rows; padding rows pin it to `qlen`, so

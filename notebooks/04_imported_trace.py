@@ -72,6 +72,12 @@ top["share_%"] = 100 * top["total_us"] / top["total_us"].sum()
 top.head(10).round(2)
 
 # %% [markdown]
+# The same as a figure (the one the HTML report shows):
+
+# %%
+figures.time_breakdown(run, by="kernel")
+
+# %% [markdown]
 # ## Timeline of the kernels
 # No steps or layers in a plain rocprofv3 trace: one lane per stream, the eight kernels with the
 # most GPU time have their own colour.

@@ -43,7 +43,7 @@ def test_every_report_figure_has_title_axis_units_and_named_legend(runs):
         axes = [fig.layout[k] for k in fig.layout if k.startswith(("xaxis", "yaxis"))]
         titled = [a for a in axes if a.title.text]
         assert titled, stem
-        if stem not in ("timeline", "diff"):  # their y axes hold named lanes / metrics
+        if stem not in ("timeline", "diff", "kernel_time"):  # y axes of named lanes / rows
             assert all(a.title.text for a in axes if a.visible is not False), stem
         assert any("(" in a.title.text for a in titled), f"{stem}: no unit in axis titles"
 
@@ -155,6 +155,48 @@ def test_timeline_of_an_imported_trace_has_kernel_lanes_only(tmp_path):
     assert lanes == ["kernels, stream 0", "kernels, stream 1"]
     assert sum(len(t.x) for t in fig.data if t.type == "bar") == 30
     assert "other kernels" in {t.name for t in fig.data}  # 12 names > 8 with their own entry
+
+
+def test_time_breakdown_per_layer_and_per_kernel(runs, tmp_path):
+    bug, _ = runs
+    fig = F.time_breakdown(bug, by="layer")
+    g = bug.layers.groupby("layer")["duration_ns"]
+    bars = fig.data[0]
+    assert list(bars.x) == [0, 1, 2]
+    assert list(bars.y) == pytest.approx((g.median() / 1e3).tolist())
+    assert list(bars.error_y.array) == pytest.approx(((g.max() - g.median()) / 1e3).tolist())
+    assert fig.layout.yaxis.title.text == "layer time (µs)"
+    assert "median over 5 steps" in fig.layout.title.text
+
+    fig = F.time_breakdown(bug)
+    k = bug.kernels.assign(d=(bug.kernels["end_ns"] - bug.kernels["start_ns"]) / 1e3)
+    want = k.groupby("name")["d"].sum().sort_values()
+    assert list(fig.data[0].y) == list(want.index)  # largest on top (last)
+    assert list(fig.data[0].x) == pytest.approx(want.tolist())
+    assert f"{len(k)} launches of 2 kernel names" in fig.layout.title.text
+    assert fig.layout.xaxis.title.text == "GPU time (µs, summed over launches)"
+
+    w = create_run(tmp_path, "many", {})
+    w.add_many(
+        "kernels",
+        [
+            {"name": f"void k{i}<int>(float*)", "start_ns": 0, "end_ns": 1000 * (i + 1)}
+            for i in range(6)
+        ],
+    )
+    w.finish()
+    with mlaprof.load(w.run_dir) as run:
+        fig = F.time_breakdown(run, top=4)
+    assert list(fig.data[0].y) == [
+        "other kernels (2 names)",
+        "k2<int>",
+        "k3<int>",
+        "k4<int>",
+        "k5<int>",
+    ]
+    assert list(fig.data[0].x) == pytest.approx([3.0, 3.0, 4.0, 5.0, 6.0])
+    with pytest.raises(MlaprofError, match="by must be"):
+        F.time_breakdown(run, by="step")
 
 
 def test_padding_waterfall_sums(runs):

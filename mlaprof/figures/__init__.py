@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mlaprof.figures.breakdown import time_breakdown
 from mlaprof.figures.diff import diff_table, run_diff
 from mlaprof.figures.memory import capture_memory
 from mlaprof.figures.padding import padding_waterfall
@@ -18,6 +19,8 @@ from mlaprof.figures.timing import full_vs_fallback, mode_medians
 # The report's figures, in reading order: (file stem, builder taking the run).
 RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("timeline", step_timeline),
+    ("layer_time", lambda run: time_breakdown(run, by="layer")),
+    ("kernel_time", time_breakdown),
     ("splits_by_step", splits_used_vs_deserved),
     ("splits_by_policy", lambda run: splits_used_vs_deserved(run, by="policy")),
     ("splits_by_capture_size", lambda run: splits_used_vs_deserved(run, by="capture_size")),
@@ -62,4 +65,5 @@ __all__ = [
     "run_figures",
     "splits_used_vs_deserved",
     "step_timeline",
+    "time_breakdown",
 ]

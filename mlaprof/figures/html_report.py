@@ -118,7 +118,12 @@ def _meta_html(run: Any) -> str:
             "split policy / target",
             f"{sc.get('policy')} / {c.target_label(sc.get('target'))}" if sc else None,
         ),
-        ("backend / device", f"{m.get('backend', '')} / {m.get('device', '')}"),
+        (
+            "backend / device",
+            f"{m.get('backend') or '?'} / {m.get('device') or '?'}"
+            if m.get("backend") or m.get("device")
+            else None,
+        ),
         ("ranks", ", ".join(str(r) for r in getattr(run, "ranks", []))),
         ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
         ("git", m.get("git")),
