@@ -241,3 +241,24 @@ def test_real_builder_gets_no_extra_tensor_op(clean, tmp_path):
         b.build(0, cam)
     assert wrapped.ops == plain.ops and plain.ops  # the real builder does tensor work; we add none
     rec.close()
+
+
+@pytest.mark.slow
+def test_fresh_process_loads_and_patches_through_vllm(tmp_path):
+    """In a new interpreter, as in an engine worker: vLLM's load_general_plugins() finds mlaprof
+    through the entry point, patches every target, and creates no run before the first record."""
+    import subprocess
+
+    code = (
+        "import json, vllm.plugins as p; p.load_general_plugins(); "
+        "from mlaprof.integrations import vllm_plugin as v; print(json.dumps(v.patch_report()))"
+    )
+    env = {**__import__("os").environ, "MLAPROF_VLLM": "1", "MLAPROF_TRACES": str(tmp_path)}
+    env.pop("VLLM_PLUGINS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {t.qualname: "patched" for t in vllm_patches.TARGETS}
+    assert list(tmp_path.iterdir()) == []  # the writer opens on the first record only
