@@ -101,17 +101,16 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert app.screen is d
-
-
-async def test_mouse_click_on_layer_drills_down(runs: Path) -> None:
-    app = MlaprofApp(runs / "bug", interval=0.05)
-    async with app.run_test(size=(160, 48)) as pilot:
-        await loaded(pilot, steps=6)
-        table = app.screen.query_one("#layers", ViewTable)
-        await pilot.click(table, offset=(4, 2))  # first data row
-        await pilot.click(table, offset=(4, 2))  # a second click selects
+        # mouse: a click moves the cursor to a row, a second click on it drills down
+        await pilot.click(table, offset=(4, 2))  # border, header, then the first row
+        assert table.cursor_row == 0
+        await pilot.click(table, offset=(4, 2))
         await wait_for(pilot, lambda: isinstance(app.screen, LayerScreen))
         assert app.screen.layer_no == 0
+        await pilot.press("escape")
+        # a click on a header sorts by that column
+        await pilot.click(table, offset=(10, 1))
+        assert d.layer_sort[0] == "time_ms"
 
 
 async def test_narrow_terminal_shows_one_panel(runs: Path) -> None:
@@ -180,10 +179,13 @@ async def test_multi_rank_selector(tmp_path: Path) -> None:
 
 
 async def test_compare_side_by_side(runs: Path) -> None:
-    app = MlaprofApp(runs / "bug", compare=runs / "fix", interval=0.05)
+    app = MlaprofApp(runs / "bug", interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot, steps=6)
-        await pilot.press("c")
+        await pilot.press("c")  # no --compare: pick the other run
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        assert [p.name for p in app.screen.paths] == ["fix"]  # the run itself is left out
+        await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         table = app.screen.query_one("#compare-table", ViewTable)
         await wait_for(
@@ -199,17 +201,6 @@ async def test_compare_side_by_side(runs: Path) -> None:
         assert rows["capture"][1].startswith("FAILED") and rows["capture"][2].startswith("captured")
         await pilot.press("escape")
         assert isinstance(app.screen, DashboardScreen)
-
-
-async def test_compare_key_opens_a_picker_without_compare_run(runs: Path) -> None:
-    app = MlaprofApp(runs / "bug", interval=0.05)
-    async with app.run_test(size=(160, 48)) as pilot:
-        await loaded(pilot, steps=6)
-        await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
-        assert [p.name for p in app.screen.paths] == ["fix"]  # the run itself is left out
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
 
 
 async def test_folder_opens_picker_newest_first(runs: Path) -> None:

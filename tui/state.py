@@ -177,6 +177,7 @@ class View:
     syncs: list[dict[str, Any]]
     findings: list[Finding]
     findings_source: str
+    policy: str = ""
     problem: str | None = None
 
 
@@ -283,6 +284,11 @@ def build_view(
         "min": st.step_ns_min / 1e6 if st.step_ns_min is not None else None,
         "max": st.step_ns_max / 1e6 if st.step_ns_max is not None else None,
     }
+    policy = str(scen.get("policy") or "")
+    # syncs per layer from the syncs table: runs that watch only some steps leave layers.syncs empty
+    site_syncs: dict[Any, int] = {}
+    for key, val in st.syncs.items():
+        site_syncs[key[0]] = site_syncs.get(key[0], 0) + val[0]
     if step_layers is not None:
         layers = step_layers
         scope = f"step {step}"
@@ -291,10 +297,10 @@ def build_view(
             {
                 "layer": k,
                 "time_ms": a.total_ns / a.rows / 1e6 if a.rows else None,
-                "syncs": a.syncs,
+                "syncs": max(a.syncs, site_syncs.get(k, 0)),
                 "used": a.used,
                 "deserved": a.deserved,
-                "occupancy": _layer_occupancy(st, a),
+                "occupancy": _layer_occupancy(st, a, policy),
                 "collapsed": a.collapsed,
                 "rows": a.rows,
             }
@@ -370,6 +376,7 @@ def build_view(
         syncs=syncs,
         findings=[],
         findings_source=findings_source,
+        policy=policy,
         problem=problem,
     )
     view.findings = sorted(
@@ -386,11 +393,15 @@ def _status(states: list[RankState]) -> str:
     return "finished" if got else "waiting"
 
 
-def _layer_occupancy(st: RankState, a: LayerAgg) -> float | None:
-    """Occupancy that goes with the layer's latest S: the splits table's, for the matching S."""
-    for agg in st.splits.values():
-        if agg.last.get("used") == a.used and agg.last.get("occupancy_used") is not None:
-            return agg.last["occupancy_used"]
+def _layer_occupancy(st: RankState, a: LayerAgg, policy: str) -> float | None:
+    """Occupancy that goes with the layer's latest S: the splits row of the run's own policy
+    (any policy's row with the same S when the run names none)."""
+    rows = [agg.last for (_, p), agg in st.splits.items() if p == policy] or [
+        agg.last for agg in st.splits.values()
+    ]
+    for row in rows:
+        if row.get("used") == a.used and row.get("occupancy_used") is not None:
+            return row["occupancy_used"]
     return None
 
 

@@ -137,7 +137,7 @@ def memory_table(v: View) -> Table:
 
 
 def sync_table(v: View, layer: int | None) -> Table:
-    head = ["kind", "op", "location", "function", "count", "first step"]
+    head = ["kind", "op", "location", "function", "count", "first step", "detail"]
     rows = [
         [
             _s(s["kind"]),
@@ -146,6 +146,7 @@ def sync_table(v: View, layer: int | None) -> Table:
             _s(s["function"]),
             _s(s["count"]),
             _s(s["first_step"]),
+            _s(s["detail"]),
         ]
         for s in v.syncs
         if layer is None or s["layer"] == layer
@@ -172,13 +173,18 @@ def format_table(table: Table, indent: str = "  ") -> list[str]:
     cols = list(zip(head, *rows, strict=True))
     widths = [max(len(str(c)) for c in col) for col in cols]
     # numbers right-aligned, words left-aligned
-    align = [">" if all(_numeric(c) for c in col[1:]) else "<" for col in cols]
+    align = [
+        ">"
+        if any(c != "-" for c in col[1:]) and all(c == "-" or _numeric(c) for c in col[1:])
+        else "<"
+        for col in cols
+    ]
     fmt = indent + "  ".join(f"{{:{a}{w}}}" for a, w in zip(align, widths, strict=True))
     return [fmt.format(*head).rstrip()] + [fmt.format(*r).rstrip() for r in rows]
 
 
 def _numeric(cell: str) -> bool:
-    return cell[:1].isdigit() or cell[:1] in "-+" or cell.startswith(".")
+    return cell[:1].isdigit() or (cell[:1] in "-+." and cell[1:2].isdigit())
 
 
 def render_text(v: View, width: int = 100) -> str:

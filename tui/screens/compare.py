@@ -27,11 +27,15 @@ def compare_rows(a: View, b: View) -> list[list[str]]:
     """metric, A, B, change: the numbers a fix is judged by."""
 
     def splits(v: View) -> tuple[int | None, int | None, float | None]:
-        rows = [r for r in v.splits if r["used"] is not None]
-        if not rows:
-            return None, None, None
-        worst = min(rows, key=lambda r: (r["used"] or 0) / max(1, r["deserved"] or 1))
-        return worst["used"], worst["deserved"], worst["occ_used"]
+        """The S the run's kernel used (layers table) and the occupancy of its own policy."""
+        used = [r["used"] for r in v.layers if r.get("used") is not None]
+        deserved = [r["deserved"] for r in v.layers if r.get("deserved") is not None]
+        occ = [r["occupancy"] for r in v.layers if r.get("occupancy") is not None]
+        return (
+            min(used) if used else None,
+            max(deserved) if deserved else None,
+            min(occ) if occ else None,
+        )
 
     def crit(v: View) -> int:
         return sum(f.severity == "critical" for f in v.findings)
@@ -56,8 +60,8 @@ def compare_rows(a: View, b: View) -> list[list[str]]:
             sum(1 for r in b.layers if r.get("syncs")),
             "n",
         ),
-        ("worst S used", sa[0], sb[0], "n"),
-        ("  deserved", sa[1], sb[1], "n"),
+        ("KV splits S used (min)", sa[0], sb[0], "n"),
+        ("  S deserved (max)", sa[1], sb[1], "n"),
         ("  occupancy", sa[2], sb[2], "pct"),
         ("padding waste", a.padding_total.get("waste"), b.padding_total.get("waste"), "pct"),
         ("capture memory", mem(a), mem(b), "bytes"),
@@ -84,6 +88,8 @@ def compare_rows(a: View, b: View) -> list[list[str]]:
         out.append([name, fmt[kind](x), fmt[kind](y), change])
     out.append(["capture", a.capture.split(" (")[0], b.capture.split(" (")[0], ""])
     out.append(["graph mode", a.graph_mode, b.graph_mode, ""])
+    out.append(["backend", a.backend, b.backend, ""])
+    out.append(["split policy", a.policy or "-", b.policy or "-", ""])
     return out
 
 

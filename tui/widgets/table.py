@@ -95,7 +95,11 @@ class ViewTable(ScrollView, can_focus=True):
         head, rows = table
         cols = list(zip(head, *rows, strict=True)) if head else []
         widths = [max(len(c) for c in col) for col in cols]
-        right = [bool(rows) and all(_numeric(c) for c in col[1:]) for col in cols]
+        # numbers right-aligned ("-" means no value and does not decide)
+        right = [
+            any(c != "-" for c in col[1:]) and all(c == "-" or _numeric(c) for c in col[1:])
+            for col in cols
+        ]
 
         def fmt(cells: list[str]) -> str:
             return (" " * GAP).join(
