@@ -26,13 +26,15 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
-from mlaprof.figures.sample_runs import bug_and_fix, find_shipped
+from mlaprof.figures.sample_runs import bug_and_fix
 from mlaprof.metadata import batch_shape
 from mlaprof.scenario import Scenario
 
-gpu_dir = find_shipped({}, need="memory")
-print("shipped GPU run with capture memory:", gpu_dir or "none on this machine")
 legacy, fixed = (mlaprof.load(p) for p in bug_and_fix())
+for r in (legacy, fixed):
+    print(
+        f"{r.name}: {r.meta.get('backend')} on {r.meta.get('device')}, {r.count('memory')} memory rows"
+    )
 
 # %% [markdown]
 # ## Capture outcome
@@ -50,11 +52,12 @@ pd.concat(
 # Three views that disagree in practice; the title gives the total in the driver's view.
 
 # %%
-memory_run = mlaprof.load(gpu_dir) if gpu_dir else legacy
+# the fixed run captures its FULL graph; the pre-fix one fails, so it has nothing to measure
+memory_run = fixed if fixed.count("memory") else legacy
 figures.capture_memory(memory_run)
 
 # %%
-figures.full_vs_fallback(memory_run)
+figures.full_vs_fallback(legacy)
 
 # %% [markdown]
 # ## The capture sizes a FULL configuration captures

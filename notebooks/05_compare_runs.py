@@ -42,7 +42,7 @@ display(diff)
 figures.run_diff(a, b)
 
 # %%
-syncs = diff.set_index("metric").loc["host syncs per step"]
+syncs = diff.set_index("metric").loc["sync / allocation sites in the region"]
 if not (syncs["a"] > 0 and syncs["b"] == 0):
     raise RuntimeError("the fix must remove every sync from the verify path")
 

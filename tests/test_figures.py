@@ -248,15 +248,16 @@ def test_full_vs_fallback_medians_and_ratio(runs):
 def test_diff_table_and_figure(runs):
     bug, fix = runs
     t = F.diff_table(bug, fix).set_index("metric")
-    assert t.loc["host syncs per step", "a"] == 6  # 2 syncs x 3 layers
-    assert t.loc["host syncs per step", "b"] == 0
-    assert t.loc["host syncs per step", "verdict"] == "better"
+    sites = "sync / allocation sites in the region"
+    assert t.loc[sites, "a"] == 2  # two ops at one source line, on every layer
+    assert t.loc[sites, "b"] == 0
+    assert t.loc[sites, "verdict"] == "better"
     assert t.loc["KV splits used (run's policy, median)", ["a", "b"]].tolist() == [1, 16]
     assert t.loc["KV splits used (run's policy, median)", "verdict"] == "better"
     assert t.loc["padding rows", "verdict"] == "same"
     fig = F.run_diff(bug, fix)
     better = trace(fig, "B is better")
-    assert "host syncs per step (count)" in better.y
+    assert "sync / allocation sites in the region (count)" in better.y
     i = list(better.y).index("KV splits used (run's policy, median) (S)")
     assert better.x[i] == pytest.approx(400.0)  # +1500% clipped to the cap
     assert better.text[i] == "1 → 16, ×16.00"

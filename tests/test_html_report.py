@@ -71,7 +71,7 @@ def test_findings_on_top_and_diff_table(report):
     assert "sev-critical" in text[:first_fig]
     assert "A = <b>bug</b> (this run, before), B = <b>fix</b> (after)" in text
     assert re.search(
-        r"host syncs per step</td><td>count</td><td class='num'>6</td>"
+        r"sync / allocation sites in the region</td><td>count</td><td class='num'>2</td>"
         r"<td class='num'>0</td>",
         text,
     )

@@ -39,15 +39,14 @@ def _own_splits(data: Any) -> pd.DataFrame:
     return c.numeric(sp, "used", "deserved", "occupancy_used")
 
 
-def _syncs_per_step(data: Any) -> float:
-    """Syncs per *watched* step: runs watch only some steps (``--check-syncs first``), and the
-    layers table marks unwatched ones with a NULL sync count."""
-    n = len(c.table(data, "syncs"))
-    ly = c.numeric(c.table(data, "layers"), "step", "syncs")
-    watched = ly.dropna(subset=["syncs"])["step"].nunique()
-    if not watched:
-        watched = c.table(data, "steps")["step"].nunique()
-    return n / watched if watched else (float(n) if n else math.nan)
+def _sync_sites(data: Any) -> float:
+    """Distinct (op, source line) pairs that synced or allocated inside the watched region.
+    Sites, not events: a CPU run may watch every layer of a step while a GPU capture stops at
+    the first offender, and both name the same lines."""
+    sy = c.table(data, "syncs")
+    if sy.empty:
+        return 0.0 if len(c.table(data, "layers")) else math.nan
+    return float(len(sy[["op", "location"]].astype(str).drop_duplicates()))
 
 
 def _padding_share(data: Any) -> float:
@@ -79,7 +78,7 @@ def _split_ratio(data: Any) -> float:
 METRICS: tuple[Metric, ...] = (
     Metric("median step time", "µs", True, lambda d: _median(d, "steps", "duration_ns", 1e3)),
     Metric("median layer time", "µs", True, lambda d: _median(d, "layers", "duration_ns", 1e3)),
-    Metric("host syncs per step", "count", True, _syncs_per_step),
+    Metric("sync / allocation sites in the region", "count", True, _sync_sites),
     Metric("steps run as a FULL graph", "%", False, _full_share),
     Metric("failed or predicted-failing captures", "count", True, _failed_captures),
     Metric(

@@ -53,6 +53,8 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
                     legendgroup=label,
                     showlegend=row == 1,
                     marker_color=color,
+                    text=[f"{v:.1f}" for v in mib],
+                    textposition="outside",
                     customdata=(g["capture_ns"] / 1e6).tolist(),
                     hovertemplate=(
                         "capture size %{x}: %{y:.2f} MiB<br>capture took %{customdata:.1f} ms"
@@ -67,7 +69,10 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
             name, val = views[-1]
             totals.append(f"{mode}: {_size(val)} total ({name} view)")
         fig.update_xaxes(title_text="capture size (padded tokens)", type="category", row=row, col=1)
-        fig.update_yaxes(title_text="memory (MiB)", row=row, col=1)
+        top = max([0.0, *(float(g[v[0]].max()) for v in VIEWS if g[v[0]].notna().any())])
+        fig.update_yaxes(
+            title_text="memory (MiB)", range=[0, max(1.0, top / c.MIB * 1.2)], row=row, col=1
+        )
     failed = c.table(data, "captures", rank)
     failed = failed[failed["status"].isin(c.FAILED_CAPTURE)] if not failed.empty else failed
     if not failed.empty:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,14 @@ def _get(meta: Mapping[str, Any], key: str) -> Any:
     return sc.get(key) if isinstance(sc, Mapping) else None
 
 
-def find_shipped(match: Mapping[str, Any], need: str | None = None) -> Path | None:
+def find_shipped(
+    match: Mapping[str, Any],
+    need: str | None = None,
+    where: Callable[[dict[str, Any]], bool] | None = None,
+) -> Path | None:
     """Newest finished shipped run whose run.json (or scenario) has every ``match`` value;
-    ``need`` names a table that must have rows (e.g. ``memory`` for a GPU capture run)."""
+    ``need`` names a table that must have rows (e.g. ``memory`` for a GPU capture run) and
+    ``where`` is a further test on run.json."""
     from mlaprof.store import list_runs, load
 
     for folder in demo_folders():
@@ -51,8 +56,10 @@ def find_shipped(match: Mapping[str, Any], need: str | None = None) -> Path | No
             if info.error or info.status != "finished":
                 continue
             with load(info.path) as run:
-                if all(_get(run.meta, k) == v for k, v in match.items()) and (
-                    need is None or run.count(need) > 0
+                if (
+                    all(_get(run.meta, k) == v for k, v in match.items())
+                    and (need is None or run.count(need) > 0)
+                    and (where is None or where(run.meta))
                 ):
                     return info.path
     return None
@@ -115,15 +122,25 @@ def find_or_make_run(
 def bug_and_fix(layers: int = 2, steps: int = 3) -> tuple[Path, Path]:
     """The pre-fix run (legacy-flat, min_kv over all rows) and the fixed one (min_kv over active
     rows): both shipped on the same device when ``traces/demo`` has them, else both made here."""
-    bug_match = {"backend": "legacy-flat", "min_kv_mode": "all-rows"}
-    fix_match = {"min_kv_mode": "active-rows"}
-    a, b = find_shipped(bug_match), find_shipped(fix_match)
-    if a is not None and b is not None:
+    a = find_shipped({"backend": "legacy-flat", "min_kv_mode": "all-rows"})
+    if a is not None:
         from mlaprof.store import load
 
-        with load(a) as ra, load(b) as rb:
-            if ra.meta.get("device") == rb.meta.get("device"):
-                return a, b
+        with load(a) as ra:
+            bug = ra.meta
+        sc = bug.get("scenario", {})
+
+        def same_case(m: dict[str, Any]) -> bool:  # the native path on the same requests
+            other = m.get("scenario", {})
+            return (
+                m.get("backend") != "legacy-flat"
+                and m.get("device") == bug.get("device")
+                and all(other.get(k) == sc.get(k) for k in ("model", "kv_lens", "policy"))
+            )
+
+        b = find_shipped({"min_kv_mode": "active-rows"}, where=same_case)
+        if b is not None:
+            return a, b
     size = ["--layers", str(layers), "--steps", str(steps)]
     return (
         make_run("bug-legacy", ["--backend", "legacy-flat", *size]),
