@@ -20,7 +20,7 @@ from tests.trace_io_helpers import fixture, kineto_trace, make_run, write_kineto
 KERNELS = fixture("rocprofiler-sdk-docs__kernel_trace.csv")
 HIP = fixture("rocprofiler-sdk-docs__marker_api_trace.csv")
 FUZZ = settings(
-    max_examples=25,
+    max_examples=20,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
