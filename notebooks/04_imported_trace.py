@@ -107,3 +107,30 @@ pd.Series(lag_us.describe().round(1), name="launch -> kernel start (µs)")
 
 # %%
 run.counters.groupby("name")["value"].describe().round(2)
+
+# %% [markdown]
+# ## A Kineto trace of FULL-graph replays (PyTorch profiler, NVIDIA H200)
+# `tests/data/kineto_graph_replay.json.gz`: 3 replays of a 4-layer FULL graph of mlaprof's Triton
+# verify kernel. Kernels inside a graph replay all correlate to its `cudaGraphLaunch`; the
+# importer groups them into steps, assigns layers, and reads the KV-split count S from the grid
+# of the split-KV kernel (there is no metadata in a profiler trace).
+
+# %%
+from mlaprof.trace_io.kineto import import_kineto  # noqa: E402
+
+here = Path.cwd().resolve()
+kineto = next(
+    d / "tests" / "data" / "kineto_graph_replay.json.gz"
+    for d in (here, *here.parents)
+    if (d / "tests" / "data" / "kineto_graph_replay.json.gz").is_file()
+)
+kin_dir, kin_summary = import_kineto(kineto, work / "traces")
+kin = mlaprof.load(kin_dir)
+print(kin.meta.get("device"), kin_summary.rows, f"replays {kin_summary.replays}")
+kin.kernels[["step", "layer", "name", "grid_x", "grid_y", "grid_z", "splits"]].head(4)
+
+# %%
+figures.step_timeline(kin, steps=[0])
+
+# %%
+figures.time_breakdown(kin, by="kernel")
