@@ -81,4 +81,4 @@ def test_notebook_executes(path, kernel_env):
     for o in figs:
         layout = o["data"]["application/vnd.plotly.v1+json"]["layout"]
         title = layout.get("title", {})
-        assert (title.get("text") if isinstance(title, dict) else title), f"{path.name}: untitled"
+        assert title.get("text") if isinstance(title, dict) else title, f"{path.name}: untitled"
