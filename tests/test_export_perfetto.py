@@ -102,6 +102,9 @@ def test_imported_trace_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert_nested(ev)
     assert sum(1 for e in ev if e["ph"] == "X" and e["cat"] == "kernel") == 14
     assert sum(1 for e in ev if e["ph"] == "X" and e["cat"] == "layer") == 6
+    # S per layer from the trace's grids, as a counter track
+    s_layer = [e for e in ev if e["ph"] == "C" and e["name"].startswith("S layer")]
+    assert [e["args"]["used"] for e in s_layer] == [4] * 6
     # exporting again to the same file is refused
     rc = main(["export", "imp", "--traces", str(tmp_path / "t"), "--format", "perfetto"])
     assert rc == 2 and "already exists" in capsys.readouterr().err

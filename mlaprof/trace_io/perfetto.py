@@ -287,6 +287,23 @@ def _counters(
                     "args": args,
                 }
             )
+    # per-layer S (imported traces carry S on their layers, not in a splits table)
+    for ly in rows(run, "layers"):
+        args = {
+            k: ly[c]
+            for k, c in (("used", "splits_used"), ("deserved", "splits_deserved"))
+            if ly[c] is not None
+        }
+        if args and ly["t_start_ns"] is not None:
+            ev.append(
+                {
+                    "ph": "C",
+                    "pid": PID_MLAPROF,
+                    "name": f"S layer (rank {ly['rank']})",
+                    "ts": _ts(ly["t_start_ns"]),
+                    "args": args,
+                }
+            )
     for pd_ in rows(run, "padding"):
         ev.append(
             {
