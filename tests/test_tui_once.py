@@ -77,3 +77,13 @@ def test_bad_input_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith("mlaprof: error:") and msg in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_once_folder_lists_runs_one_level_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_run(tmp_path / "demo", "bug", steps=2, layers=1)
+    (tmp_path / "empty").mkdir()
+    assert main(["tui", str(tmp_path), "--once"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split()[0] for r in rows] == ["demo/bug"]

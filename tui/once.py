@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import list_runs
 from tui.reader import FollowError, RunFollower, analyze_run
+from tui.runs import collect_runs
 from tui.state import View
 from tui.text import format_table, render_text
 
@@ -35,7 +35,7 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
     from tui.app import is_run_folder
 
     if not is_run_folder(path):
-        runs = list_runs(path)
+        runs = collect_runs(path)
         rows = [
             [r.name, r.created[:19], r.scenario, r.device, r.status, str(r.steps)] for r in runs
         ]

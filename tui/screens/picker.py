@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import list_runs
+from tui.runs import collect_runs
 from tui.widgets.table import ViewTable
 
 
@@ -46,7 +46,7 @@ class PickerScreen(Screen[Path | None]):
 
     def action_reload(self) -> None:
         try:
-            runs = list_runs(self.folder)
+            runs = collect_runs(self.folder)
         except MlaprofError as e:
             runs = []
             self.notify(str(e), severity="error")
