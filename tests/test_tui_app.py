@@ -239,3 +239,32 @@ def test_export_not_available(runs: Path, monkeypatch: pytest.MonkeyPatch) -> No
         False,
         "export not available: mlaprof.trace_io has no exporters installed",
     )
+
+
+async def test_truncated_or_unexpected_records_show_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = create_run(tmp_path, "t", meta("t", True))
+    for s in range(30):
+        write_step(w, s, 3, True)
+    app = MlaprofApp(tmp_path / "t", interval=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        d = await loaded(pilot, steps=30)
+
+        def broken(*args: object) -> None:
+            raise TypeError("odd record")
+
+        # a record the aggregation does not expect: a message, the app keeps running
+        monkeypatch.setitem(reader._INGEST, "steps", broken)
+        write_step(w, 30, 3, True)
+        await wait_for(pilot, lambda: d.problem is not None)
+        assert d.problem == "cannot follow t: TypeError: odd record"
+        monkeypatch.undo()
+        # the database cut short under the follower
+        db = tmp_path / "t" / "rank0.db"
+        w.finish()
+        with open(db, "r+b") as fh:
+            fh.truncate(db.stat().st_size // 4)
+        await wait_for(pilot, lambda: d.problem is not None and "odd record" not in d.problem)
+        assert app.screen.query_one("#banner", ProblemBanner).display
+        assert d.view.steps >= 30

@@ -386,6 +386,11 @@ def follow(
                 on_problem(str(e))
                 stop.wait(1.0)
                 continue
+            except Exception as e:  # an unexpected record must not kill the follower thread
+                follower.problem = f"cannot follow {follower.path.name}: {type(e).__name__}: {e}"
+                on_problem(follower.problem)
+                stop.wait(1.0)
+                continue
             now = time.monotonic()
             done = follower.finished
             due = now - last_analysis >= analyze_every or done

@@ -351,7 +351,11 @@ def build_view(
         }
         for k, v in sorted(st.syncs.items(), key=lambda kv: _sort_key(kv[0]))
     ]
-    mode = max(st.modes, key=st.modes.get) if st.modes else str(meta.get("graph_mode") or "?")
+    mode = (
+        max(st.modes, key=lambda m: st.modes[m])
+        if st.modes
+        else str(meta.get("graph_mode") or scen.get("graph_mode") or "?")
+    )
     view = View(
         name=str(meta.get("name", "?")),
         scenario=str(scen.get("name") or meta.get("source") or "?"),

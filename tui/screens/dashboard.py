@@ -130,7 +130,11 @@ class DashboardScreen(Screen):
 
     def on_run_updated(self, message: RunUpdated) -> None:
         self.problem = None
-        self.refresh_views()
+        try:
+            self.refresh_views()
+        except Exception as e:  # one odd record must not take the dashboard down
+            self.log.error("refresh failed", e)
+            self.on_run_problem(RunProblem(f"cannot draw this run: {type(e).__name__}: {e}"))
 
     def on_run_problem(self, message: RunProblem) -> None:
         self.problem = message.text

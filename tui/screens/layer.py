@@ -67,5 +67,5 @@ class LayerScreen(Screen):
         )
         self.query_one("#layer-summary", Static).update(t)
         table = self.query_one("#layer-syncs", ViewTable)
-        table.border_title = "syncs (op, source line)"
+        table.border_title = "syncs and allocations (op, source line), all steps"
         table.show((head, rows))

@@ -17,7 +17,7 @@ class LayersTable(ViewTable):
 
     def on_view_table_selected(self, event: ViewTable.Selected) -> None:
         event.stop()
-        if event.key is not None:
+        if event.key is not None and event.key.lstrip("-").isdigit():
             self.post_message(DrillDown(int(event.key)))
 
     def on_view_table_header_clicked(self, event: ViewTable.HeaderClicked) -> None:
