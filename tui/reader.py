@@ -365,6 +365,44 @@ def analyze_run(path: Path) -> tuple[list[Finding] | None, str]:
         return None, f"built-in rules (analysis failed: {type(e).__name__}: {e})"
 
 
+class _Analyzer:
+    """Runs ``mlaprof.analysis`` beside the polling (it reads the whole run: seconds on big runs),
+    at most every ``every`` seconds and backing off to 10x its own cost."""
+
+    def __init__(self, follower: RunFollower, every: float) -> None:
+        self.f = follower
+        self.every = every
+        self.thread: threading.Thread | None = None
+        self.next_at = 0.0
+        self.dirty = True  # records arrived since the last pass
+        self.final_done = False
+        self.news = threading.Event()  # a pass finished: redraw
+
+    def maybe_start(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            return
+        f = self.f
+        done = f.finished
+        if not f.states or f.behind or self.final_done or not self.dirty:
+            return
+        if time.monotonic() < self.next_at and not done:
+            return
+        self.dirty = False
+        self.thread = threading.Thread(target=self._run, args=(done,), daemon=True)
+        self.thread.start()
+
+    def _run(self, final: bool) -> None:
+        t0 = time.monotonic()
+        found, source = analyze_run(self.f.path)
+        cost = time.monotonic() - t0
+        with self.f.lock:
+            self.f.findings, self.f.findings_source = found, source
+            self.f.analyses.append(cost)
+        self.next_at = time.monotonic() + max(self.every, 9 * cost)
+        self.final_done = final
+        self.news.set()
+
+
 def follow(
     follower: RunFollower,
     on_update: Callable[[int], None],
@@ -375,8 +413,7 @@ def follow(
     analyze_every: float = 5.0,
 ) -> None:
     """Thread body: poll until ``stop``; call back (through ``call_from_thread``) on news."""
-    last_analysis = 0.0
-    analysed_finished = False
+    analyzer = _Analyzer(follower, analyze_every)
     first = True
     while not stop.is_set():
         if not paused.is_set():
@@ -391,24 +428,11 @@ def follow(
                 on_problem(follower.problem)
                 stop.wait(1.0)
                 continue
-            now = time.monotonic()
-            done = follower.finished
-            due = now - last_analysis >= analyze_every or done
-            if (
-                follower.states
-                and (n or first)
-                and due
-                and not analysed_finished
-                and not follower.behind
-            ):
-                t0 = time.monotonic()
-                found, source = analyze_run(follower.path)
-                with follower.lock:
-                    follower.findings, follower.findings_source = found, source
-                    follower.analyses.append(time.monotonic() - t0)
-                # back off on big runs: never spend more than a tenth of the time analysing
-                last_analysis = now + 9 * (time.monotonic() - t0)
-                analysed_finished = done
+            if n:
+                analyzer.dirty = True
+            analyzer.maybe_start()
+            if analyzer.news.is_set():
+                analyzer.news.clear()
                 n = n or 1
             if n or first or follower.problem:
                 on_update(n)
