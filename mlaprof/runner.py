@@ -43,17 +43,33 @@ def start_run(
     return create_run(traces, label, run_meta(sc, backend, device))
 
 
+def _forward_layer(backend, inp, meta, out, lse, s_used, checker, check, layer, step):  # noqa: ANN001, ANN202
+    """One layer's forward, watched by the sync checker when ``check``; returns its sync count."""
+    if not check:
+        backend.forward(inp, meta, out, lse, num_splits=s_used or 1)
+        return None
+    before = len(checker.events)
+    with checker.region(layer=layer, step=step):
+        backend.forward(inp, meta, out, lse, num_splits=s_used or 1)
+    return sum(e.kind == "sync" for e in checker.events[before:])
+
+
 def run_cpu(
     sc: Scenario,
     backend_name: str,
     writer: RunWriter,
     progress: Progress | None = None,
     check_syncs: str = "first",
+    ranges: bool = False,
 ) -> None:
-    """Run ``sc`` on the CPU and record every step. ``check_syncs``: first | all | off."""
+    """Run ``sc`` on the CPU and record every step. ``check_syncs``: first | all | off;
+    ``ranges``: emit a roctx/NVTX range per layer so rocprofv3 and Nsight show mlaprof's layers."""
+    from mlaprof.trace_io.ranges import layer_range
+
     if check_syncs not in ("first", "all", "off"):
         raise MlaprofError(f"--check-syncs must be first, all or off, got {check_syncs!r}")
     backend = get_backend(backend_name)
+    dtype = getattr(backend, "input_dtype", torch.float32)  # e.g. aiter's gluon takes bf16 only
     total = sc.steps * sc.layers
     done = 0
     first_capture_problem = None
@@ -63,8 +79,8 @@ def run_cpu(
         main_split = record_step_analysis(writer, sc, step, meta, shape)
         s_used = main_split.used if main_split else None
         s_deserved = main_split.deserved if main_split else None
-        inp = make_inputs(meta, sc.heads, torch.float32, "cpu", seed=sc.seed * 1000 + step)
-        out = torch.empty(meta.num_reqs, meta.qlen, sc.heads, LATENT)
+        inp = make_inputs(meta, sc.heads, dtype, "cpu", seed=sc.seed * 1000 + step)
+        out = torch.empty(meta.num_reqs, meta.qlen, sc.heads, LATENT, dtype=dtype)
         lse = torch.empty(meta.num_reqs, meta.qlen, sc.heads)
         check = check_syncs == "all" or (check_syncs == "first" and step == 0)
         checker = SyncChecker()
@@ -72,14 +88,10 @@ def run_cpu(
         t_step = time.perf_counter_ns()
         for layer in range(sc.layers):
             t0 = time.perf_counter_ns()
-            if check:
-                before = len(checker.events)
-                with checker.region(layer=layer, step=step):
-                    backend.forward(inp, meta, out, lse, num_splits=s_used or 1)
-                n_sync = sum(e.kind == "sync" for e in checker.events[before:])
-            else:
-                backend.forward(inp, meta, out, lse, num_splits=s_used or 1)
-                n_sync = None
+            with layer_range(f"mlaprof step {step} layer {layer}", enabled=ranges):
+                n_sync = _forward_layer(
+                    backend, inp, meta, out, lse, s_used, checker, check, layer, step
+                )
             t1 = time.perf_counter_ns()
             layer_rows.append(
                 dict(

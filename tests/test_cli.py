@@ -186,3 +186,10 @@ def test_every_run_shows_both_verify_paths(capsys, traces):
     assert paths["torch"]["syncs_per_layer"] == 0
     assert paths["legacy-flat"]["syncs_per_layer"] == 4
     assert any("flattened legacy" in f["title"] for f in doc["findings"])
+
+
+def test_triton_on_cpu_without_interpreter_is_refused_before_recording(capsys, traces, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    code = main(["run", "--traces", str(traces), "--backend", "triton", *SMALL])
+    assert code == 2 and "TRITON_INTERPRET=1" in capsys.readouterr().err
+    assert list(traces.iterdir()) == []  # no half-made run folder

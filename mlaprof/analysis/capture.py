@@ -9,6 +9,20 @@ from mlaprof.analysis.findings import Finding
 GIB = 1024**3
 
 
+def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
+    """Capture-memory rows of the graphs that serve steps (not the instrumented timing twins)."""
+    if memory.empty:
+        return memory
+    return memory[~memory["graph_mode"].fillna("").str.contains("+", regex=False)]
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
 def capture_summary(
     run_meta: dict, syncs: pd.DataFrame, captures: pd.DataFrame, memory: pd.DataFrame
 ) -> dict:
@@ -30,6 +44,7 @@ def capture_summary(
     else:
         status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
     mem = None
+    memory = serving_memory(memory)
     if not memory.empty:
         col = memory["pool_bytes"].fillna(memory["driver_bytes"])
         mem = int(col.fillna(0).sum())
@@ -62,15 +77,25 @@ def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame
                 location=None if first.empty else str(first.iloc[0].location),
             )
         )
+    memory = serving_memory(memory)
     if not memory.empty:
-        total = memory["pool_bytes"].fillna(memory["driver_bytes"]).fillna(0).sum()
+        pool = memory["pool_bytes"].fillna(0).sum()
+        alloc = memory["allocator_bytes"].fillna(0).sum()
+        driver = memory["driver_bytes"].fillna(0).sum()
+        sizes = memory["capture_size"].nunique()
         out.append(
             Finding(
                 kind="memory",
                 severity="info",
-                title=f"graph capture holds {total / GIB:.3f} GiB over {len(memory)} capture size(s)",
-                evidence="per capture size: pool (private mempool), allocator and driver deltas "
-                "in the memory table",
+                title=(
+                    f"graph capture: {human_bytes(driver)} of device memory (driver view) over "
+                    f"{sizes} capture size(s)"
+                ),
+                evidence=(
+                    f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "
+                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
+                    f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
+                ),
                 fix="capture fewer sizes or share one pool if memory is tight",
             )
         )

@@ -24,7 +24,8 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
     out: list[Finding] = []
     for r in split_summary(splits).itertuples():
         used, deserved = int(r.used), int(r.deserved)
-        main = r.policy == run_policy
+        # runs without a scenario (the vLLM plugin) record only the policies that apply
+        main = r.policy == run_policy or not run_policy
         p = POLICIES.get(r.policy)
         if used * 2 <= deserved:
             cause = (

@@ -50,7 +50,7 @@ def sync_findings(syncs: pd.DataFrame, graph_mode: str) -> list[Finding]:
             Finding(
                 kind=kind if kind in ("sync", "alloc") else "sync",
                 severity="critical" if breaks and kind != "alloc" else "warning",
-                title=f"{what} in the captured region: {op} at {loc}",
+                title=f"{what}: {op} at {loc}",
                 evidence=(
                     f"{len(layers)} layer(s) ({_span(layers)}), {per_layer:g} per layer per step; "
                     f"{g['detail'].iloc[0]}"

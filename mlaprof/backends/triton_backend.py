@@ -7,6 +7,7 @@ of a shape, which a capture runner makes before capturing, and reused afterwards
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,11 @@ class TritonBackend:
                 raise MlaprofError(f"triton backend: {name} must be contiguous in its last dim")
         if lse is not None and (lse.dtype != torch.float32 or not lse.is_contiguous()):
             raise MlaprofError("triton backend: lse must be a contiguous float32 tensor")
+        if qn.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise MlaprofError(
+                "the triton backend needs a GPU (--device cuda); on the CPU it runs only through "
+                "Triton's interpreter: set TRITON_INTERPRET=1 (slow, small shapes)"
+            )
         b, qlen, h, _ = qn.shape
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
         block_h = k.block_h_for(qlen, h, flat, cfg.rows)

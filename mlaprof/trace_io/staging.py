@@ -20,7 +20,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import create_run
-from mlaprof.store.runmeta import _slug
+from mlaprof.store.runmeta import slug as _slug
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
 
