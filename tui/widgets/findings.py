@@ -61,7 +61,8 @@ class FindingsList(ScrollView, can_focus=True):
         self._wrap()
 
     def _wrap(self) -> None:
-        width = max(20, self.scrollable_content_region.width - TAG_WIDTH - 1)
+        # leave room for a vertical scrollbar (2 cells) that appears once the text is long
+        width = max(20, self.scrollable_content_region.width - TAG_WIDTH - 3)
         self._width = width
         lines: list[list[tuple[str, str]]] = []
         pad = " " * TAG_WIDTH
