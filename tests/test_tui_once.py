@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,24 @@ def test_once_folder_lists_runs_one_level_down(
     assert main(["tui", str(tmp_path), "--once"]) == 0
     rows = capsys.readouterr().out.splitlines()[2:]
     assert [r.split()[0] for r in rows] == ["demo/bug"]
+
+
+def test_once_needs_no_textual(runs: Path) -> None:
+    """--once is for scripts: it works where the 'tui' extra (textual) is not installed."""
+    code = (
+        "import sys; sys.modules['textual'] = None; from mlaprof.cli import main; "
+        f"sys.exit(main(['tui', {str(runs / 'bug')!r}, '--once']))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "LAYERS" in res.stdout and "FINDINGS" in res.stdout
+
+
+def test_dashboard_without_textual_says_what_to_install(runs: Path) -> None:
+    code = (
+        "import sys; sys.modules['textual'] = None; from mlaprof.cli import main; "
+        f"sys.exit(main(['tui', {str(runs / 'bug')!r}]))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.startswith("mlaprof: error:") and "mlaprof[tui]" in res.stderr

@@ -9,16 +9,10 @@ from textual.app import App
 from textual.binding import Binding
 
 from mlaprof.errors import MlaprofError
+from tui.runs import is_run_folder
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
 from tui.screens.picker import PickerScreen
-
-
-def is_run_folder(path: Path) -> bool:
-    """A run (run.json or rank databases), or a path that does not exist yet (a run starting)."""
-    if not path.exists():
-        return True
-    return (path / "run.json").exists() or any(path.glob("rank*.db"))
 
 
 class MlaprofApp(App[int]):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
+from tui.compare import compare_rows
 from tui.reader import FollowError, RunFollower, analyze_run
-from tui.runs import collect_runs
+from tui.runs import collect_runs, is_run_folder
 from tui.state import View
 from tui.text import format_table, render_text
 
@@ -32,8 +33,6 @@ def read_view(path: Path, rank: int | None = None) -> View:
 
 
 def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -> str:
-    from tui.app import is_run_folder
-
     if not is_run_folder(path):
         runs = collect_runs(path)
         rows = [
@@ -44,8 +43,6 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
     v = read_view(path, rank)
     text = render_text(v)
     if compare is not None:
-        from tui.screens.compare import compare_rows
-
         w = read_view(compare, rank)
         text += f"\nCOMPARE  A: {v.name}  B: {w.name}\n"
         text += "\n".join(format_table((["metric", "A", "B", "B vs A"], compare_rows(v, w))))

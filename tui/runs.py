@@ -22,3 +22,10 @@ def collect_runs(folder: Path) -> list[RunInfo]:
         runs += inner
     runs.sort(key=lambda r: (r.created, r.name), reverse=True)
     return runs
+
+
+def is_run_folder(path: Path) -> bool:
+    """A run (run.json or rank databases), or a path that does not exist yet (a run starting)."""
+    if not path.exists():
+        return True
+    return (path / "run.json").exists() or any(path.glob("rank*.db"))

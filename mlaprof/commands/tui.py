@@ -41,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
         raise MlaprofError(f"--compare {args.compare} is not a run folder (no run.json)")
     if args.rank is not None and args.rank < 0:
         raise MlaprofError(f"--rank must be >= 0, got {args.rank}")
+    if args.once:  # plain text: needs no textual
+        from tui.once import snapshot
+
+        print(snapshot(path, compare=args.compare, rank=args.rank), end="")
+        return 0
     try:
         from tui.app import run_app
     except ModuleNotFoundError as e:
