@@ -31,30 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-HEADER = [
-    "Kind",
-    "Agent_Id",
-    "Queue_Id",
-    "Stream_Id",
-    "Thread_Id",
-    "Dispatch_Id",
-    "Kernel_Id",
-    "Kernel_Name",
-    "Correlation_Id",
-    "Start_Timestamp",
-    "End_Timestamp",
-    "LDS_Block_Size",
-    "Scratch_Size",
-    "VGPR_Count",
-    "Accum_VGPR_Count",
-    "SGPR_Count",
-    "Workgroup_Size_X",
-    "Workgroup_Size_Y",
-    "Workgroup_Size_Z",
-    "Grid_Size_X",
-    "Grid_Size_Y",
-    "Grid_Size_Z",
-]
+from mlaprof.trace_io.csv_export import KERNEL_HEADER  # noqa: E402
+
+HEADER = list(KERNEL_HEADER)  # rocprofv3 7.x kernel_trace.csv layout
 # one decode step under FULL graph replay: per layer RMSNorm, a GEMM, MLA stage 1 + stage 2
 LAYER_KERNELS = [
     ("void rms_norm_kernel<c10::BFloat16, 128>(c10::BFloat16*, c10::BFloat16 const*, float, int)",

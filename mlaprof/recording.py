@@ -30,28 +30,29 @@ def padding_row(step: int, meta: VerifyMetadata, shape: BatchShape) -> dict[str,
     }
 
 
+def split_row(step: int, sc: Scenario, shape: BatchShape, s: StepSplits) -> dict:
+    """One ``splits`` record."""
+    return {
+        "step": step,
+        "capture_size": shape.capture_size,
+        "policy": s.policy,
+        "used": s.used,
+        "deserved": s.deserved,
+        "frozen": s.frozen,
+        "all_rows": s.all_rows,
+        "active_rows": s.active_rows,
+        "min_kv_used": s.min_kv_used,
+        "min_kv_deserved": s.min_kv_deserved,
+        "occupancy_used": s.occupancy_used,
+        "occupancy_deserved": s.occupancy_deserved,
+        "target": sc.target,
+        "note": s.note,
+    }
+
+
 def split_rows(step: int, sc: Scenario, meta: VerifyMetadata, shape: BatchShape) -> list[dict]:
-    rows = []
-    for s in step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len):
-        rows.append(
-            {
-                "step": step,
-                "capture_size": shape.capture_size,
-                "policy": s.policy,
-                "used": s.used,
-                "deserved": s.deserved,
-                "frozen": s.frozen,
-                "all_rows": s.all_rows,
-                "active_rows": s.active_rows,
-                "min_kv_used": s.min_kv_used,
-                "min_kv_deserved": s.min_kv_deserved,
-                "occupancy_used": s.occupancy_used,
-                "occupancy_deserved": s.occupancy_deserved,
-                "target": sc.target,
-                "note": s.note,
-            }
-        )
-    return rows
+    splits = step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len)
+    return [split_row(step, sc, shape, s) for s in splits]
 
 
 def record_step_analysis(

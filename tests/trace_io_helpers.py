@@ -12,6 +12,7 @@ from typing import Any
 
 from mlaprof.store import create_run
 from mlaprof.store.schema import TABLES
+from mlaprof.trace_io.csv_export import KERNEL_HEADER
 
 DATA = Path(__file__).resolve().parent / "data"
 ROCPROF = DATA / "rocprof"
@@ -51,30 +52,7 @@ def kernel_dicts(run_dir: Path) -> list[dict[str, Any]]:
 
 
 # -- rocprofv3 kernel traces with graph replays ------------------------------------------------------
-KERNEL_HEADER_7 = [
-    "Kind",
-    "Agent_Id",
-    "Queue_Id",
-    "Stream_Id",
-    "Thread_Id",
-    "Dispatch_Id",
-    "Kernel_Id",
-    "Kernel_Name",
-    "Correlation_Id",
-    "Start_Timestamp",
-    "End_Timestamp",
-    "LDS_Block_Size",
-    "Scratch_Size",
-    "VGPR_Count",
-    "Accum_VGPR_Count",
-    "SGPR_Count",
-    "Workgroup_Size_X",
-    "Workgroup_Size_Y",
-    "Workgroup_Size_Z",
-    "Grid_Size_X",
-    "Grid_Size_Y",
-    "Grid_Size_Z",
-]
+KERNEL_HEADER_7 = list(KERNEL_HEADER)  # rocprofv3 7.x kernel_trace.csv layout
 
 
 def replay_kernel_csv(

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mlaprof.metadata import BatchShape, VerifyMetadata
-from mlaprof.recording import padding_row
+from mlaprof.recording import padding_row, split_row
 from mlaprof.scenario import Scenario
-from mlaprof.splits.analysis import StepSplits, step_splits
+from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import POLICIES
 from mlaprof.store.writer import RunWriter
 
@@ -51,26 +51,6 @@ class HostQueue:
 
     def drain(self) -> int:
         return self.run_while(lambda: True)
-
-
-def split_row(step: int, sc: Scenario, shape: BatchShape, s: StepSplits) -> dict[str, Any]:
-    """One ``splits`` record (the columns ``mlaprof.recording.split_rows`` writes)."""
-    return {
-        "step": step,
-        "capture_size": shape.capture_size,
-        "policy": s.policy,
-        "used": s.used,
-        "deserved": s.deserved,
-        "frozen": s.frozen,
-        "all_rows": s.all_rows,
-        "active_rows": s.active_rows,
-        "min_kv_used": s.min_kv_used,
-        "min_kv_deserved": s.min_kv_deserved,
-        "occupancy_used": s.occupancy_used,
-        "occupancy_deserved": s.occupancy_deserved,
-        "target": sc.target,
-        "note": s.note,
-    }
 
 
 def analysis_items(

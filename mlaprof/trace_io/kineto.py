@@ -19,29 +19,13 @@ from mlaprof.errors import MlaprofError
 from mlaprof.trace_io.annotate import NULL, KernelColumns, store_kernels
 from mlaprof.trace_io.common import ImportSummary, read_text, to_int, us_to_ns
 from mlaprof.trace_io.kernels import KernelMatcher
-from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS
+from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.trace_io.staging import staged_run
 
 KERNEL_CATS = {"kernel", "gpu_kernel"}
 MEMCPY_CATS = {"gpu_memcpy", "gpu_memset"}
 API_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "user_annotation", "cpu_op"}
-KCOLS = (
-    "name",
-    "start_ns",
-    "end_ns",
-    "device",
-    "stream",
-    "correlation",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-    "graph_id",
-    "graph_node_id",
-    "replay",
-)
+KCOLS = (*KERNEL_COLS, "replay")
 
 
 def _maybe_int(v: Any) -> int | None:
