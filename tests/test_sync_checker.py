@@ -104,3 +104,25 @@ def test_raise_on_first_stops_before_the_op():
     with pytest.raises(CaptureBreak, match="_local_scalar_dense"), c.region(layer=2):
         torch.ones(3).sum().item()
     assert c.events[0].layer == 2
+
+
+def test_python_values_to_a_device_are_flagged_before_the_copy():
+    # torch.tensor(<python value>, device="cuda") broke capture on an H200 while dispatch saw
+    # nothing (bench/results/checker_validation_h200.json); the wrapper flags it before it runs
+    c = SyncChecker(raise_on_first=True)
+    with pytest.raises(CaptureBreak, match="torch.tensor"), c.region(layer=1):
+        torch.tensor(1.0, device="cuda")
+    assert c.events[0].kind == "h2d" and c.events[0].location.startswith("tests/")
+    c2 = SyncChecker()
+    with c2.region(layer=0):
+        torch.tensor([1, 2])  # host tensors are fine
+        torch.as_tensor(torch.ones(2), device="cpu")
+    assert c2.events == []
+    assert torch.tensor is not None and torch.tensor([3]).item() == 3  # restored
+
+
+def test_tolist_counts_once():
+    c = SyncChecker()
+    with c.region(layer=0):
+        torch.arange(4).tolist()
+    assert [e.op for e in c.events] == ["Tensor.tolist"]

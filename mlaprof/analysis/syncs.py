@@ -36,16 +36,19 @@ def sync_findings(syncs: pd.DataFrame, graph_mode: str) -> list[Finding]:
     """One finding per (kind, op, location), listing the layers it hits."""
     if syncs.empty:
         return []
+    # the capture finding already names the first op that broke a real capture
+    syncs = syncs[syncs["kind"] != "capture-error"]
     out: list[Finding] = []
     for (kind, op, loc), g in syncs.groupby(["kind", "op", "location"], sort=False):
         layers = sorted({int(x) for x in g["layer"].dropna()})
         per_layer = len(g) / max(1, len(layers)) / max(1, g["step"].nunique())
         breaks = graph_mode == "FULL"
         what = {
-            "sync": "device->host sync",
-            "alloc": "data-dependent allocation",
-            "h2d": "pageable host->device copy",
-        }.get(kind, kind)
+            "sync": "device->host sync in the captured region",
+            "alloc": "data-dependent allocation in the captured region",
+            "h2d": "pageable host->device copy in the captured region",
+            "capture-error": "first op to break graph capture",
+        }.get(str(kind), str(kind))
         out.append(
             Finding(
                 kind=kind if kind in ("sync", "alloc") else "sync",

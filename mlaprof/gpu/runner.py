@@ -83,20 +83,18 @@ def run_cuda(
     _record_env(writer, torch)
     captured: dict[int, Calibration] = {}
     fallback = sc.graph_mode != "FULL"
-    syncs_known = False
     if sc.graph_mode == "FULL":
         outcome = _probe(sc, backend_name, sess) if probe else CaptureOutcome("captured")
         if outcome.status != "captured":
             fallback = True
             _record_failed_capture(writer, sess, outcome)
-            syncs_known = bool(outcome.events)
         else:
             for grp in sess.groups.values():
                 captured[grp.num_reqs] = _capture_group(
                     writer, sess, grp, calibration_replays, torch
                 )
     if fallback:
-        _run_eager(sc, backend_name, writer, sess, progress, torch, syncs_known)
+        _run_eager(sc, backend_name, writer, sess, progress, torch)
     else:
         _run_graphs(
             sc, backend_name, writer, sess, captured, sample_rate, progress, torch, analysis_every
@@ -323,7 +321,6 @@ def _run_eager(
     sess: Any,
     progress: Progress | None,
     torch: Any,
-    syncs_known: bool = False,
 ) -> None:
     """Attention outside any graph: per-layer timing events (cheap outside a graph)."""
     from mlaprof.probes.sync_checker import SyncChecker
@@ -338,8 +335,8 @@ def _run_eager(
             checker = SyncChecker()
             sess.forward_layers(grp, layer_ctx=lambda i, c=checker, s=step: c.region(i, s))
             torch.cuda.synchronize()
-            if not syncs_known:
-                writer.add_many("syncs", [e.to_row() for e in checker.events])
+            # every sync of every layer (the probe only names the first one to break capture)
+            writer.add_many("syncs", [e.to_row() for e in checker.events])
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(sess.layers + 1)]
         t_start = time.time_ns()
         sess.forward_layers(grp, hook=lambda i, ev=ev: ev[i].record())

@@ -146,6 +146,7 @@ class SyncChecker:
         self._layer: int | None = None
         self._step: int | None = None
         self._read_values: list[int] = []
+        self._quiet = 0  # > 0 while a wrapped Python-level call already reported its sync
 
     # -- recording ---------------------------------------------------------------------------
     def _add(self, kind: str, op: str, detail: str) -> None:
@@ -162,6 +163,8 @@ class SyncChecker:
                 self._read_values.append(iv)
 
     def _inspect(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._quiet:
+            return
         name = _op_name(func)
         if name in _SYNC_OPS:
             self._add("sync", _display(func), _SYNC_OPS[name])
@@ -229,14 +232,9 @@ class SyncChecker:
         """Watch everything run inside the block; nested regions are not supported."""
         self._layer, self._step = layer, step
         self._read_values = []
-        original_tolist = torch.Tensor.tolist
-        checker = self
-
-        def tolist(t: torch.Tensor, *a: Any, **k: Any) -> Any:
-            checker._add("sync", "Tensor.tolist", "tolist() copies every element to the host")
-            return original_tolist(t, *a, **k)
-
-        torch.Tensor.tolist = tolist  # type: ignore[method-assign]
+        patches = self._python_level_patches()
+        for owner, name, wrapper in patches:
+            setattr(owner, name, wrapper)
         prev_debug = None
         try:
             with warnings.catch_warnings(record=True) as caught, _Mode(self):
@@ -248,13 +246,56 @@ class SyncChecker:
                 finally:
                     if prev_debug is not None:
                         torch.cuda.set_sync_debug_mode(prev_debug)
-            self.cuda_debug_warnings += sum("synchronizing" in str(w.message) for w in caught)
+            # count real sync reports, not the one-time "prototype feature" notice
+            self.cuda_debug_warnings += sum(
+                "called a synchronizing" in str(w.message) for w in caught
+            )
             for w in caught:  # pass on unrelated warnings
-                if "synchronizing" not in str(w.message):
+                if "synchroniz" not in str(w.message):
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         finally:
-            torch.Tensor.tolist = original_tolist  # type: ignore[method-assign]
+            for owner, name, wrapper in patches:
+                setattr(owner, name, wrapper.__wrapped__)  # type: ignore[attr-defined]
             self._layer = self._step = None
+
+    def _python_level_patches(self) -> list[tuple[Any, str, Any]]:
+        """Wrappers for what dispatch cannot see: ``Tensor.tolist`` and tensors built from Python
+        values on a device (``torch.tensor(1.0, device="cuda")``: a pageable host->device copy
+        that breaks capture, verified on an H200 in bench/results/checker_validation_h200.json)."""
+        checker = self
+
+        def tolist(t: torch.Tensor, *a: Any, **k: Any) -> Any:
+            checker._add("sync", "Tensor.tolist", "tolist() copies every element to the host")
+            checker._quiet += 1  # its inner device->host copy is the same sync
+            try:
+                return tolist.__wrapped__(t, *a, **k)
+            finally:
+                checker._quiet -= 1
+
+        def factory(fn: Any, label: str) -> Any:
+            def wrapper(data: Any, *a: Any, **k: Any) -> Any:
+                dev = k.get("device")
+                if (
+                    dev is not None
+                    and torch.device(dev).type != "cpu"
+                    and not isinstance(data, torch.Tensor)
+                ):
+                    checker._add(
+                        "h2d",
+                        label,
+                        f"{label}(<python value>, device={dev}) copies from pageable host memory",
+                    )
+                return fn(data, *a, **k)
+
+            wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+            return wrapper
+
+        tolist.__wrapped__ = torch.Tensor.tolist  # type: ignore[attr-defined]
+        return [
+            (torch.Tensor, "tolist", tolist),
+            (torch, "tensor", factory(torch.tensor, "torch.tensor")),
+            (torch, "as_tensor", factory(torch.as_tensor, "torch.as_tensor")),
+        ]
 
     # -- summaries ---------------------------------------------------------------------------
     def syncs(self) -> list[SyncEvent]:
