@@ -9,7 +9,7 @@ split policies and a padding record), then measures on this machine:
   figure is drawn (``--dump-dom``), and the number of drawn figures.
 
 Usage: python bench/figures_bench.py [--steps 60] [--layers 61] [--repeat 3]
-Results: bench/results/figures_bench.json (and the section in docs/perf/figures.md).
+Results: bench/results/figures_bench.json (and the section in docs/performance.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ then measures, on this machine (CPU only; the dashboard never touches a GPU):
 - the naive alternative: reloading the layers table as a DataFrame and grouping it.
 
 Usage: python bench/tui_bench.py [--steps 8000] [--layers 61] [--refreshes 40]
-Results: bench/results/tui_bench.json (and the section in docs/perf/tui.md).
+Results: bench/results/tui_bench.json (and the section in docs/performance.md).
 """
 
 from __future__ import annotations

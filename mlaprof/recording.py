@@ -51,6 +51,7 @@ def split_row(step: int, sc: Scenario, shape: BatchShape, s: StepSplits) -> dict
 
 
 def split_rows(step: int, sc: Scenario, meta: VerifyMetadata, shape: BatchShape) -> list[dict]:
+    """Every policy's ``splits`` record for one step."""
     splits = step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len)
     return [split_row(step, sc, shape, s) for s in splits]
 
@@ -59,13 +60,9 @@ def record_step_analysis(
     writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
 ) -> StepSplits | None:
     """Write the step's splits and padding rows in one commit; return the scenario policy's."""
-    rows = split_rows(step, sc, meta, shape)
+    splits = step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len)
     with writer.transaction():
-        for r in rows:
-            writer.add("splits", **r)
+        for s in splits:
+            writer.add("splits", **split_row(step, sc, shape, s))
         writer.add("padding", **padding_row(step, meta, shape))
-    for s in step_splits(
-        meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len, [sc.policy]
-    ):
-        return s
-    return None
+    return next((s for s in splits if s.policy == sc.policy), None)
