@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 # torch first and pinned: an unpinned torch on a machine without one pulls a multi-GB CUDA build
-python -m pip install -q torch==2.13.0
+python -m pip install -q torch==2.13.0 triton==3.8.0  # 3.9 also passes; 3.8 is the quick download
 python -m pip install -q -e '.[tui,notebook,png,triton,dev]'
 # headless Chromium for the HTML-report test and PNG export (Debian package; root only)
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

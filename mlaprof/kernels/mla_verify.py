@@ -157,7 +157,8 @@ def mla_verify_stage1(
     base = b64 * stride_pb + qi.to(tl.int64) * stride_pt + h.to(tl.int64) * stride_ph
     p_row = base + split.to(tl.int64) * D_NOPE
     tl.store(part_o + p_row[:, None] + d_v[None, :], o, mask=row_ok[:, None])
-    tl.store(part_lse + base // D_NOPE + split, lse2, mask=row_ok & (dv == 0))
+    # the scalar test is broadcast to a vector compare: newer interpreters reject int masks
+    tl.store(part_lse + base // D_NOPE + split, lse2, mask=row_ok & ((rows * 0 + dv) == 0))
 
 
 @triton.jit
@@ -196,7 +197,7 @@ def mla_verify_stage2(
     seq = tl.load(seq_lens + b)
     n = tl.load(qo_lens + b)
     d = dc * BLOCK_D + tl.arange(0, BLOCK_D)
-    lse_ok = h_ok & (dc == 0)  # one column chunk writes the row's lse
+    lse_ok = h_ok & ((h * 0 + dc) == 0)  # one column chunk writes the row's lse (a bool vector)
     b64 = b.to(tl.int64)
     h64 = h.to(tl.int64)
     o_off = b64 * stride_ob + qi.to(tl.int64) * stride_ot + h64 * stride_oh
