@@ -250,13 +250,7 @@ class AiterBackend:
             inp.sm_scale,
             **kwargs,
         )
-        if o is not out:
-            out.copy_(o)
-        if lse is not None:
-            got = res[1] if isinstance(res, tuple) and len(res) > 1 else None
-            if got is None:
-                raise MlaprofError(f"aiter {env.version} mla_gluon returned no LSE")
-            lse.copy_(got.view(lse.shape))
+        _write_back(out, o, lse, res, f"aiter {env.version} mla_gluon")
         self.last_call = AiterCall(
             entry="gluon",
             function="aiter.ops.triton.gluon.mla_gluon.mla_gluon",
@@ -311,13 +305,7 @@ class AiterBackend:
             meta.qlen,
             **kwargs,
         )
-        if o is not out:
-            out.copy_(o)
-        if lse is not None:
-            got = res[1] if isinstance(res, tuple) and len(res) > 1 else None
-            if got is None:
-                raise MlaprofError(f"aiter {env.version} mla_decode_fwd returned no LSE")
-            lse.copy_(got.reshape(b, qlen, heads))
+        _write_back(out, o, lse, res, f"aiter {env.version} mla_decode_fwd")
         x = self._split_input(inp, meta, env)
         self.last_call = AiterCall(
             entry="asm",
@@ -404,3 +392,16 @@ def _parameters(fn: Any) -> set[str]:
         return set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):  # a C extension without a signature
         return set()
+
+
+def _write_back(
+    out: torch.Tensor, o: torch.Tensor, lse: torch.Tensor | None, res: Any, what: str
+) -> None:
+    """Copy a kernel's output (and its LSE, the second item it returns) into the caller's."""
+    if o is not out:
+        out.copy_(o)
+    if lse is not None:
+        got = res[1] if isinstance(res, tuple) and len(res) > 1 else None
+        if got is None:
+            raise MlaprofError(f"{what} returned no LSE")
+        lse.copy_(got.reshape(lse.shape))
