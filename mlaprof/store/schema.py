@@ -7,6 +7,8 @@ Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse other version
 
 from __future__ import annotations
 
+import functools
+
 SCHEMA_VERSION = 1
 
 # table -> ((column, sqlite type), ...). "rank" is added to every table by the writer.
@@ -155,6 +157,7 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+@functools.cache
 def columns(table: str) -> tuple[str, ...]:
     """Column names of ``table`` including ``rank`` (first)."""
     return ("rank",) + tuple(name for name, _ in TABLES[table])

@@ -53,6 +53,7 @@ class RunWriter:
         self._set_meta_locked("pid", str(os.getpid()))
         self._con.execute("COMMIT")
         self._sql: dict[str, str] = {}
+        self._known: dict[str, frozenset[str]] = {}
         self.closed = False
 
     # -- records -------------------------------------------------------------------------------
@@ -68,10 +69,14 @@ class RunWriter:
 
     def _values(self, table: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
         cols = columns(table)
-        unknown = set(row) - set(cols)
-        if unknown:
+        known = self._known.get(table)
+        if known is None:
+            known = self._known[table] = frozenset(cols)
+        if not row.keys() <= known:
+            unknown = set(row) - known
             raise MlaprofError(f"table {table!r} has no column(s) {', '.join(sorted(unknown))}")
-        return tuple(self.rank if c == "rank" else _plain(row.get(c)) for c in cols)
+        get = row.get
+        return tuple(self.rank if c == "rank" else _plain(get(c)) for c in cols)
 
     def add(self, table: str, **row: Any) -> None:
         """Append one record and commit it."""
