@@ -81,11 +81,15 @@ def child(code: str, mode: str) -> object:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--only", help="semicolon-separated snippet names (default: all)")
     args = ap.parse_args()
+    only = set(args.only.split(";")) if args.only else None
     import torch
 
     rows = []
     for name, code in SNIPPETS.items():
+        if only and name not in only:
+            continue
         cap = child(code, "capture")
         chk = child(code, "check")
         flagged = isinstance(chk, list) and any(k in ("sync", "h2d") for k, _ in chk)
