@@ -193,3 +193,10 @@ def test_triton_on_cpu_without_interpreter_is_refused_before_recording(capsys, t
     code = main(["run", "--traces", str(traces), "--backend", "triton", *SMALL])
     assert code == 2 and "TRITON_INTERPRET=1" in capsys.readouterr().err
     assert list(traces.iterdir()) == []  # no half-made run folder
+
+
+def test_runs_before_any_run_is_friendly(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLAPROF_TRACES", raising=False)
+    assert main(["runs"]) == 0
+    assert "no runs yet" in capsys.readouterr().out

@@ -24,8 +24,12 @@ def main(args: argparse.Namespace) -> int:
 
     from mlaprof.store.reader import list_runs
 
-    runs = list_runs(traces_dir(args.folder))
-    t = Table(title=f"runs in {traces_dir(args.folder)}", title_justify="left")
+    folder = traces_dir(args.folder)
+    if args.folder is None and not folder.exists():  # a first-time user: nothing recorded yet
+        print(f"no runs yet under {folder}/: try 'mlaprof run'")
+        return 0
+    runs = list_runs(folder)
+    t = Table(title=f"runs in {folder}", title_justify="left")
     for col in ("run", "created", "status", "scenario", "backend", "device", "steps"):
         t.add_column(col)
     for r in runs:
