@@ -111,22 +111,6 @@ class VerifyMetadata:
             setattr(out, n, getattr(self, n).to(device))
         return out
 
-    def copy_into(self, other: VerifyMetadata) -> None:
-        """Refresh ``other``'s tensors in place (graph replay reads fixed addresses)."""
-        for n in ("qo_lens", "qo_indptr", "seq_lens", "kv_indptr", "last_page_len"):
-            getattr(other, n).copy_(getattr(self, n))
-        n = self.kv_indices.numel()
-        if n > other.kv_indices.numel():
-            raise MlaprofError(
-                f"step needs {n} KV pages but the captured buffer holds {other.kv_indices.numel()}"
-            )
-        other.kv_indices[:n].copy_(self.kv_indices)
-        for k in ("min_kv_seq_len_all", "min_kv_seq_len_active", "num_real_reqs"):
-            setattr(other, k, getattr(self, k))
-        other.host_seq_lens = list(self.host_seq_lens)
-        other.host_qo_lens = list(self.host_qo_lens)
-        other.host_kv_indptr = list(self.host_kv_indptr)
-
 
 def pages_for(seq_len: int, page_size: int) -> int:
     return -(-seq_len // page_size)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,11 +190,6 @@ SCENARIOS: dict[str, Scenario] = {
     "kimi-k2-tp8": Scenario(name="kimi-k2-tp8", model="kimi-k2-tp8", kv_lens=[3000, 5000, 9000]),
     "deepseek-tp1": Scenario(name="deepseek-tp1", model="deepseek-v3-tp1", kv_lens=[4096] * 3),
 }
-
-
-def random_kv_lens(count: int, lo: int, hi: int, seed: int = 0) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randint(lo, hi) for _ in range(count)]
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}

@@ -22,18 +22,26 @@ def _scenario(run: Run) -> dict[str, Any]:
     return sc if isinstance(sc, dict) else {}
 
 
-def analyze(run: Run) -> list[Finding]:
+_NEEDED = ("syncs", "captures", "memory", "splits", "padding", "steps", "layers", "events")
+
+
+def _load(run: Run) -> dict[str, Any]:
+    """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads)."""
+    return {name: run.table(name) for name in _NEEDED}
+
+
+def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
+    t = tables if tables is not None else _load(run)
     sc = _scenario(run)
     mode = sc.get("graph_mode", "FULL")
-    syncs = run.syncs
     findings: list[Finding] = []
-    cap = capture_summary(run.meta, syncs, run.captures, run.memory)
-    findings += capture_findings(cap, run.captures, run.memory)
-    findings += sync_findings(syncs, mode)
-    findings += split_findings(run.splits, sc.get("policy", ""), mode)
-    findings += padding_findings(run.padding)
-    findings += timing_findings(timing_summary(run.steps, run.layers))
-    findings += path_findings(path_checks(run.events), str(run.meta.get("backend", "")))
+    cap = capture_summary(run.meta, t["syncs"], t["captures"], t["memory"])
+    findings += capture_findings(cap, t["captures"], t["memory"])
+    findings += sync_findings(t["syncs"], mode)
+    findings += split_findings(t["splits"], sc.get("policy", ""), mode)
+    findings += padding_findings(t["padding"])
+    findings += timing_findings(timing_summary(t["steps"], t["layers"]))
+    findings += path_findings(path_checks(t["events"]), str(run.meta.get("backend", "")))
     findings.sort(key=lambda f: f.rank)
     return findings
 
@@ -41,8 +49,9 @@ def analyze(run: Run) -> list[Finding]:
 def summary(run: Run) -> dict[str, Any]:
     """Everything ``mlaprof report --json`` prints (one JSON object)."""
     sc = _scenario(run)
-    syncs = run.syncs
-    splits = split_summary(run.splits)
+    t = _load(run)
+    syncs = t["syncs"]
+    splits = split_summary(t["splits"])
     blocking = syncs[syncs["kind"] == "sync"] if not syncs.empty else syncs
     return {
         "run": run.name,
@@ -81,11 +90,11 @@ def summary(run: Run) -> dict[str, Any]:
             }
             for r in splits.itertuples()
         ],
-        "padding": padding_summary(run.padding),
-        "capture": capture_summary(run.meta, syncs, run.captures, run.memory),
-        "timing": timing_summary(run.steps, run.layers),
-        "paths": path_checks(run.events),
-        "findings": [f.to_dict() for f in analyze(run)],
+        "padding": padding_summary(t["padding"]),
+        "capture": capture_summary(run.meta, syncs, t["captures"], t["memory"]),
+        "timing": timing_summary(t["steps"], t["layers"]),
+        "paths": path_checks(t["events"]),
+        "findings": [f.to_dict() for f in analyze(run, t)],
     }
 
 

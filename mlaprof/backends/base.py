@@ -66,10 +66,8 @@ def check_shapes(
         raise MlaprofError(f"out must be [{b}, {qlen}, {h}, {LATENT}], got {tuple(out.shape)}")
     if lse is not None and tuple(lse.shape) != (b, qlen, h):
         raise MlaprofError(f"lse must be [{b}, {qlen}, {h}], got {tuple(lse.shape)}")
-    pages_needed = max(meta.host_kv_indptr[-1], 1)
     if kv.shape[0] < meta.page_size:
         raise MlaprofError(f"kv_c holds {kv.shape[0]} slots, less than one page")
-    del pages_needed
 
 
 def make_inputs(

@@ -82,6 +82,16 @@ class Workspace:
         )
 
 
+def check_runnable(device_type: str) -> None:
+    """On the CPU the kernels run only through Triton's interpreter; say so instead of failing
+    inside Triton's driver lookup."""
+    if device_type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise MlaprofError(
+            "the triton backend needs a GPU (--device cuda); on the CPU it runs only through "
+            "Triton's interpreter: set TRITON_INTERPRET=1 (slow, small shapes)"
+        )
+
+
 def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
@@ -128,11 +138,7 @@ class TritonBackend:
                 raise MlaprofError(f"triton backend: {name} must be contiguous in its last dim")
         if lse is not None and (lse.dtype != torch.float32 or not lse.is_contiguous()):
             raise MlaprofError("triton backend: lse must be a contiguous float32 tensor")
-        if qn.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise MlaprofError(
-                "the triton backend needs a GPU (--device cuda); on the CPU it runs only through "
-                "Triton's interpreter: set TRITON_INTERPRET=1 (slow, small shapes)"
-            )
+        check_runnable(qn.device.type)
         b, qlen, h, _ = qn.shape
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
         block_h = k.block_h_for(qlen, h, flat, cfg.rows)

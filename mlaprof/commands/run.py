@@ -133,15 +133,10 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.backends.base import get_backend
     from mlaprof.runner import run_cpu, start_run
 
-    if (
-        args.backend == "triton"
-        and args.device == "cpu"
-        and os.environ.get("TRITON_INTERPRET") != "1"
-    ):
-        raise MlaprofError(
-            "the triton backend needs a GPU (--device cuda); on the CPU it runs only through "
-            "Triton's interpreter: set TRITON_INTERPRET=1 (slow, small shapes)"
-        )
+    if args.backend == "triton":  # refuse before a run folder exists
+        from mlaprof.backends.triton_backend import check_runnable
+
+        check_runnable(args.device)
     prepare = getattr(get_backend(args.backend), "prepare", None)
     if prepare is not None:  # refuse before a run folder exists (e.g. aiter without ROCm)
         prepare()

@@ -6,7 +6,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mlaprof.analysis import analyze, summary
+from mlaprof.analysis import Finding, summary
 from mlaprof.store.reader import Run
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -84,7 +84,7 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             st.add_row(str(x["layer"]), x["op"], x["location"])
         console.print(st)
 
-    findings = analyze(run)
+    findings = [Finding(**d) for d in s["findings"]]  # analysed once, in summary()
     console.print(f"\n[bold]findings[/] ({len(findings)})")
     ft = Table(show_header=False, box=None, padding=(0, 1, 1, 0))
     ft.add_column("severity", no_wrap=True)
