@@ -2,8 +2,10 @@
 importer and by a plain pandas.read_csv + DataFrame.to_sql route, side by side in one run.
 
 Each route runs in its own child process (so that peak RSS is per route), alternating, several
-times; both write a complete run (same store, same MLA annotation step) and the kernels tables of
-the two runs are checked to be identical. Timing starts after the interpreter and the modules are
+times; both write a complete run (same store, same MLA annotation step) and the kernels of the
+runs, as mlaprof reads them back, are checked to be identical. Two references are timed alongside:
+the same pandas parse stored through mlaprof's Arrow side file (``pandas-columnar``: isolates the
+store from the parser) and ``pandas.read_csv`` alone (parse only, nothing stored). Timing starts after the interpreter and the modules are
 loaded (``run.json`` records library versions, which imports torch once per process; that fixed
 cost is reported separately as ``cold_cli_s``).
 
@@ -76,8 +78,10 @@ def route_mlaprof(csv_path: Path, traces: Path) -> Path:
     return run
 
 
-def route_pandas(csv_path: Path, traces: Path) -> Path:
-    """The plain route: pandas.read_csv, the same annotation, DataFrame.to_sql into the run."""
+def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
+    """The plain route: pandas.read_csv, the same annotation, DataFrame.to_sql into the run's
+    kernels table. ``columnar``: the same parse, stored through mlaprof's Arrow side file instead
+    (a reference that isolates the parser from the store)."""
     import numpy as np
     import pandas as pd
 
@@ -112,9 +116,31 @@ def route_pandas(csv_path: Path, traces: Path) -> Path:
         out[c] = pd.array(np.where(arr == NULL, None, arr), dtype="Int64")
     meta = {"source": "rocprof", "grid_units": "workitems"}
     with staged_run(traces, "pandas", meta) as (bulk, _final):
-        out.to_sql("kernels", bulk.con, if_exists="append", index=False)
+        if columnar:
+            cols = {c: (out[c].to_numpy(), None) for c in src}
+            cols["device"] = (out["device"].to_numpy(), None)
+            cols.update({c: (arr, arr == NULL) for c, arr in derived.items()})
+            bulk.write_columnar("kernels", len(out), cols, {"name": (list(uniq), codes)})
+        else:
+            out.to_sql("kernels", bulk.con, if_exists="append", index=False)
         store_derived(bulk, steps, layers, summary)
     return traces / "pandas"
+
+
+def route_read_csv(csv_path: Path, traces: Path) -> None:
+    """Reference: pandas.read_csv alone (parse only, nothing annotated or stored)."""
+    import pandas as pd
+
+    pd.read_csv(csv_path)
+
+
+ROUTES = {
+    "mlaprof": route_mlaprof,
+    "pandas": route_pandas,
+    "pandas-columnar": lambda c, t: route_pandas(c, t, columnar=True),
+    "read_csv-only": route_read_csv,
+}
+STORING = ("mlaprof", "pandas", "pandas-columnar")
 
 
 def child(route: str, csv_path: Path, traces: Path) -> None:
@@ -128,33 +154,64 @@ def child(route: str, csv_path: Path, traces: Path) -> None:
 
     with contextlib.suppress(ImportError):
         import pyarrow.csv  # noqa: F401
+        import pyarrow.ipc  # noqa: F401
     base = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    run = (route_mlaprof if route == "mlaprof" else route_pandas)(csv_path, traces)
+    run = ROUTES[route](csv_path, traces)
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
+    peak = _vm_hwm_mib()  # before the read-back below allocates
+    back = read_back(run) if run is not None else {}
+    digest = kernels_digest(run) if run is not None else None
     print(
         json.dumps(
             {
                 "route": route,
                 "wall_s": wall,
                 "cpu_s": (ru.ru_utime - base.ru_utime) + (ru.ru_stime - base.ru_stime),
-                "peak_rss_mib": ru.ru_maxrss / 1024,
-                "run": str(run),
+                "peak_rss_mib": peak,
+                "run": None if run is None else str(run),
+                "kernels": digest,
+                **back,
             }
         )
     )
 
 
+def _vm_hwm_mib() -> float:
+    """This process's peak resident set. (ru_maxrss is not used: Linux carries the parent's
+    high-water mark over fork/exec into the child's.)"""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def read_back(run: Path) -> dict[str, float]:
+    """What opening the imported run costs: the kernels as a DataFrame, and a full analysis."""
+    from mlaprof import load
+    from mlaprof.analysis import analyze
+
+    with load(run) as r:
+        t = time.perf_counter()
+        r.table("kernels")
+        kernels_df = time.perf_counter() - t
+        t = time.perf_counter()
+        analyze(r)
+        return {"read_kernels_df_s": kernels_df, "analyze_s": time.perf_counter() - t}
+
+
 def kernels_digest(run: Path) -> tuple[int, str]:
-    con = sqlite3.connect(f"file:{run / 'rank0.db'}?mode=ro", uri=True)
+    """Every kernel row as mlaprof reads it back (SQLite rows and Arrow side file alike)."""
+    from mlaprof import load
+    from mlaprof.trace_io.runrows import rows
+
     h = hashlib.sha256()
-    n = 0
-    for row in con.execute("SELECT * FROM kernels ORDER BY rowid"):
-        h.update(repr(row).encode())
-        n += 1
-    con.close()
-    return n, h.hexdigest()
+    with load(run) as r:
+        ks = rows(r, "kernels")
+    for row in ks:
+        h.update(repr(tuple(row.values())).encode())
+    return len(ks), h.hexdigest()
 
 
 def main() -> None:
@@ -173,10 +230,10 @@ def main() -> None:
         generate(csv_path, a.dispatches)
         print(f"generated {a.dispatches} dispatches ({csv_path.stat().st_size / 2**20:.0f} MiB) "
               f"in {time.perf_counter() - t:.1f} s", flush=True)  # fmt: skip
-        results: dict[str, list[dict]] = {"mlaprof": [], "pandas": []}
+        results: dict[str, list[dict]] = {r: [] for r in ROUTES}
         digests = {}
         for rep in range(a.reps):
-            order = ["mlaprof", "pandas"] if rep % 2 == 0 else ["pandas", "mlaprof"]
+            order = list(ROUTES) if rep % 2 == 0 else list(ROUTES)[::-1]
             for route in order:
                 traces = Path(tmp) / f"traces-{route}-{rep}"
                 out = subprocess.run(
@@ -187,14 +244,16 @@ def main() -> None:
                     raise SystemExit(f"{route} failed:\n{out.stderr}")
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 results[route].append(r)
-                digests[route] = kernels_digest(Path(r["run"]))
-                print(f"rep {rep} {route:8s} wall {r['wall_s']:.2f} s  cpu {r['cpu_s']:.2f} s  "
-                      f"peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
-                if rep < a.reps - 1:
+                if route in STORING:
+                    digests[route] = tuple(r["kernels"])
+                print(f"rep {rep} {route:15s} wall {r['wall_s']:.2f} s  cpu {r['cpu_s']:.2f} s  "
+                      f"peak RSS {r['peak_rss_mib']:.0f} MiB  "
+                      f"read back {r.get('read_kernels_df_s', 0):.2f} s", flush=True)  # fmt: skip
+                if rep < a.reps - 1 and traces.exists():
                     import shutil
 
                     shutil.rmtree(traces)
-        same = digests["mlaprof"] == digests["pandas"]
+        same = len(set(digests.values())) == 1
         if not same:
             raise SystemExit(f"the two routes stored different kernels: {digests}")
         # a cold CLI run, interpreter start and torch import (run.json versions) included
@@ -228,6 +287,10 @@ def main() -> None:
         "speedup_cpu": med("pandas", "cpu_s") / med("mlaprof", "cpu_s"),
         "mlaprof_peak_rss_mib": max(r["peak_rss_mib"] for r in results["mlaprof"]),
         "pandas_peak_rss_mib": max(r["peak_rss_mib"] for r in results["pandas"]),
+        "reference_pandas_columnar_wall_s": med("pandas-columnar", "wall_s"),
+        "read_kernels_df_s": {r: med(r, "read_kernels_df_s") for r in STORING},
+        "analyze_s": {r: med(r, "analyze_s") for r in STORING},
+        "reference_read_csv_only_wall_s": med("read_csv-only", "wall_s"),
         "same_output": same,
         "kernels_rows": digests["mlaprof"][0],
         "cold_cli_s": cold,

@@ -10,6 +10,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pyarrow.ipc as pa_ipc
+
 from mlaprof.store import create_run
 from mlaprof.store.schema import TABLES
 from mlaprof.trace_io.csv_export import KERNEL_HEADER
@@ -37,13 +39,25 @@ def column(path: Path, name: str) -> list[str]:
 
 
 def db_rows(run_dir: Path, table: str, rank: int = 0) -> list[tuple[Any, ...]]:
-    """Exact stored rows (no pandas NaN conversion), storage order, without ``rank``."""
+    """Exact stored rows (no pandas NaN conversion), storage order, without ``rank``: the
+    database's, then those of the Arrow file its meta table names (read here with pyarrow
+    directly, independent of mlaprof's reader)."""
     cols = [c for c, _ in TABLES[table]]
     con = sqlite3.connect(f"file:{run_dir / f'rank{rank}.db'}?mode=ro", uri=True)
     try:
-        return con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid").fetchall()
+        out = con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid").fetchall()
+        side = con.execute(
+            "SELECT value FROM meta WHERE key = ?", ("columnar:" + table,)
+        ).fetchone()
     finally:
         con.close()
+    if side:
+        doc = json.loads(side[0])
+        tab = pa_ipc.open_file(str(run_dir / doc["file"])).read_all()
+        assert tab.num_rows == doc["rows"] and tab.column_names == ["rank", *cols]
+        assert tab.column("rank").to_pylist() == [rank] * tab.num_rows
+        out += list(zip(*(tab.column(c).to_pylist() for c in cols), strict=True))
+    return out
 
 
 def kernel_dicts(run_dir: Path) -> list[dict[str, Any]]:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.store.schema import SCHEMA_VERSION, TABLES
+from mlaprof.errors import MlaprofError
+from mlaprof.store import columnar
+from mlaprof.store.schema import TABLES, version_problem
 from tui.state import RankState, View, build_view
 
 _RANK_DB = re.compile(r"^rank(\d+)\.db$")
@@ -106,11 +108,9 @@ class RunFollower:
             raise FollowError(f"{p} is corrupt (not JSON)") from None
         if not isinstance(doc, dict):
             raise FollowError(f"{p} is corrupt: expected a JSON object")
-        if doc.get("schema_version") != SCHEMA_VERSION:
-            raise FollowError(
-                f"{self.path.name} has schema version {doc.get('schema_version')!r}; "
-                f"this mlaprof reads version {SCHEMA_VERSION}"
-            )
+        problem = version_problem(doc.get("schema_version"), self.path.name)
+        if problem:
+            raise FollowError(problem)
         self.meta = doc
 
     def _open_ranks(self) -> None:
@@ -123,11 +123,20 @@ class RunFollower:
             if ver == 0:
                 con.close()  # the writer has not committed its tables yet
                 continue
-            if ver != SCHEMA_VERSION:
+            problem = version_problem(ver, p.name)
+            if problem:
                 con.close()
-                raise FollowError(f"{p.name} has schema version {ver}; expected {SCHEMA_VERSION}")
+                raise FollowError(problem)
+            state = RankState()
+            try:
+                # an import's kernels sit in an Arrow file: counted, never polled (immutable)
+                for table, side in columnar.side_tables(con, self.path).items():
+                    state.counts[table] = side.rows
+            except MlaprofError as e:
+                con.close()
+                raise FollowError(str(e)) from None
             self._cons[int(m.group(1))] = con
-            self.states[int(m.group(1))] = RankState()
+            self.states[int(m.group(1))] = state
 
     def _ingest(self, rank: int, con: sqlite3.Connection) -> int:
         st = self.states[rank]

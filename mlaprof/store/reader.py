@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import runmeta
-from mlaprof.store.schema import SCHEMA_VERSION, TABLES, columns
+from mlaprof.store import columnar, runmeta
+from mlaprof.store.schema import TABLES, columns, version_problem
 
 _RANK_DB = re.compile(r"^rank(\d+)\.db$")
 
@@ -28,11 +29,10 @@ def _connect(path: Path) -> sqlite3.Connection:
         ver = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as e:
         raise MlaprofError(f"{path} is not a readable mlaprof database ({e})") from None
-    if ver != SCHEMA_VERSION:
+    problem = version_problem(ver, path)
+    if problem:
         con.close()
-        raise MlaprofError(
-            f"{path} has schema version {ver}; this mlaprof reads version {SCHEMA_VERSION}"
-        )
+        raise MlaprofError(problem)
     return con
 
 
@@ -40,6 +40,8 @@ class Run:
     """A recorded run. Tables are attributes: ``run.steps``, ``run.layers``, ``run.syncs``, ...
 
     Each attribute access queries the databases again, so a followed run shows new records.
+    Imported kernels live in Arrow files next to the databases (:mod:`mlaprof.store.columnar`);
+    every read here returns them after the table's SQLite rows.
     """
 
     def __init__(self, path: Path | str) -> None:
@@ -50,6 +52,9 @@ class Run:
             raise MlaprofError(f"{self.path} is not a run folder")
         self.meta: dict[str, Any] = runmeta.read(self.path)
         self._cons: dict[int, sqlite3.Connection] = {}
+        self._side: dict[int, dict[str, columnar.SideTable]] = {}
+        self._shadowed: set[tuple[int, str]] = set()
+        self._lock = threading.Lock()
         self.refresh_ranks()
         if not self._cons:
             raise MlaprofError(f"{self.path} has no rank databases (rank<N>.db)")
@@ -63,10 +68,15 @@ class Run:
                 con = _connect(p)
                 try:
                     con.execute("SELECT 1 FROM steps LIMIT 1").fetchall()
+                    side = columnar.side_tables(con, self.path)
                 except sqlite3.DatabaseError as e:
                     con.close()
                     raise MlaprofError(f"{p} is corrupt or incomplete ({e})") from None
+                except MlaprofError:
+                    con.close()
+                    raise
                 self._cons[int(m.group(1))] = con
+                self._side[int(m.group(1))] = side
         return self.ranks
 
     @property
@@ -81,15 +91,23 @@ class Run:
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
         """Run ``sql`` on every rank database and concatenate the results."""
         frames = []
-        for rank, con in sorted(self._cons.items()):
-            try:
-                frames.append(pd.read_sql_query(sql, con, params=params))
-            except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
-                raise MlaprofError(f"{self.path / f'rank{rank}.db'} cannot be read: {e}") from None
+        for rank in self.ranks:
+            self._shadow(rank, sql)
+            frames.append(self._query_rank(rank, sql, params))
         frames = [f for f in frames if len(f)]
         if not frames:
             return pd.DataFrame(columns=list(columns_of(sql)))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    def _shadow(self, rank: int, sql: str) -> None:
+        """Before arbitrary SQL runs on ``rank``, give the tables it names their Arrow rows."""
+        for table, side in self._side.get(rank, {}).items():
+            if (rank, table) in self._shadowed or not columnar.mentions(sql, table):
+                continue
+            with self._lock:
+                if (rank, table) not in self._shadowed:
+                    columnar.materialize(self._cons[rank], side)
+                    self._shadowed.add((rank, table))
 
     def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
         if name not in TABLES:
@@ -97,10 +115,32 @@ class Run:
         sql = f"SELECT {', '.join(columns(name))} FROM {name}"
         if where:
             sql += f" WHERE {where}"
-        df = self.query(sql, params)
+        sides = {r: s[name] for r, s in self._side.items() if name in s}
+        if where or not sides:
+            df = self.query(sql, params)
+        else:
+            # whole table: SQLite rows then the Arrow file, per rank (main.: never a shadow copy)
+            main_sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
+            frames = []
+            for rank in self.ranks:
+                frames.append(self._query_rank(rank, main_sql, ()))
+                if rank in sides:
+                    frames.append(columnar.frame(sides[rank]))
+            frames = [f for f in frames if len(f)]
+            df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if df.empty:
             df = pd.DataFrame(columns=list(columns(name)))
         return df
+
+    def _query_rank(self, rank: int, sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
+        try:
+            return pd.read_sql_query(sql, self._cons[rank], params=params)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            raise MlaprofError(f"{self.path / f'rank{rank}.db'} cannot be read: {e}") from None
+
+    def side_tables(self, rank: int) -> dict[str, columnar.SideTable]:
+        """The Arrow-stored tables of ``rank`` (imports keep their kernels there)."""
+        return dict(self._side.get(rank, {}))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {t: self.table(t) for t in TABLES}
@@ -108,9 +148,12 @@ class Run:
     def count(self, name: str) -> int:
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}")
-        return sum(
-            c.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] for c in self._cons.values()
-        )
+        n = 0
+        for rank, con in self._cons.items():
+            n += con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
+            side = self._side.get(rank, {}).get(name)
+            n += side.rows if side else 0
+        return n
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store.schema import SCHEMA_VERSION
+from mlaprof.store.schema import SCHEMA_VERSION, version_problem
 
 META_FILE = "run.json"
 
@@ -120,11 +120,9 @@ def read(run_dir: Path) -> dict[str, Any]:
         raise MlaprofError(f"{path} is corrupt: {e}") from None
     if not isinstance(doc, dict):
         raise MlaprofError(f"{path} is corrupt: expected a JSON object")
-    ver = doc.get("schema_version")
-    if ver != SCHEMA_VERSION:
-        raise MlaprofError(
-            f"{run_dir} has schema version {ver!r}; this mlaprof reads version {SCHEMA_VERSION}"
-        )
+    problem = version_problem(doc.get("schema_version"), run_dir)
+    if problem:
+        raise MlaprofError(problem)
     return doc
 
 

@@ -2,14 +2,28 @@
 
 A run is a folder: ``run.json`` (metadata) plus one SQLite database per rank (``rank<N>.db``).
 Every table carries ``rank``. Times are integer nanoseconds, sizes integer bytes.
-Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse other versions.
+Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse versions they do not know.
+Version 2 added columnar side tables (imported kernels in Arrow files, :mod:`.columnar`); a
+version-1 run simply has none, so both are read.
 """
 
 from __future__ import annotations
 
 import functools
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+
+def version_problem(version: object, what: object) -> str | None:
+    """The one-line complaint about ``what`` having schema ``version``, or None if readable."""
+    if version in READABLE_VERSIONS:
+        return None
+    return (
+        f"{what} has schema version {version!r}; this mlaprof reads versions "
+        f"{', '.join(map(str, READABLE_VERSIONS))}"
+    )
+
 
 # table -> ((column, sqlite type), ...). "rank" is added to every table by the writer.
 TABLES: dict[str, tuple[tuple[str, str], ...]] = {

@@ -229,15 +229,15 @@ def store_kernels(
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers."""
     derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay)
-    lut = np.empty(len(kc.names) or 1, dtype=object)
-    lut[: len(kc.names)] = kc.names
-    columns: dict[str, tuple[np.ndarray, np.ndarray | None]] = {"name": (lut[kc.name_idx], None)}
+    columns: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     for c, arr in kc.ints.items():
         if c not in derived:
             columns[c] = (arr, kc.masks.get(c))
     for c, arr in derived.items():
         columns[c] = (arr, arr == NULL)
-    summary.add("kernels", bulk.insert_columns("kernels", columns, kc.n))
+    # imported kernels are written once: an Arrow side file (mlaprof.store.columnar)
+    text = {"name": (kc.names, kc.name_idx)}
+    summary.add("kernels", bulk.write_columnar("kernels", kc.n, columns, text))
     store_derived(bulk, steps, layers, summary)
 
 

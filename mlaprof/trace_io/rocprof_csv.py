@@ -203,9 +203,10 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     if len(by_norm) != len(header):
         raise MlaprofError(f"{path}: duplicate column names in the header")
     wanted = {col: by_norm[_KERNEL_SRC[col]] for col in KERNEL_COLS if _KERNEL_SRC[col] in pos}
+    # names and agents repeat: parsed straight into dictionaries (no million-string column)
+    text = pa.dictionary(pa.int32(), pa.string())
     types = {
-        src: (pa.string() if col in ("name", "device") else pa.int64())
-        for col, src in wanted.items()
+        src: (text if col in ("name", "device") else pa.int64()) for col, src in wanted.items()
     }
     try:
         tbl = pcsv.read_csv(
@@ -227,14 +228,15 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     ints: dict[str, np.ndarray] = {}
     masks: dict[str, np.ndarray] = {}
     for col, src in wanted.items():
-        arr = tbl.column(src).combine_chunks()
+        if col in ("name", "device"):
+            enc = tbl.column(src).unify_dictionaries().combine_chunks()
+        else:
+            arr = tbl.column(src).combine_chunks()
         if col == "name":
-            enc = arr.dictionary_encode()
             names = enc.dictionary.to_pylist()
             idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             continue
         if col == "device":
-            enc = arr.dictionary_encode()
             agents = [agent_index(v) for v in enc.dictionary.to_pylist()]
             lut = np.array([NULL if a is None else a for a in agents] or [NULL], np.int64)
             vals = lut[enc.indices.to_numpy(zero_copy_only=False)]

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.store import columnar
 from mlaprof.store.reader import Run
 from mlaprof.store.schema import TABLES
 
 
 def rows(run: Run, table: str) -> list[dict[str, Any]]:
-    """``table``'s rows of every rank, in storage order, as dicts (``rank`` first)."""
+    """``table``'s rows of every rank, in storage order, as dicts (``rank`` first); an import's
+    Arrow-stored rows follow the database's."""
     if table not in TABLES:
         raise MlaprofError(f"unknown table {table!r}")
     cols = ["rank"] + [c for c, _ in TABLES[table]]
@@ -32,4 +34,7 @@ def rows(run: Run, table: str) -> list[dict[str, Any]]:
                 con.close()
         except sqlite3.DatabaseError as e:
             raise MlaprofError(f"{path} cannot be read: {e}") from None
+        side = run.side_tables(rank).get(table)
+        if side is not None:  # an import's rows, after the database's
+            out.extend(dict(zip(cols, r, strict=True)) for r in columnar.rows(side))
     return out

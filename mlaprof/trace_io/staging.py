@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import create_run
+from mlaprof.store import columnar, create_run
 from mlaprof.store.runmeta import slug as _slug
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
@@ -153,6 +153,25 @@ class BulkWriter:
                         ex(prefix + ", ".join([one] * rest), flat[full * step :])
             except sqlite3.Error as e:
                 raise MlaprofError(f"cannot store a {table} record: {e}") from None
+        self.counts[table] = self.counts.get(table, 0) + n
+        return n
+
+    def write_columnar(
+        self,
+        table: str,
+        n: int,
+        numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
+        text: Mapping[str, tuple[Sequence[str | None], np.ndarray]] | None = None,
+    ) -> int:
+        """Store ``n`` rows as the rank's Arrow side file of ``table`` (once per table)."""
+        if n == 0:
+            return 0
+        if self.con.execute(
+            "SELECT 1 FROM meta WHERE key = ?", (columnar.META_PREFIX + table,)
+        ).fetchone():
+            raise MlaprofError(f"internal: {table} already has a columnar file in this import")
+        side = columnar.write(self.run_dir, self.rank, table, n, numbers, text)
+        columnar.record(self.con, side)
         self.counts[table] = self.counts.get(table, 0) + n
         return n
 

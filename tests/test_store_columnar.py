@@ -1,0 +1,192 @@
+"""Columnar side tables: imported kernels in an Arrow file read exactly like SQLite rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.errors import MlaprofError
+from mlaprof.store import create_run, load
+from mlaprof.store.schema import TABLES, columns
+from mlaprof.trace_io.runrows import rows
+from mlaprof.trace_io.staging import staged_run
+
+KCOLS = [c for c, _ in TABLES["kernels"]]
+NAMES = ["_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2", None, 12345, "rms'norm\"<bf16>"]
+
+
+def random_kernels(n: int, seed: int) -> tuple[dict, dict, list[dict]]:
+    """Column arrays (with NULL masks) and the same kernels as row dicts."""
+    rng = np.random.default_rng(seed)
+    numbers: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    for c in KCOLS:
+        if c == "name":
+            continue
+        vals = rng.integers(-(2**62), 2**62, n, dtype=np.int64)
+        mask = rng.random(n) < 0.2 if c in ("layer", "splits", "step") else None
+        numbers[c] = (vals, mask)
+    numbers["graph_id"] = (np.zeros(n, np.int64), np.ones(n, bool))  # all NULL
+    idx = rng.integers(0, len(NAMES), n)
+    dicts = []
+    for i in range(n):
+        d: dict = {"name": NAMES[idx[i]]}
+        for c, (vals, mask) in numbers.items():
+            d[c] = None if mask is not None and mask[i] else int(vals[i])
+        dicts.append(d)
+    return numbers, {"name": (NAMES, idx)}, dicts
+
+
+def _text(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def imported_run(traces: Path, name: str, numbers: dict, text: dict, n: int) -> Path:
+    with staged_run(traces, name, {"source": "test"}) as (bulk, final):
+        bulk.write_columnar("kernels", n, numbers, text)
+    return final
+
+
+def sqlite_run(traces: Path, name: str, dicts: list[dict]) -> Path:
+    w = create_run(traces, name, {"source": "test"})
+    w.add_many("kernels", dicts)
+    w.finish()
+    return w.run_dir
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Path, list[dict], int]:
+    seed = int.from_bytes(os.urandom(4), "little")
+    n = 3000
+    numbers, text, dicts = random_kernels(n, seed)
+    a = imported_run(tmp_path, "arrow", numbers, text, n)
+    b = sqlite_run(tmp_path, "sqlite", dicts)
+    return a, b, dicts, seed
+
+
+def _numeric(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    for c in out.columns:
+        if c != "name":
+            out[c] = pd.to_numeric(out[c]).astype("float64")
+    return out
+
+
+def test_arrow_rows_read_like_sqlite_rows(pair) -> None:
+    a, b, dicts, seed = pair
+    assert (a / "rank0.kernels.arrow").is_file() and not (b / "rank0.kernels.arrow").exists()
+    ra, rb = load(a), load(b)
+    assert ra.count("kernels") == rb.count("kernels") == len(dicts), seed
+    # exact values: 62-bit integers and NULLs survive, names as text (a number as its text)
+    exp = [{"rank": 0, **d, "name": _text(d["name"])} for d in dicts]
+    assert rows(ra, "kernels") == rows(rb, "kernels") == exp, seed
+    fa, fb = ra.table("kernels"), rb.table("kernels")
+    assert list(fa.columns) == list(columns("kernels"))
+    pd.testing.assert_frame_equal(_numeric(fa), _numeric(fb), check_dtype=False)
+    assert fa["start_ns"].dtype == np.int64 and fa["start_ns"].tolist() == [
+        d["start_ns"] for d in dicts
+    ]
+
+
+def test_sql_over_arrow_rows(pair) -> None:
+    a, b, dicts, seed = pair
+    sql = "SELECT name, COUNT(*) AS n, SUM(layer IS NULL) AS nl FROM kernels GROUP BY name ORDER BY name"
+    qa, qb = load(a).query(sql), load(b).query(sql)
+    pd.testing.assert_frame_equal(qa, qb)
+    assert int(qa["n"].sum()) == len(dicts), seed
+    ra = load(a)
+    ra.query("SELECT COUNT(*) AS n FROM kernels")  # shadows kernels on this connection
+    assert len(ra.table("kernels")) == ra.count("kernels") == len(dicts)  # no double rows
+    assert len(ra.table("kernels", where="layer IS NULL")) == sum(d["layer"] is None for d in dicts)
+
+
+def test_database_rows_come_first(tmp_path: Path) -> None:
+    numbers, text, dicts = random_kernels(50, 7)
+    with staged_run(tmp_path, "mixed", {"source": "test"}) as (bulk, final):
+        bulk.insert_dicts("kernels", [{"name": "from-db", "start_ns": 1}])
+        bulk.write_columnar("kernels", 50, numbers, text)
+    run = load(final)
+    names = run.table("kernels")["name"].tolist()
+    assert names[0] == "from-db" and len(names) == 51
+    assert run.count("kernels") == 51
+    assert run.query("SELECT COUNT(*) AS n FROM kernels")["n"].tolist() == [51]
+    first = dicts[0]["name"]
+    assert [r["name"] for r in rows(run, "kernels")][:2] == ["from-db", _text(first)]
+
+
+def test_failed_import_leaves_no_arrow_file(tmp_path: Path) -> None:
+    numbers, text, _ = random_kernels(10, 1)
+    with pytest.raises(RuntimeError), staged_run(tmp_path, "x", {}) as (bulk, _final):
+        bulk.write_columnar("kernels", 10, numbers, text)
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_rejects_wrong_columns(tmp_path: Path) -> None:
+    with pytest.raises(MlaprofError, match="no column"), staged_run(tmp_path, "x", {}) as (b, _):
+        b.write_columnar("kernels", 1, {"colour": (np.zeros(1, np.int64), None)})
+    with pytest.raises(MlaprofError, match="already has"), staged_run(tmp_path, "y", {}) as (b, _):
+        b.write_columnar("kernels", 1, {"step": (np.zeros(1, np.int64), None)})
+        b.write_columnar("kernels", 1, {"step": (np.zeros(1, np.int64), None)})
+
+
+def _damage(run: Path, how: str) -> None:
+    f = run / "rank0.kernels.arrow"
+    if how == "missing":
+        f.unlink()
+    elif how == "garbage":
+        f.write_bytes(b"ARROW1\0\0" + os.urandom(512))
+    elif how == "truncated":
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    else:  # the database says another row count
+        con = sqlite3.connect(run / "rank0.db")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'columnar:kernels'",
+                    (json.dumps({"file": f.name, "rows": 5}),))  # fmt: skip
+        con.commit()
+        con.close()
+
+
+@pytest.mark.parametrize("how", ["missing", "garbage", "truncated", "count"])
+def test_damaged_side_file_is_one_clear_error(
+    pair, how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, _b, _dicts, _seed = pair
+    db_before = (a / "rank0.db").read_bytes()
+    _damage(a, how)
+    with pytest.raises(MlaprofError, match="kernels"):
+        load(a).table("kernels")
+    for cmd in (["export", str(a), "--format", "csv", "--out", str(a.parent / "o")],):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert (
+            err.startswith("mlaprof: error: ") and err.count("\n") == 1 and "Traceback" not in err
+        )
+    if how != "count":
+        assert (a / "rank0.db").read_bytes() == db_before  # nothing recorded was touched
+
+
+def test_follower_counts_arrow_rows(pair) -> None:
+    from tui.reader import RunFollower
+
+    a, _b, dicts, _seed = pair
+    f = RunFollower(a)
+    f.catch_up()
+    assert f.states[0].counts["kernels"] == len(dicts)
+
+
+def test_version_1_runs_still_read(tmp_path: Path) -> None:
+    run = sqlite_run(tmp_path, "old", [{"name": "k", "start_ns": 3}])
+    con = sqlite3.connect(run / "rank0.db")
+    con.execute("PRAGMA user_version=1")
+    con.commit()
+    con.close()
+    meta = json.loads((run / "run.json").read_text())
+    meta["schema_version"] = 1
+    (run / "run.json").write_text(json.dumps(meta))
+    assert load(run).table("kernels")["name"].tolist() == ["k"]
