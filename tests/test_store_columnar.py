@@ -131,9 +131,18 @@ def test_failed_import_leaves_no_arrow_file(tmp_path: Path) -> None:
 def test_write_rejects_wrong_columns(tmp_path: Path) -> None:
     with pytest.raises(MlaprofError, match="no column"), staged_run(tmp_path, "x", {}) as (b, _):
         b.write_columnar("kernels", 1, {"colour": (np.zeros(1, np.int64), None)})
-    with pytest.raises(MlaprofError, match="already has"), staged_run(tmp_path, "y", {}) as (b, _):
-        b.write_columnar("kernels", 1, {"step": (np.zeros(1, np.int64), None)})
-        b.write_columnar("kernels", 1, {"step": (np.zeros(1, np.int64), None)})
+
+
+def test_parts_are_written_in_call_order(tmp_path: Path) -> None:
+    """Several writes (files of a folder, restored and foreign kernels) make one file, in order,
+    with one dictionary over all names."""
+    with staged_run(tmp_path, "y", {}) as (b, final):
+        for i, names in enumerate((["a", "b"], ["b", "c"], ["d"])):
+            idx = np.arange(len(names))
+            b.write_columnar("kernels", len(names), {"step": (idx + 10 * i, None)},
+                             {"name": (names, idx)})  # fmt: skip
+    got = [(r["step"], r["name"]) for r in rows(load(final), "kernels")]
+    assert got == [(0, "a"), (1, "b"), (10, "b"), (11, "c"), (20, "d")]
 
 
 def _damage(run: Path, how: str) -> None:

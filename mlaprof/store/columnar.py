@@ -71,15 +71,14 @@ def arrow_schema(table: str) -> pa.Schema:
     )
 
 
-def write(
-    run_dir: Path,
-    rank: int,
+def build(
     table: str,
+    rank: int,
     n: int,
     numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
-    text: Mapping[str, tuple[Sequence[str | None], np.ndarray]] | None = None,
-) -> SideTable:
-    """Write ``n`` rows of ``table`` for ``rank``.
+    text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None = None,
+) -> pa.Table:
+    """``n`` rows of ``table`` as an Arrow table in the side-file schema.
 
     ``numbers``: column -> (values, NULL mask or None). ``text``: column -> (distinct values,
     per-row index into them). Columns given in neither are NULL.
@@ -112,12 +111,18 @@ def write(
             arrays.append(pa.array(arr, field.type, mask=mask if has_null else None))
         else:
             arrays.append(pa.nulls(n, field.type))
-    tab = pa.Table.from_arrays(arrays, schema=schema)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def write(run_dir: Path, rank: int, table: str, parts: Sequence[pa.Table]) -> SideTable:
+    """Write the parts, in order, as the rank's side file of ``table``."""
+    pa = _pa()
+    tab = pa.concat_tables(parts).unify_dictionaries()  # the IPC file allows one dictionary
     path = Path(run_dir) / file_name(rank, table)
     opts = pa.ipc.IpcWriteOptions(compression="zstd")
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema, options=opts) as w:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, tab.schema, options=opts) as w:
         w.write_table(tab, max_chunksize=BATCH_ROWS)
-    return SideTable(table, path, n)
+    return SideTable(table, path, tab.num_rows)
 
 
 def record(con: sqlite3.Connection, side: SideTable) -> None:

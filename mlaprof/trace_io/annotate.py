@@ -229,16 +229,19 @@ def store_kernels(
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers."""
     derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay)
-    columns: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-    for c, arr in kc.ints.items():
-        if c not in derived:
-            columns[c] = (arr, kc.masks.get(c))
-    for c, arr in derived.items():
-        columns[c] = (arr, arr == NULL)
-    # imported kernels are written once: an Arrow side file (mlaprof.store.columnar)
-    text = {"name": (kc.names, kc.name_idx)}
-    summary.add("kernels", bulk.write_columnar("kernels", kc.n, columns, text))
+    ints = {**kc.ints, **derived}
+    masks = {c: m for c, m in kc.masks.items() if c not in derived}
+    masks.update({c: m for c, arr in derived.items() if (m := arr == NULL).any()})
+    write_kernels(bulk, KernelColumns(kc.names, kc.name_idx, ints, masks), summary)
     store_derived(bulk, steps, layers, summary)
+
+
+def write_kernels(bulk: Any, kc: KernelColumns, summary: ImportSummary) -> None:
+    """Store kernels as given; imported kernels are written once, so they go to the run's Arrow
+    side file (mlaprof.store.columnar), not row by row into SQLite."""
+    numbers = {c: (arr, kc.masks.get(c)) for c, arr in kc.ints.items()}
+    text = {"name": (kc.names, kc.name_idx)}
+    summary.add("kernels", bulk.write_columnar("kernels", kc.n, numbers, text))
 
 
 def store_derived(

@@ -15,7 +15,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.schema import TABLES
-from mlaprof.trace_io.annotate import KernelColumns
+from mlaprof.trace_io.annotate import KernelColumns, write_kernels
 from mlaprof.trace_io.common import ImportSummary
 from mlaprof.trace_io.rocpd_export import LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
@@ -97,7 +97,7 @@ def _import(
         "ORDER BY K.guid, K.id"
     )
     extra_cols = ("step", "layer", "replay", "splits")
-    kcols = list(KERNEL_COLS) + list(extra_cols)
+    kcols = KERNEL_COLS + extra_cols
     flat: list[Any] = []
     foreign: list[Any] = []
     for r in cur:
@@ -107,7 +107,8 @@ def _import(
             flat += [mine.get(c) for c in kcols]
         else:
             foreign += r[:14]
-    summary.add("kernels", bulk.insert_flat("kernels", kcols, flat))
+    if flat:
+        write_kernels(bulk, KernelColumns.from_rows(kcols, _ints(flat, path, kcols)), summary)
     kernels = KernelColumns.from_rows(KERNEL_COLS, _ints(foreign, path)) if foreign else None
 
     api: list[list[Any]] = []
@@ -194,13 +195,14 @@ def _import(
     return meta, kernels
 
 
-def _ints(flat: list[Any], path: Path) -> list[Any]:
-    """Kernel fields are integers but for the name (every 14th value): check, since SQLite columns
-    accept anything."""
-    k = len(KERNEL_COLS)
+def _ints(flat: list[Any], path: Path, cols: tuple[str, ...] = KERNEL_COLS) -> list[Any]:
+    """Kernel fields but the name must be integers (int64): check, since SQLite columns and the
+    mlaprof payload's JSON accept anything."""
+    k = len(cols)
     for i, v in enumerate(flat):
-        if i % k and v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-            raise MlaprofError(
-                f"{path}: kernel field {KERNEL_COLS[i % k]} holds {v!r}, not an integer"
-            )
+        c = cols[i % k]
+        if c == "name" or v is None:
+            continue
+        if not isinstance(v, int) or isinstance(v, bool) or not -(2**63) <= v < 2**63:
+            raise MlaprofError(f"{path}: kernel field {c} holds {v!r}, not a 64-bit integer")
     return flat

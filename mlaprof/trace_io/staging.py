@@ -46,6 +46,7 @@ class BulkWriter:
         self.con.execute("BEGIN")
         self.counts: dict[str, int] = {}
         self.run_dir: Path = Path(db_path).parent
+        self._columnar: dict[str, list[Any]] = {}  # table -> Arrow parts, written on commit
 
     def _sql(self, table: str, cols: Sequence[str], nrows: int) -> str:
         if table not in TABLES:
@@ -161,17 +162,14 @@ class BulkWriter:
         table: str,
         n: int,
         numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
-        text: Mapping[str, tuple[Sequence[str | None], np.ndarray]] | None = None,
+        text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None = None,
     ) -> int:
-        """Store ``n`` rows as the rank's Arrow side file of ``table`` (once per table)."""
+        """Queue ``n`` rows for the rank's Arrow side file of ``table``; every call's rows are
+        written, in call order, as one file when the import commits."""
         if n == 0:
             return 0
-        if self.con.execute(
-            "SELECT 1 FROM meta WHERE key = ?", (columnar.META_PREFIX + table,)
-        ).fetchone():
-            raise MlaprofError(f"internal: {table} already has a columnar file in this import")
-        side = columnar.write(self.run_dir, self.rank, table, n, numbers, text)
-        columnar.record(self.con, side)
+        part = columnar.build(table, self.rank, n, numbers, text)
+        self._columnar.setdefault(table, []).append(part)
         self.counts[table] = self.counts.get(table, 0) + n
         return n
 
@@ -192,6 +190,9 @@ class BulkWriter:
         return self.con.execute(sql, params)
 
     def commit(self) -> None:
+        for table, parts in self._columnar.items():
+            columnar.record(self.con, columnar.write(self.run_dir, self.rank, table, parts))
+        self._columnar.clear()
         if self.con.in_transaction:
             self.con.execute("COMMIT")
         self.con.close()
