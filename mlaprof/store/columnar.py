@@ -3,8 +3,8 @@
 SQLite binds a row at a time (about 2 us per kernel row of 19 values on the 2-core machine), so
 a million-dispatch trace spent most of its import inserting. Imported rows are written once and
 never appended to, so an import stores its kernels as ``rank<N>.<table>.arrow`` instead (Arrow
-IPC, zstd, names dictionary-encoded: ~0.1 s and ~10 MB per million rows, readable as is by
-pandas.read_feather, polars and DuckDB). The rank database's ``meta`` table names the file and
+IPC, zstd, names dictionary-encoded: ~0.2 s and ~9 MB per million rows, readable as is by
+pandas.read_feather, pyarrow and polars). The rank database's ``meta`` table names the file and
 its row count (key ``columnar:<table>``); readers return the table's SQLite rows followed by the
 file's rows, so a table reads the same whichever way its rows were stored.
 """
@@ -186,7 +186,7 @@ def frame(side: SideTable) -> pd.DataFrame:
 
 
 def rows(side: SideTable) -> Iterator[tuple[Any, ...]]:
-    """Exact rows (Python ints and None), in file order, one batch in memory at a time."""
+    """Exact rows (Python ints and None), in file order, turned into Python one batch at a time."""
     for batch in _plain(read(side)).to_batches():
         yield from zip(*(col.to_pylist() for col in batch.columns), strict=True)
 
