@@ -24,20 +24,33 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
     console = console or Console()
     s = summary(run)
     sc = s["scenario"]
-    console.print(
-        f"[bold]{run.name}[/]  backend={s['backend']} device={s['device']} "
-        f"model={sc.get('model')} qlen={1 + int(sc.get('num_speculative_tokens', 0))} "
-        f"graph={sc.get('graph_mode')} min_kv_mode={sc.get('min_kv_mode')} "
-        f"policy={sc.get('policy')} target={sc.get('target')}"
-    )
+    fields = {
+        "backend": s["backend"],
+        "device": s["device"],
+        "model": sc.get("model"),
+        "qlen": 1 + int(sc["num_speculative_tokens"]) if "num_speculative_tokens" in sc else None,
+        "graph": sc.get("graph_mode"),
+        "min_kv_mode": sc.get("min_kv_mode"),
+        "policy": sc.get("policy"),
+        "target": sc.get("target"),
+    }
+    head = " ".join(f"{k}={v}" for k, v in fields.items() if v not in (None, ""))
+    if run.meta.get("imported_from"):  # an imported trace has no scenario: say where it came from
+        head += f" imported from {run.meta['imported_from']} ({run.meta.get('format', '?')})"
+    console.print(f"[bold]{run.name}[/]  {head}")
     pad = s["padding"]
     cap = s["capture"]
     n_sync = len(s["syncs"])
     layers = {x["layer"] for x in s["syncs"]}
+    padding = (
+        "not recorded"
+        if pad["capture_size"] is None and not pad["real_rows"]
+        else f"{pad['real_rows']} real + {pad['padding_rows']} padding rows "
+        f"(capture size {pad['capture_size']})"
+    )
     console.print(
         f"capture: {cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})  |  syncs in "
-        f"region: {n_sync} on {len(layers)} layer(s)  |  padding: {pad['real_rows']} real + "
-        f"{pad['padding_rows']} padding rows (capture size {pad['capture_size']})"
+        f"region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}"
     )
 
     paths = {c["backend"]: c for c in s.get("paths", [])}
@@ -69,12 +82,22 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             "-" if r["frozen"] is None else str(r["frozen"]),
             f"{_pct0(r['occupancy'])}->{_pct0(r['occupancy_deserved'])}",
         )
+    if not s["splits"]:
+        t = Table(title="KV splits: no split metadata recorded", title_justify="left", box=None)
+        t.add_column("S per MLA layer (from the trace)", justify="right")
+        t.add_column("layer records", justify="right")
+        used = run.query(
+            "SELECT splits_used AS s, COUNT(*) AS n FROM layers GROUP BY splits_used ORDER BY s"
+        )
+        for v, n in zip(used["s"].tolist(), used["n"].tolist(), strict=True):
+            t.add_row("unknown" if v is None or v != v else str(int(v)), str(int(n)))
     console.print(t)
-    console.print(
-        "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
-        "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps; "
-        f"occupancy of {sc.get('target')} units used -> deserved[/]"
-    )
+    if s["splits"]:
+        console.print(
+            "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
+            "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps; "
+            f"occupancy of {sc.get('target')} units used -> deserved[/]"
+        )
 
     if s["syncs"] and verbose:
         st = Table(title="syncs in the captured region", title_justify="left")
@@ -94,8 +117,12 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             f"[{_STYLE.get(f.severity, '')}]{f.severity.upper()}[/]",
             f"[bold]{f.title}[/]\n[dim]{f.evidence}[/]\n[green]fix:[/] {f.fix}",
         )
-    if not findings:
+    if not findings and s["splits"]:
         ft.add_row("OK", "no findings: the verify path captures and splits as deserved")
+    elif not findings:
+        ft.add_row(
+            "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
+        )
     console.print(ft)
 
 
