@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -17,7 +19,7 @@
 # `mlaprof import` (and `mlaprof.trace_io`) turns rocprofv3 output (CSV of ROCm 6.3 or 7.x,
 # JSON, rocpd SQLite) and Kineto JSON traces into a run folder, so the same tables and figures
 # work on traces other tools recorded. Here: a real rocprofv3 decode trace (kernel trace, HIP API
-# trace and counters) shipped with the project under `shared/fixtures/rocprof/`.
+# trace and counters) shipped with the repository under `tests/data/rocprof/`.
 # For a Kineto trace use `mlaprof.trace_io.kineto.import_kineto(path, traces)` the same way.
 
 # %%
@@ -38,11 +40,13 @@ def fixtures() -> Path:
     env = os.environ.get("MLAPROF_ROCPROF_FIXTURES")
     here = Path.cwd().resolve()
     for cand in ([Path(env)] if env else []) + [
-        d / "shared" / "fixtures" / "rocprof" for d in (here, *here.parents)
+        d / sub
+        for d in (here, *here.parents)
+        for sub in ("tests/data/rocprof", "shared/fixtures/rocprof")
     ]:
         if cand.is_dir():
             return cand
-    raise FileNotFoundError("no shared/fixtures/rocprof: set MLAPROF_ROCPROF_FIXTURES")
+    raise FileNotFoundError("no tests/data/rocprof here or above: set MLAPROF_ROCPROF_FIXTURES")
 
 
 work = Path(tempfile.mkdtemp(prefix="mlaprof-nb04-"))

@@ -13,7 +13,6 @@ import pytest
 from mlaprof.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 
 
 def small_scenario(**over) -> Scenario:

@@ -16,7 +16,7 @@ pytest.importorskip("ipykernel")
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "rocprof"
+FIXTURES = ROOT / "tests" / "data" / "rocprof"  # in the repository: CI has no ../shared
 KERNEL = "mlaprof-test"
 
 
