@@ -195,13 +195,27 @@ def mentions(sql: str, table: str) -> bool:
     return re.search(rf"\b{re.escape(table)}\b", sql, re.I) is not None
 
 
-def materialize(con: sqlite3.Connection, side: SideTable) -> None:
+def materialize(con: sqlite3.Connection, side: SideTable, rank: int) -> None:
     """Shadow ``side.table`` on this (read-only) connection with a TEMP table holding its SQLite
     rows followed by the file's, so that any SQL sees every row (temp names resolve first)."""
+    from mlaprof.store.bulk import insert_columns
+
+    pa = _pa()
     cols = columns(side.table)
     con.execute(
         f"CREATE TEMP TABLE {side.table} AS SELECT {', '.join(cols)} FROM main.{side.table}"
     )
-    sql = f"INSERT INTO temp.{side.table} VALUES ({', '.join('?' * len(cols))})"
-    con.executemany(sql, rows(side))
+    for batch in read(side).to_batches():
+        arrays: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        for name, col in zip(batch.schema.names, batch.columns, strict=True):
+            if name == "rank":
+                continue
+            mask = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
+            if pa.types.is_dictionary(col.type):
+                lut = np.array(col.dictionary.to_pylist() + [None], dtype=object)
+                idx = col.indices.fill_null(len(lut) - 1).to_numpy(zero_copy_only=False)
+                arrays[name] = (lut[idx], mask)
+            else:
+                arrays[name] = (col.fill_null(0).to_numpy(zero_copy_only=False), mask)
+        insert_columns(con, side.table, rank, arrays, batch.num_rows, schema="temp")
     con.commit()

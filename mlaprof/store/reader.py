@@ -106,7 +106,7 @@ class Run:
                 continue
             with self._lock:
                 if (rank, table) not in self._shadowed:
-                    columnar.materialize(self._cons[rank], side)
+                    columnar.materialize(self._cons[rank], side, rank)
                     self._shadowed.add((rank, table))
 
     def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:

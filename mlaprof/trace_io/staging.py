@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, create_run
+from mlaprof.store.bulk import insert_columns
 from mlaprof.store.runmeta import slug as _slug
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
@@ -90,70 +90,8 @@ class BulkWriter:
         n: int,
         text: Mapping[str, str] | None = None,
     ) -> int:
-        """Insert ``n`` rows given as column arrays with optional NULL masks.
-
-        Columns that are all NULL or one constant integer are written as SQL literals (fewer
-        values to bind); the rest are bound in multi-row statements, chunk by chunk, so that
-        only one chunk of Python objects exists at a time.
-        """
-        if n == 0:
-            return 0
-        lits: list[tuple[str, str]] = [
-            (c, "'" + v.replace("'", "''") + "'") for c, v in (text or {}).items()
-        ]
-        bound: list[tuple[str, np.ndarray, np.ndarray | None]] = []
-        for c, (arr, mask) in columns.items():
-            if len(arr) != n:
-                raise MlaprofError(f"internal: column {c} has {len(arr)} values, not {n}")
-            if mask is not None and mask.all():
-                lits.append((c, "NULL"))
-            elif (
-                (mask is None or not mask.any())
-                and arr.dtype.kind == "i"
-                and bool((arr == arr[0]).all())
-            ):
-                lits.append((c, str(int(arr[0]))))
-            else:
-                bound.append((c, arr, mask if mask is not None and mask.any() else None))
-        names = [c for c, _ in lits] + [c for c, _, _ in bound]
-        self._sql(table, names, 1)  # validates the column names
-        k = max(1, len(bound))
-        per = max(1, min(1024, 32000 // k))
-        prefix = f"INSERT INTO {table} (rank{''.join(', ' + c for c in names)}) VALUES "
-        one = "(" + ", ".join([str(self.rank)] + [v for _, v in lits] + ["?"] * len(bound)) + ")"
-        sql_full = prefix + ", ".join([one] * per)
-        chunk = per * 64
-        width = len(bound)
-
-        def build(off: int) -> tuple[int, list[Any]]:
-            m = min(chunk, n - off)
-            flat: list[Any] = [None] * (m * width)
-            for j, (_, arr, mask) in enumerate(bound):
-                vals = arr[off : off + m].tolist()
-                if mask is not None:
-                    for i in np.flatnonzero(mask[off : off + m]).tolist():
-                        vals[i] = None
-                flat[j::width] = vals
-            return m, flat
-
-        ex = self.con.execute
-        # sqlite3 releases the GIL while it steps a statement: build the next chunk's Python
-        # values in a helper thread meanwhile
-        with ThreadPoolExecutor(1) as pool:
-            nxt = pool.submit(build, 0)
-            try:
-                for off in range(0, n, chunk):
-                    m, flat = nxt.result()
-                    if off + chunk < n:
-                        nxt = pool.submit(build, off + chunk)
-                    full, rest = divmod(m, per)
-                    step = per * width
-                    for i in range(full):
-                        ex(sql_full, flat[i * step : (i + 1) * step])
-                    if rest:
-                        ex(prefix + ", ".join([one] * rest), flat[full * step :])
-            except sqlite3.Error as e:
-                raise MlaprofError(f"cannot store a {table} record: {e}") from None
+        """Insert ``n`` rows given as column arrays (see :func:`mlaprof.store.bulk.insert_columns`)."""
+        insert_columns(self.con, table, self.rank, columns, n, text)
         self.counts[table] = self.counts.get(table, 0) + n
         return n
 
