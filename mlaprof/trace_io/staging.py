@@ -19,7 +19,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, create_run
-from mlaprof.store.bulk import insert_columns
+from mlaprof.store.bulk import insert_columns, insert_flat
 from mlaprof.store.runmeta import slug as _slug
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
@@ -30,12 +30,9 @@ STAGING_PREFIX = ".mlaprof-import-"
 class BulkWriter:
     """Fast appends straight into a staged rank database (the import owns it exclusively).
 
-    Rows are tuples in the order of ``cols``; ``rank`` is written as a constant. Multi-row
-    ``INSERT ... VALUES (...), (...)`` statements amortise the per-statement cost, which is what
-    bounds a Python executemany at ~1M rows.
+    Rows are tuples in the order of ``cols``; ``rank`` is written as a constant; the inserts are
+    :mod:`mlaprof.store.bulk`'s multi-row statements. Kernels go to an Arrow side file instead.
     """
-
-    ROWS_PER_STATEMENT = 256
 
     def __init__(self, db_path: Path, rank: int = 0) -> None:
         self.rank = int(rank)
@@ -48,38 +45,9 @@ class BulkWriter:
         self.run_dir: Path = Path(db_path).parent
         self._columnar: dict[str, list[Any]] = {}  # table -> Arrow parts, written on commit
 
-    def _sql(self, table: str, cols: Sequence[str], nrows: int) -> str:
-        if table not in TABLES:
-            raise MlaprofError(f"unknown table {table!r}")
-        known = {c for c, _ in TABLES[table]}
-        bad = [c for c in cols if c not in known]
-        if bad:
-            raise MlaprofError(f"table {table!r} has no column(s) {', '.join(bad)}")
-        one = "(" + ", ".join([str(self.rank)] + ["?"] * len(cols)) + ")"
-        return f"INSERT INTO {table} (rank, {', '.join(cols)}) VALUES " + ", ".join([one] * nrows)
-
     def insert_flat(self, table: str, cols: Sequence[str], flat: list[Any]) -> int:
         """Insert rows given as one flat row-major list (len = rows * len(cols))."""
-        nc = len(cols)
-        if nc == 0 or len(flat) % nc:
-            raise MlaprofError(f"internal: {len(flat)} values do not fill rows of {nc} columns")
-        n = len(flat) // nc
-        if n == 0:
-            return 0
-        r = self.ROWS_PER_STATEMENT
-        full, rest = divmod(n, r)
-        step = r * nc
-        ex = self.con.execute
-        try:
-            if full:
-                sql = self._sql(table, cols, r)
-                for i in range(full):
-                    ex(sql, flat[i * step : (i + 1) * step])
-            if rest:
-                ex(self._sql(table, cols, rest), flat[full * step :])
-        except sqlite3.Error as e:
-            # a value of a type SQLite cannot store came from the input
-            raise MlaprofError(f"cannot store a {table} record: {e}") from None
+        n = insert_flat(self.con, table, self.rank, cols, flat)
         self.counts[table] = self.counts.get(table, 0) + n
         return n
 
