@@ -14,6 +14,31 @@ from mlaprof.store.writer import RunWriter
 KV_BYTES_PER_ELEMENT = 2  # bf16 KV cache
 
 
+def step_row(
+    step: int,
+    shape: BatchShape,
+    t_start_ns: int,
+    duration_ns: int,
+    graph_mode: str,
+    backend: str,
+    timing: str,
+) -> dict[str, int | str]:
+    """One ``steps`` record of a scenario batch (the runners' common shape columns)."""
+    return {
+        "step": step,
+        "t_start_ns": t_start_ns,
+        "duration_ns": duration_ns,
+        "num_reqs": shape.num_reqs,
+        "num_real_reqs": shape.num_real,
+        "qlen": shape.qlen,
+        "real_tokens": shape.real_tokens,
+        "padded_tokens": shape.padded_tokens,
+        "graph_mode": graph_mode,
+        "backend": backend,
+        "timing": timing,
+    }
+
+
 def padding_row(step: int, meta: VerifyMetadata, shape: BatchShape) -> dict[str, int | None]:
     real_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q > 0]
     pad_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q == 0]

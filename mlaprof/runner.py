@@ -17,7 +17,7 @@ from mlaprof.backends.base import get_backend, make_inputs
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
-from mlaprof.recording import record_step_analysis
+from mlaprof.recording import record_step_analysis, step_row
 from mlaprof.scenario import LATENT, Scenario
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run
@@ -113,20 +113,9 @@ def run_cpu(
                 writer.add("layers", **r)
             for e in checker.events:
                 writer.add("syncs", **e.to_row())
-            writer.add(
-                "steps",
-                step=step,
-                t_start_ns=t_step,
-                duration_ns=t_end - t_step,
-                num_reqs=shape.num_reqs,
-                num_real_reqs=shape.num_real,
-                qlen=shape.qlen,
-                real_tokens=shape.real_tokens,
-                padded_tokens=shape.padded_tokens,
-                graph_mode=shape.graph_mode,
-                backend=backend_name,
-                timing="cpu-wall",
-            )
+            row = step_row(step, shape, t_step, t_end - t_step, shape.graph_mode, backend_name,
+                           "cpu-wall")  # fmt: skip
+            writer.add("steps", **row)
         if check and first_capture_problem is None:
             blocking = [e for e in checker.events if e.kind != "alloc"]
             first_capture_problem = blocking[0] if blocking else False

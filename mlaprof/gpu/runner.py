@@ -21,6 +21,7 @@ from mlaprof.gpu.hostwork import HostQueue, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
 from mlaprof.metadata import BatchShape, VerifyMetadata
+from mlaprof.recording import step_row
 from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.writer import RunWriter
@@ -403,18 +404,7 @@ def _write_step(
             )
             offset += d or 0.0
         writer.add(
-            "steps",
-            step=step,
-            t_start_ns=t_start,
-            duration_ns=int(dur_ns),
-            num_reqs=shape.num_reqs,
-            num_real_reqs=shape.num_real,
-            qlen=shape.qlen,
-            real_tokens=shape.real_tokens,
-            padded_tokens=shape.padded_tokens,
-            graph_mode=mode,
-            backend=backend_name,
-            timing=timing,
+            "steps", **step_row(step, shape, t_start, int(dur_ns), mode, backend_name, timing)
         )
 
 
