@@ -53,7 +53,7 @@ def import_rocprof(
     traces: Path | str,
     name: str | None = None,
     matcher: KernelMatcher | None = None,
-    use_arrow: bool | None = None,
+    use_arrow: bool = True,
 ) -> tuple[Path, ImportSummary]:
     path = Path(path)
     fmt, files = collect(path)

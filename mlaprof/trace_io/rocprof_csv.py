@@ -2,9 +2,9 @@
 stats CSVs, ROCm 6.3 and 7.x header generations and ``rocpd convert`` output (leading Guid).
 
 Columns are found by header name, case-insensitively; numbers may be quoted or bare; timestamps
-are parsed as exact integers (never through float). A kernel trace is read with pyarrow when it
-is installed (the fast path for million-dispatch traces), else with the csv module; both give
-identical rows.
+are parsed as exact integers (never through float). A kernel trace is read with pyarrow (a
+dependency: the fast path for million-dispatch traces); ``use_arrow=False`` reads it with the
+csv module instead, an independent parser the tests hold to identical rows.
 """
 
 from __future__ import annotations
@@ -254,16 +254,7 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     return KernelColumns(names, idx, ints, masks)
 
 
-def read_kernels(
-    path: Path, text: str | None, header: list[str], use_arrow: bool | None
-) -> KernelColumns:
-    if use_arrow is None:
-        try:
-            import pyarrow.csv  # noqa: F401
-
-            use_arrow = True
-        except ImportError:
-            use_arrow = False
+def read_kernels(path: Path, text: str | None, header: list[str], use_arrow: bool) -> KernelColumns:
     if use_arrow:
         return _kernels_arrow(path, header)
     return _kernels_csvmodule(path, text if text is not None else read_text(path, "CSV"), header)
@@ -293,13 +284,21 @@ def _import_api(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> i
     return bulk.insert("api", cols, rows())
 
 
-def _import_memcpy(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
-    pos = _index(path, header, ("direction", "start_timestamp", "end_timestamp"))
-    f = _intf(path, "field")
+def _getter(pos: dict[str, int]) -> Callable[[list[str], str], str | None]:
+    """Field ``c`` of a row, None where the header has no such column."""
 
     def get(r: list[str], c: str) -> str | None:
         i = pos.get(c)
         return None if i is None else r[i]
+
+    return get
+
+
+def _import_memcpy(bulk: BulkWriter, path: Path, text: str, header: list[str]) -> int:
+    pos = _index(path, header, ("direction", "start_timestamp", "end_timestamp"))
+    f = _intf(path, "field")
+
+    get = _getter(pos)
 
     def rows() -> Iterator[list[Any]]:
         for r in _rows(path, text, len(header)):
@@ -336,9 +335,7 @@ def _import_alloc(bulk: BulkWriter, path: Path, text: str, header: list[str]) ->
     pos = _index(path, header, ("operation", "allocation_size", "start_timestamp", "end_timestamp"))
     f = _intf(path, "field")
 
-    def get(r: list[str], c: str) -> str | None:
-        i = pos.get(c)
-        return None if i is None else r[i]
+    get = _getter(pos)
 
     def rows() -> Iterator[list[Any]]:
         for r in _rows(path, text, len(header)):
@@ -389,13 +386,13 @@ def _import_stats(bulk: BulkWriter, path: Path, text: str, header: list[str]) ->
 
 
 def import_csv(
-    bulk: BulkWriter, path: Path, summary: ImportSummary, use_arrow: bool | None = None
+    bulk: BulkWriter, path: Path, summary: ImportSummary, use_arrow: bool = True
 ) -> KernelColumns | None:
     """Import one rocprofv3 CSV. Kernel traces are returned (stored after annotation), the other
     kinds are stored at once. Raises MlaprofError on anything unexpected."""
     text: str | None = None
     kind = sniff(path)
-    if kind == KERNEL and use_arrow is not False:
+    if kind == KERNEL and use_arrow:
         # validate cheaply without decoding the whole file in Python
         with open(path, "rb") as f:
             head = f.read(65536)
