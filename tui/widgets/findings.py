@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -13,11 +12,12 @@ from textual.strip import Strip
 
 from mlaprof.analysis.findings import Finding
 from tui.text import SEV_TAG
+from tui.widgets.styles import CachedStyles
 
 TAG_WIDTH = 7  # " CRIT " + space
 
 
-class FindingsList(ScrollView, can_focus=True):
+class FindingsList(CachedStyles, ScrollView, can_focus=True):
     """Severity tag in its own column; wrapped lines hang under the title."""
 
     COMPONENT_CLASSES = {
@@ -45,7 +45,6 @@ class FindingsList(ScrollView, can_focus=True):
         self._key: list[tuple[str, ...]] | None = None
         self._lines: list[list[tuple[str, str]]] = []  # (text, component class)
         self._width = 0
-        self._styles: dict[str, Style] = {}
 
     def show(self, findings: list[Finding], source: str) -> None:
         title = f"findings ({source})"
@@ -85,19 +84,6 @@ class FindingsList(ScrollView, can_focus=True):
             lines = [[(" no findings", "findings--none")]]
         self._lines = lines
         self.virtual_size = Size(width + TAG_WIDTH, len(lines))
-        self.refresh()
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            base = self.rich_style
-            style = base + self.get_component_rich_style(name) if name else base
-            self._styles[name] = style
-        return style
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
         self.refresh()
 
     def render_line(self, y: int) -> Strip:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from rich.segment import Segment
-from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
+
+from tui.widgets.styles import CachedStyles
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
-class Spark(Widget):
+class Spark(CachedStyles, Widget):
     """The last ``width`` values as bars, min..max scaled over the widget's height."""
 
     COMPONENT_CLASSES = {"spark--bar", "spark--last"}
@@ -23,7 +24,6 @@ class Spark(Widget):
         super().__init__(id=id)
         self.values: list[float] = []
         self._rows: list[str] = []
-        self._styles: dict[str, Style] = {}
 
     def set_values(self, values: list[float]) -> None:
         if values != self.values:
@@ -45,18 +45,6 @@ class Spark(Widget):
             floor = (height - 1 - line) * 8
             rows.append("".join(EIGHTHS[min(8, max(0, t - floor))] for t in ticks).ljust(width))
         return rows
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self.rich_style + self.get_component_rich_style(name)
-            self._styles[name] = style
-        return style
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-        self.refresh()
 
     def on_resize(self) -> None:
         self._rows = []

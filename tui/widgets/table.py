@@ -9,7 +9,6 @@ sorts), row cursor (keys, mouse), Enter or a click on the cursor row selects.
 from __future__ import annotations
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
@@ -19,6 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.text import Table
+from tui.widgets.styles import CachedStyles
 
 GAP = 2
 
@@ -27,7 +27,7 @@ def _numeric(cell: str) -> bool:
     return cell[:1].isdigit() or cell[:1] in "-+." and cell[1:2].isdigit()
 
 
-class ViewTable(ScrollView, can_focus=True):
+class ViewTable(CachedStyles, ScrollView, can_focus=True):
     """Row-cursor table that keeps the cursor where it was across refreshes."""
 
     COMPONENT_CLASSES = {
@@ -86,7 +86,6 @@ class ViewTable(ScrollView, can_focus=True):
         self._head_line = ""
         self._lines: list[str] = []
         self._spans: list[tuple[int, int]] = []  # column x ranges, for header clicks
-        self._styles: dict[tuple[str, bool], Style] = {}
 
     # -- data ----------------------------------------------------------------------------------
     def show(self, table: Table, keys: list[str] | None = None) -> None:
@@ -179,15 +178,8 @@ class ViewTable(ScrollView, can_focus=True):
             self.move_cursor(row)
 
     # -- drawing -------------------------------------------------------------------------------
-    def _style(self, name: str) -> Style:
-        """Resolved styles, cached per focus state (resolving them is most of a repaint)."""
-        key = (name, self.has_focus)
-        style = self._styles.get(key)
-        if style is None:
-            base = self.rich_style
-            style = base if name == "base" else base + self.get_component_rich_style(name)
-            self._styles[key] = style
-        return style
+    def _style_key(self, name: str) -> tuple[str, bool]:
+        return (name, self.has_focus)  # the cursor row looks different with focus
 
     def on_focus(self) -> None:
         self.refresh()
@@ -214,8 +206,3 @@ class ViewTable(ScrollView, can_focus=True):
                 style = self._style("base")
         text = text[sx : sx + width].ljust(width)
         return Strip([Segment(text, style)], width)
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-        self.refresh()
