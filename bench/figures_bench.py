@@ -19,7 +19,6 @@ import datetime as dt
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,9 +30,7 @@ sys.path.insert(0, str(ROOT))
 import mlaprof  # noqa: E402
 from mlaprof.figures import RUN_FIGURES, run_diff  # noqa: E402
 from mlaprof.figures.html_report import write_html_report  # noqa: E402
-from tests.figure_runs import write_run  # noqa: E402
-
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.figure_runs import CHROMIUM, render_dom, write_run  # noqa: E402
 
 
 def main() -> int:
@@ -76,25 +73,7 @@ def main() -> int:
     }
     if CHROMIUM.exists():
         t = time.perf_counter()
-        res = subprocess.run(
-            [
-                str(CHROMIUM),
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                f"--user-data-dir={tmp / 'profile'}",
-                "--virtual-time-budget=3000",
-                "--dump-dom",
-                path.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        res = render_dom(path, tmp / "profile", timeout=300)
         doc["html"]["chromium_render_s"] = round(time.perf_counter() - t, 1)
         doc["html"]["figures_drawn"] = res.stdout.count('class="plot-container plotly"')
         doc["html"]["figures_expected"] = len(builders)

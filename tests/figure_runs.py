@@ -6,12 +6,34 @@ those ``mlaprof run`` would record for the same scenario (the bug: min over all 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from mlaprof.metadata import step_metadata
 from mlaprof.scenario import KV_DIM, Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store import create_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
+def render_dom(html: Path, profile: Path, timeout: float) -> subprocess.CompletedProcess:
+    """Open ``html`` offline in headless Chromium, let its scripts run, return the DOM (stdout)."""
+    return subprocess.run(
+        [str(CHROMIUM), *CHROME_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000",
+         "--dump-dom", html.as_uri()],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
 
 POLICY_NAMES = ("aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20", "vllm-triton")
 T0 = 5_000_000_000

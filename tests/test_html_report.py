@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,18 +15,7 @@ from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.figures import RUN_FIGURES
 from mlaprof.figures import png as png_mod
 from mlaprof.figures.html_report import write_html_report
-from tests.figure_runs import write_run
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROME_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
+from tests.figure_runs import CHROMIUM, render_dom, write_run
 
 
 @pytest.fixture(scope="module")
@@ -90,19 +78,7 @@ def test_bad_output_path(report, tmp_path):
 )
 def test_report_renders_offline_in_headless_chromium(report, tmp_path):
     _, _, out = report
-    res = subprocess.run(
-        [
-            str(CHROMIUM),
-            *CHROME_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--virtual-time-budget=3000",
-            "--dump-dom",
-            out.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = render_dom(out, tmp_path / "profile", timeout=120)
     dom = res.stdout
     assert res.returncode == 0, res.stderr[-2000:]
     n_figs = len(RUN_FIGURES) + 1
