@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from array import array
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +182,11 @@ class View:
     problem: str | None = None
 
 
+def _opt(pick: Callable[[int, int], int], a: int | None, b: int | None) -> int | None:
+    """``pick(a, b)`` where both are known, else whichever is."""
+    return b if a is None else a if b is None else pick(a, b)
+
+
 def _merge_ranks(states: list[RankState]) -> RankState:
     """Aggregate several ranks into one (sums; latest values from the highest rank wins)."""
     if len(states) == 1:
@@ -189,12 +195,8 @@ def _merge_ranks(states: list[RankState]) -> RankState:
     for s in states:
         out.steps += s.steps
         out.step_ns_sum += s.step_ns_sum
-        for v in (s.step_ns_min,):
-            if v is not None:
-                out.step_ns_min = v if out.step_ns_min is None else min(out.step_ns_min, v)
-        for v in (s.step_ns_max,):
-            if v is not None:
-                out.step_ns_max = v if out.step_ns_max is None else max(out.step_ns_max, v)
+        out.step_ns_min = _opt(min, out.step_ns_min, s.step_ns_min)
+        out.step_ns_max = _opt(max, out.step_ns_max, s.step_ns_max)
         out.add_modes(list(s.modes.items()))
         out.last_step = s.last_step or out.last_step
         for k, a in s.layers.items():
@@ -212,12 +214,8 @@ def _merge_ranks(states: list[RankState]) -> RankState:
             b = out.splits.setdefault(k, SplitAgg())
             b.rows += a.rows
             b.collapsed += a.collapsed
-            for v in (a.min_used,):
-                if v is not None:
-                    b.min_used = v if b.min_used is None else min(b.min_used, v)
-            for v in (a.max_used,):
-                if v is not None:
-                    b.max_used = v if b.max_used is None else max(b.max_used, v)
+            b.min_used = _opt(min, b.min_used, a.min_used)
+            b.max_used = _opt(max, b.max_used, a.max_used)
             b.last = a.last or b.last
         out.add_padding([(k, *v) for k, v in s.padding.items()])
         out.memory.update(s.memory)

@@ -26,6 +26,16 @@ from mlaprof.trace_io.runrows import rows
 
 _TS = re.compile(r'"@mlaprof-ns:(-?\d+)"')
 PID_MLAPROF = 1
+_STEP_ARGS = (
+    "num_reqs",
+    "num_real_reqs",
+    "qlen",
+    "padded_tokens",
+    "graph_mode",
+    "backend",
+    "timing",
+)
+_LAYER_ARGS = ("step", "syncs", "splits_used", "splits_deserved")
 PID_HOST = 2
 PID_GPU0 = 10
 
@@ -197,58 +207,30 @@ def build_trace(run: Run) -> dict[str, Any]:
                         "ts": _ts(kts),
                     }
                 )
-    # steps and per-layer slices
-    step_t: dict[tuple[int, int], int] = {}
-    items = []
-    for st in steps:
-        if st["t_start_ns"] is None:
-            continue
-        step_t[(st["rank"], st["step"])] = st["t_start_ns"]
-        items.append((st["t_start_ns"], st["t_start_ns"] + (st["duration_ns"] or 0), st))
-    for s, e, st, lane in _laned(items):
-        tid = tid_for(PID_MLAPROF, f"steps rank {st['rank']}" + (f" lane {lane}" if lane else ""))
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "step",
-                "name": f"step {st['step']}",
-                "pid": PID_MLAPROF,
-                "tid": tid,
-                "ts": _ts(s),
-                "dur": _ts(e - s),
-                "args": {
-                    c: st[c]
-                    for c in (
-                        "num_reqs",
-                        "num_real_reqs",
-                        "qlen",
-                        "padded_tokens",
-                        "graph_mode",
-                        "backend",
-                        "timing",
-                    )
-                },
-            }
-        )
-    items = [
-        (ly["t_start_ns"], ly["t_start_ns"] + (ly["duration_ns"] or 0), ly)
-        for ly in layers
-        if ly["t_start_ns"] is not None
-    ]
-    for s, e, ly, lane in _laned(items):
-        tid = tid_for(PID_MLAPROF, f"layers rank {ly['rank']}" + (f" lane {lane}" if lane else ""))
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "layer",
-                "name": f"layer {ly['layer']}",
-                "pid": PID_MLAPROF,
-                "tid": tid,
-                "ts": _ts(s),
-                "dur": _ts(e - s),
-                "args": {c: ly[c] for c in ("step", "syncs", "splits_used", "splits_deserved")},
-            }
-        )
+    # steps and per-layer slices, each kind on its own laned tracks
+    step_t = {
+        (st["rank"], st["step"]): st["t_start_ns"] for st in steps if st["t_start_ns"] is not None
+    }
+    for cat, recs, args in (("step", steps, _STEP_ARGS), ("layer", layers, _LAYER_ARGS)):
+        items = [
+            (r["t_start_ns"], r["t_start_ns"] + (r["duration_ns"] or 0), r)
+            for r in recs
+            if r["t_start_ns"] is not None
+        ]
+        for s, e, r, lane in _laned(items):
+            track = f"{cat}s rank {r['rank']}" + (f" lane {lane}" if lane else "")
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": f"{cat} {r[cat]}",
+                    "pid": PID_MLAPROF,
+                    "tid": tid_for(PID_MLAPROF, track),
+                    "ts": _ts(s),
+                    "dur": _ts(e - s),
+                    "args": {c: r[c] for c in args},
+                }
+            )
     _counters(run, ev, step_t, kernels)
     return {
         "traceEvents": ev,
