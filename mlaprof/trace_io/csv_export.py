@@ -14,12 +14,13 @@ import os
 import re
 import shutil
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.reader import Run
-from mlaprof.trace_io.runrows import rows
+from mlaprof.trace_io.runrows import iter_rows
 
 KERNEL_HEADER = [
     "Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",
@@ -57,11 +58,16 @@ def _family(domain: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "_", d).strip("_") or "api"
 
 
-def _write(path: Path, header: list[str], data: list[list[Any]]) -> None:
+def _write(path: Path, header: list[str], data: Iterable[list[Any]]) -> int:
+    """Write the rows (streamed: a generator is never held whole); returns how many."""
+    n = 0
     with open(path, "w", newline="") as f:
         w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
         w.writerow(header)
-        w.writerows(data)
+        for row in data:
+            w.writerow(row)
+            n += 1
+    return n
 
 
 def export_csv(run: Run, out: Path) -> dict[str, int]:
@@ -84,32 +90,29 @@ def export_csv(run: Run, out: Path) -> dict[str, int]:
 
 def _export(run: Run, out: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
-    kernels = rows(run, "kernels")
-    if kernels:
+    if run.count("kernels"):
         ids: dict[str, int] = {}
-        data = []
-        for i, k in enumerate(kernels):
-            name = k["name"] or ""
-            kid = ids.setdefault(name, len(ids) + 1)
-            data.append(
-                ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid, name,
-                 _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0, 0,
-                 _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
-                 _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])]
-            )  # fmt: skip
-        _write(out / "kernel_trace.csv", KERNEL_HEADER, data)
-        counts["kernel_trace.csv"] = len(data)
+
+        def dispatches() -> Iterator[list[Any]]:  # streamed: a 1M-kernel import stays small
+            for i, k in enumerate(iter_rows(run, "kernels")):
+                name = k["name"] or ""
+                kid = ids.setdefault(name, len(ids) + 1)
+                yield ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid,
+                       name, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0,
+                       0, _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
+                       _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])]  # fmt: skip
+
+        counts["kernel_trace.csv"] = _write(out / "kernel_trace.csv", KERNEL_HEADER, dispatches())
     by_family: dict[str, list[list[Any]]] = defaultdict(list)
-    for a in rows(run, "api"):
+    for a in iter_rows(run, "api"):
         by_family[_family(a["domain"])].append(
             [_s(a["domain"]), _s(a["function"]), _s(a["pid"]), _s(a["tid"]),
              _s(a["correlation"]), _s(a["start_ns"]), _s(a["end_ns"])]
         )  # fmt: skip
     for fam, data in by_family.items():
-        _write(out / f"{fam}_api_trace.csv", API_HEADER, data)
-        counts[f"{fam}_api_trace.csv"] = len(data)
+        counts[f"{fam}_api_trace.csv"] = _write(out / f"{fam}_api_trace.csv", API_HEADER, data)
     copies, allocs = [], []
-    for x in rows(run, "transfers"):
+    for x in iter_rows(run, "transfers"):
         kind = x["kind"] or ""
         if "ALLOC" in kind.upper():
             allocs.append(
@@ -122,11 +125,11 @@ def _export(run: Run, out: Path) -> dict[str, int]:
                  _s(x["dst_agent"]), _s(x["correlation"]), _s(x["start_ns"]), _s(x["end_ns"])]
             )  # fmt: skip
     if copies:
-        _write(out / "memory_copy_trace.csv", COPY_HEADER, copies)
-        counts["memory_copy_trace.csv"] = len(copies)
+        counts["memory_copy_trace.csv"] = _write(out / "memory_copy_trace.csv", COPY_HEADER, copies)
     if allocs:
-        _write(out / "memory_allocation_trace.csv", ALLOC_HEADER, allocs)
-        counts["memory_allocation_trace.csv"] = len(allocs)
+        counts["memory_allocation_trace.csv"] = _write(
+            out / "memory_allocation_trace.csv", ALLOC_HEADER, allocs
+        )
     if not counts:
         raise MlaprofError(f"run {run.name} has no kernels, API calls or transfers to export")
     return counts
