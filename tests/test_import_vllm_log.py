@@ -1,5 +1,8 @@
-"""vLLM log import: capture time/memory, estimated graph memory, cudagraph-mode downgrades (and the
-backend named in them), capture progress bars, from lines made with vLLM's format strings."""
+"""vLLM log import and its analysis: process prefixes and ranks, server starts, cudagraph-mode
+downgrades with their cause, capture memory per rank per start, vLLM's estimate vs measured.
+
+Log lines use vLLM's logger layout (``(PROCESS pid=N) LEVEL MM-DD HH:MM:SS [file:line] msg``,
+vllm/logger.py) and its message format strings (FACTS sections 3 and 8)."""
 
 from __future__ import annotations
 
@@ -8,72 +11,214 @@ from pathlib import Path
 
 import pytest
 
+from mlaprof.analysis import analyze, summary
+from mlaprof.analysis.engine_log import engine_log_findings, engine_starts
 from mlaprof.cli import main
 from mlaprof.store import load
-from mlaprof.trace_io.vllm_log import GIB, import_vllm_log, parse_log
-from tests.trace_io_helpers import db_rows
+from mlaprof.trace_io.vllm_log import (
+    GIB,
+    Start,
+    gib_bytes,
+    import_vllm_log,
+    parse_config,
+    parse_log,
+    process_rank,
+)
 
-PFX = "(EngineCore_DP0 pid=4242) INFO 08-30 12:34:{:02d} [gpu_model_runner.py:4321] "
-
-
-def _log() -> str:
-    lines = [
-        PFX.format(1) + "Starting to load model deepseek-ai/DeepSeek-V3...",
-        "WARNING 08-30 12:34:02 [compilation.py:77] "
-        + "CUDAGraphMode.{} is not supported with {} backend (support: {}); setting "
-        "cudagraph_mode={}".format(
-            "FULL_AND_PIECEWISE", "AiterMLABackend", "AttentionCGSupport.UNIFORM_BATCH",
-            "FULL_DECODE_ONLY",
-        ),  # fmt: skip
-        "WARNING 08-30 12:34:03 [gpu_model_runner.py:99] "
-        + "CUDAGraphMode.{} is not supported with spec-decode for attention backend {} "
-        "(support: {}); setting cudagraph_mode={}".format(
-            "FULL_DECODE_ONLY", "TritonMLABackend", "AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE",
-            "PIECEWISE",
-        ),  # fmt: skip
-        PFX.format(4) + "Estimated CUDA graph memory: %.2f GiB total" % 2.11,  # noqa: UP031 (vLLM format)
-        # a tqdm bar rewriting itself with carriage returns, then a second phase that stops early
-        "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/67 [00:00<?, ?it/s]"
-        "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):  50%|█████     | 34/67 [00:01<00:01, 30.1it/s]"
-        "\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 67/67 [00:02<00:00, 31.0it/s]",
-        "Capturing CUDA graphs (decode, FULL):  40%|████      | 14/35 [00:00<00:01, 20.0it/s]",
-        PFX.format(9) + "Graph capturing finished in %.0f secs, took %.2f GiB" % (12.4, 0.51),  # noqa: UP031
-        PFX.format(10) + "unrelated line",
-    ]  # fmt: skip
-    return "\n".join(lines) + "\n"
+DATA = Path(__file__).parent / "data" / "vllm"
+TWO_STARTS = DATA / "tp2_two_starts.log"
+SPEC_DOWN = (
+    "CUDAGraphMode.FULL_AND_PIECEWISE is not supported with spec-decode for attention backend "
+    "TritonMLABackend (support: AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE); setting "
+    "cudagraph_mode=PIECEWISE"
+)
 
 
-def test_parse_log() -> None:
-    f = parse_log(_log())
-    assert f.backend == "TritonMLABackend" and f.graph_mode == "PIECEWISE"
-    kinds = [e["kind"] for e in f.events]
-    assert kinds.count("cudagraph-downgrade") == 2
-    down = [json.loads(e["data"]) for e in f.events if e["kind"] == "cudagraph-downgrade"]
-    assert down[0]["backend"] == "AiterMLABackend" and down[0]["setting"] == "FULL_DECODE_ONLY"
-    assert down[1]["spec_decode"] is True and down[1]["requested"] == "FULL_DECODE_ONLY"
-    assert f.memory == [{"graph_mode": "FULL", "driver_bytes": 51 * GIB // 100,
-                         "capture_ns": 12_000_000_000}]  # fmt: skip
-    est = [c for c in f.counters if c["name"] == "estimated_graph_memory_bytes"]
-    assert est[0]["value"] == float(211 * GIB // 100)
-    prog = {c["key"]: c["value"] for c in f.counters if c["name"] == "graphs_captured"}
-    assert prog == {"mixed prefill-decode, PIECEWISE": 67.0, "decode, FULL": 14.0}
-    status = {(c["graph_mode"], c["status"]) for c in f.captures}
-    assert ("PIECEWISE", "captured") in status and ("FULL", "failed") in status
-    assert ("FULL_AND_PIECEWISE", "not-attempted") in status
+def line(proc: str | None, msg: str, level: str = "INFO", t: str = "08-30 12:34:56") -> str:
+    pre = f"({proc}) " if proc else ""
+    return f"{pre}{level} {t} [gpu_model_runner.py:6582] {msg}"
 
 
-def test_import_vllm_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def took(gib: str, secs: int = 9) -> str:
+    return f"Graph capturing finished in {secs} secs, took {gib} GiB"
+
+
+def _import(tmp_path: Path, text: str) -> object:
     p = tmp_path / "server.log"
-    p.write_text(_log())
-    rc = main(["import", "vllm-log", str(p), "--traces", str(tmp_path / "t"), "--name", "v"])
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert "events" in out and "memory" in out
+    p.write_text(text)
+    run, _ = import_vllm_log(p, tmp_path / "t", "v")
+    return load(run)
+
+
+# -- prefixes and ranks ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("prefix", "process", "rank", "worker"),
+    [
+        ("(APIServer pid=2301) ", "APIServer", 0, False),
+        ("(EngineCore_DP0 pid=2388) ", "EngineCore_DP0", 0, False),
+        ("(EngineCore_3 pid=77) ", "EngineCore_3", 3, False),
+        ("(Worker_TP1 pid=2452) ", "Worker_TP1", 1, True),
+        ("(Worker pid=2452) ", "Worker", 0, True),
+        ("(VllmWorker rank=1 pid=812) ", "VllmWorker rank=1", 1, True),
+        ("(VllmWorker TP rank=1 pid=812) ", "VllmWorker TP rank=1", 1, True),
+        ("(VllmWorker TP1 pid=812) ", "VllmWorker TP1", 1, True),
+        ("", None, 0, False),
+    ],
+)
+def test_prefix_forms(prefix: str, process: str | None, rank: int, worker: bool) -> None:
+    f = parse_log(prefix + "INFO 08-30 12:34:56 [gpu_model_runner.py:6582] " + took("0.51"))
+    (r,) = f.records
+    assert (r["process"], r["rank"], r["worker"]) == (process, rank, worker)
+    assert r["bytes"] == 51 * GIB // 100 and r["time"] == "08-30 12:34:56"
+    assert r["pid"] == (int(prefix.split("pid=")[1].rstrip(") ")) if prefix else None)
+
+
+def test_composite_worker_names_use_the_config_sizes() -> None:
+    st = Start(index=1, line=1, config={"tensor_parallel_size": 2, "pipeline_parallel_size": 2})
+    assert process_rank("Worker_PP1_TP1", st) == (3, True)
+    assert process_rank("Worker_DP1_PP0_TP1", st) == (5, True)
+    assert process_rank("Worker_DP1_TP0", None) == (0, True)  # sizes unknown: TP rank only
+    assert process_rank("EngineCore_DP1", st) == (4, False)  # first worker of DP group 1
+
+
+def test_ansi_colours_and_continuation_lines() -> None:
+    coloured = (
+        "\x1b[0;36m(Worker_TP1 pid=9)\x1b[0;0m \x1b[33mWARNING\x1b[0m \x1b[90m08-30 12:34:56\x1b[0m "
+        "\x1b[90m[compilation.py:1460]\x1b[0m " + SPEC_DOWN
+    )
+    # vLLM's NewLineFormatter continues a multi-line message with "\r\n" + the prefix
+    multi = line("Worker_TP0 pid=8", "first\r\n(Worker_TP0 pid=8) INFO 08-30 12:34:56 [x.py:1] " + took("0.50"))  # fmt: skip
+    f = parse_log(coloured + "\n" + multi + "\n")
+    down, done = f.records
+    assert (
+        down["rank"] == 1
+        and down["message"] == SPEC_DOWN
+        and down["support"] == ("UNIFORM_SINGLE_TOKEN_DECODE")
+    )
+    assert done["rank"] == 0 and done["bytes"] == gib_bytes("0.50") and done["line"] == 3
+
+
+# -- server starts ---------------------------------------------------------------------------------
+def test_two_starts_of_the_committed_log() -> None:
+    f = parse_log(TWO_STARTS.read_bytes().decode())  # keep tqdm's "\r" (no newline translation)
+    assert [(s.index, s.version, s.line) for s in f.starts] == [(1, "0.30.1", 1), (2, "0.32.0", 27)]
+    s1, s2 = f.starts
+    assert s1.config["spec_method"] == "ngram" and s1.config["num_spec_tokens"] == 3
+    assert s1.config["cudagraph_mode"] == "FULL_AND_PIECEWISE"
+    assert s1.config["capture_sizes"] == [1, 2, 4, *range(8, 129, 8)]
+    assert (
+        s1.config["tensor_parallel_size"] == 2 and s2.model == "deepseek-ai/DeepSeek-V2-Lite-Chat"
+    )
+    assert f.final_mode(1) == "PIECEWISE" and f.final_mode(2) == "FULL_AND_PIECEWISE"
+    mem = {
+        (r["start"], r["rank"]): r["bytes"] for r in f.records if r["kind"] == "capture-finished"
+    }
+    assert mem == {
+        (1, 0): gib_bytes("0.48"),
+        (1, 1): gib_bytes("0.47"),
+        (2, 0): gib_bytes("1.02"),
+        (2, 1): gib_bytes("1.03"),
+    }
+    bars = [(r["start"], r["phase"], r["mode"], r["done"], r["total"])
+            for r in f.records if r["kind"] == "capture-progress"]  # fmt: skip
+    assert bars == [
+        (1, "mixed prefill-decode", "PIECEWISE", 19, 19),
+        (2, "mixed prefill-decode", "PIECEWISE", 19, 19),
+        (2, "decode", "FULL", 17, 17),
+    ]
+
+
+def test_start_boundaries() -> None:
+    eng = "Initializing a V1 LLM engine (v0.32.0) with config: model='m', speculative_config=None"
+    text = "\n".join(
+        [
+            line("Worker_TP0 pid=1", took("0.10")),  # before any start line: start 1
+            line("APIServer pid=2", "vLLM API server version 0.31.0"),
+            line("EngineCore_DP0 pid=3", eng),  # same start as the server line above
+            line("Worker_TP0 pid=4", took("0.20")),
+            line("EngineCore_DP0 pid=5", eng),  # an engine restart without a server line
+            line("Worker_TP0 pid=6", took("0.30")),
+            line("APIServer pid=7", "vLLM server version 0.33.0, serving model x/y"),
+            line("Worker_TP0 pid=8", took("0.40")),
+        ]
+    )
+    f = parse_log(text)
+    assert [(s.index, s.version, s.model) for s in f.starts] == [
+        (1, None, None), (2, "0.31.0", "m"), (3, "0.32.0", "m"), (4, "0.33.0", "x/y"),
+    ]  # fmt: skip
+    assert [r["start"] for r in f.records] == [1, 2, 3, 4]
+
+
+def test_config_forms() -> None:
+    new = parse_config(
+        "model='a', speculative_config=SpeculativeConfig(method='mtp', model='a', "
+        "num_spec_tokens=3), tensor_parallel_size=8, compilation_config={'mode': "
+        "<CompilationMode.VLLM_COMPILE: 3>, 'cudagraph_mode': <CUDAGraphMode.FULL_DECODE_ONLY: "
+        "(2, 0)>, 'cudagraph_capture_sizes': [4, 8], 'pass_config': {}}, kernel_config=K()"
+    )
+    assert new["spec_method"] == "mtp" and new["num_spec_tokens"] == 3
+    assert new["cudagraph_mode"] == "FULL_DECODE_ONLY" and new["capture_sizes"] == [4, 8]
+    assert new["compilation_config"].endswith("'pass_config': {}}")
+    old = parse_config(
+        'model=\'a\', speculative_config=None, compilation_config={"level":3,"cudagraph_mode":'
+        '[2,1],"cudagraph_capture_sizes":[16,8,4,2,1],"max_capture_size":16}'
+    )
+    assert old["speculative_config"] is None and "spec_method" not in old
+    assert old["cudagraph_mode"] == "FULL_AND_PIECEWISE" and old["capture_sizes"] == [
+        16,
+        8,
+        4,
+        2,
+        1,
+    ]
+    assert parse_config('compilation_config={"cudagraph_mode":1}')["cudagraph_mode"] == "PIECEWISE"
+
+
+def test_gib_bytes_is_exact() -> None:
+    assert gib_bytes("0.51") == 51 * GIB // 100 and gib_bytes("12") == 12 * GIB
+    assert gib_bytes("-0.05") == -(5 * GIB // 100)  # vLLM logs a negative delta when memory freed
+
+
+# -- import ----------------------------------------------------------------------------------------
+def test_import_writes_each_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])  # fmt: skip
+    assert rc == 0 and "events" in capsys.readouterr().out
     run = load(tmp_path / "t" / "v")
-    assert run.meta["backend"] == "TritonMLABackend"
-    assert run.count("memory") == 1 and run.count("captures") == 4
-    mem = db_rows(tmp_path / "t" / "v", "memory")
-    assert mem[0][4] == 51 * GIB // 100  # driver_bytes, exact from "0.51"
+    assert run.ranks == [0, 1]
+    assert run.meta["graph_mode"] == "FULL_AND_PIECEWISE" and run.meta["starts"] == 2
+    ev = run.events
+    per_rank = ev[ev["kind"] == "capture-finished"].groupby("rank").size().to_dict()
+    assert per_rank == {0: 2, 1: 2}
+    procs = {json.loads(d)["process"] for d in ev[ev["rank"] == 1]["data"]}
+    assert procs == {"Worker_TP1"}
+    c = run.counters
+    c = c[c["name"] == "capture_memory_bytes"]
+    got = {(int(r), k): v for r, k, v in zip(c["rank"], c["key"], c["value"], strict=True)}
+    assert got == {
+        (0, "start 1"): gib_bytes("0.48"),
+        (1, "start 1"): gib_bytes("0.47"),
+        (0, "start 2"): gib_bytes("1.02"),
+        (1, "start 2"): gib_bytes("1.03"),
+    }
+    assert run.count("memory") == 0 and run.count("captures") == 0  # a log has neither
+
+
+def test_failed_multi_rank_import_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlaprof.trace_io.vllm_log as vl
+
+    real = vl._event
+
+    def boom(rec: dict) -> dict:
+        if rec.get("rank") == 1:
+            raise RuntimeError("disk full")
+        return real(rec)
+
+    monkeypatch.setattr(vl, "_event", boom)
+    with pytest.raises(RuntimeError):
+        import_vllm_log(TWO_STARTS, tmp_path / "t", "v")
+    assert list((tmp_path / "t").iterdir()) == []
 
 
 def test_not_a_vllm_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,8 +229,128 @@ def test_not_a_vllm_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
 
 
-def test_direct_api(tmp_path: Path) -> None:
-    p = tmp_path / "a.log"
-    p.write_text(_log())
-    run, s = import_vllm_log(p, tmp_path, None)
-    assert run.name == "vllm-a" and s.rows["events"] == len(parse_log(_log()).events)
+# -- analysis --------------------------------------------------------------------------------------
+def test_report_of_two_starts_two_ranks(tmp_path: Path) -> None:
+    main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])
+    s = summary(load(tmp_path / "t" / "v"))
+    s1, s2 = s["engine_starts"]
+    assert (s1["version"], s1["requested_mode"], s1["final_mode"]) == (
+        "0.30.1", "FULL_AND_PIECEWISE", "PIECEWISE",
+    )  # fmt: skip
+    assert (s2["version"], s2["final_mode"], s2["downgrades"]) == (
+        "0.32.0",
+        "FULL_AND_PIECEWISE",
+        [],
+    )
+    (d,) = s1["downgrades"]  # both workers logged it: one downgrade, two ranks
+    assert d["backend"] == "TritonMLABackend" and d["spec_decode"] and d["ranks"] == [0, 1]
+    assert d["message"] == SPEC_DOWN
+    assert [(m["rank"], m["measured_bytes"], m["estimated_bytes"]) for m in s2["memory"]] == [
+        (0, gib_bytes("1.02"), gib_bytes("1.12")),
+        (1, gib_bytes("1.03"), gib_bytes("1.11")),
+    ]
+    assert [m["profiling"]["enabled"] for m in s1["memory"]] == [False, False]
+    assert s2["memory"][0]["profiling"]["equivalent_without"] == 0.8921
+    assert s2["profile"] == {"PIECEWISE": {"graphs": 19, "largest": 128},
+                             "FULL": {"graphs": 17, "largest": 128}}  # fmt: skip
+    assert s["capture"]["status"] == "captured" and s["capture"]["start"] == 2
+    assert s1["provenance"] == f"imported from {TWO_STARTS.resolve()}"
+
+    by_kind: dict[str, list[dict]] = {}
+    for f in s["findings"]:
+        by_kind.setdefault(f["kind"], []).append(f)
+    (down,) = by_kind["capture-downgrade"]
+    assert down["severity"] == "critical"
+    assert (
+        "the attention backend TritonMLABackend reports cudagraph support "
+        "UNIFORM_SINGLE_TOKEN_DECODE under speculative decoding" in down["title"]
+    )
+    assert "minimum over all (backend, KV-cache group) pairs" in down["title"]
+    assert "whole engine ran PIECEWISE" in down["title"]
+    assert SPEC_DOWN in down["evidence"] and "ranks 0, 1" in down["evidence"]
+    assert "UNIFORM_BATCH" in down["fix"] and "#51171" in down["fix"]
+    mem = [f["title"] for f in by_kind["memory"]]
+    assert mem == [
+        "start 1 (vLLM 0.30.1), PIECEWISE: graph capture memory per rank: rank 0: 0.48 GiB in "
+        "9 s; rank 1: 0.47 GiB in 9 s",
+        "start 2 (vLLM 0.32.0), FULL_AND_PIECEWISE: graph capture memory per rank: rank 0: "
+        "1.02 GiB in 14 s (vLLM estimated 1.12 GiB); rank 1: 1.03 GiB in 14 s (vLLM estimated "
+        "1.11 GiB)",
+    ]
+    text = json.dumps(s["findings"])
+    # never a sync/offender verdict from a log, never memory summed over starts or ranks
+    for wrong in ("first offender", "metadata builder; then", "3.00 GiB", "2.05 GiB", "0.95 GiB"):
+        assert wrong not in text
+    assert any("different cudagraph modes" in f["title"] for f in by_kind["capture"])
+
+
+def _starts(tmp_path: Path, text: str) -> list[dict]:
+    run = _import(tmp_path, text)
+    return engine_starts(run.events, "x.log")
+
+
+def test_estimate_far_from_measured(tmp_path: Path) -> None:
+    w = "Worker_TP0 pid=1"
+    text = "\n".join(
+        [
+            line(w, "Estimated CUDA graph memory: 118.65 GiB total"),
+            line(w, took("2.11")),
+            line("Worker_TP1 pid=2", "Estimated CUDA graph memory: 2.20 GiB total"),
+            line("Worker_TP1 pid=2", took("2.11")),
+        ]
+    )
+    found = [f for f in engine_log_findings(_starts(tmp_path, text)) if f.severity == "warning"]
+    (f,) = found  # rank 1's 2.20 vs 2.11 is close: no warning
+    assert "rank 0: vLLM estimated 118.65 GiB" in f.title and "(56.23x)" in f.title
+    assert f.data["start"] == 1 and f.data["rank"] == 0
+
+
+def test_estimate_below_measured_is_far_too(tmp_path: Path) -> None:
+    text = (
+        line(None, "Estimated CUDA graph memory: 0.40 GiB total") + "\n" + line(None, took("1.00"))
+    )
+    (f,) = [f for f in engine_log_findings(_starts(tmp_path, text)) if f.severity == "warning"]
+    assert "(0.40x)" in f.title
+
+
+def test_capture_that_stops_is_reported_without_a_verdict(tmp_path: Path) -> None:
+    bar = "Capturing CUDA graphs (decode, FULL):  40%|████      | 14/35 [00:00<00:01, 20.0it/s]"
+    run = _import(tmp_path, line("Worker_TP0 pid=1", took("0.2")) + "\n" + bar + "\n")
+    fs = analyze(run)
+    (f,) = [f for f in fs if "stopped" in f.title]
+    assert f.severity == "warning" and "14/35" in f.title and "(decode, FULL)" in f.title
+    assert not [f for f in fs if f.kind == "sync" or "offender" in f.title]
+
+
+@pytest.mark.parametrize(
+    ("support", "setting", "severity"),
+    [("UNIFORM_BATCH", "FULL_AND_PIECEWISE", "info"), ("NEVER", "PIECEWISE", "warning")],
+)
+def test_downgrade_without_spec_decode(
+    tmp_path: Path, support: str, setting: str, severity: str
+) -> None:
+    msg = (
+        f"CUDAGraphMode.FULL is not supported with FlashInferMLABackend backend (support: "
+        f"AttentionCGSupport.{support}); setting cudagraph_mode={setting}"
+    )
+    if setting == "PIECEWISE":
+        msg += " because attention is compiled piecewise"
+    (st,) = _starts(tmp_path, line("Worker_TP0 pid=1", msg, "WARNING"))
+    assert st["final_mode"] == setting and st["downgrades"][0]["message"] == msg  # verbatim, whole
+    (f,) = engine_log_findings([st])
+    assert f.severity == severity and "FlashInferMLABackend" in f.title and "spec" not in f.title
+
+
+def test_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])
+    capsys.readouterr()
+    assert main(["report", "v", "--traces", str(tmp_path / "t")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "start 1: vLLM 0.30.1" in out and "start 2: vLLM 0.32.0" in out
+    assert "cudagraph: FULL_AND_PIECEWISE -> PIECEWISE" in out
+    assert (
+        "downgraded by TritonMLABackend (support UNIFORM_SINGLE_TOKEN_DECODE, spec-decode)" in out
+    )
+    assert "1 1 Worker_TP1 0.47 GiB 9 - - off" in out
+    assert "2 0 Worker_TP0 1.02 GiB 14 1.12 GiB 1.10x on" in out
+    assert "syncs in region" not in out and "predicted-ok" not in out

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlaprof.analysis.capture import capture_findings, capture_summary
+from mlaprof.analysis.engine_log import engine_log_findings, engine_starts, log_capture
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.paths import path_checks, path_findings
@@ -42,6 +43,7 @@ def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
     findings += padding_findings(t["padding"])
     findings += timing_findings(timing_summary(t["steps"], t["layers"]))
     findings += path_findings(path_checks(t["events"]), str(run.meta.get("backend", "")))
+    findings += engine_log_findings(engine_starts(t["events"], run.meta.get("imported_from")))
     findings.sort(key=lambda f: f.rank)
     return findings
 
@@ -53,6 +55,10 @@ def summary(run: Run) -> dict[str, Any]:
     syncs = t["syncs"]
     splits = split_summary(t["splits"])
     blocking = syncs[syncs["kind"] == "sync"] if not syncs.empty else syncs
+    starts = engine_starts(t["events"], run.meta.get("imported_from"))
+    capture = capture_summary(run.meta, syncs, t["captures"], t["memory"])
+    if starts and not sc:  # an imported vLLM log: the capture line is what the log says
+        capture = log_capture(starts)
     return {
         "run": run.name,
         "status": run.status,
@@ -91,9 +97,10 @@ def summary(run: Run) -> dict[str, Any]:
             for r in splits.itertuples()
         ],
         "padding": padding_summary(t["padding"]),
-        "capture": capture_summary(run.meta, syncs, t["captures"], t["memory"]),
+        "capture": capture,
         "timing": timing_summary(t["steps"], t["layers"]),
         "paths": path_checks(t["events"]),
+        "engine_starts": starts,
         "findings": [f.to_dict() for f in analyze(run, t)],
     }
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis import Finding, summary
+from mlaprof.analysis.engine_log import gib
 from mlaprof.store.reader import Run
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -48,10 +49,17 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         else f"{pad['real_rows']} real + {pad['padding_rows']} padding rows "
         f"(capture size {pad['capture_size']})"
     )
-    console.print(
-        f"capture: {cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})  |  syncs in "
-        f"region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}"
-    )
+    if s.get("engine_starts") and not sc:  # an imported engine log: no syncs or padding in it
+        console.print(
+            f"capture (start {cap['start']} of {len(s['engine_starts'])}, as the log says): "
+            f"{cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})"
+        )
+        _print_engine_starts(console, s["engine_starts"])
+    else:
+        console.print(
+            f"capture: {cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})  |  syncs "
+            f"in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}"
+        )
 
     paths = {c["backend"]: c for c in s.get("paths", [])}
     if paths:
@@ -82,7 +90,9 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             "-" if r["frozen"] is None else str(r["frozen"]),
             f"{_pct0(r['occupancy'])}->{_pct0(r['occupancy_deserved'])}",
         )
-    if not s["splits"]:
+    if not s["splits"] and s.get("engine_starts"):
+        t = None  # a log has no kernels: no split table to show
+    elif not s["splits"]:
         t = Table(title="KV splits: no split metadata recorded", title_justify="left", box=None)
         t.add_column("S per MLA layer (from the trace)", justify="right")
         t.add_column("layer records", justify="right")
@@ -91,7 +101,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         )
         for v, n in zip(used["s"].tolist(), used["n"].tolist(), strict=True):
             t.add_row("unknown" if v is None or v != v else str(int(v)), str(int(n)))
-    console.print(t)
+    if t is not None:
+        console.print(t)
     if s["splits"]:
         console.print(
             "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
@@ -124,6 +135,64 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
         )
     console.print(ft)
+
+
+def _print_engine_starts(console: Console, starts: list[dict]) -> None:
+    """Server starts of an imported vLLM log, then capture memory per rank per start."""
+    console.print("[bold]server starts[/]")
+    for st in starts:
+        spec = st["speculative"]
+        mode = st["final_mode"] or "mode not logged"
+        if st["requested_mode"] and st["requested_mode"] != st["final_mode"]:
+            mode = f"{st['requested_mode']} -> [bold red]{mode}[/]"
+        sizes = st["capture_sizes"]
+        console.print(
+            f"  start {st['start']}: vLLM {st['version'] or '?'} (log line {st['line']}, "
+            f"{st['time'] or 'no time'})  spec decode: "
+            + ("-" if spec is None else f"{spec['method']} x{spec['num_spec_tokens']}")
+            + f"  cudagraph: {mode}"
+            + ("" if not sizes else f"  capture sizes: {len(sizes)} ({sizes[0]}..{sizes[-1]})")
+        )
+        for d in st["downgrades"]:
+            console.print(
+                f"    downgraded by {d['backend']} (support {d['support']}"
+                f"{', spec-decode' if d['spec_decode'] else ''}) -> {d['setting']} on ranks "
+                f"{', '.join(map(str, d['ranks']))} (log line {d['line']})"
+            )
+        if st["profile"]:
+            console.print(
+                "    vLLM profiled graph memory for: "
+                + ", ".join(
+                    f"{k}={v['graphs']} (largest={v['largest']})" for k, v in st["profile"].items()
+                )
+            )
+        if st["graphs"]:
+            console.print(
+                "    graphs captured: "
+                + ", ".join(
+                    f"{g['phase']} {g['mode']} {g['done']}/{g['total']}" for g in st["graphs"]
+                )
+            )
+    m = Table(title="graph capture memory per rank", title_justify="left", box=box.SIMPLE,
+              pad_edge=False)  # fmt: skip
+    cols = ("start", "rank", "process", "took", "secs", "estimate", "est/took", "profiling")
+    for col in cols:
+        m.add_column(col, justify="left" if col == "process" else "right", no_wrap=True)
+    for st in starts:
+        for r in st["memory"]:
+            ratio = r["estimate_ratio"]
+            m.add_row(
+                str(st["start"]),
+                str(r["rank"]),
+                r["process"] or "-",
+                gib(r["measured_bytes"]),
+                "-" if r["capture_secs"] is None else f"{r['capture_secs']:.0f}",
+                gib(r["estimated_bytes"]),
+                "-" if ratio is None else f"{ratio:.2f}x",
+                "-" if r["profiling"] is None else ("on" if r["profiling"]["enabled"] else "off"),
+            )
+    console.print(m)
+    console.print(f"[dim]{starts[0]['provenance']}; memory is per rank and start, never summed[/]")
 
 
 def print_diff(a: Run, b: Run, console: Console | None = None) -> None:

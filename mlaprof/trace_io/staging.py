@@ -44,6 +44,21 @@ class BulkWriter:
         self.counts: dict[str, int] = {}
         self.run_dir: Path = Path(db_path).parent
         self._columnar: dict[str, list[Any]] = {}  # table -> Arrow parts, written on commit
+        self._ranks: dict[int, BulkWriter] = {}  # other ranks of the same staged run
+
+    def rank_writer(self, rank: int) -> BulkWriter:
+        """The bulk writer of another rank of the same staged run (its database is created by the
+        store's :class:`RunWriter`); it commits and aborts with this one."""
+        rank = int(rank)
+        if rank == self.rank:
+            return self
+        if rank not in self._ranks:
+            writer = RunWriter(self.run_dir, rank)
+            writer.finish("finished")  # fold its WAL: the bulk connection owns a plain file
+            other = BulkWriter(writer.db_path, rank)
+            other.run_dir = self.run_dir
+            self._ranks[rank] = other
+        return self._ranks[rank]
 
     def insert_flat(self, table: str, cols: Sequence[str], flat: list[Any]) -> int:
         """Insert rows given as one flat row-major list (len = rows * len(cols))."""
@@ -96,6 +111,8 @@ class BulkWriter:
         return self.con.execute(sql, params)
 
     def commit(self) -> None:
+        for other in self._ranks.values():
+            other.commit()
         for table, parts in self._columnar.items():
             columnar.record(self.con, columnar.write(self.run_dir, self.rank, table, parts))
         self._columnar.clear()
@@ -104,6 +121,8 @@ class BulkWriter:
         self.con.close()
 
     def abort(self) -> None:
+        for other in self._ranks.values():
+            other.abort()
         with suppress(sqlite3.Error):
             self.con.execute("ROLLBACK")
         self.con.close()

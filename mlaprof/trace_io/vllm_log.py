@@ -1,9 +1,18 @@
-"""vLLM log importer: capture time and memory, estimated graph memory, cudagraph-mode decisions and
-downgrades (with the backend named in them), and capture progress bars.
+"""vLLM log importer: server starts, cudagraph-mode decisions, capture time and memory per rank.
 
-The messages are vLLM's format strings (FACTS section 3); the log prefix (level, date, source) is
-ignored, so engine-core and worker lines both match. tqdm progress bars rewrite themselves with
-carriage returns; each ``\\r``-separated piece counts as a line.
+A vLLM log as a real server writes it interleaves several processes, each line prefixed with its
+process (FACTS section 8): ``(APIServer pid=N)``, ``(EngineCore_DP0 pid=N)`` (older
+``(EngineCore_3 pid=N)``), workers ``(Worker_TP1 pid=N)`` / ``(Worker_DP0_PP1_TP1 pid=N)`` (older
+``(VllmWorker rank=1 pid=N)``, ``(VllmWorker TP rank=1 pid=N)``, ``(VllmWorker TP1 pid=N)``), or
+no prefix at all (a single-process engine). After the prefix comes vLLM's logger layout
+``LEVEL MM-DD HH:MM:SS [file.py:line] message`` (``vllm/logger.py``); ANSI colours are dropped.
+
+Each record carries the worker rank it came from (engine and API-server lines go to rank 0, the
+first worker of their data-parallel group) and its process. A new ``vLLM API server version X``
+/ ``vLLM server version X, serving model M`` / ``Initializing a V1 LLM engine (vX) with config:
+...`` line starts a new server start; every record carries its start. The message patterns are
+vLLM's format strings (FACTS sections 3 and 8). tqdm progress bars rewrite themselves with carriage
+returns; each ``\\r``-separated piece counts as a line.
 """
 
 from __future__ import annotations
@@ -19,136 +28,348 @@ from mlaprof.trace_io.common import ImportSummary, read_text
 from mlaprof.trace_io.staging import staged_run
 
 GIB = 1 << 30
+SOURCE = "vllm-log"
 _NUM = r"(\d+(?:\.\d+)?)"
-CAPTURE_DONE = re.compile(rf"Graph capturing finished in {_NUM} secs?, took {_NUM} GiB")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# "(Worker_TP1 pid=4242) " or an older "(VllmWorker rank=1 pid=4242) "; only vLLM's process names
+PREFIX = re.compile(
+    r"^\((?P<name>(?:APIServer|EngineCore|VllmWorker|Worker|DPSupervisor)[\w =-]*?)"
+    r"(?:\s+pid=(?P<pid>\d+))?\)\s?"
+)
+LEVEL = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)"
+    r"\s+\[[^\]]*\]\s?"
+)
+
+SERVER = re.compile(r"vLLM (?:API )?server version (\S+?)(?:,\s*serving model (\S+))?$")
+ENGINE = re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\) with config: (.*)$")
+CAPTURE_DONE = re.compile(rf"Graph capturing finished in {_NUM} secs?, took (-?{_NUM}) GiB")
 ESTIMATED = re.compile(rf"Estimated CUDA graph memory: {_NUM} GiB total")
+PROFILE = re.compile(r"Profiling CUDA graph memory: (.*)$")
+PROFILE_GROUP = re.compile(r"(\w+)=(\d+) \(largest=(\d+)\)")
+PROFILING_ON = re.compile(
+    rf"CUDA graph memory profiling is enabled.*?--gpu-memory-utilization={_NUM} is equivalent to "
+    rf"--gpu-memory-utilization={_NUM}.*?increase --gpu-memory-utilization to {_NUM}"
+)
+PROFILING_OFF = re.compile(r"CUDA graph memory profiling is disabled")
+SKIPPED = re.compile(r"Skipping CUDA graph capture")
+# the reason runs to the end of the message ("...; setting cudagraph_mode=PIECEWISE because ...")
 DOWNGRADE = re.compile(
     r"CUDAGraphMode\.(\w+) is not supported with (\S+) backend \(support: ([^)]*)\); "
-    r"setting cudagraph_mode=(\w+)"
+    r"setting cudagraph_mode=(\w+).*$"
 )
 DOWNGRADE_SPEC = re.compile(
     r"CUDAGraphMode\.(\w+) is not supported with spec-decode for attention backend (\S+) "
-    r"\(support: ([^)]*)\); setting cudagraph_mode=(\w+)"
+    r"\(support: ([^)]*)\); setting cudagraph_mode=(\w+).*$"
 )
 PROGRESS = re.compile(
     r"Capturing CUDA graphs \(([^,()]+), (\w+)\)(?::\s*(\d+)%[^|]*\|[^|]*\|\s*(\d+)/(\d+))?"
 )
-_TIME = re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\b")
+# CUDAGraphMode values (vllm/config/compilation.py) for configs printed as JSON ("[2,1]")
+_MODE_VALUES = {
+    "0": "NONE",
+    "1": "PIECEWISE",
+    "2": "FULL",
+    "[2,0]": "FULL_DECODE_ONLY",
+    "[2,1]": "FULL_AND_PIECEWISE",
+}
+
+
+@dataclass
+class Start:
+    """One server start: what its engine config line says."""
+
+    index: int
+    line: int
+    time: str | None = None
+    version: str | None = None
+    model: str | None = None
+    server_line: bool = False
+    engine_line: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def sizes(self) -> tuple[int, int, int]:
+        c = self.config
+        return (c.get("tensor_parallel_size", 0), c.get("pipeline_parallel_size", 0),
+                c.get("data_parallel_size", 0))  # fmt: skip
 
 
 @dataclass
 class LogFacts:
-    events: list[dict[str, Any]] = field(default_factory=list)
-    counters: list[dict[str, Any]] = field(default_factory=list)
-    memory: list[dict[str, Any]] = field(default_factory=list)
-    captures: list[dict[str, Any]] = field(default_factory=list)
-    backend: str | None = None
-    graph_mode: str | None = None
+    starts: list[Start] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # every field of one log record
 
     def empty(self) -> bool:
-        return not (self.events or self.counters or self.memory or self.captures)
+        return not self.records
+
+    def final_mode(self, start: int) -> str | None:
+        """The cudagraph mode a start ended with, as its lines say (last downgrade, else config)."""
+        downs = [
+            r for r in self.records if r["start"] == start and r["kind"] == "cudagraph-downgrade"
+        ]
+        if downs:
+            return str(downs[-1]["setting"])
+        mode = self.starts[start - 1].config.get("cudagraph_mode")
+        return str(mode) if mode else None
 
 
-def _gib_bytes(text: str) -> int:
-    # "%.2f GiB": keep the logged precision exact (2 decimals) rather than float-rounding
-    whole, _, frac = text.partition(".")
+def gib_bytes(text: str) -> int:
+    """ "%.2f GiB" as bytes, exact to the logged 2 decimals (no float rounding)."""
+    neg = text.startswith("-")
+    whole, _, frac = text.lstrip("-").partition(".")
     frac = (frac + "00")[:2]
-    return (int(whole) * 100 + int(frac)) * GIB // 100
+    b = (int(whole) * 100 + int(frac)) * GIB // 100
+    return -b if neg else b
+
+
+# -- prefixes and ranks ----------------------------------------------------------------------------
+_PARTS = re.compile(r"_(DP|PP|PCP|TP|DCP|EP)(\d+)")
+
+
+def process_rank(name: str | None, start: Start | None) -> tuple[int, bool]:
+    """(store rank, whether the process is a worker) for a line-prefix process name.
+
+    Workers: ``rank=N`` or ``TPN`` (older forms), ``Worker_N``, or ``Worker_DPd_PPp_TPt``: global
+    rank ``(d*pp + p)*tp + t`` with the sizes of the start's config line (TP rank alone when
+    those are not logged). Engine cores and API servers (and unprefixed lines) go to the first
+    worker rank of their data-parallel group.
+    """
+    if not name:
+        return 0, False
+    if m := re.search(r"\brank=(\d+)", name):
+        return int(m.group(1)), True
+    if name.startswith(("Worker", "VllmWorker")):
+        if m := re.fullmatch(r"(?:Vllm)?Worker[-_ ](\d+)", name):
+            return int(m.group(1)), True
+        if m := re.fullmatch(r"VllmWorker\s+TP\s*(\d+)", name):
+            return int(m.group(1)), True
+        parts = {k: int(v) for k, v in _PARTS.findall(name)}
+        tp, pp, _ = start.sizes() if start else (0, 0, 0)
+        if ("DP" in parts or "PP" in parts) and tp and pp:
+            return (parts.get("DP", 0) * pp + parts.get("PP", 0)) * tp + parts.get("TP", 0), True
+        return parts.get("TP", 0), True
+    if m := re.fullmatch(r"EngineCore(?:_DP|_)(\d+)", name):
+        tp, pp, _ = start.sizes() if start else (0, 0, 0)
+        return int(m.group(1)) * max(1, tp) * max(1, pp), False
+    return 0, False
+
+
+# -- the engine config line ------------------------------------------------------------------------
+def _balanced(text: str, at: int) -> str:
+    """The bracketed value starting at ``text[at]`` (``(...)``, ``{...}`` or ``[...]``)."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    stack: list[str] = []
+    for i in range(at, len(text)):
+        ch = text[i]
+        if ch in pairs:
+            stack.append(pairs[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack:
+                return text[at : i + 1]
+    return text[at:]
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """The fields mlaprof uses from vLLM's engine config line (``VllmConfig.__str__``)."""
+    out: dict[str, Any] = {}
+    if m := re.search(r"\bmodel='([^']*)'", text):
+        out["model"] = m.group(1)
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if m := re.search(rf"\b{key}=(\d+)", text):
+            out[key] = int(m.group(1))
+    if m := re.search(r"\benforce_eager=(True|False)", text):
+        out["enforce_eager"] = m.group(1) == "True"
+    if m := re.search(r"\bspeculative_config=", text):
+        at = m.end()
+        if text.startswith("None", at):
+            out["speculative_config"] = None
+        else:
+            paren = text.find("(", at)
+            raw = text[at:] if paren < 0 else text[at:paren] + _balanced(text, paren)
+            out["speculative_config"] = raw
+            if mm := re.search(r"method='([^']*)'", raw):
+                out["spec_method"] = mm.group(1)
+            if mm := re.search(r"num_spec_tokens=(\d+)", raw):
+                out["num_spec_tokens"] = int(mm.group(1))
+    if m := re.search(r"\bcompilation_config=\{", text):
+        raw = _balanced(text, m.end() - 1)
+        out["compilation_config"] = raw
+        # repr form: 'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>; JSON: [2,1]
+        if mm := re.search(
+            r"""['"]cudagraph_mode['"]:\s*(?:<CUDAGraphMode\.|['"]?)([A-Z][A-Z_]+)""", raw
+        ):
+            out["cudagraph_mode"] = mm.group(1)
+        elif mm := re.search(r"""['"]cudagraph_mode['"]:\s*(\[[\d, ]+\]|\d+)""", raw):
+            out["cudagraph_mode"] = _MODE_VALUES.get(mm.group(1).replace(" ", ""))
+        if mm := re.search(r"""['"]cudagraph_capture_sizes['"]:\s*\[([\d,\s]*)\]""", raw):
+            out["capture_sizes"] = [int(x) for x in re.findall(r"\d+", mm.group(1))]
+    return out
+
+
+# -- the parser ------------------------------------------------------------------------------------
+def _split_line(raw: str) -> tuple[str | None, int | None, str | None, str | None, str]:
+    """(process, pid, level, time, message) of one physical line."""
+    line = _ANSI.sub("", raw)
+    process = pid = None
+    if m := PREFIX.match(line):
+        process = " ".join(m.group("name").split())
+        pid = int(m.group("pid")) if m.group("pid") else None
+        line = line[m.end() :]
+    level = when = None
+    if m := LEVEL.match(line):
+        level, when = m.group("level"), m.group("time")
+        line = line[m.end() :]
+    return process, pid, level, when, line.rstrip()
 
 
 def parse_log(text: str) -> LogFacts:
     facts = LogFacts()
-    progress: dict[tuple[str, str], dict[str, Any]] = {}
-    current_mode: str | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        for line in raw.split("\r"):
-            if not line.strip():
+    progress: dict[tuple[int, int, str, str], dict[str, Any]] = {}
+    cur: Start | None = None
+
+    def begin(lineno: int, when: str | None) -> Start:
+        st = Start(index=len(facts.starts) + 1, line=lineno, time=when)
+        facts.starts.append(st)
+        return st
+
+    for lineno, physical in enumerate(text.split("\n"), 1):
+        for piece in physical.split("\r"):
+            if not piece.strip():
                 continue
-            tm = _TIME.search(line)
-            when = tm.group(1) if tm else None
-            base = {"line": lineno, "time": when}
-            if m := CAPTURE_DONE.search(line):
-                secs, gib = m.group(1), m.group(2)
-                b = _gib_bytes(gib)
-                ns = round(float(secs) * 1e9)
-                facts.memory.append(
-                    {"graph_mode": current_mode, "driver_bytes": b, "capture_ns": ns}
-                )
-                facts.counters += [
-                    {"source": "vllm-log", "name": "capture_seconds", "value": float(secs)},
-                    {"source": "vllm-log", "name": "capture_memory_bytes", "value": float(b)},
-                ]
-                facts.events.append(
-                    _ev("capture-finished", m.group(0), {**base, "secs": secs, "gib": gib})
-                )
-            elif m := ESTIMATED.search(line):
-                b = _gib_bytes(m.group(1))
-                facts.counters.append(
-                    {
-                        "source": "vllm-log",
-                        "name": "estimated_graph_memory_bytes",
-                        "value": float(b),
-                    }
-                )
-                facts.events.append(
-                    _ev("estimated-graph-memory", m.group(0), {**base, "gib": m.group(1)})
-                )
-            elif (m := DOWNGRADE_SPEC.search(line)) or (m := DOWNGRADE.search(line)):
-                spec = m.re is DOWNGRADE_SPEC
-                mode, backend, support, setting = m.groups()
-                facts.backend = backend
-                facts.graph_mode = setting
-                data = {
-                    **base,
-                    "requested": mode,
-                    "backend": backend,
-                    "support": support,
-                    "setting": setting,
-                    "spec_decode": spec,
-                }
-                facts.events.append(_ev("cudagraph-downgrade", m.group(0), data))
-                facts.captures.append(
-                    {
-                        "graph_mode": mode,
-                        "status": "not-attempted",
-                        "fallback": setting,
-                        "op": backend,
-                        "message": m.group(0),
-                    }
-                )
-            elif m := PROGRESS.search(line):
-                phase, mode = m.group(1).strip(), m.group(2)
-                current_mode = mode
-                done = None if m.group(4) is None else int(m.group(4))
-                total = None if m.group(5) is None else int(m.group(5))
-                st = progress.setdefault((phase, mode), {"phase": phase, "mode": mode, **base})
-                if done is not None:
-                    st.update(done=done, total=total, line=lineno)
-    for st in progress.values():
-        done, total = st.get("done"), st.get("total")
-        msg = f"Capturing CUDA graphs ({st['phase']}, {st['mode']}): {done}/{total}"
-        facts.events.append(_ev("capture-progress", msg, st))
-        if done is not None:
-            facts.counters.append(
-                {
-                    "source": "vllm-log",
-                    "name": "graphs_captured",
-                    "key": f"{st['phase']}, {st['mode']}",
-                    "value": float(done),
-                }
-            )
-            facts.captures.append(
-                {
-                    "graph_mode": st["mode"],
-                    "status": "captured" if done == total else "failed",
-                    "message": msg,
-                }
-            )
+            process, pid, level, when, msg = _split_line(piece)
+            if m := SERVER.search(msg):
+                cur = begin(lineno, when)
+                cur.server_line, cur.version, cur.model = True, m.group(1), m.group(2)
+                continue
+            if m := ENGINE.search(msg):
+                if cur is None or not cur.server_line or cur.engine_line:
+                    cur = begin(lineno, when)
+                cur.engine_line = True
+                cur.version = cur.version or m.group(1)
+                cur.config = parse_config(m.group(2))
+                cur.model = cur.model or cur.config.get("model")
+                continue
+            rec = _record(msg)
+            if rec is None:
+                continue
+            if cur is None:  # a log cut after its start line: records before any start marker
+                cur = begin(lineno, when)
+            rank, worker = process_rank(process, cur)
+            rec.update(
+                start=cur.index, rank=rank, process=process, pid=pid, worker=worker,
+                level=level, time=when, line=lineno,
+            )  # fmt: skip
+            if rec["kind"] == "capture-progress":
+                key = (cur.index, rank, rec["phase"], rec["mode"])
+                prev = progress.get(key)
+                if prev is None:
+                    progress[key] = rec
+                    facts.records.append(rec)
+                elif rec["done"] is not None:  # a later refresh of the same bar
+                    prev.update(done=rec["done"], total=rec["total"], line=lineno)
+                continue
+            facts.records.append(rec)
     return facts
 
 
-def _ev(kind: str, message: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {"source": "vllm-log", "kind": kind, "message": message, "data": json.dumps(data)}
+def _record(msg: str) -> dict[str, Any] | None:
+    """The fields of one message mlaprof knows, or None."""
+    if m := CAPTURE_DONE.search(msg):
+        return {
+            "kind": "capture-finished",
+            "message": m.group(0),
+            "secs": float(m.group(1)),
+            "gib": m.group(2),
+            "bytes": gib_bytes(m.group(2)),
+        }
+    if m := ESTIMATED.search(msg):
+        return {
+            "kind": "estimated-graph-memory",
+            "message": m.group(0),
+            "gib": m.group(1),
+            "bytes": gib_bytes(m.group(1)),
+        }
+    if m := PROFILE.search(msg):
+        groups = {g: {"graphs": int(n), "largest": int(big)}
+                  for g, n, big in PROFILE_GROUP.findall(m.group(1))}  # fmt: skip
+        return {"kind": "graph-memory-profile", "message": m.group(0), "groups": groups}
+    if m := PROFILING_ON.search(msg):
+        return {
+            "kind": "graph-memory-profiling",
+            "message": m.group(0),
+            "enabled": True,
+            "utilization": float(m.group(1)),
+            "equivalent_without": float(m.group(2)),
+            "suggested": float(m.group(3)),
+        }
+    if m := PROFILING_OFF.search(msg):
+        return {"kind": "graph-memory-profiling", "message": msg, "enabled": False}
+    if (m := DOWNGRADE_SPEC.search(msg)) or (m := DOWNGRADE.search(msg)):
+        mode, backend, support, setting = m.groups()
+        return {
+            "kind": "cudagraph-downgrade",
+            "message": m.group(0),  # vLLM's own words, verbatim
+            "requested": mode,
+            "backend": backend,
+            "support": support.removeprefix("AttentionCGSupport."),
+            "setting": setting,
+            "spec_decode": m.re is DOWNGRADE_SPEC,
+        }
+    if SKIPPED.search(msg):
+        return {"kind": "capture-skipped", "message": msg}
+    if m := PROGRESS.search(msg):
+        return {
+            "kind": "capture-progress",
+            "message": m.group(0),
+            "phase": m.group(1).strip(),
+            "mode": m.group(2),
+            "done": None if m.group(4) is None else int(m.group(4)),
+            "total": None if m.group(5) is None else int(m.group(5)),
+        }
+    return None
+
+
+# -- the import ------------------------------------------------------------------------------------
+_COUNTERS = {
+    "capture-finished": (("capture_seconds", "secs"), ("capture_memory_bytes", "bytes")),
+    "estimated-graph-memory": (("estimated_graph_memory_bytes", "bytes"),),
+}
+
+
+def start_event(facts: LogFacts, st: Start) -> dict[str, Any]:
+    """The ``engine-start`` record of one start (what its server and config lines say)."""
+    c = st.config
+    return {
+        "kind": "engine-start",
+        "start": st.index,
+        "line": st.line,
+        "time": st.time,
+        "version": st.version,
+        "model": st.model,
+        "requested_mode": c.get("cudagraph_mode"),
+        "final_mode": facts.final_mode(st.index),
+        "capture_sizes": c.get("capture_sizes"),
+        "enforce_eager": c.get("enforce_eager"),
+        "speculative_config": c.get("speculative_config"),
+        "spec_method": c.get("spec_method"),
+        "num_spec_tokens": c.get("num_spec_tokens"),
+        "tensor_parallel_size": c.get("tensor_parallel_size"),
+        "pipeline_parallel_size": c.get("pipeline_parallel_size"),
+        "data_parallel_size": c.get("data_parallel_size"),
+        "config_logged": st.engine_line,
+        "message": f"server start {st.index}: vLLM {st.version or '?'}",
+    }
+
+
+def _event(rec: dict[str, Any]) -> dict[str, Any]:
+    data = {k: v for k, v in rec.items() if k not in ("kind", "message")}
+    return {
+        "source": SOURCE,
+        "kind": rec["kind"],
+        "message": rec["message"],
+        "data": json.dumps(data),
+    }
 
 
 def import_vllm_log(
@@ -165,15 +386,35 @@ def import_vllm_log(
         raise MlaprofError(
             f"{path}: no vLLM graph-capture or cudagraph-mode lines found (is it a vLLM log?)"
         )
-    summary = ImportSummary(source="vllm-log", files=[str(path)])
+    summary = ImportSummary(source=SOURCE, files=[str(path)])
+    last = facts.starts[-1].index
+    downs = [r for r in facts.records if r["kind"] == "cudagraph-downgrade" and r["start"] == last]
     meta = {
-        "source": "vllm-log",
+        "source": SOURCE,
+        "format": "vLLM log",
         "imported_from": str(path.resolve()),
-        "backend": facts.backend or "",
-        "graph_mode": facts.graph_mode,
+        "backend": downs[-1]["backend"] if downs else "",
+        "graph_mode": facts.final_mode(last),
+        "starts": len(facts.starts),
     }
+    by_rank: dict[int, list[dict[str, Any]]] = {0: [start_event(facts, s) for s in facts.starts]}
+    for rec in facts.records:
+        by_rank.setdefault(rec["rank"], []).append(rec)
     stem = path.name.removesuffix(".gz").removesuffix(".log")
     with staged_run(traces, name or f"vllm-{stem}", meta) as (bulk, final):
-        for table in ("events", "counters", "memory", "captures"):
-            summary.add(table, bulk.insert_dicts(table, getattr(facts, table)))
+        for rank in sorted(by_rank):
+            w = bulk if rank == 0 else bulk.rank_writer(rank)
+            recs = by_rank[rank]
+            summary.add("events", w.insert_dicts("events", [_event(r) for r in recs]))
+            counters = [
+                {
+                    "source": SOURCE,
+                    "name": cname,
+                    "key": f"start {r['start']}",
+                    "value": float(r[f]),
+                }
+                for r in recs
+                for cname, f in _COUNTERS.get(r["kind"], ())
+            ]
+            summary.add("counters", w.insert_dicts("counters", counters))
     return final, summary
