@@ -354,3 +354,18 @@ def test_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "1 1 Worker_TP1 0.47 GiB 9 - - off" in out
     assert "2 0 Worker_TP0 1.02 GiB 14 1.12 GiB 1.10x on" in out
     assert "syncs in region" not in out and "predicted-ok" not in out
+
+
+def test_html_report_shows_starts_and_memory_per_rank(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    import re
+
+    from mlaprof.figures.html_report import render_html
+
+    main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])
+    page = render_html(load(tmp_path / "t" / "v"))
+    body = page[page.index('id="starts"') :]
+    text = " ".join(re.sub(r"<[^>]+>", " ", body).split())
+    assert "1 0.30.1 08-28 09:14:02 ngram x3 FULL_AND_PIECEWISE PIECEWISE TritonMLABackend" in text
+    assert "1 1 Worker_TP1 0.47 GiB 9 - -" in text
+    assert "2 0 Worker_TP0 1.02 GiB 14 1.12 GiB 1.10x" in text

@@ -66,6 +66,14 @@ def _findings(run: Any) -> tuple[list[Any], str | None]:
     return list(analyze(run)), None
 
 
+def _engine_starts(run: Any) -> list[dict[str, Any]]:
+    try:
+        from mlaprof.analysis.engine_log import engine_starts
+    except ImportError:
+        return []
+    return engine_starts(run.events, c.meta(run).get("imported_from"))
+
+
 def _findings_html(findings: list[Any], why: str | None) -> str:
     if why:
         return f'<p class="note">{_e(why)}</p>'
@@ -132,6 +140,54 @@ def _meta_html(run: Any) -> str:
     return f'<table class="meta">{rows}</table>'
 
 
+def _starts_html(starts: list[dict[str, Any]]) -> str:
+    """Server starts of an imported vLLM log and capture memory per rank per start (as
+    :func:`mlaprof.analysis.engine_log.engine_starts` returns them)."""
+    from mlaprof.analysis.engine_log import gib
+
+    rows = []
+    for st in starts:
+        spec = st["speculative"]
+        spec_txt = "-" if spec is None else f"{spec['method']} x{spec['num_spec_tokens']}"
+        downs = "<br>".join(
+            f"{_e(d['backend'])} ({_e(d['support'])}{', spec-decode' if d['spec_decode'] else ''})"
+            f" -&gt; {_e(d['setting'])} on ranks {_e(', '.join(map(str, d['ranks'])))}"
+            for d in st["downgrades"]
+        )
+        graphs = "<br>".join(
+            f"{_e(g['phase'])} {_e(g['mode'])} {_e(g['done'])}/{_e(g['total'])}"
+            for g in st["graphs"]
+        )
+        rows.append(
+            f"<tr><td>{st['start']}</td><td>{_e(st['version'])}</td><td>{_e(st['time'])}</td>"
+            f"<td>{_e(spec_txt)}</td><td>{_e(st['requested_mode'])}</td>"
+            f"<td><b>{_e(st['final_mode'])}</b></td><td>{downs or '-'}</td>"
+            f"<td>{graphs or '-'}</td></tr>"
+        )
+    mem = []
+    for st in starts:
+        for m in st["memory"]:
+            ratio = "-" if m["estimate_ratio"] is None else f"{m['estimate_ratio']:.2f}x"
+            secs = "-" if m["capture_secs"] is None else f"{m['capture_secs']:.0f}"
+            mem.append(
+                f"<tr><td>{st['start']}</td><td>{m['rank']}</td><td>{_e(m['process'])}</td>"
+                f"<td class='num'>{gib(m['measured_bytes'])}</td>"
+                f"<td class='num'>{secs}</td>"
+                f"<td class='num'>{gib(m['estimated_bytes'])}</td><td class='num'>{ratio}</td></tr>"
+            )
+    return (
+        "<table><tr><th>start</th><th>vLLM</th><th>logged</th><th>spec decode</th>"
+        "<th>requested</th><th>ran</th><th>downgraded by</th><th>graphs captured</th></tr>"
+        + "".join(rows)
+        + "</table><h3>Graph capture memory per rank</h3>"
+        "<table><tr><th>start</th><th>rank</th><th>process</th><th>took</th><th>secs</th>"
+        "<th>vLLM estimate</th><th>estimate/took</th></tr>"
+        + "".join(mem)
+        + f'</table><p class="note">{_e(starts[0]["provenance"])}; per rank and start, '
+        "never summed.</p>"
+    )
+
+
 def _diff_html(a: Any, b: Any) -> str:
     from mlaprof.figures.diff import _fmt, diff_table
 
@@ -186,6 +242,9 @@ def render_html(run: Any, compare: Any = None) -> str:
         '<h2 id="run">Run</h2>',
         _meta_html(run),
     ]
+    starts = _engine_starts(run)
+    if starts:
+        parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]
     if base is not None:
         parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(run, base)]
     parts.append(f'<h2 id="figures">Figures ({len(figs)})</h2>')
