@@ -31,10 +31,11 @@ GIB = 1 << 30
 SOURCE = "vllm-log"
 _NUM = r"(\d+(?:\.\d+)?)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# "(Worker_TP1 pid=4242) " or an older "(VllmWorker rank=1 pid=4242) "; only vLLM's process names
+# "(Worker_TP1 pid=4242) ", an older "(VllmWorker rank=1 pid=4242) ", "(MainProcess pid=1) " (a
+# process vLLM did not name); without a pid only vLLM's own process names count as a prefix
 PREFIX = re.compile(
-    r"^\((?P<name>(?:APIServer|EngineCore|VllmWorker|Worker|DPSupervisor)[\w =-]*?)"
-    r"(?:\s+pid=(?P<pid>\d+))?\)\s?"
+    r"^\((?:(?P<name>[A-Za-z][\w =-]*?)\s+pid=(?P<pid>\d+)"
+    r"|(?P<bare>(?:APIServer|EngineCore|VllmWorker|Worker|DPSupervisor)[\w =-]*?))\)\s?"
 )
 LEVEL = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)"
@@ -213,7 +214,7 @@ def _split_line(raw: str) -> tuple[str | None, int | None, str | None, str | Non
     line = _ANSI.sub("", raw)
     process = pid = None
     if m := PREFIX.match(line):
-        process = " ".join(m.group("name").split())
+        process = " ".join((m.group("name") or m.group("bare")).split())
         pid = int(m.group("pid")) if m.group("pid") else None
         line = line[m.end() :]
     level = when = None
