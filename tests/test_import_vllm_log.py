@@ -150,6 +150,16 @@ def test_start_boundaries() -> None:
     assert [r["start"] for r in f.records] == [1, 2, 3, 4]
 
 
+def test_attention_backend_lines() -> None:
+    rocm = (
+        "Using ROCM_AITER_MLA backend out of potential backends: ['ROCM_AITER_MLA', 'TRITON_MLA']."
+    )
+    cuda = "Using FLASHMLA attention backend out of potential backends: ['FLASHMLA']."
+    forced = "Using TRITON_MLA backend (selected via --attention-backend)."
+    f = parse_log("\n".join(line("Worker_TP0 pid=1", m) for m in (rocm, cuda, forced)))
+    assert [r["backend"] for r in f.records] == ["ROCM_AITER_MLA", "FLASHMLA", "TRITON_MLA"]
+
+
 def test_config_forms() -> None:
     new = parse_config(
         "model='a', speculative_config=SpeculativeConfig(method='mtp', model='a', "
@@ -187,6 +197,7 @@ def test_import_writes_each_rank(tmp_path: Path, capsys: pytest.CaptureFixture[s
     run = load(tmp_path / "t" / "v")
     assert run.ranks == [0, 1]
     assert run.meta["graph_mode"] == "FULL_AND_PIECEWISE" and run.meta["starts"] == 2
+    assert run.meta["backend"] == "TRITON_MLA"  # the last start's, as its workers logged it
     ev = run.events
     per_rank = ev[ev["kind"] == "capture-finished"].groupby("rank").size().to_dict()
     assert per_rank == {0: 2, 1: 2}
@@ -348,7 +359,7 @@ def test_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["report", "v", "--traces", str(tmp_path / "t")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "start 1: vLLM 0.30.1" in out and "start 2: vLLM 0.32.0" in out
-    assert "cudagraph: FULL_AND_PIECEWISE -> PIECEWISE" in out
+    assert "attention: TRITON_MLA cudagraph: FULL_AND_PIECEWISE -> PIECEWISE" in out
     assert (
         "downgraded by TritonMLABackend (support UNIFORM_SINGLE_TOKEN_DECODE, spec-decode)" in out
     )

@@ -58,6 +58,9 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[
             st["graphs"].append(
                 {k: r.get(k) for k in ("rank", "phase", "mode", "done", "total", "line")}
             )
+        elif kind == "attention-backend":
+            if r["backend"] not in st["attention_backends"]:
+                st["attention_backends"].append(r["backend"])
         elif kind == "capture-skipped":
             st["capture_skipped"] = True
         elif kind == "graph-memory-profile":
@@ -100,6 +103,7 @@ def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
         "final_mode": r.get("final_mode"),
         "capture_sizes": r.get("capture_sizes"),
         "tensor_parallel_size": r.get("tensor_parallel_size"),
+        "attention_backends": [],
         "downgrades": [],
         "graphs": [],
         "profile": None,

@@ -150,6 +150,11 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
             f"  start {st['start']}: vLLM {st['version'] or '?'} (log line {st['line']}, "
             f"{st['time'] or 'no time'})  spec decode: "
             + ("-" if spec is None else f"{spec['method']} x{spec['num_spec_tokens']}")
+            + (
+                f"  attention: {', '.join(st['attention_backends'])}"
+                if st["attention_backends"]
+                else ""
+            )
             + f"  cudagraph: {mode}"
             + ("" if not sizes else f"  capture sizes: {len(sizes)} ({sizes[0]}..{sizes[-1]})")
         )

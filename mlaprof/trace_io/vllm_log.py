@@ -54,6 +54,10 @@ PROFILING_ON = re.compile(
 )
 PROFILING_OFF = re.compile(r"CUDA graph memory profiling is disabled")
 SKIPPED = re.compile(r"Skipping CUDA graph capture")
+# platforms/cuda.py and platforms/rocm.py name the attention backend they chose
+BACKEND = re.compile(
+    r"Using (\w+) (?:attention )?backend (?:out of potential backends|\(selected via --attention-backend\))"
+)
 # the reason runs to the end of the message ("...; setting cudagraph_mode=PIECEWISE because ...")
 DOWNGRADE = re.compile(
     r"CUDAGraphMode\.(\w+) is not supported with (\S+) backend \(support: ([^)]*)\); "
@@ -317,6 +321,8 @@ def _record(msg: str) -> dict[str, Any] | None:
             "setting": setting,
             "spec_decode": m.re is DOWNGRADE_SPEC,
         }
+    if m := BACKEND.search(msg):
+        return {"kind": "attention-backend", "message": msg, "backend": m.group(1)}
     if SKIPPED.search(msg):
         return {"kind": "capture-skipped", "message": msg}
     if m := PROGRESS.search(msg):
@@ -389,12 +395,13 @@ def import_vllm_log(
         )
     summary = ImportSummary(source=SOURCE, files=[str(path)])
     last = facts.starts[-1].index
-    downs = [r for r in facts.records if r["kind"] == "cudagraph-downgrade" and r["start"] == last]
+    named = [r["backend"] for r in facts.records
+             if r["start"] == last and r["kind"] in ("cudagraph-downgrade", "attention-backend")]  # fmt: skip
     meta = {
         "source": SOURCE,
         "format": "vLLM log",
         "imported_from": str(path.resolve()),
-        "backend": downs[-1]["backend"] if downs else "",
+        "backend": named[-1] if named else "",
         "graph_mode": facts.final_mode(last),
         "starts": len(facts.starts),
     }
