@@ -427,3 +427,33 @@ def test_lines_written_by_vllm_itself(tmp_path: Path) -> None:
     starts = _starts(tmp_path, p.stdout + p.stderr)
     (finding,) = [x for x in engine_log_findings(starts) if x.kind == "capture-downgrade"]
     assert f"whole engine ran {resolved['0']}" in finding.title and "ranks 0, 1" in finding.evidence
+
+
+def test_ranks_without_a_capture_line_are_named(tmp_path: Path) -> None:
+    eng = line(
+        "EngineCore_DP0 pid=1",
+        "Initializing a V1 LLM engine (v0.32.0) with config: model='m', tensor_parallel_size=4, "
+        "pipeline_parallel_size=1, data_parallel_size=1",
+    )
+    text = "\n".join(
+        [eng, line("Worker_TP0 pid=2", took("0.50")), line("Worker_TP1 pid=3", took("0.51"))]
+    )
+    (f,) = [f for f in engine_log_findings(_starts(tmp_path, text)) if f.kind == "memory"]
+    assert "only 2 of the engine's 4 worker ranks logged one" in f.evidence
+    est = line("Worker_TP2 pid=4", "Estimated CUDA graph memory: 0.52 GiB total")
+    (tmp_path / "2").mkdir()
+    (f,) = [f for f in engine_log_findings(_starts(tmp_path / "2", text + "\n" + est))
+            if f.kind == "memory"]  # fmt: skip
+    assert "no 'Graph capturing finished' line from rank 2" in f.evidence
+
+
+def test_starts_in_different_modes_compare_memory_per_rank(tmp_path: Path) -> None:
+    main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])
+    (f,) = [
+        f for f in analyze(load(tmp_path / "t" / "v")) if "different cudagraph modes" in f.title
+    ]
+    assert "start 1 PIECEWISE, start 2 FULL_AND_PIECEWISE" in f.title
+    assert (
+        "capture memory from start 1 to start 2: rank 0 0.48 GiB -> 1.02 GiB, "
+        "rank 1 0.47 GiB -> 1.03 GiB" in f.evidence
+    )

@@ -103,6 +103,14 @@ def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
         "final_mode": r.get("final_mode"),
         "capture_sizes": r.get("capture_sizes"),
         "tensor_parallel_size": r.get("tensor_parallel_size"),
+        # workers of the engine: TP x PP x DP from the config line (None when not logged)
+        "world_size": (
+            r["tensor_parallel_size"]
+            * (r.get("pipeline_parallel_size") or 1)
+            * (r.get("data_parallel_size") or 1)
+            if r.get("tensor_parallel_size")
+            else None
+        ),
         "attention_backends": [],
         "downgrades": [],
         "graphs": [],
@@ -192,7 +200,9 @@ def engine_log_findings(starts: list[dict[str, Any]]) -> list[Finding]:
                 severity="info",
                 title="the server starts ended in different cudagraph modes: "
                 + ", ".join(f"start {k} {v}" for k, v in modes.items()),
-                evidence="each start's engine config line and cudagraph-mode warnings; "
+                evidence="each start's engine config line and cudagraph-mode warnings"
+                + _memory_change(starts)
+                + "; "
                 + starts[0]["provenance"],
                 fix="compare throughput and ITL between the starts; the FULL decode graphs are "
                 "what speculative decoding's verify step needs",
@@ -200,6 +210,25 @@ def engine_log_findings(starts: list[dict[str, Any]]) -> list[Finding]:
             )
         )
     return out
+
+
+def _memory_change(starts: list[dict[str, Any]]) -> str:
+    """Capture memory per rank from the first to the last start that logged it (rank by rank)."""
+    measured = [st for st in starts if any(m["measured_bytes"] is not None for m in st["memory"])]
+    if len(measured) < 2:
+        return ""
+    a, b = measured[0], measured[-1]
+    before = {
+        m["rank"]: m["measured_bytes"] for m in a["memory"] if m["measured_bytes"] is not None
+    }
+    pairs = [
+        f"rank {m['rank']} {gib(before[m['rank']])} -> {gib(m['measured_bytes'])}"
+        for m in b["memory"]
+        if m["measured_bytes"] is not None and m["rank"] in before
+    ]
+    if not pairs:
+        return ""
+    return f"; capture memory from start {a['start']} to start {b['start']}: " + ", ".join(pairs)
 
 
 def _downgrade_finding(st: dict[str, Any], d: dict[str, Any]) -> Finding:
@@ -248,6 +277,15 @@ def _downgrade_finding(st: dict[str, Any], d: dict[str, Any]) -> Finding:
 def _memory_findings(st: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     rows = [m for m in st["memory"] if m["measured_bytes"] is not None]
+    silent = sorted(set(st["ranks"]) - {m["rank"] for m in rows})
+    world = st["world_size"]
+    missing = ""
+    if rows and silent:
+        missing = f"; no 'Graph capturing finished' line from {_ranks(silent)}"
+    elif rows and world and len(rows) < world:
+        missing = f"; only {len(rows)} of the engine's {world} worker ranks logged one"
+    if missing:
+        missing += " (the log was cut short, or that rank stopped before capture finished)"
     if rows:
         per = "; ".join(
             f"rank {m['rank']}: {gib(m['measured_bytes'])} in {m['capture_secs']:.0f} s"
@@ -265,7 +303,7 @@ def _memory_findings(st: dict[str, Any]) -> list[Finding]:
                 title=f"{_label(st)}, {st['final_mode'] or 'mode not logged'}: graph capture "
                 f"memory per rank: {per}",
                 evidence="vLLM's 'Graph capturing finished' line per rank (driver free-memory "
-                f"delta over all capture sizes of that rank); {st['provenance']}",
+                f"delta over all capture sizes of that rank){missing}; {st['provenance']}",
                 fix="capture fewer sizes (cudagraph_capture_sizes) if KV-cache memory is tight",
                 data={"start": st["start"], "memory": rows},
             )
