@@ -457,3 +457,47 @@ def test_starts_in_different_modes_compare_memory_per_rank(tmp_path: Path) -> No
         "capture memory from start 1 to start 2: rank 0 0.48 GiB -> 1.02 GiB, "
         "rank 1 0.47 GiB -> 1.03 GiB" in f.evidence
     )
+
+
+def test_older_log_forms(tmp_path: Path) -> None:
+    """vLLM 0.9/0.10 layouts: unprefixed API server, EngineCore_0, VllmWorker rank=N / TPN
+    workers with their tqdm bars prefixed, JSON compilation configs, the one-bar capture."""
+    run = _import(tmp_path, (DATA / "legacy_prefixes_tp2.log").read_bytes().decode())
+    assert run.ranks == [0, 1]
+    s1, s2 = engine_starts(run.events, "legacy.log")
+    assert (s1["version"], s1["requested_mode"], s1["final_mode"]) == (
+        "0.9.2",
+        "PIECEWISE",
+        "PIECEWISE",
+    )
+    assert s1["speculative"] is None and sorted(s1["capture_sizes"]) == [1, 2, 4, *range(8, 65, 8)]
+    assert s1["graphs"] == [
+        {"rank": 0, "phase": "all shapes", "mode": None, "done": 11, "total": 11, "line": 10}
+    ]
+    assert [(m["rank"], m["process"], m["measured_bytes"]) for m in s1["memory"]] == [
+        (0, "VllmWorker rank=0", gib_bytes("0.32")),
+        (1, "VllmWorker rank=1", gib_bytes("0.31")),
+    ]
+    assert (s2["version"], s2["requested_mode"], s2["final_mode"]) == (
+        "0.10.2", "FULL", "FULL_AND_PIECEWISE",
+    )  # fmt: skip
+    assert s2["speculative"] == {"method": "mtp", "num_spec_tokens": 1}
+    assert [m["process"] for m in s2["memory"]] == ["VllmWorker TP0", "VllmWorker TP1"]
+    (d,) = s2["downgrades"]
+    assert (d["backend"], d["support"], d["spec_decode"], d["ranks"]) == (
+        "AiterMLABackend", "UNIFORM_BATCH", False, [0, 1],
+    )  # fmt: skip
+    assert [(g["phase"], g["mode"], g["done"]) for g in s2["graphs"]] == [
+        ("mixed prefill-decode", "PIECEWISE", 11), ("decode", "FULL", 7),
+    ]  # fmt: skip
+    (f,) = [f for f in engine_log_findings([s1, s2]) if f.kind == "capture-downgrade"]
+    assert f.severity == "info" and "decode batches still run FULL graphs" in f.fix
+
+
+def test_gzipped_log(tmp_path: Path) -> None:
+    import gzip
+
+    p = tmp_path / "server.log.gz"
+    p.write_bytes(gzip.compress(TWO_STARTS.read_bytes()))
+    run, _ = import_vllm_log(p, tmp_path / "t")
+    assert run.name == "vllm-server" and load(run).meta["starts"] == 2

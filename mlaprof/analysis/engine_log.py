@@ -204,8 +204,8 @@ def engine_log_findings(starts: list[dict[str, Any]]) -> list[Finding]:
                 + _memory_change(starts)
                 + "; "
                 + starts[0]["provenance"],
-                fix="compare throughput and ITL between the starts; the FULL decode graphs are "
-                "what speculative decoding's verify step needs",
+                fix="compare throughput and inter-token latency between the starts; under "
+                "speculative decoding the verify step needs FULL decode graphs",
                 data={"modes": modes},
             )
         )
@@ -331,6 +331,11 @@ def _memory_findings(st: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def bar_label(g: dict[str, Any]) -> str:
+    """ "decode, FULL" for a capture progress bar; the phase alone where the bar names no mode."""
+    return g["phase"] + (f", {g['mode']}" if g["mode"] else "")
+
+
 def _progress_findings(st: dict[str, Any]) -> list[Finding]:
     out = []
     for g in st["graphs"]:
@@ -340,7 +345,7 @@ def _progress_findings(st: dict[str, Any]) -> list[Finding]:
             Finding(
                 kind="capture",
                 severity="warning",
-                title=f"{_label(st)}: capturing CUDA graphs ({g['phase']}, {g['mode']}) stopped "
+                title=f"{_label(st)}: capturing CUDA graphs ({bar_label(g)}) stopped "
                 f"at {g['done']}/{g['total']}",
                 evidence=f"the last progress-bar refresh on rank {g['rank']} (log line "
                 f"{g['line']}); the log does not say why: look for an error after it; "

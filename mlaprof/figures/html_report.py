@@ -143,7 +143,7 @@ def _meta_html(run: Any) -> str:
 def _starts_html(starts: list[dict[str, Any]]) -> str:
     """Server starts of an imported vLLM log and capture memory per rank per start (as
     :func:`mlaprof.analysis.engine_log.engine_starts` returns them)."""
-    from mlaprof.analysis.engine_log import gib
+    from mlaprof.analysis.engine_log import bar_label, gib
 
     rows = []
     for st in starts:
@@ -155,8 +155,7 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
             for d in st["downgrades"]
         )
         graphs = "<br>".join(
-            f"{_e(g['phase'])} {_e(g['mode'])} {_e(g['done'])}/{_e(g['total'])}"
-            for g in st["graphs"]
+            f"{_e(bar_label(g))} {_e(g['done'])}/{_e(g['total'])}" for g in st["graphs"]
         )
         rows.append(
             f"<tr><td>{st['start']}</td><td>{_e(st['version'])}</td><td>{_e(st['time'])}</td>"

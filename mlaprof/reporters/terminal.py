@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis import Finding, summary
-from mlaprof.analysis.engine_log import gib
+from mlaprof.analysis.engine_log import bar_label, gib
 from mlaprof.store.reader import Run
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -156,7 +156,7 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
                 else ""
             )
             + f"  cudagraph: {mode}"
-            + ("" if not sizes else f"  capture sizes: {len(sizes)} ({sizes[0]}..{sizes[-1]})")
+            + ("" if not sizes else f"  capture sizes: {len(sizes)} ({min(sizes)}..{max(sizes)})")
         )
         for d in st["downgrades"]:
             console.print(
@@ -174,28 +174,33 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
         if st["graphs"]:
             console.print(
                 "    graphs captured: "
-                + ", ".join(
-                    f"{g['phase']} {g['mode']} {g['done']}/{g['total']}" for g in st["graphs"]
-                )
+                + ", ".join(f"{bar_label(g)} {g['done']}/{g['total']}" for g in st["graphs"])
             )
     m = Table(title="graph capture memory per rank", title_justify="left", box=box.SIMPLE,
               pad_edge=False)  # fmt: skip
     cols = ("start", "rank", "process", "took", "secs", "estimate", "est/took", "profiling")
-    for col in cols:
-        m.add_column(col, justify="left" if col == "process" else "right", no_wrap=True)
-    for st in starts:
-        for r in st["memory"]:
-            ratio = r["estimate_ratio"]
-            m.add_row(
-                str(st["start"]),
-                str(r["rank"]),
-                r["process"] or "-",
-                gib(r["measured_bytes"]),
-                "-" if r["capture_secs"] is None else f"{r['capture_secs']:.0f}",
-                gib(r["estimated_bytes"]),
-                "-" if ratio is None else f"{ratio:.2f}x",
-                "-" if r["profiling"] is None else ("on" if r["profiling"]["enabled"] else "off"),
-            )
+    rows = [
+        (
+            str(st["start"]),
+            str(r["rank"]),
+            r["process"] or "-",
+            gib(r["measured_bytes"]),
+            "-" if r["capture_secs"] is None else f"{r['capture_secs']:.0f}",
+            gib(r["estimated_bytes"]),
+            "-" if r["estimate_ratio"] is None else f"{r['estimate_ratio']:.2f}x",
+            "-" if r["profiling"] is None else ("on" if r["profiling"]["enabled"] else "off"),
+        )
+        for st in starts
+        for r in st["memory"]
+    ]
+    for i, col in enumerate(cols):
+        if col == "process":  # the one column that may fold; numbers keep their width
+            m.add_column(col, overflow="fold")
+        else:
+            width = max([len(col)] + [len(row[i]) for row in rows])
+            m.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for row in rows:
+        m.add_row(*row)
     console.print(m)
     console.print(f"[dim]{starts[0]['provenance']}; memory is per rank and start, never summed[/]")
 

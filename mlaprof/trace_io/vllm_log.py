@@ -67,9 +67,10 @@ DOWNGRADE_SPEC = re.compile(
     r"CUDAGraphMode\.(\w+) is not supported with spec-decode for attention backend (\S+) "
     r"\(support: ([^)]*)\); setting cudagraph_mode=(\w+).*$"
 )
-PROGRESS = re.compile(
-    r"Capturing CUDA graphs \(([^,()]+), (\w+)\)(?::\s*(\d+)%[^|]*\|[^|]*\|\s*(\d+)/(\d+))?"
-)
+_BAR = r"(?::\s*(?P<pct>\d+)%[^|]*\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+))?"
+PROGRESS = re.compile(r"Capturing CUDA graphs \((?P<phase>[^,()]+), (?P<mode>\w+)\)" + _BAR)
+# vLLM before the (phase, mode) bars (0.9 and older): one bar over every capture size
+PROGRESS_OLD = re.compile(r"Capturing CUDA graph shapes" + _BAR)
 # CUDAGraphMode values (vllm/config/compilation.py) for configs printed as JSON ("[2,1]")
 _MODE_VALUES = {
     "0": "NONE",
@@ -207,6 +208,11 @@ def parse_config(text: str) -> dict[str, Any]:
             out["cudagraph_mode"] = mm.group(1)
         elif mm := re.search(r"""['"]cudagraph_mode['"]:\s*(\[[\d, ]+\]|\d+)""", raw):
             out["cudagraph_mode"] = _MODE_VALUES.get(mm.group(1).replace(" ", ""))
+        elif mm := re.search(r"""['"]use_cudagraph['"]:\s*(true|True|false|False)""", raw):
+            # vLLM 0.9 and older: piecewise graphs, or one FULL graph with full_cuda_graph
+            full = re.search(r"""['"]full_cuda_graph['"]:\s*(true|True)""", raw)
+            on = mm.group(1) in ("true", "True")
+            out["cudagraph_mode"] = ("FULL" if full else "PIECEWISE") if on else "NONE"
         if mm := re.search(r"""['"]cudagraph_capture_sizes['"]:\s*\[([\d,\s]*)\]""", raw):
             out["capture_sizes"] = [int(x) for x in re.findall(r"\d+", mm.group(1))]
     return out
@@ -325,14 +331,15 @@ def _record(msg: str) -> dict[str, Any] | None:
         return {"kind": "attention-backend", "message": msg, "backend": m.group(1)}
     if SKIPPED.search(msg):
         return {"kind": "capture-skipped", "message": msg}
-    if m := PROGRESS.search(msg):
+    if (m := PROGRESS.search(msg)) or (m := PROGRESS_OLD.search(msg)):
+        new = m.re is PROGRESS
         return {
             "kind": "capture-progress",
             "message": m.group(0),
-            "phase": m.group(1).strip(),
-            "mode": m.group(2),
-            "done": None if m.group(4) is None else int(m.group(4)),
-            "total": None if m.group(5) is None else int(m.group(5)),
+            "phase": m.group("phase").strip() if new else "all shapes",
+            "mode": m.group("mode") if new else None,  # the old bar does not name it
+            "done": None if m.group("done") is None else int(m.group("done")),
+            "total": None if m.group("total") is None else int(m.group("total")),
         }
     return None
 
