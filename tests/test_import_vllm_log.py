@@ -501,3 +501,15 @@ def test_gzipped_log(tmp_path: Path) -> None:
     p.write_bytes(gzip.compress(TWO_STARTS.read_bytes()))
     run, _ = import_vllm_log(p, tmp_path / "t")
     assert run.name == "vllm-server" and load(run).meta["starts"] == 2
+
+
+def test_a_second_bar_of_the_same_kind_is_its_own_record() -> None:
+    d = "Capturing CUDA graphs (decode, FULL)"
+    text = f"{d}:   0%| | 0/7 [00:00<?, ?it/s]\r{d}: 100%|#| 7/7 [00:02<00:00, 3.1it/s]\n" * 2
+    text += f"{d}:  50%|#| 2/4 [00:01<00:01, 2.0it/s]\n"
+    f = parse_log(text)
+    assert [(r["done"], r["total"], r["line"]) for r in f.records] == [
+        (7, 7, 1),
+        (7, 7, 2),
+        (2, 4, 3),
+    ]

@@ -274,7 +274,12 @@ def parse_log(text: str) -> LogFacts:
             if rec["kind"] == "capture-progress":
                 key = (cur.index, rank, rec["phase"], rec["mode"])
                 prev = progress.get(key)
-                if prev is None:
+                restarted = (
+                    prev is not None
+                    and None not in (prev["done"], rec["done"])
+                    and rec["done"] < prev["done"]
+                )  # a second bar of the same kind (e.g. the drafter's graphs): its own record
+                if prev is None or restarted:
                     progress[key] = rec
                     facts.records.append(rec)
                 elif rec["done"] is not None:  # a later refresh of the same bar
