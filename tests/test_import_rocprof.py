@@ -358,6 +358,9 @@ def test_extra_mla_pattern(tmp_path: Path) -> None:
     p.write_text(text)
     from mlaprof.trace_io.kernels import KernelMatcher
 
-    run, s = import_rocprof(p, tmp_path, "pat", KernelMatcher().with_extra([r"my_split_kv"]))
+    # whole names: a fragment matches nothing
+    _, s = import_rocprof(p, tmp_path, "frag", KernelMatcher().with_extra([r"my_split_kv"]))
+    assert s.mla_kernels == 0
+    run, s = import_rocprof(p, tmp_path, "pat", KernelMatcher().with_extra([r"z:my_split_kv.*"]))
     assert s.mla_kernels == 2
     assert [k["splits"] for k in kernel_dicts(run) if k["name"] == "my_split_kv_kernel"] == [4, 4]

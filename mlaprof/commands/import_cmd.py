@@ -32,14 +32,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--mla-pattern",
         action="append",
         default=[],
-        metavar="REGEX",
-        help="extra kernel-name regex to treat as an MLA split-KV kernel (S on grid z); repeatable",
+        metavar="[AXIS:]REGEX",
+        help="extra stage-1 MLA kernel (whole-name regex) with the grid axis holding S: "
+        "x, y, z, device (S not on the grid) or none; plain REGEX reads S from z. Known "
+        "kernels keep their own axes (gluon: y, ASM: z). Repeatable",
     )
     p.add_argument(
         "--patterns",
         type=Path,
         metavar="FILE",
-        help="JSON list of kernel patterns replacing the built-in ones",
+        help="JSON list or TOML [[pattern]] tables extending the kernel table, checked first: "
+        "name (whole-name regex), role (stage1, stage2, reduce, metadata), split_axis "
+        "(x, y, z, device, none; required for stage1), rows_axis, qlen_axis, path",
     )
     p.set_defaults(func=main)
 
@@ -47,7 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from mlaprof.trace_io.kernels import KernelMatcher, load_patterns
 
-    matcher = load_patterns(args.patterns) if args.patterns else KernelMatcher()
+    matcher = KernelMatcher()
+    if args.patterns:
+        matcher = matcher.with_user(load_patterns(args.patterns))
     if args.mla_pattern:
         matcher = matcher.with_extra(args.mla_pattern)
     traces = traces_dir(args.traces)
@@ -73,7 +79,10 @@ def format_summary(run: Path, s: ImportSummary) -> str:
     if s.mla_kernels:
         lines.append(
             f"  MLA kernels: {s.mla_kernels}; graph replays with MLA: {s.replays}; "
-            f"layer records: {s.layers}"
+            f"eager MLA steps: {s.eager_steps}; layer records: {s.layers}"
         )
+        for p in s.patterns:
+            if p["role"] == "stage1":
+                lines.append(f"  {p['path']}: S from {p['s_source']}")
     lines += [f"  note: {n}" for n in s.notes]
     return "\n".join(lines)

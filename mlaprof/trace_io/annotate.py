@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from mlaprof.trace_io.common import ImportSummary
-from mlaprof.trace_io.kernels import MAIN, KernelMatcher
+from mlaprof.trace_io.kernels import (
+    AXES,
+    METADATA,
+    REDUCE,
+    STAGE1,
+    STAGE2,
+    KernelMatcher,
+    KernelPattern,
+)
 
 NULL = -1
 
@@ -84,6 +92,61 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     return replay
 
 
+_ROLE_CODE = {STAGE1: 1, STAGE2: 2, REDUCE: 3, METADATA: 4}
+# an eager step ends where the pitch between two stage-1 kernels exceeds this many times the
+# median pitch (no graph launch marks eager steps; the idle gap between forwards does)
+EAGER_STEP_GAP = 3.0
+
+
+def _lut(values: list[int]) -> np.ndarray:
+    return np.array(values or [NULL], np.int64)
+
+
+def _grid_blocks(kc: KernelColumns, grid_in_workitems: bool) -> list[np.ndarray]:
+    """Blocks per axis (NULL where missing or not divisible by the workgroup size)."""
+    out = []
+    for a in AXES:
+        g, gm = kc.col(f"grid_{a}")
+        g = g.copy()
+        bad = g <= 0 if gm is None else gm | (g <= 0)
+        if grid_in_workitems and f"block_{a}" in kc.ints:
+            b, bm = kc.col(f"block_{a}")
+            b = b.copy()
+            if bm is not None:
+                b[bm] = 1
+            b[b <= 0] = 1
+            bad |= g % b != 0
+            g //= b
+        g[bad] = NULL
+        out.append(g)
+    return out
+
+
+def _from_axis(axis: np.ndarray, grids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Per row in ``rows``: the grid value on that row's axis (-1: none)."""
+    out = np.full(len(rows), NULL, np.int64)
+    for a in range(3):
+        sel = axis[rows] == a
+        out[sel] = grids[a][rows[sel]]
+    return out
+
+
+def _eager_segments(start: np.ndarray, s1: np.ndarray, barriers: np.ndarray) -> np.ndarray:
+    """Segment id of each eager stage-1 kernel (``s1``: indices sorted by start): a new segment
+    (step) starts after a barrier (a graph replay, a persistent metadata kernel) or an idle gap
+    longer than EAGER_STEP_GAP x the median stage-1 pitch."""
+    t = start[s1]
+    brk = np.zeros(len(s1), bool)
+    if len(s1) > 1:
+        pitch = np.diff(t)
+        med = float(np.median(pitch))
+        brk[1:] |= pitch > EAGER_STEP_GAP * max(med, 1.0)
+        if len(barriers):
+            seen = np.searchsorted(np.sort(barriers), t, side="right")
+            brk[1:] |= np.diff(seen) > 0
+    return np.cumsum(brk)
+
+
 def annotate(
     kc: KernelColumns,
     matcher: KernelMatcher,
@@ -91,62 +154,104 @@ def annotate(
     grid_in_workitems: bool,
     replay: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Derived kernel columns (replay, layer, splits, step) and the steps and layers tables."""
+    """Derived kernel columns (replay, layer, splits, step) and the steps and layers tables.
+
+    A step is a graph replay holding MLA stage-1 kernels, or a run of eager ones; its layers
+    are its stage-1 kernels in start order (stage 2 / reduce join the stage-1 kernel before
+    them). S, batch rows and qlen come from the grid axes the kernel table names."""
     n = kc.n
     pats = [matcher.match(nm) for nm in kc.names]
-    role_lut = np.array([0 if p is None else 1 if p.role == MAIN else 2 for p in pats] or [0])
-    axis_lut = np.array(
-        [-1 if p is None or p.split_axis is None else "xyz".index(p.split_axis) for p in pats]
-        or [-1]
-    )
-    role = role_lut[kc.name_idx] if n else np.zeros(0, np.int64)
-    axis = axis_lut[kc.name_idx] if n else np.zeros(0, np.int64)
-    mla = role > 0
+    summary.patterns = _used_patterns(pats, kc)
+    code = _lut([0 if p is None else _ROLE_CODE[p.role] for p in pats])
+
+    def axis_lut(attr: str) -> np.ndarray:
+        return _lut(
+            [AXES.index(getattr(p, attr)) if p and getattr(p, attr) in AXES else NULL for p in pats]
+        )
+
+    idx = kc.name_idx
+    role = code[idx] if n else np.zeros(0, np.int64)
+    start = kc.ints["start_ns"]
+    in_layer = (role >= 1) & (role <= 3)
     if replay is None:
-        replay = replays_by_correlation(kc) if mla.any() else np.full(n, NULL, np.int64)
-    # layers: the running count of main kernels within the replay, in start order
+        replay = replays_by_correlation(kc) if in_layer.any() else np.full(n, NULL, np.int64)
+    s1_all = np.nonzero(role == 1)[0]
+    grids = _grid_blocks(kc, grid_in_workitems) if len(s1_all) else []
+    splits = np.full(n, NULL, np.int64)
+    rows = np.full(n, NULL, np.int64)
+    qlen = np.full(n, NULL, np.int64)
+    if len(s1_all):
+        for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
+            arr[s1_all] = _from_axis(axis_lut(attr)[idx], grids, s1_all)
+    # groups: MLA graph replays, then eager segments, numbered into steps by start time
+    group = np.full(n, NULL, np.int64)
+    rep_ok = in_layer & (replay >= 0)
+    group[rep_ok] = replay[rep_ok]
+    base = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
+    eager = np.nonzero(in_layer & (replay < 0))[0]
+    if len(eager):
+        eager = eager[np.lexsort((eager, start[eager]))]
+        e1 = eager[role[eager] == 1]
+        barriers = np.r_[start[rep_ok], start[role == 4]]
+        seg = _eager_segments(start, e1, barriers) + base
+        # stage 2 / reduce: the segment of the last eager stage-1 kernel started before them
+        pos = np.searchsorted(start[e1], start[eager], side="right") - 1
+        ok = pos >= 0
+        group[eager[ok]] = seg[pos[ok]]
     layer = np.full(n, NULL, np.int64)
-    sel = np.nonzero(mla & (replay >= 0))[0]
+    sel = np.nonzero(group >= 0)[0]
     if len(sel):
-        order = sel[np.lexsort((sel, kc.ints["start_ns"][sel], replay[sel]))]
+        order = sel[np.lexsort((sel, start[sel], group[sel]))]
         mains = (role[order] == 1).astype(np.int64)
         cs = np.cumsum(mains)
-        rep_o = replay[order]
-        first = np.r_[0, np.nonzero(np.diff(rep_o))[0] + 1]
-        base = np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
-        lay = cs - base - 1
+        g_o = group[order]
+        first = np.r_[0, np.nonzero(np.diff(g_o))[0] + 1]
+        off = np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
+        lay = cs - off - 1
         layer[order] = np.where(lay >= 0, lay, NULL)
-    # S from the grid axis of split-KV main kernels
-    splits = np.full(n, NULL, np.int64)
-    cand = np.nonzero((role == 1) & (axis >= 0))[0]
-    if len(cand):
-        grids = [kc.col(f"grid_{a}") for a in "xyz"]
-        blocks = [kc.col(f"block_{a}") for a in "xyz"]
-        for a in range(3):
-            rows = cand[axis[cand] == a]
-            if not len(rows):
-                continue
-            g = grids[a][0][rows]
-            ok = g > 0
-            if grids[a][1] is not None:
-                ok &= ~grids[a][1][rows]
-            if grid_in_workitems:
-                b = blocks[a][0][rows].copy()
-                if blocks[a][1] is not None:
-                    b[blocks[a][1][rows]] = 1
-                b[b <= 0] = 1
-                ok &= g % b == 0
-                g = g // b
-            splits[rows[ok]] = g[ok]
+    # step numbers: groups ordered by their first kernel's start
     step = np.full(n, NULL, np.int64)
-    mla_replays = np.unique(replay[mla & (replay >= 0)])
-    in_step = np.isin(replay, mla_replays) & (replay >= 0)
-    step[in_step] = replay[in_step]
+    gsel = np.nonzero((group >= 0) & (layer >= 0))[0]
+    if len(gsel):
+        gids, inv = np.unique(group[gsel], return_inverse=True)
+        g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(g0, inv, start[gsel])
+        rank = np.empty(len(gids), np.int64)
+        rank[np.lexsort((gids, g0))] = np.arange(len(gids))
+        lut = dict(zip(gids.tolist(), rank.tolist(), strict=True))
+        # every kernel of an MLA replay belongs to its step; eager ones only when MLA
+        rep_step = np.full(base + 1, NULL, np.int64)
+        for g, r in lut.items():
+            if g < base:
+                rep_step[g] = r
+        has = replay >= 0
+        step[has] = rep_step[replay[has]]
+        step[gsel] = rank[inv]
+        # the persistent metadata kernel runs in the builder just before its step
+        meta_k = np.nonzero(role == 4)[0]
+        if len(meta_k):
+            t_step = np.sort(g0)
+            nxt = np.searchsorted(t_step, start[meta_k], side="left")
+            ok = nxt < len(t_step)
+            step[meta_k[ok]] = nxt[ok]
     summary.mla_kernels = int((role == 1).sum())
-    steps, layers = _derived(kc, step, layer, splits, mla)
-    summary.replays = len(steps.get("step", ()))
+    steps, layers = _derived(kc, pats, step, layer, splits, rows, qlen, role, replay)
+    summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
+    summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
     summary.layers = len(layers.get("step", ()))
     return {"replay": replay, "layer": layer, "splits": splits, "step": step}, steps, layers
+
+
+def _used_patterns(pats: list[KernelPattern | None], kc: KernelColumns) -> list[dict[str, Any]]:
+    """The table rows that matched, with the distinct names each matched (for provenance)."""
+    seen: dict[int, dict[str, Any]] = {}
+    for nm, p in zip(kc.names, pats, strict=True):
+        if p is None:
+            continue
+        d = seen.setdefault(id(p), {**p.to_dict(), "s_source": p.s_source(), "names": []})
+        if len(d["names"]) < 20:
+            d["names"].append(nm)
+    return list(seen.values())
 
 
 def _groups(
@@ -163,17 +268,44 @@ def _groups(
 
 
 def _derived(
-    kc: KernelColumns, step: np.ndarray, layer: np.ndarray, splits: np.ndarray, mla: np.ndarray
+    kc: KernelColumns,
+    pats: list[KernelPattern | None],
+    step: np.ndarray,
+    layer: np.ndarray,
+    splits: np.ndarray,
+    rows: np.ndarray,
+    qlen: np.ndarray,
+    role: np.ndarray,
+    replay: np.ndarray,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The steps and layers tables as columns (a layer spans its main kernel to the end of its
-    last reduce kernel; its S is the main kernel's)."""
+    """The steps and layers tables as columns. A step's path, variant, batch rows and qlen are
+    its first stage-1 kernel's; a layer spans its stage-1 kernel to the end of its last stage-2
+    / reduce kernel, and its S is the stage-1 kernel's."""
     start, end = kc.ints["start_ns"], kc.ints["end_ns"]
-    s = step >= 0
+    s = (step >= 0) & (role != 4)
     if not s.any():
         return {}, {}
     st, t0, t1, _ = _groups(step[s], start[s], end[s])
-    steps = {"step": st, "t_start_ns": t0, "duration_ns": t1 - t0}
-    m = s & mla & (layer >= 0)
+    s1 = np.nonzero((role == 1) & (step >= 0))[0]
+    s1 = s1[np.lexsort((s1, start[s1], step[s1]))]
+    _, first = np.unique(step[s1], return_index=True)
+    lead = s1[first]  # the first stage-1 kernel of every step, steps ascending (== st)
+    names = np.array(
+        [f"{p.path} {nm}" if p else "" for nm, p in zip(kc.names, pats, strict=True)] or [""],
+        dtype=object,
+    )
+    graph = replay[lead] >= 0
+    steps = {
+        "step": st,
+        "t_start_ns": t0,
+        "duration_ns": t1 - t0,
+        "num_reqs": rows[lead],
+        "qlen": qlen[lead],
+        "backend": names[kc.name_idx[lead]],
+        "graph_mode": np.where(graph, "graph", "eager").astype(object),
+        "timing": np.where(graph, "trace-replay", "trace-eager").astype(object),
+    }
+    m = (step >= 0) & (layer >= 0) & (role >= 1) & (role <= 3)
     if not m.any():
         return steps, {}
     width = int(layer[m].max()) + 1
@@ -229,6 +361,11 @@ def store_kernels(
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers."""
     derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay)
+    if summary.patterns:
+        from mlaprof.store import runmeta
+
+        # which table rows matched and where their S came from: the analysis cites them
+        runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns)
     ints = {**kc.ints, **derived}
     masks = {c: m for c, m in kc.masks.items() if c not in derived}
     masks.update({c: m for c, arr in derived.items() if (m := arr == NULL).any()})
@@ -248,13 +385,21 @@ def store_derived(
     bulk: Any, steps: dict[str, np.ndarray], layers: dict[str, np.ndarray], summary: ImportSummary
 ) -> None:
     if steps:
-        n = len(steps["step"])
-        cols = {c: (a, None) for c, a in steps.items()}
-        # graph_mode / timing: constants written as text
-        summary.add(
-            "steps",
-            bulk.insert_columns("steps", cols, n, {"graph_mode": "FULL", "timing": "trace-replay"}),
+        text_cols = [c for c, a in steps.items() if a.dtype == object]
+        nums = {c: a for c, a in steps.items() if c not in text_cols}
+        combos = np.array(
+            ["\x00".join(str(steps[c][i]) for c in text_cols) for i in range(len(steps["step"]))],
+            dtype=object,
         )
+        # text columns are constants per insert: one insert per run of steps with the same
+        # (path, mode, timing), in step order
+        brk = np.r_[0, np.flatnonzero(combos[1:] != combos[:-1]) + 1, len(combos)]
+        for a0, a1 in zip(brk[:-1], brk[1:], strict=True):
+            combo = str(combos[a0])
+            sel = slice(int(a0), int(a1))
+            cols = {c: (a[sel], a[sel] == NULL) for c, a in nums.items()}
+            text = {c: v for c, v in zip(text_cols, combo.split("\x00"), strict=True) if v}
+            summary.add("steps", bulk.insert_columns("steps", cols, int(a1 - a0), text))
     if layers:
         n = len(layers["step"])
         cols = {c: (a, a == NULL) for c, a in layers.items()}

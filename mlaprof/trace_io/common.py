@@ -111,7 +111,9 @@ class ImportSummary:
     rows: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     mla_kernels: int = 0
-    replays: int = 0
+    replays: int = 0  # steps that are graph replays holding MLA kernels
+    eager_steps: int = 0  # steps of MLA kernels launched one by one
+    patterns: list[dict[str, Any]] = field(default_factory=list)  # kernel-table rows matched
     layers: int = 0
 
     def add(self, table: str, n: int) -> None:

@@ -1,58 +1,162 @@
-"""MLA kernel recognition by name, KV-split inference from grid sizes, per-replay layer numbering.
+"""MLA kernels of a trace, recognised by WHOLE name, and what each one's launch grid says.
 
-A trace rarely carries the split count S of a split-KV attention kernel, but its launch grid does:
-the split-KV stage-1 kernels put S on the grid's z axis (vLLM Triton decode: grid
-``(rows, ceil(H / min(16, group)), S)``; mlaprof's own Triton kernel: ``(rows, ceil(H / BLOCK_H),
-S)``). Patterns are regular expressions (case-insensitive, ``re.search``) and can be extended.
+One table (:data:`DEFAULT_PATTERNS`) lists every real kernel of every verify path (FACTS section
+8): its path, its role in a layer (stage 1 opens a layer; stage 2 / reduce close it; the
+persistent path's metadata kernel runs once per step, eagerly, in vLLM's builder) and which grid
+axis holds what:
 
-Grid units differ between tracers: Kineto/CUPTI report grids in blocks, rocprofv3 in work-items
-(HSA dispatch semantics, blocks x workgroup size); :func:`infer_splits` takes the unit.
+====================  =================================  ========================  ==========
+path                  stage-1 grid in blocks (x, y, z)   S                         batch rows
+====================  =================================  ========================  ==========
+aiter-gluon (bh16)    (B, S, qlen) v0.1.19;              y                         x
+                      (B, S, ceil(H/16)*qlen) v0.1.20+
+aiter-gluon-bh64      (XCDs, ceil(H/64)*qlen, B/XCDs*S)  not alone (needs B)       -
+aiter-asm             (ceil(qlen*gqa/subQ), B, S)        z                         y
+aiter-asm-persistent  (#CU, 1, 1)                        decided on the device     -
+vllm-triton           (rows, ceil(H/min(16, group)), S)  z                         x
+mlaprof-triton        (head blocks, rows, S)             z                         y
+====================  =================================  ========================  ==========
+
+Names are matched with ``re.fullmatch`` (case-sensitive: kernel symbols are), so kernels that
+merely contain "mla" (fused rope + KV-cache writes such as ``fused_qk_rope_cat_and_cache_mla``,
+``concat_and_cache_mla_kernel``) never count as attention layers. Grid units differ between
+tracers: Kineto/CUPTI report blocks, rocprofv3 work-items (blocks x workgroup size).
+
+Users extend the table with ``mlaprof import --patterns FILE`` (JSON list or TOML
+``[[pattern]]`` tables: ``name`` regex, ``role``, ``split_axis``, ``rows_axis``, optional
+``path`` and ``qlen_axis``) or with ``--mla-pattern AXIS:REGEX``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mlaprof.errors import MlaprofError
 
-# role: "main" kernels count one layer each; "reduce" kernels belong to the preceding main kernel.
-MAIN = "main"
-REDUCE = "reduce"
+STAGE1 = "stage1"  # opens a layer: one per layer
+STAGE2 = "stage2"  # the split reduction of the stage-1 kernel before it (absent when S == 1)
+REDUCE = "reduce"  # the persistent path's reduction (same place as stage 2)
+METADATA = "metadata"  # once per step, outside the layers (persistent work split)
+ROLES = (STAGE1, STAGE2, REDUCE, METADATA)
+_ROLE_ALIASES = {"main": STAGE1}
+
+DEVICE = "device"  # split_axis: S is decided on the device and is not on the grid
+AXES = ("x", "y", "z")
+
+
+def _cxx(name: str) -> str:
+    """Whole-name regex of a C++/Triton/HIP kernel symbol: optional ``void `` and namespace,
+    template and argument lists, rocprof's ``.kd`` suffix."""
+    return rf"(?:void\s+)?(?:\w+::)*{name}(?:<.*>)?(?:\(.*\))?(?:\.kd)?"
+
+
+def _plain(name: str) -> str:
+    """Whole-name regex of a Python-named (Triton/gluon) kernel: the function name, ``.kd``."""
+    return rf"{name}(?:\.kd)?"
 
 
 @dataclass(frozen=True)
 class KernelPattern:
-    family: str  # aiter-gluon | aiter-asm | vllm-triton | mlaprof-triton | user
+    """One kernel of one path. ``regex`` must match the whole kernel name."""
+
+    path: str  # aiter-gluon | aiter-asm | aiter-asm-persistent | vllm-triton | ... | user
     regex: str
-    role: str = MAIN
-    split_axis: str | None = None  # grid axis holding S ("x", "y", "z"), None: no grid rule
+    role: str = STAGE1
+    split_axis: str | None = None  # "x" | "y" | "z" | "device" | None (stage 2, metadata)
+    rows_axis: str | None = None  # grid axis holding the batch rows (padding rows included)
+    qlen_axis: str | None = None  # grid axis holding qlen (gluon v0.1.20+: ceil(H/16)*qlen)
+    kernel: str = ""  # the documented name (for messages)
+
+    def __post_init__(self) -> None:
+        role = _ROLE_ALIASES.get(self.role, self.role)
+        object.__setattr__(self, "role", role)
+        if role not in ROLES:
+            raise MlaprofError(
+                f"kernel pattern {self.regex!r}: role {self.role!r} is not one of "
+                + ", ".join(ROLES)
+            )
+        for what, ax, ok in (
+            ("split_axis", self.split_axis, (*AXES, DEVICE)),
+            ("rows_axis", self.rows_axis, AXES),
+            ("qlen_axis", self.qlen_axis, AXES),
+        ):
+            if ax is not None and ax not in ok:
+                raise MlaprofError(
+                    f"kernel pattern {self.regex!r}: {what} {ax!r} is not one of {', '.join(ok)}"
+                )
+        if role != STAGE1 and self.split_axis is not None:
+            raise MlaprofError(
+                f"kernel pattern {self.regex!r}: only stage-1 kernels carry S (split_axis)"
+            )
+        try:
+            re.compile(self.regex)
+        except re.error as e:
+            raise MlaprofError(f"bad kernel pattern {self.regex!r}: {e}") from None
 
     def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.regex, re.IGNORECASE)
+        return re.compile(self.regex)
 
+    @property
+    def label(self) -> str:
+        return self.kernel or self.regex
+
+    def s_source(self) -> str:
+        """Where S comes from, in words (the provenance every imported S carries)."""
+        if self.split_axis == DEVICE:
+            return f"decided on the device (not on the grid of {self.label})"
+        if self.split_axis is None:
+            return f"not on the grid of {self.label}"
+        return f"grid axis {self.split_axis} of {self.label}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+GLUON, ASM, PERSISTENT = "aiter-gluon", "aiter-asm", "aiter-asm-persistent"
+VLLM_TRITON, MLAPROF_TRITON = "vllm-triton", "mlaprof-triton"
 
 DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
-    # mlaprof's own Triton kernel (mlaprof/kernels/mla_verify.py)
-    KernelPattern("mlaprof-triton", r"\bmla_verify_stage1\b", MAIN, "z"),
-    KernelPattern("mlaprof-triton", r"\bmla_verify_stage2\b", REDUCE),
+    # mlaprof's own Triton kernel (mlaprof/kernels/mla_verify.py): (head blocks, rows, S)
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1"), STAGE1, "z", "y", None,
+                  "mla_verify_stage1"),
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage2"), STAGE2, kernel="mla_verify_stage2"),
     # vLLM Triton MLA decode (vllm/v1/attention/ops/triton_decode_attention.py)
-    KernelPattern("vllm-triton", r"_fwd_grouped_kernel_stage1", MAIN, "z"),
-    KernelPattern("vllm-triton", r"_fwd_kernel_stage1", MAIN, "z"),
-    KernelPattern("vllm-triton", r"_fwd_kernel_stage2", REDUCE),
-    # AITER gluon MLA (aiter.ops.triton.gluon.mla_gluon); S is a host constant, not on the grid
-    KernelPattern("aiter-gluon", r"mla.*gluon|gluon.*mla", MAIN),
-    # AITER ASM MLA decode kernels and their split reduction
-    KernelPattern("aiter-asm", r"mla.*reduce", REDUCE),
-    KernelPattern("aiter-asm", r"aiter.*mla|mla_a\d+w\d+|mla_dec", MAIN),
+    KernelPattern(VLLM_TRITON, _plain("_fwd_grouped_kernel_stage1"), STAGE1, "z", "x", None,
+                  "_fwd_grouped_kernel_stage1"),
+    KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage1"), STAGE1, "z", "x", None,
+                  "_fwd_kernel_stage1"),
+    KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage2"), STAGE2, kernel="_fwd_kernel_stage2"),
+    # AITER gluon MLA (bh16 layout: the one vLLM's verify route takes, < 16 heads)
+    KernelPattern(GLUON, _plain("_mla_gluon"), STAGE1, "y", "x", "z", "_mla_gluon"),
+    KernelPattern(GLUON, _plain("_mla_softmax_reducev_kernel"), STAGE2, None, "x", "z",
+                  "_mla_softmax_reducev_kernel"),
+    # AITER ASM: persistent ("_ps") variants first; S is computed on the device
+    KernelPattern(PERSISTENT, r"aiter::mla_\w+_ps(?:\.kd)?", STAGE1, DEVICE, None, None,
+                  "aiter::mla_..._ps"),
+    KernelPattern(PERSISTENT, _cxx("kn_get_mla_metadata_v1(?:_\\d+)?"), METADATA,
+                  kernel="kn_get_mla_metadata_v1_2"),
+    KernelPattern(PERSISTENT, _cxx("kn_mla_reduce_v1"), REDUCE, kernel="kn_mla_reduce_v1"),
+    KernelPattern(ASM, r"aiter::mla_\w+(?:\.kd)?", STAGE1, "z", "y", None, "aiter::mla_..."),
+    KernelPattern(ASM, _plain("_fwd_kernel_stage2_asm"), STAGE2, kernel="_fwd_kernel_stage2_asm"),
+)  # fmt: skip
+
+# not in the default table: vLLM never routes verify to bh64 (>= 16 heads take ASM), and its
+# stage-1 grid looks like bh16's; ``--patterns`` with ``"path": "aiter-gluon-bh64"`` selects it
+GLUON_BH64 = KernelPattern(
+    "aiter-gluon-bh64", _plain("_mla_gluon"), STAGE1, None, None, None, "_mla_gluon (bh64)"
 )
 
 
 @dataclass
 class KernelMatcher:
+    """First whole-name match in table order; results cached per distinct name."""
+
     patterns: Sequence[KernelPattern] = field(default_factory=lambda: DEFAULT_PATTERNS)
 
     def __post_init__(self) -> None:
@@ -60,87 +164,93 @@ class KernelMatcher:
         self._cache: dict[str, KernelPattern | None] = {}
 
     def match(self, name: str | None) -> KernelPattern | None:
-        """The first pattern matching ``name`` (cached: traces repeat a few names many times)."""
         if not name:
             return None
         hit = self._cache.get(name, False)
         if hit is not False:
             return hit  # type: ignore[return-value]
-        found = next((p for p, rx in self._compiled if rx.search(name)), None)
+        found = next((p for p, rx in self._compiled if rx.fullmatch(name.strip())), None)
         self._cache[name] = found
         return found
 
-    def with_extra(self, regexes: Iterable[str]) -> KernelMatcher:
-        """A matcher that also treats ``regexes`` as MLA main kernels (checked first)."""
-        extra = []
-        for rx in regexes:
-            try:
-                re.compile(rx)
-            except re.error as e:
-                raise MlaprofError(f"bad MLA kernel pattern {rx!r}: {e}") from None
-            extra.append(KernelPattern("user", rx, MAIN, "z"))
-        return KernelMatcher(tuple(extra) + tuple(self.patterns))
+    def with_user(self, patterns: Iterable[KernelPattern]) -> KernelMatcher:
+        """User patterns (``--patterns``: explicit axes) are checked before this table."""
+        return KernelMatcher(tuple(patterns) + tuple(self.patterns))
+
+    def with_extra(self, specs: Iterable[str]) -> KernelMatcher:
+        """``--mla-pattern [AXIS:]REGEX`` stage-1 kernels, checked AFTER the known kernels (a
+        loose regex can never re-read a known kernel's grid on the wrong axis). Without an
+        axis S is read from grid z (the old behaviour)."""
+        extra = [parse_mla_pattern(s) for s in specs]
+        return KernelMatcher(tuple(self.patterns) + tuple(extra))
 
 
-def load_patterns(path: Path | str) -> KernelMatcher:
-    """Read patterns from a JSON file: ``[{"family", "regex", "role", "split_axis"}, ...]``."""
+def parse_mla_pattern(spec: str) -> KernelPattern:
+    """``z:my_kernel.*`` -> a stage-1 pattern with S on z; plain ``REGEX`` means ``z:REGEX``."""
+    axis, sep, rx = spec.partition(":")
+    if not sep or axis not in (*AXES, DEVICE, "none"):
+        axis, rx = "z", spec
+    if not rx:
+        raise MlaprofError(f"--mla-pattern {spec!r}: empty regex")
+    return KernelPattern("user", rx, STAGE1, None if axis == "none" else axis, kernel=rx)
+
+
+_KEYS = {"name", "regex", "path", "family", "role", "split_axis", "rows_axis", "qlen_axis"}
+
+
+def _pattern(d: Any, where: str) -> KernelPattern:
+    if not isinstance(d, dict):
+        raise MlaprofError(f"{where}: a pattern must be a table/object, got {type(d).__name__}")
+    unknown = set(d) - _KEYS
+    if unknown:
+        raise MlaprofError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    rx = d.get("name", d.get("regex"))
+    if not isinstance(rx, str) or not rx:
+        raise MlaprofError(f"{where}: 'name' (a whole-name regex) is required")
+    role = str(d.get("role", STAGE1))
+    if _ROLE_ALIASES.get(role, role) == STAGE1 and "split_axis" not in d:
+        raise MlaprofError(
+            f"{where}: a stage-1 pattern needs 'split_axis' (x, y, z, device or none): "
+            "S is on a different axis per path"
+        )
+    sa = d.get("split_axis")
+    return KernelPattern(
+        str(d.get("path", d.get("family", "user"))),
+        rx,
+        role,
+        None if sa in (None, "none") else str(sa),
+        None if d.get("rows_axis") in (None, "none") else str(d["rows_axis"]),
+        None if d.get("qlen_axis") in (None, "none") else str(d["qlen_axis"]),
+        rx,
+    )
+
+
+def load_patterns(path: Path | str) -> list[KernelPattern]:
+    """User patterns from a JSON list or a TOML file of ``[[pattern]]`` tables."""
+    path = Path(path)
     try:
-        doc = json.loads(Path(path).read_text())
-        pats = [
-            KernelPattern(
-                str(d["family"]), str(d["regex"]), str(d.get("role", MAIN)), d.get("split_axis")
-            )
-            for d in doc
-        ]
-        for p in pats:
-            p.compiled()
-            if p.role not in (MAIN, REDUCE) or p.split_axis not in (None, "x", "y", "z"):
-                raise ValueError(f"bad role/split_axis in {p}")
-    except (OSError, ValueError, KeyError, TypeError, re.error) as e:
-        raise MlaprofError(f"cannot read kernel patterns from {path}: {e}") from None
-    return KernelMatcher(pats)
-
-
-def infer_splits(
-    pattern: KernelPattern | None,
-    grid: tuple[int | None, int | None, int | None],
-    block: tuple[int | None, int | None, int | None] = (1, 1, 1),
-    grid_in_workitems: bool = False,
-) -> int | None:
-    """S from the launch grid for split-KV stage-1 kernels; None when the grid cannot tell."""
-    if pattern is None or pattern.split_axis is None:
-        return None
-    i = "xyz".index(pattern.split_axis)
-    g = grid[i]
-    if g is None or g <= 0:
-        return None
-    if grid_in_workitems:
-        b = block[i] or 1
-        if g % b:
-            return None
-        g //= b
-    return int(g)
-
-
-def assign_layers(
-    names: Sequence[str | None], replays: Sequence[int | None], matcher: KernelMatcher
-) -> list[int | None]:
-    """Layer of each kernel, in launch order: the n-th MLA main kernel of a replay is layer n.
-
-    Reduce kernels get the layer of the main kernel before them; other kernels get None.
-    """
-    out: list[int | None] = []
-    count: dict[int | None, int] = {}
-    last: dict[int | None, int | None] = {}
-    for name, rep in zip(names, replays, strict=True):
-        p = matcher.match(name)
-        if p is None:
-            out.append(None)
-        elif p.role == MAIN:
-            n = count.get(rep, 0)
-            count[rep] = n + 1
-            last[rep] = n
-            out.append(n)
+        text = path.read_text()
+    except OSError as e:
+        raise MlaprofError(f"cannot read kernel patterns from {path}: {e.strerror or e}") from None
+    try:
+        if path.suffix.lower() == ".toml":
+            doc: Any = tomllib.loads(text).get("pattern", [])
         else:
-            out.append(last.get(rep))
-    return out
+            doc = json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as e:
+        raise MlaprofError(f"{path}: not valid JSON/TOML ({e})") from None
+    if not isinstance(doc, list) or not doc:
+        raise MlaprofError(
+            f"{path}: expected a non-empty JSON list of patterns or TOML [[pattern]] tables"
+        )
+    return [_pattern(d, f"{path} pattern {i + 1}") for i, d in enumerate(doc)]
+
+
+def blocks(grid: int | None, block: int | None, in_workitems: bool) -> int | None:
+    """Blocks along one axis (rocprofv3 grids are in work-items); None when it does not divide."""
+    if grid is None or grid <= 0:
+        return None
+    if not in_workitems:
+        return int(grid)
+    b = block if block and block > 0 else 1
+    return None if grid % b else int(grid // b)
