@@ -83,6 +83,6 @@ def format_summary(run: Path, s: ImportSummary) -> str:
         )
         for p in s.patterns:
             if p["role"] == "stage1":
-                lines.append(f"  {p['path']}: S from {p['s_source']}")
+                lines.append(f"  {p['path']}: S {p['s_source']}")
     lines += [f"  note: {n}" for n in s.notes]
     return "\n".join(lines)

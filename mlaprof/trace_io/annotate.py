@@ -235,7 +235,7 @@ def annotate(
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
     summary.mla_kernels = int((role == 1).sum())
-    steps, layers = _derived(kc, pats, step, layer, splits, rows, qlen, role, replay)
+    steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
     summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
     summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
     summary.layers = len(layers.get("step", ()))
@@ -267,8 +267,35 @@ def _groups(
     return k[first], t0, t1, sp
 
 
+def _stage2_checks(
+    summary: ImportSummary,
+    steps: dict[str, np.ndarray],
+    lstep: np.ndarray,
+    splits: np.ndarray,
+    closers: np.ndarray,
+) -> None:
+    """Per path: layers whose stage 2 / reduce is present or absent, against their S."""
+    path = np.array([str(b).split(" ", 1)[0] for b in steps["backend"]], dtype=object)
+    lpath = path[np.searchsorted(steps["step"], lstep)]
+    out: dict[str, dict[str, int]] = {}
+    for pth in dict.fromkeys(lpath.tolist()):
+        sel = lpath == pth
+        sp, cl = splits[sel], closers[sel]
+        known = sp > 0
+        out[pth] = {
+            "layers": int(sel.sum()),
+            "s1_without_stage2": int(((sp == 1) & (cl == 0)).sum()),
+            "s1_with_stage2": int(((sp == 1) & (cl > 0)).sum()),
+            "split_without_stage2": int(((sp > 1) & (cl == 0)).sum()),
+            "split_with_stage2": int(((sp > 1) & (cl > 0)).sum()),
+            "s_unknown_without_stage2": int((~known & (cl == 0)).sum()),
+        }
+    summary.checks["stage2"] = out
+
+
 def _derived(
     kc: KernelColumns,
+    summary: ImportSummary,
     pats: list[KernelPattern | None],
     step: np.ndarray,
     layer: np.ndarray,
@@ -309,7 +336,13 @@ def _derived(
     if not m.any():
         return steps, {}
     width = int(layer[m].max()) + 1
-    key, l0, l1, sp = _groups(step[m] * width + layer[m], start[m], end[m], splits[m])
+    lkey = step[m] * width + layer[m]
+    key, l0, l1, sp = _groups(lkey, start[m], end[m], splits[m])
+    # kernels closing each layer (stage 2 / reduce): absent is consistent only when S == 1
+    closers = np.bincount(np.searchsorted(key, lkey[role[m] >= 2]), minlength=len(key)).astype(
+        np.int64
+    )
+    _stage2_checks(summary, steps, key // width, sp, closers)
     layers = {
         "step": key // width,
         "layer": key % width,
@@ -361,16 +394,49 @@ def store_kernels(
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers."""
     derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay)
+    summary.checks["launches"] = _launch_checks(bulk, kc, derived)
     if summary.patterns:
         from mlaprof.store import runmeta
 
-        # which table rows matched and where their S came from: the analysis cites them
-        runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns)
+        # which table rows matched, where their S came from, and the evidence counts: the
+        # analysis cites them (views never re-derive them)
+        runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns, trace_checks=summary.checks)
     ints = {**kc.ints, **derived}
     masks = {c: m for c, m in kc.masks.items() if c not in derived}
     masks.update({c: m for c, arr in derived.items() if (m := arr == NULL).any()})
     write_kernels(bulk, KernelColumns(kc.names, kc.name_idx, ints, masks), summary)
     store_derived(bulk, steps, layers, summary)
+
+
+GRAPH_LAUNCH_SQL = "function LIKE '%GraphLaunch%'"
+RUNTIME_API_SQL = (
+    "(lower(domain) LIKE '%hip%' OR lower(domain) LIKE '%cuda%') AND lower(domain) NOT LIKE "
+    "'%marker%'"
+)
+
+
+def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray]) -> dict[str, int]:
+    """Graph launches in the API trace against the kernels: how many MLA replays have their
+    launch call, how many launches correlate to no kernel at all."""
+    n_api = bulk.execute(f"SELECT COUNT(*) FROM api WHERE {RUNTIME_API_SQL}").fetchone()[0]
+    launches = np.array(
+        [r[0] for r in bulk.execute(f"SELECT correlation FROM api WHERE {GRAPH_LAUNCH_SQL}")
+         if r[0] is not None] or [NULL],
+        np.int64,
+    )  # fmt: skip
+    n_launch = int((launches != NULL).sum())
+    out = {"runtime_api_calls": int(n_api), "graph_launches": n_launch}
+    if "correlation" not in kc.ints:
+        return out
+    corr, cm = kc.col("correlation")
+    ok = (derived["replay"] >= 0) & (derived["step"] >= 0)
+    if cm is not None:
+        ok &= ~cm
+    step_corr = np.unique(corr[ok])
+    out["mla_replays_with_launch"] = int(np.isin(step_corr, launches).sum())
+    all_corr = np.unique(corr if cm is None else corr[~cm])
+    out["launches_without_kernels"] = int((~np.isin(launches[launches != NULL], all_corr)).sum())
+    return out
 
 
 def write_kernels(bulk: Any, kc: KernelColumns, summary: ImportSummary) -> None:

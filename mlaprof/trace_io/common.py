@@ -114,6 +114,7 @@ class ImportSummary:
     replays: int = 0  # steps that are graph replays holding MLA kernels
     eager_steps: int = 0  # steps of MLA kernels launched one by one
     patterns: list[dict[str, Any]] = field(default_factory=list)  # kernel-table rows matched
+    checks: dict[str, Any] = field(default_factory=dict)  # evidence the analysis reads
     layers: int = 0
 
     def add(self, table: str, n: int) -> None:

@@ -112,7 +112,7 @@ class KernelPattern:
             return f"decided on the device (not on the grid of {self.label})"
         if self.split_axis is None:
             return f"not on the grid of {self.label}"
-        return f"grid axis {self.split_axis} of {self.label}"
+        return f"from grid axis {self.split_axis} of {self.label}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
