@@ -337,17 +337,25 @@ def test_cli_import_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert sorted(q.name for q in (tmp_path / "t").iterdir()) == ["x"]
 
 
-def test_report_of_an_imported_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_of_an_imported_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No scenario, no split metadata: the report says where the trace came from and the S the
     trace's grids show, never a row of None fields or an 'as deserved' verdict."""
     p = tmp_path / "kernel_trace.csv"
     replay_kernel_csv(p, replays=2, layers=3, splits=4)
     assert main(["import", "rocprof", str(p), "--traces", str(tmp_path), "--name", "x"]) == 0
     capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "200")
     assert main(["report", str(tmp_path / "x")]) == 0
     out = "".join(capsys.readouterr().out.split())  # whitespace-free: immune to wrapping
     assert f"importedfrom{p.resolve()}(csv)" in out
-    assert "SperMLAlayer(fromthetrace)layerrecords46" in out
+    # path, variant, steps (graph/eager), S, rows, qlen (not on this kernel's grid)
+    assert "vllm-triton_fwd_grouped_kernel_stage12(2/0)44-" in out
+    assert "Sfromgridaxiszof_fwd_grouped_kernel_stage1(importedfrom" in out
+    # a kernel trace alone: replays are evidence of a graph; syncs are unknown, never 0
+    assert "capture:replayedinagraph" in out and "syncs:unknown" in out
+    assert "FULL" not in out and "(?)" not in out
     assert "padding:notrecorded" in out and "None" not in out and "asdeserved" not in out
 
 

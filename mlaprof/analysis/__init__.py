@@ -10,6 +10,7 @@ from typing import Any
 from mlaprof.analysis.capture import capture_findings, capture_summary
 from mlaprof.analysis.engine_log import engine_log_findings, engine_starts, log_capture
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.imported import imported_findings, imported_summary, is_imported_trace
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.paths import path_checks, path_findings
 from mlaprof.analysis.splits import split_findings, split_summary
@@ -27,8 +28,12 @@ _NEEDED = ("syncs", "captures", "memory", "splits", "padding", "steps", "layers"
 
 
 def _load(run: Run) -> dict[str, Any]:
-    """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads)."""
-    return {name: run.table(name) for name in _NEEDED}
+    """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads);
+    an imported trace also gets its evidence summary (paths, capture and sync verdicts)."""
+    t: dict[str, Any] = {name: run.table(name) for name in _NEEDED}
+    if is_imported_trace(run.meta):
+        t["imported"] = imported_summary(run, t["steps"], t["layers"])
+    return t
 
 
 def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
@@ -36,8 +41,13 @@ def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
     sc = _scenario(run)
     mode = sc.get("graph_mode", "FULL")
     findings: list[Finding] = []
-    cap = capture_summary(run.meta, t["syncs"], t["captures"], t["memory"])
+    imp = t.get("imported")
+    cap = (
+        imp["capture"] if imp else capture_summary(run.meta, t["syncs"], t["captures"], t["memory"])
+    )
     findings += capture_findings(cap, t["captures"], t["memory"])
+    if imp:
+        findings += imported_findings(run, t, imp)
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(t["splits"], sc.get("policy", ""), mode)
     findings += padding_findings(t["padding"])
@@ -59,6 +69,8 @@ def summary(run: Run) -> dict[str, Any]:
     capture = capture_summary(run.meta, syncs, t["captures"], t["memory"])
     if starts and not sc:  # an imported vLLM log: the capture line is what the log says
         capture = log_capture(starts)
+    if "imported" in t:  # an imported trace: the verdict its own evidence supports
+        capture = t["imported"]["capture"]
     return {
         "run": run.name,
         "status": run.status,
@@ -98,6 +110,7 @@ def summary(run: Run) -> dict[str, Any]:
         ],
         "padding": padding_summary(t["padding"]),
         "capture": capture,
+        "trace": t.get("imported"),
         "timing": timing_summary(t["steps"], t["layers"]),
         "paths": path_checks(t["events"]),
         "engine_starts": starts,

@@ -37,7 +37,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
     }
     head = " ".join(f"{k}={v}" for k, v in fields.items() if v not in (None, ""))
     if run.meta.get("imported_from"):  # an imported trace has no scenario: say where it came from
-        head += f" imported from {run.meta['imported_from']} ({run.meta.get('format', '?')})"
+        fmt = run.meta.get("format") or run.meta.get("source")
+        head += f" imported from {run.meta['imported_from']}" + (f" ({fmt})" if fmt else "")
     console.print(f"[bold]{run.name}[/]  {head}")
     pad = s["padding"]
     cap = s["capture"]
@@ -49,12 +50,22 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         else f"{pad['real_rows']} real + {pad['padding_rows']} padding rows "
         f"(capture size {pad['capture_size']})"
     )
+    trace = s.get("trace")
     if s.get("engine_starts") and not sc:  # an imported engine log: no syncs or padding in it
         console.print(
             f"capture (start {cap['start']} of {len(s['engine_starts'])}, as the log says): "
             f"{cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})"
         )
         _print_engine_starts(console, s["engine_starts"])
+    elif trace:  # an imported trace: only the verdicts its evidence supports
+        sy = trace["syncs"]
+        syncs = (
+            "unknown" if sy["status"] == "unknown" else f"{sy['count']} in MLA layers"
+        ) + f" ({sy['evidence']})"  # evidence: which trace, or why unknown
+        console.print(
+            f"capture: {cap['label']} ({cap['evidence']})  |  syncs: {syncs}  |  padding: {padding}"
+        )
+        _print_trace_paths(console, trace)
     else:
         console.print(
             f"capture: {cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})  |  syncs "
@@ -92,6 +103,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         )
     if not s["splits"] and s.get("engine_starts"):
         t = None  # a log has no kernels: no split table to show
+    elif not s["splits"] and trace and trace["paths"]:
+        t = None  # the trace's paths table above shows S per path and variant
     elif not s["splits"]:
         t = Table(title="KV splits: no split metadata recorded", title_justify="left", box=None)
         t.add_column("S per MLA layer (from the trace)", justify="right")
@@ -130,6 +143,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         )
     if not findings and s["splits"]:
         ft.add_row("OK", "no findings: the verify path captures and splits as deserved")
+    elif not findings and trace and trace["paths"]:
+        ft.add_row("OK", "no findings: S and the kernel variants in this trace look as expected")
     elif not findings:
         ft.add_row(
             "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
@@ -203,6 +218,32 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
         m.add_row(*row)
     console.print(m)
     console.print(f"[dim]{starts[0]['provenance']}; memory is per rank and start, never summed[/]")
+
+
+def _print_trace_paths(console: Console, trace: dict) -> None:
+    """Path, kernel variant, S and batch rows per variant, as the analysis read them."""
+    t = Table(
+        title="verify path and kernel variant per step (from the trace)",
+        title_justify="left",
+        box=box.SIMPLE,
+        pad_edge=False,
+    )
+    for col in ("path", "kernel variant", "steps (graph/eager)", "S", "rows", "qlen", "layer us"):
+        left = col in ("path", "kernel variant")
+        t.add_column(col, justify="left" if left else "right", overflow="fold" if left else None)
+    for p in trace["paths"]:
+        t.add_row(
+            p["path"],
+            p["variant"],
+            f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
+            str(p["S"]),
+            p["rows"] or "-",
+            p["qlen"] or "-",
+            "-" if p["layer_median_us"] is None else f"{p['layer_median_us']:.1f}",
+        )
+    console.print(t)
+    for p in trace["paths"]:
+        console.print(f"[dim]{p['variant']}: S {p['S_source']}; rows: {p['rows_source']}[/]")
 
 
 def print_diff(a: Run, b: Run, console: Console | None = None) -> None:

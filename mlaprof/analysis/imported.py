@@ -1,0 +1,452 @@
+"""Imported traces (rocprofv3, Kineto): which path and kernel variant ran, its S and batch rows
+from the grid, split collapse against the path's formula, variant switches, and the capture and
+sync verdicts the trace's own evidence supports (and "unknown" where it has none).
+
+Every number carries where it came from: "imported from <file>" (read off the trace), or
+"modelled with <policy>" (a formula from mlaprof.splits.policies applied to imported inputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+from mlaprof.splits.policies import POLICIES, SplitInput
+
+IMPORT_SOURCES = ("rocprof", "kineto")
+# paths whose stage-1 S is chosen on the host from grid-visible inputs (rows, qlen): a collapse
+# can be judged from the trace alone; policy per path (the one vLLM's verify route calls)
+COLLAPSE_POLICIES = {"aiter-gluon": ("aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20")}
+HUGE_KV = 1 << 30  # "KV long enough not to bound S": the formula's cap for these rows
+SYNC_CALLS = (
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventSynchronize",
+    "hipMemcpy",
+    "hipMemcpyDtoH",
+    "hipMemcpyWithStream",
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+)
+D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
+
+
+def is_imported_trace(meta: dict[str, Any]) -> bool:
+    """A rocprofv3/Kineto import (not an mlaprof export carried back, which has a scenario)."""
+    return meta.get("source") in IMPORT_SOURCES and not isinstance(meta.get("scenario"), dict)
+
+
+def _origin(meta: dict[str, Any]) -> str:
+    return f"imported from {meta.get('imported_from', '?')}"
+
+
+def _patterns(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Stage-1 table rows by path (the import recorded the ones that matched)."""
+    pats = meta.get("kernel_patterns") or []
+    return {p["path"]: p for p in pats if isinstance(p, dict) and p.get("role") == "stage1"}
+
+
+def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
+    st = steps.copy()
+    b = st["backend"].fillna("").astype(str)
+    st["path"] = b.str.split(" ", n=1).str[0]
+    st["variant"] = b.str.split(" ", n=1).str[1].fillna("")
+    return st
+
+
+def _step_s(layers: pd.DataFrame) -> pd.Series:
+    """S per step: the value its layers share (the largest when they differ)."""
+    if layers.empty:
+        return pd.Series(dtype=float)
+    return layers.groupby("step")["splits_used"].max()
+
+
+def _rng(v: pd.Series) -> str | None:
+    v = v.dropna()
+    if v.empty:
+        return None
+    lo, hi = int(v.min()), int(v.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame) -> list[dict]:
+    """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance."""
+    if steps.empty or "backend" not in steps:
+        return []
+    st = _split_backend(steps[steps["backend"].notna()])
+    st["S"] = st["step"].map(_step_s(layers))
+    pats = _patterns(meta)
+    lt = layers.groupby("step")["duration_ns"].median() if not layers.empty else pd.Series()
+    out = []
+    for (path, variant), g in st.groupby(["path", "variant"], sort=False):
+        p = pats.get(path, {})
+        axis = p.get("split_axis")
+        if axis == "device":
+            s_val = "decided on the device"
+            s_src = (
+                "decided on the device (persistent work split, get_mla_metadata_v1); not on "
+                "the grid"
+            )
+        elif axis:
+            s_val = _rng(g["S"]) or "unknown"
+            s_src = f"from grid axis {axis} of {variant} ({_origin(meta)})"
+        else:
+            s_val, s_src = "unknown", f"no grid axis holds S for {variant}"
+        med = lt.reindex(g["step"]).median()
+        out.append(
+            {
+                "path": path,
+                "variant": variant,
+                "steps": int(len(g)),
+                "graph_steps": int((g["graph_mode"] == "graph").sum()),
+                "eager_steps": int((g["graph_mode"] == "eager").sum()),
+                "S": s_val,
+                "S_source": s_src,
+                "rows": _rng(g["num_reqs"]),
+                "rows_source": (
+                    f"grid axis {p['rows_axis']} of {variant} (padding rows included)"
+                    if p.get("rows_axis")
+                    else "not on the grid"
+                ),
+                "qlen": _rng(g["qlen"]),
+                "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
+                "provenance": _origin(meta),
+            }
+        )
+    return out
+
+
+def _cap(policy: str, rows: int, qlen: int) -> int:
+    """The policy's S for these rows when KV length does not bound it (gluon verify in vLLM
+    runs < 16 heads: one head group)."""
+    x = SplitInput(
+        num_reqs=rows, qlen=qlen, heads=16, min_kv_seq_len=HUGE_KV, max_seq_len=HUGE_KV,
+        total_kv=HUGE_KV * rows, units=256,
+    )  # fmt: skip
+    return POLICIES[policy].splits(x)
+
+
+def collapse_findings(
+    meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
+) -> list[Finding]:
+    """S = 1 (or at most half) where the path's formula would split these rows further."""
+    if steps.empty or layers.empty:
+        return []
+    st = _split_backend(steps[steps["backend"].notna()])
+    st["S"] = st["step"].map(_step_s(layers))
+    checks = (meta.get("trace_checks") or {}).get("stage2", {})
+    out = []
+    for path, policies in COLLAPSE_POLICIES.items():
+        g = st[(st["path"] == path) & st["S"].notna() & st["num_reqs"].notna() & st["qlen"].notna()]
+        for (variant, rows, qlen, s), gg in g.groupby(["variant", "num_reqs", "qlen", "S"]):
+            rows, qlen, s = int(rows), int(qlen), int(s)
+            old, new = policies
+            cap = _cap(new, rows, qlen)
+            if s * 2 > cap:
+                continue
+            pol = POLICIES[old]
+            kv_needed = 64 * (cap - 1) + 1
+            c = checks.get(path, {})
+            stage2 = (
+                f"; no stage-2 kernel in {c.get('s1_without_stage2', 0)} of its S = 1 layers "
+                "(consistent: stage 2 is not launched when S == 1)"
+                if s == 1 and c
+                else ""
+            )
+            out.append(
+                Finding(
+                    kind="split-collapse",
+                    severity="critical" if s == 1 else "warning",
+                    title=(
+                        f"KV splits collapsed on the {path} path: used S = {s} on {rows} rows x "
+                        f"qlen {qlen}; the fix gives {cap}; without padding rows: unknown"
+                    ),
+                    evidence=(
+                        f"{len(gg)} step(s) of {variant} ({_origin(meta)}: S from grid axis y, "
+                        f"rows from grid axis x, qlen from grid axis z{stage2}). Modelled with "
+                        f"{old} ({pol.source}): S = max(1, min(256 // ({rows}*{qlen}) = {cap}, "
+                        f"ceil(min_kv_seq_len/64))), so S = {s} means min_kv_seq_len <= "
+                        f"{64 * s}: padding rows pinned to qlen (or the capture-time dummy run) "
+                        f"fed the minimum. With min_kv_seq_len over active rows S = {cap} once "
+                        f"real rows hold >= {kv_needed} KV tokens; {new} gives {cap} for any KV "
+                        f"length. The grid counts padding rows, so the padding-free S is not in "
+                        f"the trace"
+                    ),
+                    fix=(
+                        "compute min_kv_seq_len in the metadata builder over active rows "
+                        "(qo_len > 0) only (vLLM #51171), or run aiter >= v0.1.20"
+                    ),
+                    data={
+                        "path": path,
+                        "variant": variant,
+                        "used": s,
+                        "fix_gives": cap,
+                        "without_padding": None,
+                        "rows": rows,
+                        "qlen": qlen,
+                        "steps": int(len(gg)),
+                        "policy": old,
+                        "policy_fixed": new,
+                        "provenance": _origin(meta),
+                        "s_source": f"grid axis y of {variant}",
+                        "model": f"modelled with {old} and {new}",
+                    },
+                )
+            )
+    return out
+
+
+def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
+    """More than one kernel variant of one attention path family in one trace (e.g. the
+    persistent ASM kernel for small batches, the non-persistent one past 32 rows)."""
+    fam: dict[str, list[dict]] = {}
+    for p in paths:
+        fam.setdefault(p["path"].split("-persistent")[0], []).append(p)
+    out = []
+    for family, ps in fam.items():
+        if len(ps) < 2:
+            continue
+        parts = [
+            f"{p['variant']} on {p['steps']} step(s) (batch rows {p['rows'] or 'not on its grid'}"
+            + (f", median layer {p['layer_median_us']:.1f} us" if p["layer_median_us"] else "")
+            + ")"
+            for p in ps
+        ]
+        persistent = any(p["path"].endswith("-persistent") for p in ps)
+        out.append(
+            Finding(
+                kind="variant",
+                severity="info",
+                title=f"{family}: the kernel variant switches across batch sizes ({len(ps)} variants)",
+                evidence="; ".join(parts)
+                + f" ({_origin(meta)})"
+                + (
+                    ". AITER takes the persistent kernel below AITER_MLA_DECODE_PERSISTENT_MAX_"
+                    "BATCH rows (default 32) and the non-persistent one at or above it"
+                    if persistent
+                    else ""
+                ),
+                fix=(
+                    "compare the variants' layer times at your batch sizes; pin one with "
+                    "AITER_MLA_DECODE_PERSISTENT_MAX_BATCH if the switch costs time"
+                    if persistent
+                    else "check why batch sizes select different kernels"
+                ),
+                data={"family": family, "variants": [p["variant"] for p in ps]},
+            )
+        )
+    return out
+
+
+def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
+    """The capture verdict the trace supports: replayed in a graph / eager / mixed / unknown."""
+    launches = (meta.get("trace_checks") or {}).get("launches", {})
+    origin = _origin(meta)
+    st = steps[steps["backend"].notna()] if not steps.empty else steps
+    n_graph = int((st["graph_mode"] == "graph").sum()) if not st.empty else 0
+    n_eager = int((st["graph_mode"] == "eager").sum()) if not st.empty else 0
+    n_launch = int(launches.get("graph_launches", 0))
+    with_launch = launches.get("mla_replays_with_launch")
+    if n_graph + n_eager == 0:
+        status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
+    else:
+        how = (
+            f"{with_launch} of {n_graph} carry the correlation id of a graph-launch call in the "
+            "API trace"
+            if n_launch
+            else "their kernels share one correlation id (no graph-launch call in the trace to "
+            "confirm)"
+        )
+        if n_eager == 0:
+            status, ev = "replayed", f"{n_graph} MLA step(s) are graph replays: {how}"
+        elif n_graph == 0:
+            status = "eager"
+            ev = f"{n_eager} MLA step(s) launched kernel by kernel (one correlation id each)" + (
+                f"; {n_launch} graph launch(es) hold no MLA kernel (attention outside the "
+                "graphs, as under PIECEWISE)"
+                if n_launch
+                else ""
+            )
+        else:
+            status = "mixed"
+            ev = f"{n_graph} MLA step(s) replayed ({how}); {n_eager} eager between them"
+    label = {
+        "replayed": "replayed in a graph",
+        "eager": "eager (attention not in a graph)",
+        "mixed": "mixed: graph replays and eager steps",
+        "unknown": "unknown",
+    }[status]
+    return {
+        "mode": None,
+        "status": status,
+        "label": label,
+        "effective_mode": None,
+        "memory_bytes": None,
+        "evidence": ev,
+        "graph_steps": n_graph,
+        "eager_steps": n_eager,
+        "graph_launches": n_launch,
+        "launches_without_kernels": launches.get("launches_without_kernels"),
+        "provenance": origin,
+    }
+
+
+def sync_evidence(
+    meta: dict[str, Any], layers: pd.DataFrame, api: pd.DataFrame, copies: pd.DataFrame
+) -> dict[str, Any]:
+    """Host syncs and device-to-host copies inside a layer's window (from the end of the layer
+    before to the end of this one; layer 0 looks back one median inter-layer gap). Without an
+    API or copy trace the answer is "unknown", never 0."""
+    launches = (meta.get("trace_checks") or {}).get("launches", {})
+    origin = _origin(meta)
+    has_api = int(launches.get("runtime_api_calls", 0)) > 0 or not api.empty
+    events = []
+    if not api.empty:
+        events.append(
+            pd.DataFrame({"op": api["function"], "t_ns": api["start_ns"], "end_ns": api["end_ns"]})
+        )
+    if not copies.empty:
+        events.append(
+            pd.DataFrame(
+                {
+                    "op": "memory copy " + copies["operation"].astype(str),
+                    "t_ns": copies["start_ns"],
+                    "end_ns": copies["end_ns"],
+                }
+            )
+        )
+    if not has_api and not events:
+        return {"status": "unknown", "count": None, "syncs": [], "evidence": (
+            "no HIP/CUDA API or memory-copy trace in the import"), "provenance": origin}  # fmt: skip
+    if layers.empty:
+        return {"status": "unknown", "count": None, "syncs": [], "evidence": (
+            "no MLA layers to place syncs in"), "provenance": origin}  # fmt: skip
+    lay = layers.sort_values("t_start_ns").reset_index(drop=True)
+    t0 = lay["t_start_ns"].to_numpy(np.int64)
+    t1 = t0 + lay["duration_ns"].to_numpy(np.int64)
+    same = np.r_[False, lay["step"].to_numpy()[1:] == lay["step"].to_numpy()[:-1]]
+    gaps = (t0[1:] - t1[:-1])[same[1:]]
+    look = int(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0
+    ws = np.where(same, np.r_[0, t1[:-1]], t0 - look)
+    ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+    found = []
+    if not ev.empty:
+        t = ev["t_ns"].to_numpy(np.int64)
+        i = np.searchsorted(ws, t, side="right") - 1
+        ok = (i >= 0) & (t <= t1[np.clip(i, 0, None)])
+        for k in np.flatnonzero(ok):
+            r = lay.iloc[i[k]]
+            found.append(
+                {
+                    "op": str(ev["op"].iloc[k]),
+                    "step": int(r["step"]),
+                    "layer": int(r["layer"]),
+                    "t_ns": int(t[k]),
+                    "duration_ns": int(ev["end_ns"].iloc[k] - t[k]),
+                }
+            )
+    what = "API trace" if has_api else "memory-copy trace"
+    return {
+        "status": "found" if found else "none",
+        "count": len(found),
+        "syncs": found,
+        "evidence": f"from the {what}, {len(lay)} MLA layer windows",
+        "provenance": origin,
+    }
+
+
+def sync_findings(ev: dict[str, Any]) -> list[Finding]:
+    if ev["status"] != "found":
+        return []
+    out = []
+    df = pd.DataFrame(ev["syncs"])
+    for op, g in df.groupby("op", sort=False):
+        layers = sorted(set(zip(g["step"], g["layer"], strict=True)))
+        first = g.iloc[0]
+        out.append(
+            Finding(
+                kind="sync",
+                severity="critical",
+                title=f"host sync inside MLA layers: {op} in {len(layers)} layer(s)",
+                evidence=(
+                    f"first at step {first['step']} layer {first['layer']}, t = {first['t_ns']} "
+                    f"ns ({first['duration_ns'] / 1e3:.1f} us host call); {ev['provenance']}. "
+                    "A sync inside a layer aborts CUDA/HIP graph capture: this path cannot run "
+                    "under FULL graphs"
+                ),
+                fix=(
+                    "move the device->host reads into the metadata builder, outside the layers "
+                    "(vLLM #51171)"
+                ),
+                layer=int(first["layer"]),
+                data={"op": op, "count": int(len(g)), "layers": [list(x) for x in layers]},
+            )
+        )
+    return out
+
+
+def capture_findings(cap: dict[str, Any]) -> list[Finding]:
+    if cap["status"] not in ("eager", "mixed"):
+        return []
+    return [
+        Finding(
+            kind="capture",
+            severity="warning",
+            title=(
+                f"attention ran eagerly in {cap['eager_steps']} step(s)"
+                + (f" between {cap['graph_steps']} graph replays" if cap["graph_steps"] else "")
+            ),
+            evidence=f"{cap['evidence']} ({cap['provenance']})",
+            fix=(
+                "capture a graph for these batch sizes (cudagraph capture sizes) or make the "
+                "attention path capturable"
+            ),
+            data={k: cap[k] for k in ("graph_steps", "eager_steps", "graph_launches")},
+        )
+    ]
+
+
+def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dict[str, Any]:
+    """Everything the views show about an imported trace (computed once here)."""
+    meta = run.meta
+    api = run.query(
+        "SELECT function, start_ns, end_ns FROM api WHERE function IN ("
+        + ", ".join("?" * len(SYNC_CALLS))
+        + ")",
+        SYNC_CALLS,
+    )
+    like = " OR ".join("operation LIKE ?" for _ in D2H_OPS)
+    copies = run.query(
+        f"SELECT operation, start_ns, end_ns FROM transfers WHERE kind LIKE 'MEMORY_COPY%' "
+        f"AND ({like})",
+        tuple(f"%{o}%" for o in D2H_OPS),
+    )
+    paths = trace_paths(meta, steps, layers)
+    return {
+        "source": meta.get("imported_from"),
+        "format": meta.get("format") or meta.get("source"),
+        "paths": paths,
+        "capture": capture_evidence(meta, steps),
+        "syncs": sync_evidence(meta, layers, api, copies),
+        "checks": meta.get("trace_checks") or {},
+    }
+
+
+def imported_findings(run: Any, t: dict[str, Any], s: dict[str, Any]) -> list[Finding]:
+    meta = run.meta
+    return (
+        collapse_findings(meta, t["steps"], t["layers"])
+        + variant_findings(meta, s["paths"])
+        + capture_findings(s["capture"])
+        + sync_findings(s["syncs"])
+    )
+
+
+__all__ = ["imported_findings", "imported_summary", "is_imported_trace"]
