@@ -1,0 +1,292 @@
+"""AITER / vLLM MLA kernels in rocprofv3 traces (tests/data/aiter, made by make_aiter_traces.py):
+whole-name recognition, S and batch rows from the right grid axis per path, split collapse
+against the policy formula, variant switches, and capture / sync verdicts only from evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlaprof.analysis import summary
+from mlaprof.cli import main
+from mlaprof.errors import MlaprofError
+from mlaprof.store import load
+from mlaprof.trace_io.kernels import (
+    DEVICE,
+    METADATA,
+    REDUCE,
+    STAGE1,
+    STAGE2,
+    KernelMatcher,
+    load_patterns,
+)
+from mlaprof.trace_io.rocprof import import_rocprof
+from tests.trace_io_helpers import DATA, kernel_dicts
+
+AITER = DATA / "aiter"
+TRACES = (
+    "gluon_v0119_bug",
+    "gluon_v0119_fix",
+    "gluon_v0119_bug_rocm63",
+    "asm_16heads",
+    "persistent_switch",
+    "eager_syncs",
+)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("aiter")
+    return {name: import_rocprof(AITER / name, out, name)[0] for name in TRACES}
+
+
+@pytest.fixture(scope="module")
+def sums(runs: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    return {name: summary(load(run)) for name, run in runs.items()}
+
+
+def _findings(s: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [f for f in s["findings"] if f["kind"] == kind]
+
+
+def test_committed_traces_are_the_generators_output(tmp_path: Path) -> None:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "make_aiter_traces", DATA / "make_aiter_traces.py"
+    )
+    gen = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["make_aiter_traces"] = gen  # dataclasses look their module up
+    spec.loader.exec_module(gen)  # type: ignore[union-attr]
+    made = gen.build(tmp_path)
+    assert {p.relative_to(tmp_path) for p in made} == {
+        p.relative_to(AITER) for p in AITER.rglob("*.csv")
+    }
+    for p in made:
+        assert p.read_bytes() == (AITER / p.relative_to(tmp_path)).read_bytes(), p
+
+
+# -- the kernel table ---------------------------------------------------------------------------
+REAL = {
+    "_mla_gluon": ("aiter-gluon", STAGE1, "y"),
+    "_mla_softmax_reducev_kernel": ("aiter-gluon", STAGE2, None),
+    "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1": ("aiter-asm", STAGE1, "z"),
+    "aiter::mla_dec_stage1_bf16_a16w16_subQ16_mqa16": ("aiter-asm", STAGE1, "z"),
+    "_fwd_kernel_stage2_asm": ("aiter-asm", STAGE2, None),
+    "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps": ("aiter-asm-persistent", STAGE1, DEVICE),
+    "kn_get_mla_metadata_v1_2<MlaMetadataV12Traits<16, 1, true> >(int const*, int*)": (
+        "aiter-asm-persistent", METADATA, None),
+    "void kn_mla_reduce_v1<MlaReduceKernelV1Traits<512, 16, 2>, float, __hip_bfloat16>(float*)": (
+        "aiter-asm-persistent", REDUCE, None),
+    "_fwd_grouped_kernel_stage1": ("vllm-triton", STAGE1, "z"),
+    "_fwd_kernel_stage1": ("vllm-triton", STAGE1, "z"),
+    "_fwd_kernel_stage2": ("vllm-triton", STAGE2, None),
+    "mla_verify_stage1": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage2": ("mlaprof-triton", STAGE2, None),
+}  # fmt: skip
+LOOKALIKES = (
+    "fused_qk_rope_cat_and_cache_mla",
+    "_fused_qk_rope_cat_and_cache_mla_kernel",
+    "void vllm::concat_and_cache_mla_kernel<__hip_bfloat16, __hip_bfloat16, "
+    "(vllm::Fp8KVCacheDataType)0>(__hip_bfloat16 const*, float const*)",
+    "_mla_gluon_helper",
+    "my_mla_gluon",
+    "_fwd_kernel_stage2_asm_v2",
+    "mla_reduce_kernel",
+    "aiter::fmla_fwd",
+)
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_every_real_kernel_is_recognised(name: str) -> None:
+    p = KernelMatcher().match(name)
+    assert p is not None, name
+    assert (p.path, p.role, p.split_axis) == REAL[name]
+
+
+@pytest.mark.parametrize("name", LOOKALIKES)
+def test_lookalikes_are_not_mla_layers(name: str) -> None:
+    assert KernelMatcher().match(name) is None
+
+
+def test_no_lookalike_is_counted(runs: dict[str, Path]) -> None:
+    for name, run in runs.items():
+        ks = kernel_dicts(run)
+        for k in ks:
+            if "cache_mla" in k["name"]:
+                assert k["layer"] is None and k["splits"] is None, (name, k)
+        r = load(run)
+        assert r.count("layers") == r.count("steps") * 4, name  # 4 layers per step
+
+
+# -- S, rows and qlen per path ------------------------------------------------------------------
+def _paths(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["variant"]: p for p in s["trace"]["paths"]}
+
+
+@pytest.mark.parametrize("name", ["gluon_v0119_bug", "gluon_v0119_bug_rocm63"])
+def test_gluon_bug_reports_the_collapse_with_the_fixed_s(sums: dict, name: str) -> None:
+    s = sums[name]
+    p = _paths(s)["_mla_gluon"]
+    # grid (3840, 1, 4) work-items / (256, 1, 1): B = 15 (x), S = 1 (y), qlen = 4 (z)
+    assert (p["S"], p["rows"], p["qlen"], p["graph_steps"]) == ("1", "15", "4", 3)
+    assert "grid axis y of _mla_gluon" in p["S_source"] and str(AITER / name) in p["S_source"]
+    (f,) = _findings(s, "split-collapse")
+    d = f["data"]
+    # v0.1.19: max(1, min(256 // (15*4), ceil(min_kv/64))) = 1 with min_kv = qlen = 4;
+    # over active rows (>= 193 tokens) or under v0.1.20: 256 // 60 = 4
+    assert (d["used"], d["fix_gives"], d["without_padding"]) == (1, 4, None)
+    assert (d["rows"], d["qlen"], d["policy"]) == (15, 4, "aiter-gluon-v0.1.19")
+    assert d["s_source"] == "grid axis y of _mla_gluon"
+    assert f["severity"] == "critical"
+    assert "used S = 1" in f["title"] and "the fix gives 4" in f["title"]
+    assert "without padding rows: unknown" in f["title"]
+    assert f"imported from {AITER / name}" in f["evidence"]
+    # stage 2 absent on every S = 1 layer: consistent, not missing
+    assert s["trace"]["checks"]["stage2"]["aiter-gluon"]["s1_without_stage2"] == 12
+
+
+def test_gluon_fix_reports_no_collapse(sums: dict) -> None:
+    s = sums["gluon_v0119_fix"]
+    p = _paths(s)["_mla_gluon"]
+    assert (p["S"], p["rows"], p["qlen"]) == ("4", "15", "4")
+    assert not _findings(s, "split-collapse")
+    assert s["trace"]["checks"]["stage2"]["aiter-gluon"]["split_with_stage2"] == 12
+
+
+def test_asm_s_from_grid_z(sums: dict, runs: dict) -> None:
+    p = _paths(sums["asm_16heads"])["aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1"]
+    # grid (256, 15, 16) work-items / (256, 1, 1): (1, B = 15, S = 16)
+    assert (p["S"], p["rows"], p["path"]) == ("16", "15", "aiter-asm")
+    assert "grid axis z" in p["S_source"]
+    ks = [k for k in kernel_dicts(runs["asm_16heads"]) if k["name"].startswith("aiter::mla_")]
+    assert {k["splits"] for k in ks} == {16} and len(ks) == 12
+
+
+def test_persistent_s_is_decided_on_the_device(sums: dict, runs: dict) -> None:
+    s = sums["persistent_switch"]
+    paths = _paths(s)
+    ps = paths["aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps"]
+    assert ps["S"] == "decided on the device" and ps["rows"] is None
+    assert ps["path"] == "aiter-asm-persistent" and ps["steps"] == 3
+    big = paths["aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1"]
+    assert (big["S"], big["rows"], big["steps"]) == ("6", "40", 2)
+    ks = kernel_dicts(runs["persistent_switch"])
+    assert all(k["splits"] is None for k in ks if k["name"].endswith("_ps"))
+    # the metadata kernel: once per step, before it, never a layer
+    meta = [k for k in ks if "kn_get_mla_metadata" in k["name"]]
+    assert [k["step"] for k in meta] == [0, 1, 2] and all(k["layer"] is None for k in meta)
+    (f,) = _findings(s, "variant")
+    assert "_ps on 3 step(s)" in f["evidence"] and "batch rows 40" in f["evidence"]
+    assert "AITER_MLA_DECODE_PERSISTENT_MAX_BATCH" in f["evidence"]
+
+
+# -- capture and sync verdicts only from evidence ----------------------------------------------
+def test_capture_verdicts(sums: dict) -> None:
+    for name in ("gluon_v0119_bug", "asm_16heads", "persistent_switch"):
+        cap = sums[name]["capture"]
+        assert cap["status"] == "replayed" and cap["label"] == "replayed in a graph", name
+        assert "carry the correlation id of a graph-launch call" in cap["evidence"]
+        assert cap["mode"] is None and cap["effective_mode"] is None
+    cap = sums["gluon_v0119_bug_rocm63"]["capture"]  # no API trace: the shared ids only
+    assert cap["status"] == "replayed" and "no graph-launch call" in cap["evidence"]
+    cap = sums["eager_syncs"]["capture"]
+    assert cap["status"] == "eager" and cap["eager_steps"] == 2
+    for s in sums.values():
+        assert "FULL" not in json.dumps(s["capture"])
+
+
+def test_syncs_in_every_layer_of_the_eager_trace(sums: dict) -> None:
+    sy = sums["eager_syncs"]["trace"]["syncs"]
+    assert sy["status"] == "found" and sy["count"] == 8
+    assert [(x["step"], x["layer"]) for x in sy["syncs"]] == [(s, l) for s in (0, 1)
+                                                              for l in range(4)]  # fmt: skip
+    assert {x["op"] for x in sy["syncs"]} == {"hipStreamSynchronize"}
+    (f,) = _findings(sums["eager_syncs"], "sync")
+    assert f["severity"] == "critical" and "8 layer(s)" in f["title"]
+
+
+def test_syncs_unknown_without_an_api_trace(sums: dict, tmp_path: Path) -> None:
+    assert sums["gluon_v0119_bug_rocm63"]["trace"]["syncs"]["status"] == "unknown"
+    assert sums["gluon_v0119_bug_rocm63"]["trace"]["syncs"]["count"] is None
+    # the eager trace's kernels alone: the syncs are not in the data
+    run, _ = import_rocprof(AITER / "eager_syncs" / "4242_kernel_trace.csv", tmp_path, "k")
+    s = summary(load(run))
+    assert s["trace"]["syncs"]["status"] == "unknown" and not _findings(s, "sync")
+
+
+def test_no_syncs_in_graph_replays_with_an_api_trace(sums: dict) -> None:
+    sy = sums["gluon_v0119_bug"]["trace"]["syncs"]
+    assert sy["status"] == "none" and sy["count"] == 0
+
+
+def test_eager_steps_split_at_idle_gaps(runs: dict) -> None:
+    r = load(runs["eager_syncs"])
+    st = r.steps
+    assert list(st["graph_mode"]) == ["eager", "eager"]
+    assert list(st["timing"]) == ["trace-eager"] * 2
+    assert sorted(r.layers.groupby("step").size().tolist()) == [4, 4]
+
+
+def test_kineto_graph_replays_are_replayed(tmp_path: Path) -> None:
+    from mlaprof.trace_io.kineto import import_kineto
+    from tests.trace_io_helpers import KINETO_REAL
+
+    run, _ = import_kineto(KINETO_REAL, tmp_path, "k")
+    s = summary(load(run))
+    assert s["capture"]["status"] == "replayed"
+    assert "3 of 3 carry the correlation id" in s["capture"]["evidence"]
+    assert s["trace"]["syncs"]["status"] in ("none", "found")  # the trace has its runtime calls
+    (p,) = s["trace"]["paths"]
+    assert (p["path"], p["S"], p["rows"]) == ("mlaprof-triton", "32", "4")
+
+
+# -- user patterns --------------------------------------------------------------------------------
+def test_mla_pattern_never_rereads_gluon_qlen_as_s(tmp_path: Path) -> None:
+    trace = AITER / "gluon_v0119_bug" / "4242_kernel_trace.csv"
+    m = KernelMatcher().with_extra(["_mla_gluon"])  # plain: S on z, but known kernels win
+    run, _ = import_rocprof(trace, tmp_path, "g", m)
+    assert {k["splits"] for k in kernel_dicts(run) if k["name"] == "_mla_gluon"} == {1}
+
+
+def test_patterns_file_extends_the_table(tmp_path: Path) -> None:
+    src = (AITER / "gluon_v0119_fix" / "4242_kernel_trace.csv").read_text()
+    p = tmp_path / "kernel_trace.csv"
+    p.write_text(src.replace('"_mla_gluon"', '"my_fork_mla_kernel"'))
+    toml = tmp_path / "pat.toml"
+    toml.write_text(
+        '[[pattern]]\nname = "my_fork_mla_.*"\npath = "fork"\nrole = "stage1"\n'
+        'split_axis = "y"\nrows_axis = "x"\nqlen_axis = "z"\n'
+    )
+    run, s = import_rocprof(p, tmp_path, "f", KernelMatcher().with_user(load_patterns(toml)))
+    assert s.mla_kernels == 12
+    paths = summary(load(run))["trace"]["paths"]
+    assert [(x["path"], x["S"], x["rows"], x["qlen"]) for x in paths] == [("fork", "4", "15", "4")]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '[{"name": "k", "role": "stage1"}]',  # no split axis
+        '[{"name": "k", "role": "stage1", "split_axis": "w"}]',
+        '[{"name": "k", "role": "stage3", "split_axis": "z"}]',
+        '[{"name": "k", "role": "stage2", "split_axis": "z"}]',
+        '[{"name": "(", "split_axis": "z"}]',
+        '[{"regex": "k", "split_axis": "z", "colour": 1}]',
+        "[]",
+        "not json",
+    ],
+)
+def test_bad_patterns_file(tmp_path: Path, doc: str, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(doc)
+    with pytest.raises(MlaprofError):
+        load_patterns(f)
+    rc = main(["import", "rocprof", str(AITER / "asm_16heads"), "--patterns", str(f),
+               "--traces", str(tmp_path / "t")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("mlaprof: error:") and "Traceback" not in err
