@@ -203,8 +203,8 @@ def test_capture_verdicts(sums: dict) -> None:
 def test_syncs_in_every_layer_of_the_eager_trace(sums: dict) -> None:
     sy = sums["eager_syncs"]["trace"]["syncs"]
     assert sy["status"] == "found" and sy["count"] == 8
-    assert [(x["step"], x["layer"]) for x in sy["syncs"]] == [(s, l) for s in (0, 1)
-                                                              for l in range(4)]  # fmt: skip
+    every = [(step, layer) for step in (0, 1) for layer in range(4)]
+    assert [(x["step"], x["layer"]) for x in sy["syncs"]] == every
     assert {x["op"] for x in sy["syncs"]} == {"hipStreamSynchronize"}
     (f,) = _findings(sums["eager_syncs"], "sync")
     assert f["severity"] == "critical" and "8 layer(s)" in f["title"]
