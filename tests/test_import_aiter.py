@@ -290,3 +290,36 @@ def test_bad_patterns_file(tmp_path: Path, doc: str, capsys: pytest.CaptureFixtu
                "--traces", str(tmp_path / "t")])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("mlaprof: error:") and "Traceback" not in err
+
+
+# -- the views render what the analysis returns ---------------------------------------------------
+def test_report_json_and_compare(runs: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    bug, fix = str(runs["gluon_v0119_bug"]), str(runs["gluon_v0119_fix"])
+    assert main(["report", bug, "--json", "--compare", fix]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["capture"]["status"] == "replayed" and doc["trace"]["syncs"]["count"] == 0
+    (ts,) = doc["compare"]["trace_splits"]
+    assert (ts["variant"], ts["S_before"], ts["S_after"]) == ("_mla_gluon", "1", "4")
+    assert doc["compare"]["capture"] == {"before": "replayed in a graph",
+                                         "after": "replayed in a graph"}  # fmt: skip
+    assert main(["report", bug, "--compare", fix]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "Sfromthetrace(_mla_gluon)│1(15rows)│4(15rows)" in out
+
+
+def test_terminal_report_of_the_eager_trace(
+    runs: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["report", str(runs["eager_syncs"])]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "capture:eager(attentionnotinagraph)" in out and "syncs:8inMLAlayers" in out
+    assert "(?)" not in out and "FULL->" not in out
+
+
+def test_html_shows_the_trace(runs: dict, tmp_path: Path) -> None:
+    from mlaprof.figures.html_report import write_html_report
+
+    text = write_html_report(runs["persistent_switch"], tmp_path / "r.html").read_text()
+    assert "Imported trace" in text and "decided on the device" in text
+    assert "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps" in text

@@ -30,13 +30,15 @@ def diff_runs(a: Run, b: Run) -> dict[str, Any]:
                     "occupancy_after": o["occupancy"],
                 }
             )
+    trace_splits = _trace_splits(sa.get("trace"), sb.get("trace"))
     ta, tb = sa["timing"], sb["timing"]
     return {
         "before": sa["run"],
         "after": sb["run"],
-        "syncs": {"before": len(sa["syncs"]), "after": len(sb["syncs"])},
-        "capture": {"before": sa["capture"]["status"], "after": sb["capture"]["status"]},
+        "syncs": {"before": _sync_count(sa), "after": _sync_count(sb)},
+        "capture": {"before": _capture(sa), "after": _capture(sb)},
         "splits": splits,
+        "trace_splits": trace_splits,
         "padding_rows": {
             "before": sa["padding"]["padding_rows"],
             "after": sb["padding"]["padding_rows"],
@@ -48,3 +50,34 @@ def diff_runs(a: Run, b: Run) -> dict[str, Any]:
         },
         "findings": {"before": len(sa["findings"]), "after": len(sb["findings"])},
     }
+
+
+def _sync_count(s: dict[str, Any]) -> int | None:
+    """Syncs in the region; for an imported trace the API trace's count, None when unknown."""
+    tr = s.get("trace")
+    return tr["syncs"]["count"] if tr else len(s["syncs"])
+
+
+def _capture(s: dict[str, Any]) -> str:
+    return str(s["capture"].get("label") or s["capture"]["status"])
+
+
+def _trace_splits(a: dict | None, b: dict | None) -> list[dict[str, Any]]:
+    """S and batch rows per (path, kernel variant) of two imported traces, as read from them."""
+    pa = {(p["path"], p["variant"]): p for p in (a or {}).get("paths", [])}
+    pb = {(p["path"], p["variant"]): p for p in (b or {}).get("paths", [])}
+    out = []
+    for key in dict.fromkeys([*pa, *pb]):
+        x, y = pa.get(key, {}), pb.get(key, {})
+        out.append(
+            {
+                "path": key[0],
+                "variant": key[1],
+                "S_before": x.get("S"),
+                "S_after": y.get("S"),
+                "rows_before": x.get("rows"),
+                "rows_after": y.get("rows"),
+                "source": "imported traces (S from the kernels' grids)",
+            }
+        )
+    return out

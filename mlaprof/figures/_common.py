@@ -26,11 +26,20 @@ PADDING = "#ff7f0e"
 NEUTRAL = "#7f7f7f"
 BETTER = "#2ca02c"
 WORSE = "#d62728"
-MODE_COLORS = {"FULL": "#1f77b4", "PIECEWISE": "#ff7f0e", "NONE": "#8c564b"}
+MODE_COLORS = {
+    "FULL": "#1f77b4",
+    "PIECEWISE": "#ff7f0e",
+    "NONE": "#8c564b",
+    "graph": "#1f77b4",
+    "eager": "#8c564b",
+}
 MODE_LABELS = {
     "FULL": "FULL graph",
     "PIECEWISE": "PIECEWISE fallback",
     "NONE": "eager (no graph)",
+    # imported traces: what the trace shows (a graph replay or kernels launched one by one)
+    "graph": "replayed in a graph (trace)",
+    "eager": "eager (trace)",
 }
 TEMPLATE = "plotly_white"
 FAILED_CAPTURE = ("failed", "predicted-fail")  # captures.status values that mean "no FULL graph"

@@ -66,8 +66,17 @@ def _failed_captures(data: Any) -> float:
 
 
 def _full_share(data: Any) -> float:
+    """Steps replayed as a graph: FULL for live runs, "graph" for an imported trace's replays."""
     st = c.table(data, "steps")
-    return 100.0 * float((st["graph_mode"] == "FULL").mean()) if len(st) else math.nan
+    return 100.0 * float(st["graph_mode"].isin(("FULL", "graph")).mean()) if len(st) else math.nan
+
+
+def _trace_splits(data: Any) -> float:
+    """S per MLA layer as an imported trace's grids show it (NaN for live runs: they record
+    split metadata per policy instead)."""
+    if not c.meta(data).get("imported_from"):
+        return math.nan
+    return _median(data, "layers", "splits_used")
 
 
 def _split_ratio(data: Any) -> float:
@@ -79,7 +88,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("median step time", "µs", True, lambda d: _median(d, "steps", "duration_ns", 1e3)),
     Metric("median layer time", "µs", True, lambda d: _median(d, "layers", "duration_ns", 1e3)),
     Metric("sync / allocation sites in the region", "count", True, _sync_sites),
-    Metric("steps run as a FULL graph", "%", False, _full_share),
+    Metric("steps replayed as a graph (FULL)", "%", False, _full_share),
+    Metric("KV splits per MLA layer (trace grids, median)", "S", False, _trace_splits),
     Metric("failed or predicted-failing captures", "count", True, _failed_captures),
     Metric(
         "KV splits used (run's policy, median)",

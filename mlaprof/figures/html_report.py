@@ -187,6 +187,34 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
     )
 
 
+def _trace_html(run: Any) -> str:
+    """An imported trace: path and variant per step, S and rows with where each came from, and
+    the capture / sync verdicts its evidence supports (all from the analysis)."""
+    from mlaprof.analysis import summary
+    from mlaprof.analysis.imported import is_imported_trace
+
+    if not is_imported_trace(c.meta(run)):
+        return ""
+    tr = summary(run)["trace"]
+    cap, sy = tr["capture"], tr["syncs"]
+    rows = "".join(
+        f"<tr><td>{_e(p['path'])}</td><td><code>{_e(p['variant'])}</code></td>"
+        f"<td class='num'>{p['steps']} ({p['graph_steps']}/{p['eager_steps']})</td>"
+        f"<td class='num'>{_e(p['S'])}</td><td class='num'>{_e(p['rows'] or '-')}</td>"
+        f"<td class='num'>{_e(p['qlen'] or '-')}</td><td>S {_e(p['S_source'])}; rows: "
+        f"{_e(p['rows_source'])}</td></tr>"
+        for p in tr["paths"]
+    )
+    syncs = "unknown" if sy["status"] == "unknown" else f"{sy['count']} in MLA layers"
+    return (
+        '<h2 id="trace">Imported trace</h2>'
+        f"<p>capture: <b>{_e(cap['label'])}</b> ({_e(cap['evidence'])}); syncs: <b>{_e(syncs)}"
+        f"</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"
+        "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
+        "<th>rows</th><th>qlen</th><th>where from</th></tr>" + rows + "</table>"
+    )
+
+
 def _diff_html(a: Any, b: Any) -> str:
     from mlaprof.figures.diff import _fmt, diff_table
 
@@ -240,6 +268,7 @@ def render_html(run: Any, compare: Any = None) -> str:
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
         _meta_html(run),
+        _trace_html(run),
     ]
     starts = _engine_starts(run)
     if starts:

@@ -255,12 +255,27 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
     t.add_column("what")
     t.add_column("before", justify="right")
     t.add_column("after", justify="right")
-    t.add_row("syncs in region", str(d["syncs"]["before"]), str(d["syncs"]["after"]))
+    t.add_row(
+        "syncs in region",
+        *("unknown" if v is None else str(v) for v in (d["syncs"]["before"], d["syncs"]["after"])),
+    )
     t.add_row("capture", d["capture"]["before"], d["capture"]["after"])
     for s in d["splits"]:
         t.add_row(f"S used ({s['policy']})", str(s["used_before"]), str(s["used_after"]))
+    for s in d.get("trace_splits", []):
+        t.add_row(
+            f"S from the trace ({s['variant']})",
+            _or_absent(s["S_before"], s["rows_before"]),
+            _or_absent(s["S_after"], s["rows_after"]),
+        )
     st = d["step_median_us"]
     if st["before"] is not None and st["after"] is not None:
         t.add_row("median step (us)", f"{st['before']:.1f}", f"{st['after']:.1f}")
     t.add_row("findings", str(d["findings"]["before"]), str(d["findings"]["after"]))
     console.print(t)
+
+
+def _or_absent(s: str | None, rows: str | None) -> str:
+    if s is None:
+        return "not run"
+    return f"{s} ({rows} rows)" if rows else str(s)
