@@ -323,3 +323,29 @@ def test_html_shows_the_trace(runs: dict, tmp_path: Path) -> None:
     text = write_html_report(runs["persistent_switch"], tmp_path / "r.html").read_text()
     assert "Imported trace" in text and "decided on the device" in text
     assert "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps" in text
+
+
+def test_rocpd_database_of_the_bug_trace(runs: dict, tmp_path: Path) -> None:
+    """The same trace as rocprofv3's default rocpd output (mlaprof's export with its own extras
+    stripped): same S, rows, collapse and capture verdict."""
+    import sqlite3
+
+    from mlaprof.trace_io.rocpd_export import export_rocpd
+
+    db = tmp_path / "bug_results.db"
+    with load(runs["gluon_v0119_bug"]) as r:
+        export_rocpd(r, db)
+    con = sqlite3.connect(db)
+    for (t,) in con.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%\\_%' ESCAPE '\\'"
+    ).fetchall():
+        if "extdata" in [c[1] for c in con.execute(f'PRAGMA table_info("{t}")')]:
+            con.execute(f"UPDATE \"{t}\" SET extdata = '{{}}'")
+    con.commit()
+    con.close()
+    run, _ = import_rocprof(db, tmp_path, "db")
+    s = summary(load(run))
+    assert (_paths(s)["_mla_gluon"]["S"], _paths(s)["_mla_gluon"]["rows"]) == ("1", "15")
+    (f,) = _findings(s, "split-collapse")
+    assert (f["data"]["used"], f["data"]["fix_gives"]) == (1, 4)
+    assert s["capture"]["status"] == "replayed"
