@@ -10,7 +10,12 @@ from typing import Any
 from mlaprof.analysis.capture import capture_findings, capture_summary
 from mlaprof.analysis.engine_log import engine_log_findings, engine_starts, log_capture
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.imported import imported_findings, imported_summary, is_imported_trace
+from mlaprof.analysis.imported import (
+    imported_findings,
+    imported_summary,
+    is_imported_trace,
+    mark_unreliable,
+)
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.paths import path_checks, path_findings
 from mlaprof.analysis.splits import split_findings, split_summary
@@ -54,6 +59,8 @@ def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
     findings += timing_findings(timing_summary(t["steps"], t["layers"]))
     findings += path_findings(path_checks(t["events"]), str(run.meta.get("backend", "")))
     findings += engine_log_findings(engine_starts(t["events"], run.meta.get("imported_from")))
+    if imp:
+        mark_unreliable(findings, imp)
     findings.sort(key=lambda f: f.rank)
     return findings
 

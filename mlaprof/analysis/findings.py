@@ -22,6 +22,7 @@ class Finding:
     layer: int | None = None
     location: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    unreliable: bool = False  # drawn from a trace that lost records (see the trust finding)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

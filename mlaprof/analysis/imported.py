@@ -413,6 +413,86 @@ def capture_findings(cap: dict[str, Any]) -> list[Finding]:
     ]
 
 
+ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed in 7.2.2)"
+
+
+def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
+    """Can this trace be trusted: replays missing kernels against their graph's usual count,
+    graph launches with no kernel, steps that ran without a graph, split layers without their
+    reduction. Counts from the import's checks; "unknown" for imports that predate them."""
+    checks = meta.get("trace_checks") or {}
+    if not checks:
+        return {"verdict": "unknown", "reliable": None, "reasons": [], "counts": {}}
+    rc, lc = checks.get("replays", {}), checks.get("launches", {})
+    split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
+    counts = {
+        "replays": rc.get("replays", 0),
+        "short_replays": rc.get("short_replays", 0),
+        "missing_kernels": rc.get("missing_kernels", 0),
+        "expected_kernels": rc.get("expected_kernels", 0),
+        "steps_missing_layers": rc.get("steps_missing_layers", 0),
+        "launches_without_kernels": lc.get("launches_without_kernels") or 0,
+        "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
+        "split_layers_without_stage2": split_no_s2,
+    }
+    reasons = []
+    if counts["short_replays"]:
+        pct = 100.0 * counts["missing_kernels"] / max(1, counts["expected_kernels"])
+        reasons.append(
+            f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
+            f"against their graph's usual count ({counts['missing_kernels']} of "
+            f"{counts['expected_kernels']} dispatches, {pct:.0f}%; "
+            f"{counts['steps_missing_layers']} step(s) short of layers); {ROCM_72_LOSS}"
+        )
+    if counts["launches_without_kernels"]:
+        reasons.append(
+            f"{counts['launches_without_kernels']} graph launch(es) in the API trace with no "
+            "kernel in the kernel trace"
+        )
+    if counts["eager_steps_between_replays"]:
+        reasons.append(
+            f"{counts['eager_steps_between_replays']} step(s) ran without a graph between "
+            f"{cap['graph_steps']} graph replays"
+        )
+    if split_no_s2:
+        reasons.append(f"{split_no_s2} layer(s) with S > 1 but no stage-2 / reduce kernel")
+    return {
+        "verdict": "unreliable" if reasons else "reliable",
+        "reliable": not reasons,
+        "reasons": reasons,
+        "counts": counts,
+        "provenance": _origin(meta),
+    }
+
+
+def _short(c: dict[str, int]) -> list[str]:
+    parts = [
+        (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
+        (c["launches_without_kernels"], f"{c['launches_without_kernels']} launch(es) without kernels"),
+        (c["eager_steps_between_replays"], f"{c['eager_steps_between_replays']} step(s) without a graph"),
+        (c["split_layers_without_stage2"], f"{c['split_layers_without_stage2']} split layer(s) without stage 2"),
+    ]  # fmt: skip
+    return [text for n, text in parts if n]
+
+
+def trust_findings(trust: dict[str, Any]) -> list[Finding]:
+    if trust["verdict"] != "unreliable":
+        return []
+    return [
+        Finding(
+            kind="trust",
+            severity="warning",
+            title="this trace is unreliable: " + ", ".join(_short(trust["counts"])),
+            evidence="; ".join(trust["reasons"]) + f" ({trust['provenance']})",
+            fix=(
+                "re-trace with a rocprofv3 that keeps every replay dispatch (ROCm >= 7.2.2) and "
+                "capture every batch size you serve; findings below are marked unreliable"
+            ),
+            data=trust["counts"],
+        )
+    ]
+
+
 def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dict[str, Any]:
     """Everything the views show about an imported trace (computed once here)."""
     meta = run.meta
@@ -429,11 +509,13 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         tuple(f"%{o}%" for o in D2H_OPS),
     )
     paths = trace_paths(meta, steps, layers)
+    cap = capture_evidence(meta, steps)
     return {
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
         "paths": paths,
-        "capture": capture_evidence(meta, steps),
+        "capture": cap,
+        "trust": trust_summary(meta, cap),
         "syncs": sync_evidence(meta, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
     }
@@ -442,11 +524,19 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
 def imported_findings(run: Any, t: dict[str, Any], s: dict[str, Any]) -> list[Finding]:
     meta = run.meta
     return (
-        collapse_findings(meta, t["steps"], t["layers"])
+        trust_findings(s["trust"])
+        + collapse_findings(meta, t["steps"], t["layers"])
         + variant_findings(meta, s["paths"])
         + capture_findings(s["capture"])
         + sync_findings(s["syncs"])
     )
+
+
+def mark_unreliable(findings: list[Finding], s: dict[str, Any]) -> None:
+    """Every finding drawn from an unreliable trace says so (the trust finding names why)."""
+    if s["trust"]["verdict"] == "unreliable":
+        for f in findings:
+            f.unreliable = f.kind != "trust"
 
 
 __all__ = ["imported_findings", "imported_summary", "is_imported_trace"]

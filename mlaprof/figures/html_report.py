@@ -92,7 +92,9 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
         rows.append(
             "<tr>"
             f'<td><span class="sev sev-{_e(f.severity)}">{_e(f.severity)}</span></td>'
-            f"<td>{_e(f.kind)}</td><td><b>{_e(f.title)}</b><br>{_e(f.evidence)}</td>"
+            f"<td>{_e(f.kind)}</td><td><b>{_e(f.title)}</b>"
+            + (' <span class="sev sev-warning">unreliable</span>' if f.unreliable else "")
+            + f"<br>{_e(f.evidence)}</td>"
             f"<td>{where}</td><td>{_e(f.fix)}</td></tr>"
         )
     return (
@@ -206,9 +208,18 @@ def _trace_html(run: Any) -> str:
         for p in tr["paths"]
     )
     syncs = "unknown" if sy["status"] == "unknown" else f"{sy['count']} in MLA layers"
+    trust = tr["trust"]
+    warn = (
+        '<p><span class="sev sev-warning">unreliable trace</span> '
+        + _e("; ".join(trust["reasons"]))
+        + "</p>"
+        if trust["verdict"] == "unreliable"
+        else ""
+    )
     return (
         '<h2 id="trace">Imported trace</h2>'
-        f"<p>capture: <b>{_e(cap['label'])}</b> ({_e(cap['evidence'])}); syncs: <b>{_e(syncs)}"
+        + warn
+        + f"<p>capture: <b>{_e(cap['label'])}</b> ({_e(cap['evidence'])}); syncs: <b>{_e(syncs)}"
         f"</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"
         "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
         "<th>rows</th><th>qlen</th><th>where from</th></tr>" + rows + "</table>"

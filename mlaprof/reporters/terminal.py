@@ -65,6 +65,11 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         console.print(
             f"capture: {cap['label']} ({cap['evidence']})  |  syncs: {syncs}  |  padding: {padding}"
         )
+        if trace["trust"]["verdict"] == "unreliable":
+            console.print(
+                "[bold magenta]UNRELIABLE TRACE[/]: " + "; ".join(trace["trust"]["reasons"]),
+                highlight=False,
+            )
         _print_trace_paths(console, trace)
     else:
         console.print(
@@ -138,7 +143,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
     ft.add_column("finding")
     for f in findings:
         ft.add_row(
-            f"[{_STYLE.get(f.severity, '')}]{f.severity.upper()}[/]",
+            f"[{_STYLE.get(f.severity, '')}]{f.severity.upper()}[/]"
+            + ("\n[magenta]unreliable[/]" if f.unreliable else ""),
             f"[bold]{f.title}[/]\n[dim]{f.evidence}[/]\n[green]fix:[/] {f.fix}",
         )
     if not findings and s["splits"]:

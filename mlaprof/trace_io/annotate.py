@@ -235,11 +235,70 @@ def annotate(
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
     summary.mla_kernels = int((role == 1).sum())
+    summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer)
     steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
     summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
     summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
     summary.layers = len(layers.get("step", ()))
     return {"replay": replay, "layer": layer, "splits": splits, "step": step}, steps, layers
+
+
+def _replay_checks(
+    kc: KernelColumns,
+    replay: np.ndarray,
+    role: np.ndarray,
+    rows: np.ndarray,
+    step: np.ndarray,
+    layer: np.ndarray,
+) -> dict[str, int]:
+    """Replays against their graph's usual kernel count. A tracer loses dispatches but never
+    adds any, so a graph's usual count is the most any of its replays shows; the graph is
+    ``graph_id`` where the trace has it, else the stage-1 kernel variant and batch rows."""
+    reps = np.nonzero(replay >= 0)[0]
+    out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
+           "replays_without_mla": 0, "steps_missing_layers": 0}  # fmt: skip
+    if not len(reps):
+        return out
+    r = replay[reps]
+    nrep = int(r.max()) + 1
+    count = np.bincount(r, minlength=nrep)
+    seen = count > 0
+    big = np.iinfo(np.int64).max
+    variant = np.full(nrep, big, np.int64)
+    s1 = reps[role[reps] == 1]
+    np.minimum.at(variant, replay[s1], kc.name_idx[s1])
+    rws = np.full(nrep, NULL, np.int64)
+    np.maximum.at(rws, replay[s1], rows[s1])
+    gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)
+    if gid is not None and (gm is None or not gm[reps].all()):
+        key = np.full(nrep, NULL, np.int64)
+        ok = reps if gm is None else reps[~gm[reps]]
+        np.maximum.at(key, replay[ok], gid[ok])
+        key = key.astype(object)
+    else:
+        key = np.array(list(zip(variant.tolist(), rws.tolist(), strict=True)) or [], dtype=object)
+    labels = np.array([str(k) for k in key], dtype=object)
+    uniq, inv = np.unique(labels[seen], return_inverse=True)
+    usual = np.zeros(len(uniq), np.int64)
+    np.maximum.at(usual, inv, count[seen])
+    exp = usual[inv]
+    got = count[seen]
+    no_mla = variant[seen] == big
+    out.update(
+        replays=int(seen.sum()),
+        short_replays=int(((got < exp) & ~no_mla).sum()),
+        missing_kernels=int((exp - got)[~no_mla].sum()),
+        expected_kernels=int(exp[~no_mla].sum()),
+        replays_without_mla=int(no_mla.sum()),
+    )
+    # MLA steps (graph replays) with fewer layers than their graph's most
+    ms = (step >= 0) & (layer >= 0) & (replay >= 0) & (role == 1)
+    if ms.any():
+        per = np.bincount(replay[ms], minlength=nrep)
+        gl = np.zeros(len(uniq), np.int64)
+        np.maximum.at(gl, inv, per[seen])
+        out["steps_missing_layers"] = int(((per[seen] < gl[inv]) & ~no_mla).sum())
+    return out
 
 
 def _used_patterns(pats: list[KernelPattern | None], kc: KernelColumns) -> list[dict[str, Any]]:

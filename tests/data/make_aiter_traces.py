@@ -80,14 +80,24 @@ class Trace:
     def _call(self, fn: str, corr: int, start: int, dur: int) -> None:
         self.api.append(("HIP_RUNTIME_API_EXT", fn, PID, PID, corr, start, start + dur))
 
-    def replay(self, seq: list[tuple[str, Grid, Grid, int]]) -> int:
-        """One hipGraphLaunch: every kernel of the graph carries the launch's correlation id."""
+    def replay(self, seq: list[tuple[str, Grid, Grid, int]], drop_every: int = 0) -> int:
+        """One hipGraphLaunch: every kernel of the graph carries the launch's correlation id.
+        ``drop_every`` n: the tracer lost every n-th dispatch of this replay (ROCm 7.2.0-7.2.1)."""
         self.corr += 1
         self._call("hipGraphLaunch", self.corr, self.t - 30_000, 12_000)
-        for name, blocks, wg, dur in seq:
+        for i, (name, blocks, wg, dur) in enumerate(seq):
+            if drop_every and i % drop_every == drop_every - 1:
+                self.t += dur + 2_000  # it ran; the trace lost it
+                continue
             self._kernel(name, blocks, wg, dur, self.corr)
         self.t += 40_000
         return self.corr
+
+    def empty_launch(self) -> None:
+        """A graph launch whose kernels are all missing from the trace."""
+        self.corr += 1
+        self._call("hipGraphLaunch", self.corr, self.t, 12_000)
+        self.t += 200_000
 
     def eager(
         self, name: str, blocks: Grid, wg: Grid, dur: int, fn: str = "hipLaunchKernel"
@@ -141,12 +151,15 @@ def between_replays(tr: Trace) -> None:
     tr.gap(150_000)
 
 
-def gluon(s: int, rows: int = 15, qlen: int = 4, heads: int = 8, replays: int = 3) -> Trace:
+def gluon(
+    s: int, rows: int = 15, qlen: int = 4, heads: int = 8, replays: int = 3,
+    dropped: tuple[int, ...] = (),
+) -> Trace:  # fmt: skip
     """vLLM + AITER gluon verify (8 heads: Kimi-K2 at TP8) under FULL graphs: grid (B, S, qlen)
     x 256 (v0.1.19; = (B, S, ceil(H/16)*qlen) for H <= 16); stage 2 (B, H, qlen) x 512 only
-    when S > 1."""
+    when S > 1. ``dropped``: replays that lose every third dispatch in the trace."""
     tr = Trace()
-    for _ in range(replays):
+    for r in range(replays):
         seq = []
         for _layer in range(LAYERS):
             seq.append((RMSNORM, (rows * qlen, 1, 1), W256, 2_000))
@@ -155,7 +168,7 @@ def gluon(s: int, rows: int = 15, qlen: int = 4, heads: int = 8, replays: int = 
             if s > 1:
                 seq.append((GLUON_S2, (rows, heads, qlen), W512, 2_500))
             seq.append((GEMM, (8, 4, 1), W256, 6_000))
-        tr.replay(seq)
+        tr.replay(seq, drop_every=3 if r in dropped else 0)
         between_replays(tr)
     return tr
 
@@ -203,6 +216,31 @@ def persistent(small: int = 8, large: int = 40, s_large: int = 6, cus: int = 256
     return tr
 
 
+def persistent_eager_steps(rows: int = 8, cus: int = 256) -> Trace:
+    """Persistent path: a graph replay, two steps back to back that ran without a graph (each
+    its eager metadata kernel, then 4 layers of _ps + reduce launched one by one), a replay."""
+    tr = Trace()
+
+    def layers() -> list[tuple[str, Grid, Grid, int]]:
+        seq = []
+        for _layer in range(LAYERS):
+            seq.append((ROPE_CACHE_PLAIN, (rows * 4, 1, 1), W256, 2_000))
+            seq.append((ASM_S1_PS, (cus, 1, 1), W256, 9_000))
+            seq.append((PS_REDUCE, (16, 2, rows), W128, 2_000))
+        return seq
+
+    for graph in (True, False, False, True):
+        tr.eager(PS_META, (1, 1, 1), W64, 4_000)
+        if graph:
+            tr.gap(20_000)
+            tr.replay(layers())
+            between_replays(tr)
+        else:
+            for name, blocks, wg, dur in layers():
+                tr.eager(name, blocks, wg, dur)
+    return tr
+
+
 def eager_syncs(steps: int = 2, rows: int = 32, s: int = 8) -> Trace:
     """The pre-fix flattened verify path run eagerly: every verify token its own row (8
     requests x qlen 4 = 32 rows, qlen 1 kernel), a host sync in every layer before its kernels
@@ -226,6 +264,10 @@ def build(out: Path = OUT) -> list[Path]:
     asm().write(out / "asm_16heads")
     persistent().write(out / "persistent_switch")
     eager_syncs().write(out / "eager_syncs")
+    dropped = gluon(4, replays=5, dropped=(1, 3))
+    dropped.empty_launch()
+    dropped.write(out / "gluon_v0119_fix_dropped")
+    persistent_eager_steps().write(out / "persistent_eager_steps")
     return sorted(p for p in out.rglob("*.csv"))
 
 
