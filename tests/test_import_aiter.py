@@ -396,3 +396,26 @@ def test_unreliable_in_every_view(
     assert json.loads(capsys.readouterr().out)["trace"]["trust"]["verdict"] == "unreliable"
     text = write_html_report(run, tmp_path / "r.html").read_text()
     assert "unreliable trace" in text
+
+
+# -- where the time goes inside a replay (issue 14) ---------------------------------------------
+def test_time_inside_graph_replays(sums: dict, runs: dict, tmp_path: Path) -> None:
+    from mlaprof.figures.html_report import write_html_report
+
+    rt = sums["gluon_v0119_bug"]["trace"]["replay_time"]
+    # per layer: [prev GEMM 6 us] + RMSNorm 2 + rope/cache 3 + _mla_gluon 30 (S = 1, no stage 2);
+    # layer 0 has no GEMM before it; the last GEMM (6 us) is outside every layer
+    assert rt["replays"] == 3
+    assert [(x["layer"], x["median_us"], x["attention_median_us"], x["S"]) for x in rt["layers"]] == [
+        (0, 35.0, 30.0, 1), (1, 41.0, 30.0, 1), (2, 41.0, 30.0, 1), (3, 41.0, 30.0, 1)]  # fmt: skip
+    assert rt["attention_share"] == pytest.approx(360 / (12 * (2 + 3 + 30 + 6)))
+    assert rt["outside_layers_us"] == 6.0
+    k = {x["name"]: x for x in rt["kernels"]}
+    assert (k["_mla_gluon"]["launches"], k["_mla_gluon"]["total_us"]) == (12, 360.0)
+    assert k["_mla_gluon"]["attention"] and not k["_fused_qk_rope_cat_and_cache_mla_kernel"][
+        "attention"]  # fmt: skip
+    fix = sums["gluon_v0119_fix"]["trace"]["replay_time"]  # stage 2 joins its layer
+    assert fix["layers"][0]["attention_median_us"] == 9.0 + 2.5
+    assert sums["eager_syncs"]["trace"]["replay_time"]["replays"] == 0  # no replay: no claim
+    text = write_html_report(runs["gluon_v0119_bug"], tmp_path / "r.html").read_text()
+    assert "Time inside 3 graph replay(s): attention 73% of kernel time" in text

@@ -222,7 +222,40 @@ def _trace_html(run: Any) -> str:
         + f"<p>capture: <b>{_e(cap['label'])}</b> ({_e(cap['evidence'])}); syncs: <b>{_e(syncs)}"
         f"</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"
         "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
-        "<th>rows</th><th>qlen</th><th>where from</th></tr>" + rows + "</table>"
+        "<th>rows</th><th>qlen</th><th>where from</th></tr>"
+        + rows
+        + "</table>"
+        + _replay_time_html(tr["replay_time"])
+    )
+
+
+def _replay_time_html(rt: dict) -> str:
+    if not rt["replays"]:
+        return ""
+
+    def pct(x: float | None) -> str:
+        return "" if x is None else f"{100 * x:.0f}%"
+
+    lay = "".join(
+        f"<tr><td class='num'>{x['layer']}</td><td class='num'>{x['median_us']:.1f}</td>"
+        f"<td class='num'>{x['attention_median_us']:.1f}</td>"
+        f"<td class='num'>{pct(x['attention_share'])}</td><td class='num'>{_e(x['S'])}</td></tr>"
+        for x in rt["layers"]
+    )
+    ker = "".join(
+        f"<tr><td><code>{_e(x['name'])}</code>{' (attention)' if x['attention'] else ''}</td>"
+        f"<td class='num'>{x['launches']}</td><td class='num'>{x['total_us']:.1f}</td>"
+        f"<td class='num'>{x['median_us']:.1f}</td><td class='num'>{pct(x['share'])}</td></tr>"
+        for x in rt["kernels"]
+    )
+    return (
+        f"<h3>Time inside {rt['replays']} graph replay(s): attention "
+        f"{pct(rt['attention_share'])} of kernel time</h3>"
+        f'<p class="note">{_e(rt["provenance"])}</p>'
+        "<table><tr><th>layer</th><th>median µs</th><th>attention µs</th><th>attention</th>"
+        "<th>S</th></tr>" + lay + "</table><br>"
+        "<table><tr><th>kernel</th><th>launches</th><th>total µs</th><th>median µs</th>"
+        "<th>share</th></tr>" + ker + "</table>"
     )
 
 

@@ -250,6 +250,46 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
     console.print(t)
     for p in trace["paths"]:
         console.print(f"[dim]{p['variant']}: S {p['S_source']}; rows: {p['rows_source']}[/]")
+    _print_replay_time(console, trace["replay_time"])
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
+    """Per-layer and per-kernel GPU time inside graph replays (the analysis's numbers)."""
+    if not rt["replays"]:
+        return
+    share = _share(rt["attention_share"])
+    t = Table(
+        title=f"time inside {rt['replays']} graph replay(s): attention {share} of kernel time",
+        title_justify="left",
+        box=box.SIMPLE,
+        pad_edge=False,
+    )
+    for col in ("layer", "median us", "attention us", "attention", "S"):
+        t.add_column(col, justify="right")
+    layers = rt["layers"]
+    shown = layers if len(layers) <= rows else layers[: rows - 2] + [None] + layers[-1:]
+    for x in shown:
+        if x is None:
+            t.add_row("...", "", "", "", "")
+            continue
+        t.add_row(str(x["layer"]), f"{x['median_us']:.1f}", f"{x['attention_median_us']:.1f}",
+                  _share(x["attention_share"]), "-" if x["S"] is None else str(x["S"]))  # fmt: skip
+    console.print(t)
+    k = Table(box=box.SIMPLE, pad_edge=False, title_justify="left",
+              title="kernels inside graph replays (GPU time)")  # fmt: skip
+    k.add_column("kernel", overflow="fold")
+    for col in ("launches", "total us", "median us", "share"):
+        k.add_column(col, justify="right")
+    for x in rt["kernels"][:rows]:
+        k.add_row(("[bold]" if x["attention"] else "") + x["name"] + ("[/]" if x["attention"] else ""),
+                  str(x["launches"]), f"{x['total_us']:.1f}", f"{x['median_us']:.1f}",
+                  _share(x["share"]))  # fmt: skip
+    console.print(k)
+    console.print(f"[dim]{rt['provenance']}; bold: attention (MLA) kernels[/]")
 
 
 def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
