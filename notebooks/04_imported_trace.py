@@ -138,3 +138,36 @@ figures.step_timeline(kin, steps=[0])
 
 # %%
 figures.time_breakdown(kin, by="kernel")
+
+# %% [markdown]
+# ## An AITER MLA trace: which kernel ran, with which S, and can the trace be trusted
+# `tests/data/aiter/` holds rocprofv3 traces made from the real AITER kernel names and grids
+# (`tests/data/README.md` gives the arithmetic). The gluon bug trace: 15 rows (8 real + 7
+# padding) at qlen 4 under FULL graphs. The analysis reads S from grid axis y of `_mla_gluon`,
+# compares it with the AITER formula for those rows, and gives capture and sync verdicts only
+# where the trace holds evidence; `mlaprof report` prints the same object.
+
+# %%
+from mlaprof.analysis import summary as analyse  # noqa: E402
+
+aiter = fixtures().parent / "aiter"
+verdicts = {}
+for name in ("gluon_v0119_bug", "gluon_v0119_fix"):
+    rd, _ = import_rocprof(aiter / name, work / "traces", name=name)
+    s = analyse(mlaprof.load(rd))
+    verdicts[name] = s
+    print(name, "| capture:", s["capture"]["label"], "| syncs:", s["trace"]["syncs"]["status"])
+    for p in s["trace"]["paths"]:
+        print("  ", p["path"], p["variant"], "S", p["S"], "rows", p["rows"], "qlen", p["qlen"])
+    for f in s["findings"]:
+        print("  ", f["severity"].upper(), f["title"])
+
+# %% [markdown]
+# Where the time goes inside the bug trace's graph replays: per layer (the window from the end of
+# the layer before to the end of its MLA kernels) and per kernel.
+
+# %%
+import pandas as pd  # noqa: E402
+
+rt = verdicts["gluon_v0119_bug"]["trace"]["replay_time"]
+pd.DataFrame(rt["layers"])
