@@ -419,3 +419,19 @@ def test_time_inside_graph_replays(sums: dict, runs: dict, tmp_path: Path) -> No
     assert sums["eager_syncs"]["trace"]["replay_time"]["replays"] == 0  # no replay: no claim
     text = write_html_report(runs["gluon_v0119_bug"], tmp_path / "r.html").read_text()
     assert "Time inside 3 graph replay(s): attention 73% of kernel time" in text
+
+
+def test_no_correlation_ids_no_capture_verdict(tmp_path: Path) -> None:
+    """Kernels without correlation ids: replays and eager launches look alike, so no verdict."""
+    from mlaprof.trace_io.kineto import import_kineto
+    from tests.trace_io_helpers import kineto_trace, write_kineto
+
+    trace, _ = kineto_trace(replays=2, layers=3)
+    for ev in trace["traceEvents"]:
+        if ev.get("cat") == "kernel":
+            ev["args"].pop("correlation", None)
+    run, _ = import_kineto(write_kineto(tmp_path / "t.json", trace), tmp_path, "nc")
+    s = summary(load(run))
+    assert s["capture"]["status"] == "unknown" and "no correlation id" in s["capture"]["evidence"]
+    assert load(run).steps["graph_mode"].isna().all()
+    assert not _findings(s, "capture")

@@ -254,8 +254,16 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
     n_eager = int((st["graph_mode"] == "eager").sum()) if not st.empty else 0
     n_launch = int(launches.get("graph_launches", 0))
     with_launch = launches.get("mla_replays_with_launch")
-    if n_graph + n_eager == 0:
+    if st.empty:
         status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
+    elif n_graph + n_eager == 0:
+        status, ev = (
+            "unknown",
+            (
+                f"{len(st)} MLA step(s) whose kernels carry no correlation id: graph replays and "
+                "eager launches cannot be told apart"
+            ),
+        )
     else:
         how = (
             f"{with_launch} of {n_graph} carry the correlation id of a graph-launch call in the "

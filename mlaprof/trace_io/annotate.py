@@ -381,6 +381,14 @@ def _derived(
         dtype=object,
     )
     graph = replay[lead] >= 0
+    # a kernel with its own correlation id was launched on its own (eager); without any id the
+    # trace cannot tell (graph_mode NULL: "unknown")
+    if "correlation" in kc.ints:
+        cm = kc.masks.get("correlation")
+        eager = ~graph & (True if cm is None else ~cm[lead])
+    else:
+        eager = np.zeros(len(lead), bool)
+    mode = np.where(graph, "graph", np.where(eager, "eager", "")).astype(object)
     steps = {
         "step": st,
         "t_start_ns": t0,
@@ -388,8 +396,10 @@ def _derived(
         "num_reqs": rows[lead],
         "qlen": qlen[lead],
         "backend": names[kc.name_idx[lead]],
-        "graph_mode": np.where(graph, "graph", "eager").astype(object),
-        "timing": np.where(graph, "trace-replay", "trace-eager").astype(object),
+        "graph_mode": mode,
+        "timing": np.where(graph, "trace-replay", np.where(eager, "trace-eager", "trace")).astype(
+            object
+        ),
     }
     m = (step >= 0) & (layer >= 0) & (role >= 1) & (role <= 3)
     if not m.any():

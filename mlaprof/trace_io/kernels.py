@@ -146,12 +146,6 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(ASM, _plain("_fwd_kernel_stage2_asm"), STAGE2, kernel="_fwd_kernel_stage2_asm"),
 )  # fmt: skip
 
-# not in the default table: vLLM never routes verify to bh64 (>= 16 heads take ASM), and its
-# stage-1 grid looks like bh16's; ``--patterns`` with ``"path": "aiter-gluon-bh64"`` selects it
-GLUON_BH64 = KernelPattern(
-    "aiter-gluon-bh64", _plain("_mla_gluon"), STAGE1, None, None, None, "_mla_gluon (bh64)"
-)
-
 
 @dataclass
 class KernelMatcher:
@@ -244,13 +238,3 @@ def load_patterns(path: Path | str) -> list[KernelPattern]:
             f"{path}: expected a non-empty JSON list of patterns or TOML [[pattern]] tables"
         )
     return [_pattern(d, f"{path} pattern {i + 1}") for i, d in enumerate(doc)]
-
-
-def blocks(grid: int | None, block: int | None, in_workitems: bool) -> int | None:
-    """Blocks along one axis (rocprofv3 grids are in work-items); None when it does not divide."""
-    if grid is None or grid <= 0:
-        return None
-    if not in_workitems:
-        return int(grid)
-    b = block if block and block > 0 else 1
-    return None if grid % b else int(grid // b)
