@@ -435,3 +435,16 @@ def test_no_correlation_ids_no_capture_verdict(tmp_path: Path) -> None:
     assert s["capture"]["status"] == "unknown" and "no correlation id" in s["capture"]["evidence"]
     assert load(run).steps["graph_mode"].isna().all()
     assert not _findings(s, "capture")
+
+
+def test_a_trace_cut_in_its_last_replay_is_not_a_loss(tmp_path: Path) -> None:
+    lines = (AITER / "gluon_v0119_fix" / "4242_kernel_trace.csv").read_text().splitlines()
+    # drop the last eager kernels and the tail of the last replay (its last GEMM and stage 2)
+    kept = [ln for ln in lines if "concat_and_cache" not in ln and "argmax" not in ln.lower()
+            and "ArgMaxOps" not in ln][:-2]  # fmt: skip
+    p = tmp_path / "kernel_trace.csv"
+    p.write_text("\n".join(kept) + "\n")
+    run, _ = import_rocprof(p, tmp_path, "cut")
+    tr = summary(load(run))["trace"]["trust"]
+    assert tr["verdict"] == "reliable" and tr["counts"]["last_replay_cut"] == 1
+    assert tr["counts"]["split_layers_without_stage2"] == 0

@@ -442,6 +442,7 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
         "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
         "split_layers_without_stage2": split_no_s2,
+        "last_replay_cut": rc.get("last_replay_cut", 0),
     }
     reasons = []
     if counts["short_replays"]:
@@ -464,10 +465,16 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         )
     if split_no_s2:
         reasons.append(f"{split_no_s2} layer(s) with S > 1 but no stage-2 / reduce kernel")
+    notes = (
+        ["the last replay is cut short by the end of the trace (not counted as a loss)"]
+        if counts["last_replay_cut"]
+        else []
+    )
     return {
         "verdict": "unreliable" if reasons else "reliable",
         "reliable": not reasons,
         "reasons": reasons,
+        "notes": notes,
         "counts": counts,
         "provenance": _origin(meta),
     }

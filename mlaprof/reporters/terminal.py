@@ -65,6 +65,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         console.print(
             f"capture: {cap['label']} ({cap['evidence']})  |  syncs: {syncs}  |  padding: {padding}"
         )
+        for note in trace["trust"].get("notes", []):
+            console.print(f"[dim]trace: {note}[/]")
         if trace["trust"]["verdict"] == "unreliable":
             console.print(
                 "[bold magenta]UNRELIABLE TRACE[/]: " + "; ".join(trace["trust"]["reasons"]),

@@ -256,7 +256,7 @@ def _replay_checks(
     ``graph_id`` where the trace has it, else the stage-1 kernel variant and batch rows."""
     reps = np.nonzero(replay >= 0)[0]
     out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
-           "replays_without_mla": 0, "steps_missing_layers": 0}  # fmt: skip
+           "replays_without_mla": 0, "steps_missing_layers": 0, "last_replay_cut": 0}  # fmt: skip
     if not len(reps):
         return out
     r = replay[reps]
@@ -284,12 +284,18 @@ def _replay_checks(
     exp = usual[inv]
     got = count[seen]
     no_mla = variant[seen] == big
+    # the last replay (replays are numbered by start) may be cut by the end of the trace: that
+    # is where tracing stopped, not a lost dispatch
+    last = np.arange(nrep)[seen] == nrep - 1
+    cut = last & (got < exp)
+    judged = ~no_mla & ~cut
     out.update(
         replays=int(seen.sum()),
-        short_replays=int(((got < exp) & ~no_mla).sum()),
-        missing_kernels=int((exp - got)[~no_mla].sum()),
-        expected_kernels=int(exp[~no_mla].sum()),
+        short_replays=int(((got < exp) & judged).sum()),
+        missing_kernels=int((exp - got)[judged].sum()),
+        expected_kernels=int(exp[judged].sum()),
         replays_without_mla=int(no_mla.sum()),
+        last_replay_cut=int(cut.sum()),
     )
     # MLA steps (graph replays) with fewer layers than their graph's most
     ms = (step >= 0) & (layer >= 0) & (replay >= 0) & (role == 1)
@@ -297,7 +303,7 @@ def _replay_checks(
         per = np.bincount(replay[ms], minlength=nrep)
         gl = np.zeros(len(uniq), np.int64)
         np.maximum.at(gl, inv, per[seen])
-        out["steps_missing_layers"] = int(((per[seen] < gl[inv]) & ~no_mla).sum())
+        out["steps_missing_layers"] = int(((per[seen] < gl[inv]) & judged).sum())
     return out
 
 
@@ -333,19 +339,22 @@ def _stage2_checks(
     splits: np.ndarray,
     closers: np.ndarray,
 ) -> None:
-    """Per path: layers whose stage 2 / reduce is present or absent, against their S."""
+    """Per path: layers whose stage 2 / reduce is present or absent, against their S. The
+    trace's very last layer never counts as a lost stage 2: tracing may stop before it."""
     path = np.array([str(b).split(" ", 1)[0] for b in steps["backend"]], dtype=object)
     lpath = path[np.searchsorted(steps["step"], lstep)]
+    last = np.zeros(len(lpath), bool)
+    last[-1:] = True  # keys ascend: the last layer of the last step
     out: dict[str, dict[str, int]] = {}
     for pth in dict.fromkeys(lpath.tolist()):
         sel = lpath == pth
-        sp, cl = splits[sel], closers[sel]
+        sp, cl, lt = splits[sel], closers[sel], last[sel]
         known = sp > 0
         out[pth] = {
             "layers": int(sel.sum()),
             "s1_without_stage2": int(((sp == 1) & (cl == 0)).sum()),
             "s1_with_stage2": int(((sp == 1) & (cl > 0)).sum()),
-            "split_without_stage2": int(((sp > 1) & (cl == 0)).sum()),
+            "split_without_stage2": int(((sp > 1) & (cl == 0) & ~lt).sum()),
             "split_with_stage2": int(((sp > 1) & (cl > 0)).sum()),
             "s_unknown_without_stage2": int((~known & (cl == 0)).sum()),
         }
