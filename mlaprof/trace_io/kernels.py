@@ -137,12 +137,14 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     KernelPattern(GLUON, _plain("_mla_softmax_reducev_kernel"), STAGE2, None, "x", "z",
                   "_mla_softmax_reducev_kernel"),
     # AITER ASM: persistent ("_ps") variants first; S is computed on the device
-    KernelPattern(PERSISTENT, r"aiter::mla_\w+_ps(?:\.kd)?", STAGE1, DEVICE, None, None,
-                  "aiter::mla_..._ps"),
+    # demangled (rocprofv3's default) or mangled (_ZN5aiter<len>mla_...E) code-object symbols
+    KernelPattern(PERSISTENT, r"(?:aiter::mla_\w+_ps|_ZN5aiter\d+mla_\w+_psE)(?:\.kd)?", STAGE1,
+                  DEVICE, None, None, "aiter::mla_..._ps"),
     KernelPattern(PERSISTENT, _cxx("kn_get_mla_metadata_v1(?:_\\d+)?"), METADATA,
                   kernel="kn_get_mla_metadata_v1_2"),
     KernelPattern(PERSISTENT, _cxx("kn_mla_reduce_v1"), REDUCE, kernel="kn_mla_reduce_v1"),
-    KernelPattern(ASM, r"aiter::mla_\w+(?:\.kd)?", STAGE1, "z", "y", None, "aiter::mla_..."),
+    KernelPattern(ASM, r"(?:aiter::mla_\w+|_ZN5aiter\d+mla_\w+E)(?:\.kd)?", STAGE1, "z", "y",
+                  None, "aiter::mla_..."),
     KernelPattern(ASM, _plain("_fwd_kernel_stage2_asm"), STAGE2, kernel="_fwd_kernel_stage2_asm"),
 )  # fmt: skip
 
