@@ -116,6 +116,16 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
                     else "not on the grid"
                 ),
                 "qlen": _rng(g["qlen"]),
+                "qlen_source": (
+                    f"grid axis {p['qlen_axis']} of {variant}"
+                    + (
+                        " (qlen; ceil(H/16)*qlen from aiter v0.1.20 on with more than 16 heads)"
+                        if path == "aiter-gluon"
+                        else ""
+                    )
+                    if p.get("qlen_axis")
+                    else "not on the grid"
+                ),
                 "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
                 "provenance": _origin(meta),
             }

@@ -251,7 +251,10 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
         )
     console.print(t)
     for p in trace["paths"]:
-        console.print(f"[dim]{p['variant']}: S {p['S_source']}; rows: {p['rows_source']}[/]")
+        console.print(
+            f"[dim]{p['variant']}: S {p['S_source']}; rows: {p['rows_source']}; qlen: "
+            f"{p['qlen_source']}[/]"
+        )
     _print_replay_time(console, trace["replay_time"])
 
 
