@@ -218,12 +218,10 @@ def annotate(
         np.minimum.at(g0, inv, start[gsel])
         rank = np.empty(len(gids), np.int64)
         rank[np.lexsort((gids, g0))] = np.arange(len(gids))
-        lut = dict(zip(gids.tolist(), rank.tolist(), strict=True))
         # every kernel of an MLA replay belongs to its step; eager ones only when MLA
         rep_step = np.full(base + 1, NULL, np.int64)
-        for g, r in lut.items():
-            if g < base:
-                rep_step[g] = r
+        is_rep = gids < base
+        rep_step[gids[is_rep]] = rank[is_rep]
         has = replay >= 0
         step[has] = rep_step[replay[has]]
         step[gsel] = rank[inv]
