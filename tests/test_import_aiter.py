@@ -452,3 +452,19 @@ def test_a_trace_cut_in_its_last_replay_is_not_a_loss(tmp_path: Path) -> None:
     tr = summary(load(run))["trace"]["trust"]
     assert tr["verdict"] == "reliable" and tr["counts"]["last_replay_cut"] == 1
     assert tr["counts"]["split_layers_without_stage2"] == 0
+
+
+def test_a_host_sync_during_a_replay_is_not_in_the_region(tmp_path: Path) -> None:
+    """The host waiting on a graph replay is outside the captured region: not a sync in a layer."""
+    import shutil
+
+    d = tmp_path / "t"
+    shutil.copytree(AITER / "gluon_v0119_bug", d)
+    kernels = (d / "4242_kernel_trace.csv").read_text().splitlines()
+    second_gluon = [ln for ln in kernels if '"_mla_gluon"' in ln][1].split(",")
+    t = int(second_gluon[9]) + 100  # inside layer 1 of the first replay
+    with open(d / "4242_hip_api_trace.csv", "a") as f:
+        f.write(f'"HIP_RUNTIME_API_EXT","hipStreamSynchronize",4242,4242,999,{t},{t + 50_000}\n')
+    run, _ = import_rocprof(d, tmp_path, "s")
+    sy = summary(load(run))["trace"]["syncs"]
+    assert (sy["status"], sy["count"]) == ("none", 0) and "graph replays" in sy["evidence"]

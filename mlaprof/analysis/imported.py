@@ -317,11 +317,16 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
 
 
 def sync_evidence(
-    meta: dict[str, Any], layers: pd.DataFrame, api: pd.DataFrame, copies: pd.DataFrame
+    meta: dict[str, Any],
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    api: pd.DataFrame,
+    copies: pd.DataFrame,
 ) -> dict[str, Any]:
-    """Host syncs and device-to-host copies inside a layer's window (from the end of the layer
-    before to the end of this one; layer 0 looks back one median inter-layer gap). Without an
-    API or copy trace the answer is "unknown", never 0."""
+    """Host syncs and device-to-host copies inside the window of an EAGER step's layer (from the
+    end of the layer before to the end of this one; layer 0 looks back one median inter-layer
+    gap). Layers of graph replays hold none: the host runs outside a replay, and a sync in the
+    captured region would have failed the capture. Without an API or copy trace: "unknown"."""
     launches = (meta.get("trace_checks") or {}).get("launches", {})
     origin = _origin(meta)
     has_api = int(launches.get("runtime_api_calls", 0)) > 0 or not api.empty
@@ -343,10 +348,19 @@ def sync_evidence(
     if not has_api and not events:
         return {"status": "unknown", "count": None, "syncs": [], "evidence": (
             "no HIP/CUDA API or memory-copy trace in the import"), "provenance": origin}  # fmt: skip
-    if layers.empty:
+    mode = steps.set_index("step")["graph_mode"] if not steps.empty else pd.Series(dtype=object)
+    eager = layers[layers["step"].map(mode).eq("eager")] if not layers.empty else layers
+    if eager.empty:
+        if (mode == "graph").any() and (mode == "graph").all():
+            ev_txt = (
+                f"all {len(mode)} MLA steps are graph replays: the captured region holds no host "
+                "sync (it would have failed the capture); host calls run outside the replays"
+            )
+            return {"status": "none", "count": 0, "syncs": [], "evidence": ev_txt,
+                    "provenance": origin}  # fmt: skip
         return {"status": "unknown", "count": None, "syncs": [], "evidence": (
-            "no MLA layers to place syncs in"), "provenance": origin}  # fmt: skip
-    lay = layers.sort_values("t_start_ns").reset_index(drop=True)
+            "no eager MLA layers to place host calls in"), "provenance": origin}  # fmt: skip
+    lay = eager.sort_values("t_start_ns").reset_index(drop=True)
     t0 = lay["t_start_ns"].to_numpy(np.int64)
     t1 = t0 + lay["duration_ns"].to_numpy(np.int64)
     same = np.r_[False, lay["step"].to_numpy()[1:] == lay["step"].to_numpy()[:-1]]
@@ -375,7 +389,7 @@ def sync_evidence(
         "status": "found" if found else "none",
         "count": len(found),
         "syncs": found,
-        "evidence": f"from the {what}, {len(lay)} MLA layer windows",
+        "evidence": f"from the {what}, {len(lay)} eager MLA layer windows",
         "provenance": origin,
     }
 
@@ -623,7 +637,7 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         "trust": trust_summary(meta, cap),
         # the whole table reads straight from the Arrow side file (a WHERE would copy it to SQL)
         "replay_time": replay_time(meta, run.table("kernels"), layers),
-        "syncs": sync_evidence(meta, layers, api, copies),
+        "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
     }
 
