@@ -4,6 +4,7 @@ against the policy formula, variant switches, and capture / sync verdicts only f
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from mlaprof.trace_io.kernels import (
     load_patterns,
 )
 from mlaprof.trace_io.rocprof import import_rocprof
-from tests.trace_io_helpers import DATA, kernel_dicts
+from tests.trace_io_helpers import DATA, csv_rows, kernel_dicts
 
 AITER = DATA / "aiter"
 TRACES = (
@@ -468,3 +469,27 @@ def test_a_host_sync_during_a_replay_is_not_in_the_region(tmp_path: Path) -> Non
     run, _ = import_rocprof(d, tmp_path, "s")
     sy = summary(load(run))["trace"]["syncs"]
     assert (sy["status"], sy["count"]) == ("none", 0) and "graph replays" in sy["evidence"]
+
+
+def test_two_processes_reuse_correlation_ids(tmp_path: Path) -> None:
+    """A multi-GPU trace: every process numbers its own correlation ids, each on its own GPU;
+    replays and eager steps stay apart per device."""
+    d = tmp_path / "tp2"
+    d.mkdir()
+    for pid, agent, shift in ((4242, "Agent 2", 0), (4243, "Agent 3", 700)):
+        for src in ("gluon_v0119_bug", "eager_syncs"):
+            header, rows = csv_rows(AITER / src / "4242_kernel_trace.csv")
+            later = shift + (10**9 if src == "eager_syncs" else 0)
+            for f in rows:
+                f[1] = agent
+                f[9], f[10] = str(int(f[9]) + later), str(int(f[10]) + later)
+                if src == "eager_syncs":  # later in the same process: later correlation ids
+                    f[8] = str(int(f[8]) + 100_000)
+            with open(d / f"{pid}_{src}_kernel_trace.csv", "w", newline="") as fh:
+                csv.writer(fh).writerows([header, *rows])
+    run, s = import_rocprof(d, tmp_path / "runs", "tp2")
+    r = load(run)
+    # per GPU: 3 replays + 2 eager steps, 4 layers each
+    assert (s.replays, s.eager_steps) == (6, 4)
+    assert sorted(r.layers.groupby("step").size().tolist()) == [4] * 10
+    assert set(r.layers["splits_used"]) == {1, 8}

@@ -73,6 +73,18 @@ def _valid(kc: KernelColumns, c: str) -> np.ndarray:
     return np.ones(kc.n, bool) if m is None else ~m
 
 
+def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
+    """A small integer per kernel for its device (0 everywhere when the trace has none)."""
+    if "device" not in kc.ints:
+        return np.zeros(kc.n, np.int64), 1
+    dev = kc.ints["device"].copy()
+    m = kc.masks.get("device")
+    if m is not None:
+        dev[m] = NULL
+    uniq, codes = np.unique(dev, return_inverse=True)
+    return codes.astype(np.int64), len(uniq)
+
+
 def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     """rocprofv3 correlates every kernel of a graph launch to the launch call: a correlation id
     shared by several kernels is one replay, numbered by its first kernel's start."""
@@ -82,6 +94,11 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     valid = _valid(kc, "correlation")
     corr = kc.ints["correlation"][valid]
     start = kc.ints["start_ns"][valid]
+    # every process numbers its own correlation ids: the ranks of a multi-GPU trace (one GPU
+    # each) reuse them, so a replay is a (device, correlation id) pair
+    codes, ndev = _device_codes(kc)
+    if ndev > 1:
+        corr = corr * ndev + codes[valid]
     uniq, inv, counts = np.unique(corr, return_inverse=True, return_counts=True)
     gmin = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
     np.minimum.at(gmin, inv, start)
@@ -188,12 +205,18 @@ def annotate(
     rep_ok = in_layer & (replay >= 0)
     group[rep_ok] = replay[rep_ok]
     base = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
-    eager = np.nonzero(in_layer & (replay < 0))[0]
-    if len(eager):
+    n_rep = base  # group ids below this are replays
+    codes, ndev = _device_codes(kc)
+    for d in range(ndev):  # each GPU runs its own steps
+        on = codes == d if ndev > 1 else np.ones(n, bool)
+        eager = np.nonzero(in_layer & (replay < 0) & on)[0]
+        if not len(eager):
+            continue
         eager = eager[np.lexsort((eager, start[eager]))]
         e1 = eager[role[eager] == 1]
-        barriers = np.r_[start[rep_ok], start[role == 4]]
+        barriers = np.r_[start[rep_ok & on], start[(role == 4) & on]]
         seg = _eager_segments(start, e1, barriers) + base
+        base = int(seg.max()) + 1 if len(seg) else base
         # stage 2 / reduce: the segment of the last eager stage-1 kernel started before them
         pos = np.searchsorted(start[e1], start[eager], side="right") - 1
         ok = pos >= 0
@@ -219,8 +242,8 @@ def annotate(
         rank = np.empty(len(gids), np.int64)
         rank[np.lexsort((gids, g0))] = np.arange(len(gids))
         # every kernel of an MLA replay belongs to its step; eager ones only when MLA
-        rep_step = np.full(base + 1, NULL, np.int64)
-        is_rep = gids < base
+        rep_step = np.full(n_rep + 1, NULL, np.int64)
+        is_rep = gids < n_rep
         rep_step[gids[is_rep]] = rank[is_rep]
         has = replay >= 0
         step[has] = rep_step[replay[has]]
