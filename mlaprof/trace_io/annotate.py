@@ -295,11 +295,11 @@ def _replay_checks(
         key = np.full(nrep, NULL, np.int64)
         ok = reps if gm is None else reps[~gm[reps]]
         np.maximum.at(key, replay[ok], gid[ok])
-        key = key.astype(object)
     else:
-        key = np.array(list(zip(variant.tolist(), rws.tolist(), strict=True)) or [], dtype=object)
-    labels = np.array([str(k) for k in key], dtype=object)
-    uniq, inv = np.unique(labels[seen], return_inverse=True)
+        # (stage-1 variant, batch rows) as one integer; replays without MLA share one key
+        var = np.where(variant == big, -1, variant)
+        key = (var + 1) * (int(rws.max()) + 2) + (rws + 1)
+    uniq, inv = np.unique(key[seen], return_inverse=True)
     usual = np.zeros(len(uniq), np.int64)
     np.maximum.at(usual, inv, count[seen])
     exp = usual[inv]
