@@ -4,6 +4,7 @@ run (all or nothing: a failed import leaves no run folder behind)."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, traces_dir
@@ -16,13 +17,31 @@ KINDS = {
 }
 
 
+EPILOG = """\
+examples:
+  mlaprof import rocprof out/                         a rocprofv3 output folder (CSV, JSON or .db)
+  mlaprof import rocprof out/ --name bug && mlaprof report bug
+  mlaprof import kineto trace.json.gz
+  mlaprof import rocprof out/ --mla-pattern y:my_fork_mla_kernel   S on grid y
+  mlaprof import rocprof out/ --patterns my_kernels.toml           see docs/trace_io.md
+"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
         help="import a rocprofv3 / Kineto trace or a vLLM log as a run",
-        description="Import a trace or log into the run store. "
-        + "; ".join(f"{k}: {v}" for k, v in KINDS.items())
-        + ". MLA kernels are recognised by name; their KV-split count is inferred from the grid.",
+        description=textwrap.fill(
+            "Import a trace or log into the run store. "
+            + "; ".join(f"{k}: {v}" for k, v in KINDS.items())
+            + ". MLA kernels are recognised by whole name from one table of every AITER / vLLM "
+            "path (docs/trace_io.md); S and the batch rows are read from the grid axis each path "
+            "uses (gluon: y, ASM and Triton: z; the persistent ASM kernel decides S on the "
+            "device).",
+            78,
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("kind", choices=sorted(KINDS), help="what PATH is")
     p.add_argument("path", type=Path, help="file or folder to import")
