@@ -493,3 +493,27 @@ def test_two_processes_reuse_correlation_ids(tmp_path: Path) -> None:
     assert (s.replays, s.eager_steps) == (6, 4)
     assert sorted(r.layers.groupby("step").size().tolist()) == [4] * 10
     assert set(r.layers["splits_used"]) == {1, 8}
+
+
+def test_device_to_host_copies_inside_layers(tmp_path: Path) -> None:
+    """No API trace, but a memory-copy trace: a device-to-host copy in each eager layer's window
+    is sync evidence; a host-to-device copy is not."""
+    d = tmp_path / "t"
+    d.mkdir()
+    src = AITER / "eager_syncs" / "4242_kernel_trace.csv"
+    (d / "4242_kernel_trace.csv").write_bytes(src.read_bytes())
+    api = (AITER / "eager_syncs" / "4242_hip_api_trace.csv").read_text().splitlines()
+    syncs = [ln.split(",") for ln in api if "hipStreamSynchronize" in ln]
+    lines = ['"Kind","Direction","Stream_Id","Source_Agent_Id","Destination_Agent_Id",'
+             '"Correlation_Id","Start_Timestamp","End_Timestamp"']  # fmt: skip
+    for i, f in enumerate(syncs):
+        t0 = int(f[5]) + 1000
+        way = "DEVICE_TO_HOST" if i % 2 == 0 else "HOST_TO_DEVICE"
+        lines.append(f'"MEMORY_COPY","MEMORY_COPY_{way}",0,"Agent 2","Agent 0",{9000 + i},'
+                     f"{t0},{t0 + 2000}")  # fmt: skip
+    (d / "4242_memory_copy_trace.csv").write_text("\n".join(lines) + "\n")
+    run, _ = import_rocprof(d, tmp_path, "m")
+    sy = summary(load(run))["trace"]["syncs"]
+    assert sy["status"] == "found" and sy["count"] == 4 and "memory-copy trace" in sy["evidence"]
+    assert {x["op"] for x in sy["syncs"]} == {"memory copy MEMORY_COPY_DEVICE_TO_HOST"}
+    assert [x["layer"] for x in sy["syncs"]] == [0, 2, 0, 2]
