@@ -517,3 +517,14 @@ def test_device_to_host_copies_inside_layers(tmp_path: Path) -> None:
     assert sy["status"] == "found" and sy["count"] == 4 and "memory-copy trace" in sy["evidence"]
     assert {x["op"] for x in sy["syncs"]} == {"memory copy MEMORY_COPY_DEVICE_TO_HOST"}
     assert [x["layer"] for x in sy["syncs"]] == [0, 2, 0, 2]
+
+
+def test_per_step_path_variant_rows_and_s(sums: dict) -> None:
+    st = sums["persistent_switch"]["trace"]["steps"]
+    assert [(x["step"], x["path"], x["rows"], x["S"], x["layers"], x["graph_mode"]) for x in st] == [
+        (0, "aiter-asm-persistent", None, None, 4, "graph"),
+        (1, "aiter-asm-persistent", None, None, 4, "graph"),
+        (2, "aiter-asm-persistent", None, None, 4, "graph"),
+        (3, "aiter-asm", 40, 6, 4, "graph"),
+        (4, "aiter-asm", 40, 6, 4, "graph"),
+    ]  # fmt: skip

@@ -133,6 +133,33 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
     return out
 
 
+def trace_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per step: how it ran, the path and kernel variant, batch rows, qlen, S and layers."""
+    if steps.empty:
+        return []
+    st = _split_backend(steps[steps["backend"].notna()]).sort_values("step")
+    s_by = _step_s(layers)
+    n_by = layers.groupby("step").size() if not layers.empty else pd.Series(dtype=int)
+
+    def num(v: Any) -> int | None:
+        return None if v is None or pd.isna(v) else int(v)
+
+    return [
+        {
+            "step": int(r.step),
+            "graph_mode": r.graph_mode if isinstance(r.graph_mode, str) else None,
+            "path": r.path,
+            "variant": r.variant,
+            "rows": num(r.num_reqs),
+            "qlen": num(r.qlen),
+            "S": num(s_by.get(r.step)),
+            "layers": num(n_by.get(r.step)),
+            "duration_us": float(r.duration_ns) / 1e3,
+        }
+        for r in st.itertuples()
+    ]
+
+
 def _cap(policy: str, rows: int, qlen: int) -> int:
     """The policy's S for these rows when KV length does not bound it (gluon verify in vLLM
     runs < 16 heads: one head group)."""
@@ -633,6 +660,7 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
         "paths": paths,
+        "steps": trace_steps(steps, layers),
         "capture": cap,
         "trust": trust_summary(meta, cap),
         # the whole table reads straight from the Arrow side file (a WHERE would copy it to SQL)
