@@ -171,3 +171,13 @@ import pandas as pd  # noqa: E402
 
 rt = verdicts["gluon_v0119_bug"]["trace"]["replay_time"]
 pd.DataFrame(rt["layers"])
+
+# %% [markdown]
+# Can the trace be trusted? The same trace with two replays that lost every third dispatch (as
+# ROCm 7.2.0-7.2.1 did) and a graph launch with no kernel: the run and its findings say
+# `unreliable`, with the counts.
+
+# %%
+rd, _ = import_rocprof(aiter / "gluon_v0119_fix_dropped", work / "traces", name="dropped")
+trust = analyse(mlaprof.load(rd))["trace"]["trust"]
+print(trust["verdict"], trust["counts"])
