@@ -528,3 +528,45 @@ def test_per_step_path_variant_rows_and_s(sums: dict) -> None:
         (3, "aiter-asm", 40, 6, 4, "graph"),
         (4, "aiter-asm", 40, 6, 4, "graph"),
     ]  # fmt: skip
+
+
+def test_rocprof_json_of_the_bug_trace(tmp_path: Path) -> None:
+    """The gluon bug trace written as rocprofv3 JSON (``-f json``): same S, collapse, verdicts."""
+    header, rows = csv_rows(AITER / "gluon_v0119_bug" / "4242_kernel_trace.csv")
+    col = {h: i for i, h in enumerate(header)}
+    names = list(dict.fromkeys(r[col["Kernel_Name"]] for r in rows))
+    dispatch = [
+        {
+            "correlation_id": {"internal": int(r[col["Correlation_Id"]]), "external": 0},
+            "start_timestamp": int(r[col["Start_Timestamp"]]),
+            "end_timestamp": int(r[col["End_Timestamp"]]),
+            "dispatch_info": {
+                "agent_id": {"handle": 2},
+                "kernel_id": names.index(r[col["Kernel_Name"]]) + 1,
+                "grid_size": {a: int(r[col[f"Grid_Size_{a.upper()}"]]) for a in "xyz"},
+                "workgroup_size": {a: int(r[col[f"Workgroup_Size_{a.upper()}"]]) for a in "xyz"},
+            },
+        }
+        for r in rows
+    ]
+    _, api_rows = csv_rows(AITER / "gluon_v0119_bug" / "4242_hip_api_trace.csv")
+    hip = [
+        {"kind": d, "operation": fn, "thread_id": int(t), "correlation_id": {"internal": int(c)},
+         "start_timestamp": int(s0), "end_timestamp": int(s1)}
+        for d, fn, _p, t, c, s0, s1 in api_rows
+    ]  # fmt: skip
+    doc = {"rocprofiler-sdk-tool": [{
+        "metadata": {"pid": 4242},
+        "kernel_symbols": [{"kernel_id": i + 1, "formatted_kernel_name": n}
+                           for i, n in enumerate(names)],
+        "buffer_records": {"kernel_dispatch": dispatch, "hip_api": hip},
+    }]}  # fmt: skip
+    p = tmp_path / "bug_results.json"
+    p.write_text(json.dumps(doc))
+    run, _ = import_rocprof(p, tmp_path, "json")
+    s = summary(load(run))
+    assert (_paths(s)["_mla_gluon"]["S"], _paths(s)["_mla_gluon"]["rows"]) == ("1", "15")
+    (f,) = _findings(s, "split-collapse")
+    assert (f["data"]["used"], f["data"]["fix_gives"]) == (1, 4)
+    assert s["capture"]["status"] == "replayed" and "3 of 3 carry" in s["capture"]["evidence"]
+    assert s["trace"]["syncs"]["status"] == "none"
