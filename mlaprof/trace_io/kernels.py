@@ -10,12 +10,15 @@ path                  stage-1 grid in blocks (x, y, z)   S                      
 ====================  =================================  ========================  ==========
 aiter-gluon (bh16)    (B, S, qlen) v0.1.19;              y                         x
                       (B, S, ceil(H/16)*qlen) v0.1.20+
-aiter-gluon-bh64      (XCDs, ceil(H/64)*qlen, B/XCDs*S)  not alone (needs B)       -
+aiter-gluon-bh64 [*]  (XCDs, ceil(H/64)*qlen, B/XCDs*S)  not alone (needs B)       -
 aiter-asm             (ceil(qlen*gqa/subQ), B, S)        z                         y
 aiter-asm-persistent  (#CU, 1, 1)                        decided on the device     -
 vllm-triton           (rows, ceil(H/min(16, group)), S)  z                         x
 mlaprof-triton        (head blocks, rows, S)             z                         y
 ====================  =================================  ========================  ==========
+
+[*] not in the default table: vLLM never routes verify to bh64 (16 heads and more take ASM),
+and its ``_mla_gluon`` grid cannot be told from bh16's; select it with ``--patterns``.
 
 Names are matched with ``re.fullmatch`` (case-sensitive: kernel symbols are), so kernels that
 merely contain "mla" (fused rope + KV-cache writes such as ``fused_qk_rope_cat_and_cache_mla``,
