@@ -570,3 +570,28 @@ def test_rocprof_json_of_the_bug_trace(tmp_path: Path) -> None:
     assert (f["data"]["used"], f["data"]["fix_gives"]) == (1, 4)
     assert s["capture"]["status"] == "replayed" and "3 of 3 carry" in s["capture"]["evidence"]
     assert s["trace"]["syncs"]["status"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("rows", "qlen", "s", "collapsed"),
+    [
+        (15, 4, 1, True),  # 256 // 60 = 4: S = 1 is a collapse
+        (15, 4, 2, True),  # at most half of 4
+        (15, 4, 3, False),
+        (64, 4, 1, False),  # 256 // 256 = 1: nothing to split further
+        (40, 4, 1, False),  # 256 // 160 = 1
+        (8, 1, 4, True),  # 256 // 8 = 32
+    ],
+)
+def test_collapse_rule(rows: int, qlen: int, s: int, collapsed: bool) -> None:
+    import pandas as pd
+
+    from mlaprof.analysis.imported import collapse_findings
+
+    steps = pd.DataFrame({"step": [0], "backend": ["aiter-gluon _mla_gluon"], "num_reqs": [rows],
+                          "qlen": [qlen], "graph_mode": ["graph"]})  # fmt: skip
+    layers = pd.DataFrame({"step": [0, 0], "layer": [0, 1], "splits_used": [s, s]})
+    found = collapse_findings({"imported_from": "x.csv"}, steps, layers)
+    assert bool(found) == collapsed
+    if found:
+        assert found[0].data["fix_gives"] == max(1, 256 // (rows * qlen))
