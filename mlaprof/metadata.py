@@ -1,9 +1,13 @@
 """The metadata builder: from one scenario step, the real decode metadata of an MTP verify batch.
 
 Everything data-dependent is computed here, on the host, *outside* any captured region: this is
-the lesson of vLLM PR #51171 (syncs belong in the builder). Padding requests (query length 0)
-have their KV length pinned to qlen, as vLLM's ``seq_lens_for_kernel`` does, so a minimum over all
-rows returns qlen: ``min_kv_seq_len`` is therefore given in both modes.
+the lesson of vLLM PR #51171 (syncs belong in the builder). As vLLM's AITER builder
+(``AiterMLAMetadataBuilder._build_decode``, 0.32.0) does under uniform MTP padding (qlen > 1):
+padding requests (query length 0 in ``query_start_loc``) have their KV length pinned to qlen
+(``seq_lens_for_kernel``) and the kernel's ``qo_indptr`` is uniform, so padding rows count qlen
+query tokens. A minimum over all rows therefore returns qlen: ``min_kv_seq_len`` is given in both
+modes. With qlen 1 vLLM does not pad uniformly: padding rows keep KV length 0 and 0 query tokens.
+``tests/test_vllm_differential.py`` compares every field with vLLM's own builder.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ class VerifyMetadata:
     already holds. Shapes: B = num_reqs rows (padding included)."""
 
     qo_lens: torch.Tensor  # [B] int32: qlen for real rows, 0 for padding rows
-    qo_indptr: torch.Tensor  # [B+1] int32
+    qo_indptr: torch.Tensor  # [B+1] int32, the kernel's: uniform under padding (rows * qlen)
     seq_lens: torch.Tensor  # [B] int32: KV length per row, padding pinned to qlen
     kv_indptr: torch.Tensor  # [B+1] int32: pages per row, cumulative
     kv_indices: torch.Tensor  # [total_pages] int32: page ids
@@ -76,6 +80,20 @@ class VerifyMetadata:
     host_seq_lens: list[int] = field(default_factory=list)
     host_qo_lens: list[int] = field(default_factory=list)
     host_kv_indptr: list[int] = field(default_factory=list)
+    host_qo_indptr: list[int] = field(default_factory=list)
+    host_query_start_loc: list[int] = field(default_factory=list)  # padding rows: 0 tokens
+
+    @property
+    def padded_uniform(self) -> bool:
+        """vLLM's ``pad_uniform_mtp``: padding rows exist and qlen > 1."""
+        return self.qlen > 1 and self.num_padding > 0
+
+    def kernel_min_kv_seq_len(self, on_gluon_verify: bool) -> int:
+        """What vLLM 0.32 puts in ``AiterMLADecodeMetadata.min_kv_seq_len``: on the gluon verify
+        path the minimum over active rows (all rows when unpadded); elsewhere its default 1."""
+        if not on_gluon_verify:
+            return 1
+        return self.min_kv_seq_len_active if self.padded_uniform else self.min_kv_seq_len_all
 
     @property
     def num_reqs(self) -> int:
@@ -132,7 +150,10 @@ def build_metadata(
     for n in shape.kv_lens:
         if n < qlen:
             raise MlaprofError(f"KV length {n} is shorter than the {qlen} verify tokens it holds")
-    seq = list(shape.kv_lens) + [qlen] * shape.num_padding
+    # vLLM pins padding rows to max_qo_len only under uniform MTP padding (qlen > 1); with qlen 1
+    # they keep the engine's KV length 0
+    pad_len = qlen if qlen > 1 else 0
+    seq = list(shape.kv_lens) + [pad_len] * shape.num_padding
     qo = [qlen] * shape.num_real + [0] * shape.num_padding
     real_pages = sum(pages_for(s, page_size) for s in shape.kv_lens)
     g = torch.Generator().manual_seed(seed)
@@ -151,9 +172,11 @@ def build_metadata(
             indices.append(torch.full((n,), NULL_PAGE, dtype=torch.int32))
         indptr.append(indptr[-1] + n)
     last = [s - (pages_for(s, page_size) - 1) * page_size for s in seq]
-    qo_indptr = [0]
+    query_start_loc = [0]
     for q in qo:
-        qo_indptr.append(qo_indptr[-1] + q)
+        query_start_loc.append(query_start_loc[-1] + q)
+    uniform = qlen > 1 and shape.num_padding > 0
+    qo_indptr = [i * qlen for i in range(len(qo) + 1)] if uniform else query_start_loc
     active = [s for s, q in zip(seq, qo) if q > 0]
 
     def t(x: list[int]) -> torch.Tensor:
@@ -175,6 +198,8 @@ def build_metadata(
         host_seq_lens=seq,
         host_qo_lens=qo,
         host_kv_indptr=indptr,
+        host_qo_indptr=qo_indptr,
+        host_query_start_loc=query_start_loc,
     )
 
 

@@ -12,7 +12,10 @@ def shape(kv, pad, qlen=4):
 def test_page_size_one_metadata_is_exact():
     m = build_metadata(shape([10, 7], pad=2), page_size=1, seed=3)
     assert m.qo_lens.tolist() == [4, 4, 0, 0]
-    assert m.qo_indptr.tolist() == [0, 4, 8, 8, 8]
+    # vLLM's kernel qo_indptr under FULL padding is uniform: padding rows count qlen tokens,
+    # while query_start_loc gives them 0
+    assert m.qo_indptr.tolist() == [0, 4, 8, 12, 16]
+    assert m.host_query_start_loc == [0, 4, 8, 8, 8]
     assert m.seq_lens.tolist() == [10, 7, 4, 4]  # padding pinned to qlen
     assert m.kv_indptr.tolist() == [0, 10, 17, 21, 25]
     assert m.last_page_len.tolist() == [1, 1, 1, 1]
@@ -39,3 +42,26 @@ def test_min_kv_modes():
 def test_kv_shorter_than_verify_tokens_is_rejected():
     with pytest.raises(MlaprofError, match="shorter than"):
         build_metadata(shape([3], pad=0))
+
+
+def test_qo_indptr_follows_query_start_loc_without_padding():
+    m = build_metadata(shape([10, 7], pad=0))
+    assert m.qo_indptr.tolist() == m.host_query_start_loc == [0, 4, 8]
+    assert not m.padded_uniform
+
+
+def test_qlen_one_padding_is_not_uniform():
+    """vLLM pads uniformly only for qlen > 1: a qlen-1 padding row keeps 0 tokens and KV 0."""
+    m = build_metadata(shape([10, 7], pad=1, qlen=1))
+    assert m.qo_indptr.tolist() == [0, 1, 2, 2]
+    assert m.seq_lens.tolist() == [10, 7, 0]
+    assert m.kv_indptr.tolist() == [0, 10, 17, 17]
+    assert m.last_page_len.tolist() == [1, 1, 1]
+
+
+def test_kernel_min_kv_seq_len_is_vllms():
+    m = build_metadata(shape([3000, 1030], pad=1))
+    assert m.kernel_min_kv_seq_len(on_gluon_verify=True) == 1030  # active rows when padded
+    assert m.kernel_min_kv_seq_len(on_gluon_verify=False) == 1  # vLLM's default off gluon
+    m = build_metadata(shape([3000, 1030], pad=0))
+    assert m.kernel_min_kv_seq_len(on_gluon_verify=True) == 1030

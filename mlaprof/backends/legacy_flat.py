@@ -43,12 +43,13 @@ class LegacyFlat:
         b, qlen, h, _ = inp.q_nope.shape
         qo_lens = meta.qo_lens.to(torch.int64)
 
-        total = int(meta.qo_indptr[-1].item())  # sync 1
+        # token offsets as query_start_loc has them (padding rows hold 0 tokens; the kernel
+        # qo_indptr is uniform under padding)
+        starts = torch.cumsum(qo_lens, 0) - qo_lens
+        total = int(qo_lens.sum().item())  # sync 1
         req_of_tok = torch.repeat_interleave(torch.arange(b, device=dev), qo_lens)  # sync 2
         seq_of_tok = torch.repeat_interleave(meta.seq_lens.to(torch.int64), qo_lens)  # sync 3
-        pos = torch.arange(total, device=dev) - meta.qo_indptr.to(torch.int64).index_select(
-            0, req_of_tok
-        )
+        pos = torch.arange(total, device=dev) - starts.index_select(0, req_of_tok)
         qo_of_tok = qo_lens.index_select(0, req_of_tok)
         row_len = seq_of_tok - qo_of_tok + pos + 1
         self.last_min_row_len = int(row_len.min()) if total else 0  # sync 4

@@ -56,10 +56,13 @@ def step_splits(
     graph_mode: str,
     max_model_len: int,
     policies: list[str] | None = None,
+    kv_buffer_len: int | None = None,
 ) -> list[StepSplits]:
+    """S per policy. ``kv_buffer_len``: the kv_indices buffer length the engine passes (vLLM:
+    max_num_seqs * max_model_len), which the ASM heuristic reads as total_kv."""
     b, qlen = meta.num_reqs, meta.qlen
     real = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q > 0]
-    base = dict(qlen=qlen, heads=heads, units=device.units)
+    base = dict(qlen=qlen, heads=heads, units=device.units, kv_buffer_len=kv_buffer_len)
     x_all = SplitInput(
         num_reqs=b,
         min_kv_seq_len=meta.min_kv_seq_len_all,
@@ -84,7 +87,7 @@ def step_splits(
     out: list[StepSplits] = []
     for name in policies or list(POLICIES):
         p = POLICIES[name]
-        why = applicable(name, heads, b)
+        why = applicable(name, heads, b, qlen)
         if why:
             out.append(
                 StepSplits(
@@ -108,13 +111,15 @@ def step_splits(
         deserved, n3 = _safe(p, x_real)
         frozen = None
         n4 = ""
-        if graph_mode == "FULL":
+        if p.on_device:
+            n4 = "S decided on the device at replay: not frozen into a graph"
+        elif graph_mode == "FULL":
             # the capture-time dummy run: every row holds qlen KV tokens; vLLM's Triton MLA
             # sizes its splits from max_model_len at capture instead
             dummy_max = max_model_len if name == "vllm-triton" else qlen
             x_dummy = SplitInput(
                 num_reqs=b, min_kv_seq_len=qlen, max_seq_len=dummy_max, total_kv=b * qlen, **base
-            )
+            )  # the ASM rule reads the buffer length, the same at capture and replay
             frozen, n4 = _safe(p, x_dummy)
         note = "; ".join(dict.fromkeys(n for n in (n1, n2, n3, n4) if n))
         occ_u = occupancy(p, real, qlen, heads, used, device.units) if used else None

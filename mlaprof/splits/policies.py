@@ -30,6 +30,9 @@ class SplitInput:
     total_kv: int  # sum of KV lengths over rows
     units: int  # CUs / SMs of the device
     kv_fp8: bool = False
+    # length of the kv_indices buffer the caller passes (a host shape); None: total_kv. vLLM passes
+    # its whole persistent buffer (max_num_seqs * max_model_len), and under capture S follows it
+    kv_buffer_len: int | None = None
 
 
 def cdiv(a: int, b: int) -> int:
@@ -84,9 +87,15 @@ def gluon_bh64(x: SplitInput) -> int:
 
 
 # -- aiter ASM (mla_decode_fwd / get_meta_param) ---------------------------------------------
+def asm_total_kv(x: SplitInput) -> int:
+    """``total_kv = kv_indices.shape[0]``: the buffer's length, not the live KV (FACTS 8)."""
+    return x.kv_buffer_len if x.kv_buffer_len is not None else x.total_kv
+
+
 def aiter_asm(x: SplitInput) -> int:
-    """pick i in 1..16 maximising (bs_occ*i / (ceil(bs_occ*i/CU)*CU)) * avg_kv/(avg_kv + 84.1*i)."""
-    avg_kv = x.total_kv / x.num_reqs
+    """pick i in 1..16 maximising (bs_occ*i / (ceil(bs_occ*i/CU)*CU)) * avg_kv/(avg_kv + 84.1*i),
+    avg_kv = total_kv / bs with total_kv the kv_indices buffer length."""
+    avg_kv = asm_total_kv(x) / x.num_reqs
     bs_occ = x.num_reqs * max(ASM_TG_FACTOR, ASM_WG_PER_SPLIT)
     best, best_score = 1, -1.0
     for i in range(1, 17):
@@ -95,6 +104,70 @@ def aiter_asm(x: SplitInput) -> int:
         if score > best_score + 1e-12:
             best, best_score = i, score
     return best
+
+
+# ASM fp8 block widths by nhead*qlen (aiter get_block_n_fp8; FACTS 8)
+ASM_FP8_BLOCK_N = {
+    8: 64,
+    16: 64,
+    24: 64,
+    32: 64,
+    48: 64,
+    64: 64,
+    128: 64,
+    256: 64,
+    384: 64,
+    512: 64,
+}
+# UNVERIFIED: FACTS lists the keys of get_block_n_fp8, not its values; 64 stands in for every key
+
+
+def aiter_asm_fp8(x: SplitInput) -> int:
+    """ASM with fp8 KV: get_meta_param's S, then the fp8 caps: S = min(S, ceil(total_kv/(bs*bn)))
+    and, if S > 1, S = min(S, floor(|total_kv/bs - max_seqlen_q| / bn) + 1)."""
+    key = x.heads * x.qlen
+    if key not in ASM_FP8_BLOCK_N:
+        raise MlaprofError(
+            f"aiter ASM fp8 has no block width for nhead*qlen = {key} "
+            f"(get_block_n_fp8 keys: {sorted(ASM_FP8_BLOCK_N)})"
+        )
+    bn = ASM_FP8_BLOCK_N[key]
+    total, bs = asm_total_kv(x), x.num_reqs
+    s = min(aiter_asm(x), cdiv(total, bs * bn))
+    if s > 1:
+        s = min(s, int(abs(total / bs - x.qlen) // bn) + 1)
+    return max(1, s)
+
+
+# -- aiter persistent ASM (get_mla_metadata_v1, computed on the device) ----------------------
+PS_CLUSTER_MULTIPLIER = 1  # UNVERIFIED: num_clusters = CU * multiplier / nhead_kv
+
+
+def aiter_asm_persistent(x: SplitInput) -> int:
+    """Work splits of get_mla_metadata_v1 (max_split_per_batch < 0): num_clusters = CU*mult/1.
+    Runs on the device from the live KV lengths, so a captured graph never freezes it."""
+    return max(1, x.units * PS_CLUSTER_MULTIPLIER)
+
+
+# -- gluon for gfx942 (open aiter PR #4582, not released) ------------------------------------
+def gluon_gfx942_pr4582(x: SplitInput) -> int:
+    """The S table of mla_gluon_gfx942 in aiter PR #4582 (open): by qlen and B."""
+    b, q = x.num_reqs, x.qlen
+    if q == 1:
+        if b <= 4:
+            return 64
+        return 32 if b <= 8 else 16 if b <= 16 else 9
+    if q == 4:
+        if b == 1:
+            return 24
+        if b >= 16:
+            return 6
+        if b >= 8:
+            return 10
+        # UNVERIFIED: FACTS gives no entry for qlen 4, 1 < B < 8; the generic rule stands in
+    if b == 1:
+        return 16
+    return min(64, cdiv(GLUON_TARGET_CTAS, b * q))
 
 
 # -- vLLM Triton MLA -------------------------------------------------------------------------
@@ -125,7 +198,9 @@ class Policy:
     uses_min_kv: bool  # whether min_kv_seq_len feeds S (so padding rows can collapse it)
     head_group: int  # heads one program handles (for the occupancy model)
     per_token: bool  # programs per query token (True) or per request (False)
-    source: str
+    source: str  # the release, tag or PR the rule was read from
+    verified: bool = True  # False: a constant or branch of it is UNVERIFIED (FACTS says which)
+    on_device: bool = False  # S decided on the device at replay: a graph never freezes it
 
     def splits(self, x: SplitInput) -> int:
         return int(self.fn(x))
@@ -135,11 +210,17 @@ class Policy:
         per = (qlen if self.per_token else 1) * cdiv(heads, self.head_group)
         return rows * per * s
 
+    @property
+    def provenance(self) -> str:
+        return self.source + ("" if self.verified else " (UNVERIFIED)")
 
+
+_V0119 = "aiter v0.1.19 (3135022)"
+_V0120 = "aiter v0.1.20 (fc2e5d5)"
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
-        Policy("aiter-gluon-v0.1.19", gluon_bh16_v0119, True, 16, True, "aiter v0.1.19 bh16bn64"),
+        Policy("aiter-gluon-v0.1.19", gluon_bh16_v0119, True, 16, True, f"{_V0119} bh16bn64"),
         Policy(
             "aiter-gluon-v0.1.19.post2",
             gluon_bh16_v0119_post2,
@@ -148,19 +229,65 @@ POLICIES: dict[str, Policy] = {
             True,
             "aiter v0.1.19.post2 bh16bn64",
         ),
+        Policy("aiter-gluon-fp8-v0.1.19", gluon_fp8_v0119, True, 16, True, f"{_V0119} bh16bn128"),
+        Policy("aiter-gluon-v0.1.20", gluon_bh16_v0120, False, 16, True, f"{_V0120} bh16"),
         Policy(
-            "aiter-gluon-fp8-v0.1.19", gluon_fp8_v0119, True, 16, True, "aiter v0.1.19 bh16bn128"
+            "aiter-gluon-v0.1.20.post1",
+            gluon_bh16_v0120,
+            False,
+            16,
+            True,
+            "aiter v0.1.20.post1 (de07f38): MLA as v0.1.20",
         ),
-        Policy("aiter-gluon-v0.1.20", gluon_bh16_v0120, False, 16, True, "aiter v0.1.20 bh16"),
-        Policy("aiter-gluon-bh64", gluon_bh64, False, 64, True, "aiter gluon bh64 (H 64/128)"),
-        Policy("aiter-asm", aiter_asm, False, 128, False, "aiter mla_decode_fwd get_meta_param"),
+        Policy(
+            "aiter-gluon-bh64", gluon_bh64, False, 64, True, f"{_V0119}..v0.1.20 bh64 (H 64/128)"
+        ),
+        Policy(
+            "aiter-gluon-gfx942-pr4582",
+            gluon_gfx942_pr4582,
+            False,
+            16,
+            True,
+            "aiter open PR #4582 (mla_gluon_gfx942; not released)",
+            verified=False,
+        ),
+        Policy(
+            "aiter-asm",
+            aiter_asm,
+            False,
+            128,
+            False,
+            "aiter mla_decode_fwd get_meta_param (total_kv = kv_indices length; tg/wg factors)",
+            verified=False,
+        ),
+        Policy(
+            "aiter-asm-fp8",
+            aiter_asm_fp8,
+            False,
+            128,
+            False,
+            "aiter mla_decode_fwd fp8 caps (get_block_n_fp8 values)",
+            verified=False,
+        ),
+        Policy(
+            "aiter-asm-persistent",
+            aiter_asm_persistent,
+            False,
+            128,
+            False,
+            "aiter get_mla_metadata_v1 (aiter#4144, v0.1.18+; cluster multiplier)",
+            verified=False,
+            on_device=True,
+        ),
         Policy("vllm-triton", vllm_triton, False, 16, True, "vLLM triton_mla num_kv_splits"),
         Policy("mlaprof-triton", mlaprof_triton, False, 128, False, "mlaprof's Triton kernel"),
     )
 }
 
+GLUON_POLICIES = tuple(n for n in POLICIES if n.startswith("aiter-gluon"))
 
-def applicable(policy: str, heads: int, num_reqs: int) -> str | None:
+
+def applicable(policy: str, heads: int, num_reqs: int, qlen: int = 1) -> str | None:
     """Why ``policy`` cannot run this shape (None when it can)."""
     bh16 = policy.startswith("aiter-gluon") and policy != "aiter-gluon-bh64"
     limit = 16 if policy in ("aiter-gluon-v0.1.19", "aiter-gluon-fp8-v0.1.19") else 96
@@ -168,6 +295,12 @@ def applicable(policy: str, heads: int, num_reqs: int) -> str | None:
         return f"bh16 handles at most {limit} heads in this version, got {heads}"
     if policy == "aiter-gluon-bh64" and heads not in (64, 128):
         return f"bh64 needs 64 or 128 heads, got {heads}"
+    if policy == "aiter-gluon-bh64" and num_reqs % 64:
+        return f"bh64 needs B % 64 == 0, got B = {num_reqs}"
+    if policy == "aiter-gluon-gfx942-pr4582" and heads > 16:
+        return f"mla_gluon_gfx942 serves small-head models, got {heads} heads"
+    if policy == "aiter-asm-fp8" and heads * qlen not in ASM_FP8_BLOCK_N:
+        return f"no fp8 ASM block width for nhead*qlen = {heads * qlen}"
     if policy == "aiter-gluon-fp8-v0.1.19" and num_reqs != 1:
         return f"fp8 bh16bn128 in v0.1.19 asserts B == 1, got B = {num_reqs}"
     return None
