@@ -75,9 +75,20 @@ def split_row(step: int, sc: Scenario, shape: BatchShape, s: StepSplits) -> dict
     }
 
 
+def scenario_splits(
+    sc: Scenario, meta: VerifyMetadata, shape: BatchShape, policies: list[str] | None = None
+) -> list[StepSplits]:
+    """S per policy for a scenario step. vLLM hands the ASM kernel its whole persistent
+    kv_indices buffer (max_num_seqs * max_model_len entries, mlaprof.splits.reservation), and
+    get_meta_param reads that length as total_kv."""
+    buffer = sc.max_num_seqs * sc.max_model_len
+    return step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len,
+                       policies, kv_buffer_len=buffer)  # fmt: skip
+
+
 def split_rows(step: int, sc: Scenario, meta: VerifyMetadata, shape: BatchShape) -> list[dict]:
     """Every policy's ``splits`` record for one step."""
-    splits = step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len)
+    splits = scenario_splits(sc, meta, shape)
     return [split_row(step, sc, shape, s) for s in splits]
 
 
@@ -85,7 +96,7 @@ def record_step_analysis(
     writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
 ) -> StepSplits | None:
     """Write the step's splits and padding rows in one commit; return the scenario policy's."""
-    splits = step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len)
+    splits = scenario_splits(sc, meta, shape)
     with writer.transaction():
         for s in splits:
             writer.add("splits", **split_row(step, sc, shape, s))

@@ -32,6 +32,7 @@ def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = N
         "backend": backend,
         "device": device,
         "target": sc.target,
+        "route": sc.route().to_dict(),  # the verify path vLLM takes for this scenario
         "command": " ".join(argv if argv is not None else sys.argv),
     }
 

@@ -58,6 +58,7 @@ DEVICES: dict[str, DevicePreset] = {
 }
 
 GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 MIN_KV_MODES = ("all-rows", "active-rows")
 
 
@@ -84,7 +85,7 @@ class Scenario:
     """One profiling scenario. Build from flags, a TOML file, or :func:`default_scenario`."""
 
     name: str = "default"
-    model: str = "deepseek-v3-tp8"
+    model: str = "kimi-k2-tp8"  # 8 heads: vLLM routes its verify to mla_gluon (see route())
     num_speculative_tokens: int = 3
     kv_lens: list[int] = field(default_factory=lambda: [1040, 2600, 6000])
     accepted_per_step: int = 2  # KV growth per request per step (accepted tokens + bonus)
@@ -98,6 +99,9 @@ class Scenario:
     layers: int = 4
     steps: int = 6
     seed: int = 0
+    kv_cache_dtype: str = "auto"  # vLLM cache_dtype: auto (the model's bf16) or fp8
+    vllm_version: str = "0.32.0"  # whose routing to model (mlaprof.splits.routing.VERSIONS)
+    kv_cache_tokens: int = 0  # KV cache size per rank in tokens (0: unknown); sizes buffers
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -115,6 +119,25 @@ class Scenario:
     @property
     def device_preset(self) -> DevicePreset:
         return DEVICES[self.target]
+
+    def route(self):  # noqa: ANN201 - mlaprof.splits.routing.Route
+        """The verify path vLLM takes for this scenario (AITER backend on ROCm targets)."""
+        from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
+
+        if not self.device_preset.arch.startswith("gfx"):
+            return non_rocm_route(self.device_preset.name, self.vllm_version)
+        kv_bytes = None
+        if self.kv_cache_tokens:
+            kv_bytes = self.kv_cache_tokens * KV_DIM * (1 if self.kv_cache_dtype != "auto" else 2)
+        cfg = RouteConfig(
+            self.heads,
+            self.qlen,
+            self.kv_cache_dtype,
+            self.device_preset.arch,
+            kv_cache_bytes=kv_bytes,
+            mtp_decode_qlen=self.qlen,
+        )
+        return verify_route(cfg, self.vllm_version)
 
     def capture_sizes(self) -> list[int]:
         return capture_sizes(self.max_num_seqs, self.num_speculative_tokens, self.graph_mode)
@@ -164,6 +187,14 @@ class Scenario:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise bad(f"{name} must be an integer in {lo}..{hi}, got {v!r}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise bad(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+        from mlaprof.splits.routing import VERSIONS
+
+        if self.vllm_version not in VERSIONS:
+            raise bad(f"vllm_version must be one of {', '.join(VERSIONS)}")
+        if not isinstance(self.kv_cache_tokens, int) or self.kv_cache_tokens < 0:
+            raise bad(f"kv_cache_tokens must be an integer >= 0, got {self.kv_cache_tokens!r}")
         from mlaprof.splits.policies import POLICIES
 
         if self.policy not in POLICIES:
@@ -172,13 +203,18 @@ class Scenario:
 
 
 def default_scenario() -> Scenario:
-    """16 heads (DeepSeek-V3 at TP8), 3 speculative tokens, 3 requests padded to a FULL graph of
-    4 requests (capture size 16): the padding row pins min_kv_seq_len to qlen."""
+    """8 heads (Kimi-K2 at TP8, a shape vLLM sends to mla_gluon's 4-D verify), 3 speculative
+    tokens, 3 requests padded to a FULL graph of 4 requests (capture size 16): the padding row pins
+    min_kv_seq_len to qlen, and aiter gluon v0.1.19 runs S = 1 where the fix gives 16 and the real
+    rows alone 17."""
     return Scenario().validate()
 
 
 SCENARIOS: dict[str, Scenario] = {
     "default": Scenario(),
+    "deepseek-v3-tp8": Scenario(
+        name="deepseek-v3-tp8", model="deepseek-v3-tp8", policy="aiter-asm-persistent"
+    ),
     "c1-long": Scenario(
         name="c1-long", kv_lens=[131072], num_speculative_tokens=3, accepted_per_step=2
     ),
@@ -188,7 +224,12 @@ SCENARIOS: dict[str, Scenario] = {
         num_speculative_tokens=3,
     ),
     "kimi-k2-tp8": Scenario(name="kimi-k2-tp8", model="kimi-k2-tp8", kv_lens=[3000, 5000, 9000]),
-    "deepseek-tp1": Scenario(name="deepseek-tp1", model="deepseek-v3-tp1", kv_lens=[4096] * 3),
+    "deepseek-tp1": Scenario(
+        name="deepseek-tp1",
+        model="deepseek-v3-tp1",
+        kv_lens=[4096] * 3,
+        policy="aiter-asm-persistent",
+    ),
 }
 
 

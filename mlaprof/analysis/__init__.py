@@ -17,7 +17,8 @@ from mlaprof.analysis.imported import (
     mark_unreliable,
 )
 from mlaprof.analysis.padding import padding_findings, padding_summary
-from mlaprof.analysis.paths import path_checks, path_findings
+from mlaprof.analysis.paths import path_checks, path_findings, route_findings, route_summary
+from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.splits import split_findings, split_summary
 from mlaprof.analysis.syncs import sync_findings
 from mlaprof.analysis.timing import timing_findings, timing_summary
@@ -59,6 +60,8 @@ def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
     findings += timing_findings(timing_summary(t["steps"], t["layers"]))
     findings += path_findings(path_checks(t["events"]), str(run.meta.get("backend", "")))
     findings += engine_log_findings(engine_starts(t["events"], run.meta.get("imported_from")))
+    findings += route_findings(route_summary(run.meta), sc.get("policy", ""))
+    findings += reservation_findings(reservation_summary(sc))
     if imp:
         mark_unreliable(findings, imp)
     findings.sort(key=lambda f: f.rank)
@@ -99,9 +102,13 @@ def summary(run: Run) -> dict[str, Any]:
             {"layer": _int(r.layer), "op": r.op, "location": r.location}
             for r in (syncs[syncs["kind"] == "alloc"] if not syncs.empty else syncs).itertuples()
         ],
+        "route": route_summary(run.meta),
         "splits": [
             {
                 "policy": r.policy,
+                "source": _policy_field(r.policy, "provenance"),
+                "verified": _policy_field(r.policy, "verified"),
+                "on_device": _policy_field(r.policy, "on_device"),
                 "used": _int(r.used),
                 "deserved": _int(r.deserved),
                 "frozen": _int(r.frozen),
@@ -118,11 +125,19 @@ def summary(run: Run) -> dict[str, Any]:
         "padding": padding_summary(t["padding"]),
         "capture": capture,
         "trace": t.get("imported"),
+        "reservation": reservation_summary(sc),
         "timing": timing_summary(t["steps"], t["layers"]),
         "paths": path_checks(t["events"]),
         "engine_starts": starts,
         "findings": [f.to_dict() for f in analyze(run, t)],
     }
+
+
+def _policy_field(name: str, attr: str) -> Any:
+    from mlaprof.splits.policies import POLICIES
+
+    p = POLICIES.get(name)
+    return None if p is None else getattr(p, attr)
 
 
 def _int(v: Any) -> int | None:

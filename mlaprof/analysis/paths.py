@@ -41,3 +41,43 @@ def path_findings(checks: list[dict], run_backend: str) -> list[Finding]:
             data={"legacy": legacy, "native": native},
         )
     ]
+
+
+def route_summary(meta: dict) -> dict | None:
+    """The verify path vLLM takes for the run's scenario: recorded at run start, else derived
+    from the stored scenario (older runs); None where the run has no scenario (imports)."""
+    route = meta.get("route")
+    if isinstance(route, dict) and route.get("path"):
+        return route
+    sc = meta.get("scenario")
+    if not isinstance(sc, dict) or not sc.get("model"):
+        return None
+    from mlaprof.errors import MlaprofError
+    from mlaprof.scenario import scenario_from_mapping
+
+    try:
+        return scenario_from_mapping({k: v for k, v in sc.items()}).route().to_dict()
+    except MlaprofError:
+        return None
+
+
+def route_findings(route: dict | None, policy: str) -> list[Finding]:
+    """A scenario whose split policy models a kernel vLLM does not run for its configuration."""
+    from mlaprof.splits.routing import policy_fits_route
+
+    if not route or not policy or policy_fits_route(policy, route["path"]):
+        return []
+    return [
+        Finding(
+            kind="route",
+            severity="warning",
+            title=(
+                f"split policy {policy} models a kernel vLLM does not run here: this "
+                f"configuration takes {route['path']} ({route['kernel']})"
+            ),
+            evidence=f"{route['reason']} [{route['source']}]",
+            fix="pick a policy of the routed kernel (mlaprof run --policy), or change the "
+            "configuration (heads, KV dtype, target) to the one you mean to model",
+            data={"route": route, "policy": policy},
+        )
+    ]

@@ -20,6 +20,14 @@ def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     return df.loc[idx].reset_index(drop=True)
 
 
+def three_numbers(used: int, fix: int | None, deserved: int) -> str:
+    """ "S = used, the fix gives F, D without padding rows": what a split finding must state."""
+    if fix is None:
+        return f"S = {used} used, {deserved} without padding rows"
+    why = " (padding rows still count in B)" if fix < deserved else ""
+    return f"S = {used} used, the fix gives {fix}{why}, {deserved} without padding rows"
+
+
 def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> list[Finding]:
     out: list[Finding] = []
     for r in split_summary(splits).itertuples():
@@ -27,6 +35,11 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
         p = POLICIES.get(r.policy)
+        fix = _opt_int(getattr(r, "active_rows", None))
+        if p and p.on_device:
+            if main:
+                out.append(_device_finding(r.policy, p.provenance))
+            continue
         if used * 2 <= deserved:
             cause = (
                 f"min_kv_seq_len = {int(r.min_kv_used)} (a minimum over all rows: padding rows "
@@ -38,10 +51,11 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
                 Finding(
                     kind="split-collapse",
                     severity="critical" if main and used == 1 else "warning" if main else "info",
-                    title=f"KV splits collapsed under {r.policy}: S = {used}, real rows deserve {deserved}",
+                    title=f"KV splits collapsed under {r.policy}: {three_numbers(used, fix, deserved)}",
                     evidence=(
                         f"step {int(r.step)}: {cause}; occupancy {_pct(r.occupancy_used)} vs "
-                        f"{_pct(r.occupancy_deserved)} of the {r.target} units"
+                        f"{_pct(r.occupancy_deserved)} of the {r.target} units; policy read from "
+                        f"{p.provenance if p else 'an unknown source'}"
                     ),
                     fix=(
                         "compute min_kv_seq_len in the metadata builder over active rows "
@@ -49,7 +63,7 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
                         if p and p.uses_min_kv
                         else "exclude padding rows from the split heuristic's batch size"
                     ),
-                    data={"policy": r.policy, "used": used, "deserved": deserved},
+                    data={"policy": r.policy, "used": used, "fix": fix, "deserved": deserved},
                 )
             )
         if main and graph_mode == "FULL" and pd.notna(r.frozen) and int(r.frozen) * 2 <= deserved:
@@ -71,6 +85,24 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
                 )
             )
     return out
+
+
+def _device_finding(policy: str, provenance: str) -> Finding:
+    return Finding(
+        kind="split-device",
+        severity="info",
+        title=f"S decided on the device ({policy}): not frozen into a captured graph",
+        evidence=(
+            "get_mla_metadata_v1 reads the live KV lengths on the device at every replay, so "
+            f"neither padding rows nor the capture-time dummy run fix S; read from {provenance}"
+        ),
+        fix="nothing to fix for the split count; compare replay time per batch size instead",
+        data={"policy": policy},
+    )
+
+
+def _opt_int(v: object) -> int | None:
+    return None if v is None or pd.isna(v) else int(v)
 
 
 def _pct(x: object) -> str:

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mlaprof.metadata import BatchShape, VerifyMetadata
-from mlaprof.recording import padding_row, split_row
+from mlaprof.recording import padding_row, scenario_splits, split_row
 from mlaprof.scenario import Scenario
-from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import POLICIES
 from mlaprof.store.writer import RunWriter
 
@@ -67,9 +66,7 @@ def analysis_items(
 
     def policy_item(name: str) -> Item:
         def run() -> None:
-            found = step_splits(
-                meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len, [name]
-            )
+            found = scenario_splits(sc, meta, shape, [name])
             for s in found:
                 row = split_row(step, sc, shape, s)
                 writer.add("splits", **row)

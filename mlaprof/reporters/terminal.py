@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis import Finding, summary
+from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.engine_log import bar_label, gib
 from mlaprof.store.reader import Run
 
@@ -79,6 +80,34 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             f"in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}"
         )
 
+    route = s.get("route")
+    console.print(
+        "vLLM route: "
+        + (
+            f"{route['path']} ({route['kernel']}): {route['reason']} [vLLM {route['version']}"
+            + ("" if route.get("verified") else " UNVERIFIED")
+            + "]"
+            if route
+            else "unknown (no scenario: the trace does not say which configuration ran)"
+        ),
+        highlight=False,
+    )
+    res = s.get("reservation") or []
+    if res:
+        console.print(
+            "verify buffers (modelled): "
+            + "  |  ".join(
+                f"{r['path']} by {r['sized_by']}: "
+                + ("unknown" if r["bytes"] is None else human_bytes(r["bytes"]))
+                for r in res
+            )
+            + (
+                f"  |  capture: {human_bytes(cap['memory_bytes'])}"
+                if cap.get("memory_bytes")
+                else ""
+            ),
+            highlight=False,
+        )
     paths = {c["backend"]: c for c in s.get("paths", [])}
     if paths:
         shown = (
@@ -101,7 +130,9 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
     for r in s["splits"]:
         collapsed = r["used"] is not None and r["deserved"] and r["used"] * 2 <= r["deserved"]
         t.add_row(
-            r["policy"] + (" *" if r["policy"] == sc.get("policy") else ""),
+            r["policy"]
+            + (" *" if r["policy"] == sc.get("policy") else "")
+            + ("" if r.get("verified", True) else " †"),
             f"[bold red]{r['used']}[/]" if collapsed else str(r["used"]),
             f"{r['all_rows']}/{r['active_rows']}",
             str(r["deserved"]),
@@ -127,7 +158,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         console.print(
             "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
             "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps; "
-            f"occupancy of {sc.get('target')} units used -> deserved[/]"
+            f"occupancy of {sc.get('target')} units used -> deserved; † UNVERIFIED: part of the "
+            "rule is not verified (see --json 'source')[/]"
         )
 
     if s["syncs"] and verbose:

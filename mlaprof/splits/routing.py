@@ -31,6 +31,7 @@ PATHS = {
     "asm-persistent": "aiter mla_decode_fwd, persistent ASM (get_mla_metadata_v1 schedule)",
     "asm": "aiter mla_decode_fwd, non-persistent ASM (get_meta_param)",
     "legacy-flat": "aiter mla_gluon over flattened verify rows (pre-fix, 4 syncs per layer)",
+    "triton-mla": "vLLM Triton MLA decode (_fwd_grouped_kernel_stage1/_fwd_kernel_stage2)",
 }
 
 VERSIONS = {
@@ -170,3 +171,38 @@ def verify_route(cfg: RouteConfig, version: str = DEFAULT_VERSION) -> Route:
     else:
         why += f"; no persistent kernel for {cfg.heads} heads at qlen {cfg.qlen}"
     return Route("asm", PATHS["asm"], why, version, src, verified, False)
+
+
+def non_rocm_route(device: str, version: str = DEFAULT_VERSION) -> Route:
+    """Off ROCm vLLM does not load its AITER backend: MLA verify runs vLLM's Triton MLA."""
+    return Route(
+        "triton-mla",
+        PATHS["triton-mla"],
+        f"target {device} is not a ROCm GPU: vLLM's AITER MLA backend is not used",
+        version,
+        VERSIONS.get(version, version),
+        False,
+        False,
+    )
+
+
+# the split policies that model each path's kernel (mlaprof.splits.policies names)
+PATH_POLICIES = {
+    "gluon-verify": ("aiter-gluon-",),
+    "gluon-decode": ("aiter-gluon-",),
+    "legacy-flat": ("aiter-gluon-",),
+    "asm-persistent": ("aiter-asm-persistent",),
+    "asm": ("aiter-asm", "aiter-asm-fp8"),
+    "triton-mla": ("vllm-triton",),
+}
+
+
+def policy_fits_route(policy: str, path: str) -> bool:
+    """Whether ``policy`` models the kernel family the route launches (mlaprof's own kernel
+    stands apart: it is what mlaprof runs, not what vLLM runs)."""
+    if policy == "mlaprof-triton":
+        return True
+    fams = PATH_POLICIES.get(path, ())
+    if path == "asm":
+        return policy in fams
+    return any(policy == f or (f.endswith("-") and policy.startswith(f)) for f in fams)
