@@ -200,3 +200,50 @@ def test_runs_before_any_run_is_friendly(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("MLAPROF_TRACES", raising=False)
     assert main(["runs"]) == 0
     assert "no runs yet" in capsys.readouterr().out
+
+
+def test_default_run_takes_a_path_vllm_runs_and_states_three_numbers(capsys, traces):
+    """The default: 8 heads (Kimi-K2 at TP8) on mla_gluon v0.1.19, as vLLM routes it."""
+    code = main(["run", "--traces", str(traces), "--steps", "1", "--layers", "1", "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["scenario"]["model"] == "kimi-k2-tp8" and doc["route"]["path"] == "gluon-verify"
+    assert doc["route"]["version"] == "0.32.0" and doc["route"]["verified"]
+    (collapse,) = [f for f in doc["findings"] if f["kind"] == "split-collapse"
+                   and f["data"]["policy"] == "aiter-gluon-v0.1.19"]  # fmt: skip
+    assert collapse["severity"] == "critical"
+    assert "S = 1 used, the fix gives 16 (padding rows still count in B), 17 without padding " \
+        "rows" in collapse["title"]  # fmt: skip
+    assert "route" not in {f["kind"] for f in doc["findings"]}
+    res = {(r["path"], r["sized_by"]): r["bytes"] for r in doc["reservation"]}
+    assert res[("4-D", "max_model_len")] == 256 * 131072 * 4 + 2 * 257 * 4
+    assert res[("legacy-flat", "kv-cache")] is None
+    splits = {s["policy"]: s for s in doc["splits"]}
+    assert (
+        splits["aiter-asm"]["verified"] is False and "UNVERIFIED" in splits["aiter-asm"]["source"]
+    )
+
+
+def test_deepseek_tp8_preset_takes_the_persistent_asm_path(capsys, traces):
+    doc = run_json(capsys, traces, "--scenario", "deepseek-v3-tp8", "--layers", "1")
+    assert doc["route"]["path"] == "asm-persistent" and doc["route"]["splits_on_device"]
+    kinds = {f["kind"]: f for f in doc["findings"]}
+    assert "decided on the device" in kinds["split-device"]["title"]
+    assert "route" not in kinds
+
+
+def test_a_policy_vllm_does_not_run_is_flagged(capsys, traces):
+    doc = run_json(capsys, traces, "--model", "deepseek-v3-tp8", "--layers", "1")
+    (f,) = [f for f in doc["findings"] if f["kind"] == "route"]
+    assert "aiter-gluon-v0.1.19 models a kernel vLLM does not run" in f["title"]
+    assert "16 heads >= 16" in f["evidence"]
+
+
+def test_terminal_report_shows_route_and_reservation(capsys, traces):
+    assert main(["run", "--traces", str(traces), *SMALL[:-1], "--name", "r"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM route: gluon-verify" in out and "verify buffers (modelled)" in out
+    assert main(["run", "--traces", str(traces), *SMALL, "--name", "n", "--target", "h200"]) == 0
+    capsys.readouterr()
+    assert main(["report", "n", "--traces", str(traces), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["route"]["path"] == "triton-mla"

@@ -7,14 +7,19 @@ from mlaprof.metadata import BatchShape, build_metadata
 from mlaprof.scenario import DEVICES
 from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import (
+    POLICIES,
     SplitInput,
     aiter_asm,
+    aiter_asm_fp8,
+    applicable,
+    asm_total_kv,
     gluon_active_splits,
     gluon_bh16_v0119,
     gluon_bh16_v0119_post2,
     gluon_bh16_v0120,
     gluon_bh64,
     gluon_fp8_v0119,
+    gluon_gfx942_pr4582,
     vllm_triton,
 )
 
@@ -98,3 +103,55 @@ def test_step_splits_used_deserved_frozen():
     fixed = build_metadata(shape, min_kv_mode="active-rows")
     g2 = {s.policy: s for s in step_splits(fixed, 16, DEVICES["mi355x"], "FULL", 131072)}
     assert g2["aiter-gluon-v0.1.19"].used == 16 and not g2["aiter-gluon-v0.1.19"].collapsed
+
+
+def test_bh64_needs_batch_a_multiple_of_64():
+    assert applicable("aiter-gluon-bh64", 64, 4) == "bh64 needs B % 64 == 0, got B = 4"
+    assert applicable("aiter-gluon-bh64", 128, 128) is None
+
+
+def test_v0120_post1_is_v0120_and_every_policy_names_its_source():
+    x0 = x(b=4, qlen=4, h=8, min_kv=4)
+    assert POLICIES["aiter-gluon-v0.1.20.post1"].splits(x0) == gluon_bh16_v0120(x0)
+    assert "de07f38" in POLICIES["aiter-gluon-v0.1.20.post1"].source
+    for p in POLICIES.values():
+        assert p.source and (p.verified or p.provenance.endswith("(UNVERIFIED)"))
+    assert "PR #4582" in POLICIES["aiter-gluon-gfx942-pr4582"].provenance
+
+
+def test_asm_total_kv_is_the_buffer_length():
+    """vLLM hands mla_decode_fwd its whole kv_indices buffer: S follows its length, not the KV."""
+    live = x(b=64, qlen=4, h=16, min_kv=200, total=64 * 200, units=304)
+    buf = SplitInput(**{**live.__dict__, "kv_buffer_len": 256 * 131072})
+    assert aiter_asm(live) != aiter_asm(buf)
+    assert asm_total_kv(buf) == 256 * 131072 and asm_total_kv(live) == 64 * 200
+
+
+def test_asm_fp8_caps():
+    big = x(b=2, qlen=4, h=16, min_kv=100, total=200, units=304)
+    # ceil(total_kv / (bs * bn)) = ceil(200 / 128) = 2 caps get_meta_param's choice
+    assert aiter_asm(big) > 2 and aiter_asm_fp8(big) <= 2
+    # S > 1: min(S, floor(|200/2 - 4| / 64) + 1) = 2
+    assert aiter_asm_fp8(big) == 2
+    # the second cap binds alone: avg 129 -> ceil(129/64) = 3, floor(|129 - 4| / 64) + 1 = 2
+    # (the first cap rarely binds without the second: it is kept as FACTS states it)
+    one = x(b=1, qlen=4, h=16, min_kv=129, total=129, units=304)
+    assert aiter_asm(one) > 3 and aiter_asm_fp8(one) == 2
+    with pytest.raises(MlaprofError, match="no block width"):
+        aiter_asm_fp8(x(b=1, qlen=3, h=7, min_kv=100))
+    assert applicable("aiter-asm-fp8", 7, 1, 3) is not None
+
+
+def test_persistent_split_is_decided_on_the_device_and_never_frozen():
+    shape = BatchShape([1040, 2600, 6000], 4, 4, 16, "FULL")
+    meta = build_metadata(shape)
+    (p,) = step_splits(meta, 16, DEVICES["mi355x"], "FULL", 131072, ["aiter-asm-persistent"])
+    assert p.frozen is None and "decided on the device" in p.note
+    assert POLICIES["aiter-asm-persistent"].on_device
+
+
+def test_gfx942_pr4582_table():
+    f = gluon_gfx942_pr4582
+    assert [f(x(b=b, qlen=1)) for b in (1, 4, 8, 16, 17)] == [64, 64, 32, 16, 9]
+    assert [f(x(b=b, qlen=4)) for b in (1, 8, 15, 16)] == [24, 10, 10, 6]
+    assert f(x(b=1, qlen=2)) == 16 and f(x(b=3, qlen=2)) == min(64, -(-256 // 6))
