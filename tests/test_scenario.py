@@ -66,6 +66,9 @@ def test_uniform_batch_padding():
         ({"layers": 0}, "layers must be"),
         ({"graph_mode": "FOO"}, "graph_mode"),
         ({"policy": "nope"}, "unknown split policy"),
+        ({"kv_cache_dtype": "int4"}, "kv_cache_dtype must be one of"),
+        ({"vllm_version": "0.1"}, "vllm_version must be one of"),
+        ({"kv_cache_tokens": -1}, "kv_cache_tokens must be"),
     ],
 )
 def test_invalid_values_name_the_problem(over, words):
@@ -88,3 +91,23 @@ def test_toml_file(tmp_path):
         scenario_from_mapping({"layers": "three"})
     with pytest.raises(MlaprofError, match="unknown scenario"):
         load_scenario("no-such-preset")
+
+
+def test_presets_take_paths_vllm_runs():
+    """The default is a configuration vLLM sends to mla_gluon; the 16-head case is its own preset,
+    on the ASM decode; every preset's policy models the kernel its route launches."""
+    from mlaprof.scenario import SCENARIOS
+    from mlaprof.splits.routing import policy_fits_route
+
+    d = load_scenario("default")
+    assert (d.heads, d.policy, d.route().path) == (8, "aiter-gluon-v0.1.19", "gluon-verify")
+    ds = load_scenario("deepseek-v3-tp8")
+    assert (ds.heads, ds.route().path) == (16, "asm-persistent")
+    for sc in SCENARIOS.values():
+        assert policy_fits_route(sc.policy, sc.validate().route().path), sc.name
+    assert dataclasses.replace(d, kv_cache_dtype="fp8").route().path == "asm-persistent"
+    assert dataclasses.replace(d, target="mi300x").route().path == "asm-persistent"
+    assert dataclasses.replace(d, target="h200").route().path == "triton-mla"
+    # a 4M-token bf16 KV cache is 4.4 GiB per layer: past gluon's 2 GiB bound
+    assert dataclasses.replace(d, kv_cache_tokens=4_000_000).route().path == "asm-persistent"
+    assert dataclasses.replace(d, vllm_version="pre-51171").route().path == "legacy-flat"

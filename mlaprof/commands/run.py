@@ -12,13 +12,22 @@ from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, traces_dir
 from mlaprof.errors import MlaprofError
-from mlaprof.scenario import DEVICES, MIN_KV_MODES, MODELS, SCENARIOS, load_scenario
+from mlaprof.scenario import (
+    DEVICES,
+    KV_CACHE_DTYPES,
+    MIN_KV_MODES,
+    MODELS,
+    SCENARIOS,
+    load_scenario,
+)
+from mlaprof.splits.routing import VERSIONS
 
 EPILOG = """\
 examples:
   mlaprof run                                    default scenario, native path (torch, CPU)
   mlaprof run --backend legacy-flat --layers 3   the pre-fix path: 4 syncs per layer
   mlaprof run --min-kv-mode active-rows          the fix: min_kv_seq_len over active rows
+  mlaprof run --scenario deepseek-v3-tp8         16 heads: vLLM's persistent ASM decode
   mlaprof run --scenario my.toml                 a scenario file (keys = Scenario fields)
   mlaprof run --device cuda --backend triton     real FULL-graph capture on a GPU
   mlaprof run --live                             run in the background and watch it in the TUI
@@ -73,6 +82,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="device preset for the split/occupancy model (default: mi355x)",
     )
     p.add_argument(
+        "--kv-cache-dtype",
+        choices=KV_CACHE_DTYPES,
+        help="vLLM cache_dtype (auto = the model's bf16; fp8 routes verify to the ASM decode)",
+    )
+    p.add_argument(
+        "--vllm-version",
+        choices=sorted(VERSIONS),
+        help="whose routing the report shows (default 0.32.0; pre-51171: the flattened path)",
+    )
+    p.add_argument(
         "--check-syncs",
         default="first",
         choices=("first", "all", "off"),
@@ -105,6 +124,8 @@ def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
         "graph_mode",
         "policy",
         "target",
+        "kv_cache_dtype",
+        "vllm_version",
     ):
         v = getattr(args, k, None)
         if v is not None:
