@@ -58,6 +58,11 @@ def test_findings_on_top_and_diff_table(report):
         assert html.escape(f.title) in text[:first_fig]
     assert "sev-critical" in text[:first_fig]
     assert "A = <b>bug</b> (this run, before), B = <b>fix</b> (after)" in text
+    with mlaprof.load(bug) as run:
+        route = run.meta["scenario"] and mlaprof.analysis.summary(run)["route"]
+    assert f"<td>vLLM route</td><td>{route['path']} (" in text.replace("<th>", "<td>").replace(
+        "</th>", "</td>"
+    )
     assert re.search(
         r"sync / allocation sites in the region</td><td>count</td><td class='num'>2</td>"
         r"<td class='num'>0</td>",

@@ -103,6 +103,16 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
     )
 
 
+def _route_text(meta: dict) -> str | None:
+    from mlaprof.analysis.paths import route_summary
+
+    r = route_summary(meta)
+    if not r:
+        return None
+    tag = "" if r.get("verified") else " UNVERIFIED"
+    return f"{r['path']} ({r['kernel']}): {r['reason']} [vLLM {r['version']}{tag}]"
+
+
 def _meta_html(run: Any) -> str:
     m = c.meta(run)
     sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
@@ -124,6 +134,7 @@ def _meta_html(run: Any) -> str:
             "graph mode / min_kv",
             f"{sc.get('graph_mode')} / {sc.get('min_kv_mode')}" if sc else None,
         ),
+        ("vLLM route", _route_text(m)),
         (
             "split policy / target",
             f"{sc.get('policy')} / {c.target_label(sc.get('target'))}" if sc else None,
