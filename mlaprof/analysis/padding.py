@@ -47,7 +47,9 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
             ),
             evidence=(
                 f"{100 * frac:.1f}% of verify tokens over {s['steps_padded']} step(s) are padding; "
-                "padding rows have qo_len 0 and KV length pinned to qlen"
+                "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
+                "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "
+                "ASM decode computes them in full"
             ),
             fix=(
                 "keep padding rows out of every heuristic (min_kv_seq_len, batch size) and make "

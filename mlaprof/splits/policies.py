@@ -279,8 +279,22 @@ POLICIES: dict[str, Policy] = {
             verified=False,
             on_device=True,
         ),
-        Policy("vllm-triton", vllm_triton, False, 16, True, "vLLM triton_mla num_kv_splits"),
-        Policy("mlaprof-triton", mlaprof_triton, False, 128, False, "mlaprof's Triton kernel"),
+        Policy(
+            "vllm-triton",
+            vllm_triton,
+            False,
+            16,
+            True,
+            "vLLM 0.32.0 triton_mla _compute_num_kv_splits",
+        ),
+        Policy(
+            "mlaprof-triton",
+            mlaprof_triton,
+            False,
+            128,
+            False,
+            "mlaprof's Triton kernel (this repository)",
+        ),
     )
 }
 
