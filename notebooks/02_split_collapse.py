@@ -32,7 +32,7 @@ from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.scenario import DEVICES, capture_sizes
 from mlaprof.splits.policies import POLICIES, SplitInput, applicable
 
-HEADS = 16  # DeepSeek-V3 at TP8
+HEADS = 8  # Kimi-K2 at TP8: vLLM sends this verify to mla_gluon (16 heads take the ASM decode)
 SPEC = 3  # speculative tokens: qlen = 4
 QLEN = 1 + SPEC
 SIZES = capture_sizes(max_num_seqs=256, num_spec=SPEC, graph_mode="FULL")
@@ -55,7 +55,7 @@ for ctx in CONTEXTS:
         for dev in ("mi355x", "mi300x", "h200"):
             units = DEVICES[dev].units
             for name, pol in POLICIES.items():
-                why = applicable(name, HEADS, meta.num_reqs)
+                why = applicable(name, HEADS, meta.num_reqs, QLEN)
                 if why:
                     continue
 
@@ -151,7 +151,7 @@ for col, key in ((1, "S_bug"), (2, "S_fix")):
         col=col,
     )
 fig.update_layout(
-    title="KV splits S, aiter-gluon-v0.1.19 on mi355x (256 CUs), 16 heads, qlen 4 "
+    title="KV splits S, aiter-gluon-v0.1.19 on mi355x (256 CUs), 8 heads, qlen 4 "
     "(* = batch padded with padding rows)",
     coloraxis={"colorscale": "Viridis", "colorbar": {"title": "S (count)"}},
     height=420,

@@ -166,7 +166,10 @@ def verify_route(cfg: RouteConfig, version: str = DEFAULT_VERSION) -> Route:
     if cfg.dcp_world_size > 1:
         why += "; the DCP decode routes (plain/cprr/segmented) are not modelled"
     elif persistent_schedule(cfg, False):
-        why += "; get_mla_metadata_v1 schedules the splits on the device"
+        why += (
+            "; get_mla_metadata_v1 schedules the splits on the device (AITER itself switches to "
+            "the non-persistent kernel at B >= AITER_MLA_DECODE_PERSISTENT_MAX_BATCH, default 32)"
+        )
         return Route("asm-persistent", PATHS["asm-persistent"], why, version, src, verified, True)
     else:
         why += f"; no persistent kernel for {cfg.heads} heads at qlen {cfg.qlen}"
