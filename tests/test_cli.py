@@ -88,6 +88,7 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
     assert fix["aiter-gluon-v0.1.19"]["used"] == 16
     assert main(["report", "bug", "--traces", str(traces), "--compare", "fix", "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)["compare"]
+    assert cmp["route"] == {"before": "gluon-verify", "after": "gluon-verify"}
     assert {"policy": "aiter-gluon-v0.1.19", "used_before": 1, "used_after": 16}.items() <= (
         cmp["splits"][0].items()
     )

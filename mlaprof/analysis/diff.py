@@ -37,6 +37,10 @@ def diff_runs(a: Run, b: Run) -> dict[str, Any]:
         "after": sb["run"],
         "syncs": {"before": _sync_count(sa), "after": _sync_count(sb)},
         "capture": {"before": _capture(sa), "after": _capture(sb)},
+        "route": {
+            "before": (sa.get("route") or {}).get("path"),
+            "after": (sb.get("route") or {}).get("path"),
+        },
         "splits": splits,
         "trace_splits": trace_splits,
         "padding_rows": {

@@ -343,6 +343,7 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
         *("unknown" if v is None else str(v) for v in (d["syncs"]["before"], d["syncs"]["after"])),
     )
     t.add_row("capture", d["capture"]["before"], d["capture"]["after"])
+    t.add_row("vLLM route", str(d["route"]["before"]), str(d["route"]["after"]))
     for s in d["splits"]:
         t.add_row(f"S used ({s['policy']})", str(s["used_before"]), str(s["used_after"]))
     for s in d.get("trace_splits", []):
