@@ -8,9 +8,12 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
+
+if TYPE_CHECKING:
+    from mlaprof.splits.routing import Route
 
 LATENT = 512
 ROPE = 64
@@ -120,7 +123,7 @@ class Scenario:
     def device_preset(self) -> DevicePreset:
         return DEVICES[self.target]
 
-    def route(self):  # noqa: ANN201 - mlaprof.splits.routing.Route
+    def route(self) -> Route:
         """The verify path vLLM takes for this scenario (AITER backend on ROCm targets)."""
         from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
 
