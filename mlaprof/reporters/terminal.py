@@ -129,6 +129,10 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
         t.add_column(col, justify="right", no_wrap=True)
     for r in s["splits"]:
         collapsed = r["used"] is not None and r["deserved"] and r["used"] * 2 <= r["deserved"]
+        if r.get("on_device"):  # S is the device's, at every replay: no host number to show
+            name = r["policy"] + (" *" if r["policy"] == sc.get("policy") else "")
+            t.add_row(name + " †", "device", "-", "-", "never", "-")
+            continue
         t.add_row(
             r["policy"]
             + (" *" if r["policy"] == sc.get("policy") else "")
@@ -157,7 +161,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
     if s["splits"]:
         console.print(
             "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
-            "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps; "
+            "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps "
+            "(device: S decided on the device at replay, never frozen); "
             f"occupancy of {sc.get('target')} units used -> deserved; † UNVERIFIED: part of the "
             "rule is not verified (see --json 'source')[/]"
         )
