@@ -88,7 +88,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             + ("" if route.get("verified") else " UNVERIFIED")
             + "]"
             if route
-            else "unknown (no scenario: the trace does not say which configuration ran)"
+            else "not modelled (no scenario: heads, KV dtype and arch are unknown; an imported "
+            "trace's own paths are listed with it)"
         ),
         highlight=False,
     )
