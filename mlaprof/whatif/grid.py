@@ -1,0 +1,302 @@
+"""The what-if grid: for every (batch, KV length, speculative tokens, model preset, policy,
+device) cell, the KV-split count S with the padding bug, with the fix and as frozen at capture,
+the occupancy each gives, the padding rows, and a predicted verify time (``costmodel``).
+
+Nothing runs: each cell is the metadata the builder would produce for a batch of ``batch`` real
+requests of ``context`` KV tokens each, padded as vLLM pads a FULL uniform decode batch
+(:func:`mlaprof.metadata.batch_shape`), fed to the split policies of ``POLICIES`` through their
+numpy twins (:mod:`.vector`). ``tests/test_whatif.py`` checks random cells against the scalar
+path ``build_metadata`` + ``step_splits`` that ``mlaprof run`` records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mlaprof.errors import MlaprofError
+from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
+from mlaprof.splits.analysis import dummy_run_input, is_collapsed
+from mlaprof.splits.policies import POLICIES, SplitInput, applicable, cdiv
+from mlaprof.whatif import vector
+from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
+from mlaprof.whatif.sizes import SIZE_RULES, sizes_for
+
+MAX_POINTS = 5_000_000
+
+
+def _default(name: str) -> Any:
+    return getattr(Scenario(), name)
+
+
+@dataclass
+class GridSpec:
+    """The axes of the grid; defaults follow the default scenario (model, spec, policy, target)."""
+
+    batches: list[int] = field(default_factory=lambda: list(range(1, 65)))
+    contexts: list[int] = field(
+        default_factory=lambda: [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+    )
+    specs: list[int] = field(default_factory=lambda: [_default("num_speculative_tokens")])
+    models: list[str] = field(default_factory=lambda: [_default("model")])
+    policies: list[str] = field(default_factory=lambda: [_default("policy")])
+    devices: list[str] = field(default_factory=lambda: [_default("target")])
+    max_num_seqs: int = field(default_factory=lambda: _default("max_num_seqs"))
+    max_model_len: int = field(default_factory=lambda: _default("max_model_len"))
+    graph_mode: str = "FULL"
+    capture_sizes: list[int] | None = None  # an explicit cudagraph_capture_sizes list
+    size_rule: str = "vllm-legacy"
+
+    @property
+    def points(self) -> int:
+        n = 1
+        for axis in (
+            self.batches,
+            self.contexts,
+            self.specs,
+            self.models,
+            self.policies,
+            self.devices,
+        ):
+            n *= len(axis)
+        return n
+
+    def validate(self) -> GridSpec:
+        for name, known in (("models", MODELS), ("policies", POLICIES), ("devices", DEVICES)):
+            for v in getattr(self, name):
+                if v not in known:
+                    raise MlaprofError(f"unknown {name[:-1]} {v!r}; choose from {', '.join(known)}")
+        for name in ("batches", "contexts", "specs", "models", "policies", "devices"):
+            if not getattr(self, name):
+                raise MlaprofError(f"the grid has no {name}")
+        if self.graph_mode not in GRAPH_MODES:
+            raise MlaprofError(f"graph mode must be one of {', '.join(GRAPH_MODES)}")
+        if self.size_rule not in SIZE_RULES:
+            raise MlaprofError(
+                f"unknown capture-size rule {self.size_rule!r}; choose from {', '.join(SIZE_RULES)}"
+            )
+        if not 1 <= self.max_num_seqs <= 4096:
+            raise MlaprofError(f"max_num_seqs must be 1..4096, got {self.max_num_seqs}")
+        if any(not 0 <= s <= 15 for s in self.specs):
+            raise MlaprofError(f"speculative tokens must be 0..15, got {self.specs}")
+        if any(b < 1 or b > self.max_num_seqs for b in self.batches):
+            raise MlaprofError(
+                f"batch sizes must be 1..max_num_seqs ({self.max_num_seqs}), got {self.batches}"
+            )
+        qmax = 1 + max(self.specs)
+        if any(c < qmax or c > 16_777_216 for c in self.contexts):
+            raise MlaprofError(
+                f"KV lengths must be {qmax}..16M tokens (at least qlen), got {self.contexts}"
+            )
+        if self.points > MAX_POINTS:
+            raise MlaprofError(f"{self.points:,} grid points is more than {MAX_POINTS:,}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class WhatIf:
+    spec: GridSpec
+    cells: pd.DataFrame
+    provenance: dict[str, Any]
+
+    def worst(self, n: int = 15) -> pd.DataFrame:
+        """The cells that lose most to padding rows or to capture: predicted slowdown where a
+        cost model exists, S lost otherwise."""
+        return worst_cells(self.cells, n)
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
+        cells = self.cells if top is None else self.worst(top)
+        return {
+            "spec": self.spec.to_dict(),
+            "provenance": self.provenance,
+            "points": len(self.cells),
+            "collapsed_cells": int(self.cells["collapsed"].sum()),
+            "frozen_collapsed_cells": int(self.cells["frozen_collapsed"].sum()),
+            "cells": [_jsonable(r) for r in cells.to_dict(orient="records")],
+        }
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, (np.integer,)):
+            v = int(v)
+        elif isinstance(v, (float, np.floating)):
+            v = None if v != v else round(float(v), 6)
+        elif isinstance(v, np.bool_):
+            v = bool(v)
+        out[k] = v
+    return out
+
+
+def worst_cells(cells: pd.DataFrame, n: int = 15) -> pd.DataFrame:
+    loss = np.fmax(cells["slowdown_bug"].to_numpy(float), cells["slowdown_frozen"].to_numpy(float))
+    s_fix = cells["S_fix"].to_numpy(float)
+    s_low = np.fmin(
+        cells["S_bug"].replace(0, np.nan).to_numpy(float),
+        cells["S_frozen"].replace(0, np.nan).to_numpy(float),
+    )
+    ratio = s_fix / s_low
+    key = pd.DataFrame(
+        {"loss": np.nan_to_num(loss, nan=0.0), "ratio": np.nan_to_num(ratio, nan=0.0)}
+    )
+    order = key.sort_values(["loss", "ratio"], ascending=False, kind="stable").index[:n]
+    return cells.loc[order].reset_index(drop=True)
+
+
+def _group(
+    spec: GridSpec,
+    b: np.ndarray,
+    ctx: np.ndarray,
+    num_spec: int,
+    model: str,
+    policy: str,
+    device: str,
+) -> dict[str, Any]:
+    """Every column of the cells of one (spec, model, policy, device) group."""
+    q = 1 + num_spec
+    heads = MODELS[model].heads
+    dev = DEVICES[device]
+    pol = POLICIES[policy]
+    units = dev.units
+    n = len(b)
+    tokens = b * q
+    if spec.graph_mode == "FULL":
+        sizes = np.asarray(
+            sizes_for(spec.size_rule, spec.max_num_seqs, num_spec, spec.capture_sizes)
+        )
+        idx = np.searchsorted(sizes, tokens, side="left")
+        graph = idx < len(sizes)
+        size = np.where(graph, sizes[np.minimum(idx, len(sizes) - 1)], 0)
+        rows = np.where(graph, size // q, b)
+    else:
+        graph = np.zeros(n, bool)
+        size = np.zeros(n, np.int64)
+        rows = b.copy()
+    pad = rows - b
+    min_all = np.where(pad > 0, q, ctx)  # padding rows are pinned to qlen (ctx >= qlen)
+    total_all = b * ctx + pad * q
+
+    def s_of(x: SplitInput) -> np.ndarray:
+        return vector.splits(pol, x)
+
+    s_bug = s_of(SplitInput(rows, q, heads, min_all, ctx, total_all, units))
+    s_fix = s_of(SplitInput(rows, q, heads, ctx, ctx, total_all, units))
+    s_des = s_of(SplitInput(b, q, heads, ctx, ctx, b * ctx, units))
+    s_frz = np.where(
+        graph, s_of(dummy_run_input(policy, rows, q, heads, units, spec.max_model_len)), 0
+    )
+    # kernels that cannot run this shape at all (head limits, B == 1 asserts)
+    notes = np.full(n, "", dtype=object)
+    for r in np.unique(rows):
+        why = applicable(policy, heads, int(r))
+        if why:
+            m = rows == r
+            notes[m] = f"n/a: {why}"
+            s_bug[m] = s_fix[m] = s_des[m] = s_frz[m] = 0
+    refused = (s_bug == 0) | (s_fix == 0) | (graph & (s_frz == 0))
+    notes[refused & (notes == "")] = "n/a: the kernel refuses this shape (an assert in the kernel)"
+    per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
+    real_bytes = b * ctx * KV_BYTES_PER_TOKEN * per
+    model_t = cost_model(device)
+
+    def occ_time(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok = s > 0
+        programs = b * per * vector.active_splits(ctx, s)
+        occ = np.where(ok, np.minimum(1.0, programs / max(1, units)), np.nan)
+        if model_t is None:
+            return occ, np.full(n, np.nan)
+        return occ, np.where(ok, model_t.seconds(programs, real_bytes) * 1e6, np.nan)
+
+    occ_bug, t_bug = occ_time(s_bug)
+    occ_fix, t_fix = occ_time(s_fix)
+    occ_frz, t_frz = occ_time(s_frz)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slow_bug = t_bug / t_fix
+        slow_frz = t_frz / t_fix
+    return {
+        "spec_tokens": np.full(n, num_spec),
+        "qlen": np.full(n, q),
+        "model": np.full(n, model, dtype=object),
+        "heads": np.full(n, heads),
+        "policy": np.full(n, policy, dtype=object),
+        "device": np.full(n, device, dtype=object),
+        "units": np.full(n, units),
+        "batch": b,
+        "context": ctx,
+        "graph": np.where(graph, "FULL", "PIECEWISE" if spec.graph_mode == "PIECEWISE" else "NONE"),
+        "capture_size": np.where(graph, size, 0),
+        "rows": rows,
+        "padding_rows": pad,
+        "padding_share": pad / rows,
+        "min_kv_bug": min_all,
+        "S_bug": s_bug,
+        "S_fix": s_fix,
+        "S_frozen": s_frz,
+        "S_deserved": s_des,
+        "collapsed": (s_bug > 0) & is_collapsed(s_bug, s_fix),
+        "frozen_collapsed": graph & (s_frz > 0) & is_collapsed(s_frz, s_fix),
+        "occupancy_bug": occ_bug,
+        "occupancy_fix": occ_fix,
+        "occupancy_frozen": occ_frz,
+        "t_bug_us": t_bug,
+        "t_fix_us": t_fix,
+        "t_frozen_us": t_frz,
+        "slowdown_bug": slow_bug,
+        "slowdown_frozen": slow_frz,
+        "time_model": np.full(
+            n, model_t.provenance if model_t else "no cost model for this device", dtype=object
+        ),
+        "note": notes,
+    }
+
+
+def compute(spec: GridSpec) -> WhatIf:
+    """Every cell of ``spec`` (validated first)."""
+    spec.validate()
+    bb, cc = np.meshgrid(
+        np.asarray(spec.batches, np.int64), np.asarray(spec.contexts, np.int64), indexing="ij"
+    )
+    b, ctx = bb.ravel(), cc.ravel()
+    parts: list[dict[str, Any]] = []
+    for num_spec in spec.specs:
+        for model in spec.models:
+            for policy in spec.policies:
+                for device in spec.devices:
+                    parts.append(_group(spec, b, ctx, num_spec, model, policy, device))
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cells = pd.DataFrame(cols)
+    return WhatIf(spec, cells, provenance(spec))
+
+
+def provenance(spec: GridSpec) -> dict[str, Any]:
+    """What every number of the grid is: a model, for which presets and policy versions."""
+    return {
+        "kind": "modelled",
+        "what": "KV splits, occupancy and padding from mlaprof's metadata and padding model and "
+        "the published split heuristics; nothing was run",
+        "models": {
+            m: f"{MODELS[m].heads} heads per rank ({MODELS[m].description})" for m in spec.models
+        },
+        "policies": {p: POLICIES[p].source for p in spec.policies},
+        "devices": {
+            d: f"{DEVICES[d].units} {DEVICES[d].unit_name}s ({DEVICES[d].description})"
+            for d in spec.devices
+        },
+        "capture_sizes": (
+            f"explicit {spec.capture_sizes}, rounded up to multiples of qlen as vLLM does"
+            if spec.capture_sizes
+            else f"vLLM default ({spec.size_rule}) for max_num_seqs {spec.max_num_seqs}"
+        ),
+        "time": {
+            d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
+        },
+        "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
+    }

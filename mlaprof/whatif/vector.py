@@ -1,0 +1,145 @@
+"""The split policies of :mod:`mlaprof.splits.policies`, evaluated on numpy arrays.
+
+Each vectorised twin takes the same :class:`SplitInput`, with arrays in its fields, and returns
+S per element, 0 where the kernel would refuse the shape (an assert in the real kernel). The
+what-if grid evaluates thousands of cells at once through these; a policy without a twin (a new
+version added to ``POLICIES``) is evaluated by its scalar function on each distinct input, so
+it is slower but never missing. ``tests/test_whatif.py`` checks every twin against its scalar
+policy on random inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from mlaprof.errors import MlaprofError
+from mlaprof.splits import policies as p
+from mlaprof.splits.policies import Policy, SplitInput
+
+Array = np.ndarray
+
+
+def _i(v: object) -> Array:
+    return np.asarray(v, dtype=np.int64)
+
+
+def cdiv(a: object, b: object) -> Array:
+    return -(-_i(a) // _i(b))
+
+
+def next_pow2(x: object) -> Array:
+    x = _i(x)
+    out = np.ones_like(x)
+    big = x > 1
+    # 1 << bit_length(x - 1), exact on integers (no floating-point log)
+    v = x[big] - 1
+    bits = np.zeros_like(v)
+    while (v > 0).any():
+        bits += v > 0
+        v = v >> 1
+    out[big] = np.left_shift(1, bits)
+    return out
+
+
+def _gluon_v0119(x: SplitInput) -> Array:
+    den = _i(x.num_reqs) * x.qlen
+    return np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // den, cdiv(x.min_kv_seq_len, 64)))
+
+
+def _gluon_v0119_post2(x: SplitInput) -> Array:
+    den = _i(x.num_reqs) * x.qlen * cdiv(x.heads, 16)
+    return np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // den, cdiv(x.min_kv_seq_len, 64)))
+
+
+def _gluon_fp8_v0119(x: SplitInput) -> Array:
+    b = _i(x.num_reqs)
+    s = np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // (b * x.qlen), _i(x.min_kv_seq_len)))
+    return np.where(b == 1, s, 0)  # the kernel asserts B == 1
+
+
+def _gluon_v0120(x: SplitInput) -> Array:
+    den = _i(x.num_reqs) * x.qlen * cdiv(x.heads, 16)
+    return np.maximum(1, p.GLUON_TARGET_CTAS // den)
+
+
+def _gluon_bh64(x: SplitInput) -> Array:
+    # same float operations, in the same order, as the scalar policy
+    base = 8 * cdiv(x.heads, 64) * x.qlen * (_i(x.num_reqs) / 8)
+    s = np.maximum(1, next_pow2(np.ceil(p.GLUON_TARGET_CTAS / base).astype(np.int64)))
+    return np.where(_i(x.min_kv_seq_len) > s * (3 * 64 + s), s, 0)  # the kernel's assert
+
+
+def _aiter_asm(x: SplitInput) -> Array:
+    b = _i(x.num_reqs)
+    avg_kv = _i(x.total_kv) / b
+    bs_occ = b * max(p.ASM_TG_FACTOR, p.ASM_WG_PER_SPLIT)
+    best = np.ones_like(b)
+    best_score = np.full(b.shape, -1.0)
+    for i in range(1, 17):
+        fill = bs_occ * i / (cdiv(bs_occ * i, x.units) * x.units)
+        score = fill * avg_kv / (avg_kv + p.ASM_SPLIT_OVERHEAD * i)
+        better = score > best_score + 1e-12
+        best = np.where(better, i, best)
+        best_score = np.where(better, score, best_score)
+    return best
+
+
+def _vllm_triton(x: SplitInput) -> Array:
+    s = next_pow2(np.maximum(1, _i(x.max_seq_len) // p.VLLM_TRITON_TOKENS_PER_SPLIT))
+    return np.minimum(s, 2 * _i(x.units))
+
+
+def _mlaprof_triton(x: SplitInput) -> Array:
+    per_row = next_pow2(np.maximum(1, cdiv(2 * _i(x.units), np.maximum(1, _i(x.num_reqs)))))
+    if x.qlen > 1:
+        per_row = np.maximum(1, per_row // 2)
+    s = np.minimum(per_row, next_pow2(np.maximum(1, cdiv(x.max_seq_len, p.MLAPROF_MIN_CHUNK))))
+    return np.maximum(1, np.minimum(s, 256))
+
+
+# scalar policy function -> its numpy twin (keyed by function, so a renamed entry still matches)
+TWINS: dict[Callable[[SplitInput], int], Callable[[SplitInput], Array]] = {
+    p.gluon_bh16_v0119: _gluon_v0119,
+    p.gluon_bh16_v0119_post2: _gluon_v0119_post2,
+    p.gluon_fp8_v0119: _gluon_fp8_v0119,
+    p.gluon_bh16_v0120: _gluon_v0120,
+    p.gluon_bh64: _gluon_bh64,
+    p.aiter_asm: _aiter_asm,
+    p.vllm_triton: _vllm_triton,
+    p.mlaprof_triton: _mlaprof_triton,
+}
+
+
+_FIELDS = ("num_reqs", "min_kv_seq_len", "max_seq_len", "total_kv", "units")
+
+
+def _scalar(policy: Policy, x: SplitInput, n: int) -> Array:
+    """Fallback: the scalar policy on each distinct input (0 where it raises)."""
+    table = np.stack([np.broadcast_to(_i(getattr(x, f)), (n,)) for f in _FIELDS], axis=1)
+    uniq, inverse = np.unique(table, axis=0, return_inverse=True)
+    vals = np.zeros(len(uniq), dtype=np.int64)
+    for k, (b, mn, mx, tot, units) in enumerate(uniq.tolist()):
+        try:
+            vals[k] = policy.splits(SplitInput(b, x.qlen, x.heads, mn, mx, tot, units, x.kv_fp8))
+        except MlaprofError:
+            vals[k] = 0
+    return vals[inverse.reshape(-1)]
+
+
+def splits(policy: Policy, x: SplitInput) -> Array:
+    """S for every element of ``x`` (qlen and heads scalars, the other fields 1-D arrays or
+    scalars), 0 where the kernel refuses the shape."""
+    n = int(np.prod(np.broadcast(*(np.asarray(getattr(x, f)) for f in _FIELDS)).shape))
+    twin = TWINS.get(policy.fn)
+    if twin is None:
+        return _scalar(policy, x, n)
+    return np.broadcast_to(twin(x), (n,)).astype(np.int64)
+
+
+def active_splits(seq_len: object, s: object) -> Array:
+    """:func:`mlaprof.splits.policies.gluon_active_splits` on arrays."""
+    seq, s = _i(seq_len), np.maximum(1, _i(s))
+    chunk = np.maximum(64, seq // s)
+    return np.minimum(cdiv(seq, chunk), s)

@@ -1,0 +1,170 @@
+"""The what-if grid: the seed's collapse, and every vectorised number equal to the scalar path
+(policy functions, metadata builder, step_splits) that ``mlaprof run`` records."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import batch_shape, build_metadata
+from mlaprof.scenario import DEVICES, MODELS
+from mlaprof.splits import policies as pol
+from mlaprof.splits.analysis import step_splits
+from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.whatif import GridSpec, compute, vector
+from mlaprof.whatif.costmodel import H200_FIT, cost_model, fit_h200, measured_inputs
+from mlaprof.whatif.sizes import sizes_for
+
+
+def seed_grid(policies):
+    return GridSpec(
+        batches=[8],
+        contexts=[1088],
+        specs=[3],
+        models=["deepseek-v3-tp8"],
+        policies=policies,
+        devices=["mi355x"],
+        capture_sizes=[60],
+    )
+
+
+def test_seed_collapse_8_real_7_padding_v0119_s1_vs_4_and_v0120_holds():
+    cells = compute(seed_grid(["aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20"])).cells
+    bug = cells[cells.policy == "aiter-gluon-v0.1.19"].iloc[0]
+    assert (bug.rows, bug.padding_rows, bug.qlen, bug.min_kv_bug) == (15, 7, 4, 4)
+    assert (bug.S_bug, bug.S_fix, bug.S_frozen) == (1, 4, 1)  # 256 // 60 = 4; ceil(4/64) = 1
+    assert bug.collapsed and bug.frozen_collapsed
+    assert bug.occupancy_bug == pytest.approx(8 * 4 * 1 / 256)
+    assert bug.slowdown_bug > 1.5
+    fixed = cells[cells.policy == "aiter-gluon-v0.1.20"].iloc[0]
+    assert (fixed.S_bug, fixed.S_fix, fixed.S_frozen) == (4, 4, 4)
+    assert not fixed.collapsed and fixed.slowdown_bug == pytest.approx(1.0)
+
+
+def _random_input(rng: random.Random) -> SplitInput:
+    b = rng.choice([1, 1, 2, 3, 7, 8, 15, 16, 64, 100, 256])
+    qlen = rng.randint(1, 8)
+    heads = rng.choice([8, 12, 16, 32, 64, 128])
+    mn = rng.choice([qlen, rng.randint(qlen, 300_000)])
+    mx = max(mn, rng.randint(qlen, 300_000))
+    return SplitInput(b, qlen, heads, mn, mx, b * rng.randint(mn, mx), rng.choice([132, 256, 304]))
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_numpy_twin_equals_its_scalar_policy(name):
+    rng = random.Random(name)
+    p = POLICIES[name]
+    for _ in range(300):
+        x = _random_input(rng)
+        try:
+            want = p.splits(x)
+        except MlaprofError:
+            want = 0
+        arr = dataclasses.replace(x, num_reqs=np.array([x.num_reqs]))
+        assert vector.splits(p, arr)[0] == want, (name, x)
+
+
+def test_a_policy_without_twin_is_evaluated_by_its_scalar_function(monkeypatch):
+    calls = []
+
+    def new_version(x):
+        calls.append(x)
+        return max(1, 100 // x.num_reqs)
+
+    p = pol.Policy("aiter-gluon-v9", new_version, False, 16, True, "future aiter")
+    monkeypatch.setitem(POLICIES, p.name, p)
+    x = SplitInput(np.array([1, 3, 3, 200]), 4, 16, 4, 4, 16, 256)
+    assert vector.splits(p, x).tolist() == [100, 33, 33, 1]
+    assert len(calls) == 3  # once per distinct input
+
+
+def test_random_cells_equal_the_builder_and_step_splits():
+    rng = random.Random(7)
+    for _ in range(40):
+        spec = rng.choice([1, 2, 3, 5])
+        q = 1 + spec
+        b = rng.randint(1, 40)
+        ctx = rng.randint(q, 200_000)
+        model = rng.choice(list(MODELS))
+        dev = rng.choice([d for d in DEVICES if d != "cpu"])
+        sizes = rng.choice([None, [q * rng.randint(1, 64) for _ in range(5)]])
+        grid = GridSpec(
+            batches=[b],
+            contexts=[ctx],
+            specs=[spec],
+            models=[model],
+            policies=list(POLICIES),
+            devices=[dev],
+            max_num_seqs=64,
+            capture_sizes=sizes,
+        )
+        cells = compute(grid).cells
+        shape = batch_shape([ctx] * b, q, "FULL", sizes_for("vllm-legacy", 64, spec, sizes))
+        for mode, s_col, occ_col in (
+            ("all-rows", "S_bug", "occupancy_bug"),
+            ("active-rows", "S_fix", "occupancy_fix"),
+        ):
+            meta = build_metadata(shape, page_size=4096, min_kv_mode=mode, shuffle_pages=False)
+            ref = step_splits(
+                meta, MODELS[model].heads, DEVICES[dev], shape.graph_mode, grid.max_model_len
+            )
+            for r in ref:
+                c = cells[cells.policy == r.policy].iloc[0]
+                assert (c.rows, c.padding_rows) == (shape.num_reqs, shape.num_padding)
+                assert c.capture_size == (shape.capture_size or 0)
+                assert c[s_col] == (r.used or 0), (r.policy, mode, b, ctx, q)
+                assert c.S_deserved == (r.deserved or 0), r.policy
+                assert c.S_frozen == (r.frozen or 0), r.policy
+                if r.used:
+                    assert c[occ_col] == pytest.approx(r.occupancy_used), r.policy
+
+
+def test_cost_model_is_the_fit_of_the_h200_measurements_within_15_percent():
+    assert fit_h200() == pytest.approx(H200_FIT, rel=0.02)
+    programs, nbytes, secs = measured_inputs()
+    pred = cost_model("h200").seconds(programs, nbytes)
+    assert np.all(np.abs(pred / secs - 1) < 0.15)
+    # a collapsed split (1 program) is ~87x slower at c1 / 128K, as measured
+    assert pred[0] / pred[1] == pytest.approx(secs[0] / secs[1], rel=0.2)
+    assert cost_model("cpu") is None
+    amd = cost_model("mi355x")
+    assert "not measured" in amd.provenance and amd.bw_max > H200_FIT["bw_max"]
+
+
+def test_every_cell_says_it_is_modelled_and_for_what():
+    w = compute(seed_grid(["aiter-gluon-v0.1.19"]))
+    doc = w.to_json()
+    assert doc["provenance"]["kind"] == "modelled"
+    assert doc["provenance"]["policies"] == {"aiter-gluon-v0.1.19": "aiter v0.1.19 bh16bn64"}
+    assert "not measured on mi355x" in doc["cells"][0]["time_model"]
+    cpu = compute(dataclasses.replace(seed_grid(["aiter-gluon-v0.1.19"]), devices=["cpu"]))
+    assert cpu.cells.t_fix_us.isna().all()  # no cost model: no time, never a default
+
+
+def test_eager_batches_have_no_padding_and_no_frozen_split():
+    g = GridSpec(
+        batches=[1, 30], contexts=[4096], specs=[3], max_num_seqs=30, capture_sizes=[8, 16]
+    )
+    cells = compute(g).cells.set_index("batch")
+    assert cells.loc[30, "graph"] == "NONE" and cells.loc[30, "padding_rows"] == 0
+    assert cells.loc[30, "S_frozen"] == 0 and cells.loc[30, "S_bug"] == cells.loc[30, "S_fix"]
+    assert cells.loc[1, "graph"] == "FULL" and cells.loc[1, "capture_size"] == 8
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"models": ["gpt-5"]}, "unknown model"),
+        ({"batches": [0]}, "batch sizes"),
+        ({"contexts": [2]}, "KV lengths"),
+        ({"policies": []}, "no policies"),
+        ({"size_rule": "vllm-9"}, "capture-size rule"),
+    ],
+)
+def test_bad_grids_raise_one_clear_error(change, message):
+    with pytest.raises(MlaprofError, match=message):
+        compute(dataclasses.replace(GridSpec(), **change))
