@@ -16,7 +16,17 @@ from mlaprof import __version__
 from mlaprof.errors import MlaprofError
 
 # verb modules, in the order --help lists them
-COMMANDS = ("run", "report", "runs", "tui", "import_cmd", "export")
+COMMANDS = (
+    "run",
+    "report",
+    "runs",
+    "tui",
+    "import_cmd",
+    "export",
+    "whatif",
+    "plan_capture",
+    "check",
+)
 
 DESCRIPTION = """\
 Profile the graph-captured MLA verify path of speculative decoding.

@@ -40,3 +40,46 @@ def add_traces_arg(parser) -> None:  # noqa: ANN001
         metavar="DIR",
         help=f"folder of runs (default: $MLAPROF_TRACES or ./{DEFAULT_TRACES})",
     )
+
+
+def int_list(text: str, what: str) -> list[int]:
+    """``1,2,4``, ranges ``1-64`` (or ``8-64:8`` with a step) and ``k`` suffixes (``128k`` =
+    131072) as a sorted list of distinct integers."""
+    out: set[int] = set()
+
+    def one(tok: str) -> int:
+        tok = tok.strip().lower()
+        mult = 1024 if tok.endswith("k") else 1
+        try:
+            return int(tok.removesuffix("k")) * mult
+        except ValueError:
+            raise MlaprofError(f"{what}: {tok!r} is not an integer") from None
+
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        rng, _, step = part.partition(":")
+        lo, dash, hi = rng.partition("-")
+        if dash:
+            a, b, s = one(lo), one(hi), one(step) if step else 1
+            if a > b or s < 1:
+                raise MlaprofError(f"{what}: bad range {part!r}")
+            out.update(range(a, b + 1, s))
+        else:
+            out.add(one(rng))
+    if not out:
+        raise MlaprofError(f"{what}: no values in {text!r}")
+    return sorted(out)
+
+
+def name_list(text: str, known: dict | tuple, what: str) -> list[str]:
+    """Comma-separated names, or ``all``; unknown names raise naming the known ones."""
+    names = (
+        list(known) if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    )
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise MlaprofError(
+            f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(known)} or all"
+        )
+    return names

@@ -15,6 +15,7 @@ from mlaprof.figures.padding import padding_waterfall
 from mlaprof.figures.splits import occupancy, splits_used_vs_deserved
 from mlaprof.figures.timeline import step_timeline
 from mlaprof.figures.timing import full_vs_fallback, mode_medians
+from mlaprof.figures.whatif import whatif_heatmap
 
 # The report's figures, in reading order: (file stem, builder taking the run).
 RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
@@ -29,6 +30,7 @@ RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("padding", padding_waterfall),
     ("capture_memory", capture_memory),
     ("graph_mode_timing", full_vs_fallback),
+    ("whatif", whatif_heatmap),
 )
 
 
@@ -66,4 +68,5 @@ __all__ = [
     "splits_used_vs_deserved",
     "step_timeline",
     "time_breakdown",
+    "whatif_heatmap",
 ]

@@ -294,7 +294,6 @@ def _diff_html(a: Any, b: Any) -> str:
 def render_html(run: Any, compare: Any = None) -> str:
     """The report as one HTML string (see :func:`write_html_report`)."""
     c.go()
-    import plotly.io as pio
     from plotly.offline import get_plotlyjs
 
     from mlaprof.figures import run_figures
@@ -334,15 +333,7 @@ def render_html(run: Any, compare: Any = None) -> str:
     if not figs:
         parts.append('<p class="note">This run recorded nothing to plot.</p>')
     for stem, fig in figs:
-        div = pio.to_html(
-            fig,
-            full_html=False,
-            include_plotlyjs=False,
-            config=FIGURE_CONFIG,
-            div_id=f"fig-{stem}",
-            default_width="100%",
-        )
-        parts.append(f'<div class="fig" id="{stem}">{div}</div>')
+        parts.append(_fig_div(fig, stem))
     parts.append("</main></body></html>")
     return "\n".join(parts)
 
@@ -354,7 +345,13 @@ def write_html_report(run: Any, path: Path | str, compare: Any = None) -> Path:
     path = Path(path)
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")
-    text = render_html(run, compare)
+    return _write(path, render_html(run, compare))
+
+
+def _write(path: Path, text: str) -> Path:
+    """Atomic write (temporary file + rename): a reader never sees half a report."""
+    if path.is_dir():
+        raise MlaprofError(f"{path} is a folder: give the HTML file to write")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -363,3 +360,95 @@ def write_html_report(run: Any, path: Path | str, compare: Any = None) -> Path:
     except OSError as e:
         raise MlaprofError(f"cannot write {path}: {e.strerror or e}") from None
     return path
+
+
+def _fig_div(fig: Any, stem: str) -> str:
+    import plotly.io as pio
+
+    div = pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=False,
+        config=FIGURE_CONFIG,
+        div_id=f"fig-{stem}",
+        default_width="100%",
+    )
+    return f'<div class="fig" id="{stem}">{div}</div>'
+
+
+WHATIF_COLUMNS = (
+    ("model", "model"),
+    ("policy", "policy"),
+    ("device", "device"),
+    ("qlen", "qlen"),
+    ("batch", "batch"),
+    ("context", "KV tokens"),
+    ("rows", "rows"),
+    ("padding_rows", "padding rows"),
+    ("S_bug", "S bug"),
+    ("S_fix", "S fix"),
+    ("S_frozen", "S frozen"),
+    ("occupancy_bug", "occupancy bug"),
+    ("occupancy_fix", "occupancy fix"),
+    ("t_fix_us", "t fix (us)"),
+    ("slowdown_bug", "slowdown bug"),
+    ("slowdown_frozen", "slowdown frozen"),
+)
+MAX_WHATIF_FIGURES = 12
+
+
+def _num(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return _e(v)
+
+
+def render_whatif_html(whatif: Any, top: int = 25) -> str:
+    """A what-if grid (:class:`mlaprof.whatif.WhatIf`) as one offline HTML page: provenance, the
+    worst cells and a heatmap per (model, spec tokens, policy, device) slice."""
+    c.go()
+    from plotly.offline import get_plotlyjs
+
+    from mlaprof.figures.whatif import whatif_heatmap
+
+    cells = whatif.cells
+    slices = cells[["model", "spec_tokens", "policy", "device"]].drop_duplicates()
+    prov = whatif.provenance
+    prov_rows = "".join(
+        f"<tr><td>{_e(k)}</td><td>{_e(v if not isinstance(v, dict) else '; '.join(f'{a}: {b}' for a, b in v.items()))}</td></tr>"
+        for k, v in prov.items()
+    )
+    worst = whatif.worst(top)
+    head = "".join(f"<th>{_e(t)}</th>" for _, t in WHATIF_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td class='num'>{_num(r[k])}</td>" for k, _ in WHATIF_COLUMNS) + "</tr>"
+        for r in worst.to_dict(orient="records")
+    )
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>mlaprof what-if</title>",
+        f"<style>{CSS}</style>",
+        f'<script type="text/javascript">{get_plotlyjs()}</script>',
+        "</head><body><main>",
+        f"<h1>mlaprof what-if: {len(cells):,} modelled cells</h1>",
+        f'<div class="sub">written {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC by mlaprof; '
+        "modelled, nothing was run; works offline.</div>",
+        '<h2 id="provenance">Provenance</h2>',
+        f'<table class="meta">{prov_rows}</table>',
+        f'<h2 id="worst">Worst {len(worst)} cells</h2>',
+        f"<table><tr>{head}</tr>{body}</table>",
+        f'<h2 id="figures">Heatmaps ({min(len(slices), MAX_WHATIF_FIGURES)} of {len(slices)} slices)</h2>',
+    ]
+    for i, r in enumerate(slices.head(MAX_WHATIF_FIGURES).itertuples()):
+        fig = whatif_heatmap(whatif, r.model, r.policy, r.device, r.spec_tokens)
+        parts.append(_fig_div(fig, f"whatif-{i}"))
+    parts.append("</main></body></html>")
+    return "\n".join(parts)
+
+
+def write_whatif_html(whatif: Any, path: Path | str, top: int = 25) -> Path:
+    """Write :func:`render_whatif_html` to ``path`` (atomically). Returns the path."""
+    return _write(Path(path), render_whatif_html(whatif, top))

@@ -300,3 +300,26 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
         },
         "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
     }
+
+
+def grid_for_scenario(sc: dict[str, Any], max_batch: int = 64) -> WhatIf:
+    """The grid around a recorded run's configuration: its model, spec tokens, policy, device and
+    engine limits, over batch 1..64 x the default KV lengths (those within max_model_len)."""
+    base = GridSpec()
+    mns = int(sc.get("max_num_seqs", base.max_num_seqs))
+    mml = int(sc.get("max_model_len", base.max_model_len))
+    q = 1 + int(sc.get("num_speculative_tokens", base.specs[0]))
+    contexts = [c for c in base.contexts if q <= c <= mml] or [max(q, mml)]
+    spec = dataclasses.replace(
+        base,
+        batches=list(range(1, min(max_batch, mns) + 1)),
+        contexts=contexts,
+        specs=[q - 1],
+        models=[str(sc.get("model"))],
+        policies=[str(sc.get("policy"))],
+        devices=[str(sc.get("target"))],
+        max_num_seqs=mns,
+        max_model_len=mml,
+        graph_mode=str(sc.get("graph_mode", "FULL")),
+    )
+    return compute(spec)

@@ -1,0 +1,48 @@
+"""``mlaprof whatif`` end to end: the seed's collapse from the command line, JSON, HTML, errors."""
+
+from __future__ import annotations
+
+import json
+
+from mlaprof.cli import main
+from tests.conftest import mlaprof_cli
+
+SEED = ["--batch", "8", "--context", "1088", "--capture-sizes", "60", "--model", "deepseek-v3-tp8"]
+POLS = ["--policy", "aiter-gluon-v0.1.19,aiter-gluon-v0.1.20", "--device", "mi355x"]
+
+
+def test_seed_from_the_cli_json(capsys):
+    assert main(["whatif", *SEED, *POLS, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by = {c["policy"]: c for c in doc["cells"]}
+    bug, fix = by["aiter-gluon-v0.1.19"], by["aiter-gluon-v0.1.20"]
+    assert (bug["batch"], bug["padding_rows"], bug["qlen"]) == (8, 7, 4)
+    assert (bug["S_bug"], bug["S_fix"], bug["S_frozen"]) == (1, 4, 1)
+    assert (fix["S_bug"], fix["S_fix"]) == (4, 4)
+    assert doc["provenance"]["kind"] == "modelled" and doc["collapsed_cells"] == 1
+
+
+def test_terminal_table_names_the_collapse(capsys):
+    assert main(["whatif", *SEED, *POLS]) == 0
+    out = capsys.readouterr().out
+    assert "1 collapse with the padding bug" in out and "modelled" in out
+    assert "8+7" in out and "not measured on mi355x" in out
+
+
+def test_html_has_heatmaps_and_provenance(tmp_path, capsys):
+    out = tmp_path / "w.html"
+    assert (
+        main(["whatif", "--batch", "1-16", "--policy", "aiter-gluon-v0.1.19", "--html", str(out)])
+        == 0
+    )
+    text = out.read_text()
+    assert text.count("Plotly.newPlot(") == 1 and "Provenance" in text
+    assert "S with the padding bug" in text and "predicted slowdown" in text
+    assert "modelled for" in text
+
+
+def test_bad_input_is_one_line_exit_2():
+    for args in (["--batch", "x"], ["--policy", "nope"], ["--context", "2", "--spec", "3"]):
+        p = mlaprof_cli("whatif", *args, timeout=120)
+        assert p.returncode == 2, args
+        assert p.stderr.startswith("mlaprof: error:") and p.stderr.count("\n") == 1, p.stderr
