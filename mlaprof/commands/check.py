@@ -1,0 +1,157 @@
+"""``mlaprof check MODULE:CALLABLE``: the capture gate for scripts and CI jobs, with exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mlaprof.errors import MlaprofError
+
+EPILOG = """\
+exit codes: 0 nothing would break capture; 1 syncs / data-dependent allocations found (listed
+with layer, op and file:line); 2 bad input; 3 the callable raised.
+
+--shapes builds random tensors: NAME=DIMxDIM[:dtype] becomes a keyword argument, DIMxDIM a
+positional one (dtypes: float32, bf16, fp16, int32, int64). --setup MODULE:FN is called with them
+first, OUTSIDE the region (where a metadata builder belongs), and returns the callable's
+arguments (a dict, a tuple, or (tuple, dict)).
+
+examples:
+  mlaprof check mlaprof.gate.verify_case:legacy_flat --setup mlaprof.gate.verify_case:setup --shapes q=3x4x16
+  mlaprof check mlaprof.gate.verify_case:native --setup mlaprof.gate.verify_case:setup --shapes q=3x4x16 --layers 4
+  mlaprof check mypkg.attn:decode --shapes q=8x16x576:bf16,kv=4096x576:bf16 --json
+"""
+
+DTYPES = {"float32": "float32", "fp32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16", "int32": "int32", "int64": "int64"}  # fmt: skip
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="fail (exit 1) if a callable would break CUDA/HIP graph capture",
+        description="Run MODULE:CALLABLE inside a captured region (simulated by the sync checker "
+        "on the CPU, a real capture on a GPU) and list every sync or data-dependent allocation "
+        "with layer, op and file:line.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "target", help="MODULE:CALLABLE to gate (importable; the working dir is on the path)"
+    )
+    p.add_argument("--shapes", default="", help="tensors to pass, e.g. q=8x4x16x576:bf16,4096x576")
+    p.add_argument("--setup", metavar="MODULE:FN", help="builds the arguments from the tensors")
+    p.add_argument(
+        "--layers", type=int, default=1, help="calls, one region (layer) each (default 1)"
+    )
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
+    p.add_argument(
+        "--real-capture", choices=("auto", "never", "always"), default="auto",
+        help="on a GPU, also capture for real after a clean check (default auto)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+
+
+def load_target(spec: str) -> Callable[..., Any]:
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise MlaprofError(f"give MODULE:CALLABLE, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise MlaprofError(f"cannot import {mod_name!r}: {e}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise MlaprofError(f"{mod_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise MlaprofError(f"{spec} is not callable")
+    return obj
+
+
+def parse_shapes(text: str, device: str) -> tuple[list[Any], dict[str, Any]]:
+    import torch
+
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    g = torch.Generator().manual_seed(0)
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, eq, rest = item.rpartition("=")
+        dims_s, _, dt = rest.partition(":")
+        if eq and not name.isidentifier():
+            raise MlaprofError(f"--shapes: {name!r} is not an argument name")
+        try:
+            dims = [int(d) for d in dims_s.lower().split("x")]
+        except ValueError:
+            raise MlaprofError(f"--shapes: {rest!r} is not DIMxDIM[:dtype]") from None
+        if any(d < 0 for d in dims) or len(dims) > 8:
+            raise MlaprofError(f"--shapes: bad dimensions {dims_s!r}")
+        if dt and dt not in DTYPES:
+            raise MlaprofError(f"--shapes: unknown dtype {dt!r}; choose from {', '.join(DTYPES)}")
+        dtype = getattr(torch, DTYPES.get(dt or "float32", "float32"))
+        if dtype.is_floating_point:
+            t = torch.randn(*dims, generator=g).to(device=device, dtype=dtype)
+        else:
+            t = torch.randint(0, 16, dims, generator=g).to(device=device, dtype=dtype)
+        if eq:
+            kwargs[name] = t
+        else:
+            args.append(t)
+    return args, kwargs
+
+
+def _as_call(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(value, dict):
+        return (), value
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[1], dict)
+        and isinstance(value[0], (tuple, list))
+    ):
+        return tuple(value[0]), value[1]
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    raise MlaprofError(
+        f"--setup must return a dict, a tuple or (tuple, dict), got {type(value).__name__}"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    import torch
+
+    from mlaprof.gate.core import run_gated
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise MlaprofError(f"--device must be cpu, cuda or auto, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise MlaprofError("--device cuda: no CUDA/HIP device here")
+    if args.layers < 1:
+        raise MlaprofError(f"--layers must be >= 1, got {args.layers}")
+    fn = load_target(args.target)
+    pos, kw = parse_shapes(args.shapes, device)
+    if args.setup:
+        pos, kw = _as_call(load_target(args.setup)(*pos, **kw))
+    try:
+        report = run_gated(fn, *pos, layers=args.layers, real_capture=args.real_capture, **kw)
+    except MlaprofError:
+        raise
+    except Exception as e:  # the user's callable failed: say so, distinctly from a finding
+        print(f"mlaprof: {args.target} raised {type(e).__name__}: {e}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+    else:
+        print(report.format())
+    return 0 if report.ok else 1

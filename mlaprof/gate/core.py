@@ -1,0 +1,158 @@
+"""The capture gate: run a callable as it would run inside a captured CUDA/HIP graph region and
+report every device->host sync, data-dependent allocation and pageable host->device copy, with
+layer, op and ``file:line`` (:class:`mlaprof.probes.sync_checker.SyncChecker`).
+
+On the CPU the region is simulated: the checker sees every aten op through a dispatch mode and
+reads no tensor data, so a clean CPU gate means no op of the callable would break capture. With
+a CUDA device and ``real_capture`` (default "auto"), a callable that passes the checker is then
+captured for real (``torch.cuda.graph``); a capture error becomes a finding. A failed capture
+poisons the process (FACTS section 5), which is why the checker runs first and capture is only
+tried on a callable the checker found clean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from mlaprof.errors import MlaprofError
+from mlaprof.probes.sync_checker import SyncChecker, SyncEvent, caller_location
+
+BREAKS_CAPTURE = ("sync", "alloc", "h2d", "capture-error")  # finding kinds that fail the gate
+
+
+class CaptureGateError(AssertionError):
+    """A gated callable syncs or allocates data-dependently: the message lists every site."""
+
+    def __init__(self, report: GateReport) -> None:
+        super().__init__(report.format())
+        self.report = report
+
+
+@dataclass
+class GateReport:
+    target: str
+    region: str  # how the captured region was checked
+    layers: int
+    events: list[SyncEvent] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[SyncEvent]:
+        return [e for e in self.events if e.kind in BREAKS_CAPTURE]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def format(self) -> str:
+        if self.ok:
+            return f"{self.target}: no sync or data-dependent allocation ({self.region})"
+        lines = [
+            f"{self.target}: {len(self.findings)} op(s) would break CUDA/HIP graph capture "
+            f"({self.region}):"
+        ]
+        for e in self.findings:
+            where = f"layer {e.layer}" if e.layer is not None else "region"
+            lines.append(
+                f"  {where}: {e.kind} {e.op} at {e.location} in {e.function}(): {e.detail}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "region": self.region,
+            "layers": self.layers,
+            "ok": self.ok,
+            "findings": [e.to_row() for e in self.findings],
+        }
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    mod = getattr(fn, "__module__", None) or "?"
+    return f"{mod}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _on_cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def walk(v: Any) -> bool:
+        if isinstance(v, torch.Tensor):
+            return v.is_cuda
+        if isinstance(v, (list, tuple)):
+            return any(walk(x) for x in v)
+        if isinstance(v, dict):
+            return any(walk(x) for x in v.values())
+        return (
+            any(isinstance(x, torch.Tensor) and x.is_cuda for x in vars(v).values())
+            if hasattr(v, "__dict__")
+            else False
+        )
+
+    return walk(list(args)) or walk(kwargs)
+
+
+def _capture(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], layers: int
+) -> SyncEvent | None:
+    """One real capture of ``layers`` calls; the error as a finding, or None when it captured."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph, as vLLM does
+        fn(*args, **kwargs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(layers):
+                fn(*args, **kwargs)
+    except Exception as e:  # the driver refused: report what it said
+        loc, func = caller_location()
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return SyncEvent(None, None, "capture-error", type(e).__name__, loc, func, msg)
+    return None
+
+
+def run_gated(
+    fn: Callable[..., Any],
+    *args: Any,
+    layers: int = 1,
+    real_capture: str = "auto",
+    **kwargs: Any,
+) -> GateReport:
+    """Call ``fn(*args, **kwargs)`` ``layers`` times, one checker region per call (the layer
+    number), and return what would break capture. Arguments are built by the caller, outside
+    the region: that is where metadata builders may sync."""
+    if layers < 1:
+        raise MlaprofError(f"layers must be >= 1, got {layers}")
+    if real_capture not in ("auto", "never", "always"):
+        raise MlaprofError(f"real_capture must be auto, never or always, got {real_capture!r}")
+    cuda = torch.cuda.is_available() and _on_cuda(args, kwargs)
+    if real_capture == "always" and not cuda:
+        raise MlaprofError("real capture needs CUDA/HIP tensors on a GPU; none here")
+    checker = SyncChecker(cuda_debug=cuda)
+    for layer in range(layers):
+        with checker.region(layer=layer):
+            fn(*args, **kwargs)
+    region = (
+        "CUDA: sync checker, then a real capture"
+        if cuda and real_capture != "never"
+        else ("simulated captured region: sync checker on " + ("cuda" if cuda else "the CPU"))
+    )
+    report = GateReport(_name(fn), region, layers, list(checker.events))
+    if cuda and real_capture != "never" and report.ok:
+        err = _capture(fn, args, kwargs, layers)
+        if err is not None:
+            report.events.append(err)
+    return report
+
+
+def assert_capturable(
+    fn: Callable[..., Any], *args: Any, layers: int = 1, real_capture: str = "auto", **kwargs: Any
+) -> GateReport:
+    """:func:`run_gated`, raising :class:`CaptureGateError` (a test failure) on any finding."""
+    report = run_gated(fn, *args, layers=layers, real_capture=real_capture, **kwargs)
+    if not report.ok:
+        raise CaptureGateError(report)
+    return report

@@ -1,0 +1,167 @@
+"""The CI gate: fails on the legacy-flat path, passes the native one (API, pytest plugin in a child
+pytest, and ``mlaprof check`` exit codes); the split gate catches builders fed by padding rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+
+import pytest
+import torch
+
+from mlaprof.cli import main
+from mlaprof.gate import (
+    CaptureGateError,
+    SplitCollapseError,
+    assert_capturable,
+    assert_splits_hold,
+    check_splits,
+    run_gated,
+)
+from mlaprof.gate.verify_case import builder, legacy_flat, native, setup
+from tests.conftest import ROOT
+
+CASE = "mlaprof.gate.verify_case"
+
+
+@pytest.fixture(scope="module")
+def verify_args():
+    return setup(torch.zeros(3, 4, 16))
+
+
+def test_legacy_flat_fails_with_layer_op_and_line(verify_args):
+    report = run_gated(legacy_flat, layers=2, **verify_args)
+    assert not report.ok and {e.layer for e in report.findings} == {0, 1}
+    ops = {e.op for e in report.findings if e.kind == "sync"}
+    assert ops == {"aten._local_scalar_dense", "aten.repeat_interleave.Tensor"}
+    assert sum(e.kind == "sync" for e in report.findings) == 8  # the 4 syncs a layer of FACTS 1
+    assert all(e.location.startswith("mlaprof/backends/legacy_flat.py:") for e in report.findings)
+    assert any(e.kind == "alloc" for e in report.findings)
+    with pytest.raises(
+        CaptureGateError,
+        match=r"layer 1: sync aten._local_scalar_dense at mlaprof/backends/legacy_flat.py:\d+",
+    ):
+        assert_capturable(legacy_flat, layers=2, **verify_args)
+
+
+def test_native_passes(verify_args):
+    report = assert_capturable(native, layers=3, **verify_args)
+    assert report.ok and "simulated" in report.region
+
+
+def test_split_gate_fails_on_all_rows_and_passes_on_active_rows():
+    with pytest.raises(SplitCollapseError) as e:
+        assert_splits_hold(builder("all-rows"), batches=range(1, 17))
+    text = str(e.value)
+    assert "padding rows" in text and "min_kv_seq_len=4" in text and "aiter-gluon-v0.1.19" in text
+    cases = e.value.cases
+    assert cases and all(c.rows > c.batch and c.s_used == 1 for c in cases)
+    assert_splits_hold(builder("active-rows"), batches=range(1, 17))
+    # v0.1.20 ignores min_kv_seq_len: even the buggy builder cannot collapse it
+    assert check_splits(builder("all-rows"), policy="aiter-gluon-v0.1.20") == []
+
+
+def test_seed_case_in_the_split_gate():
+    cases = check_splits(builder("all-rows"), batches=[8], contexts=[1088], capture_sizes=[60])
+    assert [(c.batch, c.rows, c.s_used, c.s_deserved) for c in cases] == [(8, 15, 1, 4)]
+
+
+PLUGIN_TESTS = """
+import pytest
+import torch
+
+from mlaprof.gate.verify_case import builder, legacy_flat, native, setup
+
+
+@pytest.fixture
+def batch():
+    return setup(torch.zeros(3, 4, 16))  # built outside the region, like a metadata builder
+
+
+@pytest.mark.capture_gate
+def test_marker_legacy(batch):
+    legacy_flat(**batch)
+
+
+@pytest.mark.capture_gate
+def test_marker_native(batch):
+    native(**batch)
+
+
+def test_fixture_legacy(capture_gate, batch):
+    capture_gate.check(legacy_flat, layers=2, **batch)
+
+
+def test_fixture_native(capture_gate, batch):
+    capture_gate.check(native, layers=2, **batch)
+
+
+def test_splits_legacy_builder(capture_gate):
+    capture_gate.splits(builder("all-rows"), batches=range(1, 9))
+
+
+def test_splits_native_builder(capture_gate):
+    capture_gate.splits(builder("active-rows"), batches=range(1, 9))
+"""
+
+
+def test_plugin_in_a_child_pytest_fails_legacy_and_passes_native(tmp_path):
+    (tmp_path / "test_backend_gate.py").write_text(textwrap.dedent(PLUGIN_TESTS))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "mlaprof.gate.plugin", "-p", "no:cacheprovider",
+         "-rA", "-q", "test_backend_gate.py"],  # fmt: skip
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    out = p.stdout
+    assert p.returncode == 1, out[-3000:]
+    for name in ("marker_native", "fixture_native", "splits_native_builder"):
+        assert f"PASSED test_backend_gate.py::test_{name}" in out, out[-3000:]
+    for name in ("marker_legacy", "fixture_legacy", "splits_legacy_builder"):
+        assert f"FAILED test_backend_gate.py::test_{name}" in out, out[-3000:]
+    assert "layer 0: sync aten._local_scalar_dense at " in out and "legacy_flat.py:" in out
+    assert "layer 1: sync" in out  # the fixture gates each of the 2 layers
+    assert "KV splits collapse on" in out
+
+
+def test_plugin_is_registered_and_light():
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert doc["project"]["entry-points"]["pytest11"] == {"mlaprof": "mlaprof.gate.plugin"}
+    code = "import sys, mlaprof.gate.plugin; print('torch' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)  # fmt: skip
+    assert p.stdout.strip() == "False"  # loading the plugin does not import torch
+
+
+def test_check_cli_exit_codes(capsys, tmp_path, monkeypatch):
+    common = ["--setup", f"{CASE}:setup", "--shapes", "q=3x4x16"]
+    assert main(["check", f"{CASE}:legacy_flat", *common, "--layers", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "layer 1: sync aten._local_scalar_dense at mlaprof/backends/legacy_flat.py:" in out
+    assert main(["check", f"{CASE}:native", *common, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["findings"] == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "userattn.py").write_text(
+        "import torch\n"
+        "def decode(q, kv):\n"
+        "    n = int((q > 0).sum())\n"
+        "    return torch.empty(n) @ torch.empty(n)\n"
+        "def boom(q):\n"
+        "    raise ValueError('bad shape')\n"
+    )
+    assert main(["check", "userattn:decode", "--shapes", "q=4x8,kv=16x8", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [(f["kind"], f["location"]) for f in doc["findings"]][:2] == [
+        ("sync", "userattn.py:3"),
+        ("alloc", "userattn.py:4"),
+    ]
+    assert main(["check", "userattn:boom", "--shapes", "4x8"]) == 3
+    assert "raised ValueError: bad shape" in capsys.readouterr().err
+    for bad in (["nocolon"], ["userattn:nothere"], ["userattn:decode", "--shapes", "q=4xy"]):
+        assert main(["check", *bad]) == 2
+        assert capsys.readouterr().err.startswith("mlaprof: error:")
