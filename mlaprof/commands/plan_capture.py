@@ -1,0 +1,127 @@
+"""``mlaprof plan-capture``: cudagraph capture sizes for a decode batch-size distribution."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mlaprof.commands.common import add_traces_arg, int_list, resolve_run
+from mlaprof.errors import MlaprofError
+
+EPILOG = """\
+the plan is MODELLED: expected padding from the distribution and vLLM's padding rule; capture
+memory as its source says (measured and fitted / a vLLM log total spread by size / your model).
+
+examples:
+  mlaprof plan-capture --counts batches.txt --spec 3 --max-num-seqs 64
+  mlaprof plan-capture --from-run latest --memory-from-run latest
+  mlaprof plan-capture --counts batches.json --spec 3 --memory-log vllm.log --budget-gib 1.5
+  mlaprof plan-capture --counts batches.txt --spec 3 --max-graphs 8 --json
+
+--counts FILE: lines 'BATCH COUNT' (or CSV 'batch,count', or JSON {"8": 120}); BATCH = real
+requests in a decode step, COUNT = steps seen with it.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mlaprof.whatif.sizes import SIZE_RULES
+
+    p = sub.add_parser(
+        "plan-capture",
+        help="propose cudagraph_capture_sizes for a batch-size distribution",
+        description="Propose the cudagraph_capture_sizes that minimise expected padded tokens "
+        "for a decode batch-size distribution within a capture-memory budget (or a graph count), "
+        "compared with the vLLM version's default list, and print a ready --compilation-config.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from-run", metavar="RUN", help="batch sizes from a recorded run's steps")
+    src.add_argument("--counts", metavar="FILE", help="batch sizes from a file of counts")
+    p.add_argument(
+        "--spec", type=int, help="speculative tokens (qlen = 1 + spec); default: the run's"
+    )
+    p.add_argument("--max-num-seqs", type=int, help="vLLM max_num_seqs (default: the run's or 256)")
+    p.add_argument("--vllm", choices=sorted(SIZE_RULES), default="vllm-legacy",
+                   help="vLLM default capture-size rule to compare with (default vllm-legacy)")  # fmt: skip
+    p.add_argument("--default-sizes", help="compare with this list instead of the rule's default")
+    mem = p.add_mutually_exclusive_group()
+    mem.add_argument("--memory-from-run", metavar="RUN", help="capture memory measured per size")
+    mem.add_argument("--memory-log", metavar="FILE", help="vLLM log with 'took X GiB'")
+    mem.add_argument("--memory-model", metavar="A+B", help="A MiB per graph + B MiB per token")
+    p.add_argument(
+        "--budget-gib", type=float, help="capture memory budget (default: the default list's)"
+    )
+    p.add_argument(
+        "--max-graphs", type=int, help="at most this many graphs (instead of a memory budget)"
+    )
+    p.add_argument("--cover-all", action="store_true",
+                   help="keep a graph for max_num_seqs even if never observed")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_traces_arg(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mlaprof.scenario import Scenario
+    from mlaprof.store import load
+    from mlaprof.whatif import plan_sources as ps
+    from mlaprof.whatif.plan import GIB, make_plan
+    from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
+
+    run_qlen = None
+    mns = args.max_num_seqs
+    if args.from_run:
+        with load(resolve_run(args.from_run, args.traces)) as run:
+            counts, run_qlen, source = ps.counts_from_run(run)
+            sc = run.meta.get("scenario") if isinstance(run.meta.get("scenario"), dict) else {}
+            mns = mns or sc.get("max_num_seqs")
+    else:
+        counts, source = ps.counts_from_file(Path(args.counts))
+    if args.spec is not None:
+        if not 0 <= args.spec <= 15:
+            raise MlaprofError(f"--spec must be 0..15, got {args.spec}")
+        qlen = 1 + args.spec
+    else:
+        qlen = run_qlen or Scenario().qlen
+    mns = int(mns or max(256, max(counts)))
+    if not 1 <= mns <= 4096:
+        raise MlaprofError(f"--max-num-seqs must be 1..4096, got {mns}")
+    if args.default_sizes:
+        default = round_to_qlen(int_list(args.default_sizes, "--default-sizes"), qlen)
+        rule = f"given list {default}"
+    else:
+        default = default_capture_sizes(args.vllm, mns, qlen - 1)
+        rule = args.vllm
+    mem = None
+    if args.memory_from_run:
+        with load(resolve_run(args.memory_from_run, args.traces)) as mrun:
+            mem = ps.memory_from_run(mrun)
+    elif args.memory_log:
+        mem = ps.memory_from_log(Path(args.memory_log), default, rule)
+    elif args.memory_model:
+        mem = ps.memory_from_spec(args.memory_model)
+    if args.budget_gib is not None and args.budget_gib <= 0:
+        raise MlaprofError(f"--budget-gib must be > 0, got {args.budget_gib}")
+    if args.max_graphs is not None and args.max_graphs < 1:
+        raise MlaprofError(f"--max-graphs must be >= 1, got {args.max_graphs}")
+    plan = make_plan(
+        counts,
+        qlen,
+        mns,
+        default,
+        rule,
+        source,
+        mem,
+        budget_bytes=args.budget_gib * GIB if args.budget_gib else None,
+        max_graphs=args.max_graphs,
+        cover_all=args.cover_all,
+    )
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=1))
+    else:
+        from mlaprof.reporters.plan import print_plan
+
+        print_plan(plan)
+    return 0

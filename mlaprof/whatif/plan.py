@@ -1,0 +1,264 @@
+"""Capture-size planning: the ``cudagraph_capture_sizes`` that minimise expected padded tokens
+for a decode batch-size distribution, within a capture-memory budget (or a graph count).
+
+Exact: an optimal list only needs sizes equal to observed batch token counts (a size between two
+observed values can be lowered to the one below it without padding any batch more), so a
+dynamic programme over the sorted observed sizes and the memory spent (in 1/1000 of the budget,
+rounded up: never over budget) finds the optimum. Batches with no size run without a graph; the
+plan first minimises that probability, then padded tokens, then memory.
+
+Capture memory per size ``m(s) = fixed + per_token * s`` comes from measurements (a run's memory
+table, fitted), a vLLM log total (spread over the default list in proportion to size), or a user
+model; each labelled. Without one, memory is unknown and the plan is bounded by a graph count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlaprof.errors import MlaprofError
+from mlaprof.scenario import padded_size
+
+GIB = float(1 << 30)
+BUCKETS = 1000  # memory resolution of the DP: 1/1000 of the budget
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    fixed_bytes: float
+    per_token_bytes: float
+    provenance: str
+
+    def bytes(self, sizes: list[int]) -> float:
+        return float(sum(self.fixed_bytes + self.per_token_bytes * s for s in sizes))
+
+
+def fit_memory(points: Mapping[int, float], provenance: str) -> MemoryModel:
+    """Least-squares ``fixed + per_token * size`` through measured (size, bytes); one point or a
+    negative fit falls back to proportional to size."""
+    if not points:
+        raise MlaprofError("no capture-memory measurements to fit")
+    s = np.array(sorted(points), float)
+    m = np.array([points[int(k)] for k in sorted(points)], float)
+    if len(s) >= 2 and np.ptp(s) > 0:
+        b, a = np.polyfit(s, m, 1)
+        if a >= 0 and b >= 0:
+            return MemoryModel(float(a), float(b), provenance)
+    return MemoryModel(0.0, float(m.sum() / s.sum()), provenance)
+
+
+def memory_from_total(total_bytes: float, sizes: list[int], provenance: str) -> MemoryModel:
+    """A logged total for ``sizes`` spread in proportion to size (a model, and labelled so)."""
+    if total_bytes <= 0 or not sizes:
+        raise MlaprofError("a capture-memory total must be positive and have capture sizes")
+    return MemoryModel(0.0, total_bytes / sum(sizes), provenance)
+
+
+@dataclass
+class ListCost:
+    """What a capture list costs under the distribution."""
+
+    sizes: list[int]
+    padded_tokens: float  # expected padding tokens per decode step
+    real_tokens: float  # expected real tokens per step
+    eager_share: float  # probability that a step has no graph
+    eager_batches: list[int]  # observed batch sizes that would run without a graph
+    memory_bytes: float | None
+
+    @property
+    def padding_share(self) -> float:
+        total = self.padded_tokens + self.real_tokens
+        return self.padded_tokens / total if total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sizes": self.sizes,
+            "graphs": len(self.sizes),
+            "padded_tokens_per_step": round(self.padded_tokens, 4),
+            "padding_share": round(self.padding_share, 6),
+            "eager_share": round(self.eager_share, 6),
+            "eager_batches": self.eager_batches,
+            "memory_bytes": None if self.memory_bytes is None else round(self.memory_bytes),
+        }
+
+
+def evaluate(
+    sizes: list[int], dist: Mapping[int, float], qlen: int, mem: MemoryModel | None
+) -> ListCost:
+    """Expected padding of ``sizes`` (tokens, sorted) for batch-size probabilities ``dist``."""
+    sizes = sorted(sizes)
+    pad = real = eager = 0.0
+    eager_b: list[int] = []
+    for b, p in sorted(dist.items()):
+        t = b * qlen
+        real += p * t
+        size = padded_size(t, sizes)  # the same padding rule as the metadata builder
+        if size is None:
+            eager += p
+            eager_b.append(b)
+        else:
+            pad += p * (size - t)
+    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes) if mem else None)
+
+
+@dataclass
+class Plan:
+    qlen: int
+    max_num_seqs: int
+    steps: float
+    source: str
+    default: ListCost
+    proposed: ListCost
+    memory: str
+    budget: str
+    default_rule: str
+    notes: list[str] = field(default_factory=list)
+
+    def compilation_config(self) -> str:
+        return '{"cudagraph_capture_sizes": [' + ", ".join(map(str, self.proposed.sizes)) + "]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "qlen": self.qlen,
+            "max_num_seqs": self.max_num_seqs,
+            "steps": self.steps,
+            "distribution_source": self.source,
+            "default_rule": self.default_rule,
+            "memory": self.memory,
+            "budget": self.budget,
+            "default": self.default.to_dict(),
+            "proposed": self.proposed.to_dict(),
+            "compilation_config": self.compilation_config(),
+            "provenance": "modelled: expected padding from the distribution and vLLM's padding "
+            "rule; memory as labelled",
+            "notes": self.notes,
+        }
+
+
+def propose(
+    dist: Mapping[int, float],
+    qlen: int,
+    mem: MemoryModel | None,
+    budget_bytes: float | None,
+    max_graphs: int | None,
+) -> list[int]:
+    """The optimal capture list (tokens) for ``dist`` (batch size -> probability)."""
+    batches = sorted(b for b, p in dist.items() if p > 0)
+    if not batches:
+        raise MlaprofError("the batch-size distribution is empty")
+    v = np.array([b * qlen for b in batches], float)
+    p = np.array([dist[b] for b in batches], float)
+    n = len(v)
+    if mem is not None and budget_bytes is not None:
+        unit = budget_bytes / BUCKETS
+        w = np.ceil((mem.fixed_bytes + mem.per_token_bytes * v) / unit - 1e-9).astype(int)
+        cap = BUCKETS
+    else:
+        w = np.ones(n, int)
+        cap = max_graphs if max_graphs is not None else n
+    # lexicographic: the least likely eager batch costs more than all padding can
+    big = (float(v[-1]) + 1.0) / float(p.min())
+    cum_p = np.concatenate([[0.0], np.cumsum(p)])
+    cum_pv = np.concatenate([[0.0], np.cumsum(p * v)])
+    inf = np.inf
+    f = np.full((n, cap + 1), inf)
+    parent = np.full((n, cap + 1), -2, int)
+    for j in range(n):
+        if w[j] > cap:
+            continue
+        # i = -1: v_j is the smallest size, it pads every batch up to it
+        mass, mass_v = cum_p[j + 1], cum_pv[j + 1]
+        first = np.full(cap + 1, inf)
+        first[w[j] :] = v[j] * mass - mass_v
+        best, arg = first, np.full(cap + 1, -1)
+        for i in range(j):
+            seg = v[j] * (cum_p[j + 1] - cum_p[i + 1]) - (cum_pv[j + 1] - cum_pv[i + 1])
+            cand = np.full(cap + 1, inf)
+            cand[w[j] :] = f[i, : cap + 1 - w[j]] + seg
+            better = cand < best - 1e-12
+            best = np.where(better, cand, best)
+            arg = np.where(better, i, arg)
+        f[j], parent[j] = best, arg
+    total = f + big * (1.0 - cum_p[1:])[:, None]  # batches above the top size run eager
+    if not np.isfinite(total).any():
+        raise MlaprofError("no capture size fits the budget: raise it or capture fewer sizes")
+    lowest = total.min()
+    # least memory among the optimal plans, then the fewest graphs
+    js, cs = np.nonzero(total <= lowest + 1e-9 * max(1.0, abs(lowest)))
+    k = int(np.argmin(cs * (n + 1) + js))
+    j, c = int(js[k]), int(cs[k])
+    chosen: list[int] = []
+    while j >= 0:
+        chosen.append(int(v[j]))
+        i = int(parent[j, c])
+        c -= int(w[j])
+        j = i
+    return sorted(chosen)
+
+
+def make_plan(
+    dist_counts: Mapping[int, float],
+    qlen: int,
+    max_num_seqs: int,
+    default_sizes: list[int],
+    default_rule: str,
+    source: str,
+    mem: MemoryModel | None,
+    budget_bytes: float | None = None,
+    max_graphs: int | None = None,
+    cover_all: bool = False,
+) -> Plan:
+    """Propose a list and compare it with ``default_sizes`` (the vLLM version's default)."""
+    if any(b < 1 for b in dist_counts) or any(c < 0 for c in dist_counts.values()):
+        raise MlaprofError("batch sizes must be >= 1 and counts >= 0")
+    over = sorted(b for b in dist_counts if b > max_num_seqs)
+    if over:
+        raise MlaprofError(f"batch sizes {over[:5]} exceed max_num_seqs {max_num_seqs}")
+    steps = float(sum(dist_counts.values()))
+    if steps <= 0:
+        raise MlaprofError("the batch-size distribution has no steps")
+    dist = {int(b): c / steps for b, c in dist_counts.items() if c > 0}
+    notes: list[str] = []
+    plan_dist = dict(dist)
+    if cover_all:  # a vanishing weight on max_num_seqs: the plan must keep a graph for it
+        plan_dist[max_num_seqs] = plan_dist.get(max_num_seqs, 0.0) + 1e-9
+    elif max(dist) < max_num_seqs:
+        notes.append(
+            f"batches above {max(dist)} (the largest observed) get no graph from the proposed "
+            "list; --cover-all keeps one for max_num_seqs"
+        )
+    if budget_bytes is not None and max_graphs is not None:
+        raise MlaprofError("give a memory budget or a graph count, not both")
+    if mem is not None and budget_bytes is None and max_graphs is None:
+        budget_bytes = mem.bytes(default_sizes)
+        budget = f"the default list's modelled memory, {budget_bytes / GIB:.3f} GiB"
+    elif budget_bytes is not None:
+        if mem is None:
+            raise MlaprofError(
+                "a memory budget needs capture memory per size: give --memory-from-run, --memory-log or --memory-model"
+            )
+        budget = f"{budget_bytes / GIB:.3f} GiB (given)"
+    else:
+        max_graphs = max_graphs or len(default_sizes)
+        budget = f"at most {max_graphs} graphs (capture memory unknown)"
+    sizes = propose(plan_dist, qlen, mem, budget_bytes if max_graphs is None else None, max_graphs)
+    notes.append(
+        "the list also serves mixed prefill-decode (PIECEWISE) batches: sizes not in it pad "
+        "those batches further"
+    )
+    return Plan(
+        qlen,
+        max_num_seqs,
+        steps,
+        source,
+        evaluate(default_sizes, dist, qlen, mem),
+        evaluate(sizes, dist, qlen, mem),
+        mem.provenance if mem else "unknown (no measurement, log or model given)",
+        budget,
+        default_rule,
+        notes,
+    )

@@ -1,0 +1,126 @@
+"""Where a capture plan's inputs come from: the decode batch-size distribution (a recorded run, a
+vLLM-plugin run, or a file of counts) and the capture memory per size (a run's measurements, a
+vLLM log, or a user model). Runs are read through :mod:`mlaprof.store` only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.errors import MlaprofError
+from mlaprof.whatif.plan import MemoryModel, fit_memory, memory_from_total
+
+MIB = float(1 << 20)
+
+
+def _lowest_rank(df: pd.DataFrame) -> pd.DataFrame:
+    if "rank" in df.columns and len(df):
+        r = pd.to_numeric(df["rank"], errors="coerce")
+        return df[r == r.min()]
+    return df
+
+
+def counts_from_run(run: Any) -> tuple[dict[int, int], int | None, str]:
+    """(batch size -> steps, the run's qlen, provenance) from a run's ``steps`` table."""
+    steps = _lowest_rank(run.table("steps"))
+    real = pd.to_numeric(steps.get("num_real_reqs"), errors="coerce").dropna().astype(int)
+    if real.empty:
+        raise MlaprofError(
+            f"run {run.name} records no real request count per step (an imported trace only "
+            "shows the padded grids of graph replays): give the batch sizes with --counts FILE"
+        )
+    q = pd.to_numeric(steps.get("qlen"), errors="coerce").dropna().astype(int)
+    qlen = int(q.mode().iloc[0]) if len(q) else None
+    counts = {int(b): int(n) for b, n in real[real > 0].value_counts().items()}
+    src = run.meta.get("source") or "run"
+    return counts, qlen, f"{len(real)} steps of run {run.name} ({src})"
+
+
+def counts_from_file(path: Path) -> tuple[dict[int, int], str]:
+    """Batch-size counts from JSON (``{"8": 120, ...}`` or ``[[8, 120], ...]``) or text lines
+    ``BATCH COUNT`` / ``BATCH,COUNT`` (``#`` comments and one header line allowed)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MlaprofError(f"cannot read {path}: {e}") from None
+    pairs: list[tuple[Any, Any]] = []
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise MlaprofError(f"{path} is not valid JSON: {e}") from None
+        pairs = list(doc.items()) if isinstance(doc, dict) else [tuple(x) for x in doc]
+        where = ["entry"] * len(pairs)
+    else:
+        where = []
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.replace(",", " ").split()
+            if not pairs and not where and not parts[0].lstrip("-").isdigit():
+                continue  # a header line
+            pairs.append(tuple(parts))
+            where.append(f"line {n}")
+    counts: dict[int, int] = {}
+    for (b, c), w in zip(pairs, where):
+        try:
+            bi, ci = int(b), int(float(c))
+        except (TypeError, ValueError):
+            raise MlaprofError(f"{path} {w}: {b!r} {c!r} is not 'batch count'") from None
+        if bi < 1 or ci < 0:
+            raise MlaprofError(f"{path} {w}: batch must be >= 1 and count >= 0")
+        counts[bi] = counts.get(bi, 0) + ci
+    if not counts:
+        raise MlaprofError(f"{path} has no batch counts")
+    return counts, f"counts from {path.name}"
+
+
+def memory_from_run(run: Any) -> MemoryModel:
+    """Fit ``fixed + per_token * size`` to the capture memory a run measured per size."""
+    mem = _lowest_rank(run.table("memory"))
+    dev = run.meta.get("device") or "unknown device"
+    for col in ("pool_bytes", "driver_bytes", "allocator_bytes"):
+        vals = mem[["capture_size", col]].apply(pd.to_numeric, errors="coerce").dropna()
+        vals = vals[(vals[col] > 0) & (vals["capture_size"] > 0)]
+        if len(vals):
+            pts = vals.groupby("capture_size")[col].median().to_dict()
+            return fit_memory(
+                {int(k): float(v) for k, v in pts.items()},
+                f"fitted to {len(pts)} capture size(s) measured in run {run.name} on {dev} ({col})",
+            )
+    raise MlaprofError(f"run {run.name} has no capture memory per size (memory table is empty)")
+
+
+def memory_from_log(path: Path, default_sizes: list[int], rule: str) -> MemoryModel:
+    """The last ``Graph capturing finished in N secs, took X GiB`` of a vLLM log, spread over the
+    default list in proportion to size."""
+    from mlaprof.trace_io.common import read_text
+    from mlaprof.trace_io.vllm_log import parse_log
+
+    facts = parse_log(read_text(path, "vLLM log"))
+    totals = [m["driver_bytes"] for m in facts.memory if m.get("driver_bytes")]
+    if not totals:
+        raise MlaprofError(f"{path} has no 'Graph capturing finished ... took X GiB' line")
+    total = float(totals[-1])
+    return memory_from_total(
+        total,
+        default_sizes,
+        f"model: vLLM log {path.name} says capture took {total / (1 << 30):.2f} GiB; spread over "
+        f"the {rule} default list ({len(default_sizes)} sizes) in proportion to size",
+    )
+
+
+def memory_from_spec(text: str) -> MemoryModel:
+    """``FIXED_MIB+PER_TOKEN_MIB`` (e.g. ``20+0.5``): a user's model, labelled as such."""
+    fixed, plus, per = text.partition("+")
+    try:
+        a, b = float(fixed), float(per) if plus else 0.0
+    except ValueError:
+        raise MlaprofError(f"--memory-model wants FIXED_MIB+PER_TOKEN_MIB, got {text!r}") from None
+    if a < 0 or b < 0 or a + b <= 0:
+        raise MlaprofError(f"--memory-model: sizes must be >= 0 and not both 0, got {text!r}")
+    return MemoryModel(a * MIB, b * MIB, f"user model: {a:g} MiB per graph + {b:g} MiB per token")
