@@ -20,8 +20,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.gate.core import CaptureGateError
 from mlaprof.metadata import batch_shape
 from mlaprof.scenario import DEVICES
-from mlaprof.splits.analysis import is_collapsed
-from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.splits.policies import POLICIES, SplitInput, is_collapsed
 from mlaprof.whatif.sizes import sizes_for
 
 Builder = Callable[[list[int], int, int], Any]

@@ -4,12 +4,19 @@ FULL graph by the capture-time dummy run, and the occupancy each implies on the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import DevicePreset
-from mlaprof.splits.policies import POLICIES, Policy, SplitInput, applicable, gluon_active_splits
+from mlaprof.splits.policies import (
+    POLICIES,
+    Policy,
+    SplitInput,
+    applicable,
+    dummy_run_input,
+    gluon_active_splits,
+    is_collapsed,
+)
 
 
 @dataclass
@@ -30,29 +37,6 @@ class StepSplits:
     def collapsed(self) -> bool:
         """Materially fewer splits than the real rows deserve (at most half)."""
         return bool(self.used and self.deserved and is_collapsed(self.used, self.deserved))
-
-
-def is_collapsed(used: Any, deserved: Any) -> Any:
-    """The collapse rule every view uses: at most half the splits the real rows deserve."""
-    return used * 2 <= deserved
-
-
-def dummy_run_input(
-    policy: str, num_reqs: Any, qlen: int, heads: int, units: int, max_model_len: int
-) -> SplitInput:
-    """What a FULL graph is captured with: vLLM's dummy run gives every row qlen KV tokens;
-    vLLM's Triton MLA sizes its splits from max_model_len at capture instead. ``num_reqs`` may
-    be a numpy array (the what-if grid builds one input for many cells)."""
-    dummy_max = max_model_len if policy == "vllm-triton" else qlen
-    return SplitInput(
-        num_reqs=num_reqs,
-        qlen=qlen,
-        heads=heads,
-        min_kv_seq_len=qlen,
-        max_seq_len=dummy_max,
-        total_kv=num_reqs * qlen,
-        units=units,
-    )
 
 
 def _safe(policy: Policy, x: SplitInput) -> tuple[int | None, str]:

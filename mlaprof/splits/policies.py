@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from mlaprof.errors import MlaprofError
 
@@ -318,3 +319,26 @@ def applicable(policy: str, heads: int, num_reqs: int, qlen: int = 1) -> str | N
     if policy == "aiter-gluon-fp8-v0.1.19" and num_reqs != 1:
         return f"fp8 bh16bn128 in v0.1.19 asserts B == 1, got B = {num_reqs}"
     return None
+
+
+def is_collapsed(used: Any, deserved: Any) -> Any:
+    """The collapse rule every view uses: at most half the splits the real rows deserve."""
+    return used * 2 <= deserved
+
+
+def dummy_run_input(
+    policy: str, num_reqs: Any, qlen: int, heads: int, units: int, max_model_len: int
+) -> SplitInput:
+    """What a FULL graph is captured with: vLLM's dummy run gives every row qlen KV tokens;
+    vLLM's Triton MLA sizes its splits from max_model_len at capture instead. ``num_reqs`` may
+    be a numpy array (the what-if grid builds one input for many cells)."""
+    dummy_max = max_model_len if policy == "vllm-triton" else qlen
+    return SplitInput(
+        num_reqs=num_reqs,
+        qlen=qlen,
+        heads=heads,
+        min_kv_seq_len=qlen,
+        max_seq_len=dummy_max,
+        total_kv=num_reqs * qlen,
+        units=units,
+    )

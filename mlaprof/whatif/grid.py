@@ -20,8 +20,14 @@ import pandas as pd
 
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
-from mlaprof.splits.analysis import dummy_run_input, is_collapsed
-from mlaprof.splits.policies import POLICIES, SplitInput, applicable, cdiv
+from mlaprof.splits.policies import (
+    POLICIES,
+    SplitInput,
+    applicable,
+    cdiv,
+    dummy_run_input,
+    is_collapsed,
+)
 from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 from mlaprof.whatif.sizes import SIZE_RULES, sizes_for
