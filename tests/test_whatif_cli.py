@@ -46,3 +46,21 @@ def test_bad_input_is_one_line_exit_2():
         p = mlaprof_cli("whatif", *args, timeout=120)
         assert p.returncode == 2, args
         assert p.stderr.startswith("mlaprof: error:") and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_the_cli_table_needs_neither_pandas_nor_torch():
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import sys; from mlaprof.cli import main; "
+        "main(['whatif', '--batch', '1-8', '--context', '4k']); "
+        "print(sorted(m for m in ('pandas', 'torch') if m in sys.modules))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "[]"  # startup cost is numpy + rich only

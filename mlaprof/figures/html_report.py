@@ -420,11 +420,10 @@ def render_whatif_html(whatif: Any, top: int = 25) -> str:
         f"<tr><td>{_e(k)}</td><td>{_e(v if not isinstance(v, dict) else '; '.join(f'{a}: {b}' for a, b in v.items()))}</td></tr>"
         for k, v in prov.items()
     )
-    worst = whatif.worst(top)
     head = "".join(f"<th>{_e(t)}</th>" for _, t in WHATIF_COLUMNS)
     body = "".join(
         "<tr>" + "".join(f"<td class='num'>{_num(r[k])}</td>" for k, _ in WHATIF_COLUMNS) + "</tr>"
-        for r in worst.to_dict(orient="records")
+        for r in whatif.worst_rows(top)
     )
     parts = [
         "<!DOCTYPE html>",
@@ -438,7 +437,7 @@ def render_whatif_html(whatif: Any, top: int = 25) -> str:
         "modelled, nothing was run; works offline.</div>",
         '<h2 id="provenance">Provenance</h2>',
         f'<table class="meta">{prov_rows}</table>',
-        f'<h2 id="worst">Worst {len(worst)} cells</h2>',
+        f'<h2 id="worst">Worst {min(top, len(whatif))} cells</h2>',
         f"<table><tr>{head}</tr>{body}</table>",
         f'<h2 id="figures">Heatmaps ({min(len(slices), MAX_WHATIF_FIGURES)} of {len(slices)} slices)</h2>',
     ]

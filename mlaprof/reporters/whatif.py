@@ -17,19 +17,19 @@ def _f(v: Any, fmt: str = "{:.2f}") -> str:
 
 def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console()
-    cells = whatif.cells
+    cells = whatif.columns
     prov = whatif.provenance
     console.print(
-        f"[bold]what-if[/] {len(cells):,} cells, modelled (nothing was run): "
-        f"[red]{int(cells['collapsed'].sum())}[/] collapse with the padding bug, "
-        f"[magenta]{int(cells['frozen_collapsed'].sum())}[/] collapse frozen at capture"
+        f"[bold]what-if[/] {len(whatif):,} cells, modelled (nothing was run): "
+        f"[red]{whatif.count('collapsed')}[/] collapse with the padding bug, "
+        f"[magenta]{whatif.count('frozen_collapsed')}[/] collapse frozen at capture"
     )
     for key in ("policies", "devices", "capture_sizes", "time"):
         v = prov[key]
         text = "; ".join(f"{a}: {b}" for a, b in v.items()) if isinstance(v, dict) else str(v)
         console.print(f"  [dim]{key}:[/] {text}")
-    axes = [a for a in ("model", "policy", "device", "qlen") if cells[a].nunique() > 1]
-    fixed = {a: cells[a].iloc[0] for a in ("model", "policy", "device", "qlen") if a not in axes}
+    axes = [a for a in ("model", "policy", "device", "qlen") if len(set(cells[a].tolist())) > 1]
+    fixed = {a: cells[a][0] for a in ("model", "policy", "device", "qlen") if a not in axes}
     if fixed:
         console.print("  " + ", ".join(f"{k} {v}" for k, v in fixed.items()))
     t = Table(
@@ -40,7 +40,7 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     for col in ("real+pad", "KV", "S bug", "S fix", "S frz", "occ bug>fix", "t fix µs",
                 "bug x", "frz x"):  # fmt: skip
         t.add_column(col, justify="right", no_wrap=True)
-    for r in whatif.worst(top).to_dict(orient="records"):
+    for r in whatif.worst_rows(top):
         bug = str(r["S_bug"] or "n/a")
         frz = str(r["S_frozen"] or "-")
         t.add_row(
@@ -56,6 +56,6 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
             _f(r["slowdown_frozen"], "{:.2f}x"),
         )
     console.print(t)
-    notes = sorted({n.split(", got")[0] for n in cells["note"] if n})
+    notes = sorted({n.split(", got")[0] for n in set(cells["note"].tolist()) if n})
     for n in notes[:5]:
         console.print(f"  [yellow]note:[/] {n}")

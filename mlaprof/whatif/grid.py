@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
@@ -106,55 +105,77 @@ class GridSpec:
         return dataclasses.asdict(self)
 
 
-@dataclass
 class WhatIf:
-    spec: GridSpec
-    cells: pd.DataFrame
-    provenance: dict[str, Any]
+    """The cells of a grid as numpy columns; ``cells`` is the same as a DataFrame (built on first
+    use, so the CLI's table and JSON need no pandas)."""
 
-    def worst(self, n: int = 15) -> pd.DataFrame:
-        """The cells that lose most to padding rows or to capture: predicted slowdown where a
-        cost model exists, S lost otherwise."""
-        return worst_cells(self.cells, n)
+    def __init__(
+        self, spec: GridSpec, columns: dict[str, np.ndarray], provenance: dict[str, Any]
+    ) -> None:
+        self.spec = spec
+        self.columns = columns
+        self.provenance = provenance
+        self._cells: Any = None
+
+    def __len__(self) -> int:
+        return len(self.columns["batch"])
+
+    @property
+    def cells(self) -> Any:
+        """Every cell as a pandas DataFrame."""
+        if self._cells is None:
+            import pandas as pd
+
+            self._cells = pd.DataFrame(self.columns)
+        return self._cells
+
+    def count(self, flag: str) -> int:
+        return int(np.count_nonzero(self.columns[flag]))
+
+    def worst_index(self, n: int = 15) -> np.ndarray:
+        """Cells that lose most to padding rows or to capture: predicted slowdown where a cost
+        model exists, then the S lost (fix over the lower of bug and frozen)."""
+        c = self.columns
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = np.fmax(c["slowdown_bug"], c["slowdown_frozen"])
+            low = np.fmin(
+                np.where(c["S_bug"] > 0, c["S_bug"], np.nan),
+                np.where(c["S_frozen"] > 0, c["S_frozen"], np.nan),
+            )
+            ratio = c["S_fix"] / low
+        key_loss = np.nan_to_num(loss, nan=0.0)
+        key_ratio = np.nan_to_num(ratio, nan=0.0)
+        order = np.lexsort((np.arange(len(self)), -key_ratio, -key_loss))  # stable, descending
+        return order[:n]
+
+    def worst_rows(self, n: int = 15) -> list[dict[str, Any]]:
+        return self.records(self.worst_index(n))
+
+    def worst(self, n: int = 15) -> Any:
+        """:meth:`worst_rows` as a DataFrame."""
+        return self.cells.iloc[self.worst_index(n)].reset_index(drop=True)
+
+    def records(self, index: np.ndarray | None = None) -> list[dict[str, Any]]:
+        """Cells as JSON-ready dicts (NaN -> None)."""
+        cols = {}
+        for k, v in self.columns.items():
+            v = v if index is None else v[index]
+            lst = v.tolist()
+            if v.dtype.kind == "f":
+                lst = [None if x != x else round(x, 6) for x in lst]
+            cols[k] = lst
+        keys = list(cols)
+        return [dict(zip(keys, vals)) for vals in zip(*cols.values())]
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
-        cells = self.cells if top is None else self.worst(top)
         return {
             "spec": self.spec.to_dict(),
             "provenance": self.provenance,
-            "points": len(self.cells),
-            "collapsed_cells": int(self.cells["collapsed"].sum()),
-            "frozen_collapsed_cells": int(self.cells["frozen_collapsed"].sum()),
-            "cells": [_jsonable(r) for r in cells.to_dict(orient="records")],
+            "points": len(self),
+            "collapsed_cells": self.count("collapsed"),
+            "frozen_collapsed_cells": self.count("frozen_collapsed"),
+            "cells": self.records(None if top is None else self.worst_index(top)),
         }
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        if isinstance(v, (np.integer,)):
-            v = int(v)
-        elif isinstance(v, (float, np.floating)):
-            v = None if v != v else round(float(v), 6)
-        elif isinstance(v, np.bool_):
-            v = bool(v)
-        out[k] = v
-    return out
-
-
-def worst_cells(cells: pd.DataFrame, n: int = 15) -> pd.DataFrame:
-    loss = np.fmax(cells["slowdown_bug"].to_numpy(float), cells["slowdown_frozen"].to_numpy(float))
-    s_fix = cells["S_fix"].to_numpy(float)
-    s_low = np.fmin(
-        cells["S_bug"].replace(0, np.nan).to_numpy(float),
-        cells["S_frozen"].replace(0, np.nan).to_numpy(float),
-    )
-    ratio = s_fix / s_low
-    key = pd.DataFrame(
-        {"loss": np.nan_to_num(loss, nan=0.0), "ratio": np.nan_to_num(ratio, nan=0.0)}
-    )
-    order = key.sort_values(["loss", "ratio"], ascending=False, kind="stable").index[:n]
-    return cells.loc[order].reset_index(drop=True)
 
 
 def _group(
@@ -278,8 +299,7 @@ def compute(spec: GridSpec) -> WhatIf:
                 for device in spec.devices:
                     parts.append(_group(spec, b, ctx, num_spec, model, policy, device))
     cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    cells = pd.DataFrame(cols)
-    return WhatIf(spec, cells, provenance(spec))
+    return WhatIf(spec, cols, provenance(spec))
 
 
 def provenance(spec: GridSpec) -> dict[str, Any]:
