@@ -20,7 +20,7 @@ FIXTURES = ROOT / "tests" / "data" / "rocprof"  # in the repository: CI has no .
 KERNEL = "mlaprof-test"
 
 
-def test_the_five_notebooks_exist_in_pairs():
+def test_the_six_notebooks_exist_in_pairs():
     names = [p.stem for p in NOTEBOOKS]
     assert names == [
         "01_quickstart",
@@ -28,6 +28,7 @@ def test_the_five_notebooks_exist_in_pairs():
         "03_capture_memory",
         "04_imported_trace",
         "05_compare_runs",
+        "06_whatif",
     ]
     for py in NOTEBOOKS:
         ipynb = py.with_suffix(".ipynb")
