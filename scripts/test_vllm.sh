@@ -18,4 +18,4 @@ if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0'
 fi
 "$V/bin/python" -m pip install -q --no-deps -e .   # registers the entry point for this clone
 "$V/bin/python" -m pytest -q -p no:cacheprovider tests/test_vllm_install.py tests/test_vllm_plugin.py \
-  tests/test_vllm_differential.py
+  tests/test_vllm_differential.py tests/test_vllm_capture_sizes.py

