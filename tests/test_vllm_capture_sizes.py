@@ -56,3 +56,27 @@ def test_explicit_list_rounding_equals_vllm():
         cc.max_cudagraph_capture_size = max(sizes)
         cc.adjust_cudagraph_sizes_for_spec_decode(q)
         assert round_to_qlen(sizes, q) == cc.cudagraph_capture_sizes, (sizes, q)
+
+
+def test_split_gate_passes_vllm_032_real_aiter_builder(monkeypatch):
+    """The split gate on vLLM 0.32's own AiterMLAMetadataBuilder._build_decode (min_kv_seq_len
+    over active rows: the merged fix of the seed) passes; forcing its minimum over all rows, as
+    the pre-fix code took it, fails on the same batches."""
+    from mlaprof.gate import SplitCollapseError, assert_splits_hold
+    from tests.test_vllm_install import _common, real_aiter_builder
+
+    b = real_aiter_builder(monkeypatch)
+
+    def vllm_builder(kv_lens, qlen, num_reqs):
+        width = max(kv_lens)
+        return b.build(0, _common(kv_lens, qlen, padded_reqs=num_reqs, width=width)).decode
+
+    kw = {"batches": range(1, 13), "contexts": (1088, 3000)}
+    assert_splits_hold(vllm_builder, **kw)
+
+    def all_rows(kv_lens, qlen, num_reqs):  # the pre-fix minimum, padding rows pinned to qlen
+        d = vllm_builder(kv_lens, qlen, num_reqs)
+        return min(d.min_kv_seq_len, qlen) if num_reqs > len(kv_lens) else d.min_kv_seq_len
+
+    with pytest.raises(SplitCollapseError, match="min_kv_seq_len=4"):
+        assert_splits_hold(all_rows, **kw)

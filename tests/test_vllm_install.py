@@ -157,9 +157,9 @@ def test_real_triton_builder_records_correct_values(clean, monkeypatch, tmp_path
     assert list(s.used) == want == [32, 32]
 
 
-def test_real_aiter_build_decode_records_min_kv(clean, monkeypatch, tmp_path):
-    """AiterMLAMetadataBuilder._build_decode (real code) with a fake AITER and the page-index
-    expansion kernel done in torch (Triton has no CPU backend here)."""
+def real_aiter_builder(monkeypatch, heads=16, qlen=4):
+    """vLLM's real AiterMLAMetadataBuilder with a fake AITER and the page-index expansion kernel
+    done in torch (Triton has no CPU backend here); gluon verify routing forced on."""
     aiter_fake.install(monkeypatch)
     fake = sys.modules["aiter"]
     fake.get_mla_metadata_v1 = lambda *a, **k: None  # ASM schedule: not reached on gluon verify
@@ -176,21 +176,18 @@ def test_real_aiter_build_decode_records_min_kv(clean, monkeypatch, tmp_path):
             return run
 
     monkeypatch.setattr(rocm_aiter_mla, "_expand_page_indices_kernel", Launcher())
-    gluon_verify = rocm_aiter_mla.AiterMLAHelper.use_gluon_verify
     monkeypatch.setattr(
         rocm_aiter_mla.AiterMLAHelper, "use_gluon_verify", staticmethod(lambda *a, **k: True)
     )
-    rec = _recorder(tmp_path)
-    vllm_patches.install(rec)
-    b = _bare_builder(rocm_aiter_mla.AiterMLAMetadataBuilder)
+    b = _bare_builder(rocm_aiter_mla.AiterMLAMetadataBuilder, heads, qlen)
     b._decode_causal = True
-    b._decode_num_heads = 16
+    b._decode_num_heads = heads
     b._kv_cache_dtype_str = "auto"
     b._kv_cache_bytes = None
     b._graph_seq_lens = None
     b._supports_segmented_dcp_verify = False
     b._asm_dcp_verify = False
-    b._mtp_decode_qlen = 4
+    b._mtp_decode_qlen = qlen
     b.kernel_block_size = 1
     b.decode_attn_out_dtype = torch.bfloat16
     b.dcp_rank = 0
@@ -201,6 +198,15 @@ def test_real_aiter_build_decode_records_min_kv(clean, monkeypatch, tmp_path):
     b.compilation_config = types.SimpleNamespace(
         cudagraph_mode=types.SimpleNamespace(has_full_cudagraphs=lambda: False)
     )
+    return b
+
+
+def test_real_aiter_build_decode_records_min_kv(clean, monkeypatch, tmp_path):
+    """AiterMLAMetadataBuilder._build_decode (real code) recorded by the plugin."""
+    gluon_verify = rocm_aiter_mla.AiterMLAHelper.use_gluon_verify
+    b = real_aiter_builder(monkeypatch)
+    rec = _recorder(tmp_path)
+    vllm_patches.install(rec)
     m = b.build(0, _common([1100, 300, 700], 4, padded_reqs=4, width=1200))
     d = m.decode
     assert d.use_gluon_verify and d.max_qo_len == 4
