@@ -17,6 +17,7 @@ from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.whatif import GridSpec, compute, vector
 from mlaprof.whatif.costmodel import H200_FIT, cost_model, fit_h200, measured_inputs
+from mlaprof.whatif.grid import Shapes
 from mlaprof.whatif.sizes import sizes_for
 
 
@@ -168,3 +169,36 @@ def test_eager_batches_have_no_padding_and_no_frozen_split():
 def test_bad_grids_raise_one_clear_error(change, message):
     with pytest.raises(MlaprofError, match=message):
         compute(dataclasses.replace(GridSpec(), **change))
+
+
+def test_drawn_batches_equal_the_builder_and_step_splits():
+    rng = random.Random(3)
+    mix = [rng.randint(4, 40_000) for _ in range(50)] + [4, 5, 64]
+    grid = GridSpec(
+        batches=[1, 3, 7, 13],
+        kv_mix=mix,
+        draws=6,
+        specs=[3],
+        models=["kimi-k2-tp8"],
+        policies=list(POLICIES),
+        devices=["mi300x"],
+        max_num_seqs=64,
+    )
+    w = compute(grid)
+    assert len(w) == 4 * 6 * len(POLICIES) and "drawn" in w.provenance["kv"]
+    sizes = sizes_for("vllm-legacy", 64, 3, None)
+    shp = Shapes.drawn(grid)
+    for k in range(len(shp.batch)):
+        lens = [int(x) for x in shp.lens[k] if x > 0]
+        assert len(lens) == shp.batch[k] and set(lens) <= set(mix)
+        shape = batch_shape(lens, 4, "FULL", sizes)
+        meta = build_metadata(shape, page_size=4096, min_kv_mode="all-rows", shuffle_pages=False)
+        ref = step_splits(meta, 8, DEVICES["mi300x"], "FULL", grid.max_model_len)
+        cells = w.cells[(w.cells.batch == shp.batch[k]) & (w.cells.draw == shp.draw[k])]
+        for r in ref:
+            c = cells[cells.policy == r.policy].iloc[0]
+            assert (c.kv_min, c.kv_max) == (min(lens), max(lens))
+            assert c.S_bug == (r.used or 0) and c.S_deserved == (r.deserved or 0), r.policy
+            assert c.S_frozen == (r.frozen or 0) and c.S_fix == (r.active_rows or 0), r.policy
+            if r.used:
+                assert c.occupancy_bug == pytest.approx(r.occupancy_used), r.policy

@@ -64,3 +64,18 @@ def test_the_cli_table_needs_neither_pandas_nor_torch():
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]"  # startup cost is numpy + rich only
+
+
+def test_request_length_mix_from_a_file(tmp_path, capsys):
+    mix = tmp_path / "lengths.txt"
+    mix.write_text("# KV length [count]\n1088\n1088 3\n40000\n")
+    args = ["whatif", "--kv-mix", str(mix), "--batch", "3,8", "--draws", "4", "--json"]
+    assert main([*args, "--policy", "aiter-gluon-v0.1.19"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["points"] == 8 and "4 batches per batch size drawn" in doc["provenance"]["kv"]
+    assert {c["kv_min"] for c in doc["cells"]} <= {1088, 40000}
+    assert all(c["S_bug"] == 1 for c in doc["cells"] if c["padding_rows"])  # 3 real + 1 padding
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2\n")  # shorter than qlen 4
+    assert main(["whatif", "--kv-mix", str(bad)]) == 2
+    assert "at least qlen" in capsys.readouterr().err

@@ -17,6 +17,7 @@ examples:
                                                    the seed: 8 real + 7 padding rows, S 1 vs 4
   mlaprof whatif --policy all --device mi355x,mi300x,h200 --spec 1-4 --json > grid.json
   mlaprof whatif --model kimi-k2-tp8 --html whatif.html   heatmaps of S and predicted slowdown
+  mlaprof whatif --kv-mix lengths.txt --draws 64   batches drawn from your request-length mix
 
 columns: S bug = min_kv_seq_len over all rows (padding pinned to qlen), S fix = over active rows,
 S frozen = what a FULL graph captured with vLLM's dummy run (KV = qlen) replays; slowdown = predicted
@@ -44,6 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="1k,2k,4k,8k,16k,32k,64k,128k",
         help="KV tokens per request: 1088,4k,128k or ranges (default 1k..128k, powers of 2)",
     )
+    p.add_argument(
+        "--kv-mix",
+        metavar="FILE",
+        help="request KV lengths to draw batches from (one a line, or 'LEN COUNT'); replaces --context",
+    )
+    p.add_argument(
+        "--draws", type=int, default=32, help="batches drawn per batch size (default 32)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     p.add_argument("--spec", help="speculative tokens, qlen = 1 + spec (default: the scenario's)")
     p.add_argument(
         "--model", help="model presets, comma-separated or 'all' (default: the scenario's)"
@@ -79,6 +89,14 @@ def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
     g = GridSpec()
     g.batches = int_list(args.batch, "--batch")
     g.contexts = int_list(args.context, "--context")
+    if args.kv_mix:
+        from pathlib import Path
+
+        from mlaprof.whatif.plan_sources import read_counts
+
+        mix = read_counts(Path(args.kv_mix), "KV length", single_ok=True)
+        g.kv_mix, g.kv_weights = list(mix), [float(c) for c in mix.values()]
+        g.draws, g.seed = args.draws, args.seed
     if args.spec:
         g.specs = int_list(args.spec, "--spec")
     if args.model:

@@ -79,30 +79,32 @@ def whatif_heatmap(
         horizontal_spacing=0.09,
         vertical_spacing=0.14,
     )
+    drawn = bool((sel.draw > 0).any())  # batches drawn from a request-length mix
+    rows_by = "draw" if drawn else "context"
     x = [str(b) for b in sorted(sel.batch.unique())]
-    y = [f"{v:,}" for v in sorted(sel.context.unique())]
+    y = [f"#{v}" if drawn else f"{v:,}" for v in sorted(sel[rows_by].unique())]
 
     def grid(col: str) -> pd.DataFrame:
-        return sel.pivot(index="context", columns="batch", values=col).sort_index()
+        return sel.pivot(index=rows_by, columns="batch", values=col).sort_index()
 
     pad = grid("padding_rows").to_numpy()
     for i, (col, _) in enumerate(S_PANELS):
-        z = grid(col).to_numpy(float, copy=True)
-        z[z == 0] = np.nan  # 0: not applicable / the kernel refuses the shape
+        s_val = grid(col).to_numpy(float, copy=True)
+        s_val[s_val == 0] = np.nan  # 0: not applicable / the kernel refuses the shape
         text = [
-            ["" if v != v else f"{int(v)}{'*' if p else ''}" for v, p in zip(r, pr)]
-            for r, pr in zip(z, pad)
+            ["n/a" if v != v else f"{int(v)}{'*' if p else ''}" for v, p in zip(r, pr)]
+            for r, pr in zip(s_val, pad)
         ]
         fig.add_trace(
             go.Heatmap(
-                z=z,
+                z=np.log2(s_val),  # colour on a log scale: S spans 1..256
                 x=x,
                 y=y,
                 text=text,
-                texttemplate="%{text}" if z.size <= 400 else None,
+                texttemplate="%{text}" if s_val.size <= 400 else None,
                 coloraxis="coloraxis",
                 name=col,
-                hovertemplate="batch %{x}, KV %{y}: S = %{z}<extra>" + col + "</extra>",
+                hovertemplate="batch %{x}, KV %{y}: S = %{text}<extra>" + col + "</extra>",
             ),
             row=1 + i // 2,
             col=1 + i % 2,
@@ -126,13 +128,24 @@ def whatif_heatmap(
         f"{title}{label}<br><sup>modelled for {model} ({first.heads} heads), qlen {first.qlen}, "
         f"policy {policy}, {c.target_label(device)}; * = padding rows; time: {t_model}</sup>",
         "real requests in the batch (count)",
-        "KV length per request (tokens)",
+        "drawn batch (count, sorted by its shortest request)"
+        if drawn
+        else "KV length per request (tokens)",
         height=760,
     )
     fig.update_layout(
         coloraxis={
             "colorscale": "Viridis",
-            "colorbar": {"title": "S (count)", "x": 1.0, "len": 0.45, "y": 0.78},
+            "cmin": 0,
+            "cmax": 8,
+            "colorbar": {
+                "title": "S (count, log scale)",
+                "x": 1.0,
+                "len": 0.45,
+                "y": 0.78,
+                "tickvals": list(range(9)),
+                "ticktext": [str(2**i) for i in range(9)],
+            },
         },
         coloraxis2={
             "colorscale": "Reds",

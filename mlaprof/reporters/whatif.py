@@ -46,7 +46,9 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
         t.add_row(
             *[str(r[a]) for a in axes],
             f"{r['batch']}+{r['padding_rows']}",
-            f"{r['context']:,}",
+            f"{r['context']:,}"
+            if r["kv_min"] == r["kv_max"]
+            else f"{r['kv_min']:,}..{r['kv_max']:,}",
             f"[bold red]{bug}[/]" if r["collapsed"] else bug,
             str(r["S_fix"] or "n/a"),
             f"[bold red]{frz}[/]" if r["frozen_collapsed"] else frz,

@@ -55,13 +55,18 @@ class GridSpec:
     graph_mode: str = "FULL"
     capture_sizes: list[int] | None = None  # an explicit cudagraph_capture_sizes list
     size_rule: str = "vllm-legacy"
+    # a request-length distribution instead of the contexts axis: each batch size gets `draws`
+    # batches whose KV lengths are drawn from kv_mix (weights: kv_weights, default equal)
+    kv_mix: list[int] | None = None
+    kv_weights: list[float] | None = None
+    draws: int = 32
+    seed: int = 0
 
     @property
     def points(self) -> int:
-        n = 1
+        n = self.draws if self.kv_mix else len(self.contexts)
         for axis in (
             self.batches,
-            self.contexts,
             self.specs,
             self.models,
             self.policies,
@@ -93,7 +98,21 @@ class GridSpec:
                 f"batch sizes must be 1..max_num_seqs ({self.max_num_seqs}), got {self.batches}"
             )
         qmax = 1 + max(self.specs)
-        if any(c < qmax or c > 16_777_216 for c in self.contexts):
+        if self.kv_mix is not None:
+            if not self.kv_mix or any(c < qmax or c > 16_777_216 for c in self.kv_mix):
+                raise MlaprofError(
+                    f"request KV lengths must be {qmax}..16M tokens (at least qlen), got "
+                    f"{sorted(set(self.kv_mix))[:5]}..."
+                )
+            if self.kv_weights is not None and (
+                len(self.kv_weights) != len(self.kv_mix)
+                or min(self.kv_weights) < 0
+                or sum(self.kv_weights) <= 0
+            ):
+                raise MlaprofError("kv_weights must be one non-negative weight per KV length")
+            if not 1 <= self.draws <= 10_000:
+                raise MlaprofError(f"draws must be 1..10000, got {self.draws}")
+        elif any(c < qmax or c > 16_777_216 for c in self.contexts):
             raise MlaprofError(
                 f"KV lengths must be {qmax}..16M tokens (at least qlen), got {self.contexts}"
             )
@@ -178,10 +197,60 @@ class WhatIf:
         }
 
 
+@dataclass
+class Shapes:
+    """The real requests of every cell: uniform (``lens`` None: ``batch`` requests of ``context``
+    KV tokens) or drawn from a distribution (``lens``: [cells, max batch], 0 = no request)."""
+
+    batch: np.ndarray
+    context: np.ndarray  # the KV length, or the drawn batch's median
+    kv_min: np.ndarray
+    kv_max: np.ndarray
+    kv_sum: np.ndarray
+    draw: np.ndarray
+    lens: np.ndarray | None = None
+
+    @classmethod
+    def uniform(cls, batches: list[int], contexts: list[int]) -> Shapes:
+        bb, cc = np.meshgrid(
+            np.asarray(batches, np.int64), np.asarray(contexts, np.int64), indexing="ij"
+        )
+        b, c = bb.ravel(), cc.ravel()
+        return cls(b, c, c, c, b * c, np.zeros(len(b), np.int64))
+
+    @classmethod
+    def drawn(cls, spec: GridSpec) -> Shapes:
+        """``spec.draws`` batches per batch size, lengths drawn (seeded) from ``spec.kv_mix``;
+        each batch size's draws sorted by their shortest request."""
+        rng = np.random.default_rng(spec.seed)
+        mix = np.asarray(spec.kv_mix, np.int64)
+        w = None if spec.kv_weights is None else np.asarray(spec.kv_weights, float)
+        p = None if w is None else w / w.sum()
+        width = max(spec.batches)
+        rows = []
+        for b in spec.batches:
+            d = rng.choice(mix, size=(spec.draws, b), p=p)
+            d = d[np.lexsort((d.max(axis=1), d.min(axis=1)))]
+            rows.append(np.pad(d, ((0, 0), (0, width - b))))
+        lens = np.concatenate(rows)
+        b = np.repeat(np.asarray(spec.batches, np.int64), spec.draws)
+        present = lens > 0
+        big = np.where(present, lens, np.iinfo(np.int64).max)
+        med = np.array([int(np.median(r[r > 0])) for r in lens], np.int64)
+        return cls(b, med, big.min(axis=1), lens.max(axis=1), lens.sum(axis=1),
+                   np.tile(np.arange(spec.draws), len(spec.batches)), lens)  # fmt: skip
+
+    def programs(self, s: np.ndarray, per: int) -> np.ndarray:
+        """Programs of the real rows over the splits that hold KV (S per cell)."""
+        if self.lens is None:
+            return self.batch * per * vector.active_splits(self.context, s)
+        act = vector.active_splits(np.maximum(self.lens, 1), s[:, None])
+        return per * np.where(self.lens > 0, act, 0).sum(axis=1)
+
+
 def _group(
     spec: GridSpec,
-    b: np.ndarray,
-    ctx: np.ndarray,
+    shp: Shapes,
     num_spec: int,
     model: str,
     policy: str,
@@ -193,6 +262,7 @@ def _group(
     dev = DEVICES[device]
     pol = POLICIES[policy]
     units = dev.units
+    b, kmin, kmax, ksum = shp.batch, shp.kv_min, shp.kv_max, shp.kv_sum
     n = len(b)
     tokens = b * q
     if spec.graph_mode == "FULL":
@@ -208,15 +278,15 @@ def _group(
         size = np.zeros(n, np.int64)
         rows = b.copy()
     pad = rows - b
-    min_all = np.where(pad > 0, q, ctx)  # padding rows are pinned to qlen (ctx >= qlen)
-    total_all = b * ctx + pad * q
+    min_all = np.where(pad > 0, q, kmin)  # padding rows are pinned to qlen (KV >= qlen)
+    total_all = ksum + pad * q
 
     def s_of(x: SplitInput) -> np.ndarray:
         return vector.splits(pol, x)
 
-    s_bug = s_of(SplitInput(rows, q, heads, min_all, ctx, total_all, units))
-    s_fix = s_of(SplitInput(rows, q, heads, ctx, ctx, total_all, units))
-    s_des = s_of(SplitInput(b, q, heads, ctx, ctx, b * ctx, units))
+    s_bug = s_of(SplitInput(rows, q, heads, min_all, kmax, total_all, units))
+    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units))
+    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units))
     s_frz = np.where(
         graph, s_of(dummy_run_input(policy, rows, q, heads, units, spec.max_model_len)), 0
     )
@@ -231,12 +301,12 @@ def _group(
     refused = (s_bug == 0) | (s_fix == 0) | (graph & (s_frz == 0))
     notes[refused & (notes == "")] = "n/a: the kernel refuses this shape (an assert in the kernel)"
     per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
-    real_bytes = b * ctx * KV_BYTES_PER_TOKEN * per
+    real_bytes = ksum * KV_BYTES_PER_TOKEN * per
     model_t = cost_model(device)
 
     def occ_time(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ok = s > 0
-        programs = b * per * vector.active_splits(ctx, s)
+        programs = shp.programs(s, per)
         occ = np.where(ok, np.minimum(1.0, programs / max(1, units)), np.nan)
         if model_t is None:
             return occ, np.full(n, np.nan)
@@ -257,7 +327,10 @@ def _group(
         "device": np.full(n, device, dtype=object),
         "units": np.full(n, units),
         "batch": b,
-        "context": ctx,
+        "context": shp.context,
+        "kv_min": kmin,
+        "kv_max": kmax,
+        "draw": shp.draw,
         "graph": np.where(graph, "FULL", "PIECEWISE" if spec.graph_mode == "PIECEWISE" else "NONE"),
         "capture_size": np.where(graph, size, 0),
         "rows": rows,
@@ -288,16 +361,13 @@ def _group(
 def compute(spec: GridSpec) -> WhatIf:
     """Every cell of ``spec`` (validated first)."""
     spec.validate()
-    bb, cc = np.meshgrid(
-        np.asarray(spec.batches, np.int64), np.asarray(spec.contexts, np.int64), indexing="ij"
-    )
-    b, ctx = bb.ravel(), cc.ravel()
+    shp = Shapes.drawn(spec) if spec.kv_mix else Shapes.uniform(spec.batches, spec.contexts)
     parts: list[dict[str, Any]] = []
     for num_spec in spec.specs:
         for model in spec.models:
             for policy in spec.policies:
                 for device in spec.devices:
-                    parts.append(_group(spec, b, ctx, num_spec, model, policy, device))
+                    parts.append(_group(spec, shp, num_spec, model, policy, device))
     cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return WhatIf(spec, cols, provenance(spec))
 
@@ -325,6 +395,12 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },
         "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
+        "kv": (
+            f"{spec.draws} batches per batch size drawn (seed {spec.seed}) from "
+            f"{len(spec.kv_mix)} request KV lengths ({min(spec.kv_mix)}..{max(spec.kv_mix)})"
+            if spec.kv_mix
+            else "every request of a cell has the cell's KV length"
+        ),
     }
 
 

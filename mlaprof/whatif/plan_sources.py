@@ -42,6 +42,12 @@ def counts_from_run(run: Any) -> tuple[dict[int, int], int | None, str]:
 def counts_from_file(path: Path) -> tuple[dict[int, int], str]:
     """Batch-size counts from JSON (``{"8": 120, ...}`` or ``[[8, 120], ...]``) or text lines
     ``BATCH COUNT`` / ``BATCH,COUNT`` (``#`` comments and one header line allowed)."""
+    return read_counts(path, "batch"), f"counts from {path.name}"
+
+
+def read_counts(path: Path, what: str, single_ok: bool = False) -> dict[int, int]:
+    """``VALUE COUNT`` pairs (see :func:`counts_from_file`); with ``single_ok`` a line holding one
+    value counts once (a file of request KV lengths, one a line)."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
@@ -63,20 +69,25 @@ def counts_from_file(path: Path) -> tuple[dict[int, int], str]:
             parts = line.replace(",", " ").split()
             if not pairs and not where and not parts[0].lstrip("-").isdigit():
                 continue  # a header line
+            if single_ok and len(parts) == 1:
+                parts.append("1")
             pairs.append(tuple(parts))
             where.append(f"line {n}")
     counts: dict[int, int] = {}
-    for (b, c), w in zip(pairs, where):
+    for pair, w in zip(pairs, where):
         try:
+            b, c = pair
             bi, ci = int(b), int(float(c))
         except (TypeError, ValueError):
-            raise MlaprofError(f"{path} {w}: {b!r} {c!r} is not 'batch count'") from None
+            raise MlaprofError(
+                f"{path} {w}: {' '.join(map(str, pair))!r} is not '{what} count'"
+            ) from None
         if bi < 1 or ci < 0:
-            raise MlaprofError(f"{path} {w}: batch must be >= 1 and count >= 0")
+            raise MlaprofError(f"{path} {w}: {what} must be >= 1 and count >= 0")
         counts[bi] = counts.get(bi, 0) + ci
     if not counts:
-        raise MlaprofError(f"{path} has no batch counts")
-    return counts, f"counts from {path.name}"
+        raise MlaprofError(f"{path} has no {what} counts")
+    return counts
 
 
 def memory_from_run(run: Any) -> MemoryModel:
