@@ -47,6 +47,7 @@ class DashboardScreen(Screen):
         Binding("s", "cycle_sort", "Sort"),
         Binding("c", "compare", "Compare"),
         Binding("e", "export", "Export"),
+        Binding("w", "whatif", "What if", show=False),
         Binding("tab", "next_panel", "Panel", show=False),
         *[
             Binding(str(i + 1), f"panel('{pid}')", title, show=False)
@@ -271,6 +272,11 @@ class DashboardScreen(Screen):
 
     def action_export(self) -> None:
         self._export()
+
+    def action_whatif(self) -> None:
+        from tui.screens.whatif import WhatIfScreen
+
+        self.app.push_screen(WhatIfScreen(dict(self.follower.meta)))
 
     @work(thread=True, group="export")
     def _export(self) -> None:

@@ -18,6 +18,7 @@ KEYS = (
     ("1-5 / tab", "panel: layers, findings, KV splits, padding, capture (narrow terminals)"),
     ("c", "compare with another run side by side (bug vs fix)"),
     ("e", "export the run (Perfetto / rocpd / CSV, when the exporters are installed)"),
+    ("w", "what if: modelled split collapse and slowdown around this run's configuration"),
     ("escape", "back"),
     ("?", "this help"),
     ("q", "quit"),

@@ -1,0 +1,88 @@
+"""What if: the modelled split grid around the run's configuration (its model, spec tokens,
+policy, device), worst cells first. The grid is computed by :mod:`mlaprof.whatif` in a worker
+thread; this screen only formats its rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.widgets.table import ViewTable
+
+TOP = 40
+HEAD = ["batch+pad", "KV", "S bug", "S fix", "S frozen", "occ bug", "occ fix", "t fix us",
+        "bug x", "frozen x"]  # fmt: skip
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "-" if v is None or v != v else fmt.format(v)
+
+
+def rows(worst: list[dict[str, Any]]) -> list[list[str]]:
+    return [
+        [
+            f"{r['batch']}+{r['padding_rows']}",
+            f"{r['context']}" if r["kv_min"] == r["kv_max"] else f"{r['kv_min']}..{r['kv_max']}",
+            str(r["S_bug"] or "n/a"),
+            str(r["S_fix"] or "n/a"),
+            str(r["S_frozen"] or "-"),
+            _f(r["occupancy_bug"], "{:.0%}"),
+            _f(r["occupancy_fix"], "{:.0%}"),
+            _f(r["t_fix_us"], "{:.0f}"),
+            _f(r["slowdown_bug"], "{:.2f}"),
+            _f(r["slowdown_frozen"], "{:.2f}"),
+        ]
+        for r in worst
+    ]
+
+
+class WhatIfScreen(Screen):
+    BINDINGS = [Binding("escape,w", "app.pop_screen", "Back")]
+
+    def __init__(self, meta: dict[str, Any]) -> None:
+        super().__init__()
+        sc = meta.get("scenario")
+        self.scenario = sc if isinstance(sc, dict) else {}
+        self.result: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("[b]what if[/b]  computing the modelled grid ...", id="whatif-title")
+        yield ViewTable(id="whatif-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if not {"model", "policy", "target"} <= set(self.scenario):
+            self.query_one("#whatif-title", Static).update(
+                "[b]what if[/b]  this run has no scenario (model, policy, device) to model: "
+                "an imported trace? Use `mlaprof whatif` with the shapes you serve."
+            )
+            return
+        self._compute()
+
+    @work(thread=True, group="whatif")
+    def _compute(self) -> None:
+        from mlaprof.whatif.grid import grid_for_scenario
+
+        w = grid_for_scenario(self.scenario)
+        try:
+            self.app.call_from_thread(self._show, w)
+        except RuntimeError:  # the app closed meanwhile
+            return
+
+    def _show(self, w: Any) -> None:
+        self.result = w
+        sc = self.scenario
+        first = w.records(w.worst_index(1))[0]
+        self.query_one("#whatif-title", Static).update(
+            f"[b]what if[/b]  modelled for {sc['model']} ({first['heads']} heads), qlen "
+            f"{first['qlen']}, policy {sc['policy']}, device {sc['target']}: {len(w):,} cells, "
+            f"[red]{w.count('collapsed')}[/red] collapse with the padding bug, "
+            f"{w.count('frozen_collapsed')} frozen at capture\n"
+            f"[dim]time: {first['time_model']}; worst {TOP} cells first[/dim]"
+        )
+        self.query_one("#whatif-table", ViewTable).show((HEAD, rows(w.worst_rows(TOP))))
