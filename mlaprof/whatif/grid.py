@@ -12,6 +12,7 @@ path ``build_metadata`` + ``step_splits`` that ``mlaprof run`` records.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,20 @@ from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 from mlaprof.whatif.sizes import SIZE_RULES, sizes_for
 
 MAX_POINTS = 5_000_000
+# applicable() gains a qlen argument with the routing work (fp8 ASM widths depend on it)
+_APPLICABLE_QLEN = "qlen" in inspect.signature(applicable).parameters
+
+
+def _not_applicable(policy: str, heads: int, rows: int, qlen: int) -> str | None:
+    if _APPLICABLE_QLEN:
+        return applicable(policy, heads, rows, qlen=qlen)
+    return applicable(policy, heads, rows)
+
+
+def _policy_source(name: str) -> str:
+    """The policy's provenance (with "(UNVERIFIED)" where its module marks it so)."""
+    p = POLICIES[name]
+    return str(getattr(p, "provenance", p.source))
 
 
 def _default(name: str) -> Any:
@@ -287,19 +302,23 @@ def _group(
     s_bug = s_of(SplitInput(rows, q, heads, min_all, kmax, total_all, units))
     s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units))
     s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units))
+    # S decided on the device at replay (persistent kernels) is never frozen into a graph
+    frozen_here = graph & (not getattr(pol, "on_device", False))
     s_frz = np.where(
-        graph, s_of(dummy_run_input(policy, rows, q, heads, units, spec.max_model_len)), 0
+        frozen_here, s_of(dummy_run_input(policy, rows, q, heads, units, spec.max_model_len)), 0
     )
     # kernels that cannot run this shape at all (head limits, B == 1 asserts)
     notes = np.full(n, "", dtype=object)
     for r in np.unique(rows):
-        why = applicable(policy, heads, int(r))
+        why = _not_applicable(policy, heads, int(r), q)
         if why:
             m = rows == r
             notes[m] = f"n/a: {why}"
             s_bug[m] = s_fix[m] = s_des[m] = s_frz[m] = 0
-    refused = (s_bug == 0) | (s_fix == 0) | (graph & (s_frz == 0))
+    refused = (s_bug == 0) | (s_fix == 0) | (frozen_here & (s_frz == 0))
     notes[refused & (notes == "")] = "n/a: the kernel refuses this shape (an assert in the kernel)"
+    if getattr(pol, "on_device", False):
+        notes[graph & (notes == "")] = "S decided on the device at replay: not frozen into a graph"
     per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
     real_bytes = ksum * KV_BYTES_PER_TOKEN * per
     model_t = cost_model(device)
@@ -342,7 +361,7 @@ def _group(
         "S_frozen": s_frz,
         "S_deserved": s_des,
         "collapsed": (s_bug > 0) & is_collapsed(s_bug, s_fix),
-        "frozen_collapsed": graph & (s_frz > 0) & is_collapsed(s_frz, s_fix),
+        "frozen_collapsed": frozen_here & (s_frz > 0) & is_collapsed(s_frz, s_fix),
         "occupancy_bug": occ_bug,
         "occupancy_fix": occ_fix,
         "occupancy_frozen": occ_frz,
@@ -381,7 +400,7 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
         "models": {
             m: f"{MODELS[m].heads} heads per rank ({MODELS[m].description})" for m in spec.models
         },
-        "policies": {p: POLICIES[p].source for p in spec.policies},
+        "policies": {p: _policy_source(p) for p in spec.policies},
         "devices": {
             d: f"{DEVICES[d].units} {DEVICES[d].unit_name}s ({DEVICES[d].description})"
             for d in spec.devices
