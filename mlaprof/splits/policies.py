@@ -327,11 +327,18 @@ def is_collapsed(used: Any, deserved: Any) -> Any:
 
 
 def dummy_run_input(
-    policy: str, num_reqs: Any, qlen: int, heads: int, units: int, max_model_len: int
+    policy: str,
+    num_reqs: Any,
+    qlen: int,
+    heads: int,
+    units: int,
+    max_model_len: int,
+    **extra: Any,
 ) -> SplitInput:
     """What a FULL graph is captured with: vLLM's dummy run gives every row qlen KV tokens;
     vLLM's Triton MLA sizes its splits from max_model_len at capture instead. ``num_reqs`` may
-    be a numpy array (the what-if grid builds one input for many cells)."""
+    be a numpy array (the what-if grid builds one input for many cells); ``extra``: further
+    SplitInput fields, unchanged between capture and replay."""
     dummy_max = max_model_len if policy == "vllm-triton" else qlen
     return SplitInput(
         num_reqs=num_reqs,
@@ -341,4 +348,5 @@ def dummy_run_input(
         max_seq_len=dummy_max,
         total_kv=num_reqs * qlen,
         units=units,
+        **extra,
     )
