@@ -140,7 +140,8 @@ def test_every_cell_says_it_is_modelled_and_for_what():
     w = compute(seed_grid(["aiter-gluon-v0.1.19"]))
     doc = w.to_json()
     assert doc["provenance"]["kind"] == "modelled"
-    assert doc["provenance"]["policies"] == {"aiter-gluon-v0.1.19": "aiter v0.1.19 bh16bn64"}
+    source = doc["provenance"]["policies"]["aiter-gluon-v0.1.19"]
+    assert source.startswith("aiter v0.1.19") and "bh16bn64" in source
     assert "not measured on mi355x" in doc["cells"][0]["time_model"]
     cpu = compute(dataclasses.replace(seed_grid(["aiter-gluon-v0.1.19"]), devices=["cpu"]))
     assert cpu.cells.t_fix_us.isna().all()  # no cost model: no time, never a default
