@@ -16,6 +16,7 @@ from mlaprof.scenario import padded_size
 from mlaprof.whatif.plan import BUCKETS, MemoryModel, evaluate, fit_memory, make_plan, propose
 from mlaprof.whatif.plan_sources import counts_from_file, memory_from_log, memory_from_spec
 from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
+from tests.conftest import ROOT
 from tests.figure_runs import write_run
 
 
@@ -116,6 +117,11 @@ def test_memory_sources(tmp_path):
     sizes = [4, 8, 16]
     lm = memory_from_log(log, sizes, "vllm-legacy")
     assert lm.bytes(sizes) == pytest.approx(2 * 2**30) and "model" in lm.provenance
+    assert "vllm-legacy default list" in lm.provenance
+    # a committed two-start TP2 server log: the last start, the largest rank, its logged sizes
+    real = memory_from_log(ROOT / "tests/data/vllm/tp2_two_starts.log", sizes, "vllm-legacy")
+    assert "(start 2)" in real.provenance and "largest of 2" in real.provenance
+    assert "config line lists (19 sizes)" in real.provenance
     assert round_to_qlen([1, 2, 6, 60], 4) == [4, 8, 60]
 
 

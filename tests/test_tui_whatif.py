@@ -23,7 +23,8 @@ def _run(tmp_path: Path, scenario: dict) -> Path:
 
 async def test_w_opens_the_grid_of_the_runs_configuration(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "built-in rules"))
-    app = MlaprofApp(_run(tmp_path, Scenario(max_num_seqs=16).to_dict()))
+    sc = Scenario(model="deepseek-v3-tp8", policy="aiter-gluon-v0.1.19", max_num_seqs=16)
+    app = MlaprofApp(_run(tmp_path, sc.to_dict()))
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot)
         await pilot.press("w")

@@ -107,21 +107,31 @@ def memory_from_run(run: Any) -> MemoryModel:
 
 
 def memory_from_log(path: Path, default_sizes: list[int], rule: str) -> MemoryModel:
-    """The last ``Graph capturing finished in N secs, took X GiB`` of a vLLM log, spread over the
-    default list in proportion to size."""
+    """Capture memory from a vLLM log: the last server start's ``Graph capturing finished in N
+    secs, took X GiB`` (the largest rank's: the budget is per GPU), spread in proportion to size
+    over the capture sizes that start's config line lists (else the default list)."""
     from mlaprof.trace_io.common import read_text
     from mlaprof.trace_io.vllm_log import parse_log
 
     facts = parse_log(read_text(path, "vLLM log"))
-    totals = [m["driver_bytes"] for m in facts.memory if m.get("driver_bytes")]
-    if not totals:
+    done = [r for r in facts.records if r.get("kind") == "capture-finished" and r.get("bytes")]
+    if not done:
         raise MlaprofError(f"{path} has no 'Graph capturing finished ... took X GiB' line")
-    total = float(totals[-1])
+    start = max(int(r["start"]) for r in done)
+    last = [r for r in done if int(r["start"]) == start]
+    top = max(last, key=lambda r: float(r["bytes"]))
+    total = float(top["bytes"])
+    logged = facts.starts[start - 1].config.get("capture_sizes") if facts.starts else None
+    sizes, which = (logged, "the capture sizes its config line lists") if logged else (
+        default_sizes, f"the {rule} default list"
+    )  # fmt: skip
+    ranks = len({r.get("rank") for r in last})
     return memory_from_total(
         total,
-        default_sizes,
-        f"model: vLLM log {path.name} says capture took {total / (1 << 30):.2f} GiB; spread over "
-        f"the {rule} default list ({len(default_sizes)} sizes) in proportion to size",
+        sizes,
+        f"model: vLLM log {path.name} (start {start}) says capture took {total / (1 << 30):.2f} GiB "
+        f"on rank {top.get('rank')} (largest of {ranks}); spread over {which} "
+        f"({len(sizes)} sizes) in proportion to size",
     )
 
 
