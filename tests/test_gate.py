@@ -165,3 +165,71 @@ def test_check_cli_exit_codes(capsys, tmp_path, monkeypatch):
     for bad in (["nocolon"], ["userattn:nothere"], ["userattn:decode", "--shapes", "q=4xy"]):
         assert main(["check", *bad]) == 2
         assert capsys.readouterr().err.startswith("mlaprof: error:")
+
+
+class _FakeCuda:
+    """Just enough of torch.cuda for the gate's real-capture branch on a CPU-only build: capture
+    runs the body with a flag set, and an op that refuses capture raises as the driver would."""
+
+    capturing = False
+
+    class Stream:
+        def wait_stream(self, other):
+            return None
+
+    class CUDAGraph:
+        pass
+
+    @staticmethod
+    def current_stream():
+        return _FakeCuda.Stream()
+
+    @staticmethod
+    def stream(s):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def graph(g):
+        import contextlib
+
+        @contextlib.contextmanager
+        def cm():
+            _FakeCuda.capturing = True
+            try:
+                yield
+            finally:
+                _FakeCuda.capturing = False
+
+        return cm()
+
+
+def _driver_sync(x):  # invisible to the dispatch checker, refused by a real capture
+    if _FakeCuda.capturing:
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+    return x
+
+
+def test_real_capture_branch_reports_what_the_checker_cannot_see(monkeypatch):
+    from mlaprof.gate import core
+
+    for name in ("Stream", "CUDAGraph", "current_stream", "stream", "graph"):
+        monkeypatch.setattr(torch.cuda, name, getattr(_FakeCuda, name))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(core, "_on_cuda", lambda args, kwargs: True)
+    checker = core.SyncChecker  # CUDA sync-debug mode raises on a CPU build: leave it off
+    monkeypatch.setattr(core, "SyncChecker", lambda cuda_debug=False: checker())
+    x = torch.ones(3)
+    bad = run_gated(_driver_sync, x, layers=2)
+    assert not bad.ok and "real capture" in bad.region
+    (e,) = bad.findings
+    assert e.kind == "capture-error" and e.op == "RuntimeError"
+    assert e.location.startswith("tests/test_gate.py:") and e.function == "_driver_sync"
+    assert "not permitted when stream is capturing" in e.detail
+    assert run_gated(lambda t: t * 2, x).ok  # captures fine
+    assert run_gated(_driver_sync, x, real_capture="never").ok  # the checker alone sees nothing
+    # a callable the checker already fails is never captured (a failed capture poisons the GPU)
+    calls = []
+    monkeypatch.setattr(core, "_capture", lambda *a: calls.append(a))
+    assert not run_gated(lambda t: t.nonzero(), x).ok and calls == []

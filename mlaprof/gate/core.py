@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from mlaprof.errors import MlaprofError
-from mlaprof.probes.sync_checker import SyncChecker, SyncEvent, caller_location
+from mlaprof.probes.sync_checker import _TORCH_DIR, SyncChecker, SyncEvent
+from mlaprof.probes.sync_checker import _short as short_path
 
 BREAKS_CAPTURE = ("sync", "alloc", "h2d", "capture-error")  # finding kinds that fail the gate
 
@@ -107,11 +108,23 @@ def _capture(
         with torch.cuda.graph(graph):
             for _ in range(layers):
                 fn(*args, **kwargs)
-    except Exception as e:  # the driver refused: report what it said
-        loc, func = caller_location()
+    except Exception as e:  # the driver refused: report what it said, where it was raised
+        loc, func = raised_at(e)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return SyncEvent(None, None, "capture-error", type(e).__name__, loc, func, msg)
     return None
+
+
+def raised_at(e: BaseException) -> tuple[str, str]:
+    """``file:line`` and function of the innermost frame of ``e`` outside torch and this gate."""
+    best = ("<unknown>", "<unknown>")
+    tb = e.__traceback__
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not (fn.startswith(_TORCH_DIR) or fn == __file__):
+            best = (f"{short_path(fn)}:{tb.tb_lineno}", tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    return best
 
 
 def run_gated(
