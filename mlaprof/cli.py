@@ -36,6 +36,7 @@ Typical session:
   mlaprof run --backend legacy-flat --layers 3   # the pre-fix path: 4 syncs per layer
   mlaprof report traces/<run>       # findings of a stored run (--json, --html)
   mlaprof tui traces/               # live dashboard / run picker
+  mlaprof whatif                    # before running: where S collapses, what padding costs
 """
 
 

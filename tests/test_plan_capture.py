@@ -132,7 +132,7 @@ def test_cli_from_a_run_with_measured_memory(tmp_path, capsys):
         main(["plan-capture", "--from-run", str(run), "--memory-from-run", str(run), "--json"]) == 0
     )
     doc = json.loads(capsys.readouterr().out)
-    assert doc["qlen"] == 4 and "steps of run r" in doc["distribution_source"]
+    assert doc["qlen"] == 4 and "steps (qlen 4) of run r" in doc["distribution_source"]
     assert doc["memory"].startswith("fitted to") and "measured in run r" in doc["memory"]
     assert doc["proposed"]["padded_tokens_per_step"] <= doc["default"]["padded_tokens_per_step"]
     assert doc["compilation_config"].startswith('{"cudagraph_capture_sizes": [')
@@ -152,3 +152,18 @@ def test_cli_terminal_and_errors(tmp_path, capsys):
     ):
         assert main(["plan-capture", *bad]) == 2, bad
         assert capsys.readouterr().err.startswith("mlaprof: error:")
+
+
+def test_a_run_keeps_its_verify_steps_only(tmp_path):
+    from mlaprof.store import create_run, load
+    from mlaprof.whatif.plan_sources import counts_from_run
+
+    w = create_run(tmp_path, "mixed", {"source": "vllm plugin"})
+    for step, (reqs, q) in enumerate([(3, 4), (3, 4), (8, 4), (5, 1), (6, 1)]):
+        w.add("steps", step=step, duration_ns=1, num_reqs=reqs, num_real_reqs=reqs, qlen=q)
+    w.finish()
+    with load(w.run_dir) as run:
+        assert counts_from_run(run)[:2] == ({3: 2, 8: 1}, 4)  # the most common qlen
+        assert counts_from_run(run, 1)[0] == {5: 1, 6: 1}
+        with pytest.raises(MlaprofError, match="no steps with qlen 3"):
+            counts_from_run(run, 3)

@@ -72,19 +72,17 @@ def main(args: argparse.Namespace) -> int:
 
     run_qlen = None
     mns = args.max_num_seqs
+    if args.spec is not None and not 0 <= args.spec <= 15:
+        raise MlaprofError(f"--spec must be 0..15, got {args.spec}")
     if args.from_run:
         with load(resolve_run(args.from_run, args.traces)) as run:
-            counts, run_qlen, source = ps.counts_from_run(run)
+            want = None if args.spec is None else 1 + args.spec
+            counts, run_qlen, source = ps.counts_from_run(run, want)
             sc = run.meta.get("scenario") if isinstance(run.meta.get("scenario"), dict) else {}
             mns = mns or sc.get("max_num_seqs")
     else:
         counts, source = ps.counts_from_file(Path(args.counts))
-    if args.spec is not None:
-        if not 0 <= args.spec <= 15:
-            raise MlaprofError(f"--spec must be 0..15, got {args.spec}")
-        qlen = 1 + args.spec
-    else:
-        qlen = run_qlen or Scenario().qlen
+    qlen = 1 + args.spec if args.spec is not None else run_qlen or Scenario().qlen
     mns = int(mns or max(256, max(counts)))
     if not 1 <= mns <= 4096:
         raise MlaprofError(f"--max-num-seqs must be 1..4096, got {mns}")

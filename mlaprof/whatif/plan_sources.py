@@ -23,20 +23,26 @@ def _lowest_rank(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def counts_from_run(run: Any) -> tuple[dict[int, int], int | None, str]:
-    """(batch size -> steps, the run's qlen, provenance) from a run's ``steps`` table."""
+def counts_from_run(run: Any, qlen: int | None = None) -> tuple[dict[int, int], int | None, str]:
+    """(batch size -> steps, qlen, provenance) from a run's ``steps`` table: the steps of
+    ``qlen`` (default: the run's most common qlen, i.e. its verify steps)."""
     steps = _lowest_rank(run.table("steps"))
-    real = pd.to_numeric(steps.get("num_real_reqs"), errors="coerce").dropna().astype(int)
-    if real.empty:
+    real = pd.to_numeric(steps.get("num_real_reqs"), errors="coerce")
+    if real.dropna().empty:
         raise MlaprofError(
             f"run {run.name} records no real request count per step (an imported trace only "
             "shows the padded grids of graph replays): give the batch sizes with --counts FILE"
         )
-    q = pd.to_numeric(steps.get("qlen"), errors="coerce").dropna().astype(int)
-    qlen = int(q.mode().iloc[0]) if len(q) else None
-    counts = {int(b): int(n) for b, n in real[real > 0].value_counts().items()}
+    q = pd.to_numeric(steps.get("qlen"), errors="coerce")
+    if qlen is None and q.notna().any():
+        qlen = int(q.dropna().astype(int).mode().iloc[0])
+    keep = real.notna() & (real > 0) & ((q == qlen) | q.isna() if qlen is not None else True)
+    chosen = real[keep].astype(int)
+    if chosen.empty:
+        raise MlaprofError(f"run {run.name} has no steps with qlen {qlen}")
+    counts = {int(b): int(n) for b, n in chosen.value_counts().items()}
     src = run.meta.get("source") or "run"
-    return counts, qlen, f"{len(real)} steps of run {run.name} ({src})"
+    return counts, qlen, f"{len(chosen)} steps (qlen {qlen}) of run {run.name} ({src})"
 
 
 def counts_from_file(path: Path) -> tuple[dict[int, int], str]:
