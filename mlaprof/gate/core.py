@@ -78,18 +78,20 @@ def _name(fn: Callable[..., Any]) -> str:
 
 
 def _on_cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    def walk(v: Any) -> bool:
+    """Whether any argument holds a CUDA/HIP tensor (directly, in a container, or as a field of
+    an object such as a metadata dataclass)."""
+
+    def walk(v: Any, depth: int = 0) -> bool:
         if isinstance(v, torch.Tensor):
             return v.is_cuda
+        if depth > 2:
+            return False
         if isinstance(v, (list, tuple)):
-            return any(walk(x) for x in v)
+            return any(walk(x, depth + 1) for x in v)
         if isinstance(v, dict):
-            return any(walk(x) for x in v.values())
-        return (
-            any(isinstance(x, torch.Tensor) and x.is_cuda for x in vars(v).values())
-            if hasattr(v, "__dict__")
-            else False
-        )
+            return any(walk(x, depth + 1) for x in v.values())
+        fields = getattr(v, "__dict__", None)
+        return isinstance(fields, dict) and any(walk(x, depth + 1) for x in fields.values())
 
     return walk(list(args)) or walk(kwargs)
 
