@@ -167,3 +167,17 @@ def test_a_run_keeps_its_verify_steps_only(tmp_path):
         assert counts_from_run(run, 1)[0] == {5: 1, 6: 1}
         with pytest.raises(MlaprofError, match="no steps with qlen 3"):
             counts_from_run(run, 3)
+
+
+def test_an_imported_trace_gives_kernel_rows_labelled_as_padded(tmp_path):
+    from mlaprof.store import create_run, load
+    from mlaprof.whatif.plan_sources import counts_from_run
+
+    w = create_run(tmp_path, "trace", {"imported_from": "rocprofv3 csv"})
+    for step, (rows, mode) in enumerate([(4, "graph"), (4, "graph"), (8, "graph"), (70, "eager")]):
+        w.add("steps", step=step, duration_ns=1, num_reqs=rows, qlen=4, graph_mode=mode)
+    w.finish()
+    with load(w.run_dir) as run:
+        counts, qlen, src = counts_from_run(run)
+    assert counts == {4: 2, 8: 1, 70: 1} and qlen == 4
+    assert "kernel rows" in src and "padded" in src and "rocprofv3" in src

@@ -25,13 +25,22 @@ def _lowest_rank(df: pd.DataFrame) -> pd.DataFrame:
 
 def counts_from_run(run: Any, qlen: int | None = None) -> tuple[dict[int, int], int | None, str]:
     """(batch size -> steps, qlen, provenance) from a run's ``steps`` table: the steps of
-    ``qlen`` (default: the run's most common qlen, i.e. its verify steps)."""
+    ``qlen`` (default: the run's most common qlen, i.e. its verify steps).
+
+    Recorded runs (mlaprof run, the vLLM plugin) give each step's real request count. An imported
+    trace gives the rows of each step's MLA kernels instead: an eager step's are its real
+    requests, a graph replay's are padded (the real batch was at most that), and the provenance
+    says so."""
     steps = _lowest_rank(run.table("steps"))
     real = pd.to_numeric(steps.get("num_real_reqs"), errors="coerce")
+    what = "real requests"
+    if real.dropna().empty:
+        real = pd.to_numeric(steps.get("num_reqs"), errors="coerce")
+        what = "kernel rows (graph replays: padded, the real batch was at most this)"
     if real.dropna().empty:
         raise MlaprofError(
-            f"run {run.name} records no real request count per step (an imported trace only "
-            "shows the padded grids of graph replays): give the batch sizes with --counts FILE"
+            f"run {run.name} records no request or row count per step: give the batch sizes "
+            "with --counts FILE"
         )
     q = pd.to_numeric(steps.get("qlen"), errors="coerce")
     if qlen is None and q.notna().any():
@@ -41,8 +50,8 @@ def counts_from_run(run: Any, qlen: int | None = None) -> tuple[dict[int, int], 
     if chosen.empty:
         raise MlaprofError(f"run {run.name} has no steps with qlen {qlen}")
     counts = {int(b): int(n) for b, n in chosen.value_counts().items()}
-    src = run.meta.get("source") or "run"
-    return counts, qlen, f"{len(chosen)} steps (qlen {qlen}) of run {run.name} ({src})"
+    src = run.meta.get("source") or run.meta.get("imported_from") or "run"
+    return counts, qlen, f"{len(chosen)} steps (qlen {qlen}) of run {run.name} ({src}): {what}"
 
 
 def counts_from_file(path: Path) -> tuple[dict[int, int], str]:
