@@ -42,6 +42,9 @@ def add_traces_arg(parser) -> None:  # noqa: ANN001
     )
 
 
+MAX_LIST = 100_000
+
+
 def int_list(text: str, what: str) -> list[int]:
     """``1,2,4``, ranges ``1-64`` (or ``8-64:8`` with a step) and ``k`` suffixes (``128k`` =
     131072) as a sorted list of distinct integers."""
@@ -64,6 +67,8 @@ def int_list(text: str, what: str) -> list[int]:
             a, b, s = one(lo), one(hi), one(step) if step else 1
             if a > b or s < 1:
                 raise MlaprofError(f"{what}: bad range {part!r}")
+            if (b - a) // s + 1 > MAX_LIST:
+                raise MlaprofError(f"{what}: {part!r} has more than {MAX_LIST:,} values")
             out.update(range(a, b + 1, s))
         else:
             out.add(one(rng))

@@ -32,7 +32,7 @@ from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 from mlaprof.whatif.sizes import SIZE_RULES, sizes_for
 
-MAX_POINTS = 5_000_000
+MAX_POINTS = 1_000_000  # about 0.3 GB of columns
 # applicable() gains a qlen argument with the routing work (fp8 ASM widths depend on it)
 _APPLICABLE_QLEN = "qlen" in inspect.signature(applicable).parameters
 
