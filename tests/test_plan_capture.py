@@ -13,7 +13,7 @@ import pytest
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import padded_size
-from mlaprof.whatif.plan import BUCKETS, MemoryModel, evaluate, fit_memory, make_plan, propose
+from mlaprof.whatif.plan import MemoryModel, dp_buckets, evaluate, fit_memory, make_plan, propose
 from mlaprof.whatif.plan_sources import counts_from_file, memory_from_log, memory_from_spec
 from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
 from tests.conftest import ROOT
@@ -50,7 +50,7 @@ def test_dp_is_exact_against_brute_force(seed):
     else:
         mem = MemoryModel(rng.uniform(1, 5) * 1e6, rng.uniform(0.01, 0.2) * 1e6, "test")
         budget = mem.bytes([b * qlen for b in batches]) * rng.uniform(0.2, 0.9)
-        unit = budget / BUCKETS
+        unit = budget / dp_buckets(len(batches))
 
         def w(s):
             return int(np.ceil((mem.fixed_bytes + mem.per_token_bytes * s) / unit - 1e-9))
@@ -58,9 +58,9 @@ def test_dp_is_exact_against_brute_force(seed):
         try:
             sizes = propose(dist, qlen, mem, budget, None)
         except MlaprofError:
-            assert _brute(dist, qlen, w, BUCKETS) is None
+            assert _brute(dist, qlen, w, dp_buckets(len(batches))) is None
             return
-        want = _brute(dist, qlen, w, BUCKETS)
+        want = _brute(dist, qlen, w, dp_buckets(len(batches)))
         assert mem.bytes(sizes) <= budget * (1 + 1e-9)
     c = evaluate(sizes, dist, qlen, None)
     assert (round(c.eager_share, 12), round(c.padded_tokens, 9)) == want

@@ -4,7 +4,8 @@ for a decode batch-size distribution, within a capture-memory budget (or a graph
 Exact: an optimal list only needs sizes equal to observed batch token counts (a size between two
 observed values can be lowered to the one below it without padding any batch more), so a
 dynamic programme over the sorted observed sizes and the memory spent (in 1/1000 of the budget,
-rounded up: never over budget) finds the optimum. Batches with no size run without a graph; the
+rounded up: never over budget; 1/100 for several hundred distinct sizes, see ``dp_buckets``)
+finds the optimum at that resolution. Batches with no size run without a graph; the
 plan first minimises that probability, then padded tokens, then memory.
 
 Capture memory per size ``m(s) = fixed + per_token * s`` comes from measurements (a run's memory
@@ -24,7 +25,15 @@ from mlaprof.errors import MlaprofError
 from mlaprof.scenario import padded_size
 
 GIB = float(1 << 30)
-BUCKETS = 1000  # memory resolution of the DP: 1/1000 of the budget
+BUCKETS = 1000  # memory resolution of the DP: 1/1000 of the budget ...
+MIN_BUCKETS = 100  # ... down to 1/100 for many distinct batch sizes (the DP is n^2 x buckets)
+
+
+def dp_buckets(n: int) -> int:
+    """Memory resolution for ``n`` distinct batch sizes: 1/1000 of the budget up to ~170 sizes,
+    coarser beyond so that a plan takes seconds, never finer than 1/100. Weights round up, so a
+    coarser plan may waste budget but never exceeds it."""
+    return int(min(BUCKETS, max(MIN_BUCKETS, 3e7 // max(1, n * n))))
 
 
 @dataclass(frozen=True)
@@ -154,9 +163,9 @@ def propose(
     p = np.array([dist[b] for b in batches], float)
     n = len(v)
     if mem is not None and budget_bytes is not None:
-        unit = budget_bytes / BUCKETS
+        cap = dp_buckets(n)
+        unit = budget_bytes / cap
         w = np.ceil((mem.fixed_bytes + mem.per_token_bytes * v) / unit - 1e-9).astype(int)
-        cap = BUCKETS
     else:
         w = np.ones(n, int)
         cap = max_graphs if max_graphs is not None else n
@@ -168,21 +177,18 @@ def propose(
     f = np.full((n, cap + 1), inf)
     parent = np.full((n, cap + 1), -2, int)
     for j in range(n):
-        if w[j] > cap:
+        wj = int(w[j])
+        if wj > cap:
             continue
-        # i = -1: v_j is the smallest size, it pads every batch up to it
-        mass, mass_v = cum_p[j + 1], cum_pv[j + 1]
-        first = np.full(cap + 1, inf)
-        first[w[j] :] = v[j] * mass - mass_v
-        best, arg = first, np.full(cap + 1, -1)
-        for i in range(j):
-            seg = v[j] * (cum_p[j + 1] - cum_p[i + 1]) - (cum_pv[j + 1] - cum_pv[i + 1])
-            cand = np.full(cap + 1, inf)
-            cand[w[j] :] = f[i, : cap + 1 - w[j]] + seg
-            better = cand < best - 1e-12
-            best = np.where(better, cand, best)
-            arg = np.where(better, i, arg)
-        f[j], parent[j] = best, arg
+        # row 0: v_j is the smallest size (it pads every batch up to it); row 1 + i: the size
+        # below v_j is v_i, which covers every batch up to v_i at cost f[i]
+        seg = v[j] * (cum_p[j + 1] - cum_p[: j + 1]) - (cum_pv[j + 1] - cum_pv[: j + 1])
+        cand = np.full((j + 1, cap + 1), inf)
+        cand[0, wj:] = seg[0]
+        cand[1:, wj:] = f[:j, : cap + 1 - wj] + seg[1:, None]
+        k = np.argmin(cand, axis=0)  # the first (smallest i) of equal costs
+        f[j] = cand[k, np.arange(cap + 1)]
+        parent[j] = k - 1
     total = f + big * (1.0 - cum_p[1:])[:, None]  # batches above the top size run eager
     if not np.isfinite(total).any():
         raise MlaprofError("no capture size fits the budget: raise it or capture fewer sizes")
@@ -245,6 +251,8 @@ def make_plan(
     else:
         max_graphs = max_graphs or len(default_sizes)
         budget = f"at most {max_graphs} graphs (capture memory unknown)"
+    if mem is not None and max_graphs is None:
+        budget += f"; planned in 1/{dp_buckets(len(plan_dist))} steps of it, rounded up"
     sizes = propose(plan_dist, qlen, mem, budget_bytes if max_graphs is None else None, max_graphs)
     notes.append(
         "the list also serves mixed prefill-decode (PIECEWISE) batches: sizes not in it pad "
