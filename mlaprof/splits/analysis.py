@@ -122,12 +122,10 @@ def step_splits(
         if p.on_device:
             n4 = "S decided on the device at replay: not frozen into a graph"
         elif graph_mode == "FULL":
-            # the capture-time dummy run: every row holds qlen KV tokens; vLLM's Triton MLA
-            # sizes its splits from max_model_len at capture instead
-            dummy_max = max_model_len if name == "vllm-triton" else qlen
-            x_dummy = SplitInput(
-                num_reqs=b, min_kv_seq_len=qlen, max_seq_len=dummy_max, total_kv=b * qlen, **base
-            )  # the ASM rule reads the buffer length, the same at capture and replay
+            # the ASM rule reads the buffer length, the same at capture and replay
+            x_dummy = dummy_run_input(
+                name, b, qlen, heads, device.units, max_model_len, kv_buffer_len=kv_buffer_len
+            )
             frozen, n4 = _safe(p, x_dummy)
         note = "; ".join(dict.fromkeys(n for n in (n1, n2, n3, n4) if n))
         occ_u = occupancy(p, real, qlen, heads, used, device.units) if used else None
