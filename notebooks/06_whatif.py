@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -45,7 +47,7 @@ seed = compute(
         batches=[8],
         contexts=[1088],
         specs=[3],
-        models=["deepseek-v3-tp8"],
+        models=["kimi-k2-tp8"],
         policies=["aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20"],
         devices=["mi355x"],
         capture_sizes=[60],

@@ -23,7 +23,7 @@ def _run(tmp_path: Path, scenario: dict) -> Path:
 
 async def test_w_opens_the_grid_of_the_runs_configuration(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "built-in rules"))
-    sc = Scenario(model="deepseek-v3-tp8", policy="aiter-gluon-v0.1.19", max_num_seqs=16)
+    sc = Scenario(model="kimi-k2-tp8", policy="aiter-gluon-v0.1.19", max_num_seqs=16)
     app = MlaprofApp(_run(tmp_path, sc.to_dict()))
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot)
@@ -31,7 +31,7 @@ async def test_w_opens_the_grid_of_the_runs_configuration(tmp_path, monkeypatch)
         await wait_for(pilot, lambda: isinstance(app.screen, WhatIfScreen) and app.screen.result)
         screen = app.screen
         title = str(screen.query_one("#whatif-title").render())
-        assert "modelled for deepseek-v3-tp8" in title and "aiter-gluon-v0.1.19" in title
+        assert "modelled for kimi-k2-tp8" in title and "aiter-gluon-v0.1.19" in title
         assert f"{screen.result.count('collapsed')} collapse" in title
         table = screen.query_one("#whatif-table", ViewTable)
         assert len(table._lines) == 40 and "S bug" in table._head_line

@@ -26,7 +26,7 @@ def seed_grid(policies):
         batches=[8],
         contexts=[1088],
         specs=[3],
-        models=["deepseek-v3-tp8"],
+        models=["kimi-k2-tp8"],
         policies=policies,
         devices=["mi355x"],
         capture_sizes=[60],
@@ -203,3 +203,27 @@ def test_drawn_batches_equal_the_builder_and_step_splits():
             assert c.S_frozen == (r.frozen or 0) and c.S_fix == (r.active_rows or 0), r.policy
             if r.used:
                 assert c.occupancy_bug == pytest.approx(r.occupancy_used), r.policy
+
+
+def test_cells_say_which_path_vllm_routes_them_to():
+    g = GridSpec(
+        batches=[1, 4],
+        contexts=[65536],
+        models=["kimi-k2-tp8", "deepseek-v3-tp8"],
+        policies=["aiter-gluon-v0.1.19", "aiter-asm-persistent"],
+        devices=["mi355x", "h200"],
+    )
+    w = compute(g)
+    c = w.cells.drop_duplicates(["model", "device", "policy"]).set_index(
+        ["model", "device", "policy"]
+    )
+    assert c.loc[("kimi-k2-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route"] == "gluon-verify"
+    assert c.loc[("kimi-k2-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route_fits"]
+    assert c.loc[("deepseek-v3-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route"] == "asm-persistent"
+    assert not c.loc[("deepseek-v3-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route_fits"]
+    assert c.loc[("deepseek-v3-tp8", "h200", "aiter-asm-persistent"), "route"] == "triton-mla"
+    # the persistent schedule is decided on the device: never frozen into a graph
+    assert (w.cells[w.cells.policy == "aiter-asm-persistent"].S_frozen == 0).all()
+    # worst cells: those whose policy models the routed kernel come first
+    fits = [r["route_fits"] for r in w.worst_rows(len(w))]
+    assert fits == sorted(fits, reverse=True) and fits[0]

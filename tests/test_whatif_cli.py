@@ -7,7 +7,7 @@ import json
 from mlaprof.cli import main
 from tests.conftest import mlaprof_cli
 
-SEED = ["--batch", "8", "--context", "1088", "--capture-sizes", "60", "--model", "deepseek-v3-tp8"]
+SEED = ["--batch", "8", "--context", "1088", "--capture-sizes", "60", "--model", "kimi-k2-tp8"]
 POLS = ["--policy", "aiter-gluon-v0.1.19,aiter-gluon-v0.1.20", "--device", "mi355x"]
 
 

@@ -58,6 +58,22 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
             _f(r["slowdown_frozen"], "{:.2f}x"),
         )
     console.print(t)
+    misfit = {
+        (m, d, q, p, r)
+        for m, d, q, p, r, ok in zip(
+            cells["model"].tolist(),
+            cells["device"].tolist(),
+            cells["qlen"].tolist(),
+            cells["policy"].tolist(),
+            cells["route"].tolist(),
+            cells["route_fits"].tolist(),
+        )  # fmt: skip
+        if not ok
+    }
+    for m, d, q, p, r in sorted(misfit)[:5]:
+        console.print(
+            f"  [yellow]route:[/] vLLM sends {m} (qlen {q}) on {d} to {r}: {p} models another kernel"
+        )
     notes = sorted({n.split(", got")[0] for n in set(cells["note"].tolist()) if n})
     for n in notes[:5]:
         console.print(f"  [yellow]note:[/] {n}")

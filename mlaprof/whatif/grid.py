@@ -28,6 +28,7 @@ from mlaprof.splits.policies import (
     dummy_run_input,
     is_collapsed,
 )
+from mlaprof.splits.routing import DEFAULT_VERSION, policy_fits_route
 from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 from mlaprof.whatif.sizes import SIZE_RULES, sizes_for
@@ -167,8 +168,9 @@ class WhatIf:
         return int(np.count_nonzero(self.columns[flag]))
 
     def worst_index(self, n: int = 15) -> np.ndarray:
-        """Cells that lose most to padding rows or to capture: predicted slowdown where a cost
-        model exists, then the S lost (fix over the lower of bug and frozen)."""
+        """Cells that lose most to padding rows or to capture: cells whose policy models the path
+        vLLM routes them to first, then predicted slowdown where a cost model exists, then the
+        S lost (fix over the lower of bug and frozen)."""
         c = self.columns
         with np.errstate(divide="ignore", invalid="ignore"):
             loss = np.fmax(c["slowdown_bug"], c["slowdown_frozen"])
@@ -179,7 +181,8 @@ class WhatIf:
             ratio = c["S_fix"] / low
         key_loss = np.nan_to_num(loss, nan=0.0)
         key_ratio = np.nan_to_num(ratio, nan=0.0)
-        order = np.lexsort((np.arange(len(self)), -key_ratio, -key_loss))  # stable, descending
+        misfit = ~c["route_fits"].astype(bool)
+        order = np.lexsort((np.arange(len(self)), -key_ratio, -key_loss, misfit))
         return order[:n]
 
     def worst_rows(self, n: int = 15) -> list[dict[str, Any]]:
@@ -319,6 +322,9 @@ def _group(
     notes[refused & (notes == "")] = "n/a: the kernel refuses this shape (an assert in the kernel)"
     if getattr(pol, "on_device", False):
         notes[graph & (notes == "")] = "S decided on the device at replay: not frozen into a graph"
+    # the path vLLM routes this (model, qlen, device) to, and whether the policy models its kernel
+    route = Scenario(model=model, num_speculative_tokens=num_spec, target=device).route()
+    fits = policy_fits_route(policy, route.path)
     per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
     real_bytes = ksum * KV_BYTES_PER_TOKEN * per
     model_t = cost_model(device)
@@ -370,6 +376,8 @@ def _group(
         "t_frozen_us": t_frz,
         "slowdown_bug": slow_bug,
         "slowdown_frozen": slow_frz,
+        "route": np.full(n, route.path, dtype=object),
+        "route_fits": np.full(n, fits),
         "time_model": np.full(
             n, model_t.provenance if model_t else "no cost model for this device", dtype=object
         ),
@@ -414,6 +422,8 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },
         "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
+        "route": f"the verify path vLLM {DEFAULT_VERSION} takes for each (model, qlen, device), "
+        "from mlaprof.splits.routing; route_fits: the policy models that path's kernel",
         "kv": (
             f"{spec.draws} batches per batch size drawn (seed {spec.seed}) from "
             f"{len(spec.kv_mix)} request KV lengths ({min(spec.kv_mix)}..{max(spec.kv_mix)})"
