@@ -111,7 +111,9 @@ def test_splits_native_builder(capture_gate):
 
 def test_plugin_in_a_child_pytest_fails_legacy_and_passes_native(tmp_path):
     (tmp_path / "test_backend_gate.py").write_text(textwrap.dedent(PLUGIN_TESTS))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # autoload off: an installed mlaprof already registers the plugin through its entry point,
+    # and pytest refuses the same module twice; loading it by name works either way
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     p = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "mlaprof.gate.plugin", "-p", "no:cacheprovider",
          "-rA", "-q", "test_backend_gate.py"],  # fmt: skip
