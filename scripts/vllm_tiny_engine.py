@@ -55,7 +55,7 @@ def main() -> int:
     ap.add_argument("--method", default="ngram", help="ngram | mtp")
     ap.add_argument("--spec-tokens", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=4)
-    ap.add_argument("--prompt-len", type=int, default=24)
+    ap.add_argument("--prompt-len", type=int, default=300)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--model", default=str(MODEL))
