@@ -336,3 +336,39 @@ def test_markers_name_the_builds(fake_vllm, tmp_path, monkeypatch):
     runner.execute([804, 904], [3, 3])
     rec.close()
     assert [m.split()[1] for m in marks] == ["build=0", "build=1"]  # drafter builds: no mark
+
+
+def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
+    """What ``mlaprof tui`` reads while an engine runs: steps from the follower, acceptance and
+    the shadow AITER view from mlaprof.analysis (the TUI renders its findings)."""
+    import time
+
+    from mlaprof.analysis import analyze
+    from tui.reader import RunFollower
+    from tui.state import build_view
+
+    rec = _recorder(tmp_path, interval=0.01)
+    vllm_patches.install(rec)
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()])
+    follower = RunFollower(tmp_path / "run")
+    for i in range(3):
+        runner.execute([500 + 4 * i, 700 + 4 * i, 900 + 4 * i], [3, 3, 3])
+        stats = vf.SpecDecodingStats()
+        for na in (3, 2, 0):
+            stats.observe_draft(3, na)
+    deadline = time.monotonic() + 10
+    while follower.states.get(0) is None or follower.states[0].steps < 2:
+        follower.poll()  # waits for the writer thread, times nothing
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    view = build_view(follower.meta, follower.states, None)
+    assert view.steps == 2 and view.graph_mode == "NONE"  # the third step is still open
+    rec.close()
+    findings = analyze(mlaprof.load(tmp_path / "run"), shadow={"aiter": "0.1.19"})
+    titles = [f.title for f in findings]
+    assert any("3 verify steps, 9 verify rows, 15 of 27 draft tokens accepted" in t for t in titles)
+    shadow = [t for t in titles if t.startswith("[modelled from recorded batches (AITER 0.1.19")]
+    # 3 rows x qlen 4 padded to 16 tokens: one padding row pinned to qlen collapses S
+    # (v0.1.19: min(256 // (4 * 4), ceil(min_kv / 64)) = 8 with the fix, 1 with the bug)
+    assert any("S would be 1-1 instead of 8-8 on 3 of 3 steps" in t for t in shadow), titles
+    assert any("freeze S at 1-1 where these rows get 8-8" in t for t in shadow), titles

@@ -253,6 +253,35 @@ def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, An
 
 def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> list[Finding]:
     out: list[Finding] = []
+    if eng:
+        acc = (
+            "acceptance not recorded (the EngineCore records it when log stats are on)"
+            if eng["accepted_tokens"] is None
+            else f"{eng['accepted_tokens']} of {eng['draft_tokens']} draft tokens accepted "
+            f"({eng['acceptance_rate']:.0%})"
+            if eng["draft_tokens"]
+            else "no draft tokens yet"
+        )
+        modes = ", ".join(f"{m} x{n}" for m, n in eng["graph_modes"].items())
+        out.append(
+            Finding(
+                kind="engine",
+                severity="info",
+                title=(
+                    f"engine (measured): {eng['verify_steps']} verify steps, "
+                    f"{eng['verify_rows']} verify rows, {acc}"
+                ),
+                evidence=(
+                    f"{eng['backend']}, {eng['spec_method']} k={eng['num_speculative_tokens']}, "
+                    f"{eng['steps']} steps, graph {modes}; scheduler and worker records "
+                    + {True: "agree", False: "DISAGREE", None: "not both present"}[
+                        eng["scheduler_matches_worker"]
+                    ]
+                ),
+                fix="nothing to fix: what the engine did",
+                data={k: eng[k] for k in ("verify_rows", "draft_tokens", "accepted_tokens")},
+            )
+        )
     if eng and eng["verify_rows_as_prefill"]:
         out.append(
             Finding(
