@@ -372,3 +372,10 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     # (v0.1.19: min(256 // (4 * 4), ceil(min_kv / 64)) = 8 with the fix, 1 with the bug)
     assert any("S would be 1-1 instead of 8-8 on 3 of 3 steps" in t for t in shadow), titles
     assert any("freeze S at 1-1 where these rows get 8-8" in t for t in shadow), titles
+    from mlaprof.figures import shadow_splits
+
+    fig = shadow_splits(mlaprof.load(tmp_path / "run"), aiter="0.1.19")  # the report's figure
+    assert "modelled from recorded batches (AITER 0.1.19 on mi355x)" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "KV splits S (count)"
+    ys = {t.name.split(" (")[0]: list(t.y) for t in fig.data}
+    assert ys["S with the padding bug"] == [1, 1, 1] and ys["S with the fix"] == [8, 8, 8]
