@@ -16,7 +16,7 @@ def shadow_splits(run: Any, device: str | None = None, aiter: str | None = None)
     device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
     title = f"KV splits per engine step, modelled from recorded batches (AITER {aiter} on {device})"
     if c.meta(run).get("source") != "vllm plugin":
-        return c.empty(title + c.run_label(run), "not a recorded vLLM engine")
+        return c.empty(title + c.run_label(run), "no engine steps: not a recorded vLLM engine")
     frame = shadow(engine_steps(run.events), device, aiter)
     if frame.empty:
         return c.empty(title + c.run_label(run), "no verify step recorded yet")
