@@ -302,48 +302,26 @@ def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> li
     if not sh:
         return out
     tag = f"[{sh['provenance']}]"
-    if sh["steps_collapsed_by_bug"]:
-        out.append(
-            Finding(
-                kind="split-collapse",
-                severity="warning",
-                title=(
-                    f"{tag} with min_kv_seq_len over all rows (the padding bug) S would be "
-                    f"{sh['s_bug'][0]}-{sh['s_bug'][1]} instead of {sh['s_fix'][0]}-"
-                    f"{sh['s_fix'][1]} on {sh['steps_collapsed_by_bug']} of {sh['steps']} steps"
-                ),
-                evidence=(
-                    f"padding rows pinned to qlen under capture sizes {sh['capture_sizes']}; "
-                    f"policy {', '.join(sh['policies'])}"
-                ),
-                fix="compute min_kv_seq_len over active rows (vLLM #51171, in vLLM >= 0.32)",
-            )
-        )
-    if sh["steps_frozen_below_fix"]:
-        out.append(
-            Finding(
-                kind="split-frozen",
-                severity="warning",
-                title=(
-                    f"{tag} a FULL graph captured with the dummy run would freeze S at "
-                    f"{sh['s_frozen'][0]}-{sh['s_frozen'][1]} where these rows get "
-                    f"{sh['s_fix'][0]}-{sh['s_fix'][1]} ({sh['steps_frozen_below_fix']} steps)"
-                ),
-                evidence="S is a host-side constant baked into the captured graph",
-                fix="an S independent of KV length (AITER >= 0.1.20) or capture at real lengths",
-            )
-        )
-    if sh["padding_rows"]:
-        out.append(
-            Finding(
-                kind="padding",
-                severity="info",
-                title=(
-                    f"{tag} FULL-graph padding would add {sh['padding_rows']} rows to "
-                    f"{sh['real_rows']} real verify rows over {sh['steps']} steps"
-                ),
-                evidence=f"batches padded to vLLM capture sizes {sh['capture_sizes']} (tokens)",
-                fix="capture sizes closer to the batch sizes the server sees",
-            )
-        )
+    lo_hi = {k: f"{sh[k][0]}-{sh[k][1]}" for k in ("s_bug", "s_fix", "s_frozen")}
+    specs = (  # (applies, kind, severity, title, evidence, fix)
+        (sh["steps_collapsed_by_bug"], "split-collapse", "warning",
+         f"with min_kv_seq_len over all rows (the padding bug) S would be {lo_hi['s_bug']} "
+         f"instead of {lo_hi['s_fix']} on {sh['steps_collapsed_by_bug']} of {sh['steps']} steps",
+         f"padding rows pinned to qlen under capture sizes {sh['capture_sizes']}; "
+         f"policy {', '.join(sh['policies'])}",
+         "compute min_kv_seq_len over active rows (vLLM #51171, in vLLM >= 0.32)"),
+        (sh["steps_frozen_below_fix"], "split-frozen", "warning",
+         f"a FULL graph captured with the dummy run would freeze S at {lo_hi['s_frozen']} where "
+         f"these rows get {lo_hi['s_fix']} ({sh['steps_frozen_below_fix']} steps)",
+         "S is a host-side constant baked into the captured graph",
+         "an S independent of KV length (AITER >= 0.1.20) or capture at real lengths"),
+        (sh["padding_rows"], "padding", "info",
+         f"FULL-graph padding would add {sh['padding_rows']} rows to {sh['real_rows']} real "
+         f"verify rows over {sh['steps']} steps",
+         f"batches padded to vLLM capture sizes {sh['capture_sizes']} (tokens)",
+         "capture sizes closer to the batch sizes the server sees"),
+    )  # fmt: skip
+    for applies, kind, severity, title, evidence, fix in specs:
+        if applies:
+            out.append(Finding(kind, severity, f"{tag} {title}", evidence, fix))
     return out
