@@ -127,7 +127,8 @@ def main() -> None:
                 rec._q.extend(items[i : i + k])
                 rec.drain()
             writer_cpu = (time.process_time_ns() - t0) / n / 1e3
-            assert rec.steps_written >= n - 1 and not rec.disabled
+            if rec.steps_written < n - 1 or rec.disabled:
+                raise SystemExit(f"the writer recorded {rec.steps_written} of {n} steps")
             rec.close()
             vllm_patches.uninstall()
         return {
