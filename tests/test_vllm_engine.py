@@ -91,6 +91,9 @@ def test_recorded_counts_equal_vllms_metrics(engine_run):
     # CPU MLA files verify rows as prefills; every one of them is still a verify row here
     assert e["verify_rows_as_prefill"] == e["verify_rows"]
     assert e["graph_modes"] == {"NONE": e["steps"]}
+    # MTP drafts with its own model: its builds come through build_for_drafting (fast_build),
+    # counted in the step, never recorded as steps; ngram drafts without attention
+    assert (e["drafter_builds"] > 0) == (method == "mtp")
     steps = run.steps
     assert len(steps) == e["steps"] and set(steps.graph_mode) == {"NONE"}
     # every sampled row gives a token, every accepted draft one more; the last steps may
