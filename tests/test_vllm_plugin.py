@@ -73,6 +73,12 @@ def test_register_patches_once_and_announces(fake_vllm, monkeypatch, tmp_path, c
     assert vf.MLACommonMetadataBuilder.build is getattr(fn, vllm_patches.MARK)
 
 
+def test_announces_on_stderr_before_vllm_configures_logging(monkeypatch, capsys):
+    monkeypatch.setattr(vllm_plugin.log, "hasHandlers", lambda: False)  # a fresh front end
+    vllm_plugin.announce("mlaprof: recording this process into X")
+    assert "INFO mlaprof: recording this process into X" in capsys.readouterr().err
+
+
 def test_signature_mismatch_is_skipped(fake_vllm):
     bad = vllm_patches.PatchTarget(
         vllm_patches.MLA_COMMON_MODULE, "MLACommonMetadataBuilder", "build", ("self", "x"), "build"

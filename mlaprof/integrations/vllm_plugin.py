@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -133,9 +134,19 @@ def register() -> None:
     if patched:  # once per process (a second register finds everything already patched)
         skipped = len(report) - len(patched)
         traces = Path(os.environ.get(TRACES_ENV) or "traces").resolve()
-        log.info("mlaprof: recording this process into %s (%d vLLM functions wrapped%s); "
-                 "follow it with: mlaprof tui %s", traces / os.environ[RUN_ENV], len(patched),
-                 f", {skipped} skipped" if skipped else "", traces / os.environ[RUN_ENV])  # fmt: skip
+        run = traces / os.environ[RUN_ENV]
+        announce(f"mlaprof: recording this process into {run} ({len(patched)} vLLM functions "
+                 f"wrapped{f', {skipped} skipped' if skipped else ''}); follow it with: "
+                 f"mlaprof tui {run}")  # fmt: skip
+
+
+def announce(message: str) -> None:
+    """One INFO line where the user sees it: through vLLM's log handler once vLLM configured it
+    (EngineCore, workers), else on stderr (a front end loads plugins before its logging)."""
+    if log.isEnabledFor(logging.INFO) and log.hasHandlers():
+        log.info(message)
+    else:
+        print(f"(pid={os.getpid()}) INFO {message}", file=sys.stderr, flush=True)
 
 
 def patch_report() -> dict[str, str]:
