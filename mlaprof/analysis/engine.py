@@ -130,6 +130,14 @@ def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str,
     return "gluon-verify", "aiter-gluon-v0.1.19", "gluon 4-D verify (bh16bn64)"
 
 
+def check_shadow(device: str | None = None, aiter: str | None = None) -> None:
+    """Raise MlaprofError for a device preset or AITER version the shadow analysis cannot model."""
+    if device is not None and device not in DEVICES:
+        raise MlaprofError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
+    if aiter is not None:
+        _version_key(aiter)
+
+
 def shadow(
     steps: list[dict[str, Any]],
     device: str = SHADOW_DEVICE,
@@ -137,8 +145,7 @@ def shadow(
     heads: int | None = None,
 ) -> pd.DataFrame:
     """Per recorded verify step: what AITER ``aiter`` on ``device`` would do with these rows."""
-    if device not in DEVICES:
-        raise MlaprofError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
+    check_shadow(device, aiter)
     dev = DEVICES[device]
     label = f"modelled from recorded batches (AITER {aiter} on {device})"
     rows: list[dict[str, Any]] = []
