@@ -21,10 +21,11 @@ MI355X, MI300X = DEVICES["mi355x"], DEVICES["mi300x"]
         (8, 4, MI355X, "0.1.19", ("gluon-verify", "aiter-gluon-v0.1.19")),
         (8, 4, MI355X, "0.1.19.post2", ("gluon-verify", "aiter-gluon-v0.1.19.post2")),
         (8, 4, MI355X, "0.1.22", ("gluon-verify", "aiter-gluon-v0.1.20")),
-        (16, 4, MI355X, "0.1.20", ("asm", "aiter-asm")),  # DeepSeek-V3 at TP8: ASM
-        (8, 4, MI300X, "0.1.20", ("asm", "aiter-asm")),  # gluon MLA needs gfx950
-        (8, 1, MI355X, "0.1.20", ("asm", "aiter-asm")),  # a decode, not a verify
-        (8, 4, MI355X, "0.1.18", ("asm", "aiter-asm")),  # no 4-D gluon entry yet
+        # DeepSeek-V3 at TP8: ASM with the persistent (on-device) schedule
+        (16, 4, MI355X, "0.1.20", ("asm-persistent", "aiter-asm-persistent")),
+        (8, 4, MI300X, "0.1.20", ("asm-persistent", "aiter-asm-persistent")),  # no gluon: gfx942
+        (8, 1, MI355X, "0.1.20", ("gluon-decode", "aiter-gluon-v0.1.20")),  # a decode
+        (8, 4, DEVICES["h200"], "0.1.20", ("triton-mla", "vllm-triton")),  # not ROCm
     ],
 )
 def test_route_follows_vllms_use_gluon_verify(heads, qlen, device, aiter, want):
@@ -79,6 +80,8 @@ def test_bad_shadow_choices_are_one_line_errors(tmp_path):
         shadow([], "mi999", "0.1.20")
     with pytest.raises(MlaprofError, match="AITER version"):
         shadow([], "mi355x", "latest")
+    with pytest.raises(MlaprofError, match="no 4-D gluon MTP entry"):
+        shadow([], "mi355x", "0.1.18")
     ok = mlaprof_cli("run", "--traces", str(tmp_path), "--name", "r", "--steps", "1",
                      "--layers", "1")  # fmt: skip
     assert ok.returncode == 0, ok.stderr

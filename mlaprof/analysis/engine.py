@@ -24,6 +24,7 @@ from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.recording import padding_row
 from mlaprof.scenario import DEVICES, DevicePreset, capture_sizes
 from mlaprof.splits.analysis import step_splits
+from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
 
 STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
 ACCEPT_EVENT = "spec-accept"
@@ -111,31 +112,34 @@ def _version_key(v: str) -> tuple[int, ...]:
 
 
 def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str, str, str]:
-    """(path, split policy, why) of a verify batch on AITER ``aiter`` and ``device``, following
-    vLLM's ``AiterMLAHelper.use_gluon_verify`` (FACTS sections 3 and 8: bf16 KV assumed).
-    A thin call site: mlaprof.splits.routing, when it lands, should answer this instead."""
-    if device.arch != "gfx950":
-        return "asm", "aiter-asm", f"gluon MLA needs gfx950 ({device.name} is {device.arch})"
-    if qlen <= 1:
-        return "asm", "aiter-asm", "qlen 1: a decode, not a verify batch"
-    if heads >= 16:
-        return "asm", "aiter-asm", f"{heads} heads >= 16: vLLM takes the ASM path"
-    v = _version_key(aiter)
-    if v < _version_key("0.1.19"):
-        return "asm", "aiter-asm", f"AITER {aiter} has no 4-D gluon MTP entry"
-    if v >= _version_key("0.1.20"):
-        return "gluon-verify", "aiter-gluon-v0.1.20", "gluon 4-D verify (bh16)"
-    if v >= _version_key("0.1.19.post2"):
-        return "gluon-verify", "aiter-gluon-v0.1.19.post2", "gluon 4-D verify (bh16)"
-    return "gluon-verify", "aiter-gluon-v0.1.19", "gluon 4-D verify (bh16bn64)"
+    """(path, split policy, why) of a verify batch on ``device`` with AITER ``aiter``: the path
+    is vLLM's (mlaprof.splits.routing, bf16 KV, causal), the policy the kernel's S rule."""
+    if not device.arch.startswith("gfx"):
+        r = non_rocm_route(device.name)
+    else:
+        r = verify_route(
+            RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen)
+        )
+    if r.path in ("gluon-verify", "gluon-decode"):
+        if _version_key(aiter) >= _version_key("0.1.20"):
+            policy = "aiter-gluon-v0.1.20"
+        elif _version_key(aiter) >= _version_key("0.1.19.post2"):
+            policy = "aiter-gluon-v0.1.19.post2"
+        else:
+            policy = "aiter-gluon-v0.1.19"
+    else:
+        policy = {"asm-persistent": "aiter-asm-persistent", "triton-mla": "vllm-triton"}.get(
+            r.path, "aiter-asm"
+        )
+    return r.path, policy, r.reason
 
 
 def check_shadow(device: str | None = None, aiter: str | None = None) -> None:
     """Raise MlaprofError for a device preset or AITER version the shadow analysis cannot model."""
     if device is not None and device not in DEVICES:
         raise MlaprofError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
-    if aiter is not None:
-        _version_key(aiter)
+    if aiter is not None and _version_key(aiter) < _version_key("0.1.19"):
+        raise MlaprofError(f"AITER {aiter} has no 4-D gluon MTP entry; vLLM 0.32 needs >= 0.1.19")
 
 
 def shadow(
