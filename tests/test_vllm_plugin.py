@@ -197,6 +197,23 @@ def test_run_grows_while_the_engine_runs(fake_vllm, tmp_path):
     assert mlaprof.load(run_dir).count("steps") == 4
 
 
+def test_last_step_is_written_when_the_engine_goes_idle(fake_vllm, tmp_path):
+    """A worker killed at shutdown never runs atexit: its last step must not wait for it."""
+    import time
+
+    rec = _recorder(tmp_path, interval=0.01)
+    vllm_patches.install(rec)
+    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([40, 50], [3, 3])
+    deadline = time.monotonic() + 10
+    while rec.steps_written < 1 and time.monotonic() < deadline:  # waits, times nothing
+        time.sleep(0.05)
+    rec.drain()  # takes the writer's lock: its commit is done
+    steps = mlaprof.load(tmp_path / "run").steps  # before close: what a kill would leave
+    assert len(steps) == 1 and steps.duration_ns.isna().all()  # no next dispatch to time it
+    rec.close()
+    assert mlaprof.load(tmp_path / "run").count("steps") == 1  # and not written twice
+
+
 def test_ranks_share_one_run_folder(fake_vllm, tmp_path):
     for rank in (0, 1):
         rec = _recorder(tmp_path, rank=rank, name="shared")
@@ -378,6 +395,7 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     # (v0.1.19: min(256 // (4 * 4), ceil(min_kv / 64)) = 8 with the fix, 1 with the bug)
     assert any("S would be 1-1 instead of 8-8 on 3 of 3 steps" in t for t in shadow), titles
     assert any("freeze S at 1-1 where these rows get 8-8" in t for t in shadow), titles
+    pytest.importorskip("plotly", reason="the figure needs the notebook extra")
     from mlaprof.figures import shadow_splits
 
     fig = shadow_splits(mlaprof.load(tmp_path / "run"), aiter="0.1.19")  # the report's figure

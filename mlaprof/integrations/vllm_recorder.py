@@ -34,6 +34,7 @@ MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
 SCHEDULER_ROLE = "scheduler"
 STEP_EVENT = "engine-step"
 ACCEPT_EVENT = "spec-accept"
+IDLE_STEP_NS = 1_000_000_000  # an open step with nothing new for this long is complete
 log = logging.getLogger("vllm.mlaprof")
 
 # tuple tags on the deque
@@ -165,6 +166,7 @@ class EngineRecorder:
         self._stop = False
         self._io = threading.Lock()  # one drain at a time (writer thread, flush, close)
         self._step: Step | None = None
+        self._seen_ns = 0  # when the writer last took an item while a step was open
         self.steps_written = 0
         self._support_seen: set[str] = set()
         self._acc_obj: Any = None
@@ -273,6 +275,7 @@ class EngineRecorder:
     def _drain(self, final: bool) -> None:
         rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         q = self._q
+        item_seen = bool(q)
         while q:
             item = q.popleft()
             tag = item[0]
@@ -305,11 +308,16 @@ class EngineRecorder:
                 self._acc_t = t
             else:  # _JOB
                 item[1]()
+        now = time.time_ns()
+        if item_seen:
+            self._seen_ns = now
         # the scheduler calls observe_draft for all of a step's requests in one loop: a group
         # that saw nothing new for a while is complete
-        if final or (self._acc_rows and time.time_ns() - self._acc_t > 200_000_000):
+        if final or (self._acc_rows and now - self._acc_t > 200_000_000):
             self._finish_accept(rows)
-        if final:
+        # an engine that went idle (or is being shut down, often by a kill that skips atexit):
+        # its last step is complete; written now, with no next dispatch to time it by
+        if final or (self._step is not None and now - self._seen_ns > IDLE_STEP_NS):
             self._finish_step(rows, None)
         for role, recs in rows.items():
             w = self.writer(role)
