@@ -166,7 +166,9 @@ def shadow(
         sizes = capture_sizes(int(s.get("max_num_seqs") or len(kv)), k, "FULL")
         shape = batch_shape(kv, qlen, "FULL", sizes)
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
-        (sp,) = step_splits(meta, h, dev, shape.graph_mode, s.get("max_model_len") or 0, [policy])
+        mml, seqs = s.get("max_model_len") or 0, s.get("max_num_seqs")
+        buf = seqs * mml if seqs and mml else None  # vLLM's kv_indices buffer: the ASM total_kv
+        (sp,) = step_splits(meta, h, dev, shape.graph_mode, mml, [policy], kv_buffer_len=buf)
         pad = padding_row(s["step"], meta, shape)
         notes = [why] + ([sp.note] if sp.note else [])
         short = sum(1 for i in verify if drafts[i] < k)
