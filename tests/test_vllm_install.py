@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import json
 import sys
 import types
@@ -28,8 +29,7 @@ except Exception as e:  # ImportError, or torchvision's "operator torchvision::n
 
 import mlaprof
 from mlaprof.integrations import vllm_patches, vllm_plugin
-from mlaprof.integrations.vllm_recorder import EngineRecorder
-from mlaprof.scenario import DEVICES
+from mlaprof.integrations.vllm_recorder import STEP_EVENT, EngineRecorder
 from mlaprof.store import create_run
 from tests import aiter_fake
 
@@ -42,11 +42,10 @@ def clean(monkeypatch):
     vllm_patches.uninstall()
 
 
-def _recorder(tmp_path, policies=("aiter-gluon-v0.1.19",)):
+def _recorder(tmp_path):
     return EngineRecorder(
-        lambda: create_run(tmp_path, "run", {"source": "test"}, rank=0),
-        device=lambda: DEVICES["mi355x"],
-        gluon_policies=lambda: list(policies),
+        lambda role: create_run(tmp_path, "run", {"source": "vllm plugin"}, rank=0, role=role),
+        markers=False,
     )
 
 
@@ -70,20 +69,30 @@ def test_entry_point_discovered_and_loaded_by_vllm(clean, monkeypatch, tmp_path)
 def test_every_patch_target_exists_with_its_signature():
     report = vllm_patches.check_targets()
     assert report == {t.qualname: "ok" for t in vllm_patches.TARGETS}
-    # the decode metadata fields the recorder reads exist on the real dataclass
-    fields = rocm_aiter_mla.AiterMLADecodeMetadata.__dataclass_fields__
-    for name in ("max_qo_len", "min_kv_seq_len", "use_gluon_verify", "use_gluon_decode",
-                 "has_persistent_metadata", "paged_kv_indptr", "paged_kv_indices"):  # fmt: skip
-        assert name in fields, name
-    assert fields["min_kv_seq_len"].default == 1
-    for cls in (rocm_aiter_mla.AiterMLAMetadataBuilder, triton_mla.TritonMLAMetadataBuilder):
-        assert cls._cudagraph_support.name == "UNIFORM_BATCH"
-    assert "use_gluon_verify" in dir(rocm_aiter_mla.AiterMLAHelper)
-    from vllm.forward_context import BatchDescriptor, ForwardContext
+    from vllm.model_executor.layers.attention.mla_attention import MLACommonMetadataBuilder
+    from vllm.v1.attention.backends.mla import cpu_mla
 
-    assert "num_tokens" in BatchDescriptor.__dataclass_fields__
-    assert "cudagraph_runtime_mode" in ForwardContext.__dataclass_fields__
-    assert "seq_lens_cpu_upper_bound" in CommonAttentionMetadata.__dataclass_fields__
+    # every MLA builder reaches the common build (overrides call super().build)
+    for cls in (rocm_aiter_mla.AiterMLAMetadataBuilder, triton_mla.TritonMLAMetadataBuilder):
+        assert issubclass(cls, MLACommonMetadataBuilder)
+        assert cls._cudagraph_support.name == "UNIFORM_BATCH"
+    assert cpu_mla.CPUMLABackend.get_builder_cls() is MLACommonMetadataBuilder
+    assert "super().build(" in inspect.getsource(rocm_aiter_mla.AiterMLAMetadataBuilder.build)
+    # the host values the recorder reads exist on the real dataclasses
+    fields = rocm_aiter_mla.AiterMLADecodeMetadata.__dataclass_fields__
+    for name in ("max_qo_len", "min_kv_seq_len", "use_gluon_verify"):
+        assert name in fields, name
+    for name in ("seq_lens_cpu_upper_bound", "query_start_loc_cpu", "num_reqs",
+                 "num_actual_tokens", "max_query_len", "is_prefilling"):  # fmt: skip
+        assert name in CommonAttentionMetadata.__dataclass_fields__, name
+    from vllm.forward_context import BatchDescriptor
+
+    assert {"num_tokens", "num_reqs"} <= set(BatchDescriptor.__dataclass_fields__)
+    from vllm.v1.worker.utils import AttentionGroup
+
+    assert {"backend", "layer_names", "metadata_builders"} <= set(
+        AttentionGroup.__dataclass_fields__
+    )
 
 
 def _common(kv_lens, qlen, padded_reqs=None, width=64):
@@ -143,18 +152,17 @@ def test_real_triton_builder_records_correct_values(clean, monkeypatch, tmp_path
     b = _bare_builder(triton_mla.TritonMLAMetadataBuilder)
     m1 = b.build(0, _common([5000, 9000, 700], 4, padded_reqs=4))
     assert m1.num_decodes == 4 and m1.num_decode_tokens == 16  # the real builder's own answer
-    m2 = b.build(0, _common([5002, 9002, 702], 4))
+    b.build(0, _common([5002, 9002, 702], 4))
     rec.close()
     run = mlaprof.load(tmp_path / "run")
     steps = run.steps.sort_values("step")
     assert list(steps.num_reqs) == [4, 3] and list(steps.num_real_reqs) == [3, 3]
-    assert list(steps.padded_tokens) == [16, 12] and list(steps.backend) == ["TRITON_MLA"] * 2
+    assert list(steps.real_tokens) == [12, 12] and list(steps.backend) == ["TritonMLA"] * 2
     pad = run.padding.sort_values("step")
     assert list(pad.padding_rows) == [1, 0]
-    s = run.splits.sort_values("step")
-    # vLLM's _compute_num_kv_splits(max_seq_len, 2 * CUs) on the same host values
-    want = [triton_mla._compute_num_kv_splits(m.max_seq_len, 256) for m in (m1, m2)]
-    assert list(s.used) == want == [32, 32]
+    data = [json.loads(d) for d in run.events[run.events.kind == STEP_EVENT].data]
+    assert data[0]["qo_lens"] == [4, 4, 4, 0] and data[0]["classified_decode"] == 4
+    assert data[0]["seq_lens_upper_bound"] == [5000, 9000, 700, 0]
 
 
 def real_aiter_builder(monkeypatch, heads=16, qlen=4):
@@ -215,11 +223,10 @@ def test_real_aiter_build_decode_records_min_kv(clean, monkeypatch, tmp_path):
     assert d.paged_kv_indices[1100:1102].tolist() == [1200, 1201]  # row 1's first pages
     rec.close()
     run = mlaprof.load(tmp_path / "run")
-    data = json.loads(run.events[run.events.kind == "mla-build"].data.iloc[0])
-    assert data["min_kv_seq_len"] == 300 and data["min_kv_source"] == "active-rows"
-    assert data["qo_lens"] == [4, 4, 4, 0] and data["path"] == "gluon-verify"
-    s = run.splits.iloc[0]
-    assert (s.policy, s.used, s.deserved) == ("aiter-gluon-v0.1.19", 5, 5)
+    (data,) = [json.loads(x) for x in run.events[run.events.kind == STEP_EVENT].data]
+    assert data["min_kv_seq_len"] == 300 and data["use_gluon_verify"] is True
+    assert data["qo_lens"] == [4, 4, 4, 0] and data["max_qo_len"] == 4
+    assert len(run.steps) == 1  # AITER's build() calls the common one: recorded once
     assert run.padding.padding_rows.iloc[0] == 1
     assert callable(gluon_verify)
 

@@ -1,10 +1,10 @@
 """The vLLM plugin against stand-in vLLM classes (tests/vllm_fake.py): opt-in, idempotent,
-rank-aware, records the right values, and adds no tensor operation (so no sync) of its own."""
+rank-aware, one record per engine step, acceptance in the scheduler's own database, and no
+tensor operation (so no sync) of its own on the engine's path."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 
 import pytest
@@ -12,13 +12,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import mlaprof
+from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches, vllm_plugin
-from mlaprof.integrations.vllm_recorder import EngineRecorder
-from mlaprof.scenario import DEVICES
+from mlaprof.integrations.vllm_recorder import ACCEPT_EVENT, STEP_EVENT, EngineRecorder
 from mlaprof.store import create_run
 from tests import vllm_fake as vf
-
-MI355X = DEVICES["mi355x"]
 
 
 @pytest.fixture
@@ -31,54 +29,61 @@ def fake_vllm(monkeypatch):
     vllm_patches.uninstall()
 
 
-def _recorder(tmp_path, rank=0, name="run"):
+def _recorder(tmp_path, rank=0, name="run", **kw):
     return EngineRecorder(
-        lambda: create_run(tmp_path, name, {"source": "test"}, rank=rank),
-        device=lambda: MI355X,
-        gluon_policies=lambda: ["aiter-gluon-v0.1.19"],
+        lambda role: create_run(tmp_path, name, {"source": "vllm plugin"}, rank=rank, role=role),
+        markers=False,
+        **kw,
     )
+
+
+def _steps(run):
+    ev = run.events
+    return [json.loads(d) for d in ev[ev.kind == STEP_EVENT].sort_values("t_ns").data]
 
 
 # -- opt-in and idempotence ----------------------------------------------------------------------
 def test_inert_unless_enabled(fake_vllm, monkeypatch):
     monkeypatch.delenv(vllm_plugin.ENABLE_ENV, raising=False)
-    original = vf.AiterMLAMetadataBuilder.build
+    original = vf.MLACommonMetadataBuilder.build
     vllm_plugin.register()
     assert vllm_patches.installed() == []
-    assert vf.AiterMLAMetadataBuilder.build is original
+    assert vf.MLACommonMetadataBuilder.build is original
     monkeypatch.setenv(vllm_plugin.ENABLE_ENV, "0")
     vllm_plugin.register()
     assert vllm_patches.installed() == []
 
 
-def test_register_patches_once(fake_vllm, monkeypatch, tmp_path):
+def test_register_patches_once_and_announces(fake_vllm, monkeypatch, tmp_path, caplog):
     monkeypatch.setenv(vllm_plugin.ENABLE_ENV, "1")
     monkeypatch.setenv(vllm_plugin.TRACES_ENV, str(tmp_path))
     monkeypatch.delenv(vllm_plugin.RUN_ENV, raising=False)
-    vllm_plugin.register()
-    first = {t.qualname: getattr(vf, t.cls).__dict__[t.method] for t in vllm_patches.TARGETS}
-    assert set(vllm_plugin.patch_report().values()) == {"patched"}
+    with caplog.at_level("INFO", logger="vllm.mlaprof"):
+        vllm_plugin.register()
+        vllm_plugin.register()  # vLLM may load plugins again in the same process
+    announced = [r for r in caplog.records if "recording this process into" in r.message]
+    assert len(announced) == 1 and "mlaprof tui" in announced[0].message
+    assert announced[0].name.startswith("vllm.")  # vLLM's own handler prints it
     assert len(vllm_patches.installed()) == len(vllm_patches.TARGETS)
-    vllm_plugin.register()  # vLLM may load plugins again in the same process
-    again = {t.qualname: getattr(vf, t.cls).__dict__[t.method] for t in vllm_patches.TARGETS}
-    assert again == first
     assert set(vllm_plugin.patch_report().values()) == {"already patched"}
-    # wrapped exactly once: the original sits one level down
-    fn = vf.AiterMLAMetadataBuilder.build
-    assert not hasattr(getattr(fn, vllm_patches.MARK), vllm_patches.MARK)
+    fn = vf.MLACommonMetadataBuilder.build
+    assert not hasattr(getattr(fn, vllm_patches.MARK), vllm_patches.MARK)  # wrapped once
     assert vllm_plugin.os.environ[vllm_plugin.RUN_ENV].endswith("-vllm")  # set for the workers
-    # inherited methods are shadowed on the subclass and restored by deletion
-    assert "build_for_cudagraph_capture" in vf.TritonMLAMetadataBuilder.__dict__
     vllm_patches.uninstall()
-    assert "build_for_cudagraph_capture" not in vf.TritonMLAMetadataBuilder.__dict__
-    assert vf.AiterMLAMetadataBuilder.build is getattr(fn, vllm_patches.MARK)
+    assert vf.MLACommonMetadataBuilder.build is getattr(fn, vllm_patches.MARK)
+
+
+def test_announces_on_stderr_before_vllm_configures_logging(monkeypatch, capsys):
+    monkeypatch.setattr(vllm_plugin.log, "hasHandlers", lambda: False)  # a fresh front end
+    vllm_plugin.announce("mlaprof: recording this process into X")
+    assert "INFO mlaprof: recording this process into X" in capsys.readouterr().err
 
 
 def test_signature_mismatch_is_skipped(fake_vllm):
     bad = vllm_patches.PatchTarget(
-        vllm_patches.AITER_MODULE, "AiterMLAImpl", "forward_mqa", ("self", "query"), "forward"
+        vllm_patches.MLA_COMMON_MODULE, "MLACommonMetadataBuilder", "build", ("self", "x"), "build"
     )
-    missing = vllm_patches.PatchTarget("vllm.nope", "X", "y", ("self",), "forward")
+    missing = vllm_patches.PatchTarget("vllm.nope", "X", "y", ("self",), "build")
     report = vllm_patches.install(_recorder(None), (bad, missing))
     assert report[bad.qualname].startswith("skipped: expected parameters")
     assert report[missing.qualname].startswith("skipped: ModuleNotFoundError")
@@ -86,89 +91,127 @@ def test_signature_mismatch_is_skipped(fake_vllm):
 
 
 # -- what gets recorded --------------------------------------------------------------------------
-def _run_engine(rec, min_over="active"):
+def test_cpu_engine_verify_rows_filed_as_prefill(fake_vllm, tmp_path):
+    """The CPU MLA backend (common builder, threshold 1) files verify rows as prefills: they are
+    recorded as verify rows with that classification noted; drafter builds are counted only."""
+    rec = _recorder(tmp_path)
     vllm_patches.install(rec)
     cfg = vf.CompilationConfig()
-    cfg.resolve_cudagraph_mode_and_sizes(vf.AttentionCGSupport.UNIFORM_BATCH, "AiterMLABackend", 4)
-    builder, impl = vf.AiterMLAMetadataBuilder(min_over=min_over), vf.AiterMLAImpl()
-    # capture-time dummy run: 4 requests x qlen 4, KV length = qlen
-    vf.CONTEXT.append(vf.ForwardContext(vf.CUDAGraphMode.FULL, vf.BatchDescriptor(16)))
-    m = builder.build_for_cudagraph_capture(vf.batch([4, 4, 4, 4], 4))
-    for _ in range(3):
-        impl.forward_mqa(None, None, m, None)
-    vf.CONTEXT.pop()
-    # step: 3 real requests padded to a FULL graph of 4, replayed (no Python forward)
-    builder.build(0, vf.batch([1100, 300, 700], 4, padded_reqs=4))
-    # step: PIECEWISE (attention eager), no padding
-    vf.CONTEXT.append(vf.ForwardContext(vf.CUDAGraphMode.PIECEWISE, vf.BatchDescriptor(12)))
-    m = builder.build(0, vf.batch([1102, 302, 702], 4))
-    impl.forward_mqa(None, None, m, None)
-    vf.CONTEXT.pop()
+    cfg.resolve_cudagraph_mode_and_sizes(vf.AttentionCGSupport.NEVER, "CPUMLABackend", 1)
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()],
+                               drafter=vf.MLACommonMetadataBuilder())  # fmt: skip
+    runner.execute([40, 31, 52, 29], [3, 3, 3, 3])
+    runner.execute([44, 35, 56, 31], [0, 3, 2, 1])  # vLLM puts decodes first
     rec.close()
-
-
-def test_records_steps_padding_splits_and_decisions(fake_vllm, tmp_path):
-    rec = _recorder(tmp_path)
-    _run_engine(rec)
     run = mlaprof.load(tmp_path / "run")
     steps = run.steps.sort_values("step")
-    assert list(steps.graph_mode) == ["FULL", "FULL", "PIECEWISE"]
-    assert list(steps.timing) == ["capture", "build-interval", "build-interval"]
-    assert list(steps.num_reqs) == [4, 4, 3] and list(steps.num_real_reqs) == [4, 3, 3]
-    assert list(steps.padded_tokens) == [16, 16, 12] and list(steps.real_tokens) == [16, 12, 12]
-    assert list(steps.qlen) == [4, 4, 4] and set(steps.backend) == {"ROCM_AITER_MLA"}
-    assert steps.duration_ns.iloc[1] > 0 and math.isnan(steps.duration_ns.iloc[0])
-    pad = run.padding.sort_values("step")
-    assert list(pad.padding_rows) == [0, 1, 0] and list(pad.capture_size.fillna(-1)) == [16, 16, -1]
-    assert pad.padding_tokens.iloc[1] == 4
-    assert pad.kv_bytes_padding.iloc[1] == 4 * 576 * 2  # one row pinned to qlen
-    splits = run.splits.sort_values("step")
-    assert set(splits.policy) == {"aiter-gluon-v0.1.19"}
-    # v0.1.19 bh16bn64: S = max(1, min(256 // (B*qlen), ceil(min_kv / 64)))
-    assert list(splits.used) == [1, min(16, math.ceil(300 / 64)), min(21, math.ceil(302 / 64))]
-    assert list(splits.min_kv_used) == [4, 300, 302]
-    ev = run.events
-    builds = ev[ev.kind.isin(["mla-build", "capture-build"])].sort_values("t_ns")
-    data = [json.loads(d) for d in builds.data]
-    assert [d["min_kv_seq_len"] for d in data] == [4, 300, 302]
-    assert [d["min_kv_source"] for d in data] == ["active-rows"] * 3
-    assert data[1]["qo_lens"] == [4, 4, 4, 0] and data[1]["path"] == "gluon-verify"
-    assert data[0]["runtime_tokens"] == 16 and data[0]["forward_calls"] == 3
-    assert data[2]["graph_mode"] == "PIECEWISE" and data[1]["graph_mode"] is None
-    (decision,) = [json.loads(d) for d in ev[ev.kind == "cudagraph-mode"].data]
-    assert decision["requested"] == "FULL_AND_PIECEWISE"
-    assert decision["resolved"] == "FULL_DECODE_ONLY"
-    assert decision["min_cg_support"] == "UNIFORM_BATCH" and decision["min_cg_support_value"] == 2
-    msg = ev[ev.kind == "cudagraph-mode"].message.iloc[0]
-    assert "setting cudagraph_mode=FULL_DECODE_ONLY" in msg
-    assert "UNIFORM_BATCH" in ev[ev.kind == "cudagraph-support"].message.iloc[0]
+    assert list(steps.graph_mode) == ["NONE", "NONE"] and set(steps.backend) == {"CPU_MLA"}
+    assert list(steps.num_real_reqs) == [4, 4] and list(steps.real_tokens) == [16, 10]
+    assert list(steps.qlen) == [4, 4] and list(steps.timing) == ["dispatch-interval"] * 2
+    data = _steps(run)
+    assert [d["kind"] for d in data] == ["verify", "verify"]
+    assert [d["verify_rows"] for d in data] == [4, 3]
+    assert [d["verify_draft_tokens"] for d in data] == [12, 6]
+    assert [d["classified_decode"] for d in data] == [0, 1]  # the qlen-1 row is a decode
+    assert [d["verify_rows_as_prefill"] for d in data] == [4, 3]
+    assert data[1]["draft_tokens"] == [0, 3, 2, 1] and data[1]["qo_lens"] == [1, 4, 3, 2]
+    assert data[0]["seq_lens_upper_bound"] == [40, 31, 52, 29]
+    assert [d["drafter_builds"] for d in data] == [3, 3] and data[0]["target_builds"] == 1
+    assert data[0]["heads"] == 8 and data[0]["max_num_seqs"] == 8
+    assert data[0]["spec_method"] == "ngram" and data[0]["num_speculative_tokens"] == 3
+    (decision,) = [json.loads(d) for d in run.events[run.events.kind == "cudagraph-mode"].data]
+    assert decision["resolved"] == "NONE" and decision["min_cg_support"] == "NEVER"
     assert run.status == "finished"
 
 
-def test_all_rows_minimum_is_reported_as_the_bug(fake_vllm, tmp_path):
-    rec = _recorder(tmp_path)
-    _run_engine(rec, min_over="all")
-    run = mlaprof.load(tmp_path / "run")
-    builds = run.events[run.events.kind == "mla-build"].sort_values("t_ns")
-    data = [json.loads(d) for d in builds.data]
-    assert data[0]["min_kv_seq_len"] == 4 and data[0]["min_kv_source"] == "all-rows"
-    s = run.splits.sort_values("step").iloc[1]
-    assert (s.used, s.deserved) == (1, 5)  # collapsed by the padding row
-
-
-def test_triton_builder_and_missing_host_lengths(fake_vllm, tmp_path):
+def test_full_graph_padding_and_one_record_per_step(fake_vllm, tmp_path):
+    """An AITER-like builder that overrides build() and calls super().build(), two KV-cache
+    groups, FULL graphs padding 3 requests to a capture size of 16 tokens: one step each."""
     rec = _recorder(tmp_path)
     vllm_patches.install(rec)
-    b = vf.TritonMLAMetadataBuilder()
-    b.build(0, vf.batch([5000, 9000], 4))
-    b.build(0, vf.batch([5002, 9002], 4, upper_bound=False))
+    builders = [vf.AiterMLAMetadataBuilder(), vf.AiterMLAMetadataBuilder()]
+    runner = vf.GPUModelRunner(builders, "ROCM_AITER_MLA", vf.CUDAGraphMode.FULL, [8, 16, 24])
+    m = runner.execute([1100, 300, 700], [3, 3, 3])
+    assert m[0].num_decodes == 4 and m[0].decode.min_kv_seq_len == 300
+    runner.execute([1104, 304, 704], [3, 3, 3])
     rec.close()
     run = mlaprof.load(tmp_path / "run")
-    s = run.splits
-    assert list(s.policy) == ["vllm-triton"] and s.used.iloc[0] == 32  # next_pow2(9000 // 512 = 17)
-    assert len(run.steps) == 2 and len(run.padding) == 2 and len(s) == 1
-    data = json.loads(run.events[run.events.kind == "mla-build"].data.iloc[1])
-    assert "no host sequence lengths" in data["notes"][0] and data["path"] == "triton"
+    steps = run.steps.sort_values("step")
+    assert len(steps) == 2  # two KV-cache groups and a subclass build(): still one per step
+    assert list(steps.graph_mode) == ["FULL", "FULL"] and set(steps.backend) == {"ROCM_AITER_MLA"}
+    assert list(steps.num_reqs) == [4, 4] and list(steps.num_real_reqs) == [3, 3]
+    assert list(steps.padded_tokens) == [16, 16] and list(steps.real_tokens) == [12, 12]
+    pad = run.padding.sort_values("step")
+    assert list(pad.padding_rows) == [1, 1] and list(pad.capture_size) == [16, 16]
+    assert list(pad.padding_tokens) == [4, 4]
+    data = _steps(run)
+    assert data[0]["target_builds"] == 2 and data[0]["padded_reqs"] == 4
+    assert data[0]["min_kv_seq_len"] == 300 and data[0]["use_gluon_verify"] is True
+    assert data[0]["verify_rows_as_prefill"] == 0 and data[0]["classified_decode"] == 4
+    assert steps.duration_ns.iloc[0] > 0
+
+
+def test_acceptance_goes_to_the_schedulers_own_database(fake_vllm, tmp_path):
+    rec = _recorder(tmp_path)
+    vllm_patches.install(rec)
+    for per_step in ([(3, 3), (3, 1)], [(2, 2)], [(3, 0), (1, 1), (3, 3)]):
+        stats = vf.SpecDecodingStats()  # the scheduler makes one per step
+        for nd, na in per_step:
+            stats.observe_draft(nd, na)
+    rec.close()
+    assert (tmp_path / "run" / "rank0.scheduler.db").exists()
+    assert not (tmp_path / "run" / "rank0.db").exists()  # nothing else recorded here
+    run = mlaprof.load(tmp_path / "run")
+    assert run.databases == [(0, "scheduler")]
+    acc = [json.loads(d) for d in run.events[run.events.kind == ACCEPT_EVENT].data]
+    assert [a["verify_rows"] for a in acc] == [2, 1, 3]
+    assert [a["draft_tokens"] for a in acc] == [6, 2, 7]
+    assert [a["accepted_tokens"] for a in acc] == [4, 2, 4]
+    assert acc[2]["per_row"] == [[3, 0], [1, 1], [3, 3]]
+
+
+def test_run_grows_while_the_engine_runs(fake_vllm, tmp_path):
+    """The writer thread commits while steps go on: a reader sees the run grow before close."""
+    import time
+
+    rec = _recorder(tmp_path, interval=0.01)
+    vllm_patches.install(rec)
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()])
+    run_dir = tmp_path / "run"
+
+    def steps_now() -> int:
+        try:
+            return mlaprof.load(run_dir).count("steps")
+        except MlaprofError:  # no committed database yet
+            return 0
+
+    seen = []
+    for i in range(4):
+        runner.execute([40 + i, 50 + i], [3, 3])
+        deadline = time.monotonic() + 10
+        while steps_now() < i and time.monotonic() < deadline:  # waits, times nothing
+            time.sleep(0.01)
+        seen.append(steps_now())
+    rec.close()
+    assert seen == [0, 1, 2, 3]  # a step is written once the next one starts
+    assert mlaprof.load(run_dir).count("steps") == 4
+
+
+def test_last_step_is_written_when_the_engine_goes_idle(fake_vllm, tmp_path):
+    """A worker killed at shutdown never runs atexit: its last step must not wait for it."""
+    import time
+
+    rec = _recorder(tmp_path, interval=0.01)
+    vllm_patches.install(rec)
+    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([40, 50], [3, 3])
+    deadline = time.monotonic() + 10
+    while rec.steps_written < 1 and time.monotonic() < deadline:  # waits, times nothing
+        time.sleep(0.05)
+    rec.drain()  # takes the writer's lock: its commit is done
+    steps = mlaprof.load(tmp_path / "run").steps  # before close: what a kill would leave
+    assert len(steps) == 1 and steps.duration_ns.isna().all()  # no next dispatch to time it
+    rec.close()
+    assert mlaprof.load(tmp_path / "run").count("steps") == 1  # and not written twice
 
 
 def test_ranks_share_one_run_folder(fake_vllm, tmp_path):
@@ -176,15 +219,10 @@ def test_ranks_share_one_run_folder(fake_vllm, tmp_path):
         rec = _recorder(tmp_path, rank=rank, name="shared")
         vllm_patches.uninstall()
         vllm_patches.install(rec)
-        b = vf.AiterMLAMetadataBuilder()
-        b.build(0, vf.batch([600 + rank, 900], 4))
+        vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([600 + rank, 900], [3, 3])
         rec.close()
     run = mlaprof.load(tmp_path / "shared")
     assert sorted(run.steps["rank"]) == [0, 1]
-    assert sorted((tmp_path / "shared").glob("rank*.db")) == [
-        tmp_path / "shared" / "rank0.db",
-        tmp_path / "shared" / "rank1.db",
-    ]
 
 
 def test_rank_detection(monkeypatch):
@@ -201,27 +239,35 @@ def test_rank_detection(monkeypatch):
 
 
 def test_failing_recorder_never_breaks_the_engine(fake_vllm, tmp_path):
-    def broken():
+    def broken(role):
         raise OSError("disk full")
 
-    rec = EngineRecorder(broken, device=lambda: MI355X, gluon_policies=lambda: [])
-    vllm_patches.install(rec)
-    b = vf.AiterMLAMetadataBuilder()
-    m = b.build(0, vf.batch([600, 900], 4))
-    assert m.decode.min_kv_seq_len == 600  # the engine's result is untouched
-    rec.drain()  # the failure happens on the writer thread
-    assert rec.disabled
-    b.build(0, vf.batch([602, 902], 4))  # and recording stays off quietly
-    rec.close()
-    for background in (False,):  # the same in the foreground
-        rec = EngineRecorder(broken, device=lambda: MI355X, background=background)
+    for background in (True, False):
+        rec = EngineRecorder(broken, markers=False, background=background)
         vllm_patches.uninstall()
         vllm_patches.install(rec)
-        assert b.build(0, vf.batch([600, 900], 4)).decode.min_kv_seq_len == 600
+        runner = vf.GPUModelRunner([vf.AiterMLAMetadataBuilder()], "ROCM_AITER_MLA")
+        m = runner.execute([600, 900], [3, 3])
+        assert m[0].decode.min_kv_seq_len == 600  # the engine's result is untouched
+        runner.execute([604, 904], [3, 3])
+        rec.flush()  # the failure happens where the records are written
         assert rec.disabled
+        runner.execute([608, 908], [3, 3])  # and recording stays off quietly
+        rec.close()
 
 
-# -- no sync, nothing inside the captured region -------------------------------------------------
+def test_a_failing_snapshot_switches_recording_off(fake_vllm, tmp_path):
+    rec = _recorder(tmp_path)
+    vllm_patches.install(rec)
+    b = vf.MLACommonMetadataBuilder()
+    cam = vf.batch([40, 50], 4)
+    cam.seq_lens_cpu_upper_bound = "not a tensor"  # not what vLLM hands over: the snapshot raises
+    assert b.build(0, cam).num_prefills == 2  # the engine's result is untouched
+    assert rec.disabled
+    rec.close()
+
+
+# -- no sync, nothing added to the engine's tensor work ---------------------------------------------
 class OpLog(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -247,24 +293,28 @@ def _reads(monkeypatch, log):
 def test_wrappers_add_no_tensor_op_and_read_only_host_tensors(fake_vllm, tmp_path, monkeypatch):
     cam = vf.batch([1100, 300, 700], 4, padded_reqs=4)
     host = {cam.query_start_loc_cpu.data_ptr(), cam.seq_lens_cpu_upper_bound.data_ptr()}
-    builder, impl = vf.AiterMLAMetadataBuilder(), vf.AiterMLAImpl()
+    runner = vf.GPUModelRunner([vf.AiterMLAMetadataBuilder()], "ROCM_AITER_MLA",
+                               vf.CUDAGraphMode.FULL, [16])  # fmt: skip
+    builder = runner.builders[0]
     reads: list = []
     _reads(monkeypatch, reads)
 
     def trace():
+        import numpy as np
+
         reads.clear()
         with OpLog() as ops:
-            m = builder.build(0, cam)
-            impl.forward_mqa(None, None, m, None)
-            impl.forward_mqa(None, None, m, None)
+            runner._calc_spec_decode_metadata(np.array([3, 3, 3]), np.array([4, 8, 12]))
+            runner._determine_batch_execution_and_padding(12, 3, np.array([4, 4, 4]), 4)
+            builder.build(0, cam)
+            vf.SpecDecodingStats().observe_draft(3, 2)
         return ops.ops, list(reads)
 
     plain_ops, plain_reads = trace()
-    rec = _recorder(tmp_path)
+    rec = _recorder(tmp_path, interval=3600)  # the writer thread asleep: the engine's share
     vllm_patches.install(rec)
-    vf.CONTEXT.append(vf.ForwardContext(vf.CUDAGraphMode.PIECEWISE))
     wrapped_ops, wrapped_reads = trace()
-    assert wrapped_ops == plain_ops  # not one extra aten op: no sync, no allocation, no kernel
+    assert wrapped_ops == plain_ops and plain_ops  # not one extra aten op: no sync, no kernel
 
     def split(rs):
         return (
@@ -275,43 +325,81 @@ def test_wrappers_add_no_tensor_op_and_read_only_host_tensors(fake_vllm, tmp_pat
     plain_dev, plain_host = split(plain_reads)
     wrapped_dev, wrapped_host = split(wrapped_reads)
     assert wrapped_dev == plain_dev  # the wrapper reads no tensor but the builder's CPU ones
-    extra = wrapped_host - plain_host
-    assert extra == Counter({"tolist": 2})  # query_start_loc_cpu + seq_lens_cpu_upper_bound
+    assert wrapped_host - plain_host == Counter({"tolist": 2})  # query_start_loc, seq upper bound
     rec.close()
 
 
-def test_forward_wrapper_never_reads_device_tensors(fake_vllm, tmp_path):
-    """forward_mqa runs inside the captured region: give it tensors whose data cannot be read."""
+def test_wrapped_build_runs_on_meta_tensors_except_the_host_ones(fake_vllm, tmp_path):
+    """Device tensors stay untouched: give the build meta tensors (any value read raises)
+    everywhere but the two CPU tensors vLLM documents as host-side."""
     rec = _recorder(tmp_path)
     vllm_patches.install(rec)
-    builder, impl = vf.AiterMLAMetadataBuilder(), vf.AiterMLAImpl()
-    m = builder.build(0, vf.batch([600, 900], 4))
-    q = torch.empty(8, 16, 576, device="meta")  # any value read of a meta tensor raises
-    kv = torch.empty(100, 576, device="meta")
+    b = vf.MLACommonMetadataBuilder()
+    cam = vf.batch([40, 50], 4)
+    cam.query_start_loc = torch.empty(3, dtype=torch.int32, device="meta")
+    cam.seq_lens = torch.empty(2, dtype=torch.int32, device="meta")
     with OpLog() as ops:
-        out, _ = impl.forward_mqa(q, kv, m, None)
-    assert out is q and ops.ops == [] and not rec.disabled
+        b.build(0, cam)
+    assert not rec.disabled and "aten._local_scalar_dense.default" not in ops.ops
     rec.close()
 
 
-def test_markers_name_the_recorded_steps(fake_vllm, tmp_path, monkeypatch):
+def test_markers_name_the_builds(fake_vllm, tmp_path, monkeypatch):
     from mlaprof.integrations import vllm_recorder
 
     marks = []
     monkeypatch.setattr(vllm_recorder, "_mark", marks.append)
-    rec = EngineRecorder(
-        lambda: create_run(tmp_path, "run", {}, rank=0),
-        device=lambda: MI355X,
-        gluon_policies=lambda: ["aiter-gluon-v0.1.20"],
-        markers=True,
-    )
+    rec = EngineRecorder(lambda role: create_run(tmp_path, "run", {}, rank=0, role=role),
+                         markers=True)  # fmt: skip
     vllm_patches.install(rec)
-    target, draft = vf.AiterMLAMetadataBuilder(), vf.TritonMLAMetadataBuilder()
-    target.build(0, vf.batch([800, 900], 4))  # two builders interleave (e.g. target and draft)
-    draft.build(0, vf.batch([801, 901], 1))
-    target.build(0, vf.batch([802, 902], 4))
+    runner = vf.GPUModelRunner(
+        [vf.MLACommonMetadataBuilder()], drafter=vf.MLACommonMetadataBuilder()
+    )
+    runner.execute([800, 900], [3, 3])
+    runner.execute([804, 904], [3, 3])
     rec.close()
-    assert [m.split()[1] for m in marks] == ["step=0", "step=1", "step=2"]
-    steps = mlaprof.load(tmp_path / "run").steps.sort_values("step")
-    assert list(steps.backend) == ["ROCM_AITER_MLA", "TRITON_MLA", "ROCM_AITER_MLA"]
-    assert list(steps.qlen) == [4, 1, 4]
+    assert [m.split()[1] for m in marks] == ["build=0", "build=1"]  # drafter builds: no mark
+
+
+def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
+    """What ``mlaprof tui`` reads while an engine runs: steps from the follower, acceptance and
+    the shadow AITER view from mlaprof.analysis (the TUI renders its findings)."""
+    import time
+
+    from mlaprof.analysis import analyze
+    from tui.reader import RunFollower
+    from tui.state import build_view
+
+    rec = _recorder(tmp_path, interval=0.01)
+    vllm_patches.install(rec)
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()])
+    follower = RunFollower(tmp_path / "run")
+    for i in range(3):
+        runner.execute([500 + 4 * i, 700 + 4 * i, 900 + 4 * i], [3, 3, 3])
+        stats = vf.SpecDecodingStats()
+        for na in (3, 2, 0):
+            stats.observe_draft(3, na)
+    deadline = time.monotonic() + 10
+    while follower.states.get(0) is None or follower.states[0].steps < 2:
+        follower.poll()  # waits for the writer thread, times nothing
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    view = build_view(follower.meta, follower.states, None)
+    assert view.steps == 2 and view.graph_mode == "NONE"  # the third step is still open
+    rec.close()
+    findings = analyze(mlaprof.load(tmp_path / "run"), shadow={"aiter": "0.1.19"})
+    titles = [f.title for f in findings]
+    assert any("3 verify steps, 9 verify rows, 15 of 27 draft tokens accepted" in t for t in titles)
+    shadow = [t for t in titles if t.startswith("[modelled from recorded batches (AITER 0.1.19")]
+    # 3 rows x qlen 4 padded to 16 tokens: one padding row pinned to qlen collapses S
+    # (v0.1.19: min(256 // (4 * 4), ceil(min_kv / 64)) = 8 with the fix, 1 with the bug)
+    assert any("S would be 1-1 instead of 8-8 on 3 of 3 steps" in t for t in shadow), titles
+    assert any("freeze S at 1-1 where these rows get 8-8" in t for t in shadow), titles
+    pytest.importorskip("plotly", reason="the figure needs the notebook extra")
+    from mlaprof.figures import shadow_splits
+
+    fig = shadow_splits(mlaprof.load(tmp_path / "run"), aiter="0.1.19")  # the report's figure
+    assert "modelled from recorded batches (AITER 0.1.19 on mi355x)" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "KV splits S (count)"
+    ys = {t.name.split(" (")[0]: list(t.y) for t in fig.data}
+    assert ys["S with the padding bug"] == [1, 1, 1] and ys["S with the fix"] == [8, 8, 8]

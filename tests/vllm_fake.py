@@ -1,9 +1,10 @@
 """Minimal stand-ins for the vLLM classes the plugin wraps (same names, same signatures), for tests
 on machines without vLLM. tests/test_vllm_install.py checks the real classes instead.
 
-The fake AITER builder computes what vLLM 0.32's does on the host: uniform-MTP padding rows
-(query length 0) pinned to qlen, and ``min_kv_seq_len`` over active rows (the fix) or over all
-rows (``min_over="all"``, the bug)."""
+The fake common builder files rows past ``reorder_batch_threshold`` as prefills (as the CPU MLA
+backend does with verify rows); the fake AITER builder overrides ``build`` and calls
+``super().build`` (so a build must be recorded once), computing ``min_kv_seq_len`` over active
+rows (the fix) or over all rows (``min_over="all"``, the bug)."""
 
 from __future__ import annotations
 
@@ -52,13 +53,12 @@ class DecodeMetadata:
     max_qo_len: int
     min_kv_seq_len: int = 1
     use_gluon_verify: bool = False
-    use_gluon_decode: bool = False
-    has_persistent_metadata: bool = False
 
 
 @dataclass
 class Metadata:
     num_decodes: int
+    num_prefills: int
     num_decode_tokens: int
     max_seq_len: int
     decode: DecodeMetadata | None
@@ -74,15 +74,24 @@ class VllmConfig:
     model_config: ModelConfig = field(default_factory=ModelConfig)
 
 
-class AiterMLAMetadataBuilder:
-    _cudagraph_support = AttentionCGSupport.UNIFORM_BATCH
+class QueryLenSupport(enum.Enum):
+    SINGLE_ONLY = "single_only"
+    UNIFORM = "uniform"
 
-    def __init__(self, heads: int = 16, gluon: bool = True, min_over: str = "active") -> None:
-        self._decode_num_heads = heads
-        self.layer_names = ["model.layers.0.self_attn.attn"]
+
+class MLACommonMetadataBuilder:
+    """vLLM's common MLA builder, reduced to what the plugin reads: rows with a query length up
+    to ``reorder_batch_threshold`` at the front are decodes, the rest prefills (so with
+    SINGLE_ONLY, the CPU backend's threshold 1, verify rows are filed as prefills)."""
+
+    _cudagraph_support = AttentionCGSupport.NEVER
+    query_len_support = QueryLenSupport.SINGLE_ONLY
+
+    def __init__(self, heads: int = 8, threshold: int = 1) -> None:
+        self.num_heads = heads
+        self.dcp_world_size = 1
+        self.reorder_batch_threshold = threshold
         self.vllm_config = VllmConfig()
-        self.gluon = gluon
-        self.min_over = min_over
 
     def build_for_cudagraph_capture(self, common_attn_metadata: CommonAttentionMetadata) -> Any:
         return self.build(0, common_attn_metadata)
@@ -92,61 +101,123 @@ class AiterMLAMetadataBuilder:
         fast_build: bool = False,
     ) -> Metadata:  # fmt: skip
         m = common_attn_metadata
-        decode = self._build_decode(
-            block_table_tensor=m.block_table_tensor,
-            seq_lens_device=m.seq_lens,
-            max_seq_len=m.max_seq_len,
-            query_start_loc_cpu=m.query_start_loc_cpu,
-            query_start_loc_device=m.query_start_loc,
-            num_decode_tokens=m.num_actual_tokens,
-            max_query_len=m.max_query_len,
-            dcp_tot_seq_lens_device=None,
-        )
-        return Metadata(m.num_reqs, m.num_actual_tokens, m.max_seq_len, decode)
+        qo = (m.query_start_loc_cpu[1:] - m.query_start_loc_cpu[:-1]).tolist()
+        n_dec = 0
+        while n_dec < len(qo) and qo[n_dec] <= self.reorder_batch_threshold:
+            n_dec += 1
+        decode = self._build_decode(m, n_dec) if n_dec else None
+        return Metadata(n_dec, len(qo) - n_dec, sum(qo[:n_dec]), m.max_seq_len, decode)
 
-    def _build_decode(
-        self, block_table_tensor: torch.Tensor, seq_lens_device: torch.Tensor, max_seq_len: int,
-        query_start_loc_cpu: torch.Tensor, query_start_loc_device: torch.Tensor,
-        num_decode_tokens: int, max_query_len: int, dcp_tot_seq_lens_device: Any,
-    ) -> DecodeMetadata:  # fmt: skip
-        qo = query_start_loc_cpu[1:] - query_start_loc_cpu[:-1]
-        n = qo.numel()
-        qlen = num_decode_tokens // n
-        seq = torch.where(qo > 0, seq_lens_device, torch.full_like(seq_lens_device, qlen))
-        rows = seq[qo > 0] if self.min_over == "active" else seq
-        min_kv = int(rows.min().item()) if self.gluon else 1  # the builder's own sync
-        return DecodeMetadata(qlen, min_kv, use_gluon_verify=self.gluon)
+    def _build_decode(self, m: CommonAttentionMetadata, n: int) -> DecodeMetadata:
+        return DecodeMetadata(max_qo_len=self.reorder_batch_threshold)
 
 
-class AiterMLAImpl:
-    calls = 0
+class AiterMLAMetadataBuilder(MLACommonMetadataBuilder):
+    """Overrides build and calls super().build, as vLLM's does: must be recorded once."""
 
-    def forward_mqa(
-        self, q: Any, kv_c_and_k_pe_cache: Any, attn_metadata: Any, layer: Any
-    ) -> tuple[Any, None]:
-        type(self).calls += 1
-        return q, None
-
-
-class TritonMLAMetadataBuilder(AiterMLAMetadataBuilder):
     _cudagraph_support = AttentionCGSupport.UNIFORM_BATCH
+    query_len_support = QueryLenSupport.UNIFORM
 
-    def __init__(self, heads: int = 16) -> None:
-        super().__init__(heads, gluon=False)
-        del self._decode_num_heads
-        self.num_heads = heads
-        self.dcp_world_size = 1
+    def __init__(self, heads: int = 16, min_over: str = "active", threshold: int = 4) -> None:
+        super().__init__(heads, threshold)
+        self._decode_num_heads = heads
+        self.min_over = min_over
 
     def build(
         self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
         fast_build: bool = False,
     ) -> Metadata:  # fmt: skip
-        m = common_attn_metadata
-        return Metadata(m.num_reqs, m.num_actual_tokens, m.max_seq_len, DecodeMetadata(0))
+        self._decode_causal = True
+        return super().build(common_prefix_len, common_attn_metadata, fast_build)
+
+    def _build_decode(self, m: CommonAttentionMetadata, n: int) -> DecodeMetadata:
+        qo = m.query_start_loc_cpu[1 : n + 1] - m.query_start_loc_cpu[:n]
+        qlen = int(qo.max())
+        seq = torch.where(qo > 0, m.seq_lens[:n], torch.full_like(m.seq_lens[:n], qlen))
+        rows = seq[qo > 0] if self.min_over == "active" else seq
+        min_kv = int(rows.min().item())  # the builder's own sync
+        return DecodeMetadata(qlen, min_kv, use_gluon_verify=True)
 
 
-class TritonMLAImpl(AiterMLAImpl):
-    pass
+@dataclass
+class BatchDescriptor:
+    num_tokens: int
+    num_reqs: int | None = None
+
+
+@dataclass
+class SchedulerConfig:
+    max_num_seqs: int = 8
+
+
+@dataclass
+class SpeculativeConfig:
+    num_speculative_tokens: int = 3
+    method: str = "ngram"
+
+
+@dataclass
+class AttentionGroup:
+    backend: Any
+    layer_names: list[str]
+    metadata_builders: list[Any]
+
+
+class GPUModelRunner:
+    """The runner's per-step order: draft tokens, graph mode + padding, target build(s), then the
+    drafter's builds (fast_build=True)."""
+
+    def __init__(self, builders: list[MLACommonMetadataBuilder], backend: str = "CPU_MLA",
+                 mode: CUDAGraphMode = CUDAGraphMode.NONE, sizes: list[int] | None = None,
+                 drafter: MLACommonMetadataBuilder | None = None) -> None:  # fmt: skip
+        self.builders = builders
+        be = types.SimpleNamespace(get_name=lambda: backend)
+        self.attn_groups = [[AttentionGroup(be, [f"model.layers.{i}.self_attn.attn"], [b])]
+                            for i, b in enumerate(builders)]  # fmt: skip
+        self.mode = mode
+        self.sizes = sizes or []
+        self.drafter = drafter
+        self.scheduler_config = SchedulerConfig()
+        self.speculative_config = SpeculativeConfig()
+
+    def _determine_batch_execution_and_padding(
+        self, num_tokens: int, num_reqs: int, num_scheduled_tokens_np: Any,
+        max_num_scheduled_tokens: int, use_cascade_attn: bool = False,
+    ) -> tuple[Any, ...]:  # fmt: skip
+        padded = next((s for s in self.sizes if s >= num_tokens), num_tokens)
+        reqs = padded // max_num_scheduled_tokens if self.mode == CUDAGraphMode.FULL else None
+        return self.mode, BatchDescriptor(padded, reqs), False, None, None
+
+    def _calc_spec_decode_metadata(self, num_draft_tokens: Any, cu_num_scheduled_tokens: Any):
+        return types.SimpleNamespace(num_draft_tokens=list(num_draft_tokens))
+
+    def execute(self, kv_lens: list[int], drafts: list[int]) -> list[Metadata]:
+        """One engine step: each request verifies its drafts (query length 1 + drafts)."""
+        import numpy as np
+
+        qo = [1 + d for d in drafts]
+        sched = np.array(qo, dtype=np.int32)
+        self._calc_spec_decode_metadata(np.array(drafts, dtype=np.int32), np.cumsum(sched))
+        mode, desc, *_ = self._determine_batch_execution_and_padding(
+            sum(qo), len(qo), sched, max(qo)
+        )
+        n = desc.num_reqs if desc.num_reqs else len(qo)
+        cam = batch(kv_lens, qo, padded_reqs=n)
+        out = [b.build(0, cam) for b in self.builders]
+        if self.drafter is not None:
+            for _ in range(max(drafts)):
+                self.drafter.build(0, batch(kv_lens, [1] * len(kv_lens)), fast_build=True)
+        return out
+
+
+class SpecDecodingStats:
+    def __init__(self) -> None:
+        self.num_drafts = self.num_draft_tokens = self.num_accepted_tokens = 0
+
+    def observe_draft(self, num_draft_tokens: int, num_accepted_tokens: int) -> None:
+        self.num_drafts += 1
+        self.num_draft_tokens += num_draft_tokens
+        self.num_accepted_tokens += num_accepted_tokens
 
 
 class CompilationConfig:
@@ -159,42 +230,19 @@ class CompilationConfig:
         uniform_decode_query_len: int = 1, use_v2_model_runner: bool = False,
     ) -> CUDAGraphMode:  # fmt: skip
         mode = self.cudagraph_mode
-        if min_cg_support != AttentionCGSupport.ALWAYS and mode == CUDAGraphMode.FULL_AND_PIECEWISE:
+        if min_cg_support == AttentionCGSupport.NEVER:
+            mode = CUDAGraphMode.NONE
+        elif min_cg_support != AttentionCGSupport.ALWAYS:
             mode = CUDAGraphMode.FULL_DECODE_ONLY
         self.cudagraph_mode = mode
         return mode
 
 
-@dataclass
-class BatchDescriptor:
-    num_tokens: int
-
-
-@dataclass
-class ForwardContext:
-    cudagraph_runtime_mode: CUDAGraphMode = CUDAGraphMode.NONE
-    batch_descriptor: BatchDescriptor | None = None
-
-
-CONTEXT: list[ForwardContext] = []
-
-
-def get_forward_context() -> ForwardContext:
-    return CONTEXT[-1]
-
-
-def is_forward_context_available() -> bool:
-    return bool(CONTEXT)
-
-
 MODULES = {
-    vllm_patches.AITER_MODULE: {"AiterMLAMetadataBuilder": AiterMLAMetadataBuilder,
-                                "AiterMLAImpl": AiterMLAImpl},
-    vllm_patches.TRITON_MODULE: {"TritonMLAMetadataBuilder": TritonMLAMetadataBuilder,
-                                 "TritonMLAImpl": TritonMLAImpl},
+    vllm_patches.MLA_COMMON_MODULE: {"MLACommonMetadataBuilder": MLACommonMetadataBuilder},
+    vllm_patches.RUNNER_MODULE: {"GPUModelRunner": GPUModelRunner},
+    vllm_patches.SPEC_METRICS_MODULE: {"SpecDecodingStats": SpecDecodingStats},
     vllm_patches.COMPILATION_MODULE: {"CompilationConfig": CompilationConfig},
-    "vllm.forward_context": {"get_forward_context": get_forward_context,
-                             "is_forward_context_available": is_forward_context_available},
 }  # fmt: skip
 
 
@@ -213,15 +261,15 @@ def install(monkeypatch: Any) -> None:
             setattr(made[name], k, v)
     for name, mod in made.items():
         monkeypatch.setitem(sys.modules, name, mod)
-    CONTEXT.clear()
 
 
-def batch(kv_lens: list[int], qlen: int, padded_reqs: int | None = None,
+def batch(kv_lens: list[int], qo: list[int] | int, padded_reqs: int | None = None,
           upper_bound: bool = True) -> CommonAttentionMetadata:  # fmt: skip
-    """A decode batch as vLLM's runner hands it to ``build``: real requests first, then padding
+    """A batch as vLLM's runner hands it to ``build``: real requests first, then padding
     requests with query length 0 (uniform-batch FULL-graph padding)."""
-    n = padded_reqs or len(kv_lens)
-    qo = [qlen] * len(kv_lens) + [0] * (n - len(kv_lens))
+    qo = [qo] * len(kv_lens) if isinstance(qo, int) else list(qo)
+    n = max(padded_reqs or 0, len(kv_lens))
+    qo = qo + [0] * (n - len(kv_lens))
     qsl = [0]
     for q in qo:
         qsl.append(qsl[-1] + q)
@@ -232,10 +280,10 @@ def batch(kv_lens: list[int], qlen: int, padded_reqs: int | None = None,
         query_start_loc_cpu=qsl_t,
         seq_lens=torch.tensor(seq, dtype=torch.int32),
         num_reqs=n,
-        num_actual_tokens=n * qlen,
-        max_query_len=qlen,
+        num_actual_tokens=sum(qo),
+        max_query_len=max(qo),
         max_seq_len=max(kv_lens),
         block_table_tensor=torch.zeros(n, 8, dtype=torch.int32),
-        slot_mapping=torch.zeros(n * qlen, dtype=torch.int64),
+        slot_mapping=torch.zeros(sum(qo), dtype=torch.int64),
         seq_lens_cpu_upper_bound=torch.tensor(seq, dtype=torch.int32) if upper_bound else None,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlaprof.analysis.capture import capture_findings, capture_summary
+from mlaprof.analysis.engine import engine_analysis, engine_capture
 from mlaprof.analysis.engine_log import engine_log_findings, engine_starts, log_capture
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.imported import (
@@ -42,18 +43,28 @@ def _load(run: Run) -> dict[str, Any]:
     return t
 
 
-def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
+def _capture(run: Run, t: dict[str, Any]) -> dict[str, Any]:
+    """A recorded engine says what it ran; other runs get the capture verdict."""
+    return engine_capture(run.meta, t["steps"]) or capture_summary(
+        run.meta, t["syncs"], t["captures"], t["memory"]
+    )
+
+
+def analyze(
+    run: Run, tables: dict[str, Any] | None = None, shadow: dict[str, str] | None = None
+) -> list[Finding]:
+    """Findings sorted by severity. ``shadow``: {"device": ..., "aiter": ...} for a recorded
+    engine's modelled AITER view (defaults: mlaprof.analysis.engine.SHADOW_*)."""
     t = tables if tables is not None else _load(run)
     sc = _scenario(run)
     mode = sc.get("graph_mode", "FULL")
     findings: list[Finding] = []
     imp = t.get("imported")
-    cap = (
-        imp["capture"] if imp else capture_summary(run.meta, t["syncs"], t["captures"], t["memory"])
-    )
+    cap = imp["capture"] if imp else _capture(run, t)
     findings += capture_findings(cap, t["captures"], t["memory"])
     if imp:
         findings += imported_findings(run, t, imp)
+    findings += engine_analysis(run.meta, t["events"], **(shadow or {}))[2]
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(t["splits"], sc.get("policy", ""), mode)
     findings += padding_findings(t["padding"])
@@ -68,16 +79,17 @@ def analyze(run: Run, tables: dict[str, Any] | None = None) -> list[Finding]:
     return findings
 
 
-def summary(run: Run) -> dict[str, Any]:
+def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything ``mlaprof report --json`` prints (one JSON object)."""
     sc = _scenario(run)
     t = _load(run)
+    engine, engine_shadow, _ = engine_analysis(run.meta, t["events"], **(shadow or {}))
     syncs = t["syncs"]
     splits = split_summary(t["splits"])
     blocking = syncs[syncs["kind"] == "sync"] if not syncs.empty else syncs
     starts = engine_starts(t["events"], run.meta.get("imported_from"))
-    capture = capture_summary(run.meta, syncs, t["captures"], t["memory"])
-    if starts and not sc:  # an imported vLLM log: the capture line is what the log says
+    capture = _capture(run, t)
+    if starts and not sc and engine is None:  # an imported vLLM log: what the log says
         capture = log_capture(starts)
     if "imported" in t:  # an imported trace: the verdict its own evidence supports
         capture = t["imported"]["capture"]
@@ -129,7 +141,9 @@ def summary(run: Run) -> dict[str, Any]:
         "timing": timing_summary(t["steps"], t["layers"]),
         "paths": path_checks(t["events"]),
         "engine_starts": starts,
-        "findings": [f.to_dict() for f in analyze(run, t)],
+        "engine": engine,
+        "shadow": engine_shadow,
+        "findings": [f.to_dict() for f in analyze(run, t, shadow)],
     }
 
 

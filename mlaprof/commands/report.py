@@ -32,6 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--png", metavar="DIR", help="write the figures as PNG files (needs Chromium)")
     p.add_argument("--compare", metavar="RUN2", help="compare with a second run (e.g. the fix)")
     p.add_argument("--verbose", "-v", action="store_true", help="also list every sync")
+    p.add_argument("--shadow-device", metavar="NAME", default=None,
+                   help="a recorded vLLM engine: device the AITER shadow analysis models "
+                   "(mi355x, mi300x, ...; default mi355x)")  # fmt: skip
+    p.add_argument("--shadow-aiter", metavar="VERSION", default=None,
+                   help="a recorded vLLM engine: AITER version it models (0.1.19, "
+                   "0.1.19.post2, 0.1.20; default 0.1.20)")  # fmt: skip
     add_traces_arg(p)
     p.set_defaults(func=main)
 
@@ -55,16 +61,25 @@ def main(args: argparse.Namespace) -> int:
         from mlaprof.analysis import summary
         from mlaprof.analysis.diff import diff_runs
 
-        doc = summary(run)
+        doc = summary(run, _shadow(args))
         if other is not None:
             doc["compare"] = diff_runs(run, other)
         print(json.dumps(doc, indent=2, default=str))
     elif not (args.html or args.png):
         from mlaprof.reporters.terminal import print_report
 
-        print_report(run, verbose=args.verbose)
+        print_report(run, verbose=args.verbose, shadow=_shadow(args))
         if other is not None:
             from mlaprof.reporters.terminal import print_diff
 
             print_diff(run, other)
     return 0
+
+
+def _shadow(args: argparse.Namespace) -> dict[str, str]:
+    """The shadow-analysis choices, checked up front (a bad one is an error on any run)."""
+    from mlaprof.analysis.engine import check_shadow
+
+    out = {k: v for k, v in (("device", args.shadow_device), ("aiter", args.shadow_aiter)) if v}
+    check_shadow(**out)
+    return out

@@ -10,6 +10,7 @@ from typing import Any
 
 from mlaprof.figures.breakdown import time_breakdown
 from mlaprof.figures.diff import diff_table, run_diff
+from mlaprof.figures.engine import shadow_splits
 from mlaprof.figures.memory import capture_memory
 from mlaprof.figures.padding import padding_waterfall
 from mlaprof.figures.splits import occupancy, splits_used_vs_deserved
@@ -27,11 +28,14 @@ RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("splits_by_capture_size", lambda run: splits_used_vs_deserved(run, by="capture_size")),
     ("splits_by_layer", lambda run: splits_used_vs_deserved(run, by="layer")),
     ("occupancy", occupancy),
+    ("shadow_splits", shadow_splits),
     ("padding", padding_waterfall),
     ("capture_memory", capture_memory),
     ("graph_mode_timing", full_vs_fallback),
     ("whatif", whatif_heatmap),
 )
+
+ENGINE_FIGURES = ("shadow_splits",)  # drawn for recorded vLLM engines only
 
 
 def run_figures(
@@ -56,6 +60,7 @@ def run_figures(
 
 
 __all__ = [
+    "ENGINE_FIGURES",
     "RUN_FIGURES",
     "capture_memory",
     "diff_table",
@@ -65,6 +70,7 @@ __all__ = [
     "padding_waterfall",
     "run_diff",
     "run_figures",
+    "shadow_splits",
     "splits_used_vs_deserved",
     "step_timeline",
     "time_breakdown",

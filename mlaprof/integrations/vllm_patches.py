@@ -1,14 +1,22 @@
 """The vLLM functions mlaprof wraps, checked against their expected signatures, patched once.
 
-Targets (vLLM 0.32+, FACTS section 3): the AITER MLA and Triton MLA metadata builders (``build``,
-``build_for_cudagraph_capture``, and AITER's ``_build_decode``), both impls' ``forward_mqa``, and
-``CompilationConfig.resolve_cudagraph_mode_and_sizes`` (the engine's cudagraph-mode decision).
+Targets (vLLM 0.32+, FACTS sections 3 and 11):
+- ``MLACommonMetadataBuilder.build``: the metadata build every MLA backend runs (AITER, Triton,
+  CPU, ... subclasses call it through ``super().build``), once per step and KV-cache group for the
+  target model and per draft position for a drafter (``build_for_drafting`` passes
+  ``fast_build=True``); ``build_for_cudagraph_capture`` marks the capture-time dummy builds.
+- ``GPUModelRunner._determine_batch_execution_and_padding``: the step's graph mode and padded
+  size (the ``CPUModelRunner`` inherits it); ``GPUModelRunner._calc_spec_decode_metadata``: draft
+  tokens per request.
+- ``SpecDecodingStats.observe_draft``: vLLM's own acceptance counters (EngineCore process).
+- ``CompilationConfig.resolve_cudagraph_mode_and_sizes``: the engine's cudagraph-mode decision.
 
-Every wrapper calls the original unchanged and hands a *sink* only host values: Python ints and
-bools, the builder's own CPU tensors (``query_start_loc_cpu``, ``seq_lens_cpu_upper_bound``) and
-the metadata fields the builder already computed on the host. A wrapper never touches a device
-tensor's data, so it adds no device->host sync and nothing to a captured graph. A failing sink is
-logged once and switched off: profiling must never take the engine down.
+Every wrapper calls the original unchanged and hands a *sink* only host values: Python ints, the
+objects vLLM already made (a result dataclass, an enum) and the builder's own CPU tensors. The
+sink copies what vLLM will overwrite and leaves the rest to its writer thread. A wrapper never
+touches a device tensor's data, so it adds no device->host sync and nothing to a captured graph;
+no ``forward`` is wrapped. A failing sink is logged once and switched off: profiling must never
+take the engine down.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-log = logging.getLogger("mlaprof.vllm")
+log = logging.getLogger("vllm.mlaprof")  # under "vllm": vLLM's own handler prints it
 
-AITER_MODULE = "vllm.v1.attention.backends.mla.rocm_aiter_mla"
-TRITON_MODULE = "vllm.v1.attention.backends.mla.triton_mla"
+MLA_COMMON_MODULE = "vllm.model_executor.layers.attention.mla_attention"
+RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
+SPEC_METRICS_MODULE = "vllm.v1.spec_decode.metrics"
 COMPILATION_MODULE = "vllm.config.compilation"
 MARK = "__mlaprof_original__"  # set on every wrapper: patching twice is a no-op
 
@@ -36,8 +45,7 @@ class PatchTarget:
     cls: str
     method: str
     params: tuple[str, ...]  # expected leading parameter names (self included)
-    kind: str  # build | capture | build-decode | forward | cg-resolve
-    backend: str | None = None
+    kind: str  # build | capture | dispatch | spec-meta | accept | cg-resolve
 
     @property
     def qualname(self) -> str:
@@ -46,33 +54,21 @@ class PatchTarget:
 
 _BUILD = ("self", "common_prefix_len", "common_attn_metadata", "fast_build")
 _CAPTURE = ("self", "common_attn_metadata")
-_FORWARD = ("self", "q", "kv_c_and_k_pe_cache", "attn_metadata", "layer")
-_BUILD_DECODE = (
-    "self",
-    "block_table_tensor",
-    "seq_lens_device",
-    "max_seq_len",
-    "query_start_loc_cpu",
-    "query_start_loc_device",
-    "num_decode_tokens",
-    "max_query_len",
-    "dcp_tot_seq_lens_device",
-)
+_DISPATCH = ("self", "num_tokens", "num_reqs", "num_scheduled_tokens_np",
+             "max_num_scheduled_tokens")  # fmt: skip
+_SPEC_META = ("self", "num_draft_tokens", "cu_num_scheduled_tokens")
+_ACCEPT = ("self", "num_draft_tokens", "num_accepted_tokens")
 _RESOLVE = ("self", "min_cg_support", "min_cg_attn_backend", "uniform_decode_query_len")
 
-AITER = "ROCM_AITER_MLA"
-TRITON = "TRITON_MLA"
 TARGETS: tuple[PatchTarget, ...] = (
-    PatchTarget(AITER_MODULE, "AiterMLAMetadataBuilder", "_build_decode", _BUILD_DECODE,
-                "build-decode", AITER),
-    PatchTarget(AITER_MODULE, "AiterMLAMetadataBuilder", "build", _BUILD, "build", AITER),
-    PatchTarget(AITER_MODULE, "AiterMLAMetadataBuilder", "build_for_cudagraph_capture", _CAPTURE,
-                "capture", AITER),
-    PatchTarget(AITER_MODULE, "AiterMLAImpl", "forward_mqa", _FORWARD, "forward", AITER),
-    PatchTarget(TRITON_MODULE, "TritonMLAMetadataBuilder", "build", _BUILD, "build", TRITON),
-    PatchTarget(TRITON_MODULE, "TritonMLAMetadataBuilder", "build_for_cudagraph_capture",
-                _CAPTURE, "capture", TRITON),
-    PatchTarget(TRITON_MODULE, "TritonMLAImpl", "forward_mqa", _FORWARD, "forward", TRITON),
+    PatchTarget(MLA_COMMON_MODULE, "MLACommonMetadataBuilder", "build", _BUILD, "build"),
+    PatchTarget(MLA_COMMON_MODULE, "MLACommonMetadataBuilder", "build_for_cudagraph_capture",
+                _CAPTURE, "capture"),
+    PatchTarget(RUNNER_MODULE, "GPUModelRunner", "_determine_batch_execution_and_padding",
+                _DISPATCH, "dispatch"),
+    PatchTarget(RUNNER_MODULE, "GPUModelRunner", "_calc_spec_decode_metadata", _SPEC_META,
+                "spec-meta"),
+    PatchTarget(SPEC_METRICS_MODULE, "SpecDecodingStats", "observe_draft", _ACCEPT, "accept"),
     PatchTarget(COMPILATION_MODULE, "CompilationConfig", "resolve_cudagraph_mode_and_sizes",
                 _RESOLVE, "cg-resolve"),
 )  # fmt: skip
@@ -81,13 +77,17 @@ TARGETS: tuple[PatchTarget, ...] = (
 class Sink(Protocol):
     """What the wrappers report to (the recorder). Arguments are host values only."""
 
-    def on_build_decode(self, builder: Any, info: dict[str, Any]) -> None: ...
+    disabled: bool
 
     def on_build(
-        self, backend: str, builder: Any, host: dict[str, Any], result: Any, capture: bool
+        self, builder: Any, cam: Any, fast_build: bool, result: Any, capture: bool
     ) -> None: ...
 
-    def on_forward(self, backend: str, impl: Any, attn_metadata: Any) -> None: ...
+    def on_dispatch(self, runner: Any, num_tokens: int, num_reqs: int, result: Any) -> None: ...
+
+    def on_spec_meta(self, runner: Any, num_draft_tokens: Any) -> None: ...
+
+    def on_accept(self, stats: Any, num_draft_tokens: int, num_accepted_tokens: int) -> None: ...
 
     def on_cg_resolve(
         self, config: Any, args: dict[str, Any], requested: Any, result: Any
@@ -132,41 +132,26 @@ def check_targets(targets: tuple[PatchTarget, ...] = TARGETS) -> dict[str, str]:
 _local = threading.local()
 
 
-def host_list(t: Any) -> list[int] | None:
-    """A CPU tensor's values as ints; None for anything on a device (reading it would sync)."""
-    dev = getattr(t, "device", None)
-    if dev is None or getattr(dev, "type", None) != "cpu":
-        return None
-    return t.tolist()  # integer tensors give Python ints
-
-
 def _guarded(sink: Sink, what: str, call: Callable[[], None]) -> None:
-    if getattr(sink, "disabled", False):
+    if sink.disabled:
         return
     try:
         call()
     except Exception as e:  # recording must never break serving
         log.warning("mlaprof: %s recording failed, recording off in this process: %s", what, e)
-        sink.disabled = True  # type: ignore[attr-defined]
+        sink.disabled = True
 
 
 def _wrap_build(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def build(self: Any, common_prefix_len: int, common_attn_metadata: Any, *a: Any, **kw: Any):
-        m = common_attn_metadata
-        host = {
-            "query_start_loc": host_list(getattr(m, "query_start_loc_cpu", None)),
-            "seq_lens_upper_bound": host_list(getattr(m, "seq_lens_cpu_upper_bound", None)),
-            "num_reqs": getattr(m, "num_reqs", None),
-            "num_actual_tokens": getattr(m, "num_actual_tokens", None),
-            "max_query_len": getattr(m, "max_query_len", None),
-            "max_seq_len": getattr(m, "max_seq_len", None),
-        }
-        _local.decode_info = None
-        result = fn(self, common_prefix_len, common_attn_metadata, *a, **kw)
-        host["decode_info"] = getattr(_local, "decode_info", None)
+    def build(
+        self: Any, common_prefix_len: int, common_attn_metadata: Any, fast_build: bool = False,
+        *a: Any, **kw: Any,
+    ) -> Any:  # fmt: skip
+        result = fn(self, common_prefix_len, common_attn_metadata, fast_build, *a, **kw)
         capture = getattr(_local, "capture_depth", 0) > 0
-        _guarded(sink, "build", lambda: sink.on_build(t.backend or "", self, host, result, capture))
+        _guarded(sink, "build",
+                 lambda: sink.on_build(self, common_attn_metadata, fast_build, result, capture))  # fmt: skip
         return result
 
     return build
@@ -184,44 +169,36 @@ def _wrap_capture(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callabl
     return build_for_cudagraph_capture
 
 
-def _wrap_build_decode(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
-    sig = inspect.signature(fn)
-
+def _wrap_dispatch(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def _build_decode(self: Any, *a: Any, **kw: Any) -> Any:
-        result = fn(self, *a, **kw)
-
-        def note() -> None:
-            args = sig.bind(self, *a, **kw).arguments
-            seq = args.get("seq_lens_device")
-            info = {
-                "num_decode_tokens": args.get("num_decode_tokens"),
-                "max_query_len": args.get("max_query_len"),
-                "max_seq_len": args.get("max_seq_len"),
-                "num_kernel_reqs": int(seq.shape[0]) if seq is not None else None,  # shape only
-                "max_qo_len": getattr(result, "max_qo_len", None),
-                "min_kv_seq_len": getattr(result, "min_kv_seq_len", None),
-                "use_gluon_verify": getattr(result, "use_gluon_verify", None),
-                "use_gluon_decode": getattr(result, "use_gluon_decode", None),
-                "has_persistent_metadata": getattr(result, "has_persistent_metadata", None),
-            }
-            _local.decode_info = info
-            sink.on_build_decode(self, info)
-
-        _guarded(sink, "_build_decode", note)
+    def _determine_batch_execution_and_padding(
+        self: Any, num_tokens: int, num_reqs: int, *a: Any, **kw: Any
+    ) -> Any:
+        result = fn(self, num_tokens, num_reqs, *a, **kw)
+        _guarded(sink, "dispatch", lambda: sink.on_dispatch(self, num_tokens, num_reqs, result))
         return result
 
-    return _build_decode
+    return _determine_batch_execution_and_padding
 
 
-def _wrap_forward(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
+def _wrap_spec_meta(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def forward_mqa(self: Any, q: Any, kv_c_and_k_pe_cache: Any, attn_metadata: Any, *a: Any,
-                    **kw: Any) -> Any:  # fmt: skip
-        _guarded(sink, "forward_mqa", lambda: sink.on_forward(t.backend or "", self, attn_metadata))
-        return fn(self, q, kv_c_and_k_pe_cache, attn_metadata, *a, **kw)
+    def _calc_spec_decode_metadata(self: Any, num_draft_tokens: Any, *a: Any, **kw: Any) -> Any:
+        _guarded(sink, "draft tokens", lambda: sink.on_spec_meta(self, num_draft_tokens))
+        return fn(self, num_draft_tokens, *a, **kw)
 
-    return forward_mqa
+    return _calc_spec_decode_metadata
+
+
+def _wrap_accept(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def observe_draft(self: Any, num_draft_tokens: int, num_accepted_tokens: int) -> Any:
+        result = fn(self, num_draft_tokens, num_accepted_tokens)
+        _guarded(sink, "acceptance",
+                 lambda: sink.on_accept(self, num_draft_tokens, num_accepted_tokens))  # fmt: skip
+        return result
+
+    return observe_draft
 
 
 def _wrap_resolve(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
@@ -246,8 +223,9 @@ def _wrap_resolve(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callabl
 WRAPPERS = {
     "build": _wrap_build,
     "capture": _wrap_capture,
-    "build-decode": _wrap_build_decode,
-    "forward": _wrap_forward,
+    "dispatch": _wrap_dispatch,
+    "spec-meta": _wrap_spec_meta,
+    "accept": _wrap_accept,
     "cg-resolve": _wrap_resolve,
 }
 

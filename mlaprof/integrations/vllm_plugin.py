@@ -1,9 +1,11 @@
 """mlaprof's vLLM general plugin (entry point ``mlaprof`` in the ``vllm.general_plugins`` group).
 
-vLLM calls :func:`register` once per process, in the engine and in every worker, before the model
-is built. It does nothing unless ``MLAPROF_VLLM=1``; then it wraps the MLA builders and impls
-(:mod:`mlaprof.integrations.vllm_patches`) and records every rank into one shared run folder,
-``$MLAPROF_TRACES/$MLAPROF_RUN/rank<N>.db`` (``mlaprof tui`` follows it live).
+vLLM calls :func:`register` once per process (the front end, the EngineCore and every worker)
+before the model is built. It does nothing unless ``MLAPROF_VLLM=1``; then it wraps the common
+MLA metadata builder, the runner's step decisions and the scheduler's acceptance counters
+(:mod:`mlaprof.integrations.vllm_patches`) and records every process into one shared run folder:
+``$MLAPROF_TRACES/$MLAPROF_RUN/rank<N>.db`` per worker rank, ``rank<N>.scheduler.db`` for the
+EngineCore's acceptance counters (``mlaprof tui`` follows the run live).
 
 Environment:
   MLAPROF_VLLM=1          turn recording on (anything else: the plugin stays inert)
@@ -18,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ RUN_ENV = "MLAPROF_RUN"
 MARKERS_ENV = "MLAPROF_MARKERS"
 TRUE = ("1", "true", "yes", "on")
 
-log = logging.getLogger("mlaprof.vllm")
+log = logging.getLogger("vllm.mlaprof")  # under "vllm": vLLM's handler shows it
 _lock = threading.Lock()
 _recorder: EngineRecorder | None = None
 _report: dict[str, str] = {}
@@ -85,8 +88,8 @@ def _versions() -> dict[str, Any]:
         return {"vllm": None}
 
 
-def open_writer(rank: int | None = None) -> RunWriter:
-    """The rank's writer in the shared run folder (created by whichever rank comes first)."""
+def open_writer(role: str = "", rank: int | None = None) -> RunWriter:
+    """This process's writer in the shared run folder (created by whichever comes first)."""
     traces = Path(os.environ.get(TRACES_ENV) or "traces")
     meta = {
         "source": "vllm plugin",
@@ -95,7 +98,8 @@ def open_writer(rank: int | None = None) -> RunWriter:
         "command": os.environ.get("MLAPROF_COMMAND"),
         **_versions(),
     }
-    return create_run(traces, run_name(), meta, rank=current_rank() if rank is None else rank)
+    rank = current_rank() if rank is None else rank
+    return create_run(traces, run_name(), meta, rank=rank, role=role)
 
 
 def recorder() -> EngineRecorder:
@@ -127,9 +131,22 @@ def register() -> None:
     report = vllm_patches.install(recorder())
     _report.update(report)
     patched = [k for k, v in report.items() if v == "patched"]
-    if patched:
-        log.info("mlaprof: recording %d vLLM MLA entry points into run %s", len(patched),
-                 os.environ.get(RUN_ENV))  # fmt: skip
+    if patched:  # once per process (a second register finds everything already patched)
+        skipped = len(report) - len(patched)
+        traces = Path(os.environ.get(TRACES_ENV) or "traces").resolve()
+        run = traces / os.environ[RUN_ENV]
+        announce(f"mlaprof: recording this process into {run} ({len(patched)} vLLM functions "
+                 f"wrapped{f', {skipped} skipped' if skipped else ''}); follow it with: "
+                 f"mlaprof tui {run}")  # fmt: skip
+
+
+def announce(message: str) -> None:
+    """One INFO line where the user sees it: through vLLM's log handler once vLLM configured it
+    (EngineCore, workers), else on stderr (a front end loads plugins before its logging)."""
+    if log.isEnabledFor(logging.INFO) and log.hasHandlers():
+        log.info(message)
+    else:
+        print(f"(pid={os.getpid()}) INFO {message}", file=sys.stderr, flush=True)
 
 
 def patch_report() -> dict[str, str]:

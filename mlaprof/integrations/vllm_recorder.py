@@ -1,111 +1,87 @@
 """What the vLLM plugin records, from the host values the wrappers hand it (vllm_patches.Sink).
 
-One record per decode metadata build (the engine builds once per step and KV-cache group, also
-for the capture-time dummy runs): batch shape, query lengths, padding rows, the
-``min_kv_seq_len`` the builder passed, S per relevant split policy, graph mode and capture size.
-The graph mode is known only after the build: a ``forward_mqa`` that runs Python under the
-forward context says NONE / PIECEWISE / FULL-capture; a build whose ``forward_mqa`` never ran
-before the next build was replayed from a FULL graph. So a record is written when the builder
-builds again (or when the process ends): one step behind, never blocking the step.
+Two halves, so that the engine's thread pays only for a snapshot:
+- the engine's thread (``on_*``) appends one tuple per call to a deque: Python ints, the enum and
+  result objects vLLM already made, and numpy copies of the CPU tensors vLLM will overwrite
+  (``query_start_loc_cpu``, ``seq_lens_cpu_upper_bound``, the draft-token counts);
+- a writer thread wakes every ``interval`` seconds, turns the tuples into one record per engine
+  step and commits them in one transaction (the run grows while the engine runs).
+
+An engine step, as the runner does it: ``_calc_spec_decode_metadata`` (draft tokens per request),
+``_determine_batch_execution_and_padding`` (graph mode, padded size), the target model's metadata
+build(s) (one per KV-cache group: the first is recorded, the others counted), then the drafter's
+builds (``fast_build=True``, counted). vLLM's acceptance counters come from
+``SpecDecodingStats.observe_draft`` in the EngineCore process, which writes its own database
+(role ``scheduler``): one record per scheduler step.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from mlaprof.metadata import BatchShape, VerifyMetadata
-from mlaprof.recording import padding_row
-from mlaprof.scenario import DEVICES, DevicePreset
-from mlaprof.splits.analysis import step_splits
+from mlaprof.recording import KV_BYTES_PER_ELEMENT
+from mlaprof.scenario import KV_DIM
 from mlaprof.store.writer import RunWriter
 
 MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
-log = logging.getLogger("mlaprof.vllm")
+SCHEDULER_ROLE = "scheduler"
+STEP_EVENT = "engine-step"
+ACCEPT_EVENT = "spec-accept"
+IDLE_STEP_NS = 1_000_000_000  # an open step with nothing new for this long is complete
+log = logging.getLogger("vllm.mlaprof")
+
+# tuple tags on the deque
+_DISPATCH, _BUILD, _DRAFT, _ACCEPT, _JOB = range(5)
 
 
 @dataclass
-class BuildRecord:
-    backend: str  # ROCM_AITER_MLA | TRITON_MLA
-    builder: str  # builder class name
-    layer: str | None  # first layer the builder serves
-    capture: bool  # built by build_for_cudagraph_capture (the capture-time dummy run)
-    t_ns: int
-    num_reqs: int  # decode rows the kernel sees (padding requests included)
-    qo_lens: list[int]
-    qlen: int
-    num_decode_tokens: int  # padded token count: the capture size under FULL graphs
-    max_seq_len: int | None
-    seq_lens: list[int] | None  # host upper bound per row (padding rows pinned to qlen)
+class BuilderInfo:
+    """What never changes for one builder object (read once, on its first build)."""
+
+    builder: str
+    backend: str | None
+    layer: str | None
     heads: int | None
-    path: str  # gluon-verify | gluon-decode | asm | triton
-    min_kv_seq_len: int | None  # what the AITER builder handed mla_gluon (None: not used)
     max_model_len: int | None
-    graph_mode: str | None = None  # filled when forward_mqa runs under a forward context
-    runtime_tokens: int | None = None  # the forward context's batch descriptor
-    stream_capturing: bool | None = None
-    forward_calls: int = 0
-    step: int = -1  # assigned in build order, so markers and records agree
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def num_real(self) -> int:
-        return sum(1 for q in self.qo_lens if q > 0)
-
-    @property
-    def real_tokens(self) -> int:
-        return sum(self.qo_lens)
-
-    @property
-    def num_padding(self) -> int:
-        return self.num_reqs - self.num_real
-
-    def resolved_mode(self) -> str:
-        if self.capture:
-            return "FULL"
-        if self.graph_mode:
-            return self.graph_mode
-        return "FULL"  # built but no Python forward ran: the step replayed a FULL graph
-
-    def min_kv_source(self) -> str:
-        """Which minimum the builder passed: over active rows (the fix) or over all rows."""
-        if self.min_kv_seq_len is None:
-            return "not used"
-        if self.seq_lens is None:
-            return "unknown"
-        active = [s for s, q in zip(self.seq_lens, self.qo_lens) if q > 0]
-        if active and self.min_kv_seq_len == min(active):
-            return "active-rows"
-        if self.min_kv_seq_len == min(self.seq_lens):
-            return "all-rows"
-        if self.min_kv_seq_len == 1:
-            return "default (1)"
-        return "other"
+    cudagraph_support: str | None
+    query_len_support: str | None
+    decode_threshold: int | None
 
 
-def engine_device() -> DevicePreset:
-    """The device preset the split/occupancy model uses for this GPU (host queries only)."""
-    if not torch.cuda.is_available():
-        return DEVICES["cpu"]
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    arch = (getattr(props, "gcnArchName", "") or "").split(":")[0]
-    if not arch:
-        major, minor = torch.cuda.get_device_capability()
-        arch = f"sm_{major}{minor}"
-    units = int(props.multi_processor_count)
-    for d in DEVICES.values():
-        if d.arch == arch and d.units == units:
-            return d
-    unit = "CU" if arch.startswith("gfx") else "SM"
-    return DevicePreset(f"{arch}-{units}", units, unit, arch, props.name)
+@dataclass
+class RunnerInfo:
+    max_num_seqs: int | None
+    num_speculative_tokens: int | None
+    method: str | None
+
+
+@dataclass
+class Step:
+    """One engine step as the writer thread assembles it."""
+
+    t_ns: int
+    num_tokens: int | None = None  # unpadded tokens the runner scheduled
+    num_reqs: int | None = None
+    mode: Any = None  # CUDAGraphMode
+    padded_tokens: int | None = None  # BatchDescriptor.num_tokens
+    padded_reqs: int | None = None  # BatchDescriptor.num_reqs
+    drafts: list[int] | None = None  # draft tokens per request (None: no speculation this step)
+    runner: RunnerInfo | None = None
+    build: tuple[Any, ...] | None = None  # the first target build's snapshot
+    extra_builds: int = 0  # further target builds of the same step (other KV-cache groups)
+    drafter_builds: int = 0
+    drafter_qlens: list[int] = field(default_factory=list)
+
+
+def _name(v: Any) -> str | None:
+    return getattr(v, "name", None) or (str(v) if v is not None else None)
 
 
 def builder_heads(builder: Any) -> int | None:
@@ -118,119 +94,286 @@ def builder_heads(builder: Any) -> int | None:
     return None
 
 
-def _max_model_len(builder: Any) -> int | None:
-    cfg = getattr(getattr(builder, "vllm_config", None), "model_config", None)
-    v = getattr(cfg, "max_model_len", None)
-    return v if isinstance(v, int) else None
+def _group_of(builder: Any, runners: list[Any]) -> Any:
+    """The runner's AttentionGroup that owns ``builder`` (its backend and layer names)."""
+    for runner in runners:
+        for groups in getattr(runner, "attn_groups", None) or []:
+            for g in groups:
+                if any(b is builder for b in getattr(g, "metadata_builders", ())):
+                    return g
+    return None
 
 
-def _mode_name(mode: Any) -> str | None:
-    return getattr(mode, "name", None) or (str(mode) if mode is not None else None)
+def builder_info(builder: Any, runners: list[Any] = ()) -> BuilderInfo:
+    """Once per builder object: which backend and layers it serves, its support levels."""
+    group = _group_of(builder, list(runners))
+    names = getattr(group, "layer_names", None) or getattr(builder, "layer_names", None) or [None]
+    cfg = getattr(builder, "vllm_config", None)
+    backend = getattr(getattr(group, "backend", None), "get_name", lambda: None)()
+    mml = getattr(getattr(cfg, "model_config", None), "max_model_len", None)
+    cls = type(builder)
+    thr = getattr(builder, "reorder_batch_threshold", None)
+    return BuilderInfo(
+        builder=cls.__name__,
+        backend=backend or cls.__name__.removesuffix("MetadataBuilder"),
+        layer=names[0],
+        heads=builder_heads(builder),
+        max_model_len=mml if isinstance(mml, int) else None,
+        cudagraph_support=_name(getattr(cls, "_cudagraph_support", None)),
+        query_len_support=_name(getattr(cls, "query_len_support", None)),
+        decode_threshold=thr if isinstance(thr, int) else None,
+    )
+
+
+def runner_info(runner: Any) -> RunnerInfo:
+    spec = getattr(runner, "speculative_config", None)
+    sched = getattr(runner, "scheduler_config", None)
+    return RunnerInfo(
+        max_num_seqs=getattr(sched, "max_num_seqs", None),
+        num_speculative_tokens=getattr(spec, "num_speculative_tokens", None),
+        method=getattr(spec, "method", None),
+    )
 
 
 class EngineRecorder:
-    """Turns wrapper callbacks into run-store records for one process (one rank)."""
+    """Turns wrapper callbacks into run-store records for one process (one rank, or its
+    scheduler). ``writer_factory(role)`` opens the database: role "" for the rank's steps,
+    ``"scheduler"`` for the acceptance counters."""
 
     def __init__(
         self,
-        writer_factory: Callable[[], RunWriter],
-        device: Callable[[], DevicePreset] = engine_device,
-        gluon_policies: Callable[[], list[str]] | None = None,
+        writer_factory: Callable[[str], RunWriter],
         markers: bool | None = None,
         background: bool = True,
+        interval: float = 0.1,
     ) -> None:
         self._writer_factory = writer_factory
-        self._writer: RunWriter | None = None
-        self._device_fn = device
-        self._device: DevicePreset | None = None
-        self._gluon_policies_fn = gluon_policies or default_gluon_policies
-        self._gluon: list[str] | None = None
-        self._pending: dict[int, BuildRecord] = {}  # builder id -> its last build
-        self._by_meta: dict[int, BuildRecord] = {}  # id(attn_metadata) -> record
-        self._support_seen: set[str] = set()
-        self._lock = threading.Lock()
-        self.step = 0
+        self._writers: dict[str, RunWriter] = {}
         self.disabled = False
-        # a roctx/NVTX mark per build lets rocprofv3 --marker-trace line steps up with kernels
-        self.markers = markers if markers is not None else torch.cuda.is_available()
-        self._forward_context: Callable[[], Any] | None = None
-        # the split model and the SQLite commit run on a writer thread, off the step's path
+        self.markers = markers if markers is not None else _gpu_available()
         self.background = background
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self.interval = interval
+        # the engine thread's side: appends only (deque.append is atomic under the GIL)
+        self._q: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._builders: dict[int, BuilderInfo] = {}
+        self._runners: dict[int, RunnerInfo] = {}
+        self._runner_objs: list[Any] = []  # held: their ids key _runners
+        self._pending_drafts: Any = None
+        self.builds = 0  # target builds seen (marker numbering)
+        # the writer thread's side
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stop = False
+        self._io = threading.Lock()  # one drain at a time (writer thread, flush, close)
+        self._step: Step | None = None
+        self._seen_ns = 0  # when the writer last took an item while a step was open
+        self.steps_written = 0
+        self._support_seen: set[str] = set()
+        self._acc_obj: Any = None
+        self._acc_rows: list[tuple[int, int]] = []
+        self._acc_t = 0
+        self.accept_steps = 0
 
-    # -- lazily created things ---------------------------------------------------------------
-    @property
-    def writer(self) -> RunWriter:
-        if self._writer is None:
-            self._writer = self._writer_factory()
-        return self._writer
+    # -- the engine thread (keep these cheap) ----------------------------------------------------
+    def on_dispatch(self, runner: Any, num_tokens: int, num_reqs: int, result: Any) -> None:
+        info = self._runners.get(id(runner))
+        if info is None:
+            info = self._runners[id(runner)] = runner_info(runner)
+            self._runner_objs.append(runner)
+        desc = result[1]
+        drafts, self._pending_drafts = self._pending_drafts, None
+        self._put((_DISPATCH, time.time_ns(), num_tokens, num_reqs, result[0],
+                   desc.num_tokens, desc.num_reqs, drafts, info))  # fmt: skip
 
-    @property
-    def device(self) -> DevicePreset:
-        if self._device is None:
-            self._device = self._device_fn()
-        return self._device
-
-    def gluon_policies(self) -> list[str]:
-        if self._gluon is None:
-            self._gluon = self._gluon_policies_fn()
-        return self._gluon
-
-    # -- Sink ----------------------------------------------------------------------------------
-    def on_build_decode(self, builder: Any, info: dict[str, Any]) -> None:
-        pass  # the enclosing build() reads the same values from the thread-local it left
+    def on_spec_meta(self, runner: Any, num_draft_tokens: Any) -> None:
+        self._pending_drafts = num_draft_tokens.copy()  # a fresh numpy array per step; cheap
 
     def on_build(
-        self, backend: str, builder: Any, host: dict[str, Any], result: Any, capture: bool
+        self, builder: Any, cam: Any, fast_build: bool, result: Any, capture: bool
     ) -> None:
-        now = time.time_ns()
-        rec = self._record(backend, builder, host, result, capture, now)
-        with self._lock:
-            self._note_support(builder)
-            prev = self._pending.pop(id(builder), None)
-            if prev is not None:
-                self._by_meta = {k: v for k, v in self._by_meta.items() if v is not prev}
-                interval = now - prev.t_ns
-                self._submit(lambda: self._write(prev, interval))
-            if rec is None:
-                return
-            rec.step = self.step
-            self.step += 1
-            self._pending[id(builder)] = rec
-            self._by_meta[id(result)] = rec
-        if self.markers:
-            _mark(f"mlaprof step={rec.step} {rec.backend} rows={rec.num_reqs} qlen={rec.qlen}")
-
-    def on_forward(self, backend: str, impl: Any, attn_metadata: Any) -> None:
-        rec = self._by_meta.get(id(attn_metadata))
-        if rec is None:
+        if fast_build:  # build_for_drafting: a drafter's build
+            self._put((_DRAFT, cam.max_query_len))
             return
-        rec.forward_calls += 1
-        if rec.forward_calls > 1:
-            return  # per layer: only the first call reads the context
-        ctx = self._context()
-        if ctx is not None:
-            rec.graph_mode = _mode_name(getattr(ctx, "cudagraph_runtime_mode", None))
-            bd = getattr(ctx, "batch_descriptor", None)
-            rec.runtime_tokens = getattr(bd, "num_tokens", None)
-        if torch.cuda.is_available():
-            rec.stream_capturing = bool(torch.cuda.is_current_stream_capturing())
+        info = self._builders.get(id(builder))
+        if info is None:
+            info = self._builders[id(builder)] = builder_info(builder, self._runner_objs)
+        ub = cam.seq_lens_cpu_upper_bound
+        d = result.decode
+        decode = None
+        if d is not None:
+            decode = (getattr(d, "min_kv_seq_len", None), getattr(d, "max_qo_len", None),
+                      getattr(d, "use_gluon_verify", None))  # fmt: skip
+        # vLLM's CPU buffers as Python ints (the runner overwrites them next step); tolist()
+        # of a CPU tensor is no dispatched op and costs less than a numpy copy at these sizes
+        self._put((_BUILD, time.time_ns(), info, cam.query_start_loc_cpu.tolist(),
+                   None if ub is None else ub.tolist(), cam.num_reqs,
+                   cam.num_actual_tokens, cam.max_query_len, result.num_decodes,
+                   result.num_prefills, decode, capture))  # fmt: skip
+        if self.markers:
+            _mark(f"mlaprof build={self.builds} {info.backend} reqs={cam.num_reqs}")
+        self.builds += 1
+
+    def on_accept(self, stats: Any, num_draft_tokens: int, num_accepted_tokens: int) -> None:
+        self._put((_ACCEPT, time.time_ns(), stats, num_draft_tokens, num_accepted_tokens))
 
     def on_cg_resolve(self, config: Any, args: dict[str, Any], requested: Any, result: Any) -> None:
-        support = args.get("min_cg_support")
-        backend = args.get("min_cg_attn_backend")
-        req, res = _mode_name(requested), _mode_name(result)
         sizes = getattr(config, "cudagraph_capture_sizes", None)
+        t_ns = time.time_ns()
         data = {
-            "requested": req,
-            "resolved": res,
-            "min_cg_support": _mode_name(support),
-            "min_cg_support_value": getattr(support, "value", None),
-            "min_cg_attn_backend": backend,
+            "requested": _name(requested),
+            "resolved": _name(result),
+            "min_cg_support": _name(args.get("min_cg_support")),
+            "min_cg_support_value": getattr(args.get("min_cg_support"), "value", None),
+            "min_cg_attn_backend": args.get("min_cg_attn_backend"),
             "uniform_decode_query_len": args.get("uniform_decode_query_len"),
             "capture_sizes": list(sizes) if sizes else None,
         }
+        self._put((_JOB, lambda: self._write_cg(t_ns, data)))
+
+    def _put(self, item: tuple[Any, ...]) -> None:
+        if self.disabled:
+            return
+        self._q.append(item)
+        if not self.background:
+            self.drain()
+        elif self._thread is None:
+            self._start()
+
+    # -- the writer thread -----------------------------------------------------------------------
+    def _start(self) -> None:
+        with self._io:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="mlaprof-writer",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            self.drain()
+
+    def writer(self, role: str = "") -> RunWriter:
+        w = self._writers.get(role)
+        if w is None:
+            w = self._writers[role] = self._writer_factory(role)
+        return w
+
+    def drain(self, final: bool = False) -> None:
+        """Turn every queued snapshot into records and commit them (writer thread, or flush)."""
+        with self._io:
+            if self.disabled:
+                self._q.clear()
+                return
+            try:
+                self._drain(final)
+            except Exception as e:  # recording must never break serving
+                log.warning("mlaprof: recording failed, recording off in this process: %s", e)
+                self.disabled = True
+                self._q.clear()
+
+    def _drain(self, final: bool) -> None:
+        rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        q = self._q
+        item_seen = bool(q)
+        while q:
+            item = q.popleft()
+            tag = item[0]
+            if tag == _DISPATCH:
+                self._finish_step(rows, item[1])
+                _, t, ntok, nreq, mode, ptok, preq, drafts, rinfo = item
+                self._step = Step(t, ntok, nreq, mode, ptok, preq,
+                                  None if drafts is None else drafts.tolist(), rinfo)  # fmt: skip
+            elif tag == _BUILD:
+                st = self._step
+                if st is None or (st.build is not None and st.num_tokens is None):
+                    # no runner dispatch before it (another runner, a capture): its own step
+                    self._finish_step(rows, item[1])
+                    st = self._step = Step(item[1])
+                if st.build is None:
+                    st.build = item
+                else:
+                    st.extra_builds += 1
+            elif tag == _DRAFT:
+                if self._step is not None:
+                    self._step.drafter_builds += 1
+                    if len(self._step.drafter_qlens) < 8:
+                        self._step.drafter_qlens.append(int(item[1]))
+            elif tag == _ACCEPT:
+                _, t, stats, nd, na = item
+                if stats is not self._acc_obj:
+                    self._finish_accept(rows)
+                    self._acc_obj = stats  # held: its id cannot be reused while we group by it
+                self._acc_rows.append((int(nd), int(na)))
+                self._acc_t = t
+            else:  # _JOB
+                item[1]()
+        now = time.time_ns()
+        if item_seen:
+            self._seen_ns = now
+        # the scheduler calls observe_draft for all of a step's requests in one loop: a group
+        # that saw nothing new for a while is complete
+        if final or (self._acc_rows and now - self._acc_t > 200_000_000):
+            self._finish_accept(rows)
+        # an engine that went idle (or is being shut down, often by a kill that skips atexit):
+        # its last step is complete; written now, with no next dispatch to time it by
+        if final or (self._step is not None and now - self._seen_ns > IDLE_STEP_NS):
+            self._finish_step(rows, None)
+        for role, recs in rows.items():
+            w = self.writer(role)
+            with w.transaction():
+                for table, rec in recs:
+                    w.add(table, **rec)
+
+    # -- records ---------------------------------------------------------------------------------
+    def _finish_accept(self, rows: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
+        if not self._acc_rows:
+            return
+        per_row = self._acc_rows
+        self._acc_rows = []
+        self._acc_obj = None
+        data = {
+            "seq": self.accept_steps,
+            "verify_rows": len(per_row),
+            "draft_tokens": sum(d for d, _ in per_row),
+            "accepted_tokens": sum(a for _, a in per_row),
+            "per_row": [list(r) for r in per_row[:MAX_LISTED_ROWS]],
+        }
+        self.accept_steps += 1
+        msg = (f"scheduler step {data['seq']}: {data['accepted_tokens']} of "
+               f"{data['draft_tokens']} draft tokens accepted over {len(per_row)} requests")  # fmt: skip
+        rows.setdefault(SCHEDULER_ROLE, []).append(
+            (
+                "events",
+                {
+                    "t_ns": self._acc_t,
+                    "source": "vllm",
+                    "kind": ACCEPT_EVENT,
+                    "message": msg,
+                    "data": json.dumps(data),
+                },
+            )  # fmt: skip
+        )
+
+    def _finish_step(self, rows: dict[str, list[tuple[str, dict[str, Any]]]], next_t: int | None):
+        st, self._step = self._step, None
+        if st is None or st.build is None:
+            return  # a dispatch without an MLA build (e.g. a dummy run without attention)
+        recs = rows.setdefault("", [])
+        step_rows(st, self.steps_written, next_t, recs)
+        info: BuilderInfo = st.build[2]
+        if info.builder not in self._support_seen:
+            self._support_seen.add(info.builder)
+            recs.append(("events", {
+                "t_ns": st.t_ns, "source": "vllm", "kind": "cudagraph-support",
+                "message": f"{info.builder} reports cudagraph support {info.cudagraph_support}",
+                "data": json.dumps({"builder": info.builder, "support": info.cudagraph_support,
+                                    "backend": info.backend}),
+            }))  # fmt: skip
+        self.steps_written += 1
+
+    def _write_cg(self, t_ns: int, data: dict[str, Any]) -> None:
+        req, res, backend = data["requested"], data["resolved"], data["min_cg_attn_backend"]
         if req == res:
             msg = f"cudagraph_mode {res} kept (min support {data['min_cg_support']} from {backend})"
         else:
@@ -238,282 +381,111 @@ class EngineRecorder:
                 f"CUDAGraphMode.{req} is not supported with {backend} backend "
                 f"(support: {data['min_cg_support']}); setting cudagraph_mode={res}"
             )
-        t_ns = time.time_ns()
-        self._submit(
-            lambda: self.writer.add(
-                "events",
-                t_ns=t_ns,
-                source="vllm",
-                kind="cudagraph-mode",
-                message=msg,
-                data=json.dumps(data),
-            )
-        )
+        self.writer("").add("events", t_ns=t_ns, source="vllm", kind="cudagraph-mode",
+                            message=msg, data=json.dumps(data))  # fmt: skip
 
-    # -- records -------------------------------------------------------------------------------
-    def _context(self) -> Any:
-        if self._forward_context is None:
-            try:
-                from vllm.forward_context import get_forward_context, is_forward_context_available
-            except ImportError:
-                self._forward_context = lambda: None
-            else:
-
-                def ctx() -> Any:
-                    return get_forward_context() if is_forward_context_available() else None
-
-                self._forward_context = ctx
-        return self._forward_context()
-
-    def _note_support(self, builder: Any) -> None:
-        name = type(builder).__name__
-        if name in self._support_seen:
-            return
-        self._support_seen.add(name)
-        support = getattr(type(builder), "_cudagraph_support", None)
-        t_ns = time.time_ns()
-        data = {"builder": name, "support": _mode_name(support),
-                "value": getattr(support, "value", None)}  # fmt: skip
-        self._submit(
-            lambda: self.writer.add(
-                "events",
-                t_ns=t_ns,
-                source="vllm",
-                kind="cudagraph-support",
-                message=f"{name} reports cudagraph support {data['support']}",
-                data=json.dumps(data),
-            )
-        )
-
-    # -- the writer thread ---------------------------------------------------------------------
-    def _submit(self, job: Callable[[], None]) -> None:
-        if not self.background:
-            self._run(job)
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="mlaprof-writer", daemon=True)
-            self._thread.start()
-        self._queue.put(job)
-
-    def _run(self, job: Callable[[], None]) -> None:
-        if self.disabled:
-            return
-        try:
-            job()
-        except Exception as e:  # recording must never break serving
-            log.warning("mlaprof: recording failed, recording off in this process: %s", e)
-            self.disabled = True
-
-    def _serve(self) -> None:
-        while True:
-            job = self._queue.get()
-            try:
-                if job is None:
-                    return
-                self._run(job)
-            finally:
-                self._queue.task_done()
-
-    def drain(self) -> None:
-        """Wait until every submitted record is committed."""
-        if self._thread is not None:
-            self._queue.join()
-
-    def _record(
-        self, backend: str, builder: Any, host: dict[str, Any], result: Any, capture: bool, now: int
-    ) -> BuildRecord | None:
-        decode = getattr(result, "decode", None)
-        num_decodes = getattr(result, "num_decodes", 0) or 0
-        if decode is None or num_decodes <= 0:
-            return None  # a prefill-only batch: not the verify path
-        info = host.get("decode_info") or {}
-        qsl = host.get("query_start_loc")  # build()'s query_start_loc_cpu, read once
-        tokens = int(getattr(result, "num_decode_tokens", 0) or 0)
-        notes: list[str] = []
-        if qsl is not None and len(qsl) > num_decodes:
-            qo = [qsl[i + 1] - qsl[i] for i in range(num_decodes)]
-        else:
-            qo = [tokens // num_decodes] * num_decodes
-            notes.append("query lengths not on the host: assumed uniform")
-        max_qo = info.get("max_qo_len")
-        qlen = int(max_qo) if isinstance(max_qo, int) else (tokens // num_decodes or max(qo))
-        ub = host.get("seq_lens_upper_bound")
-        seq: list[int] | None = None
-        if ub is not None and len(ub) >= num_decodes:
-            seq = [s if q > 0 else qlen for s, q in zip(ub[:num_decodes], qo)]
-        else:
-            notes.append("no host sequence lengths: splits not modelled")
-        if backend == "TRITON_MLA":
-            path = "triton"
-        elif info.get("use_gluon_verify"):
-            path = "gluon-verify"
-        elif info.get("use_gluon_decode"):
-            path = "gluon-decode"
-        else:
-            path = "asm"
-        min_kv = info.get("min_kv_seq_len") if path.startswith("gluon") else None
-        names = getattr(builder, "layer_names", None) or [None]
-        max_seq = getattr(result, "max_seq_len", None)
-        return BuildRecord(
-            backend=backend,
-            builder=type(builder).__name__,
-            layer=names[0],
-            capture=capture,
-            t_ns=now,
-            num_reqs=num_decodes,
-            qo_lens=qo,
-            qlen=qlen,
-            num_decode_tokens=tokens,
-            max_seq_len=max_seq if isinstance(max_seq, int) else None,
-            seq_lens=seq,
-            heads=builder_heads(builder),
-            path=path,
-            min_kv_seq_len=int(min_kv) if isinstance(min_kv, int) else None,
-            max_model_len=_max_model_len(builder),
-            notes=notes,
-        )
-
-    def policies(self, rec: BuildRecord) -> list[str]:
-        if rec.path == "triton":
-            return ["vllm-triton"]
-        if rec.path.startswith("gluon"):
-            return self.gluon_policies()
-        return ["aiter-asm"]
-
-    def _meta(self, rec: BuildRecord) -> VerifyMetadata:
-        """Host-only stand-in of the batch's metadata for the split/padding model."""
-        seq = rec.seq_lens or []
-        active = [s for s, q in zip(seq, rec.qo_lens) if q > 0]
-        min_all = min(seq) if seq else rec.qlen
-        min_active = min(active) if active else rec.qlen
-        source = rec.min_kv_source()
-        mode = "active-rows" if source == "active-rows" else "all-rows"
-        if rec.min_kv_seq_len is not None and source not in ("active-rows", "all-rows"):
-            min_all = rec.min_kv_seq_len  # model S with the value the kernel really got
-        indptr = [0]
-        for s in seq:
-            indptr.append(indptr[-1] + s)
-        empty = torch.zeros(0, dtype=torch.int32)
-        return VerifyMetadata(
-            qo_lens=empty, qo_indptr=empty, seq_lens=empty, kv_indptr=empty, kv_indices=empty,
-            last_page_len=empty, qlen=rec.qlen, page_size=1, num_real_reqs=rec.num_real,
-            min_kv_seq_len_all=min_all, min_kv_seq_len_active=min_active, min_kv_mode=mode,
-            host_seq_lens=list(seq), host_qo_lens=list(rec.qo_lens), host_kv_indptr=indptr,
-        )  # fmt: skip
-
-    def _write(self, rec: BuildRecord, interval_ns: int | None) -> None:
-        step = rec.step
-        mode = rec.resolved_mode()
-        size = rec.num_decode_tokens if mode == "FULL" else None
-        shape = BatchShape(
-            kv_lens=[s for s, q in zip(rec.seq_lens or [], rec.qo_lens) if q > 0],
-            qlen=rec.qlen,
-            num_reqs=rec.num_reqs,
-            capture_size=size,
-            graph_mode=mode,
-        )
-        split_rows: list[dict[str, Any]] = []
-        if rec.seq_lens is not None and rec.heads:
-            meta = self._meta(rec)
-            device = self.device
-            for s in step_splits(meta, rec.heads, device, mode, rec.max_model_len or 0,
-                                 self.policies(rec)):  # fmt: skip
-                split_rows.append(
-                    {
-                        "step": step, "capture_size": size, "policy": s.policy, "used": s.used,
-                        "deserved": s.deserved, "frozen": s.frozen, "all_rows": s.all_rows,
-                        "active_rows": s.active_rows, "min_kv_used": s.min_kv_used,
-                        "min_kv_deserved": s.min_kv_deserved,
-                        "occupancy_used": s.occupancy_used,
-                        "occupancy_deserved": s.occupancy_deserved, "target": device.name,
-                        "note": s.note,
-                    }
-                )  # fmt: skip
-            pad = padding_row(step, meta, shape)
-        else:
-            pad = {
-                "step": step, "capture_size": size, "real_rows": rec.num_real,
-                "padding_rows": rec.num_padding, "real_tokens": rec.real_tokens,
-                "padding_tokens": rec.num_decode_tokens - rec.real_tokens,
-                "kv_bytes_real": None, "kv_bytes_padding": None,
-            }  # fmt: skip
-        pad["real_tokens"] = rec.real_tokens
-        pad["padding_tokens"] = max(0, rec.num_decode_tokens - rec.real_tokens)
-        skip = ("qo_lens", "seq_lens", "t_ns", "notes")
-        data = {f.name: getattr(rec, f.name) for f in fields(rec) if f.name not in skip}
-        data["notes"] = list(rec.notes)
-        data["qo_lens"] = rec.qo_lens[:MAX_LISTED_ROWS]
-        data["seq_lens_upper_bound"] = (rec.seq_lens or [])[:MAX_LISTED_ROWS] or None
-        data["min_kv_source"] = rec.min_kv_source()
-        data["graph_mode_resolved"] = mode
-        data["splits"] = {r["policy"]: r["used"] for r in split_rows}
-        w = self.writer
-        with w.transaction():
-            w.add(
-                "steps",
-                step=step,
-                t_start_ns=rec.t_ns,
-                duration_ns=None if rec.capture else interval_ns,
-                num_reqs=rec.num_reqs,
-                num_real_reqs=rec.num_real,
-                qlen=rec.qlen,
-                real_tokens=rec.real_tokens,
-                padded_tokens=rec.num_decode_tokens,
-                graph_mode=mode,
-                backend=rec.backend,
-                timing="capture" if rec.capture else "build-interval",
-            )
-            for r in split_rows:
-                w.add("splits", **r)
-            w.add("padding", **pad)
-            w.add(
-                "events",
-                t_ns=rec.t_ns,
-                source="vllm",
-                kind="capture-build" if rec.capture else "mla-build",
-                message=(
-                    f"{rec.backend} {rec.path}: {rec.num_real} real + {rec.num_padding} padding "
-                    f"rows x qlen {rec.qlen}, min_kv_seq_len {rec.min_kv_seq_len} "
-                    f"({rec.min_kv_source()}), graph {mode}"
-                ),
-                data=json.dumps(data),
-            )
-
+    # -- life cycle ------------------------------------------------------------------------------
     def flush(self) -> None:
-        """Write every pending record (the last build of each builder) and wait for the commits."""
-        with self._lock:
-            pending = list(self._pending.values())
-            self._pending.clear()
-            self._by_meta.clear()
-        for rec in pending:
-            self._submit(lambda rec=rec: self._write(rec, None))
-        self.drain()
+        """Write everything recorded so far, the step in progress included."""
+        self.drain(final=True)
 
     def close(self, status: str = "finished") -> None:
+        self._stop = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
         try:
             self.flush()
         finally:
-            if self._thread is not None:
-                self._queue.put(None)
-                self._thread.join(timeout=10)
-                self._thread = None
-            if self._writer is not None and not self._writer.closed:
-                self._writer.finish(status)
+            for w in self._writers.values():
+                if not w.closed:
+                    w.finish(status)
+
+
+def step_rows(st: Step, step: int, next_t: int | None, out: list[tuple[str, dict[str, Any]]]):
+    """The ``steps``, ``padding`` and ``events`` records of one engine step."""
+    (_, t_build, info, qsl, ub, n, ntok, max_q, n_dec, n_pre, decode, capture) = st.build
+    qo = [qsl[i + 1] - qsl[i] for i in range(min(n, len(qsl) - 1))]
+    seq = ub[: len(qo)] if ub is not None else None
+    drafts = st.drafts
+    real = [i for i, q in enumerate(qo) if q > 0]
+    verify = [i for i in real if drafts is not None and i < len(drafts) and drafts[i] > 0]
+    as_prefill = [i for i in verify if i >= n_dec]  # verify rows the backend filed as prefill
+    mode = _name(st.mode) if st.mode is not None else ("FULL" if capture else None)
+    padded = st.padded_tokens if st.padded_tokens is not None else ntok
+    real_tokens = sum(qo)
+    if capture:
+        kind = "capture"
+    elif verify:
+        kind = "verify"
+    elif drafts is None and st.num_tokens is None:
+        kind = "dummy"
+    elif all(q == 1 for q in (qo[i] for i in real)):
+        kind = "decode"
+    else:
+        kind = "prefill"
+    row_bytes = KV_DIM * KV_BYTES_PER_ELEMENT
+    pad_rows = [i for i, q in enumerate(qo) if q == 0]
+    out.append(("steps", {
+        "step": step, "t_start_ns": st.t_ns,
+        "duration_ns": None if next_t is None else next_t - st.t_ns,
+        "num_reqs": len(qo), "num_real_reqs": len(real), "qlen": max(qo, default=0),
+        "real_tokens": real_tokens, "padded_tokens": padded, "graph_mode": mode,
+        "backend": info.backend, "timing": "capture" if capture else "dispatch-interval",
+    }))  # fmt: skip
+    out.append(("padding", {
+        "step": step, "capture_size": padded if mode == "FULL" else None,
+        "real_rows": len(real), "padding_rows": len(pad_rows), "real_tokens": real_tokens,
+        "padding_tokens": max(0, (padded or 0) - real_tokens),
+        "kv_bytes_real": sum(seq[i] for i in real) * row_bytes if seq else None,
+        "kv_bytes_padding": sum(seq[i] for i in pad_rows) * row_bytes if seq else None,
+    }))  # fmt: skip
+    cut = MAX_LISTED_ROWS
+    data = {
+        "step": step, "kind": kind, "backend": info.backend, "builder": info.builder,
+        "layer": info.layer, "heads": info.heads, "max_model_len": info.max_model_len,
+        "cudagraph_support": info.cudagraph_support, "query_len_support": info.query_len_support,
+        "decode_threshold": info.decode_threshold, "graph_mode": mode, "capture": capture,
+        "num_tokens": st.num_tokens if st.num_tokens is not None else ntok,
+        "padded_tokens": padded, "padded_reqs": st.padded_reqs, "max_query_len": max_q,
+        "qo_lens": qo[:cut], "seq_lens_upper_bound": seq[:cut] if seq else None,
+        "draft_tokens": drafts[:cut] if drafts is not None else None,
+        "verify_rows": len(verify), "verify_draft_tokens": sum(drafts[i] for i in verify),
+        "classified_decode": n_dec, "classified_prefill": n_pre,
+        "verify_rows_as_prefill": len(as_prefill),
+        "min_kv_seq_len": decode[0] if decode else None,
+        "max_qo_len": decode[1] if decode else None,
+        "use_gluon_verify": decode[2] if decode else None,
+        "target_builds": 1 + st.extra_builds, "drafter_builds": st.drafter_builds,
+        "drafter_qlens": st.drafter_qlens,
+        "max_num_seqs": st.runner.max_num_seqs if st.runner else None,
+        "num_speculative_tokens": st.runner.num_speculative_tokens if st.runner else None,
+        "spec_method": st.runner.method if st.runner else None,
+        "build_t_ns": t_build,
+    }  # fmt: skip
+    note = ""
+    if as_prefill:
+        note = f", {len(as_prefill)} verify rows filed as prefill by {info.backend}"
+    out.append(("events", {
+        "t_ns": st.t_ns, "source": "vllm", "kind": STEP_EVENT,
+        "message": (f"{kind} step: {len(real)} rows, {len(verify)} verify rows "
+                    f"({data['verify_draft_tokens']} draft tokens), graph {mode}{note}"),
+        "data": json.dumps(data),
+    }))  # fmt: skip
+
+
+def _gpu_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # no torch: no markers
+        return False
 
 
 def _mark(text: str) -> None:
     """A host-side roctx/NVTX mark (ROCm builds of torch route torch.cuda.nvtx to roctx)."""
+    import torch
+
     torch.cuda.nvtx.mark(text)
-
-
-def default_gluon_policies() -> list[str]:
-    """The gluon policy of the installed AITER; both published ones when it cannot be told."""
-    from mlaprof.backends.aiter_backend import gluon_policy
-    from mlaprof.errors import MlaprofError
-    from mlaprof.integrations import aiter_env
-
-    try:
-        env = aiter_env.detect()
-    except MlaprofError:
-        return ["aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20"]
-    return [gluon_policy(env, "bh16bn64")]

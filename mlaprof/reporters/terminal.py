@@ -22,9 +22,11 @@ def _pct0(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def print_report(run: Run, console: Console | None = None, verbose: bool = False) -> None:
+def print_report(
+    run: Run, console: Console | None = None, verbose: bool = False, shadow: dict | None = None
+) -> None:
     console = console or Console()
-    s = summary(run)
+    s = summary(run, shadow)
     sc = s["scenario"]
     fields = {
         "backend": s["backend"],
@@ -109,6 +111,9 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             ),
             highlight=False,
         )
+    if s.get("engine"):
+        _print_engine(console, s["engine"], s.get("shadow"))
+
     paths = {c["backend"]: c for c in s.get("paths", [])}
     if paths:
         shown = (
@@ -144,8 +149,8 @@ def print_report(run: Run, console: Console | None = None, verbose: bool = False
             "-" if r["frozen"] is None else str(r["frozen"]),
             f"{_pct0(r['occupancy'])}->{_pct0(r['occupancy_deserved'])}",
         )
-    if not s["splits"] and s.get("engine_starts"):
-        t = None  # a log has no kernels: no split table to show
+    if not s["splits"] and (s.get("engine_starts") or s.get("shadow")):
+        t = None  # a log has no kernels; a recorded engine's modelled splits are shown above
     elif not s["splits"] and trace and trace["paths"]:
         t = None  # the trace's paths table above shows S per path and variant
     elif not s["splits"]:
@@ -369,3 +374,49 @@ def _or_absent(s: str | None, rows: str | None) -> str:
     if s is None:
         return "not run"
     return f"{s} ({rows} rows)" if rows else str(s)
+
+
+def _print_engine(console: Console, e: dict, sh: dict | None) -> None:
+    """A recorded vLLM engine: what it did (measured), and the shadow AITER view (modelled)."""
+    acc = (
+        "not recorded (disable_log_stats?)"
+        if e["accepted_tokens"] is None
+        else f"{e['accepted_tokens']} accepted ({_pct0(e['acceptance_rate'])})"
+    )
+    modes = ", ".join(f"{m} x{n}" for m, n in e["graph_modes"].items())
+    console.print(
+        f"engine (measured): {e['backend']}, {e['heads']} heads/rank, {e['spec_method']} "
+        f"k={e['num_speculative_tokens']}  |  {e['steps']} steps, {e['verify_steps']} verify  |  "
+        f"{e['verify_rows']} verify rows ({e['verify_rows_as_prefill']} filed as prefill), "
+        f"{e['draft_tokens']} draft tokens, {acc}  |  graph {modes}"
+    )
+    if not sh:
+        return
+    t = Table(title=f"shadow AITER: {sh['provenance']}", title_justify="left", box=box.SIMPLE,
+              pad_edge=False)  # fmt: skip
+    for col in ("step", "path", "rows+pad", "size", "S bug", "S fix", "frozen", "deserved", "occ"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in sh["per_step"][:12]:
+        bug = r["s_bug"] is not None and r["s_fix"] is not None and r["s_bug"] < r["s_fix"]
+
+        def show(v: object) -> str:
+            return "-" if v is None or v != v else str(int(v))  # type: ignore[call-overload]
+
+        t.add_row(
+            str(r["step"]),
+            r["path"],
+            f"{r['real_rows']}+{r['padding_rows']}",
+            show(r["capture_size"]),
+            f"[bold red]{show(r['s_bug'])}[/]" if bug else show(r["s_bug"]),
+            show(r["s_fix"]),
+            show(r["s_frozen"]),
+            show(r["s_deserved"]),
+            _pct0(r["occupancy_fix"]),
+        )
+    console.print(t)
+    more = len(sh["per_step"]) - 12
+    console.print(
+        f"[dim]{'(' + str(more) + ' more steps in --json) ' if more > 0 else ''}S bug: "
+        "min_kv_seq_len over all rows (padding pinned to qlen); S fix: over active rows; frozen: "
+        "S a FULL graph captured with the dummy run keeps; occ: device units busy with S fix[/]"
+    )

@@ -18,17 +18,22 @@ import pandas as pd
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, runmeta
 from mlaprof.store.schema import TABLES, columns, version_problem
+from mlaprof.store.writer import rank_db_name
 
-_RANK_DB = re.compile(r"^rank(\d+)\.db$")
+_RANK_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open a rank database for reading without ever writing to it."""
+def _connect(path: Path) -> sqlite3.Connection | None:
+    """Open a rank database for reading without ever writing to it (None: its writer has not
+    committed its tables yet, a run being followed from its first moment)."""
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         ver = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as e:
         raise MlaprofError(f"{path} is not a readable mlaprof database ({e})") from None
+    if ver == 0:
+        con.close()
+        return None
     problem = version_problem(ver, path)
     if problem:
         con.close()
@@ -51,9 +56,10 @@ class Run:
         if not self.path.is_dir():
             raise MlaprofError(f"{self.path} is not a run folder")
         self.meta: dict[str, Any] = runmeta.read(self.path)
-        self._cons: dict[int, sqlite3.Connection] = {}
-        self._side: dict[int, dict[str, columnar.SideTable]] = {}
-        self._shadowed: set[tuple[int, str]] = set()
+        # one database per (rank, role): a rank's worker is role "", other processes name theirs
+        self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
+        self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
+        self._shadowed: set[tuple[tuple[int, str], str]] = set()
         self._lock = threading.Lock()
         self.refresh_ranks()
         if not self._cons:
@@ -64,8 +70,11 @@ class Run:
         """Pick up rank databases that appeared since opening (multi-rank runs start unevenly)."""
         for p in sorted(self.path.iterdir()):
             m = _RANK_DB.match(p.name)
-            if m and int(m.group(1)) not in self._cons:
+            key = (int(m.group(1)), m.group(2) or "") if m else None
+            if key is not None and key not in self._cons:
                 con = _connect(p)
+                if con is None:
+                    continue
                 try:
                     con.execute("SELECT 1 FROM steps LIMIT 1").fetchall()
                     side = columnar.side_tables(con, self.path)
@@ -75,12 +84,17 @@ class Run:
                 except MlaprofError:
                     con.close()
                     raise
-                self._cons[int(m.group(1))] = con
-                self._side[int(m.group(1))] = side
+                self._cons[key] = con
+                self._side[key] = side
         return self.ranks
 
     @property
     def ranks(self) -> list[int]:
+        return sorted({rank for rank, _ in self._cons})
+
+    @property
+    def databases(self) -> list[tuple[int, str]]:
+        """(rank, role) of every database; role "" is the rank's own (worker) process."""
         return sorted(self._cons)
 
     @property
@@ -91,23 +105,23 @@ class Run:
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
         """Run ``sql`` on every rank database and concatenate the results."""
         frames = []
-        for rank in self.ranks:
-            self._shadow(rank, sql)
-            frames.append(self._query_rank(rank, sql, params))
+        for key in self.databases:
+            self._shadow(key, sql)
+            frames.append(self._query_rank(key, sql, params))
         frames = [f for f in frames if len(f)]
         if not frames:
             return pd.DataFrame(columns=list(columns_of(sql)))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
-    def _shadow(self, rank: int, sql: str) -> None:
-        """Before arbitrary SQL runs on ``rank``, give the tables it names their Arrow rows."""
-        for table, side in self._side.get(rank, {}).items():
-            if (rank, table) in self._shadowed or not columnar.mentions(sql, table):
+    def _shadow(self, key: tuple[int, str], sql: str) -> None:
+        """Before arbitrary SQL runs on a database, give the tables it names their Arrow rows."""
+        for table, side in self._side.get(key, {}).items():
+            if (key, table) in self._shadowed or not columnar.mentions(sql, table):
                 continue
             with self._lock:
-                if (rank, table) not in self._shadowed:
-                    columnar.materialize(self._cons[rank], side, rank)
-                    self._shadowed.add((rank, table))
+                if (key, table) not in self._shadowed:
+                    columnar.materialize(self._cons[key], side, key[0])
+                    self._shadowed.add((key, table))
 
     def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
         if name not in TABLES:
@@ -122,25 +136,26 @@ class Run:
             # whole table: SQLite rows then the Arrow file, per rank (main.: never a shadow copy)
             main_sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
             frames = []
-            for rank in self.ranks:
-                frames.append(self._query_rank(rank, main_sql, ()))
-                if rank in sides:
-                    frames.append(columnar.frame(sides[rank]))
+            for key in self.databases:
+                frames.append(self._query_rank(key, main_sql, ()))
+                if key in sides:
+                    frames.append(columnar.frame(sides[key]))
             frames = [f for f in frames if len(f)]
             df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if df.empty:
             df = pd.DataFrame(columns=list(columns(name)))
         return df
 
-    def _query_rank(self, rank: int, sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
+    def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
         try:
-            return pd.read_sql_query(sql, self._cons[rank], params=params)
+            return pd.read_sql_query(sql, self._cons[key], params=params)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
-            raise MlaprofError(f"{self.path / f'rank{rank}.db'} cannot be read: {e}") from None
+            name = rank_db_name(*key)
+            raise MlaprofError(f"{self.path / name} cannot be read: {e}") from None
 
     def side_tables(self, rank: int) -> dict[str, columnar.SideTable]:
         """The Arrow-stored tables of ``rank`` (imports keep their kernels there)."""
-        return dict(self._side.get(rank, {}))
+        return dict(self._side.get((rank, ""), {}))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {t: self.table(t) for t in TABLES}
@@ -149,9 +164,9 @@ class Run:
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}")
         n = 0
-        for rank, con in self._cons.items():
+        for key, con in self._cons.items():
             n += con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
-            side = self._side.get(rank, {}).get(name)
+            side = self._side.get(key, {}).get(name)
             n += side.rows if side else 0
         return n
 
@@ -161,14 +176,17 @@ class Run:
         raise AttributeError(name)
 
     # -- state -------------------------------------------------------------------------------
-    def rank_meta(self, rank: int) -> dict[str, str]:
-        rows = self._cons[rank].execute("SELECT key, value FROM meta").fetchall()
+    def rank_meta(self, rank: int, role: str = "") -> dict[str, str]:
+        rows = self._cons[(rank, role)].execute("SELECT key, value FROM meta").fetchall()
         return dict(rows)
 
     @property
     def status(self) -> str:
         """finished | running | failed | incomplete (a writer died without finishing)."""
-        states = [self.rank_meta(r).get("status", "running") for r in self.ranks]
+        # a rank's own database decides; another process of it (the vLLM EngineCore, often
+        # killed at shutdown without finishing) only counts when it failed
+        states = [self.rank_meta(*key).get("status", "running") for key in self.databases]
+        states = [s for s, (_, role) in zip(states, self.databases) if not role or s == "failed"]
         if any(s == "failed" for s in states):
             return "failed"
         if all(s == "finished" for s in states):

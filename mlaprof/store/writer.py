@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,8 @@ from typing import Any
 from mlaprof.errors import MlaprofError
 from mlaprof.store import runmeta
 from mlaprof.store.schema import SCHEMA_VERSION, TABLES, columns
+
+ROLE = re.compile(r"[a-z]+")
 
 
 def _create_tables(con: sqlite3.Connection) -> None:
@@ -34,10 +37,11 @@ class RunWriter:
     of records together (use it for records that only make sense whole, e.g. one step's layers).
     """
 
-    def __init__(self, run_dir: Path, rank: int = 0) -> None:
+    def __init__(self, run_dir: Path, rank: int = 0, role: str = "") -> None:
         self.run_dir = Path(run_dir)
         self.rank = int(rank)
-        self.db_path = self.run_dir / f"rank{self.rank}.db"
+        self.role = role
+        self.db_path = self.run_dir / rank_db_name(self.rank, role)
         if self.db_path.exists():
             raise MlaprofError(
                 f"{self.db_path} already exists: refusing to overwrite a recorded rank"
@@ -121,7 +125,7 @@ class RunWriter:
             pass  # a reader holds the WAL open; it stays in WAL mode, which is fine
         self._con.close()
         self.closed = True
-        if self.rank == 0:
+        if self.rank == 0 and not self.role:
             runmeta.update(self.run_dir, status=status)
 
     def __enter__(self) -> RunWriter:
@@ -158,12 +162,21 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
+def rank_db_name(rank: int, role: str = "") -> str:
+    """``rank<N>.db``, or ``rank<N>.<role>.db`` for a second process of the same rank (e.g. the
+    vLLM EngineCore's scheduler beside its worker): every process writes its own database."""
+    if role and not ROLE.fullmatch(role):
+        raise MlaprofError(f"a writer role is lower-case letters, got {role!r}")
+    return f"rank{int(rank)}.{role}.db" if role else f"rank{int(rank)}.db"
+
+
 def create_run(
     traces_dir: Path | str,
     name: str,
     meta: Mapping[str, Any],
     rank: int = 0,
+    role: str = "",
 ) -> RunWriter:
-    """Create (or join, for ranks > 0) a run folder and return the rank's writer."""
+    """Create (or join, for ranks > 0 and other processes) a run folder; return the writer."""
     run_dir = runmeta.init_run_dir(Path(traces_dir), name, meta)
-    return RunWriter(run_dir, rank)
+    return RunWriter(run_dir, rank, role)

@@ -1,0 +1,340 @@
+"""A recorded vLLM engine (the plugin's runs): what the engine did, measured, and what AITER would
+do with exactly its verify batches, modelled.
+
+Measured (from the records): steps, verify rows, draft tokens per request, vLLM's own acceptance
+counters (the EngineCore's ``spec-accept`` records), graph mode and padding per step, rows the
+backend filed as prefill. Modelled ("shadow"): each verify step's rows fed through the same
+scenario / metadata / split-policy code ``mlaprof run`` uses (:func:`mlaprof.metadata.batch_shape`,
+:func:`mlaprof.metadata.build_metadata`, :func:`mlaprof.splits.analysis.step_splits`) for a
+chosen AITER version and device: the route, S with the padding bug, with the fix and frozen at
+capture, occupancy, and the padding rows vLLM's capture sizes would add.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+from mlaprof.errors import MlaprofError
+from mlaprof.metadata import batch_shape, build_metadata
+from mlaprof.recording import padding_row
+from mlaprof.scenario import DEVICES, DevicePreset, capture_sizes
+from mlaprof.splits.analysis import step_splits
+from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
+
+STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
+ACCEPT_EVENT = "spec-accept"
+SHADOW_DEVICE = "mi355x"
+SHADOW_AITER = "0.1.20"
+AITER_VERSIONS = ("0.1.19", "0.1.19.post2", "0.1.20")
+
+
+def is_engine_run(meta: dict[str, Any]) -> bool:
+    return meta.get("source") == "vllm plugin"
+
+
+def _records(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
+    if events.empty:
+        return []
+    ev = events[events["kind"] == kind].sort_values(["rank", "t_ns"])
+    out = []
+    for rank, data in zip(ev["rank"].tolist(), ev["data"].tolist(), strict=True):
+        d = json.loads(data)
+        d["rank"] = int(rank)
+        out.append(d)
+    return out
+
+
+def engine_steps(events: pd.DataFrame) -> list[dict[str, Any]]:
+    """The plugin's per-step records (all ranks), in order."""
+    return _records(events, STEP_EVENT)
+
+
+def acceptance(events: pd.DataFrame) -> list[dict[str, Any]]:
+    """vLLM's acceptance counters per scheduler step (the EngineCore's records)."""
+    return _records(events, ACCEPT_EVENT)
+
+
+def engine_summary(events: pd.DataFrame) -> dict[str, Any] | None:
+    """What the engine did, measured. None when the run holds no engine steps."""
+    steps = engine_steps(events)
+    if not steps:
+        return None
+    acc = acceptance(events)
+    verify = [s for s in steps if s["kind"] == "verify"]
+    rank0 = [s for s in verify if s["rank"] == min(x["rank"] for x in steps)]
+    drafted = sum(s["verify_draft_tokens"] for s in rank0)
+    accepted = sum(a["accepted_tokens"] for a in acc) if acc else None
+    # the scheduler's steps and the worker's verify steps, in order: same rows, same drafts
+    joined = None
+    if acc:
+        pairs = list(zip(rank0, acc, strict=False))
+        joined = len(rank0) == len(acc) and all(
+            s["verify_rows"] == a["verify_rows"] and s["verify_draft_tokens"] == a["draft_tokens"]
+            for s, a in pairs
+        )
+    first = steps[0]
+    return {
+        "source": "measured: recorded by the vLLM plugin",
+        "backend": first["backend"],
+        "builder": first["builder"],
+        "heads": first["heads"],
+        "spec_method": first.get("spec_method"),
+        "num_speculative_tokens": first.get("num_speculative_tokens"),
+        "max_num_seqs": first.get("max_num_seqs"),
+        "steps": len(steps),
+        "kinds": dict(Counter(s["kind"] for s in steps)),
+        "graph_modes": dict(Counter(str(s["graph_mode"]) for s in steps)),
+        "verify_steps": len(rank0),
+        "verify_rows": sum(s["verify_rows"] for s in rank0),
+        "verify_rows_as_prefill": sum(s["verify_rows_as_prefill"] for s in rank0),
+        "draft_tokens": drafted,
+        "accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if accepted is not None and drafted else None,
+        "scheduler_steps": len(acc),
+        "scheduler_matches_worker": joined,
+        "drafter_builds": sum(s["drafter_builds"] for s in rank0),
+        "padded_steps": sum(1 for s in steps if (s["padded_tokens"] or 0) > s["num_tokens"]),
+        "ranks": sorted({s["rank"] for s in steps}),
+    }
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    parts = v.replace(".post", ".").split(".")
+    try:
+        return tuple(int(p) for p in parts) + (0,) * (4 - len(parts))
+    except ValueError:
+        raise MlaprofError(f"AITER version {v!r} is not like 0.1.20 or 0.1.19.post2") from None
+
+
+def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str, str, str]:
+    """(path, split policy, why) of a verify batch on ``device`` with AITER ``aiter``: the path
+    is vLLM's (mlaprof.splits.routing, bf16 KV, causal), the policy the kernel's S rule."""
+    if not device.arch.startswith("gfx"):
+        r = non_rocm_route(device.name)
+    else:
+        r = verify_route(
+            RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen)
+        )
+    if r.path in ("gluon-verify", "gluon-decode"):
+        if _version_key(aiter) >= _version_key("0.1.20"):
+            policy = "aiter-gluon-v0.1.20"
+        elif _version_key(aiter) >= _version_key("0.1.19.post2"):
+            policy = "aiter-gluon-v0.1.19.post2"
+        else:
+            policy = "aiter-gluon-v0.1.19"
+    else:
+        policy = {"asm-persistent": "aiter-asm-persistent", "triton-mla": "vllm-triton"}.get(
+            r.path, "aiter-asm"
+        )
+    return r.path, policy, r.reason
+
+
+def check_shadow(device: str | None = None, aiter: str | None = None) -> None:
+    """Raise MlaprofError for a device preset or AITER version the shadow analysis cannot model."""
+    if device is not None and device not in DEVICES:
+        raise MlaprofError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
+    if aiter is not None and _version_key(aiter) < _version_key("0.1.19"):
+        raise MlaprofError(f"AITER {aiter} has no 4-D gluon MTP entry; vLLM 0.32 needs >= 0.1.19")
+
+
+def shadow(
+    steps: list[dict[str, Any]],
+    device: str = SHADOW_DEVICE,
+    aiter: str = SHADOW_AITER,
+    heads: int | None = None,
+) -> pd.DataFrame:
+    """Per recorded verify step: what AITER ``aiter`` on ``device`` would do with these rows."""
+    check_shadow(device, aiter)
+    dev = DEVICES[device]
+    label = f"modelled from recorded batches (AITER {aiter} on {device})"
+    rows: list[dict[str, Any]] = []
+    for s in steps:
+        if s["kind"] != "verify" or not s.get("seq_lens_upper_bound"):
+            continue
+        k = int(s.get("num_speculative_tokens") or max(s["draft_tokens"]))
+        qlen = 1 + k
+        drafts, seq = s["draft_tokens"], s["seq_lens_upper_bound"]
+        verify = [i for i, d in enumerate(drafts) if d > 0 and i < len(seq)]
+        kv = [max(seq[i], qlen) for i in verify]  # KV lengths include the verify tokens
+        h = heads or s["heads"]
+        path, policy, why = route(h, qlen, dev, aiter)
+        sizes = capture_sizes(int(s.get("max_num_seqs") or len(kv)), k, "FULL")
+        shape = batch_shape(kv, qlen, "FULL", sizes)
+        meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
+        mml, seqs = s.get("max_model_len") or 0, s.get("max_num_seqs")
+        buf = seqs * mml if seqs and mml else None  # vLLM's kv_indices buffer: the ASM total_kv
+        (sp,) = step_splits(meta, h, dev, shape.graph_mode, mml, [policy], kv_buffer_len=buf)
+        pad = padding_row(s["step"], meta, shape)
+        notes = [why] + ([sp.note] if sp.note else [])
+        short = sum(1 for i in verify if drafts[i] < k)
+        if short:
+            notes.append(f"{short} rows had fewer than {k} drafts: modelled padded to qlen {qlen}")
+        rows.append(
+            {
+                "rank": s["rank"],
+                "step": s["step"],
+                "path": path,
+                "policy": policy,
+                "heads": h,
+                "qlen": qlen,
+                "real_rows": shape.num_real,
+                "rows": shape.num_reqs,
+                "capture_size": shape.capture_size,
+                "graph_mode": shape.graph_mode,
+                "padding_rows": pad["padding_rows"],
+                "padding_tokens": pad["padding_tokens"],
+                "min_kv_all_rows": meta.min_kv_seq_len_all,
+                "min_kv_active_rows": meta.min_kv_seq_len_active,
+                "s_bug": sp.all_rows,
+                "s_fix": sp.active_rows,
+                "s_frozen": sp.frozen,
+                "s_deserved": sp.deserved,
+                "occupancy_fix": sp.occupancy_used,
+                "occupancy_deserved": sp.occupancy_deserved,
+                "target": dev.name,
+                "aiter": aiter,
+                "provenance": label,
+                "note": "; ".join(notes),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    for col in ("s_bug", "s_fix", "s_frozen", "s_deserved", "occupancy_fix"):
+        if col in frame:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    return frame
+
+
+def engine_analysis(
+    meta: dict[str, Any], events: pd.DataFrame, device: str | None = None, aiter: str | None = None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[Finding]]:
+    """(engine summary, shadow summary, findings) of a plugin run; (None, None, []) otherwise."""
+    if not is_engine_run(meta):
+        return None, None, []
+    device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
+    eng = engine_summary(events)
+    sh = shadow_summary(shadow(engine_steps(events), device, aiter), device, aiter)
+    return eng, sh, engine_findings(eng, sh)
+
+
+def engine_capture(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any] | None:
+    """The capture line of an engine run: what the engine really did, no prediction."""
+    if not is_engine_run(meta):
+        return None
+    modes = Counter(str(m) for m in steps["graph_mode"].dropna()) if not steps.empty else {}
+    if not modes:
+        return {"mode": None, "status": "not-recorded", "effective_mode": None,
+                "memory_bytes": None, "source": "no engine step recorded"}  # fmt: skip
+    mode = max(modes, key=lambda m: modes[m])
+    status = "no-graphs" if set(modes) == {"NONE"} else "recorded"
+    return {"mode": mode, "status": status, "effective_mode": mode, "memory_bytes": None,
+            "modes": dict(modes), "source": "measured: graph mode per engine step"}  # fmt: skip
+
+
+def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, Any] | None:
+    if frame.empty:
+        return None
+
+    def rng(col: str) -> list[int | None]:
+        v = frame[col].dropna()
+        return [int(v.min()), int(v.max())] if len(v) else [None, None]
+
+    return {
+        "provenance": f"modelled from recorded batches (AITER {aiter} on {device})",
+        "device": device,
+        "aiter": aiter,
+        "steps": len(frame),
+        "paths": dict(Counter(frame["path"])),
+        "policies": sorted(set(frame["policy"])),
+        "s_bug": rng("s_bug"),
+        "s_fix": rng("s_fix"),
+        "s_frozen": rng("s_frozen"),
+        "s_deserved": rng("s_deserved"),
+        "occupancy_fix": [float(frame["occupancy_fix"].min()), float(frame["occupancy_fix"].max())],
+        "capture_sizes": sorted({int(x) for x in frame["capture_size"].dropna()}),
+        "padding_rows": int(frame["padding_rows"].sum()),
+        "real_rows": int(frame["real_rows"].sum()),
+        "steps_collapsed_by_bug": int((frame["s_bug"] < frame["s_fix"]).sum()),
+        "steps_frozen_below_fix": int((frame["s_frozen"] < frame["s_fix"]).sum()),
+        "per_step": frame.drop(columns=["provenance"]).to_dict(orient="records"),
+    }
+
+
+def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> list[Finding]:
+    out: list[Finding] = []
+    if eng:
+        acc = (
+            "acceptance not recorded (the EngineCore records it when log stats are on)"
+            if eng["accepted_tokens"] is None
+            else f"{eng['accepted_tokens']} of {eng['draft_tokens']} draft tokens accepted "
+            f"({eng['acceptance_rate']:.0%})"
+            if eng["draft_tokens"]
+            else "no draft tokens yet"
+        )
+        modes = ", ".join(f"{m} x{n}" for m, n in eng["graph_modes"].items())
+        out.append(
+            Finding(
+                kind="engine",
+                severity="info",
+                title=(
+                    f"engine (measured): {eng['verify_steps']} verify steps, "
+                    f"{eng['verify_rows']} verify rows, {acc}"
+                ),
+                evidence=(
+                    f"{eng['backend']}, {eng['spec_method']} k={eng['num_speculative_tokens']}, "
+                    f"{eng['steps']} steps, graph {modes}; scheduler and worker records "
+                    + {True: "agree", False: "DISAGREE", None: "not both present"}[
+                        eng["scheduler_matches_worker"]
+                    ]
+                ),
+                fix="nothing to fix: what the engine did",
+                data={k: eng[k] for k in ("verify_rows", "draft_tokens", "accepted_tokens")},
+            )
+        )
+    if eng and eng["verify_rows_as_prefill"]:
+        out.append(
+            Finding(
+                kind="engine",
+                severity="info",
+                title=(
+                    f"{eng['verify_rows_as_prefill']} of {eng['verify_rows']} verify rows were "
+                    f"filed as prefill by {eng['backend']} (measured)"
+                ),
+                evidence=(
+                    f"the {eng['builder']} splits decodes at query length "
+                    "reorder_batch_threshold; longer verify rows run its prefill path, not a "
+                    "verify kernel"
+                ),
+                fix="expected on the CPU MLA backend; on a GPU use ROCM_AITER_MLA / TRITON_MLA",
+            )
+        )
+    if not sh:
+        return out
+    tag = f"[{sh['provenance']}]"
+    lo_hi = {k: f"{sh[k][0]}-{sh[k][1]}" for k in ("s_bug", "s_fix", "s_frozen")}
+    specs = (  # (applies, kind, severity, title, evidence, fix)
+        (sh["steps_collapsed_by_bug"], "split-collapse", "warning",
+         f"with min_kv_seq_len over all rows (the padding bug) S would be {lo_hi['s_bug']} "
+         f"instead of {lo_hi['s_fix']} on {sh['steps_collapsed_by_bug']} of {sh['steps']} steps",
+         f"padding rows pinned to qlen under capture sizes {sh['capture_sizes']}; "
+         f"policy {', '.join(sh['policies'])}",
+         "compute min_kv_seq_len over active rows (vLLM #51171, in vLLM >= 0.32)"),
+        (sh["steps_frozen_below_fix"], "split-frozen", "warning",
+         f"a FULL graph captured with the dummy run would freeze S at {lo_hi['s_frozen']} where "
+         f"these rows get {lo_hi['s_fix']} ({sh['steps_frozen_below_fix']} steps)",
+         "S is a host-side constant baked into the captured graph",
+         "an S independent of KV length (AITER >= 0.1.20) or capture at real lengths"),
+        (sh["padding_rows"], "padding", "info",
+         f"FULL-graph padding would add {sh['padding_rows']} rows to {sh['real_rows']} real "
+         f"verify rows over {sh['steps']} steps",
+         f"batches padded to vLLM capture sizes {sh['capture_sizes']} (tokens)",
+         "capture sizes closer to the batch sizes the server sees"),
+    )  # fmt: skip
+    for applies, kind, severity, title, evidence, fix in specs:
+        if applies:
+            out.append(Finding(kind, severity, f"{tag} {title}", evidence, fix))
+    return out
