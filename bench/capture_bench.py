@@ -248,8 +248,8 @@ def neutrality(log: Callable) -> dict:
         "checker_counted_warnings": seen[:5],
         "serving_pool_bytes": serving.memory.pool_bytes,
         "twin_pool_bytes": twin.memory.pool_bytes,
-        "bitwise_serving_vs_twin": all(torch.equal(x, y) for x, y in zip(a, b)),
-        "bitwise_serving_vs_eager": all(torch.equal(x, y) for x, y in zip(a, c)),
+        "bitwise_serving_vs_twin": all(torch.equal(x, y) for x, y in zip(a, b, strict=True)),
+        "bitwise_serving_vs_eager": all(torch.equal(x, y) for x, y in zip(a, c, strict=True)),
     }
     # the error mode too, armed inside the capture (its begin synchronizes): a sync would raise
     evs = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(sc.layers + 1)]

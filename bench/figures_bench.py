@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 import mlaprof  # noqa: E402
 from mlaprof.figures import RUN_FIGURES, run_diff  # noqa: E402
 from mlaprof.figures.html_report import write_html_report  # noqa: E402
-from tests.figure_runs import CHROMIUM, render_dom, write_run  # noqa: E402
+from mlaprof.figures.png import CHROMIUM, render_dom  # noqa: E402
+from mlaprof.synthetic.figures import write_run  # noqa: E402
 
 
 def main() -> int:

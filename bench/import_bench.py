@@ -85,10 +85,10 @@ def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
     import numpy as np
     import pandas as pd
 
+    from mlaprof.store.staging import staged_run
     from mlaprof.trace_io.annotate import NULL, KernelColumns, annotate, store_derived
     from mlaprof.trace_io.common import ImportSummary
     from mlaprof.trace_io.kernels import KernelMatcher
-    from mlaprof.trace_io.staging import staged_run
 
     df = pd.read_csv(csv_path)
     df.columns = [c.lower() for c in df.columns]
@@ -204,7 +204,7 @@ def read_back(run: Path) -> dict[str, float]:
 def kernels_digest(run: Path) -> tuple[int, str]:
     """Every kernel row as mlaprof reads it back (SQLite rows and Arrow side file alike)."""
     from mlaprof import load
-    from mlaprof.trace_io.runrows import rows
+    from mlaprof.store.rows import rows
 
     h = hashlib.sha256()
     with load(run) as r:

@@ -77,11 +77,11 @@ def main() -> None:
     import vllm
     from vllm.v1.attention.backends.mla import triton_mla
 
-    from tests.test_vllm_install import _bare_builder, _common
+    from mlaprof.integrations.vllm_cpu_builders import bare_builder, decode_batch
 
-    b = _bare_builder(triton_mla.TritonMLAMetadataBuilder, qlen=args.qlen)
+    b = bare_builder(triton_mla.TritonMLAMetadataBuilder, qlen=args.qlen)
     real = [1000 + 37 * i for i in range(args.batch - 1)]
-    cam = _common(real, args.qlen, padded_reqs=args.batch)
+    cam = decode_batch(real, args.qlen, padded_reqs=args.batch)
     drafts = np.full(args.batch, args.qlen - 1, dtype=np.int32)
     runner, result = _Runner(), ("NONE", _Desc(), False, None, None)
     t = {k: next(x for x in vllm_patches.TARGETS if x.kind == k) for k in ("dispatch", "spec-meta")}

@@ -1,6 +1,6 @@
 """mlaprof: profile the graph-captured MLA verify path of speculative decoding."""
 
-__version__ = "0.1.0"
+from mlaprof.version import __version__
 
 
 def load(path):  # noqa: ANN001, ANN201 - re-exported, documented in mlaprof.store.reader

@@ -116,7 +116,7 @@ class VerifyMetadata:
 
     @property
     def total_kv_real(self) -> int:
-        return sum(s for s, q in zip(self.host_seq_lens, self.host_qo_lens) if q > 0)
+        return sum(s for s, q in zip(self.host_seq_lens, self.host_qo_lens, strict=True) if q > 0)
 
     @property
     def device(self) -> torch.device:
@@ -163,7 +163,7 @@ def build_metadata(
     indices: list[torch.Tensor] = []
     indptr = [0]
     used = 0
-    for s, q in zip(seq, qo):
+    for s, q in zip(seq, qo, strict=True):
         n = pages_for(s, page_size)
         if q > 0:
             indices.append(pool[used : used + n])
@@ -177,7 +177,7 @@ def build_metadata(
         query_start_loc.append(query_start_loc[-1] + q)
     uniform = qlen > 1 and shape.num_padding > 0
     qo_indptr = [i * qlen for i in range(len(qo) + 1)] if uniform else query_start_loc
-    active = [s for s, q in zip(seq, qo) if q > 0]
+    active = [s for s, q in zip(seq, qo, strict=True) if q > 0]
 
     def t(x: list[int]) -> torch.Tensor:
         return torch.tensor(x, dtype=torch.int32, device=device)

@@ -1,4 +1,5 @@
-"""Recording the host-side analysis of a step (splits, padding) into a run.
+"""The rows a run records, built in one place: steps, layers, captures, capture memory, and the
+host-side analysis of a step (splits, padding).
 
 Shared by the CPU runner, the CUDA capture runner and the vLLM plugin, so that every source
 records the same columns the same way. Uses only host values the builder already holds.
@@ -39,9 +40,72 @@ def step_row(
     }
 
 
+def layer_row(
+    step: int,
+    layer: int,
+    t_start_ns: int | None,
+    duration_ns: int | None,
+    syncs: int | None,
+    splits_used: int | None,
+    splits_deserved: int | None,
+) -> dict[str, int | None]:
+    """One ``layers`` record (``syncs`` None: the layer was not watched)."""
+    return {
+        "step": step,
+        "layer": layer,
+        "t_start_ns": t_start_ns,
+        "duration_ns": duration_ns,
+        "syncs": syncs,
+        "splits_used": splits_used,
+        "splits_deserved": splits_deserved,
+    }
+
+
+def capture_row(
+    capture_size: int | None,
+    graph_mode: str,
+    status: str,
+    message: str | None = None,
+    fallback: str | None = None,
+    op: str | None = None,
+    layer: int | None = None,
+    location: str | None = None,
+) -> dict[str, int | str | None]:
+    """One ``captures`` record: what happened (or is predicted) when capturing a size."""
+    return {
+        "capture_size": capture_size,
+        "graph_mode": graph_mode,
+        "status": status,
+        "fallback": fallback,
+        "op": op,
+        "layer": layer,
+        "location": location,
+        "message": message,
+    }
+
+
+def memory_row(
+    capture_size: int | None,
+    graph_mode: str,
+    pool_bytes: int | None,
+    allocator_bytes: int | None,
+    driver_bytes: int | None,
+    capture_ns: int | None,
+) -> dict[str, int | str | None]:
+    """One ``memory`` record: the three views of what a capture cost (see gpu.session)."""
+    return {
+        "capture_size": capture_size,
+        "graph_mode": graph_mode,
+        "pool_bytes": pool_bytes,
+        "allocator_bytes": allocator_bytes,
+        "driver_bytes": driver_bytes,
+        "capture_ns": capture_ns,
+    }
+
+
 def padding_row(step: int, meta: VerifyMetadata, shape: BatchShape) -> dict[str, int | None]:
-    real_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q > 0]
-    pad_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q == 0]
+    real_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q > 0]
+    pad_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q == 0]
     row_bytes = KV_DIM * KV_BYTES_PER_ELEMENT
     return {
         "step": step,
@@ -84,12 +148,6 @@ def scenario_splits(
     buffer = sc.max_num_seqs * sc.max_model_len
     return step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len,
                        policies, kv_buffer_len=buffer)  # fmt: skip
-
-
-def split_rows(step: int, sc: Scenario, meta: VerifyMetadata, shape: BatchShape) -> list[dict]:
-    """Every policy's ``splits`` record for one step."""
-    splits = scenario_splits(sc, meta, shape)
-    return [split_row(step, sc, shape, s) for s in splits]
 
 
 def record_step_analysis(

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import torch
 
-from mlaprof.backends.base import get_backend, make_inputs
+from mlaprof.backends.base import make_inputs
+from mlaprof.backends.registry import get_backend
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
-from mlaprof.recording import record_step_analysis, step_row
+from mlaprof.recording import capture_row, layer_row, record_step_analysis, step_row
 from mlaprof.scenario import LATENT, Scenario
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run
@@ -33,8 +34,27 @@ def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = N
         "device": device,
         "target": sc.target,
         "route": sc.route().to_dict(),  # the verify path vLLM takes for this scenario
-        "command": " ".join(argv if argv is not None else sys.argv),
+        "command": recorded_command(argv if argv is not None else sys.argv),
     }
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command as a user retypes it, without this machine's paths: ``mlaprof`` for the
+    program path and no ``--traces`` folder (the run's location is its folder)."""
+    args = list(argv[1:])
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--traces":
+            skip = True
+            continue
+        if a.startswith("--traces="):
+            continue
+        out.append(a)
+    return " ".join(["mlaprof", *out])
 
 
 def start_run(
@@ -94,17 +114,7 @@ def run_cpu(
                     backend, inp, meta, out, lse, s_used, checker, check, layer, step
                 )
             t1 = time.perf_counter_ns()
-            layer_rows.append(
-                dict(
-                    step=step,
-                    layer=layer,
-                    t_start_ns=t0,
-                    duration_ns=t1 - t0,
-                    syncs=n_sync,
-                    splits_used=s_used,
-                    splits_deserved=s_deserved,
-                )
-            )
+            layer_rows.append(layer_row(step, layer, t0, t1 - t0, n_sync, s_used, s_deserved))
             done += 1
             if progress:
                 progress(done, total)
@@ -125,21 +135,22 @@ def run_cpu(
     # the CPU cannot capture: record the prediction the sync check supports
     if sc.graph_mode == "FULL":
         e = first_capture_problem or None
-        writer.add(
-            "captures",
-            capture_size=step_shape(sc, 0).capture_size,
-            graph_mode="FULL",
-            status="predicted-fail" if e else "not-attempted",
+        message = (
+            f"CPU run: {e.op} would abort CUDA/HIP graph capture"
+            if e
+            else "CPU run: no sync found in the region; capture needs a GPU (--device cuda)"
+        )
+        row = capture_row(
+            step_shape(sc, 0).capture_size,
+            "FULL",
+            "predicted-fail" if e else "not-attempted",
+            message,
             fallback="PIECEWISE" if e else None,
             op=e.op if e else None,
             layer=e.layer if e else None,
             location=e.location if e else None,
-            message=(
-                f"CPU run: {e.op} would abort CUDA/HIP graph capture"
-                if e
-                else "CPU run: no sync found in the region; capture needs a GPU (--device cuda)"
-            ),
         )
+        writer.add("captures", **row)
 
 
 PATH_CHECK_BACKENDS = ("torch", "legacy-flat")  # native 4-D entry vs the pre-fix flattened path

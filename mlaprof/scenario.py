@@ -4,12 +4,12 @@ presets, and vLLM's exact capture sizes and uniform-batch padding (FACTS section
 from __future__ import annotations
 
 import dataclasses
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.devices import DEVICES, DevicePreset  # re-exported: presets live in devices.py
 from mlaprof.errors import MlaprofError
 
 if TYPE_CHECKING:
@@ -39,26 +39,6 @@ MODELS: dict[str, ModelPreset] = {
     )
 }
 
-
-@dataclass(frozen=True)
-class DevicePreset:
-    name: str
-    units: int  # compute units (AMD CUs / NVIDIA SMs) that split-KV work fills
-    unit_name: str
-    arch: str
-    description: str
-
-
-DEVICES: dict[str, DevicePreset] = {
-    d.name: d
-    for d in (
-        DevicePreset("mi355x", 256, "CU", "gfx950", "AMD Instinct MI355X (gluon MLA needs gfx950)"),
-        DevicePreset("mi300x", 304, "CU", "gfx942", "AMD Instinct MI300X"),
-        DevicePreset("mi325x", 304, "CU", "gfx942", "AMD Instinct MI325X"),
-        DevicePreset("h200", 132, "SM", "sm_90", "NVIDIA H200 SXM"),
-        DevicePreset("cpu", max(1, os.cpu_count() or 1), "core", "cpu", "this machine's CPU"),
-    )
-}
 
 GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")

@@ -28,7 +28,7 @@ from IPython.display import display
 import mlaprof
 from mlaprof import figures
 from mlaprof.analysis import analyze
-from mlaprof.figures.sample_runs import bug_and_fix
+from mlaprof.notebook_runs import bug_and_fix
 
 pd.set_option("display.max_colwidth", 120)
 

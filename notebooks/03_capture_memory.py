@@ -26,8 +26,8 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
-from mlaprof.figures.sample_runs import bug_and_fix
 from mlaprof.metadata import batch_shape
+from mlaprof.notebook_runs import bug_and_fix
 from mlaprof.scenario import Scenario
 
 legacy, fixed = (mlaprof.load(p) for p in bug_and_fix())

@@ -24,7 +24,7 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
-from mlaprof.figures.sample_runs import bug_and_fix
+from mlaprof.notebook_runs import bug_and_fix
 
 a, b = (mlaprof.load(p) for p in bug_and_fix())
 print("A:", a.name, a.meta.get("backend"), a.meta.get("scenario", {}).get("min_kv_mode"))

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from mlaprof.backends.aiter_backend import AiterBackend, gluon_policy
-from mlaprof.backends.base import get_backend, make_inputs
+from mlaprof.backends.base import make_inputs
+from mlaprof.backends.registry import get_backend
 from mlaprof.backends.torch_ref import TorchReference
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import aiter_env

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from mlaprof.backends.base import get_backend, make_inputs
+from mlaprof.backends.base import make_inputs
+from mlaprof.backends.registry import get_backend
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import BatchShape, build_metadata
 

@@ -5,6 +5,7 @@ import sqlite3
 
 import pytest
 
+from mlaprof.analysis.timing import CPU_SPREAD
 from mlaprof.cli import main
 from tests.conftest import mlaprof_cli
 
@@ -38,7 +39,9 @@ def test_native_reports_no_syncs(capsys, traces):
         "mode": "FULL",
         "status": "predicted-ok",
         "effective_mode": "FULL",
-        "memory_bytes": None,
+        "memory_bytes": None,  # a CPU run measures no capture memory: unknown, never 0
+        "memory_measure": "driver free-memory delta",
+        "sizes": 0,
     }
 
 
@@ -89,9 +92,13 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
     assert main(["report", "bug", "--traces", str(traces), "--compare", "fix", "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)["compare"]
     assert cmp["route"] == {"before": "gluon-verify", "after": "gluon-verify"}
-    assert {"policy": "aiter-gluon-v0.1.19", "used_before": 1, "used_after": 16}.items() <= (
-        cmp["splits"][0].items()
-    )
+    rows = {r["metric"]: r for r in cmp["table"]}
+    s_used = rows["KV splits S used (run's policy, worst step)"]
+    assert (s_used["a"], s_used["b"], s_used["verdict"]) == (1, 16, "better")
+    # CPU reference timings: differences inside the run-to-run spread are not called a result
+    step = rows["median step time"]
+    assert step["provenance"] == "CPU reference timing"
+    assert cmp["cpu_spread"] == CPU_SPREAD
 
 
 def test_padding_counts(capsys, traces):
@@ -100,13 +107,25 @@ def test_padding_counts(capsys, traces):
     assert doc["padding"]["capture_size"] == 16
 
 
-def test_runs_lists_newest_first(capsys, traces):
-    main(["run", "--traces", str(traces), *SMALL, "--layers", "1", "--name", "a"])
-    main(["run", "--traces", str(traces), *SMALL, "--layers", "1", "--name", "b"])
+def test_runs_tell_a_bug_run_from_a_fix_run(capsys, traces):
+    main(["run", "--traces", str(traces), *SMALL, "--layers", "1", "--name", "bug"])
+    fix = ["--min-kv-mode", "active-rows", "--backend", "legacy-flat", "--name", "fix"]
+    main(["run", "--traces", str(traces), *SMALL, "--layers", "1", *fix])
     capsys.readouterr()
     assert main(["runs", str(traces)]) == 0
     out = capsys.readouterr().out
-    assert "a" in out and "b" in out and "finished" in out
+    head = next(line for line in out.splitlines() if "min_kv_mode" in line)
+    names = [c.strip() for c in head.strip().strip("┃").split("┃")]
+    body = [line.strip().strip("│").split("│") for line in out.splitlines() if "│" in line]
+    cells = {r[0].strip(): dict(zip(names, (c.strip() for c in r), strict=True)) for r in body}
+    rows = cells
+    assert list(rows) == ["fix", "bug"]  # newest first
+    assert (
+        cells["bug"]["min_kv_mode"] == "all-rows" and cells["fix"]["min_kv_mode"] == "active-rows"
+    )
+    assert cells["bug"]["backend"] == "torch" and cells["fix"]["backend"] == "legacy-flat"
+    assert cells["bug"]["device"] == "cpu" and cells["bug"]["status"] == "finished"
+    assert cells["bug"]["policy"] == cells["fix"]["policy"] != "-"
 
 
 def test_findings_table_on_terminal(capsys, traces):

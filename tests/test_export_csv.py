@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 from mlaprof.cli import main
-from mlaprof.store import load
+from mlaprof.store import TABLES, create_run, load
 from mlaprof.trace_io.csv_export import KERNEL_HEADER, export_csv
 from mlaprof.trace_io.rocprof import import_rocprof
 from tests.trace_io_helpers import KERNEL_HEADER_7, ROCPROF, csv_rows, db_rows, make_run
@@ -66,3 +66,52 @@ def test_round_trip_all_fixtures(tmp_path: Path) -> None:
     assert (out / "marker_api_trace.csv").is_file() and (out / "hip_api_trace.csv").is_file()
     with open(out / "kernel_trace.csv", newline="") as f:
         assert sum(1 for _ in csv.reader(f)) - 1 == load(run).count("kernels")
+
+
+TABLES_COLS = [c for c, _ in TABLES["kernels"]]
+
+
+def _kernel_run(traces: Path, name: str, timestamps: bool) -> Path:
+    """Kernels the way a run records them when some ids are unknown (no stream, correlation or
+    device): unknown values must come back unknown, not break the import."""
+    w = create_run(traces, name, {"source": "test"})
+    for i in range(4):
+        w.add(
+            "kernels",
+            name=f"mla_verify_stage{1 + i % 2}",
+            start_ns=1_000 + 100 * i if timestamps else None,
+            end_ns=1_050 + 100 * i if timestamps else None,
+            device=None,
+            stream=None,
+            correlation=None,
+            grid_x=2,
+            grid_y=14,
+            grid_z=1,
+            block_x=128,
+            block_y=1,
+            block_z=1,
+        )
+    w.finish()
+    return w.run_dir
+
+
+def test_cli_export_reimports_to_the_same_kernels(tmp_path: Path, monkeypatch, capsys) -> None:
+    run_dir = _kernel_run(tmp_path / "t", "k", timestamps=True)
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(run_dir), "--format", "csv"]) == 0
+    out = tmp_path / "out" / "k_csv"
+    assert f"-> {out} " in capsys.readouterr().out  # the default folder, printed
+    back, _ = import_rocprof(out, tmp_path / "t", "back")
+    cols = ("name", "start_ns", "end_ns", "device", "stream", "correlation", "grid_x", "grid_y")
+    pick = [list(TABLES_COLS).index(c) for c in cols]
+    a = [tuple(r[i] for i in pick) for r in db_rows(run_dir, "kernels")]
+    b = [tuple(r[i] for i in pick) for r in db_rows(back, "kernels")]
+    assert a == b and len(a) == 4
+
+
+def test_kernels_without_timestamps_are_refused_with_a_reason(tmp_path: Path, capsys) -> None:
+    run_dir = _kernel_run(tmp_path / "t", "k", timestamps=False)
+    assert main(["export", str(run_dir), "--format", "csv", "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "4 of 4 kernels have no timestamps" in err and "perfetto or rocpd" in err
+    assert not (tmp_path / "x").exists()

@@ -91,13 +91,17 @@ def test_native_run(tmp_path: Path) -> None:
     assert any(n.startswith("GPU 0") for n in names) and "host" in names
 
 
-def test_imported_trace_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_imported_trace_and_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     p = tmp_path / "kernel_trace.csv"
     replay_kernel_csv(p, replays=2, layers=3, splits=4)
     run, _ = import_rocprof(p, tmp_path / "t", "imp")
+    monkeypatch.chdir(tmp_path)
     rc = main(["export", "imp", "--traces", str(tmp_path / "t"), "--format", "perfetto"])
     assert rc == 0
-    out = tmp_path / "t" / "imp.perfetto.json"
+    out = tmp_path / "out" / "imp.perfetto.json"  # ./out/, never beside the run
+    assert f"-> {out} " in capsys.readouterr().out
     ev = _load(out)["traceEvents"]
     assert_nested(ev)
     assert sum(1 for e in ev if e["ph"] == "X" and e["cat"] == "kernel") == 14
@@ -105,8 +109,11 @@ def test_imported_trace_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[st
     # S per layer from the trace's grids, as a counter track
     s_layer = [e for e in ev if e["ph"] == "C" and e["name"].startswith("S layer")]
     assert [e["args"]["used"] for e in s_layer] == [4] * 6
-    # exporting again to the same file is refused
+    # exporting again picks a free name; naming an existing file is refused
     rc = main(["export", "imp", "--traces", str(tmp_path / "t"), "--format", "perfetto"])
+    assert rc == 0 and (tmp_path / "out" / "imp-2.perfetto.json").is_file()
+    again = ["-o", str(out)]
+    rc = main(["export", "imp", "--traces", str(tmp_path / "t"), "--format", "perfetto", *again])
     assert rc == 2 and "already exists" in capsys.readouterr().err
 
 

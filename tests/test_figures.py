@@ -12,7 +12,7 @@ from mlaprof import figures as F
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.figures._common import is_empty
 from mlaprof.store import create_run
-from tests.figure_runs import POLICY_NAMES, write_run
+from mlaprof.synthetic.figures import POLICY_NAMES, write_run
 
 
 @pytest.fixture(scope="module")
@@ -253,13 +253,14 @@ def test_diff_table_and_figure(runs):
     assert t.loc[sites, "a"] == 2  # two ops at one source line, on every layer
     assert t.loc[sites, "b"] == 0
     assert t.loc[sites, "verdict"] == "better"
-    assert t.loc["KV splits used (run's policy, median)", ["a", "b"]].tolist() == [1, 16]
-    assert t.loc["KV splits used (run's policy, median)", "verdict"] == "better"
-    assert t.loc["padding rows", "verdict"] == "same"
+    s_used = "KV splits S used (run's policy, worst step)"
+    assert t.loc[s_used, ["a", "b"]].tolist() == [1, 16]
+    assert t.loc[s_used, "verdict"] == "better"
+    assert t.loc["padding waste (share of verify tokens)", "verdict"] == "same"
     fig = F.run_diff(bug, fix)
     better = trace(fig, "B is better")
     assert "sync / allocation sites in the region (count)" in better.y
-    i = list(better.y).index("KV splits used (run's policy, median) (S)")
+    i = list(better.y).index("KV splits S used (run's policy, worst step) (S)")
     assert better.x[i] == pytest.approx(400.0)  # +1500% clipped to the cap
     assert better.text[i] == "1 → 16, ×16.00"
     assert "A (bug)" in fig.layout.title.text and "B (fix)" in fig.layout.title.text

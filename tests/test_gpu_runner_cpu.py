@@ -4,7 +4,9 @@ times, offender parsing, the host work queue and its records."""
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
+import pandas as pd
 import pytest
 import torch
 
@@ -26,8 +28,9 @@ from mlaprof.gpu.timing import (
     twin_step_ns,
 )
 from mlaprof.metadata import step_metadata, step_shape
-from mlaprof.recording import padding_row, split_rows
+from mlaprof.recording import record_step_analysis
 from mlaprof.scenario import Scenario
+from mlaprof.splits.policies import POLICIES
 from mlaprof.store import create_run, load
 
 
@@ -42,7 +45,7 @@ def test_sample_schedule_counts_and_spacing(steps, rate):
     if want:
         assert sched[0]
         picked = [i for i, s in enumerate(sched) if s]
-        gaps = {b - a for a, b in zip(picked, picked[1:])}
+        gaps = {b - a for a, b in pairwise(picked)}
         assert not gaps or max(gaps) - min(gaps) <= 1  # evenly spread
 
 
@@ -121,23 +124,28 @@ def test_host_queue_runs_only_while_busy():
 
 
 def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):
+    """The GPU runner's queued items record the same rows as the CPU runner's one-shot recorder
+    (``record_step_analysis``): every policy, same values, same padding row."""
     sc = Scenario(steps=2, layers=2).validate()
     meta, shape = step_metadata(sc, 1), step_shape(sc, 1)
-    w = create_run(tmp_path, "r", {"source": "test"})
+    w = create_run(tmp_path, "gpu", {"source": "test"})
     holder: dict = {}
     q = HostQueue()
     q.extend(analysis_items(w, sc, 1, meta, shape, holder))
     q.drain()
     w.finish()
-    run = load(tmp_path / "r")
-    want = split_rows(1, sc, meta, shape)
-    got = run.splits.drop(columns=["rank"]).to_dict("records")
-    key = lambda r: r["policy"]  # noqa: E731
-    for a, b in zip(sorted(got, key=key), sorted(want, key=key)):
-        for k, v in b.items():
-            assert (a[k] is None or a[k] != a[k]) if v is None else a[k] == pytest.approx(v), k
-    assert holder["main"]["policy"] == sc.policy
-    assert run.padding.drop(columns=["rank"]).to_dict("records")[0] == padding_row(1, meta, shape)
+    ref = create_run(tmp_path, "cpu", {"source": "test"})
+    main = record_step_analysis(ref, sc, 1, meta, shape)
+    ref.finish()
+    with load(tmp_path / "gpu") as run, load(tmp_path / "cpu") as cpu:
+        got = run.splits.drop(columns=["rank"]).sort_values("policy").reset_index(drop=True)
+        want = cpu.splits.drop(columns=["rank"]).sort_values("policy").reset_index(drop=True)
+        assert len(want) >= len(POLICIES) - 2  # the recorder covers (nearly) every policy
+        assert got["policy"].tolist() == want["policy"].tolist()
+        pd.testing.assert_frame_equal(got, want)
+        assert run.padding.drop(columns=["rank"]).equals(cpu.padding.drop(columns=["rank"]))
+    assert holder["main"]["policy"] == sc.policy == main.policy
+    assert holder["main"]["used"] == main.used
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error path")

@@ -15,7 +15,8 @@ from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.figures import ENGINE_FIGURES, RUN_FIGURES
 from mlaprof.figures import png as png_mod
 from mlaprof.figures.html_report import write_html_report
-from tests.figure_runs import CHROMIUM, render_dom, write_run
+from mlaprof.figures.png import CHROMIUM, render_dom
+from mlaprof.synthetic.figures import write_run
 
 # the scenario runs drawn here are no recorded vLLM engine: its figures are left out
 SCENARIO_FIGURES = [f for f in RUN_FIGURES if f[0] not in ENGINE_FIGURES]

@@ -14,9 +14,9 @@ import pytest
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
 from mlaprof.store import create_run, load
+from mlaprof.store.rows import rows
 from mlaprof.store.schema import TABLES, columns
-from mlaprof.trace_io.runrows import rows
-from mlaprof.trace_io.staging import staged_run
+from mlaprof.store.staging import staged_run
 
 KCOLS = [c for c, _ in TABLES["kernels"]]
 NAMES = ["_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2", None, 12345, "rms'norm\"<bf16>"]

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from mlaprof.backends import legacy_flat
-from mlaprof.backends.base import get_backend, make_inputs
+from mlaprof.backends.base import make_inputs
+from mlaprof.backends.registry import get_backend
 from mlaprof.metadata import BatchShape, build_metadata
 from mlaprof.probes.sync_checker import CaptureBreak, SyncChecker
 

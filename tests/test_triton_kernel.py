@@ -21,7 +21,8 @@ pytest.importorskip("numpy")
 if "mlaprof.kernels.mla_verify" in sys.modules:
     importlib.reload(sys.modules["mlaprof.kernels.mla_verify"])
 
-from mlaprof.backends.base import get_backend, make_inputs  # noqa: E402
+from mlaprof.backends.base import make_inputs
+from mlaprof.backends.registry import get_backend  # noqa: E402
 from mlaprof.backends.torch_ref import TorchReference  # noqa: E402
 from mlaprof.backends.triton_backend import LaunchConfig, TritonBackend  # noqa: E402
 from mlaprof.errors import MlaprofError  # noqa: E402

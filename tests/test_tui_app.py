@@ -11,23 +11,22 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Tabs
 
-from mlaprof.store import create_run
-from tests.tui_runs import make_run, meta, write_step
-from tui import export, reader
+from mlaprof import exporting
+from mlaprof.analysis import summary
+from mlaprof.analysis.diff import fmt_value
+from mlaprof.store import create_run, load
+from mlaprof.synthetic.dashboard import make_run, meta, write_step
+from tui import export
+from tui.aggregate import RankState
 from tui.app import MlaprofApp
 from tui.screens.compare import CompareScreen
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
 from tui.screens.layer import LayerScreen
 from tui.screens.picker import PickerScreen
+from tui.screens.whatif import WhatIfScreen
 from tui.widgets.banner import ProblemBanner
 from tui.widgets.table import ViewTable
-
-
-@pytest.fixture(autouse=True)
-def builtin_findings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep these tests independent of mlaprof.analysis (tested where it lives)."""
-    monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "built-in rules"))
 
 
 async def wait_for(pilot: Pilot, cond: Callable[[], bool], timeout: float = 8.0) -> None:
@@ -75,7 +74,7 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         assert d.view.layer_scope == "mean over all steps"
         # sort: s cycles the column; time descending puts the slowest layer first
         await pilot.press("s")
-        assert d.layer_sort == ("time_ms", True)
+        assert d.sel.layer_sort == ("time_ms", True)
         assert [r["layer"] for r in d.view.layers] == [2, 1, 0]
         # click on the "layer" header sorts by layer again
         d.sort_layers("layer")
@@ -97,10 +96,6 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         assert layer.layer_no == 2
         await pilot.press("escape")
         assert app.screen is d
-        await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
-        await pilot.press("escape")
-        assert app.screen is d
         # mouse: a click moves the cursor to a row, a second click on it drills down
         await pilot.click(table, offset=(4, 2))  # border, header, then the first row
         assert table.cursor_row == 0
@@ -110,7 +105,7 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         await pilot.press("escape")
         # a click on a header sorts by that column
         await pilot.click(table, offset=(10, 1))
-        assert d.layer_sort[0] == "time_ms"
+        assert d.sel.layer_sort[0] == "time_ms"
 
 
 async def test_narrow_terminal_shows_one_panel(runs: Path) -> None:
@@ -185,20 +180,29 @@ async def test_compare_side_by_side(runs: Path) -> None:
         await pilot.press("c")  # no --compare: pick the other run
         await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
         assert [p.name for p in app.screen.paths] == ["fix"]  # the run itself is left out
+        assert "compare bug with another run" in str(app.screen.query_one("#picker-title").render())
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         table = app.screen.query_one("#compare-table", ViewTable)
         await wait_for(
             pilot,
-            lambda: (
-                table.row_count
-                and table.get_row_at(0)[1:3] == ["6", "6"]
-                and any(table.get_row_at(i)[0] == "capture" for i in range(table.row_count))
-            ),
+            lambda: any(table.get_row_at(i)[0] == "capture" for i in range(table.row_count)),
         )
         rows = {table.get_row_at(i)[0]: table.get_row_at(i) for i in range(table.row_count)}
-        assert rows["syncs in watched region"][1:] == ["36", "0", "-36"]
-        assert rows["capture"][1].startswith("FAILED") and rows["capture"][2].startswith("captured")
+        # the diff of mlaprof.analysis.diff: the report's numbers and verdicts
+        assert rows["sync / allocation sites in the region (count)"][1:] == [
+            "2",
+            "0",
+            "-100%",
+            "better",
+        ]
+        assert rows["capture"][1:3] == ["failed", "captured"]
+        mem = "capture memory (driver free-memory delta) (MiB)"
+        want = []
+        for name in ("bug", "fix"):
+            with load(runs / name) as run:
+                want.append(fmt_value(summary(run)["capture"]["memory_bytes"] / 2**20))
+        assert rows[mem][1:3] == want and want[0] != "-"
         await pilot.press("escape")
         assert isinstance(app.screen, DashboardScreen)
 
@@ -210,8 +214,9 @@ async def test_folder_opens_picker_newest_first(runs: Path) -> None:
         picker = app.screen
         assert [p.name for p in picker.paths] == ["fix", "bug"]
         table = picker.query_one("#picker-table", ViewTable)
-        assert table.get_row_at(0)[2] == "dsv3-mtp3-fixed"
-        assert table.get_row_at(0)[5] == "finished"
+        row = dict(zip(picker.head, table.get_row_at(0), strict=True))
+        assert row["scenario"] == "dsv3-mtp3-fixed" and row["status"] == "finished"
+        assert row["min_kv_mode"] == "active-rows" and row["backend"] == "triton"
         await pilot.press("down", "enter")
         d = await loaded(pilot, steps=6)
         assert d.path.name == "bug"
@@ -219,26 +224,29 @@ async def test_folder_opens_picker_newest_first(runs: Path) -> None:
         assert app.screen is picker
 
 
-async def test_export_writes_next_to_the_run(runs: Path) -> None:
+async def test_export_goes_to_out_and_says_where(
+    runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     app = MlaprofApp(runs / "bug", interval=0.05)
     async with app.run_test(size=(120, 30)) as pilot:
         await loaded(pilot, steps=6)
         await pilot.press("e")
-        await wait_for(pilot, lambda: (runs / "bug.rocpd.db").exists(), timeout=10)
-    trace = json.loads((runs / "bug.perfetto.json").read_text())
+        await wait_for(pilot, lambda: (cwd / "out" / "bug.rocpd.db").exists(), timeout=10)
+    trace = json.loads((cwd / "out" / "bug.perfetto.json").read_text())
     assert trace["traceEvents"]
-    assert (runs / "bug.rocpd.db").stat().st_size > 0
-    # a second export never overwrites
+    assert not list(runs.glob("bug.*")) and not list(runs.glob("bug_csv"))  # not beside the run
+    # a second export never overwrites, and names the folder it wrote to
     ok, text = export.export_run(runs / "bug")
-    assert ok and "bug-2.perfetto.json" in text
+    assert ok and "bug-2.perfetto.json" in text and str(cwd / "out") in text
 
 
-def test_export_not_available(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(export, "EXPORTERS", (("mlaprof.no_such_module", "export_x", ".x"),))
-    assert export.export_run(runs / "bug") == (
-        False,
-        "export not available: mlaprof.trace_io has no exporters installed",
-    )
+def test_export_bug_is_reported_not_raised(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exporting, "FORMATS", {"x": ("mlaprof.no_such_module", "export_x", ".x")})
+    ok, text = export.export_run(runs / "bug", runs / "o")
+    assert not ok and text.startswith("export failed; x failed (ModuleNotFoundError")
 
 
 async def test_truncated_or_unexpected_records_show_a_message(
@@ -255,7 +263,7 @@ async def test_truncated_or_unexpected_records_show_a_message(
             raise TypeError("odd record")
 
         # a record the aggregation does not expect: a message, the app keeps running
-        monkeypatch.setitem(reader._INGEST, "steps", broken)
+        monkeypatch.setattr(RankState, "add_steps", broken)
         write_step(w, 30, 3, True)
         await wait_for(pilot, lambda: d.problem is not None)
         assert d.problem == "cannot follow t: TypeError: odd record"
@@ -268,3 +276,59 @@ async def test_truncated_or_unexpected_records_show_a_message(
         await wait_for(pilot, lambda: d.problem is not None and "odd record" not in d.problem)
         assert app.screen.query_one("#banner", ProblemBanner).display
         assert d.view.steps >= 30
+
+
+SCREENS = (DashboardScreen, LayerScreen, CompareScreen, PickerScreen, WhatIfScreen)
+
+
+def test_every_screen_lists_each_of_its_keys_in_help() -> None:
+    """The help text of a screen names every key bound on it."""
+    from tui.screens.help import help_text
+
+    shown_as = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?"}
+
+    for screen in SCREENS:
+        text = help_text(screen.HELP_TITLE, screen.HELP)
+        keys = {k.strip() for line in text.splitlines()[2:] for k in line[:20].split("/")}
+        for b in screen.BINDINGS:
+            for key in b.key.split(","):
+                name = "1-5" if key.isdigit() else shown_as.get(key, key)
+                assert any(name in k for k in keys), (screen.__name__, key, text)
+
+
+async def test_help_shows_the_keys_of_the_current_screen(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        d = await loaded(pilot, steps=6)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        shown = str(app.screen.query_one("#help-text").render())
+        assert shown.startswith("dashboard: keys")
+        for line in ("pause / resume following", "drill down", "compare with another run"):
+            assert line in shown
+        assert app.screen.query_one("#help-text").size.height > 10  # not an empty box
+        await pilot.press("escape")
+        assert app.screen is d
+        d.open_layer(1)
+        await wait_for(pilot, lambda: isinstance(app.screen, LayerScreen))
+        await pilot.press("question_mark")
+        shown = str(app.screen.query_one("#help-text").render())
+        assert shown.startswith("layer drill-down: keys") and "previous / next layer" in shown
+
+
+async def test_arrows_move_in_the_layer_table_on_open(runs: Path) -> None:
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        d = await loaded(pilot, steps=6)
+        table = d.query_one("#layers", ViewTable)
+        assert app.focused is table
+        await pilot.press("down", "down", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, LayerScreen))
+        assert app.screen.layer_no == 2
+
+
+def test_live_exit_note_names_the_run(tmp_path: Path) -> None:
+    from mlaprof.commands.run import live_exit_note
+
+    assert live_exit_note(tmp_path / "r", False).startswith(f"run written to {tmp_path / 'r'}")
+    assert "stopped early" in live_exit_note(tmp_path / "r", True)

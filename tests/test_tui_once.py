@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
-from tests.tui_runs import make_run
+from mlaprof.synthetic.dashboard import make_run
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_once_prints_every_panel(runs: Path, capsys: pytest.CaptureFixture[str])
     assert main(["tui", str(runs / "bug"), "--once"]) == 0
     out = capsys.readouterr().out
     assert "scenario dsv3-mtp3" in out and "device NVIDIA H200 (test)" in out
-    assert "capture FAILED 2/2 -> PIECEWISE" in out and "graph FULL" in out
+    assert "capture FULL -> failed (runs PIECEWISE)" in out and "graph FULL" in out
     for section in ("LAYERS", "KV SPLITS", "PADDING", "CAPTURE MEMORY", "FINDINGS"):
         assert section in out
     layers = out.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
@@ -38,7 +38,7 @@ def test_once_prints_every_panel(runs: Path, capsys: pytest.CaptureFixture[str])
 def test_once_fix_run_has_no_syncs(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tui", str(runs / "fix"), "--once"]) == 0
     out = capsys.readouterr().out
-    assert "capture captured 2/2" in out
+    assert "capture FULL -> captured (runs FULL)" in out
     layers = out.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
     rows = [r.split() for r in layers if r.strip() and r.split()[0].isdigit()]
     assert rows and all(r[2] == "0" and r[3] == "16" for r in rows)
@@ -47,8 +47,10 @@ def test_once_fix_run_has_no_syncs(runs: Path, capsys: pytest.CaptureFixture[str
 def test_once_compare(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tui", str(runs / "bug"), "--once", "--compare", str(runs / "fix")]) == 0
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if "syncs in watched region" in x)
-    assert line.split()[-3:] == ["30", "0", "-30"]
+    line = next(x for x in out.splitlines() if "sync / allocation sites" in x)
+    assert line.split()[-4:] == ["2", "0", "-100%", "better"]  # two (op, line) sites in A
+    line = next(x for x in out.splitlines() if "KV splits S used" in x)
+    assert line.split()[-4:] == ["1", "16", "+1500%", "better"]
 
 
 def test_once_folder_lists_runs_newest_first(
@@ -110,3 +112,15 @@ def test_dashboard_without_textual_says_what_to_install(runs: Path) -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert res.stderr.startswith("mlaprof: error:") and "mlaprof[tui]" in res.stderr
+
+
+def test_cpu_timings_are_labelled_and_every_number_fits_80_columns(runs: Path) -> None:
+    from tui.once import read_view
+    from tui.text import latency_line
+
+    v, _ = read_view(runs / "bug")
+    assert "CPU reference timing" in latency_line(v)  # the synthetic runs time on the CPU
+    narrow = latency_line(v, 78)
+    assert len(narrow) <= 78 and "CPU ref" in narrow
+    for word in ("last", "p50", "p90", "min", "max"):
+        assert word in narrow

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlaprof.store import create_run, load
-from tests.tui_runs import make_run, meta, write_step
+from mlaprof.synthetic.dashboard import make_run, meta, write_step
 from tui.reader import FollowError, RunFollower
 
 
@@ -167,3 +167,47 @@ def test_rank_joining_later(tmp_path: Path) -> None:
     assert f.view().steps == 2
     w0.finish()
     w1.finish()
+
+
+def test_findings_read_analysing_until_the_analysis_is_in_then_follow_the_run(
+    tmp_path: Path,
+) -> None:
+    import threading
+    import time
+
+    from tui.reader import follow
+
+    w = create_run(tmp_path, "live", meta("live", True))
+    for s in range(3):
+        write_step(w, s, 2, True)
+    f = RunFollower(tmp_path / "live")
+    f.poll()
+    v = f.view()
+    assert v.findings == [] and v.findings_source == "analysing..." and v.capture == "analysing..."
+    stop, paused = threading.Event(), threading.Event()
+    updates: list[int] = []
+    t = threading.Thread(
+        target=follow,
+        args=(f, updates.append, lambda _t: None, stop, paused, 0.02, 0.05),
+        daemon=True,
+    )
+    t.start()
+
+    def wait(cond) -> None:  # noqa: ANN001
+        deadline = time.monotonic() + 20
+        while not cond():
+            assert time.monotonic() < deadline, "the analysis never came in"
+            time.sleep(0.02)
+
+    try:
+        wait(lambda: f.analysis is not None)
+        v = f.view()
+        assert v.findings_source == "mlaprof.analysis" and v.findings
+        assert f.analysis["timing"]["steps"] == 3
+        for s in range(3, 6):  # the run grows: a later pass sees the new steps
+            write_step(w, s, 2, True)
+        wait(lambda: f.analysis["timing"]["steps"] == 6)
+    finally:
+        stop.set()
+        t.join(5)
+        w.finish()

@@ -134,7 +134,11 @@ def test_shadow_s_equals_the_policy_functions(engine_run, aiter):
     qlen = 1 + K
     for r in sh["per_step"]:
         d = steps[r["step"]]
-        kv = [max(s, qlen) for s, n in zip(d["seq_lens_upper_bound"], d["draft_tokens"]) if n > 0]
+        kv = [
+            max(s, qlen)
+            for s, n in zip(d["seq_lens_upper_bound"], d["draft_tokens"], strict=True)
+            if n > 0
+        ]
         b = r["rows"]
         assert r["real_rows"] == len(kv) and b * qlen == r["capture_size"] >= len(kv) * qlen
         assert r["path"] == "gluon-verify" and r["heads"] == 8

@@ -29,6 +29,8 @@ except Exception as e:  # ImportError, or torchvision's "operator torchvision::n
 
 import mlaprof
 from mlaprof.integrations import vllm_patches, vllm_plugin
+from mlaprof.integrations.vllm_cpu_builders import bare_builder as _bare_builder
+from mlaprof.integrations.vllm_cpu_builders import decode_batch as _common
 from mlaprof.integrations.vllm_recorder import STEP_EVENT, EngineRecorder
 from mlaprof.store import create_run
 from tests import aiter_fake
@@ -93,52 +95,6 @@ def test_every_patch_target_exists_with_its_signature():
     assert {"backend", "layer_names", "metadata_builders"} <= set(
         AttentionGroup.__dataclass_fields__
     )
-
-
-def _common(kv_lens, qlen, padded_reqs=None, width=64):
-    """A decode batch as the runner hands it to build(): padding requests have query length 0."""
-    n = padded_reqs or len(kv_lens)
-    qo = [qlen] * len(kv_lens) + [0] * (n - len(kv_lens))
-    qsl = torch.tensor([0] + [sum(qo[: i + 1]) for i in range(n)], dtype=torch.int32)
-    seq = torch.tensor(list(kv_lens) + [0] * (n - len(kv_lens)), dtype=torch.int32)
-    return CommonAttentionMetadata(
-        query_start_loc=qsl.clone(),
-        query_start_loc_cpu=qsl,
-        seq_lens=seq.clone(),
-        num_reqs=n,
-        num_actual_tokens=n * qlen,
-        max_query_len=qlen,
-        max_seq_len=max(kv_lens),
-        block_table_tensor=torch.arange(n * width, dtype=torch.int32).view(n, width),
-        slot_mapping=torch.zeros(n * qlen, dtype=torch.int64),
-        seq_lens_cpu_upper_bound=seq,
-    )
-
-
-class _ModelConfig:
-    max_model_len = 131072
-
-    def get_head_size(self) -> int:
-        return 576
-
-
-def _bare_builder(cls, heads=16, qlen=4):
-    """A real builder object without its GPU-only __init__: just the attributes build() reads."""
-    b = cls.__new__(cls)
-    b.reorder_batch_threshold = qlen
-    b.use_pcp = False
-    b.dcp_world_size = 1
-    b.num_heads = heads
-    b.device = torch.device("cpu")
-    b.model_config = _ModelConfig()
-    b.metadata_cls = (
-        rocm_aiter_mla.AiterMLAMetadata
-        if cls is rocm_aiter_mla.AiterMLAMetadataBuilder
-        else triton_mla.MLACommonMetadata
-    )
-    b.layer_names = ["model.layers.0.self_attn.attn"]
-    b.vllm_config = types.SimpleNamespace(model_config=_ModelConfig())
-    return b
 
 
 def test_real_triton_builder_records_correct_values(clean, monkeypatch, tmp_path):

@@ -9,7 +9,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from mlaprof.errors import MlaprofError
-from tui.runs import is_run_folder
+from mlaprof.store import is_run_folder
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
 from tui.screens.picker import PickerScreen
@@ -50,8 +50,10 @@ class MlaprofApp(App[int]):
         self.push_screen(self.dashboard(path))
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+        screen = self.screen
+        if not isinstance(screen, HelpScreen):
+            title = getattr(screen, "HELP_TITLE", type(screen).__name__)
+            self.push_screen(HelpScreen(title, getattr(screen, "HELP", ())))
 
     def action_back(self) -> None:
         if len(self.screen_stack) > 2:

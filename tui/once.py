@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
-from tui.compare import compare_rows
+from mlaprof.store import is_run_folder, list_runs_nested
+from tui.compare import HEAD, compare_rows
 from tui.reader import FollowError, RunFollower, analyze_run
-from tui.runs import collect_runs, is_run_folder
-from tui.state import View
 from tui.text import format_table, render_text
+from tui.view import View
 
 
 def read_view(path: Path, rank: int | None = None) -> View:
-    """Read a run once (whatever was committed so far) and build its view."""
+    """Read a run once (whatever was committed so far): its view and its analysis summary."""
     if not path.exists():
         raise MlaprofError(f"run folder {path} does not exist")
     f = RunFollower(path)
@@ -25,26 +25,27 @@ def read_view(path: Path, rank: int | None = None) -> View:
         raise MlaprofError(f"{path} has no readable rank databases (rank<N>.db) yet")
     if rank is not None and rank not in f.states:
         raise MlaprofError(f"{path} has no rank {rank} (ranks: {sorted(f.states)})")
-    f.findings, f.findings_source = analyze_run(path)
+    f.analysis, why = analyze_run(path)
+    f.analysis_note = why or f.analysis_note
     try:
-        return f.view(rank)
+        return f.view(rank), f.analysis
     finally:
         f.close()
 
 
 def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -> str:
     if not is_run_folder(path):
-        runs = collect_runs(path)
+        runs = list_runs_nested(path)
         rows = [
             [r.name, r.created[:19], r.scenario, r.device, r.status, str(r.steps)] for r in runs
         ]
         head = ["run", "created", "scenario", "device", "status", "steps"]
         return f"runs in {path} (newest first)\n" + "\n".join(format_table((head, rows))) + "\n"
-    v = read_view(path, rank)
+    v, sa = read_view(path, rank)
     text = render_text(v)
     if compare is not None:
-        w = read_view(compare, rank)
+        w, sb = read_view(compare, rank)
         text += f"\nCOMPARE  A: {v.name}  B: {w.name}\n"
-        text += "\n".join(format_table((["metric", "A", "B", "B vs A"], compare_rows(v, w))))
+        text += "\n".join(format_table((HEAD, compare_rows(sa, sb))))
         text += "\n\n" + render_text(w)
     return text

@@ -1,53 +1,42 @@
-"""Following a run while it is written: poll each rank's SQLite database for rows past the last
-rowid seen, group them in SQL and merge the groups into :mod:`tui.state`.
+"""Following a run while it is written, for the dashboard: the store's follower
+(:mod:`mlaprof.store.follow`) hands out the rows committed since the last poll, grouped per
+table; they are merged into :mod:`tui.aggregate`, and :func:`mlaprof.analysis.summary` runs in a
+worker thread beside the polling (findings read "analysing..." until its first pass is in).
 
-A refresh costs a few indexed range queries per table whatever the run's size (rowid is the
-primary key). Problems (run deleted, truncated, corrupted, other schema) become a
-:class:`FollowError` with one readable line; the dashboard shows it instead of a traceback.
+Problems (run deleted, truncated, corrupted, other schema) become a :class:`FollowError` with
+one readable line; the dashboard shows it instead of a traceback.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlaprof.analysis.findings import Finding
-from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar
-from mlaprof.store.schema import TABLES, version_problem
-from tui.state import RankState, View, build_view
+from mlaprof.analysis.splits import is_collapsed
+from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow
+from tui.aggregate import RankState
+from tui.view import ANALYSING, Selection, View, build_view
 
-_RANK_DB = re.compile(r"^rank(\d+)\.db$")
-_R = "rowid > ? AND rowid <= ?"
 # rowids ingested per table per poll: catching up on a huge run happens in slices, so the lock
 # is never held long and the dashboard draws progress instead of freezing
 CHUNK = 20_000
 
 
-class FollowError(Exception):
-    """The followed run cannot be read any more (deleted, truncated, corrupted)."""
-
-
 class RunFollower:
-    """Incremental reader of one run folder; thread-safe through :attr:`lock`."""
+    """Incremental view of one run folder; thread-safe through :attr:`lock`."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.lock = threading.RLock()
         self.meta: dict[str, Any] = {}
         self.states: dict[int, RankState] = {}
-        self._cons: dict[int, sqlite3.Connection] = {}
-        self._last: dict[tuple[int, str], int] = {}
-        self._seen_folder = False
+        self.store = RunFollow(self.path)
         self.problem: str | None = None
-        self.findings: list[Finding] | None = None
-        self.findings_source = "built-in rules"
+        self.analysis: dict[str, Any] | None = None  # mlaprof.analysis.summary of the run
+        self.analysis_note = ANALYSING
         self.polls = 0
         self.behind = False  # more committed rows wait than one poll ingests
         self.analyses: list[float] = []  # seconds each mlaprof.analysis pass took
@@ -61,7 +50,7 @@ class RunFollower:
             except FollowError as e:
                 self.problem = str(e)
                 raise
-            except sqlite3.DatabaseError as e:
+            except DB_ERRORS as e:
                 self.problem = f"{self.path.name}: the database cannot be read ({e})"
                 raise FollowError(self.problem) from None
             except OSError as e:
@@ -71,97 +60,29 @@ class RunFollower:
             return n
 
     def _poll(self) -> int:
-        if not self.path.is_dir():
-            if self._seen_folder:
-                raise FollowError(f"run {self.path.name} was deleted")
+        if not self.store.exists():
             self.problem = f"waiting for run {self.path} to appear"
             return 0
-        self._seen_folder = True
         if not self.meta or self.polls % 8 == 0:
-            self._read_meta()
-        if self.polls % 4 == 0 or not self._cons:
-            self._open_ranks()
-        if not self._cons:
+            self.meta = self.store.read_meta(had=bool(self.meta)) or self.meta
+        if self.polls % 4 == 0 or not self.states:
+            for rank, side in self.store.discover().items():
+                self.states[rank] = RankState(counts=dict(side))
+        if not self.states:
             self.problem = "waiting for the first records"
             return 0
         self.problem = None
         total = 0
-        self.behind = False
-        for rank, con in self._cons.items():
-            db = self.path / f"rank{rank}.db"
-            if not db.exists():
-                raise FollowError(f"{db.name} of run {self.path.name} was deleted")
-            total += self._ingest(rank, con)
+        self.store.cut = False
+        for rank, st in self.states.items():
+            status = self.store.status(rank)
+            total += int(status != st.status)  # a status change (finished, failed) is news too
+            st.status = status
+            for batch in self.store.new_rows(rank, CHUNK):
+                st.add(batch)
+                total += batch.hi - batch.lo
+        self.behind = self.store.cut
         return total
-
-    def _read_meta(self) -> None:
-        p = self.path / "run.json"
-        try:
-            doc = json.loads(p.read_text())
-        except FileNotFoundError:
-            if self.meta:
-                raise FollowError(f"run.json of {self.path.name} was deleted") from None
-            return
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            if self.meta:
-                return  # being rewritten atomically elsewhere; keep the old one
-            raise FollowError(f"{p} is corrupt (not JSON)") from None
-        if not isinstance(doc, dict):
-            raise FollowError(f"{p} is corrupt: expected a JSON object")
-        problem = version_problem(doc.get("schema_version"), self.path.name)
-        if problem:
-            raise FollowError(problem)
-        self.meta = doc
-
-    def _open_ranks(self) -> None:
-        for p in sorted(self.path.iterdir()):
-            m = _RANK_DB.match(p.name)
-            if not m or int(m.group(1)) in self._cons:
-                continue
-            con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, check_same_thread=False)
-            ver = con.execute("PRAGMA user_version").fetchone()[0]
-            if ver == 0:
-                con.close()  # the writer has not committed its tables yet
-                continue
-            problem = version_problem(ver, p.name)
-            if problem:
-                con.close()
-                raise FollowError(problem)
-            state = RankState()
-            try:
-                # an import's kernels sit in an Arrow file: counted, never polled (immutable)
-                for table, side in columnar.side_tables(con, self.path).items():
-                    state.counts[table] = side.rows
-            except MlaprofError as e:
-                con.close()
-                raise FollowError(str(e)) from None
-            self._cons[int(m.group(1))] = con
-            self.states[int(m.group(1))] = state
-
-    def _ingest(self, rank: int, con: sqlite3.Connection) -> int:
-        st = self.states[rank]
-        row = con.execute("SELECT value FROM meta WHERE key='status'").fetchone()
-        status = row[0] if row else "running"
-        new = int(status != st.status)  # a status change (finished, failed) is news too
-        st.status = status
-        for table in TABLES:
-            hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
-            lo = self._last.get((rank, table), 0)
-            if hi < lo:
-                raise FollowError(f"rank{rank}.db of {self.path.name} was truncated ({table})")
-            if hi == lo:
-                continue
-            if hi - lo > CHUNK:
-                hi = lo + CHUNK
-                self.behind = True
-            _INGEST.get(table, _count_only)(con, st, lo, hi)
-            st.counts[table] = (
-                st.counts.get(table, 0)
-                + con.execute(f"SELECT COUNT(*) FROM {table} WHERE {_R}", (lo, hi)).fetchone()[0]
-            )
-            self._last[(rank, table)] = hi
-            new += hi - lo
-        return new
 
     # -- on-demand queries (UI thread) -----------------------------------------------------------
     def step_ids(self, rank: int | None) -> list[int]:
@@ -173,18 +94,15 @@ class RunFollower:
         """One step's layer rows, found through the rowid range recorded while ingesting."""
         with self.lock:
             out: dict[int, dict[str, Any]] = {}
-            for r, con in self._cons.items():
+            for r, st in self.states.items():
                 if rank is not None and r != rank:
                     continue
-                rng = self.states[r].layer_rowids.get(step)
+                rng = st.layer_rowids.get(step)
                 if rng is None:
                     continue
-                rows = con.execute(
-                    "SELECT layer, duration_ns, syncs, splits_used, splits_deserved FROM layers "
-                    "WHERE rowid >= ? AND rowid <= ? AND step = ?",
-                    (rng[0], rng[1], step),
-                ).fetchall()
-                for layer, dur, syncs, used, deserved in rows:
+                for layer, dur, syncs, used, deserved in self.store.step_layers(
+                    r, rng[0], rng[1], step
+                ):
                     cur = out.setdefault(
                         layer,
                         {"layer": layer, "time_ms": 0.0, "syncs": 0, "used": used, "rows": 0},
@@ -194,13 +112,24 @@ class RunFollower:
                     cur["rows"] += 1
                     cur["used"] = min(cur["used"] or used or 0, used or 0) or used
                     cur["deserved"] = deserved
-                    cur["collapsed"] = int(
-                        used is not None and deserved is not None and used < deserved
-                    )
+                    cur["collapsed"] = int(is_collapsed(used, deserved))
             for cur in out.values():
                 cur["time_ms"] /= cur["rows"]
                 cur["occupancy"] = None
             return list(out.values())
+
+    def current_step(self, sel: Selection) -> int | None:
+        """The step id ``sel`` points at (its index clamped to the steps seen), or None."""
+        if sel.step_index is None:
+            return None
+        ids = self.step_ids(sel.rank)
+        if not ids:
+            return None
+        sel.step_index = max(0, min(sel.step_index, len(ids) - 1))
+        return ids[sel.step_index]
+
+    def selected_view(self, sel: Selection) -> View:
+        return self.view(sel.rank, self.current_step(sel), sel.layer_sort)
 
     def catch_up(self) -> int:
         """Poll until every committed row is ingested (``--once``, benchmarks)."""
@@ -223,8 +152,8 @@ class RunFollower:
                 rank,
                 step_layers=layers,
                 step=step,
-                findings=self.findings,
-                findings_source=self.findings_source,
+                analysis=self.analysis,
+                analysis_note=self.analysis_note,
                 problem=self.problem,
                 layer_sort=layer_sort,
             )
@@ -238,140 +167,20 @@ class RunFollower:
 
     def close(self) -> None:
         with self.lock:
-            for con in self._cons.values():
-                con.close()
-            self._cons.clear()
+            self.store.close()
 
 
-# -- per-table ingestion: grouped in SQL over the new rowid range -------------------------------
-def _count_only(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-    return None
-
-
-def _steps(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-    agg = con.execute(
-        f"SELECT COUNT(*), SUM(duration_ns), MIN(duration_ns), MAX(duration_ns) FROM steps "
-        f"WHERE {_R}",
-        (lo, hi),
-    ).fetchone()
-    tail = con.execute(
-        "SELECT step, duration_ns, graph_mode, num_reqs, num_real_reqs, padded_tokens, backend, "
-        f"timing FROM steps WHERE {_R} ORDER BY rowid DESC LIMIT ?",
-        (lo, hi, st.recent.maxlen),
-    ).fetchall()
-    st.add_steps(agg, tail[::-1])
-    st.add_modes(
-        con.execute(
-            f"SELECT graph_mode, COUNT(*) FROM steps WHERE {_R} GROUP BY graph_mode", (lo, hi)
-        ).fetchall()
-    )
-    st.step_ids.extend(
-        s for (s,) in con.execute(f"SELECT step FROM steps WHERE {_R} ORDER BY rowid", (lo, hi))
-    )
-
-
-def _layers(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-    rows = con.execute(
-        "SELECT layer, COUNT(*), SUM(duration_ns), SUM(syncs), "
-        "SUM(splits_used < splits_deserved) "
-        f"FROM layers WHERE {_R} GROUP BY layer",
-        (lo, hi),
-    ).fetchall()
-    last = con.execute(
-        "SELECT layer, splits_used, splits_deserved FROM layers WHERE rowid IN "
-        f"(SELECT MAX(rowid) FROM layers WHERE {_R} GROUP BY layer)",
-        (lo, hi),
-    ).fetchall()
-    st.add_layers(rows, last)
-    st.add_layer_rowids(
-        con.execute(
-            f"SELECT step, MIN(rowid), MAX(rowid) FROM layers WHERE {_R} GROUP BY step", (lo, hi)
-        ).fetchall()
-    )
-
-
-def _syncs(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-    st.add_syncs(
-        con.execute(
-            "SELECT layer, kind, op, location, function, COUNT(*), MIN(step), MAX(detail) "
-            f"FROM syncs WHERE {_R} GROUP BY layer, kind, op, location, function",
-            (lo, hi),
-        ).fetchall()
-    )
-
-
-_SPLIT_LAST = (
-    "capture_size, policy, step, used, deserved, frozen, min_kv_used, min_kv_deserved, "
-    "occupancy_used, occupancy_deserved, target, note"
-)
-
-
-def _splits(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-    rows = con.execute(
-        "SELECT capture_size, policy, COUNT(*), SUM(used < deserved), MIN(used), MAX(used) "
-        f"FROM splits WHERE {_R} GROUP BY capture_size, policy",
-        (lo, hi),
-    ).fetchall()
-    cur = con.execute(
-        f"SELECT {_SPLIT_LAST} FROM splits WHERE rowid IN "
-        f"(SELECT MAX(rowid) FROM splits WHERE {_R} GROUP BY capture_size, policy)",
-        (lo, hi),
-    )
-    names = [d[0] for d in cur.description]
-    st.add_splits(rows, [dict(zip(names, r, strict=True)) for r in cur.fetchall()])
-
-
-def _padding(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-    st.add_padding(
-        con.execute(
-            "SELECT capture_size, COUNT(*), SUM(real_rows), SUM(padding_rows), SUM(real_tokens), "
-            "SUM(padding_tokens), SUM(kv_bytes_real), SUM(kv_bytes_padding) "
-            f"FROM padding WHERE {_R} GROUP BY capture_size",
-            (lo, hi),
-        ).fetchall()
-    )
-
-
-def _latest(table: str, target: str) -> Callable[[sqlite3.Connection, RankState, int, int], None]:
-    """Keep the latest row per (capture_size, graph_mode): small tables, read whole."""
-
-    def ingest(con: sqlite3.Connection, st: RankState, lo: int, hi: int) -> None:
-        cur = con.execute(f"SELECT * FROM {table} WHERE {_R} ORDER BY rowid", (lo, hi))
-        names = [d[0] for d in cur.description]
-        dest = getattr(st, target)
-        for r in cur.fetchall():
-            row = dict(zip(names, r, strict=True))
-            row.pop("rank", None)
-            dest[(row.get("capture_size"), row.get("graph_mode"))] = row
-
-    return ingest
-
-
-_INGEST: dict[str, Callable[[sqlite3.Connection, RankState, int, int], None]] = {
-    "steps": _steps,
-    "layers": _layers,
-    "syncs": _syncs,
-    "splits": _splits,
-    "padding": _padding,
-    "memory": _latest("memory", "memory"),
-    "captures": _latest("captures", "captures"),
-}
-
-
-# -- findings from mlaprof.analysis (lead's), when it exists -----------------------------------
-def analyze_run(path: Path) -> tuple[list[Finding] | None, str]:
-    """Findings of ``mlaprof.analysis.analyze``; ``(None, why)`` when it is not available."""
-    try:
-        from mlaprof.analysis import analyze  # type: ignore[attr-defined]
-    except ImportError:
-        return None, "built-in rules (mlaprof.analysis.analyze not available)"
+def analyze_run(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """``(mlaprof.analysis.summary, "")`` of the run, or ``(None, why)`` when a pass fails (a
+    partial run being written may not analyse yet; the next pass retries)."""
+    from mlaprof.analysis import summary
     from mlaprof.store import load
 
     try:
         with load(path) as run:
-            return list(analyze(run)), "mlaprof.analysis"
-    except Exception as e:  # analysis of a partial run may fail; the built-in rules still show
-        return None, f"built-in rules (analysis failed: {type(e).__name__}: {e})"
+            return summary(run), ""
+    except Exception as e:  # shown in the findings panel; the dashboard keeps following
+        return None, f"analysis failed: {type(e).__name__}: {e}"
 
 
 class _Analyzer:
@@ -402,10 +211,11 @@ class _Analyzer:
 
     def _run(self, final: bool) -> None:
         t0 = time.monotonic()
-        found, source = analyze_run(self.f.path)
+        found, why = analyze_run(self.f.path)
         cost = time.monotonic() - t0
         with self.f.lock:
-            self.f.findings, self.f.findings_source = found, source
+            if found is not None or self.f.analysis is None:
+                self.f.analysis, self.f.analysis_note = found, why or ANALYSING
             self.f.analyses.append(cost)
         self.next_at = time.monotonic() + max(self.every, 9 * cost)
         self.final_done = final

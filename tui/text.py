@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from tui.state import View, fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from tui.view import View
 
 Table = tuple[list[str], list[list[str]]]
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -16,7 +17,7 @@ LAYER_COLUMNS = (
     ("syncs", "syncs"),
     ("used", "S used"),
     ("deserved", "S deserved"),
-    ("occupancy", "occupancy"),
+    ("occupancy", "occ (model)"),
 )
 
 
@@ -32,13 +33,38 @@ def header_lines(v: View) -> list[str]:
     ]
 
 
-def latency_line(v: View) -> str:
+def latency_line(v: View, width: int = 200) -> str:
+    """Recent step times with how they were measured ("CPU reference timing" on a CPU run);
+    the numbers always fit ``width`` (an 80-column terminal), the words shrink first."""
     lat = v.latency
-    return (
-        f"step latency ms (last {len(v.latency_ms)} steps): last {fmt_ms(lat['last'])}  "
-        f"p50 {fmt_ms(lat['p50'])}  p90 {fmt_ms(lat['p90'])}  min {fmt_ms(lat['min'])}  "
-        f"max {fmt_ms(lat['max'])}"
-    )
+    stats = [("last", lat["last"]), ("p50", lat["p50"]), ("p90", lat["p90"])]
+    stats += [("min", lat["min"]), ("max", lat["max"])]
+    tries = [("  ", v.timing_label), (" ", v.timing_label), (" ", v.timing_short), (" ", "")]
+    for sep, label in tries:
+        nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)
+        line = f"step ms (last {len(v.latency_ms)}{', ' + label if label else ''}): {nums}"
+        if len(line) <= width:
+            return line
+    return line
+
+
+def headline_value(v: View, label_start: str) -> str | None:
+    """``label: value`` of the analysis headline whose label starts with ``label_start``."""
+    h = next((h for h in v.headline if h["label"].startswith(label_start)), None)
+    return None if h is None else f"{h['label']}: {h['value']}"
+
+
+def splits_title(v: View) -> str:
+    """``KV splits | <policy>, worst step: S used 1, deserved 16`` (the analysis' numbers)."""
+    h = next((h for h in v.headline if h["label"].startswith("KV splits (")), None)
+    if h is None:
+        return "KV splits (latest step)"
+    what = h["label"].removeprefix("KV splits (").removesuffix(")")
+    return f"KV splits  |  {what}: {h['value']}"
+
+
+def capture_title(v: View) -> str:
+    return headline_value(v, "capture memory") or f"capture ({v.findings_source})"
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -69,7 +95,8 @@ def layer_table(v: View) -> Table:
 
 
 def split_table(v: View) -> Table:
-    head = ["size", "policy", "S used", "deserved", "frozen", "occ", "occ deserved", "collapsed"]
+    # occupancy "used->deserved" in one column keeps the table inside half a 160-column screen
+    head = ["size", "policy", "S used", "deserved", "frozen", "occ (model)", "collapsed"]
     rows = [
         [
             _s(r["capture_size"]),
@@ -79,8 +106,7 @@ def split_table(v: View) -> Table:
             else f"{r['used']} ({r['min_used']}-{r['max_used']})",
             _s(r["deserved"]),
             _s(r["frozen"]),
-            fmt_pct(r["occ_used"]),
-            fmt_pct(r["occ_deserved"]),
+            f"{fmt_pct(r['occ_used'])}->{fmt_pct(r['occ_deserved'])}",
             f"{r['collapsed']}/{r['steps']}",
         ]
         for r in v.splits
@@ -154,6 +180,18 @@ def sync_table(v: View, layer: int | None) -> Table:
     return head, rows
 
 
+def empty_findings_text(v: View) -> str:
+    """What an empty findings list says: none found, or why none are shown yet."""
+    return "no findings" if v.findings_source == "mlaprof.analysis" else v.findings_source
+
+
+def headline_lines(v: View) -> list[str]:
+    """The analysis' key numbers (the lines ``mlaprof report`` prints)."""
+    if not v.headline:
+        return [f"  {v.findings_source}"]
+    return [f"  {h['label']}: {h['value']}  ({h['provenance']})" for h in v.headline]
+
+
 def finding_lines(v: View, width: int = 100) -> list[str]:
     out = []
     for f in v.findings:
@@ -163,7 +201,7 @@ def finding_lines(v: View, width: int = 100) -> list[str]:
         for text in (f.evidence, f"fix: {f.fix}" if f.fix else ""):
             if text:
                 out += textwrap.wrap(text, width, initial_indent=pad, subsequent_indent=pad)
-    return out or ["no findings"]
+    return out or [empty_findings_text(v)]
 
 
 def format_table(table: Table, indent: str = "  ") -> list[str]:
@@ -192,6 +230,7 @@ def render_text(v: View, width: int = 100) -> str:
     lines = [*header_lines(v)]
     if v.problem:
         lines.append(f"! {v.problem}")
+    lines += ["", "SUMMARY (mlaprof.analysis)", *headline_lines(v)]
     lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]
     lines += ["", "KV SPLITS (per capture size and policy, latest step)"]

@@ -16,6 +16,23 @@ def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
     return memory[~memory["graph_mode"].fillna("").str.contains("+", regex=False)]
 
 
+# The one capture-memory measure every view shows, by this name: the drop in the driver's free
+# memory across capture (what vLLM logs as "Graph capturing finished ... took X GiB"). The pool and
+# allocator views are evidence in the memory finding, never the headline number.
+CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
+CAPTURE_STATUSES = ("captured", "failed", "predicted-fail", "predicted-ok", "not-attempted")
+FAILED_CAPTURE = ("failed", "predicted-fail")  # statuses that mean "no FULL graph"
+
+
+def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
+    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
+    no row records it (unknown, never 0)."""
+    memory = serving_memory(memory)
+    if memory.empty or not memory["driver_bytes"].notna().any():
+        return None
+    return int(pd.to_numeric(memory["driver_bytes"], errors="coerce").fillna(0).sum())
+
+
 def human_bytes(n: float) -> str:
     for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
         if abs(n) >= size:
@@ -43,12 +60,14 @@ def capture_summary(
         status, effective = "predicted-fail", "PIECEWISE"
     else:
         status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
-    mem = None
-    memory = serving_memory(memory)
-    if not memory.empty:
-        col = memory["pool_bytes"].fillna(memory["driver_bytes"])
-        mem = int(col.fillna(0).sum())
-    return {"mode": mode, "status": status, "effective_mode": effective, "memory_bytes": mem}
+    return {
+        "mode": mode,
+        "status": status,
+        "effective_mode": effective,
+        "memory_bytes": capture_memory_bytes(memory),
+        "memory_measure": CAPTURE_MEMORY_MEASURE,
+        "sizes": int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
+    }
 
 
 def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame) -> list[Finding]:
@@ -83,13 +102,14 @@ def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame
         alloc = memory["allocator_bytes"].fillna(0).sum()
         driver = memory["driver_bytes"].fillna(0).sum()
         sizes = memory["capture_size"].nunique()
+        mem = summary.get("memory_bytes")
         out.append(
             Finding(
                 kind="memory",
                 severity="info",
                 title=(
-                    f"graph capture: {human_bytes(driver)} of device memory (driver view) over "
-                    f"{sizes} capture size(s)"
+                    f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
+                    f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
                 ),
                 evidence=(
                     f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "

@@ -1,69 +1,208 @@
-"""Question 6: did my fix help? A diff of two runs' summaries."""
+"""Question 6: did my fix help? The one diff of two runs: a table of metrics with verdicts.
+
+Every metric is read from :func:`mlaprof.analysis.summary` (the numbers the report prints), so
+the terminal report, ``--json``, the HTML report, the diff figure and the TUI's compare screen
+all show the same values and the same verdicts.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from mlaprof.store.reader import Run
+from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
+from mlaprof.analysis.headline import own_split
+from mlaprof.analysis.timing import CPU_SPREAD
+
+VERDICTS = ("better", "worse", "same", "within spread", "n/a")
+COLUMNS = ("metric", "unit", "a", "b", "change", "change_pct", "ratio", "verdict", "provenance")
+MIB = 1024.0 * 1024.0
 
 
-def diff_runs(a: Run, b: Run) -> dict[str, Any]:
-    """What changed from run ``a`` (before) to run ``b`` (after), and by how much."""
-    from mlaprof.analysis import summary
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    lower_is_better: bool
+    value: Callable[[dict[str, Any]], float | None]
+    timing: bool = False  # a time: CPU reference timings are judged against the run spread
 
-    sa, sb = summary(a), summary(b)
 
-    def ratio(x: float | None, y: float | None) -> float | None:
-        return None if not x or y is None else y / x
+def _split(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
+    def get(s: dict[str, Any]) -> float | None:
+        r = own_split(s)
+        return None if r is None or r.get(key) is None else float(r[key]) * scale
 
-    splits = []
-    pb = {r["policy"]: r for r in sb["splits"]}
-    for r in sa["splits"]:
-        o = pb.get(r["policy"])
-        if o and (r["used"] != o["used"] or r["occupancy"] != o["occupancy"]):
-            splits.append(
-                {
-                    "policy": r["policy"],
-                    "used_before": r["used"],
-                    "used_after": o["used"],
-                    "occupancy_before": r["occupancy"],
-                    "occupancy_after": o["occupancy"],
-                }
-            )
-    trace_splits = _trace_splits(sa.get("trace"), sb.get("trace"))
-    ta, tb = sa["timing"], sb["timing"]
+    return get
+
+
+def _sites(s: dict[str, Any]) -> float | None:
+    """Distinct (op, source line) pairs that synced or allocated inside the watched region
+    (an imported trace names no source lines: its API calls are counted instead)."""
+    if s.get("trace"):
+        return None
+    rows = (s.get("syncs") or []) + (s.get("allocations") or [])
+    if not rows and not s["timing"]["steps"]:
+        return None
+    return float(len({(r["op"], r["location"]) for r in rows}))
+
+
+def _trace_syncs(s: dict[str, Any]) -> float | None:
+    """Syncs an imported trace's API calls show in the region (None: the trace cannot tell)."""
+    tr = s.get("trace")
+    n = tr["syncs"]["count"] if tr else None
+    return None if n is None else float(n)
+
+
+def _trace_s(s: dict[str, Any]) -> float | None:
+    """S per MLA layer as an imported trace's grids show it (median over layer records; live
+    runs record split metadata per policy instead)."""
+    if not s.get("trace"):
+        return None
+    known = sorted((r["splits"], r["records"]) for r in s.get("layer_splits", []) if r["splits"])
+    total = sum(n for _, n in known)
+    seen = 0
+    for v, n in known:
+        seen += n
+        if seen * 2 >= total:
+            return float(v)
+    return None
+
+
+def _memory_mib(s: dict[str, Any]) -> float | None:
+    b = s["capture"].get("memory_bytes")
+    return None if b is None else b / MIB
+
+
+def _opt(v: Any, scale: float = 1.0) -> float | None:
+    return None if v is None else float(v) * scale
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "median step time",
+        "µs",
+        True,
+        lambda s: _opt(s["timing"]["step_median_us"]),
+        timing=True,
+    ),
+    Metric(
+        "median layer time",
+        "µs",
+        True,
+        lambda s: _opt(s["timing"]["layer_median_us"]),
+        timing=True,
+    ),
+    Metric("sync / allocation sites in the region", "count", True, _sites),
+    Metric("syncs in the region (imported trace)", "count", True, _trace_syncs),
+    Metric(
+        "steps replayed as a graph (FULL)",
+        "%",
+        False,
+        lambda s: _opt(s["timing"]["full_share"], 100.0),
+    ),
+    Metric("KV splits per MLA layer (trace grids, median)", "S", False, lambda s: _trace_s(s)),
+    Metric(
+        "capture fails (failed or predicted)",
+        "yes=1",
+        True,
+        lambda s: float(s["capture"]["status"] in FAILED_CAPTURE),
+    ),
+    Metric("KV splits S used (run's policy, worst step)", "S", False, _split("used")),
+    Metric("S deserved by the real rows", "S", False, _split("deserved")),
+    Metric("occupancy with S used (model)", "%", False, _split("occupancy", 100.0)),
+    Metric(
+        "padding waste (share of verify tokens)",
+        "%",
+        True,
+        lambda s: (
+            _opt(s["padding"]["padding_fraction"], 100.0)
+            if s["padding"]["steps_padded"] or s["padding"]["real_rows"]
+            else None
+        ),
+    ),
+    Metric(f"capture memory ({CAPTURE_MEMORY_MEASURE})", "MiB", True, _memory_mib),
+    Metric(
+        "critical findings",
+        "count",
+        True,
+        lambda s: float(sum(f["severity"] == "critical" for f in s["findings"])),
+    ),
+)
+
+
+def _timing_provenance(sa: dict[str, Any], sb: dict[str, Any]) -> str:
+    la, lb = sa["timing"]["timing_label"], sb["timing"]["timing_label"]
+    return la if la == lb else f"A: {la}, B: {lb}"
+
+
+def _is_cpu(s: dict[str, Any]) -> bool:
+    return s["timing"].get("timing") == "cpu-wall"
+
+
+def diff_table(sa: dict[str, Any], sb: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per metric either run has: A, B, change and the verdict from B's point of view
+    (``better`` / ``worse`` / ``same`` / ``within spread`` / ``n/a``)."""
+    rows = []
+    for m in METRICS:
+        va, vb = m.value(sa), m.value(sb)
+        if va is None and vb is None:
+            continue
+        change = vb - va if va is not None and vb is not None else None
+        ratio = vb / va if change is not None and va else None
+        if change is None:
+            verdict = "n/a"
+        elif abs(change) <= 1e-9 * max(1.0, abs(va or 0.0)):
+            verdict = "same"
+        elif (
+            m.timing
+            and (_is_cpu(sa) or _is_cpu(sb))
+            and ratio is not None
+            and 1 / CPU_SPREAD < ratio < CPU_SPREAD
+        ):
+            verdict = "within spread"
+        else:
+            verdict = "better" if (change < 0) == m.lower_is_better else "worse"
+        provenance = _timing_provenance(sa, sb) if m.timing else ""
+        rows.append(
+            {
+                "metric": m.name,
+                "unit": m.unit,
+                "a": va,
+                "b": vb,
+                "change": change,
+                "change_pct": 100.0 * change / abs(va) if change is not None and va else None,
+                "ratio": ratio,
+                "verdict": verdict,
+                "provenance": provenance,
+            }
+        )
+    return rows
+
+
+def capture_label(s: dict[str, Any]) -> str:
+    """The capture verdict as the report words it (an imported trace's own label)."""
+    return str(s["capture"].get("label") or s["capture"]["status"])
+
+
+def diff_summaries(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
+    """The diff as one JSON-ready object (``report --json --compare``): the metric table with
+    verdicts, then what has no number (capture verdict, vLLM route, S per kernel variant of
+    imported traces)."""
     return {
         "before": sa["run"],
         "after": sb["run"],
-        "syncs": {"before": _sync_count(sa), "after": _sync_count(sb)},
-        "capture": {"before": _capture(sa), "after": _capture(sb)},
+        "capture": {"before": capture_label(sa), "after": capture_label(sb)},
         "route": {
             "before": (sa.get("route") or {}).get("path"),
             "after": (sb.get("route") or {}).get("path"),
         },
-        "splits": splits,
-        "trace_splits": trace_splits,
-        "padding_rows": {
-            "before": sa["padding"]["padding_rows"],
-            "after": sb["padding"]["padding_rows"],
-        },
-        "step_median_us": {
-            "before": ta["step_median_us"],
-            "after": tb["step_median_us"],
-            "ratio": ratio(ta["step_median_us"], tb["step_median_us"]),
-        },
-        "findings": {"before": len(sa["findings"]), "after": len(sb["findings"])},
+        "trace_splits": _trace_splits(sa.get("trace"), sb.get("trace")),
+        "cpu_spread": CPU_SPREAD if _is_cpu(sa) or _is_cpu(sb) else None,
+        "table": diff_table(sa, sb),
     }
-
-
-def _sync_count(s: dict[str, Any]) -> int | None:
-    """Syncs in the region; for an imported trace the API trace's count, None when unknown."""
-    tr = s.get("trace")
-    return tr["syncs"]["count"] if tr else len(s["syncs"])
-
-
-def _capture(s: dict[str, Any]) -> str:
-    return str(s["capture"].get("label") or s["capture"]["status"])
 
 
 def _trace_splits(a: dict | None, b: dict | None) -> list[dict[str, Any]]:
@@ -85,3 +224,23 @@ def _trace_splits(a: dict | None, b: dict | None) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def diff_runs(a: Any, b: Any) -> dict[str, Any]:
+    """What changed from run ``a`` (before) to run ``b`` (after), and by how much."""
+    from mlaprof.analysis.run_summary import summary
+
+    return diff_summaries(summary(a), summary(b))
+
+
+def fmt_value(v: float | None) -> str:
+    """A diff value as every view prints it."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.3g}"
+
+
+def fmt_change(r: dict[str, Any]) -> str:
+    if r["change_pct"] is not None:
+        return f"{r['change_pct']:+.0f}%"
+    return "-" if r["change"] is None else f"{r['change']:+g}"

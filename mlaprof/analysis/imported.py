@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.splits import is_collapsed
 from mlaprof.splits.policies import POLICIES, SplitInput
 
 IMPORT_SOURCES = ("rocprof", "kineto")
@@ -186,7 +187,7 @@ def collapse_findings(
             rows, qlen, s = int(rows), int(qlen), int(s)
             old, new = policies
             cap = _cap(new, rows, qlen)
-            if s * 2 > cap:
+            if not is_collapsed(s, cap):  # the one collapse rule (analysis.splits)
                 continue
             pol = POLICIES[old]
             kv_needed = 64 * (cap - 1) + 1

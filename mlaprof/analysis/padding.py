@@ -6,6 +6,19 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 
+WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
+
+
+def padding_waste(real_tokens: float | None, padding_tokens: float | None) -> float | None:
+    """The one padding-waste measure: padding tokens as a share of all verify tokens
+    (``None`` when no tokens were recorded)."""
+    total = (real_tokens or 0) + (padding_tokens or 0)
+    return (padding_tokens or 0) / total if total else None
+
+
+def padding_severity(waste: float) -> str:
+    return "warning" if waste >= WASTE_WARNING else "info"
+
 
 def padding_summary(padding: pd.DataFrame) -> dict[str, int | float | None]:
     if padding.empty:
@@ -19,14 +32,14 @@ def padding_summary(padding: pd.DataFrame) -> dict[str, int | float | None]:
             "steps_padded": 0,
         }
     last = padding.iloc[0]
-    tokens = padding["real_tokens"].sum() + padding["padding_tokens"].sum()
+    waste = padding_waste(padding["real_tokens"].sum(), padding["padding_tokens"].sum())
     return {
         "real_rows": int(last.real_rows),
         "padding_rows": int(last.padding_rows),
         "real_tokens": int(last.real_tokens),
         "padding_tokens": int(last.padding_tokens),
         "capture_size": None if pd.isna(last.capture_size) else int(last.capture_size),
-        "padding_fraction": float(padding["padding_tokens"].sum() / tokens) if tokens else 0.0,
+        "padding_fraction": float(waste or 0.0),
         "steps_padded": int((padding["padding_rows"] > 0).sum()),
         "kv_bytes_padding": int(padding["kv_bytes_padding"].fillna(0).sum()),
     }
@@ -40,7 +53,7 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
     return [
         Finding(
             kind="padding",
-            severity="warning" if frac >= 0.25 else "info",
+            severity=padding_severity(frac),
             title=(
                 f"FULL-graph padding adds {s['padding_rows']} padding row(s) to "
                 f"{s['real_rows']} real request(s) (capture size {s['capture_size']})"

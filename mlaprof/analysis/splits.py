@@ -6,6 +6,15 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.splits.policies import POLICIES
+from mlaprof.splits.policies import is_collapsed as collapse_rule
+
+
+def is_collapsed(used: float | None, deserved: float | None) -> bool:
+    """The one collapse rule (:func:`mlaprof.splits.policies.is_collapsed`, which the what-if
+    grid applies to whole arrays) on recorded values: unknown values are never a collapse."""
+    if used is None or deserved is None or used != used or deserved != deserved:
+        return False
+    return bool(collapse_rule(used, deserved))
 
 
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
@@ -40,7 +49,7 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
             if main:
                 out.append(_device_finding(r.policy, p.provenance))
             continue
-        if used * 2 <= deserved:
+        if is_collapsed(used, deserved):
             cause = (
                 f"min_kv_seq_len = {int(r.min_kv_used)} (a minimum over all rows: padding rows "
                 f"are pinned to qlen) instead of {int(r.min_kv_deserved)} over active rows"
@@ -66,7 +75,12 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
                     data={"policy": r.policy, "used": used, "fix": fix, "deserved": deserved},
                 )
             )
-        if main and graph_mode == "FULL" and pd.notna(r.frozen) and int(r.frozen) * 2 <= deserved:
+        if (
+            main
+            and graph_mode == "FULL"
+            and pd.notna(r.frozen)
+            and is_collapsed(int(r.frozen), deserved)
+        ):
             out.append(
                 Finding(
                     kind="split-frozen",

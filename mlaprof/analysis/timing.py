@@ -6,10 +6,47 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 
+# How each ``steps.timing`` value reads in every view: CPU wall times are a reference, not GPU
+# numbers (never compare them with a GPU run's).
+TIMING_LABELS = {
+    "cpu-wall": "CPU reference timing",
+    "graph-replay": "measured graph replay",
+    "eager-events": "measured eager (device events)",
+    "trace-replay": "imported trace",
+    "build-interval": "vLLM builder interval",
+    "capture": "vLLM capture",
+}
+# the same, in a word or two, where a line has no room (an 80-column dashboard)
+TIMING_SHORT = {
+    "cpu-wall": "CPU ref",
+    "graph-replay": "replay",
+    "eager-events": "eager",
+    "trace-replay": "trace",
+    "build-interval": "builder",
+    "capture": "capture",
+}
+# Run-to-run spread of identical CPU runs (max/min of their median step times): 17.1x over six
+# identical default runs on the shared 2-core development machine (bench/cpu_timing_spread.py,
+# bench/results/cpu_timing_spread.json, 2026-11-30). A CPU timing change smaller than this is
+# "within run-to-run spread", not a result: compare timings on a GPU.
+CPU_SPREAD = 17.1
+
+
+def timing_label(timing: str | None) -> str:
+    return TIMING_LABELS.get(str(timing), str(timing)) if timing else "unknown timing"
+
 
 def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
     if steps.empty:
-        return {"steps": 0, "step_median_us": None, "layer_median_us": None, "by_mode": {}}
+        return {
+            "steps": 0,
+            "timing": None,
+            "timing_label": timing_label(None),
+            "step_median_us": None,
+            "layer_median_us": None,
+            "by_mode": {},
+            "full_share": None,
+        }
     # the serving graph's plain replays are the reference; twin (instrumented) replays are
     # corrected for the event cost but still a sample
     plain = steps[steps["timing"] == "graph-replay"]
@@ -19,14 +56,18 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
         str(mode): float(g["duration_ns"].median()) / 1e3
         for mode, g in steps.dropna(subset=["duration_ns"]).groupby("graph_mode")
     }
+    timing = str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None
     return {
         "steps": int(len(steps)),
-        "timing": str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None,
+        "timing": timing,
+        "timing_label": timing_label(timing),
         "step_median_us": float(steps["duration_ns"].median()) / 1e3,
         "layer_median_us": float(layers["duration_ns"].median()) / 1e3
         if not layers.empty
         else None,
         "by_mode": by_mode,
+        # steps replayed as a graph: FULL for live runs, "graph" for an imported trace's replays
+        "full_share": float(steps["graph_mode"].isin(("FULL", "graph")).mean()),
     }
 
 

@@ -92,27 +92,3 @@ def make_inputs(
         kv_c=kv.to(device=device, dtype=dtype),
         sm_scale=KV_DIM**-0.5,
     )
-
-
-def get_backend(name: str) -> VerifyBackend:
-    """Backends by name; heavy ones import lazily and explain what is missing."""
-    if name == "torch":
-        from mlaprof.backends.torch_ref import TorchReference
-
-        return TorchReference()
-    if name == "legacy-flat":
-        from mlaprof.backends.legacy_flat import LegacyFlat
-
-        return LegacyFlat()
-    if name == "triton":
-        from mlaprof.backends.triton_backend import TritonBackend
-
-        return TritonBackend()
-    if name == "aiter":
-        from mlaprof.backends.aiter_backend import AiterBackend
-
-        return AiterBackend()
-    raise MlaprofError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-
-
-BACKENDS = ("torch", "legacy-flat", "triton", "aiter")

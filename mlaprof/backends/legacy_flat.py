@@ -65,7 +65,7 @@ class LegacyFlat:
         # each flat token is its own decode row over its causal prefix; tokens of one request are
         # contiguous, so the host loop walks requests (host values the builder holds: no new sync)
         first = 0
-        for r, (seq_len, n_q) in enumerate(zip(meta.host_seq_lens, meta.host_qo_lens)):
+        for r, (seq_len, n_q) in enumerate(zip(meta.host_seq_lens, meta.host_qo_lens, strict=True)):
             if n_q == 0:
                 continue
             kv = inp.kv_c.index_select(0, row_slots(meta, r)).float()

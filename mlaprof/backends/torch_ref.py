@@ -53,7 +53,7 @@ class TorchReference:
     ) -> None:
         check_shapes(inp, meta, out, lse)
         q = torch.cat([inp.q_nope, inp.q_pe], dim=-1)
-        for b, (seq_len, n_q) in enumerate(zip(meta.host_seq_lens, meta.host_qo_lens)):
+        for b, (seq_len, n_q) in enumerate(zip(meta.host_seq_lens, meta.host_qo_lens, strict=True)):
             if n_q > 0:
                 kv = inp.kv_c.index_select(0, row_slots(meta, b))
                 o, l_ = attend(q[b, :n_q], kv, seq_len, n_q, inp.sm_scale)

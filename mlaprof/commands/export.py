@@ -8,8 +8,7 @@ from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
 from mlaprof.errors import MlaprofError
-
-SUFFIX = {"perfetto": ".perfetto.json", "rocpd": ".rocpd.db", "csv": "_csv"}
+from mlaprof.exporting import FORMATS, default_output, exporter
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "top_kernels views). csv: a folder of rocprofv3 7.x CSVs (kernel_trace.csv, ...).",
     )
     p.add_argument("run", help="run folder, run name under the traces folder, or 'latest'")
-    p.add_argument("--format", required=True, choices=sorted(SUFFIX), help="output format")
-    p.add_argument("-o", "--output", type=Path, help="output path (default: next to the run)")
+    p.add_argument("--format", required=True, choices=sorted(FORMATS), help="output format")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="output path (default: ./out/<run><suffix> under the current directory, never "
+        "overwriting; the path is printed)",
+    )
     add_traces_arg(p)
     p.set_defaults(func=main)
 
@@ -32,22 +37,12 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.store import load
 
     run_dir = resolve_run(args.run, args.traces)
-    out = args.output or run_dir.parent / f"{run_dir.name}{SUFFIX[args.format]}"
+    out = args.output or default_output(run_dir, args.format)
     if out.exists():
         raise MlaprofError(f"{out} already exists; choose another -o")
+    out.parent.mkdir(parents=True, exist_ok=True)
     with load(run_dir) as run:
-        if args.format == "perfetto":
-            from mlaprof.trace_io.perfetto import export_perfetto
-
-            counts = export_perfetto(run, out)
-        elif args.format == "rocpd":
-            from mlaprof.trace_io.rocpd_export import export_rocpd
-
-            counts = export_rocpd(run, out)
-        else:
-            from mlaprof.trace_io.csv_export import export_csv
-
-            counts = export_csv(run, out)
+        counts = exporter(args.format)(run, out)
     shown = ", ".join(f"{n} {k}" for k, n in counts.items())
     print(f"exported {run_dir.name} as {args.format} -> {out} ({shown})")
     return 0

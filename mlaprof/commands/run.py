@@ -147,11 +147,11 @@ def main(args: argparse.Namespace) -> int:
     traces = traces_dir(args.traces)
     if args.live:
         return _live(args, traces)
-    from mlaprof.backends.base import BACKENDS
+    from mlaprof.backends.registry import BACKENDS
 
     if args.backend not in BACKENDS:
         raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
-    from mlaprof.backends.base import get_backend
+    from mlaprof.backends.registry import get_backend
     from mlaprof.runner import run_cpu, start_run
 
     if args.backend == "triton":  # refuse before a run folder exists
@@ -229,7 +229,7 @@ class _progress:
 
 def _live(args: argparse.Namespace, traces: Path) -> int:
     """Start the run in a child process and follow it in the dashboard."""
-    from mlaprof.store import runmeta
+    from mlaprof.store import has_ranks, runmeta
 
     name = args.name or runmeta.new_run_name(f"{args.scenario}-{args.backend}-live")
     argv = [a for a in sys.argv[1:] if a != "--live"]
@@ -250,10 +250,10 @@ def _live(args: argparse.Namespace, traces: Path) -> int:
     child = subprocess.Popen(cmd, stdout=log, stderr=log)
     run_dir = traces / name
     for _ in range(200):  # wait for the run folder to appear (up to 20 s)
-        if (run_dir / "rank0.db").exists() or child.poll() is not None:
+        if has_ranks(run_dir) or child.poll() is not None:
             break
         time.sleep(0.1)
-    if not (run_dir / "rank0.db").exists():
+    if not has_ranks(run_dir):
         raise MlaprofError(f"the run did not start (child exited with {child.poll()})")
     try:
         from tui.app import run_app
@@ -265,5 +265,13 @@ def _live(args: argparse.Namespace, traces: Path) -> int:
     try:
         return run_app(run_dir)
     finally:
-        if child.poll() is None:
+        running = child.poll() is None
+        if running:
             child.terminate()
+        print(live_exit_note(run_dir, running))
+
+
+def live_exit_note(run_dir: Path, stopped: bool) -> str:
+    """The line ``run --live`` prints when the dashboard closes: where the run is."""
+    what = "run stopped early; what it recorded is in" if stopped else "run written to"
+    return f"{what} {run_dir}  (mlaprof report {run_dir})"

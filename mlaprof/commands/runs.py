@@ -11,8 +11,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "runs",
         help="list recorded runs",
-        description="List the runs under a traces folder (newest first) with their scenario, "
-        "backend, device, status and step count.",
+        description="List the runs under a traces folder (newest first) with their status, "
+        "backend, device, split policy and min_kv_seq_len mode (all-rows: the padding bug; "
+        "active-rows: the fix), scenario and step count.",
     )
     p.add_argument("folder", nargs="?", help="traces folder (default: $MLAPROF_TRACES or ./traces)")
     p.set_defaults(func=main)
@@ -20,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
     from mlaprof.store.reader import list_runs
@@ -29,20 +31,27 @@ def main(args: argparse.Namespace) -> int:
         print(f"no runs yet under {folder}/: try 'mlaprof run'")
         return 0
     runs = list_runs(folder)
-    t = Table(title=f"runs in {folder}", title_justify="left")
-    for col in ("run", "created", "status", "scenario", "backend", "device", "steps"):
-        t.add_column(col)
+    t = Table(title=f"runs in {folder} (newest first)", title_justify="left")
+    for col in ("run", "status", "backend", "device", "policy", "min_kv_mode", "scenario"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("steps", justify="right")
+    t.add_column("created", no_wrap=True)
     for r in runs:
         t.add_row(
             r.name,
-            r.created,
             r.status if not r.error else f"[red]{r.error}[/]",
-            r.scenario,
-            r.backend,
-            r.device,
+            r.backend or "-",
+            r.device or "-",
+            r.policy or "-",
+            r.min_kv_mode or "-",
+            r.scenario or "-",
             str(r.steps),
+            r.created[:16].replace("T", " "),
         )
-    Console().print(t)
+    console = Console()
+    # never cut a run's policy or mode: widen past the terminal rather than fold the table
+    need = Measurement.get(console, console.options.update_width(10_000), t).maximum
+    Console(width=max(console.width, need)).print(t)
     if not runs:
         print("no runs yet: try 'mlaprof run'")
     return 0

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures' name for it
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.store.schema import TABLES, columns
 
@@ -42,7 +43,6 @@ MODE_LABELS = {
     "eager": "eager (trace)",
 }
 TEMPLATE = "plotly_white"
-FAILED_CAPTURE = ("failed", "predicted-fail")  # captures.status values that mean "no FULL graph"
 MIB = 1024.0 * 1024.0
 
 
@@ -125,14 +125,14 @@ def target_label(target: str | None) -> str:
     """``mi355x (256 CUs)`` from a device preset name."""
     if not target:
         return "unknown device"
-    from mlaprof.scenario import DEVICES
+    from mlaprof.devices import DEVICES
 
     d = DEVICES.get(str(target))
     return f"{target} ({d.units} {d.unit_name}s)" if d else str(target)
 
 
 def unit_name(target: str | None) -> str:
-    from mlaprof.scenario import DEVICES
+    from mlaprof.devices import DEVICES
 
     d = DEVICES.get(str(target)) if target else None
     return f"{d.unit_name}s" if d else "compute units"

@@ -57,21 +57,14 @@ def _e(v: Any) -> str:
     return html.escape(str(v))
 
 
-def _findings(run: Any) -> tuple[list[Any], str | None]:
-    """The run's findings, or why there are none to show."""
-    try:
-        from mlaprof.analysis import analyze
-    except ImportError:
-        return [], "this mlaprof has no analysis module (findings unavailable)"
-    return list(analyze(run)), None
-
-
-def _engine_starts(run: Any) -> list[dict[str, Any]]:
-    try:
-        from mlaprof.analysis.engine_log import engine_starts
-    except ImportError:
-        return []
-    return engine_starts(run.events, c.meta(run).get("imported_from"))
+def _headline_html(headline: list[dict[str, str]]) -> str:
+    """The analysis' key numbers (the lines ``mlaprof report`` and the TUI print)."""
+    rows = "".join(
+        f"<tr><td>{_e(h['label'])}</td><td><b>{_e(h['value'])}</b></td>"
+        f"<td>{_e(h['provenance'])}</td></tr>"
+        for h in headline
+    )
+    return f'<table class="meta headline">{rows}</table>'
 
 
 def _findings_html(findings: list[Any], why: str | None) -> str:
@@ -281,13 +274,13 @@ def _diff_html(a: Any, b: Any) -> str:
         rows.append(
             f"<tr><td>{_e(r.metric)}</td><td>{_e(r.unit)}</td><td class='num'>{_fmt(r.a)}</td>"
             f"<td class='num'>{_fmt(r.b)}</td><td class='num'>{pct}</td>"
-            f"<td class='{cls}'>{_e(r.verdict)}</td></tr>"
+            f"<td class='{cls}'>{_e(r.verdict)}</td><td>{_e(r.provenance)}</td></tr>"
         )
     return (
         f"<p>A = <b>{_e(a.name)}</b> (this run, before), B = <b>{_e(b.name)}</b> (after). "
         "Below, the figures are this run's.</p>"
         "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
-        "<th>B is</th></tr>" + "".join(rows) + "</table>"
+        "<th>B is</th><th>provenance</th></tr>" + "".join(rows) + "</table>"
     )
 
 
@@ -300,7 +293,10 @@ def render_html(run: Any, compare: Any = None) -> str:
 
     run = _open(run)
     base = _open(compare) if compare is not None else None
-    findings, why = _findings(run)
+    from mlaprof.analysis import Finding, summary
+
+    s = summary(run)
+    findings, why = [Finding(**f) for f in s["findings"]], None
     figs = run_figures(run, compare=base)
     parts = [
         "<!DOCTYPE html>",
@@ -318,13 +314,15 @@ def render_html(run: Any, compare: Any = None) -> str:
             for a, t in (("findings", "Findings"), ("run", "Run"), ("figures", "Figures"))
         )
         + "</nav>",
+        '<h2 id="summary">Summary</h2>',
+        _headline_html(s["headline"]),
         f'<h2 id="findings">Findings ({len(findings)})</h2>',
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
         _meta_html(run),
         _trace_html(run),
     ]
-    starts = _engine_starts(run)
+    starts = s.get("engine_starts") or []  # the analysis' own reading of an imported log
     if starts:
         parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]
     if base is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlaprof.analysis.padding import padding_waste
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 
@@ -40,7 +41,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
         real = float(pd_[real_col].fillna(0).sum()) / scale
         pad = float(pd_[pad_col].fillna(0).sum()) / scale
         total = real + pad
-        pct = 100.0 * pad / total if total else 0.0
+        pct = 100.0 * (padding_waste(real, pad) or 0.0)  # the analysis' padding share
         wasted_pct[label] = pct
         fig.add_trace(
             go.Waterfall(

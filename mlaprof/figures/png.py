@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,25 @@ def write_pngs(
         else:
             os.environ["BROWSER_PATH"] = old
     return paths
+
+
+# -- rendering the HTML report in a real browser (tests and bench/figures_bench.py) -----------
+CHROMIUM = Path("/usr/bin/chromium")
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
+def render_dom(html: Path, profile: Path, timeout: float) -> subprocess.CompletedProcess:
+    """Open ``html`` offline in headless Chromium, let its scripts run, return the DOM (stdout)."""
+    return subprocess.run(
+        [str(CHROMIUM), *CHROME_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000",
+         "--dump-dom", html.as_uri()],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip

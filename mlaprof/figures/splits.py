@@ -217,7 +217,7 @@ def occupancy(
         raise MlaprofError(f"by must be 'policy' or 'step', got {by!r}")
     go = c.go()
     sp = c.numeric(c.table(data, "splits", rank), "step", "occupancy_used", "occupancy_deserved")
-    title = "Occupancy with S used vs S deserved"
+    title = "Occupancy (model) with S used vs S deserved"
     sp = sp.dropna(subset=["occupancy_used", "occupancy_deserved"], how="all")
     if sp.empty:
         return c.empty(title + c.run_label(data), "no occupancy records in this run")

@@ -92,8 +92,8 @@ def whatif_heatmap(
         s_val = grid(col).to_numpy(float, copy=True)
         s_val[s_val == 0] = np.nan  # 0: not applicable / the kernel refuses the shape
         text = [
-            ["n/a" if v != v else f"{int(v)}{'*' if p else ''}" for v, p in zip(r, pr)]
-            for r, pr in zip(s_val, pad)
+            ["n/a" if v != v else f"{int(v)}{'*' if p else ''}" for v, p in zip(r, pr, strict=True)]
+            for r, pr in zip(s_val, pad, strict=True)
         ]
         fig.add_trace(
             go.Heatmap(

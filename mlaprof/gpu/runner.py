@@ -21,7 +21,7 @@ from mlaprof.gpu.hostwork import HostQueue, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
 from mlaprof.metadata import BatchShape, VerifyMetadata
-from mlaprof.recording import step_row
+from mlaprof.recording import capture_row, layer_row, memory_row, step_row
 from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.writer import RunWriter
@@ -113,26 +113,19 @@ def _probe(sc: Scenario, backend_name: str, sess: Any) -> CaptureOutcome:
 def _record_failed_capture(writer: RunWriter, sess: Any, outcome: CaptureOutcome) -> None:
     with writer.transaction():
         for grp in sess.groups.values():
-            writer.add(
-                "captures",
-                capture_size=grp.capture_size,
-                graph_mode="FULL",
-                status="failed",
+            cap = capture_row(
+                grp.capture_size,
+                "FULL",
+                "failed",
+                outcome.message,
                 fallback="PIECEWISE",
                 op=outcome.op,
                 layer=outcome.layer,
                 location=outcome.location,
-                message=outcome.message,
             )
-            writer.add(
-                "memory",
-                capture_size=grp.capture_size,
-                graph_mode="PIECEWISE",
-                pool_bytes=0,
-                allocator_bytes=0,
-                driver_bytes=0,
-                capture_ns=outcome.capture_ns,
-            )
+            writer.add("captures", **cap)
+            mem = memory_row(grp.capture_size, "PIECEWISE", 0, 0, 0, outcome.capture_ns)
+            writer.add("memory", **mem)
         for e in outcome.events or []:
             if e.get("kind") in ("sync", "alloc", "h2d"):
                 writer.add(
@@ -164,22 +157,17 @@ def _capture_group(writer: RunWriter, sess: Any, grp: Any, replays: int, torch: 
     with writer.transaction():
         for mode, g in (("FULL", grp.serving), ("FULL+events", grp.twin)):
             m = g.memory
-            writer.add(
-                "memory",
-                capture_size=grp.capture_size,
-                graph_mode=mode,
-                pool_bytes=m.pool_bytes,
-                allocator_bytes=m.allocator_bytes,
-                driver_bytes=m.driver_bytes,
-                capture_ns=m.capture_ns,
+            row = memory_row(
+                grp.capture_size,
+                mode,
+                m.pool_bytes,
+                m.allocator_bytes,
+                m.driver_bytes,
+                m.capture_ns,
             )
-        writer.add(
-            "captures",
-            capture_size=grp.capture_size,
-            graph_mode="FULL",
-            status="captured",
-            message=f"{sess.layers} layers in one graph, S = {grp.splits}",
-        )
+            writer.add("memory", **row)
+        message = f"{sess.layers} layers in one graph, S = {grp.splits}"
+        writer.add("captures", **capture_row(grp.capture_size, "FULL", "captured", message))
         writer.add(
             "events",
             t_ns=time.time_ns(),
@@ -392,16 +380,16 @@ def _write_step(
         offset = 0.0
         # per-layer rows only where layers were timed (twin replays, eager steps)
         for i, d in enumerate(layers if any(x is not None for x in layers) else []):
-            writer.add(
-                "layers",
-                step=step,
-                layer=i,
-                t_start_ns=int(t_start + offset) if d is not None else None,
-                duration_ns=int(d) if d is not None else None,
-                syncs=None,
-                splits_used=splits,
-                splits_deserved=deserved,
+            row = layer_row(
+                step,
+                i,
+                int(t_start + offset) if d is not None else None,
+                int(d) if d is not None else None,
+                None,
+                splits,
+                deserved,
             )
+            writer.add("layers", **row)
             offset += d or 0.0
         writer.add(
             "steps", **step_row(step, shape, t_start, int(dur_ns), mode, backend_name, timing)

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from mlaprof.backends.base import VerifyInputs, get_backend
+from mlaprof.backends.base import VerifyInputs
+from mlaprof.backends.registry import get_backend
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import BatchShape, VerifyMetadata, build_metadata, kv_pool_pages, step_shape
 from mlaprof.scenario import KV_DIM, LATENT, Scenario
@@ -101,12 +102,12 @@ class CudaSession:
             for _ in range(self.layers)
         ]
         self.groups: dict[int, Group] = {}
-        for step, (sh, hm) in enumerate(zip(self.shapes, self.host_metas)):
+        for step, (sh, hm) in enumerate(zip(self.shapes, self.host_metas, strict=True)):
             if sh.num_reqs in self.groups:
                 continue
             cap = max(
                 m.kv_indices.numel()
-                for s2, m in zip(self.shapes, self.host_metas)
+                for s2, m in zip(self.shapes, self.host_metas, strict=True)
                 if s2.num_reqs == sh.num_reqs
             )
             meta = hm.to(self.device)

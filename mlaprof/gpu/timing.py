@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from mlaprof.errors import MlaprofError
 
@@ -63,7 +64,7 @@ def layer_times(stamps_ns: Sequence[float], event_ns: float) -> list[float]:
     each interval minus the cost of the event node it holds, never below zero."""
     if len(stamps_ns) < 2:
         raise MlaprofError("need an event before and after at least one layer")
-    return [max(0.0, b - a - event_ns) for a, b in zip(stamps_ns, stamps_ns[1:])]
+    return [max(0.0, b - a - event_ns) for a, b in pairwise(stamps_ns)]
 
 
 def twin_step_ns(measured_ns: float, cal: Calibration) -> float:

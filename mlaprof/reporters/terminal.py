@@ -9,6 +9,7 @@ from rich.table import Table
 from mlaprof.analysis import Finding, summary
 from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.engine_log import bar_label, gib
+from mlaprof.analysis.splits import is_collapsed
 from mlaprof.store.reader import Run
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -77,10 +78,9 @@ def print_report(
             )
         _print_trace_paths(console, trace)
     else:
-        console.print(
-            f"capture: {cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})  |  syncs "
-            f"in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}"
-        )
+        for h in s["headline"]:
+            console.print(f"{h['label']}: [bold]{h['value']}[/]  [dim]({h['provenance']})[/]")
+        console.print(f"syncs in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}")
 
     route = s.get("route")
     console.print(
@@ -131,10 +131,10 @@ def print_report(
         pad_edge=False,
     )
     t.add_column("policy", no_wrap=True)
-    for col in ("S", "all/act", "deserved", "frozen", "occupancy"):
+    for col in ("S", "all/act", "deserved", "frozen", "occupancy (model)"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in s["splits"]:
-        collapsed = r["used"] is not None and r["deserved"] and r["used"] * 2 <= r["deserved"]
+        collapsed = is_collapsed(r["used"], r["deserved"])
         if r.get("on_device"):  # S is the device's, at every replay: no host number to show
             name = r["policy"] + (" *" if r["policy"] == sc.get("policy") else "")
             t.add_row(name + " †", "device", "-", "-", "never", "-")
@@ -157,11 +157,8 @@ def print_report(
         t = Table(title="KV splits: no split metadata recorded", title_justify="left", box=None)
         t.add_column("S per MLA layer (from the trace)", justify="right")
         t.add_column("layer records", justify="right")
-        used = run.query(
-            "SELECT splits_used AS s, COUNT(*) AS n FROM layers GROUP BY splits_used ORDER BY s"
-        )
-        for v, n in zip(used["s"].tolist(), used["n"].tolist(), strict=True):
-            t.add_row("unknown" if v is None or v != v else str(int(v)), str(int(n)))
+        for r in s["layer_splits"]:
+            t.add_row("unknown" if r["splits"] is None else str(r["splits"]), str(r["records"]))
     if t is not None:
         console.print(t)
     if s["splits"]:
@@ -341,33 +338,49 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
 
 
 def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
-    from mlaprof.analysis.diff import diff_runs
+    """The run diff of mlaprof.analysis.diff: metric (unit, provenance), A, B, change, verdict."""
+    from mlaprof.analysis.diff import diff_runs, fmt_change, fmt_value
 
     console = console or Console()
     d = diff_runs(a, b)
-    t = Table(title=f"{d['before']}  ->  {d['after']}", title_justify="left")
-    t.add_column("what")
-    t.add_column("before", justify="right")
-    t.add_column("after", justify="right")
-    t.add_row(
-        "syncs in region",
-        *("unknown" if v is None else str(v) for v in (d["syncs"]["before"], d["syncs"]["after"])),
-    )
-    t.add_row("capture", d["capture"]["before"], d["capture"]["after"])
-    t.add_row("vLLM route", str(d["route"]["before"]), str(d["route"]["after"]))
-    for s in d["splits"]:
-        t.add_row(f"S used ({s['policy']})", str(s["used_before"]), str(s["used_after"]))
-    for s in d.get("trace_splits", []):
+    t = Table(title=f"A {d['before']}  ->  B {d['after']}", title_justify="left")
+    t.add_column("metric", overflow="fold", ratio=5)
+    for col in ("A", "B"):
+        t.add_column(col, justify="right", ratio=3)
+    t.add_column("change", justify="right", no_wrap=True, min_width=6)
+    t.add_column("B is", no_wrap=True, min_width=6)
+    style = {"better": "green", "worse": "red"}
+
+    def metric(name: str, provenance: str) -> str:
+        return name + (f"\n[dim]{provenance}[/]" if provenance else "")
+
+    for r in d["table"]:
+        v = r["verdict"]
         t.add_row(
-            f"S from the trace ({s['variant']})",
+            metric(f"{r['metric']} ({r['unit']})", r["provenance"]),
+            fmt_value(r["a"]),
+            fmt_value(r["b"]),
+            fmt_change(r),
+            f"[{style[v]}]{v}[/]" if v in style else v,
+        )
+    t.add_row("capture", d["capture"]["before"], d["capture"]["after"], "", "")
+    if d["route"]["before"] or d["route"]["after"]:
+        t.add_row("vLLM route", str(d["route"]["before"]), str(d["route"]["after"]), "", "")
+    for s in d["trace_splits"]:
+        t.add_row(
+            metric(f"S from the trace ({s['variant']})", s["source"]),
             _or_absent(s["S_before"], s["rows_before"]),
             _or_absent(s["S_after"], s["rows_after"]),
+            "",
+            "",
         )
-    st = d["step_median_us"]
-    if st["before"] is not None and st["after"] is not None:
-        t.add_row("median step (us)", f"{st['before']:.1f}", f"{st['after']:.1f}")
-    t.add_row("findings", str(d["findings"]["before"]), str(d["findings"]["after"]))
     console.print(t)
+    if d["cpu_spread"]:
+        console.print(
+            f"[dim]CPU reference timings: identical CPU runs differ by up to "
+            f"{d['cpu_spread']:.1f}x (bench/cpu_timing_spread.py); smaller changes read "
+            "'within spread'[/]"
+        )
 
 
 def _or_absent(s: str | None, rows: str | None) -> str:

@@ -67,6 +67,7 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
             cells["policy"].tolist(),
             cells["route"].tolist(),
             cells["route_fits"].tolist(),
+            strict=True,
         )  # fmt: skip
         if not ok
     }

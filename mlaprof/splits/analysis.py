@@ -69,7 +69,7 @@ def step_splits(
     """S per policy. ``kv_buffer_len``: the kv_indices buffer length the engine passes (vLLM:
     max_num_seqs * max_model_len), which the ASM heuristic reads as total_kv."""
     b, qlen = meta.num_reqs, meta.qlen
-    real = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens) if q > 0]
+    real = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q > 0]
     base = dict(qlen=qlen, heads=heads, units=device.units, kv_buffer_len=kv_buffer_len)
     x_all = SplitInput(
         num_reqs=b,

@@ -186,7 +186,11 @@ class Run:
         # a rank's own database decides; another process of it (the vLLM EngineCore, often
         # killed at shutdown without finishing) only counts when it failed
         states = [self.rank_meta(*key).get("status", "running") for key in self.databases]
-        states = [s for s, (_, role) in zip(states, self.databases) if not role or s == "failed"]
+        states = [
+            s
+            for s, (_, role) in zip(states, self.databases, strict=True)
+            if not role or s == "failed"
+        ]
         if any(s == "failed" for s in states):
             return "failed"
         if all(s == "finished" for s in states):
@@ -235,6 +239,8 @@ class RunInfo:
     device: str
     steps: int
     error: str | None = None
+    policy: str = ""  # the split policy driving the backend (scenario runs)
+    min_kv_mode: str = ""  # all-rows (the bug) or active-rows (the fix)
 
 
 def list_runs(folder: Path | str) -> list[RunInfo]:
@@ -249,19 +255,60 @@ def list_runs(folder: Path | str) -> list[RunInfo]:
         try:
             with Run(p) as run:
                 m = run.meta
+                sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
                 out.append(
                     RunInfo(
                         p,
                         p.name,
                         str(m.get("created", "")),
                         run.status,
-                        str(m.get("scenario", {}).get("name", m.get("source", ""))),
+                        str(sc.get("name", m.get("source", ""))),
                         str(m.get("backend", "")),
                         str(m.get("device", "")),
                         run.count("steps"),
+                        policy=str(sc.get("policy", "")),
+                        min_kv_mode=str(sc.get("min_kv_mode", "")),
                     )
                 )
         except MlaprofError as e:
             out.append(RunInfo(p, p.name, "", "unreadable", "", "", "", 0, str(e)))
     out.sort(key=lambda r: (r.created, r.name), reverse=True)
     return out
+
+
+def list_runs_nested(folder: Path | str) -> list[RunInfo]:
+    """The runs of ``folder`` and those one folder down (``traces/demo/...``), newest first; a
+    run one level down is named ``sub/run``."""
+    folder = Path(folder)
+    runs = list_runs(folder)
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if (sub / runmeta.META_FILE).exists():
+            continue
+        try:
+            inner = list_runs(sub)
+        except Exception:  # an unreadable sub-folder is not a reason to show no runs
+            continue
+        for r in inner:
+            r.name = f"{sub.name}/{r.name}"
+        runs += inner
+    runs.sort(key=lambda r: (r.created, r.name), reverse=True)
+    return runs
+
+
+def is_run_folder(path: Path | str) -> bool:
+    """A run (run.json or rank databases), or a path that does not exist yet (a run starting)."""
+    path = Path(path)
+    if not path.exists():
+        return True
+    return is_run_json_folder(path) or has_ranks(path)
+
+
+def has_ranks(path: Path | str) -> bool:
+    """Whether a writer has created a rank database in ``path`` yet (a run started)."""
+    path = Path(path)
+    return path.is_dir() and any(_RANK_DB.match(p.name) for p in path.iterdir())
+
+
+def is_run_json_folder(path: Path | str) -> bool:
+    """Whether ``path`` holds a run's metadata file (a run folder, not a folder of runs)."""
+    return (Path(path) / runmeta.META_FILE).is_file()

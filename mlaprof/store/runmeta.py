@@ -31,7 +31,7 @@ def versions() -> dict[str, str | None]:
     ask would cost seconds and hundreds of MiB in commands that never use it)."""
     from importlib import metadata
 
-    from mlaprof import __version__
+    from mlaprof.version import __version__
 
     out: dict[str, str | None] = {"python": platform.python_version(), "mlaprof": __version__}
     for key, dists in _DISTRIBUTIONS.items():

@@ -9,7 +9,6 @@ layers, replays and splits are recomputed from names, correlation ids and grids.
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import shutil
@@ -20,7 +19,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.reader import Run
-from mlaprof.trace_io.runrows import iter_rows
+from mlaprof.store.rows import iter_rows
 
 KERNEL_HEADER = [
     "Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",
@@ -43,11 +42,11 @@ ALLOC_HEADER = [
 
 
 def _s(v: Any) -> Any:
-    return "" if v is None else v
+    return v
 
 
-def _agent(v: Any) -> str:
-    return "" if v is None else f"Agent {v}"
+def _agent(v: Any) -> str | None:
+    return None if v is None else f"Agent {v}"
 
 
 def _family(domain: str | None) -> str:
@@ -58,14 +57,23 @@ def _family(domain: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "_", d).strip("_") or "api"
 
 
+def _cell(v: Any) -> str:
+    """rocprofv3's quoting: strings quoted, numbers bare, an unknown value an empty bare field
+    (readers take it as null; a quoted "" in a number column is a parse error)."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return '"' + v.replace('"', '""') + '"'
+    return str(v)
+
+
 def _write(path: Path, header: list[str], data: Iterable[list[Any]]) -> int:
     """Write the rows (streamed: a generator is never held whole); returns how many."""
     n = 0
     with open(path, "w", newline="") as f:
-        w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-        w.writerow(header)
+        f.write(",".join(_cell(h) for h in header) + "\n")
         for row in data:
-            w.writerow(row)
+            f.write(",".join(_cell(v) for v in row) + "\n")
             n += 1
     return n
 
@@ -88,13 +96,27 @@ def export_csv(run: Run, out: Path) -> dict[str, int]:
     return counts
 
 
+def _no_timestamps(run: Run, first: int, kernels: Iterator[dict[str, Any]]) -> MlaprofError:
+    """rocprofv3's kernel rows always carry both timestamps (an empty one reads as a cut record):
+    kernels without them cannot be written in this layout."""
+    missing = 1 + sum(k["start_ns"] is None or k["end_ns"] is None for k in kernels)
+    return MlaprofError(
+        f"run {run.name}: {missing} of {run.count('kernels')} kernels have no timestamps (the "
+        f"first is kernel {first + 1}); rocprofv3's CSV layout needs Start_Timestamp and "
+        "End_Timestamp: export this run to perfetto or rocpd instead"
+    )
+
+
 def _export(run: Run, out: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     if run.count("kernels"):
         ids: dict[str, int] = {}
 
         def dispatches() -> Iterator[list[Any]]:  # streamed: a 1M-kernel import stays small
-            for i, k in enumerate(iter_rows(run, "kernels")):
+            kernels = iter_rows(run, "kernels")
+            for i, k in enumerate(kernels):
+                if k["start_ns"] is None or k["end_ns"] is None:
+                    raise _no_timestamps(run, i, kernels)
                 name = k["name"] or ""
                 kid = ids.setdefault(name, len(ids) + 1)
                 yield ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid,

@@ -22,7 +22,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.reader import Run
-from mlaprof.trace_io.runrows import rows
+from mlaprof.store.rows import rows
 
 _TS = re.compile(r'"@mlaprof-ns:(-?\d+)"')
 PID_MLAPROF = 1

@@ -24,9 +24,9 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.reader import Run
+from mlaprof.store.rows import rows
 from mlaprof.trace_io import rocpd_schema as rs
 from mlaprof.trace_io.common import agent_index
-from mlaprof.trace_io.runrows import rows
 
 LAYER_CATEGORY = "MLAPROF_LAYER"
 KERNEL_CATEGORY = "KERNEL_DISPATCH"

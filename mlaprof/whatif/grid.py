@@ -202,7 +202,7 @@ class WhatIf:
                 lst = [None if x != x else round(x, 6) for x in lst]
             cols[k] = lst
         keys = list(cols)
-        return [dict(zip(keys, vals)) for vals in zip(*cols.values())]
+        return [dict(zip(keys, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         return {

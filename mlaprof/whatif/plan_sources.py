@@ -89,7 +89,7 @@ def read_counts(path: Path, what: str, single_ok: bool = False) -> dict[int, int
             pairs.append(tuple(parts))
             where.append(f"line {n}")
     counts: dict[int, int] = {}
-    for pair, w in zip(pairs, where):
+    for pair, w in zip(pairs, where, strict=True):
         try:
             b, c = pair
             bi, ci = int(b), int(float(c))

@@ -12,13 +12,19 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.compare import compare_rows
+from tui.compare import HEAD, compare_rows
 from tui.reader import RunFollower, follow
+from tui.text import empty_findings_text
 from tui.widgets.findings import FindingsList
 from tui.widgets.table import ViewTable
 
 
 class CompareScreen(Screen):
+    HELP_TITLE = "compare"
+    HELP = (
+        ("up / down", "move in the table of metrics"),
+        ("escape / c", "back to the dashboard"),
+    )
     BINDINGS = [Binding("escape,c", "app.pop_screen", "Back")]
 
     def __init__(self, a: RunFollower, b_path: Path) -> None:
@@ -61,6 +67,10 @@ class CompareScreen(Screen):
             + (f"\n[red]! B: {b.problem}[/red]" if b.problem else "")
         )
         table = self.query_one("#compare-table", ViewTable)
-        table.show((["metric", "A", "B", "B vs A"], compare_rows(a, b)))
-        self.query_one("#findings-a", FindingsList).show(a.findings, f"A: {a.name}")
-        self.query_one("#findings-b", FindingsList).show(b.findings, f"B: {b.name}")
+        table.show((HEAD, compare_rows(self.a.analysis, self.b.analysis)))
+        self.query_one("#findings-a", FindingsList).show(
+            a.findings, f"A: {a.name}", empty_findings_text(a)
+        )
+        self.query_one("#findings-b", FindingsList).show(
+            b.findings, f"B: {b.name}", empty_findings_text(b)
+        )

@@ -15,8 +15,8 @@ from textual.widgets import Footer, Tab, Tabs
 
 from tui.messages import DrillDown, RunProblem, RunUpdated
 from tui.reader import RunFollower, follow
-from tui.state import View
-from tui.text import LAYER_COLUMNS
+from tui.text import LAYER_COLUMNS, empty_findings_text
+from tui.view import Selection, View
 from tui.widgets.banner import ProblemBanner
 from tui.widgets.findings import FindingsList
 from tui.widgets.header import RunHeader
@@ -37,14 +37,30 @@ NARROW_WIDTH, NARROW_HEIGHT = 120, 36
 
 
 class DashboardScreen(Screen):
+    HELP_TITLE = "dashboard"
+    HELP = (
+        ("up / down", "move in the layer table (focused when a run opens)"),
+        ("enter / click", "drill down into the selected layer: its syncs with op and source line"),
+        ("p / space", "pause / resume following (the display freezes; new records wait)"),
+        ("[  ]", "step back / forward: the layer table shows one step"),
+        ("a", "back to all steps (mean over the run)"),
+        ("r", "rank: all ranks aggregated, then each rank"),
+        ("s / click header", "sort the layer table (again: reverse)"),
+        ("c", "compare with another run side by side (bug vs fix)"),
+        ("e", "export the run (Perfetto / rocpd / CSV) to ./out/; the path is shown"),
+        ("w", "what if: modelled split collapse and slowdown around this run's configuration"),
+        ("1-5 / tab", "panel: layers, findings, KV splits, padding, capture (narrow terminals)"),
+        ("escape", "back to the run list (when opened from one)"),
+    )
     BINDINGS = [
         Binding("p,space", "toggle_pause", "Pause"),
-        Binding("left_square_bracket", "step(-1)", "Step ◀"),
-        Binding("right_square_bracket", "step(1)", "Step ▶"),
-        Binding("a", "all_steps", "All steps"),
+        # the footer shows the keys a newcomer needs first; ? lists every key
+        Binding("left_square_bracket", "step(-1)", "Step ◀", show=False),
+        Binding("right_square_bracket", "step(1)", "Step ▶", show=False),
+        Binding("a", "all_steps", "All steps", show=False),
         Binding("enter", "drill", "Drill down"),
-        Binding("r", "next_rank", "Rank"),
-        Binding("s", "cycle_sort", "Sort"),
+        Binding("r", "next_rank", "Rank", show=False),
+        Binding("s", "cycle_sort", "Sort", show=False),
         Binding("c", "compare", "Compare"),
         Binding("e", "export", "Export"),
         Binding("w", "whatif", "What if", show=False),
@@ -66,9 +82,7 @@ class DashboardScreen(Screen):
         self.path = Path(path)
         self.compare_path = compare
         self.follower = RunFollower(self.path)
-        self.rank = rank
-        self.step_index: int | None = None  # None: all steps (live)
-        self.layer_sort: tuple[str, bool] = ("layer", False)
+        self.sel = Selection(rank=rank)
         self.interval = interval
         self.stop = threading.Event()
         self.paused = threading.Event()
@@ -82,7 +96,9 @@ class DashboardScreen(Screen):
         yield RunHeader(id="header")
         yield ProblemBanner(id="banner")
         yield LatencyPanel(id="latency")
-        yield Tabs(*[Tab(title, id=f"tab-{pid}") for pid, title in PANELS], id="panel-tabs")
+        tabs = Tabs(*[Tab(title, id=f"tab-{pid}") for pid, title in PANELS], id="panel-tabs")
+        tabs.can_focus = False  # 1-5 / tab switch panels; focus stays on the data
+        yield tabs
         with Container(id="panels"):
             yield LayersTable(id="layers", classes="panel -active")
             yield FindingsList(id="findings", classes="panel")
@@ -95,10 +111,11 @@ class DashboardScreen(Screen):
         titles = dict(PANELS)
         for pid, _ in PANELS:
             w = self.query_one(f"#{pid}")
-            if pid != "layers":
+            if pid not in ("layers", "splits", "memory"):  # those title themselves
                 w.border_title = titles[pid]
         self.query_one("#banner", ProblemBanner).show(None)
         self._layout(self.app.size.width, self.app.size.height)
+        self.query_one("#layers").focus()  # arrows move in the layer table from the start
         self._follow()
 
     def on_unmount(self) -> None:
@@ -141,15 +158,6 @@ class DashboardScreen(Screen):
         self.problem = message.text
         self.query_one("#banner", ProblemBanner).show(message.text)
 
-    def current_step(self) -> int | None:
-        if self.step_index is None:
-            return None
-        ids = self.follower.step_ids(self.rank)
-        if not ids:
-            return None
-        self.step_index = max(0, min(self.step_index, len(ids) - 1))
-        return ids[self.step_index]
-
     def follow_state(self) -> str:
         if self.problem:
             return "unreadable"
@@ -161,7 +169,7 @@ class DashboardScreen(Screen):
 
     def refresh_views(self) -> None:
         """Draw the current state: what one refresh costs (see bench/tui_bench.py)."""
-        v = self.follower.view(self.rank, self.current_step(), self.layer_sort)
+        v = self.follower.selected_view(self.sel)
         self.view = v
         self.query_one("#header", RunHeader).show(v, self.follow_state())
         self.query_one("#banner", ProblemBanner).show(self.problem or v.problem)
@@ -170,7 +178,9 @@ class DashboardScreen(Screen):
         self.query_one("#splits", SplitsTable).show_view(v)
         self.query_one("#padding", PaddingTable).show_view(v)
         self.query_one("#memory", MemoryTable).show_view(v)
-        self.query_one("#findings", FindingsList).show(v.findings, v.findings_source)
+        self.query_one("#findings", FindingsList).show(
+            v.findings, v.findings_source, empty_findings_text(v)
+        )
         self.updates += 1
 
     # -- panels (narrow terminals show one at a time) -----------------------------------------
@@ -206,18 +216,18 @@ class DashboardScreen(Screen):
             self.query_one("#header", RunHeader).show(self.view, self.follow_state())
 
     def action_step(self, delta: int) -> None:
-        ids = self.follower.step_ids(self.rank)
+        ids = self.follower.step_ids(self.sel.rank)
         if not ids:
             self.notify("no steps yet")
             return
-        if self.step_index is None:
-            self.step_index = len(ids) - 1 if delta < 0 else 0
+        if self.sel.step_index is None:
+            self.sel.step_index = len(ids) - 1 if delta < 0 else 0
         else:
-            self.step_index = max(0, min(len(ids) - 1, self.step_index + delta))
+            self.sel.step_index = max(0, min(len(ids) - 1, self.sel.step_index + delta))
         self.refresh_views()
 
     def action_all_steps(self) -> None:
-        self.step_index = None
+        self.sel.step_index = None
         self.refresh_views()
 
     def action_next_rank(self) -> None:
@@ -226,17 +236,17 @@ class DashboardScreen(Screen):
             self.notify("single-rank run")
             return
         order: list[int | None] = [None, *ranks]
-        self.rank = order[(order.index(self.rank) + 1) % len(order)]
+        self.sel.rank = order[(order.index(self.sel.rank) + 1) % len(order)]
         self.refresh_views()
 
     def sort_layers(self, column: str) -> None:
-        key, rev = self.layer_sort
-        self.layer_sort = (column, not rev) if key == column else (column, column != "layer")
+        key, rev = self.sel.layer_sort
+        self.sel.layer_sort = (column, not rev) if key == column else (column, column != "layer")
         self.refresh_views()
 
     def action_cycle_sort(self) -> None:
         names = [c for c, _ in LAYER_COLUMNS]
-        key, _ = self.layer_sort
+        key, _ = self.sel.layer_sort
         self.sort_layers(names[(names.index(key) + 1) % len(names)])
 
     def action_drill(self) -> None:
@@ -251,7 +261,7 @@ class DashboardScreen(Screen):
     def open_layer(self, layer: int) -> None:
         from tui.screens.layer import LayerScreen
 
-        self.app.push_screen(LayerScreen(self, layer))
+        self.app.push_screen(LayerScreen(self.follower, self.sel, layer))
 
     def action_compare(self) -> None:
         from tui.screens.compare import CompareScreen
@@ -267,7 +277,12 @@ class DashboardScreen(Screen):
                 self.app.push_screen(CompareScreen(self.follower, path))
 
         self.app.push_screen(
-            PickerScreen(self.path.parent, title="compare with", exclude=self.path), chosen
+            PickerScreen(
+                self.path.parent,
+                title=f"compare {self.path.name} with another run",
+                exclude=self.path,
+            ),
+            chosen,
         )
 
     def action_export(self) -> None:

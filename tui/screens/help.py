@@ -1,4 +1,4 @@
-"""Help: every key of the dashboard."""
+"""Help: every key of the screen it was opened from (each screen lists its keys in ``HELP``)."""
 
 from __future__ import annotations
 
@@ -8,28 +8,28 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-KEYS = (
-    ("p / space", "pause / resume following (the display freezes; new records wait)"),
-    ("[  ]", "step back / forward: the layer table shows one step"),
-    ("a", "back to all steps (mean over the run)"),
-    ("enter / click", "drill down into the selected layer: its syncs with op and source line"),
-    ("s / click header", "sort the layer table (again: reverse)"),
-    ("r", "rank: all ranks aggregated, then each rank"),
-    ("1-5 / tab", "panel: layers, findings, KV splits, padding, capture (narrow terminals)"),
-    ("c", "compare with another run side by side (bug vs fix)"),
-    ("e", "export the run (Perfetto / rocpd / CSV, when the exporters are installed)"),
-    ("w", "what if: modelled split collapse and slowdown around this run's configuration"),
-    ("escape", "back"),
-    ("?", "this help"),
+# keys every screen has (the app's bindings)
+APP_KEYS: tuple[tuple[str, str], ...] = (
+    ("?", "this help (the keys of the current screen)"),
     ("q", "quit"),
 )
+
+
+def help_text(title: str, keys: tuple[tuple[str, str], ...]) -> str:
+    """Plain text of the help box: one key per line, then what it does."""
+    rows = (*keys, *APP_KEYS)
+    width = max(len(k) for k, _ in rows)
+    body = "\n".join(f"{k:<{width}}  {text}" for k, text in rows)
+    return f"{title}: keys\n\n{body}\n\nescape or ? closes this help"
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close")]
 
+    def __init__(self, title: str, keys: tuple[tuple[str, str], ...]) -> None:
+        super().__init__()
+        self.text = help_text(title, keys)
+
     def compose(self) -> ComposeResult:
-        width = max(len(k) for k, _ in KEYS)
-        body = "\n".join(f"[b]{k:<{width}}[/b]  {text}" for k, text in KEYS)
         with Vertical(id="help-box"):
-            yield Static("[b]mlaprof tui: keys[/b]\n\n" + body + "\n\n[dim]escape closes[/dim]")
+            yield Static(self.text, id="help-text", markup=False)

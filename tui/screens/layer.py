@@ -2,32 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.state import fmt_ms
+from tui.fmt import fmt_ms
+from tui.reader import RunFollower
 from tui.text import sync_table
+from tui.view import Selection
 from tui.widgets.table import ViewTable
-
-if TYPE_CHECKING:
-    from tui.screens.dashboard import DashboardScreen
 
 
 class LayerScreen(Screen):
+    HELP_TITLE = "layer drill-down"
+    HELP = (
+        ("up / down", "move in the table of syncs and allocations"),
+        ("[  ]", "previous / next layer"),
+        ("escape / backspace", "back to the dashboard"),
+    )
     BINDINGS = [
         Binding("escape,backspace", "app.pop_screen", "Back"),
         Binding("left_square_bracket", "layer(-1)", "Layer ◀"),
         Binding("right_square_bracket", "layer(1)", "Layer ▶"),
     ]
 
-    def __init__(self, dashboard: DashboardScreen, layer: int) -> None:
+    def __init__(self, follower: RunFollower, sel: Selection, layer: int) -> None:
         super().__init__()
-        self.dashboard = dashboard
+        self.follower = follower
+        self.sel = sel  # the dashboard's selection (rank, step, sort), shared
         self.layer_no = layer
 
     def compose(self) -> ComposeResult:
@@ -40,16 +44,15 @@ class LayerScreen(Screen):
         self.set_interval(0.5, self.draw)
 
     def action_layer(self, delta: int) -> None:
-        v = self.dashboard.view
-        layers = sorted(r["layer"] for r in v.layers) if v else []
+        v = self.follower.selected_view(self.sel)
+        layers = sorted(r["layer"] for r in v.layers)
         if self.layer_no in layers:
             i = layers.index(self.layer_no) + delta
             self.layer_no = layers[max(0, min(len(layers) - 1, i))]
             self.draw()
 
     def draw(self) -> None:
-        d = self.dashboard
-        v = d.follower.view(d.rank, d.current_step(), d.layer_sort)
+        v = self.follower.selected_view(self.sel)
         row = next((r for r in v.layers if r["layer"] == self.layer_no), {})
         head, rows = sync_table(v, self.layer_no)
         t = Text.assemble(

@@ -11,11 +11,18 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from mlaprof.errors import MlaprofError
-from tui.runs import collect_runs
+from mlaprof.store import list_runs_nested
 from tui.widgets.table import ViewTable
 
 
 class PickerScreen(Screen[Path | None]):
+    HELP_TITLE = "run list"
+    HELP = (
+        ("up / down", "move in the list"),
+        ("enter / click", "open the selected run"),
+        ("g", "reload the list"),
+        ("escape", "back (quit when this is the first screen)"),
+    )
     BINDINGS = [
         Binding("escape", "cancel", "Back"),
         Binding("g", "reload", "Reload"),
@@ -24,7 +31,7 @@ class PickerScreen(Screen[Path | None]):
     def __init__(
         self,
         folder: Path,
-        title: str = "runs",
+        title: str = "",
         exclude: Path | None = None,
         on_pick: Callable[[Path], None] | None = None,
     ) -> None:
@@ -34,6 +41,7 @@ class PickerScreen(Screen[Path | None]):
         self.exclude = exclude
         self.on_pick = on_pick
         self.paths: list[Path] = []
+        self.head: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static(id="picker-title")
@@ -46,7 +54,7 @@ class PickerScreen(Screen[Path | None]):
 
     def action_reload(self) -> None:
         try:
-            runs = collect_runs(self.folder)
+            runs = list_runs_nested(self.folder)
         except MlaprofError as e:
             runs = []
             self.notify(str(e), severity="error")
@@ -55,11 +63,21 @@ class PickerScreen(Screen[Path | None]):
         ]
         self.paths = [r.path for r in runs]
         self.query_one("#picker-title", Static).update(
-            f"[b]{self.title_text}[/b] in {self.folder} ({len(runs)}, newest first); enter opens"
+            f"[b]{self.title_text or 'runs'}[/b]: {len(runs)} in {self.folder}, newest first; "
+            "enter opens"
         )
-        head = ["run", "created", "scenario", "device", "backend", "status", "steps"]
+        # what tells runs apart first (an 80-column terminal shows these); the rest scrolls
+        head = ["run", "status", "min_kv_mode", "backend", "steps", "device", "policy"]
+        head += ["scenario", "created"]
+        self.head = head
         rows = [
-            [r.name, r.created[:19], r.scenario, r.device, r.backend, r.status, str(r.steps)]
+            [r.name, r.status, r.min_kv_mode or "-", r.backend or "-", str(r.steps)]
+            + [
+                r.device or "-",
+                r.policy or "-",
+                r.scenario or "-",
+                r.created[:16].replace("T", " "),
+            ]
             for r in runs
         ]
         self.query_one("#picker-table", ViewTable).show(

@@ -42,6 +42,11 @@ def rows(worst: list[dict[str, Any]]) -> list[list[str]]:
 
 
 class WhatIfScreen(Screen):
+    HELP_TITLE = "what if"
+    HELP = (
+        ("up / down", "move in the grid of modelled cells (worst first)"),
+        ("escape / w", "back to the dashboard"),
+    )
     BINDINGS = [Binding("escape,w", "app.pop_screen", "Back")]
 
     def __init__(self, meta: dict[str, Any]) -> None:

@@ -45,14 +45,17 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
         self._key: list[tuple[str, ...]] | None = None
         self._lines: list[list[tuple[str, str]]] = []  # (text, component class)
         self._width = 0
+        self.empty_text = "no findings"
 
-    def show(self, findings: list[Finding], source: str) -> None:
+    def show(self, findings: list[Finding], source: str, empty: str = "no findings") -> None:
+        """``empty`` is what an empty list says (``analysing...`` before the first pass)."""
         title = f"findings ({source})"
         if self.border_title != title:
             self.border_title = title
-        key = [(f.severity, f.title, f.evidence, f.fix) for f in findings]
+        key = [(f.severity, f.title, f.evidence, f.fix) for f in findings] + [(empty,)]
         if key != self._key:
             self._key = key
+            self.empty_text = empty
             self.findings = list(findings)
             self._wrap()
 
@@ -81,7 +84,7 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
                         lines.append([(pad, ""), (part, cls)])
             lines.append([])
         if not self.findings:
-            lines = [[(" no findings", "findings--none")]]
+            lines = [[(f" {self.empty_text}", "findings--none")]]
         self._lines = lines
         self.virtual_size = Size(width + TAG_WIDTH, len(lines))
         self.refresh()

@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.state import View, fmt_count
+from tui.fmt import fmt_count
+from tui.view import View
 
 
 class RunHeader(Static):
     def show(self, v: View, state: str) -> None:
-        capture_style = "bold red" if v.capture.startswith("FAILED") else "green"
+        capture_style = "bold red" if v.capture_failed else "green"
         t = Text.assemble(
             (f" {v.name} ", "bold reverse"),
             "  scenario ",

@@ -6,8 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label
 
-from tui.state import View
 from tui.text import latency_line
+from tui.view import View
 from tui.widgets.sparkline import Spark
 
 
@@ -17,6 +17,7 @@ class LatencyPanel(Vertical):
         yield Spark(id="latency-spark")
 
     def show(self, v: View) -> None:
-        self.query_one("#latency-label", Label).update(latency_line(v), layout=False)
+        label = latency_line(v, max(20, self.size.width or 78))
+        self.query_one("#latency-label", Label).update(label, layout=False)
         width = max(1, self.size.width or 80)
         self.query_one("#latency-spark", Spark).set_values(v.latency_ms[-width:])

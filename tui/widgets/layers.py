@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tui.messages import DrillDown
-from tui.state import View
 from tui.text import LAYER_COLUMNS, layer_table
+from tui.view import View
 from tui.widgets.table import ViewTable
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from tui.state import View
-from tui.text import memory_table
+from tui.text import capture_title, memory_table
+from tui.view import View
 from tui.widgets.table import ViewTable
 
 
 class MemoryTable(ViewTable):
     def show_view(self, v: View) -> None:
+        title = capture_title(v)
+        if self.border_title != title:
+            self.border_title = title
         self.show(memory_table(v))

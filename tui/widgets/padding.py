@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tui.state import View
 from tui.text import padding_table
+from tui.view import View
 from tui.widgets.table import ViewTable
 
 

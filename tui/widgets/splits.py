@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from tui.state import View
-from tui.text import split_table
+from tui.text import split_table, splits_title
+from tui.view import View
 from tui.widgets.table import ViewTable
 
 
 class SplitsTable(ViewTable):
     def show_view(self, v: View) -> None:
+        title = splits_title(v)
+        if self.border_title != title:
+            self.border_title = title
         self.show(split_table(v))

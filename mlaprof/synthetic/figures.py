@@ -1,4 +1,5 @@
-"""Small runs written with RunWriter for the figure, HTML and PNG tests.
+"""Synthetic runs written with RunWriter, for the figure, HTML and PNG tests and the figures
+benchmark (``bench/`` never imports ``tests/``).
 
 Split counts come from the real policies on the real metadata of each step, so the numbers are
 those ``mlaprof run`` would record for the same scenario (the bug: min over all rows).
@@ -6,34 +7,13 @@ those ``mlaprof run`` would record for the same scenario (the bug: min over all 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from mlaprof.metadata import step_metadata
+from mlaprof.recording import capture_row
 from mlaprof.scenario import KV_DIM, Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store import create_run
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROME_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
-
-
-def render_dom(html: Path, profile: Path, timeout: float) -> subprocess.CompletedProcess:
-    """Open ``html`` offline in headless Chromium, let its scripts run, return the DOM (stdout)."""
-    return subprocess.run(
-        [str(CHROMIUM), *CHROME_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000",
-         "--dump-dom", html.as_uri()],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-
 
 POLICY_NAMES = ("aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20", "vllm-triton")
 T0 = 5_000_000_000
@@ -177,16 +157,16 @@ def write_run(
         t += dur + 30_000
     for i, size in enumerate((4, 8, 16, 32)):
         failed = not fixed and size == 16
-        w.add(
-            "captures",
-            capture_size=size,
-            graph_mode="FULL",
-            status="failed" if failed else "captured",
+        cap = capture_row(
+            size,
+            "FULL",
+            "failed" if failed else "captured",
             fallback="PIECEWISE" if failed else None,
             op="aten._local_scalar_dense" if failed else None,
             layer=0 if failed else None,
             location="mlaprof/backends/legacy_flat.py:42" if failed else None,
         )
+        w.add("captures", **cap)
         if not failed:
             w.add(
                 "memory",

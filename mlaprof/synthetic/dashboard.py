@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlaprof.recording import capture_row
 from mlaprof.store import RunWriter, create_run
 
 SIZES = (4, 8)
@@ -19,7 +20,12 @@ SYNC_OPS = (
 
 def meta(name: str, bug: bool) -> dict:
     return {
-        "scenario": {"name": "dsv3-mtp3" if bug else "dsv3-mtp3-fixed"},
+        "scenario": {
+            "name": "dsv3-mtp3" if bug else "dsv3-mtp3-fixed",
+            "policy": "aiter-gluon",
+            "min_kv_mode": "all-rows" if bug else "active-rows",
+            "graph_mode": "FULL",
+        },
         "device": "NVIDIA H200 (test)",
         "backend": "legacy-flat" if bug else "triton",
         "graph_mode": "FULL",
@@ -111,17 +117,17 @@ def write_captures(w: RunWriter, bug: bool) -> None:
             driver_bytes=size * 4 * 1024 * 1024,
             capture_ns=size * 1_500_000,
         )
-        w.add(
-            "captures",
-            capture_size=size,
-            graph_mode="FULL",
-            status="failed" if bug else "captured",
+        cap = capture_row(
+            size,
+            "FULL",
+            "failed" if bug else "captured",
+            "operation not permitted when stream is capturing" if bug else None,
             fallback="PIECEWISE" if bug else None,
             op="aten._local_scalar_dense" if bug else None,
             layer=0 if bug else None,
             location="mla/legacy.py:100" if bug else None,
-            message="operation not permitted when stream is capturing" if bug else None,
         )
+        w.add("captures", **cap)
 
 
 def make_run(

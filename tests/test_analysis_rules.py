@@ -1,0 +1,152 @@
+"""Each analysis rule once, with literal cases: changing a rule (the collapse factor, the padding
+threshold, a capture status, the memory measure, the CPU spread) breaks one of these."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from mlaprof.analysis.capture import capture_memory_bytes, capture_summary
+from mlaprof.analysis.diff import diff_table
+from mlaprof.analysis.padding import padding_findings, padding_severity, padding_waste
+from mlaprof.analysis.splits import is_collapsed, split_findings
+from mlaprof.analysis.timing import CPU_SPREAD, timing_label
+from mlaprof.store.follow import Batch
+from mlaprof.store.schema import columns
+from tui.aggregate import RankState
+
+
+def frame(table: str, rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(columns(table)))
+
+
+@pytest.mark.parametrize(
+    ("used", "deserved", "collapsed"),
+    [(1, 2, True), (4, 8, True), (5, 8, False), (2, 3, False), (8, 8, False), (None, 4, False)],
+)
+def test_collapse_is_half_or_less_of_what_real_rows_deserve(used, deserved, collapsed) -> None:
+    assert is_collapsed(used, deserved) is collapsed
+
+
+def split(policy: str, used: int, deserved: int) -> dict:
+    return {
+        "step": 0,
+        "capture_size": 8,
+        "policy": policy,
+        "used": used,
+        "deserved": deserved,
+        "frozen": used,
+        "min_kv_used": 4,
+        "min_kv_deserved": 1024,
+        "occupancy_used": 0.5,
+        "occupancy_deserved": 1.0,
+        "target": "h200",
+    }
+
+
+def test_report_and_dashboard_count_the_same_collapses() -> None:
+    rows = [split("vllm-triton", 5, 8), split("aiter-asm", 4, 8)]
+    found = split_findings(frame("splits", rows), "aiter-asm", "PIECEWISE")
+    assert [f.data["policy"] for f in found if f.kind == "split-collapse"] == ["aiter-asm"]
+    st = RankState()
+    pairs = [(8, "vllm-triton", 5, 8, 3), (8, "aiter-asm", 4, 8, 2)]
+    st.add(Batch(0, "splits", 0, 5, 5, {"pairs": pairs, "last": []}))
+    assert st.splits[(8, "vllm-triton")].collapsed == 0
+    assert st.splits[(8, "aiter-asm")].collapsed == 2
+    layer_pairs = [(0, 5, 8, 3), (1, 4, 8, 2)]
+    st.add(
+        Batch(0, "layers", 0, 5, 5, {"sums": [], "splits": layer_pairs, "last": [], "rowids": []})
+    )
+    assert (st.layers[0].collapsed, st.layers[1].collapsed) == (0, 2)
+
+
+def test_padding_waste_is_the_padding_share_of_verify_tokens() -> None:
+    assert padding_waste(300, 100) == 0.25
+    assert padding_waste(0, 0) is None
+    assert padding_severity(0.25) == "warning" and padding_severity(0.24) == "info"
+    pad = frame(
+        "padding",
+        [
+            {
+                "step": 0,
+                "capture_size": 4,
+                "real_rows": 3,
+                "padding_rows": 1,
+                "real_tokens": 12,
+                "padding_tokens": 4,
+                "kv_bytes_real": 0,
+                "kv_bytes_padding": 0,
+            }
+        ],
+    )
+    (f,) = padding_findings(pad)
+    assert f.severity == "warning" and f.data["padding_fraction"] == 0.25
+
+
+def test_capture_status_rules() -> None:
+    syncs = frame("syncs", [{"kind": "sync", "op": "x", "location": "a.py:1", "layer": 0}])
+    none = frame("syncs", [])
+    caps = lambda status: frame("captures", [{"status": status, "fallback": "PIECEWISE"}])  # noqa: E731
+    no_caps, mem = frame("captures", []), frame("memory", [])
+    full = {"scenario": {"graph_mode": "FULL"}}
+    pw = {"scenario": {"graph_mode": "PIECEWISE"}}
+    assert capture_summary(full, none, caps("failed"), mem)["status"] == "failed"
+    assert capture_summary(full, syncs, caps("captured"), mem)["status"] == "captured"
+    assert capture_summary(full, syncs, no_caps, mem)["status"] == "predicted-fail"
+    assert capture_summary(full, none, no_caps, mem)["status"] == "predicted-ok"
+    assert capture_summary(pw, syncs, no_caps, mem)["status"] == "not-attempted"
+    alloc = frame("syncs", [{"kind": "alloc", "op": "x", "location": "a.py:1"}])
+    assert capture_summary(full, alloc, no_caps, mem)["status"] == "predicted-ok"
+
+
+def test_capture_memory_is_the_driver_delta_of_the_serving_graphs() -> None:
+    mem = frame(
+        "memory",
+        [
+            {"capture_size": 8, "graph_mode": "FULL", "pool_bytes": 0, "driver_bytes": 2 << 20},
+            {"capture_size": 16, "graph_mode": "FULL", "pool_bytes": 5, "driver_bytes": 1 << 20},
+            {"capture_size": 8, "graph_mode": "FULL+events", "driver_bytes": 7 << 20},
+        ],
+    )
+    assert capture_memory_bytes(mem) == 3 << 20
+    unknown = frame("memory", [{"capture_size": 8, "graph_mode": "FULL", "pool_bytes": 9}])
+    assert capture_memory_bytes(unknown) is None  # not measured: unknown, never 0
+
+
+def summary_with(step_us: float, timing: str) -> dict:
+    return {
+        "run": timing,
+        "scenario": {},
+        "backend": "torch",
+        "syncs": [],
+        "allocations": [],
+        "splits": [],
+        "padding": {"padding_fraction": 0.0, "steps_padded": 0, "real_rows": 0},
+        "capture": {"status": "predicted-ok", "memory_bytes": None},
+        "timing": {
+            "steps": 4,
+            "timing": timing,
+            "timing_label": timing_label(timing),
+            "step_median_us": step_us,
+            "layer_median_us": None,
+            "full_share": 1.0,
+        },
+        "findings": [],
+    }
+
+
+def test_cpu_timings_inside_the_run_spread_are_not_a_verdict() -> None:
+    def verdict(a: dict, b: dict) -> tuple[str, str]:
+        row = next(r for r in diff_table(a, b) if r["metric"] == "median step time")
+        return row["verdict"], row["provenance"]
+
+    assert CPU_SPREAD > 1.5  # measured (bench/results/cpu_timing_spread.json)
+    cpu = summary_with(1000.0, "cpu-wall")
+    assert verdict(cpu, summary_with(1500.0, "cpu-wall")) == (
+        "within spread",
+        "CPU reference timing",
+    )
+    slower = summary_with(1000.0 * CPU_SPREAD * 1.1, "cpu-wall")
+    assert verdict(cpu, slower)[0] == "worse"
+    gpu = summary_with(1000.0, "graph-replay")
+    assert verdict(gpu, summary_with(1500.0, "graph-replay")) == ("worse", "measured graph replay")
