@@ -13,11 +13,11 @@ import pytest
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import padded_size
+from mlaprof.synthetic.figures import write_run
 from mlaprof.whatif.plan import MemoryModel, dp_buckets, evaluate, fit_memory, make_plan, propose
 from mlaprof.whatif.plan_sources import counts_from_file, memory_from_log, memory_from_spec
 from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
 from tests.conftest import ROOT
-from tests.figure_runs import write_run
 
 
 def _brute(dist, qlen, weight, cap):

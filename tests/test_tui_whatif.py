@@ -6,8 +6,8 @@ from pathlib import Path
 
 from mlaprof.scenario import Scenario
 from mlaprof.store import create_run
+from mlaprof.synthetic.dashboard import make_run
 from tests.test_tui_app import loaded, wait_for
-from tests.tui_runs import make_run
 from tui import reader
 from tui.app import MlaprofApp
 from tui.screens.whatif import WhatIfScreen

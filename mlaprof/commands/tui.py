@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from mlaprof.errors import MissingExtraError, MlaprofError
-from mlaprof.store import is_run_json_folder
 
 DEFAULT_FOLDER = Path("traces")
 
@@ -38,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         raise MlaprofError(f"{path} does not exist (give a run folder or a folder of runs)")
     if not path.is_dir():
         raise MlaprofError(f"{path} is not a folder (give a run folder or a folder of runs)")
+    from mlaprof.store import is_run_json_folder  # lazy: the CLI starts without pandas
+
     if args.compare is not None and not is_run_json_folder(args.compare):
         raise MlaprofError(f"--compare {args.compare} is not a run folder (no run.json)")
     if args.rank is not None and args.rank < 0:

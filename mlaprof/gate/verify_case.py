@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from mlaprof.backends.base import get_backend, make_inputs
+from mlaprof.backends.base import make_inputs
+from mlaprof.backends.registry import get_backend
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import VerifyMetadata, batch_shape, build_metadata
 from mlaprof.scenario import LATENT, capture_sizes
