@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mlaprof.trace_io.csv_export import KERNEL_HEADER  # noqa: E402
+from mlaprof.exporters.csv_export import KERNEL_HEADER  # noqa: E402
 
 HEADER = list(KERNEL_HEADER)  # rocprofv3 7.x kernel_trace.csv layout
 # one decode step under FULL graph replay: per layer RMSNorm, a GEMM, MLA stage 1 + stage 2
@@ -72,7 +72,7 @@ def generate(path: Path, n: int) -> None:
 
 
 def route_mlaprof(csv_path: Path, traces: Path) -> Path:
-    from mlaprof.trace_io.rocprof import import_rocprof
+    from mlaprof.importers.rocprof import import_rocprof
 
     run, _ = import_rocprof(csv_path, traces, "mlaprof")
     return run
@@ -85,10 +85,10 @@ def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
     import numpy as np
     import pandas as pd
 
+    from mlaprof.importers.annotate import NULL, KernelColumns, annotate, store_derived
+    from mlaprof.importers.common import ImportSummary
+    from mlaprof.importers.kernels import KernelMatcher
     from mlaprof.store.staging import staged_run
-    from mlaprof.trace_io.annotate import NULL, KernelColumns, annotate, store_derived
-    from mlaprof.trace_io.common import ImportSummary
-    from mlaprof.trace_io.kernels import KernelMatcher
 
     df = pd.read_csv(csv_path)
     df.columns = [c.lower() for c in df.columns]
@@ -150,7 +150,7 @@ def child(route: str, csv_path: Path, traces: Path) -> None:
     import mlaprof.store.runmeta as rm
 
     rm.versions()
-    import mlaprof.trace_io.rocprof  # noqa: F401
+    import mlaprof.importers.rocprof  # noqa: F401
 
     with contextlib.suppress(ImportError):
         import pyarrow.csv  # noqa: F401

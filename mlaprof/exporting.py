@@ -14,9 +14,9 @@ from typing import Any
 
 # format -> (module, function, suffix); each function is ``export(run, out) -> {what: count}``
 FORMATS: dict[str, tuple[str, str, str]] = {
-    "perfetto": ("mlaprof.trace_io.perfetto", "export_perfetto", ".perfetto.json"),
-    "rocpd": ("mlaprof.trace_io.rocpd_export", "export_rocpd", ".rocpd.db"),
-    "csv": ("mlaprof.trace_io.csv_export", "export_csv", "_csv"),
+    "perfetto": ("mlaprof.exporters.perfetto", "export_perfetto", ".perfetto.json"),
+    "rocpd": ("mlaprof.exporters.rocpd_export", "export_rocpd", ".rocpd.db"),
+    "csv": ("mlaprof.exporters.csv_export", "export_csv", "_csv"),
 }
 DEFAULT_DIR = Path("out")
 

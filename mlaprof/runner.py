@@ -85,7 +85,7 @@ def run_cpu(
 ) -> None:
     """Run ``sc`` on the CPU and record every step. ``check_syncs``: first | all | off;
     ``ranges``: emit a roctx/NVTX range per layer so rocprofv3 and Nsight show mlaprof's layers."""
-    from mlaprof.trace_io.ranges import layer_range
+    from mlaprof.probes.ranges import layer_range
 
     if check_syncs not in ("first", "all", "off"):
         raise MlaprofError(f"--check-syncs must be first, all or off, got {check_syncs!r}")

@@ -16,11 +16,11 @@
 # %% [markdown]
 # # 04 · Analysing an imported rocprofv3 trace
 #
-# `mlaprof import` (and `mlaprof.trace_io`) turns rocprofv3 output (CSV of ROCm 6.3 or 7.x,
+# `mlaprof import` (and `mlaprof.importers`) turns rocprofv3 output (CSV of ROCm 6.3 or 7.x,
 # JSON, rocpd SQLite) and Kineto JSON traces into a run folder, so the same tables and figures
 # work on traces other tools recorded. Here: a real rocprofv3 decode trace (kernel trace, HIP API
 # trace and counters) shipped with the repository under `tests/data/rocprof/`.
-# For a Kineto trace use `mlaprof.trace_io.kineto.import_kineto(path, traces)` the same way.
+# For a Kineto trace use `mlaprof.importers.kineto.import_kineto(path, traces)` the same way.
 
 # %%
 import os
@@ -33,7 +33,7 @@ import pandas as pd
 import mlaprof
 from mlaprof import figures
 from mlaprof.figures._common import kernel_label
-from mlaprof.trace_io.rocprof import import_rocprof
+from mlaprof.importers.rocprof import import_rocprof
 
 
 def fixtures() -> Path:
@@ -120,7 +120,7 @@ run.counters.groupby("name")["value"].describe().round(2)
 # of the split-KV kernel (there is no metadata in a profiler trace).
 
 # %%
-from mlaprof.trace_io.kineto import import_kineto  # noqa: E402
+from mlaprof.importers.kineto import import_kineto  # noqa: E402
 
 here = Path.cwd().resolve()
 kineto = next(

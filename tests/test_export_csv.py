@@ -6,9 +6,9 @@ import csv
 from pathlib import Path
 
 from mlaprof.cli import main
+from mlaprof.exporters.csv_export import KERNEL_HEADER, export_csv
+from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import TABLES, create_run, load
-from mlaprof.trace_io.csv_export import KERNEL_HEADER, export_csv
-from mlaprof.trace_io.rocprof import import_rocprof
 from tests.trace_io_helpers import KERNEL_HEADER_7, ROCPROF, csv_rows, db_rows, make_run
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
+from mlaprof.exporters.perfetto import Lanes, export_perfetto
+from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
-from mlaprof.trace_io.perfetto import Lanes, export_perfetto
-from mlaprof.trace_io.rocprof import import_rocprof
 from tests.trace_io_helpers import db_rows, fixture, make_run, replay_kernel_csv
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from mlaprof.exporters.rocpd_export import export_rocpd
+from mlaprof.formats import rocpd_schema
+from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import TABLES, load
-from mlaprof.trace_io import rocpd_schema
-from mlaprof.trace_io.rocpd_export import export_rocpd
-from mlaprof.trace_io.rocprof import import_rocprof
 from tests.trace_io_helpers import db_rows, fixture, make_run
 
 

@@ -14,8 +14,7 @@ import pytest
 from mlaprof.analysis import summary
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
-from mlaprof.store import load
-from mlaprof.trace_io.kernels import (
+from mlaprof.importers.kernels import (
     DEVICE,
     METADATA,
     REDUCE,
@@ -24,7 +23,8 @@ from mlaprof.trace_io.kernels import (
     KernelMatcher,
     load_patterns,
 )
-from mlaprof.trace_io.rocprof import import_rocprof
+from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.store import load
 from tests.trace_io_helpers import DATA, csv_rows, kernel_dicts
 
 AITER = DATA / "aiter"
@@ -241,7 +241,7 @@ def test_eager_steps_split_at_idle_gaps(runs: dict) -> None:
 
 
 def test_kineto_graph_replays_are_replayed(tmp_path: Path) -> None:
-    from mlaprof.trace_io.kineto import import_kineto
+    from mlaprof.importers.kineto import import_kineto
     from tests.trace_io_helpers import KINETO_REAL
 
     run, _ = import_kineto(KINETO_REAL, tmp_path, "k")
@@ -340,7 +340,7 @@ def test_rocpd_database_of_the_bug_trace(runs: dict, tmp_path: Path) -> None:
     stripped): same S, rows, collapse and capture verdict."""
     import sqlite3
 
-    from mlaprof.trace_io.rocpd_export import export_rocpd
+    from mlaprof.exporters.rocpd_export import export_rocpd
 
     db = tmp_path / "bug_results.db"
     with load(runs["gluon_v0119_bug"]) as r:
@@ -430,7 +430,7 @@ def test_time_inside_graph_replays(sums: dict, runs: dict, tmp_path: Path) -> No
 
 def test_no_correlation_ids_no_capture_verdict(tmp_path: Path) -> None:
     """Kernels without correlation ids: replays and eager launches look alike, so no verdict."""
-    from mlaprof.trace_io.kineto import import_kineto
+    from mlaprof.importers.kineto import import_kineto
     from tests.trace_io_helpers import kineto_trace, write_kineto
 
     trace, _ = kineto_trace(replays=2, layers=3)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
+from mlaprof.importers.kineto import import_kineto
 from mlaprof.store import load
-from mlaprof.trace_io.kineto import import_kineto
 from tests.trace_io_helpers import KINETO_REAL, db_rows, kernel_dicts, kineto_trace, write_kineto
 
 

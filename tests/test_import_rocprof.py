@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
+from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
-from mlaprof.trace_io.rocprof import import_rocprof
 from tests.trace_io_helpers import (
     ROCPROF,
     column,
@@ -300,7 +300,7 @@ def test_graph_replays_layers_and_splits(tmp_path: Path) -> None:
 def test_rocpd_database_import(tmp_path: Path) -> None:
     """A rocpd database without mlaprof's extdata (as rocprofv3 writes it) imports from the
     rocpd views; built here by exporting and stripping mlaprof's extras."""
-    from mlaprof.trace_io.rocpd_export import export_rocpd
+    from mlaprof.exporters.rocpd_export import export_rocpd
 
     src = fixture("rocprof-unified-viewer__decode_kernel_trace.csv")
     run, _ = import_rocprof(src, tmp_path, "src")
@@ -364,7 +364,7 @@ def test_extra_mla_pattern(tmp_path: Path) -> None:
     replay_kernel_csv(p, replays=1, layers=2, splits=4)
     text = p.read_text().replace("_fwd_grouped_kernel_stage1", "my_split_kv_kernel")
     p.write_text(text)
-    from mlaprof.trace_io.kernels import KernelMatcher
+    from mlaprof.importers.kernels import KernelMatcher
 
     # whole names: a fragment matches nothing
     _, s = import_rocprof(p, tmp_path, "frag", KernelMatcher().with_extra([r"my_split_kv"]))

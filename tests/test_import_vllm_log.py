@@ -14,8 +14,7 @@ import pytest
 from mlaprof.analysis import analyze, summary
 from mlaprof.analysis.engine_log import engine_log_findings, engine_starts
 from mlaprof.cli import main
-from mlaprof.store import load
-from mlaprof.trace_io.vllm_log import (
+from mlaprof.importers.vllm_log import (
     GIB,
     Start,
     gib_bytes,
@@ -24,6 +23,7 @@ from mlaprof.trace_io.vllm_log import (
     parse_log,
     process_rank,
 )
+from mlaprof.store import load
 
 DATA = Path(__file__).parent / "data" / "vllm"
 TWO_STARTS = DATA / "tp2_two_starts.log"
@@ -218,7 +218,7 @@ def test_import_writes_each_rank(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_failed_multi_rank_import_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mlaprof.trace_io.vllm_log as vl
+    import mlaprof.importers.vllm_log as vl
 
     real = vl._event
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlaprof.cli import main
+from mlaprof.exporters.rocpd_export import export_rocpd
 from mlaprof.store import load
-from mlaprof.trace_io.rocpd_export import export_rocpd
 from tests.trace_io_helpers import fixture, kineto_trace, make_run, write_kineto
 
 KERNELS = fixture("rocprofiler-sdk-docs__kernel_trace.csv")

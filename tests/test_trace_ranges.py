@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mlaprof.trace_io import ranges
+from mlaprof.probes import ranges
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow.ipc as pa_ipc
 
+from mlaprof.exporters.csv_export import KERNEL_HEADER
 from mlaprof.store import create_run
 from mlaprof.store.schema import TABLES
-from mlaprof.trace_io.csv_export import KERNEL_HEADER
 
 DATA = Path(__file__).resolve().parent / "data"
 ROCPROF = DATA / "rocprof"

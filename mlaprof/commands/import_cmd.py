@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, traces_dir
-from mlaprof.trace_io.common import ImportSummary
+from mlaprof.importers.common import ImportSummary
 
 KINDS = {
     "rocprof": "rocprofv3 output: a CSV or JSON file, a rocpd .db, or an output folder",
@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mlaprof.trace_io.kernels import KernelMatcher, load_patterns
+    from mlaprof.importers.kernels import KernelMatcher, load_patterns
 
     matcher = KernelMatcher()
     if args.patterns:
@@ -77,15 +77,15 @@ def main(args: argparse.Namespace) -> int:
         matcher = matcher.with_extra(args.mla_pattern)
     traces = traces_dir(args.traces)
     if args.kind == "rocprof":
-        from mlaprof.trace_io.rocprof import import_rocprof
+        from mlaprof.importers.rocprof import import_rocprof
 
         run, summary = import_rocprof(args.path, traces, args.name, matcher)
     elif args.kind == "kineto":
-        from mlaprof.trace_io.kineto import import_kineto
+        from mlaprof.importers.kineto import import_kineto
 
         run, summary = import_kineto(args.path, traces, args.name, matcher)
     else:
-        from mlaprof.trace_io.vllm_log import import_vllm_log
+        from mlaprof.importers.vllm_log import import_vllm_log
 
         run, summary = import_vllm_log(args.path, traces, args.name)
     print(format_summary(run, summary))

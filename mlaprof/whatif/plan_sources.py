@@ -125,8 +125,8 @@ def memory_from_log(path: Path, default_sizes: list[int], rule: str) -> MemoryMo
     """Capture memory from a vLLM log: the last server start's ``Graph capturing finished in N
     secs, took X GiB`` (the largest rank's: the budget is per GPU), spread in proportion to size
     over the capture sizes that start's config line lists (else the default list)."""
-    from mlaprof.trace_io.common import read_text
-    from mlaprof.trace_io.vllm_log import parse_log
+    from mlaprof.importers.common import read_text
+    from mlaprof.importers.vllm_log import parse_log
 
     facts = parse_log(read_text(path, "vLLM log"))
     done = [r for r in facts.records if r.get("kind") == "capture-finished" and r.get("bytes")]

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers.annotate import KernelColumns
+from mlaprof.importers.common import ImportSummary, to_int
+from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.staging import BulkWriter
-from mlaprof.trace_io.annotate import KernelColumns
-from mlaprof.trace_io.common import ImportSummary, to_int
-from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 
 TOP_KEY = "rocprofiler-sdk-tool"
 _API_KINDS = ("hip_api", "hsa_api", "marker_api", "rccl_api", "rocdecode_api", "rocjpeg_api")

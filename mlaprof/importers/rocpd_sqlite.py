@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
+from mlaprof.importers.annotate import KernelColumns, write_kernels
+from mlaprof.importers.common import ImportSummary
+from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.schema import TABLES
 from mlaprof.store.staging import BulkWriter
-from mlaprof.trace_io.annotate import KernelColumns, write_kernels
-from mlaprof.trace_io.common import ImportSummary
-from mlaprof.trace_io.rocpd_export import LAYER_CATEGORY, PAYLOAD_TABLES
-from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

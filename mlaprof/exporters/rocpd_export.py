@@ -23,25 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats import rocpd_schema as rs
+from mlaprof.formats.rocpd_schema import KERNEL_CATEGORY, LAYER_CATEGORY, PAYLOAD_TABLES
+from mlaprof.importers.common import agent_index
 from mlaprof.store.reader import Run
 from mlaprof.store.rows import rows
-from mlaprof.trace_io import rocpd_schema as rs
-from mlaprof.trace_io.common import agent_index
-
-LAYER_CATEGORY = "MLAPROF_LAYER"
-KERNEL_CATEGORY = "KERNEL_DISPATCH"
-# analysis tables carried whole in the process row's extdata
-PAYLOAD_TABLES = (
-    "steps",
-    "layers",
-    "syncs",
-    "splits",
-    "padding",
-    "memory",
-    "captures",
-    "counters",
-    "events",
-)
 
 
 def uuid7() -> _uuid.UUID:

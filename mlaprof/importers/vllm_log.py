@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers.common import ImportSummary, read_text
 from mlaprof.store.staging import staged_run
-from mlaprof.trace_io.common import ImportSummary, read_text
 
 GIB = 1 << 30
 SOURCE = "vllm-log"

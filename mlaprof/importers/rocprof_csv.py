@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers.annotate import NULL, KernelColumns
+from mlaprof.importers.common import ImportSummary, agent_index, read_text, to_float, to_int
 from mlaprof.store.staging import BulkWriter
-from mlaprof.trace_io.annotate import NULL, KernelColumns
-from mlaprof.trace_io.common import ImportSummary, agent_index, read_text, to_float, to_int
 
 csv.field_size_limit(1 << 24)  # mangled C++ kernel names can be long
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers.annotate import NULL, KernelColumns, store_kernels
+from mlaprof.importers.common import ImportSummary, read_text, to_int, us_to_ns
+from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.staging import staged_run
-from mlaprof.trace_io.annotate import NULL, KernelColumns, store_kernels
-from mlaprof.trace_io.common import ImportSummary, read_text, to_int, us_to_ns
-from mlaprof.trace_io.kernels import KernelMatcher
-from mlaprof.trace_io.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 
 KERNEL_CATS = {"kernel", "gpu_kernel"}
 MEMCPY_CATS = {"gpu_memcpy", "gpu_memset"}

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
+from mlaprof.importers.annotate import KernelColumns, concat, store_kernels
+from mlaprof.importers.common import ImportSummary, read_text
+from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.store.staging import staged_run
-from mlaprof.trace_io import rocpd_sqlite, rocprof_csv, rocprof_json
-from mlaprof.trace_io.annotate import KernelColumns, concat, store_kernels
-from mlaprof.trace_io.common import ImportSummary, read_text
-from mlaprof.trace_io.kernels import KernelMatcher
 
 
 def _is_rocprof_json(path: Path) -> bool:

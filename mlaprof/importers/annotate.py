@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from mlaprof.trace_io.common import ImportSummary
-from mlaprof.trace_io.kernels import (
+from mlaprof.importers.common import ImportSummary
+from mlaprof.importers.kernels import (
     AXES,
     METADATA,
     REDUCE,

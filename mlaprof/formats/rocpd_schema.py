@@ -11,6 +11,22 @@ from __future__ import annotations
 
 SCHEMA_VERSION = "3.0.1"
 
+# mlaprof's use of the schema, shared by its exporter and its importer:
+LAYER_CATEGORY = "MLAPROF_LAYER"
+KERNEL_CATEGORY = "KERNEL_DISPATCH"
+# analysis tables carried whole in the process row's extdata
+PAYLOAD_TABLES = (
+    "steps",
+    "layers",
+    "syncs",
+    "splits",
+    "padding",
+    "memory",
+    "captures",
+    "counters",
+    "events",
+)
+
 _FK_NODE = "FOREIGN KEY (nid) REFERENCES `rocpd_info_node{u}` (id) ON UPDATE CASCADE"
 _FK_PROC = "FOREIGN KEY (pid) REFERENCES `rocpd_info_process{u}` (id) ON UPDATE CASCADE"
 

@@ -1,0 +1,1 @@
+"""Format knowledge shared by importers and exporters (the rocpd schema)."""

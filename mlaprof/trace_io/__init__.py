@@ -1,1 +1,0 @@
-"""mlaprof.trace_io"""
