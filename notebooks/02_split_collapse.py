@@ -30,7 +30,7 @@ from plotly.subplots import make_subplots
 
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.scenario import DEVICES, capture_sizes
-from mlaprof.splits.policies import POLICIES, SplitInput, applicable
+from mlaprof.splits.policies import POLICIES, SplitInput, applicable, is_collapsed
 
 HEADS = 8  # Kimi-K2 at TP8: vLLM sends this verify to mla_gluon (16 heads take the ASM decode)
 SPEC = 3  # speculative tokens: qlen = 4
@@ -95,7 +95,7 @@ for ctx in CONTEXTS:
                     }
                 )
 df = pd.DataFrame(rows)
-df["collapsed"] = df["S_bug"] * 2 <= df["S_fix"]
+df["collapsed"] = is_collapsed(df["S_bug"], df["S_fix"])  # the rule every view uses
 df.head()
 
 # %% [markdown]
