@@ -366,10 +366,9 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     the shadow AITER view from mlaprof.analysis (the TUI renders its findings)."""
     import time
 
-    from tui.state import build_view
-
     from mlaprof.analysis import analyze
     from tui.reader import RunFollower
+    from tui.view import build_view
 
     rec = _recorder(tmp_path, interval=0.01)
     vllm_patches.install(rec)
