@@ -491,9 +491,10 @@ def test_two_processes_reuse_correlation_ids(tmp_path: Path) -> None:
                 csv.writer(fh).writerows([header, *rows])
     run, s = import_rocprof(d, tmp_path / "runs", "tp2")
     r = load(run)
-    # per GPU: 3 replays + 2 eager steps, 4 layers each
+    # one rank per process (issue 15); per GPU: 3 replays + 2 eager steps, 4 layers each
+    assert r.ranks == [0, 1]
     assert (s.replays, s.eager_steps) == (6, 4)
-    assert sorted(r.layers.groupby("step").size().tolist()) == [4] * 10
+    assert sorted(r.layers.groupby(["rank", "step"]).size().tolist()) == [4] * 10
     assert set(r.layers["splits_used"]) == {1, 8}
 
 

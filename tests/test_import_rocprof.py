@@ -297,9 +297,9 @@ def test_graph_replays_layers_and_splits(tmp_path: Path) -> None:
     assert [row[1] for row in layers] == list(range(5)) * 3
 
 
-def test_rocpd_database_import(tmp_path: Path) -> None:
-    """A rocpd database without mlaprof's extdata (as rocprofv3 writes it) imports from the
-    rocpd views; built here by exporting and stripping mlaprof's extras."""
+def _foreign_rocpd(tmp_path: Path) -> tuple[Path, Path]:
+    """A rocpd database without mlaprof's extdata (as rocprofv3 writes it), built by exporting an
+    imported fixture and stripping mlaprof's extras. Returns (source run, database)."""
     from mlaprof.exporters.rocpd_export import export_rocpd
 
     src = fixture("rocprof-unified-viewer__decode_kernel_trace.csv")
@@ -316,6 +316,12 @@ def test_rocpd_database_import(tmp_path: Path) -> None:
             con.execute(f"UPDATE \"{t}\" SET extdata = '{{}}'")
     con.commit()
     con.close()
+    return run, db
+
+
+def test_rocpd_database_import(tmp_path: Path) -> None:
+    """A rocprofv3-written database imports from the rocpd views."""
+    run, db = _foreign_rocpd(tmp_path)
     back, _ = import_rocprof(db, tmp_path, "back")
     a, b = kernel_dicts(run), kernel_dicts(back)
     fields = ("name", "start_ns", "end_ns", "device", "correlation", "grid_x", "grid_y",
@@ -372,3 +378,132 @@ def test_extra_mla_pattern(tmp_path: Path) -> None:
     run, s = import_rocprof(p, tmp_path, "pat", KernelMatcher().with_extra([r"z:my_split_kv.*"]))
     assert s.mla_kernels == 2
     assert [k["splits"] for k in kernel_dicts(run) if k["name"] == "my_split_kv_kernel"] == [4, 4]
+
+
+def _process_trace(path: Path, replays: int, agent: int, layers: int = 3) -> list[dict]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    exp = replay_kernel_csv(path, replays=replays, layers=layers, splits=8)
+    path.write_text(path.read_text().replace('"Agent 2"', f'"Agent {agent}"'))
+    return exp
+
+
+def test_processes_become_ranks(tmp_path: Path) -> None:
+    """One rank per process (rocprofv3's <pid>_ prefix), numbered by the GPU it ran on, each with
+    its own replays although correlation ids repeat across processes."""
+    out = tmp_path / "out" / "host"
+    exp_a = _process_trace(out / "100_kernel_trace.csv", replays=2, agent=5)
+    exp_b = _process_trace(out / "300_kernel_trace.csv", replays=3, agent=3)
+    run, summary = import_rocprof(tmp_path / "out", tmp_path / "t", "fleet")
+    r = load(run)
+    assert r.ranks == [0, 1]
+    assert (run / "rank0.kernels.parquet").is_file() and (run / "rank1.kernels.parquet").is_file()
+    k0, k1 = (r.table("kernels", where=f"rank = {i}") for i in (0, 1))
+    assert set(k0["device"]) == {3} and len(k0) == len(exp_b)  # GPU 3 first: rank 0
+    assert set(k1["device"]) == {5} and len(k1) == len(exp_a)
+    assert [len(r.table("steps", where=f"rank = {i}")) for i in (0, 1)] == [3, 2]
+    assert summary.replays == 5 and summary.layers == 15 and summary.mla_kernels == 15
+    # the analysis keeps the ranks' steps apart (each rank numbers its own from 0)
+    from mlaprof.analysis import summary as analysis_summary
+
+    rt = analysis_summary(r)["trace"]["replay_time"]
+    assert rt["replays"] == 5
+    assert {x["layer"]: x["steps"] for x in rt["layers"]} == {0: 5, 1: 5, 2: 5}
+    assert r.count("kernels") == len(exp_a) + len(exp_b)
+    # SQL per rank, in DuckDB over each rank's file
+    q = r.query("SELECT rank, COUNT(DISTINCT replay) AS n FROM kernels GROUP BY rank")
+    assert q.values.tolist() == [[0, 3], [1, 2]]
+    # SQL once over all ranks: kernels from the files, steps from the databases
+    whole = "SELECT COUNT(*) AS n, COUNT(DISTINCT rank) AS nr, (SELECT COUNT(*) FROM steps) AS s FROM kernels"
+    assert r.sql(whole).values.tolist() == [[len(exp_a) + len(exp_b), 2, 5]]
+    j = r.sql("SELECT s.rank, COUNT(*) AS n FROM kernels k JOIN steps s "
+              "ON s.rank = k.rank AND s.step = k.step GROUP BY s.rank ORDER BY s.rank")  # fmt: skip
+    assert j["n"].tolist() == [len(exp_b), len(exp_a)]
+
+
+def test_sql_reads_database_rows_without_adbc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Database rows reach DuckDB row by row when SQLite's ADBC driver is missing: same answer."""
+    import sys
+
+    _process_trace(tmp_path / "o" / "1_kernel_trace.csv", replays=2, agent=1)
+    _process_trace(tmp_path / "o" / "2_kernel_trace.csv", replays=3, agent=2)
+    run, _ = import_rocprof(tmp_path / "o", tmp_path / "t", "fleet")
+    sql = "SELECT l.rank, COUNT(*) AS n, SUM(k.end_ns - k.start_ns) AS d FROM kernels k JOIN layers l ON l.rank = k.rank AND l.step = k.step AND l.layer = k.layer GROUP BY l.rank ORDER BY l.rank"
+    with_adbc = load(run).sql(sql)
+    monkeypatch.setitem(sys.modules, "adbc_driver_sqlite.dbapi", None)
+    monkeypatch.setitem(sys.modules, "adbc_driver_sqlite", None)
+    without = load(run).sql(sql)
+    assert with_adbc.equals(without) and with_adbc["n"].tolist() == [2 * 3 * 2, 3 * 3 * 2]
+
+
+def test_rank_folders_number_the_ranks(tmp_path: Path) -> None:
+    _process_trace(tmp_path / "o" / "rank_1" / "7_kernel_trace.csv", replays=1, agent=0)
+    _process_trace(tmp_path / "o" / "rank_0" / "9_kernel_trace.csv", replays=2, agent=1)
+    run, _ = import_rocprof(tmp_path / "o", tmp_path / "t", "fleet")
+    r = load(run)
+    assert [len(r.table("steps", where=f"rank = {i}")) for i in (0, 1)] == [2, 1]
+
+
+def test_rocpd_columnar_read_matches_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ADBC reader (dispatches straight into Arrow, joins in numpy) stores exactly what the
+    row-by-row reader stores, NULLs from missing symbols, events and correlation ids included."""
+    pytest.importorskip("adbc_driver_sqlite")
+    from mlaprof.importers import rocpd_sqlite
+
+    _run, db = _foreign_rocpd(tmp_path)
+    con = sqlite3.connect(db)
+    (kd,) = con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
+                        "name LIKE 'rocpd_kernel_dispatch_%'").fetchone()  # fmt: skip
+    (ev,) = con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
+                        "name LIKE 'rocpd_event_%'").fetchone()  # fmt: skip
+    con.execute(f'UPDATE "{ev}" SET correlation_id = NULL WHERE id % 3 = 0')
+    con.execute(f'UPDATE "{kd}" SET kernel_id = 9999 WHERE id % 5 = 0')  # no such symbol
+    con.execute(f'UPDATE "{kd}" SET event_id = NULL WHERE id % 7 = 0')
+    con.commit()
+    con.close()
+    assert rocpd_sqlite.read_dispatches(db) is not None  # the columnar path is taken here
+    fast, _ = import_rocprof(db, tmp_path, "fast")
+    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda _p: None)
+    slow, _ = import_rocprof(db, tmp_path, "slow")
+    a, b = kernel_dicts(fast), kernel_dicts(slow)
+    assert len(a) > 10 and a == b
+    assert any(k["name"] is None for k in a) and any(k["correlation"] is None for k in a)
+    for t in ("steps", "layers", "api", "transfers"):
+        assert db_rows(fast, t) == db_rows(slow, t), t
+
+
+def test_rocpd_export_takes_the_row_by_row_path(tmp_path: Path) -> None:
+    """An mlaprof export carries its own kernel fields in extdata: never the columnar reader."""
+    from mlaprof.exporters.rocpd_export import export_rocpd
+    from mlaprof.importers import rocpd_sqlite
+
+    run, _ = import_rocprof(fixture("rocprof-unified-viewer__decode_kernel_trace.csv"), tmp_path)
+    db = tmp_path / "export.db"
+    with load(run) as r:
+        export_rocpd(r, db)
+    assert rocpd_sqlite.read_dispatches(db) is None
+
+
+def test_rocpd_processes_become_ranks(tmp_path: Path) -> None:
+    """Two processes' rocpd databases: one rank each, numbered by GPU (not by pid)."""
+    _run, db = _foreign_rocpd(tmp_path)
+    out = tmp_path / "o" / "host"
+    out.mkdir(parents=True)
+    for pid, gpu in ((100, 7), (200, 3)):
+        dst = out / f"{pid}_results.db"
+        shutil.copyfile(db, dst)
+        con = sqlite3.connect(dst)
+        (t,) = con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
+                           "name LIKE 'rocpd_info_agent_%'").fetchone()  # fmt: skip
+        con.execute(f'UPDATE "{t}" SET absolute_index = ?', (gpu,))
+        con.commit()
+        con.close()
+    run, _ = import_rocprof(tmp_path / "o", tmp_path / "t", "fleet")
+    r = load(run)
+    assert r.ranks == [0, 1]
+    assert [set(r.table("kernels", where=f"rank = {i}")["device"]) for i in (0, 1)] == [{3}, {7}]
+    n = len(kernel_dicts(_run))
+    assert r.count("kernels") == 2 * n

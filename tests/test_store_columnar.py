@@ -80,7 +80,7 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_arrow_rows_read_like_sqlite_rows(pair) -> None:
     a, b, dicts, seed = pair
-    assert (a / "rank0.kernels.arrow").is_file() and not (b / "rank0.kernels.arrow").exists()
+    assert (a / "rank0.kernels.parquet").is_file() and not (b / "rank0.kernels.parquet").exists()
     ra, rb = load(a), load(b)
     assert ra.count("kernels") == rb.count("kernels") == len(dicts), seed
     # exact values: 62-bit integers and NULLs survive, names as text (a number as its text)
@@ -101,9 +101,51 @@ def test_sql_over_arrow_rows(pair) -> None:
     pd.testing.assert_frame_equal(qa, qb)
     assert int(qa["n"].sum()) == len(dicts), seed
     ra = load(a)
-    ra.query("SELECT COUNT(*) AS n FROM kernels")  # shadows kernels on this connection
+    ra.query("SELECT COUNT(*) AS n FROM kernels")
     assert len(ra.table("kernels")) == ra.count("kernels") == len(dicts)  # no double rows
     assert len(ra.table("kernels", where="layer IS NULL")) == sum(d["layer"] is None for d in dicts)
+    # DuckDB read the file in place: nothing was copied into SQLite
+    assert ra._cons[0].execute("SELECT COUNT(*) FROM sqlite_temp_master").fetchone()[0] == 0
+    # other tables are visible in the same SQL (a join with the database's rows)
+    j = ra.query("SELECT COUNT(*) AS n FROM kernels k JOIN steps s ON s.step = k.step")
+    assert j["n"].tolist() == [0]
+    # parameters, and integer sums come back as int64 like SQLite's
+    q = ra.query("SELECT SUM(start_ns > ?) AS n FROM kernels", (0,))
+    assert q["n"].dtype == np.int64
+    assert q["n"].tolist() == [sum(d["start_ns"] > 0 for d in dicts)], seed
+
+
+def test_sql_needs_duckdb(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    a, _b, dicts, _seed = pair
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    run = load(a)
+    with pytest.raises(MlaprofError, match="pip install duckdb"):
+        run.query("SELECT COUNT(*) AS n FROM kernels")
+    assert len(run.table("kernels")) == len(dicts)  # whole tables read without it
+
+
+def test_legacy_arrow_ipc_file_still_reads(pair) -> None:
+    """Runs imported before Parquet keep an Arrow IPC file: read and queried alike."""
+    import pyarrow as pa
+    import pyarrow.ipc
+    import pyarrow.parquet as pq
+
+    a, _b, dicts, _seed = pair
+    tab = pq.read_table(a / "rank0.kernels.parquet")
+    path = str(a / "rank0.kernels.arrow")
+    with pa.OSFile(path, "wb") as sink, pyarrow.ipc.new_file(sink, tab.schema) as w:
+        w.write_table(tab)
+    (a / "rank0.kernels.parquet").unlink()
+    con = sqlite3.connect(a / "rank0.db")
+    con.execute("UPDATE meta SET value = ? WHERE key = 'columnar:kernels'",
+                (json.dumps({"file": "rank0.kernels.arrow", "rows": len(dicts)}),))  # fmt: skip
+    con.commit()
+    con.close()
+    run = load(a)
+    assert len(run.table("kernels")) == len(dicts)
+    assert run.query("SELECT COUNT(*) AS n FROM kernels")["n"].tolist() == [len(dicts)]
 
 
 def test_database_rows_come_first(tmp_path: Path) -> None:
@@ -146,7 +188,7 @@ def test_parts_are_written_in_call_order(tmp_path: Path) -> None:
 
 
 def _damage(run: Path, how: str) -> None:
-    f = run / "rank0.kernels.arrow"
+    f = run / "rank0.kernels.parquet"
     if how == "missing":
         f.unlink()
     elif how == "garbage":

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pyarrow.ipc as pa_ipc
+import pyarrow.parquet as pq
 
 from mlaprof.exporters.csv_export import KERNEL_HEADER
 from mlaprof.store import create_run
@@ -40,7 +40,7 @@ def column(path: Path, name: str) -> list[str]:
 
 def db_rows(run_dir: Path, table: str, rank: int = 0) -> list[tuple[Any, ...]]:
     """Exact stored rows (no pandas NaN conversion), storage order, without ``rank``: the
-    database's, then those of the Arrow file its meta table names (read here with pyarrow
+    database's, then those of the columnar file its meta table names (read here with pyarrow
     directly, independent of mlaprof's reader)."""
     cols = [c for c, _ in TABLES[table]]
     con = sqlite3.connect(f"file:{run_dir / f'rank{rank}.db'}?mode=ro", uri=True)
@@ -53,7 +53,7 @@ def db_rows(run_dir: Path, table: str, rank: int = 0) -> list[tuple[Any, ...]]:
         con.close()
     if side:
         doc = json.loads(side[0])
-        tab = pa_ipc.open_file(str(run_dir / doc["file"])).read_all()
+        tab = pq.read_table(str(run_dir / doc["file"]))
         assert tab.num_rows == doc["rows"] and tab.column_names == ["rank", *cols]
         assert tab.column("rank").to_pylist() == [rank] * tab.num_rows
         out += list(zip(*(tab.column(c).to_pylist() for c in cols), strict=True))

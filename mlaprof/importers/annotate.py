@@ -68,6 +68,10 @@ class KernelColumns:
         return cls(list(uniq), idx, ints, masks)
 
 
+def _ascending(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
 def _valid(kc: KernelColumns, c: str) -> np.ndarray:
     m = kc.masks.get(c)
     return np.ones(kc.n, bool) if m is None else ~m
@@ -99,9 +103,15 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     codes, ndev = _device_codes(kc)
     if ndev > 1:
         corr = corr * ndev + codes[valid]
-    uniq, inv, counts = np.unique(corr, return_inverse=True, return_counts=True)
-    gmin = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(gmin, inv, start)
+    if _ascending(corr):  # the usual trace order: groups are runs, no sort needed
+        first = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]])
+        counts = np.diff(np.r_[first, len(corr)])
+        uniq, gmin = corr[first], np.minimum.reduceat(start, first)
+        inv = np.repeat(np.arange(len(first)), counts)
+    else:
+        uniq, inv, counts = np.unique(corr, return_inverse=True, return_counts=True)
+        gmin = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(gmin, inv, start)
     groups = np.nonzero(counts > 1)[0]
     rank = np.full(len(uniq), NULL, np.int64)
     rank[groups[np.lexsort((uniq[groups], gmin[groups]))]] = np.arange(len(groups))
@@ -344,7 +354,7 @@ def _groups(
     keys: np.ndarray, start: np.ndarray, end: np.ndarray, splits: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Per distinct key: (key, min start, max end, max splits), keys ascending."""
-    order = np.argsort(keys, kind="stable")
+    order = np.arange(len(keys)) if _ascending(keys) else np.argsort(keys, kind="stable")
     k = keys[order]
     first = np.r_[0, np.flatnonzero(np.diff(k)) + 1]
     t0 = np.minimum.reduceat(start[order], first)
@@ -492,6 +502,21 @@ def store_kernels(
     replay: np.ndarray | None = None,
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers."""
+    kernels, steps, layers = annotated(bulk, kc, matcher, summary, grid_in_workitems, replay)
+    write_kernels(bulk, kernels, summary)
+    store_derived(bulk, steps, layers, summary)
+
+
+def annotated(
+    bulk: Any,
+    kc: KernelColumns,
+    matcher: KernelMatcher,
+    summary: ImportSummary,
+    grid_in_workitems: bool,
+    replay: np.ndarray | None = None,
+) -> tuple[KernelColumns, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The kernels with their derived columns, and the steps and layers tables (the trace
+    checks recorded in the run's metadata)."""
     derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay)
     summary.checks["launches"] = _launch_checks(bulk, kc, derived)
     if summary.patterns:
@@ -503,8 +528,7 @@ def store_kernels(
     ints = {**kc.ints, **derived}
     masks = {c: m for c, m in kc.masks.items() if c not in derived}
     masks.update({c: m for c, arr in derived.items() if (m := arr == NULL).any()})
-    write_kernels(bulk, KernelColumns(kc.names, kc.name_idx, ints, masks), summary)
-    store_derived(bulk, steps, layers, summary)
+    return KernelColumns(kc.names, kc.name_idx, ints, masks), steps, layers
 
 
 GRAPH_LAUNCH_SQL = "function LIKE '%GraphLaunch%'"

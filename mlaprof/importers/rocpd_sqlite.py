@@ -13,11 +13,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlaprof.errors import MlaprofError
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
+from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
 from mlaprof.importers.common import ImportSummary
-from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
+from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.schema import TABLES
 from mlaprof.store.staging import BulkWriter
 
@@ -30,6 +33,19 @@ def is_sqlite(path: Path) -> bool:
             return f.read(16) == SQLITE_MAGIC
     except OSError:
         return False
+
+
+def first_agent(path: Path) -> int | None:
+    """The GPU (agent absolute index) of the database's first kernel dispatch, or None."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = con.execute(
+            "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
+            "ON A.id = K.agent_id AND A.guid = K.guid ORDER BY K.guid, K.id LIMIT 1"
+        ).fetchone()
+    finally:
+        con.close()
+    return None if row is None or not isinstance(row[0], int) else row[0]
 
 
 def _json(text: Any) -> dict[str, Any]:
@@ -47,10 +63,11 @@ def _cols(con: sqlite3.Connection, view: str) -> set[str]:
 
 
 def import_rocpd(
-    path: Path, bulk: BulkWriter, summary: ImportSummary
+    path: Path, bulk: BulkWriter, summary: ImportSummary, kernels: KernelColumns | None = None
 ) -> tuple[dict[str, Any], KernelColumns | None]:
     """Import a rocpd database. Returns the embedded mlaprof run metadata ({} if none) and the
-    kernels that still need annotation (those without mlaprof's own fields)."""
+    kernels that still need annotation (those without mlaprof's own fields). ``kernels``: the
+    database's dispatches already read by :func:`read_dispatches` (not read again)."""
     if not is_sqlite(path):
         raise MlaprofError(f"{path} is not an SQLite database")
     try:
@@ -58,7 +75,7 @@ def import_rocpd(
     except sqlite3.Error as e:
         raise MlaprofError(f"cannot open {path}: {e}") from None
     try:
-        return _import(con, path, bulk, summary)
+        return _import(con, path, bulk, summary, kernels)
     except sqlite3.Error as e:
         raise MlaprofError(f"{path} is not a readable rocpd database ({e})") from None
     finally:
@@ -66,7 +83,11 @@ def import_rocpd(
 
 
 def _import(
-    con: sqlite3.Connection, path: Path, bulk: BulkWriter, summary: ImportSummary
+    con: sqlite3.Connection,
+    path: Path,
+    bulk: BulkWriter,
+    summary: ImportSummary,
+    fast: KernelColumns | None,
 ) -> tuple[dict[str, Any], KernelColumns | None]:
     objs = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     needed = {"rocpd_metadata", "rocpd_kernel_dispatch", "rocpd_string", "rocpd_region"}
@@ -78,38 +99,7 @@ def _import(
         raise MlaprofError(
             f"{path}: unsupported rocpd schema version {tags.get('schema_version')!r} (need 3.x)"
         )
-    kd = _cols(con, "rocpd_kernel_dispatch")
-    graph = (
-        "K.graph_exec_id, K.graph_node_id"
-        if {"graph_exec_id", "graph_node_id"} <= kd
-        else "NULL, NULL"
-    )
-    cur = con.execute(
-        "SELECT COALESCE(S.display_name, S.kernel_name), K.start, K.end, A.absolute_index, "
-        "COALESCE(JSON_EXTRACT(ST.extdata, '$.stream'), K.stream_id), E.correlation_id, "
-        "K.grid_size_x, K.grid_size_y, K.grid_size_z, K.workgroup_size_x, K.workgroup_size_y, "
-        f"K.workgroup_size_z, {graph}, K.extdata "
-        "FROM rocpd_kernel_dispatch K "
-        "LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid "
-        "LEFT JOIN rocpd_info_agent A ON A.id = K.agent_id AND A.guid = K.guid "
-        "LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid "
-        "LEFT JOIN rocpd_info_stream ST ON ST.id = K.stream_id AND ST.guid = K.guid "
-        "ORDER BY K.guid, K.id"
-    )
-    extra_cols = ("step", "layer", "replay", "splits")
-    kcols = KERNEL_COLS + extra_cols
-    flat: list[Any] = []
-    foreign: list[Any] = []
-    for r in cur:
-        mine = _json(r[14]).get("mlaprof")
-        if isinstance(mine, dict):
-            # an mlaprof export: its own fields are exact, including NULLs
-            flat += [mine.get(c) for c in kcols]
-        else:
-            foreign += r[:14]
-    if flat:
-        write_kernels(bulk, KernelColumns.from_rows(kcols, _ints(flat, path, kcols)), summary)
-    kernels = KernelColumns.from_rows(KERNEL_COLS, _ints(foreign, path)) if foreign else None
+    kernels = fast if fast is not None else _kernel_rows(con, path, bulk, summary)
 
     api: list[list[Any]] = []
     cur = con.execute(
@@ -206,3 +196,202 @@ def _ints(flat: list[Any], path: Path, cols: tuple[str, ...] = KERNEL_COLS) -> l
         if not isinstance(v, int) or isinstance(v, bool) or not -(2**63) <= v < 2**63:
             raise MlaprofError(f"{path}: kernel field {c} holds {v!r}, not a 64-bit integer")
     return flat
+
+
+def _kernel_rows(
+    con: sqlite3.Connection, path: Path, bulk: BulkWriter, summary: ImportSummary
+) -> KernelColumns | None:
+    """Dispatches row by row (any rocpd database, mlaprof exports included): an mlaprof export's
+    kernels are stored as they are, the others returned for annotation."""
+    kd = _cols(con, "rocpd_kernel_dispatch")
+    graph = (
+        "K.graph_exec_id, K.graph_node_id"
+        if {"graph_exec_id", "graph_node_id"} <= kd
+        else "NULL, NULL"
+    )
+    cur = con.execute(
+        "SELECT COALESCE(S.display_name, S.kernel_name), K.start, K.end, A.absolute_index, "
+        "COALESCE(JSON_EXTRACT(ST.extdata, '$.stream'), K.stream_id), E.correlation_id, "
+        "K.grid_size_x, K.grid_size_y, K.grid_size_z, K.workgroup_size_x, K.workgroup_size_y, "
+        f"K.workgroup_size_z, {graph}, K.extdata "
+        "FROM rocpd_kernel_dispatch K "
+        "LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid "
+        "LEFT JOIN rocpd_info_agent A ON A.id = K.agent_id AND A.guid = K.guid "
+        "LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid "
+        "LEFT JOIN rocpd_info_stream ST ON ST.id = K.stream_id AND ST.guid = K.guid "
+        "ORDER BY K.guid, K.id"
+    )
+    extra_cols = ("step", "layer", "replay", "splits")
+    kcols = KERNEL_COLS + extra_cols
+    flat: list[Any] = []
+    foreign: list[Any] = []
+    for r in cur:
+        mine = _json(r[14]).get("mlaprof")
+        if isinstance(mine, dict):
+            # an mlaprof export: its own fields are exact, including NULLs
+            flat += [mine.get(c) for c in kcols]
+        else:
+            foreign += r[:14]
+    if flat:
+        write_kernels(bulk, KernelColumns.from_rows(kcols, _ints(flat, path, kcols)), summary)
+    kernels = KernelColumns.from_rows(KERNEL_COLS, _ints(foreign, path)) if foreign else None
+    return kernels
+
+
+# store column -> rocpd_kernel_dispatch column: the CSV's names, but for the timestamps
+_DISPATCH_COLS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    **{c: _KERNEL_SRC[c] for c in KERNEL_COLS if c.startswith(("grid_", "block_", "graph_"))},
+}
+
+
+def read_dispatches(path: Path) -> KernelColumns | None:
+    """The dispatches of a rocprofv3-written database as columns, read by SQLite's ADBC driver
+    straight into Arrow (a Python tuple per row cost ~10 us per dispatch); the small tables
+    (symbols, agents, streams) and event correlation ids are joined in numpy. Returns None where
+    the row-by-row reader must run instead: no ADBC driver, an mlaprof export (its kernels carry
+    their own fields), several table sets (guids), or anything unexpected, which that reader
+    then reports. Thread-safe (its own connections)."""
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError:
+        return None
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        kd = _cols(con, "rocpd_kernel_dispatch")
+        # one table set (several guids: the row-by-row reader's ORDER BY guid), and not an
+        # mlaprof export (it marks its process row and every dispatch: the first and last are
+        # checked, as a scan of every dispatch's extdata would cost a fifth of the read)
+        sets = con.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
+            "AND name LIKE 'rocpd!_kernel!_dispatch!_%' ESCAPE '!'"
+        ).fetchone()[0]
+        mine = "extdata LIKE '%\"mlaprof%'"
+        if (
+            not kd
+            or sets != 1
+            or con.execute(
+                f"SELECT EXISTS (SELECT 1 FROM rocpd_info_process WHERE {mine}) OR EXISTS "
+                "(SELECT 1 FROM rocpd_kernel_dispatch WHERE id IN ((SELECT MIN(id) FROM "
+                "rocpd_kernel_dispatch), (SELECT MAX(id) FROM rocpd_kernel_dispatch)) "
+                f"AND {mine})"
+            ).fetchone()[0]
+        ):
+            return None
+        symbols = dict(con.execute(
+            "SELECT id, COALESCE(display_name, kernel_name) FROM rocpd_info_kernel_symbol"
+        ).fetchall())  # fmt: skip
+        agents = dict(con.execute("SELECT id, absolute_index FROM rocpd_info_agent").fetchall())
+        streams = dict(con.execute(
+            "SELECT id, JSON_EXTRACT(extdata, '$.stream') FROM rocpd_info_stream"
+        ).fetchall())  # fmt: skip
+        cols = [c for c in _DISPATCH_COLS.values() if c in kd]
+        sql = (
+            f"SELECT kernel_id, agent_id, stream_id, event_id, {', '.join(cols)} "
+            "FROM rocpd_kernel_dispatch ORDER BY id"
+        )
+        with adbc.connect(f"file:{path}?mode=ro") as ac, ac.cursor() as cur:
+            cur.execute(sql)
+            tab = cur.fetch_arrow_table()
+            cur.execute("SELECT id, correlation_id FROM rocpd_event ORDER BY id")
+            events = cur.fetch_arrow_table()
+    except Exception:  # noqa: BLE001 - any surprise: the row-by-row reader decides
+        return None
+    finally:
+        con.close()
+    return _dispatch_columns(tab, events, symbols, agents, streams)
+
+
+def _np(col: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """An Arrow integer column as int64 values (NULL as NULL_INT) and a NULL mask or None."""
+    import pyarrow as pa
+
+    col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    if not pa.types.is_integer(col.type) and not pa.types.is_null(col.type):
+        raise ValueError(f"not integers: {col.type}")
+    mask = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
+    vals = col.cast(pa.int64()).fill_null(NULL_INT).to_numpy(zero_copy_only=False)
+    return vals.astype(np.int64, copy=False), mask
+
+
+def _lookup(keys: np.ndarray, table: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per key its value in ``table`` (an integer or None): (values, NULL mask)."""
+    ids = np.array([k for k, v in table.items() if isinstance(k, int) and isinstance(v, int)])
+    vals = np.array([table[k] for k in ids.tolist()], np.int64)
+    if not len(ids):
+        return np.full(len(keys), NULL_INT, np.int64), np.ones(len(keys), bool)
+    order = np.argsort(ids)
+    ids, vals = ids[order], vals[order]
+    pos = np.clip(np.searchsorted(ids, keys), 0, len(ids) - 1)
+    hit = ids[pos] == keys
+    return np.where(hit, vals[pos], NULL_INT), ~hit
+
+
+def _dispatch_columns(
+    tab: Any, events: Any, symbols: dict, agents: dict, streams: dict
+) -> KernelColumns | None:
+    n = tab.num_rows
+    try:
+        kid, kmask = _np(tab.column("kernel_id"))
+        aid, _ = _np(tab.column("agent_id"))
+        sid, smask = _np(tab.column("stream_id"))
+        eid, emask = _np(tab.column("event_id"))
+        ev_id, _ = _np(events.column("id"))
+        ev_corr, ev_cmask = _np(events.column("correlation_id"))
+        ints: dict[str, np.ndarray] = {}
+        masks: dict[str, np.ndarray] = {}
+        for col, src in _DISPATCH_COLS.items():
+            if src in tab.column_names:
+                ints[col], m = _np(tab.column(src))
+            else:
+                ints[col], m = np.full(n, NULL_INT, np.int64), np.ones(n, bool)
+            if m is not None and m.any():
+                masks[col] = m
+    except ValueError:
+        return None
+    # names: the symbol table's, by kernel id (a dispatch without a symbol has no name)
+    sym_ids = sorted(k for k in symbols if isinstance(k, int))
+    names: list[str | None] = [symbols[k] for k in sym_ids] + [None]
+    if not all(v is None or isinstance(v, str) for v in names):
+        return None
+    pos = np.searchsorted(np.array(sym_ids, np.int64), kid) if sym_ids else np.zeros(n, np.int64)
+    pos = np.clip(pos, 0, max(len(sym_ids) - 1, 0))
+    found = (np.array(sym_ids, np.int64)[pos] == kid) if sym_ids else np.zeros(n, bool)
+    if kmask is not None:
+        found &= ~kmask
+    name_idx = np.where(found, pos, len(sym_ids)).astype(np.int64)
+    ints["device"], dmask = _lookup(aid, agents)
+    stream, st_missing = _lookup(sid, streams)  # a stream's own number, where recorded
+    ints["stream"] = np.where(st_missing, sid, stream)
+    corr, cmiss = _lookup_sorted(eid, ev_id, ev_corr, ev_cmask)
+    ints["correlation"] = corr
+    # NULL as the row-by-row reader's LEFT JOINs give it: no agent row, no stream number at all,
+    # no event row or a NULL correlation id
+    for col, m in (
+        ("device", dmask),
+        ("stream", _m(smask, n) & st_missing),
+        ("correlation", cmiss | _m(emask, n)),
+    ):
+        if m.any():
+            masks[col] = m
+    return KernelColumns(names, name_idx, ints, masks)
+
+
+def _m(mask: np.ndarray | None, n: int) -> np.ndarray:
+    return np.zeros(n, bool) if mask is None else mask
+
+
+def _lookup_sorted(
+    keys: np.ndarray, ids: np.ndarray, vals: np.ndarray, vmask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per key the value of the row with that id (ids ascending): (values, NULL mask)."""
+    if not len(ids):
+        return np.full(len(keys), NULL_INT, np.int64), np.ones(len(keys), bool)
+    pos = np.clip(np.searchsorted(ids, keys), 0, len(ids) - 1)
+    hit = ids[pos] == keys
+    miss = ~hit if vmask is None else ~hit | vmask[pos]
+    return np.where(miss, NULL_INT, vals[pos]), miss

@@ -1,18 +1,40 @@
 """``mlaprof import rocprof PATH``: a rocprofv3 CSV or JSON file, a rocpd database, or an output
-folder, into one run (all or nothing)."""
+folder, into one run (all or nothing).
+
+A folder of several processes' outputs (rocprofv3 names each ``<pid>_kernel_trace.csv`` /
+``<pid>_results.db``, one per rank of a multi-GPU server) becomes one rank each: its own
+database and kernel file, its own replays (correlation ids are per process). Ranks are numbered
+by a ``rank<N>`` folder or file name part when the paths carry one, else in the order of the GPU
+each process's first kernel ran on (then by pid). Ranks are imported one after the other, the
+next two ranks' kernel files read while one is annotated and written, so memory holds about
+three ranks at a time.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
+import re
+import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
-from mlaprof.importers.annotate import KernelColumns, concat, store_kernels
-from mlaprof.importers.common import ImportSummary, read_text
+from mlaprof.importers.annotate import (
+    KernelColumns,
+    annotated,
+    concat,
+    store_derived,
+    write_kernels,
+)
+from mlaprof.importers.common import ImportSummary, agent_index, read_text
 from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.store import runmeta
 from mlaprof.store.staging import staged_run
+
+AHEAD = 2  # ranks read ahead, in threads (SQLite and pyarrow release the GIL while reading)
 
 
 def _is_rocprof_json(path: Path) -> bool:
@@ -67,40 +89,108 @@ def import_rocprof(
         "grid_units": "workitems",
     }
     run_name = name or f"rocprof-{path.stem or 'import'}"
-    with staged_run(traces, run_name, meta) as (bulk, final):
-        embedded: dict[str, Any] = {}
-        parts: list[KernelColumns] = []
-        for f in files:
-            kc: KernelColumns | None
-            if fmt == "csv":
-                kc = rocprof_csv.import_csv(bulk, f, summary, use_arrow)
-            elif fmt == "json":
-                kc = rocprof_json.import_json(f, read_text(f, "JSON file"), bulk, summary)
-            else:
-                found, kc = rocpd_sqlite.import_rocpd(f, bulk, summary)
-                embedded = found or embedded
-            if kc is not None:
-                parts.append(kc)
-        kernels = concat(parts)
-        if kernels is not None:
-            store_kernels(bulk, kernels, matcher, summary, grid_in_workitems=True)
-        if not any(summary.rows.values()):
-            raise MlaprofError(f"{path}: no records found (empty trace)")
-        if embedded:
-            summary.notes.append("mlaprof export: steps, layers and analysis tables restored")
-        bulk.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('import', ?)",
-            (json.dumps({"files": summary.files, "rows": summary.rows}),),
-        )
-        if embedded:
-            _restore_meta(bulk.run_dir, embedded)
+    groups = rank_groups(fmt, files)
+    # kernel traces (CSV, rocpd): the next ranks' reads overlap this rank's annotation and write,
+    # and the first ones start before the run is created
+    pending: dict[Path, Future[KernelColumns | None]] = {}
+    with ThreadPoolExecutor(AHEAD) as pool:
+
+        def prefetch(rank: int) -> None:
+            if rank >= len(groups):
+                return
+            for f in groups[rank]:
+                if fmt == "rocpd":
+                    pending[f] = pool.submit(rocpd_sqlite.read_dispatches, f)
+                elif fmt == "csv" and use_arrow and rocprof_csv.sniff(f) == rocprof_csv.KERNEL:
+                    pending[f] = pool.submit(rocprof_csv.read_kernel_file, f)
+
+        for rank in range(AHEAD):
+            prefetch(rank)
+        try:
+            with staged_run(traces, run_name, meta) as (bulk, final):
+                embedded: dict[str, Any] = {}
+                for rank, group in enumerate(groups):
+                    w = bulk.rank_writer(rank)
+                    prefetch(rank + AHEAD)
+                    parts: list[KernelColumns] = []
+                    for f in group:
+                        kc: KernelColumns | None
+                        if fmt == "rocpd":
+                            read = pending.pop(f).result() if f in pending else None
+                            found, kc = rocpd_sqlite.import_rocpd(f, w, summary, read)
+                            embedded = found or embedded
+                        elif f in pending:
+                            kc = pending.pop(f).result()
+                            summary.files.append(str(f))
+                        elif fmt == "csv":
+                            kc = rocprof_csv.import_csv(w, f, summary, use_arrow)
+                        else:
+                            kc = rocprof_json.import_json(f, read_text(f, "JSON file"), w, summary)
+                        if kc is not None:
+                            parts.append(kc)
+                    kernels = concat(parts)
+                    parts.clear()
+                    if kernels is not None:
+                        counts = (
+                            summary.mla_kernels,
+                            summary.replays,
+                            summary.layers,
+                            summary.eager_steps,
+                        )
+                        before = summary.checks
+                        kernels, steps, layers = annotated(w, kernels, matcher, summary, True)
+                        if rank:  # the trace checks count over all ranks
+                            summary.checks = _sum_counts(before, summary.checks)
+                            if summary.patterns:
+                                runmeta.update(bulk.run_dir, trace_checks=summary.checks)
+                        write_kernels(w, kernels, summary)
+                        # the kernel file is written in the background while steps and layers
+                        # go into SQLite and the next rank is annotated
+                        w.flush_columnar(wait=False)
+                        store_derived(w, steps, layers, summary)
+                        summary.mla_kernels += counts[0]
+                        summary.replays += counts[1]
+                        summary.layers += counts[2]
+                        summary.eager_steps += counts[3]
+                    del kernels
+                if len(groups) > 1:
+                    summary.notes.append(
+                        f"{len(groups)} processes imported as ranks 0-{len(groups) - 1}"
+                    )
+                if not any(summary.rows.values()):
+                    raise MlaprofError(f"{path}: no records found (empty trace)")
+                if embedded:
+                    summary.notes.append(
+                        "mlaprof export: steps, layers and analysis tables restored"
+                    )
+                bulk.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('import', ?)",
+                    (json.dumps({"files": summary.files, "rows": summary.rows}),),
+                )
+                if embedded:
+                    _restore_meta(bulk.run_dir, embedded)
+        finally:
+            for fut in pending.values():
+                fut.cancel()  # an import that failed: reads not yet started are dropped
+
     return final, summary
+
+
+def _sum_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two ranks' trace checks added up, key by key (nested dicts of counts)."""
+    out = dict(a)
+    for k, v in b.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _sum_counts(out[k], v)
+        elif isinstance(v, int) and isinstance(out.get(k), int):
+            out[k] = out[k] + v
+        else:
+            out[k] = v
+    return out
 
 
 def _restore_meta(run_dir: Path, embedded: dict[str, Any]) -> None:
     """Carry the exported run's descriptive metadata (scenario, device, backend) over."""
-    from mlaprof.store import runmeta
-
     keep = {
         k: v
         for k, v in embedded.items()
@@ -108,3 +198,63 @@ def _restore_meta(run_dir: Path, embedded: dict[str, Any]) -> None:
     }
     keep["exported_from"] = embedded.get("name")
     runmeta.update(run_dir, **keep)
+
+
+_RANK_IN_PATH = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:[^0-9]|$)", re.I)
+_PID_PREFIX = re.compile(r"^(\d+)_")
+
+
+def _process_key(path: Path) -> tuple[str, str]:
+    """Which process wrote ``path``: (folder, pid prefix of rocprofv3's file names or "")."""
+    m = _PID_PREFIX.match(path.name)
+    return str(path.parent), m.group(1) if m else ""
+
+
+def _explicit_rank(paths: list[Path]) -> int | None:
+    for p in paths:
+        for part in (*p.parent.parts, p.stem):
+            m = _RANK_IN_PATH.search(part)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def _first_device(fmt: str, paths: list[Path]) -> int:
+    """The GPU of the process's first kernel (a large number when none is found)."""
+    none = 1 << 62
+    for p in paths:
+        try:
+            if fmt == "csv" and rocprof_csv.sniff(p) == rocprof_csv.KERNEL:
+                with open(p, newline="", encoding="utf-8-sig", errors="replace") as f:
+                    r = csv.reader(f)
+                    head = [rocprof_csv.norm(c) for c in next(r, [])]
+                    row = next(r, None)
+                if row and "agent_id" in head and len(row) == len(head):
+                    dev = agent_index(row[head.index("agent_id")])
+                    return none if dev is None else dev
+            elif fmt == "rocpd":
+                dev = rocpd_sqlite.first_agent(p)
+                if dev is not None:
+                    return dev
+        except (OSError, csv.Error, MlaprofError, sqlite3.Error):
+            continue  # the import itself reports what is wrong with the file
+    return none
+
+
+def rank_groups(fmt: str, files: list[Path]) -> list[list[Path]]:
+    """The files of each rank, rank 0 first: one group per process (see the module's doc)."""
+    by_proc: dict[tuple[str, str], list[Path]] = {}
+    for f in files:
+        by_proc.setdefault(_process_key(f), []).append(f)
+    if fmt == "json" or len(by_proc) < 2:
+        return [files]
+    groups = list(by_proc.items())
+    explicit = [_explicit_rank(g) for _, g in groups]
+    if all(r is not None for r in explicit) and len(set(explicit)) == len(explicit):
+        return [g for _, (_, g) in sorted(zip(explicit, groups, strict=True))]
+
+    def order(item: tuple[tuple[str, str], list[Path]]) -> tuple[int, str, int, str]:
+        (folder, pid), g = item
+        return (_first_device(fmt, g), folder, int(pid or 0), pid)
+
+    return [g for _, g in sorted(groups, key=order)]

@@ -254,6 +254,24 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     return KernelColumns(names, idx, ints, masks)
 
 
+def _kernel_header(path: Path) -> list[str]:
+    """The header of a kernel trace, validated cheaply (without decoding the file in Python)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError as e:
+        raise MlaprofError(f"cannot read {path}: {e.strerror or e}") from None
+    if b"\x00" in head:
+        raise MlaprofError(f"{path} is binary, not a CSV")
+    return next(csv.reader([head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")]))
+
+
+def read_kernel_file(path: Path) -> KernelColumns:
+    """A kernel trace CSV (sniffed as one) read through pyarrow: what :func:`import_csv` returns
+    for it (thread-safe; the multi-rank importer reads the next rank's file meanwhile)."""
+    return _kernels_arrow(path, _kernel_header(path))
+
+
 def read_kernels(path: Path, text: str | None, header: list[str], use_arrow: bool) -> KernelColumns:
     if use_arrow:
         return _kernels_arrow(path, header)
@@ -393,12 +411,7 @@ def import_csv(
     text: str | None = None
     kind = sniff(path)
     if kind == KERNEL and use_arrow:
-        # validate cheaply without decoding the whole file in Python
-        with open(path, "rb") as f:
-            head = f.read(65536)
-        if b"\x00" in head:
-            raise MlaprofError(f"{path} is binary, not a CSV")
-        header = next(csv.reader([head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")]))
+        header = _kernel_header(path)
     else:
         text = read_text(path, "CSV")
         if not text.strip():

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, runmeta
+from mlaprof.store import columnar, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
 
@@ -45,8 +45,9 @@ class Run:
     """A recorded run. Tables are attributes: ``run.steps``, ``run.layers``, ``run.syncs``, ...
 
     Each attribute access queries the databases again, so a followed run shows new records.
-    Imported kernels live in Arrow files next to the databases (:mod:`mlaprof.store.columnar`);
-    every read here returns them after the table's SQLite rows.
+    Imported kernels live in Parquet files next to the databases (:mod:`mlaprof.store.columnar`);
+    every read here returns them after the table's SQLite rows, and SQL naming them runs in
+    DuckDB on the files (:mod:`mlaprof.store.sqlengine`).
     """
 
     def __init__(self, path: Path | str) -> None:
@@ -59,8 +60,6 @@ class Run:
         # one database per (rank, role): a rank's worker is role "", other processes name theirs
         self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
-        self._shadowed: set[tuple[tuple[int, str], str]] = set()
-        self._lock = threading.Lock()
         self.refresh_ranks()
         if not self._cons:
             raise MlaprofError(f"{self.path} has no rank databases (rank<N>.db)")
@@ -103,25 +102,30 @@ class Run:
 
     # -- tables ------------------------------------------------------------------------------
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
-        """Run ``sql`` on every rank database and concatenate the results."""
+        """Run ``sql`` on every rank and concatenate the results. SQL naming a table whose rows
+        sit in a columnar file (an import's kernels) runs in DuckDB over that rank's file and
+        its database rows, never copying the file into SQLite; other SQL runs in SQLite."""
         frames = []
         for key in self.databases:
-            self._shadow(key, sql)
-            frames.append(self._query_rank(key, sql, params))
+            if any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql)):
+                frames.append(sqlengine.query([self._source(key)], sql, params))
+            else:
+                frames.append(self._query_rank(key, sql, params))
         frames = [f for f in frames if len(f)]
         if not frames:
             return pd.DataFrame(columns=list(columns_of(sql)))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
-    def _shadow(self, key: tuple[int, str], sql: str) -> None:
-        """Before arbitrary SQL runs on a database, give the tables it names their Arrow rows."""
-        for table, side in self._side.get(key, {}).items():
-            if (key, table) in self._shadowed or not columnar.mentions(sql, table):
-                continue
-            with self._lock:
-                if (key, table) not in self._shadowed:
-                    columnar.materialize(self._cons[key], side, key[0])
-                    self._shadowed.add((key, table))
+    def sql(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
+        """Run ``sql`` once over all ranks (DuckDB): every table it names holds every rank's rows
+        (``rank`` tells them apart), so aggregates span the fleet. Kernels are read from their
+        columnar files in place; the SQL is DuckDB's dialect."""
+        return sqlengine.query([self._source(k) for k in self.databases], sql, params)
+
+    def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
+        return sqlengine.RankSource(
+            key[0], self._cons[key], self.path / rank_db_name(*key), self._side.get(key, {})
+        )
 
     def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
         if name not in TABLES:
@@ -133,7 +137,7 @@ class Run:
         if where or not sides:
             df = self.query(sql, params)
         else:
-            # whole table: SQLite rows then the Arrow file, per rank (main.: never a shadow copy)
+            # whole table: SQLite rows then the columnar file, per rank
             main_sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
             frames = []
             for key in self.databases:
@@ -145,6 +149,52 @@ class Run:
         if df.empty:
             df = pd.DataFrame(columns=list(columns(name)))
         return df
+
+    def columns(self, name: str, cols: list[str], rank: int | None = None) -> pd.DataFrame:
+        """Some columns of a table, all ranks (database rows first, as :meth:`table`), text as
+        pandas categoricals built from the files' dictionaries: a 10M-kernel import's few
+        columns fit in memory where the whole table, every name a string, does not. ``rank``:
+        that rank's rows only."""
+        if name not in TABLES:
+            raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        text = {c for c, t in TABLES[name] if t == "TEXT"} & set(cols)
+        parts: list[dict[str, Any]] = []  # column -> values, or (codes, categories) for text
+        for key in self.databases:
+            if rank is not None and key[0] != rank:
+                continue
+            db = self._query_rank(key, f"SELECT {', '.join(cols)} FROM main.{name}", ())
+            if len(db):
+                parts.append({c: db[c].to_numpy(object if c in text else None) for c in cols})
+            side = self._side.get(key, {}).get(name)
+            if side is not None:
+                tab = columnar.read_columns(side, cols)
+                part: dict[str, Any] = {}
+                for c in cols:
+                    col = tab.column(c).combine_chunks()
+                    if c in text and hasattr(col, "indices"):
+                        codes = col.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                        part[c] = (codes.astype(np.int64), col.dictionary.to_pylist())
+                    else:
+                        part[c] = col.to_numpy(zero_copy_only=False)
+                parts.append(part)
+        if not parts:
+            return pd.DataFrame(columns=cols)
+        out: dict[str, Any] = {}
+        for c in cols:
+            if c not in text:
+                out[c] = np.concatenate([pt[c] for pt in parts])
+                continue
+            cats: dict[Any, int] = {}
+            codes = []
+            for pt in parts:
+                v = pt[c]
+                if isinstance(v, tuple):  # a file's dictionary: remap its codes
+                    lut = np.array([_code(cats, x) for x in v[1]] + [-1], np.int64)
+                    codes.append(lut[v[0]])  # code -1 (NULL) picks the trailing -1
+                else:
+                    codes.append(np.fromiter((_code(cats, x) for x in v), np.int64, len(v)))
+            out[c] = pd.Categorical.from_codes(np.concatenate(codes), categories=list(cats))
+        return pd.DataFrame(out)
 
     def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
         try:
@@ -214,6 +264,13 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, ranks={self.ranks})"
+
+
+def _code(cats: dict[Any, int], value: Any) -> int:
+    """The category number of a text value (-1: NULL), adding it when new."""
+    if value is None or value != value:
+        return -1
+    return cats.setdefault(str(value), len(cats))
 
 
 def columns_of(sql: str) -> list[str]:

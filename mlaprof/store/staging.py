@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ class BulkWriter:
         self.counts: dict[str, int] = {}
         self.run_dir: Path = Path(db_path).parent
         self._columnar: dict[str, list[Any]] = {}  # table -> Arrow parts, written on commit
+        self._flushed: set[str] = set()  # tables whose side file is written (no more rows)
+        self._pool: ThreadPoolExecutor | None = None  # background side-file writes
+        self._writes: list[Future[columnar.SideTable]] = []
         self._ranks: dict[int, BulkWriter] = {}  # other ranks of the same staged run
 
     def rank_writer(self, rank: int) -> BulkWriter:
@@ -89,6 +93,8 @@ class BulkWriter:
         written, in call order, as one file when the import commits."""
         if n == 0:
             return 0
+        if table in self._flushed:
+            raise MlaprofError(f"internal: {table} rows of rank {self.rank} were already written")
         part = columnar.build(table, self.rank, n, numbers, text)
         self._columnar.setdefault(table, []).append(part)
         self.counts[table] = self.counts.get(table, 0) + n
@@ -110,12 +116,37 @@ class BulkWriter:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self.con.execute(sql, params)
 
+    def flush_columnar(self, wait: bool = True) -> None:
+        """Write the queued side-file rows now (a rank whose rows are complete), freeing them;
+        no more rows of those tables may follow. ``wait=False``: written by a background thread
+        (pyarrow releases the GIL) while the caller goes on; :meth:`commit` waits for it."""
+        for table, parts in self._columnar.items():
+            if wait:
+                columnar.record(self.con, columnar.write(self.run_dir, self.rank, table, parts))
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(1)
+                job = self._pool.submit(columnar.write, self.run_dir, self.rank, table, parts)
+                self._writes.append(job)
+            self._flushed.add(table)
+        self._columnar.clear()
+
+    def _join_writes(self) -> None:
+        """Wait for the background writes and name their files (an error raises here)."""
+        try:
+            for job in self._writes:
+                columnar.record(self.con, job.result())
+        finally:
+            self._writes.clear()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+
     def commit(self) -> None:
         for other in self._ranks.values():
             other.commit()
-        for table, parts in self._columnar.items():
-            columnar.record(self.con, columnar.write(self.run_dir, self.rank, table, parts))
-        self._columnar.clear()
+        self.flush_columnar()
+        self._join_writes()
         if self.con.in_transaction:
             self.con.execute("COMMIT")
         self.con.close()
@@ -123,6 +154,8 @@ class BulkWriter:
     def abort(self) -> None:
         for other in self._ranks.values():
             other.abort()
+        with suppress(Exception):  # the import failed already; its files go with the stage
+            self._join_writes()
         with suppress(sqlite3.Error):
             self.con.execute("ROLLBACK")
         self.con.close()
