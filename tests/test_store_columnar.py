@@ -105,7 +105,7 @@ def test_sql_over_arrow_rows(pair) -> None:
     assert len(ra.table("kernels")) == ra.count("kernels") == len(dicts)  # no double rows
     assert len(ra.table("kernels", where="layer IS NULL")) == sum(d["layer"] is None for d in dicts)
     # DuckDB read the file in place: nothing was copied into SQLite
-    assert ra._cons[0].execute("SELECT COUNT(*) FROM sqlite_temp_master").fetchone()[0] == 0
+    assert ra._cons[(0, "")].execute("SELECT COUNT(*) FROM sqlite_temp_master").fetchone()[0] == 0
     # other tables are visible in the same SQL (a join with the database's rows)
     j = ra.query("SELECT COUNT(*) AS n FROM kernels k JOIN steps s ON s.step = k.step")
     assert j["n"].tolist() == [0]
