@@ -103,7 +103,7 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     codes, ndev = _device_codes(kc)
     if ndev > 1:
         corr = corr * ndev + codes[valid]
-    if _ascending(corr):  # the usual trace order: groups are runs, no sort needed
+    if len(corr) and _ascending(corr):  # the usual trace order: runs of ids, no sort needed
         first = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]])
         counts = np.diff(np.r_[first, len(corr)])
         uniq, gmin = corr[first], np.minimum.reduceat(start, first)
