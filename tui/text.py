@@ -98,7 +98,9 @@ def split_table(v: View) -> Table:
     # occupancy "used->deserved" in one column keeps the table inside half a 160-column screen
     head = ["size", "policy", "S used", "deserved", "frozen", "occ (model)", "collapsed"]
     rows = [
-        [
+        [_s(r["capture_size"]), _s(r["policy"]), "device", "-", "never", "-", "-"]
+        if r.get("on_device")  # S is decided on the device at every replay: no host number
+        else [
             _s(r["capture_size"]),
             _s(r["policy"]),
             _s(r["used"])

@@ -64,6 +64,11 @@ class View:
     timing_short: str = ""  # the same in a word or two (CPU ref, replay)
     policy: str = ""
     problem: str | None = None
+    # the analysis' sections for engine runs, imported traces and imported vLLM logs (None: none)
+    engine: dict[str, Any] | None = None
+    shadow: dict[str, Any] | None = None
+    trace: dict[str, Any] | None = None
+    engine_starts: list[dict[str, Any]] | None = None
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -126,10 +131,15 @@ def build_view(
         scope = "mean over all steps"
     key, rev = layer_sort
     layers = sorted(layers, key=lambda r: _sort_key(r.get(key)), reverse=rev)
+    # policies that decide S on the device at replay (the analysis says which): no host S to show
+    on_device = (
+        {r["policy"] for r in analysis["splits"] if r.get("on_device")} if analysis else set()
+    )
     splits = [
         {
             "capture_size": size,
             "policy": policy,
+            "on_device": policy in on_device,
             "used": a.last.get("used"),
             "deserved": a.last.get("deserved"),
             "frozen": a.last.get("frozen"),
@@ -208,6 +218,10 @@ def build_view(
         timing_short=TIMING_SHORT.get(str(st.last_step.get("timing")), "") if st.last_step else "",
         policy=policy,
         problem=problem,
+        engine=analysis.get("engine") if analysis else None,
+        shadow=analysis.get("shadow") if analysis else None,
+        trace=analysis.get("trace") if analysis else None,
+        engine_starts=analysis.get("engine_starts") if analysis else None,
     )
 
 
