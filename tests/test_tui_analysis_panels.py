@@ -34,3 +34,44 @@ def test_on_device_policy_reads_device_never_frozen(tmp_path: Path) -> None:
     host = [r for r in rows if r[1] == "aiter-gluon"]
     assert host and all(r[2] == "1" for r in host)  # host-decided policies keep their numbers
     assert "aiter-asm-persistent" in render_text(v)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def _imported(tmp_path: Path, kind: str, src: Path, name: str) -> str:
+    from mlaprof.cli import main
+
+    assert main(["import", kind, str(src), "--traces", str(tmp_path), "--name", name]) == 0
+    v, _ = read_view(tmp_path / name)
+    return render_text(v).split("ENGINE / IMPORTED")[1].split("FINDINGS")[0]
+
+
+def test_imported_trace_paths_s_source_trust_and_replay_time(tmp_path: Path) -> None:
+    out = _imported(tmp_path, "rocprof", DATA / "aiter" / "persistent_switch", "ps")
+    rows = {r.split()[0]: r.split() for r in out.splitlines() if r.strip().startswith("aiter-")}
+    assert rows["aiter-asm-persistent"][2:4] == ["3", "(3/0)"]
+    assert "decided on the device" in " ".join(rows["aiter-asm-persistent"])
+    assert rows["aiter-asm"][2:5] == ["2", "(2/0)", "6"]
+    assert "S from grid axis z" in out and "trust: reliable" in out
+    assert "time inside 5 graph replay(s)" in out
+    layer0 = next(r.split() for r in out.splitlines() if r.split()[:1] == ["0"])
+    assert layer0 == ["0", "13.0", "11.0", "85%", "6"]
+
+
+def test_imported_unreliable_trace_says_so_with_counts(tmp_path: Path) -> None:
+    out = _imported(tmp_path, "rocprof", DATA / "aiter" / "gluon_v0119_fix_dropped", "d")
+    line = next(r for r in out.splitlines() if "trust:" in r)
+    assert "UNRELIABLE (" in line and "missing_kernels" in line
+
+
+def test_imported_vllm_log_starts_downgrades_memory(tmp_path: Path) -> None:
+    out = _imported(tmp_path, "vllm-log", DATA / "vllm" / "tp2_two_starts.log", "v")
+    assert "start 1: vLLM 0.30.1" in out and "FULL_AND_PIECEWISE -> PIECEWISE" in out
+    assert "downgraded by TritonMLABackend" in out and "on ranks 0, 1 (log line 18)" in out
+    mem = [r.split() for r in out.splitlines() if "Worker_TP" in r]
+    assert [(r[0], r[1], r[2]) for r in mem] == [
+        ("1", "0", "Worker_TP0"), ("1", "1", "Worker_TP1"),
+        ("2", "0", "Worker_TP0"), ("2", "1", "Worker_TP1"),
+    ]  # fmt: skip
+    assert mem[2][3:5] == ["1.0", "GiB"] and mem[0][3:5] == ["491.5", "MiB"]

@@ -239,6 +239,126 @@ def render_text(v: View, width: int = 100) -> str:
     lines += format_table(split_table(v))
     lines += ["", "PADDING (real vs padding rows)", *format_table(padding_table(v))]
     lines += ["", "CAPTURE MEMORY (per capture size)", *format_table(memory_table(v))]
+    details = detail_lines(v)
+    if details:
+        lines += ["", "ENGINE / IMPORTED (mlaprof.analysis)", *["  " + s for s in details]]
     lines += ["", f"FINDINGS ({v.findings_source})"]
     lines += ["  " + s for s in finding_lines(v, width - 2)]
     return "\n".join(lines) + "\n"
+
+
+# -- engine runs, imported traces, imported vLLM logs (the analysis' own sections) -------------
+def engine_lines(v: View) -> list[str]:
+    """A recorded vLLM engine (measured) and its shadow AITER S (modelled)."""
+    e, sh = v.engine, v.shadow
+    if not e:
+        return []
+    acc = (
+        "acceptance not recorded"
+        if e.get("accepted_tokens") is None
+        else f"{e['accepted_tokens']} accepted ({fmt_pct(e.get('acceptance_rate'))})"
+    )
+    modes = ", ".join(f"{m} x{n}" for m, n in (e.get("graph_modes") or {}).items()) or "-"
+    out = [
+        f"engine (measured): {_s(e.get('backend'))}, {_s(e.get('spec_method'))} "
+        f"k={_s(e.get('num_speculative_tokens'))}  |  {e['steps']} steps, "
+        f"{e['verify_steps']} verify, {e['verify_rows']} verify rows",
+        f"  {e['draft_tokens']} draft tokens, {acc}  |  graph {modes}",
+    ]
+    if sh:
+        rows = sh.get("per_step") or []
+        bug = sum(
+            1
+            for r in rows
+            if r.get("s_bug") is not None and r.get("s_fix") is not None and r["s_bug"] < r["s_fix"]
+        )
+        out.append(f"  shadow AITER: {bug} of {len(rows)} step(s) with S bug < S fix")
+        out.append(f"  ({sh.get('provenance')})")
+    return out
+
+
+def trace_lines(v: View) -> list[str]:
+    """An imported trace: path and kernel variant per step, S and its source, trust, replay time."""
+    t = v.trace
+    if not t:
+        return []
+    trust = t["trust"]
+    out = [f"imported trace: {t.get('source')} ({t.get('format')})"]
+    verdict = trust["verdict"]
+    if verdict == "unreliable":
+        counts = ", ".join(f"{k} {n}" for k, n in trust.get("counts", {}).items() if n)
+        out.append(f"  trust: UNRELIABLE ({counts}): " + "; ".join(trust.get("reasons", [])))
+    else:
+        out.append(f"  trust: {verdict}")
+    head = ["path", "kernel variant", "steps (graph/eager)", "S", "layer us"]
+    rows = [
+        [
+            p["path"],
+            p["variant"],
+            f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
+            _s(p["S"]),
+            "-" if p.get("layer_median_us") is None else f"{p['layer_median_us']:.1f}",
+        ]
+        for p in t["paths"]
+    ]
+    out += format_table((head, rows))
+    out += [f"  {p['variant']}: S {p['S_source']}" for p in t["paths"]]
+    rt = t.get("replay_time") or {}
+    if rt.get("replays"):
+        share = fmt_pct(rt.get("attention_share"))
+        out.append(f"  time inside {rt['replays']} graph replay(s): attention {share}")
+        lhead = ["layer", "median us", "attention us", "attention", "S"]
+        lrows = [
+            [
+                _s(x["layer"]),
+                f"{x['median_us']:.1f}",
+                f"{x['attention_median_us']:.1f}",
+                fmt_pct(x["attention_share"]),
+                _s(x["S"]),
+            ]
+            for x in rt["layers"]
+        ]
+        out += format_table((lhead, lrows))
+        out.append(f"  ({rt.get('provenance')})")
+    return out
+
+
+def engine_start_lines(v: View) -> list[str]:
+    """An imported vLLM log: server starts, final mode, downgrades with cause, memory per rank."""
+    starts = v.engine_starts
+    if not starts:
+        return []
+    out = []
+    for st in starts:
+        mode = st.get("final_mode") or "mode not logged"
+        if st.get("requested_mode") and st["requested_mode"] != st.get("final_mode"):
+            mode = f"{st['requested_mode']} -> {mode}"
+        out.append(f"start {st['start']}: vLLM {_s(st.get('version'))} (log line {st['line']})"
+                   f"  cudagraph {mode}")  # fmt: skip
+        for d in st.get("downgrades", []):
+            out.append(
+                f"  downgraded by {d['backend']} (support {d['support']}"
+                f"{', spec-decode' if d.get('spec_decode') else ''}) -> {d['setting']} on ranks "
+                f"{', '.join(map(str, d['ranks']))} (log line {d['line']})"
+            )
+    head = ["start", "rank", "process", "took", "secs", "estimate"]
+    rows = [
+        [
+            _s(st["start"]),
+            _s(r["rank"]),
+            _s(r.get("process")),
+            fmt_bytes(r.get("measured_bytes")),
+            "-" if r.get("capture_secs") is None else f"{r['capture_secs']:.0f}",
+            fmt_bytes(r.get("estimated_bytes")),
+        ]
+        for st in starts
+        for r in st.get("memory", [])
+    ]
+    out += ["graph capture memory per rank and start (never summed)", *format_table((head, rows))]
+    out.append(f"  ({starts[0].get('provenance')})")
+    return out
+
+
+def detail_lines(v: View) -> list[str]:
+    """Everything the analysis says about an engine run, imported trace or imported log."""
+    return [*engine_lines(v), *trace_lines(v), *engine_start_lines(v)]
