@@ -75,3 +75,43 @@ def test_imported_vllm_log_starts_downgrades_memory(tmp_path: Path) -> None:
         ("2", "0", "Worker_TP0"), ("2", "1", "Worker_TP1"),
     ]  # fmt: skip
     assert mem[2][3:5] == ["1.0", "GiB"] and mem[0][3:5] == ["491.5", "MiB"]
+
+
+def _engine_step(w, step: int, seqs: list[int], drafts: list[int], accepted: int) -> None:
+    """One verify step as the vLLM plugin records it (its event names and fields)."""
+    import json
+
+    from mlaprof.analysis.engine import ACCEPT_EVENT, STEP_EVENT
+
+    data = {"step": step, "kind": "verify", "backend": "CPU_MLA", "builder": "CPUMLABuilder",
+            "heads": 8, "graph_mode": "NONE", "num_tokens": 4 * len(seqs), "padded_tokens": None,
+            "verify_rows": len(seqs), "verify_draft_tokens": sum(drafts),
+            "verify_rows_as_prefill": 0, "drafter_builds": 0, "seq_lens_upper_bound": seqs,
+            "draft_tokens": drafts, "max_num_seqs": 8, "num_speculative_tokens": 3,
+            "spec_method": "ngram", "max_model_len": 4096}  # fmt: skip
+    acc = {"seq": step, "verify_rows": len(seqs), "draft_tokens": sum(drafts),
+           "accepted_tokens": accepted}  # fmt: skip
+    with w.transaction():
+        w.add("steps", step=step, t_start_ns=step * 1000, duration_ns=500, graph_mode="NONE")
+        for kind, d in ((STEP_EVENT, data), (ACCEPT_EVENT, acc)):
+            w.add("events", t_ns=step * 1000, source="vllm", kind=kind, message=kind,
+                  data=json.dumps(d))  # fmt: skip
+
+
+def test_engine_run_line_grows_with_the_run(tmp_path: Path) -> None:
+    w = create_run(tmp_path, "eng", {"source": "vllm plugin", "device": "cpu"})
+    _engine_step(w, 0, [1100, 300, 700], [3, 3, 3], 5)
+
+    def engine_text() -> str:
+        v, _ = read_view(tmp_path / "eng")
+        return render_text(v).split("ENGINE / IMPORTED")[1].split("FINDINGS")[0]
+
+    out = engine_text()
+    assert "1 steps, 1 verify, 3 verify rows" in out
+    assert "9 draft tokens, 5 accepted (56%)" in out and "graph NONE x1" in out
+    assert "shadow AITER: 1 steps" in out and "modelled from recorded batches" in out
+    _engine_step(w, 1, [2000, 90], [3, 3], 6)  # the run grows: the next read says so
+    out = engine_text()
+    assert "2 steps, 2 verify, 5 verify rows" in out
+    assert "15 draft tokens, 11 accepted (73%)" in out and "graph NONE x2" in out
+    w.finish()

@@ -248,6 +248,13 @@ def render_text(v: View, width: int = 100) -> str:
 
 
 # -- engine runs, imported traces, imported vLLM logs (the analysis' own sections) -------------
+def _rng(r: list | None) -> str:
+    """``[lo, hi]`` of the analysis as ``lo`` or ``lo-hi``."""
+    if not r or r[0] is None:
+        return "-"
+    return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
+
+
 def engine_lines(v: View) -> list[str]:
     """A recorded vLLM engine (measured) and its shadow AITER S (modelled)."""
     e, sh = v.engine, v.shadow
@@ -266,14 +273,12 @@ def engine_lines(v: View) -> list[str]:
         f"  {e['draft_tokens']} draft tokens, {acc}  |  graph {modes}",
     ]
     if sh:
-        rows = sh.get("per_step") or []
-        bug = sum(
-            1
-            for r in rows
-            if r.get("s_bug") is not None and r.get("s_fix") is not None and r["s_bug"] < r["s_fix"]
+        out.append(
+            f"  shadow AITER: {sh['steps']} steps, paths {', '.join(sh['paths'])}, S bug "
+            f"{_rng(sh['s_bug'])}, S fix {_rng(sh['s_fix'])}, frozen {_rng(sh['s_frozen'])}; "
+            f"{sh['steps_collapsed_by_bug']} step(s) collapsed by the bug"
         )
-        out.append(f"  shadow AITER: {bug} of {len(rows)} step(s) with S bug < S fix")
-        out.append(f"  ({sh.get('provenance')})")
+        out.append(f"  ({sh['provenance']})")
     return out
 
 
