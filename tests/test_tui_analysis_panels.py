@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mlaprof.store import create_run
 from mlaprof.synthetic.dashboard import meta, write_captures, write_step
 from tui.once import read_view
@@ -115,3 +117,57 @@ def test_engine_run_line_grows_with_the_run(tmp_path: Path) -> None:
     assert "2 steps, 2 verify, 5 verify rows" in out
     assert "15 draft tokens, 11 accepted (73%)" in out and "graph NONE x2" in out
     w.finish()
+
+
+async def _details_app(root: Path, size: tuple[int, int]):
+    from textual.widgets import Static, Tabs
+
+    from tui.app import MlaprofApp
+    from tui.screens.dashboard import DashboardScreen
+
+    app = MlaprofApp(root, interval=0.05)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(200):
+            s = app.screen
+            if isinstance(s, DashboardScreen) and s.view and s.view.engine_starts:
+                break
+            await pilot.pause(0.05)
+        d = app.screen
+        assert isinstance(d, DashboardScreen) and d.view and d.view.engine_starts
+        text = str(d.query_one("#details-text", Static).render())
+        tabs = d.query_one("#panel-tabs", Tabs)
+        hidden = tabs.query_one("#tab-details").display is False
+        await pilot.press("6")
+        return d.has_class("-details"), text, d.active_panel, hidden
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_dashboard_details_panel_for_an_imported_log(tmp_path: Path, size) -> None:
+    from mlaprof.cli import main
+
+    log = DATA / "vllm" / "tp2_two_starts.log"
+    assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path), "--name", "v"]) == 0
+    shown, text, active, hidden = await _details_app(tmp_path / "v", size)
+    assert shown and not hidden and active == "details"
+    assert "downgraded by TritonMLABackend" in text and "Worker_TP1" in text
+
+
+async def test_dashboard_hides_details_for_a_plain_run(tmp_path: Path) -> None:
+    from textual.widgets import Tabs
+
+    from mlaprof.synthetic.dashboard import make_run
+    from tui.app import MlaprofApp
+    from tui.screens.dashboard import DashboardScreen
+
+    make_run(tmp_path, "bug", steps=3, layers=2)
+    app = MlaprofApp(tmp_path / "bug", interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(200):
+            if isinstance(app.screen, DashboardScreen) and app.screen.updates:
+                break
+            await pilot.pause(0.05)
+        d = app.screen
+        assert not d.has_class("-details")
+        assert d.query_one("#panel-tabs", Tabs).query_one("#tab-details").display is False
+        await pilot.press("6")
+        assert d.active_panel == "layers"

@@ -18,6 +18,7 @@ from tui.reader import RunFollower, follow
 from tui.text import LAYER_COLUMNS, empty_findings_text
 from tui.view import Selection, View
 from tui.widgets.banner import ProblemBanner
+from tui.widgets.details import DetailsPanel
 from tui.widgets.findings import FindingsList
 from tui.widgets.header import RunHeader
 from tui.widgets.latency import LatencyPanel
@@ -32,6 +33,7 @@ PANELS = (
     ("splits", "KV splits"),
     ("padding", "Padding"),
     ("memory", "Capture"),
+    ("details", "Engine / import"),  # only for engine runs, imported traces and vLLM logs
 )
 NARROW_WIDTH, NARROW_HEIGHT = 120, 36
 
@@ -49,7 +51,11 @@ class DashboardScreen(Screen):
         ("c", "compare with another run side by side (bug vs fix)"),
         ("e", "export the run (Perfetto / rocpd / CSV) to ./out/; the path is shown"),
         ("w", "what if: modelled split collapse and slowdown around this run's configuration"),
-        ("1-5 / tab", "panel: layers, findings, KV splits, padding, capture (narrow terminals)"),
+        (
+            "1-6 / tab",
+            "panel: layers, findings, KV splits, padding, capture, engine / import (narrow "
+            "terminals; 6 only for vLLM engine runs, imported traces and imported vLLM logs)",
+        ),
         ("escape", "back to the run list (when opened from one)"),
     )
     BINDINGS = [
@@ -97,7 +103,7 @@ class DashboardScreen(Screen):
         yield ProblemBanner(id="banner")
         yield LatencyPanel(id="latency")
         tabs = Tabs(*[Tab(title, id=f"tab-{pid}") for pid, title in PANELS], id="panel-tabs")
-        tabs.can_focus = False  # 1-5 / tab switch panels; focus stays on the data
+        tabs.can_focus = False  # 1-6 / tab switch panels; focus stays on the data
         yield tabs
         with Container(id="panels"):
             yield LayersTable(id="layers", classes="panel -active")
@@ -105,6 +111,7 @@ class DashboardScreen(Screen):
             yield SplitsTable(id="splits", classes="panel")
             yield PaddingTable(id="padding", classes="panel")
             yield MemoryTable(id="memory", classes="panel")
+            yield DetailsPanel(id="details", classes="panel")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -114,6 +121,7 @@ class DashboardScreen(Screen):
             if pid not in ("layers", "splits", "memory"):  # those title themselves
                 w.border_title = titles[pid]
         self.query_one("#banner", ProblemBanner).show(None)
+        self.query_one("#panel-tabs", Tabs).hide("tab-details")  # until the run has details
         self._layout(self.app.size.width, self.app.size.height)
         self.query_one("#layers").focus()  # arrows move in the layer table from the start
         self._follow()
@@ -178,10 +186,19 @@ class DashboardScreen(Screen):
         self.query_one("#splits", SplitsTable).show_view(v)
         self.query_one("#padding", PaddingTable).show_view(v)
         self.query_one("#memory", MemoryTable).show_view(v)
+        self._show_details(self.query_one("#details", DetailsPanel).show_view(v))
         self.query_one("#findings", FindingsList).show(
             v.findings, v.findings_source, empty_findings_text(v)
         )
         self.updates += 1
+
+    def _show_details(self, shown: bool) -> None:
+        """The engine / import panel exists only for runs the analysis has such sections for."""
+        if self.has_class("-details") == shown:
+            return
+        self.set_class(shown, "-details")
+        tabs = self.query_one("#panel-tabs", Tabs)
+        (tabs.show if shown else tabs.hide)("tab-details")
 
     # -- panels (narrow terminals show one at a time) -----------------------------------------
     @on(Tabs.TabActivated, "#panel-tabs")
@@ -196,12 +213,18 @@ class DashboardScreen(Screen):
         if tabs.active != f"tab-{pid}":
             tabs.active = f"tab-{pid}"
 
+    def _panels(self) -> list[str]:
+        return [p for p, _ in PANELS if p != "details" or self.has_class("-details")]
+
     def action_panel(self, pid: str) -> None:
+        if pid not in self._panels():
+            self.notify("no engine or imported-trace details in this run")
+            return
         self._show_panel(pid)
         self.query_one(f"#{pid}").focus()
 
     def action_next_panel(self) -> None:
-        ids = [p for p, _ in PANELS]
+        ids = self._panels()
         self.action_panel(ids[(ids.index(self.active_panel) + 1) % len(ids)])
 
     # -- actions -------------------------------------------------------------------------------
