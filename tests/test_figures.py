@@ -298,3 +298,33 @@ def test_missing_plotly_says_what_to_install(runs, monkeypatch):
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
     with pytest.raises(MissingExtraError, match=r"mlaprof\[notebook\]"):
         F.padding_waterfall(runs[0])
+
+
+def test_splits_decided_on_the_device_are_not_drawn_as_s_used(runs):
+    """The persistent ASM schedule picks S on the device at every replay: its modelled host S
+    is no "S used" bar or line, never frozen; S deserved stays and a note says why."""
+    bug, _ = runs
+    sp = bug.splits
+    own = sp[sp["policy"] == "aiter-gluon-v0.1.19"]
+    ps = own.assign(policy="aiter-asm-persistent", used=7, frozen=7)
+    both = {"splits": pd.concat([own, ps], ignore_index=True)}
+    note = "aiter-asm-persistent: S decided on the device at replay (never frozen)"
+
+    fig = F.splits_used_vs_deserved(both, by="policy")
+    used = trace(fig, "S used (as the run's metadata drives it)")
+    at = dict(zip(used.x, used.y, strict=True))
+    assert (
+        at["aiter-gluon-v0.1.19"] == 1 and at["aiter-asm-persistent"] != at["aiter-asm-persistent"]
+    )
+    frozen = trace(fig, "S frozen into a FULL graph captured with the dummy run")
+    assert 7 not in list(frozen.y)
+    assert dict(zip(trace(fig, "S deserved (real rows only)").x, trace(fig, "S deserved (real rows only)").y, strict=True))["aiter-asm-persistent"] == 16  # fmt: skip
+    assert any(note in a.text for a in fig.layout.annotations)
+
+    for by in ("step", "capture_size"):
+        fig = F.splits_used_vs_deserved(both, by=by, policy="aiter-asm-persistent")
+        names = [t.name for t in fig.data]
+        assert names == ["S deserved"], (by, names)
+        assert any(note in a.text for a in fig.layout.annotations)
+    fig = F.splits_used_vs_deserved(both, policy="aiter-gluon-v0.1.19")
+    assert not any(note in (a.text or "") for a in fig.layout.annotations)  # host S: no note

@@ -17,6 +17,13 @@ def is_collapsed(used: float | None, deserved: float | None) -> bool:
     return bool(collapse_rule(used, deserved))
 
 
+def decided_on_device(policy: str) -> bool:
+    """True for a policy whose S the kernel decides on the device at every replay (the
+    persistent ASM schedule): no graph freezes it, and the host has no S "used" to show."""
+    p = POLICIES.get(policy)
+    return bool(p is not None and p.on_device)
+
+
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     """Per policy: the step where S used is worst relative to S deserved."""
     if splits.empty:

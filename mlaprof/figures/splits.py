@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from mlaprof.analysis.splits import decided_on_device
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 
@@ -27,6 +28,26 @@ def _policies(data: Any, sp: pd.DataFrame, policy: str | Sequence[str] | None) -
             f"no splits recorded for policy {', '.join(unknown)}; recorded: {', '.join(have)}"
         )
     return want
+
+
+def _device_decided(sp: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Rows of policies that decide S on the device lose their host-modelled S used and frozen
+    (the kernel picks S at every replay: never frozen); returns them and those policies."""
+    pols = [p for p in dict.fromkeys(sp["policy"].dropna().astype(str)) if decided_on_device(p)]
+    if pols:
+        sp = sp.copy()
+        sp.loc[sp["policy"].astype(str).isin(pols), ["used", "frozen"]] = float("nan")
+    return sp, pols
+
+
+def _note_device(fig: Any, pols: Sequence[str]) -> None:
+    if pols:
+        fig.add_annotation(
+            xref="paper", yref="paper", x=0, y=1.02, xanchor="left", yanchor="bottom",
+            showarrow=False, font={"size": 10, "color": c.NEUTRAL},
+            text=f"{', '.join(pols)}: S decided on the device at replay (never frozen); "
+            "only S deserved is drawn",
+        )  # fmt: skip
 
 
 def _target(data: Any, sp: pd.DataFrame) -> str | None:
@@ -57,6 +78,7 @@ def splits_used_vs_deserved(
         return c.empty(title + c.run_label(data), "no KV-split records in this run")
     target = _target(data, sp)
     fig = go.Figure()
+    sp, on_device = _device_decided(sp)
     y_title = "KV splits S (count, log scale)"
     if by == "policy":
         steps = sorted(sp["step"].dropna().unique())
@@ -164,6 +186,7 @@ def splits_used_vs_deserved(
         title += f" per step, policy {', '.join(pols)} on {c.target_label(target)}"
         c.style(fig, title + c.run_label(data), "engine step", y_title)
         fig.update_xaxes(dtick=1 if sp["step"].nunique() <= 20 else None)
+    _note_device(fig, [p for p in on_device if p in pols])
     fig.update_yaxes(type="log", tickvals=POW2_TICKS)
     return fig
 
