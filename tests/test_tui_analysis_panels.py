@@ -171,3 +171,17 @@ async def test_dashboard_hides_details_for_a_plain_run(tmp_path: Path) -> None:
         assert d.query_one("#panel-tabs", Tabs).query_one("#tab-details").display is False
         await pilot.press("6")
         assert d.active_panel == "layers"
+
+
+def test_on_device_reads_device_before_the_analysis_is_in(tmp_path: Path) -> None:
+    from tui.reader import RunFollower
+
+    f = RunFollower(_persistent_run(tmp_path))
+    try:
+        f.catch_up()
+        v = f.view(None)  # no analysis pass yet: the rule still holds
+        assert v.findings_source != "mlaprof.analysis"
+        ps = [r for r in split_table(v)[1] if r[1] == "aiter-asm-persistent"]
+        assert ps and all(r[2] == "device" for r in ps)
+    finally:
+        f.close()

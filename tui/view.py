@@ -14,6 +14,7 @@ from typing import Any
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.padding import padding_waste
+from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
 
@@ -131,15 +132,13 @@ def build_view(
         scope = "mean over all steps"
     key, rev = layer_sort
     layers = sorted(layers, key=lambda r: _sort_key(r.get(key)), reverse=rev)
-    # policies that decide S on the device at replay (the analysis says which): no host S to show
-    on_device = (
-        {r["policy"] for r in analysis["splits"] if r.get("on_device")} if analysis else set()
-    )
     splits = [
         {
             "capture_size": size,
             "policy": policy,
-            "on_device": policy in on_device,
+            # S decided on the device at replay (the analysis' rule): no host S to show, even
+            # before the first analysis pass is in
+            "on_device": decided_on_device(str(policy)),
             "used": a.last.get("used"),
             "deserved": a.last.get("deserved"),
             "frozen": a.last.get("frozen"),
