@@ -282,6 +282,10 @@ def engine_lines(v: View) -> list[str]:
     return out
 
 
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
 def trace_lines(v: View) -> list[str]:
     """An imported trace: path and kernel variant per step, S and its source, trust, replay time."""
     t = v.trace
@@ -302,7 +306,7 @@ def trace_lines(v: View) -> list[str]:
             p["variant"],
             f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
             _s(p["S"]),
-            "-" if p.get("layer_median_us") is None else f"{p['layer_median_us']:.1f}",
+            _us(p.get("layer_median_us")),
         ]
         for p in t["paths"]
     ]
@@ -314,13 +318,8 @@ def trace_lines(v: View) -> list[str]:
         out.append(f"  time inside {rt['replays']} graph replay(s): attention {share}")
         lhead = ["layer", "median us", "attention us", "attention", "S"]
         lrows = [
-            [
-                _s(x["layer"]),
-                f"{x['median_us']:.1f}",
-                f"{x['attention_median_us']:.1f}",
-                fmt_pct(x["attention_share"]),
-                _s(x["S"]),
-            ]
+            [_s(x["layer"]), _us(x["median_us"]), _us(x["attention_median_us"])]
+            + [fmt_pct(x["attention_share"]), _s(x["S"])]
             for x in rt["layers"]
         ]
         out += format_table((lhead, lrows))
