@@ -185,3 +185,33 @@ def test_on_device_reads_device_before_the_analysis_is_in(tmp_path: Path) -> Non
         assert ps and all(r[2] == "device" for r in ps)
     finally:
         f.close()
+
+
+async def test_dashboard_engine_panel_follows_the_growing_run(tmp_path: Path) -> None:
+    from textual.widgets import Static
+
+    from tui.app import MlaprofApp
+    from tui.screens.dashboard import DashboardScreen
+
+    w = create_run(tmp_path, "eng", {"source": "vllm plugin", "device": "cpu"})
+    _engine_step(w, 0, [1100, 300, 700], [3, 3, 3], 5)
+    app = MlaprofApp(tmp_path / "eng", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+
+        async def details_say(text: str) -> str:
+            for _ in range(300):
+                s = app.screen
+                if isinstance(s, DashboardScreen) and s.view is not None:
+                    got = str(s.query_one("#details-text", Static).render())
+                    if text in got:
+                        return got
+                await pilot.pause(0.05)
+            raise AssertionError(f"the engine panel never said {text!r}")
+
+        got = await details_say("1 steps, 1 verify, 3 verify rows")
+        assert "9 draft tokens, 5 accepted (56%)" in got and "shadow AITER: 1 steps" in got
+        assert app.screen.has_class("-details")
+        _engine_step(w, 1, [2000, 90], [3, 3], 6)
+        w.finish()  # the finished run gets its final analysis pass at once
+        got = await details_say("2 steps, 2 verify, 5 verify rows")
+        assert "15 draft tokens, 11 accepted (73%)" in got and "graph NONE x2" in got

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -12,14 +13,16 @@ from tui.view import View
 class DetailsPanel(VerticalScroll, can_focus=True):
     """Scrollable lines of :func:`tui.text.detail_lines` (redrawn only when they change)."""
 
-    def compose(self):
+    _text: str | None = None  # what is shown (redraw only on change)
+
+    def compose(self) -> ComposeResult:
         yield Static("", id="details-text", markup=False)
 
     def show_view(self, v: View) -> bool:
         """Show the lines; True when there are any (the dashboard shows the panel only then)."""
         text = "\n".join(detail_lines(v))
         body = self.query_one("#details-text", Static)
-        if getattr(self, "_text", None) != text:
+        if self._text != text:
             self._text = text
             body.update(text)
         return bool(text)
