@@ -36,15 +36,19 @@ def is_sqlite(path: Path) -> bool:
 
 
 def first_agent(path: Path) -> int | None:
-    """The GPU (agent absolute index) of the database's first kernel dispatch, or None."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    """The GPU (agent absolute index) of the database's first kernel dispatch, or None (also
+    for a file that is not a readable rocpd database: the import itself reports that)."""
     try:
-        row = con.execute(
-            "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
-            "ON A.id = K.agent_id AND A.guid = K.guid ORDER BY K.guid, K.id LIMIT 1"
-        ).fetchone()
-    finally:
-        con.close()
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = con.execute(
+                "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
+                "ON A.id = K.agent_id AND A.guid = K.guid ORDER BY K.guid, K.id LIMIT 1"
+            ).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
     return None if row is None or not isinstance(row[0], int) else row[0]
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sqlite3
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -236,7 +235,7 @@ def _first_device(fmt: str, paths: list[Path]) -> int:
                 dev = rocpd_sqlite.first_agent(p)
                 if dev is not None:
                     return dev
-        except (OSError, csv.Error, MlaprofError, sqlite3.Error):
+        except (OSError, csv.Error, MlaprofError):
             continue  # the import itself reports what is wrong with the file
     return none
 
