@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -15,12 +14,11 @@ import torch
 
 from mlaprof.gpu.hostwork import HostQueue
 from mlaprof.gpu.probe import probe_in_child
-from mlaprof.gpu.runner import _capture_group, _timed_replay, scenario_splits, serve_step
+from mlaprof.gpu.runner import _timed_replay, scenario_splits, serve_step
 from mlaprof.gpu.session import CudaSession
-from mlaprof.gpu.timing import layer_times, sample_schedule
+from mlaprof.gpu.timing import layer_times
 from mlaprof.probes.sync_checker import SyncChecker
 from mlaprof.scenario import Scenario
-from mlaprof.store.writer import create_run
 
 UNITS = 132
 
@@ -123,17 +121,10 @@ def _session_meta(sc: Scenario):
 
 def overhead(out_dir: Path, log: Callable, layers: int = 61, rounds: int = 6) -> dict:
     """Profiled serving path vs plain replay of the same N-layer step, side by side."""
-    kv = [1024 + 997 * i % 7000 for i in range(13)]
-    sc = _sc(kv_lens=kv, layers=layers, steps=64, name="overhead")
-    sess = _session(sc, "triton")
-    runs = out_dir / "overhead-runs"
-    shutil.rmtree(runs, ignore_errors=True)
-    writer = create_run(runs, "overhead", {"source": "bench", "scenario": sc.to_dict()})
-    grp = next(iter(sess.groups.values()))
-    cal = _capture_group(writer, sess, grp, 30, torch)
+    from replay_overhead import setup
+
+    sc, sess, writer, grp, cal, sched, ev = setup(out_dir / "overhead-runs", layers, False)
     cals = {grp.num_reqs: cal}
-    sched = sample_schedule(sc.steps, 1 / 16)
-    ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     plain, prof, prof4, plain_dev, prof_dev = [], [], [], [], []
     queue = HostQueue()
     for _ in range(rounds):

@@ -44,8 +44,46 @@ def log(*a: object) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def make_case(b: int, ctx: int, qlen: int, heads: int = H, seed: int = 0, page_offset: int = 0):
-    shape = BatchShape([ctx] * b, qlen, b, None, "NONE")
+def env_info() -> dict:
+    """Device, library versions and date: the provenance every results file carries."""
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": props.name,
+        "sms": props.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def results_start(out: str, **extra: object) -> tuple[dict, Path]:
+    """A results object with the provenance first, and its (created) output folder."""
+    res: dict = {"env": env_info(), **extra}
+    log(res["env"])
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    return res, path
+
+
+def pick(indices: str, shapes: list) -> list:
+    """``--shapes 0,3``: those entries of ``shapes`` (all when empty)."""
+    return [shapes[int(i)] for i in indices.split(",")] if indices else list(shapes)
+
+
+def make_case(
+    b: int,
+    ctx: int,
+    qlen: int,
+    heads: int = H,
+    seed: int = 0,
+    page_offset: int = 0,
+    lens: list[int] | None = None,
+):
+    """Metadata and inputs on the GPU: ``b`` rows of ``ctx`` KV tokens (or of ``lens``)."""
+    shape = BatchShape(list(lens) if lens else [ctx] * b, qlen, b, None, "NONE")
     meta = build_metadata(shape, 1, "active-rows", "cpu", seed=seed)
     if page_offset:
         meta.kv_indices = meta.kv_indices + page_offset
@@ -335,17 +373,7 @@ def main() -> int:
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    import triton
-
-    props = torch.cuda.get_device_properties(0)
-    RESULTS["env"] = {
-        "device": props.name,
-        "sms": props.multi_processor_count,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
+    RESULTS["env"] = env_info()
     log(RESULTS["env"])
     sections = args.sections.split(",")
     cfgs: dict = {}

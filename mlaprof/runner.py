@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from mlaprof.backends.base import make_inputs
-from mlaprof.backends.registry import get_backend
+from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
@@ -90,6 +90,7 @@ def run_cpu(
     if check_syncs not in ("first", "all", "off"):
         raise MlaprofError(f"--check-syncs must be first, all or off, got {check_syncs!r}")
     backend = get_backend(backend_name)
+    use_device_splits(backend, backend_name, sc.policy)  # as a GPU run of this policy would
     dtype = getattr(backend, "input_dtype", torch.float32)  # e.g. aiter's gluon takes bf16 only
     total = sc.steps * sc.layers
     done = 0

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mlaprof.errors import MlaprofError
-from mlaprof.gpu.hostwork import HostQueue, analysis_items
+from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import (
     RESULT_PREFIX,
     CaptureOutcome,
@@ -121,6 +121,52 @@ def test_host_queue_runs_only_while_busy():
     assert q.run_while(lambda: next(budget)) == 2
     assert done == [0, 1] and len(q) == 3
     assert q.drain() == 3 and done == [0, 1, 2, 3, 4]
+
+
+def test_host_queue_starts_no_item_expected_to_outlast_the_deadline():
+    now = [0]
+    q = HostQueue(clock=lambda: now[0])
+    ran: list[str] = []
+
+    def item(name: str, cost: int):  # noqa: ANN202
+        def run() -> None:
+            ran.append(name)
+            now[0] += cost
+
+        return run
+
+    q.add(item("a1", 100), "a")  # first of its kind: runs, its cost is learnt
+    q.add(item("a2", 100), "a")
+    assert q.run_while(lambda: True, deadline_ns=120) == 1  # 100 + 1.5 * 100 > 120: held
+    assert ran == ["a1"] and q.held == 1 and q.cost_ns["a"] == 100
+    now[0] = 0
+    assert q.run_while(lambda: True, deadline_ns=150) == 1  # 0 + 150 fits
+    assert ran == ["a1", "a2"]
+    q.add(item("a3", 300), "a")
+    now[0] = 0
+    q.run_while(lambda: True, deadline_ns=1000)
+    assert q.cost_ns["a"] == pytest.approx(100 + 0.2 * 200)  # smoothed, not the last alone
+    q.add(item("b", 5), "b")
+    assert q.run_while(lambda: False, deadline_ns=10**9) == 0  # never when the GPU is done
+    assert q.drain() == 1 and ran[-1] == "b"
+
+
+def test_row_buffer_commits_a_steps_rows_with_its_record(tmp_path):
+    sc = Scenario(steps=2, layers=2).validate()
+    meta, shape = step_metadata(sc, 1), step_shape(sc, 1)
+    w = create_run(tmp_path, "r", {"source": "test"})
+    rows = RowBuffer()
+    q = HostQueue()
+    q.extend(analysis_items(rows, sc, 1, meta, shape, {}))
+    q.drain()
+    assert {t for t, _ in rows.rows} == {"splits", "padding"}
+    n = len(rows.rows)
+    with w.transaction():
+        rows.write_into(w)
+    assert rows.rows == []
+    w.finish()
+    run = load(tmp_path / "r")
+    assert len(run.splits) + len(run.padding) == n
 
 
 def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):

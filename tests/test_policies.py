@@ -155,3 +155,44 @@ def test_gfx942_pr4582_table():
     assert [f(x(b=b, qlen=1)) for b in (1, 4, 8, 16, 17)] == [64, 64, 32, 16, 9]
     assert [f(x(b=b, qlen=4)) for b in (1, 8, 15, 16)] == [24, 10, 10, 6]
     assert f(x(b=1, qlen=2)) == 16 and f(x(b=3, qlen=2)) == min(64, -(-256 // 6))
+
+
+def test_mlaprof_triton_is_its_cap_limited_by_the_longest_row():
+    from mlaprof.splits.policies import (
+        POLICIES,
+        device_row_splits,
+        mlaprof_triton,
+        mlaprof_triton_cap,
+    )
+
+    # B = 1 on 132 SMs: next_pow2(264) = 512: 256 for decode (the cap), a quarter for verify
+    assert mlaprof_triton_cap(x(b=1, qlen=4, units=132)) == 128
+    assert mlaprof_triton_cap(x(b=1, qlen=1, units=132)) == 256
+    assert mlaprof_triton_cap(x(b=8, qlen=1, units=132)) == 64  # next_pow2(33)
+    assert mlaprof_triton_cap(x(b=8, qlen=4, units=132)) == 16  # a quarter for verify
+    # the cap ignores KV lengths; S itself does not: 256 keys a split at least
+    assert mlaprof_triton(x(b=1, qlen=4, min_kv=4, units=132)) == 1  # the dummy run's length
+    assert mlaprof_triton(x(b=1, qlen=4, min_kv=131072, units=132)) == 128
+    assert mlaprof_triton(x(b=8, qlen=4, min_kv=3000, units=132)) == 16  # next_pow2(12) = 16
+    assert mlaprof_triton(x(b=8, qlen=4, min_kv=1000, units=132)) == 4
+    assert device_row_splits(3000, 16) == 16 and device_row_splits(700, 16) == 4
+    assert device_row_splits(0, 16) == 1
+    from mlaprof.backends.registry import device_decides_splits
+
+    assert POLICIES["mlaprof-triton"].on_device
+    assert device_decides_splits("triton", "mlaprof-triton")
+    assert not device_decides_splits("aiter", "mlaprof-triton")
+    assert not device_decides_splits("triton", "aiter-gluon-v0.1.19")  # the AITER demos' S
+
+
+def test_gpu_runner_captures_the_cap_when_the_kernel_decides_s():
+    from mlaprof.gpu.runner import scenario_splits
+    from mlaprof.scenario import Scenario
+
+    sc = Scenario(policy="mlaprof-triton", num_speculative_tokens=3).validate()
+    dummy = build_metadata(BatchShape([4], 4, 1, 1, "FULL"))  # KV = qlen
+    real = build_metadata(BatchShape([131072], 4, 1, 1, "FULL"))
+    assert scenario_splits(sc, dummy, 132) == 1  # host-decided: frozen at the dummy's S
+    assert scenario_splits(sc, real, 132) == 128
+    assert scenario_splits(sc, dummy, 132, on_device=True) == 128  # the grid, any length
+    assert scenario_splits(sc, real, 132, on_device=True) == 128

@@ -100,6 +100,15 @@ def test_other_launch_layouts():
     _check(*_run([29, 11], 4, 16, 3, pad=1, seed=6, **cfg))
 
 
+def test_qk_in_latent_chunks_with_64_row_programs():
+    # the Hopper-oriented layout: q_nope not held, QK^T over 128-wide latent chunks
+    _check(*_run([29, 70], 4, 16, 3, pad=1, seed=10, rows=64, qk_chunk=128, num_warps=8))
+
+
+def test_rope_part_loaded_first():
+    _check(*_run([29, 70], 4, 16, 3, pad=1, seed=11, rows=64, rope_first=True))
+
+
 def test_deterministic_and_independent_of_split_count_within_rounding():
     meta, ref, _, out1, _ = _run([26, 41], 2, 8, 2, seed=7)
     _, _, _, out2, _ = _run([26, 41], 2, 8, 2, seed=7)
@@ -120,3 +129,79 @@ def test_bad_split_count_raises():
 def test_get_backend_returns_capturable_triton():
     b = get_backend("triton")
     assert b.name == "triton" and b.capturable
+
+
+# -- split count decided on the device (issue 16) ------------------------------------------------
+def _device_run(kv_lens, qlen, cap, min_chunk=16, pad=0, seed=0, backend=None, meta_inp=None):
+    from mlaprof.backends.triton_backend import TritonBackend as TB
+
+    shape = BatchShape(list(kv_lens), qlen, len(kv_lens) + pad, None, "FULL")
+    meta = build_metadata(shape, seed=seed, device=DEVICE)
+    inp = make_inputs(meta, 8, seed=2000 + seed, device=DEVICE)
+    b = meta.num_reqs
+    ref = torch.empty(b, qlen, 8, 512, device=DEVICE)
+    ref_lse = torch.empty(b, qlen, 8, device=DEVICE)
+    TorchReference().forward(inp, meta, ref, ref_lse)
+    cfg = LaunchConfig(block_n=16, stage2_heads=128, block_s=4, split_min_chunk=min_chunk)
+    be = backend or TB(cfg, device_splits=True)
+    be.workspace.get(b, qlen, 8, cap, torch.device(DEVICE))[1].fill_(float("nan"))
+    out = torch.full_like(ref, float("nan"))
+    lse = torch.full_like(ref_lse, float("nan"))
+    be.forward(inp, meta, out, lse, num_splits=cap)
+    return meta, ref, ref_lse, out, lse, be
+
+
+def test_device_splits_match_reference_and_the_host_mirror():
+    from mlaprof.splits.policies import cdiv, device_row_splits
+
+    cap = 8
+    meta, ref, ref_lse, out, lse, be = _device_run([3, 64, 300], 2, cap, 32, pad=1, seed=8)
+    _check(meta, ref, ref_lse, out, lse)
+    part_lse = be.workspace.get(meta.num_reqs, 2, 8, cap, torch.device(DEVICE))[1]
+    for b, (seq, n) in enumerate(zip(meta.host_seq_lens, meta.host_qo_lens, strict=True)):
+        written = (~part_lse[b, 0, 0].isnan()).nonzero().flatten().tolist()
+        if n == 0:
+            assert written == []
+            continue
+        s_b = device_row_splits(seq, cap, 32)
+        chunk = cdiv(cdiv(seq, s_b), 16) * 16  # ceil(seq / S) rounded up to a 16-key tile
+        assert written == list(range(min(s_b, cdiv(seq, chunk)))), (seq, s_b, written)
+    # 3 keys -> 1 split, 64 -> 2 (8 if S were the grid's), 300 -> capped at 8: decided per row
+    assert [device_row_splits(s, cap, 32) for s in (3, 64, 300)] == [1, 2, 8]
+
+
+def test_device_splits_one_launch_config_right_at_dummy_and_real_lengths():
+    """What a captured graph needs: the same launch (grid, cap) is right at the dummy run's
+    lengths (KV = qlen) and at real lengths; only device buffers differ."""
+    cap = 8
+    meta, *rest, be = _device_run([2, 2], 2, cap, seed=9)  # the dummy run: KV = qlen
+    _check(meta, *rest)
+    grid = be.last_launch["stage1"]["grid"]
+    meta, *rest, be2 = _device_run([90, 57], 2, cap, seed=9, backend=be)
+    _check(meta, *rest)
+    assert be2.last_launch["stage1"]["grid"] == grid and be2.last_launch["device_splits"]
+
+
+def test_host_decided_splits_stay_as_passed():
+    """Without device splits every split of the grid holds keys when the row is long enough
+    (the policy's S is what runs: the AITER demos need that)."""
+    shape = BatchShape([128], 1, 1, None, "FULL")
+    meta = build_metadata(shape, seed=1, device=DEVICE)
+    inp = make_inputs(meta, 8, seed=1, device=DEVICE)
+    cfg = LaunchConfig(block_n=16, stage2_heads=128, block_s=4, split_min_chunk=64)
+    be = TritonBackend(cfg)
+    be.workspace.get(1, 1, 8, 8, torch.device(DEVICE))[1].fill_(float("nan"))
+    be.forward(inp, meta, torch.empty(1, 1, 8, 512, device=DEVICE), num_splits=8)
+    part_lse = be.workspace.get(1, 1, 8, 8, torch.device(DEVICE))[1]
+    assert int((~part_lse[0, 0, 0].isnan()).sum()) == 8  # device mode would use 2
+
+
+def test_default_layout_is_64_rows_on_hopper_and_portable_elsewhere():
+    from mlaprof.backends.triton_backend import default_config, is_hopper
+
+    hop, port = default_config(4, hopper=True), default_config(4)
+    assert (hop.rows, hop.num_warps, hop.num_stages, hop.rope_first) == (64, 8, 3, True)
+    assert (port.rows, port.num_warps) == (32, 4)
+    assert default_config(1, hopper=True) == default_config(1)  # decode: 16 rows either way
+    assert default_config(4, flatten=True, hopper=True) == default_config(1)
+    assert not is_hopper(torch.device("cpu"))

@@ -108,14 +108,22 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
     return out
 
 
+# what reads the live KV lengths on the device, per on-device policy
+_DEVICE_READER = {
+    "aiter-asm-persistent": "get_mla_metadata_v1",
+    "mlaprof-triton": "mlaprof's Triton kernel (each row's S from seq_lens; the grid is a cap)",
+}
+
+
 def _device_finding(policy: str, provenance: str) -> Finding:
     return Finding(
         kind="split-device",
         severity="info",
         title=f"S decided on the device ({policy}): not frozen into a captured graph",
         evidence=(
-            "get_mla_metadata_v1 reads the live KV lengths on the device at every replay, so "
-            f"neither padding rows nor the capture-time dummy run fix S; read from {provenance}"
+            f"{_DEVICE_READER.get(policy, 'the kernel')} reads the live KV lengths on the device "
+            "at every replay, so neither padding rows nor the capture-time dummy run fix S; "
+            f"read from {provenance}"
         ),
         fix="nothing to fix for the split count; compare replay time per batch size instead",
         data={"policy": policy},

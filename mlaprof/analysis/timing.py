@@ -37,6 +37,12 @@ def timing_label(timing: str | None) -> str:
 
 
 def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
+    # steps served under torch.profiler for a kernel timeline are slowed by it: not timings
+    profiled = steps["timing"].fillna("").str.endswith("-profiled") if not steps.empty else None
+    if profiled is not None and profiled.any():
+        if not layers.empty:
+            layers = layers[~layers["step"].isin(steps.loc[profiled, "step"])]
+        steps = steps[~profiled]
     if steps.empty:
         return {
             "steps": 0,

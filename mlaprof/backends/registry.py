@@ -29,3 +29,25 @@ def get_backend(name: str) -> VerifyBackend:
 
 
 BACKENDS = ("torch", "legacy-flat", "triton", "aiter")
+
+
+# backends whose kernel decides S on the device, and the policy that describes that kernel
+DEVICE_SPLIT_POLICY = {"triton": "mlaprof-triton"}
+
+
+def device_decides_splits(backend_name: str, policy: str) -> bool:
+    """Whether ``backend_name`` run under ``policy`` picks S per row on the device (so the S a
+    graph holds is only the grid's cap): the backend's own policy, marked ``on_device``."""
+    from mlaprof.splits.policies import POLICIES
+
+    p = POLICIES.get(policy)
+    return bool(p and p.on_device and DEVICE_SPLIT_POLICY.get(backend_name) == policy)
+
+
+def use_device_splits(backend: object, backend_name: str, policy: str) -> bool:
+    """Have the backend's kernel decide S per row on the device where the run's split policy
+    says it does (:func:`device_decides_splits`); returns whether it now does."""
+    on = device_decides_splits(backend_name, policy) and hasattr(backend, "device_splits")
+    if on:
+        backend.device_splits = True  # type: ignore[attr-defined]
+    return on

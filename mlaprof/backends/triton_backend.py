@@ -3,6 +3,10 @@
 Graph-capturable: no host sync, no data-dependent allocation. The split partials live in a
 workspace sized from host-known values (B, qlen, H, S); it is allocated on the first (eager) call
 of a shape, which a capture runner makes before capturing, and reused afterwards.
+
+With ``device_splits`` the kernels decide each row's split count on the device from ``seq_lens``
+(``num_splits`` is then only the grid's cap, a function of the capture size): a graph captured with
+the dummy run's KV lengths replays with the right S at every length (issue 16).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from mlaprof.backends.base import VerifyInputs, check_shapes
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import LATENT
+from mlaprof.splits.policies import MLAPROF_MIN_CHUNK
 
 MAX_SPLITS = 1024
 
@@ -43,14 +48,32 @@ class LaunchConfig:
     rows: int = 64  # query rows (qlen x heads) one stage-1 program holds
     heads_first: bool = True  # head blocks of one split launch next to each other (L2 reuse)
     dv_split: int = 1  # programs per (row, head block, split), each over 512/dv_split columns
+    # fewest KV tokens a device-decided split gets (the policy's; smaller only in tests)
+    split_min_chunk: int = MLAPROF_MIN_CHUNK
+    qk_chunk: int = 0  # > 0: QK^T over latent chunks, q re-read per tile (64-row programs)
+    rope_first: bool = False  # load order inside a KV tile (steers Triton's schedule)
 
 
-def default_config(qlen: int, flatten: bool = False) -> LaunchConfig:
-    """Verify (qlen > 1, native) holds qlen x heads query rows per program: 32 rows measured best
-    (H200, H = 16); decode and flattened verify hold one query position (16 rows)."""
+def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
+    """Verify (qlen > 1, native) holds qlen x heads query rows per program. On Hopper 64 rows
+    with 8 warps and a 3-stage KV pipeline measured best (H200, H = 16: 1.3-1.5x the 32-row
+    layout; Triton emits wgmma for them, 255 registers, 2 spilled); elsewhere (AMD, the CPU
+    interpreter) the portable 32-row layout. Decode and flattened verify hold one query
+    position (16 rows)."""
     if qlen > 1 and not flatten:
+        if hopper:
+            return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True)
         return LaunchConfig(rows=32)
     return LaunchConfig()
+
+
+def is_hopper(device: torch.device) -> bool:
+    """An NVIDIA compute capability 9.0 GPU (ROCm's MI300 also reports a major version of 9)."""
+    return (
+        device.type == "cuda"
+        and torch.version.hip is None
+        and torch.cuda.get_device_capability(device) == (9, 0)
+    )
 
 
 class Workspace:
@@ -92,6 +115,16 @@ def check_runnable(device_type: str) -> None:
         )
 
 
+def _resources(compiled: Any) -> dict[str, int]:
+    """Registers and spills of a compiled kernel where Triton reports them (not interpreted)."""
+    out = {}
+    for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
+        v = getattr(compiled, attr, None)
+        if isinstance(v, int):
+            out[key] = v
+    return out
+
+
 def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
@@ -100,13 +133,23 @@ class TritonBackend:
     name = "triton"
     capturable = True
 
-    def __init__(self, config: LaunchConfig | None = None, flatten: bool = False) -> None:
+    def __init__(
+        self, config: LaunchConfig | None = None, flatten: bool = False, device_splits: bool = False
+    ) -> None:
         self.config = config
         self.flatten = flatten
+        self.device_splits = device_splits  # S per row decided in-kernel; num_splits is the cap
         self.workspace = Workspace()
         self.last_launch: dict[str, Any] = {}
+        self.compiled: tuple[Any, Any] = (None, None)
+        self._is_hopper: bool | None = None
         self.skip_stage2 = False
         _kernels()  # fail early with the install hint
+
+    def _hopper(self, t: torch.Tensor) -> bool:
+        if self._is_hopper is None:  # once per backend: forward runs in capture loops
+            self._is_hopper = is_hopper(t.device)
+        return self._is_hopper
 
     def reserve(self, b: int, qlen: int, h: int, s: int, device: torch.device | str) -> None:
         """Allocate the workspace for a shape ahead of capture."""
@@ -125,11 +168,15 @@ class TritonBackend:
         k = _kernels()
         flat = self.flatten if flatten is None else flatten
         s = int(num_splits)
-        cfg = self.config or default_config(inp.q_nope.shape[1], flat)
+        cfg = self.config or default_config(inp.q_nope.shape[1], flat, self._hopper(inp.q_nope))
         if LATENT % cfg.stage2_block_d or LATENT % cfg.dv_split or cfg.rows < 16:
             raise MlaprofError(
                 "triton backend: stage2_block_d and dv_split must divide 512, rows be >= 16"
             )
+        if cfg.split_min_chunk < 1:
+            raise MlaprofError(f"split_min_chunk must be >= 1, got {cfg.split_min_chunk}")
+        if cfg.qk_chunk and (cfg.qk_chunk < 16 or LATENT % cfg.qk_chunk or cfg.dv_split != 1):
+            raise MlaprofError("qk_chunk must divide 512, be >= 16, and take dv_split 1")
         if not 1 <= s <= MAX_SPLITS:
             raise MlaprofError(f"num_splits must be in 1..{MAX_SPLITS}, got {num_splits}")
         qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
@@ -146,7 +193,7 @@ class TritonBackend:
         rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h) * cfg.dv_split
         grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
         prec = "ieee" if kv.dtype == torch.float32 else "tf32"
-        k.mla_verify_stage1[grid1](
+        c1 = k.mla_verify_stage1[grid1](
             qn,
             qp,
             kv,
@@ -178,15 +225,21 @@ class TritonBackend:
             DOT_PREC=prec,
             HEADS_FIRST=cfg.heads_first,
             DV_SPLIT=cfg.dv_split,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
+            QK_CHUNK=cfg.qk_chunk,
+            ROPE_FIRST=cfg.rope_first,
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
         hh = min(k.next_pow2(h), cfg.stage2_heads)
         nd = LATENT // cfg.stage2_block_d
         grid2 = (b, qlen, -(-h // hh) * nd)
+        self.compiled = (c1, None)  # Triton's handles (registers, PTX) for benchmarks
         if self.skip_stage2:  # benchmarking stage 1 alone
+            self.last_launch = {"stage1": {"grid": grid1, "splits": s, **_resources(c1)}}
             return
-        k.mla_verify_stage2[grid2](
+        c2 = k.mla_verify_stage2[grid2](
             part_o,
             part_lse,
             meta.seq_lens,
@@ -208,11 +261,25 @@ class TritonBackend:
             ALIGN=cfg.block_n,
             FLATTEN=flat,
             HAS_LSE=lse is not None,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
             num_warps=cfg.stage2_warps,
         )
+        self.compiled = (c1, c2)
         self.last_launch = {
-            "stage1": {"grid": grid1, "block": (32 * cfg.num_warps, 1, 1), "splits": s},
-            "stage2": {"grid": grid2, "block": (32 * cfg.stage2_warps, 1, 1), "splits": s},
+            "stage1": {
+                "grid": grid1,
+                "block": (32 * cfg.num_warps, 1, 1),
+                "splits": s,
+                **_resources(c1),
+            },
+            "stage2": {
+                "grid": grid2,
+                "block": (32 * cfg.stage2_warps, 1, 1),
+                "splits": s,
+                **_resources(c2),
+            },
             "block_h": block_h,
             "flatten": flat,
+            "device_splits": self.device_splits,  # then "splits" is the grid's cap
         }

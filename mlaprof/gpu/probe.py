@@ -50,6 +50,7 @@ def probe_in_child(
 def _attempt(spec: dict[str, Any]) -> CaptureOutcome:
     import torch
 
+    from mlaprof.backends.registry import use_device_splits
     from mlaprof.gpu.session import CudaSession
     from mlaprof.probes.sync_checker import SyncChecker
     from mlaprof.scenario import scenario_from_mapping
@@ -57,6 +58,7 @@ def _attempt(spec: dict[str, Any]) -> CaptureOutcome:
     sc = scenario_from_mapping(spec["scenario"])
     splits = {int(k): int(v) for k, v in spec["splits"].items()}
     sess = CudaSession(sc, spec["backend"], lambda step, m, sh: splits.get(sh.num_reqs, 1))
+    use_device_splits(sess.backend, spec["backend"], sc.policy)  # the kernels the run captures
     grp = sess.groups[min(sess.groups)]
     sess.load_step(grp.first_step)
     # eager pass under the checker: the first guess, found without breaking anything

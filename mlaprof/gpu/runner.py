@@ -11,29 +11,35 @@ timing events around each layer, so the cost of not capturing is measured.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
+from mlaprof.backends.registry import device_decides_splits, use_device_splits
 from mlaprof.errors import MlaprofError
-from mlaprof.gpu.hostwork import HostQueue, analysis_items
+from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
+from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
 from mlaprof.metadata import BatchShape, VerifyMetadata
 from mlaprof.recording import capture_row, layer_row, memory_row, step_row
 from mlaprof.scenario import Scenario
-from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
 from mlaprof.store.writer import RunWriter
 
 Progress = Callable[[int, int], None]
 DEFAULT_SAMPLE_RATE = 1 / 16
+TIMELINE_STEPS = 2  # last steps of a run profiled for a kernel timeline
 CALIBRATION_REPLAYS = 30
 
 
-def scenario_splits(sc: Scenario, meta: VerifyMetadata, units: int) -> int:
+def scenario_splits(sc: Scenario, meta: VerifyMetadata, units: int, on_device: bool = False) -> int:
     """S the scenario's policy gives for this metadata (as the run's min_kv mode passes it);
-    mlaprof's own policy where the scenario's cannot run this shape."""
+    mlaprof's own policy where the scenario's cannot run this shape. ``on_device``: the kernel
+    picks S per row from the KV lengths at replay, so this is only the grid's cap (independent
+    of the lengths the graph is captured with)."""
     x = SplitInput(
         num_reqs=meta.num_reqs,
         qlen=meta.qlen,
@@ -43,6 +49,8 @@ def scenario_splits(sc: Scenario, meta: VerifyMetadata, units: int) -> int:
         total_kv=sum(meta.host_seq_lens),
         units=units,
     )
+    if on_device:
+        return mlaprof_triton_cap(x)
     try:
         return POLICIES[sc.policy].splits(x)
     except MlaprofError:
@@ -59,8 +67,12 @@ def run_cuda(
     probe: bool = True,
     calibration_replays: int = CALIBRATION_REPLAYS,
     analysis_every: int = 1,
+    timeline_steps: int = TIMELINE_STEPS,
 ) -> None:
     """Run ``scenario`` on the GPU through ``backend_name`` and record it into ``writer``.
+
+    ``timeline_steps``: the last k steps run under ``torch.profiler`` and their kernels are
+    recorded with device timestamps (timing label ``*-profiled``, left out of step timing).
 
     ``sample_rate``: share of steps replayed through the instrumented twin (per-layer times).
     ``analysis_every``: record the split/padding analysis every k-th step (and on twin steps);
@@ -68,6 +80,8 @@ def run_cuda(
     replay while the replay is longer; raise k for short steps."""
     if analysis_every < 1:
         raise MlaprofError(f"analysis_every must be >= 1, got {analysis_every}")
+    if timeline_steps < 0:
+        raise MlaprofError(f"timeline_steps must be >= 0, got {timeline_steps}")
     try:
         import torch
     except ImportError as e:  # pragma: no cover - torch is a hard dependency
@@ -78,9 +92,14 @@ def run_cuda(
 
     sc = scenario
     units = torch.cuda.get_device_properties(0).multi_processor_count
+    on_device = device_decides_splits(backend_name, sc.policy)
     sess = CudaSession(
-        sc, backend_name, lambda step, m, sh: scenario_splits(sc, m, units), seed=sc.seed
+        sc,
+        backend_name,
+        lambda step, m, sh: scenario_splits(sc, m, units, on_device),
+        seed=sc.seed,
     )
+    use_device_splits(sess.backend, backend_name, sc.policy)
     _record_env(writer, torch)
     captured: dict[int, Calibration] = {}
     fallback = sc.graph_mode != "FULL"
@@ -92,13 +111,24 @@ def run_cuda(
         else:
             for grp in sess.groups.values():
                 captured[grp.num_reqs] = _capture_group(
-                    writer, sess, grp, calibration_replays, torch
+                    writer, sess, grp, calibration_replays, torch, timeline_steps == 0
                 )
+    # profiled steps come last and leave at least one timed step
+    first_profiled = sc.steps - min(timeline_steps, max(0, sc.steps - 1))
     if fallback:
-        _run_eager(sc, backend_name, writer, sess, progress, torch)
+        _run_eager(sc, backend_name, writer, sess, progress, torch, first_profiled)
     else:
         _run_graphs(
-            sc, backend_name, writer, sess, captured, sample_rate, progress, torch, analysis_every
+            sc,
+            backend_name,
+            writer,
+            sess,
+            captured,
+            sample_rate,
+            progress,
+            torch,
+            analysis_every,
+            first_profiled,
         )
 
 
@@ -144,7 +174,12 @@ def _same(e: dict[str, Any], o: CaptureOutcome) -> bool:
     return (e.get("op"), e.get("layer"), e.get("location")) == (o.op, o.layer, o.location)
 
 
-def _capture_group(writer: RunWriter, sess: Any, grp: Any, replays: int, torch: Any) -> Calibration:
+def _capture_group(
+    writer: RunWriter, sess: Any, grp: Any, replays: int, torch: Any, launch_rows: bool = True
+) -> Calibration:
+    """Capture the group's serving graph and twin, calibrate, record memory. ``launch_rows``:
+    record each layer's kernels as launched (grid, S; no timestamps) where no kernel timeline
+    will be recorded."""
     sess.load_step(grp.first_step)
     sess.warmup(grp)
     grp.serving = sess.capture(grp)
@@ -176,7 +211,8 @@ def _capture_group(writer: RunWriter, sess: Any, grp: Any, replays: int, torch: 
             message=f"event node {cal.event_ns / 1e3:.2f} us; twin +{cal.overhead * 100:.1f}%",
             data=json.dumps(cal.__dict__ | {"capture_size": grp.capture_size}),
         )
-        _record_kernels(writer, sess, grp)
+        if launch_rows:
+            _record_kernels(writer, sess, grp)
     return cal
 
 
@@ -225,19 +261,47 @@ def _run_graphs(
     progress: Progress | None,
     torch: Any,
     analysis_every: int = 1,
+    first_profiled: int | None = None,
 ) -> None:
     schedule = sample_schedule(sc.steps, rate)
+    first_profiled = sc.steps if first_profiled is None else first_profiled
     a = torch.cuda.Event(enable_timing=True)
     z = torch.cuda.Event(enable_timing=True)
     queue = HostQueue()
-    for step in range(sc.steps):
-        analyze = step % analysis_every == 0 or schedule[step]
-        serve_step(
-            sc, backend_name, writer, sess, cals, step, schedule[step], (a, z), queue, analyze
-        )
-        if progress:
-            progress((step + 1) * sess.layers, sc.steps * sess.layers)
-    queue.drain()
+    expect: dict[tuple[int, bool], float] = {}
+    gc.freeze()  # as vLLM does after capture: collections scan only what the steps allocate
+    try:
+        for step in range(sc.steps):
+            analyze = step % analysis_every == 0 or schedule[step]
+            profiled = step >= first_profiled  # a kernel timeline, not a timed step
+            with StepProfile(torch, profiled) as prof:
+                serve_step(
+                    sc,
+                    backend_name,
+                    writer,
+                    sess,
+                    cals,
+                    step,
+                    schedule[step] and not profiled,
+                    (a, z),
+                    queue,
+                    analyze,
+                    None if profiled else expect,
+                    profiled=profiled,
+                )
+            if profiled:
+                grp = sess.group_of(step)
+                device_s = getattr(sess.backend, "device_splits", False)
+                _record_timeline(writer, prof, step, queue, None if device_s else grp.splits)
+            if progress:
+                progress((step + 1) * sess.layers, sc.steps * sess.layers)
+        queue.drain()
+    finally:
+        gc.unfreeze()
+
+
+DEADLINE_SHARE = 0.9  # host items must be expected to end within 90% of the replay's device time
+MAX_BACKLOG = 512  # queued items beyond which a step drains them after its sync (host-bound run)
 
 
 def serve_step(
@@ -251,14 +315,26 @@ def serve_step(
     events: tuple[Any, Any],
     queue: HostQueue | None = None,
     analyze: bool = True,
+    expect: dict[tuple[int, bool], float] | None = None,
+    deadline_share: float | None = DEADLINE_SHARE,
+    profiled: bool = False,
 ) -> float:
     """One profiled step: refresh metadata, replay (serving graph, or the twin when sampled),
-    run queued host work only while the GPU is busy, sync once, queue this step's records.
-    Without ``queue`` everything is written at once. Returns the step's device time in ns."""
+    run queued host work only while the GPU is busy and only items expected to end before the
+    replay does, sync once, queue this step's records (committed together, one transaction).
+    Without ``queue`` everything is written at once. ``expect``: smoothed device time per
+    (capture size, twin), updated here; seeded from the calibration. ``deadline_share``: share
+    of that time host items must end within (None: no deadline, items run while the GPU is
+    busy). ``profiled``: the step runs under the profiler (its timing is labelled so).
+    Returns the device time."""
     a, z = events
     grp = sess.load_step(step)
     g = grp.twin if twin else grp.serving
+    cal = cals[grp.num_reqs]
+    key = (grp.num_reqs, twin)
+    expected = (expect or {}).get(key) or (cal.twin_ns if twin else cal.serving_ns)
     t_start = time.time_ns()
+    t_launch = time.perf_counter_ns()
     a.record()
     g.graph.replay()
     z.record()
@@ -266,12 +342,15 @@ def serve_step(
     q = queue if queue is not None else HostQueue()
     shape: BatchShape = sess.shapes[step]
     holder: dict[str, Any] = {}
+    rows = RowBuffer()
     if analyze:
-        q.extend(analysis_items(writer, sc, step, sess.host_metas[step], shape, holder))
-    q.run_while(lambda: not z.query())
+        q.extend(analysis_items(rows, sc, step, sess.host_metas[step], shape, holder), "analysis")
+    deadline = None if deadline_share is None else t_launch + deadline_share * expected
+    q.run_while(lambda: not z.query(), deadline)
     z.synchronize()  # the engine's own per-step sync (sampling needs the logits)
     dur = a.elapsed_time(z) * 1e6
-    cal = cals[grp.num_reqs]
+    if expect is not None:
+        expect[key] = dur if key not in expect else expect[key] + 0.2 * (dur - expect[key])
     layers: list[float | None] = [None] * sess.layers
     if twin:
         t0 = g.events[0]
@@ -279,6 +358,8 @@ def serve_step(
         layers = list(layer_times(stamps, cal.event_ns))
         dur = twin_step_ns(dur, cal)
     timing = "graph-replay-twin" if twin else "graph-replay"
+    if profiled:
+        timing = "graph-replay-profiled"
     splits = grp.splits
 
     def write() -> None:
@@ -295,10 +376,11 @@ def serve_step(
             layers,
             "FULL",
             timing,
+            rows,
         )
 
-    q.add(write)
-    if queue is None:
+    q.add(write, "write")
+    if queue is None or len(q) > MAX_BACKLOG:
         q.drain()
     return dur
 
@@ -310,6 +392,7 @@ def _run_eager(
     sess: Any,
     progress: Progress | None,
     torch: Any,
+    first_profiled: int | None = None,
 ) -> None:
     """Attention outside any graph: per-layer timing events (cheap outside a graph)."""
     from mlaprof.probes.sync_checker import SyncChecker
@@ -327,18 +410,33 @@ def _run_eager(
             # every sync of every layer (the probe only names the first one to break capture)
             writer.add_many("syncs", [e.to_row() for e in checker.events])
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(sess.layers + 1)]
-        t_start = time.time_ns()
-        sess.forward_layers(grp, hook=lambda i, ev=ev: ev[i].record())
+        profiled = first_profiled is not None and step >= first_profiled
         shape = sess.shapes[step]
         holder: dict[str, Any] = {}
-        queue.extend(analysis_items(writer, sc, step, sess.host_metas[step], shape, holder))
-        queue.run_while(lambda e=ev[-1]: not e.query())
-        ev[-1].synchronize()
+        rows = RowBuffer()
+        with StepProfile(torch, profiled) as prof:
+            t_start = time.time_ns()
+            sess.forward_layers(
+                grp,
+                hook=lambda i, ev=ev: ev[i].record(),
+                layer_ctx=_layer_range(torch) if profiled else None,
+            )
+            queue.extend(analysis_items(rows, sc, step, sess.host_metas[step], shape, holder))
+            queue.run_while(lambda e=ev[-1]: not e.query())
+            ev[-1].synchronize()
         layers = [ev[i].elapsed_time(ev[i + 1]) * 1e6 for i in range(sess.layers)]
         dur = ev[0].elapsed_time(ev[-1]) * 1e6
 
         def write(
-            step=step, shape=shape, holder=holder, t=t_start, d=dur, ls=layers, s=grp.splits
+            step=step,
+            shape=shape,
+            holder=holder,
+            t=t_start,
+            d=dur,
+            ls=layers,
+            s=grp.splits,
+            rows=rows,
+            timing="eager-profiled" if profiled else "eager-events",
         ) -> None:
             _write_step(
                 writer,
@@ -352,13 +450,43 @@ def _run_eager(
                 d,
                 ls,
                 mode,
-                "eager-events",
+                timing,
+                rows,
             )
 
         queue.add(write)
+        if profiled:
+            _record_timeline(writer, prof, step, queue)
         if progress:
             progress((step + 1) * sess.layers, sc.steps * sess.layers)
     queue.drain()
+
+
+def _layer_range(torch: Any) -> Callable[[int], Any]:
+    """A profiler range per eager layer (the profiler draws it on the GPU too)."""
+    return lambda i: torch.profiler.record_function(f"{LAYER_MARK}{i}")
+
+
+def _record_timeline(
+    writer: RunWriter, prof: StepProfile, step: int, queue: HostQueue, splits: int | None = None
+) -> None:
+    """The profiled step's kernels with device timestamps (after its own records); ``splits``:
+    the S mlaprof's split kernels ran with, where the host decided it."""
+    queue.drain()  # the step's record first: timelines belong to recorded steps
+    recs = prof.records(step)
+    for r in recs:
+        if splits is not None and str(r["name"]).startswith("mla_verify_stage"):
+            r["splits"] = splits
+    if recs:
+        writer.add_many("kernels", recs)
+    writer.add(
+        "events",
+        t_ns=time.time_ns(),
+        source="mlaprof.gpu",
+        kind="kernel-timeline",
+        message=f"step {step}: {len(recs)} kernels from torch.profiler (durations include its cost)",
+        data=json.dumps({"step": step, "kernels": len(recs)}),
+    )
 
 
 def _write_step(
@@ -374,9 +502,12 @@ def _write_step(
     layers: list[float | None],
     mode: str,
     timing: str,
+    rows: RowBuffer | None = None,
 ) -> None:
     deserved = main.get("deserved") if main else None
     with writer.transaction():
+        if rows is not None:  # the step's split and padding records
+            rows.write_into(writer)
         offset = 0.0
         # per-layer rows only where layers were timed (twin replays, eager steps)
         for i, d in enumerate(layers if any(x is not None for x in layers) else []):

@@ -179,17 +179,31 @@ def vllm_triton(x: SplitInput) -> int:
 
 # -- mlaprof's own Triton kernel ---------------------------------------------------------------
 MLAPROF_MIN_CHUNK = 256  # fewest KV tokens a split is worth launching for
+VERIFY_SPLIT_DIVISOR = 4  # verify programs hold qlen x H rows: fewer splits than decode
+
+
+def mlaprof_triton_cap(x: SplitInput) -> int:
+    """The KV-length-free part of ``mlaprof_triton``: fill about two waves of the device; for
+    verify (qlen > 1) each program already holds qlen x H rows, and a quarter of the splits
+    measured fastest on an H200 at B = 1, 8, 64 with both launch layouts (docs/performance.md).
+    With device-side splits this is the grid's S."""
+    per_row = next_pow2(max(1, cdiv(2 * x.units, max(1, x.num_reqs))))
+    if x.qlen > 1:
+        per_row = max(1, per_row // VERIFY_SPLIT_DIVISOR)
+    return max(1, min(per_row, 256))
+
+
+def device_row_splits(seq_len: int, cap: int, min_chunk: int = MLAPROF_MIN_CHUNK) -> int:
+    """S of one row of ``seq_len`` KV tokens: never below ``min_chunk`` tokens a split, at most
+    ``cap``. The Triton kernel computes exactly this per row on the device
+    (``mla_verify._row_splits``) when the backend runs with ``device_splits``."""
+    return max(1, min(cap, next_pow2(max(1, cdiv(seq_len, min_chunk)))))
 
 
 def mlaprof_triton(x: SplitInput) -> int:
-    """Fill about two waves of the device with real-row programs, never below 256 KV tokens a
-    split; for verify (qlen > 1) each program already holds qlen x H rows, and half the splits
-    measured faster on an H200 (docs/performance.md)."""
-    per_row = next_pow2(max(1, cdiv(2 * x.units, max(1, x.num_reqs))))
-    if x.qlen > 1:
-        per_row = max(1, per_row // 2)
-    s = min(per_row, next_pow2(max(1, cdiv(x.max_seq_len, MLAPROF_MIN_CHUNK))))
-    return max(1, min(s, 256))
+    """``mlaprof_triton_cap``, never below 256 KV tokens a split (the longest row's S when the
+    kernel decides S per row on the device)."""
+    return device_row_splits(x.max_seq_len, mlaprof_triton_cap(x))
 
 
 @dataclass(frozen=True)
@@ -295,6 +309,7 @@ POLICIES: dict[str, Policy] = {
             128,
             False,
             "mlaprof's Triton kernel (this repository)",
+            on_device=True,  # with the triton backend each row's S is read from seq_lens
         ),
     )
 }
