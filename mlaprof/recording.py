@@ -7,12 +7,30 @@ records the same columns the same way. Uses only host values the builder already
 
 from __future__ import annotations
 
+import json
+import time
+from typing import Any
+
 from mlaprof.metadata import BatchShape, VerifyMetadata
 from mlaprof.scenario import KV_DIM, Scenario
 from mlaprof.splits.analysis import StepSplits, step_splits
 from mlaprof.store.writer import RunWriter
 
 KV_BYTES_PER_ELEMENT = 2  # bf16 KV cache
+
+
+def event_row(
+    source: str, kind: str, message: str, data: Any = None, t_ns: int | None = None
+) -> dict[str, Any]:
+    """An ``events`` row: ``data`` is stored as JSON text (a string is kept as it is)."""
+    text = data if data is None or isinstance(data, str) else json.dumps(data)
+    return {
+        "t_ns": time.time_ns() if t_ns is None else t_ns,
+        "source": source,
+        "kind": kind,
+        "message": message,
+        "data": text,
+    }
 
 
 def step_row(

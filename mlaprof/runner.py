@@ -18,7 +18,7 @@ from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
-from mlaprof.recording import capture_row, layer_row, record_step_analysis, step_row
+from mlaprof.recording import capture_row, event_row, layer_row, record_step_analysis, step_row
 from mlaprof.scenario import LATENT, Scenario
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run
@@ -169,16 +169,11 @@ def record_path_check(sc: Scenario, writer: RunWriter) -> None:
             get_backend(name).forward(inp, meta, out)
         syncs = [e for e in checker.events if e.kind == "sync"]
         allocs = [e for e in checker.events if e.kind == "alloc"]
-        writer.add(
-            "events",
-            t_ns=time.time_ns(),
-            source="mlaprof",
-            kind="path-check",
-            message=f"{name}: {len(syncs)} sync(s), {len(allocs)} data-dependent allocation(s) per layer",
-            data={
-                "backend": name,
-                "syncs_per_layer": len(syncs),
-                "allocs_per_layer": len(allocs),
-                "ops": [{"op": e.op, "location": e.location} for e in syncs],
-            },
-        )
+        msg = f"{name}: {len(syncs)} sync(s), {len(allocs)} data-dependent allocation(s) per layer"
+        data = {
+            "backend": name,
+            "syncs_per_layer": len(syncs),
+            "allocs_per_layer": len(allocs),
+            "ops": [{"op": e.op, "location": e.location} for e in syncs],
+        }
+        writer.add("events", **event_row("mlaprof", "path-check", msg, data))

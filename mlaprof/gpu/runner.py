@@ -12,7 +12,6 @@ timing events around each layer, so the cost of not capturing is measured.
 from __future__ import annotations
 
 import gc
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,7 @@ from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
 from mlaprof.metadata import BatchShape, VerifyMetadata
-from mlaprof.recording import capture_row, layer_row, memory_row, step_row
+from mlaprof.recording import capture_row, event_row, layer_row, memory_row, step_row
 from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
 from mlaprof.store.writer import RunWriter
@@ -203,14 +202,9 @@ def _capture_group(
             writer.add("memory", **row)
         message = f"{sess.layers} layers in one graph, S = {grp.splits}"
         writer.add("captures", **capture_row(grp.capture_size, "FULL", "captured", message))
-        writer.add(
-            "events",
-            t_ns=time.time_ns(),
-            source="mlaprof.gpu",
-            kind="calibration",
-            message=f"event node {cal.event_ns / 1e3:.2f} us; twin +{cal.overhead * 100:.1f}%",
-            data=json.dumps(cal.__dict__ | {"capture_size": grp.capture_size}),
-        )
+        msg = f"event node {cal.event_ns / 1e3:.2f} us; twin +{cal.overhead * 100:.1f}%"
+        data = cal.__dict__ | {"capture_size": grp.capture_size}
+        writer.add("events", **event_row("mlaprof.gpu", "calibration", msg, data))
         if launch_rows:
             _record_kernels(writer, sess, grp)
     return cal
@@ -479,14 +473,9 @@ def _record_timeline(
             r["splits"] = splits
     if recs:
         writer.add_many("kernels", recs)
-    writer.add(
-        "events",
-        t_ns=time.time_ns(),
-        source="mlaprof.gpu",
-        kind="kernel-timeline",
-        message=f"step {step}: {len(recs)} kernels from torch.profiler (durations include its cost)",
-        data=json.dumps({"step": step, "kernels": len(recs)}),
-    )
+    msg = f"step {step}: {len(recs)} kernels from torch.profiler (durations include its cost)"
+    data = {"step": step, "kernels": len(recs)}
+    writer.add("events", **event_row("mlaprof.gpu", "kernel-timeline", msg, data))
 
 
 def _write_step(
@@ -536,11 +525,5 @@ def _record_env(writer: RunWriter, torch: Any) -> None:
         info["triton"] = triton.__version__
     except ImportError:
         pass
-    writer.add(
-        "events",
-        t_ns=time.time_ns(),
-        source="mlaprof.gpu",
-        kind="device",
-        message=f"{props.name}, {props.multi_processor_count} units",
-        data=json.dumps(info),
-    )
+    msg = f"{props.name}, {props.multi_processor_count} units"
+    writer.add("events", **event_row("mlaprof.gpu", "device", msg, info))

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlaprof.recording import KV_BYTES_PER_ELEMENT
+from mlaprof.recording import KV_BYTES_PER_ELEMENT, event_row
 from mlaprof.scenario import KV_DIM
 from mlaprof.store.writer import RunWriter
 
@@ -342,18 +342,8 @@ class EngineRecorder:
         self.accept_steps += 1
         msg = (f"scheduler step {data['seq']}: {data['accepted_tokens']} of "
                f"{data['draft_tokens']} draft tokens accepted over {len(per_row)} requests")  # fmt: skip
-        rows.setdefault(SCHEDULER_ROLE, []).append(
-            (
-                "events",
-                {
-                    "t_ns": self._acc_t,
-                    "source": "vllm",
-                    "kind": ACCEPT_EVENT,
-                    "message": msg,
-                    "data": json.dumps(data),
-                },
-            )  # fmt: skip
-        )
+        row = event_row("vllm", ACCEPT_EVENT, msg, data, t_ns=self._acc_t)
+        rows.setdefault(SCHEDULER_ROLE, []).append(("events", row))
 
     def _finish_step(self, rows: dict[str, list[tuple[str, dict[str, Any]]]], next_t: int | None):
         st, self._step = self._step, None
@@ -381,8 +371,7 @@ class EngineRecorder:
                 f"CUDAGraphMode.{req} is not supported with {backend} backend "
                 f"(support: {data['min_cg_support']}); setting cudagraph_mode={res}"
             )
-        self.writer("").add("events", t_ns=t_ns, source="vllm", kind="cudagraph-mode",
-                            message=msg, data=json.dumps(data))  # fmt: skip
+        self.writer("").add("events", **event_row("vllm", "cudagraph-mode", msg, data, t_ns=t_ns))
 
     # -- life cycle ------------------------------------------------------------------------------
     def flush(self) -> None:
