@@ -32,6 +32,8 @@ from mlaprof.analysis import summary
 from mlaprof.analysis.engine import engine_steps
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.store.follow import FollowError
+from tui.reader import RunFollower
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS, MAX_TOKENS, K = 4, 32, 3
@@ -48,7 +50,11 @@ def _engine(tmp: Path, method: str) -> tuple[dict, list[int], str]:
     log = tmp / f"{method}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
-        seen: list[int] = []  # steps a follower saw, while the engine process was alive
+        # steps seen while the engine process was alive: by the store's reader and by the
+        # TUI's own follower (tui.reader, no textual needed), the model `mlaprof tui` draws
+        seen: list[int] = []
+        tui_seen: list[int] = []
+        follower = RunFollower(tmp / method)
         run = None
         deadline = time.monotonic() + 600
         while proc.poll() is None and time.monotonic() < deadline:
@@ -60,6 +66,13 @@ def _engine(tmp: Path, method: str) -> tuple[dict, list[int], str]:
                     seen.append(n)
             except MlaprofError:
                 pass  # not created yet
+            try:
+                follower.poll()
+                n = sum(st.steps for st in follower.states.values())
+                if not tui_seen or n != tui_seen[-1]:
+                    tui_seen.append(n)
+            except FollowError:
+                pass  # not created yet
             time.sleep(0.02)
         if proc.poll() is None:
             proc.kill()
@@ -67,7 +80,7 @@ def _engine(tmp: Path, method: str) -> tuple[dict, list[int], str]:
     text = log.read_text()
     assert proc.returncode == 0, text[-3000:]
     line = next(x for x in text.splitlines() if x.startswith("MLAPROF_ENGINE_RESULT "))
-    return json.loads(line.split(" ", 1)[1]), seen, text
+    return json.loads(line.split(" ", 1)[1]), (seen, tui_seen), text
 
 
 @pytest.fixture(scope="module", params=["ngram", "mtp"])
@@ -115,8 +128,10 @@ def test_report_says_what_the_engine_ran(engine_run):
     assert "shadow AITER: modelled from recorded batches" in res.stdout
 
 
-def test_a_follower_saw_the_run_grow(engine_run):
-    _, run, _, seen, _ = engine_run
+@pytest.mark.parametrize("who", ["store reader", "TUI follower"])
+def test_a_follower_saw_the_run_grow(engine_run, who):
+    _, run, _, both, _ = engine_run
+    seen = both[0] if who == "store reader" else both[1]
     grew = [n for n in seen if n > 0]
     assert len(grew) >= 2 and grew == sorted(grew), seen  # steps appeared while it ran
     assert grew[0] < run.count("steps"), seen
