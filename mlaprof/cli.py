@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import signal
-import sqlite3
 import sys
 import zlib
 from collections.abc import Sequence
@@ -63,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _db_errors() -> tuple[type[BaseException], ...]:
+    """sqlite3's errors, if anything imported sqlite3 (only the store and the rocpd modules do;
+    the CLI itself stays free of it, and no database error can come from a module never loaded)."""
+    mod = sys.modules.get("sqlite3")
+    return (mod.Error,) if mod is not None else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -86,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except (OSError, sqlite3.Error) as e:
+    except (OSError, *_db_errors()) as e:
         # full disk, read-only target, missing permission, a database another process damaged
         print(f"mlaprof: error: {one_line(_os_message(e))}", file=sys.stderr)
         return 2

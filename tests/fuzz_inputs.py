@@ -1,5 +1,5 @@
 """Mutated importer inputs, shared by the fuzz tests (hypothesis picks the seeds) and the stress
-command ``bench/fuzz_import.py`` (10,000 seeds per format).
+command ``scripts/fuzz_import.py`` (10,000 seeds per format).
 
 Every format starts from real or documented-format fixtures and gets 1-3 mutations chosen by a
 seeded RNG: byte flips, truncation, inserted/deleted/duplicated spans, huge or non-finite numbers,

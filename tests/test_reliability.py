@@ -149,7 +149,7 @@ def fuzz_seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]
 )
 @given(seed=st.integers(0, 2**32))
 def test_fuzz_every_format(fuzz_seeds, tmp_path, monkeypatch, fmt, seed) -> None:
-    """Mutated inputs of every format (tests/fuzz_inputs.py; bench/fuzz_import.py runs 10,000 per
+    """Mutated inputs of every format (tests/fuzz_inputs.py; scripts/fuzz_import.py runs 10,000 per
     format): a whole run or one error line, nothing left behind, never a traceback."""
     monkeypatch.setenv("MLAPROF_ROCPD_TIMEOUT", "1")
     case = tmp_path / f"case{seed}"

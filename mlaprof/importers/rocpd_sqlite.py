@@ -57,6 +57,12 @@ class _Bound:
         inside SQLite's callback), if any."""
         return signal_received(self.seen)
 
+    def gave_up(self, path: Path) -> MlaprofError:
+        return MlaprofError(
+            f"{path}: gave up after {self.seconds:g} s reading the database (a view or query "
+            "that does not end: crafted or damaged?); set MLAPROF_ROCPD_TIMEOUT to allow longer"
+        )
+
     def __call__(self) -> int:
         if self.stopped_by() is not None:
             return 1
@@ -125,11 +131,7 @@ def import_rocpd(
         if (signum := bound.stopped_by()) is not None:
             raise stop_exception(signum) from None
         if bound.expired:
-            raise MlaprofError(
-                f"{path}: gave up after {bound.seconds:g} s reading the database (a view or "
-                "query that does not end: crafted or damaged?); set MLAPROF_ROCPD_TIMEOUT to "
-                "allow longer"
-            ) from None
+            raise bound.gave_up(path) from None
         raise MlaprofError(f"{path} is not a readable rocpd database ({e})") from None
     finally:
         con.close()
@@ -314,6 +316,9 @@ def read_dispatches(path: Path) -> KernelColumns | None:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error:
         return None
+    # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
+    bound = _Bound(_timeout())
+    con.set_progress_handler(bound, 10_000)
     try:
         kd = _cols(con, "rocpd_kernel_dispatch")
         # one table set (several guids: the row-by-row reader's ORDER BY guid), and not an
@@ -353,6 +358,8 @@ def read_dispatches(path: Path) -> KernelColumns | None:
             cur.execute("SELECT id, correlation_id FROM rocpd_event ORDER BY id")
             events = cur.fetch_arrow_table()
     except Exception:  # noqa: BLE001 - any surprise: the row-by-row reader decides
+        if bound.expired:  # the row-by-row reader would wait as long again: say it now
+            raise bound.gave_up(path) from None
         return None
     finally:
         con.close()

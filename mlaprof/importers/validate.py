@@ -16,15 +16,12 @@ import sqlite3
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store.schema import TABLES
-
-if TYPE_CHECKING:
-    from mlaprof.importers.annotate import KernelColumns
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -83,7 +80,7 @@ def rows(table: str, cols: Sequence[str], flat: Sequence[Any], source: str = "")
                     raise MlaprofError(f"{_where(source, table, i)}: {b} {e} is before {a} {s}")
 
 
-def kernel_columns(kc: KernelColumns, source: str, first_line: int = 1) -> None:
+def kernel_columns(kc: Any, source: str, first_line: int = 1) -> None:  # annotate.KernelColumns
     """A trace's kernels before annotation: all three grid axes present, 0 <= start <= end.
 
     ``first_line``: the file line of row 0 (2 for a CSV with a header), for the message."""

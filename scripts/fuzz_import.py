@@ -8,7 +8,7 @@ leave nothing in the traces folder. Every tenth successful import is also listed
 
 Usage::
 
-    nice python bench/fuzz_import.py --cases 10000 --json bench/results/fuzz_import.json
+    nice python scripts/fuzz_import.py --cases 10000 --json bench/results/fuzz_import.json
 
 Exit status 1 if any case ended in a traceback or broke the contract.
 """
@@ -138,7 +138,7 @@ def main() -> int:
     os.environ.setdefault("MLAPROF_ROCPD_TIMEOUT", "2")
     deadline = time.time() + args.hours * 3600
     out: dict = {
-        "command": "python bench/fuzz_import.py " + " ".join(sys.argv[1:]),
+        "command": "python scripts/fuzz_import.py " + " ".join(sys.argv[1:]),
         "workers": args.workers,
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs), python {platform.python_version()}",
         "rocpd_timeout_s": float(os.environ["MLAPROF_ROCPD_TIMEOUT"]),
