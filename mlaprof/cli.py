@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import zlib
 from collections.abc import Sequence
 
 from mlaprof import __version__
-from mlaprof.errors import MlaprofError
+from mlaprof.errors import MlaprofError, Terminated, note_signal, stop_exception
 
 # verb modules, in the order --help lists them
 COMMANDS = (
@@ -60,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _db_errors() -> tuple[type[BaseException], ...]:
+    """sqlite3's errors, if anything imported sqlite3 (only the store and the rocpd modules do;
+    the CLI itself stays free of it, and no database error can come from a module never loaded)."""
+    mod = sys.modules.get("sqlite3")
+    return (mod.Error,) if mod is not None else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -69,16 +78,72 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    previous = _stop_on_signals()
     try:
         return int(args.func(args) or 0)
     except MlaprofError as e:
-        print(f"mlaprof: error: {e}", file=sys.stderr)
+        print(f"mlaprof: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
+    except Terminated as e:
+        print(f"mlaprof: terminated by {signal.Signals(e.signum).name}", file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
         print("mlaprof: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except (OSError, *_db_errors()) as e:
+        # full disk, read-only target, missing permission, a database another process damaged
+        print(f"mlaprof: error: {one_line(_os_message(e))}", file=sys.stderr)
+        return 2
+    except (UnicodeError, RecursionError, OverflowError, zlib.error, EOFError) as e:
+        from mlaprof.importers.validate import describe
+
+        print(f"mlaprof: error: damaged input ({one_line(describe(e))})", file=sys.stderr)
+        return 2
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _stop_on_signals() -> dict[int, object]:
+    """SIGTERM unwinds like Ctrl-C (finally blocks run: staging folders go, runs are marked),
+    instead of killing the process where it stands; both signals are also noted for C code
+    that cannot take an exception (errors.signal_received). Main thread only (signal's rule)."""
+
+    def handler(signum: int, frame: object) -> None:
+        note_signal(signum)
+        raise stop_exception(signum)
+
+    previous: dict[int, object] = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        if signum == signal.SIGINT and signal.getsignal(signum) is not signal.default_int_handler:
+            continue  # someone (a test runner, a notebook) handles Ctrl-C: leave it
+        try:
+            previous[signum] = signal.signal(signum, handler)
+        except ValueError:  # not the main thread (e.g. called from a test runner's worker)
+            break
+    return previous
+
+
+MAX_MESSAGE = 600  # characters: an error names the problem, it does not replay the input
+
+
+def one_line(msg: str) -> str:
+    """An error message as one printable line: an SQLite error quoting a multi-line view, a file
+    name with an escape sequence or a very long value would otherwise break the one-line rule."""
+    from mlaprof.textsafe import plain
+
+    msg = plain(" ".join(msg.split("\n")).replace("\r", " "))
+    msg = " ".join(msg.split())
+    return msg if len(msg) <= MAX_MESSAGE else msg[: MAX_MESSAGE - 3] + "..."
+
+
+def _os_message(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

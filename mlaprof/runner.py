@@ -60,7 +60,8 @@ def recorded_command(argv: list[str]) -> str:
 def start_run(
     sc: Scenario, backend: str, device: str, traces: Path, name: str | None = None
 ) -> RunWriter:
-    label = name or runmeta.new_run_name(f"{sc.name}-{backend}-{device}")
+    # a default name never collides: the folder is reserved with a suffix if taken
+    label = name or runmeta.reserve(traces, runmeta.new_run_name(f"{sc.name}-{backend}-{device}"))
     return create_run(traces, label, run_meta(sc, backend, device))
 
 

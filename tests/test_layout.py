@@ -116,8 +116,13 @@ def test_bench_does_not_import_tests() -> None:
 
 
 RUN_FILE = re.compile(r"rank[^ ]*\.db|run\.json")
-# modules outside mlaprof/store that read external SQLite files (rocpd databases), not runs
-EXTERNAL_SQLITE = {"mlaprof.importers.rocpd_sqlite", "mlaprof.exporters.rocpd_export"}
+# modules outside mlaprof/store that handle external SQLite files (rocpd databases: read, written,
+# their decode errors mapped by validate), never runs
+EXTERNAL_SQLITE = {
+    "mlaprof.importers.rocpd_sqlite",
+    "mlaprof.importers.validate",
+    "mlaprof.exporters.rocpd_export",
+}
 
 
 def test_only_the_store_opens_a_runs_files() -> None:

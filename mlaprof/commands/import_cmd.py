@@ -70,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from mlaprof.importers.kernels import KernelMatcher, load_patterns
 
+    if args.name is not None:  # refuse a name that leaves the traces folder before any work
+        from mlaprof.store.runmeta import folder_name
+
+        folder_name(args.name)
     matcher = KernelMatcher()
     if args.patterns:
         matcher = matcher.with_user(load_patterns(args.patterns))

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, traces_dir
-from mlaprof.errors import MlaprofError
+from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
     DEVICES,
     KV_CACHE_DTYPES,
@@ -143,6 +143,10 @@ def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.name is not None:  # refuse a name that leaves the traces folder before any work
+        from mlaprof.store.runmeta import folder_name
+
+        folder_name(args.name)
     sc = scenario_from_args(args)
     traces = traces_dir(args.traces)
     if args.live:
@@ -163,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
         prepare()
     t0 = time.perf_counter()
     writer = start_run(sc, args.backend, args.device, traces, args.name)
-    status = "failed"
+    status, reason = "failed", None
     try:
         with _progress(args.quiet or args.json, sc.steps * sc.layers) as progress:
             if args.device == "cuda":
@@ -175,11 +179,15 @@ def main(args: argparse.Namespace) -> int:
             else:
                 run_cpu(sc, args.backend, writer, progress, args.check_syncs, args.ranges)
         status = "finished"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (errors.Terminated)
         status = "interrupted"
+        reason = f"terminated by signal {e.signum}" if isinstance(e, Terminated) else "Ctrl-C"
+        raise
+    except Exception as e:  # e.g. disk full: the run says why it ended
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise
     finally:
-        writer.finish(status)
+        writer.finish(status, reason)
     elapsed = time.perf_counter() - t0
     from mlaprof.store.reader import load
 
@@ -231,7 +239,10 @@ def _live(args: argparse.Namespace, traces: Path) -> int:
     """Start the run in a child process and follow it in the dashboard."""
     from mlaprof.store import has_ranks, runmeta
 
-    name = args.name or runmeta.new_run_name(f"{args.scenario}-{args.backend}-live")
+    # a default name is reserved (suffixed if taken); the child joins the folder it was given
+    name = args.name or runmeta.reserve(
+        traces, runmeta.new_run_name(f"{args.scenario}-{args.backend}-live")
+    )
     argv = [a for a in sys.argv[1:] if a != "--live"]
     if not argv or argv[0] != "run":
         argv = ["run", *argv]

@@ -25,28 +25,30 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mlaprof.store.reader import list_runs
+    from mlaprof.textsafe import term
 
     folder = traces_dir(args.folder)
     if args.folder is None and not folder.exists():  # a first-time user: nothing recorded yet
         print(f"no runs yet under {folder}/: try 'mlaprof run'")
         return 0
     runs = list_runs(folder)
-    t = Table(title=f"runs in {folder} (newest first)", title_justify="left")
+    t = Table(title=f"runs in {term(folder)} (newest first)", title_justify="left")
     for col in ("run", "status", "backend", "device", "policy", "min_kv_mode", "scenario"):
         t.add_column(col, no_wrap=True)
     t.add_column("steps", justify="right")
     t.add_column("created", no_wrap=True)
     for r in runs:
+        # every field may come from an imported trace or log: shown as data, never as markup
         t.add_row(
-            r.name,
-            r.status if not r.error else f"[red]{r.error}[/]",
-            r.backend or "-",
-            r.device or "-",
-            r.policy or "-",
-            r.min_kv_mode or "-",
-            r.scenario or "-",
+            term(r.name),
+            term(r.status) if not r.error else f"[red]{term(r.status)}: {term(r.error)}[/]",
+            term(r.backend or "-"),
+            term(r.device or "-"),
+            term(r.policy or "-"),
+            term(r.min_kv_mode or "-"),
+            term(r.scenario or "-"),
             str(r.steps),
-            r.created[:16].replace("T", " "),
+            term(r.created[:16].replace("T", " ")),
         )
     console = Console()
     # never cut a run's policy or mode: widen past the terminal rather than fold the table

@@ -12,6 +12,7 @@ Timestamps are microseconds written with three decimals, so the nanoseconds are 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -321,7 +322,8 @@ def export_perfetto(run: Run, out: Path) -> dict[str, int]:
         tmp.write_text(text)
         os.replace(tmp, out)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only folder refuses this too
+            tmp.unlink(missing_ok=True)
         raise MlaprofError(f"cannot write {out}: {e.strerror or e}") from None
     evs = trace["traceEvents"]
     return {

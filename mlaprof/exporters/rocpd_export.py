@@ -12,6 +12,7 @@ export imports back to the same run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -56,17 +57,29 @@ def export_rocpd(run: Run, out: Path) -> dict[str, int]:
     suffix = "_" + str(u).replace("-", "_")
     guid = str(u)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    con = sqlite3.connect(tmp, isolation_level=None)
+    con: sqlite3.Connection | None = None
     try:
+        con = sqlite3.connect(tmp, isolation_level=None)
         counts = _write(con, run, suffix, guid)
         con.close()
         os.replace(tmp, out)
+    except (sqlite3.Error, OSError) as e:
+        # full disk, read-only folder, missing permission: one line, nothing left behind
+        _discard(con, tmp)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise MlaprofError(f"cannot write {out}: {why}") from None
     except BaseException:
-        con.close()
-        tmp.unlink(missing_ok=True)
+        _discard(con, tmp)
         raise
     return counts
+
+
+def _discard(con: sqlite3.Connection | None, tmp: Path) -> None:
+    if con is not None:
+        con.close()
+    for p in (tmp, tmp.with_name(tmp.name + "-journal")):
+        with contextlib.suppress(OSError):  # a read-only folder refuses this too
+            p.unlink(missing_ok=True)
 
 
 def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[str, int]:

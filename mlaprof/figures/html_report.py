@@ -6,6 +6,7 @@ blank offline), every figure is a ``<div>`` drawn by it: no network, no companio
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import html
 import math
@@ -113,6 +114,7 @@ def _meta_html(run: Any) -> str:
     items = [
         ("run", run.name),
         ("status", getattr(run, "status", "")),
+        ("ended because", getattr(run, "reason", None)),
         ("created", m.get("created")),
         ("source", m.get("source")),
         ("scenario", sc.get("name")),
@@ -350,12 +352,14 @@ def _write(path: Path, text: str) -> Path:
     """Atomic write (temporary file + rename): a reader never sees half a report."""
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as e:
+        with contextlib.suppress(OSError):  # a full disk must not leave half a report behind
+            tmp.unlink(missing_ok=True)
         raise MlaprofError(f"cannot write {path}: {e.strerror or e}") from None
     return path
 

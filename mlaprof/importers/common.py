@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers.validate import finite, int64
 
 _AGENT = re.compile(r"^\s*(?:agent\s*)?(-?\d+)\s*$", re.IGNORECASE)
 
@@ -21,16 +22,18 @@ def to_int(value: Any, what: str = "value") -> int | None:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        return value
+        return int64(value, what)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
             raise MlaprofError(f"{what} {value!r} is not an integer")
-        return int(value)
+        return int64(int(value), what)
     s = str(value).strip()
     if not s:
         return None
+    if len(s) > 40:  # int64 has 19 digits; never hand int() a 5,000-digit string
+        raise MlaprofError(f"{what} {s[:20]!r}... ({len(s)} characters) is not a 64-bit integer")
     try:
-        return int(s)
+        return int64(int(s), what)
     except ValueError:
         pass
     try:
@@ -39,15 +42,17 @@ def to_int(value: Any, what: str = "value") -> int | None:
         raise MlaprofError(f"{what} {s[:40]!r} is not an integer") from None
     if not d.is_finite() or d != d.to_integral_value():
         raise MlaprofError(f"{what} {s[:40]!r} is not an integer")
-    return int(d)
+    if d.adjusted() > 19:  # "1e999999" would build a million-digit int
+        raise MlaprofError(f"{what} {s[:40]!r} does not fit a 64-bit integer")
+    return int64(int(d), what)
 
 
 def to_float(value: Any, what: str = "value") -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        return finite(float(value), what)
+    except (TypeError, ValueError, OverflowError):
         raise MlaprofError(f"{what} {str(value)[:40]!r} is not a number") from None
 
 
@@ -71,14 +76,18 @@ def us_to_ns(value: Any, what: str = "timestamp") -> int:
     if isinstance(value, bool) or value is None:
         raise MlaprofError(f"{what} is missing")
     if isinstance(value, int):
-        return value * 1000
+        return int64(value * 1000, what)
+    if isinstance(value, Decimal) and value.adjusted() > 30:
+        raise MlaprofError(f"{what} {str(value)[:40]!r} does not fit a 64-bit nanosecond count")
     try:
         d = value if isinstance(value, Decimal) else Decimal(str(value))
     except InvalidOperation:
         raise MlaprofError(f"{what} {str(value)[:40]!r} is not a number") from None
     if not d.is_finite():
         raise MlaprofError(f"{what} {value!r} is not finite")
-    return int((d * 1000).to_integral_value())
+    if d.adjusted() > 30:
+        raise MlaprofError(f"{what} {str(value)[:40]!r} does not fit a 64-bit nanosecond count")
+    return int64(int((d * 1000).to_integral_value()), what)
 
 
 def read_text(path: Path, what: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers import validate
 from mlaprof.importers.annotate import NULL, KernelColumns, store_kernels
 from mlaprof.importers.common import ImportSummary, read_text, to_int, us_to_ns
 from mlaprof.importers.kernels import KernelMatcher
@@ -65,6 +66,8 @@ def parse(path: Path, text: str) -> dict[str, Any]:
         raise MlaprofError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
         raise MlaprofError(f"{path}: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. a number over Python's int-digits limit
+        raise MlaprofError(f"{path}: not valid JSON ({str(e)[:120]})") from None
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, Mapping) or "traceEvents" not in doc:
@@ -154,6 +157,7 @@ def load_events(
     return krows, api, xfer, len(launches)
 
 
+@validate.boundary
 def import_kineto(
     path: Path | str,
     traces: Path | str,
@@ -175,12 +179,14 @@ def import_kineto(
         "device": _device_name(doc),
     }
     stem = path.name.removesuffix(".gz").removesuffix(".json")
-    with staged_run(traces, name or f"kineto-{stem}", meta) as (bulk, final):
+    with staged_run(traces, name or f"kineto-{stem}", meta, unique=name is None) as (bulk, final):
+        bulk.reading(path)
         acols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
         summary.add("api", bulk.insert("api", acols, api))
         summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
         if krows:
             kc = KernelColumns.from_rows(KCOLS, [v for row in krows for v in row])
+            validate.kernel_columns(kc, str(path))
             replay = kc.ints.pop("replay")
             mask = kc.masks.pop("replay", None)
             if mask is not None:

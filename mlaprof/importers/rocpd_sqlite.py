@@ -9,13 +9,15 @@ mlaprof's extra fields, when the database is an mlaprof export, come back from `
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mlaprof.errors import MlaprofError
+from mlaprof.errors import MlaprofError, signal_count, signal_received, stop_exception
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
@@ -25,6 +27,49 @@ from mlaprof.store.schema import TABLES
 from mlaprof.store.staging import BulkWriter
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+# a rocpd database is the user's input: its views may hold any SQL (a recursive query that never
+# ends). Reading one gives up after this many seconds (MLAPROF_ROCPD_TIMEOUT overrides it).
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _timeout() -> float:
+    raw = os.environ.get("MLAPROF_ROCPD_TIMEOUT", "")
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise MlaprofError(f"MLAPROF_ROCPD_TIMEOUT={raw!r} is not a number of seconds") from None
+
+
+class _Bound:
+    """An SQLite progress handler: interrupts a query past the deadline, and lets a signal
+    (Ctrl-C, SIGTERM) that arrives inside a long query stop it instead of waiting for it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.expired = False
+        self.seen = signal_count()
+
+    def stopped_by(self) -> int | None:
+        """The stop signal that arrived while reading (its handler's exception was swallowed
+        inside SQLite's callback), if any."""
+        return signal_received(self.seen)
+
+    def gave_up(self, path: Path) -> MlaprofError:
+        return MlaprofError(
+            f"{path}: gave up after {self.seconds:g} s reading the database (a view or query "
+            "that does not end: crafted or damaged?); set MLAPROF_ROCPD_TIMEOUT to allow longer"
+        )
+
+    def __call__(self) -> int:
+        if self.stopped_by() is not None:
+            return 1
+        if time.monotonic() > self.deadline:
+            self.expired = True
+            return 1
+        return 0
 
 
 def is_sqlite(path: Path) -> bool:
@@ -78,9 +123,15 @@ def import_rocpd(
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
         raise MlaprofError(f"cannot open {path}: {e}") from None
+    bound = _Bound(_timeout())
+    con.set_progress_handler(bound, 10_000)
     try:
         return _import(con, path, bulk, summary, kernels)
     except sqlite3.Error as e:
+        if (signum := bound.stopped_by()) is not None:
+            raise stop_exception(signum) from None
+        if bound.expired:
+            raise bound.gave_up(path) from None
         raise MlaprofError(f"{path} is not a readable rocpd database ({e})") from None
     finally:
         con.close()
@@ -265,6 +316,9 @@ def read_dispatches(path: Path) -> KernelColumns | None:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error:
         return None
+    # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
+    bound = _Bound(_timeout())
+    con.set_progress_handler(bound, 10_000)
     try:
         kd = _cols(con, "rocpd_kernel_dispatch")
         # one table set (several guids: the row-by-row reader's ORDER BY guid), and not an
@@ -304,6 +358,8 @@ def read_dispatches(path: Path) -> KernelColumns | None:
             cur.execute("SELECT id, correlation_id FROM rocpd_event ORDER BY id")
             events = cur.fetch_arrow_table()
     except Exception:  # noqa: BLE001 - any surprise: the row-by-row reader decides
+        if bound.expired:  # the row-by-row reader would wait as long again: say it now
+            raise bound.gave_up(path) from None
         return None
     finally:
         con.close()

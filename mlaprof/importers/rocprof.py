@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
+from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json, validate
 from mlaprof.importers.annotate import (
     KernelColumns,
     annotated,
@@ -69,6 +69,7 @@ def collect(path: Path) -> tuple[str, list[Path]]:
     raise MlaprofError(f"{path} holds no rocprofv3 output (.db, .json or .csv files)")
 
 
+@validate.boundary
 def import_rocprof(
     path: Path | str,
     traces: Path | str,
@@ -106,7 +107,7 @@ def import_rocprof(
         for rank in range(AHEAD):
             prefetch(rank)
         try:
-            with staged_run(traces, run_name, meta) as (bulk, final):
+            with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
@@ -114,18 +115,22 @@ def import_rocprof(
                     parts: list[KernelColumns] = []
                     for f in group:
                         kc: KernelColumns | None
-                        if fmt == "rocpd":
-                            read = pending.pop(f).result() if f in pending else None
-                            found, kc = rocpd_sqlite.import_rocpd(f, w, summary, read)
-                            embedded = found or embedded
-                        elif f in pending:
-                            kc = pending.pop(f).result()
-                            summary.files.append(str(f))
-                        elif fmt == "csv":
-                            kc = rocprof_csv.import_csv(w, f, summary, use_arrow)
-                        else:
-                            kc = rocprof_json.import_json(f, read_text(f, "JSON file"), w, summary)
+                        with validate.decoding(f):
+                            w.reading(f)
+                            if fmt == "rocpd":
+                                read = pending.pop(f).result() if f in pending else None
+                                found, kc = rocpd_sqlite.import_rocpd(f, w, summary, read)
+                                embedded = found or embedded
+                            elif f in pending:
+                                kc = pending.pop(f).result()
+                                summary.files.append(str(f))
+                            elif fmt == "csv":
+                                kc = rocprof_csv.import_csv(w, f, summary, use_arrow)
+                            else:
+                                text = read_text(f, "JSON file")
+                                kc = rocprof_json.import_json(f, text, w, summary)
                         if kc is not None:
+                            validate.kernel_columns(kc, str(f), 2 if fmt == "csv" else 1)
                             parts.append(kc)
                     kernels = concat(parts)
                     parts.clear()

@@ -108,6 +108,10 @@ def import_json(
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise MlaprofError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise MlaprofError(f"{path}: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. a number over Python's int-digits limit
+        raise MlaprofError(f"{path}: not valid JSON ({str(e)[:120]})") from None
     if not isinstance(doc, Mapping) or TOP_KEY not in doc:
         raise MlaprofError(f"{path}: not a rocprofv3 JSON file (no {TOP_KEY!r} key)")
     procs = doc[TOP_KEY]

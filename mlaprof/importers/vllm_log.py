@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers import validate
 from mlaprof.importers.common import ImportSummary, read_text
 from mlaprof.store.staging import staged_run
 
@@ -391,6 +392,7 @@ def _event(rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@validate.boundary
 def import_vllm_log(
     path: Path | str, traces: Path | str, name: str | None = None
 ) -> tuple[Path, ImportSummary]:
@@ -421,7 +423,8 @@ def import_vllm_log(
     for rec in facts.records:
         by_rank.setdefault(rec["rank"], []).append(rec)
     stem = path.name.removesuffix(".gz").removesuffix(".log")
-    with staged_run(traces, name or f"vllm-{stem}", meta) as (bulk, final):
+    with staged_run(traces, name or f"vllm-{stem}", meta, unique=name is None) as (bulk, final):
+        bulk.reading(path)
         for rank in sorted(by_rank):
             w = bulk if rank == 0 else bulk.rank_writer(rank)
             recs = by_rank[rank]

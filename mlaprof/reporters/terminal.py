@@ -11,6 +11,7 @@ from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.engine_log import bar_label, gib
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.store.reader import Run
+from mlaprof.textsafe import term
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -39,11 +40,15 @@ def print_report(
         "policy": sc.get("policy"),
         "target": sc.get("target"),
     }
-    head = " ".join(f"{k}={v}" for k, v in fields.items() if v not in (None, ""))
+    # every string here may come from an imported trace or log: escaped (textsafe.term)
+    head = " ".join(f"{k}={term(v)}" for k, v in fields.items() if v not in (None, ""))
     if run.meta.get("imported_from"):  # an imported trace has no scenario: say where it came from
         fmt = run.meta.get("format") or run.meta.get("source")
-        head += f" imported from {run.meta['imported_from']}" + (f" ({fmt})" if fmt else "")
-    console.print(f"[bold]{run.name}[/]  {head}")
+        src = f"{run.meta['imported_from']}" + (f" ({fmt})" if fmt else "")
+        head += f" imported from {term(src)}"
+    console.print(f"[bold]{term(run.name)}[/]  {head}")
+    if s["status"] != "finished":
+        console.print(_status_line(run, s["status"]))
     pad = s["padding"]
     cap = s["capture"]
     n_sync = len(s["syncs"])
@@ -136,11 +141,11 @@ def print_report(
     for r in s["splits"]:
         collapsed = is_collapsed(r["used"], r["deserved"])
         if r.get("on_device"):  # S is the device's, at every replay: no host number to show
-            name = r["policy"] + (" *" if r["policy"] == sc.get("policy") else "")
+            name = term(r["policy"]) + (" *" if r["policy"] == sc.get("policy") else "")
             t.add_row(name + " †", "device", "-", "-", "never", "-")
             continue
         t.add_row(
-            r["policy"]
+            term(r["policy"])
             + (" *" if r["policy"] == sc.get("policy") else "")
             + ("" if r.get("verified", True) else " †"),
             f"[bold red]{r['used']}[/]" if collapsed else str(r["used"]),
@@ -175,7 +180,7 @@ def print_report(
         for col in ("layer", "op", "location"):
             st.add_column(col)
         for x in s["syncs"]:
-            st.add_row(str(x["layer"]), x["op"], x["location"])
+            st.add_row(str(x["layer"]), term(x["op"]), term(x["location"]))
         console.print(st)
 
     findings = [Finding(**d) for d in s["findings"]]  # analysed once, in summary()
@@ -187,7 +192,7 @@ def print_report(
         ft.add_row(
             f"[{_STYLE.get(f.severity, '')}]{f.severity.upper()}[/]"
             + ("\n[magenta]unreliable[/]" if f.unreliable else ""),
-            f"[bold]{f.title}[/]\n[dim]{f.evidence}[/]\n[green]fix:[/] {f.fix}",
+            f"[bold]{term(f.title)}[/]\n[dim]{term(f.evidence)}[/]\n[green]fix:[/] {term(f.fix)}",
         )
     if not findings and s["splits"]:
         ft.add_row("OK", "no findings: the verify path captures and splits as deserved")
@@ -205,16 +210,17 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
     console.print("[bold]server starts[/]")
     for st in starts:
         spec = st["speculative"]
-        mode = st["final_mode"] or "mode not logged"
+        # every string here comes from the log: escaped (textsafe.term)
+        mode = term(st["final_mode"] or "mode not logged")
         if st["requested_mode"] and st["requested_mode"] != st["final_mode"]:
-            mode = f"{st['requested_mode']} -> [bold red]{mode}[/]"
+            mode = f"{term(st['requested_mode'])} -> [bold red]{mode}[/]"
         sizes = st["capture_sizes"]
         console.print(
-            f"  start {st['start']}: vLLM {st['version'] or '?'} (log line {st['line']}, "
-            f"{st['time'] or 'no time'})  spec decode: "
-            + ("-" if spec is None else f"{spec['method']} x{spec['num_spec_tokens']}")
+            f"  start {st['start']}: vLLM {term(st['version'] or '?')} (log line {st['line']}, "
+            f"{term(st['time'] or 'no time')})  spec decode: "
+            + ("-" if spec is None else term(f"{spec['method']} x{spec['num_spec_tokens']}"))
             + (
-                f"  attention: {', '.join(st['attention_backends'])}"
+                f"  attention: {term(', '.join(map(str, st['attention_backends'])))}"
                 if st["attention_backends"]
                 else ""
             )
@@ -223,21 +229,24 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
         )
         for d in st["downgrades"]:
             console.print(
-                f"    downgraded by {d['backend']} (support {d['support']}"
-                f"{', spec-decode' if d['spec_decode'] else ''}) -> {d['setting']} on ranks "
+                f"    downgraded by {term(d['backend'])} (support {term(d['support'])}"
+                f"{', spec-decode' if d['spec_decode'] else ''}) -> {term(d['setting'])} on ranks "
                 f"{', '.join(map(str, d['ranks']))} (log line {d['line']})"
             )
         if st["profile"]:
             console.print(
                 "    vLLM profiled graph memory for: "
-                + ", ".join(
-                    f"{k}={v['graphs']} (largest={v['largest']})" for k, v in st["profile"].items()
+                + term(
+                    ", ".join(
+                        f"{k}={v['graphs']} (largest={v['largest']})"
+                        for k, v in st["profile"].items()
+                    )
                 )
             )
         if st["graphs"]:
             console.print(
                 "    graphs captured: "
-                + ", ".join(f"{bar_label(g)} {g['done']}/{g['total']}" for g in st["graphs"])
+                + term(", ".join(f"{bar_label(g)} {g['done']}/{g['total']}" for g in st["graphs"]))
             )
     m = Table(title="graph capture memory per rank", title_justify="left", box=box.SIMPLE,
               pad_edge=False)  # fmt: skip
@@ -246,7 +255,7 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
         (
             str(st["start"]),
             str(r["rank"]),
-            r["process"] or "-",
+            term(r["process"] or "-"),
             gib(r["measured_bytes"]),
             "-" if r["capture_secs"] is None else f"{r['capture_secs']:.0f}",
             gib(r["estimated_bytes"]),
@@ -281,8 +290,8 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
         t.add_column(col, justify="left" if left else "right", overflow="fold" if left else None)
     for p in trace["paths"]:
         t.add_row(
-            p["path"],
-            p["variant"],
+            term(p["path"]),
+            term(p["variant"]),
             f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
             str(p["S"]),
             p["rows"] or "-",
@@ -292,8 +301,10 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
     console.print(t)
     for p in trace["paths"]:
         console.print(
-            f"[dim]{p['variant']}: S {p['S_source']}; rows: {p['rows_source']}; qlen: "
-            f"{p['qlen_source']}[/]"
+            "[dim]"
+            + term(f"{p['variant']}: S {p['S_source']}; rows: {p['rows_source']}; qlen: ")
+            + term(p["qlen_source"])
+            + "[/]"
         )
     _print_replay_time(console, trace["replay_time"])
 
@@ -337,13 +348,26 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
     console.print(f"[dim]{rt['provenance']}; bold: attention (MLA) kernels[/]")
 
 
+def _status_line(run: Run, status: str) -> str:
+    """Why the numbers below may be partial: a run still written, or one whose writer died."""
+    steps = run.query("SELECT MAX(step) AS s, COUNT(*) AS n FROM steps")
+    n = int(steps["n"].iloc[0]) if len(steps) else 0
+    last = f"last committed step {int(steps['s'].iloc[0])}" if n else "no step committed"
+    why = {
+        "running": "still being written: the figures below are the records committed so far",
+        "incomplete": "its writer stopped without finishing (killed or crashed)",
+    }.get(status, "it did not finish")
+    reason = f"; reason: {term(run.reason)}" if run.reason else ""
+    return f"[yellow]status: {term(status)}[/] ({why}; {last}{reason})"
+
+
 def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
     """The run diff of mlaprof.analysis.diff: metric (unit, provenance), A, B, change, verdict."""
     from mlaprof.analysis.diff import diff_runs, fmt_change, fmt_value
 
     console = console or Console()
     d = diff_runs(a, b)
-    t = Table(title=f"A {d['before']}  ->  B {d['after']}", title_justify="left")
+    t = Table(title=f"A {term(d['before'])}  ->  B {term(d['after'])}", title_justify="left")
     t.add_column("metric", overflow="fold", ratio=5)
     for col in ("A", "B"):
         t.add_column(col, justify="right", ratio=3)
@@ -363,12 +387,14 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
             fmt_change(r),
             f"[{style[v]}]{v}[/]" if v in style else v,
         )
-    t.add_row("capture", d["capture"]["before"], d["capture"]["after"], "", "")
+    t.add_row("capture", term(d["capture"]["before"]), term(d["capture"]["after"]), "", "")
     if d["route"]["before"] or d["route"]["after"]:
-        t.add_row("vLLM route", str(d["route"]["before"]), str(d["route"]["after"]), "", "")
+        t.add_row(
+            "vLLM route", term(str(d["route"]["before"])), term(str(d["route"]["after"])), "", ""
+        )
     for s in d["trace_splits"]:
         t.add_row(
-            metric(f"S from the trace ({s['variant']})", s["source"]),
+            metric(f"S from the trace ({term(s['variant'])})", term(s["source"])),
             _or_absent(s["S_before"], s["rows_before"]),
             _or_absent(s["S_after"], s["rows_after"]),
             "",

@@ -55,8 +55,8 @@ class _Statements:
                 ex(self.full, flat[i * step : (i + 1) * step])
             if rest:
                 ex(self.prefix + ", ".join([self.one] * rest), flat[full * step :])
-        except sqlite3.Error as e:
-            # a value of a type SQLite cannot store came from the input
+        except (sqlite3.Error, OverflowError) as e:
+            # a value of a type (or size) SQLite cannot store came from the input
             raise MlaprofError(f"cannot store a {self.table} record: {e}") from None
 
 

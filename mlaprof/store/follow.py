@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar
+from mlaprof.store import columnar, liveness
 from mlaprof.store.schema import TABLES, version_problem
 
 _RANK_DB = re.compile(r"^rank(\d+)\.db$")
@@ -122,10 +122,11 @@ class RunFollow:
         return sorted(self._cons)
 
     def status(self, rank: int) -> str:
-        """The rank's writer status (running, finished, failed, ...)."""
+        """The rank's writer status (running, finished, failed, ...); a "running" rank whose
+        writer lock is free died: ``incomplete`` (:mod:`mlaprof.store.liveness`)."""
         con = self._con(rank)
         row = con.execute("SELECT value FROM meta WHERE key='status'").fetchone()
-        return row[0] if row else "running"
+        return liveness.effective_status(self.path, rank, row[0] if row else None)
 
     # -- committed rows since a position -------------------------------------------------------
     def position(self, rank: int, table: str) -> int:

@@ -5,9 +5,9 @@ Safe while the run is being written: each query sees the records committed so fa
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, runmeta, sqlengine
+from mlaprof.store import columnar, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
 
@@ -24,12 +24,39 @@ _RANK_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 
 
 def _connect(path: Path) -> sqlite3.Connection | None:
-    """Open a rank database for reading without ever writing to it (None: its writer has not
-    committed its tables yet, a run being followed from its first moment)."""
+    """Open a rank database for reading without writing to it (None: its writer has not
+    committed its tables yet), but for one case: a writer that died mid-transaction left a hot
+    journal, which only a read-write open rolls back (done once, and only when the database's
+    writer lock shows its writer is gone)."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        ver = con.execute("PRAGMA user_version").fetchone()[0]
+        return _connect_ro(path)
+    except sqlite3.OperationalError as e:
+        m = _RANK_DB.match(path.name)
+        alive = m and liveness.writer_alive(path.parent, int(m.group(1)), m.group(2) or "")
+        if "readonly" not in str(e) or not m or alive:
+            raise MlaprofError(f"{path} is not a readable mlaprof database ({e})") from None
+    try:
+        rw = sqlite3.connect(path)
+        try:
+            rw.execute("PRAGMA user_version").fetchone()  # rolls the hot journal back
+        finally:
+            rw.close()
+        return _connect_ro(path)
     except sqlite3.DatabaseError as e:
+        raise MlaprofError(
+            f"{path} needs recovery from a crashed writer and cannot be recovered here ({e})"
+        ) from None
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection | None:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        ver = con.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.OperationalError:
+        con.close()
+        raise
+    except sqlite3.DatabaseError as e:
+        con.close()
         raise MlaprofError(f"{path} is not a readable mlaprof database ({e})") from None
     if ver == 0:
         con.close()
@@ -62,7 +89,9 @@ class Run:
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
         self.refresh_ranks()
         if not self._cons:
-            raise MlaprofError(f"{self.path} has no rank databases (rank<N>.db)")
+            if liveness.any_writer_alive(self.path):
+                raise EmptyRunError(self.path, "starting")
+            raise EmptyRunError(self.path, "abandoned")
 
     # -- ranks -------------------------------------------------------------------------------
     def refresh_ranks(self) -> list[int]:
@@ -230,26 +259,36 @@ class Run:
         rows = self._cons[(rank, role)].execute("SELECT key, value FROM meta").fetchall()
         return dict(rows)
 
+    def _db_status(self, rank: int, role: str = "") -> str:
+        recorded = self.rank_meta(rank, role).get("status")
+        status = liveness.effective_status(self.path, rank, recorded, role)
+        if status == "incomplete":
+            # the writer may have finished between reading its mark and probing its lock
+            status = self.rank_meta(rank, role).get("status") or "running"
+            status = "incomplete" if status in liveness.LIVE else status
+        return status
+
     @property
     def status(self) -> str:
-        """finished | running | failed | incomplete (a writer died without finishing)."""
+        """finished | running | failed | interrupted | incomplete (a writer died without
+        finishing: its lock is free, :mod:`mlaprof.store.liveness`)."""
         # a rank's own database decides; another process of it (the vLLM EngineCore, often
         # killed at shutdown without finishing) only counts when it failed
-        states = [self.rank_meta(*key).get("status", "running") for key in self.databases]
-        states = [
-            s
-            for s, (_, role) in zip(states, self.databases, strict=True)
-            if not role or s == "failed"
-        ]
-        if any(s == "failed" for s in states):
-            return "failed"
-        if all(s == "finished" for s in states):
-            return "finished"
-        # still "running": alive if a database changed recently
-        newest = max(
-            (p.stat().st_mtime for p in self.path.glob("rank*.db*") if p.exists()), default=0.0
-        )
-        return "running" if time.time() - newest < 60 else "incomplete"
+        states = [(key, self._db_status(*key)) for key in self.databases]
+        states = [s for (_, role), s in states if not role or s == "failed"]
+        for s in ("failed", "interrupted", "incomplete", "running"):
+            if s in states:
+                return s
+        return "finished" if all(s == "finished" for s in states) else states[0]
+
+    @property
+    def reason(self) -> str | None:
+        """Why the run ended early, where its writer recorded it (e.g. disk full)."""
+        for key in self.databases:
+            why = self.rank_meta(*key).get("reason")
+            if why:
+                return why
+        return None
 
     def close(self) -> None:
         for con in self._cons.values():
@@ -280,6 +319,20 @@ def columns_of(sql: str) -> list[str]:
     return [c.strip().split()[-1] for c in m.group(1).split(",")]
 
 
+class EmptyRunError(MlaprofError):
+    """A run folder with run.json but no rank database yet: its writer is ``starting`` or, if
+    its lock is free, it was ``abandoned`` (killed before its first record)."""
+
+    def __init__(self, path: Path, state: str) -> None:
+        self.state = state
+        what = (
+            "is starting (no records yet)"
+            if state == "starting"
+            else "is an empty run abandoned before its first record (its writer is gone)"
+        )
+        super().__init__(f"{path} {what}")
+
+
 def load(path: Path | str) -> Run:
     """Open a run folder; every table is a DataFrame attribute (``run.steps``, ``run.syncs``...)."""
     return Run(path)
@@ -307,28 +360,9 @@ def list_runs(folder: Path | str) -> list[RunInfo]:
         raise MlaprofError(f"traces folder {folder} does not exist")
     out: list[RunInfo] = []
     for p in folder.iterdir():
-        if not (p / runmeta.META_FILE).is_file():
+        if p.name.startswith(".") or not (p / runmeta.META_FILE).is_file():
             continue
-        try:
-            with Run(p) as run:
-                m = run.meta
-                sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
-                out.append(
-                    RunInfo(
-                        p,
-                        p.name,
-                        str(m.get("created", "")),
-                        run.status,
-                        str(sc.get("name", m.get("source", ""))),
-                        str(m.get("backend", "")),
-                        str(m.get("device", "")),
-                        run.count("steps"),
-                        policy=str(sc.get("policy", "")),
-                        min_kv_mode=str(sc.get("min_kv_mode", "")),
-                    )
-                )
-        except MlaprofError as e:
-            out.append(RunInfo(p, p.name, "", "unreadable", "", "", "", 0, str(e)))
+        out.append(run_info(p))
     out.sort(key=lambda r: (r.created, r.name), reverse=True)
     return out
 
@@ -369,3 +403,34 @@ def has_ranks(path: Path | str) -> bool:
 def is_run_json_folder(path: Path | str) -> bool:
     """Whether ``path`` holds a run's metadata file (a run folder, not a folder of runs)."""
     return (Path(path) / runmeta.META_FILE).is_file()
+
+
+def run_info(p: Path) -> RunInfo:
+    """One run's listing line; a damaged run is ``unreadable`` with the reason, never an error."""
+    try:
+        with Run(p) as run:
+            m = run.meta
+            sc = m.get("scenario")
+            scenario = sc.get("name", "") if isinstance(sc, dict) else (sc or m.get("source", ""))
+            return RunInfo(
+                p,
+                p.name,
+                str(m.get("created", "")),
+                run.status,
+                str(scenario),
+                str(m.get("backend", "")),
+                str(m.get("device", "")),
+                run.count("steps"),
+                policy=str(sc.get("policy", "")) if isinstance(sc, dict) else "",
+                min_kv_mode=str(sc.get("min_kv_mode", "")) if isinstance(sc, dict) else "",
+            )
+    except EmptyRunError as e:
+        created = ""
+        with contextlib.suppress(MlaprofError):
+            created = str(runmeta.read(p).get("created", ""))
+        return RunInfo(p, p.name, created, e.state, "", "", "", 0)
+    except MlaprofError as e:
+        return RunInfo(p, p.name, "", "unreadable", "", "", "", 0, str(e))
+    except (OSError, sqlite3.Error, ValueError, TypeError, AttributeError, KeyError) as e:
+        # a run.json or database damaged in a way no check foresaw: still one line, not a crash
+        return RunInfo(p, p.name, "", "unreadable", "", "", "", 0, f"{type(e).__name__}: {e}")

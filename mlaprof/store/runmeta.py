@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform
@@ -16,6 +17,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.store.schema import SCHEMA_VERSION, version_problem
 
 META_FILE = "run.json"
+_OBJECTS = ("scenario", "versions")  # run.json fields that must be JSON objects
 
 
 _DISTRIBUTIONS = {
@@ -26,6 +28,7 @@ _DISTRIBUTIONS = {
 }
 
 
+@functools.cache
 def versions() -> dict[str, str | None]:
     """Versions of what produced the numbers, read from package metadata (importing torch just to
     ask would cost seconds and hundreds of MiB in commands that never use it)."""
@@ -45,7 +48,14 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+@functools.cache
 def git_revision() -> str | None:
+    """The mlaprof checkout's revision (asked once per process: a subprocess per run folder
+    would cost tens of ms to every import)."""
+    return _git_revision()
+
+
+def _git_revision() -> str | None:
     here = Path(__file__).resolve().parent
     try:
         res = subprocess.run(
@@ -75,6 +85,57 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def folder_name(name: str) -> str:
+    """The run folder name for ``name``, confined to the traces folder.
+
+    Refuses what would leave the folder or hide the run (``.``, ``..``, path separators, a
+    leading dot) and control characters; other unusual characters become ``-`` (:func:`slug`)."""
+    if not name or not name.strip():
+        raise MlaprofError("a run name cannot be empty")
+    if name in (".", "..") or "/" in name or "\\" in name or os.sep in name:
+        raise MlaprofError(f"run name {name!r} is not a plain folder name (no '/', '.' or '..')")
+    if _CONTROL.search(name):
+        raise MlaprofError(f"run name {name!r} contains control characters")
+    if name.startswith("."):
+        raise MlaprofError(f"run name {name!r} starts with '.' (hidden folders are not runs)")
+    return slug(name)
+
+
+def free_name(traces_dir: Path, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``... whichever is not taken yet under ``traces_dir``."""
+    base = folder_name(name)
+    cand, n = base, 1
+    while os.path.lexists(Path(traces_dir) / cand):
+        n += 1
+        cand = f"{base}-{n}"
+    return cand
+
+
+def reserve(traces_dir: Path, name: str) -> str:
+    """Create ``traces_dir/<free name>`` exclusively (two runs started in the same second both
+    succeed: the second gets a suffix) and return the name."""
+    traces_dir = Path(traces_dir)
+    try:
+        traces_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MlaprofError(f"cannot create {traces_dir}: {e.strerror or e}") from None
+    for _ in range(1000):
+        cand = free_name(traces_dir, name)
+        try:
+            (traces_dir / cand).mkdir()
+            return cand
+        except FileExistsError:
+            continue  # another process took it between the check and the mkdir
+        except OSError as e:
+            raise MlaprofError(
+                f"cannot create a run under {traces_dir}: {e.strerror or e}"
+            ) from None
+    raise MlaprofError(f"cannot find a free run name for {name!r} under {traces_dir}")
+
+
 def new_run_name(label: str) -> str:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{slug(label)}"
@@ -82,11 +143,11 @@ def new_run_name(label: str) -> str:
 
 def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
     """Create ``traces_dir/name`` with its run.json; joining an existing run is allowed (ranks)."""
-    run_dir = traces_dir / slug(name)
+    run_dir = traces_dir / folder_name(name)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise MlaprofError(f"cannot create run folder {run_dir}: {e.strerror}") from None
+        raise MlaprofError(f"cannot create run folder {run_dir}: {e.strerror or e}") from None
     path = run_dir / META_FILE
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -94,17 +155,19 @@ def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "status": "running",
         "host": platform.node(),
-        "versions": versions(),
+        "versions": dict(versions()),
         "git": git_revision(),
         **dict(meta),
     }
     tmp = run_dir / f".{META_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
     try:
+        tmp.write_text(json.dumps(doc, indent=2, default=str))
         # first rank wins; others join (link fails if it exists, atomically)
         os.link(tmp, path)
     except FileExistsError:
         pass
+    except OSError as e:
+        raise MlaprofError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return run_dir
@@ -120,6 +183,11 @@ def read(run_dir: Path) -> dict[str, Any]:
         raise MlaprofError(f"{path} is corrupt: {e}") from None
     if not isinstance(doc, dict):
         raise MlaprofError(f"{path} is corrupt: expected a JSON object")
+    for key in _OBJECTS:  # every reader relies on these being objects when present
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise MlaprofError(
+                f"{path} is corrupt: {key!r} is a {type(doc[key]).__name__}, not an object"
+            )
     problem = version_problem(doc.get("schema_version"), run_dir)
     if problem:
         raise MlaprofError(problem)
@@ -129,8 +197,12 @@ def read(run_dir: Path) -> dict[str, Any]:
 def update(run_dir: Path, **fields: Any) -> None:
     """Rewrite run.json atomically with ``fields`` changed."""
     path = Path(run_dir) / META_FILE
-    doc = json.loads(path.read_text())
+    doc = read(run_dir)
     doc.update(fields)
     tmp = path.with_name(f".{META_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=2, default=str))
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise MlaprofError(f"cannot update {path}: {e.strerror or e}") from None

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, create_run
+from mlaprof.importers import validate
+from mlaprof.store import columnar, create_run, runmeta
 from mlaprof.store.bulk import insert_columns, insert_flat
-from mlaprof.store.runmeta import slug as _slug
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
 
@@ -49,6 +49,7 @@ class BulkWriter:
         self._pool: ThreadPoolExecutor | None = None  # background side-file writes
         self._writes: list[Future[columnar.SideTable]] = []
         self._ranks: dict[int, BulkWriter] = {}  # other ranks of the same staged run
+        self.source = ""  # the input file being read, named in value errors
 
     def rank_writer(self, rank: int) -> BulkWriter:
         """The bulk writer of another rank of the same staged run (its database is created by the
@@ -61,11 +62,18 @@ class BulkWriter:
             writer.finish("finished")  # fold its WAL: the bulk connection owns a plain file
             other = BulkWriter(writer.db_path, rank)
             other.run_dir = self.run_dir
+            other.source = self.source
             self._ranks[rank] = other
         return self._ranks[rank]
 
+    def reading(self, path: object) -> BulkWriter:
+        """Name the file the next rows come from (for error messages); returns self."""
+        self.source = str(path)
+        return self
+
     def insert_flat(self, table: str, cols: Sequence[str], flat: list[Any]) -> int:
         """Insert rows given as one flat row-major list (len = rows * len(cols))."""
+        validate.rows(table, cols, flat, self.source)
         n = insert_flat(self.con, table, self.rank, cols, flat)
         self.counts[table] = self.counts.get(table, 0) + n
         return n
@@ -163,15 +171,17 @@ class BulkWriter:
 
 @contextmanager
 def staged_run(
-    traces_dir: Path | str, name: str, meta: Mapping[str, Any]
+    traces_dir: Path | str, name: str, meta: Mapping[str, Any], unique: bool = False
 ) -> Iterator[tuple[BulkWriter, Path]]:
-    """Yield a bulk writer on a fresh run; on success the run appears at ``traces_dir/name``.
+    """Yield a bulk writer on a fresh run; on success the run appears at ``traces_dir/name``
+    (``unique``: a default name, given a ``-2``, ``-3``... suffix when taken).
 
-    Yields ``(bulk, final_path)``. Any exception removes everything written.
+    Yields ``(bulk, final_path)``. Any exception (SIGTERM included, which the CLI raises as
+    :class:`~mlaprof.errors.Terminated`) removes everything written.
     """
     traces = Path(traces_dir)
-    final = traces / _slug(name)
-    if final.exists():
+    final = traces / (runmeta.free_name(traces, name) if unique else runmeta.folder_name(name))
+    if os.path.lexists(final):
         raise MlaprofError(f"run {final} already exists; choose another --name")
     try:
         traces.mkdir(parents=True, exist_ok=True)
@@ -180,7 +190,7 @@ def staged_run(
         raise MlaprofError(f"cannot create a run under {traces}: {e.strerror or e}") from None
     bulk: BulkWriter | None = None
     try:
-        writer: RunWriter = create_run(stage, name, {**dict(meta), "status": "importing"})
+        writer: RunWriter = create_run(stage, final.name, {**dict(meta), "status": "importing"})
         staged_dir = writer.run_dir
         # fold the writer's WAL so that the bulk connection owns a plain database file
         writer.finish("finished")
@@ -189,9 +199,12 @@ def staged_run(
         yield bulk, final
         bulk.commit()
         bulk = None
-        if final.exists():
+        if os.path.lexists(final):
             raise MlaprofError(f"run {final} appeared while importing; choose another --name")
-        os.rename(staged_dir, final)
+        try:
+            os.rename(staged_dir, final)
+        except OSError as e:
+            raise MlaprofError(f"cannot create run {final}: {e.strerror or e}") from None
     except BaseException:
         if bulk is not None:
             bulk.abort()

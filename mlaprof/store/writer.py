@@ -3,21 +3,27 @@
 Why SQLite/WAL: readers (the TUI, a notebook) see every committed record while the writer goes on,
 and a writer killed with SIGKILL loses at most the transaction in flight (the WAL is in the OS page
 cache once the commit returns; ``synchronous=NORMAL`` only risks the tail on power loss).
+
+Crash safety at start: the writer first takes its rank's lock (:mod:`.liveness`), then builds the
+database under a hidden temporary name and links it into place whole, so ``rank<N>.db`` never
+exists without its tables and schema version. Every SQLite failure (disk full, read-only folder,
+permissions) becomes one MlaprofError naming the database.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import runmeta
+from mlaprof.store import liveness, runmeta
 from mlaprof.store.schema import SCHEMA_VERSION, TABLES, columns
 
 ROLE = re.compile(r"[a-z]+")
@@ -42,23 +48,37 @@ class RunWriter:
         self.rank = int(rank)
         self.role = role
         self.db_path = self.run_dir / rank_db_name(self.rank, role)
+        self.closed = True  # until the database is in place
         if self.db_path.exists():
             raise MlaprofError(
                 f"{self.db_path} already exists: refusing to overwrite a recorded rank"
             )
-        self._con = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        self._con.execute("BEGIN")
-        _create_tables(self._con)
-        self._con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        self._set_meta_locked("status", "running")
-        self._set_meta_locked("started", repr(time.time()))
-        self._set_meta_locked("pid", str(os.getpid()))
-        self._con.execute("COMMIT")
+        self._lock = liveness.WriterLock(self.run_dir, self.rank, role)
+        try:
+            with self._guard("create"):
+                _initialise(self.db_path)
+                self._con = sqlite3.connect(
+                    self.db_path, isolation_level=None, check_same_thread=False
+                )
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=NORMAL")
+            self._lock.reserve()  # room to record the end even if the disk fills up
+        except BaseException:
+            self._lock.release()
+            raise
         self._sql: dict[str, str] = {}
         self._known: dict[str, frozenset[str]] = {}
         self.closed = False
+
+    @contextlib.contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        """SQLite/OS failures (disk full, read-only, permissions) as one MlaprofError line."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise MlaprofError(f"cannot {doing} {self.db_path}: {e}") from None
+        except OSError as e:
+            raise MlaprofError(f"cannot {doing} {self.db_path}: {e.strerror or e}") from None
 
     # -- records -------------------------------------------------------------------------------
     def _insert_sql(self, table: str) -> str:
@@ -83,8 +103,10 @@ class RunWriter:
         return tuple(self.rank if c == "rank" else _plain(get(c)) for c in cols)
 
     def add(self, table: str, **row: Any) -> None:
-        """Append one record and commit it."""
-        self._con.execute(self._insert_sql(table), self._values(table, row))
+        """Append one record and commit it (inside :meth:`transaction`: with the group)."""
+        sql, values = self._insert_sql(table), self._values(table, row)
+        with self._guard("write to"):
+            self._con.execute(sql, values)
 
     def add_many(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append several records in one transaction; returns how many."""
@@ -92,13 +114,8 @@ class RunWriter:
         values = [self._values(table, r) for r in rows]
         if not values:
             return 0
-        self._con.execute("BEGIN")
-        try:
+        with self.transaction(), self._guard("write to"):
             self._con.executemany(sql, values)
-        except BaseException:
-            self._con.execute("ROLLBACK")
-            raise
-        self._con.execute("COMMIT")
         return len(values)
 
     def transaction(self) -> _Transaction:
@@ -110,29 +127,48 @@ class RunWriter:
         self._con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def set_meta(self, key: str, value: Any) -> None:
-        self._set_meta_locked(key, value if isinstance(value, str) else json.dumps(value))
+        with self._guard("write to"):
+            self._set_meta_locked(key, value if isinstance(value, str) else json.dumps(value))
 
-    def finish(self, status: str = "finished") -> None:
-        """Mark this rank done and fold the WAL into the main file (one self-contained .db)."""
+    def finish(self, status: str = "finished", reason: str | None = None) -> None:
+        """Mark this rank done and fold the WAL into the main file (one self-contained .db).
+
+        Never raises for a store that cannot take the mark (full disk, read-only): the lock is
+        released whatever happens, so readers then see the rank as ``incomplete``."""
         if self.closed:
             return
-        self.set_meta("status", status)
-        self.set_meta("finished", repr(time.time()))
-        try:
-            self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._con.execute("PRAGMA journal_mode=DELETE")
-        except sqlite3.OperationalError:
-            pass  # a reader holds the WAL open; it stays in WAL mode, which is fine
-        self._con.close()
         self.closed = True
-        if self.rank == 0 and not self.role:
-            runmeta.update(self.run_dir, status=status)
+        self._lock.free_reserve()  # room for the marks below even on a disk that filled up
+        try:
+            with contextlib.suppress(sqlite3.Error, MlaprofError):
+                if self._con.in_transaction:
+                    self._con.execute("ROLLBACK")
+                with self.transaction():
+                    self._set_meta_locked("status", status)
+                    self._set_meta_locked("finished", repr(time.time()))
+                    if reason:
+                        self._set_meta_locked("reason", reason)
+            try:
+                self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._con.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass  # a reader holds the WAL open (or the disk is full); WAL mode is fine
+            self._con.close()
+            if self.rank == 0 and not self.role:
+                fields = {"status": status, **({"reason": reason} if reason else {})}
+                with contextlib.suppress(OSError, MlaprofError):
+                    runmeta.update(self.run_dir, **fields)
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> RunWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.finish("finished" if exc_type is None else "failed")
+        if exc_type is None:
+            self.finish("finished")
+        else:
+            self.finish("failed", str(exc) if isinstance(exc, MlaprofError) else None)
 
 
 class _Transaction:
@@ -140,11 +176,52 @@ class _Transaction:
         self.w = writer
 
     def __enter__(self) -> RunWriter:
-        self.w._con.execute("BEGIN")
+        with self.w._guard("write to"):
+            self.w._con.execute("BEGIN")
         return self.w
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.w._con.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.w._con.execute("ROLLBACK")
+            return
+        try:
+            with self.w._guard("write to"):
+                self.w._con.execute("COMMIT")
+        except MlaprofError:
+            with contextlib.suppress(sqlite3.Error):
+                self.w._con.execute("ROLLBACK")
+            raise
+
+
+def _initialise(db_path: Path) -> None:
+    """Build the empty database under a temporary name and link it into place whole."""
+    tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.init")
+    tmp.unlink(missing_ok=True)
+    try:
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # WAL before the file has its name: switching later writes a rollback journal, and a
+            # writer killed then leaves a hot journal that a read-only reader cannot roll back
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("BEGIN")
+            _create_tables(con)
+            con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            meta = {"status": "running", "started": repr(time.time()), "pid": str(os.getpid())}
+            con.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", meta.items())
+            con.execute("COMMIT")
+        finally:
+            con.close()
+        # closing the only connection folded and removed the temporary WAL: one plain file
+        try:
+            os.link(tmp, db_path)  # atomic, and refuses to replace a rank another writer made
+        except FileExistsError:
+            raise MlaprofError(
+                f"{db_path} already exists: refusing to overwrite a recorded rank"
+            ) from None
+    finally:
+        for p in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            p.unlink(missing_ok=True)
 
 
 def _plain(v: Any) -> Any:

@@ -1,0 +1,112 @@
+"""Is a run's writer still alive? A lock that dies with the process, not a modification time.
+
+Each rank's writer holds an exclusive ``flock`` on ``rank<N>.lock`` in the run folder from before
+its database exists until it finishes. The kernel drops the lock when the process exits, however
+it exits (SIGKILL included), so a reader that can take the lock knows the writer is gone: a rank
+still marked ``running`` is then ``incomplete`` (its committed records are all there is). Readers
+open the lock file read-only and never create it, so probing works on a read-only copy of a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from pathlib import Path
+
+from mlaprof.errors import MlaprofError
+
+LIVE = ("running", "importing")  # recorded states that claim a writer is at work
+
+
+def lock_path(run_dir: Path, rank: int, role: str = "") -> Path:
+    """The lock of database ``rank<N>[.<role>].db`` (one writer process per database)."""
+    return Path(run_dir) / (f"rank{int(rank)}.{role}.lock" if role else f"rank{int(rank)}.lock")
+
+
+_LOCK = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.lock$")
+
+
+RESERVE_BYTES = (128 * 1024, 32 * 1024, 8 * 1024)  # the largest that fits
+
+
+class WriterLock:
+    """The exclusive lock a rank's writer holds for its whole life (released by :meth:`release`
+    or by the process dying).
+
+    The lock file also holds a small reserve of disk space while the writer runs: on a disk that
+    fills up, :meth:`free_reserve` gives it back so that the writer can still record how and why
+    the run ended."""
+
+    def __init__(self, run_dir: Path, rank: int, role: str = "") -> None:
+        self.path = lock_path(run_dir, rank, role)
+        try:
+            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise MlaprofError(f"cannot create {self.path}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise MlaprofError(
+                f"rank {rank} of {Path(run_dir).name} is being written by another process"
+            ) from None
+
+    def reserve(self) -> None:
+        """Hold back a little disk space (best effort: on a disk already full, nothing)."""
+        for size in RESERVE_BYTES:
+            try:
+                os.posix_fallocate(self._fd, 0, size)  # type: ignore[arg-type]
+                return
+            except (OSError, TypeError):
+                continue
+
+    def free_reserve(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+
+    def release(self) -> None:
+        self.free_reserve()
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def writer_alive(run_dir: Path, rank: int, role: str = "") -> bool:
+    """True while a process holds the writer lock of rank ``rank`` (and ``role``)."""
+    try:
+        fd = os.open(lock_path(run_dir, rank, role), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: a writer from before locks existed, long gone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the shared lock we may have taken
+    return False
+
+
+def any_writer_alive(run_dir: Path) -> bool:
+    """True while any rank's writer of the folder is alive (including one still initialising)."""
+    try:
+        names = [m for p in Path(run_dir).iterdir() if (m := _LOCK.match(p.name))]
+    except OSError:
+        return False
+    return any(writer_alive(run_dir, int(m.group(1)), m.group(2) or "") for m in names)
+
+
+def effective_status(run_dir: Path, rank: int, recorded: str | None, role: str = "") -> str:
+    """A database's status as a reader should show it: a recorded live state whose writer is
+    gone reads ``incomplete``."""
+    status = recorded or "running"
+    if status in LIVE and not writer_alive(run_dir, rank, role):
+        return "incomplete"
+    return status

@@ -1,0 +1,169 @@
+"""Stress the importers with mutated inputs: N cases per format, counting tracebacks.
+
+Every case mutates a real or documented-format fixture (tests/fuzz_inputs.py: byte flips,
+truncation, huge and non-finite numbers, swapped numbers, deep nesting, encodings, gzip, dropped
+CSV columns; SQL-level damage for rocpd) and imports it through ``mlaprof import``. An import must
+either succeed whole (a ``finished`` run) or fail with exactly one ``mlaprof: error:`` line and
+leave nothing in the traces folder. Every tenth successful import is also listed and reported.
+
+Usage::
+
+    nice python scripts/fuzz_import.py --cases 10000 --json bench/results/fuzz_import.json
+
+Exit status 1 if any case ended in a traceback or broke the contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mlaprof.cli  # noqa: E402
+from mlaprof.store.runmeta import git_revision  # noqa: E402
+from tests.fuzz_inputs import FORMATS, make_case, run_case, seed_files  # noqa: E402
+
+BAD = ("traceback", "bad-error", "leftover", "bad-run")
+# the CLI builds its parser per call (importing every verb, ~10 ms): one parser serves every case
+mlaprof.cli.build_parser = functools.cache(mlaprof.cli.build_parser)
+
+
+def fuzz(
+    fmt: str, seeds: list[Path], cases: range, work: Path, deadline: float
+) -> tuple[Counter[str], Counter[str], dict[str, list[dict]]]:
+    """Run the cases ``cases`` of ``fmt``: (results, refusal kinds, examples of failures)."""
+    results: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    examples: dict[str, list[dict]] = {}
+    imported = 0
+    work.mkdir(parents=True, exist_ok=True)
+    for seed in cases:
+        if time.time() > deadline:
+            break
+        case_dir = work / "case"
+        case_dir.mkdir(exist_ok=True)
+        path, ops = make_case(fmt, seeds, seed, case_dir)
+        out = run_case(fmt, path, work / "traces")
+        if out.result == "imported":
+            imported += 1
+            if imported % 10 == 0:
+                out = run_case(fmt, path, work / "traces", report=True)
+        results[out.result] += 1
+        if out.result == "refused":
+            # the refusal's kind, without the file name and values
+            reasons[_reason(out.detail)] += 1
+        if out.result in BAD and len(examples.setdefault(out.result, [])) < 10:
+            examples[out.result].append({"seed": seed, "ops": ops, "detail": out.detail})
+        for p in case_dir.iterdir():
+            p.unlink()
+    return results, reasons, examples
+
+
+CHUNK = 250  # cases per task when several workers share a format
+
+
+def fuzz_format(
+    fmt: str, seeds: list[Path], cases: int, work: Path, deadline: float, workers: int
+) -> dict:
+    t0 = time.time()
+    chunks = [range(i, min(i + CHUNK, cases)) for i in range(0, cases, CHUNK)]
+    results: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    examples: dict[str, list[dict]] = {}
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers) as pool:
+            parts = list(pool.map(_task, [(fmt, seeds, c, work / f"w{c.start}", deadline)
+                                          for c in chunks]))  # fmt: skip
+    else:
+        parts = [fuzz(fmt, seeds, range(cases), work, deadline)]
+    for res, why, ex in parts:
+        results.update(res)
+        reasons.update(why)
+        for k, v in ex.items():
+            examples.setdefault(k, []).extend(v[: 10 - len(examples.get(k, []))])
+    return {
+        "cases": sum(results.values()),
+        "results": dict(results),
+        "tracebacks": results["traceback"],
+        "contract_broken": sum(results[k] for k in BAD),
+        "top_refusals": dict(reasons.most_common(15)),
+        "examples": examples,
+        "seconds": round(time.time() - t0, 1),
+    }
+
+
+def _task(args: tuple) -> tuple[Counter[str], Counter[str], dict[str, list[dict]]]:
+    fmt, seeds, cases, work, deadline = args
+    try:
+        return fuzz(fmt, seeds, cases, work, deadline)
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _reason(detail: str) -> str:
+    import re
+
+    text = detail.split(": ", 1)[-1] if detail.startswith("/") else detail
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|-?\d[\d.e+]*", "_", text)
+    return text[:90]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=int, default=10_000, help="cases per format")
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--json", type=Path, help="write the result here (also after each format)")
+    ap.add_argument(
+        "--hours", type=float, default=6.0,
+        help="time budget, split evenly between the formats (a format stops starting cases "
+        "when its share is spent; the result says how many cases ran)",
+    )  # fmt: skip
+    ap.add_argument("--workers", type=int, default=1, help="processes (cases split in chunks)")
+    ap.add_argument("--revision", default=None, help="mlaprof revision to record (default: git)")
+    args = ap.parse_args()
+    # a crafted view that never ends is cut after this (the default is 600 s)
+    os.environ.setdefault("MLAPROF_ROCPD_TIMEOUT", "2")
+    deadline = time.time() + args.hours * 3600
+    out: dict = {
+        "command": "python scripts/fuzz_import.py " + " ".join(sys.argv[1:]),
+        "workers": args.workers,
+        "machine": f"{platform.node()} ({os.cpu_count()} CPUs), python {platform.python_version()}",
+        "rocpd_timeout_s": float(os.environ["MLAPROF_ROCPD_TIMEOUT"]),
+        "mlaprof_git": args.revision or git_revision(),
+        "formats": {},
+    }
+    # in memory where possible: the fsyncs of thousands of staged runs are not what is tested
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="mlaprof-fuzz-", dir=shm) as tmp:
+        work = Path(tmp)
+        seeds = seed_files(work / "seeds")
+        fmts = args.formats.split(",")
+        for i, fmt in enumerate(fmts):
+            share = (deadline - time.time()) / (len(fmts) - i)
+            end = time.time() + share
+            res = fuzz_format(fmt, seeds[fmt], args.cases, work, end, args.workers)
+            out["formats"][fmt] = res
+            print(f"{fmt}: {res['cases']} cases, {res['results']}, {res['seconds']} s", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(out, indent=2) + "\n")
+    total = sum(f["cases"] for f in out["formats"].values())
+    broken = sum(f["contract_broken"] for f in out["formats"].values())
+    print(f"total: {total} cases, {broken} broke the contract")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
