@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store.schema import TABLES
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -58,6 +57,8 @@ def rows(table: str, cols: Sequence[str], flat: Sequence[Any], source: str = "")
     k = len(cols)
     if k == 0 or not flat:
         return
+    from mlaprof.store.schema import TABLES  # here: the package's reader pulls in pandas
+
     types = dict(TABLES[table])
     for j, c in enumerate(cols):
         kind = types.get(c)
