@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -88,6 +89,18 @@ def us_to_ns(value: Any, what: str = "timestamp") -> int:
     if d.adjusted() > 30:
         raise MlaprofError(f"{what} {str(value)[:40]!r} does not fit a 64-bit nanosecond count")
     return int64(int((d * 1000).to_integral_value()), what)
+
+
+def parse_json(path: Path, text: str, **kwargs: Any) -> Any:
+    """``json.loads`` whose every failure is one message naming the file."""
+    try:
+        return json.loads(text, **kwargs)
+    except json.JSONDecodeError as e:
+        raise MlaprofError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise MlaprofError(f"{path}: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. a number over Python's int-digits limit
+        raise MlaprofError(f"{path}: not valid JSON ({str(e)[:120]})") from None
 
 
 def read_text(path: Path, what: str) -> str:

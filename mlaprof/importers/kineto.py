@@ -9,7 +9,6 @@ microseconds with a fractional part: parsed as decimals, so nanoseconds are exac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import validate
 from mlaprof.importers.annotate import NULL, KernelColumns, store_kernels
-from mlaprof.importers.common import ImportSummary, read_text, to_int, us_to_ns
+from mlaprof.importers.common import ImportSummary, parse_json, read_text, to_int, us_to_ns
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.staging import staged_run
@@ -60,14 +59,7 @@ def _times(ev: Mapping[str, Any], base: int, where: str) -> tuple[int, int]:
 
 
 def parse(path: Path, text: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(text, parse_float=Decimal)
-    except json.JSONDecodeError as e:
-        raise MlaprofError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise MlaprofError(f"{path}: JSON nested too deeply") from None
-    except ValueError as e:  # e.g. a number over Python's int-digits limit
-        raise MlaprofError(f"{path}: not valid JSON ({str(e)[:120]})") from None
+    doc = parse_json(path, text, parse_float=Decimal)
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, Mapping) or "traceEvents" not in doc:

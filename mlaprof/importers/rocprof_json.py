@@ -8,14 +8,13 @@ workgroup sizes), ``hip_api`` / ``hsa_api`` / ``marker_api`` / ``rccl_api``, ``m
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import KernelColumns
-from mlaprof.importers.common import ImportSummary, to_int
+from mlaprof.importers.common import ImportSummary, parse_json, to_int
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.staging import BulkWriter
 
@@ -104,14 +103,7 @@ def import_json(
     path: Path, text: str, bulk: BulkWriter, summary: ImportSummary
 ) -> KernelColumns | None:
     """Store the API and memory records; return the kernels (stored after annotation)."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MlaprofError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise MlaprofError(f"{path}: JSON nested too deeply") from None
-    except ValueError as e:  # e.g. a number over Python's int-digits limit
-        raise MlaprofError(f"{path}: not valid JSON ({str(e)[:120]})") from None
+    doc = parse_json(path, text)
     if not isinstance(doc, Mapping) or TOP_KEY not in doc:
         raise MlaprofError(f"{path}: not a rocprofv3 JSON file (no {TOP_KEY!r} key)")
     procs = doc[TOP_KEY]
