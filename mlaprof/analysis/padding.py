@@ -62,7 +62,8 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
                 f"{100 * frac:.1f}% of verify tokens over {s['steps_padded']} step(s) are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
                 "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "
-                "ASM decode computes them in full"
+                "kernel computes them as qlen-token rows and they count in B for every split "
+                "heuristic"
             ),
             fix=(
                 "keep padding rows out of every heuristic (min_kv_seq_len, batch size) and make "
