@@ -536,3 +536,22 @@ def test_rocprof_folder_fixtures_still_import(tmp_path, capsys) -> None:
     """The real rocprofv3 CSVs pass the value checks (no false refusals)."""
     assert main(["import", "rocprof", str(ROCPROF), "--traces", str(tmp_path)]) == 0
     capsys.readouterr()
+
+
+def test_imported_trace_report_escapes_kernel_names_and_markup(tmp_path, capsys) -> None:
+    """Every section of the report on an imported AITER trace (paths, replay time, kernels)
+    shows trace strings as data: no raw escape sequence, no rich markup applied."""
+    src = Path(__file__).parent / "data" / "aiter" / "gluon_v0119_bug"
+    dst = tmp_path / "in"
+    dst.mkdir()
+    nasty = "rmsnorm\x1b]0;pwned\x07[red]x[/]"
+    for f in src.iterdir():
+        (dst / f.name).write_text(f.read_text().replace("rmsnorm", nasty))
+    tr = tmp_path / "t"
+    assert main(["import", "rocprof", str(dst), "--traces", str(tr), "--name", "n"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tr / "n")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    # shown as written (table cells wrap: compare without white space)
+    assert "rmsnorm\\x1b]0;pwned\\x07[red]x[/]" in "".join(out.split())

@@ -72,19 +72,22 @@ def print_report(
             "unknown" if sy["status"] == "unknown" else f"{sy['count']} in MLA layers"
         ) + f" ({sy['evidence']})"  # evidence: which trace, or why unknown
         console.print(
-            f"capture: {cap['label']} ({cap['evidence']})  |  syncs: {syncs}  |  padding: {padding}"
+            f"capture: {term(cap['label'])} ({term(cap['evidence'])})  |  syncs: {term(syncs)}  |  "
+            f"padding: {padding}"
         )
         for note in trace["trust"].get("notes", []):
-            console.print(f"[dim]trace: {note}[/]")
+            console.print(f"[dim]trace: {term(note)}[/]")
         if trace["trust"]["verdict"] == "unreliable":
             console.print(
-                "[bold magenta]UNRELIABLE TRACE[/]: " + "; ".join(trace["trust"]["reasons"]),
+                "[bold magenta]UNRELIABLE TRACE[/]: " + term("; ".join(trace["trust"]["reasons"])),
                 highlight=False,
             )
         _print_trace_paths(console, trace)
     else:
         for h in s["headline"]:
-            console.print(f"{h['label']}: [bold]{h['value']}[/]  [dim]({h['provenance']})[/]")
+            console.print(
+                f"{h['label']}: [bold]{term(h['value'])}[/]  [dim]({term(h['provenance'])})[/]"
+            )
         console.print(f"syncs in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}")
 
     route = s.get("route")
@@ -274,7 +277,9 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
     for row in rows:
         m.add_row(*row)
     console.print(m)
-    console.print(f"[dim]{starts[0]['provenance']}; memory is per rank and start, never summed[/]")
+    console.print(
+        f"[dim]{term(starts[0]['provenance'])}; memory is per rank and start, never summed[/]"
+    )
 
 
 def _print_trace_paths(console: Console, trace: dict) -> None:
@@ -341,11 +346,11 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
     for col in ("launches", "total us", "median us", "share"):
         k.add_column(col, justify="right")
     for x in rt["kernels"][:rows]:
-        k.add_row(("[bold]" if x["attention"] else "") + x["name"] + ("[/]" if x["attention"] else ""),
+        k.add_row(("[bold]" if x["attention"] else "") + term(x["name"]) + ("[/]" if x["attention"] else ""),
                   str(x["launches"]), f"{x['total_us']:.1f}", f"{x['median_us']:.1f}",
                   _share(x["share"]))  # fmt: skip
     console.print(k)
-    console.print(f"[dim]{rt['provenance']}; bold: attention (MLA) kernels[/]")
+    console.print(f"[dim]{term(rt['provenance'])}; bold: attention (MLA) kernels[/]")
 
 
 def _status_line(run: Run, status: str) -> str:
@@ -376,7 +381,7 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
     style = {"better": "green", "worse": "red"}
 
     def metric(name: str, provenance: str) -> str:
-        return name + (f"\n[dim]{provenance}[/]" if provenance else "")
+        return name + (f"\n[dim]{term(provenance)}[/]" if provenance else "")
 
     for r in d["table"]:
         v = r["verdict"]

@@ -12,6 +12,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from mlaprof.textsafe import term
 from tui.compare import HEAD, compare_rows
 from tui.reader import RunFollower, follow
 from tui.text import empty_findings_text
@@ -62,9 +63,9 @@ class CompareScreen(Screen):
     def draw(self) -> None:
         a, b = self.a.view(), self.b.view()
         self.query_one("#compare-title", Static).update(
-            f"[b]compare[/b]  A: [b]{a.name}[/b] ({a.scenario}, {a.backend})   "
-            f"B: [b]{b.name}[/b] ({b.scenario}, {b.backend})"
-            + (f"\n[red]! B: {b.problem}[/red]" if b.problem else "")
+            f"[b]compare[/b]  A: [b]{term(a.name)}[/b] ({term(a.scenario)}, {term(a.backend)})   "
+            f"B: [b]{term(b.name)}[/b] ({term(b.scenario)}, {term(b.backend)})"
+            + (f"\n[red]! B: {term(b.problem)}[/red]" if b.problem else "")
         )
         table = self.query_one("#compare-table", ViewTable)
         table.show((HEAD, compare_rows(self.a.analysis, self.b.analysis)))

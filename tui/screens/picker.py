@@ -12,6 +12,7 @@ from textual.widgets import Footer, Static
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import list_runs_nested
+from mlaprof.textsafe import term
 from tui.widgets.table import ViewTable
 
 
@@ -63,7 +64,7 @@ class PickerScreen(Screen[Path | None]):
         ]
         self.paths = [r.path for r in runs]
         self.query_one("#picker-title", Static).update(
-            f"[b]{self.title_text or 'runs'}[/b]: {len(runs)} in {self.folder}, newest first; "
+            f"[b]{term(self.title_text or 'runs')}[/b]: {len(runs)} in {term(self.folder)}, newest first; "
             "enter opens"
         )
         # what tells runs apart first (an 80-column terminal shows these); the rest scrolls
