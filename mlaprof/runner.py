@@ -29,6 +29,7 @@ Progress = Callable[[int, int], None]  # (done, total) layer forwards
 def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = None) -> dict:
     return {
         "source": "mlaprof run",
+        "kind": "scenario",
         "scenario": sc.to_dict(),
         "backend": backend,
         "device": device,

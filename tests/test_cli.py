@@ -42,6 +42,9 @@ def test_native_reports_no_syncs(capsys, traces):
         "memory_bytes": None,  # a CPU run measures no capture memory: unknown, never 0
         "memory_measure": "driver free-memory delta",
         "sizes": 0,
+        "label": "no sync seen (predicted)",
+        "provenance": "predicted from syncs",
+        "text": "FULL -> predicted-ok (runs FULL)",
     }
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mlaprof.analysis.engine import engine_capture, route, shadow
+from mlaprof.analysis.engine import route, shadow
+from mlaprof.analysis.evidence.engine import engine_capture
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES
 from mlaprof.splits.policies import gluon_bh16_v0119, gluon_bh16_v0120
@@ -66,13 +67,15 @@ def _x(b, min_kv):
 
 
 def test_engine_capture_says_what_ran():
-    meta = {"source": "vllm plugin"}
-    none = engine_capture(meta, pd.DataFrame({"graph_mode": ["NONE", "NONE"]}))
-    assert (none["mode"], none["status"]) == ("NONE", "no-graphs")
-    mixed = engine_capture(meta, pd.DataFrame({"graph_mode": ["FULL", "FULL", "PIECEWISE"]}))
+    none = engine_capture(pd.DataFrame({"graph_mode": ["NONE", "NONE"]}), "measured")
+    assert (none["mode"], none["status"]) == ("NONE", "eager")
+    mixed = engine_capture(pd.DataFrame({"graph_mode": ["FULL", "FULL", "PIECEWISE"]}), "m")
     assert (mixed["mode"], mixed["status"], mixed["modes"]) == (
-        "FULL", "recorded", {"FULL": 2, "PIECEWISE": 1})  # fmt: skip
-    assert engine_capture({"source": "mlaprof run"}, pd.DataFrame()) is None
+        "FULL", "replayed", {"FULL": 2, "PIECEWISE": 1})  # fmt: skip
+    pw = engine_capture(pd.DataFrame({"graph_mode": ["PIECEWISE"]}), "m")
+    assert pw["status"] == "piecewise"
+    empty = engine_capture(pd.DataFrame(), "m")
+    assert empty["status"] == "unknown" and "no engine step" in empty["label"]
 
 
 def test_bad_shadow_choices_are_one_line_errors(tmp_path):

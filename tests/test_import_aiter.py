@@ -24,6 +24,7 @@ from mlaprof.importers.kernels import (
     load_patterns,
 )
 from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.portable import portable_path
 from mlaprof.store import load
 from tests.trace_io_helpers import DATA, csv_rows, kernel_dicts
 
@@ -142,7 +143,10 @@ def test_gluon_bug_reports_the_collapse_with_the_fixed_s(sums: dict, name: str) 
     p = _paths(s)["_mla_gluon"]
     # grid (3840, 1, 4) work-items / (256, 1, 1): B = 15 (x), S = 1 (y), qlen = 4 (z)
     assert (p["S"], p["rows"], p["qlen"], p["graph_steps"]) == ("1", "15", "4", 3)
-    assert "grid axis y of _mla_gluon" in p["S_source"] and str(AITER / name) in p["S_source"]
+    assert (
+        "grid axis y of _mla_gluon" in p["S_source"]
+        and portable_path(str(AITER / name)) in p["S_source"]
+    )
     (f,) = _findings(s, "split-collapse")
     d = f["data"]
     # v0.1.19: max(1, min(256 // (15*4), ceil(min_kv/64))) = 1 with min_kv = qlen = 4;
@@ -153,7 +157,7 @@ def test_gluon_bug_reports_the_collapse_with_the_fixed_s(sums: dict, name: str) 
     assert f["severity"] == "critical"
     assert "used S = 1" in f["title"] and "the fix gives 4" in f["title"]
     assert "without padding rows: unknown" in f["title"]
-    assert f"imported from {AITER / name}" in f["evidence"]
+    assert f"imported from {portable_path(str(AITER / name))}" in f["evidence"]
     # stage 2 absent on every S = 1 layer: consistent, not missing
     assert s["trace"]["checks"]["stage2"]["aiter-gluon"]["s1_without_stage2"] == 12
 
@@ -591,9 +595,9 @@ def test_collapse_rule(rows: int, qlen: int, s: int, collapsed: bool) -> None:
 
     from mlaprof.analysis.imported import collapse_findings
 
-    steps = pd.DataFrame({"step": [0], "backend": ["aiter-gluon _mla_gluon"], "num_reqs": [rows],
-                          "qlen": [qlen], "graph_mode": ["graph"]})  # fmt: skip
-    layers = pd.DataFrame({"step": [0, 0], "layer": [0, 1], "splits_used": [s, s]})
+    steps = pd.DataFrame({"rank": [0], "step": [0], "backend": ["aiter-gluon _mla_gluon"],
+                          "num_reqs": [rows], "qlen": [qlen], "graph_mode": ["graph"]})  # fmt: skip
+    layers = pd.DataFrame({"rank": [0, 0], "step": [0, 0], "layer": [0, 1], "splits_used": [s, s]})
     found = collapse_findings({"imported_from": "x.csv"}, steps, layers)
     assert bool(found) == collapsed
     if found:

@@ -52,7 +52,9 @@ def test_report_json_tui_once_and_html_agree(name: str, capsys: pytest.CaptureFi
         assert f"{label}: {value}" in once_flat, (name, label)
         assert f"{label} {value}" in page_text, (name, label)
     own = next((s for s in doc["splits"] if s["policy"] == doc["scenario"].get("policy")), None)
-    if own is not None:
+    if own is not None and own["on_device"]:  # no host S to show: said, not faked
+        assert "decided on the device" in heads[f"KV splits ({own['policy']})"]
+    elif own is not None:
         assert (
             f"S used {own['used']}, deserved {own['deserved']}"
             in heads[f"KV splits ({own['policy']}, worst step)"]

@@ -79,14 +79,27 @@ def sparkline(values: list[float], width: int) -> str:
     )
 
 
+def fmt_count_or_mean(v: object) -> str:
+    """A count that may be a mean (syncs per watched step): ``4``, ``2.5``."""
+    return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def reference_cell(r: dict) -> str:
+    """The S a layer is judged against: deserved, or the fix's S for an imported trace."""
+    ref = r.get("deserved")
+    if ref is None:
+        return "unknown" if str(r.get("reference", "")).startswith("unknown") else "-"
+    return f"{ref} (fix)" if str(r.get("reference", "")).startswith("the fix") else str(ref)
+
+
 def layer_table(v: View) -> Table:
     rows = [
         [
             _s(r["layer"]),
             fmt_ms(r.get("time_ms")),
-            _s(r.get("syncs")),
+            fmt_count_or_mean(r.get("syncs")),
             _s(r.get("used")),
-            _s(r.get("deserved")),
+            reference_cell(r),
             fmt_pct(r.get("occupancy")),
         ]
         for r in v.layers

@@ -11,11 +11,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from mlaprof.analysis.capture import FAILED_CAPTURE
+from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.padding import padding_waste
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
+from mlaprof.sync_kinds import SYNC
 from tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
 
 ANALYSING = "analysing..."
@@ -111,7 +112,8 @@ def build_view(
     # syncs per layer from the syncs table: runs that watch only some steps leave layers.syncs empty
     site_syncs: dict[Any, int] = {}
     for key, val in st.syncs.items():
-        site_syncs[key[0]] = site_syncs.get(key[0], 0) + val[0]
+        if key[1] == SYNC:  # the one sync count: device->host syncs, other kinds apart
+            site_syncs[key[0]] = site_syncs.get(key[0], 0) + val[0]
     if step_layers is not None:
         layers = step_layers
         scope = f"step {step}"
@@ -130,6 +132,8 @@ def build_view(
             for k, a in st.layers.items()
         ]
         scope = "mean over all steps"
+        if analysis:  # the analysis' verdicts per layer (syncs, S judged against, collapse)
+            _overlay_layer_verdicts(layers, analysis.get("layers") or [], rank)
     key, rev = layer_sort
     layers = sorted(layers, key=lambda r: _sort_key(r.get(key)), reverse=rev)
     splits = [
@@ -188,7 +192,7 @@ def build_view(
     return View(
         name=str(meta.get("name", "?")),
         scenario=str(scen.get("name") or meta.get("source") or "?"),
-        device=str(meta.get("device") or "?"),
+        device=str(analysis["device"] if analysis else meta.get("device") or "unknown"),
         backend=str(meta.get("backend") or st.last_step.get("backend") or "?"),
         status=_status(chosen),
         rank_label="all ranks" if rank is None and len(ranks) > 1 else f"rank {rank or 0}",
@@ -212,7 +216,7 @@ def build_view(
         ),
         findings_source="mlaprof.analysis" if analysis else analysis_note,
         headline=headline,
-        capture_failed=status in FAILED_CAPTURE or status == "downgraded",
+        capture_failed=no_full_graph(status),
         timing_label=timing_label(st.last_step.get("timing")) if st.last_step else "",
         timing_short=TIMING_SHORT.get(str(st.last_step.get("timing")), "") if st.last_step else "",
         policy=policy,
@@ -222,6 +226,28 @@ def build_view(
         trace=analysis.get("trace") if analysis else None,
         engine_starts=analysis.get("engine_starts") if analysis else None,
     )
+
+
+def _overlay_layer_verdicts(
+    layers: list[dict[str, Any]], verdicts: list[dict[str, Any]], rank: int | None
+) -> None:
+    """Per layer, what the analysis says (summed over the ranks shown; syncs: the most any
+    shown rank has), so the table and the findings never disagree."""
+    by_layer: dict[int, list[dict[str, Any]]] = {}
+    for v in verdicts:
+        if rank is None or v["rank"] == rank:
+            by_layer.setdefault(v["layer"], []).append(v)
+    for row in layers:
+        vs = by_layer.get(row["layer"])
+        if not vs:
+            continue
+        syncs = [v["syncs"] for v in vs if v["syncs"] is not None]
+        refs = [v["S_reference"] for v in vs if v["S_reference"] is not None]
+        row["syncs"] = max(syncs) if syncs else row["syncs"]
+        row["collapsed"] = sum(v["collapsed"] for v in vs)
+        row["rows"] = sum(v["steps"] for v in vs)
+        row["deserved"] = min(refs) if refs else None
+        row["reference"] = vs[0]["reference"]
 
 
 def _status(states: list[RankState]) -> str:

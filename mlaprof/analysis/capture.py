@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mlaprof.analysis.capture_status import NO_FULL_GRAPH
 from mlaprof.analysis.findings import Finding
+from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 GIB = 1024**3
 
@@ -20,8 +22,8 @@ def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
 # memory across capture (what vLLM logs as "Graph capturing finished ... took X GiB"). The pool and
 # allocator views are evidence in the memory finding, never the headline number.
 CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
-CAPTURE_STATUSES = ("captured", "failed", "predicted-fail", "predicted-ok", "not-attempted")
-FAILED_CAPTURE = ("failed", "predicted-fail")  # statuses that mean "no FULL graph"
+# statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.evidence.model)
+FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
 
 
 def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
@@ -46,7 +48,7 @@ def capture_summary(
     mode = run_meta.get("scenario", {}).get("graph_mode", "FULL")
     failed = captures[captures["status"] == "failed"] if not captures.empty else captures
     captured = captures[captures["status"] == "captured"] if not captures.empty else captures
-    blocking = syncs[syncs["kind"] != "alloc"] if not syncs.empty else syncs
+    blocking = syncs[syncs["kind"].isin(PREDICTS_FAILURE)] if not syncs.empty else syncs
     if not failed.empty:
         status, effective = (
             "failed",
@@ -72,7 +74,7 @@ def capture_summary(
 
 def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame) -> list[Finding]:
     out: list[Finding] = []
-    if summary["status"] in ("failed", "predicted-fail"):
+    if summary["status"] in ("failed", "predicted-fail"):  # measured or predicted here
         first = captures[captures["status"] == "failed"].head(1) if not captures.empty else captures
         where = ""
         if not first.empty:

@@ -24,7 +24,9 @@ from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.recording import padding_row
 from mlaprof.scenario import DEVICES, DevicePreset, capture_sizes
 from mlaprof.splits.analysis import step_splits
+from mlaprof.splits.policies import is_collapsed
 from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
+from mlaprof.store.runkind import RunKind, run_kind
 
 STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
 ACCEPT_EVENT = "spec-accept"
@@ -34,7 +36,7 @@ AITER_VERSIONS = ("0.1.19", "0.1.19.post2", "0.1.20")
 
 
 def is_engine_run(meta: dict[str, Any]) -> bool:
-    return meta.get("source") == "vllm plugin"
+    return run_kind(meta) is RunKind.ENGINE
 
 
 def _records(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
@@ -221,20 +223,6 @@ def engine_analysis(
     return eng, sh, engine_findings(eng, sh)
 
 
-def engine_capture(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any] | None:
-    """The capture line of an engine run: what the engine really did, no prediction."""
-    if not is_engine_run(meta):
-        return None
-    modes = Counter(str(m) for m in steps["graph_mode"].dropna()) if not steps.empty else {}
-    if not modes:
-        return {"mode": None, "status": "not-recorded", "effective_mode": None,
-                "memory_bytes": None, "source": "no engine step recorded"}  # fmt: skip
-    mode = max(modes, key=lambda m: modes[m])
-    status = "no-graphs" if set(modes) == {"NONE"} else "recorded"
-    return {"mode": mode, "status": status, "effective_mode": mode, "memory_bytes": None,
-            "modes": dict(modes), "source": "measured: graph mode per engine step"}  # fmt: skip
-
-
 def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, Any] | None:
     if frame.empty:
         return None
@@ -258,8 +246,9 @@ def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, An
         "capture_sizes": sorted({int(x) for x in frame["capture_size"].dropna()}),
         "padding_rows": int(frame["padding_rows"].sum()),
         "real_rows": int(frame["real_rows"].sum()),
-        "steps_collapsed_by_bug": int((frame["s_bug"] < frame["s_fix"]).sum()),
-        "steps_frozen_below_fix": int((frame["s_frozen"] < frame["s_fix"]).sum()),
+        # the one collapse rule (mlaprof.splits.policies.is_collapsed), with the fix as reference
+        "steps_collapsed_by_bug": int(is_collapsed(frame["s_bug"], frame["s_fix"]).sum()),
+        "steps_frozen_below_fix": int(is_collapsed(frame["s_frozen"], frame["s_fix"]).sum()),
         "per_step": frame.drop(columns=["provenance"]).to_dict(orient="records"),
     }
 

@@ -3,43 +3,40 @@ so that the terminal report, the HTML report and the TUI print the same words an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
 
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence import Evidence
+
+
+def _ratio(r: dict[str, Any]) -> float:
+    if r.get("used") is None or not r.get("deserved"):
+        return float("inf")
+    return r["used"] / r["deserved"]
+
 
 def own_split(s: dict[str, Any]) -> dict[str, Any] | None:
-    """The worst-step splits row of the run's own policy (the first policy when it names none)."""
+    """The worst-step splits row of the run's own policy (the first policy when it names none),
+    on the rank where it is worst."""
     rows = s.get("splits") or []
-    own = (s.get("scenario") or {}).get("policy")
-    return next((r for r in rows if r["policy"] == own), rows[0] if rows else None)
+    own = (s.get("scenario") or {}).get("policy") or (rows[0]["policy"] if rows else None)
+    mine = [r for r in rows if r["policy"] == own]
+    return min(mine, key=_ratio) if mine else None
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def provenance(meta: dict[str, Any]) -> str:
-    """Where a run's measured numbers come from."""
-    if meta.get("imported_from"):
-        return f"imported from {meta['imported_from']}"
-    device = meta.get("device")
-    return f"measured on {device}" if device else "unknown source"
-
-
-def headline(s: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, str]]:
+def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
-    src = provenance(meta)
+    src = str(ev.provenance)
     cap = s["capture"]
     mem = cap.get("memory_bytes")
-    if cap.get("provenance"):  # an imported engine log says it itself
-        src = str(cap["provenance"])
     out = [
-        {
-            "label": "capture",
-            "value": f"{cap['mode']} -> {cap['status']} (runs {cap['effective_mode']})",
-            "provenance": "predicted from syncs" if cap["status"].startswith("predicted") else src,
-        },
+        {"label": "capture", "value": cap["text"], "provenance": str(cap["provenance"])},
         {
             "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
             "value": "unknown" if mem is None else human_bytes(mem),
@@ -52,13 +49,22 @@ def headline(s: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, str]]:
     ]
     r = own_split(s)
     sc = s.get("scenario") or {}
-    if r is not None:
+    where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
+    if r is not None and r.get("on_device"):
         out.append(
             {
-                "label": f"KV splits ({r['policy']}, worst step)",
+                "label": f"KV splits ({r['policy']})",
+                "value": "decided on the device at every replay (no host S; never frozen)",
+                "provenance": f"model: {r['source']}",
+            }
+        )
+    elif r is not None:
+        out.append(
+            {
+                "label": f"KV splits ({r['policy']}, worst step{where})",
                 "value": f"S used {r['used']}, deserved {r['deserved']}",
                 "provenance": "model"
-                if str(meta.get("device") or "").startswith("cpu")
+                if str(ev.meta.get("device") or "").startswith("cpu")
                 else "recorded",
             }
         )
@@ -67,7 +73,7 @@ def headline(s: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, str]]:
                 "label": "occupancy (model)",
                 "value": f"{_pct(r['occupancy'])} with S used, {_pct(r['occupancy_deserved'])} "
                 "deserved",
-                "provenance": f"model: {r['policy']} on the {sc.get('target') or '?'} preset",
+                "provenance": f"model: {r['policy']} on the {sc.get('target') or 'unknown'} preset",
             }
         )
     pad = s["padding"]

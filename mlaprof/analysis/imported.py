@@ -17,8 +17,8 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.store.runkind import RunKind, run_kind
 
-IMPORT_SOURCES = ("rocprof", "kineto")
 # paths whose stage-1 S is chosen on the host from grid-visible inputs (rows, qlen): a collapse
 # can be judged from the trace alone; policy per path (the one vLLM's verify route calls)
 COLLAPSE_POLICIES = {"aiter-gluon": ("aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20")}
@@ -42,7 +42,7 @@ D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
 
 def is_imported_trace(meta: dict[str, Any]) -> bool:
     """A rocprofv3/Kineto import (not an mlaprof export carried back, which has a scenario)."""
-    return meta.get("source") in IMPORT_SOURCES and not isinstance(meta.get("scenario"), dict)
+    return run_kind(meta) is RunKind.TRACE
 
 
 def _origin(meta: dict[str, Any]) -> str:
@@ -64,10 +64,19 @@ def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _step_s(layers: pd.DataFrame) -> pd.Series:
-    """S per step: the value its layers share (the largest when they differ)."""
+    """S per (rank, step): the value its layers share (the largest when they differ)."""
     if layers.empty:
         return pd.Series(dtype=float)
-    return layers.groupby("step")["splits_used"].max()
+    return layers.groupby(["rank", "step"])["splits_used"].max()
+
+
+def _by_step(frame: pd.DataFrame, values: pd.Series) -> pd.Series:
+    """``values`` (indexed by rank and step) for each row of ``frame`` (steps are numbered per
+    rank: a step number alone never identifies a step)."""
+    if values.empty:
+        return pd.Series(np.nan, index=frame.index)
+    idx = pd.MultiIndex.from_arrays([frame["rank"], frame["step"]])
+    return pd.Series(values.reindex(idx).to_numpy(), index=frame.index)
 
 
 def _rng(v: pd.Series) -> str | None:
@@ -83,9 +92,13 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
     if steps.empty or "backend" not in steps:
         return []
     st = _split_backend(steps[steps["backend"].notna()])
-    st["S"] = st["step"].map(_step_s(layers))
+    st["S"] = _by_step(st, _step_s(layers))
     pats = _patterns(meta)
-    lt = layers.groupby("step")["duration_ns"].median() if not layers.empty else pd.Series()
+    lt = (
+        layers.groupby(["rank", "step"])["duration_ns"].median()
+        if not layers.empty
+        else pd.Series(dtype=float)
+    )
     out = []
     for (path, variant), g in st.groupby(["path", "variant"], sort=False):
         p = pats.get(path, {})
@@ -101,7 +114,7 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
             s_src = f"from grid axis {axis} of {variant} ({_origin(meta)})"
         else:
             s_val, s_src = "unknown", f"no grid axis holds S for {variant}"
-        med = lt.reindex(g["step"]).median()
+        med = _by_step(g, lt).median()
         out.append(
             {
                 "path": path,
@@ -129,6 +142,7 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
                     else "not on the grid"
                 ),
                 "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
+                "ranks": sorted(int(r) for r in g["rank"].unique()),
                 "provenance": _origin(meta),
             }
         )
@@ -139,27 +153,33 @@ def trace_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> list[dict[str, Any
     """Per step: how it ran, the path and kernel variant, batch rows, qlen, S and layers."""
     if steps.empty:
         return []
-    st = _split_backend(steps[steps["backend"].notna()]).sort_values("step")
-    s_by = _step_s(layers)
-    n_by = layers.groupby("step").size() if not layers.empty else pd.Series(dtype=int)
+    st = _split_backend(steps[steps["backend"].notna()]).sort_values(["rank", "step"])
+    st["S"] = _by_step(st, _step_s(layers))
+    n_by = layers.groupby(["rank", "step"]).size() if not layers.empty else pd.Series(dtype=int)
+    st["n_layers"] = _by_step(st, n_by)
 
     def num(v: Any) -> int | None:
         return None if v is None or pd.isna(v) else int(v)
 
     return [
         {
+            "rank": int(r.rank),
             "step": int(r.step),
             "graph_mode": r.graph_mode if isinstance(r.graph_mode, str) else None,
             "path": r.path,
             "variant": r.variant,
             "rows": num(r.num_reqs),
             "qlen": num(r.qlen),
-            "S": num(s_by.get(r.step)),
-            "layers": num(n_by.get(r.step)),
+            "S": num(r.S),
+            "layers": num(r.n_layers),
             "duration_us": float(r.duration_ns) / 1e3,
         }
         for r in st.itertuples()
     ]
+
+
+def _rank_list(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:16])) + (", ..." if len(ranks) > 16 else "")
 
 
 def _cap(policy: str, rows: int, qlen: int) -> int:
@@ -172,24 +192,57 @@ def _cap(policy: str, rows: int, qlen: int) -> int:
     return POLICIES[policy].splits(x)
 
 
+def _judged_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+    """Steps of a path whose S is chosen on the host from grid-visible inputs, with S, rows,
+    qlen and the S the fix gives for the same rows (``fix``), per rank."""
+    cols = ["rank", "step", "path", "variant", "num_reqs", "qlen", "S", "fix"]
+    if steps.empty or layers.empty:
+        return pd.DataFrame(columns=cols)
+    st = _split_backend(steps[steps["backend"].notna()])
+    st["S"] = _by_step(st, _step_s(layers))
+    st = st[st["path"].isin(COLLAPSE_POLICIES) & st["S"].notna() & st["num_reqs"].notna()
+            & st["qlen"].notna()].copy()  # fmt: skip
+    caps: dict[tuple[str, int, int], int] = {}
+    for key in set(
+        zip(st["path"], st["num_reqs"].astype(int), st["qlen"].astype(int), strict=True)
+    ):
+        caps[key] = _cap(COLLAPSE_POLICIES[key[0]][1], key[1], key[2])
+    st["fix"] = [
+        caps[(p, int(r), int(q))]
+        for p, r, q in zip(st["path"], st["num_reqs"], st["qlen"], strict=True)
+    ]
+    return st[cols]
+
+
+def layer_reference(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+    """``rank, step, fix``: the S each judged step is compared with (the collapse rule's
+    reference for a trace, whose grids count padding rows so the deserved S is unknown)."""
+    return _judged_steps(steps, layers)[["rank", "step", "fix"]]
+
+
 def collapse_findings(
     meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
 ) -> list[Finding]:
-    """S = 1 (or at most half) where the path's formula would split these rows further."""
-    if steps.empty or layers.empty:
+    """S = 1 (or at most half) where the path's formula would split these rows further; one
+    finding per (variant, rows, qlen, S) naming the ranks it holds on."""
+    st = _judged_steps(steps, layers)
+    if st.empty:
         return []
-    st = _split_backend(steps[steps["backend"].notna()])
-    st["S"] = st["step"].map(_step_s(layers))
     checks = (meta.get("trace_checks") or {}).get("stage2", {})
+    n_ranks = int(steps["rank"].nunique())
     out = []
     for path, policies in COLLAPSE_POLICIES.items():
-        g = st[(st["path"] == path) & st["S"].notna() & st["num_reqs"].notna() & st["qlen"].notna()]
+        g = st[st["path"] == path]
         for (variant, rows, qlen, s), gg in g.groupby(["variant", "num_reqs", "qlen", "S"]):
             rows, qlen, s = int(rows), int(qlen), int(s)
             old, new = policies
-            cap = _cap(new, rows, qlen)
+            cap = int(gg["fix"].iloc[0])
             if not is_collapsed(s, cap):  # the one collapse rule (analysis.splits)
                 continue
+            ranks = sorted(int(r) for r in gg["rank"].unique())
+            on_ranks = (
+                f" on {len(ranks)} of {n_ranks} ranks ({_rank_list(ranks)})" if n_ranks > 1 else ""
+            )
             pol = POLICIES[old]
             kv_needed = 64 * (cap - 1) + 1
             c = checks.get(path, {})
@@ -204,8 +257,9 @@ def collapse_findings(
                     kind="split-collapse",
                     severity="critical" if s == 1 else "warning",
                     title=(
-                        f"KV splits collapsed on the {path} path: used S = {s} on {rows} rows x "
-                        f"qlen {qlen}; the fix gives {cap}; without padding rows: unknown"
+                        f"KV splits collapsed on the {path} path{on_ranks}: used S = {s} on "
+                        f"{rows} rows x qlen {qlen}; the fix gives {cap}; without padding rows: "
+                        "unknown"
                     ),
                     evidence=(
                         f"{len(gg)} step(s) of {variant} ({_origin(meta)}: S from grid axis y, "
@@ -231,6 +285,7 @@ def collapse_findings(
                         "rows": rows,
                         "qlen": qlen,
                         "steps": int(len(gg)),
+                        "ranks": ranks,
                         "policy": old,
                         "policy_fixed": new,
                         "provenance": _origin(meta),
@@ -362,12 +417,20 @@ def sync_evidence(
     events = []
     if not api.empty:
         events.append(
-            pd.DataFrame({"op": api["function"], "t_ns": api["start_ns"], "end_ns": api["end_ns"]})
+            pd.DataFrame(
+                {
+                    "rank": api["rank"],
+                    "op": api["function"],
+                    "t_ns": api["start_ns"],
+                    "end_ns": api["end_ns"],
+                }
+            )  # fmt: skip
         )
     if not copies.empty:
         events.append(
             pd.DataFrame(
                 {
+                    "rank": copies["rank"],
                     "op": "memory copy " + copies["operation"].astype(str),
                     "t_ns": copies["start_ns"],
                     "end_ns": copies["end_ns"],
@@ -377,8 +440,13 @@ def sync_evidence(
     if not has_api and not events:
         return {"status": "unknown", "count": None, "syncs": [], "evidence": (
             "no HIP/CUDA API or memory-copy trace in the import"), "provenance": origin}  # fmt: skip
-    mode = steps.set_index("step")["graph_mode"] if not steps.empty else pd.Series(dtype=object)
-    eager = layers[layers["step"].map(mode).eq("eager")] if not layers.empty else layers
+    mode = (
+        steps.set_index(["rank", "step"])["graph_mode"]
+        if not steps.empty
+        else pd.Series(dtype=object)
+    )
+    mode = mode[~mode.index.duplicated(keep="last")]
+    eager = layers[_by_step(layers, mode).eq("eager")] if not layers.empty else layers
     if eager.empty:
         if (mode == "graph").any() and (mode == "graph").all():
             ev_txt = (
@@ -389,38 +457,49 @@ def sync_evidence(
                     "provenance": origin}  # fmt: skip
         return {"status": "unknown", "count": None, "syncs": [], "evidence": (
             "no eager MLA layers to place host calls in"), "provenance": origin}  # fmt: skip
-    lay = eager.sort_values("t_start_ns").reset_index(drop=True)
+    ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+    found: list[dict[str, Any]] = []
+    for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
+        mine = ev[ev["rank"] == rank] if not ev.empty else ev
+        found += _place_calls(int(rank), lay, mine)
+    what = "API trace" if has_api else "memory-copy trace"
+    return {
+        "status": "found" if found else "none",
+        "count": len(found),
+        "syncs": found,
+        "evidence": f"from the {what}, {len(eager)} eager MLA layer windows",
+        "provenance": origin,
+    }
+
+
+def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[dict[str, Any]]:
+    """Host calls of one rank inside the window of one of its eager layers."""
+    lay = lay.sort_values("t_start_ns").reset_index(drop=True)
     t0 = lay["t_start_ns"].to_numpy(np.int64)
     t1 = t0 + lay["duration_ns"].to_numpy(np.int64)
     same = np.r_[False, lay["step"].to_numpy()[1:] == lay["step"].to_numpy()[:-1]]
     gaps = (t0[1:] - t1[:-1])[same[1:]]
     look = int(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0
     ws = np.where(same, np.r_[0, t1[:-1]], t0 - look)
-    ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
     found = []
-    if not ev.empty:
-        t = ev["t_ns"].to_numpy(np.int64)
-        i = np.searchsorted(ws, t, side="right") - 1
-        ok = (i >= 0) & (t <= t1[np.clip(i, 0, None)])
-        for k in np.flatnonzero(ok):
-            r = lay.iloc[i[k]]
-            found.append(
-                {
-                    "op": str(ev["op"].iloc[k]),
-                    "step": int(r["step"]),
-                    "layer": int(r["layer"]),
-                    "t_ns": int(t[k]),
-                    "duration_ns": int(ev["end_ns"].iloc[k] - t[k]),
-                }
-            )
-    what = "API trace" if has_api else "memory-copy trace"
-    return {
-        "status": "found" if found else "none",
-        "count": len(found),
-        "syncs": found,
-        "evidence": f"from the {what}, {len(lay)} eager MLA layer windows",
-        "provenance": origin,
-    }
+    if ev.empty:
+        return found
+    t = ev["t_ns"].to_numpy(np.int64)
+    i = np.searchsorted(ws, t, side="right") - 1
+    ok = (i >= 0) & (t <= t1[np.clip(i, 0, None)])
+    for k in np.flatnonzero(ok):
+        r = lay.iloc[i[k]]
+        found.append(
+            {
+                "rank": rank,
+                "op": str(ev["op"].iloc[k]),
+                "step": int(r["step"]),
+                "layer": int(r["layer"]),
+                "t_ns": int(t[k]),
+                "duration_ns": int(ev["end_ns"].iloc[k] - t[k]),
+            }
+        )
+    return found
 
 
 def sync_findings(ev: dict[str, Any]) -> list[Finding]:
@@ -429,7 +508,7 @@ def sync_findings(ev: dict[str, Any]) -> list[Finding]:
     out = []
     df = pd.DataFrame(ev["syncs"])
     for op, g in df.groupby("op", sort=False):
-        layers = sorted(set(zip(g["step"], g["layer"], strict=True)))
+        layers = sorted(set(zip(g["rank"], g["step"], g["layer"], strict=True)))
         first = g.iloc[0]
         out.append(
             Finding(
@@ -437,7 +516,8 @@ def sync_findings(ev: dict[str, Any]) -> list[Finding]:
                 severity="critical",
                 title=f"host sync inside MLA layers: {op} in {len(layers)} layer(s)",
                 evidence=(
-                    f"first at step {first['step']} layer {first['layer']}, t = {first['t_ns']} "
+                    f"first at rank {first['rank']} step {first['step']} layer {first['layer']}, "
+                    f"t = {first['t_ns']} "
                     f"ns ({first['duration_ns'] / 1e3:.1f} us host call); {ev['provenance']}. "
                     "A sync inside a layer aborts CUDA/HIP graph capture: this path cannot run "
                     "under FULL graphs"
@@ -695,14 +775,14 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
     """Everything the views show about an imported trace (computed once here)."""
     meta = run.meta
     api = run.query(
-        "SELECT function, start_ns, end_ns FROM api WHERE function IN ("
+        "SELECT rank, function, start_ns, end_ns FROM api WHERE function IN ("
         + ", ".join("?" * len(SYNC_CALLS))
         + ")",
         SYNC_CALLS,
     )
     like = " OR ".join("operation LIKE ?" for _ in D2H_OPS)
     copies = run.query(
-        f"SELECT operation, start_ns, end_ns FROM transfers WHERE kind LIKE 'MEMORY_COPY%' "
+        f"SELECT rank, operation, start_ns, end_ns FROM transfers WHERE kind LIKE 'MEMORY_COPY%' "
         f"AND ({like})",
         tuple(f"%{o}%" for o in D2H_OPS),
     )
@@ -721,11 +801,11 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         ),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
+        "layer_reference": layer_reference(steps, layers),
     }
 
 
-def imported_findings(run: Any, t: dict[str, Any], s: dict[str, Any]) -> list[Finding]:
-    meta = run.meta
+def imported_findings(meta: dict[str, Any], t: dict[str, Any], s: dict[str, Any]) -> list[Finding]:
     return (
         trust_findings(s["trust"])
         + collapse_findings(meta, t["steps"], t["layers"])

@@ -1,161 +1,178 @@
-"""The facade over the analyzers (one per question, DESIGN.md): ``analyze(run)`` returns the
-findings sorted by severity; ``summary(run)`` the report's JSON object, which every view renders.
+"""The facade over the analyzers (one per question, DESIGN.md). ``collect`` turns the run into
+typed evidence with the adapter of its kind (:mod:`mlaprof.analysis.evidence`); every analyzer
+reads only that evidence; :class:`RunSummary` holds what they return and ``to_json()`` is the
+report's JSON object, which every view renders.
+
+``analyze(run)`` returns the findings sorted by severity; ``summary(run)`` the JSON object.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.capture import capture_findings, capture_summary
-from mlaprof.analysis.engine import engine_analysis, engine_capture
-from mlaprof.analysis.engine_log import engine_log_findings, engine_starts, log_capture
+from mlaprof.analysis.capture import capture_findings
+from mlaprof.analysis.engine import engine_analysis
+from mlaprof.analysis.engine_log import engine_log_findings
+from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.headline import headline
-from mlaprof.analysis.imported import (
-    imported_findings,
-    imported_summary,
-    is_imported_trace,
-    mark_unreliable,
-)
+from mlaprof.analysis.imported import imported_findings, mark_unreliable
+from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.paths import path_checks, path_findings, route_findings, route_summary
+from mlaprof.analysis.ranks import fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
-from mlaprof.analysis.splits import split_findings, split_summary
-from mlaprof.analysis.syncs import sync_findings
+from mlaprof.analysis.splits import split_findings, split_rows
+from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
-from mlaprof.store.reader import Run
+from mlaprof.store.runkind import RunKind
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+# version of the summary's JSON shape: 2 added kind, device, sync_counts, h2d_copies,
+# capture_errors, layers, fleet and the capture's one vocabulary (text, label, why)
+SUMMARY_SCHEMA = 2
 
 
-def _scenario(run: Run) -> dict[str, Any]:
-    sc = run.meta.get("scenario")
-    return sc if isinstance(sc, dict) else {}
+@dataclass
+class RunSummary:
+    """Everything the views show about one run, computed once."""
+
+    run: str
+    status: str
+    kind: str
+    scenario: dict[str, Any]
+    backend: Any
+    device: str
+    ranks: list[int]
+    capture: dict[str, Any]
+    syncs: list[dict[str, Any]]
+    allocations: list[dict[str, Any]]
+    h2d_copies: list[dict[str, Any]]
+    capture_errors: list[dict[str, Any]]
+    sync_counts: dict[str, Any]
+    route: dict[str, Any] | None
+    splits: list[dict[str, Any]]
+    padding: dict[str, Any]
+    layers: list[dict[str, Any]]
+    layer_splits: list[dict[str, Any]]
+    fleet: dict[str, Any]
+    trace: dict[str, Any] | None
+    reservation: list[dict[str, Any]]
+    timing: dict[str, Any]
+    paths: list[dict[str, Any]]
+    engine_starts: list[dict[str, Any]]
+    engine: dict[str, Any] | None
+    shadow: dict[str, Any] | None
+    findings: list[Finding] = field(default_factory=list)
+    headline: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["findings"] = [f.to_dict() for f in self.findings]
+        doc["schema_version"] = SUMMARY_SCHEMA
+        return doc
 
 
-_NEEDED = ("syncs", "captures", "memory", "splits", "padding", "steps", "layers", "events")
-
-
-def _load(run: Run) -> dict[str, Any]:
-    """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads);
-    an imported trace also gets its evidence summary (paths, capture and sync verdicts)."""
-    t: dict[str, Any] = {name: run.table(name) for name in _NEEDED}
-    if is_imported_trace(run.meta):
-        t["imported"] = imported_summary(run, t["steps"], t["layers"])
-    return t
-
-
-def _capture(run: Run, t: dict[str, Any]) -> dict[str, Any]:
-    """A recorded engine says what it ran; other runs get the capture verdict."""
-    return engine_capture(run.meta, t["steps"]) or capture_summary(
-        run.meta, t["syncs"], t["captures"], t["memory"]
-    )
+def _route(ev: Evidence, shadow: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verify path vLLM takes: the scenario's, or for an engine run the route its shadow
+    analysis modelled for the recorded batches (one route per run: the most common)."""
+    r = route_summary(ev.meta)
+    if r is None and ev.kind is RunKind.ENGINE and shadow and shadow.get("paths"):
+        paths = shadow["paths"]
+        path = max(paths, key=lambda p: paths[p])
+        r = {
+            "path": path,
+            "kernel": ", ".join(shadow.get("policies") or []),
+            "reason": (
+                f"modelled for the recorded verify batches on {shadow.get('device')} with aiter "
+                f"{shadow.get('aiter')} ({sum(paths.values())} steps: "
+                + ", ".join(f"{p} x{n}" for p, n in paths.items())
+                + ")"
+            ),
+            "version": "as recorded",
+            "verified": True,
+            "source": "shadow analysis of the engine's own batches",
+        }
+    return r
 
 
 def analyze(
-    run: Run, tables: dict[str, Any] | None = None, shadow: dict[str, str] | None = None
+    run: Run, evidence: Evidence | None = None, shadow: dict[str, str] | None = None
 ) -> list[Finding]:
     """Findings sorted by severity. ``shadow``: {"device": ..., "aiter": ...} for a recorded
     engine's modelled AITER view (defaults: mlaprof.analysis.engine.SHADOW_*)."""
-    t = tables if tables is not None else _load(run)
-    sc = _scenario(run)
-    mode = sc.get("graph_mode", "FULL")
+    ev = evidence if evidence is not None else collect(run)
+    return _findings(ev, engine_analysis(ev.meta, ev.tables["events"], **(shadow or {}))[2])
+
+
+def _findings(ev: Evidence, engine_found: list[Finding]) -> list[Finding]:
+    t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     findings: list[Finding] = []
-    imp = t.get("imported")
-    cap = imp["capture"] if imp else _capture(run, t)
-    findings += capture_findings(cap, t["captures"], t["memory"])
-    if imp:
-        findings += imported_findings(run, t, imp)
-    findings += engine_analysis(run.meta, t["events"], **(shadow or {}))[2]
+    findings += capture_findings(ev.capture, t["captures"], t["memory"])
+    if ev.trace is not None:
+        findings += imported_findings(ev.meta, t, ev.trace)
+    findings += engine_found
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(t["splits"], sc.get("policy", ""), mode)
     findings += padding_findings(t["padding"])
     findings += timing_findings(timing_summary(t["steps"], t["layers"]))
-    findings += path_findings(path_checks(t["events"]), str(run.meta.get("backend", "")))
-    findings += engine_log_findings(engine_starts(t["events"], run.meta.get("imported_from")))
-    findings += route_findings(route_summary(run.meta), sc.get("policy", ""))
+    findings += path_findings(path_checks(t["events"]), str(ev.meta.get("backend", "")))
+    findings += engine_log_findings(ev.starts)
+    findings += route_findings(route_summary(ev.meta), sc.get("policy", ""))
     findings += reservation_findings(reservation_summary(sc))
-    if imp:
-        mark_unreliable(findings, imp)
+    if ev.trace is not None:
+        mark_unreliable(findings, ev.trace)
     findings.sort(key=lambda f: f.rank)
     return findings
 
 
+def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
+    """The typed summary of a run: evidence once, every analyzer once."""
+    ev = collect(run)
+    t = ev.tables
+    engine, engine_shadow, engine_found = engine_analysis(ev.meta, t["events"], **(shadow or {}))
+    syncs = t["syncs"]
+    layers = layer_table(t["layers"], syncs, ev.reference)
+    s = RunSummary(
+        run=ev.name,
+        status=ev.status,
+        kind=str(ev.kind),
+        scenario=ev.scenario,
+        backend=ev.meta.get("backend"),
+        device=ev.device,
+        ranks=ev.ranks,
+        capture=ev.capture,
+        syncs=sync_rows(syncs, "sync"),
+        allocations=sync_rows(syncs, "alloc"),
+        h2d_copies=sync_rows(syncs, "h2d"),
+        capture_errors=sync_rows(syncs, "capture-error"),
+        sync_counts=sync_counts(syncs),
+        route=_route(ev, engine_shadow),
+        splits=split_rows(t["splits"]),
+        padding=padding_summary(t["padding"]),
+        layers=layers,
+        layer_splits=layer_splits(t["layers"]),
+        fleet=fleet_summary(ev.ranks, layers),
+        trace=ev.trace,
+        reservation=reservation_summary(ev.scenario),
+        timing=timing_summary(t["steps"], t["layers"]),
+        paths=path_checks(t["events"]),
+        engine_starts=ev.starts,
+        engine=engine,
+        shadow=engine_shadow,
+        findings=_findings(ev, engine_found),
+    )
+    doc = s.to_json()
+    s.headline = headline(doc, ev)
+    return s
+
+
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything ``mlaprof report --json`` prints (one JSON object)."""
-    sc = _scenario(run)
-    t = _load(run)
-    engine, engine_shadow, _ = engine_analysis(run.meta, t["events"], **(shadow or {}))
-    syncs = t["syncs"]
-    splits = split_summary(t["splits"])
-    blocking = syncs[syncs["kind"] == "sync"] if not syncs.empty else syncs
-    starts = engine_starts(t["events"], run.meta.get("imported_from"))
-    capture = _capture(run, t)
-    if starts and not sc and engine is None:  # an imported vLLM log: what the log says
-        capture = log_capture(starts)
-    if "imported" in t:  # an imported trace: the verdict its own evidence supports
-        capture = t["imported"]["capture"]
-    doc = {
-        "run": run.name,
-        "status": run.status,
-        "scenario": sc,
-        "backend": run.meta.get("backend"),
-        "device": run.meta.get("device"),
-        "ranks": run.ranks,
-        "syncs": [
-            {
-                "layer": _int(r.layer),
-                "step": _int(r.step),
-                "op": r.op,
-                "location": r.location,
-                "function": r.function,
-            }
-            for r in blocking.itertuples()
-        ],
-        "allocations": [
-            {"layer": _int(r.layer), "op": r.op, "location": r.location}
-            for r in (syncs[syncs["kind"] == "alloc"] if not syncs.empty else syncs).itertuples()
-        ],
-        "route": route_summary(run.meta),
-        "splits": [
-            {
-                "policy": r.policy,
-                "source": _policy_field(r.policy, "provenance"),
-                "verified": _policy_field(r.policy, "verified"),
-                "on_device": _policy_field(r.policy, "on_device"),
-                "used": _int(r.used),
-                "deserved": _int(r.deserved),
-                "frozen": _int(r.frozen),
-                "all_rows": _int(r.all_rows),
-                "active_rows": _int(r.active_rows),
-                "min_kv_used": _int(r.min_kv_used),
-                "min_kv_deserved": _int(r.min_kv_deserved),
-                "occupancy": _float(r.occupancy_used),
-                "occupancy_deserved": _float(r.occupancy_deserved),
-                "occupancy_source": "model",
-                "step": _int(r.step),
-            }
-            for r in splits.itertuples()
-        ],
-        "padding": padding_summary(t["padding"]),
-        "layer_splits": layer_splits(t["layers"]),
-        "capture": capture,
-        "trace": t.get("imported"),
-        "reservation": reservation_summary(sc),
-        "timing": timing_summary(t["steps"], t["layers"]),
-        "paths": path_checks(t["events"]),
-        "engine_starts": starts,
-        "engine": engine,
-        "shadow": engine_shadow,
-        "findings": [f.to_dict() for f in analyze(run, t, shadow)],
-    }
-    doc["headline"] = headline(doc, run.meta)
-    return doc
-
-
-def _policy_field(name: str, attr: str) -> Any:
-    from mlaprof.splits.policies import POLICIES
-
-    p = POLICIES.get(name)
-    return None if p is None else getattr(p, attr)
+    return build_summary(run, shadow).to_json()
 
 
 def layer_splits(layers: Any) -> list[dict[str, int | None]]:
@@ -171,12 +188,5 @@ def layer_splits(layers: Any) -> list[dict[str, int | None]]:
 def _int(v: Any) -> int | None:
     try:
         return None if v is None or v != v else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _float(v: Any) -> float | None:
-    try:
-        return None if v is None or v != v else float(v)
     except (TypeError, ValueError):
         return None

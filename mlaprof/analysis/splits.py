@@ -25,15 +25,49 @@ def decided_on_device(policy: str) -> bool:
 
 
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
-    """Per policy: the step where S used is worst relative to S deserved."""
+    """Per rank and policy: the step where S used is worst relative to S deserved. A policy
+    whose S is decided on the device (no host S) keeps its latest row, so every view lists the
+    same policies."""
     if splits.empty:
         return splits
-    df = splits.dropna(subset=["used", "deserved"]).copy()
-    if df.empty:
-        return df
+    df = splits.copy()
+    if "rank" in df:  # a row without a rank is rank 0's (single-process producers)
+        df["rank"] = df["rank"].fillna(0)
     df["ratio"] = df["used"].astype(float) / df["deserved"].astype(float)
-    idx = df.groupby("policy", sort=False)["ratio"].idxmin()
-    return df.loc[idx].reset_index(drop=True)
+    keys = ["rank", "policy"] if "rank" in df else ["policy"]
+    known = df.dropna(subset=["ratio"])
+    idx = list(known.groupby(keys, sort=False)["ratio"].idxmin())
+    rest = df[~df.set_index(keys).index.isin(known.set_index(keys).index)]
+    idx += list(rest.groupby(keys, sort=False).tail(1).index)
+    return df.loc[sorted(idx)].reset_index(drop=True)
+
+
+def split_rows(splits: pd.DataFrame) -> list[dict]:
+    """The worst-step row per rank and policy, with where each policy's rule was read from."""
+    out = []
+    for r in split_summary(splits).itertuples():
+        p = POLICIES.get(r.policy)
+        out.append(
+            {
+                "rank": _opt_int(getattr(r, "rank", 0)),
+                "policy": r.policy,
+                "source": None if p is None else p.provenance,
+                "verified": None if p is None else p.verified,
+                "on_device": None if p is None else p.on_device,
+                "used": _opt_int(r.used),
+                "deserved": _opt_int(r.deserved),
+                "frozen": _opt_int(r.frozen),
+                "all_rows": _opt_int(r.all_rows),
+                "active_rows": _opt_int(r.active_rows),
+                "min_kv_used": _opt_int(r.min_kv_used),
+                "min_kv_deserved": _opt_int(r.min_kv_deserved),
+                "occupancy": _opt_float(r.occupancy_used),
+                "occupancy_deserved": _opt_float(r.occupancy_deserved),
+                "occupancy_source": "model",
+                "step": _opt_int(r.step),
+            }
+        )
+    return out
 
 
 def three_numbers(used: int, fix: int | None, deserved: int) -> str:
@@ -46,16 +80,20 @@ def three_numbers(used: int, fix: int | None, deserved: int) -> str:
 
 def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> list[Finding]:
     out: list[Finding] = []
+    seen_device: set[str] = set()
     for r in split_summary(splits).itertuples():
-        used, deserved = int(r.used), int(r.deserved)
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
         p = POLICIES.get(r.policy)
         fix = _opt_int(getattr(r, "active_rows", None))
         if p and p.on_device:
-            if main:
+            if main and r.policy not in seen_device:
+                seen_device.add(r.policy)
                 out.append(_device_finding(r.policy, p.provenance))
             continue
+        if pd.isna(r.used) or pd.isna(r.deserved):
+            continue
+        used, deserved = int(r.used), int(r.deserved)
         if is_collapsed(used, deserved):
             cause = (
                 f"min_kv_seq_len = {int(r.min_kv_used)} (a minimum over all rows: padding rows "
@@ -132,6 +170,10 @@ def _device_finding(policy: str, provenance: str) -> Finding:
 
 def _opt_int(v: object) -> int | None:
     return None if v is None or pd.isna(v) else int(v)
+
+
+def _opt_float(v: object) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
 
 
 def _pct(x: object) -> str:

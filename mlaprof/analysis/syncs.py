@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
 _FIX = {
     "aten._local_scalar_dense": (
@@ -32,12 +33,63 @@ def fix_for(op: str, kind: str) -> str:
     return "move the data-dependent work into the metadata builder, outside the captured region"
 
 
+def _int(v: object) -> int | None:
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def sync_rows(syncs: pd.DataFrame, kind: str) -> list[dict]:
+    """The recorded rows of one kind (:mod:`mlaprof.sync_kinds`), rank by rank."""
+    if syncs.empty:
+        return []
+    return [
+        {
+            "rank": _int(r.rank),
+            "layer": _int(r.layer),
+            "step": _int(r.step),
+            "op": r.op,
+            "location": r.location,
+            "function": r.function,
+        }
+        for r in syncs[syncs["kind"] == kind].itertuples()
+    ]
+
+
+def sync_counts(syncs: pd.DataFrame) -> dict:
+    """The one sync count every view shows: rows of kind ``sync`` (device->host syncs), per layer
+    per watched step and in total, rank by rank; the other kinds are counted apart
+    (``by_kind``), never added in."""
+    by_kind = dict.fromkeys(KINDS, 0)
+    if syncs.empty:
+        return {"total": 0, "layers": 0, "watched_steps": 0, "per_layer": [], "by_kind": by_kind,
+                "per_rank": []}  # fmt: skip
+    for k, n in syncs["kind"].value_counts().items():
+        by_kind[str(k)] = int(n)
+    blocking = syncs[syncs["kind"] == SYNC]
+    per_rank, per_layer = [], []
+    for rank, g in syncs.groupby("rank"):
+        watched = int(g["step"].nunique()) or 1  # the steps the probe watched on this rank
+        b = blocking[blocking["rank"] == rank]
+        layers = b.groupby("layer").size()
+        for layer, n in layers.items():
+            per_layer.append({"rank": int(rank), "layer": int(layer), "syncs": n / watched})
+        per_rank.append({"rank": int(rank), "total": int(len(b)), "layers": int(len(layers)),
+                         "watched_steps": watched})  # fmt: skip
+    return {
+        "total": int(len(blocking)),
+        "layers": int(blocking["layer"].nunique()),
+        "watched_steps": int(syncs["step"].nunique()),
+        "per_layer": per_layer,
+        "by_kind": by_kind,
+        "per_rank": per_rank,
+    }
+
+
 def sync_findings(syncs: pd.DataFrame, graph_mode: str) -> list[Finding]:
     """One finding per (kind, op, location), listing the layers it hits."""
     if syncs.empty:
         return []
     # the capture finding already names the first op that broke a real capture
-    syncs = syncs[syncs["kind"] != "capture-error"]
+    syncs = syncs[syncs["kind"] != CAPTURE_ERROR]
     out: list[Finding] = []
     for (kind, op, loc), g in syncs.groupby(["kind", "op", "location"], sort=False):
         layers = sorted({int(x) for x in g["layer"].dropna()})

@@ -20,6 +20,7 @@ from mlaprof.importers.annotate import NULL, KernelColumns, store_kernels
 from mlaprof.importers.common import ImportSummary, parse_json, read_text, to_int, us_to_ns
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
+from mlaprof.portable import portable_path
 from mlaprof.store.staging import staged_run
 
 KERNEL_CATS = {"kernel", "gpu_kernel"}
@@ -166,7 +167,8 @@ def import_kineto(
     summary = ImportSummary(source="kineto")
     meta = {
         "source": "kineto",
-        "imported_from": str(path.resolve()),
+        "kind": "trace",
+        "imported_from": portable_path(str(path.resolve())),
         "grid_units": "blocks",
         "device": _device_name(doc),
     }

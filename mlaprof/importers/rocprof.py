@@ -30,6 +30,7 @@ from mlaprof.importers.annotate import (
 )
 from mlaprof.importers.common import ImportSummary, agent_index, read_text
 from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.portable import portable_path
 from mlaprof.store import runmeta
 from mlaprof.store.staging import staged_run
 
@@ -84,7 +85,8 @@ def import_rocprof(
     # rocprofv3 grids count work-items; a round-tripped mlaprof export keeps its own units
     meta: dict[str, Any] = {
         "source": "rocprof",
-        "imported_from": str(path.resolve()),
+        "kind": "trace",
+        "imported_from": portable_path(str(path.resolve())),
         "format": fmt,
         "grid_units": "workitems",
     }

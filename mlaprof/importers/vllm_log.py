@@ -26,6 +26,7 @@ from typing import Any
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import validate
 from mlaprof.importers.common import ImportSummary, read_text
+from mlaprof.portable import portable_path
 from mlaprof.store.staging import staged_run
 
 GIB = 1 << 30
@@ -413,8 +414,9 @@ def import_vllm_log(
              if r["start"] == last and r["kind"] in ("cudagraph-downgrade", "attention-backend")]  # fmt: skip
     meta = {
         "source": SOURCE,
+        "kind": "log",
         "format": "vLLM log",
-        "imported_from": str(path.resolve()),
+        "imported_from": portable_path(str(path.resolve())),
         "backend": named[-1] if named else "",
         "graph_mode": facts.final_mode(last),
         "starts": len(facts.starts),

@@ -93,6 +93,7 @@ def open_writer(role: str = "", rank: int | None = None) -> RunWriter:
     traces = Path(os.environ.get(TRACES_ENV) or "traces")
     meta = {
         "source": "vllm plugin",
+        "kind": "engine",
         "backend": "vllm",
         "device": "engine",
         "command": os.environ.get("MLAPROF_COMMAND"),

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from mlaprof.portable import portable_path
+
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_FILES = (contextlib.__file__,)
@@ -89,14 +91,8 @@ def caller_location() -> tuple[str, str]:
 
 
 def _short(path: str) -> str:
-    """Paths relative to the working directory or site-packages read better in tables."""
-    cwd = os.getcwd() + os.sep
-    if path.startswith(cwd):
-        return path[len(cwd) :]
-    marker = os.sep + "site-packages" + os.sep
-    if marker in path:
-        return path.split(marker, 1)[1]
-    return path
+    """Recorded locations never hold the machine's absolute path (:mod:`mlaprof.portable`)."""
+    return portable_path(path)
 
 
 def _op_name(func: Any) -> str:

@@ -121,6 +121,8 @@ def print_report(
         )
     if s.get("engine"):
         _print_engine(console, s["engine"], s.get("shadow"))
+    if s["fleet"]["ranks"] > 1:
+        _print_fleet(console, s["fleet"])
 
     paths = {c["backend"]: c for c in s.get("paths", [])}
     if paths:
@@ -146,6 +148,9 @@ def print_report(
         if r.get("on_device"):  # S is the device's, at every replay: no host number to show
             name = term(r["policy"]) + (" *" if r["policy"] == sc.get("policy") else "")
             t.add_row(name + " †", "device", "-", "-", "never", "-")
+            continue
+        if r["used"] is None:  # the policy's kernel does not take this configuration
+            t.add_row(term(r["policy"]), "n/a ‡", "n/a", "n/a", "n/a", "n/a")
             continue
         t.add_row(
             term(r["policy"])
@@ -175,7 +180,8 @@ def print_report(
             "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps "
             "(device: S decided on the device at replay, never frozen); "
             f"occupancy of {sc.get('target')} units used -> deserved; † UNVERIFIED: part of the "
-            "rule is not verified (see --json 'source')[/]"
+            "rule is not verified (see --json 'source'); ‡ n/a: the policy's kernel does not "
+            "take this configuration (head count, batch or KV dtype), so it gives no S[/]"
         )
 
     if s["syncs"] and verbose:
@@ -280,6 +286,34 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
     console.print(
         f"[dim]{term(starts[0]['provenance'])}; memory is per rank and start, never summed[/]"
     )
+
+
+def _print_fleet(console: Console, fleet: dict) -> None:
+    """Ranks side by side (never merged): which collapsed, S per rank."""
+    bad, ok = fleet["ranks_collapsed"], fleet["ranks_not_collapsed"]
+    console.print(
+        f"ranks: {fleet['ranks']}  |  "
+        + (
+            f"ranks DISAGREE: collapsed on {len(bad)} ({', '.join(map(str, bad))}), not on "
+            f"{len(ok)} ({', '.join(map(str, ok))})"
+            if not fleet["agree"]
+            else "all ranks agree"
+        ),
+        highlight=False,
+    )
+    t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
+    for col in ("rank", "layers", "S min", "S max", "collapsed layers", "collapsed steps"):
+        t.add_column(col, justify="right")
+    for r in fleet["per_rank"]:
+        t.add_row(
+            str(r["rank"]), str(r["layers"]), _or_unknown(r["S_min"]), _or_unknown(r["S_max"]),
+            str(r["collapsed_layers"]), str(r["collapsed_steps"]),
+        )  # fmt: skip
+    console.print(t)
+
+
+def _or_unknown(v: object) -> str:
+    return "unknown" if v is None else str(v)
 
 
 def _print_trace_paths(console: Console, trace: dict) -> None:

@@ -19,6 +19,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
+from mlaprof.sync_kinds import SYNC
 
 _RANK_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 
@@ -177,7 +178,32 @@ class Run:
             df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if df.empty:
             df = pd.DataFrame(columns=list(columns(name)))
+        if name == "layers" and not df.empty and df["syncs"].isna().any():
+            df = self._fill_layer_syncs(df)
         return df
+
+    def _fill_layer_syncs(self, layers: pd.DataFrame) -> pd.DataFrame:
+        """``layers.syncs`` where a producer left it empty (runs that watch only some steps):
+        the device->host syncs (:data:`mlaprof.sync_kinds.SYNC`) the probe recorded in that
+        rank's step and layer, for the steps it watched; ``None`` stays for unwatched steps. The
+        column then sums to what the report counts."""
+        syncs = self.table("syncs")
+        if syncs.empty:
+            return layers
+        watched = syncs[["rank", "step"]].drop_duplicates()
+        n = (
+            syncs[syncs["kind"] == SYNC]
+            .groupby(["rank", "step", "layer"])
+            .size()
+            .rename("_n")
+            .reset_index()
+        )
+        keys = ["rank", "step", "layer"]
+        out = layers.merge(watched.assign(_w=True), on=["rank", "step"], how="left")
+        out = out.merge(n, on=keys, how="left")
+        fill = out["syncs"].isna() & out["_w"].eq(True)
+        out.loc[fill, "syncs"] = out.loc[fill, "_n"].fillna(0).astype(int)
+        return out.drop(columns=["_w", "_n"])
 
     def columns(self, name: str, cols: list[str], rank: int | None = None) -> pd.DataFrame:
         """Some columns of a table, all ranks (database rows first, as :meth:`table`), text as

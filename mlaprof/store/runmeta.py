@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.store.runkind import run_kind
 from mlaprof.store.schema import SCHEMA_VERSION, version_problem
 
 META_FILE = "run.json"
@@ -159,6 +160,8 @@ def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
         "git": git_revision(),
         **dict(meta),
     }
+    # the run's kind is data from its first write on (producers name it; others are inferred)
+    doc["kind"] = str(run_kind(doc))
     tmp = run_dir / f".{META_FILE}.{os.getpid()}.tmp"
     try:
         tmp.write_text(json.dumps(doc, indent=2, default=str))

@@ -69,6 +69,7 @@ class Trace:
     kernels: list[tuple] = field(default_factory=list)
     api: list[tuple] = field(default_factory=list)
     kernel_ids: dict[str, int] = field(default_factory=dict)
+    pid: int = PID  # one process per rank: rocprofv3 prefixes its files with the pid
 
     def _kernel(self, name: str, blocks: Grid, wg: Grid, dur: int, corr: int) -> None:
         self.dispatch += 1
@@ -78,7 +79,7 @@ class Trace:
         self.t += dur + 2_000
 
     def _call(self, fn: str, corr: int, start: int, dur: int) -> None:
-        self.api.append(("HIP_RUNTIME_API_EXT", fn, PID, PID, corr, start, start + dur))
+        self.api.append(("HIP_RUNTIME_API_EXT", fn, self.pid, self.pid, corr, start, start + dur))
 
     def replay(self, seq: list[tuple[str, Grid, Grid, int]], drop_every: int = 0) -> int:
         """One hipGraphLaunch: every kernel of the graph carries the launch's correlation id.
@@ -122,22 +123,22 @@ class Trace:
             common = '"KERNEL_DISPATCH","Agent 2",1,'
             if header63:
                 lines.append(
-                    f'{common}{PID},{disp},{kid},"{name}",{corr},{t0},{t1},0,65536,'
+                    f'{common}{self.pid},{disp},{kid},"{name}",{corr},{t0},{t1},0,65536,'
                     f"{wg[0]},{wg[1]},{wg[2]},{grid[0]},{grid[1]},{grid[2]}"
                 )
             else:
                 lines.append(
-                    f'{common}0,{PID},{disp},{kid},"{name}",{corr},{t0},{t1},65536,0,128,0,96,'
+                    f'{common}0,{self.pid},{disp},{kid},"{name}",{corr},{t0},{t1},65536,0,128,0,96,'
                     f"{wg[0]},{wg[1]},{wg[2]},{grid[0]},{grid[1]},{grid[2]}"
                 )
-        (folder / f"{PID}_kernel_trace.csv").write_text("\n".join(lines) + "\n")
+        (folder / f"{self.pid}_kernel_trace.csv").write_text("\n".join(lines) + "\n")
         if api:
             rows = [API_HEADER] + [
                 f'"{d}","{fn}",{p},{t},{c},{s},{e}' for d, fn, p, t, c, s, e in sorted(
                     self.api, key=lambda r: (r[5], r[4])
                 )
             ]  # fmt: skip
-            (folder / f"{PID}_hip_api_trace.csv").write_text("\n".join(rows) + "\n")
+            (folder / f"{self.pid}_hip_api_trace.csv").write_text("\n".join(rows) + "\n")
 
 
 W256, W512, W64, W128 = (256, 1, 1), (512, 1, 1), (64, 1, 1), (128, 1, 1)
@@ -257,6 +258,19 @@ def eager_syncs(steps: int = 2, rows: int = 32, s: int = 8) -> Trace:
     return tr
 
 
+def fleet(out: Path, hosts: int = 2, per_host: int = 4) -> None:
+    """A DP2 x TP4 server on two hosts (one folder per host, one process per GPU), the data
+    parallel groups serving different batches: host 0's ranks run 15 rows x qlen 4 with the
+    v0.1.19 bug (S = 1), host 1's run 6 rows x qlen 4 with S = 8 (256 // 24 = 10 capped by
+    its KV: no collapse). The importer orders the ranks by host folder, then pid."""
+    for h in range(hosts):
+        for i in range(per_host):
+            rows, s = (15, 1) if h == 0 else (6, 8)
+            tr = gluon(s, rows=rows)
+            tr.pid = 5000 + 100 * h + i
+            tr.write(out / f"host{h}")
+
+
 def build(out: Path = OUT) -> list[Path]:
     gluon(1).write(out / "gluon_v0119_bug")
     gluon(4).write(out / "gluon_v0119_fix")
@@ -268,6 +282,7 @@ def build(out: Path = OUT) -> list[Path]:
     dropped.empty_launch()
     dropped.write(out / "gluon_v0119_fix_dropped")
     persistent_eager_steps().write(out / "persistent_eager_steps")
+    fleet(out / "fleet_dp2_tp4")
     return sorted(p for p in out.rglob("*.csv"))
 
 

@@ -10,9 +10,13 @@ from textual.widgets import Footer, Static
 
 from tui.fmt import fmt_ms
 from tui.reader import RunFollower
-from tui.text import sync_table
+from tui.text import fmt_count_or_mean, reference_cell, sync_table
 from tui.view import Selection
 from tui.widgets.table import ViewTable
+
+
+def _ref_label(row: dict) -> str:
+    return "fix" if str(row.get("reference", "")).startswith("the fix") else "deserved"
 
 
 class LayerScreen(Screen):
@@ -58,8 +62,8 @@ class LayerScreen(Screen):
         t = Text.assemble(
             (f" layer {self.layer_no} ", "bold reverse"),
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
-            f" time {fmt_ms(row.get('time_ms'))} ms  syncs {row.get('syncs', 0)}  "
-            f"S used {row.get('used', '-')} / deserved {row.get('deserved', '-')}  "
+            f" time {fmt_ms(row.get('time_ms'))} ms  syncs {fmt_count_or_mean(row.get('syncs', 0))}  "
+            f"S used {row.get('used', '-')} / {_ref_label(row)} {reference_cell(row)}  "
             f"collapsed {row.get('collapsed', 0)}/{row.get('rows', 0)}\n",
             (
                 f" {len(rows)} distinct sync/alloc sites in this layer"

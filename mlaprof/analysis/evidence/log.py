@@ -1,0 +1,40 @@
+"""Adapter for an imported vLLM log: the capture evidence is what the log's last server start
+asked for and ended with; memory stays per rank and start (never summed)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlaprof.analysis.engine_log import engine_starts, log_capture
+from mlaprof.analysis.evidence.common import capture, load_tables
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.store.runkind import RunKind
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+
+def log_evidence(run: Run) -> Evidence:
+    t = load_tables(run)
+    src = run.meta.get("imported_from")
+    prov = Provenance("imported", f"from {src}" if src else "from a vLLM log")
+    starts = engine_starts(t["events"], src)
+    if starts:
+        lc = log_capture(starts)
+        status = CaptureStatus(lc.pop("status"))
+        why = "the log shows no finished capture and no downgrade"
+        cap = capture(status, str(lc.pop("provenance")), why=why, **lc)
+    else:
+        cap = capture(CaptureStatus.UNKNOWN, str(prov), why="no server start in the log")
+    return Evidence(
+        kind=RunKind.LOG,
+        name=run.name,
+        status=run.status,
+        meta=run.meta,
+        ranks=run.ranks,
+        tables=t,
+        capture=cap,
+        device="unknown (a vLLM log does not name the device)",
+        provenance=prov,
+        starts=starts,
+    )

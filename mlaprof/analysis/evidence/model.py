@@ -1,0 +1,81 @@
+"""The typed evidence every run kind is turned into, and the one capture vocabulary.
+
+A run's kind (:class:`mlaprof.store.runkind.RunKind`) picks its adapter; each adapter returns an
+:class:`Evidence`: the run's tables (every row keyed by rank, step and layer), its capture evidence
+in one :class:`CaptureStatus` vocabulary, and where each part came from (:class:`Provenance`).
+The analyzers read only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model's vocabulary
+    CAPTURE_LABELS,
+    NO_FULL_GRAPH,
+    CaptureStatus,
+    no_full_graph,
+)
+from mlaprof.store.runkind import RunKind
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a number or verdict came from."""
+
+    how: str  # measured | modelled | imported | unknown
+    detail: str  # on which device, by which rule, from which file, or why unknown
+
+    def __str__(self) -> str:
+        if self.how == "unknown":
+            return f"unknown ({self.detail})" if self.detail else "unknown"
+        return f"{self.how} {self.detail}".strip()
+
+
+def unknown(why: str) -> str:
+    """How every view shows a value the evidence does not hold."""
+    return f"unknown ({why})"
+
+
+def capture_text(cap: dict[str, Any]) -> str:
+    """The capture line every view prints: mode asked -> status (mode that ran), each part only
+    where the evidence holds it."""
+    label = str(cap.get("label") or cap.get("status"))
+    mode, eff = cap.get("mode"), cap.get("effective_mode")
+    if mode and eff:
+        return f"{mode} -> {cap['status']} (runs {eff})"
+    return label
+
+
+@dataclass
+class Evidence:
+    """One run, as every analyzer sees it. Tables are the run's (rank column on every row);
+    ``capture`` is the capture evidence in the one vocabulary; ``trace`` the imported trace's
+    evidence (per rank), ``None`` for other kinds."""
+
+    kind: RunKind
+    name: str
+    status: str
+    meta: dict[str, Any]
+    ranks: list[int]
+    tables: dict[str, pd.DataFrame]
+    capture: dict[str, Any]
+    device: str  # the device the numbers were measured on, or "unknown (why)"
+    provenance: Provenance  # where the run's measured numbers come from
+    trace: dict[str, Any] | None = None
+    starts: list[dict[str, Any]] = field(default_factory=list)  # an engine log's server starts
+    # rank, step, fix: the S a trace's steps are judged against (their grids count padding rows)
+    reference: pd.DataFrame | None = None
+
+    @property
+    def scenario(self) -> dict[str, Any]:
+        sc = self.meta.get("scenario")
+        return sc if isinstance(sc, dict) else {}
+
+    @property
+    def graph_mode(self) -> str:
+        return str(self.scenario.get("graph_mode", "FULL"))

@@ -1,0 +1,35 @@
+"""Adapter for scenario runs (`mlaprof run` on the CPU or a GPU, synthetic runs): the capture
+verdict is measured where a capture was attempted, else predicted from the syncs seen."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlaprof.analysis.capture import capture_summary
+from mlaprof.analysis.evidence.common import capture, load_tables
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.store.runkind import RunKind
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+
+def scenario_evidence(run: Run) -> Evidence:
+    t = load_tables(run)
+    device = str(run.meta.get("device") or "")
+    prov = Provenance("measured", f"on {device}") if device else Provenance("unknown", "no device")
+    cs = capture_summary(run.meta, t["syncs"], t["captures"], t["memory"])
+    status = CaptureStatus(cs.pop("status"))
+    source = "predicted from syncs" if status.value.startswith("predicted") else str(prov)
+    cap = capture(status, source, why="", **cs)
+    return Evidence(
+        kind=RunKind.SCENARIO,
+        name=run.name,
+        status=run.status,
+        meta=run.meta,
+        ranks=run.ranks,
+        tables=t,
+        capture=cap,
+        device=device or "unknown (the run did not record its device)",
+        provenance=prov,
+    )

@@ -1,0 +1,42 @@
+"""Adapter for an imported rocprofv3 / Kineto trace: paths, S, capture and sync verdicts only
+from the trace's own evidence, per rank (:mod:`mlaprof.analysis.imported`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlaprof.analysis.evidence.common import capture, load_tables
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.imported import imported_summary
+from mlaprof.store.runkind import RunKind
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+
+def trace_evidence(run: Run) -> Evidence:
+    t = load_tables(run)
+    src = run.meta.get("imported_from")
+    prov = Provenance("imported", f"from {src}" if src else "from a trace")
+    tr = imported_summary(run, t["steps"], t["layers"])
+    reference = tr.pop("layer_reference")
+    c = dict(tr["capture"])
+    status = CaptureStatus(c.pop("status"))
+    c.pop("label", None)
+    prov_text = str(c.pop("provenance", prov))
+    cap = capture(status, prov_text, why=str(c.get("evidence") or ""), **c)
+    tr["capture"] = cap
+    device = str(run.meta.get("device") or "")
+    return Evidence(
+        kind=RunKind.TRACE,
+        name=run.name,
+        status=run.status,
+        meta=run.meta,
+        ranks=run.ranks,
+        tables=t,
+        capture=cap,
+        device=device or "unknown (the trace does not name its device)",
+        provenance=prov,
+        trace=tr,
+        reference=reference,
+    )

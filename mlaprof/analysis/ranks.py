@@ -1,0 +1,49 @@
+"""The fleet view: ranks side by side, never merged. Which ranks collapsed and which did not, and
+S per layer across ranks (min / median / max), from the per-rank layer rows of
+:func:`mlaprof.analysis.layers.layer_table`."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+
+def fleet_summary(ranks: list[int], layer_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``."""
+    per_rank = []
+    for rank in ranks:
+        rows = [r for r in layer_rows if r["rank"] == rank]
+        used = [r["S_min"] for r in rows if r["S_min"] is not None]
+        per_rank.append(
+            {
+                "rank": rank,
+                "layers": len(rows),
+                "S_min": min(used) if used else None,
+                "S_max": max(used) if used else None,
+                "collapsed_layers": sum(1 for r in rows if r["collapsed"]),
+                "collapsed_steps": sum(r["collapsed"] for r in rows),
+            }
+        )
+    per_layer = []
+    for layer in sorted({r["layer"] for r in layer_rows}):
+        s = [r["S_min"] for r in layer_rows if r["layer"] == layer and r["S_min"] is not None]
+        per_layer.append(
+            {
+                "layer": layer,
+                "ranks": sum(1 for r in layer_rows if r["layer"] == layer),
+                "S_min": min(s) if s else None,
+                "S_median": statistics.median(s) if s else None,
+                "S_max": max(s) if s else None,
+            }
+        )
+    collapsed = [r["rank"] for r in per_rank if r["collapsed_layers"]]
+    return {
+        "ranks": len(ranks),
+        "ranks_collapsed": collapsed,
+        "ranks_not_collapsed": [r["rank"] for r in per_rank if not r["collapsed_layers"]],
+        # ranks disagree when some collapsed and others did not, or their S differ per layer
+        "agree": (not collapsed or len(collapsed) == len(ranks))
+        and all(p["S_min"] == p["S_max"] for p in per_layer),
+        "per_rank": per_rank,
+        "per_layer": per_layer,
+    }
