@@ -119,12 +119,18 @@ def test_recorded_counts_equal_vllms_metrics(engine_run):
 
 def test_report_says_what_the_engine_ran(engine_run):
     _, run, *_ = engine_run
-    cap = summary(run)["capture"]
-    assert (cap["mode"], cap["status"], cap["effective_mode"]) == ("NONE", "no-graphs", "NONE")
+    doc = summary(run)
+    cap = doc["capture"]
+    # one capture vocabulary for every producer: an engine that ran NONE ran eagerly (measured)
+    assert (cap["mode"], cap["status"], cap["effective_mode"]) == ("NONE", "eager", "NONE")
+    assert doc["kind"] == "engine"
+    # the route is the one its own shadow analysis modelled, never "not modelled"
+    assert doc["route"]["path"] in doc["shadow"]["paths"]
     res = subprocess.run([sys.executable, "-m", "mlaprof", "report", str(run.path)],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "capture: NONE -> no-graphs" in res.stdout and "predicted-ok" not in res.stdout
+    assert "capture: NONE -> eager (runs NONE)" in res.stdout and "predicted-ok" not in res.stdout
+    assert "not modelled" not in res.stdout
     assert "shadow AITER: modelled from recorded batches" in res.stdout
 
 

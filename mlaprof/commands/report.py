@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     if args.html:
         from mlaprof.figures.html_report import write_html_report
 
-        path = write_html_report(run, Path(args.html), compare=other)
+        path = write_html_report(run, Path(args.html), compare=other, shadow=_shadow(args))
         print(f"wrote {path}")
     if args.png:
         from mlaprof.figures.png import write_pngs

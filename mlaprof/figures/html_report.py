@@ -97,17 +97,15 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
     )
 
 
-def _route_text(meta: dict) -> str | None:
-    from mlaprof.analysis.paths import route_summary
-
-    r = route_summary(meta)
+def _route_text(r: dict | None) -> str | None:
+    """The analysis' route (the scenario's, or an engine run's modelled one)."""
     if not r:
         return None
     tag = "" if r.get("verified") else " UNVERIFIED"
     return f"{r['path']} ({r['kernel']}): {r['reason']} [vLLM {r['version']}{tag}]"
 
 
-def _meta_html(run: Any) -> str:
+def _meta_html(run: Any, s: dict) -> str:
     m = c.meta(run)
     sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
     ver = m.get("versions") if isinstance(m.get("versions"), dict) else {}
@@ -129,7 +127,7 @@ def _meta_html(run: Any) -> str:
             "graph mode / min_kv",
             f"{sc.get('graph_mode')} / {sc.get('min_kv_mode')}" if sc else None,
         ),
-        ("vLLM route", _route_text(m)),
+        ("vLLM route", _route_text(s.get("route"))),
         (
             "split policy / target",
             f"{sc.get('policy')} / {c.target_label(sc.get('target'))}" if sc else None,
@@ -195,15 +193,12 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
     )
 
 
-def _trace_html(run: Any) -> str:
+def _trace_html(s: dict) -> str:
     """An imported trace: path and variant per step, S and rows with where each came from, and
     the capture / sync verdicts its evidence supports (all from the analysis)."""
-    from mlaprof.analysis import summary
-    from mlaprof.analysis.imported import is_imported_trace
-
-    if not is_imported_trace(c.meta(run)):
+    tr = s.get("trace")
+    if not tr:
         return ""
-    tr = summary(run)["trace"]
     cap, sy = tr["capture"], tr["syncs"]
     rows = "".join(
         f"<tr><td>{_e(p['path'])}</td><td><code>{_e(p['variant'])}</code></td>"
@@ -286,8 +281,9 @@ def _diff_html(a: Any, b: Any) -> str:
     )
 
 
-def render_html(run: Any, compare: Any = None) -> str:
-    """The report as one HTML string (see :func:`write_html_report`)."""
+def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = None) -> str:
+    """The report as one HTML string (see :func:`write_html_report`); the run's summary is
+    computed once here (``shadow``: the engine's modelled AITER view, as ``report`` takes it)."""
     c.go()
     from plotly.offline import get_plotlyjs
 
@@ -297,7 +293,7 @@ def render_html(run: Any, compare: Any = None) -> str:
     base = _open(compare) if compare is not None else None
     from mlaprof.analysis import Finding, summary
 
-    s = summary(run)
+    s = summary(run, shadow)
     findings, why = [Finding(**f) for f in s["findings"]], None
     figs = run_figures(run, compare=base)
     parts = [
@@ -321,8 +317,8 @@ def render_html(run: Any, compare: Any = None) -> str:
         f'<h2 id="findings">Findings ({len(findings)})</h2>',
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
-        _meta_html(run),
-        _trace_html(run),
+        _meta_html(run, s),
+        _trace_html(s),
     ]
     starts = s.get("engine_starts") or []  # the analysis' own reading of an imported log
     if starts:
@@ -338,14 +334,16 @@ def render_html(run: Any, compare: Any = None) -> str:
     return "\n".join(parts)
 
 
-def write_html_report(run: Any, path: Path | str, compare: Any = None) -> Path:
+def write_html_report(
+    run: Any, path: Path | str, compare: Any = None, shadow: dict[str, str] | None = None
+) -> Path:
     """Write the self-contained report of ``run`` (a Run or a run folder) to ``path``;
     ``compare`` (another run, e.g. the fix) adds what changed from ``run`` to it, as a table
     and a figure (``mlaprof report BUG --compare FIX``). Returns the path written."""
     path = Path(path)
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")
-    return _write(path, render_html(run, compare))
+    return _write(path, render_html(run, compare, shadow))
 
 
 def _write(path: Path, text: str) -> Path:
