@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
+from mlaprof.gpu.capture_runner import _timed_replay, scenario_splits, serve_step
 from mlaprof.gpu.hostwork import HostQueue
 from mlaprof.gpu.probe import probe_in_child
-from mlaprof.gpu.runner import _timed_replay, scenario_splits, serve_step
 from mlaprof.gpu.session import CudaSession
 from mlaprof.gpu.timing import layer_times
 from mlaprof.probes.sync_checker import SyncChecker

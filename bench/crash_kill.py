@@ -99,7 +99,7 @@ def trials(kills: int, seed: int, traces: Path, run_seconds: float) -> dict[str,
 
     import mlaprof.backends.torch_ref  # noqa: F401
     import mlaprof.cli  # noqa: F401
-    import mlaprof.runner  # noqa: F401
+    import mlaprof.cpu_runner  # noqa: F401
     from mlaprof.store.reader import list_runs
 
     rng = random.Random(seed)

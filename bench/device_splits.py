@@ -36,7 +36,7 @@ from gpu_suite import BF16_REL_BOUND, H, make_case, pick, rel_err, results_start
 
 from mlaprof.backends.torch_ref import TorchReference  # noqa: E402
 from mlaprof.backends.triton_backend import TritonBackend  # noqa: E402
-from mlaprof.gpu.runner import _timed_replay  # noqa: E402
+from mlaprof.gpu.capture_runner import _timed_replay  # noqa: E402
 from mlaprof.metadata import BatchShape, build_metadata  # noqa: E402
 from mlaprof.scenario import LATENT  # noqa: E402
 from mlaprof.splits.policies import SplitInput, mlaprof_triton, mlaprof_triton_cap  # noqa: E402

@@ -357,7 +357,7 @@ def phase_query_sqlite_copy(run_dir: Path) -> dict[str, Any]:
 
 def phase_tui(run_dir: Path, refreshes: int = 30) -> dict[str, Any]:
     """The dashboard's data path on the fleet run: open (catch up over every rank) and refresh."""
-    from tui.reader import RunFollower
+    from tui.follower import RunFollower
 
     c0, t0 = time.process_time(), time.perf_counter()
     f = RunFollower(run_dir)

@@ -10,7 +10,7 @@ order shuffled every step, so drift hits all alike and no variant always follows
 a fixed rotation makes each variant always run right after the same other variant):
 
 - ``plain``: refresh metadata, replay the serving graph, sync (what an engine does);
-- ``profiled``: ``mlaprof.gpu.runner.serve_step``, the ``run_cuda`` serving path: timing events,
+- ``profiled``: ``mlaprof.gpu.capture_runner.serve_step``, the ``run_cuda`` serving path: timing events,
   the split/padding analysis of every policy and the step's records as host items that start only
   when expected to end before the replay does, one commit a step, the twin on 1/16 of the steps;
 - ``profiled-unbudgeted``: the same without the deadline (items run while the GPU is busy, the
@@ -48,7 +48,7 @@ def setup(runs: Path, layers: int, on_device: bool) -> tuple:
     from capture_bench import _sc
 
     from mlaprof.backends.registry import use_device_splits
-    from mlaprof.gpu.runner import _capture_group, scenario_splits
+    from mlaprof.gpu.capture_runner import _capture_group, scenario_splits
     from mlaprof.gpu.session import CudaSession
     from mlaprof.gpu.timing import sample_schedule
     from mlaprof.store.writer import create_run
@@ -73,8 +73,8 @@ def setup(runs: Path, layers: int, on_device: bool) -> tuple:
 def invocation(out: Path, tag: str, layers: int, rounds: int) -> dict:
     from gpu_suite import env_info
 
+    from mlaprof.gpu.capture_runner import serve_step
     from mlaprof.gpu.hostwork import HostQueue
-    from mlaprof.gpu.runner import serve_step
 
     runs = out / f"overhead-runs-{tag}"
     sc, sess, writer, grp, cal, sched, ev = setup(runs, layers, on_device=True)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from mlaprof.store import RunWriter, create_run, load  # noqa: E402
 from mlaprof.synthetic.dashboard import meta, write_captures  # noqa: E402
-from tui.reader import RunFollower  # noqa: E402
+from tui.follower import RunFollower  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16, 32)
 

@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mlaprof: error: {one_line(_os_message(e))}", file=sys.stderr)
         return 2
     except (UnicodeError, RecursionError, OverflowError, zlib.error, EOFError) as e:
-        from mlaprof.importers.validate import describe
+        from mlaprof.store.validate import describe
 
         print(f"mlaprof: error: damaged input ({one_line(describe(e))})", file=sys.stderr)
         return 2

@@ -23,12 +23,6 @@ class MissingExtraError(MlaprofError):
         super().__init__(msg)
 
 
-def require(cond: bool, message: str) -> None:
-    """Raise :class:`MlaprofError` unless ``cond``; a check that survives ``python -O``."""
-    if not cond:
-        raise MlaprofError(message)
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM (or another terminating signal) arrived: unwind like Ctrl-C so cleanup runs."""
 

@@ -105,20 +105,6 @@ def make_run(
     return path
 
 
-def find_or_make_run(
-    label: str,
-    args: Sequence[str],
-    match: Mapping[str, Any] | None = None,
-    need: str | None = None,
-) -> Path:
-    """A shipped run matching ``match`` (and having ``need`` rows), else a CPU run of ``args``."""
-    if match is not None:
-        found = find_shipped(match, need)
-        if found is not None:
-            return found
-    return make_run(label, args)
-
-
 def bug_and_fix(layers: int = 2, steps: int = 3) -> tuple[Path, Path]:
     """The pre-fix run (legacy-flat, min_kv over all rows) and the fixed one (min_kv over active
     rows): both shipped on the same device when ``traces/demo`` has them, else both made here."""

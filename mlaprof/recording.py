@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlaprof.metadata import BatchShape, VerifyMetadata
 from mlaprof.scenario import KV_DIM, Scenario
-from mlaprof.splits.analysis import StepSplits, step_splits
-from mlaprof.store.writer import RunWriter
+from mlaprof.step_splits import StepSplits, step_splits
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import BatchShape, VerifyMetadata
+    from mlaprof.store.writer import RunWriter
 
 KV_BYTES_PER_ELEMENT = 2  # bf16 KV cache
 

@@ -293,20 +293,20 @@ def test_mlaprof_run_pipeline_through_the_aiter_backend(monkeypatch, tmp_path):
     import dataclasses
 
     import mlaprof
-    from mlaprof import runner
+    from mlaprof import cpu_runner
     from mlaprof.analysis import analyze
     from mlaprof.scenario import Scenario
 
     rec = aiter_fake.install(monkeypatch, version="0.1.19")
-    bf16_inputs = runner.make_inputs
+    bf16_inputs = cpu_runner.make_inputs
 
     def make_inputs(meta, heads, dtype=torch.float32, device="cpu", seed=0):
         return bf16_inputs(meta, heads, torch.bfloat16, device, seed)  # AITER takes bf16 only
 
-    monkeypatch.setattr(runner, "make_inputs", make_inputs)
+    monkeypatch.setattr(cpu_runner, "make_inputs", make_inputs)
     sc = dataclasses.replace(Scenario(), kv_lens=[500, 300, 260], layers=2, steps=2).validate()
-    writer = runner.start_run(sc, "aiter", "cpu", tmp_path, name="aiter-e2e")
-    runner.run_cpu(sc, "aiter", writer, check_syncs="all")
+    writer = cpu_runner.start_run(sc, "aiter", "cpu", tmp_path, name="aiter-e2e")
+    cpu_runner.run_cpu(sc, "aiter", writer, check_syncs="all")
     writer.finish()
     assert [c[0] for c in rec.calls] == ["mla_gluon"] * 4  # steps x layers
     assert {c[2]["min_kv_seq_len"] for c in rec.calls} == {4}  # all-rows: the padding row's qlen

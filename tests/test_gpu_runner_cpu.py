@@ -196,7 +196,7 @@ def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error path")
 def test_run_cuda_without_gpu_is_a_clear_error(tmp_path):
-    from mlaprof.gpu.runner import run_cuda
+    from mlaprof.gpu.capture_runner import run_cuda
 
     w = create_run(tmp_path, "r", {"source": "test"})
     with pytest.raises(MlaprofError, match="GPU"):

@@ -81,8 +81,8 @@ def test_profiled_steps_are_not_timings():
 
 
 def test_timeline_records_follow_the_steps_record(tmp_path):
+    from mlaprof.gpu.capture_runner import _record_timeline
     from mlaprof.gpu.hostwork import HostQueue
-    from mlaprof.gpu.runner import _record_timeline
     from mlaprof.gpu.timeline import StepProfile
     from mlaprof.store import load
     from mlaprof.store.writer import create_run

@@ -102,6 +102,37 @@ def test_no_import_cycles() -> None:
     )
 
 
+def package_of(module: str) -> str:
+    """The unit of the package-level graph: a subpackage (``mlaprof.analysis`` for every module
+    under it), or a top-level module on its own (``mlaprof.scenario``)."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (ROOT / parts[0] / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def package_graph(g: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for a, targets in g.items():
+        pa = package_of(a)
+        out.setdefault(pa, set())
+        out[pa] |= {package_of(b) for b in targets} - {pa}
+    return out
+
+
+def test_the_package_checker_folds_modules_into_packages() -> None:
+    g = {"mlaprof.store.reader": {"mlaprof.importers.kineto"},
+         "mlaprof.importers.kineto": {"mlaprof.store.writer"}, "mlaprof.store.writer": set()}  # fmt: skip
+    assert cycles(package_graph(g)) == [["mlaprof.importers", "mlaprof.store"]]
+
+
+def test_no_package_cycles() -> None:
+    found = cycles(package_graph(graph()))
+    assert found == [], "package cycles (package -> ... -> itself): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
+
+
 def test_bench_does_not_import_tests() -> None:
     for p in sorted((ROOT / "bench").glob("*.py")):
         for node in ast.walk(ast.parse(p.read_text())):
@@ -120,7 +151,7 @@ RUN_FILE = re.compile(r"rank[^ ]*\.db|run\.json")
 # their decode errors mapped by validate), never runs
 EXTERNAL_SQLITE = {
     "mlaprof.importers.rocpd_sqlite",
-    "mlaprof.importers.validate",
+    "mlaprof.store.validate",
     "mlaprof.exporters.rocpd_export",
 }
 
@@ -167,5 +198,5 @@ def test_recording_builders_write_the_schema_columns() -> None:
         assert set(row) <= set(columns(table)), (table, set(row) - set(columns(table)))
     # the runners build these rows there, never keyword by keyword
     by_hand = re.compile(r'writer\.add\(\s*"(steps|layers|captures|memory|padding|splits)",\s*\w+=')
-    for runner in ("mlaprof/runner.py", "mlaprof/gpu/runner.py"):
+    for runner in ("mlaprof/cpu_runner.py", "mlaprof/gpu/capture_runner.py"):
         assert not by_hand.search((ROOT / runner).read_text()), runner

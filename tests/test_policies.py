@@ -5,7 +5,6 @@ import pytest
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import BatchShape, build_metadata
 from mlaprof.scenario import DEVICES
-from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import (
     POLICIES,
     SplitInput,
@@ -22,6 +21,7 @@ from mlaprof.splits.policies import (
     gluon_gfx942_pr4582,
     vllm_triton,
 )
+from mlaprof.step_splits import step_splits
 
 
 def x(b=1, qlen=4, h=16, min_kv=1040, max_seq=None, total=None, units=256):
@@ -186,7 +186,7 @@ def test_mlaprof_triton_is_its_cap_limited_by_the_longest_row():
 
 
 def test_gpu_runner_captures_the_cap_when_the_kernel_decides_s():
-    from mlaprof.gpu.runner import scenario_splits
+    from mlaprof.gpu.capture_runner import scenario_splits
     from mlaprof.scenario import Scenario
 
     sc = Scenario(policy="mlaprof-triton", num_speculative_tokens=3).validate()

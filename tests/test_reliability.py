@@ -438,7 +438,7 @@ def test_import_onto_a_dangling_symlink(tmp_path, capsys) -> None:
 
 
 def test_default_names_never_collide(tmp_path, monkeypatch) -> None:
-    from mlaprof.runner import start_run
+    from mlaprof.cpu_runner import start_run
     from mlaprof.scenario import load_scenario
 
     monkeypatch.setattr(runmeta, "new_run_name", lambda label: "20260101-000000-" + label)

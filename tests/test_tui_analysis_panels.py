@@ -174,7 +174,7 @@ async def test_dashboard_hides_details_for_a_plain_run(tmp_path: Path) -> None:
 
 
 def test_on_device_reads_device_before_the_analysis_is_in(tmp_path: Path) -> None:
-    from tui.reader import RunFollower
+    from tui.follower import RunFollower
 
     f = RunFollower(_persistent_run(tmp_path))
     try:

@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Tabs
 
-from mlaprof import exporting
+from mlaprof import export_targets
 from mlaprof.analysis import summary
 from mlaprof.analysis.diff import fmt_value
 from mlaprof.store import create_run, load
@@ -244,7 +244,9 @@ async def test_export_goes_to_out_and_says_where(
 
 
 def test_export_bug_is_reported_not_raised(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(exporting, "FORMATS", {"x": ("mlaprof.no_such_module", "export_x", ".x")})
+    monkeypatch.setattr(
+        export_targets, "FORMATS", {"x": ("mlaprof.no_such_module", "export_x", ".x")}
+    )
     ok, text = export.export_run(runs / "bug", runs / "o")
     assert not ok and text.startswith("export failed; x failed (ModuleNotFoundError")
 

@@ -10,7 +10,7 @@ import pytest
 
 from mlaprof.store import create_run, load
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
-from tui.reader import FollowError, RunFollower
+from tui.follower import FollowError, RunFollower
 
 
 def _layer_means(run_path: Path, rank: int | None = None) -> dict[int, tuple[float, int]]:
@@ -175,7 +175,7 @@ def test_findings_read_analysing_until_the_analysis_is_in_then_follow_the_run(
     import threading
     import time
 
-    from tui.reader import follow
+    from tui.follower import follow
 
     w = create_run(tmp_path, "live", meta("live", True))
     for s in range(3):

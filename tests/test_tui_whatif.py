@@ -8,7 +8,7 @@ from mlaprof.scenario import Scenario
 from mlaprof.store import create_run
 from mlaprof.synthetic.dashboard import make_run
 from tests.test_tui_app import loaded, wait_for
-from tui import reader
+from tui import follower
 from tui.app import MlaprofApp
 from tui.screens.whatif import WhatIfScreen
 from tui.widgets.table import ViewTable
@@ -22,7 +22,7 @@ def _run(tmp_path: Path, scenario: dict) -> Path:
 
 
 async def test_w_opens_the_grid_of_the_runs_configuration(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "analysis skipped here"))
+    monkeypatch.setattr(follower, "analyze_run", lambda path: (None, "analysis skipped here"))
     sc = Scenario(model="kimi-k2-tp8", policy="aiter-gluon-v0.1.19", max_num_seqs=16)
     app = MlaprofApp(_run(tmp_path, sc.to_dict()))
     async with app.run_test(size=(160, 48)) as pilot:
@@ -40,7 +40,7 @@ async def test_w_opens_the_grid_of_the_runs_configuration(tmp_path, monkeypatch)
 
 
 async def test_a_run_without_scenario_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "analyze_run", lambda path: (None, "analysis skipped here"))
+    monkeypatch.setattr(follower, "analyze_run", lambda path: (None, "analysis skipped here"))
     make_run(tmp_path, "bug", steps=2, layers=2)
     app = MlaprofApp(tmp_path / "bug")
     async with app.run_test(size=(160, 48)) as pilot:

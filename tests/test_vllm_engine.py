@@ -33,7 +33,7 @@ from mlaprof.analysis.engine import engine_steps
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.follow import FollowError
-from tui.reader import RunFollower
+from tui.follower import RunFollower
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS, MAX_TOKENS, K = 4, 32, 3
@@ -51,7 +51,7 @@ def _engine(tmp: Path, method: str) -> tuple[dict, list[int], str]:
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
         # steps seen while the engine process was alive: by the store's reader and by the
-        # TUI's own follower (tui.reader, no textual needed), the model `mlaprof tui` draws
+        # TUI's own follower (tui.follower, no textual needed), the model `mlaprof tui` draws
         seen: list[int] = []
         tui_seen: list[int] = []
         follower = RunFollower(tmp / method)

@@ -367,7 +367,7 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     import time
 
     from mlaprof.analysis import analyze
-    from tui.reader import RunFollower
+    from tui.follower import RunFollower
     from tui.view import build_view
 
     rec = _recorder(tmp_path, interval=0.01)

@@ -13,8 +13,8 @@ from mlaprof.errors import MlaprofError
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.scenario import DEVICES, MODELS
 from mlaprof.splits import policies as pol
-from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.step_splits import step_splits
 from mlaprof.whatif import GridSpec, compute, vector
 from mlaprof.whatif.costmodel import H200_FIT, cost_model, fit_h200, measured_inputs
 from mlaprof.whatif.grid import Shapes

@@ -1,11 +1,11 @@
-"""Export key: every format ``mlaprof export`` writes (:mod:`mlaprof.exporting`), into the same
+"""Export key: every format ``mlaprof export`` writes (:mod:`mlaprof.export_targets`), into the same
 default folder (``./out/``, never next to the run); the notification names the folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mlaprof import exporting
+from mlaprof import export_targets
 from mlaprof.errors import MlaprofError
 
 
@@ -21,12 +21,12 @@ def export_run(path: Path, folder: Path | None = None) -> tuple[bool, str]:
         return False, f"export failed: {e}"
     where = None
     with run:
-        for fmt in exporting.FORMATS:
-            out = exporting.default_output(path, fmt, folder)
+        for fmt in export_targets.FORMATS:
+            out = export_targets.default_output(path, fmt, folder)
             where = out.parent
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
-                exporting.exporter(fmt)(run, out)
+                export_targets.exporter(fmt)(run, out)
                 done.append(out.name)
             except MlaprofError as e:  # nothing to export in that format, or a bad target
                 failed.append(f"{fmt} skipped ({e})")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from textual.message import Message
 
 
@@ -29,11 +27,3 @@ class DrillDown(Message):
     def __init__(self, layer: int) -> None:
         super().__init__()
         self.layer = layer
-
-
-class RunChosen(Message):
-    """A run was picked in the run picker."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import is_run_folder, list_runs_nested
 from tui.compare import HEAD, compare_rows
-from tui.reader import FollowError, RunFollower, analyze_run
+from tui.follower import FollowError, RunFollower, analyze_run
 from tui.text import format_table, render_text
-from tui.view import View
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 
 def read_view(path: Path, rank: int | None = None) -> View:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 from tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
-from tui.view import View
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 Table = tuple[list[str], list[list[str]]]
 BLOCKS = "▁▂▃▄▅▆▇█"

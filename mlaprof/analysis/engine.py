@@ -5,7 +5,7 @@ Measured (from the records): steps, verify rows, draft tokens per request, vLLM'
 counters (the EngineCore's ``spec-accept`` records), graph mode and padding per step, rows the
 backend filed as prefill. Modelled ("shadow"): each verify step's rows fed through the same
 scenario / metadata / split-policy code ``mlaprof run`` uses (:func:`mlaprof.metadata.batch_shape`,
-:func:`mlaprof.metadata.build_metadata`, :func:`mlaprof.splits.analysis.step_splits`) for a
+:func:`mlaprof.metadata.build_metadata`, :func:`mlaprof.step_splits.step_splits`) for a
 chosen AITER version and device: the route, S with the padding bug, with the fix and frozen at
 capture, occupancy, and the padding rows vLLM's capture sizes would add.
 """
@@ -23,9 +23,9 @@ from mlaprof.errors import MlaprofError
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.recording import padding_row
 from mlaprof.scenario import DEVICES, DevicePreset, capture_sizes
-from mlaprof.splits.analysis import step_splits
 from mlaprof.splits.policies import is_collapsed
 from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
+from mlaprof.step_splits import step_splits
 from mlaprof.store.runkind import RunKind, run_kind
 
 STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)

@@ -15,7 +15,6 @@ from mlaprof.analysis.capture import capture_findings
 from mlaprof.analysis.engine import engine_analysis
 from mlaprof.analysis.engine_log import engine_log_findings
 from mlaprof.analysis.evidence import Evidence, collect
-from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.headline import headline
 from mlaprof.analysis.imported import imported_findings, mark_unreliable
 from mlaprof.analysis.layers import layer_table
@@ -29,6 +28,7 @@ from mlaprof.analysis.timing import timing_findings, timing_summary
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.findings import Finding
     from mlaprof.store.reader import Run
 
 # version of the summary's JSON shape: 2 added kind, device, sync_counts, h2d_copies,

@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mlaprof.backends.base import VerifyInputs, check_shapes
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import aiter_env
-from mlaprof.integrations.aiter_env import AiterEnv
-from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import KV_DIM, LATENT
 from mlaprof.splits.policies import POLICIES, SplitInput
+
+if TYPE_CHECKING:
+    from mlaprof.integrations.aiter_env import AiterEnv
+    from mlaprof.metadata import VerifyMetadata
 
 ENTRIES = ("auto", "gluon", "asm")
 SPLIT_MODES = ("aiter", "forward")  # let AITER choose S, or pass the caller's num_splits

@@ -14,13 +14,15 @@ Positions i >= n (padding rows have n = 0) produce ``out = 0`` and ``lse = -inf`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from mlaprof.errors import MlaprofError
-from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import KV_DIM, LATENT, ROPE
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import VerifyMetadata
 
 
 @dataclass

@@ -15,12 +15,16 @@ row attends to its causal prefix, ``row_len = seq_len - qo_len + pos + 1``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from mlaprof.backends.base import VerifyInputs, check_shapes
 from mlaprof.backends.torch_ref import row_slots
-from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import LATENT
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import VerifyMetadata
 
 
 class LegacyFlat:

@@ -3,8 +3,12 @@ backend imports: the registry imports the backends, so it cannot live there)."""
 
 from __future__ import annotations
 
-from mlaprof.backends.base import VerifyBackend
+from typing import TYPE_CHECKING
+
 from mlaprof.errors import MlaprofError
+
+if TYPE_CHECKING:
+    from mlaprof.backends.base import VerifyBackend
 
 
 def get_backend(name: str) -> VerifyBackend:

@@ -6,11 +6,15 @@ It uses only host values the builder already has (no device->host sync), so it i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from mlaprof.backends.base import VerifyInputs, check_shapes
-from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import LATENT
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import VerifyMetadata
 
 
 def row_slots(meta: VerifyMetadata, row: int) -> torch.Tensor:

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mlaprof.backends.base import VerifyInputs, check_shapes
 from mlaprof.errors import MissingExtraError, MlaprofError
-from mlaprof.metadata import VerifyMetadata
 from mlaprof.scenario import LATENT
 from mlaprof.splits.policies import MLAPROF_MIN_CHUNK
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import VerifyMetadata
 
 MAX_SPLITS = 1024
 

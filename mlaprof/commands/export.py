@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
 from mlaprof.errors import MlaprofError
-from mlaprof.exporting import FORMATS, default_output, exporter
+from mlaprof.export_targets import FORMATS, default_output, exporter
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlaprof.commands.common import add_traces_arg, traces_dir
-from mlaprof.importers.common import ImportSummary
+
+if TYPE_CHECKING:
+    from mlaprof.importers.common import ImportSummary
 
 KINDS = {
     "rocprof": "rocprofv3 output: a CSV or JSON file, a rocpd .db, or an output folder",

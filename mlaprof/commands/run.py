@@ -156,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
     if args.backend not in BACKENDS:
         raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
     from mlaprof.backends.registry import get_backend
-    from mlaprof.runner import run_cpu, start_run
+    from mlaprof.cpu_runner import run_cpu, start_run
 
     if args.backend == "triton":  # refuse before a run folder exists
         from mlaprof.backends.triton_backend import check_runnable
@@ -172,7 +172,7 @@ def main(args: argparse.Namespace) -> int:
         with _progress(args.quiet or args.json, sc.steps * sc.layers) as progress:
             if args.device == "cuda":
                 try:
-                    from mlaprof.gpu.runner import run_cuda
+                    from mlaprof.gpu.capture_runner import run_cuda
                 except ModuleNotFoundError as e:
                     raise MlaprofError(f"the CUDA runner is not available ({e})") from None
                 run_cuda(sc, args.backend, writer, progress)

@@ -1,2 +1,2 @@
 """Exporters: a stored run as a Perfetto trace, a rocpd database or rocprofv3-style CSVs
-(:mod:`mlaprof.exporting` picks the format and the output path)."""
+(:mod:`mlaprof.export_targets` picks the format and the output path)."""

@@ -15,11 +15,13 @@ import shutil
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store.reader import Run
 from mlaprof.store.rows import iter_rows
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
 
 KERNEL_HEADER = [
     "Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",

@@ -19,11 +19,13 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store.reader import Run
 from mlaprof.store.rows import rows
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
 
 _TS = re.compile(r'"@mlaprof-ns:(-?\d+)"')
 PID_MLAPROF = 1

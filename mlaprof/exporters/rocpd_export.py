@@ -21,14 +21,16 @@ import sqlite3
 import time
 import uuid as _uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.formats import rocpd_schema as rs
 from mlaprof.formats.rocpd_schema import KERNEL_CATEGORY, LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.importers.common import agent_index
-from mlaprof.store.reader import Run
 from mlaprof.store.rows import rows
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
 
 
 def uuid7() -> _uuid.UUID:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlaprof.metadata import BatchShape, VerifyMetadata
 from mlaprof.recording import padding_row, scenario_splits, split_row
-from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES
-from mlaprof.store.writer import RunWriter
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import BatchShape, VerifyMetadata
+    from mlaprof.scenario import Scenario
+    from mlaprof.store.writer import RunWriter
 
 Item = Callable[[], None]
 

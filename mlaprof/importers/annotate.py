@@ -10,11 +10,10 @@ integer columns (replay, layer, splits, step) and become NULL when stored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mlaprof.importers.common import ImportSummary
 from mlaprof.importers.kernels import (
     AXES,
     METADATA,
@@ -24,6 +23,9 @@ from mlaprof.importers.kernels import (
     KernelMatcher,
     KernelPattern,
 )
+
+if TYPE_CHECKING:
+    from mlaprof.importers.common import ImportSummary
 
 NULL = -1
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers.validate import finite, int64
+from mlaprof.store.validate import finite, int64
 
 _AGENT = re.compile(r"^\s*(?:agent\s*)?(-?\d+)\s*$", re.IGNORECASE)
 

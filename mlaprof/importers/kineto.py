@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers import validate
 from mlaprof.importers.annotate import NULL, KernelColumns, store_kernels
 from mlaprof.importers.common import ImportSummary, parse_json, read_text, to_int, us_to_ns
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.portable import portable_path
+from mlaprof.store import validate
 from mlaprof.store.staging import staged_run
 
 KERNEL_CATS = {"kernel", "gpu_kernel"}

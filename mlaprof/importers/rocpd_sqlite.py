@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,10 +21,12 @@ from mlaprof.errors import MlaprofError, signal_count, signal_received, stop_exc
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
-from mlaprof.importers.common import ImportSummary
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.schema import TABLES
-from mlaprof.store.staging import BulkWriter
+
+if TYPE_CHECKING:
+    from mlaprof.importers.common import ImportSummary
+    from mlaprof.store.staging import BulkWriter
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json, validate
+from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
 from mlaprof.importers.annotate import (
     KernelColumns,
     annotated,
@@ -31,7 +31,7 @@ from mlaprof.importers.annotate import (
 from mlaprof.importers.common import ImportSummary, agent_index, read_text
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.portable import portable_path
-from mlaprof.store import runmeta
+from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 
 AHEAD = 2  # ranks read ahead, in threads (SQLite and pyarrow release the GIL while reading)

@@ -14,14 +14,16 @@ import io
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns
 from mlaprof.importers.common import ImportSummary, agent_index, read_text, to_float, to_int
-from mlaprof.store.staging import BulkWriter
+
+if TYPE_CHECKING:
+    from mlaprof.store.staging import BulkWriter
 
 csv.field_size_limit(1 << 24)  # mangled C++ kernel names can be long
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import KernelColumns
 from mlaprof.importers.common import ImportSummary, parse_json, to_int
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
-from mlaprof.store.staging import BulkWriter
+
+if TYPE_CHECKING:
+    from mlaprof.store.staging import BulkWriter
 
 TOP_KEY = "rocprofiler-sdk-tool"
 _API_KINDS = ("hip_api", "hsa_api", "marker_api", "rccl_api", "rocdecode_api", "rocjpeg_api")

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers import validate
 from mlaprof.importers.common import ImportSummary, read_text
 from mlaprof.portable import portable_path
+from mlaprof.store import validate
 from mlaprof.store.staging import staged_run
 
 GIB = 1 << 30

@@ -24,11 +24,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.recording import KV_BYTES_PER_ELEMENT, event_row
 from mlaprof.scenario import KV_DIM
-from mlaprof.store.writer import RunWriter
+
+if TYPE_CHECKING:
+    from mlaprof.store.writer import RunWriter
 
 MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
 SCHEDULER_ROLE = "scheduler"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -10,8 +12,10 @@ from mlaprof.analysis import Finding, summary
 from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.engine_log import bar_label, gib
 from mlaprof.analysis.splits import is_collapsed
-from mlaprof.store.reader import Run
 from mlaprof.textsafe import term
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 

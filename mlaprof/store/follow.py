@@ -3,7 +3,7 @@
 :class:`RunFollow` discovers rank databases as they appear, reads each rank's status and hands
 out, per table, the rows committed past the last rowid it returned, already grouped in SQL (the
 cost of a poll depends on what arrived, not on the run's size: rowid is the primary key).
-The TUI (``tui.reader``) merges these batches into its aggregates; it never opens a database.
+The TUI (``tui.follower``) merges these batches into its aggregates; it never opens a database.
 
 Problems (run deleted, truncated, corrupted, another schema) raise :class:`FollowError` with one
 readable line.

@@ -9,12 +9,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar
-from mlaprof.store.reader import Run
 from mlaprof.store.schema import TABLES
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
 
 
 def iter_rows(run: Run, table: str) -> Iterator[dict[str, Any]]:

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers import validate
-from mlaprof.store import columnar, create_run, runmeta
+from mlaprof.store import columnar, create_run, runmeta, validate
 from mlaprof.store.bulk import insert_columns, insert_flat
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter

@@ -14,7 +14,7 @@ from textual.widgets import Footer, Static
 
 from mlaprof.textsafe import term
 from tui.compare import HEAD, compare_rows
-from tui.reader import RunFollower, follow
+from tui.follower import RunFollower, follow
 from tui.text import empty_findings_text
 from tui.widgets.findings import FindingsList
 from tui.widgets.table import ViewTable

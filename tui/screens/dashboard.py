@@ -13,8 +13,8 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 
+from tui.follower import RunFollower, follow
 from tui.messages import DrillDown, RunProblem, RunUpdated
-from tui.reader import RunFollower, follow
 from tui.text import LAYER_COLUMNS, empty_findings_text
 from tui.view import Selection, View
 from tui.widgets.banner import ProblemBanner

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,10 +11,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.fmt import fmt_ms
-from tui.reader import RunFollower
 from tui.text import fmt_count_or_mean, reference_cell, sync_table
-from tui.view import Selection
 from tui.widgets.table import ViewTable
+
+if TYPE_CHECKING:
+    from tui.follower import RunFollower
+    from tui.view import Selection
 
 
 def _ref_label(row: dict) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.text import detail_lines
-from tui.view import View
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 
 class DetailsPanel(VerticalScroll, can_focus=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from textual import events
@@ -10,9 +11,11 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from mlaprof.analysis.findings import Finding
 from tui.text import SEV_TAG
 from tui.widgets.styles import CachedStyles
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.findings import Finding
 
 TAG_WIDTH = 7  # " CRIT " + space
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
 from tui.fmt import fmt_count
-from tui.view import View
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 
 class RunHeader(Static):

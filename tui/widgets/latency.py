@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label
 
 from tui.text import latency_line
-from tui.view import View
 from tui.widgets.sparkline import Spark
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 
 class LatencyPanel(Vertical):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tui.messages import DrillDown
 from tui.text import LAYER_COLUMNS, layer_table
-from tui.view import View
 from tui.widgets.table import ViewTable
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 
 class LayersTable(ViewTable):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tui.text import capture_title, memory_table
-from tui.view import View
 from tui.widgets.table import ViewTable
+
+if TYPE_CHECKING:
+    from tui.view import View
 
 
 class MemoryTable(ViewTable):

@@ -8,6 +8,8 @@ sorts), row cursor (keys, mouse), Enter or a click on the cursor row selects.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.segment import Segment
 from textual import events
 from textual.binding import Binding
@@ -17,8 +19,10 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.text import Table
 from tui.widgets.styles import CachedStyles
+
+if TYPE_CHECKING:
+    from tui.text import Table
 
 GAP = 2
 

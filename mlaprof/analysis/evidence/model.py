@@ -17,10 +17,11 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
     CaptureStatus,
     no_full_graph,
 )
-from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from mlaprof.store.runkind import RunKind
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,9 @@ FULL graph by the capture-time dummy run, and the occupancy each implies on the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
-from mlaprof.metadata import VerifyMetadata
-from mlaprof.scenario import DevicePreset
 from mlaprof.splits.policies import (
     POLICIES,
     Policy,
@@ -17,6 +16,10 @@ from mlaprof.splits.policies import (
     gluon_active_splits,
     is_collapsed,
 )
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import VerifyMetadata
+    from mlaprof.scenario import DevicePreset
 
 
 @dataclass

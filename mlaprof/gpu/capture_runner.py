@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.backends.registry import device_decides_splits, use_device_splits
 from mlaprof.errors import MlaprofError
@@ -22,11 +22,13 @@ from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
-from mlaprof.metadata import BatchShape, VerifyMetadata
 from mlaprof.recording import capture_row, event_row, layer_row, memory_row, step_row
-from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
-from mlaprof.store.writer import RunWriter
+
+if TYPE_CHECKING:
+    from mlaprof.metadata import BatchShape, VerifyMetadata
+    from mlaprof.scenario import Scenario
+    from mlaprof.store.writer import RunWriter
 
 Progress = Callable[[int, int], None]
 DEFAULT_SAMPLE_RATE = 1 / 16
