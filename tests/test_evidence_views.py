@@ -216,3 +216,63 @@ def test_every_kind_has_one_adapter(imported: Path) -> None:
     with load(DEMO / DEMOS[0]) as run:
         ev = collect(run)
     assert ev.kind is RunKind.SCENARIO and ev.trace is None
+
+
+async def _pilot_view(run_dir: Path, layer: int) -> tuple[str, str, dict]:
+    """The live dashboard on ``run_dir`` once its analysis is in: the header's text, the
+    drill-down summary of ``layer`` and the dashboard's view row of that layer."""
+    from rich.text import Text
+
+    from tui.app import MlaprofApp
+    from tui.screens.dashboard import DashboardScreen
+    from tui.screens.layer import LayerScreen
+    from tui.widgets.header import RunHeader
+
+    app = MlaprofApp(run_dir, interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(400):
+            s = app.screen
+            if (
+                isinstance(s, DashboardScreen)
+                and s.view is not None
+                and s.view.findings_source == ("mlaprof.analysis")
+            ):
+                break
+            await pilot.pause(0.05)
+        d = app.screen
+        assert isinstance(d, DashboardScreen) and d.view.findings_source == "mlaprof.analysis"
+        header = d.query_one(RunHeader)
+        head = header._plain  # what the header widget drew
+        row = next(r for r in d.view.layers if r["layer"] == layer)
+        app.push_screen(LayerScreen(d.follower, d.sel, layer))
+        for _ in range(100):
+            if isinstance(app.screen, LayerScreen):
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.1)
+        summary_widget = app.screen.query_one("#layer-summary")
+        drill = Text.from_markup(str(summary_widget.render())).plain
+    return head, drill, row
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [("demo", "bug-legacy-flat-syncs-break-capture"), ("demo", "bug-padding-collapses-splits-c16"),
+     ("imported", "gluon_v0119_bug"), ("imported", "fleet_dp2_tp4")],
+)  # fmt: skip
+async def test_the_live_dashboard_shows_the_analysis_numbers(
+    where: str, name: str, imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = (DEMO if where == "demo" else imported) / name
+    assert main(["report", str(run_dir), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    head, drill, row = await _pilot_view(run_dir, 0)
+    flat = " ".join(head.split())
+    assert doc["capture"]["text"] in flat
+    assert f"device {doc['device']}" in flat
+    mine = [r for r in doc["layers"] if r["layer"] == 0]
+    assert row["collapsed"] == sum(r["collapsed"] for r in mine)
+    assert f"collapsed {row['collapsed']}/{row['rows']}" in drill
+    syncs = [r["syncs"] for r in mine if r["syncs"] is not None]
+    if syncs:
+        assert f"syncs {max(syncs):g}" in drill

@@ -134,6 +134,33 @@ def test_report_says_what_the_engine_ran(engine_run):
     assert "shadow AITER: modelled from recorded batches" in res.stdout
 
 
+def test_every_view_reads_the_engine_run_the_same(engine_run):
+    """The engine kind through report --json, the terminal report and tui --once: the same
+    capture text, device, headline and per-rank layers; no view prints None."""
+    import json
+    import re
+
+    _, run, *_ = engine_run
+
+    def cli(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "mlaprof", *args, str(run.path)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+        assert res.returncode == 0, res.stderr[-2000:]
+        return res.stdout
+
+    doc = json.loads(cli("report", "--json"))
+    term, once = cli("report"), cli("tui", "--once")
+    assert doc["kind"] == "engine"
+    for text in (term, once):
+        assert not re.search(r"\bNone\b", text)
+    flat = " ".join(once.split())
+    assert doc["capture"]["text"] in flat and f"device {doc['device']}" in flat
+    for h in doc["headline"]:
+        assert f"{h['label']}: {h['value']}" in flat
+        assert " ".join(f"{h['label']}: {h['value']}".split()) in " ".join(term.split())
+    assert doc["fleet"]["ranks"] == len(doc["ranks"])
+
+
 @pytest.mark.parametrize("who", ["store reader", "TUI follower"])
 def test_a_follower_saw_the_run_grow(engine_run, who):
     _, run, _, both, _ = engine_run
