@@ -131,22 +131,38 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
                     else "not on the grid"
                 ),
                 "qlen": _rng(g["qlen"]),
-                "qlen_source": (
-                    f"grid axis {p['qlen_axis']} of {variant}"
-                    + (
-                        " (qlen; ceil(H/16)*qlen from aiter v0.1.20 on with more than 16 heads)"
-                        if path == "aiter-gluon"
-                        else ""
-                    )
-                    if p.get("qlen_axis")
-                    else "not on the grid"
-                ),
+                "qlen_source": _qlen_source(meta, path, variant, p),
                 "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
                 "ranks": sorted(int(r) for r in g["rank"].unique()),
                 "provenance": _origin(meta),
             }
         )
     return out
+
+
+def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any]) -> str:
+    """Where qlen comes from: the stage-2 grid (exact) where a layer has one, else stage 1's."""
+    if not p.get("qlen_axis"):
+        return "not on the grid"
+    q = (meta.get("trace_checks") or {}).get("qlen") or {}
+    s1 = f"grid axis {p['qlen_axis']} of {variant}"
+    if path != "aiter-gluon":
+        return s1
+    n2, n1 = int(q.get("from_stage2", 0)), int(q.get("from_stage1", 0))
+    parts = []
+    if n2:
+        parts.append(f"stage 2's grid axis z ((B, H, qlen), exact) on {n2} layer(s)")
+    if n1 or not n2:
+        parts.append(
+            f"{s1} on {n1} layer(s) without stage 2 (qlen below 16 heads, as vLLM routes "
+            "verify; ceil(H/16)*qlen from aiter v0.1.20 on with more heads: ambiguous there)"
+        )
+    if q.get("stage1_disagrees"):
+        parts.append(
+            f"stage 1's z differs on {q['stage1_disagrees']} layer(s): ceil(H/16)*qlen with "
+            "more than 16 heads (aiter v0.1.20+)"
+        )
+    return "; ".join(parts)
 
 
 def trace_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> list[dict[str, Any]]:
@@ -182,20 +198,34 @@ def _rank_list(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:16])) + (", ..." if len(ranks) > 16 else "")
 
 
-def _cap(policy: str, rows: int, qlen: int) -> int:
-    """The policy's S for these rows when KV length does not bound it (gluon verify in vLLM
-    runs < 16 heads: one head group)."""
+def trace_heads(meta: dict[str, Any], path: str) -> tuple[int, str]:
+    """The head count a path ran with, and where it came from: stage 2's grid where the trace
+    shows one value; else 16 (one head group: vLLM sends gluon verify fewer than 16 heads)."""
+    seen = ((meta.get("trace_checks") or {}).get("heads") or {}).get(path) or {}
+    if len(seen) == 1:
+        (h,) = seen
+        return int(h), f"{h} heads from stage 2's grid axis y"
+    if len(seen) > 1:
+        h = max(seen, key=lambda k: seen[k])
+        return int(
+            h
+        ), f"{h} heads (the most common of {', '.join(sorted(seen))} on stage 2's grids)"
+    return 16, "heads not on the trace (no stage 2): one head group assumed, as vLLM routes verify"
+
+
+def _cap(policy: str, rows: int, qlen: int, heads: int = 16) -> int:
+    """The policy's S for these rows when KV length does not bound it."""
     x = SplitInput(
-        num_reqs=rows, qlen=qlen, heads=16, min_kv_seq_len=HUGE_KV, max_seq_len=HUGE_KV,
+        num_reqs=rows, qlen=qlen, heads=heads, min_kv_seq_len=HUGE_KV, max_seq_len=HUGE_KV,
         total_kv=HUGE_KV * rows, units=256,
     )  # fmt: skip
     return POLICIES[policy].splits(x)
 
 
-def _judged_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
     """Steps of a path whose S is chosen on the host from grid-visible inputs, with S, rows,
-    qlen and the S the fix gives for the same rows (``fix``), per rank."""
-    cols = ["rank", "step", "path", "variant", "num_reqs", "qlen", "S", "fix"]
+    qlen, how they ran and the S the newer rule gives for the same rows (``fix``), per rank."""
+    cols = ["rank", "step", "path", "variant", "num_reqs", "qlen", "graph_mode", "S", "fix"]
     if steps.empty or layers.empty:
         return pd.DataFrame(columns=cols)
     st = _split_backend(steps[steps["backend"].notna()])
@@ -206,36 +236,61 @@ def _judged_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
     for key in set(
         zip(st["path"], st["num_reqs"].astype(int), st["qlen"].astype(int), strict=True)
     ):
-        caps[key] = _cap(COLLAPSE_POLICIES[key[0]][1], key[1], key[2])
+        heads = trace_heads(meta, key[0])[0]
+        caps[key] = _cap(COLLAPSE_POLICIES[key[0]][1], key[1], key[2], heads)
     st["fix"] = [
         caps[(p, int(r), int(q))]
         for p, r, q in zip(st["path"], st["num_reqs"], st["qlen"], strict=True)
     ]
+    st["graph_mode"] = st["graph_mode"].fillna("unknown")
     return st[cols]
 
 
-def layer_reference(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+# What a small S on a host-chosen path can come from, with the evidence a trace gives for it.
+# A graph replay replays the grid of its capture: S was chosen when the graph was captured, from
+# the capture-time dummy run's metadata (KV = qlen) or padding rows pinned to qlen; vLLM pads
+# only graph batches, so an eager step has no padding row and its small S comes from a short
+# real KV under the version's KV-bounded rule (v0.1.19: ceil(min_kv_seq_len / 64)).
+CAUSE_CAPTURE = "capture-or-padding"
+CAUSE_SHORT_KV = "short-kv"
+CAUSE_UNKNOWN = "unknown"
+
+
+def small_s_cause(graph_mode: str) -> str:
+    """The cause a step's small S can be attributed to from how it ran."""
+    return {"graph": CAUSE_CAPTURE, "eager": CAUSE_SHORT_KV}.get(graph_mode, CAUSE_UNKNOWN)
+
+
+def layer_reference(
+    meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
+) -> pd.DataFrame:
     """``rank, step, fix``: the S each judged step is compared with (the collapse rule's
-    reference for a trace, whose grids count padding rows so the deserved S is unknown)."""
-    return _judged_steps(steps, layers)[["rank", "step", "fix"]]
+    reference for a trace, whose grids count padding rows so the deserved S is unknown). Only
+    steps where padding rows or the capture can be the cause: an eager step's small S is its
+    short KV, not a collapse."""
+    st = _judged_steps(meta, steps, layers)
+    st = st[st["graph_mode"].map(small_s_cause) != CAUSE_SHORT_KV]
+    return st[["rank", "step", "fix"]]
 
 
 def collapse_findings(
     meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
 ) -> list[Finding]:
-    """S = 1 (or at most half) where the path's formula would split these rows further; one
-    finding per (variant, rows, qlen, S) naming the ranks it holds on."""
-    st = _judged_steps(steps, layers)
+    """S at most half what the newer rule gives these rows; one finding per (variant, rows,
+    qlen, S, cause) naming the ranks it holds on and the cause the trace can show."""
+    st = _judged_steps(meta, steps, layers)
     if st.empty:
         return []
     checks = (meta.get("trace_checks") or {}).get("stage2", {})
     n_ranks = int(steps["rank"].nunique())
+    st["cause"] = st["graph_mode"].map(small_s_cause)
     out = []
-    for path, policies in COLLAPSE_POLICIES.items():
+    for path, (old, new) in COLLAPSE_POLICIES.items():
         g = st[st["path"] == path]
-        for (variant, rows, qlen, s), gg in g.groupby(["variant", "num_reqs", "qlen", "S"]):
+        for (variant, rows, qlen, s, cause), gg in g.groupby(
+            ["variant", "num_reqs", "qlen", "S", "cause"]
+        ):
             rows, qlen, s = int(rows), int(qlen), int(s)
-            old, new = policies
             cap = int(gg["fix"].iloc[0])
             if not is_collapsed(s, cap):  # the one collapse rule (analysis.splits)
                 continue
@@ -243,14 +298,43 @@ def collapse_findings(
             on_ranks = (
                 f" on {len(ranks)} of {n_ranks} ranks ({_rank_list(ranks)})" if n_ranks > 1 else ""
             )
-            pol = POLICIES[old]
-            kv_needed = 64 * (cap - 1) + 1
             c = checks.get(path, {})
             stage2 = (
                 f"; no stage-2 kernel in {c.get('s1_without_stage2', 0)} of its S = 1 layers "
                 "(consistent: stage 2 is not launched when S == 1)"
                 if s == 1 and c
                 else ""
+            )
+            heads, heads_src = trace_heads(meta, path)
+            where = (
+                f"{len(gg)} {'graph replay' if cause == CAUSE_CAPTURE else 'eager'} step(s) of "
+                f"{variant} ({_origin(meta)}: S from grid axis y, rows from grid axis x, qlen "
+                f"{'pinned by stage 2' if (meta.get('trace_checks') or {}).get('qlen', {}).get('from_stage2') else 'from grid axis z'}; "
+                f"{heads_src}{stage2})"
+            )
+            rule = (
+                f"Modelled with {old} ({POLICIES[old].source}): S = max(1, min(256 // "
+                f"({rows}*{qlen}), ceil(min_kv_seq_len/64))), so S = {s} means min_kv_seq_len <= "
+                f"{64 * s}; {new} gives {cap} for any KV length ({heads} heads)"
+            )
+            data = {
+                "path": path, "variant": variant, "used": s, "fix_gives": cap,
+                "without_padding": None, "rows": rows, "qlen": qlen, "heads": heads,
+                "steps": int(len(gg)), "ranks": ranks, "policy": old, "policy_fixed": new,
+                "cause": cause, "provenance": _origin(meta), "s_source": f"grid axis y of {variant}",
+                "model": f"modelled with {old} and {new}",
+            }  # fmt: skip
+            if cause == CAUSE_SHORT_KV:
+                out.append(_short_kv_finding(path, on_ranks, s, rows, qlen, cap, new, where, rule,
+                                             data))  # fmt: skip
+                continue
+            kv_needed = 64 * (cap - 1) + 1
+            why = (
+                "a graph replay replays the grid of its capture: S was chosen when the graph was "
+                f"captured, from the capture-time dummy run (KV = qlen = {qlen} tokens) or from "
+                "padding rows pinned to qlen feeding the minimum"
+                if cause == CAUSE_CAPTURE
+                else "the trace does not say whether these steps were graph replays"
             )
             out.append(
                 Finding(
@@ -262,39 +346,43 @@ def collapse_findings(
                         "unknown"
                     ),
                     evidence=(
-                        f"{len(gg)} step(s) of {variant} ({_origin(meta)}: S from grid axis y, "
-                        f"rows from grid axis x, qlen from grid axis z{stage2}). Modelled with "
-                        f"{old} ({pol.source}): S = max(1, min(256 // ({rows}*{qlen}) = {cap}, "
-                        f"ceil(min_kv_seq_len/64))), so S = {s} means min_kv_seq_len <= "
-                        f"{64 * s}: padding rows pinned to qlen (or the capture-time dummy run) "
-                        f"fed the minimum. With min_kv_seq_len over active rows S = {cap} once "
-                        f"real rows hold >= {kv_needed} KV tokens; {new} gives {cap} for any KV "
-                        f"length. The grid counts padding rows, so the padding-free S is not in "
-                        f"the trace"
+                        f"{where}. {rule}. Cause: {why}. With min_kv_seq_len over active rows "
+                        f"S = {cap} once real rows hold >= {kv_needed} KV tokens. The grid counts "
+                        "padding rows, so the padding-free S is not in the trace"
                     ),
                     fix=(
                         "compute min_kv_seq_len in the metadata builder over active rows "
-                        "(qo_len > 0) only (vLLM #51171), or run aiter >= v0.1.20"
+                        "(qo_len > 0) only (vLLM #51171) and capture with representative KV "
+                        "lengths, or run aiter >= v0.1.20 (S no longer depends on the KV)"
                     ),
-                    data={
-                        "path": path,
-                        "variant": variant,
-                        "used": s,
-                        "fix_gives": cap,
-                        "without_padding": None,
-                        "rows": rows,
-                        "qlen": qlen,
-                        "steps": int(len(gg)),
-                        "ranks": ranks,
-                        "policy": old,
-                        "policy_fixed": new,
-                        "provenance": _origin(meta),
-                        "s_source": f"grid axis y of {variant}",
-                        "model": f"modelled with {old} and {new}",
-                    },
+                    data=data,
                 )
             )
     return out
+
+
+def _short_kv_finding(
+    path: str, on_ranks: str, s: int, rows: int, qlen: int, cap: int, new: str, where: str,
+    rule: str, data: dict[str, Any],
+) -> Finding:  # fmt: skip
+    """A small S from a short real KV: no padding row and no capture is involved, so it is not
+    a collapse; the #51171 fix gives the same S and only the newer rule gives more."""
+    return Finding(
+        kind="split-short-kv",
+        severity="info",
+        title=(
+            f"S = {s} on the {path} path{on_ranks} from a short KV, not padding: {rows} rows x "
+            f"qlen {qlen} ran eagerly (no padding rows); {new} would give {cap}"
+        ),
+        evidence=(
+            f"{where}. {rule}. Eager steps carry no padding rows and no captured grid, so the "
+            "minimum over the real rows' KV bounded S; min_kv_seq_len over active rows (vLLM "
+            "#51171) gives the same S here"
+        ),
+        fix=f"upgrade AITER to {new.replace('aiter-gluon-', '')} (S no longer bounded by the KV); "
+        "otherwise nothing to fix: the KV is short",
+        data=data,
+    )
 
 
 def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
@@ -801,7 +889,7 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         ),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
-        "layer_reference": layer_reference(steps, layers),
+        "layer_reference": layer_reference(meta, steps, layers),
     }
 
 

@@ -267,6 +267,12 @@ def annotate(
             nxt = np.searchsorted(t_step, start[meta_k], side="left")
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
+    summary.checks["qlen"] = _pin_qlen_from_stage2(
+        role, group, layer, qlen, grids, axis_lut("qlen_axis")[idx] if n else np.zeros(0, int)
+    )
+    summary.checks["heads"] = _stage2_heads(
+        pats, role, idx, grids, axis_lut("heads_axis")[idx] if n else np.zeros(0, int)
+    )
     summary.mla_kernels = int((role == 1).sum())
     summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer)
     steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
@@ -274,6 +280,66 @@ def annotate(
     summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
     summary.layers = len(layers.get("step", ()))
     return {"replay": replay, "layer": layer, "splits": splits, "step": step}, steps, layers
+
+
+def _pin_qlen_from_stage2(
+    role: np.ndarray,
+    group: np.ndarray,
+    layer: np.ndarray,
+    qlen: np.ndarray,
+    grids: list[np.ndarray],
+    qaxis: np.ndarray,
+) -> dict[str, int]:
+    """qlen of each stage-1 kernel from the stage-2 kernel of its layer, where that kernel's
+    grid holds it. AITER gluon's stage 1 from v0.1.20 on launches (B, S, ceil(H/16)*qlen), so
+    its z is qlen only up to 16 heads; its stage 2 launches (B, H, qlen) in every release
+    (``mla_gluon.py``). A layer without stage 2 (S == 1) keeps stage 1's z: counted as
+    ``from_stage1`` (exact for the < 16 heads vLLM sends to gluon, ceil(H/16)*qlen above)."""
+    out = {"from_stage2": 0, "from_stage1": 0, "stage1_disagrees": 0}
+    s1 = np.nonzero((role == 1) & (layer >= 0) & (group >= 0) & (qlen > 0))[0]
+    s2 = np.nonzero((role == 2) & (layer >= 0) & (group >= 0) & (qaxis >= 0))[0]
+    if not len(s1):
+        return out
+    q2 = _from_axis(qaxis, grids, s2) if len(s2) and grids else np.zeros(0, np.int64)
+    s2, q2 = s2[q2 > 0], q2[q2 > 0]
+    span = int(layer.max()) + 1
+    k1 = group[s1] * span + layer[s1]
+    if len(s2):
+        k2 = group[s2] * span + layer[s2]
+        order = np.argsort(k2, kind="stable")
+        k2, q2 = k2[order], q2[order]
+        pos = np.clip(np.searchsorted(k2, k1), 0, len(k2) - 1)
+        hit = k2[pos] == k1
+        pinned = q2[pos[hit]]
+        out["stage1_disagrees"] = int((qlen[s1[hit]] != pinned).sum())
+        qlen[s1[hit]] = pinned
+        out["from_stage2"] = int(hit.sum())
+        out["from_stage1"] = int((~hit).sum())
+    else:
+        out["from_stage1"] = len(s1)
+    return out
+
+
+def _stage2_heads(
+    pats: list[KernelPattern | None],
+    role: np.ndarray,
+    idx: np.ndarray,
+    grids: list[np.ndarray],
+    haxis: np.ndarray,
+) -> dict[str, dict[str, int]]:
+    """Per path: the head counts its stage-2 grids show (gluon (B, H, qlen)), with how many
+    kernels show each; empty where no stage 2 ran (S == 1 everywhere) or holds no head axis."""
+    s2 = np.nonzero((role == 2) & (haxis >= 0))[0]
+    if not len(s2) or not grids:
+        return {}
+    h = _from_axis(haxis, grids, s2)
+    out: dict[str, dict[str, int]] = {}
+    paths = np.array([p.path if p else "" for p in pats], dtype=object)[idx[s2]]
+    for path in dict.fromkeys(paths.tolist()):
+        vals, counts = np.unique(h[(paths == path) & (h > 0)], return_counts=True)
+        if len(vals):
+            out[str(path)] = {str(int(v)): int(c) for v, c in zip(vals, counts, strict=True)}
+    return out
 
 
 def _replay_checks(

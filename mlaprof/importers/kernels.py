@@ -75,6 +75,7 @@ class KernelPattern:
     rows_axis: str | None = None  # grid axis holding the batch rows (padding rows included)
     qlen_axis: str | None = None  # grid axis holding qlen (gluon v0.1.20+: ceil(H/16)*qlen)
     kernel: str = ""  # the documented name (for messages)
+    heads_axis: str | None = None  # grid axis holding the head count (gluon stage 2: y)
 
     def __post_init__(self) -> None:
         role = _ROLE_ALIASES.get(self.role, self.role)
@@ -88,6 +89,7 @@ class KernelPattern:
             ("split_axis", self.split_axis, (*AXES, DEVICE)),
             ("rows_axis", self.rows_axis, AXES),
             ("qlen_axis", self.qlen_axis, AXES),
+            ("heads_axis", self.heads_axis, AXES),
         ):
             if ax is not None and ax not in ok:
                 raise MlaprofError(
@@ -138,7 +140,7 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     # AITER gluon MLA (bh16 layout: the one vLLM's verify route takes, < 16 heads)
     KernelPattern(GLUON, _plain("_mla_gluon"), STAGE1, "y", "x", "z", "_mla_gluon"),
     KernelPattern(GLUON, _plain("_mla_softmax_reducev_kernel"), STAGE2, None, "x", "z",
-                  "_mla_softmax_reducev_kernel"),
+                  "_mla_softmax_reducev_kernel", heads_axis="y"),
     # AITER ASM: persistent ("_ps") variants first; S is computed on the device
     # demangled (rocprofv3's default) or mangled (_ZN5aiter<len>mla_...E) code-object symbols
     KernelPattern(PERSISTENT, r"(?:aiter::mla_\w+_ps|_ZN5aiter\d+mla_\w+_psE)(?:\.kd)?", STAGE1,

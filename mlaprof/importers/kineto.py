@@ -161,6 +161,15 @@ def import_kineto(
     if not path.is_file():
         raise MlaprofError(f"{path} is not a file")
     doc = parse(path, read_text(path, "Kineto JSON trace"))
+    own = doc.get("otherData") if isinstance(doc, dict) else None
+    if isinstance(own, dict) and own.get("mlaprof_run") is not None:
+        run = str(own["mlaprof_run"])[:200]
+        raise MlaprofError(
+            f"{path} is mlaprof's own Perfetto export of run {run!r}, not a PyTorch profiler "
+            f"trace (its lanes are mlaprof's, so it would import as eager kernels): open the run "
+            f"itself (mlaprof report {run}), or carry it over as rocpd (mlaprof export {run} "
+            "--format rocpd, then mlaprof import rocprof FILE)"
+        )
     krows, api, xfer, n_launch = load_events(path, doc)
     if not krows and not api:
         raise MlaprofError(f"{path}: no kernel or runtime events found")

@@ -33,7 +33,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # a rocpd database is the user's input: its views may hold any SQL (a recursive query that never
 # ends). Reading one gives up after this many seconds (MLAPROF_ROCPD_TIMEOUT overrides it).
-DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_TIMEOUT_S = 60.0
 
 
 def _timeout() -> float:
@@ -82,21 +82,52 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+def _peek(path: Path, sql: str) -> tuple[Any, ...] | None:
+    """The first row of one query on a user's database, bounded like every read of it
+    (:class:`_Bound`: the time limit, Ctrl-C and SIGTERM); None when the file is not a readable
+    rocpd database (the import itself reports that)."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    bound = _Bound(_timeout())
+    con.set_progress_handler(bound, 10_000)
+    try:
+        return con.execute(sql).fetchone()
+    except sqlite3.Error:
+        if (signum := bound.stopped_by()) is not None:
+            raise stop_exception(signum) from None
+        if bound.expired:
+            raise bound.gave_up(path) from None
+        return None
+    finally:
+        con.close()
+
+
 def first_agent(path: Path) -> int | None:
     """The GPU (agent absolute index) of the database's first kernel dispatch, or None (also
     for a file that is not a readable rocpd database: the import itself reports that)."""
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            row = con.execute(
-                "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
-                "ON A.id = K.agent_id AND A.guid = K.guid ORDER BY K.guid, K.id LIMIT 1"
-            ).fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return None
+    row = _peek(
+        path,
+        "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
+        "ON A.id = K.agent_id AND A.guid = K.guid ORDER BY K.guid, K.id LIMIT 1",
+    )
     return None if row is None or not isinstance(row[0], int) else row[0]
+
+
+def export_identity(path: Path) -> tuple[str, str] | None:
+    """(run name, created) of the mlaprof run a rocpd database was exported from, or None for
+    a database rocprofv3 wrote: two exports of one run are one run, never two ranks."""
+    row = _peek(
+        path,
+        "SELECT json_extract(extdata, '$.mlaprof.meta.name'), "
+        "json_extract(extdata, '$.mlaprof.meta.created') FROM rocpd_info_process "
+        "WHERE json_valid(extdata) AND json_extract(extdata, '$.mlaprof.meta.name') IS NOT NULL "
+        "ORDER BY guid, id LIMIT 1",
+    )
+    if row is None or not isinstance(row[0], str):
+        return None
+    return row[0], str(row[1])
 
 
 def _json(text: Any) -> dict[str, Any]:

@@ -92,6 +92,8 @@ def import_rocprof(
     }
     run_name = name or f"rocprof-{path.stem or 'import'}"
     groups = rank_groups(fmt, files)
+    if fmt == "rocpd" and len(files) > 1:
+        groups = _one_per_export(groups, summary)
     # kernel traces (CSV, rocpd): the next ranks' reads overlap this rank's annotation and write,
     # and the first ones start before the run is created
     pending: dict[Path, Future[KernelColumns | None]] = {}
@@ -180,6 +182,30 @@ def import_rocprof(
                 fut.cancel()  # an import that failed: reads not yet started are dropped
 
     return final, summary
+
+
+def _one_per_export(groups: list[list[Path]], summary: ImportSummary) -> list[list[Path]]:
+    """Drop repeated mlaprof exports of one run (same run name and creation time): a folder
+    holding two exports of a run is that run, not two ranks. rocprofv3's own databases carry no
+    such identity and are all kept."""
+    seen: dict[tuple[str, str], Path] = {}
+    out = []
+    for group in groups:
+        kept = []
+        for f in group:
+            ident = rocpd_sqlite.export_identity(f)
+            if ident is not None and ident in seen:
+                summary.notes.append(
+                    f"{f.name}: another export of run {ident[0]!r} (as {seen[ident].name}); "
+                    "read once"
+                )
+                continue
+            if ident is not None:
+                seen[ident] = f
+            kept.append(f)
+        if kept:
+            out.append(kept)
+    return out
 
 
 def _sum_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -154,23 +154,41 @@ def between_replays(tr: Trace) -> None:
 
 def gluon(
     s: int, rows: int = 15, qlen: int = 4, heads: int = 8, replays: int = 3,
-    dropped: tuple[int, ...] = (),
+    dropped: tuple[int, ...] = (), v020: bool = False,
 ) -> Trace:  # fmt: skip
     """vLLM + AITER gluon verify (8 heads: Kimi-K2 at TP8) under FULL graphs: grid (B, S, qlen)
     x 256 (v0.1.19; = (B, S, ceil(H/16)*qlen) for H <= 16); stage 2 (B, H, qlen) x 512 only
-    when S > 1. ``dropped``: replays that lose every third dispatch in the trace."""
+    when S > 1. ``dropped``: replays that lose every third dispatch in the trace. ``v020``:
+    aiter v0.1.20+'s stage 1 grid (B, S, ceil(H/16)*qlen), which differs with > 16 heads."""
     tr = Trace()
+    z = -(-heads // 16) * qlen if v020 else qlen
     for r in range(replays):
         seq = []
         for _layer in range(LAYERS):
             seq.append((RMSNORM, (rows * qlen, 1, 1), W256, 2_000))
             seq.append((ROPE_CACHE, (rows * qlen, 1, 1), W256, 3_000))
-            seq.append((GLUON_S1, (rows, s, qlen), W256, 30_000 if s == 1 else 9_000))
+            seq.append((GLUON_S1, (rows, s, z), W256, 30_000 if s == 1 else 9_000))
             if s > 1:
                 seq.append((GLUON_S2, (rows, heads, qlen), W512, 2_500))
             seq.append((GEMM, (8, 4, 1), W256, 6_000))
         tr.replay(seq, drop_every=3 if r in dropped else 0)
         between_replays(tr)
+    return tr
+
+
+def gluon_eager(s: int, rows: int = 8, qlen: int = 4, steps: int = 3) -> Trace:
+    """gluon verify run eagerly (no graphs, so no padding rows): each kernel its own launch,
+    steps 2 ms apart. S = 1 on 8 rows x qlen 4 is v0.1.19's rule on a short real KV
+    (ceil(min_kv/64) = 1: min_kv <= 64), not padding: 256 // 32 = 8 under v0.1.20."""
+    tr = Trace()
+    for _ in range(steps):
+        for _layer in range(LAYERS):
+            tr.eager(RMSNORM, (rows * qlen, 1, 1), W256, 2_000)
+            tr.eager(GLUON_S1, (rows, s, qlen), W256, 20_000)
+            if s > 1:
+                tr.eager(GLUON_S2, (rows, 8, qlen), W512, 2_500)
+            tr.eager(GEMM, (8, 4, 1), W256, 6_000)
+        tr.gap(2_000_000)
     return tr
 
 
@@ -283,6 +301,10 @@ def build(out: Path = OUT) -> list[Path]:
     dropped.write(out / "gluon_v0119_fix_dropped")
     persistent_eager_steps().write(out / "persistent_eager_steps")
     fleet(out / "fleet_dp2_tp4")
+    # aiter v0.1.20 gluon with 32 heads (AITER called directly: vLLM sends >= 16 heads to ASM):
+    # stage 1's z is ceil(32/16)*4 = 8, stage 2's (B, 32, 4) pins qlen 4; S = 256 // (8*4*2) = 4
+    gluon(4, rows=8, heads=32, v020=True).write(out / "gluon_v020_32heads")
+    gluon_eager(1).write(out / "gluon_eager_short_kv")
     return sorted(p for p in out.rglob("*.csv"))
 
 
