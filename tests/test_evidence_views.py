@@ -167,6 +167,12 @@ def test_fleet_reports_per_rank_and_finds_the_collapse_on_its_ranks(
     # per rank in the TUI: each rank's layers carry that rank's collapse count
     by_rank = {r["rank"]: r["collapsed"] for r in doc["layers"] if r["layer"] == 0}
     assert by_rank == {0: 3, 1: 3, 2: 3, 3: 3, 4: 0, 5: 0, 6: 0, 7: 0}
+    # the trace's evidence counts add up over the ranks (each rank counted once)
+    checks = doc["trace"]["checks"]
+    assert checks["launches"]["mla_replays_with_launch"] == 24
+    assert checks["launches"]["graph_launches"] == 24
+    assert checks["stage2"]["aiter-gluon"]["s1_without_stage2"] == 48
+    assert checks["replays"]["replays"] == 24
     # steps are per rank: every rank's 3 steps are there, none merged away
     assert len(doc["trace"]["steps"]) == 24
     assert {(s["rank"], s["step"]) for s in doc["trace"]["steps"]} == {

@@ -145,7 +145,9 @@ def import_rocprof(
                             summary.layers,
                             summary.eager_steps,
                         )
-                        before = summary.checks
+                        # this rank's checks start empty (annotate fills the dict in place, so
+                        # keeping it would add the rank to itself and drop the ranks before)
+                        before, summary.checks = summary.checks, {}
                         kernels, steps, layers = annotated(w, kernels, matcher, summary, True)
                         if rank:  # the trace checks count over all ranks
                             summary.checks = _sum_counts(before, summary.checks)
