@@ -163,7 +163,15 @@ def test_fleet_reports_per_rank_and_finds_the_collapse_on_its_ranks(
     (f,) = [f for f in doc["findings"] if f["kind"] == "split-collapse"]
     assert f["data"]["ranks"] == [0, 1, 2, 3]
     assert "on 4 of 8 ranks (0, 1, 2, 3)" in f["title"]
-    assert "ranks DISAGREE: collapsed on 4 (0, 1, 2, 3), not on 4 (4, 5, 6, 7)" in term
+    disagree = "DISAGREE: collapsed on 4 (0, 1, 2, 3), not on 4 (4, 5, 6, 7)"
+    for text in (term, once, page):  # the fleet view in the report, the TUI and the HTML
+        assert disagree in " ".join(text.split())
+    # where each rank came from (host folder, pid) and its data-parallel group (inferred)
+    per = fleet["per_rank"]
+    assert [r["host"] for r in per] == ["host0"] * 4 + ["host1"] * 4
+    assert [r["pid"] for r in per] == [5000, 5001, 5002, 5003, 5100, 5101, 5102, 5103]
+    assert [r["dp_group"] for r in per] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert fleet["dp_groups"] == 2
     # per rank in the TUI: each rank's layers carry that rank's collapse count
     by_rank = {r["rank"]: r["collapsed"] for r in doc["layers"] if r["layer"] == 0}
     assert by_rank == {0: 3, 1: 3, 2: 3, 3: 3, 4: 0, 5: 0, 6: 0, 7: 0}

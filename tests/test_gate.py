@@ -221,7 +221,9 @@ def test_real_capture_branch_reports_what_the_checker_cannot_see(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(core, "_on_cuda", lambda args, kwargs: True)
     checker = core.SyncChecker  # CUDA sync-debug mode raises on a CPU build: leave it off
-    monkeypatch.setattr(core, "SyncChecker", lambda cuda_debug=False: checker())
+    monkeypatch.setattr(
+        core, "SyncChecker", lambda cuda_debug=False, simulate_device=False: checker()
+    )
     x = torch.ones(3)
     bad = run_gated(_driver_sync, x, layers=2)
     assert not bad.ok and "real capture" in bad.region
@@ -235,3 +237,90 @@ def test_real_capture_branch_reports_what_the_checker_cannot_see(monkeypatch):
     calls = []
     monkeypatch.setattr(core, "_capture", lambda *a: calls.append(a))
     assert not run_gated(lambda t: t.nonzero(), x).ok and calls == []
+
+
+# -- the gate on a CPU-only machine sees every device-to-host sync ---------------------------------
+def _item(q):
+    return q.sum().item()
+
+
+def _tolist(q):
+    return q.tolist()
+
+
+def _cpu(q):
+    return q.cpu()
+
+
+def _to_cpu(q):
+    return q.to("cpu")
+
+
+def _to_cpu_device_kw(q):
+    return q.to(device="cpu", dtype=torch.float16)
+
+
+def _numpy(q):
+    return q.numpy()
+
+
+def _bool(q):
+    return bool(q.sum() > 0)
+
+
+def _synchronize(q):
+    torch.cuda.synchronize()
+    return q
+
+
+def _data_dependent(q):
+    return torch.nonzero(q)
+
+
+SYNCS = {
+    _item: "aten._local_scalar_dense",
+    _tolist: "Tensor.tolist",
+    _cpu: "Tensor.cpu",
+    _to_cpu: "Tensor.to(cpu)",
+    _to_cpu_device_kw: "Tensor.to(cpu)",
+    _numpy: "Tensor.numpy",
+    _bool: "aten._local_scalar_dense",
+    _synchronize: "torch.cuda.synchronize",
+    _data_dependent: "aten.nonzero",
+}
+
+
+@pytest.mark.parametrize("fn", list(SYNCS), ids=lambda f: f.__name__)
+def test_every_host_sync_fails_the_cpu_gate_with_op_and_line(fn) -> None:
+    import inspect
+
+    q = torch.randn(4, 8)
+    report = run_gated(fn, q, real_capture="never")
+    assert not report.ok
+    (e,) = report.findings
+    line = inspect.getsourcelines(fn)[1] + 1  # the body's first line
+    assert (e.kind, e.op) == ("sync", SYNCS[fn])
+    assert e.location == f"tests/test_gate.py:{line}" and e.function == fn.__name__
+    # the patches are gone after the region: nothing changed for the rest of the process
+    assert torch.cuda.synchronize.__name__ == "synchronize"
+    assert not hasattr(torch.Tensor.cpu, "__wrapped__")
+
+
+def test_casts_and_device_copies_that_stay_on_the_device_pass_the_cpu_gate() -> None:
+    def fine(q):
+        return q.to(torch.float16).float() * 2 + q.to(q.device, torch.float32)
+
+    assert run_gated(fine, torch.randn(4, 8), real_capture="never").ok
+
+
+def test_check_exits_1_on_torch_cuda_synchronize_on_a_cpu_machine(tmp_path, capsys) -> None:
+    mod = tmp_path / "gate_sync_mod.py"
+    mod.write_text("import torch\n\ndef region(q):\n    torch.cuda.synchronize()\n    return q\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        rc = main(["check", "gate_sync_mod:region", "--shapes", "q=4x8", "--device", "cpu"])
+    finally:
+        sys.path.remove(str(tmp_path))
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "torch.cuda.synchronize at gate_sync_mod.py:4 in region()" in out

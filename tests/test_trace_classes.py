@@ -127,3 +127,27 @@ def test_the_default_time_limit_is_a_minute_at_most(monkeypatch) -> None:
 
     monkeypatch.delenv("MLAPROF_ROCPD_TIMEOUT", raising=False)
     assert rocpd_sqlite._timeout() <= 60
+
+
+def test_the_mtp_drafters_graphs_are_not_verify_steps(tmp_path, capsys) -> None:
+    """3 verify replays (4 MLA layers, ASM verify kernel, ~2 ms) each followed by 3 drafter
+    replays (1 MLA layer of the ASM decode kernel, ~50 us): the drafter gets its own table and
+    never reads as lost kernels, a variant switch or verify steps."""
+    doc = _import(tmp_path, "asm_mtp_drafter", capsys)
+    tr = doc["trace"]
+    (p,) = tr["paths"]
+    assert p["variant"] == "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1" and p["steps"] == 3
+    assert len(tr["steps"]) == 3
+    d = tr["drafter"]
+    assert (d["steps"], d["graph_steps"], d["layers_per_pass"], d["S"]) == (9, 9, "1", "4")
+    assert d["variants"] == ["aiter::mla_dec_stage1_bf16_a16w16_subQ16_mqa16"]
+    assert tr["trust"]["verdict"] == "reliable"
+    assert "variant" not in _kinds(doc) and "trust" not in _kinds(doc)
+    # the median step is the verify replay's (~2 ms), not the drafter's 47 us
+    assert doc["timing"]["step_median_us"] > 1000
+    assert doc["timing"]["steps"] == 3
+    # every view shows the drafter's line
+    assert main(["report", str(tmp_path / "t" / "asm_mtp_drafter")]) == 0
+    assert "drafter passes (the drafter's own graphs, not verify steps): 9" in " ".join(
+        capsys.readouterr().out.split()
+    )

@@ -328,6 +328,8 @@ def trace_lines(v: View) -> list[str]:
     ]
     out += format_table((head, rows))
     out += [f"  {p['variant']}: S {p['S_source']}" for p in t["paths"]]
+    if t.get("drafter"):
+        out.append(f"  {t['drafter']['text']}")
     rt = t.get("replay_time") or {}
     if rt.get("replays"):
         share = fmt_pct(rt.get("attention_share"))
@@ -379,6 +381,30 @@ def engine_start_lines(v: View) -> list[str]:
     return out
 
 
+def fleet_lines(v: View) -> list[str]:
+    """Ranks side by side (the analysis' fleet view): which collapsed, S, host and DP group."""
+    f = v.fleet
+    if not f or f["ranks"] < 2:
+        return []
+    bad, ok = f["ranks_collapsed"], f["ranks_not_collapsed"]
+    head = (
+        f"ranks: {f['ranks']}, all agree"
+        if f["agree"]
+        else f"ranks: {f['ranks']}, DISAGREE: collapsed on {_ranks(bad)}, not on {_ranks(ok)}"
+    )
+    rows = [["rank", "host", "DP", "S min", "S max", "collapsed"]] + [
+        [str(r["rank"]), r["host"] or "-", _s(r["dp_group"]), _s(r["S_min"]), _s(r["S_max"]),
+         f"{r['collapsed_layers']}/{r['layers']} layers"]
+        for r in f["per_rank"]
+    ]  # fmt: skip
+    return [head, *format_table((rows[0], rows[1:])), f"(DP: {f['dp_groups_source']})"]
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"{len(ranks)} (" + ", ".join(map(str, ranks)) + ")" if ranks else "none"
+
+
 def detail_lines(v: View) -> list[str]:
-    """Everything the analysis says about an engine run, imported trace or imported log."""
-    return [*engine_lines(v), *trace_lines(v), *engine_start_lines(v)]
+    """Everything the analysis says about an engine run, imported trace or imported log, and
+    the ranks side by side."""
+    return [*fleet_lines(v), *engine_lines(v), *trace_lines(v), *engine_start_lines(v)]

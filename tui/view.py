@@ -71,6 +71,7 @@ class View:
     shadow: dict[str, Any] | None = None
     trace: dict[str, Any] | None = None
     engine_starts: list[dict[str, Any]] | None = None
+    fleet: dict[str, Any] | None = None  # the analysis' ranks side by side
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -225,6 +226,7 @@ def build_view(
         shadow=analysis.get("shadow") if analysis else None,
         trace=analysis.get("trace") if analysis else None,
         engine_starts=analysis.get("engine_starts") if analysis else None,
+        fleet=analysis.get("fleet") if analysis else None,
     )
 
 

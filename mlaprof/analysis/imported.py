@@ -780,11 +780,12 @@ def replay_time(
         else:
             groups = frame.groupby("rank")
         for rank, k in groups:
-            keep = k["step"].notna() & k["replay"].notna()
+            # the kernels of the steps being analysed (a drafter's graphs are left out)
+            ly = by_rank.get(rank, ly_all) if by_rank else ly_all
+            keep = k["step"].notna() & k["replay"].notna() & k["step"].isin(ly["step"].unique())
             k = k if keep.all() else k[keep]
             if k.empty:
                 continue
-            ly = by_rank.get(rank, ly_all) if by_rank else ly_all
             win = _windows(k, ly.sort_values(["step", "end"]))
             if win is None:
                 return empty

@@ -8,15 +8,42 @@ import statistics
 from typing import Any
 
 
-def fleet_summary(ranks: list[int], layer_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``."""
+def dp_groups(batches: dict[int, tuple[Any, ...]]) -> dict[int, int]:
+    """Data-parallel groups where a trace can tell them: the ranks that ran the same batch rows
+    at every step (tensor-parallel peers share a batch; DP groups serve their own). Groups are
+    numbered in the order of their first rank; a rank with no batch record gets none."""
+    out: dict[int, int] = {}
+    seen: dict[tuple[Any, ...], int] = {}
+    for rank in sorted(batches):
+        sig = batches[rank]
+        if sig:
+            out[rank] = seen.setdefault(sig, len(seen))
+    return out
+
+
+def fleet_summary(
+    ranks: list[int],
+    layer_rows: list[dict[str, Any]],
+    sources: list[dict[str, Any]] | None = None,
+    batches: dict[int, tuple[Any, ...]] | None = None,
+) -> dict[str, Any]:
+    """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``; each rank
+    with its host, pid and GPU where the import recorded them (``sources``) and its DP group
+    where the batches tell it (``batches``: rank -> batch rows per step)."""
+    src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
+    groups = dp_groups(batches or {}) if len(ranks) > 1 else {}
     per_rank = []
     for rank in ranks:
         rows = [r for r in layer_rows if r["rank"] == rank]
         used = [r["S_min"] for r in rows if r["S_min"] is not None]
+        s = src.get(rank, {})
         per_rank.append(
             {
                 "rank": rank,
+                "host": s.get("host"),
+                "pid": s.get("pid"),
+                "agent": s.get("agent"),
+                "dp_group": groups.get(rank),
                 "layers": len(rows),
                 "S_min": min(used) if used else None,
                 "S_max": max(used) if used else None,
@@ -39,6 +66,10 @@ def fleet_summary(ranks: list[int], layer_rows: list[dict[str, Any]]) -> dict[st
     collapsed = [r["rank"] for r in per_rank if r["collapsed_layers"]]
     return {
         "ranks": len(ranks),
+        "dp_groups": len(set(groups.values())) if groups else None,
+        "dp_groups_source": "inferred: ranks that ran the same batch rows at every step"
+        if groups
+        else "unknown (one rank, or no batch rows recorded)",
         "ranks_collapsed": collapsed,
         "ranks_not_collapsed": [r["rank"] for r in per_rank if not r["collapsed_layers"]],
         # ranks disagree when some collapsed and others did not, or their S differ per layer

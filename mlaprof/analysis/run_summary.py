@@ -155,7 +155,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         padding=padding_summary(t["padding"]),
         layers=layers,
         layer_splits=layer_splits(t["layers"]),
-        fleet=fleet_summary(ev.ranks, layers),
+        fleet=fleet_summary(ev.ranks, layers, ev.meta.get("rank_sources"), _batches(t["steps"])),
         trace=ev.trace,
         reservation=reservation_summary(ev.scenario),
         timing=timing_summary(t["steps"], t["layers"]),
@@ -173,6 +173,17 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything ``mlaprof report --json`` prints (one JSON object)."""
     return build_summary(run, shadow).to_json()
+
+
+def _batches(steps: Any) -> dict[int, tuple[Any, ...]]:
+    """Per rank, its batch rows step by step (the signature DP groups are told apart by)."""
+    if steps.empty or steps["num_reqs"].isna().all():
+        return {}
+    st = steps.sort_values(["rank", "step"])
+    return {
+        int(r): tuple(None if v != v else int(v) for v in g["num_reqs"])
+        for r, g in st.groupby("rank")
+    }
 
 
 def layer_splits(layers: Any) -> list[dict[str, int | None]]:

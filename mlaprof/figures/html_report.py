@@ -193,6 +193,38 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
     )
 
 
+def _fleet_html(s: dict) -> str:
+    """Ranks side by side (the analysis' fleet view); nothing for a single rank."""
+    f = s.get("fleet") or {}
+    if f.get("ranks", 0) < 2:
+        return ""
+    bad, ok = f["ranks_collapsed"], f["ranks_not_collapsed"]
+    head = (
+        "all ranks agree"
+        if f["agree"]
+        else f"ranks DISAGREE: collapsed on {len(bad)} ({', '.join(map(str, bad))}), not on "
+        f"{len(ok)} ({', '.join(map(str, ok))})"
+    )
+
+    def cell(v: object) -> str:
+        return "unknown" if v is None else _e(v)
+
+    rows = "".join(
+        f"<tr><td class='num'>{r['rank']}</td><td>{cell(r['host'])}</td>"
+        f"<td class='num'>{cell(r['pid'])}</td><td class='num'>{cell(r['dp_group'])}</td>"
+        f"<td class='num'>{cell(r['S_min'])}</td><td class='num'>{cell(r['S_max'])}</td>"
+        f"<td class='num'>{r['collapsed_layers']} / {r['layers']}</td></tr>"
+        for r in f["per_rank"]
+    )
+    return (
+        f'<h2 id="ranks">Ranks ({f["ranks"]})</h2><p>{_e(head)}; DP group '
+        f"{_e(f['dp_groups_source'])}</p><table><tr><th>rank</th><th>host</th><th>pid</th>"
+        "<th>DP group</th><th>S min</th><th>S max</th><th>collapsed layers</th></tr>"
+        + rows
+        + "</table>"
+    )
+
+
 def _trace_html(s: dict) -> str:
     """An imported trace: path and variant per step, S and rows with where each came from, and
     the capture / sync verdicts its evidence supports (all from the analysis)."""
@@ -226,6 +258,7 @@ def _trace_html(s: dict) -> str:
         "<th>rows</th><th>qlen</th><th>where from</th></tr>"
         + rows
         + "</table>"
+        + (f"<p>{_e(tr['drafter']['text'])}</p>" if tr.get("drafter") else "")
         + _replay_time_html(tr["replay_time"])
     )
 
@@ -318,6 +351,7 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
         _meta_html(run, s),
+        _fleet_html(s),
         _trace_html(s),
     ]
     starts = s.get("engine_starts") or []  # the analysis' own reading of an imported log

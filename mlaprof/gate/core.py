@@ -146,7 +146,8 @@ def run_gated(
     cuda = torch.cuda.is_available() and _on_cuda(args, kwargs)
     if real_capture == "always" and not cuda:
         raise MlaprofError("real capture needs CUDA/HIP tensors on a GPU; none here")
-    checker = SyncChecker(cuda_debug=cuda)
+    # without a GPU the arguments stand for device tensors: host copies and explicit syncs count
+    checker = SyncChecker(cuda_debug=cuda, simulate_device=not cuda)
     for layer in range(layers):
         with checker.region(layer=layer):
             fn(*args, **kwargs)

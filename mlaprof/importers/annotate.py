@@ -274,7 +274,7 @@ def annotate(
         pats, role, idx, grids, axis_lut("heads_axis")[idx] if n else np.zeros(0, int)
     )
     summary.mla_kernels = int((role == 1).sum())
-    summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer)
+    summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer, qlen)
     steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
     summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
     summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
@@ -349,10 +349,12 @@ def _replay_checks(
     rows: np.ndarray,
     step: np.ndarray,
     layer: np.ndarray,
+    qlen: np.ndarray,
 ) -> dict[str, int]:
     """Replays against their graph's usual kernel count. A tracer loses dispatches but never
     adds any, so a graph's usual count is the most any of its replays shows; the graph is
-    ``graph_id`` where the trace has it, else the stage-1 kernel variant and batch rows."""
+    ``graph_id`` where the trace has it, else the stage-1 kernel variant, batch rows and qlen
+    (a drafter's decode graph, qlen 1, is never judged against the target's verify graph)."""
     reps = np.nonzero(replay >= 0)[0]
     out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
            "replays_without_mla": 0, "steps_missing_layers": 0, "last_replay_cut": 0}  # fmt: skip
@@ -368,15 +370,17 @@ def _replay_checks(
     np.minimum.at(variant, replay[s1], kc.name_idx[s1])
     rws = np.full(nrep, NULL, np.int64)
     np.maximum.at(rws, replay[s1], rows[s1])
+    qls = np.full(nrep, NULL, np.int64)
+    np.maximum.at(qls, replay[s1], qlen[s1])
     gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)
     if gid is not None and (gm is None or not gm[reps].all()):
         key = np.full(nrep, NULL, np.int64)
         ok = reps if gm is None else reps[~gm[reps]]
         np.maximum.at(key, replay[ok], gid[ok])
     else:
-        # (stage-1 variant, batch rows) as one integer; replays without MLA share one key
+        # (stage-1 variant, batch rows, qlen) as one integer; replays without MLA share one key
         var = np.where(variant == big, -1, variant)
-        key = (var + 1) * (int(rws.max()) + 2) + (rws + 1)
+        key = ((var + 1) * (int(rws.max()) + 2) + (rws + 1)) * (int(qls.max()) + 2) + (qls + 1)
     uniq, inv = np.unique(key[seen], return_inverse=True)
     usual = np.zeros(len(uniq), np.int64)
     np.maximum.at(usual, inv, count[seen])

@@ -94,6 +94,8 @@ def import_rocprof(
     groups = rank_groups(fmt, files)
     if fmt == "rocpd" and len(files) > 1:
         groups = _one_per_export(groups, summary)
+    if len(groups) > 1:
+        meta["rank_sources"] = rank_sources(path, fmt, groups)
     # kernel traces (CSV, rocpd): the next ranks' reads overlap this rank's annotation and write,
     # and the first ones start before the run is created
     pending: dict[Path, Future[KernelColumns | None]] = {}
@@ -273,6 +275,27 @@ def _first_device(fmt: str, paths: list[Path]) -> int:
         except (OSError, csv.Error, MlaprofError):
             continue  # the import itself reports what is wrong with the file
     return none
+
+
+def rank_sources(root: Path, fmt: str, groups: list[list[Path]]) -> list[dict[str, Any]]:
+    """Where each rank came from: its host folder (relative to the imported folder; None when
+    the files lie in it directly), the pid of rocprofv3's file names, the GPU of its first
+    kernel, and its files. Kept in run.json, so every view names ranks the same way."""
+    out = []
+    for rank, g in enumerate(groups):
+        folder, pid = _process_key(g[0])
+        rel = Path(folder).relative_to(root) if root.is_dir() else Path(".")
+        dev = _first_device(fmt, g)
+        out.append(
+            {
+                "rank": rank,
+                "host": None if str(rel) == "." else rel.as_posix(),
+                "pid": int(pid) if pid else None,
+                "agent": None if dev >= 1 << 62 else dev,
+                "files": [f.name for f in g],
+            }
+        )
+    return out
 
 
 def rank_groups(fmt: str, files: list[Path]) -> list[list[Path]]:

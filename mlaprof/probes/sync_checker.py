@@ -16,7 +16,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -134,8 +134,14 @@ class _Mode(TorchDispatchMode):
 class SyncChecker:
     """Records syncs/allocations inside ``with checker.region(layer=..., step=...)`` blocks."""
 
-    def __init__(self, raise_on_first: bool = False, cuda_debug: bool = False) -> None:
+    def __init__(
+        self, raise_on_first: bool = False, cuda_debug: bool = False, simulate_device: bool = False
+    ) -> None:
         self.raise_on_first = raise_on_first
+        # the region's tensors stand for device tensors (the gate on a CPU-only machine): what
+        # would copy them to the host (.cpu(), .to("cpu"), .numpy()) and explicit device syncs
+        # (torch.cuda.synchronize) are recorded as syncs instead of passing or failing
+        self.simulate_device = simulate_device
         self.cuda_debug = cuda_debug and torch.cuda.is_available()
         self.events: list[SyncEvent] = []
         self.cuda_debug_warnings = 0
@@ -287,11 +293,51 @@ class SyncChecker:
             return wrapper
 
         tolist.__wrapped__ = torch.Tensor.tolist  # type: ignore[attr-defined]
-        return [
+        patches = [
             (torch.Tensor, "tolist", tolist),
             (torch, "tensor", factory(torch.tensor, "torch.tensor")),
             (torch, "as_tensor", factory(torch.as_tensor, "torch.as_tensor")),
         ]
+        return patches + (self._device_patches() if self.simulate_device else [])
+
+    def _device_patches(self) -> list[tuple[Any, str, Any]]:
+        """On a CPU standing in for a device: host copies and explicit syncs, each recorded
+        where the caller made it. Explicit syncs do not run (there is no device to wait for)."""
+        checker = self
+
+        def host_copy(fn: Any, label: str, to_host: Callable[..., bool]) -> Any:
+            def wrapper(t: torch.Tensor, *a: Any, **k: Any) -> Any:
+                if to_host(*a, **k):
+                    checker._add("sync", label, f"{label} copies a device tensor to the host")
+                    checker._quiet += 1  # any inner copy is the same sync
+                    try:
+                        return fn(t, *a, **k)
+                    finally:
+                        checker._quiet -= 1
+                return fn(t, *a, **k)
+
+            wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+            return wrapper
+
+        def explicit(fn: Any, label: str) -> Any:
+            def wrapper(*a: Any, **k: Any) -> None:
+                checker._add("sync", label, f"{label}() waits for the device on the host")
+
+            wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+            return wrapper
+
+        out: list[tuple[Any, str, Any]] = [
+            (torch.Tensor, "cpu", host_copy(torch.Tensor.cpu, "Tensor.cpu", lambda *a, **k: True)),
+            (torch.Tensor, "numpy", host_copy(torch.Tensor.numpy, "Tensor.numpy",
+                                              lambda *a, **k: True)),
+            (torch.Tensor, "to", host_copy(torch.Tensor.to, "Tensor.to(cpu)", _targets_host)),
+            (torch.cuda, "synchronize", explicit(torch.cuda.synchronize, "torch.cuda.synchronize")),
+        ]  # fmt: skip
+        for cls, label in ((torch.cuda.Stream, "Stream"), (torch.cuda.Event, "Event")):
+            fn = getattr(cls, "synchronize", None)
+            if fn is not None:
+                out.append((cls, "synchronize", explicit(fn, f"torch.cuda.{label}.synchronize")))
+        return out
 
     # -- summaries ---------------------------------------------------------------------------
     def syncs(self) -> list[SyncEvent]:
@@ -303,3 +349,15 @@ class SyncChecker:
             if e.kind == kind:
                 out[e.layer] = out.get(e.layer, 0) + 1
         return out
+
+
+def _targets_host(*args: Any, **kwargs: Any) -> bool:
+    """Whether ``Tensor.to(*args, **kwargs)`` names the host by name (``"cpu"``). On the CPU
+    standing in for a device, a ``torch.device`` object is the region's own device (``x.to(
+    q.device)``, a no-op on the GPU, must not fail the gate); a real GPU run decides those."""
+    dev = kwargs.get("device")
+    for a in args:
+        if isinstance(a, (str, torch.device)):
+            dev = a
+            break
+    return isinstance(dev, str) and dev.split(":")[0].strip().lower() == "cpu"

@@ -91,6 +91,8 @@ def print_report(
                 highlight=False,
             )
         _print_trace_paths(console, trace)
+        if trace.get("drafter"):
+            console.print(term(trace["drafter"]["text"]), highlight=False)
     else:
         for h in s["headline"]:
             console.print(
@@ -310,14 +312,21 @@ def _print_fleet(console: Console, fleet: dict) -> None:
         highlight=False,
     )
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
-    for col in ("rank", "layers", "S min", "S max", "collapsed layers", "collapsed steps"):
-        t.add_column(col, justify="right")
+    cols = ("rank", "host", "pid", "GPU", "DP", "layers", "S min", "S max", "coll. layers",
+            "coll. steps")  # fmt: skip
+    for col in cols:
+        t.add_column(col, justify="left" if col == "host" else "right")
     for r in fleet["per_rank"]:
         t.add_row(
-            str(r["rank"]), str(r["layers"]), _or_unknown(r["S_min"]), _or_unknown(r["S_max"]),
-            str(r["collapsed_layers"]), str(r["collapsed_steps"]),
+            str(r["rank"]), term(r["host"] or "-"), _or_unknown(r["pid"]), _or_unknown(r["agent"]),
+            _or_unknown(r["dp_group"]), str(r["layers"]), _or_unknown(r["S_min"]),
+            _or_unknown(r["S_max"]), str(r["collapsed_layers"]), str(r["collapsed_steps"]),
         )  # fmt: skip
     console.print(t)
+    console.print(
+        f"[dim]DP: data-parallel group, {term(fleet['dp_groups_source'])}; host: the folder "
+        "of the rank's files in the import; unknown: not in the trace[/]"
+    )
 
 
 def _or_unknown(v: object) -> str:

@@ -208,6 +208,34 @@ def asm(rows: int = 15, s: int = 16, heads: int = 16, replays: int = 3) -> Trace
     return tr
 
 
+def mtp_drafter(rows: int = 15, steps: int = 3, k: int = 3) -> Trace:
+    """DeepSeek-V3 at TP8 with the MTP drafter (deepseek_mtp, k = 3): every verify step is one
+    replay of the target's graph (4 MLA layers here; 61 in the real model) on the ASM verify
+    kernel (grid (1, B, S=16), qlen 4), followed by k replays of the drafter's own graph: ONE MLA
+    layer of the decode kernel ``aiter::mla_dec_stage1_bf16_a16w16_subQ16_mqa16`` (grid
+    (1, B, S=4): qlen 1) and its stage 2. Same family (aiter-asm), other variant and layer
+    count: the drafter must never read as lost kernels, a variant switch or a verify step."""
+    tr = Trace()
+    for _ in range(steps):
+        seq = []
+        for _layer in range(LAYERS):
+            seq.append((CACHE_WRITE, (rows * 4, 1, 1), W256, 2_000))
+            seq.append((ASM_S1, (1, rows, 16), W256, 400_000))
+            seq.append((ASM_S2, (rows, 16, 1), W64, 20_000))
+            seq.append((GEMM, (8, 4, 1), W256, 60_000))
+        tr.replay(seq)
+        for _ in range(k):
+            tr.gap(20_000)
+            tr.replay([
+                (RMSNORM, (rows, 1, 1), W256, 2_000),
+                (ASM_S1_FLAT, (1, rows, 4), W256, 30_000),
+                (ASM_S2, (rows, 16, 1), W64, 3_000),
+                (GEMM, (8, 4, 1), W256, 6_000),
+            ])  # fmt: skip
+        between_replays(tr)
+    return tr
+
+
 def persistent(small: int = 8, large: int = 40, s_large: int = 6, cus: int = 256) -> Trace:
     """Batches below AITER_MLA_DECODE_PERSISTENT_MAX_BATCH (32) take the persistent kernel: an
     eager metadata kernel in the builder ((1,1,1) x 64), then per layer the _ps kernel ((#CU,
@@ -305,6 +333,7 @@ def build(out: Path = OUT) -> list[Path]:
     # stage 1's z is ceil(32/16)*4 = 8, stage 2's (B, 32, 4) pins qlen 4; S = 256 // (8*4*2) = 4
     gluon(4, rows=8, heads=32, v020=True).write(out / "gluon_v020_32heads")
     gluon_eager(1).write(out / "gluon_eager_short_kv")
+    mtp_drafter().write(out / "asm_mtp_drafter")
     return sorted(p for p in out.rglob("*.csv"))
 
 

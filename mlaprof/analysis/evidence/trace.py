@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.graph_kinds import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.imported import imported_summary
 from mlaprof.store.runkind import RunKind
 
@@ -14,11 +17,27 @@ if TYPE_CHECKING:
     from mlaprof.store.reader import Run
 
 
+def _of_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``rows`` that belong to ``steps`` (by rank and step)."""
+    if rows.empty:
+        return rows
+    keep = pd.MultiIndex.from_arrays([steps["rank"], steps["step"]])
+    return rows[pd.MultiIndex.from_arrays([rows["rank"], rows["step"]]).isin(keep)]
+
+
 def trace_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     src = run.meta.get("imported_from")
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
+    # the drafter's own graphs get their own table; every analysis below sees verify steps only
+    kinds = graph_kinds(t["steps"], t["layers"])
+    drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
+    drafter = drafter_summary(drafting, _of_steps(t["layers"], drafting), str(prov))
+    if not drafting.empty:
+        t["steps"] = t["steps"][kinds != DRAFTER]
+        t["layers"] = _of_steps(t["layers"], t["steps"])
     tr = imported_summary(run, t["steps"], t["layers"])
+    tr["drafter"] = drafter if not drafting.empty else None
     reference = tr.pop("layer_reference")
     c = dict(tr["capture"])
     status = CaptureStatus(c.pop("status"))

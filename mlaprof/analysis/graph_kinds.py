@@ -1,0 +1,77 @@
+"""Which graph each step of an imported trace belongs to, from the trace itself: the target
+model's verify passes, a speculative drafter's passes, or other graphs.
+
+A speculative drafter (MTP ``deepseek_mtp``, EAGLE) runs its own small graphs between the verify
+steps: one or a few MLA layers, decode kernels at qlen 1 after its first pass. The target's
+verify graph holds every MLA layer of the model. Per rank, a step is the drafter's when it has
+at most a quarter of the rank's deepest step's MLA layers (at least one), or qlen 1 and fewer
+layers than that step; every other step is a verify step (a replay that lost a few dispatches
+keeps most of its layers and its qlen, so it stays a verify step and the trust check judges it).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+VERIFY, DRAFTER = "verify", "drafter"
+
+
+def graph_kinds(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
+    """``verify`` or ``drafter`` per row of ``steps`` (indexed like it)."""
+    if steps.empty:
+        return pd.Series(dtype=object)
+    n = layers.groupby(["rank", "step"]).size() if not layers.empty else pd.Series(dtype=int)
+    idx = pd.MultiIndex.from_arrays([steps["rank"], steps["step"]])
+    per = pd.Series(n.reindex(idx).fillna(0).to_numpy(), index=steps.index)
+    deepest = per.groupby(steps["rank"]).transform("max")
+    few = per <= (deepest // 4).clip(lower=1)
+    decode = steps["qlen"].eq(1) & (per < deepest)
+    drafter = (few & (per < deepest)) | decode
+    return pd.Series(drafter.map({True: DRAFTER, False: VERIFY}), index=steps.index)
+
+
+def drafter_summary(steps: pd.DataFrame, layers: pd.DataFrame, origin: str) -> dict | None:
+    """The drafter's passes, their own table (decode: never counted as verify steps)."""
+    if steps.empty:
+        return None
+    n_layers = layers.groupby(["rank", "step"]).size() if not layers.empty else None
+    s = layers.groupby(["rank", "step"])["splits_used"].max() if not layers.empty else None
+
+    def per_step(series: pd.Series | None) -> pd.Series:
+        if series is None or series.empty:
+            return pd.Series(dtype=float)
+        return series.reindex(pd.MultiIndex.from_arrays([steps["rank"], steps["step"]]))
+
+    def rng(v: pd.Series) -> str | None:
+        v = v.dropna()
+        if v.empty:
+            return None
+        lo, hi = int(v.min()), int(v.max())
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    backend = steps["backend"].fillna("").astype(str)
+    out = {
+        "steps": int(len(steps)),
+        "graph_steps": int((steps["graph_mode"] == "graph").sum()),
+        "eager_steps": int((steps["graph_mode"] == "eager").sum()),
+        "variants": sorted({b.split(" ", 1)[-1] for b in backend if b}),
+        "layers_per_pass": rng(per_step(n_layers)),
+        "S": rng(per_step(s)),
+        "rows": rng(steps["num_reqs"]),
+        "qlen": rng(steps["qlen"]),
+        "step_median_us": float(steps["duration_ns"].median()) / 1e3
+        if steps["duration_ns"].notna().any()
+        else None,
+        "provenance": f"{origin}; drafter passes told from verify steps by their MLA layer count "
+        "and qlen",
+    }
+    med = out["step_median_us"]
+    out["text"] = (
+        f"drafter passes (the drafter's own graphs, not verify steps): {out['steps']} "
+        f"({out['graph_steps']} graph / {out['eager_steps']} eager), "
+        f"{', '.join(out['variants']) or 'unknown kernel'}, {out['layers_per_pass'] or 'unknown'} "
+        f"MLA layer(s) per pass, S {out['S'] or 'unknown'}, rows {out['rows'] or 'unknown'}, "
+        f"qlen {out['qlen'] or 'unknown (not on the grid)'}, median pass "
+        + ("unknown" if med is None else f"{med:.1f} us")
+    )
+    return out
