@@ -13,11 +13,15 @@ modes. With qlen 1 vLLM does not pad uniformly: padding rows keep KV length 0 an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
+from mlaprof.capture_sizes import padded_rows, padded_size
 from mlaprof.errors import MlaprofError
-from mlaprof.scenario import Scenario, padded_size
+
+if TYPE_CHECKING:
+    from mlaprof.scenario import Scenario
 
 NULL_PAGE = 0  # page 0 is reserved (vLLM's null block); padding rows point at it
 
@@ -49,15 +53,22 @@ class BatchShape:
         return self.num_reqs * self.qlen
 
 
-def batch_shape(kv_lens: list[int], qlen: int, graph_mode: str, sizes: list[int]) -> BatchShape:
-    """Uniform-batch padding: FULL pads tokens to a capture size, requests = tokens // qlen."""
+def batch_shape(
+    kv_lens: list[int],
+    qlen: int,
+    graph_mode: str,
+    sizes: list[int],
+    max_num_seqs: int | None = None,
+) -> BatchShape:
+    """Uniform-batch padding: FULL pads tokens to a capture size, requests = tokens // qlen
+    capped at ``max_num_seqs`` (:func:`mlaprof.capture_sizes.padded_rows`)."""
     real = len(kv_lens)
     if graph_mode != "FULL":
         return BatchShape(list(kv_lens), qlen, real, None, graph_mode)
     size = padded_size(real * qlen, sizes)
     if size is None:  # larger than every capture size: the engine runs it eagerly
         return BatchShape(list(kv_lens), qlen, real, None, "NONE")
-    return BatchShape(list(kv_lens), qlen, size // qlen, size, graph_mode)
+    return BatchShape(list(kv_lens), qlen, padded_rows(size, qlen, max_num_seqs), size, graph_mode)
 
 
 @dataclass
@@ -210,9 +221,11 @@ def kv_pool_pages(meta: VerifyMetadata) -> int:
 
 
 def step_metadata(sc: Scenario, step: int, device: torch.device | str = "cpu") -> VerifyMetadata:
-    shape = batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes())
+    shape = batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes(),
+                       sc.max_num_seqs)  # fmt: skip
     return build_metadata(shape, sc.page_size, sc.min_kv_mode, device, seed=sc.seed + step)
 
 
 def step_shape(sc: Scenario, step: int) -> BatchShape:
-    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes())
+    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes(),
+                       sc.max_num_seqs)  # fmt: skip

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.capture_sizes import capture_sizes, rule_for
 from mlaprof.devices import DEVICES, DevicePreset  # re-exported: presets live in devices.py
 from mlaprof.errors import MlaprofError
 
@@ -43,24 +44,6 @@ MODELS: dict[str, ModelPreset] = {
 GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 MIN_KV_MODES = ("all-rows", "active-rows")
-
-
-def capture_sizes(max_num_seqs: int, num_spec: int, graph_mode: str = "FULL") -> list[int]:
-    """vLLM's cudagraph capture sizes (token counts), rounded to multiples of qlen for FULL."""
-    qlen = 1 + num_spec
-    top = min(max_num_seqs * qlen * 2, 512)
-    sizes = [s for s in [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)] if s <= top]
-    if graph_mode == "FULL" and qlen > 1:
-        sizes = sorted({-(-s // qlen) * qlen for s in sizes})
-    return sizes
-
-
-def padded_size(num_tokens: int, sizes: list[int]) -> int | None:
-    """The capture size a batch of ``num_tokens`` is padded to (None: too big, runs eagerly)."""
-    for s in sizes:
-        if s >= num_tokens:
-            return s
-    return None
 
 
 @dataclass
@@ -123,7 +106,11 @@ class Scenario:
         return verify_route(cfg, self.vllm_version)
 
     def capture_sizes(self) -> list[int]:
-        return capture_sizes(self.max_num_seqs, self.num_speculative_tokens, self.graph_mode)
+        """The sizes the scenario's vLLM version captures (mlaprof.capture_sizes)."""
+        return capture_sizes(
+            self.max_num_seqs, self.num_speculative_tokens, self.graph_mode,
+            rule_for(self.vllm_version),
+        )  # fmt: skip
 
     def step_kv_lens(self, step: int) -> list[int]:
         """KV lengths (including the verify tokens) of the real requests at ``step``."""

@@ -98,7 +98,7 @@ def step_splits(
     out: list[StepSplits] = []
     for name in policies or list(POLICIES):
         p = POLICIES[name]
-        why = applicable(name, heads, b, qlen)
+        why = applicable(name, heads, b, qlen, device.arch)
         if why:
             out.append(
                 StepSplits(

@@ -99,14 +99,14 @@ display(worst[["policy", "device", "batch", "context", "rows", "padding_rows", "
 # a recorded run, `--counts` a file). Memory per graph is a user model here, and labelled so.
 
 # %%
+from mlaprof.capture_sizes import DEFAULT_RULE, default_capture_sizes  # noqa: E402
 from mlaprof.whatif.plan import make_plan  # noqa: E402
 from mlaprof.whatif.plan_sources import memory_from_spec  # noqa: E402
-from mlaprof.whatif.sizes import default_capture_sizes  # noqa: E402
 
 counts = {1: 500, 2: 300, 3: 200, 8: 50, 20: 10, 33: 5}
-default = default_capture_sizes("vllm-legacy", 64, 3)
+default = default_capture_sizes(DEFAULT_RULE, 64, 3)  # the list vLLM 0.32 captures
 plan = make_plan(
-    counts, 4, 64, default, "vllm-legacy", "example counts", memory_from_spec("20+0.25")
+    counts, 4, 64, default, DEFAULT_RULE, "example counts", memory_from_spec("20+0.25")
 )
 import pandas as pd  # noqa: E402
 

@@ -18,10 +18,10 @@ from mlaprof.backends.aiter_backend import AiterBackend, gluon_policy
 from mlaprof.backends.base import make_inputs
 from mlaprof.backends.registry import get_backend
 from mlaprof.backends.torch_ref import TorchReference
+from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import aiter_env
 from mlaprof.metadata import batch_shape, build_metadata
-from mlaprof.scenario import capture_sizes
 from tests import aiter_fake
 
 BF16_REL = 1e-2  # both sides round the same fp32 result to bf16; a wrong row is O(1) off

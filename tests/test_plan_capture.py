@@ -7,16 +7,14 @@ import itertools
 import json
 import random
 
-import numpy as np
 import pytest
 
+from mlaprof.capture_sizes import default_capture_sizes, padded_size, round_to_qlen
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
-from mlaprof.scenario import padded_size
 from mlaprof.synthetic.figures import write_run
-from mlaprof.whatif.plan import MemoryModel, dp_buckets, evaluate, fit_memory, make_plan, propose
+from mlaprof.whatif.plan import MemoryModel, evaluate, fit_memory, make_plan, propose
 from mlaprof.whatif.plan_sources import counts_from_file, memory_from_log, memory_from_spec
-from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
 from tests.conftest import ROOT
 
 
@@ -34,7 +32,7 @@ def _brute(dist, qlen, weight, cap):
     return best
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(40))
 def test_dp_is_exact_against_brute_force(seed):
     rng = random.Random(seed)
     qlen = rng.choice([1, 2, 4])
@@ -44,26 +42,43 @@ def test_dp_is_exact_against_brute_force(seed):
     dist = {b: c / total for b, c in counts.items()}
     if seed % 2:
         k = rng.randint(1, len(batches))
-        sizes = propose(dist, qlen, None, None, k)
+        sizes, _ = propose(dist, qlen, None, None, k)
         want = _brute(dist, qlen, lambda s: 1, k)
         assert len(sizes) <= k
     else:
-        mem = MemoryModel(rng.uniform(1, 5) * 1e6, rng.uniform(0.01, 0.2) * 1e6, "test")
-        budget = mem.bytes([b * qlen for b in batches]) * rng.uniform(0.2, 0.9)
-        unit = budget / dp_buckets(len(batches))
+        # integer bytes, and a budget some subset fills to the byte (half the cases): the plan
+        # must find it, which a budget rounded to 1/1000 steps misses
+        mem = MemoryModel(rng.randint(1, 5) * 10**6, rng.randint(1, 20) * 10**4, "test")
+        vals = [b * qlen for b in batches]
+        if seed % 4 == 0:
+            budget = float(mem.bytes(rng.sample(vals, rng.randint(1, len(vals)))))
+        else:
+            budget = mem.bytes(vals) * rng.uniform(0.2, 0.9)
 
         def w(s):
-            return int(np.ceil((mem.fixed_bytes + mem.per_token_bytes * s) / unit - 1e-9))
+            return mem.fixed_bytes + mem.per_token_bytes * s
 
         try:
-            sizes = propose(dist, qlen, mem, budget, None)
+            sizes, how = propose(dist, qlen, mem, budget, None)
+            assert how == "to the byte"
         except MlaprofError:
-            assert _brute(dist, qlen, w, dp_buckets(len(batches))) is None
+            assert _brute(dist, qlen, w, budget) is None
             return
-        want = _brute(dist, qlen, w, dp_buckets(len(batches)))
-        assert mem.bytes(sizes) <= budget * (1 + 1e-9)
+        want = _brute(dist, qlen, w, budget)
+        assert mem.bytes(sizes) <= budget
     c = evaluate(sizes, dist, qlen, None)
     assert (round(c.eager_share, 12), round(c.padded_tokens, 9)) == want
+
+
+def test_a_budget_filled_to_the_byte_is_used():
+    """Sizes 4 and 8 (qlen 4, batches 1 and 2) cost 1,000,001 and 1,000,002 bytes; a budget of
+    exactly their sum must capture both (in 1/1000 steps of the budget, each rounds up past
+    half of it and only one fits)."""
+    mem = MemoryModel(1_000_000.0, 0.25, "test")
+    dist = {1: 0.5, 2: 0.5}
+    budget = mem.bytes([4, 8])
+    assert propose(dist, 4, mem, budget, None) == ([4, 8], "to the byte")
+    assert propose(dist, 4, mem, budget - 1, None)[0] == [8]
 
 
 def test_costs_follow_the_padding_rule():

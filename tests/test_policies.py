@@ -1,5 +1,7 @@
 """Each published split heuristic pinned on hand-computed cases (FACTS sections 2-3)."""
 
+import dataclasses
+
 import pytest
 
 from mlaprof.errors import MlaprofError
@@ -65,11 +67,56 @@ def test_v0120_ignores_min_kv():
 
 
 def test_bh64():
-    # base = 8 * ceil(128/64) * 2 * (8/8) = 32 -> next_pow2(ceil(256/32)) = 8; needs min_kv > 1600
-    assert gluon_bh64(x(b=8, qlen=2, h=128, min_kv=2000)) == 8
+    # base = 8 * ceil(128/64) * 1 * (64/8) = 128 -> next_pow2(ceil(256/128)) = 2
+    assert gluon_bh64(x(b=64, qlen=1, h=128, min_kv=5000)) == 2
+    # base = 8 * 1 * 1 * 8 = 64 -> 4; the kernel asserts min_kv > S*(3*64+S) = 784
+    assert gluon_bh64(x(b=64, qlen=1, h=64, min_kv=785)) == 4
     with pytest.raises(MlaprofError, match="min_kv_seq_len >"):
-        gluon_bh64(x(b=8, qlen=2, h=128, min_kv=1600))
-    assert gluon_bh64(x(b=64, qlen=1, h=128, min_kv=5000)) == 2  # base 128 -> 2
+        gluon_bh64(x(b=64, qlen=1, h=64, min_kv=784))
+    with pytest.raises(MlaprofError, match="B % 64 == 0"):  # the kernel's other assert
+        gluon_bh64(x(b=8, qlen=2, h=128, min_kv=2000))
+
+
+def test_64_and_128_heads_take_bh64_from_v0119_post2_on():
+    """mla_gluon's entry checks nhead in (64, 128) first and takes bh64 (aiter mla_gluon.py
+    v0.1.19.post2 L892, v0.1.20 L902): bh16's rule would give 256 // (64*1*4) = 1 here."""
+    x64 = x(b=64, qlen=1, h=64, min_kv=5000)
+    for name in ("aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20", "aiter-gluon-v0.1.20.post1"):
+        assert POLICIES[name].splits(x64) == 4, name
+        assert applicable(name, 64, 8) == (
+            "64 heads take the bh64 kernel, which asserts B % 64 == 0, got B = 8"
+        )
+        assert applicable(name, 64, 64) is None
+        assert applicable(name, 32, 8) is None  # bh16 with 2 head groups
+    # plain v0.1.19 serves at most 16 heads on bh16
+    assert applicable("aiter-gluon-v0.1.19", 64, 64) is not None
+
+
+def test_gluon_runs_only_on_its_arch():
+    """mla_gluon asserts gfx950 (aiter v0.1.19 mla_gluon.py L865); the open PR's kernel is
+    gfx942's. On an MI300X a gluon cell is not runnable, not an S."""
+    assert "asserts gfx950" in applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx942")
+    assert applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx950") is None
+    assert applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx942") is None
+    assert "asserts gfx942" in applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx950")
+    assert applicable("aiter-asm", 16, 4, 4, "gfx942") is None
+
+
+def test_asm_fp8_block_widths_and_caps_follow_get_block_n_fp8():
+    """aiter mla.py get_block_n_fp8 (v0.1.19 L189, v0.1.20 L345): the width by nhead *
+    max_seqlen_q, then S = min(S, ceil(total_kv/(bs*bn))) and, if S > 1,
+    S = min(S, floor(|total_kv/bs - max_seqlen_q| / bn) + 1), over the kv_indices buffer."""
+    from mlaprof.splits.policies import ASM_FP8_BLOCK_N, aiter_asm, aiter_asm_fp8
+
+    assert ASM_FP8_BLOCK_N == {8: 64, 16: 128, 24: 128, 32: 128, 48: 64, 64: 64, 128: 32,
+                               256: 32, 384: 32, 512: 32}  # fmt: skip
+    # 16 heads x qlen 2 = 32 -> bn 128; B = 1, buffer 300 tokens: ceil(300/128) = 3 and
+    # floor(|300 - 2| / 128) + 1 = 3
+    small = x(b=1, qlen=2, h=16, min_kv=300, total=300, units=304)
+    assert aiter_asm(small) > 3 and aiter_asm_fp8(small) == 3
+    # the caps read the buffer vLLM passes, not the live KV
+    buffered = dataclasses.replace(small, kv_buffer_len=256 * 131072)
+    assert aiter_asm_fp8(buffered) == aiter_asm(buffered)
 
 
 def test_aiter_asm_get_meta_param():

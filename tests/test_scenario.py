@@ -2,15 +2,14 @@ import dataclasses
 
 import pytest
 
+from mlaprof.capture_sizes import capture_sizes, padded_size
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import batch_shape
 from mlaprof.scenario import (
     DEVICES,
     MODELS,
     Scenario,
-    capture_sizes,
     load_scenario,
-    padded_size,
     scenario_from_mapping,
 )
 
@@ -40,8 +39,24 @@ def test_full_sizes_rounded_to_qlen_multiples():
     sizes = capture_sizes(256, 3, "FULL")  # qlen 4
     assert all(s % 4 == 0 for s in sizes)
     assert sizes[:4] == [4, 8, 16, 24]
-    sizes3 = capture_sizes(256, 2, "FULL")  # qlen 3: 1,2 -> 3; 4 -> 6; 8 -> 9; 16 -> 18
-    assert sizes3[:5] == [3, 6, 9, 18, 24]
+    legacy = capture_sizes(256, 2, "FULL", "vllm-legacy")  # qlen 3: 1,2->3; 4->6; 8->9; 16->18
+    assert legacy[:5] == [3, 6, 9, 18, 24]
+    # vLLM 0.32 adds the uniform-decode sizes n * qlen for its request counts (4 -> 12)
+    assert capture_sizes(256, 2, "FULL")[:6] == [3, 6, 9, 12, 18, 24]
+
+
+def test_the_scenarios_vllm_version_picks_its_capture_size_rule():
+    sc = Scenario(num_speculative_tokens=2)
+    assert 12 in sc.capture_sizes()  # 0.32.0
+    old = dataclasses.replace(sc, vllm_version="pre-51171")
+    assert 12 not in old.capture_sizes()
+
+
+def test_a_sizes_requests_are_capped_at_max_num_seqs():
+    """vLLM 0.32 cudagraph_dispatcher.py L142: a capture size's requests never exceed
+    max_num_seqs (size // qlen would give 10 rows here)."""
+    shape = batch_shape([100] * 7, qlen=4, graph_mode="FULL", sizes=[40], max_num_seqs=8)
+    assert (shape.capture_size, shape.num_reqs, shape.num_padding) == (40, 8, 1)
 
 
 def test_uniform_batch_padding():

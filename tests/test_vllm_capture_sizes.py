@@ -14,7 +14,7 @@ try:
 except Exception as e:  # ImportError, or a broken torchvision in the environment
     pytest.skip(f"vLLM is not importable here ({type(e).__name__})", allow_module_level=True)
 
-from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
+from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen
 
 
 def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> list[int]:

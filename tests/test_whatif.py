@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from mlaprof.capture_sizes import DEFAULT_RULE, sizes_for
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.scenario import DEVICES, MODELS
@@ -18,7 +19,6 @@ from mlaprof.step_splits import step_splits
 from mlaprof.whatif import GridSpec, compute, vector
 from mlaprof.whatif.costmodel import H200_FIT, cost_model, fit_h200, measured_inputs
 from mlaprof.whatif.grid import Shapes
-from mlaprof.whatif.sizes import sizes_for
 
 
 def seed_grid(policies):
@@ -69,6 +69,42 @@ def test_every_numpy_twin_equals_its_scalar_policy(name):
         assert vector.splits(p, arr)[0] == want, (name, x)
 
 
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_twin_equals_its_scalar_policy_on_10000_random_cells(name):
+    """Heads 1-128, qlen 1-8, B 1-512, KV 1-1M, every device preset's unit count, the kv_indices
+    buffer vLLM passes or none: the numpy twin the what-if grid uses gives exactly the scalar
+    policy `mlaprof run` records (0 where the kernel asserts)."""
+    rng = np.random.default_rng(abs(hash(name)) % (1 << 32))
+    p = POLICIES[name]
+    units = [d.units for d in DEVICES.values()]
+    n = 10_000
+    qlen = rng.integers(1, 9, n)
+    heads = rng.choice([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128], n)
+    b = rng.integers(1, 513, n)
+    mn = rng.integers(1, 1_000_001, n)
+    mx = np.maximum(mn, rng.integers(1, 1_000_001, n))
+    u = rng.choice(units, n)
+    buf = np.where(rng.random(n) < 0.5, rng.integers(1, 1 << 31, n), -1)
+    for q in range(1, 9):
+        for h in np.unique(heads):
+            for with_buf in (False, True):
+                m = (qlen == q) & (heads == h) & ((buf >= 0) == with_buf)
+                if not m.any():
+                    continue
+                bb, lo, hi, uu = b[m], mn[m], mx[m], u[m]
+                kb = int(buf[m][0]) if with_buf else None
+                x = SplitInput(bb, q, int(h), lo, hi, bb * lo, uu, kv_buffer_len=kb)
+                got = vector.splits(p, x)
+                for i in range(len(bb)):
+                    xi = SplitInput(int(bb[i]), q, int(h), int(lo[i]), int(hi[i]),
+                                    int(bb[i] * lo[i]), int(uu[i]), kv_buffer_len=kb)  # fmt: skip
+                    try:
+                        want = p.splits(xi)
+                    except MlaprofError:
+                        want = 0
+                    assert got[i] == want, (name, xi)
+
+
 def test_a_policy_without_twin_is_evaluated_by_its_scalar_function(monkeypatch):
     calls = []
 
@@ -104,15 +140,17 @@ def test_random_cells_equal_the_builder_and_step_splits():
             capture_sizes=sizes,
         )
         cells = compute(grid).cells
-        shape = batch_shape([ctx] * b, q, "FULL", sizes_for("vllm-legacy", 64, spec, sizes))
+        shape = batch_shape([ctx] * b, q, "FULL", sizes_for(DEFAULT_RULE, 64, spec, sizes), 64)
         for mode, s_col, occ_col in (
             ("all-rows", "S_bug", "occupancy_bug"),
             ("active-rows", "S_fix", "occupancy_fix"),
         ):
             meta = build_metadata(shape, page_size=4096, min_kv_mode=mode, shuffle_pages=False)
+            # what `mlaprof run` records: the kv_indices buffer vLLM passes (recording.py)
             ref = step_splits(
-                meta, MODELS[model].heads, DEVICES[dev], shape.graph_mode, grid.max_model_len
-            )
+                meta, MODELS[model].heads, DEVICES[dev], shape.graph_mode, grid.max_model_len,
+                kv_buffer_len=grid.max_num_seqs * grid.max_model_len,
+            )  # fmt: skip
             for r in ref:
                 c = cells[cells.policy == r.policy].iloc[0]
                 assert (c.rows, c.padding_rows) == (shape.num_reqs, shape.num_padding)
@@ -187,14 +225,15 @@ def test_drawn_batches_equal_the_builder_and_step_splits():
     )
     w = compute(grid)
     assert len(w) == 4 * 6 * len(POLICIES) and "drawn" in w.provenance["kv"]
-    sizes = sizes_for("vllm-legacy", 64, 3, None)
+    sizes = sizes_for(DEFAULT_RULE, 64, 3, None)
     shp = Shapes.drawn(grid)
     for k in range(len(shp.batch)):
         lens = [int(x) for x in shp.lens[k] if x > 0]
         assert len(lens) == shp.batch[k] and set(lens) <= set(mix)
-        shape = batch_shape(lens, 4, "FULL", sizes)
+        shape = batch_shape(lens, 4, "FULL", sizes, 64)
         meta = build_metadata(shape, page_size=4096, min_kv_mode="all-rows", shuffle_pages=False)
-        ref = step_splits(meta, 8, DEVICES["mi300x"], "FULL", grid.max_model_len)
+        ref = step_splits(meta, 8, DEVICES["mi300x"], "FULL", grid.max_model_len,
+                          kv_buffer_len=grid.max_num_seqs * grid.max_model_len)  # fmt: skip
         cells = w.cells[(w.cells.batch == shp.batch[k]) & (w.cells.draw == shp.draw[k])]
         for r in ref:
             c = cells[cells.policy == r.policy].iloc[0]

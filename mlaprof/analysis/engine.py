@@ -19,10 +19,11 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.recording import padding_row
-from mlaprof.scenario import DEVICES, DevicePreset, capture_sizes
+from mlaprof.scenario import DEVICES, DevicePreset
 from mlaprof.splits.policies import is_collapsed
 from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
 from mlaprof.step_splits import step_splits
@@ -165,8 +166,9 @@ def shadow(
         kv = [max(seq[i], qlen) for i in verify]  # KV lengths include the verify tokens
         h = heads or s["heads"]
         path, policy, why = route(h, qlen, dev, aiter)
-        sizes = capture_sizes(int(s.get("max_num_seqs") or len(kv)), k, "FULL")
-        shape = batch_shape(kv, qlen, "FULL", sizes)
+        mns = int(s.get("max_num_seqs") or len(kv))
+        sizes = capture_sizes(mns, k, "FULL")  # the recorded engine's own version's rule (0.32)
+        shape = batch_shape(kv, qlen, "FULL", sizes, mns)
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
         mml, seqs = s.get("max_model_len") or 0, s.get("max_num_seqs")
         buf = seqs * mml if seqs and mml else None  # vLLM's kv_indices buffer: the ASM total_kv

@@ -61,6 +61,19 @@ def route_summary(meta: dict) -> dict | None:
         return None
 
 
+def pre_fix_rule(scenario: dict) -> str | None:
+    """Why a scenario's min_kv_seq_len rule is not its vLLM version's: ``all-rows`` is the rule
+    before vLLM PR #51171, which 0.32.0 and later no longer have (``_build_decode`` takes the
+    minimum over active rows). None when the scenario's version has the rule it runs."""
+    version = str(scenario.get("vllm_version") or "")
+    if scenario.get("min_kv_mode") != "all-rows" or not version or version == "pre-51171":
+        return None
+    return (
+        f"min_kv_seq_len over all rows is the rule before vLLM PR #51171, modelled on purpose: "
+        f"vLLM {version} takes it over active rows (--min-kv-mode active-rows)"
+    )
+
+
 def route_findings(route: dict | None, policy: str) -> list[Finding]:
     """A scenario whose split policy models a kernel vLLM does not run for its configuration."""
     from mlaprof.splits.routing import policy_fits_route

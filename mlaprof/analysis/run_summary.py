@@ -19,7 +19,13 @@ from mlaprof.analysis.headline import headline
 from mlaprof.analysis.imported import imported_findings, mark_unreliable
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
-from mlaprof.analysis.paths import path_checks, path_findings, route_findings, route_summary
+from mlaprof.analysis.paths import (
+    path_checks,
+    path_findings,
+    pre_fix_rule,
+    route_findings,
+    route_summary,
+)
 from mlaprof.analysis.ranks import fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.splits import split_findings, split_rows
@@ -116,7 +122,7 @@ def _findings(ev: Evidence, engine_found: list[Finding]) -> list[Finding]:
         findings += imported_findings(ev.meta, t, ev.trace)
     findings += engine_found
     findings += sync_findings(t["syncs"], mode)
-    findings += split_findings(t["splits"], sc.get("policy", ""), mode)
+    findings += split_findings(t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc))
     findings += padding_findings(t["padding"])
     findings += timing_findings(timing_summary(t["steps"], t["layers"]))
     findings += path_findings(path_checks(t["events"]), str(ev.meta.get("backend", "")))

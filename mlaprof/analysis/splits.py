@@ -78,7 +78,11 @@ def three_numbers(used: int, fix: int | None, deserved: int) -> str:
     return f"S = {used} used, the fix gives {fix}{why}, {deserved} without padding rows"
 
 
-def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> list[Finding]:
+def split_findings(
+    splits: pd.DataFrame, run_policy: str, graph_mode: str, pre_fix: str | None = None
+) -> list[Finding]:
+    """``pre_fix``: why the run models a min_kv_seq_len rule its vLLM version no longer has
+    (said in every collapse it explains)."""
     out: list[Finding] = []
     seen_device: set[str] = set()
     for r in split_summary(splits).itertuples():
@@ -105,9 +109,11 @@ def split_findings(splits: pd.DataFrame, run_policy: str, graph_mode: str) -> li
                 Finding(
                     kind="split-collapse",
                     severity="critical" if main and used == 1 else "warning" if main else "info",
-                    title=f"KV splits collapsed under {r.policy}: {three_numbers(used, fix, deserved)}",
+                    title=f"KV splits collapsed under {r.policy}: {three_numbers(used, fix, deserved)}"
+                    + (" [the pre-#51171 rule, modelled on purpose]" if pre_fix and main else ""),
                     evidence=(
-                        f"step {int(r.step)}: {cause}; occupancy {_pct(r.occupancy_used)} vs "
+                        (f"{pre_fix}. " if pre_fix and main else "")
+                        + f"step {int(r.step)}: {cause}; occupancy {_pct(r.occupancy_used)} vs "
                         f"{_pct(r.occupancy_deserved)} of the {r.target} units; policy read from "
                         f"{p.provenance if p else 'an unknown source'}"
                     ),

@@ -25,7 +25,7 @@ requests in a decode step, COUNT = steps seen with it.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mlaprof.whatif.sizes import SIZE_RULES
+    from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES
 
     p = sub.add_parser(
         "plan-capture",
@@ -43,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--spec", type=int, help="speculative tokens (qlen = 1 + spec); default: the run's"
     )
     p.add_argument("--max-num-seqs", type=int, help="vLLM max_num_seqs (default: the run's or 256)")
-    p.add_argument("--vllm", choices=sorted(SIZE_RULES), default="vllm-legacy",
-                   help="vLLM default capture-size rule to compare with (default vllm-legacy)")  # fmt: skip
+    p.add_argument("--vllm", choices=sorted(SIZE_RULES), default=DEFAULT_RULE,
+                   help="vLLM default capture-size rule to compare with (default vllm-0.32, the rule of the vLLM version mlaprof models)")  # fmt: skip
     p.add_argument("--default-sizes", help="compare with this list instead of the rule's default")
     mem = p.add_mutually_exclusive_group()
     mem.add_argument("--memory-from-run", metavar="RUN", help="capture memory measured per size")
@@ -64,11 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen
     from mlaprof.scenario import Scenario
     from mlaprof.store import load
     from mlaprof.whatif import plan_sources as ps
     from mlaprof.whatif.plan import GIB, make_plan
-    from mlaprof.whatif.sizes import default_capture_sizes, round_to_qlen
 
     run_qlen = None
     mns = args.max_num_seqs

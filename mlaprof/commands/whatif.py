@@ -26,7 +26,7 @@ verify time vs the fix (H200: fitted to measurements; AMD: derived from CU count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mlaprof.whatif.sizes import SIZE_RULES
+    from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES
 
     p = sub.add_parser(
         "whatif",
@@ -71,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--vllm",
         choices=sorted(SIZE_RULES),
-        default="vllm-legacy",
-        help="vLLM default capture-size rule when --capture-sizes is not given (default vllm-legacy)",
+        default=DEFAULT_RULE,
+        help="vLLM default capture-size rule when --capture-sizes is not given (default vllm-0.32, the rule of the vLLM version mlaprof models)",
     )
     p.add_argument("--top", type=int, default=15, help="worst cells to list (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (every cell)")

@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlaprof.capture_sizes import DEFAULT_RULE, sizes_for
 from mlaprof.errors import MlaprofError
 from mlaprof.gate.core import CaptureGateError
 from mlaprof.metadata import batch_shape
 from mlaprof.scenario import DEVICES
 from mlaprof.splits.policies import POLICIES, SplitInput, is_collapsed
-from mlaprof.whatif.sizes import sizes_for
 
 Builder = Callable[[list[int], int, int], Any]
 
@@ -83,7 +83,7 @@ def check_splits(
     if device not in DEVICES:
         raise MlaprofError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
     p, units, q = POLICIES[policy], DEVICES[device].units, 1 + num_spec
-    sizes = sizes_for("vllm-legacy", max_num_seqs, num_spec, capture_sizes)
+    sizes = sizes_for(DEFAULT_RULE, max_num_seqs, num_spec, capture_sizes)
     bad: list[SplitCase] = []
     for b in batches:
         for ctx in contexts:

@@ -18,9 +18,10 @@ import torch
 
 from mlaprof.backends.base import make_inputs
 from mlaprof.backends.registry import get_backend
+from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import VerifyMetadata, batch_shape, build_metadata
-from mlaprof.scenario import LATENT, capture_sizes
+from mlaprof.scenario import LATENT
 
 
 def setup(q: torch.Tensor, min_kv_mode: str = "active-rows") -> dict[str, Any]:

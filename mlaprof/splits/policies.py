@@ -50,8 +50,14 @@ def gluon_bh16_v0119(x: SplitInput) -> int:
     return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), cdiv(x.min_kv_seq_len, 64)))
 
 
+BH64_HEADS = (64, 128)  # mla_gluon's entry takes bh64 first for these head counts
+
+
 def gluon_bh16_v0119_post2(x: SplitInput) -> int:
-    """v0.1.19.post2: the denominator also counts head groups, ceil(H/16)."""
+    """v0.1.19.post2: 64 or 128 heads take bh64 first (``mla_gluon.py`` L892); otherwise the
+    bh16 denominator also counts head groups, ceil(H/16)."""
+    if x.heads in BH64_HEADS:
+        return gluon_bh64(x)
     den = x.num_reqs * x.qlen * cdiv(x.heads, 16)
     return max(1, min(GLUON_TARGET_CTAS // den, cdiv(x.min_kv_seq_len, 64)))
 
@@ -64,7 +70,10 @@ def gluon_fp8_v0119(x: SplitInput) -> int:
 
 
 def gluon_bh16_v0120(x: SplitInput) -> int:
-    """v0.1.20+: max(1, 256 // (B*qlen*ceil(H/16))), independent of min_kv_seq_len."""
+    """v0.1.20+: 64 or 128 heads take bh64 first (``mla_gluon.py`` L902); otherwise
+    max(1, 256 // (B*qlen*ceil(H/16))), independent of min_kv_seq_len."""
+    if x.heads in BH64_HEADS:
+        return gluon_bh64(x)
     return max(1, GLUON_TARGET_CTAS // (x.num_reqs * x.qlen * cdiv(x.heads, 16)))
 
 
@@ -77,6 +86,8 @@ def gluon_active_splits(seq_len: int, s: int) -> int:
 def gluon_bh64(x: SplitInput) -> int:
     """bh64 (H in {64, 128}): base = 8*ceil(H/64)*qlen*(B/8); S = next_pow2(ceil(256/base));
     the kernel asserts min_kv > S*(3*64 + S)."""
+    if x.num_reqs % 64:
+        raise MlaprofError(f"aiter gluon bh64 asserts B % 64 == 0, got B = {x.num_reqs}")
     base = 8 * cdiv(x.heads, 64) * x.qlen * (x.num_reqs / 8)
     s = max(1, next_pow2(math.ceil(GLUON_TARGET_CTAS / base)))
     if x.min_kv_seq_len <= s * (3 * 64 + s):
@@ -107,20 +118,20 @@ def aiter_asm(x: SplitInput) -> int:
     return best
 
 
-# ASM fp8 block widths by nhead*qlen (aiter get_block_n_fp8; FACTS 8)
+# ASM fp8 block widths by nhead * max_seqlen_q: aiter ``mla.py`` get_block_n_fp8 (v0.1.19 L189,
+# v0.1.20 L345)
 ASM_FP8_BLOCK_N = {
     8: 64,
-    16: 64,
-    24: 64,
-    32: 64,
+    16: 128,
+    24: 128,
+    32: 128,
     48: 64,
     64: 64,
-    128: 64,
-    256: 64,
-    384: 64,
-    512: 64,
+    128: 32,
+    256: 32,
+    384: 32,
+    512: 32,
 }
-# UNVERIFIED: FACTS lists the keys of get_block_n_fp8, not its values; 64 stands in for every key
 
 
 def aiter_asm_fp8(x: SplitInput) -> int:
@@ -317,9 +328,30 @@ POLICIES: dict[str, Policy] = {
 GLUON_POLICIES = tuple(n for n in POLICIES if n.startswith("aiter-gluon"))
 
 
-def applicable(policy: str, heads: int, num_reqs: int, qlen: int = 1) -> str | None:
-    """Why ``policy`` cannot run this shape (None when it can)."""
-    bh16 = policy.startswith("aiter-gluon") and policy != "aiter-gluon-bh64"
+# policies whose mla_gluon entry tries bh64 first for 64 / 128 heads (v0.1.19.post2 L892,
+# v0.1.20 L902); plain v0.1.19 serves at most 16 heads on bh16
+BH64_FIRST = ("aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20", "aiter-gluon-v0.1.20.post1")
+
+
+def applicable(
+    policy: str, heads: int, num_reqs: int, qlen: int = 1, arch: str | None = None
+) -> str | None:
+    """Why ``policy`` cannot run this shape (None when it can): the kernel's own asserts.
+    ``arch``: the target's GPU architecture (AMD gluon kernels assert theirs)."""
+    gluon = policy.startswith("aiter-gluon")
+    if gluon and arch and arch.startswith("gfx"):
+        want = "gfx942" if policy == "aiter-gluon-gfx942-pr4582" else "gfx950"
+        if arch != want:
+            return f"mla_gluon asserts {want} (aiter mla_gluon.py), the target is {arch}"
+    if policy in BH64_FIRST and heads in BH64_HEADS:
+        return (
+            None
+            if num_reqs % 64 == 0
+            else (
+                f"{heads} heads take the bh64 kernel, which asserts B % 64 == 0, got B = {num_reqs}"
+            )
+        )
+    bh16 = gluon and policy != "aiter-gluon-bh64"
     limit = 16 if policy in ("aiter-gluon-v0.1.19", "aiter-gluon-fp8-v0.1.19") else 96
     if bh16 and heads > limit:
         return f"bh16 handles at most {limit} heads in this version, got {heads}"

@@ -12,12 +12,12 @@ path ``build_metadata`` + ``step_splits`` that ``mlaprof run`` records.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES, sizes_for
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
 from mlaprof.splits.policies import (
@@ -31,17 +31,8 @@ from mlaprof.splits.policies import (
 from mlaprof.splits.routing import DEFAULT_VERSION, policy_fits_route
 from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
-from mlaprof.whatif.sizes import SIZE_RULES, sizes_for
 
 MAX_POINTS = 1_000_000  # about 0.3 GB of columns
-# applicable() gains a qlen argument with the routing work (fp8 ASM widths depend on it)
-_APPLICABLE_QLEN = "qlen" in inspect.signature(applicable).parameters
-
-
-def _not_applicable(policy: str, heads: int, rows: int, qlen: int) -> str | None:
-    if _APPLICABLE_QLEN:
-        return applicable(policy, heads, rows, qlen=qlen)
-    return applicable(policy, heads, rows)
 
 
 def _policy_source(name: str) -> str:
@@ -70,7 +61,7 @@ class GridSpec:
     max_model_len: int = field(default_factory=lambda: _default("max_model_len"))
     graph_mode: str = "FULL"
     capture_sizes: list[int] | None = None  # an explicit cudagraph_capture_sizes list
-    size_rule: str = "vllm-legacy"
+    size_rule: str = DEFAULT_RULE  # the vLLM version the output names (0.32)
     # a request-length distribution instead of the contexts axis: each batch size gets `draws`
     # batches whose KV lengths are drawn from kv_mix (weights: kv_weights, default equal)
     kv_mix: list[int] | None = None
@@ -290,7 +281,8 @@ def _group(
         idx = np.searchsorted(sizes, tokens, side="left")
         graph = idx < len(sizes)
         size = np.where(graph, sizes[np.minimum(idx, len(sizes) - 1)], 0)
-        rows = np.where(graph, size // q, b)
+        # vLLM caps a size's requests at max_num_seqs (capture_sizes.padded_rows)
+        rows = np.where(graph, np.minimum(size // q, spec.max_num_seqs), b)
     else:
         graph = np.zeros(n, bool)
         size = np.zeros(n, np.int64)
@@ -299,21 +291,24 @@ def _group(
     min_all = np.where(pad > 0, q, kmin)  # padding rows are pinned to qlen (KV >= qlen)
     total_all = ksum + pad * q
 
+    # vLLM hands the ASM kernel its whole kv_indices buffer, as `mlaprof run` models it
+    # (mlaprof.recording.scenario_splits): get_meta_param reads that length as total_kv
+    buf = spec.max_num_seqs * spec.max_model_len
+
     def s_of(x: SplitInput) -> np.ndarray:
         return vector.splits(pol, x)
 
-    s_bug = s_of(SplitInput(rows, q, heads, min_all, kmax, total_all, units))
-    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units))
-    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units))
+    s_bug = s_of(SplitInput(rows, q, heads, min_all, kmax, total_all, units, kv_buffer_len=buf))
+    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units, kv_buffer_len=buf))
+    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units, kv_buffer_len=buf))
     # S decided on the device at replay (persistent kernels) is never frozen into a graph
     frozen_here = graph & (not getattr(pol, "on_device", False))
-    s_frz = np.where(
-        frozen_here, s_of(dummy_run_input(policy, rows, q, heads, units, spec.max_model_len)), 0
-    )
+    dummy = dummy_run_input(policy, rows, q, heads, units, spec.max_model_len, kv_buffer_len=buf)
+    s_frz = np.where(frozen_here, s_of(dummy), 0)
     # kernels that cannot run this shape at all (head limits, B == 1 asserts)
     notes = np.full(n, "", dtype=object)
     for r in np.unique(rows):
-        why = _not_applicable(policy, heads, int(r), q)
+        why = applicable(policy, heads, int(r), q, dev.arch)
         if why:
             m = rows == r
             notes[m] = f"n/a: {why}"
@@ -323,7 +318,11 @@ def _group(
     if getattr(pol, "on_device", False):
         notes[graph & (notes == "")] = "S decided on the device at replay: not frozen into a graph"
     # the path vLLM routes this (model, qlen, device) to, and whether the policy models its kernel
-    route = Scenario(model=model, num_speculative_tokens=num_spec, target=device).route()
+    # an fp8 policy models an fp8 KV cache, which vLLM never sends to gluon verify
+    kv_dtype = "fp8" if "fp8" in policy else "auto"
+    route = Scenario(
+        model=model, num_speculative_tokens=num_spec, target=device, kv_cache_dtype=kv_dtype
+    ).route()
     fits = policy_fits_route(policy, route.path)
     per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
     real_bytes = ksum * KV_BYTES_PER_TOKEN * per

@@ -2,11 +2,14 @@
 for a decode batch-size distribution, within a capture-memory budget (or a graph count).
 
 Exact: an optimal list only needs sizes equal to observed batch token counts (a size between two
-observed values can be lowered to the one below it without padding any batch more), so a
-dynamic programme over the sorted observed sizes and the memory spent (in 1/1000 of the budget,
-rounded up: never over budget; 1/100 for several hundred distinct sizes, see ``dp_buckets``)
-finds the optimum at that resolution. Batches with no size run without a graph; the
-plan first minimises that probability, then padded tokens, then memory.
+observed values can be lowered to the one below it without padding any batch more). Under a memory
+budget a dynamic programme over the sorted observed sizes keeps, for each size as the list's
+largest so far, every plan not beaten on both memory (exact bytes) and padding (its Pareto
+front), so a list that fills the budget to the byte is found (``propose_exact``; the tests check
+it against brute force). Only when the fronts grow past ``MAX_FRONT`` plans does it fall back to
+the budget in 1/1000 steps, rounded up (never over budget), and says so. Under a graph count the
+programme counts graphs. Batches with no size run without a graph; the plan first minimises that
+probability, then padded tokens, then memory.
 
 Capture memory per size ``m(s) = fixed + per_token * s`` comes from measurements (a run's memory
 table, fitted), a vLLM log total (spread over the default list in proportion to size), or a user
@@ -21,12 +24,67 @@ from typing import Any
 
 import numpy as np
 
+from mlaprof.capture_sizes import padded_size
 from mlaprof.errors import MlaprofError
-from mlaprof.scenario import padded_size
 
 GIB = float(1 << 30)
 BUCKETS = 1000  # memory resolution of the DP: 1/1000 of the budget ...
 MIN_BUCKETS = 100  # ... down to 1/100 for many distinct batch sizes (the DP is n^2 x buckets)
+
+
+MAX_FRONT = 20_000  # plans kept per size before the exact programme gives way to buckets
+
+
+def propose_exact(v: np.ndarray, p: np.ndarray, w: np.ndarray, budget: float) -> list[int] | None:
+    """The optimal list under an exact memory budget: sizes ``v`` (ascending token counts),
+    probabilities ``p``, capture bytes ``w`` per size. None when the Pareto fronts outgrow
+    ``MAX_FRONT`` (the caller falls back to buckets)."""
+    n = len(v)
+    big = (float(v[-1]) + 1.0) / float(p.min())
+    cum_p = np.concatenate([[0.0], np.cumsum(p)])
+    cum_pv = np.concatenate([[0.0], np.cumsum(p * v)])
+    # fronts[j]: (memory, padding cost, graphs, previous j, index in its front), memory ascending
+    fronts: list[list[tuple[float, float, int, int, int]]] = []
+    best: tuple[float, float, int, int, int] | None = None  # (total, memory, graphs, j, k)
+    for j in range(n):
+        wj = float(w[j])
+        cand: list[tuple[float, float, int, int, int]] = []
+        if wj <= budget:
+            cand.append((wj, float(v[j] * cum_p[j + 1] - cum_pv[j + 1]), 1, -1, -1))
+            for i in range(j):
+                seg = float(v[j] * (cum_p[j + 1] - cum_p[i + 1]) - (cum_pv[j + 1] - cum_pv[i + 1]))
+                for k, (m, c, g, _, _) in enumerate(fronts[i]):
+                    if m + wj <= budget:
+                        cand.append((m + wj, c + seg, g + 1, i, k))
+        cand.sort(key=lambda s: (s[0], s[1], s[2]))
+        front: list[tuple[float, float, int, int, int]] = []
+        for s in cand:  # keep plans that pad strictly less than every cheaper one
+            if not front or s[1] < front[-1][1] - 1e-12 * max(1.0, abs(front[-1][1])):
+                front.append(s)
+        if len(front) > MAX_FRONT:
+            return None
+        fronts.append(front)
+        for k, (m, c, g, _, _) in enumerate(front):
+            key = (c + big * (1.0 - cum_p[j + 1]), m, g, j, k)
+            if best is None or _better(key, best):
+                best = key
+    if best is None:
+        raise MlaprofError("no capture size fits the budget: raise it or capture fewer sizes")
+    chosen, j, k = [], best[3], best[4]
+    while j >= 0:
+        chosen.append(int(v[j]))
+        _, _, _, j, k = fronts[j][k]
+    return sorted(chosen)
+
+
+def _better(a: tuple[float, float, int, int, int], b: tuple[float, float, int, int, int]) -> bool:
+    """Lower expected cost first (within rounding), then less memory, then fewer graphs."""
+    tol = 1e-9 * max(1.0, abs(b[0]))
+    if a[0] < b[0] - tol:
+        return True
+    if a[0] > b[0] + tol:
+        return False
+    return (a[1], a[2]) < (b[1], b[2])
 
 
 def dp_buckets(n: int) -> int:
@@ -154,8 +212,9 @@ def propose(
     mem: MemoryModel | None,
     budget_bytes: float | None,
     max_graphs: int | None,
-) -> list[int]:
-    """The optimal capture list (tokens) for ``dist`` (batch size -> probability)."""
+) -> tuple[list[int], str]:
+    """The optimal capture list (tokens) for ``dist`` (batch size -> probability), and the
+    resolution it was planned at ("to the byte", "in 1/N steps of the budget", "by graphs")."""
     batches = sorted(b for b, p in dist.items() if p > 0)
     if not batches:
         raise MlaprofError("the batch-size distribution is empty")
@@ -163,12 +222,17 @@ def propose(
     p = np.array([dist[b] for b in batches], float)
     n = len(v)
     if mem is not None and budget_bytes is not None:
+        exact = propose_exact(v, p, mem.fixed_bytes + mem.per_token_bytes * v, budget_bytes)
+        if exact is not None:
+            return exact, "to the byte"
         cap = dp_buckets(n)
+        how = f"in 1/{cap} steps of the budget, rounded up (too many plans to keep exact)"
         unit = budget_bytes / cap
         w = np.ceil((mem.fixed_bytes + mem.per_token_bytes * v) / unit - 1e-9).astype(int)
     else:
         w = np.ones(n, int)
         cap = max_graphs if max_graphs is not None else n
+        how = "by graph count"
     # lexicographic: the least likely eager batch costs more than all padding can
     big = (float(v[-1]) + 1.0) / float(p.min())
     cum_p = np.concatenate([[0.0], np.cumsum(p)])
@@ -203,7 +267,7 @@ def propose(
         i = int(parent[j, c])
         c -= int(w[j])
         j = i
-    return sorted(chosen)
+    return sorted(chosen), how
 
 
 def make_plan(
@@ -251,9 +315,11 @@ def make_plan(
     else:
         max_graphs = max_graphs or len(default_sizes)
         budget = f"at most {max_graphs} graphs (capture memory unknown)"
+    sizes, how = propose(
+        plan_dist, qlen, mem, budget_bytes if max_graphs is None else None, max_graphs
+    )
     if mem is not None and max_graphs is None:
-        budget += f"; planned in 1/{dp_buckets(len(plan_dist))} steps of it, rounded up"
-    sizes = propose(plan_dist, qlen, mem, budget_bytes if max_graphs is None else None, max_graphs)
+        budget += f"; planned {how}"
     notes.append(
         "the list also serves mixed prefill-decode (PIECEWISE) batches: sizes not in it pad "
         "those batches further"

@@ -49,6 +49,8 @@ def _gluon_v0119(x: SplitInput) -> Array:
 
 
 def _gluon_v0119_post2(x: SplitInput) -> Array:
+    if x.heads in p.BH64_HEADS:  # the entry takes bh64 first
+        return _gluon_bh64(x)
     den = _i(x.num_reqs) * x.qlen * cdiv(x.heads, 16)
     return np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // den, cdiv(x.min_kv_seq_len, 64)))
 
@@ -60,6 +62,8 @@ def _gluon_fp8_v0119(x: SplitInput) -> Array:
 
 
 def _gluon_v0120(x: SplitInput) -> Array:
+    if x.heads in p.BH64_HEADS:  # the entry takes bh64 first
+        return _gluon_bh64(x)
     den = _i(x.num_reqs) * x.qlen * cdiv(x.heads, 16)
     return np.maximum(1, p.GLUON_TARGET_CTAS // den)
 
@@ -68,12 +72,18 @@ def _gluon_bh64(x: SplitInput) -> Array:
     # same float operations, in the same order, as the scalar policy
     base = 8 * cdiv(x.heads, 64) * x.qlen * (_i(x.num_reqs) / 8)
     s = np.maximum(1, next_pow2(np.ceil(p.GLUON_TARGET_CTAS / base).astype(np.int64)))
-    return np.where(_i(x.min_kv_seq_len) > s * (3 * 64 + s), s, 0)  # the kernel's assert
+    ok = (_i(x.min_kv_seq_len) > s * (3 * 64 + s)) & (_i(x.num_reqs) % 64 == 0)
+    return np.where(ok, s, 0)  # the kernel's asserts
+
+
+def _asm_total_kv(x: SplitInput) -> Array:
+    """p.asm_total_kv: the kv_indices buffer's length where the caller passes one."""
+    return _i(x.total_kv if x.kv_buffer_len is None else x.kv_buffer_len)
 
 
 def _aiter_asm(x: SplitInput) -> Array:
     b = _i(x.num_reqs)
-    avg_kv = _i(x.total_kv) / b
+    avg_kv = _asm_total_kv(x) / b
     bs_occ = b * max(p.ASM_TG_FACTOR, p.ASM_WG_PER_SPLIT)
     best = np.ones_like(b)
     best_score = np.full(b.shape, -1.0)
@@ -84,6 +94,18 @@ def _aiter_asm(x: SplitInput) -> Array:
         best = np.where(better, i, best)
         best_score = np.where(better, score, best_score)
     return best
+
+
+def _aiter_asm_fp8(x: SplitInput) -> Array:
+    bn = p.ASM_FP8_BLOCK_N.get(x.heads * x.qlen)
+    b = _i(x.num_reqs)
+    if bn is None:  # no block width: the kernel refuses
+        return np.zeros(b.shape, np.int64)
+    total = _asm_total_kv(x)
+    s = np.minimum(_aiter_asm(x), cdiv(total, b * bn))
+    capped = (np.abs(total / b - x.qlen) // bn).astype(np.int64) + 1
+    s = np.where(s > 1, np.minimum(s, capped), s)
+    return np.maximum(1, s)
 
 
 def _vllm_triton(x: SplitInput) -> Array:
@@ -109,6 +131,7 @@ TWINS: dict[Callable[[SplitInput], int], Callable[[SplitInput], Array]] = {
     p.gluon_bh16_v0120: _gluon_v0120,
     p.gluon_bh64: _gluon_bh64,
     p.aiter_asm: _aiter_asm,
+    p.aiter_asm_fp8: _aiter_asm_fp8,
     p.vllm_triton: _vllm_triton,
     p.mlaprof_triton: _mlaprof_triton,
 }
@@ -124,7 +147,9 @@ def _scalar(policy: Policy, x: SplitInput, n: int) -> Array:
     vals = np.zeros(len(uniq), dtype=np.int64)
     for k, (b, mn, mx, tot, units) in enumerate(uniq.tolist()):
         try:
-            vals[k] = policy.splits(SplitInput(b, x.qlen, x.heads, mn, mx, tot, units, x.kv_fp8))
+            vals[k] = policy.splits(
+                SplitInput(b, x.qlen, x.heads, mn, mx, tot, units, x.kv_fp8, x.kv_buffer_len)
+            )
         except MlaprofError:
             vals[k] = 0
     return vals[inverse.reshape(-1)]
