@@ -14,13 +14,28 @@ from typing import Any
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def plain(value: Any) -> str:
-    """``str(value)`` with every control character shown as ``\\xNN`` (plain-text output)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+# a trace string longer than this is shown shortened, with its length: a 50 KB version string or
+# a 30 KB kernel name is data to name, not to print whole (and wrapping it costs every renderer)
+LONG = 2000
 
 
-def term(value: Any) -> str:
+def short(value: Any, limit: int = LONG) -> str:
+    """``str(value)``, cut to ``limit`` characters with its full length said when longer."""
+    s = str(value)
+    if len(s) <= limit:
+        return s
+    keep = max(1, limit - 40)
+    return f"{s[:keep]}... ({len(s):,} chars)"
+
+
+def plain(value: Any, limit: int = LONG) -> str:
+    """``str(value)`` shortened (:func:`short`), every control character shown as ``\\xNN``
+    (plain-text output)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", short(value, limit))
+
+
+def term(value: Any, limit: int = LONG) -> str:
     """:func:`plain`, then rich markup escaped: for strings printed through rich."""
     from rich.markup import escape
 
-    return escape(plain(value))
+    return escape(plain(value, limit))

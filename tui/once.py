@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import is_run_folder, list_runs_nested
+from mlaprof.textsafe import plain
 from tui.compare import HEAD, compare_rows
 from tui.follower import FollowError, RunFollower, analyze_run
 from tui.text import format_table, render_text
@@ -51,4 +52,5 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
         text += f"\nCOMPARE  A: {v.name}  B: {w.name}\n"
         text += "\n".join(format_table((HEAD, compare_rows(sa, sb))))
         text += "\n\n" + render_text(w)
-    return text
+    # trace strings are data: control characters shown, lines of a 50 KB string shortened
+    return "\n".join(plain(line) for line in text.split("\n"))

@@ -49,11 +49,22 @@ ENGINE = re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\) with config: (.*
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {_NUM} secs?, took (-?{_NUM}) GiB")
 ESTIMATED = re.compile(rf"Estimated CUDA graph memory: {_NUM} GiB total")
 PROFILE = re.compile(r"Profiling CUDA graph memory: (.*)$")
-PROFILE_GROUP = re.compile(r"(\w+)=(\d+) \(largest=(\d+)\)")
+# a group starts at a word boundary: scanning a long word from each of its letters was quadratic
+PROFILE_GROUP = re.compile(r"(?<!\w)(\w+)=(\d+) \(largest=(\d+)\)")
 PROFILING_ON = re.compile(
     rf"CUDA graph memory profiling is enabled.*?--gpu-memory-utilization={_NUM} is equivalent to "
     rf"--gpu-memory-utilization={_NUM}.*?increase --gpu-memory-utilization to {_NUM}"
 )
+_PROFILING_ON_AT = "CUDA graph memory profiling is enabled"
+
+
+def _profiling_on(msg: str) -> re.Match[str] | None:
+    """PROFILING_ON tried once, where its literal start first occurs: searched from every
+    occurrence, its lazy gaps made a line repeating the phrase quadratic."""
+    i = msg.find(_PROFILING_ON_AT)
+    return None if i < 0 else PROFILING_ON.match(msg, i)
+
+
 PROFILING_OFF = re.compile(r"CUDA graph memory profiling is disabled")
 SKIPPED = re.compile(r"Skipping CUDA graph capture")
 # platforms/cuda.py and platforms/rocm.py name the attention backend they chose
@@ -312,7 +323,7 @@ def _record(msg: str) -> dict[str, Any] | None:
         groups = {g: {"graphs": int(n), "largest": int(big)}
                   for g, n, big in PROFILE_GROUP.findall(m.group(1))}  # fmt: skip
         return {"kind": "graph-memory-profile", "message": m.group(0), "groups": groups}
-    if m := PROFILING_ON.search(msg):
+    if m := _profiling_on(msg):
         return {
             "kind": "graph-memory-profiling",
             "message": m.group(0),

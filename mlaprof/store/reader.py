@@ -398,7 +398,7 @@ def list_runs_nested(folder: Path | str) -> list[RunInfo]:
     run one level down is named ``sub/run``."""
     folder = Path(folder)
     runs = list_runs(folder)
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if (sub / runmeta.META_FILE).exists():
             continue
         try:

@@ -1,15 +1,21 @@
 """All-or-nothing imports: a run is built in a hidden staging folder and renamed into place.
 
-An import that fails (bad input, a bug, Ctrl-C) removes its staging folder, so the traces folder
-never holds a half-imported run. ``list_runs`` ignores the staging folder (no run.json at its top).
+The run's name is reserved when the import starts (its folder created exclusively, so two imports
+never take one name, and a symlink in the traces folder is never written through); the staged run
+replaces that empty folder when it is complete. An import that fails (bad input, a bug, Ctrl-C)
+removes its staging folder and its reservation; one killed outright (SIGKILL) leaves them, and the
+next import removes every staging folder whose lock no live process holds. ``list_runs`` ignores
+staging folders (hidden) and reserved empty folders (no run.json).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -25,6 +31,56 @@ from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
 
 STAGING_PREFIX = ".mlaprof-import-"
+STAGE_LOCK = "import.lock"  # held (flock) for the whole import: a dead lock is a dead import
+RESERVED = "reserved-name"  # the run name the stage reserved
+STAGE_GRACE_S = 60.0  # a stage without its lock yet is left alone this long (it is starting)
+
+
+def _lock_stage(stage: Path) -> int:
+    fd = os.open(stage / STAGE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _stage_alive(stage: Path) -> bool:
+    try:
+        fd = os.open(stage / STAGE_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # no lock yet: a stage being created, or one from before stage locks
+        try:
+            return time.time() - stage.stat().st_mtime < STAGE_GRACE_S
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def clean_dead_stages(traces: Path) -> list[str]:
+    """Remove the staging folders of imports killed outright, and the empty folders they
+    reserved; returns the names of the stages removed."""
+    removed = []
+    try:
+        stages = [p for p in Path(traces).iterdir() if p.name.startswith(STAGING_PREFIX)]
+    except OSError:
+        return removed
+    for stage in stages:
+        if not stage.is_dir() or stage.is_symlink() or _stage_alive(stage):
+            continue
+        name = ""
+        with suppress(OSError, UnicodeDecodeError):
+            name = (stage / RESERVED).read_text().strip()
+        shutil.rmtree(stage, ignore_errors=True)
+        if name and "/" not in name and not name.startswith("."):
+            with suppress(OSError):  # only ever an EMPTY folder: never a run
+                (Path(traces) / name).rmdir()
+        removed.append(stage.name)
+    return removed
 
 
 class BulkWriter:
@@ -179,15 +235,29 @@ def staged_run(
     :class:`~mlaprof.errors.Terminated`) removes everything written.
     """
     traces = Path(traces_dir)
-    final = traces / (runmeta.free_name(traces, name) if unique else runmeta.folder_name(name))
-    if os.path.lexists(final):
-        raise MlaprofError(f"run {final} already exists; choose another --name")
+    clean_dead_stages(traces)
+    # the name is reserved now, atomically: an exclusive mkdir (never through a symlink)
+    if unique:
+        final = traces / runmeta.reserve(traces, name)
+    else:
+        final = traces / runmeta.folder_name(name)
+        try:
+            traces.mkdir(parents=True, exist_ok=True)
+            final.mkdir()
+        except FileExistsError:
+            raise MlaprofError(f"run {final} already exists; choose another --name") from None
+        except OSError as e:
+            raise MlaprofError(f"cannot create run {final}: {e.strerror or e}") from None
     try:
-        traces.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=traces))
+        lock_fd = _lock_stage(stage)
+        (stage / RESERVED).write_text(final.name)
     except OSError as e:
+        with suppress(OSError):
+            final.rmdir()
         raise MlaprofError(f"cannot create a run under {traces}: {e.strerror or e}") from None
     bulk: BulkWriter | None = None
+    done = False
     try:
         writer: RunWriter = create_run(stage, final.name, {**dict(meta), "status": "importing"})
         staged_dir = writer.run_dir
@@ -198,15 +268,18 @@ def staged_run(
         yield bulk, final
         bulk.commit()
         bulk = None
-        if os.path.lexists(final):
-            raise MlaprofError(f"run {final} appeared while importing; choose another --name")
         try:
-            os.rename(staged_dir, final)
+            os.rename(staged_dir, final)  # replaces the reserved (empty) folder
         except OSError as e:
             raise MlaprofError(f"cannot create run {final}: {e.strerror or e}") from None
+        done = True
     except BaseException:
         if bulk is not None:
             bulk.abort()
         raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        os.close(lock_fd)
+        if not done:
+            with suppress(OSError):
+                final.rmdir()  # the reservation (empty unless the rename happened)
