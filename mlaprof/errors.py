@@ -54,3 +54,28 @@ def stop_exception(signum: int) -> KeyboardInterrupt:
     import signal
 
     return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def _disk_full(path: object) -> bool:
+    """Whether the file system holding ``path`` has no space left for an unprivileged write."""
+    import os
+
+    try:
+        st = os.statvfs(str(path))
+    except (OSError, TypeError, ValueError):
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
+
+
+def disk_message(e: BaseException, path: object = None) -> str:
+    """An OS or SQLite failure as one line, saying "disk full" whenever the disk is: SQLite
+    reports a write that ran out of space as "database or disk is full" or, mid-page, as a
+    "malformed" image, which misleads when the truth is a full disk."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return "disk full (no space left on the device)"
+    text = str(e.strerror or e) if isinstance(e, OSError) else str(e)
+    if "disk is full" in text or (path is not None and _disk_full(path)):
+        return f"disk full (no space left on the device; {text})"
+    return text

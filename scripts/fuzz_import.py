@@ -2,9 +2,12 @@
 
 Every case mutates a real or documented-format fixture (tests/fuzz_inputs.py: byte flips,
 truncation, huge and non-finite numbers, swapped numbers, deep nesting, encodings, gzip, dropped
-CSV columns; SQL-level damage for rocpd) and imports it through ``mlaprof import``. An import must
-either succeed whole (a ``finished`` run) or fail with exactly one ``mlaprof: error:`` line and
-leave nothing in the traces folder. Every tenth successful import is also listed and reported.
+CSV columns; SQL-level damage for rocpd; long lines and strings; multi-rank folders of hosts and
+processes) and imports it through ``mlaprof import``. An import must either succeed whole (a
+``finished`` run) or fail with exactly one ``mlaprof: error:`` line and leave nothing in the
+traces folder. Every successful import then goes through what a user runs on it (``runs``,
+``report``, ``--json``, ``--html``, ``tui --once``, the three exports and a re-import of the
+rocpd export), each within 10 s (``--post-every N``: every Nth import only).
 
 Usage::
 
@@ -20,6 +23,7 @@ import functools
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -32,9 +36,12 @@ import mlaprof.cli  # noqa: E402
 from mlaprof.store.runmeta import git_revision  # noqa: E402
 from tests.fuzz_inputs import FORMATS, make_case, run_case, seed_files  # noqa: E402
 
-BAD = ("traceback", "bad-error", "leftover", "bad-run")
+BAD = ("traceback", "bad-error", "leftover", "bad-run", "hang", "partial")
 # the CLI builds its parser per call (importing every verb, ~10 ms): one parser serves every case
 mlaprof.cli.build_parser = functools.cache(mlaprof.cli.build_parser)
+
+
+POST_EVERY = 1  # post-import commands on every Nth successful import (set from --post-every)
 
 
 def fuzz(
@@ -55,16 +62,16 @@ def fuzz(
         out = run_case(fmt, path, work / "traces")
         if out.result == "imported":
             imported += 1
-            if imported % 10 == 0:
-                out = run_case(fmt, path, work / "traces", report=True)
+            results["post-checked"] += imported % POST_EVERY == 0
+            if imported % POST_EVERY == 0:
+                out = run_case(fmt, path, work / "traces", post=True)
         results[out.result] += 1
         if out.result == "refused":
             # the refusal's kind, without the file name and values
             reasons[_reason(out.detail)] += 1
         if out.result in BAD and len(examples.setdefault(out.result, [])) < 10:
             examples[out.result].append({"seed": seed, "ops": ops, "detail": out.detail})
-        for p in case_dir.iterdir():
-            p.unlink()
+        shutil.rmtree(case_dir, ignore_errors=True)
     return results, reasons, examples
 
 
@@ -83,8 +90,8 @@ def fuzz_format(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(workers) as pool:
-            parts = list(pool.map(_task, [(fmt, seeds, c, work / f"w{c.start}", deadline)
-                                          for c in chunks]))  # fmt: skip
+            parts = list(pool.map(_task, [(fmt, seeds, c, work / f"w{c.start}", deadline,
+                                           POST_EVERY) for c in chunks]))  # fmt: skip
     else:
         parts = [fuzz(fmt, seeds, range(cases), work, deadline)]
     for res, why, ex in parts:
@@ -93,10 +100,11 @@ def fuzz_format(
         for k, v in ex.items():
             examples.setdefault(k, []).extend(v[: 10 - len(examples.get(k, []))])
     return {
-        "cases": sum(results.values()),
+        "cases": sum(n for k, n in results.items() if k != "post-checked"),
         "results": dict(results),
         "tracebacks": results["traceback"],
         "contract_broken": sum(results[k] for k in BAD),
+        "hangs": results["hang"],
         "top_refusals": dict(reasons.most_common(15)),
         "examples": examples,
         "seconds": round(time.time() - t0, 1),
@@ -104,12 +112,12 @@ def fuzz_format(
 
 
 def _task(args: tuple) -> tuple[Counter[str], Counter[str], dict[str, list[dict]]]:
-    fmt, seeds, cases, work, deadline = args
+    fmt, seeds, cases, work, deadline, post_every = args
+    global POST_EVERY
+    POST_EVERY = post_every
     try:
         return fuzz(fmt, seeds, cases, work, deadline)
     finally:
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -133,7 +141,11 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument("--workers", type=int, default=1, help="processes (cases split in chunks)")
     ap.add_argument("--revision", default=None, help="mlaprof revision to record (default: git)")
+    ap.add_argument("--post-every", type=int, default=1,
+                    help="run the post-import commands on every Nth successful import (1: all)")  # fmt: skip
     args = ap.parse_args()
+    global POST_EVERY
+    POST_EVERY = max(1, args.post_every)
     # a crafted view that never ends is cut after this (the default is 600 s)
     os.environ.setdefault("MLAPROF_ROCPD_TIMEOUT", "2")
     deadline = time.time() + args.hours * 3600

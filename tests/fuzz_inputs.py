@@ -319,13 +319,33 @@ def make_case(fmt: str, seeds: list[Path], seed: int, out_dir: Path) -> tuple[Pa
         data = gzip.decompress(data)
         name = name.removesuffix(".gz")
     data, done = mutate_bytes(fmt, data, rng)
+    if rng.random() < 0.1:  # a long line or string: every parser and renderer must stay linear
+        at = rng.randrange(len(data) + 1)
+        n = rng.choice([50_000, 200_000, 1_000_000])
+        data = data[:at] + rng.choice([b"A", b"=", b"9", b"a=1 "]) * (n // 4) + data[at:]
+        done.append(f"long-{n}")
     if data[:2] == b"\x1f\x8b" and fmt == "kineto":
         name += ".gz"
     path = out_dir / f"case-{name}"
     if fmt == "rocprof-csv" and path.suffix != ".csv":
         path = path.with_suffix(".csv")
     path.write_bytes(data)
+    if fmt == "rocprof-csv" and rng.random() < 0.15:
+        return _multi_rank(path, rng, out_dir), [*done, "multi-rank"]
     return path, done
+
+
+def _multi_rank(path: Path, rng: random.Random, out_dir: Path) -> Path:
+    """The case as rocprofv3 writes a multi-GPU job: a folder per host, a file set per process
+    (pid prefix), sometimes the same process's file twice under another pid."""
+    root = out_dir / "fleet"
+    for h in range(rng.randint(1, 2)):
+        for i in range(rng.randint(1, 3)):
+            d = root / f"host{h}"
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, d / f"{4000 + 10 * h + i}_kernel_trace.csv")
+    path.unlink()
+    return root
 
 
 @dataclass
@@ -334,9 +354,36 @@ class Outcome:
     detail: str = ""
 
 
-def run_case(fmt: str, path: Path, traces: Path, report: bool = False) -> Outcome:
+HANG_S = 10  # a post-import command that runs longer than this is a hang
+
+
+def _post_commands(traces: Path, out: Path) -> list[list[str]]:
+    run = str(traces / "fz")
+    return [
+        ["runs", str(traces)],
+        ["report", run],
+        ["report", run, "--json"],
+        ["report", run, "--html", str(out / "r.html"), "--force"],
+        ["tui", run, "--once"],
+        ["export", run, "--format", "perfetto", "-o", str(out / "t.perfetto.json")],
+        ["export", run, "--format", "rocpd", "-o", str(out / "t.rocpd.db")],
+        ["export", run, "--format", "csv", "-o", str(out / "csv")],
+        ["import", "rocprof", str(out / "t.rocpd.db"), "--traces", str(out / "back"), "--name",
+         "back"],
+    ]  # fmt: skip
+
+
+def _hang(*_: object) -> None:
+    raise TimeoutError(f"no answer in {HANG_S} s")
+
+
+def run_case(
+    fmt: str, path: Path, traces: Path, report: bool = False, post: bool = False
+) -> Outcome:
     """Import ``path`` through the CLI; judge the all-or-nothing, one-line-error contract.
-    ``report``: also list and report a successful import (names shown escaped)."""
+    ``report``: also list and report a successful import (names shown escaped). ``post``: every
+    command a user runs on an import (report, --json, --html, tui --once, the three exports and
+    a re-import of the rocpd export), each within HANG_S seconds, no traceback, no raw escape."""
     if traces.exists():
         shutil.rmtree(traces)
     err, out = io.StringIO(), io.StringIO()
@@ -364,6 +411,8 @@ def run_case(fmt: str, path: Path, traces: Path, report: bool = False) -> Outcom
     info = run_info(traces / "fz")
     if info.status != "finished" or info.error:
         return Outcome("bad-run", f"{info.status}: {info.error}")
+    if post:
+        return _run_post(traces)
     if report:
         for argv in (["runs", str(traces)], ["report", str(traces / "fz")]):
             err, out = io.StringIO(), io.StringIO()
@@ -375,4 +424,42 @@ def run_case(fmt: str, path: Path, traces: Path, report: bool = False) -> Outcom
                 return Outcome("traceback", f"{argv[0]}: " + "".join(tb[-3:])[-1500:])
             if rc != 0 or "\x1b" in out.getvalue() or "\x07" in out.getvalue():
                 return Outcome("bad-run", f"{argv[0]} exit {rc}, raw escapes or: {err.getvalue()}")
+    return Outcome("imported")
+
+
+def _run_post(traces: Path) -> Outcome:
+    import signal
+
+    out = traces.parent / "post"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    old = signal.signal(signal.SIGALRM, _hang)
+    try:
+        for argv in _post_commands(traces, out):
+            err, so = io.StringIO(), io.StringIO()
+            signal.alarm(HANG_S)
+            try:
+                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(so):
+                    rc = main(argv)
+            except TimeoutError:
+                return Outcome("hang", f"{argv[0]} {' '.join(argv[2:3])}: > {HANG_S} s")
+            except BaseException as e:  # noqa: BLE001
+                tb = traceback.format_exception(type(e), e, e.__traceback__)
+                return Outcome("traceback", f"{argv[:3]}: " + "".join(tb[-3:])[-1500:])
+            finally:
+                signal.alarm(0)
+            text = so.getvalue()
+            if rc not in (0, 2) or "\x1b" in text or "\x07" in text:
+                return Outcome("bad-run", f"{argv[:3]} exit {rc}: {err.getvalue()[-300:]}")
+            if rc == 2 and (err.getvalue().count("\n") != 1 or "Traceback" in err.getvalue()):
+                return Outcome("bad-error", f"{argv[:3]}: {err.getvalue()[-300:]}")
+            if argv[0] == "import" and rc == 0:
+                from mlaprof.store.reader import run_info
+
+                info = run_info(out / "back" / "back")
+                if info.status != "finished":
+                    return Outcome("partial", f"re-import of the rocpd export: {info.status}")
+    finally:
+        signal.signal(signal.SIGALRM, old)
     return Outcome("imported")

@@ -115,3 +115,45 @@ def test_kernels_without_timestamps_are_refused_with_a_reason(tmp_path: Path, ca
     err = capsys.readouterr().err
     assert "4 of 4 kernels have no timestamps" in err and "perfetto or rocpd" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_formulas_are_inert_in_the_export_and_come_back_on_import(tmp_path: Path) -> None:
+    """Kernel names and API functions starting with =, +, -, @ are written with a leading '
+    (a spreadsheet shows them, never runs them); mlaprof's importer takes the ' back off, on
+    both of its CSV parsers, so the export still round-trips."""
+    from mlaprof.formats.spreadsheet import neutralize, restore
+
+    evil = ['=HYPERLINK("http://x")', "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "'quoted", "ok"]
+    for s in evil:
+        assert restore(neutralize(s)) == s
+        assert not neutralize(s).startswith(("=", "+", "-", "@"))
+    w = create_run(tmp_path / "t", "evil", {"source": "rocprof", "kind": "trace"})
+    for i, name in enumerate(evil):
+        w.add("kernels", name=name, start_ns=1000 * i, end_ns=1000 * i + 500, device=0, stream=0,
+                 correlation=i, grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1, block_z=1)  # fmt: skip
+    w.finish("finished")
+    out = tmp_path / "csv"
+    with load(tmp_path / "t" / "evil") as run:
+        export_csv(run, out)
+    cells = [r[7] for r in csv_rows(out / "kernel_trace.csv")[1]]
+    assert all(not c.startswith(("=", "+", "-", "@")) for c in cells)
+    for arrow in (True, False):
+        back, _ = import_rocprof(out, tmp_path / "t", f"back-{arrow}", use_arrow=arrow)
+        with load(back) as run:
+            assert sorted(run.kernels["name"].astype(str)) == sorted(evil)
+
+
+def test_file_names_built_from_trace_strings_are_bounded(tmp_path: Path) -> None:
+    """An API domain of 5,000 characters names a file of at most 40 + suffix characters (it
+    used to fail "File name too long"); two long domains stay apart."""
+    w = create_run(tmp_path / "t", "dom", {"source": "rocprof", "kind": "trace"})
+    for i, dom in enumerate(("X" * 5000, "X" * 4999 + "Y", "HIP_RUNTIME_API")):
+        w.add("api", domain=dom, function=f"f{i}", pid=1, tid=1, correlation=i, start_ns=i,
+              end_ns=i + 1)  # fmt: skip
+    w.finish("finished")
+    out = tmp_path / "csv"
+    with load(tmp_path / "t" / "dom") as run:
+        counts = export_csv(run, out)
+    names = sorted(p.name for p in out.iterdir())
+    assert all(len(n) <= 40 + len("_api_trace.csv") for n in names), names
+    assert "hip_api_trace.csv" in names and len(names) == 3 and sum(counts.values()) == 3

@@ -128,3 +128,31 @@ def test_api_fixture_nests(tmp_path: Path) -> None:
     assert sum(1 for e in ev if e["ph"] == "X") == 920
     # timestamps are written as exact decimals (three digits after the point)
     assert re.search(r'"ts":\d+\.\d{3}[,}]', text)
+
+
+def test_the_trace_is_written_one_event_at_a_time(tmp_path) -> None:
+    """Streaming: no write is larger than the largest event, and the file parses to exactly
+    what one json.dumps of the whole trace gives."""
+    import io
+    import json
+
+    from mlaprof.exporters.perfetto import _dump, build_trace, write_trace
+    from mlaprof.store import load
+    from tests.trace_io_helpers import make_run
+
+    with load(make_run(tmp_path / "t")) as run:
+        trace = build_trace(run)
+
+    class Recorder(io.StringIO):
+        biggest = 0
+
+        def write(self, s: str) -> int:
+            Recorder.biggest = max(Recorder.biggest, len(s))
+            return super().write(s)
+
+    f = Recorder()
+    write_trace(f, trace)
+    assert json.loads(f.getvalue()) == json.loads(_dump(trace))
+    largest = max(len(_dump(e)) for e in trace["traceEvents"])
+    assert Recorder.biggest <= max(largest, len(_dump(trace["otherData"])) + 20)
+    assert len(f.getvalue()) > 3 * Recorder.biggest  # many writes, not one

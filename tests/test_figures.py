@@ -328,3 +328,34 @@ def test_splits_decided_on_the_device_are_not_drawn_as_s_used(runs):
         assert any(note in a.text for a in fig.layout.annotations)
     fig = F.splits_used_vs_deserved(both, policy="aiter-gluon-v0.1.19")
     assert not any(note in (a.text or "") for a in fig.layout.annotations)  # host S: no note
+
+
+def test_a_multi_rank_runs_figures_say_which_rank_they_draw(tmp_path) -> None:
+    """Figures draw one rank of a multi-rank run (mixing them would double count): the title
+    says which, and of how many; another rank is one argument away."""
+    from mlaprof.store import create_run, load
+
+    for rank, used in ((0, 16), (1, 1)):
+        w = create_run(tmp_path, "two", {"source": "mlaprof run", "kind": "scenario",
+                                         "scenario": {"policy": "aiter-gluon-v0.1.19"}},
+                       rank=rank)  # fmt: skip
+        w.add("splits", step=0, capture_size=16, policy="aiter-gluon-v0.1.19", used=used,
+              deserved=17, frozen=1, target="mi355x")  # fmt: skip
+        w.add(
+            "splits",
+            step=0,
+            capture_size=16,
+            policy="aiter-gluon-v0.1.19",
+            used=used,
+            deserved=17,
+            frozen=1,
+            target="mi355x",
+        )  # a repeated row: one bar, no error
+        w.finish("finished")
+    with load(tmp_path / "two") as run:
+        fig = F.splits_used_vs_deserved(run, by="policy")
+        assert "rank 0 of 2 ranks" in fig.layout.title.text
+        used = next(t for t in fig.data if t.name.startswith("S used"))
+        assert list(used.y) == [16]
+        one = F.splits_used_vs_deserved(run, by="policy", rank=1)
+        assert list(next(t for t in one.data if t.name.startswith("S used")).y) == [1]

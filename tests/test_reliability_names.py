@@ -136,3 +136,32 @@ def test_long_trace_strings_are_shown_shortened_with_their_length(tmp_path, caps
         assert version not in out
         assert max(len(line) for line in out.splitlines()) < 3000
     assert "chars)" in out
+
+
+def test_report_html_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
+    traces = tmp_path / "t"
+    assert main(["import", "rocprof", str(BUG), "--traces", str(traces), "--name", "bug"]) == 0
+    page = tmp_path / "r.html"
+    page.write_text("mine")
+    capsys.readouterr()
+    assert main(["report", str(traces / "bug"), "--html", str(page)]) == 2
+    err = capsys.readouterr().err
+    assert "already exists: give --force" in err and page.read_text() == "mine"
+    assert main(["report", str(traces / "bug"), "--html", str(page), "--force"]) == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    w = tmp_path / "w.html"
+    w.write_text("mine")
+    assert main(["whatif", "--batch", "1-2", "--context", "1024", "--html", str(w)]) == 2
+    assert w.read_text() == "mine"
+
+
+def test_a_malformed_write_on_a_full_disk_says_disk_full(monkeypatch, tmp_path) -> None:
+    import sqlite3
+
+    from mlaprof import errors
+
+    e = sqlite3.DatabaseError("database disk image is malformed")
+    assert errors.disk_message(e, tmp_path) == "database disk image is malformed"
+    monkeypatch.setattr(errors, "_disk_full", lambda path: True)
+    assert errors.disk_message(e, tmp_path).startswith("disk full")
+    assert errors.disk_message(OSError(28, "No space left on device")).startswith("disk full")

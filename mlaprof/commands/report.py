@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--png", metavar="DIR", help="write the figures as PNG files (needs Chromium)")
     p.add_argument("--compare", metavar="RUN2", help="compare with a second run (e.g. the fix)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the --html file or the --png figures if they exist")  # fmt: skip
     p.add_argument("--verbose", "-v", action="store_true", help="also list every sync")
     p.add_argument("--shadow-device", metavar="NAME", default=None,
                    help="a recorded vLLM engine: device the AITER shadow analysis models "
@@ -50,12 +52,14 @@ def main(args: argparse.Namespace) -> int:
     if args.html:
         from mlaprof.figures.html_report import write_html_report
 
-        path = write_html_report(run, Path(args.html), compare=other, shadow=_shadow(args))
+        path = write_html_report(
+            run, Path(args.html), compare=other, shadow=_shadow(args), force=args.force
+        )
         print(f"wrote {path}")
     if args.png:
         from mlaprof.figures.png import write_pngs
 
-        for path in write_pngs(run, Path(args.png), compare=other):
+        for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
             print(f"wrote {path}")
     if args.json:
         from mlaprof.analysis import summary

@@ -77,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=15, help="worst cells to list (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (every cell)")
     p.add_argument("--html", metavar="FILE", help="write an offline HTML page with heatmaps")
+    p.add_argument("--force", action="store_true", help="overwrite the --html file if it exists")
     p.set_defaults(func=main)
 
 
@@ -134,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
     if args.html:
         from mlaprof.figures.html_report import write_whatif_html
 
-        print(f"wrote {write_whatif_html(w, Path(args.html), top=args.top)}")
+        print(f"wrote {write_whatif_html(w, Path(args.html), top=args.top, force=args.force)}")
     if args.json:
         print(json_lines(w.to_json()))
     elif not args.html:

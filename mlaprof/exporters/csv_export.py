@@ -9,6 +9,7 @@ layers, replays and splits are recomputed from names, correlation ids and grids.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats.spreadsheet import neutralize
 from mlaprof.store.rows import iter_rows
 
 if TYPE_CHECKING:
@@ -51,12 +53,19 @@ def _agent(v: Any) -> str | None:
     return None if v is None else f"Agent {v}"
 
 
+FAMILY_MAX = 40  # file names are built from trace strings: bounded, and safe on every system
+
+
 def _family(domain: str | None) -> str:
     d = (domain or "api").lower()
     for fam in ("marker", "hip", "hsa", "rccl"):
         if d.startswith(fam):
             return fam
-    return re.sub(r"[^a-z0-9]+", "_", d).strip("_") or "api"
+    fam = re.sub(r"[^a-z0-9]+", "_", d).strip("_") or "api"
+    if len(fam) > FAMILY_MAX:  # a long domain keeps a prefix and a digest of the rest
+        digest = hashlib.sha1(fam.encode()).hexdigest()[:8]
+        fam = f"{fam[: FAMILY_MAX - 9]}_{digest}"
+    return fam
 
 
 def _cell(v: Any) -> str:
@@ -64,8 +73,8 @@ def _cell(v: Any) -> str:
     (readers take it as null; a quoted "" in a number column is a parse error)."""
     if v is None:
         return ""
-    if isinstance(v, str):
-        return '"' + v.replace('"', '""') + '"'
+    if isinstance(v, str):  # formulas made inert (mlaprof.formats.spreadsheet)
+        return '"' + neutralize(v).replace('"', '""') + '"'
     return str(v)
 
 

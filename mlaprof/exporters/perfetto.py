@@ -19,9 +19,9 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from mlaprof.errors import MlaprofError
+from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.store.rows import rows
 
 if TYPE_CHECKING:
@@ -314,19 +314,38 @@ def _counters(
         )
 
 
+def _dump(obj: Any) -> str:
+    return _TS.sub(_us, json.dumps(obj, separators=(",", ":"), default=str))
+
+
+def write_trace(f: TextIO, trace: dict[str, Any]) -> None:
+    """The trace as JSON, one event at a time: the largest string held is one event's, never
+    the whole file (a trace of 10 MB kernel names used to need gigabytes)."""
+    f.write('{"traceEvents":[')
+    for i, e in enumerate(trace["traceEvents"]):
+        if i:
+            f.write(",")
+        f.write(_dump(e))
+    f.write("]")
+    for k, v in trace.items():
+        if k != "traceEvents":
+            f.write(f",{json.dumps(k)}:{_dump(v)}")
+    f.write("}")
+
+
 def export_perfetto(run: Run, out: Path) -> dict[str, int]:
     if out.exists():
         raise MlaprofError(f"{out} already exists; refusing to overwrite")
     trace = build_trace(run)
-    text = _TS.sub(_us, json.dumps(trace, separators=(",", ":"), default=str))
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
+        with open(tmp, "w", encoding="utf-8") as f:
+            write_trace(f, trace)
         os.replace(tmp, out)
     except OSError as e:
         with contextlib.suppress(OSError):  # a read-only folder refuses this too
             tmp.unlink(missing_ok=True)
-        raise MlaprofError(f"cannot write {out}: {e.strerror or e}") from None
+        raise MlaprofError(f"cannot write {out}: {disk_message(e, out.parent)}") from None
     evs = trace["traceEvents"]
     return {
         "slices": sum(1 for e in evs if e["ph"] == "X"),

@@ -115,10 +115,17 @@ def scenario_value(data: Any, key: str) -> Any:
     return sc.get(key) if isinstance(sc, dict) else None
 
 
-def run_label(data: Any) -> str:
-    """`` — <run name>`` for titles when the data is a Run (empty otherwise)."""
+def run_label(data: Any, rank: int | None = None) -> str:
+    """`` — <run name>`` for titles when the data is a Run (empty otherwise), with the rank
+    drawn when the run has several (figures draw one rank: :func:`table`), never unsaid."""
     name = getattr(data, "name", None)
-    return f" — {name}" if isinstance(name, str) and name else ""
+    if not (isinstance(name, str) and name):
+        return ""
+    ranks = getattr(data, "ranks", None) or []
+    if len(ranks) > 1:
+        shown = min(ranks) if rank is None else rank
+        return f" — {name}, rank {shown} of {len(ranks)} ranks"
+    return f" — {name}"
 
 
 def target_label(target: str | None) -> str:

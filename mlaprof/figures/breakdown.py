@@ -20,7 +20,7 @@ def time_breakdown(data: Any, by: str = "kernel", top: int = 12, rank: int | Non
         ly = ly.dropna(subset=["layer", "duration_ns"])
         title = "Time per layer"
         if ly.empty:
-            return c.empty(title + c.run_label(data), "no timed layers in this run")
+            return c.empty(title + c.run_label(data, rank), "no timed layers in this run")
         g = ly.groupby("layer")["duration_ns"].agg(["median", "min", "max", "count"]).sort_index()
         unit, div = c.time_unit(float(g["max"].max()))
         med = (g["median"] / div).tolist()
@@ -47,7 +47,7 @@ def time_breakdown(data: Any, by: str = "kernel", top: int = 12, rank: int | Non
         n = int(ly["step"].nunique())
         c.style(
             fig,
-            f"{title}: median over {n} steps, bars span min to max{c.run_label(data)}",
+            f"{title}: median over {n} steps, bars span min to max{c.run_label(data, rank)}",
             "attention layer",
             f"layer time ({unit})",
         )
@@ -59,7 +59,7 @@ def time_breakdown(data: Any, by: str = "kernel", top: int = 12, rank: int | Non
     kn = kn.dropna(subset=["start_ns", "end_ns"])
     title = "GPU time per kernel"
     if kn.empty:
-        return c.empty(title + c.run_label(data), "no kernel records in this run")
+        return c.empty(title + c.run_label(data, rank), "no kernel records in this run")
     kn = kn.assign(kernel=kn["name"].map(c.kernel_label), dur=(kn["end_ns"] - kn["start_ns"]) / 1e3)
     g = kn.groupby("kernel")["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False)
     names = len(g)
@@ -84,7 +84,7 @@ def time_breakdown(data: Any, by: str = "kernel", top: int = 12, rank: int | Non
     c.style(
         fig,
         f"{title}: {len(kn)} launches of {names} kernel names, {total:,.0f} µs in all"
-        f"{c.run_label(data)}",
+        f"{c.run_label(data, rank)}",
         "GPU time (µs, summed over launches)",
         "",
         height=160 + 30 * len(g),

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlaprof.errors import MlaprofError
+from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
 
 CSS = """
@@ -369,7 +369,11 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
 
 
 def write_html_report(
-    run: Any, path: Path | str, compare: Any = None, shadow: dict[str, str] | None = None
+    run: Any,
+    path: Path | str,
+    compare: Any = None,
+    shadow: dict[str, str] | None = None,
+    force: bool = False,
 ) -> Path:
     """Write the self-contained report of ``run`` (a Run or a run folder) to ``path``;
     ``compare`` (another run, e.g. the fix) adds what changed from ``run`` to it, as a table
@@ -377,22 +381,36 @@ def write_html_report(
     path = Path(path)
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")
-    return _write(path, render_html(run, compare, shadow))
+    refuse_overwrite(path, force)
+    return _write(path, render_html(run, compare, shadow), force)
 
 
-def _write(path: Path, text: str) -> Path:
-    """Atomic write (temporary file + rename): a reader never sees half a report."""
+def refuse_overwrite(path: Path, force: bool) -> None:
+    """Every writer's rule: an existing file is kept unless ``--force`` says otherwise."""
+    if not force and os.path.lexists(path):
+        raise MlaprofError(f"{path} already exists: give --force to overwrite it")
+
+
+def _write(path: Path, text: str, force: bool = False) -> Path:
+    """Atomic write (temporary file, then a link that fails if the file appeared meanwhile, or
+    a rename with ``force``): a reader never sees half a report, nothing is overwritten unasked."""
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        if force:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except FileExistsError:
+        raise MlaprofError(f"{path} already exists: give --force to overwrite it") from None
     except OSError as e:
+        raise MlaprofError(f"cannot write {path}: {disk_message(e)}") from None
+    finally:
         with contextlib.suppress(OSError):  # a full disk must not leave half a report behind
             tmp.unlink(missing_ok=True)
-        raise MlaprofError(f"cannot write {path}: {e.strerror or e}") from None
     return path
 
 
@@ -482,6 +500,7 @@ def render_whatif_html(whatif: Any, top: int = 25) -> str:
     return "\n".join(parts)
 
 
-def write_whatif_html(whatif: Any, path: Path | str, top: int = 25) -> Path:
+def write_whatif_html(whatif: Any, path: Path | str, top: int = 25, force: bool = False) -> Path:
     """Write :func:`render_whatif_html` to ``path`` (atomically). Returns the path."""
-    return _write(Path(path), render_whatif_html(whatif, top))
+    refuse_overwrite(Path(path), force)
+    return _write(Path(path), render_whatif_html(whatif, top), force)

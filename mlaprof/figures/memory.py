@@ -27,7 +27,7 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
     mem = mem.dropna(subset=["capture_size"])
     title = "Capture memory per capture size"
     if mem.empty:
-        return c.empty(title + c.run_label(data), "no capture-memory records in this run")
+        return c.empty(title + c.run_label(data, rank), "no capture-memory records in this run")
     mem["graph_mode"] = mem["graph_mode"].fillna("?").astype(str)
     modes = list(dict.fromkeys(mem["graph_mode"]))
     fig = c.subplots()(
@@ -89,7 +89,7 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
         )
     c.style(
         fig,
-        f"{title}: {'; '.join(totals)}{c.run_label(data)}",
+        f"{title}: {'; '.join(totals)}{c.run_label(data, rank)}",
         "capture size (padded tokens)",
         "memory (MiB)",
         height=240 + 260 * len(modes),

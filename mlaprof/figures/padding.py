@@ -23,7 +23,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     pd_ = c.numeric(c.table(data, "padding", rank), "step", "capture_size", *cols)
     title = "Padding waterfall"
     if pd_.empty:
-        return c.empty(title + c.run_label(data), "no padding records in this run")
+        return c.empty(title + c.run_label(data, rank), "no padding records in this run")
     if step is not None:
         if step not in set(pd_["step"].dropna().astype(int)):
             raise MlaprofError(f"no padding record for step {step}")
@@ -76,7 +76,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     share = ", ".join(f"{v:.1f}% of {k}" for k, v in wasted_pct.items())
     c.style(
         fig,
-        f"{title}, {scope}: padding is {share}{c.run_label(data)}",
+        f"{title}, {scope}: padding is {share}{c.run_label(data, rank)}",
         "",
         "",
         height=460,

@@ -48,6 +48,7 @@ def write_pngs(
     compare: Any = None,
     scale: float = 1.0,
     only: Sequence[str] | None = None,
+    force: bool = False,
 ) -> list[Path]:
     """Write one ``<figure>.png`` per report figure of ``run`` into ``folder``; returns the paths.
     ``compare`` adds ``diff.png`` (``run`` before, ``compare`` after). ``only`` keeps the named figures (stems of :data:`mlaprof.figures.RUN_FIGURES`, or ``diff``).
@@ -78,6 +79,13 @@ def write_pngs(
     except OSError as e:
         raise MlaprofError(f"cannot create {folder}: {e.strerror or e}") from None
     paths = [folder / f"{stem}.png" for stem, _ in figs]
+    taken = [p.name for p in paths if os.path.lexists(p)]
+    if taken and not force:
+        raise MlaprofError(
+            f"{folder} already holds {', '.join(taken[:3])}"
+            + (" ..." if len(taken) > 3 else "")
+            + ": give --force to overwrite them"
+        )
     old = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = chrome  # kaleido asks choreographer, which reads this first
     try:

@@ -75,7 +75,7 @@ def splits_used_vs_deserved(
     )
     title = "KV splits S used vs deserved"
     if sp.empty:
-        return c.empty(title + c.run_label(data), "no KV-split records in this run")
+        return c.empty(title + c.run_label(data, rank), "no KV-split records in this run")
     target = _target(data, sp)
     fig = go.Figure()
     sp, on_device = _device_decided(sp)
@@ -87,6 +87,10 @@ def splits_used_vs_deserved(
             raise MlaprofError(f"no splits recorded for step {step}")
         sp = sp[sp["step"] == at]
         pols = list(dict.fromkeys(sp["policy"].astype(str)))
+        # one bar per policy: where a step repeats a policy (a damaged import), its worst row
+        ratio = sp["used"].astype(float) / sp["deserved"].astype(float)
+        sp = sp.assign(_r=ratio.fillna(float("inf"))).sort_values("_r", kind="stable")
+        sp = sp.drop_duplicates(subset=["policy"], keep="first")
         sp = sp.set_index(sp["policy"].astype(str)).loc[pols]
         for col, label, color in (
             ("used", "S used (as the run's metadata drives it)", c.USED),
@@ -121,13 +125,13 @@ def splits_used_vs_deserved(
                     font={"size": 10, "color": c.NEUTRAL},
                 )
         title += f" per policy at step {int(at)} on {c.target_label(target)}"
-        c.style(fig, title + c.run_label(data), "split policy (kernel heuristic)", y_title)
+        c.style(fig, title + c.run_label(data, rank), "split policy (kernel heuristic)", y_title)
         fig.update_layout(barmode="group")
     elif by == "capture_size":
         pols = _policies(data, sp, policy)
         sp = sp[sp["policy"].isin(pols)].dropna(subset=["capture_size"])
         if sp.empty:
-            return c.empty(title + c.run_label(data), "no split record has a capture size")
+            return c.empty(title + c.run_label(data, rank), "no split record has a capture size")
         g = sp.groupby(["policy", "capture_size"])[["used", "deserved", "frozen"]].median()
         g = g.reset_index().sort_values("capture_size")
         for pol in pols:
@@ -154,7 +158,7 @@ def splits_used_vs_deserved(
         title += f" per capture size, policy {', '.join(pols)} on {c.target_label(target)}"
         c.style(
             fig,
-            title + " (median over steps)" + c.run_label(data),
+            title + " (median over steps)" + c.run_label(data, rank),
             "capture size (padded tokens)",
             y_title,
         )
@@ -184,7 +188,7 @@ def splits_used_vs_deserved(
                     )
                 )
         title += f" per step, policy {', '.join(pols)} on {c.target_label(target)}"
-        c.style(fig, title + c.run_label(data), "engine step", y_title)
+        c.style(fig, title + c.run_label(data, rank), "engine step", y_title)
         fig.update_xaxes(dtick=1 if sp["step"].nunique() <= 20 else None)
     _note_device(fig, [p for p in on_device if p in pols])
     fig.update_yaxes(type="log", tickvals=POW2_TICKS)
@@ -198,7 +202,7 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
     pol = policy if isinstance(policy, str) else c.scenario_value(data, "policy") or "the run's"
     title = f"KV splits S used vs deserved per layer, policy {pol}"
     if ly.empty or ly["splits_used"].isna().all():
-        return c.empty(title + c.run_label(data), "no per-layer KV-split records in this run")
+        return c.empty(title + c.run_label(data, rank), "no per-layer KV-split records in this run")
     g = ly.groupby("layer")[["splits_used", "splits_deserved"]].median().reset_index()
     fig = go.Figure()
     for col, label, color in (
@@ -218,7 +222,7 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
         )
     c.style(
         fig,
-        title + " (median over steps)" + c.run_label(data),
+        title + " (median over steps)" + c.run_label(data, rank),
         "attention layer",
         "KV splits S (count, log scale)",
     )
@@ -243,7 +247,7 @@ def occupancy(
     title = "Occupancy (model) with S used vs S deserved"
     sp = sp.dropna(subset=["occupancy_used", "occupancy_deserved"], how="all")
     if sp.empty:
-        return c.empty(title + c.run_label(data), "no occupancy records in this run")
+        return c.empty(title + c.run_label(data, rank), "no occupancy records in this run")
     target = _target(data, sp)
     units = c.unit_name(target)
     fig = go.Figure()
@@ -270,7 +274,9 @@ def occupancy(
             )
         n = int(sp["step"].nunique())
         title += f" per policy on {c.target_label(target)} (median over {n} steps)"
-        c.style(fig, title + c.run_label(data), "split policy", f"{units} busy with real work (%)")
+        c.style(
+            fig, title + c.run_label(data, rank), "split policy", f"{units} busy with real work (%)"
+        )
         fig.update_layout(barmode="group")
     else:
         pols = _policies(data, sp, policy)
@@ -292,7 +298,9 @@ def occupancy(
                     )
                 )
         title += f" per step, policy {', '.join(pols)} on {c.target_label(target)}"
-        c.style(fig, title + c.run_label(data), "engine step", f"{units} busy with real work (%)")
+        c.style(
+            fig, title + c.run_label(data, rank), "engine step", f"{units} busy with real work (%)"
+        )
     top = float(sp[["occupancy_used", "occupancy_deserved"]].max().max()) * 100
     fig.update_yaxes(range=[0, max(110.0, top * 1.12)])
     return fig

@@ -47,7 +47,9 @@ def step_timeline(
     kn = kn.dropna(subset=["start_ns", "end_ns"])
     title = "Step timeline" if not (st.empty and ly.empty) else "Kernel timeline"
     if st.empty and ly.empty and kn.empty:
-        return c.empty(title + c.run_label(data), "no timed steps, layers or kernels recorded")
+        return c.empty(
+            title + c.run_label(data, rank), "no timed steps, layers or kernels recorded"
+        )
 
     chosen = _pick_steps(st, steps, default_steps) if not st.empty else []
     note = ""
@@ -203,7 +205,7 @@ def step_timeline(
     legend_rows = -(-n_legend // 3)
     c.style(
         fig,
-        title + note + c.run_label(data),
+        title + note + c.run_label(data, rank),
         "time since the first bar shown (µs)",
         "",
         height=260 + 45 * len(lanes) + (22 * legend_rows if legend_rows > 1 else 0),

@@ -38,7 +38,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
     st = st.dropna(subset=["duration_ns"])
     title = "FULL graph replay vs fallback: step time"
     if st.empty:
-        return c.empty(title + c.run_label(data), "no timed steps in this run")
+        return c.empty(title + c.run_label(data, rank), "no timed steps in this run")
     st["graph_mode"] = st["graph_mode"].fillna("?").astype(str)
     med = mode_medians(data, rank)
     unit, div = c.time_unit(float(st["duration_ns"].max()))
@@ -113,7 +113,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
         )
     c.style(
         fig,
-        f"{title} ({'; '.join(summary)}){c.run_label(data)}",
+        f"{title} ({'; '.join(summary)}){c.run_label(data, rank)}",
         "graph mode the step ran in",
         f"step time ({unit})",
         height=460,

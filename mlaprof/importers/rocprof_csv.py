@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats.spreadsheet import QUOTE, restore
 from mlaprof.importers.annotate import NULL, KernelColumns
 from mlaprof.importers.common import ImportSummary, agent_index, read_text, to_float, to_int
 
@@ -141,7 +142,7 @@ def _rows(path: Path, text: str, ncols: int) -> Iterator[list[str]]:
                     f"{path}:{reader.line_num}: expected {ncols} fields, found {len(row)} "
                     "(truncated or not a rocprofv3 CSV)"
                 )
-            yield row
+            yield [restore(v) if v[:1] == QUOTE else v for v in row]
     except csv.Error as e:
         raise MlaprofError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
 
@@ -234,8 +235,8 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
             enc = tbl.column(src).unify_dictionaries().combine_chunks()
         else:
             arr = tbl.column(src).combine_chunks()
-        if col == "name":
-            names = enc.dictionary.to_pylist()
+        if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
+            names = [None if n is None else restore(n) for n in enc.dictionary.to_pylist()]
             idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             continue
         if col == "device":

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mlaprof.errors import MlaprofError
+from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.store import liveness, runmeta
 from mlaprof.store.schema import SCHEMA_VERSION, TABLES, columns
 
@@ -75,10 +75,9 @@ class RunWriter:
         """SQLite/OS failures (disk full, read-only, permissions) as one MlaprofError line."""
         try:
             yield
-        except sqlite3.Error as e:
-            raise MlaprofError(f"cannot {doing} {self.db_path}: {e}") from None
-        except OSError as e:
-            raise MlaprofError(f"cannot {doing} {self.db_path}: {e.strerror or e}") from None
+        except (sqlite3.Error, OSError) as e:
+            where = self.db_path.parent
+            raise MlaprofError(f"cannot {doing} {self.db_path}: {disk_message(e, where)}") from None
 
     # -- records -------------------------------------------------------------------------------
     def _insert_sql(self, table: str) -> str:
