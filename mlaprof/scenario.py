@@ -1,5 +1,5 @@
 """Scenarios: model shapes after tensor parallelism, speculative tokens, request mix, device
-presets, and vLLM's exact capture sizes and uniform-batch padding (FACTS section 3)."""
+presets, and vLLM's exact capture sizes and uniform-batch padding (vLLM 0.32's sources)."""
 
 from __future__ import annotations
 

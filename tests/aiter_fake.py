@@ -1,6 +1,6 @@
 """A recording fake of the AITER package, injected through ``sys.modules``.
 
-It mirrors the public signatures of ``mla_gluon`` and ``mla_decode_fwd`` (FACTS section 2),
+It mirrors the public signatures of ``mla_gluon`` and ``mla_decode_fwd`` (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py),
 repeats the wrapper checks AITER makes (as AssertionError, like AITER), records every call, and
 computes the result with the torch reference's math *from the arguments it was given* (page table,
 indptr, strides), so a marshalling mistake in mlaprof shows up as a wrong number. Padding rows get
@@ -41,7 +41,7 @@ class Recorder:
 
     # -- gluon -------------------------------------------------------------------------------
     def gluon_splits(self, b: int, qlen: int, h: int, min_kv: int, fp8: bool) -> int:
-        """The wrapper's automatic S (FACTS section 2), written out here independently."""
+        """The wrapper's automatic S (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py), written out here independently."""
         v = self._ver()
         if h in (64, 128):
             base = 8 * math.ceil(h / 64) * qlen * (b // 8)

@@ -38,7 +38,9 @@ def test_legacy_flat_fails_with_layer_op_and_line(verify_args):
     assert not report.ok and {e.layer for e in report.findings} == {0, 1}
     ops = {e.op for e in report.findings if e.kind == "sync"}
     assert ops == {"aten._local_scalar_dense", "aten.repeat_interleave.Tensor"}
-    assert sum(e.kind == "sync" for e in report.findings) == 8  # the 4 syncs a layer of FACTS 1
+    assert (
+        sum(e.kind == "sync" for e in report.findings) == 8
+    )  # the 4 syncs a layer of vLLM PR #51171
     assert all(e.location.startswith("mlaprof/backends/legacy_flat.py:") for e in report.findings)
     assert any(e.kind == "alloc" for e in report.findings)
     with pytest.raises(

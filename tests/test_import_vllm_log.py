@@ -2,7 +2,7 @@
 downgrades with their cause, capture memory per rank per start, vLLM's estimate vs measured.
 
 Log lines use vLLM's logger layout (``(PROCESS pid=N) LEVEL MM-DD HH:MM:SS [file:line] msg``,
-vllm/logger.py) and its message format strings (FACTS sections 3 and 8)."""
+vllm/logger.py) and its message format strings (vLLM 0.32's sources; AITER v0.1.19/v0.1.20 and vLLM 0.32 sources)."""
 
 from __future__ import annotations
 

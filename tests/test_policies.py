@@ -1,4 +1,4 @@
-"""Each published split heuristic pinned on hand-computed cases (FACTS sections 2-3)."""
+"""Each published split heuristic pinned on hand-computed cases (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py; vLLM 0.32's sources)."""
 
 import dataclasses
 
@@ -181,7 +181,7 @@ def test_asm_fp8_caps():
     # S > 1: min(S, floor(|200/2 - 4| / 64) + 1) = 2
     assert aiter_asm_fp8(big) == 2
     # the second cap binds alone: avg 129 -> ceil(129/64) = 3, floor(|129 - 4| / 64) + 1 = 2
-    # (the first cap rarely binds without the second: it is kept as FACTS states it)
+    # (the first cap rarely binds without the second: it is kept as get_block_n_fp8 states it)
     one = x(b=1, qlen=4, h=16, min_kv=129, total=129, units=304)
     assert aiter_asm(one) > 3 and aiter_asm_fp8(one) == 2
     with pytest.raises(MlaprofError, match="no block width"):

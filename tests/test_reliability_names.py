@@ -165,3 +165,15 @@ def test_a_malformed_write_on_a_full_disk_says_disk_full(monkeypatch, tmp_path) 
     monkeypatch.setattr(errors, "_disk_full", lambda path: True)
     assert errors.disk_message(e, tmp_path).startswith("disk full")
     assert errors.disk_message(OSError(28, "No space left on device")).startswith("disk full")
+
+
+def test_an_agent_id_past_int64_is_one_error_in_every_reader_and_writer() -> None:
+    """A 5,000-digit agent id (found by the fuzz command in an export of an accepted import):
+    MlaprofError, never Python's int-digits ValueError."""
+    from mlaprof.errors import MlaprofError
+    from mlaprof.importers.common import agent_index
+
+    assert agent_index("Agent 4") == 4 and agent_index(" 12 ") == 12
+    for bad in ("Agent " + "9" * 5000, "9" * 19):
+        with pytest.raises(MlaprofError, match="64-bit"):
+            agent_index(bad)

@@ -125,7 +125,7 @@ def replay_kernel_csv(
 def kineto_trace(
     replays: int = 3, layers: int = 4, splits: int = 8, heads: int = 16, graph_ids: bool = True
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A Kineto trace of CUDA-graph replays with the fields FACTS section 5 lists: every kernel node
+    """A Kineto trace of CUDA-graph replays with the fields PyTorch CUDA graph behaviour measured on an H200 lists: every kernel node
     a ``cat: kernel`` event correlated to its ``cudaGraphLaunch``. Returns (trace, expected)."""
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "python"}},

@@ -1,4 +1,4 @@
-"""The seed's third finding: persistent verify buffers per configuration (modelled), shown beside
+"""The third finding of vLLM PR #51171: persistent verify buffers per configuration (modelled), shown beside
 capture memory. The model lives in mlaprof.splits.reservation."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``aiter`` verify backend: the contract marshalled to AITER's MLA kernels (ROCm only).
 
-Two entries (FACTS section 2):
+Two entries (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py):
 
 - ``gluon``: ``aiter.ops.triton.gluon.mla_gluon.mla_gluon`` with the native 4-D MTP layout, the
   flat KV pool (``kv_pe_offset=512``), ``use_2d_view=False`` (1-D page table = ``kv_indices``,

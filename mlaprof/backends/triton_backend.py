@@ -6,7 +6,7 @@ of a shape, which a capture runner makes before capturing, and reused afterwards
 
 With ``device_splits`` the kernels decide each row's split count on the device from ``seq_lens``
 (``num_splits`` is then only the grid's cap, a function of the capture size): a graph captured with
-the dummy run's KV lengths replays with the right S at every length (issue 16).
+the dummy run's KV lengths replays with the right S at every length.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ every number is MODELLED (policies, metadata builder, padding model, cost model)
 examples:
   mlaprof whatif                                   default scenario's model/policy/device, batch 1-64
   mlaprof whatif --batch 8 --context 1088 --capture-sizes 60 --policy aiter-gluon-v0.1.19,aiter-gluon-v0.1.20
-                                                   the seed: 8 real + 7 padding rows, S 1 vs 4
+                                                   vLLM PR #51171's case: 8 real + 7 padding rows, S 1 vs 4
   mlaprof whatif --policy all --device mi355x,mi300x,h200 --spec 1-4 --json > grid.json
   mlaprof whatif --model kimi-k2-tp8 --html whatif.html   heatmaps of S and predicted slowdown
   mlaprof whatif --kv-mix lengths.txt --draws 64   batches drawn from your request-length mix

@@ -6,7 +6,7 @@ On the CPU the region is simulated: the checker sees every aten op through a dis
 reads no tensor data, so a clean CPU gate means no op of the callable would break capture. With
 a CUDA device and ``real_capture`` (default "auto"), a callable that passes the checker is then
 captured for real (``torch.cuda.graph``); a capture error becomes a finding. A failed capture
-poisons the process (FACTS section 5), which is why the checker runs first and capture is only
+poisons the process (PyTorch CUDA graph behaviour measured on an H200), which is why the checker runs first and capture is only
 tried on a callable the checker found clean.
 """
 

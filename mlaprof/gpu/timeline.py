@@ -2,7 +2,7 @@
 records), their kernels recorded with device timestamps, so Perfetto and CSV exports of the run
 show real kernels.
 
-The profiler slows graph replay (FACTS section 5: 1.07-1.64x on 61-layer graphs), so these steps
+The profiler slows graph replay (PyTorch CUDA graph behaviour measured on an H200: 1.07-1.64x on 61-layer graphs), so these steps
 carry their own timing label (``graph-replay-profiled`` / ``eager-profiled``), which the step
 timing summary leaves out, and their kernel durations include the profiler's cost.
 

@@ -1,6 +1,6 @@
 """Replay-timing arithmetic of the capture runner (pure Python: tested on the CPU).
 
-External timing events cost about 2.5 us each inside a CUDA graph (FACTS section 5), so the graph
+External timing events cost about 2.5 us each inside a CUDA graph (PyTorch CUDA graph behaviour measured on an H200), so the graph
 that serves steps has none; a twin graph with one event node before every layer and one after the
 last is replayed on a sample of steps instead. Each interval between two consecutive event nodes
 holds one layer and one event node, so a layer's time is its interval minus the calibrated cost of

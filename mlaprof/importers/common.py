@@ -69,6 +69,8 @@ def agent_index(value: Any) -> int | None:
     m = _AGENT.match(s)
     if not m:
         raise MlaprofError(f"agent id {s[:40]!r} is neither a number nor 'Agent N'")
+    if len(m.group(1).lstrip("-")) > 18:  # past int64 (and Python's int-digits limit)
+        raise MlaprofError(f"agent id {s[:40]!r}... does not fit a 64-bit integer")
     return int(m.group(1))
 
 

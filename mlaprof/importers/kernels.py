@@ -1,7 +1,7 @@
 """MLA kernels of a trace, recognised by WHOLE name, and what each one's launch grid says.
 
-One table (:data:`DEFAULT_PATTERNS`) lists every real kernel of every verify path (FACTS section
-8): its path, its role in a layer (stage 1 opens a layer; stage 2 / reduce close it; the
+One table (:data:`DEFAULT_PATTERNS`) lists every real kernel of every verify path (AITER v0.1.19/v0.1.20
+and vLLM 0.32 sources): its path, its role in a layer (stage 1 opens a layer; stage 2 / reduce close it; the
 persistent path's metadata kernel runs once per step, eagerly, in vLLM's builder) and which grid
 axis holds what:
 

@@ -1,7 +1,7 @@
 """vLLM log importer: server starts, cudagraph-mode decisions, capture time and memory per rank.
 
 A vLLM log as a real server writes it interleaves several processes, each line prefixed with its
-process (FACTS section 8): ``(APIServer pid=N)``, ``(EngineCore_DP0 pid=N)`` (older
+process (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources): ``(APIServer pid=N)``, ``(EngineCore_DP0 pid=N)`` (older
 ``(EngineCore_3 pid=N)``), workers ``(Worker_TP1 pid=N)`` / ``(Worker_DP0_PP1_TP1 pid=N)`` (older
 ``(VllmWorker rank=1 pid=N)``, ``(VllmWorker TP rank=1 pid=N)``, ``(VllmWorker TP1 pid=N)``), or
 no prefix at all (a single-process engine). After the prefix comes vLLM's logger layout
@@ -11,7 +11,7 @@ Each record carries the worker rank it came from (engine and API-server lines go
 first worker of their data-parallel group) and its process. A new ``vLLM API server version X``
 / ``vLLM server version X, serving model M`` / ``Initializing a V1 LLM engine (vX) with config:
 ...`` line starts a new server start; every record carries its start. The message patterns are
-vLLM's format strings (FACTS sections 3 and 8). tqdm progress bars rewrite themselves with carriage
+vLLM's format strings (vLLM 0.32's sources; AITER v0.1.19/v0.1.20 and vLLM 0.32 sources). tqdm progress bars rewrite themselves with carriage
 returns; each ``\\r``-separated piece counts as a line.
 """
 

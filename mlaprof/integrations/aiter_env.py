@@ -2,7 +2,7 @@
 
 ``import aiter`` needs ROCm (without it, it raises ``RuntimeError: ROCm version file not found``), so
 everything here imports it lazily, on first use, never at module top. The facts each check encodes
-(FACTS section 2) sit in constants at the top, so a correction is a one-line change.
+(AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py) sit in constants at the top, so a correction is a one-line change.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import torch
 
 from mlaprof.errors import MlaprofError
 
-# -- facts (FACTS section 2) -----------------------------------------------------------------------
+# -- facts (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py) -----------------------------------------------------------------------
 GLUON_MIN_VERSION = (0, 1, 19, 0)  # first tag with mla_gluon's 4-D MTP entry and in-kernel causal
 GLUON_ARCHS = ("gfx950",)  # "mla_gluon requires gfx950" (vllm#50682)
 ASM_ARCHS = ("gfx942", "gfx950")  # MI300X/MI325X and MI355X code objects of mla_decode_fwd
-# UNVERIFIED: FACTS says bh16bn64 takes H <= 16 in v0.1.19 and <= 96 "later"; the head-group
+# UNVERIFIED: the AITER notes say bh16bn64 takes H <= 16 in v0.1.19 and <= 96 "later"; the head-group
 # denominator ceil(H/16) appeared in v0.1.19.post2, so that is where wider head counts start here.
 BH16_WIDE_HEADS_SINCE = (0, 1, 19, 2)
 BH16_MAX_HEADS = 16

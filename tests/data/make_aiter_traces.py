@@ -3,7 +3,7 @@
 
 Each trace is a rocprofv3 output folder: ``<pid>_kernel_trace.csv`` (ROCm 7.0 header unless
 named ``*_rocm63``) and ``<pid>_hip_api_trace.csv``, built from the REAL kernel names and launch
-grids of FACTS section 8 (grids in work-items = blocks x workgroup size, as rocprofv3 writes them).
+grids of AITER v0.1.19/v0.1.20 and vLLM 0.32 sources (grids in work-items = blocks x workgroup size, as rocprofv3 writes them).
 The arithmetic behind every S is in tests/data/README.md. Standalone on purpose: it imports
 nothing from mlaprof, so the importer is tested against an independent description.
 """
@@ -29,7 +29,7 @@ HEADER_63 = (
 )
 API_HEADER = "Domain,Function,Process_Id,Thread_Id,Correlation_Id,Start_Timestamp,End_Timestamp"
 
-# -- kernel names (FACTS section 8) ---------------------------------------------------------------
+# -- kernel names (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources) ---------------------------------------------------------------
 GLUON_S1 = "_mla_gluon"
 GLUON_S2 = "_mla_softmax_reducev_kernel"
 ASM_S1 = "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1"
