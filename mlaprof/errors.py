@@ -16,7 +16,8 @@ class MissingExtraError(MlaprofError):
     """An optional integration is not installed; the message says what to install."""
 
     def __init__(self, what: str, extra: str, detail: str = "") -> None:
-        hint = f"pip install 'mlaprof[{extra}]'"
+        # mlaprof is installed from a clone (it is not on the package index)
+        hint = f"pip install -e '.[{extra}]' in the mlaprof checkout"
         msg = f"{what} is not available: install it with {hint}"
         if detail:
             msg += f" ({detail})"

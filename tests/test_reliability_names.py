@@ -177,3 +177,30 @@ def test_an_agent_id_past_int64_is_one_error_in_every_reader_and_writer() -> Non
     for bad in ("Agent " + "9" * 5000, "9" * 19):
         with pytest.raises(MlaprofError, match="64-bit"):
             agent_index(bad)
+
+
+def test_binary_cells_in_a_rocpd_database_are_refused_at_import(tmp_path, capsys) -> None:
+    """A rocpd cell holding a BLOB where text belongs (fuzz case rocpd 'sql-cell'): the import
+    says so in one line instead of storing it, so no export or view meets bytes later."""
+    import sqlite3
+
+    from mlaprof.exporters.rocpd_export import export_rocpd
+    from mlaprof.store import load
+    from tests.trace_io_helpers import make_run
+
+    db = tmp_path / "x.db"
+    with load(make_run(tmp_path / "src")) as run:
+        export_rocpd(run, db)
+    con = sqlite3.connect(db)
+    (table,) = con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_string%'"
+    ).fetchone()
+    con.execute(f'UPDATE "{table}" SET string = CAST(string AS BLOB)')  # every name a blob
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    rc = main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "binary data" in err or "not a readable" in err or "not a" in err
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())

@@ -112,7 +112,7 @@ def test_dashboard_without_textual_says_what_to_install(runs: Path) -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
-    assert res.stderr.startswith("mlaprof: error:") and "mlaprof[tui]" in res.stderr
+    assert res.stderr.startswith("mlaprof: error:") and "pip install -e '.[tui]'" in res.stderr
 
 
 def test_cpu_timings_are_labelled_and_every_number_fits_80_columns(runs: Path) -> None:
@@ -125,3 +125,17 @@ def test_cpu_timings_are_labelled_and_every_number_fits_80_columns(runs: Path) -
     assert len(narrow) <= 78 and "CPU ref" in narrow
     for word in ("last", "p50", "p90", "min", "max"):
         assert word in narrow
+
+
+def test_the_dashboard_waits_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from mlaprof.commands.tui import wait_for
+
+    target = tmp_path / "starting"
+    threading.Timer(0.3, target.mkdir).start()
+    t0 = time.monotonic()
+    assert wait_for(target, poll_s=0.05, timeout_s=30)
+    assert target.is_dir() and time.monotonic() - t0 < 30
+    assert not wait_for(tmp_path / "never", poll_s=0.01, timeout_s=0.05)

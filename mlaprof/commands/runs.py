@@ -24,14 +24,15 @@ def main(args: argparse.Namespace) -> int:
     from rich.measure import Measurement
     from rich.table import Table
 
-    from mlaprof.store.reader import list_runs
+    from mlaprof.store.reader import list_runs_nested
     from mlaprof.textsafe import term
 
     folder = traces_dir(args.folder)
     if args.folder is None and not folder.exists():  # a first-time user: nothing recorded yet
         print(f"no runs yet under {folder}/: try 'mlaprof run'")
         return 0
-    runs = list_runs(folder)
+    # the runs of the folder and one folder down (traces/demo/...), as the TUI picker lists them
+    runs = list_runs_nested(folder)
     t = Table(title=f"runs in {term(folder)} (newest first)", title_justify="left")
     for col in ("run", "status", "backend", "device", "policy", "min_kv_mode", "scenario"):
         t.add_column(col, no_wrap=True)

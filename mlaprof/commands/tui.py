@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from mlaprof.errors import MissingExtraError, MlaprofError
@@ -31,8 +32,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def wait_for(path: Path, poll_s: float = 0.5, timeout_s: float | None = None) -> bool:
+    """Wait until ``path`` exists (a run about to start: ``mlaprof tui traces/<run>`` opened
+    before the engine writes it). False on timeout."""
+    import time
+
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+    while not path.exists():
+        if end is not None and time.monotonic() > end:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     path: Path = args.path
+    # at a terminal, a run about to start is waited for; a script gets the error at once
+    if not path.exists() and not args.once and path.parent.is_dir() and sys.stdout.isatty():
+        print(f"waiting for {path} to appear (a run about to start; Ctrl-C to stop)...",
+              file=sys.stderr, flush=True)  # fmt: skip
+        wait_for(path)
     if not path.exists():
         raise MlaprofError(f"{path} does not exist (give a run folder or a folder of runs)")
     if not path.is_dir():

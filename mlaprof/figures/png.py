@@ -18,7 +18,7 @@ HOW_TO_GET_CHROME = (
     "PNG export needs Chrome or Chromium and none was found: install one "
     "(Debian/Ubuntu: 'apt-get install chromium'; or, with network, 'plotly_get_chrome' from "
     "plotly) or point BROWSER_PATH at a Chrome/Chromium binary, and install kaleido with "
-    "pip install 'mlaprof[png]'"
+    "pip install -e '.[png]' in the mlaprof checkout"
 )
 
 

@@ -62,6 +62,14 @@ def rows(table: str, cols: Sequence[str], flat: Sequence[Any], source: str = "")
     types = dict(TABLES[table])
     for j, c in enumerate(cols):
         kind = types.get(c)
+        # a BLOB (a rocpd cell of another type) is not a value of any mlaprof column: every
+        # reader, exporter and view would have to guess what it means
+        for i, v in enumerate(flat[j::k]):
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                raise MlaprofError(
+                    f"{_where(source, table, i)}: field {c} holds binary data ({len(v)} bytes), "
+                    "not a number or text"
+                )
         if kind not in ("INTEGER", "REAL"):
             continue
         for i, v in enumerate(flat[j::k]):
