@@ -270,3 +270,40 @@ def test_terminal_report_shows_route_and_reservation(capsys, traces):
     capsys.readouterr()
     assert main(["report", "n", "--traces", str(traces), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["route"]["path"] == "triton-mla"
+
+
+def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:
+    """Reading, importing, exporting and planning never pay torch's import (most of a
+    second and hundreds of MiB): only `run`, `check` and an engine's shadow model load it."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    demo = ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16"
+    bug = ROOT / "tests" / "data" / "aiter" / "gluon_v0119_bug"
+    t = tmp_path / "t"
+    commands = [
+        ["import", "rocprof", str(bug), "--traces", str(t), "--name", "bug"],
+        ["runs", str(t)],
+        ["report", str(t / "bug")],
+        ["report", str(demo), "--json"],
+        ["report", str(demo), "--html", str(tmp_path / "r.html")],
+        ["tui", str(demo), "--once"],
+        ["export", str(demo), "--format", "csv", "-o", str(tmp_path / "csv")],
+        ["whatif", "--batch", "1-4", "--context", "1024"],
+        ["plan-capture", "--counts", str(ROOT / "examples" / "batches.txt"), "--spec", "3"],
+    ]
+    code = (
+        "import sys, contextlib, io\nfrom mlaprof.cli import main\n"
+        f"for argv in {commands!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        rc = main(argv)\n"
+        "    print(argv[0], rc, 'torch' in sys.modules)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln.split() for ln in res.stdout.splitlines()]
+    assert [(c, rc) for c, rc, _ in lines] == [(a[0], "0") for a in commands], res.stdout
+    assert all(torch == "False" for _, _, torch in lines), res.stdout

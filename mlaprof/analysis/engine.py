@@ -21,12 +21,9 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
-from mlaprof.metadata import batch_shape, build_metadata
-from mlaprof.recording import padding_row
 from mlaprof.scenario import DEVICES, DevicePreset
 from mlaprof.splits.policies import is_collapsed
 from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
-from mlaprof.step_splits import step_splits
 from mlaprof.store.runkind import RunKind, run_kind
 
 STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
@@ -152,6 +149,11 @@ def shadow(
     heads: int | None = None,
 ) -> pd.DataFrame:
     """Per recorded verify step: what AITER ``aiter`` on ``device`` would do with these rows."""
+    # the metadata builder (torch) only for an engine run's shadow: other reports never load it
+    from mlaprof.metadata import batch_shape, build_metadata
+    from mlaprof.recording import padding_row
+    from mlaprof.step_splits import step_splits
+
     check_shadow(device, aiter)
     dev = DEVICES[device]
     label = f"modelled from recorded batches (AITER {aiter} on {device})"

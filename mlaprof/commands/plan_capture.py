@@ -14,10 +14,10 @@ the plan is MODELLED: expected padding from the distribution and vLLM's padding 
 memory as its source says (measured and fitted / a vLLM log total spread by size / your model).
 
 examples:
-  mlaprof plan-capture --counts batches.txt --spec 3 --max-num-seqs 64
+  mlaprof plan-capture --counts examples/batches.txt --spec 3 --max-num-seqs 64
   mlaprof plan-capture --from-run latest --memory-from-run latest
   mlaprof plan-capture --counts batches.json --spec 3 --memory-log vllm.log --budget-gib 1.5
-  mlaprof plan-capture --counts batches.txt --spec 3 --max-graphs 8 --json
+  mlaprof plan-capture --counts examples/batches.txt --spec 3 --max-graphs 8 --json
 
 --counts FILE: lines 'BATCH COUNT' (or CSV 'batch,count', or JSON {"8": 120}); BATCH = real
 requests in a decode step, COUNT = steps seen with it.
