@@ -9,8 +9,10 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+from benchkit import bench_scenario
 
 from mlaprof.gpu.capture_runner import _timed_replay, scenario_splits, serve_step
 from mlaprof.gpu.hostwork import HostQueue
@@ -18,23 +20,14 @@ from mlaprof.gpu.probe import probe_in_child
 from mlaprof.gpu.session import CudaSession
 from mlaprof.gpu.timing import layer_times
 from mlaprof.probes.sync_checker import SyncChecker
-from mlaprof.scenario import Scenario
+
+if TYPE_CHECKING:
+    from mlaprof.scenario import Scenario
 
 UNITS = 132
 
 
-def _sc(**kw) -> Scenario:
-    base = dict(
-        model="deepseek-v3-tp8",
-        num_speculative_tokens=3,
-        graph_mode="FULL",
-        min_kv_mode="active-rows",
-        policy="mlaprof-triton",
-        target="h200",
-        steps=2,
-        layers=16,
-    )
-    return Scenario(**{**base, **kw}).validate()
+_sc = bench_scenario  # the capture benchmarks' scenario (bench/benchkit.py)
 
 
 def _session(sc: Scenario, backend: str) -> CudaSession:

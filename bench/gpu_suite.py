@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
 import os
 import statistics
@@ -24,6 +23,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchkit import env_info  # noqa: E402
 
 from mlaprof.backends.base import VerifyInputs  # noqa: E402
 from mlaprof.backends.torch_ref import TorchReference  # noqa: E402
@@ -44,21 +45,6 @@ def log(*a: object) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def env_info() -> dict:
-    """Device, library versions and date: the provenance every results file carries."""
-    import triton
-
-    props = torch.cuda.get_device_properties(0)
-    return {
-        "device": props.name,
-        "sms": props.multi_processor_count,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
 def results_start(out: str, **extra: object) -> tuple[dict, Path]:
     """A results object with the provenance first, and its (created) output folder."""
     res: dict = {"env": env_info(), **extra}

@@ -45,7 +45,7 @@ def setup(runs: Path, layers: int, on_device: bool) -> tuple:
     """The 61-layer overhead scenario captured and calibrated, with a run to record into:
     (scenario, session, writer, group, calibration, twin schedule, the two timing events)."""
     import torch
-    from capture_bench import _sc
+    from benchkit import bench_scenario as _sc
 
     from mlaprof.backends.registry import use_device_splits
     from mlaprof.gpu.capture_runner import _capture_group, scenario_splits
@@ -71,7 +71,7 @@ def setup(runs: Path, layers: int, on_device: bool) -> tuple:
 
 
 def invocation(out: Path, tag: str, layers: int, rounds: int) -> dict:
-    from gpu_suite import env_info
+    from benchkit import env_info
 
     from mlaprof.gpu.capture_runner import serve_step
     from mlaprof.gpu.hostwork import HostQueue

@@ -200,3 +200,19 @@ def test_recording_builders_write_the_schema_columns() -> None:
     by_hand = re.compile(r'writer\.add\(\s*"(steps|layers|captures|memory|padding|splits)",\s*\w+=')
     for runner in ("mlaprof/cpu_runner.py", "mlaprof/gpu/capture_runner.py"):
         assert not by_hand.search((ROOT / runner).read_text()), runner
+
+
+def test_bench_scripts_import_no_circle() -> None:
+    """bench/ scripts import each other by bare name (``from gpu_suite import ...``): no circle,
+    and no script imports one that imports it back."""
+    names = {p.stem for p in (ROOT / "bench").glob("*.py")}
+    g: dict[str, set[str]] = {}
+    for p in sorted((ROOT / "bench").glob("*.py")):
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in names and not node.level:
+                deps.add(node.module)
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name in names}
+        g[p.stem] = deps - {p.stem}
+    assert cycles(g) == []

@@ -30,7 +30,6 @@ STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_reco
 ACCEPT_EVENT = "spec-accept"
 SHADOW_DEVICE = "mi355x"
 SHADOW_AITER = "0.1.20"
-AITER_VERSIONS = ("0.1.19", "0.1.19.post2", "0.1.20")
 
 
 def is_engine_run(meta: dict[str, Any]) -> bool:

@@ -17,7 +17,6 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.splits.policies import POLICIES, SplitInput
-from mlaprof.store.runkind import RunKind, run_kind
 
 # paths whose stage-1 S is chosen on the host from grid-visible inputs (rows, qlen): a collapse
 # can be judged from the trace alone; policy per path (the one vLLM's verify route calls)
@@ -38,11 +37,6 @@ SYNC_CALLS = (
     "cuCtxSynchronize",
 )
 D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
-
-
-def is_imported_trace(meta: dict[str, Any]) -> bool:
-    """A rocprofv3/Kineto import (not an mlaprof export carried back, which has a scenario)."""
-    return run_kind(meta) is RunKind.TRACE
 
 
 def _origin(meta: dict[str, Any]) -> str:
@@ -911,4 +905,4 @@ def mark_unreliable(findings: list[Finding], s: dict[str, Any]) -> None:
             f.unreliable = f.kind != "trust"
 
 
-__all__ = ["imported_findings", "imported_summary", "is_imported_trace"]
+__all__ = ["imported_findings", "imported_summary"]
