@@ -79,3 +79,26 @@ def test_request_length_mix_from_a_file(tmp_path, capsys):
     bad.write_text("2\n")  # shorter than qlen 4
     assert main(["whatif", "--kv-mix", str(bad)]) == 2
     assert "at least qlen" in capsys.readouterr().err
+
+
+def test_at_80_columns_every_key_column_and_number_stays_whole() -> None:
+    """The README's what-if at 80 columns: policy and device columns present, no cell cut with
+    an ellipsis, no line past 80 characters; the report's policy table keeps its headers."""
+    import io
+
+    from rich.console import Console
+
+    from mlaprof.reporters.whatif import print_whatif
+    from mlaprof.whatif.grid import GridSpec, compute
+
+    spec = GridSpec(policies=["aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20", "aiter-asm"],
+                    devices=["mi355x", "h200"], batches=list(range(1, 9)))  # fmt: skip
+    buf = io.StringIO()
+    print_whatif(compute(spec), console=Console(file=buf, width=80, color_system=None))
+    out = buf.getvalue()
+    table = out.split("worst")[1]
+    assert "policy" in table and "device" in table and "S b/f/z" in table and "x b/z" in table
+    assert "…" not in table
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # 128k, not a cut 131,0...
+    assert "128k" in table or "64k" in table or "k " in table

@@ -39,7 +39,11 @@ def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     idx = list(known.groupby(keys, sort=False)["ratio"].idxmin())
     rest = df[~df.set_index(keys).index.isin(known.set_index(keys).index)]
     idx += list(rest.groupby(keys, sort=False).tail(1).index)
-    return df.loc[sorted(idx)].reset_index(drop=True)
+    out = df.loc[idx]
+    # rank by rank, policies in the order the run recorded them
+    first = {k: i for i, k in reversed(list(enumerate(zip(*(df[c] for c in keys), strict=True))))}
+    order = [first[k] for k in zip(*(out[c] for c in keys), strict=True)]
+    return out.assign(_o=order).sort_values("_o").drop(columns="_o").reset_index(drop=True)
 
 
 def split_rows(splits: pd.DataFrame) -> list[dict]:

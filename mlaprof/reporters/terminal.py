@@ -150,9 +150,10 @@ def print_report(
         box=box.SIMPLE,
         pad_edge=False,
     )
-    t.add_column("policy", no_wrap=True)
-    for col in ("S", "all/act", "deserved", "frozen", "occupancy (model)"):
-        t.add_column(col, justify="right", no_wrap=True)
+    # at 80 columns the numbers and their headers keep their width; long policy names fold
+    t.add_column("policy", overflow="fold", ratio=1)
+    for col in ("S", "all/act", "deserved", "frozen", "occ. (model)"):
+        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for r in s["splits"]:
         collapsed = is_collapsed(r["used"], r["deserved"])
         if r.get("on_device"):  # S is the device's, at every replay: no host number to show

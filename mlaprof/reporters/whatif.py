@@ -15,6 +15,13 @@ def _f(v: Any, fmt: str = "{:.2f}") -> str:
     return fmt.format(v)
 
 
+def _tokens(n: int, compact: bool) -> str:
+    """A KV length: ``131,072``, or ``128k`` where columns are scarce (exact multiples only)."""
+    if compact and n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024}k"
+    return f"{n:,}"
+
+
 def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console()
     cells = whatif.columns
@@ -32,32 +39,52 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     fixed = {a: cells[a][0] for a in ("model", "policy", "device", "qlen") if a not in axes}
     if fixed:
         console.print("  " + ", ".join(f"{k} {v}" for k, v in fixed.items()))
+    # below ~120 columns the S and slowdown columns stack (bug/fix/frozen in one cell) and
+    # lengths read 128k: every key column and every number stays whole at 80 columns
+    compact = console.width < 120
     t = Table(
         title=f"worst {top} cells (S in red: collapsed)", box=box.SIMPLE_HEAVY, pad_edge=False
     )
-    for col in axes:
-        t.add_column(col, overflow="fold")
-    for col in ("real+pad", "KV", "S bug", "S fix", "S frz", "occ bug>fix", "t fix µs",
-                "bug x", "frz x"):  # fmt: skip
+    for col in axes:  # as wide as their values where they fit, folded where they do not
+        widest = max((len(str(v)) for v in set(cells[col].tolist())), default=len(col))
+        t.add_column(col, overflow="fold", min_width=min(10, max(len(col), widest)))
+    cols = (
+        ("B+pad", "KV", "S b/f/z", "occ b>f", "t µs", "x b/z")
+        if compact
+        else ("real+pad", "KV", "S bug", "S fix", "S frz", "occ bug>fix", "t fix µs", "bug x",
+              "frz x")
+    )  # fmt: skip
+    for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for r in whatif.worst_rows(top):
         bug = str(r["S_bug"] or "n/a")
         frz = str(r["S_frozen"] or "-")
-        t.add_row(
-            *[str(r[a]) for a in axes],
-            f"{r['batch']}+{r['padding_rows']}",
-            f"{r['context']:,}"
+        bug_s = f"[bold red]{bug}[/]" if r["collapsed"] else bug
+        frz_s = f"[bold red]{frz}[/]" if r["frozen_collapsed"] else frz
+        fix = str(r["S_fix"] or "n/a")
+        kv = (
+            _tokens(r["context"], compact)
             if r["kv_min"] == r["kv_max"]
-            else f"{r['kv_min']:,}..{r['kv_max']:,}",
-            f"[bold red]{bug}[/]" if r["collapsed"] else bug,
-            str(r["S_fix"] or "n/a"),
-            f"[bold red]{frz}[/]" if r["frozen_collapsed"] else frz,
-            f"{_f(r['occupancy_bug'], '{:.0%}')}>{_f(r['occupancy_fix'], '{:.0%}')}",
-            _f(r["t_fix_us"], "{:.0f}"),
-            _f(r["slowdown_bug"], "{:.2f}x"),
-            _f(r["slowdown_frozen"], "{:.2f}x"),
+            else f"{_tokens(r['kv_min'], compact)}..{_tokens(r['kv_max'], compact)}"
         )
+        occ = f"{_f(r['occupancy_bug'], '{:.0%}')}>{_f(r['occupancy_fix'], '{:.0%}')}"
+        t_fix = _f(r["t_fix_us"], "{:.0f}")
+        if compact:
+            slow = f"{_f(r['slowdown_bug'], '{:.1f}')}/{_f(r['slowdown_frozen'], '{:.1f}')}"
+            t.add_row(*[str(r[a]) for a in axes], f"{r['batch']}+{r['padding_rows']}", kv,
+                      f"{bug_s}/{fix}/{frz_s}", occ, t_fix, slow)  # fmt: skip
+        else:
+            t.add_row(*[str(r[a]) for a in axes], f"{r['batch']}+{r['padding_rows']}", kv,
+                      bug_s, fix, frz_s, occ, t_fix, _f(r["slowdown_bug"], "{:.2f}x"),
+                      _f(r["slowdown_frozen"], "{:.2f}x"))  # fmt: skip
     console.print(t)
+    if compact:
+        console.print(
+            "  [dim]B+pad: real + padding rows; S b/f/z: S with the padding bug / with the fix / "
+            "frozen at capture; occ b>f: occupancy bug > fix; t µs: predicted verify time with "
+            "the fix; x b/z: predicted slowdown of bug / frozen over the fix; KV in tokens "
+            "(k = 1024)[/]"
+        )
     misfit = {
         (m, d, q, p, r)
         for m, d, q, p, r, ok in zip(
