@@ -17,7 +17,11 @@ class MissingExtraError(MlaprofError):
 
     def __init__(self, what: str, extra: str, detail: str = "") -> None:
         # mlaprof is installed from a clone (it is not on the package index)
-        hint = f"pip install -e '.[{extra}]' in the mlaprof checkout"
+        hint = (
+            f"pip install -e '.[{extra}]' in the mlaprof checkout"
+            if extra
+            else "pip install -e . in the mlaprof checkout (a core dependency is missing)"
+        )
         msg = f"{what} is not available: install it with {hint}"
         if detail:
             msg += f" ({detail})"

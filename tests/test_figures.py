@@ -296,7 +296,7 @@ def test_empty_run_gives_placeholders(tmp_path):
 
 def test_missing_plotly_says_what_to_install(runs, monkeypatch):
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
-    with pytest.raises(MissingExtraError, match=r"mlaprof\[notebook\]"):
+    with pytest.raises(MissingExtraError, match=r"pip install -e \. in the mlaprof checkout"):
         F.padding_waterfall(runs[0])
 
 

@@ -123,14 +123,14 @@ def test_pngs_without_a_browser_say_how_to_get_one(report, tmp_path, monkeypatch
     monkeypatch.setattr(png_mod, "find_chrome", lambda: None)
     if "kaleido" not in sys.modules:
         monkeypatch.setitem(sys.modules, "kaleido", type(sys)("kaleido"))
-    with pytest.raises(MlaprofError, match=r"apt-get install chromium.*mlaprof\[png\]"):
+    with pytest.raises(MlaprofError, match=r"apt-get install chromium.*pip install -e '\.\[png\]'"):
         png_mod.write_pngs(bug, tmp_path / "png")
     assert not (tmp_path / "png").exists()
 
 
 def test_pngs_without_kaleido_name_the_extra(report, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "kaleido", None)
-    with pytest.raises(MissingExtraError, match=r"mlaprof\[png\]"):
+    with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[png\]'"):
         png_mod.write_pngs(report[0], tmp_path / "png")
 
 

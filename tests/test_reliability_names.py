@@ -204,3 +204,20 @@ def test_binary_cells_in_a_rocpd_database_are_refused_at_import(tmp_path, capsys
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "binary data" in err or "not a readable" in err or "not a" in err
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+def test_names_keep_unicode_letters_and_refuse_names_without_any(tmp_path, capsys) -> None:
+    """'名前' names its folder '名前' (it used to become 'run' and collide with the next); '~' and
+    '*' have nothing to name a folder by: one line, no run."""
+    from mlaprof.store.runmeta import folder_name
+
+    assert folder_name("名前") == "名前" and folder_name("ünï-cödé") == "ünï-cödé"
+    assert folder_name("x*y") == "x-y"
+    traces = tmp_path / "t"
+    assert main(["import", "rocprof", str(BUG), "--traces", str(traces), "--name", "名前"]) == 0
+    assert (traces / "名前" / "run.json").is_file()
+    for bad in ("~", "*"):
+        capsys.readouterr()
+        assert main(["import", "rocprof", str(BUG), "--traces", str(traces), "--name", bad]) == 2
+        assert "no letter or digit" in capsys.readouterr().err
+    assert sorted(p.name for p in traces.iterdir()) == ["名前"]

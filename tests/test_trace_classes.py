@@ -151,3 +151,12 @@ def test_the_mtp_drafters_graphs_are_not_verify_steps(tmp_path, capsys) -> None:
     assert "drafter passes (the drafter's own graphs, not verify steps): 9" in " ".join(
         capsys.readouterr().out.split()
     )
+
+
+def test_trust_is_judged_rank_by_rank(tmp_path, capsys) -> None:
+    """Two processes, one whose tracer lost every third dispatch of two replays: that rank is
+    unreliable, the other reliable, side by side (never one verdict for both)."""
+    doc = _import(tmp_path, "two_ranks_one_lossy", capsys)
+    assert doc["ranks"] == [0, 1]
+    assert [r["trust"] for r in doc["fleet"]["per_rank"]] == ["unreliable", "reliable"]
+    assert doc["trace"]["trust"]["verdict"] == "unreliable"  # the run as a whole

@@ -878,6 +878,12 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         "steps": trace_steps(steps, layers),
         "capture": cap,
         "trust": trust_summary(meta, cap),
+        # each rank judged on its own dispatches (a fleet import records them per rank)
+        "trust_by_rank": {
+            int(r): trust_summary({**meta, "trace_checks": c}, cap)["verdict"]
+            for r, c in (meta.get("trace_checks_by_rank") or {}).items()
+            if isinstance(c, dict)
+        },
         # only the columns it needs, names as categories (a fleet import holds 10M kernels)
         "replay_time": replay_time(
             meta, (run.columns("kernels", KERNEL_COLUMNS, rank=r) for r in run.ranks), layers

@@ -26,6 +26,7 @@ def fleet_summary(
     layer_rows: list[dict[str, Any]],
     sources: list[dict[str, Any]] | None = None,
     batches: dict[int, tuple[Any, ...]] | None = None,
+    trust: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``; each rank
     with its host, pid and GPU where the import recorded them (``sources``) and its DP group
@@ -44,6 +45,7 @@ def fleet_summary(
                 "pid": s.get("pid"),
                 "agent": s.get("agent"),
                 "dp_group": groups.get(rank),
+                "trust": (trust or {}).get(rank),
                 "layers": len(rows),
                 "S_min": min(used) if used else None,
                 "S_max": max(used) if used else None,

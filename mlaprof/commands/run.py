@@ -272,7 +272,7 @@ def _live(args: argparse.Namespace, traces: Path) -> int:
         child.terminate()
         from mlaprof.errors import MissingExtraError
 
-        raise MissingExtraError("the live dashboard", "tui", str(e)) from None
+        raise MissingExtraError("the live dashboard", "", str(e)) from None  # core: textual
     try:
         return run_app(run_dir)
     finally:

@@ -71,6 +71,6 @@ def run(args: argparse.Namespace) -> int:
         from tui.app import run_app
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] == "textual":
-            raise MissingExtraError("the dashboard (textual)", "tui") from None
+            raise MissingExtraError("the dashboard (textual)", "") from None  # a core dependency
         raise
     return run_app(path, once=args.once, compare=args.compare, rank=args.rank)

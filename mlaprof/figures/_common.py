@@ -51,7 +51,7 @@ def go() -> ModuleType:
     try:
         import plotly.graph_objects as _go
     except ImportError:
-        raise MissingExtraError("Plotly figures", "notebook") from None
+        raise MissingExtraError("Plotly figures", "") from None  # a core dependency
     return _go
 
 

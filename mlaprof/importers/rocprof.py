@@ -115,6 +115,7 @@ def import_rocprof(
         try:
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
+                by_rank: dict[str, Any] = {}  # each rank's own trace checks (trust per rank)
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
                     prefetch(rank + AHEAD)
@@ -151,6 +152,7 @@ def import_rocprof(
                         # keeping it would add the rank to itself and drop the ranks before)
                         before, summary.checks = summary.checks, {}
                         kernels, steps, layers = annotated(w, kernels, matcher, summary, True)
+                        by_rank[str(rank)] = summary.checks
                         if rank:  # the trace checks count over all ranks
                             summary.checks = _sum_counts(before, summary.checks)
                             if summary.patterns:
@@ -166,6 +168,7 @@ def import_rocprof(
                         summary.eager_steps += counts[3]
                     del kernels
                 if len(groups) > 1:
+                    runmeta.update(bulk.run_dir, trace_checks_by_rank=by_rank)
                     summary.notes.append(
                         f"{len(groups)} processes imported as ranks 0-{len(groups) - 1}"
                     )

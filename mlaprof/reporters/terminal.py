@@ -313,15 +313,15 @@ def _print_fleet(console: Console, fleet: dict) -> None:
         highlight=False,
     )
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
-    cols = ("rank", "host", "pid", "GPU", "DP", "layers", "S min", "S max", "coll. layers",
-            "coll. steps")  # fmt: skip
+    cols = ("rank", "host", "pid", "GPU", "DP", "trust", "layers", "S min", "S max",
+            "coll. layers")  # fmt: skip
     for col in cols:
         t.add_column(col, justify="left" if col == "host" else "right")
     for r in fleet["per_rank"]:
         t.add_row(
             str(r["rank"]), term(r["host"] or "-"), _or_unknown(r["pid"]), _or_unknown(r["agent"]),
-            _or_unknown(r["dp_group"]), str(r["layers"]), _or_unknown(r["S_min"]),
-            _or_unknown(r["S_max"]), str(r["collapsed_layers"]), str(r["collapsed_steps"]),
+            _or_unknown(r["dp_group"]), _or_unknown(r["trust"]), str(r["layers"]),
+            _or_unknown(r["S_min"]), _or_unknown(r["S_max"]), str(r["collapsed_layers"]),
         )  # fmt: skip
     console.print(t)
     console.print(

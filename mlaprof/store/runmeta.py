@@ -82,8 +82,9 @@ def _git_revision() -> str | None:
 
 
 def slug(name: str) -> str:
-    """A folder-safe form of ``name``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
+    """A folder-safe form of ``name``: letters and digits of any script kept (``名前`` stays
+    ``名前``), anything else a ``-``; "run" when nothing is left."""
+    return re.sub(r"[^\w.-]+", "-", name).strip("-") or "run"
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -102,6 +103,10 @@ def folder_name(name: str) -> str:
         raise MlaprofError(f"run name {name!r} contains control characters")
     if name.startswith("."):
         raise MlaprofError(f"run name {name!r} starts with '.' (hidden folders are not runs)")
+    if not re.search(r"\w", name):  # '~', '*': no letter or digit to name a folder by
+        raise MlaprofError(
+            f"run name {name!r} has no letter or digit to name its folder; give another --name"
+        )
     return slug(name)
 
 

@@ -334,6 +334,11 @@ def build(out: Path = OUT) -> list[Path]:
     gluon(4, rows=8, heads=32, v020=True).write(out / "gluon_v020_32heads")
     gluon_eager(1).write(out / "gluon_eager_short_kv")
     mtp_drafter().write(out / "asm_mtp_drafter")
+    # two ranks, one whose tracer lost every third dispatch of two replays: trust is per rank
+    lossy, clean = gluon(4, replays=5, dropped=(1, 3)), gluon(4, replays=5)
+    lossy.pid, clean.pid = 6000, 6001
+    lossy.write(out / "two_ranks_one_lossy")
+    clean.write(out / "two_ranks_one_lossy")
     return sorted(p for p in out.rglob("*.csv"))
 
 
