@@ -112,7 +112,7 @@ def step_splits(
                     meta.min_kv_seq_len_active,
                     None,
                     None,
-                    f"n/a: {why}",
+                    f"not runnable: {why}",
                 )
             )
             continue

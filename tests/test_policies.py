@@ -146,7 +146,7 @@ def test_step_splits_used_deserved_frozen():
     assert g.occupancy_used == pytest.approx(12 / 256)
     assert rows["aiter-gluon-v0.1.20"].used == 16 and not rows["aiter-gluon-v0.1.20"].collapsed
     assert rows["vllm-triton"].frozen == 256  # sized from max_model_len at capture
-    assert rows["aiter-gluon-bh64"].used is None and "n/a" in rows["aiter-gluon-bh64"].note
+    assert rows["aiter-gluon-bh64"].used is None and "not runnable" in rows["aiter-gluon-bh64"].note
     fixed = build_metadata(shape, min_kv_mode="active-rows")
     g2 = {s.policy: s for s in step_splits(fixed, 16, DEVICES["mi355x"], "FULL", 131072)}
     assert g2["aiter-gluon-v0.1.19"].used == 16 and not g2["aiter-gluon-v0.1.19"].collapsed

@@ -114,7 +114,7 @@ def splits_used_vs_deserved(
         for pol in pols:  # policies that cannot run this shape: say so instead of a gap
             if sp.loc[pol, ["used", "deserved"]].isna().all():
                 note = sp.loc[pol, "note"]
-                why = "" if pd.isna(note) else str(note).removeprefix("n/a: ")
+                why = "" if pd.isna(note) else str(note).removeprefix("not runnable: ")
                 fig.add_annotation(
                     x=pol,
                     y=0,

@@ -161,7 +161,7 @@ def print_report(
             t.add_row(name + " †", "device", "-", "-", "never", "-")
             continue
         if r["used"] is None:  # the policy's kernel does not take this configuration
-            t.add_row(term(r["policy"]), "n/a ‡", "n/a", "n/a", "n/a", "n/a")
+            t.add_row(term(r["policy"]), "‡", "-", "-", "-", "-")
             continue
         t.add_row(
             term(r["policy"])
@@ -191,8 +191,9 @@ def print_report(
             "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps "
             "(device: S decided on the device at replay, never frozen); "
             f"occupancy of {sc.get('target')} units used -> deserved; † UNVERIFIED: part of the "
-            "rule is not verified (see --json 'source'); ‡ n/a: the policy's kernel does not "
-            "take this configuration (head count, batch or KV dtype), so it gives no S[/]"
+            "rule is not verified (see --json 'source'); ‡ not runnable: the policy's kernel "
+            "asserts against this configuration (head count, batch, KV dtype or arch), so it "
+            "gives no S[/]"
         )
 
     if s["syncs"] and verbose:

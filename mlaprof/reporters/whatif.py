@@ -57,11 +57,11 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for r in whatif.worst_rows(top):
-        bug = str(r["S_bug"] or "n/a")
+        bug = str(r["S_bug"] or "-")  # 0: not runnable (the note says why)
         frz = str(r["S_frozen"] or "-")
         bug_s = f"[bold red]{bug}[/]" if r["collapsed"] else bug
         frz_s = f"[bold red]{frz}[/]" if r["frozen_collapsed"] else frz
-        fix = str(r["S_fix"] or "n/a")
+        fix = str(r["S_fix"] or "-")
         kv = (
             _tokens(r["context"], compact)
             if r["kv_min"] == r["kv_max"]

@@ -311,10 +311,10 @@ def _group(
         why = applicable(policy, heads, int(r), q, dev.arch)
         if why:
             m = rows == r
-            notes[m] = f"n/a: {why}"
+            notes[m] = f"not runnable: {why}"
             s_bug[m] = s_fix[m] = s_des[m] = s_frz[m] = 0
     refused = (s_bug == 0) | (s_fix == 0) | (frozen_here & (s_frz == 0))
-    notes[refused & (notes == "")] = "n/a: the kernel refuses this shape (an assert in the kernel)"
+    notes[refused & (notes == "")] = "not runnable: the kernel refuses this shape (an assert)"
     if getattr(pol, "on_device", False):
         notes[graph & (notes == "")] = "S decided on the device at replay: not frozen into a graph"
     # the path vLLM routes this (model, qlen, device) to, and whether the policy models its kernel
