@@ -386,22 +386,13 @@ def fleet_lines(v: View) -> list[str]:
     f = v.fleet
     if not f or f["ranks"] < 2:
         return []
-    bad, ok = f["ranks_collapsed"], f["ranks_not_collapsed"]
-    head = (
-        f"ranks: {f['ranks']}, all agree"
-        if f["agree"]
-        else f"ranks: {f['ranks']}, DISAGREE: collapsed on {_ranks(bad)}, not on {_ranks(ok)}"
-    )
+    head = f["text"]
     rows = [["rank", "host", "DP", "S min", "S max", "collapsed"]] + [
         [str(r["rank"]), r["host"] or "-", _s(r["dp_group"]), _s(r["S_min"]), _s(r["S_max"]),
          f"{r['collapsed_layers']}/{r['layers']} layers"]
         for r in f["per_rank"]
     ]  # fmt: skip
     return [head, *format_table((rows[0], rows[1:])), f"(DP: {f['dp_groups_source']})"]
-
-
-def _ranks(ranks: list[int]) -> str:
-    return f"{len(ranks)} (" + ", ".join(map(str, ranks)) + ")" if ranks else "none"
 
 
 def detail_lines(v: View) -> list[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mlaprof.analysis.imported import value_range
+
 VERIFY, DRAFTER = "verify", "drafter"
 
 
@@ -42,23 +44,16 @@ def drafter_summary(steps: pd.DataFrame, layers: pd.DataFrame, origin: str) -> d
             return pd.Series(dtype=float)
         return series.reindex(pd.MultiIndex.from_arrays([steps["rank"], steps["step"]]))
 
-    def rng(v: pd.Series) -> str | None:
-        v = v.dropna()
-        if v.empty:
-            return None
-        lo, hi = int(v.min()), int(v.max())
-        return str(lo) if lo == hi else f"{lo}-{hi}"
-
     backend = steps["backend"].fillna("").astype(str)
     out = {
         "steps": int(len(steps)),
         "graph_steps": int((steps["graph_mode"] == "graph").sum()),
         "eager_steps": int((steps["graph_mode"] == "eager").sum()),
         "variants": sorted({b.split(" ", 1)[-1] for b in backend if b}),
-        "layers_per_pass": rng(per_step(n_layers)),
-        "S": rng(per_step(s)),
-        "rows": rng(steps["num_reqs"]),
-        "qlen": rng(steps["qlen"]),
+        "layers_per_pass": value_range(per_step(n_layers)),
+        "S": value_range(per_step(s)),
+        "rows": value_range(steps["num_reqs"]),
+        "qlen": value_range(steps["qlen"]),
         "step_median_us": float(steps["duration_ns"].median()) / 1e3
         if steps["duration_ns"].notna().any()
         else None,

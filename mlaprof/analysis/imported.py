@@ -73,7 +73,8 @@ def _by_step(frame: pd.DataFrame, values: pd.Series) -> pd.Series:
     return pd.Series(values.reindex(idx).to_numpy(), index=frame.index)
 
 
-def _rng(v: pd.Series) -> str | None:
+def value_range(v: pd.Series) -> str | None:
+    """``lo`` or ``lo-hi`` of the known values (None when none is known)."""
     v = v.dropna()
     if v.empty:
         return None
@@ -104,7 +105,7 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
                 "the grid"
             )
         elif axis:
-            s_val = _rng(g["S"]) or "unknown"
+            s_val = value_range(g["S"]) or "unknown"
             s_src = f"from grid axis {axis} of {variant} ({_origin(meta)})"
         else:
             s_val, s_src = "unknown", f"no grid axis holds S for {variant}"
@@ -118,13 +119,13 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
                 "eager_steps": int((g["graph_mode"] == "eager").sum()),
                 "S": s_val,
                 "S_source": s_src,
-                "rows": _rng(g["num_reqs"]),
+                "rows": value_range(g["num_reqs"]),
                 "rows_source": (
                     f"grid axis {p['rows_axis']} of {variant} (padding rows included)"
                     if p.get("rows_axis")
                     else "not on the grid"
                 ),
-                "qlen": _rng(g["qlen"]),
+                "qlen": value_range(g["qlen"]),
                 "qlen_source": _qlen_source(meta, path, variant, p),
                 "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
                 "ranks": sorted(int(r) for r in g["rank"].unique()),

@@ -66,6 +66,10 @@ def fleet_summary(
             }
         )
     collapsed = [r["rank"] for r in per_rank if r["collapsed_layers"]]
+    fine = [r["rank"] for r in per_rank if not r["collapsed_layers"]]
+    agree = (not collapsed or len(collapsed) == len(ranks)) and all(
+        p["S_min"] == p["S_max"] for p in per_layer
+    )
     return {
         "ranks": len(ranks),
         "dp_groups": len(set(groups.values())) if groups else None,
@@ -73,10 +77,18 @@ def fleet_summary(
         if groups
         else "unknown (one rank, or no batch rows recorded)",
         "ranks_collapsed": collapsed,
-        "ranks_not_collapsed": [r["rank"] for r in per_rank if not r["collapsed_layers"]],
+        "ranks_not_collapsed": fine,
         # ranks disagree when some collapsed and others did not, or their S differ per layer
-        "agree": (not collapsed or len(collapsed) == len(ranks))
-        and all(p["S_min"] == p["S_max"] for p in per_layer),
+        "agree": agree,
+        # the one line every view prints
+        "text": f"ranks: {len(ranks)}, all agree"
+        if agree
+        else f"ranks: {len(ranks)}, DISAGREE: collapsed on {_list(collapsed)}, not on "
+        f"{_list(fine)}",
         "per_rank": per_rank,
         "per_layer": per_layer,
     }
+
+
+def _list(ranks: list[int]) -> str:
+    return f"{len(ranks)} (" + ", ".join(map(str, ranks)) + ")" if ranks else "none"

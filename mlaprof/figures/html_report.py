@@ -198,13 +198,7 @@ def _fleet_html(s: dict) -> str:
     f = s.get("fleet") or {}
     if f.get("ranks", 0) < 2:
         return ""
-    bad, ok = f["ranks_collapsed"], f["ranks_not_collapsed"]
-    head = (
-        "all ranks agree"
-        if f["agree"]
-        else f"ranks DISAGREE: collapsed on {len(bad)} ({', '.join(map(str, bad))}), not on "
-        f"{len(ok)} ({', '.join(map(str, ok))})"
-    )
+    head = f["text"]
 
     def cell(v: object) -> str:
         return "unknown" if v is None else _e(v)

@@ -302,17 +302,7 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
 
 def _print_fleet(console: Console, fleet: dict) -> None:
     """Ranks side by side (never merged): which collapsed, S per rank."""
-    bad, ok = fleet["ranks_collapsed"], fleet["ranks_not_collapsed"]
-    console.print(
-        f"ranks: {fleet['ranks']}  |  "
-        + (
-            f"ranks DISAGREE: collapsed on {len(bad)} ({', '.join(map(str, bad))}), not on "
-            f"{len(ok)} ({', '.join(map(str, ok))})"
-            if not fleet["agree"]
-            else "all ranks agree"
-        ),
-        highlight=False,
-    )
+    console.print(fleet["text"], highlight=False)
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
     cols = ("rank", "host", "pid", "GPU", "DP", "trust", "layers", "S min", "S max",
             "coll. layers")  # fmt: skip
