@@ -14,6 +14,8 @@ ALLOC = "alloc"
 H2D = "h2d"
 CAPTURE_ERROR = "capture-error"
 KINDS = (SYNC, ALLOC, H2D, CAPTURE_ERROR)
+# what the sync checker records op by op (a capture error is the outcome of a real capture)
+OPS = (SYNC, ALLOC, H2D)
 # every kind aborts capture (the gate fails on any of them)
 BREAKS_CAPTURE = KINDS
 # what a capture prediction counts (an allocation sized from a read-back value follows a sync,

@@ -40,3 +40,14 @@ def test_a_host_policy_on_the_same_run_is_frozen():
     kinds = [x.kind for x in split_findings(aiter, "aiter-gluon-v0.1.19", "FULL")]
     assert kinds == ["split-frozen"]
     assert split_findings(aiter, "aiter-gluon-v0.1.19", "PIECEWISE") == []
+
+
+def test_a_pre_fix_rule_under_a_fixed_vllm_version_says_it_is_modelled_on_purpose() -> None:
+    """vLLM 0.32.0 takes min_kv_seq_len over active rows (the merged vLLM PR #51171): a run that
+    models all rows under it says so in every collapse it explains; under pre-51171 it does not."""
+    from mlaprof.analysis.paths import pre_fix_rule
+
+    note = pre_fix_rule({"min_kv_mode": "all-rows", "vllm_version": "0.32.0"})
+    assert note is not None and "modelled on purpose" in note and "0.32.0" in note
+    assert pre_fix_rule({"min_kv_mode": "all-rows", "vllm_version": "pre-51171"}) is None
+    assert pre_fix_rule({"min_kv_mode": "active-rows", "vllm_version": "0.32.0"}) is None

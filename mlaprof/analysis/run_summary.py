@@ -111,10 +111,21 @@ def analyze(
     """Findings sorted by severity. ``shadow``: {"device": ..., "aiter": ...} for a recorded
     engine's modelled AITER view (defaults: mlaprof.analysis.engine.SHADOW_*)."""
     ev = evidence if evidence is not None else collect(run)
-    return _findings(ev, engine_analysis(ev.meta, ev.tables["events"], **(shadow or {}))[2])
+    found = engine_analysis(ev.meta, ev.tables["events"], **(shadow or {}))[2]
+    return _findings(ev, found, _sections(ev))
 
 
-def _findings(ev: Evidence, engine_found: list[Finding]) -> list[Finding]:
+def _sections(ev: Evidence) -> dict[str, Any]:
+    """The summary sections the findings are drawn from, computed once for both."""
+    t = ev.tables
+    return {
+        "timing": timing_summary(t["steps"], t["layers"]),
+        "paths": path_checks(t["events"]),
+        "reservation": reservation_summary(ev.scenario),
+    }
+
+
+def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     findings: list[Finding] = []
     findings += capture_findings(ev.capture, t["captures"], t["memory"])
@@ -124,11 +135,11 @@ def _findings(ev: Evidence, engine_found: list[Finding]) -> list[Finding]:
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc))
     findings += padding_findings(t["padding"])
-    findings += timing_findings(timing_summary(t["steps"], t["layers"]))
-    findings += path_findings(path_checks(t["events"]), str(ev.meta.get("backend", "")))
+    findings += timing_findings(sec["timing"])
+    findings += path_findings(sec["paths"], str(ev.meta.get("backend", "")))
     findings += engine_log_findings(ev.starts)
     findings += route_findings(route_summary(ev.meta), sc.get("policy", ""))
-    findings += reservation_findings(reservation_summary(sc))
+    findings += reservation_findings(sec["reservation"])
     if ev.trace is not None:
         mark_unreliable(findings, ev.trace)
     findings.sort(key=lambda f: f.rank)
@@ -142,6 +153,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
     engine, engine_shadow, engine_found = engine_analysis(ev.meta, t["events"], **(shadow or {}))
     syncs = t["syncs"]
     layers = layer_table(t["layers"], syncs, ev.reference)
+    sec = _sections(ev)
     s = RunSummary(
         run=ev.name,
         status=ev.status,
@@ -169,16 +181,16 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
             ev.trace.get("trust_by_rank") if ev.trace else None,
         ),
         trace=ev.trace,
-        reservation=reservation_summary(ev.scenario),
-        timing=timing_summary(t["steps"], t["layers"]),
-        paths=path_checks(t["events"]),
+        reservation=sec["reservation"],
+        timing=sec["timing"],
+        paths=sec["paths"],
         engine_starts=ev.starts,
         engine=engine,
         shadow=engine_shadow,
-        findings=_findings(ev, engine_found),
+        findings=_findings(ev, engine_found, sec),
     )
-    doc = s.to_json()
-    s.headline = headline(doc, ev)
+    # the headline reads the sections as they are (no JSON copy of a fleet's trace sections)
+    s.headline = headline(vars(s), ev)
     return s
 
 

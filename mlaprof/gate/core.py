@@ -21,8 +21,9 @@ import torch
 from mlaprof.errors import MlaprofError
 from mlaprof.probes.sync_checker import _TORCH_DIR, SyncChecker, SyncEvent
 from mlaprof.probes.sync_checker import _short as short_path
+from mlaprof.sync_kinds import BREAKS_CAPTURE
 
-BREAKS_CAPTURE = ("sync", "alloc", "h2d", "capture-error")  # finding kinds that fail the gate
+# the finding kinds that fail the gate: mlaprof.sync_kinds.BREAKS_CAPTURE
 
 
 class CaptureGateError(AssertionError):

@@ -24,6 +24,7 @@ from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
 from mlaprof.recording import capture_row, event_row, layer_row, memory_row, step_row
 from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
+from mlaprof.sync_kinds import OPS
 
 if TYPE_CHECKING:
     from mlaprof.metadata import BatchShape, VerifyMetadata
@@ -158,7 +159,7 @@ def _record_failed_capture(writer: RunWriter, sess: Any, outcome: CaptureOutcome
             mem = memory_row(grp.capture_size, "PIECEWISE", 0, 0, 0, outcome.capture_ns)
             writer.add("memory", **mem)
         for e in outcome.events or []:
-            if e.get("kind") in ("sync", "alloc", "h2d"):
+            if e.get("kind") in OPS:
                 writer.add(
                     "syncs",
                     step=e.get("step"),

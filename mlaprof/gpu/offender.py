@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.sync_kinds import OPS
 
 RESULT_PREFIX = "MLAPROF_CAPTURE_RESULT "
 
@@ -44,7 +45,7 @@ def first_error_line(message: str) -> str:
 
 def pick_offender(events: list[dict[str, Any]], failed_layer: int | None) -> dict[str, Any] | None:
     """The first sync/allocation finding of the layer that failed (else the first finding)."""
-    blocking = [e for e in events if e.get("kind") in ("sync", "alloc", "h2d")]
+    blocking = [e for e in events if e.get("kind") in OPS]
     if failed_layer is not None:
         in_layer = [e for e in blocking if e.get("layer") == failed_layer]
         if in_layer:
