@@ -16,7 +16,7 @@ Rules (``SIZE_RULES``), and the vLLM version each one is (``RULE_OF_VERSION``):
   ``adjust_cudagraph_sizes_for_spec_decode``, ``vllm/config/vllm.py`` L2292-2495): the legacy grid
   capped at 512 tokens plus the uniform-decode sizes ``n * qlen`` for the request counts
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max_num_seqs, 16) + [max_num_seqs]`` that fit.
-  ``tests/test_vllm_capture_sizes.py`` checks it, and :func:`round_to_qlen`, against vLLM 0.32's
+  ``tests/e2e/test_vllm_capture_sizes.py`` checks it, and :func:`round_to_qlen`, against vLLM 0.32's
   own code (``max_num_batched_tokens`` is taken as not limiting).
 """
 

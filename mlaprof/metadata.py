@@ -7,7 +7,7 @@ padding requests (query length 0 in ``query_start_loc``) have their KV length pi
 (``seq_lens_for_kernel``) and the kernel's ``qo_indptr`` is uniform, so padding rows count qlen
 query tokens. A minimum over all rows therefore returns qlen: ``min_kv_seq_len`` is given in both
 modes. With qlen 1 vLLM does not pad uniformly: padding rows keep KV length 0 and 0 query tokens.
-``tests/test_vllm_differential.py`` compares every field with vLLM's own builder.
+``tests/e2e/test_vllm_differential.py`` compares every field with vLLM's own builder.
 """
 
 from __future__ import annotations

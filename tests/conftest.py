@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,29 @@ import pytest
 from mlaprof.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
+TIERS = ("unit", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test carries the marker of its tier folder, so ``-m unit`` selects what ``tests/unit``
+    holds (and a file outside both tiers is an error, not a test that no tier runs)."""
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
+        if parts[0] not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: tests live in tests/unit or tests/e2e")
+        item.add_marker(parts[0])
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request: pytest.FixtureRequest) -> None:
+    """Every test starts from seeds of its own name: random data reproduces whatever the order
+    (tests that draw data pass their own seeds as well)."""
+    seed = zlib.crc32(request.node.nodeid.encode())
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
 
 
 def small_scenario(**over) -> Scenario:
@@ -42,3 +67,16 @@ def traces(tmp_path: Path) -> Path:
     d = tmp_path / "traces"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="module")
+def html_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A bug run, its fix and the HTML report comparing them (bug, fix, report path)."""
+    from mlaprof.figures.html_report import write_html_report
+    from mlaprof.synthetic.figures import write_run
+
+    d = tmp_path_factory.mktemp("html")
+    bug = write_run(d / "traces", "bug")
+    fix = write_run(d / "traces", "fix", fixed=True, fallback_steps=())
+    out = write_html_report(bug, d / "out" / "report.html", compare=fix)
+    return bug, fix, out

@@ -80,7 +80,6 @@ def seed_files(work: Path) -> dict[str, list[Path]]:
     """The unmutated inputs of each format (written under ``work``)."""
     from mlaprof.exporters.rocpd_export import export_rocpd
     from mlaprof.store import load
-    from tests.test_import_rocprof import _rocprof_json
     from tests.trace_io_helpers import (
         DATA,
         KINETO_REAL,
@@ -90,6 +89,7 @@ def seed_files(work: Path) -> dict[str, list[Path]]:
         replay_kernel_csv,
         write_kineto,
     )
+    from tests.unit.test_import_rocprof import _rocprof_json
 
     work.mkdir(parents=True, exist_ok=True)
     # real rocprofv3 CSVs, and the AMD MLA kernel traces made from aiter's own kernel names

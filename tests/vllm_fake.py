@@ -1,5 +1,5 @@
 """Minimal stand-ins for the vLLM classes the plugin wraps (same names, same signatures), for tests
-on machines without vLLM. tests/test_vllm_install.py checks the real classes instead.
+on machines without vLLM. tests/e2e/test_vllm_install.py checks the real classes instead.
 
 The fake common builder files rows past ``reorder_batch_threshold`` as prefills (as the CPU MLA
 backend does with verify rows); the fake AITER builder overrides ``build`` and calls

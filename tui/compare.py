@@ -5,20 +5,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlaprof.analysis.diff import diff_summaries, fmt_change, fmt_value
+from mlaprof.analysis.diff import SHORT_NAMES, diff_summaries, fmt_change, fmt_value
 
 HEAD = ["metric", "A", "B", "change", "B is"]
+MARK = "*"  # after a short metric name: where its number comes from is in the legend
 
 
-def compare_rows(sa: dict[str, Any] | None, sb: dict[str, Any] | None) -> list[list[str]]:
+def _name(r: dict[str, Any], short: bool) -> str:
+    if short:
+        return f"{SHORT_NAMES.get(r['metric'], r['metric'])} ({r['unit']})" + (
+            MARK if r["provenance"] else ""
+        )
+    return f"{r['metric']} ({r['unit']})" + (f" [{r['provenance']}]" if r["provenance"] else "")
+
+
+def compare_legend(sa: dict[str, Any] | None, sb: dict[str, Any] | None) -> str:
+    """What the short table's mark stands for (empty when no row carries one)."""
+    if sa is None or sb is None:
+        return ""
+    marked = sorted({r["provenance"] for r in diff_summaries(sa, sb)["table"] if r["provenance"]})
+    return f"{MARK} {'; '.join(marked)}" if marked else ""
+
+
+def compare_rows(
+    sa: dict[str, Any] | None, sb: dict[str, Any] | None, short: bool = False
+) -> list[list[str]]:
     """metric, A, B, change, verdict from two :func:`mlaprof.analysis.summary` results
-    (one analysing row while either is still being analysed)."""
+    (one analysing row while either is still being analysed). ``short``: the metrics' short
+    names, their provenance as a mark explained by :func:`compare_legend` (80 columns)."""
     if sa is None or sb is None:
         return [["analysing...", "", "", "", ""]]
     d = diff_summaries(sa, sb)
     rows = [
         [
-            f"{r['metric']} ({r['unit']})" + (f" [{r['provenance']}]" if r["provenance"] else ""),
+            _name(r, short),
             fmt_value(r["a"]),
             fmt_value(r["b"]),
             fmt_change(r),

@@ -28,6 +28,7 @@ class Metric:
     lower_is_better: bool
     value: Callable[[dict[str, Any]], float | None]
     timing: bool = False  # a time: CPU reference timings are judged against the run spread
+    short: str = ""  # the name where columns are few (an 80-column terminal)
 
 
 def _split(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
@@ -87,6 +88,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         lambda s: _opt(s["timing"]["step_median_us"]),
         timing=True,
+        short="step time",
     ),
     Metric(
         "median layer time",
@@ -94,25 +96,46 @@ METRICS: tuple[Metric, ...] = (
         True,
         lambda s: _opt(s["timing"]["layer_median_us"]),
         timing=True,
+        short="layer time",
     ),
-    Metric("sync / allocation sites in the region", "count", True, _sites),
-    Metric("syncs in the region (imported trace)", "count", True, _trace_syncs),
+    Metric(
+        "sync / allocation sites in the region", "count", True, _sites, short="sync/alloc sites"
+    ),
+    Metric(
+        "syncs in the region (imported trace)", "count", True, _trace_syncs, short="syncs (trace)"
+    ),
     Metric(
         "steps replayed as a graph (FULL)",
         "%",
         False,
         lambda s: _opt(s["timing"]["full_share"], 100.0),
+        short="FULL replays",
     ),
-    Metric("KV splits per MLA layer (trace grids, median)", "S", False, lambda s: _trace_s(s)),
+    Metric(
+        "KV splits per MLA layer (trace grids, median)",
+        "S",
+        False,
+        lambda s: _trace_s(s),
+        short="S (trace grids)",
+    ),
     Metric(
         "capture fails (failed or predicted)",
         "yes=1",
         True,
         lambda s: float(s["capture"]["status"] in FAILED_CAPTURE),
+        short="capture fails",
     ),
-    Metric("KV splits S used (run's policy, worst step)", "S", False, _split("used")),
-    Metric("S deserved by the real rows", "S", False, _split("deserved")),
-    Metric("occupancy with S used (model)", "%", False, _split("occupancy", 100.0)),
+    Metric(
+        "KV splits S used (run's policy, worst step)", "S", False, _split("used"), short="S used"
+    ),
+    Metric("S deserved by the real rows", "S", False, _split("deserved"), short="S deserved"),
+    Metric(
+        "occupancy with S used (model)",
+        "%",
+        False,
+        _split("occupancy", 100.0),
+        short="occupancy (model)",
+    ),
     Metric(
         "padding waste (share of verify tokens)",
         "%",
@@ -122,15 +145,26 @@ METRICS: tuple[Metric, ...] = (
             if s["padding"]["steps_padded"] or s["padding"]["real_rows"]
             else None
         ),
+        short="padding waste",
     ),
-    Metric(f"capture memory ({CAPTURE_MEMORY_MEASURE})", "MiB", True, _memory_mib),
+    Metric(
+        f"capture memory ({CAPTURE_MEMORY_MEASURE})",
+        "MiB",
+        True,
+        _memory_mib,
+        short="capture memory",
+    ),
     Metric(
         "critical findings",
         "count",
         True,
         lambda s: float(sum(f["severity"] == "critical" for f in s["findings"])),
+        short="critical findings",
     ),
 )
+
+
+SHORT_NAMES = {m.name: m.short or m.name for m in METRICS}
 
 
 def _timing_provenance(sa: dict[str, Any], sb: dict[str, Any]) -> str:

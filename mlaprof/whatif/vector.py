@@ -4,7 +4,7 @@ Each vectorised twin takes the same :class:`SplitInput`, with arrays in its fiel
 S per element, 0 where the kernel would refuse the shape (an assert in the real kernel). The
 what-if grid evaluates thousands of cells at once through these; a policy without a twin (a new
 version added to ``POLICIES``) is evaluated by its scalar function on each distinct input, so
-it is slower but never missing. ``tests/test_whatif.py`` checks every twin against its scalar
+it is slower but never missing. ``tests/unit/test_whatif.py`` checks every twin against its scalar
 policy on random inputs.
 """
 

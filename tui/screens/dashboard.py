@@ -42,19 +42,19 @@ class DashboardScreen(Screen):
     HELP_TITLE = "dashboard"
     HELP = (
         ("up / down", "move in the layer table (focused when a run opens)"),
-        ("enter / click", "drill down into the selected layer: its syncs with op and source line"),
-        ("p / space", "pause / resume following (the display freezes; new records wait)"),
+        ("enter / click", "drill down into the selected layer: its syncs, op and source line"),
+        ("p / space", "pause / resume following (new records wait)"),
         ("[  ]", "step back / forward: the layer table shows one step"),
         ("a", "back to all steps (mean over the run)"),
         ("r", "rank: all ranks aggregated, then each rank"),
         ("s / click header", "sort the layer table (again: reverse)"),
         ("c", "compare with another run side by side (bug vs fix)"),
-        ("e", "export the run (Perfetto / rocpd / CSV) to ./out/; the path is shown"),
-        ("w", "what if: modelled split collapse and slowdown around this run's configuration"),
+        ("e", "export the run (Perfetto / rocpd / CSV) to ./out/"),
+        ("w", "what if: modelled collapse and slowdown around this run's configuration"),
         (
             "1-6 / tab",
-            "panel: layers, findings, KV splits, padding, capture, engine / import (narrow "
-            "terminals; 6 only for vLLM engine runs, imported traces and imported vLLM logs)",
+            "panel (narrow terminals): layers, findings, KV splits, padding, capture, "
+            "engine / import (6: engine runs and imports)",
         ),
         ("escape", "back to the run list (when opened from one)"),
     )

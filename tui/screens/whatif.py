@@ -15,19 +15,30 @@ from textual.widgets import Footer, Static
 from tui.widgets.table import ViewTable
 
 TOP = 40
-HEAD = ["batch+pad", "KV", "S bug", "S fix", "S frozen", "occ bug", "occ fix", "t fix us",
-        "bug x", "frozen x"]  # fmt: skip
+# short heads so every column fits 80 columns; the legend under the title spells them out
+HEAD = ["B+pad", "KV", "S bug", "S fix", "S frz", "occ b", "occ f", "t us", "bug x", "frozen x"]
+LEGEND = (
+    "B+pad: requests + padding rows; S frz: S frozen at capture; occ b/f: occupancy with the "
+    "bug / the fix; t us: time with the fix; bug x, frozen x: slowdown vs the fix"
+)
 
 
 def _f(v: Any, fmt: str) -> str:
     return "-" if v is None or v != v else fmt.format(v)
 
 
+def _kv(tokens: int) -> str:
+    """KV tokens, in k when a whole number of 1024 (131072 -> 128k)."""
+    return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
+
+
 def rows(worst: list[dict[str, Any]]) -> list[list[str]]:
     return [
         [
             f"{r['batch']}+{r['padding_rows']}",
-            f"{r['context']}" if r["kv_min"] == r["kv_max"] else f"{r['kv_min']}..{r['kv_max']}",
+            _kv(r["context"])
+            if r["kv_min"] == r["kv_max"]
+            else f"{_kv(r['kv_min'])}..{_kv(r['kv_max'])}",
             str(r["S_bug"] or "n/a"),
             str(r["S_fix"] or "n/a"),
             str(r["S_frozen"] or "-"),
@@ -58,6 +69,7 @@ class WhatIfScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("[b]what if[/b]  computing the modelled grid ...", id="whatif-title")
         yield ViewTable(id="whatif-table")
+        yield Static(LEGEND, id="whatif-legend", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:

@@ -1,0 +1,171 @@
+"""SVG snapshots of every screen at 80x24 and 160x48 (pytest-textual-snapshot), and the key
+columns and lines each screen must keep at both sizes, read from the rendered screen.
+
+Update after an intended change with ``pytest tests/e2e/test_tui_snapshots.py --snapshot-update``
+and look at the SVGs. Findings are mlaprof.analysis' own (the report's): each picture is taken
+once the first analysis pass is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from textual.app import App
+from textual.pilot import Pilot
+
+from mlaprof.scenario import Scenario
+from mlaprof.store import create_run, runmeta
+from mlaprof.synthetic.dashboard import make_run
+from tui.app import MlaprofApp
+from tui.screens.compare import CompareScreen
+from tui.screens.dashboard import DashboardScreen
+from tui.screens.help import HelpScreen
+from tui.screens.layer import LayerScreen
+from tui.screens.whatif import WhatIfScreen
+
+SIZES = [(80, 24), (160, 48)]
+
+
+def screen_text(app: App) -> str:
+    """The characters on the terminal, line by line (what a user reads)."""
+    return "\n".join(
+        "".join(s.text for s in strip) for strip in app.screen._compositor.render_strips()
+    )
+
+
+async def _until(pilot: Pilot, cond: Callable[[], object], settle: float = 0.2) -> None:
+    for _ in range(200):
+        if cond():
+            break
+        await pilot.pause(0.05)
+    await pilot.pause(settle)
+
+
+async def _loaded(pilot: Pilot) -> None:
+    def ready() -> bool:
+        s = pilot.app.screen
+        return (
+            isinstance(s, DashboardScreen)
+            and s.view is not None
+            and bool(s.view.steps)
+            and s.view.findings_source == "mlaprof.analysis"
+        )
+
+    await _until(pilot, ready, settle=0.1)
+
+
+async def _findings(pilot: Pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("2")
+    await pilot.pause(0.1)
+
+
+async def _layer(pilot: Pilot) -> None:
+    await _loaded(pilot)
+    pilot.app.screen.open_layer(2)
+    await _until(pilot, lambda: isinstance(pilot.app.screen, LayerScreen))
+
+
+async def _compare(pilot: Pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("c")
+
+    def ready() -> bool:  # B is read by its own follower
+        s = pilot.app.screen
+        return isinstance(s, CompareScreen) and s.b.view().steps == 40 and bool(s.b.analysis)
+
+    await _until(pilot, ready, settle=0.6)  # the compare screen redraws twice a second
+
+
+async def _help(pilot: Pilot) -> None:
+    await _loaded(pilot)
+    await pilot.press("question_mark")
+    await _until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
+
+
+async def _whatif(pilot: Pilot) -> None:
+    await _until(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen), settle=0.3)
+    await pilot.press("w")
+    s = pilot.app.screen
+    await _until(pilot, lambda: isinstance(s, WhatIfScreen) and s.result is not None)
+
+
+async def _picker(pilot: Pilot) -> None:
+    await pilot.pause(0.3)
+
+
+def _scenario_run(root: Path) -> Path:
+    sc = Scenario(model="kimi-k2-tp8", policy="aiter-gluon-v0.1.19", max_num_seqs=16)
+    w = create_run(
+        root, "modelled", {"scenario": sc.to_dict(), "backend": "torch", "device": "cpu"}
+    )
+    w.add("steps", step=0, duration_ns=1000, num_reqs=4, num_real_reqs=3, qlen=4)
+    w.finish()
+    runmeta.update(w.run_dir, created="2026-01-03T10:00:00")
+    return w.run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("snap")
+    make_run(root, "bug", steps=40, layers=6)
+    make_run(root, "fix", steps=40, layers=6, bug=False)
+    _scenario_run(root)
+    return root
+
+
+@pytest.fixture
+def picker_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    traces = tmp_path / "traces"
+    for i, (name, bug) in enumerate((("bug", True), ("fix", False))):
+        runmeta.update(
+            make_run(traces, name, steps=4, layers=2, bug=bug), created=f"2026-01-0{i + 1}T10:00:00"
+        )
+    monkeypatch.chdir(tmp_path)  # the title names the folder as given: the same in every run
+    return Path("traces")
+
+
+# screen -> (how to open it, what it must show at every size: its key columns and lines)
+SCREENS: dict[str, tuple[Callable[[Pilot], Awaitable[None]], list[str]]] = {
+    "dashboard": (_loaded, ["layer", "S", "syncs", "q Quit", "? Help"]),
+    "findings": (_findings, ["CRIT  FULL graph capture failed", "q Quit"]),
+    "layer": (_layer, ["layer 2", "aten._local_scalar_dense", "mla/legacy.py:100", "count"]),
+    "compare": (_compare, ["A: bug", "B: fix", "S used", "change", "B is", "better"]),
+    "help": (_help, ["dashboard: keys  (escape or ? closes)", "drill down", "q  ", "quit"]),
+    "whatif": (_whatif, ["S bug", "S fix", "S frz", "bug x", "frozen x", "B+pad: requests"]),
+    "picker": (_picker, ["bug", "fix", "traces"]),
+}
+
+
+def _app(name: str, runs: Path, picker_runs: Path) -> MlaprofApp:
+    if name == "picker":
+        return MlaprofApp(picker_runs, interval=0.05)
+    if name == "compare":
+        return MlaprofApp(runs / "bug", compare=runs / "fix", interval=0.05)
+    return MlaprofApp(runs / ("modelled" if name == "whatif" else "bug"), interval=0.05)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", list(SCREENS))
+def test_screen(snap_compare, runs: Path, picker_runs: Path, name: str, size) -> None:  # noqa: ANN001
+    before, _ = SCREENS[name]
+    assert snap_compare(_app(name, runs, picker_runs), terminal_size=size, run_before=before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", list(SCREENS))
+async def test_screen_keeps_its_key_columns(
+    runs: Path, picker_runs: Path, name: str, size: tuple[int, int]
+) -> None:
+    before, wanted = SCREENS[name]
+    app = _app(name, runs, picker_runs)
+    async with app.run_test(size=size) as pilot:
+        await before(pilot)
+        text = screen_text(app)
+    lines = text.splitlines()
+    assert len(lines) == size[1] and all(len(line) <= size[0] for line in lines)
+    missing = [w for w in wanted if w not in text]
+    assert not missing, f"{name} at {size[0]}x{size[1]} lacks {missing}:\n{text}"
+    assert "…" not in text or name in ("dashboard", "findings", "compare", "layer"), text

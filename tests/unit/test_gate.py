@@ -1,0 +1,254 @@
+"""The CI gate: fails on the legacy-flat path, passes the native one (API, pytest plugin in a child
+pytest, and ``mlaprof check`` exit codes); the split gate catches builders fed by padding rows."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from mlaprof.cli import main
+from mlaprof.gate import (
+    CaptureGateError,
+    SplitCollapseError,
+    assert_capturable,
+    assert_splits_hold,
+    check_splits,
+    run_gated,
+)
+from mlaprof.gate.verify_case import builder, legacy_flat, native, setup
+
+CASE = "mlaprof.gate.verify_case"
+
+
+@pytest.fixture(scope="module")
+def verify_args():
+    return setup(torch.zeros(3, 4, 16))
+
+
+def test_legacy_flat_fails_with_layer_op_and_line(verify_args):
+    report = run_gated(legacy_flat, layers=2, **verify_args)
+    assert not report.ok and {e.layer for e in report.findings} == {0, 1}
+    ops = {e.op for e in report.findings if e.kind == "sync"}
+    assert ops == {"aten._local_scalar_dense", "aten.repeat_interleave.Tensor"}
+    assert (
+        sum(e.kind == "sync" for e in report.findings) == 8
+    )  # the 4 syncs a layer of vLLM PR #51171
+    assert all(e.location.startswith("mlaprof/backends/legacy_flat.py:") for e in report.findings)
+    assert any(e.kind == "alloc" for e in report.findings)
+    with pytest.raises(
+        CaptureGateError,
+        match=r"layer 1: sync aten._local_scalar_dense at mlaprof/backends/legacy_flat.py:\d+",
+    ):
+        assert_capturable(legacy_flat, layers=2, **verify_args)
+
+
+def test_native_passes(verify_args):
+    report = assert_capturable(native, layers=3, **verify_args)
+    assert report.ok and "simulated" in report.region
+
+
+def test_split_gate_fails_on_all_rows_and_passes_on_active_rows():
+    with pytest.raises(SplitCollapseError) as e:
+        assert_splits_hold(builder("all-rows"), batches=range(1, 17))
+    text = str(e.value)
+    assert "padding rows" in text and "min_kv_seq_len=4" in text and "aiter-gluon-v0.1.19" in text
+    cases = e.value.cases
+    assert cases and all(c.rows > c.batch and c.s_used == 1 for c in cases)
+    assert_splits_hold(builder("active-rows"), batches=range(1, 17))
+    # v0.1.20 ignores min_kv_seq_len: even the buggy builder cannot collapse it
+    assert check_splits(builder("all-rows"), policy="aiter-gluon-v0.1.20") == []
+
+
+def test_seed_case_in_the_split_gate():
+    cases = check_splits(builder("all-rows"), batches=[8], contexts=[1088], capture_sizes=[60])
+    assert [(c.batch, c.rows, c.s_used, c.s_deserved) for c in cases] == [(8, 15, 1, 4)]
+
+
+def test_check_cli_exit_codes(capsys, tmp_path, monkeypatch):
+    common = ["--setup", f"{CASE}:setup", "--shapes", "q=3x4x16"]
+    assert main(["check", f"{CASE}:legacy_flat", *common, "--layers", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "layer 1: sync aten._local_scalar_dense at mlaprof/backends/legacy_flat.py:" in out
+    assert main(["check", f"{CASE}:native", *common, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["findings"] == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "userattn.py").write_text(
+        "import torch\n"
+        "def decode(q, kv):\n"
+        "    n = int((q > 0).sum())\n"
+        "    return torch.empty(n) @ torch.empty(n)\n"
+        "def boom(q):\n"
+        "    raise ValueError('bad shape')\n"
+    )
+    assert main(["check", "userattn:decode", "--shapes", "q=4x8,kv=16x8", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [(f["kind"], f["location"]) for f in doc["findings"]][:2] == [
+        ("sync", "userattn.py:3"),
+        ("alloc", "userattn.py:4"),
+    ]
+    assert main(["check", "userattn:boom", "--shapes", "4x8"]) == 3
+    assert "raised ValueError: bad shape" in capsys.readouterr().err
+    for bad in (["nocolon"], ["userattn:nothere"], ["userattn:decode", "--shapes", "q=4xy"]):
+        assert main(["check", *bad]) == 2
+        assert capsys.readouterr().err.startswith("mlaprof: error:")
+
+
+class _FakeCuda:
+    """Just enough of torch.cuda for the gate's real-capture branch on a CPU-only build: capture
+    runs the body with a flag set, and an op that refuses capture raises as the driver would."""
+
+    capturing = False
+
+    class Stream:
+        def wait_stream(self, other):
+            return None
+
+    class CUDAGraph:
+        pass
+
+    @staticmethod
+    def current_stream():
+        return _FakeCuda.Stream()
+
+    @staticmethod
+    def stream(s):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def graph(g):
+        import contextlib
+
+        @contextlib.contextmanager
+        def cm():
+            _FakeCuda.capturing = True
+            try:
+                yield
+            finally:
+                _FakeCuda.capturing = False
+
+        return cm()
+
+
+def _driver_sync(x):  # invisible to the dispatch checker, refused by a real capture
+    if _FakeCuda.capturing:
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+    return x
+
+
+def test_real_capture_branch_reports_what_the_checker_cannot_see(monkeypatch):
+    from mlaprof.gate import core
+
+    for name in ("Stream", "CUDAGraph", "current_stream", "stream", "graph"):
+        monkeypatch.setattr(torch.cuda, name, getattr(_FakeCuda, name))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(core, "_on_cuda", lambda args, kwargs: True)
+    checker = core.SyncChecker  # CUDA sync-debug mode raises on a CPU build: leave it off
+    monkeypatch.setattr(
+        core, "SyncChecker", lambda cuda_debug=False, simulate_device=False: checker()
+    )
+    x = torch.ones(3)
+    bad = run_gated(_driver_sync, x, layers=2)
+    assert not bad.ok and "real capture" in bad.region
+    (e,) = bad.findings
+    assert e.kind == "capture-error" and e.op == "RuntimeError"
+    assert e.location.startswith("tests/unit/test_gate.py:") and e.function == "_driver_sync"
+    assert "not permitted when stream is capturing" in e.detail
+    assert run_gated(lambda t: t * 2, x).ok  # captures fine
+    assert run_gated(_driver_sync, x, real_capture="never").ok  # the checker alone sees nothing
+    # a callable the checker already fails is never captured (a failed capture poisons the GPU)
+    calls = []
+    monkeypatch.setattr(core, "_capture", lambda *a: calls.append(a))
+    assert not run_gated(lambda t: t.nonzero(), x).ok and calls == []
+
+
+# -- the gate on a CPU-only machine sees every device-to-host sync ---------------------------------
+def _item(q):
+    return q.sum().item()
+
+
+def _tolist(q):
+    return q.tolist()
+
+
+def _cpu(q):
+    return q.cpu()
+
+
+def _to_cpu(q):
+    return q.to("cpu")
+
+
+def _to_cpu_device_kw(q):
+    return q.to(device="cpu", dtype=torch.float16)
+
+
+def _numpy(q):
+    return q.numpy()
+
+
+def _bool(q):
+    return bool(q.sum() > 0)
+
+
+def _synchronize(q):
+    torch.cuda.synchronize()
+    return q
+
+
+def _data_dependent(q):
+    return torch.nonzero(q)
+
+
+SYNCS = {
+    _item: "aten._local_scalar_dense",
+    _tolist: "Tensor.tolist",
+    _cpu: "Tensor.cpu",
+    _to_cpu: "Tensor.to(cpu)",
+    _to_cpu_device_kw: "Tensor.to(cpu)",
+    _numpy: "Tensor.numpy",
+    _bool: "aten._local_scalar_dense",
+    _synchronize: "torch.cuda.synchronize",
+    _data_dependent: "aten.nonzero",
+}
+
+
+@pytest.mark.parametrize("fn", list(SYNCS), ids=lambda f: f.__name__)
+def test_every_host_sync_fails_the_cpu_gate_with_op_and_line(fn) -> None:
+    import inspect
+
+    q = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    report = run_gated(fn, q, real_capture="never")
+    assert not report.ok
+    (e,) = report.findings
+    line = inspect.getsourcelines(fn)[1] + 1  # the body's first line
+    assert (e.kind, e.op) == ("sync", SYNCS[fn])
+    assert e.location == f"tests/unit/test_gate.py:{line}" and e.function == fn.__name__
+    # the patches are gone after the region: nothing changed for the rest of the process
+    assert torch.cuda.synchronize.__name__ == "synchronize"
+    assert not hasattr(torch.Tensor.cpu, "__wrapped__")
+
+
+def test_casts_and_device_copies_that_stay_on_the_device_pass_the_cpu_gate() -> None:
+    def fine(q):
+        return q.to(torch.float16).float() * 2 + q.to(q.device, torch.float32)
+
+    assert run_gated(fine, torch.ones(4, 8), real_capture="never").ok
+
+
+def test_check_exits_1_on_torch_cuda_synchronize_on_a_cpu_machine(tmp_path, capsys) -> None:
+    mod = tmp_path / "gate_sync_mod.py"
+    mod.write_text("import torch\n\ndef region(q):\n    torch.cuda.synchronize()\n    return q\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        rc = main(["check", "gate_sync_mod:region", "--shapes", "q=4x8", "--device", "cpu"])
+    finally:
+        sys.path.remove(str(tmp_path))
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "torch.cuda.synchronize at gate_sync_mod.py:4 in region()" in out

@@ -1,0 +1,98 @@
+"""The HTML report: one offline file, findings on top, figures below (rendered by Chromium in
+tests/e2e/test_html_chromium.py)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+import mlaprof
+from mlaprof.analysis import analyze
+from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.figures import ENGINE_FIGURES, RUN_FIGURES
+from mlaprof.figures import png as png_mod
+from mlaprof.figures.html_report import write_html_report
+
+# the scenario runs drawn here are no recorded vLLM engine: its figures are left out
+
+
+SCENARIO_FIGURES = [f for f in RUN_FIGURES if f[0] not in ENGINE_FIGURES]
+
+
+def test_report_is_one_offline_file_with_plotly_inline(html_report):
+    bug, _, out = html_report
+    assert out.is_file() and out.name == "report.html"
+    text = out.read_text(encoding="utf-8")
+    srcs = re.findall(r"<script[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", text, re.I)
+    assert not [s for s in srcs if s.startswith(("http://", "https://", "//"))]
+    assert not re.search(r"<link[^>]+href=[\"']?https?://", text, re.I)
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs()
+    assert text.count(js[:2000]) == 1  # inlined exactly once
+    # one figure per report figure plus the diff, each drawn by the inline library
+    assert text.count("Plotly.newPlot(") == len(SCENARIO_FIGURES) + 1
+    for stem, _ in SCENARIO_FIGURES:
+        assert f'id="fig-{stem}"' in text
+
+
+def test_findings_on_top_and_diff_table(html_report):
+    bug, fix, out = html_report
+    text = out.read_text(encoding="utf-8")
+    with mlaprof.load(bug) as run:
+        findings = analyze(run)
+    assert findings, "the bug run must produce findings"
+    first_fig = text.index("Plotly.newPlot(")
+    assert text.index(f"Findings ({len(findings)})") < first_fig
+    import html
+
+    for f in findings:
+        assert html.escape(f.title) in text[:first_fig]
+    assert "sev-critical" in text[:first_fig]
+    assert "A = <b>bug</b> (this run, before), B = <b>fix</b> (after)" in text
+    with mlaprof.load(bug) as run:
+        route = run.meta["scenario"] and mlaprof.analysis.summary(run)["route"]
+    assert f"<td>vLLM route</td><td>{route['path']} (" in text.replace("<th>", "<td>").replace(
+        "</th>", "</td>"
+    )
+    assert re.search(
+        r"sync / allocation sites in the region</td><td>count</td><td class='num'>2</td>"
+        r"<td class='num'>0</td>",
+        text,
+    )
+
+
+def test_bad_output_path(html_report, tmp_path):
+    bug, _, _ = html_report
+    with pytest.raises(MlaprofError, match="is a folder"):
+        write_html_report(bug, tmp_path)
+    with pytest.raises(MlaprofError, match="does not exist"):
+        write_html_report(tmp_path / "no-such-run", tmp_path / "r.html")
+
+
+def test_pngs_without_a_browser_say_how_to_get_one(html_report, tmp_path, monkeypatch):
+    bug, _, _ = html_report
+    monkeypatch.setattr(png_mod, "find_chrome", lambda: None)
+    if "kaleido" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "kaleido", type(sys)("kaleido"))
+    with pytest.raises(MlaprofError, match=r"apt-get install chromium.*pip install -e '\.\[png\]'"):
+        png_mod.write_pngs(bug, tmp_path / "png")
+    assert not (tmp_path / "png").exists()
+
+
+def test_pngs_without_kaleido_name_the_extra(html_report, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "kaleido", None)
+    with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[png\]'"):
+        png_mod.write_pngs(html_report[0], tmp_path / "png")
+
+
+def test_browser_path_env_is_honoured(monkeypatch, tmp_path):
+    fake = tmp_path / "chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(fake))
+    assert png_mod.find_chrome() == str(fake)
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "missing"))
+    assert png_mod.find_chrome() is None

@@ -1,0 +1,65 @@
+"""The suite's own rules: random data is seeded (a failure reproduces), and the tiers hold."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+
+TESTS = ROOT / "tests"
+# draws that take no seed: numpy's fresh generator, the random module's global functions, an
+# unseeded Random, and torch's global generator (a generator= argument seeds it)
+UNSEEDED = [
+    (re.compile(r"default_rng\(\s*\)"), "np.random.default_rng() without a seed"),
+    (re.compile(r"\brandom\.Random\(\s*\)"), "random.Random() without a seed"),
+    (
+        re.compile(r"(?<![\w.])random\.(randrange|randint|random|choice|choices|shuffle|sample)\("),
+        "the random module's global generator",
+    ),
+    (re.compile(r"np\.random\.(rand|randn|randint|random|choice|normal)\("), "numpy's global generator"),
+    (re.compile(r"torch\.(rand|randn|randint|randperm)\((?![^)]*generator=)[^)]*\)"), "torch's global generator"),
+]  # fmt: skip
+
+
+def unseeded_draws(text: str) -> list[tuple[int, str]]:
+    out = []
+    for no, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        out += [(no, why) for rx, why in UNSEEDED if rx.search(code)]
+    return out
+
+
+@pytest.mark.parametrize(
+    "line, bad",
+    [
+        ("rng = np.random.default_rng()", True),
+        ("rng = np.random.default_rng(7)", False),
+        ("x = random.randrange(10)", True),
+        ("x = rng.randrange(10)", False),
+        ("r = random.Random()", True),
+        ("r = random.Random(3)", False),
+        ("q = torch.randn(4, 8)", True),
+        ("q = torch.randn(4, 8, generator=g)", False),
+        ("x = np.random.rand(3)", True),
+    ],
+)
+def test_the_rule_sees_unseeded_draws(line: str, bad: bool) -> None:
+    assert bool(unseeded_draws(line)) is bad
+
+
+def test_every_test_seeds_its_random_data() -> None:
+    found = [
+        f"{p.relative_to(ROOT)}:{no}: {why}"
+        for p in sorted(TESTS.rglob("*.py"))
+        if p.name != "test_test_hygiene.py"
+        for no, why in unseeded_draws(p.read_text())
+    ]
+    assert not found, "unseeded random data:\n" + "\n".join(found)
+
+
+def test_tests_live_in_a_tier() -> None:
+    loose = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert not loose, f"move into tests/unit or tests/e2e: {loose}"
+    assert (TESTS / "unit").is_dir() and (TESTS / "e2e").is_dir()
