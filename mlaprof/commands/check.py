@@ -24,7 +24,8 @@ arguments (a dict, a tuple, or (tuple, dict)).
 examples:
   mlaprof check mlaprof.gate.verify_case:legacy_flat --setup mlaprof.gate.verify_case:setup --shapes q=3x4x16
   mlaprof check mlaprof.gate.verify_case:native --setup mlaprof.gate.verify_case:setup --shapes q=3x4x16 --layers 4
-  mlaprof check mypkg.attn:decode --shapes q=8x16x576:bf16,kv=4096x576:bf16 --json
+  mlaprof check examples.toy_attn:decode --shapes q=8x16x576:bf16,kv=4096x576:bf16 --json
+                                (your own function goes where examples.toy_attn:decode is)
 """
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",

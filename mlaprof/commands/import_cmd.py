@@ -24,9 +24,9 @@ EPILOG = """\
 examples:
   mlaprof import rocprof out/                         a rocprofv3 output folder (CSV, JSON or .db)
   mlaprof import rocprof out/ --name bug && mlaprof report bug
-  mlaprof import kineto trace.json.gz
+  mlaprof import kineto tests/data/kineto_graph_replay.json.gz   a PyTorch profiler trace
   mlaprof import rocprof out/ --mla-pattern y:my_fork_mla_kernel   S on grid y
-  mlaprof import rocprof out/ --patterns my_kernels.toml           see docs/trace_io.md
+  mlaprof import rocprof out/ --patterns examples/my_kernels.toml   see docs/trace_io.md
 """
 
 

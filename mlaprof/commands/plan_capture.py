@@ -15,8 +15,10 @@ memory as its source says (measured and fitted / a vLLM log total spread by size
 
 examples:
   mlaprof plan-capture --counts examples/batches.txt --spec 3 --max-num-seqs 64
-  mlaprof plan-capture --from-run latest --memory-from-run latest
-  mlaprof plan-capture --counts batches.json --spec 3 --memory-log vllm.log --budget-gib 1.5
+  mlaprof plan-capture --from-run latest   batch sizes a recorded run saw
+  mlaprof plan-capture --from-run traces/demo/fix-native-kernel-full-graph --memory-from-run traces/demo/fix-native-kernel-full-graph
+                        (capture memory per size is measured by a GPU run: the demo run's H200)
+  mlaprof plan-capture --counts examples/batches.json --spec 3 --memory-log tests/data/vllm/tp2_two_starts.log --budget-gib 1.5
   mlaprof plan-capture --counts examples/batches.txt --spec 3 --max-graphs 8 --json
 
 --counts FILE: lines 'BATCH COUNT' (or CSV 'batch,count', or JSON {"8": 120}); BATCH = real

@@ -28,7 +28,7 @@ examples:
   mlaprof run --backend legacy-flat --layers 3   the pre-fix path: 4 syncs per layer
   mlaprof run --min-kv-mode active-rows          the fix: min_kv_seq_len over active rows
   mlaprof run --scenario deepseek-v3-tp8         16 heads: vLLM's persistent ASM decode
-  mlaprof run --scenario my.toml                 a scenario file (keys = Scenario fields)
+  mlaprof run --scenario examples/scenario.toml   a scenario file (keys = Scenario fields)
   mlaprof run --device cuda --backend triton     real FULL-graph capture on a GPU
   mlaprof run --live                             run in the background and watch it in the TUI
 """

@@ -17,7 +17,7 @@ examples:
                                                    vLLM PR #51171's case: 8 real + 7 padding rows, S 1 vs 4
   mlaprof whatif --policy all --device mi355x,mi300x,h200 --spec 1-4 --json > grid.json
   mlaprof whatif --model kimi-k2-tp8 --html whatif.html   heatmaps of S and predicted slowdown
-  mlaprof whatif --kv-mix lengths.txt --draws 64   batches drawn from your request-length mix
+  mlaprof whatif --kv-mix examples/lengths.txt --draws 64   batches drawn from a request-length mix
 
 columns: S bug = min_kv_seq_len over all rows (padding pinned to qlen), S fix = over active rows,
 S frozen = what a FULL graph captured with vLLM's dummy run (KV = qlen) replays; slowdown = predicted
