@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from mlaprof.backends.base import make_inputs
+from mlaprof.backends.base import InputPool, make_inputs
 from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
@@ -97,13 +97,14 @@ def run_cpu(
     total = sc.steps * sc.layers
     done = 0
     first_capture_problem = None
+    pool = InputPool(sc.heads, dtype, seed=sc.seed * 1000)
     for step in range(sc.steps):
         shape = step_shape(sc, step)
         meta = build_metadata(shape, sc.page_size, sc.min_kv_mode, "cpu", seed=sc.seed + step)
         main_split = record_step_analysis(writer, sc, step, meta, shape)
         s_used = main_split.used if main_split else None
         s_deserved = main_split.deserved if main_split else None
-        inp = make_inputs(meta, sc.heads, dtype, "cpu", seed=sc.seed * 1000 + step)
+        inp = pool.inputs(meta)
         out = torch.empty(meta.num_reqs, meta.qlen, sc.heads, LATENT, dtype=dtype)
         lse = torch.empty(meta.num_reqs, meta.qlen, sc.heads)
         check = check_syncs == "all" or (check_syncs == "first" and step == 0)

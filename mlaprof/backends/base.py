@@ -94,3 +94,37 @@ def make_inputs(
         kv_c=kv.to(device=device, dtype=dtype),
         sm_scale=KV_DIM**-0.5,
     )
+
+
+class InputPool:
+    """Random inputs for many steps, drawn once: each step's q and KV pool are slices of tensors
+    drawn for the largest step seen so far (drawn again, bigger, only when a step outgrows them).
+
+    A CPU run needs inputs of the right shapes for its syncs, splits and timing, not new values
+    every step; drawing a KV pool per step cost a CPU step more than its attention did."""
+
+    def __init__(self, heads: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> None:
+        self.heads, self.dtype, self.seed = heads, dtype, seed
+        self._q: torch.Tensor | None = None  # [rows, qlen, heads, KV_DIM]
+        self._kv: torch.Tensor | None = None  # [slots, KV_DIM]
+
+    def inputs(self, meta: VerifyMetadata) -> VerifyInputs:
+        from mlaprof.metadata import kv_pool_pages
+
+        b, qlen = meta.num_reqs, meta.qlen
+        slots = kv_pool_pages(meta) * meta.page_size
+        q, kv = self._q, self._kv
+        if q is None or kv is None or q.shape[0] < b or q.shape[1] != qlen or kv.shape[0] < slots:
+            g = torch.Generator(device="cpu").manual_seed(self.seed)
+            rows = max(b, q.shape[0] if q is not None and q.shape[1] == qlen else 0)
+            # half again as many slots: a decode's KV grows every step, and must not redraw
+            slots_drawn = max(slots + slots // 2, kv.shape[0] if kv is not None else 0)
+            q = torch.randn(rows, qlen, self.heads, KV_DIM, generator=g).to(self.dtype)
+            kv = (torch.randn(slots_drawn, KV_DIM, generator=g) * 0.5).to(self.dtype)
+            self._q, self._kv = q, kv
+        return VerifyInputs(
+            q_nope=q[:b, ..., :LATENT].contiguous(),
+            q_pe=q[:b, ..., LATENT:].contiguous(),
+            kv_c=kv[:slots],
+            sm_scale=KV_DIM**-0.5,
+        )
