@@ -8,7 +8,6 @@ Every number carries where it came from: "imported from <file>" (read off the tr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -724,133 +723,108 @@ def trust_findings(trust: dict[str, Any]) -> list[Finding]:
     ]
 
 
-KERNEL_COLUMNS = ["rank", "name", "start_ns", "end_ns", "step", "replay", "layer"]
 
 
-def _windows(k: pd.DataFrame, ly: pd.DataFrame) -> np.ndarray | None:
-    """Per kernel of one rank, the layer whose window holds its end (-1: none); None when the
-    composite key would overflow (a trace spanning days; never seen in practice)."""
-    step = k["step"].to_numpy(np.int64)
-    t1k = k["end_ns"].to_numpy(np.int64)
-    win = np.full(len(k), -1, np.int64)
-    if ly.empty:
-        return win
-    tmin = int(min(t1k.min(), ly["end"].min()))
-    span = int(max(t1k.max(), ly["end"].max())) - tmin + 1
-    lstep = ly["step"].to_numpy(np.int64)
-    if int(max(step.max(), lstep.max()) + 1) * span >= 2**62:
-        return None
-    lkey = lstep * span + (ly["end"].to_numpy(np.int64) - tmin)
-    pos = np.searchsorted(lkey, step * span + (t1k - tmin), side="left")
-    ok = pos < len(lkey)
-    ok[ok] &= lstep[pos[ok]] == step[ok]
-    win[ok] = ly["layer"].to_numpy(np.int64)[pos[ok]]
-    return win
+# Where the time goes inside graph replays, as one DuckDB query over the kernels' Parquet files
+# (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
+# window holds its end (the layer of the same rank and step with the smallest end at or after it:
+# an ASOF join on the rank's time line, whose steps follow each other, so a match in a later step
+# means none in its own), then per (rank, step, layer) sums, per layer medians, per name totals.
+# ``jl`` is the analysis' own layer table (a drafter's layers already left out).
+REPLAY_SQL = """
+WITH ly AS (
+    SELECT rank, step, layer, t_start_ns + duration_ns AS lend FROM jl
+),
+k AS NOT MATERIALIZED (
+    SELECT k.rank, k.step, k.replay, k.name, k.end_ns,
+           CAST(k.end_ns - k.start_ns AS DOUBLE) AS dur, k.layer IS NOT NULL AS mla
+    FROM kernels k SEMI JOIN (SELECT DISTINCT rank, step FROM ly) s
+         ON k.rank = s.rank AND k.step = s.step
+    WHERE k.replay IS NOT NULL
+),
+per AS MATERIALIZED (
+    SELECT k.rank, k.step, CASE WHEN ly.step = k.step THEN ly.layer END AS win,
+           SUM(k.dur) AS total, SUM(CASE WHEN k.mla THEN k.dur ELSE 0 END) AS att
+    FROM k ASOF LEFT JOIN ly ON k.rank = ly.rank AND k.end_ns <= ly.lend
+    GROUP BY ALL
+)
+SELECT 'layer' AS part, CAST(win AS VARCHAR) AS key, COUNT(*) AS n,
+       MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
+FROM per WHERE win IS NOT NULL GROUP BY win
+UNION ALL
+SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
+UNION ALL
+SELECT 'name', name, COUNT(*), SUM(dur), MEDIAN(dur), NULL, BOOL_OR(mla) FROM k GROUP BY name
+UNION ALL
+SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
+       SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
+FROM per
+"""
 
 
-def replay_time(
-    meta: dict[str, Any], kernels: pd.DataFrame | Iterable[pd.DataFrame], layers: pd.DataFrame
-) -> dict:
+def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     """Where the time goes inside graph replays: GPU kernel time per layer (a layer's window runs
     from the end of the MLA kernels of the layer before to the end of its own) and per kernel
     name, with the attention (MLA) share and the layer's S. Kernel time is summed busy time.
-    ``kernels``: a DataFrame, or one per rank (a fleet import's 10M kernels are then never all
-    in memory); steps and replays are numbered per rank."""
+    One SQL query over every rank's kernels (:data:`REPLAY_SQL`); steps and replays are counted
+    per rank."""
     empty = {"replays": 0, "layers": [], "kernels": [], "attention_share": None,
              "provenance": _origin(meta)}  # fmt: skip
     if layers.empty:
         return empty
-    ly_all = layers.dropna(subset=["t_start_ns", "duration_ns"]).copy()
-    ly_all["end"] = ly_all["t_start_ns"].astype(np.int64) + ly_all["duration_ns"].astype(np.int64)
-    by_rank = dict(iter(ly_all.groupby("rank"))) if "rank" in ly_all else {}
-    frames = [kernels] if isinstance(kernels, pd.DataFrame) else kernels
-    w_parts, durs, mlas, codes, seen_steps, seen_replays = [], [], [], [], [], []
-    cats: dict[str, int] = {}
-    tail = 0.0
-    for frame in frames:
-        if "rank" not in frame or frame.empty:
-            groups: Iterable[tuple[Any, pd.DataFrame]] = [(0, frame)]
-        elif frame["rank"].nunique() == 1:  # one rank's frame: no split (no copy)
-            groups = [(frame["rank"].iloc[0], frame)]
-        else:
-            groups = frame.groupby("rank")
-        for rank, k in groups:
-            # the kernels of the steps being analysed (a drafter's graphs are left out)
-            ly = by_rank.get(rank, ly_all) if by_rank else ly_all
-            keep = k["step"].notna() & k["replay"].notna() & k["step"].isin(ly["step"].unique())
-            k = k if keep.all() else k[keep]
-            if k.empty:
-                continue
-            win = _windows(k, ly.sort_values(["step", "end"]))
-            if win is None:
-                return empty
-            dur = (k["end_ns"].to_numpy(np.int64) - k["start_ns"].to_numpy(np.int64)).astype(float)
-            mla = k["layer"].notna().to_numpy()
-            step = k["step"].to_numpy(np.int64)
-            df = pd.DataFrame({"step": step, "layer": win, "dur": dur, "mla_dur": dur * mla})
-            w_parts.append(
-                df[df["layer"] >= 0]
-                .groupby(["step", "layer"])
-                .agg(total=("dur", "sum"), mla=("mla_dur", "sum"))
-                .reset_index()
-            )
-            tail += float(dur[win < 0].sum())
-            seen_steps.append(len(np.unique(step)))
-            seen_replays.append(len(np.unique(k["replay"].to_numpy(np.int64))))
-            # names as categories: a 10M-kernel fleet import holds a few dozen distinct names
-            name = k["name"]
-            if not isinstance(name.dtype, pd.CategoricalDtype):
-                name = name.astype(str).astype("category")
-            lut = [cats.setdefault(str(c), len(cats)) for c in name.cat.categories]
-            lut = np.array(lut + [-1], np.int64)  # code -1 (no name) picks the trailing -1
-            codes.append(lut[name.cat.codes.to_numpy()])
-            durs.append(dur)
-            mlas.append(mla)
-    if not durs:
+    jl = layers.dropna(subset=["t_start_ns", "duration_ns"])
+    jl = pd.DataFrame({
+        "rank": (jl["rank"] if "rank" in jl else pd.Series(0, index=jl.index)).astype(np.int64),
+        "step": jl["step"].astype(np.int64),
+        "layer": jl["layer"].astype(np.int64),
+        "t_start_ns": jl["t_start_ns"].astype(np.int64),
+        "duration_ns": jl["duration_ns"].astype(np.int64),
+    })  # fmt: skip
+    if jl.empty:
         return empty
-    w = pd.concat(w_parts, ignore_index=True)
-    dur = np.concatenate(durs)
-    mla = np.concatenate(mlas)
-    n_steps = sum(seen_steps)
+    res = run.sql(REPLAY_SQL, frames={"jl": jl})
+    parts = {p: g for p, g in res.groupby("part")}
+    whole = parts["all"].iloc[0]
+    if pd.isna(whole["a"]) or not whole["n"]:
+        return empty
     s_by = layers.groupby("layer")["splits_used"].agg(
         lambda v: None if v.dropna().empty else int(v.dropna().mode().iloc[0])
     )
     out_layers = []
-    for lay, g in w.groupby("layer"):
-        tot, att = float(g["total"].median()), float(g["mla"].median())
+    lay_rows = parts.get("layer", res.iloc[:0])
+    for r in sorted(lay_rows.itertuples(), key=lambda r: int(r.key)):
+        lay, tot, att = int(r.key), float(r.a), float(r.b)
         out_layers.append(
             {
-                "layer": int(lay),
-                "steps": int(len(g)),
+                "layer": lay,
+                "steps": int(r.n),
                 "median_us": tot / 1e3,
                 "attention_median_us": att / 1e3,
                 "attention_share": att / tot if tot else None,
                 "S": None if pd.isna(s_by.get(lay)) else int(s_by.get(lay)),
             }
         )
-    names = pd.Categorical.from_codes(np.concatenate(codes), categories=list(cats))
-    kn = pd.DataFrame({"name": names, "dur": dur, "mla": mla})
-    g = kn.groupby("name", observed=True).agg(launches=("dur", "size"), total=("dur", "sum"),
-                                              med=("dur", "median"), mla=("mla", "any"))  # fmt: skip
-    total = float(kn["dur"].sum())
-    g = g.sort_values("total", ascending=False)
+    total, att_total = float(whole["a"]), float(whole["b"])
+    names = parts.get("name", res.iloc[:0]).sort_values(["a", "key"], ascending=[False, True])
     out_kernels = [
         {
-            "name": str(r.Index),
-            "launches": int(r.launches),
-            "total_us": float(r.total) / 1e3,
-            "median_us": float(r.med) / 1e3,
-            "share": float(r.total) / total if total else None,
-            "attention": bool(r.mla),
+            "name": str(r.key),
+            "launches": int(r.n),
+            "total_us": float(r.a) / 1e3,
+            "median_us": float(r.b) / 1e3,
+            "share": float(r.a) / total if total else None,
+            "attention": bool(r.flag),
         }
-        for r in g.itertuples()
+        for r in names.itertuples()
     ]
+    tail = parts.get("tail")
+    tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
     return {
-        "replays": int(sum(seen_replays)),
+        "replays": int(whole["c"]),
         "layers": out_layers,
         "kernels": out_kernels,
-        "attention_share": float(kn.loc[kn["mla"], "dur"].sum()) / total if total else None,
-        "outside_layers_us": tail / 1e3 / max(1, n_steps),
+        "attention_share": att_total / total if total else None,
+        "outside_layers_us": tail_ns / 1e3 / max(1, int(whole["n"])),
         "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time",
     }
 
@@ -885,10 +859,8 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
             for r, c in (meta.get("trace_checks_by_rank") or {}).items()
             if isinstance(c, dict)
         },
-        # only the columns it needs, names as categories (a fleet import holds 10M kernels)
-        "replay_time": replay_time(
-            meta, (run.columns("kernels", KERNEL_COLUMNS, rank=r) for r in run.ranks), layers
-        ),
+        # one query over the kernels' files (a fleet import holds 10M kernels)
+        "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
         "layer_reference": layer_reference(meta, steps, layers),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mlaprof.analysis.splits import is_collapsed
+from mlaprof.splits.policies import is_collapsed as collapse_rule
 from mlaprof.sync_kinds import SYNC
 
 
@@ -31,22 +31,32 @@ def layer_table(
         return []
     ly = layers.copy()
     ly["ref"] = reference_s(ly, fix_by_step)
-    used = pd.to_numeric(ly["splits_used"], errors="coerce")
-    ly["collapsed"] = [is_collapsed(u, r) for u, r in zip(used, ly["ref"], strict=True)]
-    has_deserved = ly["splits_deserved"].notna()
+    ly["used"] = pd.to_numeric(ly["splits_used"], errors="coerce")
+    ly["collapsed"] = collapsed(ly["used"], ly["ref"])
+    ly["has_deserved"] = ly["splits_deserved"].notna()
     watched = syncs[syncs["kind"] == SYNC] if not syncs.empty else syncs
     per_step = syncs.groupby("rank")["step"].nunique() if not syncs.empty else pd.Series()
     n_sync = watched.groupby(["rank", "layer"]).size() if not watched.empty else pd.Series()
+    # one vectorised pass per column over all (rank, layer) groups; the last record of a group is
+    # its last row as recorded (NaN included, as a last value can be unknown)
+    keys = ["rank", "layer"]
+    grouped = ly.groupby(keys, sort=True)
+    agg = grouped.agg(
+        steps=("step", "size"),
+        time_ns=("duration_ns", "mean"),
+        s_min=("used", "min"),
+        collapsed=("collapsed", "sum"),
+        deserved=("has_deserved", "any"),
+        any_ref=("ref", "count"),
+    )
+    last = grouped.tail(1).set_index(keys)[["splits_used", "ref"]]
     out = []
-    for (rank, layer), g in ly.groupby(["rank", "layer"], sort=True):
-        last = g.iloc[-1]
-        u = pd.to_numeric(g["splits_used"], errors="coerce").dropna()
-        ref = g["ref"].dropna()
+    for (rank, layer), r in agg.iterrows():
         why = (
             "deserved by the real rows"
-            if has_deserved.loc[g.index].any()
+            if r["deserved"]
             else "the fix's S for the same rows (the grid counts padding rows)"
-            if not ref.empty
+            if r["any_ref"]
             else "unknown (no deserved S and no modelled fix for this path)"
         )
         steps_watched = per_step.get(rank)
@@ -54,20 +64,26 @@ def layer_table(
             {
                 "rank": int(rank),
                 "layer": int(layer),
-                "steps": int(len(g)),
-                "time_us": float(g["duration_ns"].mean()) / 1e3
-                if g["duration_ns"].notna().any()
-                else None,
-                "S_used": _i(last["splits_used"]),
-                "S_min": None if u.empty else int(u.min()),
-                "S_reference": _i(last["ref"]),
+                "steps": int(r["steps"]),
+                "time_us": None if pd.isna(r["time_ns"]) else float(r["time_ns"]) / 1e3,
+                "S_used": _i(last.at[(rank, layer), "splits_used"]),
+                "S_min": _i(r["s_min"]),
+                "S_reference": _i(last.at[(rank, layer), "ref"]),
                 "reference": why,
-                "collapsed": int(g["collapsed"].sum()),
+                "collapsed": int(r["collapsed"]),
                 "syncs": None
                 if not steps_watched
                 else float(n_sync.get((rank, layer), 0)) / steps_watched,
             }
         )
+    return out
+
+
+def collapsed(used: pd.Series, ref: pd.Series) -> pd.Series:
+    """The collapse rule on every record at once (unknown values are never a collapse)."""
+    known = used.notna() & ref.notna()
+    out = pd.Series(False, index=used.index)
+    out[known] = collapse_rule(used[known].astype(float), ref[known].astype(float))
     return out
 
 

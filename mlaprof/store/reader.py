@@ -146,11 +146,17 @@ class Run:
             return pd.DataFrame(columns=list(columns_of(sql)))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
-    def sql(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
+    def sql(
+        self,
+        sql: str,
+        params: tuple[Any, ...] = (),
+        frames: dict[str, pd.DataFrame] | None = None,
+    ) -> pd.DataFrame:
         """Run ``sql`` once over all ranks (DuckDB): every table it names holds every rank's rows
         (``rank`` tells them apart), so aggregates span the fleet. Kernels are read from their
-        columnar files in place; the SQL is DuckDB's dialect."""
-        return sqlengine.query([self._source(k) for k in self.databases], sql, params)
+        columnar files in place; the SQL is DuckDB's dialect. ``frames``: DataFrames the SQL
+        may also name (an analysis' own small tables)."""
+        return sqlengine.query([self._source(k) for k in self.databases], sql, params, frames)
 
     def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
         return sqlengine.RankSource(

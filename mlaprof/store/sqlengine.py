@@ -105,13 +105,25 @@ class RankSource:
     sides: Mapping[str, columnar.SideTable]
 
 
-def query(sources: Sequence[RankSource], sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+def query(
+    sources: Sequence[RankSource],
+    sql: str,
+    params: Sequence[Any] = (),
+    frames: Mapping[str, pd.DataFrame] | None = None,
+) -> pd.DataFrame:
     """``sql`` over the given ranks as one: each table it names is the union of those ranks' rows
-    (a side table read from its file after its SQLite rows, any other table from SQLite)."""
+    (a side table read from its file after its SQLite rows, any other table from SQLite).
+    ``frames``: small tables the caller already holds, visible to the SQL under their names
+    (which must not be a store table's)."""
     duckdb = _duckdb()
     db = duckdb.connect()
     try:
         db.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")  # as SQLite
+        db.execute("SET enable_progress_bar = false")  # a report's stdout is the report
+        for name, frame in (frames or {}).items():
+            if name in TABLES:
+                raise MlaprofError(f"a frame may not take the store table's name {name!r}")
+            db.register(name, frame)
         for table in mentioned(sql):
             parts = []
             for i, src in enumerate(sources):  # i: a rank may have several databases (roles)
