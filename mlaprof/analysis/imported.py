@@ -723,8 +723,6 @@ def trust_findings(trust: dict[str, Any]) -> list[Finding]:
     ]
 
 
-
-
 # Where the time goes inside graph replays, as one DuckDB query over the kernels' Parquet files
 # (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
 # window holds its end (the layer of the same rank and step with the smallest end at or after it:

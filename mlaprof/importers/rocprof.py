@@ -116,8 +116,10 @@ def import_rocprof(
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
                 by_rank: dict[str, Any] = {}  # each rank's own trace checks (trust per rank)
+                hosts = [r["host"] for r in meta.get("rank_sources", [])]
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
+                    w.host = hosts[rank] if rank < len(hosts) else _host_of(group[0], path)
                     prefetch(rank + AHEAD)
                     parts: list[KernelColumns] = []
                     for f in group:
@@ -189,6 +191,15 @@ def import_rocprof(
                 fut.cancel()  # an import that failed: reads not yet started are dropped
 
     return final, summary
+
+
+def _host_of(first: Path, root: Path) -> str | None:
+    """The host of a one-process import: the folder rocprofv3 named after it (``<host>/<pid>_...``
+    under the output folder), when the files sit in one below the imported folder."""
+    folder, pid = _process_key(first)
+    if not pid or not root.is_dir() or Path(folder).resolve() == root.resolve():
+        return None
+    return Path(folder).name
 
 
 def _one_per_export(groups: list[list[Path]], summary: ImportSummary) -> list[list[Path]]:

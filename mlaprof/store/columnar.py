@@ -15,6 +15,7 @@ whichever way its rows were stored. SQL over these rows runs in DuckDB
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
 
 META_PREFIX = "columnar:"
 BATCH_ROWS = 65_536  # rows per record batch: readers stream one batch at a time
+# the files' layout, recorded in each file's key-value metadata with the table and the store's
+# schema version (docs/store.md): 1 = <table>/host=<host>/rank=<rank>/part-0.parquet
+LAYOUT_VERSION = 1
+UNKNOWN_HOST = "unknown"
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,19 @@ class SideTable:
     rows: int
 
 
-def file_name(rank: int, table: str) -> str:
-    return f"rank{int(rank)}.{table}.parquet"
+def host_label(host: str | None) -> str:
+    """A host name as a Hive partition value: characters a path or a partition cannot hold
+    become ``_`` (``unknown`` where the trace names no host)."""
+    if not host:
+        return UNKNOWN_HOST
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", str(host)).strip(".") or UNKNOWN_HOST
+    return label[:128]
+
+
+def file_name(rank: int, table: str, host: str | None = None) -> str:
+    """The file of one rank's rows of ``table``, relative to the run folder: Hive-partitioned by
+    host and rank, so DuckDB, Polars, Spark or Trino read a fleet (or many runs) in place."""
+    return f"{table}/host={host_label(host)}/rank={int(rank)}/part-0.parquet"
 
 
 def _pa() -> Any:
@@ -122,11 +138,23 @@ def build(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write(run_dir: Path, rank: int, table: str, parts: Sequence[pa.Table]) -> SideTable:
+def write(
+    run_dir: Path, rank: int, table: str, parts: Sequence[pa.Table], host: str | None = None
+) -> SideTable:
     """Write the parts, in order, as the rank's side file of ``table``."""
+    from mlaprof.store.schema import SCHEMA_VERSION
+
     pa = _pa()
     tab = pa.concat_tables(parts).unify_dictionaries()
-    path = Path(run_dir) / file_name(rank, table)
+    tab = tab.replace_schema_metadata(
+        {
+            "mlaprof.table": table,
+            "mlaprof.schema_version": str(SCHEMA_VERSION),
+            "mlaprof.layout_version": str(LAYOUT_VERSION),
+        }
+    )
+    path = Path(run_dir) / file_name(rank, table, host)
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = [f.name for f in tab.schema if pa.types.is_dictionary(f.type)]
     # dictionary pages only for text: integer columns compress as well without (and write faster)
     pa.parquet.write_table(
@@ -135,12 +163,27 @@ def write(run_dir: Path, rank: int, table: str, parts: Sequence[pa.Table]) -> Si
     return SideTable(table, path, tab.num_rows)
 
 
-def record(con: sqlite3.Connection, side: SideTable) -> None:
-    """Name the file in the rank database (inside the caller's transaction)."""
+def record(con: sqlite3.Connection, side: SideTable, run_dir: Path) -> None:
+    """Name the file, relative to the run folder, in the rank database (inside the caller's
+    transaction)."""
+    rel = side.path.relative_to(run_dir).as_posix()
     con.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        (META_PREFIX + side.table, json.dumps({"file": side.path.name, "rows": side.rows})),
+        (META_PREFIX + side.table, json.dumps({"file": rel, "rows": side.rows})),
     )
+
+
+def _inside(run_dir: Path, name: str) -> Path | None:
+    """``name`` as a file inside the run folder, or None (absolute, ``..``, or a link out)."""
+    parts = name.split("/")
+    if name.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in name:
+        return None
+    path = Path(run_dir).joinpath(*parts)
+    try:
+        path.resolve().relative_to(Path(run_dir).resolve())
+    except ValueError:
+        return None
+    return path
 
 
 def side_tables(con: sqlite3.Connection, run_dir: Path) -> dict[str, SideTable]:
@@ -158,8 +201,8 @@ def side_tables(con: sqlite3.Connection, run_dir: Path) -> dict[str, SideTable]:
             raise MlaprofError(
                 f"{run_dir}: corrupt columnar entry {key!r} in the database"
             ) from None
-        path = Path(run_dir) / name
-        if table not in TABLES or "/" in name or not path.is_file():
+        path = _inside(run_dir, name)
+        if table not in TABLES or path is None or not path.is_file():
             raise MlaprofError(f"{run_dir} is incomplete: {name} ({table} rows) is missing")
         out[table] = SideTable(table, path, n)
     return out

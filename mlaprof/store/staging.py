@@ -105,6 +105,7 @@ class BulkWriter:
         self._writes: list[Future[columnar.SideTable]] = []
         self._ranks: dict[int, BulkWriter] = {}  # other ranks of the same staged run
         self.source = ""  # the input file being read, named in value errors
+        self.host: str | None = None  # the host the rank ran on, where the trace names it
 
     def rank_writer(self, rank: int) -> BulkWriter:
         """The bulk writer of another rank of the same staged run (its database is created by the
@@ -185,11 +186,14 @@ class BulkWriter:
         (pyarrow releases the GIL) while the caller goes on; :meth:`commit` waits for it."""
         for table, parts in self._columnar.items():
             if wait:
-                columnar.record(self.con, columnar.write(self.run_dir, self.rank, table, parts))
+                side = columnar.write(self.run_dir, self.rank, table, parts, self.host)
+                columnar.record(self.con, side, self.run_dir)
             else:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(1)
-                job = self._pool.submit(columnar.write, self.run_dir, self.rank, table, parts)
+                job = self._pool.submit(
+                    columnar.write, self.run_dir, self.rank, table, parts, self.host
+                )
                 self._writes.append(job)
             self._flushed.add(table)
         self._columnar.clear()
@@ -198,7 +202,7 @@ class BulkWriter:
         """Wait for the background writes and name their files (an error raises here)."""
         try:
             for job in self._writes:
-                columnar.record(self.con, job.result())
+                columnar.record(self.con, job.result(), self.run_dir)
         finally:
             self._writes.clear()
             if self._pool is not None:

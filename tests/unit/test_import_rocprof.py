@@ -397,7 +397,9 @@ def test_processes_become_ranks(tmp_path: Path) -> None:
     run, summary = import_rocprof(tmp_path / "out", tmp_path / "t", "fleet")
     r = load(run)
     assert r.ranks == [0, 1]
-    assert (run / "rank0.kernels.parquet").is_file() and (run / "rank1.kernels.parquet").is_file()
+    # Hive-partitioned by host and rank (docs/store.md)
+    for rank in (0, 1):
+        assert (run / "kernels" / "host=host" / f"rank={rank}" / "part-0.parquet").is_file()
     k0, k1 = (r.table("kernels", where=f"rank = {i}") for i in (0, 1))
     assert set(k0["device"]) == {3} and len(k0) == len(exp_b)  # GPU 3 first: rank 0
     assert set(k1["device"]) == {5} and len(k1) == len(exp_a)

@@ -13,10 +13,12 @@ import pytest
 
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
-from mlaprof.store import create_run, load
+from mlaprof.store import columnar, create_run, load
 from mlaprof.store.rows import rows
 from mlaprof.store.schema import TABLES, columns
 from mlaprof.store.staging import staged_run
+
+KFILE = columnar.file_name(0, "kernels")  # kernels/host=unknown/rank=0/part-0.parquet
 
 KCOLS = [c for c, _ in TABLES["kernels"]]
 NAMES = ["_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2", None, 12345, "rms'norm\"<bf16>"]
@@ -80,7 +82,7 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_arrow_rows_read_like_sqlite_rows(pair) -> None:
     a, b, dicts, seed = pair
-    assert (a / "rank0.kernels.parquet").is_file() and not (b / "rank0.kernels.parquet").exists()
+    assert (a / KFILE).is_file() and not (b / KFILE).exists()
     ra, rb = load(a), load(b)
     assert ra.count("kernels") == rb.count("kernels") == len(dicts), seed
     # exact values: 62-bit integers and NULLs survive, names as text (a number as its text)
@@ -133,11 +135,11 @@ def test_legacy_arrow_ipc_file_still_reads(pair) -> None:
     import pyarrow.parquet as pq
 
     a, _b, dicts, _seed = pair
-    tab = pq.read_table(a / "rank0.kernels.parquet")
+    tab = pq.read_table(a / KFILE)
     path = str(a / "rank0.kernels.arrow")
     with pa.OSFile(path, "wb") as sink, pyarrow.ipc.new_file(sink, tab.schema) as w:
         w.write_table(tab)
-    (a / "rank0.kernels.parquet").unlink()
+    (a / KFILE).unlink()
     con = sqlite3.connect(a / "rank0.db")
     con.execute("UPDATE meta SET value = ? WHERE key = 'columnar:kernels'",
                 (json.dumps({"file": "rank0.kernels.arrow", "rows": len(dicts)}),))  # fmt: skip
@@ -188,7 +190,7 @@ def test_parts_are_written_in_call_order(tmp_path: Path) -> None:
 
 
 def _damage(run: Path, how: str) -> None:
-    f = run / "rank0.kernels.parquet"
+    f = run / KFILE
     if how == "missing":
         f.unlink()
     elif how == "garbage":
@@ -241,3 +243,47 @@ def test_version_1_runs_still_read(tmp_path: Path) -> None:
     meta["schema_version"] = 1
     (run / "run.json").write_text(json.dumps(meta))
     assert load(run).table("kernels")["name"].tolist() == ["k"]
+
+
+@pytest.mark.parametrize("name", ["../x.parquet", "/etc/hostname", "kernels/../../x.parquet",
+                                  "kernels//rank=0/part-0.parquet"])  # fmt: skip
+def test_a_recorded_file_outside_the_run_is_refused(pair, name: str) -> None:
+    a, _b, dicts, _seed = pair
+    con = sqlite3.connect(a / "rank0.db")
+    con.execute("UPDATE meta SET value = ? WHERE key = 'columnar:kernels'",
+                (json.dumps({"file": name, "rows": len(dicts)}),))  # fmt: skip
+    con.commit()
+    con.close()
+    with pytest.raises(MlaprofError, match="is incomplete"):
+        load(a)
+
+
+def test_files_are_hive_partitioned_with_their_schema_version(pair) -> None:
+    """Any engine reads the files in place: host and rank from the folders, the table and its
+    schema version from the file's own metadata."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from mlaprof.store.schema import SCHEMA_VERSION
+
+    a, _b, dicts, _seed = pair
+    md = pq.read_schema(a / KFILE).metadata
+    assert md[b"mlaprof.table"] == b"kernels"
+    assert md[b"mlaprof.schema_version"] == str(SCHEMA_VERSION).encode()
+    assert md[b"mlaprof.layout_version"] == str(columnar.LAYOUT_VERSION).encode()
+    glob = str(a.parent / "*" / "kernels" / "*" / "*" / "*.parquet")
+    got = duckdb.sql(f"SELECT host, rank, COUNT(*) FROM read_parquet('{glob}', "
+                     "hive_partitioning = true) GROUP BY ALL").fetchall()  # fmt: skip
+    assert got == [("unknown", 0, len(dicts))]
+    part = ds.partitioning(pa.schema([("host", pa.string()), ("rank", pa.int64())]), flavor="hive")
+    tab = ds.dataset(a / "kernels", format="parquet", partitioning=part).to_table()
+    assert tab.num_rows == len(dicts) and set(tab.column("host").to_pylist()) == {"unknown"}
+
+
+@pytest.mark.parametrize("host, label", [("node0", "node0"), ("a/b c", "a_b_c"), (None, "unknown"),
+                                         ("..", "unknown"), ("gpu-7.cluster", "gpu-7.cluster")])  # fmt: skip
+def test_host_labels_are_safe_partition_values(host, label) -> None:  # noqa: ANN001
+    assert columnar.host_label(host) == label
+    assert "/" not in columnar.host_label(host) and ".." not in columnar.host_label(host)
