@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError, signal_count, signal_received, stop_exception
+from mlaprof.formats import arrow_numpy
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
@@ -406,8 +407,8 @@ def _np(col: Any) -> tuple[np.ndarray, np.ndarray | None]:
     col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
     if not pa.types.is_integer(col.type) and not pa.types.is_null(col.type):
         raise ValueError(f"not integers: {col.type}")
-    mask = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
-    vals = col.cast(pa.int64()).fill_null(NULL_INT).to_numpy(zero_copy_only=False)
+    mask = arrow_numpy.nulls(col) if col.null_count else None
+    vals = arrow_numpy.numbers(col.cast(pa.int64()), NULL_INT)
     return vals.astype(np.int64, copy=False), mask
 
 

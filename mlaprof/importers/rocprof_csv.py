@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats import arrow_numpy
 from mlaprof.formats.spreadsheet import QUOTE, restore
 from mlaprof.importers.annotate import NULL, KernelColumns
 from mlaprof.importers.common import ImportSummary, agent_index, read_text, to_float, to_int
@@ -237,12 +238,12 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
             arr = tbl.column(src).combine_chunks()
         if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
             names = [None if n is None else restore(n) for n in enc.dictionary.to_pylist()]
-            idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            idx = arrow_numpy.numbers(enc.indices).astype(np.int64)
             continue
         if col == "device":
             agents = [agent_index(v) for v in enc.dictionary.to_pylist()]
             lut = np.array([NULL if a is None else a for a in agents] or [NULL], np.int64)
-            vals = lut[enc.indices.to_numpy(zero_copy_only=False)]
+            vals = lut[arrow_numpy.numbers(enc.indices)]
             mask = vals == NULL
             if mask.any():
                 masks[col] = mask
@@ -251,9 +252,8 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
         if arr.null_count:
             if col in _KERNEL_NONEMPTY:
                 raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
-            masks[col] = arr.is_null().to_numpy(zero_copy_only=False)
-            arr = arr.fill_null(NULL)
-        ints[col] = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            masks[col] = arrow_numpy.nulls(arr)
+        ints[col] = arrow_numpy.numbers(arr, NULL).astype(np.int64, copy=False)
     return KernelColumns(names, idx, ints, masks)
 
 

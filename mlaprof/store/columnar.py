@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats import arrow_numpy
 from mlaprof.store.schema import TABLES, columns
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def build(
     for field in schema:
         c = field.name
         if c == "rank":
-            arrays.append(pa.array(np.full(n, int(rank), np.int64)))
+            arrays.append(arrow_numpy.array(np.full(n, int(rank), np.int64), pa.int64()))
         elif c in text:
             values, idx = text[c]
             if len(idx) != n:
@@ -121,18 +122,17 @@ def build(
             # a NULL name is a NULL index (Parquet stores no NULL inside a dictionary)
             missing = np.array([v is None for v in values] or [False])
             mask = missing[np.asarray(idx)] if missing.any() else None
-            dictionary = pa.array(
-                ["" if v is None else v if isinstance(v, str) else str(v) for v in values],
-                pa.string(),
+            dictionary = arrow_numpy.strings(
+                ["" if v is None else v if isinstance(v, str) else str(v) for v in values]
             )
-            indices = pa.array(idx, pa.int32(), mask=mask)
+            indices = arrow_numpy.array(np.asarray(idx), pa.int32(), mask)
             arrays.append(pa.DictionaryArray.from_arrays(indices, dictionary))
         elif c in numbers:
             arr, mask = numbers[c]
             if len(arr) != n:
                 raise MlaprofError(f"internal: column {c} has {len(arr)} values, not {n}")
             has_null = mask is not None and bool(mask.any())
-            arrays.append(pa.array(arr, field.type, mask=mask if has_null else None))
+            arrays.append(arrow_numpy.array(arr, field.type, mask if has_null else None))
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
