@@ -71,7 +71,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import threading
+
     from mlaprof.importers.kernels import KernelMatcher, load_patterns
+    from mlaprof.store import runmeta
+
+    # what run.json records of the tool (package versions, git revision) is asked while the
+    # importer's first reads run, not after them
+    threading.Thread(target=runmeta.provenance, daemon=True).start()
 
     if args.name is not None:  # refuse a name that leaves the traces folder before any work
         from mlaprof.store.runmeta import folder_name

@@ -87,6 +87,8 @@ def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
     m = kc.masks.get("device")
     if m is not None:
         dev[m] = NULL
+    if kc.n and (dev == dev[0]).all():  # one device (a rank's trace): no sort needed
+        return np.zeros(kc.n, np.int64), 1
     uniq, codes = np.unique(dev, return_inverse=True)
     return codes.astype(np.int64), len(uniq)
 

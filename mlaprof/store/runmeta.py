@@ -147,6 +147,12 @@ def new_run_name(label: str) -> str:
     return f"{stamp}-{slug(label)}"
 
 
+def provenance() -> tuple[dict[str, str | None], str | None]:
+    """The tool's versions and revision, as run.json records them (each asked once a process;
+    a command may ask early, in a thread, to overlap them with its own work)."""
+    return versions(), git_revision()
+
+
 def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
     """Create ``traces_dir/name`` with its run.json; joining an existing run is allowed (ranks)."""
     run_dir = traces_dir / folder_name(name)
