@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,29 +45,57 @@ def mentioned(sql: str) -> list[str]:
     return [t for t in TABLES if re.search(rf"\b{re.escape(t)}\b", sql, re.I)]
 
 
-def _sqlite_rows(src: RankSource, table: str) -> pa.Table | None:
-    """The table's rows in the rank database as Arrow (None when it has none): through SQLite's
-    ADBC driver when installed (C, straight into Arrow), else row by row."""
+_DUCK_TYPES = {"int64": "BIGINT", "double": "DOUBLE", "string": "VARCHAR"}
+
+
+def needed_columns(sql: str, table: str) -> list[str]:
+    """The columns of ``table`` that ``sql`` may read: every one it names as a word (all of them
+    when it says ``*``). The others are not read from SQLite; the view shows them as NULLs no
+    query looks at."""
+    cols = list(columns(table))
+    if "*" in sql:
+        return cols
+    return [c for c in cols if re.search(rf"\b{re.escape(c)}\b", sql, re.I)]
+
+
+def _plain_schema(table: str, cols: Sequence[str]) -> pa.Schema:
     import pyarrow as pa
 
-    cols = columns(table)
-    sql = f"SELECT {', '.join(cols)} FROM main.{table}"
-    schema = pa.schema(
+    fields = {f.name: f for f in columnar.arrow_schema(table)}
+    return pa.schema(
         [
-            pa.field(f.name, pa.string() if pa.types.is_dictionary(f.type) else f.type)
-            for f in columnar.arrow_schema(table)
+            pa.field(c, pa.string() if pa.types.is_dictionary(fields[c].type) else fields[c].type)
+            for c in cols
         ]
     )
+
+
+class _Unread:
+    """The ADBC driver could not read the table (not installed, or a column it typed otherwise)."""
+
+
+UNREAD = _Unread()
+
+
+def _adbc_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None | _Unread:
+    """Through SQLite's ADBC driver (its own connection; C, straight into Arrow)."""
     try:
         import adbc_driver_sqlite.dbapi as adbc
 
         with adbc.connect(f"file:{src.db_path}?mode=ro") as ac, ac.cursor() as cur:
-            cur.execute(sql)
+            cur.execute(f"SELECT {', '.join(cols)} FROM main.{table}")
             tab = cur.fetch_arrow_table()
-        return tab.cast(schema) if tab.num_rows else None
+        return tab.cast(_plain_schema(table, cols)) if tab.num_rows else None
     except Exception:  # noqa: BLE001 - no driver, or a column it typed otherwise: row by row
-        pass
-    rows = src.con.execute(sql).fetchall()
+        return UNREAD
+
+
+def _python_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None:
+    """Row by row through the source's own connection (in its thread)."""
+    import pyarrow as pa
+
+    schema = _plain_schema(table, cols)
+    rows = src.con.execute(f"SELECT {', '.join(cols)} FROM main.{table}").fetchall()
     if not rows:
         return None
     arrays = []
@@ -77,6 +107,29 @@ def _sqlite_rows(src: RankSource, table: str) -> pa.Table | None:
                 f"rank{src.rank}.db: column {table}.{field.name} holds values of another type"
             ) from None
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _sqlite_rows(src: RankSource, table: str, cols: Sequence[str] | None = None) -> pa.Table | None:
+    """The table's rows in the rank database as Arrow (None when it has none), ``cols`` only
+    (default all): through SQLite's ADBC driver when installed, else row by row."""
+    cols = list(cols) if cols is not None else list(columns(table))
+    got = _adbc_rows(src, table, cols)
+    return _python_rows(src, table, cols) if isinstance(got, _Unread) else got
+
+
+def _read_all(
+    sources: Sequence[RankSource], table: str, cols: Sequence[str]
+) -> list[pa.Table | None]:
+    """Every source's rows of ``table`` (``cols`` only): the ADBC reads in threads (their own
+    connections, in C), any it could not do row by row here (the sources' connections stay in
+    their thread)."""
+    cols = list(cols) or ["rank"]
+    with ThreadPoolExecutor(min(4, len(sources)) or 1) as pool:
+        got = list(pool.map(_adbc_rows, sources, repeat(table), repeat(cols)))
+    return [
+        _python_rows(src, table, cols) if isinstance(g, _Unread) else g
+        for src, g in zip(sources, got, strict=True)
+    ]
 
 
 def _plain_ints(tab: pa.Table) -> pa.Table:
@@ -126,11 +179,13 @@ def query(
             db.register(name, frame)
         for table in mentioned(sql):
             parts = []
-            for i, src in enumerate(sources):  # i: a rank may have several databases (roles)
-                rows = _sqlite_rows(src, table)
+            need = needed_columns(sql, table)
+            read = _read_all(sources, table, need)
+            for i, (src, rows) in enumerate(zip(sources, read, strict=True)):
+                # i: a rank may have several databases (roles)
                 if rows is not None:
                     db.register(f"_db_{table}_{i}", rows)
-                    parts.append(f"SELECT * FROM _db_{table}_{i}")
+                    parts.append(_padded(table, rows.schema.names, f"_db_{table}_{i}"))
                 side = src.sides.get(table)
                 if side is not None:
                     parts.append(_scan(db, side, i))
@@ -147,6 +202,17 @@ def query(
     finally:
         db.close()
     return _plain_ints(tab).to_pandas()
+
+
+def _padded(table: str, have: Sequence[str], name: str) -> str:
+    """A SELECT of every column of ``table`` from ``name``: the columns it lacks as typed
+    NULLs (they were not read, as the query does not name them)."""
+    types = {f.name: f.type for f in _plain_schema(table, columns(table))}
+    cols = [
+        c if c in have else f"CAST(NULL AS {_DUCK_TYPES[str(types[c])]}) AS {c}"
+        for c in columns(table)
+    ]
+    return f"SELECT {', '.join(cols)} FROM {name}"
 
 
 def _scan(db: Any, side: columnar.SideTable, i: int) -> str:
