@@ -23,6 +23,8 @@ from tui.view import ANALYSING, Selection, View, build_view
 # rowids ingested per table per poll: catching up on a huge run happens in slices, so the lock
 # is never held long and the dashboard draws progress instead of freezing
 CHUNK = 20_000
+CATCH_UP_DRAW_S = 0.2  # while catching up, the dashboard redraws at most this often
+ANALYSIS_GRACE_S = 0.3  # the dashboard draws the caught-up run before the analysis starts
 
 
 class RunFollower:
@@ -234,6 +236,8 @@ def follow(
     """Thread body: poll until ``stop``; call back (through ``call_from_thread``) on news."""
     analyzer = _Analyzer(follower, analyze_every)
     first = True
+    last_draw = 0.0
+    caught_up: float | None = None  # when the dashboard first had the whole run to draw
     while not stop.is_set():
         if not paused.is_set():
             try:
@@ -249,13 +253,28 @@ def follow(
                 continue
             if n:
                 analyzer.dirty = True
-            analyzer.maybe_start()
+            now = time.monotonic()
+            if follower.behind:
+                caught_up = None
+            elif caught_up is None:
+                caught_up = now
+            # the analysis reads the whole run (seconds on a fleet import) and shares the
+            # interpreter with the dashboard: it starts once the run is all in and drawn
+            if caught_up is not None and now - caught_up >= ANALYSIS_GRACE_S:
+                analyzer.maybe_start()
             if analyzer.news.is_set():
                 analyzer.news.clear()
                 n = n or 1
-            if n or first or follower.problem:
+            # catching up, the dashboard draws its progress a few times a second, not per slice
+            if (n or first or follower.problem) and (
+                not follower.behind or now - last_draw >= CATCH_UP_DRAW_S
+            ):
                 on_update(n)
+                last_draw = now
             first = False
             if follower.behind:
                 continue  # catching up: the next slice right away
+            if caught_up is not None and analyzer.thread is None and follower.states:
+                stop.wait(min(interval, ANALYSIS_GRACE_S))  # the first pass is due soon
+                continue
         stop.wait(interval)
