@@ -1,6 +1,11 @@
-"""Fleet-scale trace benchmark (issue 15): an 8-rank, 10M-dispatch rocprofv3 output, as CSV and
+"""Fleet-scale trace benchmark: an 8-rank, 10M-dispatch rocprofv3 output, as CSV and
 as rocpd databases, imported, analysed and reported; SQL over its kernels; the dashboard opening
 it; and a single 1M-dispatch import beside ``pandas.read_csv`` alone on the same file.
+
+``parsers``: whole processes timed from outside (interpreter start and imports included):
+``mlaprof import`` (+ ``mlaprof report`` for the fleet) beside the parsers a user could use
+instead on the same files, pandas ``read_csv``, pyarrow's CSV reader to Parquet and DuckDB's CSV
+reader to Parquet, in rotated order, ``--reps`` times; the summary's ``ratios`` compare medians.
 
 The data is generated here, in a scratch folder (never committed): one rank's trace of FULL-graph
 replays of a 61-layer DeepSeek-V3-like decode (16 kernels per layer: norms, GEMMs, RoPE, KV-cache
@@ -443,6 +448,62 @@ def phase_read_csv(src: Path, _traces: Path) -> dict[str, Any]:
     return {}
 
 
+# -- whole processes, timed from outside (interpreter start and imports included) -------------
+# the parsers a user could reach for instead, each writing what an import keeps (Parquet) or
+# only parsing (pandas); FILES is the list of kernel-trace CSVs
+BASELINES = {
+    "pandas-read_csv": "import pandas as pd\nfor f in FILES: pd.read_csv(f)",
+    "arrow-csv-to-parquet": (
+        "import pyarrow.csv as c, pyarrow.parquet as pq\n"
+        "for i, f in enumerate(FILES): pq.write_table(c.read_csv(f), f'{OUT}/{i}.parquet')"
+    ),
+    "duckdb-csv-to-parquet": (
+        "import duckdb\n"
+        "for i, f in enumerate(FILES): duckdb.sql("
+        "f\"COPY (SELECT * FROM read_csv('{f}')) TO '{OUT}/{i}.parquet' (FORMAT parquet)\")"
+    ),
+}
+
+
+def whole_process(argv: list[str]) -> dict[str, Any]:
+    """One child process timed from outside: wall, CPU (user + system of the child) and the
+    load average when it ended."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv} failed:\n{err[-3000:]}")
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mib": usage.ru_maxrss / 1024,
+        "loadavg": os.getloadavg()[0],
+    }
+
+
+def baseline(kind: str, files: list[Path], out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    code = f"FILES = {[str(f) for f in files]!r}\nOUT = {str(out)!r}\n" + BASELINES[kind]
+    return whole_process([sys.executable, "-c", code])
+
+
+def mlaprof_cli(src: Path, traces: Path, report: bool) -> dict[str, Any]:
+    """``mlaprof import rocprof SRC`` (and ``mlaprof report`` of it), each its own process."""
+    shutil.rmtree(traces, ignore_errors=True)
+    cli = [sys.executable, "-m", "mlaprof"]
+    imp = whole_process([*cli, "import", "rocprof", str(src), "--traces", str(traces),
+                         "--name", "x"])  # fmt: skip
+    out = {"import_wall_s": imp["wall_s"], "import_cpu_s": imp["cpu_s"]}
+    if report:
+        rep = whole_process([*cli, "report", "x", "--traces", str(traces)])
+        out.update(report_wall_s=rep["wall_s"], report_cpu_s=rep["cpu_s"])
+    out["wall_s"] = out["import_wall_s"] + out.get("report_wall_s", 0.0)
+    out["loadavg"] = os.getloadavg()[0]
+    return out
+
+
 PHASES: dict[str, Callable[..., dict[str, Any]]] = {
     "fleet": phase_fleet,
     "read_csv-fleet": phase_read_csv_fleet,
@@ -495,19 +556,19 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mlaprof-fleet"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/fleet_bench.json")
-    ap.add_argument("--only", choices=["fleet", "query", "tui", "1m"], action="append")
+    ap.add_argument("--only", choices=["parsers", "fleet", "query", "tui", "1m"], action="append")
     ap.add_argument("--child", nargs="+")
     a = ap.parse_args()
     if a.child:
         child(a.child[0], a.child[1:])
         return
-    only = set(a.only or ["fleet", "query", "tui", "1m"])
+    only = set(a.only or ["parsers", "fleet", "query", "tui", "1m"])
     a.work.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     src = make_fleet(a.work, a.dispatches, a.ranks)
     print(f"fleet data ready in {time.perf_counter() - t:.0f} s under {a.work}", flush=True)
     res: dict[str, Any] = {
-        "benchmark": "fleet-scale rocprofv3 traces (issue 15)",
+        "benchmark": "fleet-scale rocprofv3 traces",
         "dispatches": a.dispatches,
         "ranks": a.ranks,
         "kernels_per_replay": PER_REPLAY,
@@ -530,6 +591,24 @@ def main() -> None:
         print(f"{key}: {json.dumps(short)}", flush=True)
 
     traces = a.work / "traces"
+    if "parsers" in only:
+        csvs = sorted(src["csv"].rglob("*_kernel_trace.csv"))
+        one = _one_million(a.work)
+        for rep in range(a.reps):
+            # the same order is never first twice: mlaprof, then each baseline, rotated
+            kinds = ["mlaprof", *BASELINES]
+            kinds = kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]
+            for kind in kinds:
+                for label, files, source in (("fleet", csvs, src["csv"]), ("1m", [one], one)):
+                    if kind == "mlaprof":
+                        r = mlaprof_cli(source, a.work / "cli", report=label == "fleet")
+                    else:
+                        shutil.rmtree(a.work / "base", ignore_errors=True)
+                        r = baseline(kind, files, a.work / "base")
+                    rec(f"{kind}-{label}", r)
+        rec("mlaprof-rocpd-fleet", mlaprof_cli(src["rocpd"], a.work / "cli", report=True))
+        for _ in range(a.reps - 1):
+            rec("mlaprof-rocpd-fleet", mlaprof_cli(src["rocpd"], a.work / "cli", report=True))
     if "fleet" in only or "query" in only or "tui" in only:
         for rep in range(a.reps if "fleet" in only else 1):
             for fmt in ("csv", "rocpd") if rep % 2 == 0 else ("rocpd", "csv"):
@@ -550,12 +629,7 @@ def main() -> None:
             rec("tui", run_child("tui", run_dir))
             rec("tui-app", run_child("tui-app", run_dir))
     if "1m" in only:
-        one = a.work / "one" / "kernel_trace.csv"
-        if not one.exists():
-            import import_bench
-
-            one.parent.mkdir(parents=True, exist_ok=True)
-            import_bench.generate(one, 1_000_000)  # the 1M file of bench/import_bench.py
+        one = _one_million(a.work)
         for rep in range(max(a.reps, 5)):
             order = ("import-1m", "read_csv-1m") if rep % 2 == 0 else ("read_csv-1m", "import-1m")
             for phase in order:
@@ -576,6 +650,16 @@ def main() -> None:
     print(json.dumps(res["summary"], indent=2))
 
 
+def _one_million(work: Path) -> Path:
+    one = work / "one" / "kernel_trace.csv"
+    if not one.exists():
+        import import_bench
+
+        one.parent.mkdir(parents=True, exist_ok=True)
+        import_bench.generate(one, 1_000_000)  # the 1M file of bench/import_bench.py
+    return one
+
+
 def _summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     s: dict[str, Any] = {}
     for key, rs in runs.items():
@@ -586,6 +670,19 @@ def _summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 s[key][f"per_query_{k}"] = {
                     q: spread([r[q][k] for r in rs]) for q in {**QUERIES, **PER_RANK} if q in rs[0]
                 }
+    # whole processes side by side: mlaprof's import against each parser alone, same files
+    for label in ("1m", "fleet"):
+        mine = runs.get(f"mlaprof-{label}")
+        if not mine:
+            continue
+        key = "import_wall_s"
+        for kind in BASELINES:
+            base = runs.get(f"{kind}-{label}")
+            if base:
+                ratio = statistics.median(r[key] for r in mine) / statistics.median(
+                    r["wall_s"] for r in base
+                )
+                s.setdefault("ratios", {})[f"mlaprof import / {kind} ({label})"] = round(ratio, 3)
     return s
 
 

@@ -1,4 +1,4 @@
-"""Dashboard refresh cost on a run with about one million events (issue 4: median <= 50 ms).
+"""Dashboard refresh cost on a run with about one million events (target: median <= 50 ms).
 
 Writes a run shaped like a long legacy-flat profile (61 layers, a sync record per layer-step),
 then measures, on this machine (CPU only; the dashboard never touches a GPU):
