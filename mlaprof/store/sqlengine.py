@@ -11,6 +11,7 @@ BY, JOIN, window functions).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -172,7 +173,9 @@ def query(
     db = duckdb.connect()
     try:
         db.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")  # as SQLite
-        db.execute("SET enable_progress_bar = false")  # a report's stdout is the report
+        # a report's stdout is the report (in Jupyter, DuckDB refuses the setting)
+        with contextlib.suppress(duckdb.Error):
+            db.execute("SET enable_progress_bar = false")
         for name, frame in (frames or {}).items():
             if name in TABLES:
                 raise MlaprofError(f"a frame may not take the store table's name {name!r}")
