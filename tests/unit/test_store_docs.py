@@ -1,0 +1,55 @@
+"""docs/store.md's queries run as written on an imported fleet, without mlaprof: each SQL block
+in DuckDB and the Python block, from a folder holding the run under traces/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from mlaprof.importers.rocprof import import_rocprof
+from tests.conftest import ROOT
+from tests.trace_io_helpers import DATA
+
+DOC = (ROOT / "docs" / "store.md").read_text()
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", DOC, re.S)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("store-doc")
+    import_rocprof(DATA / "aiter" / "fleet_dp2_tp4", root / "traces", "fleet")
+    import_rocprof(DATA / "aiter" / "gluon_v0119_bug", root / "traces", "bug")
+    return root
+
+
+def test_the_doc_has_its_examples() -> None:
+    assert len(blocks("sql")) == 2 and len(blocks("python")) == 1
+
+
+@pytest.mark.parametrize("i", [0, 1])
+def test_sql_examples_run_on_the_runs(folder: Path, i: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(folder)
+    rows = duckdb.sql(blocks("sql")[i]).fetchall()
+    assert rows
+    if i == 0:  # every rank of the fleet, under the hosts its folders named
+        got = duckdb.sql(
+            "SELECT DISTINCT host, rank FROM read_parquet('traces/fleet/kernels/*/*/*.parquet', "
+            "hive_partitioning = true) ORDER BY rank"
+        ).fetchall()
+        assert [r for _, r in got] == list(range(8)) and {h for h, _ in got} == {"host0", "host1"}
+    else:  # both runs, told apart by their folder
+        assert {r[0] for r in rows} == {"fleet", "bug"}
+
+
+def test_python_example_runs(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(folder)
+    scope: dict = {}
+    exec(blocks("python")[0], scope)  # noqa: S102 - the doc's own example
+    tab = scope["kernels"]
+    assert tab.num_rows > 0 and set(tab.column("rank").to_pylist()) == set(range(8))
