@@ -105,7 +105,7 @@ def doc_commands(path: Path) -> list[str]:
         if lang not in ("", "bash", "sh", "shell", "console"):
             continue
         for line in _join_continuations(block):
-            line = _strip_comment(line)
+            line = _strip_comment(line.removeprefix("$ "))  # a shell prompt in an example
             if COMMAND.match(line):
                 cmds.append(line)
     return cmds
