@@ -33,7 +33,9 @@ def test_the_doc_has_its_examples() -> None:
 
 
 @pytest.mark.parametrize("i", [0, 1])
-def test_sql_examples_run_on_the_runs(folder: Path, i: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sql_examples_run_on_the_runs(
+    folder: Path, i: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(folder)
     rows = duckdb.sql(blocks("sql")[i]).fetchall()
     assert rows
