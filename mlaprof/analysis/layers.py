@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mlaprof.splits.policies import is_collapsed as collapse_rule
+from mlaprof.analysis.splits import collapsed
 from mlaprof.sync_kinds import SYNC
 
 
@@ -76,14 +76,6 @@ def layer_table(
                 else float(n_sync.get((rank, layer), 0)) / steps_watched,
             }
         )
-    return out
-
-
-def collapsed(used: pd.Series, ref: pd.Series) -> pd.Series:
-    """The collapse rule on every record at once (unknown values are never a collapse)."""
-    known = used.notna() & ref.notna()
-    out = pd.Series(False, index=used.index)
-    out[known] = collapse_rule(used[known].astype(float), ref[known].astype(float))
     return out
 
 

@@ -17,6 +17,14 @@ def is_collapsed(used: float | None, deserved: float | None) -> bool:
     return bool(collapse_rule(used, deserved))
 
 
+def collapsed(used: pd.Series, ref: pd.Series) -> pd.Series:
+    """:func:`is_collapsed` on every record at once (unknown values are never a collapse)."""
+    known = used.notna() & ref.notna()
+    out = pd.Series(False, index=used.index)
+    out[known] = collapse_rule(used[known].astype(float), ref[known].astype(float))
+    return out
+
+
 def decided_on_device(policy: str) -> bool:
     """True for a policy whose S the kernel decides on the device at every replay (the
     persistent ASM schedule): no graph freezes it, and the host has no S "used" to show."""

@@ -119,7 +119,7 @@ def import_rocprof(
                 hosts = [r["host"] for r in meta.get("rank_sources", [])]
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
-                    w.host = hosts[rank] if rank < len(hosts) else _host_of(group[0], path)
+                    w.host = hosts[rank] if rank < len(hosts) else host_folder(path, group[0])
                     prefetch(rank + AHEAD)
                     parts: list[KernelColumns] = []
                     for f in group:
@@ -193,13 +193,11 @@ def import_rocprof(
     return final, summary
 
 
-def _host_of(first: Path, root: Path) -> str | None:
-    """The host of a one-process import: the folder rocprofv3 named after it (``<host>/<pid>_...``
-    under the output folder), when the files sit in one below the imported folder."""
-    folder, pid = _process_key(first)
-    if not pid or not root.is_dir() or Path(folder).resolve() == root.resolve():
-        return None
-    return Path(folder).name
+def host_folder(root: Path, first: Path) -> str | None:
+    """The host folder of a process's files relative to the imported folder (rocprofv3 writes
+    ``<host>/<pid>_...``); None when they lie in the imported folder itself or a file was given."""
+    rel = Path(_process_key(first)[0]).relative_to(root) if root.is_dir() else Path(".")
+    return None if str(rel) == "." else rel.as_posix()
 
 
 def _one_per_export(groups: list[list[Path]], summary: ImportSummary) -> list[list[Path]]:
@@ -297,13 +295,12 @@ def rank_sources(root: Path, fmt: str, groups: list[list[Path]]) -> list[dict[st
     kernel, and its files. Kept in run.json, so every view names ranks the same way."""
     out = []
     for rank, g in enumerate(groups):
-        folder, pid = _process_key(g[0])
-        rel = Path(folder).relative_to(root) if root.is_dir() else Path(".")
+        pid = _process_key(g[0])[1]
         dev = _first_device(fmt, g)
         out.append(
             {
                 "rank": rank,
-                "host": None if str(rel) == "." else rel.as_posix(),
+                "host": host_folder(root, g[0]),
                 "pid": int(pid) if pid else None,
                 "agent": None if dev >= 1 << 62 else dev,
                 "files": [f.name for f in g],

@@ -261,14 +261,8 @@ class Run:
         straight into Arrow: a fleet's 625,000 layer rows in a tenth of the time), typed as
         pandas reads it (all-NULL and empty columns as objects); else through pandas."""
         sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
-        try:
-            import adbc_driver_sqlite.dbapi as adbc
-
-            db = self.path / rank_db_name(*key)
-            with adbc.connect(f"file:{db}?mode=ro") as ac, ac.cursor() as cur:
-                cur.execute(sql)
-                tab = cur.fetch_arrow_table()
-        except Exception:  # noqa: BLE001 - no driver, or a column it cannot type: pandas
+        tab = sqlengine.adbc_fetch(self.path / rank_db_name(*key), sql)
+        if isinstance(tab, sqlengine.Unread):
             return self._query_rank(key, sql, ())
         if tab.num_rows == 0:
             return pd.DataFrame({c: pd.Series([], dtype=object) for c in tab.column_names})

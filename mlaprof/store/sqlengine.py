@@ -71,23 +71,33 @@ def _plain_schema(table: str, cols: Sequence[str]) -> pa.Schema:
     )
 
 
-class _Unread:
+class Unread:
     """The ADBC driver could not read the table (not installed, or a column it typed otherwise)."""
 
 
-UNREAD = _Unread()
+UNREAD = Unread()
 
 
-def _adbc_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None | _Unread:
-    """Through SQLite's ADBC driver (its own connection; C, straight into Arrow)."""
+def adbc_fetch(db_path: Path, sql: str) -> pa.Table | Unread:
+    """``sql`` on a rank database through SQLite's ADBC driver (its own read-only connection; C,
+    straight into Arrow), or :data:`UNREAD` (no driver, or a column it cannot type)."""
     try:
         import adbc_driver_sqlite.dbapi as adbc
 
-        with adbc.connect(f"file:{src.db_path}?mode=ro") as ac, ac.cursor() as cur:
-            cur.execute(f"SELECT {', '.join(cols)} FROM main.{table}")
-            tab = cur.fetch_arrow_table()
+        with adbc.connect(f"file:{db_path}?mode=ro") as ac, ac.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetch_arrow_table()
+    except Exception:  # noqa: BLE001 - the caller reads row by row instead
+        return UNREAD
+
+
+def _adbc_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None | Unread:
+    tab = adbc_fetch(src.db_path, f"SELECT {', '.join(cols)} FROM main.{table}")
+    if isinstance(tab, Unread):
+        return tab
+    try:
         return tab.cast(_plain_schema(table, cols)) if tab.num_rows else None
-    except Exception:  # noqa: BLE001 - no driver, or a column it typed otherwise: row by row
+    except Exception:  # noqa: BLE001 - a column typed otherwise: row by row
         return UNREAD
 
 
@@ -115,7 +125,7 @@ def _sqlite_rows(src: RankSource, table: str, cols: Sequence[str] | None = None)
     (default all): through SQLite's ADBC driver when installed, else row by row."""
     cols = list(cols) if cols is not None else list(columns(table))
     got = _adbc_rows(src, table, cols)
-    return _python_rows(src, table, cols) if isinstance(got, _Unread) else got
+    return _python_rows(src, table, cols) if isinstance(got, Unread) else got
 
 
 def _read_all(
@@ -128,7 +138,7 @@ def _read_all(
     with ThreadPoolExecutor(min(4, len(sources)) or 1) as pool:
         got = list(pool.map(_adbc_rows, sources, repeat(table), repeat(cols)))
     return [
-        _python_rows(src, table, cols) if isinstance(g, _Unread) else g
+        _python_rows(src, table, cols) if isinstance(g, Unread) else g
         for src, g in zip(sources, got, strict=True)
     ]
 
