@@ -33,14 +33,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     # the runs of the folder and one folder down (traces/demo/...), as the TUI picker lists them
     runs = list_runs_nested(folder)
-    t = Table(title=f"runs in {term(folder)} (newest first)", title_justify="left")
-    for col in ("run", "status", "backend", "device", "policy", "min_kv_mode", "scenario"):
-        t.add_column(col, no_wrap=True)
-    t.add_column("steps", justify="right")
-    t.add_column("created", no_wrap=True)
-    for r in runs:
-        # every field may come from an imported trace or log: shown as data, never as markup
-        t.add_row(
+    fields = [
+        (
             term(r.name),
             term(r.status) if not r.error else f"[red]{term(r.status)}: {term(r.error)}[/]",
             term(r.backend or "-"),
@@ -51,10 +45,31 @@ def main(args: argparse.Namespace) -> int:
             str(r.steps),
             term(r.created[:16].replace("T", " ")),
         )
+        for r in runs  # every field may come from an imported trace or log: data, not markup
+    ]
+    title = f"runs in {term(folder)} (newest first)"
+    t = Table(title=title, title_justify="left")
+    for col in ("run", "status", "backend", "device", "policy", "min_kv_mode", "scenario"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("steps", justify="right")
+    t.add_column("created", no_wrap=True)
+    for row in fields:
+        t.add_row(*row)
     console = Console()
-    # never cut a run's policy or mode: widen past the terminal rather than fold the table
     need = Measurement.get(console, console.options.update_width(10_000), t).maximum
-    Console(width=max(console.width, need)).print(t)
+    if need <= console.width:
+        console.print(t)
+    else:  # a narrow terminal: one block per run, every field kept (a table would cut them)
+        console.print(title, markup=False)
+        console.print(
+            "[dim]status, backend on device, policy, min_kv_mode, scenario, steps, created[/dim]"
+        )
+        for name, status, backend, device, policy, mode, scenario, steps, created in fields:
+            console.print(f"[bold]{name}[/bold]")
+            console.print(
+                f"  {status}  {backend} on {device}  {policy}  {mode}  {scenario}  "
+                f"{steps} steps  {created}"
+            )
     if not runs:
         print("no runs yet: try 'mlaprof run'")
     return 0

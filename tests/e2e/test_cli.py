@@ -110,7 +110,8 @@ def test_padding_counts(capsys, traces):
     assert doc["padding"]["capture_size"] == 16
 
 
-def test_runs_tell_a_bug_run_from_a_fix_run(capsys, traces):
+def test_runs_tell_a_bug_run_from_a_fix_run(capsys, traces, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the table
     main(["run", "--traces", str(traces), *SMALL, "--layers", "1", "--name", "bug"])
     fix = ["--min-kv-mode", "active-rows", "--backend", "legacy-flat", "--name", "fix"]
     main(["run", "--traces", str(traces), *SMALL, "--layers", "1", *fix])
@@ -216,6 +217,20 @@ def test_triton_on_cpu_without_interpreter_is_refused_before_recording(capsys, t
     code = main(["run", "--traces", str(traces), "--backend", "triton", *SMALL])
     assert code == 2 and "TRITON_INTERPRET=1" in capsys.readouterr().err
     assert list(traces.iterdir()) == []  # no half-made run folder
+
+
+def test_runs_at_80_columns_keep_every_field(capsys, monkeypatch) -> None:
+    """A narrow terminal gets one block per run: no line past 80 columns, no field cut."""
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["runs", str(ROOT / "traces")]) == 0
+    out = capsys.readouterr().out
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    flat = " ".join(out.split())
+    for field in ("demo/fix-splits-decided-on-device-c1-long", "finished", "triton on cuda",
+                  "mlaprof-triton", "active-rows", "c1-long", "32 steps", "2026-11-30 18:12"):  # fmt: skip
+        assert field in flat, field
 
 
 def test_runs_before_any_run_is_friendly(capsys, tmp_path, monkeypatch):
