@@ -19,12 +19,17 @@ def _name(r: dict[str, Any], short: bool) -> str:
     return f"{r['metric']} ({r['unit']})" + (f" [{r['provenance']}]" if r["provenance"] else "")
 
 
-def compare_legend(sa: dict[str, Any] | None, sb: dict[str, Any] | None) -> str:
-    """What the short table's mark stands for (empty when no row carries one)."""
+def compare_table(
+    sa: dict[str, Any] | None, sb: dict[str, Any] | None, short: bool = False
+) -> tuple[list[list[str]], str]:
+    """(rows, legend): :func:`compare_rows`, and with ``short`` what its mark stands for (the
+    one diff serves both)."""
     if sa is None or sb is None:
-        return ""
-    marked = sorted({r["provenance"] for r in diff_summaries(sa, sb)["table"] if r["provenance"]})
-    return f"{MARK} {'; '.join(marked)}" if marked else ""
+        return [["analysing...", "", "", "", ""]], ""
+    d = diff_summaries(sa, sb)
+    marked = sorted({r["provenance"] for r in d["table"] if r["provenance"]})
+    legend = f"{MARK} {'; '.join(marked)}" if short and marked else ""
+    return _rows(d, sa, sb, short), legend
 
 
 def compare_rows(
@@ -32,10 +37,13 @@ def compare_rows(
 ) -> list[list[str]]:
     """metric, A, B, change, verdict from two :func:`mlaprof.analysis.summary` results
     (one analysing row while either is still being analysed). ``short``: the metrics' short
-    names, their provenance as a mark explained by :func:`compare_legend` (80 columns)."""
-    if sa is None or sb is None:
-        return [["analysing...", "", "", "", ""]]
-    d = diff_summaries(sa, sb)
+    names, their provenance as a mark (80 columns; :func:`compare_table` gives the legend)."""
+    return compare_table(sa, sb, short)[0]
+
+
+def _rows(
+    d: dict[str, Any], sa: dict[str, Any], sb: dict[str, Any], short: bool
+) -> list[list[str]]:
     rows = [
         [
             _name(r, short),

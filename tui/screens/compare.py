@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from mlaprof.textsafe import term
-from tui.compare import HEAD, compare_legend, compare_rows
+from tui.compare import HEAD, compare_table
 from tui.follower import RunFollower, follow
 from tui.text import empty_findings_text
 from tui.widgets.findings import FindingsList
@@ -64,8 +64,7 @@ class CompareScreen(Screen):
     def draw(self) -> None:
         a, b = self.a.view(), self.b.view()
         sa, sb = self.a.analysis, self.b.analysis
-        short = self.app.size.width < self.SHORT_BELOW
-        legend = compare_legend(sa, sb) if short else ""
+        rows, legend = compare_table(sa, sb, self.app.size.width < self.SHORT_BELOW)
         self.query_one("#compare-title", Static).update(
             f"[b]compare[/b]  A: [b]{term(a.name)}[/b] ({term(a.scenario)}, {term(a.backend)})   "
             f"B: [b]{term(b.name)}[/b] ({term(b.scenario)}, {term(b.backend)})"
@@ -73,7 +72,7 @@ class CompareScreen(Screen):
             + (f"\n[dim]{term(legend)}[/dim]" if legend else "")
         )
         table = self.query_one("#compare-table", ViewTable)
-        table.show((HEAD, compare_rows(sa, sb, short)))
+        table.show((HEAD, rows))
         self.query_one("#findings-a", FindingsList).show(
             a.findings, f"A: {a.name}", empty_findings_text(a)
         )
