@@ -322,3 +322,27 @@ def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:
     lines = [ln.split() for ln in res.stdout.splitlines()]
     assert [(c, rc) for c, rc, _ in lines] == [(a[0], "0") for a in commands], res.stdout
     assert all(torch == "False" for _, _, torch in lines), res.stdout
+
+
+def test_a_trace_import_loads_neither_torch_nor_pandas(tmp_path) -> None:
+    """The import path is parse, annotate and store: pandas (a quarter of a second, more than
+    parsing a million dispatches) and torch are loaded only by what reads or runs."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    runs = []
+    for i, src in enumerate(("tests/data/aiter/gluon_v0119_bug", "tests/data/aiter/fleet_dp2_tp4")):
+        runs.append(["import", "rocprof", str(ROOT / src), "--traces", str(tmp_path), "--name", f"r{i}"])  # fmt: skip
+    code = (
+        "import sys, contextlib, io\nfrom mlaprof.cli import main\n"
+        f"for argv in {runs!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) == 0\n"
+        "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "[]"
