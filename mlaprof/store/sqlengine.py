@@ -120,14 +120,6 @@ def _python_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table |
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _sqlite_rows(src: RankSource, table: str, cols: Sequence[str] | None = None) -> pa.Table | None:
-    """The table's rows in the rank database as Arrow (None when it has none), ``cols`` only
-    (default all): through SQLite's ADBC driver when installed, else row by row."""
-    cols = list(cols) if cols is not None else list(columns(table))
-    got = _adbc_rows(src, table, cols)
-    return _python_rows(src, table, cols) if isinstance(got, Unread) else got
-
-
 def _read_all(
     sources: Sequence[RankSource], table: str, cols: Sequence[str]
 ) -> list[pa.Table | None]:

@@ -211,3 +211,28 @@ def test_findings_read_analysing_until_the_analysis_is_in_then_follow_the_run(
         stop.set()
         t.join(5)
         w.finish()
+
+
+def test_a_slow_poll_interval_still_starts_the_first_analysis(tmp_path: Path) -> None:
+    """The first findings pass waits until the caught-up run is drawn, not for the next poll:
+    with an hour between polls it still comes in within seconds."""
+    import threading
+    import time
+
+    from tui.follower import follow
+
+    make_run(tmp_path, "done", steps=3, layers=2)
+    f = RunFollower(tmp_path / "done")
+    stop, paused = threading.Event(), threading.Event()
+    t = threading.Thread(
+        target=follow, args=(f, lambda _n: None, lambda _t: None, stop, paused, 3600.0), daemon=True
+    )
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while f.analysis is None:
+            assert time.monotonic() < deadline, "the first analysis never started"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(5)

@@ -1,0 +1,66 @@
+"""How SQL and table reads take rows out of the rank databases: only the columns a query names
+(the result is the same as reading every column), and whole tables through the ADBC driver typed
+as pandas reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.store import load, sqlengine
+from mlaprof.store.schema import TABLES, columns
+from tests.conftest import ROOT
+from tests.trace_io_helpers import DATA
+
+QUERIES = [
+    "SELECT l.layer, AVG(k.end_ns - k.start_ns) AS t, MAX(l.splits_used) AS s FROM kernels k "
+    "JOIN layers l ON l.rank = k.rank AND l.step = k.step AND l.layer = k.layer "
+    "WHERE k.splits IS NOT NULL GROUP BY l.layer ORDER BY l.layer",
+    "SELECT * FROM layers ORDER BY rank, step, layer",
+    "SELECT rank, COUNT(*) AS n FROM steps GROUP BY rank ORDER BY rank",
+    "SELECT s.step, s.qlen, l.duration_ns FROM steps s JOIN layers l USING (rank, step) "
+    "ORDER BY s.rank, s.step, l.layer LIMIT 50",
+]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run, _ = import_rocprof(DATA / "aiter" / "fleet_dp2_tp4", tmp_path_factory.mktemp("f"), "f")
+    return run
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_reading_only_named_columns_changes_no_result(
+    fleet: Path, sql: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with load(fleet) as run:
+        pruned = run.sql(sql)
+        monkeypatch.setattr(sqlengine, "needed_columns", lambda _sql, t: list(columns(t)))
+        full = run.sql(sql)
+    assert len(full) and pruned.equals(full)
+
+
+def test_named_columns_are_words_of_the_query() -> None:
+    need = sqlengine.needed_columns(QUERIES[0], "layers")
+    assert set(need) == {"rank", "step", "layer", "splits_used"}
+    assert sqlengine.needed_columns("SELECT COUNT(*) FROM layers", "layers") == list(
+        columns("layers")
+    )
+
+
+RUNS = sorted((ROOT / "traces" / "demo").iterdir())
+
+
+@pytest.mark.parametrize("run_dir", [*RUNS, None], ids=[p.name for p in RUNS] + ["fleet"])
+def test_whole_tables_read_as_pandas_reads_them(run_dir: Path | None, fleet: Path) -> None:
+    with load(run_dir or fleet) as run:
+        for key in run.databases:
+            for t in TABLES:
+                fast = run._rank_table(key, t)
+                sql = f"SELECT {', '.join(columns(t))} FROM main.{t}"
+                slow = run._query_rank(key, sql, ())
+                assert list(fast.dtypes.astype(str)) == list(slow.dtypes.astype(str)), t
+                pd.testing.assert_frame_equal(fast, slow, obj=f"{key} {t}")
