@@ -9,6 +9,8 @@ integer columns (replay, layer, splits, step) and become NULL when stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,14 +32,65 @@ if TYPE_CHECKING:
 NULL = -1
 
 
+class LazyInts(MutableMapping[str, np.ndarray]):
+    """Integer columns, some still as the parser's Arrow arrays (int64, no NULLs): made a NumPy
+    array when first read. The annotation reads a few columns in full (times, correlation ids)
+    and the rest (grids, streams) only at the MLA kernels' rows (:meth:`KernelColumns.take`),
+    and the store writes unread ones straight from Arrow: a million-row column is neither
+    joined into one buffer nor copied when nothing reads all of it."""
+
+    def __init__(self, ready: dict[str, np.ndarray], arrow: dict[str, Any]) -> None:
+        self._ready = dict(ready)
+        self._arrow = dict(arrow)  # column -> pyarrow (Chunked)Array, int64 without NULLs
+        self._order = [*ready, *(c for c in arrow if c not in ready)]
+
+    def __getitem__(self, c: str) -> np.ndarray:
+        if c not in self._ready:
+            if c not in self._arrow:
+                raise KeyError(c)
+            from mlaprof.formats import arrow_numpy
+
+            col = self._arrow.pop(c)
+            col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+            self._ready[c] = arrow_numpy.numbers(col).astype(np.int64, copy=False)
+        return self._ready[c]
+
+    def __setitem__(self, c: str, v: np.ndarray) -> None:
+        self._arrow.pop(c, None)
+        if c not in self._ready:
+            self._order.append(c)
+        self._ready[c] = v
+
+    def __delitem__(self, c: str) -> None:
+        if c not in self._ready and c not in self._arrow:
+            raise KeyError(c)
+        self._ready.pop(c, None)
+        self._arrow.pop(c, None)
+        self._order.remove(c)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._order))
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, c: object) -> bool:
+        return c in self._ready or c in self._arrow
+
+    def unread(self, c: str) -> Any | None:
+        """The column's Arrow array while nothing has read it in full, else None."""
+        return self._arrow.get(c)
+
+
 @dataclass
 class KernelColumns:
     """The kernels of one import as columns. ``names``: distinct names; ``name_idx``: per row.
-    Integer columns are int64 arrays; ``masks`` marks NULLs of the columns that have any."""
+    Integer columns are int64 arrays (a :class:`LazyInts` may hold some as Arrow until read);
+    ``masks`` marks NULLs of the columns that have any."""
 
     names: list[str | None]
     name_idx: np.ndarray
-    ints: dict[str, np.ndarray]
+    ints: MutableMapping[str, np.ndarray]
     masks: dict[str, np.ndarray]
 
     @property
@@ -46,6 +99,23 @@ class KernelColumns:
 
     def col(self, c: str) -> tuple[np.ndarray, np.ndarray | None]:
         return self.ints[c], self.masks.get(c)
+
+    def take(self, c: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Column ``c`` at ``rows`` only (values, NULL mask or None), reading no more of it."""
+        m = self.masks.get(c)
+        raw = self.ints.unread(c) if isinstance(self.ints, LazyInts) else None
+        if raw is None:
+            return self.ints[c][rows], None if m is None else m[rows]
+        from mlaprof.formats import arrow_numpy
+
+        got = arrow_numpy.take(raw, rows).astype(np.int64, copy=False)
+        return got, None if m is None else m[rows]
+
+    def storable(self, c: str) -> tuple[Any, np.ndarray | None]:
+        """Column ``c`` as the store takes it: a NumPy array, or the parser's Arrow array where
+        nothing read it (values, NULL mask or None)."""
+        raw = self.ints.unread(c) if isinstance(self.ints, LazyInts) else None
+        return (self.ints[c] if raw is None else raw), self.masks.get(c)
 
     @classmethod
     def from_rows(cls, cols: tuple[str, ...], flat: list[Any]) -> KernelColumns:
@@ -74,19 +144,14 @@ def _ascending(a: np.ndarray) -> bool:
     return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
 
 
-def _valid(kc: KernelColumns, c: str) -> np.ndarray:
-    m = kc.masks.get(c)
-    return np.ones(kc.n, bool) if m is None else ~m
-
-
 def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
     """A small integer per kernel for its device (0 everywhere when the trace has none)."""
     if "device" not in kc.ints:
         return np.zeros(kc.n, np.int64), 1
-    dev = kc.ints["device"].copy()
+    dev = kc.ints["device"]
     m = kc.masks.get("device")
     if m is not None:
-        dev[m] = NULL
+        dev = np.where(m, NULL, dev)
     if kc.n and (dev == dev[0]).all():  # one device (a rank's trace): no sort needed
         return np.zeros(kc.n, np.int64), 1
     uniq, codes = np.unique(dev, return_inverse=True)
@@ -96,22 +161,23 @@ def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
 def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     """rocprofv3 correlates every kernel of a graph launch to the launch call: a correlation id
     shared by several kernels is one replay, numbered by its first kernel's start."""
-    replay = np.full(kc.n, NULL, np.int64)
     if "correlation" not in kc.ints or kc.n == 0:
-        return replay
-    valid = _valid(kc, "correlation")
-    corr = kc.ints["correlation"][valid]
-    start = kc.ints["start_ns"][valid]
+        return np.full(kc.n, NULL, np.int64)
+    mask = kc.masks.get("correlation")
+    valid = None if mask is None else ~mask  # None: every kernel has an id (no copies)
+    corr, start = kc.ints["correlation"], kc.ints["start_ns"]
+    if valid is not None:
+        corr, start = corr[valid], start[valid]
     # every process numbers its own correlation ids: the ranks of a multi-GPU trace (one GPU
     # each) reuse them, so a replay is a (device, correlation id) pair
     codes, ndev = _device_codes(kc)
     if ndev > 1:
-        corr = corr * ndev + codes[valid]
-    if len(corr) and _ascending(corr):  # the usual trace order: runs of ids, no sort needed
+        corr = corr * ndev + (codes if valid is None else codes[valid])
+    ascending = len(corr) and _ascending(corr)
+    if ascending:  # the usual trace order: runs of ids, no sort needed
         first = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]])
         counts = np.diff(np.r_[first, len(corr)])
         uniq, gmin = corr[first], np.minimum.reduceat(start, first)
-        inv = np.repeat(np.arange(len(first)), counts)
     else:
         uniq, inv, counts = np.unique(corr, return_inverse=True, return_counts=True)
         gmin = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
@@ -119,7 +185,11 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     groups = np.nonzero(counts > 1)[0]
     rank = np.full(len(uniq), NULL, np.int64)
     rank[groups[np.lexsort((uniq[groups], gmin[groups]))]] = np.arange(len(groups))
-    replay[valid] = rank[inv]
+    got = np.repeat(rank, counts) if ascending else rank[inv]
+    if valid is None:
+        return got
+    replay = np.full(kc.n, NULL, np.int64)
+    replay[valid] = got
     return replay
 
 
@@ -133,33 +203,39 @@ def _lut(values: list[int]) -> np.ndarray:
     return np.array(values or [NULL], np.int64)
 
 
-def _grid_blocks(kc: KernelColumns, grid_in_workitems: bool) -> list[np.ndarray]:
-    """Blocks per axis (NULL where missing or not divisible by the workgroup size)."""
-    out = []
-    for a in AXES:
-        g, gm = kc.col(f"grid_{a}")
-        g = g.copy()
-        bad = g <= 0 if gm is None else gm | (g <= 0)
-        if grid_in_workitems and f"block_{a}" in kc.ints:
-            b, bm = kc.col(f"block_{a}")
-            b = b.copy()
-            if bm is not None:
-                b[bm] = 1
-            b[b <= 0] = 1
-            bad |= g % b != 0
-            g //= b
-        g[bad] = NULL
-        out.append(g)
-    return out
+class _Grids:
+    """Launch grids in blocks per axis, for the kernels that read S, rows, qlen or heads from
+    them (stage 1 and stage 2: a small share of a trace, so the rest is never divided)."""
 
+    def __init__(self, kc: KernelColumns, grid_in_workitems: bool, rows: np.ndarray) -> None:
+        self.pos = np.full(kc.n, -1, np.int32)  # kernel index -> its place in ``rows``
+        self.pos[rows] = np.arange(len(rows), dtype=np.int32)
+        self.blocks: list[np.ndarray] = []  # per axis, NULL where missing or not divisible
+        for a in AXES if len(rows) else ():
+            g, gm = kc.take(f"grid_{a}", rows)
+            bad = g <= 0 if gm is None else gm | (g <= 0)
+            if grid_in_workitems and f"block_{a}" in kc.ints:
+                b, bm = kc.take(f"block_{a}", rows)
+                if bm is not None:
+                    b[bm] = 1
+                b[b <= 0] = 1
+                bad |= g % b != 0
+                g //= b
+            g[bad] = NULL
+            self.blocks.append(g)
 
-def _from_axis(axis: np.ndarray, grids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
-    """Per row in ``rows``: the grid value on that row's axis (-1: none)."""
-    out = np.full(len(rows), NULL, np.int64)
-    for a in range(3):
-        sel = axis[rows] == a
-        out[sel] = grids[a][rows[sel]]
-    return out
+    def at(self, lut: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per kernel in ``rows`` (a subset of the rows given at construction): the blocks on
+        the axis its name's pattern gives (``lut[name index]``: 0-2, or NULL: none)."""
+        out = np.full(len(rows), NULL, np.int64)
+        if not len(rows):
+            return out
+        axis = lut[idx[rows]]
+        pos = self.pos[rows]
+        for a in range(3):
+            sel = axis == a
+            out[sel] = self.blocks[a][pos[sel]]
+        return out
 
 
 def _eager_segments(start: np.ndarray, s1: np.ndarray, barriers: np.ndarray) -> np.ndarray:
@@ -184,8 +260,11 @@ def annotate(
     summary: ImportSummary,
     grid_in_workitems: bool,
     replay: np.ndarray | None = None,
+    kernels_final: Callable[[dict[str, np.ndarray]], None] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Derived kernel columns (replay, layer, splits, step) and the steps and layers tables.
+    ``kernels_final`` is called with the derived columns as soon as they are final, before the
+    trace checks and the tables (an import starts writing its kernel file there).
 
     A step is a graph replay holding MLA stage-1 kernels, or a run of eager ones; its layers
     are its stage-1 kernels in start order (stage 2 / reduce join the stage-1 kernel before
@@ -202,18 +281,51 @@ def annotate(
 
     idx = kc.name_idx
     role = code[idx] if n else np.zeros(0, np.int64)
-    start = kc.ints["start_ns"]
     in_layer = (role >= 1) & (role <= 3)
-    if replay is None:
-        replay = replays_by_correlation(kc) if in_layer.any() else np.full(n, NULL, np.int64)
     s1_all = np.nonzero(role == 1)[0]
-    grids = _grid_blocks(kc, grid_in_workitems) if len(s1_all) else []
-    splits = np.full(n, NULL, np.int64)
-    rows = np.full(n, NULL, np.int64)
-    qlen = np.full(n, NULL, np.int64)
-    if len(s1_all):
-        for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
-            arr[s1_all] = _from_axis(axis_lut(attr)[idx], grids, s1_all)
+
+    def from_grids() -> tuple[_Grids, np.ndarray, np.ndarray, np.ndarray]:
+        grids = _Grids(kc, grid_in_workitems, np.nonzero((role == 1) | (role == 2))[0])
+        splits = np.full(n, NULL, np.int64)
+        rows = np.full(n, NULL, np.int64)
+        qlen = np.full(n, NULL, np.int64)
+        if len(s1_all):
+            for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
+                arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all)
+        return grids, splits, rows, qlen
+
+    # S, rows and qlen are read from the grids in a second thread while replays, layers and
+    # steps are numbered here (NumPy releases the GIL in both)
+    with ThreadPoolExecutor(1) as pool:
+        grid_job = pool.submit(from_grids)
+        if replay is None:
+            replay = replays_by_correlation(kc) if in_layer.any() else np.full(n, NULL, np.int64)
+        group, layer, step = _number_steps(kc, role, replay, in_layer)
+        grids, splits, rows, qlen = grid_job.result()
+    derived = {"replay": replay, "layer": layer, "splits": splits, "step": step}
+    if kernels_final is not None:
+        kernels_final(derived)
+    summary.checks["qlen"] = _pin_qlen_from_stage2(
+        role, group, layer, qlen, grids, axis_lut("qlen_axis"), idx
+    )
+    summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, axis_lut("heads_axis"))
+    summary.mla_kernels = int((role == 1).sum())
+    summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer, qlen)
+    steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
+    summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
+    summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
+    summary.layers = len(layers.get("step", ()))
+    return derived, steps, layers
+
+
+def _number_steps(
+    kc: KernelColumns, role: np.ndarray, replay: np.ndarray, in_layer: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per kernel: its group (an MLA graph replay or a run of eager kernels), its layer in the
+    group (stage-1 kernels in start order) and its step (groups ordered by their first
+    kernel's start); -1 where none."""
+    n = kc.n
+    start = kc.ints["start_ns"]
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
     group = np.full(n, NULL, np.int64)
     rep_ok = in_layer & (replay >= 0)
@@ -250,7 +362,11 @@ def annotate(
     step = np.full(n, NULL, np.int64)
     gsel = np.nonzero((group >= 0) & (layer >= 0))[0]
     if len(gsel):
-        gids, inv = np.unique(group[gsel], return_inverse=True)
+        # group ids are 0 .. base - 1: their distinct values and ranks without a sort
+        present = np.zeros(base, bool)
+        present[group[gsel]] = True
+        gids = np.flatnonzero(present)
+        inv = (np.cumsum(present) - 1)[group[gsel]]
         g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(g0, inv, start[gsel])
         rank = np.empty(len(gids), np.int64)
@@ -269,19 +385,7 @@ def annotate(
             nxt = np.searchsorted(t_step, start[meta_k], side="left")
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
-    summary.checks["qlen"] = _pin_qlen_from_stage2(
-        role, group, layer, qlen, grids, axis_lut("qlen_axis")[idx] if n else np.zeros(0, int)
-    )
-    summary.checks["heads"] = _stage2_heads(
-        pats, role, idx, grids, axis_lut("heads_axis")[idx] if n else np.zeros(0, int)
-    )
-    summary.mla_kernels = int((role == 1).sum())
-    summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer, qlen)
-    steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
-    summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
-    summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
-    summary.layers = len(layers.get("step", ()))
-    return {"replay": replay, "layer": layer, "splits": splits, "step": step}, steps, layers
+    return group, layer, step
 
 
 def _pin_qlen_from_stage2(
@@ -289,8 +393,9 @@ def _pin_qlen_from_stage2(
     group: np.ndarray,
     layer: np.ndarray,
     qlen: np.ndarray,
-    grids: list[np.ndarray],
-    qaxis: np.ndarray,
+    grids: _Grids,
+    qlut: np.ndarray,
+    idx: np.ndarray,
 ) -> dict[str, int]:
     """qlen of each stage-1 kernel from the stage-2 kernel of its layer, where that kernel's
     grid holds it. AITER gluon's stage 1 from v0.1.20 on launches (B, S, ceil(H/16)*qlen), so
@@ -299,10 +404,10 @@ def _pin_qlen_from_stage2(
     ``from_stage1`` (exact for the < 16 heads vLLM sends to gluon, ceil(H/16)*qlen above)."""
     out = {"from_stage2": 0, "from_stage1": 0, "stage1_disagrees": 0}
     s1 = np.nonzero((role == 1) & (layer >= 0) & (group >= 0) & (qlen > 0))[0]
-    s2 = np.nonzero((role == 2) & (layer >= 0) & (group >= 0) & (qaxis >= 0))[0]
+    s2 = np.nonzero((role == 2) & (layer >= 0) & (group >= 0))[0]
     if not len(s1):
         return out
-    q2 = _from_axis(qaxis, grids, s2) if len(s2) and grids else np.zeros(0, np.int64)
+    q2 = grids.at(qlut, idx, s2)  # NULL where the name's pattern gives no qlen axis
     s2, q2 = s2[q2 > 0], q2[q2 > 0]
     span = int(layer.max()) + 1
     k1 = group[s1] * span + layer[s1]
@@ -326,15 +431,16 @@ def _stage2_heads(
     pats: list[KernelPattern | None],
     role: np.ndarray,
     idx: np.ndarray,
-    grids: list[np.ndarray],
-    haxis: np.ndarray,
+    grids: _Grids,
+    hlut: np.ndarray,
 ) -> dict[str, dict[str, int]]:
     """Per path: the head counts its stage-2 grids show (gluon (B, H, qlen)), with how many
     kernels show each; empty where no stage 2 ran (S == 1 everywhere) or holds no head axis."""
-    s2 = np.nonzero((role == 2) & (haxis >= 0))[0]
-    if not len(s2) or not grids:
+    s2 = np.nonzero(role == 2)[0]
+    s2 = s2[hlut[idx[s2]] >= 0]
+    if not len(s2):
         return {}
-    h = _from_axis(haxis, grids, s2)
+    h = grids.at(hlut, idx, s2)
     out: dict[str, dict[str, int]] = {}
     paths = np.array([p.path if p else "" for p in pats], dtype=object)[idx[s2]]
     for path in dict.fromkeys(paths.tolist()):
@@ -428,13 +534,15 @@ def _groups(
     keys: np.ndarray, start: np.ndarray, end: np.ndarray, splits: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Per distinct key: (key, min start, max end, max splits), keys ascending."""
-    order = np.arange(len(keys)) if _ascending(keys) else np.argsort(keys, kind="stable")
-    k = keys[order]
-    first = np.r_[0, np.flatnonzero(np.diff(k)) + 1]
-    t0 = np.minimum.reduceat(start[order], first)
-    t1 = np.maximum.reduceat(end[order], first)
-    sp = None if splits is None else np.maximum.reduceat(splits[order], first)
-    return k[first], t0, t1, sp
+    if not _ascending(keys):  # (kernels in trace order usually are: no copies then)
+        order = np.argsort(keys, kind="stable")
+        keys, start, end = keys[order], start[order], end[order]
+        splits = None if splits is None else splits[order]
+    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+    t0 = np.minimum.reduceat(start, first)
+    t1 = np.maximum.reduceat(end, first)
+    sp = None if splits is None else np.maximum.reduceat(splits, first)
+    return keys[first], t0, t1, sp
 
 
 def _stage2_checks(
@@ -446,13 +554,16 @@ def _stage2_checks(
 ) -> None:
     """Per path: layers whose stage 2 / reduce is present or absent, against their S. The
     trace's very last layer never counts as a lost stage 2: tracing may stop before it."""
-    path = np.array([str(b).split(" ", 1)[0] for b in steps["backend"]], dtype=object)
-    lpath = path[np.searchsorted(steps["step"], lstep)]
-    last = np.zeros(len(lpath), bool)
+    path = [str(b).split(" ", 1)[0] for b in steps["backend"]]
+    names = list(dict.fromkeys(path))  # paths in order of their first step
+    code = np.array([names.index(p) for p in path] or [0], np.int64)
+    lcode = code[np.searchsorted(steps["step"], lstep)]
+    last = np.zeros(len(lcode), bool)
     last[-1:] = True  # keys ascend: the last layer of the last step
     out: dict[str, dict[str, int]] = {}
-    for pth in dict.fromkeys(lpath.tolist()):
-        sel = lpath == pth
+    for c in np.flatnonzero(np.bincount(lcode, minlength=len(names))):
+        pth = names[c]
+        sel = lcode == c
         sp, cl, lt = splits[sel], closers[sel], last[sel]
         known = sp > 0
         out[pth] = {
@@ -574,35 +685,31 @@ def store_kernels(
     summary: ImportSummary,
     grid_in_workitems: bool,
     replay: np.ndarray | None = None,
+    background: bool = False,
 ) -> None:
-    """Annotate and store the kernels, then the derived steps and layers."""
-    kernels, steps, layers = annotated(bulk, kc, matcher, summary, grid_in_workitems, replay)
-    write_kernels(bulk, kernels, summary)
-    store_derived(bulk, steps, layers, summary)
+    """Annotate and store the kernels, then the derived steps and layers; the trace checks are
+    recorded in the run's metadata. ``background``: the kernel file is written by a background
+    thread from the moment its columns are final, beside the checks and tables, and the layer
+    file after it (the bulk writer's commit waits for both)."""
 
+    def write(derived: dict[str, np.ndarray]) -> None:
+        write_kernels(bulk, kc, summary, derived)
+        if background:
+            bulk.flush_columnar(wait=False)
+        kept.update(derived)
 
-def annotated(
-    bulk: Any,
-    kc: KernelColumns,
-    matcher: KernelMatcher,
-    summary: ImportSummary,
-    grid_in_workitems: bool,
-    replay: np.ndarray | None = None,
-) -> tuple[KernelColumns, dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The kernels with their derived columns, and the steps and layers tables (the trace
-    checks recorded in the run's metadata)."""
-    derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay)
-    summary.checks["launches"] = _launch_checks(bulk, kc, derived)
+    kept: dict[str, np.ndarray] = {}
+    _, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay, write)
+    summary.checks["launches"] = _launch_checks(bulk, kc, kept)
     if summary.patterns:
         from mlaprof.store import runmeta
 
         # which table rows matched, where their S came from, and the evidence counts: the
         # analysis cites them (views never re-derive them)
         runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns, trace_checks=summary.checks)
-    ints = {**kc.ints, **derived}
-    masks = {c: m for c, m in kc.masks.items() if c not in derived}
-    masks.update({c: m for c, arr in derived.items() if (m := arr == NULL).any()})
-    return KernelColumns(kc.names, kc.name_idx, ints, masks), steps, layers
+    store_derived(bulk, steps, layers, summary)
+    if background:
+        bulk.flush_columnar(wait=False)
 
 
 GRAPH_LAUNCH_SQL = "function LIKE '%GraphLaunch%'"
@@ -625,6 +732,9 @@ def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray])
     out = {"runtime_api_calls": int(n_api), "graph_launches": n_launch}
     if "correlation" not in kc.ints:
         return out
+    if not n_launch:  # no API trace: no replay has its launch, no launch lacks kernels
+        out.update(mla_replays_with_launch=0, launches_without_kernels=0)
+        return out
     corr, cm = kc.col("correlation")
     ok = (derived["replay"] >= 0) & (derived["step"] >= 0)
     if cm is not None:
@@ -636,10 +746,18 @@ def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray])
     return out
 
 
-def write_kernels(bulk: Any, kc: KernelColumns, summary: ImportSummary) -> None:
-    """Store kernels as given; imported kernels are written once, so they go to the run's Arrow
-    side file (mlaprof.store.columnar), not row by row into SQLite."""
-    numbers = {c: (arr, kc.masks.get(c)) for c, arr in kc.ints.items()}
+def write_kernels(
+    bulk: Any,
+    kc: KernelColumns,
+    summary: ImportSummary,
+    derived: dict[str, np.ndarray] | None = None,
+) -> None:
+    """Store kernels as given, with the ``derived`` columns (NULL as -1) beside or over theirs;
+    imported kernels are written once, so they go to the run's Parquet side file
+    (mlaprof.store.columnar), not row by row into SQLite."""
+    derived = derived or {}
+    numbers = {c: kc.storable(c) for c in kc.ints if c not in derived}
+    numbers.update({c: (a, m if (m := a == NULL).any() else None) for c, a in derived.items()})
     text = {"name": (kc.names, kc.name_idx)}
     summary.add("kernels", bulk.write_columnar("kernels", kc.n, numbers, text))
 
@@ -664,6 +782,8 @@ def store_derived(
             text = {c: v for c, v in zip(text_cols, combo.split("\x00"), strict=True) if v}
             summary.add("steps", bulk.insert_columns("steps", cols, int(a1 - a0), text))
     if layers:
+        # a trace's layers (tens of thousands per rank) are written once like its kernels: to
+        # the rank's Parquet side file, where SQL joins them to the kernels without a copy
         n = len(layers["step"])
         cols = {c: (a, a == NULL) for c, a in layers.items()}
-        summary.add("layers", bulk.insert_columns("layers", cols, n))
+        summary.add("layers", bulk.write_columnar("layers", n, cols))

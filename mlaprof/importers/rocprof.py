@@ -21,13 +21,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
-from mlaprof.importers.annotate import (
-    KernelColumns,
-    annotated,
-    concat,
-    store_derived,
-    write_kernels,
-)
+from mlaprof.importers.annotate import KernelColumns, concat, store_kernels
 from mlaprof.importers.common import ImportSummary, agent_index, read_text
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.portable import portable_path
@@ -153,17 +147,14 @@ def import_rocprof(
                         # this rank's checks start empty (annotate fills the dict in place, so
                         # keeping it would add the rank to itself and drop the ranks before)
                         before, summary.checks = summary.checks, {}
-                        kernels, steps, layers = annotated(w, kernels, matcher, summary, True)
+                        # the kernel and layer files are written in the background while
+                        # the trace checks run and the next rank is annotated
+                        store_kernels(w, kernels, matcher, summary, True, background=True)
                         by_rank[str(rank)] = summary.checks
                         if rank:  # the trace checks count over all ranks
                             summary.checks = _sum_counts(before, summary.checks)
                             if summary.patterns:
                                 runmeta.update(bulk.run_dir, trace_checks=summary.checks)
-                        write_kernels(w, kernels, summary)
-                        # the kernel file is written in the background while steps and layers
-                        # go into SQLite and the next rank is annotated
-                        w.flush_columnar(wait=False)
-                        store_derived(w, steps, layers, summary)
                         summary.mla_kernels += counts[0]
                         summary.replays += counts[1]
                         summary.layers += counts[2]

@@ -21,7 +21,7 @@ import numpy as np
 from mlaprof.errors import MlaprofError
 from mlaprof.formats import arrow_numpy
 from mlaprof.formats.spreadsheet import QUOTE, restore
-from mlaprof.importers.annotate import NULL, KernelColumns
+from mlaprof.importers.annotate import NULL, KernelColumns, LazyInts
 from mlaprof.importers.common import ImportSummary, agent_index, read_text, to_float, to_int
 
 if TYPE_CHECKING:
@@ -82,6 +82,9 @@ _KERNEL_NONEMPTY = (
     "block_y",
     "block_z",
 )
+# the CSV reader parses blocks of this size in parallel, each a chunk of every column (the
+# annotation reads chunked columns in place: the tests shrink this to cut fixtures into many)
+BLOCK_BYTES = 1 << 20
 _STATS_VALUES = ("calls", "totaldurationns", "averagens", "percentage", "minns", "maxns", "stddev")
 
 
@@ -215,7 +218,7 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     try:
         tbl = pcsv.read_csv(
             path,
-            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1),
+            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1, block_size=BLOCK_BYTES),
             parse_options=pcsv.ParseOptions(newlines_in_values=False),
             convert_options=pcsv.ConvertOptions(
                 include_columns=list(wanted.values()),
@@ -230,10 +233,14 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     names: list[str | None] = []
     idx = np.zeros(tbl.num_rows, np.int64)
     ints: dict[str, np.ndarray] = {}
+    unread: dict[str, Any] = {}  # columns without NULLs, read when something needs them
     masks: dict[str, np.ndarray] = {}
     for col, src in wanted.items():
         if col in ("name", "device"):
             enc = tbl.column(src).unify_dictionaries().combine_chunks()
+        elif not tbl.column(src).null_count:
+            unread[col] = tbl.column(src)
+            continue
         else:
             arr = tbl.column(src).combine_chunks()
         if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
@@ -249,12 +256,11 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
                 masks[col] = mask
             ints[col] = vals
             continue
-        if arr.null_count:
-            if col in _KERNEL_NONEMPTY:
-                raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
-            masks[col] = arrow_numpy.nulls(arr)
+        if col in _KERNEL_NONEMPTY:
+            raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
+        masks[col] = arrow_numpy.nulls(arr)
         ints[col] = arrow_numpy.numbers(arr, NULL).astype(np.int64, copy=False)
-    return KernelColumns(names, idx, ints, masks)
+    return KernelColumns(names, idx, LazyInts(ints, unread), masks)
 
 
 def _kernel_header(path: Path) -> list[str]:

@@ -4,6 +4,8 @@
 out, per table, the rows committed past the last rowid it returned, already grouped in SQL (the
 cost of a poll depends on what arrived, not on the run's size: rowid is the primary key).
 The TUI (``tui.follower``) merges these batches into its aggregates; it never opens a database.
+An import's rows kept in columnar side files (:mod:`.columnar`; written once, never appended to)
+are handed out once, grouped the same way, under rowids from :data:`SIDE_ROWID` on.
 
 Problems (run deleted, truncated, corrupted, another schema) raise :class:`FollowError` with one
 readable line.
@@ -27,6 +29,8 @@ _RANK_DB = re.compile(r"^rank(\d+)\.db$")
 _R = "rowid > ? AND rowid <= ?"
 Rows = list[tuple[Any, ...]]
 RECENT = 512  # newest step rows handed out per batch (the TUI's sparkline window)
+# row i of a side file reads as rowid SIDE_ROWID + i + 1: past any rowid SQLite hands out here
+SIDE_ROWID = 1 << 48
 
 
 # what reading a rank database being written (or damaged) can raise
@@ -57,6 +61,8 @@ class RunFollow:
         self.path = Path(path)
         self._cons: dict[int, sqlite3.Connection] = {}
         self._pos: dict[tuple[int, str], int] = {}
+        self._sides: dict[int, dict[str, columnar.SideTable]] = {}
+        self._side_rows: dict[tuple[int, str], Any] = {}  # (rank, table) -> Arrow table read
         self._seen_folder = False
         self.cut = False  # a batch was cut at ``chunk``: more committed rows wait
 
@@ -108,13 +114,14 @@ class RunFollow:
                 con.close()
                 raise FollowError(problem)
             try:
-                side = {t: s.rows for t, s in columnar.side_tables(con, self.path).items()}
+                sides = columnar.side_tables(con, self.path)
             except MlaprofError as e:
                 con.close()
                 raise FollowError(str(e)) from None
             rank = int(m.group(1))
             self._cons[rank] = con
-            found[rank] = side
+            self._sides[rank] = sides
+            found[rank] = {t: s.rows for t, s in sides.items()}
         return found
 
     @property
@@ -152,14 +159,34 @@ class RunFollow:
             groups = _GROUPS[table](con, lo, hi) if table in _GROUPS else {}
             self._pos[(rank, table)] = hi
             yield Batch(rank, table, lo, hi, count[0], groups)
+        yield from self._side_batches(rank)
+
+    def _side_batches(self, rank: int) -> Iterator[Batch]:
+        """Each side file the live view groups, once (its rows were counted at discovery)."""
+        for table, side in self._sides.get(rank, {}).items():
+            if table not in _SIDE_GROUPS or (rank, table) in self._side_rows:
+                continue
+            try:
+                tab = columnar.read(side)
+            except MlaprofError as e:
+                raise FollowError(str(e)) from None
+            self._side_rows[(rank, table)] = tab
+            yield Batch(rank, table, SIDE_ROWID, SIDE_ROWID + tab.num_rows, 0,
+                        _SIDE_GROUPS[table](tab))  # fmt: skip
 
     def step_layers(self, rank: int, lo: int, hi: int, step: int) -> Rows:
         """``(layer, duration_ns, syncs, splits_used, splits_deserved)`` of one step, found
         through a rowid range seen in a batch (``layer_rowids``)."""
+        tab = self._side_rows.get((rank, "layers"))
+        if lo > SIDE_ROWID and tab is not None:
+            part = tab.slice(lo - SIDE_ROWID - 1, hi - lo + 1)
+            cols = [part.column(c).to_pylist() for c in _STEP_LAYER_COLS]
+            steps = part.column("step").to_pylist()
+            return [tuple(r) for s, *r in zip(steps, *cols, strict=True) if s == step]
         return (
             self._con(rank)
             .execute(
-                "SELECT layer, duration_ns, syncs, splits_used, splits_deserved FROM layers "
+                f"SELECT {', '.join(_STEP_LAYER_COLS)} FROM layers "
                 "WHERE rowid >= ? AND rowid <= ? AND step = ?",
                 (lo, hi, step),
             )
@@ -176,6 +203,9 @@ class RunFollow:
         for con in self._cons.values():
             con.close()
         self._cons.clear()
+
+
+_STEP_LAYER_COLS = ("layer", "duration_ns", "syncs", "splits_used", "splits_deserved")
 
 
 # -- per-table grouping over a rowid range -----------------------------------------------------
@@ -301,3 +331,36 @@ _GROUPS: dict[str, Callable[[sqlite3.Connection, int, int], dict[str, Any]]] = {
     "memory": _whole("memory"),
     "captures": _whole("captures"),
 }
+
+
+# -- the same groups over a side file (rowid SIDE_ROWID + 1 + row index) ----------------------
+def _side_layers(tab: Any) -> dict[str, Any]:
+    """:func:`_layers` over a whole side file, as SQLite would answer it (SUM of NULLs is None,
+    COUNT(*) counts every row, the last row of a layer is the one written last)."""
+    import pyarrow as pa
+
+    tab = tab.append_column("_row", pa.array(range(tab.num_rows), pa.int64()))
+
+    def rows(t: Any, cols: list[str]) -> Rows:
+        return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
+
+    sums = tab.group_by("layer", use_threads=False).aggregate(
+        [([], "count_all"), ("duration_ns", "sum"), ("syncs", "sum")]
+    )
+    pairs = tab.group_by(["layer", "splits_used", "splits_deserved"], use_threads=False)
+    pairs = pairs.aggregate([([], "count_all")])
+    last = tab.group_by("layer", use_threads=False).aggregate([("_row", "max")])
+    lastrows = tab.take(last.column("_row_max"))
+    span = tab.group_by("step", use_threads=False).aggregate([("_row", "min"), ("_row", "max")])
+    return {
+        "sums": rows(sums, ["layer", "count_all", "duration_ns_sum", "syncs_sum"]),
+        "splits": rows(pairs, ["layer", "splits_used", "splits_deserved", "count_all"]),
+        "last": rows(lastrows, ["layer", "splits_used", "splits_deserved"]),
+        "rowids": [
+            (step, SIDE_ROWID + 1 + lo, SIDE_ROWID + 1 + hi)
+            for step, lo, hi in rows(span, ["step", "_row_min", "_row_max"])
+        ],
+    }
+
+
+_SIDE_GROUPS: dict[str, Callable[[Any], dict[str, Any]]] = {"layers": _side_layers}

@@ -41,3 +41,53 @@ def test_strings_and_int32_round_trip() -> None:
 def test_the_unit_tier_refuses_child_processes() -> None:
     with pytest.raises(ProcessInUnitTier, match="tests/e2e"):
         subprocess.run(["true"], check=False)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_take_from_chunks_matches_numpy(seed: int) -> None:
+    """Taking rows from a chunked column (chunks of any size, sliced ones included) reads what
+    indexing the joined column reads."""
+    rng = np.random.default_rng(seed)
+    pieces = []
+    for _ in range(int(rng.integers(1, 8))):
+        vals = rng.integers(-(2**40), 2**40, int(rng.integers(0, 50)) + 3)
+        arr = pa.array(vals, pa.int64())
+        pieces.append(arr.slice(1, len(arr) - 2))  # buffers with an offset
+    col = pa.chunked_array(pieces, pa.int64())
+    whole = np.concatenate([p.to_numpy() for p in pieces])
+    rows = np.flatnonzero(rng.random(len(whole)) < 0.4)
+    assert arrow_numpy.take(col, rows).tolist() == whole[rows].tolist()
+    assert arrow_numpy.take(col.combine_chunks(), rows).tolist() == whole[rows].tolist()
+
+
+def test_take_refuses_what_it_cannot_read() -> None:
+    col = pa.chunked_array([pa.array([1, 2, 3]), pa.array([4, 5])])
+    with pytest.raises(ValueError, match="ascending"):
+        arrow_numpy.take(col, np.array([3, 1]))
+    with pytest.raises(IndexError):
+        arrow_numpy.take(col, np.array([0, 5]))
+    with pytest.raises(ValueError, match="nulls"):
+        arrow_numpy.take(pa.chunked_array([pa.array([1, None])]), np.array([0]))
+
+
+def test_lazy_columns_are_read_once_and_stored_as_parsed() -> None:
+    """A column nothing read is stored as the parser's Arrow column; reading it makes it NumPy,
+    once; rows taken from it never make it NumPy."""
+    from mlaprof.importers.annotate import KernelColumns, LazyInts
+
+    raw = pa.chunked_array([pa.array([5, 6]), pa.array([7, 8, 9])])
+    ints = LazyInts({"start_ns": np.arange(5)}, {"grid_x": raw, "stream": raw})
+    kc = KernelColumns(["k"], np.zeros(5, np.int64), ints, {})
+    assert list(ints) == ["start_ns", "grid_x", "stream"] and "grid_x" in ints and len(ints) == 3
+    got, mask = kc.take("grid_x", np.array([1, 2, 4]))
+    assert got.tolist() == [6, 7, 9] and mask is None
+    assert kc.storable("grid_x")[0] is raw  # still unread
+    first = ints["grid_x"]
+    assert first.tolist() == [5, 6, 7, 8, 9] and ints["grid_x"] is first
+    assert isinstance(kc.storable("grid_x")[0], np.ndarray)
+    del ints["stream"]
+    assert list(ints) == ["start_ns", "grid_x"]
+    with pytest.raises(KeyError):
+        ints["stream"]
+    ints["replay"] = np.zeros(5, np.int64)
+    assert list(ints) == ["start_ns", "grid_x", "replay"]

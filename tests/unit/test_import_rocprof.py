@@ -15,6 +15,7 @@ from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.portable import portable_path
 from mlaprof.store import load
 from tests.trace_io_helpers import (
+    DATA,
     ROCPROF,
     column,
     csv_rows,
@@ -510,3 +511,24 @@ def test_rocpd_processes_become_ranks(tmp_path: Path) -> None:
     assert [set(r.table("kernels", where=f"rank = {i}")["device"]) for i in (0, 1)] == [{3}, {7}]
     n = len(kernel_dicts(_run))
     assert r.count("kernels") == 2 * n
+
+
+@pytest.mark.parametrize("trace", ["gluon_v0119_bug", "persistent_switch", "fleet_dp2_tp4"])
+def test_arrow_route_in_many_chunks_stores_what_the_csv_module_route_does(
+    tmp_path: Path, trace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Arrow route leaves most columns in the parser's chunks (one per block read) and reads
+    the MLA kernels' grids from them in place; cut into blocks of a few rows, every stored
+    kernel, layer and step equals the csv module's route, and so do the trace checks."""
+    from mlaprof.importers import rocprof_csv
+
+    monkeypatch.setattr(rocprof_csv, "BLOCK_BYTES", 700)  # a few kernel rows per chunk
+    src = DATA / "aiter" / trace
+    a, _ = import_rocprof(src, tmp_path, "a", use_arrow=True)
+    b, _ = import_rocprof(src, tmp_path, "b", use_arrow=False)
+    ranks = sorted(int(p.stem[4:]) for p in a.glob("rank*.db"))
+    for rank in ranks:
+        for table in ("kernels", "layers", "steps"):
+            assert db_rows(a, table, rank) == db_rows(b, table, rank), (table, rank)
+    assert load(a).meta["trace_checks"] == load(b).meta["trace_checks"]
+    assert any(r[5] is not None for r in db_rows(a, "layers", ranks[0]))  # S read from grids

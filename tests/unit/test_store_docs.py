@@ -29,10 +29,10 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_doc_has_its_examples() -> None:
-    assert len(blocks("sql")) == 2 and len(blocks("python")) == 1
+    assert len(blocks("sql")) == 3 and len(blocks("python")) == 1
 
 
-@pytest.mark.parametrize("i", [0, 1])
+@pytest.mark.parametrize("i", [0, 1, 2])
 def test_sql_examples_run_on_the_runs(
     folder: Path, i: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -45,6 +45,17 @@ def test_sql_examples_run_on_the_runs(
             "hive_partitioning = true) ORDER BY rank"
         ).fetchall()
         assert [r for _, r in got] == list(range(8)) and {h for h, _ in got} == {"host0", "host1"}
+    elif i == 1:  # each layer with its S, from the layer files, as mlaprof reads the run
+        from mlaprof.store import load
+
+        with load(folder / "traces" / "fleet") as run:
+            want = run.sql(
+                "SELECT l.layer, l.splits_used AS s, MEDIAN(k.end_ns - k.start_ns) AS m "
+                "FROM kernels k JOIN layers l ON k.rank = l.rank AND k.step = l.step "
+                "AND k.layer = l.layer GROUP BY ALL ORDER BY l.layer, s"
+            )
+        assert sorted(rows) == sorted(want.itertuples(index=False, name=None))
+        assert len({r[0] for r in rows}) == int(want["layer"].nunique()) > 1
     else:  # both runs, told apart by their folder
         assert {r[0] for r in rows} == {"fleet", "bug"}
 

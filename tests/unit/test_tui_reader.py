@@ -10,6 +10,7 @@ import pytest
 
 from mlaprof.store import create_run, load
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
+from tests.trace_io_helpers import DATA
 from tui.follower import FollowError, RunFollower
 
 
@@ -236,3 +237,93 @@ def test_a_slow_poll_interval_still_starts_the_first_analysis(tmp_path: Path) ->
     finally:
         stop.set()
         t.join(5)
+
+
+def test_imported_layers_in_their_side_file_read_live_as_from_sqlite(tmp_path: Path) -> None:
+    """An import keeps its layers in Parquet side files: the live view groups them exactly as
+    the SQL over a database holding the same rows does, per rank, and finds each step's layers
+    (the run's own table is the oracle)."""
+    from mlaprof.importers.rocprof import import_rocprof
+    from mlaprof.store import follow
+    from mlaprof.store.schema import TABLES
+
+    run_dir, _ = import_rocprof(DATA / "aiter" / "fleet_dp2_tp4", tmp_path, "fleet")
+    store = follow.RunFollow(run_dir)
+    found = store.discover()
+    assert len(found) == 8 and all(c["layers"] > 0 for c in found.values())
+    with load(run_dir) as run:
+        layers = run.layers
+    cols = [c for c, _ in TABLES["layers"]]
+    for rank in found:
+        side = {b.table: b for b in store.new_rows(rank, 10**9) if b.lo >= follow.SIDE_ROWID}
+        got = side["layers"].groups
+        mine = layers[layers["rank"] == rank]
+        # the oracle: the same rows in SQLite, grouped by the live SQL (rowids from 1)
+        con = sqlite3.connect(":memory:")
+        con.execute(f"CREATE TABLE layers ({', '.join(cols)})")
+        rows = [tuple(None if v != v else int(v) for v in r) for r in mine[cols].itertuples(False)]
+        con.executemany(f"INSERT INTO layers VALUES ({', '.join('?' * len(cols))})", rows)
+        want = follow._layers(con, 0, len(rows))
+        shift = follow.SIDE_ROWID
+        assert sorted(got["sums"]) == sorted(want["sums"])
+        assert sorted(got["splits"], key=repr) == sorted(want["splits"], key=repr)
+        assert sorted(got["last"]) == sorted(want["last"])
+        assert sorted((s, a - shift, b - shift) for s, a, b in got["rowids"]) == sorted(
+            want["rowids"]
+        )
+        for step, lo, hi in got["rowids"][:3]:
+            assert sorted(store.step_layers(rank, lo, hi, step)) == sorted(
+                r[1:] for r in con.execute(
+                    "SELECT step, layer, duration_ns, syncs, splits_used, splits_deserved "
+                    "FROM layers WHERE step = ?", (step,)
+                )
+            )  # fmt: skip
+        assert not list(store._side_batches(rank))  # handed out once
+    store.close()
+    # and the dashboard's follower shows the run's own per-layer means
+    f = RunFollower(run_dir)
+    f.poll()
+    want_means = _layer_means(run_dir)
+    got_means = {r["layer"]: r["time_ms"] for r in f.view().layers}
+    assert set(got_means) == set(want_means)
+    for k, (t, _) in want_means.items():
+        assert got_means[k] == pytest.approx(t, rel=1e-12)
+
+
+def test_side_file_groups_equal_the_live_sql_on_mixed_rows() -> None:
+    """The side-file grouping against the live SQL on rows where order matters (a layer's S
+    changes, NULLs in every column the groups read)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from mlaprof.store import follow
+    from mlaprof.store.schema import TABLES
+
+    rng = np.random.default_rng(7)
+    cols = [c for c, _ in TABLES["layers"]]
+    n = 400
+
+    def maybe_null(a: np.ndarray, p: float) -> list[int | None]:
+        return [None if rng.random() < p else int(v) for v in a]
+
+    data = {
+        "step": [int(v) for v in np.repeat(np.arange(n // 5), 5)],
+        "layer": [int(v) for v in np.tile(np.arange(5), n // 5)],
+        "t_start_ns": [int(v) for v in rng.integers(0, 10**9, n)],
+        "duration_ns": maybe_null(rng.integers(1, 10**6, n), 0.1),
+        "syncs": maybe_null(rng.integers(0, 3, n), 0.5),
+        "splits_used": maybe_null(rng.integers(1, 5, n), 0.2),
+        "splits_deserved": maybe_null(rng.integers(1, 5, n), 0.2),
+    }
+    tab = pa.table({c: pa.array(data[c], pa.int64()) for c in cols})
+    con = sqlite3.connect(":memory:")
+    con.execute(f"CREATE TABLE layers ({', '.join(cols)})")
+    con.executemany(
+        f"INSERT INTO layers VALUES ({', '.join('?' * len(cols))})",
+        list(zip(*(data[c] for c in cols), strict=True)),
+    )
+    got, want = follow._side_layers(tab), follow._layers(con, 0, n)
+    for key in ("sums", "splits", "last"):
+        assert sorted(got[key], key=repr) == sorted(want[key], key=repr), key
+    shift = follow.SIDE_ROWID
+    assert sorted((s, a - shift, b - shift) for s, a, b in got["rowids"]) == sorted(want["rowids"])
