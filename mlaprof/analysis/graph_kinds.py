@@ -14,17 +14,17 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.imported import value_range
+from mlaprof.analysis.step_stats import for_steps
 
 VERIFY, DRAFTER = "verify", "drafter"
 
 
-def graph_kinds(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
-    """``verify`` or ``drafter`` per row of ``steps`` (indexed like it)."""
+def graph_kinds(steps: pd.DataFrame, stats: pd.DataFrame) -> pd.Series:
+    """``verify`` or ``drafter`` per row of ``steps`` (indexed like it); ``stats``: the per-step
+    aggregates of the layers (:mod:`mlaprof.analysis.step_stats`)."""
     if steps.empty:
         return pd.Series(dtype=object)
-    n = layers.groupby(["rank", "step"]).size() if not layers.empty else pd.Series(dtype=int)
-    idx = pd.MultiIndex.from_arrays([steps["rank"], steps["step"]])
-    per = pd.Series(n.reindex(idx).fillna(0).to_numpy(), index=steps.index)
+    per = for_steps(steps, stats, "n_layers").fillna(0)
     deepest = per.groupby(steps["rank"]).transform("max")
     few = per <= (deepest // 4).clip(lower=1)
     decode = steps["qlen"].eq(1) & (per < deepest)
@@ -32,26 +32,18 @@ def graph_kinds(steps: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
     return pd.Series(drafter.map({True: DRAFTER, False: VERIFY}), index=steps.index)
 
 
-def drafter_summary(steps: pd.DataFrame, layers: pd.DataFrame, origin: str) -> dict | None:
+def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> dict | None:
     """The drafter's passes, their own table (decode: never counted as verify steps)."""
     if steps.empty:
         return None
-    n_layers = layers.groupby(["rank", "step"]).size() if not layers.empty else None
-    s = layers.groupby(["rank", "step"])["splits_used"].max() if not layers.empty else None
-
-    def per_step(series: pd.Series | None) -> pd.Series:
-        if series is None or series.empty:
-            return pd.Series(dtype=float)
-        return series.reindex(pd.MultiIndex.from_arrays([steps["rank"], steps["step"]]))
-
     backend = steps["backend"].fillna("").astype(str)
     out = {
         "steps": int(len(steps)),
         "graph_steps": int((steps["graph_mode"] == "graph").sum()),
         "eager_steps": int((steps["graph_mode"] == "eager").sum()),
         "variants": sorted({b.split(" ", 1)[-1] for b in backend if b}),
-        "layers_per_pass": value_range(per_step(n_layers)),
-        "S": value_range(per_step(s)),
+        "layers_per_pass": value_range(for_steps(steps, stats, "n_layers")),
+        "S": value_range(for_steps(steps, stats, "S")),
         "rows": value_range(steps["num_reqs"]),
         "qlen": value_range(steps["qlen"]),
         "step_median_us": float(steps["duration_ns"].median()) / 1e3

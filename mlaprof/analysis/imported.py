@@ -15,6 +15,7 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
+from mlaprof.analysis.step_stats import by_step, for_steps
 from mlaprof.splits.policies import POLICIES, SplitInput
 
 # paths whose stage-1 S is chosen on the host from grid-visible inputs (rows, qlen): a collapse
@@ -56,22 +57,6 @@ def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
     return st
 
 
-def _step_s(layers: pd.DataFrame) -> pd.Series:
-    """S per (rank, step): the value its layers share (the largest when they differ)."""
-    if layers.empty:
-        return pd.Series(dtype=float)
-    return layers.groupby(["rank", "step"])["splits_used"].max()
-
-
-def _by_step(frame: pd.DataFrame, values: pd.Series) -> pd.Series:
-    """``values`` (indexed by rank and step) for each row of ``frame`` (steps are numbered per
-    rank: a step number alone never identifies a step)."""
-    if values.empty:
-        return pd.Series(np.nan, index=frame.index)
-    idx = pd.MultiIndex.from_arrays([frame["rank"], frame["step"]])
-    return pd.Series(values.reindex(idx).to_numpy(), index=frame.index)
-
-
 def value_range(v: pd.Series) -> str | None:
     """``lo`` or ``lo-hi`` of the known values (None when none is known)."""
     v = v.dropna()
@@ -81,18 +66,15 @@ def value_range(v: pd.Series) -> str | None:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame) -> list[dict]:
-    """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance."""
+def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict]:
+    """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance
+    (``stats``: :mod:`mlaprof.analysis.step_stats`)."""
     if steps.empty or "backend" not in steps:
         return []
     st = _split_backend(steps[steps["backend"].notna()])
-    st["S"] = _by_step(st, _step_s(layers))
+    st["S"] = for_steps(st, stats, "S")
+    st["layer_median_ns"] = for_steps(st, stats, "median_ns")
     pats = _patterns(meta)
-    lt = (
-        layers.groupby(["rank", "step"])["duration_ns"].median()
-        if not layers.empty
-        else pd.Series(dtype=float)
-    )
     out = []
     for (path, variant), g in st.groupby(["path", "variant"], sort=False):
         p = pats.get(path, {})
@@ -108,7 +90,7 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame)
             s_src = f"from grid axis {axis} of {variant} ({_origin(meta)})"
         else:
             s_val, s_src = "unknown", f"no grid axis holds S for {variant}"
-        med = _by_step(g, lt).median()
+        med = g["layer_median_ns"].median()
         out.append(
             {
                 "path": path,
@@ -159,14 +141,13 @@ def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any
     return "; ".join(parts)
 
 
-def trace_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> list[dict[str, Any]]:
+def trace_steps(steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict[str, Any]]:
     """Per step: how it ran, the path and kernel variant, batch rows, qlen, S and layers."""
     if steps.empty:
         return []
     st = _split_backend(steps[steps["backend"].notna()]).sort_values(["rank", "step"])
-    st["S"] = _by_step(st, _step_s(layers))
-    n_by = layers.groupby(["rank", "step"]).size() if not layers.empty else pd.Series(dtype=int)
-    st["n_layers"] = _by_step(st, n_by)
+    st["S"] = for_steps(st, stats, "S")
+    st["n_layers"] = for_steps(st, stats, "n_layers")
 
     def num(v: Any) -> int | None:
         return None if v is None or pd.isna(v) else int(v)
@@ -216,14 +197,14 @@ def _cap(policy: str, rows: int, qlen: int, heads: int = 16) -> int:
     return POLICIES[policy].splits(x)
 
 
-def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """Steps of a path whose S is chosen on the host from grid-visible inputs, with S, rows,
     qlen, how they ran and the S the newer rule gives for the same rows (``fix``), per rank."""
     cols = ["rank", "step", "path", "variant", "num_reqs", "qlen", "graph_mode", "S", "fix"]
-    if steps.empty or layers.empty:
+    if steps.empty or stats.empty:
         return pd.DataFrame(columns=cols)
     st = _split_backend(steps[steps["backend"].notna()])
-    st["S"] = _by_step(st, _step_s(layers))
+    st["S"] = for_steps(st, stats, "S")
     st = st[st["path"].isin(COLLAPSE_POLICIES) & st["S"].notna() & st["num_reqs"].notna()
             & st["qlen"].notna()].copy()  # fmt: skip
     caps: dict[tuple[str, int, int], int] = {}
@@ -255,24 +236,22 @@ def small_s_cause(graph_mode: str) -> str:
     return {"graph": CAUSE_CAPTURE, "eager": CAUSE_SHORT_KV}.get(graph_mode, CAUSE_UNKNOWN)
 
 
-def layer_reference(
-    meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
-) -> pd.DataFrame:
+def layer_reference(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """``rank, step, fix``: the S each judged step is compared with (the collapse rule's
     reference for a trace, whose grids count padding rows so the deserved S is unknown). Only
     steps where padding rows or the capture can be the cause: an eager step's small S is its
     short KV, not a collapse."""
-    st = _judged_steps(meta, steps, layers)
+    st = _judged_steps(meta, steps, stats)
     st = st[st["graph_mode"].map(small_s_cause) != CAUSE_SHORT_KV]
     return st[["rank", "step", "fix"]]
 
 
 def collapse_findings(
-    meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
+    meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame
 ) -> list[Finding]:
     """S at most half what the newer rule gives these rows; one finding per (variant, rows,
     qlen, S, cause) naming the ranks it holds on and the cause the trace can show."""
-    st = _judged_steps(meta, steps, layers)
+    st = _judged_steps(meta, steps, stats)
     if st.empty:
         return []
     checks = (meta.get("trace_checks") or {}).get("stage2", {})
@@ -528,7 +507,7 @@ def sync_evidence(
         else pd.Series(dtype=object)
     )
     mode = mode[~mode.index.duplicated(keep="last")]
-    eager = layers[_by_step(layers, mode).eq("eager")] if not layers.empty else layers
+    eager = layers[by_step(layers, mode).eq("eager")] if not layers.empty else layers
     if eager.empty:
         if (mode == "graph").any() and (mode == "graph").all():
             ev_txt = (
@@ -827,8 +806,11 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     }
 
 
-def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dict[str, Any]:
-    """Everything the views show about an imported trace (computed once here)."""
+def imported_summary(
+    run: Any, steps: pd.DataFrame, layers: pd.DataFrame, stats: pd.DataFrame
+) -> dict[str, Any]:
+    """Everything the views show about an imported trace (computed once here); ``stats``: the
+    per-step aggregates of the layers (:func:`mlaprof.analysis.step_stats.step_stats_sql`)."""
     meta = run.meta
     api = run.query(
         "SELECT rank, function, start_ns, end_ns FROM api WHERE function IN ("
@@ -842,13 +824,13 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         f"AND ({like})",
         tuple(f"%{o}%" for o in D2H_OPS),
     )
-    paths = trace_paths(meta, steps, layers)
+    paths = trace_paths(meta, steps, stats)
     cap = capture_evidence(meta, steps)
     return {
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
         "paths": paths,
-        "steps": trace_steps(steps, layers),
+        "steps": trace_steps(steps, stats),
         "capture": cap,
         "trust": trust_summary(meta, cap),
         # each rank judged on its own dispatches (a fleet import records them per rank)
@@ -861,14 +843,16 @@ def imported_summary(run: Any, steps: pd.DataFrame, layers: pd.DataFrame) -> dic
         "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
-        "layer_reference": layer_reference(meta, steps, layers),
+        "layer_reference": layer_reference(meta, steps, stats),
     }
 
 
-def imported_findings(meta: dict[str, Any], t: dict[str, Any], s: dict[str, Any]) -> list[Finding]:
+def imported_findings(
+    meta: dict[str, Any], t: dict[str, Any], s: dict[str, Any], stats: pd.DataFrame
+) -> list[Finding]:
     return (
         trust_findings(s["trust"])
-        + collapse_findings(meta, t["steps"], t["layers"])
+        + collapse_findings(meta, t["steps"], stats)
         + variant_findings(meta, s["paths"])
         + capture_findings(s["capture"])
         + sync_findings(s["syncs"])

@@ -31,6 +31,7 @@ from mlaprof.analysis.reservation import reservation_findings, reservation_summa
 from mlaprof.analysis.splits import split_findings, split_rows
 from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
+from mlaprof.errors import MlaprofError
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
@@ -132,7 +133,9 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     findings: list[Finding] = []
     findings += capture_findings(ev.capture, t["captures"], t["memory"])
     if ev.trace is not None:
-        findings += imported_findings(ev.meta, t, ev.trace)
+        if ev.step_stats is None:
+            raise MlaprofError("internal: a trace's evidence without its per-step aggregates")
+        findings += imported_findings(ev.meta, t, ev.trace, ev.step_stats)
     findings += engine_found
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc))

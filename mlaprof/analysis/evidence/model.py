@@ -71,6 +71,8 @@ class Evidence:
     starts: list[dict[str, Any]] = field(default_factory=list)  # an engine log's server starts
     # rank, step, fix: the S a trace's steps are judged against (their grids count padding rows)
     reference: pd.DataFrame | None = None
+    # rank, step -> n_layers, S, median_ns: a trace's per-step layer aggregates (step_stats)
+    step_stats: pd.DataFrame | None = None
 
     @property
     def scenario(self) -> dict[str, Any]:

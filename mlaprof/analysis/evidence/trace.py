@@ -11,6 +11,7 @@ from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.analysis.graph_kinds import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.imported import imported_summary
+from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
@@ -30,13 +31,15 @@ def trace_evidence(run: Run) -> Evidence:
     src = run.meta.get("imported_from")
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
     # the drafter's own graphs get their own table; every analysis below sees verify steps only
-    kinds = graph_kinds(t["steps"], t["layers"])
+    # per step: its layers, S and median layer time, aggregated in the database once
+    stats = step_stats_sql(run)
+    kinds = graph_kinds(t["steps"], stats)
     drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
-    drafter = drafter_summary(drafting, _of_steps(t["layers"], drafting), str(prov))
+    drafter = drafter_summary(drafting, stats, str(prov))
     if not drafting.empty:
         t["steps"] = t["steps"][kinds != DRAFTER]
         t["layers"] = _of_steps(t["layers"], t["steps"])
-    tr = imported_summary(run, t["steps"], t["layers"])
+    tr = imported_summary(run, t["steps"], t["layers"], stats)
     tr["drafter"] = drafter if not drafting.empty else None
     reference = tr.pop("layer_reference")
     c = dict(tr["capture"])
@@ -58,4 +61,5 @@ def trace_evidence(run: Run) -> Evidence:
         provenance=prov,
         trace=tr,
         reference=reference,
+        step_stats=stats,
     )
