@@ -22,7 +22,12 @@ from typing import Any
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
 from mlaprof.importers.annotate import KernelColumns, concat, store_kernels
-from mlaprof.importers.common import ImportSummary, agent_index, read_text
+from mlaprof.importers.common import (
+    ImportSummary,
+    agent_index,
+    read_text,
+    release_arrow_memory,
+)
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
@@ -135,6 +140,7 @@ def import_rocprof(
                         if kc is not None:
                             validate.kernel_columns(kc, str(f), 2 if fmt == "csv" else 1)
                             parts.append(kc)
+                            kc = None  # the rank's columns are freed once written
                     kernels = concat(parts)
                     parts.clear()
                     if kernels is not None:
@@ -180,7 +186,7 @@ def import_rocprof(
         finally:
             for fut in pending.values():
                 fut.cancel()  # an import that failed: reads not yet started are dropped
-
+    release_arrow_memory()
     return final, summary
 
 

@@ -532,3 +532,19 @@ def test_arrow_route_in_many_chunks_stores_what_the_csv_module_route_does(
             assert db_rows(a, table, rank) == db_rows(b, table, rank), (table, rank)
     assert load(a).meta["trace_checks"] == load(b).meta["trace_checks"]
     assert any(r[5] is not None for r in db_rows(a, "layers", ranks[0]))  # S read from grids
+
+
+def test_an_import_hands_arrow_memory_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow's pool keeps freed blocks: an import releases them once its run is written (a
+    report in the same process would otherwise add to them)."""
+    import pyarrow as pa
+
+    calls: list[str] = []
+
+    class Pool:
+        def release_unused(self) -> None:
+            calls.append("release")
+
+    monkeypatch.setattr(pa, "default_memory_pool", lambda: Pool())
+    import_rocprof(DATA / "aiter" / "gluon_v0119_bug", tmp_path, "b")
+    assert calls == ["release"]
