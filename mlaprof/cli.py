@@ -17,18 +17,18 @@ from collections.abc import Sequence
 from mlaprof import __version__
 from mlaprof.errors import MlaprofError, Terminated, note_signal, stop_exception
 
-# verb modules, in the order --help lists them
-COMMANDS = (
-    "run",
-    "report",
-    "runs",
-    "tui",
-    "import_cmd",
-    "export",
-    "whatif",
-    "plan_capture",
-    "check",
-)
+# verb -> its module, in the order --help lists them
+COMMANDS = {
+    "run": "run",
+    "report": "report",
+    "runs": "runs",
+    "tui": "tui",
+    "import": "import_cmd",
+    "export": "export",
+    "whatif": "whatif",
+    "plan-capture": "plan_capture",
+    "check": "check",
+}
 
 DESCRIPTION = """\
 Profile the graph-captured MLA verify path of speculative decoding.
@@ -49,7 +49,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"mlaprof: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (``verb``: a known command) only that command's parser: a
+    command then starts without importing the other eight modules and what they import."""
     parser = _Parser(
         prog="mlaprof",
         description=DESCRIPTION,
@@ -57,9 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mlaprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
-        importlib.import_module(f"mlaprof.commands.{name}").register(sub)
+    for name, module in COMMANDS.items():
+        if verb is None or verb == name:
+            importlib.import_module(f"mlaprof.commands.{module}").register(sub)
     return parser
+
+
+def _verb(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names first, when it names a known one (anything else, an option
+    before it included, gets the whole parser and its messages)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
 
 
 def _db_errors() -> tuple[type[BaseException], ...]:
@@ -70,7 +79,7 @@ def _db_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_verb(sys.argv[1:] if argv is None else list(argv)))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, or a bad argument (already reported)
