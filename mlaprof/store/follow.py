@@ -5,7 +5,8 @@ out, per table, the rows committed past the last rowid it returned, already grou
 cost of a poll depends on what arrived, not on the run's size: rowid is the primary key).
 The TUI (``tui.follower``) merges these batches into its aggregates; it never opens a database.
 An import's rows kept in columnar side files (:mod:`.columnar`; written once, never appended to)
-are handed out once, grouped the same way, under rowids from :data:`SIDE_ROWID` on.
+are handed out once, grouped by the same SQL run in DuckDB over the file, under rowids from
+:data:`SIDE_ROWID` on.
 
 Problems (run deleted, truncated, corrupted, another schema) raise :class:`FollowError` with one
 readable line.
@@ -21,9 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlaprof.errors import MlaprofError
+from mlaprof.formats import arrow_numpy
 from mlaprof.store import columnar, liveness
 from mlaprof.store.schema import TABLES, version_problem
+from mlaprof.store.sqlengine import duckdb_module
 
 _RANK_DB = re.compile(r"^rank(\d+)\.db$")
 _R = "rowid > ? AND rowid <= ?"
@@ -62,7 +67,8 @@ class RunFollow:
         self._cons: dict[int, sqlite3.Connection] = {}
         self._pos: dict[tuple[int, str], int] = {}
         self._sides: dict[int, dict[str, columnar.SideTable]] = {}
-        self._side_rows: dict[tuple[int, str], Any] = {}  # (rank, table) -> Arrow table read
+        self._side_dbs: dict[tuple[int, str], Any] = {}  # (rank, table) -> DuckDB over the file
+        self._duck: Any = None  # one DuckDB database; each side file gets a cursor of it
         self._seen_folder = False
         self.cut = False  # a batch was cut at ``chunk``: more committed rows wait
 
@@ -98,7 +104,8 @@ class RunFollow:
 
     def discover(self) -> dict[int, dict[str, int]]:
         """Open rank databases that appeared since the last call; ``{rank: {table: rows}}`` of
-        their immutable columnar side tables (imported kernels: counted, never polled)."""
+        their immutable columnar side tables (an import's kernels and layers: counted here, never
+        polled; the layers are grouped once by :meth:`new_rows`)."""
         found: dict[int, dict[str, int]] = {}
         for p in sorted(self.path.iterdir()):
             m = _RANK_DB.match(p.name)
@@ -162,29 +169,25 @@ class RunFollow:
         yield from self._side_batches(rank)
 
     def _side_batches(self, rank: int) -> Iterator[Batch]:
-        """Each side file the live view groups, once (its rows were counted at discovery)."""
+        """Each side file the live view groups, once (its rows were counted at discovery): the
+        table's own grouping SQL, run by DuckDB over the file with row ``i`` as rowid
+        ``SIDE_ROWID + i + 1``."""
         for table, side in self._sides.get(rank, {}).items():
-            if table not in _SIDE_GROUPS or (rank, table) in self._side_rows:
+            if table not in _GROUPS or (rank, table) in self._side_dbs:
                 continue
-            try:
-                tab = columnar.read(side)
-            except MlaprofError as e:
-                raise FollowError(str(e)) from None
-            self._side_rows[(rank, table)] = tab
-            yield Batch(rank, table, SIDE_ROWID, SIDE_ROWID + tab.num_rows, 0,
-                        _SIDE_GROUPS[table](tab))  # fmt: skip
+            if self._duck is None:
+                self._duck = duckdb_module().connect()
+            db = _side_db(self._duck.cursor(), side)
+            self._side_dbs[(rank, table)] = db
+            yield Batch(rank, table, SIDE_ROWID, SIDE_ROWID + side.rows, 0,
+                        _GROUPS[table](db, SIDE_ROWID, SIDE_ROWID + side.rows))  # fmt: skip
 
     def step_layers(self, rank: int, lo: int, hi: int, step: int) -> Rows:
         """``(layer, duration_ns, syncs, splits_used, splits_deserved)`` of one step, found
         through a rowid range seen in a batch (``layer_rowids``)."""
-        tab = self._side_rows.get((rank, "layers"))
-        if lo > SIDE_ROWID and tab is not None:
-            part = tab.slice(lo - SIDE_ROWID - 1, hi - lo + 1)
-            cols = [part.column(c).to_pylist() for c in _STEP_LAYER_COLS]
-            steps = part.column("step").to_pylist()
-            return [tuple(r) for s, *r in zip(steps, *cols, strict=True) if s == step]
+        side = self._side_dbs.get((rank, "layers")) if lo > SIDE_ROWID else None
         return (
-            self._con(rank)
+            (side or self._con(rank))
             .execute(
                 f"SELECT {', '.join(_STEP_LAYER_COLS)} FROM layers "
                 "WHERE rowid >= ? AND rowid <= ? AND step = ?",
@@ -200,9 +203,28 @@ class RunFollow:
         return self._cons[rank]
 
     def close(self) -> None:
-        for con in self._cons.values():
+        for con in [*self._cons.values(), *self._side_dbs.values()]:
             con.close()
+        if self._duck is not None:
+            self._duck.close()
         self._cons.clear()
+        self._side_dbs.clear()
+        self._duck = None
+
+
+def _side_db(db: Any, side: columnar.SideTable) -> Any:
+    """``db`` (a DuckDB cursor) with ``side.table`` as the file's rows and a ``rowid`` column
+    (``SIDE_ROWID + 1`` on): the SQL the follower runs on a database runs on it unchanged."""
+    import pyarrow as pa
+
+    try:
+        tab = columnar.read(side)
+    except MlaprofError as e:
+        raise FollowError(str(e)) from None
+    first = SIDE_ROWID + 1
+    rowid = arrow_numpy.array(np.arange(first, first + tab.num_rows, dtype=np.int64), pa.int64())
+    db.register(side.table, tab.append_column("rowid", rowid))
+    return db
 
 
 _STEP_LAYER_COLS = ("layer", "duration_ns", "syncs", "splits_used", "splits_deserved")
@@ -331,36 +353,3 @@ _GROUPS: dict[str, Callable[[sqlite3.Connection, int, int], dict[str, Any]]] = {
     "memory": _whole("memory"),
     "captures": _whole("captures"),
 }
-
-
-# -- the same groups over a side file (rowid SIDE_ROWID + 1 + row index) ----------------------
-def _side_layers(tab: Any) -> dict[str, Any]:
-    """:func:`_layers` over a whole side file, as SQLite would answer it (SUM of NULLs is None,
-    COUNT(*) counts every row, the last row of a layer is the one written last)."""
-    import pyarrow as pa
-
-    tab = tab.append_column("_row", pa.array(range(tab.num_rows), pa.int64()))
-
-    def rows(t: Any, cols: list[str]) -> Rows:
-        return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
-
-    sums = tab.group_by("layer", use_threads=False).aggregate(
-        [([], "count_all"), ("duration_ns", "sum"), ("syncs", "sum")]
-    )
-    pairs = tab.group_by(["layer", "splits_used", "splits_deserved"], use_threads=False)
-    pairs = pairs.aggregate([([], "count_all")])
-    last = tab.group_by("layer", use_threads=False).aggregate([("_row", "max")])
-    lastrows = tab.take(last.column("_row_max"))
-    span = tab.group_by("step", use_threads=False).aggregate([("_row", "min"), ("_row", "max")])
-    return {
-        "sums": rows(sums, ["layer", "count_all", "duration_ns_sum", "syncs_sum"]),
-        "splits": rows(pairs, ["layer", "splits_used", "splits_deserved", "count_all"]),
-        "last": rows(lastrows, ["layer", "splits_used", "splits_deserved"]),
-        "rowids": [
-            (step, SIDE_ROWID + 1 + lo, SIDE_ROWID + 1 + hi)
-            for step, lo, hi in rows(span, ["step", "_row_min", "_row_max"])
-        ],
-    }
-
-
-_SIDE_GROUPS: dict[str, Callable[[Any], dict[str, Any]]] = {"layers": _side_layers}

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def _duckdb() -> Any:
+def duckdb_module() -> Any:
     try:
         import duckdb
     except ImportError:
@@ -171,7 +171,7 @@ def query(
     (a side table read from its file after its SQLite rows, any other table from SQLite).
     ``frames``: small tables the caller already holds, visible to the SQL under their names
     (which must not be a store table's)."""
-    duckdb = _duckdb()
+    duckdb = duckdb_module()
     db = duckdb.connect()
     try:
         db.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")  # as SQLite

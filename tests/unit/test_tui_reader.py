@@ -290,13 +290,14 @@ def test_imported_layers_in_their_side_file_read_live_as_from_sqlite(tmp_path: P
         assert got_means[k] == pytest.approx(t, rel=1e-12)
 
 
-def test_side_file_groups_equal_the_live_sql_on_mixed_rows() -> None:
-    """The side-file grouping against the live SQL on rows where order matters (a layer's S
-    changes, NULLs in every column the groups read)."""
+def test_side_file_groups_equal_the_live_sql_on_mixed_rows(tmp_path: Path) -> None:
+    """The live grouping SQL run by DuckDB over a side file gives what SQLite gives on the same
+    rows in a database, on rows where order matters (a layer's S changes, NULLs in every column
+    the groups read), and so does a step's layer lookup."""
+    import duckdb
     import numpy as np
-    import pyarrow as pa
 
-    from mlaprof.store import follow
+    from mlaprof.store import columnar, follow
     from mlaprof.store.schema import TABLES
 
     rng = np.random.default_rng(7)
@@ -315,15 +316,28 @@ def test_side_file_groups_equal_the_live_sql_on_mixed_rows() -> None:
         "splits_used": maybe_null(rng.integers(1, 5, n), 0.2),
         "splits_deserved": maybe_null(rng.integers(1, 5, n), 0.2),
     }
-    tab = pa.table({c: pa.array(data[c], pa.int64()) for c in cols})
+    numbers = {}
+    for c in cols:
+        mask = np.array([v is None for v in data[c]])
+        numbers[c] = (np.array([-1 if v is None else v for v in data[c]], np.int64), mask)
+    side = columnar.write(tmp_path, 0, "layers", [columnar.build("layers", 0, n, numbers)])
     con = sqlite3.connect(":memory:")
     con.execute(f"CREATE TABLE layers ({', '.join(cols)})")
     con.executemany(
         f"INSERT INTO layers VALUES ({', '.join('?' * len(cols))})",
         list(zip(*(data[c] for c in cols), strict=True)),
     )
-    got, want = follow._side_layers(tab), follow._layers(con, 0, n)
+    db, shift = follow._side_db(duckdb.connect(), side), follow.SIDE_ROWID
+    got, want = follow._layers(db, shift, shift + n), follow._layers(con, 0, n)
     for key in ("sums", "splits", "last"):
         assert sorted(got[key], key=repr) == sorted(want[key], key=repr), key
-    shift = follow.SIDE_ROWID
     assert sorted((s, a - shift, b - shift) for s, a, b in got["rowids"]) == sorted(want["rowids"])
+    store = follow.RunFollow(tmp_path)
+    store._side_dbs[(0, "layers")] = db
+    for step, lo, hi in got["rowids"][:5]:
+        assert sorted(store.step_layers(0, lo, hi, step)) == sorted(
+            con.execute(
+                "SELECT layer, duration_ns, syncs, splits_used, splits_deserved FROM layers "
+                "WHERE step = ?", (step,)
+            ).fetchall()
+        )  # fmt: skip
