@@ -619,7 +619,9 @@ def main() -> None:
         for rep in range(a.reps if "fleet" in only else 1):
             for fmt in ("csv", "rocpd") if rep % 2 == 0 else ("rocpd", "csv"):
                 shutil.rmtree(traces / fmt, ignore_errors=True)
-                rec(f"fleet-{fmt}", run_child("fleet", src[fmt], traces / fmt))
+                imported = run_child("fleet", src[fmt], traces / fmt)
+                if "fleet" in only:  # else the import only sets up the query and TUI runs
+                    rec(f"fleet-{fmt}", imported)
                 if "fleet" in only:  # the references, right after
                     ref = "read_csv-fleet" if fmt == "csv" else "rocpd-row-by-row-1rank"
                     shutil.rmtree(traces / "ref", ignore_errors=True)
