@@ -696,11 +696,9 @@ def store_kernels(
         write_kernels(bulk, kc, summary, derived)
         if background:
             bulk.flush_columnar(wait=False)
-        kept.update(derived)
 
-    kept: dict[str, np.ndarray] = {}
-    _, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay, write)
-    summary.checks["launches"] = _launch_checks(bulk, kc, kept)
+    derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay, write)
+    summary.checks["launches"] = _launch_checks(bulk, kc, derived)
     if summary.patterns:
         from mlaprof.store import runmeta
 

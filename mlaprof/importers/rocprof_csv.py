@@ -201,7 +201,8 @@ def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> KernelColumn
 
 
 def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
-    """pyarrow's multi-threaded CSV reader, typed columns, one flat row-major list out."""
+    """pyarrow's multi-threaded CSV reader, typed columns; those without NULLs stay the
+    reader's Arrow chunks until something reads them (:class:`LazyInts`)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 

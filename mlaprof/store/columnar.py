@@ -2,12 +2,12 @@
 
 SQLite binds a row at a time (about 2 us per kernel row of 19 values on the 2-core machine), so
 a million-dispatch trace spent most of its import inserting. Imported rows are written once and
-never appended to, so an import stores its kernels as one Parquet file per rank instead,
-``<table>/host=<host>/rank=<N>/part-0.parquet`` in the run folder (docs/store.md; LZ4, names
-dictionary-encoded, integers delta-encoded, row groups of 65,536 rows with min/max statistics:
-~0.1 s of CPU and a few MB per million rows; readable as is by pyarrow, pandas, polars and
-DuckDB, which skips row groups a filter excludes). Runs imported before kept ``rank<N>.<table>.parquet`` or Arrow IPC
-files (``.arrow``) beside the database; all are read.
+never appended to, so an import stores its kernels and its layers as one Parquet file per rank
+and table instead, ``<table>/host=<host>/rank=<N>/part-0.parquet`` in the run folder
+(docs/store.md; LZ4, names dictionary-encoded, integers delta-encoded, row groups of 65,536 rows
+with min/max statistics: ~0.1 s of CPU and a few MB per million rows; readable as is by pyarrow,
+pandas, polars and DuckDB, which skips row groups a filter excludes). Runs imported before kept
+``rank<N>.<table>.parquet`` or Arrow IPC files (``.arrow``) beside the database; all are read.
 The rank database's ``meta`` table names the file and its row count (key ``columnar:<table>``);
 readers return the table's SQLite rows followed by the file's rows, so a table reads the same
 whichever way its rows were stored. SQL over these rows runs in DuckDB
