@@ -48,6 +48,11 @@ def numbers(arr: Any, fill: int | float | None = None) -> np.ndarray:
     return values
 
 
+def ascending(a: np.ndarray) -> bool:
+    """Whether ``a`` never decreases (trace order usually is: callers skip a sort then)."""
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
 def take(col: Any, rows: np.ndarray) -> np.ndarray:
     """Values of a fixed-width numeric array without NULLs, chunked or not, at ``rows``
     (ascending), read through views of each chunk's buffer: nothing is joined or copied but
@@ -55,7 +60,7 @@ def take(col: Any, rows: np.ndarray) -> np.ndarray:
     chunks = col.chunks if hasattr(col, "chunks") else [col]
     if col.null_count:
         raise ValueError("take reads arrays without nulls")
-    if len(rows) > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+    if not ascending(rows):
         raise ValueError("take needs ascending rows")
     bounds = np.cumsum([0] + [len(c) for c in chunks])
     if len(rows) and (rows[0] < 0 or rows[-1] >= bounds[-1]):

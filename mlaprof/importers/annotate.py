@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlaprof.formats.arrow_numpy import ascending
 from mlaprof.importers.kernels import (
     AXES,
     METADATA,
@@ -140,10 +141,6 @@ class KernelColumns:
         return cls(list(uniq), idx, ints, masks)
 
 
-def _ascending(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
-
-
 def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
     """A small integer per kernel for its device (0 everywhere when the trace has none)."""
     if "device" not in kc.ints:
@@ -173,8 +170,8 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     codes, ndev = _device_codes(kc)
     if ndev > 1:
         corr = corr * ndev + (codes if valid is None else codes[valid])
-    ascending = len(corr) and _ascending(corr)
-    if ascending:  # the usual trace order: runs of ids, no sort needed
+    in_order = len(corr) > 0 and ascending(corr)
+    if in_order:  # the usual trace order: runs of ids, no sort needed
         first = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]])
         counts = np.diff(np.r_[first, len(corr)])
         uniq, gmin = corr[first], np.minimum.reduceat(start, first)
@@ -185,7 +182,7 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
     groups = np.nonzero(counts > 1)[0]
     rank = np.full(len(uniq), NULL, np.int64)
     rank[groups[np.lexsort((uniq[groups], gmin[groups]))]] = np.arange(len(groups))
-    got = np.repeat(rank, counts) if ascending else rank[inv]
+    got = np.repeat(rank, counts) if in_order else rank[inv]
     if valid is None:
         return got
     replay = np.full(kc.n, NULL, np.int64)
@@ -534,7 +531,7 @@ def _groups(
     keys: np.ndarray, start: np.ndarray, end: np.ndarray, splits: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Per distinct key: (key, min start, max end, max splits), keys ascending."""
-    if not _ascending(keys):  # (kernels in trace order usually are: no copies then)
+    if not ascending(keys):  # (kernels in trace order usually are: no copies then)
         order = np.argsort(keys, kind="stable")
         keys, start, end = keys[order], start[order], end[order]
         splits = None if splits is None else splits[order]
