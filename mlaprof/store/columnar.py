@@ -268,8 +268,25 @@ def _plain(tab: pa.Table) -> pa.Table:
 
 
 def frame(side: SideTable) -> pd.DataFrame:
-    """The rows as a DataFrame typed like a SQLite query's (integers with NULLs become float)."""
-    return _plain(read(side)).to_pandas()
+    """The rows as a DataFrame typed as pandas reads a SQLite query's (:func:`as_pandas`)."""
+    return as_pandas(read(side))
+
+
+def as_pandas(tab: pa.Table) -> pd.DataFrame:
+    """An Arrow table as ``pandas.read_sql_query`` would give the same rows from SQLite: text as
+    strings, integers with NULLs as floats, a column of NULLs only (or an empty table's) as
+    objects holding None. Database rows read through Arrow and side files share it, so a table
+    reads the same wherever its rows are stored."""
+    import pandas as pd
+
+    if tab.num_rows == 0:
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in tab.column_names})
+    tab = _plain(tab)
+    df = tab.to_pandas()
+    for c in tab.column_names:
+        if tab.column(c).null_count == tab.num_rows:
+            df[c] = pd.Series(np.full(tab.num_rows, None, dtype=object), index=df.index)
+    return df
 
 
 def rows(side: SideTable) -> Iterator[tuple[Any, ...]]:

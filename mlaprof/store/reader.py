@@ -264,13 +264,7 @@ class Run:
         tab = sqlengine.adbc_fetch(self.path / rank_db_name(*key), sql)
         if isinstance(tab, sqlengine.Unread):
             return self._query_rank(key, sql, ())
-        if tab.num_rows == 0:
-            return pd.DataFrame({c: pd.Series([], dtype=object) for c in tab.column_names})
-        df = tab.to_pandas()
-        for c in tab.column_names:
-            if tab.column(c).null_count == tab.num_rows:
-                df[c] = pd.Series([None] * tab.num_rows, dtype=object)
-        return df
+        return columnar.as_pandas(tab)
 
     def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
         try:

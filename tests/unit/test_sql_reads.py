@@ -64,3 +64,33 @@ def test_whole_tables_read_as_pandas_reads_them(run_dir: Path | None, fleet: Pat
                 slow = run._query_rank(key, sql, ())
                 assert list(fast.dtypes.astype(str)) == list(slow.dtypes.astype(str)), t
                 pd.testing.assert_frame_equal(fast, slow, obj=f"{key} {t}")
+
+
+@pytest.mark.parametrize("trace", ["fleet_dp2_tp4", "gluon_v0119_bug", "persistent_switch"])
+def test_side_files_read_as_pandas_reads_the_same_rows_from_a_database(
+    trace: str, tmp_path: Path
+) -> None:
+    """An import's kernels and layers live in Parquet files: read as tables they are what pandas
+    reads from a database holding the same rows (dtypes included: a column of NULLs only, as a
+    trace's syncs and deserved S are, holds None, not NaN)."""
+    import sqlite3
+
+    from mlaprof.store import columnar
+
+    run_dir, _ = import_rocprof(DATA / "aiter" / trace, tmp_path, "t")
+    with load(run_dir) as run:
+        sides = [(r, t, s) for r in run.ranks for t, s in run.side_tables(r).items()]
+        assert {t for _, t, _ in sides} == {"kernels", "layers"}
+        for rank, table, side in sides:
+            con = sqlite3.connect(":memory:")
+            cols = columns(table)
+            con.execute(f"CREATE TABLE {table} ({', '.join(cols)})")
+            con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(cols))})",
+                            columnar.rows(side))  # fmt: skip
+            want = pd.read_sql_query(f"SELECT {', '.join(cols)} FROM {table}", con)
+            got = columnar.frame(side)
+            where = f"rank {rank} {table}"
+            assert list(got.dtypes.astype(str)) == list(want.dtypes.astype(str)), where
+            pd.testing.assert_frame_equal(got, want, obj=where)
+        layers = run.layers
+    assert layers["syncs"].map(lambda v: v is None).all()  # unknown in a trace, as None

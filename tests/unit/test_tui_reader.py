@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from mlaprof.store import create_run, load
@@ -261,7 +262,9 @@ def test_imported_layers_in_their_side_file_read_live_as_from_sqlite(tmp_path: P
         # the oracle: the same rows in SQLite, grouped by the live SQL (rowids from 1)
         con = sqlite3.connect(":memory:")
         con.execute(f"CREATE TABLE layers ({', '.join(cols)})")
-        rows = [tuple(None if v != v else int(v) for v in r) for r in mine[cols].itertuples(False)]
+        rows = [
+            tuple(None if pd.isna(v) else int(v) for v in r) for r in mine[cols].itertuples(False)
+        ]
         con.executemany(f"INSERT INTO layers VALUES ({', '.join('?' * len(cols))})", rows)
         want = follow._layers(con, 0, len(rows))
         shift = follow.SIDE_ROWID
