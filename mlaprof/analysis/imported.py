@@ -51,9 +51,8 @@ def _patterns(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
     st = steps.copy()
-    b = st["backend"].fillna("").astype(str)
-    st["path"] = b.str.split(" ", n=1).str[0]
-    st["variant"] = b.str.split(" ", n=1).str[1].fillna("")
+    parts = st["backend"].fillna("").astype(str).str.partition(" ")  # "<path> <kernel variant>"
+    st["path"], st["variant"] = parts[0], parts[2]
     return st
 
 
