@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Sequence
 
 from mlaprof import __version__
-from mlaprof.errors import MlaprofError, Terminated, note_signal, stop_exception
+from mlaprof.errors import MlaprofError, Terminated, clear_signals, note_signal, stop_exception
 
 # verb -> its module, in the order --help lists them
 COMMANDS = {
@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+        clear_signals()  # handled here: later library calls in this process must not see it
 
 
 def _stop_on_signals() -> dict[int, object]:
@@ -124,6 +125,7 @@ def _stop_on_signals() -> dict[int, object]:
         note_signal(signum)
         raise stop_exception(signum)
 
+    clear_signals()
     previous: dict[int, object] = {}
     for signum in (signal.SIGTERM, signal.SIGINT):
         if signum == signal.SIGINT and signal.getsignal(signum) is not signal.default_int_handler:

@@ -36,22 +36,26 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-# the last stop signal the CLI's handlers saw: a handler's exception raised inside a C callback
-# (an SQLite progress handler) is swallowed there, so long-running C work checks this instead
+# the stop signals the CLI's handlers saw during the command that is running: a handler's
+# exception raised inside a C callback (an SQLite progress handler) is swallowed there, and a
+# worker thread never sees it, so long-running C work checks this instead. The window opens when
+# the command installs its handlers (clear_signals), not when a worker starts its read: a signal
+# that came while a worker was still importing its driver must stop that worker's read too.
 _received: list[int] = []
+
+
+def clear_signals() -> None:
+    """A new command starts: the signals an earlier one saw were handled by it."""
+    _received.clear()
 
 
 def note_signal(signum: int) -> None:
     _received.append(signum)
 
 
-def signal_received(since: int = 0) -> int | None:
-    """The last stop signal noted after the first ``since`` ones (see :func:`signal_count`)."""
-    return _received[-1] if len(_received) > since else None
-
-
-def signal_count() -> int:
-    return len(_received)
+def signal_received() -> int | None:
+    """The last stop signal noted during the running command, if any."""
+    return _received[-1] if _received else None
 
 
 def stop_exception(signum: int) -> KeyboardInterrupt:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mlaprof.errors import MlaprofError, signal_count, signal_received, stop_exception
+from mlaprof.errors import MlaprofError, signal_received, stop_exception
 from mlaprof.formats import arrow_numpy
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
@@ -53,12 +53,12 @@ class _Bound:
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.expired = False
-        self.seen = signal_count()
 
     def stopped_by(self) -> int | None:
-        """The stop signal that arrived while reading (its handler's exception was swallowed
-        inside SQLite's callback), if any."""
-        return signal_received(self.seen)
+        """The stop signal that arrived during the command (its handler's exception was
+        swallowed inside SQLite's callback, or raised in the main thread while this read ran in
+        a worker), if any."""
+        return signal_received()
 
     def gave_up(self, path: Path) -> MlaprofError:
         return MlaprofError(

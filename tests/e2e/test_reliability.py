@@ -487,6 +487,26 @@ def test_crafted_rocpd_is_bounded_in_time(tmp_path, capsys, monkeypatch) -> None
     assert not any((tmp_path / "t").iterdir())
 
 
+def test_a_read_that_starts_after_the_stop_signal_stops_at_once(tmp_path, monkeypatch) -> None:
+    """The import reads a rocpd database in a worker thread, which may still be loading its
+    driver when SIGTERM comes: its read must stop too, not run until the time limit."""
+    from mlaprof.errors import Terminated, clear_signals, note_signal
+    from mlaprof.importers import rocpd_sqlite
+
+    db = _crafted_rocpd(tmp_path)
+    monkeypatch.setenv("MLAPROF_ROCPD_TIMEOUT", "120")
+    clear_signals()
+    note_signal(signal.SIGTERM)  # what the CLI's handler notes, before the read below starts
+    try:
+        t0 = time.monotonic()
+        assert rocpd_sqlite.read_dispatches(db) is None  # interrupted: no columns
+        with pytest.raises(Terminated):
+            rocpd_sqlite.first_agent(db)
+        assert time.monotonic() - t0 < 20
+    finally:
+        clear_signals()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_stopped_import_leaves_nothing(tmp_path, sig) -> None:
     db = _crafted_rocpd(tmp_path)
