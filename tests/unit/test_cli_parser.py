@@ -35,3 +35,24 @@ def test_what_gets_the_whole_parser() -> None:
     assert _verb(["plan-capture"]) == "plan-capture"
     for argv in ([], ["--help"], ["--version"], ["bogus"], ["import_cmd"], ["-h", "run"]):
         assert _verb(argv) is None
+
+
+def test_a_stop_signal_is_the_commands_own(monkeypatch, capsys) -> None:
+    """A stop signal noted during one command ends it (exit 128 + signum, one line) and is
+    forgotten with it: later reads in the same process (a notebook, the next command) run."""
+    import signal
+
+    from mlaprof import cli
+    from mlaprof.commands import runs
+    from mlaprof.errors import Terminated, note_signal, signal_received
+
+    def stopped(_args: argparse.Namespace) -> int:
+        assert signal_received() is None  # an earlier command's signal is not this one's
+        note_signal(signal.SIGTERM)
+        raise Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(runs, "main", stopped)
+    for _ in range(2):
+        assert cli.main(["runs"]) == 128 + signal.SIGTERM
+        assert capsys.readouterr().err == "mlaprof: terminated by SIGTERM\n"
+        assert signal_received() is None
