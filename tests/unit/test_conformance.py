@@ -1,0 +1,68 @@
+"""Every shape of the conformance corpus (tests/conformance: traces written the way rocprofv3 and
+rocpd write them, from their source) in every format imports to the counts its writer put
+there: steps, graph replays, eager steps, layers, S (``report --json``), HIP API calls and roctx
+messages (the run's api table)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from tests.conformance import FORMATS, render
+from tests.conformance.shapes import SHAPES, graph_replays
+from tests.trace_io_helpers import db_rows
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _import(path: Path, traces: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["import", "rocprof", str(path), "--traces", str(traces), "--name", "x"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(traces / "x"), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _api(run: Path) -> tuple[int, list[str]]:
+    """(HIP runtime calls, marker messages) of the imported run."""
+    rows = db_rows(run, "api")
+    hip = sum(1 for r in rows if r[0] and "HIP" in r[0].upper() and r[1] != "")
+    marks = [r[1] for r in rows if r[0] and "MARKER" in r[0].upper()]
+    return hip, marks
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_corpus_imports_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: str, fmt: str
+) -> None:
+    trace = SHAPES[shape]()
+    exp = trace.expected
+    assert exp is not None
+    path, markers = render(trace, fmt, tmp_path / "in")
+    rep = _import(path, tmp_path / "t", capsys)
+    steps = rep["trace"]["steps"]
+    assert len(steps) == exp.steps, (fmt, [s["layers"] for s in steps])
+    assert [s["layers"] for s in steps] == [exp.layers] * exp.steps
+    assert {s["S"] for s in steps} == {exp.S}
+    cap = rep["capture"]
+    assert (cap["graph_steps"], cap["eager_steps"]) == (exp.graph_steps, exp.eager_steps)
+    assert cap["status"] == ("replayed" if exp.graph_steps else "eager")
+    # a kernel-only CSV folder holds the HIP trace too: every format carries the launches
+    assert cap["graph_launches"] == exp.graph_launches
+    hip, msgs = _api(tmp_path / "t" / "x")
+    assert hip == exp.api_calls
+    assert sorted(msgs) == sorted(markers)
+
+
+def test_rocpd_graph_replays_are_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """6 steps x 8 layers of graph replays in a rocpd file as rocprofv3 writes it: 6 graph
+    steps of 8 layers, each replay's kernels tied to its hipGraphLaunch by ``stack_id``."""
+    trace = graph_replays(6, 8)
+    path, _ = render(trace, "rocpd-3", tmp_path / "in")
+    rep = _import(path, tmp_path / "t", capsys)
+    assert [s["layers"] for s in rep["trace"]["steps"]] == [8] * 6
+    assert rep["capture"]["graph_launches"] == 6
+    assert rep["trace"]["checks"]["launches"]["mla_replays_with_launch"] == 6
