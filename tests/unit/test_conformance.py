@@ -12,6 +12,7 @@ import pytest
 
 from mlaprof.cli import main
 from tests.conformance import FORMATS, render
+from tests.conformance.rocpd import write_rocpd
 from tests.conformance.shapes import SHAPES, graph_replays
 from tests.trace_io_helpers import db_rows
 
@@ -66,3 +67,59 @@ def test_rocpd_graph_replays_are_steps(tmp_path: Path, capsys: pytest.CaptureFix
     assert [s["layers"] for s in rep["trace"]["steps"]] == [8] * 6
     assert rep["capture"]["graph_launches"] == 6
     assert rep["trace"]["checks"]["launches"]["mla_replays_with_launch"] == 6
+
+
+def _wal_pair(tmp_path: Path) -> Path:
+    """A WAL-mode rocpd database whose last transaction is still in its ``-wal`` file (the
+    writer not yet checkpointed): copied while the writer holds it open."""
+    import shutil
+    import sqlite3
+
+    src = write_rocpd(graph_replays(3, 4), tmp_path / "w" / "src.db", "3.0.1", wal=True)
+    con = sqlite3.connect(src)
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    (kd,) = con.execute(
+        "SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_kernel_dispatch_%'"
+    ).fetchone()
+    con.execute(f'UPDATE "{kd}" SET grid_size_z = 6 WHERE grid_size_z = 4')  # S 4 -> 6
+    con.commit()
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    shutil.copyfile(src, ro / "1_results.db")
+    shutil.copyfile(src.with_name("src.db-wal"), ro / "1_results.db-wal")
+    con.close()
+    return ro / "1_results.db"
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_wal_database_read_without_writing_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pending: bool
+) -> None:
+    """A WAL-mode rocpd file is read without creating ``-shm``/``-wal`` files beside it (a
+    read-only folder refuses them): opened immutable, or from a private copy when its ``-wal``
+    holds committed pages, which are read (S 6, not the 4 of the main file)."""
+    if pending:
+        db = _wal_pair(tmp_path)
+    else:
+        db = write_rocpd(graph_replays(3, 4), tmp_path / "ro" / "1_results.db", "3.0.1", wal=True)
+        assert not db.with_name(db.name + "-wal").exists()
+    before = sorted(p.name for p in db.parent.iterdir())
+    rep = _import(db, tmp_path / "t", capsys)
+    assert sorted(p.name for p in db.parent.iterdir()) == before
+    assert [s["S"] for s in rep["trace"]["steps"]] == [6 if pending else 4] * 3
+
+
+def test_missing_optional_tables_import_and_are_named_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    omit = frozenset({"memory_copy", "memory_allocate", "info_stream", "info_thread"})
+    db = write_rocpd(graph_replays(3, 4), tmp_path / "in" / "1_results.db", "3", omit=omit)
+    args = ["import", "rocprof", str(db), "--traces", str(tmp_path / "t"), "--name", "x"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    for t in sorted(omit):
+        assert out.count(f"rocpd_{t}") == 1, out
+    assert main(["report", str(tmp_path / "t" / "x"), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [s["layers"] for s in rep["trace"]["steps"]] == [4] * 3
+    assert rep["capture"]["graph_launches"] == 3
