@@ -123,3 +123,22 @@ def test_missing_optional_tables_import_and_are_named_once(
     rep = json.loads(capsys.readouterr().out)
     assert [s["layers"] for s in rep["trace"]["steps"]] == [4] * 3
     assert rep["capture"]["graph_launches"] == 3
+
+
+@pytest.mark.parametrize("fmt", ["rocpd-3.0.1", "csv-7"])
+def test_one_file_set_per_process_and_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """rocprofv3 writes one output per process under its host's folder: two processes on two
+    hosts are two ranks, numbered by GPU, each with its own replays (both reuse correlation
+    ids from 1)."""
+    a, b = graph_replays(2, 3), graph_replays(4, 3)
+    a.pid, a.tid, a.agent, a.host = 100, 100, 5, "hostA"
+    b.pid, b.tid, b.agent, b.host = 200, 200, 1, "hostB"
+    for tr in (a, b):
+        render(tr, fmt, tmp_path / "in")
+    rep = _import(tmp_path / "in", tmp_path / "t", capsys)
+    per_rank = {r: [s for s in rep["trace"]["steps"] if s["rank"] == r] for r in (0, 1)}
+    assert [len(per_rank[0]), len(per_rank[1])] == [4, 2]  # rank 0: GPU 1 (hostB)
+    hosts = [r["host"] for r in rep["fleet"]["per_rank"]]
+    assert hosts == ["hostB", "hostA"]

@@ -182,3 +182,21 @@ def test_export_reads_as_rocprofv3_writes(
             assert db_rows(b, t) == db_rows(run, t), (how, t)
         got = [tuple(k[c] for c in cols) for k in kernel_dicts(b)]
         assert got == [tuple(k[c] for c in cols) for k in kernel_dicts(run)], how
+
+
+def test_export_tables_have_rocprofv3s_columns(exported: tuple[Path, Path]) -> None:
+    """Every table of the export has the columns rocprofv3's schema 3.0.1 gives it, in order
+    (strict rocpd validators reject other columns), as the conformance writer lays them out
+    from rocpd_tables.sql."""
+    from tests.conformance.rocpd import ddl
+
+    _, db = exported
+    ref = sqlite3.connect(":memory:")
+    for stmt in ddl("3.0.1", "_u", "g"):
+        ref.execute(stmt)
+    con = sqlite3.connect(db)
+    (uuid,) = con.execute("SELECT value FROM rocpd_metadata WHERE tag = 'uuid'").fetchone()
+    for name in [*rocpd_schema.TABLES, "metadata"]:
+        want = [c[1] for c in ref.execute(f'PRAGMA table_info("rocpd_{name}_u")')]
+        got = [c[1] for c in con.execute(f'PRAGMA table_info("rocpd_{name}{uuid}")')]
+        assert got == want, name
