@@ -130,17 +130,23 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+def _bounded(uri: str) -> tuple[sqlite3.Connection, _Bound]:
+    """A read connection whose queries are bounded (:class:`_Bound`); raises sqlite3.Error."""
+    con = sqlite3.connect(uri, uri=True)
+    bound = _Bound(_timeout())
+    con.set_progress_handler(bound, 10_000)
+    return con, bound
+
+
 def _peek(path: Path, sql: str) -> tuple[Any, ...] | None:
     """The first row of one query on a user's database, bounded like every read of it
     (:class:`_Bound`: the time limit, Ctrl-C and SIGTERM); None when the file is not a readable
     rocpd database (the import itself reports that)."""
     with readable(path) as uri:
         try:
-            con = sqlite3.connect(uri, uri=True)
+            con, bound = _bounded(uri)
         except sqlite3.Error:
             return None
-        bound = _Bound(_timeout())
-        con.set_progress_handler(bound, 10_000)
         try:
             return con.execute(sql).fetchone()
         except sqlite3.Error:
@@ -203,11 +209,9 @@ def import_rocpd(
         raise MlaprofError(f"{path} is not an SQLite database")
     with readable(path) as uri:
         try:
-            con = sqlite3.connect(uri, uri=True)
+            con, bound = _bounded(uri)
         except sqlite3.Error as e:
             raise MlaprofError(f"cannot open {path}: {e}") from None
-        bound = _Bound(_timeout())
-        con.set_progress_handler(bound, 10_000)
         try:
             return _import(con, path, bulk, summary, kernels)
         except sqlite3.Error as e:
@@ -486,13 +490,11 @@ def read_dispatches(path: Path) -> KernelColumns | None:
 
 
 def _read_dispatches(path: Path, uri: str, adbc: Any) -> KernelColumns | None:
+    # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
     try:
-        con = sqlite3.connect(uri, uri=True)
+        con, bound = _bounded(uri)
     except sqlite3.Error:
         return None
-    # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
-    bound = _Bound(_timeout())
-    con.set_progress_handler(bound, 10_000)
     try:
         kd = _cols(con, "rocpd_kernel_dispatch")
         # one table set (several guids: the row-by-row reader's ORDER BY guid), and not an
