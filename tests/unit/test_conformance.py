@@ -14,7 +14,7 @@ from mlaprof.cli import main
 from tests.conformance import FORMATS, render
 from tests.conformance.rocpd import write_rocpd
 from tests.conformance.shapes import SHAPES, graph_replays
-from tests.trace_io_helpers import db_rows
+from tests.trace_io_helpers import db_rows, kernel_dicts
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -56,6 +56,11 @@ def test_corpus_imports_as_written(
     hip, msgs = _api(tmp_path / "t" / "x")
     assert hip == exp.api_calls
     assert sorted(msgs) == sorted(markers)
+    ks = kernel_dicts(tmp_path / "t" / "x")
+    assert len(ks) == exp.kernels
+    if fmt in ("rocpd-3.0.3", "csv-convert"):  # graph node identity from schema 3.0.2
+        got = [(k["graph_id"], k["graph_node_id"]) for k in ks]
+        assert got == [(k.graph_exec, k.graph_node) for k in trace.kernels]
 
 
 def test_rocpd_graph_replays_are_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,3 +147,16 @@ def test_one_file_set_per_process_and_host(
     assert [len(per_rank[0]), len(per_rank[1])] == [4, 2]  # rank 0: GPU 1 (hostB)
     hosts = [r["host"] for r in rep["fleet"]["per_rank"]]
     assert hosts == ["hostB", "hostA"]
+
+
+@pytest.mark.parametrize("op", ["roctxThreadRangeA", "roctxRangePushA"])
+def test_roctx_messages_whatever_the_range_operation_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], op: str
+) -> None:
+    """A range's message comes from its event's extdata, whether the marker kind names the
+    push/pop operation roctxThreadRangeA (rocprofv3 7.x) or roctxRangePushA."""
+    trace = graph_replays(2, 2, markers=True)
+    db = write_rocpd(trace, tmp_path / "in" / "1_results.db", "3.0.1", range_op=op)
+    _import(db, tmp_path / "t", capsys)
+    _, msgs = _api(tmp_path / "t" / "x")
+    assert sorted(msgs) == sorted(trace.expected.markers) and "step 1" in msgs
