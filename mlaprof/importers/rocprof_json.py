@@ -58,6 +58,19 @@ def _agent(v: Any) -> str | None:
     return None if h is None else str(h)
 
 
+def _agent_nodes(proc: Mapping[str, Any]) -> dict[int, int]:
+    """Agent handle -> node id (``agents[].id.handle``, ``agents[].node_id``: rocprofiler-sdk
+    ``include/rocprofiler-sdk/cxx/serialization/save.hpp``): the GPU number the rocpd output
+    gives as ``absolute_index``, where records only carry the opaque handle."""
+    out: dict[int, int] = {}
+    for a in proc.get("agents") or []:
+        if isinstance(a, Mapping):
+            h, node = _handle(a.get("id")), a.get("node_id")
+            if h is not None and isinstance(node, int) and not isinstance(node, bool):
+                out[h] = node
+    return out
+
+
 def _req(rec: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in rec:
         raise MlaprofError(f"{where}: record without {key!r}")
@@ -173,6 +186,7 @@ def import_json(
         proc = _obj(proc, where)
         syms = _symbols(proc, where)
         kinds, messages = _kind_names(proc), _marker_messages(proc)
+        nodes = _agent_nodes(proc)
         recs = _obj(proc.get("buffer_records", {}), f"{where} buffer_records")
         meta = proc.get("metadata", {})
         pid = to_int(meta.get("pid"), "pid") if isinstance(meta, Mapping) else None
@@ -186,7 +200,7 @@ def import_json(
                 syms.get(kid, f"kernel_{kid}"),
                 to_int(_req(rec, "start_timestamp", where), "start_timestamp"),
                 to_int(_req(rec, "end_timestamp", where), "end_timestamp"),
-                _handle(di.get("agent_id")),
+                nodes.get(h, h) if (h := _handle(di.get("agent_id"))) is not None else None,
                 _handle(rec.get("stream_id", di.get("stream_id"))),
                 _corr(rec.get("correlation_id")),
                 to_int(grid.get("x"), "grid x"),
