@@ -79,6 +79,7 @@ class Expected:
     graph_launches: int
     markers: list[str] = field(default_factory=list)  # range and mark messages, trace order
     kernels: int = 0
+    syncs: int = 0  # host syncs inside eager MLA layers (graph replays hold none)
 
 
 @dataclass

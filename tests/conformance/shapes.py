@@ -63,21 +63,25 @@ def graph_replays(steps: int = 6, layers: int = 8, S: int = 4, rows: int = 4,
 
 def eager(steps: int = 4, layers: int = 8, S: int = 2, rows: int = 4, heads: int = 16) -> Trace:
     """An eager decode: every kernel launched by its own HIP call (one correlation id each),
-    steps apart by the idle time between forwards."""
+    steps apart by the idle time between forwards; in each step one ``hipStreamSynchronize``
+    between layer 1's launches (a host read-back inside the layer, what breaks capture)."""
     tr = Trace("eager")
     b = Builder(tr)
     calls = 0
     for _ in range(steps):
-        for _ in range(layers):
+        for layer in range(layers):
             ids = []
             for name in ("hipLaunchKernel", "hipModuleLaunchKernel", "hipModuleLaunchKernel"):
                 ids.append(b.api(name, 1_500).corr)
+                calls += 1
+            if layer == 1:
+                b.api("hipStreamSynchronize", 3_000)
                 calls += 1
             _layer(b, (ids[0], ids[1], ids[2]), S, rows, heads, 0, 0)
         b.advance(2_000_000)
     tr.expected = Expected(
         steps=steps, graph_steps=0, eager_steps=steps, layers=layers, S=S, api_calls=calls,
-        graph_launches=0, kernels=steps * layers * 3,
+        graph_launches=0, kernels=steps * layers * 3, syncs=steps,
     )  # fmt: skip
     return b.finish()
 

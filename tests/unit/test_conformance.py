@@ -56,6 +56,8 @@ def test_corpus_imports_as_written(
     hip, msgs = _api(tmp_path / "t" / "x")
     assert hip == exp.api_calls
     assert sorted(msgs) == sorted(markers)
+    syncs = rep["trace"]["syncs"]
+    assert (syncs["status"], syncs["count"]) == ("found" if exp.syncs else "none", exp.syncs)
     ks = kernel_dicts(tmp_path / "t" / "x")
     assert len(ks) == exp.kernels
     if fmt.startswith(("rocpd", "json")):  # the GPU's node id, through the agent tables
