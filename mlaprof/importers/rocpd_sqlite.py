@@ -110,7 +110,7 @@ def readable(path: Path) -> Iterator[str]:
         return
     wal = path.with_name(path.name + "-wal")
     if not wal.exists() or wal.stat().st_size == 0:
-        yield f"file:{quote(str(path))}?immutable=1"
+        yield f"file:{quote(str(path))}?mode=ro&immutable=1"
         return
     with tempfile.TemporaryDirectory(prefix="mlaprof-rocpd-") as tmp:
         copy = Path(tmp) / "copy.db"
