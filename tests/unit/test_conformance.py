@@ -170,3 +170,18 @@ def test_roctx_messages_whatever_the_range_operation_is_named(
     _import(db, tmp_path / "t", capsys)
     _, msgs = _api(tmp_path / "t" / "x")
     assert sorted(msgs) == sorted(trace.expected.markers) and "step 1" in msgs
+
+
+@pytest.mark.parametrize("schema", ["3.0.1", "3.0.3"])
+def test_graph_launch_records_without_a_hip_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: str
+) -> None:
+    """Without HIP API tracing, schema 3.0.2+'s rocpd_graph_launch records (one per successful
+    hipGraphLaunch, their event carrying its correlation id) confirm the replays; before 3.0.2
+    nothing does, and the replays stand on their shared correlation ids alone."""
+    trace = graph_replays(4, 3)
+    db = write_rocpd(trace, tmp_path / "in" / "1_results.db", schema, hip_trace=False)
+    rep = _import(db, tmp_path / "t", capsys)
+    n = 4 if schema == "3.0.3" else 0
+    assert rep["capture"]["graph_steps"] == 4 and rep["capture"]["graph_launches"] == n
+    assert rep["trace"]["checks"]["launches"].get("mla_replays_with_launch", 0) == n
