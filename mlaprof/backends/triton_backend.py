@@ -36,6 +36,22 @@ def _kernels() -> Any:
     return mla_verify
 
 
+_GLUON: list[Any] = []  # the Gluon module once imported, or None when this Triton has no Gluon
+
+
+def _gluon_kernels() -> Any:
+    """The sm_90 Gluon stage 1, imported on first use (only ever on a Hopper GPU); None where the
+    installed Triton has no ``triton.experimental.gluon`` with the Hopper ops (then the Triton
+    kernel runs)."""
+    if not _GLUON:
+        try:
+            from mlaprof.kernels import mla_verify_gluon
+        except ImportError:
+            mla_verify_gluon = None
+        _GLUON.append(mla_verify_gluon)
+    return _GLUON[0]
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """Launch parameters; the defaults are the best measured on an H200 (bench/gpu_suite.py)."""
@@ -54,6 +70,13 @@ class LaunchConfig:
     split_min_chunk: int = MLAPROF_MIN_CHUNK
     qk_chunk: int = 0  # > 0: QK^T over latent chunks, q re-read per tile (64-row programs)
     rope_first: bool = False  # load order inside a KV tile (steers Triton's schedule)
+    # stage 1 for verify: "auto" (the Gluon kernel where use_gluon() allows it: sm_90), "triton",
+    # or "gluon" (sm_90 only; an error elsewhere)
+    kernel: str = "auto"
+    gluon_block_n: int = 64  # keys per tile of the Gluon kernel (also stage 2's alignment)
+    gluon_buffers: int = 2  # shared KV buffers of the Gluon kernel (buffers - 1 tiles in flight)
+    gluon_prefetch: int = 0  # > 0: L2 prefetch of the tile this far past the cp.async window
+    gluon_phases: int = 3  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -67,6 +90,50 @@ def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> La
             return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True)
         return LaunchConfig(rows=32)
     return LaunchConfig()
+
+
+GLUON_MAX_QP = 64  # query positions (next_pow2(qlen)) the Gluon kernel's 64 rows hold
+
+
+def gluon_unsupported(
+    cfg: LaunchConfig, hopper: bool, qlen: int, flatten: bool, tensors: tuple[torch.Tensor, ...]
+) -> str | None:
+    """Why the Gluon stage 1 cannot take this call (None: it can). It is written for sm_90
+    (wgmma, cp.async into swizzled shared memory), 16-bit q and KV, 16-byte aligned rows."""
+    if not hopper:
+        return "not an sm_90 GPU"
+    if flatten or qlen <= 1:
+        return "decode or flattened verify (one query position per program)"
+    if (1 << (qlen - 1).bit_length()) > GLUON_MAX_QP:
+        return f"qlen {qlen} is over {GLUON_MAX_QP}"
+    dt = tensors[0].dtype
+    if dt not in (torch.bfloat16, torch.float16) or any(t.dtype != dt for t in tensors):
+        return "q and KV must share a 16-bit dtype"
+    for t in tensors:
+        if t.data_ptr() % 16 or any(st % 16 for st in t.stride()[:-1]):
+            return "rows must be 16-byte aligned"
+    if cfg.gluon_block_n not in (16, 32, 64) or not 2 <= cfg.gluon_buffers <= 8:
+        return "gluon_block_n must be 16, 32 or 64 and gluon_buffers 2..8"
+    if not 0 <= cfg.gluon_prefetch <= 8 or cfg.gluon_phases not in (1, 2, 3):
+        return "gluon_prefetch must be 0..8 and gluon_phases 1, 2 or 3"
+    return None
+
+
+def use_gluon(
+    cfg: LaunchConfig, hopper: bool, qlen: int, flatten: bool, tensors: tuple[torch.Tensor, ...]
+) -> bool:
+    """The kernel choice: ``auto`` takes Gluon wherever it is supported and importable;
+    ``gluon`` insists (an error naming the reason otherwise); ``triton`` never."""
+    if cfg.kernel not in ("auto", "triton", "gluon"):
+        raise MlaprofError(f"kernel must be auto, triton or gluon, got {cfg.kernel!r}")
+    if cfg.kernel == "triton":
+        return False
+    why = gluon_unsupported(cfg, hopper, qlen, flatten, tensors)
+    if why is None and _gluon_kernels() is None:
+        why = "this Triton has no Gluon (triton.experimental.gluon)"
+    if why is not None and cfg.kernel == "gluon":
+        raise MlaprofError(f"triton backend: the Gluon kernel cannot run here: {why}")
+    return why is None
 
 
 def is_hopper(device: torch.device) -> bool:
@@ -190,12 +257,124 @@ class TritonBackend:
         check_runnable(qn.device.type)
         b, qlen, h, _ = qn.shape
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
+        gluon = use_gluon(cfg, self._hopper(qn), qlen, flat, (qn, qp, kv))
+        if gluon:
+            block_h, align, warps = self._launch_gluon(inp, meta, part_o, part_lse, s, cfg)
+            grid1 = (-(-h // block_h), b, s)
+        else:
+            block_h, align, warps = self._launch_triton(
+                k, inp, meta, part_o, part_lse, s, cfg, flat
+            )
+            grid1 = self._grid1
+        c1 = self._c1
+        hh = min(k.next_pow2(h), cfg.stage2_heads)
+        nd = LATENT // cfg.stage2_block_d
+        grid2 = (b, qlen, -(-h // hh) * nd)
+        self.compiled = (c1, None)  # Triton's handles (registers, PTX) for benchmarks
+        if self.skip_stage2:  # benchmarking stage 1 alone
+            self.last_launch = {"stage1": {"grid": grid1, "splits": s, **_resources(c1)}}
+            return
+        c2 = k.mla_verify_stage2[grid2](
+            part_o,
+            part_lse,
+            meta.seq_lens,
+            meta.qo_lens,
+            out,
+            lse if lse is not None else part_lse,
+            s,
+            qlen,
+            h,
+            out.stride(0),
+            out.stride(1),
+            out.stride(2),
+            part_o.stride(0),
+            part_o.stride(1),
+            part_o.stride(2),
+            BLOCK_HH=hh,
+            BLOCK_D=cfg.stage2_block_d,
+            BLOCK_S=min(cfg.block_s, k.next_pow2(s)),
+            ALIGN=align,
+            FLATTEN=flat,
+            HAS_LSE=lse is not None,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
+            num_warps=cfg.stage2_warps,
+        )
+        self.compiled = (c1, c2)
+        self.last_launch = {
+            "stage1": {
+                "kernel": "gluon" if gluon else "triton",
+                "grid": grid1,
+                "block": (32 * warps, 1, 1),
+                "splits": s,
+                **_resources(c1),
+            },
+            "stage2": {
+                "grid": grid2,
+                "block": (32 * cfg.stage2_warps, 1, 1),
+                "splits": s,
+                **_resources(c2),
+            },
+            "block_h": block_h,
+            "flatten": flat,
+            "device_splits": self.device_splits,  # then "splits" is the grid's cap
+        }
+
+    def _launch_gluon(self, inp, meta, part_o, part_lse, s, cfg) -> tuple[int, int, int]:
+        """Stage 1 on sm_90: the Gluon kernel (mlaprof.kernels.mla_verify_gluon)."""
+        g = _gluon_kernels()
+        qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
+        b, qlen, h, _ = qn.shape
+        block_h = g.block_h_for(qlen)
+        grid1 = (-(-h // block_h), b, s)
+        self._c1 = g.mla_verify_stage1_hopper[grid1](
+            qn,
+            qp,
+            kv,
+            meta.kv_indptr,
+            meta.kv_indices,
+            meta.seq_lens,
+            meta.qo_lens,
+            part_o,
+            part_lse,
+            float(inp.sm_scale) * _kernels().LOG2E,
+            s,
+            qlen,
+            h,
+            qn.stride(0),
+            qn.stride(1),
+            qn.stride(2),
+            qp.stride(0),
+            qp.stride(1),
+            qp.stride(2),
+            part_o.stride(0),
+            part_o.stride(1),
+            part_o.stride(2),
+            kv.stride(0),
+            QP=g.ROWS // block_h,
+            BLOCK_H=block_h,
+            BLOCK_N=cfg.gluon_block_n,
+            PAGE=meta.page_size,
+            NUM_BUF=cfg.gluon_buffers,
+            PREFETCH=cfg.gluon_prefetch,
+            PHASES=cfg.gluon_phases,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
+            num_warps=g.NUM_WARPS,
+        )
+        return block_h, cfg.gluon_block_n, g.NUM_WARPS
+
+    def _launch_triton(self, k, inp, meta, part_o, part_lse, s, cfg, flat) -> tuple[int, int, int]:
+        """Stage 1 everywhere else: the Triton kernel (mlaprof.kernels.mla_verify)."""
+        qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
+        b, qlen, h, _ = qn.shape
         block_h = k.block_h_for(qlen, h, flat, cfg.rows)
         qp_rows = 1 if flat else k.next_pow2(qlen)
         rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h) * cfg.dv_split
         grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
+        self._grid1 = grid1
         prec = "ieee" if kv.dtype == torch.float32 else "tf32"
-        c1 = k.mla_verify_stage1[grid1](
+        self._c1 = k.mla_verify_stage1[grid1](
             qn,
             qp,
             kv,
@@ -234,54 +413,4 @@ class TritonBackend:
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
-        hh = min(k.next_pow2(h), cfg.stage2_heads)
-        nd = LATENT // cfg.stage2_block_d
-        grid2 = (b, qlen, -(-h // hh) * nd)
-        self.compiled = (c1, None)  # Triton's handles (registers, PTX) for benchmarks
-        if self.skip_stage2:  # benchmarking stage 1 alone
-            self.last_launch = {"stage1": {"grid": grid1, "splits": s, **_resources(c1)}}
-            return
-        c2 = k.mla_verify_stage2[grid2](
-            part_o,
-            part_lse,
-            meta.seq_lens,
-            meta.qo_lens,
-            out,
-            lse if lse is not None else part_lse,
-            s,
-            qlen,
-            h,
-            out.stride(0),
-            out.stride(1),
-            out.stride(2),
-            part_o.stride(0),
-            part_o.stride(1),
-            part_o.stride(2),
-            BLOCK_HH=hh,
-            BLOCK_D=cfg.stage2_block_d,
-            BLOCK_S=min(cfg.block_s, k.next_pow2(s)),
-            ALIGN=cfg.block_n,
-            FLATTEN=flat,
-            HAS_LSE=lse is not None,
-            DEVICE_SPLITS=self.device_splits,
-            MIN_CHUNK=cfg.split_min_chunk,
-            num_warps=cfg.stage2_warps,
-        )
-        self.compiled = (c1, c2)
-        self.last_launch = {
-            "stage1": {
-                "grid": grid1,
-                "block": (32 * cfg.num_warps, 1, 1),
-                "splits": s,
-                **_resources(c1),
-            },
-            "stage2": {
-                "grid": grid2,
-                "block": (32 * cfg.stage2_warps, 1, 1),
-                "splits": s,
-                **_resources(c2),
-            },
-            "block_h": block_h,
-            "flatten": flat,
-            "device_splits": self.device_splits,  # then "splits" is the grid's cap
-        }
+        return block_h, cfg.block_n, cfg.num_warps
