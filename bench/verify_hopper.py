@@ -53,11 +53,11 @@ DEV = "cuda"
 C = LaunchConfig
 VARIANTS = {
     "default": None,  # default_config(qlen, hopper): the Gluon stage 1 on sm_90 for verify
-    "gluon-n64-b2-pf1": C(kernel="gluon", gluon_prefetch=1),
-    "gluon-n64-b2-pf2": C(kernel="gluon", gluon_prefetch=2),
-    "gluon-n64-b2-pf4": C(kernel="gluon", gluon_prefetch=4),
+    "gluon-overlap": C(kernel="gluon", gluon_overlap=True),
     "gluon-n32-b3": C(kernel="gluon", gluon_block_n=32, gluon_buffers=3),
-    "gluon-n32-b3-pf2": C(kernel="gluon", gluon_block_n=32, gluon_buffers=3, gluon_prefetch=2),
+    "gluon-n32-b3-overlap": C(
+        kernel="gluon", gluon_block_n=32, gluon_buffers=3, gluon_overlap=True
+    ),
     "gluon-n32-b4": C(kernel="gluon", gluon_block_n=32, gluon_buffers=4),
     "gluon-n16-b6": C(kernel="gluon", gluon_block_n=16, gluon_buffers=6),
     # where the time goes (wrong output, timing only): the load pipeline alone, compute alone

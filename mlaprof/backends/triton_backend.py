@@ -75,16 +75,17 @@ class LaunchConfig:
     kernel: str = "auto"
     gluon_block_n: int = 64  # keys per tile of the Gluon kernel (also stage 2's alignment)
     gluon_buffers: int = 2  # shared KV buffers of the Gluon kernel (buffers - 1 tiles in flight)
-    gluon_prefetch: int = 0  # > 0: L2 prefetch of the tile this far past the cp.async window
+    gluon_overlap: bool = False  # issue S of tile t before waiting for P V of tile t - 1
     gluon_phases: int = 3  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
-    """Verify (qlen > 1, native) holds qlen x heads query rows per program. On Hopper 64 rows
-    with 8 warps and a 3-stage KV pipeline measured best (H200, H = 16: 1.3-1.5x the 32-row
-    layout; Triton emits wgmma for them, 255 registers, 2 spilled); elsewhere (AMD, the CPU
-    interpreter) the portable 32-row layout. Decode and flattened verify hold one query
-    position (16 rows)."""
+    """Verify (qlen > 1, native) holds qlen x heads query rows per program. On sm_90 stage 1 is
+    the Gluon kernel (``kernel="auto"``: 64 rows, tiles of 64 keys, 2 shared buffers); the
+    Triton fields here are its fallback where Gluon is missing, the 64-row layout with 8 warps
+    and a 3-stage KV pipeline (Triton emits wgmma for it, 255 registers, 2 spilled). Elsewhere
+    (AMD, the CPU interpreter) the portable 32-row layout. Decode and flattened verify hold one
+    query position (16 rows) and always run the Triton kernel."""
     if qlen > 1 and not flatten:
         if hopper:
             return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True)
@@ -114,8 +115,8 @@ def gluon_unsupported(
             return "rows must be 16-byte aligned"
     if cfg.gluon_block_n not in (16, 32, 64) or not 2 <= cfg.gluon_buffers <= 8:
         return "gluon_block_n must be 16, 32 or 64 and gluon_buffers 2..8"
-    if not 0 <= cfg.gluon_prefetch <= 8 or cfg.gluon_phases not in (1, 2, 3):
-        return "gluon_prefetch must be 0..8 and gluon_phases 1, 2 or 3"
+    if cfg.gluon_phases not in (1, 2, 3) or (cfg.gluon_overlap and cfg.gluon_phases != 3):
+        return "gluon_phases must be 1, 2 or 3 (3 with gluon_overlap)"
     return None
 
 
@@ -356,7 +357,7 @@ class TritonBackend:
             BLOCK_N=cfg.gluon_block_n,
             PAGE=meta.page_size,
             NUM_BUF=cfg.gluon_buffers,
-            PREFETCH=cfg.gluon_prefetch,
+            OVERLAP=cfg.gluon_overlap,
             PHASES=cfg.gluon_phases,
             DEVICE_SPLITS=self.device_splits,
             MIN_CHUNK=cfg.split_min_chunk,

@@ -31,6 +31,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     warpgroup_mma,
+    warpgroup_mma_init,
     warpgroup_mma_wait,
 )
 
@@ -78,31 +79,17 @@ def _issue(kn_buf, kp_buf, kv, slot_n, slot_p, stride_kv, ld_n: gl.constexpr, ld
 
 
 @gluon.jit
-def _prefetch_l2(kv, slot_f, stride_kv, pf: gl.constexpr):
-    """Ask L2 for a tile's rows (nine 128-byte lines each) ahead of its cp.async: DRAM requests
-    in flight beyond what the shared buffers hold. Columns past the ninth line are predicated
-    off."""
-    line = gl.arange(0, 16, layout=gl.SliceLayout(0, pf))
-    ptr = kv + (slot_f * stride_kv)[:, None] + (gl.minimum(line, 8) * 64)[None, :]
-    on = (line < 9).to(gl.int32)[None, :] + (slot_f * 0).to(gl.int32)[:, None]
-    gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-        "=r,l,r",
-        [ptr, on],
-        dtype=gl.int32,
-        is_pure=False,
-        pack=1,
-    )
+def _qk(qn_smem, qp_smem, kn, kp, s_zero):
+    """S = q K^T for one tile, issued (async): one wgmma over both warpgroups, each half the keys."""
+    s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    return warpgroup_mma(qp_smem, kp.permute((1, 0)), s, is_async=True)
 
 
 @gluon.jit
-def _tile(qn_smem, qp_smem, kn, kp, p_smem, acc, l_i, m_i, s_zero, qk_scale, bound, keys, j0, hi,
-          row_s: gl.constexpr, row_o: gl.constexpr, dtype: gl.constexpr):  # fmt: skip
-    """One KV tile: S = q K^T (wgmma over both warpgroups), the online softmax, acc += P V."""
-    s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-    s = warpgroup_mma(qp_smem, kp.permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-
+def _softmax(s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s: gl.constexpr, row_o: gl.constexpr):
+    """The online softmax of one tile: P (unnormalised), the rescale of earlier tiles, new stats.
+    Row statistics live in O's row layout; the conversions to and from S's are trivial (the
+    same rows per thread), the two reductions cross the warpgroups."""
     j = j0 + keys
     visible = (j[None, :] < bound[:, None]) & (j < hi)[None, :]
     s = gl.where(visible, s * qk_scale, float("-inf"))
@@ -111,13 +98,7 @@ def _tile(qn_smem, qp_smem, kn, kp, p_smem, acc, l_i, m_i, s_zero, qk_scale, bou
     p = gl.exp2(s - gl.convert_layout(m_safe, row_s)[:, None])
     alpha = gl.exp2(m_i - m_safe)
     l_i = l_i * alpha + gl.convert_layout(gl.sum(p, axis=1), row_o)
-    p_smem.store(p.to(dtype))
-    fence_async_shared()
-    gl.thread_barrier()  # both warpgroups' halves of P are written
-    acc = acc * alpha[:, None]
-    acc = warpgroup_mma(p_smem, kn, acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    return acc, l_i, m_new
+    return p, alpha, l_i, m_new
 
 
 @gluon.jit
@@ -152,7 +133,7 @@ def mla_verify_stage1_hopper(
     NUM_BUF: gl.constexpr,  # shared KV buffers (NUM_BUF - 1 tiles in flight)
     DEVICE_SPLITS: gl.constexpr = False,
     MIN_CHUNK: gl.constexpr = 256,
-    PREFETCH: gl.constexpr = 0,  # > 0: L2 prefetch of the tile this far past the cp.async window
+    OVERLAP: gl.constexpr = False,  # issue S of tile t before waiting for P V of tile t - 1
     PHASES: gl.constexpr = 3,  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
 ):
     D_NOPE: gl.constexpr = 512
@@ -244,17 +225,6 @@ def mla_verify_stage1_hopper(
     j_next = lo + (NUM_BUF - 1) * BLOCK_N
     nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
     nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
-    pf: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [8, 1], [1, 0])
-    sl_f: gl.constexpr = gl.SliceLayout(1, pf)
-    nx_f = nx_n  # (unused without PREFETCH)
-    if PREFETCH > 0:
-        for t in gl.static_range(PREFETCH):  # the tiles after the cp.async window
-            j_f = lo + (NUM_BUF - 1 + t) * BLOCK_N
-            _prefetch_l2(
-                kv, _slots(kv_indices, kv_start, j_f, hi, BLOCK_N, PAGE, sl_f), stride_kv, pf
-            )
-        j_f = lo + (NUM_BUF - 1 + PREFETCH) * BLOCK_N
-        nx_f = _slots(kv_indices, kv_start, j_f, hi, BLOCK_N, PAGE, sl_f)
 
     # rows: query position and head, and the keys each row sees (the causal bound)
     rs = gl.arange(0, M, layout=row_s)
@@ -269,30 +239,60 @@ def mla_verify_stage1_hopper(
     acc = gl.zeros([M, D_NOPE], gl.float32, layout=o_layout)
     s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
     n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
-    for t in range(n_tiles):
-        cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
-        fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
-        gl.thread_barrier()  # everyone's copies landed; tile t - 1's buffer is free
-        nb = (t + NUM_BUF - 1) % NUM_BUF
-        if PHASES & 1:
+    if OVERLAP:
+        acc = warpgroup_mma_init(acc)  # the loop carries P V's pending result
+        # S of tile t is issued before the wait for P V of tile t - 1: the tensor cores stay busy
+        # across the loop's barrier, the buffer refill and the index loads
+        for t in range(n_tiles):
+            cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
+            fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
+            gl.thread_barrier()  # everyone's copies of tile t landed
+            buf = t % NUM_BUF
+            kn = kn_smem.index(buf)
+            s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+            # P V of tile t - 1 done (wgmma groups retire in order; S's two are the newest)
+            acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
+            gl.thread_barrier()  # both warpgroups are done with tile t - 1's buffer and P
+            nb = (t + NUM_BUF - 1) % NUM_BUF
             _issue(kn_smem.index(nb), kp_smem.index(nb), kv, nx_n, nx_p, stride_kv, ld_n, ld_p)
-        cp.commit_group()
-        j_next = lo + (t + NUM_BUF) * BLOCK_N  # indices one tile early: off the critical path
-        nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
-        nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
-        if PREFETCH > 0:
-            _prefetch_l2(kv, nx_f, stride_kv, pf)
-            j_f = j_next + PREFETCH * BLOCK_N
-            nx_f = _slots(kv_indices, kv_start, j_f, hi, BLOCK_N, PAGE, sl_f)
-
-        buf = t % NUM_BUF
-        kn = kn_smem.index(buf)
-        kp = kp_smem.index(buf)
-        if PHASES & 2:
-            acc, l_i, m_i = _tile(
-                qn_smem, qp_smem, kn, kp, p_smem, acc, l_i, m_i, s_zero, qk_scale, bound, keys,
-                lo + t * BLOCK_N, hi, row_s, row_o, dtype,
-            )  # fmt: skip
+            cp.commit_group()
+            j_next = lo + (t + NUM_BUF) * BLOCK_N
+            nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+            nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            p, alpha, l_i, m_i = _softmax(
+                s, m_i, l_i, qk_scale, bound, keys, lo + t * BLOCK_N, hi, row_s, row_o
+            )
+            p_smem.store(p.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()  # both warpgroups' halves of P are written
+            acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    else:
+        for t in range(n_tiles):
+            cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
+            fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
+            gl.thread_barrier()  # everyone's copies landed; tile t - 1's buffer is free
+            nb = (t + NUM_BUF - 1) % NUM_BUF
+            if PHASES & 1:
+                _issue(kn_smem.index(nb), kp_smem.index(nb), kv, nx_n, nx_p, stride_kv, ld_n, ld_p)
+            cp.commit_group()
+            j_next = lo + (t + NUM_BUF) * BLOCK_N  # indices one tile early: off the critical path
+            nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+            nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+            buf = t % NUM_BUF
+            kn = kn_smem.index(buf)
+            if PHASES & 2:
+                s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+                p, alpha, l_i, m_i = _softmax(
+                    s, m_i, l_i, qk_scale, bound, keys, lo + t * BLOCK_N, hi, row_s, row_o
+                )
+                p_smem.store(p.to(dtype))
+                fence_async_shared()
+                gl.thread_barrier()  # both warpgroups' halves of P are written
+                acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     cp.wait_group(0)  # the clamped copies issued past the last tile
 
     has_keys = l_i > 0.0
