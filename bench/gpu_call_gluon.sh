@@ -1,7 +1,8 @@
 #!/bin/bash
 # One device call for the sm_90 Gluon verify kernel: correctness at the suite's shapes, the
 # kernels side by side with the copy ceiling, device-decided S under graph replay, ncu profiles.
-# Env: SHAPES (verify_hopper --shapes), V (--variants), OVL (also check the overlapped loop),
+# Env: SHAPES (verify_hopper --shapes), V (--variants), OVL / EAGER (also check the overlapped loop /
+# the per-tile row sums),
 # NO_SPLITS / NO_NCU (skip those parts).
 set -o pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -9,6 +10,7 @@ L="$OUT/log.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$L"
 timeout 200 python3 bench/verify_gluon.py --out "$OUT" 2>&1 | grep "correct\|rror" | cut -c1-300 | tee -a "$L"
 [ -n "$OVL" ] && timeout 200 python3 bench/verify_gluon.py --out "$OUT" --overlap --name verify_gluon_overlap.json 2>&1 | grep "all correct\|rror" | tee -a "$L"
+[ -n "$EAGER" ] && timeout 200 python3 bench/verify_gluon.py --out "$OUT" --eager-sum --name verify_gluon_eager_sum.json 2>&1 | grep "all correct\|rror" | tee -a "$L"
 timeout 330 python3 bench/verify_hopper.py --out "$OUT" ${V:+--variants $V} ${SHAPES:+--shapes $SHAPES} 2>&1 | grep "B=\|copy\|rror" | tee -a "$L"
 [ -n "$NO_SPLITS" ] || timeout 200 python3 bench/device_splits.py --out "$OUT" --reps 10 2>&1 | grep "B=\|all\|rror" | cut -c1-300 | tee -a "$L"
 if command -v ncu >/dev/null && [ -z "$NO_NCU" ]; then

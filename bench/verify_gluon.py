@@ -89,10 +89,13 @@ def main() -> int:
     ap.add_argument("--block-n", type=int, default=LaunchConfig().gluon_block_n)
     ap.add_argument("--buffers", type=int, default=LaunchConfig().gluon_buffers)
     ap.add_argument("--overlap", action="store_true", help="the overlapped loop (gluon_overlap)")
+    ap.add_argument("--eager-sum", action="store_true", help="row sums reduced per tile")
     ap.add_argument("--name", default="verify_gluon.json")
     args = ap.parse_args()
     res, out = results_start(args.out, bound_rel_l2=BF16_REL_BOUND, heads=H, cases=[])
     kw = dict(gluon_block_n=args.block_n, gluon_buffers=args.buffers, gluon_overlap=args.overlap)
+    if args.overlap or args.eager_sum:
+        kw["gluon_lazy_sum"] = False
     res["config"] = kw
     cfg = LaunchConfig(kernel="gluon", **kw)
     small = LaunchConfig(kernel="gluon", split_min_chunk=64, **kw)

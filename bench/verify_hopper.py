@@ -53,16 +53,18 @@ DEV = "cuda"
 C = LaunchConfig
 VARIANTS = {
     "default": None,  # default_config(qlen, hopper): the Gluon stage 1 on sm_90 for verify
-    "gluon-overlap": C(kernel="gluon", gluon_overlap=True),
+    "gluon-eager-sum": C(kernel="gluon", gluon_lazy_sum=False),  # row sums reduced per tile
+    "gluon-overlap": C(kernel="gluon", gluon_overlap=True, gluon_lazy_sum=False),
     "gluon-n32-b3": C(kernel="gluon", gluon_block_n=32, gluon_buffers=3),
     "gluon-n32-b3-overlap": C(
-        kernel="gluon", gluon_block_n=32, gluon_buffers=3, gluon_overlap=True
+        kernel="gluon", gluon_block_n=32, gluon_buffers=3, gluon_overlap=True, gluon_lazy_sum=False
     ),
     "gluon-n32-b4": C(kernel="gluon", gluon_block_n=32, gluon_buffers=4),
     "gluon-n16-b6": C(kernel="gluon", gluon_block_n=16, gluon_buffers=6),
     # where the time goes (wrong output, timing only): the load pipeline alone, compute alone
     "gluon-loads-alone": C(kernel="gluon", gluon_phases=1),
     "gluon-compute-alone": C(kernel="gluon", gluon_phases=2),
+    "gluon-eager-sum-compute-alone": C(kernel="gluon", gluon_phases=2, gluon_lazy_sum=False),
     # the Triton kernel's Hopper layout (the default before the Gluon kernel)
     "triton-r64": C(rows=64, num_warps=8, num_stages=3, rope_first=True, kernel="triton"),
     "r32-portable": C(rows=32, kernel="triton"),  # the portable verify layout (AMD, interpreter)

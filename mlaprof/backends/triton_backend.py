@@ -76,6 +76,7 @@ class LaunchConfig:
     gluon_block_n: int = 64  # keys per tile of the Gluon kernel (also stage 2's alignment)
     gluon_buffers: int = 2  # shared KV buffers of the Gluon kernel (buffers - 1 tiles in flight)
     gluon_overlap: bool = False  # issue S of tile t before waiting for P V of tile t - 1
+    gluon_lazy_sum: bool = True  # softmax row sums per thread, reduced once after the last tile
     gluon_phases: int = 3  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
 
 
@@ -117,6 +118,8 @@ def gluon_unsupported(
         return "gluon_block_n must be 16, 32 or 64 and gluon_buffers 2..8"
     if cfg.gluon_phases not in (1, 2, 3) or (cfg.gluon_overlap and cfg.gluon_phases != 3):
         return "gluon_phases must be 1, 2 or 3 (3 with gluon_overlap)"
+    if cfg.gluon_overlap and cfg.gluon_lazy_sum:
+        return "gluon_overlap takes gluon_lazy_sum=False"
     return None
 
 
@@ -358,6 +361,7 @@ class TritonBackend:
             PAGE=meta.page_size,
             NUM_BUF=cfg.gluon_buffers,
             OVERLAP=cfg.gluon_overlap,
+            LAZY_SUM=cfg.gluon_lazy_sum,
             PHASES=cfg.gluon_phases,
             DEVICE_SPLITS=self.device_splits,
             MIN_CHUNK=cfg.split_min_chunk,

@@ -86,7 +86,8 @@ def _qk(qn_smem, qp_smem, kn, kp, s_zero):
 
 
 @gluon.jit
-def _softmax(s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s: gl.constexpr, row_o: gl.constexpr):
+def _softmax(s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s: gl.constexpr, row_o: gl.constexpr,
+             LAZY_SUM: gl.constexpr = False):  # fmt: skip
     """The online softmax of one tile: P (unnormalised), the rescale of earlier tiles, new stats.
     Row statistics live in O's row layout; the conversions to and from S's are trivial (the
     same rows per thread), the two reductions cross the warpgroups."""
@@ -97,7 +98,10 @@ def _softmax(s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s: gl.constexpr, ro
     m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
     p = gl.exp2(s - gl.convert_layout(m_safe, row_s)[:, None])
     alpha = gl.exp2(m_i - m_safe)
-    l_i = l_i * alpha + gl.convert_layout(gl.sum(p, axis=1), row_o)
+    if LAZY_SUM:  # l_i is [M, BLOCK_N] partial sums, each thread its own keys: no reduction
+        l_i = l_i * gl.convert_layout(alpha, row_s)[:, None] + p
+    else:
+        l_i = l_i * alpha + gl.convert_layout(gl.sum(p, axis=1), row_o)
     return p, alpha, l_i, m_new
 
 
@@ -134,6 +138,7 @@ def mla_verify_stage1_hopper(
     DEVICE_SPLITS: gl.constexpr = False,
     MIN_CHUNK: gl.constexpr = 256,
     OVERLAP: gl.constexpr = False,  # issue S of tile t before waiting for P V of tile t - 1
+    LAZY_SUM: gl.constexpr = False,  # row sums reduced once at the end, not per tile
     PHASES: gl.constexpr = 3,  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
 ):
     D_NOPE: gl.constexpr = 512
@@ -237,6 +242,8 @@ def mla_verify_stage1_hopper(
     m_i = gl.full([M], float("-inf"), gl.float32, layout=row_o)
     l_i = gl.zeros([M], gl.float32, layout=row_o)
     acc = gl.zeros([M, D_NOPE], gl.float32, layout=o_layout)
+    if LAZY_SUM:
+        l_i = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
     s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
     n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
     if OVERLAP:
@@ -286,7 +293,7 @@ def mla_verify_stage1_hopper(
                 s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
                 s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
                 p, alpha, l_i, m_i = _softmax(
-                    s, m_i, l_i, qk_scale, bound, keys, lo + t * BLOCK_N, hi, row_s, row_o
+                    s, m_i, l_i, qk_scale, bound, keys, lo + t * BLOCK_N, hi, row_s, row_o, LAZY_SUM
                 )
                 p_smem.store(p.to(dtype))
                 fence_async_shared()
@@ -294,6 +301,8 @@ def mla_verify_stage1_hopper(
                 acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     cp.wait_group(0)  # the clamped copies issued past the last tile
+    if LAZY_SUM:
+        l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
 
     has_keys = l_i > 0.0
     o = acc / gl.where(has_keys, l_i, 1.0)[:, None]

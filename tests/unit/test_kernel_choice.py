@@ -64,7 +64,7 @@ def test_forced_choices_and_bad_settings():
     with pytest.raises(MlaprofError, match="kernel must be"):
         tb.use_gluon(C(kernel="cuda"), True, 4, False, _q())
     for bad in (C(gluon_block_n=48), C(gluon_buffers=1), C(gluon_phases=4),
-                C(gluon_overlap=True, gluon_phases=1)):  # fmt: skip
+                C(gluon_overlap=True, gluon_phases=1), C(gluon_overlap=True)):  # fmt: skip
         assert not tb.use_gluon(bad, True, 4, False, _q())
 
 
