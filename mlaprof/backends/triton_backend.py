@@ -202,6 +202,16 @@ def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
+def _stage1_args(inp: VerifyInputs, meta: Any, part_o, part_lse, s: int) -> tuple:
+    """The positional arguments both stage-1 kernels take (the same contract)."""
+    qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
+    return (
+        qn, qp, kv, meta.kv_indptr, meta.kv_indices, meta.seq_lens, meta.qo_lens, part_o, part_lse,
+        float(inp.sm_scale) * _kernels().LOG2E, s, qn.shape[1], qn.shape[2],
+        *qn.stride()[:3], *qp.stride()[:3], *part_o.stride()[:3], kv.stride(0),
+    )  # fmt: skip
+
+
 class TritonBackend:
     name = "triton"
     capturable = True
@@ -263,13 +273,10 @@ class TritonBackend:
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
         gluon = use_gluon(cfg, self._hopper(qn), qlen, flat, (qn, qp, kv))
         if gluon:
-            block_h, align, warps = self._launch_gluon(inp, meta, part_o, part_lse, s, cfg)
-            grid1 = (-(-h // block_h), b, s)
+            launch = self._launch_gluon(inp, meta, part_o, part_lse, s, cfg)
         else:
-            block_h, align, warps = self._launch_triton(
-                k, inp, meta, part_o, part_lse, s, cfg, flat
-            )
-            grid1 = self._grid1
+            launch = self._launch_triton(k, inp, meta, part_o, part_lse, s, cfg, flat)
+        grid1, block_h, align, warps = launch
         c1 = self._c1
         hh = min(k.next_pow2(h), cfg.stage2_heads)
         nd = LATENT // cfg.stage2_block_d
@@ -324,37 +331,14 @@ class TritonBackend:
             "device_splits": self.device_splits,  # then "splits" is the grid's cap
         }
 
-    def _launch_gluon(self, inp, meta, part_o, part_lse, s, cfg) -> tuple[int, int, int]:
+    def _launch_gluon(self, inp, meta, part_o, part_lse, s, cfg) -> tuple[tuple, int, int, int]:
         """Stage 1 on sm_90: the Gluon kernel (mlaprof.kernels.mla_verify_gluon)."""
         g = _gluon_kernels()
-        qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
-        b, qlen, h, _ = qn.shape
+        b, qlen, h, _ = inp.q_nope.shape
         block_h = g.block_h_for(qlen)
         grid1 = (-(-h // block_h), b, s)
         self._c1 = g.mla_verify_stage1_hopper[grid1](
-            qn,
-            qp,
-            kv,
-            meta.kv_indptr,
-            meta.kv_indices,
-            meta.seq_lens,
-            meta.qo_lens,
-            part_o,
-            part_lse,
-            float(inp.sm_scale) * _kernels().LOG2E,
-            s,
-            qlen,
-            h,
-            qn.stride(0),
-            qn.stride(1),
-            qn.stride(2),
-            qp.stride(0),
-            qp.stride(1),
-            qp.stride(2),
-            part_o.stride(0),
-            part_o.stride(1),
-            part_o.stride(2),
-            kv.stride(0),
+            *_stage1_args(inp, meta, part_o, part_lse, s),
             QP=g.ROWS // block_h,
             BLOCK_H=block_h,
             BLOCK_N=cfg.gluon_block_n,
@@ -367,42 +351,20 @@ class TritonBackend:
             MIN_CHUNK=cfg.split_min_chunk,
             num_warps=g.NUM_WARPS,
         )
-        return block_h, cfg.gluon_block_n, g.NUM_WARPS
+        return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
 
-    def _launch_triton(self, k, inp, meta, part_o, part_lse, s, cfg, flat) -> tuple[int, int, int]:
+    def _launch_triton(
+        self, k, inp, meta, part_o, part_lse, s, cfg, flat
+    ) -> tuple[tuple, int, int, int]:
         """Stage 1 everywhere else: the Triton kernel (mlaprof.kernels.mla_verify)."""
-        qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
-        b, qlen, h, _ = qn.shape
+        b, qlen, h, _ = inp.q_nope.shape
         block_h = k.block_h_for(qlen, h, flat, cfg.rows)
         qp_rows = 1 if flat else k.next_pow2(qlen)
         rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h) * cfg.dv_split
         grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
-        self._grid1 = grid1
-        prec = "ieee" if kv.dtype == torch.float32 else "tf32"
+        prec = "ieee" if inp.kv_c.dtype == torch.float32 else "tf32"
         self._c1 = k.mla_verify_stage1[grid1](
-            qn,
-            qp,
-            kv,
-            meta.kv_indptr,
-            meta.kv_indices,
-            meta.seq_lens,
-            meta.qo_lens,
-            part_o,
-            part_lse,
-            float(inp.sm_scale) * k.LOG2E,
-            s,
-            qlen,
-            h,
-            qn.stride(0),
-            qn.stride(1),
-            qn.stride(2),
-            qp.stride(0),
-            qp.stride(1),
-            qp.stride(2),
-            part_o.stride(0),
-            part_o.stride(1),
-            part_o.stride(2),
-            kv.stride(0),
+            *_stage1_args(inp, meta, part_o, part_lse, s),
             QP=qp_rows,
             BLOCK_H=block_h,
             BLOCK_N=cfg.block_n,
@@ -418,4 +380,4 @@ class TritonBackend:
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
-        return block_h, cfg.block_n, cfg.num_warps
+        return grid1, block_h, cfg.block_n, cfg.num_warps

@@ -96,6 +96,12 @@ class _Launched(Exception):
     pass
 
 
+CPU_ONLY = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="runs the Triton kernel through the CPU interpreter"
+)
+
+
+@CPU_ONLY
 def test_forward_on_a_fake_sm90_launches_gluon_for_verify_only(monkeypatch):
     """On sm_90 the backend sends native verify to the Gluon launcher, decode to Triton."""
     seen = []
@@ -130,6 +136,7 @@ def test_forward_on_a_fake_sm90_launches_gluon_for_verify_only(monkeypatch):
     assert forced.last_launch["stage1"]["kernel"] == "triton" and len(seen) == 1
 
 
+@CPU_ONLY
 def test_cpu_default_never_asks_for_gluon(monkeypatch):
     """On the CPU nothing changes: the Gluon module is not even imported."""
     monkeypatch.setattr(tb, "_GLUON", [])
