@@ -36,6 +36,22 @@ def _kernels() -> Any:
     return mla_verify
 
 
+_GLUON: list[Any] = []  # the Gluon module once imported, or None when this Triton has no Gluon
+
+
+def _gluon_kernels() -> Any:
+    """The sm_90 Gluon stage 1, imported on first use (only ever on a Hopper GPU); None where the
+    installed Triton has no ``triton.experimental.gluon`` with the Hopper ops (then the Triton
+    kernel runs)."""
+    if not _GLUON:
+        try:
+            from mlaprof.kernels import mla_verify_gluon
+        except ImportError:
+            mla_verify_gluon = None
+        _GLUON.append(mla_verify_gluon)
+    return _GLUON[0]
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """Launch parameters; the defaults are the best measured on an H200 (bench/gpu_suite.py)."""
@@ -54,19 +70,74 @@ class LaunchConfig:
     split_min_chunk: int = MLAPROF_MIN_CHUNK
     qk_chunk: int = 0  # > 0: QK^T over latent chunks, q re-read per tile (64-row programs)
     rope_first: bool = False  # load order inside a KV tile (steers Triton's schedule)
+    # stage 1 for verify: "auto" (the Gluon kernel where use_gluon() allows it: sm_90), "triton",
+    # or "gluon" (sm_90 only; an error elsewhere)
+    kernel: str = "auto"
+    gluon_block_n: int = 64  # keys per tile of the Gluon kernel (also stage 2's alignment)
+    gluon_buffers: int = 2  # shared KV buffers of the Gluon kernel (buffers - 1 tiles in flight)
+    gluon_overlap: bool = False  # issue S of tile t before waiting for P V of tile t - 1
+    gluon_lazy_sum: bool = True  # softmax row sums per thread, reduced once after the last tile
+    gluon_phases: int = 3  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
-    """Verify (qlen > 1, native) holds qlen x heads query rows per program. On Hopper 64 rows
-    with 8 warps and a 3-stage KV pipeline measured best (H200, H = 16: 1.3-1.5x the 32-row
-    layout; Triton emits wgmma for them, 255 registers, 2 spilled); elsewhere (AMD, the CPU
-    interpreter) the portable 32-row layout. Decode and flattened verify hold one query
-    position (16 rows)."""
+    """Verify (qlen > 1, native) holds qlen x heads query rows per program. On sm_90 stage 1 is
+    the Gluon kernel (``kernel="auto"``: 64 rows, tiles of 64 keys, 2 shared buffers); the
+    Triton fields here are its fallback where Gluon is missing, the 64-row layout with 8 warps
+    and a 3-stage KV pipeline (Triton emits wgmma for it, 255 registers, 2 spilled). Elsewhere
+    (AMD, the CPU interpreter) the portable 32-row layout. Decode and flattened verify hold one
+    query position (16 rows) and always run the Triton kernel."""
     if qlen > 1 and not flatten:
         if hopper:
             return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True)
         return LaunchConfig(rows=32)
     return LaunchConfig()
+
+
+GLUON_MAX_QP = 64  # query positions (next_pow2(qlen)) the Gluon kernel's 64 rows hold
+
+
+def gluon_unsupported(
+    cfg: LaunchConfig, hopper: bool, qlen: int, flatten: bool, tensors: tuple[torch.Tensor, ...]
+) -> str | None:
+    """Why the Gluon stage 1 cannot take this call (None: it can). It is written for sm_90
+    (wgmma, cp.async into swizzled shared memory), 16-bit q and KV, 16-byte aligned rows."""
+    if not hopper:
+        return "not an sm_90 GPU"
+    if flatten or qlen <= 1:
+        return "decode or flattened verify (one query position per program)"
+    if (1 << (qlen - 1).bit_length()) > GLUON_MAX_QP:
+        return f"qlen {qlen} is over {GLUON_MAX_QP}"
+    dt = tensors[0].dtype
+    if dt not in (torch.bfloat16, torch.float16) or any(t.dtype != dt for t in tensors):
+        return "q and KV must share a 16-bit dtype"
+    for t in tensors:
+        if t.data_ptr() % 16 or any(st % 16 for st in t.stride()[:-1]):
+            return "rows must be 16-byte aligned"
+    if cfg.gluon_block_n not in (16, 32, 64) or not 2 <= cfg.gluon_buffers <= 8:
+        return "gluon_block_n must be 16, 32 or 64 and gluon_buffers 2..8"
+    if cfg.gluon_phases not in (1, 2, 3) or (cfg.gluon_overlap and cfg.gluon_phases != 3):
+        return "gluon_phases must be 1, 2 or 3 (3 with gluon_overlap)"
+    if cfg.gluon_overlap and cfg.gluon_lazy_sum:
+        return "gluon_overlap takes gluon_lazy_sum=False"
+    return None
+
+
+def use_gluon(
+    cfg: LaunchConfig, hopper: bool, qlen: int, flatten: bool, tensors: tuple[torch.Tensor, ...]
+) -> bool:
+    """The kernel choice: ``auto`` takes Gluon wherever it is supported and importable;
+    ``gluon`` insists (an error naming the reason otherwise); ``triton`` never."""
+    if cfg.kernel not in ("auto", "triton", "gluon"):
+        raise MlaprofError(f"kernel must be auto, triton or gluon, got {cfg.kernel!r}")
+    if cfg.kernel == "triton":
+        return False
+    why = gluon_unsupported(cfg, hopper, qlen, flatten, tensors)
+    if why is None and _gluon_kernels() is None:
+        why = "this Triton has no Gluon (triton.experimental.gluon)"
+    if why is not None and cfg.kernel == "gluon":
+        raise MlaprofError(f"triton backend: the Gluon kernel cannot run here: {why}")
+    return why is None
 
 
 def is_hopper(device: torch.device) -> bool:
@@ -131,6 +202,16 @@ def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
+def _stage1_args(inp: VerifyInputs, meta: Any, part_o, part_lse, s: int) -> tuple:
+    """The positional arguments both stage-1 kernels take (the same contract)."""
+    qn, qp, kv = inp.q_nope, inp.q_pe, inp.kv_c
+    return (
+        qn, qp, kv, meta.kv_indptr, meta.kv_indices, meta.seq_lens, meta.qo_lens, part_o, part_lse,
+        float(inp.sm_scale) * _kernels().LOG2E, s, qn.shape[1], qn.shape[2],
+        *qn.stride()[:3], *qp.stride()[:3], *part_o.stride()[:3], kv.stride(0),
+    )  # fmt: skip
+
+
 class TritonBackend:
     name = "triton"
     capturable = True
@@ -190,50 +271,13 @@ class TritonBackend:
         check_runnable(qn.device.type)
         b, qlen, h, _ = qn.shape
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
-        block_h = k.block_h_for(qlen, h, flat, cfg.rows)
-        qp_rows = 1 if flat else k.next_pow2(qlen)
-        rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h) * cfg.dv_split
-        grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
-        prec = "ieee" if kv.dtype == torch.float32 else "tf32"
-        c1 = k.mla_verify_stage1[grid1](
-            qn,
-            qp,
-            kv,
-            meta.kv_indptr,
-            meta.kv_indices,
-            meta.seq_lens,
-            meta.qo_lens,
-            part_o,
-            part_lse,
-            float(inp.sm_scale) * k.LOG2E,
-            s,
-            qlen,
-            h,
-            qn.stride(0),
-            qn.stride(1),
-            qn.stride(2),
-            qp.stride(0),
-            qp.stride(1),
-            qp.stride(2),
-            part_o.stride(0),
-            part_o.stride(1),
-            part_o.stride(2),
-            kv.stride(0),
-            QP=qp_rows,
-            BLOCK_H=block_h,
-            BLOCK_N=cfg.block_n,
-            PAGE=meta.page_size,
-            FLATTEN=flat,
-            DOT_PREC=prec,
-            HEADS_FIRST=cfg.heads_first,
-            DV_SPLIT=cfg.dv_split,
-            DEVICE_SPLITS=self.device_splits,
-            MIN_CHUNK=cfg.split_min_chunk,
-            QK_CHUNK=cfg.qk_chunk,
-            ROPE_FIRST=cfg.rope_first,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
+        gluon = use_gluon(cfg, self._hopper(qn), qlen, flat, (qn, qp, kv))
+        if gluon:
+            launch = self._launch_gluon(inp, meta, part_o, part_lse, s, cfg)
+        else:
+            launch = self._launch_triton(k, inp, meta, part_o, part_lse, s, cfg, flat)
+        grid1, block_h, align, warps = launch
+        c1 = self._c1
         hh = min(k.next_pow2(h), cfg.stage2_heads)
         nd = LATENT // cfg.stage2_block_d
         grid2 = (b, qlen, -(-h // hh) * nd)
@@ -260,7 +304,7 @@ class TritonBackend:
             BLOCK_HH=hh,
             BLOCK_D=cfg.stage2_block_d,
             BLOCK_S=min(cfg.block_s, k.next_pow2(s)),
-            ALIGN=cfg.block_n,
+            ALIGN=align,
             FLATTEN=flat,
             HAS_LSE=lse is not None,
             DEVICE_SPLITS=self.device_splits,
@@ -270,8 +314,9 @@ class TritonBackend:
         self.compiled = (c1, c2)
         self.last_launch = {
             "stage1": {
+                "kernel": "gluon" if gluon else "triton",
                 "grid": grid1,
-                "block": (32 * cfg.num_warps, 1, 1),
+                "block": (32 * warps, 1, 1),
                 "splits": s,
                 **_resources(c1),
             },
@@ -285,3 +330,54 @@ class TritonBackend:
             "flatten": flat,
             "device_splits": self.device_splits,  # then "splits" is the grid's cap
         }
+
+    def _launch_gluon(self, inp, meta, part_o, part_lse, s, cfg) -> tuple[tuple, int, int, int]:
+        """Stage 1 on sm_90: the Gluon kernel (mlaprof.kernels.mla_verify_gluon)."""
+        g = _gluon_kernels()
+        b, qlen, h, _ = inp.q_nope.shape
+        block_h = g.block_h_for(qlen)
+        grid1 = (-(-h // block_h), b, s)
+        self._c1 = g.mla_verify_stage1_hopper[grid1](
+            *_stage1_args(inp, meta, part_o, part_lse, s),
+            QP=g.ROWS // block_h,
+            BLOCK_H=block_h,
+            BLOCK_N=cfg.gluon_block_n,
+            PAGE=meta.page_size,
+            NUM_BUF=cfg.gluon_buffers,
+            OVERLAP=cfg.gluon_overlap,
+            LAZY_SUM=cfg.gluon_lazy_sum,
+            PHASES=cfg.gluon_phases,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
+            num_warps=g.NUM_WARPS,
+        )
+        return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
+
+    def _launch_triton(
+        self, k, inp, meta, part_o, part_lse, s, cfg, flat
+    ) -> tuple[tuple, int, int, int]:
+        """Stage 1 everywhere else: the Triton kernel (mlaprof.kernels.mla_verify)."""
+        b, qlen, h, _ = inp.q_nope.shape
+        block_h = k.block_h_for(qlen, h, flat, cfg.rows)
+        qp_rows = 1 if flat else k.next_pow2(qlen)
+        rows_axis, hb_axis = (b * qlen if flat else b), -(-h // block_h) * cfg.dv_split
+        grid1 = (hb_axis, rows_axis, s) if cfg.heads_first else (rows_axis, hb_axis, s)
+        prec = "ieee" if inp.kv_c.dtype == torch.float32 else "tf32"
+        self._c1 = k.mla_verify_stage1[grid1](
+            *_stage1_args(inp, meta, part_o, part_lse, s),
+            QP=qp_rows,
+            BLOCK_H=block_h,
+            BLOCK_N=cfg.block_n,
+            PAGE=meta.page_size,
+            FLATTEN=flat,
+            DOT_PREC=prec,
+            HEADS_FIRST=cfg.heads_first,
+            DV_SPLIT=cfg.dv_split,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
+            QK_CHUNK=cfg.qk_chunk,
+            ROPE_FIRST=cfg.rope_first,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+        return grid1, block_h, cfg.block_n, cfg.num_warps

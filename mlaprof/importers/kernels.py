@@ -130,6 +130,9 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     # mlaprof's own Triton kernel (mlaprof/kernels/mla_verify.py): (head blocks, rows, S)
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1"), STAGE1, "z", "y", None,
                   "mla_verify_stage1"),
+    # its sm_90 Gluon stage 1 (mlaprof/kernels/mla_verify_gluon.py): the same grid axes
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper"), STAGE1, "z", "y", None,
+                  "mla_verify_stage1_hopper"),
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage2"), STAGE2, kernel="mla_verify_stage2"),
     # vLLM Triton MLA decode (vllm/v1/attention/ops/triton_decode_attention.py)
     KernelPattern(VLLM_TRITON, _plain("_fwd_grouped_kernel_stage1"), STAGE1, "z", "x", None,

@@ -1,0 +1,327 @@
+"""Verify stage 1 for NVIDIA Hopper (sm_90) in Gluon: the same contract as
+``mla_verify.mla_verify_stage1`` (4-D q, paged KV, host- or device-decided S, partial output and
+log2-sum-exp per split), written for the register budget the Triton kernel could not meet.
+
+One program per (head block, request, split), two warpgroups (8 warps), 64 query rows
+(``QP x BLOCK_H``: every verify token of the request times a head block):
+
+- q (latent 512 + rope 64) is copied into shared memory once; both products read it from there
+  (``wgmma`` with the A operand in shared memory), so no q tile lives in registers;
+- KV tiles of ``BLOCK_N`` keys are gathered row by row (page size 1 is a gather: TMA's tiled copy
+  needs contiguous rows, and Hopper has no TMA gather) with ``cp.async`` straight into
+  ``NUM_BUF`` swizzled shared buffers, ``NUM_BUF - 1`` tiles ahead of the one being computed;
+  the page indices of the next tile are loaded one iteration early, so no load sits on the
+  critical path;
+- ``S = q K^T`` is one ``wgmma`` over both warpgroups (warps [4, 2]: each warpgroup computes half
+  the key columns, nothing twice); the softmax row statistics are reduced across the two;
+  ``P`` goes to shared memory and ``P V`` gives each warpgroup half the 512 output columns
+  (64 x 256 fp32: 128 registers a thread), so the accumulator never spills.
+
+Stage 2 (the merge) is ``mla_verify.mla_verify_stage2`` unchanged, with ``ALIGN = BLOCK_N``.
+Rows past a request's queries or past H are computed on clamped (valid) addresses and never
+stored; keys past a split's end load a valid row and are masked to -inf. All global offsets
+are 64-bit (pools of more than 2^31 elements).
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+ROWS = 64  # query rows per program: one wgmma M
+NUM_WARPS = 8  # two warpgroups
+
+
+@gluon.jit
+def _row_splits(seq, num_splits, MIN_CHUNK: gl.constexpr, DEVICE_SPLITS: gl.constexpr):
+    """The Triton kernel's rule (``mla_verify._row_splits``), restated for Gluon."""
+    if DEVICE_SPLITS:
+        v = gl.maximum((seq + MIN_CHUNK - 1) // MIN_CHUNK, 1) - 1
+        v = v | (v >> 1)
+        v = v | (v >> 2)
+        v = v | (v >> 4)
+        v = v | (v >> 8)
+        v = v | (v >> 16)
+        return gl.maximum(gl.minimum(v + 1, num_splits), 1)
+    else:
+        return num_splits
+
+
+@gluon.jit
+def _slots(
+    kv_indices, kv_start, j0, hi, BLOCK_N: gl.constexpr, PAGE: gl.constexpr, layout: gl.constexpr
+):
+    """Pool rows of keys j0 .. j0 + BLOCK_N (clamped to the split's last key: always valid)."""
+    j = gl.minimum(j0 + gl.arange(0, BLOCK_N, layout=layout), hi - 1)
+    if PAGE == 1:
+        return gl.load(kv_indices + kv_start + j).to(gl.int64)
+    else:
+        page = gl.load(kv_indices + kv_start + j // PAGE).to(gl.int64)
+        return page * PAGE + (j % PAGE)
+
+
+@gluon.jit
+def _issue(kn_buf, kp_buf, kv, slot_n, slot_p, stride_kv, ld_n: gl.constexpr, ld_p: gl.constexpr):
+    """cp.async one KV tile (latent part and rope part) into its shared buffers."""
+    cols_n = gl.arange(0, 512, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, 64, layout=gl.SliceLayout(0, ld_p))
+    cp.async_copy_global_to_shared(kn_buf, kv + (slot_n * stride_kv)[:, None] + cols_n[None, :])
+    cp.async_copy_global_to_shared(
+        kp_buf, kv + (slot_p * stride_kv + 512)[:, None] + cols_p[None, :]
+    )
+
+
+@gluon.jit
+def _qk(qn_smem, qp_smem, kn, kp, s_zero):
+    """S = q K^T for one tile, issued (async): one wgmma over both warpgroups, each half the keys."""
+    s = warpgroup_mma(qn_smem, kn.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    return warpgroup_mma(qp_smem, kp.permute((1, 0)), s, is_async=True)
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s: gl.constexpr, row_o: gl.constexpr,
+             LAZY_SUM: gl.constexpr = False):  # fmt: skip
+    """The online softmax of one tile: P (unnormalised), the rescale of earlier tiles, new stats.
+    Row statistics live in O's row layout; the conversions to and from S's are trivial (the
+    same rows per thread), the two reductions cross the warpgroups."""
+    j = j0 + keys
+    visible = (j[None, :] < bound[:, None]) & (j < hi)[None, :]
+    s = gl.where(visible, s * qk_scale, float("-inf"))
+    m_new = gl.maximum(m_i, gl.convert_layout(gl.max(s, axis=1), row_o))
+    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
+    p = gl.exp2(s - gl.convert_layout(m_safe, row_s)[:, None])
+    alpha = gl.exp2(m_i - m_safe)
+    if LAZY_SUM:  # l_i is [M, BLOCK_N] partial sums, each thread its own keys: no reduction
+        l_i = l_i * gl.convert_layout(alpha, row_s)[:, None] + p
+    else:
+        l_i = l_i * alpha + gl.convert_layout(gl.sum(p, axis=1), row_o)
+    return p, alpha, l_i, m_new
+
+
+@gluon.jit
+def mla_verify_stage1_hopper(
+    q_nope,
+    q_pe,
+    kv,
+    kv_indptr,
+    kv_indices,
+    seq_lens,
+    qo_lens,
+    part_o,  # fp32 [B, qlen, H, S, 512]
+    part_lse,  # fp32 [B, qlen, H, S]
+    qk_scale,  # sm_scale * log2(e)
+    num_splits,
+    qlen,
+    H,
+    stride_qb,
+    stride_qt,
+    stride_qh,
+    stride_rb,
+    stride_rt,
+    stride_rh,
+    stride_pb,
+    stride_pt,
+    stride_ph,
+    stride_kv,
+    QP: gl.constexpr,  # query positions per program (next_pow2(qlen))
+    BLOCK_H: gl.constexpr,  # heads per program; QP * BLOCK_H == 64
+    BLOCK_N: gl.constexpr,  # keys per tile
+    PAGE: gl.constexpr,
+    NUM_BUF: gl.constexpr,  # shared KV buffers (NUM_BUF - 1 tiles in flight)
+    DEVICE_SPLITS: gl.constexpr = False,
+    MIN_CHUNK: gl.constexpr = 256,
+    OVERLAP: gl.constexpr = False,  # issue S of tile t before waiting for P V of tile t - 1
+    LAZY_SUM: gl.constexpr = False,  # row sums reduced once at the end, not per tile
+    PHASES: gl.constexpr = 3,  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
+):
+    D_NOPE: gl.constexpr = 512
+    D_PE: gl.constexpr = 64
+    M: gl.constexpr = QP * BLOCK_H
+    gl.static_assert(M == 64)
+    dtype: gl.constexpr = kv.dtype.element_ty
+
+    # register layouts: loads (16-byte vectors along the row), S (keys split over the two
+    # warpgroups), O (512 columns split over the two warpgroups)
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [8, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [8, 1], [1, 0])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, BLOCK_N // 2, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 256, 16]
+    )
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    hb = gl.program_id(0)
+    b = gl.program_id(1)
+    split = gl.program_id(2)
+    seq = gl.load(seq_lens + b)
+    n = gl.load(qo_lens + b)
+    if n == 0:  # padding row: stage 2 writes its defined values
+        return
+    row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
+    per = (seq + row_splits - 1) // row_splits
+    chunk = ((per + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    hi = gl.minimum(lo + chunk, seq)
+    if lo >= hi:  # past the row's length (also every split >= row_splits)
+        return
+
+    qn_smem = gl.allocate_shared_memory(
+        dtype, [M, D_NOPE], gl.NVMMASharedLayout.get_default_for([M, D_NOPE], dtype)
+    )
+    qp_smem = gl.allocate_shared_memory(
+        dtype, [M, D_PE], gl.NVMMASharedLayout.get_default_for([M, D_PE], dtype)
+    )
+    kn_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_NOPE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_NOPE], dtype),
+    )
+    kp_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_PE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_PE], dtype),
+    )
+    p_smem = gl.allocate_shared_memory(
+        dtype, [M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([M, BLOCK_N], dtype)
+    )
+
+    b64 = b.to(gl.int64)
+    # q rows (clamped to valid addresses; rows past n or H are never stored)
+    rq_n = gl.arange(0, M, layout=gl.SliceLayout(1, ld_n))
+    qi_n = gl.minimum(rq_n // BLOCK_H, qlen - 1).to(gl.int64)
+    h_n = gl.minimum(hb * BLOCK_H + rq_n % BLOCK_H, H - 1).to(gl.int64)
+    rq_p = gl.arange(0, M, layout=gl.SliceLayout(1, ld_p))
+    qi_p = gl.minimum(rq_p // BLOCK_H, qlen - 1).to(gl.int64)
+    h_p = gl.minimum(hb * BLOCK_H + rq_p % BLOCK_H, H - 1).to(gl.int64)
+    q_off = b64 * stride_qb + qi_n * stride_qt + h_n * stride_qh
+    r_off = b64 * stride_rb + qi_p * stride_rt + h_p * stride_rh
+    cols_n = gl.arange(0, D_NOPE, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, D_PE, layout=gl.SliceLayout(0, ld_p))
+    cp.async_copy_global_to_shared(qn_smem, q_nope + q_off[:, None] + cols_n[None, :])
+    cp.async_copy_global_to_shared(qp_smem, q_pe + r_off[:, None] + cols_p[None, :])
+    cp.commit_group()
+
+    kv_start = gl.load(kv_indptr + b).to(gl.int64)
+    sl_n: gl.constexpr = gl.SliceLayout(1, ld_n)
+    sl_p: gl.constexpr = gl.SliceLayout(1, ld_p)
+    for t in gl.static_range(NUM_BUF - 1):  # prologue: the first NUM_BUF - 1 tiles in flight
+        j0 = lo + t * BLOCK_N
+        _issue(
+            kn_smem.index(t),
+            kp_smem.index(t),
+            kv,
+            _slots(kv_indices, kv_start, j0, hi, BLOCK_N, PAGE, sl_n),
+            _slots(kv_indices, kv_start, j0, hi, BLOCK_N, PAGE, sl_p),
+            stride_kv,
+            ld_n,
+            ld_p,
+        )
+        cp.commit_group()
+    j_next = lo + (NUM_BUF - 1) * BLOCK_N
+    nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+    nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+
+    # rows: query position and head, and the keys each row sees (the causal bound)
+    rs = gl.arange(0, M, layout=row_s)
+    qi_s = rs // BLOCK_H
+    h_s = hb * BLOCK_H + rs % BLOCK_H
+    ok_s = (qi_s < qlen) & (qi_s < n) & (h_s < H)
+    bound = gl.where(ok_s, seq - n + qi_s + 1, 0)
+    keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+
+    m_i = gl.full([M], float("-inf"), gl.float32, layout=row_o)
+    l_i = gl.zeros([M], gl.float32, layout=row_o)
+    acc = gl.zeros([M, D_NOPE], gl.float32, layout=o_layout)
+    if LAZY_SUM:
+        l_i = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
+    s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
+    n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
+    if OVERLAP:
+        acc = warpgroup_mma_init(acc)  # the loop carries P V's pending result
+        # S of tile t is issued before the wait for P V of tile t - 1: the tensor cores stay busy
+        # across the loop's barrier, the buffer refill and the index loads
+        for t in range(n_tiles):
+            cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
+            fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
+            gl.thread_barrier()  # everyone's copies of tile t landed
+            buf = t % NUM_BUF
+            kn = kn_smem.index(buf)
+            s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+            # P V of tile t - 1 done (wgmma groups retire in order; S's two are the newest)
+            acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
+            gl.thread_barrier()  # both warpgroups are done with tile t - 1's buffer and P
+            nb = (t + NUM_BUF - 1) % NUM_BUF
+            _issue(kn_smem.index(nb), kp_smem.index(nb), kv, nx_n, nx_p, stride_kv, ld_n, ld_p)
+            cp.commit_group()
+            j_next = lo + (t + NUM_BUF) * BLOCK_N
+            nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+            nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            p, alpha, l_i, m_i = _softmax(
+                s, m_i, l_i, qk_scale, bound, keys, lo + t * BLOCK_N, hi, row_s, row_o
+            )
+            p_smem.store(p.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()  # both warpgroups' halves of P are written
+            acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    else:
+        for t in range(n_tiles):
+            cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
+            fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
+            gl.thread_barrier()  # everyone's copies landed; tile t - 1's buffer is free
+            nb = (t + NUM_BUF - 1) % NUM_BUF
+            if PHASES & 1:
+                _issue(kn_smem.index(nb), kp_smem.index(nb), kv, nx_n, nx_p, stride_kv, ld_n, ld_p)
+            cp.commit_group()
+            j_next = lo + (t + NUM_BUF) * BLOCK_N  # indices one tile early: off the critical path
+            nx_n = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+            nx_p = _slots(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+            buf = t % NUM_BUF
+            kn = kn_smem.index(buf)
+            if PHASES & 2:
+                s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+                p, alpha, l_i, m_i = _softmax(
+                    s, m_i, l_i, qk_scale, bound, keys, lo + t * BLOCK_N, hi, row_s, row_o, LAZY_SUM
+                )
+                p_smem.store(p.to(dtype))
+                fence_async_shared()
+                gl.thread_barrier()  # both warpgroups' halves of P are written
+                acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    cp.wait_group(0)  # the clamped copies issued past the last tile
+    if LAZY_SUM:
+        l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
+
+    has_keys = l_i > 0.0
+    o = acc / gl.where(has_keys, l_i, 1.0)[:, None]
+    lse2 = gl.where(has_keys, m_i + gl.log2(gl.where(has_keys, l_i, 1.0)), float("-inf"))
+    ro = gl.arange(0, M, layout=row_o)
+    qi_o = ro // BLOCK_H
+    h_o = hb * BLOCK_H + ro % BLOCK_H
+    ok_o = (qi_o < qlen) & (qi_o < n) & (h_o < H)
+    base = b64 * stride_pb + qi_o.to(gl.int64) * stride_pt + h_o.to(gl.int64) * stride_ph
+    cols_o = gl.arange(0, D_NOPE, layout=gl.SliceLayout(0, o_layout))
+    p_off = base + split.to(gl.int64) * D_NOPE
+    mask_o = ok_o[:, None] & (cols_o < D_NOPE)[None, :]
+    gl.store(part_o + p_off[:, None] + cols_o[None, :], o, mask=mask_o)
+    gl.store(part_lse + base // D_NOPE + split, lse2, mask=ok_o)
+
+
+def block_h_for(qlen: int) -> int:
+    """Heads per program: 64 query rows (a wgmma M) of ``next_pow2(qlen)`` positions."""
+    qp = 1 if qlen <= 1 else 1 << (qlen - 1).bit_length()
+    if qp > ROWS:
+        raise ValueError(f"the Hopper verify kernel holds at most {ROWS} query positions")
+    return ROWS // qp

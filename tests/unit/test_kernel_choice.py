@@ -1,0 +1,155 @@
+"""Which stage-1 kernel the triton backend runs: the Gluon kernel on sm_90 for native verify,
+the Triton kernel everywhere else. No GPU here: the device capability is faked; the Gluon
+kernel itself is checked on the H200 (bench/verify_gluon.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+pytest.importorskip("numpy")
+
+from mlaprof.backends import triton_backend as tb  # noqa: E402
+from mlaprof.backends.base import make_inputs  # noqa: E402
+from mlaprof.errors import MlaprofError  # noqa: E402
+from mlaprof.metadata import BatchShape, build_metadata  # noqa: E402
+
+C = tb.LaunchConfig
+
+
+def _q(qlen=4, heads=16, dtype=torch.bfloat16):
+    qn = torch.zeros(2, qlen, heads, 512, dtype=dtype)
+    qp = torch.zeros(2, qlen, heads, 64, dtype=dtype)
+    kv = torch.zeros(100, 576, dtype=dtype)
+    return qn, qp, kv
+
+
+def test_auto_takes_gluon_on_sm90_for_native_verify():
+    assert tb.use_gluon(C(), True, 4, False, _q())
+    assert tb.use_gluon(C(), True, 2, False, _q(qlen=2))
+    assert tb.use_gluon(C(), True, 64, False, _q(qlen=64))  # 64 positions x 1 head: 64 rows
+    assert tb.use_gluon(C(), True, 4, False, _q(dtype=torch.float16))
+
+
+@pytest.mark.parametrize(
+    "hopper,qlen,flatten,tensors,why",
+    [
+        (False, 4, False, _q(), "not an sm_90"),
+        (True, 1, False, _q(qlen=1), "decode"),
+        (True, 4, True, _q(), "flattened"),
+        (True, 65, False, _q(qlen=65), "over 64"),
+        (True, 4, False, _q(dtype=torch.float32), "16-bit"),
+        (True, 4, False, (*_q()[:2], torch.zeros(100, 576)), "16-bit"),  # mixed dtypes
+        # a pool whose rows are not 16-byte multiples apart (576 + 4 elements)
+        (True, 4, False, (*_q()[:2], torch.zeros(100, 580, dtype=torch.bfloat16)[:, :576]), "16-byte"),
+        # a row that starts 2 bytes into its allocation
+        (True, 4, False, (*_q()[:2], torch.zeros(100 * 576 + 1, dtype=torch.bfloat16)[1:].view(100, 576)), "16-byte"),
+    ],
+)  # fmt: skip
+def test_auto_falls_back_to_triton(hopper, qlen, flatten, tensors, why):
+    assert why in (tb.gluon_unsupported(C(), hopper, qlen, flatten, tensors) or "")
+    assert not tb.use_gluon(C(), hopper, qlen, flatten, tensors)
+    with pytest.raises(MlaprofError, match="Gluon kernel cannot run here"):
+        tb.use_gluon(C(kernel="gluon"), hopper, qlen, flatten, tensors)
+
+
+def test_forced_choices_and_bad_settings():
+    assert not tb.use_gluon(C(kernel="triton"), True, 4, False, _q())
+    assert tb.use_gluon(C(kernel="gluon"), True, 4, False, _q())
+    with pytest.raises(MlaprofError, match="kernel must be"):
+        tb.use_gluon(C(kernel="cuda"), True, 4, False, _q())
+    for bad in (C(gluon_block_n=48), C(gluon_buffers=1), C(gluon_phases=4),
+                C(gluon_overlap=True, gluon_phases=1), C(gluon_overlap=True)):  # fmt: skip
+        assert not tb.use_gluon(bad, True, 4, False, _q())
+
+
+def test_no_gluon_in_this_triton_falls_back(monkeypatch):
+    monkeypatch.setattr(tb, "_GLUON", [None])  # as if triton.experimental.gluon were missing
+    assert not tb.use_gluon(C(), True, 4, False, _q())
+    with pytest.raises(MlaprofError, match="no Gluon"):
+        tb.use_gluon(C(kernel="gluon"), True, 4, False, _q())
+
+
+@pytest.mark.parametrize(
+    "cap,hip,want", [((9, 0), None, True), ((8, 0), None, False), ((10, 0), None, False),
+                     ((9, 0), "6.4", False)],
+)  # fmt: skip
+def test_is_hopper_reads_the_capability(monkeypatch, cap, hip, want):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: cap)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    assert tb.is_hopper(torch.device("cuda")) is want
+    assert not tb.is_hopper(torch.device("cpu"))
+
+
+def _case(qlen, heads=4):
+    meta = build_metadata(BatchShape([40, 23], qlen, 2, None, "FULL"), page_size=1, seed=3)
+    inp = make_inputs(meta, heads, seed=7, device="cpu")
+    return meta, inp
+
+
+class _Launched(Exception):
+    pass
+
+
+CPU_ONLY = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="runs the Triton kernel through the CPU interpreter"
+)
+
+
+@CPU_ONLY
+def test_forward_on_a_fake_sm90_launches_gluon_for_verify_only(monkeypatch):
+    """On sm_90 the backend sends native verify to the Gluon launcher, decode to Triton."""
+    seen = []
+
+    def fake_launch(self, inp, meta, part_o, part_lse, s, cfg):
+        seen.append((inp.q_nope.shape[1], s, cfg.gluon_block_n, cfg.gluon_buffers))
+        raise _Launched
+
+    monkeypatch.setattr(tb.TritonBackend, "_launch_gluon", fake_launch)
+    be = tb.TritonBackend(C(block_n=16, stage2_heads=128, block_s=4))
+    be._is_hopper = True  # the capability probe's cached answer
+    meta, inp = _case(4)
+    out = torch.empty(2, 4, 4, 512)
+    # fp32 q/KV is not for the Gluon kernel: the Triton kernel runs, right
+    be.forward(inp, meta, out, None, num_splits=2)
+    assert be.last_launch["stage1"]["kernel"] == "triton" and not seen
+    half = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    with pytest.raises(_Launched):
+        be.forward(half, meta, out.bfloat16(), None, num_splits=2)
+    assert seen == [(4, 2, 64, 2)]
+    # decode (qlen 1) on the same GPU, bf16 as well: Triton (the interpreter's bf16 numbers are
+    # not meaningful; the Triton kernel's are checked in test_triton_kernel.py)
+    meta1, inp1 = _case(1)
+    inp1 = type(inp1)(inp1.q_nope.bfloat16(), inp1.q_pe.bfloat16(), inp1.kv_c.bfloat16(),
+                      inp1.sm_scale)  # fmt: skip
+    be.forward(inp1, meta1, torch.empty(2, 1, 4, 512, dtype=torch.bfloat16), None, num_splits=2)
+    assert be.last_launch["stage1"]["kernel"] == "triton" and len(seen) == 1
+    # the same verify batch with the Triton kernel asked for: no Gluon launch
+    forced = tb.TritonBackend(C(block_n=16, stage2_heads=128, block_s=4, kernel="triton"))
+    forced._is_hopper = True
+    forced.forward(half, meta, out.bfloat16(), None, num_splits=2)
+    assert forced.last_launch["stage1"]["kernel"] == "triton" and len(seen) == 1
+
+
+@CPU_ONLY
+def test_cpu_default_never_asks_for_gluon(monkeypatch):
+    """On the CPU nothing changes: the Gluon module is not even imported."""
+    monkeypatch.setattr(tb, "_GLUON", [])
+
+    def boom():
+        raise AssertionError("the Gluon module was imported on the CPU")
+
+    monkeypatch.setattr(tb, "_gluon_kernels", boom)
+    be = tb.TritonBackend(C(block_n=16, stage2_heads=128, block_s=4))
+    meta, inp = _case(4)
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    out = torch.empty(2, 4, 4, 512, dtype=torch.bfloat16)
+    be.forward(inp, meta, out, None, num_splits=2)
+    assert be.last_launch["stage1"]["kernel"] == "triton"
+    with pytest.raises(MlaprofError, match="not an sm_90 GPU"):
+        tb.TritonBackend(C(kernel="gluon")).forward(inp, meta, out, None, num_splits=2)
