@@ -76,7 +76,12 @@ def test_report_tui_and_html_show_every_rank(tp2, tmp_path):
     assert "ranks: 2" in rep.stdout and "launcher: mlaprof run --ranks 2" in rep.stdout
     once = mlaprof_cli("tui", "--once", str(traces / "tp2"))
     assert once.returncode == 0, once.stderr
-    assert "rank 1" in once.stdout.lower() or "ranks: 2" in once.stdout
+    assert "ranks: 2, all agree" in once.stdout
+    assert "launcher: mlaprof run --ranks 2" in once.stdout
+    for rank in (0, 1):  # each rank on its own: its 3 steps, not the run's 6
+        one = mlaprof_cli("tui", "--once", str(traces / "tp2"), "--rank", str(rank))
+        assert one.returncode == 0, one.stderr
+        assert f"rank {rank}  |  finished  |  3 steps" in one.stdout
     html = tmp_path / "r.html"
     h = mlaprof_cli("report", "tp2", "--traces", str(traces), "--html", str(html))
     assert h.returncode == 0, h.stderr
