@@ -59,11 +59,16 @@ def recorded_command(argv: list[str]) -> str:
 
 
 def start_run(
-    sc: Scenario, backend: str, device: str, traces: Path, name: str | None = None
+    sc: Scenario,
+    backend: str,
+    device: str,
+    traces: Path,
+    name: str | None = None,
+    rank: int = 0,
 ) -> RunWriter:
     # a default name never collides: the folder is reserved with a suffix if taken
     label = name or runmeta.reserve(traces, runmeta.new_run_name(f"{sc.name}-{backend}-{device}"))
-    return create_run(traces, label, run_meta(sc, backend, device))
+    return create_run(traces, label, run_meta(sc, backend, device), rank=rank)
 
 
 def _forward_layer(backend, inp, meta, out, lse, s_used, checker, check, layer, step):  # noqa: ANN001, ANN202
@@ -84,9 +89,12 @@ def run_cpu(
     progress: Progress | None = None,
     check_syncs: str = "first",
     ranges: bool = False,
+    collective: Callable[[torch.Tensor], None] | None = None,
 ) -> None:
     """Run ``sc`` on the CPU and record every step. ``check_syncs``: first | all | off;
-    ``ranges``: emit a roctx/NVTX range per layer so rocprofv3 and Nsight show mlaprof's layers."""
+    ``ranges``: emit a roctx/NVTX range per layer so rocprofv3 and Nsight show mlaprof's layers;
+    ``collective(out)``: the tensor-parallel all-reduce after each layer's attention (outside
+    the layer's timing and the sync checker's region: it is the step's, not attention's)."""
     from mlaprof.probes.ranges import layer_range
 
     if check_syncs not in ("first", "all", "off"):
@@ -118,6 +126,8 @@ def run_cpu(
                     backend, inp, meta, out, lse, s_used, checker, check, layer, step
                 )
             t1 = time.perf_counter_ns()
+            if collective is not None:
+                collective(out)
             layer_rows.append(layer_row(step, layer, t0, t1 - t0, n_sync, s_used, s_deserved))
             done += 1
             if progress:

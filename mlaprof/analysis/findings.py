@@ -30,3 +30,40 @@ class Finding:
     @property
     def rank(self) -> int:
         return SEVERITIES.index(self.severity)
+
+
+def rank_list(ranks: list[int]) -> str:
+    """``rank 3`` / ``ranks 0-7`` / ``ranks 0, 2, 5``: the ranks a finding was seen on."""
+    rs = sorted(set(ranks))
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    if rs == list(range(rs[0], rs[-1] + 1)):
+        return f"ranks {rs[0]}-{rs[-1]}"
+    return "ranks " + ", ".join(map(str, rs))
+
+
+def fold_ranks(findings: list[Finding], ranks: int) -> list[Finding]:
+    """One finding per distinct statement: the same finding from several ranks becomes one that
+    names them (``data["ranks"]``); findings that differ between ranks stay apart, each naming
+    its ranks, so ranks that disagree are never merged. Single-rank runs are left as they are."""
+    if ranks <= 1:
+        return findings
+    out: list[Finding] = []
+    index: dict[tuple, Finding] = {}
+    for f in findings:
+        if "rank" not in f.data or f.data["rank"] is None:
+            out.append(f)
+            continue
+        key = (f.kind, f.severity, f.title, f.evidence, f.fix, f.layer, f.location)
+        if key in index:
+            index[key].data["ranks"].append(f.data["rank"])
+            continue
+        data = {k: v for k, v in f.data.items() if k != "rank"}
+        data["ranks"] = [f.data["rank"]]
+        g = Finding(f.kind, f.severity, f.title, f.evidence, f.fix, f.layer, f.location, data,
+                    f.unreliable)  # fmt: skip
+        index[key] = g
+        out.append(g)
+    for g in index.values():
+        g.title = f"{g.title} [{rank_list(g.data['ranks'])} of {ranks}]"
+    return out

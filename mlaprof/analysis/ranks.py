@@ -32,7 +32,9 @@ def fleet_summary(
     with its host, pid and GPU where the import recorded them (``sources``) and its DP group
     where the batches tell it (``batches``: rank -> batch rows per step)."""
     src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
-    groups = dp_groups(batches or {}) if len(ranks) > 1 else {}
+    # a launcher that placed the ranks says their DP group: that evidence wins over inference
+    placed = {r: s["dp_group"] for r, s in src.items() if s.get("dp_group") is not None}
+    groups = placed or (dp_groups(batches or {}) if len(ranks) > 1 else {})
     per_rank = []
     for rank in ranks:
         rows = [r for r in layer_rows if r["rank"] == rank]
@@ -73,9 +75,15 @@ def fleet_summary(
     return {
         "ranks": len(ranks),
         "dp_groups": len(set(groups.values())) if groups else None,
-        "dp_groups_source": "inferred: ranks that ran the same batch rows at every step"
+        "dp_groups_source": "launcher: " + str(next(iter(src.values())).get("placed_by"))
+        if placed
+        else "inferred: ranks that ran the same batch rows at every step"
         if groups
         else "unknown (one rank, or no batch rows recorded)",
+        # what the host/pid/GPU columns are: where a launcher ran the rank, or an import's files
+        "hosts_source": "the machine, process and GPU each rank ran on (launcher)"
+        if placed
+        else "the folder of the rank's files in the import; unknown: not in the trace",
         "ranks_collapsed": collapsed,
         "ranks_not_collapsed": fine,
         # ranks disagree when some collapsed and others did not, or their S differ per layer

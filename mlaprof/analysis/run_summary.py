@@ -15,6 +15,7 @@ from mlaprof.analysis.capture import capture_findings
 from mlaprof.analysis.engine import engine_analysis
 from mlaprof.analysis.engine_log import engine_log_findings
 from mlaprof.analysis.evidence import Evidence, collect
+from mlaprof.analysis.findings import fold_ranks
 from mlaprof.analysis.headline import headline
 from mlaprof.analysis.imported import imported_findings, mark_unreliable
 from mlaprof.analysis.layers import layer_table
@@ -147,6 +148,7 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     findings += reservation_findings(sec["reservation"])
     if ev.trace is not None:
         mark_unreliable(findings, ev.trace)
+    findings = fold_ranks(findings, len(ev.ranks))
     findings.sort(key=lambda f: f.rank)
     return findings
 

@@ -79,6 +79,22 @@ def split_rows(splits: pd.DataFrame) -> list[dict]:
                 "step": _opt_int(r.step),
             }
         )
+    return fold_rank_rows(out)
+
+
+def fold_rank_rows(rows: list[dict]) -> list[dict]:
+    """Rows that say the same for several ranks (all but rank and step equal) become one row
+    with ``ranks``; rows where ranks disagree stay apart, each with its own ``ranks``."""
+    out: list[dict] = []
+    index: dict[tuple, dict] = {}
+    for r in rows:
+        key = tuple((k, v) for k, v in r.items() if k not in ("rank", "step"))
+        if key in index:
+            index[key]["ranks"].append(r["rank"])
+            continue
+        row = {**r, "ranks": [r["rank"]]}
+        index[key] = row
+        out.append(row)
     return out
 
 
@@ -135,7 +151,13 @@ def split_findings(
                         if p and p.uses_min_kv
                         else "exclude padding rows from the split heuristic's batch size"
                     ),
-                    data={"policy": r.policy, "used": used, "fix": fix, "deserved": deserved},
+                    data={
+                        "policy": r.policy,
+                        "used": used,
+                        "fix": fix,
+                        "deserved": deserved,
+                        "rank": _opt_int(getattr(r, "rank", 0)),
+                    },
                 )
             )
         if (
@@ -158,7 +180,12 @@ def split_findings(
                     ),
                     fix="choose S at replay from the real metadata (device-side) or capture with "
                     "representative KV lengths per capture size",
-                    data={"policy": r.policy, "frozen": int(r.frozen), "deserved": deserved},
+                    data={
+                        "policy": r.policy,
+                        "frozen": int(r.frozen),
+                        "deserved": deserved,
+                        "rank": _opt_int(getattr(r, "rank", 0)),
+                    },
                 )
             )
     return out

@@ -31,6 +31,8 @@ examples:
   mlaprof run --scenario examples/scenario.toml   a scenario file (keys = Scenario fields)
   mlaprof run --device cuda --backend triton     real FULL-graph capture on a GPU
   mlaprof run --live                             run in the background and watch it in the TUI
+  mlaprof run --ranks 2                          2 tensor-parallel ranks (gloo), one database each
+  mlaprof run --device cuda --backend triton --ranks 8   8 GPUs, all-reduce inside the FULL graph
 """
 
 
@@ -102,6 +104,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="emit a roctx/NVTX range per layer (rocprofv3 --marker-trace, Nsight)",
     )
+    p.add_argument(
+        "--ranks",
+        type=int,
+        metavar="N",
+        help="run N tensor-parallel ranks side by side (torch.distributed: gloo on the CPU, NCCL "
+        "with one GPU per rank), an all-reduce after each attention layer, every rank recorded",
+    )
     p.add_argument("--name", help="run folder name (default: timestamp-scenario-backend-device)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
@@ -149,6 +158,13 @@ def main(args: argparse.Namespace) -> int:
         folder_name(args.name)
     sc = scenario_from_args(args)
     traces = traces_dir(args.traces)
+    from mlaprof import multirank
+
+    rank_ctx = multirank.from_env()
+    if args.ranks is not None and rank_ctx is None:
+        if args.live:
+            raise MlaprofError("--live follows one process; run --ranks without it, then tui")
+        return _launch_ranks(args, sc, traces)
     if args.live:
         return _live(args, traces)
     from mlaprof.backends.registry import BACKENDS
@@ -166,18 +182,24 @@ def main(args: argparse.Namespace) -> int:
     if prepare is not None:  # refuse before a run folder exists (e.g. aiter without ROCm)
         prepare()
     t0 = time.perf_counter()
-    writer = start_run(sc, args.backend, args.device, traces, args.name)
+    rank = rank_ctx.rank if rank_ctx else 0
+    writer = start_run(sc, args.backend, args.device, traces, args.name, rank=rank)
     status, reason = "failed", None
+    tp = None
     try:
+        if rank_ctx is not None:
+            tp = multirank.TensorParallel(rank_ctx, args.device)
         with _progress(args.quiet or args.json, sc.steps * sc.layers) as progress:
             if args.device == "cuda":
                 try:
                     from mlaprof.gpu.capture_runner import run_cuda
                 except ModuleNotFoundError as e:
                     raise MlaprofError(f"the CUDA runner is not available ({e})") from None
-                run_cuda(sc, args.backend, writer, progress)
+                run_cuda(sc, args.backend, writer, progress,
+                         collective=tp.after_attention if tp else None)  # fmt: skip
             else:
-                run_cpu(sc, args.backend, writer, progress, args.check_syncs, args.ranges)
+                run_cpu(sc, args.backend, writer, progress, args.check_syncs, args.ranges,
+                        collective=tp.after_attention if tp else None)  # fmt: skip
         status = "finished"
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (errors.Terminated)
         status = "interrupted"
@@ -188,7 +210,11 @@ def main(args: argparse.Namespace) -> int:
         raise
     finally:
         writer.finish(status, reason)
+        if tp is not None:
+            tp.close()
     elapsed = time.perf_counter() - t0
+    if rank_ctx is not None:  # a rank of a launched run: the launcher reports
+        return 0
     from mlaprof.store.reader import load
 
     with load(writer.run_dir) as run:
@@ -203,6 +229,62 @@ def main(args: argparse.Namespace) -> int:
 
             print_report(run)
     print(f"run written to {writer.run_dir} in {elapsed:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: ANN001
+    """``--ranks N``: the run folder first, then N rank processes into it, then the report."""
+    from mlaprof import multirank
+    from mlaprof.cpu_runner import run_meta
+    from mlaprof.store import runmeta
+
+    if not 1 <= args.ranks <= multirank.MAX_RANKS:
+        raise MlaprofError(f"--ranks must be 1..{multirank.MAX_RANKS}, got {args.ranks}")
+    if args.device == "cuda":
+        from mlaprof.backends.triton_backend import check_runnable
+
+        if args.backend == "triton":
+            check_runnable(args.device)
+    label = f"{sc.name}-{args.backend}-{args.device}-tp{args.ranks}"
+    name = args.name or runmeta.reserve(traces, runmeta.new_run_name(label))
+    meta = {
+        **run_meta(sc, args.backend, args.device),
+        "tp": multirank.tp_meta(args.ranks, args.device),
+    }
+    run_dir = runmeta.init_run_dir(traces, name, meta)
+    t0 = time.perf_counter()
+    status, reason, sources = "failed", None, None
+    try:
+        outcomes = multirank.launch(sys.argv[1:], args.ranks, args.device, run_dir)
+        reason = multirank.failure_reason(outcomes)
+        status = "failed" if reason else "finished"
+        sources = multirank.rank_sources(outcomes, args.ranks)
+    except KeyboardInterrupt:
+        status, reason = "interrupted", "Ctrl-C"
+        raise
+    finally:
+        fields = {"status": status, **({"reason": reason} if reason else {})}
+        if sources:
+            fields["rank_sources"] = sources
+        runmeta.update(run_dir, **fields)
+    elapsed = time.perf_counter() - t0
+    from mlaprof.store.reader import load
+
+    with load(run_dir) as run:
+        if args.json:
+            import json
+
+            from mlaprof.analysis import summary
+
+            print(json.dumps(summary(run), indent=2, default=str))
+        elif not args.quiet:
+            from mlaprof.reporters.terminal import print_report
+
+            print_report(run)
+    if reason:
+        print(f"mlaprof: error: {reason}; what the ranks recorded is in {run_dir}", file=sys.stderr)
+        return 1
+    print(f"run written to {run_dir} ({args.ranks} ranks) in {elapsed:.1f} s", file=sys.stderr)
     return 0
 
 

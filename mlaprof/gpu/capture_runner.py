@@ -70,6 +70,7 @@ def run_cuda(
     calibration_replays: int = CALIBRATION_REPLAYS,
     analysis_every: int = 1,
     timeline_steps: int = TIMELINE_STEPS,
+    collective: Callable[[Any], None] | None = None,
 ) -> None:
     """Run ``scenario`` on the GPU through ``backend_name`` and record it into ``writer``.
 
@@ -102,6 +103,7 @@ def run_cuda(
         seed=sc.seed,
     )
     use_device_splits(sess.backend, backend_name, sc.policy)
+    sess.collective = collective  # TP ranks: an all-reduce after each layer, captured with it
     _record_env(writer, torch)
     captured: dict[int, Calibration] = {}
     fallback = sc.graph_mode != "FULL"

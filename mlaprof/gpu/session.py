@@ -102,6 +102,9 @@ class CudaSession:
             for _ in range(self.layers)
         ]
         self.groups: dict[int, Group] = {}
+        # the tensor-parallel all-reduce after each attention layer (mlaprof.multirank): it runs
+        # in every forward, so the FULL graph captures it beside attention
+        self.collective: Callable[[torch.Tensor], None] | None = None
         for step, (sh, hm) in enumerate(zip(self.shapes, self.host_metas, strict=True)):
             if sh.num_reqs in self.groups:
                 continue
@@ -165,6 +168,8 @@ class CudaSession:
                 self.backend.forward(
                     grp.q[i], grp.meta, grp.out[i], grp.lse[i], num_splits=grp.splits
                 )
+            if self.collective is not None:
+                self.collective(grp.out[i])
         if hook:
             hook(self.layers)
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from mlaprof.analysis import Finding, summary
 from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.engine_log import bar_label, gib
+from mlaprof.analysis.findings import rank_list
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.textsafe import term
 
@@ -152,21 +153,28 @@ def print_report(
     )
     # at 80 columns the numbers and their headers keep their width; long policy names fold
     t.add_column("policy", overflow="fold", ratio=1)
+    n_ranks = s["fleet"]["ranks"]
+    # ranks that disagree are never merged: then every row names the ranks it holds for
+    by_rank = n_ranks > 1 and any(len(r.get("ranks") or [0]) != n_ranks for r in s["splits"])
+    if by_rank:
+        t.add_column("ranks", no_wrap=True)
     for col in ("S", "all/act", "deserved", "frozen", "occ. (model)"):
         t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for r in s["splits"]:
         collapsed = is_collapsed(r["used"], r["deserved"])
+        who = [rank_list(r.get("ranks") or [r.get("rank") or 0])] if by_rank else []
         if r.get("on_device"):  # S is the device's, at every replay: no host number to show
             name = term(r["policy"]) + (" *" if r["policy"] == sc.get("policy") else "")
-            t.add_row(name + " †", "device", "-", "-", "never", "-")
+            t.add_row(name + " †", *who, "device", "-", "-", "never", "-")
             continue
         if r["used"] is None:  # the policy's kernel does not take this configuration
-            t.add_row(term(r["policy"]), "‡", "-", "-", "-", "-")
+            t.add_row(term(r["policy"]), *who, "‡", "-", "-", "-", "-")
             continue
         t.add_row(
             term(r["policy"])
             + (" *" if r["policy"] == sc.get("policy") else "")
             + ("" if r.get("verified", True) else " †"),
+            *who,
             f"[bold red]{r['used']}[/]" if collapsed else str(r["used"]),
             f"{r['all_rows']}/{r['active_rows']}",
             str(r["deserved"]),
@@ -316,8 +324,8 @@ def _print_fleet(console: Console, fleet: dict) -> None:
         )  # fmt: skip
     console.print(t)
     console.print(
-        f"[dim]DP: data-parallel group, {term(fleet['dp_groups_source'])}; host: the folder "
-        "of the rank's files in the import; unknown: not in the trace[/]"
+        f"[dim]DP: data-parallel group, {term(fleet['dp_groups_source'])}; host: "
+        f"{term(fleet.get('hosts_source') or '')}[/]"
     )
 
 

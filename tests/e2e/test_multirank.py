@@ -1,0 +1,155 @@
+"""``mlaprof run --ranks N`` on the CPU: real rank processes joined by gloo, an all-reduce after
+every attention layer, every rank recorded in its own database of one run; a rank that dies
+leaves the others' records readable and the run failed, naming that rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlaprof.store import runmeta
+from mlaprof.store.reader import load
+from tests.conftest import mlaprof_cli
+
+SMALL = ["--kv-lens", "70,130,200", "--layers", "2"]
+
+
+@pytest.fixture(scope="module")
+def tp2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    traces = tmp_path_factory.mktemp("tp") / "traces"
+    p = mlaprof_cli(
+        "run", "--ranks", "2", "--steps", "3", *SMALL, "--name", "tp2", "--json",
+        "--traces", str(traces),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    return traces, json.loads(p.stdout)
+
+
+def test_every_rank_records_its_own_database(tp2):
+    traces, doc = tp2
+    run_dir = traces / "tp2"
+    assert sorted(f.name for f in run_dir.glob("rank*.db")) == ["rank0.db", "rank1.db"]
+    with load(run_dir) as run:
+        steps = run.steps
+        assert sorted(steps["rank"].unique()) == [0, 1]
+        assert steps.groupby("rank").size().to_dict() == {0: 3, 1: 3}
+        layers = run.layers
+        assert layers.groupby("rank").size().to_dict() == {0: 6, 1: 6}
+    meta = runmeta.read(run_dir)
+    assert meta["status"] == "finished"
+    assert meta["tp"]["world_size"] == 2 and meta["tp"]["collective_backend"] == "gloo"
+    # each rank was its own process, and the fleet view says where each ran
+    fleet = doc["fleet"]
+    assert fleet["ranks"] == 2
+    pids = [r["pid"] for r in fleet["per_rank"]]
+    assert len(set(pids)) == 2 and all(isinstance(p, int) for p in pids)
+    assert [r["agent"] for r in fleet["per_rank"]] == ["cpu", "cpu"]
+    # the DP group is what the launcher placed, not inferred from equal batch rows
+    assert fleet["dp_groups"] == 1 and fleet["dp_groups_source"].startswith("launcher:")
+
+
+def test_findings_of_several_ranks_name_them(tp2):
+    _, doc = tp2
+    collapse = [f for f in doc["findings"] if f["kind"] == "split-collapse"]
+    assert collapse, "the default scenario's collapse is found"
+    # the same finding from both ranks is one finding naming both, not two unnamed copies
+    titles = [f["title"] for f in collapse]
+    assert len(titles) == len(set(titles))
+    assert all(f["data"]["ranks"] == [0, 1] and "[ranks 0-1 of 2]" in f["title"] for f in collapse)
+    # the per-policy table folds identical ranks into one row with its ranks
+    rows = [r for r in doc["splits"] if r["policy"] == "aiter-gluon-v0.1.19"]
+    assert len(rows) == 1 and rows[0]["ranks"] == [0, 1]
+
+
+def test_report_tui_and_html_show_every_rank(tp2, tmp_path):
+    traces, _ = tp2
+    rep = mlaprof_cli("report", "tp2", "--traces", str(traces))
+    assert rep.returncode == 0, rep.stderr
+    assert "ranks: 2" in rep.stdout and "launcher: mlaprof run --ranks 2" in rep.stdout
+    once = mlaprof_cli("tui", "--once", str(traces / "tp2"))
+    assert once.returncode == 0, once.stderr
+    assert "ranks: 2, all agree" in once.stdout
+    assert "launcher: mlaprof run --ranks 2" in once.stdout
+    for rank in (0, 1):  # each rank on its own: its 3 steps, not the run's 6
+        one = mlaprof_cli("tui", "--once", str(traces / "tp2"), "--rank", str(rank))
+        assert one.returncode == 0, one.stderr
+        assert f"rank {rank}  |  finished  |  3 steps" in one.stdout
+    html = tmp_path / "r.html"
+    h = mlaprof_cli("report", "tp2", "--traces", str(traces), "--html", str(html))
+    assert h.returncode == 0, h.stderr
+    assert "ranks: 2" in html.read_text()
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for e in env:
+        if e.startswith(b"MLAPROF_TP_RANK="):
+            return int(e.split(b"=", 1)[1])
+    return None
+
+
+def _steps(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            return con.execute("SELECT count(*) FROM steps").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_rank_that_dies_fails_the_run_and_keeps_the_others(tmp_path):
+    traces = tmp_path / "traces"
+    env = {**os.environ, "COLUMNS": "120"}
+    cmd = [sys.executable, "-m", "mlaprof", "run", "--ranks", "2", "--steps", "400", *SMALL,
+           "--name", "dies", "--traces", str(traces), "-q"]  # fmt: skip
+    parent = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        run_dir = traces / "dies"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and _steps(run_dir / "rank1.db") < 2:
+            time.sleep(0.2)
+        assert _steps(run_dir / "rank1.db") >= 2, "rank 1 never recorded a step"
+        victim = [c for c in _children(parent.pid) if _rank_of(c) == 1]
+        assert len(victim) == 1
+        os.kill(victim[0], signal.SIGKILL)
+        out, err = parent.communicate(timeout=120)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert parent.returncode == 1, err
+    assert "rank 1 failed (killed by signal 9)" in err
+    meta = runmeta.read(run_dir)
+    assert meta["status"] == "failed" and meta["reason"].startswith("rank 1 failed")
+    # what both ranks committed stays readable, rank by rank
+    with load(run_dir) as run:
+        per_rank = run.steps.groupby("rank").size().to_dict()
+    assert per_rank.get(0, 0) >= 1 and per_rank.get(1, 0) >= 2
+    rep = mlaprof_cli("report", "dies", "--traces", str(traces), "--json")
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads(rep.stdout)
+    assert doc["status"] == "failed" and doc["fleet"]["ranks"] == 2
+
+
+def test_bad_rank_counts_are_one_line(tmp_path):
+    for n in ("0", "65"):
+        p = mlaprof_cli("run", "--ranks", n, "--traces", str(tmp_path), "-q")
+        assert p.returncode == 2
+        assert p.stderr.strip().startswith("mlaprof: error: --ranks must be 1..64")
+        assert "Traceback" not in p.stderr
+    assert not any(tmp_path.iterdir()), "a refused --ranks leaves no run behind"
