@@ -105,7 +105,7 @@ METRICS: tuple[Metric, ...] = (
         "syncs in the region (imported trace)", "count", True, _trace_syncs, short="syncs (trace)"
     ),
     Metric(
-        "steps replayed as a graph (FULL)",
+        "steps replayed as a graph",
         "%",
         False,
         lambda s: _opt(s["timing"]["full_share"], 100.0),

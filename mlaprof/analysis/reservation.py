@@ -43,7 +43,7 @@ def reservation_findings(rows: list[dict[str, Any]]) -> list[Finding]:
             ),
             evidence=(
                 "the pre-fix flat verify buffers were sized from max_model_len because workers "
-                f"lacked kv_cache_size_tokens (seed: 295.3 MiB vs 46.6 MiB). {legacy['source']}; "
+                f"lacked kv_cache_size_tokens (vLLM PR #51171: 295.3 MiB vs 46.6 MiB). {legacy['source']}; "
                 f"{four_d['source']}"
             ),
             fix="keep the native 4-D verify path (no flat buffers); size what remains by the KV "

@@ -72,9 +72,22 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
         if not layers.empty
         else None,
         "by_mode": by_mode,
-        # steps replayed as a graph: FULL for live runs, "graph" for an imported trace's replays
-        "full_share": float(steps["graph_mode"].isin(("FULL", "graph")).mean()),
+        # steps replayed as a graph: measured graph replays of a GPU run, or an imported trace's
+        # replays ("graph"); a run that replays nothing (the CPU: FULL is only its plan) has no
+        # share, not 100% (None, never a number that reads as a result)
+        "full_share": replayed_share(steps),
     }
+
+
+def replayed_share(steps: pd.DataFrame) -> float | None:
+    """Share of the steps that ran as a graph replay; None where no step could (CPU wall
+    timings: the run's FULL mode is what it would capture, nothing was replayed)."""
+    timing = steps["timing"].fillna("")
+    could = timing != "cpu-wall"
+    if not could.any():
+        return None
+    replayed = timing.str.startswith("graph") | (steps["graph_mode"] == "graph")
+    return float(replayed[could].sum() / len(steps))
 
 
 def timing_findings(t: dict) -> list[Finding]:

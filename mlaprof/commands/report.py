@@ -14,6 +14,7 @@ examples:
   mlaprof report latest --json           one JSON object: syncs, splits, padding, capture, findings
   mlaprof report <run> --html report.html   self-contained offline HTML with figures
   mlaprof report <bug-run> --compare <fix-run>   what changed between two runs
+  mlaprof report latest --format md      Markdown for a CI comment (findings, headline, diff)
 """
 
 
@@ -27,7 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run", help="run folder, run name under the traces folder, or 'latest'")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true", help="print one JSON object (= --format json)")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "md"),
+        default=None,
+        help="text (default: the terminal report), json, or md (Markdown, e.g. a CI comment)",
+    )
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("--png", metavar="DIR", help="write the figures as PNG files (needs Chromium)")
     p.add_argument("--compare", metavar="RUN2", help="compare with a second run (e.g. the fix)")
@@ -61,14 +68,25 @@ def main(args: argparse.Namespace) -> int:
 
         for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
             print(f"wrote {path}")
-    if args.json:
-        from mlaprof.analysis import summary
-        from mlaprof.analysis.diff import diff_runs
+    fmt = args.format or ("json" if args.json else None)
+    if args.json and args.format not in (None, "json"):
+        from mlaprof.errors import MlaprofError
 
-        doc = summary(run, _shadow(args))
-        if other is not None:
-            doc["compare"] = diff_runs(run, other)
-        print(json.dumps(doc, indent=2, default=str))
+        raise MlaprofError(f"--json and --format {args.format} ask for two outputs; choose one")
+    if fmt in ("json", "md"):
+        from mlaprof.analysis import summary
+        from mlaprof.analysis.diff import diff_summaries
+
+        doc = summary(run, _shadow(args))  # each run's summary once; the diff reads them
+        diff = diff_summaries(doc, summary(other)) if other is not None else None
+        if fmt == "md":
+            from mlaprof.reporters.markdown import render_markdown
+
+            print(render_markdown(doc, diff), end="")
+        else:
+            if diff is not None:
+                doc["compare"] = diff
+            print(json.dumps(doc, indent=2, default=str))
     elif not (args.html or args.png):
         from mlaprof.reporters.terminal import print_report
 
