@@ -26,7 +26,9 @@ from mlaprof.splits.policies import (
     applicable,
     cdiv,
     dummy_run_input,
+    host_fallback_note,
     is_collapsed,
+    over_split,
 )
 from mlaprof.splits.routing import DEFAULT_VERSION, policy_fits_route
 from mlaprof.whatif import vector
@@ -202,6 +204,7 @@ class WhatIf:
             "points": len(self),
             "collapsed_cells": self.count("collapsed"),
             "frozen_collapsed_cells": self.count("frozen_collapsed"),
+            "over_split_cells": self.count("over_split"),
             "cells": self.records(None if top is None else self.worst_index(top)),
         }
 
@@ -294,16 +297,21 @@ def _group(
     # vLLM hands the ASM kernel its whole kv_indices buffer, as `mlaprof run` models it
     # (mlaprof.recording.scenario_splits): get_meta_param reads that length as total_kv
     buf = spec.max_num_seqs * spec.max_model_len
+    kv_fp8 = "fp8" in policy  # an fp8 policy models an fp8 KV cache
+    common = dict(kv_buffer_len=buf, kv_fp8=kv_fp8, arch=dev.arch)
 
     def s_of(x: SplitInput) -> np.ndarray:
         return vector.splits(pol, x)
 
-    s_bug = s_of(SplitInput(rows, q, heads, min_all, kmax, total_all, units, kv_buffer_len=buf))
-    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units, kv_buffer_len=buf))
-    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units, kv_buffer_len=buf))
-    # S decided on the device at replay (persistent kernels) is never frozen into a graph
-    frozen_here = graph & (not getattr(pol, "on_device", False))
-    dummy = dummy_run_input(policy, rows, q, heads, units, spec.max_model_len, kv_buffer_len=buf)
+    x_bug = SplitInput(rows, q, heads, min_all, kmax, total_all, units, **common)
+    s_bug = s_of(x_bug)
+    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units, **common))
+    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units, **common))
+    # S decided on the device at replay (persistent kernels) is never frozen into a graph;
+    # AITER drops the persistent kernel for some shapes (Policy.host_fallback): S on the host
+    on_dev = np.broadcast_to(np.asarray(pol.decided_on_device(x_bug), bool), (n,))
+    frozen_here = graph & ~on_dev
+    dummy = dummy_run_input(policy, rows, q, heads, units, spec.max_model_len, **common)
     s_frz = np.where(frozen_here, s_of(dummy), 0)
     # kernels that cannot run this shape at all (head limits, B == 1 asserts)
     notes = np.full(n, "", dtype=object)
@@ -315,11 +323,14 @@ def _group(
             s_bug[m] = s_fix[m] = s_des[m] = s_frz[m] = 0
     refused = (s_bug == 0) | (s_fix == 0) | (frozen_here & (s_frz == 0))
     notes[refused & (notes == "")] = "not runnable: the kernel refuses this shape (an assert)"
-    if getattr(pol, "on_device", False):
-        notes[graph & (notes == "")] = "S decided on the device at replay: not frozen into a graph"
+    if pol.on_device:
+        notes[graph & on_dev & (notes == "")] = (
+            "S decided on the device at replay: not frozen into a graph"
+        )
+        notes[~on_dev & (notes == "")] = host_fallback_note(policy)
     # the path vLLM routes this (model, qlen, device) to, and whether the policy models its kernel
     # an fp8 policy models an fp8 KV cache, which vLLM never sends to gluon verify
-    kv_dtype = "fp8" if "fp8" in policy else "auto"
+    kv_dtype = "fp8" if kv_fp8 else "auto"
     route = Scenario(
         model=model, num_speculative_tokens=num_spec, target=device, kv_cache_dtype=kv_dtype
     ).route()
@@ -339,6 +350,13 @@ def _group(
     occ_bug, t_bug = occ_time(s_bug)
     occ_fix, t_fix = occ_time(s_fix)
     occ_frz, t_frz = occ_time(s_frz)
+    # over-splitting: the S the cell replays (frozen, else the fix's) against what its rows use
+    s_run = np.where(frozen_here, s_frz, s_fix)
+    over = (s_run > 0) & over_split(s_run, s_des)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over_x = np.where(
+            over, shp.programs(s_run, per) / np.maximum(1, shp.programs(s_des, per)), np.nan
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         slow_bug = t_bug / t_fix
         slow_frz = t_frz / t_fix
@@ -366,6 +384,8 @@ def _group(
         "S_frozen": s_frz,
         "S_deserved": s_des,
         "collapsed": (s_bug > 0) & is_collapsed(s_bug, s_fix),
+        "over_split": over,
+        "over_split_programs_x": over_x,
         "frozen_collapsed": frozen_here & (s_frz > 0) & is_collapsed(s_frz, s_fix),
         "occupancy_bug": occ_bug,
         "occupancy_fix": occ_fix,
