@@ -92,6 +92,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="whose routing the report shows (default 0.32.0; pre-51171: the flattened path)",
     )
     p.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="vLLM max_num_batched_tokens: no capture size above it (default: not limiting)",
+    )
+    p.add_argument(
+        "--aiter",
+        metavar="VERSION",
+        help="the AITER release the stack runs (e.g. 0.1.21.post2): its gluon rule, or the "
+        "nearest modelled one, labelled 'not verified'",
+    )
+    p.add_argument(
         "--check-syncs",
         default="first",
         choices=("first", "all", "off"),
@@ -137,6 +148,14 @@ def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
             raise MlaprofError(
                 f"--kv-lens must be comma-separated integers, got {args.kv_lens!r}"
             ) from None
+    if getattr(args, "max_num_batched_tokens", None) is not None:
+        over["max_num_batched_tokens"] = args.max_num_batched_tokens
+    if getattr(args, "aiter", None):
+        from mlaprof.splits.releases import aiter_rule
+
+        over["aiter_version"] = args.aiter
+        if args.policy is None and sc.policy.startswith("aiter-gluon-v0.1."):
+            over["policy"] = aiter_rule(args.aiter).gluon_policy
     if args.device == "cuda" and args.target is None:
         over["target"] = "h200"
     return dataclasses.replace(sc, **over).validate()

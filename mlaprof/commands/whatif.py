@@ -74,6 +74,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_RULE,
         help="vLLM default capture-size rule when --capture-sizes is not given (default vllm-0.32, the rule of the vLLM version mlaprof models)",
     )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="vLLM max_num_batched_tokens: no capture size above it (default: not limiting)",
+    )
+    p.add_argument(
+        "--aiter",
+        metavar="VERSION",
+        help="the AITER release your stack runs, e.g. 0.1.21.post2 (vLLM 0.32/0.33's pin): its "
+        "gluon rule, or the nearest modelled one labelled 'not verified'",
+    )
     p.add_argument("--top", type=int, default=15, help="worst cells to list (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (every cell)")
     p.add_argument("--html", metavar="FILE", help="write an offline HTML page with heatmaps")
@@ -84,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
     from mlaprof.errors import MlaprofError
     from mlaprof.scenario import DEVICES, MODELS
-    from mlaprof.splits.policies import POLICIES
+    from mlaprof.splits.policies import POLICIES, RELEASED_POLICIES
     from mlaprof.whatif.grid import GridSpec
 
     g = GridSpec()
@@ -104,6 +115,15 @@ def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
         g.models = name_list(args.model, MODELS, "model")
     if args.policy:
         g.policies = name_list(args.policy, POLICIES, "policy")
+        if args.policy.strip() == "all":  # open PRs' rules are opt-in, by name
+            g.policies = [p for p in g.policies if p in RELEASED_POLICIES]
+    if args.aiter:
+        from mlaprof.splits.releases import aiter_rule
+
+        g.aiter = args.aiter
+        if not args.policy:
+            g.policies = [aiter_rule(args.aiter).gluon_policy]
+    g.max_num_batched_tokens = args.max_num_batched_tokens
     if args.device:
         g.devices = name_list(args.device, DEVICES, "device")
     if args.max_num_seqs is not None:

@@ -30,11 +30,13 @@ from mlaprof.splits.policies import (
     is_collapsed,
     over_split,
 )
+from mlaprof.splits.releases import MODELLED, aiter_rule
 from mlaprof.splits.routing import DEFAULT_VERSION, policy_fits_route
 from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 
 MAX_POINTS = 1_000_000  # about 0.3 GB of columns
+RELEASE_GLUON = {policy for _, policy in MODELLED.values()}  # the released tags' gluon rules
 
 
 def _policy_source(name: str) -> str:
@@ -64,6 +66,11 @@ class GridSpec:
     graph_mode: str = "FULL"
     capture_sizes: list[int] | None = None  # an explicit cudagraph_capture_sizes list
     size_rule: str = DEFAULT_RULE  # the vLLM version the output names (0.32)
+    # vLLM max_num_batched_tokens (None: not limiting): no capture size is larger
+    max_num_batched_tokens: int | None = None
+    # the AITER release the user's stack runs (None: the policies' own tags); an unmodelled
+    # one is shown with the nearest modelled rule and labelled (mlaprof.splits.releases)
+    aiter: str | None = None
     # a request-length distribution instead of the contexts axis: each batch size gets `draws`
     # batches whose KV lengths are drawn from kv_mix (weights: kv_weights, default equal)
     kv_mix: list[int] | None = None
@@ -98,6 +105,18 @@ class GridSpec:
             raise MlaprofError(
                 f"unknown capture-size rule {self.size_rule!r}; choose from {', '.join(SIZE_RULES)}"
             )
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
+            raise MlaprofError(
+                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
+            )
+        if self.aiter is not None:
+            rule = aiter_rule(self.aiter)
+            for pol in self.policies:
+                if pol in RELEASE_GLUON and pol != rule.gluon_policy:
+                    raise MlaprofError(
+                        f"--aiter {self.aiter} runs {rule.gluon_policy} ({rule.label}); "
+                        f"drop policy {pol} or --aiter"
+                    )
         if not 1 <= self.max_num_seqs <= 4096:
             raise MlaprofError(f"max_num_seqs must be 1..4096, got {self.max_num_seqs}")
         if any(not 0 <= s <= 15 for s in self.specs):
@@ -279,8 +298,9 @@ def _group(
     tokens = b * q
     if spec.graph_mode == "FULL":
         sizes = np.asarray(
-            sizes_for(spec.size_rule, spec.max_num_seqs, num_spec, spec.capture_sizes)
-        )
+            sizes_for(spec.size_rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
+                      spec.max_num_batched_tokens)
+        )  # fmt: skip
         idx = np.searchsorted(sizes, tokens, side="left")
         graph = idx < len(sizes)
         size = np.where(graph, sizes[np.minimum(idx, len(sizes) - 1)], 0)
@@ -395,6 +415,7 @@ def _group(
         "t_frozen_us": t_frz,
         "slowdown_bug": slow_bug,
         "slowdown_frozen": slow_frz,
+        "aiter_rule": np.full(n, _aiter_label(spec, pol), dtype=object),
         "route": np.full(n, route.path, dtype=object),
         "route_fits": np.full(n, fits),
         "time_model": np.full(
@@ -402,6 +423,18 @@ def _group(
         ),
         "note": notes,
     }
+
+
+def _aiter_label(spec: GridSpec, pol: Any) -> str:
+    """The release label of an AITER policy's cells: the named release's (``--aiter``), else
+    the policy's own modelled tag; "" for the non-AITER policies."""
+    if not pol.name.startswith("aiter-"):
+        return ""
+    if pol.unreleased:
+        return "unreleased: an open AITER PR"
+    if spec.aiter is not None:
+        return aiter_rule(spec.aiter).label
+    return ""
 
 
 def compute(spec: GridSpec) -> WhatIf:
@@ -436,11 +469,21 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             f"explicit {spec.capture_sizes}, rounded up to multiples of qlen as vLLM does"
             if spec.capture_sizes
             else f"vLLM default ({spec.size_rule}) for max_num_seqs {spec.max_num_seqs}"
+        )
+        + (
+            f", none above max_num_batched_tokens {spec.max_num_batched_tokens}"
+            if spec.max_num_batched_tokens
+            else ", max_num_batched_tokens not limiting"
         ),
         "time": {
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },
         "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
+        "aiter": (
+            aiter_rule(spec.aiter).to_dict()
+            if spec.aiter
+            else "each AITER policy is its own tag's rule (name a release with --aiter)"
+        ),
         "route": f"the verify path vLLM {DEFAULT_VERSION} takes for each (model, qlen, device), "
         "from mlaprof.splits.routing; route_fits: the policy models that path's kernel",
         "kv": (

@@ -265,7 +265,8 @@ def test_cells_say_which_path_vllm_routes_them_to():
     assert c.loc[("kimi-k2-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route_fits"]
     assert c.loc[("deepseek-v3-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route"] == "asm-persistent"
     assert not c.loc[("deepseek-v3-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route_fits"]
-    assert c.loc[("deepseek-v3-tp8", "h200", "aiter-asm-persistent"), "route"] == "triton-mla"
+    # vLLM on sm90 with bf16 KV tries FLASH_ATTN_MLA first (platforms/cuda.py L146-151)
+    assert c.loc[("deepseek-v3-tp8", "h200", "aiter-asm-persistent"), "route"] == "flash-attn-mla"
     # the persistent schedule is decided on the device: never frozen into a graph
     assert (w.cells[w.cells.policy == "aiter-asm-persistent"].S_frozen == 0).all()
     # worst cells: those whose policy models the routed kernel come first
