@@ -373,10 +373,9 @@ def _group(
     # over-splitting: the S the cell replays (frozen, else the fix's) against what its rows use
     s_run = np.where(frozen_here, s_frz, s_fix)
     over = (s_run > 0) & over_split(s_run, s_des)
+    # the launched programs (stage-1 CTAs and stage-2 partials) it costs: S over S deserved
     with np.errstate(divide="ignore", invalid="ignore"):
-        over_x = np.where(
-            over, shp.programs(s_run, per) / np.maximum(1, shp.programs(s_des, per)), np.nan
-        )
+        over_x = np.where(over, s_run / np.maximum(1, s_des), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         slow_bug = t_bug / t_fix
         slow_frz = t_frz / t_fix
