@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.commands.common import add_engine_model_args, add_traces_arg, traces_dir
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
     DEVICES,
@@ -91,17 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=sorted(VERSIONS),
         help="whose routing the report shows (default 0.32.0; pre-51171: the flattened path)",
     )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=int,
-        help="vLLM max_num_batched_tokens: no capture size above it (default: not limiting)",
-    )
-    p.add_argument(
-        "--aiter",
-        metavar="VERSION",
-        help="the AITER release the stack runs (e.g. 0.1.21.post2): its gluon rule, or the "
-        "nearest modelled one, labelled 'not verified'",
-    )
+    add_engine_model_args(p)
     p.add_argument(
         "--check-syncs",
         default="first",

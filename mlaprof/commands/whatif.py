@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mlaprof.commands.common import int_list, name_list
+from mlaprof.commands.common import add_engine_model_args, int_list, name_list
 
 EPILOG = """\
 every number is MODELLED (policies, metadata builder, padding model, cost model); nothing runs.
@@ -74,17 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_RULE,
         help="vLLM default capture-size rule when --capture-sizes is not given (default vllm-0.32, the rule of the vLLM version mlaprof models)",
     )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=int,
-        help="vLLM max_num_batched_tokens: no capture size above it (default: not limiting)",
-    )
-    p.add_argument(
-        "--aiter",
-        metavar="VERSION",
-        help="the AITER release your stack runs, e.g. 0.1.21.post2 (vLLM 0.32/0.33's pin): its "
-        "gluon rule, or the nearest modelled one labelled 'not verified'",
-    )
+    add_engine_model_args(p)
     p.add_argument("--top", type=int, default=15, help="worst cells to list (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (every cell)")
     p.add_argument("--html", metavar="FILE", help="write an offline HTML page with heatmaps")
