@@ -66,7 +66,10 @@ def split_rows(splits: pd.DataFrame) -> list[dict]:
                 "policy": r.policy,
                 "source": None if p is None else p.provenance,
                 "verified": None if p is None else p.verified,
-                "on_device": None if p is None else p.on_device,
+                # a persistent row AITER decided on the host (its note says so) is not on device
+                "on_device": None
+                if p is None
+                else p.on_device and HOST_FALLBACK not in str(getattr(r, "note", "") or ""),
                 "used": _opt_int(r.used),
                 "deserved": _opt_int(r.deserved),
                 "frozen": _opt_int(r.frozen),

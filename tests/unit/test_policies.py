@@ -281,3 +281,23 @@ def test_gpu_runner_captures_the_cap_when_the_kernel_decides_s():
     assert scenario_splits(sc, real, 132) == 128
     assert scenario_splits(sc, dummy, 132, on_device=True) == 128  # the grid, any length
     assert scenario_splits(sc, real, 132, on_device=True) == 128
+
+
+def test_run_records_the_persistent_fallback_as_a_host_s():
+    """33 real rows padded to 40 at qlen 1 with 16 heads on gfx950: AITER drops the persistent
+    kernel (aiter/mla.py v0.1.20 L401-422), so `mlaprof run` records get_meta_param's S 6, frozen
+    into the graph, and the row is not "decided on the device"."""
+    import pandas as pd
+
+    from mlaprof.analysis.splits import split_rows
+
+    shape = BatchShape([8192] * 33, 1, 40, 40, "FULL")
+    meta = build_metadata(shape)
+    (p,) = step_splits(meta, 16, DEVICES["mi355x"], "FULL", 131072, ["aiter-asm-persistent"],
+                       kv_buffer_len=256 * 131072)  # fmt: skip
+    assert (p.used, p.frozen) == (6, 6) and "persistent kernel dropped" in p.note
+    row = {**dataclasses.asdict(p), "step": 0, "target": "mi355x"}
+    (r,) = split_rows(pd.DataFrame([row]))
+    assert r["on_device"] is False and r["used"] == 6
+    (gfx942,) = step_splits(meta, 16, DEVICES["mi300x"], "FULL", 131072, ["aiter-asm-persistent"])
+    assert gfx942.frozen is None and "decided on the device" in gfx942.note
