@@ -66,8 +66,8 @@ def aiter_rule(version: str) -> AiterRule:
     v, clean = parsed
     if v < OLDEST:
         raise MlaprofError(
-            f"AITER {version} is older than {_tag(OLDEST)}, the oldest modelled release (its "
-            "mla_gluon has no 4-D MTP entry)"
+            f"AITER {version} has no 4-D gluon MTP entry: it is older than {_tag(OLDEST)}, the "
+            "oldest modelled release (vLLM 0.32 needs >= 0.1.19)"
         )
     near = max(k for k in MODELLED if k <= v)
     tag, policy = MODELLED[near]
