@@ -81,3 +81,16 @@ def test_run_names_the_aiter_release_it_models(tmp_path: Path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["route"]["verified"] and doc["route"]["path"] == "gluon-verify"
     assert any("adaptive variable-length verify" in m for m in doc["route"]["not_modelled"])
+
+
+def test_open_pr_rules_are_opt_in(capsys):
+    """`--policy all` is the released rules; an open PR's rule runs only when named."""
+    from mlaprof.splits.policies import POLICIES
+
+    cells = _cells(capsys, "--batch", "4", "--context", "8k", "--policy", "all")
+    got = {c["policy"] for c in cells}
+    assert got and not any(POLICIES[p].unreleased for p in got)
+    (pr,) = _cells(capsys, "--batch", "4", "--context", "8k", "--spec", "0", "--model",
+                   "deepseek-v3-tp8", "--policy", "aiter-asm-persistent-pr4899")  # fmt: skip
+    # PR #4899: clamp(lrint(1.2 * 4 * sqrt(ceil(8192/16) + 16)), 1, 256) = lrint(110.2) = 110
+    assert pr["S_fix"] == 110 and pr["aiter_rule"] == "unreleased: an open AITER PR"
