@@ -38,7 +38,7 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     )
     for key in ("policies", "devices", "capture_sizes", "time", "aiter"):
         v = prov.get(key)
-        if v is None:
+        if v is None or (key == "aiter" and not isinstance(v, dict)):  # no release named
             continue
         if key == "aiter" and isinstance(v, dict):
             v = f"AITER {v['requested']}: {v['label']} (policy {v['gluon_policy']})"
