@@ -54,3 +54,21 @@ def test_shadow_of_an_unmodelled_release_is_labelled():
 
     path, policy, _ = route(8, 4, DEVICES["mi355x"], "0.1.21.post2")
     assert (path, policy) == ("gluon-verify", "aiter-gluon-v0.1.20.post1")
+
+
+def test_a_scenario_names_its_aiter_release():
+    import dataclasses
+
+    from mlaprof.scenario import Scenario
+
+    sc = dataclasses.replace(
+        Scenario(), aiter_version="0.1.21.post2", policy="aiter-gluon-v0.1.20.post1"
+    )
+    assert (
+        sc.validate().aiter_rule()["label"] == "rule of v0.1.20.post1; v0.1.21.post2 not verified"
+    )
+    with pytest.raises(MlaprofError, match="runs aiter-gluon-v0.1.20.post1"):
+        dataclasses.replace(sc, policy="aiter-gluon-v0.1.19").validate()
+    with pytest.raises(MlaprofError, match="not like"):
+        dataclasses.replace(sc, aiter_version="newest").validate()
+    assert Scenario().validate().aiter_rule() is None
