@@ -34,7 +34,9 @@ def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = N
         "backend": backend,
         "device": device,
         "target": sc.target,
-        "route": sc.route().to_dict(),  # the verify path vLLM takes for this scenario
+        # the verify path vLLM takes for this scenario, and the AITER rule standing for the
+        # release the scenario names (labelled where that release is not modelled)
+        "route": {**sc.route().to_dict(), **({"aiter_rule": r} if (r := sc.aiter_rule()) else {})},
         "command": recorded_command(argv if argv is not None else sys.argv),
     }
 

@@ -33,10 +33,13 @@ MODELS: dict[str, ModelPreset] = {
     m.name: m
     for m in (
         ModelPreset("deepseek-v3-tp1", 128, 61, "DeepSeek-V3/R1, 128 heads, no tensor parallelism"),
+        ModelPreset("deepseek-v3-tp2", 64, 61, "DeepSeek-V3/R1 at TP2: 64 heads per rank"),
         ModelPreset("deepseek-v3-tp4", 32, 61, "DeepSeek-V3/R1 at TP4: 32 heads per rank"),
         ModelPreset("deepseek-v3-tp8", 16, 61, "DeepSeek-V3/R1 at TP8: 16 heads per rank"),
         ModelPreset("kimi-k2-tp8", 8, 61, "Kimi-K2 class (64 heads) at TP8: 8 heads per rank"),
         ModelPreset("kimi-k2-tp4", 16, 61, "Kimi-K2 class (64 heads) at TP4: 16 heads per rank"),
+        # UNVERIFIED layer count: AITER PR #4507 reports 12 heads per rank for this class at TP8
+        ModelPreset("kimi-k3-tp8", 12, 61, "Kimi-K3 class (96 heads) at TP8: 12 heads per rank"),
     )
 }
 
@@ -68,6 +71,8 @@ class Scenario:
     kv_cache_dtype: str = "auto"  # vLLM cache_dtype: auto (the model's bf16) or fp8
     vllm_version: str = "0.32.0"  # whose routing to model (mlaprof.splits.routing.VERSIONS)
     kv_cache_tokens: int = 0  # KV cache size per rank in tokens (0: unknown); sizes buffers
+    max_num_batched_tokens: int = 0  # vLLM's; 0: not limiting (capture sizes stop there)
+    aiter_version: str = ""  # the AITER release the stack runs ("": the policy's own tag)
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -91,7 +96,12 @@ class Scenario:
         from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
 
         if not self.device_preset.arch.startswith("gfx"):
-            return non_rocm_route(self.device_preset.name, self.vllm_version)
+            return non_rocm_route(
+                self.device_preset.name,
+                self.vllm_version,
+                self.device_preset.arch,
+                self.kv_cache_dtype,
+            )
         kv_bytes = None
         if self.kv_cache_tokens:
             kv_bytes = self.kv_cache_tokens * KV_DIM * (1 if self.kv_cache_dtype != "auto" else 2)
@@ -109,8 +119,16 @@ class Scenario:
         """The sizes the scenario's vLLM version captures (mlaprof.capture_sizes)."""
         return capture_sizes(
             self.max_num_seqs, self.num_speculative_tokens, self.graph_mode,
-            rule_for(self.vllm_version),
+            rule_for(self.vllm_version), self.max_num_batched_tokens or None,
         )  # fmt: skip
+
+    def aiter_rule(self) -> dict[str, Any] | None:
+        """The modelled AITER rule standing for ``aiter_version`` and its label (None: unset)."""
+        if not self.aiter_version:
+            return None
+        from mlaprof.splits.releases import aiter_rule
+
+        return aiter_rule(self.aiter_version).to_dict()
 
     def step_kv_lens(self, step: int) -> list[int]:
         """KV lengths (including the verify tokens) of the real requests at ``step``."""
@@ -163,6 +181,19 @@ class Scenario:
 
         if self.vllm_version not in VERSIONS:
             raise bad(f"vllm_version must be one of {', '.join(VERSIONS)}")
+        if not isinstance(self.max_num_batched_tokens, int) or self.max_num_batched_tokens < 0:
+            raise bad(
+                f"max_num_batched_tokens must be an integer >= 0, got {self.max_num_batched_tokens!r}"
+            )
+        if self.aiter_version:
+            from mlaprof.splits.releases import aiter_rule
+
+            rule = aiter_rule(self.aiter_version)  # raises for junk / too old
+            if self.policy.startswith("aiter-gluon-v0.1.") and self.policy != rule.gluon_policy:
+                raise bad(
+                    f"aiter_version {self.aiter_version} runs {rule.gluon_policy} "
+                    f"({rule.label}), not policy {self.policy}"
+                )
         if not isinstance(self.kv_cache_tokens, int) or self.kv_cache_tokens < 0:
             raise bad(f"kv_cache_tokens must be an integer >= 0, got {self.kv_cache_tokens!r}")
         from mlaprof.splits.policies import POLICIES
@@ -194,6 +225,21 @@ SCENARIOS: dict[str, Scenario] = {
         num_speculative_tokens=3,
     ),
     "kimi-k2-tp8": Scenario(name="kimi-k2-tp8", model="kimi-k2-tp8", kv_lens=[3000, 5000, 9000]),
+    # 64 heads (DeepSeek-V3 at TP2): gluon sends them to bh64 (needs B % 64 == 0); vLLM routes
+    # 64 heads to the persistent ASM decode
+    "deepseek-v3-tp2": Scenario(
+        name="deepseek-v3-tp2",
+        model="deepseek-v3-tp2",
+        kv_lens=[4096] * 3,
+        policy="aiter-asm-persistent",
+    ),
+    # 12 heads: vLLM's gluon verify on gfx950 (12 < 16, not a divisor of 16 for decode)
+    "kimi-k3-tp8": Scenario(
+        name="kimi-k3-tp8",
+        model="kimi-k3-tp8",
+        kv_lens=[3000, 5000, 9000],
+        policy="aiter-gluon-v0.1.20",
+    ),  # fmt: skip
     "deepseek-tp1": Scenario(
         name="deepseek-tp1",
         model="deepseek-v3-tp1",

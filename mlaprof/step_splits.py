@@ -3,17 +3,20 @@ FULL graph by the capture-time dummy run, and the occupancy each implies on the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import (
     POLICIES,
+    RELEASED_POLICIES,
     Policy,
     SplitInput,
     applicable,
     dummy_run_input,
     gluon_active_splits,
+    host_fallback_note,
     is_collapsed,
 )
 
@@ -73,7 +76,9 @@ def step_splits(
     max_num_seqs * max_model_len), which the ASM heuristic reads as total_kv."""
     b, qlen = meta.num_reqs, meta.qlen
     real = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q > 0]
-    base = dict(qlen=qlen, heads=heads, units=device.units, kv_buffer_len=kv_buffer_len)
+    base = dict(
+        qlen=qlen, heads=heads, units=device.units, kv_buffer_len=kv_buffer_len, arch=device.arch
+    )
     x_all = SplitInput(
         num_reqs=b,
         min_kv_seq_len=meta.min_kv_seq_len_all,
@@ -96,9 +101,11 @@ def step_splits(
         **base,
     )
     out: list[StepSplits] = []
-    for name in policies or list(POLICIES):
+    for name in policies or list(RELEASED_POLICIES):
         p = POLICIES[name]
         why = applicable(name, heads, b, qlen, device.arch)
+        fp8 = "fp8" in name  # an fp8 policy models an fp8 KV cache
+        xa, xb, xr = (dataclasses.replace(x, kv_fp8=fp8) for x in (x_all, x_active, x_real))
         if why:
             out.append(
                 StepSplits(
@@ -116,20 +123,25 @@ def step_splits(
                 )
             )
             continue
-        all_rows, n1 = _safe(p, x_all)
-        active_rows, n2 = _safe(p, x_active)
+        all_rows, n1 = _safe(p, xa)
+        active_rows, n2 = _safe(p, xb)
         used = all_rows if meta.min_kv_mode == "all-rows" else active_rows
-        deserved, n3 = _safe(p, x_real)
+        deserved, n3 = _safe(p, xr)
         frozen = None
         n4 = ""
-        if p.on_device:
+        if p.decided_on_device(xa):
             n4 = "S decided on the device at replay: not frozen into a graph"
-        elif graph_mode == "FULL":
-            # the ASM rule reads the buffer length, the same at capture and replay
-            x_dummy = dummy_run_input(
-                name, b, qlen, heads, device.units, max_model_len, kv_buffer_len=kv_buffer_len
-            )
-            frozen, n4 = _safe(p, x_dummy)
+        else:
+            if p.on_device:  # AITER dropped the persistent kernel: S on the host
+                n4 = host_fallback_note(name)
+            if graph_mode == "FULL":
+                # the ASM rule reads the buffer length, the same at capture and replay
+                x_dummy = dummy_run_input(
+                    name, b, qlen, heads, device.units, max_model_len,
+                    kv_buffer_len=kv_buffer_len, kv_fp8=fp8, arch=device.arch,
+                )  # fmt: skip
+                frozen, n5 = _safe(p, x_dummy)
+                n4 = "; ".join(n for n in (n4, n5) if n)
         note = "; ".join(dict.fromkeys(n for n in (n1, n2, n3, n4) if n))
         occ_u = occupancy(p, real, qlen, heads, used, device.units) if used else None
         occ_d = occupancy(p, real, qlen, heads, deserved, device.units) if deserved else None

@@ -20,4 +20,5 @@ fi
 # the real engine end to end: tiny MLA model (tests/data/vllm_tiny_mla), ngram and MTP, about a
 # minute per engine on 2 cores (tests/e2e/test_vllm_engine.py)
 "$V/bin/python" -m pytest -q -p no:cacheprovider tests/e2e/test_vllm_install.py tests/e2e/test_vllm_plugin.py \
-  tests/e2e/test_vllm_differential.py tests/e2e/test_vllm_capture_sizes.py tests/e2e/test_vllm_engine.py
+  tests/e2e/test_vllm_differential.py tests/e2e/test_vllm_capture_sizes.py tests/e2e/test_vllm033_source.py \
+  tests/e2e/test_vllm_engine.py

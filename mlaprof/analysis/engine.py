@@ -23,6 +23,7 @@ from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
 from mlaprof.splits.policies import is_collapsed
+from mlaprof.splits.releases import aiter_rule
 from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
 from mlaprof.store.runkind import RunKind, run_kind
 
@@ -102,30 +103,26 @@ def engine_summary(events: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def _version_key(v: str) -> tuple[int, ...]:
-    parts = v.replace(".post", ".").split(".")
-    try:
-        return tuple(int(p) for p in parts) + (0,) * (4 - len(parts))
-    except ValueError:
-        raise MlaprofError(f"AITER version {v!r} is not like 0.1.20 or 0.1.19.post2") from None
-
-
 def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str, str, str]:
     """(path, split policy, why) of a verify batch on ``device`` with AITER ``aiter``: the path
-    is vLLM's (mlaprof.splits.routing, bf16 KV, causal), the policy the kernel's S rule."""
+    is vLLM's (mlaprof.splits.routing, bf16 KV, causal), the policy the kernel's S rule (for a
+    release mlaprof does not model: the nearest modelled rule, mlaprof.splits.releases)."""
     if not device.arch.startswith("gfx"):
-        r = non_rocm_route(device.name)
+        r = non_rocm_route(device.name, arch=device.arch)
     else:
         r = verify_route(
             RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen)
         )
     if r.path in ("gluon-verify", "gluon-decode"):
-        if _version_key(aiter) >= _version_key("0.1.20"):
-            policy = "aiter-gluon-v0.1.20"
-        elif _version_key(aiter) >= _version_key("0.1.19.post2"):
-            policy = "aiter-gluon-v0.1.19.post2"
-        else:
-            policy = "aiter-gluon-v0.1.19"
+        policy = aiter_rule(aiter).gluon_policy
+    elif r.path in ("flash-attn-mla", "flashmla"):
+        # no modelled split rule for vLLM's FlashAttention / FlashMLA backends: say so
+        return (
+            r.path,
+            "vllm-triton",
+            r.reason
+            + ("; its split count is not modelled: vLLM's Triton MLA rule stands in (UNVERIFIED)"),
+        )
     else:
         policy = {"asm-persistent": "aiter-asm-persistent", "triton-mla": "vllm-triton"}.get(
             r.path, "aiter-asm"
@@ -137,8 +134,8 @@ def check_shadow(device: str | None = None, aiter: str | None = None) -> None:
     """Raise MlaprofError for a device preset or AITER version the shadow analysis cannot model."""
     if device is not None and device not in DEVICES:
         raise MlaprofError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
-    if aiter is not None and _version_key(aiter) < _version_key("0.1.19"):
-        raise MlaprofError(f"AITER {aiter} has no 4-D gluon MTP entry; vLLM 0.32 needs >= 0.1.19")
+    if aiter is not None:
+        aiter_rule(aiter)  # raises for junk and for releases older than v0.1.19
 
 
 def shadow(
@@ -155,7 +152,9 @@ def shadow(
 
     check_shadow(device, aiter)
     dev = DEVICES[device]
-    label = f"modelled from recorded batches (AITER {aiter} on {device})"
+    label = (
+        f"modelled from recorded batches (AITER {aiter}: {aiter_rule(aiter).label}; on {device})"
+    )
     rows: list[dict[str, Any]] = []
     for s in steps:
         if s["kind"] != "verify" or not s.get("seq_lens_upper_bound"):
@@ -235,7 +234,11 @@ def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, An
         return [int(v.min()), int(v.max())] if len(v) else [None, None]
 
     return {
-        "provenance": f"modelled from recorded batches (AITER {aiter} on {device})",
+        "provenance": (
+            f"modelled from recorded batches (AITER {aiter}: {aiter_rule(aiter).label}; "
+            f"on {device})"
+        ),
+        "aiter_rule": aiter_rule(aiter).to_dict(),
         "device": device,
         "aiter": aiter,
         "steps": len(frame),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.splits.policies import POLICIES
+from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import is_collapsed as collapse_rule
+from mlaprof.splits.policies import over_split as over_split_rule
 
 
 def is_collapsed(used: float | None, deserved: float | None) -> bool:
@@ -65,7 +66,10 @@ def split_rows(splits: pd.DataFrame) -> list[dict]:
                 "policy": r.policy,
                 "source": None if p is None else p.provenance,
                 "verified": None if p is None else p.verified,
-                "on_device": None if p is None else p.on_device,
+                # a persistent row AITER decided on the host (its note says so) is not on device
+                "on_device": None
+                if p is None
+                else p.on_device and HOST_FALLBACK not in str(getattr(r, "note", "") or ""),
                 "used": _opt_int(r.used),
                 "deserved": _opt_int(r.deserved),
                 "frozen": _opt_int(r.frozen),
@@ -118,7 +122,9 @@ def split_findings(
         main = r.policy == run_policy or not run_policy
         p = POLICIES.get(r.policy)
         fix = _opt_int(getattr(r, "active_rows", None))
-        if p and p.on_device:
+        # AITER drops the persistent kernel for some shapes: that row's S is the host's
+        host = HOST_FALLBACK in str(getattr(r, "note", "") or "")
+        if p and p.on_device and not host:
             if main and r.policy not in seen_device:
                 seen_device.add(r.policy)
                 out.append(_device_finding(r.policy, p.provenance))
@@ -188,7 +194,36 @@ def split_findings(
                     },
                 )
             )
+        replayed = int(r.frozen) if graph_mode == "FULL" and pd.notna(r.frozen) else used
+        if main and over_split_rule(replayed, deserved):
+            out.append(_over_split_finding(r, replayed, deserved, p))
     return out
+
+
+def _over_split_finding(r: object, s: int, deserved: int, p: object) -> Finding:
+    """S far above what the real rows can use: each extra split is a program that re-reads
+    its rows' queries and adds a partial to the stage-2 reduction."""
+    frozen = s == _opt_int(getattr(r, "frozen", None))
+    how = "frozen into the FULL graph" if frozen else "used"
+    occ_d = _opt_float(getattr(r, "occupancy_deserved", None))
+    return Finding(
+        kind="split-over",
+        severity="warning",
+        title=(
+            f"KV splits over-split under {r.policy}: S = {s} {how}, the real rows use "
+            f"{deserved} ({s / deserved:.0f}x the programs and stage-2 partials)"
+        ),
+        evidence=(
+            f"step {_opt_int(r.step)}: with S = {deserved} the real rows already fill "
+            f"{_pct(occ_d)} of the {r.target} units (modelled); the other {s - deserved} "
+            "splits per row each re-read the row's queries for a short KV chunk and add a "
+            "partial to the reduction; policy read from "
+            + (getattr(p, "provenance", None) or "an unknown source")
+        ),
+        fix="size S from the live KV length at replay (device-side) or capture with "
+        "representative KV lengths per capture size",
+        data={"policy": r.policy, "splits": s, "deserved": deserved},
+    )
 
 
 # what reads the live KV lengths on the device, per on-device policy

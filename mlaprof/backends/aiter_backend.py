@@ -28,6 +28,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.integrations import aiter_env
 from mlaprof.scenario import KV_DIM, LATENT
 from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.splits.releases import aiter_rule
 
 if TYPE_CHECKING:
     from mlaprof.integrations.aiter_env import AiterEnv
@@ -54,6 +55,7 @@ class AiterCall:
     num_kv_splits_arg: int | None  # what was passed as num_kv_splits (None: AITER's choice)
     aiter_version: str
     arch: str | None
+    aiter_rule: str = ""  # the modelled rule standing for aiter_version (mlaprof.splits.releases)
 
 
 class AiterBackend:
@@ -263,6 +265,7 @@ class AiterBackend:
             min_kv_source=meta.min_kv_mode,
             num_kv_splits_arg=forced,
             aiter_version=env.version,
+            aiter_rule=release_label(env),
             arch=env.arch,
         )
 
@@ -319,6 +322,7 @@ class AiterBackend:
             min_kv_source=meta.min_kv_mode,
             num_kv_splits_arg=forced,
             aiter_version=env.version,
+            aiter_rule=release_label(env),
             arch=env.arch,
         )
 
@@ -331,17 +335,24 @@ def gluon_regime(heads: int, kv_fp8: bool) -> str:
     return "bh16bn128" if kv_fp8 else "bh16bn64"
 
 
+def release_label(env: AiterEnv) -> str:
+    """How the installed AITER maps to a modelled rule ("rule of v0.1.20.post1; v0.1.21.post2
+    not verified" for a release mlaprof has not read)."""
+    if env.version_tuple is None:
+        return f"AITER {env.version}: version unknown, taken as the newest modelled rule"
+    return aiter_rule(env.version).label
+
+
 def gluon_policy(env: AiterEnv, regime: str) -> str:
-    """The mlaprof.splits policy that reproduces this AITER version's S for ``regime``."""
+    """The mlaprof.splits policy that reproduces this AITER version's S for ``regime``: the
+    release's own rule, or the nearest modelled one (mlaprof.splits.releases)."""
     if regime == "bh64":
         return "aiter-gluon-bh64"
-    if env.at_least(aiter_env.GLUON_V0120):
-        return "aiter-gluon-v0.1.20"
-    if regime == "bh16bn128":
+    if regime == "bh16bn128" and not env.at_least(aiter_env.GLUON_V0120):
         return "aiter-gluon-fp8-v0.1.19"
-    if env.at_least(aiter_env.BH16_WIDE_HEADS_SINCE):
-        return "aiter-gluon-v0.1.19.post2"
-    return "aiter-gluon-v0.1.19"
+    if env.version_tuple is None:  # unparseable: taken as recent, as at_least does
+        return "aiter-gluon-v0.1.20.post1"
+    return aiter_rule(env.version).gluon_policy
 
 
 def _why_not_asm_shape(inp: VerifyInputs, meta: VerifyMetadata) -> str | None:

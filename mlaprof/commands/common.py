@@ -45,6 +45,22 @@ def add_traces_arg(parser) -> None:  # noqa: ANN001
 MAX_LIST = 100_000
 
 
+def add_engine_model_args(parser) -> None:  # noqa: ANN001
+    """``--max-num-batched-tokens`` and ``--aiter``: the engine limit capture sizes stop at and
+    the AITER release the stack runs (mlaprof.splits.releases labels an unmodelled one)."""
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="vLLM max_num_batched_tokens: no capture size above it (default: not limiting)",
+    )
+    parser.add_argument(
+        "--aiter",
+        metavar="VERSION",
+        help="the AITER release the stack runs, e.g. 0.1.21.post2 (vLLM 0.32/0.33's pin): its "
+        "gluon rule, or the nearest modelled one labelled 'not verified'",
+    )
+
+
 def int_list(text: str, what: str) -> list[int]:
     """``1,2,4``, ranges ``1-64`` (or ``8-64:8`` with a step) and ``k`` suffixes (``128k`` =
     131072) as a sorted list of distinct integers."""

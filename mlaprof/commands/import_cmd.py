@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="JSON list or TOML [[pattern]] tables extending the kernel table, checked first: "
         "name (whole-name regex), role (stage1, stage2, reduce, metadata), split_axis "
-        "(x, y, z, device, none; required for stage1), rows_axis, qlen_axis, path",
+        "(x, y, z, device, none; required for stage1), rows_axis, qlen_axis, path; or the "
+        "name aiter-pr4758 (open AITER PR #4758: split-major gluon grid)",
     )
     p.set_defaults(func=main)
 

@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-num-seqs", type=int, help="vLLM max_num_seqs (default: the run's or 256)")
     p.add_argument("--vllm", choices=sorted(SIZE_RULES), default=DEFAULT_RULE,
                    help="vLLM default capture-size rule to compare with (default vllm-0.32, the rule of the vLLM version mlaprof models)")  # fmt: skip
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="vLLM max_num_batched_tokens: the default list stops there "
+        "(default: the run's, else not limiting)",
+    )
     p.add_argument("--default-sizes", help="compare with this list instead of the rule's default")
     mem = p.add_mutually_exclusive_group()
     mem.add_argument("--memory-from-run", metavar="RUN", help="capture memory measured per size")
@@ -74,6 +80,7 @@ def main(args: argparse.Namespace) -> int:
 
     run_qlen = None
     mns = args.max_num_seqs
+    mnt = args.max_num_batched_tokens
     if args.spec is not None and not 0 <= args.spec <= 15:
         raise MlaprofError(f"--spec must be 0..15, got {args.spec}")
     if args.from_run:
@@ -82,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
             counts, run_qlen, source = ps.counts_from_run(run, want)
             sc = run.meta.get("scenario") if isinstance(run.meta.get("scenario"), dict) else {}
             mns = mns or sc.get("max_num_seqs")
+            mnt = mnt or sc.get("max_num_batched_tokens") or None
     else:
         counts, source = ps.counts_from_file(Path(args.counts))
     qlen = 1 + args.spec if args.spec is not None else run_qlen or Scenario().qlen
@@ -92,8 +100,8 @@ def main(args: argparse.Namespace) -> int:
         default = round_to_qlen(int_list(args.default_sizes, "--default-sizes"), qlen)
         rule = f"given list {default}"
     else:
-        default = default_capture_sizes(args.vllm, mns, qlen - 1)
-        rule = args.vllm
+        default = default_capture_sizes(args.vllm, mns, qlen - 1, mnt)
+        rule = args.vllm + (f", max_num_batched_tokens {mnt}" if mnt else "")
     mem = None
     if args.memory_from_run:
         with load(resolve_run(args.memory_from_run, args.traces)) as mrun:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.commands.common import add_engine_model_args, add_traces_arg, traces_dir
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
     DEVICES,
@@ -93,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=sorted(VERSIONS),
         help="whose routing the report shows (default 0.32.0; pre-51171: the flattened path)",
     )
+    add_engine_model_args(p)
     p.add_argument(
         "--check-syncs",
         default="first",
@@ -146,6 +147,14 @@ def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
             raise MlaprofError(
                 f"--kv-lens must be comma-separated integers, got {args.kv_lens!r}"
             ) from None
+    if getattr(args, "max_num_batched_tokens", None) is not None:
+        over["max_num_batched_tokens"] = args.max_num_batched_tokens
+    if getattr(args, "aiter", None):
+        from mlaprof.splits.releases import aiter_rule
+
+        over["aiter_version"] = args.aiter
+        if args.policy is None and sc.policy.startswith("aiter-gluon-v0.1."):
+            over["policy"] = aiter_rule(args.aiter).gluon_policy
     if args.device == "cuda" and args.target is None:
         over["target"] = "h200"
     return dataclasses.replace(sc, **over).validate()

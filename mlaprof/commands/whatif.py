@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mlaprof.commands.common import int_list, name_list
+from mlaprof.commands.common import add_engine_model_args, int_list, name_list
 
 EPILOG = """\
 every number is MODELLED (policies, metadata builder, padding model, cost model); nothing runs.
@@ -74,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_RULE,
         help="vLLM default capture-size rule when --capture-sizes is not given (default vllm-0.32, the rule of the vLLM version mlaprof models)",
     )
+    add_engine_model_args(p)
     p.add_argument("--top", type=int, default=15, help="worst cells to list (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (every cell)")
     p.add_argument("--html", metavar="FILE", help="write an offline HTML page with heatmaps")
@@ -84,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
     from mlaprof.errors import MlaprofError
     from mlaprof.scenario import DEVICES, MODELS
-    from mlaprof.splits.policies import POLICIES
+    from mlaprof.splits.policies import POLICIES, RELEASED_POLICIES
     from mlaprof.whatif.grid import GridSpec
 
     g = GridSpec()
@@ -104,6 +105,15 @@ def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
         g.models = name_list(args.model, MODELS, "model")
     if args.policy:
         g.policies = name_list(args.policy, POLICIES, "policy")
+        if args.policy.strip() == "all":  # open PRs' rules are opt-in, by name
+            g.policies = [p for p in g.policies if p in RELEASED_POLICIES]
+    if args.aiter:
+        from mlaprof.splits.releases import aiter_rule
+
+        g.aiter = args.aiter
+        if not args.policy:
+            g.policies = [aiter_rule(args.aiter).gluon_policy]
+    g.max_num_batched_tokens = args.max_num_batched_tokens
     if args.device:
         g.devices = name_list(args.device, DEVICES, "device")
     if args.max_num_seqs is not None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.recording import padding_row, scenario_splits, split_row
-from mlaprof.splits.policies import POLICIES
+from mlaprof.splits.policies import RELEASED_POLICIES
 
 if TYPE_CHECKING:
     from mlaprof.metadata import BatchShape, VerifyMetadata
@@ -107,7 +107,7 @@ def analysis_items(
 ) -> list[Item]:
     """One item per split policy (the scenario's first; its row lands in ``holder['main']``)
     and one for the padding record."""
-    names = [sc.policy] + [p for p in POLICIES if p != sc.policy]
+    names = [sc.policy] + [p for p in RELEASED_POLICIES if p != sc.policy]  # PRs: opt-in
 
     def policy_item(name: str) -> Item:
         def run() -> None:

@@ -20,6 +20,11 @@ mlaprof-triton        (head blocks, rows, S)             z                      
 [*] not in the default table: vLLM never routes verify to bh64 (16 heads and more take ASM),
 and its ``_mla_gluon`` grid cannot be told from bh16's; select it with ``--patterns``.
 
+Open AITER PR #4758 (unreleased) launches the gluon stage 1 split-major, ``(S, B, ceil(H/16)*qlen)``,
+when B > 1 and S % 8 == 0 (:func:`gluon_pr4758_grid`). The grid alone cannot tell the two layouts
+apart ((16, 4, 4) is B 16 x S 4 batch-major or B 4 x S 16 split-major), so a trace of that build is
+read with ``--patterns aiter-pr4758`` (:data:`LAYOUTS`): S from x, rows from y.
+
 Names are matched with ``re.fullmatch`` (case-sensitive: kernel symbols are), so kernels that
 merely contain "mla" (fused rope + KV-cache writes such as ``fused_qk_rope_cat_and_cache_mla``,
 ``concat_and_cache_mla_kernel``) never count as attention layers. Grid units differ between
@@ -157,6 +162,24 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
 )  # fmt: skip
 
 
+GLUON_XCDS = 8  # PR #4758 goes split-major when S is a multiple of the XCD count (MI355X: 8)
+
+
+def gluon_pr4758_grid(b: int, s: int, hq: int) -> tuple[int, int, int]:
+    """The stage-1 grid (blocks) open AITER PR #4758 launches: split-major ``(S, B, hq)`` when
+    B > 1 and S % 8 == 0, else the released ``(B, S, hq)`` (hq = ceil(H/16) * qlen)."""
+    return (s, b, hq) if b > 1 and s % GLUON_XCDS == 0 else (b, s, hq)
+
+
+# named kernel tables for ``--patterns NAME``: builds whose grids the default table misreads
+LAYOUTS: dict[str, tuple[KernelPattern, ...]] = {
+    "aiter-pr4758": (
+        KernelPattern(GLUON, _plain("_mla_gluon"), STAGE1, "x", "y", "z",
+                      "_mla_gluon (AITER PR #4758 split-major: S on x, rows on y)"),
+    ),
+}  # fmt: skip
+
+
 @dataclass
 class KernelMatcher:
     """First whole-name match in table order; results cached per distinct name."""
@@ -230,7 +253,10 @@ def _pattern(d: Any, where: str) -> KernelPattern:
 
 
 def load_patterns(path: Path | str) -> list[KernelPattern]:
-    """User patterns from a JSON list or a TOML file of ``[[pattern]]`` tables."""
+    """User patterns from a JSON list or a TOML file of ``[[pattern]]`` tables, or a named
+    table of :data:`LAYOUTS` (``aiter-pr4758``)."""
+    if str(path) in LAYOUTS:
+        return list(LAYOUTS[str(path)])
     path = Path(path)
     try:
         text = path.read_text()

@@ -108,6 +108,12 @@ def print_report(
             f"{route['path']} ({route['kernel']}): {route['reason']} [vLLM {route['version']}"
             + ("" if route.get("verified") else " UNVERIFIED")
             + "]"
+            + "".join(f"; not modelled: {m}" for m in route.get("not_modelled") or ())
+            + (
+                f"; AITER {route['aiter_rule']['requested']}: {route['aiter_rule']['label']}"
+                if route.get("aiter_rule")
+                else ""
+            )
             if route
             else "not modelled (no scenario: heads, KV dtype and arch are unknown; an imported "
             "trace's own paths are listed with it)"

@@ -30,9 +30,18 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
         f"[bold]what-if[/] {len(whatif):,} cells, modelled (nothing was run): "
         f"[red]{whatif.count('collapsed')}[/] collapse with the padding bug, "
         f"[magenta]{whatif.count('frozen_collapsed')}[/] collapse frozen at capture"
+        + (
+            f", [yellow]{whatif.count('over_split')}[/] over-split (S >= 2x what the rows use)"
+            if "over_split" in whatif.columns and whatif.count("over_split")
+            else ""
+        )
     )
-    for key in ("policies", "devices", "capture_sizes", "time"):
-        v = prov[key]
+    for key in ("policies", "devices", "capture_sizes", "time", "aiter"):
+        v = prov.get(key)
+        if v is None or (key == "aiter" and not isinstance(v, dict)):  # no release named
+            continue
+        if key == "aiter" and isinstance(v, dict):
+            v = f"AITER {v['requested']}: {v['label']} (policy {v['gluon_policy']})"
         text = "; ".join(f"{a}: {b}" for a, b in v.items()) if isinstance(v, dict) else str(v)
         console.print(f"  [dim]{key}:[/] {text}")
     axes = [a for a in ("model", "policy", "device", "qlen") if len(set(cells[a].tolist())) > 1]

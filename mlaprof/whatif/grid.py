@@ -26,13 +26,17 @@ from mlaprof.splits.policies import (
     applicable,
     cdiv,
     dummy_run_input,
+    host_fallback_note,
     is_collapsed,
+    over_split,
 )
+from mlaprof.splits.releases import MODELLED, aiter_rule
 from mlaprof.splits.routing import DEFAULT_VERSION, policy_fits_route
 from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 
 MAX_POINTS = 1_000_000  # about 0.3 GB of columns
+RELEASE_GLUON = {policy for _, policy in MODELLED.values()}  # the released tags' gluon rules
 
 
 def _policy_source(name: str) -> str:
@@ -62,6 +66,11 @@ class GridSpec:
     graph_mode: str = "FULL"
     capture_sizes: list[int] | None = None  # an explicit cudagraph_capture_sizes list
     size_rule: str = DEFAULT_RULE  # the vLLM version the output names (0.32)
+    # vLLM max_num_batched_tokens (None: not limiting): no capture size is larger
+    max_num_batched_tokens: int | None = None
+    # the AITER release the user's stack runs (None: the policies' own tags); an unmodelled
+    # one is shown with the nearest modelled rule and labelled (mlaprof.splits.releases)
+    aiter: str | None = None
     # a request-length distribution instead of the contexts axis: each batch size gets `draws`
     # batches whose KV lengths are drawn from kv_mix (weights: kv_weights, default equal)
     kv_mix: list[int] | None = None
@@ -96,6 +105,18 @@ class GridSpec:
             raise MlaprofError(
                 f"unknown capture-size rule {self.size_rule!r}; choose from {', '.join(SIZE_RULES)}"
             )
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
+            raise MlaprofError(
+                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
+            )
+        if self.aiter is not None:
+            rule = aiter_rule(self.aiter)
+            for pol in self.policies:
+                if pol in RELEASE_GLUON and pol != rule.gluon_policy:
+                    raise MlaprofError(
+                        f"--aiter {self.aiter} runs {rule.gluon_policy} ({rule.label}); "
+                        f"drop policy {pol} or --aiter"
+                    )
         if not 1 <= self.max_num_seqs <= 4096:
             raise MlaprofError(f"max_num_seqs must be 1..4096, got {self.max_num_seqs}")
         if any(not 0 <= s <= 15 for s in self.specs):
@@ -202,6 +223,7 @@ class WhatIf:
             "points": len(self),
             "collapsed_cells": self.count("collapsed"),
             "frozen_collapsed_cells": self.count("frozen_collapsed"),
+            "over_split_cells": self.count("over_split"),
             "cells": self.records(None if top is None else self.worst_index(top)),
         }
 
@@ -276,8 +298,9 @@ def _group(
     tokens = b * q
     if spec.graph_mode == "FULL":
         sizes = np.asarray(
-            sizes_for(spec.size_rule, spec.max_num_seqs, num_spec, spec.capture_sizes)
-        )
+            sizes_for(spec.size_rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
+                      spec.max_num_batched_tokens)
+        )  # fmt: skip
         idx = np.searchsorted(sizes, tokens, side="left")
         graph = idx < len(sizes)
         size = np.where(graph, sizes[np.minimum(idx, len(sizes) - 1)], 0)
@@ -294,16 +317,21 @@ def _group(
     # vLLM hands the ASM kernel its whole kv_indices buffer, as `mlaprof run` models it
     # (mlaprof.recording.scenario_splits): get_meta_param reads that length as total_kv
     buf = spec.max_num_seqs * spec.max_model_len
+    kv_fp8 = "fp8" in policy  # an fp8 policy models an fp8 KV cache
+    common = dict(kv_buffer_len=buf, kv_fp8=kv_fp8, arch=dev.arch)
 
     def s_of(x: SplitInput) -> np.ndarray:
         return vector.splits(pol, x)
 
-    s_bug = s_of(SplitInput(rows, q, heads, min_all, kmax, total_all, units, kv_buffer_len=buf))
-    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units, kv_buffer_len=buf))
-    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units, kv_buffer_len=buf))
-    # S decided on the device at replay (persistent kernels) is never frozen into a graph
-    frozen_here = graph & (not getattr(pol, "on_device", False))
-    dummy = dummy_run_input(policy, rows, q, heads, units, spec.max_model_len, kv_buffer_len=buf)
+    x_bug = SplitInput(rows, q, heads, min_all, kmax, total_all, units, **common)
+    s_bug = s_of(x_bug)
+    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units, **common))
+    s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units, **common))
+    # S decided on the device at replay (persistent kernels) is never frozen into a graph;
+    # AITER drops the persistent kernel for some shapes (Policy.host_fallback): S on the host
+    on_dev = np.broadcast_to(np.asarray(pol.decided_on_device(x_bug), bool), (n,))
+    frozen_here = graph & ~on_dev
+    dummy = dummy_run_input(policy, rows, q, heads, units, spec.max_model_len, **common)
     s_frz = np.where(frozen_here, s_of(dummy), 0)
     # kernels that cannot run this shape at all (head limits, B == 1 asserts)
     notes = np.full(n, "", dtype=object)
@@ -315,11 +343,14 @@ def _group(
             s_bug[m] = s_fix[m] = s_des[m] = s_frz[m] = 0
     refused = (s_bug == 0) | (s_fix == 0) | (frozen_here & (s_frz == 0))
     notes[refused & (notes == "")] = "not runnable: the kernel refuses this shape (an assert)"
-    if getattr(pol, "on_device", False):
-        notes[graph & (notes == "")] = "S decided on the device at replay: not frozen into a graph"
+    if pol.on_device:
+        notes[graph & on_dev & (notes == "")] = (
+            "S decided on the device at replay: not frozen into a graph"
+        )
+        notes[~on_dev & (notes == "")] = host_fallback_note(policy)
     # the path vLLM routes this (model, qlen, device) to, and whether the policy models its kernel
     # an fp8 policy models an fp8 KV cache, which vLLM never sends to gluon verify
-    kv_dtype = "fp8" if "fp8" in policy else "auto"
+    kv_dtype = "fp8" if kv_fp8 else "auto"
     route = Scenario(
         model=model, num_speculative_tokens=num_spec, target=device, kv_cache_dtype=kv_dtype
     ).route()
@@ -339,6 +370,12 @@ def _group(
     occ_bug, t_bug = occ_time(s_bug)
     occ_fix, t_fix = occ_time(s_fix)
     occ_frz, t_frz = occ_time(s_frz)
+    # over-splitting: the S the cell replays (frozen, else the fix's) against what its rows use
+    s_run = np.where(frozen_here, s_frz, s_fix)
+    over = (s_run > 0) & over_split(s_run, s_des)
+    # the launched programs (stage-1 CTAs and stage-2 partials) it costs: S over S deserved
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over_x = np.where(over, s_run / np.maximum(1, s_des), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         slow_bug = t_bug / t_fix
         slow_frz = t_frz / t_fix
@@ -366,6 +403,8 @@ def _group(
         "S_frozen": s_frz,
         "S_deserved": s_des,
         "collapsed": (s_bug > 0) & is_collapsed(s_bug, s_fix),
+        "over_split": over,
+        "over_split_programs_x": over_x,
         "frozen_collapsed": frozen_here & (s_frz > 0) & is_collapsed(s_frz, s_fix),
         "occupancy_bug": occ_bug,
         "occupancy_fix": occ_fix,
@@ -375,6 +414,7 @@ def _group(
         "t_frozen_us": t_frz,
         "slowdown_bug": slow_bug,
         "slowdown_frozen": slow_frz,
+        "aiter_rule": np.full(n, _aiter_label(spec, pol), dtype=object),
         "route": np.full(n, route.path, dtype=object),
         "route_fits": np.full(n, fits),
         "time_model": np.full(
@@ -382,6 +422,18 @@ def _group(
         ),
         "note": notes,
     }
+
+
+def _aiter_label(spec: GridSpec, pol: Any) -> str:
+    """The release label of an AITER policy's cells: the named release's (``--aiter``), else
+    the policy's own modelled tag; "" for the non-AITER policies."""
+    if not pol.name.startswith("aiter-"):
+        return ""
+    if pol.unreleased:
+        return "unreleased: an open AITER PR"
+    if spec.aiter is not None:
+        return aiter_rule(spec.aiter).label
+    return ""
 
 
 def compute(spec: GridSpec) -> WhatIf:
@@ -416,11 +468,21 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             f"explicit {spec.capture_sizes}, rounded up to multiples of qlen as vLLM does"
             if spec.capture_sizes
             else f"vLLM default ({spec.size_rule}) for max_num_seqs {spec.max_num_seqs}"
+        )
+        + (
+            f", none above max_num_batched_tokens {spec.max_num_batched_tokens}"
+            if spec.max_num_batched_tokens
+            else ", max_num_batched_tokens not limiting"
         ),
         "time": {
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },
         "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
+        "aiter": (
+            aiter_rule(spec.aiter).to_dict()
+            if spec.aiter
+            else "each AITER policy is its own tag's rule (name a release with --aiter)"
+        ),
         "route": f"the verify path vLLM {DEFAULT_VERSION} takes for each (model, qlen, device), "
         "from mlaprof.splits.routing; route_fits: the policy models that path's kernel",
         "kv": (

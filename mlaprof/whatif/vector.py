@@ -44,6 +44,8 @@ def next_pow2(x: object) -> Array:
 
 
 def _gluon_v0119(x: SplitInput) -> Array:
+    if x.heads in p.BH64_HEADS:  # the entry takes bh64 first (v0.1.19 L879)
+        return _gluon_bh64(x)
     den = _i(x.num_reqs) * x.qlen
     return np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // den, cdiv(x.min_kv_seq_len, 64)))
 
@@ -57,6 +59,8 @@ def _gluon_v0119_post2(x: SplitInput) -> Array:
 
 def _gluon_fp8_v0119(x: SplitInput) -> Array:
     b = _i(x.num_reqs)
+    if x.heads in p.BH64_HEADS:  # bh64 first, which asserts bf16 KV
+        return np.zeros(b.shape, np.int64)
     s = np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // (b * x.qlen), _i(x.min_kv_seq_len)))
     return np.where(b == 1, s, 0)  # the kernel asserts B == 1
 
@@ -96,16 +100,39 @@ def _aiter_asm(x: SplitInput) -> Array:
     return best
 
 
-def _aiter_asm_fp8(x: SplitInput) -> Array:
-    bn = p.ASM_FP8_BLOCK_N.get(x.heads * x.qlen)
+def _asm_fp8(x: SplitInput, table: dict[int, int]) -> Array:
+    bn = table.get(p.asm_fp8_key(x))  # keyed on vLLM's padded heads x qlen
     b = _i(x.num_reqs)
-    if bn is None:  # no block width: the kernel refuses
+    if bn is None:  # no block width: KeyError in AITER
         return np.zeros(b.shape, np.int64)
     total = _asm_total_kv(x)
     s = np.minimum(_aiter_asm(x), cdiv(total, b * bn))
     capped = (np.abs(total / b - x.qlen) // bn).astype(np.int64) + 1
     s = np.where(s > 1, np.minimum(s, capped), s)
     return np.maximum(1, s)
+
+
+def _aiter_asm_fp8(x: SplitInput) -> Array:
+    return _asm_fp8(x, p.ASM_FP8_BLOCK_N)
+
+
+def _aiter_asm_fp8_pr4713(x: SplitInput) -> Array:
+    return _asm_fp8(x, p.ASM_FP8_BLOCK_N_PR4713)
+
+
+def _aiter_asm_persistent(x: SplitInput) -> Array:
+    clusters = np.maximum(1, _i(x.units) * p.PS_CLUSTER_MULTIPLIER)
+    return np.where(p.persistent_dropped(x), _aiter_asm(x), clusters)
+
+
+def _aiter_asm_persistent_pr4899(x: SplitInput) -> Array:
+    b = _i(x.num_reqs)
+    clusters = np.maximum(1, _i(x.units) * p.PS_CLUSTER_MULTIPLIER)
+    mean = np.maximum(1, np.round(_i(x.total_kv) / np.maximum(1, b)).astype(np.int64))
+    blocks = cdiv(mean, p.PS_KV_GRANULARITY)
+    s = np.round(1.2 * b * np.sqrt(blocks + p.PS_FIXED_OVERHEAD)).astype(np.int64)
+    ps = np.maximum(1, np.minimum(s, clusters))
+    return np.where(p.persistent_dropped(x), _aiter_asm(x), ps)
 
 
 def _vllm_triton(x: SplitInput) -> Array:
@@ -132,6 +159,9 @@ TWINS: dict[Callable[[SplitInput], int], Callable[[SplitInput], Array]] = {
     p.gluon_bh64: _gluon_bh64,
     p.aiter_asm: _aiter_asm,
     p.aiter_asm_fp8: _aiter_asm_fp8,
+    p.aiter_asm_fp8_pr4713: _aiter_asm_fp8_pr4713,
+    p.aiter_asm_persistent: _aiter_asm_persistent,
+    p.aiter_asm_persistent_pr4899: _aiter_asm_persistent_pr4899,
     p.vllm_triton: _vllm_triton,
     p.mlaprof_triton: _mlaprof_triton,
 }
@@ -148,7 +178,9 @@ def _scalar(policy: Policy, x: SplitInput, n: int) -> Array:
     for k, (b, mn, mx, tot, units) in enumerate(uniq.tolist()):
         try:
             vals[k] = policy.splits(
-                SplitInput(b, x.qlen, x.heads, mn, mx, tot, units, x.kv_fp8, x.kv_buffer_len)
+                SplitInput(
+                    b, x.qlen, x.heads, mn, mx, tot, units, x.kv_fp8, x.kv_buffer_len, x.arch
+                )  # fmt: skip
             )
         except MlaprofError:
             vals[k] = 0

@@ -284,7 +284,8 @@ def test_terminal_report_shows_route_and_reservation(capsys, traces):
     assert main(["run", "--traces", str(traces), *SMALL, "--name", "n", "--target", "h200"]) == 0
     capsys.readouterr()
     assert main(["report", "n", "--traces", str(traces), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["route"]["path"] == "triton-mla"
+    # vLLM on sm90 with bf16 KV tries FLASH_ATTN_MLA first (0.32 platforms/cuda.py L146-151)
+    assert json.loads(capsys.readouterr().out)["route"]["path"] == "flash-attn-mla"
 
 
 def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:

@@ -14,7 +14,7 @@ try:
 except Exception as e:  # ImportError, or a broken torchvision in the environment
     pytest.skip(f"vLLM is not importable here ({type(e).__name__})", allow_module_level=True)
 
-from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen
+from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen, sizes_for
 
 
 def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> list[int]:
@@ -47,6 +47,47 @@ def test_v032_rule_equals_vllm(max_num_seqs, num_spec):
     assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec) == vllm_sizes(
         max_num_seqs, num_spec
     )
+
+
+@pytest.mark.parametrize(
+    "max_num_seqs, num_spec, max_batched",
+    [(8, 3, 50), (8, 3, 48), (256, 3, 100), (256, 0, 100), (64, 7, 300), (4, 3, 7), (1, 3, 4),
+     (512, 3, 2048), (33, 5, 199), (256, 1, 8192)],
+)  # fmt: skip
+def test_v032_rule_respects_max_num_batched_tokens(max_num_seqs, num_spec, max_batched):
+    """vLLM 0.32 ``vllm/config/vllm.py`` L2445-2495: the ceiling drops to
+    max_num_batched_tokens (8 seqs x qlen 4 with 50 tokens: sizes stop at 48, not 64)."""
+    want = vllm_sizes(max_num_seqs, num_spec, max_batched)
+    assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec, max_batched) == want
+
+
+def test_no_size_left_is_an_error_in_both():
+    """max_num_batched_tokens 3 below qlen 4: vLLM raises (compilation.py L1548), so does mlaprof."""
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(ValueError, match="No valid cudagraph sizes"):
+        vllm_sizes(1, 3, 3)
+    with pytest.raises(MlaprofError, match="no capture size is left"):
+        default_capture_sizes("vllm-0.32", 1, 3, 3)
+
+
+def test_explicit_list_over_max_num_batched_tokens_equals_vllm():
+    for sizes, q, mnt in (([4, 8, 60, 64], 4, 50), ([1, 2, 6, 60], 4, 6), ([10, 20, 30], 2, 25)):
+        cc = CompilationConfig()
+        cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+        cc.cudagraph_capture_sizes = list(sizes)
+        cfg = types.SimpleNamespace(
+            model_config=types.SimpleNamespace(enforce_eager=False),
+            compilation_config=cc,
+            scheduler_config=types.SimpleNamespace(max_num_seqs=64, max_num_batched_tokens=mnt),
+            uniform_decode_query_len=q,
+            speculative_config=None,
+            performance_mode="balanced",
+            num_speculative_tokens=q - 1,
+        )
+        VllmConfig._set_cudagraph_sizes(cfg)
+        cc.adjust_cudagraph_sizes_for_spec_decode(q)
+        assert sizes_for("vllm-0.32", 64, q - 1, sizes, mnt) == cc.cudagraph_capture_sizes
 
 
 def test_explicit_list_rounding_equals_vllm():

@@ -108,7 +108,7 @@ def test_gluon_exact_call_and_numbers(monkeypatch, mode):
         ("0.1.19", 16, "aiter-gluon-v0.1.19", 1),
         ("0.1.19.post2", 32, "aiter-gluon-v0.1.19.post2", 1),
         ("0.1.20", 16, "aiter-gluon-v0.1.20", 16),
-        ("v0.1.21.dev4+g1234", 48, "aiter-gluon-v0.1.20", 5),
+        ("v0.1.21.dev4+g1234", 48, "aiter-gluon-v0.1.20.post1", 5),  # nearest modelled rule
     ],
 )
 def test_gluon_split_policy_follows_version(monkeypatch, version, heads, policy, splits):
@@ -118,6 +118,8 @@ def test_gluon_split_policy_follows_version(monkeypatch, version, heads, policy,
     inp, out, lse, seed = _run(backend, meta, heads=heads)
     assert backend.last_call.policy == policy == gluon_policy(backend.env, "bh16bn64")
     assert backend.last_call.splits == rec.splits[-1] == splits
+    # a release mlaprof has not read is labelled, never silently the nearest rule
+    assert ("not verified" in backend.last_call.aiter_rule) == version.startswith("v0.1.21")
     _assert_close(out, lse, *_reference(inp, meta, heads), seed)
 
 

@@ -19,12 +19,13 @@ MI355X, MI300X = DEVICES["mi355x"], DEVICES["mi300x"]
     [
         (8, 4, MI355X, "0.1.19", ("gluon-verify", "aiter-gluon-v0.1.19")),
         (8, 4, MI355X, "0.1.19.post2", ("gluon-verify", "aiter-gluon-v0.1.19.post2")),
-        (8, 4, MI355X, "0.1.22", ("gluon-verify", "aiter-gluon-v0.1.20")),
+        (8, 4, MI355X, "0.1.22", ("gluon-verify", "aiter-gluon-v0.1.20.post1")),  # nearest
         # DeepSeek-V3 at TP8: ASM with the persistent (on-device) schedule
         (16, 4, MI355X, "0.1.20", ("asm-persistent", "aiter-asm-persistent")),
         (8, 4, MI300X, "0.1.20", ("asm-persistent", "aiter-asm-persistent")),  # no gluon: gfx942
         (8, 1, MI355X, "0.1.20", ("gluon-decode", "aiter-gluon-v0.1.20")),  # a decode
-        (8, 4, DEVICES["h200"], "0.1.20", ("triton-mla", "vllm-triton")),  # not ROCm
+        # not ROCm: sm90 tries FLASH_ATTN_MLA first (vLLM 0.32 platforms/cuda.py L146-151)
+        (8, 4, DEVICES["h200"], "0.1.20", ("flash-attn-mla", "vllm-triton")),
     ],
 )
 def test_route_follows_vllms_use_gluon_verify(heads, qlen, device, aiter, want):
@@ -54,7 +55,9 @@ def test_shadow_s_is_the_policys_for_the_padded_batch():
     assert r.s_fix == r.s_bug == s(2, 40)  # no padding row: the bug changes nothing
     f20 = shadow(steps, "mi355x", "0.1.20")
     assert list(f20.s_fix) == [gluon_bh16_v0120(_x(4, 300)), gluon_bh16_v0120(_x(2, 40))]
-    assert set(f20.provenance) == {"modelled from recorded batches (AITER 0.1.20 on mi355x)"}
+    assert set(f20.provenance) == {
+        "modelled from recorded batches (AITER 0.1.20: rule of v0.1.20; on mi355x)"
+    }
 
 
 def _x(b, min_kv):

@@ -77,19 +77,34 @@ def test_bh64():
         gluon_bh64(x(b=8, qlen=2, h=128, min_kv=2000))
 
 
-def test_64_and_128_heads_take_bh64_from_v0119_post2_on():
+def test_64_and_128_heads_take_bh64_in_every_release():
     """mla_gluon's entry checks nhead in (64, 128) first and takes bh64 (aiter mla_gluon.py
-    v0.1.19.post2 L892, v0.1.20 L902): bh16's rule would give 256 // (64*1*4) = 1 here."""
+    v0.1.19 L879, v0.1.19.post2 L892, v0.1.20 L902): bh16's rule would give 256 // (64*1*4) = 1
+    here, and v0.1.19 is no exception (it was "not runnable: bh16 handles at most 16 heads")."""
     x64 = x(b=64, qlen=1, h=64, min_kv=5000)
-    for name in ("aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20", "aiter-gluon-v0.1.20.post1"):
+    for name in (
+        "aiter-gluon-v0.1.19",
+        "aiter-gluon-v0.1.19.post2",
+        "aiter-gluon-v0.1.20",
+        "aiter-gluon-v0.1.20.post1",
+    ):
         assert POLICIES[name].splits(x64) == 4, name
         assert applicable(name, 64, 8) == (
             "64 heads take the bh64 kernel, which asserts B % 64 == 0, got B = 8"
         )
         assert applicable(name, 64, 64) is None
+    for name in ("aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20"):
         assert applicable(name, 32, 8) is None  # bh16 with 2 head groups
-    # plain v0.1.19 serves at most 16 heads on bh16
-    assert applicable("aiter-gluon-v0.1.19", 64, 64) is not None
+    # v0.1.19's bh16 serves at most 16 heads (L881-892): 32 heads is its assert
+    assert "at most 16 heads" in applicable("aiter-gluon-v0.1.19", 32, 8)
+    # S 1 or 2, as v0.1.19's L897-905 gives: base = 8*ceil(H/64)*qlen*(B/8), S =
+    # next_pow2(ceil(256/base)): 128 heads x 128 rows -> 256 -> 1; 64 heads x 128 rows -> 2
+    assert gluon_bh16_v0119(x(b=128, qlen=1, h=128, min_kv=5000)) == 1
+    assert gluon_bh16_v0119(x(b=128, qlen=1, h=64, min_kv=5000)) == 2
+    # fp8 KV with 64 heads: v0.1.19 still takes bh64, which asserts bf16 KV
+    with pytest.raises(MlaprofError, match="bf16 KV"):
+        gluon_fp8_v0119(x(b=1, qlen=1, h=64, min_kv=5000))
+    assert "asserts bf16 KV" in applicable("aiter-gluon-fp8-v0.1.19", 64, 64)
 
 
 def test_gluon_runs_only_on_its_arch():
@@ -97,7 +112,18 @@ def test_gluon_runs_only_on_its_arch():
     gfx942's. On an MI300X a gluon cell is not runnable, not an S."""
     assert "asserts gfx950" in applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx942")
     assert applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx950") is None
-    assert applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx942") is None
+    assert applicable("aiter-gluon-gfx942-pr4582", 12, 4, 4, "gfx942") is None
+    # and no gluon runs on a non-AMD target (h200): mla_gluon asserts gfx950 there too
+    assert "asserts gfx950" in applicable("aiter-gluon-v0.1.20", 8, 4, 4, "sm_90")
+    assert "asserts gfx942" in applicable("aiter-gluon-gfx942-pr4582", 12, 4, 4, "sm_90")
+
+
+def test_gfx942_gluon_asserts_12_heads_and_bf16():
+    """PR #4582's public gfx942 gluon (bb855e4 ``gfx942/attention/mla.py`` L621-623) asserts
+    nhead == 12 and bf16: 8 and 16 heads are not runnable, not an S."""
+    for h in (8, 16):
+        assert "nhead == 12" in applicable("aiter-gluon-gfx942-pr4582", h, 4, 4, "gfx942")
+    assert "fp8 KV" in applicable("aiter-gluon-gfx942-pr4582", 12, 4, 4, "gfx942", kv_fp8=True)
     assert "asserts gfx942" in applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx950")
     assert applicable("aiter-asm", 16, 4, 4, "gfx942") is None
 
@@ -184,9 +210,21 @@ def test_asm_fp8_caps():
     # (the first cap rarely binds without the second: it is kept as get_block_n_fp8 states it)
     one = x(b=1, qlen=4, h=16, min_kv=129, total=129, units=304)
     assert aiter_asm(one) > 3 and aiter_asm_fp8(one) == 2
-    with pytest.raises(MlaprofError, match="no block width"):
-        aiter_asm_fp8(x(b=1, qlen=3, h=7, min_kv=100))
-    assert applicable("aiter-asm-fp8", 7, 1, 3) is not None
+    with pytest.raises(MlaprofError, match="KeyError"):  # 16 x 5 = 80: no width in AITER
+        aiter_asm_fp8(x(b=1, qlen=5, h=16, min_kv=100))
+    assert "nhead*qlen = 16*5 = 80" in applicable("aiter-asm-fp8", 16, 1, 5)
+
+
+def test_asm_fp8_width_keys_on_vllm_padded_heads():
+    """vLLM pads q and o to 16 heads before the ASM call (0.32 ``rocm_aiter_mla.py``
+    ``get_actual_mla_num_heads`` L1732-1736, ``forward_mqa`` L2399-2409) and AITER reads nhead
+    from o (``aiter/mla.py`` v0.1.20 L569): 8 heads x qlen 4 key on 64 (block 64), not 32
+    (block 128). At avg KV 100: floor(|100 - 4| / 64) + 1 = 2, where 128 gave 1."""
+    eight = x(b=2, qlen=4, h=8, min_kv=100, total=200, units=256)
+    assert aiter_asm_fp8(eight) == 2
+    assert aiter_asm_fp8(dataclasses.replace(eight, heads=16)) == 2  # the same kernel shape
+    # 7 heads x qlen 3: 16 x 3 = 48 is in the table once padded (21 was not)
+    assert applicable("aiter-asm-fp8", 7, 1, 3) is None
 
 
 def test_persistent_split_is_decided_on_the_device_and_never_frozen():
@@ -243,3 +281,23 @@ def test_gpu_runner_captures_the_cap_when_the_kernel_decides_s():
     assert scenario_splits(sc, real, 132) == 128
     assert scenario_splits(sc, dummy, 132, on_device=True) == 128  # the grid, any length
     assert scenario_splits(sc, real, 132, on_device=True) == 128
+
+
+def test_run_records_the_persistent_fallback_as_a_host_s():
+    """33 real rows padded to 40 at qlen 1 with 16 heads on gfx950: AITER drops the persistent
+    kernel (aiter/mla.py v0.1.20 L401-422), so `mlaprof run` records get_meta_param's S 6, frozen
+    into the graph, and the row is not "decided on the device"."""
+    import pandas as pd
+
+    from mlaprof.analysis.splits import split_rows
+
+    shape = BatchShape([8192] * 33, 1, 40, 40, "FULL")
+    meta = build_metadata(shape)
+    (p,) = step_splits(meta, 16, DEVICES["mi355x"], "FULL", 131072, ["aiter-asm-persistent"],
+                       kv_buffer_len=256 * 131072)  # fmt: skip
+    assert (p.used, p.frozen) == (6, 6) and "persistent kernel dropped" in p.note
+    row = {**dataclasses.asdict(p), "step": 0, "target": "mi355x"}
+    (r,) = split_rows(pd.DataFrame([row]))
+    assert r["on_device"] is False and r["used"] == 6
+    (gfx942,) = step_splits(meta, 16, DEVICES["mi300x"], "FULL", 131072, ["aiter-asm-persistent"])
+    assert gfx942.frozen is None and "decided on the device" in gfx942.note

@@ -58,8 +58,15 @@ def test_padded_small_heads_past_qlen_four_lose_the_persistent_kernel():
 
 
 def test_versions():
+    """vLLM 0.33.0's use_gluon_verify (rocm_aiter_mla.py L2158-2195), use_gluon_decode
+    (L2129-2155) and persistent gate (L1694-1712, equal for DCP 1) are 0.32's: its routes are
+    verified, and each lists the 0.33 verify paths mlaprof does not model that it could meet."""
     r = route(8, version="0.33.0")
-    assert r.path == "gluon-verify" and not r.verified and "UNVERIFIED" in r.line()
+    assert r.path == "gluon-verify" and r.verified and "UNVERIFIED" not in r.line()
+    assert "not modelled: vLLM 0.33 adaptive variable-length verify" in r.line()
+    assert r.to_dict()["not_modelled"] and not route(8).not_modelled  # 0.32 has no such path
+    r942 = verify_route(RouteConfig(16, 4, arch="gfx942", mtp_decode_qlen=4), "0.33.0")
+    assert any("gfx942 DCP Triton verify" in m for m in r942.not_modelled)
     legacy = route(8, version="pre-51171")
     assert legacy.path == "legacy-flat" and "flattened" in legacy.reason
     assert route(16, version="pre-51171").path == "asm-persistent"

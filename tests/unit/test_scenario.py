@@ -122,7 +122,12 @@ def test_presets_take_paths_vllm_runs():
         assert policy_fits_route(sc.policy, sc.validate().route().path), sc.name
     assert dataclasses.replace(d, kv_cache_dtype="fp8").route().path == "asm-persistent"
     assert dataclasses.replace(d, target="mi300x").route().path == "asm-persistent"
-    assert dataclasses.replace(d, target="h200").route().path == "triton-mla"
+    # sm90 with bf16 KV: FLASH_ATTN_MLA first, fp8 KV: FLASHMLA (vLLM 0.32 platforms/cuda.py
+    # L146-151; flashattn_mla.py L43-47 takes no fp8 cache)
+    assert dataclasses.replace(d, target="h200").route().path == "flash-attn-mla"
+    h200_fp8 = dataclasses.replace(d, target="h200", kv_cache_dtype="fp8").route()
+    assert h200_fp8.path == "flashmla" and "FLASH_ATTN_MLA takes no fp8" in h200_fp8.reason
+    assert dataclasses.replace(d, target="cpu").route().path == "triton-mla"
     # a 4M-token bf16 KV cache is 4.4 GiB per layer: past gluon's 2 GiB bound
     assert dataclasses.replace(d, kv_cache_tokens=4_000_000).route().path == "asm-persistent"
     assert dataclasses.replace(d, vllm_version="pre-51171").route().path == "legacy-flat"

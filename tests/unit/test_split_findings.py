@@ -51,3 +51,31 @@ def test_a_pre_fix_rule_under_a_fixed_vllm_version_says_it_is_modelled_on_purpos
     assert note is not None and "modelled on purpose" in note and "0.32.0" in note
     assert pre_fix_rule({"min_kv_mode": "all-rows", "vllm_version": "pre-51171"}) is None
     assert pre_fix_rule({"min_kv_mode": "active-rows", "vllm_version": "0.32.0"}) is None
+
+
+def test_vllm_triton_frozen_far_above_its_rows_is_over_split():
+    """vLLM 0.32 triton_mla sizes S from max_model_len at capture (131072 // 512 -> 256) for
+    rows that deserve 16 (8192 // 512): an over-splitting finding with the occupancy and the
+    programs it costs; the same run with S frozen at what the rows use has none."""
+    over = split_findings(_splits("vllm-triton", 16, 16, 256), "vllm-triton", "FULL")
+    (f,) = [f for f in over if f.kind == "split-over"]
+    assert "S = 256 frozen into the FULL graph, the real rows use 16 (16x" in f.title
+    assert "50.0% of the h200 units" in f.evidence and f.data["splits"] == 256
+    fine = split_findings(_splits("vllm-triton", 16, 16, 16), "vllm-triton", "FULL")
+    assert not [f for f in fine if f.kind == "split-over"]
+    # the rule is at least twice: 31 for 16 is not over-split
+    near = split_findings(_splits("vllm-triton", 16, 16, 31), "vllm-triton", "FULL")
+    assert not [f for f in near if f.kind == "split-over"]
+
+
+def test_a_persistent_row_decided_on_the_host_is_not_a_device_finding():
+    """AITER drops the persistent kernel at B >= 32 (gfx950 bf16 16 heads qlen 1, aiter/mla.py
+    v0.1.20 L401-422): that row's S is get_meta_param's, frozen into the graph."""
+    from mlaprof.splits.policies import host_fallback_note
+
+    sp = _splits("aiter-asm-persistent", 8, 16, 8).assign(note=host_fallback_note("x"))
+    out = split_findings(sp, "aiter-asm-persistent", "FULL")
+    assert not [f for f in out if f.kind == "split-device"]
+    assert [f for f in out if f.kind == "split-frozen"]  # 8 for 16: frozen at half
+    dev = _splits("aiter-asm-persistent", 256, 256, None).assign(note="")
+    assert [f.kind for f in split_findings(dev, "aiter-asm-persistent", "FULL")] == ["split-device"]

@@ -52,7 +52,9 @@ def _random_input(rng: random.Random) -> SplitInput:
     heads = rng.choice([8, 12, 16, 32, 64, 128])
     mn = rng.choice([qlen, rng.randint(qlen, 300_000)])
     mx = max(mn, rng.randint(qlen, 300_000))
-    return SplitInput(b, qlen, heads, mn, mx, b * rng.randint(mn, mx), rng.choice([132, 256, 304]))
+    arch = rng.choice(["gfx950", "gfx942", "sm_90"])  # the persistent gate reads it
+    return SplitInput(b, qlen, heads, mn, mx, b * rng.randint(mn, mx),
+                      rng.choice([132, 256, 304]), arch=arch)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
@@ -93,11 +95,14 @@ def test_every_twin_equals_its_scalar_policy_on_10000_random_cells(name):
                     continue
                 bb, lo, hi, uu = b[m], mn[m], mx[m], u[m]
                 kb = int(buf[m][0]) if with_buf else None
-                x = SplitInput(bb, q, int(h), lo, hi, bb * lo, uu, kv_buffer_len=kb)
+                # the persistent gate is gfx950's: both arches meet qlen 1 x 16 heads
+                arch = "gfx950" if (int(h) + q + with_buf) % 3 else "gfx942"
+                x = SplitInput(bb, q, int(h), lo, hi, bb * lo, uu, kv_buffer_len=kb, arch=arch)
                 got = vector.splits(p, x)
                 for i in range(len(bb)):
                     xi = SplitInput(int(bb[i]), q, int(h), int(lo[i]), int(hi[i]),
-                                    int(bb[i] * lo[i]), int(uu[i]), kv_buffer_len=kb)  # fmt: skip
+                                    int(bb[i] * lo[i]), int(uu[i]), kv_buffer_len=kb,
+                                    arch=arch)  # fmt: skip
                     try:
                         want = p.splits(xi)
                     except MlaprofError:
@@ -260,9 +265,87 @@ def test_cells_say_which_path_vllm_routes_them_to():
     assert c.loc[("kimi-k2-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route_fits"]
     assert c.loc[("deepseek-v3-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route"] == "asm-persistent"
     assert not c.loc[("deepseek-v3-tp8", "mi355x", "aiter-gluon-v0.1.19"), "route_fits"]
-    assert c.loc[("deepseek-v3-tp8", "h200", "aiter-asm-persistent"), "route"] == "triton-mla"
+    # vLLM on sm90 with bf16 KV tries FLASH_ATTN_MLA first (platforms/cuda.py L146-151)
+    assert c.loc[("deepseek-v3-tp8", "h200", "aiter-asm-persistent"), "route"] == "flash-attn-mla"
     # the persistent schedule is decided on the device: never frozen into a graph
     assert (w.cells[w.cells.policy == "aiter-asm-persistent"].S_frozen == 0).all()
     # worst cells: those whose policy models the routed kernel come first
     fits = [r["route_fits"] for r in w.worst_rows(len(w))]
     assert fits == sorted(fits, reverse=True) and fits[0]
+
+
+def _cell(**kw):
+    g = GridSpec(**{"batches": [1], "contexts": [8192], **kw})
+    return compute(g).cells.iloc[0]
+
+
+def test_persistent_asm_is_dropped_at_batch_32_and_s_decided_on_the_host():
+    """AITER mla.py v0.1.20 L401-422 / L585-597: gfx950, bf16, 16 heads, qlen 1, B >= 32 drops
+    the persistent kernel; get_meta_param picks S on the host (batch 33 pads to 40 rows: S 6),
+    frozen into the graph. B 31 (32 rows) is dropped too; B 15 (16 rows) stays on the device."""
+    kw = dict(specs=[0], models=["deepseek-v3-tp8"], policies=["aiter-asm-persistent"])
+    c33 = _cell(batches=[33], **kw)
+    assert (c33.rows, c33.S_fix, c33.S_frozen) == (40, 6, 6)
+    assert "persistent kernel dropped" in c33.note and "host" in c33.note
+    c15 = _cell(batches=[15], **kw)
+    assert (c15.rows, c15.S_fix, c15.S_frozen) == (16, 256, 0)
+    assert "decided on the device" in c15.note
+    # not the regression profile: qlen 4 and 32 heads keep the persistent kernel at any B
+    for other in (dict(specs=[3]), dict(models=["deepseek-v3-tp4"])):
+        c = _cell(batches=[40], **{**kw, **other})
+        assert c.S_fix == 256 and c.S_frozen == 0, other
+    # gfx942 (MI300X) is not gfx950: kept
+    assert _cell(batches=[33], devices=["mi300x"], **kw).S_frozen == 0
+
+
+def test_asm_fp8_with_8_heads_keys_on_16_heads():
+    """vLLM pads q/o to 16 heads before the ASM call (0.32 rocm_aiter_mla.py L1732-1736,
+    L2399-2409): 8 heads x qlen 4 key on 64 (block 64). 16 x 5 = 80 is AITER's KeyError."""
+    c = _cell(models=["kimi-k2-tp8"], policies=["aiter-asm-fp8"], specs=[3])
+    assert c.note == "" and c.S_fix > 0
+    bad = _cell(models=["deepseek-v3-tp8"], policies=["aiter-asm-fp8"], specs=[4])
+    assert bad.S_fix == 0 and "KeyError" in bad.note and "16*5 = 80" in bad.note
+    pr = _cell(models=["deepseek-v3-tp8"], policies=["aiter-asm-fp8-pr4713"], specs=[4])
+    assert pr.S_fix > 0 and pr.aiter_rule == "unreleased: an open AITER PR"
+
+
+def test_gluon_cells_off_gfx950_and_gfx942_pr_heads_are_not_runnable():
+    h200 = _cell(policies=["aiter-gluon-v0.1.20"], devices=["h200"])
+    assert h200.S_fix == 0 and "asserts gfx950" in h200.note and "sm_90" in h200.note
+    kw = dict(policies=["aiter-gluon-gfx942-pr4582"], devices=["mi300x"])
+    assert "nhead == 12" in _cell(models=["kimi-k2-tp8"], **kw).note
+    assert _cell(models=["kimi-k3-tp8"], **kw).S_fix > 0  # 12 heads: the PR's table
+    # v0.1.19 with 64 heads: bh64 (needs B % 64 == 0), not "bh16 handles at most 16 heads"
+    kw64 = dict(batches=[64], models=["deepseek-v3-tp2"], policies=["aiter-gluon-v0.1.19"])
+    c64 = _cell(specs=[0], graph_mode="NONE", **kw64)
+    assert c64.note == "" and c64.S_fix == 4  # next_pow2(ceil(256 / (8*1*1*8)))
+    # a FULL capture's dummy run (KV = qlen) trips bh64's min_kv > S*(3*64+S) assert
+    assert "refuses" in _cell(specs=[0], **kw64).note
+
+
+def test_over_splitting_is_a_cell_flag_with_its_cost():
+    c = _cell(batches=[4], policies=["vllm-triton"], devices=["h200"])
+    assert (c.S_frozen, c.S_deserved) == (256, 16) and c.over_split
+    assert c.over_split_programs_x == 16.0
+    assert not _cell(
+        batches=[4], policies=["vllm-triton"], devices=["h200"], graph_mode="NONE"
+    ).over_split
+
+
+def test_max_num_batched_tokens_caps_the_grids_sizes():
+    """8 seqs x qlen 4 with max_num_batched_tokens 50: sizes stop at 48 (vLLM 0.32 vllm.py
+    L2445-2495), so 13 real requests (52 tokens) run eagerly, where 56 would pad them."""
+    assert _cell(batches=[8], max_num_seqs=16, max_num_batched_tokens=50).capture_size == 32
+    assert _cell(batches=[13], max_num_seqs=16).capture_size == 56
+    assert _cell(batches=[13], max_num_seqs=16, max_num_batched_tokens=50).graph == "NONE"
+
+
+def test_aiter_release_label_on_every_aiter_cell():
+    c = _cell(aiter="0.1.21.post2", policies=["aiter-gluon-v0.1.20.post1"])
+    assert c.aiter_rule == "rule of v0.1.20.post1; v0.1.21.post2 not verified"
+    with pytest.raises(MlaprofError, match="runs aiter-gluon-v0.1.20.post1"):
+        compute(GridSpec(batches=[1], contexts=[8192], aiter="0.1.21.post2",
+                         policies=["aiter-gluon-v0.1.19"]))  # fmt: skip
+    w = compute(GridSpec(batches=[1], contexts=[8192], aiter="0.1.21.post2",
+                         policies=["aiter-gluon-v0.1.20.post1"]))  # fmt: skip
+    assert w.provenance["aiter"]["label"] == "rule of v0.1.20.post1; v0.1.21.post2 not verified"
