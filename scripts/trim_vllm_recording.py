@@ -3,8 +3,9 @@
     python scripts/trim_vllm_recording.py log SRC.log DST.log
     python scripts/trim_vllm_recording.py trace SRC.pt.trace.json.gz DST.pt.trace.json.gz [--steps N]
 
-Logs: absolute paths (the worktree, the profiler folder, site-packages, /tmp names) become
-relative or ``<...>`` placeholders; every other byte is kept. Traces: the events of the first N
+Logs, and traces without ``--steps``: absolute paths (the worktree, the profiler folder,
+site-packages, /tmp names) become relative or ``<...>`` placeholders; every other byte is kept
+(the trace keeps Kineto's own layout). Traces with ``--steps N``: the events of the first N
 vLLM step annotations (``execute_context_...``) with everything inside their window, plus every
 metadata event; string values lose their absolute paths the same way. A trace with no step
 annotation (vLLM's front-end trace) keeps its metadata and its first 200 events.
@@ -73,15 +74,18 @@ def main() -> int:
     ap.add_argument("kind", choices=("log", "trace"))
     ap.add_argument("src")
     ap.add_argument("dst")
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, help="keep only the first N vLLM steps")
     args = ap.parse_args()
     src, dst = Path(args.src), Path(args.dst)
     if args.kind == "log":
         dst.write_text(scrub(src.read_text()))
         return 0
     raw = src.read_bytes()
-    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    data = json.dumps(trim_trace(doc, args.steps), separators=(",", ":")).encode()
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    if args.steps is None:
+        data = scrub(text).encode()
+    else:
+        data = json.dumps(trim_trace(json.loads(text), args.steps), separators=(",", ":")).encode()
     dst.write_bytes(gzip.compress(data, 9, mtime=0) if dst.name.endswith(".gz") else data)
     return 0
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from mlaprof.analysis.findings import Finding
+
 # what a CPU trace cannot show, said once (not per finding)
 CPU_LIMITS = (
     "a CPU trace cannot show: graph replays (a CPU run has no graphs: every step is eager), "
@@ -72,4 +74,29 @@ def cpu_lines(cpu: dict[str, Any]) -> list[str]:
             + "".join(f"; {n} x {op}" for op, n in sorted(r["backend_ops"].items()))
         )
     out.append(cpu["limits"])
+    return out
+
+
+def cpu_findings(cpu: dict[str, Any] | None) -> list[Finding]:
+    """One info finding per rank: how much of its step time the CPU MLA op took."""
+    if not cpu:
+        return []
+    out = []
+    for r in cpu["ranks"]:
+        if r["attention_share"] is None or not r["mla_ops"]:
+            continue
+        out.append(
+            Finding(
+                kind="cpu-attention",
+                severity="info",
+                title=f"rank {r['rank']}: the CPU MLA op {r['op']} took "
+                f"{100 * r['attention_share']:.0f}% of step time ({r['mla_ops']} calls in "
+                f"{r['steps']} steps)",
+                evidence=f"{r['attention_us'] / 1e3:.1f} ms of {r['step_us'] / 1e3:.1f} ms step wall "
+                f"time; {cpu['provenance']}",
+                fix="a CPU run shows where CPU time goes, not how the GPU verify kernels split: "
+                "profile on the GPU for S, graph replays and kernel time",
+                data={k: r[k] for k in ("rank", "steps", "mla_ops", "attention_share")},
+            )
+        )
     return out

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.cpu_trace import cpu_trace_summary
+from mlaprof.analysis.cpu_trace import cpu_findings, cpu_trace_summary
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.step_stats import by_step, for_steps
@@ -464,6 +464,7 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
         "graph_launches": n_launch,
         "launches_without_kernels": launches.get("launches_without_kernels"),
         "provenance": origin,
+        "cpu": meta.get("device") == "cpu",  # no graphs to capture: no capture finding
     }
 
 
@@ -601,7 +602,7 @@ def sync_findings(ev: dict[str, Any]) -> list[Finding]:
 
 
 def capture_findings(cap: dict[str, Any]) -> list[Finding]:
-    if cap["status"] not in ("eager", "mixed"):
+    if cap["status"] not in ("eager", "mixed") or cap.get("cpu"):
         return []
     return [
         Finding(
@@ -863,6 +864,7 @@ def imported_findings(
         + collapse_findings(meta, t["steps"], stats)
         + variant_findings(meta, s["paths"])
         + capture_findings(s["capture"])
+        + cpu_findings(s.get("cpu"))
         + sync_findings(s["syncs"])
     )
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from mlaprof.importers.annotate import NULL
 from mlaprof.importers.common import us_to_ns
 
 STEP = re.compile(
@@ -122,8 +123,14 @@ def cpu_tables(
         "duration_ns": np.array([s[1] - s[0] for s in steps], dtype=np.int64),
         "num_reqs": np.array([s[3]["creq"] + s[3]["greq"] for s in steps], dtype=np.int64),
         "real_tokens": np.array([s[3]["ctok"] + s[3]["gtok"] for s in steps], dtype=np.int64),
+        # a step of one generating request and no prefill: its tokens are its query length
+        # (1 + the drafts verified); with more requests the split is not in the name
+        "qlen": np.array(
+            [s[3]["gtok"] if s[3]["creq"] == 0 and s[3]["greq"] == 1 else NULL for s in steps],
+            dtype=np.int64,
+        ),
     }
-    backend = np.full(n, None, dtype=object)
+    backend = np.full(n, "", dtype=object)  # "" is stored as NULL (store_derived)
     mode = np.full(n, "eager", dtype=object)  # a CPU run has no graphs: ops run one by one
     lay: dict[str, list[int]] = {"step": [], "layer": [], "t_start_ns": [], "duration_ns": []}
     for k, (s0, s1, pid, _f) in enumerate(steps):
