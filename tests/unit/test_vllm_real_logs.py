@@ -85,26 +85,44 @@ def test_spec_decoding_sums_equal_the_log_lines(tmp_path: Path, log: Path) -> No
     assert sd["acceptance_rate"] == pytest.approx(sd["accepted"] / sd["drafted"])
 
 
-def test_spec_decoding_equals_vllms_own_counters(tmp_path: Path) -> None:
-    """The log's sums equal the Prometheus counters the server reported at the end of the run."""
-    metrics = json.loads(NGRAM.with_suffix(".metrics.json").read_text())
-    _, starts = _starts(tmp_path, NGRAM)
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_spec_decoding_equals_vllms_own_counters(tmp_path: Path, log: Path) -> None:
+    """The log's sums equal the Prometheus counters the server reported at the end of the run
+    (recorded beside each log by scripts/record_vllm_serve.py)."""
+    metrics = json.loads(log.with_suffix(".metrics.json").read_text())
+    _, starts = _starts(tmp_path, log)
     sd = starts[0]["spec_decoding"]
-    assert sd["drafted"] == metrics["vllm:spec_decode_num_draft_tokens"] == 56
-    assert sd["accepted"] == metrics["vllm:spec_decode_num_accepted_tokens"] == 44
-    drafts = metrics["vllm:spec_decode_num_drafts"]
-    per_pos = [metrics[f"vllm:spec_decode_num_accepted_tokens_per_pos[{i}]"] for i in range(3)]
-    assert sd["per_position_last"] == [round(p / drafts, 3) for p in per_pos]
+    assert sd["drafted"] == metrics["vllm:spec_decode_num_draft_tokens"]
+    assert sd["accepted"] == metrics["vllm:spec_decode_num_accepted_tokens"]
+    if sd["lines"] == 1:  # one interval: its per-position rates are vLLM's per-position counts
+        drafts = metrics["vllm:spec_decode_num_drafts"]
+        k = starts[0]["speculative"]["num_spec_tokens"]
+        per_pos = [metrics[f"vllm:spec_decode_num_accepted_tokens_per_pos[{i}]"] for i in range(k)]
+        assert sd["per_position_last"] == [round(p / drafts, 3) for p in per_pos]
+
+
+def test_the_recordings_are_what_they_say() -> None:
+    """ngram on AMX_MLA (44 of 56 accepted), ngram on CPU_MLA, MTP with a random head (0)."""
+    got = {}
+    for log in LOGS:
+        facts = parse_log(log.read_text())
+        spec = [r for r in facts.records if r["kind"] == "spec-decoding"]
+        back = [r["backend"] for r in facts.records if r["kind"] == "attention-backend"]
+        got[log.name] = (facts.starts[0].config["spec_method"], back[-1],
+                         sum(r["accepted"] for r in spec), sum(r["drafted"] for r in spec))  # fmt: skip
+    assert got["cpu_ngram_serve.log"] == ("ngram", "AMX_MLA", 44, 56)
+    assert got["cpu_mla_serve.log"][:2] == ("ngram", "CPU_MLA")
+    assert got["cpu_mtp_serve.log"][:3] == ("mtp", "AMX_MLA", 0)
 
 
 def test_several_starts_are_kept_apart_and_summed(tmp_path: Path) -> None:
-    """Two real runs appended to one file (as ``>> serve.log`` would): two starts, each with its
-    own SpecDecoding sums, the log's total their sum."""
-    two = tmp_path / "two.log"
-    texts = [p.read_text() for p in LOGS] if len(LOGS) > 1 else [NGRAM.read_text()] * 2
+    """The real runs appended to one file (as ``>> serve.log`` would): one start each, each with
+    its own SpecDecoding sums, the log's total their sum."""
+    two = tmp_path / "all.log"
+    texts = [p.read_text() for p in LOGS]
     two.write_text("".join(texts))
     _, starts = _starts(tmp_path, two)
-    assert len(starts) == 2
+    assert len(starts) == len(LOGS) == 3
     for st, text in zip(starts, texts, strict=True):
         lines = _spec_lines(text)
         assert st["spec_decoding"]["drafted"] == sum(x["drafted"] for x in lines)
