@@ -70,7 +70,7 @@ def cpu_lines(cpu: dict[str, Any]) -> list[str]:
         per = "/".join(map(str, r["layers_per_step"])) or "0"
         out.append(
             f"rank {r['rank']}: {r['steps']} steps (vLLM step annotations), {r['mla_ops']} MLA ops "
-            f"{r['op'] or '(none recognised)'} ({per} per step), attention {share} of step time"
+            f"{r['op'] or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
             + "".join(f"; {n} x {op}" for op, n in sorted(r["backend_ops"].items()))
         )
     out.append(cpu["limits"])
