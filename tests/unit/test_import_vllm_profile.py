@@ -130,3 +130,25 @@ def test_a_name_that_contradicts_distributed_info_is_refused(tmp_path: Path) -> 
 def test_a_front_end_trace_alone_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MlaprofError, match="front-end"):
         import_kineto(FRONT, tmp_path, "f")
+
+
+def test_a_gpu_folder_gives_each_rank_its_own_replays(tmp_path: Path) -> None:
+    """The H200 Kineto trace (3 graph replays x 4 layers) under two vLLM worker names: each rank
+    holds the single file's steps and layers, none merged across ranks."""
+    real = DATA / "kineto_graph_replay.json.gz"
+    one_dir, one = import_kineto(real, tmp_path / "one", "one")
+    d = tmp_path / "prof"
+    d.mkdir()
+    for r in (0, 1):
+        shutil.copy(real, d / f"dp0_pp0_tp{r}_dcp0_ep0_rank{r}.17961.pt.trace.json.gz")
+    run_dir, two = import_kineto(d, tmp_path / "two", "two")
+    single = Run(one_dir).query("SELECT step, layer, splits_used FROM layers ORDER BY step, layer")
+    both = Run(run_dir).query(
+        "SELECT rank, step, layer, splits_used FROM layers ORDER BY rank, step, layer"
+    )
+    assert Run(run_dir).ranks == [0, 1]
+    for r in (0, 1):
+        mine = both[both["rank"] == r].drop(columns="rank").reset_index(drop=True)
+        assert mine.equals(single.reset_index(drop=True))
+    assert two.rows["steps"] == 2 * one.rows["steps"] == 6
+    assert Run(run_dir).meta["device"] == Run(one_dir).meta["device"] != "cpu"
