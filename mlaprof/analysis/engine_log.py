@@ -242,6 +242,7 @@ def engine_log_findings(starts: list[dict[str, Any]]) -> list[Finding]:
         out += [_downgrade_finding(st, d) for d in st["downgrades"]]
         out += _memory_findings(st)
         out += _progress_findings(st)
+        out += _spec_findings(st)
     modes = {st["start"]: st["final_mode"] for st in starts if st["final_mode"]}
     if len(set(modes.values())) > 1:
         out.append(
@@ -379,6 +380,28 @@ def _memory_findings(st: dict[str, Any]) -> list[Finding]:
             )
         )
     return out
+
+
+def _spec_findings(st: dict[str, Any]) -> list[Finding]:
+    """Speculation that drafted tokens the target never accepted: every verify step paid for
+    ``num_spec_tokens`` extra query rows for nothing."""
+    sd = st.get("spec_decoding")
+    if not sd or not sd["drafted"] or sd["accepted"]:
+        return []
+    spec = st["speculative"] or {}
+    return [
+        Finding(
+            kind="spec-decode",
+            severity="warning",
+            title=f"{_label(st)}: none of {sd['drafted']} drafted tokens was accepted "
+            f"({spec.get('method') or 'speculative'} x{spec.get('num_spec_tokens') or '?'})",
+            evidence=f"'SpecDecoding metrics' lines: Accepted 0 of Drafted {sd['drafted']}; "
+            + sd["provenance"],
+            fix="the drafter does not match the target (random or mismatched MTP weights, a "
+            "prompt with no n-gram repeats): fix the draft model, or turn speculation off",
+            data={"start": st["start"], "drafted": sd["drafted"], "accepted": 0},
+        )
+    ]
 
 
 def bar_label(g: dict[str, Any]) -> str:

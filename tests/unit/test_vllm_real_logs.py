@@ -167,3 +167,16 @@ def test_a_log_cut_after_its_config_line_still_imports(tmp_path: Path) -> None:
     _, starts = _starts(tmp_path, head)
     assert [(st["version"], st["speculative"]["method"]) for st in starts] == [("0.32.0", "ngram")]
     assert starts[0]["spec_decoding"] is None and not starts[0]["attention_backends"]
+
+
+def test_drafts_never_accepted_is_a_warning_only_where_the_log_says_so(tmp_path: Path) -> None:
+    """The MTP recording (random MTP head) accepted none of its drafts: a warning; the ngram
+    recordings accepted most: none."""
+    from mlaprof.analysis.engine_log import engine_log_findings
+
+    for log in LOGS:
+        _, starts = _starts(tmp_path, log, log.stem)
+        warned = [f for f in engine_log_findings(starts) if f.kind == "spec-decode"]
+        accepted = sum(x["accepted"] for x in _spec_lines(log.read_text()))
+        assert bool(warned) == (accepted == 0), log.name
+    assert any(p.name == "cpu_mtp_serve.log" for p in LOGS), "the case that warns is recorded"
