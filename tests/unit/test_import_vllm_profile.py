@@ -152,3 +152,18 @@ def test_a_gpu_folder_gives_each_rank_its_own_replays(tmp_path: Path) -> None:
         assert mine.equals(single.reset_index(drop=True))
     assert two.rows["steps"] == 2 * one.rows["steps"] == 6
     assert Run(run_dir).meta["device"] == Run(one_dir).meta["device"] != "cpu"
+
+
+def test_step_annotation_forms_as_vllm_builds_them() -> None:
+    """Both names vLLM 0.32's Worker.annotate_profile joins (vllm/v1/worker/gpu_worker.py
+    L1250-1290): the plain form, and with detailed_trace_annotation the roofline form."""
+    from mlaprof.importers.kineto_steps import step_fields
+
+    plain = "".join(["execute_context_", "2", "(", "130", ")", "_generation_", "3", "(", "12", ")"])
+    detailed = "".join(
+        ["execute_", "142", "_context_", "2", "(sq", "130", "sk", "130", "sqsq", "8450", "sqsk",
+         "8450", ")_generation_", "3", "(sq", "12", "sk", "900", "sqsq", "48", "sqsk", "3600", ")"]
+    )  # fmt: skip
+    assert step_fields(plain) == {"creq": 2, "ctok": 130, "greq": 3, "gtok": 12}
+    assert step_fields(detailed) == {"total": 142, "creq": 2, "ctok": 130, "greq": 3, "gtok": 12}
+    assert step_fields("execute_model") is None and step_fields("execute_context_1(2)") is None
