@@ -112,9 +112,8 @@ def main() -> int:
         cmd += ["--profiler-config", json.dumps(prof)]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "NO_COLOR": "1", "OMP_NUM_THREADS": "1",
            "VLLM_CPU_OMP_THREADS_BIND": "nobind"}  # fmt: skip
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_shim(args.vllm_version), env.get("PYTHONPATH", "")) if p
-    )
+    shim = _shim(args.vllm_version)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (shim, env.get("PYTHONPATH", "")) if p)
     env.pop("MLAPROF_VLLM", None)
     base = f"http://127.0.0.1:{args.port}"
     with open(args.out, "w") as log:
@@ -154,6 +153,7 @@ def main() -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            shutil.rmtree(shim, ignore_errors=True)
     return 0
 
 
