@@ -21,6 +21,7 @@ the backend's own ops: CPU_MLA's decode rows ``_C::mla_decode_kvcache``
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,8 +134,14 @@ def cpu_tables(
     backend = np.full(n, "", dtype=object)  # "" is stored as NULL (store_derived)
     mode = np.full(n, "eager", dtype=object)  # a CPU run has no graphs: ops run one by one
     lay: dict[str, list[int]] = {"step": [], "layer": [], "t_start_ns": [], "duration_ns": []}
+    by_pid: dict[int, list[tuple[int, int, int, str]]] = {}
+    for x in layers:  # _outermost sorted them by (pid, start)
+        by_pid.setdefault(x[2], []).append(x)
+    starts = {pid: [x[0] for x in xs] for pid, xs in by_pid.items()}
     for k, (s0, s1, pid, _f) in enumerate(steps):
-        inside = [x for x in layers if x[2] == pid and x[0] >= s0 and x[1] <= s1]
+        xs = by_pid.get(pid, [])
+        lo, hi = bisect_left(starts.get(pid, []), s0), bisect_right(starts.get(pid, []), s1)
+        inside = [x for x in xs[lo:hi] if x[1] <= s1]
         if inside:
             backend[k] = f"{CPU_PATH} {inside[0][3]}"
         for j, x in enumerate(inside):
