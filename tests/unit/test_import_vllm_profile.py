@@ -167,3 +167,21 @@ def test_step_annotation_forms_as_vllm_builds_them() -> None:
     assert step_fields(plain) == {"creq": 2, "ctok": 130, "greq": 3, "gtok": 12}
     assert step_fields(detailed) == {"total": 142, "creq": 2, "ctok": 130, "greq": 3, "gtok": 12}
     assert step_fields("execute_model") is None and step_fields("execute_context_1(2)") is None
+
+
+def test_files_naming_no_rank_are_numbered_and_said(tmp_path: Path) -> None:
+    """torch's default names (host_pid.ns) and no distributedInfo: one rank per worker name, in
+    name order, and a note saying so (not silently)."""
+    d = tmp_path / "prof"
+    d.mkdir()
+    doc = json.loads(gzip.decompress(WORKER.read_bytes()))
+    doc.pop("distributedInfo")
+    for name in ("hostb_20.2.pt.trace.json", "hosta_10.1.pt.trace.json"):
+        (d / name).write_text(json.dumps(doc))
+    run_dir, s = import_kineto(d, tmp_path / "t", "p")
+    assert Run(run_dir).ranks == [0, 1]
+    assert Run(run_dir).meta["ranks_from"] == {
+        "0": ["hosta_10.1.pt.trace.json"],
+        "1": ["hostb_20.2.pt.trace.json"],
+    }
+    assert any("numbered as ranks in name order" in n for n in s.notes)
