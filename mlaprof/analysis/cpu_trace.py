@@ -71,7 +71,19 @@ def cpu_lines(cpu: dict[str, Any]) -> list[str]:
         out.append(
             f"rank {r['rank']}: {r['steps']} steps (vLLM step annotations), {r['mla_ops']} MLA ops "
             f"{r['op'] or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
-            + "".join(f"; {n} x {op}" for op, n in sorted(r["backend_ops"].items()))
+            + (
+                "; in the whole trace "
+                + ", ".join(f"{n} x {op}" for op, n in sorted(r["backend_ops"].items()))
+                if r["backend_ops"]
+                else ""
+            )
+            + (
+                f"; {r['mla_ops_outside_steps']} MLA ops outside the step annotations, not "
+                "counted (a drafter's passes: vLLM 0.32 proposes drafts in sample_tokens, after "
+                "the annotated execute_model)"
+                if r["mla_ops_outside_steps"]
+                else ""
+            )
         )
     out.append(cpu["limits"])
     return out

@@ -185,3 +185,21 @@ def test_files_naming_no_rank_are_numbered_and_said(tmp_path: Path) -> None:
         "1": ["hostb_20.2.pt.trace.json"],
     }
     assert any("numbered as ranks in name order" in n for n in s.notes)
+
+
+def test_mtp_drafter_passes_are_outside_the_steps(tmp_path: Path) -> None:
+    """The MTP recording: vLLM proposes drafts in Worker.sample_tokens, outside the annotated
+    execute_model (vllm/v1/worker/gpu_worker.py L1295-1327): each step still has the target's
+    MLA layers only, and the drafter's MLA ops are counted apart, as many as the trace holds."""
+    folder = DATA / "vllm" / "cpu_mtp_profile"
+    (worker,) = sorted(folder.glob("dp0_*_rank0.*.pt.trace.json.gz"))
+    truth = _truth(worker)
+    ev = _events(worker)
+    total = sum(1 for e in ev if e.get("cat") == "cpu_op" and e["name"] == OP)
+    run_dir, _ = import_kineto(folder, tmp_path, "m")
+    (r,) = summary(Run(run_dir))["trace"]["cpu"]["ranks"]
+    assert r["steps"] == truth["steps"]
+    assert {n for n in truth["per_step"] if n} == {LAYERS} and r["layers_per_step"] == [LAYERS]
+    assert r["mla_ops"] == sum(truth["per_step"])
+    assert r["mla_ops_outside_steps"] == total - sum(truth["per_step"]) > 0
+    assert r["attention_share"] == pytest.approx(truth["op_us"] / truth["step_us"], rel=1e-6)
