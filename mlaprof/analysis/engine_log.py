@@ -61,6 +61,24 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[
         elif kind == "attention-backend":
             if r["backend"] not in st["attention_backends"]:
                 st["attention_backends"].append(r["backend"])
+        elif kind == "mla-prefill-backend":
+            if r["backend"] not in st["prefill_backends"]:
+                st["prefill_backends"].append(r["backend"])
+        elif kind == "spec-decoding":
+            st["spec_lines"].append(
+                {
+                    k: r.get(k)
+                    for k in (
+                        "line",
+                        "time",
+                        "accepted",
+                        "drafted",
+                        "mean_acceptance_length",
+                        "per_position",
+                        "avg_acceptance_pct",
+                    )
+                }  # fmt: skip
+            )
         elif kind == "capture-skipped":
             st["capture_skipped"] = True
         elif kind == "graph-memory-profile":
@@ -77,6 +95,7 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[
                     for k in ("enabled", "utilization", "equivalent_without", "suggested")
                 }
     for st in starts.values():
+        st["spec_decoding"] = spec_totals(st["spec_lines"], st["provenance"])
         st["memory"].sort(key=lambda m: m["rank"])
         for m in st["memory"]:
             est, meas = m["estimated_bytes"], m["measured_bytes"]
@@ -102,6 +121,7 @@ def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
         "requested_mode": r.get("requested_mode"),
         "final_mode": r.get("final_mode"),
         "capture_sizes": r.get("capture_sizes"),
+        "device": r.get("device"),
         "tensor_parallel_size": r.get("tensor_parallel_size"),
         # workers of the engine: TP x PP x DP from the config line (None when not logged)
         "world_size": (
@@ -112,6 +132,9 @@ def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
             else None
         ),
         "attention_backends": [],
+        "prefill_backends": [],
+        "spec_lines": [],
+        "spec_decoding": None,
         "downgrades": [],
         "graphs": [],
         "profile": None,
@@ -119,6 +142,31 @@ def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
         "memory": [],
         "provenance": prov,
     }
+
+
+def spec_totals(lines: list[dict[str, Any]], prov: str) -> dict[str, Any] | None:
+    """Drafted and accepted tokens summed over ``SpecDecoding metrics`` lines (each line counts
+    one stats interval: vLLM resets its counters after printing it), and the acceptance rate of
+    the sum. Per-position rates stay per line: a line does not print how many drafts it covers,
+    so they cannot be added up exactly."""
+    if not lines:
+        return None
+    drafted = sum(int(x["drafted"]) for x in lines)
+    accepted = sum(int(x["accepted"]) for x in lines)
+    return {
+        "lines": len(lines),
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "per_position_last": lines[-1].get("per_position"),
+        "provenance": f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
+    }
+
+
+def log_spec_totals(starts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The same over every start of the log (starts are separate engines: also kept apart)."""
+    lines = [x for st in starts for x in st["spec_lines"]]
+    return spec_totals(lines, starts[0]["provenance"]) if lines else None
 
 
 def _add_downgrade(downs: list[dict[str, Any]], r: dict[str, Any]) -> None:
@@ -162,6 +210,8 @@ def log_capture(starts: list[dict[str, Any]]) -> dict[str, Any]:
         m["measured_bytes"] is not None for m in st["memory"]
     )
     status = "downgraded" if st["downgrades"] else ("captured" if captured else "unknown")
+    if status == "unknown" and st["final_mode"] == "NONE":
+        status = "not-attempted"  # the config line asks for no graphs (NONE: eager steps)
     return {
         "mode": st["requested_mode"] or "unknown",
         "status": status,
@@ -192,6 +242,7 @@ def engine_log_findings(starts: list[dict[str, Any]]) -> list[Finding]:
         out += [_downgrade_finding(st, d) for d in st["downgrades"]]
         out += _memory_findings(st)
         out += _progress_findings(st)
+        out += _spec_findings(st)
     modes = {st["start"]: st["final_mode"] for st in starts if st["final_mode"]}
     if len(set(modes.values())) > 1:
         out.append(
@@ -329,6 +380,28 @@ def _memory_findings(st: dict[str, Any]) -> list[Finding]:
             )
         )
     return out
+
+
+def _spec_findings(st: dict[str, Any]) -> list[Finding]:
+    """Speculation that drafted tokens the target never accepted: every verify step paid for
+    ``num_spec_tokens`` extra query rows for nothing."""
+    sd = st.get("spec_decoding")
+    if not sd or not sd["drafted"] or sd["accepted"]:
+        return []
+    spec = st["speculative"] or {}
+    return [
+        Finding(
+            kind="spec-decode",
+            severity="warning",
+            title=f"{_label(st)}: none of {sd['drafted']} drafted tokens was accepted "
+            f"({spec.get('method') or 'speculative'} x{spec.get('num_spec_tokens') or '?'})",
+            evidence=f"'SpecDecoding metrics' lines: Accepted 0 of Drafted {sd['drafted']}; "
+            + sd["provenance"],
+            fix="the drafter does not match the target (random or mismatched MTP weights, a "
+            "prompt with no n-gram repeats): fix the draft model, or turn speculation off",
+            data={"start": st["start"], "drafted": sd["drafted"], "accepted": 0},
+        )
+    ]
 
 
 def bar_label(g: dict[str, Any]) -> str:

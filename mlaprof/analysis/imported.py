@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mlaprof.analysis.cpu_trace import cpu_findings, cpu_trace_summary
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.step_stats import by_step, for_steps
@@ -410,6 +411,12 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
     with_launch = launches.get("mla_replays_with_launch")
     if st.empty:
         status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
+    elif meta.get("device") == "cpu":
+        status = "eager"
+        ev = (
+            f"{len(st)} step(s) of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
+            "attention backends support cudagraph NEVER), every op runs one by one"
+        )
     elif n_graph + n_eager == 0:
         status, ev = (
             "unknown",
@@ -457,6 +464,7 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
         "graph_launches": n_launch,
         "launches_without_kernels": launches.get("launches_without_kernels"),
         "provenance": origin,
+        "cpu": meta.get("device") == "cpu",  # no graphs to capture: no capture finding
     }
 
 
@@ -594,7 +602,7 @@ def sync_findings(ev: dict[str, Any]) -> list[Finding]:
 
 
 def capture_findings(cap: dict[str, Any]) -> list[Finding]:
-    if cap["status"] not in ("eager", "mixed"):
+    if cap["status"] not in ("eager", "mixed") or cap.get("cpu"):
         return []
     return [
         Finding(
@@ -843,6 +851,8 @@ def imported_summary(
         "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": meta.get("trace_checks") or {},
         "layer_reference": layer_reference(meta, steps, stats),
+        # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
+        "cpu": cpu_trace_summary(meta, steps, layers),
     }
 
 
@@ -854,6 +864,7 @@ def imported_findings(
         + collapse_findings(meta, t["steps"], stats)
         + variant_findings(meta, s["paths"])
         + capture_findings(s["capture"])
+        + cpu_findings(s.get("cpu"))
         + sync_findings(s["syncs"])
     )
 

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 KINDS = {
     "rocprof": "rocprofv3 output: a CSV or JSON file, a rocpd .db, or an output folder",
-    "kineto": "PyTorch profiler (Kineto) trace, .json or .json.gz",
-    "vllm-log": "vLLM server/engine log (graph capture, cudagraph-mode decisions)",
+    "kineto": "PyTorch profiler (Kineto) trace, .json or .json.gz, or a folder of them (vLLM's "
+    "torch profiler: one rank per worker)",
+    "vllm-log": "vLLM server/engine log (starts, config, backends, spec decoding, graph capture)",
 }
 
 
@@ -25,6 +26,8 @@ examples:
   mlaprof import rocprof out/                         a rocprofv3 output folder (CSV, JSON or .db)
   mlaprof import rocprof out/ --name bug && mlaprof report bug
   mlaprof import kineto tests/data/kineto_graph_replay.json.gz   a PyTorch profiler trace
+  mlaprof import kineto tests/data/vllm/cpu_mla_profile   vLLM's profiler folder (ranks)
+  mlaprof import vllm-log tests/data/vllm/cpu_ngram_serve.log   a real vllm serve log
   mlaprof import rocprof out/ --mla-pattern y:my_fork_mla_kernel   S on grid y
   mlaprof import rocprof out/ --patterns examples/my_kernels.toml   see docs/trace_io.md
 """

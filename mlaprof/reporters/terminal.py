@@ -10,7 +10,8 @@ from rich.table import Table
 
 from mlaprof.analysis import Finding, summary
 from mlaprof.analysis.capture import human_bytes
-from mlaprof.analysis.engine_log import bar_label, gib
+from mlaprof.analysis.cpu_trace import cpu_lines
+from mlaprof.analysis.engine_log import bar_label, gib, log_spec_totals
 from mlaprof.analysis.findings import rank_list
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.textsafe import term
@@ -86,6 +87,9 @@ def print_report(
         )
         for note in trace["trust"].get("notes", []):
             console.print(f"[dim]trace: {term(note)}[/]")
+        if trace.get("cpu"):
+            for line in cpu_lines(trace["cpu"]):
+                console.print(f"cpu trace: {term(line)}", highlight=False)
         if trace["trust"]["verdict"] == "unreliable":
             console.print(
                 "[bold magenta]UNRELIABLE TRACE[/]: " + term("; ".join(trace["trust"]["reasons"])),
@@ -243,6 +247,12 @@ def print_report(
 def _print_engine_starts(console: Console, starts: list[dict]) -> None:
     """Server starts of an imported vLLM log, then capture memory per rank per start."""
     console.print("[bold]server starts[/]")
+    total = log_spec_totals(starts)
+    if total and len(starts) > 1:
+        console.print(
+            f"  spec decoding over the log: {total['accepted']} of {total['drafted']} drafted "
+            f"tokens accepted over {total['lines']} line(s) in {len(starts)} starts"
+        )
     for st in starts:
         spec = st["speculative"]
         # every string here comes from the log: escaped (textsafe.term)
@@ -262,6 +272,20 @@ def _print_engine_starts(console: Console, starts: list[dict]) -> None:
             + f"  cudagraph: {mode}"
             + ("" if not sizes else f"  capture sizes: {len(sizes)} ({min(sizes)}..{max(sizes)})")
         )
+        if st.get("prefill_backends"):
+            console.print(f"    MLA prefill: {term(', '.join(st['prefill_backends']))}")
+        if sd := st.get("spec_decoding"):
+            rate = "-" if sd["acceptance_rate"] is None else f"{100 * sd['acceptance_rate']:.1f}%"
+            pos = sd["per_position_last"]
+            console.print(
+                f"    spec decoding: {sd['accepted']} of {sd['drafted']} drafted tokens accepted "
+                f"({rate}) over {sd['lines']} SpecDecoding line(s)"
+                + (
+                    ""
+                    if not pos
+                    else f"; per position (last line): {', '.join(f'{p:.3f}' for p in pos)}"
+                )
+            )
         for d in st["downgrades"]:
             console.print(
                 f"    downgraded by {term(d['backend'])} (support {term(d['support'])}"

@@ -34,7 +34,11 @@ def log_evidence(run: Run) -> Evidence:
         ranks=run.ranks,
         tables=t,
         capture=cap,
-        device="unknown (a vLLM log does not name the device)",
+        device=(
+            f"{starts[-1]['device']} (the engine config line's device_config)"
+            if starts and starts[-1].get("device")
+            else "unknown (the log names no device_config)"
+        ),
         provenance=prov,
         starts=starts,
     )

@@ -1,0 +1,114 @@
+"""What a CPU-only PyTorch-profiler trace of a vLLM run shows, per rank: its steps (vLLM's step
+annotations) and the share of step time its MLA attention op took; and, said once, what such a
+trace cannot show. Reads the steps and layers the Kineto importer wrote from the annotations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+
+# what a CPU trace cannot show, said once (not per finding)
+CPU_LIMITS = (
+    "a CPU trace cannot show: graph replays (a CPU run has no graphs: every step is eager), "
+    "S from kernel grids (no device kernels), device kernel time, or device->host syncs; step "
+    "and attention times are CPU wall time"
+)
+
+
+def cpu_trace_summary(
+    meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
+) -> dict[str, Any] | None:
+    """Per rank: steps, MLA ops, attention share of step time; None for a trace with a device."""
+    cpu = meta.get("cpu_trace")
+    if not isinstance(cpu, dict):
+        return None
+    src = meta.get("imported_from") or "a trace"
+    ranks = []
+    for key, c in sorted(cpu.items(), key=lambda kv: int(kv[0])):
+        if not isinstance(c, dict) or not c.get("cpu_only"):
+            continue
+        rank = int(key)
+        st = steps[steps["rank"] == rank] if "rank" in steps else steps.iloc[0:0]
+        ly = layers[layers["rank"] == rank] if "rank" in layers else layers.iloc[0:0]
+        step_ns = int(st["duration_ns"].sum()) if not st.empty else 0
+        att_ns = int(ly["duration_ns"].sum()) if not ly.empty else 0
+        ops = st["backend"].dropna().astype(str).str.partition(" ")[2].unique().tolist()
+        per_step = ly.groupby("step").size() if not ly.empty else pd.Series(dtype=int)
+        ranks.append(
+            {
+                "rank": rank,
+                "steps": int(len(st)),
+                "step_annotations": int(c.get("step_annotations", 0)),
+                "mla_ops": int(c.get("mla_ops_in_steps", 0)),
+                "mla_ops_outside_steps": int(c.get("mla_ops", 0))
+                - int(c.get("mla_ops_in_steps", 0)),
+                "backend_ops": dict(c.get("backend_ops") or {}),
+                "op": ops[0] if len(ops) == 1 else (", ".join(ops) or None),
+                "layers_per_step": sorted({int(v) for v in per_step.tolist()}),
+                "step_us": step_ns / 1e3,
+                "attention_us": att_ns / 1e3,
+                "attention_share": att_ns / step_ns if step_ns else None,
+                "vllm_version": c.get("vllm_version"),
+            }
+        )
+    return {
+        "device": "cpu",
+        "ranks": ranks,
+        "limits": CPU_LIMITS,
+        "provenance": f"imported from {src}: vLLM's step annotations and its CPU MLA op, CPU wall time",
+    }
+
+
+def cpu_lines(cpu: dict[str, Any]) -> list[str]:
+    """The report's lines for a CPU trace (one per rank, then the limits once)."""
+    out = []
+    for r in cpu["ranks"]:
+        share = "-" if r["attention_share"] is None else f"{100 * r['attention_share']:.0f}%"
+        per = "/".join(map(str, r["layers_per_step"])) or "0"
+        out.append(
+            f"rank {r['rank']}: {r['steps']} steps (vLLM step annotations), {r['mla_ops']} MLA ops "
+            f"{r['op'] or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
+            + (
+                "; in the whole trace "
+                + ", ".join(f"{n} x {op}" for op, n in sorted(r["backend_ops"].items()))
+                if r["backend_ops"]
+                else ""
+            )
+            + (
+                f"; {r['mla_ops_outside_steps']} MLA ops outside the step annotations, not "
+                "counted (a drafter's passes: vLLM 0.32 proposes drafts in sample_tokens, after "
+                "the annotated execute_model)"
+                if r["mla_ops_outside_steps"]
+                else ""
+            )
+        )
+    out.append(cpu["limits"])
+    return out
+
+
+def cpu_findings(cpu: dict[str, Any] | None) -> list[Finding]:
+    """One info finding per rank: how much of its step time the CPU MLA op took."""
+    if not cpu:
+        return []
+    out = []
+    for r in cpu["ranks"]:
+        if r["attention_share"] is None or not r["mla_ops"]:
+            continue
+        out.append(
+            Finding(
+                kind="cpu-attention",
+                severity="info",
+                title=f"rank {r['rank']}: the CPU MLA op {r['op']} took "
+                f"{100 * r['attention_share']:.0f}% of step time ({r['mla_ops']} calls in "
+                f"{r['steps']} steps)",
+                evidence=f"{r['attention_us'] / 1e3:.1f} ms of {r['step_us'] / 1e3:.1f} ms step wall "
+                f"time; {cpu['provenance']}",
+                fix="a CPU run shows where CPU time goes, not how the GPU verify kernels split: "
+                "profile on the GPU for S, graph replays and kernel time",
+                data={k: r[k] for k in ("rank", "steps", "mla_ops", "attention_share")},
+            )
+        )
+    return out
