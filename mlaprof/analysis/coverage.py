@@ -76,9 +76,8 @@ def api_text(c: dict[str, Any]) -> str:
         return "no HIP/CUDA API calls in the import"
     top = [f"{f['function']} x{f['calls']}" for f in c["api_functions"][:4]]
     syncs = c["host_syncs"]
-    return (
-        f"{c['api_calls']} API call(s) read ({_list(top, len(c['api_functions']))}); "
-        + (f"{syncs} of them host syncs" if syncs else "none of them a host sync")
+    return f"{c['api_calls']} API call(s) read ({_list(top, len(c['api_functions']))}); " + (
+        f"{syncs} of them host syncs" if syncs else "none of them a host sync"
     )
 
 
@@ -117,7 +116,9 @@ def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[d
                         "why": "S is decided on the device at every replay, never frozen"})  # fmt: skip
             continue
         if p["path"] in COLLAPSE_POLICIES and not missing:
-            out.append({**base, "status": "checked", "why": f"rule {COLLAPSE_POLICIES[p['path']][0]}"})
+            out.append(
+                {**base, "status": "checked", "why": f"rule {COLLAPSE_POLICIES[p['path']][0]}"}
+            )
             continue
         why = []
         if p["path"] not in COLLAPSE_POLICIES:
@@ -180,9 +181,7 @@ def coverage_findings(cov: dict[str, Any]) -> list[Finding]:
         n_ranks = len(rec["per_rank"])
         kernels = sum(p["kernels"] for p in rec["per_rank"] if p["rank"] in none)
         names = [f"{x['name']} (x{x['launches']})" for x in cov["attention_like"]]
-        where = (
-            "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({_ranks(none)})"
-        )
+        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({_ranks(none)})"
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
             + _list(names, cov["attention_like_names"])
@@ -200,8 +199,11 @@ def coverage_findings(cov: dict[str, Any]) -> list[Finding]:
                 ),
                 evidence=f"{looks}; {cov['api']} ({cov['provenance']})",
                 fix=PATTERNS_HINT,
-                data={"ranks": none, "kernels": kernels,
-                      "attention_like": cov["attention_like"]},  # fmt: skip
+                data={
+                    "ranks": none,
+                    "kernels": kernels,
+                    "attention_like": cov["attention_like"],
+                },  # fmt: skip
             )
         )
     for chk in cov["collapse_checks"]:

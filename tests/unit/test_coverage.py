@@ -149,7 +149,9 @@ def test_user_pattern_without_rows_or_qlen_is_not_checked(tmp_path: Path) -> Non
 def test_pattern_that_pins_rows_and_qlen_is_checked(tmp_path: Path) -> None:
     src = _renamed(tmp_path / "in")
     gluon = KernelPattern("aiter-gluon", RENAMED, "stage1", "y", "x", "z", RENAMED)
-    run_dir, _ = import_rocprof(src, tmp_path / "t", "pinned", matcher=KernelMatcher().with_user([gluon]))
+    run_dir, _ = import_rocprof(
+        src, tmp_path / "t", "pinned", matcher=KernelMatcher().with_user([gluon])
+    )
     with load(run_dir) as run:
         doc = summary(run)
     kinds = [(f["severity"], f["kind"]) for f in doc["findings"]]
