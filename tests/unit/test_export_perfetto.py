@@ -3,7 +3,6 @@ counter tracks for S used/deserved, padding and capture memory, launch->kernel f
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections import defaultdict
@@ -16,7 +15,14 @@ from mlaprof.cli import main
 from mlaprof.exporters.perfetto import Lanes, export_perfetto
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
-from tests.trace_io_helpers import db_rows, fixture, make_run, replay_kernel_csv
+from tests.trace_io_helpers import (
+    db_rows,
+    fixture,
+    launched_kernels,
+    make_run,
+    pid_fleet,
+    replay_kernel_csv,
+)
 
 
 def _load(path: Path) -> dict:
@@ -131,45 +137,10 @@ def test_api_fixture_nests(tmp_path: Path) -> None:
     assert re.search(r'"ts":\d+\.\d{3}[,}]', text)
 
 
-AITER = Path(__file__).resolve().parents[1] / "data" / "aiter" / "gluon_v0119_bug"
-
-
-def _fleet(dst: Path, ranks: int) -> Path:
-    """``ranks`` processes of one server as rocprofv3 writes them (``<pid>_kernel_trace.csv``,
-    ``<pid>_hip_api_trace.csv``), each a copy of one rank's trace on its own GPU and shifted
-    in time: every process numbers its correlation ids the same way."""
-    dst.mkdir(parents=True)
-    for r in range(ranks):
-        pid = 4242 + r
-        for f in AITER.iterdir():
-            text = f.read_text().replace('"Agent 2"', f'"Agent {2 + r}"')
-            lines = text.splitlines()
-            head = lines[0].split(",")
-            i0, i1 = head.index("Start_Timestamp"), head.index("End_Timestamp")
-            out = [lines[0]]
-            for line in lines[1:]:
-                cells = line.split(",")  # no commas inside these files' names
-                for i in (i0, i1):
-                    cells[-len(head) + i] = str(int(cells[-len(head) + i]) + r * 7_000)
-                out.append(",".join(cells))
-            (dst / f.name.replace("4242", str(pid))).write_text("\n".join(out) + "\n")
-    return dst
-
-
-def _launched(ranks: int) -> int:
-    """Kernels whose correlation id a HIP call of their own process carries (read here from
-    the fixture files)."""
-    with open(AITER / "4242_hip_api_trace.csv") as f:
-        api = {int(r["Correlation_Id"]) for r in csv.DictReader(f)}
-    with open(AITER / "4242_kernel_trace.csv") as f:
-        per_rank = sum(int(r["Correlation_Id"]) in api for r in csv.DictReader(f))
-    return per_rank * ranks
-
-
 def test_multi_rank_flows_are_keyed_by_rank(tmp_path: Path) -> None:
     """One flow per launched kernel, from a call of its own rank's host, on every rank."""
     ranks = 4
-    run_dir, _ = import_rocprof(_fleet(tmp_path / "in", ranks), tmp_path / "t", "fleet")
+    run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", ranks), tmp_path / "t", "fleet")
     out = tmp_path / "fleet.json"
     with load(run_dir) as run:
         assert run.ranks == list(range(ranks))
@@ -189,7 +160,7 @@ def test_multi_rank_flows_are_keyed_by_rank(tmp_path: Path) -> None:
     assert len(kernels) == 54 * ranks
     starts = {e["id"]: e for e in ev if e["ph"] == "s"}
     ends = [e for e in ev if e["ph"] == "f"]
-    assert len(starts) == len(ends) == counts["flows"] == _launched(ranks)
+    assert len(starts) == len(ends) == counts["flows"] == launched_kernels(ranks)
     ends_per_kernel: dict[tuple, int] = defaultdict(int)
     api = {(e["pid"], _ns(e["ts"])): e for e in ev if e["ph"] == "X" and e["cat"] != "kernel"}
     for f in ends:
@@ -210,7 +181,7 @@ def test_export_streams_rank_by_rank(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     import mlaprof.exporters.perfetto as perfetto
 
-    run_dir, _ = import_rocprof(_fleet(tmp_path / "in", 2), tmp_path / "t", "two")
+    run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", 2), tmp_path / "t", "two")
     log: list[tuple[str, ...]] = []
     real = perfetto.iter_rows
 
