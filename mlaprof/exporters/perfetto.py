@@ -18,16 +18,17 @@ Timestamps are microseconds written with three decimals, so the nanoseconds are 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError, disk_message
-from mlaprof.store.rows import iter_rows, rows
+from mlaprof.store.rows import iter_rows
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -156,8 +157,7 @@ def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
     flows = 0
     for rank in run.ranks:
         pids = _rank_slices(run, rank, emit, tracks)
-        launches = _rank_api(run, rank, emit, tracks, pids)
-        flows = _rank_kernels(run, rank, emit, tracks, pids, launches, flows)
+        flows = _rank_host_and_kernels(run, rank, emit, tracks, pids, flows)
         tracks.forget(pids.values())
     f.write("]")
     other = {"mlaprof_run": run.name, "source": run.meta.get("source"), "ranks": run.ranks}
@@ -165,51 +165,111 @@ def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
     return emit.counts
 
 
+def _scan(rows: Callable[[], Iterable[dict[str, Any]]], see: Callable[[dict[str, Any]], None]
+          | None = None) -> bool:  # fmt: skip
+    """One pass over the rows: whether they come in start order (an import stores them so),
+    each row with a start shown to ``see`` on the way."""
+    last, ordered = None, True
+    for r in rows():
+        s = r["start"]
+        if s is None:
+            continue
+        if see is not None:
+            see(r)
+        if last is not None and s < last:
+            ordered = False
+            if see is None:
+                break
+        last = s
+    return ordered
+
+
+def _spans(
+    rows: Callable[[], Iterable[dict[str, Any]]],
+    track: Callable[[dict[str, Any]], Any],
+    ordered: bool,
+) -> Iterator[tuple[Any, int, int, dict[str, Any], int]]:
+    """``(track, start, end, row, lane)`` for the rows with a start (``row["start"]``,
+    ``row["end"]``), each track laned. Rows in start order are laned as they stream past (held:
+    the rows of one start time, longest first); otherwise they are held per track and sorted."""
+    if not ordered:
+        by: dict[Any, list[tuple[int, int, dict[str, Any]]]] = defaultdict(list)
+        for r in rows():
+            if r["start"] is not None:
+                by[track(r)].append((r["start"], r["end"], r))
+        for key, items in sorted(by.items(), key=lambda t: str(t[0])):
+            for s, e, r, lane in _laned(items):
+                yield key, s, e, r, lane
+            del items[:]  # a finished track's rows go before the next one's are laned
+        return
+    lanes: dict[Any, Lanes] = defaultdict(Lanes)
+    group: list[dict[str, Any]] = []
+    for r in itertools.chain(rows(), [None]):  # None: the end, which flushes the last group
+        if r is not None and r["start"] is None:
+            continue
+        if group and (r is None or r["start"] != group[0]["start"]):
+            for g in sorted(group, key=lambda g: -g["end"]):
+                key = track(g)
+                yield key, g["start"], g["end"], g, lanes[key].place(g["start"], g["end"])
+            group = []
+        if r is not None:
+            group.append(r)
+
+
+def _timed(rows: Iterable[dict[str, Any]], start: str, dur: str | None = None) -> Iterator[dict]:
+    """Rows with ``start`` / ``end`` keys (an unknown end is the start: a zero-length slice)."""
+    for r in rows:
+        s = r[start]
+        if dur is not None:
+            e = s + (r[dur] or 0) if s is not None else None
+        else:
+            e = r["end_ns"] if r["end_ns"] is not None else s
+        yield {**r, "start": s, "end": e}
+
+
 def _rank_slices(run: Run, rank: int, emit: _Sink, tracks: _Tracks) -> dict[Any, int]:
     """One rank's steps and layers (laned tracks of the mlaprof process) and its counters;
     returns the rank's processes made so far (none yet: its host and GPUs come later)."""
-    steps = rows(run, "steps", rank)
-    layers = rows(run, "layers", rank)
-    for cat, recs, args in (("step", steps, _STEP_ARGS), ("layer", layers, _LAYER_ARGS)):
-        items = [
-            (r["t_start_ns"], r["t_start_ns"] + (r["duration_ns"] or 0), r)
-            for r in recs
-            if r["t_start_ns"] is not None
-        ]
-        for s, e, r, lane in _laned(items):
+    step_t: dict[Any, int] = {}
+    for cat, table, args in (("step", "steps", _STEP_ARGS), ("layer", "layers", _LAYER_ARGS)):
+
+        def recs(table: str = table) -> Iterator[dict[str, Any]]:
+            return _timed(iter_rows(run, table, rank), "t_start_ns", "duration_ns")
+
+        for _, s, e, r, lane in _spans(recs, lambda r: 0, _scan(recs)):
             track = f"{cat}s rank {rank}" + (f" lane {lane}" if lane else "")
             emit({"ph": "X", "cat": cat, "name": f"{cat} {r[cat]}", "pid": PID_MLAPROF,
                   "tid": tracks.thread(PID_MLAPROF, track), "ts": _ts(s), "dur": _ts(e - s),
                   "args": {c: r[c] for c in args}})  # fmt: skip
-    step_t = {st["step"]: st["t_start_ns"] for st in steps if st["t_start_ns"] is not None}
-    _counters(run, rank, emit, step_t, layers)
+            if cat == "step":
+                step_t.setdefault(r["step"], s)
+    _counters(run, rank, emit, step_t)
     return {}
 
 
 def _rank_api(
-    run: Run, rank: int, emit: _Sink, tracks: _Tracks, pids: dict[Any, int]
+    run: Run, rank: int, emit: _Sink, tracks: _Tracks, pids: dict[Any, int], wanted: set[int]
 ) -> dict[int, tuple[int, int, int]]:
-    """One rank's host calls on its own host process; returns, per correlation id, the first
-    call that carries it (pid, tid, start): the launch its kernels' flows start from."""
-    by_thread: dict[Any, list[tuple[int, int, dict[str, Any]]]] = defaultdict(list)
-    for a in iter_rows(run, "api", rank):
-        if a["start_ns"] is None:
-            continue
-        end = a["end_ns"] if a["end_ns"] is not None else a["start_ns"]
-        by_thread[(a["pid"], a["tid"])].append((a["start_ns"], end, a))
-    if not by_thread:
-        return {}
-    pid = pids["host"] = tracks.process(_host_name(run, rank))
+    """One rank's host calls on its own host process; returns, per correlation id in ``wanted``
+    (the rank's kernels'), the first call that carries it (pid, tid, start): the launch its
+    kernels' flows start from."""
+
+    def calls() -> Iterator[dict[str, Any]]:
+        return _timed(iter_rows(run, "api", rank), "start_ns")
+
+    ordered = _scan(calls)
     launches: dict[int, tuple[int, int, int]] = {}
-    for (apid, atid), items in sorted(by_thread.items(), key=lambda t: str(t[0])):
-        for s, e, a, lane in _laned(items):
-            tid = tracks.thread(pid, f"pid {apid} tid {atid}" + (f" lane {lane}" if lane else ""))
-            emit({"ph": "X", "cat": a["domain"] or "api", "name": a["function"] or "?",
-                  "pid": pid, "tid": tid, "ts": _ts(s), "dur": _ts(e - s),
-                  "args": {"correlation": a["correlation"]}})  # fmt: skip
-            c = a["correlation"]
-            if c is not None and (c not in launches or s < launches[c][2]):
-                launches[c] = (pid, tid, s)
+    for (apid, atid), s, e, a, lane in _spans(calls, lambda a: (a["pid"], a["tid"]), ordered):
+        if "host" not in pids:
+            pids["host"] = tracks.process(_host_name(run, rank))
+        pid = pids["host"]
+        tid = tracks.thread(pid, f"pid {apid} tid {atid}" + (f" lane {lane}" if lane else ""))
+        emit({"ph": "X", "cat": a["domain"] or "api", "name": a["function"] or "?", "pid": pid,
+              "tid": tid, "ts": _ts(s), "dur": _ts(e - s),
+              "args": {"correlation": a["correlation"]}})  # fmt: skip
+        c = a["correlation"]
+        if c in wanted and (c not in launches or s < launches[c][2]):
+            launches[c] = (pid, tid, s)
     return launches
 
 
@@ -227,53 +287,49 @@ def _host_name(run: Run, rank: int) -> str:
     return f"host rank {rank}" + (f" ({where})" if where else "")
 
 
-def _rank_kernels(
-    run: Run,
-    rank: int,
-    emit: _Sink,
-    tracks: _Tracks,
-    pids: dict[Any, int],
-    launches: dict[int, tuple[int, int, int]],
-    flow_id: int,
+def _rank_host_and_kernels(
+    run: Run, rank: int, emit: _Sink, tracks: _Tracks, pids: dict[Any, int], flow_id: int
 ) -> int:
-    """One rank's kernels: a process per GPU, a thread per stream and lane; one flow from its
-    launch to each kernel whose correlation id a host call of this rank carries."""
-    by_track: dict[tuple[Any, Any], list[tuple[int, int, dict[str, Any]]]] = defaultdict(list)
-    for k in iter_rows(run, "kernels", rank):
-        if k["start_ns"] is None:
-            continue
-        end = k["end_ns"] if k["end_ns"] is not None else k["start_ns"]
-        by_track[(k["device"], k["stream"])].append((k["start_ns"], end, k))
-    for (dev, stream), items in sorted(by_track.items(), key=lambda t: str(t[0])):
+    """One rank's host calls, then its kernels: a process per GPU, a thread per stream and
+    lane; one flow from its launch to each kernel whose correlation id a host call of this rank
+    carries. Memory: the rank's distinct correlation ids and the tracks' open slices (kernels
+    held only when they are not stored in start order)."""
+    wanted: set[int] = set()
+
+    def kernels() -> Iterator[dict[str, Any]]:
+        return _timed(iter_rows(run, "kernels", rank), "start_ns")
+
+    def see(k: dict[str, Any]) -> None:
+        if k["correlation"] is not None:
+            wanted.add(k["correlation"])
+
+    ordered = _scan(kernels, see)
+    launches = _rank_api(run, rank, emit, tracks, pids, wanted)
+    wanted.clear()
+    for (dev, stream), s, e, k, lane in _spans(
+        kernels, lambda k: (k["device"], k["stream"]), ordered
+    ):
         if ("gpu", dev) not in pids:
             name = f"GPU {dev if dev is not None else '?'} (rank {rank})"
             pids["gpu", dev] = tracks.process(name)
         pid = pids["gpu", dev]
-        for s, e, k, lane in _laned(items):
-            tid = tracks.thread(pid, f"stream {stream}" + (f" lane {lane}" if lane else ""))
-            args = {c: k[c] for c in _KERNEL_ARGS if k[c] is not None}
-            args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
-            args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
-            emit({"ph": "X", "cat": "kernel", "name": k["name"] or "kernel", "pid": pid,
-                  "tid": tid, "ts": _ts(s), "dur": _ts(e - s), "args": args})  # fmt: skip
-            launch = launches.get(k["correlation"]) if k["correlation"] is not None else None
-            if launch is not None:
-                flow_id += 1
-                emit({"ph": "s", "cat": "launch", "name": "launch", "id": flow_id,
-                      "pid": launch[0], "tid": launch[1], "ts": _ts(launch[2])})  # fmt: skip
-                emit({"ph": "f", "bp": "e", "cat": "launch", "name": "launch", "id": flow_id,
-                      "pid": pid, "tid": tid, "ts": _ts(s)})  # fmt: skip
-        del items[:]  # a finished track's rows go before the next one's are laned
+        tid = tracks.thread(pid, f"stream {stream}" + (f" lane {lane}" if lane else ""))
+        args = {c: k[c] for c in _KERNEL_ARGS if k[c] is not None}
+        args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
+        args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
+        emit({"ph": "X", "cat": "kernel", "name": k["name"] or "kernel", "pid": pid, "tid": tid,
+              "ts": _ts(s), "dur": _ts(e - s), "args": args})  # fmt: skip
+        launch = launches.get(k["correlation"]) if k["correlation"] is not None else None
+        if launch is not None:
+            flow_id += 1
+            emit({"ph": "s", "cat": "launch", "name": "launch", "id": flow_id,
+                  "pid": launch[0], "tid": launch[1], "ts": _ts(launch[2])})  # fmt: skip
+            emit({"ph": "f", "bp": "e", "cat": "launch", "name": "launch", "id": flow_id,
+                  "pid": pid, "tid": tid, "ts": _ts(s)})  # fmt: skip
     return flow_id
 
 
-def _counters(
-    run: Run,
-    rank: int,
-    emit: _Sink,
-    step_t: dict[Any, int],
-    layers: list[dict[str, Any]],
-) -> None:
+def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
     """One rank's counter tracks (named with the rank) at each step's start time (steps without
     a time use the step index after the rank's first step)."""
     t0 = min(step_t.values(), default=0)
@@ -288,7 +344,7 @@ def _counters(
             emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S {sp['policy']}{tag}",
                   "ts": _ts(when(sp["step"])), "args": args})  # fmt: skip
     # per-layer S (imported traces carry S on their layers, not in a splits table)
-    for ly in layers:
+    for ly in iter_rows(run, "layers", rank):
         args = {
             k: ly[c]
             for k, c in (("used", "splits_used"), ("deserved", "splits_deserved"))

@@ -211,3 +211,45 @@ def test_export_streams_rank_by_rank(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert len(body) == len(doc["traceEvents"])
     assert all(isinstance(json.loads(w.lstrip(",")).get("ph"), str) for w in body)
     assert len(doc["traceEvents"]) > 100
+
+
+def _slices(path: Path) -> list[tuple]:
+    """Each slice as (track label, name, start, duration), tracks named by their labels."""
+    ev = _load(path)["traceEvents"]
+    label = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+    return sorted(
+        (label[(e["pid"], e["tid"])], e["name"], _ns(e["ts"]), _ns(e["dur"]))
+        for e in ev
+        if e["ph"] == "X"
+    )
+
+
+def test_rows_in_start_order_stream_and_others_are_sorted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernels stored in start order are laned as they stream past (no per-track sort: the
+    sorting lane helper is never called); stored in any other order they are sorted first; both
+    give the same tracks, lanes and slices."""
+    import mlaprof.exporters.perfetto as perfetto
+    from mlaprof.store import create_run
+
+    # (start, end): nested, partially overlapping, equal starts, on two streams
+    spans = [(0, 100), (0, 40), (10, 50), (40, 120), (100, 130), (110, 115), (110, 200)]
+    outs = {}
+    for order in ("sorted", "shuffled"):
+        w = create_run(tmp_path / "t", order, {"source": "test"})
+        seq = sorted(spans) if order == "sorted" else spans[::-1]
+        for s, e in seq:  # the same stream for a span in both runs
+            w.add("kernels", name=f"k{s}-{e}", start_ns=1000 + s, end_ns=1000 + e, device=0,
+                  stream=s // 100)  # fmt: skip
+        w.finish()
+        outs[order] = tmp_path / f"{order}.json"
+        with load(w.run_dir) as run:
+            if order == "sorted":
+                monkeypatch.setattr(perfetto, "_laned", None)  # streaming never sorts a track
+            export_perfetto(run, outs[order])
+        monkeypatch.undo()
+    a, b = _slices(outs["sorted"]), _slices(outs["shuffled"])
+    assert len(a) == len(spans)
+    assert_nested(_load(outs["sorted"])["traceEvents"])
+    assert a == b
