@@ -8,10 +8,13 @@ every process), on its own GPU. It is imported once (not timed); then ``mlaprof 
 --format perfetto`` runs ``--reps`` times, each its own process, timed from outside (interpreter
 start included): wall, CPU of the child and its peak RSS (``wait4``'s ``ru_maxrss``), and the load
 average. ``--before`` also runs the exporter of a git revision (default ``main``) on the smaller
-fleets, to show what keying flows by correlation alone cost. Medians and min/max are reported.
+fleets, to show what keying flows by correlation alone cost. ``--single N`` also exports one
+rank of N dispatches (``fleet_bench.write_csv``: FULL-graph replays of a 61-layer decode, no API
+trace) to show the memory a big rank needs. Medians and min/max are reported.
 
     OMP_NUM_THREADS=1 python bench/perfetto_fleet_bench.py [--ranks 64 256] [--reps 3]
-        [--before main --before-ranks 16 64] [--out bench/results/perfetto_fleet_bench.json]
+        [--before main --before-ranks 16 64] [--single 1000000 --single-reps 3]
+        [--out bench/results/perfetto_fleet_bench.json]
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fleet_bench import _versions, spread, whole_process  # noqa: E402
+from fleet_bench import _versions, spread, whole_process, write_csv  # noqa: E402
 
 from tests.trace_io_helpers import launched_kernels, pid_fleet  # noqa: E402
 
@@ -73,14 +76,14 @@ def _flows(path: Path) -> dict[str, int]:
     }
 
 
-def _measure(argv: list[str], out: Path, reps: int) -> dict[str, Any]:
+def _measure(argv: list[str], out: Path, reps: int, count: bool = True) -> dict[str, Any]:
     runs = []
     for _ in range(reps):
         out.unlink(missing_ok=True)
         runs.append(whole_process(argv))
     res = {k: spread([r[k] for r in runs]) for k in ("wall_s", "cpu_s", "peak_rss_mib")}
     res["loadavg"] = [round(r["loadavg"], 2) for r in runs]
-    res["output"] = _flows(out)
+    res["output"] = _flows(out) if count else {"bytes": out.stat().st_size}
     return res
 
 
@@ -90,6 +93,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--before", default="main", help="git revision of the old exporter ('' = none)")
     ap.add_argument("--before-ranks", type=int, nargs="*", default=[16, 64])
+    ap.add_argument("--single", type=int, default=0, help="dispatches of one big rank (0: none)")
+    ap.add_argument("--single-reps", type=int, default=3)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "bench" / "results" / "perfetto_fleet_bench.json"
     )
@@ -120,6 +125,20 @@ def main() -> None:
             res["launched_kernels"] = launched_kernels(n)
             results["after"][str(n)] = res
             print(n, "ranks:", json.dumps(res), flush=True)
+        if args.single:
+            src = work / "single" / "kernel_trace.csv"
+            write_csv(src, args.single, 0)
+            cmd = [sys.executable, "-m", "mlaprof", "import", "rocprof", str(src.parent),
+                   "--traces", str(work / "traces"), "--name", "single"]  # fmt: skip
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            shutil.rmtree(src.parent)
+            out = work / "single.json"
+            argv = [sys.executable, "-m", "mlaprof", "export", str(work / "traces" / "single"),
+                    "--format", "perfetto", "-o", str(out)]  # fmt: skip
+            res = _measure(argv, out, args.single_reps, count=False)
+            res["dispatches"] = args.single
+            results["single_rank"] = res
+            print("single rank:", json.dumps(res), flush=True)
         if args.before:
             code = subprocess.run(
                 ["git", "show", f"{args.before}:mlaprof/exporters/perfetto.py"],
