@@ -29,31 +29,30 @@ PATTERNS_HINT = (
     "rows_axis and qlen_axis as well (docs/trace_io.md, 'Kernel table')"
 )
 
-_SQL = f"""
-SELECT 'rank' AS part, CAST(rank AS VARCHAR) AS key, COUNT(*) AS n, COUNT(DISTINCT name) AS m
-FROM kernels GROUP BY rank
+_COUNTS = """
+SELECT 'rank' AS part, CAST(rank AS VARCHAR) AS key, COUNT(*) AS n FROM kernels GROUP BY rank
 UNION ALL
-SELECT 'like', name, COUNT(*), NULL FROM kernels
+SELECT 'api', function, COUNT(*) FROM api GROUP BY function
+"""
+_LIKE = f"""
+SELECT name AS key, COUNT(*) AS n FROM kernels
 WHERE regexp_matches(name, '{ATTENTION_LIKE}') GROUP BY name
-UNION ALL
-SELECT 'api', function, COUNT(*), COUNT(DISTINCT rank) FROM api GROUP BY function
 """
 
 
-def read_counts(run: Run) -> dict[str, Any]:
-    """Kernels per rank (and distinct names), attention-like names, API calls by function: one
-    query over every rank's kernels and API rows, where they lie."""
-    res = run.sql(_SQL)
+def read_counts(run: Run, names: bool) -> dict[str, Any]:
+    """Kernels per rank and API calls by function (one query over every rank's rows, where they
+    lie); with ``names``, the attention-like kernel names too (a scan of every name: only asked
+    when a rank has no MLA kernel)."""
+    res = run.sql(_COUNTS)
     parts = {p: g for p, g in res.groupby("part")}
-    per_rank = {
-        int(r.key): {"kernels": int(r.n), "names": int(r.m)}
-        for r in parts.get("rank", res.iloc[:0]).itertuples()
-    }
-    like = parts.get("like", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
+    per_rank = {int(r.key): int(r.n) for r in parts.get("rank", res.iloc[:0]).itertuples()}
     api = parts.get("api", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
+    like = run.sql(_LIKE) if names else res.iloc[:0]
+    like = like.sort_values(["n", "key"], ascending=[False, True])
     return {
         "kernels_by_rank": per_rank,
-        "kernels": sum(v["kernels"] for v in per_rank.values()),
+        "kernels": sum(per_rank.values()),
         "attention_like": [
             {"name": str(r.key), "launches": int(r.n)} for r in like.head(SHOWN).itertuples()
         ],
@@ -81,16 +80,11 @@ def api_text(c: dict[str, Any]) -> str:
     )
 
 
-def recognition(c: dict[str, Any], layers: pd.DataFrame, ranks: list[int]) -> dict[str, Any]:
+def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]) -> dict:
     """Per rank: kernels read and MLA layer records recognised; the ranks with none."""
     mla = layers.groupby("rank").size().to_dict() if not layers.empty else {}
     per = [
-        {
-            "rank": int(r),
-            "kernels": c["kernels_by_rank"].get(int(r), {}).get("kernels", 0),
-            "names": c["kernels_by_rank"].get(int(r), {}).get("names", 0),
-            "mla_layers": int(mla.get(r, 0)),
-        }
+        {"rank": int(r), "kernels": per_rank.get(int(r), 0), "mla_layers": int(mla.get(r, 0))}
         for r in ranks
     ]
     return {"per_rank": per, "without_mla": [p["rank"] for p in per if not p["mla_layers"]]}
@@ -151,11 +145,12 @@ _KNOWN_PATHS = _known_paths()
 def coverage_summary(
     run: Run, meta: dict[str, Any], paths: list[dict[str, Any]], layers: pd.DataFrame
 ) -> dict[str, Any]:
-    c = read_counts(run)
+    with_mla = set(layers["rank"].astype(int)) if not layers.empty else set()
+    c = read_counts(run, names=not set(run.ranks) <= with_mla)
     return {
         **c,
         "api": api_text(c),
-        "recognition": recognition(c, layers, run.ranks),
+        "recognition": recognition(c["kernels_by_rank"], layers, run.ranks),
         "collapse_checks": collapse_checks(meta, paths),
         "provenance": f"imported from {meta.get('imported_from', '?')}",
     }

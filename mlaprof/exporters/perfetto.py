@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError, disk_message
-from mlaprof.store.rows import iter_rows
+from mlaprof.store.rows import count_rows, iter_rows
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -142,6 +142,10 @@ class _Tracks:
         self.tids = {k: v for k, v in self.tids.items() if k[0] not in gone}
 
 
+# a rank's table of at most this many rows is read once and sorted per track in memory; a larger
+# one is read twice (is it in start order?) and then laned as it streams past
+HOLD_ROWS = 50_000
+
 _KERNEL_ARGS = ("correlation", "step", "layer", "replay", "splits", "graph_id", "graph_node_id")
 
 
@@ -165,10 +169,17 @@ def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
     return emit.counts
 
 
-def _scan(rows: Callable[[], Iterable[dict[str, Any]]], see: Callable[[dict[str, Any]], None]
-          | None = None) -> bool:  # fmt: skip
-    """One pass over the rows: whether they come in start order (an import stores them so),
-    each row with a start shown to ``see`` on the way."""
+def _scan(
+    rows: Callable[[], Iterable[dict[str, Any]]],
+    n: int,
+    see: Callable[[dict[str, Any]], None] | None = None,
+) -> bool:
+    """Whether the ``n`` rows are laned as they stream: more than :data:`HOLD_ROWS` of them in
+    start order (an import stores them so: one pass to check, each row with a start shown to
+    ``see`` on the way). A small table is held and sorted instead (one read, not two; ``see``
+    is not called)."""
+    if n <= HOLD_ROWS:
+        return False
     last, ordered = None, True
     for r in rows():
         s = r["start"]
@@ -236,7 +247,8 @@ def _rank_slices(run: Run, rank: int, emit: _Sink, tracks: _Tracks) -> dict[Any,
         def recs(table: str = table) -> Iterator[dict[str, Any]]:
             return _timed(iter_rows(run, table, rank), "t_start_ns", "duration_ns")
 
-        for _, s, e, r, lane in _spans(recs, lambda r: 0, _scan(recs)):
+        ordered = _scan(recs, count_rows(run, table, rank))
+        for _, s, e, r, lane in _spans(recs, lambda r: 0, ordered):
             track = f"{cat}s rank {rank}" + (f" lane {lane}" if lane else "")
             emit({"ph": "X", "cat": cat, "name": f"{cat} {r[cat]}", "pid": PID_MLAPROF,
                   "tid": tracks.thread(PID_MLAPROF, track), "ts": _ts(s), "dur": _ts(e - s),
@@ -248,16 +260,21 @@ def _rank_slices(run: Run, rank: int, emit: _Sink, tracks: _Tracks) -> dict[Any,
 
 
 def _rank_api(
-    run: Run, rank: int, emit: _Sink, tracks: _Tracks, pids: dict[Any, int], wanted: set[int]
+    run: Run,
+    rank: int,
+    emit: _Sink,
+    tracks: _Tracks,
+    pids: dict[Any, int],
+    wanted: set[int] | None,
 ) -> dict[int, tuple[int, int, int]]:
     """One rank's host calls on its own host process; returns, per correlation id in ``wanted``
-    (the rank's kernels'), the first call that carries it (pid, tid, start): the launch its
-    kernels' flows start from."""
+    (the rank's kernels'; None: every id), the first call that carries it (pid, tid, start): the
+    launch its kernels' flows start from."""
 
     def calls() -> Iterator[dict[str, Any]]:
         return _timed(iter_rows(run, "api", rank), "start_ns")
 
-    ordered = _scan(calls)
+    ordered = _scan(calls, count_rows(run, "api", rank))
     launches: dict[int, tuple[int, int, int]] = {}
     for (apid, atid), s, e, a, lane in _spans(calls, lambda a: (a["pid"], a["tid"]), ordered):
         if "host" not in pids:
@@ -268,7 +285,8 @@ def _rank_api(
               "tid": tid, "ts": _ts(s), "dur": _ts(e - s),
               "args": {"correlation": a["correlation"]}})  # fmt: skip
         c = a["correlation"]
-        if c in wanted and (c not in launches or s < launches[c][2]):
+        keep = c is not None and (wanted is None or c in wanted)
+        if keep and (c not in launches or s < launches[c][2]):
             launches[c] = (pid, tid, s)
     return launches
 
@@ -303,8 +321,10 @@ def _rank_host_and_kernels(
         if k["correlation"] is not None:
             wanted.add(k["correlation"])
 
-    ordered = _scan(kernels, see)
-    launches = _rank_api(run, rank, emit, tracks, pids, wanted)
+    n = count_rows(run, "kernels", rank)
+    ordered = _scan(kernels, n, see)
+    # a big rank keeps only the launches of its kernels; a small one every call's (no 2nd read)
+    launches = _rank_api(run, rank, emit, tracks, pids, wanted if n > HOLD_ROWS else None)
     wanted.clear()
     for (dev, stream), s, e, k, lane in _spans(
         kernels, lambda k: (k["device"], k["stream"]), ordered

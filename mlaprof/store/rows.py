@@ -46,3 +46,21 @@ def iter_rows(run: Run, table: str, rank: int | None = None) -> Iterator[dict[st
 def rows(run: Run, table: str, rank: int | None = None) -> list[dict[str, Any]]:
     """:func:`iter_rows` as a list (exporters that sort or pass over the rows twice)."""
     return list(iter_rows(run, table, rank))
+
+
+def count_rows(run: Run, table: str, rank: int) -> int:
+    """How many rows ``table`` holds for ``rank`` (database and columnar file), without reading
+    them."""
+    if table not in TABLES:
+        raise MlaprofError(f"unknown table {table!r}")
+    path = Path(run.path) / f"rank{rank}.db"
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            n = int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise MlaprofError(f"{path} cannot be read: {e}") from None
+    side = run.side_tables(rank).get(table)
+    return n + (side.rows if side is not None else 0)

@@ -137,8 +137,15 @@ def test_api_fixture_nests(tmp_path: Path) -> None:
     assert re.search(r'"ts":\d+\.\d{3}[,}]', text)
 
 
-def test_multi_rank_flows_are_keyed_by_rank(tmp_path: Path) -> None:
-    """One flow per launched kernel, from a call of its own rank's host, on every rank."""
+@pytest.mark.parametrize("hold", [50_000, 0], ids=["held", "streamed"])
+def test_multi_rank_flows_are_keyed_by_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: int
+) -> None:
+    """One flow per launched kernel, from a call of its own rank's host, on every rank (small
+    ranks held and sorted, big ones streamed)."""
+    import mlaprof.exporters.perfetto as perfetto
+
+    monkeypatch.setattr(perfetto, "HOLD_ROWS", hold)
     ranks = 4
     run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", ranks), tmp_path / "t", "fleet")
     out = tmp_path / "fleet.json"
@@ -245,8 +252,9 @@ def test_rows_in_start_order_stream_and_others_are_sorted(
         w.finish()
         outs[order] = tmp_path / f"{order}.json"
         with load(w.run_dir) as run:
-            if order == "sorted":
-                monkeypatch.setattr(perfetto, "_laned", None)  # streaming never sorts a track
+            if order == "sorted":  # streamed (as a big table is), it never sorts a track
+                monkeypatch.setattr(perfetto, "HOLD_ROWS", 0)
+                monkeypatch.setattr(perfetto, "_laned", None)
             export_perfetto(run, outs[order])
         monkeypatch.undo()
     a, b = _slices(outs["sorted"]), _slices(outs["shuffled"])
