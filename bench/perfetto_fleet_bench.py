@@ -104,6 +104,9 @@ def main() -> None:
     results: dict[str, Any] = {
         "what": "mlaprof export RUN --format perfetto, whole process, on an N-rank rocprofv3 "
         "fleet (tests.trace_io_helpers.pid_fleet: 54 dispatches and 9 HIP calls per rank)",
+        "revision": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),  # fmt: skip
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "device": f"CPU only ({platform.processor() or platform.machine()}, {os.cpu_count()} "
         "cores, shared with other jobs)",

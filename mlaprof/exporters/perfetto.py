@@ -9,8 +9,10 @@ rows, capture memory. Flow arrows join each launch call to the kernels it launch
 correlation id (every process numbers its correlations from 1 again), one flow per launched
 kernel (a graph launch fans out to all its kernels).
 
-Streamed: the trace is written rank by rank, each event as it is made, so memory holds one
-rank's rows and time is linear in the ranks (bench/perfetto_fleet_bench.py).
+Streamed: the trace is written rank by rank, each event as it is made, and time is linear in
+the ranks. Within a rank a table of more than ``HOLD_ROWS`` rows stored in start order (as an
+import stores them) is laned as it streams past; a smaller one, or one in another order, is held
+and sorted per track (bench/perfetto_fleet_bench.py).
 
 Timestamps are microseconds written with three decimals, so the nanoseconds are exact.
 """
@@ -150,8 +152,8 @@ _KERNEL_ARGS = ("correlation", "step", "layer", "replay", "splits", "graph_id", 
 
 
 def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
-    """Write the run's trace to ``f`` rank by rank, each event as it is made: memory holds one
-    rank's rows, time is linear in the ranks. Every track and flow is keyed by rank: each rank's
+    """Write the run's trace to ``f`` rank by rank, each event as it is made: memory holds at
+    most one rank's rows (see the module's doc), time is linear in the ranks. Every track and flow is keyed by rank: each rank's
     host calls and GPUs are their own processes, and a launch joins the kernels of its own rank
     (correlation ids restart in every process), so each launched kernel has exactly one flow."""
     f.write('{"traceEvents":[')
