@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import capture_findings
+from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.engine import engine_analysis
 from mlaprof.analysis.engine_log import engine_log_findings
 from mlaprof.analysis.evidence import Evidence, collect
@@ -137,6 +138,7 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
         if ev.step_stats is None:
             raise MlaprofError("internal: a trace's evidence without its per-step aggregates")
         findings += imported_findings(ev.meta, t, ev.trace, ev.step_stats)
+        findings += coverage_findings(ev.trace["coverage"])
     findings += engine_found
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc))

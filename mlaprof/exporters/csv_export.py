@@ -2,6 +2,9 @@
 ``memory_copy_trace.csv``, ``memory_allocation_trace.csv``.
 
 The columns are rocprofv3's, so rocprof-reading tools (and ``mlaprof import rocprof``) read them.
+A run of several ranks gets one set of files per rank (``rank<N>/[<pid>_]kernel_trace.csv``, as
+rocprofv3 writes one set per process). Streamed: rows are written as they are read, with no
+rank or table held in memory.
 What the layout has no column for (mlaprof's step/layer/split annotations, graph ids, copy sizes,
 the analysis tables) is not in the CSVs: export to rocpd for a lossless copy. Imported again,
 layers, replays and splits are recomputed from names, correlation ids and grids.
@@ -13,10 +16,9 @@ import hashlib
 import os
 import re
 import shutil
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError
 from mlaprof.formats.spreadsheet import neutralize
@@ -78,15 +80,37 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _write(path: Path, header: list[str], data: Iterable[list[Any]]) -> int:
-    """Write the rows (streamed: a generator is never held whole); returns how many."""
-    n = 0
-    with open(path, "w", newline="") as f:
-        f.write(",".join(_cell(h) for h in header) + "\n")
-        for row in data:
-            f.write(",".join(_cell(v) for v in row) + "\n")
-            n += 1
-    return n
+class _Files:
+    """The export's CSV files, each opened (and given its header) at its first row and written
+    row by row: nothing is held but the open files. At most ``OPEN_MAX`` stay open (a trace of
+    many API domains writes many files); one closed early is reopened to append."""
+
+    OPEN_MAX = 32
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.open: dict[str, TextIO] = {}
+        self.counts: dict[str, int] = {}
+
+    def write(self, name: str, header: list[str], row: list[Any]) -> None:
+        f = self.open.get(name)
+        if f is None:
+            new = name not in self.counts
+            if len(self.open) >= self.OPEN_MAX:  # the oldest opened goes
+                self.open.pop(next(iter(self.open))).close()
+            path = self.out / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            f = self.open[name] = open(path, "w" if new else "a", newline="")  # noqa: SIM115 - closed by close()
+            if new:
+                f.write(",".join(_cell(h) for h in header) + "\n")
+                self.counts[name] = 0
+        f.write(",".join(_cell(v) for v in row) + "\n")
+        self.counts[name] += 1
+
+    def close(self) -> None:
+        for f in self.open.values():
+            f.close()
+        self.open.clear()
 
 
 def export_csv(run: Run, out: Path) -> dict[str, int]:
@@ -119,50 +143,51 @@ def _no_timestamps(run: Run, first: int, kernels: Iterator[dict[str, Any]]) -> M
 
 
 def _export(run: Run, out: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    if run.count("kernels"):
-        ids: dict[str, int] = {}
+    """Every rank's rows, streamed. A run of several ranks is written as rocprofv3 writes a
+    multi-process run: one set of files per process (``rank<N>/[<pid>_]kernel_trace.csv``, the
+    pid where the import knew it), so the ranks import back as ranks, never merged."""
+    files = _Files(out)
+    try:
+        multi = len(run.ranks) > 1
+        pids = {r.get("rank"): r.get("pid") for r in run.meta.get("rank_sources") or []
+                if isinstance(r, dict)}  # fmt: skip
+        for rank in run.ranks:
+            pid = pids.get(rank)
+            pre = (f"rank{rank}/" + (f"{pid}_" if isinstance(pid, int) else "")) if multi else ""
+            _export_rank(run, rank, files, pre)
+    finally:
+        files.close()
+    if not files.counts:
+        raise MlaprofError(f"run {run.name} has no kernels, API calls or transfers to export")
+    return files.counts
 
-        def dispatches() -> Iterator[list[Any]]:  # streamed: a 1M-kernel import stays small
-            kernels = iter_rows(run, "kernels")
-            for i, k in enumerate(kernels):
-                if k["start_ns"] is None or k["end_ns"] is None:
-                    raise _no_timestamps(run, i, kernels)
-                name = k["name"] or ""
-                kid = ids.setdefault(name, len(ids) + 1)
-                yield ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid,
-                       name, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0,
-                       0, _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
-                       _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])]  # fmt: skip
 
-        counts["kernel_trace.csv"] = _write(out / "kernel_trace.csv", KERNEL_HEADER, dispatches())
-    by_family: dict[str, list[list[Any]]] = defaultdict(list)
-    for a in iter_rows(run, "api"):
-        by_family[_family(a["domain"])].append(
-            [_s(a["domain"]), _s(a["function"]), _s(a["pid"]), _s(a["tid"]),
-             _s(a["correlation"]), _s(a["start_ns"]), _s(a["end_ns"])]
-        )  # fmt: skip
-    for fam, data in by_family.items():
-        counts[f"{fam}_api_trace.csv"] = _write(out / f"{fam}_api_trace.csv", API_HEADER, data)
-    copies, allocs = [], []
-    for x in iter_rows(run, "transfers"):
+def _export_rank(run: Run, rank: int, files: _Files, pre: str) -> None:
+    ids: dict[str, int] = {}
+    kernels = iter_rows(run, "kernels", rank)
+    for i, k in enumerate(kernels):
+        if k["start_ns"] is None or k["end_ns"] is None:
+            raise _no_timestamps(run, i, kernels)
+        name = k["name"] or ""
+        kid = ids.setdefault(name, len(ids) + 1)
+        files.write(f"{pre}kernel_trace.csv", KERNEL_HEADER,
+                    ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid,
+                     name, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0,
+                     0, _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
+                     _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])])  # fmt: skip
+    for a in iter_rows(run, "api", rank):
+        files.write(f"{pre}{_family(a['domain'])}_api_trace.csv", API_HEADER,
+                    [_s(a["domain"]), _s(a["function"]), _s(a["pid"]), _s(a["tid"]),
+                     _s(a["correlation"]), _s(a["start_ns"]), _s(a["end_ns"])])  # fmt: skip
+    for x in iter_rows(run, "transfers", rank):
         kind = x["kind"] or ""
         if "ALLOC" in kind.upper():
-            allocs.append(
-                [kind, _s(x["operation"]), _s(x["dst_agent"]), _s(x["size_bytes"]),
-                 _s(x["address"]), _s(x["correlation"]), _s(x["start_ns"]), _s(x["end_ns"])]
-            )  # fmt: skip
+            files.write(f"{pre}memory_allocation_trace.csv", ALLOC_HEADER,
+                        [kind, _s(x["operation"]), _s(x["dst_agent"]), _s(x["size_bytes"]),
+                         _s(x["address"]), _s(x["correlation"]), _s(x["start_ns"]),
+                         _s(x["end_ns"])])  # fmt: skip
         else:
-            copies.append(
-                [kind or "MEMORY_COPY", _s(x["operation"]), 0, _s(x["src_agent"]),
-                 _s(x["dst_agent"]), _s(x["correlation"]), _s(x["start_ns"]), _s(x["end_ns"])]
-            )  # fmt: skip
-    if copies:
-        counts["memory_copy_trace.csv"] = _write(out / "memory_copy_trace.csv", COPY_HEADER, copies)
-    if allocs:
-        counts["memory_allocation_trace.csv"] = _write(
-            out / "memory_allocation_trace.csv", ALLOC_HEADER, allocs
-        )
-    if not counts:
-        raise MlaprofError(f"run {run.name} has no kernels, API calls or transfers to export")
-    return counts
+            files.write(f"{pre}memory_copy_trace.csv", COPY_HEADER,
+                        [kind or "MEMORY_COPY", _s(x["operation"]), 0, _s(x["src_agent"]),
+                         _s(x["dst_agent"]), _s(x["correlation"]), _s(x["start_ns"]),
+                         _s(x["end_ns"])])  # fmt: skip

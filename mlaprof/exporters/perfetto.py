@@ -1,11 +1,18 @@
 """Export a run as a Chrome JSON trace that Perfetto UI (and chrome://tracing) loads.
 
-Tracks: one process per GPU with a thread per stream, host API/marker threads, and an "mlaprof"
-process with step and per-layer slices. Perfetto needs the slices of one track to nest, so every
-track is split into lanes: a slice goes on the first lane where it either starts after the open
-slices end or fits inside the innermost open one. Counter tracks: S used / S deserved per step,
-padding rows, capture memory. Flow arrows join each launch call to the kernels it launched (by
-correlation id; a graph launch fans out to all its kernels).
+Tracks, every one keyed by rank: per rank a process per GPU with a thread per stream and a host
+process with a thread per API/marker thread; an "mlaprof" process with step and per-layer
+slices and counters per rank. Perfetto needs the slices of one track to nest, so every track is
+split into lanes: a slice goes on the first lane where it either starts after the open slices
+end or fits inside the innermost open one. Counter tracks: S used / S deserved per step, padding
+rows, capture memory. Flow arrows join each launch call to the kernels it launched, by rank and
+correlation id (every process numbers its correlations from 1 again), one flow per launched
+kernel (a graph launch fans out to all its kernels).
+
+Streamed: the trace is written rank by rank, each event as it is made, and time is linear in
+the ranks. Within a rank a table of more than ``HOLD_ROWS`` rows stored in start order (as an
+import stores them) is laned as it streams past; a smaller one, or one in another order, is held
+and sorted per track (bench/perfetto_fleet_bench.py).
 
 Timestamps are microseconds written with three decimals, so the nanoseconds are exact.
 """
@@ -13,16 +20,17 @@ Timestamps are microseconds written with three decimals, so the nanoseconds are 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError, disk_message
-from mlaprof.store.rows import rows
+from mlaprof.store.rows import count_rows, iter_rows
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -39,7 +47,6 @@ _STEP_ARGS = (
     "timing",
 )
 _LAYER_ARGS = ("step", "syncs", "splits_used", "splits_deserved")
-PID_HOST = 2
 PID_GPU0 = 10
 
 
@@ -82,273 +89,323 @@ def _laned(
     return out
 
 
-def build_trace(run: Run) -> dict[str, Any]:
-    kernels = [k for k in rows(run, "kernels") if k["start_ns"] is not None]
-    api = [a for a in rows(run, "api") if a["start_ns"] is not None]
-    steps = rows(run, "steps")
-    layers = rows(run, "layers")
-    ev: list[dict[str, Any]] = []
-    threads: dict[tuple[int, str], int] = {}
+class _Sink:
+    """Writes each event as it is made (the largest string held is one event's) and counts
+    slices, counters and flows."""
 
-    def tid_for(pid: int, label: str) -> int:
+    def __init__(self, f: TextIO) -> None:
+        self.f = f
+        self.n = 0
+        self.counts = {"slices": 0, "counters": 0, "flows": 0}
+
+    def __call__(self, e: dict[str, Any]) -> None:
+        self.f.write(("," if self.n else "") + _dump(e))
+        self.n += 1
+        ph = e["ph"]
+        if ph == "X":
+            self.counts["slices"] += 1
+        elif ph == "C":
+            self.counts["counters"] += 1
+        elif ph == "s":
+            self.counts["flows"] += 1
+
+
+class _Tracks:
+    """Perfetto processes and threads, named once each: a process per rank's host and per
+    rank's GPU, a thread per track (and lane) inside it."""
+
+    def __init__(self, emit: _Sink) -> None:
+        self.emit = emit
+        self.next_pid = PID_GPU0
+        self.tids: dict[tuple[int, str], int] = {}
+        self.n_tids: dict[int, int] = defaultdict(int)
+
+    def process(self, name: str, pid: int | None = None) -> int:
+        if pid is None:
+            pid, self.next_pid = self.next_pid, self.next_pid + 1
+        self.emit({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": name}})
+        return pid
+
+    def thread(self, pid: int, label: str) -> int:
         key = (pid, label)
-        if key not in threads:
-            threads[key] = len([k for k in threads if k[0] == pid]) + 1
-            ev.append(
-                {
-                    "ph": "M",
-                    "pid": pid,
-                    "tid": threads[key],
-                    "name": "thread_name",
-                    "args": {"name": label},
-                }
-            )
-            ev.append(
-                {
-                    "ph": "M",
-                    "pid": pid,
-                    "tid": threads[key],
-                    "name": "thread_sort_index",
-                    "args": {"sort_index": threads[key]},
-                }
-            )
-        return threads[key]
+        tid = self.tids.get(key)
+        if tid is None:
+            self.n_tids[pid] += 1
+            tid = self.tids[key] = self.n_tids[pid]
+            self.emit({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
+                       "args": {"name": label}})  # fmt: skip
+            self.emit({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index",
+                       "args": {"sort_index": tid}})  # fmt: skip
+        return tid
 
-    def proc(pid: int, name: str) -> None:
-        ev.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": name}})
-
-    proc(PID_MLAPROF, f"mlaprof {run.name}")
-    # kernels: one process per device, one thread per stream and lane
-    by_track: dict[tuple[Any, Any], list[tuple[int, int, dict[str, Any]]]] = defaultdict(list)
-    for k in kernels:
-        end = k["end_ns"] if k["end_ns"] is not None else k["start_ns"]
-        by_track[(k["rank"], k["device"]), k["stream"]].append((k["start_ns"], end, k))
-    gpu_pid: dict[tuple[Any, Any], int] = {}
-    kernel_pos: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # corr -> (pid,tid,ts)
-    for (dev_key, stream), items in sorted(by_track.items(), key=lambda t: str(t[0])):
-        if dev_key not in gpu_pid:
-            gpu_pid[dev_key] = PID_GPU0 + len(gpu_pid)
-            rank, dev = dev_key
-            proc(gpu_pid[dev_key], f"GPU {dev if dev is not None else '?'} (rank {rank})")
-        pid = gpu_pid[dev_key]
-        for s, e, k, lane in _laned(items):
-            tid = tid_for(pid, f"stream {stream}" + (f" lane {lane}" if lane else ""))
-            args = {
-                c: k[c]
-                for c in (
-                    "correlation",
-                    "step",
-                    "layer",
-                    "replay",
-                    "splits",
-                    "graph_id",
-                    "graph_node_id",
-                )
-                if k[c] is not None
-            }
-            args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
-            args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": k["name"] or "kernel",
-                    "pid": pid,
-                    "tid": tid,
-                    "ts": _ts(s),
-                    "dur": _ts(e - s),
-                    "args": args,
-                }
-            )
-            if k["correlation"] is not None:
-                kernel_pos[k["correlation"]].append((pid, tid, s))
-    # host API calls and markers
-    if api:
-        proc(PID_HOST, "host")
-    flow_id = 0
-    by_thread: dict[Any, list[tuple[int, int, dict[str, Any]]]] = defaultdict(list)
-    for a in api:
-        end = a["end_ns"] if a["end_ns"] is not None else a["start_ns"]
-        by_thread[(a["pid"], a["tid"])].append((a["start_ns"], end, a))
-    for (apid, atid), items in sorted(by_thread.items(), key=lambda t: str(t[0])):
-        for s, e, a, lane in _laned(items):
-            tid = tid_for(PID_HOST, f"pid {apid} tid {atid}" + (f" lane {lane}" if lane else ""))
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": a["domain"] or "api",
-                    "name": a["function"] or "?",
-                    "pid": PID_HOST,
-                    "tid": tid,
-                    "ts": _ts(s),
-                    "dur": _ts(e - s),
-                    "args": {"correlation": a["correlation"]},
-                }
-            )
-            for kpid, ktid, kts in kernel_pos.get(a["correlation"], []) if a["correlation"] else []:
-                flow_id += 1
-                ev.append(
-                    {
-                        "ph": "s",
-                        "cat": "launch",
-                        "name": "launch",
-                        "id": flow_id,
-                        "pid": PID_HOST,
-                        "tid": tid,
-                        "ts": _ts(s),
-                    }
-                )
-                ev.append(
-                    {
-                        "ph": "f",
-                        "bp": "e",
-                        "cat": "launch",
-                        "name": "launch",
-                        "id": flow_id,
-                        "pid": kpid,
-                        "tid": ktid,
-                        "ts": _ts(kts),
-                    }
-                )
-    # steps and per-layer slices, each kind on its own laned tracks
-    step_t = {
-        (st["rank"], st["step"]): st["t_start_ns"] for st in steps if st["t_start_ns"] is not None
-    }
-    for cat, recs, args in (("step", steps, _STEP_ARGS), ("layer", layers, _LAYER_ARGS)):
-        items = [
-            (r["t_start_ns"], r["t_start_ns"] + (r["duration_ns"] or 0), r)
-            for r in recs
-            if r["t_start_ns"] is not None
-        ]
-        for s, e, r, lane in _laned(items):
-            track = f"{cat}s rank {r['rank']}" + (f" lane {lane}" if lane else "")
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": cat,
-                    "name": f"{cat} {r[cat]}",
-                    "pid": PID_MLAPROF,
-                    "tid": tid_for(PID_MLAPROF, track),
-                    "ts": _ts(s),
-                    "dur": _ts(e - s),
-                    "args": {c: r[c] for c in args},
-                }
-            )
-    _counters(run, ev, step_t, kernels)
-    return {
-        "traceEvents": ev,
-        "displayTimeUnit": "ns",
-        "otherData": {"mlaprof_run": run.name, "source": run.meta.get("source")},
-    }
+    def forget(self, pids: Iterable[int]) -> None:
+        """A finished rank's tracks are never named again: their keys are dropped."""
+        gone = set(pids)
+        self.tids = {k: v for k, v in self.tids.items() if k[0] not in gone}
 
 
-def _counters(
+# a rank's table of at most this many rows is read once and sorted per track in memory; a larger
+# one is read twice (is it in start order?) and then laned as it streams past
+HOLD_ROWS = 50_000
+
+_KERNEL_ARGS = ("correlation", "step", "layer", "replay", "splits", "graph_id", "graph_node_id")
+
+
+def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
+    """Write the run's trace to ``f`` rank by rank, each event as it is made: memory holds at
+    most one rank's rows (see the module's doc), time is linear in the ranks. Every track and flow is keyed by rank: each rank's
+    host calls and GPUs are their own processes, and a launch joins the kernels of its own rank
+    (correlation ids restart in every process), so each launched kernel has exactly one flow."""
+    f.write('{"traceEvents":[')
+    emit = _Sink(f)
+    tracks = _Tracks(emit)
+    tracks.process(f"mlaprof {run.name}", PID_MLAPROF)
+    flows = 0
+    for rank in run.ranks:
+        pids = _rank_slices(run, rank, emit, tracks)
+        flows = _rank_host_and_kernels(run, rank, emit, tracks, pids, flows)
+        tracks.forget(pids.values())
+    f.write("]")
+    other = {"mlaprof_run": run.name, "source": run.meta.get("source"), "ranks": run.ranks}
+    f.write(f',"displayTimeUnit":"ns","otherData":{_dump(other)}}}')
+    return emit.counts
+
+
+def _scan(
+    rows: Callable[[], Iterable[dict[str, Any]]],
+    n: int,
+    see: Callable[[dict[str, Any]], None] | None = None,
+) -> bool:
+    """Whether the ``n`` rows are laned as they stream: more than :data:`HOLD_ROWS` of them in
+    start order (an import stores them so: one pass to check, each row with a start shown to
+    ``see`` on the way). A small table is held and sorted instead (one read, not two; ``see``
+    is not called)."""
+    if n <= HOLD_ROWS:
+        return False
+    last, ordered = None, True
+    for r in rows():
+        s = r["start"]
+        if s is None:
+            continue
+        if see is not None:
+            see(r)
+        if last is not None and s < last:
+            ordered = False
+            if see is None:
+                break
+        last = s
+    return ordered
+
+
+def _spans(
+    rows: Callable[[], Iterable[dict[str, Any]]],
+    track: Callable[[dict[str, Any]], Any],
+    ordered: bool,
+) -> Iterator[tuple[Any, int, int, dict[str, Any], int]]:
+    """``(track, start, end, row, lane)`` for the rows with a start (``row["start"]``,
+    ``row["end"]``), each track laned. Rows in start order are laned as they stream past (held:
+    the rows of one start time, longest first); otherwise they are held per track and sorted."""
+    if not ordered:
+        by: dict[Any, list[tuple[int, int, dict[str, Any]]]] = defaultdict(list)
+        for r in rows():
+            if r["start"] is not None:
+                by[track(r)].append((r["start"], r["end"], r))
+        for key, items in sorted(by.items(), key=lambda t: str(t[0])):
+            for s, e, r, lane in _laned(items):
+                yield key, s, e, r, lane
+            del items[:]  # a finished track's rows go before the next one's are laned
+        return
+    lanes: dict[Any, Lanes] = defaultdict(Lanes)
+    group: list[dict[str, Any]] = []
+    for r in itertools.chain(rows(), [None]):  # None: the end, which flushes the last group
+        if r is not None and r["start"] is None:
+            continue
+        if group and (r is None or r["start"] != group[0]["start"]):
+            for g in sorted(group, key=lambda g: -g["end"]):
+                key = track(g)
+                yield key, g["start"], g["end"], g, lanes[key].place(g["start"], g["end"])
+            group = []
+        if r is not None:
+            group.append(r)
+
+
+def _timed(rows: Iterable[dict[str, Any]], start: str, dur: str | None = None) -> Iterator[dict]:
+    """Rows with ``start`` / ``end`` keys (an unknown end is the start: a zero-length slice)."""
+    for r in rows:
+        s = r[start]
+        if dur is not None:
+            e = s + (r[dur] or 0) if s is not None else None
+        else:
+            e = r["end_ns"] if r["end_ns"] is not None else s
+        yield {**r, "start": s, "end": e}
+
+
+def _rank_slices(run: Run, rank: int, emit: _Sink, tracks: _Tracks) -> dict[Any, int]:
+    """One rank's steps and layers (laned tracks of the mlaprof process) and its counters;
+    returns the rank's processes made so far (none yet: its host and GPUs come later)."""
+    step_t: dict[Any, int] = {}
+    for cat, table, args in (("step", "steps", _STEP_ARGS), ("layer", "layers", _LAYER_ARGS)):
+
+        def recs(table: str = table) -> Iterator[dict[str, Any]]:
+            return _timed(iter_rows(run, table, rank), "t_start_ns", "duration_ns")
+
+        ordered = _scan(recs, count_rows(run, table, rank))
+        for _, s, e, r, lane in _spans(recs, lambda r: 0, ordered):
+            track = f"{cat}s rank {rank}" + (f" lane {lane}" if lane else "")
+            emit({"ph": "X", "cat": cat, "name": f"{cat} {r[cat]}", "pid": PID_MLAPROF,
+                  "tid": tracks.thread(PID_MLAPROF, track), "ts": _ts(s), "dur": _ts(e - s),
+                  "args": {c: r[c] for c in args}})  # fmt: skip
+            if cat == "step":
+                step_t.setdefault(r["step"], s)
+    _counters(run, rank, emit, step_t)
+    return {}
+
+
+def _rank_api(
     run: Run,
-    ev: list[dict[str, Any]],
-    step_t: dict[tuple[int, int], int],
-    kernels: list[dict[str, Any]],
-) -> None:
-    """Counter tracks at each step's start time (steps without a time use the step index)."""
-    t0 = min(step_t.values(), default=min((k["start_ns"] for k in kernels), default=0))
+    rank: int,
+    emit: _Sink,
+    tracks: _Tracks,
+    pids: dict[Any, int],
+    wanted: set[int] | None,
+) -> dict[int, tuple[int, int, int]]:
+    """One rank's host calls on its own host process; returns, per correlation id in ``wanted``
+    (the rank's kernels'; None: every id), the first call that carries it (pid, tid, start): the
+    launch its kernels' flows start from."""
 
-    def when(rank: int, step: Any) -> int:
-        if (rank, step) in step_t:
-            return step_t[(rank, step)]
-        return t0 + int(step or 0) * 1000
+    def calls() -> Iterator[dict[str, Any]]:
+        return _timed(iter_rows(run, "api", rank), "start_ns")
 
-    for sp in rows(run, "splits"):
-        args = {}
-        if sp["used"] is not None:
-            args["used"] = sp["used"]
-        if sp["deserved"] is not None:
-            args["deserved"] = sp["deserved"]
+    ordered = _scan(calls, count_rows(run, "api", rank))
+    launches: dict[int, tuple[int, int, int]] = {}
+    for (apid, atid), s, e, a, lane in _spans(calls, lambda a: (a["pid"], a["tid"]), ordered):
+        if "host" not in pids:
+            pids["host"] = tracks.process(_host_name(run, rank))
+        pid = pids["host"]
+        tid = tracks.thread(pid, f"pid {apid} tid {atid}" + (f" lane {lane}" if lane else ""))
+        emit({"ph": "X", "cat": a["domain"] or "api", "name": a["function"] or "?", "pid": pid,
+              "tid": tid, "ts": _ts(s), "dur": _ts(e - s),
+              "args": {"correlation": a["correlation"]}})  # fmt: skip
+        c = a["correlation"]
+        keep = c is not None and (wanted is None or c in wanted)
+        if keep and (c not in launches or s < launches[c][2]):
+            launches[c] = (pid, tid, s)
+    return launches
+
+
+def _host_name(run: Run, rank: int) -> str:
+    """The rank's host process: its rank, and the host folder and pid an import names."""
+    src = next(
+        (
+            r
+            for r in run.meta.get("rank_sources") or []
+            if isinstance(r, dict) and r.get("rank") == rank
+        ),
+        {},
+    )
+    where = ", ".join(f"{k} {src[k]}" for k in ("host", "pid") if src.get(k) is not None)
+    return f"host rank {rank}" + (f" ({where})" if where else "")
+
+
+def _rank_host_and_kernels(
+    run: Run, rank: int, emit: _Sink, tracks: _Tracks, pids: dict[Any, int], flow_id: int
+) -> int:
+    """One rank's host calls, then its kernels: a process per GPU, a thread per stream and
+    lane; one flow from its launch to each kernel whose correlation id a host call of this rank
+    carries. Memory: the rank's distinct correlation ids and the tracks' open slices (kernels
+    held only when they are not stored in start order)."""
+    wanted: set[int] = set()
+
+    def kernels() -> Iterator[dict[str, Any]]:
+        return _timed(iter_rows(run, "kernels", rank), "start_ns")
+
+    def see(k: dict[str, Any]) -> None:
+        if k["correlation"] is not None:
+            wanted.add(k["correlation"])
+
+    n = count_rows(run, "kernels", rank)
+    ordered = _scan(kernels, n, see)
+    # a big rank keeps only the launches of its kernels; a small one every call's (no 2nd read)
+    launches = _rank_api(run, rank, emit, tracks, pids, wanted if n > HOLD_ROWS else None)
+    wanted.clear()
+    for (dev, stream), s, e, k, lane in _spans(
+        kernels, lambda k: (k["device"], k["stream"]), ordered
+    ):
+        if ("gpu", dev) not in pids:
+            name = f"GPU {dev if dev is not None else '?'} (rank {rank})"
+            pids["gpu", dev] = tracks.process(name)
+        pid = pids["gpu", dev]
+        tid = tracks.thread(pid, f"stream {stream}" + (f" lane {lane}" if lane else ""))
+        args = {c: k[c] for c in _KERNEL_ARGS if k[c] is not None}
+        args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
+        args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
+        emit({"ph": "X", "cat": "kernel", "name": k["name"] or "kernel", "pid": pid, "tid": tid,
+              "ts": _ts(s), "dur": _ts(e - s), "args": args})  # fmt: skip
+        launch = launches.get(k["correlation"]) if k["correlation"] is not None else None
+        if launch is not None:
+            flow_id += 1
+            emit({"ph": "s", "cat": "launch", "name": "launch", "id": flow_id,
+                  "pid": launch[0], "tid": launch[1], "ts": _ts(launch[2])})  # fmt: skip
+            emit({"ph": "f", "bp": "e", "cat": "launch", "name": "launch", "id": flow_id,
+                  "pid": pid, "tid": tid, "ts": _ts(s)})  # fmt: skip
+    return flow_id
+
+
+def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
+    """One rank's counter tracks (named with the rank) at each step's start time (steps without
+    a time use the step index after the rank's first step)."""
+    t0 = min(step_t.values(), default=0)
+
+    def when(step: Any) -> int:
+        return step_t[step] if step in step_t else t0 + int(step or 0) * 1000
+
+    tag = f" (rank {rank})"
+    for sp in iter_rows(run, "splits", rank):
+        args = {k: sp[k] for k in ("used", "deserved") if sp[k] is not None}
         if args:
-            ev.append(
-                {
-                    "ph": "C",
-                    "pid": PID_MLAPROF,
-                    "name": f"S {sp['policy']}",
-                    "ts": _ts(when(sp["rank"], sp["step"])),
-                    "args": args,
-                }
-            )
+            emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S {sp['policy']}{tag}",
+                  "ts": _ts(when(sp["step"])), "args": args})  # fmt: skip
     # per-layer S (imported traces carry S on their layers, not in a splits table)
-    for ly in rows(run, "layers"):
+    for ly in iter_rows(run, "layers", rank):
         args = {
             k: ly[c]
             for k, c in (("used", "splits_used"), ("deserved", "splits_deserved"))
             if ly[c] is not None
         }
         if args and ly["t_start_ns"] is not None:
-            ev.append(
-                {
-                    "ph": "C",
-                    "pid": PID_MLAPROF,
-                    "name": f"S layer (rank {ly['rank']})",
-                    "ts": _ts(ly["t_start_ns"]),
-                    "args": args,
-                }
-            )
-    for pd_ in rows(run, "padding"):
-        ev.append(
-            {
-                "ph": "C",
-                "pid": PID_MLAPROF,
-                "name": "padding rows",
-                "ts": _ts(when(pd_["rank"], pd_["step"])),
-                "args": {"real": pd_["real_rows"] or 0, "padding": pd_["padding_rows"] or 0},
-            }
-        )
-    for i, m in enumerate(rows(run, "memory")):
+            emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S layer{tag}",
+                  "ts": _ts(ly["t_start_ns"]), "args": args})  # fmt: skip
+    for pd_ in iter_rows(run, "padding", rank):
+        emit({"ph": "C", "pid": PID_MLAPROF, "name": f"padding rows{tag}",
+              "ts": _ts(when(pd_["step"])),
+              "args": {"real": pd_["real_rows"] or 0, "padding": pd_["padding_rows"] or 0}})  # fmt: skip
+    for i, m in enumerate(iter_rows(run, "memory", rank)):
         b = m["pool_bytes"] if m["pool_bytes"] is not None else m["driver_bytes"]
         if b is None:
             continue
-        ev.append(
-            {
-                "ph": "C",
-                "pid": PID_MLAPROF,
-                "name": f"capture memory {m['graph_mode'] or ''}".strip(),
-                "ts": _ts(t0 + i * 1000),
-                "args": {"bytes": b, "capture_size": m["capture_size"] or 0},
-            }
-        )
+        emit({"ph": "C", "pid": PID_MLAPROF,
+              "name": f"capture memory {m['graph_mode'] or ''}".strip() + tag,
+              "ts": _ts(t0 + i * 1000), "args": {"bytes": b, "capture_size": m["capture_size"] or 0}})  # fmt: skip
 
 
 def _dump(obj: Any) -> str:
     return _TS.sub(_us, json.dumps(obj, separators=(",", ":"), default=str))
 
 
-def write_trace(f: TextIO, trace: dict[str, Any]) -> None:
-    """The trace as JSON, one event at a time: the largest string held is one event's, never
-    the whole file (a trace of 10 MB kernel names used to need gigabytes)."""
-    f.write('{"traceEvents":[')
-    for i, e in enumerate(trace["traceEvents"]):
-        if i:
-            f.write(",")
-        f.write(_dump(e))
-    f.write("]")
-    for k, v in trace.items():
-        if k != "traceEvents":
-            f.write(f",{json.dumps(k)}:{_dump(v)}")
-    f.write("}")
-
-
 def export_perfetto(run: Run, out: Path) -> dict[str, int]:
     if out.exists():
         raise MlaprofError(f"{out} already exists; refusing to overwrite")
-    trace = build_trace(run)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            write_trace(f, trace)
+            counts = stream_trace(run, f)
         os.replace(tmp, out)
     except OSError as e:
         with contextlib.suppress(OSError):  # a read-only folder refuses this too
             tmp.unlink(missing_ok=True)
         raise MlaprofError(f"cannot write {out}: {disk_message(e, out.parent)}") from None
-    evs = trace["traceEvents"]
-    return {
-        "slices": sum(1 for e in evs if e["ph"] == "X"),
-        "counters": sum(1 for e in evs if e["ph"] == "C"),
-        "flows": sum(1 for e in evs if e["ph"] == "s"),
-    }
+    except BaseException:
+        with contextlib.suppress(OSError):  # a stopped export leaves no partial file
+            tmp.unlink(missing_ok=True)
+        raise
+    return counts

@@ -246,12 +246,15 @@ def _trace_html(s: dict) -> str:
     return (
         '<h2 id="trace">Imported trace</h2>'
         + warn
-        + f"<p>capture: <b>{_e(cap['label'])}</b> ({_e(cap['evidence'])}); syncs: <b>{_e(syncs)}"
-        f"</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"
-        "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
-        "<th>rows</th><th>qlen</th><th>where from</th></tr>"
-        + rows
-        + "</table>"
+        + f"<p>capture: <b>{_e(cap['label'])}</b>"
+        + ("" if cap["status"] == "unknown" else f" ({_e(cap['evidence'])})")  # why said once
+        + f"; syncs: <b>{_e(syncs)}</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"
+        + (
+            "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
+            "<th>rows</th><th>qlen</th><th>where from</th></tr>" + rows + "</table>"
+            if rows  # no MLA kernel recognised: no empty table (the findings say why)
+            else ""
+        )
         + (f"<p>{_e(tr['drafter']['text'])}</p>" if tr.get("drafter") else "")
         + _replay_time_html(tr["replay_time"])
     )

@@ -81,10 +81,9 @@ def print_report(
         syncs = (
             "unknown" if sy["status"] == "unknown" else f"{sy['count']} in MLA layers"
         ) + f" ({sy['evidence']})"  # evidence: which trace, or why unknown
-        console.print(
-            f"capture: {term(cap['label'])} ({term(cap['evidence'])})  |  syncs: {term(syncs)}  |  "
-            f"padding: {padding}"
-        )
+        # an unknown verdict's label already holds its why: said once
+        said = cap["label"] if cap["status"] == "unknown" else f"{cap['label']} ({cap['evidence']})"
+        console.print(f"capture: {term(said)}  |  syncs: {term(syncs)}  |  padding: {padding}")
         for note in trace["trust"].get("notes", []):
             console.print(f"[dim]trace: {term(note)}[/]")
         if trace.get("cpu"):
@@ -195,6 +194,8 @@ def print_report(
         t = None  # a log has no kernels; a recorded engine's modelled splits are shown above
     elif not s["splits"] and trace and trace["paths"]:
         t = None  # the trace's paths table above shows S per path and variant
+    elif not s["splits"] and not s["layer_splits"]:
+        t = None  # nothing to tabulate: an empty table says nothing
     elif not s["splits"]:
         t = Table(title="KV splits: no split metadata recorded", title_justify="left", box=None)
         t.add_column("S per MLA layer (from the trace)", justify="right")
@@ -365,6 +366,9 @@ def _or_unknown(v: object) -> str:
 
 def _print_trace_paths(console: Console, trace: dict) -> None:
     """Path, kernel variant, S and batch rows per variant, as the analysis read them."""
+    if not trace["paths"]:  # no MLA kernel recognised: the findings say so, no empty table
+        _print_replay_time(console, trace["replay_time"])
+        return
     t = Table(
         title="verify path and kernel variant per step (from the trace)",
         title_justify="left",

@@ -289,7 +289,43 @@ def as_pandas(tab: pa.Table) -> pd.DataFrame:
     return df
 
 
+ROW_BATCH = 65_536  # rows turned into Python objects at a time by :func:`rows`
+
+
 def rows(side: SideTable) -> Iterator[tuple[Any, ...]]:
-    """Exact rows (Python ints and None), in file order, turned into Python one batch at a time."""
-    for batch in _plain(read(side)).to_batches():
-        yield from zip(*(col.to_pylist() for col in batch.columns), strict=True)
+    """Exact rows (Python ints and None), in file order, read and turned into Python one batch
+    of at most ``ROW_BATCH`` rows at a time: memory holds one batch, never the whole file (an
+    exporter of a 1M-kernel import used to hold every row as Python objects at once)."""
+    pa = _pa()
+    if side.path.suffix == ".arrow":  # runs imported before Parquet: memory-mapped, checked
+        yield from _batch_rows(iter(read(side).to_batches()))
+        return
+    _check_rows(side)
+    try:
+        pf = pa.parquet.ParquetFile(str(side.path), memory_map=True)
+        yield from _batch_rows(pf.iter_batches(batch_size=ROW_BATCH))
+    except (pa.ArrowException, OSError) as e:
+        raise MlaprofError(f"{side.path} is not a readable columnar file ({e})") from None
+
+
+def _check_rows(side: SideTable) -> None:
+    """The file's schema and row count against the record, from its footer alone."""
+    pa = _pa()
+    try:
+        meta = pa.parquet.ParquetFile(str(side.path), memory_map=True).metadata
+    except (pa.ArrowException, OSError) as e:
+        raise MlaprofError(f"{side.path} is not a readable columnar file ({e})") from None
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if names != list(columns(side.table)) or meta.num_rows != side.rows:
+        raise MlaprofError(
+            f"{side.path} does not hold the recorded {side.rows} {side.table} rows "
+            f"({meta.num_rows} rows, columns {', '.join(names)})"
+        )
+
+
+def _batch_rows(batches: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+    pa = _pa()
+    for batch in batches:
+        for start in range(0, batch.num_rows, ROW_BATCH):
+            part = pa.Table.from_batches([batch.slice(start, ROW_BATCH)])
+            yield from zip(*(col.to_pylist() for col in _plain(part).columns), strict=True)

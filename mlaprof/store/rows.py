@@ -19,14 +19,15 @@ if TYPE_CHECKING:
     from mlaprof.store.reader import Run
 
 
-def iter_rows(run: Run, table: str) -> Iterator[dict[str, Any]]:
-    """``table``'s rows of every rank, in storage order, as dicts (``rank`` first); an import's
-    Arrow-stored rows follow the database's. Streams: one row (or Arrow batch) at a time."""
+def iter_rows(run: Run, table: str, rank: int | None = None) -> Iterator[dict[str, Any]]:
+    """``table``'s rows of every rank (or of ``rank`` only), in storage order, as dicts (``rank``
+    first); an import's Arrow-stored rows follow the database's. Streams: one row (or Arrow
+    batch) at a time."""
     if table not in TABLES:
         raise MlaprofError(f"unknown table {table!r}")
     cols = ["rank"] + [c for c, _ in TABLES[table]]
-    for rank in run.ranks:
-        path = Path(run.path) / f"rank{rank}.db"
+    for rk in run.ranks if rank is None else [rank]:
+        path = Path(run.path) / f"rank{rk}.db"
         try:
             con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
@@ -36,12 +37,30 @@ def iter_rows(run: Run, table: str) -> Iterator[dict[str, Any]]:
                 con.close()
         except sqlite3.DatabaseError as e:
             raise MlaprofError(f"{path} cannot be read: {e}") from None
-        side = run.side_tables(rank).get(table)
+        side = run.side_tables(rk).get(table)
         if side is not None:  # an import's rows, after the database's
             for r in columnar.rows(side):
                 yield dict(zip(cols, r, strict=True))
 
 
-def rows(run: Run, table: str) -> list[dict[str, Any]]:
+def rows(run: Run, table: str, rank: int | None = None) -> list[dict[str, Any]]:
     """:func:`iter_rows` as a list (exporters that sort or pass over the rows twice)."""
-    return list(iter_rows(run, table))
+    return list(iter_rows(run, table, rank))
+
+
+def count_rows(run: Run, table: str, rank: int) -> int:
+    """How many rows ``table`` holds for ``rank`` (database and columnar file), without reading
+    them."""
+    if table not in TABLES:
+        raise MlaprofError(f"unknown table {table!r}")
+    path = Path(run.path) / f"rank{rank}.db"
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            n = int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise MlaprofError(f"{path} cannot be read: {e}") from None
+    side = run.side_tables(rank).get(table)
+    return n + (side.rows if side is not None else 0)

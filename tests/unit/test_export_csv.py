@@ -157,3 +157,64 @@ def test_file_names_built_from_trace_strings_are_bounded(tmp_path: Path) -> None
     names = sorted(p.name for p in out.iterdir())
     assert all(len(n) <= 40 + len("_api_trace.csv") for n in names), names
     assert "hip_api_trace.csv" in names and len(names) == 3 and sum(counts.values()) == 3
+
+
+def test_ranks_are_written_apart_and_import_back_as_ranks(tmp_path: Path) -> None:
+    """A run of several ranks is one set of rocprofv3 files per process (never merged into one
+    kernel trace, where correlation ids of different ranks would collide)."""
+    from tests.trace_io_helpers import pid_fleet
+
+    run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", 3), tmp_path / "t", "fleet")
+    out = tmp_path / "csv"
+    with load(run_dir) as run:
+        counts = export_csv(run, out)
+    assert sorted(counts) == sorted(
+        f"rank{r}/{4242 + r}_{kind}_trace.csv" for r in range(3) for kind in ("kernel", "hip_api")
+    )
+    assert set(counts.values()) == {54, 9}  # each rank's 54 dispatches and 9 HIP calls
+    back, _ = import_rocprof(out, tmp_path / "t", "back")
+    with load(back) as b:
+        assert b.ranks == [0, 1, 2]
+    for r in range(3):
+        assert db_rows(back, "kernels", r) == db_rows(run_dir, "kernels", r)
+        assert db_rows(back, "api", r) == db_rows(run_dir, "api", r)
+
+
+def test_rows_are_streamed_to_their_files(tmp_path: Path, monkeypatch) -> None:
+    """Rows reach their file as they are read (rank 0's kernels are on disk before rank 1's
+    are read), and a file closed to bound the open files is reopened to append."""
+    import mlaprof.exporters.csv_export as ce
+    from tests.trace_io_helpers import pid_fleet
+
+    run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", 2), tmp_path / "t", "two")
+    seen: list[int] = []
+    real = ce.iter_rows
+
+    def reading(run, table, rank=None):  # type: ignore[no-untyped-def]
+        if (table, rank) == ("kernels", 1):
+            seen.extend(p.stat().st_size for p in tmp_path.glob(".csv.*/rank0/*kernel_trace.csv"))
+        return real(run, table, rank)
+
+    monkeypatch.setattr(ce, "iter_rows", reading)
+    monkeypatch.setattr(ce._Files, "OPEN_MAX", 1)  # rank 0's kernel file closes at its API file
+    with load(run_dir) as run:
+        ce.export_csv(run, tmp_path / "csv")
+    assert seen and seen[0] > 0
+
+
+def test_a_file_closed_to_bound_open_files_is_appended_to(tmp_path: Path, monkeypatch) -> None:
+    import mlaprof.exporters.csv_export as ce
+
+    w = create_run(tmp_path / "t", "mixed", {"source": "test"})
+    for i in range(6):  # HIP and marker calls interleaved: their files alternate
+        w.add("api", domain="HIP_RUNTIME_API" if i % 2 else "MARKER_CORE_API",
+              function=f"f{i}", pid=1, tid=1, correlation=i + 1, start_ns=10 * i,
+              end_ns=10 * i + 5)  # fmt: skip
+    w.finish()
+    with load(w.run_dir) as run:
+        ref = ce.export_csv(run, tmp_path / "ref")
+        monkeypatch.setattr(ce._Files, "OPEN_MAX", 1)
+        assert ce.export_csv(run, tmp_path / "one") == ref == {
+            "marker_api_trace.csv": 3, "hip_api_trace.csv": 3}  # fmt: skip
+    for f in (tmp_path / "ref").iterdir():
+        assert (tmp_path / "one" / f.name).read_text() == f.read_text()

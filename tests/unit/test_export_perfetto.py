@@ -15,7 +15,14 @@ from mlaprof.cli import main
 from mlaprof.exporters.perfetto import Lanes, export_perfetto
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
-from tests.trace_io_helpers import db_rows, fixture, make_run, replay_kernel_csv
+from tests.trace_io_helpers import (
+    db_rows,
+    fixture,
+    launched_kernels,
+    make_run,
+    pid_fleet,
+    replay_kernel_csv,
+)
 
 
 def _load(path: Path) -> dict:
@@ -73,9 +80,9 @@ def test_native_run(tmp_path: Path) -> None:
     steps = [e for e in ev if e["ph"] == "X" and e["cat"] == "step"]
     assert len(layers) == 6 and len(steps) == 2
     cnt = [e for e in ev if e["ph"] == "C"]
-    s = [e for e in cnt if e["name"] == "S gluon-v0.1.19"]
+    s = [e for e in cnt if e["name"] == "S gluon-v0.1.19 (rank 0)"]
     assert [(e["args"]["used"], e["args"]["deserved"]) for e in s] == [(1, 17), (1, 17)]
-    assert [e["args"]["padding"] for e in cnt if e["name"] == "padding rows"] == [1, 1]
+    assert [e["args"]["padding"] for e in cnt if e["name"] == "padding rows (rank 0)"] == [1, 1]
     assert [e["args"]["bytes"] for e in cnt if e["name"].startswith("capture memory")] == [
         2_265_972_736
     ]
@@ -88,7 +95,7 @@ def test_native_run(tmp_path: Path) -> None:
         assert (f["pid"], f["tid"], _ns(f["ts"])) in kpos
         assert _ns(starts[i]["ts"]) < _ns(f["ts"])
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
-    assert any(n.startswith("GPU 0") for n in names) and "host" in names
+    assert any(n.startswith("GPU 0 (rank 0)") for n in names) and "host rank 0" in names
 
 
 def test_imported_trace_and_cli(
@@ -130,29 +137,127 @@ def test_api_fixture_nests(tmp_path: Path) -> None:
     assert re.search(r'"ts":\d+\.\d{3}[,}]', text)
 
 
-def test_the_trace_is_written_one_event_at_a_time(tmp_path) -> None:
-    """Streaming: no write is larger than the largest event, and the file parses to exactly
-    what one json.dumps of the whole trace gives."""
+@pytest.mark.parametrize("hold", [50_000, 0], ids=["held", "streamed"])
+def test_multi_rank_flows_are_keyed_by_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: int
+) -> None:
+    """One flow per launched kernel, from a call of its own rank's host, on every rank (small
+    ranks held and sorted, big ones streamed)."""
+    import mlaprof.exporters.perfetto as perfetto
+
+    monkeypatch.setattr(perfetto, "HOLD_ROWS", hold)
+    ranks = 4
+    run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", ranks), tmp_path / "t", "fleet")
+    out = tmp_path / "fleet.json"
+    with load(run_dir) as run:
+        assert run.ranks == list(range(ranks))
+        counts = export_perfetto(run, out)
+    ev = _load(out)["traceEvents"]
+    assert_nested(ev)
+    names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    rank_of = {}
+    for pid, name in names.items():
+        m = re.search(r"rank (\d+)", name)
+        if m and not name.startswith("mlaprof"):
+            rank_of[pid] = int(m.group(1))
+    hosts = {rank_of[p] for p, n in names.items() if n.startswith("host rank")}
+    gpus = {rank_of[p] for p, n in names.items() if n.startswith("GPU")}
+    assert hosts == gpus == set(range(ranks))  # a host and a GPU process per rank
+    kernels = {(e["pid"], e["tid"], _ns(e["ts"])) for e in ev if e.get("cat") == "kernel"}
+    assert len(kernels) == 54 * ranks
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = [e for e in ev if e["ph"] == "f"]
+    assert len(starts) == len(ends) == counts["flows"] == launched_kernels(ranks)
+    ends_per_kernel: dict[tuple, int] = defaultdict(int)
+    api = {(e["pid"], _ns(e["ts"])): e for e in ev if e["ph"] == "X" and e["cat"] != "kernel"}
+    for f in ends:
+        key = (f["pid"], f["tid"], _ns(f["ts"]))
+        assert key in kernels
+        ends_per_kernel[key] += 1
+        s = starts[f["id"]]
+        assert rank_of[s["pid"]] == rank_of[f["pid"]]  # the launch is on the kernel's rank
+        call = api[(s["pid"], _ns(s["ts"]))]
+        assert call["name"] in ("hipGraphLaunch", "hipLaunchKernel")
+    assert set(ends_per_kernel.values()) == {1}  # exactly one arrow per launched kernel
+
+
+def test_export_streams_rank_by_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events are written while the rows are read: rank 0's kernels are in the file before
+    rank 1's rows are read, and no write is larger than one event."""
     import io
-    import json
 
-    from mlaprof.exporters.perfetto import _dump, build_trace, write_trace
-    from mlaprof.store import load
-    from tests.trace_io_helpers import make_run
+    import mlaprof.exporters.perfetto as perfetto
 
-    with load(make_run(tmp_path / "t")) as run:
-        trace = build_trace(run)
+    run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", 2), tmp_path / "t", "two")
+    log: list[tuple[str, ...]] = []
+    real = perfetto.iter_rows
+
+    def reading(run, table, rank=None):  # type: ignore[no-untyped-def]
+        log.append(("read", table, str(rank)))
+        return real(run, table, rank)
 
     class Recorder(io.StringIO):
-        biggest = 0
+        writes: list[str] = []
 
         def write(self, s: str) -> int:
-            Recorder.biggest = max(Recorder.biggest, len(s))
+            Recorder.writes.append(s)
+            if '"cat":"kernel"' in s:
+                log.append(("kernel",))
             return super().write(s)
 
+    monkeypatch.setattr(perfetto, "iter_rows", reading)
     f = Recorder()
-    write_trace(f, trace)
-    assert json.loads(f.getvalue()) == json.loads(_dump(trace))
-    largest = max(len(_dump(e)) for e in trace["traceEvents"])
-    assert Recorder.biggest <= max(largest, len(_dump(trace["otherData"])) + 20)
-    assert len(f.getvalue()) > 3 * Recorder.biggest  # many writes, not one
+    with load(run_dir) as run:
+        perfetto.stream_trace(run, f)
+    doc = json.loads(f.getvalue())
+    first_kernel = log.index(("kernel",))
+    assert first_kernel < log.index(("read", "kernels", "1"))
+    assert log.index(("read", "kernels", "0")) < first_kernel
+    # between the opening and the closing, every write is one event (and its comma)
+    body = Recorder.writes[1:-2]
+    assert len(body) == len(doc["traceEvents"])
+    assert all(isinstance(json.loads(w.lstrip(",")).get("ph"), str) for w in body)
+    assert len(doc["traceEvents"]) > 100
+
+
+def _slices(path: Path) -> list[tuple]:
+    """Each slice as (track label, name, start, duration), tracks named by their labels."""
+    ev = _load(path)["traceEvents"]
+    label = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+    return sorted(
+        (label[(e["pid"], e["tid"])], e["name"], _ns(e["ts"]), _ns(e["dur"]))
+        for e in ev
+        if e["ph"] == "X"
+    )
+
+
+def test_rows_in_start_order_stream_and_others_are_sorted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernels stored in start order are laned as they stream past (no per-track sort: the
+    sorting lane helper is never called); stored in any other order they are sorted first; both
+    give the same tracks, lanes and slices."""
+    import mlaprof.exporters.perfetto as perfetto
+    from mlaprof.store import create_run
+
+    # (start, end): nested, partially overlapping, equal starts, on two streams
+    spans = [(0, 100), (0, 40), (10, 50), (40, 120), (100, 130), (110, 115), (110, 200)]
+    outs = {}
+    for order in ("sorted", "shuffled"):
+        w = create_run(tmp_path / "t", order, {"source": "test"})
+        seq = sorted(spans) if order == "sorted" else spans[::-1]
+        for s, e in seq:  # the same stream for a span in both runs
+            w.add("kernels", name=f"k{s}-{e}", start_ns=1000 + s, end_ns=1000 + e, device=0,
+                  stream=s // 100)  # fmt: skip
+        w.finish()
+        outs[order] = tmp_path / f"{order}.json"
+        with load(w.run_dir) as run:
+            if order == "sorted":  # streamed (as a big table is), it never sorts a track
+                monkeypatch.setattr(perfetto, "HOLD_ROWS", 0)
+                monkeypatch.setattr(perfetto, "_laned", None)
+            export_perfetto(run, outs[order])
+        monkeypatch.undo()
+    a, b = _slices(outs["sorted"]), _slices(outs["shuffled"])
+    assert len(a) == len(spans)
+    assert_nested(_load(outs["sorted"])["traceEvents"])
+    assert a == b

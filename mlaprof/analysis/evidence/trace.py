@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from mlaprof.analysis.coverage import coverage_summary, explain_syncs
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.analysis.graph_kinds import DRAFTER, drafter_summary, graph_kinds
@@ -42,6 +43,8 @@ def trace_evidence(run: Run) -> Evidence:
         t["layers"] = _of_steps(t["layers"], t["steps"])
     tr = imported_summary(run, t["steps"], t["layers"], stats)
     tr["drafter"] = drafter if not drafting.empty else None
+    tr["coverage"] = coverage_summary(run, run.meta, tr["paths"], t["layers"])
+    tr["syncs"] = explain_syncs(tr["syncs"], tr["coverage"])
     reference = tr.pop("layer_reference")
     c = dict(tr["capture"])
     status = CaptureStatus(c.pop("status"))

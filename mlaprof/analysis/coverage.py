@@ -1,0 +1,234 @@
+"""What an imported trace let the analysis see: were MLA kernels recognised (per rank), which
+kernel names look like attention when none was, what the API trace held, and whether the split
+collapse could be checked on each path. A report never reads "no findings" over a trace whose
+attention it did not find: that is a warning here, with what was read and how to point the
+import at the kernels (``--patterns`` / ``--mla-pattern``, docs/trace_io.md).
+
+The question answered is "what could this trace show?"; the other analyzers answer what it shows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.imported import COLLAPSE_POLICIES, SYNC_CALLS
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+# a kernel name that looks like attention (case-insensitive substring): shown when none of the
+# trace's kernels matched the MLA table, so the user sees which names to give --patterns
+ATTENTION_LIKE = r"(?i)(mla|attn|attention|decode|flash)"
+SHOWN = 8  # attention-like names listed (the most launched first)
+PATTERNS_HINT = (
+    "if your MLA kernel has another name, tell the import which kernel it is and which grid axis "
+    "holds S: mlaprof import rocprof PATH --mla-pattern AXIS:REGEX, or --patterns FILE with "
+    "rows_axis and qlen_axis as well (docs/trace_io.md, 'Kernel table')"
+)
+
+_COUNTS = """
+SELECT 'rank' AS part, CAST(rank AS VARCHAR) AS key, COUNT(*) AS n FROM kernels GROUP BY rank
+UNION ALL
+SELECT 'api', function, COUNT(*) FROM api GROUP BY function
+"""
+_LIKE = f"""
+SELECT name AS key, COUNT(*) AS n FROM kernels
+WHERE regexp_matches(name, '{ATTENTION_LIKE}') GROUP BY name
+"""
+
+
+def read_counts(run: Run, names: bool) -> dict[str, Any]:
+    """Kernels per rank and API calls by function (one query over every rank's rows, where they
+    lie); with ``names``, the attention-like kernel names too (a scan of every name: only asked
+    when a rank has no MLA kernel)."""
+    res = run.sql(_COUNTS)
+    parts = {p: g for p, g in res.groupby("part")}
+    per_rank = {int(r.key): int(r.n) for r in parts.get("rank", res.iloc[:0]).itertuples()}
+    api = parts.get("api", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
+    like = run.sql(_LIKE) if names else res.iloc[:0]
+    like = like.sort_values(["n", "key"], ascending=[False, True])
+    return {
+        "kernels_by_rank": per_rank,
+        "kernels": sum(per_rank.values()),
+        "attention_like": [
+            {"name": str(r.key), "launches": int(r.n)} for r in like.head(SHOWN).itertuples()
+        ],
+        "attention_like_names": int(len(like)),
+        "api_calls": int(api["n"].sum()) if len(api) else 0,
+        "api_functions": [
+            {"function": str(r.key), "calls": int(r.n)} for r in api.itertuples() if r.key
+        ],
+        "host_syncs": int(api[api["key"].isin(SYNC_CALLS)]["n"].sum()) if len(api) else 0,
+    }
+
+
+def _list(items: list[str], total: int) -> str:
+    return ", ".join(items) + (f" and {total - len(items)} more" if total > len(items) else "")
+
+
+def api_text(c: dict[str, Any]) -> str:
+    """What the API trace held, in words (the sync line says it when it cannot judge)."""
+    if not c["api_calls"]:
+        return "no HIP/CUDA API calls in the import"
+    top = [f"{f['function']} x{f['calls']}" for f in c["api_functions"][:4]]
+    syncs = c["host_syncs"]
+    return f"{c['api_calls']} API call(s) read ({_list(top, len(c['api_functions']))}); " + (
+        f"{syncs} of them host syncs" if syncs else "none of them a host sync"
+    )
+
+
+def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]) -> dict:
+    """Per rank: kernels read and MLA layer records recognised; the ranks with none."""
+    mla = layers.groupby("rank").size().to_dict() if not layers.empty else {}
+    per = [
+        {"rank": int(r), "kernels": per_rank.get(int(r), 0), "mla_layers": int(mla.get(r, 0))}
+        for r in ranks
+    ]
+    return {"per_rank": per, "without_mla": [p["rank"] for p in per if not p["mla_layers"]]}
+
+
+def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per path the trace ran: whether the split collapse was checked, and why not. Checked on
+    the paths whose S the host chooses from grid-visible rows and qlen (COLLAPSE_POLICIES), when
+    the grid gives both; a user's kernel without a known rule, or without rows and qlen on its
+    grid, is "not checked" (never a silent pass)."""
+    pats = {
+        p["path"]: p
+        for p in meta.get("kernel_patterns") or []
+        if isinstance(p, dict) and p.get("role") == "stage1"
+    }
+    out = []
+    for p in paths:
+        pat = pats.get(p["path"], {})
+        missing = [what for what, v in (("rows", p["rows"]), ("qlen", p["qlen"])) if v is None]
+        base = {"path": p["path"], "variant": p["variant"], "steps": p["steps"], "S": p["S"]}
+        if pat.get("split_axis") == "device":
+            out.append({**base, "status": "not applicable",
+                        "why": "S is decided on the device at every replay, never frozen"})  # fmt: skip
+            continue
+        if p["path"] in COLLAPSE_POLICIES and not missing:
+            out.append(
+                {**base, "status": "checked", "why": f"rule {COLLAPSE_POLICIES[p['path']][0]}"}
+            )
+            continue
+        why = []
+        if p["path"] not in COLLAPSE_POLICIES:
+            why.append(
+                f"no split rule is known for path {p['path']!r} (the trace-side check knows "
+                + ", ".join(COLLAPSE_POLICIES)
+                + ")"
+            )
+        if missing:
+            why.append(
+                f"{' and '.join(missing)} not on the grid of {p['variant']} (no "
+                + " / ".join(f"{m}_axis" for m in missing)
+                + " in its pattern)"
+            )
+        # said as a finding where a check was expected: a host-chosen path, or a user's kernel
+        warn = p["path"] in COLLAPSE_POLICIES or p["path"] not in _KNOWN_PATHS
+        out.append({**base, "status": "not checked", "why": "; ".join(why), "warn": warn})
+    return out
+
+
+def _known_paths() -> frozenset[str]:
+    from mlaprof.importers.kernels import DEFAULT_PATTERNS
+
+    return frozenset(p.path for p in DEFAULT_PATTERNS)
+
+
+_KNOWN_PATHS = _known_paths()
+
+
+def coverage_summary(
+    run: Run, meta: dict[str, Any], paths: list[dict[str, Any]], layers: pd.DataFrame
+) -> dict[str, Any]:
+    with_mla = set(layers["rank"].astype(int)) if not layers.empty else set()
+    c = read_counts(run, names=not set(run.ranks) <= with_mla)
+    return {
+        **c,
+        "api": api_text(c),
+        "recognition": recognition(c["kernels_by_rank"], layers, run.ranks),
+        "collapse_checks": collapse_checks(meta, paths),
+        "provenance": f"imported from {meta.get('imported_from', '?')}",
+    }
+
+
+def explain_syncs(syncs: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
+    """An "unknown" sync verdict says what the API trace held and why it cannot be judged."""
+    if syncs["status"] != "unknown" or not cov["api_calls"]:
+        return syncs
+    why = (
+        "no MLA kernel recognised, so no MLA layer to place them in"
+        if not any(p["mla_layers"] for p in cov["recognition"]["per_rank"])
+        else syncs["evidence"]
+    )
+    return {**syncs, "evidence": f"{cov['api']}; {why}"}
+
+
+def coverage_findings(cov: dict[str, Any]) -> list[Finding]:
+    out = []
+    rec = cov["recognition"]
+    none = rec["without_mla"]
+    if none:
+        n_ranks = len(rec["per_rank"])
+        kernels = sum(p["kernels"] for p in rec["per_rank"] if p["rank"] in none)
+        names = [f"{x['name']} (x{x['launches']})" for x in cov["attention_like"]]
+        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({_ranks(none)})"
+        looks = (
+            "names that look like attention (mla/attn/attention/decode/flash): "
+            + _list(names, cov["attention_like_names"])
+            if names
+            else "no kernel name looks like attention (mla/attn/attention/decode/flash)"
+        )
+        out.append(
+            Finding(
+                kind="no-mla",
+                severity="warning",
+                title=(
+                    f"no MLA kernel recognised{where}: {kernels} kernel(s) read, none matched the "
+                    "MLA kernel table; nothing below judges attention (no S, capture or collapse "
+                    "verdict)"
+                ),
+                evidence=f"{looks}; {cov['api']} ({cov['provenance']})",
+                fix=PATTERNS_HINT,
+                data={
+                    "ranks": none,
+                    "kernels": kernels,
+                    "attention_like": cov["attention_like"],
+                },  # fmt: skip
+            )
+        )
+    for chk in cov["collapse_checks"]:
+        if chk["status"] != "not checked" or not chk["warn"]:
+            continue
+        out.append(
+            Finding(
+                kind="not-checked",
+                severity="warning",
+                title=(
+                    f"KV-split collapse not checked on the {chk['path']} path ({chk['variant']}, "
+                    f"{chk['steps']} step(s), S {chk['S']}): {chk['why']}"
+                ),
+                evidence=(
+                    f"S is read from the grid, but whether it collapsed needs the path's split rule "
+                    f"and the rows and qlen it ran with ({cov['provenance']})"
+                ),
+                fix=(
+                    "describe the kernel with --patterns FILE: path (aiter-gluon for a gluon "
+                    "kernel under another name), split_axis, rows_axis and qlen_axis "
+                    "(docs/trace_io.md)"
+                ),
+                data=chk,
+            )
+        )
+    return out
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:16])) + (", ..." if len(ranks) > 16 else "")
+
+
+__all__ = ["coverage_findings", "coverage_summary", "explain_syncs"]

@@ -1,0 +1,160 @@
+"""Never a green result on missing evidence: an imported trace whose MLA kernels were not
+recognised gives a WARNING (kernels read, attention-like names, the --patterns hint) and no "OK"
+in any view; a user's kernel without the axes that pin rows and qlen says the collapse check was
+"not checked"; an unknown sync verdict says what the API trace held; text is said once and
+empty tables are left out."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlaprof.analysis import summary
+from mlaprof.analysis.imported import SYNC_CALLS
+from mlaprof.cli import main
+from mlaprof.figures.html_report import render_html
+from mlaprof.importers.kernels import KernelMatcher, KernelPattern
+from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.store import load
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+BUG = DATA / "aiter" / "gluon_v0119_bug"  # a CRITICAL S = 1 collapse on _mla_gluon
+LLAMA = DATA / "rocprof"  # real rocprofv3 output of a llama.cpp decode: no MLA
+RENAMED = "_mla_gluon_bh16_kernel"
+
+
+def _renamed(dst: Path, pid: int = 4242) -> Path:
+    """The collapse trace with its attention kernel under a name the table does not know."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in BUG.iterdir():
+        text = f.read_text().replace('"_mla_gluon"', f'"{RENAMED}"')
+        (dst / f.name.replace("4242", str(pid))).write_text(text)
+    return dst
+
+
+def _llama(dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    for kind in ("kernel", "hip_api"):
+        shutil.copy(LLAMA / f"rocprof-unified-viewer__decode_{kind}_trace.csv", dst)
+    return dst
+
+
+def _views(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """The terminal report, --json, tui --once and the HTML report's text of one run."""
+    out = {}
+    assert main(["report", str(run_dir)]) == 0
+    out["terminal"] = capsys.readouterr().out
+    assert main(["report", str(run_dir), "--json"]) == 0
+    out["json"] = capsys.readouterr().out
+    assert main(["tui", str(run_dir), "--once"]) == 0
+    out["tui"] = capsys.readouterr().out
+    with load(run_dir) as run:
+        page = html.unescape(render_html(run))
+    page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)  # plotly.js, CSS
+    out["html"] = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    return out
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_renamed_kernel_warns_in_every_view_and_says_ok_nowhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = import_rocprof(_renamed(tmp_path / "in"), tmp_path / "t", "ren")
+    v = _views(run_dir, capsys)
+    doc = json.loads(v["json"])
+    (f,) = doc["findings"]
+    assert (f["severity"], f["kind"]) == ("warning", "no-mla")
+    assert "54 kernel(s) read" in f["title"]  # 54 dispatches in the trace's kernel file
+    assert f"{RENAMED} (x12)" in f["evidence"]  # 3 replays x 4 layers
+    assert "--mla-pattern" in f["fix"] and "--patterns" in f["fix"]
+    for name, text in v.items():
+        assert not re.search(r"\bOK\b", text), name
+        assert "no findings" not in text.lower(), name
+    assert "WARNING" in v["terminal"] and "[WARN] no MLA kernel recognised" in v["tui"]
+    assert "no MLA kernel recognised" in v["html"]
+    term = _flat(v["terminal"])
+    assert term.count("no MLA kernels recognised, so no step to judge") == 1  # said once
+    for stub in ("verify path and kernel variant", "KV splits: no split metadata"):
+        assert stub not in term and stub not in v["html"]
+    # 9 API rows were read (3 graph launches, 6 kernel launches): said, not "no HIP/CUDA API"
+    sy = doc["trace"]["syncs"]
+    assert sy["status"] == "unknown"
+    assert "9 API call(s) read (hipLaunchKernel x6, hipGraphLaunch x3)" in sy["evidence"]
+    assert "none of them a host sync" in sy["evidence"] and "no HIP/CUDA API" not in term
+
+
+def test_real_llama_trace_warns_with_its_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = import_rocprof(_llama(tmp_path / "in"), tmp_path / "t", "ll")
+    # counted here from the fixture files, not from the import
+    with open(tmp_path / "in" / "rocprof-unified-viewer__decode_hip_api_trace.csv") as fh:
+        funcs = [r["Function"] for r in csv.DictReader(fh)]
+    with open(tmp_path / "in" / "rocprof-unified-viewer__decode_kernel_trace.csv") as fh:
+        n_kernels = sum(1 for _ in csv.DictReader(fh))
+    n_sync = sum(f in SYNC_CALLS for f in funcs)
+    with load(run_dir) as run:
+        doc = summary(run)
+    (f,) = doc["findings"]
+    assert f["kind"] == "no-mla" and f"{n_kernels} kernel(s) read" in f["title"]
+    assert n_kernels == 144 and "no kernel name looks like attention" in f["evidence"]
+    ev = doc["trace"]["syncs"]["evidence"]
+    assert f"{len(funcs)} API call(s) read" in ev and f"{n_sync} of them host syncs" in ev
+    assert main(["report", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "OK" not in out and "findings (1)" in out
+    assert _flat(out).count("no MLA kernels recognised, so no step to judge") == 1
+
+
+def test_one_rank_without_mla_is_named(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    for f in BUG.iterdir():
+        (src / "hostA").mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, src / "hostA" / f.name)
+    _renamed(src / "hostB", pid=5151)
+    run_dir, _ = import_rocprof(src, tmp_path / "t", "two")
+    with load(run_dir) as run:
+        doc = summary(run)
+    kinds = {f["kind"]: f for f in doc["findings"]}
+    assert "split-collapse" in kinds  # the recognised rank is still judged
+    w = kinds["no-mla"]
+    assert w["data"]["ranks"] == [1] and "on 1 of 2 ranks (1)" in w["title"]
+    assert "54 kernel(s) read" in w["title"]  # that rank's kernels only
+
+
+def test_user_pattern_without_rows_or_qlen_is_not_checked(tmp_path: Path) -> None:
+    src = _renamed(tmp_path / "in")
+    matcher = KernelMatcher().with_extra([f"y:{RENAMED}"])
+    run_dir, _ = import_rocprof(src, tmp_path / "t", "user", matcher=matcher)
+    with load(run_dir) as run:
+        doc = summary(run)
+    (f,) = doc["findings"]
+    assert (f["severity"], f["kind"]) == ("warning", "not-checked")
+    assert "not checked" in f["title"] and "S 1" in f["title"]
+    assert "no split rule is known for path 'user'" in f["title"]
+    assert "rows and qlen not on the grid" in f["title"]
+    (chk,) = doc["trace"]["coverage"]["collapse_checks"]
+    assert chk["status"] == "not checked"
+
+
+def test_pattern_that_pins_rows_and_qlen_is_checked(tmp_path: Path) -> None:
+    src = _renamed(tmp_path / "in")
+    gluon = KernelPattern("aiter-gluon", RENAMED, "stage1", "y", "x", "z", RENAMED)
+    run_dir, _ = import_rocprof(
+        src, tmp_path / "t", "pinned", matcher=KernelMatcher().with_user([gluon])
+    )
+    with load(run_dir) as run:
+        doc = summary(run)
+    kinds = [(f["severity"], f["kind"]) for f in doc["findings"]]
+    assert kinds == [("critical", "split-collapse")]  # the collapse the rename had hidden
+    (chk,) = doc["trace"]["coverage"]["collapse_checks"]
+    assert chk["status"] == "checked"
