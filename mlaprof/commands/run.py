@@ -149,6 +149,10 @@ def main(args: argparse.Namespace) -> int:
         folder_name(args.name)
     sc = scenario_from_args(args)
     traces = traces_dir(args.traces)
+    if args.device == "cuda":  # before torch loads and before a run folder exists
+        from mlaprof.gpu.visible import check_cuda_visible
+
+        check_cuda_visible()
     if args.live:
         return _live(args, traces)
     from mlaprof.backends.registry import BACKENDS
