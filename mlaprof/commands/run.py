@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from mlaprof.analysis.timing import DEFAULT_THREADS
 from mlaprof.commands.common import add_traces_arg, traces_dir
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
@@ -102,6 +103,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="emit a roctx/NVTX range per layer (rocprofv3 --marker-trace, Nsight)",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"torch CPU threads for the run (default {DEFAULT_THREADS}: CPU step times that "
+        "a loaded machine does not multiply)",
+    )
     p.add_argument("--name", help="run folder name (default: timestamp-scenario-backend-device)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
@@ -160,7 +168,9 @@ def main(args: argparse.Namespace) -> int:
     if args.backend not in BACKENDS:
         raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
     from mlaprof.backends.registry import get_backend
-    from mlaprof.cpu_runner import run_cpu, start_run
+    from mlaprof.cpu_runner import run_cpu, start_run, use_threads
+
+    threads = use_threads(args.threads)
 
     if args.backend == "triton":  # refuse before a run folder exists
         from mlaprof.backends.triton_backend import check_runnable
@@ -170,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
     if prepare is not None:  # refuse before a run folder exists (e.g. aiter without ROCm)
         prepare()
     t0 = time.perf_counter()
-    writer = start_run(sc, args.backend, args.device, traces, args.name)
+    writer = start_run(sc, args.backend, args.device, traces, args.name, threads)
     status, reason = "failed", None
     try:
         with _progress(args.quiet or args.json, sc.steps * sc.layers) as progress:

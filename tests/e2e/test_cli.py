@@ -164,6 +164,7 @@ def test_findings_table_on_terminal(capsys, traces):
         (["run", "--kv-lens", "1,x"], "--kv-lens"),
         (["run", "--backend", "fast"], "unknown backend"),
         (["run", "--spec-tokens", "9"], "0..7"),
+        (["run", "--threads", "0"], "--threads must be >= 1"),
         (["report", "/no/such/run"], "not found"),
         (["runs", "/no/such/folder"], "does not exist"),
     ],
@@ -417,3 +418,18 @@ def test_a_mistyped_run_name_gets_a_suggestion(capsys, traces) -> None:
     assert err.count("\n") == 1 and "did you mean 'bug-padding-c16'?" in err
     assert main(["report", "zzz", "--traces", str(traces)]) == 2
     assert "did you mean" not in capsys.readouterr().err
+
+
+def test_a_cpu_run_sets_and_records_its_thread_count(capsys, traces) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        doc = run_json(capsys, traces, "--layers", "1", "--threads", "2", "--name", "two")
+        assert torch.get_num_threads() == 2
+        assert doc["timing"]["threads"] == 2
+        assert json.loads((traces / "two" / "run.json").read_text())["threads"] == 2
+        doc = run_json(capsys, traces, "--layers", "1", "--name", "one")  # the default
+        assert torch.get_num_threads() == 1 and doc["timing"]["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
