@@ -342,9 +342,11 @@ def applicable(
     ``arch``: the target's GPU architecture (AMD gluon kernels assert theirs)."""
     gluon = policy.startswith("aiter-gluon")
     if gluon and arch and arch.startswith("gfx"):
-        want = "gfx942" if policy == "aiter-gluon-gfx942-pr4582" else "gfx950"
+        pr = policy == "aiter-gluon-gfx942-pr4582"  # its own kernel, not mla_gluon's
+        want, kernel, source = ("gfx942", "mla_gluon_gfx942", "aiter PR #4582") if pr else (
+            "gfx950", "mla_gluon", "aiter mla_gluon.py")  # fmt: skip
         if arch != want:
-            return f"mla_gluon asserts {want} (aiter mla_gluon.py), the target is {arch}"
+            return f"{kernel} asserts {want} ({source}), the target is {arch}"
     if policy in BH64_FIRST and heads in BH64_HEADS:
         return (
             None

@@ -98,7 +98,9 @@ def test_gluon_runs_only_on_its_arch():
     assert "asserts gfx950" in applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx942")
     assert applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx950") is None
     assert applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx942") is None
-    assert "asserts gfx942" in applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx950")
+    pr = applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx950")
+    assert pr.startswith("mla_gluon_gfx942 asserts gfx942 (aiter PR #4582)")  # not mla_gluon's
+    assert applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx942").startswith("mla_gluon asserts")
     assert applicable("aiter-asm", 16, 4, 4, "gfx942") is None
 
 
