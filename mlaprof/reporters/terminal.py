@@ -310,7 +310,7 @@ def _print_fleet(console: Console, fleet: dict) -> None:
     """Ranks side by side (never merged): which collapsed, S per rank."""
     console.print(fleet["text"], highlight=False)
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
-    cols = ("rank", "host", "pid", "GPU", "DP", "trust", "layers", "S min", "S max",
+    cols = ("rank", "host", "pid", "agent", "DP", "trust", "layers", "S min", "S max",
             "coll. layers")  # fmt: skip
     for col in cols:
         t.add_column(col, justify="left" if col == "host" else "right")
@@ -323,7 +323,8 @@ def _print_fleet(console: Console, fleet: dict) -> None:
     console.print(t)
     console.print(
         f"[dim]DP: data-parallel group, {term(fleet['dp_groups_source'])}; host: the folder "
-        "of the rank's files in the import; unknown: not in the trace[/]"
+        "of the rank's files in the import; agent: rocprofv3's Agent_Id (the node's CPU "
+        "agents are numbered first, so not a GPU index); unknown: not in the trace[/]"
     )
 
 
