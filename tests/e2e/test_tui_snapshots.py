@@ -130,15 +130,19 @@ def picker_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # screen -> (how to open it, what it must show at every size: its key columns and lines)
 SCREENS: dict[str, tuple[Callable[[Pilot], Awaitable[None]], list[str]]] = {
     # the run's status and the capture result stay whole (the header wraps at 80 columns)
-    "dashboard": (_loaded, ["layer", "S", "syncs", "q Quit", "? Help", "finished",
-                            "failed (runs PIECEWISE)"]),  # fmt: skip
+    "dashboard": (
+        _loaded,
+        ["layer", "S", "syncs", "q Quit", "? Help", "finished", "failed (runs PIECEWISE)"],
+    ),  # fmt: skip
     "findings": (_findings, ["CRIT  FULL graph capture failed", "q Quit"]),
     "layer": (_layer, ["layer 2", "aten._local_scalar_dense", "mla/legacy.py:100", "count"]),
     "compare": (_compare, ["A: bug", "B: fix", "S used", "change", "B is", "better"]),
     "help": (_help, ["dashboard: keys  (escape or ? closes)", "drill down", "q  ", "quit"]),
     "whatif": (_whatif, ["S bug", "S fix", "S frz", "bug x", "frozen x", "B+pad: requests"]),
-    "picker": (_picker, ["bug", "fix", "traces", "steps", "device", "policy",
-                         "NVIDIA H200 (test)"]),  # fmt: skip
+    "picker": (
+        _picker,
+        ["bug", "fix", "traces", "steps", "device", "policy", "NVIDIA H200 (test)"],
+    ),  # fmt: skip
 }
 
 
