@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import os
 import platform
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -23,18 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
 LIMIT_S = "0.5"
-
-
-def crafted(path: Path) -> None:
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE rocpd_info_agent (id INTEGER, guid TEXT, absolute_index INTEGER)")
-    con.execute(
-        "CREATE VIEW rocpd_kernel_dispatch AS SELECT n AS id, 'g' AS guid, 1 AS agent_id FROM "
-        "(WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT n FROM c) "
-        "WHERE n < 0"
-    )
-    con.commit()
-    con.close()
 
 
 def main() -> int:
@@ -49,8 +36,9 @@ def main() -> int:
 
     seconds, loads = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "crafted.db"
-        crafted(db)
+        from tests.rocpd_crafted import never_ending_rocpd
+
+        db = never_ending_rocpd(Path(tmp) / "crafted.db")
         for _ in range(args.repeats):
             loads.append(os.getloadavg()[0])
             t0 = time.perf_counter()

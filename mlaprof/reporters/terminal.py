@@ -148,12 +148,7 @@ def print_report(
         )
 
     def splits_table(show: Callable[[str], str]) -> Table:
-        t = Table(
-            title="KV splits per policy (worst step)",
-            title_justify="left",
-            box=box.SIMPLE,
-            pad_edge=False,
-        )
+        t = _simple_table("KV splits per policy (worst step)")
         # the numbers and their headers keep their width; a long policy name breaks after a
         # separator (reporters.names), never inside a version
         t.add_column("policy", ratio=1)
@@ -328,6 +323,11 @@ def _print_fleet(console: Console, fleet: dict) -> None:
     )
 
 
+def _simple_table(title: str) -> Table:
+    """A titled table without side edges (the report's per-policy and per-kernel tables)."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
+
+
 def _or_unknown(v: object) -> str:
     return "unknown" if v is None else str(v)
 
@@ -336,12 +336,7 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
     """Path, kernel variant, S and batch rows per variant, as the analysis read them."""
 
     def paths_table(show: Callable[[str], str]) -> Table:
-        t = Table(
-            title="verify path and kernel variant per step (from the trace)",
-            title_justify="left",
-            box=box.SIMPLE,
-            pad_edge=False,
-        )
+        t = _simple_table("verify path and kernel variant per step (from the trace)")
         for col in ("path", "kernel variant", "steps (graph/eager)", "S", "rows", "qlen",
                     "layer us"):  # fmt: skip
             left = col in ("path", "kernel variant")
@@ -399,8 +394,7 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
     console.print(t)
 
     def kernels_table(show: Callable[[str], str]) -> Table:
-        k = Table(box=box.SIMPLE, pad_edge=False, title_justify="left",
-                  title="kernels inside graph replays (GPU time)")  # fmt: skip
+        k = _simple_table("kernels inside graph replays (GPU time)")
         k.add_column("kernel")  # a name broken after a separator, never mid-identifier
         for col in ("launches", "total us", "median us", "share"):
             k.add_column(col, justify="right")
