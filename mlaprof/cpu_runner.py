@@ -26,7 +26,21 @@ from mlaprof.store.writer import RunWriter, create_run
 Progress = Callable[[int, int], None]  # (done, total) layer forwards
 
 
-def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = None) -> dict:
+def use_threads(threads: int) -> int:
+    """Set torch's intra-op thread count for this run (recorded with its timings)."""
+    if threads < 1:
+        raise MlaprofError(f"--threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def run_meta(
+    sc: Scenario,
+    backend: str,
+    device: str,
+    argv: list[str] | None = None,
+    threads: int | None = None,
+) -> dict:
     return {
         "source": "mlaprof run",
         "kind": "scenario",
@@ -38,6 +52,8 @@ def run_meta(sc: Scenario, backend: str, device: str, argv: list[str] | None = N
         # release the scenario names (labelled where that release is not modelled)
         "route": {**sc.route().to_dict(), **({"aiter_rule": r} if (r := sc.aiter_rule()) else {})},
         "command": recorded_command(argv if argv is not None else sys.argv),
+        # torch's intra-op threads the steps ran with (CPU timings depend on it); None: unset
+        "threads": threads,
     }
 
 
@@ -66,11 +82,12 @@ def start_run(
     device: str,
     traces: Path,
     name: str | None = None,
+    threads: int | None = None,
     rank: int = 0,
 ) -> RunWriter:
     # a default name never collides: the folder is reserved with a suffix if taken
     label = name or runmeta.reserve(traces, runmeta.new_run_name(f"{sc.name}-{backend}-{device}"))
-    return create_run(traces, label, run_meta(sc, backend, device), rank=rank)
+    return create_run(traces, label, run_meta(sc, backend, device, threads=threads), rank=rank)
 
 
 def _forward_layer(backend, inp, meta, out, lse, s_used, checker, check, layer, step):  # noqa: ANN001, ANN202

@@ -16,7 +16,22 @@ if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0'
   "$V/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
   "$V/bin/python" -m pip install -q pandas numpy rich pyarrow 'pytest>=8,<9' hypothesis
 fi
-"$V/bin/python" -m pip install -q --no-deps -e .   # registers the entry point for this clone
+# This clone's mlaprof and its vLLM entry point through PYTHONPATH, never an install into the
+# shared environment (an editable install there points at whichever clone ran last): a
+# dist-info folder under this clone's build/ is what importlib.metadata (and so vLLM's plugin
+# loader) finds first, ahead of any mlaprof installed in $V.
+PLUGIN="$PWD/build/vllm-plugin"
+"$V/bin/python" - "$PLUGIN" <<'PY'
+import pathlib, sys, tomllib
+project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
+info = pathlib.Path(sys.argv[1]) / f"mlaprof-{project['version']}.dist-info"
+info.mkdir(parents=True, exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mlaprof\nVersion: {project['version']}\n")
+groups = project.get("entry-points", {})
+(info / "entry_points.txt").write_text("".join(
+    f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for g, eps in groups.items()))
+PY
+export PYTHONPATH="$PWD:$PLUGIN${PYTHONPATH:+:$PYTHONPATH}"
 # the real engine end to end: tiny MLA model (tests/data/vllm_tiny_mla), ngram and MTP, about a
 # minute per engine on 2 cores (tests/e2e/test_vllm_engine.py)
 "$V/bin/python" -m pytest -q -p no:cacheprovider tests/e2e/test_vllm_install.py tests/e2e/test_vllm_plugin.py \

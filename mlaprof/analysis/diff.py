@@ -14,7 +14,7 @@ from typing import Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
 from mlaprof.analysis.headline import own_split
-from mlaprof.analysis.timing import CPU_SPREAD
+from mlaprof.analysis.timing import cpu_spread
 
 VERDICTS = ("better", "worse", "same", "within spread", "n/a")
 COLUMNS = ("metric", "unit", "a", "b", "change", "change_pct", "ratio", "verdict", "provenance")
@@ -169,6 +169,9 @@ SHORT_NAMES = {m.name: m.short or m.name for m in METRICS}
 
 def _timing_provenance(sa: dict[str, Any], sb: dict[str, Any]) -> str:
     la, lb = sa["timing"]["timing_label"], sb["timing"]["timing_label"]
+    ta, tb = _threads(sa), _threads(sb)
+    if la == lb and _is_cpu(sa) and ta != tb:  # CPU times at two thread counts: say so
+        return f"A: {la} ({_n_threads(ta)}), B: {lb} ({_n_threads(tb)})"
     return la if la == lb else f"A: {la}, B: {lb}"
 
 
@@ -176,10 +179,26 @@ def _is_cpu(s: dict[str, Any]) -> bool:
     return s["timing"].get("timing") == "cpu-wall"
 
 
+def _threads(s: dict[str, Any]) -> int | None:
+    return s["timing"].get("threads")
+
+
+def _n_threads(n: int | None) -> str:
+    return "threads not recorded" if n is None else f"{n} thread{'s' if n != 1 else ''}"
+
+
+def run_spread(sa: dict[str, Any], sb: dict[str, Any]) -> float | None:
+    """The CPU run-to-run spread that applies to A vs B: the wider of the spreads measured at
+    each CPU side's thread count; None when neither side is timed on the CPU."""
+    spreads = [cpu_spread(_threads(s)) for s in (sa, sb) if _is_cpu(s)]
+    return max(spreads) if spreads else None
+
+
 def diff_table(sa: dict[str, Any], sb: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per metric either run has: A, B, change and the verdict from B's point of view
     (``better`` / ``worse`` / ``same`` / ``within spread`` / ``n/a``)."""
     rows = []
+    spread = run_spread(sa, sb)
     for m in METRICS:
         va, vb = m.value(sa), m.value(sb)
         if va is None and vb is None:
@@ -190,12 +209,7 @@ def diff_table(sa: dict[str, Any], sb: dict[str, Any]) -> list[dict[str, Any]]:
             verdict = "n/a"
         elif abs(change) <= 1e-9 * max(1.0, abs(va or 0.0)):
             verdict = "same"
-        elif (
-            m.timing
-            and (_is_cpu(sa) or _is_cpu(sb))
-            and ratio is not None
-            and 1 / CPU_SPREAD < ratio < CPU_SPREAD
-        ):
+        elif m.timing and spread is not None and ratio is not None and 1 / spread < ratio < spread:
             verdict = "within spread"
         else:
             verdict = "better" if (change < 0) == m.lower_is_better else "worse"
@@ -234,7 +248,7 @@ def diff_summaries(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
             "after": (sb.get("route") or {}).get("path"),
         },
         "trace_splits": _trace_splits(sa.get("trace"), sb.get("trace")),
-        "cpu_spread": CPU_SPREAD if _is_cpu(sa) or _is_cpu(sb) else None,
+        "cpu_spread": run_spread(sa, sb),
         "table": diff_table(sa, sb),
     }
 

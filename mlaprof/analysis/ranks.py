@@ -81,9 +81,10 @@ def fleet_summary(
         if groups
         else "unknown (one rank, or no batch rows recorded)",
         # what the host/pid/GPU columns are: where a launcher ran the rank, or an import's files
-        "hosts_source": "the machine, process and GPU each rank ran on (launcher)"
+        "hosts_source": "the machine and process each rank ran on, agent its device (launcher)"
         if placed
-        else "the folder of the rank's files in the import; unknown: not in the trace",
+        else "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "
+        "node's CPU agents are numbered first, so not a GPU index); unknown: not in the trace",
         "ranks_collapsed": collapsed,
         "ranks_not_collapsed": fine,
         # ranks disagree when some collapsed and others did not, or their S differ per layer

@@ -124,7 +124,8 @@ def _sections(ev: Evidence) -> dict[str, Any]:
     """The summary sections the findings are drawn from, computed once for both."""
     t = ev.tables
     return {
-        "timing": timing_summary(t["steps"], t["layers"]),
+        # torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)
+        "timing": {**timing_summary(t["steps"], t["layers"]), "threads": ev.meta.get("threads")},
         "paths": path_checks(t["events"]),
         "reservation": reservation_summary(ev.scenario),
     }

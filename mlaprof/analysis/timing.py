@@ -25,11 +25,25 @@ TIMING_SHORT = {
     "build-interval": "builder",
     "capture": "capture",
 }
-# Run-to-run spread of identical CPU runs (max/min of their median step times): 17.1x over six
-# identical default runs on the shared 2-core development machine (bench/cpu_timing_spread.py,
-# bench/results/cpu_timing_spread.json, 2026-11-30). A CPU timing change smaller than this is
-# "within run-to-run spread", not a result: compare timings on a GPU.
-CPU_SPREAD = 17.1
+# torch's intra-op threads of a CPU run (`run --threads`). torch's own default, a thread per core,
+# oversubscribes a shared machine: a loaded 2-core machine made the default run's median step
+# 4.76 s with it and 0.41 s with one thread.
+DEFAULT_THREADS = 1
+# Run-to-run spread of identical CPU runs (max/min of their median step times), by the thread
+# count they ran with (bench/cpu_timing_spread.py, bench/results/cpu_timing_spread*.json). A CPU
+# timing change smaller than this is "within run-to-run spread", not a result: compare on a GPU.
+# One thread: 3.64x over six runs at load 8.7-11.8 on the shared 2-core machine (2026-12-01,
+# bench/results/cpu_timing_spread_threads1.json); measured under that load, an upper range.
+CPU_SPREAD_BY_THREADS = {1: 3.64}
+# torch's default pool (2 threads on the shared 2-core machine, six runs on 2026-11-30): the
+# spread of runs recorded before the thread count was set, and of counts never measured
+CPU_SPREAD_UNSET = 17.1
+CPU_SPREAD = CPU_SPREAD_BY_THREADS[DEFAULT_THREADS]
+
+
+def cpu_spread(threads: int | None) -> float:
+    """The measured run-to-run spread for CPU runs with ``threads`` (None: not recorded)."""
+    return CPU_SPREAD_BY_THREADS.get(threads, CPU_SPREAD_UNSET) if threads else CPU_SPREAD_UNSET
 
 
 def timing_label(timing: str | None) -> str:

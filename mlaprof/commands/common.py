@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
 
 DEFAULT_TRACES = "traces"
+ENDED_EARLY = ("failed", "interrupted")  # run statuses that stopped the run
 
 
 def traces_dir(arg: str | None) -> Path:
@@ -24,14 +27,42 @@ def resolve_run(spec: str, traces: str | None = None) -> Path:
         from mlaprof.store.reader import list_runs
 
         runs = [r for r in list_runs(base) if r.error is None]
-        if not runs:
-            raise MlaprofError(f"no runs under {base}")
-        return runs[0].path
+        # a run that ended before its first step (a start that failed) has nothing to show
+        dead = [r for r in runs if r.steps == 0 and r.status in ENDED_EARLY]
+        live = [r for r in runs if r not in dead]
+        if not live:
+            why = f" ({len(dead)} ended before recording a step)" if dead else ""
+            raise MlaprofError(f"no runs under {base}{why}")
+        skipped = [r.name for r in dead if (r.created, r.name) > (live[0].created, live[0].name)]
+        if skipped:
+            print(
+                f"mlaprof: note: latest is {live[0].name}; newer {', '.join(skipped)} "
+                "ended before recording a step",
+                file=sys.stderr,
+            )
+        return live[0].path
     if (base / spec).is_dir():
         return base / spec
     if p.exists():
         raise MlaprofError(f"{p} is not a run folder")
-    raise MlaprofError(f"run {spec!r} not found (neither a folder nor a run under {base})")
+    hint = did_you_mean(spec, base)
+    raise MlaprofError(f"run {spec!r} not found (neither a folder nor a run under {base}){hint}")
+
+
+def did_you_mean(spec: str, base: Path) -> str:
+    """``; did you mean 'x'?`` for the run names under ``base`` closest to ``spec`` (or "")."""
+    import difflib
+
+    if not base.is_dir():
+        return ""
+    names = []
+    for p in base.iterdir():  # the runs and those one folder down (demo/...), as `runs` lists
+        if p.is_dir() and not p.name.startswith("."):
+            names.append(p.name)
+            with contextlib.suppress(OSError):
+                names += [f"{p.name}/{q.name}" for q in p.iterdir() if q.is_dir()]
+    close = difflib.get_close_matches(spec, names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
 
 
 def add_traces_arg(parser) -> None:  # noqa: ANN001

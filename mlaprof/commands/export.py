@@ -4,9 +4,10 @@ already use (Perfetto UI, the rocpd tools, spreadsheets)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from mlaprof.commands.common import add_traces_arg, resolve_run
+from mlaprof.commands.common import ENDED_EARLY, add_traces_arg, resolve_run
 from mlaprof.errors import MlaprofError
 from mlaprof.export_targets import FORMATS, default_output, exporter
 
@@ -42,7 +43,12 @@ def main(args: argparse.Namespace) -> int:
         raise MlaprofError(f"{out} already exists; choose another -o")
     out.parent.mkdir(parents=True, exist_ok=True)
     with load(run_dir) as run:
+        if run.status in ENDED_EARLY and run.count("steps") == 0:
+            why = f": {run.reason}" if run.reason else ""
+            raise MlaprofError(f"run {run_dir.name} {run.status} before recording a step{why}")
         counts = exporter(args.format)(run, out)
     shown = ", ".join(f"{n} {k}" for k, n in counts.items())
     print(f"exported {run_dir.name} as {args.format} -> {out} ({shown})")
+    if counts and not any(counts.values()):
+        print(f"mlaprof: warning: {run_dir.name} has nothing to export ({shown})", file=sys.stderr)
     return 0

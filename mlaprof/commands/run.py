@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from mlaprof.analysis.timing import DEFAULT_THREADS
 from mlaprof.commands.common import add_engine_model_args, add_traces_arg, traces_dir
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
@@ -112,6 +113,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run N tensor-parallel ranks side by side (torch.distributed: gloo on the CPU, NCCL "
         "with one GPU per rank), an all-reduce after each attention layer, every rank recorded",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"torch CPU threads for the run (default {DEFAULT_THREADS}: CPU step times that "
+        "a loaded machine does not multiply)",
+    )
     p.add_argument("--name", help="run folder name (default: timestamp-scenario-backend-device)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
@@ -167,6 +175,11 @@ def main(args: argparse.Namespace) -> int:
         folder_name(args.name)
     sc = scenario_from_args(args)
     traces = traces_dir(args.traces)
+    if args.device == "cuda":  # before torch loads and before a run folder exists
+        from mlaprof.gpu.visible import check_cuda_visible
+
+        check_cuda_visible()
+
     from mlaprof import multirank
 
     rank_ctx = multirank.from_env()
@@ -181,7 +194,9 @@ def main(args: argparse.Namespace) -> int:
     if args.backend not in BACKENDS:
         raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
     from mlaprof.backends.registry import get_backend
-    from mlaprof.cpu_runner import run_cpu, start_run
+    from mlaprof.cpu_runner import run_cpu, start_run, use_threads
+
+    threads = use_threads(args.threads)
 
     if args.backend == "triton":  # refuse before a run folder exists
         from mlaprof.backends.triton_backend import check_runnable
@@ -192,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
         prepare()
     t0 = time.perf_counter()
     rank = rank_ctx.rank if rank_ctx else 0
-    writer = start_run(sc, args.backend, args.device, traces, args.name, rank=rank)
+    writer = start_run(sc, args.backend, args.device, traces, args.name, threads, rank=rank)
     status, reason = "failed", None
     tp = None
     try:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from mlaprof.commands.common import traces_dir
+from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.errors import MlaprofError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "active-rows: the fix), scenario and step count.",
     )
     p.add_argument("folder", nargs="?", help="traces folder (default: $MLAPROF_TRACES or ./traces)")
+    add_traces_arg(p)  # the folder as every other command takes it
     p.set_defaults(func=main)
 
 
@@ -27,8 +29,11 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.store.reader import list_runs_nested
     from mlaprof.textsafe import term
 
-    folder = traces_dir(args.folder)
-    if args.folder is None and not folder.exists():  # a first-time user: nothing recorded yet
+    if args.folder and args.traces and args.folder != args.traces:
+        raise MlaprofError(f"two traces folders given: {args.folder} and --traces {args.traces}")
+    given = args.folder or args.traces
+    folder = traces_dir(given)
+    if given is None and not folder.exists():  # a first-time user: nothing recorded yet
         print(f"no runs yet under {folder}/: try 'mlaprof run'")
         return 0
     # the runs of the folder and one folder down (traces/demo/...), as the TUI picker lists them

@@ -4,8 +4,9 @@ folder, into one run (all or nothing).
 A folder of several processes' outputs (rocprofv3 names each ``<pid>_kernel_trace.csv`` /
 ``<pid>_results.db``, one per rank of a multi-GPU server) becomes one rank each: its own
 database and kernel file, its own replays (correlation ids are per process). Ranks are numbered
-by a ``rank<N>`` folder or file name part when the paths carry one, else in the order of the GPU
-each process's first kernel ran on (then by pid). Ranks are imported one after the other, the
+by a ``rank<N>`` folder or file name part when the paths carry one, else host by host (the
+folder of the files: vLLM numbers a node's ranks together), in the order of the GPU each
+process's first kernel ran on (then by pid). Ranks are imported one after the other, the
 next two ranks' kernel files read while one is annotated and written, so memory holds about
 three ranks at a time.
 """
@@ -318,8 +319,8 @@ def rank_groups(fmt: str, files: list[Path]) -> list[list[Path]]:
     if all(r is not None for r in explicit) and len(set(explicit)) == len(explicit):
         return [g for _, (_, g) in sorted(zip(explicit, groups, strict=True))]
 
-    def order(item: tuple[tuple[str, str], list[Path]]) -> tuple[int, str, int, str]:
+    def order(item: tuple[tuple[str, str], list[Path]]) -> tuple[str, int, int, str]:
         (folder, pid), g = item
-        return (_first_device(fmt, g), folder, int(pid or 0), pid)
+        return (folder, _first_device(fmt, g), int(pid or 0), pid)
 
     return [g for _, g in sorted(groups, key=order)]

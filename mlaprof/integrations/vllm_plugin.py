@@ -110,7 +110,7 @@ def recorder() -> EngineRecorder:
         if _recorder is None:
             flag = os.environ.get(MARKERS_ENV, "").strip().lower()
             markers = None if not flag else flag in TRUE
-            _recorder = EngineRecorder(open_writer, markers=markers)
+            _recorder = EngineRecorder(_open_and_announce, markers=markers)
             atexit.register(_close)
         return _recorder
 
@@ -134,11 +134,29 @@ def register() -> None:
     patched = [k for k, v in report.items() if v == "patched"]
     if patched:  # once per process (a second register finds everything already patched)
         skipped = len(report) - len(patched)
+        _wrapped.update(patched=len(patched), skipped=skipped)
+
+
+# what register wrapped, said when this process records its first step: a process that loads
+# the plugin and records nothing (vLLM's API server, a front end) announces nothing
+_wrapped: dict[str, int] = {}
+_announced = False
+_announce_lock = threading.Lock()
+
+
+def _open_and_announce(role: str = "") -> RunWriter:
+    global _announced
+    w = open_writer(role)
+    with _announce_lock:
+        first, _announced = not _announced, True
+    if first:
         traces = Path(os.environ.get(TRACES_ENV) or "traces").resolve()
         run = traces / os.environ[RUN_ENV]
-        announce(f"mlaprof: recording this process into {run} ({len(patched)} vLLM functions "
-                 f"wrapped{f', {skipped} skipped' if skipped else ''}); follow it with: "
-                 f"mlaprof tui {run}")  # fmt: skip
+        skipped = _wrapped.get("skipped", 0)
+        announce(f"mlaprof: recording this process into {run} ({_wrapped.get('patched', 0)} "
+                 f"vLLM functions wrapped{f', {skipped} skipped' if skipped else ''}); follow "
+                 f"it with: mlaprof tui {run}")  # fmt: skip
+    return w
 
 
 def announce(message: str) -> None:

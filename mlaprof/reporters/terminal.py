@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -14,6 +15,7 @@ from mlaprof.analysis.cpu_trace import cpu_lines
 from mlaprof.analysis.engine_log import bar_label, gib, log_spec_totals
 from mlaprof.analysis.findings import rank_list
 from mlaprof.analysis.splits import is_collapsed
+from mlaprof.reporters.names import fit_names
 from mlaprof.textsafe import term
 
 if TYPE_CHECKING:
@@ -154,42 +156,41 @@ def print_report(
             "verify paths (step 0, one layer): "
             + "  |  ".join(f"{n}: {c['syncs_per_layer']} sync(s)/layer" for n, c in shown if c)
         )
-    t = Table(
-        title="KV splits per policy (worst step)",
-        title_justify="left",
-        box=box.SIMPLE,
-        pad_edge=False,
-    )
-    # at 80 columns the numbers and their headers keep their width; long policy names fold
-    t.add_column("policy", overflow="fold", ratio=1)
     n_ranks = s["fleet"]["ranks"]
     # ranks that disagree are never merged: then every row names the ranks it holds for
     by_rank = n_ranks > 1 and any(len(r.get("ranks") or [0]) != n_ranks for r in s["splits"])
-    if by_rank:
-        t.add_column("ranks", no_wrap=True)
-    for col in ("S", "all/act", "deserved", "frozen", "occ. (model)"):
-        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for r in s["splits"]:
-        collapsed = is_collapsed(r["used"], r["deserved"])
-        who = [rank_list(r.get("ranks") or [r.get("rank") or 0])] if by_rank else []
-        if r.get("on_device"):  # S is the device's, at every replay: no host number to show
-            name = term(r["policy"]) + (" *" if r["policy"] == sc.get("policy") else "")
-            t.add_row(name + " †", *who, "device", "-", "-", "never", "-")
-            continue
-        if r["used"] is None:  # the policy's kernel does not take this configuration
-            t.add_row(term(r["policy"]), *who, "‡", "-", "-", "-", "-")
-            continue
-        t.add_row(
-            term(r["policy"])
-            + (" *" if r["policy"] == sc.get("policy") else "")
-            + ("" if r.get("verified", True) else " †"),
-            *who,
-            f"[bold red]{r['used']}[/]" if collapsed else str(r["used"]),
-            f"{r['all_rows']}/{r['active_rows']}",
-            str(r["deserved"]),
-            "-" if r["frozen"] is None else str(r["frozen"]),
-            f"{_pct0(r['occupancy'])}->{_pct0(r['occupancy_deserved'])}",
-        )
+
+    def splits_table(show: Callable[[str], str]) -> Table:
+        t = _simple_table("KV splits per policy (worst step)")
+        # the numbers and their headers keep their width; a long policy name breaks after a
+        # separator (reporters.names), never inside a version
+        t.add_column("policy", ratio=1)
+        if by_rank:
+            t.add_column("ranks", no_wrap=True)
+        for col in ("S", "all/act", "deserved", "frozen", "occ. (model)"):
+            t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+        for r in s["splits"]:
+            collapsed = is_collapsed(r["used"], r["deserved"])
+            mark = " *" if r["policy"] == sc.get("policy") else ""
+            who = [rank_list(r.get("ranks") or [r.get("rank") or 0])] if by_rank else []
+            if r.get("on_device"):  # S is the device's, at every replay: no host number
+                t.add_row(show(r["policy"] + mark + " †"), *who, "device", "-", "-", "never", "-")
+                continue
+            if r["used"] is None:  # the policy's kernel does not take this configuration
+                t.add_row(show(r["policy"]), *who, "‡", "-", "-", "-", "-")
+                continue
+            t.add_row(
+                show(r["policy"] + mark + ("" if r.get("verified", True) else " †")),
+                *who,
+                f"[bold red]{r['used']}[/]" if collapsed else str(r["used"]),
+                f"{r['all_rows']}/{r['active_rows']}",
+                str(r["deserved"]),
+                "-" if r["frozen"] is None else str(r["frozen"]),
+                f"{_pct0(r['occupancy'])}->{_pct0(r['occupancy_deserved'])}",
+            )
+        return t
+
+    t = fit_names(console, splits_table)
     if not s["splits"] and (s.get("engine_starts") or s.get("shadow")):
         t = None  # a log has no kernels; a recorded engine's modelled splits are shown above
     elif not s["splits"] and trace and trace["paths"]:
@@ -343,7 +344,7 @@ def _print_fleet(console: Console, fleet: dict) -> None:
     """Ranks side by side (never merged): which collapsed, S per rank."""
     console.print(fleet["text"], highlight=False)
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
-    cols = ("rank", "host", "pid", "GPU", "DP", "trust", "layers", "S min", "S max",
+    cols = ("rank", "host", "pid", "agent", "DP", "trust", "layers", "S min", "S max",
             "coll. layers")  # fmt: skip
     for col in cols:
         t.add_column(col, justify="left" if col == "host" else "right")
@@ -360,6 +361,11 @@ def _print_fleet(console: Console, fleet: dict) -> None:
     )
 
 
+def _simple_table(title: str) -> Table:
+    """A titled table without side edges (the report's per-policy and per-kernel tables)."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
+
+
 def _or_unknown(v: object) -> str:
     return "unknown" if v is None else str(v)
 
@@ -369,25 +375,27 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
     if not trace["paths"]:  # no MLA kernel recognised: the findings say so, no empty table
         _print_replay_time(console, trace["replay_time"])
         return
-    t = Table(
-        title="verify path and kernel variant per step (from the trace)",
-        title_justify="left",
-        box=box.SIMPLE,
-        pad_edge=False,
-    )
-    for col in ("path", "kernel variant", "steps (graph/eager)", "S", "rows", "qlen", "layer us"):
-        left = col in ("path", "kernel variant")
-        t.add_column(col, justify="left" if left else "right", overflow="fold" if left else None)
-    for p in trace["paths"]:
-        t.add_row(
-            term(p["path"]),
-            term(p["variant"]),
-            f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
-            str(p["S"]),
-            p["rows"] or "-",
-            p["qlen"] or "-",
-            "-" if p["layer_median_us"] is None else f"{p['layer_median_us']:.1f}",
-        )
+
+    def paths_table(show: Callable[[str], str]) -> Table:
+        t = _simple_table("verify path and kernel variant per step (from the trace)")
+        for col in ("path", "kernel variant", "steps (graph/eager)", "S", "rows", "qlen",
+                    "layer us"):  # fmt: skip
+            left = col in ("path", "kernel variant")
+            t.add_column(col, justify="left" if left else "right",
+                         overflow="fold" if col == "path" else None)  # fmt: skip
+        for p in trace["paths"]:
+            t.add_row(
+                term(p["path"]),
+                show(p["variant"]),  # broken after a separator, never mid-identifier
+                f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
+                str(p["S"]),
+                p["rows"] or "-",
+                p["qlen"] or "-",
+                "-" if p["layer_median_us"] is None else f"{p['layer_median_us']:.1f}",
+            )
+        return t
+
+    t = fit_names(console, paths_table, column=1)
     console.print(t)
     for p in trace["paths"]:
         console.print(
@@ -425,15 +433,20 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
         t.add_row(str(x["layer"]), f"{x['median_us']:.1f}", f"{x['attention_median_us']:.1f}",
                   _share(x["attention_share"]), "-" if x["S"] is None else str(x["S"]))  # fmt: skip
     console.print(t)
-    k = Table(box=box.SIMPLE, pad_edge=False, title_justify="left",
-              title="kernels inside graph replays (GPU time)")  # fmt: skip
-    k.add_column("kernel", overflow="fold")
-    for col in ("launches", "total us", "median us", "share"):
-        k.add_column(col, justify="right")
-    for x in rt["kernels"][:rows]:
-        k.add_row(("[bold]" if x["attention"] else "") + term(x["name"]) + ("[/]" if x["attention"] else ""),
-                  str(x["launches"]), f"{x['total_us']:.1f}", f"{x['median_us']:.1f}",
-                  _share(x["share"]))  # fmt: skip
+
+    def kernels_table(show: Callable[[str], str]) -> Table:
+        k = _simple_table("kernels inside graph replays (GPU time)")
+        k.add_column("kernel")  # a name broken after a separator, never mid-identifier
+        for col in ("launches", "total us", "median us", "share"):
+            k.add_column(col, justify="right")
+        for x in rt["kernels"][:rows]:
+            bold = x["attention"]
+            k.add_row(("[bold]" if bold else "") + show(x["name"]) + ("[/]" if bold else ""),
+                      str(x["launches"]), f"{x['total_us']:.1f}", f"{x['median_us']:.1f}",
+                      _share(x["share"]))  # fmt: skip
+        return k
+
+    k = fit_names(console, kernels_table)
     console.print(k)
     console.print(f"[dim]{term(rt['provenance'])}; bold: attention (MLA) kernels[/]")
 

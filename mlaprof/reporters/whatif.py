@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
+
+from mlaprof.reporters.names import fit_names
 
 
 def _f(v: Any, fmt: str = "{:.2f}") -> str:
@@ -51,41 +54,55 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     # below ~120 columns the S and slowdown columns stack (bug/fix/frozen in one cell) and
     # lengths read 128k: every key column and every number stays whole at 80 columns
     compact = console.width < 120
-    t = Table(
-        title=f"worst {top} cells (S in red: collapsed)", box=box.SIMPLE_HEAVY, pad_edge=False
-    )
-    for col in axes:  # as wide as their values where they fit, folded where they do not
-        widest = max((len(str(v)) for v in set(cells[col].tolist())), default=len(col))
-        t.add_column(col, overflow="fold", min_width=min(10, max(len(col), widest)))
-    cols = (
-        ("B+pad", "KV", "S b/f/z", "occ b>f", "t µs", "x b/z")
-        if compact
-        else ("real+pad", "KV", "S bug", "S fix", "S frz", "occ bug>fix", "t fix µs", "bug x",
-              "frz x")
-    )  # fmt: skip
-    for col in cols:
-        t.add_column(col, justify="right", no_wrap=True)
-    for r in whatif.worst_rows(top):
-        bug = str(r["S_bug"] or "-")  # 0: not runnable (the note says why)
-        frz = str(r["S_frozen"] or "-")
-        bug_s = f"[bold red]{bug}[/]" if r["collapsed"] else bug
-        frz_s = f"[bold red]{frz}[/]" if r["frozen_collapsed"] else frz
-        fix = str(r["S_fix"] or "-")
-        kv = (
-            _tokens(r["context"], compact)
-            if r["kv_min"] == r["kv_max"]
-            else f"{_tokens(r['kv_min'], compact)}..{_tokens(r['kv_max'], compact)}"
+    rows = whatif.worst_rows(top)
+
+    def worst_table(show: Callable[[str], str]) -> Table:
+        t = Table(
+            title=f"worst {top} cells (S in red: collapsed)", box=box.SIMPLE_HEAVY, pad_edge=False
         )
-        occ = f"{_f(r['occupancy_bug'], '{:.0%}')}>{_f(r['occupancy_fix'], '{:.0%}')}"
-        t_fix = _f(r["t_fix_us"], "{:.0f}")
-        if compact:
-            slow = f"{_f(r['slowdown_bug'], '{:.1f}')}/{_f(r['slowdown_frozen'], '{:.1f}')}"
-            t.add_row(*[str(r[a]) for a in axes], f"{r['batch']}+{r['padding_rows']}", kv,
-                      f"{bug_s}/{fix}/{frz_s}", occ, t_fix, slow)  # fmt: skip
-        else:
-            t.add_row(*[str(r[a]) for a in axes], f"{r['batch']}+{r['padding_rows']}", kv,
-                      bug_s, fix, frz_s, occ, t_fix, _f(r["slowdown_bug"], "{:.2f}x"),
-                      _f(r["slowdown_frozen"], "{:.2f}x"))  # fmt: skip
+        for col in axes:  # as wide as their values where they fit, folded where they do not
+            widest = max((len(str(v)) for v in set(cells[col].tolist())), default=len(col))
+            if col == "policy":  # broken after a separator (reporters.names), never mid-version
+                t.add_column(col)
+            else:
+                t.add_column(col, overflow="fold", min_width=min(10, max(len(col), widest)))
+        cols = (
+            ("B+pad", "KV", "S b/f/z", "occ b>f", "t µs", "x b/z")
+            if compact
+            else ("real+pad", "KV", "S bug", "S fix", "S frz", "occ bug>fix", "t fix µs", "bug x",
+                  "frz x")
+        )  # fmt: skip
+        for col in cols:
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in rows:
+            bug = str(r["S_bug"] or "-")  # 0: not runnable (the note says why)
+            frz = str(r["S_frozen"] or "-")
+            bug_s = f"[bold red]{bug}[/]" if r["collapsed"] else bug
+            frz_s = f"[bold red]{frz}[/]" if r["frozen_collapsed"] else frz
+            fix = str(r["S_fix"] or "-")
+            kv = (
+                _tokens(r["context"], compact)
+                if r["kv_min"] == r["kv_max"]
+                else f"{_tokens(r['kv_min'], compact)}..{_tokens(r['kv_max'], compact)}"
+            )
+            occ = f"{_f(r['occupancy_bug'], '{:.0%}')}>{_f(r['occupancy_fix'], '{:.0%}')}"
+            t_fix = _f(r["t_fix_us"], "{:.0f}")
+            keys = [show(str(r[a])) if a == "policy" else str(r[a]) for a in axes]
+            if compact:
+                slow = f"{_f(r['slowdown_bug'], '{:.1f}')}/{_f(r['slowdown_frozen'], '{:.1f}')}"
+                t.add_row(*keys, f"{r['batch']}+{r['padding_rows']}", kv,
+                          f"{bug_s}/{fix}/{frz_s}", occ, t_fix, slow)  # fmt: skip
+            else:
+                t.add_row(*keys, f"{r['batch']}+{r['padding_rows']}", kv,
+                          bug_s, fix, frz_s, occ, t_fix, _f(r["slowdown_bug"], "{:.2f}x"),
+                          _f(r["slowdown_frozen"], "{:.2f}x"))  # fmt: skip
+        return t
+
+    t = (
+        fit_names(console, worst_table, column=axes.index("policy"))
+        if "policy" in axes
+        else worst_table(str)
+    )
     console.print(t)
     if compact:
         console.print(

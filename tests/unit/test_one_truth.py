@@ -84,3 +84,20 @@ def test_recorded_command_has_no_machine_paths() -> None:
     argv = ["/work/x/mlaprof/__main__.py", "run", "--traces", "/root/t", "--name", "a", "-q"]
     assert recorded_command(argv) == "mlaprof run --name a -q"
     assert recorded_command(["/a/mlaprof", "run", "--traces=/b", "--json"]) == "mlaprof run --json"
+
+
+def test_the_demo_sync_lines_are_as_traces_readme_says() -> None:
+    """traces/README.md: the demo runs name legacy_flat.py:49 for "sync 1", today at line 53."""
+    import sqlite3
+
+    db = DEMO / "bug-legacy-flat-syncs-break-capture" / "rank0.db"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        first = con.execute("SELECT location FROM syncs ORDER BY rowid LIMIT 1").fetchone()[0]
+    finally:
+        con.close()
+    assert first == "mlaprof/backends/legacy_flat.py:49"
+    src = (DEMO.parents[1] / "mlaprof" / "backends" / "legacy_flat.py").read_text().splitlines()
+    assert ".item()" in src[53 - 1] and "sync 1" in src[53 - 1]
+    readme = " ".join((DEMO.parent / "README.md").read_text().split())
+    assert "line 49 is the `.item()`" in readme and "is at line 53" in readme

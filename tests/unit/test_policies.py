@@ -125,6 +125,10 @@ def test_gfx942_gluon_asserts_12_heads_and_bf16():
         assert "nhead == 12" in applicable("aiter-gluon-gfx942-pr4582", h, 4, 4, "gfx942")
     assert "fp8 KV" in applicable("aiter-gluon-gfx942-pr4582", 12, 4, 4, "gfx942", kv_fp8=True)
     assert "asserts gfx942" in applicable("aiter-gluon-gfx942-pr4582", 8, 4, 4, "gfx950")
+    # the PR's kernel is named in its own message, not mla_gluon's
+    pr = applicable("aiter-gluon-gfx942-pr4582", 12, 4, 4, "gfx950")
+    assert pr.startswith("mla_gluon_gfx942 asserts gfx942 (aiter PR #4582")
+    assert applicable("aiter-gluon-v0.1.20", 8, 4, 4, "gfx942").startswith("mla_gluon asserts")
     assert applicable("aiter-asm", 16, 4, 4, "gfx942") is None
 
 

@@ -70,20 +70,29 @@ def _check(run_dir: Path) -> dict:
     return sql
 
 
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every shipped trace imported once for the module (the tests only read the runs)."""
+    base = tmp_path_factory.mktemp("shipped")
+    runs = {
+        src.name: import_rocprof(src, base, f"t{i}")[0] for i, src in enumerate(AITER + ROCPROF)
+    }
+    runs["kineto"] = import_kineto(KINETO_REAL, base, "k")[0]
+    return runs
+
+
 @pytest.mark.parametrize("src", AITER + ROCPROF, ids=lambda p: p.name)
-def test_replay_time_sql_equals_pandas(src: Path, tmp_path: Path) -> None:
-    run_dir, _ = import_rocprof(src, tmp_path, "t")
-    _check(run_dir)
+def test_replay_time_sql_equals_pandas(src: Path, shipped: dict[str, Path]) -> None:
+    _check(shipped[src.name])
 
 
-def test_replay_time_sql_equals_pandas_on_kineto(tmp_path: Path) -> None:
-    run_dir, _ = import_kineto(KINETO_REAL, tmp_path, "k")
-    rt = _check(run_dir)
+def test_replay_time_sql_equals_pandas_on_kineto(shipped: dict[str, Path]) -> None:
+    rt = _check(shipped["kineto"])
     assert rt["replays"] > 0 and rt["layers"]  # a trace with replays: the check is not vacuous
 
 
-def test_replay_time_counts_per_rank_on_the_fleet(tmp_path: Path) -> None:
-    run_dir, _ = import_rocprof(DATA / "aiter" / "fleet_dp2_tp4", tmp_path, "f")
+def test_replay_time_counts_per_rank_on_the_fleet(shipped: dict[str, Path]) -> None:
+    run_dir = shipped["fleet_dp2_tp4"]
     rt = _check(run_dir)
     with load(run_dir) as run:
         per_rank = run.sql("SELECT COUNT(DISTINCT (rank, replay)) AS n FROM kernels "
@@ -93,16 +102,11 @@ def test_replay_time_counts_per_rank_on_the_fleet(tmp_path: Path) -> None:
 
 
 # -- per-step layer aggregates (graph kinds, paths, steps, collapse) ------------------------------
-def _traces(tmp_path: Path) -> list[Path]:
-    runs = [import_rocprof(src, tmp_path, f"t{i}")[0] for i, src in enumerate(AITER + ROCPROF)]
-    return [*runs, import_kineto(KINETO_REAL, tmp_path, "k")[0]]
-
-
-def test_step_stats_sql_equals_pandas_on_every_shipped_trace(tmp_path: Path) -> None:
+def test_step_stats_sql_equals_pandas_on_every_shipped_trace(shipped: dict[str, Path]) -> None:
     from mlaprof.analysis.step_stats import step_stats, step_stats_sql
 
     judged = 0
-    for run_dir in _traces(tmp_path):
+    for run_dir in shipped.values():
         with load(run_dir) as run:
             sql, ref = step_stats_sql(run), step_stats(run.layers)
         assert list(sql.index) == list(ref.index), run_dir.name
@@ -114,7 +118,7 @@ def test_step_stats_sql_equals_pandas_on_every_shipped_trace(tmp_path: Path) -> 
 
 
 def test_trace_analyses_on_sql_step_stats_equal_those_on_pandas(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shipped: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every analysis fed by the per-step aggregates (graph kinds and the drafter table, paths,
     the step list, the collapse findings and their reference) says the same whichever computed
@@ -122,7 +126,7 @@ def test_trace_analyses_on_sql_step_stats_equal_those_on_pandas(
     from mlaprof.analysis.run_summary import build_summary
     from mlaprof.analysis.step_stats import step_stats
 
-    for run_dir in _traces(tmp_path):
+    for run_dir in shipped.values():
         with load(run_dir) as run:
             sql = build_summary(run).to_json()
             monkeypatch.setattr(trace_adapter, "step_stats_sql", lambda r: step_stats(r.layers))

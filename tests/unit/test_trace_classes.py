@@ -6,8 +6,6 @@ carried back, and bounded reads of a user's rocpd database."""
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -104,22 +102,14 @@ def test_rank_ordering_of_a_users_database_is_bounded(tmp_path, monkeypatch) -> 
     """first_agent (which orders the ranks of a folder of databases) runs on the user's file:
     a view that never ends gives up at the time limit instead of hanging."""
     from mlaprof.importers.rocpd_sqlite import first_agent
+    from tests.rocpd_crafted import never_ending_rocpd
 
-    db = tmp_path / "crafted.db"
-    con = sqlite3.connect(db)
-    con.execute("CREATE TABLE rocpd_info_agent (id INTEGER, guid TEXT, absolute_index INTEGER)")
-    con.execute(
-        "CREATE VIEW rocpd_kernel_dispatch AS SELECT n AS id, 'g' AS guid, 1 AS agent_id FROM "
-        "(WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT n FROM c) "
-        "WHERE n < 0"
-    )
-    con.commit()
-    con.close()
+    db = never_ending_rocpd(tmp_path / "crafted.db")
     monkeypatch.setenv("MLAPROF_ROCPD_TIMEOUT", "0.5")
-    t0 = time.monotonic()
+    # the limit's own message says it fired; how soon is a bench target, not a unit assertion
+    # (bench/rocpd_time_limit.py: a loaded machine stretches any wall time)
     with pytest.raises(MlaprofError, match="gave up after 0.5 s"):
         first_agent(db)
-    assert time.monotonic() - t0 < 10
 
 
 def test_the_default_time_limit_is_a_minute_at_most(monkeypatch) -> None:

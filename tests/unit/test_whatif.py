@@ -349,3 +349,15 @@ def test_aiter_release_label_on_every_aiter_cell():
     w = compute(GridSpec(batches=[1], contexts=[8192], aiter="0.1.21.post2",
                          policies=["aiter-gluon-v0.1.20.post1"]))  # fmt: skip
     assert w.provenance["aiter"]["label"] == "rule of v0.1.20.post1; v0.1.21.post2 not verified"
+
+
+def test_identical_draws_are_one_cell_in_the_worst_list():
+    """One request length: every draw of a batch size is the same batch; the list shows it once
+    and keeps going to other cells (the grid itself keeps every draw)."""
+    grid = GridSpec(batches=[1, 2, 3], kv_mix=[8192], draws=4, specs=[3],
+                    policies=["aiter-gluon-v0.1.19"], devices=["mi355x"])  # fmt: skip
+    w = compute(grid)
+    assert len(w) == 3 * 4  # every draw is a cell
+    rows = w.worst_rows(15)
+    assert len(rows) == 3 and sorted(r["batch"] for r in rows) == [1, 2, 3]
+    assert len(w.worst(15)) == 3

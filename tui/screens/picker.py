@@ -67,15 +67,16 @@ class PickerScreen(Screen[Path | None]):
             f"[b]{term(self.title_text or 'runs')}[/b]: {len(runs)} in {term(self.folder)}, newest first; "
             "enter opens"
         )
-        # what tells runs apart first (an 80-column terminal shows these); the rest scrolls
-        head = ["run", "status", "min_kv_mode", "backend", "steps", "device", "policy"]
+        # the run, then its key columns whole at 80 columns (steps, device, policy: a policy
+        # name cut at the edge reads as another version); the rest scrolls
+        head = ["run", "steps", "device", "policy", "status", "min_kv_mode", "backend"]
         head += ["scenario", "created"]
         self.head = head
         rows = [
-            [r.name, r.status, r.min_kv_mode or "-", r.backend or "-", str(r.steps)]
+            [r.name, str(r.steps), r.device or "-", r.policy or "-", r.status]
             + [
-                r.device or "-",
-                r.policy or "-",
+                r.min_kv_mode or "-",
+                r.backend or "-",
                 r.scenario or "-",
                 r.created[:16].replace("T", " "),
             ]
