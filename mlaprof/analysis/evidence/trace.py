@@ -33,7 +33,7 @@ def trace_evidence(run: Run) -> Evidence:
     # the drafter's own graphs get their own table; every analysis below sees verify steps only
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
-    kinds = graph_kinds(t["steps"], stats)
+    kinds = graph_kinds(t["steps"], stats, run.meta)
     drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
     drafter = drafter_summary(drafting, stats, str(prov))
     if not drafting.empty:
