@@ -448,8 +448,12 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
         )
     else:
         how = (
-            f"{with_launch} of {n_graph} carry the correlation id of a graph-launch call in the "
-            "API trace"
+            (
+                f"{with_launch} of {n_graph}"
+                if (with_launch or 0) <= n_graph
+                else f"{with_launch} MLA replays (drafter passes included)"
+            )
+            + " carry the correlation id of a graph-launch call in the API trace"
             if n_launch
             else "their kernels share one correlation id (no graph-launch call in the trace to "
             "confirm)"

@@ -760,7 +760,7 @@ def _derived(
         eager = ~graph & (True if cm is None else ~cm[lead])
     else:
         eager = np.zeros(len(lead), bool)
-    t0, t1 = _segment_spans(kc, plan, lead, graph, t0, t1)
+    t0, t1 = _segment_spans(kc, plan, lead, graph, replay, role, t0, t1)
     piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1)
     mode = np.where(
         graph, "graph", np.where(piecewise, "piecewise", np.where(eager, "eager", ""))
@@ -804,18 +804,23 @@ def _segment_spans(
     plan: Plan | None,
     lead: np.ndarray,
     graph: np.ndarray,
+    replay: np.ndarray,
+    role: np.ndarray,
     t0: np.ndarray,
     t1: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Eager steps widened to their step-model segment (every kernel in it, MLA or not), where
-    the segment holds that one eager step."""
+    """Eager steps widened to their step-model segment, where the segment holds that one eager
+    step: from the segment's first kernel (input preparation) to the end of its last MLA kernel
+    or graph piece (the forward; the sampler after it is not the step's time, as a FULL
+    replay's step is its replay)."""
     if plan is None or plan.seg is None or graph.all():
         return t0, t1
     seg = plan.seg
     ok = seg >= 0
     if not ok.any():
         return t0, t1
-    keys, s0, s1, _ = _groups(seg[ok], kc.ints["start_ns"][ok], kc.ints["end_ns"][ok])
+    start, end = kc.ints["start_ns"], kc.ints["end_ns"]
+    keys, s0, _, _ = _groups(seg[ok], start[ok], end[ok])
     mine = seg[lead]
     eager = ~graph & (mine >= 0)
     uniq, cnt = np.unique(mine[eager], return_counts=True)
@@ -823,7 +828,13 @@ def _segment_spans(
     pos = np.searchsorted(keys, mine[alone])
     t0, t1 = t0.copy(), t1.copy()
     t0[alone] = np.minimum(t0[alone], s0[pos])
-    t1[alone] = np.maximum(t1[alone], s1[pos])
+    piece = ok & (replay >= 0) & ~((role >= 1) & (role <= 3))
+    if piece.any():
+        pk, _, p1, _ = _groups(seg[piece], start[piece], end[piece])
+        at = np.clip(np.searchsorted(pk, mine[alone]), 0, len(pk) - 1)
+        hit = pk[at] == mine[alone]
+        rows = np.flatnonzero(alone)[hit]
+        t1[rows] = np.maximum(t1[rows], p1[at[hit]])
     return t0, t1
 
 
