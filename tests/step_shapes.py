@@ -166,11 +166,11 @@ def prepare(p: Process, rows: int) -> None:
     p.eager(PREP, (rows, 1, 1), W256, 2_000)
 
 
-def sample(p: Process, rows: int) -> None:
+def sample(p: Process, rows: int, gap: int = 150_000) -> None:
     p.eager(ARGMAX, (rows * 4, 1, 1), W512, 4_000)
     p.eager(REJECT, (rows, 1, 1), (1, 1, 1), 3_000)
-    p.sync()
-    p.pause(150_000)  # the scheduler's turn between steps
+    p.sync(20_000 if gap else 2_000)  # the GPU is still busy, or already idle
+    p.pause(gap)  # the scheduler's turn between steps (async scheduling: none)
 
 
 def step_full(p: Process, rows: int, s: int, qlen: int, layers: int, exec_id: int = 0x7F01) -> None:
@@ -180,7 +180,7 @@ def step_full(p: Process, rows: int, s: int, qlen: int, layers: int, exec_id: in
 
 
 def step_piecewise(p: Process, rows: int, s: int, qlen: int, layers: int, prefill: bool = False,
-                   piece_base: int = 0x7E00) -> None:  # fmt: skip
+                   piece_base: int = 0x7E00, gap: int = 150_000) -> None:  # fmt: skip
     """``layers`` + 1 graph pieces with each layer's attention launched eagerly between them;
     ``prefill``: a chunked-prefill batch, whose prefill tokens run the prefill kernel too."""
     prepare(p, rows)
@@ -195,7 +195,7 @@ def step_piecewise(p: Process, rows: int, s: int, qlen: int, layers: int, prefil
         p.graph(piece_base + 1 + i, around_attention(rows, qlen)[:2] + (
             [(RMSNORM, (rows * qlen, 1, 1), W256, 2_000), (GEMM, (32, 4, 1), W256, 20_000)]
             if last else around_attention(rows, qlen)[2:]))  # fmt: skip
-    sample(p, rows)
+    sample(p, rows, gap)
 
 
 def step_eager(p: Process, rows: int, s: int, qlen: int, layers: int, prefill: bool = False,
@@ -229,14 +229,15 @@ def step_eager(p: Process, rows: int, s: int, qlen: int, layers: int, prefill: b
 LAYERS = 8
 
 
-def piecewise_qlen4() -> Shape:
+def piecewise_qlen4(gap: int = 150_000) -> Shape:
     """PIECEWISE at qlen 4: 6 steps, each 9 graph pieces with the 8 layers' attention launched
     eagerly between them (54 graph launches). No padding rows under PIECEWISE (vLLM 0.32
     ``gpu_model_runner.py``: ``pad_attn = cudagraph_mode == CUDAGraphMode.FULL``): 6 real rows,
-    S = 10 (v0.1.19 / v0.1.20 cap 256 // (6 x 4) = 10: no collapse)."""
+    S = 10 (v0.1.19 / v0.1.20 cap 256 // (6 x 4) = 10: no collapse). ``gap``: host time
+    between a step's end-of-step sync and the next step."""
     p = Process()
     for _ in range(6):
-        step_piecewise(p, rows=6, s=10, qlen=4, layers=LAYERS)
+        step_piecewise(p, rows=6, s=10, qlen=4, layers=LAYERS, gap=gap)
     return Shape("piecewise_qlen4", [p], {
         "steps": 6, "capture": ["PIECEWISE"] * 6, "layers": [LAYERS] * 6, "S": [10] * 6,
         "status": "piecewise", "graph_launches": 54, "source": "step-closing-kernels",

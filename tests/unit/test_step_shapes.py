@@ -130,6 +130,17 @@ def test_syncs_between_steps_are_not_in_layers_but_a_sync_in_a_layer_is(tmp_path
     assert (sy["syncs"][0]["step"], sy["syncs"][0]["layer"]) == (2, 5)
 
 
+def test_an_end_of_step_sync_right_before_the_next_step_is_not_in_its_first_layer(
+    tmp_path, capsys
+) -> None:
+    """Without a pause between steps the end-of-step sync lies within one inter-layer gap of
+    the next step's first layer: the layer's window starts where its step does."""
+    doc = _report(shapes.write_csv(shapes.piecewise_qlen4(gap=0), tmp_path / "in"), tmp_path,
+                  "p0", capsys)  # fmt: skip
+    assert len(doc["trace"]["steps"]) == 6
+    assert doc["trace"]["syncs"]["status"] == "none" and doc["trace"]["syncs"]["count"] == 0
+
+
 def test_graph_identity_by_graph_id_and_by_kernel_sequence() -> None:
     names = ["a", "b", "mla"]
     # replays 0, 1, 3: (a, b, mla); replay 2: (b, mla), its "a" lost
