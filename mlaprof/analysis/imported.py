@@ -460,9 +460,10 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
         )
         parts = []
         if n_graph:
+            # FULL is said where a graph-launch call confirms the replays
             parts.append(
-                f"{n_graph} MLA step(s) replayed in a graph that holds their attention (FULL; "
-                f"{how})"
+                f"{n_graph} MLA step(s) replayed in a graph that holds their attention "
+                + (f"(FULL; {how})" if n_launch else f"({how})")
             )
         if n_piece:
             parts.append(
