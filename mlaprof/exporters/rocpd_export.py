@@ -1,10 +1,16 @@
 """Export a run to a rocpd SQLite database (schema 3.0.1) that the rocpd tools and Perfetto read
 beside rocprofv3's own output.
 
-Kernels become ``rocpd_kernel_dispatch`` rows (with symbol, code object, agent, queue, stream,
-thread and event rows, so that the ``kernels`` view returns them); host API calls and mlaprof's
-per-layer ranges become ``rocpd_region`` rows (``regions`` view; layers have category
-``MLAPROF_LAYER`` and name ``layer N``); transfers become memory copies/allocations. mlaprof's
+Written as rocprofv3 writes its own (rocprofiler-sdk ``source/lib/output/generateRocpd.cpp``):
+kernels become ``rocpd_kernel_dispatch`` rows (with symbol, code object, agent, queue, stream,
+thread and event rows, so that the ``kernels`` view returns them), each event's ``stack_id``
+the launching call's correlation id and ``correlation_id`` the external id (0); host API calls
+become ``rocpd_region`` rows named by their operation (``regions`` view), their id and
+``stack_id`` the call's correlation id; roctx ranges become regions named
+``roctxThreadRangeA`` in category ``MARKER_CORE_RANGE_API`` with ``{"message": ...}`` in the
+event's ``extdata``, marks (start == end) ``rocpd_sample`` rows on a track; mlaprof's per-layer
+ranges are regions of category ``MLAPROF_LAYER`` named ``layer N``; transfers become memory
+copies/allocations. mlaprof's
 own fields ride in the ``extdata`` JSON columns, and its analysis tables (steps, layers, splits,
 padding, memory, captures, syncs, counters, events) in the process row's ``extdata``, so that an
 export imports back to the same run.
@@ -25,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.formats import rocpd_schema as rs
-from mlaprof.formats.rocpd_schema import KERNEL_CATEGORY, LAYER_CATEGORY, PAYLOAD_TABLES
+from mlaprof.formats.rocpd_schema import KERNEL_CATEGORY, LAYER_CATEGORY, PAYLOAD_TABLES, RANGE_OP
 from mlaprof.importers.common import agent_index
 from mlaprof.store.rows import rows
 
@@ -207,8 +213,11 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
 
     cat_kernel = sid(KERNEL_CATEGORY)
     main_tid = thread_id(None)
+    # stack_id: the internal (launch) correlation id, which the rocpd views and converters read;
+    # correlation_id: the external id, 0 as rocprofv3 writes it without kernel rename
     ev_sql = (
-        f"INSERT INTO {t['event']} (guid, category_id, correlation_id, extdata) VALUES (?, ?, ?, ?)"
+        f"INSERT INTO {t['event']} (guid, category_id, stack_id, parent_stack_id, correlation_id, "
+        "extdata) VALUES (?, ?, ?, ?, 0, ?)"
     )
     kd_sql = (
         f"INSERT INTO {t['kernel_dispatch']} (guid, nid, pid, tid, agent_id, kernel_id, "
@@ -219,7 +228,8 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     for i, k in enumerate(kernels):
         name = k["name"] if k["name"] is not None else "<unnamed>"
         a, q, st, sym = kernel_refs(name, k["device"], k["stream"])
-        ev = con.execute(ev_sql, (guid, cat_kernel, k["correlation"] or 0, "{}")).lastrowid
+        c = k["correlation"]
+        ev = con.execute(ev_sql, (guid, cat_kernel, c, c, "{}")).lastrowid
         extra = {c: k[c] for c in k if c != "rank"}
         con.execute(
             kd_sql,
@@ -246,24 +256,47 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         )
 
     reg_sql = (
-        f"INSERT INTO {t['region']} (guid, nid, pid, tid, start, end, name_id, event_id, extdata) "
-        "VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?)"
+        f"INSERT INTO {t['region']} (id, guid, nid, pid, tid, start, end, name_id, event_id, "
+        "extdata) VALUES (?, ?, 1, 1, ?, ?, ?, ?, ?, ?)"
     )
+    # a region's id is its call's correlation id where those are unique (rocprofv3's layout)
+    corrs = [a["correlation"] for a in api]
+    by_corr = None not in corrs and len(set(corrs)) == len(corrs)
+    n_samples = 0
+    track: int | None = None
     for a in api:
-        ev = con.execute(
-            ev_sql, (guid, sid(a["domain"] or "API"), a["correlation"] or 0, "{}")
-        ).lastrowid
-        extra = {c: a[c] for c in a if c != "rank"}
+        domain = a["domain"] or "API"
+        fn = a["function"] or ""
+        c = a["correlation"]
+        marker = "MARKER" in domain.upper()
+        extdata = json.dumps({"message": fn}) if marker else "{}"
+        ev = con.execute(ev_sql, (guid, sid(domain), c, c, extdata)).lastrowid
+        extra = json.dumps({"mlaprof_api": {k: a[k] for k in a if k != "rank"}})
+        if marker and a["start_ns"] is not None and a["start_ns"] == a["end_ns"]:
+            if track is None:
+                track = con.execute(
+                    f"INSERT INTO {t['track']} (guid, nid, pid, tid, name_id) "
+                    "VALUES (?, 1, 1, ?, ?)",
+                    (guid, thread_id(a["tid"]), sid(domain)),
+                ).lastrowid
+            con.execute(
+                f"INSERT INTO {t['sample']} (guid, track_id, timestamp, event_id, extdata) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (guid, track, a["start_ns"], ev, extra),
+            )
+            n_samples += 1
+            continue
         con.execute(
             reg_sql,
             (
+                c if by_corr else None,
                 guid,
                 thread_id(a["tid"]),
                 a["start_ns"] or 0,
                 a["end_ns"] or 0,
-                sid(a["function"] or ""),
+                sid(RANGE_OP if marker else fn),
                 ev,
-                json.dumps({"mlaprof_api": extra}),
+                extra,
             ),
         )
     cat_layer = sid(LAYER_CATEGORY)
@@ -271,10 +304,11 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     for lay in layers:
         if lay["t_start_ns"] is None or lay["duration_ns"] is None:
             continue
-        ev = con.execute(ev_sql, (guid, cat_layer, 0, "{}")).lastrowid
+        ev = con.execute(ev_sql, (guid, cat_layer, None, None, "{}")).lastrowid
         con.execute(
             reg_sql,
             (
+                None,
                 guid,
                 main_tid,
                 lay["t_start_ns"],
@@ -290,9 +324,8 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     for x in transfers:
         extra = json.dumps({"mlaprof_transfer": {c: x[c] for c in x if c != "rank"}})
         kind = (x["kind"] or "").upper()
-        ev = con.execute(
-            ev_sql, (guid, sid(kind or "MEMORY"), x["correlation"] or 0, "{}")
-        ).lastrowid
+        c = x["correlation"]
+        ev = con.execute(ev_sql, (guid, sid(kind or "MEMORY"), c, c, "{}")).lastrowid
         if "ALLOC" in kind:
             op = (x["operation"] or "").upper()
             typ = "FREE" if "FREE" in op else "ALLOC" if "ALLOC" in op else None
@@ -336,7 +369,8 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     con.execute("COMMIT")
     return {
         "kernel_dispatch": len(kernels),
-        "region": len(api) + n_layer_regions,
+        "region": len(api) - n_samples + n_layer_regions,
+        "sample": n_samples,
         "memory_copy": n_copy,
         "memory_allocate": n_alloc,
     }

@@ -1,7 +1,10 @@
 """The rocpd SQLite schema (version 3.0.1, as written by rocprofv3 in ROCm 7.0/7.1), written from
-the public table and view definitions: physical tables ``rocpd_<name><uuid>``, unsuffixed views
-over them, and the data views the rocpd tools query (``kernels``, ``regions``, ``top_kernels``,
-``memory_copies``, ``memory_allocations``).
+the public table and view definitions (rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/``
+``rocpd_tables.sql``, ``rocpd_views.sql``, ``data_views.sql``): physical tables
+``rocpd_<name><uuid>``, unsuffixed views over them, and the data views the rocpd tools query
+(``kernels``, ``regions``, ``samples``, ``top_kernels``, ``memory_copies``,
+``memory_allocations``; each exposes its event's ``stack_id``, the correlation rocpd's
+converters write as ``Correlation_Id``).
 
 Only the schema's own tables are created (strict validators reject unknown tables); mlaprof's
 extra data goes into the ``extdata`` JSON columns.
@@ -14,6 +17,9 @@ SCHEMA_VERSION = "3.0.1"
 # mlaprof's use of the schema, shared by its exporter and its importer:
 LAYER_CATEGORY = "MLAPROF_LAYER"
 KERNEL_CATEGORY = "KERNEL_DISPATCH"
+# a roctx range's region name: the push/pop operation of rocprofv3's marker kind
+# (rocprofiler-sdk source/lib/rocprofiler-sdk/marker/range_marker.def.cpp)
+RANGE_OP = "roctxThreadRangeA"
 # analysis tables carried whole in the process row's extdata
 PAYLOAD_TABLES = (
     "steps",
@@ -299,6 +305,18 @@ DATA_VIEWS = [
         JOIN rocpd_string S ON S.id = R.name_id AND S.guid = R.guid
         JOIN rocpd_info_process P ON P.id = R.pid AND P.guid = R.guid
         JOIN rocpd_info_thread T ON T.id = R.tid AND T.guid = R.guid""",
+    """CREATE VIEW "samples" AS SELECT R.id, R.guid,
+        (SELECT string FROM rocpd_string RS WHERE RS.id = E.category_id AND RS.guid = E.guid)
+            AS category,
+        (SELECT string FROM rocpd_string RS WHERE RS.id = T.name_id AND RS.guid = T.guid)
+            AS name,
+        T.nid, P.pid, TH.tid, R.timestamp, R.event_id, E.stack_id, E.parent_stack_id,
+        E.correlation_id AS corr_id, E.extdata, E.call_stack, E.line_info
+    FROM rocpd_sample R
+        JOIN rocpd_track T ON T.id = R.track_id AND T.guid = R.guid
+        JOIN rocpd_event E ON E.id = R.event_id AND E.guid = R.guid
+        JOIN rocpd_info_process P ON P.id = T.pid AND P.guid = T.guid
+        JOIN rocpd_info_thread TH ON TH.id = T.tid AND TH.guid = T.guid""",
     """CREATE VIEW "kernels" AS SELECT K.id, K.guid, T.tid,
         (SELECT string FROM rocpd_string RS WHERE RS.id = E.category_id AND RS.guid = E.guid)
             AS category,
@@ -337,7 +355,8 @@ DATA_VIEWS = [
         M.nid, P.pid, T.tid, M.start, M.end, (M.end - M.start) AS duration, S.string AS name,
         M.stream_id, M.queue_id, M.size, DA.name AS dst_device,
         DA.absolute_index AS dst_agent_abs_index, M.dst_address, SA.name AS src_device,
-        SA.absolute_index AS src_agent_abs_index, M.src_address, E.correlation_id AS corr_id
+        SA.absolute_index AS src_agent_abs_index, M.src_address, E.stack_id, E.parent_stack_id,
+        E.correlation_id AS corr_id
     FROM rocpd_memory_copy M
         JOIN rocpd_string S ON S.id = M.name_id AND S.guid = M.guid
         JOIN rocpd_info_agent DA ON DA.id = M.dst_agent_id AND DA.guid = M.guid
@@ -350,7 +369,7 @@ DATA_VIEWS = [
             AS category,
         M.nid, P.pid, T.tid, M.start, M.end, (M.end - M.start) AS duration, M.type, M.level,
         A.name AS agent_name, A.absolute_index AS agent_abs_index, M.address, M.size,
-        M.queue_id, M.stream_id, E.correlation_id AS corr_id
+        M.queue_id, M.stream_id, E.stack_id, E.parent_stack_id, E.correlation_id AS corr_id
     FROM rocpd_memory_allocate M
         LEFT JOIN rocpd_info_agent A ON M.agent_id = A.id AND M.guid = A.guid
         JOIN rocpd_event E ON E.id = M.event_id AND E.guid = M.guid

@@ -1,19 +1,30 @@
-"""rocpd SQLite importer: rocprofv3's default output (``<prefix>_results.db``) and mlaprof's own
-rocpd exports.
+"""rocpd SQLite importer: rocprofv3's default output (``<prefix>_results.db``, one per process and
+host) and mlaprof's own rocpd exports.
 
 Reads the unsuffixed ``rocpd_*`` views (they exist in every rocpd database, over one or several
-uuid-suffixed table sets) with its own joins, so that it does not depend on the data views.
+uuid-suffixed table sets) with its own joins, the way rocpd's data views read them
+(rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/data_views.sql``): a dispatch's launch
+correlation is its event's ``stack_id`` (``correlation_id`` holds the *external* id, 0 without
+kernel rename: ``source/lib/output/generateRocpd.cpp``); API calls are ``rocpd_region`` rows; a
+roctx range or mark carries its message in the event's ``extdata`` ``{"message": ...}``; marks
+(start == end) are ``rocpd_sample`` rows. Tables a writer may leave out (memory copies and
+allocations, streams, threads, samples) are read where present and named once where not.
 mlaprof's extra fields, when the database is an mlaprof export, come back from ``extdata``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -75,6 +86,42 @@ class _Bound:
         return 0
 
 
+SCHEMA_MAJOR = "3"  # ROCm 7.0 writes "3", later releases "3.0.0" .. "3.0.5"
+# tables a rocpd database may lack: read where present, said once where not
+OPTIONAL = ("region", "event", "sample", "track", "memory_copy", "memory_allocate",
+            "info_stream", "info_thread", "info_process", "info_agent", "info_kernel_symbol")  # fmt: skip
+MARKER_OPS = ("roctxMarkA", "roctxThreadRangeA", "roctxProcessRangeA", "roctxRangePushA",
+              "roctxRangeStartA")  # fmt: skip
+
+
+@contextlib.contextmanager
+def readable(path: Path) -> Iterator[str]:
+    """An SQLite URI that reads ``path`` without writing anything beside it. A WAL-mode database
+    (header byte 18 = 2) opened read-only would create ``-shm``/``-wal`` files next to the
+    user's file, and fails on a read-only folder: it is opened ``immutable`` when no ``-wal``
+    file holds pages, else read from a private copy (database and its ``-wal``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        head = b""
+    if len(head) < 20 or head[18] != 2:
+        yield f"file:{quote(str(path))}?mode=ro"
+        return
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        yield f"file:{quote(str(path))}?immutable=1"
+        return
+    with tempfile.TemporaryDirectory(prefix="mlaprof-rocpd-") as tmp:
+        copy = Path(tmp) / "copy.db"
+        try:
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, Path(tmp) / "copy.db-wal")
+        except OSError as e:
+            raise MlaprofError(f"cannot read {path} (WAL mode, copied to read): {e}") from None
+        yield f"file:{quote(str(copy))}?mode=ro"
+
+
 def is_sqlite(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
@@ -83,26 +130,33 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+def _bounded(uri: str) -> tuple[sqlite3.Connection, _Bound]:
+    """A read connection whose queries are bounded (:class:`_Bound`); raises sqlite3.Error."""
+    con = sqlite3.connect(uri, uri=True)
+    bound = _Bound(_timeout())
+    con.set_progress_handler(bound, 10_000)
+    return con, bound
+
+
 def _peek(path: Path, sql: str) -> tuple[Any, ...] | None:
     """The first row of one query on a user's database, bounded like every read of it
     (:class:`_Bound`: the time limit, Ctrl-C and SIGTERM); None when the file is not a readable
     rocpd database (the import itself reports that)."""
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    bound = _Bound(_timeout())
-    con.set_progress_handler(bound, 10_000)
-    try:
-        return con.execute(sql).fetchone()
-    except sqlite3.Error:
-        if (signum := bound.stopped_by()) is not None:
-            raise stop_exception(signum) from None
-        if bound.expired:
-            raise bound.gave_up(path) from None
-        return None
-    finally:
-        con.close()
+    with readable(path) as uri:
+        try:
+            con, bound = _bounded(uri)
+        except sqlite3.Error:
+            return None
+        try:
+            return con.execute(sql).fetchone()
+        except sqlite3.Error:
+            if (signum := bound.stopped_by()) is not None:
+                raise stop_exception(signum) from None
+            if bound.expired:
+                raise bound.gave_up(path) from None
+            return None
+        finally:
+            con.close()
 
 
 def first_agent(path: Path) -> int | None:
@@ -153,22 +207,34 @@ def import_rocpd(
     database's dispatches already read by :func:`read_dispatches` (not read again)."""
     if not is_sqlite(path):
         raise MlaprofError(f"{path} is not an SQLite database")
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as e:
-        raise MlaprofError(f"cannot open {path}: {e}") from None
-    bound = _Bound(_timeout())
-    con.set_progress_handler(bound, 10_000)
-    try:
-        return _import(con, path, bulk, summary, kernels)
-    except sqlite3.Error as e:
-        if (signum := bound.stopped_by()) is not None:
-            raise stop_exception(signum) from None
-        if bound.expired:
-            raise bound.gave_up(path) from None
-        raise MlaprofError(f"{path} is not a readable rocpd database ({e})") from None
-    finally:
-        con.close()
+    with readable(path) as uri:
+        try:
+            con, bound = _bounded(uri)
+        except sqlite3.Error as e:
+            raise MlaprofError(f"cannot open {path}: {e}") from None
+        try:
+            return _import(con, path, bulk, summary, kernels)
+        except sqlite3.Error as e:
+            if (signum := bound.stopped_by()) is not None:
+                raise stop_exception(signum) from None
+            if bound.expired:
+                raise bound.gave_up(path) from None
+            raise MlaprofError(f"{path} is not a readable rocpd database ({e})") from None
+        finally:
+            con.close()
+
+
+def _has(objs: set[str], *names: str) -> bool:
+    return all(f"rocpd_{n}" in objs for n in names)
+
+
+def _join(objs: set[str], table: str, alias: str, on: str) -> str:
+    """A LEFT JOIN of an optional table (nothing where the database lacks it)."""
+    return f"LEFT JOIN rocpd_{table} {alias} ON {on} " if _has(objs, table) else ""
+
+
+def _col(objs: set[str], table: str, expr: str, fallback: str = "NULL") -> str:
+    return expr if _has(objs, table) else fallback
 
 
 def _import(
@@ -179,74 +245,73 @@ def _import(
     fast: KernelColumns | None,
 ) -> tuple[dict[str, Any], KernelColumns | None]:
     objs = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-    needed = {"rocpd_metadata", "rocpd_kernel_dispatch", "rocpd_string", "rocpd_region"}
+    needed = {"rocpd_metadata", "rocpd_kernel_dispatch", "rocpd_string"}
     if not needed <= objs:
         missing = ", ".join(sorted(needed - objs))
         raise MlaprofError(f"{path} is not a rocpd database (missing {missing})")
     tags = dict(con.execute("SELECT tag, value FROM rocpd_metadata").fetchall())
-    if not str(tags.get("schema_version", "")).startswith("3."):
+    version = str(tags.get("schema_version", ""))
+    if version != SCHEMA_MAJOR and not version.startswith(SCHEMA_MAJOR + "."):
         raise MlaprofError(
             f"{path}: unsupported rocpd schema version {tags.get('schema_version')!r} (need 3.x)"
         )
-    kernels = fast if fast is not None else _kernel_rows(con, path, bulk, summary)
-
-    api: list[list[Any]] = []
-    cur = con.execute(
-        "SELECT (SELECT string FROM rocpd_string C WHERE C.id = E.category_id AND C.guid = E.guid), "
-        "S.string, P.pid, T.tid, E.correlation_id, R.start, R.end, R.extdata "
-        "FROM rocpd_region R "
-        "LEFT JOIN rocpd_event E ON E.id = R.event_id AND E.guid = R.guid "
-        "LEFT JOIN rocpd_string S ON S.id = R.name_id AND S.guid = R.guid "
-        "LEFT JOIN rocpd_info_process P ON P.id = R.pid AND P.guid = R.guid "
-        "LEFT JOIN rocpd_info_thread T ON T.id = R.tid AND T.guid = R.guid "
-        "ORDER BY R.guid, R.id"
-    )
-    acols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
-    for r in cur:
-        ext = _json(r[7])
-        if r[0] == LAYER_CATEGORY and "mlaprof_layer" in ext:
-            continue  # mlaprof's per-layer ranges: the layers table comes back from the payload
-        mine = ext.get("mlaprof_api")
-        api.append([mine.get(c) for c in acols] if isinstance(mine, dict) else list(r[:7]))
-    summary.add("api", bulk.insert("api", acols, api))
+    absent = [f"rocpd_{n}" for n in OPTIONAL if not _has(objs, n)]
+    if absent:
+        summary.notes.append(
+            f"{path.name}: no {', '.join(absent)} (optional rocpd tables): what they would "
+            "hold is not read"
+        )
+    kernels = fast if fast is not None else _kernel_rows(con, path, bulk, summary, objs)
+    api = _api_rows(con, objs)
+    summary.add("api", bulk.insert("api", _API_COLS, api))
 
     xfer: list[list[Any]] = []
-    for r in con.execute(
-        "SELECT S.string, SA.name, DA.name, M.size, E.correlation_id, M.start, M.end, M.extdata "
-        "FROM rocpd_memory_copy M "
-        "LEFT JOIN rocpd_string S ON S.id = M.name_id AND S.guid = M.guid "
-        "LEFT JOIN rocpd_info_agent SA ON SA.id = M.src_agent_id AND SA.guid = M.guid "
-        "LEFT JOIN rocpd_info_agent DA ON DA.id = M.dst_agent_id AND DA.guid = M.guid "
-        "LEFT JOIN rocpd_event E ON E.id = M.event_id AND E.guid = M.guid ORDER BY M.guid, M.id"
-    ):
-        mine = _json(r[7]).get("mlaprof_transfer")
-        xfer.append(
-            [mine.get(c) for c in _TRANSFER_COLS]
-            if isinstance(mine, dict)
-            else ["MEMORY_COPY", r[0], r[1], r[2], r[3], None, r[4], r[5], r[6]]
-        )
-    for r in con.execute(
-        "SELECT M.type, A.name, M.size, M.address, E.correlation_id, M.start, M.end, M.extdata "
-        "FROM rocpd_memory_allocate M "
-        "LEFT JOIN rocpd_info_agent A ON A.id = M.agent_id AND A.guid = M.guid "
-        "LEFT JOIN rocpd_event E ON E.id = M.event_id AND E.guid = M.guid ORDER BY M.guid, M.id"
-    ):
-        mine = _json(r[7]).get("mlaprof_transfer")
-        addr = None if r[3] is None else hex(r[3])
-        xfer.append(
-            [mine.get(c) for c in _TRANSFER_COLS]
-            if isinstance(mine, dict)
-            else ["MEMORY_ALLOCATION", r[0], None, r[1], r[2], addr, r[4], r[5], r[6]]
-        )
+    ev = _join(objs, "event", "E", "E.id = M.event_id AND E.guid = M.guid")
+    corr = _col(objs, "event", "E.stack_id")
+    if _has(objs, "memory_copy"):
+        agent = _has(objs, "info_agent")
+        for r in con.execute(
+            f"SELECT S.string, {'SA.name, DA.name' if agent else 'NULL, NULL'}, M.size, {corr}, "
+            "M.start, M.end, M.extdata FROM rocpd_memory_copy M "
+            "LEFT JOIN rocpd_string S ON S.id = M.name_id AND S.guid = M.guid "
+            + _join(objs, "info_agent", "SA", "SA.id = M.src_agent_id AND SA.guid = M.guid")
+            + _join(objs, "info_agent", "DA", "DA.id = M.dst_agent_id AND DA.guid = M.guid")
+            + ev
+            + "ORDER BY M.guid, M.id"
+        ):
+            mine = _json(r[7]).get("mlaprof_transfer")
+            xfer.append(
+                [mine.get(c) for c in _TRANSFER_COLS]
+                if isinstance(mine, dict)
+                else ["MEMORY_COPY", r[0], r[1], r[2], r[3], None, r[4], r[5], r[6]]
+            )
+    if _has(objs, "memory_allocate"):
+        agent = _col(objs, "info_agent", "A.name")
+        for r in con.execute(
+            f"SELECT M.type, {agent}, M.size, M.address, {corr}, M.start, M.end, M.extdata "
+            "FROM rocpd_memory_allocate M "
+            + _join(objs, "info_agent", "A", "A.id = M.agent_id AND A.guid = M.guid")
+            + ev
+            + "ORDER BY M.guid, M.id"
+        ):
+            mine = _json(r[7]).get("mlaprof_transfer")
+            addr = None if r[3] is None else hex(r[3])
+            xfer.append(
+                [mine.get(c) for c in _TRANSFER_COLS]
+                if isinstance(mine, dict)
+                else ["MEMORY_ALLOCATION", r[0], None, r[1], r[2], addr, r[4], r[5], r[6]]
+            )
     summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
 
-    if {"rocpd_pmc_event", "rocpd_info_pmc"} <= objs:
+    if _has(objs, "pmc_event", "info_pmc"):
+        sym = _has(objs, "info_kernel_symbol")
         pmc = con.execute(
-            "SELECT I.name, S.display_name, PE.value, K.start FROM rocpd_pmc_event PE "
+            f"SELECT I.name, {'S.display_name' if sym else 'NULL'}, PE.value, K.start "
+            "FROM rocpd_pmc_event PE "
             "JOIN rocpd_info_pmc I ON I.id = PE.pmc_id AND I.guid = PE.guid "
             "LEFT JOIN rocpd_kernel_dispatch K ON K.event_id = PE.event_id AND K.guid = PE.guid "
-            "LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid "
-            "ORDER BY PE.guid, PE.id"
+            + _join(objs, "info_kernel_symbol", "S", "S.id = K.kernel_id AND S.guid = K.guid")
+            + "ORDER BY PE.guid, PE.id"
         ).fetchall()
         n = bulk.insert(
             "counters",
@@ -257,7 +322,12 @@ def _import(
 
     # an mlaprof export carries its analysis tables in the process row
     meta: dict[str, Any] = {}
-    for (ext,) in con.execute("SELECT extdata FROM rocpd_info_process ORDER BY guid, id"):
+    procs = (
+        con.execute("SELECT extdata FROM rocpd_info_process ORDER BY guid, id")
+        if _has(objs, "info_process")
+        else []
+    )
+    for (ext,) in procs:
         mine = _json(ext).get("mlaprof")
         if not isinstance(mine, dict):
             continue
@@ -274,6 +344,71 @@ def _import(
     return meta, kernels
 
 
+_API_COLS = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
+
+
+def _message(domain: Any, name: Any, extdata: Any) -> Any:
+    """A roctx range's or mark's message (its event's extdata), else the operation's name."""
+    if (isinstance(domain, str) and "MARKER" in domain.upper()) or name in MARKER_OPS:
+        msg = _json(extdata).get("message")
+        if isinstance(msg, str):
+            return msg
+    return name
+
+
+def _api_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
+    """Host API calls (regions) and roctx ranges and marks (regions and samples), correlated by
+    their event's ``stack_id`` (the internal correlation id, as the ``regions`` view reads it)."""
+    out: list[list[Any]] = []
+    if not _has(objs, "region"):
+        return out
+    ev = _has(objs, "event")
+    cat = (
+        "(SELECT string FROM rocpd_string C WHERE C.id = E.category_id AND C.guid = E.guid)"
+        if ev
+        else "NULL"
+    )
+    cur = con.execute(
+        f"SELECT {cat}, S.string, {_col(objs, 'info_process', 'COALESCE(P.pid, R.pid)', 'R.pid')}, "
+        f"{_col(objs, 'info_thread', 'COALESCE(T.tid, R.tid)', 'R.tid')}, "
+        f"{'E.stack_id' if ev else 'NULL'}, R.start, R.end, R.extdata, "
+        f"{'E.extdata' if ev else 'NULL'} FROM rocpd_region R "
+        + _join(objs, "event", "E", "E.id = R.event_id AND E.guid = R.guid")
+        + "LEFT JOIN rocpd_string S ON S.id = R.name_id AND S.guid = R.guid "
+        + _join(objs, "info_process", "P", "P.id = R.pid AND P.guid = R.guid")
+        + _join(objs, "info_thread", "T", "T.id = R.tid AND T.guid = R.guid")
+        + "ORDER BY R.guid, R.id"
+    )
+    for r in cur:
+        if r[0] == LAYER_CATEGORY:
+            continue  # mlaprof's per-layer ranges: the layers are derived from the kernels
+        mine = _json(r[7]).get("mlaprof_api")
+        if isinstance(mine, dict):
+            out.append([mine.get(c) for c in _API_COLS])
+        else:
+            out.append([r[0], _message(r[0], r[1], r[8]), r[2], r[3], r[4], r[5], r[6]])
+    if not _has(objs, "sample", "track", "event"):
+        return out
+    # marks: samples on a track named after their category, the message in the event
+    for r in con.execute(
+        f"SELECT {cat}, (SELECT string FROM rocpd_string N WHERE N.id = TR.name_id AND "
+        f"N.guid = TR.guid), {_col(objs, 'info_process', 'COALESCE(P.pid, TR.pid)', 'TR.pid')}, "
+        f"{_col(objs, 'info_thread', 'COALESCE(TH.tid, TR.tid)', 'TR.tid')}, E.stack_id, "
+        "S.timestamp, E.extdata FROM rocpd_sample S "
+        "JOIN rocpd_track TR ON TR.id = S.track_id AND TR.guid = S.guid "
+        "JOIN rocpd_event E ON E.id = S.event_id AND E.guid = S.guid "
+        + _join(objs, "info_process", "P", "P.id = TR.pid AND P.guid = TR.guid")
+        + _join(objs, "info_thread", "TH", "TH.id = TR.tid AND TH.guid = TR.guid")
+        + "ORDER BY S.guid, S.id"
+    ):
+        domain = r[0] or r[1]
+        msg = _json(r[6]).get("message")
+        if not isinstance(msg, str) and "MARKER" not in str(domain).upper():
+            continue  # counter or PC samples: not host calls
+        out.append([domain, msg if isinstance(msg, str) else r[1], r[2], r[3], r[4], r[5], r[5]])
+    return out
+
+
 def _ints(flat: list[Any], path: Path, cols: tuple[str, ...] = KERNEL_COLS) -> list[Any]:
     """Kernel fields but the name must be integers (int64): check, since SQLite columns and the
     mlaprof payload's JSON accept anything."""
@@ -288,27 +423,31 @@ def _ints(flat: list[Any], path: Path, cols: tuple[str, ...] = KERNEL_COLS) -> l
 
 
 def _kernel_rows(
-    con: sqlite3.Connection, path: Path, bulk: BulkWriter, summary: ImportSummary
+    con: sqlite3.Connection, path: Path, bulk: BulkWriter, summary: ImportSummary, objs: set[str]
 ) -> KernelColumns | None:
     """Dispatches row by row (any rocpd database, mlaprof exports included): an mlaprof export's
-    kernels are stored as they are, the others returned for annotation."""
+    kernels are stored as they are, the others returned for annotation. A dispatch's
+    correlation is its event's ``stack_id``: the launching call's internal correlation id."""
     kd = _cols(con, "rocpd_kernel_dispatch")
     graph = (
         "K.graph_exec_id, K.graph_node_id"
         if {"graph_exec_id", "graph_node_id"} <= kd
         else "NULL, NULL"
     )
+    stream = _col(objs, "info_stream", "COALESCE(JSON_EXTRACT(ST.extdata, '$.stream'), K.stream_id)",
+                  "K.stream_id")  # fmt: skip
     cur = con.execute(
-        "SELECT COALESCE(S.display_name, S.kernel_name), K.start, K.end, A.absolute_index, "
-        "COALESCE(JSON_EXTRACT(ST.extdata, '$.stream'), K.stream_id), E.correlation_id, "
+        f"SELECT {_col(objs, 'info_kernel_symbol', 'COALESCE(S.display_name, S.kernel_name)')}, "
+        f"K.start, K.end, {_col(objs, 'info_agent', 'A.absolute_index')}, {stream}, "
+        f"{_col(objs, 'event', 'E.stack_id')}, "
         "K.grid_size_x, K.grid_size_y, K.grid_size_z, K.workgroup_size_x, K.workgroup_size_y, "
         f"K.workgroup_size_z, {graph}, K.extdata "
         "FROM rocpd_kernel_dispatch K "
-        "LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid "
-        "LEFT JOIN rocpd_info_agent A ON A.id = K.agent_id AND A.guid = K.guid "
-        "LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid "
-        "LEFT JOIN rocpd_info_stream ST ON ST.id = K.stream_id AND ST.guid = K.guid "
-        "ORDER BY K.guid, K.id"
+        + _join(objs, "info_kernel_symbol", "S", "S.id = K.kernel_id AND S.guid = K.guid")
+        + _join(objs, "info_agent", "A", "A.id = K.agent_id AND A.guid = K.guid")
+        + _join(objs, "event", "E", "E.id = K.event_id AND E.guid = K.guid")
+        + _join(objs, "info_stream", "ST", "ST.id = K.stream_id AND ST.guid = K.guid")
+        + "ORDER BY K.guid, K.id"
     )
     extra_cols = ("step", "layer", "replay", "splits")
     kcols = KERNEL_COLS + extra_cols
@@ -346,13 +485,16 @@ def read_dispatches(path: Path) -> KernelColumns | None:
         import adbc_driver_sqlite.dbapi as adbc
     except ImportError:
         return None
+    with readable(path) as uri:
+        return _read_dispatches(path, uri, adbc)
+
+
+def _read_dispatches(path: Path, uri: str, adbc: Any) -> KernelColumns | None:
+    # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con, bound = _bounded(uri)
     except sqlite3.Error:
         return None
-    # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
-    bound = _Bound(_timeout())
-    con.set_progress_handler(bound, 10_000)
     try:
         kd = _cols(con, "rocpd_kernel_dispatch")
         # one table set (several guids: the row-by-row reader's ORDER BY guid), and not an
@@ -386,10 +528,11 @@ def read_dispatches(path: Path) -> KernelColumns | None:
             f"SELECT kernel_id, agent_id, stream_id, event_id, {', '.join(cols)} "
             "FROM rocpd_kernel_dispatch ORDER BY id"
         )
-        with adbc.connect(f"file:{path}?mode=ro") as ac, ac.cursor() as cur:
+        with adbc.connect(uri) as ac, ac.cursor() as cur:
             cur.execute(sql)
             tab = cur.fetch_arrow_table()
-            cur.execute("SELECT id, correlation_id FROM rocpd_event ORDER BY id")
+            # the launch correlation: stack_id (correlation_id is the external id)
+            cur.execute("SELECT id, stack_id AS correlation_id FROM rocpd_event ORDER BY id")
             events = cur.fetch_arrow_table()
     except Exception:  # noqa: BLE001 - any surprise: the row-by-row reader decides
         if bound.expired:  # the row-by-row reader would wait as long again: say it now

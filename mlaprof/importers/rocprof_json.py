@@ -3,7 +3,11 @@
 Each process object holds ``kernel_symbols`` (names by ``kernel_id``), ``strings`` and
 ``buffer_records`` with ``kernel_dispatch`` (``dispatch_info``: agent, queue, kernel id, grid and
 workgroup sizes), ``hip_api`` / ``hsa_api`` / ``marker_api`` / ``rccl_api``, ``memory_copy`` and
-``memory_allocation`` records. Timestamps are integer ns.
+``memory_allocation`` records. Timestamps are integer ns. Records name their kind and operation
+by integer codes into ``strings.buffer_records`` and their roctx messages by correlation id into
+``strings.marker_api`` (rocprofiler-sdk ``source/lib/output/generateJSON.cpp``,
+``source/docs/rocprofv3-schema.json``); ``correlation_id`` is ``{internal, external}``, the
+internal id tying a kernel to its launching call.
 """
 
 from __future__ import annotations
@@ -54,6 +58,19 @@ def _agent(v: Any) -> str | None:
     return None if h is None else str(h)
 
 
+def _agent_nodes(proc: Mapping[str, Any]) -> dict[int, int]:
+    """Agent handle -> node id (``agents[].id.handle``, ``agents[].node_id``: rocprofiler-sdk
+    ``include/rocprofiler-sdk/cxx/serialization/save.hpp``): the GPU number the rocpd output
+    gives as ``absolute_index``, where records only carry the opaque handle."""
+    out: dict[int, int] = {}
+    for a in proc.get("agents") or []:
+        if isinstance(a, Mapping):
+            h, node = _handle(a.get("id")), a.get("node_id")
+            if h is not None and isinstance(node, int) and not isinstance(node, bool):
+                out[h] = node
+    return out
+
+
 def _req(rec: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in rec:
         raise MlaprofError(f"{where}: record without {key!r}")
@@ -80,25 +97,75 @@ def _symbols(proc: Mapping[str, Any], where: str) -> dict[int, str]:
     return out
 
 
-def _op_name(proc: Mapping[str, Any], kind: str, rec: Mapping[str, Any]) -> tuple[str, str]:
-    """(domain, function) of an API record; operations are names or indices into ``strings``."""
-    op = rec.get("operation")
-    domain = str(rec.get("kind", kind.upper()))
-    if isinstance(op, str):
-        return domain, op
+def _kind_names(proc: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
+    """``strings.buffer_records``: per kind code (the list index) its name and operation names
+    (rocprofiler-sdk ``source/lib/output/generateJSON.cpp``; records carry the codes)."""
     strings = proc.get("strings", {})
     table = strings.get("buffer_records") if isinstance(strings, Mapping) else None
-    if isinstance(table, list):
-        for entry in table:
-            if not isinstance(entry, Mapping):
-                continue
-            if entry.get("kind") == rec.get("kind") or str(entry.get("kind")).lower() == kind:
-                ops = entry.get("operations")
-                if isinstance(ops, list) and isinstance(op, int) and 0 <= op < len(ops):
-                    return str(entry.get("kind", domain)), str(ops[op])
-    if kind == "marker_api" and "message" in rec:
-        return domain, str(rec["message"])
-    return domain, str(op)
+    out: list[tuple[str, list[Any]]] = []
+    for entry in table if isinstance(table, list) else []:
+        if isinstance(entry, Mapping):
+            ops = entry.get("operations")
+            out.append((str(entry.get("kind", "")), ops if isinstance(ops, list) else []))
+        else:
+            out.append(("", []))
+    return out
+
+
+def _marker_messages(proc: Mapping[str, Any]) -> dict[int, str]:
+    """``strings.marker_api``: roctx messages by the internal correlation id of their push or
+    mark, written as ``[{"key": id, "value": message}]``."""
+    strings = proc.get("strings", {})
+    raw = strings.get("marker_api") if isinstance(strings, Mapping) else None
+    items = raw.items() if isinstance(raw, Mapping) else (
+        (e.get("key"), e.get("value")) for e in raw or [] if isinstance(e, Mapping)
+    )  # fmt: skip
+    out: dict[int, str] = {}
+    for k, v in items:
+        try:
+            key = int(k)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(v, str):
+            out[key] = v
+    return out
+
+
+_MARKER_OPS = ("roctxMarkA", "roctxThreadRangeA", "roctxProcessRangeA", "roctxRangePushA",
+               "roctxRangeStartA")  # fmt: skip
+
+
+def _op_name(
+    kinds: list[tuple[str, list[Any]]],
+    messages: dict[int, str],
+    section: str,
+    rec: Mapping[str, Any],
+) -> tuple[str, str]:
+    """(domain, function) of a record: integer ``kind`` and ``operation`` codes resolved through
+    the string tables (names are taken as they are); a roctx range or mark's function is its
+    message, by the record's internal correlation id."""
+    kind, op = rec.get("kind"), rec.get("operation")
+    ops: list[Any] = []
+    if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind < len(kinds):
+        domain, ops = kinds[kind]
+    elif isinstance(kind, str):
+        domain = kind
+        ops = next((o for k, o in kinds if k == kind), [])
+    else:
+        domain = section.upper()
+    if isinstance(op, str):
+        fn = op
+    elif isinstance(op, int) and not isinstance(op, bool) and 0 <= op < len(ops):
+        fn = str(ops[op])
+    else:
+        fn = str(op)
+    if "MARKER" in domain.upper() or section == "marker_api":
+        corr = _corr(rec.get("correlation_id"))
+        if corr in messages and (fn in _MARKER_OPS or not ops):
+            return domain, messages[corr]
+        if "message" in rec:
+            return domain, str(rec["message"])
+    return domain, fn
 
 
 def import_json(
@@ -118,6 +185,8 @@ def import_json(
         where = f"{path} process {pi}"
         proc = _obj(proc, where)
         syms = _symbols(proc, where)
+        kinds, messages = _kind_names(proc), _marker_messages(proc)
+        nodes = _agent_nodes(proc)
         recs = _obj(proc.get("buffer_records", {}), f"{where} buffer_records")
         meta = proc.get("metadata", {})
         pid = to_int(meta.get("pid"), "pid") if isinstance(meta, Mapping) else None
@@ -131,7 +200,7 @@ def import_json(
                 syms.get(kid, f"kernel_{kid}"),
                 to_int(_req(rec, "start_timestamp", where), "start_timestamp"),
                 to_int(_req(rec, "end_timestamp", where), "end_timestamp"),
-                _handle(di.get("agent_id")),
+                nodes.get(h, h) if (h := _handle(di.get("agent_id"))) is not None else None,
                 _handle(rec.get("stream_id", di.get("stream_id"))),
                 _corr(rec.get("correlation_id")),
                 to_int(grid.get("x"), "grid x"),
@@ -147,7 +216,7 @@ def import_json(
         for kind in _API_KINDS:
             for rec in _list(recs.get(kind, []), f"{where} {kind}"):
                 rec = _obj(rec, f"{where} {kind}")
-                domain, fn = _op_name(proc, kind, rec)
+                domain, fn = _op_name(kinds, messages, kind, rec)
                 api.append(
                     [
                         domain,
@@ -164,7 +233,7 @@ def import_json(
         xfer: list[list[Any]] = []
         for rec in _list(recs.get("memory_copy", []), f"{where} memory_copy"):
             rec = _obj(rec, f"{where} memory_copy")
-            _, op = _op_name(proc, "memory_copy", rec)
+            _, op = _op_name(kinds, messages, "memory_copy", rec)
             xfer.append(
                 [
                     "MEMORY_COPY",
@@ -180,7 +249,7 @@ def import_json(
             )
         for rec in _list(recs.get("memory_allocation", []), f"{where} memory_allocation"):
             rec = _obj(rec, f"{where} memory_allocation")
-            _, op = _op_name(proc, "memory_allocation", rec)
+            _, op = _op_name(kinds, messages, "memory_allocation", rec)
             addr = rec.get("address")
             xfer.append(
                 [

@@ -4,6 +4,7 @@ export -> import gives back the same run, exact to the nanosecond."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -14,7 +15,9 @@ from mlaprof.exporters.rocpd_export import export_rocpd
 from mlaprof.formats import rocpd_schema
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import TABLES, load
-from tests.trace_io_helpers import db_rows, fixture, make_run
+from tests.conformance.rocpd import write_rocpd
+from tests.conformance.shapes import SHAPES
+from tests.trace_io_helpers import db_rows, fixture, kernel_dicts, make_run
 
 
 @pytest.fixture()
@@ -55,14 +58,15 @@ def test_views_answer(exported: tuple[Path, Path]) -> None:
     con = sqlite3.connect(db)
     stored = db_rows(run_dir, "kernels")
     ks = con.execute(
-        "SELECT name, start, end, duration, grid_x, grid_y, grid_z, workgroup_x, corr_id, "
-        "agent_abs_index, category, region FROM kernels ORDER BY id"
+        "SELECT name, start, end, duration, grid_x, grid_y, grid_z, workgroup_x, stack_id, "
+        "agent_abs_index, category, region, corr_id FROM kernels ORDER BY id"
     ).fetchall()
     assert len(ks) == len(stored) == 12
     for k, s in zip(ks, stored, strict=True):
         assert k[:3] == (s[3], s[4], s[5]) and k[3] == s[5] - s[4]
         assert k[4:8] == (s[9], s[10], s[11], s[12])
-        assert k[8] == s[8] and k[9] == s[6]
+        # the launch correlation in stack_id; the external id 0, as rocprofv3 writes it
+        assert k[8] == s[8] and k[9] == s[6] and k[12] == 0
         assert k[10] == "KERNEL_DISPATCH" and k[11] == s[3]
     regions = con.execute(
         "SELECT category, name, start, end, pid, tid FROM regions ORDER BY id"
@@ -113,3 +117,86 @@ def test_refuses_overwrite(exported: tuple[Path, Path]) -> None:
 
     with load(run_dir) as run, pytest.raises(MlaprofError, match="already exists"):
         export_rocpd(run, db)
+
+
+def _strip(db: Path) -> None:
+    """Drop mlaprof's keys from every extdata: what is left must read as a rocprofv3 database."""
+    con = sqlite3.connect(db)
+    for (t,) in con.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%\\_%' ESCAPE '\\'"
+    ).fetchall():
+        if "extdata" not in [c[1] for c in con.execute(f'PRAGMA table_info("{t}")')]:
+            continue
+        for rid, ext in con.execute(f'SELECT id, extdata FROM "{t}"').fetchall():
+            doc = json.loads(ext or "{}")
+            keep = {k: v for k, v in doc.items() if not k.startswith("mlaprof")}
+            if keep != doc:
+                con.execute(f'UPDATE "{t}" SET extdata = ? WHERE id = ?', (json.dumps(keep), rid))
+    con.commit()
+    con.close()
+
+
+# the queries rocpd's converters run on the data views (rocprofiler-sdk rocpd/csv.py:
+# write_kernel_csv, write_region_csv; samples: data_views.sql)
+VIEW_QUERIES = {
+    "kernels": "SELECT name, start, end, stack_id, grid_x, grid_y, grid_z FROM kernels "
+    "ORDER BY start, end DESC",
+    "regions": "SELECT category, name, pid, tid, stack_id, start, end, "
+    "json_extract(extdata, '$.message') FROM regions WHERE category != 'MLAPROF_LAYER' "
+    "ORDER BY start, end DESC",
+    "samples": "SELECT category, name, pid, tid, stack_id, timestamp, "
+    "json_extract(extdata, '$.message') FROM samples ORDER BY timestamp",
+}
+
+
+@pytest.mark.parametrize("shape", ["roctx_steps", "eager"])
+def test_export_reads_as_rocprofv3_writes(
+    tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trace as rocprofv3 writes it (tests/conformance), imported and exported: the export
+    answers rocpd's data-view queries as the original does (launch correlations in stack_id,
+    roctx messages in extdata, marks as samples), and reads back -- with mlaprof's extdata, with
+    it stripped, row by row or columnar -- as the same run."""
+    from mlaprof.importers import rocpd_sqlite
+
+    trace = SHAPES[shape]()
+    src = write_rocpd(trace, tmp_path / "src" / "1_results.db", "3.0.1")
+    run, _ = import_rocprof(src, tmp_path / "t", "a")
+    db = tmp_path / "export.db"
+    with load(run) as r:
+        export_rocpd(r, db)
+    orig, mine = sqlite3.connect(src), sqlite3.connect(db)
+    for view, q in VIEW_QUERIES.items():
+        want = orig.execute(q).fetchall()
+        assert mine.execute(q).fetchall() == want, view
+        assert want or view == "samples" and shape == "eager"
+    orig.close()
+    mine.close()
+    _strip(db)
+    back = {"stripped": import_rocprof(db, tmp_path / "t", "b")[0]}
+    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda _p: None)
+    back["row by row"] = import_rocprof(db, tmp_path / "t", "c")[0]
+    cols = ("name", "start_ns", "end_ns", "device", "correlation", "replay", "layer", "step")
+    for how, b in back.items():
+        for t in ("steps", "api"):
+            assert db_rows(b, t) == db_rows(run, t), (how, t)
+        got = [tuple(k[c] for c in cols) for k in kernel_dicts(b)]
+        assert got == [tuple(k[c] for c in cols) for k in kernel_dicts(run)], how
+
+
+def test_export_tables_have_rocprofv3s_columns(exported: tuple[Path, Path]) -> None:
+    """Every table of the export has the columns rocprofv3's schema 3.0.1 gives it, in order
+    (strict rocpd validators reject other columns), as the conformance writer lays them out
+    from rocpd_tables.sql."""
+    from tests.conformance.rocpd import ddl
+
+    _, db = exported
+    ref = sqlite3.connect(":memory:")
+    for stmt in ddl("3.0.1", "_u", "g"):
+        ref.execute(stmt)
+    con = sqlite3.connect(db)
+    (uuid,) = con.execute("SELECT value FROM rocpd_metadata WHERE tag = 'uuid'").fetchone()
+    for name in [*rocpd_schema.TABLES, "metadata"]:
+        want = [c[1] for c in ref.execute(f'PRAGMA table_info("rocpd_{name}_u")')]
+        got = [c[1] for c in con.execute(f'PRAGMA table_info("rocpd_{name}{uuid}")')]
+        assert got == want, name

@@ -14,6 +14,9 @@ from mlaprof.cli import main
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.portable import portable_path
 from mlaprof.store import load
+from tests.conformance.model import Builder, Trace
+from tests.conformance.rocpd import write_rocpd
+from tests.conformance.shapes import eager, graph_replays
 from tests.trace_io_helpers import (
     DATA,
     ROCPROF,
@@ -299,36 +302,31 @@ def test_graph_replays_layers_and_splits(tmp_path: Path) -> None:
     assert [row[1] for row in layers] == list(range(5)) * 3
 
 
-def _foreign_rocpd(tmp_path: Path) -> tuple[Path, Path]:
-    """A rocpd database without mlaprof's extdata (as rocprofv3 writes it), built by exporting an
-    imported fixture and stripping mlaprof's extras. Returns (source run, database)."""
-    from mlaprof.exporters.rocpd_export import export_rocpd
-
-    src = fixture("rocprof-unified-viewer__decode_kernel_trace.csv")
-    run, _ = import_rocprof(src, tmp_path, "src")
-    db = tmp_path / "x_results.db"
-    with load(run) as r:
-        export_rocpd(r, db)
-    con = sqlite3.connect(db)
-    for (t,) in con.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%\\_%' ESCAPE '\\'"
-    ).fetchall():
-        cols = [c[1] for c in con.execute(f'PRAGMA table_info("{t}")')]
-        if "extdata" in cols:
-            con.execute(f"UPDATE \"{t}\" SET extdata = '{{}}'")
-    con.commit()
-    con.close()
-    return run, db
+def _real_rocpd(tmp_path: Path) -> tuple[Trace, Path]:
+    """A rocpd database laid out as rocprofv3 writes it (tests/conformance, from
+    rocprofiler-sdk's generateRocpd.cpp and rocpd_tables.sql): 3 graph replays of 4 layers and
+    an eager tail. Returns (the trace written, database)."""
+    tr = graph_replays(steps=3, layers=4)
+    tail = eager(steps=1, layers=2)
+    b = Builder(tr)
+    b.t, b._corr, b._dispatch = tr.t_end + 1_000_000, 1_000, len(tr.kernels)
+    for k in tail.kernels:  # its own launches: one correlation id per kernel
+        b.kernel(k.name, k.grid, k.block, b.api("hipLaunchKernel").corr)
+    b.finish()
+    return tr, write_rocpd(tr, tmp_path / "node0" / f"{tr.pid}_results.db")
 
 
 def test_rocpd_database_import(tmp_path: Path) -> None:
-    """A rocprofv3-written database imports from the rocpd views."""
-    run, db = _foreign_rocpd(tmp_path)
-    back, _ = import_rocprof(db, tmp_path, "back")
-    a, b = kernel_dicts(run), kernel_dicts(back)
-    fields = ("name", "start_ns", "end_ns", "device", "correlation", "grid_x", "grid_y",
-              "grid_z", "block_x", "block_y", "block_z")  # fmt: skip
-    assert [tuple(k[f] for f in fields) for k in a] == [tuple(k[f] for f in fields) for k in b]
+    """A rocprofv3-written database: each dispatch's correlation is its event's stack_id (the
+    launching call's id), never the external correlation_id, which rocprofv3 leaves 0."""
+    tr, db = _real_rocpd(tmp_path)
+    back, summary = import_rocprof(db, tmp_path, "back")
+    got = [(k["name"], k["start_ns"], k["end_ns"], k["device"], k["correlation"],
+            (k["grid_x"], k["grid_y"], k["grid_z"]), (k["block_x"], k["block_y"], k["block_z"]))
+           for k in kernel_dicts(back)]  # fmt: skip
+    assert got == [(k.name, k.start, k.end, tr.agent, k.corr, k.grid, k.block)
+                   for k in tr.kernels]  # fmt: skip
+    assert summary.replays == 3 and summary.eager_steps == 1
 
 
 def test_cli_import_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -457,13 +455,13 @@ def test_rocpd_columnar_read_matches_row_by_row(
     pytest.importorskip("adbc_driver_sqlite")
     from mlaprof.importers import rocpd_sqlite
 
-    _run, db = _foreign_rocpd(tmp_path)
+    _tr, db = _real_rocpd(tmp_path)
     con = sqlite3.connect(db)
     (kd,) = con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
                         "name LIKE 'rocpd_kernel_dispatch_%'").fetchone()  # fmt: skip
     (ev,) = con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
                         "name LIKE 'rocpd_event_%'").fetchone()  # fmt: skip
-    con.execute(f'UPDATE "{ev}" SET correlation_id = NULL WHERE id % 3 = 0')
+    con.execute(f'UPDATE "{ev}" SET stack_id = NULL WHERE id % 3 = 0')
     con.execute(f'UPDATE "{kd}" SET kernel_id = 9999 WHERE id % 5 = 0')  # no such symbol
     con.execute(f'UPDATE "{kd}" SET event_id = NULL WHERE id % 7 = 0')
     con.commit()
@@ -493,7 +491,7 @@ def test_rocpd_export_takes_the_row_by_row_path(tmp_path: Path) -> None:
 
 def test_rocpd_processes_become_ranks(tmp_path: Path) -> None:
     """Two processes' rocpd databases: one rank each, numbered by GPU (not by pid)."""
-    _run, db = _foreign_rocpd(tmp_path)
+    tr, db = _real_rocpd(tmp_path / "src")
     out = tmp_path / "o" / "host"
     out.mkdir(parents=True)
     for pid, gpu in ((100, 7), (200, 3)):
@@ -509,8 +507,7 @@ def test_rocpd_processes_become_ranks(tmp_path: Path) -> None:
     r = load(run)
     assert r.ranks == [0, 1]
     assert [set(r.table("kernels", where=f"rank = {i}")["device"]) for i in (0, 1)] == [{3}, {7}]
-    n = len(kernel_dicts(_run))
-    assert r.count("kernels") == 2 * n
+    assert r.count("kernels") == 2 * len(tr.kernels)
 
 
 @pytest.mark.parametrize("trace", ["gluon_v0119_bug", "persistent_switch", "fleet_dp2_tp4"])

@@ -1,0 +1,98 @@
+"""Write a :class:`Trace` as rocprofv3 ``-f csv`` (7.x and 6.3) and ``rocpd convert`` write their
+CSV files:
+
+- 7.x (rocm-systems ``projects/rocprofiler-sdk/source/lib/output/generateCSV.cpp``):
+  ``<pid>_kernel_trace.csv`` (Stream_Id; LDS_Block_Size, Scratch_Size, VGPR/SGPR counts),
+  ``<pid>_hip_api_trace.csv`` and ``<pid>_marker_api_trace.csv`` (Domain, Function, Process_Id,
+  Thread_Id, Correlation_Id, Start/End_Timestamp). A marker row is written per range when it is
+  popped, Function = the range's message (``get_marker_message`` of its correlation id).
+- 6.3 (ROCm/rocprofiler-sdk ``source/lib/rocprofiler-sdk-tool/generateCSV.cpp`` L248-265): no
+  Stream_Id; Private_Segment_Size and Group_Segment_Size instead of the LDS..SGPR columns.
+- ``rocpd convert`` (``source/lib/python/rocpd/csv.py``, ``write_kernel_csv`` /
+  ``write_region_csv``): a leading Guid column, ``stack_id`` as Correlation_Id, Duration,
+  Lds_Block_Size/Vgpr_Count spelling, Graph_Exec_Id/Graph_Node_Id where the schema has them
+  (>= 3.0.2); regions (HIP calls and roctx ranges, named by their operation) in
+  ``regions_trace.csv``.
+
+Strings are quoted, numbers bare, as rocprofv3 writes them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conformance.model import RANGE_KIND, RANGE_OP, Trace
+
+LAYOUTS = ("7", "6.3", "convert")
+API_HEADER = ["Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id",
+              "Start_Timestamp", "End_Timestamp"]  # fmt: skip
+
+
+def _line(vals: list[Any]) -> str:
+    return ",".join(f'"{v}"' if isinstance(v, str) else str(v) for v in vals)
+
+
+def _write(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([_line(header)] + [_line(r) for r in rows]) + "\n")
+    return path
+
+
+def write_csv(trace: Trace, folder: Path, layout: str = "7", graph_ids: bool = True) -> list[Path]:
+    """The CSV files of ``trace`` in ``folder`` (rocprofv3 writes them under ``<host>/``)."""
+    if layout == "convert":
+        return _convert(trace, folder, graph_ids)
+    agent = f"Agent {trace.agent}"
+    pre = f"{trace.pid}_"
+    if layout == "6.3":
+        header = ["Kind", "Agent_Id", "Queue_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",
+                  "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp",
+                  "Private_Segment_Size", "Group_Segment_Size", "Workgroup_Size_X",
+                  "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y",
+                  "Grid_Size_Z"]  # fmt: skip
+        rows = [["KERNEL_DISPATCH", agent, 1, trace.tid, k.dispatch_id, k.kernel_id, k.name,
+                 k.corr, k.start, k.end, 0, 0, *k.block, *k.grid] for k in trace.kernels]  # fmt: skip
+    else:
+        header = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id",
+                  "Kernel_Id", "Kernel_Name", "Correlation_Id", "Start_Timestamp",
+                  "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
+                  "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X", "Workgroup_Size_Y",
+                  "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"]  # fmt: skip
+        rows = [["KERNEL_DISPATCH", agent, 1, 0, trace.tid, k.dispatch_id, k.kernel_id, k.name,
+                 k.corr, k.start, k.end, 0, 0, 64, 0, 32, *k.block, *k.grid]
+                for k in trace.kernels]  # fmt: skip
+    out = [_write(folder / f"{pre}kernel_trace.csv", header, rows)]
+    if trace.apis:
+        api = [[a.kind, a.name, trace.pid, trace.tid, a.corr, a.start, a.end] for a in trace.apis]
+        out.append(_write(folder / f"{pre}hip_api_trace.csv", API_HEADER, api))
+    if trace.markers:
+        domain = "MARKER_CORE_API" if layout == "6.3" else RANGE_KIND
+        mk = [[domain, m.message, trace.pid, trace.tid, m.corr, m.start, m.end]
+              for m in trace.markers]  # fmt: skip
+        out.append(_write(folder / f"{pre}marker_api_trace.csv", API_HEADER, mk))
+    return out
+
+
+def _convert(trace: Trace, folder: Path, graph_ids: bool) -> list[Path]:
+    guid = f"0190{trace.pid:04x}-0000-7000-8000-000000000000"
+    graph = ["Graph_Exec_Id", "Graph_Node_Id"] if graph_ids else []
+    header = ["Guid", "Kind", "Agent_Id", "Queue_Id", "Stream_Id", *graph, "Thread_Id",
+              "Dispatch_Id", "Kernel_Id", "Kernel_Name", "Correlation_Id", "Start_Timestamp",
+              "End_Timestamp", "Duration", "Lds_Block_Size", "Scratch_Size", "Vgpr_Count",
+              "Accum_Vgpr_Count", "Sgpr_Count", "Workgroup_Size_X", "Workgroup_Size_Y",
+              "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"]  # fmt: skip
+    rows = []
+    for k in sorted(trace.kernels, key=lambda k: (k.start, -k.end)):
+        g = [k.graph_exec, k.graph_node] if graph_ids else []
+        rows.append([guid, "KERNEL_DISPATCH", f"Agent {trace.agent}", 1, 0, *g, trace.tid,
+                     k.dispatch_id, k.kernel_id, k.name, k.corr, k.start, k.end,
+                     k.end - k.start, 0, 0, 64, 0, 32, *k.block, *k.grid])  # fmt: skip
+    out = [_write(folder / "kernel_trace.csv", header, rows)]
+    regions = [(a.kind, a.name, a.corr, a.start, a.end) for a in trace.apis]
+    regions += [(RANGE_KIND, RANGE_OP, m.corr, m.start, m.end) for m in trace.markers
+                if not m.is_mark]  # fmt: skip
+    regions.sort(key=lambda r: (r[3], -r[4]))
+    reg = [[guid, d, f, trace.pid, trace.tid, c, s, e] for d, f, c, s, e in regions]
+    out.append(_write(folder / "regions_trace.csv", ["Guid", *API_HEADER], reg))
+    return out
