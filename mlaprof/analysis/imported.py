@@ -16,14 +16,27 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.step_stats import by_step, for_steps
-from mlaprof.importers.step_model import HOST_SYNC_CALLS, SOURCE_GAPS, SOURCE_TEXT
+from mlaprof.importers.step_model import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.splits.policies import POLICIES, SplitInput
 
 # paths whose stage-1 S is chosen on the host from grid-visible inputs (rows, qlen): a collapse
 # can be judged from the trace alone; policy per path (the one vLLM's verify route calls)
 COLLAPSE_POLICIES = {"aiter-gluon": ("aiter-gluon-v0.1.19", "aiter-gluon-v0.1.20")}
 HUGE_KV = 1 << 30  # "KV long enough not to bound S": the formula's cap for these rows
-SYNC_CALLS = HOST_SYNC_CALLS
+SYNC_CALLS = (
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventSynchronize",
+    "hipMemcpy",
+    "hipMemcpyDtoH",
+    "hipMemcpyWithStream",
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+)
 D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
 
 

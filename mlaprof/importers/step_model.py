@@ -12,10 +12,10 @@ eagerly launched MLA layers. What bounds such a run, best evidence first:
    ``sample_recovered_tokens_kernel``: vLLM 0.32 ``v1/sample/rejection_sampler.py`` L726, L829,
    L1004) and argmax (``at::native::reduce_kernel<..., ArgMaxOps<...>>``: greedy sampling, and each
    drafter pass's ``logits.argmax(dim=-1)`` in ``v1/spec_decode/llm_base_proposer.py`` L446-458).
-   Without them, **end-of-step host syncs** in the API trace (the host reading the sampled
-   tokens), unless syncs sit between most pairs of MLA layers (per-layer syncs of a path that
-   reads the device in every layer: those are findings, not step ends). Before the first and
-   after the last such bound nothing closes a step, so idle gaps may still split there (counted).
+   Before the first and after the last of them nothing closes a step, so idle gaps may still
+   split there (counted). Host syncs never bound a step on their own: the end-of-step read of the
+   sampled tokens and a read-back inside a layer (what breaks capture, and what the sync analysis
+   looks for) are the same calls, and a sync inside a layer must not cut the step in two.
 3. **Idle gaps** between MLA kernels (a pitch over :data:`EAGER_STEP_GAP` x the median): the last
    resort, and the report says the steps were told apart that way.
 
@@ -40,22 +40,18 @@ NULL = -1
 # an eager step ends where the pitch between two stage-1 kernels exceeds this many times the
 # median pitch: the last resort, where neither ranges nor step-closing kernels nor syncs tell
 EAGER_STEP_GAP = 3.0
-# syncs sit in more than this share of the gaps between eager MLA layers: per-layer syncs
-PER_LAYER_SYNC_SHARE = 0.5
 
 SOURCE_RANGES = "roctx-ranges"
 SOURCE_SAMPLER = "step-closing-kernels"
-SOURCE_SYNCS = "end-of-step-syncs"
 SOURCE_GAPS = "idle-gaps"
 SOURCE_GRAPHS = "graph-launches"  # every MLA step is a graph replay: nothing else to tell
 
 SOURCE_TEXT = {
     SOURCE_RANGES: "roctx/NVTX ranges: each MLA kernel in the step range its launch call was made in",
     SOURCE_SAMPLER: "the kernels vLLM runs at the end of every step (rejection sampler, argmax)",
-    SOURCE_SYNCS: "end-of-step host syncs in the API trace",
     SOURCE_GAPS: (
-        "idle gaps between MLA kernels (no roctx range, step-closing kernel or end-of-step sync "
-        "marks the steps): step bounds are a guess"
+        "idle gaps between MLA kernels (no roctx range or step-closing kernel marks the steps): "
+        "step bounds are a guess"
     ),
     SOURCE_GRAPHS: "graph launches: every MLA step is one replay",
 }
@@ -64,20 +60,6 @@ SOURCE_TEXT = {
 CLOSING = re.compile(
     r"rejection_greedy_sample_kernel|rejection_random_sample_kernel|"
     r"sample_recovered_tokens_kernel|ArgMaxOps"
-)
-HOST_SYNC_CALLS = (
-    "hipStreamSynchronize",
-    "hipDeviceSynchronize",
-    "hipEventSynchronize",
-    "hipMemcpy",
-    "hipMemcpyDtoH",
-    "hipMemcpyWithStream",
-    "cudaStreamSynchronize",
-    "cudaDeviceSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cuStreamSynchronize",
-    "cuCtxSynchronize",
 )
 GRAPH_LAUNCH_SQL = "function LIKE '%GraphLaunch%'"
 RUNTIME_API_SQL = (
@@ -97,10 +79,11 @@ def _ints(rows: list[tuple[Any, ...]], k: int) -> list[np.ndarray]:
 
 @dataclass
 class HostTrace:
-    """What the API trace of one process says about its steps (empty arrays: not traced)."""
+    """What the API trace of one process says about its steps (empty arrays: not traced):
+    graph-launch correlation ids, roctx/NVTX ranges, and the launch calls that place kernels in
+    them."""
 
     graph_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    sync_ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     range_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     range_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     launch_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted
@@ -111,10 +94,6 @@ class HostTrace:
         """From the ``api`` table the format reader filled (rocprofv3 CSV, JSON, rocpd)."""
         q = bulk.execute
         (gl,) = _ints(q(f"SELECT correlation FROM api WHERE {GRAPH_LAUNCH_SQL}").fetchall(), 1)
-        marks = ", ".join("?" * len(HOST_SYNC_CALLS))
-        (se,) = _ints(
-            q(f"SELECT end_ns FROM api WHERE function IN ({marks})", HOST_SYNC_CALLS).fetchall(), 1
-        )
         rs, re_ = _ints(q(f"SELECT start_ns, end_ns FROM api WHERE {RANGE_SQL}").fetchall(), 2)
         lc = ls = np.zeros(0, np.int64)
         if len(rs):  # the launch calls place kernels in ranges: read only where ranges exist
@@ -123,7 +102,7 @@ class HostTrace:
             )
             order = np.argsort(lc, kind="stable")
             lc, ls = lc[order], ls[order]
-        return cls(np.unique(gl), np.sort(se), rs, re_, lc, ls)
+        return cls(np.unique(gl), rs, re_, lc, ls)
 
 
 @dataclass
@@ -212,15 +191,6 @@ def _by_ranges(kc: Any, s1: np.ndarray, host: HostTrace) -> Plan | None:
     return plan
 
 
-def _per_layer_syncs(start: np.ndarray, e1: np.ndarray, sync_ends: np.ndarray) -> bool:
-    """Whether host syncs sit between most pairs of successive eager MLA layers."""
-    if len(e1) < 3 or not len(sync_ends):
-        return False
-    t = np.sort(start[e1])
-    seen = np.searchsorted(sync_ends, t, side="right")
-    return float((np.diff(seen) > 0).mean()) > PER_LAYER_SYNC_SHARE
-
-
 def plan_steps(
     kc: Any,
     role: np.ndarray,
@@ -241,20 +211,14 @@ def plan_steps(
         return by_ranges
     start, end = kc.ints["start_ns"], kc.ints["end_ns"]
     closing = closing_names(kc.names)[kc.name_idx] if kc.n else np.zeros(0, bool)
-    cuts_at: np.ndarray | None = None
-    source = SOURCE_GAPS
-    if closing.any():
-        source = SOURCE_SAMPLER
-    elif len(host.sync_ends) and not _per_layer_syncs(start, eager1, host.sync_ends):
-        source, cuts_at = SOURCE_SYNCS, host.sync_ends
-    if source == SOURCE_GAPS:
+    if not closing.any():
         return Plan(SOURCE_GAPS)
     seg = np.full(kc.n, NULL, np.int64)
-    plan = Plan(source, seg, np.zeros(kc.n, bool))
+    plan = Plan(SOURCE_SAMPLER, seg, np.zeros(kc.n, bool))
     for d in range(ndev):
         on = np.flatnonzero(codes == d) if ndev > 1 else np.arange(kc.n)
         # a cut after each step-closing kernel (kernels that start after its end lie beyond)
-        cuts = np.sort(end[on[closing[on]]]) if cuts_at is None else cuts_at
+        cuts = np.sort(end[on[closing[on]]])
         local = np.searchsorted(cuts, start[on], side="left")
         seg[on] = local * ndev + d if ndev > 1 else local
         plan.gap_ok[on] = (local == 0) | (local == len(cuts))
