@@ -9,13 +9,14 @@ graph launch; PIECEWISE graph pieces with attention launched eagerly between the
 kernel launched on its own), the rejection sampler (``v1/sample/rejection_sampler.py``: argmax,
 ``rejection_greedy_sample_kernel``), a speculative drafter's passes (each ending in an argmax,
 ``v1/spec_decode/llm_base_proposer.py``), then the host reads the sampled tokens back
-(``hipMemcpyDtoHAsync`` + ``hipStreamSynchronize``). Correlation ids as rocprofv3 gives them:
+(``hipMemcpyAsync`` + ``hipStreamSynchronize``). Correlation ids as rocprofv3 gives them:
 every host call takes the next id, a kernel carries its launch call's id, every kernel of a graph
 launch the ``hipGraphLaunch``'s. One clock for host and GPU (ns), the GPU following the host.
 
 :func:`write_csv` writes a shape as rocprofv3 7.x CSVs (``<pid>_kernel_trace.csv``,
 ``<pid>_hip_api_trace.csv``, ``<pid>_marker_api_trace.csv``: one row per range at its pop,
-Function = the message).
+Function = the message); :func:`write` writes it in any format of the conformance corpus
+(tests/conformance: rocpd schemas, rocprofv3 JSON, CSV layouts) through that corpus's writers.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class Process:
             self._run(name, blocks, wg, dur, corr, exec_id)
 
     def sync(self, dur: int = 20_000) -> None:
-        self._call("hipMemcpyDtoHAsync", 3_000)
+        self._call("hipMemcpyAsync", 3_000)
         self._call("hipStreamSynchronize", dur)
 
     def pause(self, ns: int) -> None:
@@ -387,4 +388,44 @@ def write_csv(shape: Shape, out: Path) -> Path:
                 for c in sorted(p.ranges, key=lambda c: c.end)
             ]
             (d / f"{p.pid}_marker_api_trace.csv").write_text("\n".join(mk) + "\n")
+    return folder
+
+
+# -- every format of the conformance corpus -------------------------------------------------------
+def to_conformance(p: Process, name: str) -> Any:
+    """One process as the conformance corpus's abstract trace (its writers render it)."""
+    from tests.conformance import model
+
+    tr = model.Trace(name, pid=p.pid, tid=p.pid, agent=p.agent, host=p.host or "node0")
+    node: dict[int, int] = {}
+    spans: dict[int, list[int]] = {}
+    for i, k in enumerate(p.kernels, 1):
+        gn = 0
+        if k.graph_exec:
+            gn = node[k.corr] = node.get(k.corr, 0) + 1
+            sp = spans.setdefault(k.corr, [k.start, k.end, 0, k.graph_exec])
+            sp[1], sp[2] = max(sp[1], k.end), sp[2] + 1
+        tr.kernels.append(model.Kernel(k.name, k.grid, k.block, k.start, k.end, k.corr, i,
+                                       k.graph_exec, gn))  # fmt: skip
+    tr.apis = [model.Api(c.name, c.corr, c.start, c.end) for c in p.calls]
+    tr.markers = [model.Marker(c.name, c.corr, c.start, c.end) for c in p.ranges]
+    tr.launches = [
+        model.GraphLaunch(sp[3], corr, sp[0], sp[1], sp[2]) for corr, sp in spans.items()
+    ]
+    syms = tr.symbols()
+    for k in tr.kernels:
+        k.kernel_id = syms[k.name]
+    return tr
+
+
+def write(shape: Shape, fmt: str, out: Path) -> Path:
+    """The shape in ``fmt``: ``csv`` (:func:`write_csv`) or a name of the conformance corpus's
+    ``FORMATS``; returns the folder to import."""
+    if fmt == "csv":
+        return write_csv(shape, out)
+    from tests.conformance import FORMATS
+
+    folder = out / shape.name
+    for p in shape.processes:
+        FORMATS[fmt](to_conformance(p, shape.name), folder)
     return folder
