@@ -299,8 +299,8 @@ def _subsequence(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _roots(sigs: list[np.ndarray], seen: list[int]) -> list[int]:
-    """Per distinct kernel sequence, the graph it replays: its own, or the most often seen
-    longer one it is a lossy copy of (a proper subsequence seen less often, or once)."""
+    """Per distinct kernel sequence, the graph it replays: its own, or the shortest longer one
+    it is a lossy copy of (a proper subsequence seen less often than it, or seen once)."""
     order = sorted(range(len(sigs)), key=lambda i: (-len(sigs[i]), -seen[i], i))
     root = list(range(len(sigs)))
     roots: list[int] = []
@@ -309,7 +309,10 @@ def _roots(sigs: list[np.ndarray], seen: list[int]) -> list[int]:
         for j in roots:
             if len(sigs[j]) <= len(sigs[i]) or not (seen[j] > seen[i] or seen[i] == 1):
                 continue
-            if (best is None or seen[j] > seen[best]) and _subsequence(sigs[i], sigs[j]):
+            # the closest graph that holds it (a lossy drafter pass is the drafter's, not the
+            # target's, whose longer sequence holds it too)
+            closer = best is None or (len(sigs[j]), -seen[j]) < (len(sigs[best]), -seen[best])
+            if closer and _subsequence(sigs[i], sigs[j]):
                 best = j
         if best is None:
             roots.append(i)

@@ -125,6 +125,19 @@ def test_a_lossy_target_replay_is_judged_against_the_target_only(tmp_path, capsy
     assert doc["trace"]["drafter"]["steps"] == 18 and len(doc["trace"]["steps"]) == 6
 
 
+def test_a_lossy_drafter_pass_is_judged_against_the_drafter_graph(tmp_path, capsys) -> None:
+    """A drafter pass that lost one dispatch is a drafter replay short of 1 kernel, not a target
+    replay short of 54 (the target's longer sequence holds it too)."""
+    shape = shapes.mtp_first_pass()
+    p = shape.processes[0]
+    first = sorted({k.corr for k in p.kernels if k.graph_exec == 0x7F10})[3]
+    p.kernels.remove([k for k in p.kernels if k.corr == first][0])
+    doc = _report(shapes.write_csv(shape, tmp_path / "in"), tmp_path, "d", capsys)
+    c = doc["trace"]["trust"]["counts"]
+    assert (c["short_replays"], c["missing_kernels"]) == (1, 1)
+    assert doc["trace"]["drafter"]["steps"] == 18 and len(doc["trace"]["steps"]) == 6
+
+
 def test_syncs_between_steps_are_not_in_layers_but_a_sync_in_a_layer_is(tmp_path, capsys) -> None:
     """The mixed-prefill shape's end-of-step syncs stay out of the layers; one more sync inside
     layer 5 of the PIECEWISE step 2 is found there."""
@@ -181,6 +194,9 @@ def test_a_shorter_sequence_seen_as_often_is_a_graph_of_its_own() -> None:
     assert step_model._roots([long, short], [6, 6]) == [0, 1]
     assert step_model._roots([long, short], [6, 1]) == [0, 0]
     assert step_model._roots([long, short], [6, 2]) == [0, 0]
+    # a lossy copy of the shorter graph is the shorter graph's
+    lossy = np.array([1])
+    assert step_model._roots([long, short, lossy], [6, 6, 1]) == [0, 1, 1]
 
 
 def test_dp_groups_only_from_evidence() -> None:
