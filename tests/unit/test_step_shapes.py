@@ -84,7 +84,9 @@ def test_shape_from_import_to_report(make: Any, fmt: str, tmp_path: Path, capsys
         assert f"{exp['edge_partial']} partial step(s) at the window edges, not analysed" in text
 
 
-def test_piecewise_never_reads_eager_and_its_pieces_are_counted(tmp_path, capsys) -> None:
+def test_piecewise_never_reads_eager_and_its_pieces_are_counted(
+    tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shape = shapes.piecewise_qlen4()
     doc = _report(shapes.write_csv(shape, tmp_path / "in"), tmp_path, "p", capsys)
     cap = doc["capture"]
@@ -92,6 +94,19 @@ def test_piecewise_never_reads_eager_and_its_pieces_are_counted(tmp_path, capsys
     assert "PIECEWISE" in cap["evidence"] and "graph pieces" in cap["evidence"]
     (f,) = [f for f in doc["findings"] if f["kind"] == "capture"]
     assert "between graph pieces (PIECEWISE) in 6 step(s)" in f["title"]
+    # the terminal and HTML views count the PIECEWISE steps beside graph / eager
+    monkeypatch.setenv("COLUMNS", "200")
+    assert "+6PIECEWISE" in "".join(_text(tmp_path, "p", capsys).split())  # wrap-proof
+    html = tmp_path / "p.html"
+    assert main(["report", str(tmp_path / "t" / "p"), "--html", str(html)]) == 0
+    assert "+6 PIECEWISE" in html.read_text()
+
+
+def test_the_html_view_says_the_partial_steps_at_the_edges(tmp_path, capsys) -> None:
+    _report(shapes.write_csv(shapes.cut_window(), tmp_path / "in"), tmp_path, "c", capsys)
+    html = tmp_path / "c.html"
+    assert main(["report", str(tmp_path / "t" / "c"), "--html", str(html)]) == 0
+    assert "2 partial step(s) at the window edges, not analysed" in html.read_text()
 
 
 def test_without_ranges_the_pause_splits_the_step_and_the_report_says_gaps(
