@@ -110,7 +110,7 @@ def readable(path: Path) -> Iterator[str]:
         return
     wal = path.with_name(path.name + "-wal")
     if not wal.exists() or wal.stat().st_size == 0:
-        yield f"file:{quote(str(path))}?immutable=1"
+        yield f"file:{quote(str(path))}?mode=ro&immutable=1"
         return
     with tempfile.TemporaryDirectory(prefix="mlaprof-rocpd-") as tmp:
         copy = Path(tmp) / "copy.db"
@@ -356,18 +356,26 @@ def _message(domain: Any, name: Any, extdata: Any) -> Any:
     return name
 
 
+_CATEGORY = "(SELECT string FROM rocpd_string C WHERE C.id = E.category_id AND C.guid = E.guid)"
+
+
 def _api_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
     """Host API calls (regions) and roctx ranges and marks (regions and samples), correlated by
-    their event's ``stack_id`` (the internal correlation id, as the ``regions`` view reads it)."""
+    their event's ``stack_id`` (the internal correlation id, as the ``regions`` view reads it).
+    Without a HIP API trace, schema 3.0.2's ``rocpd_graph_launch`` rows stand for the
+    ``hipGraphLaunch`` calls (their event carries the launch's correlation id)."""
+    out = _region_rows(con, objs) + _sample_rows(con, objs)
+    if not any("GraphLaunch" in str(r[1]) for r in out):
+        out += _graph_launch_rows(con, objs)
+    return out
+
+
+def _region_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
     out: list[list[Any]] = []
     if not _has(objs, "region"):
         return out
     ev = _has(objs, "event")
-    cat = (
-        "(SELECT string FROM rocpd_string C WHERE C.id = E.category_id AND C.guid = E.guid)"
-        if ev
-        else "NULL"
-    )
+    cat = _CATEGORY if ev else "NULL"
     cur = con.execute(
         f"SELECT {cat}, S.string, {_col(objs, 'info_process', 'COALESCE(P.pid, R.pid)', 'R.pid')}, "
         f"{_col(objs, 'info_thread', 'COALESCE(T.tid, R.tid)', 'R.tid')}, "
@@ -387,11 +395,16 @@ def _api_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
             out.append([mine.get(c) for c in _API_COLS])
         else:
             out.append([r[0], _message(r[0], r[1], r[8]), r[2], r[3], r[4], r[5], r[6]])
+    return out
+
+
+def _sample_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
+    """roctx marks: samples on a track named after their category, the message in the event."""
+    out: list[list[Any]] = []
     if not _has(objs, "sample", "track", "event"):
         return out
-    # marks: samples on a track named after their category, the message in the event
     for r in con.execute(
-        f"SELECT {cat}, (SELECT string FROM rocpd_string N WHERE N.id = TR.name_id AND "
+        f"SELECT {_CATEGORY}, (SELECT string FROM rocpd_string N WHERE N.id = TR.name_id AND "
         f"N.guid = TR.guid), {_col(objs, 'info_process', 'COALESCE(P.pid, TR.pid)', 'TR.pid')}, "
         f"{_col(objs, 'info_thread', 'COALESCE(TH.tid, TR.tid)', 'TR.tid')}, E.stack_id, "
         "S.timestamp, E.extdata FROM rocpd_sample S "
@@ -407,6 +420,25 @@ def _api_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
             continue  # counter or PC samples: not host calls
         out.append([domain, msg if isinstance(msg, str) else r[1], r[2], r[3], r[4], r[5], r[5]])
     return out
+
+
+def _graph_launch_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
+    """One ``hipGraphLaunch`` row per ``rocpd_graph_launch`` record (schema >= 3.0.2)."""
+    if not _has(objs, "graph_launch", "event"):
+        return []
+    return [
+        [r[0] or "HIP_GRAPH", "hipGraphLaunch", *r[1:]]
+        for r in con.execute(
+            f"SELECT {_CATEGORY}, "
+            f"{_col(objs, 'info_process', 'COALESCE(P.pid, G.pid)', 'G.pid')}, "
+            f"{_col(objs, 'info_thread', 'COALESCE(T.tid, G.tid)', 'G.tid')}, E.stack_id, "
+            "G.start, G.end FROM rocpd_graph_launch G "
+            "JOIN rocpd_event E ON E.id = G.event_id AND E.guid = G.guid "
+            + _join(objs, "info_process", "P", "P.id = G.pid AND P.guid = G.guid")
+            + _join(objs, "info_thread", "T", "T.id = G.tid AND T.guid = G.guid")
+            + "ORDER BY G.guid, G.id"
+        )
+    ]
 
 
 def _ints(flat: list[Any], path: Path, cols: tuple[str, ...] = KERNEL_COLS) -> list[Any]:

@@ -182,9 +182,11 @@ def write_rocpd(
     omit: frozenset[str] = frozenset(),
     wal: bool = False,
     range_op: str = RANGE_OP,
+    hip_trace: bool = True,
 ) -> Path:
     """The database rocprofv3 writes for ``trace``. ``range_op``: the name a roctx range's
-    region carries (the operation name of the marker kind's push/pop)."""
+    region carries (the operation name of the marker kind's push/pop); ``hip_trace=False``: a
+    run without HIP API tracing (kernel and graph records only)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     u = _uuid.UUID(int=(0x0190_0000_0000_7000_8000_0000_0000_0000 | trace.pid))
     guid = str(u)
@@ -244,7 +246,7 @@ def write_rocpd(
                    parent_stack_id=corr, correlation_id=external, extdata=extdata)  # fmt: skip
 
     # API records first, then markers, then dispatches (generateRocpd.cpp's order)
-    for a in trace.apis:
+    for a in trace.apis if hip_trace else []:
         ev = event(a.kind, a.corr)
         ins("region", id=a.corr, nid=nid, pid=pid, tid=tid, start=a.start, end=a.end,
             name_id=sid(a.name), event_id=ev)  # fmt: skip

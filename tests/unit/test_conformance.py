@@ -76,6 +76,12 @@ def test_rocpd_graph_replays_are_steps(tmp_path: Path, capsys: pytest.CaptureFix
     assert [s["layers"] for s in rep["trace"]["steps"]] == [8] * 6
     assert rep["capture"]["graph_launches"] == 6
     assert rep["trace"]["checks"]["launches"]["mla_replays_with_launch"] == 6
+    # the TUI and the HTML report render the same analysis
+    assert main(["tui", str(tmp_path / "t" / "x"), "--once"]) == 0
+    assert "6 steps" in capsys.readouterr().out
+    html = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "t" / "x"), "--html", str(html)]) == 0
+    assert "6 of 6 carry the correlation id of a graph-launch call" in html.read_text()
 
 
 def _wal_pair(tmp_path: Path) -> Path:
@@ -164,3 +170,18 @@ def test_roctx_messages_whatever_the_range_operation_is_named(
     _import(db, tmp_path / "t", capsys)
     _, msgs = _api(tmp_path / "t" / "x")
     assert sorted(msgs) == sorted(trace.expected.markers) and "step 1" in msgs
+
+
+@pytest.mark.parametrize("schema", ["3.0.1", "3.0.3"])
+def test_graph_launch_records_without_a_hip_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: str
+) -> None:
+    """Without HIP API tracing, schema 3.0.2+'s rocpd_graph_launch records (one per successful
+    hipGraphLaunch, their event carrying its correlation id) confirm the replays; before 3.0.2
+    nothing does, and the replays stand on their shared correlation ids alone."""
+    trace = graph_replays(4, 3)
+    db = write_rocpd(trace, tmp_path / "in" / "1_results.db", schema, hip_trace=False)
+    rep = _import(db, tmp_path / "t", capsys)
+    n = 4 if schema == "3.0.3" else 0
+    assert rep["capture"]["graph_steps"] == 4 and rep["capture"]["graph_launches"] == n
+    assert rep["trace"]["checks"]["launches"].get("mla_replays_with_launch", 0) == n
