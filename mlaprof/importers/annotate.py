@@ -205,6 +205,7 @@ def replays_by_correlation(kc: KernelColumns, graph_corr: np.ndarray | None = No
 
 
 _ROLE_CODE = {STAGE1: 1, STAGE2: 2, REDUCE: 3, METADATA: 4}
+MAX_STEP_RUNS = 4096  # per-step graph runs kept in a rank's trace checks
 
 
 def _lut(values: list[int]) -> np.ndarray:
@@ -655,7 +656,10 @@ def _step_checks(
         "graph_identity": graphs.identity,
         "graphs": mla_graphs,
         "other_graphs": sum(1 for n in graphs.layers.values() if not n),
-        "graph_by_step": step_model.rle(graph_of),
+        # bounded: run.json is read by every view (past the cap, graph kinds fall back to the
+        # layer rule of mlaprof.analysis.graph_kinds, and the checks say so)
+        "graph_by_step": runs if len(runs := step_model.rle(graph_of)) <= MAX_STEP_RUNS else None,
+        "graph_by_step_runs": len(runs),
         "edge_partial": dict(edges),
         # step bounds idle gaps decided where nothing else bounds the steps (gaps mode: all)
         "gap_breaks": plan.gap_breaks,

@@ -243,3 +243,18 @@ def test_shapes_write_the_same_files_twice(tmp_path: Path) -> None:
     for f in sorted(a.rglob("*.csv")):
         assert f.read_bytes() == (b / f.relative_to(a)).read_bytes()
     shutil.rmtree(tmp_path / "b")
+
+
+def test_past_the_cap_graph_kinds_fall_back_to_the_layer_rule(
+    tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank's per-step graph list is bounded in run.json; past it the drafter is still told
+    from the verify steps (by its layer count), and the checks keep the run count."""
+    from mlaprof.importers import annotate
+
+    monkeypatch.setattr(annotate, "MAX_STEP_RUNS", 2)
+    doc = _report(shapes.write_csv(shapes.mtp_first_pass(), tmp_path / "in"), tmp_path, "m",
+                  capsys)  # fmt: skip
+    sc = doc["trace"]["checks"]["steps"]
+    assert sc["graph_by_step"] is None and sc["graph_by_step_runs"] > 2
+    assert doc["trace"]["drafter"]["steps"] == 18 and len(doc["trace"]["steps"]) == 6
