@@ -1,6 +1,13 @@
 """Which graph each step of an imported trace belongs to, from the trace itself: the target
 model's verify passes, a speculative drafter's passes, or other graphs.
 
+Where the import found each replay's graph (by graph id, or by kernel sequence:
+:mod:`mlaprof.importers.step_model`), a replay's kind is its graph's: the graph with the most
+MLA layers is the target's verify graph, graphs with fewer are the drafter's (its first pass
+included, though it runs the target's kernel, rows and qlen in its own one-layer graph). Steps
+without a graph (eager, PIECEWISE) and imports without graph identities fall back to the rule
+below.
+
 A speculative drafter (MTP ``deepseek_mtp``, EAGLE) runs its own small graphs between the verify
 steps: one or a few MLA layers, decode kernels at qlen 1 after its first pass. The target's
 verify graph holds every MLA layer of the model. Per rank, a step is the drafter's when it has
@@ -11,17 +18,39 @@ keeps most of its layers and its qlen, so it stays a verify step and the trust c
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
-from mlaprof.analysis.imported import value_range
+from mlaprof.analysis.imported import step_checks_by_rank, value_range
 from mlaprof.analysis.step_stats import for_steps
+from mlaprof.importers.step_model import unrle
 
 VERIFY, DRAFTER = "verify", "drafter"
 
 
-def graph_kinds(steps: pd.DataFrame, stats: pd.DataFrame) -> pd.Series:
+def _by_identity(steps: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
+    """Per step, its graph's kind where the import identified the graph (else None)."""
+    out = pd.Series(None, index=steps.index, dtype=object)
+    for rank, sc in step_checks_by_rank(meta).items():
+        kinds = {g.get("graph"): g.get("kind") for g in sc.get("graphs") or []}
+        graph_of = unrle(sc.get("graph_by_step"))
+        if not kinds or not graph_of:
+            continue
+        mine = steps[steps["rank"] == rank]
+        for idx, st in zip(mine.index, mine["step"], strict=True):
+            g = graph_of[int(st)] if 0 <= int(st) < len(graph_of) else None
+            if g is not None and kinds.get(g) in (VERIFY, DRAFTER):
+                out[idx] = kinds[g]
+    return out
+
+
+def graph_kinds(
+    steps: pd.DataFrame, stats: pd.DataFrame, meta: dict[str, Any] | None = None
+) -> pd.Series:
     """``verify`` or ``drafter`` per row of ``steps`` (indexed like it); ``stats``: the per-step
-    aggregates of the layers (:mod:`mlaprof.analysis.step_stats`)."""
+    aggregates of the layers (:mod:`mlaprof.analysis.step_stats`); ``meta``: the run's, whose
+    trace checks name each replay's graph."""
     if steps.empty:
         return pd.Series(dtype=object)
     per = for_steps(steps, stats, "n_layers").fillna(0)
@@ -29,7 +58,9 @@ def graph_kinds(steps: pd.DataFrame, stats: pd.DataFrame) -> pd.Series:
     few = per <= (deepest // 4).clip(lower=1)
     decode = steps["qlen"].eq(1) & (per < deepest)
     drafter = (few & (per < deepest)) | decode
-    return pd.Series(drafter.map({True: DRAFTER, False: VERIFY}), index=steps.index)
+    rule = drafter.map({True: DRAFTER, False: VERIFY})
+    known = _by_identity(steps, meta) if meta else pd.Series(None, index=steps.index)
+    return pd.Series(known.where(known.notna(), rule), index=steps.index)
 
 
 def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> dict | None:
@@ -49,8 +80,9 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> di
         "step_median_us": float(steps["duration_ns"].median()) / 1e3
         if steps["duration_ns"].notna().any()
         else None,
-        "provenance": f"{origin}; drafter passes told from verify steps by their MLA layer count "
-        "and qlen",
+        "provenance": f"{origin}; drafter passes told from verify steps by their graph (the "
+        "target's has the most MLA layers) where the trace identifies graphs, else by their MLA "
+        "layer count and qlen",
     }
     med = out["step_median_us"]
     out["text"] = (

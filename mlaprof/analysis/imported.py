@@ -17,6 +17,7 @@ from mlaprof.analysis.cpu_trace import cpu_findings, cpu_trace_summary
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.step_stats import by_step, for_steps
+from mlaprof.importers.step_model import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.splits.policies import POLICIES, SplitInput
 
 # paths whose stage-1 S is chosen on the host from grid-visible inputs (rows, qlen): a collapse
@@ -55,6 +56,19 @@ def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
     parts = st["backend"].fillna("").astype(str).str.partition(" ")  # "<path> <kernel variant>"
     st["path"], st["variant"] = parts[0], parts[2]
     return st
+
+
+def step_checks_by_rank(meta: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Each rank's step-model checks (the import records them per rank; one rank: the run's)."""
+    by_rank = meta.get("trace_checks_by_rank") or {}
+    out = {
+        int(r): c.get("steps") or {}
+        for r, c in by_rank.items()
+        if isinstance(c, dict) and str(r).isdigit()
+    }
+    if not out:
+        out[0] = (meta.get("trace_checks") or {}).get("steps") or {}
+    return out
 
 
 def value_range(v: pd.Series) -> str | None:
@@ -97,6 +111,7 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) 
                 "variant": variant,
                 "steps": int(len(g)),
                 "graph_steps": int((g["graph_mode"] == "graph").sum()),
+                "piecewise_steps": int((g["graph_mode"] == "piecewise").sum()),
                 "eager_steps": int((g["graph_mode"] == "eager").sum()),
                 "S": s_val,
                 "S_source": s_src,
@@ -141,8 +156,19 @@ def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any
     return "; ".join(parts)
 
 
+# a step's capture mode from how its MLA kernels ran: inside a graph launch (FULL: vLLM's
+# PIECEWISE graphs leave attention out), eager between graph pieces (PIECEWISE), eager; a trace
+# without correlation ids cannot tell (unknown)
+CAPTURE_OF_MODE = {"graph": "FULL", "piecewise": "PIECEWISE", "eager": "eager"}
+
+
+def step_capture(graph_mode: Any) -> str:
+    return CAPTURE_OF_MODE.get(graph_mode, "unknown") if isinstance(graph_mode, str) else "unknown"
+
+
 def trace_steps(steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per step: how it ran, the path and kernel variant, batch rows, qlen, S and layers."""
+    """Per step: how it ran (its capture mode), the path and kernel variant, batch rows, qlen,
+    S and layers."""
     if steps.empty:
         return []
     st = _split_backend(steps[steps["backend"].notna()]).sort_values(["rank", "step"])
@@ -157,6 +183,7 @@ def trace_steps(steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict[str, Any]
             "rank": int(r.rank),
             "step": int(r.step),
             "graph_mode": r.graph_mode if isinstance(r.graph_mode, str) else None,
+            "capture": step_capture(r.graph_mode),
             "path": r.path,
             "variant": r.variant,
             "rows": num(r.num_reqs),
@@ -232,8 +259,11 @@ CAUSE_UNKNOWN = "unknown"
 
 
 def small_s_cause(graph_mode: str) -> str:
-    """The cause a step's small S can be attributed to from how it ran."""
-    return {"graph": CAUSE_CAPTURE, "eager": CAUSE_SHORT_KV}.get(graph_mode, CAUSE_UNKNOWN)
+    """The cause a step's small S can be attributed to from how it ran (PIECEWISE attention
+    runs eagerly, without padding rows: vLLM 0.32 pads attention only under FULL graphs)."""
+    return {"graph": CAUSE_CAPTURE, "eager": CAUSE_SHORT_KV, "piecewise": CAUSE_SHORT_KV}.get(
+        graph_mode, CAUSE_UNKNOWN
+    )
 
 
 def layer_reference(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
@@ -401,12 +431,17 @@ def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
 
 
 def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
-    """The capture verdict the trace supports: replayed in a graph / eager / mixed / unknown."""
-    launches = (meta.get("trace_checks") or {}).get("launches", {})
+    """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
+    graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
+    where the kernels carry no correlation id (a replay and an eager launch look alike)."""
+    checks = meta.get("trace_checks") or {}
+    launches = checks.get("launches", {})
     origin = _origin(meta)
     st = steps[steps["backend"].notna()] if not steps.empty else steps
-    n_graph = int((st["graph_mode"] == "graph").sum()) if not st.empty else 0
-    n_eager = int((st["graph_mode"] == "eager").sum()) if not st.empty else 0
+    mode = st["graph_mode"] if not st.empty else pd.Series(dtype=object)
+    n_graph = int((mode == "graph").sum())
+    n_piece = int((mode == "piecewise").sum())
+    n_eager = int((mode == "eager").sum())
     n_launch = int(launches.get("graph_launches", 0))
     with_launch = launches.get("mla_replays_with_launch")
     if st.empty:
@@ -417,39 +452,73 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
             f"{len(st)} step(s) of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
             "attention backends support cudagraph NEVER), every op runs one by one"
         )
-    elif n_graph + n_eager == 0:
+    elif n_graph + n_piece + n_eager == 0:
         status, ev = (
             "unknown",
             (
                 f"{len(st)} MLA step(s) whose kernels carry no correlation id: graph replays and "
                 "eager launches cannot be told apart"
+                + (
+                    f" ({n_launch} graph launch(es) in the API trace: FULL or PIECEWISE, the "
+                    "trace cannot tell)"
+                    if n_launch
+                    else ""
+                )
             ),
         )
     else:
         how = (
-            f"{with_launch} of {n_graph} carry the correlation id of a graph-launch call in the "
-            "API trace"
+            (
+                f"{with_launch} of {n_graph}"
+                if (with_launch or 0) <= n_graph
+                else f"{with_launch} MLA replays (drafter passes included)"
+            )
+            + " carry the correlation id of a graph-launch call in the API trace"
             if n_launch
             else "their kernels share one correlation id (no graph-launch call in the trace to "
             "confirm)"
         )
-        if n_eager == 0:
-            status, ev = "replayed", f"{n_graph} MLA step(s) are graph replays: {how}"
-        elif n_graph == 0:
-            status = "eager"
-            ev = f"{n_eager} MLA step(s) launched kernel by kernel (one correlation id each)" + (
-                f"; {n_launch} graph launch(es) hold no MLA kernel (attention outside the "
-                "graphs, as under PIECEWISE)"
-                if n_launch
-                else ""
+        parts = []
+        if n_graph:
+            # FULL is said where a graph-launch call confirms the replays
+            parts.append(
+                f"{n_graph} MLA step(s) replayed in a graph that holds their attention "
+                + (f"(FULL; {how})" if n_launch else f"({how})")
             )
-        else:
-            status = "mixed"
-            ev = f"{n_graph} MLA step(s) replayed ({how}); {n_eager} eager between them"
+        if n_piece:
+            parts.append(
+                f"{n_piece} PIECEWISE step(s): attention launched eagerly between graph pieces "
+                "that hold no MLA kernel"
+            )
+        if n_eager:
+            parts.append(
+                f"{n_eager} eager step(s): MLA kernels launched one by one, no graph launch "
+                "inside the step"
+            )
+        kinds = sum(1 for n in (n_graph, n_piece, n_eager) if n)
+        status = (
+            "mixed" if kinds > 1 else "replayed" if n_graph else "piecewise" if n_piece else "eager"
+        )
+        ev = "; ".join(parts)
+        if status == "eager" and n_launch:
+            ev += f"; {n_launch} graph launch(es) elsewhere hold no MLA kernel"
+    step_src = (checks.get("steps") or {}).get("source")
+    if step_src:
+        ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
     label = {
         "replayed": "replayed in a graph",
+        "piecewise": "piecewise graphs (attention outside them)",
         "eager": "eager (attention not in a graph)",
-        "mixed": "mixed: graph replays and eager steps",
+        "mixed": "mixed: "
+        + ", ".join(
+            t
+            for n, t in (
+                (n_graph, "FULL replays"),
+                (n_piece, "PIECEWISE steps"),
+                (n_eager, "eager steps"),
+            )
+            if n
+        ),  # fmt: skip
         "unknown": "unknown",
     }[status]
     return {
@@ -460,9 +529,11 @@ def capture_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any
         "memory_bytes": None,
         "evidence": ev,
         "graph_steps": n_graph,
+        "piecewise_steps": n_piece,
         "eager_steps": n_eager,
         "graph_launches": n_launch,
         "launches_without_kernels": launches.get("launches_without_kernels"),
+        "step_source": step_src,
         "provenance": origin,
         "cpu": meta.get("device") == "cpu",  # no graphs to capture: no capture finding
     }
@@ -514,7 +585,14 @@ def sync_evidence(
         else pd.Series(dtype=object)
     )
     mode = mode[~mode.index.duplicated(keep="last")]
-    eager = layers[by_step(layers, mode).eq("eager")] if not layers.empty else layers
+    # PIECEWISE attention runs eagerly too: a sync in its layers is seen the same way
+    eager = (
+        layers[by_step(layers, mode).isin(["eager", "piecewise"])] if not layers.empty else layers
+    )
+    if not eager.empty:
+        t_step = steps.set_index(["rank", "step"])["t_start_ns"]
+        t_step = t_step[~t_step.index.duplicated(keep="last")]
+        eager = eager.assign(step_t0=by_step(eager, t_step).to_numpy())
     if eager.empty:
         if (mode == "graph").any() and (mode == "graph").all():
             ev_txt = (
@@ -527,8 +605,13 @@ def sync_evidence(
             "no eager MLA layers to place host calls in"), "provenance": origin}  # fmt: skip
     ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
     found: list[dict[str, Any]] = []
+    sources = step_checks_by_rank(meta)
     for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
         mine = ev[ev["rank"] == rank] if not ev.empty else ev
+        # a step bounded by idle gaps spans its MLA kernels only: its start is no bound
+        src = sources.get(int(rank), {}).get("source")
+        if src in (None, SOURCE_GAPS) and "step_t0" in lay:
+            lay = lay.drop(columns="step_t0")
         found += _place_calls(int(rank), lay, mine)
     what = "API trace" if has_api else "memory-copy trace"
     return {
@@ -541,14 +624,22 @@ def sync_evidence(
 
 
 def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[dict[str, Any]]:
-    """Host calls of one rank inside the window of one of its eager layers."""
+    """Host calls of one rank inside the window of one of its eager layers. A step's first
+    layer looks back one median inter-layer gap, never before its step began (the previous
+    step's end-of-step sync is not in it)."""
     lay = lay.sort_values("t_start_ns").reset_index(drop=True)
     t0 = lay["t_start_ns"].to_numpy(np.int64)
     t1 = t0 + lay["duration_ns"].to_numpy(np.int64)
     same = np.r_[False, lay["step"].to_numpy()[1:] == lay["step"].to_numpy()[:-1]]
     gaps = (t0[1:] - t1[:-1])[same[1:]]
     look = int(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0
-    ws = np.where(same, np.r_[0, t1[:-1]], t0 - look)
+    first = t0 - look
+    if "step_t0" in lay:
+        st0 = lay["step_t0"].to_numpy(float)
+        first = np.where(
+            np.isnan(st0), first, np.maximum(first, np.nan_to_num(st0)).astype(np.int64)
+        )
+    ws = np.where(same, np.r_[0, t1[:-1]], first)
     found = []
     if ev.empty:
         return found
@@ -602,22 +693,37 @@ def sync_findings(ev: dict[str, Any]) -> list[Finding]:
 
 
 def capture_findings(cap: dict[str, Any]) -> list[Finding]:
-    if cap["status"] not in ("eager", "mixed") or cap.get("cpu"):
+    """Attention outside graphs in some or all steps (eager or PIECEWISE), with the count of
+    each; FULL replays alone give none."""
+    n_eager, n_piece = cap["eager_steps"], cap.get("piecewise_steps", 0)
+    if cap["status"] not in ("eager", "mixed", "piecewise") or not (n_eager or n_piece):
         return []
+    if cap.get("cpu"):
+        return []
+    ran = " and ".join(
+        t
+        for n, t in ((n_piece, f"between graph pieces (PIECEWISE) in {n_piece} step(s)"),
+                     (n_eager, f"eagerly in {n_eager} step(s)"))
+        if n
+    )  # fmt: skip
     return [
         Finding(
             kind="capture",
             severity="warning",
             title=(
-                f"attention ran eagerly in {cap['eager_steps']} step(s)"
-                + (f" between {cap['graph_steps']} graph replays" if cap["graph_steps"] else "")
+                f"attention ran {ran}"
+                + (f" beside {cap['graph_steps']} FULL graph replays" if cap["graph_steps"] else "")
             ),
             evidence=f"{cap['evidence']} ({cap['provenance']})",
             fix=(
-                "capture a graph for these batch sizes (cudagraph capture sizes) or make the "
-                "attention path capturable"
+                "capture a FULL graph for these batch sizes (cudagraph capture sizes; steps too "
+                "big for any capture size, such as chunked prefill mixed into decode, run "
+                "PIECEWISE or eager by design) or make the attention path capturable"
             ),
-            data={k: cap[k] for k in ("graph_steps", "eager_steps", "graph_launches")},
+            data={
+                k: cap.get(k, 0)
+                for k in ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches")
+            },  # fmt: skip
         )
     ]
 
@@ -626,13 +732,16 @@ ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed i
 
 
 def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
-    """Can this trace be trusted: replays missing kernels against their graph's usual count,
-    graph launches with no kernel, steps that ran without a graph, split layers without their
-    reduction. Counts from the import's checks; "unknown" for imports that predate them."""
+    """Can this trace be trusted: replays missing kernels against the complete replays of
+    their own graph, graph launches with no kernel, split layers without their reduction.
+    Partial steps at the window's edges are left out and said, never a loss; steps that ran
+    without a FULL graph are a capture finding, not a fault of the trace. Counts from the
+    import's checks; "unknown" for imports that predate them."""
     checks = meta.get("trace_checks") or {}
     if not checks:
         return {"verdict": "unknown", "reliable": None, "reasons": [], "counts": {}}
     rc, lc = checks.get("replays", {}), checks.get("launches", {})
+    sc = checks.get("steps") or {}
     split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
     counts = {
         "replays": rc.get("replays", 0),
@@ -643,14 +752,14 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
         "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
         "split_layers_without_stage2": split_no_s2,
-        "last_replay_cut": rc.get("last_replay_cut", 0),
+        "edge_partial_steps": rc.get("edge_partial_steps", 0),
     }
     reasons = []
     if counts["short_replays"]:
         pct = 100.0 * counts["missing_kernels"] / max(1, counts["expected_kernels"])
         reasons.append(
             f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
-            f"against their graph's usual count ({counts['missing_kernels']} of "
+            f"against their own graph's complete replays ({counts['missing_kernels']} of "
             f"{counts['expected_kernels']} dispatches, {pct:.0f}%; "
             f"{counts['steps_missing_layers']} step(s) short of layers); {ROCM_72_LOSS}"
         )
@@ -659,18 +768,16 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
             f"{counts['launches_without_kernels']} graph launch(es) in the API trace with no "
             "kernel in the kernel trace"
         )
-    if counts["eager_steps_between_replays"]:
-        reasons.append(
-            f"{counts['eager_steps_between_replays']} step(s) ran without a graph between "
-            f"{cap['graph_steps']} graph replays"
-        )
     if split_no_s2:
         reasons.append(f"{split_no_s2} layer(s) with S > 1 but no stage-2 / reduce kernel")
-    notes = (
-        ["the last replay is cut short by the end of the trace (not counted as a loss)"]
-        if counts["last_replay_cut"]
-        else []
-    )
+    notes = []
+    if counts["edge_partial_steps"]:
+        notes.append(
+            f"{counts['edge_partial_steps']} partial step(s) at the window edges, not analysed "
+            "(the collection window cut them: not counted as a loss)"
+        )
+    if sc.get("source") == SOURCE_GAPS:
+        notes.append(f"steps told apart by {SOURCE_TEXT[SOURCE_GAPS]}")
     return {
         "verdict": "unreliable" if reasons else "reliable",
         "reliable": not reasons,
@@ -685,7 +792,6 @@ def _short(c: dict[str, int]) -> list[str]:
     parts = [
         (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
         (c["launches_without_kernels"], f"{c['launches_without_kernels']} launch(es) without kernels"),
-        (c["eager_steps_between_replays"], f"{c['eager_steps_between_replays']} step(s) without a graph"),
         (c["split_layers_without_stage2"], f"{c['split_layers_without_stage2']} split layer(s) without stage 2"),
     ]  # fmt: skip
     return [text for n, text in parts if n]

@@ -7,18 +7,58 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+# why equal batch rows never tell DP groups apart (vLLM 0.32 ``v1/worker/dp_utils.py``
+# ``coordinate_batch_across_dp`` L190, padding to the largest rank's count at L104-106: every
+# DP rank runs the same, padded, token count)
+EQUAL_ROWS = (
+    "vLLM pads every DP rank to the same token count, so equal batch rows cannot tell DP groups "
+    "apart"
+)
 
-def dp_groups(batches: dict[int, tuple[Any, ...]]) -> dict[int, int]:
-    """Data-parallel groups where a trace can tell them: the ranks that ran the same batch rows
-    at every step (tensor-parallel peers share a batch; DP groups serve their own). Groups are
-    numbered in the order of their first rank; a rank with no batch record gets none."""
+
+def _differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two ranks' batch rows per step prove different batches: they differ however the
+    two step lists are lined up (shifted by one step either way: a window may cut one rank's
+    first step and not another's)."""
+    for off in (-1, 0, 1):
+        x, y = a[max(0, off) :], b[max(0, -off) :]
+        n = min(len(x), len(y))
+        if n and x[:n] == y[:n]:
+            return False
+    return True
+
+
+def dp_groups(
+    batches: dict[int, tuple[Any, ...]], sources: list[dict[str, Any]] | None = None
+) -> tuple[dict[int, int], str, bool]:
+    """Data-parallel groups where the evidence shows them, as (group per rank, where they come
+    from, exact). The ranks' own metadata (a ``dp_rank`` recorded per rank) gives them exactly;
+    otherwise ranks that ran different batch rows cannot be tensor-parallel peers (those share a
+    batch), which shows at least that many groups; equal rows show nothing. Groups are numbered
+    in the order of their first rank; a rank with no evidence gets none."""
+    meta = {s.get("rank"): s.get("dp_rank") for s in sources or [] if isinstance(s, dict)}
+    if meta and all(isinstance(v, int) for v in meta.values()):
+        order = {v: i for i, v in enumerate(dict.fromkeys(meta[r] for r in sorted(meta)))}
+        return {int(r): order[v] for r, v in meta.items()}, "from the ranks' metadata", True
+    reps: list[tuple[Any, ...]] = []
     out: dict[int, int] = {}
-    seen: dict[tuple[Any, ...], int] = {}
     for rank in sorted(batches):
         sig = batches[rank]
-        if sig:
-            out[rank] = seen.setdefault(sig, len(seen))
-    return out
+        if not sig:
+            continue
+        g = next((i for i, r in enumerate(reps) if not _differ(sig, r)), None)
+        if g is None:
+            g = len(reps)
+            reps.append(sig)
+        out[rank] = g
+    if len(reps) < 2:
+        return {}, f"unknown: {EQUAL_ROWS}" if out else "unknown (no batch rows recorded)", False
+    return (
+        out,
+        f"at least {len(reps)}: ranks that ran different batch rows cannot share a DP group (TP "
+        f"peers run one batch); ranks that ran the same rows may still be apart ({EQUAL_ROWS})",
+        False,
+    )
 
 
 def fleet_summary(
@@ -30,11 +70,19 @@ def fleet_summary(
 ) -> dict[str, Any]:
     """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``; each rank
     with its host, pid and GPU where the import recorded them (``sources``) and its DP group
-    where the batches tell it (``batches``: rank -> batch rows per step)."""
+    where the evidence shows it (:func:`dp_groups`; ``batches``: rank -> batch rows per step)."""
     src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
     # a launcher that placed the ranks says their DP group: that evidence wins over inference
     placed = {r: s["dp_group"] for r, s in src.items() if s.get("dp_group") is not None}
-    groups = placed or (dp_groups(batches or {}) if len(ranks) > 1 else {})
+    if placed:
+        how = next(iter(src.values())).get("placed_by")
+        groups, dp_source, dp_exact = placed, f"launcher: {how}", True
+    else:
+        groups, dp_source, dp_exact = (
+            dp_groups(batches or {}, sources)
+            if len(ranks) > 1
+            else ({}, "unknown (one rank)", False)
+        )
     per_rank = []
     for rank in ranks:
         rows = [r for r in layer_rows if r["rank"] == rank]
@@ -75,12 +123,9 @@ def fleet_summary(
     return {
         "ranks": len(ranks),
         "dp_groups": len(set(groups.values())) if groups else None,
-        "dp_groups_source": "launcher: " + str(next(iter(src.values())).get("placed_by"))
-        if placed
-        else "inferred: ranks that ran the same batch rows at every step"
-        if groups
-        else "unknown (one rank, or no batch rows recorded)",
-        # what the host/pid/GPU columns are: where a launcher ran the rank, or an import's files
+        "dp_groups_exact": dp_exact if groups else None,
+        "dp_groups_source": dp_source,
+        # what the host/pid/agent columns are: where a launcher ran the rank, or an import's files
         "hosts_source": "the machine and process each rank ran on, agent its device (launcher)"
         if placed
         else "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "

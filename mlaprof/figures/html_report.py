@@ -228,7 +228,9 @@ def _trace_html(s: dict) -> str:
     cap, sy = tr["capture"], tr["syncs"]
     rows = "".join(
         f"<tr><td>{_e(p['path'])}</td><td><code>{_e(p['variant'])}</code></td>"
-        f"<td class='num'>{p['steps']} ({p['graph_steps']}/{p['eager_steps']})</td>"
+        f"<td class='num'>{p['steps']} ({p['graph_steps']}/{p['eager_steps']})"
+        + (f" +{p['piecewise_steps']} PIECEWISE" if p.get("piecewise_steps") else "")
+        + "</td>"
         f"<td class='num'>{_e(p['S'])}</td><td class='num'>{_e(p['rows'] or '-')}</td>"
         f"<td class='num'>{_e(p['qlen'] or '-')}</td><td>S {_e(p['S_source'])}; rows: "
         f"{_e(p['rows_source'])}</td></tr>"
@@ -243,9 +245,11 @@ def _trace_html(s: dict) -> str:
         if trust["verdict"] == "unreliable"
         else ""
     )
+    notes = "".join(f"<p class='dim'>trace: {_e(n)}</p>" for n in trust.get("notes", []))
     return (
         '<h2 id="trace">Imported trace</h2>'
         + warn
+        + notes
         + f"<p>capture: <b>{_e(cap['label'])}</b>"
         + ("" if cap["status"] == "unknown" else f" ({_e(cap['evidence'])})")  # why said once
         + f"; syncs: <b>{_e(syncs)}</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.formats.arrow_numpy import ascending
+from mlaprof.importers import step_model
 from mlaprof.importers.kernels import (
     AXES,
     METADATA,
@@ -25,6 +26,15 @@ from mlaprof.importers.kernels import (
     STAGE2,
     KernelMatcher,
     KernelPattern,
+)
+from mlaprof.importers.step_model import (
+    EAGER_STEP_GAP,
+    GRAPH_LAUNCH_SQL,
+    RUNTIME_API_SQL,
+    SOURCE_RANGES,
+    Graphs,
+    HostTrace,
+    Plan,
 )
 
 if TYPE_CHECKING:
@@ -155,9 +165,10 @@ def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), len(uniq)
 
 
-def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
+def replays_by_correlation(kc: KernelColumns, graph_corr: np.ndarray | None = None) -> np.ndarray:
     """rocprofv3 correlates every kernel of a graph launch to the launch call: a correlation id
-    shared by several kernels is one replay, numbered by its first kernel's start."""
+    shared by several kernels, or the id of a graph-launch call in the API trace (``graph_corr``,
+    sorted: a one-kernel graph piece), is one replay, numbered by its first kernel's start."""
     if "correlation" not in kc.ints or kc.n == 0:
         return np.full(kc.n, NULL, np.int64)
     mask = kc.masks.get("correlation")
@@ -179,7 +190,10 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
         uniq, inv, counts = np.unique(corr, return_inverse=True, return_counts=True)
         gmin = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(gmin, inv, start)
-    groups = np.nonzero(counts > 1)[0]
+    is_graph = counts > 1
+    if graph_corr is not None and len(graph_corr):
+        is_graph |= np.isin(uniq // ndev if ndev > 1 else uniq, graph_corr)
+    groups = np.nonzero(is_graph)[0]
     rank = np.full(len(uniq), NULL, np.int64)
     rank[groups[np.lexsort((uniq[groups], gmin[groups]))]] = np.arange(len(groups))
     got = np.repeat(rank, counts) if in_order else rank[inv]
@@ -191,9 +205,7 @@ def replays_by_correlation(kc: KernelColumns) -> np.ndarray:
 
 
 _ROLE_CODE = {STAGE1: 1, STAGE2: 2, REDUCE: 3, METADATA: 4}
-# an eager step ends where the pitch between two stage-1 kernels exceeds this many times the
-# median pitch (no graph launch marks eager steps; the idle gap between forwards does)
-EAGER_STEP_GAP = 3.0
+MAX_STEP_RUNS = 4096  # per-step graph runs kept in a rank's trace checks
 
 
 def _lut(values: list[int]) -> np.ndarray:
@@ -235,20 +247,37 @@ class _Grids:
         return out
 
 
-def _eager_segments(start: np.ndarray, s1: np.ndarray, barriers: np.ndarray) -> np.ndarray:
-    """Segment id of each eager stage-1 kernel (``s1``: indices sorted by start): a new segment
-    (step) starts after a barrier (a graph replay, a persistent metadata kernel) or an idle gap
-    longer than EAGER_STEP_GAP x the median stage-1 pitch."""
+def _eager_segments(
+    start: np.ndarray,
+    s1: np.ndarray,
+    barriers: np.ndarray,
+    seg: np.ndarray | None = None,
+    gap_ok: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """Segment id of each eager stage-1 kernel (``s1``: indices sorted by start), and how many
+    segments an idle gap began: a new segment (step) starts where the step model's segment
+    changes (``seg``, per kernel of ``s1``), after a barrier (a graph replay, a persistent
+    metadata kernel), or, where the model found nothing better (``seg`` None, or ``gap_ok``:
+    kernels no closing evidence bounds), after an idle gap longer than EAGER_STEP_GAP x the
+    median pitch."""
     t = start[s1]
     brk = np.zeros(len(s1), bool)
+    by_gap = 0
     if len(s1) > 1:
-        pitch = np.diff(t)
-        med = float(np.median(pitch))
-        brk[1:] |= pitch > EAGER_STEP_GAP * max(med, 1.0)
+        if seg is not None:
+            brk[1:] |= seg[1:] != seg[:-1]
+        if seg is None or (gap_ok is not None and gap_ok.any()):
+            pitch = np.diff(t)
+            med = float(np.median(pitch))
+            gap = pitch > EAGER_STEP_GAP * max(med, 1.0)
+            if seg is not None and gap_ok is not None:
+                gap &= gap_ok[1:] & gap_ok[:-1] & ~brk[1:]
+            by_gap = int(gap.sum())
+            brk[1:] |= gap
         if len(barriers):
             seen = np.searchsorted(np.sort(barriers), t, side="right")
             brk[1:] |= np.diff(seen) > 0
-    return np.cumsum(brk)
+    return np.cumsum(brk), by_gap
 
 
 def annotate(
@@ -258,14 +287,18 @@ def annotate(
     grid_in_workitems: bool,
     replay: np.ndarray | None = None,
     kernels_final: Callable[[dict[str, np.ndarray]], None] | None = None,
+    host: HostTrace | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Derived kernel columns (replay, layer, splits, step) and the steps and layers tables.
     ``kernels_final`` is called with the derived columns as soon as they are final, before the
-    trace checks and the tables (an import starts writing its kernel file there).
+    trace checks and the tables (an import starts writing its kernel file there). ``host``: what
+    the process's API trace says (graph launches, syncs, roctx ranges).
 
-    A step is a graph replay holding MLA stage-1 kernels, or a run of eager ones; its layers
-    are its stage-1 kernels in start order (stage 2 / reduce join the stage-1 kernel before
-    them). S, batch rows and qlen come from the grid axes the kernel table names."""
+    A step is a graph replay holding MLA stage-1 kernels, or a run of eager ones bounded as
+    :mod:`mlaprof.importers.step_model` finds them; its layers are its stage-1 kernels in start
+    order (stage 2 / reduce join the stage-1 kernel before them). Partial steps at the window's
+    edges are left out and counted apart. S, batch rows and qlen come from the grid axes the
+    kernel table names."""
     n = kc.n
     pats = [matcher.match(nm) for nm in kc.names]
     summary.patterns = _used_patterns(pats, kc)
@@ -296,8 +329,17 @@ def annotate(
     with ThreadPoolExecutor(1) as pool:
         grid_job = pool.submit(from_grids)
         if replay is None:
-            replay = replays_by_correlation(kc) if in_layer.any() else np.full(n, NULL, np.int64)
-        group, layer, step = _number_steps(kc, role, replay, in_layer)
+            launches = None if host is None else host.graph_launches
+            replay = (
+                replays_by_correlation(kc, launches)
+                if in_layer.any()
+                else np.full(n, NULL, np.int64)
+            )
+        codes, ndev = _device_codes(kc)
+        plan = step_model.plan_steps(kc, role, replay, in_layer, host, codes, ndev)
+        nrep = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
+        graphs = step_model.graph_identity(kc, replay, role, nrep)
+        group, layer, step, edges = _number_steps(kc, role, replay, in_layer, plan, graphs)
         grids, splits, rows, qlen = grid_job.result()
     derived = {"replay": replay, "layer": layer, "splits": splits, "step": step}
     if kernels_final is not None:
@@ -307,20 +349,28 @@ def annotate(
     )
     summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, axis_lut("heads_axis"))
     summary.mla_kernels = int((role == 1).sum())
-    summary.checks["replays"] = _replay_checks(kc, replay, role, rows, step, layer, qlen)
-    steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay)
+    summary.checks["replays"] = _replay_checks(replay, role, step, layer, graphs, edges)
+    steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay, plan)
+    summary.checks["steps"] = _step_checks(steps, replay, step, role, plan, graphs, edges)
     summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
-    summary.eager_steps = int((steps.get("graph_mode", np.zeros(0)) == "eager").sum())
+    summary.eager_steps = int(
+        np.isin(steps.get("graph_mode", np.zeros(0)), ["eager", "piecewise"]).sum()
+    )
     summary.layers = len(layers.get("step", ()))
     return derived, steps, layers
 
 
 def _number_steps(
-    kc: KernelColumns, role: np.ndarray, replay: np.ndarray, in_layer: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    kc: KernelColumns,
+    role: np.ndarray,
+    replay: np.ndarray,
+    in_layer: np.ndarray,
+    plan: Plan,
+    graphs: Graphs,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Per kernel: its group (an MLA graph replay or a run of eager kernels), its layer in the
     group (stage-1 kernels in start order) and its step (groups ordered by their first
-    kernel's start); -1 where none."""
+    kernel's start); -1 where none. And the partial steps left out at the window's edges."""
     n = kc.n
     start = kc.ints["start_ns"]
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
@@ -330,31 +380,41 @@ def _number_steps(
     base = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
     n_rep = base  # group ids below this are replays
     codes, ndev = _device_codes(kc)
+    seg_all = plan.seg
     for d in range(ndev):  # each GPU runs its own steps
         on = codes == d if ndev > 1 else np.ones(n, bool)
         eager = np.nonzero(in_layer & (replay < 0) & on)[0]
+        if seg_all is not None:  # kernels outside every step the model found belong to none
+            eager = eager[seg_all[eager] >= 0]
         if not len(eager):
             continue
         eager = eager[np.lexsort((eager, start[eager]))]
         e1 = eager[role[eager] == 1]
-        barriers = np.r_[start[rep_ok & on], start[(role == 4) & on]]
-        seg = _eager_segments(start, e1, barriers) + base
+        if not len(e1):
+            continue
+        barriers = (
+            np.zeros(0, np.int64)
+            if plan.source == SOURCE_RANGES  # ranges say where steps end; nothing else does
+            else np.r_[start[rep_ok & on], start[(role == 4) & on]]
+        )
+        seg, by_gap = _eager_segments(
+            start,
+            e1,
+            barriers,
+            None if seg_all is None else seg_all[e1],
+            None if plan.gap_ok is None else plan.gap_ok[e1],
+        )
+        plan.gap_breaks += by_gap
+        seg = seg + base
         base = int(seg.max()) + 1 if len(seg) else base
         # stage 2 / reduce: the segment of the last eager stage-1 kernel started before them
         pos = np.searchsorted(start[e1], start[eager], side="right") - 1
         ok = pos >= 0
+        if seg_all is not None:  # ... and in the same step of the model
+            ok &= seg_all[eager] == seg_all[e1[np.clip(pos, 0, None)]]
         group[eager[ok]] = seg[pos[ok]]
-    layer = np.full(n, NULL, np.int64)
-    sel = np.nonzero(group >= 0)[0]
-    if len(sel):
-        order = sel[np.lexsort((sel, start[sel], group[sel]))]
-        mains = (role[order] == 1).astype(np.int64)
-        cs = np.cumsum(mains)
-        g_o = group[order]
-        first = np.r_[0, np.nonzero(np.diff(g_o))[0] + 1]
-        off = np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
-        lay = cs - off - 1
-        layer[order] = np.where(lay >= 0, lay, NULL)
+    layer = _layers_in_groups(group, start, role)
+    edges = _trim_edges(kc, group, layer, role, replay, n_rep, plan, graphs, codes)
     # step numbers: groups ordered by their first kernel's start
     step = np.full(n, NULL, np.int64)
     gsel = np.nonzero((group >= 0) & (layer >= 0))[0]
@@ -382,7 +442,78 @@ def _number_steps(
             nxt = np.searchsorted(t_step, start[meta_k], side="left")
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
-    return group, layer, step
+    return group, layer, step, edges
+
+
+def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """Per kernel of a group: its layer, the stage-1 kernels of the group in start order."""
+    layer = np.full(len(group), NULL, np.int64)
+    sel = np.nonzero(group >= 0)[0]
+    if len(sel):
+        order = sel[np.lexsort((sel, start[sel], group[sel]))]
+        mains = (role[order] == 1).astype(np.int64)
+        cs = np.cumsum(mains)
+        g_o = group[order]
+        first = np.r_[0, np.nonzero(np.diff(g_o))[0] + 1]
+        off = np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
+        lay = cs - off - 1
+        layer[order] = np.where(lay >= 0, lay, NULL)
+    return layer
+
+
+def _trim_edges(
+    kc: KernelColumns,
+    group: np.ndarray,
+    layer: np.ndarray,
+    role: np.ndarray,
+    replay: np.ndarray,
+    n_rep: int,
+    plan: Plan,
+    graphs: Graphs,
+    codes: np.ndarray,
+) -> dict[str, int]:
+    """Leave out (group and layer NULL, in place) the first and last step of each device where
+    the collection window cut it: a replay with fewer kernels than its graph's complete replays,
+    or an eager step open on that side (nothing closes it there) with fewer layers than the
+    device's fullest eager step. A cut is where tracing started or stopped, never a loss."""
+    out = {"first": 0, "last": 0}
+    if plan.source == SOURCE_RANGES:  # MLA kernels launched outside the first / last range
+        out["first"] = int(plan.outside_ranges.get("before", 0) > 0)
+        out["last"] = int(plan.outside_ranges.get("after", 0) > 0)
+    sel = np.flatnonzero((group >= 0) & (layer >= 0) & (role == 1))
+    if not len(sel):
+        return out
+    start = kc.ints["start_ns"]
+    gids, inv = np.unique(group[sel], return_inverse=True)
+    g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(g0, inv, start[sel])
+    nlay = np.bincount(inv, minlength=len(gids))
+    dev = np.zeros(len(gids), np.int64)
+    dev[inv] = codes[sel]
+    reps = replay[replay >= 0]
+    count = np.bincount(reps, minlength=n_rep) if len(reps) else np.zeros(n_rep, np.int64)
+    drop: list[int] = []
+    for d in np.unique(dev).tolist():
+        mine = np.flatnonzero(dev == d)
+        mine = mine[np.argsort(g0[mine], kind="stable")]
+        eager = mine[gids[mine] >= n_rep]
+        fullest = int(nlay[eager].max()) if len(eager) else 0
+        for side, i in (("first", mine[0]), ("last", mine[-1])):
+            g = int(gids[i])
+            if g < n_rep:
+                cut = bool(count[g] < graphs.usual[g])
+            else:
+                is_open = (plan.open_first if side == "first" else plan.open_last).get(d, True)
+                is_open = is_open and plan.source != SOURCE_RANGES
+                cut = is_open and int(nlay[i]) < fullest
+            if cut and g not in drop:
+                drop.append(g)
+                out[side] += 1
+    if drop:
+        gone = np.isin(group, np.array(drop, np.int64))
+        group[gone] = NULL
+        layer[gone] = NULL
+    return out
 
 
 def _pin_qlen_from_stage2(
@@ -448,71 +579,91 @@ def _stage2_heads(
 
 
 def _replay_checks(
-    kc: KernelColumns,
     replay: np.ndarray,
     role: np.ndarray,
-    rows: np.ndarray,
     step: np.ndarray,
     layer: np.ndarray,
-    qlen: np.ndarray,
+    graphs: Graphs,
+    edges: dict[str, int],
 ) -> dict[str, int]:
-    """Replays against their graph's usual kernel count. A tracer loses dispatches but never
-    adds any, so a graph's usual count is the most any of its replays shows; the graph is
-    ``graph_id`` where the trace has it, else the stage-1 kernel variant, batch rows and qlen
-    (a drafter's decode graph, qlen 1, is never judged against the target's verify graph)."""
+    """Replays against the complete replays of their own graph (:func:`step_model.graph_identity`:
+    the graph id where the trace has it, else the kernel sequence): a tracer loses dispatches but
+    never adds any, so a graph's usual count is the most any of its replays shows. A drafter's
+    graph is judged against the drafter's replays, never against the target's. Replays left out
+    at the window's edges are counted apart (``edge_partial_steps``), never as losses."""
     reps = np.nonzero(replay >= 0)[0]
     out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
-           "replays_without_mla": 0, "steps_missing_layers": 0, "last_replay_cut": 0}  # fmt: skip
+           "replays_without_mla": 0, "steps_missing_layers": 0,
+           "edge_partial_steps": int(edges["first"] + edges["last"])}  # fmt: skip
     if not len(reps):
         return out
     r = replay[reps]
     nrep = int(r.max()) + 1
     count = np.bincount(r, minlength=nrep)
     seen = count > 0
-    big = np.iinfo(np.int64).max
-    variant = np.full(nrep, big, np.int64)
-    s1 = reps[role[reps] == 1]
-    np.minimum.at(variant, replay[s1], kc.name_idx[s1])
-    rws = np.full(nrep, NULL, np.int64)
-    np.maximum.at(rws, replay[s1], rows[s1])
-    qls = np.full(nrep, NULL, np.int64)
-    np.maximum.at(qls, replay[s1], qlen[s1])
-    gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)
-    if gid is not None and (gm is None or not gm[reps].all()):
-        key = np.full(nrep, NULL, np.int64)
-        ok = reps if gm is None else reps[~gm[reps]]
-        np.maximum.at(key, replay[ok], gid[ok])
-    else:
-        # (stage-1 variant, batch rows, qlen) as one integer; replays without MLA share one key
-        var = np.where(variant == big, -1, variant)
-        key = ((var + 1) * (int(rws.max()) + 2) + (rws + 1)) * (int(qls.max()) + 2) + (qls + 1)
-    uniq, inv = np.unique(key[seen], return_inverse=True)
-    usual = np.zeros(len(uniq), np.int64)
-    np.maximum.at(usual, inv, count[seen])
-    exp = usual[inv]
-    got = count[seen]
-    no_mla = variant[seen] == big
-    # the last replay (replays are numbered by start) may be cut by the end of the trace: that
-    # is where tracing stopped, not a lost dispatch
-    last = np.arange(nrep)[seen] == nrep - 1
-    cut = last & (got < exp)
-    judged = ~no_mla & ~cut
-    out.update(
-        replays=int(seen.sum()),
-        short_replays=int(((got < exp) & judged).sum()),
-        missing_kernels=int((exp - got)[judged].sum()),
-        expected_kernels=int(exp[judged].sum()),
-        replays_without_mla=int(no_mla.sum()),
-        last_replay_cut=int(cut.sum()),
-    )
-    # MLA steps (graph replays) with fewer layers than their graph's most
+    has_mla = np.zeros(nrep, bool)
+    has_mla[replay[reps[role[reps] == 1]]] = True
+    # a replay is analysed when its MLA kernels belong to a step (edge replays do not)
+    in_step = np.zeros(nrep, bool)
     ms = (step >= 0) & (layer >= 0) & (replay >= 0) & (role == 1)
+    in_step[replay[ms]] = True
+    edge = has_mla & ~in_step
+    exp = graphs.usual
+    judged = seen & has_mla & ~edge
+    out.update(
+        replays=int((seen & ~edge).sum()),
+        short_replays=int(((count < exp) & judged).sum()),
+        missing_kernels=int((exp - count)[judged].sum()),
+        expected_kernels=int(exp[judged].sum()),
+        replays_without_mla=int((seen & ~has_mla).sum()),
+    )
+    # MLA steps (graph replays) with fewer layers than their graph's complete replays
     if ms.any():
         per = np.bincount(replay[ms], minlength=nrep)
-        gl = np.zeros(len(uniq), np.int64)
-        np.maximum.at(gl, inv, per[seen])
-        out["steps_missing_layers"] = int(((per[seen] < gl[inv]) & judged).sum())
+        want = np.array([graphs.layers.get(int(g), 0) for g in graphs.canon], np.int64)
+        out["steps_missing_layers"] = int(((per < want) & judged).sum())
     return out
+
+
+def _step_checks(
+    steps: dict[str, np.ndarray],
+    replay: np.ndarray,
+    step: np.ndarray,
+    role: np.ndarray,
+    plan: Plan,
+    graphs: Graphs,
+    edges: dict[str, int],
+) -> dict[str, Any]:
+    """How the steps were found, each step's graph (by identity) and the graphs' kinds: the
+    analysis reads these (views never re-derive them). Per-step values are run-length coded."""
+    kinds = step_model.graph_kinds(graphs.layers)
+    graph_of = []
+    if steps:
+        lead = np.full(len(steps["step"]), NULL, np.int64)
+        s1 = np.flatnonzero((role == 1) & (step >= 0))
+        lead[step[s1][::-1]] = s1[::-1]  # a kernel of each step (any: they share the replay)
+        for k in lead.tolist():
+            g = int(replay[k]) if k >= 0 else NULL
+            graph_of.append(int(graphs.canon[g]) if g >= 0 else None)
+    mla_graphs = [
+        {"graph": g, "kind": kinds[g], "mla_layers": n, "kernels": int(graphs.usual[graphs.canon == g].max()),
+         "replays": graphs.replays[g]}
+        for g, n in sorted(graphs.layers.items()) if n
+    ]  # fmt: skip
+    return {
+        "source": plan.source,
+        "source_text": step_model.SOURCE_TEXT[plan.source],
+        "graph_identity": graphs.identity,
+        "graphs": mla_graphs,
+        "other_graphs": sum(1 for n in graphs.layers.values() if not n),
+        # bounded: run.json is read by every view (past the cap, graph kinds fall back to the
+        # layer rule of mlaprof.analysis.graph_kinds, and the checks say so)
+        "graph_by_step": runs if len(runs := step_model.rle(graph_of)) <= MAX_STEP_RUNS else None,
+        "graph_by_step_runs": len(runs),
+        "edge_partial": dict(edges),
+        # step bounds idle gaps decided where nothing else bounds the steps (gaps mode: all)
+        "gap_breaks": plan.gap_breaks,
+    }
 
 
 def _used_patterns(pats: list[KernelPattern | None], kc: KernelColumns) -> list[dict[str, Any]]:
@@ -585,10 +736,13 @@ def _derived(
     qlen: np.ndarray,
     role: np.ndarray,
     replay: np.ndarray,
+    plan: Plan | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The steps and layers tables as columns. A step's path, variant, batch rows and qlen are
     its first stage-1 kernel's; a layer spans its stage-1 kernel to the end of its last stage-2
-    / reduce kernel, and its S is the stage-1 kernel's."""
+    / reduce kernel, and its S is the stage-1 kernel's. An eager step the step model bounded
+    spans its whole segment (input preparation to sampling); it ran ``piecewise`` where graph
+    launches without MLA kernels (PIECEWISE pieces) lie inside it, else ``eager``."""
     start, end = kc.ints["start_ns"], kc.ints["end_ns"]
     s = (step >= 0) & (role != 4)
     if not s.any():
@@ -610,7 +764,11 @@ def _derived(
         eager = ~graph & (True if cm is None else ~cm[lead])
     else:
         eager = np.zeros(len(lead), bool)
-    mode = np.where(graph, "graph", np.where(eager, "eager", "")).astype(object)
+    t0, t1 = _segment_spans(kc, plan, lead, graph, replay, role, t0, t1)
+    piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1)
+    mode = np.where(
+        graph, "graph", np.where(piecewise, "piecewise", np.where(eager, "eager", ""))
+    ).astype(object)
     steps = {
         "step": st,
         "t_start_ns": t0,
@@ -623,6 +781,7 @@ def _derived(
             object
         ),
     }
+
     m = (step >= 0) & (layer >= 0) & (role >= 1) & (role <= 3)
     if not m.any():
         return steps, {}
@@ -642,6 +801,75 @@ def _derived(
         "splits_used": sp,
     }
     return steps, layers
+
+
+def _segment_spans(
+    kc: KernelColumns,
+    plan: Plan | None,
+    lead: np.ndarray,
+    graph: np.ndarray,
+    replay: np.ndarray,
+    role: np.ndarray,
+    t0: np.ndarray,
+    t1: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eager steps widened to their step-model segment, where the segment holds that one eager
+    step: from the segment's first kernel (input preparation) to the end of its last MLA kernel
+    or graph piece (the forward; the sampler after it is not the step's time, as a FULL
+    replay's step is its replay)."""
+    if plan is None or plan.seg is None or graph.all():
+        return t0, t1
+    seg = plan.seg
+    ok = seg >= 0
+    if not ok.any():
+        return t0, t1
+    start, end = kc.ints["start_ns"], kc.ints["end_ns"]
+    keys, s0, _, _ = _groups(seg[ok], start[ok], end[ok])
+    mine = seg[lead]
+    eager = ~graph & (mine >= 0)
+    uniq, cnt = np.unique(mine[eager], return_counts=True)
+    alone = np.isin(mine, uniq[cnt == 1]) & eager
+    pos = np.searchsorted(keys, mine[alone])
+    t0, t1 = t0.copy(), t1.copy()
+    t0[alone] = np.minimum(t0[alone], s0[pos])
+    piece = ok & (replay >= 0) & ~((role >= 1) & (role <= 3))
+    if piece.any():
+        pk, _, p1, _ = _groups(seg[piece], start[piece], end[piece])
+        at = np.clip(np.searchsorted(pk, mine[alone]), 0, len(pk) - 1)
+        hit = pk[at] == mine[alone]
+        rows = np.flatnonzero(alone)[hit]
+        t1[rows] = np.maximum(t1[rows], p1[at[hit]])
+    return t0, t1
+
+
+def _holds_pieces(
+    kc: KernelColumns,
+    replay: np.ndarray,
+    role: np.ndarray,
+    lead: np.ndarray,
+    t0: np.ndarray,
+    t1: np.ndarray,
+) -> np.ndarray:
+    """Per step: whether a graph launch holding no MLA kernel (a PIECEWISE piece) starts
+    inside its span on its device."""
+    reps = np.flatnonzero(replay >= 0)
+    if not len(reps) or not len(lead):
+        return np.zeros(len(lead), bool)
+    nrep = int(replay[reps].max()) + 1
+    mla = np.zeros(nrep, bool)
+    mla[replay[reps[(role[reps] >= 1) & (role[reps] <= 3)]]] = True
+    piece = reps[~mla[replay[reps]]]
+    out = np.zeros(len(lead), bool)
+    if not len(piece):
+        return out
+    codes, _ = _device_codes(kc)
+    start = kc.ints["start_ns"]
+    for d in np.unique(codes[lead]).tolist():
+        t = np.sort(start[piece[codes[piece] == d]])
+        rows = np.flatnonzero(codes[lead] == d)
+        inside = np.searchsorted(t, t1[rows], side="right") - np.searchsorted(t, t0[rows])
+        out[rows] = inside > 0
+    return out
 
 
 def concat(parts: list[KernelColumns]) -> KernelColumns | None:
@@ -694,7 +922,8 @@ def store_kernels(
         if background:
             bulk.flush_columnar(wait=False)
 
-    derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay, write)
+    host = HostTrace.read(bulk)
+    derived, steps, layers = annotate(kc, matcher, summary, grid_in_workitems, replay, write, host)
     summary.checks["launches"] = _launch_checks(bulk, kc, derived)
     if summary.patterns:
         from mlaprof.store import runmeta
@@ -705,13 +934,6 @@ def store_kernels(
     store_derived(bulk, steps, layers, summary)
     if background:
         bulk.flush_columnar(wait=False)
-
-
-GRAPH_LAUNCH_SQL = "function LIKE '%GraphLaunch%'"
-RUNTIME_API_SQL = (
-    "(lower(domain) LIKE '%hip%' OR lower(domain) LIKE '%cuda%') AND lower(domain) NOT LIKE "
-    "'%marker%'"
-)
 
 
 def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray]) -> dict[str, int]:
@@ -737,7 +959,12 @@ def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray])
     step_corr = np.unique(corr[ok])
     out["mla_replays_with_launch"] = int(np.isin(step_corr, launches).sum())
     all_corr = np.unique(corr if cm is None else corr[~cm])
-    out["launches_without_kernels"] = int((~np.isin(launches[launches != NULL], all_corr)).sum())
+    lost = launches[(launches != NULL) & ~np.isin(launches, all_corr)]
+    # a launch called after every traced kernel's launch (correlation ids count the host's
+    # calls) ran where tracing had stopped: the window's end, not a loss
+    late = lost > all_corr.max() if len(all_corr) else np.ones(len(lost), bool)
+    out["launches_without_kernels"] = int((~late).sum())
+    out["launches_past_window_end"] = int(late.sum())
     return out
 
 

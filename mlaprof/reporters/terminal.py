@@ -387,7 +387,8 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
             t.add_row(
                 term(p["path"]),
                 show(p["variant"]),  # broken after a separator, never mid-identifier
-                f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
+                f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})"
+                + (f" +{p['piecewise_steps']} PIECEWISE" if p.get("piecewise_steps") else ""),
                 str(p["S"]),
                 p["rows"] or "-",
                 p["qlen"] or "-",

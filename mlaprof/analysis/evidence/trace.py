@@ -35,7 +35,9 @@ def trace_evidence(run: Run) -> Evidence:
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
     # a CPU trace's steps are vLLM's own step annotations (some with no request): no drafter graph
-    kinds = graph_kinds(t["steps"], stats) if not run.meta.get("cpu_trace") else pd.Series()
+    kinds = (
+        graph_kinds(t["steps"], stats, run.meta) if not run.meta.get("cpu_trace") else pd.Series()
+    )
     drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
     drafter = drafter_summary(drafting, stats, str(prov))
     if not drafting.empty:
