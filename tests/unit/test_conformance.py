@@ -145,8 +145,8 @@ def test_one_file_set_per_process_and_host(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
     """rocprofv3 writes one output per process under its host's folder: two processes on two
-    hosts are two ranks, numbered by GPU, each with its own replays (both reuse correlation
-    ids from 1)."""
+    hosts are two ranks, numbered by host folder, then GPU, then pid (so a host's ranks stay
+    together), each with its own replays (both reuse correlation ids from 1)."""
     a, b = graph_replays(2, 3), graph_replays(4, 3)
     a.pid, a.tid, a.agent, a.host = 100, 100, 5, "hostA"
     b.pid, b.tid, b.agent, b.host = 200, 200, 1, "hostB"
@@ -154,9 +154,9 @@ def test_one_file_set_per_process_and_host(
         render(tr, fmt, tmp_path / "in")
     rep = _import(tmp_path / "in", tmp_path / "t", capsys)
     per_rank = {r: [s for s in rep["trace"]["steps"] if s["rank"] == r] for r in (0, 1)}
-    assert [len(per_rank[0]), len(per_rank[1])] == [4, 2]  # rank 0: GPU 1 (hostB)
+    assert [len(per_rank[0]), len(per_rank[1])] == [2, 4]  # rank 0: hostA's process
     hosts = [r["host"] for r in rep["fleet"]["per_rank"]]
-    assert hosts == ["hostB", "hostA"]
+    assert hosts == ["hostA", "hostB"]
 
 
 @pytest.mark.parametrize("op", ["roctxThreadRangeA", "roctxRangePushA"])
