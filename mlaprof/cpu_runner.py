@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from mlaprof.argv import strip_options
 from mlaprof.backends.base import InputPool, make_inputs
 from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
@@ -60,19 +61,7 @@ def run_meta(
 def recorded_command(argv: list[str]) -> str:
     """The command as a user retypes it, without this machine's paths: ``mlaprof`` for the
     program path and no ``--traces`` folder (the run's location is its folder)."""
-    args = list(argv[1:])
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a == "--traces":
-            skip = True
-            continue
-        if a.startswith("--traces="):
-            continue
-        out.append(a)
+    out = strip_options(argv[1:], ("--traces",))
     return " ".join(["mlaprof", *out])
 
 

@@ -21,7 +21,6 @@ import platform
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlaprof.argv import child_run_command
 from mlaprof.errors import MlaprofError
 
 ENV_RANK = "MLAPROF_TP_RANK"
@@ -132,33 +132,9 @@ def _free_port() -> int:
 
 
 def child_argv(argv: list[str], name: str, traces: Path) -> list[str]:
-    """The rank processes' command: the user's ``run`` without ``--ranks``/``--live``/``--name``
-    /``--traces`` (the launcher gives every rank the same run folder), quiet."""
-    out: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in ("--ranks", "--name", "--traces"):
-            skip = True
-            continue
-        if a.startswith(("--ranks=", "--name=", "--traces=")) or a in ("--live", "--json"):
-            continue
-        out.append(a)
-    if not out or out[0] != "run":
-        out = ["run", *out]
-    return [
-        sys.executable,
-        "-m",
-        "mlaprof",
-        *out,
-        "--quiet",
-        "--name",
-        name,
-        "--traces",
-        str(traces),
-    ]
+    """The rank processes' command: the user's ``run`` without ``--ranks``/``--live``/``--json``
+    (the launcher gives every rank the same run folder and reports itself), quiet."""
+    return child_run_command(argv, name, traces, ("--ranks",), ("--live", "--json"))
 
 
 def _last_line(path: Path) -> str:

@@ -349,20 +349,9 @@ def _live(args: argparse.Namespace, traces: Path) -> int:
     name = args.name or runmeta.reserve(
         traces, runmeta.new_run_name(f"{args.scenario}-{args.backend}-live")
     )
-    argv = [a for a in sys.argv[1:] if a != "--live"]
-    if not argv or argv[0] != "run":
-        argv = ["run", *argv]
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlaprof",
-        *argv,
-        "--quiet",
-        "--name",
-        name,
-        "--traces",
-        str(traces),
-    ]
+    from mlaprof.argv import child_run_command
+
+    cmd = child_run_command(sys.argv[1:], name, traces, switches=("--live",))
     log = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the child
     child = subprocess.Popen(cmd, stdout=log, stderr=log)
     run_dir = traces / name
