@@ -1,7 +1,7 @@
 """Perfetto export of a multi-rank run: whole-process time and peak memory at 64 and 256 ranks,
 and the flows it writes (one per launched kernel, keyed by rank and correlation).
 
-The fleet is the tests' generator (``tests.trace_io_helpers.pid_fleet``): N processes of one
+The fleet is ``mlaprof.synthetic.pid_fleet`` over the AITER bug trace of ``tests/data``: N processes of one
 server as rocprofv3 writes them (``<pid>_kernel_trace.csv`` + ``<pid>_hip_api_trace.csv``), each
 a copy of a gluon graph-replay trace (54 dispatches, 9 HIP calls, correlation ids restarting in
 every process), on its own GPU. It is imported once (not timed); then ``mlaprof export RUN
@@ -37,7 +37,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fleet_bench import _versions, spread, whole_process, write_csv  # noqa: E402
 
-from tests.trace_io_helpers import launched_kernels, pid_fleet  # noqa: E402
+from mlaprof.synthetic.pid_fleet import launched_kernels, pid_fleet  # noqa: E402
+
+AITER_BUG = ROOT / "tests" / "data" / "aiter" / "gluon_v0119_bug"
 
 OLD = """
 import sys
@@ -51,7 +53,7 @@ with load({run!r}) as run:
 
 
 def _import(work: Path, ranks: int) -> Path:
-    src = pid_fleet(work / f"in{ranks}", ranks)
+    src = pid_fleet(AITER_BUG, work / f"in{ranks}", ranks)
     traces = work / "traces"
     cmd = [sys.executable, "-m", "mlaprof", "import", "rocprof", str(src), "--traces",
            str(traces), "--name", f"fleet{ranks}"]  # fmt: skip
@@ -103,7 +105,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mlaprof-perfetto-"))
     results: dict[str, Any] = {
         "what": "mlaprof export RUN --format perfetto, whole process, on an N-rank rocprofv3 "
-        "fleet (tests.trace_io_helpers.pid_fleet: 54 dispatches and 9 HIP calls per rank)",
+        "fleet (mlaprof.synthetic.pid_fleet of tests/data/aiter/gluon_v0119_bug: 54 dispatches and 9 HIP calls per rank)",
         "revision": subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),  # fmt: skip
@@ -125,7 +127,7 @@ def main() -> None:
             argv = [sys.executable, "-m", "mlaprof", "export", str(runs[n]), "--format",
                     "perfetto", "-o", str(out)]  # fmt: skip
             res = _measure(argv, out, args.reps)
-            res["launched_kernels"] = launched_kernels(n)
+            res["launched_kernels"] = launched_kernels(AITER_BUG, n)
             results["after"][str(n)] = res
             print(n, "ranks:", json.dumps(res), flush=True)
         if args.single:
@@ -156,7 +158,7 @@ def main() -> None:
                 out = work / f"before{n}.json"
                 prog = OLD.format(work=str(work), run=str(runs[n]), out=str(out))
                 res = _measure([sys.executable, "-c", prog], out, 1)
-                res["launched_kernels"] = launched_kernels(n)
+                res["launched_kernels"] = launched_kernels(AITER_BUG, n)
                 results["before"][str(n)] = res
                 print("before", n, "ranks:", json.dumps(res), flush=True)
     finally:

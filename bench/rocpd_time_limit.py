@@ -36,7 +36,7 @@ def main() -> int:
 
     seconds, loads = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        from tests.rocpd_crafted import never_ending_rocpd
+        from mlaprof.synthetic.rocpd_crafted import never_ending_rocpd
 
         db = never_ending_rocpd(Path(tmp) / "crafted.db")
         for _ in range(args.repeats):

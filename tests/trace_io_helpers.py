@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from mlaprof.exporters.csv_export import KERNEL_HEADER
 from mlaprof.store import create_run
 from mlaprof.store.schema import TABLES
+from mlaprof.synthetic import pid_fleet as synthetic_fleet
 
 DATA = Path(__file__).resolve().parent / "data"
 ROCPROF = DATA / "rocprof"
@@ -297,32 +298,9 @@ AITER_BUG = Path(__file__).resolve().parent / "data" / "aiter" / "gluon_v0119_bu
 
 
 def pid_fleet(dst: Path, ranks: int) -> Path:
-    """``ranks`` processes of one server as rocprofv3 writes them (``<pid>_kernel_trace.csv``,
-    ``<pid>_hip_api_trace.csv``), each a copy of one rank's trace on its own GPU and shifted
-    in time: every process numbers its correlation ids the same way."""
-    dst.mkdir(parents=True)
-    for r in range(ranks):
-        pid = 4242 + r
-        for f in AITER_BUG.iterdir():
-            text = f.read_text().replace('"Agent 2"', f'"Agent {2 + r}"')
-            lines = text.splitlines()
-            head = lines[0].split(",")
-            i0, i1 = head.index("Start_Timestamp"), head.index("End_Timestamp")
-            out = [lines[0]]
-            for line in lines[1:]:
-                cells = line.split(",")  # no commas inside these files' names
-                for i in (i0, i1):
-                    cells[-len(head) + i] = str(int(cells[-len(head) + i]) + r * 7_000)
-                out.append(",".join(cells))
-            (dst / f.name.replace("4242", str(pid))).write_text("\n".join(out) + "\n")
-    return dst
+    """``ranks`` processes of the AITER bug trace (mlaprof.synthetic.pid_fleet)."""
+    return synthetic_fleet.pid_fleet(AITER_BUG, dst, ranks)
 
 
 def launched_kernels(ranks: int) -> int:
-    """Kernels whose correlation id a HIP call of their own process carries (read here from
-    the fixture files)."""
-    with open(AITER_BUG / "4242_hip_api_trace.csv") as f:
-        api = {int(r["Correlation_Id"]) for r in csv.DictReader(f)}
-    with open(AITER_BUG / "4242_kernel_trace.csv") as f:
-        per_rank = sum(int(r["Correlation_Id"]) in api for r in csv.DictReader(f))
-    return per_rank * ranks
+    return synthetic_fleet.launched_kernels(AITER_BUG, ranks)

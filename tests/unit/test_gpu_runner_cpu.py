@@ -186,7 +186,8 @@ def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):
     with load(tmp_path / "gpu") as run, load(tmp_path / "cpu") as cpu:
         got = run.splits.drop(columns=["rank"]).sort_values("policy").reset_index(drop=True)
         want = cpu.splits.drop(columns=["rank"]).sort_values("policy").reset_index(drop=True)
-        assert len(want) >= len(POLICIES) - 2  # the recorder covers (nearly) every policy
+        released = [p for p in POLICIES.values() if not p.unreleased]  # open-PR ones: opt-in
+        assert len(want) >= len(released) - 2  # the recorder covers (nearly) every policy
         assert got["policy"].tolist() == want["policy"].tolist()
         pd.testing.assert_frame_equal(got, want)
         assert run.padding.drop(columns=["rank"]).equals(cpu.padding.drop(columns=["rank"]))

@@ -102,7 +102,7 @@ def test_rank_ordering_of_a_users_database_is_bounded(tmp_path, monkeypatch) -> 
     """first_agent (which orders the ranks of a folder of databases) runs on the user's file:
     a view that never ends gives up at the time limit instead of hanging."""
     from mlaprof.importers.rocpd_sqlite import first_agent
-    from tests.rocpd_crafted import never_ending_rocpd
+    from mlaprof.synthetic.rocpd_crafted import never_ending_rocpd
 
     db = never_ending_rocpd(tmp_path / "crafted.db")
     monkeypatch.setenv("MLAPROF_ROCPD_TIMEOUT", "0.5")

@@ -1,5 +1,5 @@
 """A rocpd database whose kernel view never ends (a recursive CTE with no row to return): what a
-read's time limit must stop. Shared by the unit test and bench/rocpd_time_limit.py."""
+read's time limit must stop. Shared by the unit test and bench/rocpd_time_limit.py (benchmarks do not import tests)."""
 
 from __future__ import annotations
 
