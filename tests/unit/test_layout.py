@@ -153,6 +153,7 @@ EXTERNAL_SQLITE = {
     "mlaprof.importers.rocpd_sqlite",
     "mlaprof.store.validate",
     "mlaprof.exporters.rocpd_export",
+    "mlaprof.synthetic.rocpd_crafted",  # writes a crafted rocpd input for tests and bench
 }
 
 
