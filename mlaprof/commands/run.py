@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
     DEVICES,
@@ -148,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
 
         folder_name(args.name)
     sc = scenario_from_args(args)
-    traces = traces_dir(args.traces)
+    traces = check_traces(traces_dir(args.traces))
     if args.live:
         return _live(args, traces)
     from mlaprof.backends.registry import BACKENDS

@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches
 from mlaprof.integrations.vllm_recorder import EngineRecorder
 from mlaprof.store import runmeta
@@ -128,14 +129,18 @@ def register() -> None:
     """vLLM plugin entry point: idempotent, inert unless ``MLAPROF_VLLM=1``."""
     if not enabled():
         return
-    run_name()
+    try:  # the store's name rule, checked once: a bad name turns recording off, not vLLM
+        folder = runmeta.folder_name(run_name())
+    except MlaprofError as e:
+        log.warning("mlaprof: not recording: %s", e)
+        return
     report = vllm_patches.install(recorder())
     _report.update(report)
     patched = [k for k, v in report.items() if v == "patched"]
     if patched:  # once per process (a second register finds everything already patched)
         skipped = len(report) - len(patched)
         traces = Path(os.environ.get(TRACES_ENV) or "traces").resolve()
-        run = traces / os.environ[RUN_ENV]
+        run = traces / folder
         announce(f"mlaprof: recording this process into {run} ({len(patched)} vLLM functions "
                  f"wrapped{f', {skipped} skipped' if skipped else ''}); follow it with: "
                  f"mlaprof tui {run}")  # fmt: skip

@@ -1,0 +1,153 @@
+"""Reliability, round three: one confinement rule for every writer, the vLLM plugin's writer on a
+full disk, one name->folder rule, HTML escaping and shortening, long steps of a live engine,
+kernel files of one pid."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.errors import MlaprofError
+from mlaprof.store import list_runs, load, runmeta
+from tests.trace_io_helpers import fixture
+
+KERNELS = fixture("rocprofiler-sdk-docs__kernel_trace.csv")
+RUN = ["run", "--steps", "2", "--layers", "1", "--quiet"]
+
+
+def _one_error(capsys: pytest.CaptureFixture[str], rc: int) -> str:
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("mlaprof: error:"), err
+    return lines[0]
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> tuple[Path, Path]:
+    """traces/victim -> elsewhere (an existing folder outside the traces folder)."""
+    traces, outside = tmp_path / "t", tmp_path / "elsewhere"
+    traces.mkdir()
+    outside.mkdir()
+    (traces / "victim").symlink_to(outside, target_is_directory=True)
+    return traces, outside
+
+
+# -- one confinement rule for every writer --------------------------------------------------------
+def test_run_name_through_a_symlink_is_refused(victim, capsys) -> None:
+    """``mlaprof run --name victim`` wrote rank0.db and run.json through the link (mkdir with
+    exist_ok follows it)."""
+    traces, outside = victim
+    err = _one_error(capsys, main([*RUN, "--traces", str(traces), "--name", "victim"]))
+    assert "is a symlink" in err
+    assert list(outside.iterdir()) == []
+
+
+def test_plugin_run_through_a_symlink_is_refused(victim, monkeypatch) -> None:
+    """The vLLM plugin's writer with ``MLAPROF_RUN=victim``: the same rule, nothing written."""
+    from mlaprof.integrations import vllm_plugin
+
+    traces, outside = victim
+    monkeypatch.setenv("MLAPROF_TRACES", str(traces))
+    monkeypatch.setenv("MLAPROF_RUN", "victim")
+    with pytest.raises(MlaprofError, match="is a symlink"):
+        vllm_plugin.open_writer()
+    assert list(outside.iterdir()) == []
+
+
+def test_a_folder_swapped_for_a_symlink_after_creation_is_caught(tmp_path, monkeypatch) -> None:
+    """The check is made after the folder exists (a swap between check and use is caught)."""
+    traces, outside = tmp_path / "t", tmp_path / "out"
+    outside.mkdir()
+    real_mkdir = Path.mkdir
+
+    def mkdir_then_swap(self: Path, *a, **kw) -> None:  # noqa: ANN002, ANN003
+        real_mkdir(self, *a, **kw)
+        if self.name == "swapped":
+            self.rmdir()
+            self.symlink_to(outside, target_is_directory=True)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_swap)
+    with pytest.raises(MlaprofError, match="is a symlink"):
+        runmeta.make_run_dir(traces, "swapped")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_lock_file_planted_as_a_symlink_is_not_followed(tmp_path) -> None:
+    from mlaprof.store import create_run
+
+    run_dir, target = tmp_path / "t" / "r", tmp_path / "target"
+    run_dir.mkdir(parents=True)
+    (run_dir / "rank0.lock").symlink_to(target)
+    with pytest.raises(MlaprofError, match="rank0.lock"):
+        create_run(tmp_path / "t", "r", {})
+    assert not target.exists()
+
+
+# -- one name -> folder rule ----------------------------------------------------------------------
+def test_a_name_with_a_space_is_found_by_the_same_name(tmp_path, capsys) -> None:
+    traces = tmp_path / "t"
+    assert main([*RUN, "--traces", str(traces), "--name", "a b"]) == 0
+    assert [r.name for r in list_runs(traces)] == ["a-b"]
+    capsys.readouterr()
+    assert main(["report", "a b", "--traces", str(traces)]) == 0
+    assert capsys.readouterr().out.startswith("a-b ")
+    assert main(["export", "a b", "--traces", str(traces), "--format", "perfetto",
+                 "-o", str(tmp_path / "x.json")]) == 0  # fmt: skip
+    assert "exported a-b" in capsys.readouterr().out
+
+
+def test_traces_wins_over_the_working_folder(tmp_path, capsys, monkeypatch) -> None:
+    """``report NAME --traces T`` opened ./NAME when the working folder had one."""
+    traces = tmp_path / "t"
+    assert main([*RUN, "--traces", str(traces), "--name", "r1"]) == 0
+    assert main([*RUN, "--traces", str(tmp_path / "other"), "--name", "r1"]) == 0
+    monkeypatch.chdir(tmp_path / "other")  # ./r1 is another run
+    from mlaprof.commands.common import resolve_run
+
+    assert resolve_run("r1", str(traces)) == traces / "r1"
+    monkeypatch.setenv("MLAPROF_TRACES", str(traces))
+    assert resolve_run("r1") == traces / "r1"
+    monkeypatch.delenv("MLAPROF_TRACES")
+    assert resolve_run("r1") == Path("r1")  # no --traces: the working folder's, as before
+
+
+def test_a_default_name_from_a_file_name_with_control_characters_is_sanitised(
+    tmp_path, capsys
+) -> None:
+    src = tmp_path / "k\x1bbad\x07.csv"
+    src.write_bytes(KERNELS.read_bytes())
+    traces = tmp_path / "t"
+    assert main(["import", "rocprof", str(src), "--traces", str(traces)]) == 0, (
+        capsys.readouterr().err
+    )
+    (run,) = list_runs(traces)
+    assert run.name == "rocprof-k-bad"
+    with pytest.raises(MlaprofError, match="control characters"):
+        runmeta.folder_name("typed\x1bname")  # a name the user typed is still refused
+
+
+@pytest.mark.parametrize("verb", ["run", "import"])
+def test_traces_that_is_a_file_says_so(tmp_path, capsys, verb) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    argv = [*RUN] if verb == "run" else ["import", "rocprof", str(KERNELS)]
+    err = _one_error(capsys, main([*argv, "--traces", str(f)]))
+    assert "is not a folder" in err and "choose another --name" not in err
+    assert f.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_the_plugin_uses_the_same_name_rule(tmp_path, monkeypatch) -> None:
+    from mlaprof.integrations import vllm_plugin
+
+    monkeypatch.setenv("MLAPROF_TRACES", str(tmp_path))
+    monkeypatch.setenv("MLAPROF_RUN", "a b")
+    w = vllm_plugin.open_writer(rank=0)
+    w.finish()
+    assert w.run_dir == tmp_path / "a-b"
+    with load(tmp_path / "a-b") as run:
+        assert run.name == "a-b"
+    assert os.listdir(tmp_path) == ["a-b"]
