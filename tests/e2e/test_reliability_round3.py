@@ -151,3 +151,21 @@ def test_the_plugin_uses_the_same_name_rule(tmp_path, monkeypatch) -> None:
     with load(tmp_path / "a-b") as run:
         assert run.name == "a-b"
     assert os.listdir(tmp_path) == ["a-b"]
+
+
+# -- HTML: every control character escaped, long strings shortened with their length ---------------
+def test_html_report_escapes_esc_and_shortens_long_strings(tmp_path, capsys) -> None:
+    """One raw ESC byte was written into the page (``html.escape`` leaves control characters);
+    a 10 MB string went into it whole."""
+    from mlaprof.store import create_run
+
+    long = "\x1b[2J\x07" + "k" * 10_000_000
+    w = create_run(tmp_path / "t", "esc", {"source": long, "backend": "b\x1bx", "device": "cpu"})
+    w.finish("failed", reason="stopped\x1b]0;title\x07")
+    out = tmp_path / "r.html"
+    assert main(["report", "esc", "--traces", str(tmp_path / "t"), "--html", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert not any(ch in page for ch in "\x1b\x07\x00"), "a raw control character in the page"
+    assert "\\x1b[2J\\x07kkk" in page and "(10,000,005 chars)" in page
+    assert "b\\x1bx" in page and "stopped\\x1b]0;title\\x07" in page
+    assert out.stat().st_size < 8_000_000  # plotly.js (4.6 MB) and the page, not the 10 MB
