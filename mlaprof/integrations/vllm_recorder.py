@@ -169,7 +169,8 @@ class EngineRecorder:
         self._io = threading.Lock()  # one drain at a time (writer thread, flush, close)
         self._step: Step | None = None
         self._seen_ns = 0  # when the writer last took an item while a step was open
-        self.steps_written = 0
+        self.steps_written = 0  # steps committed (what reached the database)
+        self._steps_made = 0  # steps assembled (numbered), committed or not yet
         self._support_seen: set[str] = set()
         self._acc_obj: Any = None
         self._acc_rows: list[tuple[int, int]] = []
@@ -270,9 +271,21 @@ class EngineRecorder:
             try:
                 self._drain(final)
             except Exception as e:  # recording must never break serving
-                log.warning("mlaprof: recording failed, recording off in this process: %s", e)
-                self.disabled = True
-                self._q.clear()
+                self._fail(e)
+
+    def _fail(self, e: Exception) -> None:
+        """Recording stops in this process; its databases say why, as ``mlaprof run``'s do (a
+        full disk reads ``failed`` with "disk full", every committed step kept), at once: the
+        engine may serve on for hours, and a run left ``running`` meanwhile would be a lie."""
+        from mlaprof.errors import MlaprofError
+
+        self.disabled = True
+        self._q.clear()
+        reason = str(e) if isinstance(e, MlaprofError) else f"recording failed: {e!r}"
+        for w in self._writers.values():
+            if not w.closed:
+                w.finish("failed", reason)
+        log.warning("mlaprof: recording off in this process (the run reads failed): %s", reason)
 
     def _drain(self, final: bool) -> None:
         rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -326,6 +339,8 @@ class EngineRecorder:
             with w.transaction():
                 for table, rec in recs:
                     w.add(table, **rec)
+            if role == "":  # committed: these steps are on disk
+                self.steps_written = self._steps_made
 
     # -- records ---------------------------------------------------------------------------------
     def _finish_accept(self, rows: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
@@ -352,7 +367,7 @@ class EngineRecorder:
         if st is None or st.build is None:
             return  # a dispatch without an MLA build (e.g. a dummy run without attention)
         recs = rows.setdefault("", [])
-        step_rows(st, self.steps_written, next_t, recs)
+        step_rows(st, self._steps_made, next_t, recs)
         info: BuilderInfo = st.build[2]
         if info.builder not in self._support_seen:
             self._support_seen.add(info.builder)
@@ -362,7 +377,7 @@ class EngineRecorder:
                 "data": json.dumps({"builder": info.builder, "support": info.cudagraph_support,
                                     "backend": info.backend}),
             }))  # fmt: skip
-        self.steps_written += 1
+        self._steps_made += 1
 
     def _write_cg(self, t_ns: int, data: dict[str, Any]) -> None:
         req, res, backend = data["requested"], data["resolved"], data["min_cg_attn_backend"]

@@ -169,3 +169,104 @@ def test_html_report_escapes_esc_and_shortens_long_strings(tmp_path, capsys) -> 
     assert "\\x1b[2J\\x07kkk" in page and "(10,000,005 chars)" in page
     assert "b\\x1bx" in page and "stopped\\x1b]0;title\\x07" in page
     assert out.stat().st_size < 8_000_000  # plotly.js (4.6 MB) and the page, not the 10 MB
+
+
+# -- the vLLM plugin's writer on a full disk --------------------------------------------------------
+def _engine(tmp_path: Path, role_rank: int = 0):  # noqa: ANN202
+    from tests import vllm_fake as vf
+
+    mp = pytest.MonkeyPatch()
+    vf.install(mp)
+    from mlaprof.integrations import vllm_patches
+    from mlaprof.integrations.vllm_recorder import EngineRecorder
+    from mlaprof.store import create_run
+
+    vllm_patches.uninstall()
+    rec = EngineRecorder(
+        lambda role: create_run(tmp_path, "run", {"source": "vllm plugin"}, rank=role_rank,
+                                role=role),
+        markers=False, background=False,
+    )  # fmt: skip
+    vllm_patches.install(rec)
+    return rec, vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]), mp
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_plugin_on_a_full_disk_reads_failed_with_its_committed_steps(tmp_path, rank, monkeypatch):
+    """The plugin's writer warned "disk full", switched off and let the run read "finished"
+    (or "running" while the engine served on); ``steps_written`` counted a step that never
+    reached the database."""
+    import sqlite3
+
+    from mlaprof.integrations import vllm_patches
+    from mlaprof.store import writer
+
+    real, calls = writer.RunWriter.add, [0]
+
+    def add(self, table, **row):  # noqa: ANN001, ANN202
+        calls[0] += 1
+        if calls[0] > 9:  # 3 steps of 3 records each, then the disk is full
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, table, **row)
+
+    monkeypatch.setattr(writer.RunWriter, "add", add)
+    rec, runner, mp = _engine(tmp_path, rank)
+    try:
+        for i in range(8):
+            runner.execute([40 + i, 50 + i], [3, 3])
+        assert rec.disabled
+        with load(tmp_path / "run") as run:  # the engine still serving: not "running"
+            assert run.status == "failed" and "disk is full" in run.reason
+            steps = run.steps
+            assert list(steps.step) == list(range(len(steps))) == list(range(rec.steps_written))
+            assert rec.steps_written >= 2
+        rec.close()
+        with load(tmp_path / "run") as run:
+            assert run.status == "failed" and run.count("steps") == rec.steps_written
+    finally:
+        vllm_patches.uninstall()
+        mp.undo()
+
+
+def _small_fs(path: Path, size: str = "1m") -> None:
+    import subprocess
+
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a 1 MiB filesystem needs root (mount -t tmpfs)")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                       capture_output=True)  # fmt: skip
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+
+
+@pytest.mark.parametrize("fill_kib", [0, 880, 900, 1000])
+def test_plugin_on_a_real_1mib_filesystem(tmp_path, fill_kib) -> None:
+    """A real full disk, at fill levels where the database's creation itself fails: the run reads
+    failed (or, with no byte left for even that, abandoned), never malformed or running, and every
+    step counted is readable (a half-folded WAL was linked into place: "malformed")."""
+    import subprocess
+
+    from mlaprof.integrations import vllm_patches
+
+    small = tmp_path / "small"
+    _small_fs(small)
+    try:
+        if fill_kib:
+            (small / "fill").write_bytes(b"\0" * fill_kib * 1024)
+        rec, runner, mp = _engine(small)
+        try:
+            for i in range(3000):
+                runner.execute([40 + i] * 64, [3] * 64)
+                if rec.disabled:
+                    break
+            assert rec.disabled
+            info = [r for r in list_runs(small) if r.name == "run"]
+            assert info and info[0].status in ("failed", "abandoned"), info
+            assert info[0].error is None and info[0].steps == rec.steps_written
+            rec.close()
+        finally:
+            vllm_patches.uninstall()
+            mp.undo()
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
