@@ -270,3 +270,47 @@ def test_plugin_on_a_real_1mib_filesystem(tmp_path, fill_kib) -> None:
             mp.undo()
     finally:
         subprocess.run(["umount", str(small)], check=False)
+
+
+# -- two kernel files of one pid in one folder ----------------------------------------------------
+BUG = Path(__file__).resolve().parents[1] / "data" / "aiter" / "gluon_v0119_bug"
+
+
+def _shifted_copy(src: Path, dst: Path, shift_ns: int) -> None:
+    import csv
+
+    with open(src, newline="") as f:
+        rows = list(csv.reader(f))
+    s, e = rows[0].index("Start_Timestamp"), rows[0].index("End_Timestamp")
+    for r in rows[1:]:
+        r[s], r[e] = str(int(r[s]) + shift_ns), str(int(r[e]) + shift_ns)
+    with open(dst, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def test_two_kernel_files_of_one_pid_are_one_rank_merged_by_dispatch(tmp_path, capsys) -> None:
+    """A copied ``4242_kernel_trace.csv`` beside the original: the kernels were concatenated
+    (every dispatch twice: 108 kernels, 6 replays)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in BUG.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    _shifted_copy(BUG / "4242_kernel_trace.csv", folder / "4242_kernel_trace_copy.csv", 0)
+    traces = tmp_path / "t"
+    assert main(["import", "rocprof", str(folder), "--traces", str(traces), "--name", "d"]) == 0
+    out = capsys.readouterr().out
+    assert "54 kernel record(s) repeated" in out and "merged" in out
+    with load(traces / "d") as run:
+        assert run.ranks == [0] and run.count("kernels") == 54 and run.count("steps") == 3
+
+
+def test_two_runs_under_one_pid_are_refused(tmp_path, capsys) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in BUG.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    _shifted_copy(BUG / "4242_kernel_trace.csv", folder / "4242_kernel_trace_2.csv", 10**9)
+    traces = tmp_path / "t"
+    err = _one_error(capsys, main(["import", "rocprof", str(folder), "--traces", str(traces)]))
+    assert "two runs under one pid" in err
+    assert not traces.exists() or list(traces.iterdir()) == []
