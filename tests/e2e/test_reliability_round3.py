@@ -314,3 +314,61 @@ def test_two_runs_under_one_pid_are_refused(tmp_path, capsys) -> None:
     err = _one_error(capsys, main(["import", "rocprof", str(folder), "--traces", str(traces)]))
     assert "two runs under one pid" in err
     assert not traces.exists() or list(traces.iterdir()) == []
+
+
+# -- a long step inside a live run ------------------------------------------------------------------
+def test_a_slow_step_keeps_its_duration_and_idle_time_is_not_counted(tmp_path, monkeypatch):
+    """A step of 2.5 s mid-run was written as NULL after 1 s of nothing new (IDLE_STEP_NS): the
+    Perfetto export then wrote dur 0 and the TUI "last 0.000 ms". The engine's own step end
+    (sample_tokens returning) times it; the 5 s idle after it is not its duration."""
+    import json
+
+    from mlaprof.integrations import vllm_patches, vllm_recorder
+    from tests import vllm_fake as vf
+
+    clock = [1_000_000_000_000]
+    monkeypatch.setattr(vllm_recorder.time, "time_ns", lambda: clock[0])
+    mp = pytest.MonkeyPatch()
+    vf.install(mp)
+    vllm_patches.uninstall()
+    rec = vllm_recorder.EngineRecorder(
+        lambda role: __import__("mlaprof.store", fromlist=["create_run"]).create_run(
+            tmp_path, "run", {"source": "vllm plugin"}, role=role),
+        markers=False, background=False,
+    )  # fmt: skip
+    try:
+        vllm_patches.install(rec)
+        runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()])
+        real_execute = runner.execute
+
+        def slow(kv_lens, drafts):  # noqa: ANN001, ANN202
+            out = real_execute(kv_lens, drafts)
+            for _ in range(5):  # the writer wakes while the step runs on
+                clock[0] += 500_000_000
+                rec.drain()
+            return out
+
+        runner.execute = slow
+        runner.execute_model(([40, 50], [3, 3]))
+        runner.sample_tokens(None)  # the 2.5 s step ends
+        runner.execute = real_execute
+        for _ in range(10):  # 5 s idle
+            clock[0] += 500_000_000
+            rec.drain()
+        runner.execute_model(([41, 51], [3, 3]))
+        clock[0] += 10_000_000
+        runner.sample_tokens(None)
+        rec.close()
+    finally:
+        vllm_patches.uninstall()
+        mp.undo()
+    with load(tmp_path / "run") as run:
+        steps = run.steps.sort_values("step")
+        assert list(steps.duration_ns) == [2_500_000_000, 10_000_000]
+        assert set(steps.timing) == {"dispatch-to-output"}
+    out = tmp_path / "p.json"
+    assert main(["export", str(tmp_path / "run"), "--format", "perfetto", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    durs = sorted(e.get("dur", 0) for e in events if str(e.get("name", "")).startswith("step"))
+    assert 2_500_000 in durs, durs  # us
