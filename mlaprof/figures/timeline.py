@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.figures import _common as c
+from mlaprof.textsafe import plain
 
 STEP_LANE = "steps"
 LAYER_LANE = "layers"
@@ -174,7 +175,8 @@ def step_timeline(
                     name=f"kernel {label}" if label != "other kernels" else label,
                     customdata=list(
                         zip(
-                            grp["name"],
+                            # a 10 MB name is shown shortened with its length, as everywhere
+                            grp["name"].map({n: plain(n) for n in set(grp["name"])}),
                             grp["splits"].fillna(-1),
                             grp["layer"].fillna(-1),
                             strict=True,

@@ -372,3 +372,29 @@ def test_a_slow_step_keeps_its_duration_and_idle_time_is_not_counted(tmp_path, m
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     durs = sorted(e.get("dur", 0) for e in events if str(e.get("name", "")).startswith("step"))
     assert 2_500_000 in durs, durs  # us
+
+
+def test_html_timeline_shortens_megabyte_kernel_names(tmp_path) -> None:
+    """The timeline's hover data held every kernel's full name: 1 MB names made a 13 MB page
+    (10 MB names, the issue's 381 s and 3 GB)."""
+    import csv
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in BUG.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    path = folder / "4242_kernel_trace.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    ki = rows[0].index("Kernel_Name")
+    for r in rows[1:]:
+        if r[ki].startswith("Cijk"):
+            r[ki] += "\x1b" + "k" * 1_000_000
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    traces, page = tmp_path / "t", tmp_path / "r.html"
+    assert main(["import", "rocprof", str(folder), "--traces", str(traces), "--name", "h"]) == 0
+    assert main(["report", "h", "--traces", str(traces), "--html", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert len(text) < 6_000_000, len(text)  # plotly.js is 4.6 MB of it
+    assert "chars)" in text  # shortened with its length
