@@ -398,3 +398,14 @@ def test_html_timeline_shortens_megabyte_kernel_names(tmp_path) -> None:
     text = page.read_text(encoding="utf-8")
     assert len(text) < 6_000_000, len(text)  # plotly.js is 4.6 MB of it
     assert "chars)" in text  # shortened with its length
+
+
+def test_an_export_onto_a_dangling_symlink_is_refused(tmp_path, capsys) -> None:
+    traces = tmp_path / "t"
+    assert main([*RUN, "--traces", str(traces), "--name", "r"]) == 0
+    link, target = tmp_path / "x.json", tmp_path / "elsewhere.json"
+    link.symlink_to(target)
+    capsys.readouterr()
+    argv = ["export", "r", "--traces", str(traces), "--format", "perfetto", "-o", str(link)]
+    assert "already exists" in _one_error(capsys, main(argv))
+    assert not target.exists() and link.is_symlink()
