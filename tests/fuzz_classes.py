@@ -67,7 +67,8 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
 
 
 def _umount(path: Path) -> None:
-    subprocess.run(["umount", str(path)], capture_output=True, check=False)
+    if subprocess.run(["umount", str(path)], capture_output=True, check=False).returncode:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
 # -- the classes: each returns "ok", "skipped: why", "refused" or "broken: what" -----------------
