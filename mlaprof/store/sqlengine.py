@@ -200,7 +200,18 @@ def query(
                 parts.append(f"SELECT {', '.join(columns(table))} FROM _db_{table}")
             db.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
         try:
-            tab = db.sql(sql, params=list(params) or None).to_arrow_table()
+            tab = None
+            # an operator that cannot spill (the replay query's ASOF join) may meet the cap:
+            # once more on one thread (half the working memory), then with RETRY_MEMORY
+            for retry in (None, "SET threads = 1", f"SET memory_limit = '{RETRY_MEMORY}'"):
+                if retry:
+                    db.execute(retry)
+                try:
+                    tab = db.sql(sql, params=list(params) or None).to_arrow_table()
+                    break
+                except duckdb.OutOfMemoryException:
+                    if retry and "memory_limit" in retry:
+                        raise
         except duckdb.Error as e:
             msg = str(e).splitlines()[0][:300]
             ranks = ", ".join(str(s.rank) for s in sources)
@@ -215,6 +226,7 @@ def query(
 # spill to a temporary folder past the limit (DuckDB's own ``memory_limit``/``temp_directory``).
 MEMORY_ENV = "MLAPROF_SQL_MEMORY"
 DEFAULT_MEMORY = "256MB"
+RETRY_MEMORY = "768MB"  # the last try of a query that met DEFAULT_MEMORY even on one thread
 THREADS = 2
 
 

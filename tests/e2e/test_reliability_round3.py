@@ -412,3 +412,21 @@ def test_an_export_onto_a_dangling_symlink_is_refused(tmp_path, capsys) -> None:
     argv = ["export", "r", "--traces", str(traces), "--format", "perfetto", "-o", str(link)]
     assert "already exists" in _one_error(capsys, main(argv))
     assert not target.exists() and link.is_symlink()
+
+
+def test_figures_read_a_runs_kernels_by_sql_as_the_frames_give_them(tmp_path) -> None:
+    """The breakdown and timeline of a Run (SQL: only what they draw) match those of the same
+    kernels handed over as frames (read whole)."""
+    from mlaprof.figures.breakdown import time_breakdown
+    from mlaprof.figures.timeline import step_timeline
+
+    traces = tmp_path / "t"
+    assert main(["import", "rocprof", str(BUG), "--traces", str(traces), "--name", "b"]) == 0
+    with load(traces / "b") as run:
+        frames = {t: run.table(t) for t in ("kernels", "steps", "layers")}
+        for fig_of in (time_breakdown, lambda d: step_timeline(d, max_kernels=10)):
+            a, b = fig_of(run), fig_of(frames)
+            assert a.layout.title.text.startswith(b.layout.title.text)  # + the run's name
+            assert [(t.name, list(t.x), list(t.y)) for t in a.data] == [
+                (t.name, list(t.x), list(t.y)) for t in b.data
+            ]
