@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlaprof.cli  # noqa: E402
 from mlaprof.store.runmeta import git_revision  # noqa: E402
+from tests.fuzz_classes import CLASSES, run_class  # noqa: E402
 from tests.fuzz_inputs import FORMATS, make_case, run_case, seed_files  # noqa: E402
 
 BAD = ("traceback", "bad-error", "leftover", "bad-run", "hang", "partial")
@@ -129,6 +130,31 @@ def _reason(detail: str) -> str:
     return text[:90]
 
 
+def fuzz_classes(names: list[str], cases: int, work: Path, deadline: float) -> dict:
+    """``cases`` seeded cases of each class of :mod:`tests.fuzz_classes`."""
+    out = {}
+    for name in names:
+        t0 = time.time()
+        results: Counter[str] = Counter()
+        examples: list[dict] = []
+        for seed in range(cases):
+            if time.time() > deadline:
+                break
+            kind, detail = run_class(name, seed, work / f"{name}-{seed}")
+            results[kind] += 1
+            if kind in ("broken", "traceback") and len(examples) < 10:
+                examples.append({"seed": seed, "result": kind, "detail": detail})
+            if kind == "skipped":
+                examples.append({"seed": seed, "result": kind, "detail": detail})
+                break
+        out[name] = {"cases": sum(results.values()), "results": dict(results),
+                     "broken": results["broken"] + results["traceback"],
+                     "examples": examples, "seconds": round(time.time() - t0, 1)}  # fmt: skip
+        print(f"{name}: {out[name]['cases']} cases, {dict(results)}, {out[name]['seconds']} s",
+              flush=True)  # fmt: skip
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=10_000, help="cases per format")
@@ -143,6 +169,9 @@ def main() -> int:
     ap.add_argument("--revision", default=None, help="mlaprof revision to record (default: git)")
     ap.add_argument("--post-every", type=int, default=1,
                     help="run the post-import commands on every Nth successful import (1: all)")  # fmt: skip
+    ap.add_argument("--classes", default=None,
+                    help=f"run these case classes instead of the formats: {', '.join(CLASSES)} "
+                    "or all (tests/fuzz_classes.py); --cases cases each")  # fmt: skip
     args = ap.parse_args()
     global POST_EVERY
     POST_EVERY = max(1, args.post_every)
@@ -159,6 +188,19 @@ def main() -> int:
     }
     # in memory where possible: the fsyncs of thousands of staged runs are not what is tested
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    if args.classes:
+        names = list(CLASSES) if args.classes == "all" else args.classes.split(",")
+        unknown = set(names) - set(CLASSES)
+        if unknown:
+            ap.error(f"unknown classes {', '.join(sorted(unknown))}; known: {', '.join(CLASSES)}")
+        with tempfile.TemporaryDirectory(prefix="mlaprof-fuzz-", dir=shm) as tmp:
+            out["classes"] = fuzz_classes(names, args.cases, Path(tmp), deadline)
+        del out["formats"]
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=2) + "\n")
+        broken = sum(c["broken"] for c in out["classes"].values())
+        print(f"total: {sum(c['cases'] for c in out['classes'].values())} cases, {broken} broken")
+        return 1 if broken else 0
     with tempfile.TemporaryDirectory(prefix="mlaprof-fuzz-", dir=shm) as tmp:
         work = Path(tmp)
         seeds = seed_files(work / "seeds")

@@ -209,6 +209,17 @@ class GPUModelRunner:
                 self.drafter.build(0, batch(kv_lens, [1] * len(kv_lens)), fast_build=True)
         return out
 
+    # vLLM 0.32's step as EngineCore.step drives it (vllm/v1/engine/core.py): execute_model runs
+    # the forward and returns None, then sample_tokens returns the step's output
+    def execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> None:
+        kv_lens, drafts = scheduler_output
+        self._state = self.execute(kv_lens, drafts)
+        return None
+
+    def sample_tokens(self, grammar_output: Any) -> list[Metadata]:
+        out, self._state = self._state, None
+        return out
+
 
 class SpecDecodingStats:
     def __init__(self) -> None:

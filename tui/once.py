@@ -20,16 +20,22 @@ def read_view(path: Path, rank: int | None = None) -> View:
     """Read a run once (whatever was committed so far): its view and its analysis summary."""
     if not path.exists():
         raise MlaprofError(f"run folder {path} does not exist")
+    # the analysis first, its tables freed before the follower reads: a huge import's peak
+    # memory is the larger of the two, not their sum (the follower then sees at least as much)
+    analysis, why = analyze_run(path)
     f = RunFollower(path)
     try:
         f.catch_up()
     except FollowError as e:
+        f.close()
         raise MlaprofError(str(e)) from None
     if not f.states:
+        f.close()
         raise MlaprofError(f"{path} has no readable rank databases (rank<N>.db) yet")
     if rank is not None and rank not in f.states:
+        f.close()
         raise MlaprofError(f"{path} has no rank {rank} (ranks: {sorted(f.states)})")
-    f.analysis, why = analyze_run(path)
+    f.analysis = analysis
     f.analysis_note = why or f.analysis_note
     try:
         return f.view(rank), f.analysis

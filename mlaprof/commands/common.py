@@ -17,12 +17,25 @@ def traces_dir(arg: str | None) -> Path:
     return Path(arg or os.environ.get("MLAPROF_TRACES") or DEFAULT_TRACES)
 
 
+def check_traces(base: Path) -> Path:
+    """A traces folder a writer may use: refused before any work when it is a file."""
+    if os.path.lexists(base) and not base.is_dir():
+        raise MlaprofError(f"--traces {base} is not a folder (it names the folder that holds runs)")
+    return base
+
+
 def resolve_run(spec: str, traces: str | None = None) -> Path:
-    """A run folder path, or a run name under the traces folder, or 'latest'."""
+    """A run folder path, or a run name under the traces folder, or 'latest'.
+
+    A name is turned into its folder by the store's one rule (``runmeta.folder_name``: ``"a b"``
+    is ``a-b``, as ``run --name "a b"`` stored it). A traces folder given (``--traces`` or
+    ``$MLAPROF_TRACES``) is looked in first: ``report NAME --traces T`` opens ``T/NAME`` even where
+    the working folder has a ``NAME`` of its own."""
+    from mlaprof.store.runmeta import folder_name
+
     p = Path(spec)
-    if p.is_dir():
-        return p
     base = traces_dir(traces)
+    check_traces(base)
     if spec == "latest":
         from mlaprof.store.reader import list_runs
 
@@ -41,8 +54,17 @@ def resolve_run(spec: str, traces: str | None = None) -> Path:
                 file=sys.stderr,
             )
         return live[0].path
-    if (base / spec).is_dir():
-        return base / spec
+    under: list[Path] = []
+    if spec and p.name == spec:  # a plain name: the folder it is stored under
+        under.append(base / spec)
+        with contextlib.suppress(MlaprofError):
+            under.append(base / folder_name(spec))
+    under = [u for u in under if u.is_dir()]
+    explicit = bool(traces or os.environ.get("MLAPROF_TRACES"))
+    if under and (explicit or not p.is_dir()):
+        return under[0]
+    if p.is_dir():
+        return p
     if p.exists():
         raise MlaprofError(f"{p} is not a run folder")
     hint = did_you_mean(spec, base)

@@ -4,6 +4,7 @@ already use (Perfetto UI, the rocpd tools, spreadsheets)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
 
     run_dir = resolve_run(args.run, args.traces)
     out = args.output or default_output(run_dir, args.format)
-    if out.exists():
+    if os.path.lexists(out):  # a dangling symlink too: never written through
         raise MlaprofError(f"{out} already exists; choose another -o")
     out.parent.mkdir(parents=True, exist_ok=True)
     with load(run_dir) as run:

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlaprof.commands.common import add_traces_arg, traces_dir
+from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
         matcher = matcher.with_user(load_patterns(args.patterns))
     if args.mla_pattern:
         matcher = matcher.with_extra(args.mla_pattern)
-    traces = traces_dir(args.traces)
+    traces = check_traces(traces_dir(args.traces))
     if args.kind == "rocprof":
         from mlaprof.importers.rocprof import import_rocprof
 

@@ -11,7 +11,12 @@ import time
 from pathlib import Path
 
 from mlaprof.analysis.timing import DEFAULT_THREADS
-from mlaprof.commands.common import add_engine_model_args, add_traces_arg, traces_dir
+from mlaprof.commands.common import (
+    add_engine_model_args,
+    add_traces_arg,
+    check_traces,
+    traces_dir,
+)
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
     DEVICES,
@@ -174,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
 
         folder_name(args.name)
     sc = scenario_from_args(args)
-    traces = traces_dir(args.traces)
+    traces = check_traces(traces_dir(args.traces))
     if args.device == "cuda":  # before torch loads and before a run folder exists
         from mlaprof.gpu.visible import check_cuda_visible
 

@@ -55,19 +55,36 @@ def time_breakdown(data: Any, by: str = "kernel", top: int = 12, rank: int | Non
         fig.update_layout(showlegend=True)
         return fig
 
-    kn = c.numeric(c.table(data, "kernels", rank), "start_ns", "end_ns")
-    kn = kn.dropna(subset=["start_ns", "end_ns"])
     title = "GPU time per kernel"
-    if kn.empty:
+    pick = c.kernel_rank(data, rank)
+    if pick is not None:  # a Run: summed per name in SQL, the names labelled once each
+        per = data.sql(
+            "SELECT name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, COUNT(*) AS count "
+            "FROM kernels WHERE rank = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
+            "GROUP BY name",
+            (pick,),
+        )
+        launches = int(per["count"].sum()) if len(per) else 0
+    else:
+        kn = c.numeric(c.table(data, "kernels", rank), "start_ns", "end_ns")
+        kn = kn.dropna(subset=["start_ns", "end_ns"])
+        per = (
+            kn.assign(dur=(kn["end_ns"] - kn["start_ns"]) / 1e3)
+            .groupby("name", dropna=False)["dur"]
+            .agg(["sum", "count"])
+            .reset_index()
+        )
+        launches = len(kn)
+    if not launches:
         return c.empty(title + c.run_label(data, rank), "no kernel records in this run")
-    kn = kn.assign(kernel=kn["name"].map(c.kernel_label), dur=(kn["end_ns"] - kn["start_ns"]) / 1e3)
-    g = kn.groupby("kernel")["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    per["kernel"] = per["name"].map(lambda n: c.kernel_label(n))
+    g = per.groupby("kernel")[["sum", "count"]].sum().sort_values("sum", ascending=False)
     names = len(g)
     if names > top:
         rest = g.iloc[top:]
         g = g.iloc[:top]
         g.loc[f"other kernels ({len(rest)} names)"] = [rest["sum"].sum(), rest["count"].sum()]
-    total = float(kn["dur"].sum())
+    total = float(per["sum"].sum())
     g = g.iloc[::-1]  # largest on top
     fig.add_trace(
         go.Bar(
@@ -83,7 +100,7 @@ def time_breakdown(data: Any, by: str = "kernel", top: int = 12, rank: int | Non
     )
     c.style(
         fig,
-        f"{title}: {len(kn)} launches of {names} kernel names, {total:,.0f} µs in all"
+        f"{title}: {launches} launches of {names} kernel names, {total:,.0f} µs in all"
         f"{c.run_label(data, rank)}",
         "GPU time (µs, summed over launches)",
         "",

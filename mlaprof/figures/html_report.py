@@ -16,6 +16,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
+from mlaprof.textsafe import plain
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 0;
@@ -53,9 +54,11 @@ def _open(run: Any) -> Any:
 
 
 def _e(v: Any) -> str:
+    """Every string of the page: shortened with its length and every control character shown
+    as ``\\xNN``, as in the terminal (:func:`mlaprof.textsafe.plain`), then HTML-escaped."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
-    return html.escape(str(v))
+    return html.escape(plain(v))
 
 
 def _headline_html(headline: list[dict[str, str]]) -> str:

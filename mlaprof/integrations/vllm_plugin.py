@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches
 from mlaprof.integrations.vllm_recorder import EngineRecorder
 from mlaprof.store import runmeta
@@ -128,18 +129,24 @@ def register() -> None:
     """vLLM plugin entry point: idempotent, inert unless ``MLAPROF_VLLM=1``."""
     if not enabled():
         return
-    run_name()
+    try:  # the store's name rule, checked once: a bad name turns recording off, not vLLM
+        folder = runmeta.folder_name(run_name())
+    except MlaprofError as e:
+        log.warning("mlaprof: not recording: %s", e)
+        return
     report = vllm_patches.install(recorder())
     _report.update(report)
     patched = [k for k, v in report.items() if v == "patched"]
     if patched:  # once per process (a second register finds everything already patched)
         skipped = len(report) - len(patched)
         _wrapped.update(patched=len(patched), skipped=skipped)
+        _wrapped_folder["name"] = folder  # the folder the store's name rule gives
 
 
 # what register wrapped, said when this process records its first step: a process that loads
 # the plugin and records nothing (vLLM's API server, a front end) announces nothing
 _wrapped: dict[str, int] = {}
+_wrapped_folder: dict[str, str] = {}
 _announced = False
 _announce_lock = threading.Lock()
 
@@ -151,7 +158,7 @@ def _open_and_announce(role: str = "") -> RunWriter:
         first, _announced = not _announced, True
     if first:
         traces = Path(os.environ.get(TRACES_ENV) or "traces").resolve()
-        run = traces / os.environ[RUN_ENV]
+        run = traces / _wrapped_folder.get("name", os.environ.get(RUN_ENV, ""))
         skipped = _wrapped.get("skipped", 0)
         announce(f"mlaprof: recording this process into {run} ({_wrapped.get('patched', 0)} "
                  f"vLLM functions wrapped{f', {skipped} skipped' if skipped else ''}); follow "

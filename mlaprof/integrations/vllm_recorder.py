@@ -36,11 +36,13 @@ MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
 SCHEDULER_ROLE = "scheduler"
 STEP_EVENT = "engine-step"
 ACCEPT_EVENT = "spec-accept"
-IDLE_STEP_NS = 1_000_000_000  # an open step with nothing new for this long is complete
+# without the engine's step ends (a vLLM whose execute_model/sample_tokens did not match): an
+# open step with nothing new for this long is taken as complete, its duration unknown
+IDLE_STEP_NS = 1_000_000_000
 log = logging.getLogger("vllm.mlaprof")
 
 # tuple tags on the deque
-_DISPATCH, _BUILD, _DRAFT, _ACCEPT, _JOB = range(5)
+_DISPATCH, _BUILD, _DRAFT, _ACCEPT, _JOB, _END = range(6)
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Step:
     extra_builds: int = 0  # further target builds of the same step (other KV-cache groups)
     drafter_builds: int = 0
     drafter_qlens: list[int] = field(default_factory=list)
+    end_ns: int | None = None  # the engine returned the step's output (execute_model/sample)
 
 
 def _name(v: Any) -> str | None:
@@ -169,7 +172,9 @@ class EngineRecorder:
         self._io = threading.Lock()  # one drain at a time (writer thread, flush, close)
         self._step: Step | None = None
         self._seen_ns = 0  # when the writer last took an item while a step was open
-        self.steps_written = 0
+        self.step_ends = False  # the engine's step ends are wrapped (vllm_patches.install)
+        self.steps_written = 0  # steps committed (what reached the database)
+        self._steps_made = 0  # steps assembled (numbered), committed or not yet
         self._support_seen: set[str] = set()
         self._acc_obj: Any = None
         self._acc_rows: list[tuple[int, int]] = []
@@ -217,6 +222,9 @@ class EngineRecorder:
 
     def on_accept(self, stats: Any, num_draft_tokens: int, num_accepted_tokens: int) -> None:
         self._put((_ACCEPT, time.time_ns(), stats, num_draft_tokens, num_accepted_tokens))
+
+    def on_step_end(self, runner: Any) -> None:
+        self._put((_END, time.time_ns()))
 
     def on_cg_resolve(self, config: Any, args: dict[str, Any], requested: Any, result: Any) -> None:
         sizes = getattr(config, "cudagraph_capture_sizes", None)
@@ -270,9 +278,21 @@ class EngineRecorder:
             try:
                 self._drain(final)
             except Exception as e:  # recording must never break serving
-                log.warning("mlaprof: recording failed, recording off in this process: %s", e)
-                self.disabled = True
-                self._q.clear()
+                self._fail(e)
+
+    def _fail(self, e: Exception) -> None:
+        """Recording stops in this process; its databases say why, as ``mlaprof run``'s do (a
+        full disk reads ``failed`` with "disk full", every committed step kept), at once: the
+        engine may serve on for hours, and a run left ``running`` meanwhile would be a lie."""
+        from mlaprof.errors import MlaprofError
+
+        self.disabled = True
+        self._q.clear()
+        reason = str(e) if isinstance(e, MlaprofError) else f"recording failed: {e!r}"
+        for w in self._writers.values():
+            if not w.closed:
+                w.finish("failed", reason)
+        log.warning("mlaprof: recording off in this process (the run reads failed): %s", reason)
 
     def _drain(self, final: bool) -> None:
         rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -301,6 +321,9 @@ class EngineRecorder:
                     self._step.drafter_builds += 1
                     if len(self._step.drafter_qlens) < 8:
                         self._step.drafter_qlens.append(int(item[1]))
+            elif tag == _END:
+                if self._step is not None:
+                    self._step.end_ns = item[1]
             elif tag == _ACCEPT:
                 _, t, stats, nd, na = item
                 if stats is not self._acc_obj:
@@ -317,15 +340,25 @@ class EngineRecorder:
         # that saw nothing new for a while is complete
         if final or (self._acc_rows and now - self._acc_t > 200_000_000):
             self._finish_accept(rows)
-        # an engine that went idle (or is being shut down, often by a kill that skips atexit):
-        # its last step is complete; written now, with no next dispatch to time it by
-        if final or (self._step is not None and now - self._seen_ns > IDLE_STEP_NS):
+        # a step whose output the engine returned is complete: written now, timed by its own
+        # end (idle time after it is not its duration); a step still running (> 1 s: a slow
+        # batch, the profiler writing its trace) waits for its end. Without step ends (an
+        # engine whose execute_model did not match), an idle engine's last step is complete
+        # after IDLE_STEP_NS, untimed; so is one open at shutdown (often a kill skipping atexit)
+        st = self._step
+        if st is not None and (
+            final
+            or st.end_ns is not None
+            or (not self.step_ends and now - self._seen_ns > IDLE_STEP_NS)
+        ):
             self._finish_step(rows, None)
         for role, recs in rows.items():
             w = self.writer(role)
             with w.transaction():
                 for table, rec in recs:
                     w.add(table, **rec)
+            if role == "":  # committed: these steps are on disk
+                self.steps_written = self._steps_made
 
     # -- records ---------------------------------------------------------------------------------
     def _finish_accept(self, rows: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
@@ -352,7 +385,7 @@ class EngineRecorder:
         if st is None or st.build is None:
             return  # a dispatch without an MLA build (e.g. a dummy run without attention)
         recs = rows.setdefault("", [])
-        step_rows(st, self.steps_written, next_t, recs)
+        step_rows(st, self._steps_made, next_t, recs)
         info: BuilderInfo = st.build[2]
         if info.builder not in self._support_seen:
             self._support_seen.add(info.builder)
@@ -362,7 +395,7 @@ class EngineRecorder:
                 "data": json.dumps({"builder": info.builder, "support": info.cudagraph_support,
                                     "backend": info.backend}),
             }))  # fmt: skip
-        self.steps_written += 1
+        self._steps_made += 1
 
     def _write_cg(self, t_ns: int, data: dict[str, Any]) -> None:
         req, res, backend = data["requested"], data["resolved"], data["min_cg_attn_backend"]
@@ -416,14 +449,23 @@ def step_rows(st: Step, step: int, next_t: int | None, out: list[tuple[str, dict
         kind = "decode"
     else:
         kind = "prefill"
+    # the step's own end (dispatch to its output returned) where the engine reported it, else
+    # the interval to the next dispatch (idle time included), else unknown
+    if st.end_ns is not None:
+        duration, timing = st.end_ns - st.t_ns, "dispatch-to-output"
+    else:
+        duration = None if next_t is None else next_t - st.t_ns
+        timing = "dispatch-interval"
+    if capture:
+        timing = "capture"
     row_bytes = KV_DIM * KV_BYTES_PER_ELEMENT
     pad_rows = [i for i, q in enumerate(qo) if q == 0]
     out.append(("steps", {
         "step": step, "t_start_ns": st.t_ns,
-        "duration_ns": None if next_t is None else next_t - st.t_ns,
+        "duration_ns": duration,
         "num_reqs": len(qo), "num_real_reqs": len(real), "qlen": max(qo, default=0),
         "real_tokens": real_tokens, "padded_tokens": padded, "graph_mode": mode,
-        "backend": info.backend, "timing": "capture" if capture else "dispatch-interval",
+        "backend": info.backend, "timing": timing,
     }))  # fmt: skip
     out.append(("padding", {
         "step": step, "capture_size": padded if mode == "FULL" else None,

@@ -28,7 +28,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.formats import arrow_numpy
 from mlaprof.store import columnar, liveness
 from mlaprof.store.schema import TABLES, version_problem
-from mlaprof.store.sqlengine import duckdb_module
+from mlaprof.store.sqlengine import bounded, duckdb_module
 
 _RANK_DB = re.compile(r"^rank(\d+)\.db$")
 _R = "rowid > ? AND rowid <= ?"
@@ -176,7 +176,7 @@ class RunFollow:
             if table not in _GROUPS or (rank, table) in self._side_dbs:
                 continue
             if self._duck is None:
-                self._duck = duckdb_module().connect()
+                self._duck = duckdb_module().connect(config=bounded())
             db = _side_db(self._duck.cursor(), side)
             self._side_dbs[(rank, table)] = db
             yield Batch(rank, table, SIDE_ROWID, SIDE_ROWID + side.rows, 0,
@@ -217,8 +217,9 @@ def _side_db(db: Any, side: columnar.SideTable) -> Any:
     (``SIDE_ROWID + 1`` on): the SQL the follower runs on a database runs on it unchanged."""
     import pyarrow as pa
 
-    try:
-        tab = columnar.read(side)
+    try:  # only the columns the grouping SQL reads (an 11M-kernel import's layers are large)
+        cols = _SIDE_COLUMNS.get(side.table)
+        tab = columnar.read(side) if cols is None else columnar.read_columns(side, list(cols))
     except MlaprofError as e:
         raise FollowError(str(e)) from None
     first = SIDE_ROWID + 1
@@ -228,6 +229,12 @@ def _side_db(db: Any, side: columnar.SideTable) -> Any:
 
 
 _STEP_LAYER_COLS = ("layer", "duration_ns", "syncs", "splits_used", "splits_deserved")
+# the columns of a side table that the grouping SQL (_GROUPS) and step_layers read
+_SIDE_COLUMNS = {
+    "layers": ("step", *_STEP_LAYER_COLS),
+    "steps": ("step", "duration_ns", "graph_mode", "num_reqs", "num_real_reqs",
+              "padded_tokens", "backend", "timing"),
+}  # fmt: skip
 
 
 # -- per-table grouping over a rowid range -----------------------------------------------------

@@ -42,7 +42,9 @@ class WriterLock:
     def __init__(self, run_dir: Path, rank: int, role: str = "") -> None:
         self.path = lock_path(run_dir, rank, role)
         try:
-            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd: int | None = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
+            )
         except OSError as e:
             raise MlaprofError(f"cannot create {self.path}: {e.strerror or e}") from None
         try:

@@ -92,6 +92,8 @@ class Run:
         if not self._cons:
             if liveness.any_writer_alive(self.path):
                 raise EmptyRunError(self.path, "starting")
+            if self.meta.get("status") == "failed":  # its writer said why (a full disk)
+                raise EmptyRunError(self.path, "failed", str(self.meta.get("reason") or ""))
             raise EmptyRunError(self.path, "abandoned")
 
     # -- ranks -------------------------------------------------------------------------------
@@ -364,13 +366,13 @@ class EmptyRunError(MlaprofError):
     """A run folder with run.json but no rank database yet: its writer is ``starting`` or, if
     its lock is free, it was ``abandoned`` (killed before its first record)."""
 
-    def __init__(self, path: Path, state: str) -> None:
+    def __init__(self, path: Path, state: str, reason: str = "") -> None:
         self.state = state
-        what = (
-            "is starting (no records yet)"
-            if state == "starting"
-            else "is an empty run abandoned before its first record (its writer is gone)"
-        )
+        self.reason = reason
+        what = {
+            "starting": "is starting (no records yet)",
+            "failed": f"failed before its first record: {reason or 'no reason recorded'}",
+        }.get(state, "is an empty run abandoned before its first record (its writer is gone)")
         super().__init__(f"{path} {what}")
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import re
+import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -91,7 +92,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def folder_name(name: str) -> str:
-    """The run folder name for ``name``, confined to the traces folder.
+    """The run folder name for ``name``: the one rule every command uses (``run --name``, the
+    plugin's ``MLAPROF_RUN``, ``import --name``, and ``report``/``tui``/``export`` finding a run
+    by name), so ``--name "a b"`` is stored as ``a-b`` and ``report "a b"`` finds it.
 
     Refuses what would leave the folder or hide the run (``.``, ``..``, path separators, a
     leading dot) and control characters; other unusual characters become ``-`` (:func:`slug`)."""
@@ -110,6 +113,66 @@ def folder_name(name: str) -> str:
     return slug(name)
 
 
+def default_name(label: str) -> str:
+    """A default run name made from data (a file name, a scenario): sanitised, never refused
+    (control characters, separators and leading dots become ``-``; "run" when nothing is left).
+    A name the user typed goes through :func:`folder_name`, which refuses instead."""
+    return slug(_CONTROL.sub("-", label)).lstrip(".-") or "run"
+
+
+def traces_folder(traces_dir: Path | str) -> Path:
+    """The traces folder, created if missing; a file there is refused with what to do."""
+    traces_dir = Path(traces_dir)
+    if os.path.lexists(traces_dir) and not traces_dir.is_dir():
+        raise MlaprofError(
+            f"--traces {traces_dir} is not a folder (it names the folder that holds the runs)"
+        )
+    try:
+        traces_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file in its path
+        raise MlaprofError(
+            f"cannot create the traces folder {traces_dir}: a file is in its path"
+        ) from None
+    except OSError as e:
+        raise MlaprofError(f"cannot create {traces_dir}: {e.strerror or e}") from None
+    return traces_dir
+
+
+def confined(traces_dir: Path, run_dir: Path) -> Path:
+    """Refuse ``run_dir`` unless it is a real folder directly below ``traces_dir`` (no symlink
+    between them); checked after the folder is created, so a name swapped for a symlink
+    meanwhile is caught before anything is written into it."""
+    try:
+        st = os.lstat(run_dir)
+    except OSError as e:
+        raise MlaprofError(f"cannot create run folder {run_dir}: {e.strerror or e}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise MlaprofError(
+            f"run {run_dir.name!r} under {traces_dir} is a symlink: refusing to write outside "
+            "the traces folder; choose another --name"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise MlaprofError(f"run {run_dir} exists and is not a folder; choose another --name")
+    return run_dir
+
+
+def make_run_dir(traces_dir: Path | str, name: str, join: bool = False) -> Path:
+    """Create the run folder ``traces_dir/<folder_name(name)>``: the one confinement rule of every
+    writer (``mlaprof run``, the vLLM plugin, imports). ``join``: an existing run folder is
+    joined (the other ranks of one run); otherwise it must be new."""
+    traces_dir = traces_folder(traces_dir)
+    run_dir = traces_dir / folder_name(name)
+    try:
+        run_dir.mkdir()  # never follows a symlink (it exists: EEXIST)
+    except FileExistsError:
+        if not join:
+            confined(traces_dir, run_dir)  # a symlink says so, not "already exists"
+            raise MlaprofError(f"run {run_dir} already exists; choose another --name") from None
+    except OSError as e:
+        raise MlaprofError(f"cannot create run folder {run_dir}: {e.strerror or e}") from None
+    return confined(traces_dir, run_dir)
+
+
 def free_name(traces_dir: Path, name: str) -> str:
     """``name``, or ``name-2``, ``name-3``... whichever is not taken yet under ``traces_dir``."""
     base = folder_name(name)
@@ -123,28 +186,22 @@ def free_name(traces_dir: Path, name: str) -> str:
 def reserve(traces_dir: Path, name: str) -> str:
     """Create ``traces_dir/<free name>`` exclusively (two runs started in the same second both
     succeed: the second gets a suffix) and return the name."""
-    traces_dir = Path(traces_dir)
-    try:
-        traces_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise MlaprofError(f"cannot create {traces_dir}: {e.strerror or e}") from None
+    traces_dir = traces_folder(traces_dir)
     for _ in range(1000):
         cand = free_name(traces_dir, name)
         try:
-            (traces_dir / cand).mkdir()
+            make_run_dir(traces_dir, cand)
             return cand
-        except FileExistsError:
-            continue  # another process took it between the check and the mkdir
-        except OSError as e:
-            raise MlaprofError(
-                f"cannot create a run under {traces_dir}: {e.strerror or e}"
-            ) from None
+        except MlaprofError:
+            if os.path.lexists(traces_dir / cand) and not os.path.islink(traces_dir / cand):
+                continue  # another process took it between the check and the mkdir
+            raise
     raise MlaprofError(f"cannot find a free run name for {name!r} under {traces_dir}")
 
 
 def new_run_name(label: str) -> str:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{slug(label)}"
+    return f"{stamp}-{default_name(label)}"
 
 
 def provenance() -> tuple[dict[str, str | None], str | None]:
@@ -155,11 +212,7 @@ def provenance() -> tuple[dict[str, str | None], str | None]:
 
 def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
     """Create ``traces_dir/name`` with its run.json; joining an existing run is allowed (ranks)."""
-    run_dir = traces_dir / folder_name(name)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise MlaprofError(f"cannot create run folder {run_dir}: {e.strerror or e}") from None
+    run_dir = make_run_dir(traces_dir, name, join=True)
     path = run_dir / META_FILE
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -175,6 +228,7 @@ def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
     doc["kind"] = str(run_kind(doc))
     tmp = run_dir / f".{META_FILE}.{os.getpid()}.tmp"
     try:
+        tmp.unlink(missing_ok=True)  # never write through whatever was left at that name
         tmp.write_text(json.dumps(doc, indent=2, default=str))
         # first rank wins; others join (link fails if it exists, atomically)
         os.link(tmp, path)

@@ -12,6 +12,7 @@ BY, JOIN, window functions).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -172,7 +173,7 @@ def query(
     ``frames``: small tables the caller already holds, visible to the SQL under their names
     (which must not be a store table's)."""
     duckdb = duckdb_module()
-    db = duckdb.connect()
+    db = duckdb.connect(config=bounded())
     try:
         db.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")  # as SQLite
         # a report's stdout is the report (in Jupyter, DuckDB refuses the setting)
@@ -199,7 +200,18 @@ def query(
                 parts.append(f"SELECT {', '.join(columns(table))} FROM _db_{table}")
             db.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
         try:
-            tab = db.sql(sql, params=list(params) or None).to_arrow_table()
+            tab = None
+            # an operator that cannot spill (the replay query's ASOF join) may meet the cap
+            # (DuckDB's use varies run to run): once more with RETRY_MEMORY
+            for retry in (None, f"SET memory_limit = '{RETRY_MEMORY}'"):
+                if retry:
+                    db.execute(retry)
+                try:
+                    tab = db.sql(sql, params=list(params) or None).to_arrow_table()
+                    break
+                except duckdb.OutOfMemoryException:
+                    if retry and "memory_limit" in retry:
+                        raise
         except duckdb.Error as e:
             msg = str(e).splitlines()[0][:300]
             ranks = ", ".join(str(s.rank) for s in sources)
@@ -207,6 +219,27 @@ def query(
     finally:
         db.close()
     return _plain_ints(tab).to_pandas()
+
+
+# DuckDB's defaults take 80% of the machine's memory and a thread per core (each with its own
+# buffers): a report over an 11M-kernel import peaked near 3 GB. Queries here are bounded and
+# spill to a temporary folder past the limit (DuckDB's own ``memory_limit``/``temp_directory``).
+MEMORY_ENV = "MLAPROF_SQL_MEMORY"
+DEFAULT_MEMORY = "256MB"
+RETRY_MEMORY = "512MB"  # the second try of a query that met DEFAULT_MEMORY
+THREADS = 2
+
+
+def bounded() -> dict[str, Any]:
+    """The DuckDB settings of every connection mlaprof opens (here and the live follower)."""
+    import tempfile
+
+    return {
+        "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY,
+        "threads": min(THREADS, os.cpu_count() or 1),
+        "preserve_insertion_order": False,
+        "temp_directory": os.path.join(tempfile.gettempdir(), f"mlaprof-sql-{os.getpid()}"),
+    }
 
 
 def _padded(table: str, have: Sequence[str], name: str) -> str:

@@ -242,16 +242,9 @@ def staged_run(
     clean_dead_stages(traces)
     # the name is reserved now, atomically: an exclusive mkdir (never through a symlink)
     if unique:
-        final = traces / runmeta.reserve(traces, name)
+        final = traces / runmeta.reserve(traces, runmeta.default_name(name))
     else:
-        final = traces / runmeta.folder_name(name)
-        try:
-            traces.mkdir(parents=True, exist_ok=True)
-            final.mkdir()
-        except FileExistsError:
-            raise MlaprofError(f"run {final} already exists; choose another --name") from None
-        except OSError as e:
-            raise MlaprofError(f"cannot create run {final}: {e.strerror or e}") from None
+        final = runmeta.make_run_dir(traces, name)
     try:
         stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=traces))
         lock_fd = _lock_stage(stage)

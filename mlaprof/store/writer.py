@@ -55,6 +55,7 @@ class RunWriter:
             )
         self._lock = liveness.WriterLock(self.run_dir, self.rank, role)
         try:
+            self._lock.reserve()  # room to record the end even if the disk fills up
             with self._guard("create"):
                 _initialise(self.db_path)
                 self._con = sqlite3.connect(
@@ -62,9 +63,11 @@ class RunWriter:
                 )
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=NORMAL")
-            self._lock.reserve()  # room to record the end even if the disk fills up
-        except BaseException:
+        except BaseException as e:
             self._lock.release()
+            if isinstance(e, MlaprofError) and self.rank == 0 and not self.role:
+                with contextlib.suppress(OSError, MlaprofError):  # the run says why it is empty
+                    runmeta.update(self.run_dir, status="failed", reason=str(e))
             raise
         self._sql: dict[str, str] = {}
         self._known: dict[str, frozenset[str]] = {}
@@ -209,9 +212,17 @@ def _initialise(db_path: Path) -> None:
             meta = {"status": "running", "started": repr(time.time()), "pid": str(os.getpid())}
             con.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", meta.items())
             con.execute("COMMIT")
+            # fold the WAL into the file now and check it did: closing would try the same but
+            # hide a failure (a full disk), and the WAL is removed below; a half-folded file
+            # linked into place read "database disk image is malformed"
+            busy, log, done = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy or log != done or os.path.getsize(tmp.with_name(tmp.name + "-wal")):
+                raise sqlite3.OperationalError("database or disk is full (checkpoint incomplete)")
+            if con.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("database disk image is malformed")
         finally:
             con.close()
-        # closing the only connection folded and removed the temporary WAL: one plain file
+        # the temporary WAL is folded and empty: one plain, whole file
         try:
             os.link(tmp, db_path)  # atomic, and refuses to replace a rank another writer made
         except FileExistsError:

@@ -434,7 +434,7 @@ def test_import_onto_a_dangling_symlink(tmp_path, capsys) -> None:
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "dang").symlink_to(tmp_path / "nowhere")
     argv = ["import", "rocprof", str(KERNELS), "--traces", str(tmp_path / "t"), "--name", "dang"]
-    assert "already exists" in _one_error(capsys, main(argv))
+    assert "is a symlink" in _one_error(capsys, main(argv))
     assert not (tmp_path / "nowhere").exists()
 
 

@@ -207,19 +207,30 @@ def test_run_grows_while_the_engine_runs(fake_vllm, tmp_path):
     assert mlaprof.load(run_dir).count("steps") == 4
 
 
-def test_last_step_is_written_when_the_engine_goes_idle(fake_vllm, tmp_path):
-    """A worker killed at shutdown never runs atexit: its last step must not wait for it."""
+@pytest.mark.parametrize("step_ends", [True, False])
+def test_last_step_is_written_when_the_engine_goes_idle(fake_vllm, tmp_path, step_ends):
+    """A worker killed at shutdown never runs atexit: its last step must not wait for it. With
+    the engine's step ends wrapped it is written when its output returns, timed by it; without
+    them, after IDLE_STEP_NS of nothing new, untimed (no next dispatch to time it by)."""
     import time
 
     rec = _recorder(tmp_path, interval=0.01)
     vllm_patches.install(rec)
-    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([40, 50], [3, 3])
+    assert rec.step_ends  # the fake runner has vLLM 0.32's execute_model / sample_tokens
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()])
+    if step_ends:
+        runner.execute_model(([40, 50], [3, 3]))
+        runner.sample_tokens(None)
+    else:
+        rec.step_ends = False  # as on a vLLM whose step methods did not match
+        runner.execute([40, 50], [3, 3])
     deadline = time.monotonic() + 10
     while rec.steps_written < 1 and time.monotonic() < deadline:  # waits, times nothing
         time.sleep(0.05)
     rec.drain()  # takes the writer's lock: its commit is done
     steps = mlaprof.load(tmp_path / "run").steps  # before close: what a kill would leave
-    assert len(steps) == 1 and steps.duration_ns.isna().all()  # no next dispatch to time it
+    assert len(steps) == 1
+    assert steps.duration_ns.notna().all() if step_ends else steps.duration_ns.isna().all()
     rec.close()
     assert mlaprof.load(tmp_path / "run").count("steps") == 1  # and not written twice
 

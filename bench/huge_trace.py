@@ -1,0 +1,124 @@
+"""Whole-process peak memory of every command on a huge rocprofv3 kernel trace.
+
+Generates a rocprofv3 7.x ``kernel_trace.csv`` (the layout and replay structure of
+``bench/import_bench.py``: FULL-graph decode replays of 61 layers, 4 kernels each, MLA stage 1 and
+2 among them; 11M dispatches make the 2 GB file), then runs, each in a fresh process:
+``import rocprof``, ``report --json``, ``tui --once``, ``report --html`` and each ``export``,
+and records the peak RSS of the whole process (``wait4``'s ``ru_maxrss``: the interpreter, the
+libraries and every thread) with the wall time and the machine's load when it ran.
+
+    nice -n 10 python bench/huge_trace.py --dispatches 11000000 --json bench/results/huge_trace.json
+
+Targets (whole process): import <= 1.5 GB, every other command <= 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from import_bench import generate  # noqa: E402
+
+TARGET_MIB = {"import": 1536}  # every other command: 1024
+COMMANDS = (
+    ("import", ["import", "rocprof", "{csv}", "--traces", "{traces}", "--name", "huge"]),
+    ("report --json", ["report", "huge", "--traces", "{traces}", "--json"]),
+    ("tui --once", ["tui", "{traces}/huge", "--once"]),
+    ("report --html", ["report", "huge", "--traces", "{traces}", "--html", "{out}/r.html"]),
+    ("export perfetto", ["export", "huge", "--traces", "{traces}", "--format", "perfetto",
+                         "-o", "{out}/p.json"]),
+    ("export csv", ["export", "huge", "--traces", "{traces}", "--format", "csv",
+                    "-o", "{out}/csv"]),
+    ("export rocpd", ["export", "huge", "--traces", "{traces}", "--format", "rocpd",
+                      "-o", "{out}/r.db"]),
+)  # fmt: skip
+
+
+def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
+    """One command in a fresh process: exit code, wall seconds, peak RSS (MiB) of the process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "mlaprof", *argv], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "rc": p.returncode,
+        "wall_s": round(wall, 2),
+        "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+        "load_before": os.getloadavg()[0],
+        **({"error": err.strip().splitlines()[-1][:300]} if p.returncode and err.strip() else {}),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dispatches", type=int, default=11_000_000)
+    ap.add_argument("--only", help="comma-separated command labels to run (default: all)")
+    ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary folder)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--json", type=Path, help="write the results here")
+    args = ap.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="mlaprof-huge-"))
+    work.mkdir(parents=True, exist_ok=True)
+    csv_path, traces, out = work / "kernel_trace.csv", work / "traces", work / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    try:
+        if not csv_path.exists():
+            t0 = time.perf_counter()
+            generate(csv_path, args.dispatches)
+            print(f"generated {csv_path.stat().st_size / 2**30:.2f} GiB in "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+        only = set(args.only.split(",")) if args.only else None
+        results = {}
+        for label, argv in COMMANDS:
+            if only and label not in only:
+                continue
+            if label == "import":
+                shutil.rmtree(traces, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            fill = {"csv": str(csv_path), "traces": str(traces), "out": str(out)}
+            res = measure([a.format(**fill) for a in argv], env)
+            res["target_mib"] = TARGET_MIB.get(label, 1024)
+            res["within_target"] = res["rc"] == 0 and res["peak_rss_mib"] <= res["target_mib"]
+            results[label] = res
+            print(f"{label:16s} {json.dumps(res)}", flush=True)
+        doc = {
+            "what": "whole-process peak RSS (wait4 ru_maxrss) of each command, fresh process each",
+            "dispatches": args.dispatches,
+            "csv_bytes": csv_path.stat().st_size,
+            "results": results,
+            "machine": {
+                "cpus": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "load_at_end": os.getloadavg(),
+            },  # fmt: skip
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "revision": subprocess.run(
+                ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ).stdout.strip(),  # fmt: skip
+        }
+        if args.json:
+            args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Two kernel files of one process in one folder (a copied ``<pid>_kernel_trace.csv``, a trace
+written twice): one rank, each dispatch once.
+
+A dispatch is known by its correlation id (rocprofv3 tags each dispatch with the id of the API
+call that launched it, unique in its process: rocprofiler-sdk ``source/lib/output/csv.cpp``
+writes it as ``Correlation_Id``; the kernels of one graph launch share it) together with its
+name, device and timestamps. A record found in two files is kept once and the import says how
+many were merged; a correlation id that names different dispatches in two files means two runs
+under one pid, refused in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mlaprof.errors import MlaprofError
+from mlaprof.importers.annotate import NULL, KernelColumns
+
+_KEY = ("correlation", "start_ns", "end_ns", "device")
+
+
+def _column(kc: KernelColumns, c: str) -> np.ndarray:
+    v = np.asarray(kc.ints[c], np.int64)
+    m = kc.masks.get(c)
+    if m is not None:
+        v = v.copy()
+        v[m] = NULL
+    return v
+
+
+def merge_duplicate_dispatches(
+    kc: KernelColumns, sizes: Sequence[int], files: Sequence[Path], notes: list[str]
+) -> KernelColumns:
+    """``kc``, the kernels of one process's ``files`` concatenated (``sizes``: rows per file, in
+    order), with each dispatch once."""
+    part = np.repeat(np.arange(len(sizes)), sizes)
+    if len(part) != kc.n:
+        raise MlaprofError("internal: kernel file sizes do not add up to the kernels read")
+    key = np.stack([np.asarray(kc.name_idx, np.int64)] + [_column(kc, c) for c in _KEY
+                                                          if c in kc.ints], axis=1)  # fmt: skip
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    owner = part[first][inverse]  # the file where each row's dispatch first appears
+    keep = np.flatnonzero(owner == part)  # a row repeated from an earlier file goes
+    which = ", ".join(p.name for p in files)
+    if "correlation" in kc.ints:
+        corr = _column(kc, "correlation")[keep]
+        pairs = np.unique(np.stack([corr, part[keep]], axis=1)[corr != NULL], axis=0)
+        ids, n_files = np.unique(pairs[:, 0], return_counts=True)
+        if (n_files > 1).any():
+            bad = ids[n_files > 1]
+            raise MlaprofError(
+                f"{which}: kernel files of one process (pid) give correlation id {int(bad[0])} "
+                f"to different dispatches ({len(bad)} such id(s)): two runs under one pid? "
+                "import them separately"
+            )
+    if len(keep) == kc.n:
+        return kc
+    notes.append(
+        f"{kc.n - len(keep)} kernel record(s) repeated in more than one kernel file of one "
+        f"process ({which}): kept once each (merged by correlation id)"
+    )
+    ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}
+    masks = {c: m[keep] for c, m in kc.masks.items() if m[keep].any()}
+    return KernelColumns(list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks)
