@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
+from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence import Evidence
@@ -27,7 +28,7 @@ def own_split(s: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return share_text(x)
 
 
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.step_stats import by_step, for_steps
 from mlaprof.splits.policies import POLICIES, SplitInput
@@ -639,11 +640,11 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
     }
     reasons = []
     if counts["short_replays"]:
-        pct = 100.0 * counts["missing_kernels"] / max(1, counts["expected_kernels"])
+        pct = share_text(counts["missing_kernels"] / max(1, counts["expected_kernels"]))
         reasons.append(
             f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
             f"against their graph's usual count ({counts['missing_kernels']} of "
-            f"{counts['expected_kernels']} dispatches, {pct:.0f}%; "
+            f"{counts['expected_kernels']} dispatches, {pct}; "
             f"{counts['steps_missing_layers']} step(s) short of layers); {ROCM_72_LOSS}"
         )
     if counts["launches_without_kernels"]:

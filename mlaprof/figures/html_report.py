@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
 
@@ -262,7 +263,7 @@ def _replay_time_html(rt: dict) -> str:
         return ""
 
     def pct(x: float | None) -> str:
-        return "" if x is None else f"{100 * x:.0f}%"
+        return share_text(x, none="")
 
     lay = "".join(
         f"<tr><td class='num'>{x['layer']}</td><td class='num'>{x['median_us']:.1f}</td>"

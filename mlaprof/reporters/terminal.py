@@ -11,6 +11,7 @@ from rich.table import Table
 from mlaprof.analysis import Finding, summary
 from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.engine_log import bar_label, gib
+from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.textsafe import term
 
@@ -25,7 +26,7 @@ def _pct(x: float | None) -> str:
 
 
 def _pct0(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return share_text(x)
 
 
 def print_report(
@@ -358,7 +359,7 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
 
 
 def _share(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return share_text(x)
 
 
 def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
