@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
+from mlaprof.analysis.padding import scope_text
 from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
@@ -82,7 +83,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "padding waste",
-                "value": f"{100 * (pad['padding_fraction'] or 0):.1f}% of verify tokens",
+                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens over "
+                f"{pad['steps']} step(s) ({scope_text(pad)})",
                 "provenance": src,
             }
         )

@@ -58,16 +58,7 @@ def print_report(
     cap = s["capture"]
     n_sync = len(s["syncs"])
     layers = {x["layer"] for x in s["syncs"]}
-    padding = (
-        "not recorded"
-        if pad["capture_size"] is None and not pad["real_rows"]
-        else f"{pad['real_rows']} real + {pad['padding_rows']} padding rows "
-        + (
-            f"(capture size {pad['capture_size']})"
-            if pad["capture_size"] is not None
-            else "(capture size unknown: the run did not record one)"
-        )
-    )
+    padding = pad["text"]
     trace = s.get("trace")
     if s.get("engine_starts") and not sc:  # an imported engine log: no syncs or padding in it
         console.print(

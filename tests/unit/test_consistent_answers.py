@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from mlaprof.analysis.engine import engine_findings
+from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.share import share_text
 from tui.fmt import fmt_pct
 
@@ -43,3 +46,37 @@ def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
     }
     text = " ".join(f.title + " " + f.evidence for f in engine_findings(eng, None))
     assert "(99.8%)" in text and "100%" not in text
+
+
+def _padding(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
+    """Padding records (step, real rows, padding rows) at capture size 16, qlen 4."""
+    return pd.DataFrame(
+        [
+            {
+                "rank": 0,
+                "step": st,
+                "capture_size": 16,
+                "real_rows": real,
+                "padding_rows": pad,
+                "real_tokens": 4 * real,
+                "padding_tokens": 4 * pad,
+                "kv_bytes_real": 0,
+                "kv_bytes_padding": 10 * pad,
+            }
+            for st, real, pad in rows
+        ]
+    )
+
+
+def test_padding_is_the_runs_total_with_its_per_step_range_not_step_0() -> None:
+    pad = _padding([(0, 3, 1), (1, 2, 2), (2, 4, 0)])
+    s = padding_summary(pad)
+    assert (s["steps"], s["real_rows"], s["padding_rows"]) == (3, 9, 3)
+    assert s["padding_rows_per_step"] == [0, 2] and s["steps_padded"] == 2
+    assert s["padding_fraction"] == 12 / 48 and s["kv_bytes_padding"] == 30
+    assert s["text"] == (
+        "9 real + 3 padding rows over 3 step(s) (padding rows per step 0-2, capture size 16)"
+    )
+    (f,) = padding_findings(pad)  # the finding says the same totals
+    assert "adds 3 padding row(s) to 9 real request(s) over 3 step(s)" in f.title
+    assert "padding rows per step 0-2" in f.title
