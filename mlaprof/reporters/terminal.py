@@ -56,8 +56,6 @@ def print_report(
         console.print(_status_line(run, s["status"]))
     pad = s["padding"]
     cap = s["capture"]
-    n_sync = len(s["syncs"])
-    layers = {x["layer"] for x in s["syncs"]}
     padding = pad["text"]
     trace = s.get("trace")
     if s.get("engine_starts") and not sc:  # an imported engine log: no syncs or padding in it
@@ -90,7 +88,7 @@ def print_report(
             console.print(
                 f"{h['label']}: [bold]{term(h['value'])}[/]  [dim]({term(h['provenance'])})[/]"
             )
-        console.print(f"syncs in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}")
+        console.print(f"syncs in region: {s['sync_counts']['text']}  |  padding: {padding}")
 
     route = s.get("route")
     console.print(

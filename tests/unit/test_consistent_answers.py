@@ -6,8 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.engine import engine_findings
+from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.share import share_text
+from mlaprof.analysis.syncs import sync_counts
+from mlaprof.store.schema import columns
 from tui.fmt import fmt_pct
 
 
@@ -80,3 +83,27 @@ def test_padding_is_the_runs_total_with_its_per_step_range_not_step_0() -> None:
     (f,) = padding_findings(pad)  # the finding says the same totals
     assert "adds 3 padding row(s) to 9 real request(s) over 3 step(s)" in f.title
     assert "padding rows per step 0-2" in f.title
+
+
+def _layers(syncs: list[float | None]) -> pd.DataFrame:
+    """Two layers per step on rank 0; ``syncs[i]`` is what the producer wrote for step i
+    (``None``: the probe did not watch that step), as cpu_runner records it."""
+    rows = [
+        {"rank": 0, "step": st, "layer": ly, "syncs": n, "splits_used": 4, "splits_deserved": 4}
+        for st, n in enumerate(syncs)
+        for ly in (0, 1)
+    ]
+    return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns("layers"), "rank"])))
+
+
+def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked() -> None:
+    no_syncs = pd.DataFrame(columns=list(dict.fromkeys([*columns("syncs"), "rank"])))
+    checked = sync_counts(no_syncs, _layers([0, None]))  # step 0 watched, nothing found
+    assert checked["checked"] and checked["watched_steps"] == 1 and checked["total"] == 0
+    assert checked["text"] == "0 on 0 layer(s) (1 step(s) checked)"
+    assert checked["per_rank"] == [{"rank": 0, "total": 0, "layers": 0, "watched_steps": 1}]
+    assert [r["syncs"] for r in layer_table(_layers([0, None]), no_syncs)] == [0.0, 0.0]
+    unwatched = sync_counts(no_syncs, _layers([None, None]))  # e.g. a vLLM plugin run
+    assert not unwatched["checked"] and unwatched["watched_steps"] == 0
+    assert unwatched["text"].startswith("not checked")
+    assert [r["syncs"] for r in layer_table(_layers([None, None]), no_syncs)] == [None, None]
