@@ -674,6 +674,19 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def trust_by_rank(meta: dict[str, Any], steps: pd.DataFrame) -> dict[int, str]:
+    """Each rank's trust verdict from that rank's evidence only: its own import checks and its
+    own steps' capture evidence (the fleet's eager steps are not this rank's)."""
+    out = {}
+    for r, checks in (meta.get("trace_checks_by_rank") or {}).items():
+        if not isinstance(checks, dict):
+            continue
+        own = {**meta, "trace_checks": checks}
+        mine = steps[steps["rank"] == int(r)] if not steps.empty else steps
+        out[int(r)] = trust_summary(own, capture_evidence(own, mine))["verdict"]
+    return out
+
+
 def _short(c: dict[str, int]) -> list[str]:
     parts = [
         (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
@@ -834,11 +847,7 @@ def imported_summary(
         "capture": cap,
         "trust": trust_summary(meta, cap),
         # each rank judged on its own dispatches (a fleet import records them per rank)
-        "trust_by_rank": {
-            int(r): trust_summary({**meta, "trace_checks": c}, cap)["verdict"]
-            for r, c in (meta.get("trace_checks_by_rank") or {}).items()
-            if isinstance(c, dict)
-        },
+        "trust_by_rank": trust_by_rank(meta, steps),
         # one query over the kernels' files (a fleet import holds 10M kernels)
         "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.engine import engine_findings
+from mlaprof.analysis.imported import capture_evidence, trust_by_rank, trust_summary
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.share import share_text
@@ -107,3 +108,21 @@ def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked(
     assert not unwatched["checked"] and unwatched["watched_steps"] == 0
     assert unwatched["text"].startswith("not checked")
     assert [r["syncs"] for r in layer_table(_layers([None, None]), no_syncs)] == [None, None]
+
+
+def test_a_clean_rank_is_trusted_when_another_ranks_eager_steps_make_the_fleet_unreliable() -> None:
+    # per-rank checks as the rocprofv3 import records them (importers/rocprof.py: one
+    # ``summary.checks`` per rank, then ``trace_checks_by_rank``; the fleet's are their sum)
+    clean = {"replays": {"replays": 4}, "launches": {"graph_launches": 4}}
+    meta = {"trace_checks": clean, "trace_checks_by_rank": {"0": clean, "1": clean}}
+    steps = pd.DataFrame(
+        {
+            "rank": [0, 0, 0, 0, 1, 1, 1, 1],
+            "step": [0, 1, 2, 3, 0, 1, 2, 3],
+            "backend": ["aiter"] * 8,
+            # rank 1 ran one step without a graph between its replays; rank 0 did not
+            "graph_mode": ["graph"] * 4 + ["graph", "eager", "graph", "graph"],
+        }
+    )
+    assert trust_summary(meta, capture_evidence(meta, steps))["verdict"] == "unreliable"
+    assert trust_by_rank(meta, steps) == {0: "reliable", 1: "unreliable"}
