@@ -16,6 +16,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.padding import padding_waste
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
+from mlaprof.store.liveness import run_status
 from mlaprof.sync_kinds import SYNC
 from tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
 
@@ -253,11 +254,9 @@ def _overlay_layer_verdicts(
 
 
 def _status(states: list[RankState]) -> str:
-    got = {s.status for s in states}
-    for s in ("failed", "running", "incomplete", "waiting"):
-        if s in got:
-            return s
-    return "finished" if got else "waiting"
+    # the reader's rule (liveness.run_status); "waiting": no rank's database yet
+    got = [s.status for s in states if s.status != "waiting"]
+    return run_status(got) if got else "waiting"
 
 
 def _layer_occupancy(st: RankState, a: LayerAgg, policy: str) -> float | None:

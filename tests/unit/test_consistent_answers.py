@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from mlaprof.analysis.engine import engine_findings
 from mlaprof.analysis.imported import capture_evidence, trust_by_rank, trust_summary
@@ -11,8 +12,11 @@ from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.syncs import sync_counts
+from mlaprof.store.liveness import run_status
 from mlaprof.store.schema import columns
+from tui.aggregate import RankState
 from tui.fmt import fmt_pct
+from tui.view import _status as tui_status
 
 
 def test_a_share_short_of_an_end_never_prints_as_that_end() -> None:
@@ -126,3 +130,19 @@ def test_a_clean_rank_is_trusted_when_another_ranks_eager_steps_make_the_fleet_u
     )
     assert trust_summary(meta, capture_evidence(meta, steps))["verdict"] == "unreliable"
     assert trust_by_rank(meta, steps) == {0: "reliable", 1: "unreliable"}
+
+
+@pytest.mark.parametrize(
+    ("ranks", "status"),
+    [
+        (["finished", "interrupted"], "interrupted"),  # Ctrl-C on one rank: the TUI said finished
+        (["running", "incomplete"], "incomplete"),
+        (["finished", "failed", "interrupted"], "failed"),
+        (["finished", "finished"], "finished"),
+        (["waiting"], "waiting"),
+    ],
+)
+def test_the_tui_and_the_reader_say_one_run_status(ranks: list[str], status: str) -> None:
+    assert tui_status([RankState(status=s) for s in ranks]) == status
+    if "waiting" not in ranks:  # the reader's rule (Run.status) is the same function
+        assert run_status(ranks) == status
