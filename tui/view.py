@@ -250,7 +250,12 @@ def _overlay_layer_verdicts(
         row["collapsed"] = sum(v["collapsed"] for v in vs)
         row["rows"] = sum(v["steps"] for v in vs)
         row["deserved"] = min(refs) if refs else None
+        if len(set(refs)) > 1:
+            row["deserved_max"] = max(refs)
         row["reference"] = vs[0]["reference"]
+        used = [v["S_min"] for v in vs if v["S_min"] is not None]
+        if len(set(used)) > 1:  # ranks that ran different S: their range, not one rank's S
+            row["used"], row["used_max"] = min(used), max(used)
 
 
 def _status(states: list[RankState]) -> str:

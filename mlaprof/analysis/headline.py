@@ -93,7 +93,7 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "median step",
-                "value": f"{t['step_median_us']:.1f} µs",
+                "value": t["step_median_text"],
                 "provenance": t["timing_label"],
             }
         )

@@ -73,6 +73,10 @@ def print_report(
             f"capture: {term(cap['label'])} ({term(cap['evidence'])})  |  syncs: {term(syncs)}  |  "
             f"padding: {padding}"
         )
+        for h in s["headline"]:  # the trace's timing, as every view prints it
+            if h["label"] == "median step":
+                console.print(f"{h['label']}: [bold]{term(h['value'])}[/]  "
+                              f"[dim]({term(h['provenance'])})[/]")  # fmt: skip
         for note in trace["trust"].get("notes", []):
             console.print(f"[dim]trace: {term(note)}[/]")
         if trace["trust"]["verdict"] == "unreliable":
@@ -362,16 +366,19 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
         box=box.SIMPLE,
         pad_edge=False,
     )
-    for col in ("layer", "median us", "attention us", "attention", "S"):
+    grouped = len(rt.get("rank_groups") or []) > 1  # ranks that ran different S: apart
+    for col in ("ranks",) * grouped + ("layer", "median us", "attention us", "attention", "S"):
         t.add_column(col, justify="right")
     layers = rt["layers"]
+    rows *= max(1, len(rt.get("rank_groups") or []))
     shown = layers if len(layers) <= rows else layers[: rows - 2] + [None] + layers[-1:]
     for x in shown:
         if x is None:
-            t.add_row("...", "", "", "", "")
+            t.add_row(*["..."] + [""] * (4 + grouped))
             continue
-        t.add_row(str(x["layer"]), f"{x['median_us']:.1f}", f"{x['attention_median_us']:.1f}",
-                  _share(x["attention_share"]), "-" if x["S"] is None else str(x["S"]))  # fmt: skip
+        t.add_row(*[x["ranks_text"]] * grouped, str(x["layer"]), f"{x['median_us']:.1f}",
+                  f"{x['attention_median_us']:.1f}", _share(x["attention_share"]),
+                  "-" if x["S"] is None else str(x["S"]))  # fmt: skip
     console.print(t)
     k = Table(box=box.SIMPLE, pad_edge=False, title_justify="left",
               title="kernels inside graph replays (GPU time)")  # fmt: skip
