@@ -32,6 +32,19 @@ def _pct(x: float | None) -> str:
     return share_text(x)
 
 
+def _replayed(measured: dict[str, Any] | None, r: dict[str, Any], sc: dict[str, Any]) -> str:
+    """What a FULL graph replays beside the S used per step: measured where the run replayed
+    one, else the S the capture-time dummy run would freeze (modelled), when it differs."""
+    if measured is not None:
+        lo, hi = measured["min"], measured["max"]
+        return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
+    if sc.get("graph_mode") == "FULL" and r.get("frozen") is not None and r["frozen"] != r["used"]:
+        return (
+            f"; a FULL graph captured by vLLM's dummy run would replay S = {r['frozen']} (modelled)"
+        )
+    return ""
+
+
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
     src = str(ev.provenance)
@@ -64,7 +77,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": f"KV splits ({r['policy']}, worst step{where})",
-                "value": f"S used {r['used']}, deserved {r['deserved']}",
+                "value": f"S used {r['used']}, deserved {r['deserved']}"
+                + _replayed(s.get("replayed_splits"), r, sc),
                 "provenance": "model"
                 if str(ev.meta.get("device") or "").startswith("cpu")
                 else "recorded",

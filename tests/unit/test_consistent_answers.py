@@ -3,20 +3,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from mlaprof.analysis.engine import engine_findings
+from mlaprof.analysis.headline import _replayed
 from mlaprof.analysis.imported import capture_evidence, trust_by_rank, trust_summary
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.share import share_text
+from mlaprof.analysis.splits import split_findings
 from mlaprof.analysis.syncs import sync_counts
+from mlaprof.store import load
 from mlaprof.store.liveness import run_status
 from mlaprof.store.schema import columns
 from tui.aggregate import RankState
 from tui.fmt import fmt_pct
 from tui.view import _status as tui_status
+
+DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
 
 
 def test_a_share_short_of_an_end_never_prints_as_that_end() -> None:
@@ -146,3 +154,43 @@ def test_the_tui_and_the_reader_say_one_run_status(ranks: list[str], status: str
     assert tui_status([RankState(status=s) for s in ranks]) == status
     if "waiting" not in ranks:  # the reader's rule (Run.status) is the same function
         assert run_status(ranks) == status
+
+
+def test_a_measured_graph_replay_is_not_warned_of_the_modelled_frozen_s() -> None:
+    """fix-padding-active-rows-c16: a GPU run whose captured graph replayed S = 4 (its layer
+    records) carried "S = 1 would be frozen" from the dummy-run model; measured over modelled."""
+    demo = DEMO / "fix-padding-active-rows-c16"
+    with load(demo) as run:
+        s = build_summary(run)
+    assert s.replayed_splits is not None
+    assert (s.replayed_splits["min"], s.replayed_splits["max"]) == (4, 4)
+    assert "split-frozen" not in [f.kind for f in s.findings]
+    heads = {h["label"]: h["value"] for h in s.headline}
+    assert heads["KV splits (aiter-gluon-v0.1.19, worst step)"] == (
+        "S used 4, deserved 4; the FULL graph replayed S = 4 (measured)"
+    )
+
+
+def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_replay() -> None:
+    """A CPU run under --min-kv-mode active-rows: S used 16 per step, but the graph vLLM's dummy
+    run captures would replay S = 1; the headline and the frozen warning now say the same."""
+    own = "aiter-gluon-v0.1.19"
+    row = {"policy": own, "used": 16, "deserved": 17, "frozen": 1}
+    sc = {"graph_mode": "FULL", "policy": own}
+    assert _replayed(None, row, sc) == (
+        "; a FULL graph captured by vLLM's dummy run would replay S = 1 (modelled)"
+    )
+    assert _replayed(None, {**row, "frozen": 16}, sc) == ""  # nothing to add
+    assert _replayed(None, row, {**sc, "graph_mode": "PIECEWISE"}) == ""
+    measured = {"min": 4, "max": 4}
+    assert _replayed(measured, row, sc) == "; the FULL graph replayed S = 4 (measured)"
+    frame = pd.DataFrame(
+        [
+            {"step": 0, "capture_size": 16, "policy": own, "used": 16, "deserved": 17,
+             "frozen": 1, "all_rows": 1, "active_rows": 16, "min_kv_used": 4,
+             "min_kv_deserved": 1040, "occupancy_used": 0.7, "occupancy_deserved": 0.8,
+             "target": "mi355x"}
+        ]
+    )  # fmt: skip
+    kinds = lambda rep: [f.kind for f in split_findings(frame, own, "FULL", None, rep)]  # noqa: E731
+    assert kinds(None) == ["split-frozen"] and kinds(measured) == []
