@@ -434,9 +434,8 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
         )
     t.add_row("capture", term(d["capture"]["before"]), term(d["capture"]["after"]), "", "")
     if d["route"]["before"] or d["route"]["after"]:
-        t.add_row(
-            "vLLM route", term(str(d["route"]["before"])), term(str(d["route"]["after"])), "", ""
-        )
+        route = [term(r or "not modelled") for r in (d["route"]["before"], d["route"]["after"])]
+        t.add_row("vLLM route", *route, "", "")
     for s in d["trace_splits"]:
         t.add_row(
             metric(f"S from the trace ({term(s['variant'])})", term(s["source"])),
@@ -445,6 +444,7 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
             "",
             "",
         )
+    t.add_row("backend", term(d["backend"]["before"]), term(d["backend"]["after"]), "", "")
     console.print(t)
     if d["cpu_spread"]:
         console.print(

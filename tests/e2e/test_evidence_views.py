@@ -319,3 +319,22 @@ async def test_the_live_dashboard_shows_the_analysis_numbers(
     syncs = [r["syncs"] for r in mine if r["syncs"] is not None]
     if syncs:
         assert f"syncs {max(syncs):g}" in drill
+
+
+def test_comparing_two_traces_names_no_backend_none(
+    imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An imported trace records no backend: the TUI compare screen printed "backend None None"."""
+    from mlaprof.analysis import summary
+    from tui.compare import compare_rows
+
+    with load(imported / "gluon_v0119_bug") as a, load(imported / "gluon_v0119_fix") as b:
+        rows = compare_rows(summary(a), summary(b))
+    assert not [r for r in rows if "None" in r], rows
+    backend = next(r for r in rows if r[0] == "backend")
+    assert backend[1].startswith("not recorded (the trace's kernels: aiter-gluon")
+    capsys.readouterr()
+    assert main(["report", str(imported / "gluon_v0119_bug"), "--compare",
+                 str(imported / "gluon_v0119_fix")]) == 0  # fmt: skip
+    out = " ".join(capsys.readouterr().out.split())
+    assert "None" not in out and "backend" in out
