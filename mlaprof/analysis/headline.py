@@ -62,6 +62,15 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
             else "not recorded",
         },
     ]
+    paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
+    if paths:  # an imported trace: S as its kernels' grids give it, per path and variant
+        out.append(
+            {
+                "label": "KV splits (from the trace)",
+                "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
+                "provenance": src,
+            }
+        )
     r = own_split(s)
     sc = s.get("scenario") or {}
     where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""

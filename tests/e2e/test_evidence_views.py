@@ -338,3 +338,16 @@ def test_comparing_two_traces_names_no_backend_none(
                  str(imported / "gluon_v0119_fix")]) == 0  # fmt: skip
     out = " ".join(capsys.readouterr().out.split())
     assert "None" not in out and "backend" in out
+
+
+def test_an_imported_traces_summary_says_its_s_in_every_view(
+    imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The HTML summary of an imported trace left S out (it had capture, memory and timing)."""
+    doc, term, once, page = _views(imported / "asm_16heads", capsys)
+    heads = {h["label"]: h["value"] for h in doc["headline"]}
+    s = heads["KV splits (from the trace)"]
+    path = doc["trace"]["paths"][0]
+    assert s.startswith(f"S {path['S']} on {path['path']} ({path['variant']})")
+    assert f"KV splits (from the trace) {s}" in " ".join(page.split())
+    assert f"KV splits (from the trace): {s}" in " ".join(once.split())

@@ -194,3 +194,25 @@ def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_repl
     )  # fmt: skip
     kinds = lambda rep: [f.kind for f in split_findings(frame, own, "FULL", None, rep)]  # noqa: E731
     assert kinds(None) == ["split-frozen"] and kinds(measured) == []
+
+
+def test_splits_per_layer_of_a_trace_draws_no_empty_deserved_series_and_shows_s_1() -> None:
+    """An imported trace has S used per layer (its grids) and no S deserved: the figure drew an
+    "S deserved" legend with no bars, and its log axis started at 1, where an S = 1 bar has no
+    height."""
+    from mlaprof import figures as F
+
+    layers = pd.DataFrame(
+        [
+            {"rank": 0, "step": st, "layer": ly, "splits_used": 1 if ly else 8,
+             "splits_deserved": None}
+            for st in range(2)
+            for ly in range(3)
+        ]
+    )  # fmt: skip
+    fig = F.splits_used_vs_deserved({"layers": layers}, by="layer")
+    assert [t.name for t in fig.data] == ["S used"]
+    assert list(fig.data[0].y) == [8.0, 1.0, 1.0]
+    assert any("S deserved: not recorded" in a.text for a in fig.layout.annotations)
+    lo, hi = fig.layout.yaxis.range
+    assert fig.layout.yaxis.type == "log" and 10**lo < 1 and 10**hi >= 8
