@@ -434,3 +434,20 @@ def test_an_engine_killed_after_a_clean_drain_reads_interrupted_not_incomplete(
         else:  # a step was still open when it died
             assert run.status == "incomplete" and run.reason is None
             assert len(_steps(run)) == 1
+
+
+def test_a_plugin_run_reads_syncs_not_checked(fake_vllm, tmp_path):
+    """The plugin watches no region for syncs: its report said "syncs in region: 0 on 0
+    layer(s)", which reads as checked and clean."""
+    from mlaprof.analysis import summary
+    from mlaprof.store import load
+
+    rec = _recorder(tmp_path, background=False)
+    vllm_patches.install(rec)
+    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([800, 900], [3, 3])
+    rec.close()
+
+    with load(tmp_path / "run") as run:
+        n = summary(run)["sync_counts"]
+    assert not n["checked"] and n["watched_steps"] == 0
+    assert n["text"].startswith("not checked")
