@@ -45,7 +45,8 @@ def latency_line(v: View, width: int = 200) -> str:
     tries = [("  ", v.timing_label), (" ", v.timing_label), (" ", v.timing_short), (" ", "")]
     for sep, label in tries:
         nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)
-        line = f"step ms (last {len(v.latency_ms)}{', ' + label if label else ''}): {nums}"
+        scope = f", {v.latency_scope}" if v.latency_scope else ""
+        line = f"step ms (last {len(v.latency_ms)}{scope}{', ' + label if label else ''}): {nums}"
         if len(line) <= width:
             return line
     return line

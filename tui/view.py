@@ -51,6 +51,7 @@ class View:
     events: int
     latency_ms: list[float]
     latency: dict[str, float | None]
+    latency_scope: str  # "rank 0 of 8" where several ranks are shown, else ""
     layers: list[dict[str, Any]]
     layer_scope: str  # "all steps" or "step N"
     splits: list[dict[str, Any]]
@@ -100,15 +101,19 @@ def build_view(
     chosen = [states[r] for r in ranks if rank is None or r == rank]
     st = merge_ranks(chosen) if chosen else RankState()
     scen = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
-    lat = [d / 1e6 for _, d in st.recent]
-    mean = st.step_ns_sum / st.steps / 1e6 if st.steps else None
+    # step times are per rank: over several ranks, the lowest rank's (ranks' times never mixed
+    # into one percentile; the analysis' headline gives every rank's median)
+    lt = states[ranks[0]] if rank is None and len(chosen) > 1 else st
+    lat_scope = f"rank {ranks[0]} of {len(chosen)}" if lt is not st else ""
+    lat = [d / 1e6 for _, d in lt.recent]
+    mean = lt.step_ns_sum / lt.steps / 1e6 if lt.steps else None
     latency = {
         "last": lat[-1] if lat else None,
         "p50": statistics.median(lat) if lat else None,
         "p90": _pct(lat, 0.9),
         "mean": mean,
-        "min": st.step_ns_min / 1e6 if st.step_ns_min is not None else None,
-        "max": st.step_ns_max / 1e6 if st.step_ns_max is not None else None,
+        "min": lt.step_ns_min / 1e6 if lt.step_ns_min is not None else None,
+        "max": lt.step_ns_max / 1e6 if lt.step_ns_max is not None else None,
     }
     policy = str(scen.get("policy") or "")
     # syncs per layer from the syncs table: runs that watch only some steps leave layers.syncs empty
@@ -205,6 +210,7 @@ def build_view(
         events=sum(st.counts.values()),
         latency_ms=lat,
         latency=latency,
+        latency_scope=lat_scope,
         layers=layers,
         layer_scope=scope,
         splits=splits,

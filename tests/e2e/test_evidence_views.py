@@ -212,6 +212,9 @@ def test_fleet_views_keep_ranks_that_ran_different_s_apart(
     assert {h["label"]: h["value"] for h in doc["headline"]}["median step"] == median
     for text in (term, once, page):
         assert median in " ".join(text.split())
+    # the TUI's recent step times: one rank's, said so (they mixed 194 and 128 us steps)
+    lat = next(line for line in once.splitlines() if line.startswith("step ms"))
+    assert "rank 0 of 8" in lat and "min 0.194" in lat and "0.128" not in lat, lat
     # the TUI's layer table over all ranks: the ranges, not one rank's S
     row = next(line.split() for line in once.splitlines() if line.split()[:1] == ["1"])
     assert row[3] == "1-8", row
