@@ -56,12 +56,17 @@ def _rows(
     ]
     rows.append(["capture", d["capture"]["before"], d["capture"]["after"], "", ""])
     if d["route"]["before"] or d["route"]["after"]:
-        rows.append(["vLLM route", str(d["route"]["before"]), str(d["route"]["after"]), "", ""])
+        route = [r or "not modelled" for r in (d["route"]["before"], d["route"]["after"])]
+        rows.append(["vLLM route", *route, "", ""])
     for t in d["trace_splits"]:
         rows.append(
-            [f"S from the trace ({t['variant']})", str(t["S_before"]), str(t["S_after"]), "", ""]
+            [f"S from the trace ({t['variant']})", _s(t["S_before"]), _s(t["S_after"]), "", ""]
         )
-    rows.append(["backend", str(sa["backend"]), str(sb["backend"]), "", ""])
+    rows.append(["backend", d["backend"]["before"], d["backend"]["after"], "", ""])
     policy = [(s.get("scenario") or {}).get("policy") or "-" for s in (sa, sb)]
     rows.append(["split policy", *policy, "", ""])
     return rows
+
+
+def _s(v: Any) -> str:
+    return "-" if v is None else str(v)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mlaprof.analysis.share import share_text
+
 
 def fmt_ms(v: float | None) -> str:
     if v is None:
@@ -10,7 +12,7 @@ def fmt_ms(v: float | None) -> str:
 
 
 def fmt_pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
+    return share_text(v)
 
 
 def fmt_bytes(v: float | None) -> str:

@@ -45,7 +45,8 @@ def latency_line(v: View, width: int = 200) -> str:
     tries = [("  ", v.timing_label), (" ", v.timing_label), (" ", v.timing_short), (" ", "")]
     for sep, label in tries:
         nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)
-        line = f"step ms (last {len(v.latency_ms)}{', ' + label if label else ''}): {nums}"
+        scope = f", {v.latency_scope}" if v.latency_scope else ""
+        line = f"step ms (last {len(v.latency_ms)}{scope}{', ' + label if label else ''}): {nums}"
         if len(line) <= width:
             return line
     return line
@@ -92,6 +93,8 @@ def reference_cell(r: dict) -> str:
     ref = r.get("deserved")
     if ref is None:
         return "unknown" if str(r.get("reference", "")).startswith("unknown") else "-"
+    if r.get("deserved_max") is not None:  # ranks judged against different S: the range
+        ref = f"{ref}-{r['deserved_max']}"
     return f"{ref} (fix)" if str(r.get("reference", "")).startswith("the fix") else str(ref)
 
 
@@ -101,7 +104,7 @@ def layer_table(v: View) -> Table:
             _s(r["layer"]),
             fmt_ms(r.get("time_ms")),
             fmt_count_or_mean(r.get("syncs")),
-            _s(r.get("used")),
+            _s(r.get("used")) if r.get("used_max") is None else f"{r['used']}-{r['used_max']}",
             reference_cell(r),
             fmt_pct(r.get("occupancy")),
         ]
@@ -334,9 +337,11 @@ def trace_lines(v: View) -> list[str]:
     if rt.get("replays"):
         share = fmt_pct(rt.get("attention_share"))
         out.append(f"  time inside {rt['replays']} graph replay(s): attention {share}")
-        lhead = ["layer", "median us", "attention us", "attention", "S"]
+        grouped = len(rt.get("rank_groups") or []) > 1  # ranks that ran different S: apart
+        lhead = ["ranks"] * grouped + ["layer", "median us", "attention us", "attention", "S"]
         lrows = [
-            [_s(x["layer"]), _us(x["median_us"]), _us(x["attention_median_us"])]
+            [x["ranks_text"]] * grouped
+            + [_s(x["layer"]), _us(x["median_us"]), _us(x["attention_median_us"])]
             + [fmt_pct(x["attention_share"]), _s(x["S"])]
             for x in rt["layers"]
         ]

@@ -16,6 +16,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.padding import padding_waste
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
+from mlaprof.store.liveness import run_status
 from mlaprof.sync_kinds import SYNC
 from tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
 
@@ -50,6 +51,7 @@ class View:
     events: int
     latency_ms: list[float]
     latency: dict[str, float | None]
+    latency_scope: str  # "rank 0 of 8" where several ranks are shown, else ""
     layers: list[dict[str, Any]]
     layer_scope: str  # "all steps" or "step N"
     splits: list[dict[str, Any]]
@@ -99,15 +101,19 @@ def build_view(
     chosen = [states[r] for r in ranks if rank is None or r == rank]
     st = merge_ranks(chosen) if chosen else RankState()
     scen = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
-    lat = [d / 1e6 for _, d in st.recent]
-    mean = st.step_ns_sum / st.steps / 1e6 if st.steps else None
+    # step times are per rank: over several ranks, the lowest rank's (ranks' times never mixed
+    # into one percentile; the analysis' headline gives every rank's median)
+    lt = states[ranks[0]] if rank is None and len(chosen) > 1 else st
+    lat_scope = f"rank {ranks[0]} of {len(chosen)}" if lt is not st else ""
+    lat = [d / 1e6 for _, d in lt.recent]
+    mean = lt.step_ns_sum / lt.steps / 1e6 if lt.steps else None
     latency = {
         "last": lat[-1] if lat else None,
         "p50": statistics.median(lat) if lat else None,
         "p90": _pct(lat, 0.9),
         "mean": mean,
-        "min": st.step_ns_min / 1e6 if st.step_ns_min is not None else None,
-        "max": st.step_ns_max / 1e6 if st.step_ns_max is not None else None,
+        "min": lt.step_ns_min / 1e6 if lt.step_ns_min is not None else None,
+        "max": lt.step_ns_max / 1e6 if lt.step_ns_max is not None else None,
     }
     policy = str(scen.get("policy") or "")
     # syncs per layer from the syncs table: runs that watch only some steps leave layers.syncs empty
@@ -204,6 +210,7 @@ def build_view(
         events=sum(st.counts.values()),
         latency_ms=lat,
         latency=latency,
+        latency_scope=lat_scope,
         layers=layers,
         layer_scope=scope,
         splits=splits,
@@ -249,15 +256,18 @@ def _overlay_layer_verdicts(
         row["collapsed"] = sum(v["collapsed"] for v in vs)
         row["rows"] = sum(v["steps"] for v in vs)
         row["deserved"] = min(refs) if refs else None
+        if len(set(refs)) > 1:
+            row["deserved_max"] = max(refs)
         row["reference"] = vs[0]["reference"]
+        used = [v["S_min"] for v in vs if v["S_min"] is not None]
+        if len(set(used)) > 1:  # ranks that ran different S: their range, not one rank's S
+            row["used"], row["used_max"] = min(used), max(used)
 
 
 def _status(states: list[RankState]) -> str:
-    got = {s.status for s in states}
-    for s in ("failed", "running", "incomplete", "waiting"):
-        if s in got:
-            return s
-    return "finished" if got else "waiting"
+    # the reader's rule (liveness.run_status); "waiting": no rank's database yet
+    got = [s.status for s in states if s.status != "waiting"]
+    return run_status(got) if got else "waiting"
 
 
 def _layer_occupancy(st: RankState, a: LayerAgg, policy: str) -> float | None:

@@ -247,10 +247,20 @@ def diff_summaries(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
             "before": (sa.get("route") or {}).get("path"),
             "after": (sb.get("route") or {}).get("path"),
         },
+        "backend": {"before": backend_text(sa), "after": backend_text(sb)},
         "trace_splits": _trace_splits(sa.get("trace"), sb.get("trace")),
         "cpu_spread": run_spread(sa, sb),
         "table": diff_table(sa, sb),
     }
+
+
+def backend_text(s: dict[str, Any]) -> str:
+    """The run's backend as every view names it; an imported trace records none (it names
+    kernels): said, with the verify paths its kernels show, never "None"."""
+    if s.get("backend"):
+        return str(s["backend"])
+    paths = list(dict.fromkeys(p["path"] for p in (s.get("trace") or {}).get("paths", [])))
+    return "not recorded" + (f" (the trace's kernels: {', '.join(paths)})" if paths else "")
 
 
 def _trace_splits(a: dict | None, b: dict | None) -> list[dict[str, Any]]:

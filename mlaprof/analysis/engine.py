@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.share import share_text
 from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
@@ -266,7 +267,7 @@ def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> li
             "acceptance not recorded (the EngineCore records it when log stats are on)"
             if eng["accepted_tokens"] is None
             else f"{eng['accepted_tokens']} of {eng['draft_tokens']} draft tokens accepted "
-            f"({eng['acceptance_rate']:.0%})"
+            f"({share_text(eng['acceptance_rate'])})"
             if eng["draft_tokens"]
             else "no draft tokens yet"
         )

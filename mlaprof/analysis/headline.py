@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
+from mlaprof.analysis.padding import scope_text
+from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence import Evidence
@@ -27,7 +29,20 @@ def own_split(s: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return share_text(x)
+
+
+def _replayed(measured: dict[str, Any] | None, r: dict[str, Any], sc: dict[str, Any]) -> str:
+    """What a FULL graph replays beside the S used per step: measured where the run replayed
+    one, else the S the capture-time dummy run would freeze (modelled), when it differs."""
+    if measured is not None:
+        lo, hi = measured["min"], measured["max"]
+        return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
+    if sc.get("graph_mode") == "FULL" and r.get("frozen") is not None and r["frozen"] != r["used"]:
+        return (
+            f"; a FULL graph captured by vLLM's dummy run would replay S = {r['frozen']} (modelled)"
+        )
+    return ""
 
 
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
@@ -47,6 +62,15 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
             else "not recorded",
         },
     ]
+    paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
+    if paths:  # an imported trace: S as its kernels' grids give it, per path and variant
+        out.append(
+            {
+                "label": "KV splits (from the trace)",
+                "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
+                "provenance": src,
+            }
+        )
     r = own_split(s)
     sc = s.get("scenario") or {}
     where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
@@ -62,7 +86,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": f"KV splits ({r['policy']}, worst step{where})",
-                "value": f"S used {r['used']}, deserved {r['deserved']}",
+                "value": f"S used {r['used']}, deserved {r['deserved']}"
+                + _replayed(s.get("replayed_splits"), r, sc),
                 "provenance": "model"
                 if str(ev.meta.get("device") or "").startswith("cpu")
                 else "recorded",
@@ -81,7 +106,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "padding waste",
-                "value": f"{100 * (pad['padding_fraction'] or 0):.1f}% of verify tokens",
+                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens over "
+                f"{pad['steps']} step(s) ({scope_text(pad)})",
                 "provenance": src,
             }
         )
@@ -90,7 +116,7 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "median step",
-                "value": f"{t['step_median_us']:.1f} µs",
+                "value": t["step_median_text"],
                 "provenance": t["timing_label"],
             }
         )

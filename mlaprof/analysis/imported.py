@@ -15,6 +15,8 @@ import pandas as pd
 
 from mlaprof.analysis.cpu_trace import cpu_findings, cpu_trace_summary
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.ranks import rank_span
+from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.step_stats import by_step, for_steps
 from mlaprof.importers.step_model import SOURCE_GAPS, SOURCE_TEXT
@@ -756,11 +758,11 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
     }
     reasons = []
     if counts["short_replays"]:
-        pct = 100.0 * counts["missing_kernels"] / max(1, counts["expected_kernels"])
+        pct = share_text(counts["missing_kernels"] / max(1, counts["expected_kernels"]))
         reasons.append(
             f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
             f"against their own graph's complete replays ({counts['missing_kernels']} of "
-            f"{counts['expected_kernels']} dispatches, {pct:.0f}%; "
+            f"{counts['expected_kernels']} dispatches, {pct}; "
             f"{counts['steps_missing_layers']} step(s) short of layers); {ROCM_72_LOSS}"
         )
     if counts["launches_without_kernels"]:
@@ -786,6 +788,19 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         "counts": counts,
         "provenance": _origin(meta),
     }
+
+
+def trust_by_rank(meta: dict[str, Any], steps: pd.DataFrame) -> dict[int, str]:
+    """Each rank's trust verdict from that rank's evidence only: its own import checks and its
+    own steps' capture evidence (the fleet's eager steps are not this rank's)."""
+    out = {}
+    for r, checks in (meta.get("trace_checks_by_rank") or {}).items():
+        if not isinstance(checks, dict):
+            continue
+        own = {**meta, "trace_checks": checks}
+        mine = steps[steps["rank"] == int(r)] if not steps.empty else steps
+        out[int(r)] = trust_summary(own, capture_evidence(own, mine))["verdict"]
+    return out
 
 
 def _short(c: dict[str, int]) -> list[str]:
@@ -819,8 +834,9 @@ def trust_findings(trust: dict[str, Any]) -> list[Finding]:
 # (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
 # window holds its end (the layer of the same rank and step with the smallest end at or after it:
 # an ASOF join on the rank's time line, whose steps follow each other, so a match in a later step
-# means none in its own), then per (rank, step, layer) sums, per layer medians, per name totals.
-# ``jl`` is the analysis' own layer table (a drafter's layers already left out).
+# means none in its own), then per (rank, step, layer) sums, per layer medians (per group of ranks
+# that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), per name
+# totals. ``jl`` is the analysis' own layer table (a drafter's layers already left out).
 REPLAY_SQL = """
 WITH ly AS (
     SELECT rank, step, layer, t_start_ns + duration_ns AS lend FROM jl
@@ -838,9 +854,9 @@ per AS MATERIALIZED (
     FROM k ASOF LEFT JOIN ly ON k.rank = ly.rank AND k.end_ns <= ly.lend
     GROUP BY ALL
 )
-SELECT 'layer' AS part, CAST(win AS VARCHAR) AS key, COUNT(*) AS n,
-       MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
-FROM per WHERE win IS NOT NULL GROUP BY win
+SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rg.grp AS VARCHAR) AS key,
+       COUNT(*) AS n, MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
+FROM per JOIN rg ON per.rank = rg.rank WHERE win IS NOT NULL GROUP BY win, rg.grp
 UNION ALL
 SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
 UNION ALL
@@ -850,6 +866,26 @@ SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per))
        SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
 FROM per
 """
+
+
+def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
+    """The S most layer records of each ``keys`` group ran (None where the trace has none)."""
+    ly = layers if "rank" in layers else layers.assign(rank=0)
+    agg = ly.groupby(keys)["splits_used"].agg(
+        lambda v: None if v.dropna().empty else int(v.dropna().mode().iloc[0])
+    )
+    return {(int(k[0]), int(k[1])): v for k, v in agg.items()}
+
+
+def s_groups(s_by: dict[tuple[int, int], int | None]) -> list[list[int]]:
+    """Ranks that ran the same S on every layer, one list per group, in order of first rank."""
+    sig: dict[int, list[tuple[int, Any]]] = {}
+    for (rank, layer), v in sorted(s_by.items()):
+        sig.setdefault(rank, []).append((layer, v))
+    seen: dict[tuple[Any, ...], list[int]] = {}
+    for rank in sorted(sig):
+        seen.setdefault(tuple(sig[rank]), []).append(rank)
+    return list(seen.values()) or [[0]]
 
 
 def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
@@ -872,26 +908,33 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     })  # fmt: skip
     if jl.empty:
         return empty
-    res = run.sql(REPLAY_SQL, frames={"jl": jl})
+    s_by = _mode_s(layers, ["rank", "layer"])
+    groups = s_groups(s_by)
+    rg = pd.DataFrame(
+        [(r, g) for g, ranks in enumerate(groups) for r in ranks], columns=["rank", "grp"]
+    ).astype(np.int64)
+    res = run.sql(REPLAY_SQL, frames={"jl": jl, "rg": rg})
     parts = {p: g for p, g in res.groupby("part")}
     whole = parts["all"].iloc[0]
     if pd.isna(whole["a"]) or not whole["n"]:
         return empty
-    s_by = layers.groupby("layer")["splits_used"].agg(
-        lambda v: None if v.dropna().empty else int(v.dropna().mode().iloc[0])
-    )
     out_layers = []
     lay_rows = parts.get("layer", res.iloc[:0])
-    for r in sorted(lay_rows.itertuples(), key=lambda r: int(r.key)):
-        lay, tot, att = int(r.key), float(r.a), float(r.b)
+    keyed = [(tuple(int(x) for x in str(r.key).split(":")), r) for r in lay_rows.itertuples()]
+    for (lay, grp), r in sorted(keyed, key=lambda kr: (kr[0][1], kr[0][0])):
+        tot, att = float(r.a), float(r.b)
+        ranks = groups[grp]
+        s_used = s_by.get((ranks[0], lay))
         out_layers.append(
             {
                 "layer": lay,
+                "ranks": ranks,
+                "ranks_text": rank_span(ranks),
                 "steps": int(r.n),
                 "median_us": tot / 1e3,
                 "attention_median_us": att / 1e3,
                 "attention_share": att / tot if tot else None,
-                "S": None if pd.isna(s_by.get(lay)) else int(s_by.get(lay)),
+                "S": None if s_used is None or pd.isna(s_used) else int(s_used),
             }
         )
     total, att_total = float(whole["a"]), float(whole["b"])
@@ -911,6 +954,8 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
     return {
         "replays": int(whole["c"]),
+        # groups of ranks that ran the same S on every layer: the layer rows are per group
+        "rank_groups": [rank_span(g) for g in groups],
         "layers": out_layers,
         "kernels": out_kernels,
         "attention_share": att_total / total if total else None,
@@ -947,11 +992,7 @@ def imported_summary(
         "capture": cap,
         "trust": trust_summary(meta, cap),
         # each rank judged on its own dispatches (a fleet import records them per rank)
-        "trust_by_rank": {
-            int(r): trust_summary({**meta, "trace_checks": c}, cap)["verdict"]
-            for r, c in (meta.get("trace_checks_by_rank") or {}).items()
-            if isinstance(c, dict)
-        },
+        "trust_by_rank": trust_by_rank(meta, steps),
         # one query over the kernels' files (a fleet import holds 10M kernels)
         "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),

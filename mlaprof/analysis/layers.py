@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.splits import collapsed
+from mlaprof.analysis.syncs import watched_steps
 from mlaprof.sync_kinds import SYNC
 
 
@@ -35,7 +36,7 @@ def layer_table(
     ly["collapsed"] = collapsed(ly["used"], ly["ref"])
     ly["has_deserved"] = ly["splits_deserved"].notna()
     watched = syncs[syncs["kind"] == SYNC] if not syncs.empty else syncs
-    per_step = syncs.groupby("rank")["step"].nunique() if not syncs.empty else pd.Series()
+    per_step = watched_steps(layers, syncs).groupby("rank")["step"].nunique()
     n_sync = watched.groupby(["rank", "layer"]).size() if not watched.empty else pd.Series()
     # one vectorised pass per column over all (rank, layer) groups; the last record of a group is
     # its last row as recorded (NaN included, as a last value can be unknown)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.share import share_text
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
 
@@ -20,29 +23,66 @@ def padding_severity(waste: float) -> str:
     return "warning" if waste >= WASTE_WARNING else "info"
 
 
-def padding_summary(padding: pd.DataFrame) -> dict[str, int | float | None]:
+def padding_summary(padding: pd.DataFrame) -> dict[str, Any]:
+    """The run's padding, one definition for every view: totals over every recorded step (rows,
+    tokens, KV bytes), the per-step range of padding rows beside them, and the capture size when
+    every step ran the same one (``capture_sizes`` lists them all)."""
     if padding.empty:
         return {
+            "steps": 0,
             "real_rows": 0,
             "padding_rows": 0,
             "real_tokens": 0,
             "padding_tokens": 0,
             "capture_size": None,
+            "capture_sizes": [],
+            "padding_rows_per_step": None,
             "padding_fraction": 0.0,
             "steps_padded": 0,
+            "kv_bytes_padding": 0,
+            "text": "not recorded",
         }
-    last = padding.iloc[0]
-    waste = padding_waste(padding["real_tokens"].sum(), padding["padding_tokens"].sum())
-    return {
-        "real_rows": int(last.real_rows),
-        "padding_rows": int(last.padding_rows),
-        "real_tokens": int(last.real_tokens),
-        "padding_tokens": int(last.padding_tokens),
-        "capture_size": None if pd.isna(last.capture_size) else int(last.capture_size),
-        "padding_fraction": float(waste or 0.0),
-        "steps_padded": int((padding["padding_rows"] > 0).sum()),
-        "kv_bytes_padding": int(padding["kv_bytes_padding"].fillna(0).sum()),
+
+    def total(col: str) -> int:
+        return int(padding[col].fillna(0).sum())
+
+    sizes = sorted({int(v) for v in padding["capture_size"].dropna()})
+    per_step = padding["padding_rows"].fillna(0)
+    out: dict[str, Any] = {
+        "steps": len(padding),
+        "real_rows": total("real_rows"),
+        "padding_rows": total("padding_rows"),
+        "real_tokens": total("real_tokens"),
+        "padding_tokens": total("padding_tokens"),
+        "capture_size": sizes[0] if len(sizes) == 1 else None,
+        "capture_sizes": sizes,
+        "padding_rows_per_step": [int(per_step.min()), int(per_step.max())],
+        "padding_fraction": float(
+            padding_waste(total("real_tokens"), total("padding_tokens")) or 0.0
+        ),
+        "steps_padded": int((per_step > 0).sum()),
+        "kv_bytes_padding": total("kv_bytes_padding"),
     }
+    out["text"] = (
+        f"{out['real_rows']} real + {out['padding_rows']} padding rows over {out['steps']} "
+        f"step(s) ({scope_text(out)})"
+    )
+    return out
+
+
+def scope_text(s: dict[str, Any]) -> str:
+    """``"padding rows per step 1, capture size 16"``: what the run totals are made of."""
+    lo, hi = s["padding_rows_per_step"] or (0, 0)
+    per = f"padding rows per step {lo}" if lo == hi else f"padding rows per step {lo}-{hi}"
+    sizes = s["capture_sizes"]
+    size = (
+        "capture size unknown: the run did not record one"
+        if not sizes
+        else f"capture size {sizes[0]}"
+        if len(sizes) == 1
+        else "capture sizes " + ", ".join(map(str, sizes))
+    )
+    return f"{per}, {size}"
 
 
 def padding_findings(padding: pd.DataFrame) -> list[Finding]:
@@ -56,10 +96,10 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
             severity=padding_severity(frac),
             title=(
                 f"FULL-graph padding adds {s['padding_rows']} padding row(s) to "
-                f"{s['real_rows']} real request(s) (capture size {s['capture_size']})"
+                f"{s['real_rows']} real request(s) over {s['steps']} step(s) ({scope_text(s)})"
             ),
             evidence=(
-                f"{100 * frac:.1f}% of verify tokens over {s['steps_padded']} step(s) are padding; "
+                f"{share_text(frac, 1)} of verify tokens over {s['steps_padded']} step(s) are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
                 "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "
                 "kernel computes them as qlen-token rows and they count in B for every split "

@@ -1,10 +1,9 @@
 """The fleet view: ranks side by side, never merged. Which ranks collapsed and which did not, and
-S per layer across ranks (min / median / max), from the per-rank layer rows of
+S per layer across ranks (the range, and which ranks ran each S), from the per-rank layer rows of
 :func:`mlaprof.analysis.layers.layer_table`."""
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 # why equal batch rows never tell DP groups apart (vLLM 0.32 ``v1/worker/dp_utils.py``
@@ -105,14 +104,24 @@ def fleet_summary(
         )
     per_layer = []
     for layer in sorted({r["layer"] for r in layer_rows}):
-        s = [r["S_min"] for r in layer_rows if r["layer"] == layer and r["S_min"] is not None]
+        rows = [r for r in layer_rows if r["layer"] == layer]
+        s = [r["S_min"] for r in rows if r["S_min"] is not None]
+        times = [r["time_us"] for r in rows if r.get("time_us") is not None]
+        by_s: dict[int, list[int]] = {}
+        for r in rows:
+            if r["S_min"] is not None:
+                by_s.setdefault(r["S_min"], []).append(r["rank"])
         per_layer.append(
             {
                 "layer": layer,
-                "ranks": sum(1 for r in layer_rows if r["layer"] == layer),
+                "ranks": len(rows),
+                # a range and the ranks behind each value, never a value no rank ran (a median
+                # of 1, 1, 8, 8 is 4.5)
                 "S_min": min(s) if s else None,
-                "S_median": statistics.median(s) if s else None,
                 "S_max": max(s) if s else None,
+                "S_by_ranks": [{"S": v, "ranks": rank_span(rs)} for v, rs in sorted(by_s.items())],
+                "time_us_min": min(times) if times else None,
+                "time_us_max": max(times) if times else None,
             }
         )
     collapsed = [r["rank"] for r in per_rank if r["collapsed_layers"]]
@@ -142,6 +151,14 @@ def fleet_summary(
         "per_rank": per_rank,
         "per_layer": per_layer,
     }
+
+
+def rank_span(ranks: list[int]) -> str:
+    """``"0-3"`` for consecutive ranks, ``"0, 2, 5"`` otherwise, ``"0"`` for one."""
+    rs = sorted(ranks)
+    if len(rs) > 1 and rs == list(range(rs[0], rs[-1] + 1)):
+        return f"{rs[0]}-{rs[-1]}"
+    return ", ".join(map(str, rs))
 
 
 def _list(ranks: list[int]) -> str:

@@ -30,7 +30,7 @@ from mlaprof.analysis.paths import (
 )
 from mlaprof.analysis.ranks import fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
-from mlaprof.analysis.splits import split_findings, split_rows
+from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
 from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
 from mlaprof.errors import MlaprofError
@@ -75,6 +75,8 @@ class RunSummary:
     engine_starts: list[dict[str, Any]]
     engine: dict[str, Any] | None
     shadow: dict[str, Any] | None
+    # the S a FULL graph replayed, measured (None: no measured replay; see splits.frozen)
+    replayed_splits: dict[str, Any] | None = None
     findings: list[Finding] = field(default_factory=list)
     headline: list[dict[str, str]] = field(default_factory=list)
 
@@ -128,6 +130,7 @@ def _sections(ev: Evidence) -> dict[str, Any]:
         "timing": {**timing_summary(t["steps"], t["layers"]), "threads": ev.meta.get("threads")},
         "paths": path_checks(t["events"]),
         "reservation": reservation_summary(ev.scenario),
+        "replayed_splits": replayed_splits(t["steps"], t["layers"]),
     }
 
 
@@ -142,7 +145,9 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
         findings += coverage_findings(ev.trace["coverage"])
     findings += engine_found
     findings += sync_findings(t["syncs"], mode)
-    findings += split_findings(t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc))
+    findings += split_findings(
+        t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc), sec["replayed_splits"]
+    )
     findings += padding_findings(t["padding"])
     findings += timing_findings(sec["timing"])
     findings += path_findings(sec["paths"], str(ev.meta.get("backend", "")))
@@ -177,7 +182,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         allocations=sync_rows(syncs, "alloc"),
         h2d_copies=sync_rows(syncs, "h2d"),
         capture_errors=sync_rows(syncs, "capture-error"),
-        sync_counts=sync_counts(syncs),
+        sync_counts=sync_counts(syncs, t["layers"]),
         route=_route(ev, engine_shadow),
         splits=split_rows(t["splits"]),
         padding=padding_summary(t["padding"]),
@@ -197,6 +202,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         engine_starts=ev.starts,
         engine=engine,
         shadow=engine_shadow,
+        replayed_splits=sec["replayed_splits"],
         findings=_findings(ev, engine_found, sec),
     )
     # the headline reads the sections as they are (no JSON copy of a fleet's trace sections)

@@ -33,6 +33,29 @@ def decided_on_device(policy: str) -> bool:
     return bool(p is not None and p.on_device)
 
 
+MEASURED_REPLAY = ("graph-replay", "graph-replay-twin")  # steps timed as replays of a graph
+
+
+def replayed_splits(steps: pd.DataFrame, layers: pd.DataFrame) -> dict | None:
+    """The S a captured FULL graph replayed, measured: the layer records of steps timed as graph
+    replays (``{"min", "max", "steps"}``), or None where no step was (a CPU run, an eager run,
+    an import). Measured beats the modelled S a capture-time dummy run would freeze."""
+    if steps.empty or layers.empty or "timing" not in steps:
+        return None
+    st = steps[steps["timing"].isin(MEASURED_REPLAY) & (steps["graph_mode"] == "FULL")]
+    keys = ["rank", "step"] if "rank" in st and "rank" in layers else ["step"]
+    ly = layers.merge(st[keys].drop_duplicates(), on=keys)
+    used = pd.to_numeric(ly["splits_used"], errors="coerce").dropna()
+    if used.empty:
+        return None
+    return {
+        "min": int(used.min()),
+        "max": int(used.max()),
+        "steps": int(len(ly[keys].drop_duplicates())),
+        "provenance": "measured: the S of the captured graph's replays",
+    }
+
+
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     """Per rank and policy: the step where S used is worst relative to S deserved. A policy
     whose S is decided on the device (no host S) keeps its latest row, so every view lists the
@@ -111,10 +134,16 @@ def three_numbers(used: int, fix: int | None, deserved: int) -> str:
 
 
 def split_findings(
-    splits: pd.DataFrame, run_policy: str, graph_mode: str, pre_fix: str | None = None
+    splits: pd.DataFrame,
+    run_policy: str,
+    graph_mode: str,
+    pre_fix: str | None = None,
+    replayed: dict | None = None,
 ) -> list[Finding]:
     """``pre_fix``: why the run models a min_kv_seq_len rule its vLLM version no longer has
-    (said in every collapse it explains)."""
+    (said in every collapse it explains). ``replayed``: the measured S of the run's graph
+    replays (:func:`replayed_splits`); where it exists, the modelled frozen S is not warned of
+    (measured over modelled: the graph ran what it ran)."""
     out: list[Finding] = []
     seen_device: set[str] = set()
     for r in split_summary(splits).itertuples():
@@ -169,6 +198,7 @@ def split_findings(
         if (
             main
             and graph_mode == "FULL"
+            and replayed is None
             and pd.notna(r.frozen)
             and is_collapsed(int(r.frozen), deserved)
         ):

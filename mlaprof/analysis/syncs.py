@@ -54,33 +54,58 @@ def sync_rows(syncs: pd.DataFrame, kind: str) -> list[dict]:
     ]
 
 
-def sync_counts(syncs: pd.DataFrame) -> dict:
+def watched_steps(layers: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
+    """``(rank, step)`` of every step the sync probe watched: a layer record whose ``syncs`` is
+    set (0 included: checked, none found) or a step with a recorded row. A clean checked step
+    leaves no sync row, so the rows alone cannot tell "checked: 0" from "not checked"."""
+    parts = []
+    if not layers.empty and "syncs" in layers:
+        parts.append(layers.loc[layers["syncs"].notna(), ["rank", "step"]])
+    if not syncs.empty:
+        parts.append(syncs[["rank", "step"]])
+    if not parts:
+        return pd.DataFrame({"rank": [], "step": []}, dtype="int64")
+    both = pd.concat(parts).dropna().astype("int64")
+    return both.drop_duplicates().reset_index(drop=True)
+
+
+def sync_counts(syncs: pd.DataFrame, layers: pd.DataFrame | None = None) -> dict:
     """The one sync count every view shows: rows of kind ``sync`` (device->host syncs), per layer
     per watched step and in total, rank by rank; the other kinds are counted apart
-    (``by_kind``), never added in."""
+    (``by_kind``), never added in. ``checked`` is False when no step was watched (a total of 0
+    then means nothing); ``text`` is the line every view prints."""
     by_kind = dict.fromkeys(KINDS, 0)
-    if syncs.empty:
-        return {"total": 0, "layers": 0, "watched_steps": 0, "per_layer": [], "by_kind": by_kind,
-                "per_rank": []}  # fmt: skip
-    for k, n in syncs["kind"].value_counts().items():
-        by_kind[str(k)] = int(n)
-    blocking = syncs[syncs["kind"] == SYNC]
+    watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
+    if not syncs.empty:
+        for k, n in syncs["kind"].value_counts().items():
+            by_kind[str(k)] = int(n)
+        blocking = syncs[syncs["kind"] == SYNC]
+    else:
+        blocking = syncs
     per_rank, per_layer = [], []
-    for rank, g in syncs.groupby("rank"):
-        watched = int(g["step"].nunique()) or 1  # the steps the probe watched on this rank
-        b = blocking[blocking["rank"] == rank]
-        layers = b.groupby("layer").size()
-        for layer, n in layers.items():
-            per_layer.append({"rank": int(rank), "layer": int(layer), "syncs": n / watched})
-        per_rank.append({"rank": int(rank), "total": int(len(b)), "layers": int(len(layers)),
-                         "watched_steps": watched})  # fmt: skip
+    for rank, w in watched.groupby("rank"):
+        n_watched = int(w["step"].nunique())  # the steps the probe watched on this rank
+        b = blocking[blocking["rank"] == rank] if not blocking.empty else blocking
+        by_layer = b.groupby("layer").size() if not b.empty else pd.Series(dtype="int64")
+        for layer, n in by_layer.items():
+            per_layer.append({"rank": int(rank), "layer": int(layer), "syncs": n / n_watched})
+        per_rank.append({"rank": int(rank), "total": int(len(b)), "layers": int(len(by_layer)),
+                         "watched_steps": n_watched})  # fmt: skip
+    total = int(len(blocking))
+    n_layers = int(blocking["layer"].nunique()) if total else 0
+    steps = int(watched["step"].nunique())
+    checked = bool(len(watched))
     return {
-        "total": int(len(blocking)),
-        "layers": int(blocking["layer"].nunique()),
-        "watched_steps": int(syncs["step"].nunique()),
+        "checked": checked,
+        "total": total,
+        "layers": n_layers,
+        "watched_steps": steps,
         "per_layer": per_layer,
         "by_kind": by_kind,
         "per_rank": per_rank,
+        "text": f"{total} on {n_layers} layer(s) ({steps} step(s) checked)"
+        if checked
+        else "not checked (no step of this run was watched for syncs)",
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.ranks import rank_span
 
 # How each ``steps.timing`` value reads in every view: CPU wall times are a reference, not GPU
 # numbers (never compare them with a GPU run's).
@@ -66,6 +67,9 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
             "layer_median_us": None,
             "by_mode": {},
             "full_share": None,
+            "per_rank": [],
+            "ranks_agree": True,
+            "step_median_text": None,
         }
     # the serving graph's plain replays are the reference; twin (instrumented) replays are
     # corrected for the event cost but still a sample
@@ -77,11 +81,26 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
         for mode, g in steps.dropna(subset=["duration_ns"]).groupby("graph_mode")
     }
     timing = str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None
+    timed = steps.dropna(subset=["duration_ns"])
+    per_rank = [
+        {
+            "rank": int(r),
+            "steps": int(len(g)),
+            "step_median_us": float(g["duration_ns"].median()) / 1e3,
+        }
+        for r, g in (timed.groupby("rank") if "rank" in timed else [(0, timed)])
+    ]
+    pooled = float(steps["duration_ns"].median()) / 1e3
     return {
         "steps": int(len(steps)),
         "timing": timing,
         "timing_label": timing_label(timing),
-        "step_median_us": float(steps["duration_ns"].median()) / 1e3,
+        # over every rank's steps; where ranks' medians differ, views print per_rank
+        # (step_median_text), never this pooled value alone
+        "step_median_us": pooled,
+        "per_rank": per_rank,
+        "ranks_agree": len({round(r["step_median_us"], 1) for r in per_rank}) <= 1,
+        "step_median_text": step_median_text(pooled, per_rank),
         "layer_median_us": float(layers["duration_ns"].median()) / 1e3
         if not layers.empty
         else None,
@@ -102,6 +121,21 @@ def replayed_share(steps: pd.DataFrame) -> float | None:
         return None
     replayed = timing.str.startswith("graph") | (steps["graph_mode"] == "graph")
     return float(replayed[could].sum() / len(steps))
+
+
+def step_median_text(pooled: float, per_rank: list[dict]) -> str:
+    """``"161.0 µs"`` when every rank's median reads the same, else the range with the ranks
+    behind each value (``"128.0-194.0 µs across 8 ranks (ranks 0-3: 194.0, 4-7: 128.0)"``)."""
+    by_value: dict[float, list[int]] = {}
+    for r in per_rank:
+        by_value.setdefault(round(r["step_median_us"], 1), []).append(r["rank"])
+    if len(by_value) <= 1:
+        return f"{pooled:.1f} µs"
+    lo, hi = min(by_value), max(by_value)
+    parts = ", ".join(
+        f"{rank_span(rs)}: {v:.1f}" for v, rs in sorted(by_value.items(), key=lambda kv: kv[1])
+    )
+    return f"{lo:.1f}-{hi:.1f} µs across {len(per_rank)} ranks (ranks {parts})"
 
 
 def timing_findings(t: dict) -> list[Finding]:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
 from mlaprof.textsafe import plain
@@ -272,10 +273,13 @@ def _replay_time_html(rt: dict) -> str:
         return ""
 
     def pct(x: float | None) -> str:
-        return "" if x is None else f"{100 * x:.0f}%"
+        return share_text(x, none="")
 
+    grouped = len(rt.get("rank_groups") or []) > 1  # ranks that ran different S: apart
     lay = "".join(
-        f"<tr><td class='num'>{x['layer']}</td><td class='num'>{x['median_us']:.1f}</td>"
+        "<tr>"
+        + (f"<td class='num'>{_e(x['ranks_text'])}</td>" if grouped else "")
+        + f"<td class='num'>{x['layer']}</td><td class='num'>{x['median_us']:.1f}</td>"
         f"<td class='num'>{x['attention_median_us']:.1f}</td>"
         f"<td class='num'>{pct(x['attention_share'])}</td><td class='num'>{_e(x['S'])}</td></tr>"
         for x in rt["layers"]
@@ -290,7 +294,9 @@ def _replay_time_html(rt: dict) -> str:
         f"<h3>Time inside {rt['replays']} graph replay(s): attention "
         f"{pct(rt['attention_share'])} of kernel time</h3>"
         f'<p class="note">{_e(rt["provenance"])}</p>'
-        "<table><tr><th>layer</th><th>median µs</th><th>attention µs</th><th>attention</th>"
+        "<table><tr>"
+        + ("<th>ranks</th>" if grouped else "")
+        + "<th>layer</th><th>median µs</th><th>attention µs</th><th>attention</th>"
         "<th>S</th></tr>" + lay + "</table><br>"
         "<table><tr><th>kernel</th><th>launches</th><th>total µs</th><th>median µs</th>"
         "<th>share</th></tr>" + ker + "</table>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,14 @@ from mlaprof.figures import _common as c
 
 BY = ("step", "layer", "capture_size", "policy")
 POW2_TICKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+
+
+def log_axis(fig: Any) -> None:
+    """A log-scale S axis whose floor sits below 1: a bar of S = 1 starts at the floor and keeps
+    its height (on an axis that starts at 1 it has none and vanishes)."""
+    ys = [float(v) for t in fig.data for v in (t.y or ()) if v is not None and v == v and v > 0]
+    top = max(ys, default=16.0)
+    fig.update_yaxes(type="log", tickvals=POW2_TICKS, range=[math.log10(0.5), math.log10(top * 2)])
 
 
 def _policies(data: Any, sp: pd.DataFrame, policy: str | Sequence[str] | None) -> list[str]:
@@ -191,7 +200,7 @@ def splits_used_vs_deserved(
         c.style(fig, title + c.run_label(data, rank), "engine step", y_title)
         fig.update_xaxes(dtick=1 if sp["step"].nunique() <= 20 else None)
     _note_device(fig, [p for p in on_device if p in pols])
-    fig.update_yaxes(type="log", tickvals=POW2_TICKS)
+    log_axis(fig)
     return fig
 
 
@@ -209,6 +218,14 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
         ("splits_used", "S used", c.USED),
         ("splits_deserved", "S deserved", c.DESERVED),
     ):
+        if g[col].isna().all():  # no legend entry for a series with no bar
+            if col == "splits_deserved":
+                fig.add_annotation(
+                    xref="paper", yref="paper", x=0, y=1.02, xanchor="left", yanchor="bottom",
+                    showarrow=False, font={"size": 10, "color": c.NEUTRAL},
+                    text="S deserved: not recorded (an imported trace's grid counts padding rows)",
+                )  # fmt: skip
+            continue
         fig.add_trace(
             go.Bar(
                 x=g["layer"].astype(int).tolist(),
@@ -228,7 +245,7 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
     )
     fig.update_layout(barmode="group")
     fig.update_xaxes(dtick=1 if len(g) <= 30 else None)
-    fig.update_yaxes(type="log", tickvals=POW2_TICKS)
+    log_axis(fig)
     return fig
 
 

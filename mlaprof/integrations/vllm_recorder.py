@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.recording import KV_BYTES_PER_ELEMENT, event_row
 from mlaprof.scenario import KV_DIM
+from mlaprof.store.liveness import DRAINED
 
 if TYPE_CHECKING:
     from mlaprof.store.writer import RunWriter
@@ -180,6 +181,7 @@ class EngineRecorder:
         self._acc_rows: list[tuple[int, int]] = []
         self._acc_t = 0
         self.accept_steps = 0
+        self._drained: dict[str, str] = {}  # role -> the DRAINED mark last written
 
     # -- the engine thread (keep these cheap) ----------------------------------------------------
     def on_dispatch(self, runner: Any, num_tokens: int, num_reqs: int, result: Any) -> None:
@@ -352,11 +354,19 @@ class EngineRecorder:
             or (not self.step_ends and now - self._seen_ns > IDLE_STEP_NS)
         ):
             self._finish_step(rows, None)
-        for role, recs in rows.items():
+        # every step seen is written (none open, no acceptance group pending, nothing queued):
+        # a kill from here on loses nothing, and a reader says so (liveness.DRAINED)
+        drained = "1" if self._step is None and not self._acc_rows and not q else "0"
+        for role in set(rows) | set(self._writers):
+            if role not in rows and self._drained.get(role) == drained:
+                continue  # nothing new to commit (the writer thread wakes every interval)
             w = self.writer(role)
             with w.transaction():
-                for table, rec in recs:
+                for table, rec in rows.get(role, []):
                     w.add(table, **rec)
+                if self._drained.get(role) != drained:
+                    w.set_meta(DRAINED, drained)
+                    self._drained[role] = drained
             if role == "":  # committed: these steps are on disk
                 self.steps_written = self._steps_made
 

@@ -14,6 +14,7 @@ from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.cpu_trace import cpu_lines
 from mlaprof.analysis.engine_log import bar_label, gib, log_spec_totals
 from mlaprof.analysis.findings import rank_list
+from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.reporters.names import fit_names
 from mlaprof.textsafe import term
@@ -29,7 +30,7 @@ def _pct(x: float | None) -> str:
 
 
 def _pct0(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return share_text(x)
 
 
 def print_report(
@@ -59,18 +60,7 @@ def print_report(
         console.print(_status_line(run, s["status"]))
     pad = s["padding"]
     cap = s["capture"]
-    n_sync = len(s["syncs"])
-    layers = {x["layer"] for x in s["syncs"]}
-    padding = (
-        "not recorded"
-        if pad["capture_size"] is None and not pad["real_rows"]
-        else f"{pad['real_rows']} real + {pad['padding_rows']} padding rows "
-        + (
-            f"(capture size {pad['capture_size']})"
-            if pad["capture_size"] is not None
-            else "(capture size unknown: the run did not record one)"
-        )
-    )
+    padding = pad["text"]
     trace = s.get("trace")
     if s.get("engine_starts") and not sc:  # an imported engine log: no syncs or padding in it
         console.print(
@@ -86,6 +76,10 @@ def print_report(
         # an unknown verdict's label already holds its why: said once
         said = cap["label"] if cap["status"] == "unknown" else f"{cap['label']} ({cap['evidence']})"
         console.print(f"capture: {term(said)}  |  syncs: {term(syncs)}  |  padding: {padding}")
+        for h in s["headline"]:  # the trace's timing, as every view prints it
+            if h["label"] == "median step":
+                console.print(f"{h['label']}: [bold]{term(h['value'])}[/]  "
+                              f"[dim]({term(h['provenance'])})[/]")  # fmt: skip
         for note in trace["trust"].get("notes", []):
             console.print(f"[dim]trace: {term(note)}[/]")
         if trace.get("cpu"):
@@ -104,7 +98,7 @@ def print_report(
             console.print(
                 f"{h['label']}: [bold]{term(h['value'])}[/]  [dim]({term(h['provenance'])})[/]"
             )
-        console.print(f"syncs in region: {n_sync} on {len(layers)} layer(s)  |  padding: {padding}")
+        console.print(f"syncs in region: {s['sync_counts']['text']}  |  padding: {padding}")
 
     route = s.get("route")
     console.print(
@@ -409,7 +403,7 @@ def _print_trace_paths(console: Console, trace: dict) -> None:
 
 
 def _share(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return share_text(x)
 
 
 def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
@@ -423,16 +417,19 @@ def _print_replay_time(console: Console, rt: dict, rows: int = 8) -> None:
         box=box.SIMPLE,
         pad_edge=False,
     )
-    for col in ("layer", "median us", "attention us", "attention", "S"):
+    grouped = len(rt.get("rank_groups") or []) > 1  # ranks that ran different S: apart
+    for col in ("ranks",) * grouped + ("layer", "median us", "attention us", "attention", "S"):
         t.add_column(col, justify="right")
     layers = rt["layers"]
+    rows *= max(1, len(rt.get("rank_groups") or []))
     shown = layers if len(layers) <= rows else layers[: rows - 2] + [None] + layers[-1:]
     for x in shown:
         if x is None:
-            t.add_row("...", "", "", "", "")
+            t.add_row(*["..."] + [""] * (4 + grouped))
             continue
-        t.add_row(str(x["layer"]), f"{x['median_us']:.1f}", f"{x['attention_median_us']:.1f}",
-                  _share(x["attention_share"]), "-" if x["S"] is None else str(x["S"]))  # fmt: skip
+        t.add_row(*[x["ranks_text"]] * grouped, str(x["layer"]), f"{x['median_us']:.1f}",
+                  f"{x['attention_median_us']:.1f}", _share(x["attention_share"]),
+                  "-" if x["S"] is None else str(x["S"]))  # fmt: skip
     console.print(t)
 
     def kernels_table(show: Callable[[str], str]) -> Table:
@@ -493,9 +490,8 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
         )
     t.add_row("capture", term(d["capture"]["before"]), term(d["capture"]["after"]), "", "")
     if d["route"]["before"] or d["route"]["after"]:
-        t.add_row(
-            "vLLM route", term(str(d["route"]["before"])), term(str(d["route"]["after"])), "", ""
-        )
+        route = [term(r or "not modelled") for r in (d["route"]["before"], d["route"]["after"])]
+        t.add_row("vLLM route", *route, "", "")
     for s in d["trace_splits"]:
         t.add_row(
             metric(f"S from the trace ({term(s['variant'])})", term(s["source"])),
@@ -504,6 +500,7 @@ def print_diff(a: Run, b: Run, console: Console | None = None) -> None:
             "",
             "",
         )
+    t.add_row("backend", term(d["backend"]["before"]), term(d["backend"]["after"]), "", "")
     console.print(t)
     if d["cpu_spread"]:
         console.print(

@@ -139,8 +139,11 @@ class RunFollow:
         """The rank's writer status (running, finished, failed, ...); a "running" rank whose
         writer lock is free died: ``incomplete`` (:mod:`mlaprof.store.liveness`)."""
         con = self._con(rank)
-        row = con.execute("SELECT value FROM meta WHERE key='status'").fetchone()
-        return liveness.effective_status(self.path, rank, row[0] if row else None)
+        meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('status', ?)",
+                                (liveness.DRAINED,)).fetchall())  # fmt: skip
+        return liveness.effective_status(
+            self.path, rank, meta.get("status"), drained=meta.get(liveness.DRAINED)
+        )
 
     # -- committed rows since a position -------------------------------------------------------
     def position(self, rank: int, table: str) -> int:

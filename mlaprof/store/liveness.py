@@ -105,10 +105,39 @@ def any_writer_alive(run_dir: Path) -> bool:
     return any(writer_alive(run_dir, int(m.group(1)), m.group(2) or "") for m in names)
 
 
-def effective_status(run_dir: Path, rank: int, recorded: str | None, role: str = "") -> str:
+# meta key the vLLM recorder sets to "1" while it has written every step it saw (the engine is
+# idle, no step open) and to "0" when the next step begins: a writer that dies while it reads "1"
+# lost nothing (e.g. an engine force-killed at shutdown after a clean drain)
+DRAINED = "drained"
+DRAINED_REASON = (
+    "the writer ended without closing its record (killed, e.g. at shutdown) after every step it "
+    "saw was written"
+)
+# the one order in which ranks' states make the run's: the first present wins
+RUN_STATUS_ORDER = ("failed", "interrupted", "incomplete", "running")
+
+
+def effective_status(
+    run_dir: Path, rank: int, recorded: str | None, role: str = "", drained: str | None = None
+) -> str:
     """A database's status as a reader should show it: a recorded live state whose writer is
-    gone reads ``incomplete``."""
+    gone reads ``interrupted`` when the writer had drained (``drained`` meta "1": every step it
+    saw is on disk, :data:`DRAINED_REASON`), else ``incomplete``."""
     status = recorded or "running"
     if status in LIVE and not writer_alive(run_dir, rank, role):
-        return "incomplete"
+        return "interrupted" if drained == "1" else "incomplete"
     return status
+
+
+def run_status(states: list[str]) -> str:
+    """The run's status from its ranks' (one vocabulary: running, finished, interrupted,
+    failed, incomplete): the first of :data:`RUN_STATUS_ORDER` any rank is in, else finished
+    when every rank finished."""
+    for s in RUN_STATUS_ORDER:
+        if s in states:
+            return s
+    return (
+        "finished"
+        if states and all(s == "finished" for s in states)
+        else (states[0] if states else "running")
+    )

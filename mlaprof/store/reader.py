@@ -303,12 +303,15 @@ class Run:
         return dict(rows)
 
     def _db_status(self, rank: int, role: str = "") -> str:
-        recorded = self.rank_meta(rank, role).get("status")
-        status = liveness.effective_status(self.path, rank, recorded, role)
-        if status == "incomplete":
+        meta = self.rank_meta(rank, role)
+        recorded = meta.get("status")
+        status = liveness.effective_status(
+            self.path, rank, recorded, role, meta.get(liveness.DRAINED)
+        )
+        if recorded in liveness.LIVE and status not in liveness.LIVE:
             # the writer may have finished between reading its mark and probing its lock
-            status = self.rank_meta(rank, role).get("status") or "running"
-            status = "incomplete" if status in liveness.LIVE else status
+            again = self.rank_meta(rank, role).get("status") or "running"
+            status = status if again in liveness.LIVE else again
         return status
 
     @property
@@ -319,10 +322,7 @@ class Run:
         # killed at shutdown without finishing) only counts when it failed
         states = [(key, self._db_status(*key)) for key in self.databases]
         states = [s for (_, role), s in states if not role or s == "failed"]
-        for s in ("failed", "interrupted", "incomplete", "running"):
-            if s in states:
-                return s
-        return "finished" if all(s == "finished" for s in states) else states[0]
+        return liveness.run_status(states)
 
     @property
     def reason(self) -> str | None:
@@ -331,6 +331,10 @@ class Run:
             why = self.rank_meta(*key).get("reason")
             if why:
                 return why
+        for key in self.databases:
+            drained = self.rank_meta(*key).get(liveness.DRAINED) == "1"
+            if not key[1] and drained and self._db_status(*key) == "interrupted":
+                return liveness.DRAINED_REASON
         return None
 
     def close(self) -> None:

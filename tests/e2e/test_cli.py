@@ -106,8 +106,11 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
 
 def test_padding_counts(capsys, traces):
     doc = run_json(capsys, traces, "--layers", "1")
-    assert doc["padding"]["real_rows"] == 3 and doc["padding"]["padding_rows"] == 1
-    assert doc["padding"]["capture_size"] == 16
+    pad = doc["padding"]  # the run's totals with the per-step range beside them
+    steps = 2  # SMALL's --steps
+    assert pad["steps"] == steps and pad["padding_rows_per_step"] == [1, 1]
+    assert pad["real_rows"] == 3 * steps and pad["padding_rows"] == steps
+    assert pad["capture_size"] == 16
 
 
 def test_runs_tell_a_bug_run_from_a_fix_run(capsys, traces, monkeypatch):

@@ -191,6 +191,38 @@ def test_fleet_reports_per_rank_and_finds_the_collapse_on_its_ranks(
     }
 
 
+def test_fleet_views_keep_ranks_that_ran_different_s_apart(
+    imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ranks 0-3 run S = 1, ranks 4-7 S = 8: no table or headline shows one value for both
+    (the replay-time table said S 1 on every layer and attention 20.8 us, between 30 and 11.5;
+    the headline a median step of 161 us, which no rank ran)."""
+    doc, term, once, page = _views(imported / "fleet_dp2_tp4", capsys)
+    rt = doc["trace"]["replay_time"]
+    assert rt["rank_groups"] == ["0-3", "4-7"]
+    by_group = {(x["ranks_text"], x["layer"]): x for x in rt["layers"]}
+    assert {x["S"] for (g, _), x in by_group.items() if g == "0-3"} == {1}
+    assert {x["S"] for (g, _), x in by_group.items() if g == "4-7"} == {8}
+    assert by_group[("0-3", 1)]["attention_median_us"] == 30.0
+    assert by_group[("4-7", 1)]["attention_median_us"] == 11.5
+    layer1 = doc["fleet"]["per_layer"][1]
+    assert (layer1["S_min"], layer1["S_max"]) == (1, 8) and "S_median" not in layer1
+    assert layer1["S_by_ranks"] == [{"S": 1, "ranks": "0-3"}, {"S": 8, "ranks": "4-7"}]
+    t = doc["timing"]
+    assert not t["ranks_agree"]
+    assert {r["step_median_us"] for r in t["per_rank"]} == {194.0, 128.0}
+    median = "128.0-194.0 µs across 8 ranks (ranks 0-3: 194.0, 4-7: 128.0)"
+    assert {h["label"]: h["value"] for h in doc["headline"]}["median step"] == median
+    for text in (term, once, page):
+        assert median in " ".join(text.split())
+    # the TUI's recent step times: one rank's, said so (they mixed 194 and 128 us steps)
+    lat = next(line for line in once.splitlines() if line.startswith("step ms"))
+    assert "rank 0 of 8" in lat and "min 0.194" in lat and "0.128" not in lat, lat
+    # the TUI's layer table over all ranks: the ranges, not one rank's S
+    row = next(line.split() for line in once.splitlines() if line.split()[:1] == ["1"])
+    assert row[3] == "1-8", row
+
+
 def test_duplicate_step_numbers_across_ranks_never_raise(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -293,3 +325,35 @@ async def test_the_live_dashboard_shows_the_analysis_numbers(
     syncs = [r["syncs"] for r in mine if r["syncs"] is not None]
     if syncs:
         assert f"syncs {max(syncs):g}" in drill
+
+
+def test_comparing_two_traces_names_no_backend_none(
+    imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An imported trace records no backend: the TUI compare screen printed "backend None None"."""
+    from mlaprof.analysis import summary
+    from tui.compare import compare_rows
+
+    with load(imported / "gluon_v0119_bug") as a, load(imported / "gluon_v0119_fix") as b:
+        rows = compare_rows(summary(a), summary(b))
+    assert not [r for r in rows if "None" in r], rows
+    backend = next(r for r in rows if r[0] == "backend")
+    assert backend[1].startswith("not recorded (the trace's kernels: aiter-gluon")
+    capsys.readouterr()
+    assert main(["report", str(imported / "gluon_v0119_bug"), "--compare",
+                 str(imported / "gluon_v0119_fix")]) == 0  # fmt: skip
+    out = " ".join(capsys.readouterr().out.split())
+    assert "None" not in out and "backend" in out
+
+
+def test_an_imported_traces_summary_says_its_s_in_every_view(
+    imported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The HTML summary of an imported trace left S out (it had capture, memory and timing)."""
+    doc, term, once, page = _views(imported / "asm_16heads", capsys)
+    heads = {h["label"]: h["value"] for h in doc["headline"]}
+    s = heads["KV splits (from the trace)"]
+    path = doc["trace"]["paths"][0]
+    assert s.startswith(f"S {path['S']} on {path['path']} ({path['variant']})")
+    assert f"KV splits (from the trace) {s}" in " ".join(page.split())
+    assert f"KV splits (from the trace): {s}" in " ".join(once.split())

@@ -424,3 +424,51 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     assert fig.layout.yaxis.title.text == "KV splits S (count)"
     ys = {t.name.split(" (")[0]: list(t.y) for t in fig.data}
     assert ys["S with the padding bug"] == [1, 1, 1] and ys["S with the fix"] == [8, 8, 8]
+
+
+def _kill_writers(rec):
+    """What a force-kill leaves: every database's lock dropped, no finish mark written."""
+    for w in rec._writers.values():
+        w._con.close()
+        w._lock.release()
+
+
+@pytest.mark.parametrize("drained", [True, False])
+def test_an_engine_killed_after_a_clean_drain_reads_interrupted_not_incomplete(
+    fake_vllm, tmp_path, drained
+):
+    from mlaprof.store import load
+    from mlaprof.store.liveness import DRAINED_REASON
+
+    rec = _recorder(tmp_path, background=False)
+    vllm_patches.install(rec)
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()])
+    runner.execute([800, 900], [3, 3])
+    runner.execute([804, 904], [3, 3])
+    if drained:
+        rec.drain(final=True)  # the engine went idle: its last step is written
+    _kill_writers(rec)  # e.g. vllm serve's shutdown killing the EngineCore
+    with load(tmp_path / "run") as run:
+        if drained:  # every step it ran is on disk: stopped, not lost
+            assert run.status == "interrupted" and run.reason == DRAINED_REASON
+            assert len(_steps(run)) == 2
+        else:  # a step was still open when it died
+            assert run.status == "incomplete" and run.reason is None
+            assert len(_steps(run)) == 1
+
+
+def test_a_plugin_run_reads_syncs_not_checked(fake_vllm, tmp_path):
+    """The plugin watches no region for syncs: its report said "syncs in region: 0 on 0
+    layer(s)", which reads as checked and clean."""
+    from mlaprof.analysis import summary
+    from mlaprof.store import load
+
+    rec = _recorder(tmp_path, background=False)
+    vllm_patches.install(rec)
+    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([800, 900], [3, 3])
+    rec.close()
+
+    with load(tmp_path / "run") as run:
+        n = summary(run)["sync_counts"]
+    assert not n["checked"] and n["watched_steps"] == 0
+    assert n["text"].startswith("not checked")

@@ -1,0 +1,218 @@
+"""Answers that contradict each other or the evidence: each rule lives once in
+``mlaprof.analysis`` and every view prints what it returns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mlaprof.analysis.engine import engine_findings
+from mlaprof.analysis.headline import _replayed
+from mlaprof.analysis.imported import capture_evidence, trust_by_rank, trust_summary
+from mlaprof.analysis.layers import layer_table
+from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.run_summary import build_summary
+from mlaprof.analysis.share import share_text
+from mlaprof.analysis.splits import split_findings
+from mlaprof.analysis.syncs import sync_counts
+from mlaprof.store import load
+from mlaprof.store.liveness import run_status
+from mlaprof.store.schema import columns
+from tui.aggregate import RankState
+from tui.fmt import fmt_pct
+from tui.view import _status as tui_status
+
+DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
+
+
+def test_a_share_short_of_an_end_never_prints_as_that_end() -> None:
+    assert share_text(0.9983) == "99.8%"
+    assert share_text(0.002) == "0.2%"
+    assert share_text(0.99996) == "99.996%"
+    assert share_text(1.0) == "100%" and share_text(0.0) == "0%"
+    assert share_text(0.5) == "50%" and share_text(0.123, 1) == "12.3%"
+    assert share_text(None) == "-" and share_text(float("nan")) == "-"
+    assert share_text(1 - 1e-9) == ">99.999%" and share_text(1e-9) == "<0.001%"
+    assert fmt_pct(0.9983) == "99.8%"  # the TUI prints the same
+
+
+def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
+    eng = {
+        "accepted_tokens": 5990,
+        "draft_tokens": 6000,
+        "acceptance_rate": 5990 / 6000,
+        "graph_modes": {"FULL": 3},
+        "steps": 3,
+        "kinds": {"verify": 3},
+        "verify_steps": 3,
+        "verify_rows": 12,
+        "verify_rows_as_prefill": 0,
+        "scheduler_steps": 3,
+        "scheduler_matches_worker": True,
+        "drafter_builds": 0,
+        "padded_steps": 0,
+        "ranks": [0],
+        "backend": "TRITON_MLA",
+        "builder": "x",
+        "heads": 16,
+        "spec_method": "mtp",
+        "num_speculative_tokens": 3,
+    }
+    text = " ".join(f.title + " " + f.evidence for f in engine_findings(eng, None))
+    assert "(99.8%)" in text and "100%" not in text
+
+
+def _padding(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
+    """Padding records (step, real rows, padding rows) at capture size 16, qlen 4."""
+    return pd.DataFrame(
+        [
+            {
+                "rank": 0,
+                "step": st,
+                "capture_size": 16,
+                "real_rows": real,
+                "padding_rows": pad,
+                "real_tokens": 4 * real,
+                "padding_tokens": 4 * pad,
+                "kv_bytes_real": 0,
+                "kv_bytes_padding": 10 * pad,
+            }
+            for st, real, pad in rows
+        ]
+    )
+
+
+def test_padding_is_the_runs_total_with_its_per_step_range_not_step_0() -> None:
+    pad = _padding([(0, 3, 1), (1, 2, 2), (2, 4, 0)])
+    s = padding_summary(pad)
+    assert (s["steps"], s["real_rows"], s["padding_rows"]) == (3, 9, 3)
+    assert s["padding_rows_per_step"] == [0, 2] and s["steps_padded"] == 2
+    assert s["padding_fraction"] == 12 / 48 and s["kv_bytes_padding"] == 30
+    assert s["text"] == (
+        "9 real + 3 padding rows over 3 step(s) (padding rows per step 0-2, capture size 16)"
+    )
+    (f,) = padding_findings(pad)  # the finding says the same totals
+    assert "adds 3 padding row(s) to 9 real request(s) over 3 step(s)" in f.title
+    assert "padding rows per step 0-2" in f.title
+
+
+def _layers(syncs: list[float | None]) -> pd.DataFrame:
+    """Two layers per step on rank 0; ``syncs[i]`` is what the producer wrote for step i
+    (``None``: the probe did not watch that step), as cpu_runner records it."""
+    rows = [
+        {"rank": 0, "step": st, "layer": ly, "syncs": n, "splits_used": 4, "splits_deserved": 4}
+        for st, n in enumerate(syncs)
+        for ly in (0, 1)
+    ]
+    return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns("layers"), "rank"])))
+
+
+def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked() -> None:
+    no_syncs = pd.DataFrame(columns=list(dict.fromkeys([*columns("syncs"), "rank"])))
+    checked = sync_counts(no_syncs, _layers([0, None]))  # step 0 watched, nothing found
+    assert checked["checked"] and checked["watched_steps"] == 1 and checked["total"] == 0
+    assert checked["text"] == "0 on 0 layer(s) (1 step(s) checked)"
+    assert checked["per_rank"] == [{"rank": 0, "total": 0, "layers": 0, "watched_steps": 1}]
+    assert [r["syncs"] for r in layer_table(_layers([0, None]), no_syncs)] == [0.0, 0.0]
+    unwatched = sync_counts(no_syncs, _layers([None, None]))  # e.g. a vLLM plugin run
+    assert not unwatched["checked"] and unwatched["watched_steps"] == 0
+    assert unwatched["text"].startswith("not checked")
+    assert [r["syncs"] for r in layer_table(_layers([None, None]), no_syncs)] == [None, None]
+
+
+def test_a_clean_rank_is_trusted_when_another_ranks_eager_steps_make_the_fleet_unreliable() -> None:
+    # per-rank checks as the rocprofv3 import records them (importers/rocprof.py: one
+    # ``summary.checks`` per rank, then ``trace_checks_by_rank``; the fleet's are their sum)
+    clean = {"replays": {"replays": 4}, "launches": {"graph_launches": 4}}
+    meta = {"trace_checks": clean, "trace_checks_by_rank": {"0": clean, "1": clean}}
+    steps = pd.DataFrame(
+        {
+            "rank": [0, 0, 0, 0, 1, 1, 1, 1],
+            "step": [0, 1, 2, 3, 0, 1, 2, 3],
+            "backend": ["aiter"] * 8,
+            # rank 1 ran one step without a graph between its replays; rank 0 did not
+            "graph_mode": ["graph"] * 4 + ["graph", "eager", "graph", "graph"],
+        }
+    )
+    assert trust_summary(meta, capture_evidence(meta, steps))["verdict"] == "unreliable"
+    assert trust_by_rank(meta, steps) == {0: "reliable", 1: "unreliable"}
+
+
+@pytest.mark.parametrize(
+    ("ranks", "status"),
+    [
+        (["finished", "interrupted"], "interrupted"),  # Ctrl-C on one rank: the TUI said finished
+        (["running", "incomplete"], "incomplete"),
+        (["finished", "failed", "interrupted"], "failed"),
+        (["finished", "finished"], "finished"),
+        (["waiting"], "waiting"),
+    ],
+)
+def test_the_tui_and_the_reader_say_one_run_status(ranks: list[str], status: str) -> None:
+    assert tui_status([RankState(status=s) for s in ranks]) == status
+    if "waiting" not in ranks:  # the reader's rule (Run.status) is the same function
+        assert run_status(ranks) == status
+
+
+def test_a_measured_graph_replay_is_not_warned_of_the_modelled_frozen_s() -> None:
+    """fix-padding-active-rows-c16: a GPU run whose captured graph replayed S = 4 (its layer
+    records) carried "S = 1 would be frozen" from the dummy-run model; measured over modelled."""
+    demo = DEMO / "fix-padding-active-rows-c16"
+    with load(demo) as run:
+        s = build_summary(run)
+    assert s.replayed_splits is not None
+    assert (s.replayed_splits["min"], s.replayed_splits["max"]) == (4, 4)
+    assert "split-frozen" not in [f.kind for f in s.findings]
+    heads = {h["label"]: h["value"] for h in s.headline}
+    assert heads["KV splits (aiter-gluon-v0.1.19, worst step)"] == (
+        "S used 4, deserved 4; the FULL graph replayed S = 4 (measured)"
+    )
+
+
+def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_replay() -> None:
+    """A CPU run under --min-kv-mode active-rows: S used 16 per step, but the graph vLLM's dummy
+    run captures would replay S = 1; the headline and the frozen warning now say the same."""
+    own = "aiter-gluon-v0.1.19"
+    row = {"policy": own, "used": 16, "deserved": 17, "frozen": 1}
+    sc = {"graph_mode": "FULL", "policy": own}
+    assert _replayed(None, row, sc) == (
+        "; a FULL graph captured by vLLM's dummy run would replay S = 1 (modelled)"
+    )
+    assert _replayed(None, {**row, "frozen": 16}, sc) == ""  # nothing to add
+    assert _replayed(None, row, {**sc, "graph_mode": "PIECEWISE"}) == ""
+    measured = {"min": 4, "max": 4}
+    assert _replayed(measured, row, sc) == "; the FULL graph replayed S = 4 (measured)"
+    frame = pd.DataFrame(
+        [
+            {"step": 0, "capture_size": 16, "policy": own, "used": 16, "deserved": 17,
+             "frozen": 1, "all_rows": 1, "active_rows": 16, "min_kv_used": 4,
+             "min_kv_deserved": 1040, "occupancy_used": 0.7, "occupancy_deserved": 0.8,
+             "target": "mi355x"}
+        ]
+    )  # fmt: skip
+    kinds = lambda rep: [f.kind for f in split_findings(frame, own, "FULL", None, rep)]  # noqa: E731
+    assert kinds(None) == ["split-frozen"] and kinds(measured) == []
+
+
+def test_splits_per_layer_of_a_trace_draws_no_empty_deserved_series_and_shows_s_1() -> None:
+    """An imported trace has S used per layer (its grids) and no S deserved: the figure drew an
+    "S deserved" legend with no bars, and its log axis started at 1, where an S = 1 bar has no
+    height."""
+    from mlaprof import figures as F
+
+    layers = pd.DataFrame(
+        [
+            {"rank": 0, "step": st, "layer": ly, "splits_used": 1 if ly else 8,
+             "splits_deserved": None}
+            for st in range(2)
+            for ly in range(3)
+        ]
+    )  # fmt: skip
+    fig = F.splits_used_vs_deserved({"layers": layers}, by="layer")
+    assert [t.name for t in fig.data] == ["S used"]
+    assert list(fig.data[0].y) == [8.0, 1.0, 1.0]
+    assert any("S deserved: not recorded" in a.text for a in fig.layout.annotations)
+    lo, hi = fig.layout.yaxis.range
+    assert fig.layout.yaxis.type == "log" and 10**lo < 1 and 10**hi >= 8
