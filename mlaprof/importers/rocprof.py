@@ -2,7 +2,7 @@
 folder, into one run (all or nothing).
 
 A folder of several processes' outputs (rocprofv3 names each ``<pid>_kernel_trace.csv`` /
-``<pid>_results.db``, one per rank of a multi-GPU server) becomes one rank each: its own
+``<pid>_results.db`` / ``<pid>_results.json``, one per rank of a multi-GPU server) becomes one rank each: its own
 database and kernel file, its own replays (correlation ids are per process). Ranks are numbered
 by a ``rank<N>`` folder or file name part when the paths carry one, else host by host (the
 folder of the files: vLLM numbers a node's ranks together), in the order of the GPU each
@@ -319,7 +319,7 @@ def rank_groups(fmt: str, files: list[Path]) -> list[list[Path]]:
     by_proc: dict[tuple[str, str], list[Path]] = {}
     for f in files:
         by_proc.setdefault(_process_key(f), []).append(f)
-    if fmt == "json" or len(by_proc) < 2:
+    if len(by_proc) < 2:  # rocprofv3 writes one <pid>_results.json per process, like its CSVs
         return [files]
     groups = list(by_proc.items())
     explicit = [_explicit_rank(g) for _, g in groups]

@@ -41,8 +41,6 @@ FORMATS = ["csv", *sorted(CORPUS_FORMATS)]
 def test_shape_from_import_to_report(make: Any, fmt: str, tmp_path: Path, capsys) -> None:
     shape = make()
     exp = shape.expected
-    if fmt == "json" and len(shape.processes) > 1:
-        pytest.skip("a folder of rocprofv3 JSON files imports as one rank (importers/rocprof.py)")
     if fmt == "csv-convert" and len(shape.processes) > 1:
         pytest.skip("rocpd convert writes one unprefixed file set per output folder")
     doc = _report(shapes.write(shape, fmt, tmp_path / "in"), tmp_path, shape.name, capsys)
