@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.imported import _origin
+from mlaprof.analysis.imported import _mode_s, _origin, s_groups
+from mlaprof.analysis.ranks import rank_span
 
 KERNEL_COLUMNS = ["rank", "name", "start_ns", "end_ns", "step", "replay", "layer"]
 
@@ -51,6 +52,11 @@ def pandas_replay_time(
     ly_all = layers.dropna(subset=["t_start_ns", "duration_ns"]).copy()
     ly_all["end"] = ly_all["t_start_ns"].astype(np.int64) + ly_all["duration_ns"].astype(np.int64)
     by_rank = dict(iter(ly_all.groupby("rank"))) if "rank" in ly_all else {}
+    # ranks that ran the same S on every layer share layer rows (the library's grouping rule;
+    # this oracle checks the aggregation, not that rule)
+    s_by_rank = _mode_s(layers, ["rank", "layer"])
+    rank_groups = s_groups(s_by_rank)
+    grp_of = {r: g for g, rs in enumerate(rank_groups) for r in rs}
     frames = [kernels] if isinstance(kernels, pd.DataFrame) else kernels
     w_parts, durs, mlas, codes, seen_steps, seen_replays = [], [], [], [], [], []
     cats: dict[str, int] = {}
@@ -76,9 +82,10 @@ def pandas_replay_time(
             mla = k["layer"].notna().to_numpy()
             step = k["step"].to_numpy(np.int64)
             df = pd.DataFrame({"step": step, "layer": win, "dur": dur, "mla_dur": dur * mla})
+            df["grp"] = grp_of.get(int(rank), 0)
             w_parts.append(
                 df[df["layer"] >= 0]
-                .groupby(["step", "layer"])
+                .groupby(["grp", "step", "layer"])
                 .agg(total=("dur", "sum"), mla=("mla_dur", "sum"))
                 .reset_index()
             )
@@ -100,20 +107,21 @@ def pandas_replay_time(
     dur = np.concatenate(durs)
     mla = np.concatenate(mlas)
     n_steps = sum(seen_steps)
-    s_by = layers.groupby("layer")["splits_used"].agg(
-        lambda v: None if v.dropna().empty else int(v.dropna().mode().iloc[0])
-    )
     out_layers = []
-    for lay, g in w.groupby("layer"):
+    for (grp, lay), g in w.groupby(["grp", "layer"]):
         tot, att = float(g["total"].median()), float(g["mla"].median())
+        ranks = rank_groups[int(grp)]
+        s_used = s_by_rank.get((ranks[0], int(lay)))
         out_layers.append(
             {
                 "layer": int(lay),
+                "ranks": ranks,
+                "ranks_text": rank_span(ranks),
                 "steps": int(len(g)),
                 "median_us": tot / 1e3,
                 "attention_median_us": att / 1e3,
                 "attention_share": att / tot if tot else None,
-                "S": None if pd.isna(s_by.get(lay)) else int(s_by.get(lay)),
+                "S": None if s_used is None or pd.isna(s_used) else int(s_used),
             }
         )
     names = pd.Categorical.from_codes(np.concatenate(codes), categories=list(cats))
@@ -135,6 +143,7 @@ def pandas_replay_time(
     ]
     return {
         "replays": int(sum(seen_replays)),
+        "rank_groups": [rank_span(g) for g in rank_groups],
         "layers": out_layers,
         "kernels": out_kernels,
         "attention_share": float(kn.loc[kn["mla"], "dur"].sum()) / total if total else None,

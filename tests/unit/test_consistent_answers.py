@@ -122,17 +122,21 @@ def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked(
     assert [r["syncs"] for r in layer_table(_layers([None, None]), no_syncs)] == [None, None]
 
 
-def test_a_clean_rank_is_trusted_when_another_ranks_eager_steps_make_the_fleet_unreliable() -> None:
+def test_a_clean_rank_is_trusted_when_another_ranks_losses_make_the_fleet_unreliable() -> None:
     # per-rank checks as the rocprofv3 import records them (importers/rocprof.py: one
     # ``summary.checks`` per rank, then ``trace_checks_by_rank``; the fleet's are their sum)
     clean = {"replays": {"replays": 4}, "launches": {"graph_launches": 4}}
-    meta = {"trace_checks": clean, "trace_checks_by_rank": {"0": clean, "1": clean}}
+    lossy = {"replays": {"replays": 4, "short_replays": 1, "missing_kernels": 3,
+                         "expected_kernels": 32}, "launches": {"graph_launches": 4}}  # fmt: skip
+    fleet = {"replays": {"replays": 8, "short_replays": 1, "missing_kernels": 3,
+                         "expected_kernels": 64}, "launches": {"graph_launches": 8}}  # fmt: skip
+    meta = {"trace_checks": fleet, "trace_checks_by_rank": {"0": clean, "1": lossy}}
     steps = pd.DataFrame(
         {
             "rank": [0, 0, 0, 0, 1, 1, 1, 1],
             "step": [0, 1, 2, 3, 0, 1, 2, 3],
             "backend": ["aiter"] * 8,
-            # rank 1 ran one step without a graph between its replays; rank 0 did not
+            # rank 1 also ran one step without a graph: a capture finding, never trust's
             "graph_mode": ["graph"] * 4 + ["graph", "eager", "graph", "graph"],
         }
     )
