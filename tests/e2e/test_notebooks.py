@@ -78,7 +78,7 @@ SHOWS = {
                           "CRITICAL KV splits collapsed on the aiter-gluon path", "unreliable"],
     "05_compare_runs": ["What changed from A", "all 32 steps ran PIECEWISE fallback",
                         "all 32 steps ran FULL graph"],
-    "06_whatif": ["What-if: KV splits and predicted slowdown", "collapsed with the bug: 240",
+    "06_whatif": ["What-if: KV splits and predicted slowdown", "collapsed with the bug: 120",
                   "cudagraph_capture_sizes", "would break CUDA/HIP graph capture"],
 }  # fmt: skip
 
