@@ -79,9 +79,29 @@ class Unread:
 UNREAD = Unread()
 
 
+def in_wal_mode(db_path: Path) -> bool:
+    """The database file's header says WAL (bytes 18-19 = 2): a live rank (writers switch to
+    rollback journaling when they finish), or one whose writer died."""
+    try:
+        with open(db_path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return True  # unreadable here: leave it to the sqlite3 reader and its message
+    return len(head) < 20 or 2 in (head[18], head[19])
+
+
 def adbc_fetch(db_path: Path, sql: str) -> pa.Table | Unread:
     """``sql`` on a rank database through SQLite's ADBC driver (its own read-only connection; C,
-    straight into Arrow), or :data:`UNREAD` (no driver, or a column it cannot type)."""
+    straight into Arrow), or :data:`UNREAD` (no driver, a column it cannot type, or a database in
+    WAL mode).
+
+    The driver links its own copy of SQLite. Two copies in one process do not see each other's
+    POSIX locks, so the driver's copy, opening a WAL database's ``-shm`` file, takes itself for
+    the first connection and truncates that file under the mapping of this process's
+    ``sqlite3`` connections (the live follower, the writer of ``mlaprof run --live``): SIGBUS.
+    A WAL-mode database is therefore read by the ``sqlite3`` module only."""
+    if in_wal_mode(db_path):
+        return UNREAD
     try:
         import adbc_driver_sqlite.dbapi as adbc
 

@@ -94,3 +94,25 @@ def test_side_files_read_as_pandas_reads_the_same_rows_from_a_database(
             pd.testing.assert_frame_equal(got, want, obj=where)
         layers = run.layers
     assert layers["syncs"].map(lambda v: v is None).all()  # unknown in a trace, as None
+
+
+def test_a_wal_database_is_never_read_through_the_adbc_driver(tmp_path) -> None:
+    """The driver's own SQLite copy would truncate the -shm file this process maps (SIGBUS):
+    a database in WAL mode (a live rank) is read by the sqlite3 module; a finished one
+    (rollback journal) through the driver."""
+    import sqlite3
+
+    from mlaprof.store.sqlengine import UNREAD, adbc_fetch, in_wal_mode
+
+    db = tmp_path / "r.db"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    assert in_wal_mode(db) and adbc_fetch(db, "SELECT x FROM t") is UNREAD
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.close()
+    assert not in_wal_mode(db)
+    got = adbc_fetch(db, "SELECT x FROM t")
+    assert got is not UNREAD and got.column("x").to_pylist() == [1]
