@@ -363,7 +363,7 @@ def phase_query_sqlite_copy(run_dir: Path) -> dict[str, Any]:
 
 def phase_tui(run_dir: Path, refreshes: int = 30) -> dict[str, Any]:
     """The dashboard's data path on the fleet run: open (catch up over every rank) and refresh."""
-    from tui.follower import RunFollower
+    from mlaprof.tui.follower import RunFollower
 
     c0, t0 = time.process_time(), time.perf_counter()
     f = RunFollower(run_dir)
@@ -394,8 +394,8 @@ def phase_tui_app(run_dir: Path, refreshes: int = 30) -> dict[str, Any]:
     whole run (caught up), then refreshes (poll + view + every widget, as tui_bench.py times)."""
     import asyncio
 
-    from tui.app import MlaprofApp
-    from tui.screens.dashboard import DashboardScreen
+    from mlaprof.tui.app import MlaprofApp
+    from mlaprof.tui.screens.dashboard import DashboardScreen
 
     async def go() -> dict[str, Any]:
         c0, t0 = time.process_time(), time.perf_counter()
@@ -567,7 +567,7 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     # timed as an installed package runs: its modules compiled once (pip install does that, and
     # the baselines' packages came so), never recompiled by every child process
-    for pkg in ("mlaprof", "tui"):
+    for pkg in ("mlaprof",):
         compileall.compile_dir(str(ROOT / pkg), quiet=1)
     t = time.perf_counter()
     src = make_fleet(a.work, a.dispatches, a.ranks)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from mlaprof.store import RunWriter, create_run, load  # noqa: E402
 from mlaprof.synthetic.dashboard import meta, write_captures  # noqa: E402
-from tui.follower import RunFollower  # noqa: E402
+from mlaprof.tui.follower import RunFollower  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16, 32)
 
@@ -136,8 +136,8 @@ async def app_cycle(
     widget updates, what the dashboard does per refresh) and the paint that follows (Textual
     composing the screen, awaited with ``pilot.pause()``; ``idle`` is that wait with nothing new).
     """
-    from tui.app import MlaprofApp
-    from tui.screens.dashboard import DashboardScreen
+    from mlaprof.tui.app import MlaprofApp
+    from mlaprof.tui.screens.dashboard import DashboardScreen
 
     app = MlaprofApp(path, interval=3600)  # the worker catches up once; the bench drives refreshes
     out: dict[str, list[float]] = {

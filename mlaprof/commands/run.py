@@ -367,7 +367,7 @@ def _live(args: argparse.Namespace, traces: Path) -> int:
     if not has_ranks(run_dir):
         raise MlaprofError(f"the run did not start (child exited with {child.poll()})")
     try:
-        from tui.app import run_app
+        from mlaprof.tui.app import run_app
     except ModuleNotFoundError as e:
         child.terminate()
         from mlaprof.errors import MissingExtraError

@@ -63,12 +63,12 @@ def run(args: argparse.Namespace) -> int:
     if args.rank is not None and args.rank < 0:
         raise MlaprofError(f"--rank must be >= 0, got {args.rank}")
     if args.once:  # plain text: needs no textual
-        from tui.once import snapshot
+        from mlaprof.tui.once import snapshot
 
         print(snapshot(path, compare=args.compare, rank=args.rank), end="")
         return 0
     try:
-        from tui.app import run_app
+        from mlaprof.tui.app import run_app
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] == "textual":
             raise MissingExtraError("the dashboard (textual)", "") from None  # a core dependency

@@ -272,10 +272,10 @@ async def _pilot_view(run_dir: Path, layer: int) -> tuple[str, str, dict]:
     drill-down summary of ``layer`` and the dashboard's view row of that layer."""
     from rich.text import Text
 
-    from tui.app import MlaprofApp
-    from tui.screens.dashboard import DashboardScreen
-    from tui.screens.layer import LayerScreen
-    from tui.widgets.header import RunHeader
+    from mlaprof.tui.app import MlaprofApp
+    from mlaprof.tui.screens.dashboard import DashboardScreen
+    from mlaprof.tui.screens.layer import LayerScreen
+    from mlaprof.tui.widgets.header import RunHeader
 
     app = MlaprofApp(run_dir, interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -332,7 +332,7 @@ def test_comparing_two_traces_names_no_backend_none(
 ) -> None:
     """An imported trace records no backend: the TUI compare screen printed "backend None None"."""
     from mlaprof.analysis import summary
-    from tui.compare import compare_rows
+    from mlaprof.tui.compare import compare_rows
 
     with load(imported / "gluon_v0119_bug") as a, load(imported / "gluon_v0119_fix") as b:
         rows = compare_rows(summary(a), summary(b))

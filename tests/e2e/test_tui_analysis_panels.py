@@ -9,8 +9,8 @@ import pytest
 
 from mlaprof.store import create_run
 from mlaprof.synthetic.dashboard import meta, write_captures, write_step
-from tui.once import read_view
-from tui.text import render_text, split_table
+from mlaprof.tui.once import read_view
+from mlaprof.tui.text import render_text, split_table
 
 
 def _persistent_run(tmp_path: Path) -> Path:
@@ -122,8 +122,8 @@ def test_engine_run_line_grows_with_the_run(tmp_path: Path) -> None:
 async def _details_app(root: Path, size: tuple[int, int]):
     from textual.widgets import Static, Tabs
 
-    from tui.app import MlaprofApp
-    from tui.screens.dashboard import DashboardScreen
+    from mlaprof.tui.app import MlaprofApp
+    from mlaprof.tui.screens.dashboard import DashboardScreen
 
     app = MlaprofApp(root, interval=0.05)
     async with app.run_test(size=size) as pilot:
@@ -156,8 +156,8 @@ async def test_dashboard_hides_details_for_a_plain_run(tmp_path: Path) -> None:
     from textual.widgets import Tabs
 
     from mlaprof.synthetic.dashboard import make_run
-    from tui.app import MlaprofApp
-    from tui.screens.dashboard import DashboardScreen
+    from mlaprof.tui.app import MlaprofApp
+    from mlaprof.tui.screens.dashboard import DashboardScreen
 
     make_run(tmp_path, "bug", steps=3, layers=2)
     app = MlaprofApp(tmp_path / "bug", interval=0.05)
@@ -174,7 +174,7 @@ async def test_dashboard_hides_details_for_a_plain_run(tmp_path: Path) -> None:
 
 
 def test_on_device_reads_device_before_the_analysis_is_in(tmp_path: Path) -> None:
-    from tui.follower import RunFollower
+    from mlaprof.tui.follower import RunFollower
 
     f = RunFollower(_persistent_run(tmp_path))
     try:
@@ -190,8 +190,8 @@ def test_on_device_reads_device_before_the_analysis_is_in(tmp_path: Path) -> Non
 async def test_dashboard_engine_panel_follows_the_growing_run(tmp_path: Path) -> None:
     from textual.widgets import Static
 
-    from tui.app import MlaprofApp
-    from tui.screens.dashboard import DashboardScreen
+    from mlaprof.tui.app import MlaprofApp
+    from mlaprof.tui.screens.dashboard import DashboardScreen
 
     w = create_run(tmp_path, "eng", {"source": "vllm plugin", "device": "cpu"})
     _engine_step(w, 0, [1100, 300, 700], [3, 3, 3], 5)

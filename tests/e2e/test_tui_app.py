@@ -16,17 +16,17 @@ from mlaprof.analysis import summary
 from mlaprof.analysis.diff import fmt_value
 from mlaprof.store import create_run, load
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
-from tui import export
-from tui.aggregate import RankState
-from tui.app import MlaprofApp
-from tui.screens.compare import CompareScreen
-from tui.screens.dashboard import DashboardScreen
-from tui.screens.help import HelpScreen
-from tui.screens.layer import LayerScreen
-from tui.screens.picker import PickerScreen
-from tui.screens.whatif import WhatIfScreen
-from tui.widgets.banner import ProblemBanner
-from tui.widgets.table import ViewTable
+from mlaprof.tui import export
+from mlaprof.tui.aggregate import RankState
+from mlaprof.tui.app import MlaprofApp
+from mlaprof.tui.screens.compare import CompareScreen
+from mlaprof.tui.screens.dashboard import DashboardScreen
+from mlaprof.tui.screens.help import HelpScreen
+from mlaprof.tui.screens.layer import LayerScreen
+from mlaprof.tui.screens.picker import PickerScreen
+from mlaprof.tui.screens.whatif import WhatIfScreen
+from mlaprof.tui.widgets.banner import ProblemBanner
+from mlaprof.tui.widgets.table import ViewTable
 
 
 async def wait_for(pilot: Pilot, cond: Callable[[], bool], timeout: float = 8.0) -> None:
@@ -285,8 +285,8 @@ SCREENS = (DashboardScreen, LayerScreen, CompareScreen, PickerScreen, WhatIfScre
 
 def test_every_screen_lists_each_of_its_keys_in_help() -> None:
     """The help text of a screen names every key bound on it."""
-    from tui.screens.dashboard import PANELS
-    from tui.screens.help import help_text
+    from mlaprof.tui.screens.dashboard import PANELS
+    from mlaprof.tui.screens.help import help_text
 
     shown_as = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?"}
 

@@ -118,8 +118,8 @@ def test_dashboard_without_textual_says_what_to_install(runs: Path) -> None:
 
 
 def test_cpu_timings_are_labelled_and_every_number_fits_80_columns(runs: Path) -> None:
-    from tui.once import read_view
-    from tui.text import latency_line
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import latency_line
 
     v, _ = read_view(runs / "bug")
     assert "CPU reference timing" in latency_line(v)  # the synthetic runs time on the CPU

@@ -18,12 +18,12 @@ from textual.pilot import Pilot
 from mlaprof.scenario import Scenario
 from mlaprof.store import create_run, runmeta
 from mlaprof.synthetic.dashboard import make_run
-from tui.app import MlaprofApp
-from tui.screens.compare import CompareScreen
-from tui.screens.dashboard import DashboardScreen
-from tui.screens.help import HelpScreen
-from tui.screens.layer import LayerScreen
-from tui.screens.whatif import WhatIfScreen
+from mlaprof.tui.app import MlaprofApp
+from mlaprof.tui.screens.compare import CompareScreen
+from mlaprof.tui.screens.dashboard import DashboardScreen
+from mlaprof.tui.screens.help import HelpScreen
+from mlaprof.tui.screens.layer import LayerScreen
+from mlaprof.tui.screens.whatif import WhatIfScreen
 
 SIZES = [(80, 24), (160, 48)]
 

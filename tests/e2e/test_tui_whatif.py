@@ -7,11 +7,11 @@ from pathlib import Path
 from mlaprof.scenario import Scenario
 from mlaprof.store import create_run
 from mlaprof.synthetic.dashboard import make_run
+from mlaprof.tui import follower
+from mlaprof.tui.app import MlaprofApp
+from mlaprof.tui.screens.whatif import WhatIfScreen
+from mlaprof.tui.widgets.table import ViewTable
 from tests.e2e.test_tui_app import loaded, wait_for
-from tui import follower
-from tui.app import MlaprofApp
-from tui.screens.whatif import WhatIfScreen
-from tui.widgets.table import ViewTable
 
 
 def _run(tmp_path: Path, scenario: dict) -> Path:

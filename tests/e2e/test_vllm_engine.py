@@ -33,7 +33,7 @@ from mlaprof.analysis.engine import engine_steps
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.follow import FollowError
-from tui.follower import RunFollower
+from mlaprof.tui.follower import RunFollower
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS, MAX_TOKENS, K = 4, 32, 3

@@ -388,8 +388,8 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     import time
 
     from mlaprof.analysis import analyze
-    from tui.follower import RunFollower
-    from tui.view import build_view
+    from mlaprof.tui.follower import RunFollower
+    from mlaprof.tui.view import build_view
 
     rec = _recorder(tmp_path, interval=0.01)
     vllm_patches.install(rec)

@@ -13,7 +13,7 @@ from mlaprof.analysis.splits import is_collapsed, split_findings
 from mlaprof.analysis.timing import CPU_SPREAD, DEFAULT_THREADS, timing_label
 from mlaprof.store.follow import Batch
 from mlaprof.store.schema import columns
-from tui.aggregate import RankState
+from mlaprof.tui.aggregate import RankState
 
 
 def frame(table: str, rows: list[dict]) -> pd.DataFrame:

@@ -20,9 +20,9 @@ from mlaprof.analysis.syncs import sync_counts
 from mlaprof.store import load
 from mlaprof.store.liveness import run_status
 from mlaprof.store.schema import columns
-from tui.aggregate import RankState
-from tui.fmt import fmt_pct
-from tui.view import _status as tui_status
+from mlaprof.tui.aggregate import RankState
+from mlaprof.tui.fmt import fmt_pct
+from mlaprof.tui.view import _status as tui_status
 
 DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
 

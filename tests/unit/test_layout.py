@@ -1,4 +1,4 @@
-"""The layout rules: no import cycles in mlaprof/ and tui/ (counting lazy and type-checking
+"""The layout rules: no import cycles in mlaprof/ (counting lazy and type-checking
 imports too), bench/ never imports tests/, only mlaprof/store opens a run's databases."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("mlaprof", "tui")
+PACKAGES = ("mlaprof",)
 
 
 def module_name(path: Path) -> str:

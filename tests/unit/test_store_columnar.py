@@ -225,7 +225,7 @@ def test_damaged_side_file_is_one_clear_error(
 
 
 def test_follower_counts_arrow_rows(pair) -> None:
-    from tui.follower import RunFollower
+    from mlaprof.tui.follower import RunFollower
 
     a, _b, dicts, _seed = pair
     f = RunFollower(a)

@@ -11,8 +11,8 @@ import pytest
 
 from mlaprof.store import create_run, load
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
+from mlaprof.tui.follower import FollowError, RunFollower
 from tests.trace_io_helpers import DATA
-from tui.follower import FollowError, RunFollower
 
 
 def _layer_means(run_path: Path, rank: int | None = None) -> dict[int, tuple[float, int]]:
@@ -177,7 +177,7 @@ def test_findings_read_analysing_until_the_analysis_is_in_then_follow_the_run(
     import threading
     import time
 
-    from tui.follower import follow
+    from mlaprof.tui.follower import follow
 
     w = create_run(tmp_path, "live", meta("live", True))
     for s in range(3):
@@ -221,7 +221,7 @@ def test_a_slow_poll_interval_still_starts_the_first_analysis(tmp_path: Path) ->
     import threading
     import time
 
-    from tui.follower import follow
+    from mlaprof.tui.follower import follow
 
     make_run(tmp_path, "done", steps=3, layers=2)
     f = RunFollower(tmp_path / "done")

@@ -13,19 +13,19 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 
-from tui.follower import RunFollower, follow
-from tui.messages import DrillDown, RunProblem, RunUpdated
-from tui.text import LAYER_COLUMNS, empty_findings_text
-from tui.view import Selection, View
-from tui.widgets.banner import ProblemBanner
-from tui.widgets.details import DetailsPanel
-from tui.widgets.findings import FindingsList
-from tui.widgets.header import RunHeader
-from tui.widgets.latency import LatencyPanel
-from tui.widgets.layers import LayersTable
-from tui.widgets.memory import MemoryTable
-from tui.widgets.padding import PaddingTable
-from tui.widgets.splits import SplitsTable
+from mlaprof.tui.follower import RunFollower, follow
+from mlaprof.tui.messages import DrillDown, RunProblem, RunUpdated
+from mlaprof.tui.text import LAYER_COLUMNS, empty_findings_text
+from mlaprof.tui.view import Selection, View
+from mlaprof.tui.widgets.banner import ProblemBanner
+from mlaprof.tui.widgets.details import DetailsPanel
+from mlaprof.tui.widgets.findings import FindingsList
+from mlaprof.tui.widgets.header import RunHeader
+from mlaprof.tui.widgets.latency import LatencyPanel
+from mlaprof.tui.widgets.layers import LayersTable
+from mlaprof.tui.widgets.memory import MemoryTable
+from mlaprof.tui.widgets.padding import PaddingTable
+from mlaprof.tui.widgets.splits import SplitsTable
 
 PANELS = (
     ("layers", "Layers"),
@@ -282,13 +282,13 @@ class DashboardScreen(Screen):
         self.open_layer(message.layer)
 
     def open_layer(self, layer: int) -> None:
-        from tui.screens.layer import LayerScreen
+        from mlaprof.tui.screens.layer import LayerScreen
 
         self.app.push_screen(LayerScreen(self.follower, self.sel, layer))
 
     def action_compare(self) -> None:
-        from tui.screens.compare import CompareScreen
-        from tui.screens.picker import PickerScreen
+        from mlaprof.tui.screens.compare import CompareScreen
+        from mlaprof.tui.screens.picker import PickerScreen
 
         if self.compare_path is not None:
             self.app.push_screen(CompareScreen(self.follower, self.compare_path))
@@ -312,13 +312,13 @@ class DashboardScreen(Screen):
         self._export()
 
     def action_whatif(self) -> None:
-        from tui.screens.whatif import WhatIfScreen
+        from mlaprof.tui.screens.whatif import WhatIfScreen
 
         self.app.push_screen(WhatIfScreen(dict(self.follower.meta)))
 
     @work(thread=True, group="export")
     def _export(self) -> None:
-        from tui.export import export_run
+        from mlaprof.tui.export import export_run
 
         ok, text = export_run(self.path)
         self.app.call_from_thread(self.notify, text, severity="information" if ok else "warning")

@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 from mlaprof.errors import MlaprofError
 from mlaprof.store import list_runs_nested
 from mlaprof.textsafe import term
-from tui.widgets.table import ViewTable
+from mlaprof.tui.widgets.table import ViewTable
 
 
 class PickerScreen(Screen[Path | None]):

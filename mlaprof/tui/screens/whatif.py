@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.widgets.table import ViewTable
+from mlaprof.tui.widgets.table import ViewTable
 
 TOP = 40
 # short heads so every column fits 80 columns; the legend under the title spells them out

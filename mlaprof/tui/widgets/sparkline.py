@@ -6,7 +6,7 @@ from rich.segment import Segment
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tui.widgets.styles import CachedStyles
+from mlaprof.tui.widgets.styles import CachedStyles
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 

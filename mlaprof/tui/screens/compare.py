@@ -13,11 +13,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from mlaprof.textsafe import term
-from tui.compare import HEAD, compare_table
-from tui.follower import RunFollower, follow
-from tui.text import empty_findings_text
-from tui.widgets.findings import FindingsList
-from tui.widgets.table import ViewTable
+from mlaprof.tui.compare import HEAD, compare_table
+from mlaprof.tui.follower import RunFollower, follow
+from mlaprof.tui.text import empty_findings_text
+from mlaprof.tui.widgets.findings import FindingsList
+from mlaprof.tui.widgets.table import ViewTable
 
 
 class CompareScreen(Screen):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 Table = tuple[list[str], list[list[str]]]
 BLOCKS = "▁▂▃▄▅▆▇█"

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 from mlaprof.errors import MlaprofError
 from mlaprof.store import is_run_folder, list_runs_nested
 from mlaprof.textsafe import plain
-from tui.compare import HEAD, compare_rows
-from tui.follower import FollowError, RunFollower, analyze_run
-from tui.text import format_table, render_text
+from mlaprof.tui.compare import HEAD, compare_rows
+from mlaprof.tui.follower import FollowError, RunFollower, analyze_run
+from mlaprof.tui.text import format_table, render_text
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 
 def read_view(path: Path, rank: int | None = None) -> View:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tui.text import split_table, splits_title
-from tui.widgets.table import ViewTable
+from mlaprof.tui.text import split_table, splits_title
+from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 
 class SplitsTable(ViewTable):

@@ -10,9 +10,9 @@ from textual.binding import Binding
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import is_run_folder
-from tui.screens.dashboard import DashboardScreen
-from tui.screens.help import HelpScreen
-from tui.screens.picker import PickerScreen
+from mlaprof.tui.screens.dashboard import DashboardScreen
+from mlaprof.tui.screens.help import HelpScreen
+from mlaprof.tui.screens.picker import PickerScreen
 
 
 class MlaprofApp(App[int]):
@@ -69,7 +69,7 @@ def run_app(
     """
     path = Path(path)
     if once:
-        from tui.once import snapshot
+        from mlaprof.tui.once import snapshot
 
         print(snapshot(path, compare=compare, rank=rank), end="")
         return 0

@@ -19,10 +19,10 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.widgets.styles import CachedStyles
+from mlaprof.tui.widgets.styles import CachedStyles
 
 if TYPE_CHECKING:
-    from tui.text import Table
+    from mlaprof.tui.text import Table
 
 GAP = 2
 

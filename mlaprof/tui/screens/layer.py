@@ -10,13 +10,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.fmt import fmt_ms
-from tui.text import fmt_count_or_mean, reference_cell, sync_table
-from tui.widgets.table import ViewTable
+from mlaprof.tui.fmt import fmt_ms
+from mlaprof.tui.text import fmt_count_or_mean, reference_cell, sync_table
+from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
-    from tui.follower import RunFollower
-    from tui.view import Selection
+    from mlaprof.tui.follower import RunFollower
+    from mlaprof.tui.view import Selection
 
 
 def _ref_label(row: dict) -> str:

@@ -8,11 +8,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label
 
-from tui.text import latency_line
-from tui.widgets.sparkline import Spark
+from mlaprof.tui.text import latency_line
+from mlaprof.tui.widgets.sparkline import Spark
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 
 class LatencyPanel(Vertical):

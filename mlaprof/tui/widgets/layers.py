@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tui.messages import DrillDown
-from tui.text import LAYER_COLUMNS, layer_table
-from tui.widgets.table import ViewTable
+from mlaprof.tui.messages import DrillDown
+from mlaprof.tui.text import LAYER_COLUMNS, layer_table
+from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 
 class LayersTable(ViewTable):

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.fmt import fmt_count
+from mlaprof.tui.fmt import fmt_count
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 
 class RunHeader(Static):

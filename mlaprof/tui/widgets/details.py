@@ -8,10 +8,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from tui.text import detail_lines
+from mlaprof.tui.text import detail_lines
 
 if TYPE_CHECKING:
-    from tui.view import View
+    from mlaprof.tui.view import View
 
 
 class DetailsPanel(VerticalScroll, can_focus=True):

@@ -18,7 +18,7 @@ from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from mlaprof.store.liveness import run_status
 from mlaprof.sync_kinds import SYNC
-from tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
+from mlaprof.tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
 
 ANALYSING = "analysing..."
 

@@ -11,8 +11,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.text import SEV_TAG
-from tui.widgets.styles import CachedStyles
+from mlaprof.tui.text import SEV_TAG
+from mlaprof.tui.widgets.styles import CachedStyles
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding

@@ -17,8 +17,8 @@ from typing import Any
 
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow
-from tui.aggregate import RankState
-from tui.view import ANALYSING, Selection, View, build_view
+from mlaprof.tui.aggregate import RankState
+from mlaprof.tui.view import ANALYSING, Selection, View, build_view
 
 # rowids ingested per table per poll: catching up on a huge run happens in slices, so the lock
 # is never held long and the dashboard draws progress instead of freezing
