@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from mlaprof.analysis.consistency import scheduler_agreement
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.share import share_text
 from mlaprof.capture_sizes import capture_sizes
@@ -70,14 +71,9 @@ def engine_summary(events: pd.DataFrame) -> dict[str, Any] | None:
     rank0 = [s for s in verify if s["rank"] == min(x["rank"] for x in steps)]
     drafted = sum(s["verify_draft_tokens"] for s in rank0)
     accepted = sum(a["accepted_tokens"] for a in acc) if acc else None
-    # the scheduler's steps and the worker's verify steps, in order: same rows, same drafts
-    joined = None
-    if acc:
-        pairs = list(zip(rank0, acc, strict=False))
-        joined = len(rank0) == len(acc) and all(
-            s["verify_rows"] == a["verify_rows"] and s["verify_draft_tokens"] == a["draft_tokens"]
-            for s, a in pairs
-        )
+    # the scheduler's steps and the worker's verify steps, in order, over the steps both
+    # databases committed (mlaprof.analysis.consistency): same rows, same drafts
+    joined = scheduler_agreement(rank0, acc)
     first = steps[0]
     return {
         "source": "measured: recorded by the vLLM plugin",
@@ -97,7 +93,9 @@ def engine_summary(events: pd.DataFrame) -> dict[str, Any] | None:
         "accepted_tokens": accepted,
         "acceptance_rate": accepted / drafted if accepted is not None and drafted else None,
         "scheduler_steps": len(acc),
-        "scheduler_matches_worker": joined,
+        "scheduler_matches_worker": joined.agree,
+        "scheduler_worker_compared": joined.compared,
+        "scheduler_worker_text": joined.text,
         "drafter_builds": sum(s["drafter_builds"] for s in rank0),
         "padded_steps": sum(1 for s in steps if (s["padded_tokens"] or 0) > s["num_tokens"]),
         "ranks": sorted({s["rank"] for s in steps}),
@@ -283,9 +281,7 @@ def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> li
                 evidence=(
                     f"{eng['backend']}, {eng['spec_method']} k={eng['num_speculative_tokens']}, "
                     f"{eng['steps']} steps, graph {modes}; scheduler and worker records "
-                    + {True: "agree", False: "DISAGREE", None: "not both present"}[
-                        eng["scheduler_matches_worker"]
-                    ]
+                    + eng["scheduler_worker_text"]
                 ),
                 fix="nothing to fix: what the engine did",
                 data={k: eng[k] for k in ("verify_rows", "draft_tokens", "accepted_tokens")},

@@ -51,6 +51,7 @@ def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
         "verify_rows_as_prefill": 0,
         "scheduler_steps": 3,
         "scheduler_matches_worker": True,
+        "scheduler_worker_text": "agree on 3 step(s) both committed",
         "drafter_builds": 0,
         "padded_steps": 0,
         "ranks": [0],
