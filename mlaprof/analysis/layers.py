@@ -10,6 +10,13 @@ from mlaprof.analysis.splits import collapsed
 from mlaprof.analysis.syncs import watched_steps
 from mlaprof.sync_kinds import SYNC
 
+# which S a layer's collapse is judged against (``reference_source``), and how views word it
+REFERENCE_TEXT = {
+    "deserved": "deserved by the real rows",
+    "fix": "the fix's S for the same rows (the grid counts padding rows)",
+    "unknown": "unknown (no deserved S and no modelled fix for this path)",
+}
+
 
 def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Series:
     """The S each layer record is judged against: what its real rows deserve where the run knows
@@ -25,9 +32,9 @@ def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Se
 def layer_table(
     layers: pd.DataFrame, syncs: pd.DataFrame, fix_by_step: pd.DataFrame | None = None
 ) -> list[dict]:
-    """``[{rank, layer, steps, time_us, S_used, S_min, S_reference, reference, collapsed,
-    syncs}]``; ``None`` where the run does not hold a value (``reference`` says which S the
-    collapse is judged against, or why none)."""
+    """``[{rank, layer, steps, time_us, S_used, S_min, S_reference, reference,
+    reference_source, collapsed, syncs}]``; ``None`` where the run does not hold a value
+    (``reference_source``: which S the collapse is judged against, :data:`REFERENCE_TEXT`)."""
     if layers.empty:
         return []
     ly = layers.copy()
@@ -53,13 +60,7 @@ def layer_table(
     last = grouped.tail(1).set_index(keys)[["splits_used", "ref"]]
     out = []
     for (rank, layer), r in agg.iterrows():
-        why = (
-            "deserved by the real rows"
-            if r["deserved"]
-            else "the fix's S for the same rows (the grid counts padding rows)"
-            if r["any_ref"]
-            else "unknown (no deserved S and no modelled fix for this path)"
-        )
+        source = "deserved" if r["deserved"] else "fix" if r["any_ref"] else "unknown"
         steps_watched = per_step.get(rank)
         out.append(
             {
@@ -70,7 +71,8 @@ def layer_table(
                 "S_used": _i(last.at[(rank, layer), "splits_used"]),
                 "S_min": _i(r["s_min"]),
                 "S_reference": _i(last.at[(rank, layer), "ref"]),
-                "reference": why,
+                "reference": REFERENCE_TEXT[source],
+                "reference_source": source,
                 "collapsed": int(r["collapsed"]),
                 "syncs": None
                 if not steps_watched

@@ -1,12 +1,12 @@
-"""Following a run while it is written: the committed rows of each rank since a position.
+"""Following a run while it is written: the rows each database committed since a row id.
 
-:class:`RunFollow` discovers rank databases as they appear, reads each rank's status and hands
-out, per table, the rows committed past the last rowid it returned, already grouped in SQL (the
-cost of a poll depends on what arrived, not on the run's size: rowid is the primary key).
-The TUI (``tui.follower``) merges these batches into its aggregates; it never opens a database.
-An import's rows kept in columnar side files (:mod:`.columnar`; written once, never appended to)
-are handed out once, grouped by the same SQL run in DuckDB over the file, under rowids from
-:data:`SIDE_ROWID` on.
+:class:`RunFollow` discovers the run's databases as they appear (``rank<N>.db`` per rank and
+``rank<N>.<role>.db`` for its other processes, e.g. the vLLM EngineCore's scheduler records),
+reads each one's status and hands out, per table, the rows committed past the last rowid it
+returned, whole and in rowid order (rowid is the primary key: a poll costs what arrived, not the
+run's size). It does not group or judge them: :mod:`mlaprof.analysis.live` folds them with the
+analysis' own rules. An import's rows kept in columnar side files (:mod:`.columnar`; written
+once, never appended to) are handed out once, under rowids from :data:`SIDE_ROWID` on.
 
 Problems (run deleted, truncated, corrupted, another schema) raise :class:`FollowError` with one
 readable line.
@@ -17,25 +17,22 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.formats import arrow_numpy
 from mlaprof.store import columnar, liveness
-from mlaprof.store.schema import TABLES, version_problem
-from mlaprof.store.sqlengine import bounded, duckdb_module
+from mlaprof.store.schema import TABLES, columns, version_problem
+from mlaprof.store.writer import rank_db_name
 
-_RANK_DB = re.compile(r"^rank(\d+)\.db$")
-_R = "rowid > ? AND rowid <= ?"
-Rows = list[tuple[Any, ...]]
-RECENT = 512  # newest step rows handed out per batch (the TUI's sparkline window)
+_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 # row i of a side file reads as rowid SIDE_ROWID + i + 1: past any rowid SQLite hands out here
 SIDE_ROWID = 1 << 48
+Key = tuple[int, str]  # (rank, role); role "" is the rank's own (worker) process
 
 
 # what reading a rank database being written (or damaged) can raise
@@ -47,16 +44,15 @@ class FollowError(Exception):
 
 
 @dataclass
-class Batch:
-    """The rows of ``table`` committed in rowids ``(lo, hi]`` of one rank, grouped per table
-    (see the ``_group_*`` functions for each table's keys); ``count`` rows in all."""
+class Rows:
+    """The rows of ``table`` that database ``key`` committed in rowids ``(lo, hi]``, every
+    column of the schema, in rowid order (``rank`` is the database's rank)."""
 
-    rank: int
+    key: Key
     table: str
     lo: int
     hi: int
-    count: int
-    groups: dict[str, Any]
+    frame: pd.DataFrame
 
 
 class RunFollow:
@@ -64,13 +60,12 @@ class RunFollow:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self._cons: dict[int, sqlite3.Connection] = {}
-        self._pos: dict[tuple[int, str], int] = {}
-        self._sides: dict[int, dict[str, columnar.SideTable]] = {}
-        self._side_dbs: dict[tuple[int, str], Any] = {}  # (rank, table) -> DuckDB over the file
-        self._duck: Any = None  # one DuckDB database; each side file gets a cursor of it
+        self._cons: dict[Key, sqlite3.Connection] = {}
+        self._pos: dict[tuple[Key, str], int] = {}
+        self._sides: dict[Key, dict[str, columnar.SideTable]] = {}
+        self._sides_read: set[tuple[Key, str]] = set()
         self._seen_folder = False
-        self.cut = False  # a batch was cut at ``chunk``: more committed rows wait
+        self.cut = False  # a read was cut at ``limit``: more committed rows wait
 
     # -- the folder ----------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -102,14 +97,13 @@ class RunFollow:
             raise FollowError(problem)
         return doc
 
-    def discover(self) -> dict[int, dict[str, int]]:
-        """Open rank databases that appeared since the last call; ``{rank: {table: rows}}`` of
-        their immutable columnar side tables (an import's kernels and layers: counted here, never
-        polled; the layers are grouped once by :meth:`new_rows`)."""
-        found: dict[int, dict[str, int]] = {}
+    def discover(self) -> list[Key]:
+        """Open the databases that appeared since the last call; returns their keys."""
+        found: list[Key] = []
         for p in sorted(self.path.iterdir()):
-            m = _RANK_DB.match(p.name)
-            if not m or int(m.group(1)) in self._cons:
+            m = _DB.match(p.name)
+            key = (int(m.group(1)), m.group(2) or "") if m else None
+            if key is None or key in self._cons:
                 continue
             con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, check_same_thread=False)
             ver = con.execute("PRAGMA user_version").fetchone()[0]
@@ -125,241 +119,80 @@ class RunFollow:
             except MlaprofError as e:
                 con.close()
                 raise FollowError(str(e)) from None
-            rank = int(m.group(1))
-            self._cons[rank] = con
-            self._sides[rank] = sides
-            found[rank] = {t: s.rows for t, s in sides.items()}
+            self._cons[key] = con
+            self._sides[key] = sides
+            found.append(key)
         return found
 
     @property
-    def ranks(self) -> list[int]:
+    def databases(self) -> list[Key]:
         return sorted(self._cons)
 
-    def status(self, rank: int) -> str:
-        """The rank's writer status (running, finished, failed, ...); a "running" rank whose
-        writer lock is free died: ``incomplete`` (:mod:`mlaprof.store.liveness`)."""
-        con = self._con(rank)
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({rank for rank, _ in self._cons})
+
+    def status(self, key: Key) -> str:
+        """The database's writer status (running, finished, failed, ...); a "running" one
+        whose writer lock is free died (:func:`mlaprof.store.liveness.effective_status`)."""
+        con = self._con(key)
         meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('status', ?)",
                                 (liveness.DRAINED,)).fetchall())  # fmt: skip
         return liveness.effective_status(
-            self.path, rank, meta.get("status"), drained=meta.get(liveness.DRAINED)
+            self.path, key[0], meta.get("status"), key[1], meta.get(liveness.DRAINED)
         )
 
-    # -- committed rows since a position -------------------------------------------------------
-    def position(self, rank: int, table: str) -> int:
-        """The last rowid of ``table`` handed out for ``rank``."""
-        return self._pos.get((rank, table), 0)
+    # -- committed rows since a row id ---------------------------------------------------------
+    def position(self, key: Key, table: str) -> int:
+        """The last rowid of ``table`` handed out for database ``key``."""
+        return self._pos.get((key, table), 0)
 
-    def new_rows(self, rank: int, chunk: int) -> Iterator[Batch]:
-        """One batch per table with rows committed past its position (at most ``chunk`` rowids
-        per table and call, so catching up on a huge run happens in slices; :attr:`cut` says
-        a slice was cut)."""
-        con = self._con(rank)
+    def rows_since(self, key: Key, table: str, after: int, limit: int) -> Rows | None:
+        """The rows of ``table`` that ``key`` committed past rowid ``after`` (at most ``limit``
+        rowids: catching up on a huge run happens in slices, :attr:`cut` says one was cut);
+        ``None`` when none."""
+        con = self._con(key)
+        hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
+        if hi < after:
+            raise FollowError(f"{rank_db_name(*key)} of {self.path.name} was truncated ({table})")
+        if hi == after:
+            return None
+        if hi - after > limit:
+            hi = after + limit
+            self.cut = True
+        cols = ", ".join(columns(table))
+        frame = pd.read_sql_query(
+            f"SELECT {cols} FROM {table} WHERE rowid > ? AND rowid <= ? ORDER BY rowid",
+            con,
+            params=(after, hi),
+        )
+        return Rows(key, table, after, hi, frame)
+
+    def new_rows(self, key: Key, limit: int) -> Iterator[Rows]:
+        """Per table, the rows committed past its position (then the position moves), and each
+        columnar side table once."""
         for table in TABLES:
-            hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
-            lo = self.position(rank, table)
-            if hi < lo:
-                raise FollowError(f"rank{rank}.db of {self.path.name} was truncated ({table})")
-            if hi == lo:
+            got = self.rows_since(key, table, self.position(key, table), limit)
+            if got is not None:
+                self._pos[(key, table)] = got.hi
+                yield got
+        for table, side in self._sides.get(key, {}).items():
+            if (key, table) in self._sides_read:
                 continue
-            if hi - lo > chunk:
-                hi = lo + chunk
-                self.cut = True
-            count = con.execute(f"SELECT COUNT(*) FROM {table} WHERE {_R}", (lo, hi)).fetchone()
-            groups = _GROUPS[table](con, lo, hi) if table in _GROUPS else {}
-            self._pos[(rank, table)] = hi
-            yield Batch(rank, table, lo, hi, count[0], groups)
-        yield from self._side_batches(rank)
+            self._sides_read.add((key, table))
+            try:
+                frame = columnar.frame(side)
+            except MlaprofError as e:
+                raise FollowError(str(e)) from None
+            yield Rows(key, table, SIDE_ROWID, SIDE_ROWID + side.rows, frame)
 
-    def _side_batches(self, rank: int) -> Iterator[Batch]:
-        """Each side file the live view groups, once (its rows were counted at discovery): the
-        table's own grouping SQL, run by DuckDB over the file with row ``i`` as rowid
-        ``SIDE_ROWID + i + 1``."""
-        for table, side in self._sides.get(rank, {}).items():
-            if table not in _GROUPS or (rank, table) in self._side_dbs:
-                continue
-            if self._duck is None:
-                self._duck = duckdb_module().connect(config=bounded())
-            db = _side_db(self._duck.cursor(), side)
-            self._side_dbs[(rank, table)] = db
-            yield Batch(rank, table, SIDE_ROWID, SIDE_ROWID + side.rows, 0,
-                        _GROUPS[table](db, SIDE_ROWID, SIDE_ROWID + side.rows))  # fmt: skip
-
-    def step_layers(self, rank: int, lo: int, hi: int, step: int) -> Rows:
-        """``(layer, duration_ns, syncs, splits_used, splits_deserved)`` of one step, found
-        through a rowid range seen in a batch (``layer_rowids``)."""
-        side = self._side_dbs.get((rank, "layers")) if lo > SIDE_ROWID else None
-        return (
-            (side or self._con(rank))
-            .execute(
-                f"SELECT {', '.join(_STEP_LAYER_COLS)} FROM layers "
-                "WHERE rowid >= ? AND rowid <= ? AND step = ?",
-                (lo, hi, step),
-            )
-            .fetchall()
-        )
-
-    def _con(self, rank: int) -> sqlite3.Connection:
-        db = self.path / f"rank{rank}.db"
+    def _con(self, key: Key) -> sqlite3.Connection:
+        db = self.path / rank_db_name(*key)
         if not db.exists():
             raise FollowError(f"{db.name} of run {self.path.name} was deleted")
-        return self._cons[rank]
+        return self._cons[key]
 
     def close(self) -> None:
-        for con in [*self._cons.values(), *self._side_dbs.values()]:
+        for con in self._cons.values():
             con.close()
-        if self._duck is not None:
-            self._duck.close()
         self._cons.clear()
-        self._side_dbs.clear()
-        self._duck = None
-
-
-def _side_db(db: Any, side: columnar.SideTable) -> Any:
-    """``db`` (a DuckDB cursor) with ``side.table`` as the file's rows and a ``rowid`` column
-    (``SIDE_ROWID + 1`` on): the SQL the follower runs on a database runs on it unchanged."""
-    import pyarrow as pa
-
-    try:  # only the columns the grouping SQL reads (an 11M-kernel import's layers are large)
-        cols = _SIDE_COLUMNS.get(side.table)
-        tab = columnar.read(side) if cols is None else columnar.read_columns(side, list(cols))
-    except MlaprofError as e:
-        raise FollowError(str(e)) from None
-    first = SIDE_ROWID + 1
-    rowid = arrow_numpy.array(np.arange(first, first + tab.num_rows, dtype=np.int64), pa.int64())
-    db.register(side.table, tab.append_column("rowid", rowid))
-    return db
-
-
-_STEP_LAYER_COLS = ("layer", "duration_ns", "syncs", "splits_used", "splits_deserved")
-# the columns of a side table that the grouping SQL (_GROUPS) and step_layers read
-_SIDE_COLUMNS = {
-    "layers": ("step", *_STEP_LAYER_COLS),
-    "steps": ("step", "duration_ns", "graph_mode", "num_reqs", "num_real_reqs",
-              "padded_tokens", "backend", "timing"),
-}  # fmt: skip
-
-
-# -- per-table grouping over a rowid range -----------------------------------------------------
-def _steps(con: sqlite3.Connection, lo: int, hi: int) -> dict[str, Any]:
-    return {
-        "agg": con.execute(
-            "SELECT COUNT(*), SUM(duration_ns), MIN(duration_ns), MAX(duration_ns) FROM steps "
-            f"WHERE {_R}",
-            (lo, hi),
-        ).fetchone(),
-        # the newest rows, oldest first (the caller keeps a window of recent steps)
-        "tail": con.execute(
-            "SELECT step, duration_ns, graph_mode, num_reqs, num_real_reqs, padded_tokens, "
-            f"backend, timing FROM steps WHERE {_R} ORDER BY rowid DESC LIMIT ?",
-            (lo, hi, RECENT),
-        ).fetchall()[::-1],
-        "modes": con.execute(
-            f"SELECT graph_mode, COUNT(*) FROM steps WHERE {_R} GROUP BY graph_mode", (lo, hi)
-        ).fetchall(),
-        "step_ids": [
-            s for (s,) in con.execute(f"SELECT step FROM steps WHERE {_R} ORDER BY rowid", (lo, hi))
-        ],
-    }
-
-
-def _layers(con: sqlite3.Connection, lo: int, hi: int) -> dict[str, Any]:
-    return {
-        "sums": con.execute(
-            "SELECT layer, COUNT(*), SUM(duration_ns), SUM(syncs) "
-            f"FROM layers WHERE {_R} GROUP BY layer",
-            (lo, hi),
-        ).fetchall(),
-        # (layer, used, deserved, n): few distinct pairs; the caller applies the verdicts
-        "splits": con.execute(
-            "SELECT layer, splits_used, splits_deserved, COUNT(*) FROM layers "
-            f"WHERE {_R} GROUP BY layer, splits_used, splits_deserved",
-            (lo, hi),
-        ).fetchall(),
-        "last": con.execute(
-            "SELECT layer, splits_used, splits_deserved FROM layers WHERE rowid IN "
-            f"(SELECT MAX(rowid) FROM layers WHERE {_R} GROUP BY layer)",
-            (lo, hi),
-        ).fetchall(),
-        "rowids": con.execute(
-            f"SELECT step, MIN(rowid), MAX(rowid) FROM layers WHERE {_R} GROUP BY step", (lo, hi)
-        ).fetchall(),
-    }
-
-
-def _syncs(con: sqlite3.Connection, lo: int, hi: int) -> dict[str, Any]:
-    return {
-        "sites": con.execute(
-            "SELECT layer, kind, op, location, function, COUNT(*), MIN(step), MAX(detail) "
-            f"FROM syncs WHERE {_R} GROUP BY layer, kind, op, location, function",
-            (lo, hi),
-        ).fetchall()
-    }
-
-
-_SPLIT_LAST = (
-    "capture_size, policy, step, used, deserved, frozen, min_kv_used, min_kv_deserved, "
-    "occupancy_used, occupancy_deserved, target, note"
-)
-
-
-def _splits(con: sqlite3.Connection, lo: int, hi: int) -> dict[str, Any]:
-    cur = con.execute(
-        f"SELECT {_SPLIT_LAST} FROM splits WHERE rowid IN "
-        f"(SELECT MAX(rowid) FROM splits WHERE {_R} GROUP BY capture_size, policy)",
-        (lo, hi),
-    )
-    names = [d[0] for d in cur.description]
-    return {
-        # (capture_size, policy, used, deserved, n): the caller applies the verdicts
-        "pairs": con.execute(
-            "SELECT capture_size, policy, used, deserved, COUNT(*) "
-            f"FROM splits WHERE {_R} GROUP BY capture_size, policy, used, deserved",
-            (lo, hi),
-        ).fetchall(),
-        "last": [dict(zip(names, r, strict=True)) for r in cur.fetchall()],
-    }
-
-
-PADDING_SUMS = (
-    "steps",
-    "real_rows",
-    "padding_rows",
-    "real_tokens",
-    "padding_tokens",
-    "kv_bytes_real",
-    "kv_bytes_padding",
-)
-
-
-def _padding(con: sqlite3.Connection, lo: int, hi: int) -> dict[str, Any]:
-    return {
-        "sums": con.execute(
-            "SELECT capture_size, COUNT(*), SUM(real_rows), SUM(padding_rows), SUM(real_tokens), "
-            "SUM(padding_tokens), SUM(kv_bytes_real), SUM(kv_bytes_padding) "
-            f"FROM padding WHERE {_R} GROUP BY capture_size",
-            (lo, hi),
-        ).fetchall()
-    }
-
-
-def _whole(table: str) -> Callable[[sqlite3.Connection, int, int], dict[str, Any]]:
-    """Small tables (memory, captures): every new row as a dict, oldest first."""
-
-    def read(con: sqlite3.Connection, lo: int, hi: int) -> dict[str, Any]:
-        cur = con.execute(f"SELECT * FROM {table} WHERE {_R} ORDER BY rowid", (lo, hi))
-        names = [d[0] for d in cur.description]
-        return {"rows": [dict(zip(names, r, strict=True)) for r in cur.fetchall()]}
-
-    return read
-
-
-_GROUPS: dict[str, Callable[[sqlite3.Connection, int, int], dict[str, Any]]] = {
-    "steps": _steps,
-    "layers": _layers,
-    "syncs": _syncs,
-    "splits": _splits,
-    "padding": _padding,
-    "memory": _whole("memory"),
-    "captures": _whole("captures"),
-}

@@ -129,6 +129,13 @@ def effective_status(
     return status
 
 
+def process_run_status(states: list[tuple[str, str]]) -> str:
+    """The run's status from ``(role, status)`` per database: a rank's own database (role "")
+    decides; another process of it (the vLLM EngineCore, often killed at shutdown without
+    finishing) only counts when it failed."""
+    return run_status([s for role, s in states if not role or s == "failed"])
+
+
 def run_status(states: list[str]) -> str:
     """The run's status from its ranks' (one vocabulary: running, finished, interrupted,
     failed, incomplete): the first of :data:`RUN_STATUS_ORDER` any rank is in, else finished

@@ -190,27 +190,7 @@ class Run:
         return df
 
     def _fill_layer_syncs(self, layers: pd.DataFrame) -> pd.DataFrame:
-        """``layers.syncs`` where a producer left it empty (runs that watch only some steps):
-        the device->host syncs (:data:`mlaprof.sync_kinds.SYNC`) the probe recorded in that
-        rank's step and layer, for the steps it watched; ``None`` stays for unwatched steps. The
-        column then sums to what the report counts."""
-        syncs = self.table("syncs")
-        if syncs.empty:
-            return layers
-        watched = syncs[["rank", "step"]].drop_duplicates()
-        n = (
-            syncs[syncs["kind"] == SYNC]
-            .groupby(["rank", "step", "layer"])
-            .size()
-            .rename("_n")
-            .reset_index()
-        )
-        keys = ["rank", "step", "layer"]
-        out = layers.merge(watched.assign(_w=True), on=["rank", "step"], how="left")
-        out = out.merge(n, on=keys, how="left")
-        fill = out["syncs"].isna() & out["_w"].eq(True)
-        out.loc[fill, "syncs"] = out.loc[fill, "_n"].fillna(0).astype(int)
-        return out.drop(columns=["_w", "_n"])
+        return fill_layer_syncs(layers, self.table("syncs"))
 
     def columns(self, name: str, cols: list[str], rank: int | None = None) -> pd.DataFrame:
         """Some columns of a table, all ranks (database rows first, as :meth:`table`), text as
@@ -320,9 +300,9 @@ class Run:
         finishing: its lock is free, :mod:`mlaprof.store.liveness`)."""
         # a rank's own database decides; another process of it (the vLLM EngineCore, often
         # killed at shutdown without finishing) only counts when it failed
-        states = [(key, self._db_status(*key)) for key in self.databases]
-        states = [s for (_, role), s in states if not role or s == "failed"]
-        return liveness.run_status(states)
+        return liveness.process_run_status(
+            [(key[1], self._db_status(*key)) for key in self.databases]
+        )
 
     @property
     def reason(self) -> str | None:
@@ -350,6 +330,30 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, ranks={self.ranks})"
+
+
+def fill_layer_syncs(layers: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
+    """``layers.syncs`` where a producer left it empty (runs that watch only some steps):
+    the device->host syncs (:data:`mlaprof.sync_kinds.SYNC`) the probe recorded in that
+    rank's step and layer, for the steps it watched; ``None`` stays for unwatched steps. The
+    column then sums to what the report counts (the live fold, :mod:`mlaprof.analysis.live`,
+    applies the same rule to the rows committed so far)."""
+    if syncs.empty:
+        return layers
+    watched = syncs[["rank", "step"]].drop_duplicates()
+    n = (
+        syncs[syncs["kind"] == SYNC]
+        .groupby(["rank", "step", "layer"])
+        .size()
+        .rename("_n")
+        .reset_index()
+    )
+    keys = ["rank", "step", "layer"]
+    out = layers.merge(watched.assign(_w=True), on=["rank", "step"], how="left")
+    out = out.merge(n, on=keys, how="left")
+    fill = out["syncs"].isna() & out["_w"].eq(True)
+    out.loc[fill, "syncs"] = out.loc[fill, "_n"].fillna(0).astype(int)
+    return out.drop(columns=["_w", "_n"])
 
 
 def _code(cats: dict[Any, int], value: Any) -> int:

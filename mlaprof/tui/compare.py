@@ -62,7 +62,8 @@ def _rows(
         rows.append(
             [f"S from the trace ({t['variant']})", _s(t["S_before"]), _s(t["S_after"]), "", ""]
         )
-    rows.append(["backend", d["backend"]["before"], d["backend"]["after"], "", ""])
+    backends = [d["backend"][k] for k in ("before", "after")]
+    rows.append(["backend", *(_s(b) if b else "not recorded" for b in backends), "", ""])
     policy = [(s.get("scenario") or {}).get("policy") or "-" for s in (sa, sb)]
     rows.append(["split policy", *policy, "", ""])
     return rows

@@ -1,7 +1,8 @@
-"""Following a run while it is written, for the dashboard: the store's follower
-(:mod:`mlaprof.store.follow`) hands out the rows committed since the last poll, grouped per
-table; they are merged into :mod:`tui.aggregate`, and :func:`mlaprof.analysis.summary` runs in a
-worker thread beside the polling (findings read "analysing..." until its first pass is in).
+"""The dashboard's update worker: it polls the rows a run's databases committed
+(:mod:`mlaprof.store.follow`), folds them (:mod:`mlaprof.analysis.live`) and hands out summaries,
+each replacing the one before: provisional ones folded from the committed rows, and the full
+pass (:func:`mlaprof.analysis.run_summary.build_summary` over the whole run, in a thread of its
+own beside the polling) when it lands. The dashboard only draws what it is handed.
 
 Problems (run deleted, truncated, corrupted, other schema) become a :class:`FollowError` with
 one readable line; the dashboard shows it instead of a traceback.
@@ -13,39 +14,54 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.splits import is_collapsed
+from mlaprof.analysis.live import LiveFold, LiveSummary
 from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow
-from mlaprof.tui.aggregate import RankState
 from mlaprof.tui.view import ANALYSING, Selection, View, build_view
 
-# rowids ingested per table per poll: catching up on a huge run happens in slices, so the lock
+if TYPE_CHECKING:
+    from mlaprof.analysis.run_summary import RunSummary
+
+# rowids read per table per poll: catching up on a huge run happens in slices, so the lock
 # is never held long and the dashboard draws progress instead of freezing
 CHUNK = 20_000
 CATCH_UP_DRAW_S = 0.2  # while catching up, the dashboard redraws at most this often
-ANALYSIS_GRACE_S = 0.3  # the dashboard draws the caught-up run before the analysis starts
+ANALYSIS_GRACE_S = 0.3  # the dashboard draws the caught-up run before the full pass starts
 
 
 class RunFollower:
-    """Incremental view of one run folder; thread-safe through :attr:`lock`."""
+    """The committed rows of one run folder and its latest summary; thread-safe (:attr:`lock`)."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.lock = threading.RLock()
-        self.meta: dict[str, Any] = {}
-        self.states: dict[int, RankState] = {}
         self.store = RunFollow(self.path)
+        self.fold = LiveFold(self.path.name)
         self.problem: str | None = None
-        self.analysis: dict[str, Any] | None = None  # mlaprof.analysis.summary of the run
-        self.analysis_note = ANALYSING
+        self.latest: LiveSummary | None = None  # what the dashboard draws (replaced, never merged)
+        self.full: RunSummary | None = None  # the last full pass
+        self.full_note = ANALYSING
         self.polls = 0
-        self.behind = False  # more committed rows wait than one poll ingests
-        self.analyses: list[float] = []  # seconds each mlaprof.analysis pass took
+        self.behind = False  # more committed rows wait than one poll reads
+        self.analyses: list[float] = []  # seconds each full pass took
+        self.folds: list[float] = []  # seconds each provisional summary took
+        self._summarised = -1  # the fold version the latest summary covers
+        self._folded_at = 0.0
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.fold.meta
+
+    @property
+    def ranks(self) -> list[int]:
+        with self.lock:
+            return self.fold.ranks
 
     # -- polling -------------------------------------------------------------------------------
     def poll(self) -> int:
-        """Read what was committed since the last poll; returns the number of new rows."""
+        """Read what was committed since the last poll; returns the number of new rows (a
+        status change counts as one)."""
         with self.lock:
             try:
                 n = self._poll()
@@ -65,60 +81,91 @@ class RunFollower:
         if not self.store.exists():
             self.problem = f"waiting for run {self.path} to appear"
             return 0
-        if not self.meta or self.polls % 8 == 0:
-            self.meta = self.store.read_meta(had=bool(self.meta)) or self.meta
-        if self.polls % 4 == 0 or not self.states:
-            for rank, side in self.store.discover().items():
-                self.states[rank] = RankState(counts=dict(side))
-        if not self.states:
+        if len(self.fold.meta) <= 1 or self.polls % 8 == 0:
+            got = self.store.read_meta(had=len(self.fold.meta) > 1)
+            if got is not None:
+                self.fold.meta = {"name": self.path.name, **got}
+        if self.polls % 4 == 0 or not self.store.databases:
+            self.store.discover()
+        if not self.store.databases:
             self.problem = "waiting for the first records"
             return 0
         self.problem = None
         total = 0
         self.store.cut = False
-        for rank, st in self.states.items():
-            status = self.store.status(rank)
-            total += int(status != st.status)  # a status change (finished, failed) is news too
-            st.status = status
-            for batch in self.store.new_rows(rank, CHUNK):
-                st.add(batch)
-                total += batch.hi - batch.lo
+        for key in self.store.databases:
+            total += int(self.fold.set_status(key, self.store.status(key)))
+            for rows in self.store.new_rows(key, CHUNK):
+                self.fold.add(rows)
+                total += len(rows.frame)
         self.behind = self.store.cut
         return total
 
-    # -- on-demand queries (UI thread) -----------------------------------------------------------
+    def catch_up(self) -> int:
+        """Poll until every committed row is read (``--once``, benchmarks)."""
+        n = self.poll()
+        while self.behind:
+            n += self.poll()
+        return n
+
+    # -- summaries -----------------------------------------------------------------------------
+    @property
+    def stale(self) -> bool:
+        """Rows (or statuses) arrived that no summary covers yet."""
+        with self.lock:
+            return bool(self.fold.statuses) and self.fold.version != self._summarised
+
+    def due(self) -> bool:
+        """A provisional summary is due: stale, and the last one is long enough ago (at most
+        a quarter of the time goes to folding: a big run's summary takes a while)."""
+        gap = 3 * self.folds[-1] if self.folds else 0.0
+        return self.stale and time.monotonic() - self._folded_at >= gap
+
+    def summarise(self) -> LiveSummary | None:
+        """A provisional summary of the rows committed so far, when rows arrived since the
+        last one (the analysis' own code: :meth:`LiveFold.provisional`); the latest otherwise."""
+        with self.lock:
+            if not self.stale:
+                return self.latest
+            t0 = time.monotonic()
+            version = self.fold.version
+            try:
+                s, why = self.fold.provisional()
+            except Exception as e:  # a partial run may not analyse yet; the next fold retries
+                s, why = None, f"provisional summary failed: {type(e).__name__}: {e}"
+            self._folded_at = time.monotonic()
+            self.folds.append(self._folded_at - t0)
+            self._summarised = version
+            if s is None and self.full is not None:
+                # nothing provisional for this kind: the full pass stands, with today's rows
+                self.latest = self.fold.live_summary(self.full, False)
+            else:
+                self.latest = self.fold.live_summary(s, True, why or self.full_note)
+            return self.latest
+
+    def land_full(self, s: RunSummary | None, why: str, version: int) -> None:
+        """A full pass landed (``version``: the fold's when it started): it replaces the
+        provisional summary; rows folded since make the next provisional one newer again."""
+        with self.lock:
+            if s is None:
+                self.full_note = why or ANALYSING
+                if self.latest is None or self.latest.summary is None:
+                    self.latest = self.fold.live_summary(None, False, self.full_note)
+                return
+            self.full = s
+            self.latest = self.fold.live_summary(s, False)
+            self._summarised = max(self._summarised, version)
+
+    # -- on-demand (UI thread) -----------------------------------------------------------------
     def step_ids(self, rank: int | None) -> list[int]:
         with self.lock:
-            st = self.states.get(rank if rank is not None else min(self.states, default=0))
-            return list(st.step_ids) if st else []
+            ids = self.latest.step_ids if self.latest else {}
+            return list(ids.get(rank if rank is not None else min(ids, default=0), ()))
 
     def step_layers(self, step: int, rank: int | None) -> list[dict[str, Any]]:
-        """One step's layer rows, found through the rowid range recorded while ingesting."""
+        """The analysis' layer rows of one step (:meth:`LiveFold.step_layers`)."""
         with self.lock:
-            out: dict[int, dict[str, Any]] = {}
-            for r, st in self.states.items():
-                if rank is not None and r != rank:
-                    continue
-                rng = st.layer_rowids.get(step)
-                if rng is None:
-                    continue
-                for layer, dur, syncs, used, deserved in self.store.step_layers(
-                    r, rng[0], rng[1], step
-                ):
-                    cur = out.setdefault(
-                        layer,
-                        {"layer": layer, "time_ms": 0.0, "syncs": 0, "used": used, "rows": 0},
-                    )
-                    cur["time_ms"] += (dur or 0) / 1e6
-                    cur["syncs"] += syncs or 0
-                    cur["rows"] += 1
-                    cur["used"] = min(cur["used"] or used or 0, used or 0) or used
-                    cur["deserved"] = deserved
-                    cur["collapsed"] = int(is_collapsed(used, deserved))
-            for cur in out.values():
-                cur["time_ms"] /= cur["rows"]
-                cur["occupancy"] = None
-            return list(out.values())
+            return self.fold.step_layers(step, rank)
 
     def current_step(self, sel: Selection) -> int | None:
         """The step id ``sel`` points at (its index clamped to the steps seen), or None."""
@@ -130,63 +177,54 @@ class RunFollower:
         sel.step_index = max(0, min(sel.step_index, len(ids) - 1))
         return ids[sel.step_index]
 
-    def selected_view(self, sel: Selection) -> View:
-        return self.view(sel.rank, self.current_step(sel), sel.layer_sort)
-
-    def catch_up(self) -> int:
-        """Poll until every committed row is ingested (``--once``, benchmarks)."""
-        n = self.poll()
-        while self.behind:
-            n += self.poll()
-        return n
+    def selected_view(self, sel: Selection, live: LiveSummary | None = None) -> View:
+        return self.view(sel.rank, self.current_step(sel), sel.layer_sort, live)
 
     def view(
         self,
         rank: int | None = None,
         step: int | None = None,
         layer_sort: tuple[str, bool] = ("layer", False),
+        live: LiveSummary | None = None,
     ) -> View:
+        """The frame of ``live`` (default: the latest summary; a fresh one if none yet)."""
         with self.lock:
+            if live is None:
+                live = self.latest if self.latest is not None else self.summarise()
             layers = self.step_layers(step, rank) if step is not None else None
-            return build_view(
-                self.meta or {"name": self.path.name},
-                self.states,
-                rank,
-                step_layers=layers,
-                step=step,
-                analysis=self.analysis,
-                analysis_note=self.analysis_note,
-                problem=self.problem,
-                layer_sort=layer_sort,
-            )
+            return build_view(live, rank, layers, step, self.problem, layer_sort, self.path.name)
+
+    def summary_json(self) -> dict[str, Any] | None:
+        """The latest summary as ``report --json`` prints it (the run diff reads that)."""
+        with self.lock:
+            s = self.latest.summary if self.latest else None
+            return None if s is None else s.to_json()
 
     @property
     def finished(self) -> bool:
         with self.lock:
-            return bool(self.states) and all(
-                s.status in ("finished", "failed") for s in self.states.values()
-            )
+            return bool(self.fold.statuses) and self.fold.status not in ("running", "waiting")
 
     def close(self) -> None:
         with self.lock:
             self.store.close()
 
 
-def analyze_run(path: Path) -> tuple[dict[str, Any] | None, str]:
-    """``(mlaprof.analysis.summary, "")`` of the run, or ``(None, why)`` when a pass fails (a
-    partial run being written may not analyse yet; the next pass retries)."""
-    from mlaprof.analysis import summary
+def analyze_run(path: Path) -> tuple[RunSummary | None, str]:
+    """``(the full summary, "")`` of the run, or ``(None, why)`` when a pass fails (a partial
+    run being written may not analyse yet; the next pass retries)."""
+    from mlaprof.analysis.run_summary import build_summary
     from mlaprof.store import load
 
     try:
         with load(path) as run:
-            return summary(run), ""
+            return build_summary(run), ""
     except Exception as e:  # shown in the findings panel; the dashboard keeps following
         return None, f"analysis failed: {type(e).__name__}: {e}"
 
 
-class _Analyzer:
-    """Runs ``mlaprof.analysis`` beside the polling (it reads the whole run: seconds on big runs),
+class _FullPass:
+    """Runs the full analysis beside the polling (it reads the whole run: seconds on big runs),
     at most every ``every`` seconds and backing off to 10x its own cost."""
 
     def __init__(self, follower: RunFollower, every: float) -> None:
@@ -196,29 +234,29 @@ class _Analyzer:
         self.next_at = 0.0
         self.dirty = True  # records arrived since the last pass
         self.final_done = False
-        self.news = threading.Event()  # a pass finished: redraw
+        self.news = threading.Event()  # a pass finished: draw its summary
 
     def maybe_start(self) -> None:
         if self.thread is not None and self.thread.is_alive():
             return
         f = self.f
         done = f.finished
-        if not f.states or f.behind or self.final_done or not self.dirty:
+        if not f.fold.statuses or f.behind or self.final_done or not self.dirty:
             return
         if time.monotonic() < self.next_at and not done:
             return
         self.dirty = False
-        self.thread = threading.Thread(target=self._run, args=(done,), daemon=True)
+        with f.lock:
+            version = f.fold.version
+        self.thread = threading.Thread(target=self._run, args=(done, version), daemon=True)
         self.thread.start()
 
-    def _run(self, final: bool) -> None:
+    def _run(self, final: bool, version: int) -> None:
         t0 = time.monotonic()
         found, why = analyze_run(self.f.path)
         cost = time.monotonic() - t0
-        with self.f.lock:
-            if found is not None or self.f.analysis is None:
-                self.f.analysis, self.f.analysis_note = found, why or ANALYSING
-            self.f.analyses.append(cost)
+        self.f.land_full(found, why, version)
+        self.f.analyses.append(cost)
         self.next_at = time.monotonic() + max(self.every, 9 * cost)
         self.final_done = final
         self.news.set()
@@ -226,18 +264,19 @@ class _Analyzer:
 
 def follow(
     follower: RunFollower,
-    on_update: Callable[[int], None],
+    on_update: Callable[[LiveSummary | None], None],
     on_problem: Callable[[str], None],
     stop: threading.Event,
     paused: threading.Event,
     interval: float = 0.25,
     analyze_every: float = 5.0,
 ) -> None:
-    """Thread body: poll until ``stop``; call back (through ``call_from_thread``) on news."""
-    analyzer = _Analyzer(follower, analyze_every)
+    """Thread body: poll until ``stop``; hand each new summary to ``on_update`` (through
+    ``call_from_thread``: a message that replaces the one before)."""
+    full = _FullPass(follower, analyze_every)
     first = True
     last_draw = 0.0
-    caught_up: float | None = None  # when the dashboard first had the whole run to draw
+    caught_up: float | None = None  # when the whole committed run was first read
     while not stop.is_set():
         if not paused.is_set():
             try:
@@ -252,29 +291,27 @@ def follow(
                 stop.wait(1.0)
                 continue
             if n:
-                analyzer.dirty = True
+                full.dirty = True
             now = time.monotonic()
             if follower.behind:
                 caught_up = None
             elif caught_up is None:
                 caught_up = now
-            # the analysis reads the whole run (seconds on a fleet import) and shares the
+            # the full pass reads the whole run (seconds on a fleet import) and shares the
             # interpreter with the dashboard: it starts once the run is all in and drawn
             if caught_up is not None and now - caught_up >= ANALYSIS_GRACE_S:
-                analyzer.maybe_start()
-            if analyzer.news.is_set():
-                analyzer.news.clear()
-                n = n or 1
+                full.maybe_start()
+            landed = full.news.is_set()
+            full.news.clear()
             # catching up, the dashboard draws its progress a few times a second, not per slice
-            if (n or first or follower.problem) and (
-                not follower.behind or now - last_draw >= CATCH_UP_DRAW_S
-            ):
-                on_update(n)
+            news = landed or follower.due() or first or bool(follower.problem and n)
+            if news and (not follower.behind or now - last_draw >= CATCH_UP_DRAW_S):
+                on_update(follower.summarise() if follower.due() else follower.latest)
                 last_draw = now
             first = False
             if follower.behind:
                 continue  # catching up: the next slice right away
-            if caught_up is not None and analyzer.thread is None and follower.states:
+            if caught_up is not None and full.thread is None and follower.fold.statuses:
                 stop.wait(min(interval, ANALYSIS_GRACE_S))  # the first pass is due soon
                 continue
         stop.wait(interval)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
+if TYPE_CHECKING:
+    from mlaprof.analysis.live import LiveSummary
 
-class RunUpdated(Message):
-    """The follower read ``new_rows`` new records (or a problem changed)."""
 
-    def __init__(self, new_rows: int) -> None:
+class SummaryUpdated(Message):
+    """The update worker's newest summary of the run (provisional or full): it replaces the
+    one before, never merged with it (``None``: no summary could be made yet)."""
+
+    def __init__(self, live: LiveSummary | None) -> None:
         super().__init__()
-        self.new_rows = new_rows
+        self.live = live
 
 
 class RunProblem(Message):

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from mlaprof.tui.view import View
 
 
-def read_view(path: Path, rank: int | None = None) -> View:
-    """Read a run once (whatever was committed so far): its view and its analysis summary."""
+def read_view(path: Path, rank: int | None = None) -> tuple[View, dict | None]:
+    """Read a run once (whatever was committed so far): its view, drawn from the full summary
+    (the dashboard's, once its full pass lands), and that summary's JSON (for a compare)."""
     if not path.exists():
         raise MlaprofError(f"run folder {path} does not exist")
     # the analysis first, its tables freed before the follower reads: a huge import's peak
@@ -29,16 +30,17 @@ def read_view(path: Path, rank: int | None = None) -> View:
     except FollowError as e:
         f.close()
         raise MlaprofError(str(e)) from None
-    if not f.states:
+    if not f.ranks:
         f.close()
         raise MlaprofError(f"{path} has no readable rank databases (rank<N>.db) yet")
-    if rank is not None and rank not in f.states:
+    if rank is not None and rank not in f.ranks:
         f.close()
-        raise MlaprofError(f"{path} has no rank {rank} (ranks: {sorted(f.states)})")
-    f.analysis = analysis
-    f.analysis_note = why or f.analysis_note
+        raise MlaprofError(f"{path} has no rank {rank} (ranks: {f.ranks})")
     try:
-        return f.view(rank), f.analysis
+        if analysis is None:  # the full pass failed: the fold of the committed rows, said so
+            f.summarise()
+        f.land_full(analysis, why, f.fold.version)
+        return f.view(rank), f.summary_json()
     finally:
         f.close()
 

@@ -6,6 +6,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from mlaprof.tui.view import FULL
 
 if TYPE_CHECKING:
     from mlaprof.tui.view import View
@@ -19,9 +20,10 @@ LAYER_COLUMNS = (
     ("time_ms", "time ms"),
     ("syncs", "syncs"),
     ("used", "S used"),
-    ("deserved", "S deserved"),
-    ("occupancy", "occ (model)"),
+    ("deserved", "S ref"),
+    ("collapsed", "collapsed"),
 )
+RANK_COLUMN = ("rank", "rank")  # first, where several ranks are shown (never merged)
 
 
 def _s(v: object) -> str:
@@ -30,9 +32,9 @@ def _s(v: object) -> str:
 
 def header_lines(v: View) -> list[str]:
     return [
-        f"{v.name}  |  scenario {v.scenario}  |  device {v.device}  |  backend {v.backend}",
-        f"graph {v.graph_mode}  |  capture {v.capture}  |  {v.rank_label}  |  {v.status}  |  "
-        f"{fmt_count(v.steps)} steps, {fmt_count(v.events)} events",
+        f"{v.name}  |  {v.status}  |  capture {v.capture}  |  {v.rank_label}",
+        f"scenario {v.scenario}  |  device {v.device}  |  backend {v.backend}  |  "
+        f"{v.steps_text}, {fmt_count(v.events)} records  |  {v.findings_source}",
     ]
 
 
@@ -52,23 +54,22 @@ def latency_line(v: View, width: int = 200) -> str:
     return line
 
 
-def headline_value(v: View, label_start: str) -> str | None:
-    """``label: value`` of the analysis headline whose label starts with ``label_start``."""
-    h = next((h for h in v.headline if h["label"].startswith(label_start)), None)
+def headline_value(v: View, key: str) -> str | None:
+    """``label: value`` of the analysis headline line ``key`` (its ``key`` field)."""
+    h = next((h for h in v.headline if h.get("key") == key), None)
     return None if h is None else f"{h['label']}: {h['value']}"
 
 
 def splits_title(v: View) -> str:
     """``KV splits | <policy>, worst step: S used 1, deserved 16`` (the analysis' numbers)."""
-    h = next((h for h in v.headline if h["label"].startswith("KV splits (")), None)
+    h = next((h for h in v.headline if h.get("key") == "splits"), None)
     if h is None:
-        return "KV splits (latest step)"
-    what = h["label"].removeprefix("KV splits (").removesuffix(")")
-    return f"KV splits  |  {what}: {h['value']}"
+        return "KV splits (worst step per rank and policy)"
+    return f"{h['label']}: {h['value']}"
 
 
 def capture_title(v: View) -> str:
-    return headline_value(v, "capture memory") or f"capture ({v.findings_source})"
+    return headline_value(v, "capture-memory") or f"capture ({v.findings_source})"
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -84,51 +85,62 @@ def sparkline(values: list[float], width: int) -> str:
 
 
 def fmt_count_or_mean(v: object) -> str:
-    """A count that may be a mean (syncs per watched step): ``4``, ``2.5``."""
+    """A count that may be a mean (syncs per watched step): ``4``, ``2.5``; ``-``: the run did
+    not watch this layer's steps (not checked), distinct from ``0`` (checked, none)."""
     return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def reference_cell(r: dict) -> str:
     """The S a layer is judged against: deserved, or the fix's S for an imported trace."""
-    ref = r.get("deserved")
+    ref, source = r.get("deserved"), r.get("reference_source")
     if ref is None:
-        return "unknown" if str(r.get("reference", "")).startswith("unknown") else "-"
-    if r.get("deserved_max") is not None:  # ranks judged against different S: the range
-        ref = f"{ref}-{r['deserved_max']}"
-    return f"{ref} (fix)" if str(r.get("reference", "")).startswith("the fix") else str(ref)
+        return "unknown" if source == "unknown" else "-"
+    return f"{ref} (fix)" if source == "fix" else str(ref)
+
+
+def layer_columns(v: View) -> tuple[tuple[str, str], ...]:
+    return (RANK_COLUMN, *LAYER_COLUMNS) if v.per_rank_layers else LAYER_COLUMNS
 
 
 def layer_table(v: View) -> Table:
     rows = [
-        [
+        [_s(r["rank"])] * v.per_rank_layers
+        + [
             _s(r["layer"]),
             fmt_ms(r.get("time_ms")),
             fmt_count_or_mean(r.get("syncs")),
-            _s(r.get("used")) if r.get("used_max") is None else f"{r['used']}-{r['used_max']}",
+            _s(r.get("used"))
+            if r.get("used_min") in (None, r.get("used"))
+            else f"{r['used']} (min {r['used_min']})",
             reference_cell(r),
-            fmt_pct(r.get("occupancy")),
+            f"{_s(r.get('collapsed'))}/{_s(r.get('rows'))}",
         ]
         for r in v.layers
     ]
-    return [h for _, h in LAYER_COLUMNS], rows
+    return [h for _, h in layer_columns(v)], rows
+
+
+def _ranks(r: dict) -> str:
+    from mlaprof.analysis.ranks import rank_span
+
+    rs = r.get("ranks")
+    return rank_span(rs) if rs else _s(r.get("rank"))
 
 
 def split_table(v: View) -> Table:
-    # occupancy "used->deserved" in one column keeps the table inside half a 160-column screen
-    head = ["size", "policy", "S used", "deserved", "frozen", "occ (model)", "collapsed"]
+    """The analysis' worst-step row per policy (ranks that agree share a row; ranks that
+    disagree keep their own)."""
+    head = ["ranks", "policy", "S used", "deserved", "frozen", "occ (model)"]
     rows = [
-        [_s(r["capture_size"]), _s(r["policy"]), "device", "-", "never", "-", "-"]
+        [_ranks(r), _s(r["policy"]), "device", "-", "never", "-"]
         if r.get("on_device")  # S is decided on the device at every replay: no host number
         else [
-            _s(r["capture_size"]),
+            _ranks(r),
             _s(r["policy"]),
-            _s(r["used"])
-            if r["min_used"] == r["max_used"]
-            else f"{r['used']} ({r['min_used']}-{r['max_used']})",
+            _s(r["used"]),
             _s(r["deserved"]),
             _s(r["frozen"]),
-            f"{fmt_pct(r['occ_used'])}->{fmt_pct(r['occ_deserved'])}",
-            f"{r['collapsed']}/{r['steps']}",
+            f"{fmt_pct(r.get('occupancy'))}->{fmt_pct(r.get('occupancy_deserved'))}",
         ]
         for r in v.splits
     ]
@@ -136,33 +148,32 @@ def split_table(v: View) -> Table:
 
 
 def padding_table(v: View) -> Table:
-    head = ["size", "steps", "real rows", "pad rows", "real tok", "pad tok", "waste", "pad KV"]
-
-    def row(label: str, r: dict) -> list[str]:
-        return [
-            label,
-            _s(r["steps"]),
-            _s(r["real_rows"]),
-            _s(r["padding_rows"]),
-            _s(r["real_tokens"]),
-            _s(r["padding_tokens"]),
-            fmt_pct(r["waste"]),
-            fmt_bytes(r["kv_bytes_padding"]),
+    """The analysis' padding totals over every recorded step (one definition for all views)."""
+    p = v.padding
+    head = ["steps", "padded", "real rows", "pad rows", "real tok", "pad tok", "waste", "pad KV"]
+    if not p or not p.get("steps"):
+        return head, []
+    return head, [
+        [
+            _s(p["steps"]),
+            _s(p.get("steps_padded")),
+            _s(p["real_rows"]),
+            _s(p["padding_rows"]),
+            _s(p["real_tokens"]),
+            _s(p["padding_tokens"]),
+            fmt_pct(p.get("padding_fraction")),
+            fmt_bytes(p.get("kv_bytes_padding")),
         ]
-
-    rows = [row(_s(r["capture_size"]), r) for r in v.padding]
-    if len(v.padding) > 1:
-        rows.append(row("total", v.padding_total))
-    return head, rows
+    ]
 
 
 def memory_table(v: View) -> Table:
-    head = ["size", "mode", "pool", "allocator", "driver", "capture ms", "status"]
-    status = {(c.get("capture_size"), c.get("graph_mode")): c for c in v.captures}
+    """Capture memory and status per rank, capture size and mode, as recorded."""
+    head = ["rank", "size", "mode", "pool", "allocator", "driver", "capture ms", "status"]
+    status = {(c.get("rank"), c.get("capture_size"), c.get("graph_mode")): c for c in v.captures}
+    mem = {(m.get("rank"), m.get("capture_size"), m.get("graph_mode")): m for m in v.memory}
+    keys = list(mem) + [k for k in status if k not in mem]
     rows = []
-    keys = [(m["capture_size"], m["graph_mode"]) for m in v.memory]
-    keys += [k for k in status if k not in set(keys)]
-    mem = {(m["capture_size"], m["graph_mode"]): m for m in v.memory}
     for k in keys:
         m, c = mem.get(k, {}), status.get(k, {})
         st = c.get("status") or "-"
@@ -173,6 +184,7 @@ def memory_table(v: View) -> Table:
             [
                 _s(k[0]),
                 _s(k[1]),
+                _s(k[2]),
                 fmt_bytes(m.get("pool_bytes")),
                 fmt_bytes(m.get("allocator_bytes")),
                 fmt_bytes(m.get("driver_bytes")),
@@ -184,16 +196,16 @@ def memory_table(v: View) -> Table:
 
 
 def sync_table(v: View, layer: int | None) -> Table:
-    head = ["kind", "op", "location", "function", "count", "first step", "detail"]
+    head = ["rank", "kind", "op", "location", "function", "count", "first step"]
     rows = [
         [
+            _s(s["rank"]),
             _s(s["kind"]),
             _s(s["op"]),
             _s(s["location"]),
             _s(s["function"]),
             _s(s["count"]),
             _s(s["first_step"]),
-            _s(s["detail"]),
         ]
         for s in v.syncs
         if layer is None or s["layer"] == layer
@@ -202,8 +214,11 @@ def sync_table(v: View, layer: int | None) -> Table:
 
 
 def empty_findings_text(v: View) -> str:
-    """What an empty findings list says: none found, or why none are shown yet."""
-    return "no findings" if v.findings_source == "mlaprof.analysis" else v.findings_source
+    """What an empty findings list says: none found (by the full pass, or so far), or why
+    none are shown yet."""
+    if v.findings_source == FULL:
+        return "no findings"
+    return "no findings so far (provisional)" if v.provisional else v.findings_source
 
 
 def headline_lines(v: View) -> list[str]:
@@ -251,13 +266,14 @@ def render_text(v: View, width: int = 100) -> str:
     lines = [*header_lines(v)]
     if v.problem:
         lines.append(f"! {v.problem}")
-    lines += ["", "SUMMARY (mlaprof.analysis)", *headline_lines(v)]
+    lines += ["", f"SUMMARY ({v.findings_source})", *headline_lines(v)]
+    lines += [f"  step median (analysis): {v.step_median}"]
     lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]
-    lines += ["", "KV SPLITS (per capture size and policy, latest step)"]
+    lines += ["", "KV SPLITS (worst step per policy and rank)"]
     lines += format_table(split_table(v))
-    lines += ["", "PADDING (real vs padding rows)", *format_table(padding_table(v))]
-    lines += ["", "CAPTURE MEMORY (per capture size)", *format_table(memory_table(v))]
+    lines += ["", "PADDING (every recorded step)", *format_table(padding_table(v))]
+    lines += ["", "CAPTURE MEMORY (per rank and capture size)", *format_table(memory_table(v))]
     details = detail_lines(v)
     if details:
         lines += ["", "ENGINE / IMPORTED (mlaprof.analysis)", *["  " + s for s in details]]

@@ -1,26 +1,28 @@
-"""The view model: everything one frame of the dashboard (and ``--once``) shows, built from the
-aggregates of :mod:`tui.aggregate` and the run's :func:`mlaprof.analysis.summary`.
+"""The view model: the fields of one frame of the dashboard (and ``--once``), picked from a
+:class:`mlaprof.analysis.live.LiveSummary` (the run's summary, provisional or full).
 
-Plain Python: the dashboard, ``--once`` and the benchmark share it. Findings, capture status and
-the key numbers come from the analysis only; until its first pass is in they read "analysing...".
+Nothing here computes a number: every value is a summary field, or a row as recorded, picked
+for the selected rank and step. Ranks are never merged: "all ranks" lists each rank's rows (a
+rank column) and the per-rank counts with the ranks behind them. The summary's sections are
+read in this one module, so a change of their shape changes only here.
 """
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture_status import no_full_graph
-from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.padding import padding_waste
-from mlaprof.analysis.splits import decided_on_device
+from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
-from mlaprof.store.liveness import run_status
-from mlaprof.sync_kinds import SYNC
-from mlaprof.tui.aggregate import PADDING_SUMS, LayerAgg, RankState, merge_ranks
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.findings import Finding
+    from mlaprof.analysis.live import LiveSummary, StepSeries
 
 ANALYSING = "analysing..."
+FULL = "mlaprof.analysis"
+PROVISIONAL = "mlaprof.analysis, provisional: the rows committed so far"
 
 
 # -- view model ------------------------------------------------------------------------------
@@ -36,7 +38,7 @@ class Selection:
 
 @dataclass
 class View:
-    """Everything one frame of the dashboard shows (already filtered to a rank or aggregated)."""
+    """Everything one frame of the dashboard shows, for the selected rank (or every rank)."""
 
     name: str
     scenario: str
@@ -47,22 +49,24 @@ class View:
     ranks: list[int]
     graph_mode: str
     capture: str
-    steps: int
+    steps_text: str  # steps per rank, with the ranks behind each count
     events: int
     latency_ms: list[float]
     latency: dict[str, float | None]
     latency_scope: str  # "rank 0 of 8" where several ranks are shown, else ""
+    step_median: str  # the analysis' median step (per rank where ranks differ)
     layers: list[dict[str, Any]]
     layer_scope: str  # "all steps" or "step N"
+    per_rank_layers: bool  # several ranks shown: each row is one rank's
     splits: list[dict[str, Any]]
-    padding: list[dict[str, Any]]
-    padding_total: dict[str, Any]
+    padding: dict[str, Any]
     memory: list[dict[str, Any]]
     captures: list[dict[str, Any]]
     syncs: list[dict[str, Any]]
     findings: list[Finding]
-    findings_source: str  # "mlaprof.analysis", or why its findings are not shown yet
+    findings_source: str  # FULL, PROVISIONAL, or why no summary is shown yet
     headline: list[dict[str, str]]  # the analysis' key numbers (capture, memory, S, padding)
+    provisional: bool = False
     capture_failed: bool = False  # the analysis' capture status says no FULL graph
     timing_label: str = ""  # how step times were measured (CPU reference timing, graph replay)
     timing_short: str = ""  # the same in a word or two (CPU ref, replay)
@@ -74,216 +78,186 @@ class View:
     trace: dict[str, Any] | None = None
     engine_starts: list[dict[str, Any]] | None = None
     fleet: dict[str, Any] | None = None  # the analysis' ranks side by side
+    step_ids: list[int] = field(default_factory=list)
+    steps_by_rank: dict[int, int] = field(default_factory=dict)  # committed steps, shown ranks
 
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    @property
+    def steps(self) -> int:
+        """The most steps any shown rank committed (``steps_text`` names each rank's)."""
+        return max(self.steps_by_rank.values(), default=0)
 
 
 def build_view(
-    meta: dict[str, Any],
-    states: dict[int, RankState],
-    rank: int | None,
+    live: LiveSummary | None,
+    rank: int | None = None,
     step_layers: list[dict[str, Any]] | None = None,
     step: int | None = None,
-    analysis: dict[str, Any] | None = None,
-    analysis_note: str = ANALYSING,
     problem: str | None = None,
     layer_sort: tuple[str, bool] = ("layer", False),
+    name: str = "?",
 ) -> View:
-    """Build one frame; ``rank=None`` aggregates every rank. ``analysis`` is
-    :func:`mlaprof.analysis.summary` of the run (``None`` until the first pass is in: the
-    findings then read ``analysis_note``)."""
-    ranks = sorted(states)
-    chosen = [states[r] for r in ranks if rank is None or r == rank]
-    st = merge_ranks(chosen) if chosen else RankState()
+    """One frame: ``live`` picked for ``rank`` (None: every rank) and, where ``step_layers`` is
+    given, the layer rows of ``step`` (:meth:`mlaprof.analysis.live.LiveFold.step_layers`)."""
+    if live is None:
+        return _waiting(name, problem)
+    s = live.summary
+    meta = live.meta
     scen = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
-    # step times are per rank: over several ranks, the lowest rank's (ranks' times never mixed
-    # into one percentile; the analysis' headline gives every rank's median)
-    lt = states[ranks[0]] if rank is None and len(chosen) > 1 else st
-    lat_scope = f"rank {ranks[0]} of {len(chosen)}" if lt is not st else ""
-    lat = [d / 1e6 for _, d in lt.recent]
-    mean = lt.step_ns_sum / lt.steps / 1e6 if lt.steps else None
-    latency = {
-        "last": lat[-1] if lat else None,
-        "p50": statistics.median(lat) if lat else None,
-        "p90": _pct(lat, 0.9),
-        "mean": mean,
-        "min": lt.step_ns_min / 1e6 if lt.step_ns_min is not None else None,
-        "max": lt.step_ns_max / 1e6 if lt.step_ns_max is not None else None,
-    }
-    policy = str(scen.get("policy") or "")
-    # syncs per layer from the syncs table: runs that watch only some steps leave layers.syncs empty
-    site_syncs: dict[Any, int] = {}
-    for key, val in st.syncs.items():
-        if key[1] == SYNC:  # the one sync count: device->host syncs, other kinds apart
-            site_syncs[key[0]] = site_syncs.get(key[0], 0) + val[0]
-    if step_layers is not None:
-        layers = step_layers
-        scope = f"step {step}"
-    else:
-        layers = [
-            {
-                "layer": k,
-                "time_ms": a.total_ns / a.rows / 1e6 if a.rows else None,
-                "syncs": max(a.syncs, site_syncs.get(k, 0)),
-                "used": a.used,
-                "deserved": a.deserved,
-                "occupancy": _layer_occupancy(st, a, policy),
-                "collapsed": a.collapsed,
-                "rows": a.rows,
-            }
-            for k, a in st.layers.items()
-        ]
-        scope = "mean over all steps"
-        if analysis:  # the analysis' verdicts per layer (syncs, S judged against, collapse)
-            _overlay_layer_verdicts(layers, analysis.get("layers") or [], rank)
+    ranks = live.ranks
+    shown = [r for r in ranks if rank is None or r == rank]
+
+    def mine(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        return [r for r in rows or [] if rank is None or _has_rank(r, rank)]
+
+    source = ANALYSING if s is None else PROVISIONAL if live.provisional else FULL
+    if s is None and live.note:
+        source = live.note
+    series = live.series.get(rank if rank is not None else min(ranks, default=0))
+    layers = [
+        _layer(r) for r in (step_layers if step_layers is not None else mine(_f(s, "layers")))
+    ]
     key, rev = layer_sort
-    layers = sorted(layers, key=lambda r: _sort_key(r.get(key)), reverse=rev)
-    splits = [
-        {
-            "capture_size": size,
-            "policy": policy,
-            # S decided on the device at replay (the analysis' rule): no host S to show, even
-            # before the first analysis pass is in
-            "on_device": decided_on_device(str(policy)),
-            "used": a.last.get("used"),
-            "deserved": a.last.get("deserved"),
-            "frozen": a.last.get("frozen"),
-            "occ_used": a.last.get("occupancy_used"),
-            "occ_deserved": a.last.get("occupancy_deserved"),
-            "min_used": a.min_used,
-            "max_used": a.max_used,
-            "collapsed": a.collapsed,
-            "steps": a.rows,
-            "target": a.last.get("target"),
-        }
-        for (size, policy), a in sorted(st.splits.items(), key=lambda kv: _sort_key(kv[0]))
-    ]
-    padding = []
-    tot = dict.fromkeys(PADDING_SUMS, 0)
-    for size, sums in sorted(st.padding.items(), key=lambda kv: _sort_key(kv[0])):
-        row = dict(zip(PADDING_SUMS, sums, strict=True))
-        for k in PADDING_SUMS:
-            tot[k] += row[k]
-        padding.append({"capture_size": size, **row, "waste": _waste(row)})
-    tot["waste"] = _waste(tot)
-    headline = analysis["headline"] if analysis else []
-    capture = next((h["value"] for h in headline if h["label"] == "capture"), analysis_note)
-    status = analysis["capture"]["status"] if analysis else ""
-    memory = [
-        {"capture_size": size, "graph_mode": mode, **{k: v for k, v in row.items()}}
-        for (size, mode), row in sorted(st.memory.items(), key=lambda kv: _sort_key(kv[0]))
-    ]
-    syncs = [
-        {
-            "layer": k[0],
-            "kind": k[1],
-            "op": k[2],
-            "location": k[3],
-            "function": k[4],
-            "count": v[0],
-            "first_step": v[1],
-            "detail": v[2],
-        }
-        for k, v in sorted(st.syncs.items(), key=lambda kv: _sort_key(kv[0]))
-    ]
-    mode = (
-        max(st.modes, key=lambda m: st.modes[m])
-        if st.modes
-        else str(meta.get("graph_mode") or scen.get("graph_mode") or "?")
-    )
+    layers.sort(key=lambda r: (_sort_key(r.get(key)), _sort_key(r.get("rank"))), reverse=rev)
+    timing = _f(s, "timing") or {}
+    capture = _f(s, "capture") or {}
     return View(
-        name=str(meta.get("name", "?")),
-        scenario=str(scen.get("name") or meta.get("source") or "?"),
-        device=str(analysis["device"] if analysis else meta.get("device") or "unknown"),
-        backend=str(meta.get("backend") or st.last_step.get("backend") or "?"),
-        status=_status(chosen),
-        rank_label="all ranks" if rank is None and len(ranks) > 1 else f"rank {rank or 0}",
+        name=str(meta.get("name") or name),
+        scenario=str(scen.get("name") or meta.get("source") or "unknown"),
+        device=str(_f(s, "device") or meta.get("device") or "unknown"),
+        backend=_text(_f(s, "backend") or meta.get("backend") or _engine_backend(s)),
+        status=live.status,
+        rank_label=(
+            f"all ranks ({rank_span(ranks)})"
+            if rank is None and len(ranks) > 1
+            else f"rank {rank if rank is not None else (ranks[0] if ranks else 0)}"
+        ),  # fmt: skip
         ranks=ranks,
-        graph_mode=mode,
-        capture=capture,
-        steps=st.steps,
-        events=sum(st.counts.values()),
-        latency_ms=lat,
-        latency=latency,
-        latency_scope=lat_scope,
+        graph_mode=str(capture.get("effective_mode") or scen.get("graph_mode") or "?"),
+        capture=str(capture.get("text") or source),
+        steps_text=_steps_text(live.step_ids, shown),
+        events=sum(live.rows.values()),
+        latency_ms=list(series.values_ms) if series else [],
+        latency=_latency(series),
+        latency_scope=f"rank {series.rank} of {len(shown)}" if series and len(shown) > 1 else "",
+        step_median=_step_median(timing, rank),
         layers=layers,
-        layer_scope=scope,
-        splits=splits,
-        padding=padding,
-        padding_total=tot,
-        memory=memory,
-        captures=sorted(st.captures.values(), key=lambda r: _sort_key(r.get("capture_size"))),
-        syncs=syncs,
-        findings=sorted(
-            (Finding(**f) for f in analysis["findings"]) if analysis else [], key=lambda f: f.rank
-        ),
-        findings_source="mlaprof.analysis" if analysis else analysis_note,
-        headline=headline,
-        capture_failed=no_full_graph(status),
-        timing_label=timing_label(st.last_step.get("timing")) if st.last_step else "",
-        timing_short=TIMING_SHORT.get(str(st.last_step.get("timing")), "") if st.last_step else "",
-        policy=policy,
+        layer_scope=f"step {step}" if step_layers is not None else "all steps",
+        per_rank_layers=len(shown) > 1,
+        splits=mine(_f(s, "splits")),
+        padding=_f(s, "padding") or {},
+        memory=[r for r in live.memory if rank is None or r.get("rank") == rank],
+        captures=[r for r in live.captures if rank is None or r.get("rank") == rank],
+        syncs=_sites(s, rank),
+        findings=sorted(_f(s, "findings") or [], key=lambda f: f.rank),
+        findings_source=source,
+        headline=list(_f(s, "headline") or []),
+        provisional=live.provisional,
+        capture_failed=no_full_graph(str(capture.get("status") or "")),
+        timing_label=str(
+            timing.get("timing_label") or (timing_label(series.timing) if series else "")
+        ),  # fmt: skip
+        timing_short=TIMING_SHORT.get(str(timing.get("timing") or (series and series.timing)), ""),
+        policy=str(scen.get("policy") or ""),
         problem=problem,
-        engine=analysis.get("engine") if analysis else None,
-        shadow=analysis.get("shadow") if analysis else None,
-        trace=analysis.get("trace") if analysis else None,
-        engine_starts=analysis.get("engine_starts") if analysis else None,
-        fleet=analysis.get("fleet") if analysis else None,
+        engine=_f(s, "engine"),
+        shadow=_f(s, "shadow"),
+        trace=_f(s, "trace"),
+        engine_starts=_f(s, "engine_starts"),
+        fleet=_f(s, "fleet"),
+        step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
+        steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},
     )
 
 
-def _overlay_layer_verdicts(
-    layers: list[dict[str, Any]], verdicts: list[dict[str, Any]], rank: int | None
-) -> None:
-    """Per layer, what the analysis says (summed over the ranks shown; syncs: the most any
-    shown rank has), so the table and the findings never disagree."""
-    by_layer: dict[int, list[dict[str, Any]]] = {}
-    for v in verdicts:
-        if rank is None or v["rank"] == rank:
-            by_layer.setdefault(v["layer"], []).append(v)
-    for row in layers:
-        vs = by_layer.get(row["layer"])
-        if not vs:
-            continue
-        syncs = [v["syncs"] for v in vs if v["syncs"] is not None]
-        refs = [v["S_reference"] for v in vs if v["S_reference"] is not None]
-        row["syncs"] = max(syncs) if syncs else row["syncs"]
-        row["collapsed"] = sum(v["collapsed"] for v in vs)
-        row["rows"] = sum(v["steps"] for v in vs)
-        row["deserved"] = min(refs) if refs else None
-        if len(set(refs)) > 1:
-            row["deserved_max"] = max(refs)
-        row["reference"] = vs[0]["reference"]
-        used = [v["S_min"] for v in vs if v["S_min"] is not None]
-        if len(set(used)) > 1:  # ranks that ran different S: their range, not one rank's S
-            row["used"], row["used_max"] = min(used), max(used)
+# -- the summary's sections (the one place that reads their shape) -----------------------------
+def _f(s: Any, name: str) -> Any:
+    return None if s is None else getattr(s, name, None)
 
 
-def _status(states: list[RankState]) -> str:
-    # the reader's rule (liveness.run_status); "waiting": no rank's database yet
-    got = [s.status for s in states if s.status != "waiting"]
-    return run_status(got) if got else "waiting"
+def _has_rank(row: dict[str, Any], rank: int) -> bool:
+    if "ranks" in row and row["ranks"] is not None:
+        return rank in row["ranks"]
+    return row.get("rank") == rank
 
 
-def _layer_occupancy(st: RankState, a: LayerAgg, policy: str) -> float | None:
-    """Occupancy that goes with the layer's latest S: the splits row of the run's own policy
-    (any policy's row with the same S when the run names none)."""
-    rows = [agg.last for (_, p), agg in st.splits.items() if p == policy] or [
-        agg.last for agg in st.splits.values()
-    ]
-    for row in rows:
-        if row.get("used") == a.used and row.get("occupancy_used") is not None:
-            return row["occupancy_used"]
-    return None
+def _layer(r: dict[str, Any]) -> dict[str, Any]:
+    """A row of :func:`mlaprof.analysis.layers.layer_table`, under the table's column names."""
+    return {
+        "rank": r["rank"],
+        "layer": r["layer"],
+        "time_ms": None if r.get("time_us") is None else r["time_us"] / 1e3,
+        "syncs": r.get("syncs"),
+        "used": r.get("S_used"),
+        "used_min": r.get("S_min"),
+        "deserved": r.get("S_reference"),
+        "reference_source": r.get("reference_source"),
+        "collapsed": r.get("collapsed"),
+        "rows": r.get("steps"),
+    }
 
 
-def _waste(row: dict[str, Any]) -> float | None:
-    return padding_waste(row.get("real_tokens"), row.get("padding_tokens"))
+def _sites(s: Any, rank: int | None) -> list[dict[str, Any]]:
+    """Each recorded sync / allocation / copy / capture error, as the summary lists them, with
+    the number of records of the same site."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for kind, name in (("sync", "syncs"), ("alloc", "allocations"), ("h2d", "h2d_copies"),
+                       ("capture-error", "capture_errors")):  # fmt: skip
+        for r in _f(s, name) or []:
+            if rank is not None and r.get("rank") != rank:
+                continue
+            k = (r.get("rank"), r.get("layer"), kind, r.get("op"), r.get("location"),
+                 r.get("function"))  # fmt: skip
+            cur = out.setdefault(k, {"rank": k[0], "layer": k[1], "kind": kind, "op": k[3],
+                                     "location": k[4], "function": k[5], "count": 0,
+                                     "first_step": r.get("step")})  # fmt: skip
+            cur["count"] += 1
+    return list(out.values())
+
+
+def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
+    """``9 steps`` for one rank or ranks with the same count, else each count with its ranks."""
+    by_n: dict[int, list[int]] = {}
+    for r in shown:
+        by_n.setdefault(len(step_ids.get(r, ())), []).append(r)
+    if not by_n:
+        return "0 steps"
+    if len(by_n) == 1:
+        n = next(iter(by_n))
+        return f"{n} steps" + (f" per rank ({rank_span(shown)})" if len(shown) > 1 else "")
+    return "steps " + ", ".join(f"{n} on {rank_span(rs)}" for n, rs in sorted(by_n.items()))
+
+
+def _step_median(timing: dict[str, Any], rank: int | None) -> str:
+    if rank is not None:
+        mine = [r for r in timing.get("per_rank") or [] if r["rank"] == rank]
+        return f"{mine[0]['step_median_us']:.1f} µs" if mine else "-"
+    return str(timing.get("step_median_text") or "-")
+
+
+def _latency(series: StepSeries | None) -> dict[str, float | None]:
+    keys = ("last", "p50", "p90", "min", "max")
+    return {k: None if series is None else getattr(series, k) for k in keys}
+
+
+def _engine_backend(s: Any) -> Any:
+    eng = _f(s, "engine")
+    return eng.get("backend") if eng else None
+
+
+def _text(v: Any) -> str:
+    """A recorded name, or "not recorded" (never the word None)."""
+    return "not recorded" if v is None or v == "" else str(v)
+
+
+def _waiting(name: str, problem: str | None) -> View:
+    return View(
+        name=name, scenario="unknown", device="unknown", backend="not recorded",
+        status="waiting", rank_label="rank 0", ranks=[], graph_mode="?", capture=ANALYSING,
+        steps_text="0 steps", events=0, latency_ms=[], latency=_latency(None), latency_scope="",
+        step_median="-", layers=[], layer_scope="all steps", per_rank_layers=False, splits=[],
+        padding={}, memory=[], captures=[], syncs=[], findings=[], findings_source=ANALYSING,
+        headline=[], problem=problem,
+    )  # fmt: skip
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:

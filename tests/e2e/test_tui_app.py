@@ -14,10 +14,10 @@ from textual.widgets import Tabs
 from mlaprof import export_targets
 from mlaprof.analysis import summary
 from mlaprof.analysis.diff import fmt_value
+from mlaprof.analysis.live import LiveFold
 from mlaprof.store import create_run, load
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
 from mlaprof.tui import export
-from mlaprof.tui.aggregate import RankState
 from mlaprof.tui.app import MlaprofApp
 from mlaprof.tui.screens.compare import CompareScreen
 from mlaprof.tui.screens.dashboard import DashboardScreen
@@ -265,7 +265,7 @@ async def test_truncated_or_unexpected_records_show_a_message(
             raise TypeError("odd record")
 
         # a record the aggregation does not expect: a message, the app keeps running
-        monkeypatch.setattr(RankState, "add_steps", broken)
+        monkeypatch.setattr(LiveFold, "add", broken)
         write_step(w, 30, 3, True)
         await wait_for(pilot, lambda: d.problem is not None)
         assert d.problem == "cannot follow t: TypeError: odd record"

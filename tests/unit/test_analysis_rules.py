@@ -11,9 +11,7 @@ from mlaprof.analysis.diff import diff_summaries, diff_table
 from mlaprof.analysis.padding import padding_findings, padding_severity, padding_waste
 from mlaprof.analysis.splits import is_collapsed, split_findings
 from mlaprof.analysis.timing import CPU_SPREAD, DEFAULT_THREADS, timing_label
-from mlaprof.store.follow import Batch
 from mlaprof.store.schema import columns
-from mlaprof.tui.aggregate import RankState
 
 
 def frame(table: str, rows: list[dict]) -> pd.DataFrame:
@@ -44,20 +42,11 @@ def split(policy: str, used: int, deserved: int) -> dict:
     }
 
 
-def test_report_and_dashboard_count_the_same_collapses() -> None:
+def test_the_collapse_finding_names_only_the_collapsed_policy() -> None:
+    # the dashboard draws the same summary (tests/unit/test_live_fold.py)
     rows = [split("vllm-triton", 5, 8), split("aiter-asm", 4, 8)]
     found = split_findings(frame("splits", rows), "aiter-asm", "PIECEWISE")
     assert [f.data["policy"] for f in found if f.kind == "split-collapse"] == ["aiter-asm"]
-    st = RankState()
-    pairs = [(8, "vllm-triton", 5, 8, 3), (8, "aiter-asm", 4, 8, 2)]
-    st.add(Batch(0, "splits", 0, 5, 5, {"pairs": pairs, "last": []}))
-    assert st.splits[(8, "vllm-triton")].collapsed == 0
-    assert st.splits[(8, "aiter-asm")].collapsed == 2
-    layer_pairs = [(0, 5, 8, 3), (1, 4, 8, 2)]
-    st.add(
-        Batch(0, "layers", 0, 5, 5, {"sums": [], "splits": layer_pairs, "last": [], "rowids": []})
-    )
-    assert (st.layers[0].collapsed, st.layers[1].collapsed) == (0, 2)
 
 
 def test_padding_waste_is_the_padding_share_of_verify_tokens() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -14,9 +15,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 
 from mlaprof.tui.follower import RunFollower, follow
-from mlaprof.tui.messages import DrillDown, RunProblem, RunUpdated
+from mlaprof.tui.messages import DrillDown, RunProblem, SummaryUpdated
 from mlaprof.tui.text import LAYER_COLUMNS, empty_findings_text
 from mlaprof.tui.view import Selection, View
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.live import LiveSummary
 from mlaprof.tui.widgets.banner import ProblemBanner
 from mlaprof.tui.widgets.details import DetailsPanel
 from mlaprof.tui.widgets.findings import FindingsList
@@ -45,8 +49,8 @@ class DashboardScreen(Screen):
         ("enter / click", "drill down into the selected layer: its syncs, op and source line"),
         ("p / space", "pause / resume following (new records wait)"),
         ("[  ]", "step back / forward: the layer table shows one step"),
-        ("a", "back to all steps (mean over the run)"),
-        ("r", "rank: all ranks aggregated, then each rank"),
+        ("a", "back to all steps (the analysis' layer table of the run)"),
+        ("r", "rank: all ranks side by side (never merged), then each rank"),
         ("s / click header", "sort the layer table (again: reverse)"),
         ("c", "compare with another run side by side (bug vs fix)"),
         ("e", "export the run (Perfetto / rocpd / CSV) to ./out/"),
@@ -94,6 +98,7 @@ class DashboardScreen(Screen):
         self.paused = threading.Event()
         self.updates = 0  # refreshes drawn (tests wait on it)
         self.view: View | None = None
+        self.live: LiveSummary | None = None  # the update worker's latest summary
         self.problem: str | None = None
         self.active_panel = "layers"
 
@@ -138,7 +143,7 @@ class DashboardScreen(Screen):
     # -- following -----------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="follow")
     def _follow(self) -> None:
-        def post(msg: RunUpdated | RunProblem) -> None:
+        def post(msg: SummaryUpdated | RunProblem) -> None:
             if not self.stop.is_set():
                 try:
                     self.app.call_from_thread(self.post_message, msg)
@@ -147,14 +152,15 @@ class DashboardScreen(Screen):
 
         follow(
             self.follower,
-            on_update=lambda n: post(RunUpdated(n)),
+            on_update=lambda live: post(SummaryUpdated(live)),
             on_problem=lambda text: post(RunProblem(text)),
             stop=self.stop,
             paused=self.paused,
             interval=self.interval,
         )
 
-    def on_run_updated(self, message: RunUpdated) -> None:
+    def on_summary_updated(self, message: SummaryUpdated) -> None:
+        self.live = message.live  # the newest summary replaces the one before
         self.problem = None
         try:
             self.refresh_views()
@@ -177,7 +183,7 @@ class DashboardScreen(Screen):
 
     def refresh_views(self) -> None:
         """Draw the current state: what one refresh costs (see bench/tui_bench.py)."""
-        v = self.follower.selected_view(self.sel)
+        v = self.follower.selected_view(self.sel, self.live)
         self.view = v
         self.query_one("#header", RunHeader).show(v, self.follow_state())
         self.query_one("#banner", ProblemBanner).show(self.problem or v.problem)
@@ -254,7 +260,7 @@ class DashboardScreen(Screen):
         self.refresh_views()
 
     def action_next_rank(self) -> None:
-        ranks = sorted(self.follower.states)
+        ranks = self.follower.ranks
         if len(ranks) < 2:
             self.notify("single-rank run")
             return

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _ref_label(row: dict) -> str:
-    return "fix" if str(row.get("reference", "")).startswith("the fix") else "deserved"
+    return "fix" if row.get("reference_source") == "fix" else "deserved"
 
 
 class LayerScreen(Screen):
@@ -61,6 +61,7 @@ class LayerScreen(Screen):
 
     def draw(self) -> None:
         v = self.follower.selected_view(self.sel)
+        # the first shown rank's row (all ranks: each rank's row is in the dashboard's table)
         row = next((r for r in v.layers if r["layer"] == self.layer_no), {})
         head, rows = sync_table(v, self.layer_no)
         t = Text.assemble(

@@ -1,4 +1,4 @@
-"""Run header: scenario, device, graph mode, capture status, rank, follow state."""
+"""Run header: follow state, capture result, rank, run, steps per rank, scenario, device."""
 
 from __future__ import annotations
 
@@ -14,24 +14,29 @@ if TYPE_CHECKING:
 
 
 class RunHeader(Static):
+    """Line 1 keeps what a narrow terminal must not lose: the follow state and the capture
+    result ("FULL -> failed (runs PIECEWISE)"); the run's name and the rest follow (a third line
+    on narrow screens, ``-narrow`` in the stylesheet)."""
+
     def show(self, v: View, state: str) -> None:
         capture_style = "bold red" if v.capture_failed else "green"
         t = Text.assemble(
+            " ",
+            (state, "bold yellow" if not state.startswith("finished") else "bold"),
+            "  capture ",
+            (v.capture, capture_style),
+            "  ",
+            (v.rank_label, "bold cyan"),
+            "\n",
             (f" {v.name} ", "bold reverse"),
-            "  scenario ",
+            f"  {v.steps_text}  {fmt_count(v.events)} records",
+            "  " + ("provisional" if v.provisional else ""),
+            "\n scenario ",
             (v.scenario, "bold"),
             "  device ",
             (v.device, "bold"),
             "  backend ",
             (v.backend, "bold"),
-            "\n ",
-            (state, "bold yellow" if not state.startswith("finished") else "bold"),
-            f"  {fmt_count(v.steps)} steps  {fmt_count(v.events)} events  ",
-            (v.rank_label, "bold cyan"),
-            "  graph ",
-            (v.graph_mode, "bold"),
-            "  capture ",
-            (v.capture, capture_style),
         )
         if t.plain != getattr(self, "_plain", None):
             self._plain = t.plain

@@ -1,0 +1,249 @@
+"""The live path: the rows a run's databases committed since the last poll
+(:class:`mlaprof.store.follow.RunFollow`), folded into a provisional summary with the same rules
+as the full analysis.
+
+:class:`LiveFold` keeps the committed rows per table (appended per poll: a poll reads only what
+arrived). :meth:`LiveFold.provisional` hands them, as a :class:`FoldedRun` shaped like
+:class:`mlaprof.store.reader.Run`, to the very code the full pass runs
+(:func:`mlaprof.analysis.run_summary.build_summary`: the run kind's evidence adapter, every
+analyzer): medians, the collapse rule, padding totals, syncs checked vs not checked are the
+analyzers' own, never re-implemented here. The result is a :class:`RunSummary`, marked
+provisional in :class:`LiveSummary` until the full pass (which re-reads the whole run) replaces
+it. Cross-process checks compare only what both sides committed
+(:mod:`mlaprof.analysis.consistency`).
+
+Only the per-step series the dashboard draws (its sparkline and recent-step statistics) and the
+rows of one chosen step are computed here, from the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from mlaprof.store.liveness import process_run_status
+from mlaprof.store.reader import fill_layer_syncs
+from mlaprof.store.runkind import RunKind, run_kind
+from mlaprof.store.schema import columns
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.store.follow import Rows
+
+Key = tuple[int, str]  # (rank, role) of a database (mlaprof.store.follow.Key)
+
+# the tables the analyzers read (mlaprof.analysis.evidence.common.TABLES)
+FOLDED = ("syncs", "captures", "memory", "splits", "padding", "steps", "layers", "events")
+# run kinds whose evidence is the committed rows alone: an imported trace or log is written
+# once and its adapter reads the files beside the databases, so it waits for the full pass
+LIVE_KINDS = (RunKind.SCENARIO, RunKind.ENGINE)
+WINDOW = 512  # recent steps of the dashboard's sparkline and recent-step statistics
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """One rank's latest step times (ms, oldest first) and their statistics (None: no step)."""
+
+    rank: int
+    values_ms: tuple[float, ...]
+    last: float | None
+    p50: float | None
+    p90: float | None
+    min: float | None
+    max: float | None
+    timing: str | None  # how the latest step was timed (steps.timing)
+
+
+@dataclass(frozen=True)
+class LiveSummary:
+    """What the dashboard draws at one moment: the run's summary (``None`` until one could be
+    made: ``note`` says why), whether it is the provisional fold of the committed rows or the
+    full pass, and the rows-as-recorded parts no summary section holds."""
+
+    summary: RunSummary | None
+    provisional: bool
+    note: str
+    meta: dict[str, Any]
+    status: str
+    statuses: dict[tuple[int, str], str]
+    rows: dict[str, int]  # committed rows per table, all databases
+    series: dict[int, StepSeries] = field(default_factory=dict)
+    step_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    memory: tuple[dict[str, Any], ...] = ()  # capture memory per (size, mode), latest per rank
+    captures: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r for r, _ in self.statuses})
+
+
+class FoldedRun:
+    """The committed rows of a run, shaped like :class:`mlaprof.store.reader.Run` for the
+    evidence adapters (``meta``, ``name``, ``status``, ``ranks``, ``table``)."""
+
+    def __init__(self, fold: LiveFold) -> None:
+        self._fold = fold
+        self.meta = fold.meta
+        self.name = fold.name
+        self.status = fold.status
+        self.ranks = fold.ranks
+
+    def table(self, name: str) -> pd.DataFrame:
+        df = self._fold.frame(name)
+        if name == "layers" and not df.empty and df["syncs"].isna().any():
+            df = fill_layer_syncs(df, self._fold.frame("syncs"))  # the reader's rule
+        return df
+
+
+class LiveFold:
+    """The rows committed so far, per table, all databases of one run."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.meta: dict[str, Any] = {"name": name}
+        self.statuses: dict[tuple[int, str], str] = {}
+        # per table and database, its batches in rowid order: read back in the reader's order
+        # (databases by rank and role, each in rowid order), which rules like "the last record
+        # of a layer" depend on
+        self._parts: dict[str, dict[Key, list[pd.DataFrame]]] = {t: {} for t in FOLDED}
+        self._whole: dict[str, pd.DataFrame] = {}
+        self.rows: dict[str, int] = {}
+        self.version = 0  # bumped by every fold: a summary is stale when it is older
+
+    # -- folding -------------------------------------------------------------------------------
+    def add(self, batch: Rows) -> None:
+        """Fold one batch of committed rows."""
+        if batch.frame.empty:
+            return
+        self.rows[batch.table] = self.rows.get(batch.table, 0) + len(batch.frame)
+        if batch.table in self._parts:
+            self._parts[batch.table].setdefault(batch.key, []).append(batch.frame)
+            self._whole.pop(batch.table, None)
+        self.version += 1
+
+    def set_status(self, key: Key, status: str) -> bool:
+        """Record a database's status; True when it changed."""
+        changed = self.statuses.get(key) != status
+        self.statuses[key] = status
+        self.version += int(changed)
+        return changed
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r for r, _ in self.statuses})
+
+    @property
+    def status(self) -> str:
+        """The reader's rule (:func:`mlaprof.store.liveness.process_run_status`)."""
+        if not self.statuses:
+            return "waiting"
+        return process_run_status([(role, s) for (_, role), s in sorted(self.statuses.items())])
+
+    def frame(self, table: str) -> pd.DataFrame:
+        """Every committed row of ``table`` so far (one concatenation per fold, cached)."""
+        got = self._whole.get(table)
+        if got is None:
+            by_db = self._parts[table]
+            parts = [p for key in sorted(by_db) for p in by_db[key] if len(p)]
+            got = (
+                pd.concat(parts, ignore_index=True)
+                if len(parts) > 1
+                else parts[0]
+                if parts
+                else pd.DataFrame(columns=list(columns(table)))
+            )
+            for key, ps in by_db.items():  # one frame per database from now on
+                if len(ps) > 1:
+                    by_db[key] = [pd.concat(ps, ignore_index=True)]
+            self._whole[table] = got
+        return got
+
+    # -- summaries -----------------------------------------------------------------------------
+    def provisional(self) -> tuple[RunSummary | None, str]:
+        """``(summary, "")`` of the rows committed so far, by the full analysis' code, or
+        ``(None, why)`` where the run's kind needs the full pass or no row is in yet."""
+        from mlaprof.analysis.run_summary import build_summary
+
+        kind = run_kind(self.meta)
+        if kind not in LIVE_KINDS:
+            return None, f"{kind} runs: waiting for the full analysis"
+        if not self.statuses:
+            return None, "waiting for the first records"
+        return build_summary(FoldedRun(self)), ""  # type: ignore[arg-type]
+
+    def live_summary(
+        self, summary: RunSummary | None, provisional: bool, note: str = ""
+    ) -> LiveSummary:
+        """``summary`` with the series and rows-as-recorded the dashboard draws beside it."""
+        return LiveSummary(
+            summary=summary,
+            provisional=provisional,
+            note=note,
+            meta=dict(self.meta),
+            status=self.status,
+            statuses=dict(self.statuses),
+            rows=dict(self.rows),
+            series=step_series(self.frame("steps")),
+            step_ids=step_ids(self.frame("steps")),
+            memory=_latest(self.frame("memory"), ("rank", "capture_size", "graph_mode")),
+            captures=_latest(self.frame("captures"), ("rank", "capture_size", "graph_mode")),
+        )
+
+    def step_layers(self, step: int, rank: int | None) -> list[dict[str, Any]]:
+        """The analysis' layer rows (:func:`mlaprof.analysis.layers.layer_table`) of one step,
+        per rank (``rank``: that rank's only)."""
+        from mlaprof.analysis.layers import layer_table
+
+        run = FoldedRun(self)
+        ly, sy = run.table("layers"), run.table("syncs")
+        pick = ly["step"] == step
+        if rank is not None:
+            pick &= ly["rank"] == rank
+        if not pick.any():
+            return []
+        syn = sy[(sy["step"] == step) & ((sy["rank"] == rank) if rank is not None else True)]
+        return layer_table(ly[pick], syn)
+
+
+def step_series(steps: pd.DataFrame, window: int = WINDOW) -> dict[int, StepSeries]:
+    """Per rank, its latest ``window`` step times and their statistics."""
+    out: dict[int, StepSeries] = {}
+    if steps.empty:
+        return out
+    for rank, g in steps.groupby("rank", sort=True):
+        tail = g.tail(window)
+        ms = pd.to_numeric(tail["duration_ns"], errors="coerce").dropna().to_numpy() / 1e6
+        timing = tail["timing"].dropna()
+        out[int(rank)] = StepSeries(
+            rank=int(rank),
+            values_ms=tuple(float(x) for x in ms),
+            last=float(ms[-1]) if len(ms) else None,
+            p50=float(np.median(ms)) if len(ms) else None,
+            p90=float(np.quantile(ms, 0.9, method="nearest")) if len(ms) else None,
+            min=float(ms.min()) if len(ms) else None,
+            max=float(ms.max()) if len(ms) else None,
+            timing=str(timing.iloc[-1]) if len(timing) else None,
+        )
+    return out
+
+
+def step_ids(steps: pd.DataFrame) -> dict[int, tuple[int, ...]]:
+    """Per rank, its step ids in the order they were committed."""
+    if steps.empty:
+        return {}
+    return {int(r): tuple(int(s) for s in g["step"]) for r, g in steps.groupby("rank", sort=True)}
+
+
+def _latest(frame: pd.DataFrame, keys: Iterable[str]) -> tuple[dict[str, Any], ...]:
+    """The latest committed row per ``keys`` (small tables: memory, captures)."""
+    if frame.empty:
+        return ()
+    rows = frame.drop_duplicates(subset=list(keys), keep="last")
+    return tuple(
+        {k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in r.items()}
+        for r in rows.to_dict(orient="records")
+    )
