@@ -187,10 +187,11 @@ class RunFollower:
         layer_sort: tuple[str, bool] = ("layer", False),
         live: LiveSummary | None = None,
     ) -> View:
-        """The frame of ``live`` (default: the latest summary; a fresh one if none yet)."""
+        """The frame of ``live`` (default: a summary of every row read so far: ``--once`` and
+        tests; the dashboard passes the one its update worker handed it)."""
         with self.lock:
             if live is None:
-                live = self.latest if self.latest is not None else self.summarise()
+                live = self.summarise()
             layers = self.step_layers(step, rank) if step is not None else None
             return build_view(live, rank, layers, step, self.problem, layer_sort, self.path.name)
 

@@ -223,7 +223,8 @@ def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
         return "0 steps"
     if len(by_n) == 1:
         n = next(iter(by_n))
-        return f"{n} steps" + (f" per rank ({rank_span(shown)})" if len(shown) > 1 else "")
+        word = "step" if n == 1 else "steps"
+        return f"{n} {word}" + (f" per rank ({rank_span(shown)})" if len(shown) > 1 else "")
     return "steps " + ", ".join(f"{n} on {rank_span(rs)}" for n, rs in sorted(by_n.items()))
 
 

@@ -52,7 +52,7 @@ class LayerScreen(Screen):
         self.set_interval(0.5, self.draw)
 
     def action_layer(self, delta: int) -> None:
-        v = self.follower.selected_view(self.sel)
+        v = self.follower.selected_view(self.sel, self.follower.latest)
         layers = sorted(r["layer"] for r in v.layers)
         if self.layer_no in layers:
             i = layers.index(self.layer_no) + delta
@@ -60,7 +60,7 @@ class LayerScreen(Screen):
             self.draw()
 
     def draw(self) -> None:
-        v = self.follower.selected_view(self.sel)
+        v = self.follower.selected_view(self.sel, self.follower.latest)
         # the first shown rank's row (all ranks: each rank's row is in the dashboard's table)
         row = next((r for r in v.layers if r["layer"] == self.layer_no), {})
         head, rows = sync_table(v, self.layer_no)
