@@ -116,11 +116,11 @@ class LiveFold:
 
     # -- folding -------------------------------------------------------------------------------
     def add(self, batch: Rows) -> None:
-        """Fold one batch of committed rows."""
-        if batch.frame.empty:
+        """Fold one batch of committed rows (of a table outside :data:`FOLDED`: its count)."""
+        if not batch.count:
             return
-        self.rows[batch.table] = self.rows.get(batch.table, 0) + len(batch.frame)
-        if batch.table in self._parts:
+        self.rows[batch.table] = self.rows.get(batch.table, 0) + batch.count
+        if batch.table in self._parts and not batch.frame.empty:
             self._parts[batch.table].setdefault(batch.key, []).append(batch.frame)
             self._whole.pop(batch.table, None)
         self.version += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,13 +46,15 @@ class FollowError(Exception):
 @dataclass
 class Rows:
     """The rows of ``table`` that database ``key`` committed in rowids ``(lo, hi]``, every
-    column of the schema, in rowid order (``rank`` is the database's rank)."""
+    column of the schema, in rowid order (``rank`` is the database's rank); a table the caller
+    only counts comes as ``count`` alone."""
 
     key: Key
     table: str
     lo: int
     hi: int
-    frame: pd.DataFrame
+    frame: pd.DataFrame  # empty for a table the caller only counts
+    count: int  # rows in the range
 
 
 class RunFollow:
@@ -147,16 +149,22 @@ class RunFollow:
         """The last rowid of ``table`` handed out for database ``key``."""
         return self._pos.get((key, table), 0)
 
-    def rows_since(self, key: Key, table: str, after: int, limit: int) -> Rows | None:
+    def rows_since(
+        self, key: Key, table: str, after: int, limit: int, count_only: bool = False
+    ) -> Rows | None:
         """The rows of ``table`` that ``key`` committed past rowid ``after`` (at most ``limit``
         rowids: catching up on a huge run happens in slices, :attr:`cut` says one was cut);
-        ``None`` when none."""
+        ``None`` when none. ``count_only``: how many, not the rows (all that are there)."""
         con = self._con(key)
         hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
         if hi < after:
             raise FollowError(f"{rank_db_name(*key)} of {self.path.name} was truncated ({table})")
         if hi == after:
             return None
+        if count_only:
+            sql = f"SELECT COUNT(*) FROM {table} WHERE rowid > ? AND rowid <= ?"
+            n = con.execute(sql, (after, hi)).fetchone()[0]
+            return Rows(key, table, after, hi, pd.DataFrame(), n)
         if hi - after > limit:
             hi = after + limit
             self.cut = True
@@ -166,13 +174,18 @@ class RunFollow:
             con,
             params=(after, hi),
         )
-        return Rows(key, table, after, hi, frame)
+        return Rows(key, table, after, hi, frame, len(frame))
 
-    def new_rows(self, key: Key, limit: int) -> Iterator[Rows]:
+    def new_rows(
+        self, key: Key, limit: int, tables: Collection[str] = tuple(TABLES)
+    ) -> Iterator[Rows]:
         """Per table, the rows committed past its position (then the position moves), and each
-        columnar side table once."""
+        columnar side table once; tables not in ``tables`` are only counted (an import's
+        millions of kernels are never read for a count)."""
         for table in TABLES:
-            got = self.rows_since(key, table, self.position(key, table), limit)
+            got = self.rows_since(
+                key, table, self.position(key, table), limit, count_only=table not in tables
+            )
             if got is not None:
                 self._pos[(key, table)] = got.hi
                 yield got
@@ -180,11 +193,13 @@ class RunFollow:
             if (key, table) in self._sides_read:
                 continue
             self._sides_read.add((key, table))
-            try:
-                frame = columnar.frame(side)
-            except MlaprofError as e:
-                raise FollowError(str(e)) from None
-            yield Rows(key, table, SIDE_ROWID, SIDE_ROWID + side.rows, frame)
+            frame = pd.DataFrame()
+            if table in tables:
+                try:
+                    frame = columnar.frame(side)
+                except MlaprofError as e:
+                    raise FollowError(str(e)) from None
+            yield Rows(key, table, SIDE_ROWID, SIDE_ROWID + side.rows, frame, side.rows)
 
     def _con(self, key: Key) -> sqlite3.Connection:
         db = self.path / rank_db_name(*key)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.live import LiveFold, LiveSummary
+from mlaprof.analysis.live import FOLDED, LiveFold, LiveSummary
 from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow
 from mlaprof.tui.view import ANALYSING, Selection, View, build_view
 
@@ -95,9 +95,9 @@ class RunFollower:
         self.store.cut = False
         for key in self.store.databases:
             total += int(self.fold.set_status(key, self.store.status(key)))
-            for rows in self.store.new_rows(key, CHUNK):
+            for rows in self.store.new_rows(key, CHUNK, FOLDED):
                 self.fold.add(rows)
-                total += len(rows.frame)
+                total += rows.count
         self.behind = self.store.cut
         return total
 

@@ -196,16 +196,19 @@ def memory_table(v: View) -> Table:
 
 
 def sync_table(v: View, layer: int | None) -> Table:
-    head = ["rank", "kind", "op", "location", "function", "count", "first step"]
+    """Each sync / allocation site: the source line whole and its count first (80 columns
+    cut the function name, never ``file.py:NN``); a rank column where several ranks show."""
+    many = len({s["rank"] for s in v.syncs}) > 1
+    head = ["rank"] * many + ["kind", "op", "location", "count", "first step", "function"]
     rows = [
-        [
-            _s(s["rank"]),
+        [_s(s["rank"])] * many
+        + [
             _s(s["kind"]),
             _s(s["op"]),
             _s(s["location"]),
-            _s(s["function"]),
             _s(s["count"]),
             _s(s["first_step"]),
+            _s(s["function"]),
         ]
         for s in v.syncs
         if layer is None or s["layer"] == layer

@@ -74,7 +74,7 @@ async def _compare(pilot: Pilot) -> None:
 
     def ready() -> bool:  # B is read by its own follower
         s = pilot.app.screen
-        return isinstance(s, CompareScreen) and s.b.view().steps == 40 and bool(s.b.analysis)
+        return isinstance(s, CompareScreen) and s.b.view().steps == 40 and s.b.full is not None
 
     await _until(pilot, ready, settle=0.6)  # the compare screen redraws twice a second
 
@@ -112,6 +112,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("snap")
     make_run(root, "bug", steps=40, layers=6)
     make_run(root, "fix", steps=40, layers=6, bug=False)
+    make_run(root, "pair", steps=40, layers=3, ranks=2)
     _scenario_run(root)
     return root
 
@@ -132,7 +133,18 @@ SCREENS: dict[str, tuple[Callable[[Pilot], Awaitable[None]], list[str]]] = {
     # the run's status and the capture result stay whole (the header wraps at 80 columns)
     "dashboard": (
         _loaded,
-        ["layer", "S", "syncs", "q Quit", "? Help", "finished", "failed (runs PIECEWISE)"],
+        ["layer", "S", "syncs", "q Quit", "? Help", "finished", "FULL -> failed (runs PIECEWISE)"],
+    ),  # fmt: skip
+    # two ranks: never merged (each rank's rows, steps per rank with the ranks behind them)
+    "ranks": (
+        _loaded,
+        [
+            "all ranks (0-1)",
+            "40 steps per rank (0-1)",
+            "rank",
+            "layer",
+            "-> failed (runs PIECEWISE)",
+        ],
     ),  # fmt: skip
     "findings": (_findings, ["CRIT  FULL graph capture failed", "q Quit"]),
     "layer": (_layer, ["layer 2", "aten._local_scalar_dense", "mla/legacy.py:100", "count"]),
@@ -151,6 +163,8 @@ def _app(name: str, runs: Path, picker_runs: Path) -> MlaprofApp:
         return MlaprofApp(picker_runs, interval=0.05)
     if name == "compare":
         return MlaprofApp(runs / "bug", compare=runs / "fix", interval=0.05)
+    if name == "ranks":
+        return MlaprofApp(runs / "pair", interval=0.05)
     return MlaprofApp(runs / ("modelled" if name == "whatif" else "bug"), interval=0.05)
 
 
@@ -175,7 +189,8 @@ async def test_screen_keeps_its_key_columns(
     assert len(lines) == size[1] and all(len(line) <= size[0] for line in lines)
     missing = [w for w in wanted if w not in text]
     assert not missing, f"{name} at {size[0]}x{size[1]} lacks {missing}:\n{text}"
-    assert "…" not in text or name in ("dashboard", "findings", "compare", "layer"), text
+    assert "…" not in text or name in ("dashboard", "ranks", "findings", "compare", "layer"), text
+    assert "None" not in text, text  # a value not recorded reads so, never as Python's None
 
 
 async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns() -> None:

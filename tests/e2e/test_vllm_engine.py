@@ -68,7 +68,7 @@ def _engine(tmp: Path, method: str) -> tuple[dict, list[int], str]:
                 pass  # not created yet
             try:
                 follower.poll()
-                n = sum(st.steps for st in follower.states.values())
+                n = follower.fold.rows.get("steps", 0)
                 if not tui_seen or n != tui_seen[-1]:
                     tui_seen.append(n)
             except FollowError:

@@ -389,7 +389,6 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
 
     from mlaprof.analysis import analyze
     from mlaprof.tui.follower import RunFollower
-    from mlaprof.tui.view import build_view
 
     rec = _recorder(tmp_path, interval=0.01)
     vllm_patches.install(rec)
@@ -401,12 +400,13 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
         for na in (3, 2, 0):
             stats.observe_draft(3, na)
     deadline = time.monotonic() + 10
-    while follower.states.get(0) is None or follower.states[0].steps < 2:
+    while follower.fold.rows.get("steps", 0) < 2:
         follower.poll()  # waits for the writer thread, times nothing
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    view = build_view(follower.meta, follower.states, None)
+    view = follower.view()  # the provisional summary of the committed rows
     assert view.steps == 2 and view.graph_mode == "NONE"  # the third step is still open
+    assert view.provisional and "DISAGREE" not in " ".join(f.evidence for f in view.findings)
     rec.close()
     findings = analyze(mlaprof.load(tmp_path / "run"), shadow={"aiter": "0.1.19"})
     titles = [f.title for f in findings]

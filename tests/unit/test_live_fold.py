@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mlaprof.analysis.live import LiveFold
+from mlaprof.analysis.live import FOLDED, LiveFold
 from mlaprof.analysis.run_summary import build_summary
 from mlaprof.store import create_run, load
 from mlaprof.store.follow import RunFollow
@@ -22,7 +22,7 @@ def _fold(store: RunFollow, fold: LiveFold, limit: int) -> None:
         store.cut = False
         for key in store.databases:
             fold.set_status(key, store.status(key))
-            for rows in store.new_rows(key, limit):
+            for rows in store.new_rows(key, limit, FOLDED):
                 fold.add(rows)
         if not store.cut:
             return
