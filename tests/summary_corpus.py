@@ -52,11 +52,16 @@ def normalised(doc: dict[str, Any], tmp: Path) -> str:
     return text.replace(str(tmp.resolve()), "<tmp>").replace(str(tmp), "<tmp>") + "\n"
 
 
-def document(name: str, tmp: Path) -> str:
+def report_json(name: str, tmp: Path) -> dict[str, Any]:
     from mlaprof.analysis import summary
     from mlaprof.store import load
 
-    return normalised(summary(load(run_dir(name, tmp))), tmp)
+    with load(run_dir(name, tmp)) as run:
+        return summary(run)
+
+
+def document(name: str, tmp: Path) -> str:
+    return normalised(report_json(name, tmp), tmp)
 
 
 if __name__ == "__main__":

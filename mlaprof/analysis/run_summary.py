@@ -16,7 +16,7 @@ from mlaprof.analysis import sections
 from mlaprof.analysis.capture import capture_findings
 from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.engine import engine_analysis
-from mlaprof.analysis.engine_log import engine_log_findings
+from mlaprof.analysis.engine_log import engine_log_findings, log_spec_totals
 from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding, fold_ranks
 from mlaprof.analysis.headline import headline
@@ -32,6 +32,7 @@ from mlaprof.analysis.paths import (
 )
 from mlaprof.analysis.ranks import fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
+from mlaprof.analysis.run_state import run_state
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
 from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         EngineStart,
         Fleet,
         HeadlineRow,
+        Imported,
         LayerRow,
         LayerSplitCount,
         Padding,
@@ -53,9 +55,11 @@ if TYPE_CHECKING:
         ReplayedSplits,
         Reservation,
         Route,
+        RunState,
         RunStatus,
         Scenario,
         ShadowSection,
+        SpecDecoding,
         SplitStep,
         SyncCounts,
         SyncRecord,
@@ -65,8 +69,9 @@ if TYPE_CHECKING:
     from mlaprof.store.reader import Run
 
 # version of the summary's JSON shape: 2 added kind, device, sync_counts, h2d_copies,
-# capture_errors, layers, fleet and the capture's one vocabulary (text, label, why)
-SUMMARY_SCHEMA = 2
+# capture_errors, layers, fleet and the capture's one vocabulary (text, label, why); 3 added
+# state, imported and log_spec (docs/evidence.md)
+SUMMARY_SCHEMA = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,10 @@ class RunSummary:
     replayed_splits: ReplayedSplits | None
     findings: list[Finding]
     headline: list[HeadlineRow]
+    # schema 3: where the run stands, where an import came from, a log's spec decoding in total
+    state: RunState
+    imported: Imported | None
+    log_spec: SpecDecoding | None
 
     def to_json(self) -> dict[str, Any]:
         doc = {f.name: to_json(getattr(self, f.name)) for f in fields(self)}
@@ -237,10 +246,21 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         engine=engine,
         shadow=engine_shadow,
         replayed_splits=sec["replayed_splits"],
+        state=run_state(ev.status, run.reason, t["steps"]),
+        imported=_imported(ev.meta),
+        log_spec=log_spec_totals(ev.starts) if ev.starts else None,
     )
     # the headline reads the sections as the analyzers returned them
     doc["headline"] = headline(doc, ev)
     return RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
+
+
+def _imported(meta: dict[str, Any]) -> dict[str, Any] | None:
+    src = meta.get("imported_from")
+    if not src:
+        return None
+    fmt = meta.get("format") or meta.get("source")
+    return {"imported_from": str(src), "format": None if fmt is None else str(fmt)}
 
 
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:

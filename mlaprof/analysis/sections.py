@@ -25,6 +25,26 @@ class RunStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RunState:
+    """Where the run stands (analysis.run_state): a run that did not finish says why and how
+    far its committed records reach (``text``: the line every view prints; empty if finished)."""
+
+    status: RunStatus
+    reason: str | None  # why it ended early, where its writer recorded it
+    steps_committed: int
+    last_step: int | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """Where an imported trace or log came from (None for a recorded run)."""
+
+    imported_from: str
+    format: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Capture:
     """The capture verdict in the one vocabulary (mlaprof.analysis.evidence.common.capture):
     ``status`` with its ``label``, the ``text`` every view prints and where it comes from; the
@@ -242,6 +262,14 @@ class TraceCpu:
     provenance: str
     ranks: list[CpuRank]
 
+    @property
+    def lines(self) -> list[str]:
+        """The report's lines for a CPU trace (analysis.cpu_trace.cpu_lines)."""
+        from mlaprof.analysis.cpu_trace import cpu_lines
+        from mlaprof.analysis.typed_json import to_json
+
+        return cpu_lines(to_json(self))
+
 
 @dataclass(frozen=True, slots=True)
 class RankRecognition:
@@ -442,6 +470,13 @@ class SplitStep:
     occupancy_source: str
     step: int | None
 
+    @property
+    def collapsed(self) -> bool:
+        """S used below the S the real rows deserve (the one rule, analysis.splits.is_collapsed)."""
+        from mlaprof.analysis.splits import is_collapsed
+
+        return is_collapsed(self.used, self.deserved)
+
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
@@ -465,6 +500,12 @@ class Scenario:
     vllm_version: str | None = opt()
     max_num_batched_tokens: int | None = opt()
     aiter_version: str | None = opt()
+
+    @property
+    def qlen(self) -> int | None:
+        """Query tokens per verify row: 1 + the speculative tokens (None: no scenario)."""
+        n = self.num_speculative_tokens
+        return None if n is None else 1 + int(n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -643,6 +684,13 @@ class GraphCaptureLine:
     rank: int
     total: int
 
+    @property
+    def label(self) -> str:
+        """ "decode, FULL": the capture progress bar's name (analysis.engine_log.bar_label)."""
+        from mlaprof.analysis.engine_log import bar_label
+
+        return bar_label({"phase": self.phase, "mode": self.mode})
+
 
 @dataclass(frozen=True, slots=True)
 class Downgrade:
@@ -736,6 +784,9 @@ class EngineSection:
     drafter_builds: int
     padded_steps: int
     ranks: list[int]
+    # over the steps both databases committed (h/live's analysis.consistency)
+    scheduler_worker_compared: int | None = opt()
+    scheduler_worker_text: str | None = opt()
 
 
 @dataclass(frozen=True, slots=True)
@@ -777,6 +828,13 @@ class ShadowStep:
     target: str
     aiter: str
     note: str
+
+    @property
+    def collapsed(self) -> bool:
+        """The bug's S below the fix's for this batch (the one rule, analysis.splits.is_collapsed)."""
+        from mlaprof.analysis.splits import is_collapsed
+
+        return is_collapsed(self.s_bug, self.s_fix)
 
 
 @dataclass(frozen=True, slots=True)
