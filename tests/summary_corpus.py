@@ -1,8 +1,9 @@
 """Every shipped run and trace as a stored run, and its ``report --json`` document normalised for
 comparison (the temporary folders the imports were written to replaced by ``<tmp>``). The
 golden documents under tests/data/summary_golden/ were written by ``python -m
-tests.summary_corpus`` from main before the summary became typed; test_summary_golden.py
-asserts the typed summary still writes them byte for byte."""
+tests.summary_corpus`` from main before the summary became typed (``compare.json.txt``: the
+``--compare`` objects of :data:`COMPARED`, ``python -m tests.summary_corpus compare``);
+test_summary_golden.py asserts the typed summary still writes them byte for byte."""
 
 from __future__ import annotations
 
@@ -47,6 +48,30 @@ def run_dir(name: str, tmp: Path) -> Path:
     return import_vllm_log(DATA / "vllm" / (name.removeprefix("log-") + ".log"), tmp, name)[0]
 
 
+# the pairs whose ``report --json --compare`` object is kept (every ordered pair of these)
+COMPARED = (
+    "demo-bug-padding-collapses-splits-c16",
+    "demo-fix-padding-active-rows-c16",
+    "aiter-gluon_v0119_bug",
+    "aiter-gluon_v0119_fix",
+    "log-cpu_mla_serve",
+)
+
+
+def compare_document(tmp: Path) -> str:
+    """Every ordered pair of :data:`COMPARED`: the ``compare`` object of its report."""
+    import itertools
+
+    from mlaprof.analysis.diff import diff_summaries
+
+    docs = {n: report_json(n, tmp) for n in COMPARED}
+    out = {
+        f"{a}..{b}": diff_summaries(docs[a], docs[b])
+        for a, b in itertools.permutations(COMPARED, 2)
+    }
+    return normalised(out, tmp)
+
+
 def normalised(doc: dict[str, Any], tmp: Path) -> str:
     text = json.dumps(doc, indent=1, default=str, sort_keys=True)
     return text.replace(str(tmp.resolve()), "<tmp>").replace(str(tmp), "<tmp>") + "\n"
@@ -70,5 +95,8 @@ if __name__ == "__main__":
     GOLDEN.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
         for n in sys.argv[1:] or NAMES:
-            (GOLDEN / f"{n}.json").write_text(document(n, Path(d)))
+            if n == "compare":
+                (GOLDEN / "compare.json.txt").write_text(compare_document(Path(d)))
+            else:
+                (GOLDEN / f"{n}.json").write_text(document(n, Path(d)))
             print(n)

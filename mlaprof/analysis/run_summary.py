@@ -131,6 +131,12 @@ class RunSummary:
         }
         return cls(**kw, findings=findings)
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RunSummary:
+        """The typed summary of a ``report --json`` document (what :meth:`to_json` wrote)."""
+        found = [Finding(**f) for f in doc.get("findings") or []]
+        return cls.from_sections({k: v for k, v in doc.items() if k != "schema_version"}, found)
+
 
 def _route(ev: Evidence, shadow: dict[str, Any] | None) -> dict[str, Any] | None:
     """The verify path vLLM takes: the scenario's, or for an engine run the route its shadow

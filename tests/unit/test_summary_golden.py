@@ -29,3 +29,27 @@ def test_report_json_is_the_golden_document(name: str, tmp_path: Path) -> None:
         doc.pop(key)
     doc["schema_version"] = 2
     assert normalised(doc, tmp_path) == (GOLDEN / f"{name}.json").read_text()
+
+
+def test_the_typed_diff_is_main_s_compare_object(tmp_path: Path) -> None:
+    """``diff`` of two typed summaries writes main's ``--compare`` object for every ordered
+    pair of bug/fix runs, traces and a log (compare.json.txt, written from main)."""
+    import itertools
+    import json
+
+    from mlaprof.analysis.diff import SummaryDiff, diff
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.store import load
+    from tests.summary_corpus import COMPARED, run_dir
+
+    typed = {}
+    for n in COMPARED:
+        with load(run_dir(n, tmp_path)) as run:
+            typed[n] = build_summary(run)
+    got = {}
+    for a, b in itertools.permutations(COMPARED, 2):
+        d = diff(typed[a], typed[b])
+        assert isinstance(d, SummaryDiff)
+        got[f"{a}..{b}"] = d.to_json()
+    want = json.loads((GOLDEN / "compare.json.txt").read_text())
+    assert json.loads(json.dumps(got, default=str)) == want
