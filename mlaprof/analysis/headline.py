@@ -46,19 +46,13 @@ def _replayed(measured: dict[str, Any] | None, r: dict[str, Any], sc: dict[str, 
 
 
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
-    """``[{key, label, value, provenance}]`` (``key`` names the line for the views): capture, capture memory, S, occupancy, padding, timing."""
+    """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
     src = str(ev.provenance)
     cap = s["capture"]
     mem = cap.get("memory_bytes")
     out = [
+        {"label": "capture", "value": cap["text"], "provenance": str(cap["provenance"])},
         {
-            "key": "capture",
-            "label": "capture",
-            "value": cap["text"],
-            "provenance": str(cap["provenance"]),
-        },
-        {
-            "key": "capture-memory",
             "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
             "value": "unknown" if mem is None else human_bytes(mem),
             "provenance": src
@@ -72,7 +66,6 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     if paths:  # an imported trace: S as its kernels' grids give it, per path and variant
         out.append(
             {
-                "key": "splits-trace",
                 "label": "KV splits (from the trace)",
                 "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
                 "provenance": src,
@@ -84,7 +77,6 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     if r is not None and r.get("on_device"):
         out.append(
             {
-                "key": "splits",
                 "label": f"KV splits ({r['policy']})",
                 "value": "decided on the device at every replay (no host S; never frozen)",
                 "provenance": f"model: {r['source']}",
@@ -93,7 +85,6 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     elif r is not None:
         out.append(
             {
-                "key": "splits",
                 "label": f"KV splits ({r['policy']}, worst step{where})",
                 "value": f"S used {r['used']}, deserved {r['deserved']}"
                 + _replayed(s.get("replayed_splits"), r, sc),
@@ -104,7 +95,6 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         )
         out.append(
             {
-                "key": "occupancy",
                 "label": "occupancy (model)",
                 "value": f"{_pct(r['occupancy'])} with S used, {_pct(r['occupancy_deserved'])} "
                 "deserved",
@@ -115,7 +105,6 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     if pad["real_rows"] or pad["steps_padded"]:
         out.append(
             {
-                "key": "padding",
                 "label": "padding waste",
                 "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens over "
                 f"{pad['steps']} step(s) ({scope_text(pad)})",
@@ -126,7 +115,6 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     if t["step_median_us"] is not None:
         out.append(
             {
-                "key": "step",
                 "label": "median step",
                 "value": t["step_median_text"],
                 "provenance": t["timing_label"],

@@ -10,12 +10,14 @@ from mlaprof.analysis.splits import collapsed
 from mlaprof.analysis.syncs import watched_steps
 from mlaprof.sync_kinds import SYNC
 
-# which S a layer's collapse is judged against (``reference_source``), and how views word it
+# which S a layer's collapse is judged against, and how every view words it (the typed row's
+# ``reference_source`` maps the words back: mlaprof.analysis.sections.LayerRow)
 REFERENCE_TEXT = {
     "deserved": "deserved by the real rows",
     "fix": "the fix's S for the same rows (the grid counts padding rows)",
     "unknown": "unknown (no deserved S and no modelled fix for this path)",
 }
+REFERENCE_SOURCE = {text: source for source, text in REFERENCE_TEXT.items()}
 
 
 def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Series:
@@ -32,9 +34,9 @@ def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Se
 def layer_table(
     layers: pd.DataFrame, syncs: pd.DataFrame, fix_by_step: pd.DataFrame | None = None
 ) -> list[dict]:
-    """``[{rank, layer, steps, time_us, S_used, S_min, S_reference, reference,
-    reference_source, collapsed, syncs}]``; ``None`` where the run does not hold a value
-    (``reference_source``: which S the collapse is judged against, :data:`REFERENCE_TEXT`)."""
+    """``[{rank, layer, steps, time_us, S_used, S_min, S_reference, reference, collapsed,
+    syncs}]``; ``None`` where the run does not hold a value (``reference``: which S the
+    collapse is judged against, one of :data:`REFERENCE_TEXT`)."""
     if layers.empty:
         return []
     ly = layers.copy()
@@ -72,7 +74,6 @@ def layer_table(
                 "S_min": _i(r["s_min"]),
                 "S_reference": _i(last.at[(rank, layer), "ref"]),
                 "reference": REFERENCE_TEXT[source],
-                "reference_source": source,
                 "collapsed": int(r["collapsed"]),
                 "syncs": None
                 if not steps_watched

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.store.liveness import process_run_status
+from mlaprof.analysis.sections import LayerRow
+from mlaprof.store.liveness import process_run_status, run_reason
 from mlaprof.store.reader import fill_layer_syncs
 from mlaprof.store.runkind import RunKind, run_kind
 from mlaprof.store.schema import columns
@@ -83,13 +84,15 @@ class LiveSummary:
 
 class FoldedRun:
     """The committed rows of a run, shaped like :class:`mlaprof.store.reader.Run` for the
-    evidence adapters (``meta``, ``name``, ``status``, ``ranks``, ``table``)."""
+    evidence adapters and the summary (``meta``, ``name``, ``status``, ``reason``, ``ranks``,
+    ``table``)."""
 
     def __init__(self, fold: LiveFold) -> None:
         self._fold = fold
         self.meta = fold.meta
         self.name = fold.name
         self.status = fold.status
+        self.reason = fold.reason
         self.ranks = fold.ranks
 
     def table(self, name: str) -> pd.DataFrame:
@@ -106,6 +109,7 @@ class LiveFold:
         self.name = name
         self.meta: dict[str, Any] = {"name": name}
         self.statuses: dict[tuple[int, str], str] = {}
+        self._ends: dict[tuple[int, str], tuple[str | None, bool]] = {}
         # per table and database, its batches in rowid order: read back in the reader's order
         # (databases by rank and role, each in rowid order), which rules like "the last record
         # of a layer" depend on
@@ -125,12 +129,23 @@ class LiveFold:
             self._whole.pop(batch.table, None)
         self.version += 1
 
-    def set_status(self, key: Key, status: str) -> bool:
-        """Record a database's status; True when it changed."""
-        changed = self.statuses.get(key) != status
+    def set_status(
+        self, key: Key, status: str, reason: str | None = None, drained: bool = False
+    ) -> bool:
+        """Record a database's status (and why it ended, whether it drained); True when it
+        changed."""
+        changed = self.statuses.get(key) != status or self._ends.get(key) != (reason, drained)
         self.statuses[key] = status
+        self._ends[key] = (reason, drained)
         self.version += int(changed)
         return changed
+
+    @property
+    def reason(self) -> str | None:
+        """The reader's rule (:func:`mlaprof.store.liveness.run_reason`)."""
+        return run_reason(
+            [(k[1], *self._ends.get(k, (None, False)), s) for k, s in sorted(self.statuses.items())]
+        )
 
     @property
     def ranks(self) -> list[int]:
@@ -193,9 +208,9 @@ class LiveFold:
             captures=_latest(self.frame("captures"), ("rank", "capture_size", "graph_mode")),
         )
 
-    def step_layers(self, step: int, rank: int | None) -> list[dict[str, Any]]:
+    def step_layers(self, step: int, rank: int | None) -> list[LayerRow]:
         """The analysis' layer rows (:func:`mlaprof.analysis.layers.layer_table`) of one step,
-        per rank (``rank``: that rank's only)."""
+        per rank (``rank``: that rank's only), typed as the summary's."""
         from mlaprof.analysis.layers import layer_table
 
         run = FoldedRun(self)
@@ -206,7 +221,7 @@ class LiveFold:
         if not pick.any():
             return []
         syn = sy[(sy["step"] == step) & ((sy["rank"] == rank) if rank is not None else True)]
-        return layer_table(ly[pick], syn)
+        return [LayerRow(**r) for r in layer_table(ly[pick], syn)]
 
 
 def step_series(steps: pd.DataFrame, window: int = WINDOW) -> dict[int, StepSeries]:

@@ -568,6 +568,13 @@ class LayerRow:
     syncs: float | None
     time_us: float | None
 
+    @property
+    def reference_source(self) -> str:
+        """Which S the collapse is judged against: ``deserved``, ``fix`` or ``unknown``."""
+        from mlaprof.analysis.layers import REFERENCE_SOURCE
+
+        return REFERENCE_SOURCE[self.reference]
+
 
 @dataclass(frozen=True, slots=True)
 class LayerSplitCount:

@@ -137,12 +137,17 @@ class RunFollow:
     def status(self, key: Key) -> str:
         """The database's writer status (running, finished, failed, ...); a "running" one
         whose writer lock is free died (:func:`mlaprof.store.liveness.effective_status`)."""
+        return self.state(key)[0]
+
+    def state(self, key: Key) -> tuple[str, str | None, bool]:
+        """``(status, recorded reason, drained)`` of the database (:meth:`status`)."""
         con = self._con(key)
-        meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('status', ?)",
+        meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('status', 'reason', ?)",
                                 (liveness.DRAINED,)).fetchall())  # fmt: skip
-        return liveness.effective_status(
+        status = liveness.effective_status(
             self.path, key[0], meta.get("status"), key[1], meta.get(liveness.DRAINED)
         )
+        return status, meta.get("reason"), meta.get(liveness.DRAINED) == "1"
 
     # -- committed rows since a row id ---------------------------------------------------------
     def position(self, key: Key, table: str) -> int:

@@ -129,6 +129,19 @@ def effective_status(
     return status
 
 
+def run_reason(dbs: list[tuple[str, str | None, bool, str]]) -> str | None:
+    """Why a run ended early, from ``(role, recorded reason, drained, status)`` per database:
+    the first reason a writer recorded (e.g. disk full), else :data:`DRAINED_REASON` where a
+    rank's own database drained before it was interrupted."""
+    for _, why, _, _ in dbs:
+        if why:
+            return why
+    for role, _, drained, status in dbs:
+        if not role and drained and status == "interrupted":
+            return DRAINED_REASON
+    return None
+
+
 def process_run_status(states: list[tuple[str, str]]) -> str:
     """The run's status from ``(role, status)`` per database: a rank's own database (role "")
     decides; another process of it (the vLLM EngineCore, often killed at shutdown without

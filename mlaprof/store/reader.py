@@ -307,15 +307,13 @@ class Run:
     @property
     def reason(self) -> str | None:
         """Why the run ended early, where its writer recorded it (e.g. disk full)."""
+        dbs = []
         for key in self.databases:
-            why = self.rank_meta(*key).get("reason")
-            if why:
-                return why
-        for key in self.databases:
-            drained = self.rank_meta(*key).get(liveness.DRAINED) == "1"
-            if not key[1] and drained and self._db_status(*key) == "interrupted":
-                return liveness.DRAINED_REASON
-        return None
+            meta = self.rank_meta(*key)
+            drained = meta.get(liveness.DRAINED) == "1"
+            status = self._db_status(*key) if drained and not key[1] else ""
+            dbs.append((key[1], meta.get("reason"), drained, status))
+        return liveness.run_reason(dbs)
 
     def close(self) -> None:
         for con in self._cons.values():

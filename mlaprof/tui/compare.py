@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import SHORT_NAMES, diff_summaries, fmt_change, fmt_value
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.run_summary import RunSummary
 
 HEAD = ["metric", "A", "B", "change", "B is"]
 MARK = "*"  # after a short metric name: where its number comes from is in the legend
@@ -20,7 +23,7 @@ def _name(r: dict[str, Any], short: bool) -> str:
 
 
 def compare_table(
-    sa: dict[str, Any] | None, sb: dict[str, Any] | None, short: bool = False
+    sa: RunSummary | None, sb: RunSummary | None, short: bool = False
 ) -> tuple[list[list[str]], str]:
     """(rows, legend): :func:`compare_rows`, and with ``short`` what its mark stands for (the
     one diff serves both)."""
@@ -33,17 +36,15 @@ def compare_table(
 
 
 def compare_rows(
-    sa: dict[str, Any] | None, sb: dict[str, Any] | None, short: bool = False
+    sa: RunSummary | None, sb: RunSummary | None, short: bool = False
 ) -> list[list[str]]:
-    """metric, A, B, change, verdict from two :func:`mlaprof.analysis.summary` results
+    """metric, A, B, change, verdict from two typed summaries
     (one analysing row while either is still being analysed). ``short``: the metrics' short
     names, their provenance as a mark (80 columns; :func:`compare_table` gives the legend)."""
     return compare_table(sa, sb, short)[0]
 
 
-def _rows(
-    d: dict[str, Any], sa: dict[str, Any], sb: dict[str, Any], short: bool
-) -> list[list[str]]:
+def _rows(d: dict[str, Any], sa: RunSummary, sb: RunSummary, short: bool) -> list[list[str]]:
     rows = [
         [
             _name(r, short),
@@ -62,9 +63,8 @@ def _rows(
         rows.append(
             [f"S from the trace ({t['variant']})", _s(t["S_before"]), _s(t["S_after"]), "", ""]
         )
-    backends = [d["backend"][k] for k in ("before", "after")]
-    rows.append(["backend", *(_s(b) if b else "not recorded" for b in backends), "", ""])
-    policy = [(s.get("scenario") or {}).get("policy") or "-" for s in (sa, sb)]
+    rows.append(["backend", d["backend"]["before"], d["backend"]["after"], "", ""])
+    policy = [s.scenario.policy or "-" for s in (sa, sb)]
     rows.append(["split policy", *policy, "", ""])
     return rows
 

@@ -22,6 +22,7 @@ from mlaprof.tui.view import ANALYSING, Selection, View, build_view
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.analysis.sections import LayerRow
 
 # rowids read per table per poll: catching up on a huge run happens in slices, so the lock
 # is never held long and the dashboard draws progress instead of freezing
@@ -94,7 +95,7 @@ class RunFollower:
         total = 0
         self.store.cut = False
         for key in self.store.databases:
-            total += int(self.fold.set_status(key, self.store.status(key)))
+            total += int(self.fold.set_status(key, *self.store.state(key)))
             for rows in self.store.new_rows(key, CHUNK, FOLDED):
                 self.fold.add(rows)
                 total += rows.count
@@ -162,7 +163,7 @@ class RunFollower:
             ids = self.latest.step_ids if self.latest else {}
             return list(ids.get(rank if rank is not None else min(ids, default=0), ()))
 
-    def step_layers(self, step: int, rank: int | None) -> list[dict[str, Any]]:
+    def step_layers(self, step: int, rank: int | None) -> list[LayerRow]:
         """The analysis' layer rows of one step (:meth:`LiveFold.step_layers`)."""
         with self.lock:
             return self.fold.step_layers(step, rank)
@@ -195,11 +196,10 @@ class RunFollower:
             layers = self.step_layers(step, rank) if step is not None else None
             return build_view(live, rank, layers, step, self.problem, layer_sort, self.path.name)
 
-    def summary_json(self) -> dict[str, Any] | None:
-        """The latest summary as ``report --json`` prints it (the run diff reads that)."""
+    def summary(self) -> RunSummary | None:
+        """The latest summary handed out (provisional or full; None: none yet)."""
         with self.lock:
-            s = self.latest.summary if self.latest else None
-            return None if s is None else s.to_json()
+            return self.latest.summary if self.latest else None
 
     @property
     def finished(self) -> bool:

@@ -13,10 +13,11 @@ from mlaprof.tui.follower import FollowError, RunFollower, analyze_run
 from mlaprof.tui.text import format_table, render_text
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.tui.view import View
 
 
-def read_view(path: Path, rank: int | None = None) -> tuple[View, dict | None]:
+def read_view(path: Path, rank: int | None = None) -> tuple[View, RunSummary | None]:
     """Read a run once (whatever was committed so far): its view, drawn from the full summary
     (the dashboard's, once its full pass lands), and that summary's JSON (for a compare)."""
     if not path.exists():
@@ -40,7 +41,7 @@ def read_view(path: Path, rank: int | None = None) -> tuple[View, dict | None]:
         if analysis is None:  # the full pass failed: the fold of the committed rows, said so
             f.summarise()
         f.land_full(analysis, why, f.fold.version)
-        return f.view(rank), f.summary_json()
+        return f.view(rank), f.summary()
     finally:
         f.close()
 

@@ -54,22 +54,12 @@ def latency_line(v: View, width: int = 200) -> str:
     return line
 
 
-def headline_value(v: View, key: str) -> str | None:
-    """``label: value`` of the analysis headline line ``key`` (its ``key`` field)."""
-    h = next((h for h in v.headline if h.get("key") == key), None)
-    return None if h is None else f"{h['label']}: {h['value']}"
-
-
 def splits_title(v: View) -> str:
-    """``KV splits | <policy>, worst step: S used 1, deserved 16`` (the analysis' numbers)."""
-    h = next((h for h in v.headline if h.get("key") == "splits"), None)
-    if h is None:
-        return "KV splits (worst step per rank and policy)"
-    return f"{h['label']}: {h['value']}"
+    return "KV splits (worst step per rank and policy; ranks that agree share a row)"
 
 
 def capture_title(v: View) -> str:
-    return headline_value(v, "capture-memory") or f"capture ({v.findings_source})"
+    return v.capture_memory or f"capture ({v.findings_source})"
 
 
 def sparkline(values: list[float], width: int) -> str:

@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.capture_status import no_full_graph
+from mlaprof.analysis.capture import human_bytes
+from mlaprof.analysis.diff import backend_text
 from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
+from mlaprof.analysis.typed_json import to_json
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
@@ -65,6 +67,7 @@ class View:
     syncs: list[dict[str, Any]]
     findings: list[Finding]
     findings_source: str  # FULL, PROVISIONAL, or why no summary is shown yet
+    capture_memory: str
     headline: list[dict[str, str]]  # the analysis' key numbers (capture, memory, S, padding)
     provisional: bool = False
     capture_failed: bool = False  # the analysis' capture status says no FULL graph
@@ -118,13 +121,12 @@ def build_view(
     ]
     key, rev = layer_sort
     layers.sort(key=lambda r: (_sort_key(r.get(key)), _sort_key(r.get("rank"))), reverse=rev)
-    timing = _f(s, "timing") or {}
-    capture = _f(s, "capture") or {}
+    timing, capture = _f(s, "timing"), _f(s, "capture")
     return View(
         name=str(meta.get("name") or name),
         scenario=str(scen.get("name") or meta.get("source") or "unknown"),
         device=str(_f(s, "device") or meta.get("device") or "unknown"),
-        backend=_text(_f(s, "backend") or meta.get("backend") or _engine_backend(s)),
+        backend=backend_text(s) if s is not None else _text(meta.get("backend")),
         status=live.status,
         rank_label=(
             f"all ranks ({rank_span(ranks)})"
@@ -132,8 +134,9 @@ def build_view(
             else f"rank {rank if rank is not None else (ranks[0] if ranks else 0)}"
         ),  # fmt: skip
         ranks=ranks,
-        graph_mode=str(capture.get("effective_mode") or scen.get("graph_mode") or "?"),
-        capture=str(capture.get("text") or source),
+        graph_mode=str((capture and capture.effective_mode) or scen.get("graph_mode") or "?"),
+        capture=capture.text if capture else source,
+        capture_memory=_capture_memory(capture),
         steps_text=_steps_text(live.step_ids, shown),
         events=sum(live.rows.values()),
         latency_ms=list(series.values_ms) if series else [],
@@ -143,27 +146,31 @@ def build_view(
         layers=layers,
         layer_scope=f"step {step}" if step_layers is not None else "all steps",
         per_rank_layers=len(shown) > 1,
-        splits=mine(_f(s, "splits")),
-        padding=_f(s, "padding") or {},
+        splits=[_split(r) for r in mine(_f(s, "splits"))],
+        padding=_padding(_f(s, "padding")),
         memory=[r for r in live.memory if rank is None or r.get("rank") == rank],
         captures=[r for r in live.captures if rank is None or r.get("rank") == rank],
         syncs=_sites(s, rank),
         findings=sorted(_f(s, "findings") or [], key=lambda f: f.rank),
         findings_source=source,
-        headline=list(_f(s, "headline") or []),
+        headline=[
+            {"label": h.label, "value": h.value, "provenance": h.provenance}
+            for h in _f(s, "headline") or []
+        ],
         provisional=live.provisional,
-        capture_failed=no_full_graph(str(capture.get("status") or "")),
-        timing_label=str(
-            timing.get("timing_label") or (timing_label(series.timing) if series else "")
+        capture_failed=bool(capture and capture.no_full_graph),
+        timing_label=timing.timing_label if timing else timing_label(series and series.timing),
+        timing_short=TIMING_SHORT.get(
+            str(timing.timing if timing else series and series.timing), ""
         ),  # fmt: skip
-        timing_short=TIMING_SHORT.get(str(timing.get("timing") or (series and series.timing)), ""),
         policy=str(scen.get("policy") or ""),
         problem=problem,
-        engine=_f(s, "engine"),
-        shadow=_f(s, "shadow"),
-        trace=_f(s, "trace"),
-        engine_starts=_f(s, "engine_starts"),
-        fleet=_f(s, "fleet"),
+        # the detail panel's sections, as report --json writes them
+        engine=_doc(_f(s, "engine")),
+        shadow=_doc(_f(s, "shadow")),
+        trace=_doc(_f(s, "trace")),
+        engine_starts=_doc(_f(s, "engine_starts")) or None,
+        fleet=_doc(_f(s, "fleet")),
         step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
         steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},
     )
@@ -174,26 +181,59 @@ def _f(s: Any, name: str) -> Any:
     return None if s is None else getattr(s, name, None)
 
 
-def _has_rank(row: dict[str, Any], rank: int) -> bool:
-    if "ranks" in row and row["ranks"] is not None:
-        return rank in row["ranks"]
-    return row.get("rank") == rank
+def _has_rank(row: Any, rank: int) -> bool:
+    ranks = getattr(row, "ranks", None)
+    return rank in ranks if ranks else getattr(row, "rank", None) == rank
 
 
-def _layer(r: dict[str, Any]) -> dict[str, Any]:
-    """A row of :func:`mlaprof.analysis.layers.layer_table`, under the table's column names."""
+def _layer(r: Any) -> dict[str, Any]:
+    """A :class:`~mlaprof.analysis.sections.LayerRow` under the table's column names."""
     return {
-        "rank": r["rank"],
-        "layer": r["layer"],
-        "time_ms": None if r.get("time_us") is None else r["time_us"] / 1e3,
-        "syncs": r.get("syncs"),
-        "used": r.get("S_used"),
-        "used_min": r.get("S_min"),
-        "deserved": r.get("S_reference"),
-        "reference_source": r.get("reference_source"),
-        "collapsed": r.get("collapsed"),
-        "rows": r.get("steps"),
+        "rank": r.rank,
+        "layer": r.layer,
+        "time_ms": None if r.time_us is None else r.time_us / 1e3,
+        "syncs": r.syncs,
+        "used": r.S_used,
+        "used_min": r.S_min,
+        "deserved": r.S_reference,
+        "reference_source": r.reference_source,
+        "collapsed": r.collapsed,
+        "rows": r.steps,
     }
+
+
+def _split(r: Any) -> dict[str, Any]:
+    """A :class:`~mlaprof.analysis.sections.SplitStep` (ranks that agree share it)."""
+    return {
+        "ranks": [x for x in r.ranks if x is not None] or ([r.rank] if r.rank is not None else []),
+        "policy": r.policy,
+        "on_device": r.on_device,
+        "used": r.used,
+        "deserved": r.deserved,
+        "frozen": r.frozen,
+        "occupancy": r.occupancy,
+        "occupancy_deserved": r.occupancy_deserved,
+    }
+
+
+def _padding(p: Any) -> dict[str, Any]:
+    if p is None:
+        return {}
+    keys = ("steps", "steps_padded", "real_rows", "padding_rows", "real_tokens",
+            "padding_tokens", "padding_fraction", "kv_bytes_padding", "text")  # fmt: skip
+    return {k: getattr(p, k) for k in keys}
+
+
+def _capture_memory(c: Any) -> str:
+    """``capture memory (<measure>): 96.00 MiB`` from the capture section, or why none."""
+    if c is None:
+        return ""
+    what = f"capture memory ({c.memory_measure})" if c.memory_measure else "capture memory"
+    return f"{what}: " + ("not recorded" if c.memory_bytes is None else human_bytes(c.memory_bytes))
+
+
+def _doc(section: Any) -> Any:
+    return None if section is None else to_json(section)
 
 
 def _sites(s: Any, rank: int | None) -> list[dict[str, Any]]:
@@ -203,13 +243,12 @@ def _sites(s: Any, rank: int | None) -> list[dict[str, Any]]:
     for kind, name in (("sync", "syncs"), ("alloc", "allocations"), ("h2d", "h2d_copies"),
                        ("capture-error", "capture_errors")):  # fmt: skip
         for r in _f(s, name) or []:
-            if rank is not None and r.get("rank") != rank:
+            if rank is not None and r.rank != rank:
                 continue
-            k = (r.get("rank"), r.get("layer"), kind, r.get("op"), r.get("location"),
-                 r.get("function"))  # fmt: skip
-            cur = out.setdefault(k, {"rank": k[0], "layer": k[1], "kind": kind, "op": k[3],
-                                     "location": k[4], "function": k[5], "count": 0,
-                                     "first_step": r.get("step")})  # fmt: skip
+            k = (r.rank, r.layer, kind, r.op, r.location, r.function)
+            cur = out.setdefault(k, {"rank": r.rank, "layer": r.layer, "kind": kind, "op": r.op,
+                                     "location": r.location, "function": r.function,
+                                     "count": 0, "first_step": r.step})  # fmt: skip
             cur["count"] += 1
     return list(out.values())
 
@@ -228,21 +267,18 @@ def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
     return "steps " + ", ".join(f"{n} on {rank_span(rs)}" for n, rs in sorted(by_n.items()))
 
 
-def _step_median(timing: dict[str, Any], rank: int | None) -> str:
+def _step_median(timing: Any, rank: int | None) -> str:
+    if timing is None:
+        return "-"
     if rank is not None:
-        mine = [r for r in timing.get("per_rank") or [] if r["rank"] == rank]
-        return f"{mine[0]['step_median_us']:.1f} µs" if mine else "-"
-    return str(timing.get("step_median_text") or "-")
+        mine = [r for r in timing.per_rank if r.rank == rank]
+        return f"{mine[0].step_median_us:.1f} µs" if mine else "-"
+    return str(timing.step_median_text or "-")
 
 
 def _latency(series: StepSeries | None) -> dict[str, float | None]:
     keys = ("last", "p50", "p90", "min", "max")
     return {k: None if series is None else getattr(series, k) for k in keys}
-
-
-def _engine_backend(s: Any) -> Any:
-    eng = _f(s, "engine")
-    return eng.get("backend") if eng else None
 
 
 def _text(v: Any) -> str:
@@ -255,7 +291,7 @@ def _waiting(name: str, problem: str | None) -> View:
         name=name, scenario="unknown", device="unknown", backend="not recorded",
         status="waiting", rank_label="rank 0", ranks=[], graph_mode="?", capture=ANALYSING,
         steps_text="0 steps", events=0, latency_ms=[], latency=_latency(None), latency_scope="",
-        step_median="-", layers=[], layer_scope="all steps", per_rank_layers=False, splits=[],
+        step_median="-", capture_memory="", layers=[], layer_scope="all steps", per_rank_layers=False, splits=[],
         padding={}, memory=[], captures=[], syncs=[], findings=[], findings_source=ANALYSING,
         headline=[], problem=problem,
     )  # fmt: skip

@@ -21,7 +21,7 @@ def _fold(store: RunFollow, fold: LiveFold, limit: int) -> None:
     while True:
         store.cut = False
         for key in store.databases:
-            fold.set_status(key, store.status(key))
+            fold.set_status(key, *store.state(key))
             for rows in store.new_rows(key, limit, FOLDED):
                 fold.add(rows)
         if not store.cut:
@@ -64,11 +64,11 @@ def test_the_provisional_summary_is_the_full_one_over_the_same_rows(tmp_path: Pa
     _fold(store, fold, limit=7)  # slices cut mid-table and mid-step
     _same(tmp_path / "r", fold)
     prov, _ = fold.provisional()
-    per_rank = {r["rank"]: r["steps"] for r in prov.timing["per_rank"]}
+    per_rank = {r.rank: r.steps for r in prov.timing.per_rank}
     assert per_rank == {0: 6, 1: 3}
-    syncs = {(r["rank"], r["layer"]): r["syncs"] for r in prov.layers}
+    syncs = {(r.rank, r.layer): r.syncs for r in prov.layers}
     assert syncs[(0, 1)] == 2  # per watched step: the unwatched step is not a checked 0
-    assert prov.sync_counts["per_rank"][0]["watched_steps"] == 5
+    assert prov.sync_counts.per_rank[0].watched_steps == 5
     # the run grows: a poll folds only what arrived, and still equals the full pass
     n0 = fold.rows.get("steps")
     for s in range(3, 7):
@@ -101,6 +101,6 @@ def test_the_step_series_and_one_steps_layers_are_the_recorded_rows(tmp_path: Pa
     assert live.step_ids == {0: (0, 1, 2, 3)}
     rows = fold.step_layers(2, None)
     want = layers[layers["step"] == 2]
-    assert [r["time_us"] for r in rows] == [d / 1e3 for d in want["duration_ns"]]
+    assert [r.time_us for r in rows] == [d / 1e3 for d in want["duration_ns"]]
     w.finish()
     store.close()

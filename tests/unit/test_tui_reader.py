@@ -34,12 +34,12 @@ def test_the_view_draws_the_analysis_layer_rows_per_rank(tmp_path: Path) -> None
     v = f.view()
     # every rank's rows, never one merged row per layer (the header said "18 steps")
     assert v.rank_label == "all ranks (0-1)" and v.steps_text == "9 steps per rank (0-1)"
-    want = {(r["rank"], r["layer"]): r for r in _full(p).layers}
+    want = {(r.rank, r.layer): r for r in _full(p).layers}
     got = {(r["rank"], r["layer"]): r for r in v.layers}
     assert set(got) == set(want) and len(got) == 8
     for k, r in want.items():
-        assert got[k]["time_ms"] == r["time_us"] / 1e3
-        assert (got[k]["syncs"], got[k]["deserved"]) == (r["syncs"], r["S_reference"])
+        assert got[k]["time_ms"] == r.time_us / 1e3
+        assert (got[k]["syncs"], got[k]["deserved"]) == (r.syncs, r.S_reference)
     assert text.layer_table(v)[0][0] == "rank"
     v1 = f.view(rank=1)
     assert {r["rank"] for r in v1.layers} == {1} and text.layer_table(v1)[0][0] == "layer"
@@ -86,7 +86,7 @@ def test_incremental_poll_reads_only_new_rows(tmp_path: Path) -> None:
     f.poll()
     f.summarise()
     assert f.view().status == "finished"
-    want = {r["layer"]: r["syncs"] for r in _full(tmp_path / "live").layers}
+    want = {r.layer: r.syncs for r in _full(tmp_path / "live").layers}
     assert {r["layer"]: r["syncs"] for r in f.view().layers} == want
 
 
@@ -96,16 +96,16 @@ def test_step_layers_match_the_step(tmp_path: Path) -> None:
     f.poll()
     with load(p) as run:
         df = run.layers
-    rows = {r["layer"]: r for r in f.step_layers(4, None)}
+    rows = {r.layer: r for r in f.step_layers(4, None)}
     want = df[df["step"] == 4]
     assert len(rows) == len(want) == 3
     for _, r in want.iterrows():
-        assert rows[r.layer]["time_us"] == pytest.approx(r.duration_ns / 1e3)
-        assert rows[r.layer]["S_used"] == r.splits_used
+        assert rows[r.layer].time_us == pytest.approx(r.duration_ns / 1e3)
+        assert rows[r.layer].S_used == r.splits_used
     v = f.view(step=4)
     assert v.layer_scope == "step 4"
     assert {r["layer"]: r["time_ms"] for r in v.layers} == {
-        k: r["time_us"] / 1e3 for k, r in rows.items()
+        k: r.time_us / 1e3 for k, r in rows.items()
     }
 
 
@@ -221,11 +221,11 @@ def test_a_provisional_summary_first_then_the_full_pass_replaces_it(tmp_path: Pa
     try:
         wait(lambda: f.full is not None)
         wait(lambda: drawn and drawn[-1] is not None and not drawn[-1].provisional)
-        assert drawn[-1].summary.timing["steps"] == 3
+        assert drawn[-1].summary.timing.steps == 3
         for s in range(3, 6):  # the run grows: a newer provisional summary replaces it
             write_step(w, s, 2, True)
-        wait(lambda: drawn[-1].summary.timing["steps"] == 6)
-        wait(lambda: f.full.timing["steps"] == 6)  # and so does a later full pass
+        wait(lambda: drawn[-1].summary.timing.steps == 6)
+        wait(lambda: f.full.timing.steps == 6)  # and so does a later full pass
     finally:
         stop.set()
         t.join(5)

@@ -63,7 +63,7 @@ class CompareScreen(Screen):
 
     def draw(self) -> None:
         a, b = self.a.view(), self.b.view()
-        sa, sb = self.a.summary_json(), self.b.summary_json()
+        sa, sb = self.a.summary(), self.b.summary()
         rows, legend = compare_table(sa, sb, self.app.size.width < self.SHORT_BELOW)
         self.query_one("#compare-title", Static).update(
             f"[b]compare[/b]  A: [b]{term(a.name)}[/b] ({term(a.scenario)}, {term(a.backend)})   "
