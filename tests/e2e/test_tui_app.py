@@ -62,7 +62,7 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
     app = MlaprofApp(runs / "bug", interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         d = await loaded(pilot, steps=6)
-        assert d.view.layer_scope == "mean over all steps"
+        assert d.view.layer_scope == "all steps"
         assert "finished" in d.follow_state()
         await pilot.press("right_square_bracket")
         assert d.view.layer_scope == "step 0"
@@ -71,7 +71,7 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         await pilot.press("left_square_bracket", "left_square_bracket")
         assert d.view.layer_scope == "step 0"  # clamps at the first step
         await pilot.press("a")
-        assert d.view.layer_scope == "mean over all steps"
+        assert d.view.layer_scope == "all steps"
         # sort: s cycles the column; time descending puts the slowest layer first
         await pilot.press("s")
         assert d.sel.layer_sort == ("time_ms", True)
@@ -163,14 +163,18 @@ async def test_multi_rank_selector(tmp_path: Path) -> None:
     p = make_run(tmp_path, "mr", steps=4, layers=2, ranks=2)
     app = MlaprofApp(p, interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
-        d = await loaded(pilot, steps=8)
-        assert d.view.rank_label == "all ranks"
+        d = await loaded(pilot, steps=4)  # each rank's 4 steps, never summed into 8
+        assert d.view.rank_label == "all ranks (0-1)" and {r["rank"] for r in d.view.layers} == {
+            0,
+            1,
+        }
         await pilot.press("r")
         assert d.view.rank_label == "rank 0" and d.view.steps == 4
+        assert {r["rank"] for r in d.view.layers} == {0}
         await pilot.press("r")
         assert d.view.rank_label == "rank 1"
         await pilot.press("r")
-        assert d.view.rank_label == "all ranks"
+        assert d.view.rank_label == "all ranks (0-1)"
 
 
 async def test_compare_side_by_side(runs: Path) -> None:

@@ -23,7 +23,7 @@ def test_once_prints_every_panel(runs: Path, capsys: pytest.CaptureFixture[str])
     assert main(["tui", str(runs / "bug"), "--once"]) == 0
     out = capsys.readouterr().out
     assert "scenario dsv3-mtp3" in out and "device NVIDIA H200 (test)" in out
-    assert "capture FULL -> failed (runs PIECEWISE)" in out and "graph FULL" in out
+    assert "capture FULL -> failed (runs PIECEWISE)" in out  # asked FULL, ran PIECEWISE
     for section in ("LAYERS", "KV SPLITS", "PADDING", "CAPTURE MEMORY", "FINDINGS"):
         assert section in out
     layers = out.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
