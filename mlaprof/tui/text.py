@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -290,23 +291,25 @@ def engine_lines(v: View) -> list[str]:
         return []
     acc = (
         "acceptance not recorded"
-        if e.get("accepted_tokens") is None
-        else f"{e['accepted_tokens']} accepted ({fmt_pct(e.get('acceptance_rate'))})"
+        if e.accepted_tokens is None
+        else f"{e.accepted_tokens} accepted ({fmt_pct(e.acceptance_rate)})"
     )
-    modes = ", ".join(f"{m} x{n}" for m, n in (e.get("graph_modes") or {}).items()) or "-"
+    modes = ", ".join(f"{m} x{n}" for m, n in e.graph_modes.items()) or "-"
     out = [
-        f"engine (measured): {_s(e.get('backend'))}, {_s(e.get('spec_method'))} "
-        f"k={_s(e.get('num_speculative_tokens'))}  |  {e['steps']} steps, "
-        f"{e['verify_steps']} verify, {e['verify_rows']} verify rows",
-        f"  {e['draft_tokens']} draft tokens, {acc}  |  graph {modes}",
+        f"engine (measured): {_s(e.backend)}, {_s(e.spec_method)} "
+        f"k={_s(e.num_speculative_tokens)}  |  {e.steps} steps, "
+        f"{e.verify_steps} verify, {e.verify_rows} verify rows",
+        f"  {e.draft_tokens} draft tokens, {acc}  |  graph {modes}",
     ]
+    if e.scheduler_worker_text:  # compared over the steps both processes committed
+        out.append(f"  scheduler and worker records {e.scheduler_worker_text}")
     if sh:
         out.append(
-            f"  shadow AITER: {sh['steps']} steps, paths {', '.join(sh['paths'])}, S bug "
-            f"{_rng(sh['s_bug'])}, S fix {_rng(sh['s_fix'])}, frozen {_rng(sh['s_frozen'])}; "
-            f"{sh['steps_collapsed_by_bug']} step(s) collapsed by the bug"
+            f"  shadow AITER: {sh.steps} steps, paths {', '.join(sh.paths)}, S bug "
+            f"{_rng(sh.s_bug)}, S fix {_rng(sh.s_fix)}, frozen {_rng(sh.s_frozen)}; "
+            f"{sh.steps_collapsed_by_bug} step(s) collapsed by the bug"
         )
-        out.append(f"  ({sh['provenance']})")
+        out.append(f"  ({sh.provenance})")
     return out
 
 
@@ -319,43 +322,41 @@ def trace_lines(v: View) -> list[str]:
     t = v.trace
     if not t:
         return []
-    trust = t["trust"]
-    out = [f"imported trace: {t.get('source')} ({t.get('format')})"]
-    verdict = trust["verdict"]
-    if verdict == "unreliable":
-        counts = ", ".join(f"{k} {n}" for k, n in trust.get("counts", {}).items() if n)
-        out.append(f"  trust: UNRELIABLE ({counts}): " + "; ".join(trust.get("reasons", [])))
+    trust = t.trust
+    out = [f"imported trace: {t.source} ({t.format})"]
+    if trust.verdict == "unreliable":
+        counts = ", ".join(
+            f"{f.name} {getattr(trust.counts, f.name)}"
+            for f in dataclasses.fields(trust.counts)
+            if getattr(trust.counts, f.name)
+        )
+        out.append(f"  trust: UNRELIABLE ({counts}): " + "; ".join(trust.reasons))
     else:
-        out.append(f"  trust: {verdict}")
+        out.append(f"  trust: {trust.verdict}")
     head = ["path", "kernel variant", "steps (graph/eager)", "S", "layer us"]
     rows = [
-        [
-            p["path"],
-            p["variant"],
-            f"{p['steps']} ({p['graph_steps']}/{p['eager_steps']})",
-            _s(p["S"]),
-            _us(p.get("layer_median_us")),
-        ]
-        for p in t["paths"]
-    ]
+        [p.path, p.variant, f"{p.steps} ({p.graph_steps}/{p.eager_steps})", _s(p.S),
+         _us(p.layer_median_us)]
+        for p in t.paths
+    ]  # fmt: skip
     out += format_table((head, rows))
-    out += [f"  {p['variant']}: S {p['S_source']}" for p in t["paths"]]
-    if t.get("drafter"):
-        out.append(f"  {t['drafter']['text']}")
-    rt = t.get("replay_time") or {}
-    if rt.get("replays"):
-        share = fmt_pct(rt.get("attention_share"))
-        out.append(f"  time inside {rt['replays']} graph replay(s): attention {share}")
-        grouped = len(rt.get("rank_groups") or []) > 1  # ranks that ran different S: apart
+    out += [f"  {p.variant}: S {p.S_source}" for p in t.paths]
+    if t.drafter:
+        out.append(f"  {t.drafter.text}")
+    rt = t.replay_time
+    if rt and rt.replays:
+        out.append(f"  time inside {rt.replays} graph replay(s): attention "
+                   f"{fmt_pct(rt.attention_share)}")  # fmt: skip
+        grouped = len(rt.rank_groups or []) > 1  # ranks that ran different S: apart
         lhead = ["ranks"] * grouped + ["layer", "median us", "attention us", "attention", "S"]
         lrows = [
-            [x["ranks_text"]] * grouped
-            + [_s(x["layer"]), _us(x["median_us"]), _us(x["attention_median_us"])]
-            + [fmt_pct(x["attention_share"]), _s(x["S"])]
-            for x in rt["layers"]
+            [x.ranks_text] * grouped
+            + [_s(x.layer), _us(x.median_us), _us(x.attention_median_us)]
+            + [fmt_pct(x.attention_share), _s(x.S)]
+            for x in rt.layers
         ]
         out += format_table((lhead, lrows))
-        out.append(f"  ({rt.get('provenance')})")
+        out.append(f"  ({rt.provenance})")
     return out
 
 
@@ -366,47 +367,41 @@ def engine_start_lines(v: View) -> list[str]:
         return []
     out = []
     for st in starts:
-        mode = st.get("final_mode") or "mode not logged"
-        if st.get("requested_mode") and st["requested_mode"] != st.get("final_mode"):
-            mode = f"{st['requested_mode']} -> {mode}"
-        out.append(f"start {st['start']}: vLLM {_s(st.get('version'))} (log line {st['line']})"
+        mode = st.final_mode or "mode not logged"
+        if st.requested_mode and st.requested_mode != st.final_mode:
+            mode = f"{st.requested_mode} -> {mode}"
+        out.append(f"start {st.start}: vLLM {_s(st.version)} (log line {st.line})"
                    f"  cudagraph {mode}")  # fmt: skip
-        for d in st.get("downgrades", []):
+        for d in st.downgrades:
             out.append(
-                f"  downgraded by {d['backend']} (support {d['support']}"
-                f"{', spec-decode' if d.get('spec_decode') else ''}) -> {d['setting']} on ranks "
-                f"{', '.join(map(str, d['ranks']))} (log line {d['line']})"
+                f"  downgraded by {d.backend} (support {d.support}"
+                f"{', spec-decode' if d.spec_decode else ''}) -> {d.setting} on ranks "
+                f"{', '.join(map(str, d.ranks))} (log line {d.line})"
             )
     head = ["start", "rank", "process", "took", "secs", "estimate"]
     rows = [
-        [
-            _s(st["start"]),
-            _s(r["rank"]),
-            _s(r.get("process")),
-            fmt_bytes(r.get("measured_bytes")),
-            "-" if r.get("capture_secs") is None else f"{r['capture_secs']:.0f}",
-            fmt_bytes(r.get("estimated_bytes")),
-        ]
+        [_s(st.start), _s(r.rank), _s(r.process), fmt_bytes(r.measured_bytes),
+         "-" if r.capture_secs is None else f"{r.capture_secs:.0f}",
+         fmt_bytes(r.estimated_bytes)]
         for st in starts
-        for r in st.get("memory", [])
-    ]
+        for r in st.memory
+    ]  # fmt: skip
     out += ["graph capture memory per rank and start (never summed)", *format_table((head, rows))]
-    out.append(f"  ({starts[0].get('provenance')})")
+    out.append(f"  ({starts[0].provenance})")
     return out
 
 
 def fleet_lines(v: View) -> list[str]:
     """Ranks side by side (the analysis' fleet view): which collapsed, S, host and DP group."""
     f = v.fleet
-    if not f or f["ranks"] < 2:
+    if not f or f.ranks < 2:
         return []
-    head = f["text"]
     rows = [["rank", "host", "DP", "S min", "S max", "collapsed"]] + [
-        [str(r["rank"]), r["host"] or "-", _s(r["dp_group"]), _s(r["S_min"]), _s(r["S_max"]),
-         f"{r['collapsed_layers']}/{r['layers']} layers"]
-        for r in f["per_rank"]
+        [str(r.rank), r.host or "-", _s(r.dp_group), _s(r.S_min), _s(r.S_max),
+         f"{r.collapsed_layers}/{r.layers} layers"]
+        for r in f.per_rank
     ]  # fmt: skip
-    return [head, *format_table((rows[0], rows[1:])), f"(DP: {f['dp_groups_source']})"]
+    return [f.text, *format_table((rows[0], rows[1:])), f"(DP: {f.dp_groups_source})"]
 
 
 def detail_lines(v: View) -> list[str]:

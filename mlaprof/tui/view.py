@@ -16,11 +16,17 @@ from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.diff import backend_text
 from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
-from mlaprof.analysis.typed_json import to_json
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
     from mlaprof.analysis.live import LiveSummary, StepSeries
+    from mlaprof.analysis.sections import (
+        EngineSection,
+        EngineStart,
+        Fleet,
+        ShadowSection,
+        TraceSection,
+    )
 
 ANALYSING = "analysing..."
 FULL = "mlaprof.analysis"
@@ -75,12 +81,12 @@ class View:
     timing_short: str = ""  # the same in a word or two (CPU ref, replay)
     policy: str = ""
     problem: str | None = None
-    # the analysis' sections for engine runs, imported traces and imported vLLM logs (None: none)
-    engine: dict[str, Any] | None = None
-    shadow: dict[str, Any] | None = None
-    trace: dict[str, Any] | None = None
-    engine_starts: list[dict[str, Any]] | None = None
-    fleet: dict[str, Any] | None = None  # the analysis' ranks side by side
+    # the analysis' typed sections for engine runs, imported traces and vLLM logs (None: none)
+    engine: EngineSection | None = None
+    shadow: ShadowSection | None = None
+    trace: TraceSection | None = None
+    engine_starts: list[EngineStart] | None = None
+    fleet: Fleet | None = None  # the analysis' ranks side by side
     step_ids: list[int] = field(default_factory=list)
     steps_by_rank: dict[int, int] = field(default_factory=dict)  # committed steps, shown ranks
 
@@ -165,12 +171,11 @@ def build_view(
         ),  # fmt: skip
         policy=str(scen.get("policy") or ""),
         problem=problem,
-        # the detail panel's sections, as report --json writes them
-        engine=_doc(_f(s, "engine")),
-        shadow=_doc(_f(s, "shadow")),
-        trace=_doc(_f(s, "trace")),
-        engine_starts=_doc(_f(s, "engine_starts")) or None,
-        fleet=_doc(_f(s, "fleet")),
+        engine=_f(s, "engine"),
+        shadow=_f(s, "shadow"),
+        trace=_f(s, "trace"),
+        engine_starts=_f(s, "engine_starts") or None,
+        fleet=_f(s, "fleet"),
         step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
         steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},
     )
@@ -230,10 +235,6 @@ def _capture_memory(c: Any) -> str:
         return ""
     what = f"capture memory ({c.memory_measure})" if c.memory_measure else "capture memory"
     return f"{what}: " + ("not recorded" if c.memory_bytes is None else human_bytes(c.memory_bytes))
-
-
-def _doc(section: Any) -> Any:
-    return None if section is None else to_json(section)
 
 
 def _sites(s: Any, rank: int | None) -> list[dict[str, Any]]:
