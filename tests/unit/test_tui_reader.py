@@ -283,20 +283,3 @@ def test_imported_side_files_are_handed_out_once_as_the_reader_reads_them(
     f.poll()
     v = f.view()
     assert v.findings_source == "trace runs: waiting for the full analysis" and not v.layers
-
-
-def test_compare_says_not_recorded_for_a_backend_no_run_recorded(tmp_path: Path) -> None:
-    """Two runs whose run.json names no backend: the compare table said "backend None None"."""
-    from mlaprof.tui.compare import compare_rows
-
-    sums = []
-    for name in ("a", "b"):
-        m = {k: v for k, v in meta(name, True).items() if k != "backend"}
-        w = create_run(tmp_path, name, m)
-        write_step(w, 0, 2, True)
-        w.finish()
-        sums.append(_full(tmp_path / name))
-    assert sums[0].backend is None
-    rows = compare_rows(*sums)
-    assert ["backend", "not recorded", "not recorded", "", ""] in rows
-    assert not any("None" in cell for row in rows for cell in row)
