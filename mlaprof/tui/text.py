@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
@@ -186,25 +187,34 @@ def memory_table(v: View) -> Table:
     return head, rows
 
 
-def sync_table(v: View, layer: int | None) -> Table:
-    """Each sync / allocation site: the source line whole and its count first (80 columns
-    cut the function name, never ``file.py:NN``); a rank column where several ranks show."""
+def sync_table(v: View, layer: int | None, width: int | None = None) -> Table:
+    """Each sync / allocation site: the source line whole and its count before the function
+    (a narrow screen cuts the function name, never ``file.py:NN``); a rank column where several
+    ranks show. Where the rows do not fit ``width`` columns, locations drop their folders
+    (``legacy_flat.py:53``, the line number kept)."""
     many = len({s["rank"] for s in v.syncs}) > 1
     head = ["rank"] * many + ["kind", "op", "location", "count", "first step", "function"]
-    rows = [
-        [_s(s["rank"])] * many
-        + [
-            _s(s["kind"]),
-            _s(s["op"]),
-            _s(s["location"]),
-            _s(s["count"]),
-            _s(s["first_step"]),
-            _s(s["function"]),
-        ]
-        for s in v.syncs
-        if layer is None or s["layer"] == layer
-    ]
-    return head, rows
+    sites = [s for s in v.syncs if layer is None or s["layer"] == layer]
+
+    def rows(loc: Callable[[str], str]) -> list[list[str]]:
+        return [
+            [_s(s["rank"])] * many
+            + [_s(s["kind"]), _s(s["op"]), loc(_s(s["location"])), _s(s["count"]),
+               _s(s["first_step"]), _s(s["function"])]
+            for s in sites
+        ]  # fmt: skip
+
+    out = rows(str)
+    if width is not None and _table_width((head, out), upto=head.index("count") + 1) > width:
+        out = rows(lambda loc: loc.rsplit("/", 1)[-1])
+    return head, out
+
+
+def _table_width(table: Table, upto: int) -> int:
+    """Columns the first ``upto`` columns of ``table`` take in :func:`format_table`'s layout."""
+    head, rows = table
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(upto)]
+    return 2 + sum(widths) + 2 * (upto - 1)
 
 
 def empty_findings_text(v: View) -> str:

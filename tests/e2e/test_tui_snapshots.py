@@ -208,3 +208,23 @@ async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns() ->
         cells = line.split()
         assert cells[1] == "32" and cells[2] == "cuda", line
         assert cells[3] in ("aiter-gluon-v0.1.19", "mlaprof-triton"), line
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_layer_screen_keeps_file_and_line_whole(size: tuple[int, int]) -> None:
+    """A shipped demo run's syncs sit at mlaprof/backends/legacy_flat.py:NN: at 80 columns the
+    location lost its line number; the file and line now read whole (the folders go first)."""
+    import re
+
+    from tests.conftest import ROOT
+
+    app = MlaprofApp(ROOT / "traces" / "demo" / "bug-legacy-flat-syncs-break-capture",
+                     interval=0.05)  # fmt: skip
+    async with app.run_test(size=size) as pilot:
+        await _loaded(pilot)
+        pilot.app.screen.open_layer(0)
+        await _until(pilot, lambda: isinstance(pilot.app.screen, LayerScreen), settle=0.3)
+        text = screen_text(app)
+    sites = re.findall(r"legacy_flat\.py:(\d+)\s+(\d+)", text)  # file:line, then its count
+    assert len(sites) >= 4, text
+    assert ("mlaprof/backends/legacy_flat.py:" in text) == (size[0] >= 120), text

@@ -63,7 +63,8 @@ class LayerScreen(Screen):
         v = self.follower.selected_view(self.sel, self.follower.latest)
         # the first shown rank's row (all ranks: each rank's row is in the dashboard's table)
         row = next((r for r in v.layers if r["layer"] == self.layer_no), {})
-        head, rows = sync_table(v, self.layer_no)
+        # the table's border and padding take 4 columns of the screen
+        head, rows = sync_table(v, self.layer_no, width=self.app.size.width - 4)
         t = Text.assemble(
             (f" layer {self.layer_no} ", "bold reverse"),
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
