@@ -502,6 +502,11 @@ class Scenario:
     aiter_version: str | None = opt()
 
     @property
+    def recorded(self) -> bool:
+        """The run recorded a scenario (an import has none: every field None)."""
+        return self.model is not None or self.name is not None
+
+    @property
     def qlen(self) -> int | None:
         """Query tokens per verify row: 1 + the speculative tokens (None: no scenario)."""
         n = self.num_speculative_tokens
@@ -520,6 +525,7 @@ class Route:
     version: str
     splits_on_device: bool | None = opt()  # S decided on the device at replay: never frozen
     not_modelled: list[str] | None = opt()  # paths of this version the configuration could meet
+    aiter_rule: AiterRuleSection | None = opt()  # the AITER release the run named (--aiter)
 
 
 @dataclass(frozen=True, slots=True)
