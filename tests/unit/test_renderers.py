@@ -121,7 +121,9 @@ def test_red_cells_are_the_summarys_collapsed_rows(summaries: dict[str, rs.RunSu
     of its own: bold red exactly on the collapsed rows."""
     seen = 0
     for s in summaries.values():
-        console = Console(file=io.StringIO(), width=400, force_terminal=True, color_system="standard")
+        console = Console(
+            file=io.StringIO(), width=400, force_terminal=True, color_system="standard"
+        )
         text = TerminalRenderer(console).render(s)
         for line in text.splitlines():
             row = next((r for r in s.splits if line.strip().startswith(r.policy + " ")), None)
