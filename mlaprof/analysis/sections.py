@@ -196,8 +196,8 @@ class TraceStep:
     S: int | None
     capture: str
     duration_us: float
-    graph_mode: str
-    layers: int
+    graph_mode: str | None
+    layers: int | None
     path: str
     qlen: int | None
     rank: int
@@ -245,7 +245,7 @@ class TracePath:
     S_source: str
     eager_steps: int
     graph_steps: int
-    layer_median_us: float
+    layer_median_us: float | None
     path: str
     piecewise_steps: int
     provenance: str
