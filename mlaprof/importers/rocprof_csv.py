@@ -85,6 +85,7 @@ _KERNEL_NONEMPTY = (
 # the CSV reader parses blocks of this size in parallel, each a chunk of every column (the
 # annotation reads chunked columns in place: the tests shrink this to cut fixtures into many)
 BLOCK_BYTES = 1 << 20
+MAX_BLOCK_BYTES = 1 << 30  # the reader's block size is a 32-bit int: rows up to half of it
 _STATS_VALUES = ("calls", "totaldurationns", "averagens", "percentage", "minns", "maxns", "stddev")
 
 
@@ -216,21 +217,31 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     types = {
         src: (text if col in ("name", "device") else pa.int64()) for col, src in wanted.items()
     }
-    try:
-        tbl = pcsv.read_csv(
-            path,
-            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1, block_size=BLOCK_BYTES),
-            parse_options=pcsv.ParseOptions(newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(
-                include_columns=list(wanted.values()),
-                column_types=types,
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
-        msg = str(e).splitlines()[0][:200]
-        raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
+    block = BLOCK_BYTES
+    while True:
+        try:
+            tbl = pcsv.read_csv(
+                path,
+                read_options=pcsv.ReadOptions(column_names=header, skip_rows=1, block_size=block),
+                parse_options=pcsv.ParseOptions(newlines_in_values=False),
+                convert_options=pcsv.ConvertOptions(
+                    include_columns=list(wanted.values()),
+                    column_types=types,
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+            break
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
+            msg = str(e).splitlines()[0][:200]
+            # a row longer than a block (a 10 MB mangled name): read again in blocks that hold
+            # the longest row, once
+            if "straddl" in msg and block == BLOCK_BYTES:
+                longest = longest_line(path)
+                if longest < MAX_BLOCK_BYTES // 2:
+                    block = max(BLOCK_BYTES, 2 * longest + (1 << 20))
+                    continue
+            raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
     names: list[str | None] = []
     idx = np.zeros(tbl.num_rows, np.int64)
     ints: dict[str, np.ndarray] = {}
@@ -262,6 +273,22 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
         masks[col] = arrow_numpy.nulls(arr)
         ints[col] = arrow_numpy.numbers(arr, NULL).astype(np.int64, copy=False)
     return KernelColumns(names, idx, LazyInts(ints, unread), masks)
+
+
+def longest_line(path: Path) -> int:
+    """The length in bytes of the file's longest line (scanned 16 MiB at a time)."""
+    longest, run = 0, 0  # ``run``: bytes since the last newline, carried across chunks
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)
+            if not len(nl):
+                run += len(chunk)
+                continue
+            longest = max(longest, run + int(nl[0]))
+            if len(nl) > 1:
+                longest = max(longest, int(np.diff(nl).max()) - 1)
+            run = len(chunk) - int(nl[-1]) - 1
+    return max(longest, run)
 
 
 def _kernel_header(path: Path) -> list[str]:
