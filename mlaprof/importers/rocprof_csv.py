@@ -240,7 +240,7 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
             longest = longest_line(path) if block == BLOCK_BYTES else MAX_BLOCK_BYTES
             if longest >= MAX_BLOCK_BYTES // 2:
                 raise MlaprofError(f"{path}: malformed kernel trace ({e})") from None
-            block = max(BLOCK_BYTES, 2 * longest + (1 << 20))
+            block = max(BLOCK_BYTES, 2 * longest + 1)
         except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
             msg = str(e).splitlines()[0][:200]
             raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
