@@ -64,6 +64,29 @@ def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
     }
 
 
+def _cpu() -> str:
+    """The CPU's model name (Linux), else the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("numpy", "pyarrow", "pandas", "duckdb"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dispatches", type=int, default=11_000_000)
@@ -89,25 +112,31 @@ def main() -> None:
                 continue
             if label == "import":
                 shutil.rmtree(traces, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
-            fill = {"csv": str(csv_path), "traces": str(traces), "out": str(out)}
+            # each command its own output folder: several --only runs may share one --work
+            dest = out / label.replace(" ", "_").replace("-", "")
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            fill = {"csv": str(csv_path), "traces": str(traces), "out": str(dest)}
             res = measure([a.format(**fill) for a in argv], env)
             res["target_mib"] = TARGET_MIB.get(label, 1024)
             res["within_target"] = res["rc"] == 0 and res["peak_rss_mib"] <= res["target_mib"]
             results[label] = res
             print(f"{label:16s} {json.dumps(res)}", flush=True)
+            shutil.rmtree(dest, ignore_errors=True)  # an export of 11M kernels is GBs
         doc = {
             "what": "whole-process peak RSS (wait4 ru_maxrss) of each command, fresh process each",
             "dispatches": args.dispatches,
             "csv_bytes": csv_path.stat().st_size,
             "results": results,
+            "targets_met": {k: r["within_target"] for k, r in results.items()},
             "machine": {
+                "device": _cpu(),
                 "cpus": os.cpu_count(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),
                 "load_at_end": os.getloadavg(),
             },  # fmt: skip
+            "versions": _versions(),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "revision": subprocess.run(
                 ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True

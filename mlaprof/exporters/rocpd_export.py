@@ -12,8 +12,10 @@ event's ``extdata``, marks (start == end) ``rocpd_sample`` rows on a track; mlap
 ranges are regions of category ``MLAPROF_LAYER`` named ``layer N``; transfers become memory
 copies/allocations. mlaprof's
 own fields ride in the ``extdata`` JSON columns, and its analysis tables (steps, layers, splits,
-padding, memory, captures, syncs, counters, events) in the process row's ``extdata``, so that an
-export imports back to the same run.
+padding, memory, captures, syncs, counters, events) one JSON row each as ``rocpd_arg`` rows of
+one event of category ``MLAPROF_PAYLOAD`` (type ``mlaprof-row``, named by the table; the process
+row's ``extdata`` says so), so that an export imports back to the same run.
+Streamed: every table is read row by row and inserted in batches (bench/huge_trace.py).
 """
 
 from __future__ import annotations
@@ -31,9 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.formats import rocpd_schema as rs
-from mlaprof.formats.rocpd_schema import KERNEL_CATEGORY, LAYER_CATEGORY, PAYLOAD_TABLES, RANGE_OP
+from mlaprof.formats.rocpd_schema import (
+    KERNEL_CATEGORY,
+    LAYER_CATEGORY,
+    PAYLOAD_ARG,
+    PAYLOAD_CATEGORY,
+    PAYLOAD_TABLES,
+    RANGE_OP,
+)
 from mlaprof.importers.common import agent_index
-from mlaprof.store.rows import rows
+from mlaprof.store.rows import iter_rows
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -90,7 +99,36 @@ def _discard(con: sqlite3.Connection | None, tmp: Path) -> None:
             p.unlink(missing_ok=True)
 
 
+BATCH_ROWS = 10_000  # rows per executemany: memory holds a batch, never a table
+
+
+class _Batches:
+    """Rows waiting for their ``executemany``, per statement, flushed together every
+    :data:`BATCH_ROWS` rows in the order the statements were first used (each table's rows keep
+    their order, so their ids are those one insert at a time would give)."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+        self.pending: dict[str, list[tuple[Any, ...]]] = {}
+        self.n = 0
+
+    def add(self, sql: str, row: tuple[Any, ...]) -> None:
+        self.pending.setdefault(sql, []).append(row)
+        self.n += 1
+        if self.n >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        for sql, batch in self.pending.items():
+            if batch:
+                self.con.executemany(sql, batch)
+                batch.clear()
+        self.n = 0
+
+
 def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[str, int]:
+    """Every table streamed from the run's rows (:func:`iter_rows`) in batches: memory holds a
+    batch and the id maps (names, agents, streams), never a table (bench/huge_trace.py)."""
     con.execute("PRAGMA journal_mode=OFF")
     con.execute("BEGIN")
     for ddl in rs.table_ddl(suffix, guid):
@@ -101,6 +139,7 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     md = f'"rocpd_metadata{suffix}"'
     for tag, value in (("schema_version", rs.SCHEMA_VERSION), ("uuid", suffix), ("guid", guid)):
         con.execute(f"INSERT INTO {md} (tag, value) VALUES (?, ?)", (tag, value))
+    out = _Batches(con)
 
     strings: dict[str, int] = {}
 
@@ -110,12 +149,8 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
             strings[s] = int(cur.lastrowid or 0)
         return strings[s]
 
-    kernels = rows(run, "kernels")
-    api = rows(run, "api")
-    transfers = rows(run, "transfers")
-    layers = rows(run, "layers")
     meta = run.meta
-    pid = next((a["pid"] for a in api if a["pid"] is not None), None) or 1
+    pid = next((a["pid"] for a in iter_rows(run, "api") if a["pid"] is not None), None) or 1
 
     host = platform.node() or "localhost"
     con.execute(
@@ -123,21 +158,20 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         "VALUES (1, ?, ?, ?, ?, ?)",
         (guid, abs(hash(host)) % (1 << 62), host, host, platform.system()),
     )
+    # the analysis tables' rows are the arguments of one payload event (a 10M-kernel import's
+    # layers would make one JSON value of hundreds of MB); the process row says so
     payload = {
         "mlaprof": {
             "run": {k: meta.get(k) for k in ("name", "source", "backend", "device", "scenario")},
             "meta": meta,
-            "tables": {name: rows(run, name) for name in PAYLOAD_TABLES},
+            "tables_in": PAYLOAD_ARG,
         }
     }
-    t0 = min((k["start_ns"] for k in kernels if k["start_ns"] is not None), default=None)
-    t1 = max((k["end_ns"] for k in kernels if k["end_ns"] is not None), default=None)
     con.execute(
         f"INSERT INTO {t['info_process']} (id, guid, nid, pid, init, fini, start, end, command, "
-        "extdata) VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
-        (guid, pid, t0, t1, t0, t1, f"mlaprof run {run.name}", json.dumps(payload)),
+        "extdata) VALUES (1, ?, 1, ?, NULL, NULL, NULL, NULL, ?, ?)",
+        (guid, pid, f"mlaprof run {run.name}", json.dumps(payload)),
     )
-
     threads: dict[int, int] = {}
 
     def thread_id(tid: int | None) -> int:
@@ -213,11 +247,21 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
 
     cat_kernel = sid(KERNEL_CATEGORY)
     main_tid = thread_id(None)
+    # event ids are given (the dependent rows name them before the batch is written), counted
+    # as the table would number them
+    n_events = 0
+
+    def event(*row: Any) -> int:
+        nonlocal n_events
+        n_events += 1
+        out.add(ev_sql, (n_events, guid, *row))
+        return n_events
+
     # stack_id: the internal (launch) correlation id, which the rocpd views and converters read;
     # correlation_id: the external id, 0 as rocprofv3 writes it without kernel rename
     ev_sql = (
-        f"INSERT INTO {t['event']} (guid, category_id, stack_id, parent_stack_id, correlation_id, "
-        "extdata) VALUES (?, ?, ?, ?, 0, ?)"
+        f"INSERT INTO {t['event']} (id, guid, category_id, stack_id, parent_stack_id, "
+        "correlation_id, extdata) VALUES (?, ?, ?, ?, ?, 0, ?)"
     )
     kd_sql = (
         f"INSERT INTO {t['kernel_dispatch']} (guid, nid, pid, tid, agent_id, kernel_id, "
@@ -225,20 +269,28 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         "workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id, "
         "extdata) VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
-    for i, k in enumerate(kernels):
+    n_kernels = 0
+    t0: int | None = None
+    t1: int | None = None
+    for k in iter_rows(run, "kernels"):
         name = k["name"] if k["name"] is not None else "<unnamed>"
         a, q, st, sym = kernel_refs(name, k["device"], k["stream"])
         c = k["correlation"]
-        ev = con.execute(ev_sql, (guid, cat_kernel, c, c, "{}")).lastrowid
+        ev = event(cat_kernel, c, c, "{}")
+        if k["start_ns"] is not None and (t0 is None or k["start_ns"] < t0):
+            t0 = k["start_ns"]
+        if k["end_ns"] is not None and (t1 is None or k["end_ns"] > t1):
+            t1 = k["end_ns"]
         extra = {c: k[c] for c in k if c != "rank"}
-        con.execute(
+        n_kernels += 1
+        out.add(
             kd_sql,
             (
                 guid,
                 main_tid,
                 a,
                 sym,
-                i + 1,
+                n_kernels,
                 q,
                 st,
                 k["start_ns"] or 0,
@@ -254,23 +306,26 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
                 json.dumps({"mlaprof": extra}),
             ),
         )
+    con.execute(
+        f"UPDATE {t['info_process']} SET init = ?, fini = ?, start = ?, end = ? WHERE id = 1",
+        (t0, t1, t0, t1),
+    )
 
     reg_sql = (
         f"INSERT INTO {t['region']} (id, guid, nid, pid, tid, start, end, name_id, event_id, "
         "extdata) VALUES (?, ?, 1, 1, ?, ?, ?, ?, ?, ?)"
     )
     # a region's id is its call's correlation id where those are unique (rocprofv3's layout)
-    corrs = [a["correlation"] for a in api]
-    by_corr = None not in corrs and len(set(corrs)) == len(corrs)
+    n_api, by_corr = _unique_correlations(run)
     n_samples = 0
     track: int | None = None
-    for a in api:
+    for a in iter_rows(run, "api"):
         domain = a["domain"] or "API"
         fn = a["function"] or ""
         c = a["correlation"]
         marker = "MARKER" in domain.upper()
         extdata = json.dumps({"message": fn}) if marker else "{}"
-        ev = con.execute(ev_sql, (guid, sid(domain), c, c, extdata)).lastrowid
+        ev = event(sid(domain), c, c, extdata)
         extra = json.dumps({"mlaprof_api": {k: a[k] for k in a if k != "rank"}})
         if marker and a["start_ns"] is not None and a["start_ns"] == a["end_ns"]:
             if track is None:
@@ -279,14 +334,14 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
                     "VALUES (?, 1, 1, ?, ?)",
                     (guid, thread_id(a["tid"]), sid(domain)),
                 ).lastrowid
-            con.execute(
+            out.add(
                 f"INSERT INTO {t['sample']} (guid, track_id, timestamp, event_id, extdata) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (guid, track, a["start_ns"], ev, extra),
             )
             n_samples += 1
             continue
-        con.execute(
+        out.add(
             reg_sql,
             (
                 c if by_corr else None,
@@ -301,11 +356,11 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         )
     cat_layer = sid(LAYER_CATEGORY)
     n_layer_regions = 0
-    for lay in layers:
+    for lay in iter_rows(run, "layers"):
         if lay["t_start_ns"] is None or lay["duration_ns"] is None:
             continue
-        ev = con.execute(ev_sql, (guid, cat_layer, None, None, "{}")).lastrowid
-        con.execute(
+        ev = event(cat_layer, None, None, "{}")
+        out.add(
             reg_sql,
             (
                 None,
@@ -321,15 +376,15 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         n_layer_regions += 1
 
     n_copy = n_alloc = 0
-    for x in transfers:
+    for x in iter_rows(run, "transfers"):
         extra = json.dumps({"mlaprof_transfer": {c: x[c] for c in x if c != "rank"}})
         kind = (x["kind"] or "").upper()
         c = x["correlation"]
-        ev = con.execute(ev_sql, (guid, sid(kind or "MEMORY"), c, c, "{}")).lastrowid
+        ev = event(sid(kind or "MEMORY"), c, c, "{}")
         if "ALLOC" in kind:
             op = (x["operation"] or "").upper()
             typ = "FREE" if "FREE" in op else "ALLOC" if "ALLOC" in op else None
-            con.execute(
+            out.add(
                 f"INSERT INTO {t['memory_allocate']} (guid, nid, pid, tid, agent_id, type, level, "
                 "start, end, address, size, event_id, extdata) "
                 "VALUES (?, 1, 1, ?, ?, ?, 'REAL', ?, ?, ?, ?, ?, ?)",
@@ -348,7 +403,7 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
             )
             n_alloc += 1
         else:
-            con.execute(
+            out.add(
                 f"INSERT INTO {t['memory_copy']} (guid, nid, pid, tid, start, end, name_id, "
                 "dst_agent_id, src_agent_id, size, event_id, extdata) "
                 "VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -366,11 +421,32 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
                 ),
             )
             n_copy += 1
+    # last, so that every other event keeps the id it had when the payload rode in extdata
+    pay_ev = event(sid(PAYLOAD_CATEGORY), None, None, "{}")
+    arg_sql = (
+        f"INSERT INTO {t['arg']} (guid, event_id, position, type, name, value) "
+        "VALUES (?, ?, ?, ?, ?, ?)"
+    )
+    pos = 0
+    for name in PAYLOAD_TABLES:
+        for r in iter_rows(run, name):
+            out.add(arg_sql, (guid, pay_ev, pos, PAYLOAD_ARG, name, json.dumps(r)))
+            pos += 1
+    out.flush()
     con.execute("COMMIT")
     return {
-        "kernel_dispatch": len(kernels),
-        "region": len(api) - n_samples + n_layer_regions,
+        "kernel_dispatch": n_kernels,
+        "region": n_api - n_samples + n_layer_regions,
         "sample": n_samples,
         "memory_copy": n_copy,
         "memory_allocate": n_alloc,
     }
+
+
+def _unique_correlations(run: Run) -> tuple[int, bool]:
+    """How many API calls the run holds (all ranks), and whether every one carries a
+    correlation id no other call carries: counted in SQL, not in a set of every id."""
+    n, n_ids, distinct = run.sql(
+        "SELECT COUNT(*), COUNT(correlation), COUNT(DISTINCT correlation) FROM api"
+    ).iloc[0]
+    return int(n), int(n_ids) == int(n) and int(distinct) == int(n)

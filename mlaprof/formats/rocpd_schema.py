@@ -20,7 +20,11 @@ KERNEL_CATEGORY = "KERNEL_DISPATCH"
 # a roctx range's region name: the push/pop operation of rocprofv3's marker kind
 # (rocprofiler-sdk source/lib/rocprofiler-sdk/marker/range_marker.def.cpp)
 RANGE_OP = "roctxThreadRangeA"
-# analysis tables carried whole in the process row's extdata
+# analysis tables an export carries: one JSON row each, a rocpd_arg row (type PAYLOAD_ARG, name
+# the table) of one event of category PAYLOAD_CATEGORY; exports before carried them whole in the
+# process row's extdata, which the importer still reads
+PAYLOAD_CATEGORY = "MLAPROF_PAYLOAD"
+PAYLOAD_ARG = "mlaprof-row"
 PAYLOAD_TABLES = (
     "steps",
     "layers",

@@ -39,6 +39,7 @@ from mlaprof.importers.step_model import (
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
+    from mlaprof.store.spill import Spill
 
 NULL = -1
 
@@ -50,12 +51,20 @@ class LazyInts(MutableMapping[str, np.ndarray]):
     and the store writes unread ones straight from Arrow: a million-row column is neither
     joined into one buffer nor copied when nothing reads all of it."""
 
-    def __init__(self, ready: dict[str, np.ndarray], arrow: dict[str, Any]) -> None:
+    def __init__(
+        self, ready: dict[str, np.ndarray], arrow: dict[str, Any], spill: Spill | None = None
+    ) -> None:
         self._ready = dict(ready)
         self._arrow = dict(arrow)  # column -> pyarrow (Chunked)Array, int64 without NULLs
-        self._order = [*ready, *(c for c in arrow if c not in ready)]
+        # columns parked on disk (:mod:`mlaprof.store.spill`): read in full only if asked
+        self.spill = spill
+        self._spilled = [c for c in (spill.columns if spill else []) if c not in ready]
+        self._order = [*ready, *(c for c in [*arrow, *self._spilled] if c not in ready)]
 
     def __getitem__(self, c: str) -> np.ndarray:
+        if c not in self._ready and c in self._spilled and self.spill is not None:
+            self._ready[c] = self.spill.column(c)
+            self._spilled.remove(c)
         if c not in self._ready:
             if c not in self._arrow:
                 raise KeyError(c)
@@ -68,15 +77,19 @@ class LazyInts(MutableMapping[str, np.ndarray]):
 
     def __setitem__(self, c: str, v: np.ndarray) -> None:
         self._arrow.pop(c, None)
+        if c in self._spilled:
+            self._spilled.remove(c)
         if c not in self._ready:
             self._order.append(c)
         self._ready[c] = v
 
     def __delitem__(self, c: str) -> None:
-        if c not in self._ready and c not in self._arrow:
+        if c not in self:
             raise KeyError(c)
         self._ready.pop(c, None)
         self._arrow.pop(c, None)
+        if c in self._spilled:
+            self._spilled.remove(c)
         self._order.remove(c)
 
     def __iter__(self) -> Iterator[str]:
@@ -86,11 +99,15 @@ class LazyInts(MutableMapping[str, np.ndarray]):
         return len(self._order)
 
     def __contains__(self, c: object) -> bool:
-        return c in self._ready or c in self._arrow
+        return c in self._ready or c in self._arrow or c in self._spilled
 
     def unread(self, c: str) -> Any | None:
         """The column's Arrow array while nothing has read it in full, else None."""
         return self._arrow.get(c)
+
+    def spilled(self) -> list[str]:
+        """The columns still on disk only (the store writes them from there)."""
+        return list(self._spilled)
 
 
 @dataclass
@@ -114,7 +131,10 @@ class KernelColumns:
     def take(self, c: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Column ``c`` at ``rows`` only (values, NULL mask or None), reading no more of it."""
         m = self.masks.get(c)
-        raw = self.ints.unread(c) if isinstance(self.ints, LazyInts) else None
+        lazy = self.ints if isinstance(self.ints, LazyInts) else None
+        if lazy is not None and lazy.spill is not None and c in lazy.spilled():
+            return lazy.spill.take(c, rows), None if m is None else m[rows]
+        raw = lazy.unread(c) if lazy is not None else None
         if raw is None:
             return self.ints[c][rows], None if m is None else m[rows]
         from mlaprof.formats import arrow_numpy
@@ -151,16 +171,21 @@ class KernelColumns:
         return cls(list(uniq), idx, ints, masks)
 
 
+def _zeros(n: int) -> np.ndarray:
+    """``n`` int64 zeros that take no memory (a read-only view of one zero)."""
+    return np.broadcast_to(np.zeros(1, np.int64), (n,))
+
+
 def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
     """A small integer per kernel for its device (0 everywhere when the trace has none)."""
     if "device" not in kc.ints:
-        return np.zeros(kc.n, np.int64), 1
+        return _zeros(kc.n), 1
     dev = kc.ints["device"]
     m = kc.masks.get("device")
     if m is not None:
         dev = np.where(m, NULL, dev)
     if kc.n and (dev == dev[0]).all():  # one device (a rank's trace): no sort needed
-        return np.zeros(kc.n, np.int64), 1
+        return _zeros(kc.n), 1
     uniq, codes = np.unique(dev, return_inverse=True)
     return codes.astype(np.int64), len(uniq)
 
@@ -194,12 +219,12 @@ def replays_by_correlation(kc: KernelColumns, graph_corr: np.ndarray | None = No
     if graph_corr is not None and len(graph_corr):
         is_graph |= np.isin(uniq // ndev if ndev > 1 else uniq, graph_corr)
     groups = np.nonzero(is_graph)[0]
-    rank = np.full(len(uniq), NULL, np.int64)
+    rank = np.full(len(uniq), NULL, np.int32)  # replay numbers: fewer than 2**31
     rank[groups[np.lexsort((uniq[groups], gmin[groups]))]] = np.arange(len(groups))
     got = np.repeat(rank, counts) if in_order else rank[inv]
     if valid is None:
         return got
-    replay = np.full(kc.n, NULL, np.int64)
+    replay = np.full(kc.n, NULL, np.int32)
     replay[valid] = got
     return replay
 
@@ -217,8 +242,7 @@ class _Grids:
     them (stage 1 and stage 2: a small share of a trace, so the rest is never divided)."""
 
     def __init__(self, kc: KernelColumns, grid_in_workitems: bool, rows: np.ndarray) -> None:
-        self.pos = np.full(kc.n, -1, np.int32)  # kernel index -> its place in ``rows``
-        self.pos[rows] = np.arange(len(rows), dtype=np.int32)
+        self.rows = rows  # ascending: a kernel's place in it is found by bisection
         self.blocks: list[np.ndarray] = []  # per axis, NULL where missing or not divisible
         for a in AXES if len(rows) else ():
             g, gm = kc.take(f"grid_{a}", rows)
@@ -240,7 +264,7 @@ class _Grids:
         if not len(rows):
             return out
         axis = lut[idx[rows]]
-        pos = self.pos[rows]
+        pos = np.searchsorted(self.rows, rows)
         for a in range(3):
             sel = axis == a
             out[sel] = self.blocks[a][pos[sel]]
@@ -302,7 +326,8 @@ def annotate(
     n = kc.n
     pats = [matcher.match(nm) for nm in kc.names]
     summary.patterns = _used_patterns(pats, kc)
-    code = _lut([0 if p is None else _ROLE_CODE[p.role] for p in pats])
+    # int8: a role per kernel is a tenth of a 10M-kernel import's columns as int64
+    code = _lut([0 if p is None else _ROLE_CODE[p.role] for p in pats]).astype(np.int8)
 
     def axis_lut(attr: str) -> np.ndarray:
         return _lut(
@@ -310,15 +335,17 @@ def annotate(
         )
 
     idx = kc.name_idx
-    role = code[idx] if n else np.zeros(0, np.int64)
+    role = code[idx] if n else np.zeros(0, np.int8)
     in_layer = (role >= 1) & (role <= 3)
     s1_all = np.nonzero(role == 1)[0]
 
     def from_grids() -> tuple[_Grids, np.ndarray, np.ndarray, np.ndarray]:
         grids = _Grids(kc, grid_in_workitems, np.nonzero((role == 1) | (role == 2))[0])
-        splits = np.full(n, NULL, np.int64)
-        rows = np.full(n, NULL, np.int64)
-        qlen = np.full(n, NULL, np.int64)
+        # int32 (a grid axis in blocks is below 2**31): three per-kernel columns of a
+        # 10M-dispatch trace take half the memory int64 would
+        splits = np.full(n, NULL, np.int32)
+        rows = np.full(n, NULL, np.int32)
+        qlen = np.full(n, NULL, np.int32)
         if len(s1_all):
             for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
                 arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all)
@@ -415,8 +442,8 @@ def _number_steps(
         group[eager[ok]] = seg[pos[ok]]
     layer = _layers_in_groups(group, start, role)
     edges = _trim_edges(kc, group, layer, role, replay, n_rep, plan, graphs, codes)
-    # step numbers: groups ordered by their first kernel's start
-    step = np.full(n, NULL, np.int64)
+    # step numbers: groups ordered by their first kernel's start (int32: fewer than 2**31)
+    step = np.full(n, NULL, np.int32)
     gsel = np.nonzero((group >= 0) & (layer >= 0))[0]
     if len(gsel):
         # group ids are 0 .. base - 1: their distinct values and ranks without a sort
@@ -447,17 +474,24 @@ def _number_steps(
 
 def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) -> np.ndarray:
     """Per kernel of a group: its layer, the stage-1 kernels of the group in start order."""
-    layer = np.full(len(group), NULL, np.int64)
+    layer = np.full(len(group), NULL, np.int32)  # layer numbers are small
     sel = np.nonzero(group >= 0)[0]
     if len(sel):
+        # int32 counts and each temporary freed when done: on a 10M-kernel trace every one
+        # of them is 40-80 MB
         order = sel[np.lexsort((sel, start[sel], group[sel]))]
-        mains = (role[order] == 1).astype(np.int64)
-        cs = np.cumsum(mains)
+        del sel
+        mains = (role[order] == 1).astype(np.int32)
+        cs = np.cumsum(mains, dtype=np.int32)
         g_o = group[order]
-        first = np.r_[0, np.nonzero(np.diff(g_o))[0] + 1]
+        first = np.r_[0, np.flatnonzero(g_o[1:] != g_o[:-1]) + 1]
+        del g_o
         off = np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
-        lay = cs - off - 1
-        layer[order] = np.where(lay >= 0, lay, NULL)
+        del mains
+        cs -= off
+        del off
+        cs -= 1
+        layer[order] = np.where(cs >= 0, cs, NULL)
     return layer
 
 
@@ -786,7 +820,7 @@ def _derived(
     if not m.any():
         return steps, {}
     width = int(layer[m].max()) + 1
-    lkey = step[m] * width + layer[m]
+    lkey = step[m].astype(np.int64) * width + layer[m]
     key, l0, l1, sp = _groups(lkey, start[m], end[m], splits[m])
     # kernels closing each layer (stage 2 / reduce): absent is consistent only when S == 1
     closers = np.bincount(np.searchsorted(key, lkey[role[m] >= 2]), minlength=len(key)).astype(
@@ -978,10 +1012,13 @@ def write_kernels(
     imported kernels are written once, so they go to the run's Parquet side file
     (mlaprof.store.columnar), not row by row into SQLite."""
     derived = derived or {}
-    numbers = {c: kc.storable(c) for c in kc.ints if c not in derived}
+    lazy = kc.ints if isinstance(kc.ints, LazyInts) else None
+    spilled = [c for c in (lazy.spilled() if lazy else []) if c not in derived]
+    numbers = {c: kc.storable(c) for c in kc.ints if c not in derived and c not in spilled}
     numbers.update({c: (a, m if (m := a == NULL).any() else None) for c, a in derived.items()})
     text = {"name": (kc.names, kc.name_idx)}
-    summary.add("kernels", bulk.write_columnar("kernels", kc.n, numbers, text))
+    spill = (lazy.spill, spilled) if lazy is not None and lazy.spill and spilled else None
+    summary.add("kernels", bulk.write_columnar("kernels", kc.n, numbers, text, spill))
 
 
 def store_derived(

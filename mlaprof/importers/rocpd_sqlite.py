@@ -30,7 +30,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError, signal_received, stop_exception
 from mlaprof.formats import arrow_numpy
-from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_TABLES
+from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_ARG, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
@@ -332,18 +332,54 @@ def _import(
         if not isinstance(mine, dict):
             continue
         meta = mine.get("meta") or {}
-        tables = mine.get("tables") or {}
+        tables = mine.get("tables") or {}  # exports before the payload had its own table
         for name in PAYLOAD_TABLES:
             recs = tables.get(name) or []
             if recs:
-                cols = [c for c, _ in TABLES[name]]
-                if not all(isinstance(x, dict) for x in recs):
-                    raise MlaprofError(f"{path}: corrupt mlaprof payload in table {name}")
-                summary.add(name, bulk.insert(name, cols, ([x.get(c) for c in cols] for x in recs)))
+                _restore(bulk, summary, path, name, recs)
+        if mine.get("tables_in") == PAYLOAD_ARG and _has(objs, "arg"):
+            _restore_payload(con, bulk, summary, path)
     summary.files.append(str(path))
     return meta, kernels
 
 
+def _restore(
+    bulk: BulkWriter, summary: ImportSummary, path: Path, name: str, recs: list[Any]
+) -> None:
+    """Rows of an analysis table carried by an mlaprof export, stored."""
+    cols = [c for c, _ in TABLES[name]]
+    if not all(isinstance(x, dict) for x in recs):
+        raise MlaprofError(f"{path}: corrupt mlaprof payload in table {name}")
+    summary.add(name, bulk.insert(name, cols, ([x.get(c) for c in cols] for x in recs)))
+
+
+def _restore_payload(
+    con: sqlite3.Connection, bulk: BulkWriter, summary: ImportSummary, path: Path
+) -> None:
+    """The analysis tables of an mlaprof export, one JSON row each in a ``rocpd_arg`` row, read
+    from a cursor and stored a batch at a time (a 10M-kernel import's layers)."""
+    batch: list[Any] = []
+    current: str | None = None
+    rows = con.execute(
+        "SELECT name, value FROM rocpd_arg WHERE type = ? ORDER BY guid, event_id, position",
+        (PAYLOAD_ARG,),
+    )
+    for name, text in rows:
+        if name != current or len(batch) >= PAYLOAD_BATCH:
+            if batch and current is not None:
+                _restore(bulk, summary, path, current, batch)
+            batch, current = [], name
+        if name not in PAYLOAD_TABLES:
+            raise MlaprofError(f"{path}: the mlaprof payload names an unknown table {name!r}")
+        try:
+            batch.append(json.loads(text))
+        except (TypeError, ValueError):
+            raise MlaprofError(f"{path}: corrupt mlaprof payload in table {name}") from None
+    if batch and current is not None:
+        _restore(bulk, summary, path, current, batch)
+
+
+PAYLOAD_BATCH = 50_000
 _API_COLS = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
 
 

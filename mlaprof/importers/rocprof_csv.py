@@ -22,7 +22,14 @@ from mlaprof.errors import MlaprofError
 from mlaprof.formats import arrow_numpy
 from mlaprof.formats.spreadsheet import QUOTE, restore
 from mlaprof.importers.annotate import NULL, KernelColumns, LazyInts
-from mlaprof.importers.common import ImportSummary, agent_index, read_text, to_float, to_int
+from mlaprof.importers.common import (
+    ImportSummary,
+    agent_index,
+    read_text,
+    to_float,
+    to_int,
+    trim_heap,
+)
 
 if TYPE_CHECKING:
     from mlaprof.store.staging import BulkWriter
@@ -85,6 +92,7 @@ _KERNEL_NONEMPTY = (
 # the CSV reader parses blocks of this size in parallel, each a chunk of every column (the
 # annotation reads chunked columns in place: the tests shrink this to cut fixtures into many)
 BLOCK_BYTES = 1 << 20
+MAX_BLOCK_BYTES = 1 << 30  # the reader's block size is a 32-bit int: rows up to half of it
 _STATS_VALUES = ("calls", "totaldurationns", "averagens", "percentage", "minns", "maxns", "stddev")
 
 
@@ -200,26 +208,60 @@ def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> KernelColumn
     return KernelColumns.from_rows(present, flat)
 
 
+# what the annotation reads in full; the other kernel columns (stream, graph node, grids,
+# blocks) are parked on disk (mlaprof.store.spill) until the store writes them, and the grids
+# read back only at the MLA kernels' rows
+IN_MEMORY = ("name", "start_ns", "end_ns", "device", "correlation", "graph_id")
+
+
+class _Straddle(Exception):
+    """A row longer than the reader's block."""
+
+
 def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
-    """pyarrow's multi-threaded CSV reader, typed columns; those without NULLs stay the
-    reader's Arrow chunks until something reads them (:class:`LazyInts`)."""
+    """pyarrow's CSV reader, streamed a block at a time: typed columns, names and agents parsed
+    into dictionaries (no million-string column); the columns the annotation reads become
+    NumPy arrays, the others go to a :class:`~mlaprof.store.spill.Spill` as they are parsed,
+    so memory holds a few columns of the trace, never the whole parsed file."""
     import pyarrow as pa
-    import pyarrow.csv as pcsv
 
     pos = _index(path, header, _KERNEL_REQUIRED)
     by_norm = {norm(c): c for c in header}
     if len(by_norm) != len(header):
         raise MlaprofError(f"{path}: duplicate column names in the header")
     wanted = {col: by_norm[_KERNEL_SRC[col]] for col in KERNEL_COLS if _KERNEL_SRC[col] in pos}
-    # names and agents repeat: parsed straight into dictionaries (no million-string column)
+    block = BLOCK_BYTES
+    while True:
+        try:
+            return _stream_kernels(path, header, wanted, block)
+        except _Straddle as e:
+            # a row longer than a block (a 10 MB mangled name): read again in blocks that hold
+            # the longest row, once
+            longest = longest_line(path) if block == BLOCK_BYTES else MAX_BLOCK_BYTES
+            if longest >= MAX_BLOCK_BYTES // 2:
+                raise MlaprofError(f"{path}: malformed kernel trace ({e})") from None
+            block = max(BLOCK_BYTES, 2 * longest + 1)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
+            msg = str(e).splitlines()[0][:200]
+            raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
+
+
+def _stream_kernels(
+    path: Path, header: list[str], wanted: dict[str, str], block: int
+) -> KernelColumns:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from mlaprof.store.spill import Spill
+
     text = pa.dictionary(pa.int32(), pa.string())
     types = {
         src: (text if col in ("name", "device") else pa.int64()) for col, src in wanted.items()
     }
     try:
-        tbl = pcsv.read_csv(
+        reader = pcsv.open_csv(
             path,
-            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1, block_size=BLOCK_BYTES),
+            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1, block_size=block),
             parse_options=pcsv.ParseOptions(newlines_in_values=False),
             convert_options=pcsv.ConvertOptions(
                 include_columns=list(wanted.values()),
@@ -228,40 +270,112 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
                 quoted_strings_can_be_null=False,
             ),
         )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as e:
-        msg = str(e).splitlines()[0][:200]
-        raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
+    except pa.ArrowInvalid as e:
+        _straddle(e)
+        raise
+    to_disk = [c for c in wanted if c not in IN_MEMORY]
+    spill = Spill(to_disk) if to_disk else None
+    codes: dict[str, int] = {}  # a name as written -> its index in ``names``
     names: list[str | None] = []
-    idx = np.zeros(tbl.num_rows, np.int64)
+    agents: dict[str, int] = {}
+    idx_parts: list[np.ndarray] = []
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in wanted if c in IN_MEMORY and c != "name"}
+    null_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
+    n = 0
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        except pa.ArrowInvalid as e:
+            _straddle(e)
+            raise
+        rows = batch.num_rows
+        for col, src in wanted.items():
+            arr = batch.column(src)
+            if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
+                lut = np.array(
+                    [_code(codes, names, v) for v in arr.dictionary.to_pylist()] or [0], np.int32
+                )
+                idx_parts.append(lut[arrow_numpy.numbers(arr.indices)])
+            elif col == "device":
+                lut = np.array(  # int32: agent indices are small
+                    [_agent(agents, v) for v in arr.dictionary.to_pylist()] or [NULL], np.int32
+                )
+                vals = lut[arrow_numpy.numbers(arr.indices)]
+                if (vals == NULL).any():
+                    null_parts.setdefault(col, []).append((n, vals == NULL))
+                parts[col].append(vals)
+            elif arr.null_count and col in _KERNEL_NONEMPTY:
+                raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
+            elif col in parts:
+                if arr.null_count:
+                    null_parts.setdefault(col, []).append((n, arrow_numpy.nulls(arr)))
+                # a copy: a view would keep the whole parsed batch (every column) alive
+                parts[col].append(np.array(arrow_numpy.numbers(arr, NULL), np.int64))
+        if spill is not None:
+            spill.append(
+                pa.RecordBatch.from_arrays([batch.column(wanted[c]) for c in to_disk], to_disk)
+            )
+        n += rows
+    if spill is not None:
+        spill.close()
     ints: dict[str, np.ndarray] = {}
-    unread: dict[str, Any] = {}  # columns without NULLs, read when something needs them
+    for col in list(parts):
+        chunks = parts.pop(col)
+        ints[col] = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+        del chunks
+    idx = np.concatenate(idx_parts) if idx_parts else np.zeros(0, np.int32)
     masks: dict[str, np.ndarray] = {}
-    for col, src in wanted.items():
-        if col in ("name", "device"):
-            enc = tbl.column(src).unify_dictionaries().combine_chunks()
-        elif not tbl.column(src).null_count:
-            unread[col] = tbl.column(src)
-            continue
-        else:
-            arr = tbl.column(src).combine_chunks()
-        if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
-            names = [None if n is None else restore(n) for n in enc.dictionary.to_pylist()]
-            idx = arrow_numpy.numbers(enc.indices).astype(np.int64)
-            continue
-        if col == "device":
-            agents = [agent_index(v) for v in enc.dictionary.to_pylist()]
-            lut = np.array([NULL if a is None else a for a in agents] or [NULL], np.int64)
-            vals = lut[arrow_numpy.numbers(enc.indices)]
-            mask = vals == NULL
-            if mask.any():
-                masks[col] = mask
-            ints[col] = vals
-            continue
-        if col in _KERNEL_NONEMPTY:
-            raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
-        masks[col] = arrow_numpy.nulls(arr)
-        ints[col] = arrow_numpy.numbers(arr, NULL).astype(np.int64, copy=False)
-    return KernelColumns(names, idx, LazyInts(ints, unread), masks)
+    for col, got in null_parts.items():
+        m = np.zeros(n, bool)
+        for at, part in got:
+            m[at : at + len(part)] = part
+        masks[col] = m
+    if spill is not None:
+        masks.update(spill.masks())
+    trim_heap()
+    return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks)
+
+
+def _straddle(e: Exception) -> None:
+    """Arrow's error for a row longer than its block, raised as :class:`_Straddle`."""
+    msg = str(e).splitlines()[0][:200]
+    if "straddl" in msg:
+        raise _Straddle(msg) from None
+
+
+def _code(codes: dict[str, int], names: list[str | None], value: str) -> int:
+    """The index of a name in ``names`` (added, as written before neutralizing, when new)."""
+    got = codes.get(value)
+    if got is None:
+        got = codes[value] = len(names)
+        names.append(restore(value))
+    return got
+
+
+def _agent(agents: dict[str, int], value: str) -> int:
+    got = agents.get(value)
+    if got is None:
+        a = agent_index(value)
+        got = agents[value] = NULL if a is None else a
+    return got
+
+
+def longest_line(path: Path) -> int:
+    """The length in bytes of the file's longest line (scanned 16 MiB at a time)."""
+    longest, run = 0, 0  # ``run``: bytes since the last newline, carried across chunks
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)
+            if not len(nl):
+                run += len(chunk)
+                continue
+            longest = max(longest, run + int(nl[0]))
+            if len(nl) > 1:
+                longest = max(longest, int(np.diff(nl).max()) - 1)
+            run = len(chunk) - int(nl[-1]) - 1
+    return max(longest, run)
 
 
 def _kernel_header(path: Path) -> list[str]:

@@ -250,7 +250,7 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
     if not len(reps):
         return Graphs(canon, usual, {}, {}, "none")
     count = np.bincount(replay[reps], minlength=nrep)
-    s1n = np.bincount(replay[reps], weights=(role[reps] == 1), minlength=nrep).astype(np.int64)
+    s1n = np.bincount(replay[reps[role[reps] == 1]], minlength=nrep).astype(np.int64)
     gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)
     if gid is not None and (gm is None or not gm[reps].all()):
         ok = reps if gm is None else reps[~gm[reps]]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from mlaprof.store import columnar, create_run, runmeta, validate
 from mlaprof.store.bulk import insert_columns, insert_flat
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
+
+if TYPE_CHECKING:
+    from mlaprof.store.spill import Spill
 
 STAGING_PREFIX = ".mlaprof-import-"
 STAGE_LOCK = "import.lock"  # held (flock) for the whole import: a dead lock is a dead import
@@ -152,14 +155,20 @@ class BulkWriter:
         n: int,
         numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
         text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None = None,
+        spill: tuple[Spill, list[str]] | None = None,
     ) -> int:
         """Queue ``n`` rows for the rank's Arrow side file of ``table``; every call's rows are
-        written, in call order, as one file when the import commits."""
+        written, in call order, as one file when the import commits. ``spill``: columns of the
+        rows parked on disk (read back a batch at a time when the file is written)."""
         if n == 0:
             return 0
         if table in self._flushed:
             raise MlaprofError(f"internal: {table} rows of rank {self.rank} were already written")
-        part = columnar.build(table, self.rank, n, numbers, text)
+        part: Any
+        if spill is not None:  # built a batch at a time when written
+            part = columnar.Pending(table, self.rank, n, numbers, text, *spill)
+        else:
+            part = columnar.build(table, self.rank, n, numbers, text)
         self._columnar.setdefault(table, []).append(part)
         self.counts[table] = self.counts.get(table, 0) + n
         return n
