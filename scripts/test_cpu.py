@@ -27,6 +27,8 @@ def main() -> None:
         kids = sum(r["children"] for r in rows)
         print(f"{path}: {len(rows)} tests, CPU {cpu:.1f} s in the test processes, "
               f"{kids:.1f} s in their child processes, wall summed {sum(r['wall'] for r in rows):.1f} s")  # fmt: skip
+        bad = [f"{r['outcome']}: {r['test']}" for r in rows if r.get("outcome") == "failed"]
+        print("".join(f"  {b}\n" for b in bad), end="")
         workers: dict[str, float] = defaultdict(float)
         files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
         for r in rows:

@@ -49,6 +49,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("checks")
 
 
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not os.environ.get("MLAPROF_TEST_CPU"):
+        return
+    if report.outcome != "passed" and _OUTCOMES.get(report.nodeid) != "failed":
+        _OUTCOMES[report.nodeid] = report.outcome  # the worst phase's: failed, else skipped
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ANN201
     """``MLAPROF_TEST_CPU=FILE`` appends one JSON line per test: its wall time and the CPU time
@@ -68,6 +78,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  #
         "cpu": round(time.process_time() - c0, 4),
         "children": round(kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime, 4),
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "outcome": _OUTCOMES.pop(item.nodeid, "passed"),
     }
     with open(out, "a") as f:
         f.write(json.dumps(row) + "\n")
