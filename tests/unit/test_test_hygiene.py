@@ -76,6 +76,7 @@ def test_tests_live_in_a_tier() -> None:
         ("assert split_count(8, 4) == 20", False),
         ("assert main(['report', 'bug']) == 0", False),
     ],
+    ids=["raises", "exit-2", "error-line", "warning", "refused", "number", "exit-0"],
 )
 def test_the_minus_o_run_takes_the_tests_that_expect_a_refusal(body: str, check: bool) -> None:
     """scripts/test.sh runs the tests marked ``checks`` under ``python -O``: those whose body
