@@ -34,7 +34,7 @@ ruff check .
 ruff format --check .
 JOBS=${MLAPROF_TEST_JOBS:-2}
 X=()
-[ "$JOBS" -gt 1 ] && X=(-n "$JOBS" --dist worksteal)
+[ "$JOBS" -gt 1 ] && X=(-n "$JOBS" --dist loadfile)  # a file on one worker: its module fixtures made once
 python -m pytest -q "${X[@]}" --basetemp "$T/unit" tests/unit "$@"
 # under python -O (asserts compiled out): the unit tests that expect a refusal, an error or a
 # warning (marked `checks` by tests/conftest.py); `ruff` (S101) already refuses an assert in
