@@ -11,11 +11,11 @@ from rich.table import Table
 
 from mlaprof.analysis import Finding, summary
 from mlaprof.analysis.capture import human_bytes
-from mlaprof.analysis.cpu_trace import cpu_lines
-from mlaprof.analysis.engine_log import bar_label, gib, log_spec_totals
+from mlaprof.analysis.cpu_attention import cpu_lines
 from mlaprof.analysis.findings import rank_list
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import is_collapsed
+from mlaprof.analysis.starts import bar_label, gib, log_spec_totals
 from mlaprof.reporters.names import fit_names
 from mlaprof.textsafe import term
 
