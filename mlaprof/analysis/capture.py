@@ -1,4 +1,6 @@
-"""Questions 4-5: does the step capture, what does capture cost, where does the time go?"""
+"""Question 4: does the step capture (measured where a capture was attempted, else predicted
+from the syncs seen), and from a kernel trace, how each step ran (its MLA kernels in a graph
+replay, between graph pieces, or eager). What capture costs: :mod:`mlaprof.analysis.memory`."""
 
 from __future__ import annotations
 
@@ -9,41 +11,17 @@ import pandas as pd
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
+    CAPTURE_MEMORY_MEASURE,
+    capture_memory_bytes,
+    human_bytes,
+    serving_memory,
+)
 from mlaprof.importers.step_model import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
-GIB = 1024**3
-
-
-def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
-    """Capture-memory rows of the graphs that serve steps (not the instrumented timing twins)."""
-    if memory.empty:
-        return memory
-    return memory[~memory["graph_mode"].fillna("").str.contains("+", regex=False)]
-
-
-# The one capture-memory measure every view shows, by this name: the drop in the driver's free
-# memory across capture (what vLLM logs as "Graph capturing finished ... took X GiB"). The pool and
-# allocator views are evidence in the memory finding, never the headline number.
-CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
-# statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.evidence.model)
+# statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
-
-
-def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
-    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
-    no row records it (unknown, never 0)."""
-    memory = serving_memory(memory)
-    if memory.empty or not memory["driver_bytes"].notna().any():
-        return None
-    return int(pd.to_numeric(memory["driver_bytes"], errors="coerce").fillna(0).sum())
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def capture_summary(
@@ -76,7 +54,8 @@ def capture_summary(
     }
 
 
-def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame) -> list[Finding]:
+def capture_findings(summary: dict, captures: pd.DataFrame) -> list[Finding]:
+    """A FULL capture that failed (measured) or would fail (predicted from the syncs seen)."""
     out: list[Finding] = []
     if summary["status"] in ("failed", "predicted-fail"):  # measured or predicted here
         first = captures[captures["status"] == "failed"].head(1) if not captures.empty else captures
@@ -100,29 +79,6 @@ def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame
                 ),
                 fix="move every sync into the metadata builder; then FULL graphs capture",
                 location=None if first.empty else str(first.iloc[0].location),
-            )
-        )
-    memory = serving_memory(memory)
-    if not memory.empty:
-        pool = memory["pool_bytes"].fillna(0).sum()
-        alloc = memory["allocator_bytes"].fillna(0).sum()
-        driver = memory["driver_bytes"].fillna(0).sum()
-        sizes = memory["capture_size"].nunique()
-        mem = summary.get("memory_bytes")
-        out.append(
-            Finding(
-                kind="memory",
-                severity="info",
-                title=(
-                    f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
-                    f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
-                ),
-                evidence=(
-                    f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "
-                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
-                    f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
-                ),
-                fix="capture fewer sizes or share one pool if memory is tight",
             )
         )
     return out

@@ -1,12 +1,76 @@
-"""What graph capture cost in memory, per rank and server start (never summed across either):
-vLLM's measured capture memory, its own estimate and how far the two are apart."""
+"""Question 5: what graph capture costs in memory. A scenario run's measured capture memory per
+capture size (the driver free-memory delta, with the pool and allocator views as evidence); an
+engine log's per rank and server start (never summed across either), with vLLM's own estimate
+and how far the two are apart."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.starts import gib, ranks_text, start_label
+from mlaprof.analysis.starts import GIB, gib, ranks_text, start_label
+
+
+def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
+    """Capture-memory rows of the graphs that serve steps (not the instrumented timing twins)."""
+    if memory.empty:
+        return memory
+    return memory[~memory["graph_mode"].fillna("").str.contains("+", regex=False)]
+
+
+# The one capture-memory measure every view shows, by this name: the drop in the driver's free
+# memory across capture (what vLLM logs as "Graph capturing finished ... took X GiB"). The pool and
+# allocator views are evidence in the memory finding, never the headline number.
+CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
+
+
+def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
+    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
+    no row records it (unknown, never 0)."""
+    memory = serving_memory(memory)
+    if memory.empty or not memory["driver_bytes"].notna().any():
+        return None
+    return int(pd.to_numeric(memory["driver_bytes"], errors="coerce").fillna(0).sum())
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def capture_memory_findings(summary: dict, memory: pd.DataFrame) -> list[Finding]:
+    """The capture memory of the serving graphs (information), with the pool and allocator
+    views as evidence; none where no capture was measured."""
+    out: list[Finding] = []
+    memory = serving_memory(memory)
+    if not memory.empty:
+        pool = memory["pool_bytes"].fillna(0).sum()
+        alloc = memory["allocator_bytes"].fillna(0).sum()
+        driver = memory["driver_bytes"].fillna(0).sum()
+        sizes = memory["capture_size"].nunique()
+        mem = summary.get("memory_bytes")
+        out.append(
+            Finding(
+                kind="memory",
+                severity="info",
+                title=(
+                    f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
+                    f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
+                ),
+                evidence=(
+                    f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "
+                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
+                    f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
+                ),
+                fix="capture fewer sizes or share one pool if memory is tight",
+            )
+        )
+    return out
+
 
 # vLLM's estimate is called "far" from the measured capture memory beyond this factor either way
 # (vLLM#53013 logged 118.65 GiB estimated for a capture of a few GiB)

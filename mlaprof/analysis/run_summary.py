@@ -19,6 +19,7 @@ from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import fold_ranks
 from mlaprof.analysis.headline import headline
 from mlaprof.analysis.layers import layer_table
+from mlaprof.analysis.memory import capture_memory_findings
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.paths import (
     path_checks,
@@ -116,7 +117,8 @@ def _sections(ev: Evidence) -> dict[str, Any]:
 def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     findings: list[Finding] = []
-    findings += capture_findings(ev.capture, t["captures"], t["memory"])
+    findings += capture_findings(ev.capture, t["captures"])
+    findings += capture_memory_findings(ev.capture, t["memory"])
     findings += trust_findings(ev.trust)
     findings += collapse_findings(ev.meta, t["steps"], ev.step_stats)
     findings += variant_findings(ev.meta, ev.kernel_paths)

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis import Finding, summary
-from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.cpu_attention import cpu_lines
 from mlaprof.analysis.findings import rank_list
+from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import is_collapsed
 from mlaprof.analysis.starts import bar_label, gib, log_spec_totals
