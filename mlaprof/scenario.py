@@ -186,12 +186,13 @@ class Scenario:
                 f"max_num_batched_tokens must be an integer >= 0, got {self.max_num_batched_tokens!r}"
             )
         if self.aiter_version:
-            from mlaprof.splits.releases import aiter_rule
+            from mlaprof.splits import releases
 
-            rule = aiter_rule(self.aiter_version)  # raises for junk / too old
-            if self.policy.startswith("aiter-gluon-v0.1.") and self.policy != rule.gluon_policy:
+            rule = releases.aiter_rule(self.aiter_version)  # raises for junk / too old
+            runs = releases.policy_for(self.aiter_version)
+            if self.policy.startswith("aiter-gluon-v0.1.") and self.policy != runs:
                 raise bad(
-                    f"aiter_version {self.aiter_version} runs {rule.gluon_policy} "
+                    f"aiter_version {self.aiter_version} runs {runs} "
                     f"({rule.label}), not policy {self.policy}"
                 )
         if not isinstance(self.kv_cache_tokens, int) or self.kv_cache_tokens < 0:

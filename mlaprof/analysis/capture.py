@@ -1,45 +1,27 @@
-"""Questions 4-5: does the step capture, what does capture cost, where does the time go?"""
+"""Question 4: does the step capture (measured where a capture was attempted, else predicted
+from the syncs seen), and from a kernel trace, how each step ran (its MLA kernels in a graph
+replay, between graph pieces, or eager). What capture costs: :mod:`mlaprof.analysis.memory`."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
+    CAPTURE_MEMORY_MEASURE,
+    capture_memory_bytes,
+    human_bytes,
+    serving_memory,
+)
+from mlaprof.importers.step_model import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
-GIB = 1024**3
-
-
-def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
-    """Capture-memory rows of the graphs that serve steps (not the instrumented timing twins)."""
-    if memory.empty:
-        return memory
-    return memory[~memory["graph_mode"].fillna("").str.contains("+", regex=False)]
-
-
-# The one capture-memory measure every view shows, by this name: the drop in the driver's free
-# memory across capture (what vLLM logs as "Graph capturing finished ... took X GiB"). The pool and
-# allocator views are evidence in the memory finding, never the headline number.
-CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
-# statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.evidence.model)
+# statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
-
-
-def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
-    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
-    no row records it (unknown, never 0)."""
-    memory = serving_memory(memory)
-    if memory.empty or not memory["driver_bytes"].notna().any():
-        return None
-    return int(pd.to_numeric(memory["driver_bytes"], errors="coerce").fillna(0).sum())
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def capture_summary(
@@ -72,7 +54,8 @@ def capture_summary(
     }
 
 
-def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame) -> list[Finding]:
+def capture_findings(summary: dict, captures: pd.DataFrame) -> list[Finding]:
+    """A FULL capture that failed (measured) or would fail (predicted from the syncs seen)."""
     out: list[Finding] = []
     if summary["status"] in ("failed", "predicted-fail"):  # measured or predicted here
         first = captures[captures["status"] == "failed"].head(1) if not captures.empty else captures
@@ -98,27 +81,153 @@ def capture_findings(summary: dict, captures: pd.DataFrame, memory: pd.DataFrame
                 location=None if first.empty else str(first.iloc[0].location),
             )
         )
-    memory = serving_memory(memory)
-    if not memory.empty:
-        pool = memory["pool_bytes"].fillna(0).sum()
-        alloc = memory["allocator_bytes"].fillna(0).sum()
-        driver = memory["driver_bytes"].fillna(0).sum()
-        sizes = memory["capture_size"].nunique()
-        mem = summary.get("memory_bytes")
-        out.append(
-            Finding(
-                kind="memory",
-                severity="info",
-                title=(
-                    f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
-                    f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
-                ),
-                evidence=(
-                    f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "
-                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
-                    f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
-                ),
-                fix="capture fewer sizes or share one pool if memory is tight",
-            )
-        )
     return out
+
+
+# -- the capture verdict from how each step's MLA kernels ran (kernel-level steps) --------------
+def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
+    """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
+    graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
+    where the kernels carry no correlation id (a replay and an eager launch look alike)."""
+    checks = meta.get("trace_checks") or {}
+    launches = checks.get("launches", {})
+    origin = _origin(meta)
+    st = steps[steps["backend"].notna()] if not steps.empty else steps
+    mode = st["graph_mode"] if not st.empty else pd.Series(dtype=object)
+    n_graph = int((mode == "graph").sum())
+    n_piece = int((mode == "piecewise").sum())
+    n_eager = int((mode == "eager").sum())
+    n_launch = int(launches.get("graph_launches", 0))
+    with_launch = launches.get("mla_replays_with_launch")
+    if st.empty:
+        status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
+    elif meta.get("device") == "cpu":
+        status = "eager"
+        ev = (
+            f"{len(st)} step(s) of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
+            "attention backends support cudagraph NEVER), every op runs one by one"
+        )
+    elif n_graph + n_piece + n_eager == 0:
+        status, ev = (
+            "unknown",
+            (
+                f"{len(st)} MLA step(s) whose kernels carry no correlation id: graph replays and "
+                "eager launches cannot be told apart"
+                + (
+                    f" ({n_launch} graph launch(es) in the API trace: FULL or PIECEWISE, the "
+                    "trace cannot tell)"
+                    if n_launch
+                    else ""
+                )
+            ),
+        )
+    else:
+        how = (
+            (
+                f"{with_launch} of {n_graph}"
+                if (with_launch or 0) <= n_graph
+                else f"{with_launch} MLA replays (drafter passes included)"
+            )
+            + " carry the correlation id of a graph-launch call in the API trace"
+            if n_launch
+            else "their kernels share one correlation id (no graph-launch call in the trace to "
+            "confirm)"
+        )
+        parts = []
+        if n_graph:
+            # FULL is said where a graph-launch call confirms the replays
+            parts.append(
+                f"{n_graph} MLA step(s) replayed in a graph that holds their attention "
+                + (f"(FULL; {how})" if n_launch else f"({how})")
+            )
+        if n_piece:
+            parts.append(
+                f"{n_piece} PIECEWISE step(s): attention launched eagerly between graph pieces "
+                "that hold no MLA kernel"
+            )
+        if n_eager:
+            parts.append(
+                f"{n_eager} eager step(s): MLA kernels launched one by one, no graph launch "
+                "inside the step"
+            )
+        kinds = sum(1 for n in (n_graph, n_piece, n_eager) if n)
+        status = (
+            "mixed" if kinds > 1 else "replayed" if n_graph else "piecewise" if n_piece else "eager"
+        )
+        ev = "; ".join(parts)
+        if status == "eager" and n_launch:
+            ev += f"; {n_launch} graph launch(es) elsewhere hold no MLA kernel"
+    step_src = (checks.get("steps") or {}).get("source")
+    if step_src:
+        ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
+    label = {
+        "replayed": "replayed in a graph",
+        "piecewise": "piecewise graphs (attention outside them)",
+        "eager": "eager (attention not in a graph)",
+        "mixed": "mixed: "
+        + ", ".join(
+            t
+            for n, t in (
+                (n_graph, "FULL replays"),
+                (n_piece, "PIECEWISE steps"),
+                (n_eager, "eager steps"),
+            )
+            if n
+        ),  # fmt: skip
+        "unknown": "unknown",
+    }[status]
+    return {
+        "mode": None,
+        "status": status,
+        "label": label,
+        "effective_mode": None,
+        "memory_bytes": None,
+        "evidence": ev,
+        "graph_steps": n_graph,
+        "piecewise_steps": n_piece,
+        "eager_steps": n_eager,
+        "graph_launches": n_launch,
+        "launches_without_kernels": launches.get("launches_without_kernels"),
+        "step_source": step_src,
+        "provenance": origin,
+        "cpu": meta.get("device") == "cpu",  # no graphs to capture: no capture finding
+    }
+
+
+def step_mode_findings(cap: dict[str, Any] | None) -> list[Finding]:
+    """Attention outside graphs in some or all steps (eager or PIECEWISE), with the count of
+    each; FULL replays alone give none. ``cap``: :func:`step_mode_evidence` (None: the run's
+    steps carry no kernel-level mode)."""
+    if cap is None:
+        return []
+    n_eager, n_piece = cap["eager_steps"], cap.get("piecewise_steps", 0)
+    if cap["status"] not in ("eager", "mixed", "piecewise") or not (n_eager or n_piece):
+        return []
+    if cap.get("cpu"):
+        return []
+    ran = " and ".join(
+        t
+        for n, t in ((n_piece, f"between graph pieces (PIECEWISE) in {n_piece} step(s)"),
+                     (n_eager, f"eagerly in {n_eager} step(s)"))
+        if n
+    )  # fmt: skip
+    return [
+        Finding(
+            kind="capture",
+            severity="warning",
+            title=(
+                f"attention ran {ran}"
+                + (f" beside {cap['graph_steps']} FULL graph replays" if cap["graph_steps"] else "")
+            ),
+            evidence=f"{cap['evidence']} ({cap['provenance']})",
+            fix=(
+                "capture a FULL graph for these batch sizes (cudagraph capture sizes; steps too "
+                "big for any capture size, such as chunked prefill mixed into decode, run "
+                "PIECEWISE or eager by design) or make the attention path capturable"
+            ),
+            data={
+                k: cap.get(k, 0)
+                for k in ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches")
+            },  # fmt: skip
+        )
+    ]

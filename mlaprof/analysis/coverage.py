@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.imported import COLLAPSE_POLICIES, SYNC_CALLS
+from mlaprof.analysis.syncs import SYNC_CALLS
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -111,7 +112,7 @@ def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[d
             continue
         if p["path"] in COLLAPSE_POLICIES and not missing:
             out.append(
-                {**base, "status": "checked", "why": f"rule {COLLAPSE_POLICIES[p['path']][0]}"}
+                {**base, "status": "checked", "why": f"rule {collapse_policies(p['path'])[0]}"}
             )
             continue
         why = []
@@ -168,7 +169,10 @@ def explain_syncs(syncs: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
     return {**syncs, "evidence": f"{cov['api']}; {why}"}
 
 
-def coverage_findings(cov: dict[str, Any]) -> list[Finding]:
+def coverage_findings(cov: dict[str, Any] | None) -> list[Finding]:
+    """Kernels the import did not recognise (``cov`` None: the run holds no kernel trace)."""
+    if cov is None:
+        return []
     out = []
     rec = cov["recognition"]
     none = rec["without_mla"]

@@ -1,8 +1,11 @@
-"""Native 4-D entry vs the flattened legacy path, from the run's path-check events."""
+"""Paths and route: the native 4-D entry vs the flattened legacy path (the run's path-check
+events), and the verify route vLLM takes (the scenario's, or the one modelled for a recorded
+engine's own batches)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pandas as pd
 
@@ -59,6 +62,30 @@ def route_summary(meta: dict) -> dict | None:
         return scenario_from_mapping({k: v for k, v in sc.items()}).route().to_dict()
     except MlaprofError:
         return None
+
+
+def run_route(meta: dict, shadow: dict[str, Any] | None) -> dict | None:
+    """The verify path vLLM takes: the scenario's (:func:`route_summary`), else the route the
+    shadow analysis modelled for the recorded batches (one route per run: the most common).
+    Only a run with recorded engine batches has a shadow summary."""
+    r = route_summary(meta)
+    if r is None and shadow and shadow.get("paths"):
+        paths = shadow["paths"]
+        path = max(paths, key=lambda p: paths[p])
+        r = {
+            "path": path,
+            "kernel": ", ".join(shadow.get("policies") or []),
+            "reason": (
+                f"modelled for the recorded verify batches on {shadow.get('device')} with aiter "
+                f"{shadow.get('aiter')} ({sum(paths.values())} steps: "
+                + ", ".join(f"{p} x{n}" for p, n in paths.items())
+                + ")"
+            ),
+            "version": "as recorded",
+            "verified": True,
+            "source": "shadow analysis of the engine's own batches",
+        }
+    return r
 
 
 def pre_fix_rule(scenario: dict) -> str | None:

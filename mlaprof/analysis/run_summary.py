@@ -16,15 +16,15 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis import sections
-from mlaprof.analysis.capture import capture_findings
+from mlaprof.analysis.capture import capture_findings, step_mode_findings
+from mlaprof.analysis.collapse import collapse_findings
 from mlaprof.analysis.coverage import coverage_findings
-from mlaprof.analysis.engine import engine_analysis
-from mlaprof.analysis.engine_log import engine_log_findings, log_spec_totals
+from mlaprof.analysis.cpu_attention import cpu_findings
 from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding, fold_ranks
 from mlaprof.analysis.headline import headline, own_split
-from mlaprof.analysis.imported import imported_findings, mark_unreliable
 from mlaprof.analysis.layers import layer_table
+from mlaprof.analysis.memory import capture_memory_findings
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.paths import (
     path_checks,
@@ -32,16 +32,21 @@ from mlaprof.analysis.paths import (
     pre_fix_rule,
     route_findings,
     route_summary,
+    run_route,
 )
 from mlaprof.analysis.ranks import dp_group_rows, fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.run_state import run_state
+from mlaprof.analysis.served import served_analysis
+from mlaprof.analysis.server_starts import start_findings
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
-from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
+from mlaprof.analysis.starts import log_spec_totals
+from mlaprof.analysis.syncs import host_sync_findings, sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
+from mlaprof.analysis.trust import mark_unreliable, trust_findings
 from mlaprof.analysis.typed_json import from_json, to_json
-from mlaprof.errors import MlaprofError
-from mlaprof.store.runkind import RunKind
+from mlaprof.analysis.variants import variant_findings
+from mlaprof.store.runkind import RunKind  # noqa: TC001 (a field type get_type_hints resolves)
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import (
@@ -145,36 +150,13 @@ class RunSummary:
         return cls.from_sections({k: v for k, v in doc.items() if k != "schema_version"}, found)
 
 
-def _route(ev: Evidence, shadow: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The verify path vLLM takes: the scenario's, or for an engine run the route its shadow
-    analysis modelled for the recorded batches (one route per run: the most common)."""
-    r = route_summary(ev.meta)
-    if r is None and ev.kind is RunKind.ENGINE and shadow and shadow.get("paths"):
-        paths = shadow["paths"]
-        path = max(paths, key=lambda p: paths[p])
-        r = {
-            "path": path,
-            "kernel": ", ".join(shadow.get("policies") or []),
-            "reason": (
-                f"modelled for the recorded verify batches on {shadow.get('device')} with aiter "
-                f"{shadow.get('aiter')} ({sum(paths.values())} steps: "
-                + ", ".join(f"{p} x{n}" for p, n in paths.items())
-                + ")"
-            ),
-            "version": "as recorded",
-            "verified": True,
-            "source": "shadow analysis of the engine's own batches",
-        }
-    return r
-
-
 def analyze(
     run: Run, evidence: Evidence | None = None, shadow: dict[str, str] | None = None
 ) -> list[Finding]:
     """Findings sorted by severity. ``shadow``: {"device": ..., "aiter": ...} for a recorded
-    engine's modelled AITER view (defaults: mlaprof.analysis.engine.SHADOW_*)."""
+    engine's modelled AITER view (defaults: mlaprof.analysis.shadow.SHADOW_*)."""
     ev = evidence if evidence is not None else collect(run)
-    found = engine_analysis(ev.meta, ev.tables["events"], **(shadow or {}))[2]
+    found = served_analysis(ev.engine_steps, ev.acceptance, **(shadow or {}))[2]
     return _findings(ev, found, _sections(ev))
 
 
@@ -193,12 +175,15 @@ def _sections(ev: Evidence) -> dict[str, Any]:
 def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     findings: list[Finding] = []
-    findings += capture_findings(ev.capture, t["captures"], t["memory"])
-    if ev.trace is not None:
-        if ev.step_stats is None:
-            raise MlaprofError("internal: a trace's evidence without its per-step aggregates")
-        findings += imported_findings(ev.meta, t, ev.trace, ev.step_stats)
-        findings += coverage_findings(ev.trace["coverage"])
+    findings += capture_findings(ev.capture, t["captures"])
+    findings += capture_memory_findings(ev.capture, t["memory"])
+    findings += trust_findings(ev.trust)
+    findings += collapse_findings(ev.meta, t["steps"], ev.step_stats)
+    findings += variant_findings(ev.meta, ev.kernel_paths)
+    findings += step_mode_findings(ev.step_modes)
+    findings += cpu_findings(ev.cpu)
+    findings += host_sync_findings(ev.host_syncs)
+    findings += coverage_findings(ev.coverage)
     findings += engine_found
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(
@@ -207,11 +192,10 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     findings += padding_findings(t["padding"])
     findings += timing_findings(sec["timing"])
     findings += path_findings(sec["paths"], str(ev.meta.get("backend", "")))
-    findings += engine_log_findings(ev.starts)
+    findings += start_findings(ev.starts)
     findings += route_findings(route_summary(ev.meta), sc.get("policy", ""))
     findings += reservation_findings(sec["reservation"])
-    if ev.trace is not None:
-        mark_unreliable(findings, ev.trace)
+    mark_unreliable(findings, ev.trust)
     findings = fold_ranks(findings, len(ev.ranks))
     findings.sort(key=lambda f: f.rank)
     return findings
@@ -250,7 +234,9 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
 def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     ev = collect(run)
     t = ev.tables
-    engine, engine_shadow, engine_found = engine_analysis(ev.meta, t["events"], **(shadow or {}))
+    engine, engine_shadow, engine_found = served_analysis(
+        ev.engine_steps, ev.acceptance, **(shadow or {})
+    )
     syncs = t["syncs"]
     layers = layer_table(t["layers"], syncs, ev.reference)
     sec = _sections(ev)
@@ -268,7 +254,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         h2d_copies=sync_rows(syncs, "h2d"),
         capture_errors=sync_rows(syncs, "capture-error"),
         sync_counts=sync_counts(syncs, t["layers"]),
-        route=_route(ev, engine_shadow),
+        route=run_route(ev.meta, engine_shadow),
         splits=split_rows(t["splits"]),
         padding=padding_summary(t["padding"]),
         layers=layers,
@@ -278,7 +264,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
             layers,
             ev.meta.get("rank_sources"),
             _batches(t["steps"]),
-            ev.trace.get("trust_by_rank") if ev.trace else None,
+            ev.trust_by_rank,
         ),
         trace=ev.trace,
         reservation=sec["reservation"],

@@ -740,8 +740,8 @@ class GraphCaptureLine:
 
     @property
     def label(self) -> str:
-        """ "decode, FULL": the capture progress bar's name (analysis.engine_log.bar_label)."""
-        from mlaprof.analysis.engine_log import bar_label
+        """ "decode, FULL": the capture progress bar's name (analysis.starts.bar_label)."""
+        from mlaprof.analysis.starts import bar_label
 
         return bar_label({"phase": self.phase, "mode": self.mode})
 
@@ -815,7 +815,7 @@ class PathCheck:
 
 @dataclass(frozen=True, slots=True)
 class EngineSection:
-    """What a recorded vLLM engine did, measured by the plugin (analysis.engine.engine_summary)."""
+    """What a recorded vLLM engine did, measured by the plugin (analysis.served.served_summary)."""
 
     source: str
     backend: str | None
@@ -893,7 +893,7 @@ class ShadowStep:
 
 @dataclass(frozen=True, slots=True)
 class ShadowSection:
-    """The engine's recorded batches modelled for an AITER device (analysis.engine)."""
+    """The engine's recorded batches modelled for an AITER device (analysis.shadow)."""
 
     provenance: str
     aiter_rule: AiterRuleSection

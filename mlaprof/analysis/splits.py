@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+# the one collapse rule and wording (mlaprof.analysis.collapse), re-exported for the views
+from mlaprof.analysis.collapse import (  # noqa: F401
+    collapse_finding,
+    collapsed,
+    is_collapsed,
+    three_numbers,
+)
 from mlaprof.analysis.findings import Finding
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
-from mlaprof.splits.policies import is_collapsed as collapse_rule
 from mlaprof.splits.policies import over_split as over_split_rule
-
-
-def is_collapsed(used: float | None, deserved: float | None) -> bool:
-    """The one collapse rule (:func:`mlaprof.splits.policies.is_collapsed`, which the what-if
-    grid applies to whole arrays) on recorded values: unknown values are never a collapse."""
-    if used is None or deserved is None or used != used or deserved != deserved:
-        return False
-    return bool(collapse_rule(used, deserved))
-
-
-def collapsed(used: pd.Series, ref: pd.Series) -> pd.Series:
-    """:func:`is_collapsed` on every record at once (unknown values are never a collapse)."""
-    known = used.notna() & ref.notna()
-    out = pd.Series(False, index=used.index)
-    out[known] = collapse_rule(used[known].astype(float), ref[known].astype(float))
-    return out
 
 
 def decided_on_device(policy: str) -> bool:
@@ -125,14 +115,6 @@ def fold_rank_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def three_numbers(used: int, fix: int | None, deserved: int) -> str:
-    """ "S = used, the fix gives F, D without padding rows": what a split finding must state."""
-    if fix is None:
-        return f"S = {used} used, {deserved} without padding rows"
-    why = " (padding rows still count in B)" if fix < deserved else ""
-    return f"S = {used} used, the fix gives {fix}{why}, {deserved} without padding rows"
-
-
 def split_findings(
     splits: pd.DataFrame,
     run_policy: str,
@@ -169,18 +151,18 @@ def split_findings(
                 else "padding rows counted in the batch size"
             )
             out.append(
-                Finding(
-                    kind="split-collapse",
-                    severity="critical" if main and used == 1 else "warning" if main else "info",
-                    title=f"KV splits collapsed under {r.policy}: {three_numbers(used, fix, deserved)}"
-                    + (" [the pre-#51171 rule, modelled on purpose]" if pre_fix and main else ""),
+                collapse_finding(
+                    f"under {r.policy}",
+                    used,
+                    fix,
+                    deserved,
                     evidence=(
                         (f"{pre_fix}. " if pre_fix and main else "")
                         + f"step {int(r.step)}: {cause}; occupancy {_pct(r.occupancy_used)} vs "
                         f"{_pct(r.occupancy_deserved)} of the {r.target} units; policy read from "
                         f"{p.provenance if p else 'an unknown source'}"
                     ),
-                    fix=(
+                    fix_text=(
                         "compute min_kv_seq_len in the metadata builder over active rows "
                         "(qo_len > 0) only"
                         if p and p.uses_min_kv
@@ -193,6 +175,8 @@ def split_findings(
                         "deserved": deserved,
                         "rank": _opt_int(getattr(r, "rank", 0)),
                     },
+                    main=main,
+                    note=" [the pre-#51171 rule, modelled on purpose]" if pre_fix and main else "",
                 )
             )
         if (

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.grid import _origin, step_checks_by_rank
+from mlaprof.analysis.step_stats import by_step
+from mlaprof.importers.step_model import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
 _FIX = {
@@ -155,3 +161,176 @@ def _span(layers: list[int]) -> str:
     if layers == list(range(layers[0], layers[-1] + 1)) and len(layers) > 2:
         return f"layers {layers[0]}-{layers[-1]}"
     return "layers " + ", ".join(map(str, layers[:8])) + ("..." if len(layers) > 8 else "")
+
+
+# -- host calls a kernel trace's API / copy records place inside MLA layer windows -------------
+SYNC_CALLS = (
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventSynchronize",
+    "hipMemcpy",
+    "hipMemcpyDtoH",
+    "hipMemcpyWithStream",
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+)
+D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
+
+
+def sync_evidence(
+    meta: dict[str, Any],
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    api: pd.DataFrame,
+    copies: pd.DataFrame,
+) -> dict[str, Any]:
+    """Host syncs and device-to-host copies inside the window of an EAGER step's layer (from the
+    end of the layer before to the end of this one; layer 0 looks back one median inter-layer
+    gap). Layers of graph replays hold none: the host runs outside a replay, and a sync in the
+    captured region would have failed the capture. Without an API or copy trace: "unknown"."""
+    launches = (meta.get("trace_checks") or {}).get("launches", {})
+    origin = _origin(meta)
+    has_api = int(launches.get("runtime_api_calls", 0)) > 0 or not api.empty
+    events = []
+    if not api.empty:
+        events.append(
+            pd.DataFrame(
+                {
+                    "rank": api["rank"],
+                    "op": api["function"],
+                    "t_ns": api["start_ns"],
+                    "end_ns": api["end_ns"],
+                }
+            )  # fmt: skip
+        )
+    if not copies.empty:
+        events.append(
+            pd.DataFrame(
+                {
+                    "rank": copies["rank"],
+                    "op": "memory copy " + copies["operation"].astype(str),
+                    "t_ns": copies["start_ns"],
+                    "end_ns": copies["end_ns"],
+                }
+            )
+        )
+    if not has_api and not events:
+        return {"status": "unknown", "count": None, "syncs": [], "evidence": (
+            "no HIP/CUDA API or memory-copy trace in the import"), "provenance": origin}  # fmt: skip
+    mode = (
+        steps.set_index(["rank", "step"])["graph_mode"]
+        if not steps.empty
+        else pd.Series(dtype=object)
+    )
+    mode = mode[~mode.index.duplicated(keep="last")]
+    # PIECEWISE attention runs eagerly too: a sync in its layers is seen the same way
+    eager = (
+        layers[by_step(layers, mode).isin(["eager", "piecewise"])] if not layers.empty else layers
+    )
+    if not eager.empty:
+        t_step = steps.set_index(["rank", "step"])["t_start_ns"]
+        t_step = t_step[~t_step.index.duplicated(keep="last")]
+        eager = eager.assign(step_t0=by_step(eager, t_step).to_numpy())
+    if eager.empty:
+        if (mode == "graph").any() and (mode == "graph").all():
+            ev_txt = (
+                f"all {len(mode)} MLA steps are graph replays: the captured region holds no host "
+                "sync (it would have failed the capture); host calls run outside the replays"
+            )
+            return {"status": "none", "count": 0, "syncs": [], "evidence": ev_txt,
+                    "provenance": origin}  # fmt: skip
+        return {"status": "unknown", "count": None, "syncs": [], "evidence": (
+            "no eager MLA layers to place host calls in"), "provenance": origin}  # fmt: skip
+    ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+    found: list[dict[str, Any]] = []
+    sources = step_checks_by_rank(meta)
+    for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
+        mine = ev[ev["rank"] == rank] if not ev.empty else ev
+        # a step bounded by idle gaps spans its MLA kernels only: its start is no bound
+        src = sources.get(int(rank), {}).get("source")
+        if src in (None, SOURCE_GAPS) and "step_t0" in lay:
+            lay = lay.drop(columns="step_t0")
+        found += _place_calls(int(rank), lay, mine)
+    what = "API trace" if has_api else "memory-copy trace"
+    return {
+        "status": "found" if found else "none",
+        "count": len(found),
+        "syncs": found,
+        "evidence": f"from the {what}, {len(eager)} eager MLA layer windows",
+        "provenance": origin,
+    }
+
+
+def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[dict[str, Any]]:
+    """Host calls of one rank inside the window of one of its eager layers. A step's first
+    layer looks back one median inter-layer gap, never before its step began (the previous
+    step's end-of-step sync is not in it)."""
+    lay = lay.sort_values("t_start_ns").reset_index(drop=True)
+    t0 = lay["t_start_ns"].to_numpy(np.int64)
+    t1 = t0 + lay["duration_ns"].to_numpy(np.int64)
+    same = np.r_[False, lay["step"].to_numpy()[1:] == lay["step"].to_numpy()[:-1]]
+    gaps = (t0[1:] - t1[:-1])[same[1:]]
+    look = int(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0
+    first = t0 - look
+    if "step_t0" in lay:
+        st0 = lay["step_t0"].to_numpy(float)
+        first = np.where(
+            np.isnan(st0), first, np.maximum(first, np.nan_to_num(st0)).astype(np.int64)
+        )
+    ws = np.where(same, np.r_[0, t1[:-1]], first)
+    found = []
+    if ev.empty:
+        return found
+    t = ev["t_ns"].to_numpy(np.int64)
+    i = np.searchsorted(ws, t, side="right") - 1
+    ok = (i >= 0) & (t <= t1[np.clip(i, 0, None)])
+    for k in np.flatnonzero(ok):
+        r = lay.iloc[i[k]]
+        found.append(
+            {
+                "rank": rank,
+                "op": str(ev["op"].iloc[k]),
+                "step": int(r["step"]),
+                "layer": int(r["layer"]),
+                "t_ns": int(t[k]),
+                "duration_ns": int(ev["end_ns"].iloc[k] - t[k]),
+            }
+        )
+    return found
+
+
+def host_sync_findings(ev: dict[str, Any] | None) -> list[Finding]:
+    """The host syncs :func:`sync_evidence` placed inside MLA layers, one finding per op
+    (``ev`` None: the run holds no host-call trace to place)."""
+    if ev is None or ev["status"] != "found":
+        return []
+    out = []
+    df = pd.DataFrame(ev["syncs"])
+    for op, g in df.groupby("op", sort=False):
+        layers = sorted(set(zip(g["rank"], g["step"], g["layer"], strict=True)))
+        first = g.iloc[0]
+        out.append(
+            Finding(
+                kind="sync",
+                severity="critical",
+                title=f"host sync inside MLA layers: {op} in {len(layers)} layer(s)",
+                evidence=(
+                    f"first at rank {first['rank']} step {first['step']} layer {first['layer']}, "
+                    f"t = {first['t_ns']} "
+                    f"ns ({first['duration_ns'] / 1e3:.1f} us host call); {ev['provenance']}. "
+                    "A sync inside a layer aborts CUDA/HIP graph capture: this path cannot run "
+                    "under FULL graphs"
+                ),
+                fix=(
+                    "move the device->host reads into the metadata builder, outside the layers "
+                    "(vLLM #51171)"
+                ),
+                layer=int(first["layer"]),
+                data={"op": op, "count": int(len(g)), "layers": [list(x) for x in layers]},
+            )
+        )
+    return out

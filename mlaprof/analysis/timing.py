@@ -51,13 +51,26 @@ def timing_label(timing: str | None) -> str:
     return TIMING_LABELS.get(str(timing), str(timing)) if timing else "unknown timing"
 
 
-def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
-    # steps served under torch.profiler for a kernel timeline are slowed by it: not timings
+def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The one served-step definition: the steps (and their layers) a step time is read from.
+    Steps served under torch.profiler for a kernel timeline are slowed by it: left out with their
+    layers. Where the serving graph has plain replays they stand for it: its twin (instrumented)
+    replays, corrected for the event cost but still a sample, are left out too."""
     profiled = steps["timing"].fillna("").str.endswith("-profiled") if not steps.empty else None
     if profiled is not None and profiled.any():
         if not layers.empty:
             layers = layers[~layers["step"].isin(steps.loc[profiled, "step"])]
         steps = steps[~profiled]
+    if steps.empty:
+        return steps, layers
+    plain = steps[steps["timing"] == "graph-replay"]
+    if not plain.empty:
+        steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
+    return steps, layers
+
+
+def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
+    steps, layers = served_steps(steps, layers)
     if steps.empty:
         return {
             "steps": 0,
@@ -71,11 +84,6 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
             "ranks_agree": True,
             "step_median_text": None,
         }
-    # the serving graph's plain replays are the reference; twin (instrumented) replays are
-    # corrected for the event cost but still a sample
-    plain = steps[steps["timing"] == "graph-replay"]
-    if not plain.empty:
-        steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
     by_mode = {
         str(mode): float(g["duration_ns"].median()) / 1e3
         for mode, g in steps.dropna(subset=["duration_ns"]).groupby("graph_mode")

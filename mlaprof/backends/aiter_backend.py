@@ -27,6 +27,7 @@ from mlaprof.backends.base import VerifyInputs, check_shapes
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import aiter_env
 from mlaprof.scenario import KV_DIM, LATENT
+from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.splits.releases import aiter_rule
 
@@ -352,7 +353,7 @@ def gluon_policy(env: AiterEnv, regime: str) -> str:
         return "aiter-gluon-fp8-v0.1.19"
     if env.version_tuple is None:  # unparseable: taken as recent, as at_least does
         return "aiter-gluon-v0.1.20.post1"
-    return aiter_rule(env.version).gluon_policy
+    return releases.policy_for(env.version)
 
 
 def _why_not_asm_shape(inp: VerifyInputs, meta: VerifyMetadata) -> str | None:

@@ -91,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _shadow(args: argparse.Namespace) -> dict[str, str]:
     """The shadow-analysis choices, checked up front (a bad one is an error on any run)."""
-    from mlaprof.analysis.engine import check_shadow
+    from mlaprof.analysis.shadow import check_shadow
 
     out = {k: v for k, v in (("device", args.shadow_device), ("aiter", args.shadow_aiter)) if v}
     check_shadow(**out)

@@ -163,11 +163,11 @@ def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
     if getattr(args, "max_num_batched_tokens", None) is not None:
         over["max_num_batched_tokens"] = args.max_num_batched_tokens
     if getattr(args, "aiter", None):
-        from mlaprof.splits.releases import aiter_rule
+        from mlaprof.splits import releases
 
         over["aiter_version"] = args.aiter
         if args.policy is None and sc.policy.startswith("aiter-gluon-v0.1."):
-            over["policy"] = aiter_rule(args.aiter).gluon_policy
+            over["policy"] = releases.policy_for(args.aiter)
     if args.device == "cuda" and args.target is None:
         over["target"] = "h200"
     return dataclasses.replace(sc, **over).validate()

@@ -108,11 +108,11 @@ def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
         if args.policy.strip() == "all":  # open PRs' rules are opt-in, by name
             g.policies = [p for p in g.policies if p in RELEASED_POLICIES]
     if args.aiter:
-        from mlaprof.splits.releases import aiter_rule
+        from mlaprof.splits import releases
 
         g.aiter = args.aiter
         if not args.policy:
-            g.policies = [aiter_rule(args.aiter).gluon_policy]
+            g.policies = [releases.policy_for(args.aiter)]
     g.max_num_batched_tokens = args.max_num_batched_tokens
     if args.device:
         g.devices = name_list(args.device, DEVICES, "device")

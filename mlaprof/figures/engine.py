@@ -10,8 +10,9 @@ from mlaprof.figures import _common as c
 
 def shadow_splits(run: Any, device: str | None = None, aiter: str | None = None) -> Any:
     """S per recorded verify step: bug (min over all rows), fix (active rows), frozen (capture-time
-    dummy run), deserved (real rows only); from mlaprof.analysis.engine (computed there)."""
-    from mlaprof.analysis.engine import SHADOW_AITER, SHADOW_DEVICE, engine_steps, shadow
+    dummy run), deserved (real rows only); from mlaprof.analysis.shadow (computed there)."""
+    from mlaprof.analysis.evidence.engine import engine_steps
+    from mlaprof.analysis.shadow import SHADOW_AITER, SHADOW_DEVICE, shadow
 
     device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
     title = f"KV splits per engine step, modelled from recorded batches (AITER {aiter} on {device})"

@@ -152,8 +152,8 @@ def _meta_html(run: Any, s: dict) -> str:
 
 def _starts_html(starts: list[dict[str, Any]]) -> str:
     """Server starts of an imported vLLM log and capture memory per rank per start (as
-    :func:`mlaprof.analysis.engine_log.engine_starts` returns them)."""
-    from mlaprof.analysis.engine_log import bar_label, gib
+    :func:`mlaprof.analysis.starts.engine_starts` returns them)."""
+    from mlaprof.analysis.starts import bar_label, gib
 
     rows = []
     for st in starts:

@@ -691,7 +691,7 @@ def _step_checks(
         "graphs": mla_graphs,
         "other_graphs": sum(1 for n in graphs.layers.values() if not n),
         # bounded: run.json is read by every view (past the cap, graph kinds fall back to the
-        # layer rule of mlaprof.analysis.graph_kinds, and the checks say so)
+        # layer rule of mlaprof.analysis.drafter, and the checks say so)
         "graph_by_step": runs if len(runs := step_model.rle(graph_of)) <= MAX_STEP_RUNS else None,
         "graph_by_step_runs": len(runs),
         "edge_partial": dict(edges),

@@ -13,10 +13,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mlaprof.analysis.capture import human_bytes
-from mlaprof.analysis.engine_log import gib
 from mlaprof.analysis.findings import rank_list
+from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.share import share_text
+from mlaprof.analysis.starts import gib
 from mlaprof.reporters.names import fit_names
 from mlaprof.textsafe import term
 

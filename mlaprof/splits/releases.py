@@ -6,7 +6,10 @@ the same two files as v0.1.19.post2 (no diff between the tags), so it is modelle
 other release (vLLM 0.32 and 0.33 pin v0.1.21.post2, whose source was not read) gets the nearest
 modelled rule at or below it, always labelled ``"rule of v0.1.20.post1; v0.1.21.post2 not
 verified"``, never silently. One function, :func:`aiter_rule`, serves every view (``whatif
---aiter``, ``report --shadow-aiter``, a scenario's ``aiter_version``).
+--aiter``, ``report --shadow-aiter``, a scenario's ``aiter_version``), and one,
+:func:`policy_for`, picks the split policy a release runs: ``whatif``, ``mlaprof run``, a
+scenario's check, the installed-AITER backend, the engine model and the import's collapse rule all
+call it (looked up on this module at call time, so one replacement changes every caller).
 """
 
 from __future__ import annotations
@@ -76,3 +79,9 @@ def aiter_rule(version: str) -> AiterRule:
         same = "" if tag == shown else f" (the same mla_gluon.py and mla.py as {tag})"
         return AiterRule(version, tag, policy, True, f"rule of {shown}{same}")
     return AiterRule(version, tag, policy, False, f"rule of {tag}; {shown} not verified")
+
+
+def policy_for(version: str) -> str:
+    """The gluon split policy (a :data:`mlaprof.splits.policies.POLICIES` name) AITER
+    ``version`` runs: its modelled rule's (:func:`aiter_rule`; raises as it does)."""
+    return aiter_rule(version).gluon_policy

@@ -20,6 +20,7 @@ import numpy as np
 from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES, sizes_for
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
+from mlaprof.splits import releases
 from mlaprof.splits.policies import (
     POLICIES,
     SplitInput,
@@ -110,11 +111,11 @@ class GridSpec:
                 f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
             )
         if self.aiter is not None:
-            rule = aiter_rule(self.aiter)
+            rule, runs = aiter_rule(self.aiter), releases.policy_for(self.aiter)
             for pol in self.policies:
-                if pol in RELEASE_GLUON and pol != rule.gluon_policy:
+                if pol in RELEASE_GLUON and pol != runs:
                     raise MlaprofError(
-                        f"--aiter {self.aiter} runs {rule.gluon_policy} ({rule.label}); "
+                        f"--aiter {self.aiter} runs {runs} ({rule.label}); "
                         f"drop policy {pol} or --aiter"
                     )
         if not 1 <= self.max_num_seqs <= 4096:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlaprof.analysis.engine import shadow
+from mlaprof.analysis.shadow import shadow
 from mlaprof.errors import MlaprofError
 from tests.conftest import mlaprof_cli
 

@@ -83,7 +83,7 @@ def _engine_step(w, step: int, seqs: list[int], drafts: list[int], accepted: int
     """One verify step as the vLLM plugin records it (its event names and fields)."""
     import json
 
-    from mlaprof.analysis.engine import ACCEPT_EVENT, STEP_EVENT
+    from mlaprof.analysis.evidence.engine import ACCEPT_EVENT, STEP_EVENT
 
     data = {"step": step, "kind": "verify", "backend": "CPU_MLA", "builder": "CPUMLABuilder",
             "heads": 8, "graph_mode": "NONE", "num_tokens": 4 * len(seqs), "padded_tokens": None,

@@ -29,7 +29,7 @@ if not any(
 
 import mlaprof
 from mlaprof.analysis import summary
-from mlaprof.analysis.engine import engine_steps
+from mlaprof.analysis.evidence.engine import engine_steps
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.follow import FollowError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlaprof.analysis.engine_log import engine_log_findings
+from mlaprof.analysis.server_starts import start_findings as engine_log_findings
 from mlaprof.importers.vllm_log import (
     gib_bytes,
     parse_log,

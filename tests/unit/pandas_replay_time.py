@@ -1,5 +1,5 @@
 """The pandas replay-time analysis mlaprof used before it ran as SQL (kept verbatim as the test
-oracle of :func:`mlaprof.analysis.imported.replay_time`): per rank, a searchsorted over the
+oracle of :func:`mlaprof.analysis.replay_time.replay_time`): per rank, a searchsorted over the
 layers' ends, then pandas group-bys."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.imported import _mode_s, _origin, s_groups
+from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.ranks import rank_span
+from mlaprof.analysis.replay_time import _mode_s, s_groups
 
 KERNEL_COLUMNS = ["rank", "name", "start_ns", "end_ns", "step", "replay", "layer"]
 

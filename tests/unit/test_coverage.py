@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mlaprof.analysis import summary
-from mlaprof.analysis.imported import SYNC_CALLS
+from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
 from mlaprof.importers.kernels import KernelMatcher, KernelPattern

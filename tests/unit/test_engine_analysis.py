@@ -1,4 +1,4 @@
-"""The recorded-engine analysis (mlaprof.analysis.engine): routing, the shadow S against the
+"""The recorded-engine analysis (mlaprof.analysis.shadow): routing, the shadow S against the
 published split policies, the capture line of an engine run, and bad shadow choices."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mlaprof.analysis.engine import route, shadow
 from mlaprof.analysis.evidence.engine import engine_capture
+from mlaprof.analysis.shadow import route, shadow
 from mlaprof.scenario import DEVICES
 from mlaprof.splits.policies import gluon_bh16_v0119, gluon_bh16_v0120
 

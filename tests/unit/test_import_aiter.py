@@ -156,8 +156,9 @@ def test_gluon_bug_reports_the_collapse_with_the_fixed_s(sums: dict, name: str) 
     assert (d["rows"], d["qlen"], d["policy"]) == (15, 4, "aiter-gluon-v0.1.19")
     assert d["s_source"] == "grid axis y of _mla_gluon"
     assert f["severity"] == "critical"
-    assert "used S = 1" in f["title"] and "the fix gives 4" in f["title"]
-    assert "without padding rows: unknown" in f["title"]
+    # the one collapse wording (mlaprof.analysis.collapse), as a scenario's collapse says it
+    assert "S = 1 used on 15 rows x qlen 4, the fix gives 4" in f["title"]
+    assert "unknown without padding rows" in f["title"]
     assert f"imported from {portable_path(str(AITER / name))}" in f["evidence"]
     # stage 2 absent on every S = 1 layer: consistent, not missing
     assert s["trace"]["checks"]["stage2"]["aiter-gluon"]["s1_without_stage2"] == 12
@@ -604,7 +605,7 @@ def test_rocprof_json_of_the_bug_trace(tmp_path: Path) -> None:
 def test_collapse_rule(rows: int, qlen: int, s: int, collapsed: bool) -> None:
     import pandas as pd
 
-    from mlaprof.analysis.imported import collapse_findings
+    from mlaprof.analysis.collapse import collapse_findings
     from mlaprof.analysis.step_stats import step_stats
 
     steps = pd.DataFrame({"rank": [0], "step": [0], "backend": ["aiter-gluon _mla_gluon"],

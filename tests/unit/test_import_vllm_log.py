@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from mlaprof.analysis import analyze, summary
-from mlaprof.analysis.engine_log import engine_log_findings, engine_starts
+from mlaprof.analysis.server_starts import start_findings as engine_log_findings
+from mlaprof.analysis.starts import engine_starts
 from mlaprof.cli import main
 from mlaprof.importers.vllm_log import (
     GIB,

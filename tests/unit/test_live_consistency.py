@@ -9,7 +9,8 @@ the EngineCore's ``spec-accept`` events ``verify_rows`` / ``draft_tokens``
 from __future__ import annotations
 
 from mlaprof.analysis.consistency import scheduler_agreement
-from mlaprof.analysis.engine import engine_findings, engine_summary
+from mlaprof.analysis.evidence.engine import acceptance, engine_steps
+from mlaprof.analysis.served import engine_findings, served_summary
 from mlaprof.recording import event_row
 from mlaprof.store import create_run, load
 
@@ -29,7 +30,7 @@ def _accept(seq: int, rows: int, drafts: int) -> dict:
 
 def _text(run_dir) -> tuple[dict, str]:
     with load(run_dir) as run:
-        eng = engine_summary(run.events)
+        eng = served_summary(engine_steps(run.events), acceptance(run.events))
     assert eng is not None
     return eng, " ".join(f.evidence for f in engine_findings(eng, None))
 

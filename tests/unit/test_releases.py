@@ -49,7 +49,7 @@ def test_bad_versions_are_errors():
 
 
 def test_shadow_of_an_unmodelled_release_is_labelled():
-    from mlaprof.analysis.engine import route
+    from mlaprof.analysis.shadow import route
     from mlaprof.scenario import DEVICES
 
     path, policy, _ = route(8, 4, DEVICES["mi355x"], "0.1.21.post2")

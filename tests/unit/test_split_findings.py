@@ -79,3 +79,40 @@ def test_a_persistent_row_decided_on_the_host_is_not_a_device_finding():
     assert [f for f in out if f.kind == "split-frozen"]  # 8 for 16: frozen at half
     dev = _splits("aiter-asm-persistent", 256, 256, None).assign(note="")
     assert [f.kind for f in split_findings(dev, "aiter-asm-persistent", "FULL")] == ["split-device"]
+
+
+# one collapse finding: a scenario's modelled rows and a trace's grid rows say it in one wording
+ONE_WORDING = (
+    r"^KV splits collapsed (under \S+|on the \S+ path)( on \d+ of \d+ ranks \([\d, .]+\))?: "
+    r"S = \d+ used( on \d+ rows x qlen \d+)?, the fix gives \d+( \(padding rows still count in "
+    r"B\))?, (\d+|unknown) without padding rows"
+)
+
+
+def _grid_collapse():
+    from mlaprof.analysis.collapse import collapse_findings
+    from mlaprof.analysis.step_stats import step_stats
+
+    # a gluon v0.1.19 graph replay of 15 rows x qlen 4 at S = 1, as the trace importer files it
+    steps = pd.DataFrame([{"rank": 0, "step": 0, "backend": "aiter-gluon _mla_gluon",
+                           "num_reqs": 15, "qlen": 4, "graph_mode": "graph"}])  # fmt: skip
+    layers = pd.DataFrame([{"rank": 0, "step": 0, "layer": i, "splits_used": 1,
+                            "duration_ns": 1000} for i in range(2)])  # fmt: skip
+    return collapse_findings({"imported_from": "t.csv"}, steps, step_stats(layers))
+
+
+def test_one_collapse_wording_for_modelled_and_grid_rows():
+    import re
+
+    modelled = [
+        f
+        for f in split_findings(_splits("aiter-gluon-v0.1.19", 1, 17, None), "", "PIECEWISE")
+        if f.kind == "split-collapse"
+    ]
+    grid = [f for f in _grid_collapse() if f.kind == "split-collapse"]
+    assert len(modelled) == 1 and len(grid) == 1
+    for f in modelled + grid:
+        assert re.match(ONE_WORDING, f.title), f.title
+        assert f.severity == "critical"  # S = 1 on the run's own rule
+    assert "unknown without padding rows" in grid[0].title  # a grid counts padding rows
+    assert "17 without padding rows" in modelled[0].title

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mlaprof.analysis import imported
+from mlaprof.analysis.evidence import trace as imported  # replay_time is looked up there
 from mlaprof.analysis.evidence import trace as trace_adapter
 from mlaprof.importers.kineto import import_kineto
 from mlaprof.importers.rocprof import import_rocprof

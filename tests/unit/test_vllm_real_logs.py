@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mlaprof.analysis.engine_log import engine_starts, log_spec_totals
+from mlaprof.analysis.starts import engine_starts, log_spec_totals
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.vllm_log import import_vllm_log, parse_log
 from mlaprof.store.reader import Run
@@ -172,7 +172,7 @@ def test_a_log_cut_after_its_config_line_still_imports(tmp_path: Path) -> None:
 def test_drafts_never_accepted_is_a_warning_only_where_the_log_says_so(tmp_path: Path) -> None:
     """The MTP recording (random MTP head) accepted none of its drafts: a warning; the ngram
     recordings accepted most: none."""
-    from mlaprof.analysis.engine_log import engine_log_findings
+    from mlaprof.analysis.server_starts import start_findings as engine_log_findings
 
     for log in LOGS:
         _, starts = _starts(tmp_path, log, log.stem)

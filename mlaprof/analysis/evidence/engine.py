@@ -3,19 +3,44 @@ the engine ran each step with (measured), never a prediction."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from mlaprof.store.reader import Run
 
 _FULL_MODES = ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")
+STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
+ACCEPT_EVENT = "spec-accept"
+
+
+def _records(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
+    if events.empty:
+        return []
+    ev = events[events["kind"] == kind].sort_values(["rank", "t_ns"])
+    out = []
+    for rank, data in zip(ev["rank"].tolist(), ev["data"].tolist(), strict=True):
+        d = json.loads(data)
+        d["rank"] = int(rank)
+        out.append(d)
+    return out
+
+
+def engine_steps(events: pd.DataFrame) -> list[dict[str, Any]]:
+    """The plugin's per-step records (all ranks), in order."""
+    return _records(events, STEP_EVENT)
+
+
+def acceptance(events: pd.DataFrame) -> list[dict[str, Any]]:
+    """vLLM's acceptance counters per scheduler step (the EngineCore's records)."""
+    return _records(events, ACCEPT_EVENT)
 
 
 def engine_capture(steps: pd.DataFrame, provenance: str) -> dict:
@@ -47,4 +72,6 @@ def engine_evidence(run: Run) -> Evidence:
         capture=engine_capture(t["steps"], "measured: graph mode per engine step"),
         device=device or "unknown (the engine run did not record its device)",
         provenance=prov,
+        engine_steps=engine_steps(t["events"]),
+        acceptance=acceptance(t["events"]),
     )

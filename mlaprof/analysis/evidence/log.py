@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.engine_log import engine_starts, log_capture
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.starts import engine_starts, log_capture
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:

@@ -73,6 +73,17 @@ class Evidence:
     reference: pd.DataFrame | None = None
     # rank, step -> n_layers, S, median_ns: a trace's per-step layer aggregates (step_stats)
     step_stats: pd.DataFrame | None = None
+    # what the rows of kernel grids say, per question (None / empty: the run holds no such rows)
+    kernel_paths: list[dict[str, Any]] = field(default_factory=list)  # path, variant, S, rows
+    step_modes: dict[str, Any] | None = None  # capture verdict from each step's kernels
+    trust: dict[str, Any] | None = None  # the import's own checks (replays, launches, stage 2)
+    trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
+    host_syncs: dict[str, Any] | None = None  # host calls placed in MLA layer windows
+    coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank
+    cpu: dict[str, Any] | None = None  # a CPU-only trace's steps and attention op, per rank
+    # an engine's own records: the worker's per-step rows and the scheduler's acceptance
+    engine_steps: list[dict[str, Any]] = field(default_factory=list)
+    acceptance: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def scenario(self) -> dict[str, Any]:

@@ -1,18 +1,27 @@
 """Adapter for an imported rocprofv3 / Kineto trace: paths, S, capture and sync verdicts only
-from the trace's own evidence, per rank (:mod:`mlaprof.analysis.imported`)."""
+from the trace's own evidence, per rank. The trace's rows (steps and layers read off kernel
+grids, host calls from its API and copy records) go to the same per-question analyzers every run
+kind's rows go to; the ``trace`` section gathers what they say about them for the views."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.capture import step_mode_evidence
+from mlaprof.analysis.collapse import layer_reference
 from mlaprof.analysis.coverage import coverage_summary, explain_syncs
+from mlaprof.analysis.cpu_attention import cpu_trace_summary
+from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
-from mlaprof.analysis.graph_kinds import DRAFTER, drafter_summary, graph_kinds
-from mlaprof.analysis.imported import imported_summary
+from mlaprof.analysis.replay_time import replay_time
 from mlaprof.analysis.step_stats import step_stats_sql
+from mlaprof.analysis.steps import trace_steps
+from mlaprof.analysis.syncs import D2H_OPS, SYNC_CALLS, sync_evidence
+from mlaprof.analysis.trust import trust_by_rank, trust_summary
+from mlaprof.analysis.variants import trace_paths
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
@@ -43,7 +52,7 @@ def trace_evidence(run: Run) -> Evidence:
     if not drafting.empty:
         t["steps"] = t["steps"][kinds != DRAFTER]
         t["layers"] = _of_steps(t["layers"], t["steps"])
-    tr = imported_summary(run, t["steps"], t["layers"], stats)
+    tr = trace_section(run, t["steps"], t["layers"], stats)
     tr["drafter"] = drafter if not drafting.empty else None
     tr["coverage"] = coverage_summary(run, run.meta, tr["paths"], t["layers"])
     tr["syncs"] = explain_syncs(tr["syncs"], tr["coverage"])
@@ -68,4 +77,56 @@ def trace_evidence(run: Run) -> Evidence:
         trace=tr,
         reference=reference,
         step_stats=stats,
+        kernel_paths=tr["paths"],
+        step_modes=cap,
+        trust=tr["trust"],
+        trust_by_rank=tr["trust_by_rank"],
+        host_syncs=tr["syncs"],
+        coverage=tr["coverage"],
+        cpu=tr["cpu"],
     )
+
+
+def host_calls(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The trace's host sync calls (API records) and device-to-host copies (copy records)."""
+    api = run.query(
+        "SELECT rank, function, start_ns, end_ns FROM api WHERE function IN ("
+        + ", ".join("?" * len(SYNC_CALLS))
+        + ")",
+        SYNC_CALLS,
+    )
+    like = " OR ".join("operation LIKE ?" for _ in D2H_OPS)
+    copies = run.query(
+        f"SELECT rank, operation, start_ns, end_ns FROM transfers WHERE kind LIKE 'MEMORY_COPY%' "
+        f"AND ({like})",
+        tuple(f"%{o}%" for o in D2H_OPS),
+    )
+    return api, copies
+
+
+def trace_section(
+    run: Run, steps: pd.DataFrame, layers: pd.DataFrame, stats: pd.DataFrame
+) -> dict[str, Any]:
+    """Everything the views show about an imported trace (each part from its question's
+    analyzer, computed once); ``stats``: the per-step aggregates of the layers
+    (:func:`mlaprof.analysis.step_stats.step_stats_sql`)."""
+    meta = run.meta
+    api, copies = host_calls(run)
+    cap = step_mode_evidence(meta, steps)
+    return {
+        "source": meta.get("imported_from"),
+        "format": meta.get("format") or meta.get("source"),
+        "paths": trace_paths(meta, steps, stats),
+        "steps": trace_steps(steps, stats),
+        "capture": cap,
+        "trust": trust_summary(meta, cap),
+        # each rank judged on its own dispatches (a fleet import records them per rank)
+        "trust_by_rank": trust_by_rank(meta, steps),
+        # one query over the kernels' files (a fleet import holds 10M kernels)
+        "replay_time": replay_time(meta, run, layers),
+        "syncs": sync_evidence(meta, steps, layers, api, copies),
+        "checks": meta.get("trace_checks") or {},
+        "layer_reference": layer_reference(meta, steps, stats),
+        # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
+        "cpu": cpu_trace_summary(meta, steps, layers),
+    }

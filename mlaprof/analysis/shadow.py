@@ -1,105 +1,28 @@
-"""A recorded vLLM engine (the plugin's runs): what the engine did, measured, and what AITER would
-do with exactly its verify batches, modelled.
-
-Measured (from the records): steps, verify rows, draft tokens per request, vLLM's own acceptance
-counters (the EngineCore's ``spec-accept`` records), graph mode and padding per step, rows the
-backend filed as prefill. Modelled ("shadow"): each verify step's rows fed through the same
-scenario / metadata / split-policy code ``mlaprof run`` uses (:func:`mlaprof.metadata.batch_shape`,
-:func:`mlaprof.metadata.build_metadata`, :func:`mlaprof.step_splits.step_splits`) for a
-chosen AITER version and device: the route, S with the padding bug, with the fix and frozen at
-capture, occupancy, and the padding rows vLLM's capture sizes would add.
+"""What AITER would do with exactly a recorded engine's verify batches, modelled ("shadow"): each
+verify step's rows fed through the same scenario / metadata / split-policy code ``mlaprof run``
+uses (:func:`mlaprof.metadata.batch_shape`, :func:`mlaprof.metadata.build_metadata`,
+:func:`mlaprof.step_splits.step_splits`) for a chosen AITER version and device: the route, S with
+the padding bug, with the fix and frozen at capture, occupancy, and the padding rows vLLM's
+capture sizes would add.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 import pandas as pd
 
-from mlaprof.analysis.consistency import scheduler_agreement
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.share import share_text
 from mlaprof.capture_sizes import capture_sizes
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
+from mlaprof.splits import releases
 from mlaprof.splits.policies import is_collapsed
-from mlaprof.splits.releases import aiter_rule
 from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
-from mlaprof.store.runkind import RunKind, run_kind
 
-STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
-ACCEPT_EVENT = "spec-accept"
 SHADOW_DEVICE = "mi355x"
 SHADOW_AITER = "0.1.20"
-
-
-def is_engine_run(meta: dict[str, Any]) -> bool:
-    return run_kind(meta) is RunKind.ENGINE
-
-
-def _records(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
-    if events.empty:
-        return []
-    ev = events[events["kind"] == kind].sort_values(["rank", "t_ns"])
-    out = []
-    for rank, data in zip(ev["rank"].tolist(), ev["data"].tolist(), strict=True):
-        d = json.loads(data)
-        d["rank"] = int(rank)
-        out.append(d)
-    return out
-
-
-def engine_steps(events: pd.DataFrame) -> list[dict[str, Any]]:
-    """The plugin's per-step records (all ranks), in order."""
-    return _records(events, STEP_EVENT)
-
-
-def acceptance(events: pd.DataFrame) -> list[dict[str, Any]]:
-    """vLLM's acceptance counters per scheduler step (the EngineCore's records)."""
-    return _records(events, ACCEPT_EVENT)
-
-
-def engine_summary(events: pd.DataFrame) -> dict[str, Any] | None:
-    """What the engine did, measured. None when the run holds no engine steps."""
-    steps = engine_steps(events)
-    if not steps:
-        return None
-    acc = acceptance(events)
-    verify = [s for s in steps if s["kind"] == "verify"]
-    rank0 = [s for s in verify if s["rank"] == min(x["rank"] for x in steps)]
-    drafted = sum(s["verify_draft_tokens"] for s in rank0)
-    accepted = sum(a["accepted_tokens"] for a in acc) if acc else None
-    # the scheduler's steps and the worker's verify steps, in order, over the steps both
-    # databases committed (mlaprof.analysis.consistency): same rows, same drafts
-    joined = scheduler_agreement(rank0, acc)
-    first = steps[0]
-    return {
-        "source": "measured: recorded by the vLLM plugin",
-        "backend": first["backend"],
-        "builder": first["builder"],
-        "heads": first["heads"],
-        "spec_method": first.get("spec_method"),
-        "num_speculative_tokens": first.get("num_speculative_tokens"),
-        "max_num_seqs": first.get("max_num_seqs"),
-        "steps": len(steps),
-        "kinds": dict(Counter(s["kind"] for s in steps)),
-        "graph_modes": dict(Counter(str(s["graph_mode"]) for s in steps)),
-        "verify_steps": len(rank0),
-        "verify_rows": sum(s["verify_rows"] for s in rank0),
-        "verify_rows_as_prefill": sum(s["verify_rows_as_prefill"] for s in rank0),
-        "draft_tokens": drafted,
-        "accepted_tokens": accepted,
-        "acceptance_rate": accepted / drafted if accepted is not None and drafted else None,
-        "scheduler_steps": len(acc),
-        "scheduler_matches_worker": joined.agree,
-        "scheduler_worker_compared": joined.compared,
-        "scheduler_worker_text": joined.text,
-        "drafter_builds": sum(s["drafter_builds"] for s in rank0),
-        "padded_steps": sum(1 for s in steps if (s["padded_tokens"] or 0) > s["num_tokens"]),
-        "ranks": sorted({s["rank"] for s in steps}),
-    }
 
 
 def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str, str, str]:
@@ -113,7 +36,7 @@ def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str,
             RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen)
         )
     if r.path in ("gluon-verify", "gluon-decode"):
-        policy = aiter_rule(aiter).gluon_policy
+        policy = releases.policy_for(aiter)
     elif r.path in ("flash-attn-mla", "flashmla"):
         # no modelled split rule for vLLM's FlashAttention / FlashMLA backends: say so
         return (
@@ -134,7 +57,7 @@ def check_shadow(device: str | None = None, aiter: str | None = None) -> None:
     if device is not None and device not in DEVICES:
         raise MlaprofError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
     if aiter is not None:
-        aiter_rule(aiter)  # raises for junk and for releases older than v0.1.19
+        releases.aiter_rule(aiter)  # raises for junk and for releases older than v0.1.19
 
 
 def shadow(
@@ -151,9 +74,7 @@ def shadow(
 
     check_shadow(device, aiter)
     dev = DEVICES[device]
-    label = (
-        f"modelled from recorded batches (AITER {aiter}: {aiter_rule(aiter).label}; on {device})"
-    )
+    label = f"modelled from recorded batches (AITER {aiter}: {releases.aiter_rule(aiter).label}; on {device})"
     rows: list[dict[str, Any]] = []
     for s in steps:
         if s["kind"] != "verify" or not s.get("seq_lens_upper_bound"):
@@ -212,18 +133,6 @@ def shadow(
     return frame
 
 
-def engine_analysis(
-    meta: dict[str, Any], events: pd.DataFrame, device: str | None = None, aiter: str | None = None
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[Finding]]:
-    """(engine summary, shadow summary, findings) of a plugin run; (None, None, []) otherwise."""
-    if not is_engine_run(meta):
-        return None, None, []
-    device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
-    eng = engine_summary(events)
-    sh = shadow_summary(shadow(engine_steps(events), device, aiter), device, aiter)
-    return eng, sh, engine_findings(eng, sh)
-
-
 def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, Any] | None:
     if frame.empty:
         return None
@@ -234,10 +143,10 @@ def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, An
 
     return {
         "provenance": (
-            f"modelled from recorded batches (AITER {aiter}: {aiter_rule(aiter).label}; "
+            f"modelled from recorded batches (AITER {aiter}: {releases.aiter_rule(aiter).label}; "
             f"on {device})"
         ),
-        "aiter_rule": aiter_rule(aiter).to_dict(),
+        "aiter_rule": releases.aiter_rule(aiter).to_dict(),
         "device": device,
         "aiter": aiter,
         "steps": len(frame),
@@ -258,52 +167,10 @@ def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, An
     }
 
 
-def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> list[Finding]:
+def shadow_findings(sh: dict[str, Any] | None) -> list[Finding]:
+    """What the modelled AITER would do with the recorded batches (each finding tagged with the
+    model's provenance). ``sh`` None: no verify batch to model."""
     out: list[Finding] = []
-    if eng:
-        acc = (
-            "acceptance not recorded (the EngineCore records it when log stats are on)"
-            if eng["accepted_tokens"] is None
-            else f"{eng['accepted_tokens']} of {eng['draft_tokens']} draft tokens accepted "
-            f"({share_text(eng['acceptance_rate'])})"
-            if eng["draft_tokens"]
-            else "no draft tokens yet"
-        )
-        modes = ", ".join(f"{m} x{n}" for m, n in eng["graph_modes"].items())
-        out.append(
-            Finding(
-                kind="engine",
-                severity="info",
-                title=(
-                    f"engine (measured): {eng['verify_steps']} verify steps, "
-                    f"{eng['verify_rows']} verify rows, {acc}"
-                ),
-                evidence=(
-                    f"{eng['backend']}, {eng['spec_method']} k={eng['num_speculative_tokens']}, "
-                    f"{eng['steps']} steps, graph {modes}; scheduler and worker records "
-                    + eng["scheduler_worker_text"]
-                ),
-                fix="nothing to fix: what the engine did",
-                data={k: eng[k] for k in ("verify_rows", "draft_tokens", "accepted_tokens")},
-            )
-        )
-    if eng and eng["verify_rows_as_prefill"]:
-        out.append(
-            Finding(
-                kind="engine",
-                severity="info",
-                title=(
-                    f"{eng['verify_rows_as_prefill']} of {eng['verify_rows']} verify rows were "
-                    f"filed as prefill by {eng['backend']} (measured)"
-                ),
-                evidence=(
-                    f"the {eng['builder']} splits decodes at query length "
-                    "reorder_batch_threshold; longer verify rows run its prefill path, not a "
-                    "verify kernel"
-                ),
-                fix="expected on the CPU MLA backend; on a GPU use ROCM_AITER_MLA / TRITON_MLA",
-            )
-        )
     if not sh:
         return out
     tag = f"[{sh['provenance']}]"

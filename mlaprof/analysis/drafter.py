@@ -1,5 +1,6 @@
-"""Which graph each step of an imported trace belongs to, from the trace itself: the target
-model's verify passes, a speculative drafter's passes, or other graphs.
+"""The speculative drafter: which graph each step of a kernel trace belongs to, from the trace
+itself (the target model's verify passes, a drafter's passes, or other graphs), and drafted tokens
+the target never accepted (a log's SpecDecoding metrics).
 
 Where the import found each replay's graph (by graph id, or by kernel sequence:
 :mod:`mlaprof.importers.step_model`), a replay's kind is its graph's: the graph with the most
@@ -22,7 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from mlaprof.analysis.imported import step_checks_by_rank, value_range
+from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.grid import step_checks_by_rank, value_range
+from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.importers.step_model import unrle
 
@@ -94,3 +97,25 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> di
         + ("unknown" if med is None else f"{med:.1f} us")
     )
     return out
+
+
+def acceptance_findings(st: dict[str, Any]) -> list[Finding]:
+    """Speculation that drafted tokens the target never accepted: every verify step paid for
+    ``num_spec_tokens`` extra query rows for nothing."""
+    sd = st.get("spec_decoding")
+    if not sd or not sd["drafted"] or sd["accepted"]:
+        return []
+    spec = st["speculative"] or {}
+    return [
+        Finding(
+            kind="spec-decode",
+            severity="warning",
+            title=f"{start_label(st)}: none of {sd['drafted']} drafted tokens was accepted "
+            f"({spec.get('method') or 'speculative'} x{spec.get('num_spec_tokens') or '?'})",
+            evidence=f"'SpecDecoding metrics' lines: Accepted 0 of Drafted {sd['drafted']}; "
+            + sd["provenance"],
+            fix="the drafter does not match the target (random or mismatched MTP weights, a "
+            "prompt with no n-gram repeats): fix the draft model, or turn speculation off",
+            data={"start": st["start"], "drafted": sd["drafted"], "accepted": 0},
+        )
+    ]

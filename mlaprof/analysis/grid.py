@@ -1,0 +1,63 @@
+"""What an imported trace's kernel grids and import checks hold, per rank: the stage-1 pattern
+rows the import matched, the path and kernel variant of each step, each rank's step-model checks,
+and the head count a path ran with. Read by the analyzers of an imported trace's rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+
+def _origin(meta: dict[str, Any]) -> str:
+    return f"imported from {meta.get('imported_from', '?')}"
+
+
+def _patterns(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Stage-1 table rows by path (the import recorded the ones that matched)."""
+    pats = meta.get("kernel_patterns") or []
+    return {p["path"]: p for p in pats if isinstance(p, dict) and p.get("role") == "stage1"}
+
+
+def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
+    st = steps.copy()
+    parts = st["backend"].fillna("").astype(str).str.partition(" ")  # "<path> <kernel variant>"
+    st["path"], st["variant"] = parts[0], parts[2]
+    return st
+
+
+def step_checks_by_rank(meta: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Each rank's step-model checks (the import records them per rank; one rank: the run's)."""
+    by_rank = meta.get("trace_checks_by_rank") or {}
+    out = {
+        int(r): c.get("steps") or {}
+        for r, c in by_rank.items()
+        if isinstance(c, dict) and str(r).isdigit()
+    }
+    if not out:
+        out[0] = (meta.get("trace_checks") or {}).get("steps") or {}
+    return out
+
+
+def value_range(v: pd.Series) -> str | None:
+    """``lo`` or ``lo-hi`` of the known values (None when none is known)."""
+    v = v.dropna()
+    if v.empty:
+        return None
+    lo, hi = int(v.min()), int(v.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def trace_heads(meta: dict[str, Any], path: str) -> tuple[int, str]:
+    """The head count a path ran with, and where it came from: stage 2's grid where the trace
+    shows one value; else 16 (one head group: vLLM sends gluon verify fewer than 16 heads)."""
+    seen = ((meta.get("trace_checks") or {}).get("heads") or {}).get(path) or {}
+    if len(seen) == 1:
+        (h,) = seen
+        return int(h), f"{h} heads from stage 2's grid axis y"
+    if len(seen) > 1:
+        h = max(seen, key=lambda k: seen[k])
+        return int(
+            h
+        ), f"{h} heads (the most common of {', '.join(sorted(seen))} on stage 2's grids)"
+    return 16, "heads not on the trace (no stage 2): one head group assumed, as vLLM routes verify"

@@ -1,0 +1,153 @@
+"""Question 5: what graph capture costs in memory. A scenario run's measured capture memory per
+capture size (the driver free-memory delta, with the pool and allocator views as evidence); an
+engine log's per rank and server start (never summed across either), with vLLM's own estimate
+and how far the two are apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.starts import GIB, gib, ranks_text, start_label
+
+
+def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
+    """Capture-memory rows of the graphs that serve steps (not the instrumented timing twins)."""
+    if memory.empty:
+        return memory
+    return memory[~memory["graph_mode"].fillna("").str.contains("+", regex=False)]
+
+
+# The one capture-memory measure every view shows, by this name: the drop in the driver's free
+# memory across capture (what vLLM logs as "Graph capturing finished ... took X GiB"). The pool and
+# allocator views are evidence in the memory finding, never the headline number.
+CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
+
+
+def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
+    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
+    no row records it (unknown, never 0)."""
+    memory = serving_memory(memory)
+    if memory.empty or not memory["driver_bytes"].notna().any():
+        return None
+    return int(pd.to_numeric(memory["driver_bytes"], errors="coerce").fillna(0).sum())
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def capture_memory_findings(summary: dict, memory: pd.DataFrame) -> list[Finding]:
+    """The capture memory of the serving graphs (information), with the pool and allocator
+    views as evidence; none where no capture was measured."""
+    out: list[Finding] = []
+    memory = serving_memory(memory)
+    if not memory.empty:
+        pool = memory["pool_bytes"].fillna(0).sum()
+        alloc = memory["allocator_bytes"].fillna(0).sum()
+        driver = memory["driver_bytes"].fillna(0).sum()
+        sizes = memory["capture_size"].nunique()
+        mem = summary.get("memory_bytes")
+        out.append(
+            Finding(
+                kind="memory",
+                severity="info",
+                title=(
+                    f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
+                    f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
+                ),
+                evidence=(
+                    f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "
+                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
+                    f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
+                ),
+                fix="capture fewer sizes or share one pool if memory is tight",
+            )
+        )
+    return out
+
+
+# vLLM's estimate is called "far" from the measured capture memory beyond this factor either way
+# (vLLM#53013 logged 118.65 GiB estimated for a capture of a few GiB)
+ESTIMATE_FACTOR = 2.0
+
+
+def capture_memory_change(starts: list[dict[str, Any]]) -> str:
+    """Capture memory per rank from the first to the last start that logged it (rank by rank)."""
+    measured = [st for st in starts if any(m["measured_bytes"] is not None for m in st["memory"])]
+    if len(measured) < 2:
+        return ""
+    a, b = measured[0], measured[-1]
+    before = {
+        m["rank"]: m["measured_bytes"] for m in a["memory"] if m["measured_bytes"] is not None
+    }
+    pairs = [
+        f"rank {m['rank']} {gib(before[m['rank']])} -> {gib(m['measured_bytes'])}"
+        for m in b["memory"]
+        if m["measured_bytes"] is not None and m["rank"] in before
+    ]
+    if not pairs:
+        return ""
+    return f"; capture memory from start {a['start']} to start {b['start']}: " + ", ".join(pairs)
+
+
+def start_memory_findings(st: dict[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
+    rows = [m for m in st["memory"] if m["measured_bytes"] is not None]
+    silent = sorted(set(st["ranks"]) - {m["rank"] for m in rows})
+    world = st["world_size"]
+    missing = ""
+    if rows and silent:
+        missing = f"; no 'Graph capturing finished' line from {ranks_text(silent)}"
+    elif rows and world and len(rows) < world:
+        missing = f"; only {len(rows)} of the engine's {world} worker ranks logged one"
+    if missing:
+        missing += " (the log was cut short, or that rank stopped before capture finished)"
+    if rows:
+        per = "; ".join(
+            f"rank {m['rank']}: {gib(m['measured_bytes'])} in {m['capture_secs']:.0f} s"
+            + (
+                f" (vLLM estimated {gib(m['estimated_bytes'])})"
+                if m["estimated_bytes"] is not None
+                else ""
+            )
+            for m in rows
+        )
+        out.append(
+            Finding(
+                kind="memory",
+                severity="info",
+                title=f"{start_label(st)}, {st['final_mode'] or 'mode not logged'}: graph capture "
+                f"memory per rank: {per}",
+                evidence="vLLM's 'Graph capturing finished' line per rank (driver free-memory "
+                f"delta over all capture sizes of that rank){missing}; {st['provenance']}",
+                fix="capture fewer sizes (cudagraph_capture_sizes) if KV-cache memory is tight",
+                data={"start": st["start"], "memory": rows},
+            )
+        )
+    for m in st["memory"]:
+        ratio = m["estimate_ratio"]
+        if ratio is None or 1 / ESTIMATE_FACTOR <= ratio <= ESTIMATE_FACTOR:
+            continue
+        out.append(
+            Finding(
+                kind="memory",
+                severity="warning",
+                title=f"{start_label(st)}, rank {m['rank']}: vLLM estimated "
+                f"{gib(m['estimated_bytes'])} of CUDA graph memory but capture took "
+                f"{gib(m['measured_bytes'])} ({ratio:.2f}x)",
+                evidence="'Estimated CUDA graph memory' vs 'Graph capturing finished' of the same "
+                f"rank and start (far: beyond {ESTIMATE_FACTOR:g}x either way; vLLM#53013 class); "
+                + st["provenance"],
+                fix="the KV cache was sized with the estimate: too high wastes KV-cache memory, "
+                "too low risks OOM; set --kv-cache-memory or VLLM_MEMORY_PROFILER_ESTIMATE_"
+                "CUDAGRAPHS=0 with a --gpu-memory-utilization that leaves the measured amount free",
+                data={"start": st["start"], **m},
+            )
+        )
+    return out

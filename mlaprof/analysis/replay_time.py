@@ -1,0 +1,145 @@
+"""Where the time goes inside graph replays: GPU kernel time per layer and per kernel name, with
+the attention (MLA) share, per group of ranks that ran the same S (ranks never merged)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.ranks import rank_span
+
+# Where the time goes inside graph replays, as one DuckDB query over the kernels' Parquet files
+# (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
+# window holds its end (the layer of the same rank and step with the smallest end at or after it:
+# an ASOF join on the rank's time line, whose steps follow each other, so a match in a later step
+# means none in its own), then per (rank, step, layer) sums, per layer medians (per group of ranks
+# that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), per name
+# totals. ``jl`` is the analysis' own layer table (a drafter's layers already left out).
+REPLAY_SQL = """
+WITH ly AS (
+    SELECT rank, step, layer, t_start_ns + duration_ns AS lend FROM jl
+),
+k AS NOT MATERIALIZED (
+    SELECT k.rank, k.step, k.replay, k.name, k.end_ns,
+           CAST(k.end_ns - k.start_ns AS DOUBLE) AS dur, k.layer IS NOT NULL AS mla
+    FROM kernels k SEMI JOIN (SELECT DISTINCT rank, step FROM ly) s
+         ON k.rank = s.rank AND k.step = s.step
+    WHERE k.replay IS NOT NULL
+),
+per AS MATERIALIZED (
+    SELECT k.rank, k.step, CASE WHEN ly.step = k.step THEN ly.layer END AS win,
+           SUM(k.dur) AS total, SUM(CASE WHEN k.mla THEN k.dur ELSE 0 END) AS att
+    FROM k ASOF LEFT JOIN ly ON k.rank = ly.rank AND k.end_ns <= ly.lend
+    GROUP BY ALL
+)
+SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rg.grp AS VARCHAR) AS key,
+       COUNT(*) AS n, MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
+FROM per JOIN rg ON per.rank = rg.rank WHERE win IS NOT NULL GROUP BY win, rg.grp
+UNION ALL
+SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
+UNION ALL
+SELECT 'name', name, COUNT(*), SUM(dur), MEDIAN(dur), NULL, BOOL_OR(mla) FROM k GROUP BY name
+UNION ALL
+SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
+       SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
+FROM per
+"""
+
+
+def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
+    """The S most layer records of each ``keys`` group ran (None where the trace has none)."""
+    ly = layers if "rank" in layers else layers.assign(rank=0)
+    agg = ly.groupby(keys)["splits_used"].agg(
+        lambda v: None if v.dropna().empty else int(v.dropna().mode().iloc[0])
+    )
+    return {(int(k[0]), int(k[1])): v for k, v in agg.items()}
+
+
+def s_groups(s_by: dict[tuple[int, int], int | None]) -> list[list[int]]:
+    """Ranks that ran the same S on every layer, one list per group, in order of first rank."""
+    sig: dict[int, list[tuple[int, Any]]] = {}
+    for (rank, layer), v in sorted(s_by.items()):
+        sig.setdefault(rank, []).append((layer, v))
+    seen: dict[tuple[Any, ...], list[int]] = {}
+    for rank in sorted(sig):
+        seen.setdefault(tuple(sig[rank]), []).append(rank)
+    return list(seen.values()) or [[0]]
+
+
+def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
+    """Where the time goes inside graph replays: GPU kernel time per layer (a layer's window runs
+    from the end of the MLA kernels of the layer before to the end of its own) and per kernel
+    name, with the attention (MLA) share and the layer's S. Kernel time is summed busy time.
+    One SQL query over every rank's kernels (:data:`REPLAY_SQL`); steps and replays are counted
+    per rank."""
+    empty = {"replays": 0, "layers": [], "kernels": [], "attention_share": None,
+             "provenance": _origin(meta)}  # fmt: skip
+    if layers.empty:
+        return empty
+    jl = layers.dropna(subset=["t_start_ns", "duration_ns"])
+    jl = pd.DataFrame({
+        "rank": (jl["rank"] if "rank" in jl else pd.Series(0, index=jl.index)).astype(np.int64),
+        "step": jl["step"].astype(np.int64),
+        "layer": jl["layer"].astype(np.int64),
+        "t_start_ns": jl["t_start_ns"].astype(np.int64),
+        "duration_ns": jl["duration_ns"].astype(np.int64),
+    })  # fmt: skip
+    if jl.empty:
+        return empty
+    s_by = _mode_s(layers, ["rank", "layer"])
+    groups = s_groups(s_by)
+    rg = pd.DataFrame(
+        [(r, g) for g, ranks in enumerate(groups) for r in ranks], columns=["rank", "grp"]
+    ).astype(np.int64)
+    res = run.sql(REPLAY_SQL, frames={"jl": jl, "rg": rg})
+    parts = {p: g for p, g in res.groupby("part")}
+    whole = parts["all"].iloc[0]
+    if pd.isna(whole["a"]) or not whole["n"]:
+        return empty
+    out_layers = []
+    lay_rows = parts.get("layer", res.iloc[:0])
+    keyed = [(tuple(int(x) for x in str(r.key).split(":")), r) for r in lay_rows.itertuples()]
+    for (lay, grp), r in sorted(keyed, key=lambda kr: (kr[0][1], kr[0][0])):
+        tot, att = float(r.a), float(r.b)
+        ranks = groups[grp]
+        s_used = s_by.get((ranks[0], lay))
+        out_layers.append(
+            {
+                "layer": lay,
+                "ranks": ranks,
+                "ranks_text": rank_span(ranks),
+                "steps": int(r.n),
+                "median_us": tot / 1e3,
+                "attention_median_us": att / 1e3,
+                "attention_share": att / tot if tot else None,
+                "S": None if s_used is None or pd.isna(s_used) else int(s_used),
+            }
+        )
+    total, att_total = float(whole["a"]), float(whole["b"])
+    names = parts.get("name", res.iloc[:0]).sort_values(["a", "key"], ascending=[False, True])
+    out_kernels = [
+        {
+            "name": str(r.key),
+            "launches": int(r.n),
+            "total_us": float(r.a) / 1e3,
+            "median_us": float(r.b) / 1e3,
+            "share": float(r.a) / total if total else None,
+            "attention": bool(r.flag),
+        }
+        for r in names.itertuples()
+    ]
+    tail = parts.get("tail")
+    tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
+    return {
+        "replays": int(whole["c"]),
+        # groups of ranks that ran the same S on every layer: the layer rows are per group
+        "rank_groups": [rank_span(g) for g in groups],
+        "layers": out_layers,
+        "kernels": out_kernels,
+        "attention_share": att_total / total if total else None,
+        "outside_layers_us": tail_ns / 1e3 / max(1, int(whole["n"])),
+        "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time",
+    }

@@ -1,0 +1,235 @@
+"""The server starts of an imported vLLM log (questions 4 and 8 read them): per start, which
+cudagraph mode the engine ended with and why, what capture cost per rank, and vLLM's own estimate.
+
+Reads the ``events`` the vLLM-log importer wrote (one per log record, with its start, rank and
+process). Everything here is "imported from" the log: memory is never summed across starts or
+ranks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+SOURCE = "vllm-log"
+GIB = 1 << 30
+
+
+def _records(events: pd.DataFrame) -> list[dict[str, Any]]:
+    if events.empty or "source" not in events:
+        return []
+    rows = events[events["source"] == SOURCE]
+    out = []
+    for rank, kind, msg, data in zip(rows["rank"], rows["kind"], rows["message"], rows["data"],
+                                     strict=True):  # fmt: skip
+        try:
+            d = json.loads(data) if isinstance(data, str) else {}
+        except ValueError:
+            continue
+        out.append({**d, "rank": int(rank), "kind": kind, "message": msg})
+    return out
+
+
+def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[str, Any]]:
+    """One dict per server start: version, model, speculative config, requested and final
+    cudagraph mode, downgrades (merged across the ranks that logged them), graphs captured,
+    memory per rank. ``source`` names the log for the provenance of every number."""
+    recs = _records(events)
+    if not recs:
+        return []
+    prov = f"imported from {source}" if source else "imported from a vLLM log"
+    starts: dict[int, dict[str, Any]] = {}
+    for r in recs:
+        if r["kind"] == "engine-start":
+            starts[r["start"]] = _start(r, prov)
+    for r in recs:
+        st = starts.setdefault(r["start"], _start({"start": r["start"]}, prov))
+        kind = r["kind"]
+        if kind == "cudagraph-downgrade":
+            _add_downgrade(st["downgrades"], r)
+        elif kind == "capture-progress":
+            st["graphs"].append(
+                {k: r.get(k) for k in ("rank", "phase", "mode", "done", "total", "line")}
+            )
+        elif kind == "attention-backend":
+            if r["backend"] not in st["attention_backends"]:
+                st["attention_backends"].append(r["backend"])
+        elif kind == "mla-prefill-backend":
+            if r["backend"] not in st["prefill_backends"]:
+                st["prefill_backends"].append(r["backend"])
+        elif kind == "spec-decoding":
+            st["spec_lines"].append(
+                {
+                    k: r.get(k)
+                    for k in (
+                        "line",
+                        "time",
+                        "accepted",
+                        "drafted",
+                        "mean_acceptance_length",
+                        "per_position",
+                        "avg_acceptance_pct",
+                    )
+                }  # fmt: skip
+            )
+        elif kind == "capture-skipped":
+            st["capture_skipped"] = True
+        elif kind == "graph-memory-profile":
+            st["profile"] = r.get("groups")
+        elif kind in ("capture-finished", "estimated-graph-memory", "graph-memory-profiling"):
+            m = _rank_memory(st, r)
+            if kind == "capture-finished":
+                m["measured_bytes"], m["capture_secs"] = r["bytes"], r["secs"]
+            elif kind == "estimated-graph-memory":
+                m["estimated_bytes"] = r["bytes"]
+            else:
+                m["profiling"] = {
+                    k: r.get(k)
+                    for k in ("enabled", "utilization", "equivalent_without", "suggested")
+                }
+    for st in starts.values():
+        st["spec_decoding"] = spec_totals(st["spec_lines"], st["provenance"])
+        st["memory"].sort(key=lambda m: m["rank"])
+        for m in st["memory"]:
+            est, meas = m["estimated_bytes"], m["measured_bytes"]
+            m["estimate_ratio"] = est / meas if est is not None and meas else None
+        if st["final_mode"] is None:  # no config line kept it: the last downgrade says it
+            st["final_mode"] = st["downgrades"][-1]["setting"] if st["downgrades"] else None
+        st["ranks"] = sorted({m["rank"] for m in st["memory"]} | {
+            rk for d in st["downgrades"] for rk in d["ranks"]})  # fmt: skip
+    return [starts[k] for k in sorted(starts)]
+
+
+def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
+    spec = None
+    if r.get("spec_method") or r.get("num_spec_tokens"):
+        spec = {"method": r.get("spec_method"), "num_spec_tokens": r.get("num_spec_tokens")}
+    return {
+        "start": r["start"],
+        "version": r.get("version"),
+        "model": r.get("model"),
+        "line": r.get("line"),
+        "time": r.get("time"),
+        "speculative": spec,
+        "requested_mode": r.get("requested_mode"),
+        "final_mode": r.get("final_mode"),
+        "capture_sizes": r.get("capture_sizes"),
+        "device": r.get("device"),
+        "tensor_parallel_size": r.get("tensor_parallel_size"),
+        # workers of the engine: TP x PP x DP from the config line (None when not logged)
+        "world_size": (
+            r["tensor_parallel_size"]
+            * (r.get("pipeline_parallel_size") or 1)
+            * (r.get("data_parallel_size") or 1)
+            if r.get("tensor_parallel_size")
+            else None
+        ),
+        "attention_backends": [],
+        "prefill_backends": [],
+        "spec_lines": [],
+        "spec_decoding": None,
+        "downgrades": [],
+        "graphs": [],
+        "profile": None,
+        "capture_skipped": False,
+        "memory": [],
+        "provenance": prov,
+    }
+
+
+def spec_totals(lines: list[dict[str, Any]], prov: str) -> dict[str, Any] | None:
+    """Drafted and accepted tokens summed over ``SpecDecoding metrics`` lines (each line counts
+    one stats interval: vLLM resets its counters after printing it), and the acceptance rate of
+    the sum. Per-position rates stay per line: a line does not print how many drafts it covers,
+    so they cannot be added up exactly."""
+    if not lines:
+        return None
+    drafted = sum(int(x["drafted"]) for x in lines)
+    accepted = sum(int(x["accepted"]) for x in lines)
+    return {
+        "lines": len(lines),
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "per_position_last": lines[-1].get("per_position"),
+        "provenance": f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
+    }
+
+
+def log_spec_totals(starts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The same over every start of the log (starts are separate engines: also kept apart)."""
+    lines = [x for st in starts for x in st["spec_lines"]]
+    return spec_totals(lines, starts[0]["provenance"]) if lines else None
+
+
+def _add_downgrade(downs: list[dict[str, Any]], r: dict[str, Any]) -> None:
+    """Every worker logs the same decision: keep one per distinct message, with its ranks."""
+    for d in downs:
+        if d["message"] == r["message"]:
+            d["ranks"] = sorted({*d["ranks"], r["rank"]})
+            return
+    downs.append(
+        {
+            **{k: r.get(k) for k in ("requested", "backend", "support", "setting", "spec_decode")},
+            "message": r["message"],
+            "ranks": [r["rank"]],
+            "line": r.get("line"),
+            "time": r.get("time"),
+        }
+    )
+
+
+def _rank_memory(st: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    for m in st["memory"]:
+        if m["rank"] == r["rank"]:
+            return m
+    m = {
+        "rank": r["rank"],
+        "process": r.get("process"),
+        "measured_bytes": None,
+        "capture_secs": None,
+        "estimated_bytes": None,
+        "profiling": None,
+    }
+    st["memory"].append(m)
+    return m
+
+
+def log_capture(starts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's capture line for a log: what the last start asked for and ended with, as the
+    log says it (no capture verdict beyond that; memory is per rank, see ``engine_starts``)."""
+    st = starts[-1]
+    captured = any(g["done"] for g in st["graphs"]) or any(
+        m["measured_bytes"] is not None for m in st["memory"]
+    )
+    status = "downgraded" if st["downgrades"] else ("captured" if captured else "unknown")
+    if status == "unknown" and st["final_mode"] == "NONE":
+        status = "not-attempted"  # the config line asks for no graphs (NONE: eager steps)
+    return {
+        "mode": st["requested_mode"] or "unknown",
+        "status": status,
+        "effective_mode": st["final_mode"] or "unknown",
+        "memory_bytes": None,
+        "start": st["start"],
+        "provenance": st["provenance"],
+    }
+
+
+def gib(n: int | None) -> str:
+    """Bytes read from a "%.2f GiB" log field, shown at the log's own precision."""
+    return "-" if n is None else f"{n / GIB:.2f} GiB"
+
+
+def bar_label(g: dict[str, Any]) -> str:
+    """ "decode, FULL" for a capture progress bar; the phase alone where the bar names no mode."""
+    return g["phase"] + (f", {g['mode']}" if g["mode"] else "")
+
+
+def start_label(st: dict[str, Any]) -> str:
+    return f"start {st['start']} (vLLM {st['version'] or '?'})"
+
+
+def ranks_text(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))

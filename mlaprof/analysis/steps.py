@@ -1,0 +1,50 @@
+"""Per step: how it ran (its capture mode, from how its MLA kernels ran), the path and kernel
+variant, batch rows, qlen, S and layers (the per-step table of a run with kernel grids)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.analysis.grid import _split_backend
+from mlaprof.analysis.step_stats import for_steps
+
+# a step's capture mode from how its MLA kernels ran: inside a graph launch (FULL: vLLM's
+# PIECEWISE graphs leave attention out), eager between graph pieces (PIECEWISE), eager; a trace
+# without correlation ids cannot tell (unknown)
+CAPTURE_OF_MODE = {"graph": "FULL", "piecewise": "PIECEWISE", "eager": "eager"}
+
+
+def step_capture(graph_mode: Any) -> str:
+    return CAPTURE_OF_MODE.get(graph_mode, "unknown") if isinstance(graph_mode, str) else "unknown"
+
+
+def trace_steps(steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per step: how it ran (its capture mode), the path and kernel variant, batch rows, qlen,
+    S and layers."""
+    if steps.empty:
+        return []
+    st = _split_backend(steps[steps["backend"].notna()]).sort_values(["rank", "step"])
+    st["S"] = for_steps(st, stats, "S")
+    st["n_layers"] = for_steps(st, stats, "n_layers")
+
+    def num(v: Any) -> int | None:
+        return None if v is None or pd.isna(v) else int(v)
+
+    return [
+        {
+            "rank": int(r.rank),
+            "step": int(r.step),
+            "graph_mode": r.graph_mode if isinstance(r.graph_mode, str) else None,
+            "capture": step_capture(r.graph_mode),
+            "path": r.path,
+            "variant": r.variant,
+            "rows": num(r.num_reqs),
+            "qlen": num(r.qlen),
+            "S": num(r.S),
+            "layers": num(r.n_layers),
+            "duration_us": float(r.duration_ns) / 1e3,
+        }
+        for r in st.itertuples()
+    ]

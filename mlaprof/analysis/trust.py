@@ -1,0 +1,122 @@
+"""Can a trace be trusted, per rank from that rank's evidence only: replays missing kernels,
+graph launches with no kernel, split layers without their reduction; and the mark every finding
+drawn from an unreliable trace carries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.analysis.capture import step_mode_evidence
+from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.share import share_text
+from mlaprof.importers.step_model import SOURCE_GAPS, SOURCE_TEXT
+
+ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed in 7.2.2)"
+
+
+def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
+    """Can this trace be trusted: replays missing kernels against the complete replays of
+    their own graph, graph launches with no kernel, split layers without their reduction.
+    Partial steps at the window's edges are left out and said, never a loss; steps that ran
+    without a FULL graph are a capture finding, not a fault of the trace. Counts from the
+    import's checks; "unknown" for imports that predate them."""
+    checks = meta.get("trace_checks") or {}
+    if not checks:
+        return {"verdict": "unknown", "reliable": None, "reasons": [], "counts": {}}
+    rc, lc = checks.get("replays", {}), checks.get("launches", {})
+    sc = checks.get("steps") or {}
+    split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
+    counts = {
+        "replays": rc.get("replays", 0),
+        "short_replays": rc.get("short_replays", 0),
+        "missing_kernels": rc.get("missing_kernels", 0),
+        "expected_kernels": rc.get("expected_kernels", 0),
+        "steps_missing_layers": rc.get("steps_missing_layers", 0),
+        "launches_without_kernels": lc.get("launches_without_kernels") or 0,
+        "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
+        "split_layers_without_stage2": split_no_s2,
+        "edge_partial_steps": rc.get("edge_partial_steps", 0),
+    }
+    reasons = []
+    if counts["short_replays"]:
+        pct = share_text(counts["missing_kernels"] / max(1, counts["expected_kernels"]))
+        reasons.append(
+            f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
+            f"against their own graph's complete replays ({counts['missing_kernels']} of "
+            f"{counts['expected_kernels']} dispatches, {pct}; "
+            f"{counts['steps_missing_layers']} step(s) short of layers); {ROCM_72_LOSS}"
+        )
+    if counts["launches_without_kernels"]:
+        reasons.append(
+            f"{counts['launches_without_kernels']} graph launch(es) in the API trace with no "
+            "kernel in the kernel trace"
+        )
+    if split_no_s2:
+        reasons.append(f"{split_no_s2} layer(s) with S > 1 but no stage-2 / reduce kernel")
+    notes = []
+    if counts["edge_partial_steps"]:
+        notes.append(
+            f"{counts['edge_partial_steps']} partial step(s) at the window edges, not analysed "
+            "(the collection window cut them: not counted as a loss)"
+        )
+    if sc.get("source") == SOURCE_GAPS:
+        notes.append(f"steps told apart by {SOURCE_TEXT[SOURCE_GAPS]}")
+    return {
+        "verdict": "unreliable" if reasons else "reliable",
+        "reliable": not reasons,
+        "reasons": reasons,
+        "notes": notes,
+        "counts": counts,
+        "provenance": _origin(meta),
+    }
+
+
+def trust_by_rank(meta: dict[str, Any], steps: pd.DataFrame) -> dict[int, str]:
+    """Each rank's trust verdict from that rank's evidence only: its own import checks and its
+    own steps' capture evidence (the fleet's eager steps are not this rank's)."""
+    out = {}
+    for r, checks in (meta.get("trace_checks_by_rank") or {}).items():
+        if not isinstance(checks, dict):
+            continue
+        own = {**meta, "trace_checks": checks}
+        mine = steps[steps["rank"] == int(r)] if not steps.empty else steps
+        out[int(r)] = trust_summary(own, step_mode_evidence(own, mine))["verdict"]
+    return out
+
+
+def _short(c: dict[str, int]) -> list[str]:
+    parts = [
+        (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
+        (c["launches_without_kernels"], f"{c['launches_without_kernels']} launch(es) without kernels"),
+        (c["split_layers_without_stage2"], f"{c['split_layers_without_stage2']} split layer(s) without stage 2"),
+    ]  # fmt: skip
+    return [text for n, text in parts if n]
+
+
+def trust_findings(trust: dict[str, Any] | None) -> list[Finding]:
+    if trust is None or trust["verdict"] != "unreliable":
+        return []
+    return [
+        Finding(
+            kind="trust",
+            severity="warning",
+            title="this trace is unreliable: " + ", ".join(_short(trust["counts"])),
+            evidence="; ".join(trust["reasons"]) + f" ({trust['provenance']})",
+            fix=(
+                "re-trace with a rocprofv3 that keeps every replay dispatch (ROCm >= 7.2.2) and "
+                "capture every batch size you serve; findings below are marked unreliable"
+            ),
+            data=trust["counts"],
+        )
+    ]
+
+
+def mark_unreliable(findings: list[Finding], trust: dict[str, Any] | None) -> None:
+    """Every finding drawn from an unreliable trace says so (the trust finding names why);
+    ``trust`` None: the run holds no import checks to judge (nothing is marked)."""
+    if trust is not None and trust["verdict"] == "unreliable":
+        for f in findings:
+            f.unreliable = f.kind != "trust"

@@ -1,0 +1,130 @@
+"""Which attention path and kernel variant ran, per (path, variant): steps, how they ran, S,
+batch rows and qlen with where each came from; and variant switches within one path family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.grid import _origin, _patterns, _split_backend, value_range
+from mlaprof.analysis.step_stats import for_steps
+
+
+def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict]:
+    """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance
+    (``stats``: :mod:`mlaprof.analysis.step_stats`)."""
+    if steps.empty or "backend" not in steps:
+        return []
+    st = _split_backend(steps[steps["backend"].notna()])
+    st["S"] = for_steps(st, stats, "S")
+    st["layer_median_ns"] = for_steps(st, stats, "median_ns")
+    pats = _patterns(meta)
+    out = []
+    for (path, variant), g in st.groupby(["path", "variant"], sort=False):
+        p = pats.get(path, {})
+        axis = p.get("split_axis")
+        if axis == "device":
+            s_val = "decided on the device"
+            s_src = (
+                "decided on the device (persistent work split, get_mla_metadata_v1); not on "
+                "the grid"
+            )
+        elif axis:
+            s_val = value_range(g["S"]) or "unknown"
+            s_src = f"from grid axis {axis} of {variant} ({_origin(meta)})"
+        else:
+            s_val, s_src = "unknown", f"no grid axis holds S for {variant}"
+        med = g["layer_median_ns"].median()
+        out.append(
+            {
+                "path": path,
+                "variant": variant,
+                "steps": int(len(g)),
+                "graph_steps": int((g["graph_mode"] == "graph").sum()),
+                "piecewise_steps": int((g["graph_mode"] == "piecewise").sum()),
+                "eager_steps": int((g["graph_mode"] == "eager").sum()),
+                "S": s_val,
+                "S_source": s_src,
+                "rows": value_range(g["num_reqs"]),
+                "rows_source": (
+                    f"grid axis {p['rows_axis']} of {variant} (padding rows included)"
+                    if p.get("rows_axis")
+                    else "not on the grid"
+                ),
+                "qlen": value_range(g["qlen"]),
+                "qlen_source": _qlen_source(meta, path, variant, p),
+                "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
+                "ranks": sorted(int(r) for r in g["rank"].unique()),
+                "provenance": _origin(meta),
+            }
+        )
+    return out
+
+
+def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any]) -> str:
+    """Where qlen comes from: the stage-2 grid (exact) where a layer has one, else stage 1's."""
+    if not p.get("qlen_axis"):
+        return "not on the grid"
+    q = (meta.get("trace_checks") or {}).get("qlen") or {}
+    s1 = f"grid axis {p['qlen_axis']} of {variant}"
+    if path != "aiter-gluon":
+        return s1
+    n2, n1 = int(q.get("from_stage2", 0)), int(q.get("from_stage1", 0))
+    parts = []
+    if n2:
+        parts.append(f"stage 2's grid axis z ((B, H, qlen), exact) on {n2} layer(s)")
+    if n1 or not n2:
+        parts.append(
+            f"{s1} on {n1} layer(s) without stage 2 (qlen below 16 heads, as vLLM routes "
+            "verify; ceil(H/16)*qlen from aiter v0.1.20 on with more heads: ambiguous there)"
+        )
+    if q.get("stage1_disagrees"):
+        parts.append(
+            f"stage 1's z differs on {q['stage1_disagrees']} layer(s): ceil(H/16)*qlen with "
+            "more than 16 heads (aiter v0.1.20+)"
+        )
+    return "; ".join(parts)
+
+
+def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
+    """More than one kernel variant of one attention path family in one trace (e.g. the
+    persistent ASM kernel for small batches, the non-persistent one past 32 rows)."""
+    fam: dict[str, list[dict]] = {}
+    for p in paths:
+        fam.setdefault(p["path"].split("-persistent")[0], []).append(p)
+    out = []
+    for family, ps in fam.items():
+        if len(ps) < 2:
+            continue
+        parts = [
+            f"{p['variant']} on {p['steps']} step(s) (batch rows {p['rows'] or 'not on its grid'}"
+            + (f", median layer {p['layer_median_us']:.1f} us" if p["layer_median_us"] else "")
+            + ")"
+            for p in ps
+        ]
+        persistent = any(p["path"].endswith("-persistent") for p in ps)
+        out.append(
+            Finding(
+                kind="variant",
+                severity="info",
+                title=f"{family}: the kernel variant switches across batch sizes ({len(ps)} variants)",
+                evidence="; ".join(parts)
+                + f" ({_origin(meta)})"
+                + (
+                    ". AITER takes the persistent kernel below AITER_MLA_DECODE_PERSISTENT_MAX_"
+                    "BATCH rows (default 32) and the non-persistent one at or above it"
+                    if persistent
+                    else ""
+                ),
+                fix=(
+                    "compare the variants' layer times at your batch sizes; pin one with "
+                    "AITER_MLA_DECODE_PERSISTENT_MAX_BATCH if the switch costs time"
+                    if persistent
+                    else "check why batch sizes select different kernels"
+                ),
+                data={"family": family, "variants": [p["variant"] for p in ps]},
+            )
+        )
+    return out

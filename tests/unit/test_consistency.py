@@ -1,0 +1,49 @@
+"""Scheduler against worker (mlaprof.analysis.consistency): the EngineCore's acceptance records
+match the worker's verify steps of one rank in order, rows and drafts alike; a scheduler that
+recorded nothing is "not both present", never agreement; a side that has committed fewer steps
+is pending, not a disagreement."""
+
+from __future__ import annotations
+
+from mlaprof.analysis.consistency import scheduler_agreement
+from mlaprof.analysis.served import served_summary
+
+
+def _worker(*rows_drafts: tuple[int, int]) -> list[dict]:
+    return [{"verify_rows": r, "verify_draft_tokens": d} for r, d in rows_drafts]
+
+
+def _scheduler(*rows_drafts: tuple[int, int]) -> list[dict]:
+    return [{"verify_rows": r, "draft_tokens": d, "accepted_tokens": 0} for r, d in rows_drafts]
+
+
+def test_same_steps_in_order_agree() -> None:
+    a = scheduler_agreement(_worker((4, 12), (2, 6)), _scheduler((4, 12), (2, 6)))
+    assert (a.agree, a.compared, a.worker_ahead, a.scheduler_ahead) == (True, 2, 0, 0)
+
+
+def test_a_step_that_differs_disagrees_at_its_place() -> None:
+    a = scheduler_agreement(_worker((4, 12), (2, 6)), _scheduler((4, 12), (2, 5)))
+    assert (a.agree, a.first_mismatch) == (False, 1)
+    a = scheduler_agreement(_worker((4, 12), (2, 6)), _scheduler((2, 6), (4, 12)))
+    assert (a.agree, a.first_mismatch) == (False, 0)
+
+
+def test_a_step_not_yet_committed_is_pending() -> None:
+    a = scheduler_agreement(_worker((4, 12), (2, 6)), _scheduler((4, 12)))
+    assert (a.agree, a.compared, a.worker_ahead) == (True, 1, 1)
+    assert a.text == "agree on 1 step(s) both committed; 1 worker step(s) not yet matched"
+
+
+def test_no_scheduler_record_is_not_both_present() -> None:
+    assert scheduler_agreement(_worker((4, 12)), []).agree is None
+
+
+def test_the_served_summary_says_what_the_rule_says() -> None:
+    step = {"kind": "verify", "rank": 0, "backend": "B", "builder": "b", "heads": 16,
+            "graph_mode": "FULL", "verify_rows": 4, "verify_draft_tokens": 12,
+            "verify_rows_as_prefill": 0, "drafter_builds": 0, "padded_tokens": 16,
+            "num_tokens": 16}  # fmt: skip
+    eng = served_summary([step], _scheduler((4, 11)))
+    assert eng is not None and eng["scheduler_matches_worker"] is False
+    assert served_summary([step], [])["scheduler_matches_worker"] is None
