@@ -177,6 +177,18 @@ class LiveFold:
             self._whole[table] = got
         return got
 
+    def snapshot(self) -> LiveFold:
+        """The rows folded so far, frozen: a summary of it can be built while folding goes on
+        (the frames are never changed in place; a later fold makes new ones)."""
+        snap = LiveFold(self.name)
+        snap.meta = dict(self.meta)
+        snap.statuses = dict(self.statuses)
+        snap._ends = dict(self._ends)
+        snap.rows = dict(self.rows)
+        snap.version = self.version
+        snap._whole = {t: self.frame(t) for t in FOLDED}
+        return snap
+
     # -- summaries -----------------------------------------------------------------------------
     def provisional(self) -> tuple[RunSummary | None, str]:
         """``(summary, "")`` of the rows committed so far, by the full analysis' code, or

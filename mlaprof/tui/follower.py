@@ -124,24 +124,30 @@ class RunFollower:
 
     def summarise(self) -> LiveSummary | None:
         """A provisional summary of the rows committed so far, when rows arrived since the
-        last one (the analysis' own code: :meth:`LiveFold.provisional`); the latest otherwise."""
+        last one (the analysis' own code: :meth:`LiveFold.provisional`); the latest otherwise.
+        It is built on a snapshot outside :attr:`lock`: polling and drawing go on meanwhile."""
         with self.lock:
             if not self.stale:
                 return self.latest
-            t0 = time.monotonic()
-            version = self.fold.version
-            try:
-                s, why = self.fold.provisional()
-            except Exception as e:  # a partial run may not analyse yet; the next fold retries
-                s, why = None, f"provisional summary failed: {type(e).__name__}: {e}"
+            snap = self.fold.snapshot()
+        t0 = time.monotonic()
+        try:
+            s, why = snap.provisional()
+        except Exception as e:  # a partial run may not analyse yet; the next fold retries
+            s, why = None, f"provisional summary failed: {type(e).__name__}: {e}"
+        with self.lock:
+            full = self.full
+        if s is None and full is not None:
+            # nothing provisional for this kind: the full pass stands, with today's rows
+            live = snap.live_summary(full, False)
+        else:
+            live = snap.live_summary(s, True, why or self.full_note)
+        with self.lock:
             self._folded_at = time.monotonic()
             self.folds.append(self._folded_at - t0)
-            self._summarised = version
-            if s is None and self.full is not None:
-                # nothing provisional for this kind: the full pass stands, with today's rows
-                self.latest = self.fold.live_summary(self.full, False)
-            else:
-                self.latest = self.fold.live_summary(s, True, why or self.full_note)
+            if snap.version > self._summarised:  # a full pass that landed meanwhile stays
+                self._summarised = snap.version
+                self.latest = live
             return self.latest
 
     def land_full(self, s: RunSummary | None, why: str, version: int) -> None:

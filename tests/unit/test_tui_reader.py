@@ -283,3 +283,36 @@ def test_imported_side_files_are_handed_out_once_as_the_reader_reads_them(
     f.poll()
     v = f.view()
     assert v.findings_source == "trace runs: waiting for the full analysis" and not v.layers
+
+
+def test_a_provisional_summary_is_built_outside_the_followers_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big run's summary takes seconds: polling and drawing (which take the lock) go on."""
+    import threading
+
+    from mlaprof.analysis.live import LiveFold
+
+    p = make_run(tmp_path, "r", steps=3, layers=2)
+    f = RunFollower(p)
+    f.poll()
+    started, go = threading.Event(), threading.Event()
+    real = LiveFold.provisional
+
+    def slow(self: LiveFold):  # noqa: ANN202
+        started.set()
+        go.wait(10)
+        return real(self)
+
+    monkeypatch.setattr(LiveFold, "provisional", slow)
+    t = threading.Thread(target=f.summarise, daemon=True)
+    t.start()
+    assert started.wait(10)
+    try:
+        assert f.lock.acquire(timeout=2), "the summary holds the follower's lock"
+        f.lock.release()
+        assert f.poll() == 0  # polling goes on
+    finally:
+        go.set()
+        t.join(10)
+    assert f.latest is not None and f.latest.summary is not None
