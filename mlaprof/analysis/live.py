@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from mlaprof.analysis.evidence import folds_live
 from mlaprof.analysis.sections import LayerRow
 from mlaprof.store.liveness import process_run_status, run_reason
 from mlaprof.store.reader import fill_layer_syncs
-from mlaprof.store.runkind import RunKind, run_kind
 from mlaprof.store.schema import columns
 
 if TYPE_CHECKING:
@@ -39,9 +39,6 @@ Key = tuple[int, str]  # (rank, role) of a database (mlaprof.store.follow.Key)
 
 # the tables the analyzers read (mlaprof.analysis.evidence.common.TABLES)
 FOLDED = ("syncs", "captures", "memory", "splits", "padding", "steps", "layers", "events")
-# run kinds whose evidence is the committed rows alone: an imported trace or log is written
-# once and its adapter reads the files beside the databases, so it waits for the full pass
-LIVE_KINDS = (RunKind.SCENARIO, RunKind.ENGINE)
 WINDOW = 512  # recent steps of the dashboard's sparkline and recent-step statistics
 
 
@@ -195,9 +192,9 @@ class LiveFold:
         ``(None, why)`` where the run's kind needs the full pass or no row is in yet."""
         from mlaprof.analysis.run_summary import build_summary
 
-        kind = run_kind(self.meta)
-        if kind not in LIVE_KINDS:
-            return None, f"{kind} runs: waiting for the full analysis"
+        foldable, why = folds_live(self.meta)
+        if not foldable:
+            return None, why
         if not self.statuses:
             return None, "waiting for the first records"
         return build_summary(FoldedRun(self)), ""  # type: ignore[arg-type]

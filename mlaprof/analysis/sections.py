@@ -298,8 +298,8 @@ class TraceCpu:
 
     @property
     def lines(self) -> list[str]:
-        """The report's lines for a CPU trace (analysis.cpu_trace.cpu_lines)."""
-        from mlaprof.analysis.cpu_trace import cpu_lines
+        """The report's lines for a CPU trace (analysis.cpu_attention.cpu_lines)."""
+        from mlaprof.analysis.cpu_attention import cpu_lines
         from mlaprof.analysis.typed_json import to_json
 
         return cpu_lines(to_json(self))

@@ -58,9 +58,7 @@ def _annotation_nodes(tree: ast.AST) -> set[int]:
     kind as data, it branches on nothing."""
     roots: list[ast.AST] = []
     for n in ast.walk(tree):
-        if isinstance(n, ast.AnnAssign):
-            roots.append(n.annotation)
-        elif isinstance(n, ast.arg) and n.annotation is not None:
+        if isinstance(n, ast.AnnAssign) or isinstance(n, ast.arg) and n.annotation is not None:
             roots.append(n.annotation)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None:
             roots.append(n.returns)

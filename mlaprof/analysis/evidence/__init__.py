@@ -34,6 +34,20 @@ ADAPTERS: dict[RunKind, Callable[[Run], Evidence]] = {
 }
 
 
+# the kinds whose evidence is the committed rows alone (their adapters read nothing else); an
+# imported trace or log is written once and its adapter reads the files beside the databases
+ROWS_ONLY = frozenset({RunKind.SCENARIO, RunKind.ENGINE})
+
+
+def folds_live(meta: dict) -> tuple[bool, str]:
+    """Whether a run's evidence can be folded from its committed rows as they land
+    (``(True, "")``), or ``(False, why)`` where its adapter needs the full pass."""
+    kind = run_kind(meta)
+    if kind in ROWS_ONLY:
+        return True, ""
+    return False, f"{kind} runs: waiting for the full analysis"
+
+
 def collect(run: Run) -> Evidence:
     """The run's evidence, from the adapter of its kind."""
     return ADAPTERS[run_kind(run.meta)](run)
@@ -47,6 +61,7 @@ __all__ = [
     "RunKind",
     "capture_text",
     "collect",
+    "folds_live",
     "no_full_graph",
     "run_kind",
     "unknown",
