@@ -369,7 +369,8 @@ class EdgePartial:
 class TraceChecksSteps:
     edge_partial: EdgePartial
     gap_breaks: int
-    graph_by_step: list[list[int | None]]
+    # None past the cap on stored runs (importers/annotate.MAX_STEP_RUNS): the layer rule decides
+    graph_by_step: list[list[int | None]] | None
     graph_by_step_runs: int
     graph_identity: str
     graphs: list[TraceGraph]
