@@ -82,6 +82,15 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
                 "provenance": f"model: {r['source']}",
             }
         )
+    elif r is not None and r["used"] is None:  # the policy's kernel does not take this config
+        out.append(
+            {
+                "label": f"KV splits ({r['policy']})",
+                "value": "no S: the policy's kernel does not run in this configuration"
+                + _replayed(s.get("replayed_splits"), r, sc),
+                "provenance": f"model: {r.get('source') or r['policy']}",
+            }
+        )
     elif r is not None:
         out.append(
             {
