@@ -14,7 +14,7 @@ from typing import Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
 from mlaprof.analysis.headline import own_split
-from mlaprof.analysis.timing import cpu_spread
+from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
 
 VERDICTS = ("better", "worse", "same", "within spread", "n/a")
 COLUMNS = ("metric", "unit", "a", "b", "change", "change_pct", "ratio", "verdict", "provenance")
@@ -176,7 +176,7 @@ def _timing_provenance(sa: dict[str, Any], sb: dict[str, Any]) -> str:
 
 
 def _is_cpu(s: dict[str, Any]) -> bool:
-    return s["timing"].get("timing") == "cpu-wall"
+    return s["timing"].get("timing") in CPU_TIMINGS
 
 
 def _threads(s: dict[str, Any]) -> int | None:
@@ -189,8 +189,8 @@ def _n_threads(n: int | None) -> str:
 
 def run_spread(sa: dict[str, Any], sb: dict[str, Any]) -> float | None:
     """The CPU run-to-run spread that applies to A vs B: the wider of the spreads measured at
-    each CPU side's thread count; None when neither side is timed on the CPU."""
-    spreads = [cpu_spread(_threads(s)) for s in (sa, sb) if _is_cpu(s)]
+    each CPU side's clock and thread count; None when neither side is timed on the CPU."""
+    spreads = [cpu_spread(_threads(s), s["timing"].get("timing")) for s in (sa, sb) if _is_cpu(s)]
     return max(spreads) if spreads else None
 
 
