@@ -10,8 +10,8 @@ from mlaprof.analysis.ranks import rank_span
 # How each ``steps.timing`` value reads in every view: CPU wall times are a reference, not GPU
 # numbers (never compare them with a GPU run's).
 TIMING_LABELS = {
-    "cpu-thread": "CPU time of the stepping thread, 1 thread (CPU reference)",
-    "cpu-wall": "CPU reference timing (wall)",
+    "cpu-thread": "CPU time of the stepping thread, 1 thread",
+    "cpu-wall": "CPU reference timing, wall clock",
     "graph-replay": "measured graph replay",
     "eager-events": "measured eager (device events)",
     "trace-replay": "imported trace",
@@ -20,8 +20,8 @@ TIMING_LABELS = {
 }
 # the same, in a word or two, where a line has no room (an 80-column dashboard)
 TIMING_SHORT = {
-    "cpu-thread": "CPU thr",
-    "cpu-wall": "CPU wall",
+    "cpu-thread": "CPU time",
+    "cpu-wall": "CPU ref",
     "graph-replay": "replay",
     "eager-events": "eager",
     "trace-replay": "trace",

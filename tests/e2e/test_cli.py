@@ -100,7 +100,7 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
     assert (s_used["a"], s_used["b"], s_used["verdict"]) == (1, 16, "better")
     # CPU reference timings: differences inside the run-to-run spread are not called a result
     step = rows["median step time"]
-    assert step["provenance"] == "CPU reference timing"
+    assert step["provenance"] == "CPU time of the stepping thread, 1 thread"
     assert cmp["cpu_spread"] == CPU_SPREAD
 
 
