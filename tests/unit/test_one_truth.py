@@ -54,6 +54,8 @@ def test_report_json_tui_once_and_html_agree(name: str, capsys: pytest.CaptureFi
     own = next((s for s in doc["splits"] if s["policy"] == doc["scenario"].get("policy")), None)
     if own is not None and own["on_device"]:  # no host S to show: said, not faked
         assert "decided on the device" in heads[f"KV splits ({own['policy']})"]
+    elif own is not None and own["used"] is None:  # the policy's kernel does not run here
+        assert heads[f"KV splits ({own['policy']})"].startswith("no S: ")
     elif own is not None:
         assert (
             f"S used {own['used']}, deserved {own['deserved']}"
