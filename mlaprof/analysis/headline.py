@@ -45,32 +45,9 @@ def _replayed(measured: dict[str, Any] | None, r: dict[str, Any], sc: dict[str, 
     return ""
 
 
-def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
-    """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
-    src = str(ev.provenance)
-    cap = s["capture"]
-    mem = cap.get("memory_bytes")
-    out = [
-        {"label": "capture", "value": cap["text"], "provenance": str(cap["provenance"])},
-        {
-            "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
-            "value": "unknown" if mem is None else human_bytes(mem),
-            "provenance": src
-            if mem is not None
-            else "per rank and start (see the server starts)"
-            if s.get("engine_starts")
-            else "not recorded",
-        },
-    ]
-    paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
-    if paths:  # an imported trace: S as its kernels' grids give it, per path and variant
-        out.append(
-            {
-                "label": "KV splits (from the trace)",
-                "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
-                "provenance": src,
-            }
-        )
+def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
+    """The headline's S and occupancy rows for the run's own policy (none without one)."""
+    out: list[dict[str, str]] = []
     r = own_split(s)
     sc = s.get("scenario") or {}
     where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
@@ -97,9 +74,7 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
                 "label": f"KV splits ({r['policy']}, worst step{where})",
                 "value": f"S used {r['used']}, deserved {r['deserved']}"
                 + _replayed(s.get("replayed_splits"), r, sc),
-                "provenance": "model"
-                if str(ev.meta.get("device") or "").startswith("cpu")
-                else "recorded",
+                "provenance": "model" if device.startswith("cpu") else "recorded",
             }
         )
         out.append(
@@ -110,6 +85,36 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
                 "provenance": f"model: {r['policy']} on the {sc.get('target') or 'unknown'} preset",
             }
         )
+    return out
+
+
+def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
+    """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
+    src = str(ev.provenance)
+    cap = s["capture"]
+    mem = cap.get("memory_bytes")
+    out = [
+        {"label": "capture", "value": cap["text"], "provenance": str(cap["provenance"])},
+        {
+            "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
+            "value": "unknown" if mem is None else human_bytes(mem),
+            "provenance": src
+            if mem is not None
+            else "per rank and start (see the server starts)"
+            if s.get("engine_starts")
+            else "not recorded",
+        },
+    ]
+    paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
+    if paths:  # an imported trace: S as its kernels' grids give it, per path and variant
+        out.append(
+            {
+                "label": "KV splits (from the trace)",
+                "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
+                "provenance": src,
+            }
+        )
+    out += split_rows(s, str(ev.meta.get("device") or ""))
     pad = s["padding"]
     if pad["real_rows"] or pad["steps_padded"]:
         out.append(
