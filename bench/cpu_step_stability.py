@@ -113,6 +113,7 @@ def main() -> int:
     import torch
 
     import mlaprof
+    from mlaprof.store.runmeta import git_revision
 
     doc = {
         "what": "median step of the default `mlaprof run -q` (default scenario, torch backend, "
@@ -123,6 +124,7 @@ def main() -> int:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "mlaprof": mlaprof.__version__,
+        "mlaprof_git": git_revision(),
         "synthetic_load": f"{args.load_procs} busy Python processes (`{BUSY}`)",
         "note": "a shared machine with other engineers' jobs running: 'quiet' is without the "
         "synthetic load, never idle (load averages below)",
