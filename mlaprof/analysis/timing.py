@@ -11,7 +11,7 @@ from mlaprof.analysis.ranks import rank_span
 # numbers (never compare them with a GPU run's).
 TIMING_LABELS = {
     "cpu-thread": "CPU time of the stepping thread, 1 thread",
-    "cpu-wall": "CPU reference timing, wall clock",
+    "cpu-wall": "CPU reference timing",  # on the wall clock
     "graph-replay": "measured graph replay",
     "eager-events": "measured eager (device events)",
     "trace-replay": "imported trace",

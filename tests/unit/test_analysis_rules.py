@@ -184,7 +184,7 @@ def test_the_spread_is_the_one_measured_on_the_runs_clock_and_thread_count() -> 
     two = row(at(1000.0, 1), at(1000.0 * change, 2))
     assert (
         two["provenance"]
-        == "A: CPU reference timing, wall clock (1 thread), B: CPU reference timing, wall clock (2 threads)"
+        == "A: CPU reference timing (1 thread), B: CPU reference timing (2 threads)"
     )
     assert diff_summaries(at(1.0, 1), at(1.0, 1))["cpu_spread"] == wall
     assert (
