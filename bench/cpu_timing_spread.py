@@ -1,8 +1,10 @@
 """Run-to-run spread of CPU reference timings: the same `mlaprof run` (default scenario, CPU,
 torch backend, ``--threads N``) repeated; per run the median step time, then the spread as
 max/min of those medians. ``mlaprof report --compare`` treats a CPU timing difference smaller
-than the spread measured at the runs' thread count as "within run-to-run spread"
-(``mlaprof.analysis.timing.CPU_SPREAD_BY_THREADS``).
+than the spread measured at the runs' clock and thread count as "within run-to-run spread"
+(``mlaprof.analysis.timing.CPU_SPREAD_BY_CLOCK``). The step time is the one the run records: the
+stepping thread's CPU time at one thread (bench/cpu_step_stability.py compares it with wall time),
+wall time at more.
 
 Each repeat records the 1-minute load average before it and the CPU seconds the child used, so
 a loaded repeat can be told from a quiet one: ``by_load`` compares the median step of the

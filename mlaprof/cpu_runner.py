@@ -27,6 +27,21 @@ from mlaprof.store.writer import RunWriter, create_run
 Progress = Callable[[int, int], None]  # (done, total) layer forwards
 
 
+class StepClock:
+    """What a CPU step's time is. With one intra-op thread torch runs every op in the calling
+    thread, so that thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``) is the step's work and does
+    not grow when other jobs share the cores, as wall time does. With more threads the work is
+    spread over a pool: the step's time is then its wall time. Wall and process CPU time are
+    recorded beside it either way (``counters``: ``step_wall_ns``, ``step_process_cpu_ns``)."""
+
+    def __init__(self, threads: int) -> None:
+        self.thread_clock = threads == 1
+        self.timing = "cpu-thread" if self.thread_clock else "cpu-wall"
+
+    def now(self) -> int:
+        return time.thread_time_ns() if self.thread_clock else time.perf_counter_ns()
+
+
 def use_threads(threads: int) -> int:
     """Set torch's intra-op thread count for this run (recorded with its timings)."""
     if threads < 1:
@@ -108,6 +123,7 @@ def run_cpu(
     if check_syncs not in ("first", "all", "off"):
         raise MlaprofError(f"--check-syncs must be first, all or off, got {check_syncs!r}")
     backend = get_backend(backend_name)
+    clock = StepClock(torch.get_num_threads())
     use_device_splits(backend, backend_name, sc.policy)  # as a GPU run of this policy would
     dtype = getattr(backend, "input_dtype", torch.float32)  # e.g. aiter's gluon takes bf16 only
     total = sc.steps * sc.layers
@@ -126,29 +142,33 @@ def run_cpu(
         check = check_syncs == "all" or (check_syncs == "first" and step == 0)
         checker = SyncChecker()
         layer_rows = []
-        t_step = time.perf_counter_ns()
+        t_step, c_step, p_step = time.perf_counter_ns(), clock.now(), time.process_time_ns()
         for layer in range(sc.layers):
-            t0 = time.perf_counter_ns()
+            t0, c0 = time.perf_counter_ns(), clock.now()  # start on the wall clock: a timeline
             with layer_range(f"mlaprof step {step} layer {layer}", enabled=ranges):
                 n_sync = _forward_layer(
                     backend, inp, meta, out, lse, s_used, checker, check, layer, step
                 )
-            t1 = time.perf_counter_ns()
+            c1 = clock.now()
             if collective is not None:
                 collective(out)
-            layer_rows.append(layer_row(step, layer, t0, t1 - t0, n_sync, s_used, s_deserved))
+            layer_rows.append(layer_row(step, layer, t0, c1 - c0, n_sync, s_used, s_deserved))
             done += 1
             if progress:
                 progress(done, total)
-        t_end = time.perf_counter_ns()
+        c_end, p_end, t_end = clock.now(), time.process_time_ns(), time.perf_counter_ns()
         with writer.transaction():  # one step is one record: all of it or nothing
             for r in layer_rows:
                 writer.add("layers", **r)
             for e in checker.events:
                 writer.add("syncs", **e.to_row())
-            row = step_row(step, shape, t_step, t_end - t_step, shape.graph_mode, backend_name,
-                           "cpu-wall")  # fmt: skip
+            row = step_row(step, shape, t_step, c_end - c_step, shape.graph_mode, backend_name,
+                           clock.timing)  # fmt: skip
             writer.add("steps", **row)
+            for name, value in (("step_wall_ns", t_end - t_step),
+                                ("step_process_cpu_ns", p_end - p_step)):  # fmt: skip
+                writer.add("counters", source="mlaprof.cpu", name=name, key=str(step),
+                           value=float(value), t_ns=t_step)  # fmt: skip
         if check and first_capture_problem is None:
             blocking = [e for e in checker.events if e.kind != "alloc"]
             first_capture_problem = blocking[0] if blocking else False

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
-from mlaprof.analysis.timing import cpu_spread
+from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
 from mlaprof.analysis.typed_json import to_json
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
 
 
 def _is_cpu(s: RunSummary) -> bool:
-    return s.timing.timing == "cpu-wall"
+    return s.timing.timing in CPU_TIMINGS
 
 
 def _n_threads(n: int | None) -> str:
@@ -271,8 +271,8 @@ def _n_threads(n: int | None) -> str:
 
 def run_spread(sa: RunSummary, sb: RunSummary) -> float | None:
     """The CPU run-to-run spread that applies to A vs B: the wider of the spreads measured at
-    each CPU side's thread count; None when neither side is timed on the CPU."""
-    spreads = [cpu_spread(s.timing.threads) for s in (sa, sb) if _is_cpu(s)]
+    each CPU side's clock and thread count; None when neither side is timed on the CPU."""
+    spreads = [cpu_spread(s.timing.threads, s.timing.timing) for s in (sa, sb) if _is_cpu(s)]
     return max(spreads) if spreads else None
 
 

@@ -45,6 +45,49 @@ def _replayed(measured: dict[str, Any] | None, r: dict[str, Any], sc: dict[str, 
     return ""
 
 
+def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
+    """The headline's S and occupancy rows for the run's own policy (none without one)."""
+    out: list[dict[str, str]] = []
+    r = own_split(s)
+    sc = s.get("scenario") or {}
+    where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
+    if r is not None and r.get("on_device"):
+        out.append(
+            {
+                "label": f"KV splits ({r['policy']})",
+                "value": "decided on the device at every replay (no host S; never frozen)",
+                "provenance": f"model: {r['source']}",
+            }
+        )
+    elif r is not None and r["used"] is None:  # the policy's kernel does not take this config
+        out.append(
+            {
+                "label": f"KV splits ({r['policy']})",
+                "value": "no S: the policy's kernel does not run in this configuration"
+                + _replayed(s.get("replayed_splits"), r, sc),
+                "provenance": f"model: {r.get('source') or r['policy']}",
+            }
+        )
+    elif r is not None:
+        out.append(
+            {
+                "label": f"KV splits ({r['policy']}, worst step{where})",
+                "value": f"S used {r['used']}, deserved {r['deserved']}"
+                + _replayed(s.get("replayed_splits"), r, sc),
+                "provenance": "model" if device.startswith("cpu") else "recorded",
+            }
+        )
+        out.append(
+            {
+                "label": "occupancy (model)",
+                "value": f"{_pct(r['occupancy'])} with S used, {_pct(r['occupancy_deserved'])} "
+                "deserved",
+                "provenance": f"model: {r['policy']} on the {sc.get('target') or 'unknown'} preset",
+            }
+        )
+    return out
+
+
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
     src = str(ev.provenance)
@@ -71,36 +114,7 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
                 "provenance": src,
             }
         )
-    r = own_split(s)
-    sc = s.get("scenario") or {}
-    where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
-    if r is not None and r.get("on_device"):
-        out.append(
-            {
-                "label": f"KV splits ({r['policy']})",
-                "value": "decided on the device at every replay (no host S; never frozen)",
-                "provenance": f"model: {r['source']}",
-            }
-        )
-    elif r is not None:
-        out.append(
-            {
-                "label": f"KV splits ({r['policy']}, worst step{where})",
-                "value": f"S used {r['used']}, deserved {r['deserved']}"
-                + _replayed(s.get("replayed_splits"), r, sc),
-                "provenance": "model"
-                if str(ev.meta.get("device") or "").startswith("cpu")
-                else "recorded",
-            }
-        )
-        out.append(
-            {
-                "label": "occupancy (model)",
-                "value": f"{_pct(r['occupancy'])} with S used, {_pct(r['occupancy_deserved'])} "
-                "deserved",
-                "provenance": f"model: {r['policy']} on the {sc.get('target') or 'unknown'} preset",
-            }
-        )
+    out += split_rows(s, str(ev.meta.get("device") or ""))
     pad = s["padding"]
     if pad["real_rows"] or pad["steps_padded"]:
         out.append(

@@ -10,7 +10,8 @@ from mlaprof.analysis.ranks import rank_span
 # How each ``steps.timing`` value reads in every view: CPU wall times are a reference, not GPU
 # numbers (never compare them with a GPU run's).
 TIMING_LABELS = {
-    "cpu-wall": "CPU reference timing",
+    "cpu-thread": "CPU time of the stepping thread, 1 thread",
+    "cpu-wall": "CPU reference timing",  # on the wall clock
     "graph-replay": "measured graph replay",
     "eager-events": "measured eager (device events)",
     "trace-replay": "imported trace",
@@ -19,6 +20,7 @@ TIMING_LABELS = {
 }
 # the same, in a word or two, where a line has no room (an 80-column dashboard)
 TIMING_SHORT = {
+    "cpu-thread": "CPU time",
     "cpu-wall": "CPU ref",
     "graph-replay": "replay",
     "eager-events": "eager",
@@ -30,21 +32,36 @@ TIMING_SHORT = {
 # oversubscribes a shared machine: a loaded 2-core machine made the default run's median step
 # 4.76 s with it and 0.41 s with one thread.
 DEFAULT_THREADS = 1
-# Run-to-run spread of identical CPU runs (max/min of their median step times), by the thread
-# count they ran with (bench/cpu_timing_spread.py, bench/results/cpu_timing_spread*.json). A CPU
+# CPU step timings (``steps.timing``): the stepping thread's CPU time where torch runs one
+# intra-op thread (its ops run in that thread), wall time otherwise (mlaprof.cpu_runner.StepClock)
+CPU_TIMINGS = ("cpu-thread", "cpu-wall")
+# Run-to-run spread of identical CPU runs (max/min of their median step times), by clock and
+# thread count (bench/cpu_step_stability.py, bench/cpu_timing_spread.py; bench/results/). A CPU
 # timing change smaller than this is "within run-to-run spread", not a result: compare on a GPU.
-# One thread: 3.64x over six runs at load 8.7-11.8 on the shared 2-core machine (2026-12-01,
-# bench/results/cpu_timing_spread_threads1.json); measured under that load, an upper range.
-CPU_SPREAD_BY_THREADS = {1: 3.64}
+CPU_SPREAD_BY_CLOCK = {
+    # the stepping thread's CPU time, 1 thread: 1.41x over ten runs of the default scenario, five
+    # without and five under a synthetic load of 2 busy processes (load 9.8-14.2 from other jobs
+    # besides) on the shared 2-core machine; its loaded/quiet ratio 1.18x, wall time's 3.57x
+    # (2026-12-02, bench/results/cpu_step_stability.json)
+    ("cpu-thread", 1): 1.41,
+    # wall time at 1 thread: 3.64x over six runs at load 8.7-11.8 on the shared 2-core machine
+    # (2026-12-01, bench/results/cpu_timing_spread_threads1.json); an upper range
+    ("cpu-wall", 1): 3.64,
+}
 # torch's default pool (2 threads on the shared 2-core machine, six runs on 2026-11-30): the
 # spread of runs recorded before the thread count was set, and of counts never measured
 CPU_SPREAD_UNSET = 17.1
-CPU_SPREAD = CPU_SPREAD_BY_THREADS[DEFAULT_THREADS]
+CPU_SPREAD = CPU_SPREAD_BY_CLOCK[("cpu-thread", DEFAULT_THREADS)]
 
 
-def cpu_spread(threads: int | None) -> float:
-    """The measured run-to-run spread for CPU runs with ``threads`` (None: not recorded)."""
-    return CPU_SPREAD_BY_THREADS.get(threads, CPU_SPREAD_UNSET) if threads else CPU_SPREAD_UNSET
+def cpu_spread(threads: int | None, timing: str | None = "cpu-wall") -> float:
+    """The measured run-to-run spread for CPU runs timed by ``timing`` with ``threads`` (None:
+    not recorded)."""
+    return (
+        CPU_SPREAD_BY_CLOCK.get((str(timing), threads), CPU_SPREAD_UNSET)
+        if threads
+        else CPU_SPREAD_UNSET
+    )
 
 
 def timing_label(timing: str | None) -> str:
@@ -124,7 +141,7 @@ def replayed_share(steps: pd.DataFrame) -> float | None:
     """Share of the steps that ran as a graph replay; None where no step could (CPU wall
     timings: the run's FULL mode is what it would capture, nothing was replayed)."""
     timing = steps["timing"].fillna("")
-    could = timing != "cpu-wall"
+    could = ~timing.isin(CPU_TIMINGS)
     if not could.any():
         return None
     replayed = timing.str.startswith("graph") | (steps["graph_mode"] == "graph")

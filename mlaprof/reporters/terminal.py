@@ -505,8 +505,8 @@ def print_diff(d: SummaryDiff, console: Console | None = None) -> None:
     if d.cpu_spread:
         console.print(
             f"[dim]CPU reference timings: identical CPU runs differ by up to "
-            f"{d.cpu_spread:.1f}x (bench/cpu_timing_spread.py); smaller changes read "
-            "'within spread'[/]"
+            f"{d.cpu_spread:.1f}x on their clock (bench/cpu_step_stability.py); smaller "
+            "changes read 'within spread'[/]"
         )
 
 

@@ -57,7 +57,20 @@ def git_revision() -> str | None:
     return _git_revision()
 
 
+GIT_REVISION_ENV = "MLAPROF_GIT_REVISION"
+_REVISION = re.compile(r"[0-9a-f]{7,40}(-dirty)?")
+
+
 def _git_revision() -> str | None:
+    # a copy of the code without its git history (a device machine's copy of a commit) names its
+    # commit here; it wins over any enclosing checkout, which would be another tree's revision
+    given = os.environ.get(GIT_REVISION_ENV, "").strip()
+    if given:
+        if not _REVISION.fullmatch(given):
+            raise MlaprofError(
+                f"{GIT_REVISION_ENV}={given!r} is not a git revision (7-40 hex digits, optional -dirty)"
+            )
+        return given
     here = Path(__file__).resolve().parent
     try:
         res = subprocess.run(

@@ -39,7 +39,7 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("padded_tokens", "INTEGER"),  # the capture size the batch was padded to
         ("graph_mode", "TEXT"),  # FULL, PIECEWISE, NONE (eager)
         ("backend", "TEXT"),
-        ("timing", "TEXT"),  # how duration_ns was measured: cpu-wall, graph-replay, eager-events
+        ("timing", "TEXT"),  # how duration_ns was measured: cpu-thread, cpu-wall, graph-replay, ...
     ),
     # one row per layer per step
     "layers": (

@@ -132,33 +132,41 @@ def test_cpu_timings_inside_the_run_spread_are_not_a_verdict() -> None:
         row = next(r for r in diff_table(a, b) if r["metric"] == "median step time")
         return row["verdict"], row["provenance"]
 
-    assert CPU_SPREAD > 1.5  # measured (bench/results/cpu_timing_spread.json)
-    cpu = summary_with(1000.0, "cpu-wall")
-    assert verdict(cpu, summary_with(1500.0, "cpu-wall")) == (
+    # the default run's clock (the stepping thread's CPU time): its measured spread
+    assert CPU_SPREAD > 1.0  # measured (bench/results/cpu_step_stability.json)
+    cpu = summary_with(1000.0, "cpu-thread")
+    inside = 1000.0 * (1 + CPU_SPREAD) / 2
+    assert verdict(cpu, summary_with(inside, "cpu-thread")) == (
         "within spread",
-        "CPU reference timing",
+        "CPU time of the stepping thread, 1 thread",
     )
-    slower = summary_with(1000.0 * CPU_SPREAD * 1.1, "cpu-wall")
+    slower = summary_with(1000.0 * CPU_SPREAD * 1.1, "cpu-thread")
     assert verdict(cpu, slower)[0] == "worse"
     gpu = summary_with(1000.0, "graph-replay")
     assert verdict(gpu, summary_with(1500.0, "graph-replay")) == ("worse", "measured graph replay")
 
 
-def test_the_spread_is_the_one_measured_at_the_runs_thread_count() -> None:
-    """A change the thread-count-1 spread calls a result is "within spread" for runs whose
-    thread count was not recorded (torch's default pool: the wider spread measured)."""
-    from mlaprof.analysis.timing import CPU_SPREAD_BY_THREADS, CPU_SPREAD_UNSET
+def test_the_spread_is_the_one_measured_on_the_runs_clock_and_thread_count() -> None:
+    """A change the thread clock's spread calls a result is "within spread" for wall-timed runs
+    (their wider spread measured at one thread) and for runs whose thread count was not recorded
+    (torch's default pool: the widest spread measured)."""
+    from mlaprof.analysis.timing import CPU_SPREAD_BY_CLOCK, CPU_SPREAD_UNSET
 
-    one = CPU_SPREAD_BY_THREADS[1]
-    assert 1.5 < one < CPU_SPREAD_UNSET  # measured (bench/results/cpu_timing_spread*.json)
+    thread, wall = CPU_SPREAD_BY_CLOCK[("cpu-thread", 1)], CPU_SPREAD_BY_CLOCK[("cpu-wall", 1)]
+    assert 1.0 < thread < wall < CPU_SPREAD_UNSET  # measured (bench/results/cpu_*.json)
 
-    def at(step_us: float, threads: int | None) -> Any:
-        return summary_with(step_us, "cpu-wall", threads)
+    def at(step_us: float, threads: int | None, timing: str = "cpu-wall") -> Any:
+        return summary_with(step_us, timing, threads)
 
     def row(a: Any, b: Any) -> dict:
         return next(r for r in diff_table(a, b) if r["metric"] == "median step time")
 
-    change = (one + CPU_SPREAD_UNSET) / 2  # outside the 1-thread spread, inside the unset one
+    between = (thread + wall) / 2  # outside the thread clock's spread, inside the wall clock's
+    assert row(at(1000.0, 1, "cpu-thread"), at(1000.0 * between, 1, "cpu-thread"))["verdict"] == (
+        "worse"
+    )
+    assert row(at(1000.0, 1), at(1000.0 * between, 1))["verdict"] == "within spread"
+    change = (wall + CPU_SPREAD_UNSET) / 2  # outside the 1-thread wall spread, inside the unset one
     assert row(at(1000.0, 1), at(1000.0 * change, 1))["verdict"] == "worse"
     assert row(at(1000.0, None), at(1000.0 * change, None))["verdict"] == "within spread"
     assert row(at(1000.0, 1), at(1000.0 * change, None))["verdict"] == "within spread"
@@ -167,4 +175,7 @@ def test_the_spread_is_the_one_measured_at_the_runs_thread_count() -> None:
         two["provenance"]
         == "A: CPU reference timing (1 thread), B: CPU reference timing (2 threads)"
     )
-    assert diff_summaries(at(1.0, 1), at(1.0, 1))["cpu_spread"] == one
+    assert diff_summaries(at(1.0, 1), at(1.0, 1))["cpu_spread"] == wall
+    assert (
+        diff_summaries(at(1.0, 1, "cpu-thread"), at(1.0, 1, "cpu-thread"))["cpu_spread"] == thread
+    )

@@ -180,6 +180,22 @@ def test_a_measured_graph_replay_is_not_warned_of_the_modelled_frozen_s() -> Non
     )
 
 
+def test_a_policy_whose_kernel_gives_no_s_says_so_in_the_headline() -> None:
+    """aiter's gluon kernel asserts gfx950: on the h200 preset its rule gives no S. The headline
+    says so (it said "S used None, deserved None") and keeps the S the graph replayed."""
+    from mlaprof.analysis.headline import split_rows
+
+    s = {"scenario": {"policy": "aiter-gluon-v0.1.19", "graph_mode": "FULL", "target": "h200"},
+         "splits": [{"policy": "aiter-gluon-v0.1.19", "used": None, "deserved": None,
+                     "frozen": None, "source": "aiter v0.1.19"}],
+         "replayed_splits": {"min": 4, "max": 4}}  # fmt: skip
+    heads = {h["label"]: h["value"] for h in split_rows(s, "cuda")}
+    assert heads["KV splits (aiter-gluon-v0.1.19)"] == (
+        "no S: the policy's kernel does not run in this configuration; "
+        "the FULL graph replayed S = 4 (measured)"
+    )
+
+
 def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_replay() -> None:
     """A CPU run under --min-kv-mode active-rows: S used 16 per step, but the graph vLLM's dummy
     run captures would replay S = 1; the headline and the frozen warning now say the same."""

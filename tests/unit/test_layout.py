@@ -217,3 +217,34 @@ def test_bench_scripts_import_no_circle() -> None:
                 deps |= {a.name for a in node.names if a.name in names}
         g[p.stem] = deps - {p.stem}
     assert cycles(g) == []
+
+
+def installed_packages(root: Path) -> list[str]:
+    """The packages ``pip install .`` puts on the path: pyproject's ``packages.find`` rule
+    applied to ``root``'s tree, as setuptools applies it."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    find = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    rule = find["find"]
+    return find_packages(
+        str(root), include=rule.get("include", ["*"]), exclude=rule.get("exclude", ())
+    )
+
+
+def test_only_mlaprof_is_installed() -> None:
+    # a second top-level package (the dashboard once was ``tui``) would shadow any other
+    # distribution's package of that name in the user's environment
+    top = {p.split(".")[0] for p in installed_packages(ROOT)}
+    if top != {"mlaprof"}:
+        raise AssertionError(f"pip install would put these top-level packages on the path: {top}")
+    # and no folder beside mlaprof is a package waiting for the rule to widen (tests/ is one, for
+    # its own imports, and the rule above keeps it out)
+    beside = sorted(
+        d.name
+        for d in ROOT.iterdir()
+        if d.is_dir() and (d / "__init__.py").is_file() and d.name not in ("mlaprof", "tests")
+    )
+    if beside:
+        raise AssertionError(f"top-level package folders other than mlaprof: {beside}")

@@ -90,3 +90,17 @@ def test_corrupt_and_missing(traces):
         load(w.run_dir)
     listed = list_runs(traces)
     assert listed[0].status == "unreadable" and "corrupt" in listed[0].error
+
+
+def test_a_copy_without_git_history_records_the_revision_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mlaprof.store import runmeta
+
+    # the env var wins over any enclosing checkout (a device machine's copy sits inside another
+    # tree, whose revision would be wrong); no git process is asked (the unit tier refuses one)
+    monkeypatch.setenv(runmeta.GIT_REVISION_ENV, "0123456789ab")
+    assert runmeta._git_revision() == "0123456789ab"
+    monkeypatch.setenv(runmeta.GIT_REVISION_ENV, "nonsense; rm -rf")
+    with pytest.raises(MlaprofError, match="is not a git revision"):
+        runmeta._git_revision()
