@@ -360,17 +360,10 @@ class TraceGraph:
 
 
 @dataclass(frozen=True, slots=True)
-class EdgePartial:
-    first: int
-    last: int
-
-
-@dataclass(frozen=True, slots=True)
 class TraceChecksSteps:
-    edge_partial: EdgePartial
+    edge_partial: dict[str, int]  # steps cut at the trace's edges (first/last)
     gap_breaks: int
-    # None past the cap on stored runs (importers/annotate.MAX_STEP_RUNS): the layer rule decides
-    graph_by_step: list[list[int | None]] | None
+    graph_by_step: list[list[int | None]] | None  # run-length coded; None past the cap
     graph_by_step_runs: int
     graph_identity: str
     graphs: list[TraceGraph]
