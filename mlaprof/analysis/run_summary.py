@@ -30,6 +30,7 @@ from mlaprof.analysis.paths import (
 )
 from mlaprof.analysis.ranks import fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
+from mlaprof.analysis.series import Series, build_series
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
 from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
@@ -77,6 +78,8 @@ class RunSummary:
     shadow: dict[str, Any] | None
     # the S a FULL graph replayed, measured (None: no measured replay; see splits.frozen)
     replayed_splits: dict[str, Any] | None = None
+    # what the figures draw, per rank (mlaprof.analysis.series; owned by the figures' helper)
+    series: Series | None = None
     findings: list[Finding] = field(default_factory=list)
     headline: list[dict[str, str]] = field(default_factory=list)
 
@@ -85,6 +88,7 @@ class RunSummary:
         # sections cost half a second and bought nothing, the summary is built once per call
         doc = {f.name: getattr(self, f.name) for f in fields(self)}
         doc["findings"] = [f.to_dict() for f in self.findings]
+        doc["series"] = self.series.to_json() if self.series is not None else None
         doc["schema_version"] = SUMMARY_SCHEMA
         return doc
 
@@ -204,6 +208,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         shadow=engine_shadow,
         replayed_splits=sec["replayed_splits"],
         findings=_findings(ev, engine_found, sec),
+        series=build_series(ev, layers, engine_shadow, run),
     )
     # the headline reads the sections as they are (no JSON copy of a fleet's trace sections)
     s.headline = headline(vars(s), ev)

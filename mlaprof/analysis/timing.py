@@ -51,13 +51,28 @@ def timing_label(timing: str | None) -> str:
     return TIMING_LABELS.get(str(timing), str(timing)) if timing else "unknown timing"
 
 
-def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
-    # steps served under torch.profiler for a kernel timeline are slowed by it: not timings
+def served_steps(
+    steps: pd.DataFrame, layers: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The steps (and their layers) that time the run: one served-step definition for the
+    summary and the figures (:mod:`mlaprof.analysis.series`). Steps served under torch.profiler
+    for a kernel timeline are slowed by it; the serving graph's plain replays, where the run has
+    them, stand for the graph steps (twin, instrumented replays are corrected for the event cost
+    but still a sample)."""
     profiled = steps["timing"].fillna("").str.endswith("-profiled") if not steps.empty else None
     if profiled is not None and profiled.any():
         if not layers.empty:
             layers = layers[~layers["step"].isin(steps.loc[profiled, "step"])]
         steps = steps[~profiled]
+    if not steps.empty:
+        plain = steps[steps["timing"] == "graph-replay"]
+        if not plain.empty:
+            steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
+    return steps, layers
+
+
+def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
+    steps, layers = served_steps(steps, layers)
     if steps.empty:
         return {
             "steps": 0,
@@ -71,11 +86,6 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
             "ranks_agree": True,
             "step_median_text": None,
         }
-    # the serving graph's plain replays are the reference; twin (instrumented) replays are
-    # corrected for the event cost but still a sample
-    plain = steps[steps["timing"] == "graph-replay"]
-    if not plain.empty:
-        steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
     by_mode = {
         str(mode): float(g["duration_ns"].median()) / 1e3
         for mode, g in steps.dropna(subset=["duration_ns"]).groupby("graph_mode")

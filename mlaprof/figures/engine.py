@@ -1,5 +1,6 @@
 """A recorded vLLM engine: S per verify step as AITER would pick it for exactly these batches
-(the shadow analysis, modelled), with the padding bug, with the fix, frozen at capture."""
+(the shadow analysis, modelled), with the padding bug, with the fix, frozen at capture; drawn
+from the summary's shadow section (``per_step``) as the series holds it."""
 
 from __future__ import annotations
 
@@ -7,35 +8,38 @@ from typing import Any
 
 from mlaprof.figures import _common as c
 
+SERIES = (
+    ("s_bug", "S with the padding bug (min over all rows)", c.USED, "solid"),
+    ("s_fix", "S with the fix (active rows)", c.REAL, "solid"),
+    ("s_frozen", "S frozen at capture (dummy run)", c.FROZEN, "dot"),
+    ("s_deserved", "S deserved (real rows only)", c.DESERVED, "dash"),
+)
 
-def shadow_splits(run: Any, device: str | None = None, aiter: str | None = None) -> Any:
-    """S per recorded verify step: bug (min over all rows), fix (active rows), frozen (capture-time
-    dummy run), deserved (real rows only); from mlaprof.analysis.engine (computed there)."""
-    from mlaprof.analysis.engine import SHADOW_AITER, SHADOW_DEVICE, engine_steps, shadow
 
-    device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
-    title = f"KV splits per engine step, modelled from recorded batches (AITER {aiter} on {device})"
-    if c.meta(run).get("source") != "vllm plugin":
-        return c.empty(title + c.run_label(run), "no engine steps: not a recorded vLLM engine")
-    frame = shadow(engine_steps(run.events), device, aiter)
-    if frame.empty:
-        return c.empty(title + c.run_label(run), "no verify step recorded yet")
-    frame = frame[frame["rank"] == frame["rank"].min()]
+def shadow_splits(data: Any, rank: int | None = None) -> Any:
+    """S per recorded verify step: bug (min over all rows), fix (active rows), frozen
+    (capture-time dummy run), deserved (real rows only), as the shadow analysis modelled them
+    (``mlaprof report --shadow-device/--shadow-aiter`` pick the model)."""
+    from mlaprof.analysis.series import Series
+
+    rs, label = c.series_of(data, "events", rank)
+    ser = data if isinstance(data, Series) else getattr(data, "series", None)
+    what = ser.shadow_title if isinstance(ser, Series) and ser.shadow_title else "AITER"
+    title = f"KV splits per engine step, modelled from recorded batches ({what})"
+    if not (isinstance(ser, Series) and ser.engine):
+        return c.empty(title + label, "no engine steps: not a recorded vLLM engine")
+    if rs is None or not rs.shadow:
+        return c.empty(title + label, "no verify step recorded yet")
     go = c.go()
     fig = go.Figure()
-    for col, name, color, dash in (
-        ("s_bug", "S with the padding bug (min over all rows)", c.USED, "solid"),
-        ("s_fix", "S with the fix (active rows)", c.REAL, "solid"),
-        ("s_frozen", "S frozen at capture (dummy run)", c.FROZEN, "dot"),
-        ("s_deserved", "S deserved (real rows only)", c.DESERVED, "dash"),
-    ):
+    steps = [s["step"] for s in rs.shadow]
+    for col, name, color, dash in SERIES:
+        ys = [s.get(col) for s in rs.shadow]
+        if all(v is None or v != v for v in ys):
+            continue  # no legend entry without a point
         fig.add_trace(
             go.Scatter(
-                x=frame["step"],
-                y=frame[col],
-                name=name,
-                mode="lines+markers",
-                line={"color": color, "dash": dash},
+                x=steps, y=ys, name=name, mode="lines+markers", line={"color": color, "dash": dash}
             )  # fmt: skip
         )
-    return c.style(fig, title + c.run_label(run), "engine step", "KV splits S (count)")
+    return c.style(fig, title + label, "engine step", "KV splits S (count)")
