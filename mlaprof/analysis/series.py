@@ -19,6 +19,7 @@ from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.padding import padding_summary
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import served_steps, timing_summary
+from mlaprof.splits.policies import HOST_FALLBACK
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -310,8 +311,9 @@ def split_points(splits: pd.DataFrame) -> tuple[SplitPoint, ...]:
     pols = list(dict.fromkeys(splits["policy"].astype(str)))  # recorded order
     out = []
     for pol in pols:
-        dev = decided_on_device(pol)
         for r in sp[sp["policy"] == pol].sort_values("step").itertuples():
+            # the splits section's rule: a persistent row AITER decided on the host is not
+            dev = decided_on_device(pol) and HOST_FALLBACK not in (_s(r.note) or "")
             out.append(
                 SplitPoint(
                     policy=pol,

@@ -109,16 +109,17 @@ def _route_text(r: dict | None) -> str | None:
     return f"{r['path']} ({r['kernel']}): {r['reason']} [vLLM {r['version']}{tag}]"
 
 
-def _meta_html(run: Any, s: dict) -> str:
-    m = c.meta(run)
-    sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
-    ver = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+def _meta_html(s: dict) -> str:
+    """The run's facts, from its summary (the series section holds what run.json adds)."""
+    sc = s.get("scenario") or {}
+    info = (s.get("series") or {}).get("info") or {}
+    ver = info.get("versions") or {}
     items = [
-        ("run", run.name),
-        ("status", getattr(run, "status", "")),
-        ("ended because", getattr(run, "reason", None)),
-        ("created", m.get("created")),
-        ("source", m.get("source")),
+        ("run", s["run"]),
+        ("status", s.get("status")),
+        ("ended because", info.get("reason")),
+        ("created", info.get("created")),
+        ("source", info.get("source")),
         ("scenario", sc.get("name")),
         ("model", sc.get("model")),
         (
@@ -138,13 +139,13 @@ def _meta_html(run: Any, s: dict) -> str:
         ),
         (
             "backend / device",
-            f"{m.get('backend') or '?'} / {m.get('device') or '?'}"
-            if m.get("backend") or m.get("device")
+            f"{s.get('backend') or '?'} / {s.get('device') or '?'}"
+            if s.get("backend") or s.get("device")
             else None,
         ),
-        ("ranks", ", ".join(str(r) for r in getattr(run, "ranks", []))),
+        ("ranks", ", ".join(str(r) for r in s.get("ranks") or [])),
         ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
-        ("git", m.get("git")),
+        ("git", info.get("git")),
     ]
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
     return f'<table class="meta">{rows}</table>'
@@ -303,10 +304,10 @@ def _replay_time_html(rt: dict) -> str:
     )
 
 
-def _diff_html(a: Any, b: Any) -> str:
+def _diff_html(diff: dict[str, Any]) -> str:
     from mlaprof.figures.diff import _fmt, diff_table
 
-    t = diff_table(a, b)
+    t = diff_table(diff)
     rows = []
     for r in t.itertuples():
         pct = f"{r.change_pct:+.1f}%" if r.change_pct == r.change_pct else ""
@@ -317,36 +318,49 @@ def _diff_html(a: Any, b: Any) -> str:
             f"<td class='{cls}'>{_e(r.verdict)}</td><td>{_e(r.provenance)}</td></tr>"
         )
     return (
-        f"<p>A = <b>{_e(a.name)}</b> (this run, before), B = <b>{_e(b.name)}</b> (after). "
-        "Below, the figures are this run's.</p>"
+        f"<p>A = <b>{_e(diff['before'])}</b> (this run, before), B = <b>{_e(diff['after'])}</b> "
+        "(after). Below, the figures are this run's.</p>"
         "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
         "<th>B is</th><th>provenance</th></tr>" + "".join(rows) + "</table>"
     )
 
 
+def _summary_of(x: Any, shadow: dict[str, str] | None = None) -> Any:
+    """A RunSummary as it is, or the summary of a Run / run folder (built once, here)."""
+    from mlaprof.analysis.series import Series
+
+    if isinstance(getattr(x, "series", None), Series) and hasattr(x, "to_json"):
+        return x
+    from mlaprof.analysis.run_summary import build_summary
+
+    return build_summary(_open(x), shadow)
+
+
 def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = None) -> str:
-    """The report as one HTML string (see :func:`write_html_report`); the run's summary is
-    computed once here (``shadow``: the engine's modelled AITER view, as ``report`` takes it)."""
+    """The report as one HTML string (see :func:`write_html_report`). ``run`` and ``compare``:
+    run summaries (:func:`mlaprof.analysis.run_summary.build_summary`) or Runs, whose summary is
+    built once here (``shadow``: the engine's modelled AITER view, as ``report`` takes it). The
+    page reads nothing but the summaries."""
     c.go()
     from plotly.offline import get_plotlyjs
 
+    from mlaprof.analysis import Finding
+    from mlaprof.analysis.diff import diff_summaries
     from mlaprof.figures import run_figures
 
-    run = _open(run)
-    base = _open(compare) if compare is not None else None
-    from mlaprof.analysis import Finding, summary
-
-    s = summary(run, shadow)
+    summ = _summary_of(run, shadow)
+    s = summ.to_json()
+    diff = diff_summaries(s, _summary_of(compare).to_json()) if compare is not None else None
     findings, why = [Finding(**f) for f in s["findings"]], None
-    figs = run_figures(run, compare=base)
+    figs = run_figures(summ, diff=diff)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>mlaprof report: {_e(run.name)}</title>",
+        f"<title>mlaprof report: {_e(s['run'])}</title>",
         f"<style>{CSS}</style>",
         f'<script type="text/javascript">{get_plotlyjs()}</script>',
         "</head><body><main>",
-        f"<h1>mlaprof report: {_e(run.name)}</h1>",
+        f"<h1>mlaprof report: {_e(s['run'])}</h1>",
         f'<div class="sub">written {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC '
         f"by mlaprof; works offline (plotly.js is inside this file).</div>",
         "<nav>"
@@ -360,15 +374,15 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
         f'<h2 id="findings">Findings ({len(findings)})</h2>',
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
-        _meta_html(run, s),
+        _meta_html(s),
         _fleet_html(s),
         _trace_html(s),
     ]
     starts = s.get("engine_starts") or []  # the analysis' own reading of an imported log
     if starts:
         parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]
-    if base is not None:
-        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(run, base)]
+    if diff is not None:
+        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(diff)]
     parts.append(f'<h2 id="figures">Figures ({len(figs)})</h2>')
     if not figs:
         parts.append('<p class="note">This run recorded nothing to plot.</p>')
