@@ -40,7 +40,6 @@ def padding_summary(padding: pd.DataFrame) -> dict[str, Any]:
             "padding_fraction": 0.0,
             "steps_padded": 0,
             "kv_bytes_padding": 0,
-            "kv_bytes_real": 0,
             "text": "not recorded",
         }
 
@@ -63,7 +62,6 @@ def padding_summary(padding: pd.DataFrame) -> dict[str, Any]:
         ),
         "steps_padded": int((per_step > 0).sum()),
         "kv_bytes_padding": total("kv_bytes_padding"),
-        "kv_bytes_real": total("kv_bytes_real"),
     }
     out["text"] = (
         f"{out['real_rows']} real + {out['padding_rows']} padding rows over {out['steps']} "

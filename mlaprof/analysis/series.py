@@ -417,6 +417,15 @@ def top_kernels(kernels: tuple[KernelTime, ...], top: int = KERNEL_TOP) -> list[
     return [*rows[:top], other]
 
 
+def padding_totals(pad: pd.DataFrame) -> dict[str, Any]:
+    """The padding section's totals of this rank (:func:`padding_summary`), with the KV bytes the
+    real rows read beside the padding's (the waterfall's third panel)."""
+    if pad is None or pad.empty:
+        return {}
+    p = _num(pad, *PADDING_COLUMNS)
+    return {**padding_summary(p), "kv_bytes_real": int(p["kv_bytes_real"].fillna(0).sum())}
+
+
 def padding_steps(pad: pd.DataFrame) -> tuple[dict[str, Any], ...]:
     if pad is None or pad.empty:
         return ()
@@ -573,7 +582,7 @@ def rank_series(
         layer_time=lt,
         layer_time_steps=lt_steps,
         kernels=kt,
-        padding=padding_summary(_num(pad, *PADDING_COLUMNS)) if not pad.empty else {},
+        padding=padding_totals(pad),
         padding_steps=padding_steps(pad),
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
