@@ -1,8 +1,10 @@
 """Question 6: did my fix help? The one diff of two runs: a table of metrics with verdicts.
 
-Every metric is read from :func:`mlaprof.analysis.summary` (the numbers the report prints), so
-the terminal report, ``--json``, the HTML report, the diff figure and the TUI's compare screen
-all show the same values and the same verdicts.
+Every metric is read from the typed summary (:class:`mlaprof.analysis.run_summary.RunSummary`,
+the numbers the report prints), so the terminal report, ``--json``, Markdown, the HTML report,
+the diff figure and the TUI's compare screen all show the same values and the same verdicts.
+:func:`diff` returns the typed :class:`SummaryDiff`; its ``to_json()`` is ``report --json
+--compare``'s ``compare`` object.
 """
 
 from __future__ import annotations
@@ -10,13 +12,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
-from mlaprof.analysis.headline import own_split
 from mlaprof.analysis.timing import cpu_spread
+from mlaprof.analysis.typed_json import to_json
 
-VERDICTS = ("better", "worse", "same", "within spread", "n/a")
+if TYPE_CHECKING:
+    from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.analysis.sections import SplitStep
+
+
+class Verdict(StrEnum):
+    """B's change from A's point of view."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    SAME = "same"
+    WITHIN_SPREAD = "within spread"  # a CPU reference timing inside the measured run spread
+    NA = "n/a"  # one side has no value
+
+
+VERDICTS = tuple(v.value for v in Verdict)
 COLUMNS = ("metric", "unit", "a", "b", "change", "change_pct", "ratio", "verdict", "provenance")
 MIB = 1024.0 * 1024.0
 
@@ -26,43 +44,110 @@ class Metric:
     name: str
     unit: str
     lower_is_better: bool
-    value: Callable[[dict[str, Any]], float | None]
+    value: Callable[[RunSummary], float | None]
     timing: bool = False  # a time: CPU reference timings are judged against the run spread
     short: str = ""  # the name where columns are few (an 80-column terminal)
 
 
-def _split(key: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float | None]:
-    def get(s: dict[str, Any]) -> float | None:
+@dataclass(frozen=True, slots=True)
+class DiffRow:
+    """One metric of both runs: A, B, change and the verdict."""
+
+    metric: str
+    unit: str
+    a: float | None
+    b: float | None
+    change: float | None
+    change_pct: float | None
+    ratio: float | None
+    verdict: Verdict
+    provenance: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What has no number, before and after (``None``: the run does not say)."""
+
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSplitChange:
+    """S and batch rows of one (path, kernel variant) in two imported traces."""
+
+    path: str
+    variant: str
+    S_before: str | None
+    S_after: str | None
+    rows_before: str | None
+    rows_after: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDiff:
+    """What changed from run ``before`` to run ``after``."""
+
+    before: str
+    after: str
+    capture: Change
+    route: Change
+    backend: Change
+    trace_splits: list[TraceSplitChange]
+    cpu_spread: float | None  # the CPU run-to-run spread timing changes are judged against
+    table: list[DiffRow]
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+def own_split(s: RunSummary) -> SplitStep | None:
+    """The worst-step splits row of the run's own policy (the first policy when it names none),
+    on the rank where it is worst (the rule of analysis.headline.own_split)."""
+    own = s.scenario.policy or (s.splits[0].policy if s.splits else None)
+    mine = [r for r in s.splits if r.policy == own]
+    return min(mine, key=_ratio) if mine else None
+
+
+def _ratio(r: SplitStep) -> float:
+    if r.used is None or not r.deserved:
+        return float("inf")
+    return r.used / r.deserved
+
+
+def _split(key: str, scale: float = 1.0) -> Callable[[RunSummary], float | None]:
+    def get(s: RunSummary) -> float | None:
         r = own_split(s)
-        return None if r is None or r.get(key) is None else float(r[key]) * scale
+        v = None if r is None else getattr(r, key)
+        return None if v is None else float(v) * scale
 
     return get
 
 
-def _sites(s: dict[str, Any]) -> float | None:
+def _sites(s: RunSummary) -> float | None:
     """Distinct (op, source line) pairs that synced or allocated inside the watched region
     (an imported trace names no source lines: its API calls are counted instead)."""
-    if s.get("trace"):
+    if s.trace is not None:
         return None
-    rows = (s.get("syncs") or []) + (s.get("allocations") or [])
-    if not rows and not s["timing"]["steps"]:
+    rows = [*s.syncs, *s.allocations]
+    if not rows and not s.timing.steps:
         return None
-    return float(len({(r["op"], r["location"]) for r in rows}))
+    return float(len({(r.op, r.location) for r in rows}))
 
 
-def _trace_syncs(s: dict[str, Any]) -> float | None:
+def _trace_syncs(s: RunSummary) -> float | None:
     """Syncs an imported trace's API calls show in the region (None: the trace cannot tell)."""
-    tr = s.get("trace")
-    n = tr["syncs"]["count"] if tr else None
+    n = s.trace.syncs.count if s.trace is not None else None
     return None if n is None else float(n)
 
 
-def _trace_s(s: dict[str, Any]) -> float | None:
+def _trace_s(s: RunSummary) -> float | None:
     """S per MLA layer as an imported trace's grids show it (median over layer records; live
     runs record split metadata per policy instead)."""
-    if not s.get("trace"):
+    if s.trace is None:
         return None
-    known = sorted((r["splits"], r["records"]) for r in s.get("layer_splits", []) if r["splits"])
+    known = sorted((r.splits, r.records) for r in s.layer_splits if r.splits)
     total = sum(n for _, n in known)
     seen = 0
     for v, n in known:
@@ -72,8 +157,8 @@ def _trace_s(s: dict[str, Any]) -> float | None:
     return None
 
 
-def _memory_mib(s: dict[str, Any]) -> float | None:
-    b = s["capture"].get("memory_bytes")
+def _memory_mib(s: RunSummary) -> float | None:
+    b = s.capture.memory_bytes
     return None if b is None else b / MIB
 
 
@@ -81,12 +166,17 @@ def _opt(v: Any, scale: float = 1.0) -> float | None:
     return None if v is None else float(v) * scale
 
 
+def _padding_waste(s: RunSummary) -> float | None:
+    p = s.padding
+    return _opt(p.padding_fraction, 100.0) if p.steps_padded or p.real_rows else None
+
+
 METRICS: tuple[Metric, ...] = (
     Metric(
         "median step time",
         "µs",
         True,
-        lambda s: _opt(s["timing"]["step_median_us"]),
+        lambda s: _opt(s.timing.step_median_us),
         timing=True,
         short="step time",
     ),
@@ -94,7 +184,7 @@ METRICS: tuple[Metric, ...] = (
         "median layer time",
         "µs",
         True,
-        lambda s: _opt(s["timing"]["layer_median_us"]),
+        lambda s: _opt(s.timing.layer_median_us),
         timing=True,
         short="layer time",
     ),
@@ -108,21 +198,21 @@ METRICS: tuple[Metric, ...] = (
         "steps replayed as a graph",
         "%",
         False,
-        lambda s: _opt(s["timing"]["full_share"], 100.0),
+        lambda s: _opt(s.timing.full_share, 100.0),
         short="FULL replays",
     ),
     Metric(
         "KV splits per MLA layer (trace grids, median)",
         "S",
         False,
-        lambda s: _trace_s(s),
+        _trace_s,
         short="S (trace grids)",
     ),
     Metric(
         "capture fails (failed or predicted)",
         "yes=1",
         True,
-        lambda s: float(s["capture"]["status"] in FAILED_CAPTURE),
+        lambda s: float(s.capture.status in FAILED_CAPTURE),
         short="capture fails",
     ),
     Metric(
@@ -140,11 +230,7 @@ METRICS: tuple[Metric, ...] = (
         "padding waste (share of verify tokens)",
         "%",
         True,
-        lambda s: (
-            _opt(s["padding"]["padding_fraction"], 100.0)
-            if s["padding"]["steps_padded"] or s["padding"]["real_rows"]
-            else None
-        ),
+        _padding_waste,
         short="padding waste",
     ),
     Metric(
@@ -158,7 +244,7 @@ METRICS: tuple[Metric, ...] = (
         "critical findings",
         "count",
         True,
-        lambda s: float(sum(f["severity"] == "critical" for f in s["findings"])),
+        lambda s: float(sum(f.severity == "critical" for f in s.findings)),
         short="critical findings",
     ),
 )
@@ -167,36 +253,31 @@ METRICS: tuple[Metric, ...] = (
 SHORT_NAMES = {m.name: m.short or m.name for m in METRICS}
 
 
-def _timing_provenance(sa: dict[str, Any], sb: dict[str, Any]) -> str:
-    la, lb = sa["timing"]["timing_label"], sb["timing"]["timing_label"]
-    ta, tb = _threads(sa), _threads(sb)
+def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
+    la, lb = sa.timing.timing_label, sb.timing.timing_label
+    ta, tb = sa.timing.threads, sb.timing.threads
     if la == lb and _is_cpu(sa) and ta != tb:  # CPU times at two thread counts: say so
         return f"A: {la} ({_n_threads(ta)}), B: {lb} ({_n_threads(tb)})"
     return la if la == lb else f"A: {la}, B: {lb}"
 
 
-def _is_cpu(s: dict[str, Any]) -> bool:
-    return s["timing"].get("timing") == "cpu-wall"
-
-
-def _threads(s: dict[str, Any]) -> int | None:
-    return s["timing"].get("threads")
+def _is_cpu(s: RunSummary) -> bool:
+    return s.timing.timing == "cpu-wall"
 
 
 def _n_threads(n: int | None) -> str:
     return "threads not recorded" if n is None else f"{n} thread{'s' if n != 1 else ''}"
 
 
-def run_spread(sa: dict[str, Any], sb: dict[str, Any]) -> float | None:
+def run_spread(sa: RunSummary, sb: RunSummary) -> float | None:
     """The CPU run-to-run spread that applies to A vs B: the wider of the spreads measured at
     each CPU side's thread count; None when neither side is timed on the CPU."""
-    spreads = [cpu_spread(_threads(s)) for s in (sa, sb) if _is_cpu(s)]
+    spreads = [cpu_spread(s.timing.threads) for s in (sa, sb) if _is_cpu(s)]
     return max(spreads) if spreads else None
 
 
-def diff_table(sa: dict[str, Any], sb: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per metric either run has: A, B, change and the verdict from B's point of view
-    (``better`` / ``worse`` / ``same`` / ``within spread`` / ``n/a``)."""
+def diff_rows(sa: RunSummary, sb: RunSummary) -> list[DiffRow]:
+    """One row per metric either run has: A, B, change and the verdict from B's point of view."""
     rows = []
     spread = run_spread(sa, sb)
     for m in METRICS:
@@ -206,89 +287,102 @@ def diff_table(sa: dict[str, Any], sb: dict[str, Any]) -> list[dict[str, Any]]:
         change = vb - va if va is not None and vb is not None else None
         ratio = vb / va if change is not None and va else None
         if change is None:
-            verdict = "n/a"
+            verdict = Verdict.NA
         elif abs(change) <= 1e-9 * max(1.0, abs(va or 0.0)):
-            verdict = "same"
+            verdict = Verdict.SAME
         elif m.timing and spread is not None and ratio is not None and 1 / spread < ratio < spread:
-            verdict = "within spread"
+            verdict = Verdict.WITHIN_SPREAD
         else:
-            verdict = "better" if (change < 0) == m.lower_is_better else "worse"
-        provenance = _timing_provenance(sa, sb) if m.timing else ""
+            verdict = Verdict.BETTER if (change < 0) == m.lower_is_better else Verdict.WORSE
         rows.append(
-            {
-                "metric": m.name,
-                "unit": m.unit,
-                "a": va,
-                "b": vb,
-                "change": change,
-                "change_pct": 100.0 * change / abs(va) if change is not None and va else None,
-                "ratio": ratio,
-                "verdict": verdict,
-                "provenance": provenance,
-            }
+            DiffRow(
+                metric=m.name,
+                unit=m.unit,
+                a=va,
+                b=vb,
+                change=change,
+                change_pct=100.0 * change / abs(va) if change is not None and va else None,
+                ratio=ratio,
+                verdict=verdict,
+                provenance=_timing_provenance(sa, sb) if m.timing else "",
+            )
         )
     return rows
 
 
-def capture_label(s: dict[str, Any]) -> str:
+def capture_label(s: RunSummary) -> str:
     """The capture verdict as the report words it (an imported trace's own label)."""
-    return str(s["capture"].get("label") or s["capture"]["status"])
+    return str(s.capture.label or s.capture.status)
 
 
-def diff_summaries(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
-    """The diff as one JSON-ready object (``report --json --compare``): the metric table with
-    verdicts, then what has no number (capture verdict, vLLM route, S per kernel variant of
-    imported traces)."""
-    return {
-        "before": sa["run"],
-        "after": sb["run"],
-        "capture": {"before": capture_label(sa), "after": capture_label(sb)},
-        "route": {
-            "before": (sa.get("route") or {}).get("path"),
-            "after": (sb.get("route") or {}).get("path"),
-        },
-        "backend": {"before": backend_text(sa), "after": backend_text(sb)},
-        "trace_splits": _trace_splits(sa.get("trace"), sb.get("trace")),
-        "cpu_spread": run_spread(sa, sb),
-        "table": diff_table(sa, sb),
-    }
-
-
-def backend_text(s: dict[str, Any]) -> str:
+def backend_text(s: RunSummary) -> str:
     """The run's backend as every view names it; an imported trace records none (it names
     kernels): said, with the verify paths its kernels show, never "None"."""
-    if s.get("backend"):
-        return str(s["backend"])
-    paths = list(dict.fromkeys(p["path"] for p in (s.get("trace") or {}).get("paths", [])))
+    if s.backend:
+        return str(s.backend)
+    paths = list(dict.fromkeys(p.path for p in (s.trace.paths if s.trace else [])))
     return "not recorded" + (f" (the trace's kernels: {', '.join(paths)})" if paths else "")
 
 
-def _trace_splits(a: dict | None, b: dict | None) -> list[dict[str, Any]]:
+def _trace_splits(sa: RunSummary, sb: RunSummary) -> list[TraceSplitChange]:
     """S and batch rows per (path, kernel variant) of two imported traces, as read from them."""
-    pa = {(p["path"], p["variant"]): p for p in (a or {}).get("paths", [])}
-    pb = {(p["path"], p["variant"]): p for p in (b or {}).get("paths", [])}
+    pa = {(p.path, p.variant): p for p in (sa.trace.paths if sa.trace else [])}
+    pb = {(p.path, p.variant): p for p in (sb.trace.paths if sb.trace else [])}
     out = []
     for key in dict.fromkeys([*pa, *pb]):
-        x, y = pa.get(key, {}), pb.get(key, {})
+        x, y = pa.get(key), pb.get(key)
         out.append(
-            {
-                "path": key[0],
-                "variant": key[1],
-                "S_before": x.get("S"),
-                "S_after": y.get("S"),
-                "rows_before": x.get("rows"),
-                "rows_after": y.get("rows"),
-                "source": "imported traces (S from the kernels' grids)",
-            }
+            TraceSplitChange(
+                path=key[0],
+                variant=key[1],
+                S_before=None if x is None else x.S,
+                S_after=None if y is None else y.S,
+                rows_before=None if x is None else x.rows,
+                rows_after=None if y is None else y.rows,
+                source="imported traces (S from the kernels' grids)",
+            )
         )
     return out
 
 
-def diff_runs(a: Any, b: Any) -> dict[str, Any]:
-    """What changed from run ``a`` (before) to run ``b`` (after), and by how much."""
-    from mlaprof.analysis.run_summary import summary
+def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
+    """The typed diff of two summaries: the metric table with verdicts, then what has no
+    number (capture verdict, vLLM route, backend, S per kernel variant of imported traces)."""
+    return SummaryDiff(
+        before=sa.run,
+        after=sb.run,
+        capture=Change(capture_label(sa), capture_label(sb)),
+        route=Change(sa.route.path if sa.route else None, sb.route.path if sb.route else None),
+        backend=Change(backend_text(sa), backend_text(sb)),
+        trace_splits=_trace_splits(sa, sb),
+        cpu_spread=run_spread(sa, sb),
+        table=diff_rows(sa, sb),
+    )
 
-    return diff_summaries(summary(a), summary(b))
+
+def _typed(s: Any) -> RunSummary:
+    from mlaprof.analysis.run_summary import RunSummary
+
+    return s if isinstance(s, RunSummary) else RunSummary.from_json(s)
+
+
+def diff_summaries(sa: Any, sb: Any) -> dict[str, Any]:
+    """The diff as ``report --json --compare`` writes it, of two summaries (typed, or the
+    ``report --json`` documents of older callers)."""
+    return diff(_typed(sa), _typed(sb)).to_json()
+
+
+def diff_table(sa: Any, sb: Any) -> list[dict[str, Any]]:
+    """The diff's metric rows as JSON objects (see :func:`diff_summaries`)."""
+    return [to_json(r) for r in diff_rows(_typed(sa), _typed(sb))]
+
+
+def diff_runs(a: Any, b: Any) -> dict[str, Any]:
+    """What changed from run ``a`` (before) to run ``b`` (after), and by how much (builds both
+    summaries: a caller that holds them passes them to :func:`diff`)."""
+    from mlaprof.analysis.run_summary import build_summary
+
+    return diff(build_summary(a), build_summary(b)).to_json()
 
 
 def fmt_value(v: float | None) -> str:
@@ -298,7 +392,11 @@ def fmt_value(v: float | None) -> str:
     return f"{v:.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.3g}"
 
 
-def fmt_change(r: dict[str, Any]) -> str:
-    if r["change_pct"] is not None:
-        return f"{r['change_pct']:+.0f}%"
-    return "-" if r["change"] is None else f"{r['change']:+g}"
+def fmt_change(r: Any) -> str:
+    """The change column: percent where A is non-zero, else the absolute change (a typed
+    :class:`DiffRow` or its JSON object)."""
+    pct = r["change_pct"] if isinstance(r, dict) else r.change_pct
+    change = r["change"] if isinstance(r, dict) else r.change
+    if pct is not None:
+        return f"{pct:+.0f}%"
+    return "-" if change is None else f"{change:+g}"

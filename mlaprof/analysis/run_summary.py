@@ -8,15 +8,18 @@ report's JSON object, which every view renders.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import dataclasses
+import typing
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis import sections
 from mlaprof.analysis.capture import capture_findings
 from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.engine import engine_analysis
-from mlaprof.analysis.engine_log import engine_log_findings
+from mlaprof.analysis.engine_log import engine_log_findings, log_spec_totals
 from mlaprof.analysis.evidence import Evidence, collect
-from mlaprof.analysis.findings import fold_ranks
+from mlaprof.analysis.findings import Finding, fold_ranks
 from mlaprof.analysis.headline import headline
 from mlaprof.analysis.imported import imported_findings, mark_unreliable
 from mlaprof.analysis.layers import layer_table
@@ -30,67 +33,114 @@ from mlaprof.analysis.paths import (
 )
 from mlaprof.analysis.ranks import fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
+from mlaprof.analysis.run_state import run_state
 from mlaprof.analysis.series import Series, build_series
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
 from mlaprof.analysis.syncs import sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
+from mlaprof.analysis.typed_json import from_json, to_json
 from mlaprof.errors import MlaprofError
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.findings import Finding
+    from mlaprof.analysis.sections import (
+        Capture,
+        EngineSection,
+        EngineStart,
+        Fleet,
+        HeadlineRow,
+        Imported,
+        LayerRow,
+        LayerSplitCount,
+        Padding,
+        PathCheck,
+        ReplayedSplits,
+        Reservation,
+        Route,
+        RunState,
+        RunStatus,
+        Scenario,
+        ShadowSection,
+        SpecDecoding,
+        SplitStep,
+        SyncCounts,
+        SyncRecord,
+        Timing,
+        TraceSection,
+    )
     from mlaprof.store.reader import Run
 
 # version of the summary's JSON shape: 2 added kind, device, sync_counts, h2d_copies,
-# capture_errors, layers, fleet and the capture's one vocabulary (text, label, why)
-SUMMARY_SCHEMA = 2
+# capture_errors, layers, fleet and the capture's one vocabulary (text, label, why); 3 added
+# state, imported and log_spec (docs/evidence.md)
+SUMMARY_SCHEMA = 3
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RunSummary:
-    """Everything the views show about one run, computed once."""
+    """Everything the views show about one run, computed once, typed section by section
+    (:mod:`mlaprof.analysis.sections`). ``to_json()`` is the ``report --json`` document."""
 
     run: str
-    status: str
-    kind: str
-    scenario: dict[str, Any]
-    backend: Any
+    status: RunStatus
+    kind: RunKind
+    scenario: Scenario  # empty for a run without a scenario (an import)
+    backend: str | None
     device: str
     ranks: list[int]
-    capture: dict[str, Any]
-    syncs: list[dict[str, Any]]
-    allocations: list[dict[str, Any]]
-    h2d_copies: list[dict[str, Any]]
-    capture_errors: list[dict[str, Any]]
-    sync_counts: dict[str, Any]
-    route: dict[str, Any] | None
-    splits: list[dict[str, Any]]
-    padding: dict[str, Any]
-    layers: list[dict[str, Any]]
-    layer_splits: list[dict[str, Any]]
-    fleet: dict[str, Any]
-    trace: dict[str, Any] | None
-    reservation: list[dict[str, Any]]
-    timing: dict[str, Any]
-    paths: list[dict[str, Any]]
-    engine_starts: list[dict[str, Any]]
-    engine: dict[str, Any] | None
-    shadow: dict[str, Any] | None
+    capture: Capture
+    syncs: list[SyncRecord]
+    allocations: list[SyncRecord]
+    h2d_copies: list[SyncRecord]
+    capture_errors: list[SyncRecord]
+    sync_counts: SyncCounts
+    route: Route | None
+    splits: list[SplitStep]  # modelled per step and policy
+    padding: Padding
+    layers: list[LayerRow]
+    layer_splits: list[LayerSplitCount]
+    fleet: Fleet
+    trace: TraceSection | None  # an imported trace's own analysis
+    reservation: list[Reservation]
+    timing: Timing
+    paths: list[PathCheck]
+    engine_starts: list[EngineStart]
+    engine: EngineSection | None
+    shadow: ShadowSection | None
     # the S a FULL graph replayed, measured (None: no measured replay; see splits.frozen)
-    replayed_splits: dict[str, Any] | None = None
-    # what the figures draw, per rank (mlaprof.analysis.series; owned by the figures' helper)
+    replayed_splits: ReplayedSplits | None
+    findings: list[Finding]
+    headline: list[HeadlineRow]
+    # schema 3: where the run stands, where an import came from, a log's spec decoding in total
+    state: RunState
+    imported: Imported | None
+    log_spec: SpecDecoding | None
+    # what the figures draw, per rank (mlaprof.analysis.series): built with the summary, not
+    # part of the report --json document (None for a summary read back from that document)
     series: Series | None = None
-    findings: list[Finding] = field(default_factory=list)
-    headline: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        # the sections as they are (plain dicts and lists): a deep copy of a fleet's per-step
-        # sections cost half a second and bought nothing, the summary is built once per call
-        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        doc = {f.name: to_json(getattr(self, f.name)) for f in fields(self) if f.name != "series"}
         doc["findings"] = [f.to_dict() for f in self.findings]
-        doc["series"] = self.series.to_json() if self.series is not None else None
         doc["schema_version"] = SUMMARY_SCHEMA
         return doc
+
+    @classmethod
+    def from_sections(cls, doc: dict[str, Any], findings: list[Finding]) -> RunSummary:
+        """The typed summary of the analyzers' sections ``doc`` (every field but findings)."""
+        hints = typing.get_type_hints(cls, localns=vars(sections))
+        kw = {
+            f.name: from_json(hints[f.name], doc[f.name], f.name)
+            for f in fields(cls)
+            if f.name not in ("findings", "series")
+        }
+        return cls(**kw, findings=findings)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RunSummary:
+        """The typed summary of a ``report --json`` document (what :meth:`to_json` wrote)."""
+        found = [Finding(**f) for f in doc.get("findings") or []]
+        return cls.from_sections({k: v for k, v in doc.items() if k != "schema_version"}, found)
 
 
 def _route(ev: Evidence, shadow: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -173,7 +223,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
     syncs = t["syncs"]
     layers = layer_table(t["layers"], syncs, ev.reference)
     sec = _sections(ev)
-    s = RunSummary(
+    doc: dict[str, Any] = dict(
         run=ev.name,
         status=ev.status,
         kind=str(ev.kind),
@@ -207,12 +257,23 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         engine=engine,
         shadow=engine_shadow,
         replayed_splits=sec["replayed_splits"],
-        findings=_findings(ev, engine_found, sec),
-        series=build_series(ev, layers, engine_shadow, run),
+        state=run_state(ev.status, run.reason, t["steps"]),
+        imported=_imported(ev.meta),
+        log_spec=log_spec_totals(ev.starts) if ev.starts else None,
     )
-    # the headline reads the sections as they are (no JSON copy of a fleet's trace sections)
-    s.headline = headline(vars(s), ev)
-    return s
+    # the headline reads the sections as the analyzers returned them
+    doc["headline"] = headline(doc, ev)
+    s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
+    # the figures' section, from the same evidence and the analyzers' own layer table and shadow
+    return dataclasses.replace(s, series=build_series(ev, layers, engine_shadow, run))
+
+
+def _imported(meta: dict[str, Any]) -> dict[str, Any] | None:
+    src = meta.get("imported_from")
+    if not src:
+        return None
+    fmt = meta.get("format") or meta.get("source")
+    return {"imported_from": str(src), "format": None if fmt is None else str(fmt)}
 
 
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:

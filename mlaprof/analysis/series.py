@@ -10,15 +10,17 @@ is the shadow analysis' ``per_step``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.padding import padding_summary
+from mlaprof.analysis.sections import Padding, ShadowStep
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import served_steps, timing_summary
+from mlaprof.analysis.typed_json import from_json
 from mlaprof.splits.policies import HOST_FALLBACK
 
 if TYPE_CHECKING:
@@ -174,7 +176,9 @@ class Bar:
     start_us: float
     dur_us: float
     label: str = ""
-    detail: tuple[Any, ...] = ()
+    # step: (step, timing, rows); layer: (step, layer, syncs, S used, S deserved); kernel:
+    # (S, layer); None where the run does not hold the value
+    detail: tuple[int | str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,31 @@ class Timeline:
     kernels_in_window: int
     lanes: tuple[str, ...]
     bars: tuple[Bar, ...]
+
+
+@dataclass(frozen=True)
+class PaddingStep:
+    """One step's padding record (None where the run did not record a column)."""
+
+    step: int | None
+    capture_size: int | None
+    real_rows: int | None
+    padding_rows: int | None
+    real_tokens: int | None
+    padding_tokens: int | None
+    kv_bytes_real: int | None
+    kv_bytes_padding: int | None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What run.json says that no other section holds (the HTML page's run table)."""
+
+    created: str | None
+    source: str | None
+    versions: dict[str, str | None]
+    git: str | None
+    reason: str | None
 
 
 @dataclass(frozen=True)
@@ -202,13 +231,14 @@ class RankSeries:
     layer_time: tuple[LayerTime, ...] = ()
     layer_time_steps: int = 0
     kernels: tuple[KernelTime, ...] = ()  # every kernel label, largest GPU time first
-    padding: dict[str, Any] = field(default_factory=dict)  # padding_summary of this rank
-    padding_steps: tuple[dict[str, Any], ...] = ()  # the padding record of each step
+    padding: Padding | None = None  # the padding section's totals, of this rank
+    kv_bytes_real: int = 0  # the KV bytes its real rows read (beside padding's kv_bytes_padding)
+    padding_steps: tuple[PaddingStep, ...] = ()  # the padding record of each step
     memory: tuple[MemoryBar, ...] = ()
     failed_captures: tuple[FailedCapture, ...] = ()
     timeline: Timeline | None = None
     # the shadow analysis' modelled S per verify step of this rank (a recorded engine only)
-    shadow: tuple[dict[str, Any], ...] = ()
+    shadow: tuple[ShadowStep, ...] = ()
 
     @property
     def policies(self) -> list[str]:
@@ -224,7 +254,7 @@ class Series:
     ranks: tuple[RankSeries, ...]
     engine: bool  # a recorded vLLM engine (the shadow figure applies)
     shadow_title: str  # "AITER <version> on <device>" of the shadow analysis
-    info: dict[str, Any]  # created, source, versions, git, reason (from run.json)
+    info: RunInfo | None  # created, source, versions, git, reason (from run.json)
 
     def rank(self, rank: int | None = None) -> RankSeries | None:
         """The rank a figure draws: ``rank``, else the lowest."""
@@ -417,24 +447,25 @@ def top_kernels(kernels: tuple[KernelTime, ...], top: int = KERNEL_TOP) -> list[
     return [*rows[:top], other]
 
 
-def padding_totals(pad: pd.DataFrame) -> dict[str, Any]:
-    """The padding section's totals of this rank (:func:`padding_summary`), with the KV bytes the
-    real rows read beside the padding's (the waterfall's third panel)."""
+def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int]:
+    """The padding section's totals of this rank (:func:`padding_summary`), and the KV bytes the
+    real rows read (the waterfall's third panel)."""
     if pad is None or pad.empty:
-        return {}
+        return None, 0
     p = _num(pad, *PADDING_COLUMNS)
-    return {**padding_summary(p), "kv_bytes_real": int(p["kv_bytes_real"].fillna(0).sum())}
+    return from_json(Padding, padding_summary(p), "series.padding"), int(
+        p["kv_bytes_real"].fillna(0).sum()
+    )
 
 
-def padding_steps(pad: pd.DataFrame) -> tuple[dict[str, Any], ...]:
+def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:
     if pad is None or pad.empty:
         return ()
     p = _num(pad, "step", "capture_size", *PADDING_COLUMNS)
     return tuple(
-        {"step": _i(r["step"]), "capture_size": _i(r["capture_size"]),
-         **{c: _i(r[c]) for c in PADDING_COLUMNS}}
+        PaddingStep(_i(r["step"]), _i(r["capture_size"]), *(_i(r[c]) for c in PADDING_COLUMNS))
         for _, r in p.sort_values("step").iterrows()
-    )  # fmt: skip
+    )
 
 
 def memory_bars(memory: pd.DataFrame) -> tuple[MemoryBar, ...]:
@@ -570,6 +601,7 @@ def rank_series(
     lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
     kt = kernel_times(kernels) if kernels is not None else ()
     pad = t.get("padding", pd.DataFrame())
+    pad_total, kv_real = padding_totals(pad)
     return RankSeries(
         rank=rank,
         policy=sc.get("policy"),
@@ -582,12 +614,17 @@ def rank_series(
         layer_time=lt,
         layer_time_steps=lt_steps,
         kernels=kt,
-        padding=padding_totals(pad),
+        padding=pad_total,
+        kv_bytes_real=kv_real,
         padding_steps=padding_steps(pad),
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
         timeline=timeline(run, rank, steps, layers) if run is not None or not steps.empty else None,
-        shadow=tuple(s for s in (shadow_steps or []) if s.get("rank") == rank),
+        shadow=tuple(
+            from_json(ShadowStep, x, "series.shadow")
+            for x in (shadow_steps or [])
+            if x.get("rank") == rank
+        ),
     )
 
 
@@ -611,13 +648,15 @@ def build_series(
         ),
         engine=str(ev.kind) == "engine",
         shadow_title=f"AITER {shadow['aiter']} on {shadow['device']}" if shadow else "",
-        info={
-            "created": meta.get("created"),
-            "source": meta.get("source"),
-            "versions": meta.get("versions") if isinstance(meta.get("versions"), dict) else {},
-            "git": meta.get("git"),
-            "reason": getattr(run, "reason", None) if run is not None else None,
-        },
+        info=RunInfo(
+            created=_s(meta.get("created")),
+            source=_s(meta.get("source")),
+            versions={str(k): _s(v) for k, v in (meta.get("versions") or {}).items()}
+            if isinstance(meta.get("versions"), dict)
+            else {},
+            git=_s(meta.get("git")),
+            reason=_s(getattr(run, "reason", None)) if run is not None else None,
+        ),
     )
 
 
@@ -660,7 +699,7 @@ def series_from_tables(
         ranks=tuple(rank_series(full, r, layers, meta) for r in ranks),
         engine=False,
         shadow_title="",
-        info={},
+        info=None,
     )
 
 

@@ -32,9 +32,9 @@ def shadow_splits(data: Any, rank: int | None = None) -> Any:
         return c.empty(title + label, "no verify step recorded yet")
     go = c.go()
     fig = go.Figure()
-    steps = [s["step"] for s in rs.shadow]
+    steps = [s.step for s in rs.shadow]
     for col, name, color, dash in SERIES:
-        ys = [s.get(col) for s in rs.shadow]
+        ys = [getattr(s, col) for s in rs.shadow]
         if all(v is None or v != v for v in ys):
             continue  # no legend entry without a point
         fig.add_trace(

@@ -109,17 +109,16 @@ def _route_text(r: dict | None) -> str | None:
     return f"{r['path']} ({r['kernel']}): {r['reason']} [vLLM {r['version']}{tag}]"
 
 
-def _meta_html(s: dict) -> str:
-    """The run's facts, from its summary (the series section holds what run.json adds)."""
+def _meta_html(s: dict, info: Any) -> str:
+    """The run's facts, from its summary (``info``: the series section's run.json facts)."""
     sc = s.get("scenario") or {}
-    info = (s.get("series") or {}).get("info") or {}
-    ver = info.get("versions") or {}
+    ver = info.versions if info is not None else {}
     items = [
         ("run", s["run"]),
         ("status", s.get("status")),
-        ("ended because", info.get("reason")),
-        ("created", info.get("created")),
-        ("source", info.get("source")),
+        ("ended because", info and info.reason),
+        ("created", info and info.created),
+        ("source", info and info.source),
         ("scenario", sc.get("name")),
         ("model", sc.get("model")),
         (
@@ -145,7 +144,7 @@ def _meta_html(s: dict) -> str:
         ),
         ("ranks", ", ".join(str(r) for r in s.get("ranks") or [])),
         ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
-        ("git", info.get("git")),
+        ("git", info and info.git),
     ]
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
     return f'<table class="meta">{rows}</table>'
@@ -374,7 +373,7 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
         f'<h2 id="findings">Findings ({len(findings)})</h2>',
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
-        _meta_html(s),
+        _meta_html(s, summ.series.info if summ.series is not None else None),
         _fleet_html(s),
         _trace_html(s),
     ]

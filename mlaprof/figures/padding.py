@@ -25,25 +25,26 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     if rs is None or not rs.padding_steps:
         return c.empty(title + rlabel, "no padding records in this run")
     if step is not None:
-        one = [p for p in rs.padding_steps if p["step"] == step]
+        one = [p for p in rs.padding_steps if p.step == step]
         if not one:
             raise MlaprofError(f"no padding record for step {step}")
         vals = one[0]
-        scope = f"step {step} (capture size {vals['capture_size']} tokens)"
+        scope = f"step {step} (capture size {vals.capture_size} tokens)"
+        kv_real = vals.kv_bytes_real
     else:
         vals = rs.padding
-        scope = f"summed over {vals['steps']} steps"
+        scope = f"summed over {vals.steps} steps"
+        kv_real = rs.kv_bytes_real
     fig = c.subplots()(
         rows=1, cols=len(PANELS), subplot_titles=[p[0] for p in PANELS], horizontal_spacing=0.08
     )
     wasted_pct: dict[str, float] = {}
     for i, (label, real_col, pad_col, scale, fmt, _) in enumerate(PANELS, start=1):
-        if step is not None and vals[real_col] is None and vals[pad_col] is None:
+        if not _recorded([vals] if step is not None else rs.padding_steps, real_col, pad_col):
             continue
-        if step is None and not _recorded(rs.padding_steps, real_col, pad_col):
-            continue
-        real = float(vals[real_col] or 0) / scale
-        pad = float(vals[pad_col] or 0) / scale
+        real = float((kv_real if real_col == "kv_bytes_real" else getattr(vals, real_col)) or 0)
+        real /= scale
+        pad = float(getattr(vals, pad_col) or 0) / scale
         total = real + pad
         pct = 100.0 * (padding_waste(real, pad) or 0.0)  # the analysis' padding share
         wasted_pct[label] = pct
@@ -93,4 +94,4 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
 
 
 def _recorded(steps: Any, *cols: str) -> bool:
-    return any(p[col] is not None for p in steps for col in cols)
+    return any(getattr(p, col) is not None for p in steps for col in cols)

@@ -28,6 +28,10 @@ def _cells(data: Any) -> tuple[pd.DataFrame, str]:
         return data.cells, ""
     # a summary (its scenario section) or a Run (its run.json): the grid of that scenario
     sc = getattr(data, "scenario", None)
+    if sc is not None and not isinstance(sc, dict):  # the summary's typed section
+        from mlaprof.analysis.typed_json import to_json
+
+        sc = {k: v for k, v in to_json(sc).items() if v is not None}
     if not isinstance(sc, dict):
         sc = c.meta(data).get("scenario")
     ser = getattr(data, "series", None)

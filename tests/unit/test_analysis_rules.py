@@ -3,6 +3,10 @@ threshold, a capture status, the memory measure, the CPU spread) breaks one of t
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
 import pytest
 
@@ -113,31 +117,29 @@ def test_capture_memory_is_the_driver_delta_of_the_serving_graphs() -> None:
     assert capture_memory_bytes(unknown) is None  # not measured: unknown, never 0
 
 
-def summary_with(step_us: float, timing: str) -> dict:
-    return {
-        "run": timing,
-        "scenario": {},
-        "backend": "torch",
-        "syncs": [],
-        "allocations": [],
-        "splits": [],
-        "padding": {"padding_fraction": 0.0, "steps_padded": 0, "real_rows": 0},
-        "capture": {"status": "predicted-ok", "memory_bytes": None},
-        "timing": {
-            "steps": 4,
-            "timing": timing,
-            "timing_label": timing_label(timing),
-            "step_median_us": step_us,
-            "layer_median_us": None,
-            "full_share": 1.0,
-            "threads": DEFAULT_THREADS,  # as `mlaprof run` records it
-        },
-        "findings": [],
-    }
+def summary_with(step_us: float, timing: str, threads: int | None = DEFAULT_THREADS) -> Any:
+    """A shipped run's typed summary with its step timing replaced (threads: as `mlaprof run`
+    records them)."""
+    from dataclasses import replace
+
+    base = _base_summary()
+    t = replace(base.timing, steps=4, timing=timing, timing_label=timing_label(timing),
+                step_median_us=step_us, layer_median_us=None, full_share=1.0, threads=threads)  # fmt: skip
+    return replace(base, run=timing, timing=t, findings=[])
+
+
+@functools.cache
+def _base_summary() -> Any:
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.store import load
+
+    demo = Path(__file__).resolve().parents[2] / "traces" / "demo" / "fix-padding-active-rows-c16"
+    with load(demo) as run:
+        return build_summary(run)
 
 
 def test_cpu_timings_inside_the_run_spread_are_not_a_verdict() -> None:
-    def verdict(a: dict, b: dict) -> tuple[str, str]:
+    def verdict(a: Any, b: Any) -> tuple[str, str]:
         row = next(r for r in diff_table(a, b) if r["metric"] == "median step time")
         return row["verdict"], row["provenance"]
 
@@ -161,12 +163,10 @@ def test_the_spread_is_the_one_measured_at_the_runs_thread_count() -> None:
     one = CPU_SPREAD_BY_THREADS[1]
     assert 1.5 < one < CPU_SPREAD_UNSET  # measured (bench/results/cpu_timing_spread*.json)
 
-    def at(step_us: float, threads: int | None) -> dict:
-        s = summary_with(step_us, "cpu-wall")
-        s["timing"]["threads"] = threads
-        return s
+    def at(step_us: float, threads: int | None) -> Any:
+        return summary_with(step_us, "cpu-wall", threads)
 
-    def row(a: dict, b: dict) -> dict:
+    def row(a: Any, b: Any) -> dict:
         return next(r for r in diff_table(a, b) if r["metric"] == "median step time")
 
     change = (one + CPU_SPREAD_UNSET) / 2  # outside the 1-thread spread, inside the unset one

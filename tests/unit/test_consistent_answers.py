@@ -167,9 +167,9 @@ def test_a_measured_graph_replay_is_not_warned_of_the_modelled_frozen_s() -> Non
     with load(demo) as run:
         s = build_summary(run)
     assert s.replayed_splits is not None
-    assert (s.replayed_splits["min"], s.replayed_splits["max"]) == (4, 4)
+    assert (s.replayed_splits.min, s.replayed_splits.max) == (4, 4)
     assert "split-frozen" not in [f.kind for f in s.findings]
-    heads = {h["label"]: h["value"] for h in s.headline}
+    heads = {h.label: h.value for h in s.headline}
     assert heads["KV splits (aiter-gluon-v0.1.19, worst step)"] == (
         "S used 4, deserved 4; the FULL graph replayed S = 4 (measured)"
     )

@@ -1,0 +1,35 @@
+"""Where a run stands, as every view says it: its status in the one vocabulary, why it ended
+early where its writer recorded that, and how far its committed records reach (a run still
+written or one whose writer died shows partial numbers: the views say so, from here)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# why the numbers may be partial, per status (finished: they are not)
+_WHY = {
+    "running": "still being written: the figures below are the records committed so far",
+    "incomplete": "its writer stopped without finishing (killed or crashed)",
+}
+
+
+def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> dict[str, Any]:
+    """``{status, reason, steps_committed, last_step, text}``: ``text`` is the line a view
+    prints for a run that did not finish (empty for a finished one)."""
+    n = int(len(steps))
+    last = int(steps["step"].max()) if n else None
+    text = ""
+    if status != "finished":
+        why = _WHY.get(status, "it did not finish")
+        reach = f"last committed step {last}" if last is not None else "no step committed"
+        text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
+    return {
+        "status": status,
+        "reason": reason,
+        "steps_committed": n,
+        "last_step": last,
+        "text": text,
+    }

@@ -1,0 +1,861 @@
+"""The typed sections of a run's summary (:class:`mlaprof.analysis.run_summary.RunSummary`):
+frozen dataclasses, enums where the data is a vocabulary, ``X | None`` where the evidence may not
+hold a value. Every view reads these attributes; ``RunSummary.to_json()`` writes them back as the
+``report --json`` document (:mod:`mlaprof.analysis.typed_json`), key for key what the
+analyzers returned. A field made with ``opt()`` is a key only some producers write (left out of
+the document when ``None``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
+from mlaprof.analysis.typed_json import nulls, opt
+
+
+class RunStatus(StrEnum):
+    """A run's status, the one vocabulary (mlaprof.store.liveness.run_status)."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) or killed after a clean drain
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"  # a writer died without closing its record
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """Where the run stands (analysis.run_state): a run that did not finish says why and how
+    far its committed records reach (``text``: the line every view prints; empty if finished)."""
+
+    status: RunStatus
+    reason: str | None  # why it ended early, where its writer recorded it
+    steps_committed: int
+    last_step: int | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """Where an imported trace or log came from (None for a recorded run)."""
+
+    imported_from: str
+    format: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """The capture verdict in the one vocabulary (mlaprof.analysis.evidence.common.capture):
+    ``status`` with its ``label``, the ``text`` every view prints and where it comes from; the
+    producer's own evidence in the optional fields."""
+
+    effective_mode: str | None  # the graph mode that ran (None: the evidence does not say)
+    label: str
+    memory_bytes: int | None
+    mode: str | None  # the graph mode asked for
+    provenance: str
+    status: CaptureStatus
+    text: str
+    why: str | None = opt()  # for an unknown status: which evidence is missing
+    modes: dict[str, int] | None = opt()  # an engine's steps per graph mode
+    cpu: bool | None = opt()
+    eager_steps: int | None = opt()
+    evidence: str | None = opt()
+    graph_launches: int | None = opt()
+    graph_steps: int | None = opt()
+    launches_without_kernels: int | None = opt()
+    piecewise_steps: int | None = opt()
+    step_source: str | None = opt()
+    memory_measure: str | None = opt()
+    sizes: int | None = opt()
+    start: int | None = opt()
+    null_keys: frozenset[str] = nulls()
+
+    @property
+    def no_full_graph(self) -> bool:
+        """No FULL graph serves these steps (the one rule, capture_status.NO_FULL_GRAPH)."""
+        return self.status in NO_FULL_GRAPH
+
+    @property
+    def measured(self) -> bool:
+        """The verdict is the run's own record, not a prediction from syncs or missing."""
+        return self.status not in (
+            CaptureStatus.PREDICTED_FAIL,
+            CaptureStatus.PREDICTED_OK,
+            CaptureStatus.UNKNOWN,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Stage2Check:
+    """One kernel variant's split layers with and without a stage-2 (reduce) kernel."""
+
+    layers: int
+    s1_with_stage2: int
+    s1_without_stage2: int
+    s_unknown_without_stage2: int
+    split_with_stage2: int
+    split_without_stage2: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProfiledGraphs:
+    """A vLLM log's profiled CUDA graphs of one mode."""
+
+    graphs: int
+    largest: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionLike:
+    """An attention-like kernel the trace holds that mlaprof did not recognise."""
+
+    name: str
+    launches: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceTrustCounts:
+    eager_steps_between_replays: int | None = opt()
+    edge_partial_steps: int | None = opt()
+    expected_kernels: int | None = opt()
+    launches_without_kernels: int | None = opt()
+    missing_kernels: int | None = opt()
+    replays: int | None = opt()
+    short_replays: int | None = opt()
+    split_layers_without_stage2: int | None = opt()
+    steps_missing_layers: int | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceTrust:
+    counts: TraceTrustCounts
+    reasons: list[str]
+    reliable: bool | None
+    verdict: str
+    notes: list[str] | None = opt()
+    provenance: str | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSync:
+    duration_ns: int
+    layer: int
+    op: str
+    rank: int
+    step: int
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSyncs:
+    count: int | None
+    evidence: str
+    provenance: str
+    status: str
+    syncs: list[TraceSync]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStep:
+    S: int | None
+    capture: str
+    duration_us: float
+    graph_mode: str
+    layers: int
+    path: str
+    qlen: int | None
+    rank: int
+    rows: int | None
+    step: int
+    variant: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayLayer:
+    S: int | None
+    attention_median_us: float
+    attention_share: float
+    layer: int
+    median_us: float
+    ranks: list[int]
+    ranks_text: str
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayKernel:
+    attention: bool
+    launches: int
+    median_us: float
+    name: str
+    share: float
+    total_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class TraceReplayTime:
+    attention_share: float | None
+    kernels: list[ReplayKernel]
+    layers: list[ReplayLayer]
+    provenance: str
+    replays: int
+    outside_layers_us: float | None = opt()
+    rank_groups: list[str] | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class TracePath:
+    S: str
+    S_source: str
+    eager_steps: int
+    graph_steps: int
+    layer_median_us: float
+    path: str
+    piecewise_steps: int
+    provenance: str
+    qlen: str | None
+    qlen_source: str
+    ranks: list[int]
+    rows: str | None
+    rows_source: str
+    steps: int
+    variant: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceDrafter:
+    S: str
+    eager_steps: int
+    graph_steps: int
+    layers_per_pass: str
+    provenance: str
+    qlen: str | None
+    rows: str
+    step_median_us: float
+    steps: int
+    text: str
+    variants: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CpuRank:
+    attention_share: float
+    attention_us: float
+    backend_ops: dict[str, int]
+    layers_per_step: list[int]
+    mla_ops: int
+    mla_ops_outside_steps: int
+    op: str
+    rank: int
+    step_annotations: int
+    step_us: float
+    steps: int
+    vllm_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCpu:
+    device: str
+    limits: str
+    provenance: str
+    ranks: list[CpuRank]
+
+    @property
+    def lines(self) -> list[str]:
+        """The report's lines for a CPU trace (analysis.cpu_trace.cpu_lines)."""
+        from mlaprof.analysis.cpu_trace import cpu_lines
+        from mlaprof.analysis.typed_json import to_json
+
+        return cpu_lines(to_json(self))
+
+
+@dataclass(frozen=True, slots=True)
+class RankRecognition:
+    kernels: int
+    mla_layers: int
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recognition:
+    per_rank: list[RankRecognition]
+    without_mla: list[int]  # ranks whose trace shows no MLA layer
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseCheck:
+    S: str
+    path: str
+    status: str
+    steps: int
+    variant: str
+    why: str
+    warn: bool | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFunction:
+    calls: int
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCoverage:
+    api: str
+    api_calls: int
+    api_functions: list[ApiFunction]
+    attention_like: list[AttentionLike]
+    attention_like_names: int
+    collapse_checks: list[CollapseCheck]
+    host_syncs: int
+    kernels: int
+    kernels_by_rank: dict[int, int]
+    provenance: str
+    recognition: Recognition
+
+
+@dataclass(frozen=True, slots=True)
+class TraceGraph:
+    graph: int
+    kernels: int
+    kind: str
+    mla_layers: int
+    replays: int
+
+
+@dataclass(frozen=True, slots=True)
+class EdgePartial:
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceChecksSteps:
+    edge_partial: EdgePartial
+    gap_breaks: int
+    graph_by_step: list[list[int | None]]
+    graph_by_step_runs: int
+    graph_identity: str
+    graphs: list[TraceGraph]
+    other_graphs: int
+    source: str
+    source_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceChecksReplays:
+    edge_partial_steps: int
+    expected_kernels: int
+    missing_kernels: int
+    replays: int
+    replays_without_mla: int
+    short_replays: int
+    steps_missing_layers: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceChecksQlen:
+    from_stage1: int
+    from_stage2: int
+    stage1_disagrees: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceChecksLaunches:
+    graph_launches: int
+    launches_without_kernels: int
+    mla_replays_with_launch: int
+    runtime_api_calls: int
+    launches_past_window_end: int | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceChecks:
+    heads: dict[str, dict[str, int]] | None = opt()
+    launches: TraceChecksLaunches | None = opt()
+    qlen: TraceChecksQlen | None = opt()
+    replays: TraceChecksReplays | None = opt()
+    stage2: dict[str, Stage2Check] | None = opt()
+    steps: TraceChecksSteps | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSection:
+    capture: Capture
+    checks: TraceChecks
+    coverage: TraceCoverage
+    cpu: TraceCpu | None
+    drafter: TraceDrafter | None
+    format: str
+    paths: list[TracePath]
+    replay_time: TraceReplayTime
+    source: str
+    steps: list[TraceStep]
+    syncs: TraceSyncs
+    trust: TraceTrust
+    trust_by_rank: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RankTiming:
+    rank: int
+    step_median_us: float
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    by_mode: dict[str, float]
+    full_share: float | None
+    layer_median_us: float | None
+    per_rank: list[RankTiming]
+    ranks_agree: bool
+    step_median_text: str | None
+    step_median_us: float | None
+    steps: int
+    threads: int | None  # torch's CPU threads (None: not recorded)
+    timing: str | None
+    timing_label: str
+
+
+@dataclass(frozen=True, slots=True)
+class RankSyncs:
+    layers: int
+    rank: int
+    total: int
+    watched_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSyncs:
+    layer: int
+    rank: int
+    syncs: float
+
+
+@dataclass(frozen=True, slots=True)
+class SyncCounts:
+    by_kind: dict[str, int]
+    checked: bool
+    layers: int
+    per_layer: list[LayerSyncs]
+    per_rank: list[RankSyncs]
+    text: str
+    total: int
+    watched_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class SplitStep:
+    """The worst step per rank and policy, modelled (analysis.splits.split_rows); ``None`` where
+    the policy is not one mlaprof models or the record does not hold the value."""
+
+    rank: int | None
+    ranks: list[int | None]  # the ranks this row stands for (rows that agree are one row)
+    policy: str
+    source: str | None
+    verified: bool | None
+    on_device: bool | None  # S decided on the device at replay (never frozen)
+    used: int | None
+    deserved: int | None
+    frozen: int | None  # the S a FULL graph captured by vLLM's dummy run would replay (modelled)
+    all_rows: int | None
+    active_rows: int | None
+    min_kv_used: int | None
+    min_kv_deserved: int | None
+    occupancy: float | None
+    occupancy_deserved: float | None
+    occupancy_source: str
+    step: int | None
+
+    @property
+    def collapsed(self) -> bool:
+        """S used below the S the real rows deserve (the one rule, analysis.splits.is_collapsed)."""
+        from mlaprof.analysis.splits import is_collapsed
+
+        return is_collapsed(self.used, self.deserved)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    accepted_per_step: int | None = opt()
+    graph_mode: str | None = opt()
+    kv_cache_dtype: str | None = opt()
+    kv_cache_tokens: int | None = opt()
+    kv_lens: list[int] | None = opt()
+    layers: int | None = opt()
+    max_model_len: int | None = opt()
+    max_num_seqs: int | None = opt()
+    min_kv_mode: str | None = opt()
+    model: str | None = opt()
+    name: str | None = opt()
+    num_speculative_tokens: int | None = opt()
+    page_size: int | None = opt()
+    policy: str | None = opt()
+    seed: int | None = opt()
+    steps: int | None = opt()
+    target: str | None = opt()
+    vllm_version: str | None = opt()
+    max_num_batched_tokens: int | None = opt()
+    aiter_version: str | None = opt()
+
+    @property
+    def qlen(self) -> int | None:
+        """Query tokens per verify row: 1 + the speculative tokens (None: no scenario)."""
+        n = self.num_speculative_tokens
+        return None if n is None else 1 + int(n)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """The verify path vLLM takes (mlaprof.splits.routing.Route, or an engine's modelled one)."""
+
+    kernel: str
+    path: str
+    reason: str
+    source: str
+    verified: bool
+    version: str
+    splits_on_device: bool | None = opt()  # S decided on the device at replay: never frozen
+    not_modelled: list[str] | None = opt()  # paths of this version the configuration could meet
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    bytes: int | None
+    path: str
+    provenance: str
+    sized_by: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedSplits:
+    max: int
+    min: int
+    provenance: str
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class Padding:
+    capture_size: int | None
+    capture_sizes: list[int]
+    kv_bytes_padding: int
+    padding_fraction: float
+    padding_rows: int
+    padding_rows_per_step: list[int] | None
+    padding_tokens: int
+    real_rows: int
+    real_tokens: int
+    steps: int
+    steps_padded: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LayerRow:
+    S_min: int | None
+    S_reference: int | None
+    S_used: int | None
+    collapsed: int
+    layer: int
+    rank: int
+    reference: str
+    steps: int
+    syncs: float | None
+    time_us: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSplitCount:
+    records: int
+    splits: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeadlineRow:
+    label: str
+    provenance: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRank:
+    S_max: int | None
+    S_min: int | None
+    agent: int | str | None  # the GPU agent, or "cpu"
+    collapsed_layers: int
+    collapsed_steps: int
+    dp_group: int | None
+    host: str | None
+    layers: int
+    pid: int | None
+    rank: int
+    trust: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SplitRanks:
+    S: int
+    ranks: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetLayer:
+    S_by_ranks: list[SplitRanks]
+    S_max: int | None
+    S_min: int | None
+    layer: int
+    ranks: int
+    time_us_max: float | None
+    time_us_min: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    agree: bool
+    dp_groups: int | None
+    dp_groups_exact: bool | None
+    dp_groups_source: str
+    hosts_source: str
+    per_layer: list[FleetLayer]
+    per_rank: list[FleetRank]
+    ranks: int
+    ranks_collapsed: list[int]
+    ranks_not_collapsed: list[int]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartSpeculative:
+    method: str
+    num_spec_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecodingLine:
+    accepted: int
+    avg_acceptance_pct: float
+    drafted: int
+    line: int
+    mean_acceptance_length: float
+    per_position: list[float]
+    time: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecoding:
+    acceptance_rate: float
+    accepted: int
+    drafted: int
+    lines: int
+    per_position_last: list[float]
+    provenance: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryProfiling:
+    enabled: bool
+    equivalent_without: float | None
+    suggested: float | None
+    utilization: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StartMemory:
+    capture_secs: float
+    estimate_ratio: float | None
+    estimated_bytes: int | None
+    measured_bytes: int
+    process: str
+    profiling: MemoryProfiling | None
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCaptureLine:
+    done: int
+    line: int
+    mode: str | None
+    phase: str
+    rank: int
+    total: int
+
+    @property
+    def label(self) -> str:
+        """ "decode, FULL": the capture progress bar's name (analysis.engine_log.bar_label)."""
+        from mlaprof.analysis.engine_log import bar_label
+
+        return bar_label({"phase": self.phase, "mode": self.mode})
+
+
+@dataclass(frozen=True, slots=True)
+class Downgrade:
+    backend: str
+    line: int
+    message: str
+    ranks: list[int]
+    requested: str
+    setting: str
+    spec_decode: bool
+    support: str
+    time: str
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStart:
+    attention_backends: list[str]
+    capture_sizes: list[int]
+    capture_skipped: bool
+    device: str
+    downgrades: list[Downgrade]
+    final_mode: str
+    graphs: list[GraphCaptureLine]
+    line: int
+    memory: list[StartMemory]
+    model: str
+    prefill_backends: list[str]
+    profile: dict[str, ProfiledGraphs] | None
+    provenance: str
+    ranks: list[int]
+    requested_mode: str
+    spec_decoding: SpecDecoding | None
+    spec_lines: list[SpecDecodingLine]
+    speculative: StartSpeculative | None
+    start: int
+    tensor_parallel_size: int
+    time: str
+    version: str
+    world_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRecord:
+    function: str
+    layer: int
+    location: str
+    op: str
+    rank: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class PathOp:
+    op: str
+    location: str
+
+
+@dataclass(frozen=True, slots=True)
+class PathCheck:
+    """One verify path sync-checked on step 0's metadata (a CPU run's ``path-check`` event,
+    mlaprof.cpu_runner.record_path_check)."""
+
+    backend: str
+    syncs_per_layer: int
+    ops: list[PathOp]
+    allocs_per_layer: int | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSection:
+    """What a recorded vLLM engine did, measured by the plugin (analysis.engine.engine_summary)."""
+
+    source: str
+    backend: str | None
+    builder: str | None
+    heads: int | None
+    spec_method: str | None
+    num_speculative_tokens: int | None
+    max_num_seqs: int | None
+    steps: int
+    kinds: dict[str, int]
+    graph_modes: dict[str, int]
+    verify_steps: int
+    verify_rows: int
+    verify_rows_as_prefill: int
+    draft_tokens: int
+    accepted_tokens: int | None
+    acceptance_rate: float | None
+    scheduler_steps: int
+    scheduler_matches_worker: bool | None  # None: no scheduler record to compare
+    drafter_builds: int
+    padded_steps: int
+    ranks: list[int]
+    # over the steps both databases committed (h/live's analysis.consistency)
+    scheduler_worker_compared: int | None = opt()
+    scheduler_worker_text: str | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class AiterRuleSection:
+    """The modelled rule that stands for a named AITER release (splits.releases.AiterRule)."""
+
+    requested: str
+    rule_of: str
+    gluon_policy: str
+    exact: bool
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowStep:
+    """One recorded verify batch, modelled on the shadow device (S as float: NaN where the
+    model gives none, as the frame holds it)."""
+
+    rank: int
+    step: int
+    path: str
+    policy: str
+    heads: int
+    qlen: int
+    real_rows: int
+    rows: int
+    capture_size: float | None
+    graph_mode: str
+    padding_rows: float
+    padding_tokens: float
+    min_kv_all_rows: float
+    min_kv_active_rows: float
+    s_bug: float | None
+    s_fix: float | None
+    s_frozen: float | None
+    s_deserved: float | None
+    occupancy_fix: float | None
+    occupancy_deserved: float | None
+    target: str
+    aiter: str
+    note: str
+
+    @property
+    def collapsed(self) -> bool:
+        """The bug's S below the fix's for this batch (the one rule, analysis.splits.is_collapsed)."""
+        from mlaprof.analysis.splits import is_collapsed
+
+        return is_collapsed(self.s_bug, self.s_fix)
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowSection:
+    """The engine's recorded batches modelled for an AITER device (analysis.engine)."""
+
+    provenance: str
+    aiter_rule: AiterRuleSection
+    device: str
+    aiter: str
+    steps: int
+    paths: dict[str, int]
+    policies: list[str]
+    s_bug: list[int | None]  # [min, max]
+    s_fix: list[int | None]
+    s_frozen: list[int | None]
+    s_deserved: list[int | None]
+    occupancy_fix: list[float]
+    capture_sizes: list[int]
+    padding_rows: int
+    real_rows: int
+    steps_collapsed_by_bug: int
+    steps_frozen_below_fix: int
+    per_step: list[ShadowStep]

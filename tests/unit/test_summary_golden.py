@@ -1,0 +1,55 @@
+"""The typed summary writes the ``report --json`` document the dict-shaped summary wrote on
+main, for every shipped run, trace and vLLM log (tests/summary_corpus.py wrote the golden files
+once, from main ac93ad5, before the change): schema 3 only adds sections, every schema-2 key is
+as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlaprof.analysis.run_summary import SUMMARY_SCHEMA
+from tests.summary_corpus import GOLDEN, NAMES, normalised, report_json
+
+# the sections schema 3 added (docs/evidence.md); nothing else may differ from the golden files
+ADDED_IN_3 = ("state", "imported", "log_spec")
+
+
+def test_every_shipped_input_has_its_golden_document() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.json")) == sorted(NAMES)
+    assert len(NAMES) >= 20
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_report_json_is_the_golden_document(name: str, tmp_path: Path) -> None:
+    doc = report_json(name, tmp_path)
+    assert doc["schema_version"] == SUMMARY_SCHEMA == 3
+    for key in ADDED_IN_3:
+        doc.pop(key)
+    doc["schema_version"] = 2
+    assert normalised(doc, tmp_path) == (GOLDEN / f"{name}.json").read_text()
+
+
+def test_the_typed_diff_is_main_s_compare_object(tmp_path: Path) -> None:
+    """``diff`` of two typed summaries writes main's ``--compare`` object for every ordered
+    pair of bug/fix runs, traces and a log (compare.json.txt, written from main)."""
+    import itertools
+    import json
+
+    from mlaprof.analysis.diff import SummaryDiff, diff
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.store import load
+    from tests.summary_corpus import COMPARED, run_dir
+
+    typed = {}
+    for n in COMPARED:
+        with load(run_dir(n, tmp_path)) as run:
+            typed[n] = build_summary(run)
+    got = {}
+    for a, b in itertools.permutations(COMPARED, 2):
+        d = diff(typed[a], typed[b])
+        assert isinstance(d, SummaryDiff)
+        got[f"{a}..{b}"] = d.to_json()
+    want = json.loads((GOLDEN / "compare.json.txt").read_text())
+    assert json.loads(json.dumps(got, default=str)) == want
