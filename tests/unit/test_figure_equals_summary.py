@@ -18,7 +18,7 @@ from mlaprof.analysis.run_summary import build_summary
 from mlaprof.figures._common import is_empty
 from tests import shipped_runs
 
-IDS = shipped_runs.all_ids()
+IDS = shipped_runs.NAMES
 
 
 @functools.cache
@@ -41,7 +41,7 @@ def named(fig, prefix: str):
 
 
 def test_the_corpus_holds_every_kind_of_run() -> None:
-    kinds = {summary(i)[0].kind for i in IDS}
+    kinds = {str(summary(i)[0].kind) for i in IDS}
     assert {"scenario", "engine", "trace", "log"} <= kinds, kinds
     assert any(len(summary(i)[0].ranks) > 1 for i in IDS)  # a fleet, drawn rank by rank
 
@@ -55,7 +55,7 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
     single = len(s.ranks) == 1
 
     # step time per graph mode: the timing section's medians, rank by rank
-    per_rank = {r["rank"]: r["step_median_us"] for r in s.timing["per_rank"]}
+    per_rank = {r.rank: r.step_median_us for r in s.timing.per_rank}
     for rank in ranks:
         fig = F.full_vs_fallback(s, rank=rank)
         if is_empty(fig):
@@ -66,25 +66,25 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
         points = [y * unit for t in named(fig, "one step") for y in t.y]
         assert statistics.median(points) == pytest.approx(per_rank[rank], rel=1e-9)
         if single:
-            want = s.timing["by_mode"]
+            want = s.timing.by_mode
             assert [y * unit for y in bar.y] == pytest.approx(list(want.values()), rel=1e-9)
-            assert len(bar.y) == len(want) and len(points) == s.timing["steps"]
+            assert len(bar.y) == len(want) and len(points) == s.timing.steps
 
     # S per layer: the layer table (S used, and the S each layer is judged against)
     for rank in ranks:
-        rows = [r for r in s.layers if r["rank"] == rank]
+        rows = [r for r in s.layers if r.rank == rank]
         fig = F.splits_used_vs_deserved(s, by="layer", rank=rank)
-        if not rows or all(r["S_used"] is None for r in rows):
+        if not rows or all(r.S_used is None for r in rows):
             assert is_empty(fig)
             continue
         used = named(fig, "S used")[0]
-        assert list(used.x) == [r["layer"] for r in rows]
-        assert list(used.y) == [r["S_used"] for r in rows]
+        assert list(used.x) == [r.layer for r in rows]
+        assert list(used.y) == [r.S_used for r in rows]
         ref = [t for t in fig.data if t.name != "S used"]
-        if all(r["S_reference"] is None for r in rows):
+        if all(r.S_reference is None for r in rows):
             assert not ref, "a legend entry without a bar"
         else:
-            assert list(ref[0].y) == [r["S_reference"] for r in rows]
+            assert list(ref[0].y) == [r.S_reference for r in rows]
 
     # padding: each rank's waterfall, summed over ranks, is the padding section
     pad = s.padding
@@ -99,31 +99,31 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
             if panel in falls:
                 drawn[real] += falls[panel].y[0]
                 drawn[padc] += falls[panel].y[1]
-    assert drawn == {k: pytest.approx(pad[k]) for k in drawn}
+    assert drawn == {k: pytest.approx(getattr(pad, k)) for k in drawn}
 
     # the worst step of the run's own policy: its S used and deserved on the step line
-    own = (s.scenario or {}).get("policy")
-    for row in [r for r in s.splits if r["policy"] == own and r["used"] is not None]:
-        for rank in row.get("ranks") or [row["rank"]]:
+    own = s.scenario.policy
+    for row in [r for r in s.splits if r.policy == own and r.used is not None]:
+        for rank in row.ranks or [row.rank]:
             fig = F.splits_used_vs_deserved(s, rank=rank)
             # S decided on the device: no host S used is drawn, S deserved is
-            drawn_s = (("S deserved", "deserved"),) if row["on_device"] else (
+            drawn_s = (("S deserved", "deserved"),) if row.on_device else (
                 ("S used", "used"), ("S deserved", "deserved"))  # fmt: skip
-            assert not (row["on_device"] and named(fig, "S used"))
+            assert not (row.on_device and named(fig, "S used"))
             for name, key in drawn_s:
                 line = next(t for t in fig.data if t.name == name)
                 at = dict(zip(line.x, line.y, strict=True))
-                assert at[row["step"]] == row[key], (rank, name)
+                assert at[row.step] == getattr(row, key), (rank, name)
 
     # the engine's modelled S per step: the shadow section's per_step rows
     if s.kind == "engine":
         fig = figs["shadow_splits"]
-        steps = [r for r in s.shadow["per_step"] if r["rank"] == min(ranks)]
+        steps = [r for r in s.shadow.per_step if r.rank == min(ranks)]
         for name, key in (("S with the padding bug", "s_bug"), ("S with the fix", "s_fix"),
                           ("S frozen", "s_frozen"), ("S deserved", "s_deserved")):  # fmt: skip
             line = named(fig, name)[0]
-            assert list(line.x) == [r["step"] for r in steps]
-            assert list(line.y) == [r[key] for r in steps]
+            assert list(line.x) == [r.step for r in steps]
+            assert list(line.y) == [getattr(r, key) for r in steps]
     else:
         assert "shadow_splits" not in figs
 
@@ -138,9 +138,9 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
 def test_a_figure_that_re_derives_is_caught() -> None:
     """The check above fails for a figure that computes its own number (a mean of the points
     for the median bar), as the timing figure did before it drew the summary."""
-    s, _ = summary("run:traces/demo/bug-legacy-flat-syncs-break-capture")
+    s, _ = summary("demo-bug-legacy-flat-syncs-break-capture")
     fig = F.full_vs_fallback(s)
     bar = named(fig, "median step time")[0]
     points = [y for t in named(fig, "one step") for y in t.y]
     assert statistics.mean(points) != pytest.approx(bar.y[0], rel=1e-9)
-    assert bar.y[0] == pytest.approx(s.timing["by_mode"]["PIECEWISE"], rel=1e-9)  # µs
+    assert bar.y[0] == pytest.approx(s.timing.by_mode["PIECEWISE"], rel=1e-9)  # µs
