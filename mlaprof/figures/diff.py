@@ -12,15 +12,13 @@ from mlaprof.figures import _common as c
 CAP_PCT = 400.0  # bars longer than this are clipped (the label keeps the real numbers)
 
 
-def _doc(x: Any) -> dict[str, Any]:
-    """A summary's JSON object (a RunSummary, its to_json(), or a Run: built here once)."""
-    if isinstance(x, dict):
+def _doc(x: Any) -> Any:
+    """A summary (typed, or its report --json document) as it is; a Run's, built here once."""
+    if isinstance(x, dict) or hasattr(x, "to_json"):
         return x
-    if hasattr(x, "to_json"):
-        return x.to_json()
-    from mlaprof.analysis.run_summary import summary
+    from mlaprof.analysis.run_summary import build_summary
 
-    return summary(x)
+    return build_summary(x)
 
 
 def diff_of(a: Any, b: Any) -> dict[str, Any]:
