@@ -144,3 +144,50 @@ def test_a_figure_that_re_derives_is_caught() -> None:
     points = [y for t in named(fig, "one step") for y in t.y]
     assert statistics.mean(points) != pytest.approx(bar.y[0], rel=1e-9)
     assert bar.y[0] == pytest.approx(s.timing.by_mode["PIECEWISE"], rel=1e-9)  # µs
+
+
+def _points(t) -> list:
+    vals = list(t.x or ()) if getattr(t, "orientation", None) == "h" else list(t.y or ())
+    return [v for v in vals if v is not None and v == v]
+
+
+S_BARS = ("splits_by_policy", "splits_by_capture_size", "splits_by_layer")
+
+
+@pytest.mark.parametrize("ident", IDS)
+def test_no_legend_entry_without_a_point_and_s_1_has_a_bar(ident: str) -> None:
+    """A series the run lacks (S deserved of an imported trace) has no legend entry; a bar of
+    S = 1 has a height (a linear axis from 0, never a log axis starting at 1) and its label."""
+    s, _ = summary(ident)
+    for stem, fig in F.run_figures(s):
+        for t in fig.data:
+            if stem == "padding" and t.type == "bar":
+                continue  # the waterfall's colour swatches (waterfalls colour by measure)
+            if t.showlegend is not False and t.type != "waterfall":
+                assert _points(t), f"{stem}: legend entry {t.name!r} with nothing drawn"
+        if stem in S_BARS:
+            assert fig.layout.yaxis.type == "linear" and fig.layout.yaxis.range[0] == 0, stem
+            for t in fig.data:
+                for y, text in zip(t.y, t.text, strict=True):
+                    if y == 1:
+                        assert text == "1", stem
+
+
+TRACES = [i for i in IDS if i.startswith(("aiter-", "rocprof-", "kineto", "vllm_cpu"))]
+
+
+@pytest.mark.parametrize("ident", TRACES)
+def test_the_html_summary_of_an_imported_trace_says_its_s(ident: str) -> None:
+    """The HTML page's summary block (above the findings) gives the S of every verify path the
+    trace's kernels show, as the summary holds it, or says it is unknown or on the device."""
+    from mlaprof.figures.html_report import render_html
+
+    s, _ = summary(ident)
+    if s.trace is None or not s.trace.paths:
+        pytest.skip("no verify path recognised in this trace (its findings say why)")
+    page = render_html(s)
+    block = page[page.index('<h2 id="summary">') : page.index('<h2 id="findings">')]
+    for p in s.trace.paths:
+        said = "decided on the device" if p.S is None and "device" in str(p.S_source) else None
+        want = f"S {p.S} on {p.path}" if p.S is not None else said or f"S unknown on {p.path}"
+        assert want in block.replace("&#x27;", "'"), (ident, want)
