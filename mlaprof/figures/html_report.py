@@ -132,6 +132,8 @@ def _meta_html(s: dict, info: Any) -> str:
             f"{sc.graph_mode} / {sc.min_kv_mode}" if has_sc else None,
         ),
         ("vLLM route", _route_text(s.route)),
+        ("syncs in region", s.sync_counts.text),  # "not checked" is never "0"
+        ("padding", s.padding.text),
         (
             "split policy / target",
             f"{sc.policy} / {c.target_label(sc.target)}" if has_sc else None,

@@ -191,3 +191,22 @@ def test_the_html_summary_of_an_imported_trace_says_its_s(ident: str) -> None:
         said = "decided on the device" if p.S is None and "device" in str(p.S_source) else None
         want = f"S {p.S} on {p.path}" if p.S is not None else said or f"S unknown on {p.path}"
         assert want in block.replace("&#x27;", "'"), (ident, want)
+
+
+@pytest.mark.parametrize("ident", ["demo-bug-padding-collapses-splits-c16", "engine-engine_ngram_run",
+                                   "aiter-fleet_dp2_tp4"])  # fmt: skip
+def test_the_html_page_reads_the_summary_only(ident: str, monkeypatch) -> None:
+    """Every figure and the page from the summary: a table read or SQL query while the page is
+    built is an error (the page read the run's tables 28 times before)."""
+    from mlaprof.figures.html_report import render_html
+    from mlaprof.store.reader import Run
+
+    s, _ = summary(ident)
+
+    def no_read(*a, **k):
+        raise AssertionError("the page read the run")
+
+    monkeypatch.setattr(Run, "table", no_read)
+    monkeypatch.setattr(Run, "sql", no_read)
+    page = render_html(s)
+    assert page.count("Plotly.newPlot(") == len(F.run_figures(s))
