@@ -16,12 +16,17 @@ SERIES = (
 )
 
 
-def shadow_splits(data: Any, rank: int | None = None) -> Any:
+def shadow_splits(
+    data: Any, device: str | None = None, aiter: str | None = None, rank: int | None = None
+) -> Any:
     """S per recorded verify step: bug (min over all rows), fix (active rows), frozen
     (capture-time dummy run), deserved (real rows only), as the shadow analysis modelled them
-    (``mlaprof report --shadow-device/--shadow-aiter`` pick the model)."""
-    from mlaprof.analysis.series import Series
+    (``mlaprof report --shadow-device/--shadow-aiter`` pick the model; for a Run, ``device`` and
+    ``aiter`` do: its series is built with that shadow analysis)."""
+    from mlaprof.analysis.series import Series, series_for_run
 
+    if hasattr(data, "sql") and not isinstance(data, Series):  # a Run: its series, once
+        data = series_for_run(data, {k: v for k, v in (("device", device), ("aiter", aiter)) if v})
     rs, label = c.series_of(data, "events", rank)
     ser = data if isinstance(data, Series) else getattr(data, "series", None)
     what = ser.shadow_title if isinstance(ser, Series) and ser.shadow_title else "AITER"

@@ -22,6 +22,13 @@ LAYER_KINDS = (
 )
 
 
+def _lane(go: Any, bars: list[Any], **kw: Any) -> Any:
+    """The bars of one lane (steps or layers), labelled inside."""
+    return go.Bar(orientation="h", y=[b.lane for b in bars], base=[b.start_us for b in bars],
+                  x=[b.dur_us for b in bars], text=[b.label for b in bars],
+                  textposition="inside", insidetextanchor="middle", **kw)  # fmt: skip
+
+
 def _other_view(data: Any, rank: int | None, steps: Any, max_kernels: int) -> Any:
     """Another window of a Run than the summary's (other steps or kernel cap): the series
     module builds it from the run's tables, the figure draws it."""
@@ -75,16 +82,11 @@ def step_timeline(
             continue
         mode = key.removeprefix("step:")
         fig.add_trace(
-            go.Bar(
-                orientation="h",
-                y=[STEP_LANE] * len(bars),
-                base=[b.start_us for b in bars],
-                x=[b.dur_us for b in bars],
+            _lane(
+                go,
+                bars,
                 name=f"step, {c.MODE_LABELS.get(mode, mode)}",
                 marker_color=c.MODE_COLORS.get(mode, c.NEUTRAL),
-                text=[b.label for b in bars],
-                textposition="inside",
-                insidetextanchor="middle",
                 customdata=[b.detail for b in bars],
                 hovertemplate=(
                     "step %{customdata[0]}<br>start %{base:.1f} µs, %{x:.1f} µs"
@@ -98,17 +100,12 @@ def step_timeline(
         if not bars:
             continue
         fig.add_trace(
-            go.Bar(
-                orientation="h",
-                y=[LAYER_LANE] * len(bars),
-                base=[b.start_us for b in bars],
-                x=[b.dur_us for b in bars],
+            _lane(
+                go,
+                bars,
                 name=name,
                 marker_color=color,
                 marker_line={"color": "white", "width": 1},
-                text=[b.label for b in bars],
-                textposition="inside",
-                insidetextanchor="middle",
                 customdata=[
                     (
                         d[0],
