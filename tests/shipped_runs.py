@@ -14,9 +14,7 @@ from tests import summary_corpus as corpus
 
 ENGINE = sorted(p.parent.name for p in (corpus.DATA / "vllm").glob("*/run.json"))
 ROCPROF_DOCS = sorted(p.stem for p in (corpus.DATA / "rocprof").glob("*kernel_trace.csv"))
-NAMES = (
-    corpus.NAMES + [f"engine-{n}" for n in ENGINE] + [f"rocprof-{n}" for n in ROCPROF_DOCS]
-)
+NAMES = corpus.NAMES + [f"engine-{n}" for n in ENGINE] + [f"rocprof-{n}" for n in ROCPROF_DOCS]
 
 
 @functools.cache

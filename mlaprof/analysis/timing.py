@@ -51,9 +51,7 @@ def timing_label(timing: str | None) -> str:
     return TIMING_LABELS.get(str(timing), str(timing)) if timing else "unknown timing"
 
 
-def served_steps(
-    steps: pd.DataFrame, layers: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The steps (and their layers) that time the run: one served-step definition for the
     summary and the figures (:mod:`mlaprof.analysis.series`). Steps served under torch.profiler
     for a kernel timeline are slowed by it; the serving graph's plain replays, where the run has
