@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
+from mlaprof.analysis.headline import own_split as headline_own_split
 from mlaprof.analysis.timing import cpu_spread
 from mlaprof.analysis.typed_json import to_json
 
@@ -103,17 +104,11 @@ class SummaryDiff:
 
 
 def own_split(s: RunSummary) -> SplitStep | None:
-    """The worst-step splits row of the run's own policy (the first policy when it names none),
-    on the rank where it is worst (the rule of analysis.headline.own_split)."""
-    own = s.scenario.policy or (s.splits[0].policy if s.splits else None)
-    mine = [r for r in s.splits if r.policy == own]
-    return min(mine, key=_ratio) if mine else None
-
-
-def _ratio(r: SplitStep) -> float:
-    if r.used is None or not r.deserved:
-        return float("inf")
-    return r.used / r.deserved
+    """The worst-step splits row of the run's own policy on the rank where it is worst: the
+    headline's one rule (analysis.headline.own_split), as the typed row."""
+    rows = [to_json(r) for r in s.splits]
+    row = headline_own_split({"splits": rows, "scenario": {"policy": s.scenario.policy}})
+    return None if row is None else s.splits[rows.index(row)]
 
 
 def _split(key: str, scale: float = 1.0) -> Callable[[RunSummary], float | None]:

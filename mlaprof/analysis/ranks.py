@@ -163,3 +163,27 @@ def rank_span(ranks: list[int]) -> str:
 
 def _list(ranks: list[int]) -> str:
     return f"{len(ranks)} (" + ", ".join(map(str, ranks)) + ")" if ranks else "none"
+
+
+def dp_group_rows(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per data-parallel group (``dp_group`` None: the ranks whose group is unknown),
+    never merged into one number: its ranks, hosts, the range of S its ranks used, and which of
+    them collapsed."""
+    groups: dict[int | None, list[dict[str, Any]]] = {}
+    for r in per_rank:
+        groups.setdefault(r.get("dp_group"), []).append(r)
+    out = []
+    for g, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        lo = [r["S_min"] for r in rows if r.get("S_min") is not None]
+        hi = [r["S_max"] for r in rows if r.get("S_max") is not None]
+        out.append(
+            {
+                "dp_group": g,
+                "ranks": [r["rank"] for r in rows],
+                "hosts": sorted({r["host"] for r in rows if r.get("host")}),
+                "S_min": min(lo) if lo else None,
+                "S_max": max(hi) if hi else None,
+                "ranks_collapsed": [r["rank"] for r in rows if r.get("collapsed_layers")],
+            }
+        )
+    return out

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,7 @@ from mlaprof.analysis.engine import engine_analysis
 from mlaprof.analysis.engine_log import engine_log_findings, log_spec_totals
 from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding, fold_ranks
-from mlaprof.analysis.headline import headline
+from mlaprof.analysis.headline import headline, own_split
 from mlaprof.analysis.imported import imported_findings, mark_unreliable
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.padding import padding_findings, padding_summary
@@ -31,7 +34,7 @@ from mlaprof.analysis.paths import (
     route_findings,
     route_summary,
 )
-from mlaprof.analysis.ranks import fleet_summary
+from mlaprof.analysis.ranks import dp_group_rows, fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.run_state import run_state
 from mlaprof.analysis.series import Series, build_series
@@ -45,9 +48,11 @@ from mlaprof.store.runkind import RunKind
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import (
         Capture,
+        DpGroup,
         EngineSection,
         EngineStart,
         Fleet,
+        FullGraphSplits,
         HeadlineRow,
         Imported,
         LayerRow,
@@ -72,7 +77,7 @@ if TYPE_CHECKING:
 
 # version of the summary's JSON shape: 2 added kind, device, sync_counts, h2d_copies,
 # capture_errors, layers, fleet and the capture's one vocabulary (text, label, why); 3 added
-# state, imported and log_spec (docs/evidence.md)
+# state, imported, log_spec, dp_groups and full_graph_splits (docs/evidence.md)
 SUMMARY_SCHEMA = 3
 
 
@@ -115,6 +120,8 @@ class RunSummary:
     state: RunState
     imported: Imported | None
     log_spec: SpecDecoding | None
+    dp_groups: list[DpGroup]  # the fleet per data-parallel group (one row for a single rank)
+    full_graph_splits: FullGraphSplits
     # what the figures draw, per rank (mlaprof.analysis.series): built with the summary, not
     # part of the report --json document (None for a summary read back from that document)
     series: Series | None = None
@@ -215,8 +222,37 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     return findings
 
 
+# the summaries built in this command, per run and shadow choice (one_summary_per_run)
+_BUILT: ContextVar[dict[tuple[int, tuple[tuple[str, str], ...]], tuple[Run, RunSummary]] | None] = (
+    ContextVar("mlaprof_summaries", default=None)
+)
+
+
+@contextmanager
+def one_summary_per_run() -> Iterator[None]:
+    """Within this block every caller that asks for a run's summary (the command's renderers,
+    the HTML report's and the diff's own calls) gets the one built first: a command builds
+    each run's summary once."""
+    token = _BUILT.set({})
+    try:
+        yield
+    finally:
+        _BUILT.reset(token)
+
+
 def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
-    """The typed summary of a run: evidence once, every analyzer once."""
+    """The typed summary of a run: evidence once, every analyzer once (inside
+    :func:`one_summary_per_run`, once per command)."""
+    built = _BUILT.get()
+    if built is None:
+        return _build(run, shadow)
+    key = (id(run), tuple(sorted((shadow or {}).items())))
+    if key not in built:  # the run is kept with it: its id is not reused while the block runs
+        built[key] = (run, _build(run, shadow))
+    return built[key][1]
+
+
+def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     ev = collect(run)
     t = ev.tables
     engine, engine_shadow, engine_found = engine_analysis(ev.meta, t["events"], **(shadow or {}))
@@ -261,11 +297,30 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
         imported=_imported(ev.meta),
         log_spec=log_spec_totals(ev.starts) if ev.starts else None,
     )
+    doc["dp_groups"] = dp_group_rows(doc["fleet"]["per_rank"])
+    doc["full_graph_splits"] = _full_graph_splits(doc)
     # the headline reads the sections as the analyzers returned them
     doc["headline"] = headline(doc, ev)
     s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
     # the figures' section, from the same evidence and the analyzers' own layer table and shadow
     return dataclasses.replace(s, series=build_series(ev, layers, engine_shadow, run))
+
+
+def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:
+    """The S a FULL graph replays (measured) beside the S the dummy-run capture would freeze
+    (modelled, the run's own policy): measured over modelled where both exist."""
+    own = own_split(doc)
+    measured = doc["replayed_splits"]
+    full = (doc["scenario"] or {}).get("graph_mode") == "FULL"
+    modelled = own.get("frozen") if own is not None and full else None
+    source = "measured" if measured is not None else "modelled" if modelled is not None else None
+    return {
+        "used": None if own is None else own.get("used"),
+        "measured_min": None if measured is None else measured["min"],
+        "measured_max": None if measured is None else measured["max"],
+        "modelled": modelled,
+        "source": source,
+    }
 
 
 def _imported(meta: dict[str, Any]) -> dict[str, Any] | None:

@@ -44,6 +44,40 @@ class Imported:
     format: str | None
 
 
+class Source(StrEnum):
+    """Where a number comes from, where a view must say it."""
+
+    MEASURED = "measured"
+    MODELLED = "modelled"
+
+
+@dataclass(frozen=True, slots=True)
+class DpGroup:
+    """One data-parallel group of a fleet (analysis.ranks.dp_group_rows): its ranks side by
+    side, S as the range its ranks used, never one merged value."""
+
+    dp_group: int | None  # None: the ranks whose group is unknown
+    ranks: list[int]
+    hosts: list[str]
+    S_min: int | None
+    S_max: int | None
+    ranks_collapsed: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class FullGraphSplits:
+    """The S a FULL graph replays beside the S modelled: ``measured`` from the run's graph
+    replays, ``modelled`` the S vLLM's capture-time dummy run would freeze (the run's own
+    policy, worst step; FULL runs only); ``source`` says which a view shows: measured over
+    modelled where both exist, None where neither does."""
+
+    used: int | None  # S the run's policy used per step
+    measured_min: int | None
+    measured_max: int | None
+    modelled: int | None
+    source: Source | None
+
+
 @dataclass(frozen=True, slots=True)
 class Capture:
     """The capture verdict in the one vocabulary (mlaprof.analysis.evidence.common.capture):
@@ -162,8 +196,8 @@ class TraceStep:
     S: int | None
     capture: str
     duration_us: float
-    graph_mode: str
-    layers: int
+    graph_mode: str | None
+    layers: int | None
     path: str
     qlen: int | None
     rank: int
@@ -211,7 +245,7 @@ class TracePath:
     S_source: str
     eager_steps: int
     graph_steps: int
-    layer_median_us: float
+    layer_median_us: float | None
     path: str
     piecewise_steps: int
     provenance: str
@@ -326,16 +360,10 @@ class TraceGraph:
 
 
 @dataclass(frozen=True, slots=True)
-class EdgePartial:
-    first: int
-    last: int
-
-
-@dataclass(frozen=True, slots=True)
 class TraceChecksSteps:
-    edge_partial: EdgePartial
+    edge_partial: dict[str, int]  # steps cut at the trace's edges (first/last)
     gap_breaks: int
-    graph_by_step: list[list[int | None]]
+    graph_by_step: list[list[int | None]] | None  # run-length coded; None past the cap
     graph_by_step_runs: int
     graph_identity: str
     graphs: list[TraceGraph]
@@ -437,14 +465,21 @@ class LayerSyncs:
 
 @dataclass(frozen=True, slots=True)
 class SyncCounts:
+    """Device->host syncs in the watched region (analysis.syncs.sync_counts)."""
+
     by_kind: dict[str, int]
-    checked: bool
+    checked: bool  # False: no step was watched, so ``total`` 0 means nothing
     layers: int
     per_layer: list[LayerSyncs]
     per_rank: list[RankSyncs]
     text: str
     total: int
     watched_steps: int
+
+    @property
+    def count(self) -> int | None:
+        """The syncs seen: 0 only when checked and none was seen; None when not checked."""
+        return self.total if self.checked else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,6 +537,11 @@ class Scenario:
     aiter_version: str | None = opt()
 
     @property
+    def recorded(self) -> bool:
+        """The run recorded a scenario (an import has none: every field None)."""
+        return self.model is not None or self.name is not None
+
+    @property
     def qlen(self) -> int | None:
         """Query tokens per verify row: 1 + the speculative tokens (None: no scenario)."""
         n = self.num_speculative_tokens
@@ -520,6 +560,7 @@ class Route:
     version: str
     splits_on_device: bool | None = opt()  # S decided on the device at replay: never frozen
     not_modelled: list[str] | None = opt()  # paths of this version the configuration could meet
+    aiter_rule: AiterRuleSection | None = opt()  # the AITER release the run named (--aiter)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,77 +43,162 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _fail(where: str, msg: str) -> MlaprofError:
-    return MlaprofError(f"internal: summary section {where}: {msg}")
+class _Bad(Exception):
+    """A value of the wrong shape; the path to it is filled in on the way up (no path string
+    is built while the values are good)."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.path: list[str] = []
 
 
 def from_json(tp: Any, value: Any, where: str = "summary") -> Any:
     """``value`` (the analyzers' dicts, lists and scalars) as type ``tp``."""
+    try:
+        return _reader(tp)(value)
+    except _Bad as e:
+        path = where + "".join(reversed(e.path))
+        raise MlaprofError(f"internal: summary section {path}: {e.msg}") from None
+
+
+Reader = Any  # Callable[[Any], Any]: a converter compiled once per type (fleets hold tens of
+# thousands of rows: the type hints are read once, not per row)
+
+
+@cache
+def _reader(tp: Any) -> Reader:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise _fail(where, "is None but not optional")
+        nullable = type(None) in args
         rest = [a for a in args if a is not type(None)]
         if len(rest) == 1:
-            return from_json(rest[0], value, where)
-        for a in rest:  # scalar unions (int | str): the first that takes the value
-            if _is_scalar(a, value):
-                return value
-        raise _fail(where, f"{value!r} is none of {tp}")
-    if value is None:
-        raise _fail(where, f"is None, expected {tp}")
+            inner = _reader(rest[0])
+
+            def optional(v: Any) -> Any:
+                if v is None:
+                    if nullable:
+                        return None
+                    raise _Bad("is None but not optional")
+                return inner(v)
+
+            return optional
+
+        def scalars(v: Any) -> Any:
+            if v is None:
+                if nullable:
+                    return None
+                raise _Bad("is None but not optional")
+            if any(_is_scalar(a, v) for a in rest):  # scalar unions (int | str)
+                return v
+            raise _Bad(f"{v!r} is none of {tp}")
+
+        return scalars
     if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise _fail(where, f"expected an object for {tp.__name__}, got {type(value).__name__}")
-        hints = _hints(tp)
-        names = {f.name: f for f in dataclasses.fields(tp)}
-        unknown = set(value) - {n for n, f in names.items() if not f.metadata.get(NULLS)}
-        if unknown:
-            raise _fail(where, f"{tp.__name__} has no field(s) {sorted(unknown)}")
+        return _dataclass_reader(tp)
+    if origin in (list, tuple):
+        item = _reader(typing.get_args(tp)[0])
+        make = list if origin is list else tuple
+
+        def sequence(v: Any) -> Any:
+            if not isinstance(v, list | tuple):
+                raise _Bad(f"expected a list, got {type(v).__name__}")
+            try:
+                return make([item(x) for x in v])
+            except _Bad as e:
+                e.path.append(f"[{_first_bad(item, v)}]")
+                raise
+
+        return sequence
+    if origin is dict:
+        val = _reader(typing.get_args(tp)[1])
+
+        def mapping(v: Any) -> Any:
+            if not isinstance(v, dict):
+                raise _Bad(f"expected a mapping, got {type(v).__name__}")
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = val(x)
+                except _Bad as e:
+                    e.path.append(f"[{k!r}]")
+                    raise
+            return out
+
+        return mapping
+    if isinstance(tp, type) and issubclass(tp, Enum):
+
+        def enum(v: Any) -> Any:
+            try:
+                return tp(v)
+            except ValueError:
+                raise _Bad(f"{v!r} is not a {tp.__name__}") from None
+
+        return enum
+    if tp is Any or tp is object:
+        raise MlaprofError(f"internal: summary section type {tp!r} is untyped")
+
+    fast = {int: (int,), float: (float, int), str: (str,), bool: (bool,)}.get(tp, ())
+
+    def scalar(v: Any) -> Any:
+        if type(v) in fast:  # the common case, without the numbers ABCs
+            return v
+        if v is None:
+            raise _Bad(f"is None, expected {tp}")
+        if not _is_scalar(tp, v):
+            raise _Bad(f"{v!r} is not {tp.__name__}")
+        return v
+
+    return scalar
+
+
+def _first_bad(item: Reader, v: Any) -> int:
+    for i, x in enumerate(v):
+        try:
+            item(x)
+        except _Bad:
+            return i
+    return -1
+
+
+def _dataclass_reader(tp: type) -> Reader:
+    hints = _hints(tp)
+    fields = [f for f in dataclasses.fields(tp) if not f.metadata.get(NULLS)]
+    plan = [(f.name, bool(f.metadata.get(OMIT))) for f in fields]
+    known = {f.name for f in fields}
+    keep = [f.name for f in dataclasses.fields(tp) if f.metadata.get(NULLS)]
+    readers: dict[str, Reader] = {}
+
+    def read(v: Any) -> Any:
+        if not readers:  # compiled on first use: a section type may refer to itself
+            readers.update({f.name: _reader(hints[f.name]) for f in fields})
+        if not isinstance(v, dict):
+            raise _Bad(f"expected an object for {tp.__name__}, got {type(v).__name__}")
+        if not known.issuperset(v):
+            raise _Bad(f"{tp.__name__} has no field(s) {sorted(set(v) - known)}")
         kw: dict[str, Any] = {}
-        null_keys = set()
-        for name, f in names.items():
-            if f.metadata.get(NULLS):
-                continue
-            if f.metadata.get(OMIT) and name in value and value[name] is None:
-                null_keys.add(name)
-            if name not in value:
-                if f.metadata.get(OMIT):
+        null_keys = []
+        for name, omit in plan:
+            if name not in v:
+                if omit:
                     continue
-                raise _fail(where, f"{tp.__name__} misses {name!r}")
-            kw[name] = from_json(hints[name], value[name], f"{where}.{name}")
+                raise _Bad(f"{tp.__name__} misses {name!r}")
+            x = v[name]
+            if omit and x is None:
+                null_keys.append(name)
+            try:
+                kw[name] = readers[name](x)
+            except _Bad as e:
+                e.path.append(f".{name}")
+                raise
         if null_keys:
-            keep = [n for n, f in names.items() if f.metadata.get(NULLS)]
             if not keep:
-                raise _fail(where, f"{tp.__name__} has no nulls() field for {sorted(null_keys)}")
+                raise _Bad(f"{tp.__name__} has no nulls() field for {sorted(null_keys)}")
             kw[keep[0]] = frozenset(null_keys)
         return tp(**kw)
-    if origin is list:
-        if not isinstance(value, list | tuple):
-            raise _fail(where, f"expected a list, got {type(value).__name__}")
-        (arg,) = typing.get_args(tp)
-        return [from_json(arg, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is tuple:
-        arg = typing.get_args(tp)[0]
-        return tuple(from_json(arg, v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _fail(where, f"expected a mapping, got {type(value).__name__}")
-        _, arg = typing.get_args(tp)
-        return {k: from_json(arg, v, f"{where}[{k!r}]") for k, v in value.items()}
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        try:
-            return tp(value)
-        except ValueError as e:
-            raise _fail(where, f"{value!r} is not a {tp.__name__}") from e
-    if tp is Any or tp is object:
-        raise _fail(where, "untyped field")
-    if not _is_scalar(tp, value):
-        raise _fail(where, f"{value!r} is not {tp.__name__}")
-    return value
+
+    return read
 
 
 def _is_scalar(tp: Any, value: Any) -> bool:
@@ -130,19 +215,17 @@ def _is_scalar(tp: Any, value: Any) -> bool:
 
 def to_json(obj: Any) -> Any:
     """The JSON document of a typed section (the shape :func:`from_json` read)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if obj is None or type(obj) in _PLAIN:
+        return obj
+    if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
+        plan, nulls_field = _writer(type(obj))
+        written_null = getattr(obj, nulls_field) if nulls_field else frozenset()
         out = {}
-        written_null: frozenset[str] = frozenset()
-        for f in dataclasses.fields(obj):
-            if f.metadata.get(NULLS):
-                written_null = getattr(obj, f.name)
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            if f.metadata.get(NULLS) or (
-                v is None and f.metadata.get(OMIT) and f.name not in written_null
-            ):
+        for name, omit in plan:
+            v = getattr(obj, name)
+            if v is None and omit and name not in written_null:
                 continue
-            out[f.name] = to_json(v)
+            out[name] = to_json(v)
         return out
     if isinstance(obj, Enum):
         return obj.value
@@ -151,3 +234,13 @@ def to_json(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_json(v) for k, v in obj.items()}
     return obj
+
+
+_PLAIN = (int, float, str, bool)
+
+
+@cache
+def _writer(tp: type) -> tuple[list[tuple[str, bool]], str | None]:
+    fields = dataclasses.fields(tp)
+    plan = [(f.name, bool(f.metadata.get(OMIT))) for f in fields if not f.metadata.get(NULLS)]
+    return plan, next((f.name for f in fields if f.metadata.get(NULLS)), None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
@@ -52,49 +52,40 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from mlaprof.analysis import run_summary as rs
+    from mlaprof.errors import MlaprofError
     from mlaprof.store.reader import load
 
-    run = load(resolve_run(args.run, args.traces))
-    other = load(resolve_run(args.compare, args.traces)) if args.compare else None
-    if args.html:
-        from mlaprof.figures.html_report import write_html_report
-
-        path = write_html_report(
-            run, Path(args.html), compare=other, shadow=_shadow(args), force=args.force
-        )
-        print(f"wrote {path}")
-    if args.png:
-        from mlaprof.figures.png import write_pngs
-
-        for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
-            print(f"wrote {path}")
     fmt = args.format or ("json" if args.json else None)
     if args.json and args.format not in (None, "json"):
-        from mlaprof.errors import MlaprofError
-
         raise MlaprofError(f"--json and --format {args.format} ask for two outputs; choose one")
-    if fmt in ("json", "md"):
-        from mlaprof.analysis import summary
-        from mlaprof.analysis.diff import diff_summaries
+    shadow = _shadow(args)
+    run = load(resolve_run(args.run, args.traces))
+    other = load(resolve_run(args.compare, args.traces)) if args.compare else None
+    # each run's summary is built once here; every view below renders it (the HTML report and
+    # the PNG figures still take the runs: inside this block their own summary calls get these)
+    with rs.one_summary_per_run():
+        s = rs.build_summary(run, shadow)
+        sb = rs.build_summary(other) if other is not None else None
+        if args.html:
+            from mlaprof.figures.html_report import write_html_report
 
-        doc = summary(run, _shadow(args))  # each run's summary once; the diff reads them
-        diff = diff_summaries(doc, summary(other)) if other is not None else None
-        if fmt == "md":
-            from mlaprof.reporters.markdown import render_markdown
+            path = write_html_report(
+                run, Path(args.html), compare=other, shadow=shadow, force=args.force
+            )
+            print(f"wrote {path}")
+        if args.png:
+            from mlaprof.figures.png import write_pngs
 
-            print(render_markdown(doc, diff), end="")
-        else:
-            if diff is not None:
-                doc["compare"] = diff
-            print(json.dumps(doc, indent=2, default=str))
-    elif not (args.html or args.png):
-        from mlaprof.reporters.terminal import print_report
+            for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
+                print(f"wrote {path}")
+        if fmt is None and (args.html or args.png):
+            return 0
+        from mlaprof.analysis.diff import diff
+        from mlaprof.reporters.renderer import renderer
 
-        print_report(run, verbose=args.verbose, shadow=_shadow(args))
-        if other is not None:
-            from mlaprof.reporters.terminal import print_diff
-
-            print_diff(run, other)
+        d = diff(s, sb) if sb is not None else None
+        sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
     return 0
 
 

@@ -254,9 +254,10 @@ def main(args: argparse.Namespace) -> int:
 
             print(json.dumps(summary(run), indent=2, default=str))
         elif not args.quiet:
+            from mlaprof.analysis.run_summary import build_summary
             from mlaprof.reporters.terminal import print_report
 
-            print_report(run)
+            print_report(build_summary(run))
     print(f"run written to {writer.run_dir} in {elapsed:.1f} s", file=sys.stderr)
     return 0
 
@@ -307,9 +308,10 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
 
             print(json.dumps(summary(run), indent=2, default=str))
         elif not args.quiet:
+            from mlaprof.analysis.run_summary import build_summary
             from mlaprof.reporters.terminal import print_report
 
-            print_report(run)
+            print_report(build_summary(run))
     if reason:
         print(f"mlaprof: error: {reason}; what the ranks recorded is in {run_dir}", file=sys.stderr)
         return 1

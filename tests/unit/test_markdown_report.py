@@ -22,22 +22,27 @@ DEMOS = sorted(p for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json
 @pytest.mark.parametrize("run_dir", DEMOS, ids=[p.name for p in DEMOS])
 def test_every_finding_and_headline_row_is_rendered(run_dir: Path) -> None:
     with load(run_dir) as run:
-        s = summary(run)
+        s = rs.build_summary(run)
     md = render_markdown(s)
-    for f in s["findings"]:
-        assert cell(f["title"]) in md
+    for f in s.findings:
+        assert cell(f.title) in md
     bullets = [ln for ln in md.splitlines() if ln.startswith("- **")]
-    assert len(bullets) == len(s["findings"])
-    for h in s["headline"]:
-        assert f"| {cell(h['label'])} | {cell(h['value'])} |" in md
-    assert f"status **{s['status']}**" in md
+    assert len(bullets) == len(s.findings)
+    for h in s.headline:
+        assert f"| {cell(h.label)} | {cell(h.value)} |" in md
+    assert f"status **{s.status}**" in md
 
 
 def test_cells_cannot_break_the_table() -> None:
     assert cell("a|b\nc\x1b[31m") == "a\\|b c [31m"
-    s = {"run": "r|1", "status": "finished", "findings": [
-        {"severity": "warning", "title": "x | y\nz", "evidence": "e", "fix": "f"}]}  # fmt: skip
-    md = render_markdown(s)
+    from dataclasses import replace
+
+    from mlaprof.analysis.findings import Finding
+
+    with load(DEMOS[0]) as run:
+        real = rs.build_summary(run)
+    bad = Finding(kind="x", severity="warning", title="x | y\nz", evidence="e", fix="f")
+    md = render_markdown(replace(real, run="r|1", findings=[bad]))
     assert "x \\| y z" in md and "`r\\|1`" in md
 
 

@@ -49,12 +49,13 @@ def test_only_a_token_wider_than_the_column_is_cut() -> None:
 
 
 def _report_at(width: int, run: Path) -> str:
+    from mlaprof.analysis.run_summary import build_summary
     from mlaprof.reporters.terminal import print_report
     from mlaprof.store import load
 
     buf = io.StringIO()
     with load(run) as r:
-        print_report(r, console=Console(file=buf, width=width, color_system=None))
+        print_report(build_summary(r), console=Console(file=buf, width=width, color_system=None))
     return buf.getvalue()
 
 

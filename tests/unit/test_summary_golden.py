@@ -13,7 +13,7 @@ from mlaprof.analysis.run_summary import SUMMARY_SCHEMA
 from tests.summary_corpus import GOLDEN, NAMES, normalised, report_json
 
 # the sections schema 3 added (docs/evidence.md); nothing else may differ from the golden files
-ADDED_IN_3 = ("state", "imported", "log_spec")
+ADDED_IN_3 = ("state", "imported", "log_spec", "dp_groups", "full_graph_splits")
 
 
 def test_every_shipped_input_has_its_golden_document() -> None:

@@ -71,3 +71,28 @@ def test_vocabularies_are_enums_and_sections_frozen() -> None:
     assert hints["status"] is RunStatus and hints["kind"] is RunKind
     assert typing.get_type_hints(Capture)["status"] is CaptureStatus
     assert RunSummary.__dataclass_params__.frozen
+
+
+def test_a_section_of_the_wrong_shape_is_an_internal_error_naming_where() -> None:
+    """Nothing is dropped or guessed: a key no dataclass declares, a missing key or a value of
+    the wrong type stops the summary, naming the section path."""
+    import re
+
+    import pytest
+
+    from mlaprof.analysis.sections import TraceStep
+    from mlaprof.analysis.typed_json import from_json, to_json
+    from mlaprof.errors import MlaprofError
+
+    row = {"rank": 0, "step": 1, "graph_mode": None, "capture": "replayed", "path": "p",
+           "variant": "v", "rows": 4, "qlen": None, "S": 8, "layers": 61, "duration_us": 12}  # fmt: skip
+    steps = from_json(list[TraceStep], [row, row], "trace.steps")
+    assert to_json(steps) == [row, row] and steps[1].duration_us == 12
+    for bad, why in (
+        ({**row, "extra": 1}, "trace.steps[1]: TraceStep has no field(s) ['extra']"),
+        ({**row, "S": "8"}, "trace.steps[1].S: '8' is not int"),
+        ({**row, "rank": None}, "trace.steps[1].rank: is None"),
+        ({k: v for k, v in row.items() if k != "path"}, "trace.steps[1]: TraceStep misses 'path'"),
+    ):
+        with pytest.raises(MlaprofError, match=re.escape(why)):
+            from_json(list[TraceStep], [row, bad], "trace.steps")

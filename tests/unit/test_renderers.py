@@ -1,0 +1,178 @@
+"""The text views are renderers of the typed summary: they import nothing from the store, the
+numbers and verdicts they print are the summary's, and ``report`` builds each run's summary
+exactly once however many views it is asked for."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mlaprof.analysis import run_summary as rs
+from mlaprof.analysis.diff import diff, fmt_change, fmt_value
+from mlaprof.cli import main
+from mlaprof.reporters.markdown import cell
+from mlaprof.reporters.renderer import JsonRenderer, Renderer, renderer
+from mlaprof.reporters.terminal import TerminalRenderer
+from mlaprof.store import load
+from tests.summary_corpus import NAMES, run_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+RENDERERS = ("terminal.py", "markdown.py", "renderer.py")
+DEMO = ROOT / "traces" / "demo"
+BUG, FIX = DEMO / "bug-padding-collapses-splits-c16", DEMO / "fix-padding-active-rows-c16"
+# what a renderer may not import: the store, or anything that builds a summary or evidence
+FORBIDDEN = ("mlaprof.store", "mlaprof.analysis.evidence", "mlaprof.importers")
+FORBIDDEN_NAMES = {"summary", "build_summary", "collect", "load", "Run"}
+
+
+def imports(source: str) -> list[tuple[str, str]]:
+    """(module, name) of every import in ``source``, TYPE_CHECKING blocks and functions too."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out += [(node.module or "", a.name) for a in node.names]
+    return out
+
+
+def store_imports(source: str) -> list[tuple[str, str]]:
+    return [
+        (m, n)
+        for m, n in imports(source)
+        if m.startswith(FORBIDDEN) or (m.startswith("mlaprof") and n in FORBIDDEN_NAMES)
+    ]
+
+
+@pytest.mark.parametrize("name", RENDERERS)
+def test_a_renderer_imports_nothing_from_the_store(name: str) -> None:
+    src = (ROOT / "mlaprof" / "reporters" / name).read_text()
+    assert store_imports(src) == []
+    assert ".query(" not in src and ".sql(" not in src  # no SQL through a handed-in object
+
+
+def test_the_import_check_sees_a_store_import_anywhere() -> None:
+    src = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from mlaprof.store.reader import"
+        " Run\ndef f():\n    import mlaprof.store\n    from mlaprof.analysis import summary\n"
+    )
+    assert store_imports(src) == [
+        ("mlaprof.store.reader", "Run"),
+        ("mlaprof.store", ""),
+        ("mlaprof.analysis", "summary"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, rs.RunSummary]:
+    tmp = tmp_path_factory.mktemp("runs")
+    out = {}
+    for n in NAMES:
+        with load(run_dir(n, tmp)) as run:
+            out[n] = rs.build_summary(run)
+    return out
+
+
+def _plain(s: rs.RunSummary, d: object = None) -> str:
+    console = Console(file=io.StringIO(), width=400, color_system=None)
+    return TerminalRenderer(console, verbose=True).render(s, d)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_terminal_and_markdown_print_the_summarys_numbers(
+    name: str, summaries: dict[str, rs.RunSummary]
+) -> None:
+    s = summaries[name]
+    text, md = _plain(s), renderer("md").render(s)
+    assert text.startswith(s.run)
+    for f in s.findings:
+        assert f.title in text and cell(f.title) in md
+    log = bool(s.engine_starts) and not s.scenario.recorded  # prints its starts instead
+    for h in s.headline:
+        assert f"| {cell(h.label)} | {cell(h.value)} |" in md
+        if not log and (s.trace is None or h.label == "median step"):
+            assert f"{h.label}: {h.value}" in text
+    if log:
+        c = s.capture
+        assert f"{c.mode} -> {c.status} (runs {c.effective_mode})" in text
+        for st in s.engine_starts:
+            assert f"start {st.start}: vLLM {st.version}" in text
+    if s.trace is None and not s.engine_starts:
+        assert f"syncs in region: {s.sync_counts.text}" in text
+    assert s.padding.text in text or bool(s.engine_starts)
+    rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.strip()}
+    for r in s.splits:
+        if r.used is not None and not r.on_device:
+            cells = rows[r.policy]  # the policy's row: S, all/act, deserved, frozen
+            assert str(r.used) in cells and str(r.deserved) in cells
+    for p in s.trace.paths if s.trace else []:
+        assert any(p.path in ln and str(p.S) in ln for ln in text.splitlines())
+    if s.fleet.ranks > 1:
+        assert s.fleet.text in text and f"**{cell(s.fleet.text)}**" in md
+
+
+def test_red_cells_are_the_summarys_collapsed_rows(summaries: dict[str, rs.RunSummary]) -> None:
+    """The terminal's red S is SplitStep.collapsed (the analysis' one collapse rule), nothing
+    of its own: bold red exactly on the collapsed rows."""
+    seen = 0
+    for s in summaries.values():
+        console = Console(
+            file=io.StringIO(), width=400, force_terminal=True, color_system="standard"
+        )
+        text = TerminalRenderer(console).render(s)
+        for line in text.splitlines():
+            row = next((r for r in s.splits if line.strip().startswith(r.policy + " ")), None)
+            if row is None or row.used is None or row.on_device:
+                continue
+            red = f"\x1b[1;31m{row.used}\x1b[0m" in line
+            assert red == row.collapsed, (s.run, row.policy, line)
+            seen += row.collapsed
+    assert seen >= 2  # the bug runs hold collapsed rows
+
+
+def test_the_diff_renders_the_diffs_numbers(summaries: dict[str, rs.RunSummary]) -> None:
+    a, b = summaries["demo-" + BUG.name], summaries["demo-" + FIX.name]
+    d = diff(a, b)
+    text, md = _plain(a, d), renderer("md").render(a, d)
+    assert d.table
+    for r in d.table:
+        want = [fmt_value(r.a), fmt_value(r.b), fmt_change(r), str(r.verdict)]
+        assert any(r.metric in ln and all(w in ln for w in want) for ln in text.splitlines())
+        assert f"| {cell(r.metric)} ({cell(r.unit)}) | {' | '.join(map(cell, want))} |" in md
+
+
+def test_every_format_is_a_renderer_of_the_summary(summaries: dict[str, rs.RunSummary]) -> None:
+    s = summaries["demo-" + BUG.name]
+    for fmt in ("text", "json", "md"):
+        r: Renderer = renderer(fmt)
+        assert isinstance(r.render(s), str)
+    assert json.loads(JsonRenderer().render(s)) == json.loads(json.dumps(s.to_json(), default=str))
+
+
+def test_report_builds_each_summary_exactly_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report A --compare B --html F --json``: the JSON, the diff and the HTML report (with
+    its own summary and diff calls) all get the one summary per run."""
+    built: list[str] = []
+    real = rs._build
+
+    def counting(run, shadow):  # noqa: ANN001, ANN202
+        built.append(run.name)
+        return real(run, shadow)
+
+    monkeypatch.setattr(rs, "_build", counting)
+    html = tmp_path / "r.html"
+    assert main(["report", str(BUG), "--compare", str(FIX), "--html", str(html), "--json"]) == 0
+    assert sorted(built) == sorted([BUG.name, FIX.name])
+    out = capsys.readouterr().out
+    doc = json.loads(out[out.index("{") :])
+    assert doc["compare"]["before"] == BUG.name and html.is_file()
+    built.clear()
+    assert main(["report", str(BUG), "--compare", str(FIX)]) == 0  # the terminal and its diff
+    assert sorted(built) == sorted([BUG.name, FIX.name])
