@@ -8,6 +8,7 @@ report's JSON object, which every view renders.
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from mlaprof.analysis.paths import (
 from mlaprof.analysis.ranks import dp_group_rows, fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.run_state import run_state
+from mlaprof.analysis.series import Series, build_series
 from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
@@ -125,9 +127,12 @@ class RunSummary:
     log_spec: SpecDecoding | None
     dp_groups: list[DpGroup]  # the fleet per data-parallel group (one row for a single rank)
     full_graph_splits: FullGraphSplits
+    # what the figures draw, per rank (mlaprof.analysis.series): built with the summary, not
+    # part of the report --json document (None for a summary read back from that document)
+    series: Series | None = None
 
     def to_json(self) -> dict[str, Any]:
-        doc = {f.name: to_json(getattr(self, f.name)) for f in fields(self)}
+        doc = {f.name: to_json(getattr(self, f.name)) for f in fields(self) if f.name != "series"}
         doc["findings"] = [f.to_dict() for f in self.findings]
         doc["schema_version"] = SUMMARY_SCHEMA
         return doc
@@ -139,7 +144,7 @@ class RunSummary:
         kw = {
             f.name: from_json(hints[f.name], doc[f.name], f.name)
             for f in fields(cls)
-            if f.name != "findings"
+            if f.name not in ("findings", "series")
         }
         return cls(**kw, findings=findings)
 
@@ -282,7 +287,9 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     doc["full_graph_splits"] = _full_graph_splits(doc)
     # the headline reads the sections as the analyzers returned them
     doc["headline"] = headline(doc, ev)
-    return RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
+    s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
+    # the figures' section, from the same evidence and the analyzers' own layer table and shadow
+    return dataclasses.replace(s, series=build_series(ev, layers, engine_shadow, run))
 
 
 def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:

@@ -69,20 +69,20 @@ def timing_label(timing: str | None) -> str:
 
 
 def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The one served-step definition: the steps (and their layers) a step time is read from.
-    Steps served under torch.profiler for a kernel timeline are slowed by it: left out with their
-    layers. Where the serving graph has plain replays they stand for it: its twin (instrumented)
-    replays, corrected for the event cost but still a sample, are left out too."""
+    """The steps (and their layers) that time the run: one served-step definition for the
+    summary and the figures (:mod:`mlaprof.analysis.series`). Steps served under torch.profiler
+    for a kernel timeline are slowed by it; the serving graph's plain replays, where the run has
+    them, stand for the graph steps (twin, instrumented replays are corrected for the event cost
+    but still a sample)."""
     profiled = steps["timing"].fillna("").str.endswith("-profiled") if not steps.empty else None
     if profiled is not None and profiled.any():
         if not layers.empty:
             layers = layers[~layers["step"].isin(steps.loc[profiled, "step"])]
         steps = steps[~profiled]
-    if steps.empty:
-        return steps, layers
-    plain = steps[steps["timing"] == "graph-replay"]
-    if not plain.empty:
-        steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
+    if not steps.empty:
+        plain = steps[steps["timing"] == "graph-replay"]
+        if not plain.empty:
+            steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
     return steps, layers
 
 

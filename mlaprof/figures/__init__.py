@@ -39,21 +39,25 @@ ENGINE_FIGURES = ("shadow_splits",)  # drawn for recorded vLLM engines only
 
 
 def run_figures(
-    run: Any, compare: Any = None, only: Sequence[str] | None = None
+    run: Any, compare: Any = None, only: Sequence[str] | None = None, diff: Any = None
 ) -> list[tuple[str, Any]]:
-    """Every report figure of ``run``, preceded by the diff from ``run`` (before, A) to
-    ``compare`` (after, B) when given. Placeholders for tables the run lacks are dropped;
-    ``only`` builds just the named figures."""
+    """Every report figure of ``run`` (its summary, or a Run whose series is built once here),
+    preceded by the diff from ``run`` (before, A) to ``compare`` (after, B) when given (or the
+    analysis' ``diff`` of the two). Placeholders for what the run lacks are dropped; ``only``
+    builds just the named figures."""
+    from mlaprof.analysis.series import Series, series_for_run
     from mlaprof.figures._common import is_empty
 
     want = set(only) if only is not None else None
     out = []
-    if compare is not None and (want is None or "diff" in want):
-        out.append(("diff", run_diff(run, compare)))
+    if (compare is not None or diff is not None) and (want is None or "diff" in want):
+        out.append(("diff", run_diff(diff) if diff is not None else run_diff(run, compare)))
+    ser = getattr(run, "series", None)
+    drawn = ser if isinstance(ser, Series) else series_for_run(run)
     for stem, build in RUN_FIGURES:
         if want is not None and stem not in want:
             continue
-        fig = build(run)
+        fig = build(run if stem == "whatif" else drawn)
         if not is_empty(fig):
             out.append((stem, fig))
     return out

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures' name for it
+from mlaprof.analysis.series import kernel_label, shorten  # noqa: F401 - one definition
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.store.schema import TABLES, columns
 
@@ -95,6 +96,37 @@ def table(data: Any, name: str, rank: int | None = None) -> pd.DataFrame:
             raise MlaprofError(f"no rank {rank} in the {name} table (ranks: {ranks})")
         df = df[pd.to_numeric(df["rank"]) == pick]
     return df.reset_index(drop=True)
+
+
+def series_of(data: Any, name: str = "", rank: int | None = None) -> tuple[Any, str]:
+    """(the :class:`~mlaprof.analysis.series.RankSeries` a figure draws, its title label) from
+    a summary, its series section, a rank's series, a Run (its summary is built: analysis
+    computes, the figure draws), a mapping ``{table: DataFrame}`` or a DataFrame of table
+    ``name`` (the series of those frames, by the same analysis functions)."""
+    from mlaprof.analysis.series import RankSeries, Series, series_from_tables
+
+    if isinstance(data, RankSeries):
+        return data, ""
+    ser = getattr(data, "series", None)
+    if isinstance(data, Series):
+        ser = data
+    elif not isinstance(ser, Series):
+        if isinstance(data, pd.DataFrame):
+            ser = series_from_tables({name: table(data, name)})
+        elif isinstance(data, Mapping):
+            ser = series_from_tables(dict(data))
+        elif hasattr(data, "table") and hasattr(data, "meta"):
+            from mlaprof.analysis.series import series_for_run
+
+            ser = series_for_run(data)
+        else:
+            raise MlaprofError(
+                f"cannot draw a {type(data).__name__}: pass a run summary, a Run "
+                "(mlaprof.load), a dict of DataFrames or a DataFrame"
+            )
+    if ser is None:
+        return None, ""
+    return ser.rank(rank), ser.label(rank)
 
 
 def kernel_rank(data: Any, rank: int | None = None) -> int | None:
@@ -196,27 +228,3 @@ def is_empty(fig: Any) -> bool:
 def time_unit(max_ns: float) -> tuple[str, float]:
     """µs for what a GPU step takes, ms once values reach 100 ms (CPU runs): readable ticks."""
     return ("ms", 1e6) if max_ns >= 1e8 else ("µs", 1e3)
-
-
-def kernel_label(name: str, width: int = 48) -> str:
-    """A demangled kernel name without ``void`` and its argument list, shortened."""
-    name = str(name).strip().removeprefix("void ")
-    depth = 0
-    for i, ch in enumerate(name):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth <= 0 and i > 0:
-            name = name[:i]
-            break
-    return shorten(name, width)
-
-
-def shorten(name: str, width: int = 48) -> str:
-    """Keep the head and the tail of a long name."""
-    name = str(name)
-    if len(name) <= width:
-        return name
-    half = (width - 1) // 2
-    return name[:half] + "…" + name[-(width - 1 - half) :]

@@ -12,13 +12,30 @@ from mlaprof.figures import _common as c
 CAP_PCT = 400.0  # bars longer than this are clipped (the label keeps the real numbers)
 
 
-def diff_table(a: Any, b: Any) -> pd.DataFrame:
-    """The run diff of :mod:`mlaprof.analysis.diff` as a DataFrame (a and b are Runs): one row
-    per metric, with A, B, change and the verdict from B's point of view."""
-    from mlaprof.analysis.diff import COLUMNS, diff_runs
+def _doc(x: Any) -> Any:
+    """A summary (typed, or its report --json document) as it is; a Run's, built here once."""
+    if isinstance(x, dict) or hasattr(x, "to_json"):
+        return x
+    from mlaprof.analysis.run_summary import build_summary
 
-    rows = diff_runs(a, b)["table"]
-    return pd.DataFrame(rows, columns=list(COLUMNS)).astype(
+    return build_summary(x)
+
+
+def diff_of(a: Any, b: Any) -> dict[str, Any]:
+    """The analysis' diff (:func:`mlaprof.analysis.diff.diff_summaries`) of two summaries."""
+    from mlaprof.analysis.diff import diff_summaries
+
+    return diff_summaries(_doc(a), _doc(b))
+
+
+def diff_table(a: Any, b: Any | None = None) -> pd.DataFrame:
+    """The run diff of :mod:`mlaprof.analysis.diff` as a DataFrame: ``a`` is that diff (a dict
+    with its ``table``), or ``a`` and ``b`` are two summaries or Runs. One row per metric, with
+    A, B, change and the verdict from B's point of view."""
+    from mlaprof.analysis.diff import COLUMNS
+
+    diff = a if b is None else diff_of(a, b)
+    return pd.DataFrame(diff["table"], columns=list(COLUMNS)).astype(
         {k: float for k in ("a", "b", "change", "change_pct", "ratio")}
     )
 
@@ -29,13 +46,17 @@ def _fmt(v: float) -> str:
     return fmt_value(None if v != v else v)
 
 
-def run_diff(a: Any, b: Any, label_a: str | None = None, label_b: str | None = None) -> Any:
+def run_diff(
+    a: Any, b: Any | None = None, label_a: str | None = None, label_b: str | None = None
+) -> Any:
     """Horizontal bars: % change of each metric from run A to run B, green where B is better,
-    red where worse; labels give both values (and the ratio)."""
+    red where worse; labels give both values (and the ratio). ``a``: the analysis' diff, or
+    ``a`` and ``b``: two summaries or Runs."""
     go = c.go()
-    la = label_a or getattr(a, "name", None) or "A"
-    lb = label_b or getattr(b, "name", None) or "B"
-    t = diff_table(a, b)
+    diff = a if b is None else diff_of(a, b)
+    la = label_a or diff.get("before") or "A"
+    lb = label_b or diff.get("after") or "B"
+    t = diff_table(diff)
     title = f"What changed from A ({la}) to B ({lb})"
     if t.empty:
         return c.empty(title, "the two runs share no metric")

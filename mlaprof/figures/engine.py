@@ -1,5 +1,6 @@
 """A recorded vLLM engine: S per verify step as AITER would pick it for exactly these batches
-(the shadow analysis, modelled), with the padding bug, with the fix, frozen at capture."""
+(the shadow analysis, modelled), with the padding bug, with the fix, frozen at capture; drawn
+from the summary's shadow section (``per_step``) as the series holds it."""
 
 from __future__ import annotations
 
@@ -7,36 +8,43 @@ from typing import Any
 
 from mlaprof.figures import _common as c
 
+SERIES = (
+    ("s_bug", "S with the padding bug (min over all rows)", c.USED, "solid"),
+    ("s_fix", "S with the fix (active rows)", c.REAL, "solid"),
+    ("s_frozen", "S frozen at capture (dummy run)", c.FROZEN, "dot"),
+    ("s_deserved", "S deserved (real rows only)", c.DESERVED, "dash"),
+)
 
-def shadow_splits(run: Any, device: str | None = None, aiter: str | None = None) -> Any:
-    """S per recorded verify step: bug (min over all rows), fix (active rows), frozen (capture-time
-    dummy run), deserved (real rows only); from mlaprof.analysis.shadow (computed there)."""
-    from mlaprof.analysis.evidence.engine import engine_steps
-    from mlaprof.analysis.shadow import SHADOW_AITER, SHADOW_DEVICE, shadow
 
-    device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
-    title = f"KV splits per engine step, modelled from recorded batches (AITER {aiter} on {device})"
-    if c.meta(run).get("source") != "vllm plugin":
-        return c.empty(title + c.run_label(run), "no engine steps: not a recorded vLLM engine")
-    frame = shadow(engine_steps(run.events), device, aiter)
-    if frame.empty:
-        return c.empty(title + c.run_label(run), "no verify step recorded yet")
-    frame = frame[frame["rank"] == frame["rank"].min()]
+def shadow_splits(
+    data: Any, device: str | None = None, aiter: str | None = None, rank: int | None = None
+) -> Any:
+    """S per recorded verify step: bug (min over all rows), fix (active rows), frozen
+    (capture-time dummy run), deserved (real rows only), as the shadow analysis modelled them
+    (``mlaprof report --shadow-device/--shadow-aiter`` pick the model; for a Run, ``device`` and
+    ``aiter`` do: its series is built with that shadow analysis)."""
+    from mlaprof.analysis.series import Series, series_for_run
+
+    if hasattr(data, "sql") and not isinstance(data, Series):  # a Run: its series, once
+        data = series_for_run(data, {k: v for k, v in (("device", device), ("aiter", aiter)) if v})
+    rs, label = c.series_of(data, "events", rank)
+    ser = data if isinstance(data, Series) else getattr(data, "series", None)
+    what = ser.shadow_title if isinstance(ser, Series) and ser.shadow_title else "AITER"
+    title = f"KV splits per engine step, modelled from recorded batches ({what})"
+    if not (isinstance(ser, Series) and ser.engine):
+        return c.empty(title + label, "no engine steps: not a recorded vLLM engine")
+    if rs is None or not rs.shadow:
+        return c.empty(title + label, "no verify step recorded yet")
     go = c.go()
     fig = go.Figure()
-    for col, name, color, dash in (
-        ("s_bug", "S with the padding bug (min over all rows)", c.USED, "solid"),
-        ("s_fix", "S with the fix (active rows)", c.REAL, "solid"),
-        ("s_frozen", "S frozen at capture (dummy run)", c.FROZEN, "dot"),
-        ("s_deserved", "S deserved (real rows only)", c.DESERVED, "dash"),
-    ):
+    steps = [s.step for s in rs.shadow]
+    for col, name, color, dash in SERIES:
+        ys = [getattr(s, col) for s in rs.shadow]
+        if all(v is None or v != v for v in ys):
+            continue  # no legend entry without a point
         fig.add_trace(
             go.Scatter(
-                x=frame["step"],
-                y=frame[col],
-                name=name,
-                mode="lines+markers",
-                line={"color": color, "dash": dash},
+                x=steps, y=ys, name=name, mode="lines+markers", line={"color": color, "dash": dash}
             )  # fmt: skip
         )
-    return c.style(fig, title + c.run_label(run), "engine step", "KV splits S (count)")
+    return c.style(fig, title + label, "engine step", "KV splits S (count)")

@@ -65,8 +65,7 @@ def _e(v: Any) -> str:
 def _headline_html(headline: list[dict[str, str]]) -> str:
     """The analysis' key numbers (the lines ``mlaprof report`` and the TUI print)."""
     rows = "".join(
-        f"<tr><td>{_e(h['label'])}</td><td><b>{_e(h['value'])}</b></td>"
-        f"<td>{_e(h['provenance'])}</td></tr>"
+        f"<tr><td>{_e(h.label)}</td><td><b>{_e(h.value)}</b></td><td>{_e(h.provenance)}</td></tr>"
         for h in headline
     )
     return f'<table class="meta headline">{rows}</table>'
@@ -105,84 +104,88 @@ def _route_text(r: dict | None) -> str | None:
     """The analysis' route (the scenario's, or an engine run's modelled one)."""
     if not r:
         return None
-    tag = "" if r.get("verified") else " UNVERIFIED"
-    return f"{r['path']} ({r['kernel']}): {r['reason']} [vLLM {r['version']}{tag}]"
+    tag = "" if r.verified else " UNVERIFIED"
+    return f"{r.path} ({r.kernel}): {r.reason} [vLLM {r.version}{tag}]"
 
 
-def _meta_html(run: Any, s: dict) -> str:
-    m = c.meta(run)
-    sc = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
-    ver = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+def _meta_html(s: dict, info: Any) -> str:
+    """The run's facts, from its summary (``info``: the series section's run.json facts)."""
+    sc = s.scenario
+    has_sc = any(v is not None for v in (sc.graph_mode, sc.policy, sc.min_kv_mode))
+    ver = info.versions if info is not None else {}
     items = [
-        ("run", run.name),
-        ("status", getattr(run, "status", "")),
-        ("ended because", getattr(run, "reason", None)),
-        ("created", m.get("created")),
-        ("source", m.get("source")),
-        ("scenario", sc.get("name")),
-        ("model", sc.get("model")),
+        ("run", s.run),
+        ("status", s.status),
+        ("ended because", info and info.reason),
+        ("created", info and info.created),
+        ("source", info and info.source),
+        ("scenario", sc.name),
+        ("model", sc.model),
         (
             "verify shape",
-            f"qlen {1 + int(sc['num_speculative_tokens'])}, KV lengths {sc.get('kv_lens')}"
-            if "num_speculative_tokens" in sc
+            f"qlen {1 + int(sc.num_speculative_tokens)}, KV lengths {sc.kv_lens}"
+            if sc.num_speculative_tokens is not None
             else None,
         ),
         (
             "graph mode / min_kv",
-            f"{sc.get('graph_mode')} / {sc.get('min_kv_mode')}" if sc else None,
+            f"{sc.graph_mode} / {sc.min_kv_mode}" if has_sc else None,
         ),
-        ("vLLM route", _route_text(s.get("route"))),
+        ("vLLM route", _route_text(s.route)),
+        ("syncs in region", s.sync_counts.text),  # "not checked" is never "0"
+        ("padding", s.padding.text),
         (
             "split policy / target",
-            f"{sc.get('policy')} / {c.target_label(sc.get('target'))}" if sc else None,
+            f"{sc.policy} / {c.target_label(sc.target)}" if has_sc else None,
         ),
         (
             "backend / device",
-            f"{m.get('backend') or '?'} / {m.get('device') or '?'}"
-            if m.get("backend") or m.get("device")
-            else None,
+            f"{s.backend or '?'} / {s.device or '?'}" if s.backend or s.device else None,
         ),
-        ("ranks", ", ".join(str(r) for r in getattr(run, "ranks", []))),
+        ("ranks", ", ".join(str(r) for r in s.ranks or [])),
         ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
-        ("git", m.get("git")),
+        ("git", info and info.git),
     ]
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
     return f'<table class="meta">{rows}</table>'
 
 
+def _bar(g: Any) -> str:
+    """ "decode, FULL" for a capture progress bar (the phase alone where it names no mode)."""
+    return g.phase + (f", {g.mode}" if g.mode else "")
+
+
 def _starts_html(starts: list[dict[str, Any]]) -> str:
     """Server starts of an imported vLLM log and capture memory per rank per start (as
     :func:`mlaprof.analysis.starts.engine_starts` returns them)."""
-    from mlaprof.analysis.starts import bar_label, gib
+    from mlaprof.analysis.starts import gib
 
     rows = []
     for st in starts:
-        spec = st["speculative"]
-        spec_txt = "-" if spec is None else f"{spec['method']} x{spec['num_spec_tokens']}"
+        spec = st.speculative
+        spec_txt = "-" if spec is None else f"{spec.method} x{spec.num_spec_tokens}"
         downs = "<br>".join(
-            f"{_e(d['backend'])} ({_e(d['support'])}{', spec-decode' if d['spec_decode'] else ''})"
-            f" -&gt; {_e(d['setting'])} on ranks {_e(', '.join(map(str, d['ranks'])))}"
-            for d in st["downgrades"]
+            f"{_e(d.backend)} ({_e(d.support)}{', spec-decode' if d.spec_decode else ''})"
+            f" -&gt; {_e(d.setting)} on ranks {_e(', '.join(map(str, d.ranks)))}"
+            for d in st.downgrades
         )
-        graphs = "<br>".join(
-            f"{_e(bar_label(g))} {_e(g['done'])}/{_e(g['total'])}" for g in st["graphs"]
-        )
+        graphs = "<br>".join(f"{_e(_bar(g))} {_e(g.done)}/{_e(g.total)}" for g in st.graphs)
         rows.append(
-            f"<tr><td>{st['start']}</td><td>{_e(st['version'])}</td><td>{_e(st['time'])}</td>"
-            f"<td>{_e(spec_txt)}</td><td>{_e(st['requested_mode'])}</td>"
-            f"<td><b>{_e(st['final_mode'])}</b></td><td>{downs or '-'}</td>"
+            f"<tr><td>{st.start}</td><td>{_e(st.version)}</td><td>{_e(st.time)}</td>"
+            f"<td>{_e(spec_txt)}</td><td>{_e(st.requested_mode)}</td>"
+            f"<td><b>{_e(st.final_mode)}</b></td><td>{downs or '-'}</td>"
             f"<td>{graphs or '-'}</td></tr>"
         )
     mem = []
     for st in starts:
-        for m in st["memory"]:
-            ratio = "-" if m["estimate_ratio"] is None else f"{m['estimate_ratio']:.2f}x"
-            secs = "-" if m["capture_secs"] is None else f"{m['capture_secs']:.0f}"
+        for m in st.memory:
+            ratio = "-" if m.estimate_ratio is None else f"{m.estimate_ratio:.2f}x"
+            secs = "-" if m.capture_secs is None else f"{m.capture_secs:.0f}"
             mem.append(
-                f"<tr><td>{st['start']}</td><td>{m['rank']}</td><td>{_e(m['process'])}</td>"
-                f"<td class='num'>{gib(m['measured_bytes'])}</td>"
+                f"<tr><td>{st.start}</td><td>{m.rank}</td><td>{_e(m.process)}</td>"
+                f"<td class='num'>{gib(m.measured_bytes)}</td>"
                 f"<td class='num'>{secs}</td>"
-                f"<td class='num'>{gib(m['estimated_bytes'])}</td><td class='num'>{ratio}</td></tr>"
+                f"<td class='num'>{gib(m.estimated_bytes)}</td><td class='num'>{ratio}</td></tr>"
             )
     return (
         "<table><tr><th>start</th><th>vLLM</th><th>logged</th><th>spec decode</th>"
@@ -192,31 +195,31 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
         "<table><tr><th>start</th><th>rank</th><th>process</th><th>took</th><th>secs</th>"
         "<th>vLLM estimate</th><th>estimate/took</th></tr>"
         + "".join(mem)
-        + f'</table><p class="note">{_e(starts[0]["provenance"])}; per rank and start, '
+        + f'</table><p class="note">{_e(starts[0].provenance)}; per rank and start, '
         "never summed.</p>"
     )
 
 
 def _fleet_html(s: dict) -> str:
     """Ranks side by side (the analysis' fleet view); nothing for a single rank."""
-    f = s.get("fleet") or {}
-    if f.get("ranks", 0) < 2:
+    f = s.fleet
+    if f.ranks < 2:
         return ""
-    head = f["text"]
+    head = f.text
 
     def cell(v: object) -> str:
         return "unknown" if v is None else _e(v)
 
     rows = "".join(
-        f"<tr><td class='num'>{r['rank']}</td><td>{cell(r['host'])}</td>"
-        f"<td class='num'>{cell(r['pid'])}</td><td class='num'>{cell(r['dp_group'])}</td>"
-        f"<td class='num'>{cell(r['S_min'])}</td><td class='num'>{cell(r['S_max'])}</td>"
-        f"<td class='num'>{r['collapsed_layers']} / {r['layers']}</td></tr>"
-        for r in f["per_rank"]
+        f"<tr><td class='num'>{r.rank}</td><td>{cell(r.host)}</td>"
+        f"<td class='num'>{cell(r.pid)}</td><td class='num'>{cell(r.dp_group)}</td>"
+        f"<td class='num'>{cell(r.S_min)}</td><td class='num'>{cell(r.S_max)}</td>"
+        f"<td class='num'>{r.collapsed_layers} / {r.layers}</td></tr>"
+        for r in f.per_rank
     )
     return (
-        f'<h2 id="ranks">Ranks ({f["ranks"]})</h2><p>{_e(head)}; DP group '
-        f"{_e(f['dp_groups_source'])}</p><table><tr><th>rank</th><th>host</th><th>pid</th>"
+        f'<h2 id="ranks">Ranks ({f.ranks})</h2><p>{_e(head)}; DP group '
+        f"{_e(f.dp_groups_source)}</p><table><tr><th>rank</th><th>host</th><th>pid</th>"
         "<th>DP group</th><th>S min</th><th>S max</th><th>collapsed layers</th></tr>"
         + rows
         + "</table>"
@@ -226,74 +229,74 @@ def _fleet_html(s: dict) -> str:
 def _trace_html(s: dict) -> str:
     """An imported trace: path and variant per step, S and rows with where each came from, and
     the capture / sync verdicts its evidence supports (all from the analysis)."""
-    tr = s.get("trace")
+    tr = s.trace
     if not tr:
         return ""
-    cap, sy = tr["capture"], tr["syncs"]
+    cap, sy = tr.capture, tr.syncs
     rows = "".join(
-        f"<tr><td>{_e(p['path'])}</td><td><code>{_e(p['variant'])}</code></td>"
-        f"<td class='num'>{p['steps']} ({p['graph_steps']}/{p['eager_steps']})"
-        + (f" +{p['piecewise_steps']} PIECEWISE" if p.get("piecewise_steps") else "")
+        f"<tr><td>{_e(p.path)}</td><td><code>{_e(p.variant)}</code></td>"
+        f"<td class='num'>{p.steps} ({p.graph_steps}/{p.eager_steps})"
+        + (f" +{p.piecewise_steps} PIECEWISE" if p.piecewise_steps else "")
         + "</td>"
-        f"<td class='num'>{_e(p['S'])}</td><td class='num'>{_e(p['rows'] or '-')}</td>"
-        f"<td class='num'>{_e(p['qlen'] or '-')}</td><td>S {_e(p['S_source'])}; rows: "
-        f"{_e(p['rows_source'])}</td></tr>"
-        for p in tr["paths"]
+        f"<td class='num'>{_e(p.S)}</td><td class='num'>{_e(p.rows or '-')}</td>"
+        f"<td class='num'>{_e(p.qlen or '-')}</td><td>S {_e(p.S_source)}; rows: "
+        f"{_e(p.rows_source)}</td></tr>"
+        for p in tr.paths
     )
-    syncs = "unknown" if sy["status"] == "unknown" else f"{sy['count']} in MLA layers"
-    trust = tr["trust"]
+    syncs = "unknown" if sy.status == "unknown" else f"{sy.count} in MLA layers"
+    trust = tr.trust
     warn = (
         '<p><span class="sev sev-warning">unreliable trace</span> '
-        + _e("; ".join(trust["reasons"]))
+        + _e("; ".join(trust.reasons))
         + "</p>"
-        if trust["verdict"] == "unreliable"
+        if trust.verdict == "unreliable"
         else ""
     )
-    notes = "".join(f"<p class='dim'>trace: {_e(n)}</p>" for n in trust.get("notes", []))
+    notes = "".join(f"<p class='dim'>trace: {_e(n)}</p>" for n in trust.notes or [])
     return (
         '<h2 id="trace">Imported trace</h2>'
         + warn
         + notes
-        + f"<p>capture: <b>{_e(cap['label'])}</b>"
-        + ("" if cap["status"] == "unknown" else f" ({_e(cap['evidence'])})")  # why said once
-        + f"; syncs: <b>{_e(syncs)}</b> ({_e(sy['evidence'])}); {_e(cap['provenance'])}</p>"
+        + f"<p>capture: <b>{_e(cap.label)}</b>"
+        + ("" if cap.status == "unknown" else f" ({_e(cap.evidence)})")  # why said once
+        + f"; syncs: <b>{_e(syncs)}</b> ({_e(sy.evidence)}); {_e(cap.provenance)}</p>"
         + (
             "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
             "<th>rows</th><th>qlen</th><th>where from</th></tr>" + rows + "</table>"
             if rows  # no MLA kernel recognised: no empty table (the findings say why)
             else ""
         )
-        + (f"<p>{_e(tr['drafter']['text'])}</p>" if tr.get("drafter") else "")
-        + _replay_time_html(tr["replay_time"])
+        + (f"<p>{_e(tr.drafter.text)}</p>" if tr.drafter else "")
+        + _replay_time_html(tr.replay_time)
     )
 
 
 def _replay_time_html(rt: dict) -> str:
-    if not rt["replays"]:
+    if not rt.replays:
         return ""
 
     def pct(x: float | None) -> str:
         return share_text(x, none="")
 
-    grouped = len(rt.get("rank_groups") or []) > 1  # ranks that ran different S: apart
+    grouped = len(rt.rank_groups or []) > 1  # ranks that ran different S: apart
     lay = "".join(
         "<tr>"
-        + (f"<td class='num'>{_e(x['ranks_text'])}</td>" if grouped else "")
-        + f"<td class='num'>{x['layer']}</td><td class='num'>{x['median_us']:.1f}</td>"
-        f"<td class='num'>{x['attention_median_us']:.1f}</td>"
-        f"<td class='num'>{pct(x['attention_share'])}</td><td class='num'>{_e(x['S'])}</td></tr>"
-        for x in rt["layers"]
+        + (f"<td class='num'>{_e(x.ranks_text)}</td>" if grouped else "")
+        + f"<td class='num'>{x.layer}</td><td class='num'>{x.median_us:.1f}</td>"
+        f"<td class='num'>{x.attention_median_us:.1f}</td>"
+        f"<td class='num'>{pct(x.attention_share)}</td><td class='num'>{_e(x.S)}</td></tr>"
+        for x in rt.layers
     )
     ker = "".join(
-        f"<tr><td><code>{_e(x['name'])}</code>{' (attention)' if x['attention'] else ''}</td>"
-        f"<td class='num'>{x['launches']}</td><td class='num'>{x['total_us']:.1f}</td>"
-        f"<td class='num'>{x['median_us']:.1f}</td><td class='num'>{pct(x['share'])}</td></tr>"
-        for x in rt["kernels"]
+        f"<tr><td><code>{_e(x.name)}</code>{' (attention)' if x.attention else ''}</td>"
+        f"<td class='num'>{x.launches}</td><td class='num'>{x.total_us:.1f}</td>"
+        f"<td class='num'>{x.median_us:.1f}</td><td class='num'>{pct(x.share)}</td></tr>"
+        for x in rt.kernels
     )
     return (
-        f"<h3>Time inside {rt['replays']} graph replay(s): attention "
-        f"{pct(rt['attention_share'])} of kernel time</h3>"
-        f'<p class="note">{_e(rt["provenance"])}</p>'
+        f"<h3>Time inside {rt.replays} graph replay(s): attention "
+        f"{pct(rt.attention_share)} of kernel time</h3>"
+        f'<p class="note">{_e(rt.provenance)}</p>'
         "<table><tr>"
         + ("<th>ranks</th>" if grouped else "")
         + "<th>layer</th><th>median µs</th><th>attention µs</th><th>attention</th>"
@@ -303,10 +306,10 @@ def _replay_time_html(rt: dict) -> str:
     )
 
 
-def _diff_html(a: Any, b: Any) -> str:
+def _diff_html(diff: dict[str, Any]) -> str:
     from mlaprof.figures.diff import _fmt, diff_table
 
-    t = diff_table(a, b)
+    t = diff_table(diff)
     rows = []
     for r in t.itertuples():
         pct = f"{r.change_pct:+.1f}%" if r.change_pct == r.change_pct else ""
@@ -317,36 +320,47 @@ def _diff_html(a: Any, b: Any) -> str:
             f"<td class='{cls}'>{_e(r.verdict)}</td><td>{_e(r.provenance)}</td></tr>"
         )
     return (
-        f"<p>A = <b>{_e(a.name)}</b> (this run, before), B = <b>{_e(b.name)}</b> (after). "
-        "Below, the figures are this run's.</p>"
+        f"<p>A = <b>{_e(diff['before'])}</b> (this run, before), B = <b>{_e(diff['after'])}</b> "
+        "(after). Below, the figures are this run's.</p>"
         "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
         "<th>B is</th><th>provenance</th></tr>" + "".join(rows) + "</table>"
     )
 
 
+def _summary_of(x: Any, shadow: dict[str, str] | None = None) -> Any:
+    """A RunSummary as it is, or the summary of a Run / run folder (built once, here)."""
+    from mlaprof.analysis.series import Series
+
+    if isinstance(getattr(x, "series", None), Series) and hasattr(x, "to_json"):
+        return x
+    from mlaprof.analysis.run_summary import build_summary
+
+    return build_summary(_open(x), shadow)
+
+
 def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = None) -> str:
-    """The report as one HTML string (see :func:`write_html_report`); the run's summary is
-    computed once here (``shadow``: the engine's modelled AITER view, as ``report`` takes it)."""
+    """The report as one HTML string (see :func:`write_html_report`). ``run`` and ``compare``:
+    run summaries (:func:`mlaprof.analysis.run_summary.build_summary`) or Runs, whose summary is
+    built once here (``shadow``: the engine's modelled AITER view, as ``report`` takes it). The
+    page reads nothing but the summaries."""
     c.go()
     from plotly.offline import get_plotlyjs
 
+    from mlaprof.analysis.diff import diff_summaries
     from mlaprof.figures import run_figures
 
-    run = _open(run)
-    base = _open(compare) if compare is not None else None
-    from mlaprof.analysis import Finding, summary
-
-    s = summary(run, shadow)
-    findings, why = [Finding(**f) for f in s["findings"]], None
-    figs = run_figures(run, compare=base)
+    s = _summary_of(run, shadow)
+    diff = diff_summaries(s, _summary_of(compare)) if compare is not None else None
+    findings, why = s.findings, None
+    figs = run_figures(s, diff=diff)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>mlaprof report: {_e(run.name)}</title>",
+        f"<title>mlaprof report: {_e(s.run)}</title>",
         f"<style>{CSS}</style>",
         f'<script type="text/javascript">{get_plotlyjs()}</script>',
         "</head><body><main>",
-        f"<h1>mlaprof report: {_e(run.name)}</h1>",
+        f"<h1>mlaprof report: {_e(s.run)}</h1>",
         f'<div class="sub">written {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC '
         f"by mlaprof; works offline (plotly.js is inside this file).</div>",
         "<nav>"
@@ -356,19 +370,19 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
         )
         + "</nav>",
         '<h2 id="summary">Summary</h2>',
-        _headline_html(s["headline"]),
+        _headline_html(s.headline),
         f'<h2 id="findings">Findings ({len(findings)})</h2>',
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
-        _meta_html(run, s),
+        _meta_html(s, s.series.info if s.series is not None else None),
         _fleet_html(s),
         _trace_html(s),
     ]
-    starts = s.get("engine_starts") or []  # the analysis' own reading of an imported log
+    starts = s.engine_starts  # the analysis' own reading of an imported log
     if starts:
         parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]
-    if base is not None:
-        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(run, base)]
+    if diff is not None:
+        parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(diff)]
     parts.append(f'<h2 id="figures">Figures ({len(figs)})</h2>')
     if not figs:
         parts.append('<p class="note">This run recorded nothing to plot.</p>')

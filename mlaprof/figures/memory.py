@@ -21,15 +21,11 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
     """MiB each captured graph costs per capture size: pool, allocator and driver views; one panel
     per graph mode. Failed captures (from the captures table) are marked on the axis."""
     go = c.go()
-    mem = c.numeric(
-        c.table(data, "memory", rank), "capture_size", "capture_ns", *(v[0] for v in VIEWS)
-    )
-    mem = mem.dropna(subset=["capture_size"])
+    rs, label = c.series_of(data, "memory", rank)
     title = "Capture memory per capture size"
-    if mem.empty:
-        return c.empty(title + c.run_label(data, rank), "no capture-memory records in this run")
-    mem["graph_mode"] = mem["graph_mode"].fillna("?").astype(str)
-    modes = list(dict.fromkeys(mem["graph_mode"]))
+    if rs is None or not rs.memory:
+        return c.empty(title + label, "no capture-memory records in this run")
+    modes = list(dict.fromkeys(b.graph_mode for b in rs.memory))
     fig = c.subplots()(
         rows=len(modes),
         cols=1,
@@ -38,45 +34,48 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
     )
     totals = []
     for row, mode in enumerate(modes, start=1):
-        g = mem[mem["graph_mode"] == mode].groupby("capture_size").sum(numeric_only=True)
-        g = g.sort_index()
-        x = [str(int(s)) for s in g.index]
-        for col, label, color in VIEWS:
-            if g[col].isna().all() or mem.loc[mem["graph_mode"] == mode, col].isna().all():
+        bars = [b for b in rs.memory if b.graph_mode == mode]
+        x = [str(b.capture_size) for b in bars]
+        had = []
+        for col, view, color in VIEWS:
+            vals = [getattr(b, col) for b in bars]
+            if all(v is None for v in vals):
                 continue
-            mib = (g[col] / c.MIB).tolist()
+            had.append((col.split("_")[0], sum(v or 0 for v in vals)))
+            mib = [None if v is None else v / c.MIB for v in vals]
             fig.add_trace(
                 go.Bar(
                     x=x,
                     y=mib,
-                    name=label,
-                    legendgroup=label,
+                    name=view,
+                    legendgroup=view,
                     showlegend=row == 1,
                     marker_color=color,
-                    text=[f"{v:.1f}" for v in mib],
+                    text=["" if v is None else f"{v:.1f}" for v in mib],
                     textposition="outside",
-                    customdata=(g["capture_ns"] / 1e6).tolist(),
+                    customdata=[None if b.capture_ns is None else b.capture_ns / 1e6 for b in bars],
                     hovertemplate=(
                         "capture size %{x}: %{y:.2f} MiB<br>capture took %{customdata:.1f} ms"
-                        f"<extra>{label}</extra>"
+                        f"<extra>{view}</extra>"
                     ),
                 ),
                 row=row,
                 col=1,
             )
-        views = [(col.split("_")[0], g[col].sum()) for col, _, _ in VIEWS if g[col].notna().any()]
-        if views:
-            name, val = views[-1]
+        if had:
+            name, val = had[-1]
             totals.append(f"{mode}: {_size(val)} total ({name} view)")
         fig.update_xaxes(title_text="capture size (padded tokens)", type="category", row=row, col=1)
-        top = max([0.0, *(float(g[v[0]].max()) for v in VIEWS if g[v[0]].notna().any())])
+        top = max([0.0, *(getattr(b, v[0]) or 0.0 for b in bars for v in VIEWS)])
         fig.update_yaxes(
             title_text="memory (MiB)", range=[0, max(1.0, top / c.MIB * 1.2)], row=row, col=1
         )
-    failed = c.table(data, "captures", rank)
-    failed = failed[failed["status"].isin(c.FAILED_CAPTURE)] if not failed.empty else failed
-    if not failed.empty:
-        sizes = ", ".join(str(s) for s in failed["capture_size"].dropna().astype(int).unique())
+    if rs.failed_captures:
+        sizes = ", ".join(
+            str(s)
+            for s in dict.fromkeys(f.capture_size for f in rs.failed_captures)
+            if s is not None
+        )
         fig.add_annotation(
             text=f"capture failed (or is predicted to) for size(s) {sizes}: no memory for them",
             xref="paper",
@@ -89,7 +88,7 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
         )
     c.style(
         fig,
-        f"{title}: {'; '.join(totals)}{c.run_label(data, rank)}",
+        f"{title}: {'; '.join(totals)}{label}",
         "capture size (padded tokens)",
         "memory (MiB)",
         height=240 + 260 * len(modes),

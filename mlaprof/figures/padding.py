@@ -17,29 +17,34 @@ PANELS = (
 
 def padding_waterfall(data: Any, step: int | None = None, rank: int | None = None) -> Any:
     """Real work, padding added on top, and the total the captured graph runs: rows, query tokens
-    and KV bytes per layer. ``step=None`` sums over every step of the run."""
+    and KV bytes per layer. ``step=None`` draws the run's totals (the summary's padding section
+    for this rank); a step draws that step's record."""
     go = c.go()
-    cols = [p[1] for p in PANELS] + [p[2] for p in PANELS]
-    pd_ = c.numeric(c.table(data, "padding", rank), "step", "capture_size", *cols)
+    rs, rlabel = c.series_of(data, "padding", rank)
     title = "Padding waterfall"
-    if pd_.empty:
-        return c.empty(title + c.run_label(data, rank), "no padding records in this run")
+    if rs is None or not rs.padding_steps:
+        return c.empty(title + rlabel, "no padding records in this run")
     if step is not None:
-        if step not in set(pd_["step"].dropna().astype(int)):
+        one = [p for p in rs.padding_steps if p.step == step]
+        if not one:
             raise MlaprofError(f"no padding record for step {step}")
-        pd_ = pd_[pd_["step"] == step]
-        scope = f"step {step} (capture size {int(pd_['capture_size'].iloc[0])} tokens)"
+        vals = one[0]
+        scope = f"step {step} (capture size {vals.capture_size} tokens)"
+        kv_real = vals.kv_bytes_real
     else:
-        scope = f"summed over {len(pd_)} steps"
+        vals = rs.padding
+        scope = f"summed over {vals.steps} steps"
+        kv_real = rs.kv_bytes_real
     fig = c.subplots()(
         rows=1, cols=len(PANELS), subplot_titles=[p[0] for p in PANELS], horizontal_spacing=0.08
     )
     wasted_pct: dict[str, float] = {}
     for i, (label, real_col, pad_col, scale, fmt, _) in enumerate(PANELS, start=1):
-        if pd_[real_col].isna().all() and pd_[pad_col].isna().all():
+        if not _recorded([vals] if step is not None else rs.padding_steps, real_col, pad_col):
             continue
-        real = float(pd_[real_col].fillna(0).sum()) / scale
-        pad = float(pd_[pad_col].fillna(0).sum()) / scale
+        real = float((kv_real if real_col == "kv_bytes_real" else getattr(vals, real_col)) or 0)
+        real /= scale
+        pad = float(getattr(vals, pad_col) or 0) / scale
         total = real + pad
         pct = 100.0 * (padding_waste(real, pad) or 0.0)  # the analysis' padding share
         wasted_pct[label] = pct
@@ -76,7 +81,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     share = ", ".join(f"{v:.1f}% of {k}" for k, v in wasted_pct.items())
     c.style(
         fig,
-        f"{title}, {scope}: padding is {share}{c.run_label(data, rank)}",
+        f"{title}, {scope}: padding is {share}{rlabel}",
         "",
         "",
         height=460,
@@ -86,3 +91,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
         fig.update_xaxes(title_text="work the captured graph runs", row=1, col=i)
     fig.update_layout(legend={"y": -0.12, "yanchor": "top"}, margin={"b": 80})
     return fig
+
+
+def _recorded(steps: Any, *cols: str) -> bool:
+    return any(getattr(p, col) is not None for p in steps for col in cols)

@@ -67,10 +67,11 @@ def write_pngs(
     from plotly import io as pio
 
     from mlaprof.figures import run_figures
-    from mlaprof.figures.html_report import _open
+    from mlaprof.figures.html_report import _summary_of
 
-    run = _open(run)
-    figs = run_figures(run, compare=_open(compare) if compare is not None else None, only=only)
+    # the runs' summaries (built once per command: report's one_summary_per_run hands them)
+    s = _summary_of(run)
+    figs = run_figures(s, compare=_summary_of(compare) if compare is not None else None, only=only)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise MlaprofError(f"{folder} is a file: give a folder for the PNGs")

@@ -1,4 +1,5 @@
-"""KV splits: S the run used vs S its real rows deserve, and the occupancy each gives."""
+"""KV splits: S the run used vs S its real rows deserve, and the occupancy each gives, as the
+summary's series holds them (:mod:`mlaprof.analysis.series`)."""
 
 from __future__ import annotations
 
@@ -6,30 +7,33 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
-from mlaprof.analysis.splits import decided_on_device
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 
 BY = ("step", "layer", "capture_size", "policy")
 POW2_TICKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+S_AXIS = "KV splits S (count)"
 
 
 def log_axis(fig: Any) -> None:
-    """A log-scale S axis whose floor sits below 1: a bar of S = 1 starts at the floor and keeps
-    its height (on an axis that starts at 1 it has none and vanishes)."""
+    """A log-scale S axis for lines whose floor sits below 1, so S = 1 points stay inside."""
     ys = [float(v) for t in fig.data for v in (t.y or ()) if v is not None and v == v and v > 0]
     top = max(ys, default=16.0)
     fig.update_yaxes(type="log", tickvals=POW2_TICKS, range=[math.log10(0.5), math.log10(top * 2)])
 
 
-def _policies(data: Any, sp: pd.DataFrame, policy: str | Sequence[str] | None) -> list[str]:
+def bar_axis(fig: Any) -> None:
+    """Bars of S on a linear axis from 0: a bar of S = 1 has a height (on a log axis that starts
+    at 1 it has none) and its value is written on it."""
+    ys = [float(v) for t in fig.data for v in (t.y or ()) if v is not None and v == v]
+    fig.update_yaxes(type="linear", range=[0, max(ys, default=1.0) * 1.15 + 1])
+
+
+def _policies(rs: Any, policy: str | Sequence[str] | None) -> list[str]:
     """The policies to draw: the asked ones, else the run's own, else every recorded one."""
-    have = list(dict.fromkeys(sp["policy"].dropna().astype(str)))
+    have = rs.policies
     if policy is None:
-        own = c.scenario_value(data, "policy")
-        return [own] if own in have else have
+        return [rs.policy] if rs.policy in have else have
     want = [policy] if isinstance(policy, str) else list(policy)
     unknown = [p for p in want if p not in have]
     if unknown:
@@ -37,16 +41,6 @@ def _policies(data: Any, sp: pd.DataFrame, policy: str | Sequence[str] | None) -
             f"no splits recorded for policy {', '.join(unknown)}; recorded: {', '.join(have)}"
         )
     return want
-
-
-def _device_decided(sp: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Rows of policies that decide S on the device lose their host-modelled S used and frozen
-    (the kernel picks S at every replay: never frozen); returns them and those policies."""
-    pols = [p for p in dict.fromkeys(sp["policy"].dropna().astype(str)) if decided_on_device(p)]
-    if pols:
-        sp = sp.copy()
-        sp.loc[sp["policy"].astype(str).isin(pols), ["used", "frozen"]] = float("nan")
-    return sp, pols
 
 
 def _note_device(fig: Any, pols: Sequence[str]) -> None:
@@ -59,9 +53,8 @@ def _note_device(fig: Any, pols: Sequence[str]) -> None:
         )  # fmt: skip
 
 
-def _target(data: Any, sp: pd.DataFrame) -> str | None:
-    t = sp["target"].dropna()
-    return str(t.iloc[0]) if len(t) else c.scenario_value(data, "target")
+def _text(vals: list[float | None]) -> list[str]:
+    return ["" if v is None else f"{v:.0f}" for v in vals]
 
 
 def splits_used_vs_deserved(
@@ -79,173 +72,156 @@ def splits_used_vs_deserved(
     if by == "layer":
         return _by_layer(data, policy, rank)
     go = c.go()
-    sp = c.numeric(
-        c.table(data, "splits", rank), "step", "capture_size", "used", "deserved", "frozen"
-    )
+    rs, label = c.series_of(data, "splits", rank)
     title = "KV splits S used vs deserved"
-    if sp.empty:
-        return c.empty(title + c.run_label(data, rank), "no KV-split records in this run")
-    target = _target(data, sp)
+    if rs is None or not rs.splits:
+        return c.empty(title + label, "no KV-split records in this run")
+    target = rs.target
     fig = go.Figure()
-    sp, on_device = _device_decided(sp)
-    y_title = "KV splits S (count, log scale)"
+    on_device = list(dict.fromkeys(p.policy for p in rs.splits if p.on_device))
     if by == "policy":
-        steps = sorted(sp["step"].dropna().unique())
+        steps = sorted({p.step for p in rs.splits if p.step is not None})
         at = steps[-1] if step is None else step
         if at not in steps:
             raise MlaprofError(f"no splits recorded for step {step}")
-        sp = sp[sp["step"] == at]
-        pols = list(dict.fromkeys(sp["policy"].astype(str)))
-        # one bar per policy: where a step repeats a policy (a damaged import), its worst row
-        ratio = sp["used"].astype(float) / sp["deserved"].astype(float)
-        sp = sp.assign(_r=ratio.fillna(float("inf"))).sort_values("_r", kind="stable")
-        sp = sp.drop_duplicates(subset=["policy"], keep="first")
-        sp = sp.set_index(sp["policy"].astype(str)).loc[pols]
-        for col, label, color in (
+        row = {p.policy: p for p in rs.splits if p.step == at}
+        pols = list(row)
+        for col, name, color in (
             ("used", "S used (as the run's metadata drives it)", c.USED),
             ("deserved", "S deserved (real rows only)", c.DESERVED),
             ("frozen", "S frozen into a FULL graph captured with the dummy run", c.FROZEN),
         ):
-            vals = sp[col]
-            if vals.isna().all():
+            vals = [getattr(row[p], col) for p in pols]
+            if all(v is None for v in vals):
                 continue
             fig.add_trace(
                 go.Bar(
                     x=pols,
-                    y=vals.tolist(),
-                    name=label,
+                    y=vals,
+                    name=name,
                     marker_color=color,
-                    text=[f"{v:.0f}" if v == v else "" for v in vals],
+                    text=_text(vals),
                     textposition="outside",
                     hovertemplate="%{x}: S = %{y}<extra>%{fullData.name}</extra>",
-                )
+                )  # fmt: skip
             )
         for pol in pols:  # policies that cannot run this shape: say so instead of a gap
-            if sp.loc[pol, ["used", "deserved"]].isna().all():
-                note = sp.loc[pol, "note"]
-                why = "" if pd.isna(note) else str(note).removeprefix("not runnable: ")
+            if row[pol].used is None and row[pol].deserved is None:
+                why = (row[pol].note or "").removeprefix("not runnable: ")
                 fig.add_annotation(
-                    x=pol,
-                    y=0,
-                    yref="y",
+                    x=pol, y=0, yref="y", showarrow=False, yanchor="bottom",
                     text="not applicable" + (f":<br>{c.shorten(why, 40)}" if why else ""),
-                    showarrow=False,
-                    yanchor="bottom",
                     font={"size": 10, "color": c.NEUTRAL},
-                )
+                )  # fmt: skip
         title += f" per policy at step {int(at)} on {c.target_label(target)}"
-        c.style(fig, title + c.run_label(data, rank), "split policy (kernel heuristic)", y_title)
+        c.style(fig, title + label, "split policy (kernel heuristic)", S_AXIS)
         fig.update_layout(barmode="group")
+        bar_axis(fig)
     elif by == "capture_size":
-        pols = _policies(data, sp, policy)
-        sp = sp[sp["policy"].isin(pols)].dropna(subset=["capture_size"])
-        if sp.empty:
-            return c.empty(title + c.run_label(data, rank), "no split record has a capture size")
-        g = sp.groupby(["policy", "capture_size"])[["used", "deserved", "frozen"]].median()
-        g = g.reset_index().sort_values("capture_size")
+        pols = _policies(rs, policy)
+        meds = [m for m in rs.split_medians if m.policy in pols]
+        if not meds:
+            return c.empty(title + label, "no split record has a capture size")
         for pol in pols:
-            gp = g[g["policy"] == pol]
-            for col, label, color in (
+            gp = [m for m in meds if m.policy == pol]
+            for col, name, color in (
                 ("used", "S used", c.USED),
                 ("deserved", "S deserved", c.DESERVED),
                 ("frozen", "S frozen in the captured graph", c.FROZEN),
             ):
-                if gp[col].isna().all():
+                vals = [getattr(m, col) for m in gp]
+                if all(v is None for v in vals):
                     continue
                 fig.add_trace(
                     go.Bar(
-                        x=[str(int(v)) for v in gp["capture_size"]],
-                        y=gp[col].tolist(),
-                        name=label + (f" ({pol})" if len(pols) > 1 else ""),
+                        x=[str(m.capture_size) for m in gp],
+                        y=vals,
+                        name=name + (f" ({pol})" if len(pols) > 1 else ""),
                         marker_color=color,
                         opacity=1.0 if pol == pols[0] else 0.6,
-                        text=[f"{v:.0f}" for v in gp[col]],
+                        text=_text(vals),
                         textposition="outside",
                         hovertemplate="capture size %{x}: S = %{y}<extra>%{fullData.name}</extra>",
                     )
                 )
         title += f" per capture size, policy {', '.join(pols)} on {c.target_label(target)}"
-        c.style(
-            fig,
-            title + " (median over steps)" + c.run_label(data, rank),
-            "capture size (padded tokens)",
-            y_title,
-        )
+        c.style(fig, title + " (median over steps)" + label, "capture size (padded tokens)", S_AXIS)
         fig.update_layout(barmode="group")
         fig.update_xaxes(type="category")
+        bar_axis(fig)
     else:  # by step
-        pols = _policies(data, sp, policy)
+        pols = _policies(rs, policy)
         for i, pol in enumerate(pols):
-            sp_p = sp[sp["policy"] == pol].sort_values("step")
+            pts = [p for p in rs.splits if p.policy == pol]
             suffix = f" ({pol})" if len(pols) > 1 else ""
-            for col, label, color, dash in (
+            for col, name, color, dash in (
                 ("used", "S used", c.USED, "solid"),
                 ("deserved", "S deserved", c.DESERVED, "dash"),
                 ("frozen", "S frozen in the captured graph", c.FROZEN, "dot"),
             ):
-                if sp_p[col].isna().all():
+                vals = [getattr(p, col) for p in pts]
+                if all(v is None for v in vals):
                     continue
                 fig.add_trace(
                     go.Scatter(
-                        x=sp_p["step"].tolist(),
-                        y=sp_p[col].tolist(),
+                        x=[p.step for p in pts],
+                        y=vals,
                         mode="lines+markers",
-                        name=label + suffix,
+                        name=name + suffix,
                         line={"color": color, "dash": dash, "width": 2 if i == 0 else 1},
                         marker={"symbol": ["circle", "square", "diamond", "cross"][i % 4]},
                         hovertemplate="step %{x}: S = %{y}<extra>%{fullData.name}</extra>",
                     )
                 )
         title += f" per step, policy {', '.join(pols)} on {c.target_label(target)}"
-        c.style(fig, title + c.run_label(data, rank), "engine step", y_title)
-        fig.update_xaxes(dtick=1 if sp["step"].nunique() <= 20 else None)
+        c.style(fig, title + label, "engine step", S_AXIS + ", log scale")
+        n_steps = len({p.step for p in rs.splits})
+        fig.update_xaxes(dtick=1 if n_steps <= 20 else None)
+        log_axis(fig)
     _note_device(fig, [p for p in on_device if p in pols])
-    log_axis(fig)
     return fig
 
 
 def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -> Any:
+    """S per layer as the summary's layer table gives it: S used (the layer's last record) and
+    the S it is judged against (deserved by the real rows, or for an imported trace the fix's S
+    for the same rows); a series the run lacks has no legend entry, a note says so."""
     go = c.go()
-    ly = c.numeric(c.table(data, "layers", rank), "layer", "splits_used", "splits_deserved")
-    ly = ly.dropna(subset=["layer"])
-    pol = policy if isinstance(policy, str) else c.scenario_value(data, "policy") or "the run's"
+    rs, label = c.series_of(data, "layers", rank)
+    pol = policy if isinstance(policy, str) else (rs.policy if rs else None) or "the run's"
     title = f"KV splits S used vs deserved per layer, policy {pol}"
-    if ly.empty or ly["splits_used"].isna().all():
-        return c.empty(title + c.run_label(data, rank), "no per-layer KV-split records in this run")
-    g = ly.groupby("layer")[["splits_used", "splits_deserved"]].median().reset_index()
+    rows = rs.layer_s if rs is not None else ()
+    if not rows or all(r.used is None for r in rows):
+        return c.empty(title + label, "no per-layer KV-split records in this run")
+    deserved = all(r.reference_is_deserved for r in rows if r.reference is not None)
+    ref_name = "S deserved (real rows only)" if deserved else "S the fix gives for the same rows"
     fig = go.Figure()
-    for col, label, color in (
-        ("splits_used", "S used", c.USED),
-        ("splits_deserved", "S deserved", c.DESERVED),
-    ):
-        if g[col].isna().all():  # no legend entry for a series with no bar
-            if col == "splits_deserved":
+    for col, name, color in (("used", "S used", c.USED), ("reference", ref_name, c.DESERVED)):
+        vals = [getattr(r, col) for r in rows]
+        if all(v is None for v in vals):  # no legend entry for a series with no bar
+            if col == "reference":
                 fig.add_annotation(
                     xref="paper", yref="paper", x=0, y=1.02, xanchor="left", yanchor="bottom",
                     showarrow=False, font={"size": 10, "color": c.NEUTRAL},
-                    text="S deserved: not recorded (an imported trace's grid counts padding rows)",
+                    text="S deserved: not recorded (an imported trace's grid counts padding "
+                    "rows) and no modelled fix for this path",
                 )  # fmt: skip
             continue
         fig.add_trace(
             go.Bar(
-                x=g["layer"].astype(int).tolist(),
-                y=g[col].tolist(),
-                name=label,
+                x=[r.layer for r in rows],
+                y=vals,
+                name=name,
                 marker_color=color,
-                text=[f"{v:.0f}" if v == v else "" for v in g[col]],
+                text=_text(vals),
                 textposition="outside",
                 hovertemplate="layer %{x}: S = %{y}<extra>%{fullData.name}</extra>",
             )
         )
-    c.style(
-        fig,
-        title + " (median over steps)" + c.run_label(data, rank),
-        "attention layer",
-        "KV splits S (count, log scale)",
-    )
+    c.style(fig, title + " (last step recorded)" + label, "attention layer", S_AXIS)
     fig.update_layout(barmode="group")
-    fig.update_xaxes(dtick=1 if len(g) <= 30 else None)
-    log_axis(fig)
+    fig.update_xaxes(dtick=1 if len(rows) <= 30 else None)
+    bar_axis(fig)
     return fig
 
 
@@ -260,64 +236,60 @@ def occupancy(
     if by not in ("policy", "step"):
         raise MlaprofError(f"by must be 'policy' or 'step', got {by!r}")
     go = c.go()
-    sp = c.numeric(c.table(data, "splits", rank), "step", "occupancy_used", "occupancy_deserved")
+    rs, label = c.series_of(data, "splits", rank)
     title = "Occupancy (model) with S used vs S deserved"
-    sp = sp.dropna(subset=["occupancy_used", "occupancy_deserved"], how="all")
-    if sp.empty:
-        return c.empty(title + c.run_label(data, rank), "no occupancy records in this run")
-    target = _target(data, sp)
-    units = c.unit_name(target)
+    if rs is None or not rs.occupancy:
+        return c.empty(title + label, "no occupancy records in this run")
+    units = c.unit_name(rs.target)
     fig = go.Figure()
+    pcts: list[float] = []
+
+    def pct(vals: list[float | None]) -> list[float | None]:
+        out = [None if v is None else v * 100 for v in vals]
+        pcts.extend(v for v in out if v is not None)
+        return out
+
     if by == "policy":
-        pols = list(dict.fromkeys(sp["policy"].astype(str)))
-        if policy is not None:
-            pols = _policies(data, sp, policy)
-        g = sp.groupby("policy")[["occupancy_used", "occupancy_deserved"]].median().loc[pols]
-        for col, label, color in (
-            ("occupancy_used", "with S used", c.USED),
-            ("occupancy_deserved", "with S deserved", c.DESERVED),
-        ):
-            pct = (g[col] * 100).tolist()
+        occ = {o.policy: o for o in rs.occupancy}
+        pols = list(occ) if policy is None else _policies(rs, policy)
+        for col, name, color in (("used", "with S used", c.USED),
+                                 ("deserved", "with S deserved", c.DESERVED)):  # fmt: skip
+            ys = pct([getattr(occ[p], col) for p in pols])
             fig.add_trace(
                 go.Bar(
                     x=pols,
-                    y=pct,
-                    name=label,
+                    y=ys,
+                    name=name,
                     marker_color=color,
-                    text=[f"{v:.1f}%" for v in pct],
+                    text=["" if v is None else f"{v:.1f}%" for v in ys],
                     textposition="outside",
                     hovertemplate="%{x}: %{y:.1f}%<extra>%{fullData.name}</extra>",
-                )
+                )  # fmt: skip
             )
-        n = int(sp["step"].nunique())
-        title += f" per policy on {c.target_label(target)} (median over {n} steps)"
-        c.style(
-            fig, title + c.run_label(data, rank), "split policy", f"{units} busy with real work (%)"
-        )
+        n = max(o.steps for o in rs.occupancy)
+        title += f" per policy on {c.target_label(rs.target)} (median over {n} steps)"
+        c.style(fig, title + label, "split policy", f"{units} busy with real work (%)")
         fig.update_layout(barmode="group")
     else:
-        pols = _policies(data, sp, policy)
+        pols = _policies(rs, policy)
         for pol in pols:
-            sp_p = sp[sp["policy"] == pol].sort_values("step")
+            pts = [p for p in rs.splits if p.policy == pol]
             suffix = f" ({pol})" if len(pols) > 1 else ""
-            for col, label, color, dash in (
+            for col, name, color, dash in (
                 ("occupancy_used", "with S used", c.USED, "solid"),
                 ("occupancy_deserved", "with S deserved", c.DESERVED, "dash"),
             ):
                 fig.add_trace(
                     go.Scatter(
-                        x=sp_p["step"].tolist(),
-                        y=(sp_p[col] * 100).tolist(),
+                        x=[p.step for p in pts],
+                        y=pct([getattr(p, col) for p in pts]),
                         mode="lines+markers",
-                        name=label + suffix,
+                        name=name + suffix,
                         line={"color": color, "dash": dash},
                         hovertemplate="step %{x}: %{y:.1f}%<extra>%{fullData.name}</extra>",
                     )
                 )
-        title += f" per step, policy {', '.join(pols)} on {c.target_label(target)}"
-        c.style(
-            fig, title + c.run_label(data, rank), "engine step", f"{units} busy with real work (%)"
-        )
-    top = float(sp[["occupancy_used", "occupancy_deserved"]].max().max()) * 100
-    fig.update_yaxes(range=[0, max(110.0, top * 1.12)])
+        title += f" per step, policy {', '.join(pols)} on {c.target_label(rs.target)}"
+        c.style(fig, title + label, "engine step", f"{units} busy with real work (%)")
+    fig.update_yaxes(range=[0, max(110.0, max(pcts, default=0.0) * 1.12)])
     return fig

@@ -1,4 +1,5 @@
-"""FULL graph replay vs fallback (PIECEWISE / eager): step time per graph mode."""
+"""FULL graph replay vs fallback (PIECEWISE / eager): step time per graph mode, as the summary's
+series holds it (the timing analyzer's medians of the served steps)."""
 
 from __future__ import annotations
 
@@ -13,69 +14,53 @@ ORDER = ("FULL", "PIECEWISE", "NONE")
 
 def mode_medians(data: Any, rank: int | None = None) -> pd.DataFrame:
     """Median / min / max step time (µs) and step count per graph mode, FULL first."""
-    st = c.numeric(c.table(data, "steps", rank), "duration_ns").dropna(subset=["duration_ns"])
-    if st.empty:
-        return pd.DataFrame(columns=["graph_mode", "median_us", "min_us", "max_us", "steps"])
-    st["graph_mode"] = st["graph_mode"].fillna("?").astype(str)
-    g = st.groupby("graph_mode")["duration_ns"].agg(["median", "min", "max", "count"]) / [
-        1e3,
-        1e3,
-        1e3,
-        1,
-    ]
-    g.columns = ["median_us", "min_us", "max_us", "steps"]
-    rank_of = {m: i for i, m in enumerate(ORDER)}
-    g = g.reset_index().sort_values("graph_mode", key=lambda s: s.map(lambda m: rank_of.get(m, 9)))
-    g["steps"] = g["steps"].astype(int)
-    return g.reset_index(drop=True)
+    rs, _ = c.series_of(data, "steps", rank)
+    return pd.DataFrame(
+        [(m.mode, m.median_us, m.min_us, m.max_us, m.steps) for m in (rs.modes if rs else ())],
+        columns=["graph_mode", "median_us", "min_us", "max_us", "steps"],
+    )
 
 
 def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
-    """Every step's time as a point, one column per graph mode, with the median as a bar; the
-    title gives each fallback's slowdown against FULL and the captures that failed."""
+    """Every served step's time as a point, one column per graph mode, with the median as a
+    bar; the title gives each fallback's slowdown against FULL and the captures that failed."""
     go = c.go()
-    st = c.numeric(c.table(data, "steps", rank), "step", "duration_ns", "num_reqs")
-    st = st.dropna(subset=["duration_ns"])
+    rs, label = c.series_of(data, "steps", rank)
     title = "FULL graph replay vs fallback: step time"
-    if st.empty:
-        return c.empty(title + c.run_label(data, rank), "no timed steps in this run")
-    st["graph_mode"] = st["graph_mode"].fillna("?").astype(str)
-    med = mode_medians(data, rank)
-    unit, div = c.time_unit(float(st["duration_ns"].max()))
-    k = div / 1e3  # mode_medians gives µs
+    if rs is None or not rs.modes:
+        return c.empty(title + label, "no timed steps in this run")
+    modes = rs.modes
+    unit, div = c.time_unit(max(m.max_us for m in modes) * 1e3)
+    k = div / 1e3  # the series holds µs
     fig = go.Figure()
-    labels = {m: c.MODE_LABELS.get(m, m) for m in med["graph_mode"]}
+    labels = {m.mode: c.MODE_LABELS.get(m.mode, m.mode) for m in modes}
     fig.add_trace(
         go.Bar(
-            x=[labels[m] for m in med["graph_mode"]],
-            y=(med["median_us"] / k).tolist(),
+            x=[labels[m.mode] for m in modes],
+            y=[m.median_us / k for m in modes],
             name="median step time",
             marker={
-                "color": [c.MODE_COLORS.get(m, c.NEUTRAL) for m in med["graph_mode"]],
+                "color": [c.MODE_COLORS.get(m.mode, c.NEUTRAL) for m in modes],
                 "opacity": 0.45,
-            },
+            },  # fmt: skip
             width=0.5,
-            text=[f"median {v / k:.1f} {unit}" for v in med["median_us"]],
+            text=[f"median {m.median_us / k:.1f} {unit}" for m in modes],
             textposition="inside",
             insidetextanchor="start",
             textfont={"color": "#222"},
-            customdata=med["steps"].tolist(),
+            customdata=[m.steps for m in modes],
             hovertemplate=f"%{{x}}: median %{{y:.1f}} {unit} over %{{customdata}} steps<extra></extra>",
         )
     )
-    for mode in med["graph_mode"]:
-        grp = st[st["graph_mode"] == mode]
-        timing = grp["timing"].fillna("unknown").astype(str)
+    for m in modes:
         fig.add_trace(
             go.Scatter(
-                x=[labels[mode]] * len(grp),
-                y=(grp["duration_ns"] / div).tolist(),
+                x=[labels[m.mode]] * len(m.points),
+                y=[p.us / k for p in m.points],
                 mode="markers",
-                name=f"one step, {labels[mode]} (timed by {timing.iloc[0]})",
-                marker={"color": c.MODE_COLORS.get(mode, c.NEUTRAL), "size": 7},
-                customdata=list(
-                    zip(grp["step"].fillna(-1).astype(int), grp["num_reqs"], strict=True)
-                ),
+                name=f"one step, {labels[m.mode]} (timed by {m.timing})",
+                marker={"color": c.MODE_COLORS.get(m.mode, c.NEUTRAL), "size": 7},
+                customdata=[(-1 if p.step is None else p.step, p.num_reqs) for p in m.points],
                 hovertemplate=(
                     f"step %{{customdata[0]}}: %{{y:.1f}} {unit}, %{{customdata[1]}} requests"
                     "<extra>%{fullData.name}</extra>"
@@ -83,37 +68,30 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
             )
         )
     summary = []
-    if "FULL" in set(med["graph_mode"]):
-        full = float(med.loc[med["graph_mode"] == "FULL", "median_us"].iloc[0])
-        for _, r in med[med["graph_mode"] != "FULL"].iterrows():
-            if full > 0:
-                summary.append(f"{labels[r['graph_mode']]} is {r['median_us'] / full:.1f}x FULL")
+    full = next((m for m in modes if m.mode == "FULL"), None)
+    if full is not None and full.median_us > 0:
+        summary += [
+            f"{labels[m.mode]} is {m.median_us / full.median_us:.1f}x FULL"
+            for m in modes
+            if m.mode != "FULL"
+        ]
     if not summary:
-        summary.append(f"all {len(st)} steps ran {', '.join(labels.values())}")
-    cap = c.table(data, "captures", rank)
-    failed = cap[cap["status"].isin(c.FAILED_CAPTURE)] if not cap.empty else cap
-    if not failed.empty:
-        r = failed.iloc[0]
-        size = "?" if pd.isna(r["capture_size"]) else int(float(r["capture_size"]))
-        layer = "?" if pd.isna(r["layer"]) else int(float(r["layer"]))
-        where = "an error" if pd.isna(r["op"]) else f"{r['op']} at {r['location']}"
-        fb = "a fallback" if pd.isna(r["fallback"]) else r["fallback"]
+        summary.append(f"all {sum(m.steps for m in modes)} steps ran {', '.join(labels.values())}")
+    if rs.failed_captures:
+        r = rs.failed_captures[0]
+        where = "an error" if r.op is None else f"{r.op} at {r.location}"
         fig.add_annotation(
             text=(
-                f"{len(failed)} capture(s) {r['status']}; first: size {size}, "
-                f"layer {layer}: {where} → {fb}"
+                f"{len(rs.failed_captures)} capture(s) {r.status}; first: size "
+                f"{'?' if r.capture_size is None else r.capture_size}, layer "
+                f"{'?' if r.layer is None else r.layer}: {where} → {r.fallback or 'a fallback'}"
             ),
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=-0.3,
-            showarrow=False,
-            xanchor="left",
+            xref="paper", yref="paper", x=0, y=-0.3, showarrow=False, xanchor="left",
             font={"color": c.WORSE},
-        )
+        )  # fmt: skip
     c.style(
         fig,
-        f"{title} ({'; '.join(summary)}){c.run_label(data, rank)}",
+        f"{title} ({'; '.join(summary)}){label}",
         "graph mode the step ran in",
         f"step time ({unit})",
         height=460,

@@ -26,12 +26,21 @@ def _cells(data: Any) -> tuple[pd.DataFrame, str]:
         return data, ""
     if hasattr(data, "cells"):
         return data.cells, ""
-    sc = c.meta(data).get("scenario")
+    # a summary (its scenario section) or a Run (its run.json): the grid of that scenario
+    sc = getattr(data, "scenario", None)
+    if sc is not None and not isinstance(sc, dict):  # the summary's typed section
+        from mlaprof.analysis.typed_json import to_json
+
+        sc = {k: v for k, v in to_json(sc).items() if v is not None}
+    if not isinstance(sc, dict):
+        sc = c.meta(data).get("scenario")
+    ser = getattr(data, "series", None)
+    label = ser.label() if hasattr(ser, "label") else c.run_label(data)
     if not isinstance(sc, dict) or not {"model", "policy", "target"} <= set(sc):
-        return pd.DataFrame(), c.run_label(data)
+        return pd.DataFrame(), label
     from mlaprof.whatif.grid import grid_for_scenario
 
-    return grid_for_scenario(sc).cells, c.run_label(data)
+    return grid_for_scenario(sc).cells, label
 
 
 def _pick(cells: pd.DataFrame, col: str, want: Any) -> Any:

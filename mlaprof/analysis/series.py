@@ -1,0 +1,730 @@
+"""The series every figure draws, computed once per run from its evidence with the analyzers'
+own rules, per rank (figures draw one rank; nothing here merges ranks).
+
+A figure (:mod:`mlaprof.figures`) takes a :class:`RankSeries` (or the summary holding it) and
+draws it as it is: step time per graph mode is :func:`mlaprof.analysis.timing.timing_summary`'s
+median of the same served steps, padding totals are :func:`mlaprof.analysis.padding.
+padding_summary`'s, S per layer is the summary's layer table, the engine's modelled S per step
+is the shadow analysis' ``per_step``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from mlaprof.analysis.capture import FAILED_CAPTURE
+from mlaprof.analysis.padding import padding_summary
+from mlaprof.analysis.sections import Padding, ShadowStep
+from mlaprof.analysis.splits import decided_on_device
+from mlaprof.analysis.timing import served_steps, timing_summary
+from mlaprof.analysis.typed_json import from_json
+from mlaprof.splits.policies import HOST_FALLBACK
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+# how many steps the timeline draws, how many kernels at most, and how many kernel names get
+# their own bar in the kernel-time figure (the rest: "other kernels")
+TIMELINE_STEPS = 3
+TIMELINE_KERNELS = 3000
+TIMELINE_TOP = 8
+KERNEL_TOP = 12
+MODE_ORDER = ("FULL", "PIECEWISE", "NONE")
+MEMORY_VIEWS = ("pool_bytes", "allocator_bytes", "driver_bytes")
+PADDING_COLUMNS = (
+    "real_rows", "padding_rows", "real_tokens", "padding_tokens", "kv_bytes_real",
+    "kv_bytes_padding",
+)  # fmt: skip
+
+
+def _f(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if x != x else x
+
+
+def _i(v: Any) -> int | None:
+    x = _f(v)
+    return None if x is None else int(x)
+
+
+def _s(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, float) and v != v) or v is pd.NA else str(v)
+
+
+def _num(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
+    out = df.copy()
+    for c in cols:
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    return out
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    step: int | None
+    us: float
+    num_reqs: int | None
+
+
+@dataclass(frozen=True)
+class ModeTiming:
+    """One graph mode's served steps: the median is the timing analyzer's ``by_mode`` value."""
+
+    mode: str
+    median_us: float
+    min_us: float
+    max_us: float
+    steps: int
+    timing: str  # how the first step of the mode was timed ("unknown" where not recorded)
+    points: tuple[StepPoint, ...]
+
+
+@dataclass(frozen=True)
+class SplitPoint:
+    """A policy's S at one step (its worst row where an import repeats the step). A policy that
+    decides S on the device has no host ``used`` / ``frozen`` (``on_device``)."""
+
+    policy: str
+    step: int | None
+    capture_size: int | None
+    used: float | None
+    deserved: float | None
+    frozen: float | None
+    occupancy_used: float | None
+    occupancy_deserved: float | None
+    note: str | None
+    on_device: bool
+
+
+@dataclass(frozen=True)
+class SplitMedian:
+    """Median S over the steps of one (policy, capture size)."""
+
+    policy: str
+    capture_size: int
+    used: float | None
+    deserved: float | None
+    frozen: float | None
+
+
+@dataclass(frozen=True)
+class OccupancyMedian:
+    policy: str
+    used: float | None
+    deserved: float | None
+    steps: int
+
+
+@dataclass(frozen=True)
+class LayerS:
+    """The summary's layer table row: S used (last record), S min, the reference S."""
+
+    layer: int
+    used: int | None
+    minimum: int | None
+    reference: int | None
+    reference_is_deserved: bool
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    layer: int
+    median_us: float
+    min_us: float
+    max_us: float
+    steps: int
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    label: str
+    total_us: float
+    launches: int
+
+
+@dataclass(frozen=True)
+class MemoryBar:
+    graph_mode: str
+    capture_size: int
+    pool_bytes: float | None
+    allocator_bytes: float | None
+    driver_bytes: float | None
+    capture_ns: float | None
+
+
+@dataclass(frozen=True)
+class FailedCapture:
+    status: str
+    capture_size: int | None
+    layer: int | None
+    op: str | None
+    location: str | None
+    fallback: str | None
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of the timeline (µs since the first bar shown)."""
+
+    lane: str
+    series: str  # the legend entry
+    start_us: float
+    dur_us: float
+    label: str = ""
+    # step: (step, timing, rows); layer: (step, layer, syncs, S used, S deserved); kernel:
+    # (S, layer); None where the run does not hold the value
+    detail: tuple[int | str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class Timeline:
+    steps_shown: tuple[int, ...]
+    steps_total: int
+    kernels_shown: int
+    kernels_in_window: int
+    lanes: tuple[str, ...]
+    bars: tuple[Bar, ...]
+
+
+@dataclass(frozen=True)
+class PaddingStep:
+    """One step's padding record (None where the run did not record a column)."""
+
+    step: int | None
+    capture_size: int | None
+    real_rows: int | None
+    padding_rows: int | None
+    real_tokens: int | None
+    padding_tokens: int | None
+    kv_bytes_real: int | None
+    kv_bytes_padding: int | None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What run.json says that no other section holds (the HTML page's run table)."""
+
+    created: str | None
+    source: str | None
+    versions: dict[str, str | None]
+    git: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class RankSeries:
+    """Everything the figures draw for one rank."""
+
+    rank: int
+    policy: str | None  # the run's own split policy
+    target: str | None  # the device preset occupancy and S are modelled for
+    modes: tuple[ModeTiming, ...] = ()
+    splits: tuple[SplitPoint, ...] = ()
+    split_medians: tuple[SplitMedian, ...] = ()
+    occupancy: tuple[OccupancyMedian, ...] = ()
+    layer_s: tuple[LayerS, ...] = ()
+    layer_time: tuple[LayerTime, ...] = ()
+    layer_time_steps: int = 0
+    kernels: tuple[KernelTime, ...] = ()  # every kernel label, largest GPU time first
+    padding: Padding | None = None  # the padding section's totals, of this rank
+    kv_bytes_real: int = 0  # the KV bytes its real rows read (beside padding's kv_bytes_padding)
+    padding_steps: tuple[PaddingStep, ...] = ()  # the padding record of each step
+    memory: tuple[MemoryBar, ...] = ()
+    failed_captures: tuple[FailedCapture, ...] = ()
+    timeline: Timeline | None = None
+    # the shadow analysis' modelled S per verify step of this rank (a recorded engine only)
+    shadow: tuple[ShadowStep, ...] = ()
+
+    @property
+    def policies(self) -> list[str]:
+        return list(dict.fromkeys(p.policy for p in self.splits))
+
+
+@dataclass(frozen=True)
+class Series:
+    """The summary's figure section: one :class:`RankSeries` per rank, and the run facts the
+    HTML page shows that no other section holds."""
+
+    run: str
+    ranks: tuple[RankSeries, ...]
+    engine: bool  # a recorded vLLM engine (the shadow figure applies)
+    shadow_title: str  # "AITER <version> on <device>" of the shadow analysis
+    info: RunInfo | None  # created, source, versions, git, reason (from run.json)
+
+    def rank(self, rank: int | None = None) -> RankSeries | None:
+        """The rank a figure draws: ``rank``, else the lowest."""
+        if not self.ranks:
+            return None
+        if rank is None:
+            return self.ranks[0]
+        for r in self.ranks:
+            if r.rank == rank:
+                return r
+        from mlaprof.errors import MlaprofError
+
+        raise MlaprofError(f"no rank {rank} in this run (ranks: {[r.rank for r in self.ranks]})")
+
+    def label(self, rank: int | None = None) -> str:
+        """`` — <run>`` for titles, with the rank drawn when the run has several."""
+        if not self.run:
+            return ""
+        if len(self.ranks) > 1:
+            shown = self.ranks[0].rank if rank is None else rank
+            return f" — {self.run}, rank {shown} of {len(self.ranks)} ranks"
+        return f" — {self.run}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The section as ``--json`` prints it: the timeline's raw bars (up to 3000 kernel
+        records a rank) stay out, their counts stay in."""
+        doc = asdict(self)
+        for r in doc["ranks"]:
+            if r["timeline"] is not None:
+                r["timeline"].pop("bars")
+        return doc
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+def _by_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    if df is None or df.empty or "rank" not in df.columns:
+        return df if df is not None else pd.DataFrame()
+    return df[pd.to_numeric(df["rank"]) == rank]
+
+
+def mode_timing(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[ModeTiming, ...]:
+    """Per graph mode (FULL first): the timing analyzer's median over the same served steps,
+    with every step as a point."""
+    by_mode = timing_summary(steps, layers)["by_mode"]
+    st, _ = served_steps(steps, layers)
+    if st.empty:
+        return ()
+    st = _num(st, "step", "duration_ns", "num_reqs").dropna(subset=["duration_ns"])
+    out = []
+    for mode, g in st.groupby(st["graph_mode"].fillna("?").astype(str)):
+        timing = g["timing"].dropna()
+        out.append(
+            ModeTiming(
+                mode=str(mode),
+                median_us=by_mode.get(str(mode), float(g["duration_ns"].median()) / 1e3),
+                min_us=float(g["duration_ns"].min()) / 1e3,
+                max_us=float(g["duration_ns"].max()) / 1e3,
+                steps=len(g),
+                timing=str(timing.iloc[0]) if len(timing) else "unknown",
+                points=tuple(
+                    StepPoint(_i(s), float(d) / 1e3, _i(n))
+                    for s, d, n in zip(g["step"], g["duration_ns"], g["num_reqs"], strict=True)
+                ),
+            )
+        )
+    order = {m: i for i, m in enumerate(MODE_ORDER)}
+    return tuple(sorted(out, key=lambda m: order.get(m.mode, 9)))
+
+
+def split_points(splits: pd.DataFrame) -> tuple[SplitPoint, ...]:
+    """Per policy and step one row (the worst: lowest used / deserved, where an import repeats
+    a step), in step order; device-decided policies lose their host S used and frozen."""
+    if splits.empty:
+        return ()
+    cols = ("step", "capture_size", "used", "deserved", "frozen", "occupancy_used",
+            "occupancy_deserved")  # fmt: skip
+    sp = _num(splits, *cols)
+    sp["policy"] = sp["policy"].astype(str)
+    ratio = (sp["used"] / sp["deserved"]).fillna(float("inf"))
+    sp = sp.assign(_r=ratio).sort_values("_r", kind="stable")
+    sp = sp.drop_duplicates(subset=["policy", "step"], keep="first").drop(columns="_r")
+    pols = list(dict.fromkeys(splits["policy"].astype(str)))  # recorded order
+    out = []
+    for pol in pols:
+        for r in sp[sp["policy"] == pol].sort_values("step").itertuples():
+            # the splits section's rule: a persistent row AITER decided on the host is not
+            dev = decided_on_device(pol) and HOST_FALLBACK not in (_s(r.note) or "")
+            out.append(
+                SplitPoint(
+                    policy=pol,
+                    step=_i(r.step),
+                    capture_size=_i(r.capture_size),
+                    used=None if dev else _f(r.used),
+                    deserved=_f(r.deserved),
+                    frozen=None if dev else _f(r.frozen),
+                    occupancy_used=_f(r.occupancy_used),
+                    occupancy_deserved=_f(r.occupancy_deserved),
+                    note=_s(r.note),
+                    on_device=dev,
+                )
+            )
+    return tuple(out)
+
+
+def _median(vals: list[float | None]) -> float | None:
+    xs = pd.Series([v for v in vals if v is not None], dtype=float)
+    return float(xs.median()) if len(xs) else None
+
+
+def split_medians(points: tuple[SplitPoint, ...]) -> tuple[SplitMedian, ...]:
+    groups: dict[tuple[str, int], list[SplitPoint]] = {}
+    for p in points:
+        if p.capture_size is not None:
+            groups.setdefault((p.policy, p.capture_size), []).append(p)
+    return tuple(
+        SplitMedian(
+            pol,
+            size,
+            *(_median([getattr(p, c) for p in g]) for c in ("used", "deserved", "frozen")),
+        )
+        for (pol, size), g in sorted(groups.items(), key=lambda kv: kv[0][1])
+    )
+
+
+def occupancy_medians(points: tuple[SplitPoint, ...]) -> tuple[OccupancyMedian, ...]:
+    out = []
+    for pol in dict.fromkeys(p.policy for p in points):
+        g = [
+            p for p in points
+            if p.policy == pol and (p.occupancy_used is not None or p.occupancy_deserved is not None)
+        ]  # fmt: skip
+        if g:
+            out.append(
+                OccupancyMedian(
+                    pol,
+                    _median([p.occupancy_used for p in g]),
+                    _median([p.occupancy_deserved for p in g]),
+                    len({p.step for p in g}),
+                )
+            )
+    return tuple(out)
+
+
+def layer_s(layer_rows: list[dict[str, Any]], rank: int) -> tuple[LayerS, ...]:
+    """The summary's layer table for one rank, as the S-per-layer figure draws it."""
+    return tuple(
+        LayerS(
+            layer=int(r["layer"]),
+            used=r["S_used"],
+            minimum=r["S_min"],
+            reference=r["S_reference"],
+            reference_is_deserved=str(r["reference"]).startswith("deserved"),
+        )
+        for r in layer_rows
+        if r["rank"] == rank
+    )
+
+
+def layer_times(layers: pd.DataFrame) -> tuple[tuple[LayerTime, ...], int]:
+    ly = _num(layers, "step", "layer", "duration_ns").dropna(subset=["layer", "duration_ns"])
+    if ly.empty:
+        return (), 0
+    g = ly.groupby("layer")["duration_ns"].agg(["median", "min", "max", "count"]).sort_index()
+    rows = tuple(
+        LayerTime(int(layer), r["median"] / 1e3, r["min"] / 1e3, r["max"] / 1e3, int(r["count"]))
+        for layer, r in g.iterrows()
+    )
+    return rows, int(ly["step"].nunique())
+
+
+def kernel_times(per: pd.DataFrame) -> tuple[KernelTime, ...]:
+    """``per``: name, sum (µs), count per kernel name. Summed per label, largest first."""
+    if per.empty:
+        return ()
+    per = per.assign(kernel=per["name"].map(lambda n: kernel_label(n)))
+    g = per.groupby("kernel")[["sum", "count"]].sum().sort_values("sum", ascending=False)
+    return tuple(KernelTime(str(k), float(r["sum"]), int(r["count"])) for k, r in g.iterrows())
+
+
+def top_kernels(kernels: tuple[KernelTime, ...], top: int = KERNEL_TOP) -> list[KernelTime]:
+    """The ``top`` largest labels and the rest as one "other kernels" row."""
+    rows = list(kernels)
+    if len(rows) <= top:
+        return rows
+    rest = rows[top:]
+    other = KernelTime(f"other kernels ({len(rest)} names)", sum(r.total_us for r in rest),
+                       sum(r.launches for r in rest))  # fmt: skip
+    return [*rows[:top], other]
+
+
+def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int]:
+    """The padding section's totals of this rank (:func:`padding_summary`), and the KV bytes the
+    real rows read (the waterfall's third panel)."""
+    if pad is None or pad.empty:
+        return None, 0
+    p = _num(pad, *PADDING_COLUMNS)
+    return from_json(Padding, padding_summary(p), "series.padding"), int(
+        p["kv_bytes_real"].fillna(0).sum()
+    )
+
+
+def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:
+    if pad is None or pad.empty:
+        return ()
+    p = _num(pad, "step", "capture_size", *PADDING_COLUMNS)
+    return tuple(
+        PaddingStep(_i(r["step"]), _i(r["capture_size"]), *(_i(r[c]) for c in PADDING_COLUMNS))
+        for _, r in p.sort_values("step").iterrows()
+    )
+
+
+def memory_bars(memory: pd.DataFrame) -> tuple[MemoryBar, ...]:
+    mem = _num(memory, "capture_size", "capture_ns", *MEMORY_VIEWS).dropna(subset=["capture_size"])
+    if mem.empty:
+        return ()
+    mem["graph_mode"] = mem["graph_mode"].fillna("?").astype(str)
+    out = []
+    for mode in dict.fromkeys(mem["graph_mode"]):
+        part = mem[mem["graph_mode"] == mode]
+        g = part.groupby("capture_size").sum(numeric_only=True, min_count=1).sort_index()
+        for size, r in g.iterrows():
+            out.append(
+                MemoryBar(mode, int(size), *(_f(r[v]) for v in MEMORY_VIEWS), _f(r["capture_ns"]))
+            )
+    return tuple(out)
+
+
+def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
+    if captures.empty:
+        return ()
+    bad = captures[captures["status"].isin(FAILED_CAPTURE)]
+    return tuple(
+        FailedCapture(
+            str(r.status), _i(r.capture_size), _i(r.layer), _s(r.op), _s(r.location), _s(r.fallback)
+        )  # fmt: skip
+        for r in bad.itertuples()
+    )
+
+
+def _kernels_per_rank(run: Any) -> dict[int, pd.DataFrame]:
+    if run is None or not hasattr(run, "sql"):
+        return {}
+    per = run.sql(
+        "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, COUNT(*) AS count "
+        "FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL GROUP BY rank, name"
+    )
+    return {int(r): g for r, g in per.groupby("rank")} if len(per) else {}
+
+
+def timeline(
+    run: Any,
+    rank: int,
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    want: list[int] | None = None,
+    max_kernels: int = TIMELINE_KERNELS,
+) -> Timeline | None:
+    """Steps of a rank (``want``, default the first :data:`TIMELINE_STEPS`) with their layers
+    and kernels (at most ``max_kernels``), on one µs axis."""
+    from mlaprof.store.schema import columns
+
+    st = _num(steps, "step", "t_start_ns", "duration_ns", "num_reqs")
+    ly = _num(layers, "step", "layer", "t_start_ns", "duration_ns", "syncs")
+    st = st.dropna(subset=["t_start_ns", "duration_ns"])
+    ly = ly.dropna(subset=["t_start_ns", "duration_ns"])
+    total = int(steps["step"].nunique()) if not steps.empty else 0
+    timed = "rank = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
+    where, params = timed, [rank]
+    have = sorted(int(s) for s in st["step"].dropna().unique())
+    chosen = have[:TIMELINE_STEPS] if want is None else [x for x in want if x in set(have)]
+    if chosen:
+        st = st[st["step"].isin(chosen)]
+        ly = ly[ly["step"].isin(chosen)]
+        lo = st["t_start_ns"].min()
+        hi = (st["t_start_ns"] + st["duration_ns"]).max()
+        where += (f" AND (step IN ({', '.join('?' * len(chosen))}) OR (step IS NULL AND "
+                  "start_ns < ? AND end_ns > ?))")  # fmt: skip
+        params += [*chosen, int(hi), int(lo)]
+    kn = pd.DataFrame(columns=list(columns("kernels")))
+    shown = 0
+    if run is not None and hasattr(run, "sql"):
+        shown = int(run.sql(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
+                            tuple(params))["n"].iloc[0])  # fmt: skip
+        if shown:
+            cols = ", ".join(columns("kernels"))
+            kn = run.sql(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
+                         f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+    kn = _num(kn, "step", "layer", "start_ns", "end_ns", "stream", "splits")
+    if st.empty and ly.empty and kn.empty:
+        return None
+    t0 = min(s for s in (st["t_start_ns"].min(), ly["t_start_ns"].min(), kn["start_ns"].min())
+             if s == s)  # fmt: skip
+    bars: list[Bar] = []
+    lanes: list[str] = []
+    if not st.empty:
+        lanes.append("steps")
+        for r in st.itertuples():
+            mode = _s(r.graph_mode) or "?"
+            bars.append(Bar("steps", f"step:{mode}", round((r.t_start_ns - t0) / 1e3, 3),
+                            r.duration_ns / 1e3, f"step {int(r.step)}",
+                            (int(r.step), _s(r.timing) or "", _i(r.num_reqs))))  # fmt: skip
+    if not ly.empty:
+        lanes.append("layers")
+        for r in ly.itertuples():
+            flag = "unwatched" if r.syncs != r.syncs else ("sync" if r.syncs > 0 else "clean")
+            bars.append(Bar("layers", f"layer:{flag}", round((r.t_start_ns - t0) / 1e3, 3),
+                            r.duration_ns / 1e3, f"L{int(r.layer)}",
+                            (int(r.step), int(r.layer), _i(r.syncs), _i(r.splits_used),
+                             _i(r.splits_deserved))))  # fmt: skip
+    if not kn.empty:
+        kn = kn.assign(
+            lane=["kernels" if s != s else f"kernels, stream {int(s)}" for s in kn["stream"]],
+            dur=kn["end_ns"] - kn["start_ns"],
+        )
+        lanes.extend(sorted(kn["lane"].unique()))
+        top = kn.groupby("name")["dur"].sum().sort_values(ascending=False).index[:TIMELINE_TOP]
+        top_set = set(top)
+        for r in kn.itertuples():
+            label = kernel_label(r.name) if r.name in top_set else "other kernels"
+            bars.append(Bar(r.lane, f"kernel:{label}", round((r.start_ns - t0) / 1e3, 3),
+                            r.dur / 1e3, str(r.name),
+                            (_i(r.splits), _i(r.layer))))  # fmt: skip
+    return Timeline(tuple(chosen), total, min(shown, max_kernels), shown, tuple(lanes),
+                    tuple(bars))  # fmt: skip
+
+
+def rank_series(
+    tables: dict[str, pd.DataFrame],
+    rank: int,
+    layer_rows: list[dict[str, Any]],
+    meta: dict[str, Any],
+    run: Any = None,
+    kernels: pd.DataFrame | None = None,
+    shadow_steps: list[dict[str, Any]] | None = None,
+) -> RankSeries:
+    t = {k: _by_rank(v, rank) for k, v in tables.items()}
+    sc = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
+    steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
+    points = split_points(t["splits"]) if "splits" in t else ()
+    targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
+    _, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
+    lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
+    kt = kernel_times(kernels) if kernels is not None else ()
+    pad = t.get("padding", pd.DataFrame())
+    pad_total, kv_real = padding_totals(pad)
+    return RankSeries(
+        rank=rank,
+        policy=sc.get("policy"),
+        target=str(targets.iloc[0]) if len(targets) else sc.get("target"),
+        modes=mode_timing(steps, layers) if not steps.empty else (),
+        splits=points,
+        split_medians=split_medians(points),
+        occupancy=occupancy_medians(points),
+        layer_s=layer_s(layer_rows, rank),
+        layer_time=lt,
+        layer_time_steps=lt_steps,
+        kernels=kt,
+        padding=pad_total,
+        kv_bytes_real=kv_real,
+        padding_steps=padding_steps(pad),
+        memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
+        failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
+        timeline=timeline(run, rank, steps, layers) if run is not None or not steps.empty else None,
+        shadow=tuple(
+            from_json(ShadowStep, x, "series.shadow")
+            for x in (shadow_steps or [])
+            if x.get("rank") == rank
+        ),
+    )
+
+
+def build_series(
+    ev: Any,
+    layer_rows: list[dict[str, Any]],
+    shadow: dict[str, Any] | None,
+    run: Run | None = None,
+) -> Series:
+    """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
+    Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section)."""
+    meta = ev.meta
+    kernels = _kernels_per_rank(run)
+    per_step = list((shadow or {}).get("per_step") or [])
+    ranks = sorted(set(ev.ranks) | set(kernels) | {int(s["rank"]) for s in per_step})
+    return Series(
+        run=ev.name,
+        ranks=tuple(
+            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step)
+            for r in ranks
+        ),
+        engine=str(ev.kind) == "engine",
+        shadow_title=f"AITER {shadow['aiter']} on {shadow['device']}" if shadow else "",
+        info=RunInfo(
+            created=_s(meta.get("created")),
+            source=_s(meta.get("source")),
+            versions={str(k): _s(v) for k, v in (meta.get("versions") or {}).items()}
+            if isinstance(meta.get("versions"), dict)
+            else {},
+            git=_s(meta.get("git")),
+            reason=_s(getattr(run, "reason", None)) if run is not None else None,
+        ),
+    )
+
+
+def series_for_run(run: Run, shadow: dict[str, str] | None = None) -> Series:
+    """The series of a Run without its findings (a notebook's figure): the same evidence, layer
+    table and shadow analysis :func:`mlaprof.analysis.run_summary.build_summary` uses."""
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.layers import layer_table
+    from mlaprof.analysis.served import served_analysis
+
+    ev = collect(run)
+    t = ev.tables
+    sh = served_analysis(ev.engine_steps, ev.acceptance, **(shadow or {}))[1]
+    return build_series(ev, layer_table(t["layers"], t["syncs"], ev.reference), sh, run)
+
+
+def series_from_tables(
+    tables: dict[str, pd.DataFrame], meta: dict[str, Any] | None = None, name: str = ""
+) -> Series:
+    """The series of bare tables (a notebook's filtered frames): the layer table from the same
+    analyzer the summary uses; no kernels, no shadow."""
+    from mlaprof.analysis.layers import layer_table
+    from mlaprof.store.schema import TABLES, columns
+
+    full = {}
+    for tname in TABLES:
+        df = tables.get(tname)
+        df = pd.DataFrame(columns=list(columns(tname))) if df is None else df.copy()
+        for c in columns(tname):
+            if c not in df.columns:
+                df[c] = pd.NA
+        if "rank" not in df.columns:
+            df["rank"] = 0
+        full[tname] = df
+    ranks = sorted({int(r) for df in full.values() for r in pd.to_numeric(df["rank"]).dropna()})
+    layers = layer_table(full["layers"], full["syncs"]) if not full["layers"].empty else []
+    meta = meta or {}
+    return Series(
+        run=name,
+        ranks=tuple(rank_series(full, r, layers, meta) for r in ranks),
+        engine=False,
+        shadow_title="",
+        info=None,
+    )
+
+
+# -- kernel names (shared with the figures) ---------------------------------------------------
+
+
+def kernel_label(name: str, width: int = 48) -> str:
+    """A demangled kernel name without ``void`` and its argument list, shortened."""
+    name = str(name).strip().removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth <= 0 and i > 0:
+            name = name[:i]
+            break
+    return shorten(name, width)
+
+
+def shorten(name: str, width: int = 48) -> str:
+    """Keep the head and the tail of a long name."""
+    name = str(name)
+    if len(name) <= width:
+        return name
+    half = (width - 1) // 2
+    return name[:half] + "…" + name[-(width - 1 - half) :]

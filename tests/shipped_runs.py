@@ -1,0 +1,35 @@
+"""Every shipped run and trace as a run on disk: the summary corpus (:mod:`tests.summary_corpus`:
+the demo runs, every trace and log in tests/data) plus what it leaves out, the recorded vLLM
+engine run and the rocprofv3 kernel traces of the documentation. Traces are imported once per
+process, in this process (the importers' own entry points). Shared by the figure-equals-summary
+and view-equals-view tests."""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+from tests import summary_corpus as corpus
+
+ENGINE = sorted(p.parent.name for p in (corpus.DATA / "vllm").glob("*/run.json"))
+ROCPROF_DOCS = sorted(p.stem for p in (corpus.DATA / "rocprof").glob("*kernel_trace.csv"))
+NAMES = corpus.NAMES + [f"engine-{n}" for n in ENGINE] + [f"rocprof-{n}" for n in ROCPROF_DOCS]
+
+
+@functools.cache
+def _folder() -> Path:
+    return Path(tempfile.mkdtemp(prefix="mlaprof-shipped-"))
+
+
+@functools.cache
+def run_dir(name: str) -> Path:
+    """The stored run ``name`` (imported once per process where it is a trace or log)."""
+    if name.startswith("engine-"):
+        return corpus.DATA / "vllm" / name.removeprefix("engine-")
+    if name.startswith("rocprof-"):
+        from mlaprof.importers.rocprof import import_rocprof
+
+        csv = corpus.DATA / "rocprof" / (name.removeprefix("rocprof-") + ".csv")
+        return Path(import_rocprof(csv, _folder(), name)[0])
+    return Path(corpus.run_dir(name, _folder()))
