@@ -646,7 +646,7 @@ def build_series(
             rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step)
             for r in ranks
         ),
-        engine=str(ev.kind) == "engine",
+        engine=ev.records_engine,
         shadow_title=f"AITER {shadow['aiter']} on {shadow['device']}" if shadow else "",
         info=RunInfo(
             created=_s(meta.get("created")),

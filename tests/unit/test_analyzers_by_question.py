@@ -27,7 +27,10 @@ def _modules() -> list[Path]:
 
 
 def _is_kind_key(node: ast.AST) -> bool:
-    """``x.kind``, ``x["kind"]`` or ``x.get("kind")``: where a run's kind is read."""
+    """``x.kind``, ``x["kind"]`` or ``x.get("kind")`` (also through ``str(...)``): where a
+    run's kind is read."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "str" and node.args:
+        node = node.args[0]
     if isinstance(node, ast.Attribute):
         return node.attr == "kind"
     if isinstance(node, ast.Subscript):
@@ -126,6 +129,7 @@ def test_no_analyzer_is_named_after_a_run_kind() -> None:
         "from mlaprof.store import runkind",
         "ok = meta.get('kind') == 'trace'",
         "ok = run.kind == 'engine'",
+        "engine = str(ev.kind) == 'engine'",
         "ys = [f for f in fs if evidence.trace]",
         # typed as data and branched on: still a branch
         "from mlaprof.store.runkind import RunKind\nkind: RunKind\nok = k is RunKind.TRACE",

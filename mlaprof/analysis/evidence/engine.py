@@ -74,4 +74,5 @@ def engine_evidence(run: Run) -> Evidence:
         provenance=prov,
         engine_steps=engine_steps(t["events"]),
         acceptance=acceptance(t["events"]),
+        records_engine=True,
     )

@@ -84,6 +84,8 @@ class Evidence:
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
     engine_steps: list[dict[str, Any]] = field(default_factory=list)
     acceptance: list[dict[str, Any]] = field(default_factory=list)
+    # a live engine recorded this run (its steps may not be in yet): the engine views apply
+    records_engine: bool = False
 
     @property
     def scenario(self) -> dict[str, Any]:
