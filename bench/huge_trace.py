@@ -59,6 +59,7 @@ def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
         "rc": p.returncode,
         "wall_s": round(wall, 2),
         "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),  # the wall time is the load's
         "load_before": os.getloadavg()[0],
         **({"error": err.strip().splitlines()[-1][:300]} if p.returncode and err.strip() else {}),
     }
