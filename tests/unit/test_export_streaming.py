@@ -137,3 +137,40 @@ def test_watched_iterator_catches_a_list() -> None:
             list(watch(None, "kernels"))
     finally:
         store_rows.iter_rows = orig
+
+
+def test_an_export_with_the_tables_in_extdata_still_imports(tmp_path: Path) -> None:
+    """Exports written before the payload moved to ``rocpd_arg`` carried the analysis tables
+    whole in the process row's extdata (``{"mlaprof": {"tables": {name: [row, ...]}}}``, the
+    exporter at main ac93ad5): such a file, rebuilt from a new export, imports to the same
+    tables as the new layout."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "new.db"
+    with load(DEMO / "fix-native-kernel-full-graph") as run:
+        rocpd_export.export_rocpd(run, db)
+    old = tmp_path / "old.db"
+    shutil.copy(db, old)
+    con = sqlite3.connect(old)
+    tables: dict[str, list[Any]] = {}
+    for name, value in con.execute(
+        "SELECT name, value FROM rocpd_arg WHERE type = 'mlaprof-row' ORDER BY position"
+    ):
+        tables.setdefault(name, []).append(json.loads(value))
+    assert tables["layers"] and tables["steps"]
+    (ext,) = con.execute("SELECT extdata FROM rocpd_info_process").fetchone()
+    doc = json.loads(ext)
+    del doc["mlaprof"]["tables_in"]
+    doc["mlaprof"]["tables"] = tables
+    suffix = con.execute("SELECT value FROM rocpd_metadata WHERE tag = 'uuid'").fetchone()[0]
+    con.execute(f'UPDATE "rocpd_info_process{suffix}" SET extdata = ?', (json.dumps(doc),))
+    con.execute(f"DELETE FROM \"rocpd_arg{suffix}\" WHERE type = 'mlaprof-row'")
+    con.commit()
+    con.close()
+    a, _ = import_rocprof(db, tmp_path / "t", "new")
+    b, _ = import_rocprof(old, tmp_path / "t", "old")
+    with load(a) as ra, load(b) as rb:
+        for table in ("steps", "layers", "splits", "padding", "captures"):
+            x, y = ra.table(table), rb.table(table)
+            assert len(x) and x.equals(y), table
