@@ -48,6 +48,7 @@ COMMANDS = (
 
 def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
     """One command in a fresh process: exit code, wall seconds, peak RSS (MiB) of the process."""
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "mlaprof", *argv], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
@@ -59,7 +60,9 @@ def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
         "rc": p.returncode,
         "wall_s": round(wall, 2),
         "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
-        "load_before": os.getloadavg()[0],
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),  # the wall time is the load's
+        "load_before": load,
+        "load_after": os.getloadavg()[0],
         **({"error": err.strip().splitlines()[-1][:300]} if p.returncode and err.strip() else {}),
     }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 PAYLOAD_ARG = "mlaprof-row"
 PAYLOAD_CATEGORY = "MLAPROF_PAYLOAD"
-VOLATILE_META = ("created", "imported_from")  # an import's time and place
+VOLATILE_META = ("created", "imported_from", "git", "versions")  # when, where, by what
 
 
 def content(db: Path) -> dict[str, Any]:

@@ -330,8 +330,11 @@ def _plain(tab: pa.Table) -> pa.Table:
 def frame(side: SideTable) -> pd.DataFrame:
     """The rows as a DataFrame typed as pandas reads a SQLite query's (:func:`as_pandas`); the
     Arrow table is freed column by column as it converts (a 10M-kernel import's 2.7M layers
-    would otherwise be held twice, as Arrow and as pandas)."""
-    return as_pandas(read(side), consume=True)
+    would otherwise be held twice, as Arrow and as pandas), and what Arrow's pool kept of it is
+    handed back to the system."""
+    df = as_pandas(read(side), consume=True)
+    _pa().default_memory_pool().release_unused()
+    return df
 
 
 def as_pandas(tab: pa.Table, consume: bool = False) -> pd.DataFrame:

@@ -33,13 +33,13 @@ FIXTURE_FILES = {
 # tests/rocpd_norm.digest of the export made by the writer before streaming (main ac93ad5),
 # uuid and host fixed as below
 BEFORE = {
-    "bug-legacy-flat-syncs-break-capture": "530d4806829cd76329d0aa0bbd8f929569d5b1910ac791ebb4b2073fe71b407a",
-    "bug-padding-collapses-splits-c16": "4c70b720b9a106a6317f1f9ff8a35ca48aa51e49e825b45db394431b7c05dd0e",
-    "bug-prefix-legacy-flat-all-rows": "069aac40b1c0f119615580922fefa95d2645a4afbb770af1affff6fdd3f08188",
-    "fix-native-kernel-full-graph": "41e35074521c098ac75c8db6c2d711afb3e524c237bc2cced1b85e2399fbcc51",
-    "fix-padding-active-rows-c16": "d51447e673bd6f6fc2990d0cd6e86c7d30e61d5882b347335884ecb2b014d791",
-    "fix-splits-decided-on-device-c1-long": "5198a39d07fccc6a3cef28121ef91150a1df8c167e0ef536d12b613f66cda1cc",
-    "fixture-import": "085cf79f0f8869d5425145e7e42ec197f059821ce9e0847469a496087d114952",
+    "bug-legacy-flat-syncs-break-capture": "b6a113f1595aab1a30054b46ed9de1345fff5718b5916f4ef6231de6965764e8",
+    "bug-padding-collapses-splits-c16": "7c5b9cbf2e9279f6fe453e205c8a6fcff1c1a3291ee8a4cf7915eafda3ab6154",
+    "bug-prefix-legacy-flat-all-rows": "3684195d01f515156002f76e4ef7ac65a97089f47a19f0a12b6dbd974220d4e0",
+    "fix-native-kernel-full-graph": "afed34e1d345b8f760d4fa2e1b66ae79c9b928f4ada115be02fc932a91bd752c",
+    "fix-padding-active-rows-c16": "0f10e6f3af0571b9ed0b54f5da2f562f831dc71f5475867c148d85f36622bb21",
+    "fix-splits-decided-on-device-c1-long": "8841695848fd81411184e463a5f4d6125588f89d2199963bd20db4bef0259f91",
+    "fixture-import": "4551a3a35a862db165af9f30cb6827b4f95791dc6739b8e06d63b680d1e494b6",
 }
 
 
@@ -137,3 +137,40 @@ def test_watched_iterator_catches_a_list() -> None:
             list(watch(None, "kernels"))
     finally:
         store_rows.iter_rows = orig
+
+
+def test_an_export_with_the_tables_in_extdata_still_imports(tmp_path: Path) -> None:
+    """Exports written before the payload moved to ``rocpd_arg`` carried the analysis tables
+    whole in the process row's extdata (``{"mlaprof": {"tables": {name: [row, ...]}}}``, the
+    exporter at main ac93ad5): such a file, rebuilt from a new export, imports to the same
+    tables as the new layout."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "new.db"
+    with load(DEMO / "fix-native-kernel-full-graph") as run:
+        rocpd_export.export_rocpd(run, db)
+    old = tmp_path / "old.db"
+    shutil.copy(db, old)
+    con = sqlite3.connect(old)
+    tables: dict[str, list[Any]] = {}
+    for name, value in con.execute(
+        "SELECT name, value FROM rocpd_arg WHERE type = 'mlaprof-row' ORDER BY position"
+    ):
+        tables.setdefault(name, []).append(json.loads(value))
+    assert tables["layers"] and tables["steps"]
+    (ext,) = con.execute("SELECT extdata FROM rocpd_info_process").fetchone()
+    doc = json.loads(ext)
+    del doc["mlaprof"]["tables_in"]
+    doc["mlaprof"]["tables"] = tables
+    suffix = con.execute("SELECT value FROM rocpd_metadata WHERE tag = 'uuid'").fetchone()[0]
+    con.execute(f'UPDATE "rocpd_info_process{suffix}" SET extdata = ?', (json.dumps(doc),))
+    con.execute(f"DELETE FROM \"rocpd_arg{suffix}\" WHERE type = 'mlaprof-row'")
+    con.commit()
+    con.close()
+    a, _ = import_rocprof(db, tmp_path / "t", "new")
+    b, _ = import_rocprof(old, tmp_path / "t", "old")
+    with load(a) as ra, load(b) as rb:
+        for table in ("steps", "layers", "splits", "padding", "captures"):
+            x, y = ra.table(table), rb.table(table)
+            assert len(x) and x.equals(y), table

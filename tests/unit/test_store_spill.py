@@ -75,3 +75,33 @@ def test_an_import_leaves_no_spill(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(MlaprofError):
         import_rocprof(bad, tmp_path / "t", "bad")
     assert len(seen) == 2 and not _left(spills)
+
+
+def test_the_kernel_file_is_built_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CSV import's kernels reach Parquet one batch of BATCH_ROWS rows at a time (each built
+    from the held columns and the spill), never as one table of every kernel."""
+    import sys
+
+    from mlaprof.store import columnar, load
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from import_bench import generate
+
+    generate(tmp_path / "kernel_trace.csv", 2_000)
+    monkeypatch.setattr(columnar, "BATCH_ROWS", 300)
+    built: list[tuple[str, int]] = []
+    real = columnar.build
+
+    def spy(table: str, rank: int, n: int, *args: object, **kw: object) -> object:
+        built.append((table, n))
+        return real(table, rank, n, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(columnar, "build", spy)
+    run, _ = import_rocprof(tmp_path / "kernel_trace.csv", tmp_path / "t", "b")
+    sizes = [n for table, n in built if table == "kernels"]
+    assert sizes == [300] * 6 + [200]
+    with load(run) as r:
+        assert r.count("kernels") == 2_000
+        assert r.kernels["grid_x"].notna().all()  # spilled columns written back
