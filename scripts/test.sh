@@ -41,8 +41,10 @@ python -m pytest -q "${X[@]}" --basetemp "$T/unit" tests/unit "$@"
 # mlaprof itself. MLAPROF_FULL_O=1 runs the whole unit tier under -O.
 O_SELECT=(-m checks)
 [ "${MLAPROF_FULL_O:-0}" = 1 ] && O_SELECT=()
-python -O -m pytest -q -p no:cacheprovider "${X[@]}" "${O_SELECT[@]}" --basetemp "$T/unit-O" \
-  tests/unit "$@"
+# PYTHONOPTIMIZE: the xdist workers start without the parent's -O (tests/conftest.py refuses
+# to run where MLAPROF_EXPECT_O=1 and asserts are still on)
+PYTHONOPTIMIZE=1 MLAPROF_EXPECT_O=1 python -O -m pytest -q -p no:cacheprovider "${X[@]}" \
+  "${O_SELECT[@]}" --basetemp "$T/unit-O" tests/unit "$@"
 # test_vllm_log_lines runs vLLM's own logger in the vLLM environment: after its install
 python -m pytest -q "${X[@]}" --basetemp "$T/e2e" tests/e2e \
   --ignore tests/e2e/test_vllm_log_lines.py "$@"

@@ -49,6 +49,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("checks")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # scripts/test.sh's -O run: every process of it (xdist workers too) has asserts compiled out
+    if os.environ.get("MLAPROF_EXPECT_O") == "1" and not sys.flags.optimize:
+        raise pytest.UsageError(
+            "MLAPROF_EXPECT_O=1 but asserts are on here (an xdist worker needs PYTHONOPTIMIZE=1)"
+        )
+
+
 _OUTCOMES: dict[str, str] = {}
 
 
