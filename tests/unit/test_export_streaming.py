@@ -30,15 +30,15 @@ FIXTURE_FILES = {
     "1_memory_allocation_trace.csv": "rocprofiler-sdk-docs__memory_allocation_trace.csv",
     "1_marker_api_trace.csv": "rocprofiler-sdk-docs__marker_api_trace.csv",
 }
-# tests/rocpd_norm.digest of the export made by the writer before streaming (main ac93ad5),
-# uuid and host fixed as below
+# tests/rocpd_norm.digest of the export made by the writer before streaming (main ac93ad5's
+# rocpd_export.py run on the shipped demo runs as re-recorded on the H200), uuid and host fixed
 BEFORE = {
-    "bug-legacy-flat-syncs-break-capture": "b6a113f1595aab1a30054b46ed9de1345fff5718b5916f4ef6231de6965764e8",
-    "bug-padding-collapses-splits-c16": "7c5b9cbf2e9279f6fe453e205c8a6fcff1c1a3291ee8a4cf7915eafda3ab6154",
-    "bug-prefix-legacy-flat-all-rows": "3684195d01f515156002f76e4ef7ac65a97089f47a19f0a12b6dbd974220d4e0",
-    "fix-native-kernel-full-graph": "afed34e1d345b8f760d4fa2e1b66ae79c9b928f4ada115be02fc932a91bd752c",
-    "fix-padding-active-rows-c16": "0f10e6f3af0571b9ed0b54f5da2f562f831dc71f5475867c148d85f36622bb21",
-    "fix-splits-decided-on-device-c1-long": "8841695848fd81411184e463a5f4d6125588f89d2199963bd20db4bef0259f91",
+    "bug-legacy-flat-syncs-break-capture": "e922920dd9378f8f571ce05be32441e37078f8df0050e00e82ba90fa0819cf1a",
+    "bug-padding-collapses-splits-c16": "96bf3d282744ff2e0dd98266ce0d52d05c582d529f8791a73623e79c8b7e49bc",
+    "bug-prefix-legacy-flat-all-rows": "03c0cc51ac60d9424229ff1331af86ff453df45d4f8014d5a67480e35814ad69",
+    "fix-native-kernel-full-graph": "226ac9de366d2aed5efad3c9625eb8b4088a1291db9a228c8702ecb688009de4",
+    "fix-padding-active-rows-c16": "c63f877ec1e0cf1f41f0e49be45a34e2e8e521fb9954317f09c77038da64c5db",
+    "fix-splits-decided-on-device-c1-long": "fcbc5b434e07e589846b0f9fc079062bdd830256e9af7a97ec5eca1e5d335d7b",
     "fixture-import": "4551a3a35a862db165af9f30cb6827b4f95791dc6739b8e06d63b680d1e494b6",
 }
 
