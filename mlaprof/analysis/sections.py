@@ -286,7 +286,7 @@ class CpuRank:
     step_annotations: int
     step_us: float
     steps: int
-    vllm_version: str
+    vllm_version: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -679,19 +679,19 @@ class Fleet:
 
 @dataclass(frozen=True, slots=True)
 class StartSpeculative:
-    method: str
-    num_spec_tokens: int
+    method: str | None
+    num_spec_tokens: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class SpecDecodingLine:
-    accepted: int
-    avg_acceptance_pct: float
-    drafted: int
-    line: int
-    mean_acceptance_length: float
-    per_position: list[float]
-    time: str
+    accepted: int | None
+    avg_acceptance_pct: float | None
+    drafted: int | None
+    line: int | None
+    mean_acceptance_length: float | None
+    per_position: list[float] | None
+    time: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -700,13 +700,13 @@ class SpecDecoding:
     accepted: int
     drafted: int
     lines: int
-    per_position_last: list[float]
+    per_position_last: list[float] | None
     provenance: str
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryProfiling:
-    enabled: bool
+    enabled: bool | None
     equivalent_without: float | None
     suggested: float | None
     utilization: float | None
@@ -714,23 +714,23 @@ class MemoryProfiling:
 
 @dataclass(frozen=True, slots=True)
 class StartMemory:
-    capture_secs: float
+    capture_secs: float | None
     estimate_ratio: float | None
     estimated_bytes: int | None
-    measured_bytes: int
-    process: str
+    measured_bytes: int | None
+    process: str | None
     profiling: MemoryProfiling | None
     rank: int
 
 
 @dataclass(frozen=True, slots=True)
 class GraphCaptureLine:
-    done: int
-    line: int
+    done: int | None
+    line: int | None
     mode: str | None
-    phase: str
-    rank: int
-    total: int
+    phase: str | None
+    rank: int | None
+    total: int | None
 
     @property
     def label(self) -> str:
@@ -743,41 +743,41 @@ class GraphCaptureLine:
 @dataclass(frozen=True, slots=True)
 class Downgrade:
     backend: str
-    line: int
+    line: int | None
     message: str
     ranks: list[int]
     requested: str
     setting: str
     spec_decode: bool
     support: str
-    time: str
+    time: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class EngineStart:
     attention_backends: list[str]
-    capture_sizes: list[int]
+    capture_sizes: list[int] | None
     capture_skipped: bool
-    device: str
+    device: str | None
     downgrades: list[Downgrade]
-    final_mode: str
+    final_mode: str | None
     graphs: list[GraphCaptureLine]
-    line: int
+    line: int | None
     memory: list[StartMemory]
-    model: str
+    model: str | None
     prefill_backends: list[str]
     profile: dict[str, ProfiledGraphs] | None
     provenance: str
     ranks: list[int]
-    requested_mode: str
+    requested_mode: str | None
     spec_decoding: SpecDecoding | None
     spec_lines: list[SpecDecodingLine]
     speculative: StartSpeculative | None
     start: int
-    tensor_parallel_size: int
-    time: str
-    version: str
-    world_size: int
+    tensor_parallel_size: int | None
+    time: str | None
+    version: str | None
+    world_size: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ is the shadow analysis' ``per_step``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -496,13 +497,26 @@ def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
     )
 
 
-def _kernels_per_rank(run: Any) -> dict[int, pd.DataFrame]:
-    if run is None or not hasattr(run, "sql"):
+def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, pd.DataFrame]:
+    """Per rank: each kernel name's GPU time summed (µs) and launch count, over the kernels
+    with both timestamps; read by SQL from a Run, or from a kernels ``frame`` handed over whole
+    (a notebook's), by the same rule."""
+    if frame is not None and not frame.empty:
+        k = frame.dropna(subset=["start_ns", "end_ns"])
+        k = k.assign(us=(k["end_ns"].astype("float64") - k["start_ns"].astype("float64")) / 1e3)
+        per = (
+            k.groupby(["rank", "name"], sort=False)["us"]
+            .agg(sum="sum", count="count")
+            .reset_index()
+        )
+    elif run is None or not hasattr(run, "sql"):
         return {}
-    per = run.sql(
-        "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, COUNT(*) AS count "
-        "FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL GROUP BY rank, name"
-    )
+    else:
+        per = run.sql(
+            "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
+            "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
+            "GROUP BY rank, name"
+        )
     return {int(r): g for r, g in per.groupby("rank")} if len(per) else {}
 
 
@@ -537,7 +551,17 @@ def timeline(
         params += [*chosen, int(hi), int(lo)]
     kn = pd.DataFrame(columns=list(columns("kernels")))
     shown = 0
-    if run is not None and hasattr(run, "sql"):
+    frame = run.get("kernels") if isinstance(run, Mapping) else None
+    if frame is not None and not frame.empty:  # a kernels frame handed over: the same window
+        k = frame[(pd.to_numeric(frame["rank"]) == rank) & frame["start_ns"].notna()
+                  & frame["end_ns"].notna()]  # fmt: skip
+        if chosen:
+            k = k[k["step"].isin(chosen) | (k["step"].isna() & (k["start_ns"] < hi)
+                                             & (k["end_ns"] > lo))]  # fmt: skip
+        shown = len(k)
+        kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
+        kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
+    elif run is not None and hasattr(run, "sql"):
         shown = int(run.sql(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
                             tuple(params))["n"].iloc[0])  # fmt: skip
         if shown:
@@ -677,7 +701,7 @@ def series_from_tables(
     tables: dict[str, pd.DataFrame], meta: dict[str, Any] | None = None, name: str = ""
 ) -> Series:
     """The series of bare tables (a notebook's filtered frames): the layer table from the same
-    analyzer the summary uses; no kernels, no shadow."""
+    analyzer the summary uses, the kernel times of a kernels frame; no shadow."""
     from mlaprof.analysis.layers import layer_table
     from mlaprof.store.schema import TABLES, columns
 
@@ -694,9 +718,13 @@ def series_from_tables(
     ranks = sorted({int(r) for df in full.values() for r in pd.to_numeric(df["rank"]).dropna()})
     layers = layer_table(full["layers"], full["syncs"]) if not full["layers"].empty else []
     meta = meta or {}
+    kernels = _kernels_per_rank(None, tables.get("kernels"))
     return Series(
         run=name,
-        ranks=tuple(rank_series(full, r, layers, meta) for r in ranks),
+        ranks=tuple(
+            rank_series(full, r, layers, meta, tables, kernels.get(r))
+            for r in sorted(set(ranks) | set(kernels))
+        ),
         engine=False,
         shadow_title="",
         info=None,

@@ -218,9 +218,13 @@ def test_fleet_views_keep_ranks_that_ran_different_s_apart(
     # the TUI's recent step times: one rank's, said so (they mixed 194 and 128 us steps)
     lat = next(line for line in once.splitlines() if line.startswith("step ms"))
     assert "rank 0 of 8" in lat and "min 0.194" in lat and "0.128" not in lat, lat
-    # the TUI's layer table over all ranks: the ranges, not one rank's S
-    row = next(line.split() for line in once.splitlines() if line.split()[:1] == ["1"])
-    assert row[3] == "1-8", row
+    # the TUI's layer table over all ranks: one row per rank and layer (ranks never merged):
+    # layer 1 runs S 1 on ranks 0-3 and S 8 on ranks 4-7, each rank's own
+    table = once.split("LAYERS (")[1].split("KV SPLITS")[0]
+    # columns: rank, layer, time ms, syncs, S used, S ref, collapsed (tui/text.py)
+    rows = [line.split() for line in table.splitlines()[1:] if line.split()[:1] != ["rank"]]
+    s_of = {int(r[0]): r[4] for r in rows if len(r) > 4 and r[1] == "1"}
+    assert s_of == {**dict.fromkeys(range(4), "1"), **dict.fromkeys(range(4, 8), "8")}, table
 
 
 def test_duplicate_step_numbers_across_ranks_never_raise(

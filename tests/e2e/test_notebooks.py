@@ -76,8 +76,8 @@ SHOWS = {
                           "33 FULL graphs for max_num_seqs=32"],
     "04_imported_trace": ["GPU time per kernel", "Kernel timeline", "mla_verify_stage1",
                           "CRITICAL KV splits collapsed on the aiter-gluon path", "unreliable"],
-    "05_compare_runs": ["What changed from A", "all 32 steps ran PIECEWISE fallback",
-                        "all 32 steps ran FULL graph"],
+    "05_compare_runs": ["What changed from A", "all 30 steps ran PIECEWISE fallback",
+                        "all 28 steps ran FULL graph"],
     "06_whatif": ["What-if: KV splits and predicted slowdown", "collapsed with the bug: 120",
                   "cudagraph_capture_sizes", "would break CUDA/HIP graph capture"],
 }  # fmt: skip
