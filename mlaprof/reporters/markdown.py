@@ -51,6 +51,7 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
             [[h.label, h.value, h.provenance or ""] for h in s.headline],
         )
         lines.append("")
+    lines += [f"**syncs in region**: {cell(s.sync_counts.text)}", ""]
     route = s.route
     if route:
         tag = "" if route.verified else " (UNVERIFIED)"

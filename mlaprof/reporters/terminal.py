@@ -90,6 +90,7 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
             f"{cap.mode} -> {cap.status} (runs {cap.effective_mode})"
         )
         _print_engine_starts(console, s.engine_starts, s.log_spec)
+        console.print(f"syncs in region: {s.sync_counts.text}")
     elif trace is not None:  # an imported trace: only the verdicts its evidence supports
         sy = trace.syncs
         syncs = (
@@ -98,8 +99,8 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
         # an unknown verdict's label already holds its why: said once
         said = cap.label if cap.status == "unknown" else f"{cap.label} ({cap.evidence})"
         console.print(f"capture: {term(said)}  |  syncs: {term(syncs)}  |  padding: {padding}")
-        for h in s.headline:  # the trace's timing, as every view prints it
-            if h.label == "median step":
+        for h in s.headline:  # the trace's S and timing, as every view prints them
+            if h.label == "median step" or h.label.startswith("KV splits"):
                 console.print(f"{h.label}: [bold]{term(h.value)}[/]  "
                               f"[dim]({term(h.provenance)})[/]")  # fmt: skip
         for note in trace.trust.notes or []:
@@ -112,6 +113,7 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
                 "[bold magenta]UNRELIABLE TRACE[/]: " + term("; ".join(trace.trust.reasons)),
                 highlight=False,
             )
+        console.print(f"sync probe: {s.sync_counts.text}")
         _print_trace_paths(console, trace)
         if trace.drafter is not None:
             console.print(term(trace.drafter.text), highlight=False)

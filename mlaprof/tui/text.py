@@ -272,6 +272,7 @@ def render_text(v: View, width: int = 100) -> str:
         lines.append(f"! {v.problem}")
     lines += ["", f"SUMMARY ({v.findings_source})", *headline_lines(v)]
     lines += [f"  step median (analysis): {v.step_median}"]
+    lines += [f"  syncs in region: {v.sync_text}"]
     lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]
     lines += ["", "KV SPLITS (worst step per policy and rank)"]

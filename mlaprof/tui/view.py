@@ -63,6 +63,8 @@ class View:
     latency: dict[str, float | None]
     latency_scope: str  # "rank 0 of 8" where several ranks are shown, else ""
     step_median: str  # the analysis' median step (per rank where ranks differ)
+    # the analysis' sync verdict ("not checked (...)" apart from "0 on N layer(s)")
+    sync_text: str
     layers: list[dict[str, Any]]
     layer_scope: str  # "all steps" or "step N"
     per_rank_layers: bool  # several ranks shown: each row is one rank's
@@ -122,8 +124,11 @@ def build_view(
     if s is None and live.note:
         source = live.note
     series = live.series.get(rank if rank is not None else min(ranks, default=0))
+    counts = _f(s, "sync_counts")
+    checked = bool(counts and counts.checked)  # no summary yet: nothing checked to say
     layers = [
-        _layer(r) for r in (step_layers if step_layers is not None else mine(_f(s, "layers")))
+        _layer(r, checked)
+        for r in (step_layers if step_layers is not None else mine(_f(s, "layers")))
     ]
     key, rev = layer_sort
     layers.sort(key=lambda r: (_sort_key(r.get(key)), _sort_key(r.get("rank"))), reverse=rev)
@@ -149,6 +154,7 @@ def build_view(
         latency=_latency(series),
         latency_scope=f"rank {series.rank} of {len(shown)}" if series and len(shown) > 1 else "",
         step_median=_step_median(timing, rank),
+        sync_text=counts.text if counts else source,
         layers=layers,
         layer_scope=f"step {step}" if step_layers is not None else "all steps",
         per_rank_layers=len(shown) > 1,
@@ -191,13 +197,14 @@ def _has_rank(row: Any, rank: int) -> bool:
     return rank in ranks if ranks else getattr(row, "rank", None) == rank
 
 
-def _layer(r: Any) -> dict[str, Any]:
-    """A :class:`~mlaprof.analysis.sections.LayerRow` under the table's column names."""
+def _layer(r: Any, syncs_checked: bool) -> dict[str, Any]:
+    """A :class:`~mlaprof.analysis.sections.LayerRow` under the table's column names; its
+    syncs read "-" (not checked) where no step of the run was watched, never 0."""
     return {
         "rank": r.rank,
         "layer": r.layer,
         "time_ms": None if r.time_us is None else r.time_us / 1e3,
-        "syncs": r.syncs,
+        "syncs": r.syncs if syncs_checked else None,
         "used": r.S_used,
         "used_min": r.S_min,
         "deserved": r.S_reference,
@@ -292,7 +299,8 @@ def _waiting(name: str, problem: str | None) -> View:
         name=name, scenario="unknown", device="unknown", backend="not recorded",
         status="waiting", rank_label="rank 0", ranks=[], graph_mode="?", capture=ANALYSING,
         steps_text="0 steps", events=0, latency_ms=[], latency=_latency(None), latency_scope="",
-        step_median="-", capture_memory="", layers=[], layer_scope="all steps", per_rank_layers=False, splits=[],
+        step_median="-", sync_text=ANALYSING, capture_memory="", layers=[],
+        layer_scope="all steps", per_rank_layers=False, splits=[],
         padding={}, memory=[], captures=[], syncs=[], findings=[], findings_source=ANALYSING,
         headline=[], problem=problem,
     )  # fmt: skip

@@ -89,17 +89,7 @@ def status_said(view: str, text: str) -> str | None:
 # Facts a view leaves out today, by run kind: each is a gap of that view's renderer (named
 # here), asserted as it stands so that a view which starts saying the fact (or stops saying
 # another) fails until this table says so. Nothing here may be a disagreement in value.
-KNOWN_GAPS: dict[tuple[str, str], tuple[str, ...]] = {
-    # report --format md (reporters/markdown.py) prints no sync verdict
-    ("md", "syncs"): ("scenario", "engine", "trace", "log"),
-    # tui --once (tui/once.py) prints no sync verdict; its layer table reads 0 for runs whose
-    # syncs were not checked
-    ("tui", "syncs"): ("scenario", "engine", "trace", "log"),
-    # the terminal report of a trace or log: its own trace block, not the headline's S and sync
-    # words (reporters/terminal.py)
-    ("text", "S used"): ("trace",),
-    ("text", "syncs"): ("trace", "log"),
-}
+KNOWN_GAPS: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 def known_gaps(doc: dict) -> set[str]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 class LayersTable(ViewTable):
     def show_view(self, v: View) -> None:
-        title = f"layers ({v.layer_scope})"
+        title = f"layers ({v.layer_scope}; syncs {v.sync_text})"
         if self.border_title != title:
             self.border_title = title
         self._columns = layer_columns(v)
