@@ -15,7 +15,14 @@ import zlib
 from collections.abc import Sequence
 
 from mlaprof import __version__
-from mlaprof.errors import MlaprofError, Terminated, clear_signals, note_signal, stop_exception
+from mlaprof.errors import (
+    MlaprofError,
+    Terminated,
+    clear_signals,
+    note_signal,
+    signal_received,
+    stop_exception,
+)
 
 # verb -> its module, in the order --help lists them
 COMMANDS = {
@@ -101,6 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RuntimeError as e:
+        # a stop signal inside a DuckDB query: DuckDB swallows the handler's exception and
+        # raises its own "Query interrupted"; the signal was noted, so it ends as that signal
+        signum = signal_received()
+        if signum is None or "interrupted" not in str(e).lower():
+            raise
+        if signum == signal.SIGINT:
+            print("mlaprof: interrupted", file=sys.stderr)
+            return 130
+        print(f"mlaprof: terminated by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum
     except (OSError, *_db_errors()) as e:
         # full disk, read-only target, missing permission, a database another process damaged
         print(f"mlaprof: error: {one_line(_os_message(e))}", file=sys.stderr)

@@ -444,6 +444,11 @@ def _run_post(traces: Path) -> Outcome:
                     rc = main(argv)
             except TimeoutError:
                 return Outcome("hang", f"{argv[0]} {' '.join(argv[2:3])}: > {HANG_S} s")
+            except RuntimeError as e:  # the alarm inside a DuckDB query: DuckDB's own error
+                if "Query interrupted" not in str(e):
+                    tb = traceback.format_exception(type(e), e, e.__traceback__)
+                    return Outcome("traceback", f"{argv[:3]}: " + "".join(tb[-3:])[-1500:])
+                return Outcome("hang", f"{argv[0]} {' '.join(argv[2:3])}: > {HANG_S} s")
             except BaseException as e:  # noqa: BLE001
                 tb = traceback.format_exception(type(e), e, e.__traceback__)
                 return Outcome("traceback", f"{argv[:3]}: " + "".join(tb[-3:])[-1500:])

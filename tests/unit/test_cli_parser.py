@@ -56,3 +56,29 @@ def test_a_stop_signal_is_the_commands_own(monkeypatch, capsys) -> None:
         assert cli.main(["runs"]) == 128 + signal.SIGTERM
         assert capsys.readouterr().err == "mlaprof: terminated by SIGTERM\n"
         assert signal_received() is None
+
+
+def test_a_stop_signal_inside_a_duckdb_query_ends_as_that_signal(monkeypatch, capsys) -> None:
+    """DuckDB turns the handler's exception into its own RuntimeError("Query interrupted"):
+    the noted signal ends the command (one line, 128 + signum), never a traceback; any other
+    RuntimeError is not taken for a signal."""
+    import signal
+
+    from mlaprof import cli
+    from mlaprof.commands import runs
+    from mlaprof.errors import note_signal
+
+    def in_query(_args: argparse.Namespace) -> int:
+        note_signal(signal.SIGTERM)
+        raise RuntimeError("Query interrupted")
+
+    monkeypatch.setattr(runs, "main", in_query)
+    assert cli.main(["runs"]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == "mlaprof: terminated by SIGTERM\n"
+
+    def other(_args: argparse.Namespace) -> int:
+        raise RuntimeError("Query interrupted")  # no signal noted: a real error
+
+    monkeypatch.setattr(runs, "main", other)
+    with pytest.raises(RuntimeError):
+        cli.main(["runs"])
