@@ -46,7 +46,20 @@ FROM per JOIN rg ON per.rank = rg.rank WHERE win IS NOT NULL GROUP BY win, rg.gr
 UNION ALL
 SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
 UNION ALL
-SELECT 'name', name, COUNT(*), SUM(dur), MEDIAN(dur), NULL, BOOL_OR(mla) FROM k GROUP BY name
+SELECT 'name', name, SUM(c), SUM(d * c),
+       lo + (hi - lo) * 0.5, NULL, BOOL_OR(mla)
+FROM (
+    SELECT name, d, c, mla,
+           MIN(d) FILTER (WHERE cum >= (n + 1) // 2) OVER (PARTITION BY name) AS lo,
+           MIN(d) FILTER (WHERE cum >= n // 2 + 1) OVER (PARTITION BY name) AS hi
+    FROM (
+        SELECT name, d, c, mla,
+               SUM(c) OVER (PARTITION BY name ORDER BY d ROWS UNBOUNDED PRECEDING) AS cum,
+               SUM(c) OVER (PARTITION BY name) AS n
+        FROM (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
+    )
+)
+GROUP BY name, lo, hi
 UNION ALL
 SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
        SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
