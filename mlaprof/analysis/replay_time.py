@@ -11,6 +11,26 @@ import pandas as pd
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.ranks import rank_span
 
+# Per kernel name of ``k`` (name, dur, mla): launches, total and median duration, whether any
+# is an MLA kernel. The median comes from a (name, duration) histogram: DuckDB's MEDIAN keeps
+# every value (11M durations of a 10M-kernel import) outside its memory cap, a grouped count is
+# a hash aggregate that spills. lo/hi: the values at 1-based positions (n + 1) // 2 and
+# n // 2 + 1 (one value for odd n), interpolated as DuckDB's quantile_cont(0.5) does.
+NAME_STATS = """
+SELECT name, SUM(c) AS n, SUM(d * c) AS total, lo + (hi - lo) * 0.5 AS med, BOOL_OR(mla) AS mla
+FROM (
+    SELECT name, d, c, mla,
+           MIN(d) FILTER (WHERE cum >= (n + 1) // 2) OVER (PARTITION BY name) AS lo,
+           MIN(d) FILTER (WHERE cum >= n // 2 + 1) OVER (PARTITION BY name) AS hi
+    FROM (
+        SELECT name, d, c, mla,
+               SUM(c) OVER (PARTITION BY name ORDER BY d ROWS UNBOUNDED PRECEDING) AS cum,
+               SUM(c) OVER (PARTITION BY name) AS n
+        FROM (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
+    )
+)
+GROUP BY name, lo, hi"""
+
 # Where the time goes inside graph replays, as one DuckDB query over the kernels' Parquet files
 # (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
 # window holds its end (the layer of the same rank and step with the smallest end at or after it:
@@ -20,7 +40,7 @@ from mlaprof.analysis.ranks import rank_span
 # totals. ``jl`` is the analysis' own layer table (a drafter's layers already left out), scanned
 # in place: DuckDB reads the five columns it names from the frame, so the ~2.7M layers of a
 # 10M-kernel import are never copied (NaN-free integers here are exact: the casts keep them so).
-REPLAY_SQL = """
+REPLAY_SQL = f"""
 WITH ly AS (
     SELECT CAST(rank AS BIGINT) AS rank, CAST(step AS BIGINT) AS step,
            CAST(layer AS BIGINT) AS layer,
@@ -46,20 +66,7 @@ FROM per JOIN rg ON per.rank = rg.rank WHERE win IS NOT NULL GROUP BY win, rg.gr
 UNION ALL
 SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
 UNION ALL
-SELECT 'name', name, SUM(c), SUM(d * c),
-       lo + (hi - lo) * 0.5, NULL, BOOL_OR(mla)
-FROM (
-    SELECT name, d, c, mla,
-           MIN(d) FILTER (WHERE cum >= (n + 1) // 2) OVER (PARTITION BY name) AS lo,
-           MIN(d) FILTER (WHERE cum >= n // 2 + 1) OVER (PARTITION BY name) AS hi
-    FROM (
-        SELECT name, d, c, mla,
-               SUM(c) OVER (PARTITION BY name ORDER BY d ROWS UNBOUNDED PRECEDING) AS cum,
-               SUM(c) OVER (PARTITION BY name) AS n
-        FROM (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
-    )
-)
-GROUP BY name, lo, hi
+SELECT 'name', name, n, total, med, NULL, mla FROM ({NAME_STATS})
 UNION ALL
 SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
        SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
