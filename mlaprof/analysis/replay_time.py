@@ -11,16 +11,41 @@ import pandas as pd
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.ranks import rank_span
 
+# Per kernel name of ``k`` (name, dur, mla): launches, total and median duration, whether any
+# is an MLA kernel. The median comes from a (name, duration) histogram: DuckDB's MEDIAN keeps
+# every value (11M durations of a 10M-kernel import) outside its memory cap, a grouped count is
+# a hash aggregate that spills. lo/hi: the values at 1-based positions (n + 1) // 2 and
+# n // 2 + 1 (one value for odd n), interpolated as DuckDB's quantile_cont(0.5) does.
+NAME_STATS = """
+SELECT name, SUM(c) AS n, SUM(d * c) AS total, lo + (hi - lo) * 0.5 AS med, BOOL_OR(mla) AS mla
+FROM (
+    SELECT name, d, c, mla,
+           MIN(d) FILTER (WHERE cum >= (n + 1) // 2) OVER (PARTITION BY name) AS lo,
+           MIN(d) FILTER (WHERE cum >= n // 2 + 1) OVER (PARTITION BY name) AS hi
+    FROM (
+        SELECT name, d, c, mla,
+               SUM(c) OVER (PARTITION BY name ORDER BY d ROWS UNBOUNDED PRECEDING) AS cum,
+               SUM(c) OVER (PARTITION BY name) AS n
+        FROM (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
+    )
+)
+GROUP BY name, lo, hi"""
+
 # Where the time goes inside graph replays, as one DuckDB query over the kernels' Parquet files
 # (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
 # window holds its end (the layer of the same rank and step with the smallest end at or after it:
 # an ASOF join on the rank's time line, whose steps follow each other, so a match in a later step
 # means none in its own), then per (rank, step, layer) sums, per layer medians (per group of ranks
 # that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), per name
-# totals. ``jl`` is the analysis' own layer table (a drafter's layers already left out).
-REPLAY_SQL = """
+# totals. ``jl`` is the analysis' own layer table (a drafter's layers already left out), scanned
+# in place: DuckDB reads the five columns it names from the frame, so the ~2.7M layers of a
+# 10M-kernel import are never copied (NaN-free integers here are exact: the casts keep them so).
+REPLAY_SQL = f"""
 WITH ly AS (
-    SELECT rank, step, layer, t_start_ns + duration_ns AS lend FROM jl
+    SELECT CAST(rank AS BIGINT) AS rank, CAST(step AS BIGINT) AS step,
+           CAST(layer AS BIGINT) AS layer,
+           CAST(t_start_ns AS BIGINT) + CAST(duration_ns AS BIGINT) AS lend
+    FROM jl WHERE t_start_ns IS NOT NULL AND duration_ns IS NOT NULL
 ),
 k AS NOT MATERIALIZED (
     SELECT k.rank, k.step, k.replay, k.name, k.end_ns,
@@ -41,12 +66,15 @@ FROM per JOIN rg ON per.rank = rg.rank WHERE win IS NOT NULL GROUP BY win, rg.gr
 UNION ALL
 SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
 UNION ALL
-SELECT 'name', name, COUNT(*), SUM(dur), MEDIAN(dur), NULL, BOOL_OR(mla) FROM k GROUP BY name
+SELECT 'name', name, n, total, med, NULL, mla FROM ({NAME_STATS})
 UNION ALL
 SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
        SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
 FROM per
 """
+
+
+_JL = ["rank", "step", "layer", "t_start_ns", "duration_ns"]
 
 
 def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
@@ -79,16 +107,14 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
              "provenance": _origin(meta)}  # fmt: skip
     if layers.empty:
         return empty
-    jl = layers.dropna(subset=["t_start_ns", "duration_ns"])
-    jl = pd.DataFrame({
-        "rank": (jl["rank"] if "rank" in jl else pd.Series(0, index=jl.index)).astype(np.int64),
-        "step": jl["step"].astype(np.int64),
-        "layer": jl["layer"].astype(np.int64),
-        "t_start_ns": jl["t_start_ns"].astype(np.int64),
-        "duration_ns": jl["duration_ns"].astype(np.int64),
-    })  # fmt: skip
-    if jl.empty:
+    timed = layers["t_start_ns"].notna() & layers["duration_ns"].notna()
+    if not timed.any():  # also the only case where those columns may hold objects (all None)
         return empty
+    del timed
+    # the five columns only (a lazy copy: pandas shares their data), never the text columns
+    jl = layers[[c for c in _JL if c in layers]]
+    if "rank" not in jl:
+        jl = jl.assign(rank=0)
     s_by = _mode_s(layers, ["rank", "layer"])
     groups = s_groups(s_by)
     rg = pd.DataFrame(
