@@ -497,6 +497,13 @@ def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
     )
 
 
+def _per_rank_sql(run: Any) -> Any:
+    """The Run's per-rank query (SQLite for kernels in a database, DuckDB only over an
+    import's kernel files): a recorded run reads without duckdb, as vLLM's environment has it.
+    Each query here names one rank or groups by rank, so per-rank results concatenate whole."""
+    return run.query if hasattr(run, "query") else run.sql
+
+
 def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, pd.DataFrame]:
     """Per rank: each kernel name's GPU time summed (µs) and launch count, over the kernels
     with both timestamps; read by SQL from a Run, or from a kernels ``frame`` handed over whole
@@ -512,7 +519,7 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
     elif run is None or not hasattr(run, "sql"):
         return {}
     else:
-        per = run.sql(
+        per = _per_rank_sql(run)(
             "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
             "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
             "GROUP BY rank, name"
@@ -562,12 +569,13 @@ def timeline(
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
     elif run is not None and hasattr(run, "sql"):
-        shown = int(run.sql(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
-                            tuple(params))["n"].iloc[0])  # fmt: skip
+        q = _per_rank_sql(run)
+        shown = int(q(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
+                      tuple(params))["n"].sum())  # fmt: skip
         if shown:
             cols = ", ".join(columns("kernels"))
-            kn = run.sql(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
-                         f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+            kn = q(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
+                   f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
     kn = _num(kn, "step", "layer", "start_ns", "end_ns", "stream", "splits")
     if st.empty and ly.empty and kn.empty:
         return None
