@@ -125,10 +125,8 @@ def build_view(
         source = live.note
     series = live.series.get(rank if rank is not None else min(ranks, default=0))
     counts = _f(s, "sync_counts")
-    checked = bool(counts and counts.checked)  # no summary yet: nothing checked to say
     layers = [
-        _layer(r, checked)
-        for r in (step_layers if step_layers is not None else mine(_f(s, "layers")))
+        _layer(r) for r in (step_layers if step_layers is not None else mine(_f(s, "layers")))
     ]
     key, rev = layer_sort
     layers.sort(key=lambda r: (_sort_key(r.get(key)), _sort_key(r.get("rank"))), reverse=rev)
@@ -197,14 +195,14 @@ def _has_rank(row: Any, rank: int) -> bool:
     return rank in ranks if ranks else getattr(row, "rank", None) == rank
 
 
-def _layer(r: Any, syncs_checked: bool) -> dict[str, Any]:
-    """A :class:`~mlaprof.analysis.sections.LayerRow` under the table's column names; its
-    syncs read "-" (not checked) where no step of the run was watched, never 0."""
+def _layer(r: Any) -> dict[str, Any]:
+    """A :class:`~mlaprof.analysis.sections.LayerRow` under the table's column names (its
+    syncs None where the analysis says the layer was not checked: shown "-")."""
     return {
         "rank": r.rank,
         "layer": r.layer,
         "time_ms": None if r.time_us is None else r.time_us / 1e3,
-        "syncs": r.syncs if syncs_checked else None,
+        "syncs": r.syncs,
         "used": r.S_used,
         "used_min": r.S_min,
         "deserved": r.S_reference,
