@@ -504,6 +504,14 @@ def _per_rank_sql(run: Any) -> Any:
     return run.query if hasattr(run, "query") else run.sql
 
 
+def _rank_sql(run: Any, rank: int) -> Any:
+    """SQL over one rank's databases only, where the Run can say so (a per-rank query over a
+    fleet otherwise reads every rank's kernel file for each rank); the SQL names the rank too."""
+    if hasattr(run, "query"):
+        return lambda sql, params=(): run.query(sql, params, ranks=(rank,))
+    return run.sql
+
+
 def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, pd.DataFrame]:
     """Per rank: each kernel name's GPU time summed (µs) and launch count, over the kernels
     with both timestamps; read by SQL from a Run, or from a kernels ``frame`` handed over whole
@@ -569,7 +577,7 @@ def timeline(
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
     elif run is not None and hasattr(run, "sql"):
-        q = _per_rank_sql(run)
+        q = _rank_sql(run, rank)
         shown = int(q(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
                       tuple(params))["n"].sum())  # fmt: skip
         if shown:

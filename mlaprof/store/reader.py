@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,12 +134,18 @@ class Run:
         return self.path.name
 
     # -- tables ------------------------------------------------------------------------------
-    def query(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
-        """Run ``sql`` on every rank and concatenate the results. SQL naming a table whose rows
-        sit in a columnar file (an import's kernels) runs in DuckDB over that rank's file and
-        its database rows, never copying the file into SQLite; other SQL runs in SQLite."""
+    def query(
+        self, sql: str, params: tuple[Any, ...] = (), ranks: Iterable[int] | None = None
+    ) -> pd.DataFrame:
+        """Run ``sql`` on every rank (``ranks``: on those only) and concatenate the results. SQL
+        naming a table whose rows sit in a columnar file (an import's kernels) runs in DuckDB
+        over that rank's file and its database rows, never copying the file into SQLite; other
+        SQL runs in SQLite."""
         frames = []
+        only = None if ranks is None else set(ranks)
         for key in self.databases:
+            if only is not None and key[0] not in only:
+                continue
             if any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql)):
                 frames.append(sqlengine.query([self._source(key)], sql, params))
             else:
