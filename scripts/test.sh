@@ -34,7 +34,9 @@ ruff check .
 ruff format --check .
 JOBS=${MLAPROF_TEST_JOBS:-2}
 X=()
-[ "$JOBS" -gt 1 ] && X=(-n "$JOBS" --dist loadfile)  # a file on one worker: its module fixtures made once
+# a group on one worker: a file (its module fixtures made once), or the files sharing the shipped
+# runs' per-process cache (tests/conftest.py: worker_group)
+[ "$JOBS" -gt 1 ] && X=(-n "$JOBS" --dist loadgroup)
 python -m pytest -q "${X[@]}" --basetemp "$T/unit" tests/unit "$@"
 # under python -O (asserts compiled out): the unit tests that expect a refusal, an error or a
 # warning (marked `checks` by tests/conftest.py); `ruff` (S101) already refuses an assert in

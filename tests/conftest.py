@@ -31,15 +31,33 @@ def exercises_a_check(source: str) -> bool:
     return bool(CHECKS.search(source))
 
 
+# pytest-xdist's ``--dist loadgroup`` (scripts/test.sh) runs each group on one worker. A test's
+# group is its file (module fixtures are made once), unless the module names another:
+# ``WORKER_GROUP = "name"`` joins the files that share a per-process cache (tests/shipped_runs.py:
+# the shipped runs imported and summarised once per worker), ``WORKER_GROUP = EACH_TEST`` spreads
+# a file whose tests are independent child processes over the workers.
+EACH_TEST = "each-test"
+
+
+def worker_group(item: pytest.Item) -> str:
+    group = getattr(getattr(item, "module", None), "WORKER_GROUP", None)
+    if group == EACH_TEST:
+        return item.nodeid
+    return str(group) if group else str(Path(str(item.fspath)).resolve().relative_to(ROOT))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries the marker of its tier folder, so ``-m unit`` selects what ``tests/unit``
     holds (and a file outside both tiers is an error, not a test that no tier runs). A test whose
-    body expects a refusal is marked ``checks``: scripts/test.sh runs those under ``python -O``."""
+    body expects a refusal is marked ``checks``: scripts/test.sh runs those under ``python -O``.
+    Each test gets its worker group (:func:`worker_group`)."""
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
         if parts[0] not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: tests live in tests/unit or tests/e2e")
         item.add_marker(parts[0])
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
         fn = getattr(item, "function", None)
         try:
             source = inspect.getsource(fn) if fn is not None else ""

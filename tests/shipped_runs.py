@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tests import summary_corpus as corpus
 
@@ -33,3 +34,15 @@ def run_dir(name: str) -> Path:
         csv = corpus.DATA / "rocprof" / (name.removeprefix("rocprof-") + ".csv")
         return Path(import_rocprof(csv, _folder(), name)[0])
     return Path(corpus.run_dir(name, _folder()))
+
+
+@functools.cache
+def summary(name: str) -> Any:
+    """The run's typed summary, built once per process and the run closed after: a frozen
+    value, shared by the tests that only read it (test files that use it name the worker group
+    ``shipped-runs``, so that one worker builds each summary once)."""
+    import mlaprof
+    from mlaprof.analysis.run_summary import build_summary
+
+    with mlaprof.load(run_dir(name)) as run:
+        return build_summary(run)

@@ -18,8 +18,8 @@ from mlaprof.cli import main
 from mlaprof.reporters.markdown import cell
 from mlaprof.reporters.renderer import JsonRenderer, Renderer, renderer
 from mlaprof.reporters.terminal import TerminalRenderer
-from mlaprof.store import load
-from tests.summary_corpus import NAMES, run_dir
+from tests import shipped_runs
+from tests.summary_corpus import NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 RENDERERS = ("terminal.py", "markdown.py", "renderer.py")
@@ -28,6 +28,7 @@ BUG, FIX = DEMO / "bug-padding-collapses-splits-c16", DEMO / "fix-padding-active
 # what a renderer may not import: the store, or anything that builds a summary or evidence
 FORBIDDEN = ("mlaprof.store", "mlaprof.analysis.evidence", "mlaprof.importers")
 FORBIDDEN_NAMES = {"summary", "build_summary", "collect", "load", "Run"}
+WORKER_GROUP = "shipped-runs"  # one worker builds each shipped run's summary once
 
 
 def imports(source: str) -> list[tuple[str, str]]:
@@ -69,13 +70,8 @@ def test_the_import_check_sees_a_store_import_anywhere() -> None:
 
 
 @pytest.fixture(scope="module")
-def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, rs.RunSummary]:
-    tmp = tmp_path_factory.mktemp("runs")
-    out = {}
-    for n in NAMES:
-        with load(run_dir(n, tmp)) as run:
-            out[n] = rs.build_summary(run)
-    return out
+def summaries() -> dict[str, rs.RunSummary]:
+    return {n: shipped_runs.summary(n) for n in NAMES}
 
 
 def _plain(s: rs.RunSummary, d: object = None) -> str:

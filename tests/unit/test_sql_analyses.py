@@ -15,11 +15,17 @@ from mlaprof.analysis.evidence import trace as trace_adapter
 from mlaprof.importers.kineto import import_kineto
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
+from tests import shipped_runs
 from tests.trace_io_helpers import DATA, KINETO_REAL
 from tests.unit.pandas_replay_time import KERNEL_COLUMNS, pandas_replay_time
 
 AITER = sorted(p for p in (DATA / "aiter").iterdir() if p.is_dir())
 ROCPROF = [DATA / "rocprof"]
+# every shipped trace (the AITER traces, the Kineto traces, the rocprofv3 fixtures)
+SHIPPED_TRACES = [
+    n for n in shipped_runs.NAMES if n.startswith(("aiter-", "rocprof-", "kineto", "vllm_cpu"))
+]
+WORKER_GROUP = "shipped-runs"  # one worker builds each shipped run's summary once
 
 
 def _judged_layers(run) -> pd.DataFrame:  # noqa: ANN001
@@ -117,22 +123,22 @@ def test_step_stats_sql_equals_pandas_on_every_shipped_trace(shipped: dict[str, 
     assert judged > 50  # steps with layers on the shipped traces: the check is not vacuous
 
 
+@pytest.mark.parametrize("name", SHIPPED_TRACES)
 def test_trace_analyses_on_sql_step_stats_equal_those_on_pandas(
-    shipped: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every analysis fed by the per-step aggregates (graph kinds and the drafter table, paths,
     the step list, the collapse findings and their reference) says the same whichever computed
-    them: the database, or pandas over the whole layers table."""
+    them: the database (the shipped run's summary, built once per worker), or pandas over the
+    whole layers table."""
     from mlaprof.analysis.run_summary import build_summary
     from mlaprof.analysis.step_stats import step_stats
 
-    for run_dir in shipped.values():
-        with load(run_dir) as run:
-            sql = build_summary(run).to_json()
-            monkeypatch.setattr(trace_adapter, "step_stats_sql", lambda r: step_stats(r.layers))
-            ref = build_summary(run).to_json()
-            monkeypatch.undo()
-        _same(sql, ref, run_dir.name)  # the whole summary: trace sections, findings, layers
+    sql = shipped_runs.summary(name).to_json()
+    monkeypatch.setattr(trace_adapter, "step_stats_sql", lambda r: step_stats(r.layers))
+    with load(shipped_runs.run_dir(name)) as run:
+        ref = build_summary(run).to_json()
+    _same(sql, ref, name)  # the whole summary: trace sections, findings, layers
 
 
 def test_step_stats_on_layers_that_disagree(tmp_path: Path) -> None:

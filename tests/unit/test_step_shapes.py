@@ -76,10 +76,13 @@ def test_shape_from_import_to_report(make: Any, fmt: str, tmp_path: Path, capsys
         assert doc["fleet"]["dp_groups"] == exp["dp_groups"]
         assert all(r["dp_group"] is None for r in doc["fleet"]["per_rank"])
         assert "cannot tell DP groups apart" in doc["fleet"]["dp_groups_source"]
-    text = _text(tmp_path, shape.name, capsys)  # the terminal view says the same
-    assert "UNRELIABLE" not in text and "host sync inside MLA layers" not in text
-    if exp["edge_partial"]:
-        assert f"{exp['edge_partial']} partial step(s) at the window edges, not analysed" in text
+    if fmt == "csv":  # the terminal view says the same (it renders the summary checked above,
+        # whichever format the store was imported from)
+        text = _text(tmp_path, shape.name, capsys)
+        assert "UNRELIABLE" not in text and "host sync inside MLA layers" not in text
+        if exp["edge_partial"]:
+            edges = f"{exp['edge_partial']} partial step(s) at the window edges, not analysed"
+            assert edges in text
 
 
 def test_piecewise_never_reads_eager_and_its_pieces_are_counted(
