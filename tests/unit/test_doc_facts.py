@@ -493,6 +493,17 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/vllm.md", "to record the server logs of `tests/data/vllm/` (`*_serve.log`, read by the unit tests)",
      lambda: (logs := sorted((ROOT / "tests/data/vllm").glob("*_serve.log")))
      and all("(APIServer pid=" in p.read_text() and "version 0.32.0" in p.read_text() for p in logs)),
+    ("docs/vllm.md", "once (about 8 minutes, 3.4 GB: `bench/results/vllm_cpu_install.json`;",
+     lambda: rounds_to(bench("vllm_cpu_install", "seconds", "total") / 60, "8")
+     and bench("vllm_cpu_install", "venv_size") == "3.4G"),
+    ("README.md", "under `~/.cache`, about 8 minutes the first time",
+     lambda: rounds_to(bench("vllm_cpu_install", "seconds", "total") / 60, "8")
+     and "$HOME/.cache/mlaprof-vllmvenv" in source("scripts/test_vllm.sh")),
+    ("README.md", "the differential test of mlaprof's metadata and routing against vLLM's own builder on 1,000 "
+     "generated cases", lambda: re.search(r"1_?000\b", source("tests/e2e/test_vllm_differential.py"))),
+    ("README.md", "only the unit tests marked `checks` run", lambda: "O_SELECT=(-m checks)" in source("scripts/test.sh")),
+    ("docs/performance.md", "| **total** | **466 (7.8 min)** |",
+     lambda: not _install_table_rows()),
     # ---- docs/store.md
     ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 2", lambda: _schema_version() == 2),
     ("docs/store.md", "Kernel columns (schema version 2)", lambda: _schema_version() == 2 and _store_md_kernel_columns() == _kernel_columns()),
@@ -621,6 +632,17 @@ def _dependencies() -> set[str]:
 
     deps = tomllib.loads(source("pyproject.toml"))["project"]["dependencies"]
     return {Requirement(r).name for r in deps}
+
+
+def _install_table_rows() -> list[str]:
+    """performance.md's vllm-cpu install steps against ``bench/results/vllm_cpu_install.json``."""
+    secs = bench("vllm_cpu_install", "seconds")
+    rows = table_keys("docs/performance.md", "step | seconds |")
+    got = [num(r[1].split()[0]) for r in rows]
+    want = [round(v) for v in secs.values()]
+    return (
+        [] if got == want and rounds_to(secs["total"] / 60, "7.8") else [f"doc {got}, json {want}"]
+    )
 
 
 def _versions() -> dict:
