@@ -83,6 +83,11 @@ def rounds_to(value: object, quoted: str) -> bool:
     return f"{float(value):.{decimals}f}" == q  # type: ignore[arg-type]
 
 
+def mib(x: float) -> int:
+    """``x`` rounded half up (892.5 MiB is written 893)."""
+    return int(x + 0.5)
+
+
 def source(rel: str) -> str:
     return (ROOT / rel).read_text()
 
@@ -533,6 +538,26 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/reliability.md", "Of the rocpd cases, 336 were crafted never-ending views stopped by the time bound",
      lambda: 336 in bench("fuzz_import", "formats", "rocpd", "top_refusals").values()),
     ("docs/reliability.md", "`MLAPROF_ROCPD_TIMEOUT=2`", lambda: bench("fuzz_import", "rocpd_timeout_s") == 2.0),
+    ("docs/reliability.md", "| 100 | 16 | 9 | 75 (27 with 1-30 committed steps: 230 steps acknowledged, all present) | **0** | **0** "
+     "| **0 / 0 / 0** | **0** of 1,864 |",
+     lambda: [bench("crash_kill", k) for k in ("kills", "unreadable", "running_ghosts", "lost_steps",
+                                               "hole_or_duplicate", "partial_steps", "reader_polls",
+                                               "reader_polls_unreadable")] == [100, 0, 0, 0, 0, 0, 1864, 0]
+     and bench("crash_kill", "states") == {"not-started": 16, "abandoned": 9, "incomplete": 75}),
+    ("docs/reliability.md", "Result (`bench/results/crash_kill.json`, 100 kills, seed 0, `--run-seconds 6`, mlaprof "
+     "cd3ffb78140f, this 2-core machine shared with other jobs, 126 s)",
+     lambda: bench("crash_kill", "seed") == 0 and rounds_to(bench("crash_kill", "wall_s"), "126")
+     and bench("crash_kill", "kill_windows_s") == {"start": 0.005, "folder": 0.2, "store": 0.03, "any": 6.0}),
+    ("docs/reliability.md", "Kills by window: 25 in the first 5 ms, 25 in the 200 ms after the folder appeared, 25 in the "
+     "30 ms after run.json appeared, 25 in the first 6 s",
+     lambda: set(bench("crash_kill", "kills_by_mode").values()) == {25}),
+    ("docs/reliability.md", "(`tests/fuzz_classes.py`, `bench/results/fuzz_classes.json`, 30 cases each, `long-html` 8;",
+     lambda: {k: v["cases"] for k, v in bench("fuzz_classes", "classes").items()}
+     == {"symlink": 30, "plugin-full-disk": 30, "duplicate-pid": 30, "readonly-wal": 30,
+         "missing-views": 30, "long-html": 8}
+     and all(v["broken"] == 0 for v in bench("fuzz_classes", "classes").values())),
+    ("docs/reliability.md", "| 30 | 16 merged, 14 refused in one line | **0** |",
+     lambda: bench("fuzz_classes", "classes", "duplicate-pid", "results") == {"ok": 16, "refused": 14}),
     # ---- docs/multirank.md
     ("docs/multirank.md", "`[tokens, 7168]` (DeepSeek-V3 / Kimi-K2 `hidden_size`)", lambda: "7168" in source("mlaprof/multirank.py")),
     ("docs/multirank.md", "(`gloo` on the CPU, `nccl` on GPUs", lambda: '"gloo"' in source("mlaprof/multirank.py") and '"nccl"' in source("mlaprof/multirank.py")),
@@ -1086,3 +1111,30 @@ def test_replay_overhead_table_is_the_results_file() -> None:
     ratios = sorted(r["ratio_median"]["profiled"] for r in runs)
     assert "**met, 0.17%**" in doc_text("docs/performance.md")
     assert rounds_to((ratios[1] - 1) * 100, "0.17")
+
+
+def test_huge_trace_table_is_the_results_files() -> None:
+    """docs/reliability.md's peak memory per command on the 11M- and 1M-kernel traces: each bold
+    figure (a median, with its range for the reports), the 1M column and the target are
+    ``bench/results/huge_trace_2026-12-02*.json``'s, rounded to the MiB."""
+    big = bench("huge_trace_2026-12-02")
+    reports = bench("huge_trace_2026-12-02_report", "summary")
+    rows = table_keys("docs/reliability.md", "command | 11M kernels")
+    assert len(rows) == 7
+    for command, m11, m1, _before, target in rows:
+        name = command.strip("`")
+        verb = name.replace("export ", "")
+        shown = num(re.search(r"\*\*([\d,]+) MiB\*\*", m11).group(1))
+        if name in reports:
+            summary = reports[name]
+            assert mib(summary["median_mib"]) == shown, name
+            lo, hi = (num(x) for x in re.search(r"\((\d+)-(\d+), 3 runs\)", m11).groups())
+            assert [mib(x) for x in summary["spread_mib"]] == [lo, hi], name
+        elif name == "import rocprof":
+            assert mib(big["run_11m"]["results"]["import"]["peak_rss_mib"]) == shown
+        else:
+            assert mib(big["exports_11m"][verb]["peak_rss_mib"]) == shown, name
+        key = "import" if name == "import rocprof" else name
+        assert mib(big["run_1m"]["results"][key]["peak_rss_mib"]) == num(m1.split()[0]), name
+        want = big["targets_mib"]["import" if key == "import" else "every other command"]
+        assert num(target.split()[0]) == want, name
