@@ -1138,3 +1138,36 @@ def test_huge_trace_table_is_the_results_files() -> None:
         assert mib(big["run_1m"]["results"][key]["peak_rss_mib"]) == num(m1.split()[0]), name
         want = big["targets_mib"]["import" if key == "import" else "every other command"]
         assert num(target.split()[0]) == want, name
+
+
+def test_verify_kernel_table_is_the_gpu_suite() -> None:
+    """docs/performance.md's native vs flattened table (H200, 2026-11-29): every time, TB/s and
+    S sweep entry is ``bench/results/gpu_suite_h200.json``'s kernel row of that shape."""
+    rows = table_keys("docs/performance.md", "B | ctx | qlen | S | native |")
+    measured = {(r["B"], r["ctx"], r["qlen"]): r for r in bench("gpu_suite_h200", "kernel", "rows")}
+    assert len(rows) == len(measured) == 6
+    for b, ctx, qlen, s, native, tbs, flat, flat_tbs, sweep in rows:
+        r = measured[(int(b), int(ctx), int(qlen))]
+        assert r["S"] == int(s)
+        assert rounds_to(r["native_us"], native.split()[0]) and rounds_to(
+            r["native_tb_s"], tbs.strip("*")
+        )
+        if flat != "-":
+            assert rounds_to(r["flat_us"], flat.split()[0]) and rounds_to(r["flat_tb_s"], flat_tbs)
+        for s_alt, us in re.findall(r"S=(\d+): ([\d.]+)", sweep):
+            assert rounds_to(r[f"native_us_S{s_alt}"], us), (b, ctx, qlen, s_alt)
+
+
+def test_gluon_targets_are_the_results_file() -> None:
+    """The targets table's Gluon figures: qlen 4 at (8, 131072) and qlen 4 vs qlen 1 at
+    (1, 131072), from ``bench/results/verify_hopper_h200_gluon.json``."""
+    rows = {(r["B"], r["ctx"], r["qlen"]): r for r in bench("verify_hopper_h200_gluon", "rows")
+            if r["variant"] == "default"}  # fmt: skip
+    text = doc_text("docs/performance.md")
+    assert "**3.03 TB/s** (398.4 us, again 403.2; Gluon stage 1 on sm_90, 2026-12-01)" in text
+    big = rows[(8, 131072, 4)]
+    assert big["kernel"] == "gluon" and rounds_to(big["tb_s"], "3.03")
+    assert rounds_to(big["us"], "398.4") and rounds_to(big["us_again"], "403.2")
+    assert "**1.04x** (72.8 vs 69.8 us;" in text
+    q4, q1 = rows[(1, 131072, 4)]["us"], rows[(1, 131072, 1)]["us"]
+    assert rounds_to(q4, "72.8") and rounds_to(q1, "69.8") and rounds_to(q4 / q1, "1.04")
