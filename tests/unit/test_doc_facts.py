@@ -1171,3 +1171,43 @@ def test_gluon_targets_are_the_results_file() -> None:
     assert "**1.04x** (72.8 vs 69.8 us;" in text
     q4, q1 = rows[(1, 131072, 4)]["us"], rows[(1, 131072, 1)]["us"]
     assert rounds_to(q4, "72.8") and rounds_to(q1, "69.8") and rounds_to(q4 / q1, "1.04")
+
+
+def _transcript(doc: str, command: str) -> list[str]:
+    """The output lines docs show under ``$ command`` (continuation lines joined), up to the
+    block's end; ``...`` lines (elided output) left out."""
+    text = (ROOT / doc).read_text()
+    for block in re.findall(r"```\n(.*?)```", text, re.S):
+        lines = block.replace("\\\n", " ").splitlines()
+        if lines and " ".join(lines[0].split()) == f"$ {command}":
+            return [" ".join(s.split()) for s in lines[1:] if s.strip() and s.strip() != "..."]
+    raise AssertionError(f"{doc} has no transcript of {command!r}")
+
+
+@pytest.mark.parametrize(
+    ("doc", "command"),
+    [
+        ("docs/whatif.md", "mlaprof whatif --batch 8 --context 1088 --capture-sizes 60 --model "
+         "kimi-k2-tp8 --policy aiter-gluon-v0.1.19,aiter-gluon-v0.1.20"),
+        ("docs/whatif.md", "mlaprof plan-capture --counts examples/batches.txt --spec 3 "
+         "--max-num-seqs 64 --memory-model 20+0.25"),
+    ],
+)  # fmt: skip
+def test_modelling_transcripts_are_what_the_command_prints(
+    doc: str, command: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every line docs/whatif.md shows of a what-if or plan-capture run (modelled: nothing runs,
+    so the numbers are exact) is a line the command prints today, in order, on a wide terminal."""
+    from mlaprof.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.chdir(ROOT)
+    assert main(command.split()[1:]) == 0
+    out = [" ".join(s.split()) for s in capsys.readouterr().out.splitlines()]
+    shown = _transcript(doc, command)
+    assert len(shown) >= 3
+    pos = 0
+    for line in shown:
+        assert line in out[pos:], f"{doc} shows {line!r}; the command prints:\n" + "\n".join(out)
+        pos = out.index(line, pos) + 1
