@@ -610,6 +610,21 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/trace_io.md", "[--traces DIR] [--name NAME] [--mla-pattern [AXIS:]REGEX ...] [--patterns FILE]",
      lambda: {"--traces", "--name", "--mla-pattern", "--patterns"} <= _import_flags()),
     ("docs/trace_io.md", "`mlaprof/importers/kernels.py` (`DEFAULT_PATTERNS`", lambda: _has("mlaprof.importers.kernels", "DEFAULT_PATTERNS")),
+    ("docs/trace_io.md", "**rocpd**: SQLite in the rocpd schema 3.0.1",
+     lambda: _attr("mlaprof.formats.rocpd_schema", "SCHEMA_VERSION") == "3.0.1"),
+    ("docs/trace_io.md", "The per-layer ranges are regions of category `MLAPROF_LAYER`, name `layer N`",
+     lambda: _attr("mlaprof.formats.rocpd_schema", "LAYER_CATEGORY") == "MLAPROF_LAYER"),
+    ("docs/trace_io.md", "category `MLAPROF_PAYLOAD`, one JSON row each (type `mlaprof-row`, named by the table)",
+     lambda: _attr("mlaprof.formats.rocpd_schema", "PAYLOAD_CATEGORY") == "MLAPROF_PAYLOAD"
+     and _attr("mlaprof.formats.rocpd_schema", "PAYLOAD_ARG") == "mlaprof-row"),
+    ("docs/trace_io.md", "inserted in batches of 10,000", lambda: _attr("mlaprof.exporters.rocpd_export", "BATCH_ROWS") == 10_000),
+    ("docs/trace_io.md", "Without `-o` the export goes to `./out/<run><suffix>` under the current directory (git-ignored;",
+     lambda: _export_dir() == Path("out") and "/out/" in source(".gitignore").splitlines()),
+    ("docs/trace_io.md", "The TUI's `e` key writes the same files to the same folder",
+     lambda: 'Binding("e", "export"' in source("mlaprof/tui/screens/dashboard.py")),
+    ("docs/trace_io.md", "from mlaprof.probes.ranges import layer_range", lambda: _has("mlaprof.probes.ranges", "layer_range")),
+    ("docs/trace_io.md", "Uses `rocm.bindings.roctx` (PyPI `rocm-bindings-systems`) when `has_symbol(\"roctxRangePushA\")`",
+     lambda: 'has_symbol("roctxRangePushA")' in source("mlaprof/probes/ranges.py")),
     ("docs/evidence.md", "`run.json` carries `kind` from the run's first write on (`mlaprof/store/runkind.py`)",
      lambda: {"scenario", "engine", "trace", "log"} <= {k.value for k in _runkinds()}),
     ("docs/evidence.md", "The capture vocabulary (`mlaprof/analysis/capture_status.py`): `captured`, `failed`, `downgraded`, "
@@ -680,6 +695,12 @@ def _paths() -> dict:
     from mlaprof.splits.routing import PATHS
 
     return PATHS
+
+
+def _attr(module: str, name: str) -> object:
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 def _has(module: str, *names: str) -> bool:
