@@ -604,6 +604,21 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "The eager (legacy-flat) runs record every sync of every layer: 32 (4 per layer x 8 layers)",
      lambda: sync_counts_per_layer("bug-prefix-legacy-flat-all-rows") == {4}
      and _syncs_in_layers("bug-prefix-legacy-flat-all-rows") == 32),
+    ("docs/performance.md", "a live reader opens and counts 1M rows in 9 ms",
+     lambda: rounds_to(bench("store_bench", "reader_open_and_count_s") * 1000, "9") and bench("store_bench", "reader_saw_rows") == 10**6),
+    ("docs/performance.md", "loading a 1M-row table as a DataFrame takes 3.0 s (21 MiB on disk)",
+     lambda: rounds_to(bench("store_bench", "load_layers_dataframe_s"), "3.0") and rounds_to(bench("store_bench", "db_bytes") / 2**20, "21")),
+    ("docs/performance.md", "**5.99 s** (5.44-6.69): import 3.86, report 2.20; CPU 7.3 + 3.3 s",
+     lambda: [rounds_to(_fleet("mlaprof-fleet", k), v) for k, v in (("wall_s", "5.99"), ("import_wall_s", "3.86"),
+              ("report_wall_s", "2.20"), ("import_cpu_s", "7.3"), ("report_cpu_s", "3.3"))] == [True] * 5),
+    ("docs/performance.md", "**10.53 s** (9.42-11.13): import 7.92, report 2.55",
+     lambda: rounds_to(_fleet("mlaprof-rocpd-fleet", "wall_s"), "10.53") and rounds_to(_fleet("mlaprof-rocpd-fleet", "import_wall_s"), "7.92")
+     and rounds_to(_fleet("mlaprof-rocpd-fleet", "report_wall_s"), "2.55")),
+    ("docs/performance.md", "**0.92x**: 0.522 s (0.505-0.561) vs 0.568 s (0.554-0.601)",
+     lambda: rounds_to(bench("fleet_bench", "summary", "ratios", "mlaprof import / pandas-read_csv (1m)"), "0.92")
+     and rounds_to(_fleet("mlaprof-1m", "wall_s"), "0.522") and rounds_to(_fleet("pandas-read_csv-1m", "wall_s"), "0.568")),
+    ("docs/performance.md", "| fleet | TUI opens the fleet run <= 1 s | **0.299 s** median of 5",
+     lambda: rounds_to(_fleet("tui-app", "open_s"), "0.299")),
     # ---- docs/trace_io.md
     ("docs/trace_io.md", "A rocpd database's queries give up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
     ("docs/trace_io.md", "(bad input: one line on stderr, exit code 2", lambda: _error_exit() == 2),
@@ -672,6 +687,12 @@ def _dependencies() -> set[str]:
 
     deps = tomllib.loads(source("pyproject.toml"))["project"]["dependencies"]
     return {Requirement(r).name for r in deps}
+
+
+def _fleet(case: str, key: str) -> float:
+    """A median of ``bench/results/fleet_bench.json``'s summary."""
+    v = bench("fleet_bench", "summary", case, key)
+    return v["median"] if isinstance(v, dict) else v
 
 
 def _install_table_rows() -> list[str]:
