@@ -619,6 +619,15 @@ FACTS: list[tuple[str, str, Check]] = [
      and rounds_to(_fleet("mlaprof-1m", "wall_s"), "0.522") and rounds_to(_fleet("pandas-read_csv-1m", "wall_s"), "0.568")),
     ("docs/performance.md", "| fleet | TUI opens the fleet run <= 1 s | **0.299 s** median of 5",
      lambda: rounds_to(_fleet("tui-app", "open_s"), "0.299")),
+    ("docs/performance.md", "the default is Kimi-K2 at TP8, 8 heads, since 2026-11-30",
+     lambda: _scenario_default("model") == "kimi-k2-tp8" and _models()["kimi-k2-tp8"].heads == 8),
+    ("docs/performance.md", "`legacy_flat.py:46` of the code measured then (the `.item()` of `qo_indptr[-1]`, "
+     "`bench/results/gpu_capture_h200.json`; today's code has its first sync, the `.item()` of the verify-token total, "
+     "at `mlaprof/backends/legacy_flat.py:53`, the line the shipped demo runs blame)",
+     lambda: "legacy_flat.py:46" in source("bench/results/gpu_capture_h200.json")
+     and ".item()" in source("mlaprof/backends/legacy_flat.py").splitlines()[52].split("#")[0]
+     and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py:53")
+     and _capture_failed_at("bug-prefix-legacy-flat-all-rows", "legacy_flat.py:53")),
     # ---- docs/trace_io.md
     ("docs/trace_io.md", "A rocpd database's queries give up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
     ("docs/trace_io.md", "(bad input: one line on stderr, exit code 2", lambda: _error_exit() == 2),
@@ -1253,3 +1262,27 @@ def test_modelling_transcripts_are_what_the_command_prints(
     for line in shown:
         assert line in out[pos:], f"{doc} shows {line!r}; the command prints:\n" + "\n".join(out)
         pos = out.index(line, pos) + 1
+
+
+# a `file.py:NN` of mlaprof's code the docs write that names the code of a past measurement
+PAST_LINES = {"legacy_flat.py:46": "bench/results/gpu_capture_h200.json"}
+
+
+def test_every_source_line_the_docs_name_is_a_sync_of_todays_code() -> None:
+    """Each ``mlaprof/...py:NN`` the docs write holds a call that syncs (the legacy path's
+    ``.item()`` / ``repeat_interleave``); a line of the code measured then is named as such and
+    is the line its results file records."""
+    from tests.unit.test_demo_runs import CALLS
+
+    calls = [c for cs in CALLS.values() for c in cs]
+    found = []
+    for d in DOCS:
+        for loc in re.findall(r"`?((?:mlaprof/[\w/]+/)?\w+\.py:\d+)", d.read_text()):
+            found.append(loc)
+            if loc in PAST_LINES:
+                assert loc in source(PAST_LINES[loc]), loc
+                continue
+            path, _, line = loc.rpartition(":")
+            code = source(path).splitlines()[int(line) - 1].split("#")[0]
+            assert any(c in code for c in calls), f"{d.name}: {loc} holds {code.strip()!r}"
+    assert found and set(PAST_LINES) <= set(found)
