@@ -1286,3 +1286,20 @@ def test_every_source_line_the_docs_name_is_a_sync_of_todays_code() -> None:
             code = source(path).splitlines()[int(line) - 1].split("#")[0]
             assert any(c in code for c in calls), f"{d.name}: {loc} holds {code.strip()!r}"
     assert found and set(PAST_LINES) <= set(found)
+
+
+def test_readme_layout_names_files_of_their_row() -> None:
+    """The README's layout table: each file a row names beside its folder is in that folder
+    (``mlaprof/tui/`` ... ``follower.py``, ``view.py``, ``screens/``), and each folder exists."""
+    rows = table_keys("README.md", "path | what |")
+    assert len(rows) > 20
+    for path, what in rows:
+        first, *others = re.findall(r"`([^`]+)`", path)
+        assert (ROOT / first).exists(), first
+        for name in others:  # a sibling: `mlaprof/scenario.py`, `metadata.py`
+            assert ((ROOT / first.rstrip("/")).parent / name).exists(), f"{first} row: {name}"
+        if first.endswith("/"):  # a folder's own files: `mlaprof/tui/` ... `follower.py`
+            for name in re.findall(r"`([\w]+\.py|[\w]+/)`", what):
+                assert (ROOT / first / name).exists(), f"{first} row: {name}"
+    assert "(tests/conftest.py marks them)" in doc_text("README.md")
+    assert '"checks"' in source("tests/conftest.py")
