@@ -563,6 +563,12 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/multirank.md", "(`gloo` on the CPU, `nccl` on GPUs", lambda: '"gloo"' in source("mlaprof/multirank.py") and '"nccl"' in source("mlaprof/multirank.py")),
     ("docs/multirank.md", "the rendezvous is on 127.0.0.1", lambda: "127.0.0.1" in source("mlaprof/multirank.py")),
     ("docs/multirank.md", "`mlaprof run --ranks N`", lambda: "--ranks" in mlaprof_flags()),
+    ("docs/multirank.md", "marks the run `failed` with the first rank that failed and why (`rank 1 failed (killed by signal 9)`)",
+     lambda: _rank_failure() == "rank 1 failed (killed by signal 9)"),
+    ("docs/multirank.md", "`run.json` says `tp` (world size, collective, backend, whether it sits inside the graph) and, once "
+     "the ranks end, `rank_sources`",
+     lambda: '"tp": multirank.tp_meta(' in source("mlaprof/commands/run.py")
+     and 'fields["rank_sources"]' in source("mlaprof/commands/run.py")),
     # ---- docs/performance.md
     ("docs/performance.md", "| core | README run command, default scenario, < 30 s on 2 cores | 3.24 s median of 7",
      lambda: rounds_to(bench("cpu_default_run", "median_s"), "3.24") and len(bench("cpu_default_run", "seconds")) == 7),
@@ -655,6 +661,15 @@ FACTS: list[tuple[str, str, Check]] = [
      "`predicted-fail`, `predicted-ok`, `not-attempted`, `replayed`, `piecewise`, `eager`, `mixed`, `unknown`",
      lambda: _capture_statuses() == {"captured", "failed", "downgraded", "predicted-fail", "predicted-ok", "not-attempted",
                                      "replayed", "piecewise", "eager", "mixed", "unknown"}),
+    ("docs/evidence.md", "## Adapters: one per kind (`mlaprof/analysis/evidence/`)",
+     lambda: all((ROOT / "mlaprof/analysis/evidence" / f).is_file() for f in ("scenario.py", "engine.py", "trace.py", "log.py"))),
+    ("docs/evidence.md", "frozen section dataclasses in `analysis/sections.py` (`Capture`, `Timing`, `SyncCounts`, `Fleet`, "
+     "`Padding`, `SplitStep`, `LayerRow`, `Route`, `TraceSection`, `EngineSection`, `ShadowSection`, ...)",
+     lambda: _has("mlaprof.analysis.sections", "Capture", "Timing", "SyncCounts", "Fleet", "Padding", "SplitStep",
+                  "LayerRow", "Route", "TraceSection", "EngineSection", "ShadowSection", "ShadowStep", "RunStatus")),
+    ("docs/evidence.md", "a diff row's `verdict`: `Verdict`", lambda: _has("mlaprof.analysis.diff", "Verdict", "DiffRow", "SummaryDiff")),
+    ("docs/evidence.md", "| `state` | `status`, `reason`",
+     lambda: {"state", "imported", "log_spec", "dp_groups", "full_graph_splits"} <= _fields("mlaprof.analysis.run_summary", "RunSummary")),
     ("docs/evidence.md", "| collapse | `used * 2 <= reference` |", lambda: _collapsed(8, 16) and not _collapsed(9, 16)),
     ("docs/evidence.md", "`schema_version` 3 added five sections", lambda: _summary_schema() == 3),
 ]  # fmt: skip
@@ -702,6 +717,12 @@ def _fleet(case: str, key: str) -> float:
     """A median of ``bench/results/fleet_bench.json``'s summary."""
     v = bench("fleet_bench", "summary", case, key)
     return v["median"] if isinstance(v, dict) else v
+
+
+def _rank_failure() -> str | None:
+    from mlaprof.multirank import RankOutcome, failure_reason
+
+    return failure_reason([RankOutcome(0, 0, ""), RankOutcome(1, -9, ""), RankOutcome(2, 1, "x")])
 
 
 def _install_table_rows() -> list[str]:
