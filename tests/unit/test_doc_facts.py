@@ -634,6 +634,10 @@ FACTS: list[tuple[str, str, Check]] = [
      and ".item()" in source("mlaprof/backends/legacy_flat.py").splitlines()[52].split("#")[0]
      and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py:53")
      and _capture_failed_at("bug-prefix-legacy-flat-all-rows", "legacy_flat.py:53")),
+    ("docs/performance.md", "Re-recorded on 2026-12-02 on one H200 from the commit in each run's `run.json` `git`",
+     lambda: all(re.fullmatch(r"[0-9a-f]{7,40}", json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["git"] or "")
+                 and json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["created"].startswith("2026-12-02")
+                 for r in _demo_names())),
     # ---- docs/trace_io.md
     ("docs/trace_io.md", "A rocpd database's queries give up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
     ("docs/trace_io.md", "(bad input: one line on stderr, exit code 2", lambda: _error_exit() == 2),
