@@ -577,13 +577,20 @@ def timeline(
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
     elif run is not None and hasattr(run, "sql"):
-        q = _rank_sql(run, rank)
-        shown = int(q(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
-                      tuple(params))["n"].sum())  # fmt: skip
-        if shown:
-            cols = ", ".join(columns("kernels"))
-            kn = q(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
-                   f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+        cols = ", ".join(columns("kernels"))
+        count = (f"SELECT COUNT(*) AS n FROM kernels WHERE {where}", tuple(params))
+        first = (f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
+                 f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+        if hasattr(run, "queries"):  # both on one cursor over the rank's files
+            n, got = run.queries([count, first], ranks=(rank,))
+            shown = int(n["n"].sum())
+            if shown:
+                kn = got
+        else:
+            q = _rank_sql(run, rank)
+            shown = int(q(*count)["n"].sum())
+            if shown:
+                kn = q(*first)
     kn = _num(kn, "step", "layer", "start_ns", "end_ns", "stream", "splits")
     if st.empty and ly.empty and kn.empty:
         return None

@@ -146,7 +146,7 @@ class Run:
         for key in self.databases:
             if only is not None and key[0] not in only:
                 continue
-            if any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql)):
+            if self._in_duckdb(key, sql):
                 frames.append(sqlengine.query([self._source(key)], sql, params))
             else:
                 frames.append(self._query_rank(key, sql, params))
@@ -154,6 +154,42 @@ class Run:
         if not frames:
             return pd.DataFrame(columns=list(columns_of(sql)))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    def _in_duckdb(self, key: tuple[int, str], sql: str) -> bool:
+        """Whether ``sql`` on this database runs in DuckDB: it names a table whose rows sit in
+        a columnar file there."""
+        return any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql))
+
+    def queries(
+        self, statements: list[tuple[str, tuple[Any, ...]]], ranks: Iterable[int] | None = None
+    ) -> list[pd.DataFrame]:
+        """Several :meth:`query` results at once, each as :meth:`query` gives it; a database
+        whose rows sit in columnar files answers all of them on one DuckDB cursor (the views
+        over its files built once), the others in SQLite."""
+        only = None if ranks is None else set(ranks)
+        batch = sqlengine.Statements(tuple((q, tuple(p)) for q, p in statements))
+        per: list[list[pd.DataFrame]] = [[] for _ in statements]
+        for key in self.databases:
+            if only is not None and key[0] not in only:
+                continue
+            duck = [self._in_duckdb(key, q) for q, _ in batch.items]
+            if all(duck):
+                got = sqlengine.query([self._source(key)], batch)
+            else:
+                got = [
+                    sqlengine.query([self._source(key)], q, p) if d else self._query_rank(key, q, p)
+                    for (q, p), d in zip(batch.items, duck, strict=True)
+                ]
+            for i, f in enumerate(got):
+                per[i].append(f)
+        out = []
+        for (q, _), frames in zip(batch.items, per, strict=True):
+            frames = [f for f in frames if len(f)]
+            if not frames:
+                out.append(pd.DataFrame(columns=list(columns_of(q))))
+            else:
+                out.append(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+        return out
 
     def sql(
         self,
