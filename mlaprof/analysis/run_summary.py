@@ -289,7 +289,8 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     doc["headline"] = headline(doc, ev)
     s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
     # the figures' section, from the same evidence and the analyzers' own layer table and shadow
-    return dataclasses.replace(s, series=build_series(ev, layers, engine_shadow, run))
+    series = build_series(ev, layers, engine_shadow, run, sec["timing"])
+    return dataclasses.replace(s, series=series)
 
 
 def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:

@@ -293,16 +293,27 @@ class Series:
 
 
 def _by_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rows of ``rank``: the frame itself where every row is that rank's (a one-rank run:
+    nothing here writes into a table it is given), so that what was computed over the whole
+    frame (the summary's timing) is known to hold for the rank."""
     if df is None or df.empty or "rank" not in df.columns:
         return df if df is not None else pd.DataFrame()
-    return df[pd.to_numeric(df["rank"]) == rank]
+    mine = pd.to_numeric(df["rank"]) == rank
+    return df if mine.all() else df[mine]
 
 
-def mode_timing(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[ModeTiming, ...]:
+def mode_timing(
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    by_mode: dict[str, float] | None = None,
+    served: pd.DataFrame | None = None,
+) -> tuple[ModeTiming, ...]:
     """Per graph mode (FULL first): the timing analyzer's median over the same served steps,
-    with every step as a point."""
-    by_mode = timing_summary(steps, layers)["by_mode"]
-    st, _ = served_steps(steps, layers)
+    with every step as a point. ``by_mode``: that analyzer's ``by_mode`` of these steps and
+    layers where the caller holds it; ``served``: their served steps (:func:`served_steps`)."""
+    if by_mode is None:
+        by_mode = timing_summary(steps, layers)["by_mode"]
+    st = served_steps(steps, layers)[0] if served is None else served
     if st.empty:
         return ()
     st = _num(st, "step", "duration_ns", "num_reqs").dropna(subset=["duration_ns"])
@@ -499,9 +510,13 @@ def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
 
 def _per_rank_sql(run: Any) -> Any:
     """The Run's per-rank query (SQLite for kernels in a database, DuckDB only over an
-    import's kernel files): a recorded run reads without duckdb, as vLLM's environment has it.
-    Each query here names one rank or groups by rank, so per-rank results concatenate whole."""
-    return run.query if hasattr(run, "query") else run.sql
+    import's kernel files, all ranks' files in one query): a recorded run reads without duckdb,
+    as vLLM's environment has it. Each query here groups by rank, so per-rank results
+    concatenate whole."""
+    for name in ("query_ranks", "query"):
+        if hasattr(run, name):
+            return getattr(run, name)
+    return run.sql
 
 
 def _rank_sql(run: Any, rank: int) -> Any:
@@ -530,7 +545,7 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
         per = _per_rank_sql(run)(
             "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
             "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
-            "GROUP BY rank, name"
+            "GROUP BY rank, name ORDER BY rank, name"
         )
     return {int(r): g for r, g in per.groupby("rank")} if len(per) else {}
 
@@ -638,13 +653,18 @@ def rank_series(
     run: Any = None,
     kernels: pd.DataFrame | None = None,
     shadow_steps: list[dict[str, Any]] | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> RankSeries:
+    """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
+    timing section), used where this rank's rows are all of them."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     sc = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
+    whole = steps is tables.get("steps") and layers is tables.get("layers")
+    by_mode = timing["by_mode"] if timing is not None and whole else None
     points = split_points(t["splits"]) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
-    _, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
+    served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
     lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
     kt = kernel_times(kernels) if kernels is not None else ()
     pad = t.get("padding", pd.DataFrame())
@@ -653,7 +673,7 @@ def rank_series(
         rank=rank,
         policy=sc.get("policy"),
         target=str(targets.iloc[0]) if len(targets) else sc.get("target"),
-        modes=mode_timing(steps, layers) if not steps.empty else (),
+        modes=mode_timing(steps, layers, by_mode, served) if not steps.empty else (),
         splits=points,
         split_medians=split_medians(points),
         occupancy=occupancy_medians(points),
@@ -680,9 +700,11 @@ def build_series(
     layer_rows: list[dict[str, Any]],
     shadow: dict[str, Any] | None,
     run: Run | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
-    Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section)."""
+    Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
+    ``timing``: its timing section, of the same steps and layers)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
     per_step = list((shadow or {}).get("per_step") or [])
@@ -690,7 +712,7 @@ def build_series(
     return Series(
         run=ev.name,
         ranks=tuple(
-            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step)
+            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step, timing)
             for r in ranks
         ),
         engine=ev.records_engine,

@@ -113,6 +113,40 @@ def adbc_fetch(db_path: Path, sql: str) -> pa.Table | Unread:
         return UNREAD
 
 
+def adbc_fetch_many(db_path: Path, sqls: Sequence[str]) -> list[pa.Table | Unread]:
+    """:func:`adbc_fetch` of each of ``sqls`` on one connection (opening one costs about as
+    much as reading a small table); a statement it cannot read is :data:`UNREAD` alone."""
+    if not sqls:
+        return []
+    if in_wal_mode(db_path):
+        return [UNREAD] * len(sqls)
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+
+        ac = adbc.connect(f"file:{db_path}?mode=ro")
+    except Exception:  # noqa: BLE001 - the caller reads row by row instead
+        return [UNREAD] * len(sqls)
+    out: list[pa.Table | Unread] = []
+    with ac:
+        for sql in sqls:
+            try:
+                with ac.cursor() as cur:
+                    cur.execute(sql)
+                    out.append(cur.fetch_arrow_table())
+            except Exception:  # noqa: BLE001 - the caller reads this one row by row
+                out.append(UNREAD)
+    return out
+
+
+def has_rows(con: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` of the database holds a row (one probe, ~10 us; True where the probe
+    fails, so that the read after it says what is wrong)."""
+    try:
+        return con.execute(f"SELECT 1 FROM main.{table} LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True
+
+
 def _adbc_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None | Unread:
     tab = adbc_fetch(src.db_path, f"SELECT {', '.join(cols)} FROM main.{table}")
     if isinstance(tab, Unread):
@@ -143,13 +177,10 @@ def _python_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table |
 
 
 def _has_rows(src: RankSource, table: str) -> bool:
-    """Whether the source's database holds a row of ``table`` (one indexed probe through its
-    own connection, ~10 us: an import's kernels, layers and API calls lie in its files, and the
-    ADBC read of an empty table costs a connection, ~0.3 ms, per source and query)."""
-    try:
-        return src.con.execute(f"SELECT 1 FROM main.{table} LIMIT 1").fetchone() is not None
-    except sqlite3.Error:
-        return True  # the read below says what is wrong
+    """Whether the source's database holds a row of ``table``: an import's kernels, layers and
+    API calls lie in its files, and the ADBC read of an empty table costs a connection (~0.3
+    ms) per source and query."""
+    return has_rows(src.con, table)
 
 
 def _read_all(
