@@ -10,6 +10,7 @@ is the shadow analysis' ``per_step``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.padding import padding_summary
 from mlaprof.analysis.sections import Padding, ShadowStep
 from mlaprof.analysis.splits import decided_on_device
-from mlaprof.analysis.timing import served_steps, timing_summary
+from mlaprof.analysis.timing import median_by_mode, served_steps
 from mlaprof.analysis.typed_json import from_json
 from mlaprof.splits.policies import HOST_FALLBACK
 
@@ -59,7 +60,9 @@ def _s(v: Any) -> str | None:
 
 
 def _num(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
-    out = df.copy()
+    # a shallow copy: pandas copies on write (always, since 3.0), so the columns set here and
+    # any later write to the result never reach ``df``, and the others are not copied
+    out = df.copy(deep=False)
     for c in cols:
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
     return out
@@ -311,11 +314,11 @@ def mode_timing(
     """Per graph mode (FULL first): the timing analyzer's median over the same served steps,
     with every step as a point. ``by_mode``: that analyzer's ``by_mode`` of these steps and
     layers where the caller holds it; ``served``: their served steps (:func:`served_steps`)."""
-    if by_mode is None:
-        by_mode = timing_summary(steps, layers)["by_mode"]
     st = served_steps(steps, layers)[0] if served is None else served
     if st.empty:
         return ()
+    if by_mode is None:  # the timing analyzer's rule over the same served steps
+        by_mode = median_by_mode(st)
     st = _num(st, "step", "duration_ns", "num_reqs").dropna(subset=["duration_ns"])
     out = []
     for mode, g in st.groupby(st["graph_mode"].fillna("?").astype(str)):
@@ -453,9 +456,11 @@ def layer_times(layers: pd.DataFrame) -> tuple[tuple[LayerTime, ...], int]:
     if ly.empty:
         return (), 0
     g = ly.groupby("layer")["duration_ns"].agg(["median", "min", "max", "count"]).sort_index()
+    # the columns as one float array (the values a row of iterrows holds), row by row
+    vals = g[["median", "min", "max", "count"]].to_numpy(dtype=float)
     rows = tuple(
-        LayerTime(int(layer), r["median"] / 1e3, r["min"] / 1e3, r["max"] / 1e3, int(r["count"]))
-        for layer, r in g.iterrows()
+        LayerTime(int(layer), med / 1e3, lo / 1e3, hi / 1e3, int(n))
+        for layer, (med, lo, hi, n) in zip(g.index, vals, strict=True)
     )
     return rows, int(ly["step"].nunique())
 
@@ -812,8 +817,10 @@ def series_from_tables(
 # -- kernel names (shared with the figures) ---------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def kernel_label(name: str, width: int = 48) -> str:
-    """A demangled kernel name without ``void`` and its argument list, shortened."""
+    """A demangled kernel name without ``void`` and its argument list, shortened (a pure
+    function of the name, kept for the names seen: a fleet's ranks share theirs)."""
     name = str(name).strip().removeprefix("void ")
     depth = 0
     for i, ch in enumerate(name):
