@@ -64,7 +64,8 @@ def _num(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
     # any later write to the result never reach ``df``, and the others are not copied
     out = df.copy(deep=False)
     for c in cols:
-        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+        if out[c].dtype != "float64":  # a float column already is what this makes of it
+            out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
     return out
 
 
