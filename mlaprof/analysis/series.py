@@ -456,8 +456,11 @@ def layer_times(layers: pd.DataFrame) -> tuple[tuple[LayerTime, ...], int]:
     ly = _num(layers, "step", "layer", "duration_ns").dropna(subset=["layer", "duration_ns"])
     if ly.empty:
         return (), 0
-    g = ly.groupby("layer")["duration_ns"].agg(["median", "min", "max", "count"]).sort_index()
-    # the columns as one float array (the values a row of iterrows holds), row by row
+    d = ly.groupby("layer")["duration_ns"]
+    # one aggregate at a time (a list given to .agg costs ~2 ms more a rank), as one float
+    # array (the values a row of iterrows holds), row by row
+    g = pd.DataFrame({"median": d.median(), "min": d.min(), "max": d.max(), "count": d.count()})
+    g = g.sort_index()
     vals = g[["median", "min", "max", "count"]].to_numpy(dtype=float)
     rows = tuple(
         LayerTime(int(layer), med / 1e3, lo / 1e3, hi / 1e3, int(n))
