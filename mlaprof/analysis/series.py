@@ -475,7 +475,10 @@ def kernel_times(per: pd.DataFrame) -> tuple[KernelTime, ...]:
         return ()
     per = per.assign(kernel=per["name"].map(lambda n: kernel_label(n)))
     g = per.groupby("kernel")[["sum", "count"]].sum().sort_values("sum", ascending=False)
-    return tuple(KernelTime(str(k), float(r["sum"]), int(r["count"])) for k, r in g.iterrows())
+    return tuple(
+        KernelTime(str(k), float(total), int(n))
+        for k, total, n in zip(g.index, g["sum"].tolist(), g["count"].tolist(), strict=True)
+    )
 
 
 def top_kernels(kernels: tuple[KernelTime, ...], top: int = KERNEL_TOP) -> list[KernelTime]:
