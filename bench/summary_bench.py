@@ -1,8 +1,11 @@
 """The CPU cost of a run's typed summary (``mlaprof.analysis.run_summary.build_summary``, behind
-every ``mlaprof report``, ``report --json``, ``--html`` and ``tui --once``): per shipped run
-(tests/shipped_runs.py, each imported once, outside the timing) and on a 16-rank fleet import
-(tests/step_shapes.py's dp2_tp8 as rocprofv3 CSV, ``mlaprof import rocprof``). One repeat opens
-the run and builds its summary; CPU seconds of this process (time.process_time: a shared machine's
+every ``mlaprof report``, ``report --json``, ``--html`` and ``tui --once``): per shipped run (the
+runs tests/shipped_runs.py lists, found here from the same data folders and imported once, outside
+the timing: the demo runs, every AITER, Kineto and rocprofv3 trace, vLLM log and recorded engine
+run of tests/data) and on a 16-rank fleet import (``mlaprof.synthetic.pid_fleet`` of the AITER bug
+trace, 16 processes on 16 GPUs; ``--fleet-csv`` times another rocprofv3 folder instead, e.g. the
+dp2_tp8 step shape of tests/step_shapes.py written as CSV). One repeat opens the run and builds
+its summary; CPU seconds of this process (time.process_time, every thread: a shared machine's
 contention inflates wall time, not CPU time), median of ``--repeats`` after one warm-up.
 
     OMP_NUM_THREADS=1 python bench/summary_bench.py [--repeats 5]
@@ -10,9 +13,9 @@ contention inflates wall time, not CPU time), median of ``--repeats`` after one 
     # two trees alternating run by run, both quoted side by side:
     OMP_NUM_THREADS=1 python bench/summary_bench.py --compare OLD_TREE [--repeats 5]
 
-``--tree`` runs the measurement with ``mlaprof`` and ``tests`` imported from that folder (a
-``git archive`` of an older commit, say); ``--compare`` runs this tree and OLD_TREE in child
-processes, ``--rounds`` times each, alternating, and keeps every repeat of both.
+``--tree`` runs the measurement with ``mlaprof`` imported from that folder (a ``git archive`` of
+an older commit, say); ``--compare`` runs this tree and OLD_TREE in child processes, ``--rounds``
+times each, alternating, and keeps every repeat of both. (bench/ never imports tests/.)
 """
 
 from __future__ import annotations
@@ -30,10 +33,44 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 HERE = Path(__file__).resolve().parents[1]
-FLEET = "fleet-dp2_tp8"
+FLEET = "fleet-16-ranks"
+FLEET_RANKS = 16
 
 
-def _measure(tree: Path, repeats: int, only: list[str] | None) -> dict[str, list[float]]:
+def shipped(root: Path, tmp: Path) -> dict[str, Path]:
+    """The shipped runs, as tests/shipped_runs.py names them, each imported into ``tmp``."""
+    from mlaprof.importers.kineto import import_kineto
+    from mlaprof.importers.rocprof import import_rocprof
+    from mlaprof.importers.vllm_log import import_vllm_log
+
+    data = root / "tests" / "data"
+    runs: dict[str, Path] = {}
+    for p in sorted((root / "traces" / "demo").iterdir()):
+        if (p / "run.json").is_file():
+            runs[f"demo-{p.name}"] = p
+    for p in sorted(q for q in (data / "aiter").iterdir() if q.is_dir()):
+        runs[f"aiter-{p.name}"] = import_rocprof(p, tmp, f"aiter-{p.name}")[0]
+    kineto = {
+        "kineto_graph_replay": data / "kineto_graph_replay.json.gz",
+        "vllm_cpu_mla_profile": data / "vllm" / "cpu_mla_profile",
+        "vllm_cpu_mtp_profile": data / "vllm" / "cpu_mtp_profile",
+    }
+    for name, src in kineto.items():
+        runs[name] = import_kineto(src, tmp, name)[0]
+    for p in sorted((data / "vllm").glob("*.log")):
+        name = f"log-{p.name.removesuffix('.log')}"
+        runs[name] = import_vllm_log(p, tmp, name)[0]
+    for p in sorted((data / "vllm").glob("*/run.json")):
+        runs[f"engine-{p.parent.name}"] = p.parent
+    for p in sorted((data / "rocprof").glob("*kernel_trace.csv")):
+        name = f"rocprof-{p.stem}"
+        runs[name] = import_rocprof(p, tmp, name)[0]
+    return {k: Path(v) for k, v in runs.items()}
+
+
+def _measure(
+    tree: Path, repeats: int, only: list[str] | None, fleet_csv: Path | None
+) -> dict[str, list[float]]:
     """Per run name, the CPU seconds of each repeat (open + build_summary), in this process."""
     sys.path.insert(0, str(tree))
     import torch
@@ -42,16 +79,18 @@ def _measure(tree: Path, repeats: int, only: list[str] | None) -> dict[str, list
     import mlaprof
     from mlaprof.analysis.run_summary import build_summary
     from mlaprof.importers.rocprof import import_rocprof
-    from tests import shipped_runs
-    from tests import step_shapes as shapes
+    from mlaprof.synthetic.pid_fleet import pid_fleet
 
     if not str(Path(mlaprof.__file__).resolve()).startswith(str(tree.resolve())):
         raise SystemExit(f"mlaprof imported from {mlaprof.__file__}, not from {tree}")
-    runs = {n: shipped_runs.run_dir(n) for n in shipped_runs.NAMES if not only or n in only}
+    tmp = Path(tempfile.mkdtemp(prefix="summary-bench-"))
+    # the runs and traces of this checkout (HERE), read by the code of ``tree``
+    runs = {n: p for n, p in shipped(HERE, tmp).items() if not only or n in only}
     if not only or FLEET in only:
-        tmp = Path(tempfile.mkdtemp(prefix="summary-bench-"))
-        folder = shapes.write(shapes.dp2_tp8(), "csv", tmp / "csv")
-        runs[FLEET] = Path(import_rocprof(folder, tmp, "dp2_tp8")[0])
+        src = fleet_csv or pid_fleet(
+            HERE / "tests" / "data" / "aiter" / "gluon_v0119_bug", tmp / "fleet-csv", FLEET_RANKS
+        )
+        runs[FLEET] = Path(import_rocprof(src, tmp, "fleet")[0])
     out: dict[str, list[float]] = {}
     for name, path in runs.items():
 
@@ -89,8 +128,12 @@ def _table(per_run: dict[str, list[float]]) -> dict[str, object]:
     return doc
 
 
-def _child(tree: Path, repeats: int, only: list[str] | None) -> dict[str, list[float]]:
+def _child(
+    tree: Path, repeats: int, only: list[str] | None, fleet_csv: Path | None
+) -> dict[str, list[float]]:
     cmd = [sys.executable, __file__, "--tree", str(tree), "--repeats", str(repeats), "--raw"]
+    if fleet_csv:
+        cmd += ["--fleet-csv", str(fleet_csv)]
     if only:
         cmd += ["--only", *only]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)}
@@ -119,6 +162,15 @@ def _provenance() -> dict[str, object]:
     }
 
 
+def _fleet_text(fleet_csv: Path | None) -> str:
+    if fleet_csv is not None:
+        return f"rocprofv3 folder {fleet_csv.name} (--fleet-csv), imported"
+    return (
+        f"mlaprof.synthetic.pid_fleet of tests/data/aiter/gluon_v0119_bug: {FLEET_RANKS} "
+        "processes on as many GPUs, imported"
+    )
+
+
 def _git(tree: Path) -> str:
     got = subprocess.run(
         ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -133,25 +185,27 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, help="another tree, measured alternately with --tree")
     ap.add_argument("--compare-label", default="", help="what --compare is (e.g. its commit)")
     ap.add_argument("--rounds", type=int, default=2, help="child runs per tree with --compare")
-    ap.add_argument("--only", nargs="*", help="these run names only (fleet: fleet-dp2_tp8)")
+    ap.add_argument("--only", nargs="*", help=f"these run names only (the fleet: {FLEET})")
+    ap.add_argument("--fleet-csv", type=Path, help="a rocprofv3 folder to import as the fleet")
     ap.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.raw:  # a child of --compare: the repeats only, as one JSON line
-        print(json.dumps(_measure(args.tree, args.repeats, args.only)))
+        print(json.dumps(_measure(args.tree, args.repeats, args.only, args.fleet_csv)))
         return
     if args.compare is None:
         doc = {
             "what": "CPU seconds per build_summary (open + summary), median of repeats",
+            "fleet": _fleet_text(args.fleet_csv),
             "code": _git(args.tree),
-            **_table(_measure(args.tree, args.repeats, args.only)),
+            **_table(_measure(args.tree, args.repeats, args.only, args.fleet_csv)),
         }
     else:
         trees = {"before": args.compare, "after": args.tree}
         per: dict[str, dict[str, list[float]]] = {k: {} for k in trees}
         for _ in range(args.rounds):
             for label, tree in trees.items():
-                for name, xs in _child(tree, args.repeats, args.only).items():
+                for name, xs in _child(tree, args.repeats, args.only, args.fleet_csv).items():
                     per[label].setdefault(name, []).extend(xs)
         before, after = _table(per["before"]), _table(per["after"])
         ratio = {
@@ -162,6 +216,7 @@ def main() -> None:
         doc = {
             "what": "CPU seconds per build_summary (open + summary), median of repeats; before "
             "and after measured alternately in child processes on the same machine",
+            "fleet": _fleet_text(args.fleet_csv),
             "before_code": args.compare_label or _git(args.compare),
             "after_code": _git(args.tree),
             "before": before,
