@@ -34,6 +34,8 @@ TIMELINE_STEPS = 3
 TIMELINE_KERNELS = 3000
 TIMELINE_TOP = 8
 KERNEL_TOP = 12
+# the kernel columns the timeline reads (its bars: name, lane, time, S and layer; the window)
+TIMELINE_COLUMNS = ("name", "step", "layer", "start_ns", "end_ns", "stream", "splits")
 MODE_ORDER = ("FULL", "PIECEWISE", "NONE")
 MEMORY_VIEWS = ("pool_bytes", "allocator_bytes", "driver_bytes")
 PADDING_COLUMNS = (
@@ -622,7 +624,8 @@ def timeline(
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
     elif run is not None and hasattr(run, "sql"):
-        cols = ", ".join(columns("kernels"))
+        # the columns the bars are drawn from (the others cost their conversion, ~2 ms a rank)
+        cols = ", ".join(c for c in columns("kernels") if c in TIMELINE_COLUMNS)
         count = (f"SELECT COUNT(*) AS n FROM kernels WHERE {where}", tuple(params))
         first = (f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
                  f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
