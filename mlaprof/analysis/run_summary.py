@@ -41,7 +41,7 @@ from mlaprof.analysis.run_state import run_state
 from mlaprof.analysis.series import Series, build_series
 from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
-from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows
+from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows, split_summary
 from mlaprof.analysis.starts import log_spec_totals
 from mlaprof.analysis.syncs import host_sync_findings, sync_counts, sync_findings, sync_rows
 from mlaprof.analysis.timing import timing_findings, timing_summary
@@ -174,6 +174,8 @@ def _sections(ev: Evidence) -> dict[str, Any]:
         "paths": path_checks(t["events"]),
         "reservation": reservation_summary(ev.scenario),
         "replayed_splits": replayed_splits(t["steps"], t["layers"]),
+        # the worst step per rank and policy: the splits section's rows and findings read it
+        "split_worst": split_summary(t["splits"]),
     }
 
 
@@ -192,7 +194,12 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     findings += engine_found
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(
-        t["splits"], sc.get("policy", ""), mode, pre_fix_rule(sc), sec["replayed_splits"]
+        t["splits"],
+        sc.get("policy", ""),
+        mode,
+        pre_fix_rule(sc),
+        sec["replayed_splits"],
+        sec["split_worst"],
     )
     findings += padding_findings(t["padding"])
     findings += timing_findings(sec["timing"])
@@ -260,7 +267,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         capture_errors=sync_rows(syncs, "capture-error"),
         sync_counts=sync_counts(syncs, t["layers"]),
         route=run_route(ev.meta, engine_shadow),
-        splits=split_rows(t["splits"]),
+        splits=split_rows(t["splits"], sec["split_worst"]),
         padding=padding_summary(t["padding"]),
         layers=layers,
         layer_splits=layer_splits(t["layers"]),
@@ -289,7 +296,8 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     doc["headline"] = headline(doc, ev)
     s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
     # the figures' section, from the same evidence and the analyzers' own layer table and shadow
-    return dataclasses.replace(s, series=build_series(ev, layers, engine_shadow, run))
+    series = build_series(ev, layers, engine_shadow, run, sec["timing"])
+    return dataclasses.replace(s, series=series)
 
 
 def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:

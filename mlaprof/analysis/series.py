@@ -10,6 +10,7 @@ is the shadow analysis' ``per_step``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.padding import padding_summary
 from mlaprof.analysis.sections import Padding, ShadowStep
 from mlaprof.analysis.splits import decided_on_device
-from mlaprof.analysis.timing import served_steps, timing_summary
+from mlaprof.analysis.timing import median_by_mode, served_steps
 from mlaprof.analysis.typed_json import from_json
 from mlaprof.splits.policies import HOST_FALLBACK
 
@@ -33,6 +34,8 @@ TIMELINE_STEPS = 3
 TIMELINE_KERNELS = 3000
 TIMELINE_TOP = 8
 KERNEL_TOP = 12
+# the kernel columns the timeline reads (its bars: name, lane, time, S and layer; the window)
+TIMELINE_COLUMNS = ("name", "step", "layer", "start_ns", "end_ns", "stream", "splits")
 MODE_ORDER = ("FULL", "PIECEWISE", "NONE")
 MEMORY_VIEWS = ("pool_bytes", "allocator_bytes", "driver_bytes")
 PADDING_COLUMNS = (
@@ -59,9 +62,12 @@ def _s(v: Any) -> str | None:
 
 
 def _num(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
-    out = df.copy()
+    # a shallow copy: pandas copies on write (always, since 3.0), so the columns set here and
+    # any later write to the result never reach ``df``, and the others are not copied
+    out = df.copy(deep=False)
     for c in cols:
-        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+        if out[c].dtype != "float64":  # a float column already is what this makes of it
+            out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
     return out
 
 
@@ -293,18 +299,29 @@ class Series:
 
 
 def _by_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rows of ``rank``: the frame itself where every row is that rank's (a one-rank run:
+    nothing here writes into a table it is given), so that what was computed over the whole
+    frame (the summary's timing) is known to hold for the rank."""
     if df is None or df.empty or "rank" not in df.columns:
         return df if df is not None else pd.DataFrame()
-    return df[pd.to_numeric(df["rank"]) == rank]
+    mine = pd.to_numeric(df["rank"]) == rank
+    return df if mine.all() else df[mine]
 
 
-def mode_timing(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[ModeTiming, ...]:
+def mode_timing(
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    by_mode: dict[str, float] | None = None,
+    served: pd.DataFrame | None = None,
+) -> tuple[ModeTiming, ...]:
     """Per graph mode (FULL first): the timing analyzer's median over the same served steps,
-    with every step as a point."""
-    by_mode = timing_summary(steps, layers)["by_mode"]
-    st, _ = served_steps(steps, layers)
+    with every step as a point. ``by_mode``: that analyzer's ``by_mode`` of these steps and
+    layers where the caller holds it; ``served``: their served steps (:func:`served_steps`)."""
+    st = served_steps(steps, layers)[0] if served is None else served
     if st.empty:
         return ()
+    if by_mode is None:  # the timing analyzer's rule over the same served steps
+        by_mode = median_by_mode(st)
     st = _num(st, "step", "duration_ns", "num_reqs").dropna(subset=["duration_ns"])
     out = []
     for mode, g in st.groupby(st["graph_mode"].fillna("?").astype(str)):
@@ -340,31 +357,52 @@ def split_points(splits: pd.DataFrame) -> tuple[SplitPoint, ...]:
     sp = sp.assign(_r=ratio).sort_values("_r", kind="stable")
     sp = sp.drop_duplicates(subset=["policy", "step"], keep="first").drop(columns="_r")
     pols = list(dict.fromkeys(splits["policy"].astype(str)))  # recorded order
+    # column by column as Python values (iterating rows of a frame costs ~10 us a row); a
+    # policy's rows in step order, NaN last (one row per policy and step: no ties)
+    col = {c: sp[c].tolist() for c in ("policy", "note", *cols)}
+    rows: dict[str, list[int]] = {}
+    for i, pol in enumerate(col["policy"]):
+        rows.setdefault(pol, []).append(i)
+    steps = col["step"]
     out = []
     for pol in pols:
-        for r in sp[sp["policy"] == pol].sort_values("step").itertuples():
+        mine = sorted(rows.get(pol, []), key=lambda i: (steps[i] != steps[i], _nan0(steps[i])))
+        on_device = decided_on_device(pol)
+        for i in mine:
+            note = _s(col["note"][i])
             # the splits section's rule: a persistent row AITER decided on the host is not
-            dev = decided_on_device(pol) and HOST_FALLBACK not in (_s(r.note) or "")
+            dev = on_device and HOST_FALLBACK not in (note or "")
             out.append(
                 SplitPoint(
                     policy=pol,
-                    step=_i(r.step),
-                    capture_size=_i(r.capture_size),
-                    used=None if dev else _f(r.used),
-                    deserved=_f(r.deserved),
-                    frozen=None if dev else _f(r.frozen),
-                    occupancy_used=_f(r.occupancy_used),
-                    occupancy_deserved=_f(r.occupancy_deserved),
-                    note=_s(r.note),
+                    step=_i(steps[i]),
+                    capture_size=_i(col["capture_size"][i]),
+                    used=None if dev else _f(col["used"][i]),
+                    deserved=_f(col["deserved"][i]),
+                    frozen=None if dev else _f(col["frozen"][i]),
+                    occupancy_used=_f(col["occupancy_used"][i]),
+                    occupancy_deserved=_f(col["occupancy_deserved"][i]),
+                    note=note,
                     on_device=dev,
                 )
             )
     return tuple(out)
 
 
+def _nan0(x: float) -> float:
+    return 0.0 if x != x else x
+
+
 def _median(vals: list[float | None]) -> float | None:
-    xs = pd.Series([v for v in vals if v is not None], dtype=float)
-    return float(xs.median()) if len(xs) else None
+    """The median of the values given (None skipped), as pandas' and NumPy's: the middle value,
+    or the two middle ones summed and halved."""
+    xs = sorted(float(v) for v in vals if v is not None)
+    if not xs:
+        return None
+    if any(x != x for x in xs):  # a NaN: pandas skips it
+        return _median([x for x in xs if x == x])
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def split_medians(points: tuple[SplitPoint, ...]) -> tuple[SplitMedian, ...]:
@@ -420,10 +458,15 @@ def layer_times(layers: pd.DataFrame) -> tuple[tuple[LayerTime, ...], int]:
     ly = _num(layers, "step", "layer", "duration_ns").dropna(subset=["layer", "duration_ns"])
     if ly.empty:
         return (), 0
-    g = ly.groupby("layer")["duration_ns"].agg(["median", "min", "max", "count"]).sort_index()
+    d = ly.groupby("layer")["duration_ns"]
+    # one aggregate at a time (a list given to .agg costs ~2 ms more a rank), as one float
+    # array (the values a row of iterrows holds), row by row
+    g = pd.DataFrame({"median": d.median(), "min": d.min(), "max": d.max(), "count": d.count()})
+    g = g.sort_index()
+    vals = g[["median", "min", "max", "count"]].to_numpy(dtype=float)
     rows = tuple(
-        LayerTime(int(layer), r["median"] / 1e3, r["min"] / 1e3, r["max"] / 1e3, int(r["count"]))
-        for layer, r in g.iterrows()
+        LayerTime(int(layer), med / 1e3, lo / 1e3, hi / 1e3, int(n))
+        for layer, (med, lo, hi, n) in zip(g.index, vals, strict=True)
     )
     return rows, int(ly["step"].nunique())
 
@@ -434,7 +477,10 @@ def kernel_times(per: pd.DataFrame) -> tuple[KernelTime, ...]:
         return ()
     per = per.assign(kernel=per["name"].map(lambda n: kernel_label(n)))
     g = per.groupby("kernel")[["sum", "count"]].sum().sort_values("sum", ascending=False)
-    return tuple(KernelTime(str(k), float(r["sum"]), int(r["count"])) for k, r in g.iterrows())
+    return tuple(
+        KernelTime(str(k), float(total), int(n))
+        for k, total, n in zip(g.index, g["sum"].tolist(), g["count"].tolist(), strict=True)
+    )
 
 
 def top_kernels(kernels: tuple[KernelTime, ...], top: int = KERNEL_TOP) -> list[KernelTime]:
@@ -462,11 +508,9 @@ def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int]:
 def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:
     if pad is None or pad.empty:
         return ()
-    p = _num(pad, "step", "capture_size", *PADDING_COLUMNS)
-    return tuple(
-        PaddingStep(_i(r["step"]), _i(r["capture_size"]), *(_i(r[c]) for c in PADDING_COLUMNS))
-        for _, r in p.sort_values("step").iterrows()
-    )
+    p = _num(pad, "step", "capture_size", *PADDING_COLUMNS).sort_values("step")
+    col = [p[c].tolist() for c in ("step", "capture_size", *PADDING_COLUMNS)]
+    return tuple(PaddingStep(*(_i(v) for v in r)) for r in zip(*col, strict=True))
 
 
 def memory_bars(memory: pd.DataFrame) -> tuple[MemoryBar, ...]:
@@ -478,10 +522,9 @@ def memory_bars(memory: pd.DataFrame) -> tuple[MemoryBar, ...]:
     for mode in dict.fromkeys(mem["graph_mode"]):
         part = mem[mem["graph_mode"] == mode]
         g = part.groupby("capture_size").sum(numeric_only=True, min_count=1).sort_index()
-        for size, r in g.iterrows():
-            out.append(
-                MemoryBar(mode, int(size), *(_f(r[v]) for v in MEMORY_VIEWS), _f(r["capture_ns"]))
-            )
+        col = [g[c].tolist() for c in (*MEMORY_VIEWS, "capture_ns")]
+        for size, *r in zip(g.index, *col, strict=True):
+            out.append(MemoryBar(mode, int(size), *(_f(v) for v in r)))
     return tuple(out)
 
 
@@ -499,9 +542,13 @@ def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
 
 def _per_rank_sql(run: Any) -> Any:
     """The Run's per-rank query (SQLite for kernels in a database, DuckDB only over an
-    import's kernel files): a recorded run reads without duckdb, as vLLM's environment has it.
-    Each query here names one rank or groups by rank, so per-rank results concatenate whole."""
-    return run.query if hasattr(run, "query") else run.sql
+    import's kernel files, all ranks' files in one query): a recorded run reads without duckdb,
+    as vLLM's environment has it. Each query here groups by rank, so per-rank results
+    concatenate whole."""
+    for name in ("query_ranks", "query"):
+        if hasattr(run, name):
+            return getattr(run, name)
+    return run.sql
 
 
 def _rank_sql(run: Any, rank: int) -> Any:
@@ -530,7 +577,7 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
         per = _per_rank_sql(run)(
             "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
             "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
-            "GROUP BY rank, name"
+            "GROUP BY rank, name ORDER BY rank, name"
         )
     return {int(r): g for r, g in per.groupby("rank")} if len(per) else {}
 
@@ -577,13 +624,21 @@ def timeline(
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
     elif run is not None and hasattr(run, "sql"):
-        q = _rank_sql(run, rank)
-        shown = int(q(f"SELECT COUNT(*) AS n FROM kernels WHERE {where}",
-                      tuple(params))["n"].sum())  # fmt: skip
-        if shown:
-            cols = ", ".join(columns("kernels"))
-            kn = q(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
-                   f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+        # the columns the bars are drawn from (the others cost their conversion, ~2 ms a rank)
+        cols = ", ".join(c for c in columns("kernels") if c in TIMELINE_COLUMNS)
+        count = (f"SELECT COUNT(*) AS n FROM kernels WHERE {where}", tuple(params))
+        first = (f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
+                 f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
+        if hasattr(run, "queries"):  # both on one cursor over the rank's files
+            n, got = run.queries([count, first], ranks=(rank,))
+            shown = int(n["n"].sum())
+            if shown:
+                kn = got
+        else:
+            q = _rank_sql(run, rank)
+            shown = int(q(*count)["n"].sum())
+            if shown:
+                kn = q(*first)
     kn = _num(kn, "step", "layer", "start_ns", "end_ns", "stream", "splits")
     if st.empty and ly.empty and kn.empty:
         return None
@@ -591,21 +646,27 @@ def timeline(
              if s == s)  # fmt: skip
     bars: list[Bar] = []
     lanes: list[str] = []
+    # rows as columns of Python values (iterating a frame's rows costs ~10 us a row)
     if not st.empty:
         lanes.append("steps")
-        for r in st.itertuples():
-            mode = _s(r.graph_mode) or "?"
-            bars.append(Bar("steps", f"step:{mode}", round((r.t_start_ns - t0) / 1e3, 3),
-                            r.duration_ns / 1e3, f"step {int(r.step)}",
-                            (int(r.step), _s(r.timing) or "", _i(r.num_reqs))))  # fmt: skip
+        for step, t_start, dur, g_mode, timing, reqs in _columns(
+            st, "step", "t_start_ns", "duration_ns", "graph_mode", "timing", "num_reqs"
+        ):
+            mode = _s(g_mode) or "?"
+            bars.append(Bar("steps", f"step:{mode}", round((t_start - t0) / 1e3, 3),
+                            dur / 1e3, f"step {int(step)}",
+                            (int(step), _s(timing) or "", _i(reqs))))  # fmt: skip
     if not ly.empty:
         lanes.append("layers")
-        for r in ly.itertuples():
-            flag = "unwatched" if r.syncs != r.syncs else ("sync" if r.syncs > 0 else "clean")
-            bars.append(Bar("layers", f"layer:{flag}", round((r.t_start_ns - t0) / 1e3, 3),
-                            r.duration_ns / 1e3, f"L{int(r.layer)}",
-                            (int(r.step), int(r.layer), _i(r.syncs), _i(r.splits_used),
-                             _i(r.splits_deserved))))  # fmt: skip
+        for step, layer, t_start, dur, syncs, used, deserved in _columns(
+            ly, "step", "layer", "t_start_ns", "duration_ns", "syncs", "splits_used",
+            "splits_deserved",
+        ):  # fmt: skip
+            flag = "unwatched" if syncs != syncs else ("sync" if syncs > 0 else "clean")
+            bars.append(Bar("layers", f"layer:{flag}", round((t_start - t0) / 1e3, 3),
+                            dur / 1e3, f"L{int(layer)}",
+                            (int(step), int(layer), _i(syncs), _i(used),
+                             _i(deserved))))  # fmt: skip
     if not kn.empty:
         kn = kn.assign(
             lane=["kernels" if s != s else f"kernels, stream {int(s)}" for s in kn["stream"]],
@@ -614,13 +675,22 @@ def timeline(
         lanes.extend(sorted(kn["lane"].unique()))
         top = kn.groupby("name")["dur"].sum().sort_values(ascending=False).index[:TIMELINE_TOP]
         top_set = set(top)
-        for r in kn.itertuples():
-            label = kernel_label(r.name) if r.name in top_set else "other kernels"
-            bars.append(Bar(r.lane, f"kernel:{label}", round((r.start_ns - t0) / 1e3, 3),
-                            r.dur / 1e3, str(r.name),
-                            (_i(r.splits), _i(r.layer))))  # fmt: skip
+        labels: dict[Any, str] = {}  # a name's label, worked out once
+        for name, lane, start, dur, splits, layer in _columns(
+            kn, "name", "lane", "start_ns", "dur", "splits", "layer"
+        ):
+            label = labels.get(name)
+            if label is None:
+                label = labels[name] = kernel_label(name) if name in top_set else "other kernels"
+            bars.append(Bar(lane, f"kernel:{label}", round((start - t0) / 1e3, 3),
+                            dur / 1e3, str(name), (_i(splits), _i(layer))))  # fmt: skip
     return Timeline(tuple(chosen), total, min(shown, max_kernels), shown, tuple(lanes),
                     tuple(bars))  # fmt: skip
+
+
+def _columns(df: pd.DataFrame, *cols: str) -> Any:
+    """The rows of ``df``'s columns ``cols`` as tuples of Python values, in the frame's order."""
+    return zip(*(df[c].tolist() for c in cols), strict=True)
 
 
 def rank_series(
@@ -631,13 +701,18 @@ def rank_series(
     run: Any = None,
     kernels: pd.DataFrame | None = None,
     shadow_steps: list[dict[str, Any]] | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> RankSeries:
+    """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
+    timing section), used where this rank's rows are all of them."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     sc = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
+    whole = steps is tables.get("steps") and layers is tables.get("layers")
+    by_mode = timing["by_mode"] if timing is not None and whole else None
     points = split_points(t["splits"]) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
-    _, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
+    served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
     lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
     kt = kernel_times(kernels) if kernels is not None else ()
     pad = t.get("padding", pd.DataFrame())
@@ -646,7 +721,7 @@ def rank_series(
         rank=rank,
         policy=sc.get("policy"),
         target=str(targets.iloc[0]) if len(targets) else sc.get("target"),
-        modes=mode_timing(steps, layers) if not steps.empty else (),
+        modes=mode_timing(steps, layers, by_mode, served) if not steps.empty else (),
         splits=points,
         split_medians=split_medians(points),
         occupancy=occupancy_medians(points),
@@ -673,9 +748,11 @@ def build_series(
     layer_rows: list[dict[str, Any]],
     shadow: dict[str, Any] | None,
     run: Run | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
-    Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section)."""
+    Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
+    ``timing``: its timing section, of the same steps and layers)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
     per_step = list((shadow or {}).get("per_step") or [])
@@ -683,7 +760,7 @@ def build_series(
     return Series(
         run=ev.name,
         ranks=tuple(
-            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step)
+            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step, timing)
             for r in ranks
         ),
         engine=ev.records_engine,
@@ -750,8 +827,10 @@ def series_from_tables(
 # -- kernel names (shared with the figures) ---------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def kernel_label(name: str, width: int = 48) -> str:
-    """A demangled kernel name without ``void`` and its argument list, shortened."""
+    """A demangled kernel name without ``void`` and its argument list, shortened (a pure
+    function of the name, kept for the names seen: a fleet's ranks share theirs)."""
     name = str(name).strip().removeprefix("void ")
     depth = 0
     for i, ch in enumerate(name):

@@ -68,10 +68,11 @@ def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     return out.assign(_o=order).sort_values("_o").drop(columns="_o").reset_index(drop=True)
 
 
-def split_rows(splits: pd.DataFrame) -> list[dict]:
-    """The worst-step row per rank and policy, with where each policy's rule was read from."""
+def split_rows(splits: pd.DataFrame, worst: pd.DataFrame | None = None) -> list[dict]:
+    """The worst-step row per rank and policy, with where each policy's rule was read from
+    (``worst``: :func:`split_summary` of ``splits``, where the caller holds it)."""
     out = []
-    for r in split_summary(splits).itertuples():
+    for r in (split_summary(splits) if worst is None else worst).itertuples():
         p = POLICIES.get(r.policy)
         out.append(
             {
@@ -121,14 +122,16 @@ def split_findings(
     graph_mode: str,
     pre_fix: str | None = None,
     replayed: dict | None = None,
+    worst: pd.DataFrame | None = None,
 ) -> list[Finding]:
     """``pre_fix``: why the run models a min_kv_seq_len rule its vLLM version no longer has
     (said in every collapse it explains). ``replayed``: the measured S of the run's graph
     replays (:func:`replayed_splits`); where it exists, the modelled frozen S is not warned of
-    (measured over modelled: the graph ran what it ran)."""
+    (measured over modelled: the graph ran what it ran). ``worst``: :func:`split_summary` of
+    ``splits``, where the caller holds it."""
     out: list[Finding] = []
     seen_device: set[str] = set()
-    for r in split_summary(splits).itertuples():
+    for r in (split_summary(splits) if worst is None else worst).itertuples():
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
         p = POLICIES.get(r.policy)

@@ -101,10 +101,7 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
             "ranks_agree": True,
             "step_median_text": None,
         }
-    by_mode = {
-        str(mode): float(g["duration_ns"].median()) / 1e3
-        for mode, g in steps.dropna(subset=["duration_ns"]).groupby("graph_mode")
-    }
+    by_mode = median_by_mode(steps)
     timing = str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None
     timed = steps.dropna(subset=["duration_ns"])
     per_rank = [
@@ -134,6 +131,14 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
         # replays ("graph"); a run that replays nothing (the CPU: FULL is only its plan) has no
         # share, not 100% (None, never a number that reads as a result)
         "full_share": replayed_share(steps),
+    }
+
+
+def median_by_mode(served: pd.DataFrame) -> dict[str, float]:
+    """The median step time (µs) per graph mode of served steps (:func:`served_steps`)."""
+    return {
+        str(mode): float(g["duration_ns"].median()) / 1e3
+        for mode, g in served.dropna(subset=["duration_ns"]).groupby("graph_mode")
     }
 
 

@@ -146,7 +146,7 @@ class Run:
         for key in self.databases:
             if only is not None and key[0] not in only:
                 continue
-            if any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql)):
+            if self._in_duckdb(key, sql):
                 frames.append(sqlengine.query([self._source(key)], sql, params))
             else:
                 frames.append(self._query_rank(key, sql, params))
@@ -154,6 +154,52 @@ class Run:
         if not frames:
             return pd.DataFrame(columns=list(columns_of(sql)))
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    def _in_duckdb(self, key: tuple[int, str], sql: str) -> bool:
+        """Whether ``sql`` on this database runs in DuckDB: it names a table whose rows sit in
+        a columnar file there."""
+        return any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql))
+
+    def query_ranks(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
+        """``sql``, which groups by rank (every row of its result holds one rank's rows only),
+        over every rank: as one DuckDB query where every database keeps the tables it names in
+        columnar files (an import: one query for a fleet, not one per rank), else as
+        :meth:`query` (SQLite where a database holds them, as a recorded run, read without
+        duckdb)."""
+        if len(self.databases) > 1 and all(self._in_duckdb(k, sql) for k in self.databases):
+            return self.sql(sql, params)
+        return self.query(sql, params)
+
+    def queries(
+        self, statements: list[tuple[str, tuple[Any, ...]]], ranks: Iterable[int] | None = None
+    ) -> list[pd.DataFrame]:
+        """Several :meth:`query` results at once, each as :meth:`query` gives it; a database
+        whose rows sit in columnar files answers all of them on one DuckDB cursor (the views
+        over its files built once), the others in SQLite."""
+        only = None if ranks is None else set(ranks)
+        batch = sqlengine.Statements(tuple((q, tuple(p)) for q, p in statements))
+        per: list[list[pd.DataFrame]] = [[] for _ in statements]
+        for key in self.databases:
+            if only is not None and key[0] not in only:
+                continue
+            duck = [self._in_duckdb(key, q) for q, _ in batch.items]
+            if all(duck):
+                got = sqlengine.query([self._source(key)], batch)
+            else:
+                got = [
+                    sqlengine.query([self._source(key)], q, p) if d else self._query_rank(key, q, p)
+                    for (q, p), d in zip(batch.items, duck, strict=True)
+                ]
+            for i, f in enumerate(got):
+                per[i].append(f)
+        out = []
+        for (q, _), frames in zip(batch.items, per, strict=True):
+            frames = [f for f in frames if len(f)]
+            if not frames:
+                out.append(pd.DataFrame(columns=list(columns_of(q))))
+            else:
+                out.append(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+        return out
 
     def sql(
         self,
@@ -195,6 +241,43 @@ class Run:
         if name == "layers" and not df.empty and df["syncs"].isna().any():
             df = self._fill_layer_syncs(df)
         return df
+
+    def read_tables(self, names: Iterable[str]) -> dict[str, pd.DataFrame]:
+        """Whole tables, each exactly as :meth:`table` reads it, read together: one ADBC
+        connection per database for all of them, a table a database holds no row of not read
+        there (a small run's tables are mostly empty), and the layers' missing sync counts filled
+        from the syncs read here (:meth:`table` reads them again)."""
+        names = list(names)
+        for name in names:
+            if name not in TABLES:
+                raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        parts: dict[str, list[pd.DataFrame]] = {name: [] for name in names}
+        for key in self.databases:
+            con = self._cons[key]
+            full = [n for n in names if sqlengine.has_rows(con, n)]
+            sqls = [f"SELECT {', '.join(columns(n))} FROM main.{n}" for n in full]
+            got = dict(zip(full, sqlengine.adbc_fetch_many(self.path / rank_db_name(*key), sqls),
+                           strict=True))  # fmt: skip
+            for name, sql in zip(full, sqls, strict=True):
+                tab = got[name]
+                if isinstance(tab, sqlengine.Unread):
+                    parts[name].append(self._query_rank(key, sql, ()))
+                else:
+                    parts[name].append(columnar.as_pandas(tab))
+            for name in names:
+                side = self._side.get(key, {}).get(name)
+                if side is not None:
+                    parts[name].append(columnar.frame(side))
+        out: dict[str, pd.DataFrame] = {}
+        for name in names:
+            frames = [f for f in parts[name] if len(f)]
+            df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            out[name] = pd.DataFrame(columns=list(columns(name))) if df.empty else df
+        lay = out.get("layers")
+        if lay is not None and not lay.empty and lay["syncs"].isna().any():
+            syncs = out["syncs"] if "syncs" in out else self.table("syncs")
+            out["layers"] = fill_layer_syncs(lay, syncs)
+        return out
 
     def _fill_layer_syncs(self, layers: pd.DataFrame) -> pd.DataFrame:
         return fill_layer_syncs(layers, self.table("syncs"))

@@ -113,6 +113,40 @@ def adbc_fetch(db_path: Path, sql: str) -> pa.Table | Unread:
         return UNREAD
 
 
+def adbc_fetch_many(db_path: Path, sqls: Sequence[str]) -> list[pa.Table | Unread]:
+    """:func:`adbc_fetch` of each of ``sqls`` on one connection (opening one costs about as
+    much as reading a small table); a statement it cannot read is :data:`UNREAD` alone."""
+    if not sqls:
+        return []
+    if in_wal_mode(db_path):
+        return [UNREAD] * len(sqls)
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+
+        ac = adbc.connect(f"file:{db_path}?mode=ro")
+    except Exception:  # noqa: BLE001 - the caller reads row by row instead
+        return [UNREAD] * len(sqls)
+    out: list[pa.Table | Unread] = []
+    with ac:
+        for sql in sqls:
+            try:
+                with ac.cursor() as cur:
+                    cur.execute(sql)
+                    out.append(cur.fetch_arrow_table())
+            except Exception:  # noqa: BLE001 - the caller reads this one row by row
+                out.append(UNREAD)
+    return out
+
+
+def has_rows(con: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` of the database holds a row (one probe, ~10 us; True where the probe
+    fails, so that the read after it says what is wrong)."""
+    try:
+        return con.execute(f"SELECT 1 FROM main.{table} LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True
+
+
 def _adbc_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None | Unread:
     tab = adbc_fetch(src.db_path, f"SELECT {', '.join(cols)} FROM main.{table}")
     if isinstance(tab, Unread):
@@ -142,21 +176,30 @@ def _python_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table |
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _has_rows(src: RankSource, table: str) -> bool:
+    """Whether the source's database holds a row of ``table``: an import's kernels, layers and
+    API calls lie in its files, and the ADBC read of an empty table costs a connection (~0.3
+    ms) per source and query."""
+    return has_rows(src.con, table)
+
+
 def _read_all(
     sources: Sequence[RankSource], table: str, cols: Sequence[str]
 ) -> list[pa.Table | None]:
     """Every source's rows of ``table`` (``cols`` only): the ADBC reads in threads (their own
     connections, in C), any it could not do row by row here (the sources' connections stay in
-    their thread)."""
+    their thread). A source whose table is empty is not read (None, as a read of no rows)."""
     cols = list(cols) or ["rank"]
-    if len(sources) == 1:  # no thread to start for one
-        got = [_adbc_rows(sources[0], table, cols)]
+    todo = [src for src in sources if _has_rows(src, table)]
+    if len(todo) <= 1:  # no thread to start for one
+        got = [_adbc_rows(src, table, cols) for src in todo]
     else:
-        with ThreadPoolExecutor(min(4, len(sources))) as pool:
-            got = list(pool.map(_adbc_rows, sources, repeat(table), repeat(cols)))
+        with ThreadPoolExecutor(min(4, len(todo))) as pool:
+            got = list(pool.map(_adbc_rows, todo, repeat(table), repeat(cols)))
+    read = {id(src): g for src, g in zip(todo, got, strict=True)}
     return [
-        _python_rows(src, table, cols) if isinstance(g, Unread) else g
-        for src, g in zip(sources, got, strict=True)
+        _python_rows(src, table, cols) if isinstance(g := read.get(id(src)), Unread) else g
+        for src in sources
     ]
 
 
@@ -186,16 +229,31 @@ class RankSource:
     sides: Mapping[str, columnar.SideTable]
 
 
+@dataclass(frozen=True)
+class Statements:
+    """Several queries over the same tables, run on one cursor: the views over the ranks' rows
+    and files are built once for all of them (building them is most of a small query's cost:
+    a view over a Parquet file binds and reads its footer, ~1 ms). ``items``: (sql, params)."""
+
+    items: tuple[tuple[str, tuple[Any, ...]], ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(sql for sql, _ in self.items)
+
+
 def query(
     sources: Sequence[RankSource],
-    sql: str,
+    sql: str | Statements,
     params: Sequence[Any] = (),
     frames: Mapping[str, pd.DataFrame] | None = None,
-) -> pd.DataFrame:
+) -> Any:
     """``sql`` over the given ranks as one: each table it names is the union of those ranks' rows
     (a side table read from its file after its SQLite rows, any other table from SQLite).
     ``frames``: small tables the caller already holds, visible to the SQL under their names
-    (which must not be a store table's)."""
+    (which must not be a store table's). ``sql`` may be :class:`Statements`: each of them is
+    run over the same views, and the result is a list of frames, one per statement."""
+    batch = sql if isinstance(sql, Statements) else Statements(((sql, tuple(params)),))
     duckdb = duckdb_module()
     db = _cursor(duckdb)
     try:
@@ -203,9 +261,10 @@ def query(
             if name in TABLES:
                 raise MlaprofError(f"a frame may not take the store table's name {name!r}")
             db.register(name, frame)
-        for table in mentioned(sql):
+        every = batch.text
+        for table in mentioned(every):
             parts = []
-            need = needed_columns(sql, table)
+            need = needed_columns(every, table)
             read = _read_all(sources, table, need)
             for i, (src, rows) in enumerate(zip(sources, read, strict=True)):
                 # i: a rank may have several databases (roles)
@@ -219,24 +278,32 @@ def query(
                 db.register(f"_db_{table}", columnar.arrow_schema(table).empty_table())
                 parts.append(f"SELECT {', '.join(columns(table))} FROM _db_{table}")
             db.execute(f"CREATE TEMP VIEW {table} AS " + " UNION ALL ".join(parts))
-        try:
-            try:
-                tab = db.sql(sql, params=list(params) or None).to_arrow_table()
-            except duckdb.OutOfMemoryException:
-                # an operator that cannot spill (the replay query's ASOF join) may meet the
-                # cap (DuckDB's use varies run to run): once more with RETRY_MEMORY (a setting
-                # of the whole database, so put back after)
-                db.execute(f"SET memory_limit = '{RETRY_MEMORY}'")
-                try:
-                    tab = db.sql(sql, params=list(params) or None).to_arrow_table()
-                finally:
-                    db.execute(f"SET memory_limit = '{bounded()['memory_limit']}'")
-        except duckdb.Error as e:
-            msg = str(e).splitlines()[0][:300]
-            ranks = ", ".join(str(s.rank) for s in sources)
-            raise MlaprofError(f"SQL over rank(s) {ranks} failed (DuckDB): {msg}") from None
+        out = [_run(duckdb, db, q, p, sources) for q, p in batch.items]
     finally:
         db.close()
+    return out if isinstance(sql, Statements) else out[0]
+
+
+def _run(
+    duckdb: Any, db: Any, sql: str, params: Sequence[Any], sources: Sequence[RankSource]
+) -> pd.DataFrame:
+    """One statement on the cursor whose views are built."""
+    try:
+        try:
+            tab = db.sql(sql, params=list(params) or None).to_arrow_table()
+        except duckdb.OutOfMemoryException:
+            # an operator that cannot spill (the replay query's ASOF join) may meet the
+            # cap (DuckDB's use varies run to run): once more with RETRY_MEMORY (a setting
+            # of the whole database, so put back after)
+            db.execute(f"SET memory_limit = '{RETRY_MEMORY}'")
+            try:
+                tab = db.sql(sql, params=list(params) or None).to_arrow_table()
+            finally:
+                db.execute(f"SET memory_limit = '{bounded()['memory_limit']}'")
+    except duckdb.Error as e:
+        msg = str(e).splitlines()[0][:300]
+        ranks = ", ".join(str(s.rank) for s in sources)
+        raise MlaprofError(f"SQL over rank(s) {ranks} failed (DuckDB): {msg}") from None
     return _plain_ints(tab).to_pandas()
 
 

@@ -15,7 +15,12 @@ TABLES = ("syncs", "captures", "memory", "splits", "padding", "steps", "layers",
 
 
 def load_tables(run: Run) -> dict[str, pd.DataFrame]:
-    """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads)."""
+    """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads), all
+    of them together where the run can (:meth:`mlaprof.store.reader.Run.read_tables`; a live
+    fold's rows are read one table at a time)."""
+    together = getattr(run, "read_tables", None)
+    if together is not None:
+        return together(TABLES)
     return {name: run.table(name) for name in TABLES}
 
 

@@ -1,0 +1,83 @@
+"""What one summary reads: the analyzers' tables in one pass over each rank database (one ADBC
+connection per database, tables it holds no row of not read), and a fleet's per-rank timeline
+as one DuckDB query per rank (its kernel count and its first kernels on one cursor). The reads
+used to be per table and per query: 136 ADBC connections and 27 DuckDB queries for an 8-rank
+import's summary (bench/summary_bench.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mlaprof.analysis.evidence.common import TABLES, load_tables
+from mlaprof.analysis.run_summary import build_summary
+from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.store import load, sqlengine
+from tests import shipped_runs
+from tests.trace_io_helpers import DATA
+
+adbc = pytest.importorskip("adbc_driver_sqlite.dbapi")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run, _ = import_rocprof(DATA / "aiter" / "fleet_dp2_tp4", tmp_path_factory.mktemp("f"), "f")
+    return run
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    opened: list[object] = []
+    real = adbc.connect
+    monkeypatch.setattr(adbc, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    return opened
+
+
+def test_the_tables_are_read_in_one_connection_per_database(fleet: Path, connections) -> None:
+    with load(fleet) as run:
+        dbs = len(run.databases)
+        load_tables(run)
+    assert dbs == 8
+    assert len(connections) <= dbs, len(connections)  # was 8 tables x 8 databases
+
+
+def test_a_summary_opens_few_connections_and_runs_a_query_per_rank(
+    fleet: Path, connections, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+    real = sqlengine.query
+    monkeypatch.setattr(
+        sqlengine,
+        "query",
+        lambda sources, *a, **k: seen.append(len(sources)) or real(sources, *a, **k),
+    )
+    with load(fleet) as run:
+        ranks, dbs = len(run.ranks), len(run.databases)
+        build_summary(run)
+    # the tables once, and a table an all-rank query reads from SQLite (empty ones are not read)
+    assert len(connections) <= 2 * dbs, len(connections)
+    # per rank: its timeline's count and kernels on one cursor; over all ranks: a few analyses
+    # and the kernel times of every rank in one query
+    assert seen.count(1) == ranks, seen
+    assert len(seen) <= ranks + 6, seen
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "demo-bug-legacy-flat-syncs-break-capture",  # layers whose syncs the reader fills
+        "demo-fix-padding-active-rows-c16",
+        "aiter-two_ranks_one_lossy",  # two ranks, layers in Parquet
+        "engine-engine_ngram_run",  # a recorded engine: kernels in SQLite, several roles
+        "log-tp2_two_starts",
+    ],
+)
+def test_tables_read_together_are_the_tables_read_alone(name: str) -> None:
+    with load(shipped_runs.run_dir(name)) as run:
+        together = run.read_tables(TABLES)
+        for table in TABLES:
+            alone = run.table(table)
+            pd.testing.assert_frame_equal(together[table], alone, check_exact=True)
+            assert list(together[table].dtypes.astype(str)) == list(alone.dtypes.astype(str))
