@@ -18,6 +18,9 @@ from mlaprof.importers import step_model
 from mlaprof.importers.annotate import KernelColumns
 from tests import step_shapes as shapes
 from tests.conformance import FORMATS as CORPUS_FORMATS
+from tests.conftest import EACH_TEST
+
+WORKER_GROUP = EACH_TEST  # the shapes are independent: spread over the workers
 
 
 def _report(folder: Path, tmp: Path, name: str, capsys: pytest.CaptureFixture[str]) -> dict:
