@@ -169,3 +169,12 @@ def html_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     fix = write_run(d / "traces", "fix", fixed=True, fallback_steps=())
     out = write_html_report(bug, d / "out" / "report.html", compare=fix)
     return bug, fix, out
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # what importing the modules and collecting made lives as long as the process: out of the
+    # cyclic garbage collector's sight, its full passes no longer walk it test after test
+    import gc
+
+    gc.collect()
+    gc.freeze()
