@@ -33,11 +33,17 @@ python -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
 ruff check .
 ruff format --check .
 JOBS=${MLAPROF_TEST_JOBS:-2}
+# each pytest process (every xdist worker of every tier) would otherwise compile mlaprof and
+# rewrite the asserts of every test module anew at collection (~3 s CPU each); the __pycache__
+# folders it writes are ignored by git
+unset PYTHONDONTWRITEBYTECODE
 X=()
 # a group on one worker: a file (its module fixtures made once), or the files sharing the shipped
 # runs' per-process cache (tests/conftest.py: worker_group)
 [ "$JOBS" -gt 1 ] && X=(-n "$JOBS" --dist loadgroup)
-python -m pytest -q "${X[@]}" --basetemp "$T/unit" tests/unit "$@"
+# the unit tier takes no snapshots (tests/e2e does): their plugins stay unloaded
+UNIT_PLUGINS=(-p no:syrupy -p no:textual-snapshot)
+python -m pytest -q "${X[@]}" "${UNIT_PLUGINS[@]}" --basetemp "$T/unit" tests/unit "$@"
 # under python -O (asserts compiled out): the unit tests that expect a refusal, an error or a
 # warning (marked `checks` by tests/conftest.py); `ruff` (S101) already refuses an assert in
 # mlaprof itself. MLAPROF_FULL_O=1 runs the whole unit tier under -O.
@@ -46,7 +52,7 @@ O_SELECT=(-m checks)
 # PYTHONOPTIMIZE: the xdist workers start without the parent's -O (tests/conftest.py refuses
 # to run where MLAPROF_EXPECT_O=1 and asserts are still on)
 PYTHONOPTIMIZE=1 MLAPROF_EXPECT_O=1 python -O -m pytest -q -p no:cacheprovider "${X[@]}" \
-  "${O_SELECT[@]}" --basetemp "$T/unit-O" tests/unit "$@"
+  "${UNIT_PLUGINS[@]}" "${O_SELECT[@]}" --basetemp "$T/unit-O" tests/unit "$@"
 # test_vllm_log_lines runs vLLM's own logger in the vLLM environment: after its install
 python -m pytest -q "${X[@]}" --basetemp "$T/e2e" tests/e2e \
   --ignore tests/e2e/test_vllm_log_lines.py "$@"

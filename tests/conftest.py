@@ -52,18 +52,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     holds (and a file outside both tiers is an error, not a test that no tier runs). A test whose
     body expects a refusal is marked ``checks``: scripts/test.sh runs those under ``python -O``.
     Each test gets its worker group (:func:`worker_group`)."""
+    tiers: dict[str, str] = {}  # per file: its tier folder
+    checks: dict[object, bool] = {}  # per test function (a parametrized one read once)
     for item in items:
-        parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
-        if parts[0] not in TIERS:
+        path = str(item.fspath)
+        if path not in tiers:
+            tiers[path] = Path(path).resolve().relative_to(ROOT / "tests").parts[0]
+        if tiers[path] not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: tests live in tests/unit or tests/e2e")
-        item.add_marker(parts[0])
+        item.add_marker(tiers[path])
         item.add_marker(pytest.mark.xdist_group(worker_group(item)))
         fn = getattr(item, "function", None)
-        try:
-            source = inspect.getsource(fn) if fn is not None else ""
-        except (OSError, TypeError):
-            source = ""
-        if not source or exercises_a_check(source):  # unknown source: keep it in the -O run
+        if fn not in checks:
+            try:
+                source = inspect.getsource(fn) if fn is not None else ""
+            except (OSError, TypeError):
+                source = ""
+            # unknown source: keep it in the -O run
+            checks[fn] = not source or exercises_a_check(source)
+        if checks[fn]:
             item.add_marker("checks")
 
 
@@ -162,3 +169,12 @@ def html_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     fix = write_run(d / "traces", "fix", fixed=True, fallback_steps=())
     out = write_html_report(bug, d / "out" / "report.html", compare=fix)
     return bug, fix, out
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # what importing the modules and collecting made lives as long as the process: out of the
+    # cyclic garbage collector's sight, its full passes no longer walk it test after test
+    import gc
+
+    gc.collect()
+    gc.freeze()

@@ -19,7 +19,9 @@ NAMES = corpus.NAMES + [f"engine-{n}" for n in ENGINE] + [f"rocprof-{n}" for n i
 
 
 @functools.cache
-def _folder() -> Path:
+def folder() -> Path:
+    """The folder this process imports the traces and logs into (``<tmp>`` in the golden
+    documents: tests/summary_corpus.py)."""
     return Path(tempfile.mkdtemp(prefix="mlaprof-shipped-"))
 
 
@@ -32,8 +34,8 @@ def run_dir(name: str) -> Path:
         from mlaprof.importers.rocprof import import_rocprof
 
         csv = corpus.DATA / "rocprof" / (name.removeprefix("rocprof-") + ".csv")
-        return Path(import_rocprof(csv, _folder(), name)[0])
-    return Path(corpus.run_dir(name, _folder()))
+        return Path(import_rocprof(csv, folder(), name)[0])
+    return Path(corpus.run_dir(name, folder()))
 
 
 @functools.cache

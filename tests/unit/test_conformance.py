@@ -14,7 +14,10 @@ from mlaprof.cli import main
 from tests.conformance import FORMATS, render
 from tests.conformance.rocpd import write_rocpd
 from tests.conformance.shapes import SHAPES, graph_replays
+from tests.conftest import EACH_TEST
 from tests.trace_io_helpers import db_rows, kernel_dicts
+
+WORKER_GROUP = EACH_TEST  # the tests are independent: spread over the workers
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -7,8 +7,10 @@ modelled S per step (the shadow section), the kernel launches the run holds."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import statistics
+from collections.abc import Iterator
 
 import pytest
 
@@ -36,6 +38,49 @@ def summary(ident: str):
     return s, launches
 
 
+def _no_read(*a, **k):
+    raise AssertionError("the figure or page read the run")
+
+
+@contextlib.contextmanager
+def _summary_only() -> Iterator[None]:
+    """A table read or SQL query of any run inside this block is an error."""
+    from mlaprof.store.reader import Run
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Run, "table", _no_read)
+        mp.setattr(Run, "sql", _no_read)
+        yield
+
+
+@functools.cache
+def figures(ident: str) -> tuple[tuple[str, object], ...]:
+    """The run's report figures (:func:`mlaprof.figures.run_figures`), built once per process
+    from the summary alone: the tests below only read them."""
+    s, _ = summary(ident)
+    with _summary_only():
+        return tuple(F.run_figures(s))
+
+
+@functools.cache
+def figure(ident: str, build: str, **kw: object):
+    """``F.<build>(summary, **kw)``, built once per process from the summary alone."""
+    s, _ = summary(ident)
+    with _summary_only():
+        return getattr(F, build)(s, **kw)
+
+
+@functools.cache
+def page(ident: str) -> str:
+    """The run's HTML page, built once per process from the summary alone (the page read the
+    run's tables 28 times before)."""
+    from mlaprof.figures.html_report import render_html
+
+    s, _ = summary(ident)
+    with _summary_only():
+        return render_html(s)
+
+
 def named(fig, prefix: str):
     return [t for t in fig.data if (t.name or "").startswith(prefix)]
 
@@ -49,7 +94,7 @@ def test_the_corpus_holds_every_kind_of_run() -> None:
 @pytest.mark.parametrize("ident", IDS)
 def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
     s, launches = summary(ident)
-    figs = dict(F.run_figures(s))  # the run is closed: the figures read the summary only
+    figs = dict(figures(ident))  # the run is closed: the figures read the summary only
     ranks = [r.rank for r in s.series.ranks]
     assert sorted(ranks) == sorted(set(ranks))  # one series per rank, never merged
     single = len(s.ranks) == 1
@@ -57,7 +102,7 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
     # step time per graph mode: the timing section's medians, rank by rank
     per_rank = {r.rank: r.step_median_us for r in s.timing.per_rank}
     for rank in ranks:
-        fig = F.full_vs_fallback(s, rank=rank)
+        fig = figure(ident, "full_vs_fallback", rank=rank)
         if is_empty(fig):
             assert rank not in per_rank, "steps were timed but the figure draws none"
             continue
@@ -73,7 +118,7 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
     # S per layer: the layer table (S used, and the S each layer is judged against)
     for rank in ranks:
         rows = [r for r in s.layers if r.rank == rank]
-        fig = F.splits_used_vs_deserved(s, by="layer", rank=rank)
+        fig = figure(ident, "splits_used_vs_deserved", by="layer", rank=rank)
         if not rows or all(r.S_used is None for r in rows):
             assert is_empty(fig)
             continue
@@ -90,7 +135,7 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
     pad = s.padding
     drawn = {"real_rows": 0.0, "padding_rows": 0.0, "real_tokens": 0.0, "padding_tokens": 0.0}
     for rank in ranks:
-        fig = F.padding_waterfall(s, rank=rank)
+        fig = figure(ident, "padding_waterfall", rank=rank)
         if is_empty(fig):
             continue
         falls = {t.name: t for t in fig.data if t.type == "waterfall"}
@@ -105,7 +150,7 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
     own = s.scenario.policy
     for row in [r for r in s.splits if r.policy == own and r.used is not None]:
         for rank in row.ranks or [row.rank]:
-            fig = F.splits_used_vs_deserved(s, rank=rank)
+            fig = figure(ident, "splits_used_vs_deserved", rank=rank)
             # S decided on the device: no host S used is drawn, S deserved is
             drawn_s = (("S deserved", "deserved"),) if row.on_device else (
                 ("S used", "used"), ("S deserved", "deserved"))  # fmt: skip
@@ -129,7 +174,7 @@ def test_every_figure_draws_the_summarys_numbers(ident: str) -> None:
 
     # every kernel launch the run holds is in its rank's kernel-time figure
     for rank in ranks:
-        fig = F.time_breakdown(s, rank=rank)
+        fig = figure(ident, "time_breakdown", rank=rank)
         got = 0 if is_empty(fig) else sum(int(t.split("x")[0].split(", ")[-1])
                                            for t in fig.data[0].text)  # fmt: skip
         assert got == launches.get(rank, 0)
@@ -159,7 +204,7 @@ def test_no_legend_entry_without_a_point_and_s_1_has_a_bar(ident: str) -> None:
     """A series the run lacks (S deserved of an imported trace) has no legend entry; a bar of
     S = 1 has a height (a linear axis from 0, never a log axis starting at 1) and its label."""
     s, _ = summary(ident)
-    for stem, fig in F.run_figures(s):
+    for stem, fig in figures(ident):
         for t in fig.data:
             if stem == "padding" and t.type == "bar":
                 continue  # the waterfall's colour swatches (waterfalls colour by measure)
@@ -180,13 +225,11 @@ TRACES = [i for i in IDS if i.startswith(("aiter-", "rocprof-", "kineto", "vllm_
 def test_the_html_summary_of_an_imported_trace_says_its_s(ident: str) -> None:
     """The HTML page's summary block (above the findings) gives the S of every verify path the
     trace's kernels show, as the summary holds it, or says it is unknown or on the device."""
-    from mlaprof.figures.html_report import render_html
-
     s, _ = summary(ident)
     if s.trace is None or not s.trace.paths:
         pytest.skip("no verify path recognised in this trace (its findings say why)")
-    page = render_html(s)
-    block = page[page.index('<h2 id="summary">') : page.index('<h2 id="findings">')]
+    html = page(ident)
+    block = html[html.index('<h2 id="summary">') : html.index('<h2 id="findings">')]
     for p in s.trace.paths:
         said = "decided on the device" if p.S is None and "device" in str(p.S_source) else None
         want = f"S {p.S} on {p.path}" if p.S is not None else said or f"S unknown on {p.path}"
@@ -195,18 +238,7 @@ def test_the_html_summary_of_an_imported_trace_says_its_s(ident: str) -> None:
 
 @pytest.mark.parametrize("ident", ["demo-bug-padding-collapses-splits-c16", "engine-engine_ngram_run",
                                    "aiter-fleet_dp2_tp4"])  # fmt: skip
-def test_the_html_page_reads_the_summary_only(ident: str, monkeypatch) -> None:
+def test_the_html_page_reads_the_summary_only(ident: str) -> None:
     """Every figure and the page from the summary: a table read or SQL query while the page is
-    built is an error (the page read the run's tables 28 times before)."""
-    from mlaprof.figures.html_report import render_html
-    from mlaprof.store.reader import Run
-
-    s, _ = summary(ident)
-
-    def no_read(*a, **k):
-        raise AssertionError("the page read the run")
-
-    monkeypatch.setattr(Run, "table", no_read)
-    monkeypatch.setattr(Run, "sql", no_read)
-    page = render_html(s)
-    assert page.count("Plotly.newPlot(") == len(F.run_figures(s))
+    built is an error (:func:`page` builds every page so, the imported traces' pages above too)."""
+    assert page(ident).count("Plotly.newPlot(") == len(figures(ident))

@@ -26,6 +26,7 @@ from mlaprof.importers.kernels import (
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.portable import portable_path
 from mlaprof.store import load
+from tests import shipped_runs
 from tests.trace_io_helpers import DATA, csv_rows, kernel_dicts
 
 AITER = DATA / "aiter"
@@ -41,15 +42,20 @@ TRACES = (
 )
 
 
+# the traces imported and summarised once per worker (tests/shipped_runs.py: the tests only read
+# the runs), shared with the figure, golden-document and SQL-vs-pandas tests
+WORKER_GROUP = "shipped-runs"
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("aiter")
-    return {name: import_rocprof(AITER / name, out, name)[0] for name in TRACES}
+def runs() -> dict[str, Path]:
+    return {name: shipped_runs.run_dir(f"aiter-{name}") for name in TRACES}
 
 
 @pytest.fixture(scope="module")
 def sums(runs: dict[str, Path]) -> dict[str, dict[str, Any]]:
-    return {name: summary(load(run)) for name, run in runs.items()}
+    # what ``report --json`` prints: mlaprof.analysis.summary(run) = build_summary(run).to_json()
+    return {name: shipped_runs.summary(f"aiter-{name}").to_json() for name in TRACES}
 
 
 def _findings(s: dict[str, Any], kind: str) -> list[dict[str, Any]]:

@@ -18,6 +18,9 @@ from mlaprof.errors import MlaprofError
 from mlaprof.importers.kineto import import_kineto
 from mlaprof.importers.kineto_folder import classify
 from mlaprof.store.reader import Run
+from tests.conftest import EACH_TEST
+
+WORKER_GROUP = EACH_TEST  # the tests are independent: spread over the workers
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FOLDER = DATA / "vllm" / "cpu_mla_profile"

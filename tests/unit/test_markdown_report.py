@@ -9,20 +9,25 @@ import pandas as pd
 import pytest
 
 from mlaprof.analysis import run_summary as rs
-from mlaprof.analysis import summary
 from mlaprof.analysis.timing import replayed_share
 from mlaprof.cli import main
 from mlaprof.reporters.markdown import cell, render_markdown
-from mlaprof.store.reader import load
+from tests import shipped_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMOS = sorted(p for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file())
+# the demo runs' summaries, built once per worker (tests/shipped_runs.py; the tests only read
+# them), shared with the figure, golden-document and renderer tests
+WORKER_GROUP = "shipped-runs"
+
+
+def _summary(run_dir: Path) -> rs.RunSummary:
+    return shipped_runs.summary(f"demo-{run_dir.name}")
 
 
 @pytest.mark.parametrize("run_dir", DEMOS, ids=[p.name for p in DEMOS])
 def test_every_finding_and_headline_row_is_rendered(run_dir: Path) -> None:
-    with load(run_dir) as run:
-        s = rs.build_summary(run)
+    s = _summary(run_dir)
     md = render_markdown(s)
     for f in s.findings:
         assert cell(f.title) in md
@@ -39,8 +44,7 @@ def test_cells_cannot_break_the_table() -> None:
 
     from mlaprof.analysis.findings import Finding
 
-    with load(DEMOS[0]) as run:
-        real = rs.build_summary(run)
+    real = _summary(DEMOS[0])
     bad = Finding(kind="x", severity="warning", title="x | y\nz", evidence="e", fix="f")
     md = render_markdown(replace(real, run="r|1", findings=[bad]))
     assert "x \\| y z" in md and "`r\\|1`" in md
@@ -86,8 +90,8 @@ def test_json_and_another_format_is_one_clear_error(capsys) -> None:
 def test_the_replay_share_row_is_there_for_gpu_runs_and_absent_for_cpu_ones() -> None:
     from mlaprof.analysis.diff import diff_table
 
-    with load(DEMOS[0]) as run:  # a real H200 run: its steps were replayed or ran eager
-        s = summary(run)
+    # a real H200 run: its steps were replayed or ran eager (its report --json document)
+    s = _summary(DEMOS[0]).to_json()
     rows = [r for r in diff_table(s, s) if r["metric"] == "steps replayed as a graph"]
     assert len(rows) == 1 and rows[0]["a"] == 100.0 * s["timing"]["full_share"]
     cpu = {**s, "timing": {**s["timing"], "full_share": None}}

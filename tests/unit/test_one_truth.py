@@ -13,6 +13,9 @@ import pytest
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
 from mlaprof.store import load
+from tests.conftest import EACH_TEST
+
+WORKER_GROUP = EACH_TEST  # the tests are independent: spread over the workers
 
 DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
 RUNS = sorted(p.name for p in DEMO.iterdir() if (p / "run.json").exists())

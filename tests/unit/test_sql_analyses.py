@@ -12,7 +12,6 @@ import pytest
 
 from mlaprof.analysis.evidence import trace as imported  # replay_time is looked up there
 from mlaprof.analysis.evidence import trace as trace_adapter
-from mlaprof.importers.kineto import import_kineto
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
 from tests import shipped_runs
@@ -78,12 +77,14 @@ def _check(run_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every shipped trace imported once for the module (the tests only read the runs)."""
+    """Every shipped trace imported once (the tests only read the runs): the AITER traces and
+    the Kineto trace as tests/shipped_runs.py imports them once per worker, the rocprofv3
+    fixture folder as one run here."""
     base = tmp_path_factory.mktemp("shipped")
-    runs = {
-        src.name: import_rocprof(src, base, f"t{i}")[0] for i, src in enumerate(AITER + ROCPROF)
-    }
-    runs["kineto"] = import_kineto(KINETO_REAL, base, "k")[0]
+    runs = {src.name: shipped_runs.run_dir(f"aiter-{src.name}") for src in AITER}
+    runs.update({src.name: import_rocprof(src, base, f"t{i}")[0] for i, src in enumerate(ROCPROF)})
+    assert shipped_runs.corpus.KINETO["kineto_graph_replay"] == KINETO_REAL
+    runs["kineto"] = shipped_runs.run_dir("kineto_graph_replay")
     return runs
 
 

@@ -5,12 +5,15 @@ as it was."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from mlaprof.analysis.run_summary import SUMMARY_SCHEMA
-from tests.summary_corpus import GOLDEN, NAMES, normalised, report_json
+from tests import shipped_runs
+from tests.summary_corpus import GOLDEN, NAMES, normalised
+
+# each input imported and summarised once per worker (tests/shipped_runs.py), shared with the
+# figure, renderer and SQL-vs-pandas tests
+WORKER_GROUP = "shipped-runs"
 
 # the sections schema 3 added (docs/evidence.md); nothing else may differ from the golden files
 ADDED_IN_3 = ("state", "imported", "log_spec", "dp_groups", "full_graph_splits")
@@ -22,30 +25,26 @@ def test_every_shipped_input_has_its_golden_document() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_report_json_is_the_golden_document(name: str, tmp_path: Path) -> None:
-    doc = report_json(name, tmp_path)
+def test_report_json_is_the_golden_document(name: str) -> None:
+    # what ``report --json`` prints: mlaprof.analysis.summary(run) = build_summary(run).to_json()
+    doc = shipped_runs.summary(name).to_json()
     assert doc["schema_version"] == SUMMARY_SCHEMA == 3
     for key in ADDED_IN_3:
         doc.pop(key)
     doc["schema_version"] = 2
-    assert normalised(doc, tmp_path) == (GOLDEN / f"{name}.json").read_text()
+    assert normalised(doc, shipped_runs.folder()) == (GOLDEN / f"{name}.json").read_text()
 
 
-def test_the_typed_diff_is_main_s_compare_object(tmp_path: Path) -> None:
+def test_the_typed_diff_is_main_s_compare_object() -> None:
     """``diff`` of two typed summaries writes main's ``--compare`` object for every ordered
     pair of bug/fix runs, traces and a log (compare.json.txt, written from main)."""
     import itertools
     import json
 
     from mlaprof.analysis.diff import SummaryDiff, diff
-    from mlaprof.analysis.run_summary import build_summary
-    from mlaprof.store import load
-    from tests.summary_corpus import COMPARED, run_dir
+    from tests.summary_corpus import COMPARED
 
-    typed = {}
-    for n in COMPARED:
-        with load(run_dir(n, tmp_path)) as run:
-            typed[n] = build_summary(run)
+    typed = {n: shipped_runs.summary(n) for n in COMPARED}
     got = {}
     for a, b in itertools.permutations(COMPARED, 2):
         d = diff(typed[a], typed[b])

@@ -5,25 +5,20 @@ over modelled), syncs "checked: 0" apart from "not checked", and where the run s
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
-from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.sections import RunStatus, Source
-from mlaprof.store import load
-from tests.summary_corpus import run_dir
+from tests import shipped_runs
 
-DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
-
-
-def _summary(path: Path):  # noqa: ANN202
-    with load(path) as run:
-        return build_summary(run)
+# the shipped runs' summaries, built once per worker (tests/shipped_runs.py; the tests only read
+# them), shared with the figure, golden-document and renderer tests
+WORKER_GROUP = "shipped-runs"
+_summary = shipped_runs.summary
 
 
-def test_a_fleet_is_told_per_dp_group_with_the_s_each_group_ran(tmp_path: Path) -> None:
+def test_a_fleet_is_told_per_dp_group_with_the_s_each_group_ran() -> None:
     """fleet_dp2_tp4: DP group 0 (ranks 0-3) collapsed to S 1, group 1 (ranks 4-7) runs S 8;
     no row says one S for all eight ranks."""
-    s = _summary(run_dir("aiter-fleet_dp2_tp4", tmp_path))
+    s = _summary("aiter-fleet_dp2_tp4")
     rows = [(g.dp_group, g.ranks, g.S_min, g.S_max) for g in s.dp_groups]
     assert rows == [(0, [0, 1, 2, 3], 1, 1), (1, [4, 5, 6, 7], 8, 8)]
     by_rank = {r.rank: r.S_min for r in s.fleet.per_rank}
@@ -34,16 +29,16 @@ def test_a_fleet_is_told_per_dp_group_with_the_s_each_group_ran(tmp_path: Path) 
 def test_the_s_a_full_graph_replays_is_measured_over_modelled() -> None:
     """A GPU run whose graph replayed S = 4 beside the dummy run's modelled S = 1: both kept,
     the measured one is the one to show; a run with no replay shows the modelled S."""
-    fix = _summary(DEMO / "fix-padding-active-rows-c16").full_graph_splits
+    fix = _summary("demo-fix-padding-active-rows-c16").full_graph_splits
     assert (fix.measured_min, fix.measured_max, fix.modelled) == (4, 4, 1)
     assert fix.source is Source.MEASURED
-    bug = _summary(DEMO / "bug-legacy-flat-syncs-break-capture").full_graph_splits
+    bug = _summary("demo-bug-legacy-flat-syncs-break-capture").full_graph_splits
     assert (bug.measured_min, bug.modelled, bug.used) == (None, 1, 16)
     assert bug.source is Source.MODELLED
 
 
 def test_checked_zero_is_not_not_checked() -> None:
-    s = _summary(DEMO / "bug-legacy-flat-syncs-break-capture")
+    s = _summary("demo-bug-legacy-flat-syncs-break-capture")
     assert s.sync_counts.checked and s.sync_counts.count == 32
     none_seen = replace(s.sync_counts, total=0)
     assert none_seen.count == 0
@@ -51,6 +46,6 @@ def test_checked_zero_is_not_not_checked() -> None:
 
 
 def test_a_finished_run_says_nothing_partial_and_its_status_is_the_enum() -> None:
-    s = _summary(DEMO / "fix-padding-active-rows-c16")
+    s = _summary("demo-fix-padding-active-rows-c16")
     assert s.status is RunStatus.FINISHED and s.state.status is RunStatus.FINISHED
     assert s.state.text == "" and s.state.steps_committed > 0 and s.state.last_step is not None
