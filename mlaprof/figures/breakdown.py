@@ -18,7 +18,7 @@ def time_breakdown(
     if by not in ("kernel", "layer"):
         raise MlaprofError(f"by must be 'kernel' or 'layer', got {by!r}")
     go = c.go()
-    fig = go.Figure()
+    fig = c.figure()
     rs, label = c.series_of(data, "layers" if by == "layer" else "kernels", rank)
     if by == "layer":
         title = "Time per layer"

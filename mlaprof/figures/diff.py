@@ -62,7 +62,7 @@ def run_diff(
         return c.empty(title, "the two runs share no metric")
     t = t.iloc[::-1].reset_index(drop=True)  # first metric on top
     ys = [f"{r.metric} ({r.unit})" for r in t.itertuples()]
-    fig = go.Figure()
+    fig = c.figure()
     xmax = 10.0
     for verdict, color, label in (
         ("better", c.BETTER, "B is better"),

@@ -36,7 +36,7 @@ def shadow_splits(
     if rs is None or not rs.shadow:
         return c.empty(title + label, "no verify step recorded yet")
     go = c.go()
-    fig = go.Figure()
+    fig = c.figure()
     steps = [s.step for s in rs.shadow]
     for col, name, color, dash in SERIES:
         ys = [getattr(s, col) for s in rs.shadow]

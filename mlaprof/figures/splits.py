@@ -77,7 +77,7 @@ def splits_used_vs_deserved(
     if rs is None or not rs.splits:
         return c.empty(title + label, "no KV-split records in this run")
     target = rs.target
-    fig = go.Figure()
+    fig = c.figure()
     on_device = list(dict.fromkeys(p.policy for p in rs.splits if p.on_device))
     if by == "policy":
         steps = sorted({p.step for p in rs.splits if p.step is not None})
@@ -195,7 +195,7 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
         return c.empty(title + label, "no per-layer KV-split records in this run")
     deserved = all(r.reference_is_deserved for r in rows if r.reference is not None)
     ref_name = "S deserved (real rows only)" if deserved else "S the fix gives for the same rows"
-    fig = go.Figure()
+    fig = c.figure()
     for col, name, color in (("used", "S used", c.USED), ("reference", ref_name, c.DESERVED)):
         vals = [getattr(r, col) for r in rows]
         if all(v is None for v in vals):  # no legend entry for a series with no bar
@@ -241,7 +241,7 @@ def occupancy(
     if rs is None or not rs.occupancy:
         return c.empty(title + label, "no occupancy records in this run")
     units = c.unit_name(rs.target)
-    fig = go.Figure()
+    fig = c.figure()
     pcts: list[float] = []
 
     def pct(vals: list[float | None]) -> list[float | None]:

@@ -73,7 +73,7 @@ def step_timeline(
         if tl.kernels_in_window > tl.kernels_shown
         else ""
     )
-    fig = go.Figure()
+    fig = c.figure()
     groups: dict[str, list[Any]] = {}
     for b in tl.bars:
         groups.setdefault(b.series, []).append(b)

@@ -32,7 +32,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
     modes = rs.modes
     unit, div = c.time_unit(max(m.max_us for m in modes) * 1e3)
     k = div / 1e3  # the series holds µs
-    fig = go.Figure()
+    fig = c.figure()
     labels = {m.mode: c.MODE_LABELS.get(m.mode, m.mode) for m in modes}
     fig.add_trace(
         go.Bar(

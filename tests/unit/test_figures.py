@@ -357,3 +357,26 @@ def test_a_multi_rank_runs_figures_say_which_rank_they_draw(tmp_path) -> None:
         assert list(used.y) == [16]
         one = F.splits_used_vs_deserved(run, by="policy", rank=1)
         assert list(next(t for t in one.data if t.name.startswith("S used")).y) == [1]
+
+
+def test_every_figure_is_in_mlaprofs_template_and_the_callers_default_stays(runs, tmp_path):
+    """Each figure (placeholders and the what-if heatmap among them) carries the plotly_white
+    template (assigned as plotly assigns its default; validating it per figure cost ~13 ms),
+    and a notebook's own default template is what it was after."""
+    import plotly.io as pio
+
+    bug, fix = runs
+    white = pio.templates["plotly_white"].to_plotly_json()
+    before = pio.templates.default
+    pio.templates.default = "ggplot2"  # the caller's choice
+    try:
+        create_run(tmp_path, "empty", {"kind": "scenario"}).finish()
+        empty_run = mlaprof.load(tmp_path / "empty")
+        figs = [*F.run_figures(bug, compare=fix)]
+        figs += [(stem, fn(empty_run)) for stem, fn in F.RUN_FIGURES]  # placeholders
+        assert pio.templates.default == "ggplot2"
+    finally:
+        pio.templates.default = before
+    assert any(is_empty(f) for _, f in figs) and "whatif" in dict(figs) and len(figs) > 10
+    for stem, fig in figs:
+        assert fig.layout.template.to_plotly_json() == white, stem
