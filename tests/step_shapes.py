@@ -339,25 +339,34 @@ def eager_pause_roctx() -> Shape:
     })  # fmt: skip
 
 
-def dp2_tp8() -> Shape:
+def dp2_tp8(gpus: int = 8) -> Shape:
     """DP2 x TP8 on two hosts (8 GPUs each, one process per GPU): vLLM pads every DP rank to the
     same token count, so all 16 ranks run the same batch rows; nothing in the trace says which
     ranks share a DP group."""
     procs = []
     for h in range(2):
-        for g in range(8):
+        for g in range(gpus):
             p = Process(pid=9000 + 100 * h + g, agent=2 + g, host=f"host{h}")
             for _ in range(3):
                 step_full(p, rows=8, s=8, qlen=4, layers=4)
             procs.append(p)
-    return Shape("dp2_tp8", procs, {
+    return Shape(f"dp2_tp{gpus}", procs, {
         "steps": 3, "capture": ["FULL"] * 3, "layers": [4] * 3, "S": [8] * 3,
         "status": "replayed", "edge_partial": 0, "trust": "reliable", "syncs": 0,
-        "ranks": 16, "dp_groups": None,
+        "ranks": 2 * gpus, "dp_groups": None,
     })  # fmt: skip
 
 
+def dp2_tp2() -> Shape:
+    """The same fleet on two GPUs a host: the processes-to-ranks mapping of every format, on a
+    fleet small enough to import in each (dp2_tp8's 16 ranks are imported from the CSV)."""
+    return dp2_tp8(gpus=2)
+
+
 SHAPES = (piecewise_qlen4, mixed_prefill, cut_window, mtp_first_pass, eager_pause_roctx, dp2_tp8)
+# every shape in every format, but the 16-rank fleet in one format (each of its imports and
+# reports costs ~1 s of CPU); the others read it as the 4-rank dp2_tp2
+SHAPES_PER_FORMAT = (*SHAPES[:-1], dp2_tp2)
 
 
 # -- rocprofv3 CSV ------------------------------------------------------------------------------

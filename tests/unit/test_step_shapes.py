@@ -41,8 +41,12 @@ def _text(tmp: Path, name: str, capsys: pytest.CaptureFixture[str]) -> str:
 FORMATS = ["csv", *sorted(CORPUS_FORMATS)]
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("make", shapes.SHAPES, ids=lambda f: f.__name__)
+CASES = [(make, fmt) for make in shapes.SHAPES_PER_FORMAT for fmt in FORMATS] + [
+    (shapes.dp2_tp8, "csv")
+]
+
+
+@pytest.mark.parametrize(("make", "fmt"), CASES, ids=[f"{m.__name__}-{f}" for m, f in CASES])
 def test_shape_from_import_to_report(
     make: Any, fmt: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
