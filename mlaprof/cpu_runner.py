@@ -6,14 +6,12 @@ The CUDA path (real graph capture, capture memory, replay timing) lives in ``mla
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from mlaprof.argv import strip_options
 from mlaprof.backends.base import InputPool, make_inputs
 from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
@@ -21,6 +19,8 @@ from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
 from mlaprof.recording import capture_row, event_row, layer_row, record_step_analysis, step_row
 from mlaprof.scenario import LATENT, Scenario
+from mlaprof.scenario_meta import recorded_command as recorded_command  # re-exported
+from mlaprof.scenario_meta import run_meta
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run
 
@@ -48,36 +48,6 @@ def use_threads(threads: int) -> int:
         raise MlaprofError(f"--threads must be >= 1, got {threads}")
     torch.set_num_threads(threads)
     return torch.get_num_threads()
-
-
-def run_meta(
-    sc: Scenario,
-    backend: str,
-    device: str,
-    argv: list[str] | None = None,
-    threads: int | None = None,
-) -> dict:
-    return {
-        "source": "mlaprof run",
-        "kind": "scenario",
-        "scenario": sc.to_dict(),
-        "backend": backend,
-        "device": device,
-        "target": sc.target,
-        # the verify path vLLM takes for this scenario, and the AITER rule standing for the
-        # release the scenario names (labelled where that release is not modelled)
-        "route": {**sc.route().to_dict(), **({"aiter_rule": r} if (r := sc.aiter_rule()) else {})},
-        "command": recorded_command(argv if argv is not None else sys.argv),
-        # torch's intra-op threads the steps ran with (CPU timings depend on it); None: unset
-        "threads": threads,
-    }
-
-
-def recorded_command(argv: list[str]) -> str:
-    """The command as a user retypes it, without this machine's paths: ``mlaprof`` for the
-    program path and no ``--traces`` folder (the run's location is its folder)."""
-    out = strip_options(argv[1:], ("--traces",))
-    return " ".join(["mlaprof", *out])
 
 
 def start_run(

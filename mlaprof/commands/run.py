@@ -265,7 +265,7 @@ def main(args: argparse.Namespace) -> int:
 def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: ANN001
     """``--ranks N``: the run folder first, then N rank processes into it, then the report."""
     from mlaprof import multirank
-    from mlaprof.cpu_runner import run_meta
+    from mlaprof.scenario_meta import run_meta
     from mlaprof.store import runmeta
 
     if not 1 <= args.ranks <= multirank.MAX_RANKS:

@@ -118,6 +118,16 @@ def _sizes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
 
 
 class _Mode(TorchDispatchMode):
+    """The checker's mode where ``torch._dynamo`` is not loaded. torch wraps a mode's handler in
+    ``torch._disable_dynamo`` (so that Dynamo never compiles it), which imports ``torch._dynamo``
+    at the handler's first call: ~1.4 s of imports counted in the first checked step. Without
+    Dynamo loaded no compiled frame can run, so this handler goes unwrapped; the region switches
+    to :class:`_CompileSafeMode` before ``torch.compile`` runs inside it."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # torch's hook: False leaves the handler unwrapped
+        return False
+
     def __init__(self, checker: SyncChecker) -> None:
         super().__init__()
         self.checker = checker
@@ -129,6 +139,18 @@ class _Mode(TorchDispatchMode):
         if _op_name(func) == "aten::_local_scalar_dense":
             self.checker._read_back(result)
         return result
+
+
+class _CompileSafeMode(_Mode):
+    """The same handler, kept out of Dynamo as torch does for every mode (where Dynamo is
+    loaded, or ``torch.compile`` is called inside the region)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        return _Mode.__torch_dispatch__(self, func, types, args, kwargs)
 
 
 class SyncChecker:
@@ -234,12 +256,15 @@ class SyncChecker:
         """Watch everything run inside the block; nested regions are not supported."""
         self._layer, self._step = layer, step
         self._read_values = []
+        mode = (_CompileSafeMode if "torch._dynamo" in sys.modules else _Mode)(self)
         patches = self._python_level_patches()
+        if type(mode) is _Mode:
+            patches.append((torch, "compile", _compile_safe(mode, torch.compile)))
         for owner, name, wrapper in patches:
             setattr(owner, name, wrapper)
         prev_debug = None
         try:
-            with warnings.catch_warnings(record=True) as caught, _Mode(self):
+            with warnings.catch_warnings(record=True) as caught, mode:
                 if self.cuda_debug:
                     prev_debug = torch.cuda.get_sync_debug_mode()
                     torch.cuda.set_sync_debug_mode("warn")
@@ -349,6 +374,20 @@ class SyncChecker:
             if e.kind == kind:
                 out[e.layer] = out.get(e.layer, 0) + 1
         return out
+
+
+def _compile_safe(mode: _Mode, fn: Any) -> Any:
+    """``torch.compile`` inside a region whose mode started unwrapped: Dynamo loads first, and
+    the mode becomes :class:`_CompileSafeMode` before anything compiled can run."""
+
+    def wrapper(*a: Any, **k: Any) -> Any:
+        import torch._dynamo  # noqa: F401
+
+        mode.__class__ = _CompileSafeMode
+        return fn(*a, **k)
+
+    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _targets_host(*args: Any, **kwargs: Any) -> bool:

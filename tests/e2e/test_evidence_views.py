@@ -43,7 +43,19 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+_VIEWS: dict[Path, tuple[dict, str, str, str]] = {}
+
+
 def _views(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str, str, str]:
+    """The four views of a run, rendered once per module (the fleet's and the legacy demo's
+    are read by several tests; the documents are returned as copies)."""
+    if run_dir not in _VIEWS:
+        _VIEWS[run_dir] = _render_views(run_dir, capsys)
+    doc, term, once, page = _VIEWS[run_dir]
+    return json.loads(json.dumps(doc)), term, once, page
+
+
+def _render_views(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str, str, str]:
     capsys.readouterr()
     assert main(["report", str(run_dir), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -21,7 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import EACH_TEST, ROOT
+
+# each test runs its commands in its own folder: spread over the workers (the module's one
+# recorded run is then made once per worker)
+WORKER_GROUP = EACH_TEST
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # a command line starts with one of these words, or with VAR=value (output lines start with

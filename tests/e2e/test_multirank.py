@@ -25,11 +25,21 @@ SMALL = ["--kv-lens", "70,130,200", "--layers", "2"]
 @pytest.fixture(scope="module")
 def tp2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     traces = tmp_path_factory.mktemp("tp") / "traces"
-    p = mlaprof_cli(
-        "run", "--ranks", "2", "--steps", "3", *SMALL, "--name", "tp2", "--json",
-        "--traces", str(traces),
-    )  # fmt: skip
+    argv = ["run", "--ranks", "2", "--steps", "3", *SMALL, "--name", "tp2", "--json",
+            "--traces", str(traces)]  # fmt: skip
+    # `python -m mlaprof` that says at exit whether the launcher loaded torch (its ranks do)
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('launcher loaded torch:', 'torch' in sys.modules,"
+        " file=sys.stderr))\n"
+        f"sys.argv = ['mlaprof', *{argv!r}]\n"
+        "runpy.run_module('mlaprof', run_name='__main__', alter_sys=True)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stderr
+    # the launcher writes run.json, waits and reports: torch's import (a second) is the ranks'
+    assert p.stderr.strip().endswith("launcher loaded torch: False"), p.stderr[-2000:]
     return traces, json.loads(p.stdout)
 
 

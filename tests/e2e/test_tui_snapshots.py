@@ -172,7 +172,17 @@ def _app(name: str, runs: Path, picker_runs: Path) -> MlaprofApp:
 @pytest.mark.parametrize("name", list(SCREENS))
 def test_screen(snap_compare, runs: Path, picker_runs: Path, name: str, size) -> None:  # noqa: ANN001
     before, _ = SCREENS[name]
-    assert snap_compare(_app(name, runs, picker_runs), terminal_size=size, run_before=before)
+
+    async def opened(pilot: Pilot) -> None:  # the screen as the next test reads it, kept
+        await before(pilot)
+        _TEXT[name, size] = screen_text(pilot.app)
+
+    assert snap_compare(_app(name, runs, picker_runs), terminal_size=size, run_before=opened)
+
+
+# (screen, size) -> the characters test_screen's picture was taken of: the key-column test
+# reads them instead of opening the same screen again (it opens it when run on its own)
+_TEXT: dict[tuple[str, tuple[int, int]], str] = {}
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -181,10 +191,13 @@ async def test_screen_keeps_its_key_columns(
     runs: Path, picker_runs: Path, name: str, size: tuple[int, int]
 ) -> None:
     before, wanted = SCREENS[name]
-    app = _app(name, runs, picker_runs)
-    async with app.run_test(size=size) as pilot:
-        await before(pilot)
-        text = screen_text(app)
+    size = tuple(size)
+    text = _TEXT.get((name, size))
+    if text is None:
+        app = _app(name, runs, picker_runs)
+        async with app.run_test(size=size) as pilot:
+            await before(pilot)
+            text = screen_text(app)
     lines = text.splitlines()
     assert len(lines) == size[1] and all(len(line) <= size[0] for line in lines)
     missing = [w for w in wanted if w not in text]

@@ -17,6 +17,10 @@ import pytest
 
 from mlaprof.cli import main
 from tests import shipped_runs
+from tests.conftest import EACH_TEST
+
+# in-process tests of one shipped run each: spread over the workers
+WORKER_GROUP = EACH_TEST
 
 IDS = shipped_runs.NAMES
 
