@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(
             return None
         return dict(torch._dynamo.utils.counters["frames"])
 
-    x = torch.randn(8)
+    x = torch.randn(8, generator=torch.Generator().manual_seed(0))
     out = {}
     c = SyncChecker()
     with c.region(layer=0):
