@@ -344,7 +344,7 @@ FACTS: list[tuple[str, str, Check]] = [
     ("README.md", "A missing extra is one `mlaprof: error:` line naming what to install",
      lambda: "mlaprof: error:" in source("mlaprof/cli.py")),
     ("README.md", "A CPU run uses one torch thread (`mlaprof run --threads N` to change it",
-     lambda: default("run", "--threads") == 1 and _timing("DEFAULT_THREADS") == 1),
+     lambda: default("run", "--threads") == 1 and _const("mlaprof.analysis.timing", "DEFAULT_THREADS") == 1),
     ("README.md", "(1.18x from quiet to loaded, wall time 3.6x; identical runs within 1.41x, "
      "`bench/cpu_step_stability.py`)",
      lambda: rounds_to(bench("cpu_step_stability", "cpu-thread", "loaded_over_quiet"), "1.18")
@@ -401,10 +401,10 @@ FACTS: list[tuple[str, str, Check]] = [
     # ---- docs/whatif.md
     ("docs/whatif.md", "`vllm-0.32`, the default, the version every output names; `vllm-legacy`, the list "
      "before vLLM's uniform-decode sizes, only when asked; `vllm-pr50488`",
-     lambda: default("whatif", "--vllm") == default("plan-capture", "--vllm") == _capture("DEFAULT_RULE")
-     == "vllm-0.32" and set(_capture("SIZE_RULES")) == {"vllm-0.32", "vllm-legacy", "vllm-pr50488"}),
+     lambda: default("whatif", "--vllm") == default("plan-capture", "--vllm") == _const("mlaprof.capture_sizes", "DEFAULT_RULE")
+     == "vllm-0.32" and set(_const("mlaprof.capture_sizes", "SIZE_RULES")) == {"vllm-0.32", "vllm-legacy", "vllm-pr50488"}),
     ("docs/whatif.md", "`mlaprof run` pads with the same module, by its scenario's `vllm_version`",
-     lambda: _capture("RULE_OF_VERSION")[_scenario_default("vllm_version")] == "vllm-0.32"),
+     lambda: _const("mlaprof.capture_sizes", "RULE_OF_VERSION")[_scenario_default("vllm_version")] == "vllm-0.32"),
     ("docs/whatif.md", "Defaults follow the default scenario",
      lambda: all(default("whatif", f) is None for f in ("--spec", "--model", "--policy", "--device",
                                                       "--max-num-seqs", "--max-model-len"))),
@@ -512,12 +512,12 @@ FACTS: list[tuple[str, str, Check]] = [
     # ---- docs/store.md
     ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 2", lambda: _schema_version() == 2),
     ("docs/store.md", "Kernel columns (schema version 2)", lambda: _schema_version() == 2 and _store_md_kernel_columns() == _kernel_columns()),
-    ("docs/store.md", "`mlaprof.layout_version` (1: the `host=/rank=` layout above)", lambda: _columnar("LAYOUT_VERSION") == 1),
-    ("docs/store.md", "in row groups of 65,536 rows", lambda: _columnar("BATCH_ROWS") == 65_536),
+    ("docs/store.md", "`mlaprof.layout_version` (1: the `host=/rank=` layout above)", lambda: _const("mlaprof.store.columnar", "LAYOUT_VERSION") == 1),
+    ("docs/store.md", "in row groups of 65,536 rows", lambda: _const("mlaprof.store.columnar", "BATCH_ROWS") == 65_536),
     ("docs/store.md", "(`kernels` or `layers`), `mlaprof.schema_version`",
      lambda: all(k in source("mlaprof/store/columnar.py") for k in ('"mlaprof.table"', '"mlaprof.schema_version"', '"mlaprof.layout_version"'))),
-    ("docs/store.md", "(`meta` keys `columnar:kernels`, `columnar:layers`)", lambda: _columnar("META_PREFIX") == "columnar:"),
-    ("docs/store.md", "or `unknown` when the trace does not name one", lambda: _columnar("UNKNOWN_HOST") == "unknown"),
+    ("docs/store.md", "(`meta` keys `columnar:kernels`, `columnar:layers`)", lambda: _const("mlaprof.store.columnar", "META_PREFIX") == "columnar:"),
+    ("docs/store.md", "or `unknown` when the trace does not name one", lambda: _const("mlaprof.store.columnar", "UNKNOWN_HOST") == "unknown"),
     ("docs/store.md", "Layer columns: `rank`, `step`, `layer`, `t_start_ns` and `duration_ns`",
      lambda: _table_columns("layers") == {"step", "layer", "t_start_ns", "duration_ns", "syncs", "splits_used", "splits_deserved"}),
     ("docs/store.md", "names its commit in `MLAPROF_GIT_REVISION` (7-40 hex digits)",
@@ -526,9 +526,9 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: bench("fleet_bench", "dispatches") == 10_000_000 and bench("fleet_bench", "ranks") == 8),
     # ---- docs/reliability.md
     ("docs/reliability.md", "gives up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
-    ("docs/reliability.md", "at most 600 characters", lambda: _cli("MAX_MESSAGE") == 600),
-    ("docs/reliability.md", "a small disk reserve (up to 128 KiB)", lambda: max(_liveness("RESERVE_BYTES")) == 128 * 1024),
-    ("docs/reliability.md", "A trace string longer than 2,000 characters", lambda: _textsafe("LONG") == 2000),
+    ("docs/reliability.md", "at most 600 characters", lambda: _const("mlaprof.cli", "MAX_MESSAGE") == 600),
+    ("docs/reliability.md", "a small disk reserve (up to 128 KiB)", lambda: max(_const("mlaprof.store.liveness", "RESERVE_BYTES")) == 128 * 1024),
+    ("docs/reliability.md", "A trace string longer than 2,000 characters", lambda: _const("mlaprof.textsafe", "LONG") == 2000),
     ("docs/reliability.md", "one `mlaprof: error:` line, exit 2", lambda: _error_exit() == 2),
     ("docs/reliability.md", "the exit code is 128+N", lambda: re.search(r"128 \+", source("mlaprof/cli.py"))),
     ("docs/reliability.md", "| rocprof-csv | 10,000 | 2,110 | 7,890 | **0** | **0** | 81 |",
@@ -584,7 +584,7 @@ FACTS: list[tuple[str, str, Check]] = [
      and rounds_to(bench("cpu_step_stability", "wall", "loaded_over_quiet"), "3.57")
      and rounds_to(bench("cpu_step_stability", "wall", "spread_max_over_min"), "8.17")),
     ("docs/performance.md", "`--compare` takes 1.41x as the spread of `cpu-thread` runs (`mlaprof.analysis.timing.CPU_SPREAD_BY_CLOCK`)",
-     lambda: rounds_to(_timing("CPU_SPREAD"), "1.41")),
+     lambda: rounds_to(_const("mlaprof.analysis.timing", "CPU_SPREAD"), "1.41")),
     ("docs/performance.md", "| `compute(spec)`: every cell, S bug / fix / frozen, occupancy, padding, predicted time | 0.030 s",
      lambda: rounds_to(bench("whatif_bench", "compute", "median_s"), "0.030") and bench("whatif_bench", "points") == 10240),
     ("docs/performance.md", "| `mlaprof whatif ...` end to end, fresh interpreter, terminal table | 0.942 s",
@@ -773,40 +773,11 @@ def _fields(module: str, cls: str, ordered: bool = False) -> list[str] | set[str
     return names if ordered else set(names)
 
 
-def _timing(name: str) -> object:
-    from mlaprof.analysis import timing
+def _const(module: str, name: str) -> object:
+    """A module's constant (the module imported when the fact is checked)."""
+    import importlib
 
-    return getattr(timing, name)
-
-
-def _capture(name: str) -> object:
-    from mlaprof import capture_sizes
-
-    return getattr(capture_sizes, name)
-
-
-def _columnar(name: str) -> object:
-    from mlaprof.store import columnar
-
-    return getattr(columnar, name)
-
-
-def _cli(name: str) -> object:
-    from mlaprof import cli
-
-    return getattr(cli, name)
-
-
-def _liveness(name: str) -> object:
-    from mlaprof.store import liveness
-
-    return getattr(liveness, name)
-
-
-def _textsafe(name: str) -> object:
-    from mlaprof import textsafe
-
-    return getattr(textsafe, name)
+    return getattr(importlib.import_module(module), name)
 
 
 def _fit(name: str) -> float:

@@ -1,7 +1,7 @@
 """The SQL engine keeps one DuckDB database per process and runs each query on a cursor of its
 own (opening a database costs about 23 ms, a cursor 0.2 ms): nothing one query registers is
-seen by the next, a forked child opens its own database, and a fleet's per-rank figure queries
-read that rank's files only (their count grows with the ranks, not with their square)."""
+seen by the next, and a forked child opens its own database. (How many queries a summary runs,
+one per rank for the figures' timeline: tests/unit/test_summary_reads.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mlaprof.analysis.run_summary import build_summary
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load, sqlengine
@@ -107,22 +106,3 @@ def test_the_retry_puts_the_memory_limit_back(fleet: Path, monkeypatch) -> None:
     finally:
         db.close()
     assert calls[0] == after and calls[1] != after  # the retry ran above the bound, then back
-
-
-def test_per_rank_queries_grow_with_the_ranks_not_their_square(fleet: Path, monkeypatch) -> None:
-    """A fleet's summary: the figure's per-rank timeline reads one rank's kernel file per
-    query (it read every rank's for each rank: 531 DuckDB queries for 16 ranks)."""
-    seen: list[int] = []
-    real = sqlengine.query
-    monkeypatch.setattr(
-        sqlengine,
-        "query",
-        lambda sources, *a, **k: seen.append(len(sources)) or real(sources, *a, **k),
-    )
-    with load(fleet) as run:
-        ranks = len(run.ranks)
-        build_summary(run)
-    assert ranks == 8
-    per_rank = [n for n in seen if n == 1]
-    assert len(seen) <= 4 * ranks + 10, len(seen)  # a few per rank, and a few over all of them
-    assert len(per_rank) >= ranks  # the per-rank queries are there, each over its rank only
