@@ -106,3 +106,27 @@ def test_the_retry_puts_the_memory_limit_back(fleet: Path, monkeypatch) -> None:
     finally:
         db.close()
     assert calls[0] == after and calls[1] != after  # the retry ran above the bound, then back
+
+
+def test_a_big_scan_gets_a_database_of_its_own_closed_after(fleet: Path, monkeypatch) -> None:
+    """A query over at least OWN_DATABASE_ROWS file rows runs in a database opened for it and
+    closed after it (the buffers of a big scan do not stay in the process's database); smaller
+    queries share that database."""
+    opened: list[object] = []
+    real = sqlengine._database
+    monkeypatch.setattr(sqlengine, "_database", lambda d: opened.append(real(d)) or opened[-1])
+    monkeypatch.setattr(sqlengine, "_SHARED", {})
+    with load(fleet) as run:
+        rows = sum(
+            s.rows for k in run.databases for s in run._side[k].values() if s.table == "kernels"
+        )
+        monkeypatch.setattr(sqlengine, "OWN_DATABASE_ROWS", rows + 1)
+        for _ in range(2):
+            run.sql("SELECT COUNT(*) AS n FROM kernels")
+        assert len(opened) == 1  # the shared one
+        monkeypatch.setattr(sqlengine, "OWN_DATABASE_ROWS", rows)
+        n = int(run.sql("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0])
+    assert n >= rows and len(opened) == 2
+    with pytest.raises(sqlengine.duckdb_module().Error):  # closed after its query
+        opened[1].execute("SELECT 1")
+    assert opened[0].execute("SELECT 1").fetchall() == [(1,)]  # the shared one stays
