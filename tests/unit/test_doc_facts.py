@@ -570,6 +570,14 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: '"tp": multirank.tp_meta(' in source("mlaprof/commands/run.py")
      and 'fields["rank_sources"]' in source("mlaprof/commands/run.py")),
     # ---- docs/performance.md
+    ("docs/reliability.md", "`report --json` 895 MiB (895-898), `tui --once`",
+     lambda: [round(x) for x in bench("huge_trace_2026-12-02_sqlshared", "summary", "report --json", "spread_mib")]
+     == [895, 898] and round(bench("huge_trace_2026-12-02_sqlshared", "summary", "report --json", "median_mib")) == 895),
+    ("docs/reliability.md", "898 MiB (896-899), `report --html` 899 MiB (898-899)",
+     lambda: round(bench("huge_trace_2026-12-02_sqlshared", "summary", "tui --once", "median_mib")) == 898
+     and round(bench("huge_trace_2026-12-02_sqlshared", "summary", "report --html", "median_mib")) == 899),
+    ("docs/reliability.md", "`import` 1,439 MiB (1,439-1,440)",
+     lambda: round(bench("huge_trace_2026-12-02_sqlshared", "summary", "import", "median_mib")) == 1439),
     ("docs/performance.md", "one command, about 80 s of device time for everything",
      lambda: round(sum(bench("gpu_suite_h200", "section_s").values()), -1) == 80),
     ("docs/performance.md", "| core | README run command, default scenario, < 30 s on 2 cores | 3.24 s median of 7",
