@@ -11,13 +11,6 @@ PY=${PYTHON:-python3}
 # each tier its own temporary folder: pytest otherwise prunes the numbered folders of any other
 # session of the same user (another tier, another clone), files still open in them included
 T=$(mktemp -d)
-# the vLLM environment (about 8 minutes to install, mostly download) installs in the background
-# while this environment installs and the other tiers run; its tests run after them
-vllm_install=
-if [ "${MLAPROF_SKIP_VLLM:-0}" != 1 ]; then
-  bash scripts/test_vllm.sh --install-only >"$T/vllm-install.log" 2>&1 &
-  vllm_install=$!
-fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # shellcheck disable=SC1091
 . .venv/bin/activate
@@ -53,6 +46,14 @@ O_SELECT=(-m checks)
 # to run where MLAPROF_EXPECT_O=1 and asserts are still on)
 PYTHONOPTIMIZE=1 MLAPROF_EXPECT_O=1 python -O -m pytest -q -p no:cacheprovider "${X[@]}" \
   "${UNIT_PLUGINS[@]}" "${O_SELECT[@]}" --basetemp "$T/unit-O" tests/unit "$@"
+# the vLLM environment (about 8 minutes to install, mostly download and unpacking) installs in
+# the background while the end-to-end tier runs (after the unit tier, which then runs on a
+# quiet machine: beside the install it took about twice as long); its tests run after
+vllm_install=
+if [ "${MLAPROF_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/test_vllm.sh --install-only >"$T/vllm-install.log" 2>&1 &
+  vllm_install=$!
+fi
 # test_vllm_log_lines runs vLLM's own logger in the vLLM environment: after its install
 python -m pytest -q "${X[@]}" --basetemp "$T/e2e" tests/e2e \
   --ignore tests/e2e/test_vllm_log_lines.py "$@"
