@@ -90,14 +90,21 @@ def write_pngs(
     old = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = chrome  # kaleido asks choreographer, which reads this first
     try:
-        pio.write_images(
-            [f for _, f in figs],
-            paths,
-            format="png",
-            width=WIDTH,
-            height=[int(f.layout.height or 500) for _, f in figs],
-            scale=scale,
-        )
+        todo = list(zip([f for _, f in figs], paths, strict=True))
+        # kaleido has been seen to return without writing a file and without an error (on a
+        # loaded machine): what is missing is drawn once more, then named if still missing
+        for _attempt in range(2):
+            pio.write_images(
+                [f for f, _ in todo],
+                [p for _, p in todo],
+                format="png",
+                width=WIDTH,
+                height=[int(f.layout.height or 500) for f, _ in todo],
+                scale=scale,
+            )
+            todo = [(f, p) for f, p in todo if not _written(p)]
+            if not todo:
+                break
     except Exception as e:  # kaleido's errors name the browser problem; keep them on one line
         msg = " ".join(str(e).split())[:300]
         raise MlaprofError(f"PNG export with {chrome} failed: {msg}") from None
@@ -106,7 +113,19 @@ def write_pngs(
             os.environ.pop("BROWSER_PATH", None)
         else:
             os.environ["BROWSER_PATH"] = old
+    if todo:
+        raise MlaprofError(
+            f"PNG export with {chrome} wrote no {', '.join(p.name for _, p in todo)} "
+            "(kaleido returned without an error, twice)"
+        )
     return paths
+
+
+def _written(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 # -- rendering the HTML report in a real browser (tests and bench/figures_bench.py) -----------

@@ -96,3 +96,34 @@ def test_browser_path_env_is_honoured(monkeypatch, tmp_path):
     assert png_mod.find_chrome() == str(fake)
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "missing"))
     assert png_mod.find_chrome() is None
+
+
+@pytest.mark.parametrize("misses", [1, 2])
+def test_a_png_kaleido_did_not_write_is_drawn_again_then_named(
+    html_report, tmp_path, monkeypatch, misses: int
+) -> None:
+    """kaleido may return without writing a file and without an error: what is missing is drawn
+    once more, and named in an error if it is still missing (never a path that is not there)."""
+    import plotly.io as pio
+
+    bug, _, _ = html_report
+    monkeypatch.setattr(png_mod, "find_chrome", lambda: "/usr/bin/true")
+    if "kaleido" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "kaleido", type(sys)("kaleido"))
+    calls: list[list[str]] = []
+
+    def write_images(figs, paths, **kw):  # noqa: ANN001, ANN003, ANN202
+        calls.append([p.name for p in paths])
+        for p in paths:
+            if not (p.name == "padding.png" and len(calls) <= misses):
+                p.write_bytes(b"\\x89PNG")
+
+    monkeypatch.setattr(pio, "write_images", write_images)
+    if misses == 1:
+        paths = png_mod.write_pngs(bug, tmp_path / "png", only=["padding", "splits_by_step"])
+        assert all(p.stat().st_size for p in paths)
+        assert calls == [["splits_by_step.png", "padding.png"], ["padding.png"]]
+    else:
+        with pytest.raises(MlaprofError, match=r"wrote no padding\.png"):
+            png_mod.write_pngs(bug, tmp_path / "png", only=["padding", "splits_by_step"])
+        assert len(calls) == 2
