@@ -19,7 +19,6 @@ from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
 from mlaprof.recording import capture_row, event_row, layer_row, record_step_analysis, step_row
 from mlaprof.scenario import LATENT, Scenario
-from mlaprof.scenario_meta import recorded_command as recorded_command  # re-exported
 from mlaprof.scenario_meta import run_meta
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.splits import collapsed
 from mlaprof.analysis.syncs import watched_steps
 from mlaprof.sync_kinds import SYNC
@@ -66,20 +67,11 @@ def layer_table(
     # each group's last record, in the groups' order (one row per group: keys are unique)
     last = grouped.tail(1).set_index(keys)[["splits_used", "ref"]].reindex(agg.index)
     out = []
-    # column by column (a Series per row, as iterrows makes, costs ~50 us a row)
-    cols = zip(
-        agg.index,
-        agg["steps"].tolist(),
-        agg["time_ns"].tolist(),
-        agg["s_min"].tolist(),
-        agg["collapsed"].tolist(),
-        agg["deserved"].tolist(),
-        agg["any_ref"].tolist(),
-        last["splits_used"].tolist(),
-        last["ref"].tolist(),
-        strict=True,
-    )
-    for (rank, layer), steps, time_ns, s_min, n_collapsed, deserved, any_ref, used, ref in cols:
+    both = agg.assign(used=last["splits_used"], ref=last["ref"])  # the same index
+    rows = column_rows(both, "steps", "time_ns", "s_min", "collapsed", "deserved", "any_ref",
+                       "used", "ref")  # fmt: skip
+    for (rank, layer), row in zip(agg.index, rows, strict=True):
+        steps, time_ns, s_min, n_collapsed, deserved, any_ref, used, ref = row
         source = "deserved" if deserved else "fix" if any_ref else "unknown"
         steps_watched = per_step.get(rank)
         out.append(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE
+from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
 from mlaprof.analysis.sections import Padding, ShadowStep
 from mlaprof.analysis.splits import decided_on_device
@@ -509,8 +510,8 @@ def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:
     if pad is None or pad.empty:
         return ()
     p = _num(pad, "step", "capture_size", *PADDING_COLUMNS).sort_values("step")
-    col = [p[c].tolist() for c in ("step", "capture_size", *PADDING_COLUMNS)]
-    return tuple(PaddingStep(*(_i(v) for v in r)) for r in zip(*col, strict=True))
+    rows = column_rows(p, "step", "capture_size", *PADDING_COLUMNS)
+    return tuple(PaddingStep(*(_i(v) for v in r)) for r in rows)
 
 
 def memory_bars(memory: pd.DataFrame) -> tuple[MemoryBar, ...]:
@@ -522,8 +523,8 @@ def memory_bars(memory: pd.DataFrame) -> tuple[MemoryBar, ...]:
     for mode in dict.fromkeys(mem["graph_mode"]):
         part = mem[mem["graph_mode"] == mode]
         g = part.groupby("capture_size").sum(numeric_only=True, min_count=1).sort_index()
-        col = [g[c].tolist() for c in (*MEMORY_VIEWS, "capture_ns")]
-        for size, *r in zip(g.index, *col, strict=True):
+        rows = column_rows(g, *MEMORY_VIEWS, "capture_ns")
+        for size, r in zip(g.index, rows, strict=True):
             out.append(MemoryBar(mode, int(size), *(_f(v) for v in r)))
     return tuple(out)
 
@@ -538,25 +539,6 @@ def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
         )  # fmt: skip
         for r in bad.itertuples()
     )
-
-
-def _per_rank_sql(run: Any) -> Any:
-    """The Run's per-rank query (SQLite for kernels in a database, DuckDB only over an
-    import's kernel files, all ranks' files in one query): a recorded run reads without duckdb,
-    as vLLM's environment has it. Each query here groups by rank, so per-rank results
-    concatenate whole."""
-    for name in ("query_ranks", "query"):
-        if hasattr(run, name):
-            return getattr(run, name)
-    return run.sql
-
-
-def _rank_sql(run: Any, rank: int) -> Any:
-    """SQL over one rank's databases only, where the Run can say so (a per-rank query over a
-    fleet otherwise reads every rank's kernel file for each rank); the SQL names the rank too."""
-    if hasattr(run, "query"):
-        return lambda sql, params=(): run.query(sql, params, ranks=(rank,))
-    return run.sql
 
 
 def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, pd.DataFrame]:
@@ -574,7 +556,10 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
     elif run is None or not hasattr(run, "sql"):
         return {}
     else:
-        per = _per_rank_sql(run)(
+        # Run.query_ranks: SQLite for kernels in a database, DuckDB only over an import's
+        # files (all ranks' in one query): a recorded run reads without duckdb, as vLLM's
+        # environment has it
+        per = run.query_ranks(
             "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
             "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
             "GROUP BY rank, name ORDER BY rank, name"
@@ -629,16 +614,11 @@ def timeline(
         count = (f"SELECT COUNT(*) AS n FROM kernels WHERE {where}", tuple(params))
         first = (f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
                  f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
-        if hasattr(run, "queries"):  # both on one cursor over the rank's files
-            n, got = run.queries([count, first], ranks=(rank,))
-            shown = int(n["n"].sum())
-            if shown:
-                kn = got
-        else:
-            q = _rank_sql(run, rank)
-            shown = int(q(*count)["n"].sum())
-            if shown:
-                kn = q(*first)
+        # both over this rank's databases only, on one cursor over its files
+        n, got = run.queries([count, first], ranks=(rank,))
+        shown = int(n["n"].sum())
+        if shown:
+            kn = got
     kn = _num(kn, "step", "layer", "start_ns", "end_ns", "stream", "splits")
     if st.empty and ly.empty and kn.empty:
         return None
@@ -649,7 +629,7 @@ def timeline(
     # rows as columns of Python values (iterating a frame's rows costs ~10 us a row)
     if not st.empty:
         lanes.append("steps")
-        for step, t_start, dur, g_mode, timing, reqs in _columns(
+        for step, t_start, dur, g_mode, timing, reqs in column_rows(
             st, "step", "t_start_ns", "duration_ns", "graph_mode", "timing", "num_reqs"
         ):
             mode = _s(g_mode) or "?"
@@ -658,7 +638,7 @@ def timeline(
                             (int(step), _s(timing) or "", _i(reqs))))  # fmt: skip
     if not ly.empty:
         lanes.append("layers")
-        for step, layer, t_start, dur, syncs, used, deserved in _columns(
+        for step, layer, t_start, dur, syncs, used, deserved in column_rows(
             ly, "step", "layer", "t_start_ns", "duration_ns", "syncs", "splits_used",
             "splits_deserved",
         ):  # fmt: skip
@@ -675,22 +655,14 @@ def timeline(
         lanes.extend(sorted(kn["lane"].unique()))
         top = kn.groupby("name")["dur"].sum().sort_values(ascending=False).index[:TIMELINE_TOP]
         top_set = set(top)
-        labels: dict[Any, str] = {}  # a name's label, worked out once
-        for name, lane, start, dur, splits, layer in _columns(
+        for name, lane, start, dur, splits, layer in column_rows(
             kn, "name", "lane", "start_ns", "dur", "splits", "layer"
         ):
-            label = labels.get(name)
-            if label is None:
-                label = labels[name] = kernel_label(name) if name in top_set else "other kernels"
+            label = kernel_label(name) if name in top_set else "other kernels"  # label: cached
             bars.append(Bar(lane, f"kernel:{label}", round((start - t0) / 1e3, 3),
                             dur / 1e3, str(name), (_i(splits), _i(layer))))  # fmt: skip
     return Timeline(tuple(chosen), total, min(shown, max_kernels), shown, tuple(lanes),
                     tuple(bars))  # fmt: skip
-
-
-def _columns(df: pd.DataFrame, *cols: str) -> Any:
-    """The rows of ``df``'s columns ``cols`` as tuples of Python values, in the frame's order."""
-    return zip(*(df[c].tolist() for c in cols), strict=True)
 
 
 def rank_series(

@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.reporters.names import fit_names
 
 
@@ -113,15 +114,9 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
         )
     misfit = {
         (m, d, q, p, r)
-        for m, d, q, p, r, ok in zip(
-            cells["model"].tolist(),
-            cells["device"].tolist(),
-            cells["qlen"].tolist(),
-            cells["policy"].tolist(),
-            cells["route"].tolist(),
-            cells["route_fits"].tolist(),
-            strict=True,
-        )  # fmt: skip
+        for m, d, q, p, r, ok in column_rows(
+            cells, "model", "device", "qlen", "policy", "route", "route_fits"
+        )
         if not ok
     }
     for m, d, q, p, r in sorted(misfit)[:5]:

@@ -141,19 +141,7 @@ class Run:
         naming a table whose rows sit in a columnar file (an import's kernels) runs in DuckDB
         over that rank's file and its database rows, never copying the file into SQLite; other
         SQL runs in SQLite."""
-        frames = []
-        only = None if ranks is None else set(ranks)
-        for key in self.databases:
-            if only is not None and key[0] not in only:
-                continue
-            if self._in_duckdb(key, sql):
-                frames.append(sqlengine.query([self._source(key)], sql, params))
-            else:
-                frames.append(self._query_rank(key, sql, params))
-        frames = [f for f in frames if len(f)]
-        if not frames:
-            return pd.DataFrame(columns=list(columns_of(sql)))
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return self.queries([(sql, params)], ranks)[0]
 
     def _in_duckdb(self, key: tuple[int, str], sql: str) -> bool:
         """Whether ``sql`` on this database runs in DuckDB: it names a table whose rows sit in
@@ -173,9 +161,9 @@ class Run:
     def queries(
         self, statements: list[tuple[str, tuple[Any, ...]]], ranks: Iterable[int] | None = None
     ) -> list[pd.DataFrame]:
-        """Several :meth:`query` results at once, each as :meth:`query` gives it; a database
-        whose rows sit in columnar files answers all of them on one DuckDB cursor (the views
-        over its files built once), the others in SQLite."""
+        """Several :meth:`query` results at once, each as :meth:`query` gives it (that is this,
+        for one statement); a database whose rows sit in columnar files answers all of them on
+        one DuckDB cursor (the views over its files built once), the others in SQLite."""
         only = None if ranks is None else set(ranks)
         batch = sqlengine.Statements(tuple((q, tuple(p)) for q, p in statements))
         per: list[list[pd.DataFrame]] = [[] for _ in statements]

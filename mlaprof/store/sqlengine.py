@@ -176,21 +176,16 @@ def _python_rows(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table |
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _has_rows(src: RankSource, table: str) -> bool:
-    """Whether the source's database holds a row of ``table``: an import's kernels, layers and
-    API calls lie in its files, and the ADBC read of an empty table costs a connection (~0.3
-    ms) per source and query."""
-    return has_rows(src.con, table)
-
-
 def _read_all(
     sources: Sequence[RankSource], table: str, cols: Sequence[str]
 ) -> list[pa.Table | None]:
     """Every source's rows of ``table`` (``cols`` only): the ADBC reads in threads (their own
     connections, in C), any it could not do row by row here (the sources' connections stay in
-    their thread). A source whose table is empty is not read (None, as a read of no rows)."""
+    their thread). A source whose table is empty is not read (None, as a read of no rows): an
+    import's kernels, layers and API calls lie in its files, and the ADBC read of an empty table
+    costs a connection (~0.3 ms) per source and query."""
     cols = list(cols) or ["rank"]
-    todo = [src for src in sources if _has_rows(src, table)]
+    todo = [src for src in sources if has_rows(src.con, table)]
     if len(todo) <= 1:  # no thread to start for one
         got = [_adbc_rows(src, table, cols) for src in todo]
     else:

@@ -84,7 +84,7 @@ def test_shipped_runs_record_no_machine_paths(name: str) -> None:
 
 
 def test_recorded_command_has_no_machine_paths() -> None:
-    from mlaprof.cpu_runner import recorded_command
+    from mlaprof.scenario_meta import recorded_command
 
     argv = ["/work/x/mlaprof/__main__.py", "run", "--traces", "/root/t", "--name", "a", "-q"]
     assert recorded_command(argv) == "mlaprof run --name a -q"
