@@ -39,3 +39,45 @@ def term(value: Any, limit: int = LONG) -> str:
     from rich.markup import escape
 
     return escape(plain(value, limit))
+
+
+# Markdown (GitHub-flavoured, as a PR or CI comment renders it). A string from a trace is text,
+# never markup: the characters that open HTML (``<``, ``&``), emphasis, code spans, links and
+# images (``[``: ``![x](url)`` needs it), strike-through and table cells are backslash-escaped
+# (CommonMark: any ASCII punctuation may be), and the two autolink triggers (``://``, ``www.``)
+# are broken the same way, so no URL in a kernel name becomes a link or a loaded image.
+_MD_SPECIAL = re.compile(r"[\\`*_\[\]<>|~&]")
+_MD_AUTOLINK = re.compile(r"(?i)(?<=:)//|(?<=\bwww)\.")
+
+
+def _one_line(value: Any, limit: int) -> str:
+    """:func:`short`, every control character (newlines too) as a space: a Markdown line stays one."""
+    return _CONTROL.sub(" ", short(value, limit).replace("\r\n", " "))
+
+
+def md(value: Any, limit: int = LONG) -> str:
+    """A string as Markdown text: one line, no HTML, link, image, emphasis or table cell break."""
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), _one_line(value, limit))
+    return _MD_AUTOLINK.sub(lambda m: "\\" + m.group() if m.group() == "." else r"\/\/", s).strip()
+
+
+def md_code(value: Any, limit: int = LONG, table: bool = False) -> str:
+    """A string as a Markdown code span (a run or kernel name), whatever backticks it holds.
+
+    Inside a code span nothing is markup, so the only way out is a backtick run as long as the
+    fence: the fence is one longer than the longest run inside (CommonMark 6.1), padded with a
+    space when the text starts or ends with a backtick. In a table cell ``|`` still ends the cell
+    (GFM escapes it even in code), so ``table=True`` escapes it."""
+    s = _one_line(value, limit).strip() or " "
+    if table:
+        s = s.replace("|", "\\|")
+    runs = [len(r) for r in re.findall(r"`+", s)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def plain_lines(text: str, limit: int = LONG) -> str:
+    """Plain-text output of several lines (a snapshot, an import's summary): each line through
+    :func:`plain`, the line breaks kept."""
+    return "\n".join(plain(line, limit) for line in text.split("\n"))
