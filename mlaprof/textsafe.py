@@ -55,7 +55,7 @@ def _one_line(value: Any, limit: int) -> str:
     return _CONTROL.sub(" ", short(value, limit).replace("\r\n", " "))
 
 
-def md(value: Any, limit: int = LONG) -> str:
+def md_text(value: Any, limit: int = LONG) -> str:
     """A string as Markdown text: one line, no HTML, link, image, emphasis or table cell break."""
     s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), _one_line(value, limit))
     return _MD_AUTOLINK.sub(lambda m: "\\" + m.group() if m.group() == "." else r"\/\/", s).strip()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import fmt_change, fmt_value
-from mlaprof.textsafe import md, md_code
+from mlaprof.textsafe import md_code, md_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
@@ -17,9 +17,9 @@ ICON = {"critical": "🔴 CRITICAL", "warning": "🟠 WARNING", "info": "🔵 IN
 
 
 def cell(text: Any) -> str:
-    """Text from the summary as Markdown (:func:`mlaprof.textsafe.md`): one line, nothing in it
+    """Text from the summary as Markdown (:func:`mlaprof.textsafe.md_text`): one line, nothing in it
     read as HTML, a link, an image, emphasis or a table cell's end."""
-    return md("" if text is None else text)
+    return md_text("" if text is None else text)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, liveness
+from mlaprof.store import columnar, integrity, liveness
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
 
@@ -107,6 +107,10 @@ class RunFollow:
             key = (int(m.group(1)), m.group(2) or "") if m else None
             if key is None or key in self._cons:
                 continue
+            try:
+                integrity.check_file(p)
+            except MlaprofError as e:
+                raise FollowError(str(e)) from None
             con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, check_same_thread=False)
             ver = con.execute("PRAGMA user_version").fetchone()[0]
             if ver == 0:
@@ -117,7 +121,9 @@ class RunFollow:
                 con.close()
                 raise FollowError(problem)
             try:
+                integrity.check_rows(con, p, key[0])
                 sides = columnar.side_tables(con, self.path)
+                integrity.check_sides(sides, p, key[0])
             except MlaprofError as e:
                 con.close()
                 raise FollowError(str(e)) from None

@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.cli import main
-from mlaprof.textsafe import md, md_code
+from mlaprof.textsafe import md_code, md_text
 from tests import shipped_runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def _no_markup(html: str) -> None:
 
 
 def test_md_text_is_text_in_github_markdown() -> None:
-    html = _html(md(PAYLOAD))
+    html = _html(md_text(PAYLOAD))
     _no_markup(html)
     assert html.count("<p>") == 1  # one paragraph: no line break, no block opened
     assert "<em>" not in html and "<strong>" not in html and "<code>" not in html
