@@ -72,6 +72,7 @@ def collect(path: Path) -> tuple[str, list[Path]]:
 
 
 @validate.boundary
+@rocpd_sqlite.pinning  # a database still being written: every read of it sees one state
 def import_rocprof(
     path: Path | str,
     traces: Path | str,
