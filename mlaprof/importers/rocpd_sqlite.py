@@ -35,6 +35,7 @@ from mlaprof.formats import arrow_numpy
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_ARG, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
+from mlaprof.importers.duplicates import check_records
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.schema import TABLES
 
@@ -351,7 +352,9 @@ def import_rocpd(
         except sqlite3.Error as e:
             raise MlaprofError(f"cannot open {path}: {e}") from None
         try:
-            return _import(con, path, bulk, summary, kernels)
+            found, kc = _import(con, path, bulk, summary, kernels)
+            # repeated dispatch records and dispatches without their symbol: said, not data
+            return found, (None if kc is None else check_records(kc, path, bulk, summary.notes))
         except sqlite3.Error as e:
             if (signum := bound.stopped_by()) is not None:
                 raise stop_exception(signum) from None
