@@ -1,7 +1,7 @@
 """Duplicates and holes are not data: a rocpd database whose dispatch rows all appear twice
 (same id) and one whose dispatches name kernel symbols it lacks. The repeats are counted once
-and both are named in the import's notes and in the trace's trust (rocprofv3 writes one row per
-dispatch: rocprofiler-sdk ``source/lib/output/sql`` inserts each dispatch record once)."""
+and both are named in the import's notes and in the trace's trust. The databases are the
+conformance writer's (tests/conformance/rocpd.py, rocprofv3's schema), then damaged."""
 
 from __future__ import annotations
 
