@@ -72,6 +72,9 @@ def main() -> None:
     arc = subprocess.run(["git", "archive", args.baseline, "mlaprof"], cwd=ROOT,
                          capture_output=True, check=True).stdout  # fmt: skip
     subprocess.run(["tar", "-x", "-C", str(base)], input=arc, check=True)
+    # the commands run in the scratch folder: ``python -m`` puts the working folder first on
+    # the path, which must not be a checkout (the baseline's package would lose to it)
+    os.chdir(work)
     revs = {"this": (str(ROOT), revision("HEAD")), "baseline": (str(base), revision(args.baseline))}
     results: dict[str, dict[str, object]] = {}
     try:
