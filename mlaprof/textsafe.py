@@ -22,10 +22,24 @@ LONG = 2000
 def short(value: Any, limit: int = LONG) -> str:
     """``str(value)``, cut to ``limit`` characters with its full length said when longer."""
     s = str(value)
-    if len(s) <= limit:
-        return s
-    keep = max(1, limit - 40)
-    return f"{s[:keep]}... ({len(s):,} chars)"
+    return short_of(s[:limit], len(s), limit)
+
+
+def sql_head(column: str, limit: int = LONG) -> str:
+    """SQL select items (SQLite and DuckDB alike) for a string column a query only shows: its
+    first ``limit`` characters and its length (``<column>_chars``), so that a 10 MB name is never
+    carried whole through the query's sort (it ran DuckDB out of memory); :func:`short_of` then
+    gives what :func:`short` would."""
+    return f"substr({column}, 1, {int(limit)}) AS {column}, length({column}) AS {column}_chars"
+
+
+def short_of(head: Any, length: Any, limit: int = LONG) -> Any:
+    """:func:`short` of a string known by its first ``limit`` characters and its length."""
+    if not isinstance(head, str) or not isinstance(length, (int, float)) or length != length:
+        return head
+    if int(length) <= limit:
+        return head
+    return f"{head[: max(1, limit - 40)]}... ({int(length):,} chars)"
 
 
 def plain(value: Any, limit: int = LONG) -> str:
