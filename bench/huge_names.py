@@ -2,9 +2,9 @@
 this revision beside a baseline revision, each command in a fresh process (``wait4``'s peak
 RSS, as ``bench/huge_trace.py`` measures it).
 
-The trace: a rocprofv3 kernel trace of 20 FULL-graph replays of 3 MLA layers
-(``tests/trace_io_helpers.replay_kernel_csv``, 140 dispatches) whose every kernel name carries a
-``--name-mb`` MB template argument (1.47 GB of CSV at 10 MB).
+The trace: ``bench/import_bench.py``'s rocprofv3 kernel trace (FULL-graph decode replays, MLA
+stage 1 and 2 among each layer's kernels), ``--dispatches`` of them, whose every kernel name
+carries a ``--name-mb`` MB template argument (140 dispatches of 10 MB: 1.47 GB of CSV).
 
     nice python bench/huge_names.py --baseline cc4390e --name-mb 10 --runs 3 --json bench/results/huge_names.json
 """
@@ -25,7 +25,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT))
 
 from huge_trace import _cpu, _versions, measure  # noqa: E402
 
@@ -37,10 +36,10 @@ COMMANDS = (
 )
 
 
-def generate(path: Path, mb: int) -> None:
-    from tests.trace_io_helpers import replay_kernel_csv
+def generate(path: Path, dispatches: int, mb: int) -> None:
+    from import_bench import generate as plain_trace
 
-    replay_kernel_csv(path, replays=20, layers=3, splits=8)
+    plain_trace(path, dispatches)
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     i = rows[0].index("Kernel_Name")
@@ -60,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="main")
     ap.add_argument("--name-mb", type=int, default=10)
+    ap.add_argument("--dispatches", type=int, default=140)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -73,7 +73,7 @@ def main() -> None:
     revs = {"this": (str(ROOT), revision("HEAD")), "baseline": (str(base), revision(args.baseline))}
     try:
         csv_path = work / "1_kernel_trace.csv"
-        generate(csv_path, args.name_mb)
+        generate(csv_path, args.dispatches, args.name_mb)
         results: dict[str, dict[str, object]] = {}
         for label, (pythonpath, rev) in revs.items():
             env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
@@ -99,7 +99,7 @@ def main() -> None:
                 }
         doc = {
             "what": "whole-process peak RSS (wait4 ru_maxrss) of each command, fresh process "
-            f"each, on 140 dispatches whose names are {args.name_mb} MB each",
+            f"each, on {args.dispatches} dispatches whose names are {args.name_mb} MB each",
             "csv_bytes": csv_path.stat().st_size,
             "results": results,
             "machine": {"device": _cpu(), "cpus": os.cpu_count(), "load_at_end": os.getloadavg()},

@@ -161,8 +161,8 @@ def _child(result: str, spec: dict[str, Any]) -> None:
     try:
         import torch
 
-        from mlaprof.commands.check import _as_call, load_target, parse_shapes
         from mlaprof.gate.core import _name, run_gated
+        from mlaprof.gate.target import as_call, load_target, parse_shapes
 
         device = spec["device"]
         if device == "auto":
@@ -175,7 +175,7 @@ def _child(result: str, spec: dict[str, Any]) -> None:
         emit(target=_name(fn))
         pos, kw = parse_shapes(spec["shapes"], device)
         if spec.get("setup"):
-            pos, kw = _as_call(load_target(spec["setup"])(*pos, **kw))
+            pos, kw = as_call(load_target(spec["setup"])(*pos, **kw))
     except MlaprofError as e:
         emit(error=str(e))
         return
