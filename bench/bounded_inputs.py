@@ -66,6 +66,8 @@ def main() -> None:
                     help="cases also run on the baseline (its 1 GB log ran past 600 s)")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.json:
+        args.json = args.json.resolve()  # the commands run from the scratch folder
     work = Path(tempfile.mkdtemp(prefix="mlaprof-bounded-"))
     base = work / "base"
     base.mkdir()

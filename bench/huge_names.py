@@ -63,6 +63,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.json:
+        args.json = args.json.resolve()  # the commands run from the scratch folder
     work = Path(tempfile.mkdtemp(prefix="mlaprof-names-"))
     base = work / "base"
     base.mkdir()
