@@ -97,6 +97,7 @@ class Capture:
     eager_steps: int | None = opt()
     evidence: str | None = opt()
     graph_launches: int | None = opt()
+    graph_launches_why: str | None = opt()  # why graph_launches is null (no API trace)
     graph_steps: int | None = opt()
     launches_without_kernels: int | None = opt()
     piecewise_steps: int | None = opt()
@@ -348,6 +349,9 @@ class TraceCoverage:
     kernels_by_rank: dict[int, int]
     provenance: str
     recognition: Recognition
+    # kernel names that are roctx range messages (rocprofv3 --kernel-rename); only looked for
+    # when a rank has no MLA kernel
+    renamed: list[AttentionLike] | None = opt()
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,9 +396,10 @@ class TraceChecksQlen:
 
 @dataclass(frozen=True, slots=True)
 class TraceChecksLaunches:
-    graph_launches: int
-    launches_without_kernels: int
-    mla_replays_with_launch: int
+    # None where the import holds no API trace (capture.known_launch_checks)
+    graph_launches: int | None
+    launches_without_kernels: int | None
+    mla_replays_with_launch: int | None
     runtime_api_calls: int
     launches_past_window_end: int | None = opt()
 

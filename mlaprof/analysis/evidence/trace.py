@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.capture import step_mode_evidence
+from mlaprof.analysis.capture import known_launch_checks, step_mode_evidence
 from mlaprof.analysis.collapse import layer_reference
 from mlaprof.analysis.coverage import coverage_summary, explain_syncs
 from mlaprof.analysis.cpu_attention import cpu_trace_summary
@@ -125,7 +125,7 @@ def trace_section(
         # one query over the kernels' files (a fleet import holds 10M kernels)
         "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
-        "checks": meta.get("trace_checks") or {},
+        "checks": known_launch_checks(meta.get("trace_checks") or {}, meta.get("device") == "cpu"),
         "layer_reference": layer_reference(meta, steps, stats),
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
         "cpu": cpu_trace_summary(meta, steps, layers),
