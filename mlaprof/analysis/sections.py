@@ -415,6 +415,31 @@ class TraceChecks:
 
 
 @dataclass(frozen=True, slots=True)
+class CapturePhaseRank:
+    """One rank's capture phase in a whole-process trace (analysis.capture_phase)."""
+
+    rank: int
+    graphs_captured: int  # stream captures begun
+    instantiated: int  # graph instantiations
+    warmup_steps: int  # eager forwards before the last capture (one per FULL decode size)
+    warmup_rows: list[int]  # their batch rows, in trace order
+    start_ns: int
+    end_ns: int
+    duration_ms: float
+    allocations: int | None  # None: no memory-allocation trace in the import
+    allocated_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CapturePhase:
+    """The start-up capture phase of a trace, apart from the served steps (which exclude it)."""
+
+    ranks: list[CapturePhaseRank]
+    text: str
+    provenance: str
+
+
+@dataclass(frozen=True, slots=True)
 class TraceSection:
     capture: Capture
     checks: TraceChecks
@@ -429,6 +454,8 @@ class TraceSection:
     syncs: TraceSyncs
     trust: TraceTrust
     trust_by_rank: dict[int, str]
+    # a whole-process trace's start-up: warm-ups, stream captures, instantiation (None: none)
+    capture_phase: CapturePhase | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,6 +267,7 @@ def _trace_html(s: dict) -> str:
             else ""
         )
         + (f"<p>{_e(tr.drafter.text)}</p>" if tr.drafter else "")
+        + (f"<p>{_e(tr.capture_phase.text)}</p>" if tr.capture_phase else "")
         + _replay_time_html(tr.replay_time)
     )
 

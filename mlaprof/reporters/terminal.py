@@ -117,6 +117,8 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
         _print_trace_paths(console, trace)
         if trace.drafter is not None:
             console.print(term(trace.drafter.text), highlight=False)
+        if trace.capture_phase is not None:
+            console.print(term(trace.capture_phase.text), highlight=False)
     else:
         for h in s.headline:
             console.print(f"{h.label}: [bold]{term(h.value)}[/]  [dim]({term(h.provenance)})[/]")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.capture import known_launch_checks, step_mode_evidence
+from mlaprof.analysis.capture_phase import capture_phase
 from mlaprof.analysis.collapse import layer_reference
 from mlaprof.analysis.coverage import coverage_summary, explain_syncs
 from mlaprof.analysis.cpu_attention import cpu_trace_summary
@@ -40,6 +41,11 @@ def trace_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     src = run.meta.get("imported_from")
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
+    # a whole-process trace's capture phase (warm-ups, stream captures) is not served steps
+    phase, warm = capture_phase(run, t["steps"])
+    if warm.any():
+        t["steps"] = t["steps"][~warm]
+        t["layers"] = _of_steps(t["layers"], t["steps"])
     # the drafter's own graphs get their own table; every analysis below sees verify steps only
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
@@ -54,6 +60,8 @@ def trace_evidence(run: Run) -> Evidence:
         t["layers"] = _of_steps(t["layers"], t["steps"])
     tr = trace_section(run, t["steps"], t["layers"], stats)
     tr["drafter"] = drafter if not drafting.empty else None
+    if phase is not None:
+        tr["capture_phase"] = phase
     tr["coverage"] = coverage_summary(run, run.meta, tr["paths"], t["layers"])
     tr["syncs"] = explain_syncs(tr["syncs"], tr["coverage"])
     reference = tr.pop("layer_reference")
