@@ -62,6 +62,7 @@ class DpGroup:
     S_min: int | None
     S_max: int | None
     ranks_collapsed: list[int]
+    engine: int | None = opt()  # its engine, where the trace shows several
 
 
 @dataclass(frozen=True, slots=True)
@@ -675,6 +676,7 @@ class FleetRank:
     pid: int | None
     rank: int
     trust: str | None
+    engine: int | None = opt()  # its engine where the trace shows several (analysis.engines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,6 +694,26 @@ class FleetLayer:
     ranks: int
     time_us_max: float | None
     time_us_min: float | None
+    engine: int | None = opt()  # the engine whose ranks this row compares (several engines)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetEngine:
+    """One engine of a trace whose ranks run different models or configurations
+    (analysis.engines): its ranks and signature, its own S range and agreement."""
+
+    engine: int
+    ranks: list[int]
+    heads: int | None  # from its stage-2 grids
+    qlen: list[int]
+    paths: list[str]
+    hosts: list[str]
+    pids: list[int]
+    S_min: int | None
+    S_max: int | None
+    ranks_collapsed: list[int]
+    agree: bool
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -707,6 +729,7 @@ class Fleet:
     ranks_collapsed: list[int]
     ranks_not_collapsed: list[int]
     text: str
+    engines: list[FleetEngine] | None = opt()  # several engines in one trace: a view per engine
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,8 +154,9 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
                   "_fwd_grouped_kernel_stage1", base="_fwd_grouped_kernel_stage1"),
     KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage1"), STAGE1, "z", "x", None,
                   "_fwd_kernel_stage1", base="_fwd_kernel_stage1"),
+    # its stage 2 (_decode_softmax_reducev_fwd): grid (batch, heads)
     KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage2"), STAGE2, kernel="_fwd_kernel_stage2",
-                  base="_fwd_kernel_stage2"),
+                  heads_axis="y", base="_fwd_kernel_stage2"),
     # AITER gluon MLA (bh16 layout: the one vLLM's verify route takes, < 16 heads)
     KernelPattern(GLUON, _plain("_mla_gluon"), STAGE1, "y", "x", "z", "_mla_gluon",
                   base="_mla_gluon"),
@@ -170,12 +171,14 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
                   "aiter::mla_..._ps", base=_AITER_ASM + r"_ps"),
     KernelPattern(PERSISTENT, _cxx("kn_get_mla_metadata_v1(?:_\\d+)?"), METADATA,
                   kernel="kn_get_mla_metadata_v1_2", base=r"kn_get_mla_metadata_v1(?:_\d+)?"),
+    # reduce grid (H, W, tiles) x 128
     KernelPattern(PERSISTENT, _cxx("kn_mla_reduce_v1"), REDUCE, kernel="kn_mla_reduce_v1",
-                  base="kn_mla_reduce_v1"),
+                  heads_axis="x", base="kn_mla_reduce_v1"),
     KernelPattern(ASM, r"aiter::mla_\w+", STAGE1, "z", "y", None, "aiter::mla_...",
                   base=_AITER_ASM),
+    # ASM stage 2 grid (B, H) x 64
     KernelPattern(ASM, _plain("_fwd_kernel_stage2_asm"), STAGE2, kernel="_fwd_kernel_stage2_asm",
-                  base="_fwd_kernel_stage2_asm"),
+                  heads_axis="y", base="_fwd_kernel_stage2_asm"),
 )  # fmt: skip
 
 
