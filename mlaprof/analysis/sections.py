@@ -757,6 +757,9 @@ class SpecDecoding:
     lines: int
     per_position_last: list[float] | None
     provenance: str
+    # False: the sum is a lower bound (the log's last interval may be missing); with its reason
+    complete: bool | None = opt()
+    completeness: str | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,6 +267,7 @@ def _print_engine_starts(
         console.print(
             f"  spec decoding over the log: {total.accepted} of {total.drafted} drafted "
             f"tokens accepted over {total.lines} line(s) in {len(starts)} starts"
+            + (" (a lower bound)" if total.complete is False else "")
         )
     for st in starts:
         spec = st.speculative
@@ -301,6 +302,8 @@ def _print_engine_starts(
                     else f"; per position (last line): {', '.join(f'{p:.3f}' for p in pos)}"
                 )
             )
+            if sd.complete is False:
+                console.print(f"      [yellow]{term(sd.completeness or '')}[/]", highlight=False)
         for d in st.downgrades:
             console.print(
                 f"    downgraded by {term(d.backend)} (support {term(d.support)}"
@@ -344,6 +347,8 @@ def _print_engine_starts(
         else:
             width = max([len(col)] + [len(row[i]) for row in rows])
             m.add_column(col, justify="right", no_wrap=True, min_width=width)
+    if not rows:  # an eager server (or a log without capture lines): no empty table
+        return
     for row in rows:
         m.add_row(*row)
     console.print(m)
