@@ -289,6 +289,8 @@ class CpuRank:
     step_us: float
     steps: int
     vllm_version: str | None
+    # annotations with nothing scheduled (execute_context_0(0)_generation_0(0)): not steps
+    empty_annotations: int | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

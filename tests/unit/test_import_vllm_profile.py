@@ -28,6 +28,7 @@ FOLDER = DATA / "vllm" / "cpu_mla_profile"
 (FRONT,) = sorted(FOLDER.glob("*.async_llm.*.pt.trace.json.gz"))
 LAYERS = json.loads((DATA / "vllm_tiny_mla" / "config.json").read_text())["num_hidden_layers"]
 OP = "vllm::unified_mla_attention_with_output"
+EMPTY = "execute_context_0(0)_generation_0(0)"
 
 
 def _events(path: Path) -> list[dict]:
@@ -37,15 +38,19 @@ def _events(path: Path) -> list[dict]:
 def _truth(path: Path) -> dict:
     """Steps and MLA ops straight from the worker's trace JSON."""
     ev = _events(path)
-    steps = sorted(
+    annotated = sorted(
         (e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("execute_")),
         key=lambda e: e["ts"],
     )
+    # execute_model called with nothing scheduled: vLLM still annotates it, it is no step
+    steps = [s for s in annotated if s["name"] != EMPTY]
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == OP]
     per_step = [sum(1 for o in ops if s["ts"] <= o["ts"] <= s["ts"] + s["dur"]) for s in steps]
     inside = [o for o in ops if any(s["ts"] <= o["ts"] <= s["ts"] + s["dur"] for s in steps)]
     return {
         "steps": len(steps),
+        "empty": len(annotated) - len(steps),
+        "durations": sorted(s["dur"] for s in steps),
         "per_step": per_step,
         "step_us": sum(s["dur"] for s in steps),
         "op_us": sum(o["dur"] for o in inside),
@@ -92,6 +97,16 @@ def test_the_report_says_cpu_and_the_attention_share(tmp_path: Path) -> None:
     assert r["attention_share"] == pytest.approx(truth["op_us"] / truth["step_us"], rel=1e-6)
     assert r["backend_ops"].get("_C::mla_decode_kvcache", 0) == truth["decode"]
     assert "cannot show" in s["trace"]["cpu"]["limits"]
+    # the empty annotations are no steps: one step count in every place that counts steps
+    assert truth["empty"] == 3 and r["empty_annotations"] == 3
+    assert s["timing"]["steps"] == r["steps"] == truth["steps"] == 18
+    assert r["step_annotations"] == truth["steps"] + truth["empty"]
+    # the median step is over the real steps, and says its window (vLLM's step annotation)
+    durs = truth["durations"]
+    mid = (durs[len(durs) // 2] + durs[(len(durs) - 1) // 2]) / 2
+    assert s["timing"]["step_median_us"] == pytest.approx(mid, abs=1e-3)
+    assert s["timing"]["timing"] == "vllm-step"
+    assert "vLLM's step annotation window" in s["timing"]["timing_label"]
     kinds = [f["kind"] for f in s["findings"]]
     assert "cpu-attention" in kinds and "capture" not in kinds, "no 'capture a graph' on a CPU"
     assert s["trace"]["capture"]["status"] == "eager"
