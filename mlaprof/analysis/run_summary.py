@@ -277,7 +277,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
             ev.meta.get("rank_sources"),
             _batches(t["steps"]),
             ev.trust_by_rank,
-            _engines(run, ev),
+            ev.engines,
         ),
         trace=ev.trace,
         reservation=sec["reservation"],
@@ -329,15 +329,6 @@ def _imported(meta: dict[str, Any]) -> dict[str, Any] | None:
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything ``mlaprof report --json`` prints (one JSON object)."""
     return build_summary(run, shadow).to_json()
-
-
-def _engines(run: Run, ev: Evidence) -> list[dict[str, Any]] | None:
-    """The engines an imported trace's ranks show (None: one rank, or not a trace)."""
-    if ev.kind != RunKind.TRACE or len(ev.ranks) < 2:
-        return None
-    from mlaprof.analysis.engines import engine_groups, signatures
-
-    return engine_groups(signatures(run, ev.tables["steps"]), ev.meta.get("rank_sources"))
 
 
 def _batches(steps: Any) -> dict[int, tuple[Any, ...]]:

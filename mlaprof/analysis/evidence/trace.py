@@ -15,6 +15,7 @@ from mlaprof.analysis.collapse import layer_reference
 from mlaprof.analysis.coverage import coverage_summary, explain_syncs
 from mlaprof.analysis.cpu_attention import cpu_trace_summary
 from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
+from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.analysis.replay_time import replay_time
@@ -92,6 +93,10 @@ def trace_evidence(run: Run) -> Evidence:
         host_syncs=tr["syncs"],
         coverage=tr["coverage"],
         cpu=tr["cpu"],
+        # what each rank runs tells engines apart (two models on one host are not DP peers)
+        engines=engine_groups(signatures(run, t["steps"]), run.meta.get("rank_sources"))
+        if len(run.ranks) > 1
+        else None,
     )
 
 
