@@ -258,6 +258,7 @@ class TracePath:
     rows_source: str
     steps: int
     variant: str
+    engine: int | None = opt()  # its engine, where the trace shows several (analysis.engines)
 
 
 @dataclass(frozen=True, slots=True)

@@ -402,7 +402,7 @@ def _print_trace_paths(console: Console, trace: TraceSection) -> None:
                          overflow="fold" if col == "path" else None)  # fmt: skip
         for p in trace.paths:
             t.add_row(
-                term(p.path),
+                term(p.path) + ("" if p.engine is None else f" (engine {p.engine})"),
                 show(p.variant),  # broken after a separator, never mid-identifier
                 f"{p.steps} ({p.graph_steps}/{p.eager_steps})"
                 + (f" +{p.piecewise_steps} PIECEWISE" if p.piecewise_steps else ""),

@@ -55,6 +55,15 @@ def test_two_engines_on_one_host_are_two_engines(
         (0, [0, 1, 2, 3]), (1, [4, 5, 6, 7])
     ]  # fmt: skip
     assert not [f for f in rep["findings"] if "DISAGREE" in f["title"]]
+    # one path row per engine, each with its own S; no "variant switch" across engines
+    assert sorted((p["engine"], p["S"]) for p in rep["trace"]["paths"]) == [(0, "4"), (1, "8")]
+    assert not [f for f in rep["findings"] if f["kind"] == "variant"]
+    # the headline gives S per engine, never one range over both
+    (h,) = [h for h in rep["headline"] if h["label"].startswith("KV splits")]
+    assert h["value"] == (
+        "engine 0 (ranks 0-3, 16 heads): S 4 on vllm-triton; "
+        "engine 1 (ranks 4-7, 4 heads): S 8 on vllm-triton"
+    )
 
 
 def test_one_engine_keeps_one_fleet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

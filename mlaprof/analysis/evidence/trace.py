@@ -59,7 +59,16 @@ def trace_evidence(run: Run) -> Evidence:
     if not drafting.empty:
         t["steps"] = t["steps"][kinds != DRAFTER]
         t["layers"] = _of_steps(t["layers"], t["steps"])
-    tr = trace_section(run, t["steps"], t["layers"], stats)
+    # what each rank runs tells engines apart (two models on one host are not DP peers)
+    engines = (
+        engine_groups(signatures(run, t["steps"]), run.meta.get("rank_sources"))
+        if len(run.ranks) > 1
+        else None
+    )
+    engine_of = {r: e["engine"] for e in engines or [] for r in e["ranks"]}
+    tr = trace_section(
+        run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None
+    )
     tr["drafter"] = drafter if not drafting.empty else None
     if phase is not None:
         tr["capture_phase"] = phase
@@ -93,10 +102,7 @@ def trace_evidence(run: Run) -> Evidence:
         host_syncs=tr["syncs"],
         coverage=tr["coverage"],
         cpu=tr["cpu"],
-        # what each rank runs tells engines apart (two models on one host are not DP peers)
-        engines=engine_groups(signatures(run, t["steps"]), run.meta.get("rank_sources"))
-        if len(run.ranks) > 1
-        else None,
+        engines=engines,
     )
 
 
@@ -118,7 +124,11 @@ def host_calls(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def trace_section(
-    run: Run, steps: pd.DataFrame, layers: pd.DataFrame, stats: pd.DataFrame
+    run: Run,
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    stats: pd.DataFrame,
+    engine_of: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """Everything the views show about an imported trace (each part from its question's
     analyzer, computed once); ``stats``: the per-step aggregates of the layers
@@ -129,7 +139,7 @@ def trace_section(
     return {
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
-        "paths": trace_paths(meta, steps, stats),
+        "paths": trace_paths(meta, steps, stats, engine_of),
         "steps": trace_steps(steps, stats),
         "capture": cap,
         "trust": trust_summary(meta, cap),
