@@ -1,9 +1,10 @@
 """Kernel names as rocprofv3 writes them under each naming option, brought to one form the kernel
 table (:mod:`mlaprof.importers.kernels`) matches.
 
-rocprofv3 formats a kernel symbol's name once, when its code object loads (rocprofiler-sdk
-``source/lib/rocprofiler-sdk-tool/config.cpp`` ``format_name``; options in
-``source/bin/rocprofv3.py``):
+rocprofv3 formats a kernel symbol's name once, when its code object loads (ROCm/rocprofiler-sdk
+at 8ab1ed7: ``source/lib/rocprofiler-sdk-tool/config.cpp`` ``format_name`` L551-562; options in
+``source/bin/rocprofv3.py`` L278-293; ``truncate_name`` in ``source/lib/common/demangle.cpp``
+L119):
 
 - default: the trailing ``.kd`` is cut and the symbol demangled
   (``aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps``,
@@ -15,9 +16,13 @@ rocprofv3 formats a kernel symbol's name once, when its code object loads (rocpr
   space, so namespaces go too (``mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps``,
   ``kn_get_mla_metadata_v1_2``). The launch grid is unchanged;
 - ``--kernel-rename``: a dispatch made inside a roctx range is named after the innermost range
-  (``tool.cpp`` ``kernel_rename_callback`` / ``set_kernel_rename_correlation_id``; the writers
-  call ``tool_get_kernel_name_fn(kernel_id, external)``): the kernel's own name is not in the
-  trace. :func:`looks_renamed` tells such names apart; nothing recovers the kernel from them.
+  (``tool.cpp`` ``set_kernel_rename_correlation_id`` L310-326, ``kernel_rename_callback``
+  L372-404, ``get_kernel_name`` L628-639; the CSV writer calls
+  ``tool_get_kernel_name_fn(kernel_id, external)``, ``generateCSV.cpp`` L521): the kernel's own
+  name is not in a CSV kernel trace (the JSON writer keeps the symbols and maps the rename ids,
+  ``generateJSON.cpp`` L124-133). The ``no-mla`` warning (:mod:`mlaprof.analysis.coverage`)
+  tells such names apart: a name equal to a roctx message of the same trace, or one of
+  :data:`RANGE_LIKE`; nothing recovers the kernel from them.
 
 The one rule (:func:`kernel_forms`): a name is matched as written; a mangled one by its
 demangled qualified name; a name that is already a base name (what ``-T`` writes) by the base
@@ -111,19 +116,10 @@ RANGE_LIKE = re.compile(
 )
 
 
-def looks_renamed(names: dict[str, int], markers: set[str]) -> list[str]:
-    """The kernel names of ``names`` (name -> dispatches) that are roctx range messages rather
-    than kernels: a name equal to a range or mark message of the same trace, or one of the
-    ranges vLLM and mlaprof push (:data:`RANGE_LIKE`). Most dispatched first."""
-    hits = [n for n in names if n in markers or RANGE_LIKE.fullmatch(n)]
-    return sorted(hits, key=lambda n: (-names[n], n))
-
-
 __all__ = [
     "RANGE_LIKE",
     "demangle_qualified",
     "is_base_name",
     "kernel_forms",
-    "looks_renamed",
     "truncate_name",
 ]
