@@ -221,3 +221,24 @@ def test_mtp_drafter_passes_are_outside_the_steps(tmp_path: Path) -> None:
     assert r["mla_ops"] == sum(truth["per_step"])
     assert r["mla_ops_outside_steps"] == total - sum(truth["per_step"]) > 0
     assert r["attention_share"] == pytest.approx(truth["op_us"] / truth["step_us"], rel=1e-6)
+
+
+def test_a_gpu_trace_counts_its_step_annotations_without_the_empty_ones(tmp_path: Path) -> None:
+    """The H200 Kineto trace with vLLM's step annotations around its 3 graph launches and one
+    ``execute_context_0(0)_generation_0(0)`` (nothing scheduled) between them: the note counts
+    3 annotations and names the empty one apart, as the steps count 3 replays."""
+    doc = json.loads(gzip.decompress((DATA / "kineto_graph_replay.json.gz").read_bytes()))
+    ev = doc["traceEvents"]
+    launches = [e for e in ev if e.get("name") == "cudaGraphLaunch"]
+    pid, tid = launches[0]["pid"], launches[0]["tid"]
+    for e in launches:
+        ev.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_4(16)",
+                   "pid": pid, "tid": tid, "ts": e["ts"] - 1.0, "dur": e["dur"] + 2.0})  # fmt: skip
+    ev.append({"ph": "X", "cat": "user_annotation", "name": EMPTY, "pid": pid, "tid": tid,
+               "ts": launches[0]["ts"] + launches[0]["dur"] + 3.0, "dur": 1.0})  # fmt: skip
+    p = tmp_path / "dp0_pp0_tp0_dcp0_ep0_rank0.1.pt.trace.json"
+    p.write_text(json.dumps(doc))
+    run_dir, s = import_kineto(p, tmp_path / "t", "g")
+    assert s.rows["steps"] == 3
+    (note,) = [n for n in s.notes if "step annotations" in n]
+    assert note.startswith("rank 0: 3 vLLM step annotations (and 1 empty ones")
