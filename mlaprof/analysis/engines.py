@@ -125,31 +125,4 @@ def engine_groups(
     return out
 
 
-def describe(e: dict[str, Any]) -> str:
-    """``ranks 0-3: 16 heads, qlen 4, aiter-asm (host node0)``."""
-    from mlaprof.analysis.ranks import rank_span
-
-    parts = [
-        f"{e['heads']} heads" if e["heads"] is not None else "heads unknown",
-        f"qlen {'/'.join(map(str, e['qlen']))}" if e["qlen"] else "qlen unknown",
-        ", ".join(e["paths"]) if e["paths"] else "no MLA path",
-    ]
-    host = f" (host {', '.join(e['hosts'])})" if e["hosts"] else ""
-    return f"ranks {rank_span(e['ranks'])}: " + ", ".join(parts) + host
-
-
-def engines_text(engines: list[dict[str, Any]]) -> str:
-    if len(engines) <= 1:
-        return (
-            "one engine as far as the trace shows (every rank runs the same heads, qlen and "
-            "path; engines alike cannot be told apart)"
-        )
-    return (
-        f"{len(engines)} engines: "
-        + "; ".join(f"engine {e['engine']} {describe(e)}" for e in engines)
-        + ". Ranks of different engines run different models or configurations: they are not "
-        "DP peers, and their S are judged per engine, never compared across engines"
-    )
-
-
-__all__ = ["describe", "engine_groups", "engines_text", "rank_heads", "signatures"]
+__all__ = ["engine_groups", "rank_heads", "signatures"]

@@ -205,8 +205,6 @@ def _engine_rows(
     engines: list[dict[str, Any]], per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The fleet view per engine: its ranks and what they run, its own S range and agreement."""
-    from mlaprof.analysis.engines import describe
-
     out = []
     for e in engines:
         rows = [r for r in per_rank if r["rank"] in e["ranks"]]
@@ -222,7 +220,7 @@ def _engine_rows(
                 "S_max": max(hi) if hi else None,
                 "ranks_collapsed": collapsed,
                 "agree": agree,
-                "text": f"engine {e['engine']} {describe(e)}: "
+                "text": f"engine {e['engine']} {describe_engine(e)}: "
                 + (
                     f"{len(rows)} rank(s), all agree"
                     if agree
@@ -281,3 +279,15 @@ def dp_group_rows(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def describe_engine(e: dict[str, Any]) -> str:
+    """``ranks 0-3: 16 heads, qlen 4, aiter-asm (host node0)`` for an engine of
+    :func:`mlaprof.analysis.engines.engine_groups`."""
+    parts = [
+        f"{e['heads']} heads" if e["heads"] is not None else "heads unknown",
+        f"qlen {'/'.join(map(str, e['qlen']))}" if e["qlen"] else "qlen unknown",
+        ", ".join(e["paths"]) if e["paths"] else "no MLA path",
+    ]
+    host = f" (host {', '.join(e['hosts'])})" if e["hosts"] else ""
+    return f"ranks {rank_span(e['ranks'])}: " + ", ".join(parts) + host
