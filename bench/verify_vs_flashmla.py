@@ -47,7 +47,7 @@ from gpu_suite import (  # noqa: E402
 
 from mlaprof.backends.base import VerifyInputs  # noqa: E402
 from mlaprof.backends.torch_ref import TorchReference  # noqa: E402
-from mlaprof.backends.triton_backend import LaunchConfig, TritonBackend  # noqa: E402
+from mlaprof.backends.triton_backend import LaunchConfig, TritonBackend, tma_pages  # noqa: E402
 from mlaprof.metadata import BatchShape, build_metadata, kv_pool_pages  # noqa: E402
 from mlaprof.scenario import KV_DIM, LATENT  # noqa: E402
 
@@ -58,25 +58,34 @@ C = LaunchConfig
 # extra mlaprof configurations: name -> (the inputs' page size, launch config). Names ending in
 # "decode" run at qlen 1 only, the others at qlen > 1 only.
 VARIANTS = {
-    "page64-tma": (64, C(kernel="gluon", gluon_tma=True)),
-    "page64-tma-pf1": (64, C(kernel="gluon", gluon_tma=True, gluon_l2_prefetch=1)),
-    "page64-tma-pf2": (64, C(kernel="gluon", gluon_tma=True, gluon_l2_prefetch=2)),
-    "page64-tma-n32-b4": (64, C(kernel="gluon", gluon_tma=True, gluon_block_n=32, gluon_buffers=4)),
+    "page64-gather": (64, C(kernel="gluon", gluon_tma=False)),  # cp.async row gather, no TMA
+    "page64-tma-pf1": (64, C(kernel="gluon", gluon_l2_prefetch=1)),
+    "page64-tma-n32-b4": (64, C(kernel="gluon", gluon_block_n=32, gluon_buffers=4)),
     "page1-pf1": (1, C(kernel="gluon", gluon_l2_prefetch=1)),
-    "page1-pf2": (1, C(kernel="gluon", gluon_l2_prefetch=2)),
-    "page64-gluon-decode": (64, C(kernel="gluon", gluon_decode=True)),
-    "page64-tma-decode": (64, C(kernel="gluon", gluon_tma=True, gluon_decode=True)),
-    "page64-tma-pf1-decode": (
-        64,
-        C(kernel="gluon", gluon_tma=True, gluon_decode=True, gluon_l2_prefetch=1),
-    ),
-    "page64-triton-s3-decode": (64, C(num_stages=3)),
+    "page64-tma-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    "page64-gather-decode": (64, C(kernel="gluon", gluon_tma=False, gluon_decode=True)),
+    "page64-tma-pf1-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_l2_prefetch=1)),
+    "page64-tma-S/4-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    "page64-triton-S/2-decode": (64, C()),
+    "page64-triton-S/4-decode": (64, C()),
     "page64-triton-n32-s3-decode": (64, C(block_n=32, num_stages=3)),
-    "page64-triton-w8-decode": (64, C(num_warps=8)),
-    "page1-triton-s3-decode": (1, C(num_stages=3)),
+    "page64-triton-n32-s3-S/2-decode": (64, C(block_n=32, num_stages=3)),
+    "page1-triton-S/2-decode": (1, C()),
+    "page1-triton-S/4-decode": (1, C()),
     "page1-gluon-decode": (1, C(kernel="gluon", gluon_decode=True)),
-    "page1-gluon-pf1-decode": (1, C(kernel="gluon", gluon_decode=True, gluon_l2_prefetch=1)),
 }
+
+
+# the defaults, for the TMA path's extra cases (--check default,default-decode)
+CHECK_ONLY = {"default": C(kernel="gluon"), "default-decode": C(kernel="gluon", gluon_decode=True)}
+
+
+def s_for(name: str, s: int) -> int:
+    """A variant's split count: the policy's, or a half / quarter of it (``-S/2``, ``-S/4``)."""
+    for div in (2, 4):
+        if f"-S/{div}" in name:
+            return max(1, s // div)
+    return s
 
 
 def log(*a: object) -> None:
@@ -192,7 +201,8 @@ def run_shape(b, ctx, qlen, fm, variants, reps) -> list[dict]:
         page, cfg = VARIANTS[name]
         if name.endswith("decode") != (qlen == 1) or page != FLASH_PAGE:
             continue
-        add(name, page, lambda c=cfg: mlaprof_entry(meta64, inp64, s64, c, ref64, lse64))
+        s = s_for(name, s64)
+        add(name, page, lambda c=cfg, s=s: mlaprof_entry(meta64, inp64, s, c, ref64, lse64))
     fl = entries.get("flash_mla", {})
     if "_out" in fl and "_out" in entries["mlaprof-page64"]:
         d = rel_err(entries["mlaprof-page64"]["_out"], fl["_out"])
@@ -205,7 +215,8 @@ def run_shape(b, ctx, qlen, fm, variants, reps) -> list[dict]:
         page, cfg = VARIANTS[name]
         if name.endswith("decode") != (qlen == 1) or page != 1:
             continue
-        add(name, page, lambda c=cfg: mlaprof_entry(meta1, inp1, s1, c, ref1, lse1))
+        s = s_for(name, s1)
+        add(name, page, lambda c=cfg, s=s: mlaprof_entry(meta1, inp1, s, c, ref1, lse1))
     timed = [e for e in entries.values() if "_fn" in e]
     for rnd in ("us", "us_again"):  # two rounds, kernels alternating
         for e in timed:
@@ -350,7 +361,8 @@ def main() -> int:
     res["copy"] = gpu_suite.RESULTS["copy"]
     variants = [v for v in args.variants.split(",") if v]
     checked = args.check.split(",") if args.check else variants
-    tma = {v: VARIANTS[v][1] for v in checked if v and VARIANTS[v][1].gluon_tma}
+    known = {**{k: v[1] for k, v in VARIANTS.items()}, **CHECK_ONLY}
+    tma = {v: known[v] for v in checked if v and tma_pages(known[v], FLASH_PAGE)}
     if tma and not args.no_checks:
         res["tma_checks"] = tma_correctness(tma)
         (out / args.name).write_text(json.dumps(res, indent=1, default=str))

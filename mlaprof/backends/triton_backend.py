@@ -80,7 +80,7 @@ class LaunchConfig:
     gluon_phases: int = 3  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
     # pages of whole tiles (page size a multiple of gluon_block_n, e.g. vLLM's 64-token blocks):
     # KV tiles fetched by TMA (mla_verify_stage1_hopper_tma) instead of the cp.async gather
-    gluon_tma: bool = False
+    gluon_tma: bool = True
     gluon_decode: bool = False  # qlen 1 also on the Gluon kernel (64 rows: heads padded to 64)
     gluon_l2_prefetch: int = 0  # tiles past the shared buffers' window prefetched into L2
 
@@ -125,15 +125,23 @@ def gluon_unsupported(
         return "gluon_phases must be 1, 2 or 3 (3 with gluon_overlap)"
     if cfg.gluon_overlap and cfg.gluon_lazy_sum:
         return "gluon_overlap takes gluon_lazy_sum=False"
-    if cfg.gluon_tma and (cfg.gluon_overlap or cfg.gluon_phases != 3 or not cfg.gluon_lazy_sum):
-        return "gluon_tma takes the default loop (no overlap, phases 3, lazy sums)"
+    if cfg.gluon_l2_prefetch < 0:
+        return "gluon_l2_prefetch must be >= 0"
     return None
 
 
 def tma_pages(cfg: LaunchConfig, page_size: int) -> bool:
-    """Whether the Gluon kernel fetches KV tiles by TMA: asked for, and every tile is
-    ``gluon_block_n`` consecutive slots of one page (tiles start at multiples of the tile)."""
-    return cfg.gluon_tma and page_size % cfg.gluon_block_n == 0
+    """Whether the Gluon kernel fetches KV tiles by TMA: asked for, every tile is
+    ``gluon_block_n`` consecutive slots of one page (tiles start at multiples of the tile), and
+    the default loop (the overlapped, eager-sum and phase-split loops exist in the gather
+    kernel only, which takes any page size)."""
+    return (
+        cfg.gluon_tma
+        and page_size % cfg.gluon_block_n == 0
+        and not cfg.gluon_overlap
+        and cfg.gluon_lazy_sum
+        and cfg.gluon_phases == 3
+    )
 
 
 def use_gluon(
