@@ -59,6 +59,18 @@ C = LaunchConfig
 # "decode" run at qlen 1 only, the others at qlen > 1 only.
 VARIANTS = {
     "page64-gather": (64, C(kernel="gluon", gluon_tma=False)),  # cp.async row gather, no TMA
+    "page64-tma-early": (64, C(kernel="gluon", gluon_early_issue=True)),
+    "page1-early": (1, C(kernel="gluon", gluon_early_issue=True)),
+    "page64-tma-early-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_early_issue=True)),
+    "page64-tma-early-S/4-decode": (
+        64,
+        C(kernel="gluon", gluon_decode=True, gluon_early_issue=True),
+    ),
+    "page1-triton-n32-s3-decode": (1, C(block_n=32, num_stages=3)),
+    "page1-gluon-early-S/4-decode": (
+        1,
+        C(kernel="gluon", gluon_decode=True, gluon_early_issue=True),
+    ),
     "page64-tma-pf1": (64, C(kernel="gluon", gluon_l2_prefetch=1)),
     "page64-tma-n32-b4": (64, C(kernel="gluon", gluon_block_n=32, gluon_buffers=4)),
     "page1-pf1": (1, C(kernel="gluon", gluon_l2_prefetch=1)),

@@ -83,6 +83,9 @@ class LaunchConfig:
     gluon_tma: bool = True
     gluon_decode: bool = False  # qlen 1 also on the Gluon kernel (64 rows: heads padded to 64)
     gluon_l2_prefetch: int = 0  # tiles past the shared buffers' window prefetched into L2
+    # refill the buffer freed by tile t - 1 before awaiting tile t (two tiles in flight while
+    # a tile is awaited; one CTA-wide barrier more per tile in the cp.async gather)
+    gluon_early_issue: bool = False
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -371,6 +374,7 @@ class TritonBackend:
                 DEVICE_SPLITS=self.device_splits,
                 MIN_CHUNK=cfg.split_min_chunk,
                 PREFETCH=cfg.gluon_l2_prefetch,
+                EARLY_ISSUE=cfg.gluon_early_issue,
                 num_warps=g.NUM_WARPS,
             )  # fmt: skip
             return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
@@ -385,6 +389,7 @@ class TritonBackend:
             LAZY_SUM=cfg.gluon_lazy_sum,
             PHASES=cfg.gluon_phases,
             PREFETCH=cfg.gluon_l2_prefetch,
+            EARLY_ISSUE=cfg.gluon_early_issue and not cfg.gluon_overlap,
             DEVICE_SPLITS=self.device_splits,
             MIN_CHUNK=cfg.split_min_chunk,
             num_warps=g.NUM_WARPS,

@@ -167,6 +167,7 @@ def mla_verify_stage1_hopper(
     LAZY_SUM: gl.constexpr = False,  # row sums reduced once at the end, not per tile
     PHASES: gl.constexpr = 3,  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
     PREFETCH: gl.constexpr = 0,  # tiles past the cp.async window also prefetched into L2 (0: none)
+    EARLY_ISSUE: gl.constexpr = False,  # refill a buffer once freed, before awaiting the tile
 ):
     D_NOPE: gl.constexpr = 512
     D_PE: gl.constexpr = 64
@@ -311,9 +312,10 @@ def mla_verify_stage1_hopper(
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     else:
         for t in range(n_tiles):
-            cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
-            fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
-            gl.thread_barrier()  # everyone's copies landed; tile t - 1's buffer is free
+            if not EARLY_ISSUE:
+                cp.wait_group(NUM_BUF - 2)  # this thread's copies of tile t (and q) have landed
+                fence_async_shared()  # cp.async writes -> wgmma reads (async proxy)
+                gl.thread_barrier()  # everyone's copies landed; tile t - 1's buffer is free
             nb = (t + NUM_BUF - 1) % NUM_BUF
             if PHASES & 1:
                 _issue(kn_smem.index(nb), kp_smem.index(nb), kv, nx_n, nx_p, stride_kv, ld_n, ld_p)
@@ -325,6 +327,10 @@ def mla_verify_stage1_hopper(
                 _l2_prefetch_rows(kv, pf, stride_kv, t + NUM_BUF - 1 + PREFETCH < n_tiles)
                 j_pf = lo + (t + NUM_BUF + PREFETCH) * BLOCK_N
                 pf = _slots(kv_indices, kv_start, j_pf, hi, BLOCK_N, PAGE, sl_f)
+            if EARLY_ISSUE:  # the next tile is already in flight while this one is awaited
+                cp.wait_group(NUM_BUF - 1)
+                fence_async_shared()
+                gl.thread_barrier()  # everyone's copies of tile t landed
             buf = t % NUM_BUF
             kn = kn_smem.index(buf)
             if PHASES & 2:
@@ -338,6 +344,8 @@ def mla_verify_stage1_hopper(
                 gl.thread_barrier()  # both warpgroups' halves of P are written
                 acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            if EARLY_ISSUE:
+                gl.thread_barrier()  # both warpgroups are done with tile t: its buffer is free
     cp.wait_group(0)  # the clamped copies issued past the last tile
     if LAZY_SUM:
         l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
@@ -438,6 +446,7 @@ def mla_verify_stage1_hopper_tma(
     DEVICE_SPLITS: gl.constexpr = False,
     MIN_CHUNK: gl.constexpr = 256,
     PREFETCH: gl.constexpr = 0,  # tiles past the TMA window also prefetched into L2 (0: none)
+    EARLY_ISSUE: gl.constexpr = False,  # refill a buffer once freed, before awaiting the tile
 ):
     """Stage 1 for pages of ``PAGE >= BLOCK_N`` slots (vLLM's 64-token blocks on Hopper): each
     tile is ``BLOCK_N`` consecutive pool rows, fetched by the tensor-memory accelerator (TMA)
@@ -544,8 +553,9 @@ def mla_verify_stage1_hopper_tma(
     gl.thread_barrier()  # everyone's q copies landed
     for t in range(n_tiles):
         buf = t % NUM_BUF
-        mbarrier.wait(bars.index(buf), (t // NUM_BUF) & 1)
-        gl.thread_barrier()  # both warpgroups are done with tile t - 1 (its buffer is free)
+        if not EARLY_ISSUE:
+            mbarrier.wait(bars.index(buf), (t // NUM_BUF) & 1)
+            gl.thread_barrier()  # both warpgroups are done with tile t - 1 (its buffer is free)
         nb = (t + NUM_BUF - 1) % NUM_BUF
         row = pg_next.to(gl.int32) * PAGE + j_next % PAGE
         go = t + NUM_BUF - 1 < n_tiles
@@ -560,6 +570,8 @@ def mla_verify_stage1_hopper_tma(
         if PREFETCH > 0:
             j_pf = gl.minimum(j_next + PREFETCH * BLOCK_N, hi - 1)
             pg_pf = gl.load(kv_indices + kv_start + j_pf // PAGE)
+        if EARLY_ISSUE:  # the next tile is already in flight while this one is awaited
+            mbarrier.wait(bars.index(buf), (t // NUM_BUF) & 1)
         j0 = lo + t * BLOCK_N
         kn = kn_smem.index(buf)
         if j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
@@ -576,6 +588,8 @@ def mla_verify_stage1_hopper_tma(
         gl.thread_barrier()  # both warpgroups' halves of P are written
         acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if EARLY_ISSUE:
+            gl.thread_barrier()  # both warpgroups are done with tile t: its buffer is free
     for i in gl.static_range(NUM_BUF):
         mbarrier.invalidate(bars.index(i))
     l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
