@@ -78,6 +78,9 @@ VARIANTS = {
     "page64-gather-decode": (64, C(kernel="gluon", gluon_tma=False, gluon_decode=True)),
     "page64-tma-pf1-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_l2_prefetch=1)),
     "page64-tma-S/4-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    "page64-tma-S/2-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    "page64-tma-Sx2": (64, C(kernel="gluon")),
+    "page64-tma-early-Sx2": (64, C(kernel="gluon", gluon_early_issue=True)),
     "page64-triton-S/2-decode": (64, C()),
     "page64-triton-S/4-decode": (64, C()),
     "page64-triton-n32-s3-decode": (64, C(block_n=32, num_stages=3)),
@@ -93,11 +96,12 @@ CHECK_ONLY = {"default": C(kernel="gluon"), "default-decode": C(kernel="gluon", 
 
 
 def s_for(name: str, s: int) -> int:
-    """A variant's split count: the policy's, or a half / quarter of it (``-S/2``, ``-S/4``)."""
+    """A variant's split count: the policy's, a half / quarter of it (``-S/2``, ``-S/4``) or
+    twice it (``-Sx2``)."""
     for div in (2, 4):
         if f"-S/{div}" in name:
             return max(1, s // div)
-    return s
+    return 2 * s if "-Sx2" in name else s
 
 
 def log(*a: object) -> None:
