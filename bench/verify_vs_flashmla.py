@@ -287,40 +287,34 @@ def tma_correctness(cfgs: dict[str, LaunchConfig]) -> list[dict]:
     fp16, pages of 128; every case against the fp32 torch reference."""
     from verify_gluon import check, custom_case
 
+    bf, f16 = torch.bfloat16, torch.float16
+    # name, KV lengths, qlen, rows (the rest padding), page size, S, dtype, S decided on the device
     cases = [
-        ("ragged [4100,70,9000] + 2 padding rows, qlen 4, S=16", [4100, 70, 9000], 4, 5, 64, 16),
-        ("qlen 2, [3000,2999,2], S=4", [3000, 2999, 2], 2, 3, 64, 4),
-        ("qlen 3, [5000,63], S=5", [5000, 63], 3, 2, 64, 5),
-        ("qlen 8, [3001,130], S=3", [3001, 130], 8, 2, 64, 3),
-        ("S=1, [7000,65], qlen 4", [7000, 65], 4, 2, 64, 1),
-        ("S=256, [131000], qlen 4", [131000], 4, 1, 64, 256),
-        ("page 128, [9000,300], qlen 4, S=8", [9000, 300], 4, 2, 128, 8),
-        ("qlen 4 at ctx 4 (every row its own bound), S=2", [4, 4], 4, 2, 64, 2),
-        ("decode qlen 1, [9000,77,1], S=8", [9000, 77, 1], 1, 3, 64, 8),
-    ]
+        ("ragged [4100,70,9000] + 2 padding rows, qlen 4, S=16", [4100, 70, 9000], 4, 5, 64, 16, bf, 0),
+        ("qlen 2, [3000,2999,2], S=4", [3000, 2999, 2], 2, 3, 64, 4, bf, 0),
+        ("qlen 3, [5000,63], S=5", [5000, 63], 3, 2, 64, 5, bf, 0),
+        ("qlen 8, [3001,130], S=3", [3001, 130], 8, 2, 64, 3, bf, 0),
+        ("S=1, [7000,65], qlen 4", [7000, 65], 4, 2, 64, 1, bf, 0),
+        ("S=256, [131000], qlen 4", [131000], 4, 1, 64, 256, bf, 0),
+        ("page 128, [9000,300], qlen 4, S=8", [9000, 300], 4, 2, 128, 8, bf, 0),
+        ("qlen 4 at ctx 4 (every row its own bound), S=2", [4, 4], 4, 2, 64, 2, bf, 0),
+        ("decode qlen 1, [9000,77,1], S=8", [9000, 77, 1], 1, 3, 64, 8, bf, 0),
+        ("device S (cap 64), ragged [9000,100,70000,5] + 1 padding row",
+         [9000, 100, 70000, 5], 4, 5, 64, 64, bf, 1),
+        ("fp16 [3000,2999]", [3000, 2999], 4, 2, 64, 4, f16, 0),
+    ]  # fmt: skip
     rows = []
     for cname, cfg in cfgs.items():
-        for name, lens, qlen, nrows, page, s in cases:
+        for name, lens, qlen, nrows, page, s, dt, dev in cases:
             if (qlen == 1) != cfg.gluon_decode:  # decode configs: the qlen-1 case only
                 continue
             r = {"cfg": cname, "case": name}
             try:
-                meta, inp = custom_case(lens, qlen, nrows, page=page, seed=len(rows))
-                r["nan_slots"] = poison_tails(meta, inp.kv_c)
-                r.update(check(meta, inp, s, cfg))
-            except Exception as e:
-                r.update(ok=False, error=f"{type(e).__name__}: {e}"[:800])
-            log(f"tma check {cname} {name}: {r}")
-            rows.append(r)
-        for name, dev, dt in () if cfg.gluon_decode else (("device S (cap 64), ragged [9000,100,70000,5] + 1 padding row",
-                               True, torch.bfloat16), ("fp16 [3000,2999]", False, torch.float16)):  # fmt: skip
-            r = {"cfg": cname, "case": name}
-            try:
-                lens = [9000, 100, 70000, 5] if dev else [3000, 2999]
-                meta, inp = custom_case(lens, 4, len(lens) + dev, page=64, seed=99, dtype=dt)
+                seed = 99 if dev or dt == f16 else len(rows)
+                meta, inp = custom_case(lens, qlen, nrows, page=page, seed=seed, dtype=dt)
                 r["nan_slots"] = poison_tails(meta, inp.kv_c)
                 c = dataclasses.replace(cfg, split_min_chunk=64) if dev else cfg
-                r.update(check(meta, inp, 64 if dev else 4, c, device_splits=dev))
+                r.update(check(meta, inp, s, c, device_splits=bool(dev)))
             except Exception as e:
                 r.update(ok=False, error=f"{type(e).__name__}: {e}"[:800])
             log(f"tma check {cname} {name}: {r}")
