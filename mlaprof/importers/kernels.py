@@ -147,6 +147,9 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     # its sm_90 Gluon stage 1 (mlaprof/kernels/mla_verify_gluon.py): the same grid axes
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper"), STAGE1, "z", "y", None,
                   "mla_verify_stage1_hopper", base="mla_verify_stage1_hopper"),
+    # ... and its TMA variant for pages of whole tiles (vLLM's 64-token blocks): the same grid
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper_tma"), STAGE1, "z", "y", None,
+                  "mla_verify_stage1_hopper_tma", base="mla_verify_stage1_hopper_tma"),
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage2"), STAGE2, kernel="mla_verify_stage2",
                   base="mla_verify_stage2"),
     # vLLM Triton MLA decode (vllm/v1/attention/ops/triton_decode_attention.py)

@@ -102,6 +102,7 @@ REAL = {
     "_fwd_kernel_stage2": ("vllm-triton", STAGE2, None),
     "mla_verify_stage1": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage1_hopper": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage1_hopper_tma": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage2": ("mlaprof-triton", STAGE2, None),
 }  # fmt: skip
 LOOKALIKES = (
