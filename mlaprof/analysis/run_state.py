@@ -18,11 +18,14 @@ _WHY = {
 
 def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> dict[str, Any]:
     """``{status, reason, steps_committed, last_step, text}``: ``text`` is the line a view
-    prints for a run that did not finish (empty for a finished one)."""
+    prints for a run that did not finish, or that finished without closing its record (a
+    drained engine stopped by a signal: "finished (drained: ...)"); empty for a finished one."""
     n = int(len(steps))
     last = int(steps["step"].max()) if n else None
     text = ""
-    if status != "finished":
+    if status == "finished" and reason:  # e.g. an engine stopped after a clean drain
+        text = f"finished ({reason}); last committed step {last}"
+    elif status != "finished":
         why = _WHY.get(status, "it did not finish")
         reach = f"last committed step {last}" if last is not None else "no step committed"
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")

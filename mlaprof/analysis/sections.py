@@ -19,7 +19,8 @@ class RunStatus(StrEnum):
 
     RUNNING = "running"
     FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) or killed after a clean drain
+    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) with steps still to write
+    # (an engine stopped after a clean drain reads FINISHED, its reason says drained)
     FAILED = "failed"
     INCOMPLETE = "incomplete"  # a writer died without closing its record
 
@@ -260,14 +261,17 @@ class TracePath:
 
 @dataclass(frozen=True, slots=True)
 class TraceDrafter:
-    S: str
+    """The drafter's passes (analysis.drafter.drafter_summary): a range or value the trace does
+    not hold is None (a pass without a duration has no median), never a default."""
+
+    S: str | None
     eager_steps: int
     graph_steps: int
-    layers_per_pass: str
+    layers_per_pass: str | None
     provenance: str
     qlen: str | None
-    rows: str
-    step_median_us: float
+    rows: str | None
+    step_median_us: float | None
     steps: int
     text: str
     variants: list[str]

@@ -107,11 +107,12 @@ def any_writer_alive(run_dir: Path) -> bool:
 
 # meta key the vLLM recorder sets to "1" while it has written every step it saw (the engine is
 # idle, no step open) and to "0" when the next step begins: a writer that dies while it reads "1"
-# lost nothing (e.g. an engine force-killed at shutdown after a clean drain)
+# lost nothing (e.g. an engine stopped by SIGTERM / Ctrl-C, or force-killed at shutdown, after a
+# clean drain): its run reads finished (drained), never interrupted
 DRAINED = "drained"
 DRAINED_REASON = (
-    "the writer ended without closing its record (killed, e.g. at shutdown) after every step it "
-    "saw was written"
+    "drained: every step the writer saw was written before it was stopped without closing its "
+    "record (a stop signal or a kill at shutdown)"
 )
 # the one order in which ranks' states make the run's: the first present wins
 RUN_STATUS_ORDER = ("failed", "interrupted", "incomplete", "running")
@@ -121,23 +122,24 @@ def effective_status(
     run_dir: Path, rank: int, recorded: str | None, role: str = "", drained: str | None = None
 ) -> str:
     """A database's status as a reader should show it: a recorded live state whose writer is
-    gone reads ``interrupted`` when the writer had drained (``drained`` meta "1": every step it
-    saw is on disk, :data:`DRAINED_REASON`), else ``incomplete``."""
+    gone reads ``finished`` when the writer had drained (``drained`` meta "1": every step it
+    saw is on disk; :func:`run_reason` says so), else ``incomplete``."""
     status = recorded or "running"
     if status in LIVE and not writer_alive(run_dir, rank, role):
-        return "interrupted" if drained == "1" else "incomplete"
+        return "finished" if drained == "1" else "incomplete"
     return status
 
 
 def run_reason(dbs: list[tuple[str, str | None, bool, str]]) -> str | None:
-    """Why a run ended early, from ``(role, recorded reason, drained, status)`` per database:
-    the first reason a writer recorded (e.g. disk full), else :data:`DRAINED_REASON` where a
-    rank's own database drained before it was interrupted."""
+    """Why a run ended early or how it ended, from ``(role, recorded reason, drained, status)``
+    per database: the first reason a writer recorded (e.g. disk full), else
+    :data:`DRAINED_REASON` where a rank's own database drained and was stopped without closing
+    (``drained``: its recorded state was still live; its status then reads finished)."""
     for _, why, _, _ in dbs:
         if why:
             return why
     for role, _, drained, status in dbs:
-        if not role and drained and status == "interrupted":
+        if not role and drained and status in ("finished", "interrupted"):
             return DRAINED_REASON
     return None
 

@@ -388,7 +388,8 @@ class Run:
         dbs = []
         for key in self.databases:
             meta = self.rank_meta(*key)
-            drained = meta.get(liveness.DRAINED) == "1"
+            # drained and stopped without closing its record (a closed one has its own status)
+            drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
             status = self._db_status(*key) if drained and not key[1] else ""
             dbs.append((key[1], meta.get("reason"), drained, status))
         return liveness.run_reason(dbs)

@@ -434,9 +434,10 @@ def _kill_writers(rec):
 
 
 @pytest.mark.parametrize("drained", [True, False])
-def test_an_engine_killed_after_a_clean_drain_reads_interrupted_not_incomplete(
+def test_an_engine_killed_after_a_clean_drain_reads_finished_drained_not_incomplete(
     fake_vllm, tmp_path, drained
 ):
+    from mlaprof.analysis.run_summary import build_summary
     from mlaprof.store import load
     from mlaprof.store.liveness import DRAINED_REASON
 
@@ -449,9 +450,11 @@ def test_an_engine_killed_after_a_clean_drain_reads_interrupted_not_incomplete(
         rec.drain(final=True)  # the engine went idle: its last step is written
     _kill_writers(rec)  # e.g. vllm serve's shutdown killing the EngineCore
     with load(tmp_path / "run") as run:
-        if drained:  # every step it ran is on disk: stopped, not lost
-            assert run.status == "interrupted" and run.reason == DRAINED_REASON
+        if drained:  # every step it ran is on disk: finished (drained), said so, nothing lost
+            assert run.status == "finished" and run.reason == DRAINED_REASON
             assert len(_steps(run)) == 2
+            state = build_summary(run).state
+            assert state.status == "finished" and state.text.startswith("finished (drained")
         else:  # a step was still open when it died
             assert run.status == "incomplete" and run.reason is None
             assert len(_steps(run)) == 1
