@@ -81,7 +81,7 @@ class Change:
 class WorkloadField:
     """One part of the workload in both runs (``None``: the run does not say)."""
 
-    name: str  # scenario | batch | qlen | heads | device | kind
+    name: str  # model | batch | kv | qlen | heads | device | kind
     before: str | None
     after: str | None
 
@@ -319,8 +319,9 @@ def _range(values: list[str | None]) -> str | None:
 
 
 def workload_fields(s: RunSummary) -> dict[str, str | None]:
-    """The run's workload as a diff compares it: scenario, batch (real rows per step), qlen,
-    heads per rank, device and run kind; None where the run does not say."""
+    """The run's workload as a diff compares it: the scenario's model preset, batch (real rows
+    per step), KV lengths, qlen, heads per rank, device and run kind; None where the run does
+    not say."""
     from mlaprof.scenario import MODELS
 
     sc = s.scenario
@@ -336,9 +337,12 @@ def workload_fields(s: RunSummary) -> dict[str, str | None]:
     )
     batch = str(len(sc.kv_lens)) if sc.kv_lens else _range([p.rows for p in trace_paths])
     qlen = str(sc.qlen) if sc.qlen is not None else _range([p.qlen for p in trace_paths])
+    kv = sorted(sc.kv_lens or [])
     return {
-        "scenario": sc.name or sc.model,
+        # the scenario's workload (its name is a label: a fixed run may carry another)
+        "model": sc.model,
         "batch": batch,
+        "kv": (str(kv[0]) if kv[0] == kv[-1] else f"{kv[0]}-{kv[-1]}") if kv else None,
         "qlen": qlen,
         "heads": heads,
         "device": _device(str(s.device or ""), sc.target),
@@ -372,7 +376,7 @@ def workload(sa: RunSummary, sb: RunSummary) -> Workload:
         same = None
         text = "same workload where both runs say; not stated by both: " + ", ".join(unknown)
     else:
-        same, text = True, "same workload (scenario, batch, qlen, heads, device, kind)"
+        same, text = True, "same workload (model, batch, KV lengths, qlen, heads, device, kind)"
     return Workload(same, fields, text)
 
 

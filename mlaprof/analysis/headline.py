@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
 from mlaprof.analysis.claims import full_graph_serves
-from mlaprof.analysis.padding import scope_text
+from mlaprof.analysis.padding import amounts, scope_text
 from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
@@ -129,8 +129,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "padding waste",
-                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens over "
-                f"{pad['steps']} step(s) ({scope_text(pad)})",
+                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens "
+                f"{amounts(pad)[2]} ({scope_text(pad)})",
                 "provenance": src,
             }
         )

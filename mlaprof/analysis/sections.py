@@ -32,8 +32,8 @@ class RunState:
 
     status: RunStatus
     reason: str | None  # why it ended early, where its writer recorded it
-    steps_committed: int
-    last_step: int | None
+    steps_committed: int  # per rank: the fewest steps any rank committed (never a sum)
+    last_step: int | None  # the last step every rank reached
     text: str
 
 
@@ -585,7 +585,20 @@ class ReplayedSplits:
 
 
 @dataclass(frozen=True, slots=True)
+class RankPadding:
+    """One rank's padding (analysis.padding.padding_summary)."""
+
+    rank: int
+    steps: int
+    real_rows: int
+    padding_rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class Padding:
+    """The run's padding: the counts are summed over ranks (``ranks`` of them; ``per_rank``
+    keeps each rank's), and ``text`` says them per rank or as sums (analysis.padding.amounts)."""
+
     capture_size: int | None
     capture_sizes: list[int]
     kv_bytes_padding: int
@@ -598,6 +611,8 @@ class Padding:
     steps: int
     steps_padded: int
     text: str
+    ranks: int | None = opt()  # the ranks the counts sum over
+    per_rank: list[RankPadding] | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

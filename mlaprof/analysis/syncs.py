@@ -11,6 +11,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
 from mlaprof.analysis.step_stats import by_step
 from mlaprof.importers.step_model import SOURCE_GAPS
+from mlaprof.rank_counts import per_rank_count
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
 _FIX = {
@@ -130,10 +131,20 @@ def sync_counts(
         "per_layer": per_layer,
         "by_kind": by_kind,
         "per_rank": per_rank,
-        "text": f"{total} on {n_layers} layer(s) ({steps} step(s) checked)"
+        "text": _counted(per_rank, total, n_layers, steps, "")
         if checked
         else "not checked (no step of this run was watched for syncs)",
     }
+
+
+def _counted(per_rank: list[dict], total: int, n_layers: int, steps: int, what: str) -> str:
+    """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
+    that reads as one rank's."""
+    if len(per_rank) <= 1:
+        return f"{total}{what} on {n_layers} layer(s) ({steps} step(s) checked)"
+    totals = per_rank_count({r["rank"]: r["total"] for r in per_rank})
+    watched = per_rank_count({r["rank"]: r["watched_steps"] for r in per_rank}, "step(s)")
+    return f"{totals}{what} on {n_layers} layer(s), {watched} checked"
 
 
 def host_sync_counts(host: dict[str, Any], steps: pd.DataFrame) -> dict:
@@ -173,8 +184,8 @@ def host_sync_counts(host: dict[str, Any], steps: pd.DataFrame) -> dict:
         "per_layer": per_layer,
         "by_kind": by_kind,
         "per_rank": per_rank,
-        "text": f"{total} host sync(s) in MLA layers on {n_layers} layer(s) ({n_steps} step(s) "
-        f"checked: {host.get('evidence')})",
+        "text": _counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers")
+        + f" ({host.get('evidence')})",
     }
 
 

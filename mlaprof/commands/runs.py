@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
             term(r.policy or "-"),
             term(r.min_kv_mode or "-"),
             term(r.scenario or "-"),
-            str(r.steps),
+            r.steps_text,
             term(r.created[:16].replace("T", " ")),
         )
         for r in runs  # every field may come from an imported trace or log: data, not markup
@@ -73,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
             console.print(f"[bold]{name}[/bold]")
             console.print(
                 f"  {status}  {backend} on {device}  {policy}  {mode}  {scenario}  "
-                f"{steps} steps  {created}"
+                f"steps {steps}  {created}"
             )
     if not runs:
         print("no runs yet: try 'mlaprof run'")
