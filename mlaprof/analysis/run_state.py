@@ -7,14 +7,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.rank_counts import per_rank_count
+from mlaprof.store.liveness import RunStatus
 
 if TYPE_CHECKING:
     import pandas as pd
 
 # why the numbers may be partial, per status (finished: they are not)
 _WHY = {
-    "running": "still being written: the figures below are the records committed so far",
-    "incomplete": "its writer stopped without finishing (killed or crashed)",
+    RunStatus.RUNNING: "still being written: the figures below are the records committed so far",
+    RunStatus.INCOMPLETE: "its writer stopped without finishing (killed or crashed)",
 }
 
 
@@ -34,9 +35,9 @@ def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> dict[str,
         n, last = int(len(steps)), int(steps["step"].max()) if len(steps) else None
     reach_n = per_rank_count(counts, "step(s)")
     text = ""
-    if status == "finished" and reason:  # e.g. an engine stopped after a clean drain
+    if status == RunStatus.FINISHED and reason:  # e.g. an engine stopped after a clean drain
         text = f"finished ({reason}); {reach_n} committed, last committed step {last}"
-    elif status != "finished":
+    elif status != RunStatus.FINISHED:
         why = _WHY.get(status, "it did not finish")
         reach = (
             f"{reach_n} committed, last committed step {last}"

@@ -12,17 +12,7 @@ from enum import StrEnum
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.typed_json import nulls, opt
-
-
-class RunStatus(StrEnum):
-    """A run's status, the one vocabulary (mlaprof.store.liveness.run_status)."""
-
-    RUNNING = "running"
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) with steps still to write
-    # (an engine stopped after a clean drain reads FINISHED, its reason says drained)
-    FAILED = "failed"
-    INCOMPLETE = "incomplete"  # a writer died without closing its record
+from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
 
 @dataclass(frozen=True, slots=True)

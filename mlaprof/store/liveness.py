@@ -13,11 +13,25 @@ import contextlib
 import fcntl
 import os
 import re
+from enum import StrEnum
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
 
-LIVE = ("running", "importing")  # recorded states that claim a writer is at work
+
+class RunStatus(StrEnum):
+    """A run's status, the one vocabulary (the store's rules below, every view and the
+    summary's ``status`` / ``state.status``; a member equals its string)."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) with steps still to write
+    # (an engine stopped after a clean drain reads FINISHED, its reason says drained)
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"  # a writer died without closing its record
+
+
+LIVE = (RunStatus.RUNNING, "importing")  # recorded states that claim a writer is at work
 
 
 def lock_path(run_dir: Path, rank: int, role: str = "") -> Path:
@@ -115,7 +129,12 @@ DRAINED_REASON = (
     "record (a stop signal or a kill at shutdown)"
 )
 # the one order in which ranks' states make the run's: the first present wins
-RUN_STATUS_ORDER = ("failed", "interrupted", "incomplete", "running")
+RUN_STATUS_ORDER = (
+    RunStatus.FAILED,
+    RunStatus.INTERRUPTED,
+    RunStatus.INCOMPLETE,
+    RunStatus.RUNNING,
+)
 
 
 def effective_status(
@@ -126,7 +145,7 @@ def effective_status(
     saw is on disk; :func:`run_reason` says so), else ``incomplete``."""
     status = recorded or "running"
     if status in LIVE and not writer_alive(run_dir, rank, role):
-        return "finished" if drained == "1" else "incomplete"
+        return RunStatus.FINISHED if drained == "1" else RunStatus.INCOMPLETE
     return status
 
 
@@ -139,7 +158,7 @@ def run_reason(dbs: list[tuple[str, str | None, bool, str]]) -> str | None:
         if why:
             return why
     for role, _, drained, status in dbs:
-        if not role and drained and status in ("finished", "interrupted"):
+        if not role and drained and status in (RunStatus.FINISHED, RunStatus.INTERRUPTED):
             return DRAINED_REASON
     return None
 
@@ -148,7 +167,7 @@ def process_run_status(states: list[tuple[str, str]]) -> str:
     """The run's status from ``(role, status)`` per database: a rank's own database (role "")
     decides; another process of it (the vLLM EngineCore, often killed at shutdown without
     finishing) only counts when it failed."""
-    return run_status([s for role, s in states if not role or s == "failed"])
+    return run_status([s for role, s in states if not role or s == RunStatus.FAILED])
 
 
 def run_status(states: list[str]) -> str:
