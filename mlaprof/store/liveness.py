@@ -15,6 +15,7 @@ import os
 import re
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from mlaprof.errors import MlaprofError
 
@@ -124,6 +125,8 @@ def any_writer_alive(run_dir: Path) -> bool:
 # lost nothing (e.g. an engine stopped by SIGTERM / Ctrl-C, or force-killed at shutdown, after a
 # clean drain): its run reads finished (drained), never interrupted
 DRAINED = "drained"
+# meta key the vLLM recorder sets to a stop signal's name (e.g. "SIGTERM") when one arrives
+STOP_SIGNAL = "stop_signal"
 DRAINED_REASON = (
     "drained: every step the writer saw was written before it was stopped without closing its "
     "record (a stop signal or a kill at shutdown)"
@@ -149,17 +152,28 @@ def effective_status(
     return status
 
 
-def run_reason(dbs: list[tuple[str, str | None, bool, str]]) -> str | None:
+def drained_reason(signal: str | None = None) -> str:
+    """:data:`DRAINED_REASON`, naming the stop signal where the writer recorded one."""
+    if not signal:
+        return DRAINED_REASON
+    return (
+        f"drained: every step the writer saw was written before {signal} stopped it without "
+        "closing its record"
+    )
+
+
+def run_reason(dbs: list[tuple[Any, ...]]) -> str | None:
     """Why a run ended early or how it ended, from ``(role, recorded reason, drained, status)``
     per database: the first reason a writer recorded (e.g. disk full), else
-    :data:`DRAINED_REASON` where a rank's own database drained and was stopped without closing
-    (``drained``: its recorded state was still live; its status then reads finished)."""
-    for _, why, _, _ in dbs:
+    :func:`drained_reason` where a rank's own database drained and was stopped without closing
+    (``drained``: its recorded state was still live; its status then reads finished); an
+    optional fifth element is the stop signal that database recorded."""
+    for _, why, *_ in dbs:
         if why:
             return why
-    for role, _, drained, status in dbs:
+    for role, _, drained, status, *signal in dbs:
         if not role and drained and status in (RunStatus.FINISHED, RunStatus.INTERRUPTED):
-            return DRAINED_REASON
+            return drained_reason(signal[0] if signal else None)
     return None
 
 

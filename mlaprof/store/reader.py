@@ -396,7 +396,9 @@ class Run:
             # drained and stopped without closing its record (a closed one has its own status)
             drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
             status = self._db_status(*key) if drained and not key[1] else ""
-            dbs.append((key[1], meta.get("reason"), drained, status))
+            dbs.append(
+                (key[1], meta.get("reason"), drained, status, meta.get(liveness.STOP_SIGNAL))
+            )
         return liveness.run_reason(dbs)
 
     def close(self) -> None:

@@ -460,6 +460,36 @@ def test_an_engine_killed_after_a_clean_drain_reads_finished_drained_not_incompl
             assert len(_steps(run)) == 1
 
 
+def test_a_drained_engine_stopped_by_a_signal_reads_finished_with_the_signal(fake_vllm, tmp_path):
+    """SIGTERM after a clean drain (vLLM's shutdown), then the process dies without closing its
+    record: finished (drained), and the report names the signal."""
+    import signal
+
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.integrations.vllm_plugin import watch_stop_signals
+    from mlaprof.store import load
+
+    rec = _recorder(tmp_path, background=False)
+    vllm_patches.install(rec)
+    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([800, 900], [3, 3])
+    rec.drain(final=True)
+    seen = []
+    old_int = signal.getsignal(signal.SIGINT)
+    old = signal.signal(signal.SIGTERM, lambda n, f: seen.append(n))  # the engine's own handler
+    try:
+        watch_stop_signals(rec)
+        signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
+    assert seen == [signal.SIGTERM]  # the engine's handler still ran, after the record
+    _kill_writers(rec)
+    with load(tmp_path / "run") as run:
+        assert run.status == "finished" and "SIGTERM" in (run.reason or "")
+        state = build_summary(run).state
+    assert state.text.startswith("finished (drained") and "SIGTERM" in state.text
+
+
 def test_a_plugin_run_reads_syncs_not_checked(fake_vllm, tmp_path):
     """The plugin watches no region for syncs: its report said "syncs in region: 0 on 0
     layer(s)", which reads as checked and clean."""
