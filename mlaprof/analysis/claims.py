@@ -1,5 +1,5 @@
 """What a run can claim, decided once from its context: its capture verdict, the route it took
-(recorded) or is modelled to take, its run kind and its device. Every finding builder that
+(recorded) or is modelled to take, the backend it ran (a scenario run's own) and its device. Every finding builder that
 states something the context could contradict asks :class:`Claims` instead of judging alone, so
 one report never says "capture failed" beside "S would be frozen into the FULL graph", nor calls
 a modelled route verified.
@@ -15,7 +15,6 @@ from mlaprof.analysis.findings import Finding
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import Evidence
-    from mlaprof.analysis.run_summary import RunSummary
 
 # the verify path each vLLM attention backend runs (vLLM 0.32 v1/attention/backends/mla/: one
 # backend, one kernel family). ROCM_AITER_MLA chooses among several AITER paths per batch, so
@@ -49,7 +48,6 @@ def recorded_paths(backend: str | None) -> tuple[str, ...]:
 class Claims:
     """The run's context, and what it lets a finding claim (one rule per question)."""
 
-    kind: str  # the run kind (scenario | engine | trace | log)
     graph_mode: str  # the graph mode the run asked for
     capture_status: str  # the capture verdict (mlaprof.analysis.capture_status)
     device: str  # where the numbers were measured ("cpu" for a CPU run)
@@ -84,7 +82,7 @@ class Claims:
     def backend_mismatch(self, route: dict[str, Any] | None) -> str | None:
         """Why the run's own backend does not run the route its vLLM version takes (None: it
         does, or the run has no backend or route)."""
-        if not route or not self.backend or self.kind != "scenario":
+        if not route or not self.backend:  # only a scenario run ran a backend of its own
             return None
         path = str(route.get("path") or "")
         legacy = self.backend == LEGACY_BACKEND
@@ -109,7 +107,6 @@ def claims_of(ev: Evidence) -> Claims:
         engine_backend = names.pop() if len(names) == 1 else None
     cpu = ev.cpu is not None or str(ev.meta.get("device") or "") == "cpu"
     return Claims(
-        kind=str(ev.kind),
         graph_mode=ev.graph_mode,
         capture_status=str(ev.capture.get("status") or CaptureStatus.UNKNOWN),
         device=str(ev.meta.get("device") or ev.device),
@@ -145,60 +142,3 @@ def mismatch_findings(claims: Claims, route: dict[str, Any] | None) -> list[Find
             data={"backend": claims.backend, "route": route["path"]},
         )
     ]
-
-
-def contradictions(s: RunSummary) -> list[str]:
-    """Pairs of statements one summary must never make together (each a line saying which);
-    empty for a consistent report. The property test holds every shipped run to it."""
-    out: list[str] = []
-    kinds = {f.kind for f in s.findings}
-    status = str(s.capture.status)
-    graph_mode = s.scenario.graph_mode
-    if no_full_graph(status) and "split-frozen" in kinds:
-        out.append(f"capture {status} + an S frozen into a FULL graph")
-    if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status):
-        out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")
-    if (
-        no_full_graph(status)
-        and any(f.kind == "memory" and "capture fewer sizes" in f.fix for f in s.findings)
-        and not s.engine_starts
-    ):
-        out.append(f"capture {status} + advice to trim the capture's memory")
-    n = s.sync_counts
-    sync_found = [f for f in s.findings if f.kind == "sync" and not f.title.startswith("host sync")]
-    if not n.checked and sync_found:
-        out.append("syncs 'not checked' + a sync finding from the probe")
-    if n.checked and n.total == 0 and any(f.kind == "sync" for f in s.findings):
-        out.append("'0 syncs' + a sync finding")
-    t = s.trace.syncs if s.trace is not None else None
-    if t is not None and t.count is not None and not n.checked:
-        out.append(f"trace syncs {t.count} in MLA layers + sync count 'not checked'")
-    if t is not None and t.count is not None and n.checked and n.total != t.count:
-        out.append(f"trace syncs {t.count} + sync count {n.total}")
-    if (
-        s.route is not None
-        and s.route.verified
-        and s.engine is not None
-        and s.scenario.model is None
-    ):
-        took = recorded_paths(s.engine.backend)
-        if took != (s.route.path,):
-            out.append(
-                f"route {s.route.path} verified + the engine recorded {s.engine.backend} "
-                f"({'/'.join(took) or 'no path'})"
-            )
-    if s.route is not None and str(s.route.version) == "as recorded":
-        out.append("a modelled route read 'as recorded'")
-    cpu = "cpu-attention" in kinds or str(s.device) == "cpu"
-    if cpu and any("--patterns" in f.fix for f in s.findings):
-        out.append("a CPU op + advice to describe its kernel grid (--patterns)")
-    if s.kind == "scenario" and s.route is not None and s.backend:
-        c = Claims("scenario", graph_mode or "", status, str(s.device), backend=str(s.backend))
-        mismatch = c.backend_mismatch(
-            {"path": s.route.path, "version": s.route.version, "kernel": s.route.kernel}
-        )
-        if mismatch and not any(
-            f.kind == "route" and "does not run" in f.title for f in s.findings
-        ):
-            out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
-    return out

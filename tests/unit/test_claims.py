@@ -18,7 +18,7 @@ FAILED = "demo-bug-legacy-flat-syncs-break-capture"
 
 
 def _claims(**kw) -> Claims:
-    base = dict(kind="scenario", graph_mode="FULL", capture_status="captured", device="cuda")
+    base = dict(graph_mode="FULL", capture_status="captured", device="cuda")
     return Claims(**{**base, **kw})
 
 
@@ -48,7 +48,7 @@ def test_a_backend_that_does_not_run_its_vllm_route_is_a_finding() -> None:
     assert mismatch_findings(_claims(backend="legacy-flat"), flat) == []
     assert len(mismatch_findings(_claims(backend="torch"), flat)) == 1
     # runs without a backend of their own (engines, imports) have nothing to mismatch
-    assert mismatch_findings(_claims(kind="engine", backend=None), route) == []
+    assert mismatch_findings(_claims(backend=None), route) == []
 
 
 def test_a_modelled_route_is_never_verified_nor_as_recorded() -> None:
@@ -60,8 +60,8 @@ def test_a_modelled_route_is_never_verified_nor_as_recorded() -> None:
     assert r.verified is False and r.version != "as recorded" and "recorded" not in r.version
     assert "not the route the engine took" in r.reason and "AMX_MLA" in r.reason
     # verified only where the recorded backend took exactly that path
-    assert _claims(kind="engine", engine_backend="TRITON_MLA").route_verified("triton-mla")
-    aiter = _claims(kind="engine", engine_backend="ROCM_AITER_MLA")
+    assert _claims(engine_backend="TRITON_MLA").route_verified("triton-mla")
+    aiter = _claims(engine_backend="ROCM_AITER_MLA")
     assert not aiter.route_verified("gluon-verify")  # AITER picks among several paths
     assert recorded_paths("amx_mla") == ("cpu-mla",)
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from mlaprof.analysis.claims import contradictions
+from mlaprof.analysis.contradictions import contradictions
 from mlaprof.analysis.findings import Finding
 from tests import shipped_runs
 
