@@ -488,14 +488,12 @@ class RunInfo:
     min_kv_mode: str = ""  # all-rows (the bug) or active-rows (the fix)
     rank_steps: dict[int, int] | None = None  # steps per rank (None: not read)
 
-    @property
-    def steps_text(self) -> str:
-        """The step count as every listing shows it: per rank, never summed silently."""
+    def steps_text(self, unit: str = "") -> str:
+        """The step count as every listing shows it: per rank, never summed silently ("3 per
+        rank (2 ranks)"; ``unit`` "steps": "3 steps per rank (2 ranks)")."""
         from mlaprof.rank_counts import per_rank_count
 
-        if not self.rank_steps:
-            return str(self.steps)
-        return per_rank_count(self.rank_steps)
+        return per_rank_count(self.rank_steps or {0: self.steps}, unit)
 
 
 def list_runs(folder: Path | str) -> list[RunInfo]:
