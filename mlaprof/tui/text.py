@@ -145,11 +145,10 @@ def padding_table(v: View) -> Table:
     head = ["steps", "padded", "real rows", "pad rows", "real tok", "pad tok", "waste", "pad KV"]
     if not p or not p.get("steps"):
         return head, []
-    if (p.get("ranks") or 0) > 1:  # the totals sum the ranks: the table says so
-        head = [f"{head[0]} ({p['ranks']} ranks summed)", *head[1:]]
     return head, [
         [
-            _s(p["steps"]),
+            # the totals sum the ranks: the steps cell says so ("80 (Σ2)": 2 ranks summed)
+            _s(p["steps"]) + (f" (Σ{p['ranks']})" if (p.get("ranks") or 0) > 1 else ""),
             _s(p.get("steps_padded")),
             _s(p["real_rows"]),
             _s(p["padding_rows"]),
