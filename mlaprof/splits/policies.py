@@ -268,6 +268,37 @@ def vllm_triton(x: SplitInput) -> int:
     return min(next_pow2(max(1, x.max_seq_len // VLLM_TRITON_TOKENS_PER_SPLIT)), 2 * x.units)
 
 
+# -- vLLM 0.34's folded Triton verify (ROCm CDNA3, qlen > 4) -----------------------------------
+# vllm/v1/attention/ops/triton_decode_attention.py of vLLM 0.34.0: select_verify_config
+# (L1286-1299: 32-row tiles at occupancy 2 up to B*qlen*H = 640 rows, else 64-row tiles at 1),
+# _VERIFY_BASE_CONFIG MIN_SPLIT_LEN 128 (L1269-1281), verify_num_kv_splits (L1302-1336, max 8)
+TRITON_VERIFY_SMALL_MAX_ROWS = 640
+TRITON_VERIFY_MIN_SPLIT_LEN = 128
+TRITON_VERIFY_MAX_SPLITS = 8
+
+
+def vllm_triton_verify(x: SplitInput) -> int:
+    """vLLM 0.34 ``verify_num_kv_splits``: as many splits as fill one dispatch round when one
+    split of every request fits in it, else the n <= 8 with the least idle tail (within 5% of
+    the best, fewest); never past ``cdiv(max_seq_len, 128)`` or 2 x the CU count. Under FULL
+    graphs vLLM passes ``max_model_len`` as ``max_seq_len`` (``rocm_aiter_mla.py`` L1943-1950)."""
+    small = x.num_reqs * x.qlen * x.heads <= TRITON_VERIFY_SMALL_MAX_ROWS
+    block_h, occupancy = (32, 2.0) if small else (64, 1.0)
+    programs = max(1, x.num_reqs) * cdiv(x.qlen * x.heads, block_h)
+    ideal = cdiv(max(1, x.max_seq_len), TRITON_VERIFY_MIN_SPLIT_LEN)
+    slots = max(1, int(occupancy * x.units))
+    if programs <= slots:
+        n = slots // programs
+    else:
+        cost = [
+            (cdiv(k * programs, slots) / k, k)
+            for k in range(1, max(1, min(ideal, TRITON_VERIFY_MAX_SPLITS)) + 1)
+        ]
+        best = min(c for c, _ in cost)
+        n = min(k for c, k in cost if c <= best * 1.05)
+    return max(1, min(ideal, n, x.units * 2))
+
+
 # -- mlaprof's own Triton kernel ---------------------------------------------------------------
 MLAPROF_MIN_CHUNK = 256  # fewest KV tokens a split is worth launching for
 VERIFY_SPLIT_DIVISOR = 4  # verify programs hold qlen x H rows: fewer splits than decode
@@ -460,6 +491,15 @@ POLICIES: dict[str, Policy] = {
             "vLLM 0.32.0 triton_mla _compute_num_kv_splits",
         ),
         Policy(
+            "vllm-triton-verify",
+            vllm_triton_verify,
+            False,
+            32,
+            True,
+            "vLLM 0.34.0 triton_decode_attention.py verify_num_kv_splits (L1302-1336; CDNA3 "
+            "verify past qlen 4, rocm_aiter_mla.py L485-506)",
+        ),
+        Policy(
             "mlaprof-triton",
             mlaprof_triton,
             False,
@@ -567,6 +607,11 @@ def host_fallback_note(policy: str) -> str:
     )
 
 
+# policies whose S a FULL graph sizes from max_model_len, not from the dummy run's KV
+# (vLLM 0.32 triton_mla.py; vLLM 0.34 rocm_aiter_mla.py L1943-1950)
+FROZEN_FROM_MAX_MODEL_LEN = ("vllm-triton", "vllm-triton-verify")
+
+
 def dummy_run_input(
     policy: str,
     num_reqs: Any,
@@ -580,7 +625,7 @@ def dummy_run_input(
     vLLM's Triton MLA sizes its splits from max_model_len at capture instead. ``num_reqs`` may
     be a numpy array (the what-if grid builds one input for many cells); ``extra``: further
     SplitInput fields, unchanged between capture and replay."""
-    dummy_max = max_model_len if policy == "vllm-triton" else qlen
+    dummy_max = max_model_len if policy in FROZEN_FROM_MAX_MODEL_LEN else qlen
     return SplitInput(
         num_reqs=num_reqs,
         qlen=qlen,
