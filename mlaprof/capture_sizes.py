@@ -333,7 +333,7 @@ RULE_OF_VERSION = {
     "0.32.0": "vllm-0.32",
     "pre-51171": "vllm-legacy",
 }
-DEFAULT_RULE = "vllm-0.32"
+DEFAULT_RULE = "vllm-0.34"  # the newest release's (splits.routing.DEFAULT_VERSION)
 
 
 def rule_for(version: str) -> str:

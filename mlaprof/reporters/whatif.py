@@ -129,7 +129,8 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     }
     for m, d, q, p, r in sorted(misfit)[:5]:
         console.print(
-            f"  [yellow]route:[/] vLLM sends {m} (qlen {q}) on {d} to {r}: {p} models another kernel"
+            f"  [yellow]route:[/] vLLM {ver} sends {m} (qlen {q}) on {d} to {r}: {p} models "
+            "another kernel"
         )
     notes = sorted({n.split(", got")[0] for n in set(cells["note"].tolist()) if n})
     for n in notes[:5]:

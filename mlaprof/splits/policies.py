@@ -16,8 +16,10 @@ from mlaprof.errors import MlaprofError
 
 GLUON_TARGET_CTAS = 256  # aiter gluon bh16/bh64 aim at 256 programs (MI355X CU count)
 ASM_SPLIT_OVERHEAD = 84.1  # aiter get_meta_param / get_overhead
-ASM_TG_FACTOR = 1  # UNVERIFIED: thread groups per request in aiter's ASM MLA
-ASM_WG_PER_SPLIT = 1  # UNVERIFIED: workgroups per split in aiter's ASM MLA
+# aiter mla.py get_meta_param (v0.1.19, v0.1.20 L572-597): the occupancy term is bs * i, one
+# thread group and one workgroup per (request, split)
+ASM_TG_FACTOR = 1
+ASM_WG_PER_SPLIT = 1
 VLLM_TRITON_TOKENS_PER_SPLIT = 512
 
 
@@ -197,7 +199,9 @@ def aiter_asm_fp8_pr4713(x: SplitInput) -> int:
 
 
 # -- aiter persistent ASM (get_mla_metadata_v1, computed on the device) ----------------------
-PS_CLUSTER_MULTIPLIER = 1  # UNVERIFIED: num_clusters = CU * multiplier / nhead_kv
+# get_mla_metadata_v1 (aiter/ops/attention.py, v1_2_device.cuh; aiter#4144, v0.1.18+):
+# num_clusters = CU * multiplier / nhead_kv, multiplier 1, one latent KV head
+PS_CLUSTER_MULTIPLIER = 1
 # AITER mla.py _MLA_DECODE_PERSISTENT_MAX_BATCH_DEFAULT (v0.1.19 L228, v0.1.20 L384):
 # AITER_MLA_DECODE_PERSISTENT_MAX_BATCH; <= 0 disables the gate
 PS_MAX_BATCH = 32
@@ -373,6 +377,7 @@ def _as_bool(v: Any) -> Any:
 
 
 _V0119 = "aiter v0.1.19 (3135022)"
+_ASM_RELEASES = "aiter v0.1.19 (3135022)..v0.1.20.post1 (de07f38)"
 _V0120 = "aiter v0.1.20 (fc2e5d5)"
 POLICIES: dict[str, Policy] = {
     p.name: p
@@ -434,8 +439,8 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter mla_decode_fwd get_meta_param (total_kv = kv_indices length; tg/wg factors)",
-            verified=False,
+            f"{_ASM_RELEASES} mla.py mla_decode_fwd get_meta_param (v0.1.20 L572-597; total_kv "
+            "= kv_indices length)",
         ),
         Policy(
             "aiter-asm-fp8",
@@ -443,9 +448,8 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter mla_decode_fwd fp8 caps (get_block_n_fp8 keyed on vLLM's 16-padded heads x "
-            "qlen)",
-            verified=False,
+            f"{_ASM_RELEASES} mla.py mla_decode_fwd fp8 caps (get_block_n_fp8 v0.1.19 L189, "
+            "v0.1.20 L345, keyed on vLLM's 16-padded heads x qlen)",
         ),
         Policy(
             "aiter-asm-fp8-pr4713",
@@ -463,9 +467,8 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter get_mla_metadata_v1 (aiter#4144, v0.1.18+; cluster multiplier); dropped for "
-            "gfx950 bf16 16 heads qlen 1 at B >= 32 (mla.py v0.1.20 L401-422)",
-            verified=False,
+            f"{_ASM_RELEASES} get_mla_metadata_v1 (aiter#4144, in releases since v0.1.18); "
+            "dropped for gfx950 bf16 16 heads qlen 1 at B >= 32 (mla.py v0.1.20 L401-422)",
             on_device=True,
             host_fallback=persistent_dropped,
         ),
