@@ -32,6 +32,7 @@ import types
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from itertools import groupby, product
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -327,3 +328,36 @@ def test_the_mi300x_spec5_route_is_the_triton_verify(routing: dict[str, Any]) ->
 
 def test_the_source_is_034s() -> None:
     assert "0.34.0" in (V / "_version.py").read_text()
+
+
+def _build_decode_nodes(pkg: Path) -> dict[str, str]:
+    """The statements of ``_build_decode`` mlaprof's metadata builder models: the kernel
+    sequence lengths of padding rows and ``min_kv_seq_len`` over active rows."""
+    import ast
+
+    tree = ast.parse((pkg / "v1/attention/backends/mla/rocm_aiter_mla.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name == "AiterMLAMetadataBuilder")  # fmt: skip
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_build_decode")
+    out: dict[str, str] = {}
+    for node in ast.walk(fn):
+        text = ast.unparse(node)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "use_gluon_verify":
+            if "min_kv_seq_len" in text:
+                out["min_kv_seq_len"] = ast.dump(node)
+        elif (
+            isinstance(node, ast.Assign)
+            and ast.unparse(node.targets[0]) == "seq_lens_for_kernel"
+            and "torch.where" in text
+        ):
+            out["seq_lens_for_kernel"] = ast.dump(node)
+    return out
+
+
+def test_build_decode_metadata_mlaprof_models_is_033s() -> None:
+    """vLLM 0.34's ``_build_decode`` keeps 0.33's (= 0.32's, checked by running it in
+    ``tests/e2e/test_vllm_differential.py``) padding-row kernel lengths (max_qo_len) and
+    ``min_kv_seq_len`` over active rows on the gluon verify path: the same syntax trees."""
+    new, old = _build_decode_nodes(V), _build_decode_nodes(source("0.33.0"))
+    assert set(new) == {"min_kv_seq_len", "seq_lens_for_kernel"}
+    assert new == old
