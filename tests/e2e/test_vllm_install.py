@@ -64,8 +64,11 @@ def test_entry_point_discovered_and_loaded_by_vllm(clean, monkeypatch, tmp_path)
     plugins = load_plugins_by_group("vllm.general_plugins")  # vLLM's own loader
     plugins["mlaprof"]()
     plugins["mlaprof"]()  # loaded twice in one process: patched once
-    assert len(vllm_patches.installed()) == len(vllm_patches.TARGETS)
-    assert set(vllm_plugin.patch_report().values()) == {"already patched"}
+    assert (
+        set(vllm_patches.installed()) == {t.qualname for t in vllm_patches.TARGETS} - ABSENT_IN_032
+    )
+    report = vllm_plugin.patch_report()
+    assert {v for k, v in report.items() if k not in ABSENT_IN_032} == {"already patched"}
 
 
 # vLLM 0.32's model runner V2 has no speculator graph manager yet (0.34 adds it)
