@@ -135,6 +135,9 @@ class ListCost:
     eager_share: float  # probability that a step has no graph
     eager_batches: list[int]  # observed batch sizes that would run without a graph
     memory_bytes: float | None
+    # batch sizes no FULL decode graph holds, run PIECEWISE on their real rows (the version's
+    # dispatch: 0.32/0.33 sizes past qlen x max_num_seqs)
+    piecewise_batches: list[int] = field(default_factory=list)
 
     @property
     def padding_share(self) -> float:
@@ -149,6 +152,7 @@ class ListCost:
             "padding_share": round(self.padding_share, 6),
             "eager_share": round(self.eager_share, 6),
             "eager_batches": self.eager_batches,
+            "piecewise_batches": self.piecewise_batches,
             "memory_bytes": None if self.memory_bytes is None else round(self.memory_bytes),
         }
 
@@ -166,17 +170,21 @@ def evaluate(
     sizes = sorted(sizes)
     pad = real = eager = 0.0
     eager_b: list[int] = []
+    piece_b: list[int] = []
     for b, p in sorted(dist.items()):
         t = b * qlen
         real += p * t
         # the same dispatch as the metadata builder (a PIECEWISE graph pads tokens too)
-        size = plan.dispatch(b).size if plan is not None else padded_size(t, sizes)
+        d = plan.dispatch(b) if plan is not None else None
+        size = d.size if d is not None else padded_size(t, sizes)
+        if d is not None and d.mode == "PIECEWISE":
+            piece_b.append(b)
         if size is None:
             eager += p
             eager_b.append(b)
         else:
             pad += p * (size - t)
-    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes) if mem else None)
+    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes) if mem else None, piece_b)
 
 
 @dataclass

@@ -112,3 +112,23 @@ def test_034_default_plan_of_the_wheel_read():
     assert p.draft and p.draft[0] == 1
     assert not capture_plan("vllm-0.34", 256, 3, method="ngram").draft
     assert not capture_plan("vllm-0.34", 256, 1, method="mtp").draft  # one token: no draft steps
+
+
+@pytest.mark.parametrize(("version", "piecewise", "sizes"), [("0.32.0", [2, 5], [40]),
+                                                            ("0.34.0", [], [12, 40])])  # fmt: skip
+def test_plan_capture_counts_the_batches_the_version_runs_piecewise(
+    tmp_path, capsys, version, piecewise, sizes
+):
+    """A given list [40] at qlen 2 and 6 seqs: vLLM 0.32 has no FULL decode key for 40 (past
+    2 x 6), so batches of 2 and 5 run PIECEWISE at 40 tokens; 0.34 captures a 6-request decode
+    graph (12 tokens) from it and runs them FULL."""
+    counts = tmp_path / "c.txt"
+    counts.write_text("5 10\n2 3\n")
+    argv = ["plan-capture", "--counts", str(counts), "--spec", "1", "--max-num-seqs", "6",
+            "--default-sizes", "40", "--vllm-version", version, "--json"]  # fmt: skip
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)["default"]
+    assert d["piecewise_batches"] == piecewise and d["sizes"] == sizes
+    # 0.32: each batch padded to 40 tokens; 0.34: to its 6-request graph's 12 tokens
+    want = (10 * 30 + 3 * 36) / 13 if version == "0.32.0" else (10 * 2 + 3 * 8) / 13
+    assert d["padded_tokens_per_step"] == pytest.approx(want, abs=1e-3)
