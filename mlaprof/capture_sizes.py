@@ -336,6 +336,11 @@ RULE_OF_VERSION = {
 DEFAULT_RULE = "vllm-0.34"  # the newest release's (splits.routing.DEFAULT_VERSION)
 
 
+def dispatch_of(rule: str) -> str:
+    """Whose dispatch a capture-size rule's plan follows (:meth:`CapturePlan.dispatch`)."""
+    return "vLLM 0.34" if rule == "vllm-0.34" else "vLLM 0.32/0.33"
+
+
 def rule_for(version: str) -> str:
     """The capture-size rule of a vLLM version (:data:`RULE_OF_VERSION`)."""
     return RULE_OF_VERSION.get(version, DEFAULT_RULE)

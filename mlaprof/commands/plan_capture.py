@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mlaprof.capture_sizes import capture_plan, check_batched_tokens, rule_for
+    from mlaprof.capture_sizes import capture_plan, check_batched_tokens, dispatch_of, rule_for
     from mlaprof.scenario import Scenario
     from mlaprof.splits.routing import DEFAULT_VERSION
     from mlaprof.store import load
@@ -108,7 +108,11 @@ def main(args: argparse.Namespace) -> int:
     if given:
         rule = f"given list {default} (vLLM {version} dispatch)"
     else:
-        rule = f"vLLM {version} ({size_rule})" + (f", max_num_batched_tokens {mnt}" if mnt else "")
+        rule = (
+            f"vLLM {version} ({size_rule})"
+            if size_rule == rule_for(version)
+            else f"rule {size_rule}, dispatched as {dispatch_of(size_rule)}"
+        ) + (f", max_num_batched_tokens {mnt}" if mnt else "")
     mem = None
     if args.memory_from_run:
         with load(resolve_run(args.memory_from_run, args.traces)) as mrun:

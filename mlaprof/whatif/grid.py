@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from mlaprof.capture_sizes import SIZE_RULES, capture_plan, check_batched_tokens, rule_for
+from mlaprof.capture_sizes import (
+    SIZE_RULES,
+    capture_plan,
+    check_batched_tokens,
+    dispatch_of,
+    rule_for,
+)
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
 from mlaprof.splits import releases
@@ -508,8 +514,12 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
                 else ", rounded up to multiples of qlen"
             )
             if spec.capture_sizes
-            else f"vLLM {spec.vllm_version} default ({spec.rule}) for max_num_seqs "
-            f"{spec.max_num_seqs}"
+            else (
+                f"vLLM {spec.vllm_version} default ({spec.rule})"
+                if spec.rule == rule_for(spec.vllm_version)
+                else f"rule {spec.rule}, dispatched as {dispatch_of(spec.rule)}"
+            )
+            + f" for max_num_seqs {spec.max_num_seqs}"
         )
         + (
             f", none above max_num_batched_tokens {spec.max_num_batched_tokens}"
