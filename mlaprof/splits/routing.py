@@ -187,16 +187,16 @@ def verify_route(cfg: RouteConfig, version: str = DEFAULT_VERSION) -> Route:
     if version == "0.33.0":
         return dataclasses.replace(route, not_modelled=not_modelled_0_33(cfg))
     if version == "0.34.0" and cfg.qlen > 1 and cfg.dcp_world_size == 1:
-        return dataclasses.replace(
-            route,
-            not_modelled=(
-                NOT_MODELLED_0_33["adaptive-varlen-verify"].replace("0.33", "0.34") + VARLEN_0_34,
-            ),
-        )
+        return dataclasses.replace(route, not_modelled=(NOT_MODELLED_0_34_VARLEN,))
     return route
 
 
-VARLEN_0_34 = " (0.34: rocm_aiter_mla.py L1124-1135, L1832-1835)"
+# vLLM 0.34's variable-length decode (rocm_aiter_mla.py of the 0.34.0 wheel)
+NOT_MODELLED_0_34_VARLEN = (
+    "vLLM 0.34 adaptive variable-length verify (speculative_config.enable_adaptive_verification, "
+    "DCP 1, qlen > 1: _adaptive_varlen_verify_enabled L708, the builder's varlen decode "
+    "L1124-1135, L1832-1835): its rows and S are not modelled"
+)
 
 
 def triton_verify(cfg: RouteConfig) -> bool:
