@@ -22,6 +22,7 @@ from mlaprof.analysis.claims import Claims, claims_of, full_graph_serves, mismat
 from mlaprof.analysis.collapse import collapse_findings
 from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.cpu_attention import cpu_findings
+from mlaprof.analysis.drafter_graphs import drafter_graph_findings, drafter_graph_summary
 from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding, fold_ranks
 from mlaprof.analysis.headline import headline, own_split
@@ -180,6 +181,17 @@ def _sections(ev: Evidence) -> dict[str, Any]:
     }
 
 
+def step_durations(steps: Any) -> dict[tuple[int, int], int]:
+    """(rank, step) -> duration in ns, where the step was timed."""
+    if steps is None or steps.empty or "duration_ns" not in steps:
+        return {}
+    timed = steps.dropna(subset=["duration_ns"])
+    return {
+        (int(r), int(s)): int(d)
+        for r, s, d in zip(timed["rank"], timed["step"], timed["duration_ns"], strict=True)
+    }
+
+
 def _findings(
     ev: Evidence, engine_found: list[Finding], sec: dict[str, Any], claims: Claims | None = None
 ) -> list[Finding]:
@@ -199,6 +211,9 @@ def _findings(
     findings += host_sync_findings(ev.host_syncs)
     findings += coverage_findings(ev.coverage, cl.has_grid)
     findings += engine_found
+    findings += drafter_graph_findings(
+        drafter_graph_summary(t["events"], ev.engine_steps, step_durations(t["steps"]))
+    )
     findings += sync_findings(t["syncs"], mode, t["layers"])
     findings += split_findings(
         t["splits"],
