@@ -16,12 +16,12 @@ from mlaprof.analysis.findings import Finding
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import Evidence
 
-# the verify path each vLLM attention backend runs (vLLM 0.32 v1/attention/backends/mla/: one
-# backend, one kernel family). ROCM_AITER_MLA chooses among several AITER paths per batch, so
-# its name alone does not say which one ran.
+# the verify paths each vLLM attention backend can run (v1/attention/backends/mla/).
+# ROCM_AITER_MLA chooses among several AITER paths per batch, and TRITON_MLA folds verify into
+# its own kernel from vLLM 0.34 (triton-verify), so those names alone do not say which ran.
 BACKEND_PATHS: dict[str, tuple[str, ...]] = {
     "ROCM_AITER_MLA": ("gluon-verify", "gluon-decode", "asm-persistent", "asm"),
-    "TRITON_MLA": ("triton-mla",),
+    "TRITON_MLA": ("triton-mla", "triton-verify"),
     "FLASH_ATTN_MLA": ("flash-attn-mla",),
     "FLASHMLA": ("flashmla",),
     "CPU_MLA": ("cpu-mla",),

@@ -60,7 +60,9 @@ def test_a_modelled_route_is_never_verified_nor_as_recorded() -> None:
     assert r.verified is False and r.version != "as recorded" and "recorded" not in r.version
     assert "not the route the engine took" in r.reason and "AMX_MLA" in r.reason
     # verified only where the recorded backend took exactly that path
-    assert _claims(engine_backend="TRITON_MLA").route_verified("triton-mla")
+    assert _claims(engine_backend="FLASH_ATTN_MLA").route_verified("flash-attn-mla")
+    assert not _claims(engine_backend="FLASH_ATTN_MLA").route_verified("gluon-verify")
+    assert not _claims(engine_backend="TRITON_MLA").route_verified("triton-mla")  # or 0.34's
     aiter = _claims(engine_backend="ROCM_AITER_MLA")
     assert not aiter.route_verified("gluon-verify")  # AITER picks among several paths
     assert recorded_paths("amx_mla") == ("cpu-mla",)
