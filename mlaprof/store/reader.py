@@ -341,14 +341,19 @@ class Run:
         return {t: self.table(t) for t in TABLES}
 
     def count(self, name: str) -> int:
+        """Rows of ``name`` summed over every rank (:meth:`count_per_rank` keeps them apart)."""
+        return sum(self.count_per_rank(name).values())
+
+    def count_per_rank(self, name: str) -> dict[int, int]:
+        """Rows of ``name`` per rank (every database of a rank counted together)."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}")
-        n = 0
+        out: dict[int, int] = {}
         for key, con in self._cons.items():
-            n += con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
+            n = con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
             side = self._side.get(key, {}).get(name)
-            n += side.rows if side else 0
-        return n
+            out[key[0]] = out.get(key[0], 0) + n + (side.rows if side else 0)
+        return out
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:
@@ -388,9 +393,12 @@ class Run:
         dbs = []
         for key in self.databases:
             meta = self.rank_meta(*key)
-            drained = meta.get(liveness.DRAINED) == "1"
+            # drained and stopped without closing its record (a closed one has its own status)
+            drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
             status = self._db_status(*key) if drained and not key[1] else ""
-            dbs.append((key[1], meta.get("reason"), drained, status))
+            dbs.append(
+                (key[1], meta.get("reason"), drained, status, meta.get(liveness.STOP_SIGNAL))
+            )
         return liveness.run_reason(dbs)
 
     def close(self) -> None:
@@ -474,10 +482,18 @@ class RunInfo:
     scenario: str
     backend: str
     device: str
-    steps: int
+    steps: int  # summed over ranks: list it with steps_text (per rank, or a range over ranks)
     error: str | None = None
     policy: str = ""  # the split policy driving the backend (scenario runs)
     min_kv_mode: str = ""  # all-rows (the bug) or active-rows (the fix)
+    rank_steps: dict[int, int] | None = None  # steps per rank (None: not read)
+
+    def steps_text(self, unit: str = "") -> str:
+        """The step count as every listing shows it: per rank, never summed silently ("3 per
+        rank (2 ranks)"; ``unit`` "steps": "3 steps per rank (2 ranks)")."""
+        from mlaprof.rank_counts import per_rank_count
+
+        return per_rank_count(self.rank_steps or {0: self.steps}, unit)
 
 
 def list_runs(folder: Path | str) -> list[RunInfo]:
@@ -539,6 +555,7 @@ def run_info(p: Path) -> RunInfo:
             m = run.meta
             sc = m.get("scenario")
             scenario = sc.get("name", "") if isinstance(sc, dict) else (sc or m.get("source", ""))
+            steps = run.count_per_rank("steps")
             return RunInfo(
                 p,
                 p.name,
@@ -547,9 +564,10 @@ def run_info(p: Path) -> RunInfo:
                 str(scenario),
                 str(m.get("backend", "")),
                 str(m.get("device", "")),
-                run.count("steps"),
+                sum(steps.values()),
                 policy=str(sc.get("policy", "")) if isinstance(sc, dict) else "",
                 min_kv_mode=str(sc.get("min_kv_mode", "")) if isinstance(sc, dict) else "",
+                rank_steps=steps,
             )
     except EmptyRunError as e:
         created = ""
