@@ -145,8 +145,11 @@ def write_rocpd(path: Path, n: int, agent: int) -> None:
             (k + 1, name, name),
         )
     con.execute(f"INSERT INTO {t['string']} (id, string) VALUES (1, 'KERNEL_DISPATCH')")
+    # the launch correlation as rocprofv3 writes it (rocprofiler-sdk source/lib/output/
+    # generateRocpd.cpp): stack_id = the internal correlation id, correlation_id = the external
+    # id, 0 unless kernel rename or stream correlation is on
     con.executemany(
-        f"INSERT INTO {t['event']} (id, category_id, correlation_id) VALUES (?, 1, ?)",
+        f"INSERT INTO {t['event']} (id, category_id, stack_id, correlation_id) VALUES (?, 1, ?, 0)",
         ((d, corr) for d, _k, corr, _s, _t0, _t1 in _kernel_rows(n)),
     )
     gb = [(g, b) for _n, g, b in LAYER_KERNELS]
@@ -164,12 +167,15 @@ def write_rocpd(path: Path, n: int, agent: int) -> None:
     con.close()
 
 
-def make_fleet(work: Path, total: int, ranks: int) -> dict[str, Path]:
-    """``work/csv`` and ``work/rocpd``: ``ranks`` processes of ``total / ranks`` dispatches each."""
+def make_fleet(
+    work: Path, total: int, ranks: int, formats: tuple[str, ...] = ("csv", "rocpd")
+) -> dict[str, Path]:
+    """``work/csv`` and ``work/rocpd``: ``ranks`` processes of ``total / ranks`` dispatches each
+    (only the ``formats`` asked for are written)."""
     per = total // ranks
-    out = {"csv": work / "csv", "rocpd": work / "rocpd"}
+    out = {fmt: work / fmt for fmt in formats}
     for fmt, base in out.items():
-        marker = base / f".complete-{total}-{ranks}"
+        marker = base / f".complete-{total}-{ranks}-v2"  # v2: the launch correlation in stack_id
         if marker.exists():
             continue
         shutil.rmtree(base, ignore_errors=True)
