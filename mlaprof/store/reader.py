@@ -198,12 +198,15 @@ class Run:
         sql: str,
         params: tuple[Any, ...] = (),
         frames: dict[str, pd.DataFrame] | None = None,
+        ranks: Iterable[int] | None = None,
     ) -> pd.DataFrame:
         """Run ``sql`` once over all ranks (DuckDB): every table it names holds every rank's rows
         (``rank`` tells them apart), so aggregates span the fleet. Kernels are read from their
         columnar files in place; the SQL is DuckDB's dialect. ``frames``: DataFrames the SQL
-        may also name (an analysis' own small tables)."""
-        return sqlengine.query([self._source(k) for k in self.databases], sql, params, frames)
+        may also name (an analysis' own small tables). ``ranks``: those ranks' rows only."""
+        only = None if ranks is None else set(ranks)
+        keys = [k for k in self.databases if only is None or k[0] in only]
+        return sqlengine.query([self._source(k) for k in keys], sql, params, frames)
 
     def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
         return sqlengine.RankSource(
