@@ -51,12 +51,12 @@ DEMO_RUN = "traces/demo/fix-padding-active-rows-c16"
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def child(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+def child(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, Any]:
     """One whole process timed from outside: CPU and wall seconds, peak RSS (MiB), load."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
-        p = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
         _, status, ru = os.wait4(p.pid, 0)  # this child's own rusage, not every child's
         wall = time.perf_counter() - t0
         p.returncode = rc = os.waitstatus_to_exitcode(status)
@@ -83,9 +83,16 @@ class Tree:
         self.env = {**os.environ, **THREAD_ENV, "PYTHONPATH": str(path)}
         # timed as an installed package runs: compiled once, never by the timed processes
         compileall.compile_dir(str(path / "mlaprof"), quiet=1)
+        # ``python -m`` puts the working folder first on the path: each tree's processes run
+        # in that tree, and the package they import is checked to be that tree's
+        got = subprocess.run([sys.executable, "-c", "import mlaprof; print(mlaprof.__file__)"],
+                             env=self.env, cwd=path, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+        if not Path(got).resolve().is_relative_to(path.resolve()):
+            raise SystemExit(f"{label}: imports mlaprof from {got}, not from {path}")
 
     def cli(self, *args: str) -> dict[str, Any]:
-        return child([sys.executable, "-m", "mlaprof", *args], self.env)
+        return child([sys.executable, "-m", "mlaprof", *args], self.env, cwd=self.path)
 
 
 def _git(*args: str) -> str:
