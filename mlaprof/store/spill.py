@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -19,10 +20,20 @@ from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.formats import arrow_numpy
 
 NULL = -1
-# bytes of narrowed columns a spill keeps in memory before it moves to its file: a 1M-dispatch
-# trace's streams, grids and blocks fit in ~10 MB as the smallest integers that hold them,
-# so its import skips the file's write and read back; a bigger trace goes to disk as before
+# bytes of narrowed columns the spills of a process keep in memory, together, before a spill
+# moves to its file: a 1M-dispatch trace's streams, grids and blocks fit in ~10 MB as the
+# smallest integers that hold them, so its import skips the file's write and read back; a
+# bigger trace, or the ranks a fleet import reads ahead past the first, go to disk as before
 MEMORY_BUDGET = 32 << 20
+_LOCK = threading.Lock()
+_HELD = [0]  # bytes held in memory by every live spill of this process
+
+
+def _release(cell: list[int]) -> None:
+    """Give a spill's held bytes back to the process budget (once: the cell is zeroed)."""
+    with _LOCK:
+        _HELD[0] -= cell[0]
+        cell[0] = 0
 
 
 def _remove(path: str) -> None:
@@ -45,8 +56,9 @@ def _narrow(a: np.ndarray) -> np.ndarray:
 class Spill:
     """int64 columns appended batch by batch (:meth:`append`), then read back (:meth:`column`,
     :meth:`take`, :meth:`batches`) once :meth:`close` has ended the appends. Held in memory,
-    narrowed, up to ``budget`` bytes (:data:`MEMORY_BUDGET`); past it, every row so far and
-    the rest go to a temporary Parquet file (``path``, None while in memory)."""
+    narrowed, while the process's spills hold at most ``budget`` bytes together
+    (:data:`MEMORY_BUDGET`); past it, every row so far and the rest go to a temporary Parquet
+    file (``path``, None while in memory)."""
 
     def __init__(self, columns: Sequence[str], budget: int | None = None) -> None:
         import pyarrow as pa
@@ -58,7 +70,8 @@ class Spill:
         self._writer: Any = None
         self._budget = MEMORY_BUDGET if budget is None else budget
         self._held: list[dict[str, np.ndarray]] | None = []  # narrowed batches, in memory
-        self._held_bytes = 0
+        self._held_bytes = [0]  # this spill's share of the process budget
+        weakref.finalize(self, _release, self._held_bytes)
         self.n = 0
         self._nulls: dict[str, list[tuple[int, np.ndarray]]] = {}  # column -> (at, mask) parts
 
@@ -75,9 +88,13 @@ class Spill:
         if self._held is not None:
             held = {c: _narrow(arrow_numpy.numbers(a, NULL)) for c, a in cols.items()}
             size = sum(a.nbytes for a in held.values())
-            if self._held_bytes + size <= self._budget:
+            with _LOCK:
+                fits = _HELD[0] + size <= self._budget
+                if fits:
+                    _HELD[0] += size
+                    self._held_bytes[0] += size
+            if fits:
                 self._held.append(held)
-                self._held_bytes += size
             else:
                 self._to_disk()  # the rows so far (their NULLs known), then this batch
         if self._held is None:
@@ -91,7 +108,7 @@ class Spill:
         held, self._held = self._held or [], None
         for b in self._batches_of(held, self.masks()):
             self._write(b)
-        self._held_bytes = 0
+        _release(self._held_bytes)
 
     def _write(self, table: Any) -> None:
         import pyarrow as pa
@@ -210,7 +227,7 @@ class Spill:
         collected)."""
         self.close()
         self._held = [] if self._held is not None else None
-        self._held_bytes = 0
+        _release(self._held_bytes)
         if self._finalizer is not None:
             self._finalizer()
 

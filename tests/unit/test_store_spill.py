@@ -133,3 +133,29 @@ def test_the_kernel_file_is_built_a_batch_at_a_time(
     with load(run) as r:
         assert r.count("kernels") == 2_000
         assert r.kernels["grid_x"].notna().all()  # spilled columns written back
+
+
+def test_the_spills_of_a_process_share_one_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet import holds several ranks at once: together they stay within the budget, the
+    one past it goes to disk, and a discarded spill gives its share back."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(spill, "MEMORY_BUDGET", 1000)
+    batch = pa.record_batch([pa.array(range(100), pa.int64())], ["a"])  # 100 bytes as int8
+
+    def one() -> Spill:
+        sp = Spill(["a"])
+        for _ in range(6):
+            sp.append(batch)
+        sp.close()
+        return sp
+
+    first, second = one(), one()  # 600 bytes held, then 600 more would pass 1000
+    assert first.path is None and second.path is not None
+    assert second.column("a").tolist() == list(range(100)) * 6
+    first.discard()
+    third = one()
+    assert third.path is None and third.column("a").tolist() == list(range(100)) * 6
+    second.discard()
+    third.discard()
