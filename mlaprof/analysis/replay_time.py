@@ -31,18 +31,17 @@ FROM (
 )
 GROUP BY name, lo, hi"""
 
-# Where the time goes inside graph replays, one DuckDB query per rank over its kernels' Parquet
-# file (RANK_SQL), then one over the small per-rank results (FLEET_SQL). Per rank: each kept
-# kernel takes the layer whose window holds its end (the layer of the same step with the smallest
-# end at or after it: an ASOF join on the rank's time line, whose steps follow each other, so a
-# match in a later step means none in its own), summed per (step, layer) (``win`` -1: after the
-# step's last layer), with the rank's (name, duration) histogram and its replay count. A rank's
-# kernels join in memory where the whole fleet's (10M kernels) spilled past the query memory cap
-# and took most of a fleet report. ``jl`` is the analysis' own layer table for that rank (a
-# drafter's layers already left out), scanned in place (NaN-free integers here are exact: the
-# casts keep them so).
-RANK_SQL = """
-WITH ly AS (
+# Where the time goes inside graph replays, as DuckDB SQL over the kernels' Parquet files: each
+# kept kernel takes the layer whose window holds its end (the layer of the same rank and step with
+# the smallest end at or after it: an ASOF join on the rank's time line, whose steps follow each
+# other, so a match in a later step means none in its own), summed per (rank, step, layer) in
+# ``per`` (``win`` -1: after the step's last layer); then per layer medians (per group of ranks
+# that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), per name
+# totals and medians (NAME_STATS over ``hist``), the whole. ``jl`` is the analysis' own layer
+# table (a drafter's layers already left out), scanned in place (NaN-free integers here are exact:
+# the casts keep them so).
+_KEPT = """
+ly AS (
     SELECT CAST(rank AS BIGINT) AS rank, CAST(step AS BIGINT) AS step,
            CAST(layer AS BIGINT) AS layer,
            CAST(t_start_ns AS BIGINT) + CAST(duration_ns AS BIGINT) AS lend
@@ -54,28 +53,16 @@ k AS NOT MATERIALIZED (
     FROM kernels k SEMI JOIN (SELECT DISTINCT rank, step FROM ly) s
          ON k.rank = s.rank AND k.step = s.step
     WHERE k.replay IS NOT NULL
-),
+)"""
+_PER = """
 per AS MATERIALIZED (
     SELECT k.rank, k.step, COALESCE(CASE WHEN ly.step = k.step THEN ly.layer END, -1) AS win,
            SUM(k.dur) AS total, SUM(CASE WHEN k.mla THEN k.dur ELSE 0 END) AS att
     FROM k ASOF LEFT JOIN ly ON k.rank = ly.rank AND k.end_ns <= ly.lend
     GROUP BY ALL
-)
-SELECT 'per' AS part, rank, step, win, total, att, NULL AS name, NULL AS d, NULL AS c,
-       NULL AS mla FROM per
-UNION ALL
-SELECT 'name', NULL, NULL, NULL, NULL, NULL, name, dur, COUNT(*), BOOL_OR(mla) FROM k
-GROUP BY name, dur
-UNION ALL
-SELECT 'replays', NULL, NULL, NULL, NULL, NULL, NULL, NULL, COUNT(*), NULL
-FROM (SELECT DISTINCT rank, replay FROM k)
-"""
-
-# The fleet's figures from every rank's RANK_SQL rows: per layer medians (per group of ranks
-# that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), the time
-# after the last layer, per name totals and medians (NAME_STATS over the summed histograms), the
-# whole. ``replays``: the ranks' replay counts summed (a replay is one rank's).
-FLEET_SQL = f"""
+)"""
+_FIGURES = f"""
+, hist AS (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
 SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rg.grp AS VARCHAR) AS key,
        COUNT(*) AS n, MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
 FROM per JOIN rg ON per.rank = rg.rank WHERE win >= 0 GROUP BY win, rg.grp
@@ -85,38 +72,34 @@ UNION ALL
 SELECT 'name', name, n, total, med, NULL, mla FROM ({NAME_STATS})
 UNION ALL
 SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
-       SUM(total), SUM(att), CAST(? AS BIGINT), NULL
+       SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
 FROM per
 """
+# one rank: everything in one query
+REPLAY_SQL = f"WITH {_KEPT},{_PER}{_FIGURES}"
+# several ranks: the ASOF join one rank at a time (RANK_SQL: that rank's kernels sort and join in
+# memory, where the whole fleet's 10M spilled past the query memory cap and took most of a fleet
+# report), its ``per`` rows handed to FLEET_SQL as a frame (a few per step and layer: the size of
+# the layer table); the names' histogram and the replays stay one spillable scan of every rank
+RANK_SQL = f"WITH {_KEPT},{_PER} SELECT rank, step, win, total, att FROM per"
+FLEET_SQL = f"WITH {_KEPT}{_FIGURES}"
 
 
 _JL = ["rank", "step", "layer", "t_start_ns", "duration_ns"]
 
 
-def _per_rank(run: Any, jl: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], int]:
-    """:data:`RANK_SQL` on each rank with layers, one rank at a time: its ``per`` rows (rank,
-    step, win, total, att), its (name, d, c, mla) histogram, and the replays counted."""
+def _per_rows(run: Any, jl: pd.DataFrame) -> pd.DataFrame:
+    """:data:`RANK_SQL` on each rank with layers, one rank at a time: the fleet's ``per``."""
     ranks = jl["rank"].to_numpy()
-    per, hist, replays = [], [], 0
+    parts = []
     for r in np.unique(ranks).tolist():
-        res = run.sql(RANK_SQL, frames={"jl": jl[ranks == r]}, ranks=[int(r)])
-        part = res["part"].to_numpy()
-        p = res[part == "per"]
-        per.append(pd.DataFrame({
-            "rank": p["rank"].to_numpy(np.int64), "step": p["step"].to_numpy(np.int64),
-            "win": p["win"].to_numpy(np.int64), "total": p["total"].to_numpy(np.float64),
-            "att": p["att"].to_numpy(np.float64),
-        }))  # fmt: skip
-        h = res[part == "name"]
-        hist.append(pd.DataFrame({
-            "name": h["name"].to_numpy(object), "d": h["d"].to_numpy(np.float64),
-            "c": h["c"].to_numpy(np.int64), "mla": h["mla"].to_numpy(bool),
-        }))  # fmt: skip
-        replays += int(res.loc[part == "replays", "c"].sum())
-    return {
-        "per": pd.concat(per, ignore_index=True),
-        "hist": pd.concat(hist, ignore_index=True),
-    }, replays
+        p = run.sql(RANK_SQL, frames={"jl": jl[ranks == r]}, ranks=[int(r)])
+        parts.append(pd.DataFrame({c: p[c].to_numpy(np.float64 if c in ("total", "att")
+                                                    else np.int64) for c in _PER_COLS}))  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+_PER_COLS = ["rank", "step", "win", "total", "att"]
 
 
 def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
@@ -143,8 +126,9 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     """Where the time goes inside graph replays: GPU kernel time per layer (a layer's window runs
     from the end of the MLA kernels of the layer before to the end of its own) and per kernel
     name, with the attention (MLA) share and the layer's S. Kernel time is summed busy time.
-    One SQL query per rank over its kernels (:data:`RANK_SQL`), one over their results
-    (:data:`FLEET_SQL`); steps and replays are counted per rank."""
+    One SQL query over every rank's kernels (:data:`REPLAY_SQL`; a fleet's ASOF join one rank
+    at a time, :data:`RANK_SQL` then :data:`FLEET_SQL`); steps and replays are counted per
+    rank."""
     empty = {"replays": 0, "layers": [], "kernels": [], "attention_share": None,
              "provenance": _origin(meta)}  # fmt: skip
     if layers.empty:
@@ -162,9 +146,12 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     rg = pd.DataFrame(
         [(r, g) for g, ranks in enumerate(groups) for r in ranks], columns=["rank", "grp"]
     ).astype(np.int64)
-    parts, replays = _per_rank(run, jl)
-    res = run.sql(FLEET_SQL, (replays,), frames={**parts, "rg": rg})
-    del parts
+    if jl["rank"].nunique() > 1:
+        per = _per_rows(run, jl)
+        res = run.sql(FLEET_SQL, frames={"jl": jl, "rg": rg, "per": per})
+        del per
+    else:
+        res = run.sql(REPLAY_SQL, frames={"jl": jl, "rg": rg})
     parts = {p: g for p, g in res.groupby("part")}
     whole = parts["all"].iloc[0]
     if pd.isna(whole["a"]) or not whole["n"]:
