@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -232,6 +233,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, help="scratch folder (kept; default: a temporary one)")
     ap.add_argument("--out", type=Path, help="default bench/results/vs_baseline_<date>.json")
     a = ap.parse_args()
+    # a SIGTERM unwinds like Ctrl-C: the baseline's worktree is removed on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.pairs < 3:
         raise SystemExit("--pairs: at least 3 (a median of fewer is not a measurement)")
     only = a.only.split(",") if a.only else list(FIGURES)
