@@ -14,7 +14,8 @@ Figures (``--only`` picks some):
             ``pandas.read_csv`` of the same file in the same rotation -> ``import_1m_ratio``
   fleet_csv    8 ranks of rocprofv3 CSVs: ``import`` + ``report --json`` -> ``fleet_csv_ratio``
   fleet_rocpd  the same fleet as rocpd databases (launch correlation in ``stack_id``, as
-            rocprofv3 writes it) -> ``fleet_rocpd_ratio``
+            rocprofv3 writes it, and in the external ``correlation_id`` for a baseline that
+            reads that one) -> ``fleet_rocpd_ratio``
   startup   ``--version``, ``report --json`` on a shipped demo run, default ``run``
 
     python bench/vs_baseline.py --baseline fcd03bf [--pairs 3] [--fleet-dispatches 2000000]
@@ -145,7 +146,11 @@ def fig_fleet(trees: tuple[Tree, Tree], work: Path, fmt: str, total: int, ranks:
     """The fleet imported then reported (``report --json``), each its own process."""
     import fleet_bench
 
-    src = fleet_bench.make_fleet(work / "fleet", total, ranks, formats=(fmt,))[fmt]
+    # rocpd: the launch correlation in stack_id, as rocprofv3 writes it, and in the external
+    # correlation_id too, which a baseline that reads the latter (before 2026-12-02) takes;
+    # HEAD reads stack_id alone, so both trees see the same replays
+    data = "rocpd_ext" if fmt == "rocpd" else fmt
+    src = fleet_bench.make_fleet(work / "fleet", total, ranks, formats=(data,))[data]
 
     def one(t: Tree) -> dict[str, Any]:
         traces = work / f"f-{t.label}"
@@ -280,12 +285,15 @@ def main() -> None:
         "head_dirty": dirty,
         "baseline": base_commit,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "pairs": a.pairs,
         "fleet": {"dispatches": a.fleet_dispatches, "ranks": a.ranks},
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "load_at_end": os.getloadavg()},
         "threads": THREAD_ENV,
     })  # fmt: skip
+    doc.pop("pairs", None)  # per figure (runs with --only may take different counts)
+    for fig in res.values():
+        for part in [fig] if "pairs" in fig else fig.values():
+            part["n_pairs"] = len(part["pairs"])
     doc.setdefault("figures", {}).update(res)
     ratios = doc.setdefault("ratios", {})
     for fig, key in (("import", "import_1m"), ("fleet_csv", "fleet_csv"),
