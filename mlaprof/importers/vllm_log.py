@@ -92,6 +92,20 @@ _SPEC_FIELDS = {
     "drafted": re.compile(r"Drafted: (\d+) tokens"),
     "avg_acceptance_pct": re.compile(rf"Avg Draft acceptance rate: {_NUM}%"),
 }
+# the stats line of an idle interval (vllm/v1/metrics/loggers.py LoggingStatLogger.log, 0.32
+# loggers.py L335: "Engine %03d: Avg prompt throughput: ..."): vLLM logs the first idle interval
+# after activity at INFO (later ones at DEBUG), so after the last SpecDecoding line it shows that
+# every drafting interval was logged
+IDLE = re.compile(
+    r"Avg prompt throughput: 0\.0 tokens/s, Avg generation throughput: 0\.0 tokens/s, "
+    r"Running: 0 reqs, Waiting: 0 reqs"
+)
+# the server going down (vLLM's launcher, 0.32 launcher.py L304: "[shutdown] API server: shutting
+# down FastAPI HTTP server"; older "Shutting down FastAPI HTTP server."; uvicorn's own line)
+SHUTDOWN = re.compile(r"[Ss]hutting down FastAPI HTTP server|Application shutdown complete")
+# records that only mark where a start's traffic or server ended: not enough to call a file a
+# vLLM log, nor to open a start
+MARKS = ("engine-idle", "server-shutdown")
 _SPEC_POS = re.compile(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)")
 # the reason runs to the end of the message ("...; setting cudagraph_mode=PIECEWISE because ...")
 DOWNGRADE = re.compile(
@@ -106,6 +120,14 @@ _BAR = r"(?::\s*(?P<pct>\d+)%[^|]*\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+))?"
 PROGRESS = re.compile(r"Capturing CUDA graphs \((?P<phase>[^,()]+), (?P<mode>\w+)\)" + _BAR)
 # vLLM before the (phase, mode) bars (0.9 and older): one bar over every capture size
 PROGRESS_OLD = re.compile(r"Capturing CUDA graph shapes" + _BAR)
+# vLLM 0.34's model runner V2: f"{progress_bar_desc} ({mode.name})" (v1/worker/gpu/
+# cudagraph_utils.py L482): the target's "Capturing CUDA graphs (FULL)", the speculator's own
+# "Capturing prefill CUDA graphs (FULL)" / "Capturing decode CUDA graphs (FULL)"
+# (spec_decode/autoregressive/speculator.py L139, L161), other drafters' "Capturing
+# multi-module MTP CUDA graphs", "Capturing dflash CUDA graphs"
+PROGRESS_V2 = re.compile(
+    r"Capturing (?:(?P<who>[\w -]+?) )?CUDA graphs \((?P<mode>NONE|PIECEWISE|FULL)\)" + _BAR
+)
 # CUDAGraphMode values (vllm/config/compilation.py) for configs printed as JSON ("[2,1]")
 _MODE_VALUES = {
     "0": "NONE",
@@ -142,7 +164,9 @@ class LogFacts:
 
     def empty(self) -> bool:
         """No server start and no record mlaprof knows: not a vLLM log."""
-        return not self.records and not any(st.engine_line or st.server_line for st in self.starts)
+        return not any(r["kind"] not in MARKS for r in self.records) and not any(
+            st.engine_line or st.server_line for st in self.starts
+        )
 
     def final_mode(self, start: int) -> str | None:
         """The cudagraph mode a start ended with, as its lines say (last downgrade, else config)."""
@@ -307,7 +331,7 @@ def parse_log(text: str) -> LogFacts:
                 cur.model = cur.model or cur.config.get("model")
                 continue
             rec = _record(msg)
-            if rec is None:
+            if rec is None or (cur is None and rec["kind"] in MARKS):
                 continue
             if cur is None:  # a log cut after its start line: records before any start marker
                 cur = begin(lineno, when)
@@ -385,6 +409,21 @@ def _record(msg: str) -> dict[str, Any] | None:
         return _spec_record(m.group(0))
     if SKIPPED.search(msg):
         return {"kind": "capture-skipped", "message": msg}
+    if IDLE.search(msg):
+        return {"kind": "engine-idle", "message": msg}
+    if m := SHUTDOWN.search(msg):
+        return {"kind": "server-shutdown", "message": m.group(0)}
+    if m := PROGRESS_V2.search(msg):
+        who = m.group("who")
+        return {
+            "kind": "capture-progress",
+            "message": m.group(0),
+            # the target model's graphs, or the drafter's own (kept apart)
+            "phase": "model runner V2" if who is None else f"drafter {who.strip()}",
+            "mode": m.group("mode"),
+            "done": None if m.group("done") is None else int(m.group("done")),
+            "total": None if m.group("total") is None else int(m.group("total")),
+        }
     if (m := PROGRESS.search(msg)) or (m := PROGRESS_OLD.search(msg)):
         new = m.re is PROGRESS
         return {
