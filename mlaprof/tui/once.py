@@ -50,7 +50,10 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
     if not is_run_folder(path):
         runs = list_runs_nested(path)
         rows = [
-            [plain(c) for c in (r.name, r.created[:19], r.scenario, r.device, r.status, r.steps)]
+            [
+                plain(c)
+                for c in (r.name, r.created[:19], r.scenario, r.device, r.status, r.steps_text())
+            ]
             for r in runs
         ]
         # folder names are data: a folder named ``ESC]0;...BEL`` retitles no terminal
