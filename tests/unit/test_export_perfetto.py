@@ -18,6 +18,7 @@ from mlaprof.store import load
 from tests.trace_io_helpers import (
     db_rows,
     fixture,
+    kernel_dicts,
     launched_kernels,
     make_run,
     pid_fleet,
@@ -269,13 +270,15 @@ def test_rows_in_start_order_stream_and_others_are_sorted(
 def assert_nested_as_doubles(events: list[dict]) -> int:
     """What a reader that parses JSON numbers as doubles (json.loads, JavaScript, most C++
     readers) sees: on each (pid, tid) the X slices still form a proper stack."""
-    tracks: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    tracks: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for e in events:
         if e["ph"] == "X":
-            ts, dur = float(e["ts"]), float(e["dur"])
+            # each number a double, then whole nanoseconds as a trace processor stores them
+            # (adding two doubles instead would make slices that touch overlap by an ulp)
+            ts, dur = round(float(e["ts"]) * 1000), round(float(e["dur"]) * 1000)
             tracks[(e["pid"], e["tid"])].append((ts, ts + dur))
     for key, spans in tracks.items():
-        stack: list[float] = []
+        stack: list[int] = []
         for s, e in sorted(spans, key=lambda t: (t[0], -t[1])):
             while stack and stack[-1] <= s:
                 stack.pop()
@@ -330,3 +333,27 @@ def test_shipped_runs_nest_when_parsed_as_doubles(tmp_path: Path) -> None:
             export_perfetto(run, out)
         doc = json.loads(out.read_text())
         assert assert_nested_as_doubles(doc["traceEvents"]) >= 1, src.name
+
+
+def test_durations_are_not_moved_by_the_base(tmp_path: Path) -> None:
+    """Times are relative to the run's base; durations are not times: each kernel, host call and
+    layer slice lasts exactly what the run stored (a duration once had the base taken off too:
+    -1.75e15 us on an imported trace)."""
+    replay_kernel_csv(tmp_path / "kernel_trace.csv", replays=2, layers=3, splits=8)
+    run_dir, _ = import_rocprof(tmp_path / "kernel_trace.csv", tmp_path / "t", "r")
+    out = tmp_path / "p.json"
+    with load(run_dir) as run:
+        export_perfetto(run, out)
+    kernels = {(k["name"], k["start_ns"]): k["end_ns"] - k["start_ns"]
+               for k in kernel_dicts(run_dir)}  # fmt: skip
+    doc = _load(out)
+    base = int(doc["baseTimeNanoseconds"])
+    assert base > 10**15  # epoch nanoseconds: a base that would show
+    seen = 0
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X":
+            assert _ns(e["dur"]) >= 0, e
+        if e["ph"] == "X" and e.get("cat") == "kernel":
+            assert _ns(e["dur"]) == kernels[(e["name"], _ns(e["ts"]) + base)]
+            seen += 1
+    assert seen == len(kernels) > 0
