@@ -36,7 +36,9 @@ def screen_text(app: App) -> str:
 
 
 async def _until(pilot: Pilot, cond: Callable[[], object], settle: float = 0.2) -> None:
-    for _ in range(200):
+    """Wait for the event ``cond`` (a loaded machine only delays it: the bound guards a hang,
+    and a screen that never gets there fails on its text), then let the screen redraw."""
+    for _ in range(12_000):
         if cond():
             break
         await pilot.pause(0.05)
@@ -209,11 +211,11 @@ async def test_screen_keeps_its_key_columns(
 async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns() -> None:
     """The shipped demo runs (long names) at 80x24: every run's steps, device and policy read
     whole on its line, the policy never cut inside its version."""
-    from tests.conftest import ROOT
+    from tests import shipped_demo
 
-    app = MlaprofApp(ROOT / "traces", interval=0.05)
+    app = MlaprofApp(shipped_demo.traces(), interval=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.3)
+        await _until(pilot, lambda: screen_text(app).count("demo/") >= 6)
         text = screen_text(app)
     rows = [line for line in text.splitlines() if "demo/" in line]
     assert len(rows) == 6, text
@@ -229,10 +231,9 @@ async def test_the_layer_screen_keeps_file_and_line_whole(size: tuple[int, int])
     location lost its line number; the file and line now read whole (the folders go first)."""
     import re
 
-    from tests.conftest import ROOT
+    from tests import shipped_demo
 
-    app = MlaprofApp(ROOT / "traces" / "demo" / "bug-legacy-flat-syncs-break-capture",
-                     interval=0.05)  # fmt: skip
+    app = MlaprofApp(shipped_demo.run("bug-legacy-flat-syncs-break-capture"), interval=0.05)
     async with app.run_test(size=size) as pilot:
         await _loaded(pilot)
         pilot.app.screen.open_layer(0)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
@@ -23,8 +21,9 @@ from mlaprof.store import load
 from mlaprof.store.liveness import run_status
 from mlaprof.store.schema import columns
 from mlaprof.tui.fmt import fmt_pct
+from tests import shipped_demo
 
-DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
+DEMO = shipped_demo.folder()
 
 
 def test_a_share_short_of_an_end_never_prints_as_that_end() -> None:

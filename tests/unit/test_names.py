@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from mlaprof.reporters.names import wrap_name
-from tests.conftest import ROOT
+from tests import shipped_demo
 
 SEPARATORS = " -_/:.(),"
 NAMES = [
@@ -60,7 +60,7 @@ def _report_at(width: int, run: Path) -> str:
 
 
 def test_policy_names_read_whole_in_the_report_at_80_columns() -> None:
-    out = _report_at(80, ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16")
+    out = _report_at(80, shipped_demo.run("bug-padding-collapses-splits-c16"))
     assert max(len(line) for line in out.splitlines()) <= 80
     table = out.split("KV splits per policy")[1].split("* the run's policy")[0]
     cells = [line.split("  ")[0].strip() for line in table.splitlines()[3:] if line.strip()]
@@ -69,7 +69,7 @@ def test_policy_names_read_whole_in_the_report_at_80_columns() -> None:
     from mlaprof.analysis.run_summary import build_summary
     from mlaprof.store import load
 
-    with load(ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16") as run:
+    with load(shipped_demo.run("bug-padding-collapses-splits-c16")) as run:
         names = {r.policy for r in build_summary(run).splits}
     # every policy the run lists (the MI355X preset: the gfx942 PR kernel is not among them)
     assert {"aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20.post1"} <= names
@@ -79,5 +79,5 @@ def test_policy_names_read_whole_in_the_report_at_80_columns() -> None:
     for first, nxt in zip(cells, cells[1:], strict=False):
         if first.startswith("aiter-gluon-") and not nxt.startswith(("aiter", "vllm", "mlaprof")):
             assert first[-1] in SEPARATORS, (first, nxt)
-    wide = _report_at(160, ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16")
+    wide = _report_at(160, shipped_demo.run("bug-padding-collapses-splits-c16"))
     assert " aiter-gluon-v0.1.19.post2 " in wide  # room enough: one line
