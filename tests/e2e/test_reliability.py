@@ -512,9 +512,13 @@ def test_stopped_import_leaves_nothing(tmp_path, sig) -> None:
     db = _crafted_rocpd(tmp_path)
     traces = tmp_path / "t"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLAPROF_ROCPD_TIMEOUT": "120"}
+    # Ctrl-C's default in the child, whatever this process inherited: a test run started in
+    # the background (`cmd &` in a script, nohup) passes SIGINT ignored to its children, and
+    # an import that ignores SIGINT rightly runs on to its time limit
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlaprof", "import", "rocprof", str(db), "--traces", str(traces)],
         stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     # events, not seconds: the import staged its run (or ended), then its exit. The crafted
     # query never ends, so the import ends only on the signal or at its own time limit (120 s,

@@ -15,7 +15,7 @@ from mlaprof import export_targets
 from mlaprof.analysis import summary
 from mlaprof.analysis.diff import fmt_value
 from mlaprof.analysis.live import LiveFold
-from mlaprof.store import create_run, load
+from mlaprof.store import create_run, load, runmeta
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
 from mlaprof.tui import export
 from mlaprof.tui.app import MlaprofApp
@@ -213,6 +213,37 @@ async def test_compare_side_by_side(runs: Path) -> None:
         assert rows[mem][1:3] == want and want[0] != "-"
         await pilot.press("escape")
         assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_the_compare_chooser_reopens_and_lists_every_run(tmp_path: Path) -> None:
+    """`c` once reopened the first comparison for good, and listed only the run's own folder:
+    it opens the chooser every time, over every run of the folder the app was opened on
+    (one folder down included, as `mlaprof runs` lists), the run itself left out."""
+    for name, bug in (("bug", True), ("fix", False), ("demo/other", False)):
+        folder, _, leaf = name.rpartition("/")
+        runmeta.update(make_run(tmp_path / folder, leaf, steps=3, layers=2, bug=bug),
+                       created=f"2026-01-0{len(name) % 9 + 1}T10:00:00")  # fmt: skip
+    app = MlaprofApp(tmp_path, interval=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        app.screen.on_pick(tmp_path / "bug")
+        await loaded(pilot, steps=3)
+        dashboard = app.screen
+        for other in ("fix", "other"):
+            await pilot.press("c")
+            await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+            chooser = app.screen
+            assert sorted(p.name for p in chooser.paths) == ["fix", "other"]
+            picked = next(i for i, p in enumerate(chooser.paths) if p.name == other)
+            chooser.query_one("#picker-table", ViewTable).move_cursor(picked)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+            assert app.screen.b.path.name == other
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is dashboard)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        assert "(now: other)" in str(app.screen.query_one("#picker-title").render())
 
 
 async def test_folder_opens_picker_newest_first(runs: Path) -> None:

@@ -8,6 +8,7 @@ once the first analysis pass is in.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -208,21 +209,41 @@ async def test_screen_keeps_its_key_columns(
     assert "None" not in text, text  # a value not recorded reads so, never as Python's None
 
 
-async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns() -> None:
-    """The shipped demo runs (long names) at 80x24: every run's steps, device and policy read
-    whole on its line, the policy never cut inside its version."""
-    from tests import shipped_demo
+async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns(
+    tmp_path: Path,
+) -> None:
+    """The shipped demo runs (long names) and an imported trace (device "NVIDIA H200", which
+    once widened the columns past the edge) at 80x24: every run's status, min_kv_mode, whole
+    policy, steps and device read on its line, so a bug run and its fix look different; the
+    cursor's run reads whole under the table. (This test once listed the working tree's
+    traces/ and failed after a user's `mlaprof import`: it reads a copy.)"""
+    import re
 
-    app = MlaprofApp(shipped_demo.traces(), interval=0.05)
+    from mlaprof.importers.kineto import import_kineto
+    from tests import shipped_demo
+    from tests.conftest import ROOT
+
+    traces = tmp_path / "traces"
+    shutil.copytree(shipped_demo.traces(), traces)
+    import_kineto(ROOT / "tests" / "data" / "kineto_graph_replay.json.gz", traces, "imported")
+    app = MlaprofApp(traces, interval=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
-        await _until(pilot, lambda: screen_text(app).count("demo/") >= 6)
+        await _until(pilot, lambda: "imported" in screen_text(app))
         text = screen_text(app)
-    rows = [line for line in text.splitlines() if "demo/" in line]
-    assert len(rows) == 6, text
-    for line in rows:
-        cells = line.split()
-        assert cells[1] == "32" and cells[2] == "cuda", line
-        assert cells[3] in ("aiter-gluon-v0.1.19", "mlaprof-triton"), line
+        cursor = app.screen.paths[0].relative_to(traces).as_posix()
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), text
+    policy = r"(aiter-gluon-v0\.1\.19|mlaprof-triton|-)"
+    row = re.compile(
+        rf"^\s*(finished)\s+(all-rows|active-rows|-)\s+{policy}\s+(\d+)\s+(cuda|NVIDIA H200)\s"
+    )
+    rows = [m.groups() for line in lines if (m := row.match(line))]
+    assert len(rows) == 7, text  # 6 demo runs and the import
+    assert ("NVIDIA H200" in {r[4] for r in rows}) and {r[3] for r in rows} >= {"32"}, rows
+    # the padding bug and its fix: the same policy, told apart by min_kv_mode on their lines
+    modes = {r[1] for r in rows if r[2] == "aiter-gluon-v0.1.19"}
+    assert modes == {"all-rows", "active-rows"}, rows
+    assert any(line.strip().startswith(cursor) for line in lines), (cursor, text)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -296,19 +297,18 @@ class DashboardScreen(Screen):
         from mlaprof.tui.screens.compare import CompareScreen
         from mlaprof.tui.screens.picker import PickerScreen
 
-        if self.compare_path is not None:
-            self.app.push_screen(CompareScreen(self.follower, self.compare_path))
-            return
-
+        # `c` always opens the chooser (the comparison can be changed), over every run the
+        # picker or `mlaprof runs` lists, not only the run's own folder
         def chosen(path: Path | None) -> None:
             if path is not None:
                 self.compare_path = path
                 self.app.push_screen(CompareScreen(self.follower, path))
 
+        now = f" (now: {self.compare_path.name})" if self.compare_path is not None else ""
         self.app.push_screen(
             PickerScreen(
-                self.path.parent,
-                title=f"compare {self.path.name} with another run",
+                compare_root(self.path, getattr(self.app, "path", None)),
+                title=f"compare {self.path.name} with another run{now}",
                 exclude=self.path,
             ),
             chosen,
@@ -328,3 +328,18 @@ class DashboardScreen(Screen):
 
         ok, text = export_run(self.path)
         self.app.call_from_thread(self.notify, text, severity="information" if ok else "warning")
+
+
+def compare_root(run: Path, opened: Path | None) -> Path:
+    """The folder whose runs the compare chooser lists: the folder the app was opened on, else
+    the traces folder `mlaprof runs` lists when the run lies in it ($MLAPROF_TRACES or
+    ./traces, runs one folder down included), else the run's own folder."""
+    from mlaprof.commands.common import traces_dir
+
+    if opened is not None and opened.resolve() != run.resolve() and opened.is_dir():
+        return opened
+    base = traces_dir(None)
+    with contextlib.suppress(OSError, ValueError):
+        run.resolve().relative_to(base.resolve())
+        return base
+    return run.parent
