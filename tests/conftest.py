@@ -78,6 +78,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("checks")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # pyproject.toml sets pytest-asyncio's asyncio_mode; an environment without that plugin
+    # (the vLLM tier's, scripts/test_vllm.sh, which runs no async test) would warn "unknown
+    # config option" at every run: the key is declared here only where the plugin is absent
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_asyncio") is None:
+        parser.addini("asyncio_mode", "pytest-asyncio's mode (the plugin is not installed here)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # scripts/test.sh's -O run: every process of it (xdist workers too) has asserts compiled out
     if os.environ.get("MLAPROF_EXPECT_O") == "1" and not sys.flags.optimize:

@@ -136,6 +136,11 @@ def int_list(text: str, what: str) -> list[int]:
             continue
         rng, _, step = part.partition(":")
         lo, dash, hi = rng.partition("-")
+        if dash and not lo.strip():  # "-5": a minus sign, read as a range with no start
+            raise MlaprofError(f"{what}: {part.strip()!r} is negative: give positive integers "
+                               "(a range is LO-HI, e.g. 1-64)")  # fmt: skip
+        if dash and not hi.strip():
+            raise MlaprofError(f"{what}: the range {part.strip()!r} has no end (LO-HI, e.g. 1-64)")
         if dash:
             a, b, s = one(lo), one(hi), one(step) if step else 1
             if a > b or s < 1:
