@@ -43,7 +43,7 @@ def test_fixture_native(capture_gate, batch):
 
 @pytest.mark.capture_gate
 def test_marker_printed(batch):
-    print(batch["inp"].sum())  # a tensor's text reads its values back: a sync under capture
+    print(batch["inp"].q_nope.sum())  # a tensor's text reads its values back: a sync under capture
 
 
 def test_splits_legacy_builder(capture_gate):

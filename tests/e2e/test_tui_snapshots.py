@@ -24,6 +24,7 @@ from mlaprof.tui.screens.compare import CompareScreen
 from mlaprof.tui.screens.dashboard import DashboardScreen
 from mlaprof.tui.screens.help import HelpScreen
 from mlaprof.tui.screens.layer import LayerScreen
+from mlaprof.tui.screens.picker import PickerScreen
 from mlaprof.tui.screens.whatif import WhatIfScreen
 
 SIZES = [(80, 24), (160, 48)]
@@ -73,7 +74,9 @@ async def _layer(pilot: Pilot) -> None:
 
 async def _compare(pilot: Pilot) -> None:
     await _loaded(pilot)
-    await pilot.press("c")
+    await pilot.press("c")  # the chooser, its cursor on --compare's run: enter keeps it
+    await _until(pilot, lambda: isinstance(pilot.app.screen, PickerScreen), settle=0.1)
+    await pilot.press("enter")
 
     def ready() -> bool:  # B is read by its own follower
         s = pilot.app.screen

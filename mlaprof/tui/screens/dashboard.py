@@ -297,8 +297,9 @@ class DashboardScreen(Screen):
         from mlaprof.tui.screens.compare import CompareScreen
         from mlaprof.tui.screens.picker import PickerScreen
 
-        # `c` always opens the chooser (the comparison can be changed), over every run the
-        # picker or `mlaprof runs` lists, not only the run's own folder
+        # `c` always opens the chooser (the comparison can be changed; enter keeps the one in
+        # place, the cursor starts on it), over every run the picker or `mlaprof runs` lists,
+        # not only the run's own folder
         def chosen(path: Path | None) -> None:
             if path is not None:
                 self.compare_path = path
@@ -310,6 +311,7 @@ class DashboardScreen(Screen):
                 compare_root(self.path, getattr(self.app, "path", None)),
                 title=f"compare {self.path.name} with another run{now}",
                 exclude=self.path,
+                select=self.compare_path,
             ),
             chosen,
         )

@@ -18,6 +18,7 @@ from mlaprof.tui.widgets.table import GAP, ViewTable
 # the run, then its key columns (wide screens); where that does not fit, what tells runs apart
 FULL_ORDER = ("run", "steps", "device", "policy", "status", "min_kv_mode", "backend", "scenario",
               "created")  # fmt: skip
+KEY_COLUMNS = 6  # run, steps, device, policy, status, min_kv_mode
 NARROW_ORDER = ("status", "min_kv_mode", "policy", "steps", "device", "run", "backend",
                 "scenario", "created")  # fmt: skip
 
@@ -41,16 +42,19 @@ class PickerScreen(Screen[Path | None]):
         title: str = "",
         exclude: Path | None = None,
         on_pick: Callable[[Path], None] | None = None,
+        select: Path | None = None,
     ) -> None:
         super().__init__()
         self.folder = Path(folder)
         self.title_text = title
         self.exclude = exclude
+        self.select = select  # the run the cursor starts on (the comparison in place)
         self.on_pick = on_pick
         self.paths: list[Path] = []
         self.head: list[str] = []
         self.rows: list[list[str]] = []
         self.narrow = False
+        self._ready = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="picker-title")
@@ -59,8 +63,13 @@ class PickerScreen(Screen[Path | None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ready = True
         self.action_reload()
         table = self.query_one("#picker-table", ViewTable)
+        if self.select is not None:
+            at = [p.resolve() for p in self.paths]
+            if self.select.resolve() in at:
+                table.move_cursor(at.index(self.select.resolve()))
         self.watch(table, "cursor_row", self._show_detail, init=False)
         table.focus()
 
@@ -98,16 +107,16 @@ class PickerScreen(Screen[Path | None]):
         80 columns), the columns that tell a bug run from its fix first, whole (status,
         min_kv_mode, policy: a policy cut at the edge reads as another version; steps, device),
         the run's name after them and whole on the line below the table for the cursor's run."""
-        if not self.is_mounted:
+        if not self._ready:  # a resize before the first load: nothing to lay out yet
             return
-        head = [*FULL_ORDER]
+        key = FULL_ORDER[:KEY_COLUMNS]  # these must read whole; backend and the rest scroll
         need = (
             1
             + sum(
                 max(len(h), *(len(r[i]) for r in self.rows)) if self.rows else len(h)
-                for i, h in enumerate(head)
+                for i, h in enumerate(key)
             )
-            + GAP * (len(head) - 1)
+            + GAP * (len(key) - 1)
         )
         self.narrow = need > self.app.size.width
         order = [FULL_ORDER.index(h) for h in (NARROW_ORDER if self.narrow else FULL_ORDER)]
