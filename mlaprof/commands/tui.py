@@ -94,4 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if e.name and e.name.split(".")[0] == "textual":
             raise MissingExtraError("the dashboard (textual)", "") from None  # a core dependency
         raise
-    return run_app(path, once=args.once, compare=args.compare, rank=args.rank)
+    from mlaprof.commands.common import traces_dir
+
+    return run_app(path, once=args.once, compare=args.compare, rank=args.rank,
+                   traces=traces_dir(None))  # fmt: skip

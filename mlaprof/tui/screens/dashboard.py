@@ -308,7 +308,9 @@ class DashboardScreen(Screen):
         now = f" (now: {self.compare_path.name})" if self.compare_path is not None else ""
         self.app.push_screen(
             PickerScreen(
-                compare_root(self.path, getattr(self.app, "path", None)),
+                compare_root(
+                    self.path, getattr(self.app, "path", None), getattr(self.app, "traces", None)
+                ),  # fmt: skip
                 title=f"compare {self.path.name} with another run{now}",
                 exclude=self.path,
                 select=self.compare_path,
@@ -332,16 +334,14 @@ class DashboardScreen(Screen):
         self.app.call_from_thread(self.notify, text, severity="information" if ok else "warning")
 
 
-def compare_root(run: Path, opened: Path | None) -> Path:
+def compare_root(run: Path, opened: Path | None, traces: Path | None) -> Path:
     """The folder whose runs the compare chooser lists: the folder the app was opened on, else
-    the traces folder `mlaprof runs` lists when the run lies in it ($MLAPROF_TRACES or
-    ./traces, runs one folder down included), else the run's own folder."""
-    from mlaprof.commands.common import traces_dir
-
+    the traces folder `mlaprof runs` lists (``traces``, from the command) when the run lies in
+    it (runs one folder down included), else the run's own folder."""
     if opened is not None and opened.resolve() != run.resolve() and opened.is_dir():
         return opened
-    base = traces_dir(None)
-    with contextlib.suppress(OSError, ValueError):
-        run.resolve().relative_to(base.resolve())
-        return base
+    if traces is not None:
+        with contextlib.suppress(OSError, ValueError):
+            run.resolve().relative_to(traces.resolve())
+            return traces
     return run.parent
