@@ -52,7 +52,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mlaprof.analysis import run_summary as rs
     from mlaprof.errors import MlaprofError
     from mlaprof.store.reader import load
 
@@ -62,6 +61,9 @@ def main(args: argparse.Namespace) -> int:
     shadow = _shadow(args)
     run = load(resolve_run(args.run, args.traces))
     other = load(resolve_run(args.compare, args.traces)) if args.compare else None
+    # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
+    from mlaprof.analysis import run_summary as rs
+
     # each run's summary is built once here; every view below renders it (the HTML report and
     # the PNG figures still take the runs: inside this block their own summary calls get these)
     with rs.one_summary_per_run():

@@ -230,7 +230,7 @@ def _padding(p: Any) -> dict[str, Any]:
     if p is None:
         return {}
     keys = ("steps", "steps_padded", "real_rows", "padding_rows", "real_tokens",
-            "padding_tokens", "padding_fraction", "kv_bytes_padding", "text")  # fmt: skip
+            "padding_tokens", "padding_fraction", "kv_bytes_padding", "text", "ranks")  # fmt: skip
     return {k: getattr(p, k) for k in keys}
 
 
