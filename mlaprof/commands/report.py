@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
+from mlaprof.textsafe import plain
 
 EPILOG = """\
 examples:
@@ -75,12 +76,12 @@ def main(args: argparse.Namespace) -> int:
             path = write_html_report(
                 run, Path(args.html), compare=other, shadow=shadow, force=args.force
             )
-            print(f"wrote {path}")
+            print(f"wrote {plain(path)}")
         if args.png:
             from mlaprof.figures.png import write_pngs
 
             for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
-                print(f"wrote {path}")
+                print(f"wrote {plain(path)}")
         if fmt is None and (args.html or args.png):
             return 0
         from mlaprof.analysis.diff import diff
