@@ -306,6 +306,32 @@ def _replay_time_html(rt: dict) -> str:
     )
 
 
+def sections_html(s: Any) -> list[str]:
+    """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
+    ``<details>`` element: the same rows and wording as the terminal, Markdown and ``tui``."""
+    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
+
+    out = [f'<h2 id="sections">{_e(HEADING)}</h2>']
+    for b in summary_blocks(s):
+        out.append(f"<details><summary>{_e(b.title)}</summary>")
+        if b.rows:
+            out.append(
+                '<table class="meta">'
+                + "".join(f"<tr><td>{_e(r.label)}</td><td>{_e(r.text)}</td></tr>" for r in b.rows)
+                + "</table>"
+            )
+        for t in b.tables:
+            title = f"<h3>{_e(t.title)}</h3>" if t.title != b.title else ""
+            head = "".join(f"<th>{_e(h)}</th>" for h in t.head)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in t.rows
+            )
+            more = f'<p class="note">{_e(table_more(t))}</p>' if t.more else ""
+            out.append(f"{title}<table><tr>{head}</tr>{body}</table>{more}")
+        out.append("</details>")
+    return out
+
+
 def _diff_html(diff: dict[str, Any]) -> str:
     from mlaprof.figures.diff import _fmt, diff_table
 
@@ -378,6 +404,7 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
         _fleet_html(s),
         _trace_html(s),
     ]
+    parts += sections_html(s)
     starts = s.engine_starts  # the analysis' own reading of an imported log
     if starts:
         parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]

@@ -4,6 +4,7 @@ Markdown for a CI comment. A renderer only: every line comes from the summary (a
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import fmt_change, fmt_value
@@ -83,6 +84,7 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
             lines.append(f"  - evidence: {cell(f.evidence)}")
         if f.fix:
             lines.append(f"  - fix: {cell(f.fix)}")
+    lines += ["", *sections_markdown(s)]
     if diff is not None:
         lines += ["", f"### `{cell(diff.before)}` → `{cell(diff.after)}`", ""]
         lines += _table(
@@ -91,6 +93,26 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
               r.verdict, r.provenance or ""] for r in diff.table],
         )  # fmt: skip
     return "\n".join(lines).rstrip() + "\n"
+
+
+def sections_markdown(s: RunSummary) -> list[str]:
+    """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
+    ``<details>`` block: a PR comment hides no split, path or padding row, and stays short."""
+    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
+
+    out = [f"### {HEADING}", ""]
+    for b in summary_blocks(s):
+        out += ["<details>", f"<summary>{html.escape(b.title)}</summary>", ""]
+        if b.rows:
+            out += _table(["", "value"], [[r.label, r.text] for r in b.rows])
+            out.append("")
+        for t in b.tables:
+            if t.title != b.title:
+                out += [f"**{cell(t.title)}**", ""]
+            out += _table(t.head, t.rows)
+            out += [f"_{table_more(t)}_" if t.more else "", ""]
+        out += ["</details>", ""]
+    return out
 
 
 def _unknown(v: Any) -> str:

@@ -20,6 +20,7 @@ from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
     from mlaprof.analysis.live import LiveSummary, StepSeries
+    from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.analysis.sections import (
         EngineSection,
         EngineStart,
@@ -89,6 +90,8 @@ class View:
     trace: TraceSection | None = None
     engine_starts: list[EngineStart] | None = None
     fleet: Fleet | None = None  # the analysis' ranks side by side
+    # the summary itself: every section shown through the rows layer (mlaprof.reporters.rows)
+    summary: RunSummary | None = None
     step_ids: list[int] = field(default_factory=list)
     steps_by_rank: dict[int, int] = field(default_factory=dict)  # committed steps, shown ranks
 
@@ -180,6 +183,7 @@ def build_view(
         trace=_f(s, "trace"),
         engine_starts=_f(s, "engine_starts") or None,
         fleet=_f(s, "fleet"),
+        summary=s,
         step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
         steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},
     )
