@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -213,34 +210,10 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     return findings
 
 
-# the summaries built in this command, per run and shadow choice (one_summary_per_run)
-_BUILT: ContextVar[dict[tuple[int, tuple[tuple[str, str], ...]], tuple[Run, RunSummary]] | None] = (
-    ContextVar("mlaprof_summaries", default=None)
-)
-
-
-@contextmanager
-def one_summary_per_run() -> Iterator[None]:
-    """Within this block every caller that asks for a run's summary (the command's renderers,
-    the HTML report's and the diff's own calls) gets the one built first: a command builds
-    each run's summary once."""
-    token = _BUILT.set({})
-    try:
-        yield
-    finally:
-        _BUILT.reset(token)
-
-
 def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
-    """The typed summary of a run: evidence once, every analyzer once (inside
-    :func:`one_summary_per_run`, once per command)."""
-    built = _BUILT.get()
-    if built is None:
-        return _build(run, shadow)
-    key = (id(run), tuple(sorted((shadow or {}).items())))
-    if key not in built:  # the run is kept with it: its id is not reused while the block runs
-        built[key] = (run, _build(run, shadow))
-    return built[key][1]
+    """The typed summary of a run: evidence once, every analyzer once. A caller builds it once
+    and hands it to every view (:mod:`mlaprof.reporters.renderer`); no view builds its own."""
+    return _build(run, shadow)
 
 
 def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:

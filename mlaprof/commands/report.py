@@ -62,30 +62,23 @@ def main(args: argparse.Namespace) -> int:
     shadow = _shadow(args)
     run = load(resolve_run(args.run, args.traces))
     other = load(resolve_run(args.compare, args.traces)) if args.compare else None
-    # each run's summary is built once here; every view below renders it (the HTML report and
-    # the PNG figures still take the runs: inside this block their own summary calls get these)
-    with rs.one_summary_per_run():
-        s = rs.build_summary(run, shadow)
-        sb = rs.build_summary(other) if other is not None else None
-        if args.html:
-            from mlaprof.figures.html_report import write_html_report
+    # each run's summary is built once, here; every view below renders it and builds nothing
+    from mlaprof.analysis.diff import diff
+    from mlaprof.reporters.renderer import renderer
 
-            path = write_html_report(
-                run, Path(args.html), compare=other, shadow=shadow, force=args.force
-            )
-            print(f"wrote {path}")
-        if args.png:
-            from mlaprof.figures.png import write_pngs
+    s = rs.build_summary(run, shadow)
+    d = diff(s, rs.build_summary(other)) if other is not None else None
+    if args.html:
+        from mlaprof.figures.html_report import write_html_report
 
-            for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
-                print(f"wrote {path}")
-        if fmt is None and (args.html or args.png):
-            return 0
-        from mlaprof.analysis.diff import diff
-        from mlaprof.reporters.renderer import renderer
+        print(f"wrote {write_html_report(s, Path(args.html), d, force=args.force)}")
+    if args.png:
+        from mlaprof.figures.png import PngRenderer
 
-        d = diff(s, sb) if sb is not None else None
-        sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
+        sys.stdout.write(PngRenderer(Path(args.png), force=args.force).render(s, d))
+    if fmt is None and (args.html or args.png):
+        return 0
+    sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
     return 0
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
 
 TABLE_ROWS = 12  # rows a table shows in a report; the JSON document holds them all
+SAID_ONCE_CHARS = 40  # a text this long that a field repeats is shown once (said_once)
 BLOCKS_PER_LIST = 8  # records of a list shown as a block each (engine starts)
 SEP = " · "  # between a section's title and a nested one's
 # the heading every view puts above the blocks
@@ -44,7 +45,7 @@ TITLES: dict[str, str] = {
     "run": "run",
     "state": "where the run stands",
     "imported": "imported from",
-    "sync_counts": "syncs in region",
+    "sync_counts": "sync counts (device->host, in the watched region)",
     "route": "vLLM route",
     "splits": "KV splits per policy (worst step, modelled)",
     "layers": "layers",
@@ -75,7 +76,7 @@ LABELS: dict[str, str] = {
     "Capture.effective_mode": "mode that ran",
     "Capture.mode": "mode asked for",
     "Capture.memory_bytes": "capture memory",
-    "SyncCounts.text": "syncs in region",
+    "SyncCounts.text": "verdict",
     "Padding.text": "padding",
     "Fleet.text": "ranks",
     "RunState.text": "state",
@@ -134,7 +135,29 @@ def summary_blocks(s: RunSummary) -> list[Block]:
             run_rows.append(Row(f.name, _label(type(s).__name__, f.name), value_text(v)))
     if absent:
         run_rows.append(Row("absent", "not in this run", ", ".join(absent)))
-    return [Block("run", TITLES["run"], run_rows, []), *out]
+    return said_once([Block("run", TITLES["run"], run_rows, []), *out])
+
+
+def said_once(blocks: list[Block]) -> list[Block]:
+    """A long text that fields repeat (a verdict and the reason inside it, the capture of the
+    run and of its trace) is said once: a later row that says it again, or says a part of an
+    earlier row, points to that row instead."""
+    first: dict[str, str] = {}  # long text -> where it was said
+    out = []
+    for b in blocks:
+        rows = []
+        for r in b.rows:
+            if len(r.text) >= SAID_ONCE_CHARS:
+                where = first.get(r.text) or next(
+                    (w for t, w in first.items() if r.text in t), None
+                )
+                if where is not None:
+                    r = Row(r.key, r.label, f"said in {where}")
+                else:
+                    first[r.text] = f"{b.title}{SEP}{r.label}"
+            rows.append(r)
+        out.append(Block(b.key, b.title, rows, b.tables))
+    return out
 
 
 def _all_unknown(v: Any) -> bool:
