@@ -157,11 +157,10 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
     if s.fleet.ranks > 1:
         _print_fleet(console, s.fleet)
 
-    paths = {c.backend: c for c in s.paths}
-    if paths:
+    if s.paths:
         shown = (
-            ("native 4-D (torch)", paths.get("torch")),
-            ("legacy flat", paths.get("legacy-flat")),
+            ("native 4-D (torch)", next((c for c in s.paths if c.backend == "torch"), None)),
+            ("legacy flat", next((c for c in s.paths if c.backend == "legacy-flat"), None)),
         )
         console.print(
             "verify paths (step 0, one layer): "
