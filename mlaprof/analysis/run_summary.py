@@ -210,6 +210,19 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     return findings
 
 
+def require_summary(x: Any, what: str) -> RunSummary:
+    """``x`` if it is a run summary with its figures' series; otherwise one clear error: a view
+    renders the summary it is given, it never builds one (:func:`build_summary`)."""
+    from mlaprof.errors import MlaprofError
+
+    if isinstance(x, RunSummary) and x.series is not None:
+        return x
+    raise MlaprofError(
+        f"{what} renders a run summary: pass build_summary(run) "
+        f"(mlaprof.analysis.run_summary), not a {type(x).__name__}"
+    )
+
+
 def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
     """The typed summary of a run: evidence once, every analyzer once. A caller builds it once
     and hands it to every view (:mod:`mlaprof.reporters.renderer`); no view builds its own."""

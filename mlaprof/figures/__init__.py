@@ -44,10 +44,10 @@ def run_figures(
     """Every report figure of a run ``summary`` (drawn from its series, one rank each),
     preceded by the analysis' ``diff`` to a second run when given. Placeholders for what the
     run lacks are dropped; ``only`` builds just the named figures."""
+    from mlaprof.analysis.run_summary import require_summary
     from mlaprof.figures._common import is_empty
-    from mlaprof.figures.html_report import summary_only
 
-    s = summary_only(summary, "the report's figures")
+    s = require_summary(summary, "the report's figures")
     want = set(only) if only is not None else None
     out = []
     if diff is not None and (want is None or "diff" in want):

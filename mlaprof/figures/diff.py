@@ -20,13 +20,13 @@ def diff_of(a: Any, b: Any | None = None) -> SummaryDiff:
     """The analysis' diff: ``a`` itself, or that of the run summaries ``a`` (before) and ``b``
     (after) (:func:`mlaprof.analysis.diff.diff`)."""
     from mlaprof.analysis.diff import SummaryDiff, diff
-    from mlaprof.figures.html_report import summary_only
+    from mlaprof.analysis.run_summary import require_summary
 
     if b is None:
         if not isinstance(a, SummaryDiff):
             raise MlaprofError(f"expected the analysis' diff of two runs, got {type(a).__name__}")
         return a
-    return diff(summary_only(a, "the diff"), summary_only(b, "the diff"))
+    return diff(require_summary(a, "the diff"), require_summary(b, "the diff"))
 
 
 def diff_table(a: Any, b: Any | None = None) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.run_summary import require_summary
 from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
@@ -347,19 +348,6 @@ def _diff_html(diff: SummaryDiff) -> str:
     )
 
 
-def summary_only(x: Any, what: str = "the HTML report") -> Any:
-    """``x`` if it is a run summary with its figures' series; otherwise one clear error: a view
-    renders the summary it is given, it never builds one (mlaprof.analysis.build_summary)."""
-    from mlaprof.analysis.run_summary import RunSummary
-
-    if isinstance(x, RunSummary) and x.series is not None:
-        return x
-    raise MlaprofError(
-        f"{what} renders a run summary: pass build_summary(run) "
-        f"(mlaprof.analysis.run_summary), not a {type(x).__name__}"
-    )
-
-
 def render_html(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     """The report as one HTML string (see :func:`write_html_report`): the run summary ``s``
     and, with a second run, the analysis' ``diff`` to it. The page reads nothing but those."""
@@ -368,7 +356,7 @@ def render_html(s: RunSummary, diff: SummaryDiff | None = None) -> str:
 
     from mlaprof.figures import run_figures
 
-    s = summary_only(s)
+    s = require_summary(s, "the HTML report")
     findings, why = s.findings, None
     figs = run_figures(s, diff=diff)
     parts = [

@@ -80,7 +80,10 @@ def value_text(v: Any, unit: str | None = None) -> str:
     if isinstance(v, dict):
         if not v:
             return NONE
-        return ", ".join(f"{value_text(k)}={value_text(x, unit)}" for k, x in v.items())
+        items = list(v.items())
+        if all(str(k).lstrip("-").isdigit() for k in v):  # keyed by rank or size: in order
+            items.sort(key=lambda kv: int(kv[0]))  # (a JSON document's keys are strings)
+        return ", ".join(f"{value_text(k)}={value_text(x, unit)}" for k, x in items)
     if isinstance(v, (list, tuple, set, frozenset)):
         items = sorted(v, key=str) if isinstance(v, (set, frozenset)) else list(v)
         if not items:

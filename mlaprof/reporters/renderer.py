@@ -32,13 +32,11 @@ class JsonRenderer:
 
 
 def renderer(fmt: str, verbose: bool = False) -> Renderer:
-    """The renderer of a ``--format`` (text: the terminal report; html: the ``--html`` page)."""
+    """The renderer of a ``--format`` (text: the terminal report). The HTML page and the PNG
+    figures implement the same protocol in ``mlaprof.figures`` (``HtmlRenderer``,
+    ``PngRenderer``), which draw on this package's rows layer."""
     if fmt == "json":
         return JsonRenderer()
-    if fmt == "html":
-        from mlaprof.figures.html_report import HtmlRenderer
-
-        return HtmlRenderer()
     if fmt == "md":
         from mlaprof.reporters.markdown import MarkdownRenderer
 

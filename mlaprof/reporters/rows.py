@@ -281,8 +281,28 @@ def _numeric(cell: str) -> bool:
     return cell[:1].isdigit() or (cell[:1] in "-+." and cell[1:2].isdigit())
 
 
-def block_lines(blocks: list[Block]) -> list[str]:
-    """Every block as plain-text lines: a title, ``label: value`` rows, padded tables."""
+def fit(lines: list[str], width: int | None) -> list[str]:
+    """``lines`` broken at spaces to ``width`` columns (a terminal's), the continuation indented;
+    a word is never cut, so the text reads the same with its line breaks taken out."""
+    if width is None:
+        return lines
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = " " * (len(line) - len(line.lstrip(" ")))
+        out += textwrap.wrap(line.strip(" "), width, initial_indent=lead,
+                             subsequent_indent=lead + "    ", break_long_words=False,
+                             break_on_hyphens=False)  # fmt: skip
+    return out
+
+
+def block_lines(blocks: list[Block], width: int | None = None) -> list[str]:
+    """Every block as plain-text lines: a title, ``label: value`` rows, padded tables (lines
+    broken to ``width`` columns where given: :func:`fit`)."""
     out: list[str] = []
     for b in blocks:
         out.append(b.title)
@@ -293,4 +313,4 @@ def block_lines(blocks: list[Block]) -> list[str]:
             out += text_table(t.head, t.rows, indent="    " if t.title != b.title else "  ")
             if t.more:
                 out.append("    " + table_more(t))
-    return out
+    return fit(out, width)

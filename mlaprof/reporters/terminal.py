@@ -262,7 +262,7 @@ def print_sections(s: RunSummary, console: Console) -> None:
     from mlaprof.reporters.rows import HEADING, block_lines, summary_blocks
 
     console.print("\n" + HEADING, style="bold", markup=False, highlight=False, soft_wrap=True)
-    for line in block_lines(summary_blocks(s)):
+    for line in block_lines(summary_blocks(s), console.width):
         console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 

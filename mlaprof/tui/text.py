@@ -280,18 +280,19 @@ def render_text(v: View, width: int = 100) -> str:
         lines += ["", "ENGINE / IMPORTED (mlaprof.analysis)", *["  " + s for s in details]]
     lines += ["", f"FINDINGS ({v.findings_source})"]
     lines += ["  " + s for s in finding_lines(v, width - 2)]
-    lines += section_lines(v)
+    lines += section_lines(v, width)
     return "\n".join(lines) + "\n"
 
 
-def section_lines(v: View) -> list[str]:
+def section_lines(v: View, width: int = 100) -> list[str]:
     """Every section of the summary, as the rows layer lays it out (mlaprof.reporters.rows):
     the same rows, values and wording as ``mlaprof report`` in each of its formats."""
     if v.summary is None:
         return []
     from mlaprof.reporters.rows import HEADING, block_lines, summary_blocks
 
-    return ["", HEADING.upper(), *["  " + s for s in block_lines(summary_blocks(v.summary))]]
+    body = block_lines(summary_blocks(v.summary), width - 2)
+    return ["", HEADING.upper(), *["  " + s for s in body]]
 
 
 # -- engine runs, imported traces, imported vLLM logs (the analysis' own sections) -------------

@@ -137,6 +137,8 @@ def test_rows_follow_the_section_fields_and_tables_say_what_they_leave_out() -> 
             "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 (+4 more)",
         ),
         ({"FULL": 3, "NONE": 1}, "graph_modes", "FULL=3, NONE=1"),
+        ({5: 66, 0: 54}, "kernels_by_rank", "0=54, 5=66"),  # ranks in order, however read
+        ({"10": 1, "9": 2}, "kernels_by_rank", "9=2, 10=1"),  # as a JSON document keys them
         ("a\x1bb", "path", "a\\x1bb"),  # a control character from a trace is shown, not sent
     ],
 )
