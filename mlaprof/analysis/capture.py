@@ -85,6 +85,28 @@ def capture_findings(summary: dict, captures: pd.DataFrame) -> list[Finding]:
 
 
 # -- the capture verdict from how each step's MLA kernels ran (kernel-level steps) --------------
+def no_launch_evidence(launches: dict[str, Any]) -> str | None:
+    """Why the trace cannot count graph launches (None: it can): a kernel trace without any
+    HIP/CUDA runtime call holds no launch call to count, and kernels alone do not say which
+    launch call made them (a graph's kernels only share a correlation id)."""
+    if launches.get("graph_launches") or launches.get("runtime_api_calls"):
+        return None
+    return (
+        "no HIP/CUDA runtime API trace in the import: graph-launch calls are not in the data "
+        "(record with rocprofv3 --hip-runtime-trace, or --runtime-trace, beside --kernel-trace)"
+    )
+
+
+def known_launch_checks(checks: dict[str, Any], cpu: bool = False) -> dict[str, Any]:
+    """The import's trace checks with the launch counts a trace without an API trace cannot
+    know set to None (its kernels' launch calls are not in the data; 0 would read as "none")."""
+    launches = checks.get("launches")
+    if cpu or not isinstance(launches, dict) or not no_launch_evidence(launches):
+        return checks
+    unknown = ("graph_launches", "launches_without_kernels", "mla_replays_with_launch")
+    return {**checks, "launches": {k: (None if k in unknown else v) for k, v in launches.items()}}
+
+
 def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
     """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
     graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
@@ -98,6 +120,8 @@ def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, A
     n_piece = int((mode == "piecewise").sum())
     n_eager = int((mode == "eager").sum())
     n_launch = int(launches.get("graph_launches", 0))
+    # a CPU run launches no graph at all: its 0 is known
+    launch_why = None if meta.get("device") == "cpu" else no_launch_evidence(launches)
     with_launch = launches.get("mla_replays_with_launch")
     if st.empty:
         status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
@@ -186,8 +210,12 @@ def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, A
         "graph_steps": n_graph,
         "piecewise_steps": n_piece,
         "eager_steps": n_eager,
-        "graph_launches": n_launch,
-        "launches_without_kernels": launches.get("launches_without_kernels"),
+        # None where the import holds no API trace: a count there would read as "none launched"
+        "graph_launches": None if launch_why else n_launch,
+        **({"graph_launches_why": launch_why} if launch_why else {}),
+        "launches_without_kernels": None
+        if launch_why
+        else launches.get("launches_without_kernels"),
         "step_source": step_src,
         "provenance": origin,
         "cpu": meta.get("device") == "cpu",  # no graphs to capture: no capture finding

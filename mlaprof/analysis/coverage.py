@@ -16,6 +16,7 @@ import pandas as pd
 from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.syncs import SYNC_CALLS
+from mlaprof.importers.kernel_names import RANGE_LIKE
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -39,6 +40,21 @@ _LIKE = f"""
 SELECT name AS key, COUNT(*) AS n FROM kernels
 WHERE regexp_matches(name, '{ATTENTION_LIKE}') GROUP BY name
 """
+# kernel names that are roctx messages of the same trace (rocprofv3 --kernel-rename), or the
+# range names vLLM and mlaprof push (kernel_names.RANGE_LIKE)
+_RENAMED = f"""
+SELECT name AS key, COUNT(*) AS n FROM kernels
+WHERE name IN (SELECT function FROM api WHERE upper(domain) LIKE '%MARKER%')
+   OR regexp_full_match(name, '(?i){RANGE_LIKE.pattern}')
+GROUP BY name
+"""
+RENAME_HINT = (
+    "the kernel trace was recorded with rocprofv3 --kernel-rename, which names each dispatch "
+    "after the roctx range around it, so no kernel's own name (nor the MLA kernels) is in it: "
+    "record again without --kernel-rename (the default names, or --truncate-kernels / -T for "
+    "short ones; keep --marker-trace for the ranges), or import the same run's -f json / rocpd "
+    "output, whose kernel symbols keep the real names"
+)
 
 
 def read_counts(run: Run, names: bool) -> dict[str, Any]:
@@ -51,6 +67,8 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
     api = parts.get("api", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
     like = run.sql(_LIKE) if names else res.iloc[:0]
     like = like.sort_values(["n", "key"], ascending=[False, True])
+    ren = run.sql(_RENAMED) if names else res.iloc[:0]
+    ren = ren.sort_values(["n", "key"], ascending=[False, True])
     return {
         "kernels_by_rank": per_rank,
         "kernels": sum(per_rank.values()),
@@ -58,6 +76,16 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
             {"name": str(r.key), "launches": int(r.n)} for r in like.head(SHOWN).itertuples()
         ],
         "attention_like_names": int(len(like)),
+        # looked for only where a rank has no MLA kernel (the key is left out otherwise)
+        **(
+            {
+                "renamed": [
+                    {"name": str(r.key), "launches": int(r.n)} for r in ren.head(SHOWN).itertuples()
+                ]
+            }
+            if names
+            else {}
+        ),  # fmt: skip
         "api_calls": int(api["n"].sum()) if len(api) else 0,
         "api_functions": [
             {"function": str(r.key), "calls": int(r.n)} for r in api.itertuples() if r.key
@@ -187,21 +215,35 @@ def coverage_findings(cov: dict[str, Any] | None) -> list[Finding]:
             if names
             else "no kernel name looks like attention (mla/attn/attention/decode/flash)"
         )
+        renamed = [x["name"] for x in cov.get("renamed") or []]
+        if renamed:
+            n_ren = sum(x["launches"] for x in cov["renamed"])
+            looks = (
+                f"{n_ren} of {kernels} dispatch(es) carry a roctx range's name instead of a "
+                f"kernel's: {', '.join(renamed)}; " + looks
+            )
         out.append(
             Finding(
                 kind="no-mla",
                 severity="warning",
                 title=(
-                    f"no MLA kernel recognised{where}: {kernels} kernel(s) read, none matched the "
-                    "MLA kernel table; nothing below judges attention (no S, capture or collapse "
-                    "verdict)"
+                    f"no MLA kernel recognised{where}: "
+                    + (
+                        "the kernel names look renamed after roctx ranges (rocprofv3 "
+                        "--kernel-rename), so the kernels are not in the trace; "
+                        if renamed
+                        else ""
+                    )
+                    + f"{kernels} kernel(s) read, none matched the MLA kernel table; nothing "
+                    "below judges attention (no S, capture or collapse verdict)"
                 ),
                 evidence=f"{looks}; {cov['api']} ({cov['provenance']})",
-                fix=PATTERNS_HINT,
+                fix=RENAME_HINT if renamed else PATTERNS_HINT,
                 data={
                     "ranks": none,
                     "kernels": kernels,
                     "attention_like": cov["attention_like"],
+                    **({"renamed": renamed} if renamed else {}),
                 },  # fmt: skip
             )
         )

@@ -42,6 +42,8 @@ def cpu_trace_summary(
                 "rank": rank,
                 "steps": int(len(st)),
                 "step_annotations": int(c.get("step_annotations", 0)),
+                # execute_context_0(0)_generation_0(0): nothing scheduled, not a step
+                "empty_annotations": int(c.get("empty_annotations", 0)),
                 "mla_ops": int(c.get("mla_ops_in_steps", 0)),
                 "mla_ops_outside_steps": int(c.get("mla_ops", 0))
                 - int(c.get("mla_ops_in_steps", 0)),
@@ -69,7 +71,14 @@ def cpu_lines(cpu: dict[str, Any]) -> list[str]:
         share = "-" if r["attention_share"] is None else f"{100 * r['attention_share']:.0f}%"
         per = "/".join(map(str, r["layers_per_step"])) or "0"
         out.append(
-            f"rank {r['rank']}: {r['steps']} steps (vLLM step annotations), {r['mla_ops']} MLA ops "
+            f"rank {r['rank']}: {r['steps']} steps (vLLM step annotations"
+            + (
+                f"; {r['empty_annotations']} empty ones, execute_context_0(0)_generation_0(0) "
+                "with nothing scheduled, are not steps"
+                if r.get("empty_annotations")
+                else ""
+            )
+            + f"), {r['mla_ops']} MLA ops "
             f"{r['op'] or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
             + (
                 "; in the whole trace "

@@ -106,7 +106,16 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         },
     ]
     paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
-    if paths:  # an imported trace: S as its kernels' grids give it, per path and variant
+    engines = (s.get("fleet") or {}).get("engines")
+    if paths and engines:  # several engines: S per engine, never one range over them
+        out.append(
+            {
+                "label": "KV splits (from the trace, per engine)",
+                "value": "; ".join(_engine_s(e) for e in engines),
+                "provenance": src,
+            }
+        )
+    elif paths:  # an imported trace: S as its kernels' grids give it, per path and variant
         out.append(
             {
                 "label": "KV splits (from the trace)",
@@ -135,3 +144,15 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def _engine_s(e: dict[str, Any]) -> str:
+    """``engine 0 (ranks 0-3, 16 heads): S 4 on vllm-triton``."""
+    from mlaprof.analysis.ranks import rank_span
+
+    lo, hi = e.get("S_min"), e.get("S_max")
+    s = "unknown" if lo is None else str(lo) if lo == hi else f"{lo}-{hi}"
+    heads = f", {e['heads']} heads" if e.get("heads") is not None else ""
+    return f"engine {e['engine']} (ranks {rank_span(e['ranks'])}{heads}): S {s} on " + (
+        ", ".join(e.get("paths") or []) or "no MLA path"
+    )

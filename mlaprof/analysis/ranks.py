@@ -60,22 +60,53 @@ def dp_groups(
     )
 
 
+def _engine_dp_groups(
+    engines: list[dict[str, Any]],
+    batches: dict[int, tuple[Any, ...]],
+    sources: list[dict[str, Any]] | None,
+) -> tuple[dict[int, int], str, bool]:
+    """DP groups found within each engine only (ranks of two engines are never DP peers),
+    numbered across engines in order; the source says it per engine."""
+    groups: dict[int, int] = {}
+    said, exact = [], True
+    for e in engines:
+        mine = set(e["ranks"])
+        g, how, ex = (
+            dp_groups({r: b for r, b in batches.items() if r in mine},
+                      [s for s in sources or [] if isinstance(s, dict) and s.get("rank") in mine])
+            if len(mine) > 1
+            else ({}, "unknown (one rank)", False)
+        )  # fmt: skip
+        base = len(set(groups.values()))
+        groups.update({r: base + v for r, v in g.items()})
+        said.append(f"engine {e['engine']}: {how}")
+        exact &= ex
+    return groups, "; ".join(said), exact and bool(groups)
+
+
 def fleet_summary(
     ranks: list[int],
     layer_rows: list[dict[str, Any]],
     sources: list[dict[str, Any]] | None = None,
     batches: dict[int, tuple[Any, ...]] | None = None,
     trust: dict[int, str] | None = None,
+    engines: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``; each rank
     with its host, pid and GPU where the import recorded them (``sources``) and its DP group
-    where the evidence shows it (:func:`dp_groups`; ``batches``: rank -> batch rows per step)."""
+    where the evidence shows it (:func:`dp_groups`; ``batches``: rank -> batch rows per step).
+    ``engines`` (:func:`mlaprof.analysis.engines.engine_groups`): with more than one, DP groups
+    are found within each engine, S is compared per engine and the fleet says so."""
     src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
+    several = engines is not None and len(engines) > 1
+    engine_of = {r: e["engine"] for e in engines or [] for r in e["ranks"]} if several else {}
     # a launcher that placed the ranks says their DP group: that evidence wins over inference
     placed = {r: s["dp_group"] for r, s in src.items() if s.get("dp_group") is not None}
     if placed:
         how = next(iter(src.values())).get("placed_by")
         groups, dp_source, dp_exact = placed, f"launcher: {how}", True
+    elif several:
+        groups, dp_source, dp_exact = _engine_dp_groups(engines or [], batches or {}, sources)
     else:
         groups, dp_source, dp_exact = (
             dp_groups(batches or {}, sources)
@@ -94,6 +125,7 @@ def fleet_summary(
                 "pid": s.get("pid"),
                 "agent": s.get("agent"),
                 "dp_group": groups.get(rank),
+                **({"engine": engine_of.get(rank)} if several else {}),
                 "trust": (trust or {}).get(rank),
                 "layers": len(rows),
                 "S_min": min(used) if used else None,
@@ -103,8 +135,11 @@ def fleet_summary(
             }
         )
     per_layer = []
-    for layer in sorted({r["layer"] for r in layer_rows}):
-        rows = [r for r in layer_rows if r["layer"] == layer]
+    # S per layer across the ranks of one engine (several engines: one row per engine)
+    keys = sorted({(engine_of.get(r["rank"]), r["layer"]) for r in layer_rows},
+                  key=lambda k: (k[0] is None, k[0] or 0, k[1]))  # fmt: skip
+    for eng, layer in keys:
+        rows = [r for r in layer_rows if r["layer"] == layer and engine_of.get(r["rank"]) == eng]
         s = [r["S_min"] for r in rows if r["S_min"] is not None]
         times = [r["time_us"] for r in rows if r.get("time_us") is not None]
         by_s: dict[int, list[int]] = {}
@@ -122,13 +157,16 @@ def fleet_summary(
                 "S_by_ranks": [{"S": v, "ranks": rank_span(rs)} for v, rs in sorted(by_s.items())],
                 "time_us_min": min(times) if times else None,
                 "time_us_max": max(times) if times else None,
+                **({"engine": eng} if several else {}),
             }
         )
     collapsed = [r["rank"] for r in per_rank if r["collapsed_layers"]]
     fine = [r["rank"] for r in per_rank if not r["collapsed_layers"]]
-    agree = (not collapsed or len(collapsed) == len(ranks)) and all(
-        p["S_min"] == p["S_max"] for p in per_layer
-    )
+    agree = all(
+        _agree([r for r in per_rank if engine_of.get(r["rank"]) == eng],
+               [p for p in per_layer if p.get("engine") == eng])
+        for eng in (sorted(set(engine_of.values())) if several else [None])
+    )  # fmt: skip
     return {
         "ranks": len(ranks),
         "dp_groups": len(set(groups.values())) if groups else None,
@@ -144,13 +182,63 @@ def fleet_summary(
         # ranks disagree when some collapsed and others did not, or their S differ per layer
         "agree": agree,
         # the one line every view prints
-        "text": f"ranks: {len(ranks)}, all agree"
+        "text": _engines_line(engines, per_rank, engine_of)
+        if several
+        else f"ranks: {len(ranks)}, all agree"
         if agree
         else f"ranks: {len(ranks)}, DISAGREE: collapsed on {_list(collapsed)}, not on "
         f"{_list(fine)}",
         "per_rank": per_rank,
         "per_layer": per_layer,
+        **({"engines": _engine_rows(engines or [], per_rank, per_layer)} if several else {}),
     }
+
+
+def _agree(per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]) -> bool:
+    collapsed = [r for r in per_rank if r["collapsed_layers"]]
+    return (not collapsed or len(collapsed) == len(per_rank)) and all(
+        p["S_min"] == p["S_max"] for p in per_layer
+    )
+
+
+def _engine_rows(
+    engines: list[dict[str, Any]], per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The fleet view per engine: its ranks and what they run, its own S range and agreement."""
+    out = []
+    for e in engines:
+        rows = [r for r in per_rank if r["rank"] in e["ranks"]]
+        lo = [r["S_min"] for r in rows if r["S_min"] is not None]
+        hi = [r["S_max"] for r in rows if r["S_max"] is not None]
+        collapsed = [r["rank"] for r in rows if r["collapsed_layers"]]
+        fine = [r["rank"] for r in rows if not r["collapsed_layers"]]
+        agree = _agree(rows, [p for p in per_layer if p.get("engine") == e["engine"]])
+        out.append(
+            {
+                **e,
+                "S_min": min(lo) if lo else None,
+                "S_max": max(hi) if hi else None,
+                "ranks_collapsed": collapsed,
+                "agree": agree,
+                "text": f"engine {e['engine']} {describe_engine(e)}: "
+                + (
+                    f"{len(rows)} rank(s), all agree"
+                    if agree
+                    else f"DISAGREE: collapsed on {_list(collapsed)}, not on {_list(fine)}"
+                ),
+            }
+        )
+    return out
+
+
+def _engines_line(
+    engines: list[dict[str, Any]] | None, per_rank: list[dict[str, Any]], engine_of: dict
+) -> str:
+    rows = _engine_rows(engines or [], per_rank, [])
+    return (
+        f"ranks: {len(per_rank)} in {len(rows)} engines (told apart by heads, qlen and path; "
+        "never one fleet): " + "; ".join(r["text"] for r in rows)
+    )
 
 
 def rank_span(ranks: list[int]) -> str:
@@ -169,15 +257,19 @@ def dp_group_rows(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per data-parallel group (``dp_group`` None: the ranks whose group is unknown),
     never merged into one number: its ranks, hosts, the range of S its ranks used, and which of
     them collapsed."""
-    groups: dict[int | None, list[dict[str, Any]]] = {}
+    # per engine (several engines in one trace): a group never spans two engines, nor does
+    # the row of ranks whose group is unknown
+    groups: dict[tuple[int | None, int | None], list[dict[str, Any]]] = {}
     for r in per_rank:
-        groups.setdefault(r.get("dp_group"), []).append(r)
+        groups.setdefault((r.get("engine"), r.get("dp_group")), []).append(r)
     out = []
-    for g, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+    order = sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] is None, kv[0][1] or 0))
+    for (eng, g), rows in order:
         lo = [r["S_min"] for r in rows if r.get("S_min") is not None]
         hi = [r["S_max"] for r in rows if r.get("S_max") is not None]
         out.append(
             {
+                **({"engine": eng} if eng is not None else {}),
                 "dp_group": g,
                 "ranks": [r["rank"] for r in rows],
                 "hosts": sorted({r["host"] for r in rows if r.get("host")}),
@@ -187,3 +279,15 @@ def dp_group_rows(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def describe_engine(e: dict[str, Any]) -> str:
+    """``ranks 0-3: 16 heads, qlen 4, aiter-asm (host node0)`` for an engine of
+    :func:`mlaprof.analysis.engines.engine_groups`."""
+    parts = [
+        f"{e['heads']} heads" if e["heads"] is not None else "heads unknown",
+        f"qlen {'/'.join(map(str, e['qlen']))}" if e["qlen"] else "qlen unknown",
+        ", ".join(e["paths"]) if e["paths"] else "no MLA path",
+    ]
+    host = f" (host {', '.join(e['hosts'])})" if e["hosts"] else ""
+    return f"ranks {rank_span(e['ranks'])}: " + ", ".join(parts) + host

@@ -263,6 +263,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
             ev.meta.get("rank_sources"),
             _batches(t["steps"]),
             ev.trust_by_rank,
+            ev.engines,
         ),
         trace=ev.trace,
         reservation=sec["reservation"],

@@ -62,6 +62,7 @@ class DpGroup:
     S_min: int | None
     S_max: int | None
     ranks_collapsed: list[int]
+    engine: int | None = opt()  # its engine, where the trace shows several
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ class Capture:
     eager_steps: int | None = opt()
     evidence: str | None = opt()
     graph_launches: int | None = opt()
+    graph_launches_why: str | None = opt()  # why graph_launches is null (no API trace)
     graph_steps: int | None = opt()
     launches_without_kernels: int | None = opt()
     piecewise_steps: int | None = opt()
@@ -256,6 +258,7 @@ class TracePath:
     rows_source: str
     steps: int
     variant: str
+    engine: int | None = opt()  # its engine, where the trace shows several (analysis.engines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +290,8 @@ class CpuRank:
     step_us: float
     steps: int
     vllm_version: str | None
+    # annotations with nothing scheduled (execute_context_0(0)_generation_0(0)): not steps
+    empty_annotations: int | None = opt()
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +353,9 @@ class TraceCoverage:
     kernels_by_rank: dict[int, int]
     provenance: str
     recognition: Recognition
+    # kernel names that are roctx range messages (rocprofv3 --kernel-rename); only looked for
+    # when a rank has no MLA kernel
+    renamed: list[AttentionLike] | None = opt()
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,9 +400,10 @@ class TraceChecksQlen:
 
 @dataclass(frozen=True, slots=True)
 class TraceChecksLaunches:
-    graph_launches: int
-    launches_without_kernels: int
-    mla_replays_with_launch: int
+    # None where the import holds no API trace (capture.known_launch_checks)
+    graph_launches: int | None
+    launches_without_kernels: int | None
+    mla_replays_with_launch: int | None
     runtime_api_calls: int
     launches_past_window_end: int | None = opt()
 
@@ -407,6 +416,31 @@ class TraceChecks:
     replays: TraceChecksReplays | None = opt()
     stage2: dict[str, Stage2Check] | None = opt()
     steps: TraceChecksSteps | None = opt()
+
+
+@dataclass(frozen=True, slots=True)
+class CapturePhaseRank:
+    """One rank's capture phase in a whole-process trace (analysis.capture_phase)."""
+
+    rank: int
+    graphs_captured: int  # stream captures begun
+    instantiated: int  # graph instantiations
+    warmup_steps: int  # eager forwards before the last capture (one per FULL decode size)
+    warmup_rows: list[int]  # their batch rows, in trace order
+    start_ns: int
+    end_ns: int
+    duration_ms: float
+    allocations: int | None  # None: no memory-allocation trace in the import
+    allocated_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CapturePhase:
+    """The start-up capture phase of a trace, apart from the served steps (which exclude it)."""
+
+    ranks: list[CapturePhaseRank]
+    text: str
+    provenance: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +458,8 @@ class TraceSection:
     syncs: TraceSyncs
     trust: TraceTrust
     trust_by_rank: dict[int, str]
+    # a whole-process trace's start-up: warm-ups, stream captures, instantiation (None: none)
+    capture_phase: CapturePhase | None = opt()
 
 
 @dataclass(frozen=True, slots=True)
@@ -643,6 +679,7 @@ class FleetRank:
     pid: int | None
     rank: int
     trust: str | None
+    engine: int | None = opt()  # its engine where the trace shows several (analysis.engines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -660,6 +697,26 @@ class FleetLayer:
     ranks: int
     time_us_max: float | None
     time_us_min: float | None
+    engine: int | None = opt()  # the engine whose ranks this row compares (several engines)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetEngine:
+    """One engine of a trace whose ranks run different models or configurations
+    (analysis.engines): its ranks and signature, its own S range and agreement."""
+
+    engine: int
+    ranks: list[int]
+    heads: int | None  # from its stage-2 grids
+    qlen: list[int]
+    paths: list[str]
+    hosts: list[str]
+    pids: list[int]
+    S_min: int | None
+    S_max: int | None
+    ranks_collapsed: list[int]
+    agree: bool
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -675,6 +732,7 @@ class Fleet:
     ranks_collapsed: list[int]
     ranks_not_collapsed: list[int]
     text: str
+    engines: list[FleetEngine] | None = opt()  # several engines in one trace: a view per engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -702,6 +760,9 @@ class SpecDecoding:
     lines: int
     per_position_last: list[float] | None
     provenance: str
+    # False: the sum is a lower bound (the log's last interval may be missing); with its reason
+    complete: bool | None = opt()
+    completeness: str | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

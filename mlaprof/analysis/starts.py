@@ -76,6 +76,8 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[
             )
         elif kind == "capture-skipped":
             st["capture_skipped"] = True
+        elif kind in ("engine-idle", "server-shutdown"):
+            st["marks"].append((int(r.get("line") or 0), kind))
         elif kind == "graph-memory-profile":
             st["profile"] = r.get("groups")
         elif kind in ("capture-finished", "estimated-graph-memory", "graph-memory-profiling"):
@@ -90,7 +92,10 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[
                     for k in ("enabled", "utilization", "equivalent_without", "suggested")
                 }
     for st in starts.values():
-        st["spec_decoding"] = spec_totals(st["spec_lines"], st["provenance"])
+        marks = st.pop("marks")
+        st["spec_decoding"] = spec_totals(
+            st["spec_lines"], st["provenance"], last_interval(st["spec_lines"], marks)
+        )
         st["memory"].sort(key=lambda m: m["rank"])
         for m in st["memory"]:
             est, meas = m["estimated_bytes"], m["measured_bytes"]
@@ -136,18 +141,46 @@ def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
         "capture_skipped": False,
         "memory": [],
         "provenance": prov,
+        "marks": [],  # (line, engine-idle | server-shutdown): where its traffic / server ended
     }
 
 
-def spec_totals(lines: list[dict[str, Any]], prov: str) -> dict[str, Any] | None:
+def last_interval(lines: list[dict[str, Any]], marks: list[tuple[int, str]]) -> tuple[bool, str]:
+    """Whether a start's SpecDecoding lines hold every interval it drafted in, and why. vLLM
+    prints one line per stats interval (every 10 s by default) from a periodic task; the interval
+    in flight when the server stops is never printed (a SIGTERM ends the loop first), so the
+    log's sum is a lower bound, unless the log shows the last interval closed: an idle stats line
+    (no prompt or generation throughput, nothing running or waiting) after the last
+    SpecDecoding line, which vLLM prints once when activity stops."""
+    last = max((int(x.get("line") or 0) for x in lines), default=0)
+    idle = [ln for ln, k in marks if k == "engine-idle" and ln > last]
+    down = [ln for ln, k in marks if k == "server-shutdown" and ln > last]
+    if idle:
+        return True, (
+            f"complete: an idle stats line (log line {min(idle)}) follows the last "
+            "SpecDecoding line, so every drafting interval was logged"
+        )
+    return False, (
+        "a lower bound: no idle stats line follows the last SpecDecoding line"
+        + (f" before the server shut down (log line {min(down)})" if down else "")
+        + ", so the interval in flight when the log ended (up to 10 s of drafts, vLLM's stats "
+        "interval) may be missing; vLLM's /metrics counters hold the full totals"
+    )
+
+
+def spec_totals(
+    lines: list[dict[str, Any]], prov: str, closed: tuple[bool, str] | None = None
+) -> dict[str, Any] | None:
     """Drafted and accepted tokens summed over ``SpecDecoding metrics`` lines (each line counts
     one stats interval: vLLM resets its counters after printing it), and the acceptance rate of
     the sum. Per-position rates stay per line: a line does not print how many drafts it covers,
-    so they cannot be added up exactly."""
+    so they cannot be added up exactly. ``closed``: :func:`last_interval` (whether the sum is
+    complete or a lower bound, and why)."""
     if not lines:
         return None
     drafted = sum(int(x["drafted"]) for x in lines)
     accepted = sum(int(x["accepted"]) for x in lines)
+    complete, why = closed if closed is not None else (None, None)
     return {
         "lines": len(lines),
         "drafted": drafted,
@@ -155,13 +188,36 @@ def spec_totals(lines: list[dict[str, Any]], prov: str) -> dict[str, Any] | None
         "acceptance_rate": accepted / drafted if drafted else None,
         "per_position_last": lines[-1].get("per_position"),
         "provenance": f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
+        **({"complete": complete, "completeness": why} if why else {}),
     }
 
 
+def _method(st: dict[str, Any]) -> tuple[Any, Any]:
+    spec = st.get("speculative") or {}
+    return spec.get("method"), spec.get("num_spec_tokens")
+
+
 def log_spec_totals(starts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The same over every start of the log (starts are separate engines: also kept apart)."""
-    lines = [x for st in starts for x in st["spec_lines"]]
-    return spec_totals(lines, starts[0]["provenance"]) if lines else None
+    """The same over every start of the log, only where every start that drafted ran the same
+    speculative method and tokens: starts of different methods (ngram, then MTP) are separate
+    engines whose acceptance is said per start, never summed (None then). Complete only where
+    every start's sum is."""
+    drafting = [st for st in starts if st["spec_lines"]]
+    if not drafting or len({_method(st) for st in drafting}) > 1:
+        return None
+    lines = [x for st in drafting for x in st["spec_lines"]]
+    sds = [st["spec_decoding"] or {} for st in drafting]
+    open_ = [
+        st["start"] for st, sd in zip(drafting, sds, strict=True) if sd.get("complete") is False
+    ]
+    why = (
+        "complete: every start's last drafting interval was logged"
+        if not open_
+        else "a lower bound: the last interval of start(s) "
+        + ", ".join(map(str, open_))
+        + " may be missing"
+    )
+    return spec_totals(lines, starts[0]["provenance"], (not open_, why))
 
 
 def _add_downgrade(downs: list[dict[str, Any]], r: dict[str, Any]) -> None:

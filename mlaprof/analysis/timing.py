@@ -17,6 +17,15 @@ TIMING_LABELS = {
     "trace-replay": "imported trace",
     "build-interval": "vLLM builder interval",
     "capture": "vLLM capture",
+    # the window each step time covers, where two tools time one step differently: vLLM's
+    # step annotation (Worker.annotate_profile's record_function around execute_model, vLLM
+    # 0.32 gpu_worker.py L1180-1291) opens before the model runner dispatches anything; the
+    # mlaprof plugin times from the step's attention-metadata build (its dispatch) to its output
+    "vllm-step": "vLLM's step annotation window (execute_model, CPU wall clock)",
+    "dispatch-to-output": "mlaprof plugin window: the step's metadata build (dispatch) to its "
+    "output (starts after vLLM's step annotation opens)",
+    "dispatch-interval": "mlaprof plugin window: one step's dispatch to the next's (idle time "
+    "included)",
 }
 # the same, in a word or two, where a line has no room (an 80-column dashboard)
 TIMING_SHORT = {
@@ -27,6 +36,9 @@ TIMING_SHORT = {
     "trace-replay": "trace",
     "build-interval": "builder",
     "capture": "capture",
+    "vllm-step": "vLLM step",
+    "dispatch-to-output": "dispatch-out",
+    "dispatch-interval": "dispatch-int",
 }
 # torch's intra-op threads of a CPU run (`run --threads`). torch's own default, a thread per core,
 # oversubscribes a shared machine: a loaded 2-core machine made the default run's median step
@@ -34,7 +46,7 @@ TIMING_SHORT = {
 DEFAULT_THREADS = 1
 # CPU step timings (``steps.timing``): the stepping thread's CPU time where torch runs one
 # intra-op thread (its ops run in that thread), wall time otherwise (mlaprof.cpu_runner.StepClock)
-CPU_TIMINGS = ("cpu-thread", "cpu-wall")
+CPU_TIMINGS = ("cpu-thread", "cpu-wall", "vllm-step")  # vllm-step: a CPU trace's annotations
 # Run-to-run spread of identical CPU runs (max/min of their median step times), by clock and
 # thread count (bench/cpu_step_stability.py, bench/cpu_timing_spread.py; bench/results/). A CPU
 # timing change smaller than this is "within run-to-run spread", not a result: compare on a GPU.

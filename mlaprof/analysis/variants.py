@@ -12,17 +12,24 @@ from mlaprof.analysis.grid import _origin, _patterns, _split_backend, value_rang
 from mlaprof.analysis.step_stats import for_steps
 
 
-def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict]:
+def trace_paths(
+    meta: dict[str, Any],
+    steps: pd.DataFrame,
+    stats: pd.DataFrame,
+    engine_of: dict[int, int] | None = None,
+) -> list[dict]:
     """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance
-    (``stats``: :mod:`mlaprof.analysis.step_stats`)."""
+    (``stats``: :mod:`mlaprof.analysis.step_stats`). ``engine_of`` (rank -> engine, where a
+    trace shows several engines): one row per engine too, so no row folds two engines' S."""
     if steps.empty or "backend" not in steps:
         return []
     st = _split_backend(steps[steps["backend"].notna()])
     st["S"] = for_steps(st, stats, "S")
     st["layer_median_ns"] = for_steps(st, stats, "median_ns")
+    st["engine"] = st["rank"].map(engine_of) if engine_of else -1
     pats = _patterns(meta)
     out = []
-    for (path, variant), g in st.groupby(["path", "variant"], sort=False):
+    for (path, variant, eng), g in st.groupby(["path", "variant", "engine"], sort=False):
         p = pats.get(path, {})
         axis = p.get("split_axis")
         if axis == "device":
@@ -58,6 +65,7 @@ def trace_paths(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) 
                 "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
                 "ranks": sorted(int(r) for r in g["rank"].unique()),
                 "provenance": _origin(meta),
+                **({"engine": int(eng)} if engine_of else {}),
             }
         )
     return out
@@ -91,12 +99,13 @@ def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any
 def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
     """More than one kernel variant of one attention path family in one trace (e.g. the
     persistent ASM kernel for small batches, the non-persistent one past 32 rows)."""
-    fam: dict[str, list[dict]] = {}
+    # per engine where a trace shows several (two engines' kernels are not one switch)
+    fam: dict[tuple[str, Any], list[dict]] = {}
     for p in paths:
-        fam.setdefault(p["path"].split("-persistent")[0], []).append(p)
+        fam.setdefault((p["path"].split("-persistent")[0], p.get("engine")), []).append(p)
     out = []
-    for family, ps in fam.items():
-        if len(ps) < 2:
+    for (family, _engine), ps in fam.items():
+        if len({p["variant"] for p in ps}) < 2:
             continue
         parts = [
             f"{p['variant']} on {p['steps']} step(s) (batch rows {p['rows'] or 'not on its grid'}"

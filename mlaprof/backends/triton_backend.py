@@ -78,6 +78,14 @@ class LaunchConfig:
     gluon_overlap: bool = False  # issue S of tile t before waiting for P V of tile t - 1
     gluon_lazy_sum: bool = True  # softmax row sums per thread, reduced once after the last tile
     gluon_phases: int = 3  # benchmarks only: 1 = loads alone, 2 = compute alone (wrong output)
+    # pages of whole tiles (page size a multiple of gluon_block_n, e.g. vLLM's 64-token blocks):
+    # KV tiles fetched by TMA (mla_verify_stage1_hopper_tma) instead of the cp.async gather
+    gluon_tma: bool = True
+    gluon_decode: bool = False  # qlen 1 also on the Gluon kernel (64 rows: heads padded to 64)
+    gluon_l2_prefetch: int = 0  # tiles past the shared buffers' window prefetched into L2
+    # refill the buffer freed by tile t - 1 before awaiting tile t (two tiles in flight while
+    # a tile is awaited; one CTA-wide barrier more per tile in the cp.async gather)
+    gluon_early_issue: bool = False
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -104,7 +112,7 @@ def gluon_unsupported(
     (wgmma, cp.async into swizzled shared memory), 16-bit q and KV, 16-byte aligned rows."""
     if not hopper:
         return "not an sm_90 GPU"
-    if flatten or qlen <= 1:
+    if flatten or (qlen <= 1 and not cfg.gluon_decode):
         return "decode or flattened verify (one query position per program)"
     if (1 << (qlen - 1).bit_length()) > GLUON_MAX_QP:
         return f"qlen {qlen} is over {GLUON_MAX_QP}"
@@ -120,7 +128,23 @@ def gluon_unsupported(
         return "gluon_phases must be 1, 2 or 3 (3 with gluon_overlap)"
     if cfg.gluon_overlap and cfg.gluon_lazy_sum:
         return "gluon_overlap takes gluon_lazy_sum=False"
+    if cfg.gluon_l2_prefetch < 0:
+        return "gluon_l2_prefetch must be >= 0"
     return None
+
+
+def tma_pages(cfg: LaunchConfig, page_size: int) -> bool:
+    """Whether the Gluon kernel fetches KV tiles by TMA: asked for, every tile is
+    ``gluon_block_n`` consecutive slots of one page (tiles start at multiples of the tile), and
+    the default loop (the overlapped, eager-sum and phase-split loops exist in the gather
+    kernel only, which takes any page size)."""
+    return (
+        cfg.gluon_tma
+        and page_size % cfg.gluon_block_n == 0
+        and not cfg.gluon_overlap
+        and cfg.gluon_lazy_sum
+        and cfg.gluon_phases == 3
+    )
 
 
 def use_gluon(
@@ -337,6 +361,23 @@ class TritonBackend:
         b, qlen, h, _ = inp.q_nope.shape
         block_h = g.block_h_for(qlen)
         grid1 = (-(-h // block_h), b, s)
+        if tma_pages(cfg, meta.page_size):
+            args = _stage1_args(inp, meta, part_o, part_lse, s)
+            kn_desc, kp_desc = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n)
+            self._c1 = g.mla_verify_stage1_hopper_tma[grid1](
+                *args[:3], kn_desc, kp_desc, *args[3:],
+                QP=g.ROWS // block_h,
+                BLOCK_H=block_h,
+                BLOCK_N=cfg.gluon_block_n,
+                PAGE=meta.page_size,
+                NUM_BUF=cfg.gluon_buffers,
+                DEVICE_SPLITS=self.device_splits,
+                MIN_CHUNK=cfg.split_min_chunk,
+                PREFETCH=cfg.gluon_l2_prefetch,
+                EARLY_ISSUE=cfg.gluon_early_issue,
+                num_warps=g.NUM_WARPS,
+            )  # fmt: skip
+            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
         self._c1 = g.mla_verify_stage1_hopper[grid1](
             *_stage1_args(inp, meta, part_o, part_lse, s),
             QP=g.ROWS // block_h,
@@ -347,6 +388,8 @@ class TritonBackend:
             OVERLAP=cfg.gluon_overlap,
             LAZY_SUM=cfg.gluon_lazy_sum,
             PHASES=cfg.gluon_phases,
+            PREFETCH=cfg.gluon_l2_prefetch,
+            EARLY_ISSUE=cfg.gluon_early_issue and not cfg.gluon_overlap,
             DEVICE_SPLITS=self.device_splits,
             MIN_CHUNK=cfg.split_min_chunk,
             num_warps=g.NUM_WARPS,

@@ -14,7 +14,11 @@ the ranks. Within a rank a table of more than ``HOLD_ROWS`` rows stored in start
 import stores them) is laned as it streams past; a smaller one, or one in another order, is held
 and sorted per track (bench/perfetto_fleet_bench.py).
 
-Timestamps are microseconds written with three decimals, so the nanoseconds are exact.
+Timestamps are microseconds written with three decimals, so the nanoseconds are exact, and
+relative to the run's earliest time, written as ``baseTimeNanoseconds`` at the top level (as
+Kineto writes its traces) and in ``otherData``: absolute epoch times (~1.8e15 us) keep only
+about 0.25 us in a double, so a reader that parses JSON numbers as doubles (most do) would see
+adjacent slices overlap; relative times keep every nanosecond in a double for days of trace.
 """
 
 from __future__ import annotations
@@ -54,8 +58,7 @@ def _ts(ns: int) -> str:
     return f"@mlaprof-ns:{int(ns)}"
 
 
-def _us(m: re.Match[str]) -> str:
-    ns = int(m.group(1))
+def _rel_us(ns: int) -> str:
     sign = "-" if ns < 0 else ""
     ns = abs(ns)
     return f"{sign}{ns // 1000}.{ns % 1000:03d}"
@@ -93,13 +96,14 @@ class _Sink:
     """Writes each event as it is made (the largest string held is one event's) and counts
     slices, counters and flows."""
 
-    def __init__(self, f: TextIO) -> None:
+    def __init__(self, f: TextIO, base_ns: int = 0) -> None:
         self.f = f
         self.n = 0
+        self.base_ns = base_ns  # every timestamp is written relative to it
         self.counts = {"slices": 0, "counters": 0, "flows": 0}
 
     def __call__(self, e: dict[str, Any]) -> None:
-        self.f.write(("," if self.n else "") + _dump(e))
+        self.f.write(("," if self.n else "") + _dump(e, self.base_ns))
         self.n += 1
         ph = e["ph"]
         if ph == "X":
@@ -156,8 +160,9 @@ def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
     most one rank's rows (see the module's doc), time is linear in the ranks. Every track and flow is keyed by rank: each rank's
     host calls and GPUs are their own processes, and a launch joins the kernels of its own rank
     (correlation ids restart in every process), so each launched kernel has exactly one flow."""
-    f.write('{"traceEvents":[')
-    emit = _Sink(f)
+    base = base_ns(run)
+    f.write(f'{{"baseTimeNanoseconds":{base},"traceEvents":[')
+    emit = _Sink(f, base)
     tracks = _Tracks(emit)
     tracks.process(f"mlaprof {run.name}", PID_MLAPROF)
     flows = 0
@@ -166,7 +171,8 @@ def stream_trace(run: Run, f: TextIO) -> dict[str, int]:
         flows = _rank_host_and_kernels(run, rank, emit, tracks, pids, flows)
         tracks.forget(pids.values())
     f.write("]")
-    other = {"mlaprof_run": run.name, "source": run.meta.get("source"), "ranks": run.ranks}
+    other = {"mlaprof_run": run.name, "source": run.meta.get("source"), "ranks": run.ranks,
+             "baseTimeNanoseconds": base}  # fmt: skip
     f.write(f',"displayTimeUnit":"ns","otherData":{_dump(other)}}}')
     return emit.counts
 
@@ -388,8 +394,22 @@ def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
               "ts": _ts(t0 + i * 1000), "args": {"bytes": b, "capture_size": m["capture_size"] or 0}})  # fmt: skip
 
 
-def _dump(obj: Any) -> str:
-    return _TS.sub(_us, json.dumps(obj, separators=(",", ":"), default=str))
+def _dump(obj: Any, base_ns: int = 0) -> str:
+    text = json.dumps(obj, separators=(",", ":"), default=str)
+    return _TS.sub(lambda m: _rel_us(int(m.group(1)) - base_ns), text)
+
+
+# the timed columns of the tables the export writes (the base is their earliest value)
+_TIMED = (("steps", "t_start_ns"), ("layers", "t_start_ns"), ("kernels", "start_ns"),
+          ("api", "start_ns"))  # fmt: skip
+
+
+def base_ns(run: Run) -> int:
+    """The run's earliest timestamp over the exported tables (0 for a run without times): the
+    base every exported time is relative to."""
+    got = run.queries([(f"SELECT MIN({col}) AS t FROM {table}", ()) for table, col in _TIMED])
+    lows = [int(v) for f in got for v in f["t"].dropna()] if got else []
+    return min(lows, default=0)
 
 
 def export_perfetto(run: Run, out: Path) -> dict[str, int]:

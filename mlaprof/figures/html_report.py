@@ -182,16 +182,23 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
                 f"<td class='num'>{secs}</td>"
                 f"<td class='num'>{gib(m.estimated_bytes)}</td><td class='num'>{ratio}</td></tr>"
             )
-    return (
-        "<table><tr><th>start</th><th>vLLM</th><th>logged</th><th>spec decode</th>"
-        "<th>requested</th><th>ran</th><th>downgraded by</th><th>graphs captured</th></tr>"
-        + "".join(rows)
-        + "</table><h3>Graph capture memory per rank</h3>"
+    # an eager server (no capture lines) has no memory table: none printed empty
+    memory = (
+        "<h3>Graph capture memory per rank</h3>"
         "<table><tr><th>start</th><th>rank</th><th>process</th><th>took</th><th>secs</th>"
         "<th>vLLM estimate</th><th>estimate/took</th></tr>"
         + "".join(mem)
         + f'</table><p class="note">{_e(starts[0].provenance)}; per rank and start, '
         "never summed.</p>"
+        if mem
+        else ""
+    )
+    return (
+        "<table><tr><th>start</th><th>vLLM</th><th>logged</th><th>spec decode</th>"
+        "<th>requested</th><th>ran</th><th>downgraded by</th><th>graphs captured</th></tr>"
+        + "".join(rows)
+        + "</table>"
+        + memory
     )
 
 
@@ -262,6 +269,7 @@ def _trace_html(s: dict) -> str:
             else ""
         )
         + (f"<p>{_e(tr.drafter.text)}</p>" if tr.drafter else "")
+        + (f"<p>{_e(tr.capture_phase.text)}</p>" if tr.capture_phase else "")
         + _replay_time_html(tr.replay_time)
     )
 

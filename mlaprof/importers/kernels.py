@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.importers.kernel_names import kernel_forms
 
 STAGE1 = "stage1"  # opens a layer: one per layer
 STAGE2 = "stage2"  # the split reduction of the stage-1 kernel before it (absent when S == 1)
@@ -81,6 +82,9 @@ class KernelPattern:
     qlen_axis: str | None = None  # grid axis holding qlen (gluon v0.1.20+: ceil(H/16)*qlen)
     kernel: str = ""  # the documented name (for messages)
     heads_axis: str | None = None  # grid axis holding the head count (gluon stage 2: y)
+    # whole-name regex of the kernel's base name, what ``rocprofv3 -T`` writes (namespace,
+    # templates and parameters cut: kernel_names.truncate_name); None: matched by full name only
+    base: str | None = None
 
     def __post_init__(self) -> None:
         role = _ROLE_ALIASES.get(self.role, self.role)
@@ -104,10 +108,11 @@ class KernelPattern:
             raise MlaprofError(
                 f"kernel pattern {self.regex!r}: only stage-1 kernels carry S (split_axis)"
             )
-        try:
-            re.compile(self.regex)
-        except re.error as e:
-            raise MlaprofError(f"bad kernel pattern {self.regex!r}: {e}") from None
+        for rx in (self.regex, self.base):
+            try:
+                re.compile(rx or "")
+            except re.error as e:
+                raise MlaprofError(f"bad kernel pattern {rx!r}: {e}") from None
 
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.regex)
@@ -129,36 +134,54 @@ class KernelPattern:
 
 
 GLUON, ASM, PERSISTENT = "aiter-gluon", "aiter-asm", "aiter-asm-persistent"
+# base name of an AITER ASM MLA kernel (its namespace cut by rocprofv3 -T): the .co names of
+# AITER hsa/gfx942|gfx950/mla/ (mla_a16w16_qh16_m16x4_n16x1_coex0_mask1[_ps],
+# mla_a8w8_qh16_qseqlen4_gqaratio16_ps, mla_dec_stage1_bf16_a16w16_subQ16_mqa16)
+_AITER_ASM = r"mla_(?:a\d+w\d+|dec_stage1|pfl)_\w+"
 VLLM_TRITON, MLAPROF_TRITON = "vllm-triton", "mlaprof-triton"
 
 DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     # mlaprof's own Triton kernel (mlaprof/kernels/mla_verify.py): (head blocks, rows, S)
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1"), STAGE1, "z", "y", None,
-                  "mla_verify_stage1"),
+                  "mla_verify_stage1", base="mla_verify_stage1"),
     # its sm_90 Gluon stage 1 (mlaprof/kernels/mla_verify_gluon.py): the same grid axes
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper"), STAGE1, "z", "y", None,
-                  "mla_verify_stage1_hopper"),
-    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage2"), STAGE2, kernel="mla_verify_stage2"),
+                  "mla_verify_stage1_hopper", base="mla_verify_stage1_hopper"),
+    # ... and its TMA variant for pages of whole tiles (vLLM's 64-token blocks): the same grid
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper_tma"), STAGE1, "z", "y", None,
+                  "mla_verify_stage1_hopper_tma", base="mla_verify_stage1_hopper_tma"),
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage2"), STAGE2, kernel="mla_verify_stage2",
+                  base="mla_verify_stage2"),
     # vLLM Triton MLA decode (vllm/v1/attention/ops/triton_decode_attention.py)
     KernelPattern(VLLM_TRITON, _plain("_fwd_grouped_kernel_stage1"), STAGE1, "z", "x", None,
-                  "_fwd_grouped_kernel_stage1"),
+                  "_fwd_grouped_kernel_stage1", base="_fwd_grouped_kernel_stage1"),
     KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage1"), STAGE1, "z", "x", None,
-                  "_fwd_kernel_stage1"),
-    KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage2"), STAGE2, kernel="_fwd_kernel_stage2"),
+                  "_fwd_kernel_stage1", base="_fwd_kernel_stage1"),
+    # its stage 2 (_decode_softmax_reducev_fwd): grid (batch, heads)
+    KernelPattern(VLLM_TRITON, _plain("_fwd_kernel_stage2"), STAGE2, kernel="_fwd_kernel_stage2",
+                  heads_axis="y", base="_fwd_kernel_stage2"),
     # AITER gluon MLA (bh16 layout: the one vLLM's verify route takes, < 16 heads)
-    KernelPattern(GLUON, _plain("_mla_gluon"), STAGE1, "y", "x", "z", "_mla_gluon"),
+    KernelPattern(GLUON, _plain("_mla_gluon"), STAGE1, "y", "x", "z", "_mla_gluon",
+                  base="_mla_gluon"),
     KernelPattern(GLUON, _plain("_mla_softmax_reducev_kernel"), STAGE2, None, "x", "z",
-                  "_mla_softmax_reducev_kernel", heads_axis="y"),
+                  "_mla_softmax_reducev_kernel", heads_axis="y",
+                  base="_mla_softmax_reducev_kernel"),
     # AITER ASM: persistent ("_ps") variants first; S is computed on the device
-    # demangled (rocprofv3's default) or mangled (_ZN5aiter<len>mla_...E) code-object symbols
-    KernelPattern(PERSISTENT, r"(?:aiter::mla_\w+_ps|_ZN5aiter\d+mla_\w+_psE)(?:\.kd)?", STAGE1,
-                  DEVICE, None, None, "aiter::mla_..._ps"),
+    # demangled (rocprofv3's default) code-object symbols; a mangled one (-M,
+    # _ZN5aiter<len>mla_...E) is matched by its demangled name, a -T one by its base name
+    # (AITER's hsa/<arch>/mla/*.co kernels: mla_a<bits>w<bits>_..., older mla_dec_stage1_...)
+    KernelPattern(PERSISTENT, r"aiter::mla_\w+_ps", STAGE1, DEVICE, None, None,
+                  "aiter::mla_..._ps", base=_AITER_ASM + r"_ps"),
     KernelPattern(PERSISTENT, _cxx("kn_get_mla_metadata_v1(?:_\\d+)?"), METADATA,
-                  kernel="kn_get_mla_metadata_v1_2"),
-    KernelPattern(PERSISTENT, _cxx("kn_mla_reduce_v1"), REDUCE, kernel="kn_mla_reduce_v1"),
-    KernelPattern(ASM, r"(?:aiter::mla_\w+|_ZN5aiter\d+mla_\w+E)(?:\.kd)?", STAGE1, "z", "y",
-                  None, "aiter::mla_..."),
-    KernelPattern(ASM, _plain("_fwd_kernel_stage2_asm"), STAGE2, kernel="_fwd_kernel_stage2_asm"),
+                  kernel="kn_get_mla_metadata_v1_2", base=r"kn_get_mla_metadata_v1(?:_\d+)?"),
+    # reduce grid (H, W, tiles) x 128
+    KernelPattern(PERSISTENT, _cxx("kn_mla_reduce_v1"), REDUCE, kernel="kn_mla_reduce_v1",
+                  heads_axis="x", base="kn_mla_reduce_v1"),
+    KernelPattern(ASM, r"aiter::mla_\w+", STAGE1, "z", "y", None, "aiter::mla_...",
+                  base=_AITER_ASM),
+    # ASM stage 2 grid (B, H) x 64
+    KernelPattern(ASM, _plain("_fwd_kernel_stage2_asm"), STAGE2, kernel="_fwd_kernel_stage2_asm",
+                  heads_axis="y", base="_fwd_kernel_stage2_asm"),
 )  # fmt: skip
 
 
@@ -188,15 +211,25 @@ class KernelMatcher:
 
     def __post_init__(self) -> None:
         self._compiled = [(p, p.compiled()) for p in self.patterns]
+        self._bases = [(p, re.compile(p.base)) for p in self.patterns if p.base]
         self._cache: dict[str, KernelPattern | None] = {}
 
     def match(self, name: str | None) -> KernelPattern | None:
+        """The one rule for every rocprofv3 naming option (:func:`kernel_names.kernel_forms`):
+        the name as written (``.kd`` cut; a mangled symbol by its demangled qualified name),
+        else, for a name that is a base name (``-T``), the first kernel with that base name."""
         if not name:
             return None
         hit = self._cache.get(name, False)
         if hit is not False:
             return hit  # type: ignore[return-value]
-        found = next((p for p, rx in self._compiled if rx.fullmatch(name.strip())), None)
+        stripped = name.strip()
+        full, base = kernel_forms(stripped)
+        found = next(
+            (p for p, rx in self._compiled if rx.fullmatch(stripped) or rx.fullmatch(full)), None
+        )
+        if found is None and base is not None:
+            found = next((p for p, rx in self._bases if rx.fullmatch(base)), None)
         self._cache[name] = found
         return found
 

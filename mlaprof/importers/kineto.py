@@ -337,9 +337,16 @@ def _store_rank(
             if summary.patterns:
                 runmeta.update(w.run_dir, trace_checks=summary.checks)
         if counts["step_annotations"]:
+            empty = int(counts.get("empty_annotations") or 0)
             summary.notes.append(
-                f"rank {rank}: {counts['step_annotations']} vLLM step annotations; steps come "
-                "from the device kernels' graph replays"
+                f"rank {rank}: {counts['step_annotations'] - empty} vLLM step annotations"
+                + (
+                    f" (and {empty} empty ones, execute_context_0(0)_generation_0(0) with "
+                    "nothing scheduled: not steps)"
+                    if empty
+                    else ""
+                )
+                + "; steps come from the device kernels' graph replays"
             )
     elif cpu_only and steps:
         # a CPU run: its steps are vLLM's step annotations, its attention the CPU MLA op

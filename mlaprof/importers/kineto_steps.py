@@ -44,6 +44,7 @@ CPU_MLA_INNER_OPS = (
     "_C::extend_attention_cpu",
 )
 CPU_PATH = "cpu-mla"
+VLLM_STEP = "vllm-step"  # steps.timing of a step timed by vLLM's own step annotation
 
 
 @dataclass
@@ -62,6 +63,11 @@ def step_fields(name: str) -> dict[str, int] | None:
     if not m:
         return None
     return {k: int(v) for k, v in m.groupdict().items() if v is not None}
+
+
+def is_empty(f: dict[str, int]) -> bool:
+    """A step annotation with no request and no token (``execute_context_0(0)_generation_0(0)``)."""
+    return not (f.get("creq") or f.get("greq") or f.get("ctok") or f.get("gtok"))
 
 
 def cpu_activity(doc: Mapping[str, Any], base: int, where: str) -> CpuActivity:
@@ -106,13 +112,17 @@ def cpu_tables(
     """(steps, layers, counts) of one rank: one step per annotation in time order (numbered from
     0), its MLA layers the outermost MLA ops of the same process inside it; counts: annotations,
     MLA ops, those inside a step, the backend's own ops by name."""
-    steps = sorted((s for a in acts for s in a.steps), key=lambda s: (s[0], s[1]))
+    annotated = sorted((s for a in acts for s in a.steps), key=lambda s: (s[0], s[1]))
+    # execute_context_0(0)_generation_0(0): execute_model called with nothing scheduled (no
+    # request, no token); it runs no model, so it is no step (counted apart)
+    steps = [s for s in annotated if not is_empty(s[3])]
     layers = _outermost([x for a in acts for x in a.layers])
     inner: dict[str, int] = {}
     for a in acts:
         for k, v in a.inner.items():
             inner[k] = inner.get(k, 0) + v
-    counts: dict[str, Any] = {"step_annotations": len(steps), "mla_ops": len(layers),
+    counts: dict[str, Any] = {"step_annotations": len(annotated), "mla_ops": len(layers),
+                              "empty_annotations": len(annotated) - len(steps),
                               "backend_ops": inner, "cpu_ops": sum(a.cpu_ops for a in acts)}  # fmt: skip
     if not steps:
         counts["mla_ops_in_steps"] = 0
@@ -150,7 +160,8 @@ def cpu_tables(
             lay["t_start_ns"].append(x[0])
             lay["duration_ns"].append(x[1] - x[0])
     st["backend"], st["graph_mode"] = backend, mode
-    st["timing"] = np.full(n, "cpu-wall", dtype=object)
+    # the step's window is vLLM's own annotation (analysis.timing.TIMING_LABELS["vllm-step"])
+    st["timing"] = np.full(n, VLLM_STEP, dtype=object)
     counts["mla_ops_in_steps"] = len(lay["step"])
     lcols = {c: np.array(v, dtype=np.int64) for c, v in lay.items()}
     return st, lcols, counts

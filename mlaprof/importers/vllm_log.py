@@ -92,6 +92,20 @@ _SPEC_FIELDS = {
     "drafted": re.compile(r"Drafted: (\d+) tokens"),
     "avg_acceptance_pct": re.compile(rf"Avg Draft acceptance rate: {_NUM}%"),
 }
+# the stats line of an idle interval (vllm/v1/metrics/loggers.py LoggingStatLogger.log, 0.32
+# loggers.py L335: "Engine %03d: Avg prompt throughput: ..."): vLLM logs the first idle interval
+# after activity at INFO (later ones at DEBUG), so after the last SpecDecoding line it shows that
+# every drafting interval was logged
+IDLE = re.compile(
+    r"Avg prompt throughput: 0\.0 tokens/s, Avg generation throughput: 0\.0 tokens/s, "
+    r"Running: 0 reqs, Waiting: 0 reqs"
+)
+# the server going down (vLLM's launcher, 0.32 launcher.py L304: "[shutdown] API server: shutting
+# down FastAPI HTTP server"; older "Shutting down FastAPI HTTP server."; uvicorn's own line)
+SHUTDOWN = re.compile(r"[Ss]hutting down FastAPI HTTP server|Application shutdown complete")
+# records that only mark where a start's traffic or server ended: not enough to call a file a
+# vLLM log, nor to open a start
+MARKS = ("engine-idle", "server-shutdown")
 _SPEC_POS = re.compile(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)")
 # the reason runs to the end of the message ("...; setting cudagraph_mode=PIECEWISE because ...")
 DOWNGRADE = re.compile(
@@ -142,7 +156,9 @@ class LogFacts:
 
     def empty(self) -> bool:
         """No server start and no record mlaprof knows: not a vLLM log."""
-        return not self.records and not any(st.engine_line or st.server_line for st in self.starts)
+        return not any(r["kind"] not in MARKS for r in self.records) and not any(
+            st.engine_line or st.server_line for st in self.starts
+        )
 
     def final_mode(self, start: int) -> str | None:
         """The cudagraph mode a start ended with, as its lines say (last downgrade, else config)."""
@@ -307,7 +323,7 @@ def parse_log(text: str) -> LogFacts:
                 cur.model = cur.model or cur.config.get("model")
                 continue
             rec = _record(msg)
-            if rec is None:
+            if rec is None or (cur is None and rec["kind"] in MARKS):
                 continue
             if cur is None:  # a log cut after its start line: records before any start marker
                 cur = begin(lineno, when)
@@ -385,6 +401,10 @@ def _record(msg: str) -> dict[str, Any] | None:
         return _spec_record(m.group(0))
     if SKIPPED.search(msg):
         return {"kind": "capture-skipped", "message": msg}
+    if IDLE.search(msg):
+        return {"kind": "engine-idle", "message": msg}
+    if m := SHUTDOWN.search(msg):
+        return {"kind": "server-shutdown", "message": m.group(0)}
     if (m := PROGRESS.search(msg)) or (m := PROGRESS_OLD.search(msg)):
         new = m.re is PROGRESS
         return {

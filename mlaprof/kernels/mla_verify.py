@@ -152,6 +152,9 @@ def mla_verify_stage1(
         j_ok = j < hi
         if PAGE == 1:
             slot = tl.load(kv_indices + kv_start + j, mask=j_ok, other=0).to(tl.int64)
+        elif PAGE % BLOCK_N == 0:  # tiles start at multiples of BLOCK_N: one page per tile
+            page = tl.load(kv_indices + kv_start + start // PAGE).to(tl.int64)
+            slot = page * PAGE + (j % PAGE)
         else:
             page = tl.load(kv_indices + kv_start + j // PAGE, mask=j_ok, other=0).to(tl.int64)
             slot = page * PAGE + (j % PAGE)

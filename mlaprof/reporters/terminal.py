@@ -117,6 +117,8 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
         _print_trace_paths(console, trace)
         if trace.drafter is not None:
             console.print(term(trace.drafter.text), highlight=False)
+        if trace.capture_phase is not None:
+            console.print(term(trace.capture_phase.text), highlight=False)
     else:
         for h in s.headline:
             console.print(f"{h.label}: [bold]{term(h.value)}[/]  [dim]({term(h.provenance)})[/]")
@@ -275,6 +277,7 @@ def _print_engine_starts(
         console.print(
             f"  spec decoding over the log: {total.accepted} of {total.drafted} drafted "
             f"tokens accepted over {total.lines} line(s) in {len(starts)} starts"
+            + (" (a lower bound)" if total.complete is False else "")
         )
     for st in starts:
         spec = st.speculative
@@ -309,6 +312,8 @@ def _print_engine_starts(
                     else f"; per position (last line): {', '.join(f'{p:.3f}' for p in pos)}"
                 )
             )
+            if sd.complete is False:
+                console.print(f"      [yellow]{term(sd.completeness or '')}[/]", highlight=False)
         for d in st.downgrades:
             console.print(
                 f"    downgraded by {term(d.backend)} (support {term(d.support)}"
@@ -352,6 +357,8 @@ def _print_engine_starts(
         else:
             width = max([len(col)] + [len(row[i]) for row in rows])
             m.add_column(col, justify="right", no_wrap=True, min_width=width)
+    if not rows:  # an eager server (or a log without capture lines): no empty table
+        return
     for row in rows:
         m.add_row(*row)
     console.print(m)
@@ -405,7 +412,7 @@ def _print_trace_paths(console: Console, trace: TraceSection) -> None:
                          overflow="fold" if col == "path" else None)  # fmt: skip
         for p in trace.paths:
             t.add_row(
-                term(p.path),
+                term(p.path) + ("" if p.engine is None else f" (engine {p.engine})"),
                 show(p.variant),  # broken after a separator, never mid-identifier
                 f"{p.steps} ({p.graph_steps}/{p.eager_steps})"
                 + (f" +{p.piecewise_steps} PIECEWISE" if p.piecewise_steps else ""),

@@ -405,8 +405,10 @@ def engine_start_lines(v: View) -> list[str]:
         for st in starts
         for r in st.memory
     ]  # fmt: skip
-    out += ["graph capture memory per rank and start (never summed)", *format_table((head, rows))]
-    out.append(f"  ({starts[0].provenance})")
+    if rows:  # an eager server logs no capture: no empty table
+        out += ["graph capture memory per rank and start (never summed)",
+                *format_table((head, rows))]  # fmt: skip
+        out.append(f"  ({starts[0].provenance})")
     return out
 
 

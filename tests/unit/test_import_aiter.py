@@ -89,10 +89,11 @@ REAL = {
     "aiter::mla_dec_stage1_bf16_a16w16_subQ16_mqa16": ("aiter-asm", STAGE1, "z"),
     "_fwd_kernel_stage2_asm": ("aiter-asm", STAGE2, None),
     "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps": ("aiter-asm-persistent", STAGE1, DEVICE),
-    # the same code-object symbols undemangled
-    "_ZN5aiter44mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_psE": ("aiter-asm-persistent", STAGE1,
+    # the same code-object symbols undemangled (lengths as AITER hsa/gfx950/mla/mla_asm.csv
+    # knl_name writes them: the Itanium ABI prefixes each name with its length)
+    "_ZN5aiter42mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_psE": ("aiter-asm-persistent", STAGE1,
                                                                DEVICE),
-    "_ZN5aiter41mla_a16w16_qh16_m16x4_n16x1_coex0_mask1E.kd": ("aiter-asm", STAGE1, "z"),
+    "_ZN5aiter39mla_a16w16_qh16_m16x4_n16x1_coex0_mask1E.kd": ("aiter-asm", STAGE1, "z"),
     "kn_get_mla_metadata_v1_2<MlaMetadataV12Traits<16, 1, true> >(int const*, int*)": (
         "aiter-asm-persistent", METADATA, None),
     "void kn_mla_reduce_v1<MlaReduceKernelV1Traits<512, 16, 2>, float, __hip_bfloat16>(float*)": (
@@ -102,6 +103,7 @@ REAL = {
     "_fwd_kernel_stage2": ("vllm-triton", STAGE2, None),
     "mla_verify_stage1": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage1_hopper": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage1_hopper_tma": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage2": ("mlaprof-triton", STAGE2, None),
 }  # fmt: skip
 LOOKALIKES = (

@@ -28,6 +28,7 @@ FOLDER = DATA / "vllm" / "cpu_mla_profile"
 (FRONT,) = sorted(FOLDER.glob("*.async_llm.*.pt.trace.json.gz"))
 LAYERS = json.loads((DATA / "vllm_tiny_mla" / "config.json").read_text())["num_hidden_layers"]
 OP = "vllm::unified_mla_attention_with_output"
+EMPTY = "execute_context_0(0)_generation_0(0)"
 
 
 def _events(path: Path) -> list[dict]:
@@ -37,15 +38,19 @@ def _events(path: Path) -> list[dict]:
 def _truth(path: Path) -> dict:
     """Steps and MLA ops straight from the worker's trace JSON."""
     ev = _events(path)
-    steps = sorted(
+    annotated = sorted(
         (e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("execute_")),
         key=lambda e: e["ts"],
     )
+    # execute_model called with nothing scheduled: vLLM still annotates it, it is no step
+    steps = [s for s in annotated if s["name"] != EMPTY]
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == OP]
     per_step = [sum(1 for o in ops if s["ts"] <= o["ts"] <= s["ts"] + s["dur"]) for s in steps]
     inside = [o for o in ops if any(s["ts"] <= o["ts"] <= s["ts"] + s["dur"] for s in steps)]
     return {
         "steps": len(steps),
+        "empty": len(annotated) - len(steps),
+        "durations": sorted(s["dur"] for s in steps),
         "per_step": per_step,
         "step_us": sum(s["dur"] for s in steps),
         "op_us": sum(o["dur"] for o in inside),
@@ -92,6 +97,16 @@ def test_the_report_says_cpu_and_the_attention_share(tmp_path: Path) -> None:
     assert r["attention_share"] == pytest.approx(truth["op_us"] / truth["step_us"], rel=1e-6)
     assert r["backend_ops"].get("_C::mla_decode_kvcache", 0) == truth["decode"]
     assert "cannot show" in s["trace"]["cpu"]["limits"]
+    # the empty annotations are no steps: one step count in every place that counts steps
+    assert truth["empty"] == 3 and r["empty_annotations"] == 3
+    assert s["timing"]["steps"] == r["steps"] == truth["steps"] == 18
+    assert r["step_annotations"] == truth["steps"] + truth["empty"]
+    # the median step is over the real steps, and says its window (vLLM's step annotation)
+    durs = truth["durations"]
+    mid = (durs[len(durs) // 2] + durs[(len(durs) - 1) // 2]) / 2
+    assert s["timing"]["step_median_us"] == pytest.approx(mid, abs=1e-3)
+    assert s["timing"]["timing"] == "vllm-step"
+    assert "vLLM's step annotation window" in s["timing"]["timing_label"]
     kinds = [f["kind"] for f in s["findings"]]
     assert "cpu-attention" in kinds and "capture" not in kinds, "no 'capture a graph' on a CPU"
     assert s["trace"]["capture"]["status"] == "eager"
@@ -206,3 +221,24 @@ def test_mtp_drafter_passes_are_outside_the_steps(tmp_path: Path) -> None:
     assert r["mla_ops"] == sum(truth["per_step"])
     assert r["mla_ops_outside_steps"] == total - sum(truth["per_step"]) > 0
     assert r["attention_share"] == pytest.approx(truth["op_us"] / truth["step_us"], rel=1e-6)
+
+
+def test_a_gpu_trace_counts_its_step_annotations_without_the_empty_ones(tmp_path: Path) -> None:
+    """The H200 Kineto trace with vLLM's step annotations around its 3 graph launches and one
+    ``execute_context_0(0)_generation_0(0)`` (nothing scheduled) between them: the note counts
+    3 annotations and names the empty one apart, as the steps count 3 replays."""
+    doc = json.loads(gzip.decompress((DATA / "kineto_graph_replay.json.gz").read_bytes()))
+    ev = doc["traceEvents"]
+    launches = [e for e in ev if e.get("name") == "cudaGraphLaunch"]
+    pid, tid = launches[0]["pid"], launches[0]["tid"]
+    for e in launches:
+        ev.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_4(16)",
+                   "pid": pid, "tid": tid, "ts": e["ts"] - 1.0, "dur": e["dur"] + 2.0})  # fmt: skip
+    ev.append({"ph": "X", "cat": "user_annotation", "name": EMPTY, "pid": pid, "tid": tid,
+               "ts": launches[0]["ts"] + launches[0]["dur"] + 3.0, "dur": 1.0})  # fmt: skip
+    p = tmp_path / "dp0_pp0_tp0_dcp0_ep0_rank0.1.pt.trace.json"
+    p.write_text(json.dumps(doc))
+    run_dir, s = import_kineto(p, tmp_path / "t", "g")
+    assert s.rows["steps"] == 3
+    (note,) = [n for n in s.notes if "step annotations" in n]
+    assert note.startswith("rank 0: 3 vLLM step annotations (and 1 empty ones")

@@ -4,6 +4,7 @@ kernel itself is checked on the H200 (bench/verify_gluon.py)."""
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pytest
@@ -153,3 +154,77 @@ def test_cpu_default_never_asks_for_gluon(monkeypatch):
     assert be.last_launch["stage1"]["kernel"] == "triton"
     with pytest.raises(MlaprofError, match="not an sm_90 GPU"):
         tb.TritonBackend(C(kernel="gluon")).forward(inp, meta, out, None, num_splits=2)
+
+
+@pytest.mark.parametrize(
+    "cfg,page,want",
+    [
+        (C(), 64, True),  # vLLM's 64-token blocks: a tile is one page
+        (C(), 128, True),
+        (C(), 1, False),  # AITER's page 1: the cp.async row gather
+        (C(), 16, False),  # pages smaller than a tile
+        (C(gluon_block_n=16), 16, True),
+        (C(gluon_tma=False), 64, False),
+        (C(gluon_overlap=True, gluon_lazy_sum=False), 64, False),  # loops of the gather kernel
+        (C(gluon_lazy_sum=False), 64, False),
+        (C(gluon_phases=1), 64, False),
+    ],
+)
+def test_tma_only_where_pages_hold_whole_tiles(cfg, page, want):
+    assert tb.tma_pages(cfg, page) is want
+
+
+def test_decode_on_gluon_only_when_asked():
+    assert "decode" in tb.gluon_unsupported(C(), True, 1, False, _q(qlen=1))
+    assert tb.gluon_unsupported(C(gluon_decode=True), True, 1, False, _q(qlen=1)) is None
+    assert "prefetch" in tb.gluon_unsupported(C(gluon_l2_prefetch=-1), True, 4, False, _q())
+
+
+class _Recorder:
+    """Stands in for a Gluon kernel: records the launch, checks it against the signature."""
+
+    def __init__(self, kernel, seen):
+        self.kernel, self.seen = kernel, seen
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps=4, **kwargs):  # num_warps: a launch option, no parameter
+            params = list(self.kernel.arg_names)
+            named = dict(zip(params, args, strict=False))
+            if len(args) + len(kwargs) > len(params) or set(named) & set(kwargs):
+                raise AssertionError("launch arguments do not fit the kernel's signature")
+            missing = [p for p in params if p not in named and p not in kwargs
+                       and self.kernel.params[params.index(p)].default is inspect.Parameter.empty]  # fmt: skip
+            if missing:
+                raise AssertionError(f"launch misses {missing}")
+            self.seen.append((self.kernel.fn.__name__, grid, {**named, **kwargs}))
+
+        return launch
+
+
+@pytest.mark.parametrize("page", [1, 64])
+def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
+    """The backend's launch of either Gluon stage 1 passes every parameter by its name's slot:
+    page 64 takes the TMA kernel with descriptors over the pool, page 1 the gather kernel."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma"):
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C())
+    be._is_hopper = True
+    be.skip_stage2 = True  # stage 2 is the Triton merge, not under test here
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    ((name, grid, args),) = seen
+    assert grid == (1, 2, 3)
+    assert args["PAGE"] == page and args["kv_indices"] is meta.kv_indices
+    assert args["num_splits"] == 3 and args["qlen"] == 4 and args["H"] == 16
+    if page == 1:
+        assert name == "mla_verify_stage1_hopper" and args["kv"] is inp.kv_c
+    else:
+        assert name == "mla_verify_stage1_hopper_tma" and args["kv"] is inp.kv_c
+        assert args["stride_kv"] == 576
+        assert list(args["kn_desc"].block_shape) == [64, 512]
+        assert list(args["kp_desc"].block_shape) == [64, 64]
+        assert args["kn_desc"].base is inp.kv_c

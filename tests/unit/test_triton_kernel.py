@@ -205,3 +205,18 @@ def test_default_layout_is_64_rows_on_hopper_and_portable_elsewhere():
     assert default_config(1, hopper=True) == default_config(1)  # decode: 16 rows either way
     assert default_config(4, flatten=True, hopper=True) == default_config(1)
     assert not is_hopper(torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("kv_lens", "qlen", "splits", "page", "flatten"),
+    [
+        ([50, 7, 33], 4, 3, 16, False),  # a tile is one page (16 = block_n): one index per tile
+        ([70, 19], 2, 2, 32, False),  # two tiles per page; ragged last pages
+        ([45], 1, 2, 64, False),  # decode, the page larger than the row
+        ([40, 23], 3, 4, 32, True),  # flattened: splits per token, still tile-aligned
+    ],
+)
+def test_pages_of_whole_tiles_match_reference(kv_lens, qlen, splits, page, flatten):
+    """Pages holding whole tiles (vLLM's 64-token blocks at block_n 64): the kernel loads one
+    page index per tile instead of one per key; ragged rows end inside their last page."""
+    _check(*_run(kv_lens, qlen, 16, splits, pad=1, page=page, flatten=flatten, seed=page + qlen))

@@ -117,7 +117,8 @@ def test_the_recordings_are_what_they_say() -> None:
 
 def test_several_starts_are_kept_apart_and_summed(tmp_path: Path) -> None:
     """The real runs appended to one file (as ``>> serve.log`` would): one start each, each with
-    its own SpecDecoding sums, the log's total their sum."""
+    its own SpecDecoding sums. Starts of different methods (ngram, then MTP) are separate
+    engines: no acceptance line over the log; starts of one method: the log's total their sum."""
     two = tmp_path / "all.log"
     texts = [p.read_text() for p in LOGS]
     two.write_text("".join(texts))
@@ -126,12 +127,80 @@ def test_several_starts_are_kept_apart_and_summed(tmp_path: Path) -> None:
     for st, text in zip(starts, texts, strict=True):
         lines = _spec_lines(text)
         assert st["spec_decoding"]["drafted"] == sum(x["drafted"] for x in lines)
-    total = log_spec_totals(starts)
-    assert total is not None
-    assert total["drafted"] == sum(st["spec_decoding"]["drafted"] for st in starts)
-    assert total["accepted"] == sum(st["spec_decoding"]["accepted"] for st in starts)
+    assert {st["speculative"]["method"] for st in starts} == {"ngram", "mtp"}
+    assert log_spec_totals(starts) is None  # never one acceptance rate over ngram and MTP
     second = starts[1]["line"]
     assert second > len(texts[0].splitlines()), "the second start begins in the second run"
+    # the two ngram runs (same method and tokens): summed
+    same = [p for p in LOGS if "mtp" not in p.name]
+    both = tmp_path / "ngram.log"
+    both.write_text("".join(p.read_text() for p in same))
+    _, starts = _starts(tmp_path, both, "ngram")
+    total = log_spec_totals(starts)
+    assert total is not None and total["complete"] is True
+    assert total["drafted"] == sum(st["spec_decoding"]["drafted"] for st in starts)
+    assert total["accepted"] == sum(st["spec_decoding"]["accepted"] for st in starts)
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_a_log_whose_last_interval_closed_is_complete(tmp_path: Path, log: Path) -> None:
+    """Each recording logged an idle stats line after its last SpecDecoding line (vLLM prints
+    the first idle interval after activity): its sum is whole (and equals /metrics above)."""
+    _, starts = _starts(tmp_path, log)
+    sd = starts[0]["spec_decoding"]
+    assert sd["complete"] is True and "idle stats line" in sd["completeness"]
+
+
+def _killed_mid_traffic(tmp_path: Path) -> Path:
+    """cpu_mla_serve.log as it reads when SIGTERM lands while requests still run: everything up
+    to its last SpecDecoding line, then the server's own shutdown lines (no idle interval)."""
+    lines = (DATA / "cpu_mla_serve.log").read_text().splitlines()
+    last = max(i for i, ln in enumerate(lines) if "SpecDecoding metrics:" in ln)
+    down = [ln for ln in NGRAM.read_text().splitlines() if "[shutdown]" in ln or "shutdown" in ln]
+    assert any("shutting down FastAPI HTTP server" in ln for ln in down)
+    out = tmp_path / "killed.log"
+    out.write_text("\n".join(lines[: last + 1] + down) + "\n")
+    return out
+
+
+def test_a_log_cut_by_shutdown_is_a_lower_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = _killed_mid_traffic(tmp_path)
+    _, starts = _starts(tmp_path, log)
+    sd = starts[0]["spec_decoding"]
+    assert sd["complete"] is False
+    assert "lower bound" in sd["completeness"] and "shut down" in sd["completeness"]
+    # the sum is still the lines' sum: marked, never padded
+    assert sd["drafted"] == sum(x["drafted"] for x in _spec_lines(log.read_text()))
+    from mlaprof.cli import main
+
+    assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path / "t"),
+                 "--name", "k"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "t" / "k"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["engine_starts"][0]["spec_decoding"]["complete"] is False
+    assert doc["log_spec"]["complete"] is False
+    assert main(["report", str(tmp_path / "t" / "k")]) == 0
+    out = capsys.readouterr().out
+    assert "lower bound" in out
+
+
+def test_an_eager_server_prints_no_capture_memory_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CPU servers run eager (cudagraph NONE): they log no capture, so no table of capture
+    memory per rank is printed (an empty table reads as if capture took nothing)."""
+    from mlaprof.cli import main
+
+    assert main(["import", "vllm-log", str(NGRAM), "--traces", str(tmp_path), "--name", "n"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "n")]) == 0
+    out = capsys.readouterr().out
+    assert "server starts" in out and "capture memory per rank" not in out
+    assert main(["report", str(tmp_path / "n"), "--html", str(tmp_path / "r.html")]) == 0
+    assert "capture memory per rank" not in (tmp_path / "r.html").read_text()
 
 
 def test_process_prefixes_of_the_real_log() -> None:

@@ -81,6 +81,8 @@ class Evidence:
     host_syncs: dict[str, Any] | None = None  # host calls placed in MLA layer windows
     coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank
     cpu: dict[str, Any] | None = None  # a CPU-only trace's steps and attention op, per rank
+    # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
+    engines: list[dict[str, Any]] | None = None
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
     engine_steps: list[dict[str, Any]] = field(default_factory=list)
     acceptance: list[dict[str, Any]] = field(default_factory=list)

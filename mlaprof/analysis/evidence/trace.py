@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.capture import step_mode_evidence
+from mlaprof.analysis.capture import known_launch_checks, step_mode_evidence
+from mlaprof.analysis.capture_phase import capture_phase
 from mlaprof.analysis.collapse import layer_reference
 from mlaprof.analysis.coverage import coverage_summary, explain_syncs
 from mlaprof.analysis.cpu_attention import cpu_trace_summary
 from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
+from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.analysis.replay_time import replay_time
@@ -40,6 +42,11 @@ def trace_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     src = run.meta.get("imported_from")
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
+    # a whole-process trace's capture phase (warm-ups, stream captures) is not served steps
+    phase, warm = capture_phase(run, t["steps"])
+    if warm.any():
+        t["steps"] = t["steps"][~warm]
+        t["layers"] = _of_steps(t["layers"], t["steps"])
     # the drafter's own graphs get their own table; every analysis below sees verify steps only
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
@@ -52,8 +59,19 @@ def trace_evidence(run: Run) -> Evidence:
     if not drafting.empty:
         t["steps"] = t["steps"][kinds != DRAFTER]
         t["layers"] = _of_steps(t["layers"], t["steps"])
-    tr = trace_section(run, t["steps"], t["layers"], stats)
+    # what each rank runs tells engines apart (two models on one host are not DP peers)
+    engines = (
+        engine_groups(signatures(run, t["steps"]), run.meta.get("rank_sources"))
+        if len(run.ranks) > 1
+        else None
+    )
+    engine_of = {r: e["engine"] for e in engines or [] for r in e["ranks"]}
+    tr = trace_section(
+        run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None
+    )
     tr["drafter"] = drafter if not drafting.empty else None
+    if phase is not None:
+        tr["capture_phase"] = phase
     tr["coverage"] = coverage_summary(run, run.meta, tr["paths"], t["layers"])
     tr["syncs"] = explain_syncs(tr["syncs"], tr["coverage"])
     reference = tr.pop("layer_reference")
@@ -84,6 +102,7 @@ def trace_evidence(run: Run) -> Evidence:
         host_syncs=tr["syncs"],
         coverage=tr["coverage"],
         cpu=tr["cpu"],
+        engines=engines,
     )
 
 
@@ -105,7 +124,11 @@ def host_calls(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def trace_section(
-    run: Run, steps: pd.DataFrame, layers: pd.DataFrame, stats: pd.DataFrame
+    run: Run,
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    stats: pd.DataFrame,
+    engine_of: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """Everything the views show about an imported trace (each part from its question's
     analyzer, computed once); ``stats``: the per-step aggregates of the layers
@@ -116,7 +139,7 @@ def trace_section(
     return {
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
-        "paths": trace_paths(meta, steps, stats),
+        "paths": trace_paths(meta, steps, stats, engine_of),
         "steps": trace_steps(steps, stats),
         "capture": cap,
         "trust": trust_summary(meta, cap),
@@ -125,7 +148,7 @@ def trace_section(
         # one query over the kernels' files (a fleet import holds 10M kernels)
         "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
-        "checks": meta.get("trace_checks") or {},
+        "checks": known_launch_checks(meta.get("trace_checks") or {}, meta.get("device") == "cpu"),
         "layer_reference": layer_reference(meta, steps, stats),
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
         "cpu": cpu_trace_summary(meta, steps, layers),

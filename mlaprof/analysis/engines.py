@@ -1,0 +1,128 @@
+"""Which ranks of a trace belong to one engine, from what each rank runs.
+
+One host may run several engines (two TP4 models on GPUs 0-3 and 4-7): their ranks are not
+data-parallel peers of one model, and their S must never be compared or folded as one fleet.
+A rank's signature is what its own kernels show: the head count on its stage-2 grids (every
+rank of one model runs the same heads after TP: vLLM splits the heads evenly; AITER's stage 2
+launches ``(B, H, qlen)`` for gluon, ``(B, H)`` for ASM, the persistent reduce ``(H, W, tiles)``;
+vLLM's Triton stage 2 ``(batch, heads)``), its verify qlen (the speculative tokens of its
+engine) and its attention path family (gluon, ASM, Triton: a route vLLM picks from the model's
+heads and KV dtype). Ranks whose signatures differ are different engines; ranks that agree are
+one engine as far as the trace shows (two alike engines cannot be told apart: said, not
+guessed). Host and pid are shown beside each engine; they do not separate engines (one engine
+spans hosts, and every rank is its own process).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from mlaprof.importers.kernels import AXES, REDUCE, STAGE2, KernelMatcher
+
+if TYPE_CHECKING:
+    from mlaprof.store.reader import Run
+
+_GRIDS = """
+SELECT rank, name, grid_x, grid_y, grid_z, block_x, block_y, block_z, COUNT(*) AS n
+FROM kernels WHERE layer IS NOT NULL
+GROUP BY rank, name, grid_x, grid_y, grid_z, block_x, block_y, block_z
+"""
+
+
+def rank_heads(run: Run) -> dict[int, int]:
+    """Per rank, the head count its stage-2 / reduce grids show most (ranks without one left
+    out). Grids in work-items (rocprofv3) are divided by the workgroup size."""
+    g = run.sql(_GRIDS)
+    if g.empty:
+        return {}
+    items = run.meta.get("grid_units") == "workitems"
+    m = KernelMatcher()
+    votes: dict[int, dict[int, int]] = {}
+    for r in g.itertuples(index=False):
+        p = m.match(r.name)
+        if p is None or p.role not in (STAGE2, REDUCE) or p.heads_axis is None:
+            continue
+        a = AXES.index(p.heads_axis)
+        grid = (r.grid_x, r.grid_y, r.grid_z)[a]
+        block = (r.block_x, r.block_y, r.block_z)[a]
+        if grid is None or pd.isna(grid) or int(grid) <= 0:
+            continue
+        h = int(grid)
+        if items:
+            if block is None or pd.isna(block) or int(block) <= 0 or h % int(block):
+                continue
+            h //= int(block)
+        v = votes.setdefault(int(r.rank), {})
+        v[h] = v.get(h, 0) + int(r.n)
+    return {rank: max(v, key=lambda h: (v[h], h)) for rank, v in votes.items()}
+
+
+def _family(path: str) -> str:
+    # the persistent ASM kernel and the plain one are one route (the batch size picks)
+    return path.removesuffix("-persistent")
+
+
+def signatures(run: Run, steps: pd.DataFrame) -> dict[int, dict[str, Any]]:
+    """Per rank: heads (stage-2 grids), verify qlen values and path families of its steps."""
+    heads = rank_heads(run)
+    out: dict[int, dict[str, Any]] = {}
+    for rank in run.ranks:
+        st = steps[steps["rank"] == rank] if not steps.empty else steps
+        q = sorted({int(x) for x in st["qlen"].dropna()}) if not st.empty else []
+        fam = (
+            sorted({_family(str(b).partition(" ")[0]) for b in st["backend"].dropna()})
+            if not st.empty
+            else []
+        )
+        out[int(rank)] = {"heads": heads.get(int(rank)), "qlen": q, "paths": fam}
+    return out
+
+
+def _apart(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two ranks' signatures prove different engines: a KNOWN value differs (heads
+    both read and unequal, qlen or path families both read and disjoint). Unknown is no
+    evidence (a rank whose S is 1 launches no stage 2, so its heads are not on the trace)."""
+    if a["heads"] is not None and b["heads"] is not None and a["heads"] != b["heads"]:
+        return True
+    return any(bool(a[k] and b[k] and not set(a[k]) & set(b[k])) for k in ("qlen", "paths"))
+
+
+def engine_groups(
+    sigs: dict[int, dict[str, Any]], sources: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The engines the signatures show, in the order of their first rank: ranks, heads, qlen,
+    paths, hosts and pids. One entry when every rank agrees (or nothing is known)."""
+    src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
+    groups: list[list[int]] = []
+    for rank in sorted(sigs):
+        g = next((g for g in groups if not any(_apart(sigs[rank], sigs[r]) for r in g)), None)
+        if g is None:
+            groups.append([rank])
+        else:
+            g.append(rank)
+    out = []
+    for i, ranks in enumerate(groups):
+        heads = {sigs[r]["heads"] for r in ranks} - {None}
+        out.append(
+            {
+                "engine": i,
+                "ranks": ranks,
+                "heads": heads.pop() if len(heads) == 1 else None,
+                "qlen": sorted({q for r in ranks for q in sigs[r]["qlen"]}),
+                "paths": sorted({p for r in ranks for p in sigs[r]["paths"]}),
+                "hosts": sorted({str(src[r]["host"]) for r in ranks if src.get(r, {}).get("host")}),
+                "pids": sorted(
+                    {
+                        int(src[r]["pid"])
+                        for r in ranks
+                        if isinstance(src.get(r, {}).get("pid"), int)
+                    }
+                ),  # fmt: skip
+            }
+        )
+    return out
+
+
+__all__ = ["engine_groups", "rank_heads", "signatures"]

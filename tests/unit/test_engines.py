@@ -1,0 +1,92 @@
+"""Two engines on one host (two TP4 models: 16 heads per rank on GPUs 0-3, 4 heads on GPUs
+4-7), traced by rocprofv3 as one file set per process under the host's folder (rocprofv3
+``<host>/<pid>_kernel_trace.csv``, tests/conformance/rocprof_csv.py). Ranks whose stage-2 grids
+carry different head counts cannot be DP peers of one model: two engines, each with its own
+fleet view, DP groups only within one, S never compared across them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from tests.conformance import render
+from tests.conformance.shapes import graph_replays
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _fleet(tmp: Path, capsys: pytest.CaptureFixture[str], heads_b: int = 4) -> dict:
+    for gpu in range(8):
+        a = gpu < 4  # engine A on GPUs 0-3, engine B on GPUs 4-7
+        tr = graph_replays(steps=4, layers=4, S=4 if a else 8, rows=8 if a else 4,
+                           heads=16 if a else heads_b)  # fmt: skip
+        tr.pid, tr.tid, tr.agent = 5000 + gpu, 5000 + gpu, 2 + gpu
+        render(tr, "csv-7", tmp / "in")
+    assert (
+        main(["import", "rocprof", str(tmp / "in"), "--traces", str(tmp / "t"), "--name", "x"]) == 0
+    )
+    capsys.readouterr()
+    assert main(["report", str(tmp / "t" / "x"), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_two_engines_on_one_host_are_two_engines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rep = _fleet(tmp_path, capsys)
+    fl = rep["fleet"]
+    engines = fl["engines"]
+    assert [e["ranks"] for e in engines] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [e["heads"] for e in engines] == [16, 4]
+    assert [(e["S_min"], e["S_max"]) for e in engines] == [(4, 4), (8, 8)]
+    assert all(e["agree"] for e in engines) and fl["agree"]
+    # not one model with "at least 2" DP groups: within each engine the rows are equal
+    assert fl["dp_groups"] is None and "at least" not in fl["dp_groups_source"]
+    assert "2 engines" in fl["text"] and "DISAGREE" not in fl["text"]
+    assert {r["engine"] for r in fl["per_rank"] if r["rank"] < 4} == {0}
+    # S per layer is compared within an engine only
+    for p in fl["per_layer"]:
+        assert p["S_min"] == p["S_max"] and p["engine"] in (0, 1)
+    # the DP-group rows never span engines
+    assert [(g.get("engine"), g["ranks"]) for g in rep["dp_groups"]] == [
+        (0, [0, 1, 2, 3]), (1, [4, 5, 6, 7])
+    ]  # fmt: skip
+    assert not [f for f in rep["findings"] if "DISAGREE" in f["title"]]
+    # one path row per engine, each with its own S; no "variant switch" across engines
+    assert sorted((p["engine"], p["S"]) for p in rep["trace"]["paths"]) == [(0, "4"), (1, "8")]
+    assert not [f for f in rep["findings"] if f["kind"] == "variant"]
+    # the headline gives S per engine, never one range over both
+    (h,) = [h for h in rep["headline"] if h["label"].startswith("KV splits")]
+    assert h["value"] == (
+        "engine 0 (ranks 0-3, 16 heads): S 4 on vllm-triton; "
+        "engine 1 (ranks 4-7, 4 heads): S 8 on vllm-triton"
+    )
+
+
+def test_one_engine_keeps_one_fleet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rep = _fleet(tmp_path, capsys, heads_b=16)  # same heads: rows differ, one model, DP 2
+    fl = rep["fleet"]
+    assert "engines" not in fl
+    assert fl["dp_groups"] == 2 and fl["dp_groups_source"].startswith("at least 2")
+
+
+def test_unknown_is_no_evidence_of_two_engines() -> None:
+    from mlaprof.analysis.engines import engine_groups
+
+    def sig(h: int | None, q: list[int], p: list[str]) -> dict:
+        return {"heads": h, "qlen": q, "paths": p}
+
+    # a rank whose S is 1 launches no stage 2: its heads are unknown, not different
+    same = {0: sig(None, [4], ["aiter-gluon"]), 1: sig(8, [4], ["aiter-gluon"])}
+    assert [e["ranks"] for e in engine_groups(same)] == [[0, 1]]
+    # known heads, qlen or path family that differ: apart
+    for b in (sig(4, [4], ["vllm-triton"]), sig(16, [2], ["vllm-triton"]),
+              sig(16, [4], ["aiter-gluon"])):  # fmt: skip
+        two = {0: sig(16, [4], ["vllm-triton"]), 1: b}
+        assert [e["ranks"] for e in engine_groups(two)] == [[0], [1]], b
+    # the persistent and plain ASM kernels are one route (the batch size picks)
+    ps = {0: sig(16, [4], ["aiter-asm"]), 1: sig(16, [4], ["aiter-asm"])}
+    assert len(engine_groups(ps)) == 1

@@ -1,0 +1,28 @@
+"""Each step time says its window: vLLM's step annotation (``Worker.annotate_profile``'s
+record_function around execute_model, vLLM 0.32 ``gpu_worker.py`` L1180-1291) opens before the
+model runner dispatches anything, the mlaprof plugin times a step from its attention-metadata
+build (dispatch) to its output; the two are different windows of one step and say so."""
+
+from __future__ import annotations
+
+from mlaprof.analysis.timing import TIMING_LABELS, TIMING_SHORT, timing_label
+from tests import shipped_runs
+
+WORKER_GROUP = "shipped-runs"
+
+
+def test_the_plugin_step_says_its_window() -> None:
+    t = shipped_runs.summary("engine-engine_ngram_run").timing
+    assert t.timing == "dispatch-to-output"
+    assert "plugin window" in t.timing_label and "vLLM's step annotation" in t.timing_label
+
+
+def test_a_profiler_folder_step_says_its_window() -> None:
+    t = shipped_runs.summary("vllm_cpu_mla_profile").timing
+    assert t.timing == "vllm-step" and "vLLM's step annotation window" in t.timing_label
+
+
+def test_every_step_window_has_a_label_and_a_short_form() -> None:
+    for timing in ("vllm-step", "dispatch-to-output", "dispatch-interval"):
+        assert timing_label(timing) != timing and timing in TIMING_SHORT
+    assert set(TIMING_SHORT) == set(TIMING_LABELS)
