@@ -202,30 +202,13 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
     )
 
 
-def _fleet_html(s: dict) -> str:
-    """Ranks side by side (the analysis' fleet view); nothing for a single rank."""
+def _fleet_html(s: RunSummary) -> str:
+    """Ranks side by side in one line (the analysis' fleet view); its per-rank table is the
+    rows layer's, in the sections below. Nothing for a single rank."""
     f = s.fleet
     if f.ranks < 2:
         return ""
-    head = f.text
-
-    def cell(v: object) -> str:
-        return "unknown" if v is None else _e(v)
-
-    rows = "".join(
-        f"<tr><td class='num'>{r.rank}</td><td>{cell(r.host)}</td>"
-        f"<td class='num'>{cell(r.pid)}</td><td class='num'>{cell(r.dp_group)}</td>"
-        f"<td class='num'>{cell(r.S_min)}</td><td class='num'>{cell(r.S_max)}</td>"
-        f"<td class='num'>{r.collapsed_layers} / {r.layers}</td></tr>"
-        for r in f.per_rank
-    )
-    return (
-        f'<h2 id="ranks">Ranks ({f.ranks})</h2><p>{_e(head)}; DP group '
-        f"{_e(f.dp_groups_source)}</p><table><tr><th>rank</th><th>host</th><th>pid</th>"
-        "<th>DP group</th><th>S min</th><th>S max</th><th>collapsed layers</th></tr>"
-        + rows
-        + "</table>"
-    )
+    return f'<h2 id="ranks">Ranks ({f.ranks})</h2><p>{_e(f.text)}</p>'
 
 
 def _trace_html(s: dict) -> str:

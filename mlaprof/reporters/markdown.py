@@ -58,16 +58,8 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         tag = "" if route.verified else " (UNVERIFIED)"
         lines += [f"**vLLM route**: `{cell(route.path)}` ({cell(route.kernel)}): "
                   f"{cell(route.reason)} [vLLM {cell(route.version)}{tag}]", ""]  # fmt: skip
-    fleet = s.fleet
-    if fleet.ranks > 1:
-        lines += [f"**{cell(fleet.text)}**", ""]
-        lines += _table(
-            ["rank", "host", "DP", "trust", "S min", "S max", "collapsed layers"],
-            [[r.rank, r.host or "-", _unknown(r.dp_group), _unknown(r.trust),
-              _unknown(r.S_min), _unknown(r.S_max), r.collapsed_layers]
-             for r in fleet.per_rank],
-        )  # fmt: skip
-        lines += ["", f"DP: {cell(fleet.dp_groups_source)}", ""]
+    if s.fleet.ranks > 1:  # the ranks' table is the rows layer's (section "ranks side by side")
+        lines += [f"**{cell(s.fleet.text)}**", ""]
     findings = s.findings
     lines.append(f"### Findings ({len(findings)})")
     lines.append("")
@@ -113,7 +105,3 @@ def sections_markdown(s: RunSummary) -> list[str]:
             out += [f"_{table_more(t)}_" if t.more else "", ""]
         out += ["</details>", ""]
     return out
-
-
-def _unknown(v: Any) -> str:
-    return "unknown" if v is None else str(v)
