@@ -19,9 +19,29 @@ Rules (``SIZE_RULES``), and the vLLM version each one is (``RULE_OF_VERSION``):
   ``tests/e2e/test_vllm_capture_sizes.py`` checks it, and :func:`round_to_qlen`, against vLLM 0.32's
   own code, with and without a limiting ``max_num_batched_tokens`` (L2445-2495: the ceiling drops
   to it, it is captured itself, no decode size exceeds it). vLLM 0.33.0's code is 0.32's.
+* ``vllm-0.34``: vLLM 0.34.0 (``_set_cudagraph_sizes`` L2322-2556 and
+  ``_split_cudagraph_capture_sizes`` L2558-2737 of ``vllm/config/vllm.py``): the same shared token
+  list without the rounding to qlen (``adjust_cudagraph_sizes_for_spec_decode`` is gone), split
+  into prefill token sizes (PIECEWISE) and decode request counts ``min(cdiv(s, qlen),
+  max_num_seqs)`` (FULL, ``decode_cudagraph_capture_shapes`` of ``config/compilation.py`` L54-68),
+  plus one-token draft-decode request counts for an EAGLE/MTP drafter with >= 2 speculative tokens
+  (``get_draft_decode_cudagraph_request_sizes`` L708-730, the grid of L122-127).
+
+Dispatch (:class:`CapturePlan`): vLLM 0.32/0.33 (``v1/cudagraph_dispatcher.py`` L205-229, L300-322)
+pad a uniform decode batch to the first capture size and run FULL only when that size is a FULL
+decode key, ``qlen <= size <= qlen * max_num_seqs``; a larger size runs PIECEWISE on the real rows
+(no attention padding, nothing frozen: ``gpu_model_runner.py`` L4052-4055, L4081). vLLM 0.34
+(``v1/worker/gpu/cudagraph_utils.py`` ``dispatch`` L558-602) takes the smallest decode graph holding
+the batch's requests (FULL, its request count of rows), else the smallest prefill token size
+(PIECEWISE, real rows), else eager.
 """
 
 from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from mlaprof.errors import MlaprofError
 
@@ -86,11 +106,182 @@ def _legacy(max_num_seqs: int, num_spec: int, max_batched: int | None = None) ->
     return round_to_qlen(_assemble(min(max_num_seqs * q * 2, DEFAULT_MAX), [], max_batched), q)
 
 
+def _request_counts(max_reqs: int) -> list[int]:
+    """vLLM's uniform-decode request counts up to ``max_reqs`` (at most 512 requests)."""
+    reqs = min(max_reqs, DEFAULT_MAX)
+    counts = [n for n in (1, 2, 4) if n <= reqs] + list(range(8, min(reqs + 1, 256), 8))
+    return sorted({*counts, *range(256, reqs + 1, 16), reqs})
+
+
+def _v034_shared(max_num_seqs: int, num_spec: int, max_batched: int | None) -> list[int]:
+    """vLLM 0.34 ``_set_cudagraph_sizes`` default list: 0.32's grid and uniform-decode sizes,
+    no longer rounded to multiples of qlen (L2380-2470)."""
+    q = 1 + num_spec
+    top = min(max_num_seqs * q * 2, DEFAULT_MAX)
+    if q > 1:
+        decode = [n * q for n in _request_counts(max_num_seqs) if n * q <= top]
+    else:
+        decode = [max_num_seqs] if max_num_seqs <= top else []
+    return _assemble(top, decode, max_batched)
+
+
+def _v034(max_num_seqs: int, num_spec: int, max_batched: int | None = None) -> list[int]:
+    return capture_plan("vllm-0.34", max_num_seqs, num_spec, None, max_batched).tokens
+
+
 SIZE_RULES = {
     "vllm-legacy": _legacy,
     "vllm-pr50488": _pr50488,
     "vllm-0.32": _v032,
+    "vllm-0.34": _v034,
 }
+
+# drafters whose one-token draft steps get their own FULL graphs in vLLM 0.34
+# (get_draft_decode_cudagraph_request_sizes, vllm/config/vllm.py L708-730)
+DRAFT_GRAPH_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+
+
+def _walk_grid(limit: int, step: Callable[[int], float]) -> list[int]:
+    """Sizes 1.. ``limit``, each the next multiple of the largest power of two not above
+    ``step(size)`` (vLLM 0.34 ``config/compilation.py`` L79-86)."""
+    grid, size = [], 1
+    while size < limit:
+        grid.append(size)
+        stride = 1 << max(0, math.floor(math.log2(max(1.0, step(size)))))
+        size = (size // stride + 1) * stride
+    return [*grid, limit] if limit else []
+
+
+def decode_request_grid(max_requests: int) -> list[int]:
+    """vLLM 0.34 ``decode_cudagraph_capture_grid`` (``config/compilation.py`` L122-127)."""
+    return _walk_grid(max_requests, lambda n: 0.65 * n ** (2 / 3))
+
+
+def decode_shapes(sizes: list[int], qlen: int, max_reqs: int, max_tokens: int) -> list[int]:
+    """Request counts of the uniform decode graphs of one query length (vLLM 0.34
+    ``decode_cudagraph_capture_shapes``, ``config/compilation.py`` L54-68): the first count above
+    the limit is captured at the limit, larger ones are unreachable."""
+    sizes = sorted(set(sizes))
+    limit = min(max_reqs, max_tokens // qlen)
+    if limit < 1:
+        return []
+    return sorted({min(n, limit) for n in sizes[: bisect.bisect_left(sizes, limit) + 1]})
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """How vLLM runs one uniform decode batch: the graph mode, the graph's token count (None:
+    eager) and the rows attention sees (padding rows only under FULL)."""
+
+    mode: str  # FULL, PIECEWISE or NONE
+    size: int | None
+    rows: int
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    """The graphs one vLLM version captures and how it dispatches a uniform decode batch."""
+
+    rule: str
+    qlen: int
+    max_num_seqs: int
+    tokens: list[int]  # cudagraph_capture_sizes as vLLM records them (every graph's tokens)
+    decode: list[int]  # request counts of the target's FULL uniform-decode graphs
+    piecewise: list[int]  # token sizes of the PIECEWISE (mixed) graphs
+    draft: list[int] = field(default_factory=list)  # 0.34: the drafter's one-token FULL graphs
+
+    def dispatch(self, num_reqs: int) -> Dispatch:
+        """The graph a uniform decode batch of ``num_reqs`` requests runs in."""
+        q, tokens = self.qlen, num_reqs * self.qlen
+        if self.rule == "vllm-0.34":
+            i = bisect.bisect_left(self.decode, num_reqs)
+            if i < len(self.decode):
+                return Dispatch("FULL", self.decode[i] * q, self.decode[i])
+            j = bisect.bisect_left(self.piecewise, tokens)
+            if j < len(self.piecewise):
+                return Dispatch("PIECEWISE", self.piecewise[j], num_reqs)
+            return Dispatch("NONE", None, num_reqs)
+        size = padded_size(tokens, self.tokens)
+        if size is None:
+            return Dispatch("NONE", None, num_reqs)
+        if size % q == 0 and size // q in self.decode:
+            return Dispatch("FULL", size, size // q)
+        return Dispatch("PIECEWISE", size, num_reqs)
+
+    def to_dict(self) -> dict:
+        return {
+            "rule": self.rule, "qlen": self.qlen, "max_num_seqs": self.max_num_seqs,
+            "tokens": self.tokens, "decode_requests": self.decode,
+            "piecewise_tokens": self.piecewise, "draft_decode_requests": self.draft,
+        }  # fmt: skip
+
+
+def plan_of_sizes(sizes: list[int], qlen: int, max_num_seqs: int | None) -> CapturePlan:
+    """The vLLM 0.32/0.33 dispatcher over a final token list: FULL decode keys for the sizes
+    ``qlen <= x <= qlen * max_num_seqs`` (``cudagraph_dispatcher.py`` L205-229; None: no cap),
+    PIECEWISE keys for every size."""
+    toks = sorted(set(sizes))
+    cap = max_num_seqs if max_num_seqs is not None else max(toks, default=0)
+    decode = [x // qlen for x in toks if qlen <= x <= qlen * cap and x % qlen == 0]
+    return CapturePlan("vllm-0.32", qlen, cap, toks, decode, toks)
+
+
+def check_batched_tokens(max_num_batched_tokens: int | None, max_num_seqs: int) -> None:
+    """vLLM refuses ``max_num_batched_tokens < max_num_seqs`` (``vllm/config/scheduler.py``
+    0.32 L328-333, 0.34 L375-380)."""
+    if max_num_batched_tokens is not None and max_num_batched_tokens < max_num_seqs:
+        raise MlaprofError(
+            f"max_num_batched_tokens ({max_num_batched_tokens}) must be greater than or equal "
+            f"to max_num_seqs ({max_num_seqs}): vLLM refuses this configuration "
+            "(vllm/config/scheduler.py)"
+        )
+
+
+def capture_plan(
+    rule: str,
+    max_num_seqs: int,
+    num_spec: int,
+    explicit: list[int] | None = None,
+    max_num_batched_tokens: int | None = None,
+    method: str | None = None,
+) -> CapturePlan:
+    """The FULL-and-PIECEWISE capture plan of ``rule`` (vLLM's default cudagraph mode):
+    ``explicit`` is a user's ``cudagraph_capture_sizes``, ``method`` the drafter (0.34 draft
+    graphs)."""
+    q = 1 + num_spec
+    mnt = max_num_batched_tokens
+    if rule != "vllm-0.34":
+        plan = plan_of_sizes(
+            sizes_for(rule, max_num_seqs, num_spec, explicit, mnt), q, max_num_seqs
+        )
+        return CapturePlan(rule, q, max_num_seqs, plan.tokens, plan.decode, plan.piecewise)
+    check_batched_tokens(mnt, max_num_seqs)
+    if explicit:
+        _check_explicit(explicit)
+        shared = sorted({s for s in explicit if mnt is None or s <= mnt})
+        if not shared:
+            raise MlaprofError(
+                f"every capture size of {explicit} is above max_num_batched_tokens {mnt}"
+            )
+    else:
+        shared = _v034_shared(max_num_seqs, num_spec, mnt)
+    top = shared[-1]
+    reqs = sorted({min(-(-s // q), max_num_seqs) for s in shared if -(-s // q) * q <= top})
+    budget = mnt if mnt is not None else 1 << 62
+    decode = decode_shapes(reqs, q, max_num_seqs, budget)
+    draft: list[int] = []
+    if reqs and num_spec >= 2 and (method or "").lower() in DRAFT_GRAPH_METHODS:
+        draft = decode_shapes(decode_request_grid(max_num_seqs), 1, max_num_seqs, budget)
+    tokens = sorted({*(n * q for n in decode), *draft, *shared})
+    # the graph manager takes the request counts again, within the recorded max token count
+    # (v1/worker/gpu/cudagraph_utils.py L331-335, decode_cudagraph_capture_max_tokens)
+    decode = decode_shapes(reqs, q, max_num_seqs, tokens[-1])
+    return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, draft)
+
+
+def _check_explicit(explicit: list[int]) -> None:
+    if any(s < 1 for s in explicit):
+        raise MlaprofError(f"capture sizes must be positive token counts, got {explicit}")
 
 
 def default_capture_sizes(
@@ -104,6 +295,7 @@ def default_capture_sizes(
         )
     if max_num_batched_tokens is not None and max_num_batched_tokens < 1:
         raise MlaprofError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
+    check_batched_tokens(max_num_batched_tokens, max_num_seqs)
     return SIZE_RULES[rule](max_num_seqs, num_spec, max_num_batched_tokens)
 
 
@@ -117,9 +309,11 @@ def sizes_for(
     """An explicit ``cudagraph_capture_sizes`` list as vLLM adjusts it (sizes above
     ``max_num_batched_tokens`` dropped first, ``vllm/config/vllm.py`` L2455-2466), else the
     rule's default."""
+    check_batched_tokens(max_num_batched_tokens, max_num_seqs)
+    if rule == "vllm-0.34":
+        return capture_plan(rule, max_num_seqs, num_spec, explicit, max_num_batched_tokens).tokens
     if explicit:
-        if any(s < 1 for s in explicit):
-            raise MlaprofError(f"capture sizes must be positive token counts, got {explicit}")
+        _check_explicit(explicit)
         kept = sorted({s for s in explicit if s <= (max_num_batched_tokens or s)})
         if not kept:
             raise MlaprofError(
@@ -133,8 +327,18 @@ def sizes_for(
 # the rule each modelled vLLM version captures with (mlaprof.splits.routing.VERSIONS); 0.33.0's
 # _set_cudagraph_sizes (vllm.py L2398-2656), adjust_cudagraph_sizes_for_spec_decode
 # (compilation.py L1537-1565) and cudagraph_dispatcher.py (L130-322) have 0.32's syntax trees
-RULE_OF_VERSION = {"0.32.0": "vllm-0.32", "0.33.0": "vllm-0.32", "pre-51171": "vllm-legacy"}
-DEFAULT_RULE = "vllm-0.32"
+RULE_OF_VERSION = {
+    "0.34.0": "vllm-0.34",
+    "0.33.0": "vllm-0.32",
+    "0.32.0": "vllm-0.32",
+    "pre-51171": "vllm-legacy",
+}
+DEFAULT_RULE = "vllm-0.34"  # the newest release's (splits.routing.DEFAULT_VERSION)
+
+
+def dispatch_of(rule: str) -> str:
+    """Whose dispatch a capture-size rule's plan follows (:meth:`CapturePlan.dispatch`)."""
+    return "vLLM 0.34" if rule == "vllm-0.34" else "vLLM 0.32/0.33"
 
 
 def rule_for(version: str) -> str:

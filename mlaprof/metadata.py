@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from mlaprof.capture_sizes import padded_rows, padded_size
+from mlaprof.capture_sizes import CapturePlan, plan_of_sizes
 from mlaprof.errors import MlaprofError
 
 if TYPE_CHECKING:
@@ -57,18 +57,19 @@ def batch_shape(
     kv_lens: list[int],
     qlen: int,
     graph_mode: str,
-    sizes: list[int],
+    sizes: list[int] | CapturePlan,
     max_num_seqs: int | None = None,
 ) -> BatchShape:
-    """Uniform-batch padding: FULL pads tokens to a capture size, requests = tokens // qlen
-    capped at ``max_num_seqs`` (:func:`mlaprof.capture_sizes.padded_rows`)."""
+    """Uniform-batch dispatch (:meth:`mlaprof.capture_sizes.CapturePlan.dispatch`): a FULL
+    decode graph pads the rows to its request count; a batch no FULL decode graph takes runs
+    PIECEWISE (or eagerly) on its real rows. ``sizes``: a vLLM 0.32-style token list (its
+    dispatcher) or a version's :class:`CapturePlan`."""
     real = len(kv_lens)
     if graph_mode != "FULL":
         return BatchShape(list(kv_lens), qlen, real, None, graph_mode)
-    size = padded_size(real * qlen, sizes)
-    if size is None:  # larger than every capture size: the engine runs it eagerly
-        return BatchShape(list(kv_lens), qlen, real, None, "NONE")
-    return BatchShape(list(kv_lens), qlen, padded_rows(size, qlen, max_num_seqs), size, graph_mode)
+    plan = sizes if isinstance(sizes, CapturePlan) else plan_of_sizes(sizes, qlen, max_num_seqs)
+    d = plan.dispatch(real)
+    return BatchShape(list(kv_lens), qlen, d.rows, d.size, d.mode)
 
 
 @dataclass
@@ -221,11 +222,9 @@ def kv_pool_pages(meta: VerifyMetadata) -> int:
 
 
 def step_metadata(sc: Scenario, step: int, device: torch.device | str = "cpu") -> VerifyMetadata:
-    shape = batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes(),
-                       sc.max_num_seqs)  # fmt: skip
+    shape = step_shape(sc, step)
     return build_metadata(shape, sc.page_size, sc.min_kv_mode, device, seed=sc.seed + step)
 
 
 def step_shape(sc: Scenario, step: int) -> BatchShape:
-    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_sizes(),
-                       sc.max_num_seqs)  # fmt: skip
+    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_plan())

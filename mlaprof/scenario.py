@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.capture_sizes import capture_sizes, rule_for
+from mlaprof.capture_sizes import CapturePlan, capture_plan, capture_sizes, rule_for
 from mlaprof.devices import DEVICES, DevicePreset  # re-exported: presets live in devices.py
 from mlaprof.errors import MlaprofError
 
@@ -69,7 +69,7 @@ class Scenario:
     steps: int = 6
     seed: int = 0
     kv_cache_dtype: str = "auto"  # vLLM cache_dtype: auto (the model's bf16) or fp8
-    vllm_version: str = "0.32.0"  # whose routing to model (mlaprof.splits.routing.VERSIONS)
+    vllm_version: str = "0.34.0"  # whose routing to model (mlaprof.splits.routing.VERSIONS)
     kv_cache_tokens: int = 0  # KV cache size per rank in tokens (0: unknown); sizes buffers
     max_num_batched_tokens: int = 0  # vLLM's; 0: not limiting (capture sizes stop there)
     aiter_version: str = ""  # the AITER release the stack runs ("": the policy's own tag)
@@ -120,6 +120,13 @@ class Scenario:
         return capture_sizes(
             self.max_num_seqs, self.num_speculative_tokens, self.graph_mode,
             rule_for(self.vllm_version), self.max_num_batched_tokens or None,
+        )  # fmt: skip
+
+    def capture_plan(self) -> CapturePlan:
+        """The graphs the scenario's vLLM version captures and how it dispatches a batch."""
+        return capture_plan(
+            rule_for(self.vllm_version), self.max_num_seqs, self.num_speculative_tokens,
+            None, self.max_num_batched_tokens or None,
         )  # fmt: skip
 
     def aiter_rule(self) -> dict[str, Any] | None:
@@ -185,6 +192,13 @@ class Scenario:
             raise bad(
                 f"max_num_batched_tokens must be an integer >= 0, got {self.max_num_batched_tokens!r}"
             )
+        if self.max_num_batched_tokens:
+            from mlaprof.capture_sizes import check_batched_tokens
+
+            try:
+                check_batched_tokens(self.max_num_batched_tokens, self.max_num_seqs)
+            except MlaprofError as e:
+                raise bad(str(e)) from None
         if self.aiter_version:
             from mlaprof.splits import releases
 

@@ -41,6 +41,11 @@ groups = project.get("entry-points", {})
     f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for g, eps in groups.items()))
 PY
 export PYTHONPATH="$PWD:$PLUGIN${PYTHONPATH:+:$PYTHONPATH}"
+# vLLM 0.33's source beside the installed 0.32 (scripts/vllm_wheels.sh unpacks it)
+SRC033="${MLAPROF_VLLM_SRC:-$HOME/.cache/mlaprof-vllm-src}/0.33.0"
+if [ -z "${MLAPROF_VLLM_033_SRC:-}" ] && [ -d "$SRC033/vllm" ]; then
+  export MLAPROF_VLLM_033_SRC="$SRC033"
+fi
 # the real engine end to end: tiny MLA model (tests/data/vllm_tiny_mla), ngram and MTP, about a
 # minute per engine on 2 cores (tests/e2e/test_vllm_engine.py)
 "$V/bin/python" -m pytest -q -p no:cacheprovider tests/e2e/test_vllm_install.py tests/e2e/test_vllm_plugin.py \

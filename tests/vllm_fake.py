@@ -249,8 +249,101 @@ class CompilationConfig:
         return mode
 
 
+# -- the model runner V2 (vLLM 0.34: vllm/v1/worker/gpu/) -----------------------------------------
+@dataclass(frozen=True)
+class BatchExecutionDescriptor:
+    cg_mode: CUDAGraphMode
+    num_tokens: int
+    num_reqs: int | None
+    uniform_token_count: int | None = None
+
+
+class CudaGraphManager:
+    """vLLM 0.34's manager, reduced: decode graphs by request count (FULL), else PIECEWISE at
+    the first token size, else eager; ``capture`` fails where told to."""
+
+    def __init__(self, decode_reqs: list[int], qlen: int, max_num_reqs: int = 8,
+                 fail: str | None = None, spec_tokens: int = 3) -> None:  # fmt: skip
+        self.decode_reqs, self.qlen, self.max_num_reqs, self.fail = (
+            decode_reqs,
+            qlen,
+            max_num_reqs,
+            fail,
+        )
+        self.vllm_config = types.SimpleNamespace(
+            speculative_config=SpeculativeConfig(spec_tokens, "mtp")
+        )
+        self._capture_descs = {CUDAGraphMode.FULL: [BatchExecutionDescriptor(
+            CUDAGraphMode.FULL, n * qlen, n, qlen) for n in decode_reqs]}  # fmt: skip
+        self.graphs: dict[Any, Any] = {}
+
+    def capture(self, create_forward_fn: Any, progress_bar_desc: str = "Capturing CUDA graphs",
+                stream: Any = None) -> None:  # fmt: skip
+        for descs in self._capture_descs.values():
+            for d in descs:
+                if self.fail:
+                    raise RuntimeError(self.fail)
+                self.graphs[d] = object()
+
+    def dispatch(self, num_reqs: int, num_tokens: int, uniform_token_count: int | None,
+                 num_active_loras: int, max_query_len: int | None = None,
+                 num_ubatches: int = 1) -> BatchExecutionDescriptor:  # fmt: skip
+        for n in self.decode_reqs:
+            if uniform_token_count == self.qlen and n >= num_reqs:
+                return BatchExecutionDescriptor(CUDAGraphMode.FULL, n * self.qlen, n, self.qlen)
+        return BatchExecutionDescriptor(CUDAGraphMode.NONE, num_tokens, num_reqs)
+
+
+class ModelCudaGraphManager(CudaGraphManager):
+    pass
+
+
+class SpeculatorCudaGraphManager(CudaGraphManager):
+    def __init__(self, *a: Any, captured_k: tuple[int, ...] = (3,), **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.captured_k = captured_k
+
+    def specialize_spec_tokens(self, desc: BatchExecutionDescriptor,
+                               num_speculative_tokens: int) -> BatchExecutionDescriptor:  # fmt: skip
+        if desc.cg_mode != CUDAGraphMode.FULL or num_speculative_tokens in self.captured_k:
+            return desc
+        return BatchExecutionDescriptor(CUDAGraphMode.NONE, desc.num_tokens, desc.num_reqs)
+
+
+class GPUModelRunnerV2:
+    """The V2 runner's step: the target manager's dispatch, the target builds, then the
+    speculator's draft-decode dispatch (one token a request) specialized to k."""
+
+    def __init__(self, builders: list[MLACommonMetadataBuilder], target: ModelCudaGraphManager,
+                 drafter: SpeculatorCudaGraphManager | None = None,
+                 backend: str = "ROCM_AITER_MLA") -> None:  # fmt: skip
+        self.builders, self.target, self.drafter = builders, target, drafter
+        be = types.SimpleNamespace(get_name=lambda: backend)
+        self.attn_groups = [[AttentionGroup(be, [f"model.layers.{i}.self_attn.attn"], [b])]
+                            for i, b in enumerate(builders)]  # fmt: skip
+
+    def execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> None:
+        kv_lens, k = scheduler_output
+        q = 1 + k
+        desc = self.target.dispatch(len(kv_lens), len(kv_lens) * q, q, 0)
+        cam = batch(kv_lens, q, padded_reqs=desc.num_reqs or len(kv_lens))
+        self._state = [b.build(0, cam) for b in self.builders]
+        if self.drafter is not None:
+            d = self.drafter.dispatch(len(kv_lens), len(kv_lens), 1, 0)
+            self.drafter.specialize_spec_tokens(d, k)
+        return None
+
+    def sample_tokens(self, grammar_output: Any) -> Any:
+        out, self._state = self._state, None
+        return out
+
+
 MODULES = {
     vllm_patches.MLA_COMMON_MODULE: {"MLACommonMetadataBuilder": MLACommonMetadataBuilder},
+    vllm_patches.V2_GRAPHS_MODULE: {"CudaGraphManager": CudaGraphManager,
+                                    "ModelCudaGraphManager": ModelCudaGraphManager},
+    vllm_patches.V2_SPEC_GRAPHS_MODULE: {"SpeculatorCudaGraphManager": SpeculatorCudaGraphManager},
+    vllm_patches.V2_RUNNER_MODULE: {"GPUModelRunner": GPUModelRunnerV2},
     vllm_patches.RUNNER_MODULE: {"GPUModelRunner": GPUModelRunner},
     vllm_patches.SPEC_METRICS_MODULE: {"SpecDecodingStats": SpecDecodingStats},
     vllm_patches.COMPILATION_MODULE: {"CompilationConfig": CompilationConfig},

@@ -347,7 +347,9 @@ def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
         before=sa.run,
         after=sb.run,
         capture=Change(capture_label(sa), capture_label(sb)),
-        route=Change(sa.route.path if sa.route else None, sb.route.path if sb.route else None),
+        route=Change(
+            *(f"{r.path} (vLLM {r.version})" if r else None for r in (sa.route, sb.route))
+        ),  # fmt: skip
         backend=Change(backend_text(sa), backend_text(sb)),
         trace_splits=_trace_splits(sa, sb),
         cpu_spread=run_spread(sa, sb),

@@ -18,6 +18,7 @@ from mlaprof.analysis.capture import capture_findings, step_mode_findings
 from mlaprof.analysis.collapse import collapse_findings
 from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.cpu_attention import cpu_findings
+from mlaprof.analysis.drafter_graphs import drafter_graph_findings, drafter_graph_summary
 from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding, fold_ranks
 from mlaprof.analysis.headline import headline, own_split
@@ -176,6 +177,17 @@ def _sections(ev: Evidence) -> dict[str, Any]:
     }
 
 
+def step_durations(steps: Any) -> dict[tuple[int, int], int]:
+    """(rank, step) -> duration in ns, where the step was timed."""
+    if steps is None or steps.empty or "duration_ns" not in steps:
+        return {}
+    timed = steps.dropna(subset=["duration_ns"])
+    return {
+        (int(r), int(s)): int(d)
+        for r, s, d in zip(timed["rank"], timed["step"], timed["duration_ns"], strict=True)
+    }
+
+
 def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     findings: list[Finding] = []
@@ -189,6 +201,9 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
     findings += host_sync_findings(ev.host_syncs)
     findings += coverage_findings(ev.coverage)
     findings += engine_found
+    findings += drafter_graph_findings(
+        drafter_graph_summary(t["events"], ev.engine_steps, step_durations(t["steps"]))
+    )
     findings += sync_findings(t["syncs"], mode)
     findings += split_findings(
         t["splits"],

@@ -14,26 +14,28 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.capture_sizes import capture_sizes
+from mlaprof.capture_sizes import capture_plan, rule_for
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
 from mlaprof.splits import releases
 from mlaprof.splits.policies import is_collapsed
-from mlaprof.splits.routing import RouteConfig, non_rocm_route, verify_route
+from mlaprof.splits.routing import DEFAULT_VERSION, RouteConfig, non_rocm_route, verify_route
 
 SHADOW_DEVICE = "mi355x"
 SHADOW_AITER = "0.1.20"
 
 
-def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str, str, str]:
+def route(
+    heads: int, qlen: int, device: DevicePreset, aiter: str, version: str = DEFAULT_VERSION
+) -> tuple[str, str, str]:
     """(path, split policy, why) of a verify batch on ``device`` with AITER ``aiter``: the path
     is vLLM's (mlaprof.splits.routing, bf16 KV, causal), the policy the kernel's S rule (for a
     release mlaprof does not model: the nearest modelled rule, mlaprof.splits.releases)."""
     if not device.arch.startswith("gfx"):
-        r = non_rocm_route(device.name, arch=device.arch)
+        r = non_rocm_route(device.name, version, arch=device.arch)
     else:
         r = verify_route(
-            RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen)
+            RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen), version
         )
     if r.path in ("gluon-verify", "gluon-decode"):
         policy = releases.policy_for(aiter)
@@ -46,9 +48,11 @@ def route(heads: int, qlen: int, device: DevicePreset, aiter: str) -> tuple[str,
             + ("; its split count is not modelled: vLLM's Triton MLA rule stands in (UNVERIFIED)"),
         )
     else:
-        policy = {"asm-persistent": "aiter-asm-persistent", "triton-mla": "vllm-triton"}.get(
-            r.path, "aiter-asm"
-        )
+        policy = {
+            "asm-persistent": "aiter-asm-persistent",
+            "triton-mla": "vllm-triton",
+            "triton-verify": "vllm-triton-verify",
+        }.get(r.path, "aiter-asm")
     return r.path, policy, r.reason
 
 
@@ -65,8 +69,10 @@ def shadow(
     device: str = SHADOW_DEVICE,
     aiter: str = SHADOW_AITER,
     heads: int | None = None,
+    vllm_version: str = DEFAULT_VERSION,
 ) -> pd.DataFrame:
-    """Per recorded verify step: what AITER ``aiter`` on ``device`` would do with these rows."""
+    """Per recorded verify step: what AITER ``aiter`` on ``device`` would do with these rows,
+    routed, captured and dispatched as vLLM ``vllm_version`` does."""
     # the metadata builder (torch) only for an engine run's shadow: other reports never load it
     from mlaprof.metadata import batch_shape, build_metadata
     from mlaprof.recording import padding_row
@@ -85,10 +91,10 @@ def shadow(
         verify = [i for i, d in enumerate(drafts) if d > 0 and i < len(seq)]
         kv = [max(seq[i], qlen) for i in verify]  # KV lengths include the verify tokens
         h = heads or s["heads"]
-        path, policy, why = route(h, qlen, dev, aiter)
+        path, policy, why = route(h, qlen, dev, aiter, vllm_version)
         mns = int(s.get("max_num_seqs") or len(kv))
-        sizes = capture_sizes(mns, k, "FULL")  # the recorded engine's own version's rule (0.32)
-        shape = batch_shape(kv, qlen, "FULL", sizes, mns)
+        plan = capture_plan(rule_for(vllm_version), mns, k)  # the version's sizes and dispatch
+        shape = batch_shape(kv, qlen, "FULL", plan)
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
         mml, seqs = s.get("max_model_len") or 0, s.get("max_num_seqs")
         buf = seqs * mml if seqs and mml else None  # vLLM's kv_indices buffer: the ASM total_kv

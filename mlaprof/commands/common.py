@@ -98,6 +98,18 @@ def add_traces_arg(parser) -> None:  # noqa: ANN001
 MAX_LIST = 100_000
 
 
+def add_vllm_version_arg(parser, what: str = "routing, capture sizes and dispatch") -> None:  # noqa: ANN001
+    """``--vllm-version``: the vLLM release modelled (default: the newest modelled release)."""
+    from mlaprof.splits.routing import DEFAULT_VERSION, VERSIONS
+
+    parser.add_argument(
+        "--vllm-version",
+        choices=list(VERSIONS),
+        help=f"the vLLM release whose {what} are modelled (default {DEFAULT_VERSION}, the newest; "
+        "pre-51171: before the verify fix, flattened small-head verify)",
+    )
+
+
 def add_engine_model_args(parser) -> None:  # noqa: ANN001
     """``--max-num-batched-tokens`` and ``--aiter``: the engine limit capture sizes stop at and
     the AITER release the stack runs (mlaprof.splits.releases labels an unmodelled one)."""

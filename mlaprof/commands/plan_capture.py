@@ -27,7 +27,8 @@ requests in a decode step, COUNT = steps seen with it.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES
+    from mlaprof.capture_sizes import SIZE_RULES
+    from mlaprof.commands.common import add_vllm_version_arg
 
     p = sub.add_parser(
         "plan-capture",
@@ -45,8 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--spec", type=int, help="speculative tokens (qlen = 1 + spec); default: the run's"
     )
     p.add_argument("--max-num-seqs", type=int, help="vLLM max_num_seqs (default: the run's or 256)")
-    p.add_argument("--vllm", choices=sorted(SIZE_RULES), default=DEFAULT_RULE,
-                   help="vLLM default capture-size rule to compare with (default vllm-0.32, the rule of the vLLM version mlaprof models)")  # fmt: skip
+    p.add_argument("--vllm", choices=sorted(SIZE_RULES),
+                   help="capture-size rule to compare with instead of the --vllm-version's own")  # fmt: skip
+    add_vllm_version_arg(p, "default capture sizes and dispatch")
     p.add_argument(
         "--max-num-batched-tokens",
         type=int,
@@ -72,8 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen
+    from mlaprof.capture_sizes import capture_plan, check_batched_tokens, dispatch_of, rule_for
     from mlaprof.scenario import Scenario
+    from mlaprof.splits.routing import DEFAULT_VERSION
     from mlaprof.store import load
     from mlaprof.whatif import plan_sources as ps
     from mlaprof.whatif.plan import GIB, make_plan
@@ -96,12 +99,20 @@ def main(args: argparse.Namespace) -> int:
     mns = int(mns or max(256, max(counts)))
     if not 1 <= mns <= 4096:
         raise MlaprofError(f"--max-num-seqs must be 1..4096, got {mns}")
-    if args.default_sizes:
-        default = round_to_qlen(int_list(args.default_sizes, "--default-sizes"), qlen)
-        rule = f"given list {default}"
+    check_batched_tokens(mnt, mns)
+    version = args.vllm_version or DEFAULT_VERSION
+    size_rule = args.vllm or rule_for(version)
+    given = int_list(args.default_sizes, "--default-sizes") if args.default_sizes else None
+    default_plan = capture_plan(size_rule, mns, qlen - 1, given, mnt)
+    default = default_plan.tokens
+    if given:
+        rule = f"given list {default} (vLLM {version} dispatch)"
     else:
-        default = default_capture_sizes(args.vllm, mns, qlen - 1, mnt)
-        rule = args.vllm + (f", max_num_batched_tokens {mnt}" if mnt else "")
+        rule = (
+            f"vLLM {version} ({size_rule})"
+            if size_rule == rule_for(version)
+            else f"rule {size_rule}, dispatched as {dispatch_of(size_rule)}"
+        ) + (f", max_num_batched_tokens {mnt}" if mnt else "")
     mem = None
     if args.memory_from_run:
         with load(resolve_run(args.memory_from_run, args.traces)) as mrun:
@@ -125,6 +136,7 @@ def main(args: argparse.Namespace) -> int:
         budget_bytes=args.budget_gib * GIB if args.budget_gib else None,
         max_graphs=args.max_graphs,
         cover_all=args.cover_all,
+        default_plan=default_plan,
     )
     if args.json:
         print(json.dumps(plan.to_dict(), indent=1))

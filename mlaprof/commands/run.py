@@ -14,6 +14,7 @@ from mlaprof.analysis.timing import DEFAULT_THREADS
 from mlaprof.commands.common import (
     add_engine_model_args,
     add_traces_arg,
+    add_vllm_version_arg,
     check_traces,
     traces_dir,
 )
@@ -26,7 +27,6 @@ from mlaprof.scenario import (
     SCENARIOS,
     load_scenario,
 )
-from mlaprof.splits.routing import VERSIONS
 
 EPILOG = """\
 examples:
@@ -94,11 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=KV_CACHE_DTYPES,
         help="vLLM cache_dtype (auto = the model's bf16; fp8 routes verify to the ASM decode)",
     )
-    p.add_argument(
-        "--vllm-version",
-        choices=sorted(VERSIONS),
-        help="whose routing the report shows (default 0.32.0; pre-51171: the flattened path)",
-    )
+    add_vllm_version_arg(p)
     add_engine_model_args(p)
     p.add_argument(
         "--check-syncs",

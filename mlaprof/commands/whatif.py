@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mlaprof.commands.common import add_engine_model_args, int_list, name_list
+from mlaprof.commands.common import add_engine_model_args, add_vllm_version_arg, int_list, name_list
 
 EPILOG = """\
 every number is MODELLED (policies, metadata builder, padding model, cost model); nothing runs.
@@ -26,7 +26,7 @@ verify time vs the fix (H200: fitted to measurements; AMD: derived from CU count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES
+    from mlaprof.capture_sizes import SIZE_RULES
 
     p = sub.add_parser(
         "whatif",
@@ -71,9 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--vllm",
         choices=sorted(SIZE_RULES),
-        default=DEFAULT_RULE,
-        help="vLLM default capture-size rule when --capture-sizes is not given (default vllm-0.32, the rule of the vLLM version mlaprof models)",
+        help="capture-size rule instead of the --vllm-version's own (capture sizes only)",
     )
+    add_vllm_version_arg(p)
     add_engine_model_args(p)
     p.add_argument("--top", type=int, default=15, help="worst cells to list (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object (every cell)")
@@ -124,6 +124,8 @@ def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
     if args.capture_sizes:
         g.capture_sizes = int_list(args.capture_sizes, "--capture-sizes")
     g.size_rule = args.vllm
+    if args.vllm_version:
+        g.vllm_version = args.vllm_version
     if args.top < 1:
         raise MlaprofError(f"--top must be >= 1, got {args.top}")
     return g.validate()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlaprof.capture_sizes import DEFAULT_RULE, sizes_for
+from mlaprof.capture_sizes import DEFAULT_RULE, capture_plan
 from mlaprof.errors import MlaprofError
 from mlaprof.gate.core import CaptureGateError
 from mlaprof.metadata import batch_shape
@@ -83,7 +83,7 @@ def check_splits(
     if device not in DEVICES:
         raise MlaprofError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
     p, units, q = POLICIES[policy], DEVICES[device].units, 1 + num_spec
-    sizes = sizes_for(DEFAULT_RULE, max_num_seqs, num_spec, capture_sizes)
+    sizes = capture_plan(DEFAULT_RULE, max_num_seqs, num_spec, capture_sizes)
     bad: list[SplitCase] = []
     for b in batches:
         for ctx in contexts:

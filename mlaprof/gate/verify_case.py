@@ -18,7 +18,7 @@ import torch
 
 from mlaprof.backends.base import make_inputs
 from mlaprof.backends.registry import get_backend
-from mlaprof.capture_sizes import capture_sizes
+from mlaprof.capture_sizes import DEFAULT_RULE, capture_plan
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import VerifyMetadata, batch_shape, build_metadata
 from mlaprof.scenario import LATENT
@@ -30,7 +30,7 @@ def setup(q: torch.Tensor, min_kv_mode: str = "active-rows") -> dict[str, Any]:
         raise MlaprofError(f"q must be [requests, qlen, heads, ...], got {tuple(q.shape)}")
     b, qlen, heads = (int(n) for n in q.shape[:3])
     kv = [64 + 61 * i + qlen for i in range(b)]
-    shape = batch_shape(kv, qlen, "FULL", capture_sizes(256, qlen - 1))
+    shape = batch_shape(kv, qlen, "FULL", capture_plan(DEFAULT_RULE, 256, qlen - 1))
     meta = build_metadata(shape, page_size=16, min_kv_mode=min_kv_mode, device=q.device)
     inp = make_inputs(meta, heads, device=q.device)
     out = torch.empty(meta.num_reqs, qlen, heads, LATENT, device=q.device)

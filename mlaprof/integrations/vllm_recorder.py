@@ -37,13 +37,15 @@ MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
 SCHEDULER_ROLE = "scheduler"
 STEP_EVENT = "engine-step"
 ACCEPT_EVENT = "spec-accept"
+GRAPH_CAPTURE_EVENT = "cudagraph-capture"  # one per CudaGraphManager.capture (model runner V2)
+DRAFT_EAGER_EVENT = "drafter-graph-eager"  # a draft decode FULL graph missing: ran eagerly
 # without the engine's step ends (a vLLM whose execute_model/sample_tokens did not match): an
 # open step with nothing new for this long is taken as complete, its duration unknown
 IDLE_STEP_NS = 1_000_000_000
 log = logging.getLogger("vllm.mlaprof")
 
 # tuple tags on the deque
-_DISPATCH, _BUILD, _DRAFT, _ACCEPT, _JOB, _END = range(6)
+_DISPATCH, _BUILD, _DRAFT, _ACCEPT, _JOB, _END, _DRAFT_GRAPH = range(7)
 
 
 @dataclass
@@ -83,6 +85,9 @@ class Step:
     extra_builds: int = 0  # further target builds of the same step (other KV-cache groups)
     drafter_builds: int = 0
     drafter_qlens: list[int] = field(default_factory=list)
+    # the model runner V2's drafter dispatches of this step: (mode, graph tokens, rows)
+    drafter_graphs: list[tuple[str | None, int, int | None]] = field(default_factory=list)
+    drafts_from: str = "runner"  # runner: per-request draft counts; uniform: the batch's qlen
     end_ns: int | None = None  # the engine returned the step's output (execute_model/sample)
 
 
@@ -128,6 +133,27 @@ def builder_info(builder: Any, runners: list[Any] = ()) -> BuilderInfo:
         cudagraph_support=_name(getattr(cls, "_cudagraph_support", None)),
         query_len_support=_name(getattr(cls, "query_len_support", None)),
         decode_threshold=thr if isinstance(thr, int) else None,
+    )
+
+
+def manager_role(manager: Any) -> str:
+    """Whose graphs a model runner V2 ``CudaGraphManager`` holds: the target model's
+    (``ModelCudaGraphManager``) or the speculator's (``SpeculatorCudaGraphManager``, DFlash's)."""
+    names = [c.__name__ for c in type(manager).__mro__]
+    if "ModelCudaGraphManager" in names:
+        return "target"
+    if any("Speculator" in n or "DFlash" in n for n in names):
+        return "drafter"
+    return "other"
+
+
+def manager_info(manager: Any) -> RunnerInfo:
+    cfg = getattr(manager, "vllm_config", None)
+    spec = getattr(cfg, "speculative_config", None)
+    return RunnerInfo(
+        max_num_seqs=getattr(manager, "max_num_reqs", None),
+        num_speculative_tokens=getattr(spec, "num_speculative_tokens", None),
+        method=getattr(spec, "method", None),
     )
 
 
@@ -182,6 +208,7 @@ class EngineRecorder:
         self._acc_t = 0
         self.accept_steps = 0
         self._drained: dict[str, str] = {}  # role -> the DRAINED mark last written
+        self._eager_drafts: dict[tuple[Any, int], int] = {}  # (rows, k) -> eager draft decodes
 
     # -- the engine thread (keep these cheap) ----------------------------------------------------
     def on_dispatch(self, runner: Any, num_tokens: int, num_reqs: int, result: Any) -> None:
@@ -193,6 +220,72 @@ class EngineRecorder:
         drafts, self._pending_drafts = self._pending_drafts, None
         self._put((_DISPATCH, time.time_ns(), num_tokens, num_reqs, result[0],
                    desc.num_tokens, desc.num_reqs, drafts, info))  # fmt: skip
+
+    def on_dispatch_v2(
+        self, manager: Any, num_reqs: int, num_tokens: int, uniform: Any, desc: Any
+    ) -> None:
+        """The model runner V2's graph for a step (vLLM 0.34): the target's opens a step, the
+        drafter's is kept with the open step. Draft tokens per request are not readable there:
+        a uniform batch of qlen q has q - 1 per request, others none recorded."""
+        mode = getattr(desc, "cg_mode", None)
+        if manager_role(manager) != "target":
+            self._put((_DRAFT_GRAPH, _name(mode), desc.num_tokens, desc.num_reqs))
+            return
+        info = self._runners.get(id(manager))
+        if info is None:
+            info = self._runners[id(manager)] = manager_info(manager)
+            self._runner_objs.append(manager)
+        drafts = None
+        if isinstance(uniform, int) and uniform > 1:
+            import numpy as np
+
+            drafts = np.full(num_reqs, uniform - 1, dtype=np.int64)
+        self._put((_DISPATCH, time.time_ns(), num_tokens, num_reqs, mode, desc.num_tokens,
+                   desc.num_reqs, drafts, info, "uniform"))  # fmt: skip
+
+    def on_graph_capture(self, manager: Any, desc: str, error: BaseException | None) -> None:
+        """One manager's capture (model runner V2), its graphs per mode, or its failure."""
+        role = manager_role(manager)
+        descs = getattr(manager, "_capture_descs", None) or {}
+        modes = {_name(m): len(d) for m, d in descs.items()}
+        data = {
+            "role": role, "manager": type(manager).__name__, "progress": desc,
+            "planned": modes, "captured": len(getattr(manager, "graphs", None) or {}),
+            "error": None if error is None else f"{type(error).__name__}: {error}"[:500],
+        }  # fmt: skip
+        what = "drafter" if role == "drafter" else "target model"
+        msg = (f"{what} graph capture ({desc or type(manager).__name__}) failed: {data['error']}"
+               if error is not None else
+               f"{what} captured {data['captured']} graphs ({desc or type(manager).__name__})")  # fmt: skip
+        t_ns = time.time_ns()
+        row = event_row("vllm", GRAPH_CAPTURE_EVENT, msg, data, t_ns=t_ns)
+        self._put((_JOB, lambda: self.writer("").add("events", **row)))
+        if error is not None:
+            self.drain()  # the engine is about to go down with it: write it now
+
+    def on_draft_specialize(self, manager: Any, desc: Any, k: int, result: Any) -> None:
+        """A draft decode FULL graph not captured for this step's k (num_speculative_tokens
+        per batch size tiers): vLLM runs that draft decode eagerly."""
+        before, after = (
+            _name(getattr(desc, "cg_mode", None)),
+            _name(getattr(result, "cg_mode", None)),
+        )
+        if before != "FULL" or after != "NONE":
+            return
+        self._put((_DRAFT_GRAPH, after, desc.num_tokens, desc.num_reqs, "specialized"))
+        key = (desc.num_reqs, k)
+        if key in self._eager_drafts:
+            self._eager_drafts[key] += 1
+            return
+        self._eager_drafts[key] = 1
+        data = {"num_reqs": desc.num_reqs, "num_tokens": desc.num_tokens,
+                "num_speculative_tokens": k}  # fmt: skip
+        msg = (
+            f"drafter: no FULL draft-decode graph for {desc.num_reqs} requests at {k} "
+            "speculative tokens; its draft steps ran eagerly"
+        )
+        row = event_row("vllm", DRAFT_EAGER_EVENT, msg, data, t_ns=time.time_ns())
+        self._put((_JOB, lambda: self.writer("").add("events", **row)))
 
     def on_spec_meta(self, runner: Any, num_draft_tokens: Any) -> None:
         self._pending_drafts = num_draft_tokens.copy()  # a fresh numpy array per step; cheap
@@ -305,9 +398,17 @@ class EngineRecorder:
             tag = item[0]
             if tag == _DISPATCH:
                 self._finish_step(rows, item[1])
-                _, t, ntok, nreq, mode, ptok, preq, drafts, rinfo = item
+                _, t, ntok, nreq, mode, ptok, preq, drafts, rinfo, *src = item
                 self._step = Step(t, ntok, nreq, mode, ptok, preq,
                                   None if drafts is None else drafts.tolist(), rinfo)  # fmt: skip
+                if src:
+                    self._step.drafts_from = src[0]
+            elif tag == _DRAFT_GRAPH:
+                st = self._step
+                if st is not None and len(item) == 5 and st.drafter_graphs:
+                    st.drafter_graphs[-1] = item[1:4]  # the dispatched graph, specialized
+                elif st is not None and len(st.drafter_graphs) < 8:
+                    st.drafter_graphs.append(item[1:4])
             elif tag == _BUILD:
                 st = self._step
                 if st is None or (st.build is not None and st.num_tokens is None):
@@ -502,6 +603,7 @@ def step_rows(st: Step, step: int, next_t: int | None, out: list[tuple[str, dict
         "use_gluon_verify": decode[2] if decode else None,
         "target_builds": 1 + st.extra_builds, "drafter_builds": st.drafter_builds,
         "drafter_qlens": st.drafter_qlens,
+        "drafter_graphs": [list(g) for g in st.drafter_graphs], "drafts_from": st.drafts_from,
         "max_num_seqs": st.runner.max_num_seqs if st.runner else None,
         "num_speculative_tokens": st.runner.num_speculative_tokens if st.runner else None,
         "spec_method": st.runner.method if st.runner else None,

@@ -47,6 +47,11 @@ def print_plan(plan: Any, console: Console | None = None) -> None:
         ),
         ("steps without a graph", f"{d.eager_share:.2%}", f"{p.eager_share:.2%}"),
         ("batch sizes without a graph", _batches(d.eager_batches), _batches(p.eager_batches)),
+        (
+            "batch sizes run PIECEWISE",
+            _batches(d.piecewise_batches),
+            _batches(p.piecewise_batches),
+        ),
         ("capture memory", mem(d), mem(p)),
         ("sizes (tokens)", _sizes(d.sizes), _sizes(p.sizes)),
     ):

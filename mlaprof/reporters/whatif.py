@@ -48,6 +48,14 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
             v = f"AITER {v['requested']}: {v['label']} (policy {v['gluon_policy']})"
         text = "; ".join(f"{a}: {b}" for a, b in v.items()) if isinstance(v, dict) else str(v)
         console.print(f"  [dim]{key}:[/] {text}")
+    ver = whatif.spec.vllm_version
+    modes = whatif.dispatch_summary()
+    line = ", ".join(f"{n:,} cells {m}" for m, n in modes.items())
+    if modes.get("PIECEWISE") and whatif.spec.graph_mode == "FULL":
+        line += " (no FULL decode graph holds them: real rows, no padding, nothing frozen)"
+    console.print(f"  [dim]dispatch (vLLM {ver}):[/] {line}")
+    routes = "; ".join(f"{m} {d} qlen {q}: {r}" for m, d, q, r in whatif.routes())
+    console.print(f"  [dim]route (vLLM {ver}):[/] {routes}")
     axes = [a for a in ("model", "policy", "device", "qlen") if len(set(cells[a].tolist())) > 1]
     fixed = {a: cells[a][0] for a in ("model", "policy", "device", "qlen") if a not in axes}
     if fixed:
@@ -121,7 +129,8 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
     }
     for m, d, q, p, r in sorted(misfit)[:5]:
         console.print(
-            f"  [yellow]route:[/] vLLM sends {m} (qlen {q}) on {d} to {r}: {p} models another kernel"
+            f"  [yellow]route:[/] vLLM {ver} sends {m} (qlen {q}) on {d} to {r}: {p} models "
+            "another kernel"
         )
     notes = sorted({n.split(", got")[0] for n in set(cells["note"].tolist()) if n})
     for n in notes[:5]:

@@ -16,8 +16,10 @@ from mlaprof.errors import MlaprofError
 
 GLUON_TARGET_CTAS = 256  # aiter gluon bh16/bh64 aim at 256 programs (MI355X CU count)
 ASM_SPLIT_OVERHEAD = 84.1  # aiter get_meta_param / get_overhead
-ASM_TG_FACTOR = 1  # UNVERIFIED: thread groups per request in aiter's ASM MLA
-ASM_WG_PER_SPLIT = 1  # UNVERIFIED: workgroups per split in aiter's ASM MLA
+# aiter mla.py get_meta_param (v0.1.19, v0.1.20 L572-597): the occupancy term is bs * i, one
+# thread group and one workgroup per (request, split)
+ASM_TG_FACTOR = 1
+ASM_WG_PER_SPLIT = 1
 VLLM_TRITON_TOKENS_PER_SPLIT = 512
 
 
@@ -197,7 +199,9 @@ def aiter_asm_fp8_pr4713(x: SplitInput) -> int:
 
 
 # -- aiter persistent ASM (get_mla_metadata_v1, computed on the device) ----------------------
-PS_CLUSTER_MULTIPLIER = 1  # UNVERIFIED: num_clusters = CU * multiplier / nhead_kv
+# get_mla_metadata_v1 (aiter/ops/attention.py, v1_2_device.cuh; aiter#4144, v0.1.18+):
+# num_clusters = CU * multiplier / nhead_kv, multiplier 1, one latent KV head
+PS_CLUSTER_MULTIPLIER = 1
 # AITER mla.py _MLA_DECODE_PERSISTENT_MAX_BATCH_DEFAULT (v0.1.19 L228, v0.1.20 L384):
 # AITER_MLA_DECODE_PERSISTENT_MAX_BATCH; <= 0 disables the gate
 PS_MAX_BATCH = 32
@@ -266,6 +270,37 @@ def gluon_gfx942_pr4582(x: SplitInput) -> int:
 def vllm_triton(x: SplitInput) -> int:
     """min(next_pow2(max(1, max_seq_len // 512)), 2 * sm_count)."""
     return min(next_pow2(max(1, x.max_seq_len // VLLM_TRITON_TOKENS_PER_SPLIT)), 2 * x.units)
+
+
+# -- vLLM 0.34's folded Triton verify (ROCm CDNA3, qlen > 4) -----------------------------------
+# vllm/v1/attention/ops/triton_decode_attention.py of vLLM 0.34.0: select_verify_config
+# (L1286-1299: 32-row tiles at occupancy 2 up to B*qlen*H = 640 rows, else 64-row tiles at 1),
+# _VERIFY_BASE_CONFIG MIN_SPLIT_LEN 128 (L1269-1281), verify_num_kv_splits (L1302-1336, max 8)
+TRITON_VERIFY_SMALL_MAX_ROWS = 640
+TRITON_VERIFY_MIN_SPLIT_LEN = 128
+TRITON_VERIFY_MAX_SPLITS = 8
+
+
+def vllm_triton_verify(x: SplitInput) -> int:
+    """vLLM 0.34 ``verify_num_kv_splits``: as many splits as fill one dispatch round when one
+    split of every request fits in it, else the n <= 8 with the least idle tail (within 5% of
+    the best, fewest); never past ``cdiv(max_seq_len, 128)`` or 2 x the CU count. Under FULL
+    graphs vLLM passes ``max_model_len`` as ``max_seq_len`` (``rocm_aiter_mla.py`` L1943-1950)."""
+    small = x.num_reqs * x.qlen * x.heads <= TRITON_VERIFY_SMALL_MAX_ROWS
+    block_h, occupancy = (32, 2.0) if small else (64, 1.0)
+    programs = max(1, x.num_reqs) * cdiv(x.qlen * x.heads, block_h)
+    ideal = cdiv(max(1, x.max_seq_len), TRITON_VERIFY_MIN_SPLIT_LEN)
+    slots = max(1, int(occupancy * x.units))
+    if programs <= slots:
+        n = slots // programs
+    else:
+        cost = [
+            (cdiv(k * programs, slots) / k, k)
+            for k in range(1, max(1, min(ideal, TRITON_VERIFY_MAX_SPLITS)) + 1)
+        ]
+        best = min(c for c, _ in cost)
+        n = min(k for c, k in cost if c <= best * 1.05)
+    return max(1, min(ideal, n, x.units * 2))
 
 
 # -- mlaprof's own Triton kernel ---------------------------------------------------------------
@@ -342,6 +377,7 @@ def _as_bool(v: Any) -> Any:
 
 
 _V0119 = "aiter v0.1.19 (3135022)"
+_ASM_RELEASES = "aiter v0.1.19 (3135022)..v0.1.20.post1 (de07f38)"
 _V0120 = "aiter v0.1.20 (fc2e5d5)"
 POLICIES: dict[str, Policy] = {
     p.name: p
@@ -403,8 +439,8 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter mla_decode_fwd get_meta_param (total_kv = kv_indices length; tg/wg factors)",
-            verified=False,
+            f"{_ASM_RELEASES} mla.py mla_decode_fwd get_meta_param (v0.1.20 L572-597; total_kv "
+            "= kv_indices length)",
         ),
         Policy(
             "aiter-asm-fp8",
@@ -412,9 +448,8 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter mla_decode_fwd fp8 caps (get_block_n_fp8 keyed on vLLM's 16-padded heads x "
-            "qlen)",
-            verified=False,
+            f"{_ASM_RELEASES} mla.py mla_decode_fwd fp8 caps (get_block_n_fp8 v0.1.19 L189, "
+            "v0.1.20 L345, keyed on vLLM's 16-padded heads x qlen)",
         ),
         Policy(
             "aiter-asm-fp8-pr4713",
@@ -432,9 +467,8 @@ POLICIES: dict[str, Policy] = {
             False,
             128,
             False,
-            "aiter get_mla_metadata_v1 (aiter#4144, v0.1.18+; cluster multiplier); dropped for "
-            "gfx950 bf16 16 heads qlen 1 at B >= 32 (mla.py v0.1.20 L401-422)",
-            verified=False,
+            f"{_ASM_RELEASES} get_mla_metadata_v1 (aiter#4144, in releases since v0.1.18); "
+            "dropped for gfx950 bf16 16 heads qlen 1 at B >= 32 (mla.py v0.1.20 L401-422)",
             on_device=True,
             host_fallback=persistent_dropped,
         ),
@@ -458,6 +492,15 @@ POLICIES: dict[str, Policy] = {
             16,
             True,
             "vLLM 0.32.0 triton_mla _compute_num_kv_splits",
+        ),
+        Policy(
+            "vllm-triton-verify",
+            vllm_triton_verify,
+            False,
+            32,
+            True,
+            "vLLM 0.34.0 triton_decode_attention.py verify_num_kv_splits (L1302-1336; CDNA3 "
+            "verify past qlen 4, rocm_aiter_mla.py L485-506)",
         ),
         Policy(
             "mlaprof-triton",
@@ -567,6 +610,11 @@ def host_fallback_note(policy: str) -> str:
     )
 
 
+# policies whose S a FULL graph sizes from max_model_len, not from the dummy run's KV
+# (vLLM 0.32 triton_mla.py; vLLM 0.34 rocm_aiter_mla.py L1943-1950)
+FROZEN_FROM_MAX_MODEL_LEN = ("vllm-triton", "vllm-triton-verify")
+
+
 def dummy_run_input(
     policy: str,
     num_reqs: Any,
@@ -580,7 +628,7 @@ def dummy_run_input(
     vLLM's Triton MLA sizes its splits from max_model_len at capture instead. ``num_reqs`` may
     be a numpy array (the what-if grid builds one input for many cells); ``extra``: further
     SplitInput fields, unchanged between capture and replay."""
-    dummy_max = max_model_len if policy == "vllm-triton" else qlen
+    dummy_max = max_model_len if policy in FROZEN_FROM_MAX_MODEL_LEN else qlen
     return SplitInput(
         num_reqs=num_reqs,
         qlen=qlen,

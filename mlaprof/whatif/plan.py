@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mlaprof.capture_sizes import padded_size
+from mlaprof.capture_sizes import CapturePlan, padded_size, plan_of_sizes
 from mlaprof.errors import MlaprofError
 
 GIB = float(1 << 30)
@@ -135,6 +135,9 @@ class ListCost:
     eager_share: float  # probability that a step has no graph
     eager_batches: list[int]  # observed batch sizes that would run without a graph
     memory_bytes: float | None
+    # batch sizes no FULL decode graph holds, run PIECEWISE on their real rows (the version's
+    # dispatch: 0.32/0.33 sizes past qlen x max_num_seqs)
+    piecewise_batches: list[int] = field(default_factory=list)
 
     @property
     def padding_share(self) -> float:
@@ -149,27 +152,39 @@ class ListCost:
             "padding_share": round(self.padding_share, 6),
             "eager_share": round(self.eager_share, 6),
             "eager_batches": self.eager_batches,
+            "piecewise_batches": self.piecewise_batches,
             "memory_bytes": None if self.memory_bytes is None else round(self.memory_bytes),
         }
 
 
 def evaluate(
-    sizes: list[int], dist: Mapping[int, float], qlen: int, mem: MemoryModel | None
+    sizes: list[int],
+    dist: Mapping[int, float],
+    qlen: int,
+    mem: MemoryModel | None,
+    plan: CapturePlan | None = None,
 ) -> ListCost:
-    """Expected padding of ``sizes`` (tokens, sorted) for batch-size probabilities ``dist``."""
+    """Expected padding of ``sizes`` (tokens, sorted) for batch-size probabilities ``dist``;
+    ``plan``: the vLLM version's graphs and dispatch (None: the first size that holds the
+    batch's tokens)."""
     sizes = sorted(sizes)
     pad = real = eager = 0.0
     eager_b: list[int] = []
+    piece_b: list[int] = []
     for b, p in sorted(dist.items()):
         t = b * qlen
         real += p * t
-        size = padded_size(t, sizes)  # the same padding rule as the metadata builder
+        # the same dispatch as the metadata builder (a PIECEWISE graph pads tokens too)
+        d = plan.dispatch(b) if plan is not None else None
+        size = d.size if d is not None else padded_size(t, sizes)
+        if d is not None and d.mode == "PIECEWISE":
+            piece_b.append(b)
         if size is None:
             eager += p
             eager_b.append(b)
         else:
             pad += p * (size - t)
-    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes) if mem else None)
+    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes) if mem else None, piece_b)
 
 
 @dataclass
@@ -184,8 +199,14 @@ class Plan:
     budget: str
     default_rule: str
     notes: list[str] = field(default_factory=list)
+    # vLLM 0.34 deprecates cudagraph_capture_sizes: decode graphs are named by request count
+    # (decode_cudagraph_capture_request_sizes, vllm/config/vllm.py L2558-2680)
+    request_sizes: bool = False
 
     def compilation_config(self) -> str:
+        if self.request_sizes:
+            reqs = ", ".join(str(s // self.qlen) for s in self.proposed.sizes)
+            return '{"decode_cudagraph_capture_request_sizes": [' + reqs + "]}"
         return '{"cudagraph_capture_sizes": [' + ", ".join(map(str, self.proposed.sizes)) + "]}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -281,8 +302,10 @@ def make_plan(
     budget_bytes: float | None = None,
     max_graphs: int | None = None,
     cover_all: bool = False,
+    default_plan: CapturePlan | None = None,
 ) -> Plan:
-    """Propose a list and compare it with ``default_sizes`` (the vLLM version's default)."""
+    """Propose a list and compare it with ``default_sizes`` (the vLLM version's default;
+    ``default_plan``: its graphs and the version's dispatch)."""
     if any(b < 1 for b in dist_counts) or any(c < 0 for c in dist_counts.values()):
         raise MlaprofError("batch sizes must be >= 1 and counts >= 0")
     over = sorted(b for b in dist_counts if b > max_num_seqs)
@@ -320,8 +343,12 @@ def make_plan(
     )
     if mem is not None and max_graphs is None:
         budget += f"; planned {how}"
+    split = default_plan is not None and default_plan.rule == "vllm-0.34"
     notes.append(
-        "the list also serves mixed prefill-decode (PIECEWISE) batches: sizes not in it pad "
+        "vLLM 0.34 captures these request counts as FULL decode graphs only; mixed "
+        "prefill-decode batches keep the prefill token sizes"
+        if split
+        else "the list also serves mixed prefill-decode (PIECEWISE) batches: sizes not in it pad "
         "those batches further"
     )
     return Plan(
@@ -329,10 +356,12 @@ def make_plan(
         max_num_seqs,
         steps,
         source,
-        evaluate(default_sizes, dist, qlen, mem),
-        evaluate(sizes, dist, qlen, mem),
+        evaluate(default_sizes, dist, qlen, mem, default_plan),
+        # every proposed size is a uniform-decode size within qlen x max_num_seqs: a FULL graph
+        evaluate(sizes, dist, qlen, mem, plan_of_sizes(sizes, qlen, max_num_seqs)),
         mem.provenance if mem else "unknown (no measurement, log or model given)",
         budget,
         default_rule,
         notes,
+        request_sizes=split,
     )

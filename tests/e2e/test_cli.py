@@ -94,7 +94,8 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
     assert fix["aiter-gluon-v0.1.19"]["used"] == 16
     assert main(["report", "bug", "--traces", str(traces), "--compare", "fix", "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)["compare"]
-    assert cmp["route"] == {"before": "gluon-verify", "after": "gluon-verify"}
+    want = "gluon-verify (vLLM 0.34.0)"  # each side's route names its vLLM version
+    assert cmp["route"] == {"before": want, "after": want}
     rows = {r["metric"]: r for r in cmp["table"]}
     s_used = rows["KV splits S used (run's policy, worst step)"]
     assert (s_used["a"], s_used["b"], s_used["verdict"]) == (1, 16, "better")
@@ -252,7 +253,7 @@ def test_default_run_takes_a_path_vllm_runs_and_states_three_numbers(capsys, tra
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["scenario"]["model"] == "kimi-k2-tp8" and doc["route"]["path"] == "gluon-verify"
-    assert doc["route"]["version"] == "0.32.0" and doc["route"]["verified"]
+    assert doc["route"]["version"] == "0.34.0" and doc["route"]["verified"]  # the newest release
     (collapse,) = [f for f in doc["findings"] if f["kind"] == "split-collapse"
                    and f["data"]["policy"] == "aiter-gluon-v0.1.19"]  # fmt: skip
     assert collapse["severity"] == "critical"
@@ -263,9 +264,12 @@ def test_default_run_takes_a_path_vllm_runs_and_states_three_numbers(capsys, tra
     assert res[("4-D", "max_model_len")] == 256 * 131072 * 4 + 2 * 257 * 4
     assert res[("legacy-flat", "kv-cache")] is None
     splits = {s["policy"]: s for s in doc["splits"]}
+    # every constant of AITER's get_meta_param is read: verified, with the releases named
     assert (
-        splits["aiter-asm"]["verified"] is False and "UNVERIFIED" in splits["aiter-asm"]["source"]
+        splits["aiter-asm"]["verified"] is True
+        and "UNVERIFIED" not in splits["aiter-asm"]["source"]
     )
+    assert "v0.1.19 (3135022)..v0.1.20.post1" in splits["aiter-asm"]["source"]
 
 
 def test_deepseek_tp8_preset_takes_the_persistent_asm_path(capsys, traces):

@@ -60,13 +60,19 @@ def test_plan_capture_default_list_stops_at_max_num_batched_tokens(tmp_path: Pat
     """vLLM 0.32 vllm/config/vllm.py L2445-2495: 8 seqs x qlen 4 with 50 tokens stop at 48."""
     counts = tmp_path / "c.txt"
     counts.write_text("2 10\n8 5\n")
-    base = ["plan-capture", "--counts", str(counts), "--spec", "3", "--max-num-seqs", "8", "--json"]
+    base = ["plan-capture", "--counts", str(counts), "--spec", "3", "--max-num-seqs", "8", "--json",
+            "--vllm-version", "0.32.0"]  # fmt: skip
     assert main(base) == 0
     assert json.loads(capsys.readouterr().out)["default"]["sizes"][-1] == 64
     assert main([*base, "--max-num-batched-tokens", "50"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["default"]["sizes"] == [4, 8, 16, 24, 32, 40, 48]
     assert "max_num_batched_tokens 50" in doc["default_rule"]
+    # vLLM 0.34 (vllm/config/vllm.py L2380-2470): no rounding to qlen, 50 itself captured
+    assert main([*base[:-2], "--max-num-batched-tokens", "50"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["default"]["sizes"] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 50]
+    assert "vLLM 0.34.0" in doc["default_rule"]
 
 
 def test_run_names_the_aiter_release_it_models(tmp_path: Path, capsys):

@@ -51,7 +51,7 @@ def test_v032_rule_equals_vllm(max_num_seqs, num_spec):
 
 @pytest.mark.parametrize(
     "max_num_seqs, num_spec, max_batched",
-    [(8, 3, 50), (8, 3, 48), (256, 3, 100), (256, 0, 100), (64, 7, 300), (4, 3, 7), (1, 3, 4),
+    [(8, 3, 50), (8, 3, 48), (96, 3, 100), (100, 0, 100), (64, 7, 300), (4, 3, 7), (1, 3, 4),
      (512, 3, 2048), (33, 5, 199), (256, 1, 8192)],
 )  # fmt: skip
 def test_v032_rule_respects_max_num_batched_tokens(max_num_seqs, num_spec, max_batched):
@@ -79,7 +79,7 @@ def test_explicit_list_over_max_num_batched_tokens_equals_vllm():
         cfg = types.SimpleNamespace(
             model_config=types.SimpleNamespace(enforce_eager=False),
             compilation_config=cc,
-            scheduler_config=types.SimpleNamespace(max_num_seqs=64, max_num_batched_tokens=mnt),
+            scheduler_config=types.SimpleNamespace(max_num_seqs=mnt, max_num_batched_tokens=mnt),
             uniform_decode_query_len=q,
             speculative_config=None,
             performance_mode="balanced",
@@ -87,7 +87,7 @@ def test_explicit_list_over_max_num_batched_tokens_equals_vllm():
         )
         VllmConfig._set_cudagraph_sizes(cfg)
         cc.adjust_cudagraph_sizes_for_spec_decode(q)
-        assert sizes_for("vllm-0.32", 64, q - 1, sizes, mnt) == cc.cudagraph_capture_sizes
+        assert sizes_for("vllm-0.32", mnt, q - 1, sizes, mnt) == cc.cudagraph_capture_sizes
 
 
 def test_explicit_list_rounding_equals_vllm():
@@ -121,3 +121,69 @@ def test_split_gate_passes_vllm_032_real_aiter_builder(monkeypatch):
 
     with pytest.raises(SplitCollapseError, match="min_kv_seq_len=4"):
         assert_splits_hold(all_rows, **kw)
+
+
+def vllm_dispatch(sizes: list[int], q: int, max_num_seqs: int, num_reqs: int) -> tuple:
+    """vLLM 0.32's own CudagraphDispatcher (``v1/cudagraph_dispatcher.py``): keys for
+    FULL_AND_PIECEWISE, then a uniform decode batch of ``num_reqs`` requests; the rows attention
+    sees are the descriptor's request count under FULL only (``gpu_model_runner.py`` L4052-4055,
+    L4081: attention is padded only under FULL)."""
+    from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+
+    cc = CompilationConfig()
+    cc.cudagraph_capture_sizes = list(sizes)
+    cc.max_cudagraph_capture_size = max(sizes)
+    d = object.__new__(CudagraphDispatcher)  # its __init__ checks the compilation mode only
+    d.vllm_config = types.SimpleNamespace(
+        scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs), lora_config=None
+    )
+    d.compilation_config = cc
+    d.uniform_decode_query_len = q
+    d.cudagraph_keys = {CUDAGraphMode.PIECEWISE: set(), CUDAGraphMode.FULL: set()}
+    d.keys_initialized, d.specialize_lora_count = False, False
+    d.cudagraph_mode = CUDAGraphMode.NONE
+    d.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, q)
+    mode, desc = d.dispatch(num_reqs * q, uniform_decode=True)
+    rows = desc.num_reqs if mode == CUDAGraphMode.FULL else num_reqs
+    return mode.name, (desc.num_tokens if mode != CUDAGraphMode.NONE else None), rows
+
+
+@pytest.mark.parametrize(
+    "sizes, max_num_seqs, num_spec",
+    [([40], 6, 1), ([60], 8, 3), ([8, 96], 8, 7), ([4, 8, 16, 32, 64, 128], 8, 3),
+     ([2, 4, 6, 12, 24, 48], 5, 1), ([16, 40, 100], 10, 3), ([9, 18, 27, 36], 3, 8)]
+    + [(None, m, k) for m, k in ((256, 3), (8, 3), (6, 1), (33, 5), (1, 3), (64, 7))],
+)  # fmt: skip
+def test_dispatch_equals_vllm_032s_dispatcher(sizes, max_num_seqs, num_spec):
+    """Every batch size: FULL only where the padded size is a FULL decode key (q <= x <= q x
+    max_num_seqs, L205-229), PIECEWISE on the real rows past it (L300-322)."""
+    from mlaprof.capture_sizes import capture_plan
+
+    q = 1 + num_spec
+    plan = capture_plan("vllm-0.32", max_num_seqs, num_spec, sizes)
+    for b in range(1, max_num_seqs + 1):
+        d = plan.dispatch(b)
+        want = vllm_dispatch(plan.tokens, q, max_num_seqs, b)
+        assert (d.mode, d.size, d.rows) == want, (sizes, max_num_seqs, num_spec, b)
+
+
+def test_the_issue_cells_run_piecewise_in_032():
+    """[40]/6 seqs/qlen 2/5 reqs, [60]/8/qlen 4/7, [8, 96]/8/qlen 8/2: PIECEWISE, real rows."""
+    assert vllm_dispatch([40], 2, 6, 5) == ("PIECEWISE", 40, 5)
+    assert vllm_dispatch([60], 4, 8, 7) == ("PIECEWISE", 60, 7)
+    assert vllm_dispatch([8, 96], 8, 8, 2) == ("PIECEWISE", 96, 2)
+
+
+def test_max_num_batched_tokens_below_max_num_seqs_is_refused_by_both():
+    """vLLM 0.32 ``config/scheduler.py`` L328-333 and mlaprof's check say the same."""
+    from vllm.config.scheduler import SchedulerConfig
+
+    from mlaprof.capture_sizes import check_batched_tokens
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(Exception, match="must be greater than or equal to max_num_seqs"):
+        SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=100, max_model_len=64,
+                        is_encoder_decoder=False)  # fmt: skip
+    with pytest.raises(MlaprofError, match="must be greater than or equal to max_num_seqs"):
+        check_batched_tokens(100, 256)
+    check_batched_tokens(256, 256)

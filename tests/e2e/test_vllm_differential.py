@@ -165,7 +165,8 @@ def _compare(c: dict, seed: int) -> list[str]:
             kv_cache_bytes=None if c["blocks"] is None else c["blocks"] * KV_PAGE_BYTES,
             small_head_mode=c["mode"],
             mtp_decode_qlen=qlen,
-        )
+        ),
+        "0.32.0",  # the installed release's routing
     )
     max_num_seqs, max_model_len = 16, 131072
     b = _builder(c["heads"], qlen, c["full"], c["kv_dtype"], c["blocks"], max_num_seqs,
@@ -231,7 +232,7 @@ def test_the_cases_cover_what_the_issue_asks(vllm_env):
         for _ in range(CASES // CHUNKS):
             c = _case(rng)
             r = verify_route(RouteConfig(c["heads"], c["qlen"], c["kv_dtype"], c["arch"],
-                                         small_head_mode=c["mode"]))  # fmt: skip
+                                         small_head_mode=c["mode"]), "0.32.0")  # fmt: skip
             seen |= {r.path, ("pad", c["pad"] > 0), ("full", c["full"]), ("qlen", c["qlen"])}
             seen |= {("long", max(c["kv"]) > 65536), ("heads>64", c["heads"] > 64)}
     for want in ("gluon-verify", "gluon-decode", "asm", "asm-persistent", ("pad", True),

@@ -64,13 +64,23 @@ def test_entry_point_discovered_and_loaded_by_vllm(clean, monkeypatch, tmp_path)
     plugins = load_plugins_by_group("vllm.general_plugins")  # vLLM's own loader
     plugins["mlaprof"]()
     plugins["mlaprof"]()  # loaded twice in one process: patched once
-    assert len(vllm_patches.installed()) == len(vllm_patches.TARGETS)
-    assert set(vllm_plugin.patch_report().values()) == {"already patched"}
+    assert (
+        set(vllm_patches.installed()) == {t.qualname for t in vllm_patches.TARGETS} - ABSENT_IN_032
+    )
+    report = vllm_plugin.patch_report()
+    assert {v for k, v in report.items() if k not in ABSENT_IN_032} == {"already patched"}
+
+
+# vLLM 0.32's model runner V2 has no speculator graph manager yet (0.34 adds it)
+ABSENT_IN_032 = {
+    f"{vllm_patches.V2_SPEC_GRAPHS_MODULE}.SpeculatorCudaGraphManager.specialize_spec_tokens"
+}
 
 
 def test_every_patch_target_exists_with_its_signature():
     report = vllm_patches.check_targets()
-    assert report == {t.qualname: "ok" for t in vllm_patches.TARGETS}
+    assert {k for k, v in report.items() if v != "ok"} == ABSENT_IN_032
+    assert all(report[k].startswith("unavailable: ModuleNotFoundError") for k in ABSENT_IN_032)
     from vllm.model_executor.layers.attention.mla_attention import MLACommonMetadataBuilder
     from vllm.v1.attention.backends.mla import cpu_mla
 
@@ -229,7 +239,9 @@ def test_fresh_process_loads_and_patches_through_vllm(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report == {t.qualname: "patched" for t in vllm_patches.TARGETS}
+    assert {k for k, v in report.items() if v == "patched"} == {
+        t.qualname for t in vllm_patches.TARGETS
+    } - ABSENT_IN_032
     assert list(tmp_path.iterdir()) == []  # the writer opens on the first record only
 
 

@@ -472,3 +472,71 @@ def test_a_plugin_run_reads_syncs_not_checked(fake_vllm, tmp_path):
         n = summary(run)["sync_counts"]
     assert not n["checked"] and n["watched_steps"] == 0
     assert n["text"].startswith("not checked")
+
+
+# -- the model runner V2 (vLLM 0.34) ---------------------------------------------------------------
+def test_model_runner_v2_records_the_drafters_graphs_apart(fake_vllm, tmp_path):
+    """vLLM 0.34: the target's CudaGraphManager.dispatch opens the step (FULL, padded to its
+    decode graph's request count); the speculator's own manager dispatches the draft decode,
+    and a k with no captured draft graph runs eagerly: recorded per step, and a finding with
+    its cost."""
+    rec = _recorder(tmp_path)
+    report = vllm_patches.install(rec)
+    assert report[f"{vllm_patches.V2_GRAPHS_MODULE}.CudaGraphManager.dispatch"] == "patched"
+    target = vf.ModelCudaGraphManager([1, 2, 4, 8], qlen=4)
+    drafter = vf.SpeculatorCudaGraphManager([1, 2, 4, 8], qlen=1, captured_k=(3,))
+    runner = vf.GPUModelRunnerV2([vf.AiterMLAMetadataBuilder()], target, drafter)
+    for k in (3, 3, 2):  # a K tier at 2 whose draft graph was never captured
+        runner.execute_model(([1100, 300, 700], k), None)
+        runner.sample_tokens(None)
+    rec.close()
+    run = mlaprof.load(tmp_path / "run")
+    data = _steps(run)
+    # the K tier at 2 verifies 3 tokens a request: the fake target has no graph for them
+    assert [d["graph_mode"] for d in data] == ["FULL", "FULL", "NONE"]
+    assert [d["padded_reqs"] for d in data] == [4, 4, 3]
+    assert data[0]["drafts_from"] == "uniform" and data[0]["verify_rows"] == 3
+    assert [d["drafter_graphs"] for d in data] == [[["FULL", 4, 4]], [["FULL", 4, 4]],
+                                                   [["NONE", 4, 4]]]  # fmt: skip
+    ev = run.events
+    eager = ev[ev.kind == "drafter-graph-eager"]
+    assert len(eager) == 1 and "3 requests" not in eager.message.iloc[0]
+    from mlaprof.analysis.run_summary import analyze
+
+    found = [f for f in analyze(run) if "drafter's draft decode ran outside" in f.title]
+    assert len(found) == 1 and "in 1 of 3 engine steps" in found[0].title
+    assert "median step" in found[0].evidence and found[0].severity == "warning"
+
+
+def test_a_drafter_capture_failure_is_recorded_then_raised(fake_vllm, tmp_path):
+    rec = _recorder(tmp_path)
+    vllm_patches.install(rec)
+    drafter = vf.SpeculatorCudaGraphManager([1, 2], qlen=1,
+                                            fail="cudaErrorStreamCaptureUnsupported")  # fmt: skip
+    with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureUnsupported"):
+        drafter.capture(None, "Capturing decode CUDA graphs")
+    vf.ModelCudaGraphManager([1, 2], qlen=4).capture(None, "Capturing CUDA graphs")
+    rec.close()
+    run = mlaprof.load(tmp_path / "run")
+    ev = run.events[run.events.kind == "cudagraph-capture"]
+    msgs = sorted(ev.message)
+    assert msgs[0].startswith("drafter graph capture (Capturing decode CUDA graphs) failed")
+    assert msgs[1] == "target model captured 2 graphs (Capturing CUDA graphs)"
+    from mlaprof.analysis.run_summary import analyze
+
+    found = [f for f in analyze(run) if "drafter's graph capture failed" in f.title]
+    assert len(found) == 1 and found[0].severity == "critical"
+    assert "cudaErrorStreamCaptureUnsupported" in found[0].title
+
+
+def test_a_runner_module_vllm_removed_is_named_gone(fake_vllm, monkeypatch):
+    """vLLM 0.34 has no vllm/v1/worker/gpu_model_runner.py: each of its targets is reported
+    gone with what the plugin records instead, the rest is patched."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, vllm_patches.RUNNER_MODULE)
+    report = vllm_patches.install(_recorder(None))
+    gone = {k: v for k, v in report.items() if v.startswith("gone:")}
+    assert set(gone) == set(vllm_patches.GONE)
+    assert all("vLLM 0.34 removed vllm/v1/worker/gpu_model_runner.py" in v for v in gone.values())
+    assert report[f"{vllm_patches.V2_RUNNER_MODULE}.GPUModelRunner.execute_model"] == "patched"

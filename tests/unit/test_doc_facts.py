@@ -185,11 +185,12 @@ def _policy_fns() -> set[str]:
     return {n for n in dir(policies) if callable(getattr(policies, n))}
 
 
-def _route(heads: int, kv: str = "auto", arch: str = "gfx950", version: str = "0.32.0") -> str:
+def _route(heads: int, kv: str = "auto", arch: str = "gfx950", version: str = "0.32.0",
+           qlen: int = 4) -> str:  # fmt: skip
     from mlaprof.splits.routing import RouteConfig, verify_route
 
     return verify_route(
-        RouteConfig(heads=heads, qlen=4, kv_cache_dtype=kv, arch=arch), version
+        RouteConfig(heads=heads, qlen=qlen, kv_cache_dtype=kv, arch=arch), version
     ).path
 
 
@@ -206,6 +207,19 @@ def _readme_toml_loads() -> bool:
     block = re.search(r"```toml\n(.*?)```", source("README.md"), re.S).group(1)
     sc = scenario_from_mapping(tomllib.loads(block))
     return sc.model == "kimi-k2-tp8" and sc.kv_lens == [3000, 5000, 9000]
+
+
+def _dispatch(rule: str, sizes: list[int], mns: int, k: int, b: int) -> tuple:
+    from mlaprof.capture_sizes import capture_plan
+
+    d = capture_plan(rule, mns, k, sizes).dispatch(b)
+    return d.mode, d.size, d.rows
+
+
+def _triton_verify_splits(b: int, q: int, h: int, units: int, mml: int) -> int:
+    from mlaprof.splits.policies import SplitInput, vllm_triton_verify
+
+    return vllm_triton_verify(SplitInput(b, q, h, 1, mml, b * mml, units))
 
 
 def _plugin_targets() -> list[str]:
@@ -321,10 +335,10 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: _scenario_default("min_kv_mode") == "all-rows"),
     ("README.md", "kv_cache_dtype = \"auto\" # or \"fp8\": vLLM then routes verify to the ASM decode",
      lambda: _scenario_default("kv_cache_dtype") == "auto" and _route(8, kv="fp8").startswith("asm")),
-    ("README.md", "vllm_version = \"0.32.0\" # whose routing to show: 0.32.0, 0.33.0, pre-51171 "
-     "(flattened path)",
-     lambda: set(_versions()) == {"0.32.0", "0.33.0", "pre-51171"}
-     and _scenario_default("vllm_version") == "0.32.0"
+    ("README.md", "vllm_version = \"0.34.0\" # whose routing, capture sizes and dispatch: 0.34.0, "
+     "0.33.0, 0.32.0, pre-51171",
+     lambda: list(_versions()) == ["0.34.0", "0.32.0", "0.33.0", "pre-51171"]
+     and _scenario_default("vllm_version") == "0.34.0"
      and _route(8, version="pre-51171") == "legacy-flat"),
     ("README.md", "kv_cache_tokens = 0 # KV cache per rank in tokens (0 = unknown)",
      lambda: _scenario_default("kv_cache_tokens") == 0),
@@ -408,12 +422,19 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: default("check", "--real-capture") == "auto"),
     ("docs/ci_gate.md", "at most half is a collapse", lambda: _collapsed(8, 16) and not _collapsed(9, 16)),
     # ---- docs/whatif.md
-    ("docs/whatif.md", "`vllm-0.32`, the default, the version every output names; `vllm-legacy`, the list "
-     "before vLLM's uniform-decode sizes, only when asked; `vllm-pr50488`",
-     lambda: default("whatif", "--vllm") == default("plan-capture", "--vllm") == _const("mlaprof.capture_sizes", "DEFAULT_RULE")
-     == "vllm-0.32" and set(_const("mlaprof.capture_sizes", "SIZE_RULES")) == {"vllm-0.32", "vllm-legacy", "vllm-pr50488"}),
+    ("docs/whatif.md", "`--vllm-version` (default 0.34.0, the newest release; 0.33.0, 0.32.0, "
+     "`pre-51171`) picks the routing, the capture sizes and the dispatch",
+     lambda: default("whatif", "--vllm-version") is None and default("plan-capture", "--vllm-version") is None
+     and _const("mlaprof.splits.routing", "DEFAULT_VERSION") == "0.34.0"
+     and _const("mlaprof.capture_sizes", "RULE_OF_VERSION")["0.34.0"] == "vllm-0.34"
+     and set(_const("mlaprof.capture_sizes", "SIZE_RULES")) == {"vllm-0.32", "vllm-0.34", "vllm-legacy",
+                                                                 "vllm-pr50488"}),
     ("docs/whatif.md", "`mlaprof run` pads with the same module, by its scenario's `vllm_version`",
-     lambda: _const("mlaprof.capture_sizes", "RULE_OF_VERSION")[_scenario_default("vllm_version")] == "vllm-0.32"),
+     lambda: _const("mlaprof.capture_sizes", "RULE_OF_VERSION")[_scenario_default("vllm_version")] == "vllm-0.34"),
+    ("docs/whatif.md", "`whatif --capture-sizes 40 --max-num-seqs 6 --spec 1 --batch 5` runs PIECEWISE on 5 "
+     "rows with nothing frozen in vLLM 0.32/0.33, FULL on 6 rows in a 12-token graph in 0.34",
+     lambda: _dispatch("vllm-0.32", [40], 6, 1, 5) == ("PIECEWISE", 40, 5)
+     and _dispatch("vllm-0.34", [40], 6, 1, 5) == ("FULL", 12, 6)),
     ("docs/whatif.md", "Defaults follow the default scenario",
      lambda: all(default("whatif", f) is None for f in ("--spec", "--model", "--policy", "--device",
                                                       "--max-num-seqs", "--max-model-len"))),
@@ -440,15 +461,27 @@ FACTS: list[tuple[str, str, Check]] = [
          "aiter-asm-persistent-pr4899", "aiter-asm-fp8-pr4713", "aiter-gluon-v0.1.20-pr4758", "aiter-gluon-gfx942-pr4582"}),
     ("docs/whatif.md", "Outputs: the terminal table of the worst cells (`--top N`)", lambda: default("whatif", "--top") == 15),
     ("docs/whatif.md", "(`--max-graphs`, default: as many as the default list)", lambda: default("plan-capture", "--max-graphs") is None),
-    ("docs/whatif.md", "sizes (tokens) 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, ... (49)",
-     lambda: (s := _sizes(64, 3))[:12] == [4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88] and len(s) == 49),
+    ("docs/whatif.md", "sizes (tokens) 1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, ... (51)",
+     lambda: (s := _sizes(64, 3, "vllm-0.34"))[:12] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72]
+     and len(s) == 51),
     ("docs/whatif.md", "`mlaprof tui` shows its worst cells on key `w`", lambda: 'Binding("w", "whatif"' in source("mlaprof/tui/screens/dashboard.py")),
     # ---- docs/vllm.md
     ("docs/vllm.md", "entry point `mlaprof` in the `vllm.general_plugins` group",
      lambda: tomllib.loads(source("pyproject.toml"))["project"]["entry-points"]["vllm.general_plugins"]["mlaprof"]
      == "mlaprof.integrations.vllm_plugin:register"),
-    ("docs/vllm.md", "The plugin wraps eight vLLM functions", lambda: len(_plugin_targets()) == 8),
-    ("docs/vllm.md", "(8 vLLM functions wrapped)", lambda: len(_plugin_targets()) == 8),
+    ("docs/vllm.md", "The plugin wraps thirteen vLLM functions", lambda: len(_plugin_targets()) == 13),
+    ("docs/vllm.md", "(9 vLLM functions wrapped, 4 skipped); follow it with: mlaprof tui <run>` (vLLM 0.34: "
+     "the V1 runner's four are gone)",
+     lambda: len(_plugin_targets()) - len(_const("mlaprof.integrations.vllm_patches", "GONE")) == 9),
+    ("docs/vllm.md", "size 40 at qlen 2 and 6 seqs runs FULL on 6 rows in a 12-token graph",
+     lambda: _dispatch("vllm-0.34", [40], 6, 1, 5) == ("FULL", 12, 6)
+     and _dispatch("vllm-0.32", [40], 6, 1, 5) == ("PIECEWISE", 40, 5)),
+    ("docs/vllm.md", "152 splits for 2 requests of 8 heads at qlen 6 on an MI300X",
+     lambda: _triton_verify_splits(2, 6, 8, 304, 131072) == 152),
+    ("docs/vllm.md", "`triton-verify` | vLLM 0.34 only: gfx942 (MI300X, MI325X)",
+     lambda: _route(8, qlen=6, arch="gfx942", version="0.34.0") == "triton-verify"
+     and _route(8, qlen=6, arch="gfx942", version="0.32.0") == "asm"
+     and _route(128, qlen=6, arch="gfx942", kv="fp8", version="0.34.0") == "asm-persistent"),
     ("docs/vllm.md", "| `MLACommonMetadataBuilder.build` | worker |",
      lambda: set(re.findall(r"^\| `(\w+\.\w+)`(?:, `(\w+\.\w+)`)? \|", source("docs/vllm.md"), re.M)) and
      {n for pair in re.findall(r"^\| `(\w+\.\w+)`(?:, `(\w+\.\w+)`)? \|", source("docs/vllm.md"), re.M) for n in pair if n}
@@ -717,10 +750,10 @@ def _default_padded_rows() -> int:
     return padded_rows(next(s for s in sizes if s >= len(sc.kv_lens) * qlen), qlen, sc.max_num_seqs)
 
 
-def _sizes(max_num_seqs: int, spec: int) -> list[int]:
-    from mlaprof.capture_sizes import DEFAULT_RULE, sizes_for
+def _sizes(max_num_seqs: int, spec: int, rule: str = "vllm-0.32") -> list[int]:
+    from mlaprof.capture_sizes import sizes_for
 
-    return sizes_for(DEFAULT_RULE, max_num_seqs, spec, None)
+    return sizes_for(rule, max_num_seqs, spec, None)
 
 
 def _backends() -> set[str]:

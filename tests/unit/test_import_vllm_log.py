@@ -476,3 +476,40 @@ def test_a_second_bar_of_the_same_kind_is_its_own_record() -> None:
         (7, 7, 2),
         (2, 4, 3),
     ]
+
+
+def test_a_vllm_034_log_with_the_drafters_own_graphs(tmp_path: Path) -> None:
+    """vLLM 0.34's lines as its source writes them: the engine line (``v1/engine/core.py`` L154),
+    the model runner V2's bars ``f"{progress_bar_desc} ({mode.name})"``
+    (``v1/worker/gpu/cudagraph_utils.py`` L482) for the target ("Capturing CUDA graphs") and the
+    speculator ("Capturing prefill/decode CUDA graphs", ``spec_decode/autoregressive/
+    speculator.py`` L139, L161), and the capture total (``v1/worker/gpu/model_runner.py``
+    L1217). The drafter's bars are their own records, apart from the target's."""
+    eng = "EngineCore_DP0 pid=2388"
+    w = "Worker_TP0 pid=2452"
+    bar = "{}: 100%|##########| {n}/{n} [00:02<00:00, 20.1it/s]"
+    text = "\n".join([
+        line(eng, "Initializing a V1 LLM engine (v0.34.0) with config: model='deepseek-ai/"
+             "DeepSeek-V3', speculative_config=SpeculativeConfig(method='mtp', model='m', "
+             "num_spec_tokens=3), tensor_parallel_size=1"),
+        "(Worker_TP0 pid=2452) " + bar.format("Capturing CUDA graphs (PIECEWISE)", n=51),
+        "(Worker_TP0 pid=2452) " + bar.format("Capturing CUDA graphs (FULL)", n=49),
+        line(w, "Capturing autoregressive speculator..."),
+        "(Worker_TP0 pid=2452) " + bar.format("Capturing prefill CUDA graphs (FULL)", n=49),
+        "(Worker_TP0 pid=2452) " + bar.format("Capturing decode CUDA graphs (FULL)", n=37),
+        line(w, took("2.10", 14)),
+    ]) + "\n"  # fmt: skip
+    f = parse_log(text)
+    assert f.starts[0].version == "0.34.0"
+    bars = [(r["phase"], r["mode"], r["done"], r["total"])
+            for r in f.records if r["kind"] == "capture-progress"]  # fmt: skip
+    assert bars == [
+        ("model runner V2", "PIECEWISE", 51, 51),
+        ("model runner V2", "FULL", 49, 49),
+        ("drafter prefill", "FULL", 49, 49),
+        ("drafter decode", "FULL", 37, 37),
+    ]
+    done = [r for r in f.records if r["kind"] == "capture-finished"]
+    assert len(done) == 1 and done[0]["rank"] == 0
+    run = _import(tmp_path, text)
+    assert run.meta["starts"] == 1

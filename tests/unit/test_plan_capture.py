@@ -150,15 +150,20 @@ def test_cli_from_a_run_with_measured_memory(tmp_path, capsys):
     assert doc["qlen"] == 4 and "steps (qlen 4) of run r" in doc["distribution_source"]
     assert doc["memory"].startswith("fitted to") and "measured in run r" in doc["memory"]
     assert doc["proposed"]["padded_tokens_per_step"] <= doc["default"]["padded_tokens_per_step"]
-    assert doc["compilation_config"].startswith('{"cudagraph_capture_sizes": [')
+    # vLLM 0.34 (the default): decode graphs named by request count
+    assert doc["compilation_config"].startswith('{"decode_cudagraph_capture_request_sizes": [')
 
 
 def test_cli_terminal_and_errors(tmp_path, capsys):
     f = tmp_path / "c.txt"
     f.write_text("1 500\n2 300\n8 50\n")
-    assert main(["plan-capture", "--counts", str(f), "--spec", "3", "--max-num-seqs", "16"]) == 0
+    argv = ["plan-capture", "--counts", str(f), "--spec", "3", "--max-num-seqs", "16"]
+    assert main([*argv, "--vllm-version", "0.32.0"]) == 0
     out = capsys.readouterr().out
     assert "--compilation-config '{\"cudagraph_capture_sizes\": [4, 8, 32]}'" in out
+    assert main(argv) == 0  # 0.34, the default: the same graphs as request counts
+    out = capsys.readouterr().out
+    assert "--compilation-config '{\"decode_cudagraph_capture_request_sizes\": [1, 2, 8]}'" in out
     assert "unknown" in out  # memory: no source given, never a default that reads as measured
     for bad in (
         ["--counts", str(tmp_path / "none.txt")],

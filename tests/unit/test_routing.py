@@ -72,3 +72,40 @@ def test_versions():
     assert route(16, version="pre-51171").path == "asm-persistent"
     with pytest.raises(MlaprofError, match="unknown vLLM version"):
         route(8, version="0.1")
+
+
+# -- vLLM 0.34 (checked against the wheel's own predicates in tests/e2e/test_vllm034_source.py) --
+def test_034_cdna3_verify_past_qlen_4_takes_the_triton_verify():
+    from mlaprof.splits.routing import DEFAULT_VERSION, RouteConfig, verify_route
+
+    assert DEFAULT_VERSION == "0.34.0"
+
+    def path(heads, qlen, kv="auto", arch="gfx942", version="0.34.0", mtp=None):
+        cfg = RouteConfig(heads, qlen, kv, arch, mtp_decode_qlen=mtp or qlen)
+        return verify_route(cfg, version).path
+
+    assert path(8, 6) == "triton-verify" and path(8, 6, version="0.32.0") == "asm"
+    assert path(16, 8) == "triton-verify" and path(16, 8, version="0.33.0") == "asm-persistent"
+    assert path(64, 6, "fp8") == "triton-verify"  # 64 heads fp8: Triton
+    assert path(128, 6, "fp8") == "asm-persistent"  # 128 padded heads fp8: persistent ASM stays
+    assert path(16, 4) == "asm-persistent"  # qlen 4: the ASM kernels serve it
+    assert path(16, 5, mtp=4) == "asm"  # reorder threshold 4: no Triton verify, no schedule
+    assert path(8, 6, arch="gfx950") == "gluon-verify"  # gfx950 unchanged
+    r = verify_route(RouteConfig(8, 6, "auto", "gfx942", mtp_decode_qlen=6), "0.34.0")
+    assert r.verified and "[vLLM 0.34.0]" in r.line()
+    assert any("adaptive variable-length verify" in m for m in r.not_modelled)
+
+
+def test_034_triton_verify_split_count_is_frozen_from_max_model_len(capsys):
+    """Under FULL graphs vLLM 0.34 passes max_model_len: 152 splits for 2 requests of 8 heads at
+    qlen 6 on an MI300X, where 1k-token rows deserve 8: an over-split cell, route fitting."""
+    import json
+
+    from mlaprof.cli import main
+
+    argv = ["whatif", "--vllm-version", "0.34.0", "--device", "mi300x", "--spec", "5",
+            "--batch", "2", "--context", "1k", "--policy", "vllm-triton-verify", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert (cell["route"], cell["route_fits"], cell["graph"]) == ("triton-verify", True, "FULL")
+    assert (cell["S_frozen"], cell["S_deserved"], cell["over_split"]) == (152, 8, True)

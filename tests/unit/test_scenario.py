@@ -36,27 +36,31 @@ def test_capture_sizes_match_vllm_formula():
 
 
 def test_full_sizes_rounded_to_qlen_multiples():
-    sizes = capture_sizes(256, 3, "FULL")  # qlen 4
+    sizes = capture_sizes(256, 3, "FULL", "vllm-0.32")  # qlen 4
     assert all(s % 4 == 0 for s in sizes)
     assert sizes[:4] == [4, 8, 16, 24]
     legacy = capture_sizes(256, 2, "FULL", "vllm-legacy")  # qlen 3: 1,2->3; 4->6; 8->9; 16->18
     assert legacy[:5] == [3, 6, 9, 18, 24]
     # vLLM 0.32 adds the uniform-decode sizes n * qlen for its request counts (4 -> 12)
-    assert capture_sizes(256, 2, "FULL")[:6] == [3, 6, 9, 12, 18, 24]
+    assert capture_sizes(256, 2, "FULL", "vllm-0.32")[:6] == [3, 6, 9, 12, 18, 24]
+    # vLLM 0.34 no longer rounds: prefill token sizes 1, 2, 4, 8 beside decode sizes 3, 6, 12
+    assert capture_sizes(256, 2, "FULL")[:7] == [1, 2, 3, 4, 6, 8, 9]
 
 
 def test_the_scenarios_vllm_version_picks_its_capture_size_rule():
     sc = Scenario(num_speculative_tokens=2)
-    assert 12 in sc.capture_sizes()  # 0.32.0
+    assert 12 in sc.capture_sizes()  # 0.34.0, the default
+    assert 12 in dataclasses.replace(sc, vllm_version="0.32.0").capture_sizes()
     old = dataclasses.replace(sc, vllm_version="pre-51171")
     assert 12 not in old.capture_sizes()
 
 
-def test_a_sizes_requests_are_capped_at_max_num_seqs():
-    """vLLM 0.32 cudagraph_dispatcher.py L142: a capture size's requests never exceed
-    max_num_seqs (size // qlen would give 10 rows here)."""
+def test_a_size_past_qlen_times_max_num_seqs_is_no_full_decode_graph():
+    """vLLM 0.32 cudagraph_dispatcher.py L205-229: FULL decode keys only for sizes up to
+    qlen x max_num_seqs (32 here); the batch padded to 40 runs PIECEWISE on its 7 real rows."""
     shape = batch_shape([100] * 7, qlen=4, graph_mode="FULL", sizes=[40], max_num_seqs=8)
-    assert (shape.capture_size, shape.num_reqs, shape.num_padding) == (40, 8, 1)
+    assert (shape.graph_mode, shape.capture_size, shape.num_reqs) == ("PIECEWISE", 40, 7)
+    assert shape.num_padding == 0
 
 
 def test_uniform_batch_padding():

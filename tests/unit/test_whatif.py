@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from mlaprof.capture_sizes import DEFAULT_RULE, sizes_for
+from mlaprof.capture_sizes import DEFAULT_RULE, capture_plan
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.scenario import DEVICES, MODELS
@@ -145,7 +145,7 @@ def test_random_cells_equal_the_builder_and_step_splits():
             capture_sizes=sizes,
         )
         cells = compute(grid).cells
-        shape = batch_shape([ctx] * b, q, "FULL", sizes_for(DEFAULT_RULE, 64, spec, sizes), 64)
+        shape = batch_shape([ctx] * b, q, "FULL", capture_plan(DEFAULT_RULE, 64, spec, sizes))
         for mode, s_col, occ_col in (
             ("all-rows", "S_bug", "occupancy_bug"),
             ("active-rows", "S_fix", "occupancy_fix"),
@@ -230,12 +230,12 @@ def test_drawn_batches_equal_the_builder_and_step_splits():
     )
     w = compute(grid)
     assert len(w) == 4 * 6 * len(POLICIES) and "drawn" in w.provenance["kv"]
-    sizes = sizes_for(DEFAULT_RULE, 64, 3, None)
+    sizes = capture_plan(DEFAULT_RULE, 64, 3)
     shp = Shapes.drawn(grid)
     for k in range(len(shp.batch)):
         lens = [int(x) for x in shp.lens[k] if x > 0]
         assert len(lens) == shp.batch[k] and set(lens) <= set(mix)
-        shape = batch_shape(lens, 4, "FULL", sizes, 64)
+        shape = batch_shape(lens, 4, "FULL", sizes)
         meta = build_metadata(shape, page_size=4096, min_kv_mode="all-rows", shuffle_pages=False)
         ref = step_splits(meta, 8, DEVICES["mi300x"], "FULL", grid.max_model_len,
                           kv_buffer_len=grid.max_num_seqs * grid.max_model_len)  # fmt: skip

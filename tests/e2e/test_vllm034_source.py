@@ -1,0 +1,363 @@
+"""mlaprof's vLLM 0.34 rules against vLLM 0.34.0's own functions, executed on the CPU.
+
+vLLM 0.34 ships CUDA wheels only and cannot be installed here, so its pure functions are compiled
+out of the unpacked wheel (``tests/vllm_src.py``; downloaded into ``~/.cache`` by
+``scripts/vllm_wheels.sh`` when missing) and run on generated cases against mlaprof's model:
+
+- capture sizes: ``VllmConfig._set_cudagraph_sizes`` / ``_split_cudagraph_capture_sizes`` /
+  ``get_draft_decode_cudagraph_request_sizes`` (``vllm/config/vllm.py``) and the grids of
+  ``vllm/config/compilation.py``, against :func:`mlaprof.capture_sizes.capture_plan`;
+- dispatch: ``CudaGraphManager._init_candidates`` and ``dispatch``
+  (``vllm/v1/worker/gpu/cudagraph_utils.py``), against ``CapturePlan.dispatch``;
+- the Triton verify's split count (``verify_num_kv_splits``,
+  ``vllm/v1/attention/ops/triton_decode_attention.py``) against the ``vllm-triton-verify`` policy;
+- routing: ``AiterMLAHelper.use_gluon_verify`` / ``use_gluon_decode``,
+  ``_asm_causal_verify_unsupported`` and the ``use_triton_verify`` and ``use_persistent_metadata``
+  expressions of ``AiterMLAMetadataBuilder._build_decode`` (``rocm_aiter_mla.py``), against
+  :func:`mlaprof.splits.routing.verify_route` for ``0.34.0``.
+
+What is faked: the platform probes (``current_platform``, ``get_cdna_version``, the gluon build
+probe, the small-head mode env var), vLLM's logger and ``triton.cdiv``; the configs are plain
+namespaces with the fields those functions read.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import random
+import sys
+import types
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from itertools import groupby, product
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlaprof.capture_sizes import capture_plan
+from mlaprof.splits.policies import SplitInput, vllm_triton_verify
+from mlaprof.splits.routing import RouteConfig, verify_route
+from tests.vllm_src import evaluate, expression, load, source
+
+V = source("0.34.0")
+COMPILATION = V / "config/compilation.py"
+CONFIG = V / "config/vllm.py"
+GRAPHS = V / "v1/worker/gpu/cudagraph_utils.py"
+AITER_MLA = V / "v1/attention/backends/mla/rocm_aiter_mla.py"
+TRITON_DECODE = V / "v1/attention/ops/triton_decode_attention.py"
+BIG = 1 << 40  # mlaprof's "max_num_batched_tokens not limiting"
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class _Log:
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+def _base_ns() -> dict[str, Any]:
+    ns: dict[str, Any] = {
+        "bisect": __import__("bisect"), "math": math, "enum": enum, "cdiv": cdiv,
+        "logger": _Log(), "Iterable": Any, "Mapping": Any, "Callable": Any,
+        "product": product, "groupby": groupby, "defaultdict": defaultdict,
+        "replace": replace, "dataclass": dataclass, "itertools": itertools, "Any": Any,
+    }  # fmt: skip
+    load(COMPILATION, ["CUDAGraphMode", "decode_cudagraph_capture_shapes",
+                       "decode_cudagraph_capture_max_tokens", "_walk_grid",
+                       "prefill_cudagraph_capture_grid", "varlen_decode_cudagraph_capture_grid",
+                       "decode_cudagraph_capture_grid"], ns)  # fmt: skip
+    return ns
+
+
+@pytest.fixture(scope="module")
+def ns(request: pytest.FixtureRequest) -> dict[str, Any]:
+    ns = _base_ns()
+    load(CONFIG, ["VllmConfig._set_cudagraph_sizes", "VllmConfig._split_cudagraph_capture_sizes",
+                  "VllmConfig.get_decode_cudagraph_query_lens",
+                  "VllmConfig.get_draft_decode_cudagraph_request_sizes",
+                  "VllmConfig.get_varlen_decode_cudagraph_token_sizes"], ns)  # fmt: skip
+    load(GRAPHS, ["BatchExecutionDescriptor", "_is_compatible",
+                  "CudaGraphManager._init_candidates", "CudaGraphManager.dispatch"], ns)  # fmt: skip
+    # `from vllm.platforms import current_platform` inside the functions: not SM100
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_device_capability_family=lambda c: False)
+    mp = pytest.MonkeyPatch()
+    mp.setitem(sys.modules, "vllm.platforms", platforms)
+    if "vllm" not in sys.modules:
+        mp.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    request.addfinalizer(mp.undo)
+    return ns
+
+
+def _bind(obj: Any, holder: Any, *names: str) -> None:
+    for n in names:
+        setattr(obj, n, types.MethodType(getattr(holder, n), obj))
+
+
+def vllm_sizes(ns: dict[str, Any], mns: int, k: int, explicit: list[int] | None,
+               mnt: int | None, method: str | None) -> Any:  # fmt: skip
+    """vLLM 0.34's resolved compilation config for these engine settings."""
+    mode = ns["CUDAGraphMode"].FULL_AND_PIECEWISE
+    cc = types.SimpleNamespace(
+        cudagraph_mode=mode, max_cudagraph_capture_size=None,
+        cudagraph_capture_sizes=list(explicit) if explicit else None,
+        prefill_cudagraph_capture_token_sizes=None, max_prefill_cudagraph_capture_tokens=None,
+        decode_cudagraph_capture_request_sizes=None, max_decode_cudagraph_capture_requests=None,
+        max_decode_cudagraph_capture_tokens=None, post_init_cudagraph_sizes=lambda: None,
+    )  # fmt: skip
+    spec = None
+    if k:
+        spec = types.SimpleNamespace(
+            method=method, enable_adaptive_verification=False,
+            uses_dynamic_speculative_decoding=lambda: False,
+            use_multi_module_mtp=lambda: False, use_gemma4_mtp=lambda: False,
+        )  # fmt: skip
+    cfg = types.SimpleNamespace(
+        model_config=types.SimpleNamespace(enforce_eager=False), compilation_config=cc,
+        scheduler_config=types.SimpleNamespace(max_num_seqs=mns,
+                                               max_num_batched_tokens=mnt or BIG),
+        speculative_config=spec, num_speculative_tokens=k, uniform_decode_query_len=1 + k,
+        performance_mode="balanced",
+    )  # fmt: skip
+    _bind(cfg, ns["VllmConfig"], "_set_cudagraph_sizes", "_split_cudagraph_capture_sizes",
+          "get_decode_cudagraph_query_lens", "get_draft_decode_cudagraph_request_sizes",
+          "get_varlen_decode_cudagraph_token_sizes")  # fmt: skip
+    cfg._set_cudagraph_sizes()
+    return cfg
+
+
+def vllm_manager(ns: dict[str, Any], cfg: Any) -> Any:
+    """vLLM 0.34's CudaGraphManager tables for a resolved config (no LoRA, no DBO)."""
+    q = cfg.uniform_decode_query_len
+    mns = cfg.scheduler_config.max_num_seqs
+    cfg.cache_config = types.SimpleNamespace(use_kda_recoverssm=False)
+    m = types.SimpleNamespace(
+        cudagraph_mode=cfg.compilation_config.cudagraph_mode, compilation_config=cfg.compilation_config,
+        decode_request_sizes=None, max_num_reqs=mns, vllm_config=cfg, varlen_decode=False,
+        decode_max_reqs={q: mns}, decode_query_len=q, lora_capture_cases=[0],
+        _maybe_ubatch_twin=lambda d: None, _capture_descs={}, _decode_descs={}, _candidates={},
+        _resolve_effective_loras=lambda n: n, _graphs_captured=True,
+    )  # fmt: skip
+    _bind(m, ns["CudaGraphManager"], "_init_candidates", "dispatch")
+    m._init_candidates()
+    return m
+
+
+def _cases(n: int, seed: int) -> list[tuple[int, int, list[int] | None, int | None, str]]:
+    rng = random.Random(seed)
+    out = [(6, 1, [40], None, "ngram"), (8, 3, [60], None, "mtp"), (8, 7, [8, 96], None, "mtp"),
+           (256, 3, None, None, "mtp"), (256, 0, None, None, "ngram")]  # fmt: skip
+    for _ in range(n):
+        mns = rng.choice([1, 2, 3, 5, 6, 8, 16, 24, 48, 64, 100, 128, 256, 300, 512, 1024])
+        k = rng.choice([0, 1, 2, 3, 4, 5, 7, 15])
+        explicit = None
+        if rng.random() < 0.35:
+            explicit = sorted(rng.sample(range(1, 700), rng.randint(1, 6)))
+        mnt = None if rng.random() < 0.6 else rng.randint(mns, mns * (1 + k) * 3 + 64)
+        out.append((mns, k, explicit, mnt, rng.choice(["mtp", "eagle", "ngram", "eagle3"])))
+    return out
+
+
+CASES = _cases(300, 34)
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_capture_sizes_are_vllm_034s(ns: dict[str, Any], chunk: int) -> None:
+    for mns, k, explicit, mnt, method in CASES[chunk::6]:
+        cfg = vllm_sizes(ns, mns, k, explicit, mnt, method)
+        cc = cfg.compilation_config
+        if explicit and mnt and all(s > mnt for s in explicit):
+            continue  # vLLM then captures nothing (mode NONE); mlaprof refuses such a list
+        plan = capture_plan("vllm-0.34", mns, k, explicit, mnt, method)
+        case = (mns, k, explicit, mnt, method)
+        assert plan.tokens == cc.cudagraph_capture_sizes, case
+        assert plan.piecewise == cc.prefill_cudagraph_capture_token_sizes, case
+        assert plan.draft == [
+            n for n, _ in ns["decode_cudagraph_capture_shapes"](
+                cfg.get_draft_decode_cudagraph_request_sizes(), {1: mns},
+                min(mnt or BIG, BIG))
+        ], case  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_dispatch_is_vllm_034s(ns: dict[str, Any], chunk: int) -> None:
+    """Every batch size 1..max_num_seqs: the graph mode, its token count and the rows."""
+    for mns, k, explicit, mnt, method in CASES[chunk::6]:
+        if explicit and mnt and all(s > mnt for s in explicit):
+            continue
+        q = 1 + k
+        mgr = vllm_manager(ns, vllm_sizes(ns, mns, k, explicit, mnt, method))
+        plan = capture_plan("vllm-0.34", mns, k, explicit, mnt, method)
+        for b in range(1, mns + 1):
+            desc = mgr.dispatch(b, b * q, q, 0, q)
+            want = (desc.cg_mode.name, desc.num_reqs or b)
+            d = plan.dispatch(b)
+            size = desc.num_tokens if desc.cg_mode.name != "NONE" else None
+            assert (d.mode, d.rows) == want and d.size == size, (mns, k, explicit, mnt, b)
+
+
+def test_the_issue_cells_are_vllm_034s(ns: dict[str, Any]) -> None:
+    """Size 40 at qlen 2 and 6 seqs runs FULL on 6 rows in a 12-token graph in vLLM 0.34."""
+    mgr = vllm_manager(ns, vllm_sizes(ns, 6, 1, [40], None, "ngram"))
+    desc = mgr.dispatch(5, 10, 2, 0, 2)
+    assert (desc.cg_mode.name, desc.num_reqs, desc.num_tokens) == ("FULL", 6, 12)
+    d = capture_plan("vllm-0.34", 6, 1, [40]).dispatch(5)
+    assert (d.mode, d.rows, d.size) == ("FULL", 6, 12)
+
+
+@pytest.fixture(scope="module")
+def splits() -> Any:
+    ns: dict[str, Any] = {"Any": Any, "triton": types.SimpleNamespace(cdiv=cdiv)}
+    load(TRITON_DECODE, ["_VERIFY_BASE_CONFIG", "_VERIFY_SMALL_CONFIG", "_VERIFY_LARGE_CONFIG",
+                         "_VERIFY_SMALL_MAX_ROWS", "verify_row_blocks", "select_verify_config",
+                         "verify_num_kv_splits"], ns)  # fmt: skip
+    return ns["verify_num_kv_splits"]
+
+
+def test_triton_verify_splits_are_vllm_034s(splits: Any) -> None:
+    rng = random.Random(340)
+    for _ in range(20000):
+        b, q = rng.randint(1, 512), rng.randint(2, 16)
+        h, units = rng.choice([1, 4, 8, 12, 16, 24, 32, 64, 128]), rng.choice([80, 132, 256, 304])
+        ml = rng.choice(
+            [1, 100, 128, 129, 1024, 4096, 32768, 131072, 1 << 20, rng.randint(1, 1 << 21)]
+        )
+        x = SplitInput(b, q, h, 1, ml, b * ml, units)
+        assert vllm_triton_verify(x) == splits(ml, b, q, h, units), (b, q, h, units, ml)
+
+
+def test_the_frozen_verify_split_count_of_the_case_read() -> None:
+    """2 requests on an MI300X (304 CUs) at 8 heads, qlen 6, max_model_len 131072: 152."""
+    assert vllm_triton_verify(SplitInput(2, 6, 8, 1, 131072, 2, 304)) == 152
+
+
+@pytest.fixture(scope="module")
+def routing(request: pytest.FixtureRequest) -> dict[str, Any]:
+    quantized = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
+    state: dict[str, Any] = {"arch": "gfx950", "mode": "auto"}
+    ns: dict[str, Any] = {
+        "is_quantized_kv_cache": lambda d: d in quantized,
+        "_aiter_mla_small_head_mode": lambda: state["mode"],
+        "_gluon_mla_decode_supported": lambda: state["arch"] == "gfx950",
+        "_aiter_mla_native_h24_supported": lambda: False,
+        "logger": _Log(), "_state": state,
+    }  # fmt: skip
+    load(AITER_MLA, ["_GLUON_MAX_KV_CACHE_BYTES", "_gluon_kv_cache_in_bounds",
+                     "_asm_causal_verify_unsupported",
+                     "AiterMLAHelper._AITER_MIN_MLA_HEADS",
+                     "AiterMLAHelper._ASM_PADDED_MAX_PS_QLEN",
+                     "AiterMLAHelper.use_gluon_verify", "AiterMLAHelper.use_gluon_decode",
+                     "AiterMLAHelper.get_actual_mla_num_heads"], ns)  # fmt: skip
+    rocm = types.ModuleType("vllm.platforms.rocm")
+    cdna = {"gfx940": 3, "gfx941": 3, "gfx942": 3, "gfx950": 4}
+    rocm.get_cdna_version = lambda: cdna[state["arch"]]
+    mp = pytest.MonkeyPatch()
+    mp.setitem(sys.modules, "vllm.platforms.rocm", rocm)
+    for name in ("vllm", "vllm.platforms"):
+        if name not in sys.modules:
+            mp.setitem(sys.modules, name, types.ModuleType(name))
+    request.addfinalizer(mp.undo)
+    ns["triton_expr"] = expression(AITER_MLA, "AiterMLAMetadataBuilder._build_decode",
+                                   "use_triton_verify")  # fmt: skip
+    ns["ps_expr"] = expression(AITER_MLA, "AiterMLAMetadataBuilder._build_decode",
+                               "use_persistent_metadata")  # fmt: skip
+    return ns
+
+
+def vllm_route(ns: dict[str, Any], cfg: RouteConfig) -> str:
+    """The path vLLM 0.34's builder and forward_mqa take (DCP 1): gluon decode, gluon verify,
+    Triton verify, then the ASM decode with or without the persistent schedule."""
+    ns["_state"].update(arch=cfg.arch, mode=cfg.small_head_mode)
+    h = ns["AiterMLAHelper"]
+    gd = h.use_gluon_decode(cfg.heads, cfg.qlen, cfg.kv_cache_dtype, cfg.kv_cache_bytes)
+    gv = h.use_gluon_verify(cfg.heads, cfg.qlen, cfg.kv_cache_dtype, 1, cfg.causal,
+                            cfg.kv_cache_bytes)  # fmt: skip
+    mtp = cfg.mtp_decode_qlen or cfg.qlen
+    builder = types.SimpleNamespace(
+        _use_triton_verify=ns["_asm_causal_verify_unsupported"](cfg.heads, mtp, cfg.kv_cache_dtype, 1),
+        _decode_num_heads=cfg.heads, _kv_cache_dtype_str=cfg.kv_cache_dtype, _mtp_decode_qlen=mtp,
+    )  # fmt: skip
+    env = {**ns, "self": builder, "causal": cfg.causal, "use_gluon_verify": gv,
+           "use_gluon_decode": gd, "max_qo_len": cfg.qlen, "AiterMLAHelper": h,
+           "_is_row_view_dcp_route": lambda r: False, "dcp_route": None}  # fmt: skip
+    tv = evaluate(ns["triton_expr"], AITER_MLA, env)
+    env["use_triton_verify"] = tv
+    ps = evaluate(ns["ps_expr"], AITER_MLA, env)
+    if gd:
+        return "gluon-decode"
+    if gv:
+        return "gluon-verify"
+    if tv:
+        return "triton-verify"
+    return "asm-persistent" if ps else "asm"
+
+
+def test_routing_is_vllm_034s(routing: dict[str, Any]) -> None:
+    rng = random.Random(3400)
+    seen = set()
+    for _ in range(6000):
+        cfg = RouteConfig(
+            heads=rng.choice([1, 2, 4, 5, 8, 12, 15, 16, 24, 32, 64, 96, 128]),
+            qlen=rng.randint(1, 9),
+            kv_cache_dtype=rng.choice(["auto", "auto", "fp8", "fp8_e4m3"]),
+            arch=rng.choice(["gfx950", "gfx942"]),
+            causal=rng.random() < 0.85,
+            kv_cache_bytes=rng.choice([None, 1 << 30, 3 << 30]),
+            small_head_mode=rng.choice(["auto", "auto", "gluon", "asm"]),
+        )
+        cfg = replace(cfg, mtp_decode_qlen=max(cfg.qlen, rng.choice([cfg.qlen, 4, 6])))
+        want = vllm_route(routing, cfg)
+        seen.add(want)
+        assert verify_route(cfg, "0.34.0").path == want, cfg
+    assert seen == {"gluon-decode", "gluon-verify", "triton-verify", "asm-persistent", "asm"}
+
+
+def test_the_mi300x_spec5_route_is_the_triton_verify(routing: dict[str, Any]) -> None:
+    """8 heads (Kimi-K2 at TP8), qlen 6, bf16, MI300X: 0.32 took the plain ASM decode."""
+    cfg = RouteConfig(8, 6, "auto", "gfx942", mtp_decode_qlen=6)
+    assert vllm_route(routing, cfg) == verify_route(cfg, "0.34.0").path == "triton-verify"
+    assert verify_route(cfg, "0.32.0").path == "asm"
+    fp8_128 = RouteConfig(128, 6, "fp8", "gfx942", mtp_decode_qlen=6)
+    assert vllm_route(routing, fp8_128) == verify_route(fp8_128, "0.34.0").path == "asm-persistent"
+
+
+def test_the_source_is_034s() -> None:
+    assert "0.34.0" in (V / "_version.py").read_text()
+
+
+def _build_decode_nodes(pkg: Path) -> dict[str, str]:
+    """The statements of ``_build_decode`` mlaprof's metadata builder models: the kernel
+    sequence lengths of padding rows and ``min_kv_seq_len`` over active rows."""
+    import ast
+
+    tree = ast.parse((pkg / "v1/attention/backends/mla/rocm_aiter_mla.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name == "AiterMLAMetadataBuilder")  # fmt: skip
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_build_decode")
+    out: dict[str, str] = {}
+    for node in ast.walk(fn):
+        text = ast.unparse(node)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "use_gluon_verify":
+            if "min_kv_seq_len" in text:
+                out["min_kv_seq_len"] = ast.dump(node)
+        elif (
+            isinstance(node, ast.Assign)
+            and ast.unparse(node.targets[0]) == "seq_lens_for_kernel"
+            and "torch.where" in text
+        ):
+            out["seq_lens_for_kernel"] = ast.dump(node)
+    return out
+
+
+def test_build_decode_metadata_mlaprof_models_is_033s() -> None:
+    """vLLM 0.34's ``_build_decode`` keeps 0.33's (= 0.32's, checked by running it in
+    ``tests/e2e/test_vllm_differential.py``) padding-row kernel lengths (max_qo_len) and
+    ``min_kv_seq_len`` over active rows on the gluon verify path: the same syntax trees."""
+    new, old = _build_decode_nodes(V), _build_decode_nodes(source("0.33.0"))
+    assert set(new) == {"min_kv_seq_len", "seq_lens_for_kernel"}
+    assert new == old
