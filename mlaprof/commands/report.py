@@ -14,7 +14,8 @@ examples:
   mlaprof report latest --json           one JSON object: syncs, splits, padding, capture, findings
   mlaprof report <run> --html report.html   self-contained offline HTML with figures
   mlaprof report <bug-run> --compare <fix-run>   what changed between two runs
-  mlaprof report latest --format md      Markdown for a CI comment (findings, headline, diff)
+  mlaprof report latest --format md      Markdown for a CI comment (findings, headline, every
+                                         section folded, diff)
 """
 
 
