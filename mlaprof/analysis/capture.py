@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from mlaprof.analysis.capture_status import NO_FULL_GRAPH
+from mlaprof.analysis.capture_status import CAPTURE_LABELS, NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
@@ -184,22 +184,15 @@ def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, A
     step_src = (checks.get("steps") or {}).get("source")
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
-    label = {
-        "replayed": "replayed in a graph",
-        "piecewise": "piecewise graphs (attention outside them)",
-        "eager": "eager (attention not in a graph)",
-        "mixed": "mixed: "
-        + ", ".join(
+    # the one label table (capture_status.CAPTURE_LABELS); a mix names what it mixed
+    label = CAPTURE_LABELS[CaptureStatus(status)]
+    if status == "mixed":
+        label = "mixed: " + ", ".join(
             t
-            for n, t in (
-                (n_graph, "FULL replays"),
-                (n_piece, "PIECEWISE steps"),
-                (n_eager, "eager steps"),
-            )
+            for n, t in ((n_graph, "FULL replays"), (n_piece, "PIECEWISE steps"),
+                         (n_eager, "eager steps"))
             if n
-        ),  # fmt: skip
-        "unknown": "unknown",
-    }[status]
+        )  # fmt: skip
     return {
         "mode": None,
         "status": status,

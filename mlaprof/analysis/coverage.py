@@ -197,8 +197,10 @@ def explain_syncs(syncs: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
     return {**syncs, "evidence": f"{cov['api']}; {why}"}
 
 
-def coverage_findings(cov: dict[str, Any] | None) -> list[Finding]:
-    """Kernels the import did not recognise (``cov`` None: the run holds no kernel trace)."""
+def coverage_findings(cov: dict[str, Any] | None, has_grid: bool = True) -> list[Finding]:
+    """Kernels the import did not recognise (``cov`` None: the run holds no kernel trace).
+    ``has_grid`` False (:attr:`mlaprof.analysis.claims.Claims.has_grid`: a CPU op): no split
+    count exists to check, so no "describe the kernel's grid" advice."""
     if cov is None:
         return []
     out = []
@@ -248,7 +250,7 @@ def coverage_findings(cov: dict[str, Any] | None) -> list[Finding]:
             )
         )
     for chk in cov["collapse_checks"]:
-        if chk["status"] != "not checked" or not chk["warn"]:
+        if chk["status"] != "not checked" or not chk["warn"] or not has_grid:
             continue
         out.append(
             Finding(

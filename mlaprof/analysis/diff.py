@@ -33,6 +33,8 @@ class Verdict(StrEnum):
     SAME = "same"
     WITHIN_SPREAD = "within spread"  # a CPU reference timing inside the measured run spread
     NA = "n/a"  # one side has no value
+    # the two runs ran different workloads: a workload-dependent change is no verdict on the code
+    OTHER_WORKLOAD = "other workload"
 
 
 VERDICTS = tuple(v.value for v in Verdict)
@@ -48,6 +50,8 @@ class Metric:
     value: Callable[[RunSummary], float | None]
     timing: bool = False  # a time: CPU reference timings are judged against the run spread
     short: str = ""  # the name where columns are few (an 80-column terminal)
+    # the value depends on the workload (batch, qlen, heads, device): compared only like with like
+    workload: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,31 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadField:
+    """One part of the workload in both runs (``None``: the run does not say)."""
+
+    name: str  # model | batch | kv | qlen | heads | device | kind
+    before: str | None
+    after: str | None
+
+    @property
+    def differs(self) -> bool:
+        """Both runs say, and they say different things."""
+        return self.before is not None and self.after is not None and self.before != self.after
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Whether the two runs ran the same workload: ``same`` False where a field both runs state
+    differs (their workload-dependent rows then carry no better/worse verdict), None where no
+    field differs but some is unknown on a side, True where every field is known and equal."""
+
+    same: bool | None
+    fields: list[WorkloadField]
+    text: str  # the line every view prints
+
+
+@dataclass(frozen=True, slots=True)
 class TraceSplitChange:
     """S and batch rows of one (path, kernel variant) in two imported traces."""
 
@@ -95,6 +124,7 @@ class SummaryDiff:
     capture: Change
     route: Change
     backend: Change
+    workload: Workload
     trace_splits: list[TraceSplitChange]
     cpu_spread: float | None  # the CPU run-to-run spread timing changes are judged against
     table: list[DiffRow]
@@ -184,10 +214,20 @@ METRICS: tuple[Metric, ...] = (
         short="layer time",
     ),
     Metric(
-        "sync / allocation sites in the region", "count", True, _sites, short="sync/alloc sites"
+        "sync / allocation sites in the region",
+        "count",
+        True,
+        _sites,
+        short="sync/alloc sites",
+        workload=False,
     ),
     Metric(
-        "syncs in the region (imported trace)", "count", True, _trace_syncs, short="syncs (trace)"
+        "syncs in the region (imported trace)",
+        "count",
+        True,
+        _trace_syncs,
+        short="syncs (trace)",
+        workload=False,
     ),
     Metric(
         "steps replayed as a graph",
@@ -209,6 +249,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         lambda s: float(s.capture.status in FAILED_CAPTURE),
         short="capture fails",
+        workload=False,
     ),
     Metric(
         "KV splits S used (run's policy, worst step)", "S", False, _split("used"), short="S used"
@@ -241,6 +282,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         lambda s: float(sum(f.severity == "critical" for f in s.findings)),
         short="critical findings",
+        workload=False,
     ),
 )
 
@@ -271,10 +313,80 @@ def run_spread(sa: RunSummary, sb: RunSummary) -> float | None:
     return max(spreads) if spreads else None
 
 
-def diff_rows(sa: RunSummary, sb: RunSummary) -> list[DiffRow]:
-    """One row per metric either run has: A, B, change and the verdict from B's point of view."""
+def _range(values: list[str | None]) -> str | None:
+    known = sorted({v for v in values if v is not None})
+    return ", ".join(known) if known else None
+
+
+def workload_fields(s: RunSummary) -> dict[str, str | None]:
+    """The run's workload as a diff compares it: the scenario's model preset, batch (real rows
+    per step), KV lengths, qlen, heads per rank, device and run kind; None where the run does
+    not say."""
+    from mlaprof.scenario import MODELS
+
+    sc = s.scenario
+    trace_paths = s.trace.paths if s.trace is not None else []
+    engine = s.engine
+    preset = MODELS.get(str(sc.model)) if sc.model else None
+    heads = (
+        str(preset.heads)
+        if preset is not None
+        else str(engine.heads)
+        if engine is not None and engine.heads is not None
+        else None
+    )
+    batch = str(len(sc.kv_lens)) if sc.kv_lens else _range([p.rows for p in trace_paths])
+    qlen = str(sc.qlen) if sc.qlen is not None else _range([p.qlen for p in trace_paths])
+    kv = sorted(sc.kv_lens or [])
+    return {
+        # the scenario's workload (its name is a label: a fixed run may carry another)
+        "model": sc.model,
+        "batch": batch,
+        "kv": (str(kv[0]) if kv[0] == kv[-1] else f"{kv[0]}-{kv[-1]}") if kv else None,
+        "qlen": qlen,
+        "heads": heads,
+        "device": _device(str(s.device or ""), sc.target),
+        "kind": str(s.kind),
+    }
+
+
+def _device(device: str, target: str | None) -> str | None:
+    """The device a run's numbers stand for (a scenario's modelled target beside it); None where
+    the run does not name one (an "unknown (why)" or the plugin's placeholder "engine")."""
+    known = None if not device or device == "engine" or device.startswith("unknown") else device
+    if target:
+        return f"{known or 'unknown'} (target {target})"
+    return known
+
+
+def workload(sa: RunSummary, sb: RunSummary) -> Workload:
+    """Whether A and B ran the same workload (:class:`Workload`)."""
+    a, b = workload_fields(sa), workload_fields(sb)
+    fields = [WorkloadField(k, a[k], b[k]) for k in a]
+    differ = [f for f in fields if f.differs]
+    unknown = [f.name for f in fields if f.before is None or f.after is None]
+    if differ:
+        same: bool | None = False
+        text = (
+            "different workloads ("
+            + "; ".join(f"{f.name} {f.before} vs {f.after}" for f in differ)
+            + "): workload-dependent changes get no better/worse verdict"
+        )
+    elif unknown:
+        same = None
+        text = "same workload where both runs say; not stated by both: " + ", ".join(unknown)
+    else:
+        same, text = True, "same workload (model, batch, KV lengths, qlen, heads, device, kind)"
+    return Workload(same, fields, text)
+
+
+def diff_rows(sa: RunSummary, sb: RunSummary, same_workload: bool | None = None) -> list[DiffRow]:
+    """One row per metric either run has: A, B, change and the verdict from B's point of view
+    (a workload-dependent metric of two different workloads: :attr:`Verdict.OTHER_WORKLOAD`)."""
     rows = []
     spread = run_spread(sa, sb)
+    if same_workload is None:
+        same_workload = workload(sa, sb).same
     for m in METRICS:
         va, vb = m.value(sa), m.value(sb)
         if va is None and vb is None:
@@ -283,6 +395,8 @@ def diff_rows(sa: RunSummary, sb: RunSummary) -> list[DiffRow]:
         ratio = vb / va if change is not None and va else None
         if change is None:
             verdict = Verdict.NA
+        elif m.workload and same_workload is False:
+            verdict = Verdict.OTHER_WORKLOAD
         elif abs(change) <= 1e-9 * max(1.0, abs(va or 0.0)):
             verdict = Verdict.SAME
         elif m.timing and spread is not None and ratio is not None and 1 / spread < ratio < spread:
@@ -342,7 +456,9 @@ def _trace_splits(sa: RunSummary, sb: RunSummary) -> list[TraceSplitChange]:
 
 def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
     """The typed diff of two summaries: the metric table with verdicts, then what has no
-    number (capture verdict, vLLM route, backend, S per kernel variant of imported traces)."""
+    number (capture verdict, vLLM route, backend, whether the workloads match, S per kernel
+    variant of imported traces)."""
+    load = workload(sa, sb)
     return SummaryDiff(
         before=sa.run,
         after=sb.run,
@@ -351,9 +467,10 @@ def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
             *(f"{r.path} (vLLM {r.version})" if r else None for r in (sa.route, sb.route))
         ),  # fmt: skip
         backend=Change(backend_text(sa), backend_text(sb)),
+        workload=load,
         trace_splits=_trace_splits(sa, sb),
         cpu_spread=run_spread(sa, sb),
-        table=diff_rows(sa, sb),
+        table=diff_rows(sa, sb, load.same),
     )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
-from mlaprof.analysis.padding import scope_text
+from mlaprof.analysis.claims import full_graph_serves
+from mlaprof.analysis.padding import amounts, scope_text
 from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
@@ -32,13 +33,20 @@ def _pct(x: float | None) -> str:
     return share_text(x)
 
 
-def _replayed(measured: dict[str, Any] | None, r: dict[str, Any], sc: dict[str, Any]) -> str:
+def _replayed(
+    measured: dict[str, Any] | None,
+    r: dict[str, Any],
+    sc: dict[str, Any],
+    status: str | None = None,
+) -> str:
     """What a FULL graph replays beside the S used per step: measured where the run replayed
-    one, else the S the capture-time dummy run would freeze (modelled), when it differs."""
+    one, else the S the capture-time dummy run would freeze (modelled), when it differs and a
+    FULL graph serves the steps (not where its capture failed: mlaprof.analysis.claims)."""
     if measured is not None:
         lo, hi = measured["min"], measured["max"]
         return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
-    if sc.get("graph_mode") == "FULL" and r.get("frozen") is not None and r["frozen"] != r["used"]:
+    full = full_graph_serves(sc.get("graph_mode"), status)
+    if full and r.get("frozen") is not None and r["frozen"] != r["used"]:
         return (
             f"; a FULL graph captured by vLLM's dummy run would replay S = {r['frozen']} (modelled)"
         )
@@ -50,6 +58,7 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     r = own_split(s)
     sc = s.get("scenario") or {}
+    status = (s.get("capture") or {}).get("status")
     where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
     if r is not None and r.get("on_device"):
         out.append(
@@ -64,7 +73,7 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
             {
                 "label": f"KV splits ({r['policy']})",
                 "value": "no S: the policy's kernel does not run in this configuration"
-                + _replayed(s.get("replayed_splits"), r, sc),
+                + _replayed(s.get("replayed_splits"), r, sc, status),
                 "provenance": f"model: {r.get('source') or r['policy']}",
             }
         )
@@ -73,7 +82,7 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
             {
                 "label": f"KV splits ({r['policy']}, worst step{where})",
                 "value": f"S used {r['used']}, deserved {r['deserved']}"
-                + _replayed(s.get("replayed_splits"), r, sc),
+                + _replayed(s.get("replayed_splits"), r, sc, status),
                 "provenance": "model" if device.startswith("cpu") else "recorded",
             }
         )
@@ -129,8 +138,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "padding waste",
-                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens over "
-                f"{pad['steps']} step(s) ({scope_text(pad)})",
+                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens "
+                f"{amounts(pad)[2]} ({scope_text(pad)})",
                 "provenance": src,
             }
         )

@@ -42,9 +42,15 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def capture_memory_findings(summary: dict, memory: pd.DataFrame) -> list[Finding]:
+def capture_memory_findings(
+    summary: dict, memory: pd.DataFrame, captured: bool | None = None
+) -> list[Finding]:
     """The capture memory of the serving graphs (information), with the pool and allocator
-    views as evidence; none where no capture was measured."""
+    views as evidence; none where no capture was measured. ``captured``: whether the capture
+    succeeded (:attr:`mlaprof.analysis.claims.Claims.capture_succeeded`; None: read from
+    ``summary``): a failed capture's memory is no cost to trim, so it gets no advice."""
+    if captured is None:
+        captured = summary.get("status") == "captured"
     out: list[Finding] = []
     memory = serving_memory(memory)
     if not memory.empty:
@@ -58,7 +64,8 @@ def capture_memory_findings(summary: dict, memory: pd.DataFrame) -> list[Finding
                 kind="memory",
                 severity="info",
                 title=(
-                    f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
+                    ("" if captured else "failed capture attempt: ")
+                    + f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
                     f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
                 ),
                 evidence=(
@@ -66,7 +73,10 @@ def capture_memory_findings(summary: dict, memory: pd.DataFrame) -> list[Finding
                     f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
                     f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
                 ),
-                fix="capture fewer sizes or share one pool if memory is tight",
+                fix="capture fewer sizes or share one pool if memory is tight"
+                if captured
+                else "nothing to trim: no graph was kept (see the capture finding); measure "
+                "again once the capture succeeds",
             )
         )
     return out

@@ -8,6 +8,7 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.share import share_text
+from mlaprof.rank_counts import per_rank_count
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
 
@@ -40,6 +41,8 @@ def padding_summary(padding: pd.DataFrame) -> dict[str, Any]:
             "padding_fraction": 0.0,
             "steps_padded": 0,
             "kv_bytes_padding": 0,
+            "ranks": 0,
+            "per_rank": [],
             "text": "not recorded",
         }
 
@@ -62,12 +65,35 @@ def padding_summary(padding: pd.DataFrame) -> dict[str, Any]:
         ),
         "steps_padded": int((per_step > 0).sum()),
         "kv_bytes_padding": total("kv_bytes_padding"),
+        "per_rank": [
+            {
+                "rank": int(r),
+                "steps": int(len(g)),
+                "real_rows": int(g["real_rows"].fillna(0).sum()),
+                "padding_rows": int(g["padding_rows"].fillna(0).sum()),
+            }
+            for r, g in (padding.groupby("rank") if "rank" in padding else [(0, padding)])
+        ],
     }
-    out["text"] = (
-        f"{out['real_rows']} real + {out['padding_rows']} padding rows over {out['steps']} "
-        f"step(s) ({scope_text(out)})"
-    )
+    out["ranks"] = len(out["per_rank"])
+    real, pad, over = amounts(out)
+    out["text"] = f"{real} real + {pad} padding rows {over} ({scope_text(out)})"
     return out
+
+
+def amounts(s: dict[str, Any]) -> tuple[int, int, str]:
+    """``(real rows, padding rows, "over N step(s)...")`` as every text says them: one rank's
+    counts; where ranks agree, the counts of each rank "per rank"; where they differ, the sums,
+    said to be sums over ranks, with each rank's steps (ranks are never summed silently)."""
+    per = s.get("per_rank") or []
+    if len(per) <= 1:
+        return s["real_rows"], s["padding_rows"], f"over {s['steps']} step(s)"
+    steps = per_rank_count({r["rank"]: r["steps"] for r in per}, "step(s)")
+    same = {(r["steps"], r["real_rows"], r["padding_rows"]) for r in per}
+    if len(same) == 1:
+        r = per[0]
+        return r["real_rows"], r["padding_rows"], f"over {steps}"
+    return s["real_rows"], s["padding_rows"], f"summed over {len(per)} ranks, {steps}"
 
 
 def scope_text(s: dict[str, Any]) -> str:
@@ -90,16 +116,23 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
     if not s["padding_rows"] and not s["steps_padded"]:
         return []
     frac = float(s["padding_fraction"] or 0.0)
+    real, pad, over = amounts(s)
     return [
         Finding(
             kind="padding",
             severity=padding_severity(frac),
             title=(
-                f"FULL-graph padding adds {s['padding_rows']} padding row(s) to "
-                f"{s['real_rows']} real request(s) over {s['steps']} step(s) ({scope_text(s)})"
+                f"FULL-graph padding adds {pad} padding row(s) to {real} real request(s) {over} "
+                f"({scope_text(s)})"
             ),
             evidence=(
-                f"{share_text(frac, 1)} of verify tokens over {s['steps_padded']} step(s) are padding; "
+                f"{share_text(frac, 1)} of verify tokens "
+                + (
+                    f"over {s['steps_padded']} step(s)"
+                    if s["ranks"] <= 1
+                    else f"over {s['steps_padded']} rank-step(s) of {s['ranks']} ranks"
+                )
+                + " are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
                 "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "
                 "kernel computes them as qlen-token rows and they count in B for every split "

@@ -5,11 +5,14 @@ engine's own batches)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.claims import Claims
 
 
 def path_checks(events: pd.DataFrame) -> list[dict]:
@@ -64,14 +67,29 @@ def route_summary(meta: dict) -> dict | None:
         return None
 
 
-def run_route(meta: dict, shadow: dict[str, Any] | None) -> dict | None:
+def run_route(
+    meta: dict, shadow: dict[str, Any] | None, claims: Claims | None = None
+) -> dict | None:
     """The verify path vLLM takes: the scenario's (:func:`route_summary`), else the route the
     shadow analysis modelled for the recorded batches (one route per run: the most common).
-    Only a run with recorded engine batches has a shadow summary."""
+    Only a run with recorded engine batches has a shadow summary. A modelled route reads
+    verified only where the engine's recorded backend took that path alone
+    (:meth:`mlaprof.analysis.claims.Claims.route_verified`), never "as recorded"."""
     r = route_summary(meta)
     if r is None and shadow and shadow.get("paths"):
         paths = shadow["paths"]
         path = max(paths, key=lambda p: paths[p])
+        ran = claims.engine_backend if claims is not None else None
+        took = claims.recorded_route() if claims is not None else ()
+        if not ran:
+            engine = "; the engine's attention backend was not recorded"
+        elif path in took:
+            engine = f"; the engine ran {ran}"
+        else:
+            engine = (
+                f"; not the route the engine took: it ran {ran} "
+                f"({'/'.join(took) or 'a path mlaprof does not model'})"
+            )
         r = {
             "path": path,
             "kernel": ", ".join(shadow.get("policies") or []),
@@ -80,10 +98,13 @@ def run_route(meta: dict, shadow: dict[str, Any] | None) -> dict | None:
                 f"{shadow.get('aiter')} ({sum(paths.values())} steps: "
                 + ", ".join(f"{p} x{n}" for p, n in paths.items())
                 + ")"
+                + engine
             ),
-            "version": "as recorded",
-            "verified": True,
-            "source": "shadow analysis of the engine's own batches",
+            "version": str(
+                meta.get("vllm") or (meta.get("versions") or {}).get("vllm") or "unknown"
+            ),
+            "verified": claims is not None and claims.route_verified(path),
+            "source": "shadow analysis of the engine's own batches (modelled, not recorded)",
         }
     return r
 

@@ -6,25 +6,44 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.rank_counts import per_rank_count
+from mlaprof.store.liveness import RunStatus
+
 if TYPE_CHECKING:
     import pandas as pd
 
 # why the numbers may be partial, per status (finished: they are not)
 _WHY = {
-    "running": "still being written: the figures below are the records committed so far",
-    "incomplete": "its writer stopped without finishing (killed or crashed)",
+    RunStatus.RUNNING: "still being written: the figures below are the records committed so far",
+    RunStatus.INCOMPLETE: "its writer stopped without finishing (killed or crashed)",
 }
 
 
 def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> dict[str, Any]:
-    """``{status, reason, steps_committed, last_step, text}``: ``text`` is the line a view
-    prints for a run that did not finish (empty for a finished one)."""
-    n = int(len(steps))
-    last = int(steps["step"].max()) if n else None
+    """``{status, reason, steps_committed, last_step, text}`` (``steps_committed`` /
+    ``last_step``: per rank, the fewest / lowest of any rank; ``text`` says each rank's): ``text`` is the line a view
+    prints for a run that did not finish, or that finished without closing its record (a
+    drained engine stopped by a signal: "finished (drained: ...)"); empty for a finished one."""
+    # per rank, never summed: the steps every rank committed (the fewest of any rank) and the
+    # last step every rank reached
+    if len(steps) and "rank" in steps:
+        by_rank = steps.groupby("rank")["step"]
+        counts = {int(r): int(n) for r, n in by_rank.size().items()}
+        n, last = min(counts.values()), int(by_rank.max().min())
+    else:
+        counts = {0: int(len(steps))}
+        n, last = int(len(steps)), int(steps["step"].max()) if len(steps) else None
+    reach_n = per_rank_count(counts, "step(s)")
     text = ""
-    if status != "finished":
+    if status == RunStatus.FINISHED and reason:  # e.g. an engine stopped after a clean drain
+        text = f"finished ({reason}); {reach_n} committed, last committed step {last}"
+    elif status != RunStatus.FINISHED:
         why = _WHY.get(status, "it did not finish")
-        reach = f"last committed step {last}" if last is not None else "no step committed"
+        reach = (
+            f"{reach_n} committed, last committed step {last}"
+            if last is not None
+            else "no step committed"
+        )
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
     return {
         "status": status,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis import sections
 from mlaprof.analysis.capture import capture_findings, step_mode_findings
+from mlaprof.analysis.claims import Claims, claims_of, full_graph_serves, mismatch_findings
 from mlaprof.analysis.collapse import collapse_findings
 from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.cpu_attention import cpu_findings
@@ -188,23 +189,29 @@ def step_durations(steps: Any) -> dict[tuple[int, int], int]:
     }
 
 
-def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) -> list[Finding]:
+def _findings(
+    ev: Evidence, engine_found: list[Finding], sec: dict[str, Any], claims: Claims | None = None
+) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
+    # what the run can claim (capture verdict, route, kind, device): every builder below that
+    # could contradict it asks it (mlaprof.analysis.claims)
+    cl = claims if claims is not None else claims_of(ev)
+    route = route_summary(ev.meta)
     findings: list[Finding] = []
     findings += capture_findings(ev.capture, t["captures"])
-    findings += capture_memory_findings(ev.capture, t["memory"])
+    findings += capture_memory_findings(ev.capture, t["memory"], cl.capture_succeeded)
     findings += trust_findings(ev.trust)
     findings += collapse_findings(ev.meta, t["steps"], ev.step_stats)
     findings += variant_findings(ev.meta, ev.kernel_paths)
     findings += step_mode_findings(ev.step_modes)
     findings += cpu_findings(ev.cpu)
     findings += host_sync_findings(ev.host_syncs)
-    findings += coverage_findings(ev.coverage)
+    findings += coverage_findings(ev.coverage, cl.has_grid)
     findings += engine_found
     findings += drafter_graph_findings(
         drafter_graph_summary(t["events"], ev.engine_steps, step_durations(t["steps"]))
     )
-    findings += sync_findings(t["syncs"], mode)
+    findings += sync_findings(t["syncs"], mode, t["layers"])
     findings += split_findings(
         t["splits"],
         sc.get("policy", ""),
@@ -212,12 +219,14 @@ def _findings(ev: Evidence, engine_found: list[Finding], sec: dict[str, Any]) ->
         pre_fix_rule(sc),
         sec["replayed_splits"],
         sec["split_worst"],
+        claims=cl,
     )
     findings += padding_findings(t["padding"])
     findings += timing_findings(sec["timing"])
     findings += path_findings(sec["paths"], str(ev.meta.get("backend", "")))
     findings += start_findings(ev.starts)
-    findings += route_findings(route_summary(ev.meta), sc.get("policy", ""))
+    findings += route_findings(route, sc.get("policy", ""))
+    findings += mismatch_findings(cl, route)
     findings += reservation_findings(sec["reservation"])
     mark_unreliable(findings, ev.trust)
     findings = fold_ranks(findings, len(ev.ranks))
@@ -247,6 +256,7 @@ def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
 def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     ev = collect(run)
     t = ev.tables
+    claims = claims_of(ev)
     engine, engine_shadow, engine_found = served_analysis(
         ev.engine_steps, ev.acceptance, **(shadow or {})
     )
@@ -266,8 +276,8 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         allocations=sync_rows(syncs, "alloc"),
         h2d_copies=sync_rows(syncs, "h2d"),
         capture_errors=sync_rows(syncs, "capture-error"),
-        sync_counts=sync_counts(syncs, t["layers"]),
-        route=run_route(ev.meta, engine_shadow),
+        sync_counts=sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"]),
+        route=run_route(ev.meta, engine_shadow, claims),
         splits=split_rows(t["splits"], sec["split_worst"]),
         padding=padding_summary(t["padding"]),
         layers=layers,
@@ -296,7 +306,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     doc["full_graph_splits"] = _full_graph_splits(doc)
     # the headline reads the sections as the analyzers returned them
     doc["headline"] = headline(doc, ev)
-    s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec))
+    s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec, claims))
     # the figures' section, from the same evidence and the analyzers' own layer table and shadow
     series = build_series(ev, layers, engine_shadow, run, sec["timing"])
     return dataclasses.replace(s, series=series)
@@ -307,7 +317,7 @@ def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:
     (modelled, the run's own policy): measured over modelled where both exist."""
     own = own_split(doc)
     measured = doc["replayed_splits"]
-    full = (doc["scenario"] or {}).get("graph_mode") == "FULL"
+    full = full_graph_serves((doc["scenario"] or {}).get("graph_mode"), doc["capture"]["status"])
     modelled = own.get("frozen") if own is not None and full else None
     source = "measured" if measured is not None else "modelled" if modelled is not None else None
     return {

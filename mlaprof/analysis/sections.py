@@ -12,16 +12,7 @@ from enum import StrEnum
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.typed_json import nulls, opt
-
-
-class RunStatus(StrEnum):
-    """A run's status, the one vocabulary (mlaprof.store.liveness.run_status)."""
-
-    RUNNING = "running"
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) or killed after a clean drain
-    FAILED = "failed"
-    INCOMPLETE = "incomplete"  # a writer died without closing its record
+from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +22,8 @@ class RunState:
 
     status: RunStatus
     reason: str | None  # why it ended early, where its writer recorded it
-    steps_committed: int
-    last_step: int | None
+    steps_committed: int  # per rank: the fewest steps any rank committed (never a sum)
+    last_step: int | None  # the last step every rank reached
     text: str
 
 
@@ -263,14 +254,17 @@ class TracePath:
 
 @dataclass(frozen=True, slots=True)
 class TraceDrafter:
-    S: str
+    """The drafter's passes (analysis.drafter.drafter_summary): a range or value the trace does
+    not hold is None (a pass without a duration has no median), never a default."""
+
+    S: str | None
     eager_steps: int
     graph_steps: int
-    layers_per_pass: str
+    layers_per_pass: str | None
     provenance: str
     qlen: str | None
-    rows: str
-    step_median_us: float
+    rows: str | None
+    step_median_us: float | None
     steps: int
     text: str
     variants: list[str]
@@ -617,7 +611,20 @@ class ReplayedSplits:
 
 
 @dataclass(frozen=True, slots=True)
+class RankPadding:
+    """One rank's padding (analysis.padding.padding_summary)."""
+
+    rank: int
+    steps: int
+    real_rows: int
+    padding_rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class Padding:
+    """The run's padding: the counts are summed over ranks (``ranks`` of them; ``per_rank``
+    keeps each rank's), and ``text`` says them per rank or as sums (analysis.padding.amounts)."""
+
     capture_size: int | None
     capture_sizes: list[int]
     kv_bytes_padding: int
@@ -630,6 +637,8 @@ class Padding:
     steps: int
     steps_padded: int
     text: str
+    ranks: int | None = opt()  # the ranks the counts sum over
+    per_rank: list[RankPadding] | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

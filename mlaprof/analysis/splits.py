@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 # the one collapse rule and wording (mlaprof.analysis.collapse), re-exported for the views
@@ -14,6 +16,9 @@ from mlaprof.analysis.collapse import (  # noqa: F401
 from mlaprof.analysis.findings import Finding
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import over_split as over_split_rule
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.claims import Claims
 
 
 def decided_on_device(policy: str) -> bool:
@@ -123,14 +128,17 @@ def split_findings(
     pre_fix: str | None = None,
     replayed: dict | None = None,
     worst: pd.DataFrame | None = None,
+    claims: Claims | None = None,
 ) -> list[Finding]:
     """``pre_fix``: why the run models a min_kv_seq_len rule its vLLM version no longer has
     (said in every collapse it explains). ``replayed``: the measured S of the run's graph
     replays (:func:`replayed_splits`); where it exists, the modelled frozen S is not warned of
     (measured over modelled: the graph ran what it ran). ``worst``: :func:`split_summary` of
-    ``splits``, where the caller holds it."""
+    ``splits``, where the caller holds it. ``claims``: the run's context; an S frozen into a
+    FULL graph is warned of only where a FULL graph serves the steps (not where capture failed)."""
     out: list[Finding] = []
     seen_device: set[str] = set()
+    full_graph = claims.full_graph if claims is not None else graph_mode == "FULL"
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
@@ -184,7 +192,7 @@ def split_findings(
             )
         if (
             main
-            and graph_mode == "FULL"
+            and full_graph
             and replayed is None
             and pd.notna(r.frozen)
             and is_collapsed(int(r.frozen), deserved)

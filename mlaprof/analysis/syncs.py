@@ -11,6 +11,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
 from mlaprof.analysis.step_stats import by_step
 from mlaprof.importers.step_model import SOURCE_GAPS
+from mlaprof.rank_counts import per_rank_count
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
 _FIX = {
@@ -99,13 +100,33 @@ def watched_steps(layers: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
     return both.drop_duplicates().reset_index(drop=True)
 
 
-def sync_counts(syncs: pd.DataFrame, layers: pd.DataFrame | None = None) -> dict:
+def per_layer_step(count: int, layer_steps: int) -> float:
+    """The one sync rate every view and finding states: syncs per layer per WATCHED step (a
+    step the probe watched and found clean counts, so 2 syncs on layer 0 in 2 of 4 watched
+    steps are 0.5). ``layer_steps``: the layers hit times the steps watched, summed over ranks."""
+    return count / max(1, layer_steps)
+
+
+def _watched_per_rank(watched: pd.DataFrame) -> dict[int, int]:
+    return {int(r): int(w["step"].nunique()) for r, w in watched.groupby("rank")}
+
+
+def sync_counts(
+    syncs: pd.DataFrame,
+    layers: pd.DataFrame | None = None,
+    host: dict[str, Any] | None = None,
+    steps: pd.DataFrame | None = None,
+) -> dict:
     """The one sync count every view shows: rows of kind ``sync`` (device->host syncs), per layer
     per watched step and in total, rank by rank; the other kinds are counted apart
     (``by_kind``), never added in. ``checked`` is False when no step was watched (a total of 0
-    then means nothing); ``text`` is the line every view prints."""
+    then means nothing); ``text`` is the line every view prints. ``host``: an imported trace's
+    host calls placed in MLA layers (:func:`sync_evidence`), ``steps`` its steps: where no probe
+    watched a step, the trace's own check is the count (one answer for every view)."""
     by_kind = dict.fromkeys(KINDS, 0)
     watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
+    if watched.empty and host is not None and host.get("status") in ("none", "found"):
+        return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
     if not syncs.empty:
         for k, n in syncs["kind"].value_counts().items():
             by_kind[str(k)] = int(n)
@@ -118,7 +139,8 @@ def sync_counts(syncs: pd.DataFrame, layers: pd.DataFrame | None = None) -> dict
         b = blocking[blocking["rank"] == rank] if not blocking.empty else blocking
         by_layer = b.groupby("layer").size() if not b.empty else pd.Series(dtype="int64")
         for layer, n in by_layer.items():
-            per_layer.append({"rank": int(rank), "layer": int(layer), "syncs": n / n_watched})
+            rate = per_layer_step(int(n), n_watched)
+            per_layer.append({"rank": int(rank), "layer": int(layer), "syncs": rate})
         per_rank.append({"rank": int(rank), "total": int(len(b)), "layers": int(len(by_layer)),
                          "watched_steps": n_watched})  # fmt: skip
     total = int(len(blocking))
@@ -133,22 +155,82 @@ def sync_counts(syncs: pd.DataFrame, layers: pd.DataFrame | None = None) -> dict
         "per_layer": per_layer,
         "by_kind": by_kind,
         "per_rank": per_rank,
-        "text": f"{total} on {n_layers} layer(s) ({steps} step(s) checked)"
+        "text": _counted(per_rank, total, n_layers, steps, "")
         if checked
         else "not checked (no step of this run was watched for syncs)",
     }
 
 
-def sync_findings(syncs: pd.DataFrame, graph_mode: str) -> list[Finding]:
-    """One finding per (kind, op, location), listing the layers it hits."""
+def _counted(per_rank: list[dict], total: int, n_layers: int, steps: int, what: str) -> str:
+    """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
+    that reads as one rank's."""
+    if len(per_rank) <= 1:
+        return f"{total}{what} on {n_layers} layer(s) ({steps} step(s) checked)"
+    totals = per_rank_count({r["rank"]: r["total"] for r in per_rank})
+    watched = per_rank_count({r["rank"]: r["watched_steps"] for r in per_rank}, "step(s)")
+    return f"{totals}{what} on {n_layers} layer(s), {watched} checked"
+
+
+def host_sync_counts(host: dict[str, Any], steps: pd.DataFrame) -> dict:
+    """:func:`sync_counts` of an imported trace's host-sync check: the steps it watched are its
+    eager (and PIECEWISE) MLA steps, or every step where all replayed a graph (a captured
+    region holds no host sync); the rate is :func:`per_layer_step` over those steps."""
+    mode = steps.get("graph_mode") if not steps.empty else None
+    st = steps[steps["backend"].notna()] if "backend" in steps else steps
+    if mode is not None and not st.empty:
+        eager = st[st["graph_mode"].isin(["eager", "piecewise"])]
+        st = eager if not eager.empty else st
+    watched = _watched_per_rank(st[["rank", "step"]]) if not st.empty else {}
+    found = pd.DataFrame(host.get("syncs") or [], columns=["rank", "step", "layer", "op"])
+    per_layer, per_rank = [], []
+    for rank in sorted(set(watched) | {int(r) for r in found["rank"]}):
+        mine = found[found["rank"] == rank]
+        n_watched = watched.get(rank, int(mine["step"].nunique()))
+        for layer, n in mine.groupby("layer").size().items():
+            rate = per_layer_step(int(n), n_watched)
+            per_layer.append({"rank": rank, "layer": int(layer), "syncs": rate})
+        per_rank.append({"rank": rank, "total": int(len(mine)),
+                         "layers": int(mine["layer"].nunique()), "watched_steps": n_watched})  # fmt: skip
+    total = int(len(found))
+    n_layers = int(found["layer"].nunique()) if total else 0
+    n_steps = (
+        sum(watched.values())
+        if watched
+        else int(found[["rank", "step"]].drop_duplicates().shape[0])
+    )
+    by_kind = dict.fromkeys(KINDS, 0)
+    by_kind[SYNC] = total
+    return {
+        "checked": True,
+        "total": total,
+        "layers": n_layers,
+        "watched_steps": n_steps,
+        "per_layer": per_layer,
+        "by_kind": by_kind,
+        "per_rank": per_rank,
+        "text": _counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers")
+        + f" ({host.get('evidence')})",
+    }
+
+
+def sync_findings(
+    syncs: pd.DataFrame, graph_mode: str, layers: pd.DataFrame | None = None
+) -> list[Finding]:
+    """One finding per (kind, op, location), listing the layers it hits, at the rate
+    :func:`per_layer_step` defines (over the steps watched: ``layers``' checked records and the
+    steps with a row; without ``layers``, the steps with a row)."""
     if syncs.empty:
         return []
+    watched = _watched_per_rank(watched_steps(layers if layers is not None else pd.DataFrame(),
+                                              syncs))  # fmt: skip
     # the capture finding already names the first op that broke a real capture
     syncs = syncs[syncs["kind"] != CAPTURE_ERROR]
     out: list[Finding] = []
     for (kind, op, loc), g in syncs.groupby(["kind", "op", "location"], sort=False):
-        layers = sorted({int(x) for x in g["layer"].dropna()})
-        per_layer = len(g) / max(1, len(layers)) / max(1, g["step"].nunique())
+        hit = sorted({int(x) for x in g["layer"].dropna()})
+        pairs = g[["rank", "layer"]].dropna().drop_duplicates()
+        layer_steps = sum(watched.get(int(r), 0) for r in pairs["rank"])
+        per_layer = per_layer_step(len(g), layer_steps)
         breaks = graph_mode == "FULL"
         what = {
             "sync": "device->host sync in the captured region",
@@ -162,7 +244,7 @@ def sync_findings(syncs: pd.DataFrame, graph_mode: str) -> list[Finding]:
                 severity="critical" if breaks and kind != "alloc" else "warning",
                 title=f"{what}: {op} at {loc}",
                 evidence=(
-                    f"{len(layers)} layer(s) ({_span(layers)}), {per_layer:g} per layer per step; "
+                    f"{len(hit)} layer(s) ({_span(hit)}), {per_layer:g} per layer per step; "
                     f"{g['detail'].iloc[0]}"
                     + (
                         "; aborts CUDA/HIP graph capture, so the engine falls back to PIECEWISE"
@@ -171,9 +253,9 @@ def sync_findings(syncs: pd.DataFrame, graph_mode: str) -> list[Finding]:
                     )
                 ),
                 fix=fix_for(str(op), str(kind)),
-                layer=layers[0] if layers else None,
+                layer=hit[0] if hit else None,
                 location=str(loc),
-                data={"op": op, "layers": layers, "count": int(len(g))},
+                data={"op": op, "layers": hit, "count": int(len(g))},
             )
         )
     return out

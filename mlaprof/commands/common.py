@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
+from mlaprof.store.liveness import RunStatus
 
 DEFAULT_TRACES = "traces"
-ENDED_EARLY = ("failed", "interrupted")  # run statuses that stopped the run
+ENDED_EARLY = (RunStatus.FAILED, RunStatus.INTERRUPTED)  # run statuses that stopped the run
 
 
 def traces_dir(arg: str | None) -> Path:

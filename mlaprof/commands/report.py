@@ -53,7 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mlaprof.analysis import run_summary as rs
     from mlaprof.errors import MlaprofError
     from mlaprof.store.reader import load
 
@@ -63,10 +62,12 @@ def main(args: argparse.Namespace) -> int:
     shadow = _shadow(args)
     run = load(resolve_run(args.run, args.traces))
     other = load(resolve_run(args.compare, args.traces)) if args.compare else None
-    # each run's summary is built once, here; every view below renders it and builds nothing
+    # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
+    from mlaprof.analysis import run_summary as rs
     from mlaprof.analysis.diff import diff
     from mlaprof.reporters.renderer import renderer
 
+    # each run's summary is built once, here; every view below renders it and builds nothing
     s = rs.build_summary(run, shadow)
     d = diff(s, rs.build_summary(other)) if other is not None else None
     if args.html:

@@ -113,7 +113,33 @@ def recorder() -> EngineRecorder:
             markers = None if not flag else flag in TRUE
             _recorder = EngineRecorder(_open_and_announce, markers=markers)
             atexit.register(_close)
+            watch_stop_signals(_recorder)
         return _recorder
+
+
+def watch_stop_signals(rec: EngineRecorder) -> None:
+    """Chain a handler before the process's own for SIGTERM and SIGINT that records which one
+    stopped the engine (:meth:`EngineRecorder.note_stop`), then does what the previous handler
+    did. Main thread only (Python's rule); a handler vLLM installs later replaces this one."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+
+        def handler(n: int, frame: Any, previous: Any = previous) -> None:
+            rec.note_stop(n)
+            if callable(previous):
+                previous(n, frame)
+            elif previous == signal.SIG_DFL:  # the default action: die by the signal
+                signal.signal(n, signal.SIG_DFL)
+                os.kill(os.getpid(), n)
+
+        try:
+            signal.signal(signum, handler)
+        except (ValueError, OSError):  # not allowed here: the run just names no signal
+            return
 
 
 def _close() -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.recording import KV_BYTES_PER_ELEMENT, event_row
 from mlaprof.scenario import KV_DIM
-from mlaprof.store.liveness import DRAINED
+from mlaprof.store.liveness import DRAINED, STOP_SIGNAL
 
 if TYPE_CHECKING:
     from mlaprof.store.writer import RunWriter
@@ -208,6 +208,7 @@ class EngineRecorder:
         self._acc_t = 0
         self.accept_steps = 0
         self._drained: dict[str, str] = {}  # role -> the DRAINED mark last written
+        self.stop_signal: str | None = None  # the stop signal that arrived (note_stop)
         self._eager_drafts: dict[tuple[Any, int], int] = {}  # (rows, k) -> eager draft decodes
 
     # -- the engine thread (keep these cheap) ----------------------------------------------------
@@ -520,6 +521,29 @@ class EngineRecorder:
         self.writer("").add("events", **event_row("vllm", "cudagraph-mode", msg, data, t_ns=t_ns))
 
     # -- life cycle ------------------------------------------------------------------------------
+    def note_stop(self, signum: int) -> None:
+        """A stop signal arrived (the plugin's handler, on the main thread): each open database
+        records its name, so a run stopped after a clean drain reads "finished (drained ...
+        before SIGTERM ...)". Never waits: a drain the handler interrupted keeps the lock, and
+        then the signal goes unrecorded rather than deadlocking the engine."""
+        import signal
+
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        self.stop_signal = name
+        if self.disabled or not self._io.acquire(blocking=False):
+            return
+        try:
+            for w in self._writers.values():
+                if not w.closed:
+                    w.set_meta(STOP_SIGNAL, name)
+        except Exception as e:  # recording must never break serving (nor its shutdown)
+            log.warning("mlaprof: could not record the stop signal: %s", e)
+        finally:
+            self._io.release()
+
     def flush(self) -> None:
         """Write everything recorded so far, the step in progress included."""
         self.drain(final=True)

@@ -521,6 +521,8 @@ def print_diff(d: SummaryDiff, console: Console | None = None) -> None:
         )
     t.add_row("backend", term(d.backend.before), term(d.backend.after), "", "")
     console.print(t)
+    if d.workload.same is not True:  # what the diff says about comparing these two runs
+        console.print(f"[yellow]workload: {term(d.workload.text)}[/]")
     if d.cpu_spread:
         console.print(
             f"[dim]CPU reference timings: identical CPU runs differ by up to "

@@ -147,7 +147,9 @@ class RunFollow:
         status = liveness.effective_status(
             self.path, key[0], meta.get("status"), key[1], meta.get(liveness.DRAINED)
         )
-        return status, meta.get("reason"), meta.get(liveness.DRAINED) == "1"
+        # drained and stopped without closing its record (a closed one has its own status)
+        drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
+        return status, meta.get("reason"), drained
 
     # -- committed rows since a row id ---------------------------------------------------------
     def position(self, key: Key, table: str) -> int:

@@ -13,11 +13,26 @@ import contextlib
 import fcntl
 import os
 import re
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from mlaprof.errors import MlaprofError
 
-LIVE = ("running", "importing")  # recorded states that claim a writer is at work
+
+class RunStatus(StrEnum):
+    """A run's status, the one vocabulary (the store's rules below, every view and the
+    summary's ``status`` / ``state.status``; a member equals its string)."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM) with steps still to write
+    # (an engine stopped after a clean drain reads FINISHED, its reason says drained)
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"  # a writer died without closing its record
+
+
+LIVE = (RunStatus.RUNNING, "importing")  # recorded states that claim a writer is at work
 
 
 def lock_path(run_dir: Path, rank: int, role: str = "") -> Path:
@@ -107,38 +122,58 @@ def any_writer_alive(run_dir: Path) -> bool:
 
 # meta key the vLLM recorder sets to "1" while it has written every step it saw (the engine is
 # idle, no step open) and to "0" when the next step begins: a writer that dies while it reads "1"
-# lost nothing (e.g. an engine force-killed at shutdown after a clean drain)
+# lost nothing (e.g. an engine stopped by SIGTERM / Ctrl-C, or force-killed at shutdown, after a
+# clean drain): its run reads finished (drained), never interrupted
 DRAINED = "drained"
+# meta key the vLLM recorder sets to a stop signal's name (e.g. "SIGTERM") when one arrives
+STOP_SIGNAL = "stop_signal"
 DRAINED_REASON = (
-    "the writer ended without closing its record (killed, e.g. at shutdown) after every step it "
-    "saw was written"
+    "drained: every step the writer saw was written before it was stopped without closing its "
+    "record (a stop signal or a kill at shutdown)"
 )
 # the one order in which ranks' states make the run's: the first present wins
-RUN_STATUS_ORDER = ("failed", "interrupted", "incomplete", "running")
+RUN_STATUS_ORDER = (
+    RunStatus.FAILED,
+    RunStatus.INTERRUPTED,
+    RunStatus.INCOMPLETE,
+    RunStatus.RUNNING,
+)
 
 
 def effective_status(
     run_dir: Path, rank: int, recorded: str | None, role: str = "", drained: str | None = None
 ) -> str:
     """A database's status as a reader should show it: a recorded live state whose writer is
-    gone reads ``interrupted`` when the writer had drained (``drained`` meta "1": every step it
-    saw is on disk, :data:`DRAINED_REASON`), else ``incomplete``."""
+    gone reads ``finished`` when the writer had drained (``drained`` meta "1": every step it
+    saw is on disk; :func:`run_reason` says so), else ``incomplete``."""
     status = recorded or "running"
     if status in LIVE and not writer_alive(run_dir, rank, role):
-        return "interrupted" if drained == "1" else "incomplete"
+        return RunStatus.FINISHED if drained == "1" else RunStatus.INCOMPLETE
     return status
 
 
-def run_reason(dbs: list[tuple[str, str | None, bool, str]]) -> str | None:
-    """Why a run ended early, from ``(role, recorded reason, drained, status)`` per database:
-    the first reason a writer recorded (e.g. disk full), else :data:`DRAINED_REASON` where a
-    rank's own database drained before it was interrupted."""
-    for _, why, _, _ in dbs:
+def drained_reason(signal: str | None = None) -> str:
+    """:data:`DRAINED_REASON`, naming the stop signal where the writer recorded one."""
+    if not signal:
+        return DRAINED_REASON
+    return (
+        f"drained: every step the writer saw was written before {signal} stopped it without "
+        "closing its record"
+    )
+
+
+def run_reason(dbs: list[tuple[Any, ...]]) -> str | None:
+    """Why a run ended early or how it ended, from ``(role, recorded reason, drained, status)``
+    per database: the first reason a writer recorded (e.g. disk full), else
+    :func:`drained_reason` where a rank's own database drained and was stopped without closing
+    (``drained``: its recorded state was still live; its status then reads finished); an
+    optional fifth element is the stop signal that database recorded."""
+    for _, why, *_ in dbs:
         if why:
             return why
-    for role, _, drained, status in dbs:
-        if not role and drained and status == "interrupted":
-            return DRAINED_REASON
+    for role, _, drained, status, *signal in dbs:
+        if not role and drained and status in (RunStatus.FINISHED, RunStatus.INTERRUPTED):
+            return drained_reason(signal[0] if signal else None)
     return None
 
 
@@ -146,7 +181,7 @@ def process_run_status(states: list[tuple[str, str]]) -> str:
     """The run's status from ``(role, status)`` per database: a rank's own database (role "")
     decides; another process of it (the vLLM EngineCore, often killed at shutdown without
     finishing) only counts when it failed."""
-    return run_status([s for role, s in states if not role or s == "failed"])
+    return run_status([s for role, s in states if not role or s == RunStatus.FAILED])
 
 
 def run_status(states: list[str]) -> str:

@@ -11,15 +11,17 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
+
+if TYPE_CHECKING:  # imported where a frame is built: listing runs or an error needs none
+    import pandas as pd
 
 _RANK_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 
@@ -163,6 +165,8 @@ class Run:
         """Several :meth:`query` results at once, each as :meth:`query` gives it (that is this,
         for one statement); a database whose rows sit in columnar files answers all of them on
         one DuckDB cursor (the views over its files built once), the others in SQLite."""
+        import pandas as pd
+
         only = None if ranks is None else set(ranks)
         batch = sqlengine.Statements(tuple((q, tuple(p)) for q, p in statements))
         per: list[list[pd.DataFrame]] = [[] for _ in statements]
@@ -193,12 +197,15 @@ class Run:
         sql: str,
         params: tuple[Any, ...] = (),
         frames: dict[str, pd.DataFrame] | None = None,
+        ranks: Iterable[int] | None = None,
     ) -> pd.DataFrame:
         """Run ``sql`` once over all ranks (DuckDB): every table it names holds every rank's rows
         (``rank`` tells them apart), so aggregates span the fleet. Kernels are read from their
         columnar files in place; the SQL is DuckDB's dialect. ``frames``: DataFrames the SQL
-        may also name (an analysis' own small tables)."""
-        return sqlengine.query([self._source(k) for k in self.databases], sql, params, frames)
+        may also name (an analysis' own small tables). ``ranks``: those ranks' rows only."""
+        only = None if ranks is None else set(ranks)
+        keys = [k for k in self.databases if only is None or k[0] in only]
+        return sqlengine.query([self._source(k) for k in keys], sql, params, frames)
 
     def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
         return sqlengine.RankSource(
@@ -208,6 +215,8 @@ class Run:
     def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import pandas as pd
+
         sql = f"SELECT {', '.join(columns(name))} FROM {name}"
         if where:
             sql += f" WHERE {where}"
@@ -233,6 +242,8 @@ class Run:
         there (a small run's tables are mostly empty). Rows as recorded: a layer's sync count a
         producer left empty stays empty (the analysis fills it by its rule,
         :func:`mlaprof.analysis.syncs.fill_layer_syncs`)."""
+        import pandas as pd
+
         names = list(names)
         for name in names:
             if name not in TABLES:
@@ -268,6 +279,8 @@ class Run:
         that rank's rows only."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import pandas as pd
+
         text = {c for c, t in TABLES[name] if t == "TEXT"} & set(cols)
         parts: list[dict[str, Any]] = []  # column -> values, or (codes, categories) for text
         for key in self.databases:
@@ -318,6 +331,8 @@ class Run:
         return columnar.as_pandas(tab)
 
     def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
+        import pandas as pd
+
         try:
             return pd.read_sql_query(sql, self._cons[key], params=params)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
@@ -332,14 +347,19 @@ class Run:
         return {t: self.table(t) for t in TABLES}
 
     def count(self, name: str) -> int:
+        """Rows of ``name`` summed over every rank (:meth:`count_per_rank` keeps them apart)."""
+        return sum(self.count_per_rank(name).values())
+
+    def count_per_rank(self, name: str) -> dict[int, int]:
+        """Rows of ``name`` per rank (every database of a rank counted together)."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}")
-        n = 0
+        out: dict[int, int] = {}
         for key, con in self._cons.items():
-            n += con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
+            n = con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
             side = self._side.get(key, {}).get(name)
-            n += side.rows if side else 0
-        return n
+            out[key[0]] = out.get(key[0], 0) + n + (side.rows if side else 0)
+        return out
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:
@@ -379,9 +399,12 @@ class Run:
         dbs = []
         for key in self.databases:
             meta = self.rank_meta(*key)
-            drained = meta.get(liveness.DRAINED) == "1"
+            # drained and stopped without closing its record (a closed one has its own status)
+            drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
             status = self._db_status(*key) if drained and not key[1] else ""
-            dbs.append((key[1], meta.get("reason"), drained, status))
+            dbs.append(
+                (key[1], meta.get("reason"), drained, status, meta.get(liveness.STOP_SIGNAL))
+            )
         return liveness.run_reason(dbs)
 
     def close(self) -> None:
@@ -441,10 +464,18 @@ class RunInfo:
     scenario: str
     backend: str
     device: str
-    steps: int
+    steps: int  # summed over ranks: list it with steps_text (per rank, or a range over ranks)
     error: str | None = None
     policy: str = ""  # the split policy driving the backend (scenario runs)
     min_kv_mode: str = ""  # all-rows (the bug) or active-rows (the fix)
+    rank_steps: dict[int, int] | None = None  # steps per rank (None: not read)
+
+    def steps_text(self, unit: str = "") -> str:
+        """The step count as every listing shows it: per rank, never summed silently ("3 per
+        rank (2 ranks)"; ``unit`` "steps": "3 steps per rank (2 ranks)")."""
+        from mlaprof.rank_counts import per_rank_count
+
+        return per_rank_count(self.rank_steps or {0: self.steps}, unit)
 
 
 def list_runs(folder: Path | str) -> list[RunInfo]:
@@ -506,6 +537,7 @@ def run_info(p: Path) -> RunInfo:
             m = run.meta
             sc = m.get("scenario")
             scenario = sc.get("name", "") if isinstance(sc, dict) else (sc or m.get("source", ""))
+            steps = run.count_per_rank("steps")
             return RunInfo(
                 p,
                 p.name,
@@ -514,9 +546,10 @@ def run_info(p: Path) -> RunInfo:
                 str(scenario),
                 str(m.get("backend", "")),
                 str(m.get("device", "")),
-                run.count("steps"),
+                sum(steps.values()),
                 policy=str(sc.get("policy", "")) if isinstance(sc, dict) else "",
                 min_kv_mode=str(sc.get("min_kv_mode", "")) if isinstance(sc, dict) else "",
+                rank_steps=steps,
             )
     except EmptyRunError as e:
         created = ""

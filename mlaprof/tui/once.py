@@ -50,7 +50,7 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
     if not is_run_folder(path):
         runs = list_runs_nested(path)
         rows = [
-            [r.name, r.created[:19], r.scenario, r.device, r.status, str(r.steps)] for r in runs
+            [r.name, r.created[:19], r.scenario, r.device, r.status, r.steps_text()] for r in runs
         ]
         head = ["run", "created", "scenario", "device", "status", "steps"]
         return f"runs in {path} (newest first)\n" + "\n".join(format_table((head, rows))) + "\n"

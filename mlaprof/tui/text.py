@@ -152,7 +152,8 @@ def padding_table(v: View) -> Table:
         return head, []
     return head, [
         [
-            _s(p.steps),
+            # the totals sum the ranks: the steps cell says so ("80 (Σ2)": 2 ranks summed)
+            _s(p.steps) + (f" (Σ{p.ranks})" if (p.ranks or 0) > 1 else ""),
             _s(p.steps_padded),
             _s(p.real_rows),
             _s(p.padding_rows),

@@ -434,9 +434,10 @@ def _kill_writers(rec):
 
 
 @pytest.mark.parametrize("drained", [True, False])
-def test_an_engine_killed_after_a_clean_drain_reads_interrupted_not_incomplete(
+def test_an_engine_killed_after_a_clean_drain_reads_finished_drained_not_incomplete(
     fake_vllm, tmp_path, drained
 ):
+    from mlaprof.analysis.run_summary import build_summary
     from mlaprof.store import load
     from mlaprof.store.liveness import DRAINED_REASON
 
@@ -449,12 +450,44 @@ def test_an_engine_killed_after_a_clean_drain_reads_interrupted_not_incomplete(
         rec.drain(final=True)  # the engine went idle: its last step is written
     _kill_writers(rec)  # e.g. vllm serve's shutdown killing the EngineCore
     with load(tmp_path / "run") as run:
-        if drained:  # every step it ran is on disk: stopped, not lost
-            assert run.status == "interrupted" and run.reason == DRAINED_REASON
+        if drained:  # every step it ran is on disk: finished (drained), said so, nothing lost
+            assert run.status == "finished" and run.reason == DRAINED_REASON
             assert len(_steps(run)) == 2
+            state = build_summary(run).state
+            assert state.status == "finished" and state.text.startswith("finished (drained")
         else:  # a step was still open when it died
             assert run.status == "incomplete" and run.reason is None
             assert len(_steps(run)) == 1
+
+
+def test_a_drained_engine_stopped_by_a_signal_reads_finished_with_the_signal(fake_vllm, tmp_path):
+    """SIGTERM after a clean drain (vLLM's shutdown), then the process dies without closing its
+    record: finished (drained), and the report names the signal."""
+    import signal
+
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.integrations.vllm_plugin import watch_stop_signals
+    from mlaprof.store import load
+
+    rec = _recorder(tmp_path, background=False)
+    vllm_patches.install(rec)
+    vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([800, 900], [3, 3])
+    rec.drain(final=True)
+    seen = []
+    old_int = signal.getsignal(signal.SIGINT)
+    old = signal.signal(signal.SIGTERM, lambda n, f: seen.append(n))  # the engine's own handler
+    try:
+        watch_stop_signals(rec)
+        signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
+    assert seen == [signal.SIGTERM]  # the engine's handler still ran, after the record
+    _kill_writers(rec)
+    with load(tmp_path / "run") as run:
+        assert run.status == "finished" and "SIGTERM" in (run.reason or "")
+        state = build_summary(run).state
+    assert state.text.startswith("finished (drained") and "SIGTERM" in state.text
 
 
 def test_a_plugin_run_reads_syncs_not_checked(fake_vllm, tmp_path):

@@ -207,6 +207,7 @@ def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_repl
     )
     assert _replayed(None, {**row, "frozen": 16}, sc) == ""  # nothing to add
     assert _replayed(None, row, {**sc, "graph_mode": "PIECEWISE"}) == ""
+    assert _replayed(None, row, sc, "failed") == ""  # no FULL graph: capture failed
     measured = {"min": 4, "max": 4}
     assert _replayed(measured, row, sc) == "; the FULL graph replayed S = 4 (measured)"
     frame = pd.DataFrame(

@@ -105,9 +105,15 @@ def test_rows_follow_the_section_fields_and_tables_say_what_they_leave_out() -> 
     blocks = {b.key: b for b in summary_blocks(s)}
     assert blocks["run"].rows[0].text == s.run  # the summary's plain fields first
     pad = blocks["padding"]
-    assert [r.key.split(".")[1] for r in pad.rows] == [
-        f.name for f in dataclasses.fields(Padding)
-    ]  # every field, in the declared order
+    shown = [r.key.split(".")[1] for r in pad.rows] + [t.key.split(".")[1] for t in pad.tables]
+    want = [  # every field: plain ones as rows in the declared order, lists of records as tables
+        f.name
+        for f in dataclasses.fields(Padding)
+        if getattr(s.padding, f.name) is not None or not f.metadata
+    ]
+    assert sorted(shown) == sorted(want) and shown[: len(pad.rows)] == [
+        n for n in want if n not in {t.key.split(".")[1] for t in pad.tables}
+    ]
     layers = next(t for b in blocks.values() for t in b.tables if t.key == "layers")
     assert len(layers.rows) == min(TABLE_ROWS, len(s.layers))
     assert layers.more == max(0, len(s.layers) - TABLE_ROWS)

@@ -73,7 +73,7 @@ class PickerScreen(Screen[Path | None]):
         head += ["scenario", "created"]
         self.head = head
         rows = [
-            [r.name, str(r.steps), r.device or "-", r.policy or "-", r.status]
+            [r.name, r.steps_text(), r.device or "-", r.policy or "-", r.status]
             + [
                 r.min_kv_mode or "-",
                 r.backend or "-",

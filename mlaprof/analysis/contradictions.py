@@ -1,0 +1,70 @@
+"""The statement pairs one report must never make together (the run's claims,
+:mod:`mlaprof.analysis.claims`, read back from its typed summary): the property every shipped
+run, trace, log and recorded engine run is held to (tests/unit/test_no_contradictions.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlaprof.analysis.capture_status import no_full_graph
+from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.run_summary import RunSummary
+
+
+def contradictions(s: RunSummary) -> list[str]:
+    """Pairs of statements one summary must never make together (each a line saying which);
+    empty for a consistent report. The property test holds every shipped run to it."""
+    out: list[str] = []
+    kinds = {f.kind for f in s.findings}
+    status = str(s.capture.status)
+    graph_mode = s.scenario.graph_mode
+    if no_full_graph(status) and "split-frozen" in kinds:
+        out.append(f"capture {status} + an S frozen into a FULL graph")
+    if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status):
+        out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")
+    if (
+        no_full_graph(status)
+        and any(f.kind == "memory" and "capture fewer sizes" in f.fix for f in s.findings)
+        and not s.engine_starts
+    ):
+        out.append(f"capture {status} + advice to trim the capture's memory")
+    n = s.sync_counts
+    sync_found = [f for f in s.findings if f.kind == "sync" and not f.title.startswith("host sync")]
+    if not n.checked and sync_found:
+        out.append("syncs 'not checked' + a sync finding from the probe")
+    if n.checked and n.total == 0 and any(f.kind == "sync" for f in s.findings):
+        out.append("'0 syncs' + a sync finding")
+    t = s.trace.syncs if s.trace is not None else None
+    if t is not None and t.count is not None and not n.checked:
+        out.append(f"trace syncs {t.count} in MLA layers + sync count 'not checked'")
+    if t is not None and t.count is not None and n.checked and n.total != t.count:
+        out.append(f"trace syncs {t.count} + sync count {n.total}")
+    if (
+        s.route is not None
+        and s.route.verified
+        and s.engine is not None
+        and s.scenario.model is None
+    ):
+        took = recorded_paths(s.engine.backend)
+        if took != (s.route.path,):
+            out.append(
+                f"route {s.route.path} verified + the engine recorded {s.engine.backend} "
+                f"({'/'.join(took) or 'no path'})"
+            )
+    if s.route is not None and str(s.route.version) == "as recorded":
+        out.append("a modelled route read 'as recorded'")
+    cpu = "cpu-attention" in kinds or str(s.device) == "cpu"
+    if cpu and any("--patterns" in f.fix for f in s.findings):
+        out.append("a CPU op + advice to describe its kernel grid (--patterns)")
+    if s.scenario.recorded and s.route is not None and s.backend:
+        c = Claims(graph_mode or "", status, str(s.device), backend=str(s.backend))
+        mismatch = c.backend_mismatch(
+            {"path": s.route.path, "version": s.route.version, "kernel": s.route.kernel}
+        )
+        if mismatch and not any(
+            f.kind == "route" and "does not run" in f.title for f in s.findings
+        ):
+            out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
+    return out

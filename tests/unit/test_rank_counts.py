@@ -1,0 +1,65 @@
+"""Ranks are never summed silently: every count in ``runs``, the picker, the headline, the
+padding and sync lines is per rank, a range over ranks, or says it sums ranks (``run --ranks 2
+--steps 3`` read as 6 steps and "18 real + 6 padding rows over 6 steps")."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.run_state import run_state
+from mlaprof.analysis.syncs import sync_counts
+from mlaprof.rank_counts import per_rank_count
+from tests import shipped_runs
+
+WORKER_GROUP = "shipped-runs"
+
+
+def test_a_count_over_ranks_is_per_rank_or_a_range() -> None:
+    assert per_rank_count({0: 3}, "steps") == "3 steps"
+    assert per_rank_count({0: 3, 1: 3}, "steps") == "3 steps per rank (2 ranks)"
+    assert per_rank_count({0: 3, 1: 4}) == "3-4 per rank (ranks 0: 3, 1: 4)"
+
+
+def test_the_run_listing_counts_steps_per_rank() -> None:
+    """The 8-rank fleet import: 3 steps per rank, not 24 (runs and the TUI picker)."""
+    from mlaprof.store.reader import run_info
+
+    info = run_info(shipped_runs.run_dir("aiter-fleet_dp2_tp4"))
+    assert info.rank_steps == dict.fromkeys(range(8), 3)
+    assert info.steps_text() == "3 per rank (8 ranks)"
+    assert info.steps_text("steps") == "3 steps per rank (8 ranks)"
+    one = run_info(shipped_runs.run_dir("demo-fix-padding-active-rows-c16"))
+    assert one.steps_text() == "32" and one.steps_text("steps") == "32 steps"
+
+
+def _padding(ranks: dict[int, int]) -> pd.DataFrame:
+    rows = []
+    for rank, steps in ranks.items():
+        for step in range(steps):
+            rows.append({"rank": rank, "step": step, "real_rows": 3, "padding_rows": 1,
+                         "real_tokens": 12, "padding_tokens": 4, "capture_size": 16,
+                         "kv_bytes_padding": 0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_padding_is_said_per_rank_or_as_a_sum_over_ranks() -> None:
+    two = padding_summary(_padding({0: 3, 1: 3}))
+    assert two["ranks"] == 2 and [r["steps"] for r in two["per_rank"]] == [3, 3]
+    assert two["text"].startswith("9 real + 3 padding rows over 3 step(s) per rank (2 ranks)")
+    (f,) = padding_findings(_padding({0: 3, 1: 3}))
+    assert "3 padding row(s) to 9 real request(s) over 3 step(s) per rank" in f.title
+    uneven = padding_summary(_padding({0: 3, 1: 4}))
+    assert "21 real + 7 padding rows summed over 2 ranks, 3-4 step(s) per rank" in uneven["text"]
+    one = padding_summary(_padding({0: 3}))
+    assert one["text"].startswith("9 real + 3 padding rows over 3 step(s) (")
+
+
+def test_the_run_state_and_sync_line_count_per_rank() -> None:
+    steps = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1], "step": [0, 1, 2, 0, 1, 2]})
+    st = run_state("incomplete", None, steps)
+    assert (st["steps_committed"], st["last_step"]) == (3, 2)
+    assert "3 step(s) per rank (2 ranks) committed" in st["text"]
+    layers = pd.DataFrame({"rank": [0, 1], "step": [0, 0], "layer": [0, 0], "syncs": [0, 0]})
+    n = sync_counts(pd.DataFrame(), layers)
+    assert n["text"] == "0 per rank (2 ranks) on 0 layer(s), 1 step(s) per rank (2 ranks) checked"
