@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
+from mlaprof.textsafe import plain_lines
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
@@ -106,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
         from mlaprof.importers.vllm_log import import_vllm_log
 
         run, summary = import_vllm_log(args.path, traces, args.name)
-    print(format_summary(run, summary))
+    print(plain_lines(format_summary(run, summary)))  # file names and notes are data
     return 0
 
 

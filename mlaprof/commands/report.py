@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
+from mlaprof.textsafe import plain
 
 EPILOG = """\
 examples:
@@ -73,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if args.html:
         from mlaprof.figures.html_report import write_html_report
 
-        print(f"wrote {write_html_report(s, Path(args.html), d, force=args.force)}")
+        print(f"wrote {plain(write_html_report(s, Path(args.html), d, force=args.force))}")
     if args.png:
         from mlaprof.figures.png import PngRenderer
 

@@ -159,4 +159,6 @@ class PngRenderer:
 
     def render(self, summary: Any, diff: Any = None) -> str:
         paths = write_pngs(summary, self.folder, diff=diff, force=self.force)
-        return "".join(f"wrote {p}\n" for p in paths)
+        from mlaprof.textsafe import plain
+
+        return "".join(f"wrote {plain(p)}\n" for p in paths)  # a path is data: shown, not sent

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, liveness, runmeta, sqlengine
+from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
 
@@ -90,7 +90,13 @@ class Run:
         # one database per (rank, role): a rank's worker is role "", other processes name theirs
         self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
-        self.refresh_ranks()
+        try:
+            self.refresh_ranks()
+            if self._cons:  # a run that names a rank it lacks is refused, never read smaller
+                integrity.check_complete(self.path, self.meta, self.ranks)
+        except BaseException:
+            self.close()
+            raise
         if not self._cons:
             if liveness.any_writer_alive(self.path):
                 raise EmptyRunError(self.path, "starting")
@@ -105,12 +111,15 @@ class Run:
             m = _RANK_DB.match(p.name)
             key = (int(m.group(1)), m.group(2) or "") if m else None
             if key is not None and key not in self._cons:
+                integrity.check_file(p)
                 con = _connect(p)
                 if con is None:
                     continue
                 try:
                     con.execute("SELECT 1 FROM steps LIMIT 1").fetchall()
+                    integrity.check_rows(con, p, key[0])
                     side = columnar.side_tables(con, self.path)
+                    integrity.check_sides(side, p, key[0])
                 except sqlite3.DatabaseError as e:
                     con.close()
                     raise MlaprofError(f"{p} is corrupt or incomplete ({e})") from None
