@@ -60,7 +60,12 @@ class TerminalRenderer:
         return out.get()
 
 
-def print_report(s: RunSummary, console: Console | None = None, verbose: bool = False) -> None:
+def print_report(
+    s: RunSummary, console: Console | None = None, verbose: bool = False, sections: bool = True
+) -> None:
+    """The terminal report: the headline, the tables and the findings, then (``sections``)
+    every section of the summary as the rows layer lays it out. ``mlaprof run`` leaves the
+    sections to ``mlaprof report`` and says so: a quick start ends on its findings."""
     console = console or Console()
     sc = s.scenario
     fields = {
@@ -255,7 +260,15 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
             "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
         )
     console.print(ft)
-    print_sections(s, console)
+    if sections:
+        print_sections(s, console)
+    else:
+        console.print(
+            f"every section of the summary: mlaprof report {term(s.run)}",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
 
 
 def print_sections(s: RunSummary, console: Console) -> None:
