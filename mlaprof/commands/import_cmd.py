@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     import threading
 
-    from mlaprof.importers.kernels import KernelMatcher, load_patterns
+    from mlaprof.kernel_table import KernelMatcher, load_patterns
     from mlaprof.store import runmeta
 
     # what run.json records of the tool (package versions, git revision) is asked while the
