@@ -107,8 +107,11 @@ def write_csv(path: Path, n: int, agent: int) -> None:
         f.writelines(buf)
 
 
-def write_rocpd(path: Path, n: int, agent: int) -> None:
-    """One rank's ``results.db`` (rocpd schema 3.0.x, as rocprofv3 writes it: no extdata)."""
+def write_rocpd(path: Path, n: int, agent: int, external: bool = False) -> None:
+    """One rank's ``results.db`` (rocpd schema 3.0.x, as rocprofv3 writes it: no extdata).
+    ``external``: the external correlation id set to the launch's too (what an application that
+    pushes its own correlation ids may get), for readers that take the launch from
+    ``correlation_id`` (mlaprof before it read ``stack_id``): both then see the same replays."""
     from mlaprof.formats import rocpd_schema as rs
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,9 +148,12 @@ def write_rocpd(path: Path, n: int, agent: int) -> None:
             (k + 1, name, name),
         )
     con.execute(f"INSERT INTO {t['string']} (id, string) VALUES (1, 'KERNEL_DISPATCH')")
+    # the launch correlation as rocprofv3 writes it (rocprofiler-sdk source/lib/output/
+    # generateRocpd.cpp): stack_id = the internal correlation id, correlation_id = the external
+    # id, 0 unless kernel rename or stream correlation is on
     con.executemany(
-        f"INSERT INTO {t['event']} (id, category_id, correlation_id) VALUES (?, 1, ?)",
-        ((d, corr) for d, _k, corr, _s, _t0, _t1 in _kernel_rows(n)),
+        f"INSERT INTO {t['event']} (id, category_id, stack_id, correlation_id) VALUES (?, 1, ?, ?)",
+        ((d, corr, corr if external else 0) for d, _k, corr, _s, _t0, _t1 in _kernel_rows(n)),
     )
     gb = [(g, b) for _n, g, b in LAYER_KERNELS]
     con.executemany(
@@ -164,18 +170,25 @@ def write_rocpd(path: Path, n: int, agent: int) -> None:
     con.close()
 
 
-def make_fleet(work: Path, total: int, ranks: int) -> dict[str, Path]:
-    """``work/csv`` and ``work/rocpd``: ``ranks`` processes of ``total / ranks`` dispatches each."""
+def make_fleet(
+    work: Path, total: int, ranks: int, formats: tuple[str, ...] = ("csv", "rocpd")
+) -> dict[str, Path]:
+    """``work/csv`` and ``work/rocpd``: ``ranks`` processes of ``total / ranks`` dispatches each
+    (only the ``formats`` asked for are written; ``rocpd_ext``: rocpd with the external
+    correlation id set, see :func:`write_rocpd`)."""
     per = total // ranks
-    out = {"csv": work / "csv", "rocpd": work / "rocpd"}
+    out = {fmt: work / fmt for fmt in formats}
     for fmt, base in out.items():
-        marker = base / f".complete-{total}-{ranks}"
+        marker = base / f".complete-{total}-{ranks}-v2"  # v2: the launch correlation in stack_id
         if marker.exists():
             continue
         shutil.rmtree(base, ignore_errors=True)
         first = work / f"rank-template.{fmt}"
         first.unlink(missing_ok=True)
-        (write_csv if fmt == "csv" else write_rocpd)(first, per, 2)
+        if fmt == "csv":
+            write_csv(first, per, 2)
+        else:
+            write_rocpd(first, per, 2, external=fmt == "rocpd_ext")
         for r in range(ranks):
             pid = 9000 - r  # pids in the reverse order of the GPUs
             name = "kernel_trace.csv" if fmt == "csv" else "results.db"

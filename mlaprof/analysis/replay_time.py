@@ -26,22 +26,22 @@ FROM (
         SELECT name, d, c, mla,
                SUM(c) OVER (PARTITION BY name ORDER BY d ROWS UNBOUNDED PRECEDING) AS cum,
                SUM(c) OVER (PARTITION BY name) AS n
-        FROM (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
+        FROM (SELECT name, d, SUM(c) AS c, BOOL_OR(mla) AS mla FROM hist GROUP BY ALL)
     )
 )
 GROUP BY name, lo, hi"""
 
-# Where the time goes inside graph replays, as one DuckDB query over the kernels' Parquet files
-# (every rank at once, grouped by rank in the database): each kept kernel takes the layer whose
-# window holds its end (the layer of the same rank and step with the smallest end at or after it:
-# an ASOF join on the rank's time line, whose steps follow each other, so a match in a later step
-# means none in its own), then per (rank, step, layer) sums, per layer medians (per group of ranks
+# Where the time goes inside graph replays, as DuckDB SQL over the kernels' Parquet files: each
+# kept kernel takes the layer whose window holds its end (the layer of the same rank and step with
+# the smallest end at or after it: an ASOF join on the rank's time line, whose steps follow each
+# other, so a match in a later step means none in its own), summed per (rank, step, layer) in
+# ``per`` (``win`` -1: after the step's last layer); then per layer medians (per group of ranks
 # that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), per name
-# totals. ``jl`` is the analysis' own layer table (a drafter's layers already left out), scanned
-# in place: DuckDB reads the five columns it names from the frame, so the ~2.7M layers of a
-# 10M-kernel import are never copied (NaN-free integers here are exact: the casts keep them so).
-REPLAY_SQL = f"""
-WITH ly AS (
+# totals and medians (NAME_STATS over ``hist``), the whole. ``jl`` is the analysis' own layer
+# table (a drafter's layers already left out), scanned in place (NaN-free integers here are exact:
+# the casts keep them so).
+_KEPT = """
+ly AS (
     SELECT CAST(rank AS BIGINT) AS rank, CAST(step AS BIGINT) AS step,
            CAST(layer AS BIGINT) AS layer,
            CAST(t_start_ns AS BIGINT) + CAST(duration_ns AS BIGINT) AS lend
@@ -53,18 +53,21 @@ k AS NOT MATERIALIZED (
     FROM kernels k SEMI JOIN (SELECT DISTINCT rank, step FROM ly) s
          ON k.rank = s.rank AND k.step = s.step
     WHERE k.replay IS NOT NULL
-),
+)"""
+_PER = """
 per AS MATERIALIZED (
-    SELECT k.rank, k.step, CASE WHEN ly.step = k.step THEN ly.layer END AS win,
+    SELECT k.rank, k.step, COALESCE(CASE WHEN ly.step = k.step THEN ly.layer END, -1) AS win,
            SUM(k.dur) AS total, SUM(CASE WHEN k.mla THEN k.dur ELSE 0 END) AS att
     FROM k ASOF LEFT JOIN ly ON k.rank = ly.rank AND k.end_ns <= ly.lend
     GROUP BY ALL
-)
+)"""
+_FIGURES = f"""
+, hist AS (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
 SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rg.grp AS VARCHAR) AS key,
        COUNT(*) AS n, MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
-FROM per JOIN rg ON per.rank = rg.rank WHERE win IS NOT NULL GROUP BY win, rg.grp
+FROM per JOIN rg ON per.rank = rg.rank WHERE win >= 0 GROUP BY win, rg.grp
 UNION ALL
-SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win IS NULL
+SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win < 0
 UNION ALL
 SELECT 'name', name, n, total, med, NULL, mla FROM ({NAME_STATS})
 UNION ALL
@@ -72,9 +75,31 @@ SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per))
        SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
 FROM per
 """
+# one rank: everything in one query
+REPLAY_SQL = f"WITH {_KEPT},{_PER}{_FIGURES}"
+# several ranks: the ASOF join one rank at a time (RANK_SQL: that rank's kernels sort and join in
+# memory, where the whole fleet's 10M spilled past the query memory cap and took most of a fleet
+# report), its ``per`` rows handed to FLEET_SQL as a frame (a few per step and layer: the size of
+# the layer table); the names' histogram and the replays stay one spillable scan of every rank
+RANK_SQL = f"WITH {_KEPT},{_PER} SELECT rank, step, win, total, att FROM per"
+FLEET_SQL = f"WITH {_KEPT}{_FIGURES}"
 
 
 _JL = ["rank", "step", "layer", "t_start_ns", "duration_ns"]
+
+
+def _per_rows(run: Any, jl: pd.DataFrame) -> pd.DataFrame:
+    """:data:`RANK_SQL` on each rank with layers, one rank at a time: the fleet's ``per``."""
+    ranks = jl["rank"].to_numpy()
+    parts = []
+    for r in np.unique(ranks).tolist():
+        p = run.sql(RANK_SQL, frames={"jl": jl[ranks == r]}, ranks=[int(r)])
+        parts.append(pd.DataFrame({c: p[c].to_numpy(np.float64 if c in ("total", "att")
+                                                    else np.int64) for c in _PER_COLS}))  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+_PER_COLS = ["rank", "step", "win", "total", "att"]
 
 
 def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
@@ -101,8 +126,9 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     """Where the time goes inside graph replays: GPU kernel time per layer (a layer's window runs
     from the end of the MLA kernels of the layer before to the end of its own) and per kernel
     name, with the attention (MLA) share and the layer's S. Kernel time is summed busy time.
-    One SQL query over every rank's kernels (:data:`REPLAY_SQL`); steps and replays are counted
-    per rank."""
+    One SQL query over every rank's kernels (:data:`REPLAY_SQL`; a fleet's ASOF join one rank
+    at a time, :data:`RANK_SQL` then :data:`FLEET_SQL`); steps and replays are counted per
+    rank."""
     empty = {"replays": 0, "layers": [], "kernels": [], "attention_share": None,
              "provenance": _origin(meta)}  # fmt: skip
     if layers.empty:
@@ -120,7 +146,12 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     rg = pd.DataFrame(
         [(r, g) for g, ranks in enumerate(groups) for r in ranks], columns=["rank", "grp"]
     ).astype(np.int64)
-    res = run.sql(REPLAY_SQL, frames={"jl": jl, "rg": rg})
+    if jl["rank"].nunique() > 1:
+        per = _per_rows(run, jl)
+        res = run.sql(FLEET_SQL, frames={"jl": jl, "rg": rg, "per": per})
+        del per
+    else:
+        res = run.sql(REPLAY_SQL, frames={"jl": jl, "rg": rg})
     parts = {p: g for p, g in res.groupby("part")}
     whole = parts["all"].iloc[0]
     if pd.isna(whole["a"]) or not whole["n"]:

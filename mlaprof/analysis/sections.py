@@ -158,6 +158,8 @@ class TraceTrustCounts:
     expected_kernels: int | None = opt()
     launches_without_kernels: int | None = opt()
     missing_kernels: int | None = opt()
+    nameless_dispatches: int | None = opt()
+    repeated_dispatches: int | None = opt()
     replays: int | None = opt()
     short_replays: int | None = opt()
     split_layers_without_stage2: int | None = opt()

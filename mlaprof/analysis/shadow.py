@@ -9,9 +9,7 @@ capture sizes would add.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.collapse import collapse_finding
 from mlaprof.analysis.findings import Finding
@@ -27,6 +25,9 @@ from mlaprof.splits.routing import (
     path_policy,
     verify_route,
 )
+
+if TYPE_CHECKING:  # built in shadow() only: check_shadow runs before any run is opened
+    import pandas as pd
 
 SHADOW_DEVICE = "mi355x"
 SHADOW_AITER = "0.1.20"
@@ -132,6 +133,8 @@ def shadow(
                 "note": "; ".join(notes),
             }
         )
+    import pandas as pd
+
     frame = pd.DataFrame(rows)
     for col in ("s_bug", "s_fix", "s_frozen", "s_deserved", "occupancy_fix"):
         if col in frame:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.ranks import rank_span
+
+if TYPE_CHECKING:  # pandas only where a frame is built: ``mlaprof run --help`` reads constants
+    import pandas as pd
 
 # How each ``steps.timing`` value reads in every view: CPU wall times are a reference, not GPU
 # numbers (never compare them with a GPU run's).
@@ -94,6 +97,8 @@ def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFram
     if not steps.empty:
         plain = steps[steps["timing"] == "graph-replay"]
         if not plain.empty:
+            import pandas as pd
+
             steps = pd.concat([plain, steps[~steps["timing"].fillna("").str.startswith("graph")]])
     return steps, layers
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
+from mlaprof.textsafe import plain_lines
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
@@ -129,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
     importer = IMPORTERS[args.kind]
     extra = (matcher,) if importer.kernels else ()
     run, summary = importer.load()(args.path, traces, args.name, *extra)
-    print(format_summary(run, summary))
+    print(plain_lines(format_summary(run, summary)))  # file names and notes are data
     return 0
 
 

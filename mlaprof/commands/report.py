@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
+from mlaprof.textsafe import plain
 
 EPILOG = """\
 examples:
@@ -52,7 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mlaprof.analysis import run_summary as rs
     from mlaprof.errors import MlaprofError
     from mlaprof.store.reader import load
 
@@ -62,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
     shadow = _shadow(args)
     run = load(resolve_run(args.run, args.traces))
     other = load(resolve_run(args.compare, args.traces)) if args.compare else None
+    # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
+    from mlaprof.analysis import run_summary as rs
+
     # each run's summary is built once here; every view below renders it (the HTML report and
     # the PNG figures still take the runs: inside this block their own summary calls get these)
     with rs.one_summary_per_run():
@@ -73,12 +76,12 @@ def main(args: argparse.Namespace) -> int:
             path = write_html_report(
                 run, Path(args.html), compare=other, shadow=shadow, force=args.force
             )
-            print(f"wrote {path}")
+            print(f"wrote {plain(path)}")
         if args.png:
             from mlaprof.figures.png import write_pngs
 
             for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
-                print(f"wrote {path}")
+                print(f"wrote {plain(path)}")
         if fmt is None and (args.html or args.png):
             return 0
         from mlaprof.analysis.diff import diff

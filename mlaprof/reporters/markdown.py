@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import fmt_change, fmt_value
+from mlaprof.textsafe import md_code, md_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
@@ -16,10 +17,9 @@ ICON = {"critical": "🔴 CRITICAL", "warning": "🟠 WARNING", "info": "🔵 IN
 
 
 def cell(text: Any) -> str:
-    """One table cell: no line breaks, pipes escaped, control characters dropped."""
-    s = "" if text is None else str(text)
-    s = "".join(ch if ch.isprintable() or ch == " " else " " for ch in s.replace("\n", " "))
-    return s.replace("\\", "\\\\").replace("|", "\\|").strip()
+    """Text from the summary as Markdown (:func:`mlaprof.textsafe.md_text`): one line, nothing in it
+    read as HTML, a link, an image, emphasis or a table cell's end."""
+    return md_text("" if text is None else text)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
@@ -38,7 +38,7 @@ class MarkdownRenderer:
 def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     """The typed summary ``s`` and, with ``--compare``, its ``diff``."""
     sc = s.scenario
-    lines = [f"## mlaprof: `{cell(s.run)}`", ""]
+    lines = [f"## mlaprof: {md_code(s.run)}", ""]
     facts = [f"status **{cell(s.status)}**", f"kind {cell(s.kind)}"]
     facts += [f"{k} {cell(v)}" for k, v in (("backend", s.backend), ("device", s.device),
               ("policy", sc.policy)) if v]  # fmt: skip
@@ -55,7 +55,7 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     route = s.route
     if route:
         tag = "" if route.verified else " (UNVERIFIED)"
-        lines += [f"**vLLM route**: `{cell(route.path)}` ({cell(route.kernel)}): "
+        lines += [f"**vLLM route**: {md_code(route.path)} ({cell(route.kernel)}): "
                   f"{cell(route.reason)} [vLLM {cell(route.version)}{tag}]", ""]  # fmt: skip
     fleet = s.fleet
     if fleet.ranks > 1:
@@ -78,13 +78,13 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         flag = " _(from a trace that lost records)_" if f.unreliable else ""
         lines.append(f"- **{ICON.get(f.severity, f.severity)}** {cell(f.title)}{flag}")
         if where:
-            lines.append(f"  - where: `{cell(where)}`")
+            lines.append(f"  - where: {md_code(where)}")
         if f.evidence:
             lines.append(f"  - evidence: {cell(f.evidence)}")
         if f.fix:
             lines.append(f"  - fix: {cell(f.fix)}")
     if diff is not None:
-        lines += ["", f"### `{cell(diff.before)}` → `{cell(diff.after)}`", ""]
+        lines += ["", f"### {md_code(diff.before)} → {md_code(diff.after)}", ""]
         lines += _table(
             ["metric", "before", "after", "change", "verdict", "where it comes from"],
             [[f"{r.metric} ({r.unit})", fmt_value(r.a), fmt_value(r.b), fmt_change(r),

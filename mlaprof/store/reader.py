@@ -11,16 +11,18 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, liveness, runmeta, sqlengine
+from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
 from mlaprof.sync_kinds import SYNC
+
+if TYPE_CHECKING:  # imported where a frame is built: listing runs or an error needs none
+    import pandas as pd
 
 _RANK_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 
@@ -89,7 +91,13 @@ class Run:
         # one database per (rank, role): a rank's worker is role "", other processes name theirs
         self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
-        self.refresh_ranks()
+        try:
+            self.refresh_ranks()
+            if self._cons:  # a run that names a rank it lacks is refused, never read smaller
+                integrity.check_complete(self.path, self.meta, self.ranks)
+        except BaseException:
+            self.close()
+            raise
         if not self._cons:
             if liveness.any_writer_alive(self.path):
                 raise EmptyRunError(self.path, "starting")
@@ -104,12 +112,15 @@ class Run:
             m = _RANK_DB.match(p.name)
             key = (int(m.group(1)), m.group(2) or "") if m else None
             if key is not None and key not in self._cons:
+                integrity.check_file(p)
                 con = _connect(p)
                 if con is None:
                     continue
                 try:
                     con.execute("SELECT 1 FROM steps LIMIT 1").fetchall()
+                    integrity.check_rows(con, p, key[0])
                     side = columnar.side_tables(con, self.path)
+                    integrity.check_sides(side, p, key[0])
                 except sqlite3.DatabaseError as e:
                     con.close()
                     raise MlaprofError(f"{p} is corrupt or incomplete ({e})") from None
@@ -164,6 +175,8 @@ class Run:
         """Several :meth:`query` results at once, each as :meth:`query` gives it (that is this,
         for one statement); a database whose rows sit in columnar files answers all of them on
         one DuckDB cursor (the views over its files built once), the others in SQLite."""
+        import pandas as pd
+
         only = None if ranks is None else set(ranks)
         batch = sqlengine.Statements(tuple((q, tuple(p)) for q, p in statements))
         per: list[list[pd.DataFrame]] = [[] for _ in statements]
@@ -194,12 +207,15 @@ class Run:
         sql: str,
         params: tuple[Any, ...] = (),
         frames: dict[str, pd.DataFrame] | None = None,
+        ranks: Iterable[int] | None = None,
     ) -> pd.DataFrame:
         """Run ``sql`` once over all ranks (DuckDB): every table it names holds every rank's rows
         (``rank`` tells them apart), so aggregates span the fleet. Kernels are read from their
         columnar files in place; the SQL is DuckDB's dialect. ``frames``: DataFrames the SQL
-        may also name (an analysis' own small tables)."""
-        return sqlengine.query([self._source(k) for k in self.databases], sql, params, frames)
+        may also name (an analysis' own small tables). ``ranks``: those ranks' rows only."""
+        only = None if ranks is None else set(ranks)
+        keys = [k for k in self.databases if only is None or k[0] in only]
+        return sqlengine.query([self._source(k) for k in keys], sql, params, frames)
 
     def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
         return sqlengine.RankSource(
@@ -209,6 +225,8 @@ class Run:
     def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import pandas as pd
+
         sql = f"SELECT {', '.join(columns(name))} FROM {name}"
         if where:
             sql += f" WHERE {where}"
@@ -235,6 +253,8 @@ class Run:
         connection per database for all of them, a table a database holds no row of not read
         there (a small run's tables are mostly empty), and the layers' missing sync counts filled
         from the syncs read here (:meth:`table` reads them again)."""
+        import pandas as pd
+
         names = list(names)
         for name in names:
             if name not in TABLES:
@@ -277,6 +297,8 @@ class Run:
         that rank's rows only."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import pandas as pd
+
         text = {c for c, t in TABLES[name] if t == "TEXT"} & set(cols)
         parts: list[dict[str, Any]] = []  # column -> values, or (codes, categories) for text
         for key in self.databases:
@@ -327,6 +349,8 @@ class Run:
         return columnar.as_pandas(tab)
 
     def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
+        import pandas as pd
+
         try:
             return pd.read_sql_query(sql, self._cons[key], params=params)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:

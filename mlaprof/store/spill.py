@@ -1,13 +1,15 @@
-"""Columns an import parks on disk while it annotates: a kernel trace's columns that nothing reads
-in full before the store writes them (streams, graph node ids, grids and blocks: half of a
-10M-dispatch trace's memory), kept as a temporary Parquet file beside nothing else and read back
-a column or a batch at a time. The file is removed when its :class:`Spill` is collected."""
+"""Columns an import parks while it annotates: a kernel trace's columns that nothing reads in full
+before the store writes them (streams, graph node ids, grids and blocks: half of a 10M-dispatch
+trace's memory), held in memory as the smallest integers that hold them while they fit a budget,
+else kept as a temporary Parquet file beside nothing else, and read back a column or a batch at
+a time. The file is removed when its :class:`Spill` is collected."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -18,6 +20,20 @@ from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.formats import arrow_numpy
 
 NULL = -1
+# bytes of narrowed columns the spills of a process keep in memory, together, before a spill
+# moves to its file: a 1M-dispatch trace's streams, grids and blocks fit in ~10 MB as the
+# smallest integers that hold them, so its import skips the file's write and read back; a
+# bigger trace, or the ranks a fleet import reads ahead past the first, go to disk as before
+MEMORY_BUDGET = 32 << 20
+_LOCK = threading.Lock()
+_HELD = [0]  # bytes held in memory by every live spill of this process
+
+
+def _release(cell: list[int]) -> None:
+    """Give a spill's held bytes back to the process budget (once: the cell is zeroed)."""
+    with _LOCK:
+        _HELD[0] -= cell[0]
+        cell[0] = 0
 
 
 def _remove(path: str) -> None:
@@ -25,42 +41,110 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` (int64, NULL as -1) copied into the smallest signed integer type that holds it."""
+    if not len(a):
+        return a.astype(np.int8)
+    lo, hi = int(a.min()), int(a.max())
+    for t in (np.int8, np.int16, np.int32):
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(t)
+    return np.array(a, np.int64)  # a copy: a view would keep the parsed batch alive
+
+
 class Spill:
     """int64 columns appended batch by batch (:meth:`append`), then read back (:meth:`column`,
-    :meth:`take`, :meth:`batches`) once :meth:`close` has written the file's footer."""
+    :meth:`take`, :meth:`batches`) once :meth:`close` has ended the appends. Held in memory,
+    narrowed, while the process's spills hold at most ``budget`` bytes together
+    (:data:`MEMORY_BUDGET`); past it, every row so far and the rest go to a temporary Parquet
+    file (``path``, None while in memory)."""
 
-    def __init__(self, columns: Sequence[str]) -> None:
+    def __init__(self, columns: Sequence[str], budget: int | None = None) -> None:
         import pyarrow as pa
 
         self.columns = list(columns)
         self.schema = pa.schema([pa.field(c, pa.int64()) for c in self.columns])
-        fd, self.path = tempfile.mkstemp(prefix="mlaprof-spill-", suffix=".parquet")
-        os.close(fd)
-        self._finalizer = weakref.finalize(self, _remove, self.path)
+        self.path: str | None = None
+        self._finalizer: Any = None
         self._writer: Any = None
+        self._budget = MEMORY_BUDGET if budget is None else budget
+        self._held: list[dict[str, np.ndarray]] | None = []  # narrowed batches, in memory
+        self._held_bytes = [0]  # this spill's share of the process budget
+        weakref.finalize(self, _release, self._held_bytes)
         self.n = 0
         self._nulls: dict[str, list[tuple[int, np.ndarray]]] = {}  # column -> (at, mask) parts
 
     def append(self, batch: Any) -> None:
         """Rows of every column (a record batch or table holding them, int64)."""
-        import pyarrow.parquet as pq
-
         part = batch.select(self.columns)
+        cols = {}
+        nulls = []
         for c in self.columns:
             col = part.column(c)
+            cols[c] = col.combine_chunks() if hasattr(col, "combine_chunks") else col
             if col.null_count:
-                arr = col.combine_chunks() if hasattr(col, "combine_chunks") else col
-                self._nulls.setdefault(c, []).append((self.n, arrow_numpy.nulls(arr)))
+                nulls.append((c, arrow_numpy.nulls(cols[c])))
+        if self._held is not None:
+            held = {c: _narrow(arrow_numpy.numbers(a, NULL)) for c, a in cols.items()}
+            size = sum(a.nbytes for a in held.values())
+            with _LOCK:
+                fits = _HELD[0] + size <= self._budget
+                if fits:
+                    _HELD[0] += size
+                    self._held_bytes[0] += size
+            if fits:
+                self._held.append(held)
+            else:
+                self._to_disk()  # the rows so far (their NULLs known), then this batch
+        if self._held is None:
+            self._write(_table(part, self.schema))
+        for c, m in nulls:
+            self._nulls.setdefault(c, []).append((self.n, m))
+        self.n += part.num_rows
+
+    def _to_disk(self) -> None:
+        """Past the budget: the rows held so far become the file's first rows."""
+        held, self._held = self._held or [], None
+        for b in self._batches_of(held, self.masks()):
+            self._write(b)
+        _release(self._held_bytes)
+
+    def _write(self, table: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         try:
             if self._writer is None:
+                fd, self.path = tempfile.mkstemp(prefix="mlaprof-spill-", suffix=".parquet")
+                os.close(fd)
+                self._finalizer = weakref.finalize(self, _remove, self.path)
                 self._writer = pq.ParquetWriter(self.path, self.schema, compression="lz4")
-            self._writer.write_table(_table(part, self.schema))
+            if isinstance(table, pa.RecordBatch):
+                table = pa.Table.from_batches([table], schema=self.schema)
+            self._writer.write_table(table)
         except OSError as e:
+            where = os.path.dirname(self.path) if self.path else tempfile.gettempdir()
             raise MlaprofError(
-                f"cannot write a temporary file in {os.path.dirname(self.path)}: "
-                f"{disk_message(e, os.path.dirname(self.path))}"
+                f"cannot write a temporary file in {where}: {disk_message(e, where)}"
             ) from None
-        self.n += part.num_rows
+
+    def _batches_of(
+        self, held: list[dict[str, np.ndarray]], masks: dict[str, np.ndarray]
+    ) -> Iterator[Any]:
+        """Held batches as Arrow record batches (int64, their NULLs back)."""
+        import pyarrow as pa
+
+        at = 0
+        for b in held:
+            rows = len(b[self.columns[0]]) if self.columns else 0
+            arrays = []
+            for c in self.columns:
+                m = masks.get(c)
+                m = m[at : at + rows] if m is not None and m[at : at + rows].any() else None
+                arrays.append(arrow_numpy.array(b[c].astype(np.int64), pa.int64(), m))
+            yield pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+            at += rows
 
     def close(self) -> None:
         if self._writer is not None:
@@ -84,14 +168,21 @@ class Spill:
             raise MlaprofError("internal: a spill is read before it is closed")
         return pq.ParquetFile(self.path, memory_map=True)
 
+    def _parts(self, c: str) -> Iterator[np.ndarray]:
+        """Column ``c`` a batch at a time (NULL as -1), from memory or the file."""
+        if self._held is not None:
+            yield from (b[c] for b in self._held)
+            return
+        if self.path is None:
+            return
+        for b in self._file().iter_batches(columns=[c]):
+            yield arrow_numpy.numbers(b.column(0), NULL)
+
     def column(self, c: str) -> np.ndarray:
         """The whole column as int64 (NULL as -1)."""
         if self.n == 0:
             return np.zeros(0, np.int64)
-        parts = [
-            arrow_numpy.numbers(b.column(0), NULL).astype(np.int64, copy=False)
-            for b in self._file().iter_batches(columns=[c])
-        ]
+        parts = [p.astype(np.int64, copy=False) for p in self._parts(c)]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def take(self, c: str, rows: np.ndarray) -> np.ndarray:
@@ -100,11 +191,10 @@ class Spill:
         if not len(rows) or self.n == 0:
             return out
         lo = 0
-        for b in self._file().iter_batches(columns=[c]):
-            hi = lo + b.num_rows
+        for vals in self._parts(c):
+            hi = lo + len(vals)
             a, z = np.searchsorted(rows, [lo, hi])
             if z > a:
-                vals = arrow_numpy.numbers(b.column(0), NULL)
                 out[a:z] = vals[rows[a:z] - lo]
             lo = hi
         return out
@@ -115,13 +205,17 @@ class Spill:
 
         if self.n == 0:
             return
+        if self._held is not None:
+            source = self._batches_of(self._held, self.masks())
+        else:
+            source = self._file().iter_batches(batch_size=size)
         held: list[Any] = []
         count = 0
-        for b in self._file().iter_batches(batch_size=size):
+        for b in source:
             held.append(b)
             count += b.num_rows
             while count >= size:
-                tab = pa.Table.from_batches(held)
+                tab = pa.Table.from_batches(held, schema=self.schema)
                 yield tab.slice(0, size)
                 rest = tab.slice(size)
                 held, count = rest.to_batches(), rest.num_rows
@@ -129,9 +223,13 @@ class Spill:
             yield pa.Table.from_batches(held, schema=self.schema)
 
     def discard(self) -> None:
-        """Remove the file now (also done when the spill is collected)."""
+        """Free the rows: the memory held, the file removed (also done when the spill is
+        collected)."""
         self.close()
-        self._finalizer()
+        self._held = [] if self._held is not None else None
+        _release(self._held_bytes)
+        if self._finalizer is not None:
+            self._finalizer()
 
 
 def _table(part: Any, schema: Any) -> Any:

@@ -1122,11 +1122,17 @@ def test_every_source_line_the_docs_blame_holds_the_op() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_gate_transcripts_are_what_mlaprof_check_prints(capsys: pytest.CaptureFixture) -> None:
+def test_the_gate_transcripts_are_what_mlaprof_check_prints(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """docs/ci_gate.md's outputs of ``mlaprof check`` and its exit codes, through the real
     ``main`` in this process: the 2-layer transcript's lines, 8 ops for one layer (exit 1), the
-    native path clean (exit 0), bad input 2, a callable that raises 3."""
+    native path clean (exit 0), bad input 2, a callable that raises 3. (The gate's child runs
+    in this process here: the unit tier starts none; tests/e2e/test_gate_cli.py runs it.)"""
     from mlaprof.cli import main
+    from mlaprof.gate import isolated
+
+    monkeypatch.setattr(isolated, "run_isolated", isolated.run_in_process)
 
     doc = (ROOT / "docs" / "ci_gate.md").read_text()
     setup = ["--setup", "mlaprof.gate.verify_case:setup", "--shapes", "q=3x4x16"]

@@ -1,5 +1,5 @@
-"""The per-name kernel statistics of the replay query (:data:`NAME_STATS`, a median read off a
-(name, duration) histogram so 11M durations are never held at once) equal pandas' count, sum,
+"""The per-name kernel statistics of the replay query (:data:`NAME_STATS`, a median read off the
+ranks' summed (name, duration) histograms so 11M durations are never held at once) equal pandas' count, sum,
 median and any on hand-made durations: odd and even counts, ties across the middle, one launch."""
 
 from __future__ import annotations
@@ -31,8 +31,14 @@ def got_and_want() -> tuple[pd.DataFrame, pd.DataFrame]:
     rows = [(n, d, i % 3 == 0 and n.startswith("odd")) for n, ds in _cases().items()
             for i, d in enumerate(ds)]  # fmt: skip
     k = pd.DataFrame(rows, columns=["name", "dur", "mla"])
+    # the histogram as the ranks give it (RANK_SQL): each rank's own (name, duration) counts,
+    # here two "ranks" whose durations overlap, so NAME_STATS must sum their counts
+    hist = pd.concat(
+        h.groupby(["name", "dur"]).agg(c=("mla", "size"), mla=("mla", "any")).reset_index()
+        for h in (k.iloc[::2], k.iloc[1::2])
+    ).rename(columns={"dur": "d"})
     db = duckdb.connect()
-    db.register("k", k)
+    db.register("hist", hist)
     got = db.sql(NAME_STATS).df().set_index("name").sort_index()
     want = k.groupby("name").agg(n=("dur", "size"), total=("dur", "sum"),
                                  med=("dur", "median"), mla=("mla", "any")).sort_index()  # fmt: skip

@@ -1,4 +1,4 @@
-"""The import's spill: columns parked in a temporary Parquet file read back exactly (NULLs as
+"""The import's spill: columns parked in memory (narrowed) or a temporary Parquet file read back exactly (NULLs as
 -1 with their masks, at given rows, in batches of an exact size), and the file gone after an
 import, whether it succeeded or failed."""
 
@@ -14,15 +14,18 @@ import pytest
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import rocprof_csv
 from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.store import spill
 from mlaprof.store.spill import Spill
 from tests.trace_io_helpers import fixture
 
 
-def _spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Spill, list[list]]:
+def _spill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int | None = None
+) -> tuple[Spill, list[list]]:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     rng = np.random.default_rng(7)
     cols: list[list] = [[], []]
-    sp = Spill(["a", "b"])
+    sp = Spill(["a", "b"], budget)
     for size in (5, 1, 13, 7):  # batches of uneven sizes, as a CSV's blocks give
         a = rng.integers(-(2**62), 2**62, size).tolist()
         b = [None if x % 3 == 0 else int(x) for x in rng.integers(0, 100, size)]
@@ -33,8 +36,16 @@ def _spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Spill, list
     return sp, cols
 
 
-def test_spill_reads_back_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sp, (a, b) = _spill(tmp_path, monkeypatch)
+# in memory (the default budget), on disk from the start, and moved to disk after two batches
+# (5 + 1 rows of int64 ``a`` and int8 ``b``: 54 bytes held, the third batch past 60)
+BUDGETS = {"memory": None, "disk": 0, "moved": 60}
+
+
+@pytest.mark.parametrize("where", list(BUDGETS))
+def test_spill_reads_back_exactly(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sp, (a, b) = _spill(tmp_path, monkeypatch, BUDGETS[where])
     assert sp.n == len(a) == 26
     assert sp.column("a").tolist() == a
     assert sp.column("b").tolist() == [-1 if v is None else v for v in b]
@@ -44,10 +55,25 @@ def test_spill_reads_back_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     got = list(sp.batches(4))
     assert [t.num_rows for t in got] == [4] * 6 + [2]
     assert sum((t.column("b").to_pylist() for t in got), []) == b
+    if where == "memory":  # no file written, nothing to read back from disk
+        assert sp.path is None and not list(tmp_path.iterdir())
+        sp.discard()
+        return
     path = Path(sp.path)
     assert path.exists()
     sp.discard()
     assert not path.exists()
+
+
+def test_held_columns_are_narrowed() -> None:
+    """In memory a column takes the smallest integers that hold it (NULL as -1 included)."""
+    sp = Spill(["small", "mid", "big"])
+    sp.append(pa.record_batch([pa.array([1, None, 100], pa.int64()),
+                               pa.array([-1, 30_000, 2], pa.int64()),
+                               pa.array([0, 2**40, 5], pa.int64())], ["small", "mid", "big"]))  # fmt: skip
+    sp.close()
+    assert [sp._held[0][c].dtype for c in ("small", "mid", "big")] == [np.int8, np.int16, np.int64]
+    assert sp.column("small").tolist() == [1, -1, 100] and sp.masks()["small"].tolist()[1]
 
 
 def _left(tmp_path: Path) -> list[Path]:
@@ -59,14 +85,16 @@ def test_an_import_leaves_no_spill(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     spills.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spills))
     monkeypatch.setattr(rocprof_csv, "BLOCK_BYTES", 700)  # many blocks, many spilled batches
-    seen: list[str] = []
-    real = Spill.__init__
+    monkeypatch.setattr(spill, "MEMORY_BUDGET", 0)  # a file from the first batch
+    seen: list[str] = []  # the spill files made (no reference to a spill: it must be freed)
+    real = tempfile.mkstemp
 
-    def spy(self: Spill, columns: list[str]) -> None:
-        real(self, columns)
-        seen.append(self.path)
+    def spy(*a: object, **kw: object) -> tuple[int, str]:
+        fd, path = real(*a, **kw)  # type: ignore[arg-type]
+        seen.append(path)
+        return fd, path
 
-    monkeypatch.setattr(Spill, "__init__", spy)
+    monkeypatch.setattr(tempfile, "mkstemp", spy)
     import_rocprof(fixture("rocprofiler-sdk-docs__kernel_trace.csv"), tmp_path / "t", "ok")
     assert seen and not _left(spills)
     bad = tmp_path / "bad.csv"
@@ -105,3 +133,29 @@ def test_the_kernel_file_is_built_a_batch_at_a_time(
     with load(run) as r:
         assert r.count("kernels") == 2_000
         assert r.kernels["grid_x"].notna().all()  # spilled columns written back
+
+
+def test_the_spills_of_a_process_share_one_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet import holds several ranks at once: together they stay within the budget, the
+    one past it goes to disk, and a discarded spill gives its share back."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(spill, "MEMORY_BUDGET", 1000)
+    batch = pa.record_batch([pa.array(range(100), pa.int64())], ["a"])  # 100 bytes as int8
+
+    def one() -> Spill:
+        sp = Spill(["a"])
+        for _ in range(6):
+            sp.append(batch)
+        sp.close()
+        return sp
+
+    first, second = one(), one()  # 600 bytes held, then 600 more would pass 1000
+    assert first.path is None and second.path is not None
+    assert second.column("a").tolist() == list(range(100)) * 6
+    first.discard()
+    third = one()
+    assert third.path is None and third.column("a").tolist() == list(range(100)) * 6
+    second.discard()
+    third.discard()

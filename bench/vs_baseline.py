@@ -1,0 +1,322 @@
+"""HEAD against a named baseline commit, side by side in the same run: so a regression shows in
+the run it happens.
+
+The baseline is checked out as a ``git worktree`` in a temporary folder; every figure is a whole
+process (``python -m mlaprof ...``, interpreter start and imports included) of one tree or the
+other, the two alternating (HEAD first in even pairs, the baseline first in odd ones), ``--pairs``
+times. Each process is timed from outside with ``wait4``: CPU (user + system of the child, which
+the machine's load does not inflate: the primary figure), wall, and peak RSS; the load average is
+recorded before and after each. Ratios are HEAD / baseline of the medians, with the per-pair
+ratios' min and max as their spread.
+
+Figures (``--only`` picks some):
+  import    1M-dispatch rocprofv3 CSV import (bench/import_bench.py's file), beside
+            ``pandas.read_csv`` of the same file in the same rotation -> ``import_1m_ratio``
+  fleet_csv    8 ranks of rocprofv3 CSVs: ``import`` + ``report --json`` -> ``fleet_csv_ratio``
+  fleet_rocpd  the same fleet as rocpd databases (launch correlation in ``stack_id``, as
+            rocprofv3 writes it, and in the external ``correlation_id`` for a baseline that
+            reads that one) -> ``fleet_rocpd_ratio``
+  startup   ``--version``, ``report --json`` on a shipped demo run, default ``run``
+
+    python bench/vs_baseline.py --baseline fcd03bf [--pairs 3] [--fleet-dispatches 2000000]
+        [--only import,fleet_csv] [--out bench/results/vs_baseline_<date>.json]
+
+Defaults fit a 2-core machine in a few minutes; the issue's fleet is ``--fleet-dispatches
+10000000`` (run ``--only fleet_csv`` and ``--only fleet_rocpd`` separately: ~10 minutes each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+FIGURES = ("import", "fleet_csv", "fleet_rocpd", "startup")
+DEMO_RUN = "traces/demo/fix-padding-active-rows-c16"
+# numeric libraries single-threaded, so both trees run with the same thread counts whatever
+# the machine; DuckDB and Arrow keep their own defaults (what a user gets), recorded below
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def child(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, Any]:
+    """One whole process timed from outside: CPU and wall seconds, peak RSS (MiB), load."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)  # this child's own rusage, not every child's
+        wall = time.perf_counter() - t0
+        p.returncode = rc = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        said, errs = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if rc != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({rc}):\n{errs[-3000:]}")
+    return {
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+        "wall_s": round(wall, 3),
+        "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+        "load_before": round(load0, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "stdout_tail": said.strip().splitlines()[-3:],
+    }
+
+
+class Tree:
+    """One checkout's CLI: ``python -m mlaprof`` with that tree first on the path."""
+
+    def __init__(self, label: str, path: Path, commit: str) -> None:
+        self.label, self.path, self.commit = label, path, commit
+        self.env = {**os.environ, **THREAD_ENV, "PYTHONPATH": str(path)}
+        # timed as an installed package runs: compiled once, never by the timed processes
+        compileall.compile_dir(str(path / "mlaprof"), quiet=1)
+        # ``python -m`` puts the working folder first on the path: each tree's processes run
+        # in that tree, and the package they import is checked to be that tree's
+        got = subprocess.run([sys.executable, "-c", "import mlaprof; print(mlaprof.__file__)"],
+                             env=self.env, cwd=path, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+        if not Path(got).resolve().is_relative_to(path.resolve()):
+            raise SystemExit(f"{label}: imports mlaprof from {got}, not from {path}")
+
+    def cli(self, *args: str) -> dict[str, Any]:
+        return child([sys.executable, "-m", "mlaprof", *args], self.env, cwd=self.path)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+
+
+def pairs_of(n: int, trees: tuple[Tree, Tree], one: Any) -> list[dict[str, dict[str, Any]]]:
+    """``n`` pairs of ``one(tree)``, HEAD first in even pairs, the baseline first in odd."""
+    out = []
+    for i in range(n):
+        order = trees if i % 2 == 0 else trees[::-1]
+        pair = {t.label: one(t) for t in order}
+        out.append(pair)
+        print(f"  pair {i + 1}: " + ", ".join(
+            f"{k} cpu {v['cpu_s']:.2f} s wall {v['wall_s']:.2f} s {v['peak_rss_mib']:.0f} MiB"
+            for k, v in pair.items()), flush=True)  # fmt: skip
+    return out
+
+
+def fig_import(trees: tuple[Tree, Tree], work: Path, n: int, pairs: int) -> dict[str, Any]:
+    """1M import on each tree, with ``pandas.read_csv`` of the same file beside each."""
+    import import_bench
+
+    src = work / "one" / "kernel_trace.csv"
+    if not src.exists():
+        src.parent.mkdir(parents=True, exist_ok=True)
+        import_bench.generate(src, 1_000_000)
+    read_csv = [sys.executable, "-c", f"import pandas as pd; pd.read_csv({str(src)!r})"]
+
+    def one(t: Tree) -> dict[str, Any]:
+        traces = work / f"t-{t.label}"
+        shutil.rmtree(traces, ignore_errors=True)
+        r = t.cli("import", "rocprof", str(src), "--traces", str(traces), "--name", "one")
+        # the parser alone, right after, under the same load
+        r["read_csv"] = child(read_csv, t.env)
+        shutil.rmtree(traces, ignore_errors=True)
+        return r
+
+    del n
+    return {
+        "source": "bench/import_bench.py generate(1_000_000)",
+        "pairs": pairs_of(pairs, trees, one),
+    }
+
+
+def fig_fleet(trees: tuple[Tree, Tree], work: Path, fmt: str, total: int, ranks: int,
+              pairs: int) -> dict[str, Any]:  # fmt: skip
+    """The fleet imported then reported (``report --json``), each its own process."""
+    import fleet_bench
+
+    # rocpd: the launch correlation in stack_id, as rocprofv3 writes it, and in the external
+    # correlation_id too, which a baseline that reads the latter (before 2026-12-02) takes;
+    # HEAD reads stack_id alone, so both trees see the same replays
+    data = "rocpd_ext" if fmt == "rocpd" else fmt
+    src = fleet_bench.make_fleet(work / "fleet", total, ranks, formats=(data,))[data]
+
+    def one(t: Tree) -> dict[str, Any]:
+        traces = work / f"f-{t.label}"
+        shutil.rmtree(traces, ignore_errors=True)
+        imp = t.cli("import", "rocprof", str(src), "--traces", str(traces), "--name", "fleet")
+        rep = t.cli("report", "fleet", "--traces", str(traces), "--json")
+        shutil.rmtree(traces, ignore_errors=True)
+        return {
+            "cpu_s": round(imp["cpu_s"] + rep["cpu_s"], 3),
+            "wall_s": round(imp["wall_s"] + rep["wall_s"], 3),
+            "peak_rss_mib": max(imp["peak_rss_mib"], rep["peak_rss_mib"]),
+            "import": {k: v for k, v in imp.items() if k != "stdout_tail"},
+            "report": {k: v for k, v in rep.items() if k != "stdout_tail"},
+            "import_says": imp["stdout_tail"],
+        }
+
+    return {"source": f"bench/fleet_bench.py make_fleet({total}, {ranks}) {fmt}",
+            "pairs": pairs_of(pairs, trees, one)}  # fmt: skip
+
+
+def fig_startup(trees: tuple[Tree, Tree], work: Path, pairs: int) -> dict[str, Any]:
+    """``--version``, ``report --json`` of a shipped demo run (a copy), default ``run``."""
+    out: dict[str, Any] = {}
+    for label, build in (
+        ("version", lambda t: ["--version"]),
+        ("report_json_demo", lambda t: ["report", str(_demo_copy(t, work)), "--json"]),
+        ("run_default", lambda t: ["run", "--traces", str(work / f"runs-{t.label}")]),
+    ):
+        print(f" {label}", flush=True)
+        out[label] = {"pairs": pairs_of(pairs, trees, lambda t, b=build: t.cli(*b(t)))}
+    return out
+
+
+def _demo_copy(t: Tree, work: Path) -> Path:
+    dst = work / f"demo-{t.label}" / Path(DEMO_RUN).name
+    if not dst.exists():
+        shutil.copytree(t.path / DEMO_RUN, dst)
+    return dst
+
+
+def _median(xs: list[float]) -> float:
+    return round(statistics.median(xs), 3)
+
+
+def _spread(xs: list[float]) -> dict[str, float]:
+    return {"median": _median(xs), "min": round(min(xs), 3), "max": round(max(xs), 3)}
+
+
+def summarise(pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Medians and spreads per tree; HEAD / baseline ratios of the medians (CPU and wall), with
+    the per-pair ratios' range; peak memory per tree."""
+    s: dict[str, Any] = {}
+    for side in ("head", "baseline"):
+        rows = [p[side] for p in pairs]
+        s[side] = {k: _spread([r[k] for r in rows]) for k in ("cpu_s", "wall_s", "peak_rss_mib")}
+        s[side]["load"] = _spread([r["load_before"] if "load_before" in r else
+                                   r["import"]["load_before"] for r in rows])  # fmt: skip
+        if "read_csv" in rows[0]:
+            rc = [r["read_csv"] for r in rows]
+            s[side]["read_csv"] = {k: _spread([r[k] for r in rc]) for k in ("cpu_s", "wall_s")}
+            for k in ("cpu_s", "wall_s"):
+                s[side][f"import_per_read_csv_{k[:-2]}"] = round(
+                    s[side][k]["median"] / s[side]["read_csv"][k]["median"], 3)  # fmt: skip
+        if "import" in rows[0]:
+            for part in ("import", "report"):
+                s[side][part] = {k: _spread([r[part][k] for r in rows])
+                                 for k in ("cpu_s", "wall_s", "peak_rss_mib")}  # fmt: skip
+    for k in ("cpu_s", "wall_s", "peak_rss_mib"):
+        per = [p["head"][k] / p["baseline"][k] for p in pairs if p["baseline"][k]]
+        s[f"ratio_{k[:-2] if k != 'peak_rss_mib' else 'peak_rss'}"] = {
+            "of_medians": round(s["head"][k]["median"] / s["baseline"][k]["median"], 3),
+            "pairs_min": round(min(per), 3),
+            "pairs_max": round(max(per), 3),
+        }
+    return s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="fcd03bf", help="commit to compare HEAD with")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--fleet-dispatches", type=int, default=2_000_000)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--only", help=f"comma-separated figures of {','.join(FIGURES)}")
+    ap.add_argument("--work", type=Path, help="scratch folder (kept; default: a temporary one)")
+    ap.add_argument("--out", type=Path, help="default bench/results/vs_baseline_<date>.json")
+    a = ap.parse_args()
+    # a SIGTERM unwinds like Ctrl-C: the baseline's worktree is removed on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if a.pairs < 3:
+        raise SystemExit("--pairs: at least 3 (a median of fewer is not a measurement)")
+    only = a.only.split(",") if a.only else list(FIGURES)
+    if bad := set(only) - set(FIGURES):
+        raise SystemExit(f"--only: unknown figure(s) {sorted(bad)}")
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    out_path = a.out or ROOT / f"bench/results/vs_baseline_{today}.json"
+    work = a.work or Path(tempfile.mkdtemp(prefix="mlaprof-vsbase-"))
+    work.mkdir(parents=True, exist_ok=True)
+    head_commit = _git("rev-parse", "HEAD")
+    base_commit = _git("rev-parse", a.baseline)
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "mlaprof"))
+    base_dir = Path(tempfile.mkdtemp(prefix="mlaprof-baseline-"))
+    _git("worktree", "add", "--detach", str(base_dir / "tree"), base_commit)
+    try:
+        trees = (Tree("head", ROOT, head_commit), Tree("baseline", base_dir / "tree", base_commit))
+        res: dict[str, Any] = {}
+        for fig in only:
+            print(f"{fig}:", flush=True)
+            if fig == "import":
+                raw = fig_import(trees, work, 1_000_000, a.pairs)
+            elif fig.startswith("fleet_"):
+                raw = fig_fleet(trees, work, fig[6:], a.fleet_dispatches, a.ranks, a.pairs)
+            else:
+                raw = fig_startup(trees, work, a.pairs)
+            if fig == "startup":
+                res[fig] = {k: {**v, "summary": summarise(v["pairs"])} for k, v in raw.items()}
+            else:
+                res[fig] = {**raw, "summary": summarise(raw["pairs"])}
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base_dir / "tree")], cwd=ROOT,
+                       check=False, capture_output=True)  # fmt: skip
+        shutil.rmtree(base_dir, ignore_errors=True)
+        if a.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    doc = json.loads(out_path.read_text()) if out_path.exists() else {}
+    if doc and (doc.get("head"), doc.get("baseline")) != (head_commit, base_commit):
+        doc = {}  # another pair of commits: start over
+    doc.update({
+        "what": "HEAD vs baseline, whole processes alternating; ratios HEAD / baseline of the "
+                "medians (CPU primary: the child's user + system; wall beside it)",
+        "head": head_commit,
+        "head_dirty": dirty,
+        "baseline": base_commit,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "fleet": {"dispatches": a.fleet_dispatches, "ranks": a.ranks},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(), "load_at_end": os.getloadavg()},
+        "threads": THREAD_ENV,
+    })  # fmt: skip
+    doc.pop("pairs", None)  # per figure (runs with --only may take different counts)
+    for fig in res.values():
+        for part in [fig] if "pairs" in fig else fig.values():
+            part["n_pairs"] = len(part["pairs"])
+    doc.setdefault("figures", {}).update(res)
+    ratios = doc.setdefault("ratios", {})
+    for fig, key in (("import", "import_1m"), ("fleet_csv", "fleet_csv"),
+                     ("fleet_rocpd", "fleet_rocpd")):  # fmt: skip
+        if fig in res:
+            sm = res[fig]["summary"]
+            ratios[f"{key}_ratio"] = sm["ratio_cpu"]["of_medians"]
+            ratios[f"{key}_ratio_wall"] = sm["ratio_wall"]["of_medians"]
+            ratios[f"{key}_ratio_peak_rss"] = sm["ratio_peak_rss"]["of_medians"]
+    if "import" in res:
+        for side in ("head", "baseline"):
+            sm = res["import"]["summary"][side]
+            ratios[f"import_1m_per_read_csv_{side}"] = sm["import_per_read_csv_cpu"]
+            ratios[f"import_1m_per_read_csv_{side}_wall"] = sm["import_per_read_csv_wall"]
+    if "startup" in res:
+        for k, v in res["startup"].items():
+            ratios[f"{k}_ratio"] = v["summary"]["ratio_cpu"]["of_medians"]
+            ratios[f"{k}_cpu_s_head"] = v["summary"]["head"]["cpu_s"]["median"]
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(ratios, indent=2))
+    print(f"wrote {out_path.relative_to(ROOT) if out_path.is_relative_to(ROOT) else out_path}")
+
+
+if __name__ == "__main__":
+    main()

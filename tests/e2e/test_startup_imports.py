@@ -1,0 +1,76 @@
+"""Commands that need no frame, no SQL engine and no tensor start without pandas, DuckDB or
+torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, and an error
+message about a run that is not there. Checked on the modules a fresh interpreter holds after
+each command (modules, not seconds: the machine's load cannot fail it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from mlaprof.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pandas", "duckdb", "torch")
+DEMO = ROOT / "traces" / "demo" / "fix-padding-active-rows-c16"
+
+# each command in turn in ONE fresh interpreter: the heavy modules present after each are
+# recorded, so the first command that pulls one in is the one named
+CHILD = """
+import contextlib, io, json, sys
+from mlaprof.cli import main
+heavy, out = {heavy!r}, {{}}
+for argv in {argvs!r}:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        rc = main(argv)
+    out[" ".join(argv)] = {{"rc": rc, "heavy": sorted(m for m in heavy if m in sys.modules),
+                            "said": buf.getvalue()[-300:]}}
+print(json.dumps(out))
+"""
+
+
+def _light_commands(traces: Path) -> list[list[str]]:
+    return [
+        ["--version"],
+        ["--help"],
+        *([verb, "--help"] for verb in COMMANDS),
+        ["runs", str(traces)],
+        ["report", "no-such-run", "--traces", str(traces)],
+        ["report", "no-such-run", "--traces", str(traces), "--json"],
+        ["export", "no-such-run", "--traces", str(traces), "--format", "csv"],
+    ]
+
+
+def _run_child(argvs: list[list[str]]) -> dict[str, dict]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = CHILD.format(heavy=HEAVY, argvs=argvs)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_light_commands_import_no_pandas_duckdb_or_torch(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copytree(DEMO, traces / DEMO.name)  # `runs` lists a real run (opened, counted)
+    got = _run_child(_light_commands(traces))
+    assert got["--version"]["rc"] == 0 and "mlaprof" in got["--version"]["said"]
+    assert DEMO.name in got[f"runs {traces}"]["said"]
+    assert got[f"report no-such-run --traces {traces}"]["rc"] == 2  # an error, in one line
+    assert "not found" in got[f"report no-such-run --traces {traces}"]["said"]
+    loaded = {cmd: r["heavy"] for cmd, r in got.items() if r["heavy"]}
+    assert loaded == {}, f"commands that imported {HEAVY}: {loaded}"
+
+
+def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The child's record is not blind: a report of a real run does load pandas."""
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json"]])
+    (rec,) = got.values()
+    assert rec["rc"] == 0 and "pandas" in rec["heavy"]
