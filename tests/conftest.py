@@ -14,6 +14,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,8 +168,24 @@ def html_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     d = tmp_path_factory.mktemp("html")
     bug = write_run(d / "traces", "bug")
     fix = write_run(d / "traces", "fix", fixed=True, fallback_steps=())
-    out = write_html_report(bug, d / "out" / "report.html", compare=fix)
+    out = write_html_report(summary_of(bug), d / "out" / "report.html", diff_of(bug, fix))
     return bug, fix, out
+
+
+def summary_of(path: Path | str) -> Any:
+    """The run summary of the run at ``path`` (what every view renders; views build none)."""
+    import mlaprof
+    from mlaprof.analysis.run_summary import build_summary
+
+    with mlaprof.load(path) as run:
+        return build_summary(run)
+
+
+def diff_of(a: Path | str, b: Path | str) -> Any:
+    """The analysis' typed diff of the runs at ``a`` (before) and ``b`` (after)."""
+    from mlaprof.analysis.diff import diff
+
+    return diff(summary_of(a), summary_of(b))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -1,6 +1,7 @@
 """Per rank and layer: S used, the S it is judged against, how many steps collapsed, and the
 syncs per watched step. The TUI's layer table and drill-down, the report and ``--json`` show
-these rows; ``run.layers.syncs`` holds the same sync count (:mod:`mlaprof.store.reader`)."""
+these rows; the recorded ``run.layers.syncs``, filled by the analysis' rule
+(:func:`mlaprof.analysis.syncs.fill_layer_syncs`), holds the same sync count."""
 
 from __future__ import annotations
 

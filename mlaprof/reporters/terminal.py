@@ -159,11 +159,10 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
     if s.fleet.ranks > 1:
         _print_fleet(console, s.fleet)
 
-    paths = {c.backend: c for c in s.paths}
-    if paths:
+    if s.paths:
         shown = (
-            ("native 4-D (torch)", paths.get("torch")),
-            ("legacy flat", paths.get("legacy-flat")),
+            ("native 4-D (torch)", next((c for c in s.paths if c.backend == "torch"), None)),
+            ("legacy flat", next((c for c in s.paths if c.backend == "legacy-flat"), None)),
         )
         console.print(
             "verify paths (step 0, one layer): "
@@ -256,6 +255,17 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
             "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
         )
     console.print(ft)
+    print_sections(s, console)
+
+
+def print_sections(s: RunSummary, console: Console) -> None:
+    """Every section of the summary, as the rows layer lays it out (mlaprof.reporters.rows):
+    the same rows, values and wording as the Markdown, HTML and ``tui`` views."""
+    from mlaprof.reporters.rows import HEADING, block_lines, summary_blocks
+
+    console.print("\n" + HEADING, style="bold", markup=False, highlight=False, soft_wrap=True)
+    for line in block_lines(summary_blocks(s), console.width):
+        console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
 def _print_engine_starts(

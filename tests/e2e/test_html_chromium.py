@@ -10,6 +10,7 @@ import pytest
 
 from mlaprof.figures import png as png_mod
 from mlaprof.figures.png import CHROMIUM, render_dom
+from tests.conftest import summary_of
 from tests.unit.test_html_report import SCENARIO_FIGURES
 
 
@@ -42,7 +43,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_write_pngs_with_kaleido(html_report, tmp_path):
     bug, _, _ = html_report
     pytest.importorskip("kaleido")
-    paths = png_mod.write_pngs(bug, tmp_path / "png", only=["padding"])
+    paths = png_mod.write_pngs(summary_of(bug), tmp_path / "png", only=["padding"])
     assert paths == [tmp_path / "png" / "padding.png"]
     w, h = _png_size(paths[0])
     assert (w, h) == (png_mod.WIDTH, 460)

@@ -74,11 +74,11 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         assert d.view.layer_scope == "all steps"
         # sort: s cycles the column; time descending puts the slowest layer first
         await pilot.press("s")
-        assert d.sel.layer_sort == ("time_ms", True)
-        assert [r["layer"] for r in d.view.layers] == [2, 1, 0]
+        assert d.sel.layer_sort == ("time_us", True)
+        assert [r.layer for r in d.view.layers] == [2, 1, 0]
         # click on the "layer" header sorts by layer again
         d.sort_layers("layer")
-        assert [r["layer"] for r in d.view.layers] == [0, 1, 2]
+        assert [r.layer for r in d.view.layers] == [0, 1, 2]
         # drill down into the layer under the cursor
         table = app.screen.query_one("#layers", ViewTable)
         table.focus()
@@ -105,7 +105,7 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         await pilot.press("escape")
         # a click on a header sorts by that column
         await pilot.click(table, offset=(10, 1))
-        assert d.sel.layer_sort[0] == "time_ms"
+        assert d.sel.layer_sort[0] == "time_us"
 
 
 async def test_narrow_terminal_shows_one_panel(runs: Path) -> None:
@@ -141,7 +141,7 @@ async def test_pause_and_live_append(tmp_path: Path) -> None:
         assert d.view.steps == 1  # frozen while paused
         await pilot.press("p")
         await wait_for(pilot, lambda: d.view.steps == 2, timeout=3)
-        assert sorted(r["layer"] for r in d.view.layers) == [0, 1]
+        assert sorted(r.layer for r in d.view.layers) == [0, 1]
         w.finish()
         await wait_for(pilot, lambda: d.view.status == "finished", timeout=3)
 
@@ -164,13 +164,13 @@ async def test_multi_rank_selector(tmp_path: Path) -> None:
     app = MlaprofApp(p, interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         d = await loaded(pilot, steps=4)  # each rank's 4 steps, never summed into 8
-        assert d.view.rank_label == "all ranks (0-1)" and {r["rank"] for r in d.view.layers} == {
+        assert d.view.rank_label == "all ranks (0-1)" and {r.rank for r in d.view.layers} == {
             0,
             1,
         }
         await pilot.press("r")
         assert d.view.rank_label == "rank 0" and d.view.steps == 4
-        assert {r["rank"] for r in d.view.layers} == {0}
+        assert {r.rank for r in d.view.layers} == {0}
         await pilot.press("r")
         assert d.view.rank_label == "rank 1"
         await pilot.press("r")

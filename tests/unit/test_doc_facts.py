@@ -397,6 +397,15 @@ FACTS: list[tuple[str, str, Check]] = [
                                     "bug-prefix-legacy-flat-all-rows", "bug-padding-collapses-splits-c16",
                                     "fix-padding-active-rows-c16", "fix-splits-decided-on-device-c1-long"}
      and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py")),
+    # ---- docs/views.md
+    ("docs/views.md", "A table shows its first `TABLE_ROWS` (12) rows",
+     lambda: _const("mlaprof.reporters.rows", "TABLE_ROWS") == 12),
+    ("docs/views.md", "lists cut after 16 items", lambda: _const("mlaprof.reporters.fmt", "LIST_ITEMS") == 16),
+    ("docs/views.md", "`TerminalRenderer`, `JsonRenderer`, `MarkdownRenderer`, `HtmlRenderer` (the self-contained page) "
+     "and `PngRenderer(folder)`",
+     lambda: _has("mlaprof.reporters.terminal", "TerminalRenderer") and _has("mlaprof.reporters.renderer", "JsonRenderer")
+     and _has("mlaprof.reporters.markdown", "MarkdownRenderer") and _has("mlaprof.figures.html_report", "HtmlRenderer")
+     and _has("mlaprof.figures.png", "PngRenderer")),
     # ---- docs/ci_gate.md
     ("docs/ci_gate.md", "Exit codes: 0 clean, 1 findings, 2 bad input, 3 the callable raised",
      lambda: "exit codes: 0 nothing would break capture; 1 syncs" in _check_exit_doc()

@@ -32,8 +32,11 @@ def trace(fig, name: str):
 
 
 def test_every_report_figure_has_title_axis_units_and_named_legend(runs):
+    from mlaprof.analysis.diff import diff
+    from mlaprof.analysis.run_summary import build_summary
+
     bug, fix = runs
-    figs = F.run_figures(bug, compare=fix)
+    figs = F.run_figures(build_summary(bug), diff=diff(build_summary(bug), build_summary(fix)))
     engine_only = set(F.ENGINE_FIGURES)  # a scenario run is no recorded engine
     assert [s for s, _ in figs] == ["diff"] + [s for s, _ in F.RUN_FIGURES if s not in engine_only]
     for stem, fig in figs:
@@ -247,7 +250,9 @@ def test_full_vs_fallback_medians_and_ratio(runs):
 
 
 def test_diff_table_and_figure(runs):
-    bug, fix = runs
+    from mlaprof.analysis.run_summary import build_summary
+
+    bug, fix = (build_summary(r) for r in runs)  # the figures draw summaries, never runs
     t = F.diff_table(bug, fix).set_index("metric")
     sites = "sync / allocation sites in the region"
     assert t.loc[sites, "a"] == 2  # two ops at one source line, on every layer
@@ -291,7 +296,9 @@ def test_empty_run_gives_placeholders(tmp_path):
             fig = build(run)
             assert is_empty(fig), stem
             assert fig.layout.annotations[0].text.startswith("no "), stem
-        assert F.run_figures(run) == []
+        from mlaprof.analysis.run_summary import build_summary
+
+        assert F.run_figures(build_summary(run)) == []
 
 
 def test_missing_plotly_says_what_to_install(runs, monkeypatch):
@@ -372,7 +379,11 @@ def test_every_figure_is_in_mlaprofs_template_and_the_callers_default_stays(runs
     try:
         create_run(tmp_path, "empty", {"kind": "scenario"}).finish()
         empty_run = mlaprof.load(tmp_path / "empty")
-        figs = [*F.run_figures(bug, compare=fix)]
+        from mlaprof.analysis.diff import diff
+        from mlaprof.analysis.run_summary import build_summary
+
+        sa, sb = build_summary(bug), build_summary(fix)
+        figs = [*F.run_figures(sa, diff=diff(sa, sb))]
         figs += [(stem, fn(empty_run)) for stem, fn in F.RUN_FIGURES]  # placeholders
         assert pio.templates.default == "ggplot2"
     finally:

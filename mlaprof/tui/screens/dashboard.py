@@ -282,7 +282,7 @@ class DashboardScreen(Screen):
         table = self.query_one("#layers", LayersTable)
         if self.view and self.view.layers:
             row = self.view.layers[min(table.cursor_row, len(self.view.layers) - 1)]
-            self.open_layer(int(row["layer"]))
+            self.open_layer(row.layer)
 
     def on_drill_down(self, message: DrillDown) -> None:
         self.open_layer(message.layer)
