@@ -10,8 +10,8 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
 from mlaprof.analysis.step_stats import by_step
-from mlaprof.importers.step_model import SOURCE_GAPS
 from mlaprof.rank_counts import per_rank_count
+from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
 _FIX = {

@@ -140,7 +140,7 @@ def test_a_clean_rank_is_trusted_when_another_ranks_losses_make_the_fleet_unreli
             "graph_mode": ["graph"] * 4 + ["graph", "eager", "graph", "graph"],
         }
     )
-    assert trust_summary(meta, capture_evidence(meta, steps))["verdict"] == "unreliable"
+    assert trust_summary(meta, capture_evidence(meta, steps)).verdict == "unreliable"
     assert trust_by_rank(meta, steps) == {0: "reliable", 1: "unreliable"}
 
 

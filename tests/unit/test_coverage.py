@@ -20,8 +20,8 @@ from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
-from mlaprof.importers.kernels import KernelMatcher, KernelPattern
 from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.kernel_table import KernelMatcher, KernelPattern
 from mlaprof.store import load
 
 DATA = Path(__file__).resolve().parents[1] / "data"

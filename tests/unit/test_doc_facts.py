@@ -696,7 +696,7 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/trace_io.md", "(bad input: one line on stderr, exit code 2", lambda: _error_exit() == 2),
     ("docs/trace_io.md", "[--traces DIR] [--name NAME] [--mla-pattern [AXIS:]REGEX ...] [--patterns FILE]",
      lambda: {"--traces", "--name", "--mla-pattern", "--patterns"} <= _import_flags()),
-    ("docs/trace_io.md", "`mlaprof/importers/kernels.py` (`DEFAULT_PATTERNS`", lambda: _has("mlaprof.importers.kernels", "DEFAULT_PATTERNS")),
+    ("docs/trace_io.md", "`mlaprof/kernel_table.py` (`DEFAULT_PATTERNS`", lambda: _has("mlaprof.kernel_table", "DEFAULT_PATTERNS")),
     ("docs/trace_io.md", "**rocpd**: SQLite in the rocpd schema 3.0.1",
      lambda: _attr("mlaprof.formats.rocpd_schema", "SCHEMA_VERSION") == "3.0.1"),
     ("docs/trace_io.md", "The per-layer ranges are regions of category `MLAPROF_LAYER`, name `layer N`",
@@ -1174,7 +1174,7 @@ def test_trace_io_kernel_table_is_the_pattern_table() -> None:
     """docs/trace_io.md's table of MLA kernels: for each path, the grid axis of S and of the
     batch rows is the stage-1 pattern's in ``DEFAULT_PATTERNS``, and each kernel name written
     plainly is recognised as that path's."""
-    from mlaprof.importers.kernels import DEFAULT_PATTERNS, KernelMatcher
+    from mlaprof.kernel_table import DEFAULT_PATTERNS, KernelMatcher
 
     axis = {"grid x": "x", "grid y": "y", "grid z": "z", "decided on the device": "device",
             "not on the grid": None}  # fmt: skip
@@ -1192,7 +1192,7 @@ def test_trace_io_kernel_table_is_the_pattern_table() -> None:
 
 
 def test_pr4758_layout_reads_s_from_x_and_rows_from_y() -> None:
-    from mlaprof.importers.kernels import LAYOUTS
+    from mlaprof.kernel_table import LAYOUTS
 
     assert "`--patterns aiter-pr4758` reads S from x and the rows from y" in doc_text(
         "docs/trace_io.md"

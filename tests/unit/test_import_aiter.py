@@ -14,7 +14,8 @@ import pytest
 from mlaprof.analysis import summary
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
-from mlaprof.importers.kernels import (
+from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.kernel_table import (
     DEVICE,
     METADATA,
     REDUCE,
@@ -23,7 +24,6 @@ from mlaprof.importers.kernels import (
     KernelMatcher,
     load_patterns,
 )
-from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.portable import portable_path
 from mlaprof.store import load
 from tests import shipped_runs

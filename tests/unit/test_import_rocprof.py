@@ -374,7 +374,7 @@ def test_extra_mla_pattern(tmp_path: Path) -> None:
     replay_kernel_csv(p, replays=1, layers=2, splits=4)
     text = p.read_text().replace("_fwd_grouped_kernel_stage1", "my_split_kv_kernel")
     p.write_text(text)
-    from mlaprof.importers.kernels import KernelMatcher
+    from mlaprof.kernel_table import KernelMatcher
 
     # whole names: a fragment matches nothing
     _, s = import_rocprof(p, tmp_path, "frag", KernelMatcher().with_extra([r"my_split_kv"]))
