@@ -162,7 +162,7 @@ def test_the_run_table_counts_ranks_and_keeps_an_imports_facts_apart(html_report
     rows = _meta_rows(out.read_text())
     assert rows["ranks"] == "1 (rank 0)" and "torch" in rows["versions"] and "created" in rows
     run = import_rocprof(ROOT / "tests/data/aiter/fleet_dp2_tp4", tmp_path / "t", "fleet")[0]
-    page = write_html_report(run, tmp_path / "fleet.html")
+    page = write_html_report(summary_of(run), tmp_path / "fleet.html")
     rows = _meta_rows(page.read_text())
     assert rows["ranks"] == "8 (ranks 0-7)"
     assert "versions" not in rows and "git" not in rows and "imported" in rows
