@@ -58,10 +58,11 @@ def term(value: Any, limit: int = LONG) -> str:
 # Markdown (GitHub-flavoured, as a PR or CI comment renders it). A string from a trace is text,
 # never markup: the characters that open HTML (``<``, ``&``), emphasis, code spans, links and
 # images (``[``: ``![x](url)`` needs it), strike-through and table cells are backslash-escaped
-# (CommonMark: any ASCII punctuation may be), and the two autolink triggers (``://``, ``www.``)
-# are broken the same way, so no URL in a kernel name becomes a link or a loaded image.
+# (CommonMark: any ASCII punctuation may be), and the autolink triggers (``://``, ``www.``, and
+# a dot between a name and a letter, which a fuzzy linkifier reads as a domain: ``mla.py``) are
+# broken the same way, so no URL or file name in a kernel name becomes a link or a loaded image.
 _MD_SPECIAL = re.compile(r"[\\`*_\[\]<>|~&]")
-_MD_AUTOLINK = re.compile(r"(?i)(?<=:)//|(?<=\bwww)\.")
+_MD_AUTOLINK = re.compile(r"(?i)(?<=:)//|(?<=\bwww)\.|(?<=[a-z0-9])\.(?=[a-z])")
 
 
 def _one_line(value: Any, limit: int) -> str:

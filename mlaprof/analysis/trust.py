@@ -4,6 +4,7 @@ drawn from an unreliable trace carries."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
@@ -11,14 +12,30 @@ import pandas as pd
 from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.sections import TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
-from mlaprof.importers.duplicates import RECORDS_KEY
-from mlaprof.importers.step_model import SOURCE_GAPS, SOURCE_TEXT
+from mlaprof.step_sources import RECORDS_KEY, SOURCE_GAPS, SOURCE_TEXT
 
 ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed in 7.2.2)"
 
 
-def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
+# the counts in the order the trust finding's data lists them (the last two only where found)
+COUNTS = (
+    "replays",
+    "short_replays",
+    "missing_kernels",
+    "expected_kernels",
+    "steps_missing_layers",
+    "launches_without_kernels",
+    "eager_steps_between_replays",
+    "split_layers_without_stage2",
+    "edge_partial_steps",
+    "repeated_dispatches",
+    "nameless_dispatches",
+)
+
+
+def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> TraceTrust:
     """Can this trace be trusted: replays missing kernels against the complete replays of
     their own graph, graph launches with no kernel, split layers without their reduction.
     Partial steps at the window's edges are left out and said, never a loss; steps that ran
@@ -27,7 +44,7 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
     checks = meta.get("trace_checks") or {}
     records = _records(meta)
     if not checks and not any(records.values()):
-        return {"verdict": "unknown", "reliable": None, "reasons": [], "counts": {}}
+        return TraceTrust(TraceTrustCounts(), reasons=[], reliable=None, verdict="unknown")
     rc, lc = checks.get("replays", {}), checks.get("launches", {})
     sc = checks.get("steps") or {}
     split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
@@ -78,14 +95,14 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         )
     if sc.get("source") == SOURCE_GAPS:
         notes.append(f"steps told apart by {SOURCE_TEXT[SOURCE_GAPS]}")
-    return {
-        "verdict": "unreliable" if reasons else "reliable",
-        "reliable": not reasons,
-        "reasons": reasons,
-        "notes": notes,
-        "counts": counts,
-        "provenance": _origin(meta),
-    }
+    return TraceTrust(
+        counts=TraceTrustCounts(**counts),
+        reasons=reasons,
+        reliable=not reasons,
+        verdict="unreliable" if reasons else "reliable",
+        notes=notes,
+        provenance=_origin(meta),
+    )
 
 
 def _records(meta: dict[str, Any]) -> dict[str, int]:
@@ -111,7 +128,7 @@ def trust_by_rank(meta: dict[str, Any], steps: pd.DataFrame) -> dict[int, str]:
             continue
         own = {**meta, "trace_checks": checks, RECORDS_KEY: {r: records.get(r) or {}}}
         mine = steps[steps["rank"] == int(r)] if not steps.empty else steps
-        out[int(r)] = trust_summary(own, step_mode_evidence(own, mine))["verdict"]
+        out[int(r)] = trust_summary(own, step_mode_evidence(own, mine)).verdict
     return out
 
 
@@ -125,27 +142,29 @@ def _short(c: dict[str, int]) -> list[str]:
     return [text for n, text in parts if n]
 
 
-def trust_findings(trust: dict[str, Any] | None) -> list[Finding]:
-    if trust is None or trust["verdict"] != "unreliable":
+def trust_findings(trust: TraceTrust | None) -> list[Finding]:
+    if trust is None or trust.verdict != "unreliable":
         return []
+    have = asdict(trust.counts)
+    counts = {k: have[k] for k in COUNTS if have[k] is not None}
     return [
         Finding(
             kind="trust",
             severity="warning",
-            title="this trace is unreliable: " + ", ".join(_short(trust["counts"])),
-            evidence="; ".join(trust["reasons"]) + f" ({trust['provenance']})",
+            title="this trace is unreliable: " + ", ".join(_short(counts)),
+            evidence="; ".join(trust.reasons) + f" ({trust.provenance})",
             fix=(
                 "re-trace with a rocprofv3 that keeps every replay dispatch (ROCm >= 7.2.2) and "
                 "capture every batch size you serve; findings below are marked unreliable"
             ),
-            data=trust["counts"],
+            data=counts,
         )
     ]
 
 
-def mark_unreliable(findings: list[Finding], trust: dict[str, Any] | None) -> None:
+def mark_unreliable(findings: list[Finding], trust: TraceTrust | None) -> None:
     """Every finding drawn from an unreliable trace says so (the trust finding names why);
     ``trust`` None: the run holds no import checks to judge (nothing is marked)."""
-    if trust is not None and trust["verdict"] == "unreliable":
+    if trust is not None and trust.verdict == "unreliable":
         for f in findings:
             f.unreliable = f.kind != "trust"

@@ -39,7 +39,8 @@ from mlaprof.store.rows import count_rows, iter_rows
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
 
-_TS = re.compile(r'"@mlaprof-(ns|dur):(-?\d+)"')
+_TS = re.compile(r'"@mlaprof-ns:(-?\d+)"')
+_DUR = re.compile(r'"@mlaprof-dur:(-?\d+)"')
 PID_MLAPROF = 1
 _STEP_ARGS = (
     "num_reqs",
@@ -55,12 +56,12 @@ PID_GPU0 = 10
 
 
 def _ts(ns: int) -> str:
-    """A time: written in microseconds relative to the run's base."""
+    """A point in time: written relative to the export's base."""
     return f"@mlaprof-ns:{int(ns)}"
 
 
 def _dur(ns: int) -> str:
-    """A duration: written in microseconds as it is (never moved by the base)."""
+    """A length of time: written as it is (never moved by the base)."""
     return f"@mlaprof-dur:{int(ns)}"
 
 
@@ -402,9 +403,8 @@ def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
 
 def _dump(obj: Any, base_ns: int = 0) -> str:
     text = json.dumps(obj, separators=(",", ":"), default=str)
-    return _TS.sub(
-        lambda m: _rel_us(int(m.group(2)) - (base_ns if m.group(1) == "ns" else 0)), text
-    )
+    text = _TS.sub(lambda m: _rel_us(int(m.group(1)) - base_ns), text)
+    return _DUR.sub(lambda m: _rel_us(int(m.group(1))), text)
 
 
 # the timed columns of the tables the export writes (the base is their earliest value)

@@ -19,6 +19,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns
+from mlaprof.step_sources import RECORDS_KEY
 
 _KEY = ("correlation", "start_ns", "end_ns", "device")
 
@@ -101,9 +102,6 @@ def nameless(kc: KernelColumns) -> int:
     """Dispatches whose kernel symbol the trace lacks (stored without a name)."""
     none = [i for i, s in enumerate(kc.names) if s is None]
     return int(np.isin(np.asarray(kc.name_idx), none).sum()) if none else 0
-
-
-RECORDS_KEY = "trace_records_by_rank"  # run.json: per rank, the dispatch records taken apart
 
 
 def check_records(kc: KernelColumns, path: Path, bulk: Any, notes: list[str]) -> KernelColumns:

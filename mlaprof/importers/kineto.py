@@ -20,7 +20,6 @@ from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store
 from mlaprof.importers.common import ImportSummary, parse_json, to_int, us_to_ns
 from mlaprof.importers.inputs import text_chunks
 from mlaprof.importers.json_stream import RESET, StreamedDocument
-from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.importers.kineto_folder import (
     TraceFile,
     assign_ranks,
@@ -31,6 +30,7 @@ from mlaprof.importers.kineto_folder import (
 from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables
 from mlaprof.importers.rocprof import _sum_counts
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
+from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run

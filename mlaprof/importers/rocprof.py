@@ -30,7 +30,7 @@ from mlaprof.importers.common import (
     release_arrow_memory,
 )
 from mlaprof.importers.duplicates import merge_duplicate_dispatches
-from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run

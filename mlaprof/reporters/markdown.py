@@ -4,6 +4,7 @@ Markdown for a CI comment. A renderer only: every line comes from the summary (a
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import fmt_change, fmt_value
@@ -57,16 +58,8 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         tag = "" if route.verified else " (UNVERIFIED)"
         lines += [f"**vLLM route**: {md_code(route.path)} ({cell(route.kernel)}): "
                   f"{cell(route.reason)} [vLLM {cell(route.version)}{tag}]", ""]  # fmt: skip
-    fleet = s.fleet
-    if fleet.ranks > 1:
-        lines += [f"**{cell(fleet.text)}**", ""]
-        lines += _table(
-            ["rank", "host", "DP", "trust", "S min", "S max", "collapsed layers"],
-            [[r.rank, r.host or "-", _unknown(r.dp_group), _unknown(r.trust),
-              _unknown(r.S_min), _unknown(r.S_max), r.collapsed_layers]
-             for r in fleet.per_rank],
-        )  # fmt: skip
-        lines += ["", f"DP: {cell(fleet.dp_groups_source)}", ""]
+    if s.fleet.ranks > 1:  # the ranks' table is the rows layer's (section "ranks side by side")
+        lines += [f"**{cell(s.fleet.text)}**", ""]
     findings = s.findings
     lines.append(f"### Findings ({len(findings)})")
     lines.append("")
@@ -83,6 +76,7 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
             lines.append(f"  - evidence: {cell(f.evidence)}")
         if f.fix:
             lines.append(f"  - fix: {cell(f.fix)}")
+    lines += ["", *sections_markdown(s)]
     if diff is not None:
         lines += ["", f"### {md_code(diff.before)} → {md_code(diff.after)}", ""]
         lines += _table(
@@ -93,5 +87,21 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _unknown(v: Any) -> str:
-    return "unknown" if v is None else str(v)
+def sections_markdown(s: RunSummary) -> list[str]:
+    """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
+    ``<details>`` block: a PR comment hides no split, path or padding row, and stays short."""
+    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
+
+    out = [f"### {HEADING}", ""]
+    for b in summary_blocks(s):
+        out += ["<details>", f"<summary>{html.escape(b.title)}</summary>", ""]
+        if b.rows:
+            out += _table(["", "value"], [[r.label, r.text] for r in b.rows])
+            out.append("")
+        for t in b.tables:
+            if t.title != b.title:
+                out += [f"**{cell(t.title)}**", ""]
+            out += _table(t.head, t.rows)
+            out += [f"_{table_more(t)}_" if t.more else "", ""]
+        out += ["</details>", ""]
+    return out
