@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError
 from mlaprof.formats.spreadsheet import neutralize
-from mlaprof.store.rows import iter_batches, iter_rows
+from mlaprof.store.rows import iter_batches, iter_rows, typed
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -243,8 +243,30 @@ def _untimed(start: Any, end: Any) -> Any:
     return pc.or_(pc.is_null(start), pc.is_null(end))
 
 
+def _export_kernel_rows(run: Run, rank: int, files: _Files, name: str) -> None:
+    """The rank's kernels a row at a time: for database rows holding values their columns do
+    not declare (text in an integer column), which typed Arrow columns cannot carry."""
+    ids: dict[str, int] = {}
+    kernels = iter_rows(run, "kernels", rank)
+    for i, k in enumerate(kernels):
+        if k["start_ns"] is None or k["end_ns"] is None:
+            missing = 1 + sum(k["start_ns"] is None or k["end_ns"] is None for k in kernels)
+            raise _no_timestamps(run, i, missing)
+        kname = k["name"] or ""
+        kid = ids.setdefault(kname, len(ids) + 1)
+        files.write(name, KERNEL_HEADER,
+                    ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid,
+                     kname, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0,
+                     0, _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
+                     _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])])  # fmt: skip
+
+
 def _export_rank(run: Run, rank: int, files: _Files, pre: str) -> None:
-    _export_kernels(run, rank, files, f"{pre}kernel_trace.csv")
+    name = f"{pre}kernel_trace.csv"
+    if typed(run, "kernels", rank, _KERNEL_SOURCE):
+        _export_kernels(run, rank, files, name)
+    else:
+        _export_kernel_rows(run, rank, files, name)
     for a in iter_rows(run, "api", rank):
         files.write(f"{pre}{_family(a['domain'])}_api_trace.csv", API_HEADER,
                     [_s(a["domain"]), _s(a["function"]), _s(a["pid"]), _s(a["tid"]),

@@ -101,3 +101,24 @@ def iter_batches(run: Run, table: str, rank: int, columns: list[str]) -> Iterato
                 [batch.column(c).cast(f.type) for c, f in zip(columns, schema, strict=True)],
                 schema=schema,
             )
+
+
+def typed(run: Run, table: str, rank: int, columns: list[str]) -> bool:
+    """Whether ``rank``'s database rows of ``table`` hold in ``columns`` only what the columns
+    declare (SQLite keeps any value in any column): what :func:`iter_batches` needs to build
+    typed Arrow columns. The import's columnar rows are typed by their file's schema."""
+    if table not in TABLES:
+        raise MlaprofError(f"unknown table {table!r}")
+    types = dict(TABLES[table])
+    want = {"INTEGER": "'integer'", "TEXT": "'text'", "REAL": "'real', 'integer'"}
+    cond = " OR ".join(f"typeof({c}) NOT IN ({want[types[c]]}, 'null')" for c in columns)
+    path = Path(run.path) / f"rank{rank}.db"
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = con.execute(f"SELECT EXISTS(SELECT 1 FROM {table} WHERE {cond})").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise MlaprofError(f"{path} cannot be read: {e}") from None
+    return not row[0]

@@ -271,8 +271,14 @@ def test_batched_kernel_file_is_the_row_writers_byte_for_byte(tmp_path: Path, mo
               correlation=None if i % 5 == 0 else i, grid_x=4, grid_y=None, grid_z=2,
               block_x=64, block_y=1, block_z=None)  # fmt: skip
     w.finish()
+    # SQLite keeps any value in any column: text where an integer belongs goes by the row writer
+    w = create_run(tmp_path / "t", "untyped", {"source": "test"})
+    for i, device in enumerate([0, "cuda:0", 1.5, None]):
+        w.add("kernels", name=f"k{i % 2}", start_ns=10 * i, end_ns=10 * i + 5, device=device,
+              stream="s" if i == 3 else 0, grid_x=1)  # fmt: skip
+    w.finish()
     checked = 0
-    for run_dir in (imported, fleet, tmp_path / "t" / "odd"):
+    for run_dir in (imported, fleet, tmp_path / "t" / "odd", tmp_path / "t" / "untyped"):
         out = tmp_path / f"csv-{run_dir.name}"
         with load(run_dir) as run:
             export_csv(run, out)
@@ -281,4 +287,4 @@ def test_batched_kernel_file_is_the_row_writers_byte_for_byte(tmp_path: Path, mo
             for rank, f in zip(sorted(run.ranks), files, strict=True):
                 assert f.read_text() == _row_writer_kernels(run, rank), f
                 checked += 1
-    assert checked == 4
+    assert checked == 5
