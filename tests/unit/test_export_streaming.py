@@ -115,7 +115,7 @@ def test_exporters_hold_a_batch_not_a_table(
     watch = Watched(limit=50)
     mod = {"rocpd": rocpd_export, "perfetto": perfetto, "csv": csv_export}[fmt]
     monkeypatch.setattr(mod, "iter_rows", watch)
-    if fmt == "csv":  # its kernels go by Arrow batch: each at most ROW_BATCH rows
+    if fmt in ("csv", "rocpd"):  # their kernels go by Arrow batch: each at most ROW_BATCH rows
         monkeypatch.setattr(columnar, "ROW_BATCH", 50)
 
         def batches(run: Any, table: str, rank: int, columns: list[str]) -> Iterator[Any]:
@@ -125,7 +125,7 @@ def test_exporters_hold_a_batch_not_a_table(
                 watch.given += b.num_rows
                 yield b
 
-        monkeypatch.setattr(csv_export, "iter_batches", batches)
+        monkeypatch.setattr(mod, "iter_batches", batches)
     monkeypatch.setattr(rocpd_export, "BATCH_ROWS", 20)
     monkeypatch.setattr(perfetto, "HOLD_ROWS", 20)  # small tables are held and sorted by design
     with load(many_kernels) as run:
