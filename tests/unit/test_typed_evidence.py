@@ -49,3 +49,48 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
     assert s.trace is not None and s.trace.trust.verdict == "unreliable"
     (f,) = trust_findings(ev.trust)
     assert f.data["short_replays"] == ev.trust.counts.short_replays
+
+
+# the Evidence fields still dict-shaped on the way to the summary (docs/evidence.md, "Typed from
+# evidence to summary"): this list only shrinks; a field converted leaves it
+STILL_DICTS = {
+    "meta",
+    "capture",
+    "trace",
+    "starts",
+    "kernel_paths",
+    "step_modes",
+    "host_syncs",
+    "coverage",
+    "engines",
+    "engine_steps",
+    "acceptance",
+}
+
+
+def test_no_evidence_field_turns_back_into_a_dict() -> None:
+    """Every Evidence field not in STILL_DICTS holds no ``dict[str, Any]`` (read off the source's
+    annotations), and every name in STILL_DICTS is still one (a converted field leaves the list)."""
+    from mlaprof.analysis.evidence.model import Evidence
+
+    ann = Evidence.__annotations__
+    untyped = {name for name, tp in ann.items() if "dict[str, Any]" in str(tp)}
+    assert untyped == STILL_DICTS
+
+
+def test_a_cpu_trace_hands_its_section_over_typed() -> None:
+    """The CPU trace's section is a :class:`TraceCpu` from its analyzer to the summary."""
+    import mlaprof
+    from mlaprof.analysis.cpu_attention import cpu_findings
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import CpuRank, TraceCpu
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir("vllm_cpu_mla_profile")) as run:
+        ev = collect(run)
+        assert isinstance(ev.cpu, TraceCpu) and all(isinstance(r, CpuRank) for r in ev.cpu.ranks)
+        s = _build(run, None)
+    assert s.trace is not None and s.trace.cpu == ev.cpu
+    (f,) = cpu_findings(ev.cpu)
+    assert f.data["mla_ops"] == ev.cpu.ranks[0].mla_ops > 0

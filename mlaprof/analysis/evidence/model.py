@@ -21,7 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mlaprof.analysis.sections import TraceTrust
+    from mlaprof.analysis.sections import TraceCpu, TraceTrust
     from mlaprof.store.runkind import RunKind
 
 
@@ -81,7 +81,7 @@ class Evidence:
     trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
     host_syncs: dict[str, Any] | None = None  # host calls placed in MLA layer windows
     coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank
-    cpu: dict[str, Any] | None = None  # a CPU-only trace's steps and attention op, per rank
+    cpu: TraceCpu | None = None  # a CPU-only trace's steps and attention op, per rank
     # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
     engines: list[dict[str, Any]] | None = None
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
