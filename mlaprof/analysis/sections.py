@@ -718,6 +718,20 @@ class FleetLayer:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineGroup:
+    """One engine a trace's ranks show (analysis.engines.engine_groups): its ranks and what they
+    run (heads from stage-2 grids, verify qlen values, path families), hosts and pids."""
+
+    engine: int
+    ranks: list[int]
+    heads: int | None
+    qlen: list[int]
+    paths: list[str]
+    hosts: list[str]
+    pids: list[int]
+
+
+@dataclass(frozen=True, slots=True)
 class FleetEngine:
     """One engine of a trace whose ranks run different models or configurations
     (analysis.engines): its ranks and signature, its own S range and agreement."""

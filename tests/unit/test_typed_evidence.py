@@ -62,7 +62,6 @@ STILL_DICTS = {
     "step_modes",
     "host_syncs",
     "coverage",
-    "engines",
     "engine_steps",
     "acceptance",
 }

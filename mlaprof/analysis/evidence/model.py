@@ -21,7 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mlaprof.analysis.sections import TraceCpu, TraceTrust
+    from mlaprof.analysis.sections import EngineGroup, TraceCpu, TraceTrust
     from mlaprof.store.runkind import RunKind
 
 
@@ -83,7 +83,7 @@ class Evidence:
     coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank
     cpu: TraceCpu | None = None  # a CPU-only trace's steps and attention op, per rank
     # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
-    engines: list[dict[str, Any]] | None = None
+    engines: list[EngineGroup] | None = None
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
     engine_steps: list[dict[str, Any]] = field(default_factory=list)
     acceptance: list[dict[str, Any]] = field(default_factory=list)
