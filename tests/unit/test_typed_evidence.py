@@ -61,7 +61,6 @@ STILL_DICTS = {
     "kernel_paths",
     "step_modes",
     "host_syncs",
-    "coverage",
     "engine_steps",
     "acceptance",
 }
@@ -93,3 +92,21 @@ def test_a_cpu_trace_hands_its_section_over_typed() -> None:
     assert s.trace is not None and s.trace.cpu == ev.cpu
     (f,) = cpu_findings(ev.cpu)
     assert f.data["mla_ops"] == ev.cpu.ranks[0].mla_ops > 0
+
+
+def test_a_trace_hands_its_coverage_and_engines_over_typed() -> None:
+    """Coverage (what the import recognised) and the engines a trace's ranks show are section
+    objects from their analyzers on: the summary holds the coverage the evidence carried."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import EngineGroup, TraceCoverage
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir("aiter-two_ranks_one_lossy")) as run:
+        ev = collect(run)
+        assert isinstance(ev.coverage, TraceCoverage)
+        assert ev.engines and all(isinstance(e, EngineGroup) for e in ev.engines)
+        s = _build(run, None)
+    assert s.trace is not None and s.trace.coverage == ev.coverage
+    assert [p.rank for p in ev.coverage.recognition.per_rank] == ev.ranks

@@ -21,7 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mlaprof.analysis.sections import EngineGroup, TraceCpu, TraceTrust
+    from mlaprof.analysis.sections import EngineGroup, TraceCoverage, TraceCpu, TraceTrust
     from mlaprof.store.runkind import RunKind
 
 
@@ -80,7 +80,7 @@ class Evidence:
     trust: TraceTrust | None = None  # the import's own checks (replays, launches, stage 2)
     trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
     host_syncs: dict[str, Any] | None = None  # host calls placed in MLA layer windows
-    coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank
+    coverage: TraceCoverage | None = None  # which kernels the import recognised, per rank
     cpu: TraceCpu | None = None  # a CPU-only trace's steps and attention op, per rank
     # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
     engines: list[EngineGroup] | None = None
