@@ -9,6 +9,7 @@ The question answered is "what could this trace show?"; the other analyzers answ
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -22,6 +23,8 @@ from mlaprof.analysis.sections import (
     RankRecognition,
     Recognition,
     TraceCoverage,
+    TracePath,
+    TraceSyncs,
 )
 from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.analysis.typed_json import to_json
@@ -129,7 +132,7 @@ def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]
     return Recognition(per_rank=per, without_mla=[p.rank for p in per if not p.mla_layers])
 
 
-def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[CollapseCheck]:
+def collapse_checks(meta: dict[str, Any], paths: list[TracePath]) -> list[CollapseCheck]:
     """Per path the trace ran: whether the split collapse was checked, and why not. Checked on
     the paths whose S the host chooses from grid-visible rows and qlen (COLLAPSE_POLICIES), when
     the grid gives both; a user's kernel without a known rule, or without rows and qlen on its
@@ -141,35 +144,33 @@ def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[C
     }
     out = []
     for p in paths:
-        pat = pats.get(p["path"], {})
-        missing = [what for what, v in (("rows", p["rows"]), ("qlen", p["qlen"])) if v is None]
-        base = {"path": p["path"], "variant": p["variant"], "steps": p["steps"], "S": p["S"]}
+        pat = pats.get(p.path, {})
+        missing = [what for what, v in (("rows", p.rows), ("qlen", p.qlen)) if v is None]
+        base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S}
         if pat.get("split_axis") == "device":
             out.append(CollapseCheck(**base, status="not applicable",
                         why="S is decided on the device at every replay, never frozen"))  # fmt: skip
             continue
-        if p["path"] in COLLAPSE_POLICIES and not missing:
+        if p.path in COLLAPSE_POLICIES and not missing:
             out.append(
-                CollapseCheck(
-                    **base, status="checked", why=f"rule {collapse_policies(p['path'])[0]}"
-                )
+                CollapseCheck(**base, status="checked", why=f"rule {collapse_policies(p.path)[0]}")
             )
             continue
         why = []
-        if p["path"] not in COLLAPSE_POLICIES:
+        if p.path not in COLLAPSE_POLICIES:
             why.append(
-                f"no split rule is known for path {p['path']!r} (the trace-side check knows "
+                f"no split rule is known for path {p.path!r} (the trace-side check knows "
                 + ", ".join(COLLAPSE_POLICIES)
                 + ")"
             )
         if missing:
             why.append(
-                f"{' and '.join(missing)} not on the grid of {p['variant']} (no "
+                f"{' and '.join(missing)} not on the grid of {p.variant} (no "
                 + " / ".join(f"{m}_axis" for m in missing)
                 + " in its pattern)"
             )
         # said as a finding where a check was expected: a host-chosen path, or a user's kernel
-        warn = p["path"] in COLLAPSE_POLICIES or p["path"] not in _KNOWN_PATHS
+        warn = p.path in COLLAPSE_POLICIES or p.path not in _KNOWN_PATHS
         out.append(CollapseCheck(**base, status="not checked", why="; ".join(why), warn=warn))
     return out
 
@@ -184,7 +185,7 @@ _KNOWN_PATHS = _known_paths()
 
 
 def coverage_summary(
-    run: Run, meta: dict[str, Any], paths: list[dict[str, Any]], layers: pd.DataFrame
+    run: Run, meta: dict[str, Any], paths: list[TracePath], layers: pd.DataFrame
 ) -> TraceCoverage:
     with_mla = set(layers["rank"].astype(int)) if not layers.empty else set()
     c = read_counts(run, names=not set(run.ranks) <= with_mla)
@@ -197,16 +198,16 @@ def coverage_summary(
     )
 
 
-def explain_syncs(syncs: dict[str, Any], cov: TraceCoverage) -> dict[str, Any]:
+def explain_syncs(syncs: TraceSyncs, cov: TraceCoverage) -> TraceSyncs:
     """An "unknown" sync verdict says what the API trace held and why it cannot be judged."""
-    if syncs["status"] != "unknown" or not cov.api_calls:
+    if syncs.status != "unknown" or not cov.api_calls:
         return syncs
     why = (
         "no MLA kernel recognised, so no MLA layer to place them in"
         if not any(p.mla_layers for p in cov.recognition.per_rank)
-        else syncs["evidence"]
+        else syncs.evidence
     )
-    return {**syncs, "evidence": f"{cov.api}; {why}"}
+    return dataclasses.replace(syncs, evidence=f"{cov.api}; {why}")
 
 
 def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[Finding]:

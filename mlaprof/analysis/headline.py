@@ -114,7 +114,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
             else "not recorded",
         },
     ]
-    paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
+    # an imported trace's paths, typed from their analyzer (Evidence.kernel_paths: trace.paths)
+    paths = [p for p in ev.kernel_paths if p.S is not None]
     engines = (s.get("fleet") or {}).get("engines")
     if paths and engines:  # several engines: S per engine, never one range over them
         out.append(
@@ -128,7 +129,7 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "KV splits (from the trace)",
-                "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
+                "value": "; ".join(f"S {p.S} on {p.path} ({p.variant})" for p in paths),
                 "provenance": src,
             }
         )

@@ -58,9 +58,7 @@ STILL_DICTS = {
     "capture",
     "trace",
     "starts",
-    "kernel_paths",
     "step_modes",
-    "host_syncs",
     "engine_steps",
     "acceptance",
 }
@@ -110,3 +108,25 @@ def test_a_trace_hands_its_coverage_and_engines_over_typed() -> None:
         s = _build(run, None)
     assert s.trace is not None and s.trace.coverage == ev.coverage
     assert [p.rank for p in ev.coverage.recognition.per_rank] == ev.ranks
+
+
+def test_host_syncs_and_paths_are_typed_from_their_analyzers() -> None:
+    """The host calls placed in MLA layers (TraceSyncs of TraceSync) and the paths a trace ran
+    (TracePath) are section objects from their analyzers to the summary and its findings."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import TracePath, TraceSync, TraceSyncs
+    from mlaprof.analysis.syncs import host_sync_findings
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir("aiter-eager_syncs")) as run:
+        ev = collect(run)
+        s = _build(run, None)
+    hs = ev.host_syncs
+    assert isinstance(hs, TraceSyncs) and hs.status == "found" and hs.count == len(hs.syncs) > 0
+    assert all(isinstance(x, TraceSync) for x in hs.syncs)
+    assert ev.kernel_paths and all(isinstance(p, TracePath) for p in ev.kernel_paths)
+    assert s.trace is not None and s.trace.syncs == hs and s.trace.paths == ev.kernel_paths
+    (f,) = host_sync_findings(hs)
+    assert f.data["count"] == hs.count
