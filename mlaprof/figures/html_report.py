@@ -108,11 +108,16 @@ def _meta_html(s: dict, info: Any) -> str:
     sc = s.scenario
     has_sc = any(v is not None for v in (sc.graph_mode, sc.policy, sc.min_kv_mode))
     ver = info.versions if info is not None else {}
+    # an import's run.json holds the importing machine's libraries and revision: said so, apart
+    # from the trace's facts (they were shown as if the trace had run on them)
+    imported = s.kind in ("trace", "log")
+    mine = ", ".join(f"{k} {v}" for k, v in ver.items() if v and k in ("mlaprof", "python"))
+    n = len(s.ranks or [])
     items = [
         ("run", s.run),
         ("status", s.status),
         ("ended because", info and info.reason),
-        ("created", info and info.created),
+        ("imported" if imported else "created", info and info.created),
         ("source", info and info.source),
         ("scenario", sc.name),
         ("model", sc.model),
@@ -137,12 +142,27 @@ def _meta_html(s: dict, info: Any) -> str:
             "backend / device",
             f"{s.backend or '?'} / {s.device or '?'}" if s.backend or s.device else None,
         ),
-        ("ranks", ", ".join(str(r) for r in s.ranks or [])),
-        ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
-        ("git", info and info.git),
+        ("ranks", f"{n} ({'rank' if n == 1 else 'ranks'} {_ids(s.ranks)})" if n else None),
+        ("versions", None if imported else ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
+        ("git", None if imported else info and info.git),
+        (
+            "imported with",
+            f"{mine}{f' (git {info.git})' if info and info.git else ''} on the importing "
+            "machine, not the trace's libraries"
+            if imported and mine
+            else None,
+        ),
     ]
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
     return f'<table class="meta">{rows}</table>'
+
+
+def _ids(ranks: list[int]) -> str:
+    """``0``, ``0-7`` or ``0, 2, 5``: a run of consecutive ids as a range."""
+    r = sorted(int(x) for x in ranks)
+    if len(r) > 2 and r == list(range(r[0], r[-1] + 1)):
+        return f"{r[0]}-{r[-1]}"
+    return ", ".join(map(str, r))
 
 
 def _bar(g: Any) -> str:

@@ -386,8 +386,13 @@ def _print_fleet(console: Console, fleet: Fleet) -> None:
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
     cols = ("rank", "host", "pid", "agent", "DP", "trust", "layers", "S min", "S max",
             "coll. layers")  # fmt: skip
+    # every cell reads whole (the trust column read "reliab…" at 80 columns); only a host
+    # name past 16 characters folds, and the last header over two lines
+    host_w = min(16, max([4, *(len(r.host or "-") for r in fleet.per_rank)]))
     for col in cols:
-        t.add_column(col, justify="left" if col == "host" else "right")
+        t.add_column(col, justify="left" if col == "host" else "right",
+                     no_wrap=col not in ("host", "coll. layers"), overflow="fold",
+                     min_width=host_w if col == "host" else None)  # fmt: skip
     for r in fleet.per_rank:
         t.add_row(
             str(r.rank), term(r.host or "-"), _or_unknown(r.pid), _or_unknown(r.agent),
@@ -501,9 +506,14 @@ def print_diff(d: SummaryDiff, console: Console | None = None) -> None:
 
     console = console or Console()
     t = Table(title=f"A {term(d.before)}  ->  B {term(d.after)}", title_justify="left")
-    t.add_column("metric", overflow="fold", ratio=5)
+    # A and B take at most a quarter of what the borders and the last two columns leave each,
+    # the metric's name the rest (at 80 columns it wrapped over up to 5 lines beside a long A
+    # or B text); a long value wraps within its column
+    t.add_column("metric", overflow="fold")
     for col in ("A", "B"):
-        t.add_column(col, justify="right", ratio=3)
+        t.add_column(
+            col, justify="right", overflow="fold", max_width=max(10, (console.width - 28) // 4)
+        )
     t.add_column("change", justify="right", no_wrap=True, min_width=6)
     t.add_column("B is", no_wrap=True, min_width=6)
     style = {"better": "green", "worse": "red"}

@@ -19,9 +19,10 @@ from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
 from mlaprof.store import load
 from mlaprof.store.runkind import RunKind, infer_kind, run_kind
+from tests import shipped_demo
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "traces" / "demo"
+DEMO = shipped_demo.folder()
 AITER = ROOT / "tests" / "data" / "aiter"
 VLLM = ROOT / "tests" / "data" / "vllm"
 KINETO = ROOT / "tests" / "data" / "kineto_graph_replay.json.gz"

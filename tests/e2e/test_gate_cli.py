@@ -132,3 +132,24 @@ def test_check_exits_1_on_torch_cuda_synchronize_on_a_cpu_machine(tmp_path, caps
     out = capsys.readouterr().out
     assert rc == 1, out
     assert "torch.cuda.synchronize at gate_sync_mod.py:4 in region()" in out
+
+
+def test_check_exits_1_on_a_printed_or_formatted_tensor(tmp_path, capsys) -> None:
+    """``mlaprof check`` of a function that prints, str()s or f-strings a tensor exited 0 "no
+    sync"; a real capture fails on each (the text reads the values back to the host)."""
+    mod = tmp_path / "gate_text_mod.py"
+    mod.write_text(
+        "def printed(q):\n    print(q.max())\n    return q\n\n"
+        "def stringed(q):\n    s = str(q.sum())\n    return q\n\n"
+        "def logged(q):\n    s = f'max {q.max()}'\n    return q\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for fn, line, op in (("printed", 2, "Tensor.__repr__"), ("stringed", 6, "Tensor.__repr__"),
+                             ("logged", 10, "Tensor.__format__")):  # fmt: skip
+            rc = main(["check", f"gate_text_mod:{fn}", "--shapes", "q=4x8", "--device", "cpu"])
+            out = capsys.readouterr().out
+            assert rc == 1, out
+            assert f"{op} at gate_text_mod.py:{line} in {fn}()" in out, out
+    finally:
+        sys.path.remove(str(tmp_path))

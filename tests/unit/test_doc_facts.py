@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import shipped_demo
 from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -93,7 +94,7 @@ def source(rel: str) -> str:
 
 
 def demo_db(run: str) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{ROOT / 'traces' / 'demo' / run / 'rank0.db'}?mode=ro", uri=True)
+    return sqlite3.connect(f"file:{shipped_demo.run(run) / 'rank0.db'}?mode=ro", uri=True)
 
 
 def golden(run: str) -> dict:
@@ -387,7 +388,7 @@ FACTS: list[tuple[str, str, Check]] = [
      and re.search(r'for d in \(here, \*here\.parents\)\s+for sub in \("tests/data/rocprof"', _nb("04"))),
     ("README.md", "Shipped demo runs (`traces/demo/`, real H200 runs, each with a kernel timeline",
      lambda: all(_kernels_timed(r) > 0 for r in _demo_names())
-     and all(json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["device"] == "cuda"
+     and all(json.loads((shipped_demo.run(r) / "run.json").read_text())["device"] == "cuda"
              for r in _demo_names())),
     ("README.md", "`fix-native-kernel-full-graph` vs `bug-legacy-flat-syncs-break-capture` (capture fails at "
      "`legacy_flat.py`, eager fallback timed), `bug-prefix-legacy-flat-all-rows`, "
@@ -658,7 +659,7 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "| fix-native-kernel-full-graph | triton | active-rows | default (3 reqs + 1 padding) | FULL | 230 us | 16 | 32 |",
      lambda: not _demo_table_rows()),
     ("docs/performance.md", "real H200 runs, 8 layers, 32 steps, 2.2 MB together",
-     lambda: rounds_to(sum(p.stat().st_size for p in (ROOT / "traces/demo").rglob("*") if p.is_file()) / 1e6, "2.2")),
+     lambda: rounds_to(sum(p.stat().st_size for p in shipped_demo.folder().rglob("*") if p.is_file()) / 1e6, "2.2")),
     ("docs/performance.md", "The eager (legacy-flat) runs record every sync of every layer: 32 (4 per layer x 8 layers)",
      lambda: sync_counts_per_layer("bug-prefix-legacy-flat-all-rows") == {4}
      and _syncs_in_layers("bug-prefix-legacy-flat-all-rows") == 32),
@@ -687,8 +688,8 @@ FACTS: list[tuple[str, str, Check]] = [
      and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py:53")
      and _capture_failed_at("bug-prefix-legacy-flat-all-rows", "legacy_flat.py:53")),
     ("docs/performance.md", "Re-recorded on 2026-12-02 on one H200 from the commit in each run's `run.json` `git`",
-     lambda: all(re.fullmatch(r"[0-9a-f]{7,40}", json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["git"] or "")
-                 and json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["created"].startswith("2026-12-02")
+     lambda: all(re.fullmatch(r"[0-9a-f]{7,40}", json.loads((shipped_demo.run(r) / "run.json").read_text())["git"] or "")
+                 and json.loads((shipped_demo.run(r) / "run.json").read_text())["created"].startswith("2026-12-02")
                  for r in _demo_names())),
     # ---- docs/trace_io.md
     ("docs/trace_io.md", "A rocpd database's queries give up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
@@ -928,9 +929,7 @@ def _nb(number: str) -> str:
 
 
 def _demo_names() -> list[str]:
-    return sorted(
-        p.name for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file()
-    )
+    return shipped_demo.NAMES
 
 
 def _kernels_timed(run: str) -> int:
@@ -1075,7 +1074,7 @@ def test_every_repository_path_in_backticks_exists() -> None:
 def test_run_files_the_docs_name_are_what_the_store_writes() -> None:
     store = "\n".join(p.read_text() for p in (ROOT / "mlaprof" / "store").glob("*.py"))
     assert '"run.json"' in store and 'f"rank{' in store and ".db" in store
-    assert (ROOT / "traces" / "demo" / "fix-native-kernel-full-graph" / "rank0.db").is_file()
+    assert (shipped_demo.run("fix-native-kernel-full-graph") / "rank0.db").is_file()
 
 
 def test_every_env_var_in_the_docs_is_read() -> None:

@@ -324,8 +324,9 @@ def test_shipped_runs_nest_when_parsed_as_doubles(tmp_path: Path) -> None:
     doubles (fix-native-kernel-full-graph's "layers rank 0" did not with absolute times)."""
     import shutil
 
-    demo = Path(__file__).resolve().parents[2] / "traces" / "demo"
-    runs = sorted(p for p in demo.iterdir() if p.is_dir())
+    from tests import shipped_demo
+
+    runs = [shipped_demo.run(n) for n in shipped_demo.NAMES]  # the shipped ones, not a listing
     assert runs
     for src in runs:
         dst = tmp_path / "runs" / src.name

@@ -19,7 +19,7 @@ from mlaprof.tui.follower import RunFollower
 def _read(f: RunFollower) -> tuple[int, int, str]:
     f.catch_up()
     v = f.view()
-    return v.steps, len({r["layer"] for r in v.layers}), f.fold.status
+    return v.steps, len({r.layer for r in v.layers}), f.fold.status
 
 
 def test_a_run_replaced_under_the_follower_is_followed_afresh(tmp_path: Path) -> None:

@@ -162,6 +162,54 @@ def _bool(q):
     return bool(q.sum() > 0)
 
 
+def _print(q):
+    print(q.max())
+
+
+def _str(q):
+    return str(q.sum())
+
+
+def _repr(q):
+    return repr(q)
+
+
+def _format(q):
+    return format(q.sum(), ".3f")
+
+
+def _fstring(q):
+    return f"max {q.max()}"
+
+
+def _fstring_of_a_vector(q):
+    return f"row {q[0]}"
+
+
+def _fstring_repr(q):
+    return f"{q.max()!r}"
+
+
+def _percent(q):
+    return "%.2f" % q.max()  # noqa: UP031 (the old-style log line is the case)
+
+
+def _index(q):
+    return list(range(8))[q.argmax(dim=1)[0]]
+
+
+def _int(q):
+    return int(q.argmax())
+
+
+def _float(q):
+    return float(q.max())
+
+
+def _range(q):
+    return range(q.argmax())
+
+
 def _synchronize(q):
     torch.cuda.synchronize()
     return q
@@ -179,6 +227,20 @@ SYNCS = {
     _to_cpu_device_kw: "Tensor.to(cpu)",
     _numpy: "Tensor.numpy",
     _bool: "aten._local_scalar_dense",
+    # a tensor's text: torch's formatter turns dispatch modes off, so these passed the gate
+    # ("no sync") until the checker wrapped Tensor.__repr__ and __format__
+    _print: "Tensor.__repr__",
+    _str: "Tensor.__repr__",
+    _repr: "Tensor.__repr__",
+    _format: "Tensor.__format__",
+    _fstring: "Tensor.__format__",
+    _fstring_of_a_vector: "Tensor.__format__",
+    _fstring_repr: "Tensor.__repr__",
+    _percent: "aten._local_scalar_dense",
+    _index: "aten._local_scalar_dense",
+    _int: "aten._local_scalar_dense",
+    _float: "aten._local_scalar_dense",
+    _range: "aten._local_scalar_dense",
     _synchronize: "torch.cuda.synchronize",
     _data_dependent: "aten.nonzero",
 }
@@ -198,6 +260,38 @@ def test_every_host_sync_fails_the_cpu_gate_with_op_and_line(fn) -> None:
     # the patches are gone after the region: nothing changed for the rest of the process
     assert torch.cuda.synchronize.__name__ == "synchronize"
     assert not hasattr(torch.Tensor.cpu, "__wrapped__")
+
+
+def test_iterating_is_views_and_each_element_turned_into_a_number_is_a_sync() -> None:
+    """``for x in q`` is ``unbind`` (views: no sync on a GPU either, so the gate passes it);
+    each element turned into a Python number or text is one sync, at the caller's line."""
+    q = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+
+    def rows(q):
+        return [x * 2 for x in q]
+
+    def numbers(q):
+        return [int(x) for x in q.argmax(dim=1)]
+
+    def texts(q):
+        return [f"{x:.1f}" for x in q[:, 0]]
+
+    assert run_gated(rows, q, real_capture="never").ok
+    for fn in (numbers, texts):
+        report = run_gated(fn, q, real_capture="never")
+        assert len(report.findings) == 4, report.format()  # one per element read
+
+
+def test_a_tensors_text_in_a_container_or_a_log_line_is_one_sync_each() -> None:
+    """print of a list of tensors reads each one; a repr's inner per-element reads are that
+    one sync, not one per element (torch's formatter calls tolist and item inside)."""
+    q = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+
+    def log(q):
+        return "%s %s" % (q.max(), [q.min(), q.sum()])  # noqa: UP031 (a logging call's form)
+
+    report = run_gated(log, q, real_capture="never")
+    assert [e.op for e in report.findings] == ["Tensor.__repr__"] * 3, report.format()
 
 
 def test_casts_and_device_copies_that_stay_on_the_device_pass_the_cpu_gate() -> None:

@@ -145,3 +145,28 @@ def test_a_png_kaleido_did_not_write_is_drawn_again_then_named(
                 summary_of(bug), tmp_path / "png", only=["padding", "splits_by_step"]
             )
         assert len(calls) == 2
+
+
+def _meta_rows(html: str) -> dict[str, str]:
+    table = re.search(r'<table class="meta">(.*?)</table>', html, re.S).group(1)
+    return dict(re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", table))
+
+
+def test_the_run_table_counts_ranks_and_keeps_an_imports_facts_apart(html_report, tmp_path):
+    """The run table read "ranks 0" for one rank, and an imported trace showed the importing
+    machine's torch and triton as if the trace had run on them."""
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conftest import ROOT
+
+    bug, _, out = html_report
+    rows = _meta_rows(out.read_text())
+    assert rows["ranks"] == "1 (rank 0)" and "torch" in rows["versions"] and "created" in rows
+    run = import_rocprof(ROOT / "tests/data/aiter/fleet_dp2_tp4", tmp_path / "t", "fleet")[0]
+    page = write_html_report(summary_of(run), tmp_path / "fleet.html")
+    rows = _meta_rows(page.read_text())
+    assert rows["ranks"] == "8 (ranks 0-7)"
+    assert "versions" not in rows and "git" not in rows and "imported" in rows
+    assert rows["imported with"].endswith(
+        "on the importing machine, not the trace&#x27;s libraries"
+    )
+    assert "torch" not in rows["imported with"] and "mlaprof" in rows["imported with"]

@@ -12,10 +12,10 @@ from mlaprof.analysis import run_summary as rs
 from mlaprof.analysis.timing import replayed_share
 from mlaprof.cli import main
 from mlaprof.reporters.markdown import cell, render_markdown
-from tests import shipped_runs
+from tests import shipped_demo, shipped_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMOS = sorted(p for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file())
+DEMOS = [shipped_demo.run(n) for n in shipped_demo.NAMES]
 # the demo runs' summaries, built once per worker (tests/shipped_runs.py; the tests only read
 # them), shared with the figure, golden-document and renderer tests
 WORKER_GROUP = "shipped-runs"

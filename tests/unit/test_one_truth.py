@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -14,11 +13,12 @@ from mlaprof.analysis.run_summary import build_summary
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
 from mlaprof.store import load
+from tests import shipped_demo
 from tests.conftest import EACH_TEST
 
 WORKER_GROUP = EACH_TEST  # the tests are independent: spread over the workers
 
-DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
+DEMO = shipped_demo.folder()
 RUNS = sorted(p.name for p in DEMO.iterdir() if (p / "run.json").exists())
 
 
@@ -104,5 +104,5 @@ def test_the_demo_sync_lines_are_as_traces_readme_says() -> None:
     finally:
         con.close()
     line = first.rpartition(":")[2]
-    readme = " ".join((DEMO.parent / "README.md").read_text().split())
+    readme = " ".join(shipped_demo.README.read_text().split())
     assert f"`legacy_flat.py:{line}` for the `.item()`" in readme

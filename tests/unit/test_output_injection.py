@@ -14,10 +14,10 @@ from markdown_it import MarkdownIt
 from mlaprof.analysis.findings import Finding
 from mlaprof.cli import main
 from mlaprof.textsafe import md_code, md_text
-from tests import shipped_runs
+from tests import shipped_demo, shipped_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "traces" / "demo" / "fix-native-kernel-full-graph"
+DEMO = shipped_demo.run("fix-native-kernel-full-graph")  # a copy: tests never touch traces/
 # what a hostile (or merely unlucky) kernel name may hold
 PAYLOAD = (
     "k<script>alert(1)</script><iframe src=//e.com></iframe></code></pre>"

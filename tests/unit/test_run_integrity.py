@@ -16,10 +16,11 @@ from mlaprof.errors import MlaprofError
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
 from mlaprof.store.follow import FollowError, RunFollow
+from tests import shipped_demo
 from tests.trace_io_helpers import replay_kernel_csv
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "traces" / "demo" / "fix-native-kernel-full-graph"
+DEMO = shipped_demo.run("fix-native-kernel-full-graph")  # a copy: tests never touch traces/
 
 
 @pytest.fixture(scope="module")
