@@ -58,7 +58,8 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     r = own_split(s)
     sc = s.get("scenario") or {}
-    status = (s.get("capture") or {}).get("status")
+    cap = s.get("capture")  # the evidence's Capture section
+    status = cap.status if cap is not None else None
     where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
     if r is not None and r.get("on_device"):
         out.append(
@@ -100,10 +101,10 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
     src = str(ev.provenance)
-    cap = s["capture"]
-    mem = cap.get("memory_bytes")
+    cap = ev.capture
+    mem = cap.memory_bytes
     out = [
-        {"label": "capture", "value": cap["text"], "provenance": str(cap["provenance"])},
+        {"label": "capture", "value": cap.text, "provenance": str(cap.provenance)},
         {
             "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
             "value": "unknown" if mem is None else human_bytes(mem),

@@ -55,10 +55,8 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
 # evidence to summary"): this list only shrinks; a field converted leaves it
 STILL_DICTS = {
     "meta",
-    "capture",
     "trace",
     "starts",
-    "step_modes",
     "engine_steps",
     "acceptance",
 }
@@ -130,3 +128,29 @@ def test_host_syncs_and_paths_are_typed_from_their_analyzers() -> None:
     assert s.trace is not None and s.trace.syncs == hs and s.trace.paths == ev.kernel_paths
     (f,) = host_sync_findings(hs)
     assert f.data["count"] == hs.count
+
+
+def test_the_capture_verdict_is_one_typed_section_for_every_kind() -> None:
+    """``evidence.common.capture`` builds a :class:`Capture` (no dict on the way): an optional key
+    a producer wrote as None stays in the document as null, one it left out stays out, and a
+    key the section does not declare is refused."""
+    import pytest
+
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.common import capture
+    from mlaprof.analysis.evidence.model import CaptureStatus
+    from mlaprof.analysis.sections import Capture
+    from mlaprof.analysis.typed_json import to_json
+    from tests import shipped_runs
+
+    c = capture(CaptureStatus.REPLAYED, "p", graph_launches=None, graph_steps=3)
+    assert isinstance(c, Capture) and c.status is CaptureStatus.REPLAYED
+    doc = to_json(c)
+    assert doc["graph_launches"] is None and doc["graph_steps"] == 3 and "eager_steps" not in doc
+    with pytest.raises(TypeError):
+        capture(CaptureStatus.REPLAYED, "p", no_such_key=1)
+    with mlaprof.load(shipped_runs.run_dir("aiter-persistent_eager_steps")) as run:
+        ev = collect(run)
+    assert isinstance(ev.capture, Capture) and ev.step_modes is ev.capture
+    assert ev.capture.eager_steps

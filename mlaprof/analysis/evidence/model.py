@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mlaprof.analysis.sections import (
+        Capture,
         EngineGroup,
         TraceCoverage,
         TraceCpu,
@@ -72,7 +73,7 @@ class Evidence:
     meta: dict[str, Any]
     ranks: list[int]
     tables: dict[str, pd.DataFrame]
-    capture: dict[str, Any]
+    capture: Capture
     device: str  # the device the numbers were measured on, or "unknown (why)"
     provenance: Provenance  # where the run's measured numbers come from
     trace: dict[str, Any] | None = None
@@ -83,7 +84,7 @@ class Evidence:
     step_stats: pd.DataFrame | None = None
     # what the rows of kernel grids say, per question (None / empty: the run holds no such rows)
     kernel_paths: list[TracePath] = field(default_factory=list)  # path, variant, S, rows
-    step_modes: dict[str, Any] | None = None  # capture verdict from each step's kernels
+    step_modes: Capture | None = None  # capture verdict from each step's kernels
     trust: TraceTrust | None = None  # the import's own checks (replays, launches, stage 2)
     trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
     host_syncs: TraceSyncs | None = None  # host calls placed in MLA layer windows
