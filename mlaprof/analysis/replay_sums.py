@@ -21,6 +21,7 @@ import numpy as np
 NULL = -1
 STEPS = "replay_steps"  # (step, win, total, att) per rank, with the key
 HIST = "replay_hist"  # (name, d, c, mla): kept kernels per name and duration
+NAMES = "kernel_names"  # (name, sum_ns, count): every kernel per name (the figures' kernel bars)
 
 
 def layer_key(step: np.ndarray, layer: np.ndarray, lend: np.ndarray) -> dict[str, int]:
@@ -131,3 +132,24 @@ def _histogram(
         ui, ud = g["i"].to_numpy(), g["d"].to_numpy()
         c, any_mla = g["m_count"].to_numpy(), g["m_any"].to_numpy(zero_copy_only=False)
     return {"name": [names[i] for i in ui.tolist()], "d": ud, "c": c, "mla": any_mla}
+
+
+def name_totals(
+    names: list[str | None], name_idx: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> dict[str, Any]:
+    """Every kernel's GPU time (ns, exact integers) and launches per name: what the figures'
+    per-rank kernel query sums (:func:`mlaprof.analysis.series._kernels_per_rank`)."""
+    dur = (end.astype(np.int64, copy=False) - start).astype(np.float64)
+    idx = name_idx.astype(np.int64, copy=False)
+    c = np.bincount(idx, minlength=len(names))
+    t = np.bincount(idx, weights=dur, minlength=len(names))
+    got: dict[str | None, list[int]] = {}
+    for i in np.flatnonzero(c).tolist():
+        cell = got.setdefault(names[i], [0, 0])  # a name listed twice counts once
+        cell[0] += int(t[i])
+        cell[1] += int(c[i])
+    return {
+        "name": list(got),
+        "sum_ns": np.array([v[0] for v in got.values()], np.int64),
+        "count": np.array([v[1] for v in got.values()], np.int64),
+    }

@@ -1004,6 +1004,12 @@ def store_replay_sums(
          "mla": hist["mla"]}
     )  # fmt: skip
     aggregates.write(bulk, replay_sums.HIST, hist_tab, {})
+    per_name = replay_sums.name_totals(kc.names, kc.name_idx, start, end)
+    names_tab = pa.table(
+        {"name": pa.array(per_name["name"], pa.string()), "sum_ns": per_name["sum_ns"],
+         "count": per_name["count"]}
+    )  # fmt: skip
+    aggregates.write(bulk, replay_sums.NAMES, names_tab, {"kernels": kc.n})
 
 
 def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray]) -> dict[str, int]:

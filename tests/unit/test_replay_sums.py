@@ -147,3 +147,22 @@ def test_tied_layer_ends_store_no_sums() -> None:
     names, idx, start, end, step, replay, layer, ly = _columns()
     ly["duration_ns"][1] = ly["t_start_ns"][0] + ly["duration_ns"][0] - ly["t_start_ns"][1]
     assert replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly) is None
+
+
+def test_the_stored_per_name_sums_are_the_figures_query(
+    fleet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlaprof.analysis import series
+
+    with Run(fleet) as run:
+        stored = series._stored_per_name(run)
+        assert stored is not None and len(stored)
+        fast = series._kernels_per_rank(run)
+        with monkeypatch.context() as m:
+            m.setattr(series, "_stored_per_name", lambda run: None)
+            slow = series._kernels_per_rank(run)
+    assert sorted(fast) == sorted(slow) == list(range(8))
+    for r in slow:
+        a, b = fast[r].reset_index(drop=True), slow[r].reset_index(drop=True)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+        assert series.kernel_times(fast[r]) == series.kernel_times(slow[r])
