@@ -36,6 +36,11 @@ def layer_key(step: np.ndarray, layer: np.ndarray, lend: np.ndarray) -> dict[str
         }
 
 
+# kernels per piece: the sums' temporaries stay a few MB whatever the rank's size (an import's
+# peak is its columns, not this)
+CHUNK = 1 << 18
+
+
 def rank_sums(
     names: list[str | None],
     name_idx: np.ndarray,
@@ -48,7 +53,7 @@ def rank_sums(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]] | None:
     """One rank's (steps table, names histogram, key), or None where ends tie. Kernel columns
     are int64 with NULL as -1 (``k_*``: the derived step, replay and MLA layer); ``layers``:
-    the rank's layer table as the import stores it."""
+    the rank's layer table as the import stores it. Computed :data:`CHUNK` kernels at a time."""
     if not layers or "t_start_ns" not in layers or "duration_ns" not in layers:
         return None
     t, d = layers["t_start_ns"], layers["duration_ns"]
@@ -57,81 +62,101 @@ def rank_sums(
     lend = t[timed].astype(np.int64) + d[timed].astype(np.int64)
     key = layer_key(ls, ll, lend)
     order = np.argsort(lend, kind="stable")
-    sl = lend[order]
+    sl, s_step, s_layer = lend[order], ls[order], ll[order]
     if len(sl) > 1 and bool((sl[1:] == sl[:-1]).any()):
         return None
     steps_with = np.unique(ls[ls != NULL])
-    kept = (k_replay != NULL) & (k_step != NULL) & np.isin(k_step, steps_with)
-    rows: Any = slice(None) if kept.all() else np.flatnonzero(kept)  # a view where all are kept
-    ks, ke = k_step[rows].astype(np.int64, copy=False), end[rows].astype(np.int64, copy=False)
-    di = ke - start[rows]
-    dur = di.astype(np.float64)
-    mla = k_layer[rows] != NULL
-    if len(sl):
-        pos = np.searchsorted(sl, ke, side="left")
-        hit = pos < len(sl)
-        m = order[np.minimum(pos, len(sl) - 1)]
-        win = np.where(hit & (ls[m] == ks), ll[m], NULL)
-    else:
-        win = np.full(len(ks), NULL, np.int64)
-    steps = _step_sums(ks, win, dur, mla)
-    hist = _histogram(names, name_idx[rows], di, mla)
-    rep = k_replay[rows]
-    runs = rep[np.r_[True, rep[1:] != rep[:-1]]] if len(rep) else rep
-    key["replays"] = len(np.unique(runs))
+    width = max(int(ll.max()) if len(ll) else 0, 0) + 2  # windows -1 .. the largest layer
+    keys, tots, atts, hists, reps = [], [], [], [], []
+    for a in range(0, len(end), CHUNK):
+        part = slice(a, a + CHUNK)
+        kst, krep = k_step[part], k_replay[part]
+        kept = (krep != NULL) & (kst != NULL) & np.isin(kst, steps_with)
+        rows: Any = slice(None) if kept.all() else np.flatnonzero(kept)  # a view if all kept
+        ks = kst[rows].astype(np.int64, copy=False)
+        ke = end[part][rows].astype(np.int64, copy=False)
+        di = ke - start[part][rows]
+        mla = k_layer[part][rows] != NULL
+        if len(sl):
+            pos = np.searchsorted(sl, ke, side="left")
+            hit = pos < len(sl)
+            np.minimum(pos, len(sl) - 1, out=pos)
+            win = np.where(hit & (s_step[pos] == ks), s_layer[pos], NULL)
+            del pos, hit
+        else:
+            win = np.full(len(ks), NULL, np.int64)
+        if not len(ks):
+            continue
+        dur = di.astype(np.float64)
+        k = ks * width + (win + 1)
+        del win
+        starts = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
+        keys.append(k[starts])
+        tots.append(np.add.reduceat(dur, starts))
+        atts.append(np.add.reduceat(np.where(mla, dur, 0.0), starts))
+        del k, dur
+        hists.append(_hist_part(name_idx[part][rows], di, mla))
+        rep = krep[rows]
+        reps.append(np.unique(rep[np.r_[True, rep[1:] != rep[:-1]]]))
+    steps = _step_sums(keys, tots, atts, width)
+    key["replays"] = len(np.unique(np.concatenate(reps))) if reps else 0
     key["kernels"] = len(end)
-    return steps, hist, key
+    return steps, _merge_hist(names, hists), key
 
 
 def _step_sums(
-    step: np.ndarray, win: np.ndarray, dur: np.ndarray, mla: np.ndarray
+    keys: list[np.ndarray], tots: list[np.ndarray], atts: list[np.ndarray], width: int
 ) -> dict[str, np.ndarray]:
-    """Durations summed per (step, window): runs of equal keys first (kernels come in time
-    order, so a run is a layer's kernels), then the runs' keys. Integer-valued doubles below
-    2**53 sum exactly in any order, as the SQL's SUM does."""
-    if not len(step):
+    """Durations summed per (step, window) from the pieces' runs of equal keys (kernels come
+    in time order, so a run is a layer's kernels). Integer-valued doubles below 2**53 sum
+    exactly in any order, as the SQL's SUM does."""
+    if not keys:
         z = np.zeros(0, np.int64)
         return {"step": z, "win": z, "total": z.astype(np.float64), "att": z.astype(np.float64)}
-    width = int(win.max()) + 2
-    key = step * width + (win + 1)
-    starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
-    tot = np.add.reduceat(dur, starts)
-    att = np.add.reduceat(np.where(mla, dur, 0.0), starts)
-    u, inv = np.unique(key[starts], return_inverse=True)
+    u, inv = np.unique(np.concatenate(keys), return_inverse=True)
     return {
         "step": u // width,
         "win": u % width - 1,
-        "total": np.bincount(inv, weights=tot, minlength=len(u)),
-        "att": np.bincount(inv, weights=att, minlength=len(u)),
+        "total": np.bincount(inv, weights=np.concatenate(tots), minlength=len(u)),
+        "att": np.bincount(inv, weights=np.concatenate(atts), minlength=len(u)),
     }
 
 
-def _histogram(
-    names: list[str | None], idx: np.ndarray, dur: np.ndarray, mla: np.ndarray
-) -> dict[str, Any]:
-    """Kept kernels counted per (name, duration), with whether any of them is an MLA kernel."""
-    if not len(idx):
-        z = np.zeros(0, np.int64)
-        return {"name": [], "d": z, "c": z, "mla": z.astype(bool)}
+def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(name index, duration, count, any MLA) per distinct pair of one piece."""
     lo, hi = int(dur.min()), int(dur.max())
     span = hi - lo + 1
     i64 = idx.astype(np.int64)
     cells = (int(i64.max()) + 1) * span
     if cells <= 4 * len(idx) + (1 << 16):  # a dense count: no sort, no hash
-        key = i64 * span + (dur - lo)
-        c = np.bincount(key, minlength=cells)
-        m = np.bincount(key, weights=mla, minlength=cells)
+        k = i64 * span + (dur - lo)
+        c = np.bincount(k, minlength=cells)
+        m = np.bincount(k, weights=mla, minlength=cells)
         u = np.flatnonzero(c)
-        ui, ud, c, any_mla = u // span, u % span + lo, c[u], m[u] > 0
-    else:  # durations spread wide (a real trace's): Arrow's hash aggregate
-        import pyarrow as pa
+        return u // span, u % span + lo, c[u], m[u] > 0
+    import pyarrow as pa  # durations spread wide (a real trace's): Arrow's hash aggregate
 
-        tab = pa.table({"i": i64, "d": dur, "m": mla})
-        g = tab.group_by(["i", "d"], use_threads=False).aggregate([("m", "any"), ("m", "count")])
-        g = g.sort_by([("i", "ascending"), ("d", "ascending")])
-        ui, ud = g["i"].to_numpy(), g["d"].to_numpy()
-        c, any_mla = g["m_count"].to_numpy(), g["m_any"].to_numpy(zero_copy_only=False)
-    return {"name": [names[i] for i in ui.tolist()], "d": ud, "c": c, "mla": any_mla}
+    g = pa.table({"i": i64, "d": dur, "m": mla}).group_by(["i", "d"], use_threads=False)
+    g = g.aggregate([("m", "any"), ("m", "count")])
+    return (g["i"].to_numpy(), g["d"].to_numpy(), g["m_count"].to_numpy(),
+            g["m_any"].to_numpy(zero_copy_only=False))  # fmt: skip
+
+
+def _merge_hist(names: list[str | None], parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:
+    """The pieces' pairs summed, in (name index, duration) order."""
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return {"name": [], "d": z, "c": z, "mla": z.astype(bool)}
+    i, d, c, m = (np.concatenate([p[j] for p in parts]) for j in range(4))
+    order = np.lexsort((d, i))
+    i, d, c, m = i[order], d[order], c[order], m[order].astype(np.int64)
+    first = np.r_[0, np.flatnonzero((i[1:] != i[:-1]) | (d[1:] != d[:-1])) + 1]
+    return {
+        "name": [names[x] for x in i[first].tolist()],
+        "d": d[first],
+        "c": np.add.reduceat(c, first),
+        "mla": np.add.reduceat(m, first) > 0,
+    }
 
 
 def name_totals(
@@ -139,10 +164,14 @@ def name_totals(
 ) -> dict[str, Any]:
     """Every kernel's GPU time (ns, exact integers) and launches per name: what the figures'
     per-rank kernel query sums (:func:`mlaprof.analysis.series._kernels_per_rank`)."""
-    dur = (end.astype(np.int64, copy=False) - start).astype(np.float64)
-    idx = name_idx.astype(np.int64, copy=False)
-    c = np.bincount(idx, minlength=len(names))
-    t = np.bincount(idx, weights=dur, minlength=len(names))
+    c = np.zeros(len(names), np.int64)
+    t = np.zeros(len(names), np.float64)
+    for a in range(0, len(end), CHUNK):
+        part = slice(a, a + CHUNK)
+        idx = name_idx[part]
+        dur = (end[part].astype(np.int64, copy=False) - start[part]).astype(np.float64)
+        c += np.bincount(idx, minlength=len(names))
+        t += np.bincount(idx, weights=dur, minlength=len(names))
     got: dict[str | None, list[int]] = {}
     for i in np.flatnonzero(c).tolist():
         cell = got.setdefault(names[i], [0, 0])  # a name listed twice counts once

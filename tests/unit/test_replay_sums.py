@@ -135,12 +135,28 @@ def test_rank_sums_windows_and_histogram() -> None:
 
 def test_rank_sums_wide_durations_take_the_hash_path() -> None:
     names, idx, start, end, step, replay, layer, ly = _columns()
-    dense = replay_sums._histogram(names, idx, end - start, layer != -1)
-    wide = replay_sums._histogram(names, idx, (end - start) * 10**9, layer != -1)
+    dur, mla = end - start, layer != -1
+    dense = replay_sums._merge_hist(names, [replay_sums._hist_part(idx, dur, mla)])
+    wide = replay_sums._merge_hist(names, [replay_sums._hist_part(idx, dur * 10**9, mla)])
     assert wide["name"] == dense["name"]
     assert wide["d"].tolist() == [d * 10**9 for d in dense["d"].tolist()]
     assert wide["c"].tolist() == dense["c"].tolist()
     assert wide["mla"].tolist() == dense["mla"].tolist()
+
+
+def test_pieces_sum_as_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    names, idx, start, end, step, replay, layer, ly = _columns(5)
+    whole = replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly)
+    whole_names = replay_sums.name_totals(names, idx, start, end)
+    monkeypatch.setattr(replay_sums, "CHUNK", 4)  # runs of a layer cut between pieces
+    cut = replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly)
+    assert cut[2] == whole[2]
+    for a, b in zip(cut[:2], whole[:2], strict=True):
+        assert {k: list(v) for k, v in a.items()} == {k: list(v) for k, v in b.items()}
+    cut_names = replay_sums.name_totals(names, idx, start, end)
+    assert {k: list(v) for k, v in cut_names.items()} == {
+        k: list(v) for k, v in whole_names.items()
+    }
 
 
 def test_tied_layer_ends_store_no_sums() -> None:
