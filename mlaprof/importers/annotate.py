@@ -799,7 +799,8 @@ def _derived(
     else:
         eager = np.zeros(len(lead), bool)
     t0, t1 = _segment_spans(kc, plan, lead, graph, replay, role, t0, t1)
-    piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1)
+    # only an eager step can be piecewise: a trace of graph replays alone skips the search
+    piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1) if eager.any() else eager
     mode = np.where(
         graph, "graph", np.where(piecewise, "piecewise", np.where(eager, "eager", ""))
     ).astype(object)
