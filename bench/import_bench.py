@@ -87,7 +87,7 @@ def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
 
     from mlaprof.importers.annotate import NULL, KernelColumns, annotate, store_derived
     from mlaprof.importers.common import ImportSummary
-    from mlaprof.importers.kernels import KernelMatcher
+    from mlaprof.kernel_table import KernelMatcher
     from mlaprof.store.staging import staged_run
 
     df = pd.read_csv(csv_path)

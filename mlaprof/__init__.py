@@ -10,4 +10,12 @@ def load(path):  # noqa: ANN001, ANN201 - re-exported, documented in mlaprof.sto
     return _load(path)
 
 
-__all__ = ["__version__", "load"]
+def build_summary(run, shadow=None):  # noqa: ANN001, ANN201 - re-exported (analysis.run_summary)
+    """The run's typed summary, built once: every view and figure renders it (a notebook builds
+    one per run and draws each figure from it)."""
+    from mlaprof.analysis.run_summary import build_summary as _build
+
+    return _build(run, shadow)
+
+
+__all__ = ["__version__", "build_summary", "load"]

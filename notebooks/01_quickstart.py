@@ -27,7 +27,6 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
-from mlaprof.analysis import analyze
 from mlaprof.notebook_runs import bug_and_fix
 
 pd.set_option("display.max_colwidth", 120)
@@ -51,11 +50,13 @@ run.steps.head()
 
 # %% [markdown]
 # ## Findings
-# `analyze(run)` answers the questions of the design (syncs in the captured region, split
-# collapse, padding waste, capture failures and memory, FULL vs fallback) with evidence and a fix.
+# `mlaprof.build_summary(run)` answers the questions of the design (syncs in the captured
+# region, split collapse, padding waste, capture failures and memory, FULL vs fallback) with
+# evidence and a fix; it is built once, and the findings and every figure below draw on it.
 
 # %%
-findings = analyze(run)
+summary = mlaprof.build_summary(run)
+findings = summary.findings
 table = pd.DataFrame([f.to_dict() for f in findings])
 table[["severity", "kind", "title", "evidence", "fix"]]
 
@@ -77,10 +78,10 @@ run.syncs.groupby(["op", "location"]).size().rename("count").reset_index()
 # for its numbers; pick other steps with `steps=[...]`.
 
 # %%
-figures.step_timeline(run)
+figures.step_timeline(summary)
 
 # %%
-figures.time_breakdown(run, by="layer")
+figures.time_breakdown(summary, by="layer")
 
 # %% [markdown]
 # ## KV splits used vs deserved
@@ -88,7 +89,7 @@ figures.time_breakdown(run, by="layer")
 # the split heuristic launches far fewer KV splits than the real rows deserve.
 
 # %%
-figures.splits_used_vs_deserved(run, by="layer")
+figures.splits_used_vs_deserved(summary, by="layer")
 
 # %%
-figures.splits_used_vs_deserved(run, by="policy")
+figures.splits_used_vs_deserved(summary, by="policy")

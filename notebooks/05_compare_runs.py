@@ -24,22 +24,26 @@ from IPython.display import display
 
 import mlaprof
 from mlaprof import figures
+from mlaprof.analysis.diff import diff as summary_diff
 from mlaprof.notebook_runs import bug_and_fix
 
 a, b = (mlaprof.load(p) for p in bug_and_fix())
-print("A:", a.name, a.meta.get("backend"), a.meta.get("scenario", {}).get("min_kv_mode"))
-print("B:", b.name, b.meta.get("backend"), b.meta.get("scenario", {}).get("min_kv_mode"))
+# one summary per run, built once: the table, the diff and every figure below draw from them
+sa, sb = mlaprof.build_summary(a), mlaprof.build_summary(b)
+print("A:", sa.run, sa.backend, sa.scenario.min_kv_mode)
+print("B:", sb.run, sb.backend, sb.scenario.min_kv_mode)
 
 # %% [markdown]
 # ## What changed, and by how much
 # One row per metric both runs have; `verdict` is from B's point of view.
 
 # %%
-diff = figures.diff_table(a, b)
+d = summary_diff(sa, sb)
+diff = figures.diff_table(d)
 display(diff)
 
 # %%
-figures.run_diff(a, b)
+figures.run_diff(d)
 
 # %%
 syncs = diff.set_index("metric").loc["sync / allocation sites in the region"]
@@ -51,13 +55,13 @@ if not (syncs["a"] > 0 and syncs["b"] == 0):
 # Same policy, same requests: the fix gives the real rows the splits they deserve.
 
 # %%
-figures.splits_used_vs_deserved(a, by="step")
+figures.splits_used_vs_deserved(sa, by="step")
 
 # %%
-figures.splits_used_vs_deserved(b, by="step")
+figures.splits_used_vs_deserved(sb, by="step")
 
 # %%
-figures.occupancy(b)
+figures.occupancy(sb)
 
 # %% [markdown]
 # ## Time per step
@@ -65,7 +69,7 @@ figures.occupancy(b)
 # each run slower); GPU runs time FULL-graph replays and fallbacks.
 
 # %%
-figures.full_vs_fallback(a)
+figures.full_vs_fallback(sa)
 
 # %%
-figures.full_vs_fallback(b)
+figures.full_vs_fallback(sb)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import inspect
 import json
@@ -9,11 +10,15 @@ import os
 import random
 import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +79,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("checks")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # pyproject.toml sets pytest-asyncio's asyncio_mode; an environment without that plugin
+    # (the vLLM tier's, scripts/test_vllm.sh, which runs no async test) would warn "unknown
+    # config option" at every run: the key is declared here only where the plugin is absent
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_asyncio") is None:
+        parser.addini("asyncio_mode", "pytest-asyncio's mode (the plugin is not installed here)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # scripts/test.sh's -O run: every process of it (xdist workers too) has asserts compiled out
     if os.environ.get("MLAPROF_EXPECT_O") == "1" and not sys.flags.optimize:
@@ -129,18 +144,101 @@ def _seeded(request: pytest.FixtureRequest) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
+# the working tree's folders a user's runs and exports live in: no test reads or writes them
+# (tests/shipped_demo.py copies the shipped demo runs; a command runs in a temporary folder)
+USER_FOLDERS = ("traces", "out")
+
+
+def tree_state(root: Path = ROOT) -> dict[str, tuple[int, int]]:
+    """Every file under ``root``'s :data:`USER_FOLDERS`: its size and modification time."""
+    state = {}
+    for top in USER_FOLDERS:
+        for dirpath, _dirs, files in os.walk(root / top):
+            for name in files:
+                p = Path(dirpath) / name
+                try:
+                    st = p.stat()
+                except FileNotFoundError:  # removed while walked: a change the next look sees
+                    continue
+                state[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def tree_changes(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+) -> list[str]:
+    """What changed between two :func:`tree_state` looks, one line per file."""
+    out = [f"added {p}" for p in sorted(after.keys() - before.keys())]
+    out += [f"removed {p}" for p in sorted(before.keys() - after.keys())]
+    out += [f"changed {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]]
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _user_folders_untouched() -> Iterator[None]:
+    """A test that wrote into (or made a reader write -wal/-shm files into) the working tree's
+    traces/ or out/ fails at its teardown, named: the suite is hermetic, so a user's runs never
+    change what it sees and it never changes theirs."""
+    before = tree_state()
+    yield
+    changed = tree_changes(before, tree_state())
+    if changed:
+        pytest.fail("the test changed the working tree's traces/ or out/ (use tmp_path):\n  "
+                    + "\n  ".join(changed[:20]), pytrace=False)  # fmt: skip
+
+
+_SESSION_START: dict[str, tuple[int, int]] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION_START.update(tree_state())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The whole run (module and session fixtures, xdist workers included: the controller
+    looks last) left traces/ and out/ as they were, or the suite fails."""
+    changed = tree_changes(_SESSION_START, tree_state())
+    if changed:
+        sys.stderr.write("\nFAILED: the test run changed the working tree's traces/ or out/:\n  "
+                         + "\n  ".join(changed[:20]) + "\n")  # fmt: skip
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Back into the collector's sight what :func:`pytest_collection_finish` froze: frozen
+    objects are never freed at interpreter shutdown, and Triton's nanobind bindings (which
+    vLLM loads in the vLLM tier) then printed ~27 lines of "nanobind: leaked ..." after a
+    passing run, for objects this suite had only frozen."""
+    import gc
+
+    gc.unfreeze()
+
+
 def small_scenario(**over) -> Scenario:
     base = Scenario(name="small", kv_lens=[70, 130, 200], layers=2, steps=2)
     return dataclasses.replace(base, **over).validate()
 
 
+def child_env(**over: str) -> dict[str, str]:
+    """A child process's environment that imports this checkout's mlaprof (and ``tests``) from
+    any working folder: children run in temporary folders, never in the working tree."""
+    e = dict(os.environ)
+    e.pop("MLAPROF_TRACES", None)  # the folder a user's runs go to: never the suite's
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
+    e.update(over)
+    return e
+
+
 def mlaprof_cli(
     *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """Run the real console entry (``python -m mlaprof``) in a child process."""
-    e = dict(os.environ)
-    e.update(env or {})
+    """Run the real console entry (``python -m mlaprof``) in a child process, in ``cwd`` or a
+    fresh temporary folder (a command's default ``./traces`` and ``./out`` are then its own)."""
+    e = child_env(**(env or {}))
     e["COLUMNS"] = "120"
+    if cwd is None:
+        cwd = Path(tempfile.mkdtemp(prefix="mlaprof-cli-"))
+        atexit.register(shutil.rmtree, cwd, ignore_errors=True)
     return subprocess.run(
         [sys.executable, *(["-O"] if sys.flags.optimize else []), "-m", "mlaprof", *args],
         capture_output=True,
@@ -167,8 +265,24 @@ def html_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     d = tmp_path_factory.mktemp("html")
     bug = write_run(d / "traces", "bug")
     fix = write_run(d / "traces", "fix", fixed=True, fallback_steps=())
-    out = write_html_report(bug, d / "out" / "report.html", compare=fix)
+    out = write_html_report(summary_of(bug), d / "out" / "report.html", diff_of(bug, fix))
     return bug, fix, out
+
+
+def summary_of(path: Path | str) -> Any:
+    """The run summary of the run at ``path`` (what every view renders; views build none)."""
+    import mlaprof
+    from mlaprof.analysis.run_summary import build_summary
+
+    with mlaprof.load(path) as run:
+        return build_summary(run)
+
+
+def diff_of(a: Path | str, b: Path | str) -> Any:
+    """The analysis' typed diff of the runs at ``a`` (before) and ``b`` (after)."""
+    from mlaprof.analysis.diff import diff
+
+    return diff(summary_of(a), summary_of(b))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 
 PAYLOAD_ARG = "mlaprof-row"
 PAYLOAD_CATEGORY = "MLAPROF_PAYLOAD"
-VOLATILE_META = ("created", "imported_from", "git", "versions")  # when, where, by what
+# when, where, by what; and the store's own bookkeeping (the run's random id, its rank list)
+VOLATILE_META = ("created", "imported_from", "git", "versions", "run_id", "ranks")
 
 
 def content(db: Path) -> dict[str, Any]:

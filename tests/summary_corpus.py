@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests import shipped_demo
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 GOLDEN = DATA / "summary_golden"
-DEMO = sorted(p.name for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file())
+DEMO = shipped_demo.NAMES
 ROCPROF = sorted(p.name for p in (DATA / "aiter").iterdir() if p.is_dir())
 KINETO = {
     "kineto_graph_replay": DATA / "kineto_graph_replay.json.gz",
@@ -34,7 +36,7 @@ NAMES = (
 def run_dir(name: str, tmp: Path) -> Path:
     """The stored run ``name`` (a demo run as shipped; a trace or log imported into ``tmp``)."""
     if name.startswith("demo-"):
-        return ROOT / "traces" / "demo" / name.removeprefix("demo-")
+        return shipped_demo.run(name.removeprefix("demo-"))
     if name.startswith("aiter-"):
         from mlaprof.importers.rocprof import import_rocprof
 

@@ -17,7 +17,7 @@ from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home,
     human_bytes,
     serving_memory,
 )
-from mlaprof.importers.step_model import SOURCE_TEXT
+from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)

@@ -60,14 +60,19 @@ def collapse_finding(
     main: bool = True,
     batch: str = "",
     note: str = "",
+    modelled: str = "",
 ) -> Finding:
     """The one collapse finding: ``scope`` names where ("under <policy>", "on the <path> path on
     2 of 8 ranks"), ``main`` whether it is the run's own policy (critical at S = 1; another
-    policy's collapse is information), ``note`` what the title adds after the numbers."""
+    policy's collapse is information), ``note`` what the title adds after the numbers.
+    ``modelled`` (the model's provenance) marks a collapse predicted for recorded batches rather
+    than seen: a warning under that tag, never critical."""
+    severity = "critical" if main and used == 1 else "warning" if main else "info"
+    tag = f"[{modelled}] " if modelled else ""
     return Finding(
         kind="split-collapse",
-        severity="critical" if main and used == 1 else "warning" if main else "info",
-        title=f"KV splits collapsed {scope}: {three_numbers(used, fix, deserved, batch)}{note}",
+        severity="warning" if modelled and main else severity,
+        title=f"{tag}KV splits collapsed {scope}: {three_numbers(used, fix, deserved, batch)}{note}",
         evidence=evidence,
         fix=fix_text,
         data=data,

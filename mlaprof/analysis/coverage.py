@@ -16,7 +16,7 @@ import pandas as pd
 from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.syncs import SYNC_CALLS
-from mlaprof.importers.kernel_names import RANGE_LIKE
+from mlaprof.kernel_names import RANGE_LIKE
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -163,7 +163,7 @@ def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[d
 
 
 def _known_paths() -> frozenset[str]:
-    from mlaprof.importers.kernels import DEFAULT_PATTERNS
+    from mlaprof.kernel_table import DEFAULT_PATTERNS
 
     return frozenset(p.path for p in DEFAULT_PATTERNS)
 

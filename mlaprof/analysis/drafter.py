@@ -3,7 +3,7 @@ itself (the target model's verify passes, a drafter's passes, or other graphs), 
 the target never accepted (a log's SpecDecoding metrics).
 
 Where the import found each replay's graph (by graph id, or by kernel sequence:
-:mod:`mlaprof.importers.step_model`), a replay's kind is its graph's: the graph with the most
+:mod:`mlaprof.step_sources`), a replay's kind is its graph's: the graph with the most
 MLA layers is the target's verify graph, graphs with fewer are the drafter's (its first pass
 included, though it runs the target's kernel, rows and qlen in its own one-layer graph). Steps
 without a graph (eager, PIECEWISE) and imports without graph identities fall back to the rule
@@ -27,7 +27,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import step_checks_by_rank, value_range
 from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.importers.step_model import unrle
+from mlaprof.step_sources import unrle
 
 VERIFY, DRAFTER = "verify", "drafter"
 

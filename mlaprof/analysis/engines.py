@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.importers.kernels import AXES, REDUCE, STAGE2, KernelMatcher
+from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run

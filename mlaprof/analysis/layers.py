@@ -1,24 +1,19 @@
 """Per rank and layer: S used, the S it is judged against, how many steps collapsed, and the
 syncs per watched step. The TUI's layer table and drill-down, the report and ``--json`` show
-these rows; ``run.layers.syncs`` holds the same sync count (:mod:`mlaprof.store.reader`)."""
+these rows; the recorded ``run.layers.syncs``, filled by the analysis' rule
+(:func:`mlaprof.analysis.syncs.fill_layer_syncs`), holds the same sync count."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from mlaprof.analysis.frame_rows import column_rows
+
+# which S a layer's collapse is judged against: the words live with the typed row
+from mlaprof.analysis.sections import REFERENCE_TEXT
 from mlaprof.analysis.splits import collapsed
 from mlaprof.analysis.syncs import watched_steps
 from mlaprof.sync_kinds import SYNC
-
-# which S a layer's collapse is judged against, and how every view words it (the typed row's
-# ``reference_source`` maps the words back: mlaprof.analysis.sections.LayerRow)
-REFERENCE_TEXT = {
-    "deserved": "deserved by the real rows",
-    "fix": "the fix's S for the same rows (the grid counts padding rows)",
-    "unknown": "unknown (no deserved S and no modelled fix for this path)",
-}
-REFERENCE_SOURCE = {text: source for source, text in REFERENCE_TEXT.items()}
 
 
 def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Series:

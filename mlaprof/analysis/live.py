@@ -28,7 +28,6 @@ import pandas as pd
 from mlaprof.analysis.evidence import folds_live
 from mlaprof.analysis.sections import LayerRow
 from mlaprof.store.liveness import process_run_status, run_reason
-from mlaprof.store.reader import fill_layer_syncs
 from mlaprof.store.schema import columns
 
 if TYPE_CHECKING:
@@ -93,10 +92,7 @@ class FoldedRun:
         self.ranks = fold.ranks
 
     def table(self, name: str) -> pd.DataFrame:
-        df = self._fold.frame(name)
-        if name == "layers" and not df.empty and df["syncs"].isna().any():
-            df = fill_layer_syncs(df, self._fold.frame("syncs"))  # the reader's rule
-        return df
+        return self._fold.frame(name)
 
 
 class LiveFold:
@@ -221,6 +217,7 @@ class LiveFold:
         """The analysis' layer rows (:func:`mlaprof.analysis.layers.layer_table`) of one step,
         per rank (``rank``: that rank's only), typed as the summary's."""
         from mlaprof.analysis.layers import layer_table
+        from mlaprof.analysis.syncs import fill_layer_syncs
 
         run = FoldedRun(self)
         ly, sy = run.table("layers"), run.table("syncs")
@@ -230,7 +227,8 @@ class LiveFold:
         if not pick.any():
             return []
         syn = sy[(sy["step"] == step) & ((sy["rank"] == rank) if rank is not None else True)]
-        return [LayerRow(**r) for r in layer_table(ly[pick], syn)]
+        lay = fill_layer_syncs(ly[pick], syn)  # the one sync-counting rule (analysis.syncs)
+        return [LayerRow(**r) for r in layer_table(lay, syn)]
 
 
 def step_series(steps: pd.DataFrame, window: int = WINDOW) -> dict[int, StepSeries]:

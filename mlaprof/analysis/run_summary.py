@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -237,34 +234,23 @@ def _findings(
     return findings
 
 
-# the summaries built in this command, per run and shadow choice (one_summary_per_run)
-_BUILT: ContextVar[dict[tuple[int, tuple[tuple[str, str], ...]], tuple[Run, RunSummary]] | None] = (
-    ContextVar("mlaprof_summaries", default=None)
-)
+def require_summary(x: Any, what: str) -> RunSummary:
+    """``x`` if it is a run summary with its figures' series; otherwise one clear error: a view
+    renders the summary it is given, it never builds one (:func:`build_summary`)."""
+    from mlaprof.errors import MlaprofError
 
-
-@contextmanager
-def one_summary_per_run() -> Iterator[None]:
-    """Within this block every caller that asks for a run's summary (the command's renderers,
-    the HTML report's and the diff's own calls) gets the one built first: a command builds
-    each run's summary once."""
-    token = _BUILT.set({})
-    try:
-        yield
-    finally:
-        _BUILT.reset(token)
+    if isinstance(x, RunSummary) and x.series is not None:
+        return x
+    raise MlaprofError(
+        f"{what} renders a run summary: pass build_summary(run) "
+        f"(mlaprof.analysis.run_summary), not a {type(x).__name__}"
+    )
 
 
 def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
-    """The typed summary of a run: evidence once, every analyzer once (inside
-    :func:`one_summary_per_run`, once per command)."""
-    built = _BUILT.get()
-    if built is None:
-        return _build(run, shadow)
-    key = (id(run), tuple(sorted((shadow or {}).items())))
-    if key not in built:  # the run is kept with it: its id is not reused while the block runs
-        built[key] = (run, _build(run, shadow))
-    return built[key][1]
+    """The typed summary of a run: evidence once, every analyzer once. A caller builds it once
+    and hands it to every view (:mod:`mlaprof.reporters.renderer`); no view builds its own."""
+    return _build(run, shadow)
 
 
 def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:

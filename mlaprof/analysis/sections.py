@@ -14,6 +14,15 @@ from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.typed_json import nulls, opt
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
+# which S a layer's collapse is judged against, and how every view words it (the typed row's
+# ``reference_source`` maps the words back: LayerRow below; mlaprof.analysis.layers uses them)
+REFERENCE_TEXT = {
+    "deserved": "deserved by the real rows",
+    "fix": "the fix's S for the same rows (the grid counts padding rows)",
+    "unknown": "unknown (no deserved S and no modelled fix for this path)",
+}
+REFERENCE_SOURCE = {text: source for source, text in REFERENCE_TEXT.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class RunState:
@@ -149,6 +158,8 @@ class TraceTrustCounts:
     expected_kernels: int | None = opt()
     launches_without_kernels: int | None = opt()
     missing_kernels: int | None = opt()
+    nameless_dispatches: int | None = opt()
+    repeated_dispatches: int | None = opt()
     replays: int | None = opt()
     short_replays: int | None = opt()
     split_layers_without_stage2: int | None = opt()
@@ -538,7 +549,7 @@ class SplitStep:
     @property
     def collapsed(self) -> bool:
         """S used below the S the real rows deserve (the one rule, analysis.splits.is_collapsed)."""
-        from mlaprof.analysis.splits import is_collapsed
+        from mlaprof.analysis.collapse import is_collapsed
 
         return is_collapsed(self.used, self.deserved)
 
@@ -657,8 +668,6 @@ class LayerRow:
     @property
     def reference_source(self) -> str:
         """Which S the collapse is judged against: ``deserved``, ``fix`` or ``unknown``."""
-        from mlaprof.analysis.layers import REFERENCE_SOURCE
-
         return REFERENCE_SOURCE[self.reference]
 
 
@@ -950,7 +959,7 @@ class ShadowStep:
     @property
     def collapsed(self) -> bool:
         """The bug's S below the fix's for this batch (the one rule, analysis.splits.is_collapsed)."""
-        from mlaprof.analysis.splits import is_collapsed
+        from mlaprof.analysis.collapse import is_collapsed
 
         return is_collapsed(self.s_bug, self.s_fix)
 

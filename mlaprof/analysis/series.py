@@ -26,6 +26,7 @@ from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import median_by_mode, served_steps
 from mlaprof.analysis.typed_json import from_json
 from mlaprof.splits.policies import HOST_FALLBACK
+from mlaprof.textsafe import short_of, sql_head
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -639,7 +640,10 @@ def timeline(
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
     elif run is not None and hasattr(run, "sql"):
         # the columns the bars are drawn from (the others cost their conversion, ~2 ms a rank)
-        cols = ", ".join(c for c in columns("kernels") if c in TIMELINE_COLUMNS)
+        # a name is shown shortened (textsafe.short): shortened in the query, a 10 MB one is
+        # never sorted whole
+        cols = ", ".join(sql_head(c) if c == "name" else c
+                         for c in columns("kernels") if c in TIMELINE_COLUMNS)  # fmt: skip
         count = (f"SELECT COUNT(*) AS n FROM kernels WHERE {where}", tuple(params))
         first = (f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
                  f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
@@ -647,6 +651,8 @@ def timeline(
         n, got = run.queries([count, first], ranks=(rank,))
         shown = int(n["n"].sum())
         if shown:
+            chars = got.pop("name_chars")
+            got["name"] = [short_of(h, c) for h, c in zip(got["name"], chars, strict=True)]
             kn = got
     kn = _num(kn, "step", "layer", "start_ns", "end_ns", "stream", "splits")
     if st.empty and ly.empty and kn.empty:

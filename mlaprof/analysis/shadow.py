@@ -11,13 +11,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.collapse import collapse_finding
 from mlaprof.analysis.findings import Finding
 from mlaprof.capture_sizes import capture_plan, rule_for
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
 from mlaprof.splits import releases
 from mlaprof.splits.policies import is_collapsed
-from mlaprof.splits.routing import DEFAULT_VERSION, RouteConfig, non_rocm_route, verify_route
+from mlaprof.splits.routing import (
+    DEFAULT_VERSION,
+    RouteConfig,
+    non_rocm_route,
+    path_policy,
+    verify_route,
+)
 
 if TYPE_CHECKING:  # built in shadow() only: check_shadow runs before any run is opened
     import pandas as pd
@@ -38,9 +45,8 @@ def route(
         r = verify_route(
             RouteConfig(heads=heads, qlen=qlen, arch=device.arch, mtp_decode_qlen=qlen), version
         )
-    if r.path in ("gluon-verify", "gluon-decode"):
-        policy = releases.policy_for(aiter)
-    elif r.path in ("flash-attn-mla", "flashmla"):
+    policy = path_policy(r.path, aiter)
+    if policy is None:
         # no modelled split rule for vLLM's FlashAttention / FlashMLA backends: say so
         return (
             r.path,
@@ -48,12 +54,6 @@ def route(
             r.reason
             + ("; its split count is not modelled: vLLM's Triton MLA rule stands in (UNVERIFIED)"),
         )
-    else:
-        policy = {
-            "asm-persistent": "aiter-asm-persistent",
-            "triton-mla": "vllm-triton",
-            "triton-verify": "vllm-triton-verify",
-        }.get(r.path, "aiter-asm")
     return r.path, policy, r.reason
 
 
@@ -184,13 +184,23 @@ def shadow_findings(sh: dict[str, Any] | None) -> list[Finding]:
         return out
     tag = f"[{sh['provenance']}]"
     lo_hi = {k: f"{sh[k][0]}-{sh[k][1]}" for k in ("s_bug", "s_fix", "s_frozen")}
+    n, steps = sh["steps_collapsed_by_bug"], sh["steps"]
+    if n:  # the one collapse finding (mlaprof.analysis.collapse), tagged as modelled
+        out.append(
+            collapse_finding(
+                f"with min_kv_seq_len over all rows (the padding bug) on {n} of {steps} steps",
+                used=int(sh["s_bug"][0]),
+                fix=int(sh["s_fix"][0]),
+                deserved=None,
+                evidence=f"padding rows pinned to qlen under capture sizes {sh['capture_sizes']}; "
+                f"policy {', '.join(sh['policies'])}; S {lo_hi['s_bug']} with the bug, "
+                f"{lo_hi['s_fix']} with the fix",
+                fix_text="compute min_kv_seq_len over active rows (vLLM #51171, in vLLM >= 0.32)",
+                data={"steps": n, "of_steps": steps, "policies": list(sh["policies"])},
+                modelled=sh["provenance"],
+            )
+        )
     specs = (  # (applies, kind, severity, title, evidence, fix)
-        (sh["steps_collapsed_by_bug"], "split-collapse", "warning",
-         f"with min_kv_seq_len over all rows (the padding bug) S would be {lo_hi['s_bug']} "
-         f"instead of {lo_hi['s_fix']} on {sh['steps_collapsed_by_bug']} of {sh['steps']} steps",
-         f"padding rows pinned to qlen under capture sizes {sh['capture_sizes']}; "
-         f"policy {', '.join(sh['policies'])}",
-         "compute min_kv_seq_len over active rows (vLLM #51171, in vLLM >= 0.32)"),
         (sh["steps_frozen_below_fix"], "split-frozen", "warning",
          f"a FULL graph captured with the dummy run would freeze S at {lo_hi['s_frozen']} where "
          f"these rows get {lo_hi['s_fix']} ({sh['steps_frozen_below_fix']} steps)",

@@ -10,8 +10,8 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
 from mlaprof.analysis.step_stats import by_step
-from mlaprof.importers.step_model import SOURCE_GAPS
 from mlaprof.rank_counts import per_rank_count
+from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
 _FIX = {
@@ -29,6 +29,30 @@ _ALLOC_FIX = (
     "size the buffer from a host value the builder knows, or preallocate a persistent buffer "
     "at the largest capture size"
 )
+
+
+def fill_layer_syncs(layers: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
+    """``layers.syncs`` where a producer left it empty (runs that watch only some steps):
+    the device->host syncs (:data:`mlaprof.sync_kinds.SYNC`) the probe recorded in that
+    rank's step and layer, for the steps it watched; ``None`` stays for unwatched steps. The
+    sync-counting rule, once: the store returns the rows as recorded, and every analysis of a
+    run (the summary's tables, the live fold's, one step's layer rows) fills them here."""
+    if syncs.empty or layers.empty or not layers["syncs"].isna().any():
+        return layers
+    watched = watched_steps(layers, syncs)  # the steps the probe watched (one rule)
+    n = (
+        syncs[syncs["kind"] == SYNC]
+        .groupby(["rank", "step", "layer"])
+        .size()
+        .rename("_n")
+        .reset_index()
+    )
+    keys = ["rank", "step", "layer"]
+    out = layers.merge(watched.assign(_w=True), on=["rank", "step"], how="left")
+    out = out.merge(n, on=keys, how="left")
+    fill = out["syncs"].isna() & out["_w"].eq(True)
+    out.loc[fill, "syncs"] = out.loc[fill, "_n"].fillna(0).astype(int)
+    return out.drop(columns=["_w", "_n"])
 
 
 def fix_for(op: str, kind: str) -> str:

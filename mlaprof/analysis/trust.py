@@ -4,6 +4,7 @@ drawn from an unreliable trace carries."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
@@ -11,21 +12,39 @@ import pandas as pd
 from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.sections import TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
-from mlaprof.importers.step_model import SOURCE_GAPS, SOURCE_TEXT
+from mlaprof.step_sources import RECORDS_KEY, SOURCE_GAPS, SOURCE_TEXT
 
 ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed in 7.2.2)"
 
 
-def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
+# the counts in the order the trust finding's data lists them (the last two only where found)
+COUNTS = (
+    "replays",
+    "short_replays",
+    "missing_kernels",
+    "expected_kernels",
+    "steps_missing_layers",
+    "launches_without_kernels",
+    "eager_steps_between_replays",
+    "split_layers_without_stage2",
+    "edge_partial_steps",
+    "repeated_dispatches",
+    "nameless_dispatches",
+)
+
+
+def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> TraceTrust:
     """Can this trace be trusted: replays missing kernels against the complete replays of
     their own graph, graph launches with no kernel, split layers without their reduction.
     Partial steps at the window's edges are left out and said, never a loss; steps that ran
     without a FULL graph are a capture finding, not a fault of the trace. Counts from the
     import's checks; "unknown" for imports that predate them."""
     checks = meta.get("trace_checks") or {}
-    if not checks:
-        return {"verdict": "unknown", "reliable": None, "reasons": [], "counts": {}}
+    records = _records(meta)
+    if not checks and not any(records.values()):
+        return TraceTrust(TraceTrustCounts(), reasons=[], reliable=None, verdict="unknown")
     rc, lc = checks.get("replays", {}), checks.get("launches", {})
     sc = checks.get("steps") or {}
     split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
@@ -39,6 +58,8 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
         "split_layers_without_stage2": split_no_s2,
         "edge_partial_steps": rc.get("edge_partial_steps", 0),
+        # said only where the import found some (runs imported before these counts have none)
+        **{k: records[k] for k in ("repeated_dispatches", "nameless_dispatches") if records[k]},
     }
     reasons = []
     if counts["short_replays"]:
@@ -56,7 +77,17 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         )
     if split_no_s2:
         reasons.append(f"{split_no_s2} layer(s) with S > 1 but no stage-2 / reduce kernel")
+    if records["nameless_dispatches"]:
+        reasons.append(
+            f"{records['nameless_dispatches']} of {records['dispatches']} dispatches name a "
+            "kernel symbol the trace lacks (stored without a name: not attributed to a layer)"
+        )
     notes = []
+    if records["repeated_dispatches"]:
+        notes.append(
+            f"{records['repeated_dispatches']} dispatch record(s) repeated in the trace (same "
+            "dispatch id and fields): each dispatch counted once"
+        )
     if counts["edge_partial_steps"]:
         notes.append(
             f"{counts['edge_partial_steps']} partial step(s) at the window edges, not analysed "
@@ -64,26 +95,40 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> dict[str, Any]:
         )
     if sc.get("source") == SOURCE_GAPS:
         notes.append(f"steps told apart by {SOURCE_TEXT[SOURCE_GAPS]}")
-    return {
-        "verdict": "unreliable" if reasons else "reliable",
-        "reliable": not reasons,
-        "reasons": reasons,
-        "notes": notes,
-        "counts": counts,
-        "provenance": _origin(meta),
-    }
+    return TraceTrust(
+        counts=TraceTrustCounts(**counts),
+        reasons=reasons,
+        reliable=not reasons,
+        verdict="unreliable" if reasons else "reliable",
+        notes=notes,
+        provenance=_origin(meta),
+    )
+
+
+def _records(meta: dict[str, Any]) -> dict[str, int]:
+    """The dispatch records the import took apart (``trace_records_by_rank``), over the ranks
+    of ``meta`` (a rank's own meta holds only its own)."""
+    out = {"dispatches": 0, "repeated_dispatches": 0, "nameless_dispatches": 0}
+    by_rank = meta.get(RECORDS_KEY)
+    for rec in by_rank.values() if isinstance(by_rank, dict) else ():
+        if isinstance(rec, dict):
+            for k in out:
+                v = rec.get(k, 0)
+                out[k] += v if isinstance(v, int) and not isinstance(v, bool) else 0
+    return out
 
 
 def trust_by_rank(meta: dict[str, Any], steps: pd.DataFrame) -> dict[int, str]:
     """Each rank's trust verdict from that rank's evidence only: its own import checks and its
     own steps' capture evidence (the fleet's eager steps are not this rank's)."""
     out = {}
+    records = meta.get(RECORDS_KEY) if isinstance(meta.get(RECORDS_KEY), dict) else {}
     for r, checks in (meta.get("trace_checks_by_rank") or {}).items():
         if not isinstance(checks, dict):
             continue
-        own = {**meta, "trace_checks": checks}
+        own = {**meta, "trace_checks": checks, RECORDS_KEY: {r: records.get(r) or {}}}
         mine = steps[steps["rank"] == int(r)] if not steps.empty else steps
-        out[int(r)] = trust_summary(own, step_mode_evidence(own, mine))["verdict"]
+        out[int(r)] = trust_summary(own, step_mode_evidence(own, mine)).verdict
     return out
 
 
@@ -92,31 +137,34 @@ def _short(c: dict[str, int]) -> list[str]:
         (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
         (c["launches_without_kernels"], f"{c['launches_without_kernels']} launch(es) without kernels"),
         (c["split_layers_without_stage2"], f"{c['split_layers_without_stage2']} split layer(s) without stage 2"),
+        (c.get("nameless_dispatches", 0), f"{c.get('nameless_dispatches', 0)} dispatch(es) without their kernel symbol"),
     ]  # fmt: skip
     return [text for n, text in parts if n]
 
 
-def trust_findings(trust: dict[str, Any] | None) -> list[Finding]:
-    if trust is None or trust["verdict"] != "unreliable":
+def trust_findings(trust: TraceTrust | None) -> list[Finding]:
+    if trust is None or trust.verdict != "unreliable":
         return []
+    have = asdict(trust.counts)
+    counts = {k: have[k] for k in COUNTS if have[k] is not None}
     return [
         Finding(
             kind="trust",
             severity="warning",
-            title="this trace is unreliable: " + ", ".join(_short(trust["counts"])),
-            evidence="; ".join(trust["reasons"]) + f" ({trust['provenance']})",
+            title="this trace is unreliable: " + ", ".join(_short(counts)),
+            evidence="; ".join(trust.reasons) + f" ({trust.provenance})",
             fix=(
                 "re-trace with a rocprofv3 that keeps every replay dispatch (ROCm >= 7.2.2) and "
                 "capture every batch size you serve; findings below are marked unreliable"
             ),
-            data=trust["counts"],
+            data=counts,
         )
     ]
 
 
-def mark_unreliable(findings: list[Finding], trust: dict[str, Any] | None) -> None:
+def mark_unreliable(findings: list[Finding], trust: TraceTrust | None) -> None:
     """Every finding drawn from an unreliable trace says so (the trust finding names why);
     ``trust`` None: the run holds no import checks to judge (nothing is marked)."""
-    if trust is not None and trust["verdict"] == "unreliable":
+    if trust is not None and trust.verdict == "unreliable":
         for f in findings:
             f.unreliable = f.kind != "trust"

@@ -173,6 +173,8 @@ def _dataclass_reader(tp: type) -> Reader:
     def read(v: Any) -> Any:
         if not readers:  # compiled on first use: a section type may refer to itself
             readers.update({f.name: _reader(hints[f.name]) for f in fields})
+        if type(v) is tp:  # an analyzer that returns its section type: already typed
+            return v
         if not isinstance(v, dict):
             raise _Bad(f"expected an object for {tp.__name__}, got {type(v).__name__}")
         if not known.issuperset(v):

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from mlaprof.errors import MlaprofError
 
 EPILOG = """\
 exit codes: 0 nothing would break capture; 1 syncs / data-dependent allocations found (listed
-with layer, op and file:line); 2 bad input; 3 the callable raised.
+with layer, op and file:line); 2 bad input; 3 the callable raised, ended the process before the
+check finished, or did not finish within --timeout. The check runs in a child process: only
+mlaprof prints a verdict, and what the child recorded before it ended still counts.
 
 --shapes builds random tensors: NAME=DIMxDIM[:dtype] becomes a keyword argument, DIMxDIM a
 positional one (dtypes: float32, bf16, fp16, int32, int64). --setup MODULE:FN is called with them
@@ -28,8 +27,8 @@ examples:
                                 (your own function goes where examples.toy_attn:decode is)
 """
 
-DTYPES = {"float32": "float32", "fp32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16", "int32": "int32", "int64": "int64"}  # fmt: skip
+# a gated callable is one verify step's worth of ops: minutes mean it hangs (a lock, a socket)
+DEFAULT_TIMEOUT_S = 300.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,104 +54,71 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--real-capture", choices=("auto", "never", "always"), default="auto",
         help="on a GPU, also capture for real after a clean check (default auto)",
     )  # fmt: skip
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        help=f"stop a callable or module that does not finish (default {DEFAULT_TIMEOUT_S:g} s)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
 
-def load_target(spec: str) -> Callable[..., Any]:
-    mod_name, sep, attr = spec.partition(":")
-    if not sep or not mod_name or not attr:
-        raise MlaprofError(f"give MODULE:CALLABLE, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise MlaprofError(f"cannot import {mod_name!r}: {e}") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise MlaprofError(f"{mod_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise MlaprofError(f"{spec} is not callable")
-    return obj
-
-
-def parse_shapes(text: str, device: str) -> tuple[list[Any], dict[str, Any]]:
-    import torch
-
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    g = torch.Generator().manual_seed(0)
-    for item in filter(None, (t.strip() for t in text.split(","))):
-        name, eq, rest = item.rpartition("=")
-        dims_s, _, dt = rest.partition(":")
-        if eq and not name.isidentifier():
-            raise MlaprofError(f"--shapes: {name!r} is not an argument name")
-        try:
-            dims = [int(d) for d in dims_s.lower().split("x")]
-        except ValueError:
-            raise MlaprofError(f"--shapes: {rest!r} is not DIMxDIM[:dtype]") from None
-        if any(d < 0 for d in dims) or len(dims) > 8:
-            raise MlaprofError(f"--shapes: bad dimensions {dims_s!r}")
-        if dt and dt not in DTYPES:
-            raise MlaprofError(f"--shapes: unknown dtype {dt!r}; choose from {', '.join(DTYPES)}")
-        dtype = getattr(torch, DTYPES.get(dt or "float32", "float32"))
-        if dtype.is_floating_point:
-            t = torch.randn(*dims, generator=g).to(device=device, dtype=dtype)
-        else:
-            t = torch.randint(0, 16, dims, generator=g).to(device=device, dtype=dtype)
-        if eq:
-            kwargs[name] = t
-        else:
-            args.append(t)
-    return args, kwargs
-
-
-def _as_call(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if isinstance(value, dict):
-        return (), value
-    if (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and isinstance(value[1], dict)
-        and isinstance(value[0], (tuple, list))
-    ):
-        return tuple(value[0]), value[1]
-    if isinstance(value, (tuple, list)):
-        return tuple(value), {}
-    raise MlaprofError(
-        f"--setup must return a dict, a tuple or (tuple, dict), got {type(value).__name__}"
-    )
-
-
 def main(args: argparse.Namespace) -> int:
-    import torch
+    """Run the gate in a child (:mod:`mlaprof.gate.isolated`) and judge how it ended: the code
+    under test can neither end the process into a pass nor print a verdict of its own."""
+    from mlaprof.gate.isolated import ENDED, ERROR, FINISHED, RAISED, run_isolated
 
-    from mlaprof.gate.core import run_gated
-
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise MlaprofError(f"--device must be cpu, cuda or auto, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise MlaprofError("--device cuda: no CUDA/HIP device here")
-    if args.layers < 1:
-        raise MlaprofError(f"--layers must be >= 1, got {args.layers}")
-    fn = load_target(args.target)
-    pos, kw = parse_shapes(args.shapes, device)
-    if args.setup:
-        pos, kw = _as_call(load_target(args.setup)(*pos, **kw))
     try:
-        report = run_gated(fn, *pos, layers=args.layers, real_capture=args.real_capture, **kw)
-    except MlaprofError:
+        if args.layers < 1:
+            raise MlaprofError(f"--layers must be >= 1, got {args.layers}")
+        if not args.timeout > 0:
+            raise MlaprofError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+        mod, sep, attr = args.target.partition(":")
+        if not sep or not mod or not attr:
+            raise MlaprofError(f"give MODULE:CALLABLE, got {args.target!r}")
+        spec = {"target": args.target, "shapes": args.shapes, "setup": args.setup,
+                "layers": args.layers, "device": args.device, "real_capture": args.real_capture}  # fmt: skip
+        got = run_isolated(spec, args.timeout)
+        if got.how == ERROR:
+            raise MlaprofError(got.message)
+    except MlaprofError as e:
+        if args.json:  # --json always prints one JSON object, a refusal included
+            print(json.dumps({"target": args.target, "ok": False, "error": str(e)}, indent=1))
         raise
-    except Exception as e:  # the user's callable failed: say so, distinctly from a finding
-        print(f"mlaprof: {args.target} raised {type(e).__name__}: {e}", file=sys.stderr)
-        return 3
+    if got.how == RAISED:
+        msg = f"mlaprof: {args.target} raised {got.message}"
+        return _verdict(args, got.target, None, msg, 3)
+    report = _report(got)
+    if got.how == FINISHED:
+        return _verdict(args, got.target, report, None, 0 if report.ok else 1)
+    # ENDED or TIMED_OUT: what was recorded before still fails; nothing recorded is no pass
+    msg = f"mlaprof: {got.message}"
+    if got.how == ENDED and report.ok:
+        return _verdict(args, got.target, report, msg, 3)
+    return _verdict(args, got.target, report, msg, 3 if report.ok else 1)
+
+
+def _report(got: Any) -> Any:
+    from mlaprof.gate.core import GateReport
+    from mlaprof.probes.sync_checker import SyncEvent
+
+    d = got.report or {}
+    events = [SyncEvent(**e) for e in got.events]
+    region = d.get("region") or "ended before the check finished: events recorded until then"
+    return GateReport(got.target, str(region), int(d.get("layers") or 0), events)
+
+
+def _verdict(
+    args: argparse.Namespace, target: str, report: Any, problem: str | None, rc: int
+) -> int:
+    """The one verdict: the report (text or JSON) on stdout, the problem on stderr."""
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
-    else:
+        doc = report.to_dict() if report is not None else {"target": target, "findings": []}
+        doc["ok"] = rc == 0
+        if problem:
+            doc["error"] = problem.removeprefix("mlaprof: ")
+        print(json.dumps(doc, indent=1))
+    elif report is not None and (rc != 3 or report.findings):
         print(report.format())
-    return 0 if report.ok else 1
+    if problem:
+        print(problem, file=sys.stderr)
+    return rc

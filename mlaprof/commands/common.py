@@ -26,7 +26,9 @@ def check_traces(base: Path) -> Path:
 
 
 def resolve_run(spec: str, traces: str | None = None) -> Path:
-    """A run folder path, or a run name under the traces folder, or 'latest'.
+    """A run folder path, or a run name under the traces folder, or 'latest': the one rule
+    every command (report, export, tui, --compare, plan-capture) turns what ``mlaprof runs``
+    prints into a run folder by.
 
     A name is turned into its folder by the store's one rule (``runmeta.folder_name``: ``"a b"``
     is ``a-b``, as ``run --name "a b"`` stored it). A traces folder given (``--traces`` or
@@ -56,10 +58,12 @@ def resolve_run(spec: str, traces: str | None = None) -> Path:
             )
         return live[0].path
     under: list[Path] = []
-    if spec and p.name == spec:  # a plain name: the folder it is stored under
-        under.append(base / spec)
+    # a name as `runs` prints it: ``bug``, or ``demo/bug`` one folder down (the folder its last
+    # part is stored under); never a path that leaves the traces folder
+    if spec and not p.is_absolute() and ".." not in p.parts:
+        under.append(base / p)
         with contextlib.suppress(MlaprofError):
-            under.append(base / folder_name(spec))
+            under.append(base / p.parent / folder_name(p.name))
     under = [u for u in under if u.is_dir()]
     explicit = bool(traces or os.environ.get("MLAPROF_TRACES"))
     if under and (explicit or not p.is_dir()):
@@ -145,6 +149,11 @@ def int_list(text: str, what: str) -> list[int]:
             continue
         rng, _, step = part.partition(":")
         lo, dash, hi = rng.partition("-")
+        if dash and not lo.strip():  # "-5": a minus sign, read as a range with no start
+            raise MlaprofError(f"{what}: {part.strip()!r} is negative: give positive integers "
+                               "(a range is LO-HI, e.g. 1-64)")  # fmt: skip
+        if dash and not hi.strip():
+            raise MlaprofError(f"{what}: the range {part.strip()!r} has no end (LO-HI, e.g. 1-64)")
         if dash:
             a, b, s = one(lo), one(hi), one(step) if step else 1
             if a > b or s < 1:

@@ -11,6 +11,7 @@ from pathlib import Path
 from mlaprof.commands.common import ENDED_EARLY, add_traces_arg, resolve_run
 from mlaprof.errors import MlaprofError
 from mlaprof.export_targets import FORMATS, default_output, exporter
+from mlaprof.textsafe import plain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +50,10 @@ def main(args: argparse.Namespace) -> int:
             raise MlaprofError(f"run {run_dir.name} {run.status} before recording a step{why}")
         counts = exporter(args.format)(run, out)
     shown = ", ".join(f"{n} {k}" for k, n in counts.items())
-    print(f"exported {run_dir.name} as {args.format} -> {out} ({shown})")
+    print(plain(f"exported {run_dir.name} as {args.format} -> {out} ({shown})"))
     if counts and not any(counts.values()):
-        print(f"mlaprof: warning: {run_dir.name} has nothing to export ({shown})", file=sys.stderr)
+        print(
+            f"mlaprof: warning: {plain(run_dir.name)} has nothing to export ({shown})",
+            file=sys.stderr,
+        )
     return 0

@@ -4,21 +4,54 @@ run (all or nothing: a failed import leaves no run folder behind)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
+from mlaprof.textsafe import plain_lines
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
 
-KINDS = {
-    "rocprof": "rocprofv3 output: a CSV or JSON file, a rocpd .db, or an output folder",
-    "kineto": "PyTorch profiler (Kineto) trace, .json or .json.gz, or a folder of them (vLLM's "
-    "torch profiler: one rank per worker)",
-    "vllm-log": "vLLM server/engine log (starts, config, backends, spec decoding, graph capture)",
+
+@dataclass(frozen=True)
+class Importer:
+    """One trace or log format: what it reads, and the function that imports it (a
+    ``module:function`` imported on use, so ``import kineto`` never loads the rocpd reader)."""
+
+    reads: str  # what PATH is, for --help
+    entry: str  # "mlaprof.importers.<module>:<function>"(path, traces, name[, matcher])
+    kernels: bool  # the importer recognises MLA kernels (takes the kernel matcher)
+
+    def load(self) -> Callable[..., tuple[Path, ImportSummary]]:
+        module, func = self.entry.split(":")
+        return getattr(importlib.import_module(module), func)
+
+
+# the one table of formats ``mlaprof import`` reads: adding a format is one row here
+IMPORTERS: dict[str, Importer] = {
+    "rocprof": Importer(
+        "rocprofv3 output: a CSV or JSON file, a rocpd .db, or an output folder",
+        "mlaprof.importers.rocprof:import_rocprof",
+        True,
+    ),
+    "kineto": Importer(
+        "PyTorch profiler (Kineto) trace, .json or .json.gz, or a folder of them (vLLM's "
+        "torch profiler: one rank per worker)",
+        "mlaprof.importers.kineto:import_kineto",
+        True,
+    ),
+    "vllm-log": Importer(
+        "vLLM server/engine log (starts, config, backends, spec decoding, graph capture)",
+        "mlaprof.importers.vllm_log:import_vllm_log",
+        False,
+    ),
 }
+KINDS = {k: v.reads for k, v in IMPORTERS.items()}
 
 
 EPILOG = """\
@@ -77,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     import threading
 
-    from mlaprof.importers.kernels import KernelMatcher, load_patterns
+    from mlaprof.kernel_table import KernelMatcher, load_patterns
     from mlaprof.store import runmeta
 
     # what run.json records of the tool (package versions, git revision) is asked while the
@@ -94,19 +127,10 @@ def main(args: argparse.Namespace) -> int:
     if args.mla_pattern:
         matcher = matcher.with_extra(args.mla_pattern)
     traces = check_traces(traces_dir(args.traces))
-    if args.kind == "rocprof":
-        from mlaprof.importers.rocprof import import_rocprof
-
-        run, summary = import_rocprof(args.path, traces, args.name, matcher)
-    elif args.kind == "kineto":
-        from mlaprof.importers.kineto import import_kineto
-
-        run, summary = import_kineto(args.path, traces, args.name, matcher)
-    else:
-        from mlaprof.importers.vllm_log import import_vllm_log
-
-        run, summary = import_vllm_log(args.path, traces, args.name)
-    print(format_summary(run, summary))
+    importer = IMPORTERS[args.kind]
+    extra = (matcher,) if importer.kernels else ()
+    run, summary = importer.load()(args.path, traces, args.name, *extra)
+    print(plain_lines(format_summary(run, summary)))  # file names and notes are data
     return 0
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from mlaprof.commands.common import add_traces_arg, resolve_run
+from mlaprof.textsafe import plain
 
 EPILOG = """\
 examples:
@@ -14,7 +15,8 @@ examples:
   mlaprof report latest --json           one JSON object: syncs, splits, padding, capture, findings
   mlaprof report <run> --html report.html   self-contained offline HTML with figures
   mlaprof report <bug-run> --compare <fix-run>   what changed between two runs
-  mlaprof report latest --format md      Markdown for a CI comment (findings, headline, diff)
+  mlaprof report latest --format md      Markdown for a CI comment (findings, headline, every
+                                         section folded, diff)
 """
 
 
@@ -63,31 +65,23 @@ def main(args: argparse.Namespace) -> int:
     other = load(resolve_run(args.compare, args.traces)) if args.compare else None
     # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
     from mlaprof.analysis import run_summary as rs
+    from mlaprof.analysis.diff import diff
+    from mlaprof.reporters.renderer import renderer
 
-    # each run's summary is built once here; every view below renders it (the HTML report and
-    # the PNG figures still take the runs: inside this block their own summary calls get these)
-    with rs.one_summary_per_run():
-        s = rs.build_summary(run, shadow)
-        sb = rs.build_summary(other) if other is not None else None
-        if args.html:
-            from mlaprof.figures.html_report import write_html_report
+    # each run's summary is built once, here; every view below renders it and builds nothing
+    s = rs.build_summary(run, shadow)
+    d = diff(s, rs.build_summary(other)) if other is not None else None
+    if args.html:
+        from mlaprof.figures.html_report import write_html_report
 
-            path = write_html_report(
-                run, Path(args.html), compare=other, shadow=shadow, force=args.force
-            )
-            print(f"wrote {path}")
-        if args.png:
-            from mlaprof.figures.png import write_pngs
+        print(f"wrote {plain(write_html_report(s, Path(args.html), d, force=args.force))}")
+    if args.png:
+        from mlaprof.figures.png import PngRenderer
 
-            for path in write_pngs(run, Path(args.png), compare=other, force=args.force):
-                print(f"wrote {path}")
-        if fmt is None and (args.html or args.png):
-            return 0
-        from mlaprof.analysis.diff import diff
-        from mlaprof.reporters.renderer import renderer
-
-        d = diff(s, sb) if sb is not None else None
-        sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
+        sys.stdout.write(PngRenderer(Path(args.png), force=args.force).render(s, d))
+    if fmt is None and (args.html or args.png):
+        return 0
+    sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
     return 0
 
 

@@ -253,7 +253,7 @@ def main(args: argparse.Namespace) -> int:
             from mlaprof.analysis.run_summary import build_summary
             from mlaprof.reporters.terminal import print_report
 
-            print_report(build_summary(run))
+            print_report(build_summary(run), sections=False)
     print(f"run written to {writer.run_dir} in {elapsed:.1f} s", file=sys.stderr)
     return 0
 
@@ -307,7 +307,7 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
             from mlaprof.analysis.run_summary import build_summary
             from mlaprof.reporters.terminal import print_report
 
-            print_report(build_summary(run))
+            print_report(build_summary(run), sections=False)
     if reason:
         print(f"mlaprof: error: {reason}; what the ranks recorded is in {run_dir}", file=sys.stderr)
         return 1

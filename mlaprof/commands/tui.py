@@ -24,12 +24,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         default=DEFAULT_FOLDER,
         metavar="RUN|FOLDER",
-        help="a run folder or a folder of runs (default: traces/)",
+        help="a run folder, a run's name as `mlaprof runs` lists it (demo/bug, latest), or a "
+        "folder of runs (default: traces/)",
     )
     p.add_argument("--once", action="store_true", help="print a plain-text snapshot and exit")
-    p.add_argument("--compare", type=Path, metavar="RUN2", help="compare with RUN2 (bug vs fix)")
+    p.add_argument(
+        "--compare",
+        type=Path,
+        metavar="RUN2",
+        help="compare with RUN2 (bug vs fix): a folder or a run's name",
+    )
     p.add_argument("--rank", type=int, metavar="N", help="show rank N (default: all ranks)")
     p.set_defaults(func=run)
+
+
+def _named(path: Path) -> Path:
+    """A folder as given, else a run name as ``mlaprof runs`` prints it (``demo/bug``,
+    ``latest``) under $MLAPROF_TRACES or ./traces: the rule every command shares."""
+    if path.exists():
+        return path
+    from mlaprof.commands.common import resolve_run
+
+    try:
+        return resolve_run(str(path))
+    except MlaprofError:
+        return path  # not a name either: waited for, or refused below as before
 
 
 def wait_for(path: Path, poll_s: float = 0.5, timeout_s: float | None = None) -> bool:
@@ -46,7 +65,7 @@ def wait_for(path: Path, poll_s: float = 0.5, timeout_s: float | None = None) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    path: Path = args.path
+    path: Path = _named(args.path)
     # at a terminal, a run about to start is waited for; a script gets the error at once
     if not path.exists() and not args.once and path.parent.is_dir() and sys.stdout.isatty():
         print(f"waiting for {path} to appear (a run about to start; Ctrl-C to stop)...",
@@ -58,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         raise MlaprofError(f"{path} is not a folder (give a run folder or a folder of runs)")
     from mlaprof.store import is_run_json_folder  # lazy: the CLI starts without pandas
 
+    if args.compare is not None:
+        args.compare = _named(args.compare)
     if args.compare is not None and not is_run_json_folder(args.compare):
         raise MlaprofError(f"--compare {args.compare} is not a run folder (no run.json)")
     if args.rank is not None and args.rank < 0:
@@ -73,4 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if e.name and e.name.split(".")[0] == "textual":
             raise MissingExtraError("the dashboard (textual)", "") from None  # a core dependency
         raise
-    return run_app(path, once=args.once, compare=args.compare, rank=args.rank)
+    from mlaprof.commands.common import traces_dir
+
+    return run_app(path, once=args.once, compare=args.compare, rank=args.rank,
+                   traces=traces_dir(None))  # fmt: skip

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mlaprof.store.reader import Run
 
 _TS = re.compile(r'"@mlaprof-ns:(-?\d+)"')
+_DUR = re.compile(r'"@mlaprof-dur:(-?\d+)"')
 PID_MLAPROF = 1
 _STEP_ARGS = (
     "num_reqs",
@@ -55,7 +56,13 @@ PID_GPU0 = 10
 
 
 def _ts(ns: int) -> str:
+    """A point in time: written relative to the export's base."""
     return f"@mlaprof-ns:{int(ns)}"
+
+
+def _dur(ns: int) -> str:
+    """A length of time: written as it is (never moved by the base)."""
+    return f"@mlaprof-dur:{int(ns)}"
 
 
 def _rel_us(ns: int) -> str:
@@ -259,7 +266,7 @@ def _rank_slices(run: Run, rank: int, emit: _Sink, tracks: _Tracks) -> dict[Any,
         for _, s, e, r, lane in _spans(recs, lambda r: 0, ordered):
             track = f"{cat}s rank {rank}" + (f" lane {lane}" if lane else "")
             emit({"ph": "X", "cat": cat, "name": f"{cat} {r[cat]}", "pid": PID_MLAPROF,
-                  "tid": tracks.thread(PID_MLAPROF, track), "ts": _ts(s), "dur": _ts(e - s),
+                  "tid": tracks.thread(PID_MLAPROF, track), "ts": _ts(s), "dur": _dur(e - s),
                   "args": {c: r[c] for c in args}})  # fmt: skip
             if cat == "step":
                 step_t.setdefault(r["step"], s)
@@ -290,7 +297,7 @@ def _rank_api(
         pid = pids["host"]
         tid = tracks.thread(pid, f"pid {apid} tid {atid}" + (f" lane {lane}" if lane else ""))
         emit({"ph": "X", "cat": a["domain"] or "api", "name": a["function"] or "?", "pid": pid,
-              "tid": tid, "ts": _ts(s), "dur": _ts(e - s),
+              "tid": tid, "ts": _ts(s), "dur": _dur(e - s),
               "args": {"correlation": a["correlation"]}})  # fmt: skip
         c = a["correlation"]
         keep = c is not None and (wanted is None or c in wanted)
@@ -346,7 +353,7 @@ def _rank_host_and_kernels(
         args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
         args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
         emit({"ph": "X", "cat": "kernel", "name": k["name"] or "kernel", "pid": pid, "tid": tid,
-              "ts": _ts(s), "dur": _ts(e - s), "args": args})  # fmt: skip
+              "ts": _ts(s), "dur": _dur(e - s), "args": args})  # fmt: skip
         launch = launches.get(k["correlation"]) if k["correlation"] is not None else None
         if launch is not None:
             flow_id += 1
@@ -396,7 +403,8 @@ def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
 
 def _dump(obj: Any, base_ns: int = 0) -> str:
     text = json.dumps(obj, separators=(",", ":"), default=str)
-    return _TS.sub(lambda m: _rel_us(int(m.group(1)) - base_ns), text)
+    text = _TS.sub(lambda m: _rel_us(int(m.group(1)) - base_ns), text)
+    return _DUR.sub(lambda m: _rel_us(int(m.group(1))), text)
 
 
 # the timed columns of the tables the export writes (the base is their earliest value)

@@ -1,5 +1,5 @@
-"""Plotly figures of a recorded run: one function per picture, a Run (or DataFrames) in, a
-``plotly.graph_objects.Figure`` out. The notebooks, ``mlaprof report --html/--png`` and the
+"""Plotly figures of a recorded run: one function per picture, the run summary's series (one
+rank's) in, a ``plotly.graph_objects.Figure`` out. The notebooks, ``mlaprof report --html/--png`` and the
 docs all draw these same pictures. Plotly is imported only when a figure is built.
 """
 
@@ -18,7 +18,7 @@ from mlaprof.figures.timeline import step_timeline
 from mlaprof.figures.timing import full_vs_fallback, mode_medians
 from mlaprof.figures.whatif import whatif_heatmap
 
-# The report's figures, in reading order: (file stem, builder taking the run).
+# The report's figures, in reading order: (file stem, builder taking the summary's series).
 RUN_FIGURES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("timeline", step_timeline),
     ("layer_time", lambda run: time_breakdown(run, by="layer")),
@@ -39,25 +39,23 @@ ENGINE_FIGURES = ("shadow_splits",)  # drawn for recorded vLLM engines only
 
 
 def run_figures(
-    run: Any, compare: Any = None, only: Sequence[str] | None = None, diff: Any = None
+    summary: Any, only: Sequence[str] | None = None, diff: Any = None
 ) -> list[tuple[str, Any]]:
-    """Every report figure of ``run`` (its summary, or a Run whose series is built once here),
-    preceded by the diff from ``run`` (before, A) to ``compare`` (after, B) when given (or the
-    analysis' ``diff`` of the two). Placeholders for what the run lacks are dropped; ``only``
-    builds just the named figures."""
-    from mlaprof.analysis.series import Series, series_for_run
+    """Every report figure of a run ``summary`` (drawn from its series, one rank each),
+    preceded by the analysis' ``diff`` to a second run when given. Placeholders for what the
+    run lacks are dropped; ``only`` builds just the named figures."""
+    from mlaprof.analysis.run_summary import require_summary
     from mlaprof.figures._common import is_empty
 
+    s = require_summary(summary, "the report's figures")
     want = set(only) if only is not None else None
     out = []
-    if (compare is not None or diff is not None) and (want is None or "diff" in want):
-        out.append(("diff", run_diff(diff) if diff is not None else run_diff(run, compare)))
-    ser = getattr(run, "series", None)
-    drawn = ser if isinstance(ser, Series) else series_for_run(run)
+    if diff is not None and (want is None or "diff" in want):
+        out.append(("diff", run_diff(diff)))
     for stem, build in RUN_FIGURES:
         if want is not None and stem not in want:
             continue
-        fig = build(run if stem == "whatif" else drawn)
+        fig = build(s if stem == "whatif" else s.series)
         if not is_empty(fig):
             out.append((stem, fig))
     return out

@@ -233,6 +233,21 @@ def style(fig: Any, title: str, x_title: str, y_title: str, height: int = 420) -
     return fig
 
 
+SUBTITLE_CHARS = 120  # a subtitle line that fits a report figure (~1000 px) at its small font
+
+
+def lines(text: str, width: int = SUBTITLE_CHARS) -> str:
+    """``text`` broken into ``<br>``-joined lines of at most ``width`` characters at spaces:
+    Plotly never wraps a title or note, so a long one ran past the figure's right edge."""
+    out: list[str] = []
+    for word in text.split(" "):
+        if out and len(out[-1]) + 1 + len(word) <= width:
+            out[-1] += " " + word
+        else:
+            out.append(word)
+    return "<br>".join(out)
+
+
 def empty(title: str, why: str) -> Any:
     """A figure that says what is missing instead of an empty plot."""
     fig = figure()

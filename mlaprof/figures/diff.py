@@ -3,39 +3,41 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.diff import SummaryDiff
 
 CAP_PCT = 400.0  # bars longer than this are clipped (the label keeps the real numbers)
 
 
-def _doc(x: Any) -> Any:
-    """A summary (typed, or its report --json document) as it is; a Run's, built here once."""
-    if isinstance(x, dict) or hasattr(x, "to_json"):
-        return x
-    from mlaprof.analysis.run_summary import build_summary
+def diff_of(a: Any, b: Any | None = None) -> SummaryDiff:
+    """The analysis' diff: ``a`` itself, or that of the run summaries ``a`` (before) and ``b``
+    (after) (:func:`mlaprof.analysis.diff.diff`)."""
+    from mlaprof.analysis.diff import SummaryDiff, diff
+    from mlaprof.analysis.run_summary import require_summary
 
-    return build_summary(x)
-
-
-def diff_of(a: Any, b: Any) -> dict[str, Any]:
-    """The analysis' diff (:func:`mlaprof.analysis.diff.diff_summaries`) of two summaries."""
-    from mlaprof.analysis.diff import diff_summaries
-
-    return diff_summaries(_doc(a), _doc(b))
+    if b is None:
+        if not isinstance(a, SummaryDiff):
+            raise MlaprofError(f"expected the analysis' diff of two runs, got {type(a).__name__}")
+        return a
+    return diff(require_summary(a, "the diff"), require_summary(b, "the diff"))
 
 
 def diff_table(a: Any, b: Any | None = None) -> pd.DataFrame:
-    """The run diff of :mod:`mlaprof.analysis.diff` as a DataFrame: ``a`` is that diff (a dict
-    with its ``table``), or ``a`` and ``b`` are two summaries or Runs. One row per metric, with
-    A, B, change and the verdict from B's point of view."""
+    """The run diff of :mod:`mlaprof.analysis.diff` as a DataFrame: ``a`` is that diff, or
+    ``a`` and ``b`` are two run summaries. One row per metric, with A, B, change and the
+    verdict from B's point of view."""
     from mlaprof.analysis.diff import COLUMNS
+    from mlaprof.analysis.typed_json import to_json
 
-    diff = a if b is None else diff_of(a, b)
-    return pd.DataFrame(diff["table"], columns=list(COLUMNS)).astype(
+    d = diff_of(a, b)
+    return pd.DataFrame([to_json(r) for r in d.table], columns=list(COLUMNS)).astype(
         {k: float for k in ("a", "b", "change", "change_pct", "ratio")}
     )
 
@@ -51,11 +53,11 @@ def run_diff(
 ) -> Any:
     """Horizontal bars: % change of each metric from run A to run B, green where B is better,
     red where worse; labels give both values (and the ratio). ``a``: the analysis' diff, or
-    ``a`` and ``b``: two summaries or Runs."""
+    ``a`` and ``b``: two run summaries."""
     go = c.go()
-    diff = a if b is None else diff_of(a, b)
-    la = label_a or diff.get("before") or "A"
-    lb = label_b or diff.get("after") or "B"
+    diff = diff_of(a, b)
+    la = label_a or diff.before or "A"
+    lb = label_b or diff.after or "B"
     t = diff_table(diff)
     title = f"What changed from A ({la}) to B ({lb})"
     if t.empty:

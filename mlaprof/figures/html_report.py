@@ -12,12 +12,17 @@ import html
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.run_summary import require_summary
 from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
 from mlaprof.textsafe import plain
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.diff import SummaryDiff
+    from mlaprof.analysis.run_summary import RunSummary
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 0;
@@ -44,16 +49,6 @@ nav a { margin-right: 1em; }
 FIGURE_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
 
 
-def _open(run: Any) -> Any:
-    if isinstance(run, (str, os.PathLike)):
-        from mlaprof.store import load
-
-        return load(run)
-    if not hasattr(run, "table"):
-        raise MlaprofError(f"expected a run folder or a Run, got {type(run).__name__}")
-    return run
-
-
 def _e(v: Any) -> str:
     """Every string of the page: shortened with its length and every control character shown
     as ``\\xNN``, as in the terminal (:func:`mlaprof.textsafe.plain`), then HTML-escaped."""
@@ -77,12 +72,12 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
     if not findings:
         return '<p class="note">No findings: nothing in this run needs attention.</p>'
     rows = []
-    for f in sorted(findings, key=lambda f: getattr(f, "rank", 9)):
+    for f in sorted(findings, key=lambda f: f.rank):
         where = " ".join(
             x
             for x in (
-                f"layer {f.layer}" if getattr(f, "layer", None) is not None else "",
-                f"<code>{_e(f.location)}</code>" if getattr(f, "location", None) else "",
+                f"layer {f.layer}" if f.layer is not None else "",
+                f"<code>{_e(f.location)}</code>" if f.location else "",
             )
             if x
         )
@@ -113,11 +108,16 @@ def _meta_html(s: dict, info: Any) -> str:
     sc = s.scenario
     has_sc = any(v is not None for v in (sc.graph_mode, sc.policy, sc.min_kv_mode))
     ver = info.versions if info is not None else {}
+    # an import's run.json holds the importing machine's libraries and revision: said so, apart
+    # from the trace's facts (they were shown as if the trace had run on them)
+    imported = s.kind in ("trace", "log")
+    mine = ", ".join(f"{k} {v}" for k, v in ver.items() if v and k in ("mlaprof", "python"))
+    n = len(s.ranks or [])
     items = [
         ("run", s.run),
         ("status", s.status),
         ("ended because", info and info.reason),
-        ("created", info and info.created),
+        ("imported" if imported else "created", info and info.created),
         ("source", info and info.source),
         ("scenario", sc.name),
         ("model", sc.model),
@@ -142,12 +142,27 @@ def _meta_html(s: dict, info: Any) -> str:
             "backend / device",
             f"{s.backend or '?'} / {s.device or '?'}" if s.backend or s.device else None,
         ),
-        ("ranks", ", ".join(str(r) for r in s.ranks or [])),
-        ("versions", ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
-        ("git", info and info.git),
+        ("ranks", f"{n} ({'rank' if n == 1 else 'ranks'} {_ids(s.ranks)})" if n else None),
+        ("versions", None if imported else ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
+        ("git", None if imported else info and info.git),
+        (
+            "imported with",
+            f"{mine}{f' (git {info.git})' if info and info.git else ''} on the importing "
+            "machine, not the trace's libraries"
+            if imported and mine
+            else None,
+        ),
     ]
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
     return f'<table class="meta">{rows}</table>'
+
+
+def _ids(ranks: list[int]) -> str:
+    """``0``, ``0-7`` or ``0, 2, 5``: a run of consecutive ids as a range."""
+    r = sorted(int(x) for x in ranks)
+    if len(r) > 2 and r == list(range(r[0], r[-1] + 1)):
+        return f"{r[0]}-{r[-1]}"
+    return ", ".join(map(str, r))
 
 
 def _bar(g: Any) -> str:
@@ -207,30 +222,13 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
     )
 
 
-def _fleet_html(s: dict) -> str:
-    """Ranks side by side (the analysis' fleet view); nothing for a single rank."""
+def _fleet_html(s: RunSummary) -> str:
+    """Ranks side by side in one line (the analysis' fleet view); its per-rank table is the
+    rows layer's, in the sections below. Nothing for a single rank."""
     f = s.fleet
     if f.ranks < 2:
         return ""
-    head = f.text
-
-    def cell(v: object) -> str:
-        return "unknown" if v is None else _e(v)
-
-    rows = "".join(
-        f"<tr><td class='num'>{r.rank}</td><td>{cell(r.host)}</td>"
-        f"<td class='num'>{cell(r.pid)}</td><td class='num'>{cell(r.dp_group)}</td>"
-        f"<td class='num'>{cell(r.S_min)}</td><td class='num'>{cell(r.S_max)}</td>"
-        f"<td class='num'>{r.collapsed_layers} / {r.layers}</td></tr>"
-        for r in f.per_rank
-    )
-    return (
-        f'<h2 id="ranks">Ranks ({f.ranks})</h2><p>{_e(head)}; DP group '
-        f"{_e(f.dp_groups_source)}</p><table><tr><th>rank</th><th>host</th><th>pid</th>"
-        "<th>DP group</th><th>S min</th><th>S max</th><th>collapsed layers</th></tr>"
-        + rows
-        + "</table>"
-    )
+    return f'<h2 id="ranks">Ranks ({f.ranks})</h2><p>{_e(f.text)}</p>'
 
 
 def _trace_html(s: dict) -> str:
@@ -314,51 +312,62 @@ def _replay_time_html(rt: dict) -> str:
     )
 
 
-def _diff_html(diff: dict[str, Any]) -> str:
-    from mlaprof.figures.diff import _fmt, diff_table
+def sections_html(s: Any) -> list[str]:
+    """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
+    ``<details>`` element: the same rows and wording as the terminal, Markdown and ``tui``."""
+    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
 
-    t = diff_table(diff)
+    out = [f'<h2 id="sections">{_e(HEADING)}</h2>']
+    for b in summary_blocks(s):
+        out.append(f"<details><summary>{_e(b.title)}</summary>")
+        if b.rows:
+            out.append(
+                '<table class="meta">'
+                + "".join(f"<tr><td>{_e(r.label)}</td><td>{_e(r.text)}</td></tr>" for r in b.rows)
+                + "</table>"
+            )
+        for t in b.tables:
+            title = f"<h3>{_e(t.title)}</h3>" if t.title != b.title else ""
+            head = "".join(f"<th>{_e(h)}</th>" for h in t.head)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in t.rows
+            )
+            more = f'<p class="note">{_e(table_more(t))}</p>' if t.more else ""
+            out.append(f"{title}<table><tr>{head}</tr>{body}</table>{more}")
+        out.append("</details>")
+    return out
+
+
+def _diff_html(diff: SummaryDiff) -> str:
+    from mlaprof.analysis.diff import fmt_value
+
     rows = []
-    for r in t.itertuples():
-        pct = f"{r.change_pct:+.1f}%" if r.change_pct == r.change_pct else ""
+    for r in diff.table:
+        pct = "" if r.change_pct is None else f"{r.change_pct:+.1f}%"
         cls = r.verdict if r.verdict in ("better", "worse") else ""
         rows.append(
-            f"<tr><td>{_e(r.metric)}</td><td>{_e(r.unit)}</td><td class='num'>{_fmt(r.a)}</td>"
-            f"<td class='num'>{_fmt(r.b)}</td><td class='num'>{pct}</td>"
-            f"<td class='{cls}'>{_e(r.verdict)}</td><td>{_e(r.provenance)}</td></tr>"
+            f"<tr><td>{_e(r.metric)}</td><td>{_e(r.unit)}</td>"
+            f"<td class='num'>{fmt_value(r.a)}</td><td class='num'>{fmt_value(r.b)}</td>"
+            f"<td class='num'>{pct}</td><td class='{cls}'>{_e(r.verdict)}</td>"
+            f"<td>{_e(r.provenance)}</td></tr>"
         )
     return (
-        f"<p>A = <b>{_e(diff['before'])}</b> (this run, before), B = <b>{_e(diff['after'])}</b> "
+        f"<p>A = <b>{_e(diff.before)}</b> (this run, before), B = <b>{_e(diff.after)}</b> "
         "(after). Below, the figures are this run's.</p>"
         "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
         "<th>B is</th><th>provenance</th></tr>" + "".join(rows) + "</table>"
     )
 
 
-def _summary_of(x: Any, shadow: dict[str, str] | None = None) -> Any:
-    """A RunSummary as it is, or the summary of a Run / run folder (built once, here)."""
-    from mlaprof.analysis.series import Series
-
-    if isinstance(getattr(x, "series", None), Series) and hasattr(x, "to_json"):
-        return x
-    from mlaprof.analysis.run_summary import build_summary
-
-    return build_summary(_open(x), shadow)
-
-
-def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = None) -> str:
-    """The report as one HTML string (see :func:`write_html_report`). ``run`` and ``compare``:
-    run summaries (:func:`mlaprof.analysis.run_summary.build_summary`) or Runs, whose summary is
-    built once here (``shadow``: the engine's modelled AITER view, as ``report`` takes it). The
-    page reads nothing but the summaries."""
+def render_html(s: RunSummary, diff: SummaryDiff | None = None) -> str:
+    """The report as one HTML string (see :func:`write_html_report`): the run summary ``s``
+    and, with a second run, the analysis' ``diff`` to it. The page reads nothing but those."""
     c.go()
     from plotly.offline import get_plotlyjs
 
-    from mlaprof.analysis.diff import diff_summaries
     from mlaprof.figures import run_figures
 
-    s = _summary_of(run, shadow)
-    diff = diff_summaries(s, _summary_of(compare)) if compare is not None else None
+    s = require_summary(s, "the HTML report")
     findings, why = s.findings, None
     figs = run_figures(s, diff=diff)
     parts = [
@@ -386,6 +395,7 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
         _fleet_html(s),
         _trace_html(s),
     ]
+    parts += sections_html(s)
     starts = s.engine_starts  # the analysis' own reading of an imported log
     if starts:
         parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]
@@ -400,21 +410,25 @@ def render_html(run: Any, compare: Any = None, shadow: dict[str, str] | None = N
     return "\n".join(parts)
 
 
+class HtmlRenderer:
+    """``report --html``: the self-contained page of a summary (and its diff), behind the same
+    ``render`` protocol as text, JSON and Markdown (mlaprof.reporters.renderer)."""
+
+    def render(self, summary: RunSummary, diff: SummaryDiff | None = None) -> str:
+        return render_html(summary, diff)
+
+
 def write_html_report(
-    run: Any,
-    path: Path | str,
-    compare: Any = None,
-    shadow: dict[str, str] | None = None,
-    force: bool = False,
+    s: RunSummary, path: Path | str, diff: SummaryDiff | None = None, force: bool = False
 ) -> Path:
-    """Write the self-contained report of ``run`` (a Run or a run folder) to ``path``;
-    ``compare`` (another run, e.g. the fix) adds what changed from ``run`` to it, as a table
-    and a figure (``mlaprof report BUG --compare FIX``). Returns the path written."""
+    """Write the self-contained report of the run summary ``s`` to ``path``; ``diff`` (the
+    analysis' diff to another run, e.g. the fix) adds what changed, as a table and a figure
+    (``mlaprof report BUG --compare FIX``). Returns the path written."""
     path = Path(path)
     if path.is_dir():
         raise MlaprofError(f"{path} is a folder: give the HTML file to write")
     refuse_overwrite(path, force)
-    return _write(path, render_html(run, compare, shadow), force)
+    return _write(path, HtmlRenderer().render(s, diff), force)
 
 
 def refuse_overwrite(path: Path, force: bool) -> None:

@@ -43,15 +43,17 @@ def find_chrome() -> str | None:
 
 
 def write_pngs(
-    run: Any,
+    summary: Any,
     folder: Path | str,
-    compare: Any = None,
+    diff: Any = None,
     scale: float = 1.0,
     only: Sequence[str] | None = None,
     force: bool = False,
 ) -> list[Path]:
-    """Write one ``<figure>.png`` per report figure of ``run`` into ``folder``; returns the paths.
-    ``compare`` adds ``diff.png`` (``run`` before, ``compare`` after). ``only`` keeps the named figures (stems of :data:`mlaprof.figures.RUN_FIGURES`, or ``diff``).
+    """Write one ``<figure>.png`` per report figure of the run ``summary`` into ``folder``;
+    returns the paths. ``diff`` (the analysis' diff to a second run) adds ``diff.png``.
+    ``only`` keeps the named figures (stems of :data:`mlaprof.figures.RUN_FIGURES`, or
+    ``diff``).
 
     Raises :class:`MlaprofError` saying what to install when kaleido or a browser is missing."""
     c.go()
@@ -67,11 +69,8 @@ def write_pngs(
     from plotly import io as pio
 
     from mlaprof.figures import run_figures
-    from mlaprof.figures.html_report import _summary_of
 
-    # the runs' summaries (built once per command: report's one_summary_per_run hands them)
-    s = _summary_of(run)
-    figs = run_figures(s, compare=_summary_of(compare) if compare is not None else None, only=only)
+    figs = run_figures(summary, diff=diff, only=only)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise MlaprofError(f"{folder} is a file: give a folder for the PNGs")
@@ -148,3 +147,18 @@ def render_dom(html: Path, profile: Path, timeout: float) -> subprocess.Complete
          "--dump-dom", html.as_uri()],
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
+
+
+class PngRenderer:
+    """``report --png DIR``: the summary's figures as PNG files, behind the same ``render``
+    protocol as the other views (mlaprof.reporters.renderer); its text names the files."""
+
+    def __init__(self, folder: Path | str, force: bool = False) -> None:
+        self.folder = Path(folder)
+        self.force = force
+
+    def render(self, summary: Any, diff: Any = None) -> str:
+        paths = write_pngs(summary, self.folder, diff=diff, force=self.force)
+        from mlaprof.textsafe import plain
+
+        return "".join(f"wrote {plain(p)}\n" for p in paths)  # a path is data: shown, not sent

@@ -23,10 +23,14 @@ def log_axis(fig: Any) -> None:
 
 
 def bar_axis(fig: Any) -> None:
-    """Bars of S on a linear axis from 0: a bar of S = 1 has a height (on a log axis that starts
-    at 1 it has none) and its value is written on it."""
-    ys = [float(v) for t in fig.data for v in (t.y or ()) if v is not None and v == v]
-    fig.update_yaxes(type="linear", range=[0, max(ys, default=1.0) * 1.15 + 1])
+    """Bars of S on a log2 axis (ticks 1, 2, 4, ... 256) from 1/2: S runs from 1 to 256, and on a
+    linear axis to 256 a bar of S = 1 beside one of S = 4 were both flat (the finding itself);
+    here each doubling is one step of height, a bar of S = 1 is one step tall and its value is
+    written on it."""
+    ys = [float(v) for t in fig.data for v in (t.y or ()) if v is not None and v == v and v > 0]
+    top = max(ys, default=16.0)
+    fig.update_yaxes(type="log", tickvals=POW2_TICKS, ticktext=[str(v) for v in POW2_TICKS],
+                     range=[math.log10(0.5), math.log10(top * 3)])  # fmt: skip
 
 
 def _policies(rs: Any, policy: str | Sequence[str] | None) -> list[str]:
@@ -45,12 +49,16 @@ def _policies(rs: Any, policy: str | Sequence[str] | None) -> list[str]:
 
 def _note_device(fig: Any, pols: Sequence[str]) -> None:
     if pols:
-        fig.add_annotation(
-            xref="paper", yref="paper", x=0, y=1.02, xanchor="left", yanchor="bottom",
-            showarrow=False, font={"size": 10, "color": c.NEUTRAL},
-            text=f"{', '.join(pols)}: S decided on the device at replay (never frozen); "
-            "only S deserved is drawn",
-        )  # fmt: skip
+        _note(fig, f"{', '.join(pols)}: S decided on the device at replay (never frozen); "
+                   "only S deserved is drawn")  # fmt: skip
+
+
+def _note(fig: Any, text: str) -> None:
+    """A note under the x axis's title, in small grey lines (drawn above the plot, where the
+    legend is, it sat on the legend's entries)."""
+    title = fig.layout.xaxis.title.text or ""
+    fig.update_xaxes(title_text=f"{title}<br><span style='font-size:10px;color:{c.NEUTRAL}'>"
+                                f"{c.lines(text)}</span>")  # fmt: skip
 
 
 def _text(vals: list[float | None]) -> list[str]:
@@ -108,9 +116,11 @@ def splits_used_vs_deserved(
         for pol in pols:  # policies that cannot run this shape: say so instead of a gap
             if row[pol].used is None and row[pol].deserved is None:
                 why = (row[pol].note or "").removeprefix("not runnable: ")
+                # upright in the policy's own column, from the axis up: beside bars whose
+                # values are written over them, a level note ran across those labels
                 fig.add_annotation(
-                    x=pol, y=0, yref="y", showarrow=False, yanchor="bottom",
-                    text="not applicable" + (f":<br>{c.shorten(why, 40)}" if why else ""),
+                    x=pol, y=0, yref="paper", showarrow=False, yanchor="bottom", textangle=-90,
+                    text="not applicable" + (f":<br>{c.shorten(why, 30)}" if why else ""),
                     font={"size": 10, "color": c.NEUTRAL},
                 )  # fmt: skip
         title += f" per policy at step {int(at)} on {c.target_label(target)}"
@@ -188,24 +198,24 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
     for the same rows); a series the run lacks has no legend entry, a note says so."""
     go = c.go()
     rs, label = c.series_of(data, "layers", rank)
-    pol = policy if isinstance(policy, str) else (rs.policy if rs else None) or "the run's"
-    title = f"KV splits S used vs deserved per layer, policy {pol}"
+    pol = policy if isinstance(policy, str) else (rs.policy if rs else None)
+    # an imported trace records no policy: said so, never "policy the run's"
+    title = "KV splits S used vs deserved per layer, " + (
+        f"policy {pol}" if pol else "split policy not recorded"
+    )
     rows = rs.layer_s if rs is not None else ()
     if not rows or all(r.used is None for r in rows):
         return c.empty(title + label, "no per-layer KV-split records in this run")
     deserved = all(r.reference_is_deserved for r in rows if r.reference is not None)
     ref_name = "S deserved (real rows only)" if deserved else "S the fix gives for the same rows"
     fig = c.figure()
+    note = None
     for col, name, color in (("used", "S used", c.USED), ("reference", ref_name, c.DESERVED)):
         vals = [getattr(r, col) for r in rows]
         if all(v is None for v in vals):  # no legend entry for a series with no bar
             if col == "reference":
-                fig.add_annotation(
-                    xref="paper", yref="paper", x=0, y=1.02, xanchor="left", yanchor="bottom",
-                    showarrow=False, font={"size": 10, "color": c.NEUTRAL},
-                    text="S deserved: not recorded (an imported trace's grid counts padding "
-                    "rows) and no modelled fix for this path",
-                )  # fmt: skip
+                note = ("S deserved: not recorded (an imported trace's grid counts padding "
+                        "rows) and no modelled fix for this path")  # fmt: skip
             continue
         fig.add_trace(
             go.Bar(
@@ -222,6 +232,8 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
     fig.update_layout(barmode="group")
     fig.update_xaxes(dtick=1 if len(rows) <= 30 else None)
     bar_axis(fig)
+    if note:
+        _note(fig, note)
     return fig
 
 

@@ -134,8 +134,13 @@ def whatif_heatmap(
     t_model = str(first.time_model)
     c.style(
         fig,
-        f"{title}{label}<br><sup>modelled for {model} ({first.heads} heads), qlen {first.qlen}, "
-        f"policy {policy}, {c.target_label(device)}; * = padding rows; time: {t_model}</sup>",
+        f"{title}{label}<br><sup>"
+        + c.lines(
+            f"modelled for {model} ({first.heads} heads), qlen {first.qlen}, policy "
+            f"{policy}, {c.target_label(device)}; * = padding rows; time: {t_model}",
+            150,
+        ).replace("<br>", "</sup><br><sup>")
+        + "</sup>",
         "real requests in the batch (count)",
         "drawn batch (count, sorted by its shortest request)"
         if drawn
@@ -161,7 +166,7 @@ def whatif_heatmap(
             "cmin": 1.0,
             "colorbar": {"title": "slowdown (x)", "x": 1.0, "len": 0.45, "y": 0.22},
         },
-        margin={"t": 130},
+        margin={"t": 150},  # the title and a subtitle of up to 2 lines above the panel titles
     )
     fig.update_yaxes(type="category")
     fig.update_xaxes(type="category")

@@ -135,11 +135,13 @@ def run_gated(
     *args: Any,
     layers: int = 1,
     real_capture: str = "auto",
+    events: list[SyncEvent] | None = None,
     **kwargs: Any,
 ) -> GateReport:
     """Call ``fn(*args, **kwargs)`` ``layers`` times, one checker region per call (the layer
     number), and return what would break capture. Arguments are built by the caller, outside
-    the region: that is where metadata builders may sync."""
+    the region: that is where metadata builders may sync. ``events``: the list the checker
+    records into (``mlaprof check``'s child passes one that writes each event out at once)."""
     if layers < 1:
         raise MlaprofError(f"layers must be >= 1, got {layers}")
     if real_capture not in ("auto", "never", "always"):
@@ -149,6 +151,8 @@ def run_gated(
         raise MlaprofError("real capture needs CUDA/HIP tensors on a GPU; none here")
     # without a GPU the arguments stand for device tensors: host copies and explicit syncs count
     checker = SyncChecker(cuda_debug=cuda, simulate_device=not cuda)
+    if events is not None:
+        checker.events = events
     for layer in range(layers):
         with checker.region(layer=layer):
             fn(*args, **kwargs)

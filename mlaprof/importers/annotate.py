@@ -18,7 +18,15 @@ import numpy as np
 
 from mlaprof.formats.arrow_numpy import ascending
 from mlaprof.importers import step_model
-from mlaprof.importers.kernels import (
+from mlaprof.importers.step_model import (
+    EAGER_STEP_GAP,
+    GRAPH_LAUNCH_SQL,
+    RUNTIME_API_SQL,
+    Graphs,
+    HostTrace,
+    Plan,
+)
+from mlaprof.kernel_table import (
     AXES,
     METADATA,
     REDUCE,
@@ -27,15 +35,7 @@ from mlaprof.importers.kernels import (
     KernelMatcher,
     KernelPattern,
 )
-from mlaprof.importers.step_model import (
-    EAGER_STEP_GAP,
-    GRAPH_LAUNCH_SQL,
-    RUNTIME_API_SQL,
-    SOURCE_RANGES,
-    Graphs,
-    HostTrace,
-    Plan,
-)
+from mlaprof.step_sources import SOURCE_RANGES, SOURCE_TEXT, rle
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
@@ -686,13 +686,13 @@ def _step_checks(
     ]  # fmt: skip
     return {
         "source": plan.source,
-        "source_text": step_model.SOURCE_TEXT[plan.source],
+        "source_text": SOURCE_TEXT[plan.source],
         "graph_identity": graphs.identity,
         "graphs": mla_graphs,
         "other_graphs": sum(1 for n in graphs.layers.values() if not n),
         # bounded: run.json is read by every view (past the cap, graph kinds fall back to the
         # layer rule of mlaprof.analysis.drafter, and the checks say so)
-        "graph_by_step": runs if len(runs := step_model.rle(graph_of)) <= MAX_STEP_RUNS else None,
+        "graph_by_step": runs if len(runs := rle(graph_of)) <= MAX_STEP_RUNS else None,
         "graph_by_step_runs": len(runs),
         "edge_partial": dict(edges),
         # step bounds idle gaps decided where nothing else bounds the steps (gaps mode: all)

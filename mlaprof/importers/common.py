@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from dataclasses import dataclass, field
@@ -106,24 +105,11 @@ def parse_json(path: Path, text: str, **kwargs: Any) -> Any:
 
 
 def read_text(path: Path, what: str) -> str:
-    """A text file's content (``.gz`` decompressed); binary or undecodable input is an error."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise MlaprofError(f"cannot read {path}: {e.strerror or e}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, ValueError) as e:
-            raise MlaprofError(f"{path} is not a valid gzip file ({e})") from None
-    if b"\x00" in raw[:65536]:
-        raise MlaprofError(f"{path} is binary, not a {what}")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise MlaprofError(
-            f"{path} is not UTF-8 text ({what}): {e.reason} at byte {e.start}"
-        ) from None
+    """A text file's content (``.gz`` inflated a chunk at a time within its limit:
+    :mod:`mlaprof.importers.inputs`); binary or undecodable input is an error."""
+    from mlaprof.importers.inputs import read_text as read
+
+    return read(path, what)
 
 
 @dataclass

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns
+from mlaprof.step_sources import RECORDS_KEY
 
 _KEY = ("correlation", "start_ns", "end_ns", "device")
 
@@ -66,3 +68,68 @@ def merge_duplicate_dispatches(
     ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}
     masks = {c: m[keep] for c, m in kc.masks.items() if m[keep].any()}
     return KernelColumns(list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks)
+
+
+def repeated_rows(kc: KernelColumns) -> np.ndarray:
+    """Rows equal in every field to the row before them: a dispatch record written twice.
+    Readers list a database's dispatches by id, so the copies of one dispatch id sit next to
+    each other, and one pass over adjacent rows finds them (no sort of millions of rows)."""
+    n = kc.n
+    if n < 2:
+        return np.zeros(n, bool)
+    name = np.asarray(kc.name_idx, np.int64)
+    same = name[1:] == name[:-1]
+    for c in kc.ints:
+        v = _column(kc, c)
+        same &= v[1:] == v[:-1]
+    return np.concatenate([[False], same])
+
+
+def drop_repeated_dispatches(kc: KernelColumns) -> tuple[KernelColumns, int]:
+    """``kc`` with every repeated dispatch record (:func:`repeated_rows`) kept once, and how
+    many copies went."""
+    rep = repeated_rows(kc)
+    n = int(rep.sum())
+    if not n:
+        return kc, 0
+    keep = np.flatnonzero(~rep)
+    ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}
+    masks = {c: m[keep] for c, m in kc.masks.items() if m[keep].any()}
+    return KernelColumns(list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks), n
+
+
+def nameless(kc: KernelColumns) -> int:
+    """Dispatches whose kernel symbol the trace lacks (stored without a name)."""
+    none = [i for i, s in enumerate(kc.names) if s is None]
+    return int(np.isin(np.asarray(kc.name_idx), none).sum()) if none else 0
+
+
+def check_records(kc: KernelColumns, path: Path, bulk: Any, notes: list[str]) -> KernelColumns:
+    """A trace's dispatch records as data: repeated ones kept once, nameless ones counted; both
+    named in the import's notes and, per rank, in run.json (``trace_records_by_rank``, which
+    the trust verdict reads)."""
+    total = kc.n
+    kc, repeated = drop_repeated_dispatches(kc)
+    holes = nameless(kc)
+    if repeated:
+        notes.append(
+            f"{path.name}: {repeated} of {total} dispatch records repeat the record before them "
+            "(same dispatch id and fields): each dispatch counted once"
+        )
+    if holes:
+        notes.append(
+            f"{path.name}: {holes} of {kc.n} dispatches name a kernel symbol the trace lacks: "
+            "stored without a name (their kernels cannot be attributed)"
+        )
+    from mlaprof.store import runmeta
+
+    doc = runmeta.read(bulk.run_dir).get(RECORDS_KEY)
+    by_rank = dict(doc) if isinstance(doc, dict) else {}
+    mine = by_rank.get(str(bulk.rank)) or {}
+    by_rank[str(bulk.rank)] = {
+        "dispatches": int(mine.get("dispatches", 0)) + kc.n,
+        "repeated_dispatches": int(mine.get("repeated_dispatches", 0)) + repeated,
+        "nameless_dispatches": int(mine.get("nameless_dispatches", 0)) + holes,
+    }
+    runmeta.update(bulk.run_dir, **{RECORDS_KEY: by_rank})
+    return kc

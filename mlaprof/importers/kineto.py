@@ -18,7 +18,6 @@ from typing import Any
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store_kernels
 from mlaprof.importers.common import ImportSummary, parse_json, read_text, to_int, us_to_ns
-from mlaprof.importers.kernels import KernelMatcher
 from mlaprof.importers.kineto_folder import (
     TraceFile,
     assign_ranks,
@@ -29,6 +28,7 @@ from mlaprof.importers.kineto_folder import (
 from mlaprof.importers.kineto_steps import CpuActivity, cpu_activity, cpu_tables
 from mlaprof.importers.rocprof import _sum_counts
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
+from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run

@@ -15,15 +15,17 @@ mlaprof's extra fields, when the database is an mlaprof export, come back from `
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import numpy as np
@@ -33,6 +35,7 @@ from mlaprof.formats import arrow_numpy
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_ARG, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
+from mlaprof.importers.duplicates import check_records
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.schema import TABLES
 
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     from mlaprof.store.staging import BulkWriter
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 # a rocpd database is the user's input: its views may hold any SQL (a recursive query that never
@@ -94,32 +99,166 @@ MARKER_OPS = ("roctxMarkA", "roctxThreadRangeA", "roctxProcessRangeA", "roctxRan
               "roctxRangeStartA")  # fmt: skip
 
 
+# One import reads a database several times (the dispatches ahead in a thread, then the other
+# tables): inside :func:`pinned`, every read of a path gets the same state of it.
+_pins: dict[Path, tuple[str, tuple[Any, ...] | None]] | None = None
+_pin_lock = threading.Lock()
+# a copy of a database and its -wal that changed while it was made is made again this often
+_COPY_TRIES = 3
+
+
+@contextlib.contextmanager
+def pinned() -> Iterator[None]:
+    """Every :func:`readable` of a path inside this block reads the same snapshot of it (taken
+    at its first read, dropped at the end): an import's reads agree with each other."""
+    global _pins
+    with _pin_lock:
+        outer = _pins is None
+        if outer:
+            _pins = {}
+    try:
+        yield
+    finally:
+        if outer:
+            with _pin_lock:
+                dirs = list(_pin_dirs)
+                _pin_dirs.clear()
+                _pins = None
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+
+
+_pin_dirs: list[str] = []  # the pinned snapshots' private folders
+
+
+def pinning(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` run inside :func:`pinned` (an importer: all its reads of a database agree)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with pinned():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 @contextlib.contextmanager
 def readable(path: Path) -> Iterator[str]:
-    """An SQLite URI that reads ``path`` without writing anything beside it. A WAL-mode database
-    (header byte 18 = 2) opened read-only would create ``-shm``/``-wal`` files next to the
-    user's file, and fails on a read-only folder: it is opened ``immutable`` when no ``-wal``
-    file holds pages, else read from a private copy (database and its ``-wal``)."""
+    """An SQLite URI that reads ``path`` as one consistent state, without writing beside it.
+
+    A database a writer may still be appending to is never read as files copied one after the
+    other (a database and its ``-wal`` copied apart hold a state no commit ever had): a
+    WAL-mode database whose ``-shm`` is there (its writer's shared index: a connection has it
+    open) is snapshot by SQLite's backup API, in one step, inside one read transaction: a
+    committed state. A WAL database with neither ``-wal`` nor ``-shm`` has no connection: it is
+    opened ``immutable`` (nothing created beside the user's file, which a read-only folder
+    refuses). A ``-wal`` left without ``-shm`` (its writer gone) is copied with the database,
+    checked unchanged across the copy. A file read in place whose size or modification time
+    moved while it was read is refused as changing, never as malformed."""
+    key = Path(path).absolute()
+    with _pin_lock:
+        got = _pins.get(key) if _pins is not None else None
+    if got is None:
+        tmp = tempfile.mkdtemp(prefix="mlaprof-rocpd-")
+        try:
+            got = _open_state(Path(path), tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        with _pin_lock:
+            if _pins is not None:
+                if key in _pins:  # another thread pinned it meanwhile: one state for all
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    got = _pins[key]
+                else:
+                    _pins[key] = got
+                    _pin_dirs.append(tmp)
+                tmp = ""
+    else:
+        tmp = ""
+    uri, stamp = got
+    try:
+        try:
+            yield uri
+        except (sqlite3.DatabaseError, MlaprofError):
+            if stamp is not None and _stamp(Path(path)) != stamp:
+                raise _changing(Path(path)) from None
+            raise
+        if stamp is not None and _stamp(Path(path)) != stamp:
+            raise _changing(Path(path))
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _changing(path: Path) -> MlaprofError:
+    return MlaprofError(
+        f"{path} changed while it was read (a profiler still writing it?): import it once "
+        "its writer has finished"
+    )
+
+
+def _stamp(path: Path) -> tuple[Any, ...]:
+    """Size and modification time of the database and its -wal (None where absent)."""
+    out: list[Any] = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = p.stat()
+            out.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _open_state(path: Path, tmp: str) -> tuple[str, tuple[Any, ...] | None]:
+    """``(uri, stamp)``: where to read ``path`` from, and the stamp a read in place must still
+    have when it ends (None: a private snapshot, which nothing else changes)."""
     try:
         with open(path, "rb") as f:
             head = f.read(20)
     except OSError:
         head = b""
-    if len(head) < 20 or head[18] != 2:
-        yield f"file:{quote(str(path))}?mode=ro"
-        return
+    stamp = _stamp(path)
+    if len(head) < 20 or head[18] != 2:  # rollback journal: read in place, checked unchanged
+        return f"file:{quote(str(path))}?mode=ro", stamp
     wal = path.with_name(path.name + "-wal")
-    if not wal.exists() or wal.stat().st_size == 0:
-        yield f"file:{quote(str(path))}?mode=ro&immutable=1"
-        return
-    with tempfile.TemporaryDirectory(prefix="mlaprof-rocpd-") as tmp:
-        copy = Path(tmp) / "copy.db"
+    shm = path.with_name(path.name + "-shm")
+    if shm.exists():  # a connection (a writer still appending?) has it open
+        return _backup(path, Path(tmp) / "snapshot.db"), None
+    if not wal.exists():
+        return f"file:{quote(str(path))}?mode=ro&immutable=1", stamp
+    copy = Path(tmp) / "copy.db"
+    for _ in range(_COPY_TRIES):
+        before = _stamp(path)
         try:
             shutil.copyfile(path, copy)
             shutil.copyfile(wal, Path(tmp) / "copy.db-wal")
         except OSError as e:
             raise MlaprofError(f"cannot read {path} (WAL mode, copied to read): {e}") from None
-        yield f"file:{quote(str(copy))}?mode=ro"
+        if _stamp(path) == before:
+            return f"file:{quote(str(copy))}?mode=ro", None
+    raise _changing(path)
+
+
+def _backup(path: Path, dest: Path) -> str:
+    """A private copy of ``path``'s last committed state through SQLite's backup API (all
+    pages in one step: one read transaction, so one commit's state however fast the writer
+    appends)."""
+    try:
+        src = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=10)
+        try:
+            dst = sqlite3.connect(dest)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as e:
+        raise MlaprofError(
+            f"cannot take a consistent snapshot of {path} (WAL mode, open by a writer): {e}"
+        ) from None
+    return f"file:{quote(str(dest))}?mode=ro"
 
 
 def is_sqlite(path: Path) -> bool:
@@ -213,7 +352,9 @@ def import_rocpd(
         except sqlite3.Error as e:
             raise MlaprofError(f"cannot open {path}: {e}") from None
         try:
-            return _import(con, path, bulk, summary, kernels)
+            found, kc = _import(con, path, bulk, summary, kernels)
+            # repeated dispatch records and dispatches without their symbol: said, not data
+            return found, (None if kc is None else check_records(kc, path, bulk, summary.notes))
         except sqlite3.Error as e:
             if (signum := bound.stopped_by()) is not None:
                 raise stop_exception(signum) from None

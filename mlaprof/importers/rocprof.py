@@ -30,7 +30,7 @@ from mlaprof.importers.common import (
     release_arrow_memory,
 )
 from mlaprof.importers.duplicates import merge_duplicate_dispatches
-from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
@@ -72,6 +72,7 @@ def collect(path: Path) -> tuple[str, list[Path]]:
 
 
 @validate.boundary
+@rocpd_sqlite.pinning  # a database still being written: every read of it sees one state
 def import_rocprof(
     path: Path | str,
     traces: Path | str,
@@ -255,7 +256,17 @@ def _restore_meta(run_dir: Path, embedded: dict[str, Any]) -> None:
     keep = {
         k: v
         for k, v in embedded.items()
-        if k not in ("name", "created", "status", "schema_version", "imported_from", "format")
+        if k
+        not in (
+            "name",
+            "created",
+            "status",
+            "schema_version",
+            "imported_from",
+            "format",
+            "run_id",
+            "ranks",
+        )  # fmt: skip
     }
     keep["exported_from"] = embedded.get("name")
     runmeta.update(run_dir, **keep)

@@ -120,6 +120,16 @@ def classify(header: Sequence[str]) -> str | None:
     return None
 
 
+def _kernel_columns_missing(header: Sequence[str]) -> list[str]:
+    """The kernel trace columns a header lacks, as rocprofv3 spells them, where it holds the
+    kernel name and a timestamp (a kernel trace with a column cut); [] for any other CSV."""
+    h = {norm(c) for c in header}
+    if "kernel_name" not in h or not h & {"start_timestamp", "end_timestamp"}:
+        return []
+    return [c.title() if c != "grid_size_x" else "Grid_Size_X" for c in _KERNEL_REQUIRED
+            if c not in h]  # fmt: skip
+
+
 def _header_of(path: Path, text: str) -> list[str]:
     first = text.split("\n", 1)[0]
     try:
@@ -543,6 +553,12 @@ def import_csv(
         header = _header_of(path, text)
         kind = classify(header)
     if kind is None:
+        near = _kernel_columns_missing(header)
+        if near:  # a kernel trace without a column it needs: named, not "not a rocprofv3 CSV"
+            raise MlaprofError(
+                f"{path}: a kernel trace CSV missing column(s) {', '.join(near)} (rocprofv3's "
+                "kernel_trace.csv has Kernel_Name, Start_Timestamp, End_Timestamp, Grid_Size_X)"
+            )
         shown = ", ".join(header[:6])[:120]
         raise MlaprofError(f"{path}: not a rocprofv3 CSV (header: {shown})")
     kernels = None

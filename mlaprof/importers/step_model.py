@@ -36,25 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from mlaprof.step_sources import SOURCE_GAPS, SOURCE_GRAPHS, SOURCE_RANGES, SOURCE_SAMPLER
+
 NULL = -1
 # an eager step ends where the pitch between two stage-1 kernels exceeds this many times the
 # median pitch: the last resort, where neither ranges nor step-closing kernels nor syncs tell
 EAGER_STEP_GAP = 3.0
-
-SOURCE_RANGES = "roctx-ranges"
-SOURCE_SAMPLER = "step-closing-kernels"
-SOURCE_GAPS = "idle-gaps"
-SOURCE_GRAPHS = "graph-launches"  # every MLA step is a graph replay: nothing else to tell
-
-SOURCE_TEXT = {
-    SOURCE_RANGES: "roctx/NVTX ranges: each MLA kernel in the step range its launch call was made in",
-    SOURCE_SAMPLER: "the kernels vLLM runs at the end of every step (rejection sampler, argmax)",
-    SOURCE_GAPS: (
-        "idle gaps between MLA kernels (no roctx range or step-closing kernel marks the steps): "
-        "step bounds are a guess"
-    ),
-    SOURCE_GRAPHS: "graph launches: every MLA step is one replay",
-}
 
 # the kernels that close a vLLM step or a drafter pass (see the module's doc)
 CLOSING = re.compile(
@@ -339,23 +326,3 @@ def graph_kinds(layers: dict[int, int]) -> dict[int, str]:
         g: "other" if n == 0 else ("verify" if n == deepest else "drafter")
         for g, n in layers.items()
     }
-
-
-def rle(values: list[Any]) -> list[list[Any]]:
-    """``[[value, run length], ...]``: per-step values kept small in the run's metadata."""
-    out: list[list[Any]] = []
-    for v in values:
-        if out and out[-1][0] == v:
-            out[-1][1] += 1
-        else:
-            out.append([v, 1])
-    return out
-
-
-def unrle(runs: Any) -> list[Any]:
-    """The values of :func:`rle` again (an absent or malformed list gives none)."""
-    out: list[Any] = []
-    for item in runs or []:
-        if isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[1], int):
-            out.extend([item[0]] * max(0, item[1]))
-    return out

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers.common import ImportSummary, read_text
+from mlaprof.importers.common import ImportSummary
+from mlaprof.importers.inputs import text_lines
 from mlaprof.portable import portable_path
 from mlaprof.store import validate
 from mlaprof.store.staging import staged_run
@@ -168,13 +170,18 @@ class LogFacts:
             st.engine_line or st.server_line for st in self.starts
         )
 
+    # each start's last downgrade, by start, for the records counted (one pass, not one a start:
+    # a 1 GB log of 30k starts spent its minutes scanning every record for every start)
+    _downs: tuple[int, dict[int, str]] = field(default=(-1, {}), repr=False, compare=False)
+
     def final_mode(self, start: int) -> str | None:
         """The cudagraph mode a start ended with, as its lines say (last downgrade, else config)."""
-        downs = [
-            r for r in self.records if r["start"] == start and r["kind"] == "cudagraph-downgrade"
-        ]
-        if downs:
-            return str(downs[-1]["setting"])
+        if self._downs[0] != len(self.records):
+            last = {r["start"]: str(r["setting"]) for r in self.records
+                    if r["kind"] == "cudagraph-downgrade"}  # fmt: skip
+            self._downs = (len(self.records), last)
+        if start in self._downs[1]:
+            return self._downs[1][start]
         mode = self.starts[start - 1].config.get("cudagraph_mode")
         return str(mode) if mode else None
 
@@ -296,7 +303,8 @@ def _split_line(raw: str) -> tuple[str | None, int | None, str | None, str | Non
     return process, pid, level, when, line.rstrip()
 
 
-def parse_log(text: str) -> LogFacts:
+def parse_log(text: str | Iterable[str]) -> LogFacts:
+    """The facts of a log, given whole or as its lines (split at ``\n``; a ``\r`` kept)."""
     facts = LogFacts()
     progress: dict[tuple[int, int, str, str], dict[str, Any]] = {}
     cur: Start | None = None
@@ -306,7 +314,8 @@ def parse_log(text: str) -> LogFacts:
         facts.starts.append(st)
         return st
 
-    for lineno, physical in enumerate(text.split("\n"), 1):
+    lines = text.split("\n") if isinstance(text, str) else text
+    for lineno, physical in enumerate(lines, 1):
         for piece in physical.split("\r"):
             if not piece.strip():
                 continue
@@ -507,10 +516,18 @@ def import_vllm_log(
     path = Path(path)
     if not path.is_file():
         raise MlaprofError(f"{path} is not a file")
-    text = read_text(path, "vLLM log")
-    if not text.strip():
+    # a line at a time: a 1 GB log is never held whole (nor its decoded copy)
+    blank = [True]
+
+    def lines() -> Iterator[str]:
+        for line in text_lines(path, "vLLM log"):
+            if blank[0] and line.strip():
+                blank[0] = False
+            yield line
+
+    facts = parse_log(lines())
+    if blank[0]:
         raise MlaprofError(f"{path} is empty")
-    facts = parse_log(text)
     if facts.empty():
         raise MlaprofError(
             f"{path}: no vLLM log line found (no engine config, server start, attention backend, "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
-import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 
 from mlaprof.errors import MlaprofError
+from mlaprof.splits import releases
 
 # -- facts (AITER v0.1.19/v0.1.20 aiter/mla.py and mla_gluon.py) -----------------------------------------------------------------------
 GLUON_MIN_VERSION = (0, 1, 19, 0)  # first tag with mla_gluon's 4-D MTP entry and in-kernel causal
@@ -41,18 +41,9 @@ INSTALL_HINT = (
 )
 
 
-def parse_version(text: str) -> tuple[int, int, int, int] | None:
-    """'0.1.19.post2' -> (0, 1, 19, 2); '0.1.20.dev3+g1a2b' -> (0, 1, 20, 0); junk -> None."""
-    m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?", text.strip())
-    if not m:
-        return None
-    major, minor, patch, post = m.groups()
-    return int(major), int(minor), int(patch), int(post or 0)
-
-
-def format_version(v: tuple[int, int, int, int]) -> str:
-    base = f"v{v[0]}.{v[1]}.{v[2]}"
-    return base + (f".post{v[3]}" if v[3] else "")
+# the one AITER version parser and tag format (mlaprof.splits.releases), re-exported for the backend
+parse_version = releases.parse_version
+format_version = releases.tag
 
 
 @dataclass

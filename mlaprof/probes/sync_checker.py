@@ -2,8 +2,11 @@
 
 Works on any device (the CPU included) through a ``TorchDispatchMode`` that sees every aten op
 and only looks at argument metadata (dtype, device, sizes): it never reads tensor data, so it adds
-no sync, no allocation, and never changes a result. ``Tensor.tolist`` is invisible to dispatch and
-is wrapped separately. Each finding names the layer, the op and the ``file:line`` of the first
+no sync, no allocation, and never changes a result. ``Tensor.tolist`` and a tensor's text
+(``print``, ``str``, ``repr``, ``format``, f-strings: torch's formatter turns dispatch modes off)
+are invisible to dispatch and are wrapped separately; ``bool``, ``int``, ``float``, ``__index__``
+and ``.item()`` reach ``aten::_local_scalar_dense``. Iterating a tensor is ``unbind`` (views, no
+sync on a GPU either); what each element then becomes is seen as above. Each finding names the layer, the op and the ``file:line`` of the first
 caller outside torch and mlaprof's probes.
 
 On a CUDA device ``cuda_debug=True`` also arms ``torch.cuda.set_sync_debug_mode("warn")`` inside
@@ -291,13 +294,22 @@ class SyncChecker:
         that breaks capture, verified on an H200 in bench/results/checker_validation_h200.json)."""
         checker = self
 
-        def tolist(t: torch.Tensor, *a: Any, **k: Any) -> Any:
-            checker._add("sync", "Tensor.tolist", "tolist() copies every element to the host")
-            checker._quiet += 1  # its inner device->host copy is the same sync
-            try:
-                return tolist.__wrapped__(t, *a, **k)
-            finally:
-                checker._quiet -= 1
+        def reads_back(fn: Any, label: str, detail: str) -> Any:
+            """``fn`` of a tensor reads its values to the host: one sync where the caller
+            made it, whatever ``fn`` does inside (a repr's per-element reads are that one)."""
+
+            def wrapper(t: torch.Tensor, *a: Any, **k: Any) -> Any:
+                if checker._quiet or not _real(t):
+                    return fn(t, *a, **k)
+                checker._add("sync", label, detail)
+                checker._quiet += 1
+                try:
+                    return fn(t, *a, **k)
+                finally:
+                    checker._quiet -= 1
+
+            wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+            return wrapper
 
         def factory(fn: Any, label: str) -> Any:
             def wrapper(data: Any, *a: Any, **k: Any) -> Any:
@@ -317,9 +329,36 @@ class SyncChecker:
             wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
             return wrapper
 
-        tolist.__wrapped__ = torch.Tensor.tolist  # type: ignore[attr-defined]
+        # print(t), str(t), repr(t), f"{t!r}" and the text of every tensor in a container all
+        # reach Tensor.__repr__, whose formatter turns dispatch modes off: invisible to the mode
         patches = [
-            (torch.Tensor, "tolist", tolist),
+            (
+                torch.Tensor,
+                "tolist",
+                reads_back(
+                    torch.Tensor.tolist,
+                    "Tensor.tolist",
+                    "tolist() copies every element to the host",
+                ),
+            ),
+            (
+                torch.Tensor,
+                "__repr__",
+                reads_back(
+                    torch.Tensor.__repr__,
+                    "Tensor.__repr__",
+                    "print / str / repr / f-string of a tensor copies its values to the host",
+                ),
+            ),
+            (
+                torch.Tensor,
+                "__format__",
+                reads_back(
+                    torch.Tensor.__format__,
+                    "Tensor.__format__",
+                    "format() / f-string of a tensor copies its values to the host",
+                ),
+            ),
             (torch, "tensor", factory(torch.tensor, "torch.tensor")),
             (torch, "as_tensor", factory(torch.as_tensor, "torch.as_tensor")),
         ]
@@ -388,6 +427,11 @@ def _compile_safe(mode: _Mode, fn: Any) -> Any:
 
     wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
     return wrapper
+
+
+def _real(t: Any) -> bool:
+    """A tensor with values to read (not a meta or fake tensor standing in for one)."""
+    return type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_meta
 
 
 def _targets_host(*args: Any, **kwargs: Any) -> bool:

@@ -4,9 +4,11 @@ Markdown for a CI comment. A renderer only: every line comes from the summary (a
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import fmt_change, fmt_value
+from mlaprof.textsafe import md_code, md_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
@@ -16,10 +18,9 @@ ICON = {"critical": "🔴 CRITICAL", "warning": "🟠 WARNING", "info": "🔵 IN
 
 
 def cell(text: Any) -> str:
-    """One table cell: no line breaks, pipes escaped, control characters dropped."""
-    s = "" if text is None else str(text)
-    s = "".join(ch if ch.isprintable() or ch == " " else " " for ch in s.replace("\n", " "))
-    return s.replace("\\", "\\\\").replace("|", "\\|").strip()
+    """Text from the summary as Markdown (:func:`mlaprof.textsafe.md_text`): one line, nothing in it
+    read as HTML, a link, an image, emphasis or a table cell's end."""
+    return md_text("" if text is None else text)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
@@ -38,7 +39,7 @@ class MarkdownRenderer:
 def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     """The typed summary ``s`` and, with ``--compare``, its ``diff``."""
     sc = s.scenario
-    lines = [f"## mlaprof: `{cell(s.run)}`", ""]
+    lines = [f"## mlaprof: {md_code(s.run)}", ""]
     facts = [f"status **{cell(s.status)}**", f"kind {cell(s.kind)}"]
     facts += [f"{k} {cell(v)}" for k, v in (("backend", s.backend), ("device", s.device),
               ("policy", sc.policy)) if v]  # fmt: skip
@@ -55,18 +56,10 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     route = s.route
     if route:
         tag = "" if route.verified else " (UNVERIFIED)"
-        lines += [f"**vLLM route**: `{cell(route.path)}` ({cell(route.kernel)}): "
+        lines += [f"**vLLM route**: {md_code(route.path)} ({cell(route.kernel)}): "
                   f"{cell(route.reason)} [vLLM {cell(route.version)}{tag}]", ""]  # fmt: skip
-    fleet = s.fleet
-    if fleet.ranks > 1:
-        lines += [f"**{cell(fleet.text)}**", ""]
-        lines += _table(
-            ["rank", "host", "DP", "trust", "S min", "S max", "collapsed layers"],
-            [[r.rank, r.host or "-", _unknown(r.dp_group), _unknown(r.trust),
-              _unknown(r.S_min), _unknown(r.S_max), r.collapsed_layers]
-             for r in fleet.per_rank],
-        )  # fmt: skip
-        lines += ["", f"DP: {cell(fleet.dp_groups_source)}", ""]
+    if s.fleet.ranks > 1:  # the ranks' table is the rows layer's (section "ranks side by side")
+        lines += [f"**{cell(s.fleet.text)}**", ""]
     findings = s.findings
     lines.append(f"### Findings ({len(findings)})")
     lines.append("")
@@ -78,13 +71,14 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         flag = " _(from a trace that lost records)_" if f.unreliable else ""
         lines.append(f"- **{ICON.get(f.severity, f.severity)}** {cell(f.title)}{flag}")
         if where:
-            lines.append(f"  - where: `{cell(where)}`")
+            lines.append(f"  - where: {md_code(where)}")
         if f.evidence:
             lines.append(f"  - evidence: {cell(f.evidence)}")
         if f.fix:
             lines.append(f"  - fix: {cell(f.fix)}")
+    lines += ["", *sections_markdown(s)]
     if diff is not None:
-        lines += ["", f"### `{cell(diff.before)}` → `{cell(diff.after)}`", ""]
+        lines += ["", f"### {md_code(diff.before)} → {md_code(diff.after)}", ""]
         lines += _table(
             ["metric", "before", "after", "change", "verdict", "where it comes from"],
             [[f"{r.metric} ({r.unit})", fmt_value(r.a), fmt_value(r.b), fmt_change(r),
@@ -93,5 +87,21 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _unknown(v: Any) -> str:
-    return "unknown" if v is None else str(v)
+def sections_markdown(s: RunSummary) -> list[str]:
+    """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
+    ``<details>`` block: a PR comment hides no split, path or padding row, and stays short."""
+    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
+
+    out = [f"### {HEADING}", ""]
+    for b in summary_blocks(s):
+        out += ["<details>", f"<summary>{html.escape(b.title)}</summary>", ""]
+        if b.rows:
+            out += _table(["", "value"], [[r.label, r.text] for r in b.rows])
+            out.append("")
+        for t in b.tables:
+            if t.title != b.title:
+                out += [f"**{cell(t.title)}**", ""]
+            out += _table(t.head, t.rows)
+            out += [f"_{table_more(t)}_" if t.more else "", ""]
+        out += ["</details>", ""]
+    return out

@@ -1,7 +1,9 @@
 """The one protocol every view of a run's summary implements: ``render(summary, diff)`` returns
-the view's text. A renderer formats; it computes nothing (``mlaprof.analysis`` does) and reads
+the view's text (terminal, JSON, Markdown, the HTML page; the PNG renderer writes its files
+and names them). A renderer formats; it computes nothing (``mlaprof.analysis`` does) and reads
 neither the run nor its store. ``mlaprof report`` builds each summary once and hands it to
-every renderer it was asked for."""
+every renderer it was asked for; the sections every view shows come from one rows layer
+(:mod:`mlaprof.reporters.rows`)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ class JsonRenderer:
 
 
 def renderer(fmt: str, verbose: bool = False) -> Renderer:
-    """The renderer of a ``--format`` (text: the terminal report)."""
+    """The renderer of a ``--format`` (text: the terminal report). The HTML page and the PNG
+    figures implement the same protocol in ``mlaprof.figures`` (``HtmlRenderer``,
+    ``PngRenderer``), which draw on this package's rows layer."""
     if fmt == "json":
         return JsonRenderer()
     if fmt == "md":

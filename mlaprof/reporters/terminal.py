@@ -60,7 +60,12 @@ class TerminalRenderer:
         return out.get()
 
 
-def print_report(s: RunSummary, console: Console | None = None, verbose: bool = False) -> None:
+def print_report(
+    s: RunSummary, console: Console | None = None, verbose: bool = False, sections: bool = True
+) -> None:
+    """The terminal report: the headline, the tables and the findings, then (``sections``)
+    every section of the summary as the rows layer lays it out. ``mlaprof run`` leaves the
+    sections to ``mlaprof report`` and says so: a quick start ends on its findings."""
     console = console or Console()
     sc = s.scenario
     fields = {
@@ -159,11 +164,10 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
     if s.fleet.ranks > 1:
         _print_fleet(console, s.fleet)
 
-    paths = {c.backend: c for c in s.paths}
-    if paths:
+    if s.paths:
         shown = (
-            ("native 4-D (torch)", paths.get("torch")),
-            ("legacy flat", paths.get("legacy-flat")),
+            ("native 4-D (torch)", next((c for c in s.paths if c.backend == "torch"), None)),
+            ("legacy flat", next((c for c in s.paths if c.backend == "legacy-flat"), None)),
         )
         console.print(
             "verify paths (step 0, one layer): "
@@ -256,6 +260,25 @@ def print_report(s: RunSummary, console: Console | None = None, verbose: bool = 
             "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
         )
     console.print(ft)
+    if sections:
+        print_sections(s, console)
+    else:
+        console.print(
+            f"every section of the summary: mlaprof report {term(s.run)}",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
+
+
+def print_sections(s: RunSummary, console: Console) -> None:
+    """Every section of the summary, as the rows layer lays it out (mlaprof.reporters.rows):
+    the same rows, values and wording as the Markdown, HTML and ``tui`` views."""
+    from mlaprof.reporters.rows import HEADING, block_lines, summary_blocks
+
+    console.print("\n" + HEADING, style="bold", markup=False, highlight=False, soft_wrap=True)
+    for line in block_lines(summary_blocks(s), console.width):
+        console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
 def _print_engine_starts(
@@ -363,8 +386,13 @@ def _print_fleet(console: Console, fleet: Fleet) -> None:
     t = Table(title="per rank", title_justify="left", box=box.SIMPLE, pad_edge=False)
     cols = ("rank", "host", "pid", "agent", "DP", "trust", "layers", "S min", "S max",
             "coll. layers")  # fmt: skip
+    # every cell reads whole (the trust column read "reliab…" at 80 columns); only a host
+    # name past 16 characters folds, and the last header over two lines
+    host_w = min(16, max([4, *(len(r.host or "-") for r in fleet.per_rank)]))
     for col in cols:
-        t.add_column(col, justify="left" if col == "host" else "right")
+        t.add_column(col, justify="left" if col == "host" else "right",
+                     no_wrap=col not in ("host", "coll. layers"), overflow="fold",
+                     min_width=host_w if col == "host" else None)  # fmt: skip
     for r in fleet.per_rank:
         t.add_row(
             str(r.rank), term(r.host or "-"), _or_unknown(r.pid), _or_unknown(r.agent),
@@ -478,9 +506,14 @@ def print_diff(d: SummaryDiff, console: Console | None = None) -> None:
 
     console = console or Console()
     t = Table(title=f"A {term(d.before)}  ->  B {term(d.after)}", title_justify="left")
-    t.add_column("metric", overflow="fold", ratio=5)
+    # A and B take at most a quarter of what the borders and the last two columns leave each,
+    # the metric's name the rest (at 80 columns it wrapped over up to 5 lines beside a long A
+    # or B text); a long value wraps within its column
+    t.add_column("metric", overflow="fold")
     for col in ("A", "B"):
-        t.add_column(col, justify="right", ratio=3)
+        t.add_column(
+            col, justify="right", overflow="fold", max_width=max(10, (console.width - 28) // 4)
+        )
     t.add_column("change", justify="right", no_wrap=True, min_width=6)
     t.add_column("B is", no_wrap=True, min_width=6)
     style = {"better": "green", "worse": "red"}

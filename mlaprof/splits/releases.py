@@ -46,9 +46,10 @@ class AiterRule:
         return asdict(self)
 
 
-def _parse(text: str) -> tuple[Version, bool] | None:
-    """'v0.1.21.post2' -> ((0, 1, 21, 2), True); '0.1.20.dev3+g1a2b' -> ((0, 1, 20, 0), False):
-    a dev or local build is not the tag it is near."""
+def parse_release(text: str) -> tuple[Version, bool] | None:
+    """The one AITER version parser: 'v0.1.21.post2' -> ((0, 1, 21, 2), True);
+    '0.1.20.dev3+g1a2b' -> ((0, 1, 20, 0), False): a dev or local build is not the tag it is
+    near; junk -> None."""
     m = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?(.*)", text.strip())
     if not m:
         return None
@@ -56,29 +57,36 @@ def _parse(text: str) -> tuple[Version, bool] | None:
     return (int(major), int(minor), int(patch), int(post or 0)), not rest
 
 
-def _tag(v: Version) -> str:
+def parse_version(text: str) -> Version | None:
+    """The release tuple of ``text`` (:func:`parse_release` without the clean-tag flag)."""
+    parsed = parse_release(text)
+    return parsed[0] if parsed else None
+
+
+def tag(v: Version) -> str:
+    """(0, 1, 19, 2) -> 'v0.1.19.post2'."""
     return f"v{v[0]}.{v[1]}.{v[2]}" + (f".post{v[3]}" if v[3] else "")
 
 
 def aiter_rule(version: str) -> AiterRule:
     """The modelled rule for AITER ``version`` (raises MlaprofError for text that is no version
     or a release older than v0.1.19, which has no 4-D gluon MTP entry)."""
-    parsed = _parse(version)
+    parsed = parse_release(version)
     if parsed is None:
         raise MlaprofError(f"AITER version {version!r} is not like 0.1.20 or 0.1.21.post2")
     v, clean = parsed
     if v < OLDEST:
         raise MlaprofError(
-            f"AITER {version} has no 4-D gluon MTP entry: it is older than {_tag(OLDEST)}, the "
+            f"AITER {version} has no 4-D gluon MTP entry: it is older than {tag(OLDEST)}, the "
             "oldest modelled release (vLLM 0.32 needs >= 0.1.19)"
         )
     near = max(k for k in MODELLED if k <= v)
-    tag, policy = MODELLED[near]
-    shown = version.strip() if not clean else _tag(v)
+    of, policy = MODELLED[near]
+    shown = version.strip() if not clean else tag(v)
     if clean and v in MODELLED:
-        same = "" if tag == shown else f" (the same mla_gluon.py and mla.py as {tag})"
-        return AiterRule(version, tag, policy, True, f"rule of {shown}{same}")
-    return AiterRule(version, tag, policy, False, f"rule of {tag}; {shown} not verified")
+        same = "" if of == shown else f" (the same mla_gluon.py and mla.py as {of})"
+        return AiterRule(version, of, policy, True, f"rule of {shown}{same}")
+    return AiterRule(version, of, policy, False, f"rule of {of}; {shown} not verified")
 
 
 def policy_for(version: str) -> str:

@@ -301,7 +301,8 @@ def non_rocm_route(
     return Route("triton-mla", PATHS["triton-mla"], off, version, src, False, False)
 
 
-# the split policies that model each path's kernel (mlaprof.splits.policies names)
+# the split policies that model each path's kernel (mlaprof.splits.policies names); the first is
+# the one the path runs (a trailing "-": the gluon rule of the AITER release, releases.policy_for)
 PATH_POLICIES = {
     "gluon-verify": ("aiter-gluon-",),
     "gluon-decode": ("aiter-gluon-",),
@@ -313,6 +314,21 @@ PATH_POLICIES = {
     "flash-attn-mla": (),  # no modelled split rule: mlaprof's own kernel is the only fit
     "flashmla": (),
 }
+
+
+def path_policy(path: str, aiter: str) -> str | None:
+    """The one path/version -> policy selection: the split policy vLLM's ``path`` runs with
+    AITER ``aiter`` (None: no modelled split rule for the path; raises for a path no route
+    names, and as :func:`mlaprof.splits.releases.policy_for` does for a bad release)."""
+    from mlaprof.errors import MlaprofError
+    from mlaprof.splits import releases  # looked up at call time (one replacement changes all)
+
+    if path not in PATH_POLICIES:
+        raise MlaprofError(f"no route path {path!r}; known: {', '.join(PATH_POLICIES)}")
+    fams = PATH_POLICIES[path]
+    if not fams:
+        return None
+    return releases.policy_for(aiter) if fams[0].endswith("-") else fams[0]
 
 
 def policy_fits_route(policy: str, path: str) -> bool:

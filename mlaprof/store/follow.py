@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, liveness
+from mlaprof.store import columnar, integrity, liveness
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
 
@@ -41,6 +41,11 @@ DB_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
 
 class FollowError(Exception):
     """The followed run cannot be read any more (deleted, truncated, corrupted)."""
+
+
+class RunReplaced(FollowError):
+    """The folder now holds another run than the one followed (deleted and recorded again under
+    the same name): the caller starts over on the new one."""
 
 
 @dataclass
@@ -67,22 +72,45 @@ class RunFollow:
         self._sides: dict[Key, dict[str, columnar.SideTable]] = {}
         self._sides_read: set[tuple[Key, str]] = set()
         self._seen_folder = False
+        # who the followed run is, not its name: the folder's and each database's inode and
+        # run.json's run id / creation stamp; a change means another run took the name
+        self._folder_id: tuple[int, int] | None = None
+        self._run_id: tuple[Any, Any] | None = None
+        self._db_ids: dict[Key, tuple[int, int]] = {}
+        self._meta_sig: tuple[int, ...] | None = None  # run.json's stat when last read
         self.cut = False  # a read was cut at ``limit``: more committed rows wait
 
     # -- the folder ----------------------------------------------------------------------------
     def exists(self) -> bool:
         """Whether the folder is there; raises once a folder seen before is gone."""
-        if self.path.is_dir():
+        try:
+            st = self.path.stat()
+        except OSError:
+            st = None
+        if st is not None and self.path.is_dir():
+            ident = (st.st_dev, st.st_ino)
+            if self._folder_id is not None and ident != self._folder_id:
+                raise RunReplaced(f"run {self.path.name} was replaced by another run")
+            self._folder_id = ident
             self._seen_folder = True
             return True
         if self._seen_folder:
             raise FollowError(f"run {self.path.name} was deleted")
         return False
 
+    def meta_changed(self) -> bool:
+        """Whether run.json was rewritten (or replaced) since :meth:`read_meta` last read it: a
+        stat per poll, so that another run's run.json is seen at once, not every few polls."""
+        try:
+            return _sig(self.path / "run.json") != self._meta_sig
+        except OSError:
+            return True
+
     def read_meta(self, had: bool) -> dict[str, Any] | None:
         """run.json, or ``None`` while it is missing or (``had``: known before) being rewritten."""
         p = self.path / "run.json"
         try:
+            sig = _sig(p)
             doc = json.loads(p.read_text())
         except FileNotFoundError:
             if had:
@@ -97,6 +125,11 @@ class RunFollow:
         problem = version_problem(doc.get("schema_version"), self.path.name)
         if problem:
             raise FollowError(problem)
+        ident = (doc.get("run_id"), doc.get("created"))
+        if self._run_id is not None and ident != self._run_id:
+            raise RunReplaced(f"run {self.path.name} was replaced by another run (run.json)")
+        self._run_id = ident
+        self._meta_sig = sig
         return doc
 
     def discover(self) -> list[Key]:
@@ -107,6 +140,10 @@ class RunFollow:
             key = (int(m.group(1)), m.group(2) or "") if m else None
             if key is None or key in self._cons:
                 continue
+            try:
+                integrity.check_file(p)
+            except MlaprofError as e:
+                raise FollowError(str(e)) from None
             con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, check_same_thread=False)
             ver = con.execute("PRAGMA user_version").fetchone()[0]
             if ver == 0:
@@ -117,12 +154,15 @@ class RunFollow:
                 con.close()
                 raise FollowError(problem)
             try:
+                integrity.check_rows(con, p, key[0])
                 sides = columnar.side_tables(con, self.path)
+                integrity.check_sides(sides, p, key[0])
             except MlaprofError as e:
                 con.close()
                 raise FollowError(str(e)) from None
             self._cons[key] = con
             self._sides[key] = sides
+            self._db_ids[key] = _file_id(p)
             found.append(key)
         return found
 
@@ -210,11 +250,26 @@ class RunFollow:
 
     def _con(self, key: Key) -> sqlite3.Connection:
         db = self.path / rank_db_name(*key)
-        if not db.exists():
-            raise FollowError(f"{db.name} of run {self.path.name} was deleted")
+        try:
+            ident = _file_id(db)
+        except FileNotFoundError:
+            raise FollowError(f"{db.name} of run {self.path.name} was deleted") from None
+        if ident != self._db_ids.get(key, ident):
+            # the open connection still reads the old, unlinked file: another run's database
+            raise RunReplaced(f"{db.name} of run {self.path.name} was replaced by another file")
         return self._cons[key]
 
     def close(self) -> None:
         for con in self._cons.values():
             con.close()
         self._cons.clear()
+
+
+def _sig(path: Path) -> tuple[int, ...]:
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_dev, st.st_ino

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, liveness, runmeta, sqlengine
+from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
 from mlaprof.store.writer import rank_db_name
-from mlaprof.sync_kinds import SYNC
 
 if TYPE_CHECKING:  # imported where a frame is built: listing runs or an error needs none
     import pandas as pd
@@ -91,7 +90,13 @@ class Run:
         # one database per (rank, role): a rank's worker is role "", other processes name theirs
         self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
-        self.refresh_ranks()
+        try:
+            self.refresh_ranks()
+            if self._cons:  # a run that names a rank it lacks is refused, never read smaller
+                integrity.check_complete(self.path, self.meta, self.ranks)
+        except BaseException:
+            self.close()
+            raise
         if not self._cons:
             if liveness.any_writer_alive(self.path):
                 raise EmptyRunError(self.path, "starting")
@@ -106,12 +111,15 @@ class Run:
             m = _RANK_DB.match(p.name)
             key = (int(m.group(1)), m.group(2) or "") if m else None
             if key is not None and key not in self._cons:
+                integrity.check_file(p)
                 con = _connect(p)
                 if con is None:
                     continue
                 try:
                     con.execute("SELECT 1 FROM steps LIMIT 1").fetchall()
+                    integrity.check_rows(con, p, key[0])
                     side = columnar.side_tables(con, self.path)
+                    integrity.check_sides(side, p, key[0])
                 except sqlite3.DatabaseError as e:
                     con.close()
                     raise MlaprofError(f"{p} is corrupt or incomplete ({e})") from None
@@ -235,15 +243,14 @@ class Run:
             df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if df.empty:
             df = pd.DataFrame(columns=list(columns(name)))
-        if name == "layers" and not df.empty and df["syncs"].isna().any():
-            df = self._fill_layer_syncs(df)
         return df
 
     def read_tables(self, names: Iterable[str]) -> dict[str, pd.DataFrame]:
         """Whole tables, each exactly as :meth:`table` reads it, read together: one ADBC
         connection per database for all of them, a table a database holds no row of not read
-        there (a small run's tables are mostly empty), and the layers' missing sync counts filled
-        from the syncs read here (:meth:`table` reads them again)."""
+        there (a small run's tables are mostly empty). Rows as recorded: a layer's sync count a
+        producer left empty stays empty (the analysis fills it by its rule,
+        :func:`mlaprof.analysis.syncs.fill_layer_syncs`)."""
         import pandas as pd
 
         names = list(names)
@@ -272,14 +279,7 @@ class Run:
             frames = [f for f in parts[name] if len(f)]
             df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
             out[name] = pd.DataFrame(columns=list(columns(name))) if df.empty else df
-        lay = out.get("layers")
-        if lay is not None and not lay.empty and lay["syncs"].isna().any():
-            syncs = out["syncs"] if "syncs" in out else self.table("syncs")
-            out["layers"] = fill_layer_syncs(lay, syncs)
         return out
-
-    def _fill_layer_syncs(self, layers: pd.DataFrame) -> pd.DataFrame:
-        return fill_layer_syncs(layers, self.table("syncs"))
 
     def columns(self, name: str, cols: list[str], rank: int | None = None) -> pd.DataFrame:
         """Some columns of a table, all ranks (database rows first, as :meth:`table`), text as
@@ -429,30 +429,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, ranks={self.ranks})"
-
-
-def fill_layer_syncs(layers: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
-    """``layers.syncs`` where a producer left it empty (runs that watch only some steps):
-    the device->host syncs (:data:`mlaprof.sync_kinds.SYNC`) the probe recorded in that
-    rank's step and layer, for the steps it watched; ``None`` stays for unwatched steps. The
-    column then sums to what the report counts (the live fold, :mod:`mlaprof.analysis.live`,
-    applies the same rule to the rows committed so far)."""
-    if syncs.empty:
-        return layers
-    watched = syncs[["rank", "step"]].drop_duplicates()
-    n = (
-        syncs[syncs["kind"] == SYNC]
-        .groupby(["rank", "step", "layer"])
-        .size()
-        .rename("_n")
-        .reset_index()
-    )
-    keys = ["rank", "step", "layer"]
-    out = layers.merge(watched.assign(_w=True), on=["rank", "step"], how="left")
-    out = out.merge(n, on=keys, how="left")
-    fill = out["syncs"].isna() & out["_w"].eq(True)
-    out.loc[fill, "syncs"] = out.loc[fill, "_n"].fillna(0).astype(int)
-    return out.drop(columns=["_w", "_n"])
 
 
 def _code(cats: dict[Any, int], value: Any) -> int:

@@ -10,6 +10,7 @@ import platform
 import re
 import stat
 import subprocess
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,9 @@ def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
         "versions": dict(versions()),
         "git": git_revision(),
         **dict(meta),
+        # who this run is, whatever its name: a run deleted and recorded again under the same
+        # name is another run to a reader following it (mlaprof.store.follow)
+        "run_id": uuid.uuid4().hex,
     }
     # the run's kind is data from its first write on (producers name it; others are inferred)
     doc["kind"] = str(run_kind(doc))

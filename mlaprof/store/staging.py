@@ -272,8 +272,11 @@ def staged_run(
         bulk = BulkWriter(writer.db_path, writer.rank)
         bulk.run_dir = staged_dir
         yield bulk, final
+        ranks = sorted({bulk.rank, *bulk._ranks})
         bulk.commit()
         bulk = None
+        # the ranks written, so that a rank database deleted later is named, not unnoticed
+        runmeta.update(staged_dir, ranks=ranks)
         try:
             os.rename(staged_dir, final)  # replaces the reserved (empty) folder
         except OSError as e:

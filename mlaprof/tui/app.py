@@ -30,12 +30,14 @@ class MlaprofApp(App[int]):
         compare: Path | None = None,
         rank: int | None = None,
         interval: float = 0.25,
+        traces: Path | None = None,
     ) -> None:
         super().__init__()
         self.path = Path(path)
         self.compare = compare
         self.rank = rank
         self.interval = interval
+        self.traces = traces  # the folder `mlaprof runs` lists (the compare chooser's runs)
 
     def on_mount(self) -> None:
         if is_run_folder(self.path):
@@ -61,7 +63,11 @@ class MlaprofApp(App[int]):
 
 
 def run_app(
-    path: Path, once: bool = False, compare: Path | None = None, rank: int | None = None
+    path: Path,
+    once: bool = False,
+    compare: Path | None = None,
+    rank: int | None = None,
+    traces: Path | None = None,
 ) -> int:
     """Open the dashboard on a run (followed live while it is written) or a folder of runs.
 
@@ -73,7 +79,7 @@ def run_app(
 
         print(snapshot(path, compare=compare, rank=rank), end="")
         return 0
-    app = MlaprofApp(path, compare=compare, rank=rank)
+    app = MlaprofApp(path, compare=compare, rank=rank, traces=traces)
     app.run()
     return app.return_code or 0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.live import FOLDED, LiveFold, LiveSummary
-from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow
+from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow, RunReplaced
 from mlaprof.tui.view import ANALYSING, Selection, View, build_view
 
 if TYPE_CHECKING:
@@ -37,18 +37,30 @@ class RunFollower:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.lock = threading.RLock()
+        self.generation = 0  # how many times another run took the folder: each starts over
+        self.polls = 0
+        self.analyses: list[float] = []  # seconds each full pass took
+        self.folds: list[float] = []  # seconds each provisional summary took
+        self._start()
+
+    def _start(self) -> None:
+        """Follow the folder from nothing (at first, and when another run replaced it)."""
         self.store = RunFollow(self.path)
         self.fold = LiveFold(self.path.name)
         self.problem: str | None = None
         self.latest: LiveSummary | None = None  # what the dashboard draws (replaced, never merged)
         self.full: RunSummary | None = None  # the last full pass
         self.full_note = ANALYSING
-        self.polls = 0
         self.behind = False  # more committed rows wait than one poll reads
-        self.analyses: list[float] = []  # seconds each full pass took
-        self.folds: list[float] = []  # seconds each provisional summary took
         self._summarised = -1  # the fold version the latest summary covers
         self._folded_at = 0.0
+
+    def restart(self) -> None:
+        """Another run took the folder: drop every row and summary of the old one."""
+        with self.lock:
+            self.store.close()
+            self.generation += 1
+            self._start()
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -65,7 +77,11 @@ class RunFollower:
         status change counts as one)."""
         with self.lock:
             try:
-                n = self._poll()
+                try:
+                    n = self._poll()
+                except RunReplaced:  # the rows read so far are another run's: start over
+                    self.restart()
+                    n = self._poll()
             except FollowError as e:
                 self.problem = str(e)
                 raise
@@ -82,7 +98,7 @@ class RunFollower:
         if not self.store.exists():
             self.problem = f"waiting for run {self.path} to appear"
             return 0
-        if len(self.fold.meta) <= 1 or self.polls % 8 == 0:
+        if len(self.fold.meta) <= 1 or self.polls % 8 == 0 or self.store.meta_changed():
             got = self.store.read_meta(had=len(self.fold.meta) > 1)
             if got is not None:
                 self.fold.meta = {"name": self.path.name, **got}
@@ -150,10 +166,15 @@ class RunFollower:
                 self.latest = live
             return self.latest
 
-    def land_full(self, s: RunSummary | None, why: str, version: int) -> None:
+    def land_full(
+        self, s: RunSummary | None, why: str, version: int, generation: int | None = None
+    ) -> None:
         """A full pass landed (``version``: the fold's when it started): it replaces the
-        provisional summary; rows folded since make the next provisional one newer again."""
+        provisional summary; rows folded since make the next provisional one newer again. A
+        pass begun on a run since replaced (``generation``) is dropped."""
         with self.lock:
+            if generation is not None and generation != self.generation:
+                return
             if s is None:
                 self.full_note = why or ANALYSING
                 if self.latest is None or self.latest.summary is None:
@@ -242,11 +263,19 @@ class _FullPass:
         self.dirty = True  # records arrived since the last pass
         self.final_done = False
         self.news = threading.Event()  # a pass finished: draw its summary
+        self.generation = follower.generation  # the run (of the folder's runs) last analysed
 
     def maybe_start(self) -> None:
         if self.thread is not None and self.thread.is_alive():
             return
         f = self.f
+        if f.generation != self.generation:  # another run took the folder: analyse it afresh
+            self.generation, self.final_done, self.dirty, self.next_at = (
+                f.generation,
+                False,
+                True,
+                0,
+            )
         done = f.finished
         if not f.fold.statuses or f.behind or self.final_done or not self.dirty:
             return
@@ -254,15 +283,17 @@ class _FullPass:
             return
         self.dirty = False
         with f.lock:
-            version = f.fold.version
-        self.thread = threading.Thread(target=self._run, args=(done, version), daemon=True)
+            version, generation = f.fold.version, f.generation
+        self.thread = threading.Thread(
+            target=self._run, args=(done, version, generation), daemon=True
+        )
         self.thread.start()
 
-    def _run(self, final: bool, version: int) -> None:
+    def _run(self, final: bool, version: int, generation: int) -> None:
         t0 = time.monotonic()
         found, why = analyze_run(self.f.path)
         cost = time.monotonic() - t0
-        self.f.land_full(found, why, version)
+        self.f.land_full(found, why, version, generation)
         self.f.analyses.append(cost)
         self.next_at = time.monotonic() + max(self.every, 9 * cost)
         self.final_done = final

@@ -18,6 +18,11 @@ class SummaryUpdated(Message):
         super().__init__()
         self.live = live
 
+    def can_replace(self, message: Message) -> bool:
+        """A newer summary supersedes one still queued: the dashboard draws only the newest, so
+        a slow redraw never works through a backlog of stale summaries."""
+        return isinstance(message, SummaryUpdated)
+
 
 class RunProblem(Message):
     """The followed run cannot be read any more: deleted, truncated, corrupted."""
@@ -25,6 +30,10 @@ class RunProblem(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer problem supersedes one still queued (the run is unreadable either way)."""
+        return isinstance(message, RunProblem)
 
 
 class DrillDown(Message):

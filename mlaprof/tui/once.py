@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import is_run_folder, list_runs_nested
-from mlaprof.textsafe import plain
+from mlaprof.textsafe import plain, plain_lines
 from mlaprof.tui.compare import HEAD, compare_rows
 from mlaprof.tui.follower import FollowError, RunFollower, analyze_run
 from mlaprof.tui.text import format_table, render_text
@@ -50,10 +50,17 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
     if not is_run_folder(path):
         runs = list_runs_nested(path)
         rows = [
-            [r.name, r.created[:19], r.scenario, r.device, r.status, r.steps_text()] for r in runs
+            [
+                plain(c)
+                for c in (r.name, r.created[:19], r.scenario, r.device, r.status, r.steps_text())
+            ]
+            for r in runs
         ]
+        # folder names are data: a folder named ``ESC]0;...BEL`` retitles no terminal
         head = ["run", "created", "scenario", "device", "status", "steps"]
-        return f"runs in {path} (newest first)\n" + "\n".join(format_table((head, rows))) + "\n"
+        return plain_lines(
+            f"runs in {path} (newest first)\n" + "\n".join(format_table((head, rows))) + "\n"
+        )
     v, sa = read_view(path, rank)
     text = render_text(v)
     if compare is not None:
@@ -61,5 +68,4 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
         text += f"\nCOMPARE  A: {v.name}  B: {w.name}\n"
         text += "\n".join(format_table((HEAD, compare_rows(sa, sb))))
         text += "\n\n" + render_text(w)
-    # trace strings are data: control characters shown, lines of a 50 KB string shortened
-    return "\n".join(plain(line) for line in text.split("\n"))
+    return plain_lines(text)

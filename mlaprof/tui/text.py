@@ -11,18 +11,20 @@ from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from mlaprof.tui.view import FULL
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.sections import LayerRow, SplitStep
     from mlaprof.tui.view import View
 
 Table = tuple[list[str], list[list[str]]]
 BLOCKS = "▁▂▃▄▅▆▇█"
 SEV_TAG = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 
+# (LayerRow field the column sorts by, header)
 LAYER_COLUMNS = (
     ("layer", "layer"),
-    ("time_ms", "time ms"),
+    ("time_us", "time ms"),
     ("syncs", "syncs"),
-    ("used", "S used"),
-    ("deserved", "S ref"),
+    ("S_used", "S used"),
+    ("S_reference", "S ref"),
     ("collapsed", "collapsed"),
 )
 RANK_COLUMN = ("rank", "rank")  # first, where several ranks are shown (never merged)
@@ -43,9 +45,7 @@ def header_lines(v: View) -> list[str]:
 def latency_line(v: View, width: int = 200) -> str:
     """Recent step times with how they were measured ("CPU reference timing" on a CPU run);
     the numbers always fit ``width`` (an 80-column terminal), the words shrink first."""
-    lat = v.latency
-    stats = [("last", lat["last"]), ("p50", lat["p50"]), ("p90", lat["p90"])]
-    stats += [("min", lat["min"]), ("max", lat["max"])]
+    stats = v.latency
     tries = [("  ", v.timing_label), (" ", v.timing_label), (" ", v.timing_short), (" ", "")]
     for sep, label in tries:
         nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)
@@ -82,9 +82,11 @@ def fmt_count_or_mean(v: object) -> str:
     return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def reference_cell(r: dict) -> str:
+def reference_cell(r: LayerRow | None) -> str:
     """The S a layer is judged against: deserved, or the fix's S for an imported trace."""
-    ref, source = r.get("deserved"), r.get("reference_source")
+    if r is None:
+        return "-"
+    ref, source = r.S_reference, r.reference_source
     if ref is None:
         return "unknown" if source == "unknown" else "-"
     return f"{ref} (fix)" if source == "fix" else str(ref)
@@ -96,27 +98,30 @@ def layer_columns(v: View) -> tuple[tuple[str, str], ...]:
 
 def layer_table(v: View) -> Table:
     rows = [
-        [_s(r["rank"])] * v.per_rank_layers
+        [_s(r.rank)] * v.per_rank_layers
         + [
-            _s(r["layer"]),
-            fmt_ms(r.get("time_ms")),
-            fmt_count_or_mean(r.get("syncs")),
-            _s(r.get("used"))
-            if r.get("used_min") in (None, r.get("used"))
-            else f"{r['used']} (min {r['used_min']})",
+            _s(r.layer),
+            fmt_ms(layer_ms(r)),
+            fmt_count_or_mean(r.syncs),
+            _s(r.S_used) if r.S_min in (None, r.S_used) else f"{r.S_used} (min {r.S_min})",
             reference_cell(r),
-            f"{_s(r.get('collapsed'))}/{_s(r.get('rows'))}",
+            f"{_s(r.collapsed)}/{_s(r.steps)}",
         ]
         for r in v.layers
     ]
     return [h for _, h in layer_columns(v)], rows
 
 
-def _ranks(r: dict) -> str:
+def layer_ms(r: LayerRow | None) -> float | None:
+    """A layer row's time in ms (the analysis gives µs)."""
+    return None if r is None or r.time_us is None else r.time_us / 1e3
+
+
+def _ranks(r: SplitStep) -> str:
     from mlaprof.analysis.ranks import rank_span
 
-    rs = r.get("ranks")
-    return rank_span(rs) if rs else _s(r.get("rank"))
+    rs = [x for x in r.ranks if x is not None]
+    return rank_span(rs) if rs else _s(r.rank)
 
 
 def split_table(v: View) -> Table:
@@ -124,15 +129,15 @@ def split_table(v: View) -> Table:
     disagree keep their own)."""
     head = ["ranks", "policy", "S used", "deserved", "frozen", "occ (model)"]
     rows = [
-        [_ranks(r), _s(r["policy"]), "device", "-", "never", "-"]
-        if r.get("on_device")  # S is decided on the device at every replay: no host number
+        [_ranks(r), _s(r.policy), "device", "-", "never", "-"]
+        if r.on_device  # S is decided on the device at every replay: no host number
         else [
             _ranks(r),
-            _s(r["policy"]),
-            _s(r["used"]),
-            _s(r["deserved"]),
-            _s(r["frozen"]),
-            f"{fmt_pct(r.get('occupancy'))}->{fmt_pct(r.get('occupancy_deserved'))}",
+            _s(r.policy),
+            _s(r.used),
+            _s(r.deserved),
+            _s(r.frozen),
+            f"{fmt_pct(r.occupancy)}->{fmt_pct(r.occupancy_deserved)}",
         ]
         for r in v.splits
     ]
@@ -143,19 +148,19 @@ def padding_table(v: View) -> Table:
     """The analysis' padding totals over every recorded step (one definition for all views)."""
     p = v.padding
     head = ["steps", "padded", "real rows", "pad rows", "real tok", "pad tok", "waste", "pad KV"]
-    if not p or not p.get("steps"):
+    if p is None or not p.steps:
         return head, []
     return head, [
         [
             # the totals sum the ranks: the steps cell says so ("80 (Σ2)": 2 ranks summed)
-            _s(p["steps"]) + (f" (Σ{p['ranks']})" if (p.get("ranks") or 0) > 1 else ""),
-            _s(p.get("steps_padded")),
-            _s(p["real_rows"]),
-            _s(p["padding_rows"]),
-            _s(p["real_tokens"]),
-            _s(p["padding_tokens"]),
-            fmt_pct(p.get("padding_fraction")),
-            fmt_bytes(p.get("kv_bytes_padding")),
+            _s(p.steps) + (f" (Σ{p.ranks})" if (p.ranks or 0) > 1 else ""),
+            _s(p.steps_padded),
+            _s(p.real_rows),
+            _s(p.padding_rows),
+            _s(p.real_tokens),
+            _s(p.padding_tokens),
+            fmt_pct(p.padding_fraction),
+            fmt_bytes(p.kv_bytes_padding),
         ]
     ]
 
@@ -163,28 +168,19 @@ def padding_table(v: View) -> Table:
 def memory_table(v: View) -> Table:
     """Capture memory and status per rank, capture size and mode, as recorded."""
     head = ["rank", "size", "mode", "pool", "allocator", "driver", "capture ms", "status"]
-    status = {(c.get("rank"), c.get("capture_size"), c.get("graph_mode")): c for c in v.captures}
-    mem = {(m.get("rank"), m.get("capture_size"), m.get("graph_mode")): m for m in v.memory}
-    keys = list(mem) + [k for k in status if k not in mem]
-    rows = []
-    for k in keys:
-        m, c = mem.get(k, {}), status.get(k, {})
-        st = c.get("status") or "-"
-        if c.get("fallback"):
-            st += f" -> {c['fallback']}"
-        ns = m.get("capture_ns")
-        rows.append(
-            [
-                _s(k[0]),
-                _s(k[1]),
-                _s(k[2]),
-                fmt_bytes(m.get("pool_bytes")),
-                fmt_bytes(m.get("allocator_bytes")),
-                fmt_bytes(m.get("driver_bytes")),
-                fmt_ms(ns / 1e6) if ns is not None else "-",
-                st,
-            ]
-        )
+    rows = [
+        [
+            _s(r.rank),
+            _s(r.capture_size),
+            _s(r.graph_mode),
+            fmt_bytes(r.pool_bytes),
+            fmt_bytes(r.allocator_bytes),
+            fmt_bytes(r.driver_bytes),
+            fmt_ms(r.capture_ns / 1e6) if r.capture_ns is not None else "-",
+            (r.status or "-") + (f" -> {r.fallback}" if r.fallback else ""),
+        ]
+        for r in v.memory
+    ]
     return head, rows
 
 
@@ -193,15 +189,15 @@ def sync_table(v: View, layer: int | None, width: int | None = None) -> Table:
     (a narrow screen cuts the function name, never ``file.py:NN``); a rank column where several
     ranks show. Where the rows do not fit ``width`` columns, locations drop their folders
     (``legacy_flat.py:53``, the line number kept)."""
-    many = len({s["rank"] for s in v.syncs}) > 1
+    many = len({s.rank for s in v.syncs}) > 1
     head = ["rank"] * many + ["kind", "op", "location", "count", "first step", "function"]
-    sites = [s for s in v.syncs if layer is None or s["layer"] == layer]
+    sites = [s for s in v.syncs if layer is None or s.layer == layer]
 
     def rows(loc: Callable[[str], str]) -> list[list[str]]:
         return [
-            [_s(s["rank"])] * many
-            + [_s(s["kind"]), _s(s["op"]), loc(_s(s["location"])), _s(s["count"]),
-               _s(s["first_step"]), _s(s["function"])]
+            [_s(s.rank)] * many
+            + [_s(s.kind), _s(s.op), loc(_s(s.location)), _s(s.count), _s(s.first_step),
+               _s(s.function)]
             for s in sites
         ]  # fmt: skip
 
@@ -230,7 +226,7 @@ def headline_lines(v: View) -> list[str]:
     """The analysis' key numbers (the lines ``mlaprof report`` prints)."""
     if not v.headline:
         return [f"  {v.findings_source}"]
-    return [f"  {h['label']}: {h['value']}  ({h['provenance']})" for h in v.headline]
+    return [f"  {h.label}: {h.value}  ({h.provenance})" for h in v.headline]
 
 
 def finding_lines(v: View, width: int = 100) -> list[str]:
@@ -285,7 +281,19 @@ def render_text(v: View, width: int = 100) -> str:
         lines += ["", "ENGINE / IMPORTED (mlaprof.analysis)", *["  " + s for s in details]]
     lines += ["", f"FINDINGS ({v.findings_source})"]
     lines += ["  " + s for s in finding_lines(v, width - 2)]
+    lines += section_lines(v, width)
     return "\n".join(lines) + "\n"
+
+
+def section_lines(v: View, width: int = 100) -> list[str]:
+    """Every section of the summary, as the rows layer lays it out (mlaprof.reporters.rows):
+    the same rows, values and wording as ``mlaprof report`` in each of its formats."""
+    if v.summary is None:
+        return []
+    from mlaprof.reporters.rows import HEADING, block_lines, summary_blocks
+
+    body = block_lines(summary_blocks(v.summary), width - 2)
+    return ["", HEADING.upper(), *["  " + s for s in body]]
 
 
 # -- engine runs, imported traces, imported vLLM logs (the analysis' own sections) -------------

@@ -9,6 +9,7 @@ read in this one module, so a change of their shape changes only here.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +21,16 @@ from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
     from mlaprof.analysis.live import LiveSummary, StepSeries
+    from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.analysis.sections import (
         EngineSection,
         EngineStart,
         Fleet,
+        HeadlineRow,
+        LayerRow,
+        Padding,
         ShadowSection,
+        SplitStep,
         TraceSection,
     )
 
@@ -60,23 +66,22 @@ class View:
     steps_text: str  # steps per rank, with the ranks behind each count
     events: int
     latency_ms: list[float]
-    latency: dict[str, float | None]
+    latency: list[tuple[str, float | None]]  # last, p50, p90, min, max (ms)
     latency_scope: str  # "rank 0 of 8" where several ranks are shown, else ""
     step_median: str  # the analysis' median step (per rank where ranks differ)
     # the analysis' sync verdict ("not checked (...)" apart from "0 on N layer(s)")
     sync_text: str
-    layers: list[dict[str, Any]]
+    layers: list[LayerRow]  # the analysis' rows of the shown ranks, in the selected order
     layer_scope: str  # "all steps" or "step N"
     per_rank_layers: bool  # several ranks shown: each row is one rank's
-    splits: list[dict[str, Any]]
-    padding: dict[str, Any]
-    memory: list[dict[str, Any]]
-    captures: list[dict[str, Any]]
-    syncs: list[dict[str, Any]]
+    splits: list[SplitStep]  # the shown ranks' rows (ranks that agree share one)
+    padding: Padding | None
+    memory: list[CaptureRow]  # capture memory and status per rank, size and mode, as recorded
+    syncs: list[Site]
     findings: list[Finding]
     findings_source: str  # FULL, PROVISIONAL, or why no summary is shown yet
     capture_memory: str
-    headline: list[dict[str, str]]  # the analysis' key numbers (capture, memory, S, padding)
+    headline: list[HeadlineRow]  # the analysis' key numbers (capture, memory, S, padding)
     provisional: bool = False
     capture_failed: bool = False  # the analysis' capture status says no FULL graph
     timing_label: str = ""  # how step times were measured (CPU reference timing, graph replay)
@@ -89,6 +94,8 @@ class View:
     trace: TraceSection | None = None
     engine_starts: list[EngineStart] | None = None
     fleet: Fleet | None = None  # the analysis' ranks side by side
+    # the summary itself: every section shown through the rows layer (mlaprof.reporters.rows)
+    summary: RunSummary | None = None
     step_ids: list[int] = field(default_factory=list)
     steps_by_rank: dict[int, int] = field(default_factory=dict)  # committed steps, shown ranks
 
@@ -101,7 +108,7 @@ class View:
 def build_view(
     live: LiveSummary | None,
     rank: int | None = None,
-    step_layers: list[dict[str, Any]] | None = None,
+    step_layers: list[LayerRow] | None = None,
     step: int | None = None,
     problem: str | None = None,
     layer_sort: tuple[str, bool] = ("layer", False),
@@ -117,7 +124,7 @@ def build_view(
     ranks = live.ranks
     shown = [r for r in ranks if rank is None or r == rank]
 
-    def mine(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def mine(rows: list[Any] | None) -> list[Any]:
         return [r for r in rows or [] if rank is None or _has_rank(r, rank)]
 
     source = ANALYSING if s is None else PROVISIONAL if live.provisional else FULL
@@ -125,11 +132,9 @@ def build_view(
         source = live.note
     series = live.series.get(rank if rank is not None else min(ranks, default=0))
     counts = _f(s, "sync_counts")
-    layers = [
-        _layer(r) for r in (step_layers if step_layers is not None else mine(_f(s, "layers")))
-    ]
+    layers = list(step_layers if step_layers is not None else mine(_f(s, "layers")))
     key, rev = layer_sort
-    layers.sort(key=lambda r: (_sort_key(r.get(key)), _sort_key(r.get("rank"))), reverse=rev)
+    layers.sort(key=lambda r: (_sort_key(getattr(r, key)), _sort_key(r.rank)), reverse=rev)
     timing, capture = _f(s, "timing"), _f(s, "capture")
     return View(
         name=str(meta.get("name") or name),
@@ -156,17 +161,13 @@ def build_view(
         layers=layers,
         layer_scope=f"step {step}" if step_layers is not None else "all steps",
         per_rank_layers=len(shown) > 1,
-        splits=[_split(r) for r in mine(_f(s, "splits"))],
-        padding=_padding(_f(s, "padding")),
-        memory=[r for r in live.memory if rank is None or r.get("rank") == rank],
-        captures=[r for r in live.captures if rank is None or r.get("rank") == rank],
+        splits=mine(_f(s, "splits")),
+        padding=_f(s, "padding"),
+        memory=capture_rows(live, rank),
         syncs=_sites(s, rank),
         findings=sorted(_f(s, "findings") or [], key=lambda f: f.rank),
         findings_source=source,
-        headline=[
-            {"label": h.label, "value": h.value, "provenance": h.provenance}
-            for h in _f(s, "headline") or []
-        ],
+        headline=list(_f(s, "headline") or []),
         provisional=live.provisional,
         capture_failed=bool(capture and capture.no_full_graph),
         timing_label=timing.timing_label if timing else timing_label(series and series.timing),
@@ -180,6 +181,7 @@ def build_view(
         trace=_f(s, "trace"),
         engine_starts=_f(s, "engine_starts") or None,
         fleet=_f(s, "fleet"),
+        summary=s,
         step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
         steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},
     )
@@ -195,45 +197,6 @@ def _has_rank(row: Any, rank: int) -> bool:
     return rank in ranks if ranks else getattr(row, "rank", None) == rank
 
 
-def _layer(r: Any) -> dict[str, Any]:
-    """A :class:`~mlaprof.analysis.sections.LayerRow` under the table's column names (its
-    syncs None where the analysis says the layer was not checked: shown "-")."""
-    return {
-        "rank": r.rank,
-        "layer": r.layer,
-        "time_ms": None if r.time_us is None else r.time_us / 1e3,
-        "syncs": r.syncs,
-        "used": r.S_used,
-        "used_min": r.S_min,
-        "deserved": r.S_reference,
-        "reference_source": r.reference_source,
-        "collapsed": r.collapsed,
-        "rows": r.steps,
-    }
-
-
-def _split(r: Any) -> dict[str, Any]:
-    """A :class:`~mlaprof.analysis.sections.SplitStep` (ranks that agree share it)."""
-    return {
-        "ranks": [x for x in r.ranks if x is not None] or ([r.rank] if r.rank is not None else []),
-        "policy": r.policy,
-        "on_device": r.on_device,
-        "used": r.used,
-        "deserved": r.deserved,
-        "frozen": r.frozen,
-        "occupancy": r.occupancy,
-        "occupancy_deserved": r.occupancy_deserved,
-    }
-
-
-def _padding(p: Any) -> dict[str, Any]:
-    if p is None:
-        return {}
-    keys = ("steps", "steps_padded", "real_rows", "padding_rows", "real_tokens",
-            "padding_tokens", "padding_fraction", "kv_bytes_padding", "text", "ranks")  # fmt: skip
-    return {k: getattr(p, k) for k in keys}
-
-
 def _capture_memory(c: Any) -> str:
     """``capture memory (<measure>): 96.00 MiB`` from the capture section, or why none."""
     if c is None:
@@ -242,21 +205,75 @@ def _capture_memory(c: Any) -> str:
     return f"{what}: " + ("not recorded" if c.memory_bytes is None else human_bytes(c.memory_bytes))
 
 
-def _sites(s: Any, rank: int | None) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One sync / allocation / copy / capture-error site of a rank and layer, with the number
+    of records of it (the summary lists each record)."""
+
+    rank: int
+    layer: int
+    kind: str
+    op: str
+    location: str
+    function: str
+    count: int
+    first_step: int
+
+
+def _sites(s: Any, rank: int | None) -> list[Site]:
     """Each recorded sync / allocation / copy / capture error, as the summary lists them, with
     the number of records of the same site."""
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for kind, name in (("sync", "syncs"), ("alloc", "allocations"), ("h2d", "h2d_copies"),
-                       ("capture-error", "capture_errors")):  # fmt: skip
-        for r in _f(s, name) or []:
+    out: dict[tuple[Any, ...], Site] = {}
+    for kind, records in (("sync", _f(s, "syncs")), ("alloc", _f(s, "allocations")),
+                          ("h2d", _f(s, "h2d_copies")),
+                          ("capture-error", _f(s, "capture_errors"))):  # fmt: skip
+        for r in records or []:
             if rank is not None and r.rank != rank:
                 continue
             k = (r.rank, r.layer, kind, r.op, r.location, r.function)
-            cur = out.setdefault(k, {"rank": r.rank, "layer": r.layer, "kind": kind, "op": r.op,
-                                     "location": r.location, "function": r.function,
-                                     "count": 0, "first_step": r.step})  # fmt: skip
-            cur["count"] += 1
+            cur = out.get(k)
+            out[k] = (
+                Site(r.rank, r.layer, kind, r.op, r.location, r.function, 1, r.step)
+                if cur is None
+                else dataclasses.replace(cur, count=cur.count + 1)
+            )
     return list(out.values())
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureRow:
+    """Capture memory and status of one rank, capture size and graph mode, as the run's
+    writer recorded them (the live fold's latest ``memory`` and ``captures`` rows)."""
+
+    rank: int | None
+    capture_size: int | None
+    graph_mode: str | None
+    pool_bytes: float | None
+    allocator_bytes: float | None
+    driver_bytes: float | None
+    capture_ns: float | None
+    status: str | None
+    fallback: str | None
+
+
+def capture_rows(live: LiveSummary, rank: int | None) -> list[CaptureRow]:
+    """The recorded memory rows joined with the capture status rows on (rank, size, mode): the
+    one place the TUI reads store rows (not the summary) by column name."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, Any, Any]:
+        return (r.get("rank"), r.get("capture_size"), r.get("graph_mode"))
+
+    status = {key(c): c for c in live.captures}
+    mem = {key(m): m for m in live.memory}
+    out = []
+    for k in list(mem) + [k for k in status if k not in mem]:
+        if rank is not None and k[0] != rank:
+            continue
+        m, c = mem.get(k, {}), status.get(k, {})
+        out.append(CaptureRow(k[0], k[1], k[2], m.get("pool_bytes"), m.get("allocator_bytes"),
+                              m.get("driver_bytes"), m.get("capture_ns"), c.get("status"),
+                              c.get("fallback")))  # fmt: skip
+    return out
 
 
 def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
@@ -282,9 +299,9 @@ def _step_median(timing: Any, rank: int | None) -> str:
     return str(timing.step_median_text or "-")
 
 
-def _latency(series: StepSeries | None) -> dict[str, float | None]:
+def _latency(series: StepSeries | None) -> list[tuple[str, float | None]]:
     keys = ("last", "p50", "p90", "min", "max")
-    return {k: None if series is None else getattr(series, k) for k in keys}
+    return [(k, None if series is None else getattr(series, k)) for k in keys]
 
 
 def _text(v: Any) -> str:
@@ -299,7 +316,7 @@ def _waiting(name: str, problem: str | None) -> View:
         steps_text="0 steps", events=0, latency_ms=[], latency=_latency(None), latency_scope="",
         step_median="-", sync_text=ANALYSING, capture_memory="", layers=[],
         layer_scope="all steps", per_rank_layers=False, splits=[],
-        padding={}, memory=[], captures=[], syncs=[], findings=[], findings_source=ANALYSING,
+        padding=None, memory=[], syncs=[], findings=[], findings_source=ANALYSING,
         headline=[], problem=problem,
     )  # fmt: skip
 

@@ -125,10 +125,10 @@ def memory_from_log(path: Path, default_sizes: list[int], rule: str) -> MemoryMo
     """Capture memory from a vLLM log: the last server start's ``Graph capturing finished in N
     secs, took X GiB`` (the largest rank's: the budget is per GPU), spread in proportion to size
     over the capture sizes that start's config line lists (else the default list)."""
-    from mlaprof.importers.common import read_text
+    from mlaprof.importers.inputs import text_lines
     from mlaprof.importers.vllm_log import parse_log
 
-    facts = parse_log(read_text(path, "vLLM log"))
+    facts = parse_log(text_lines(path, "vLLM log"))
     done = [r for r in facts.records if r.get("kind") == "capture-finished" and r.get("bytes")]
     if not done:
         raise MlaprofError(f"{path} has no 'Graph capturing finished ... took X GiB' line")

@@ -7,7 +7,8 @@ import pytest
 
 from mlaprof.analysis.timing import CPU_SPREAD
 from mlaprof.cli import main
-from tests.conftest import mlaprof_cli
+from tests import shipped_demo
+from tests.conftest import child_env, mlaprof_cli
 
 SMALL = ["--kv-lens", "70,130,200", "--steps", "2", "-q"]
 
@@ -226,14 +227,12 @@ def test_triton_on_cpu_without_interpreter_is_refused_before_recording(capsys, t
 
 def test_runs_at_80_columns_keep_every_field(capsys, monkeypatch) -> None:
     """A narrow terminal gets one block per run: no line past 80 columns, no field cut."""
-    from tests.conftest import ROOT
-
     monkeypatch.setenv("COLUMNS", "80")
-    assert main(["runs", str(ROOT / "traces")]) == 0
+    assert main(["runs", str(shipped_demo.traces())]) == 0
     out = capsys.readouterr().out
     assert all(len(line) <= 80 for line in out.splitlines()), out
     flat = " ".join(out.split())
-    run = ROOT / "traces" / "demo" / "fix-splits-decided-on-device-c1-long"
+    run = shipped_demo.run("fix-splits-decided-on-device-c1-long")
     created = json.loads((run / "run.json").read_text())["created"][:16].replace("T", " ")
     for field in ("demo/fix-splits-decided-on-device-c1-long", "finished", "triton on cuda",
                   "mlaprof-triton", "active-rows", "c1-long", "32 steps", created):  # fmt: skip
@@ -306,7 +305,7 @@ def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:
 
     from tests.conftest import ROOT
 
-    demo = ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16"
+    demo = shipped_demo.run("bug-padding-collapses-splits-c16")
     bug = ROOT / "tests" / "data" / "aiter" / "gluon_v0119_bug"
     t = tmp_path / "t"
     commands = [
@@ -328,7 +327,7 @@ def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:
         "    print(argv[0], rc, 'torch' in sys.modules)\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT)  # fmt: skip
+                         timeout=600, cwd=tmp_path, env=child_env())  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [ln.split() for ln in res.stdout.splitlines()]
     assert [(c, rc) for c, rc, _ in lines] == [(a[0], "0") for a in commands], res.stdout
@@ -354,7 +353,7 @@ def test_a_trace_import_loads_neither_torch_nor_pandas(tmp_path) -> None:
         "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, cwd=ROOT)  # fmt: skip
+                         timeout=300, cwd=tmp_path, env=child_env())  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
@@ -365,7 +364,6 @@ def test_cuda_without_a_gpu_is_refused_at_once_and_records_nothing(traces) -> No
     import sys
 
     from mlaprof.gpu.visible import no_gpu_reason
-    from tests.conftest import ROOT
 
     if no_gpu_reason() is None:
         pytest.skip("this machine has a GPU device node")
@@ -375,7 +373,7 @@ def test_cuda_without_a_gpu_is_refused_at_once_and_records_nothing(traces) -> No
         "print(rc, 'torch' in sys.modules, time.perf_counter() - t)\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)  # fmt: skip
+                         timeout=120, cwd=traces.parent, env=child_env())  # fmt: skip
     rc, torch_loaded, _seconds = res.stdout.split()
     # torch not loaded is what keeps it under a second; the wall time itself is not asserted
     # here (a loaded machine stretches it)

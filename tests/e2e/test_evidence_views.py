@@ -13,13 +13,16 @@ from pathlib import Path
 import pytest
 
 from mlaprof.analysis.evidence import CaptureStatus, collect
+from mlaprof.analysis.run_summary import build_summary
+from mlaprof.analysis.syncs import fill_layer_syncs
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
 from mlaprof.store import load
 from mlaprof.store.runkind import RunKind, infer_kind, run_kind
+from tests import shipped_demo
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "traces" / "demo"
+DEMO = shipped_demo.folder()
 AITER = ROOT / "tests" / "data" / "aiter"
 VLLM = ROOT / "tests" / "data" / "vllm"
 KINETO = ROOT / "tests" / "data" / "kineto_graph_replay.json.gz"
@@ -64,7 +67,9 @@ def _render_views(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[di
     assert main(["tui", str(run_dir), "--once"]) == 0
     once = capsys.readouterr().out
     with load(run_dir) as run:
-        page = re.sub(r"<(script|style)\b.*?</\1>", " ", render_html(run), flags=re.S)
+        page = re.sub(
+            r"<(script|style)\b.*?</\1>", " ", render_html(build_summary(run)), flags=re.S
+        )
         page = html.unescape(re.sub(r"<[^>]+>", " ", page))  # what a reader sees
     return doc, term, once, page
 
@@ -112,8 +117,8 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
         if n["total"]:
             line = f"syncs in region: {n['total']} on {n['layers']} layer(s)"
             assert line in " ".join(term.split())
-    with load(run_dir) as run:
-        recorded = run.layers["syncs"].dropna()
+    with load(run_dir) as run:  # the store gives the rows as recorded; the rule is analysis'
+        recorded = fill_layer_syncs(run.layers, run.syncs)["syncs"].dropna()
         if n["total"] and doc["syncs"]:
             assert int(recorded.sum()) == n["total"]
         assert run_kind(run.meta).value == doc["kind"]
@@ -314,7 +319,7 @@ async def _pilot_view(run_dir: Path, layer: int) -> tuple[str, str, dict]:
         assert isinstance(d, DashboardScreen) and d.view.findings_source == "mlaprof.analysis"
         header = d.query_one(RunHeader)
         head = header._plain  # what the header widget drew
-        row = next(r for r in d.view.layers if r["layer"] == layer)
+        row = next(r for r in d.view.layers if r.layer == layer)
         app.push_screen(LayerScreen(d.follower, d.sel, layer))
         for _ in range(100):
             if isinstance(app.screen, LayerScreen):
@@ -342,9 +347,9 @@ async def test_the_live_dashboard_shows_the_analysis_numbers(
     assert doc["capture"]["text"] in flat
     assert f"device {doc['device']}" in flat
     # the dashboard's row is one rank's (ranks are never summed into one row)
-    mine = [r for r in doc["layers"] if r["layer"] == 0 and r["rank"] == row["rank"]]
-    assert len(mine) == 1 and row["collapsed"] == mine[0]["collapsed"]
-    assert f"collapsed {row['collapsed']}/{row['rows']}" in drill
+    mine = [r for r in doc["layers"] if r["layer"] == 0 and r["rank"] == row.rank]
+    assert len(mine) == 1 and row.collapsed == mine[0]["collapsed"]
+    assert f"collapsed {row.collapsed}/{row.steps}" in drill
     syncs = [r["syncs"] for r in mine if r["syncs"] is not None]
     if syncs:
         assert f"syncs {max(syncs):g}" in drill

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import shipped_demo
 from tests.conftest import EACH_TEST, ROOT
 
 # each test runs its commands in its own folder: spread over the workers (the module's one
@@ -57,11 +58,12 @@ NOT_HERE: list[tuple[str, str]] = [
      "reads a run a vLLM engine records (tests/e2e/test_vllm_engine.py records and reports one)"),
 ]  # fmt: skip
 
-# placeholder (regex) -> what stands in for it here
+# placeholder (regex) -> what stands in for it here (paths inside the temporary copy the
+# commands run in: :func:`workdir`)
 FILL: list[tuple[str, str]] = [
-    (r"traces/<run>", "traces/demo/bug-prefix-legacy-flat-all-rows"),
-    (r"<bug-run>", "traces/demo/bug-prefix-legacy-flat-all-rows"),
-    (r"<fix-run>", "traces/demo/fix-native-kernel-full-graph"),
+    (r"traces/<run>", "traces/demo/bug-prefix-legacy-flat-all-rows"),  # in the temporary copy
+    (r"<bug-run>", "traces/demo/bug-prefix-legacy-flat-all-rows"),  # in the temporary copy
+    (r"<fix-run>", "traces/demo/fix-native-kernel-full-graph"),  # in the temporary copy
     (r"<run>", "latest"),
     (r"import rocprof (out/|PATH)", "import rocprof tests/data/aiter/gluon_v0119_bug"),
     (r"import kineto PATH", "import kineto tests/data/kineto_graph_replay.json.gz"),
@@ -163,7 +165,7 @@ def workdir(tmp_path: Path) -> Path:
     """A fresh clone's view: the shipped samples, data and demo runs; nothing recorded yet."""
     for name in ("examples", "tests", "docs"):
         (tmp_path / name).symlink_to(ROOT / name)
-    shutil.copytree(ROOT / "traces" / "demo", tmp_path / "traces" / "demo")
+    shutil.copytree(shipped_demo.folder(), tmp_path / "traces" / "demo")
     return tmp_path
 
 

@@ -498,11 +498,11 @@ def test_a_read_that_starts_after_the_stop_signal_stops_at_once(tmp_path, monkey
     clear_signals()
     note_signal(signal.SIGTERM)  # what the CLI's handler notes, before the read below starts
     try:
-        t0 = time.monotonic()
+        # no clock read: a read that ran to the time limit would end in the limit's error
+        # ("gave up after 120 s"), not in these two outcomes of the stop
         assert rocpd_sqlite.read_dispatches(db) is None  # interrupted: no columns
         with pytest.raises(Terminated):
             rocpd_sqlite.first_agent(db)
-        assert time.monotonic() - t0 < 20
     finally:
         clear_signals()
 
@@ -512,18 +512,25 @@ def test_stopped_import_leaves_nothing(tmp_path, sig) -> None:
     db = _crafted_rocpd(tmp_path)
     traces = tmp_path / "t"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLAPROF_ROCPD_TIMEOUT": "120"}
+    # Ctrl-C's default in the child, whatever this process inherited: a test run started in
+    # the background (`cmd &` in a script, nohup) passes SIGINT ignored to its children, and
+    # an import that ignores SIGINT rightly runs on to its time limit
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlaprof", "import", "rocprof", str(db), "--traces", str(traces)],
         stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
+    # events, not seconds: the import staged its run (or ended), then its exit. The crafted
+    # query never ends, so the import ends only on the signal or at its own time limit (120 s,
+    # whose error exit fails the test), however loaded the machine
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and not (traces.exists() and any(traces.iterdir())):
+        while proc.poll() is None and not (traces.exists() and any(traces.iterdir())):
             time.sleep(0.05)
         assert any(traces.iterdir()), "the import never staged"
-        time.sleep(0.3)  # inside the never-ending query
+        time.sleep(0.3)  # most often inside the query by then; a read begun after the signal
+        # stops at once too (test_a_read_that_starts_after_the_stop_signal_stops_at_once)
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate()
     finally:
         proc.kill()
     assert proc.returncode == 128 + sig, err

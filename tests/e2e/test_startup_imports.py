@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from mlaprof.cli import COMMANDS
+from tests import shipped_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pandas", "duckdb", "torch")
-DEMO = ROOT / "traces" / "demo" / "fix-padding-active-rows-c16"
+DEMO = shipped_demo.run("fix-padding-active-rows-c16")  # a copy: tests never touch traces/
 
 # each command in turn in ONE fresh interpreter: the heavy modules present after each are
 # recorded, so the first command that pulls one in is the one named

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -52,9 +53,11 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_regions_load_dynamo_only_for_compiled_code_and_keep_the_handler_out_of_it() -> None:
+def test_regions_load_dynamo_only_for_compiled_code_and_keep_the_handler_out_of_it(
+    tmp_path: Path,
+) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True,
+    p = subprocess.run([sys.executable, "-c", CHILD], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])

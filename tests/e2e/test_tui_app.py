@@ -15,7 +15,7 @@ from mlaprof import export_targets
 from mlaprof.analysis import summary
 from mlaprof.analysis.diff import fmt_value
 from mlaprof.analysis.live import LiveFold
-from mlaprof.store import create_run, load
+from mlaprof.store import create_run, load, runmeta
 from mlaprof.synthetic.dashboard import make_run, meta, write_step
 from mlaprof.tui import export
 from mlaprof.tui.app import MlaprofApp
@@ -28,13 +28,17 @@ from mlaprof.tui.screens.whatif import WhatIfScreen
 from mlaprof.tui.widgets.banner import ProblemBanner
 from mlaprof.tui.widgets.table import ViewTable
 
+# a guard against a hang, never a result: every wait below is for an event (a screen, a count, a
+# file), which a loaded machine only delays
+HANG_S = 600.0
 
-async def wait_for(pilot: Pilot, cond: Callable[[], bool], timeout: float = 8.0) -> None:
+
+async def wait_for(pilot: Pilot, cond: Callable[[], bool], timeout: float = HANG_S) -> None:
     for _ in range(int(timeout / 0.05)):
         if cond():
             return
         await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
+    raise AssertionError(f"condition not met in {timeout:.0f} s (a hang)")
 
 
 def dash(app: MlaprofApp) -> DashboardScreen:
@@ -74,11 +78,11 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         assert d.view.layer_scope == "all steps"
         # sort: s cycles the column; time descending puts the slowest layer first
         await pilot.press("s")
-        assert d.sel.layer_sort == ("time_ms", True)
-        assert [r["layer"] for r in d.view.layers] == [2, 1, 0]
+        assert d.sel.layer_sort == ("time_us", True)
+        assert [r.layer for r in d.view.layers] == [2, 1, 0]
         # click on the "layer" header sorts by layer again
         d.sort_layers("layer")
-        assert [r["layer"] for r in d.view.layers] == [0, 1, 2]
+        assert [r.layer for r in d.view.layers] == [0, 1, 2]
         # drill down into the layer under the cursor
         table = app.screen.query_one("#layers", ViewTable)
         table.focus()
@@ -105,7 +109,7 @@ async def test_steps_sort_and_drill_down(runs: Path) -> None:
         await pilot.press("escape")
         # a click on a header sorts by that column
         await pilot.click(table, offset=(10, 1))
-        assert d.sel.layer_sort[0] == "time_ms"
+        assert d.sel.layer_sort[0] == "time_us"
 
 
 async def test_narrow_terminal_shows_one_panel(runs: Path) -> None:
@@ -133,17 +137,17 @@ async def test_pause_and_live_append(tmp_path: Path) -> None:
         d = await loaded(pilot)
         assert d.view.steps == 0
         write_step(w, 0, 2, True)
-        await wait_for(pilot, lambda: d.view.steps == 1, timeout=3)
+        await wait_for(pilot, lambda: d.view.steps == 1)
         await pilot.press("p")
         assert d.follow_state() == "paused"
         write_step(w, 1, 2, True)
         await pilot.pause(0.4)
         assert d.view.steps == 1  # frozen while paused
         await pilot.press("p")
-        await wait_for(pilot, lambda: d.view.steps == 2, timeout=3)
-        assert sorted(r["layer"] for r in d.view.layers) == [0, 1]
+        await wait_for(pilot, lambda: d.view.steps == 2)
+        assert sorted(r.layer for r in d.view.layers) == [0, 1]
         w.finish()
-        await wait_for(pilot, lambda: d.view.status == "finished", timeout=3)
+        await wait_for(pilot, lambda: d.view.status == "finished")
 
 
 async def test_run_deleted_while_followed(tmp_path: Path) -> None:
@@ -164,13 +168,13 @@ async def test_multi_rank_selector(tmp_path: Path) -> None:
     app = MlaprofApp(p, interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         d = await loaded(pilot, steps=4)  # each rank's 4 steps, never summed into 8
-        assert d.view.rank_label == "all ranks (0-1)" and {r["rank"] for r in d.view.layers} == {
+        assert d.view.rank_label == "all ranks (0-1)" and {r.rank for r in d.view.layers} == {
             0,
             1,
         }
         await pilot.press("r")
         assert d.view.rank_label == "rank 0" and d.view.steps == 4
-        assert {r["rank"] for r in d.view.layers} == {0}
+        assert {r.rank for r in d.view.layers} == {0}
         await pilot.press("r")
         assert d.view.rank_label == "rank 1"
         await pilot.press("r")
@@ -211,6 +215,37 @@ async def test_compare_side_by_side(runs: Path) -> None:
         assert isinstance(app.screen, DashboardScreen)
 
 
+async def test_the_compare_chooser_reopens_and_lists_every_run(tmp_path: Path) -> None:
+    """`c` once reopened the first comparison for good, and listed only the run's own folder:
+    it opens the chooser every time, over every run of the folder the app was opened on
+    (one folder down included, as `mlaprof runs` lists), the run itself left out."""
+    for name, bug in (("bug", True), ("fix", False), ("demo/other", False)):
+        folder, _, leaf = name.rpartition("/")
+        runmeta.update(make_run(tmp_path / folder, leaf, steps=3, layers=2, bug=bug),
+                       created=f"2026-01-0{len(name) % 9 + 1}T10:00:00")  # fmt: skip
+    app = MlaprofApp(tmp_path, interval=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        app.screen.on_pick(tmp_path / "bug")
+        await loaded(pilot, steps=3)
+        dashboard = app.screen
+        for other in ("fix", "other"):
+            await pilot.press("c")
+            await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+            chooser = app.screen
+            assert sorted(p.name for p in chooser.paths) == ["fix", "other"]
+            picked = next(i for i, p in enumerate(chooser.paths) if p.name == other)
+            chooser.query_one("#picker-table", ViewTable).move_cursor(picked)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+            assert app.screen.b.path.name == other
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is dashboard)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        assert "(now: other)" in str(app.screen.query_one("#picker-title").render())
+
+
 async def test_folder_opens_picker_newest_first(runs: Path) -> None:
     app = MlaprofApp(runs, interval=0.05)
     async with app.run_test(size=(120, 30)) as pilot:
@@ -238,7 +273,7 @@ async def test_export_goes_to_out_and_says_where(
     async with app.run_test(size=(120, 30)) as pilot:
         await loaded(pilot, steps=6)
         await pilot.press("e")
-        await wait_for(pilot, lambda: (cwd / "out" / "bug.rocpd.db").exists(), timeout=10)
+        await wait_for(pilot, lambda: (cwd / "out" / "bug.rocpd.db").exists())
     trace = json.loads((cwd / "out" / "bug.perfetto.json").read_text())
     assert trace["traceEvents"]
     assert not list(runs.glob("bug.*")) and not list(runs.glob("bug_csv"))  # not beside the run

@@ -131,13 +131,12 @@ def test_cpu_timings_are_labelled_and_every_number_fits_80_columns(runs: Path) -
 
 def test_the_dashboard_waits_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
     import threading
-    import time
 
     from mlaprof.commands.tui import wait_for
 
     target = tmp_path / "starting"
     threading.Timer(0.3, target.mkdir).start()
-    t0 = time.monotonic()
-    assert wait_for(target, poll_s=0.05, timeout_s=30)
-    assert target.is_dir() and time.monotonic() - t0 < 30
+    # the folder appearing is the event; the bound only guards a hang (no clock is asserted)
+    assert wait_for(target, poll_s=0.05, timeout_s=600)
+    assert target.is_dir()
     assert not wait_for(tmp_path / "never", poll_s=0.01, timeout_s=0.05)

@@ -8,6 +8,7 @@ once the first analysis pass is in.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from mlaprof.tui.screens.compare import CompareScreen
 from mlaprof.tui.screens.dashboard import DashboardScreen
 from mlaprof.tui.screens.help import HelpScreen
 from mlaprof.tui.screens.layer import LayerScreen
+from mlaprof.tui.screens.picker import PickerScreen
 from mlaprof.tui.screens.whatif import WhatIfScreen
 
 SIZES = [(80, 24), (160, 48)]
@@ -36,7 +38,9 @@ def screen_text(app: App) -> str:
 
 
 async def _until(pilot: Pilot, cond: Callable[[], object], settle: float = 0.2) -> None:
-    for _ in range(200):
+    """Wait for the event ``cond`` (a loaded machine only delays it: the bound guards a hang,
+    and a screen that never gets there fails on its text), then let the screen redraw."""
+    for _ in range(12_000):
         if cond():
             break
         await pilot.pause(0.05)
@@ -70,7 +74,9 @@ async def _layer(pilot: Pilot) -> None:
 
 async def _compare(pilot: Pilot) -> None:
     await _loaded(pilot)
-    await pilot.press("c")
+    await pilot.press("c")  # the chooser, its cursor on --compare's run: enter keeps it
+    await _until(pilot, lambda: isinstance(pilot.app.screen, PickerScreen), settle=0.1)
+    await pilot.press("enter")
 
     def ready() -> bool:  # B is read by its own follower
         s = pilot.app.screen
@@ -206,21 +212,41 @@ async def test_screen_keeps_its_key_columns(
     assert "None" not in text, text  # a value not recorded reads so, never as Python's None
 
 
-async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns() -> None:
-    """The shipped demo runs (long names) at 80x24: every run's steps, device and policy read
-    whole on its line, the policy never cut inside its version."""
+async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns(
+    tmp_path: Path,
+) -> None:
+    """The shipped demo runs (long names) and an imported trace (device "NVIDIA H200", which
+    once widened the columns past the edge) at 80x24: every run's status, min_kv_mode, whole
+    policy, steps and device read on its line, so a bug run and its fix look different; the
+    cursor's run reads whole under the table. (This test once listed the working tree's
+    traces/ and failed after a user's `mlaprof import`: it reads a copy.)"""
+    import re
+
+    from mlaprof.importers.kineto import import_kineto
+    from tests import shipped_demo
     from tests.conftest import ROOT
 
-    app = MlaprofApp(ROOT / "traces", interval=0.05)
+    traces = tmp_path / "traces"
+    shutil.copytree(shipped_demo.traces(), traces)
+    import_kineto(ROOT / "tests" / "data" / "kineto_graph_replay.json.gz", traces, "imported")
+    app = MlaprofApp(traces, interval=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.3)
+        await _until(pilot, lambda: "imported" in screen_text(app))
         text = screen_text(app)
-    rows = [line for line in text.splitlines() if "demo/" in line]
-    assert len(rows) == 6, text
-    for line in rows:
-        cells = line.split()
-        assert cells[1] == "32" and cells[2] == "cuda", line
-        assert cells[3] in ("aiter-gluon-v0.1.19", "mlaprof-triton"), line
+        cursor = app.screen.paths[0].relative_to(traces).as_posix()
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), text
+    policy = r"(aiter-gluon-v0\.1\.19|mlaprof-triton|-)"
+    row = re.compile(
+        rf"^\s*(finished)\s+(all-rows|active-rows|-)\s+{policy}\s+(\d+)\s+(cuda|NVIDIA H200)\s"
+    )
+    rows = [m.groups() for line in lines if (m := row.match(line))]
+    assert len(rows) == 7, text  # 6 demo runs and the import
+    assert ("NVIDIA H200" in {r[4] for r in rows}) and {r[3] for r in rows} >= {"32"}, rows
+    # the padding bug and its fix: the same policy, told apart by min_kv_mode on their lines
+    modes = {r[1] for r in rows if r[2] == "aiter-gluon-v0.1.19"}
+    assert modes == {"all-rows", "active-rows"}, rows
+    assert any(line.strip().startswith(cursor) for line in lines), (cursor, text)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -229,10 +255,9 @@ async def test_the_layer_screen_keeps_file_and_line_whole(size: tuple[int, int])
     location lost its line number; the file and line now read whole (the folders go first)."""
     import re
 
-    from tests.conftest import ROOT
+    from tests import shipped_demo
 
-    app = MlaprofApp(ROOT / "traces" / "demo" / "bug-legacy-flat-syncs-break-capture",
-                     interval=0.05)  # fmt: skip
+    app = MlaprofApp(shipped_demo.run("bug-legacy-flat-syncs-break-capture"), interval=0.05)
     async with app.run_test(size=size) as pilot:
         await _loaded(pilot)
         pilot.app.screen.open_layer(0)

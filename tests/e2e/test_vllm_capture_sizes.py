@@ -187,3 +187,23 @@ def test_max_num_batched_tokens_below_max_num_seqs_is_refused_by_both():
     with pytest.raises(MlaprofError, match="must be greater than or equal to max_num_seqs"):
         check_batched_tokens(100, 256)
     check_batched_tokens(256, 256)
+
+
+def test_a_passing_run_ends_without_nanobind_leak_noise(tmp_path):
+    """Triton's nanobind bindings (vLLM loads them) printed 27 lines of "nanobind: leaked ..."
+    after the passing vLLM tier: the suite froze every object collection made (gc.freeze) and
+    frozen objects are never freed at shutdown. A child pytest of this file's other tests, with
+    the suite's conftest, ends quiet (27 such lines before tests/conftest.py unfroze them)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, child_env
+
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         str(ROOT / "tests/e2e/test_vllm_capture_sizes.py"), "-k", "not nanobind"],
+        cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "passed" in p.stdout, out[-3000:]
+    assert "nanobind" not in out, out[-3000:]

@@ -34,6 +34,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.store.follow import FollowError
 from mlaprof.tui.follower import RunFollower
+from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS, MAX_TOKENS, K = 4, 32, 3
@@ -129,7 +130,7 @@ def test_report_says_what_the_engine_ran(engine_run):
     # the route is the one its own shadow analysis modelled, never "not modelled"
     assert doc["route"]["path"] in doc["shadow"]["paths"]
     res = subprocess.run([sys.executable, "-m", "mlaprof", "report", str(run.path)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+                         capture_output=True, text=True, timeout=300, cwd=run.path.parent, env=child_env())  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     assert "capture: NONE -> eager (runs NONE)" in res.stdout and "predicted-ok" not in res.stdout
     assert "not modelled" not in res.stdout
@@ -146,7 +147,7 @@ def test_every_view_reads_the_engine_run_the_same(engine_run):
 
     def cli(*args: str) -> str:
         res = subprocess.run([sys.executable, "-m", "mlaprof", *args, str(run.path)],
-                             capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+                             capture_output=True, text=True, timeout=300, cwd=run.path.parent, env=child_env())  # fmt: skip
         assert res.returncode == 0, res.stderr[-2000:]
         return res.stdout
 

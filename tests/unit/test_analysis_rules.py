@@ -4,7 +4,6 @@ threshold, a capture status, the memory measure, the CPU spread) breaks one of t
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,6 +15,7 @@ from mlaprof.analysis.padding import padding_findings, padding_severity, padding
 from mlaprof.analysis.splits import is_collapsed, split_findings
 from mlaprof.analysis.timing import CPU_SPREAD, DEFAULT_THREADS, timing_label
 from mlaprof.store.schema import columns
+from tests import shipped_demo
 
 
 def frame(table: str, rows: list[dict]) -> pd.DataFrame:
@@ -122,7 +122,7 @@ def _base_summary() -> Any:
     from mlaprof.analysis.run_summary import build_summary
     from mlaprof.store import load
 
-    demo = Path(__file__).resolve().parents[2] / "traces" / "demo" / "fix-padding-active-rows-c16"
+    demo = shipped_demo.run("fix-padding-active-rows-c16")
     with load(demo) as run:
         return build_summary(run)
 

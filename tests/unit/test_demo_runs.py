@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import mlaprof
+from tests import shipped_demo
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMOS = sorted(p for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file())
+DEMOS = [shipped_demo.run(n) for n in shipped_demo.NAMES]
 
 # what a source line must hold for the sync checker's op to have come from it (the ATen op each
 # Python call dispatches to: ``.item()``/``int(t)`` read a scalar back, ``x[0] = 0`` copies)
@@ -58,7 +59,7 @@ def line_holds(location: str, op: str) -> str | None:
 
 def test_demo_runs_are_shipped() -> None:
     if len(DEMOS) < 6:
-        raise AssertionError(f"traces/demo holds {len(DEMOS)} runs")
+        raise AssertionError(f"{len(DEMOS)} shipped demo runs, not 6")
 
 
 @pytest.mark.parametrize("run_dir", DEMOS, ids=[p.name for p in DEMOS])

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import shipped_demo
 from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -93,7 +94,7 @@ def source(rel: str) -> str:
 
 
 def demo_db(run: str) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{ROOT / 'traces' / 'demo' / run / 'rank0.db'}?mode=ro", uri=True)
+    return sqlite3.connect(f"file:{shipped_demo.run(run) / 'rank0.db'}?mode=ro", uri=True)
 
 
 def golden(run: str) -> dict:
@@ -387,7 +388,7 @@ FACTS: list[tuple[str, str, Check]] = [
      and re.search(r'for d in \(here, \*here\.parents\)\s+for sub in \("tests/data/rocprof"', _nb("04"))),
     ("README.md", "Shipped demo runs (`traces/demo/`, real H200 runs, each with a kernel timeline",
      lambda: all(_kernels_timed(r) > 0 for r in _demo_names())
-     and all(json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["device"] == "cuda"
+     and all(json.loads((shipped_demo.run(r) / "run.json").read_text())["device"] == "cuda"
              for r in _demo_names())),
     ("README.md", "`fix-native-kernel-full-graph` vs `bug-legacy-flat-syncs-break-capture` (capture fails at "
      "`legacy_flat.py`, eager fallback timed), `bug-prefix-legacy-flat-all-rows`, "
@@ -397,6 +398,15 @@ FACTS: list[tuple[str, str, Check]] = [
                                     "bug-prefix-legacy-flat-all-rows", "bug-padding-collapses-splits-c16",
                                     "fix-padding-active-rows-c16", "fix-splits-decided-on-device-c1-long"}
      and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py")),
+    # ---- docs/views.md
+    ("docs/views.md", "A table shows its first `TABLE_ROWS` (12) rows",
+     lambda: _const("mlaprof.reporters.rows", "TABLE_ROWS") == 12),
+    ("docs/views.md", "lists cut after 16 items", lambda: _const("mlaprof.reporters.fmt", "LIST_ITEMS") == 16),
+    ("docs/views.md", "`TerminalRenderer`, `JsonRenderer`, `MarkdownRenderer`, `HtmlRenderer` (the self-contained page) "
+     "and `PngRenderer(folder)`",
+     lambda: _has("mlaprof.reporters.terminal", "TerminalRenderer") and _has("mlaprof.reporters.renderer", "JsonRenderer")
+     and _has("mlaprof.reporters.markdown", "MarkdownRenderer") and _has("mlaprof.figures.html_report", "HtmlRenderer")
+     and _has("mlaprof.figures.png", "PngRenderer")),
     # ---- docs/ci_gate.md
     ("docs/ci_gate.md", "Exit codes: 0 clean, 1 findings, 2 bad input, 3 the callable raised",
      lambda: "exit codes: 0 nothing would break capture; 1 syncs" in _check_exit_doc()
@@ -649,7 +659,7 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "| fix-native-kernel-full-graph | triton | active-rows | default (3 reqs + 1 padding) | FULL | 230 us | 16 | 32 |",
      lambda: not _demo_table_rows()),
     ("docs/performance.md", "real H200 runs, 8 layers, 32 steps, 2.2 MB together",
-     lambda: rounds_to(sum(p.stat().st_size for p in (ROOT / "traces/demo").rglob("*") if p.is_file()) / 1e6, "2.2")),
+     lambda: rounds_to(sum(p.stat().st_size for p in shipped_demo.folder().rglob("*") if p.is_file()) / 1e6, "2.2")),
     ("docs/performance.md", "The eager (legacy-flat) runs record every sync of every layer: 32 (4 per layer x 8 layers)",
      lambda: sync_counts_per_layer("bug-prefix-legacy-flat-all-rows") == {4}
      and _syncs_in_layers("bug-prefix-legacy-flat-all-rows") == 32),
@@ -678,15 +688,15 @@ FACTS: list[tuple[str, str, Check]] = [
      and _capture_failed_at("bug-legacy-flat-syncs-break-capture", "legacy_flat.py:53")
      and _capture_failed_at("bug-prefix-legacy-flat-all-rows", "legacy_flat.py:53")),
     ("docs/performance.md", "Re-recorded on 2026-12-02 on one H200 from the commit in each run's `run.json` `git`",
-     lambda: all(re.fullmatch(r"[0-9a-f]{7,40}", json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["git"] or "")
-                 and json.loads((ROOT / "traces/demo" / r / "run.json").read_text())["created"].startswith("2026-12-02")
+     lambda: all(re.fullmatch(r"[0-9a-f]{7,40}", json.loads((shipped_demo.run(r) / "run.json").read_text())["git"] or "")
+                 and json.loads((shipped_demo.run(r) / "run.json").read_text())["created"].startswith("2026-12-02")
                  for r in _demo_names())),
     # ---- docs/trace_io.md
     ("docs/trace_io.md", "A rocpd database's queries give up after `MLAPROF_ROCPD_TIMEOUT` seconds (default 60)", lambda: _rocpd_timeout() == 60),
     ("docs/trace_io.md", "(bad input: one line on stderr, exit code 2", lambda: _error_exit() == 2),
     ("docs/trace_io.md", "[--traces DIR] [--name NAME] [--mla-pattern [AXIS:]REGEX ...] [--patterns FILE]",
      lambda: {"--traces", "--name", "--mla-pattern", "--patterns"} <= _import_flags()),
-    ("docs/trace_io.md", "`mlaprof/importers/kernels.py` (`DEFAULT_PATTERNS`", lambda: _has("mlaprof.importers.kernels", "DEFAULT_PATTERNS")),
+    ("docs/trace_io.md", "`mlaprof/kernel_table.py` (`DEFAULT_PATTERNS`", lambda: _has("mlaprof.kernel_table", "DEFAULT_PATTERNS")),
     ("docs/trace_io.md", "**rocpd**: SQLite in the rocpd schema 3.0.1",
      lambda: _attr("mlaprof.formats.rocpd_schema", "SCHEMA_VERSION") == "3.0.1"),
     ("docs/trace_io.md", "The per-layer ranges are regions of category `MLAPROF_LAYER`, name `layer N`",
@@ -919,9 +929,7 @@ def _nb(number: str) -> str:
 
 
 def _demo_names() -> list[str]:
-    return sorted(
-        p.name for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file()
-    )
+    return shipped_demo.NAMES
 
 
 def _kernels_timed(run: str) -> int:
@@ -1066,7 +1074,7 @@ def test_every_repository_path_in_backticks_exists() -> None:
 def test_run_files_the_docs_name_are_what_the_store_writes() -> None:
     store = "\n".join(p.read_text() for p in (ROOT / "mlaprof" / "store").glob("*.py"))
     assert '"run.json"' in store and 'f"rank{' in store and ".db" in store
-    assert (ROOT / "traces" / "demo" / "fix-native-kernel-full-graph" / "rank0.db").is_file()
+    assert (shipped_demo.run("fix-native-kernel-full-graph") / "rank0.db").is_file()
 
 
 def test_every_env_var_in_the_docs_is_read() -> None:
@@ -1122,11 +1130,17 @@ def test_every_source_line_the_docs_blame_holds_the_op() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_gate_transcripts_are_what_mlaprof_check_prints(capsys: pytest.CaptureFixture) -> None:
+def test_the_gate_transcripts_are_what_mlaprof_check_prints(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """docs/ci_gate.md's outputs of ``mlaprof check`` and its exit codes, through the real
     ``main`` in this process: the 2-layer transcript's lines, 8 ops for one layer (exit 1), the
-    native path clean (exit 0), bad input 2, a callable that raises 3."""
+    native path clean (exit 0), bad input 2, a callable that raises 3. (The gate's child runs
+    in this process here: the unit tier starts none; tests/e2e/test_gate_cli.py runs it.)"""
     from mlaprof.cli import main
+    from mlaprof.gate import isolated
+
+    monkeypatch.setattr(isolated, "run_isolated", isolated.run_in_process)
 
     doc = (ROOT / "docs" / "ci_gate.md").read_text()
     setup = ["--setup", "mlaprof.gate.verify_case:setup", "--shapes", "q=3x4x16"]
@@ -1160,7 +1174,7 @@ def test_trace_io_kernel_table_is_the_pattern_table() -> None:
     """docs/trace_io.md's table of MLA kernels: for each path, the grid axis of S and of the
     batch rows is the stage-1 pattern's in ``DEFAULT_PATTERNS``, and each kernel name written
     plainly is recognised as that path's."""
-    from mlaprof.importers.kernels import DEFAULT_PATTERNS, KernelMatcher
+    from mlaprof.kernel_table import DEFAULT_PATTERNS, KernelMatcher
 
     axis = {"grid x": "x", "grid y": "y", "grid z": "z", "decided on the device": "device",
             "not on the grid": None}  # fmt: skip
@@ -1178,7 +1192,7 @@ def test_trace_io_kernel_table_is_the_pattern_table() -> None:
 
 
 def test_pr4758_layout_reads_s_from_x_and_rows_from_y() -> None:
-    from mlaprof.importers.kernels import LAYOUTS
+    from mlaprof.kernel_table import LAYOUTS
 
     assert "`--patterns aiter-pr4758` reads S from x and the rows from y" in doc_text(
         "docs/trace_io.md"

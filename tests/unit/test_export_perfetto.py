@@ -268,14 +268,17 @@ def test_rows_in_start_order_stream_and_others_are_sorted(
 # -- double-precision readers ------------------------------------------------------------------
 def assert_nested_as_doubles(events: list[dict]) -> int:
     """What a reader that parses JSON numbers as doubles (json.loads, JavaScript, most C++
-    readers) sees: on each (pid, tid) the X slices still form a proper stack."""
-    tracks: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    readers) sees: on each (pid, tid) the X slices still form a proper stack. Like Perfetto's
+    JSON importer, times are taken to whole nanoseconds (microseconds x 1000, rounded) after
+    the double parse: an absolute epoch time has lost its nanoseconds by then."""
+    tracks: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for e in events:
         if e["ph"] == "X":
-            ts, dur = float(e["ts"]), float(e["dur"])
+            ts, dur = round(float(e["ts"]) * 1000), round(float(e["dur"]) * 1000)
+            assert dur >= 0, f"negative duration {dur} on {e['name']!r}: a length moved by the base"
             tracks[(e["pid"], e["tid"])].append((ts, ts + dur))
     for key, spans in tracks.items():
-        stack: list[float] = []
+        stack: list[int] = []
         for s, e in sorted(spans, key=lambda t: (t[0], -t[1])):
             while stack and stack[-1] <= s:
                 stack.pop()
@@ -312,6 +315,8 @@ def test_epoch_times_nest_when_parsed_as_doubles(tmp_path: Path) -> None:
     assert assert_nested_as_doubles(doc["traceEvents"]) >= 1
     ks = sorted(float(e["ts"]) for e in doc["traceEvents"] if e.get("cat") == "kernel")
     assert ks[0] == 0.0 and ks[1] == 0.131  # every nanosecond kept
+    durs = {float(e["dur"]) for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    assert durs == {0.13}  # lengths are written as they are, never relative to the base
 
 
 def test_shipped_runs_nest_when_parsed_as_doubles(tmp_path: Path) -> None:
@@ -319,8 +324,9 @@ def test_shipped_runs_nest_when_parsed_as_doubles(tmp_path: Path) -> None:
     doubles (fix-native-kernel-full-graph's "layers rank 0" did not with absolute times)."""
     import shutil
 
-    demo = Path(__file__).resolve().parents[2] / "traces" / "demo"
-    runs = sorted(p for p in demo.iterdir() if p.is_dir())
+    from tests import shipped_demo
+
+    runs = [shipped_demo.run(n) for n in shipped_demo.NAMES]  # the shipped ones, not a listing
     assert runs
     for src in runs:
         dst = tmp_path / "runs" / src.name

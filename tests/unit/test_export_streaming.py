@@ -17,11 +17,12 @@ from mlaprof.exporters import csv_export, perfetto, rocpd_export
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
 from mlaprof.store import rows as store_rows
+from tests import shipped_demo
 from tests.rocpd_norm import digest
 from tests.trace_io_helpers import fixture
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "traces" / "demo"
+DEMO = shipped_demo.folder()
 FIXED = uuid.UUID("01234567-89ab-7def-8123-456789abcdef")
 FIXTURE_FILES = {
     "1_kernel_trace.csv": "rocprof-unified-viewer__decode_kernel_trace.csv",

@@ -32,8 +32,11 @@ def trace(fig, name: str):
 
 
 def test_every_report_figure_has_title_axis_units_and_named_legend(runs):
+    from mlaprof.analysis.diff import diff
+    from mlaprof.analysis.run_summary import build_summary
+
     bug, fix = runs
-    figs = F.run_figures(bug, compare=fix)
+    figs = F.run_figures(build_summary(bug), diff=diff(build_summary(bug), build_summary(fix)))
     engine_only = set(F.ENGINE_FIGURES)  # a scenario run is no recorded engine
     assert [s for s, _ in figs] == ["diff"] + [s for s, _ in F.RUN_FIGURES if s not in engine_only]
     for stem, fig in figs:
@@ -247,7 +250,9 @@ def test_full_vs_fallback_medians_and_ratio(runs):
 
 
 def test_diff_table_and_figure(runs):
-    bug, fix = runs
+    from mlaprof.analysis.run_summary import build_summary
+
+    bug, fix = (build_summary(r) for r in runs)  # the figures draw summaries, never runs
     t = F.diff_table(bug, fix).set_index("metric")
     sites = "sync / allocation sites in the region"
     assert t.loc[sites, "a"] == 2  # two ops at one source line, on every layer
@@ -291,7 +296,9 @@ def test_empty_run_gives_placeholders(tmp_path):
             fig = build(run)
             assert is_empty(fig), stem
             assert fig.layout.annotations[0].text.startswith("no "), stem
-        assert F.run_figures(run) == []
+        from mlaprof.analysis.run_summary import build_summary
+
+        assert F.run_figures(build_summary(run)) == []
 
 
 def test_missing_plotly_says_what_to_install(runs, monkeypatch):
@@ -317,15 +324,15 @@ def test_splits_decided_on_the_device_are_not_drawn_as_s_used(runs):
     frozen = trace(fig, "S frozen into a FULL graph captured with the dummy run")
     assert 7 not in list(frozen.y)
     assert dict(zip(trace(fig, "S deserved (real rows only)").x, trace(fig, "S deserved (real rows only)").y, strict=True))["aiter-asm-persistent"] == 16  # fmt: skip
-    assert any(note in a.text for a in fig.layout.annotations)
+    assert note in fig.layout.xaxis.title.text  # under the axis, off the legend
 
     for by in ("step", "capture_size"):
         fig = F.splits_used_vs_deserved(both, by=by, policy="aiter-asm-persistent")
         names = [t.name for t in fig.data]
         assert names == ["S deserved"], (by, names)
-        assert any(note in a.text for a in fig.layout.annotations)
+        assert note in fig.layout.xaxis.title.text
     fig = F.splits_used_vs_deserved(both, policy="aiter-gluon-v0.1.19")
-    assert not any(note in (a.text or "") for a in fig.layout.annotations)  # host S: no note
+    assert note not in fig.layout.xaxis.title.text  # host S: no note
 
 
 def test_a_multi_rank_runs_figures_say_which_rank_they_draw(tmp_path) -> None:
@@ -372,7 +379,11 @@ def test_every_figure_is_in_mlaprofs_template_and_the_callers_default_stays(runs
     try:
         create_run(tmp_path, "empty", {"kind": "scenario"}).finish()
         empty_run = mlaprof.load(tmp_path / "empty")
-        figs = [*F.run_figures(bug, compare=fix)]
+        from mlaprof.analysis.diff import diff
+        from mlaprof.analysis.run_summary import build_summary
+
+        sa, sb = build_summary(bug), build_summary(fix)
+        figs = [*F.run_figures(sa, diff=diff(sa, sb))]
         figs += [(stem, fn(empty_run)) for stem, fn in F.RUN_FIGURES]  # placeholders
         assert pio.templates.default == "ggplot2"
     finally:
@@ -380,3 +391,63 @@ def test_every_figure_is_in_mlaprofs_template_and_the_callers_default_stays(runs
     assert any(is_empty(f) for _, f in figs) and "whatif" in dict(figs) and len(figs) > 10
     for stem, fig in figs:
         assert fig.layout.template.to_plotly_json() == white, stem
+
+
+def test_s_bars_are_on_a_log2_axis_where_1_and_4_differ(runs) -> None:
+    """On a linear axis to 256 the finding (S 1 used, 4 deserved) was two flat bars: each
+    doubling is now one tick (1, 2, 4, ... 256), and a bar of S = 1 still has a height."""
+    import math
+
+    bug, _ = runs
+    for by in ("policy", "capture_size", "layer"):
+        fig = F.splits_used_vs_deserved(bug, by=by)
+        y = fig.layout.yaxis
+        assert y.type == "log" and list(y.tickvals)[:5] == [1, 2, 4, 8, 16], by
+        assert y.range[0] < 0 < math.log10(4)  # the axis starts below 1: S = 1 is a bar
+    fig = F.splits_used_vs_deserved(bug, by="policy")
+    used = trace(fig, "S used (as the run's metadata drives it)")
+    assert 1 in list(used.y) and max(v for v in used.y if v) >= 16
+
+
+def test_no_note_sits_over_the_legend_or_the_bar_labels(runs) -> None:
+    """A note drawn above the plot sat on the legend; "not applicable" level at y = 0 ran over
+    the neighbouring bars' values. Notes go under the x axis; a policy's own note stands
+    upright in its own column."""
+    bug, _ = runs
+    sp = bug.splits
+    own = sp[sp["policy"] == "aiter-gluon-v0.1.19"]
+    na = own.assign(policy="aiter-gluon-bh64", used=None, deserved=None, frozen=None,
+                    note="not runnable: bh64 needs 64 or 128 heads, got 8")  # fmt: skip
+    ps = own.assign(policy="aiter-asm-persistent", used=7, frozen=7)
+    fig = F.splits_used_vs_deserved({"splits": pd.concat([own, na, ps])}, by="policy")
+    anns = list(fig.layout.annotations)
+    assert anns and all(a.textangle == -90 and a.yref == "paper" and a.y == 0 for a in anns)
+    assert all(a.x == "aiter-gluon-bh64" for a in anns)
+    assert all(len(line) <= 60 for a in anns for line in a.text.split("<br>"))
+    legend_top = fig.layout.legend.y
+    assert legend_top >= 1 and not any((a.y or 0) >= 1 for a in anns)
+
+
+def test_the_whatif_subtitle_reads_whole(runs) -> None:
+    """The what-if subtitle (model, policy, device, time model) was one line cut at the right
+    edge: it is broken into lines a report figure holds."""
+    import re
+
+    bug, _ = runs
+    fig = F.whatif_heatmap(bug)
+    sub = fig.layout.title.text.split("<br>", 1)[1]
+    lines = [re.sub(r"<[^>]+>", "", x) for x in sub.split("<br>")]
+    assert len(lines) >= 2 and all(len(x) <= 150 for x in lines), lines
+    assert "time:" in " ".join(lines) and fig.layout.margin.t >= 150
+
+
+def test_an_imported_traces_figure_title_never_reads_the_runs(tmp_path) -> None:
+    """A trace records no split policy: its per-layer title said "policy the run's"."""
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conftest import ROOT
+
+    run = import_rocprof(ROOT / "tests/data/aiter/gluon_v0119_bug", tmp_path, "bug")[0]
+    with mlaprof.load(run) as r:
+        fig = F.splits_used_vs_deserved(r, by="layer")
+    assert "the run's" not in fig.layout.title.text
+    assert "per layer, split policy not recorded" in fig.layout.title.text

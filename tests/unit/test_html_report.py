@@ -14,6 +14,7 @@ from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.figures import ENGINE_FIGURES, RUN_FIGURES
 from mlaprof.figures import png as png_mod
 from mlaprof.figures.html_report import write_html_report
+from tests.conftest import summary_of
 
 # the scenario runs drawn here are no recorded vLLM engine: its figures are left out
 
@@ -67,9 +68,22 @@ def test_findings_on_top_and_diff_table(html_report):
 def test_bad_output_path(html_report, tmp_path):
     bug, _, _ = html_report
     with pytest.raises(MlaprofError, match="is a folder"):
-        write_html_report(bug, tmp_path)
-    with pytest.raises(MlaprofError, match="does not exist"):
-        write_html_report(tmp_path / "no-such-run", tmp_path / "r.html")
+        write_html_report(summary_of(bug), tmp_path)
+
+
+def test_the_page_and_the_pngs_render_a_summary_never_a_run(html_report, tmp_path):
+    """A view renders the summary it is given: a run folder or a Run is refused with one line
+    (no view builds a summary of its own, so no cache stands in for passing it)."""
+    bug, _, _ = html_report
+    with pytest.raises(MlaprofError, match=r"renders a run summary: pass build_summary\(run\)"):
+        write_html_report(bug, tmp_path / "r.html")
+    with mlaprof.load(bug) as run, pytest.raises(MlaprofError, match="not a Run"):
+        write_html_report(run, tmp_path / "r.html")
+    from mlaprof.figures import run_figures
+
+    with pytest.raises(MlaprofError, match="renders a run summary"):
+        run_figures(bug)
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_pngs_without_a_browser_say_how_to_get_one(html_report, tmp_path, monkeypatch):
@@ -78,14 +92,14 @@ def test_pngs_without_a_browser_say_how_to_get_one(html_report, tmp_path, monkey
     if "kaleido" not in sys.modules:
         monkeypatch.setitem(sys.modules, "kaleido", type(sys)("kaleido"))
     with pytest.raises(MlaprofError, match=r"apt-get install chromium.*pip install -e '\.\[png\]'"):
-        png_mod.write_pngs(bug, tmp_path / "png")
+        png_mod.write_pngs(summary_of(bug), tmp_path / "png")
     assert not (tmp_path / "png").exists()
 
 
 def test_pngs_without_kaleido_name_the_extra(html_report, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "kaleido", None)
     with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[png\]'"):
-        png_mod.write_pngs(html_report[0], tmp_path / "png")
+        png_mod.write_pngs(summary_of(html_report[0]), tmp_path / "png")
 
 
 def test_browser_path_env_is_honoured(monkeypatch, tmp_path):
@@ -120,10 +134,39 @@ def test_a_png_kaleido_did_not_write_is_drawn_again_then_named(
 
     monkeypatch.setattr(pio, "write_images", write_images)
     if misses == 1:
-        paths = png_mod.write_pngs(bug, tmp_path / "png", only=["padding", "splits_by_step"])
+        paths = png_mod.write_pngs(
+            summary_of(bug), tmp_path / "png", only=["padding", "splits_by_step"]
+        )
         assert all(p.stat().st_size for p in paths)
         assert calls == [["splits_by_step.png", "padding.png"], ["padding.png"]]
     else:
         with pytest.raises(MlaprofError, match=r"wrote no padding\.png"):
-            png_mod.write_pngs(bug, tmp_path / "png", only=["padding", "splits_by_step"])
+            png_mod.write_pngs(
+                summary_of(bug), tmp_path / "png", only=["padding", "splits_by_step"]
+            )
         assert len(calls) == 2
+
+
+def _meta_rows(html: str) -> dict[str, str]:
+    table = re.search(r'<table class="meta">(.*?)</table>', html, re.S).group(1)
+    return dict(re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", table))
+
+
+def test_the_run_table_counts_ranks_and_keeps_an_imports_facts_apart(html_report, tmp_path):
+    """The run table read "ranks 0" for one rank, and an imported trace showed the importing
+    machine's torch and triton as if the trace had run on them."""
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conftest import ROOT
+
+    bug, _, out = html_report
+    rows = _meta_rows(out.read_text())
+    assert rows["ranks"] == "1 (rank 0)" and "torch" in rows["versions"] and "created" in rows
+    run = import_rocprof(ROOT / "tests/data/aiter/fleet_dp2_tp4", tmp_path / "t", "fleet")[0]
+    page = write_html_report(summary_of(run), tmp_path / "fleet.html")
+    rows = _meta_rows(page.read_text())
+    assert rows["ranks"] == "8 (ranks 0-7)"
+    assert "versions" not in rows and "git" not in rows and "imported" in rows
+    assert rows["imported with"].endswith(
+        "on the importing machine, not the trace&#x27;s libraries"
+    )
+    assert "torch" not in rows["imported with"] and "mlaprof" in rows["imported with"]

@@ -14,7 +14,8 @@ import pytest
 from mlaprof.analysis import summary
 from mlaprof.cli import main
 from mlaprof.errors import MlaprofError
-from mlaprof.importers.kernels import (
+from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.kernel_table import (
     DEVICE,
     METADATA,
     REDUCE,
@@ -23,10 +24,10 @@ from mlaprof.importers.kernels import (
     KernelMatcher,
     load_patterns,
 )
-from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.portable import portable_path
 from mlaprof.store import load
 from tests import shipped_runs
+from tests.conftest import summary_of
 from tests.trace_io_helpers import DATA, csv_rows, kernel_dicts
 
 AITER = DATA / "aiter"
@@ -347,7 +348,7 @@ def test_terminal_report_of_the_eager_trace(
 def test_html_shows_the_trace(runs: dict, tmp_path: Path) -> None:
     from mlaprof.figures.html_report import write_html_report
 
-    text = write_html_report(runs["persistent_switch"], tmp_path / "r.html").read_text()
+    text = write_html_report(summary_of(runs["persistent_switch"]), tmp_path / "r.html").read_text()
     assert "Imported trace" in text and "decided on the device" in text
     assert "aiter::mla_a16w16_qh16_m16x4_n16x1_coex0_mask1_ps" in text
 
@@ -421,7 +422,7 @@ def test_unreliable_in_every_view(
     assert "UNRELIABLE TRACE: 2 of 5 graph replays miss kernels" in capsys.readouterr().out
     assert main(["report", str(run), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trace"]["trust"]["verdict"] == "unreliable"
-    text = write_html_report(run, tmp_path / "r.html").read_text()
+    text = write_html_report(summary_of(run), tmp_path / "r.html").read_text()
     assert "unreliable trace" in text
 
 
@@ -444,7 +445,7 @@ def test_time_inside_graph_replays(sums: dict, runs: dict, tmp_path: Path) -> No
     fix = sums["gluon_v0119_fix"]["trace"]["replay_time"]  # stage 2 joins its layer
     assert fix["layers"][0]["attention_median_us"] == 9.0 + 2.5
     assert sums["eager_syncs"]["trace"]["replay_time"]["replays"] == 0  # no replay: no claim
-    text = write_html_report(runs["gluon_v0119_bug"], tmp_path / "r.html").read_text()
+    text = write_html_report(summary_of(runs["gluon_v0119_bug"]), tmp_path / "r.html").read_text()
     assert "Time inside 3 graph replay(s): attention 73% of kernel time" in text
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlaprof.importers.kernels import KernelMatcher, gluon_pr4758_grid, load_patterns
 from mlaprof.importers.rocprof import import_rocprof
+from mlaprof.kernel_table import KernelMatcher, gluon_pr4758_grid, load_patterns
 from tests.data import make_aiter_traces as mk
 from tests.trace_io_helpers import kernel_dicts
 

@@ -381,7 +381,10 @@ def test_html_report_shows_starts_and_memory_per_rank(tmp_path: Path) -> None:
     from mlaprof.figures.html_report import render_html
 
     main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])
-    page = render_html(load(tmp_path / "t" / "v"))
+    from mlaprof.analysis.run_summary import build_summary
+
+    with load(tmp_path / "t" / "v") as run:
+        page = render_html(build_summary(run))
     body = page[page.index('id="starts"') :]
     text = " ".join(re.sub(r"<[^>]+>", " ", body).split())
     assert "1 0.30.1 08-28 09:14:02 ngram x3 FULL_AND_PIECEWISE PIECEWISE TritonMLABackend" in text

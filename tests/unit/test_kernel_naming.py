@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
-from mlaprof.importers.kernel_names import demangle_qualified, truncate_name
-from mlaprof.importers.kernels import KernelMatcher
+from mlaprof.kernel_names import demangle_qualified, truncate_name
+from mlaprof.kernel_table import KernelMatcher
 from tests.conformance import render
 from tests.conformance.model import Builder, Expected, GraphLaunch, Trace
 

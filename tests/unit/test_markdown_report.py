@@ -12,10 +12,10 @@ from mlaprof.analysis import run_summary as rs
 from mlaprof.analysis.timing import replayed_share
 from mlaprof.cli import main
 from mlaprof.reporters.markdown import cell, render_markdown
-from tests import shipped_runs
+from tests import shipped_demo, shipped_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMOS = sorted(p for p in (ROOT / "traces" / "demo").iterdir() if (p / "run.json").is_file())
+DEMOS = [shipped_demo.run(n) for n in shipped_demo.NAMES]
 # the demo runs' summaries, built once per worker (tests/shipped_runs.py; the tests only read
 # them), shared with the figure, golden-document and renderer tests
 WORKER_GROUP = "shipped-runs"
@@ -39,7 +39,7 @@ def test_every_finding_and_headline_row_is_rendered(run_dir: Path) -> None:
 
 
 def test_cells_cannot_break_the_table() -> None:
-    assert cell("a|b\nc\x1b[31m") == "a\\|b c [31m"
+    assert cell("a|b\nc\x1b[31m") == "a\\|b c \\[31m"
     from dataclasses import replace
 
     from mlaprof.analysis.findings import Finding
@@ -47,7 +47,7 @@ def test_cells_cannot_break_the_table() -> None:
     real = _summary(DEMOS[0])
     bad = Finding(kind="x", severity="warning", title="x | y\nz", evidence="e", fix="f")
     md = render_markdown(replace(real, run="r|1", findings=[bad]))
-    assert "x \\| y z" in md and "`r\\|1`" in md
+    assert "x \\| y z" in md and "`r|1`" in md  # a heading's code span, not a table cell
 
 
 def _steps(timing: list[str], mode: list[str]) -> pd.DataFrame:

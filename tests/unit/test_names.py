@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from mlaprof.reporters.names import wrap_name
-from tests.conftest import ROOT
+from tests import shipped_demo
 
 SEPARATORS = " -_/:.(),"
 NAMES = [
@@ -60,7 +60,7 @@ def _report_at(width: int, run: Path) -> str:
 
 
 def test_policy_names_read_whole_in_the_report_at_80_columns() -> None:
-    out = _report_at(80, ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16")
+    out = _report_at(80, shipped_demo.run("bug-padding-collapses-splits-c16"))
     assert max(len(line) for line in out.splitlines()) <= 80
     table = out.split("KV splits per policy")[1].split("* the run's policy")[0]
     cells = [line.split("  ")[0].strip() for line in table.splitlines()[3:] if line.strip()]
@@ -69,7 +69,7 @@ def test_policy_names_read_whole_in_the_report_at_80_columns() -> None:
     from mlaprof.analysis.run_summary import build_summary
     from mlaprof.store import load
 
-    with load(ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16") as run:
+    with load(shipped_demo.run("bug-padding-collapses-splits-c16")) as run:
         names = {r.policy for r in build_summary(run).splits}
     # every policy the run lists (the MI355X preset: the gfx942 PR kernel is not among them)
     assert {"aiter-gluon-v0.1.19.post2", "aiter-gluon-v0.1.20.post1"} <= names
@@ -79,5 +79,60 @@ def test_policy_names_read_whole_in_the_report_at_80_columns() -> None:
     for first, nxt in zip(cells, cells[1:], strict=False):
         if first.startswith("aiter-gluon-") and not nxt.startswith(("aiter", "vllm", "mlaprof")):
             assert first[-1] in SEPARATORS, (first, nxt)
-    wide = _report_at(160, ROOT / "traces" / "demo" / "bug-padding-collapses-splits-c16")
+    wide = _report_at(160, shipped_demo.run("bug-padding-collapses-splits-c16"))
     assert " aiter-gluon-v0.1.19.post2 " in wide  # room enough: one line
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conftest import ROOT
+
+    traces = tmp_path_factory.mktemp("names") / "traces"
+    for name in ("gluon_v0119_bug", "gluon_v0119_fix", "fleet_dp2_tp4"):
+        import_rocprof(ROOT / "tests" / "data" / "aiter" / name, traces, name)
+    return traces
+
+
+def _cli_at(width: int, argv: list[str], capsys: pytest.CaptureFixture[str],
+            mp: pytest.MonkeyPatch) -> str:  # fmt: skip
+    from mlaprof.cli import main
+
+    mp.setenv("COLUMNS", str(width))
+    assert main(argv) == 0
+    return capsys.readouterr().out
+
+
+def test_compare_at_80_columns_keeps_metric_names_to_two_lines(
+    imported: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two imported traces compared at 80 columns: the diff table fits, and a metric's name
+    takes at most 2 lines (3 with its provenance line): beside A and B texts as long as
+    "not recorded (the trace's kernels: ...)" the name column once shrank to 17 characters
+    and a name wrapped over 4 lines."""
+    out = _cli_at(80, ["report", "gluon_v0119_bug", "--compare", "gluon_v0119_fix", "--traces",
+                       str(imported)], capsys, monkeypatch)  # fmt: skip
+    table = out[out.index("A gluon_v0119_bug  ->  B gluon_v0119_fix") :]
+    lines = table.splitlines()
+    assert all(len(line) <= 80 for line in lines), table
+    head = next(line for line in lines if "metric" in line)
+    assert "B is" in head and len(head.split("┃")[1]) >= 24, table
+    # the rows with a verdict: from one to the next, at most 3 lines
+    starts = [i for i, line in enumerate(lines)
+              if line.startswith("│") and line.split("│")[-2].strip() in ("better", "worse", "same")]  # fmt: skip
+    assert len(starts) >= 5, table
+    assert max(b - a for a, b in zip(starts, starts[1:], strict=False)) <= 3, table
+
+
+def test_the_fleet_table_reads_trust_whole_at_80_columns(
+    imported: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _cli_at(80, ["report", "fleet_dp2_tp4", "--traces", str(imported)], capsys, monkeypatch)
+    import re
+
+    start = re.search(r"^per rank *$", out, re.M)  # the table's title line
+    table = out[start.start() :].split("DP: data-parallel")[0]
+    ranks = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
+    assert len(ranks) == 8 and all(len(line) <= 80 for line in table.splitlines()), table
+    assert all(cells[5] in ("reliable", "unreliable", "unknown") for cells in ranks), table
+    assert all(cells[1].startswith("host") for cells in ranks), table  # the host not squeezed out

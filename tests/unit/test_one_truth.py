@@ -6,18 +6,19 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from mlaprof.analysis.run_summary import build_summary
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
 from mlaprof.store import load
+from tests import shipped_demo
 from tests.conftest import EACH_TEST
 
 WORKER_GROUP = EACH_TEST  # the tests are independent: spread over the workers
 
-DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo"
+DEMO = shipped_demo.folder()
 RUNS = sorted(p.name for p in DEMO.iterdir() if (p / "run.json").exists())
 
 
@@ -33,7 +34,7 @@ def test_report_json_tui_once_and_html_agree(name: str, capsys: pytest.CaptureFi
     assert main(["tui", str(run_dir), "--once"]) == 0
     once = capsys.readouterr().out
     with load(run_dir) as run:
-        page = html.unescape(render_html(run))
+        page = html.unescape(render_html(build_summary(run)))
     once_flat = " ".join(once.split())
     page_text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
     once_bare = re.sub(r"\s+", "", once)  # wrapped lines may break at hyphens
@@ -103,5 +104,5 @@ def test_the_demo_sync_lines_are_as_traces_readme_says() -> None:
     finally:
         con.close()
     line = first.rpartition(":")[2]
-    readme = " ".join((DEMO.parent / "README.md").read_text().split())
+    readme = " ".join(shipped_demo.README.read_text().split())
     assert f"`legacy_flat.py:{line}` for the `.item()`" in readme

@@ -18,12 +18,12 @@ from mlaprof.cli import main
 from mlaprof.reporters.markdown import cell
 from mlaprof.reporters.renderer import JsonRenderer, Renderer, renderer
 from mlaprof.reporters.terminal import TerminalRenderer
-from tests import shipped_runs
+from tests import shipped_demo, shipped_runs
 from tests.summary_corpus import NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 RENDERERS = ("terminal.py", "markdown.py", "renderer.py")
-DEMO = ROOT / "traces" / "demo"
+DEMO = shipped_demo.folder()
 BUG, FIX = DEMO / "bug-padding-collapses-splits-c16", DEMO / "fix-padding-active-rows-c16"
 # what a renderer may not import: the store, or anything that builds a summary or evidence
 FORBIDDEN = ("mlaprof.store", "mlaprof.analysis.evidence", "mlaprof.importers")

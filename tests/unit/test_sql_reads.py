@@ -12,7 +12,7 @@ import pytest
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load, sqlengine
 from mlaprof.store.schema import TABLES, columns
-from tests.conftest import ROOT
+from tests import shipped_demo
 from tests.trace_io_helpers import DATA
 
 QUERIES = [
@@ -51,7 +51,7 @@ def test_named_columns_are_words_of_the_query() -> None:
     )
 
 
-RUNS = sorted((ROOT / "traces" / "demo").iterdir())
+RUNS = [shipped_demo.run(n) for n in shipped_demo.NAMES]
 
 
 @pytest.mark.parametrize("run_dir", [*RUNS, None], ids=[p.name for p in RUNS] + ["fleet"])

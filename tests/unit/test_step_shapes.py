@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mlaprof import step_sources
 from mlaprof.analysis import run_summary
 from mlaprof.analysis.ranks import dp_groups
 from mlaprof.cli import main
@@ -139,7 +140,7 @@ def test_without_ranges_the_pause_splits_the_step_and_the_report_says_gaps(
     marker.unlink()
     doc = _report(folder, tmp_path, "g", capsys)
     assert len(doc["trace"]["steps"]) == 7
-    assert doc["trace"]["checks"]["steps"]["source"] == step_model.SOURCE_GAPS
+    assert doc["trace"]["checks"]["steps"]["source"] == step_sources.SOURCE_GAPS
     assert any("idle gaps" in n for n in doc["trace"]["trust"]["notes"])
     assert "idle gaps" in doc["capture"]["evidence"]
 
@@ -253,8 +254,8 @@ def test_dp_groups_only_from_evidence() -> None:
 
 def test_rle_round_trip() -> None:
     vals = [None, 1, 1, 1, None, 2]
-    assert step_model.unrle(step_model.rle(vals)) == vals
-    assert step_model.unrle("junk") == [] and step_model.unrle([[1, "x"]]) == []
+    assert step_sources.unrle(step_sources.rle(vals)) == vals
+    assert step_sources.unrle("junk") == [] and step_sources.unrle([[1, "x"]]) == []
 
 
 def test_shapes_write_the_same_files_twice(tmp_path: Path) -> None:

@@ -35,14 +35,13 @@ def test_the_view_draws_the_analysis_layer_rows_per_rank(tmp_path: Path) -> None
     # every rank's rows, never one merged row per layer (the header said "18 steps")
     assert v.rank_label == "all ranks (0-1)" and v.steps_text == "9 steps per rank (0-1)"
     want = {(r.rank, r.layer): r for r in _full(p).layers}
-    got = {(r["rank"], r["layer"]): r for r in v.layers}
+    got = {(r.rank, r.layer): r for r in v.layers}
     assert set(got) == set(want) and len(got) == 8
-    for k, r in want.items():
-        assert got[k]["time_ms"] == r.time_us / 1e3
-        assert (got[k]["syncs"], got[k]["deserved"]) == (r.syncs, r.S_reference)
+    for k, r in want.items():  # the summary's typed rows, as they are (never copied to dicts)
+        assert got[k] == r
     assert text.layer_table(v)[0][0] == "rank"
     v1 = f.view(rank=1)
-    assert {r["rank"] for r in v1.layers} == {1} and text.layer_table(v1)[0][0] == "layer"
+    assert {r.rank for r in v1.layers} == {1} and text.layer_table(v1)[0][0] == "layer"
     assert v1.steps_text == "9 steps"
 
 
@@ -87,7 +86,7 @@ def test_incremental_poll_reads_only_new_rows(tmp_path: Path) -> None:
     f.summarise()
     assert f.view().status == "finished"
     want = {r.layer: r.syncs for r in _full(tmp_path / "live").layers}
-    assert {r["layer"]: r["syncs"] for r in f.view().layers} == want
+    assert {r.layer: r.syncs for r in f.view().layers} == want
 
 
 def test_step_layers_match_the_step(tmp_path: Path) -> None:
@@ -104,17 +103,15 @@ def test_step_layers_match_the_step(tmp_path: Path) -> None:
         assert rows[r.layer].S_used == r.splits_used
     v = f.view(step=4)
     assert v.layer_scope == "step 4"
-    assert {r["layer"]: r["time_ms"] for r in v.layers} == {
-        k: r.time_us / 1e3 for k, r in rows.items()
-    }
+    assert {r.layer: r for r in v.layers} == rows
 
 
 def test_sort_layers(tmp_path: Path) -> None:
     f = RunFollower(make_run(tmp_path, "bug", steps=3, layers=5))
     f.poll()
-    times = [r["time_ms"] for r in f.view(layer_sort=("time_ms", True)).layers]
+    times = [r.time_us for r in f.view(layer_sort=("time_us", True)).layers]
     assert times == sorted(times, reverse=True)
-    assert [r["layer"] for r in f.view().layers] == [0, 1, 2, 3, 4]
+    assert [r.layer for r in f.view().layers] == [0, 1, 2, 3, 4]
 
 
 def test_waiting_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
@@ -301,15 +298,16 @@ def test_a_provisional_summary_is_built_outside_the_followers_lock(
 
     def slow(self: LiveFold):  # noqa: ANN202
         started.set()
-        go.wait(10)
+        go.wait(600)  # released by the test below; the bound only guards a hang
         return real(self)
 
     monkeypatch.setattr(LiveFold, "provisional", slow)
     t = threading.Thread(target=f.summarise, daemon=True)
     t.start()
-    assert started.wait(10)
+    assert started.wait(600)  # an event; the bound only guards a hang
     try:
-        assert f.lock.acquire(timeout=2), "the summary holds the follower's lock"
+        # free now, whatever the load: a held lock would refuse at once
+        assert f.lock.acquire(blocking=False), "the summary holds the follower's lock"
         f.lock.release()
         assert f.poll() == 0  # polling goes on
     finally:

@@ -18,10 +18,13 @@ def load_tables(run: Run) -> dict[str, pd.DataFrame]:
     """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads), all
     of them together where the run can (:meth:`mlaprof.store.reader.Run.read_tables`; a live
     fold's rows are read one table at a time)."""
+    from mlaprof.analysis.syncs import fill_layer_syncs
+
     together = getattr(run, "read_tables", None)
-    if together is not None:
-        return together(TABLES)
-    return {name: run.table(name) for name in TABLES}
+    t = together(TABLES) if together is not None else {name: run.table(name) for name in TABLES}
+    # the store gives the rows as recorded; the sync-counting rule is the analysis' (once)
+    t["layers"] = fill_layer_syncs(t["layers"], t["syncs"])
+    return t
 
 
 def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any) -> dict[str, Any]:

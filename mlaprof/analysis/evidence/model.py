@@ -21,6 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mlaprof.analysis.sections import TraceTrust
     from mlaprof.store.runkind import RunKind
 
 
@@ -76,7 +77,7 @@ class Evidence:
     # what the rows of kernel grids say, per question (None / empty: the run holds no such rows)
     kernel_paths: list[dict[str, Any]] = field(default_factory=list)  # path, variant, S, rows
     step_modes: dict[str, Any] | None = None  # capture verdict from each step's kernels
-    trust: dict[str, Any] | None = None  # the import's own checks (replays, launches, stage 2)
+    trust: TraceTrust | None = None  # the import's own checks (replays, launches, stage 2)
     trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
     host_syncs: dict[str, Any] | None = None  # host calls placed in MLA layer windows
     coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank

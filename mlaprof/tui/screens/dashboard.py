@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -282,7 +283,7 @@ class DashboardScreen(Screen):
         table = self.query_one("#layers", LayersTable)
         if self.view and self.view.layers:
             row = self.view.layers[min(table.cursor_row, len(self.view.layers) - 1)]
-            self.open_layer(int(row["layer"]))
+            self.open_layer(row.layer)
 
     def on_drill_down(self, message: DrillDown) -> None:
         self.open_layer(message.layer)
@@ -296,20 +297,23 @@ class DashboardScreen(Screen):
         from mlaprof.tui.screens.compare import CompareScreen
         from mlaprof.tui.screens.picker import PickerScreen
 
-        if self.compare_path is not None:
-            self.app.push_screen(CompareScreen(self.follower, self.compare_path))
-            return
-
+        # `c` always opens the chooser (the comparison can be changed; enter keeps the one in
+        # place, the cursor starts on it), over every run the picker or `mlaprof runs` lists,
+        # not only the run's own folder
         def chosen(path: Path | None) -> None:
             if path is not None:
                 self.compare_path = path
                 self.app.push_screen(CompareScreen(self.follower, path))
 
+        now = f" (now: {self.compare_path.name})" if self.compare_path is not None else ""
         self.app.push_screen(
             PickerScreen(
-                self.path.parent,
-                title=f"compare {self.path.name} with another run",
+                compare_root(
+                    self.path, getattr(self.app, "path", None), getattr(self.app, "traces", None)
+                ),  # fmt: skip
+                title=f"compare {self.path.name} with another run{now}",
                 exclude=self.path,
+                select=self.compare_path,
             ),
             chosen,
         )
@@ -328,3 +332,16 @@ class DashboardScreen(Screen):
 
         ok, text = export_run(self.path)
         self.app.call_from_thread(self.notify, text, severity="information" if ok else "warning")
+
+
+def compare_root(run: Path, opened: Path | None, traces: Path | None) -> Path:
+    """The folder whose runs the compare chooser lists: the folder the app was opened on, else
+    the traces folder `mlaprof runs` lists (``traces``, from the command) when the run lies in
+    it (runs one folder down included), else the run's own folder."""
+    if opened is not None and opened.resolve() != run.resolve() and opened.is_dir():
+        return opened
+    if traces is not None:
+        with contextlib.suppress(OSError, ValueError):
+            run.resolve().relative_to(traces.resolve())
+            return traces
+    return run.parent

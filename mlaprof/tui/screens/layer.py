@@ -11,16 +11,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from mlaprof.tui.fmt import fmt_ms
-from mlaprof.tui.text import fmt_count_or_mean, reference_cell, sync_table
+from mlaprof.tui.text import fmt_count_or_mean, layer_ms, reference_cell, sync_table
 from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.sections import LayerRow
     from mlaprof.tui.follower import RunFollower
     from mlaprof.tui.view import Selection
 
 
-def _ref_label(row: dict) -> str:
-    return "fix" if row.get("reference_source") == "fix" else "deserved"
+def _ref_label(row: LayerRow | None) -> str:
+    return "fix" if row is not None and row.reference_source == "fix" else "deserved"
 
 
 class LayerScreen(Screen):
@@ -53,7 +54,7 @@ class LayerScreen(Screen):
 
     def action_layer(self, delta: int) -> None:
         v = self.follower.selected_view(self.sel, self.follower.latest)
-        layers = sorted(r["layer"] for r in v.layers)
+        layers = sorted(r.layer for r in v.layers)
         if self.layer_no in layers:
             i = layers.index(self.layer_no) + delta
             self.layer_no = layers[max(0, min(len(layers) - 1, i))]
@@ -62,15 +63,17 @@ class LayerScreen(Screen):
     def draw(self) -> None:
         v = self.follower.selected_view(self.sel, self.follower.latest)
         # the first shown rank's row (all ranks: each rank's row is in the dashboard's table)
-        row = next((r for r in v.layers if r["layer"] == self.layer_no), {})
+        row = next((r for r in v.layers if r.layer == self.layer_no), None)
         # the table's border and padding take 4 columns of the screen
         head, rows = sync_table(v, self.layer_no, width=self.app.size.width - 4)
         t = Text.assemble(
             (f" layer {self.layer_no} ", "bold reverse"),
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
-            f" time {fmt_ms(row.get('time_ms'))} ms  syncs {fmt_count_or_mean(row.get('syncs', 0))}  "
-            f"S used {row.get('used', '-')} / {_ref_label(row)} {reference_cell(row)}  "
-            f"collapsed {row.get('collapsed', 0)}/{row.get('rows', 0)}\n",
+            f" time {fmt_ms(layer_ms(row))} ms  "
+            f"syncs {fmt_count_or_mean(row.syncs if row else 0)}  "
+            f"S used {'-' if row is None or row.S_used is None else row.S_used} / "
+            f"{_ref_label(row)} {reference_cell(row)}  "
+            f"collapsed {row.collapsed if row else 0}/{row.steps if row else 0}\n",
             (
                 f" {len(rows)} distinct sync/alloc sites in this layer"
                 if rows

@@ -13,7 +13,14 @@ from textual.widgets import Footer, Static
 from mlaprof.errors import MlaprofError
 from mlaprof.store import list_runs_nested
 from mlaprof.textsafe import term
-from mlaprof.tui.widgets.table import ViewTable
+from mlaprof.tui.widgets.table import GAP, ViewTable
+
+# the run, then its key columns (wide screens); where that does not fit, what tells runs apart
+FULL_ORDER = ("run", "steps", "device", "policy", "status", "min_kv_mode", "backend", "scenario",
+              "created")  # fmt: skip
+KEY_COLUMNS = 6  # run, steps, device, policy, status, min_kv_mode
+NARROW_ORDER = ("status", "min_kv_mode", "policy", "steps", "device", "run", "backend",
+                "scenario", "created")  # fmt: skip
 
 
 class PickerScreen(Screen[Path | None]):
@@ -35,23 +42,39 @@ class PickerScreen(Screen[Path | None]):
         title: str = "",
         exclude: Path | None = None,
         on_pick: Callable[[Path], None] | None = None,
+        select: Path | None = None,
     ) -> None:
         super().__init__()
         self.folder = Path(folder)
         self.title_text = title
         self.exclude = exclude
+        self.select = select  # the run the cursor starts on (the comparison in place)
         self.on_pick = on_pick
         self.paths: list[Path] = []
         self.head: list[str] = []
+        self.rows: list[list[str]] = []
+        self.narrow = False
+        self._ready = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="picker-title")
         yield ViewTable(id="picker-table")
+        yield Static(id="picker-detail")
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ready = True
         self.action_reload()
-        self.query_one("#picker-table").focus()
+        table = self.query_one("#picker-table", ViewTable)
+        if self.select is not None:
+            at = [p.resolve() for p in self.paths]
+            if self.select.resolve() in at:
+                table.move_cursor(at.index(self.select.resolve()))
+        self.watch(table, "cursor_row", self._show_detail, init=False)
+        table.focus()
+
+    def on_resize(self) -> None:
+        self._show()
 
     def action_reload(self) -> None:
         try:
@@ -67,12 +90,7 @@ class PickerScreen(Screen[Path | None]):
             f"[b]{term(self.title_text or 'runs')}[/b]: {len(runs)} in {term(self.folder)}, newest first; "
             "enter opens"
         )
-        # the run, then its key columns whole at 80 columns (steps, device, policy: a policy
-        # name cut at the edge reads as another version); the rest scrolls
-        head = ["run", "steps", "device", "policy", "status", "min_kv_mode", "backend"]
-        head += ["scenario", "created"]
-        self.head = head
-        rows = [
+        self.rows = [
             [r.name, r.steps_text(), r.device or "-", r.policy or "-", r.status]
             + [
                 r.min_kv_mode or "-",
@@ -82,8 +100,42 @@ class PickerScreen(Screen[Path | None]):
             ]
             for r in runs
         ]
+        self._show()
+
+    def _show(self) -> None:
+        """The run, then its key columns; where that does not fit the screen (long names at
+        80 columns), the columns that tell a bug run from its fix first, whole (status,
+        min_kv_mode, policy: a policy cut at the edge reads as another version; steps, device),
+        the run's name after them and whole on the line below the table for the cursor's run."""
+        if not self._ready:  # a resize before the first load: nothing to lay out yet
+            return
+        key = FULL_ORDER[:KEY_COLUMNS]  # these must read whole; backend and the rest scroll
+        need = (
+            1
+            + sum(
+                max(len(h), *(len(r[i]) for r in self.rows)) if self.rows else len(h)
+                for i, h in enumerate(key)
+            )
+            + GAP * (len(key) - 1)
+        )
+        self.narrow = need > self.app.size.width
+        order = [FULL_ORDER.index(h) for h in (NARROW_ORDER if self.narrow else FULL_ORDER)]
+        self.head = [FULL_ORDER[i] for i in order]
+        rows = [[r[i] for i in order] for r in self.rows]
         self.query_one("#picker-table", ViewTable).show(
-            (head, rows), keys=[str(p) for p in self.paths]
+            (self.head, rows), keys=[str(p) for p in self.paths]
+        )
+        self.query_one("#picker-detail", Static).display = self.narrow and bool(self.rows)
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        if not (self.narrow and self.rows):
+            return
+        row = self.query_one("#picker-table", ViewTable).cursor_row
+        r = dict(zip(FULL_ORDER, self.rows[min(row, len(self.rows) - 1)], strict=True))
+        self.query_one("#picker-detail", Static).update(
+            f"[b]{term(r['run'])}[/b]  {term(r['backend'])} on {term(r['device'])}  "
+            f"{term(r['scenario'])}  {term(r['created'])}"
         )
 
     def on_view_table_selected(self, event: ViewTable.Selected) -> None:

@@ -19,7 +19,7 @@ class LayersTable(ViewTable):
         if self.border_title != title:
             self.border_title = title
         self._columns = layer_columns(v)
-        self.show(layer_table(v), keys=[f"{r['layer']}@{r['rank']}" for r in v.layers])
+        self.show(layer_table(v), keys=[f"{r.layer}@{r.rank}" for r in v.layers])
 
     def on_view_table_selected(self, event: ViewTable.Selected) -> None:
         event.stop()

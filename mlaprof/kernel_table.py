@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.importers.kernel_names import kernel_forms
+from mlaprof.kernel_names import kernel_forms
 
 STAGE1 = "stage1"  # opens a layer: one per layer
 STAGE2 = "stage2"  # the split reduction of the stage-1 kernel before it (absent when S == 1)

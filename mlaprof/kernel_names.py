@@ -1,5 +1,5 @@
 """Kernel names as rocprofv3 writes them under each naming option, brought to one form the kernel
-table (:mod:`mlaprof.importers.kernels`) matches.
+table (:mod:`mlaprof.kernel_table`) matches.
 
 rocprofv3 formats a kernel symbol's name once, when its code object loads (ROCm/rocprofiler-sdk
 at 8ab1ed7: ``source/lib/rocprofiler-sdk-tool/config.cpp`` ``format_name`` L551-562; options in

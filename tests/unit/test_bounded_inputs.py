@@ -1,0 +1,84 @@
+"""Bounded memory on inputs: a gzip bomb is refused while it inflates, long before it is whole;
+a vLLM log is parsed a line at a time (its memory is a chunk and a line, not the file twice).
+Peak memory is Python's own allocations (tracemalloc) during the import."""
+
+from __future__ import annotations
+
+import gzip
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.importers import inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG = ROOT / "tests" / "data" / "vllm" / "cpu_mtp_serve.log"  # written by vLLM's own logger
+MIB = 1 << 20
+
+
+def _bomb(path: Path, inflated: int) -> Path:
+    """``inflated`` bytes of one repeated byte, gzip-compressed (about a thousandth the size)."""
+    block = b"0" * MIB
+    with gzip.open(path, "wb", compresslevel=9) as z:
+        for _ in range(inflated // MIB):
+            z.write(block)
+    return path
+
+
+def _peak(argv: list[str]) -> tuple[int, int]:
+    tracemalloc.start()
+    try:
+        rc = main(argv)
+        return rc, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"), [("kineto", "trace.pt.trace.json.gz"), ("vllm-log", "serve.log.gz")]
+)
+def test_a_gzip_bomb_is_refused_while_it_inflates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, name: str
+) -> None:
+    bomb = _bomb(tmp_path / name, 160 * MIB)
+    assert bomb.stat().st_size < MIB // 2
+    rc, peak = _peak(["import", kind, str(bomb), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a decompression bomb?" in err, err
+    assert f"inflates past {inputs.INFLATE_FLOOR:,} bytes" in err
+    # refused at the limit (64 MiB), never inflated whole (160 MiB)
+    assert peak < 100 * MIB, peak / MIB
+
+
+def test_the_inflate_ratio_is_a_setting(tmp_path: Path, monkeypatch, capsys) -> None:
+    log = tmp_path / "serve.log.gz"
+    log.write_bytes(gzip.compress(LOG.read_bytes() * 40))  # a real log repeated: a high ratio
+    ratio = (LOG.stat().st_size * 40) / log.stat().st_size
+    assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path / "t")]) == 0
+    monkeypatch.setattr(inputs, "INFLATE_FLOOR", 0)
+    monkeypatch.setenv("MLAPROF_INFLATE_RATIO", str(ratio / 2))
+    assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path / "t")]) == 2
+    assert "MLAPROF_INFLATE_RATIO" in capsys.readouterr().err
+
+
+def test_a_vllm_log_is_parsed_a_line_at_a_time(tmp_path: Path, capsys) -> None:
+    big = tmp_path / "serve.log"
+    src = LOG.read_bytes()
+    big.write_bytes(src * (24 * MIB // len(src) + 1))
+    rc, peak = _peak(["import", "vllm-log", str(big), "--traces", str(tmp_path / "t")])
+    assert rc == 0, capsys.readouterr().err
+    # whole, the file and its decoded text alone are twice its 24 MiB
+    assert peak < 16 * MIB, peak / MIB
+    assert "rows:" in capsys.readouterr().out
+
+
+def test_lines_split_where_the_file_splits_them(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(inputs, "CHUNK", 7)  # lines and UTF-8 characters cut across chunks
+    p = tmp_path / "x.log"
+    p.write_bytes("\ufeffé one\r\ntwo ✓\n\nlast".encode())
+    assert list(inputs.text_lines(p, "log")) == ["é one\r", "two ✓", "", "last"]
+    p.write_bytes(b"ok\n\xff\xfe bad\n")
+    with pytest.raises(Exception, match=r"not UTF-8 text \(log\).*at byte 3"):
+        list(inputs.text_lines(p, "log"))

@@ -1,0 +1,101 @@
+"""One piece of code per rule: one collapse-finding builder, one path/version -> policy selection,
+one AITER version parser, one importer table, and summary messages a newer one supersedes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mlaprof.analysis import shadow
+from mlaprof.analysis.collapse import collapse_finding
+from mlaprof.commands import import_cmd
+from mlaprof.importers.common import ImportSummary
+from mlaprof.scenario import DEVICES
+from mlaprof.splits import releases, routing
+
+PKG = Path(__file__).resolve().parents[2] / "mlaprof"
+
+
+def _sources() -> dict[str, str]:
+    return {str(p.relative_to(PKG)): p.read_text() for p in PKG.rglob("*.py")}
+
+
+def test_only_collapse_module_builds_a_collapse_finding() -> None:
+    builders = [f for f, text in _sources().items() if '"split-collapse"' in text]
+    assert builders == ["analysis/collapse.py"]
+
+
+def test_the_engine_shadow_says_a_collapse_as_the_collapse_builder_does() -> None:
+    sh = {"provenance": "modelled from recorded batches (AITER 0.1.20; on mi355x)",
+          "s_bug": [1, 2], "s_fix": [8, 16], "s_frozen": [8, 16], "steps": 5,
+          "steps_collapsed_by_bug": 3, "steps_frozen_below_fix": 0, "padding_rows": 0,
+          "real_rows": 10, "capture_sizes": [4, 8], "policies": ["aiter-gluon-v0.1.20"]}  # fmt: skip
+    (f,) = [f for f in shadow.shadow_findings(sh) if f.kind == "split-collapse"]
+    ref = collapse_finding("x", 1, 8, None, "", "", {}, modelled="m")
+    # the one wording (three numbers) after the model's tag; modelled: a warning, never critical
+    assert f.title.startswith(f"[{sh['provenance']}] KV splits collapsed ")
+    assert f.title.endswith(ref.title.split(": ", 1)[1])
+    assert "on 3 of 5 steps" in f.title
+    assert f.severity == ref.severity == "warning"
+
+
+def test_one_path_to_policy_selection() -> None:
+    # every route path's policy comes from routing.path_policy, the engine shadow's included
+    for name, dev in DEVICES.items():
+        for heads, qlen in ((16, 4), (128, 2), (8, 3), (16, 1)):
+            path, policy, _ = shadow.route(heads, qlen, dev, "0.1.19.post2")
+            want = routing.path_policy(path, "0.1.19.post2")
+            assert policy == (want or "vllm-triton"), (name, path)
+    assert routing.path_policy("gluon-verify", "0.1.21") == releases.policy_for("0.1.21")
+    with pytest.raises(Exception, match="no route path"):
+        routing.path_policy("no-such-path", "0.1.20")
+    # no other module maps a route path to a split policy in a table of its own
+    paths = "|".join(re.escape(p) for p in routing.PATHS)
+    table = re.compile(rf'"(?:{paths})"\s*:\s*\(?\s*"(?:aiter-|vllm-)')
+    owners = [f for f, text in _sources().items() if table.search(text)]
+    assert owners == ["splits/routing.py"]
+
+
+def test_one_aiter_version_parser() -> None:
+    from mlaprof.integrations import aiter_env
+
+    assert aiter_env.parse_version is releases.parse_version
+    assert aiter_env.format_version is releases.tag
+    assert releases.parse_version("0.1.7.post2.dev18") == (0, 1, 7, 2)
+    assert releases.parse_release("0.1.20.dev3+g1a2b") == ((0, 1, 20, 0), False)
+    assert releases.parse_version("main") is None
+    # the release pattern (a "post" number) is written once
+    owners = [f for f, text in _sources().items() if re.search(r"post\(\\d\+\)", text)]
+    assert owners == ["splits/releases.py"]
+
+
+def test_import_dispatches_through_the_importer_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[tuple] = []
+
+    def fake(path: Path, traces: Path, name: str | None, *rest: object) -> tuple:
+        seen.append((path.name, name, len(rest)))
+        return traces / "r", ImportSummary(source="fake", files=[str(path)], rows={})
+
+    monkeypatch.setattr(import_cmd.Importer, "load", lambda self: fake)
+    from mlaprof.cli import main
+
+    for kind, importer in import_cmd.IMPORTERS.items():
+        assert main(["import", kind, str(tmp_path / "x"), "--traces", str(tmp_path)]) == 0
+        assert seen[-1] == ("x", None, 1 if importer.kernels else 0)
+    assert len(seen) == len(import_cmd.IMPORTERS) == 3
+    assert "args.kind ==" not in (PKG / "commands" / "import_cmd.py").read_text()
+    capsys.readouterr()
+
+
+def test_a_newer_summary_supersedes_a_queued_one() -> None:
+    pytest.importorskip("textual")
+    from mlaprof.tui.messages import DrillDown, RunProblem, SummaryUpdated
+
+    assert SummaryUpdated(None).can_replace(SummaryUpdated(None))
+    assert not SummaryUpdated(None).can_replace(DrillDown(0))
+    assert RunProblem("b").can_replace(RunProblem("a"))
+    assert not DrillDown(1).can_replace(DrillDown(0))  # each drill-down is the user's

@@ -1,0 +1,146 @@
+"""A rocpd database still being written is read as one committed state or refused as changing,
+never as a state no commit had, never called malformed. The writer here is a second SQLite
+connection in this process appending 54 dispatch rows per commit (rocprofv3's writer commits in
+batches), made to write at the worst instant: between the two file copies the reader used to
+make, and in the middle of a query on the file read in place."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.errors import MlaprofError
+from mlaprof.importers import rocpd_sqlite
+from mlaprof.store import load
+from tests.conformance.rocpd import write_rocpd
+from tests.conformance.shapes import graph_replays
+
+BATCH = 54
+
+
+class Writer:
+    """rocprofv3 still appending: copies of existing dispatch rows under new ids, 54 a commit."""
+
+    def __init__(self, db: Path) -> None:
+        self.con = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+        self.con.execute("PRAGMA wal_autocheckpoint=0")
+        (self.table,) = self.con.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_kernel_dispatch_%'"
+        ).fetchone()
+        self.counts = [self.count()]  # the dispatch count of every commit
+
+    def count(self) -> int:
+        return self.con.execute(f'SELECT COUNT(*) FROM "{self.table}"').fetchone()[0]
+
+    def commit(self, checkpoint: str = "") -> None:
+        cols = [r[1] for r in self.con.execute(f'PRAGMA table_info("{self.table}")')]
+        rest = ", ".join(f'"{c}"' for c in cols if c != "id")
+        top = self.con.execute(f'SELECT MAX(id) FROM "{self.table}"').fetchone()[0]
+        self.con.execute("BEGIN")
+        self.con.execute(
+            f'INSERT INTO "{self.table}" (id, {rest}) SELECT id + ?, {rest} FROM "{self.table}" '
+            f"ORDER BY id LIMIT ?",
+            (top, BATCH),
+        )
+        self.con.execute("COMMIT")
+        self.counts.append(self.count())
+        if checkpoint:
+            self.con.execute(f"PRAGMA wal_checkpoint({checkpoint})")
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> tuple[Path, Writer]:
+    db = write_rocpd(graph_replays(6, 9), tmp_path / "in" / "1_results.db", "3.0.1", wal=True)
+    w = Writer(db)
+    for _ in range(3):
+        w.commit()  # committed frames wait in the -wal (no checkpoint yet)
+    assert db.with_name(db.name + "-shm").exists()
+    yield db, w
+    w.con.close()
+
+
+def _import(db: Path, traces: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc = main(["import", "rocprof", str(db), "--traces", str(traces), "--name", "x"])
+    err = capsys.readouterr().err
+    if rc != 0:
+        return rc, err
+    with load(traces / "x") as run:
+        return run.count("kernels"), err
+
+
+def test_a_commit_between_the_copies_never_tears_the_import(
+    live: tuple[Path, Writer], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    db, w = live
+    real = shutil.copyfile
+
+    def racing(src, dst, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        out = real(src, dst, *a, **k)
+        if str(src) == str(db):  # the database copied, its -wal not yet: the writer goes on
+            w.commit("TRUNCATE")
+            w.commit()
+        return out
+
+    monkeypatch.setattr(shutil, "copyfile", racing)
+    n, err = _import(db, tmp_path / "t", capsys)
+    assert "malformed" not in err
+    assert n in w.counts, (n, w.counts)  # a state some commit had, never a mixture
+
+
+def test_a_file_open_by_its_writer_is_never_read_in_place(
+    live: tuple[Path, Writer], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The -wal checkpointed empty looks like a complete file, but its writer (its -shm is
+    there) may checkpoint into it at any page: an ``immutable`` read of it was refused as
+    malformed although the file is sound. It is read through a snapshot instead."""
+    db, w = live
+    w.commit("TRUNCATE")
+    assert db.with_name(db.name + "-wal").stat().st_size == 0
+    real = rocpd_sqlite.readable
+    uris: list[str] = []
+
+    @contextlib.contextmanager
+    def recording(path):  # noqa: ANN001, ANN202
+        with real(path) as uri:
+            uris.append(uri)
+            w.commit("TRUNCATE")  # the writer goes on while every read runs
+            yield uri
+
+    monkeypatch.setattr(rocpd_sqlite, "readable", recording)
+    n, err = _import(db, tmp_path / "t", capsys)
+    assert uris and not [u for u in uris if str(db) in u], uris  # never the live file itself
+    assert "malformed" not in err and n in w.counts, (n, err)
+
+
+def test_a_file_changed_while_read_in_place_is_refused_as_changing(tmp_path: Path, capsys) -> None:
+    # no writer open (no -wal, no -shm): read in place; a writer that comes meanwhile is seen
+    db = write_rocpd(graph_replays(3, 4), tmp_path / "in" / "1_results.db", "3.0.1", wal=True)
+    assert not db.with_name(db.name + "-wal").exists()
+    w: list[Writer] = []
+    with (
+        pytest.raises(MlaprofError, match="changed while it was read"),
+        rocpd_sqlite.readable(db) as uri,
+    ):
+        try:
+            con = sqlite3.connect(uri, uri=True)
+            con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            w.append(Writer(db))
+            w[0].commit("TRUNCATE")
+        finally:
+            con.close()
+    w[0].con.close()
+
+
+def test_no_file_is_written_beside_a_database_read_through_a_snapshot(
+    live: tuple[Path, Writer], tmp_path: Path, capsys
+) -> None:
+    db, w = live
+    before = sorted(p.name for p in db.parent.iterdir())
+    n, _ = _import(db, tmp_path / "t", capsys)
+    assert n == w.counts[-1]
+    assert sorted(p.name for p in db.parent.iterdir()) == before

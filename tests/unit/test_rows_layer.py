@@ -1,0 +1,158 @@
+"""The one section -> rows layer (mlaprof.reporters.rows) and the one formatting module
+(mlaprof.reporters.fmt): rows are derived from the section dataclasses, so a field or a whole
+section added to the summary shows in every view (terminal, Markdown, HTML, ``tui --once``)
+with no change to any view; values are worded once (units, shares, unknown, none)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+from dataclasses import dataclass
+
+import pytest
+from rich.console import Console
+
+from mlaprof.analysis.sections import Padding
+from mlaprof.reporters import fmt
+from mlaprof.reporters.markdown import render_markdown
+from mlaprof.reporters.rows import TABLE_ROWS, block_lines, summary_blocks
+from mlaprof.reporters.terminal import TerminalRenderer
+from tests import shipped_runs
+
+RUN = "demo-bug-padding-collapses-splits-c16"
+
+
+def flat(text: str) -> str:
+    return " ".join(re.sub(r"[|*`\\:]", " ", text).split())
+
+
+def all_views(s) -> dict[str, str]:  # noqa: ANN001
+    """The four text views of summary ``s`` (the HTML page's text, tags dropped)."""
+    from mlaprof.figures.html_report import render_html
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import render_text
+
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    page = re.sub(r"<(script|style)\b.*?</\1>", " ", render_html(s), flags=re.S)
+    view, _ = read_view(shipped_runs.run_dir(RUN))
+    return {
+        "terminal": TerminalRenderer(console).render(s),
+        "md": re.sub(r"</?(details|summary)>", " ", render_markdown(s)),
+        "html": re.sub(r"<[^>]+>", " ", page),
+        "tui": render_text(dataclasses.replace(view, summary=s)),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PaddingWithMore(Padding):
+    """The padding section as a later analysis may return it: one field more."""
+
+    rows_per_pad_kib: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Drafts:
+    """A section no view knows of."""
+
+    drafted_rows: int
+    drafter_median_us: float | None
+    provenance: str
+
+
+def test_a_field_added_to_a_section_shows_in_every_view() -> None:
+    s = shipped_runs.summary(RUN)
+    more = PaddingWithMore(
+        **{f.name: getattr(s.padding, f.name) for f in dataclasses.fields(Padding)},
+        rows_per_pad_kib=0.25,
+    )
+    s2 = dataclasses.replace(s, padding=more)
+    row = next(r for b in summary_blocks(s2) for r in b.rows if r.key == "padding.rows_per_pad_kib")
+    assert (row.label, row.text) == ("rows per pad kib", "0.25")
+    for name, text in all_views(s2).items():
+        assert "rows per pad kib 0.25" in flat(text), name
+    assert "rows per pad kib" not in flat(all_views(s)["md"])  # not there before
+
+
+def test_a_section_added_to_the_summary_shows_in_every_view() -> None:
+    from mlaprof.analysis.run_summary import RunSummary
+
+    s = shipped_runs.summary(RUN)
+    wider = dataclasses.make_dataclass(
+        "RunSummary",
+        [("drafts", Drafts, dataclasses.field(default=None))],
+        bases=(RunSummary,),
+        frozen=True,
+    )
+    s2 = wider(
+        **{f.name: getattr(s, f.name) for f in dataclasses.fields(RunSummary)},
+        drafts=Drafts(drafted_rows=12, drafter_median_us=None, provenance="measured on cpu"),
+    )
+    block = next(b for b in summary_blocks(s2) if b.key == "drafts")
+    assert [(r.label, r.text) for r in block.rows] == [
+        ("drafted rows", "12"),
+        ("drafter median", "unknown"),  # None: the evidence holds no value, never a 0
+        ("provenance", "measured on cpu"),
+    ]
+    for name, text in all_views(s2).items():
+        got = flat(text)
+        rows = got.find("drafted rows 12 drafter median unknown provenance measured on cpu")
+        assert rows > 0 and got.rfind("drafts", 0, rows) > 0, name  # under its title
+
+
+def test_rows_follow_the_section_fields_and_tables_say_what_they_leave_out() -> None:
+    s = shipped_runs.summary(RUN)
+    blocks = {b.key: b for b in summary_blocks(s)}
+    assert blocks["run"].rows[0].text == s.run  # the summary's plain fields first
+    pad = blocks["padding"]
+    shown = [r.key.split(".")[1] for r in pad.rows] + [t.key.split(".")[1] for t in pad.tables]
+    want = [  # every field: plain ones as rows in the declared order, lists of records as tables
+        f.name
+        for f in dataclasses.fields(Padding)
+        if getattr(s.padding, f.name) is not None or not f.metadata
+    ]
+    assert sorted(shown) == sorted(want) and shown[: len(pad.rows)] == [
+        n for n in want if n not in {t.key.split(".")[1] for t in pad.tables}
+    ]
+    layers = next(t for b in blocks.values() for t in b.tables if t.key == "layers")
+    assert len(layers.rows) == min(TABLE_ROWS, len(s.layers))
+    assert layers.more == max(0, len(s.layers) - TABLE_ROWS)
+    # absent sections are named once, never a row of "unknown" per field
+    absent = next(r for r in blocks["run"].rows if r.key == "absent").text
+    assert "imported trace" in absent and "trace" not in blocks
+    lines = block_lines(summary_blocks(s))
+    assert "  padding fraction: 7.1%" in lines
+
+
+@pytest.mark.parametrize(
+    ("value", "name", "text"),
+    [
+        (None, "S_min", "unknown"),
+        ([], "capture_sizes", "none"),
+        ("", "reason", "none"),
+        ({}, "modes", "none"),
+        (True, "verified", "yes"),
+        (1234.56, "step_median_us", "1234.6 µs"),
+        (0.0712, "padding_fraction", "7.1%"),
+        (0.81234, "occupancy_deserved", "81.2%"),
+        (3 * 2**20, "memory_bytes", "3.00 MiB"),
+        (float("nan"), "time_us", "unknown"),
+        (
+            list(range(20)),
+            "ranks",
+            "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 (+4 more)",
+        ),
+        ({"FULL": 3, "NONE": 1}, "graph_modes", "FULL=3, NONE=1"),
+        ({5: 66, 0: 54}, "kernels_by_rank", "0=54, 5=66"),  # ranks in order, however read
+        ({"10": 1, "9": 2}, "kernels_by_rank", "9=2, 10=1"),  # as a JSON document keys them
+        ("a\x1bb", "path", "a\\x1bb"),  # a control character from a trace is shown, not sent
+    ],
+)
+def test_one_wording_for_every_value(value: object, name: str, text: str) -> None:
+    assert fmt.value_text(value, fmt.unit_of(name)) == text
+
+
+def test_labels_drop_the_unit_the_value_says() -> None:
+    assert fmt.label_of("step_median_us") == "step median"
+    assert fmt.label_of("time_us_max") == "time max"
+    assert fmt.label_of("S_min") == "S min"
