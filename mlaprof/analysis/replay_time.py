@@ -117,6 +117,8 @@ def _pre_aggregated(run: Any, jl: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
     from mlaprof.analysis import replay_sums
     from mlaprof.store import aggregates
 
+    if not all(hasattr(run, a) for a in ("databases", "count_per_rank", "rank_meta")):
+        return None  # not a stored run (a live follower): the SQL
     cols = {}
     for c in _JL:
         v = jl[c]

@@ -578,7 +578,9 @@ def _stored_per_name(run: Any) -> pd.DataFrame | None:
     from mlaprof.analysis import replay_sums
     from mlaprof.store import aggregates
 
-    if not hasattr(run, "count_per_rank") or any(role for _, role in run.databases):
+    if not all(hasattr(run, a) for a in ("databases", "count_per_rank", "rank_meta")) or any(
+        role for _, role in run.databases
+    ):
         return None
     rows = []
     for r, n in sorted(run.count_per_rank("kernels").items()):
