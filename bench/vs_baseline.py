@@ -115,14 +115,23 @@ def pairs_of(n: int, trees: tuple[Tree, Tree], one: Any) -> list[dict[str, dict[
     return out
 
 
+def _generate(module: str, call: str) -> None:
+    """A benchmark input written by a child process: on Linux a child's peak RSS (``wait4``)
+    counts the address space it was forked from, so a parent grown by writing 10M rows would
+    lend every timed process its own peak."""
+    code = f"import sys; from pathlib import Path; sys.path.insert(0, {str(ROOT / 'bench')!r}); " \
+           f"import {module}; {call}"  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+
+
 def fig_import(trees: tuple[Tree, Tree], work: Path, n: int, pairs: int) -> dict[str, Any]:
     """1M import on each tree, with ``pandas.read_csv`` of the same file beside each."""
-    import import_bench
-
     src = work / "one" / "kernel_trace.csv"
     if not src.exists():
         src.parent.mkdir(parents=True, exist_ok=True)
-        import_bench.generate(src, 1_000_000)
+        _generate("import_bench", f"import_bench.generate(Path({str(src)!r}), 1_000_000)")
     read_csv = [sys.executable, "-c", f"import pandas as pd; pd.read_csv({str(src)!r})"]
 
     def one(t: Tree) -> dict[str, Any]:
@@ -144,13 +153,14 @@ def fig_import(trees: tuple[Tree, Tree], work: Path, n: int, pairs: int) -> dict
 def fig_fleet(trees: tuple[Tree, Tree], work: Path, fmt: str, total: int, ranks: int,
               pairs: int) -> dict[str, Any]:  # fmt: skip
     """The fleet imported then reported (``report --json``), each its own process."""
-    import fleet_bench
-
     # rocpd: the launch correlation in stack_id, as rocprofv3 writes it, and in the external
     # correlation_id too, which a baseline that reads the latter (before 2026-12-02) takes;
     # HEAD reads stack_id alone, so both trees see the same replays
     data = "rocpd_ext" if fmt == "rocpd" else fmt
-    src = fleet_bench.make_fleet(work / "fleet", total, ranks, formats=(data,))[data]
+    out = work / "fleet"
+    _generate("fleet_bench", f"fleet_bench.make_fleet(Path({str(out)!r}), {total}, {ranks}, "
+                             f"formats=({data!r},))")  # fmt: skip
+    src = out / data
 
     def one(t: Tree) -> dict[str, Any]:
         traces = work / f"f-{t.label}"

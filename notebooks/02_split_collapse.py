@@ -28,6 +28,7 @@ import plotly.graph_objects as go
 from IPython.display import display
 from plotly.subplots import make_subplots
 
+from mlaprof.capture_sizes import rule_for
 from mlaprof.metadata import batch_shape, build_metadata
 from mlaprof.scenario import DEVICES, capture_sizes
 from mlaprof.splits.policies import POLICIES, SplitInput, applicable, is_collapsed
@@ -35,7 +36,9 @@ from mlaprof.splits.policies import POLICIES, SplitInput, applicable, is_collaps
 HEADS = 8  # Kimi-K2 at TP8: vLLM sends this verify to mla_gluon (16 heads take the ASM decode)
 SPEC = 3  # speculative tokens: qlen = 4
 QLEN = 1 + SPEC
-SIZES = capture_sizes(max_num_seqs=256, num_spec=SPEC, graph_mode="FULL")
+# the capture sizes of vLLM 0.32.0, the release with the fix (0.34 keys decode graphs by request
+# count instead: `rule_for("0.34.0")`, the default, gives its list)
+SIZES = capture_sizes(max_num_seqs=256, num_spec=SPEC, graph_mode="FULL", rule=rule_for("0.32.0"))
 BATCHES = list(range(1, 17))
 CONTEXTS = [1088, 4096, 32768, 131072]
 print("FULL capture sizes (tokens):", SIZES[:12], "...")

@@ -67,7 +67,7 @@ figures.full_vs_fallback(summaries[legacy.name])
 # Each size is one more graph, and one more memory pool, to pay for.
 
 # %%
-sc = Scenario(max_num_seqs=32)
+sc = Scenario(max_num_seqs=32, vllm_version="0.32.0")  # 0.34 keys decode graphs by request count
 sizes = sc.capture_sizes()
 rows = []
 for n in range(1, sc.max_num_seqs + 1):

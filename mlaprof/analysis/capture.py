@@ -4,7 +4,7 @@ replay, between graph pieces, or eager). What capture costs: :mod:`mlaprof.analy
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,6 +19,9 @@ from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home,
 )
 from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import Capture
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
@@ -54,10 +57,10 @@ def capture_summary(
     }
 
 
-def capture_findings(summary: dict, captures: pd.DataFrame) -> list[Finding]:
+def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
     """A FULL capture that failed (measured) or would fail (predicted from the syncs seen)."""
     out: list[Finding] = []
-    if summary["status"] in ("failed", "predicted-fail"):  # measured or predicted here
+    if summary.status in ("failed", "predicted-fail"):  # measured or predicted here
         first = captures[captures["status"] == "failed"].head(1) if not captures.empty else captures
         where = ""
         if not first.empty:
@@ -69,8 +72,8 @@ def capture_findings(summary: dict, captures: pd.DataFrame) -> list[Finding]:
                 severity="critical",
                 title=(
                     "FULL graph capture "
-                    + ("failed" if summary["status"] == "failed" else "would fail")
-                    + f"; the engine runs {summary['effective_mode']} instead"
+                    + ("failed" if summary.status == "failed" else "would fail")
+                    + f"; the engine runs {summary.effective_mode} instead"
                     + where
                 ),
                 evidence=(
@@ -215,16 +218,16 @@ def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, A
     }
 
 
-def step_mode_findings(cap: dict[str, Any] | None) -> list[Finding]:
+def step_mode_findings(cap: Capture | None) -> list[Finding]:
     """Attention outside graphs in some or all steps (eager or PIECEWISE), with the count of
     each; FULL replays alone give none. ``cap``: :func:`step_mode_evidence` (None: the run's
     steps carry no kernel-level mode)."""
     if cap is None:
         return []
-    n_eager, n_piece = cap["eager_steps"], cap.get("piecewise_steps", 0)
-    if cap["status"] not in ("eager", "mixed", "piecewise") or not (n_eager or n_piece):
+    n_eager, n_piece = cap.eager_steps, _written(cap, "piecewise_steps")
+    if cap.status not in ("eager", "mixed", "piecewise") or not (n_eager or n_piece):
         return []
-    if cap.get("cpu"):
+    if cap.cpu:
         return []
     ran = " and ".join(
         t
@@ -238,17 +241,24 @@ def step_mode_findings(cap: dict[str, Any] | None) -> list[Finding]:
             severity="warning",
             title=(
                 f"attention ran {ran}"
-                + (f" beside {cap['graph_steps']} FULL graph replays" if cap["graph_steps"] else "")
+                + (f" beside {cap.graph_steps} FULL graph replays" if cap.graph_steps else "")
             ),
-            evidence=f"{cap['evidence']} ({cap['provenance']})",
+            evidence=f"{cap.evidence} ({cap.provenance})",
             fix=(
                 "capture a FULL graph for these batch sizes (cudagraph capture sizes; steps too "
                 "big for any capture size, such as chunked prefill mixed into decode, run "
                 "PIECEWISE or eager by design) or make the attention path capturable"
             ),
             data={
-                k: cap.get(k, 0)
+                k: _written(cap, k)
                 for k in ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches")
             },  # fmt: skip
         )
     ]
+
+
+def _written(cap: Capture, key: str) -> int | None:
+    """An optional count as its producer wrote it: 0 where it left the key out, None where it
+    wrote null (graph_launches without an API trace)."""
+    v = getattr(cap, key)
+    return v if v is not None or key in cap.null_keys else 0

@@ -108,7 +108,7 @@ def claims_of(ev: Evidence) -> Claims:
     cpu = ev.cpu is not None or str(ev.meta.get("device") or "") == "cpu"
     return Claims(
         graph_mode=ev.graph_mode,
-        capture_status=str(ev.capture.get("status") or CaptureStatus.UNKNOWN),
+        capture_status=str(ev.capture.status),
         device=str(ev.meta.get("device") or ev.device),
         backend=str(ev.meta.get("backend")) if ev.scenario and ev.meta.get("backend") else None,
         engine_backend=engine_backend,

@@ -9,13 +9,25 @@ The question answered is "what could this trace show?"; the other analyzers answ
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import (
+    ApiFunction,
+    AttentionLike,
+    CollapseCheck,
+    RankRecognition,
+    Recognition,
+    TraceCoverage,
+    TracePath,
+    TraceSyncs,
+)
 from mlaprof.analysis.syncs import SYNC_CALLS
+from mlaprof.analysis.typed_json import to_json
 from mlaprof.kernel_names import RANGE_LIKE
 
 if TYPE_CHECKING:
@@ -73,14 +85,15 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
         "kernels_by_rank": per_rank,
         "kernels": sum(per_rank.values()),
         "attention_like": [
-            {"name": str(r.key), "launches": int(r.n)} for r in like.head(SHOWN).itertuples()
+            AttentionLike(name=str(r.key), launches=int(r.n)) for r in like.head(SHOWN).itertuples()
         ],
         "attention_like_names": int(len(like)),
         # looked for only where a rank has no MLA kernel (the key is left out otherwise)
         **(
             {
                 "renamed": [
-                    {"name": str(r.key), "launches": int(r.n)} for r in ren.head(SHOWN).itertuples()
+                    AttentionLike(name=str(r.key), launches=int(r.n))
+                    for r in ren.head(SHOWN).itertuples()
                 ]
             }
             if names
@@ -88,7 +101,7 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
         ),  # fmt: skip
         "api_calls": int(api["n"].sum()) if len(api) else 0,
         "api_functions": [
-            {"function": str(r.key), "calls": int(r.n)} for r in api.itertuples() if r.key
+            ApiFunction(function=str(r.key), calls=int(r.n)) for r in api.itertuples() if r.key
         ],
         "host_syncs": int(api[api["key"].isin(SYNC_CALLS)]["n"].sum()) if len(api) else 0,
     }
@@ -102,24 +115,24 @@ def api_text(c: dict[str, Any]) -> str:
     """What the API trace held, in words (the sync line says it when it cannot judge)."""
     if not c["api_calls"]:
         return "no HIP/CUDA API calls in the import"
-    top = [f"{f['function']} x{f['calls']}" for f in c["api_functions"][:4]]
+    top = [f"{f.function} x{f.calls}" for f in c["api_functions"][:4]]
     syncs = c["host_syncs"]
     return f"{c['api_calls']} API call(s) read ({_list(top, len(c['api_functions']))}); " + (
         f"{syncs} of them host syncs" if syncs else "none of them a host sync"
     )
 
 
-def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]) -> dict:
+def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]) -> Recognition:
     """Per rank: kernels read and MLA layer records recognised; the ranks with none."""
     mla = layers.groupby("rank").size().to_dict() if not layers.empty else {}
     per = [
-        {"rank": int(r), "kernels": per_rank.get(int(r), 0), "mla_layers": int(mla.get(r, 0))}
+        RankRecognition(rank=int(r), kernels=per_rank.get(int(r), 0), mla_layers=int(mla.get(r, 0)))
         for r in ranks
     ]
-    return {"per_rank": per, "without_mla": [p["rank"] for p in per if not p["mla_layers"]]}
+    return Recognition(per_rank=per, without_mla=[p.rank for p in per if not p.mla_layers])
 
 
-def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def collapse_checks(meta: dict[str, Any], paths: list[TracePath]) -> list[CollapseCheck]:
     """Per path the trace ran: whether the split collapse was checked, and why not. Checked on
     the paths whose S the host chooses from grid-visible rows and qlen (COLLAPSE_POLICIES), when
     the grid gives both; a user's kernel without a known rule, or without rows and qlen on its
@@ -131,34 +144,34 @@ def collapse_checks(meta: dict[str, Any], paths: list[dict[str, Any]]) -> list[d
     }
     out = []
     for p in paths:
-        pat = pats.get(p["path"], {})
-        missing = [what for what, v in (("rows", p["rows"]), ("qlen", p["qlen"])) if v is None]
-        base = {"path": p["path"], "variant": p["variant"], "steps": p["steps"], "S": p["S"]}
+        pat = pats.get(p.path, {})
+        missing = [what for what, v in (("rows", p.rows), ("qlen", p.qlen)) if v is None]
+        base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S}
         if pat.get("split_axis") == "device":
-            out.append({**base, "status": "not applicable",
-                        "why": "S is decided on the device at every replay, never frozen"})  # fmt: skip
+            out.append(CollapseCheck(**base, status="not applicable",
+                        why="S is decided on the device at every replay, never frozen"))  # fmt: skip
             continue
-        if p["path"] in COLLAPSE_POLICIES and not missing:
+        if p.path in COLLAPSE_POLICIES and not missing:
             out.append(
-                {**base, "status": "checked", "why": f"rule {collapse_policies(p['path'])[0]}"}
+                CollapseCheck(**base, status="checked", why=f"rule {collapse_policies(p.path)[0]}")
             )
             continue
         why = []
-        if p["path"] not in COLLAPSE_POLICIES:
+        if p.path not in COLLAPSE_POLICIES:
             why.append(
-                f"no split rule is known for path {p['path']!r} (the trace-side check knows "
+                f"no split rule is known for path {p.path!r} (the trace-side check knows "
                 + ", ".join(COLLAPSE_POLICIES)
                 + ")"
             )
         if missing:
             why.append(
-                f"{' and '.join(missing)} not on the grid of {p['variant']} (no "
+                f"{' and '.join(missing)} not on the grid of {p.variant} (no "
                 + " / ".join(f"{m}_axis" for m in missing)
                 + " in its pattern)"
             )
         # said as a finding where a check was expected: a host-chosen path, or a user's kernel
-        warn = p["path"] in COLLAPSE_POLICIES or p["path"] not in _KNOWN_PATHS
-        out.append({**base, "status": "not checked", "why": "; ".join(why), "warn": warn})
+        warn = p.path in COLLAPSE_POLICIES or p.path not in _KNOWN_PATHS
+        out.append(CollapseCheck(**base, status="not checked", why="; ".join(why), warn=warn))
     return out
 
 
@@ -172,54 +185,54 @@ _KNOWN_PATHS = _known_paths()
 
 
 def coverage_summary(
-    run: Run, meta: dict[str, Any], paths: list[dict[str, Any]], layers: pd.DataFrame
-) -> dict[str, Any]:
+    run: Run, meta: dict[str, Any], paths: list[TracePath], layers: pd.DataFrame
+) -> TraceCoverage:
     with_mla = set(layers["rank"].astype(int)) if not layers.empty else set()
     c = read_counts(run, names=not set(run.ranks) <= with_mla)
-    return {
+    return TraceCoverage(
         **c,
-        "api": api_text(c),
-        "recognition": recognition(c["kernels_by_rank"], layers, run.ranks),
-        "collapse_checks": collapse_checks(meta, paths),
-        "provenance": f"imported from {meta.get('imported_from', '?')}",
-    }
+        api=api_text(c),
+        recognition=recognition(c["kernels_by_rank"], layers, run.ranks),
+        collapse_checks=collapse_checks(meta, paths),
+        provenance=f"imported from {meta.get('imported_from', '?')}",
+    )
 
 
-def explain_syncs(syncs: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
+def explain_syncs(syncs: TraceSyncs, cov: TraceCoverage) -> TraceSyncs:
     """An "unknown" sync verdict says what the API trace held and why it cannot be judged."""
-    if syncs["status"] != "unknown" or not cov["api_calls"]:
+    if syncs.status != "unknown" or not cov.api_calls:
         return syncs
     why = (
         "no MLA kernel recognised, so no MLA layer to place them in"
-        if not any(p["mla_layers"] for p in cov["recognition"]["per_rank"])
-        else syncs["evidence"]
+        if not any(p.mla_layers for p in cov.recognition.per_rank)
+        else syncs.evidence
     )
-    return {**syncs, "evidence": f"{cov['api']}; {why}"}
+    return dataclasses.replace(syncs, evidence=f"{cov.api}; {why}")
 
 
-def coverage_findings(cov: dict[str, Any] | None, has_grid: bool = True) -> list[Finding]:
+def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[Finding]:
     """Kernels the import did not recognise (``cov`` None: the run holds no kernel trace).
     ``has_grid`` False (:attr:`mlaprof.analysis.claims.Claims.has_grid`: a CPU op): no split
     count exists to check, so no "describe the kernel's grid" advice."""
     if cov is None:
         return []
     out = []
-    rec = cov["recognition"]
-    none = rec["without_mla"]
+    rec = cov.recognition
+    none = rec.without_mla
     if none:
-        n_ranks = len(rec["per_rank"])
-        kernels = sum(p["kernels"] for p in rec["per_rank"] if p["rank"] in none)
-        names = [f"{x['name']} (x{x['launches']})" for x in cov["attention_like"]]
+        n_ranks = len(rec.per_rank)
+        kernels = sum(p.kernels for p in rec.per_rank if p.rank in none)
+        names = [f"{x.name} (x{x.launches})" for x in cov.attention_like]
         where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({_ranks(none)})"
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
-            + _list(names, cov["attention_like_names"])
+            + _list(names, cov.attention_like_names)
             if names
             else "no kernel name looks like attention (mla/attn/attention/decode/flash)"
         )
-        renamed = [x["name"] for x in cov.get("renamed") or []]
+        renamed = [x.name for x in cov.renamed or []]
         if renamed:
-            n_ren = sum(x["launches"] for x in cov["renamed"])
+            n_ren = sum(x.launches for x in cov.renamed or [])
             looks = (
                 f"{n_ren} of {kernels} dispatch(es) carry a roctx range's name instead of a "
                 f"kernel's: {', '.join(renamed)}; " + looks
@@ -239,37 +252,37 @@ def coverage_findings(cov: dict[str, Any] | None, has_grid: bool = True) -> list
                     + f"{kernels} kernel(s) read, none matched the MLA kernel table; nothing "
                     "below judges attention (no S, capture or collapse verdict)"
                 ),
-                evidence=f"{looks}; {cov['api']} ({cov['provenance']})",
+                evidence=f"{looks}; {cov.api} ({cov.provenance})",
                 fix=RENAME_HINT if renamed else PATTERNS_HINT,
                 data={
                     "ranks": none,
                     "kernels": kernels,
-                    "attention_like": cov["attention_like"],
+                    "attention_like": to_json(cov.attention_like),
                     **({"renamed": renamed} if renamed else {}),
                 },  # fmt: skip
             )
         )
-    for chk in cov["collapse_checks"]:
-        if chk["status"] != "not checked" or not chk["warn"] or not has_grid:
+    for chk in cov.collapse_checks:
+        if chk.status != "not checked" or not chk.warn or not has_grid:
             continue
         out.append(
             Finding(
                 kind="not-checked",
                 severity="warning",
                 title=(
-                    f"KV-split collapse not checked on the {chk['path']} path ({chk['variant']}, "
-                    f"{chk['steps']} step(s), S {chk['S']}): {chk['why']}"
+                    f"KV-split collapse not checked on the {chk.path} path ({chk.variant}, "
+                    f"{chk.steps} step(s), S {chk.S}): {chk.why}"
                 ),
                 evidence=(
                     f"S is read from the grid, but whether it collapsed needs the path's split rule "
-                    f"and the rows and qlen it ran with ({cov['provenance']})"
+                    f"and the rows and qlen it ran with ({cov.provenance})"
                 ),
                 fix=(
                     "describe the kernel with --patterns FILE: path (aiter-gluon for a gluon "
                     "kernel under another name), split_axis, rows_axis and qlen_axis "
                     "(docs/trace_io.md)"
                 ),
-                data=chk,
+                data=to_json(chk),
             )
         )
     return out

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import CpuRank, TraceCpu
 
 # what a CPU trace cannot show, said once (not per finding)
 CPU_LIMITS = (
@@ -20,7 +21,7 @@ CPU_LIMITS = (
 
 def cpu_trace_summary(
     meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
-) -> dict[str, Any] | None:
+) -> TraceCpu | None:
     """Per rank: steps, MLA ops, attention share of step time; None for a trace with a device."""
     cpu = meta.get("cpu_trace")
     if not isinstance(cpu, dict):
@@ -38,86 +39,85 @@ def cpu_trace_summary(
         ops = st["backend"].dropna().astype(str).str.partition(" ")[2].unique().tolist()
         per_step = ly.groupby("step").size() if not ly.empty else pd.Series(dtype=int)
         ranks.append(
-            {
-                "rank": rank,
-                "steps": int(len(st)),
-                "step_annotations": int(c.get("step_annotations", 0)),
+            CpuRank(
+                rank=rank,
+                steps=int(len(st)),
+                step_annotations=int(c.get("step_annotations", 0)),
                 # execute_context_0(0)_generation_0(0): nothing scheduled, not a step
-                "empty_annotations": int(c.get("empty_annotations", 0)),
-                "mla_ops": int(c.get("mla_ops_in_steps", 0)),
-                "mla_ops_outside_steps": int(c.get("mla_ops", 0))
-                - int(c.get("mla_ops_in_steps", 0)),
-                "backend_ops": dict(c.get("backend_ops") or {}),
-                "op": ops[0] if len(ops) == 1 else (", ".join(ops) or None),
-                "layers_per_step": sorted({int(v) for v in per_step.tolist()}),
-                "step_us": step_ns / 1e3,
-                "attention_us": att_ns / 1e3,
-                "attention_share": att_ns / step_ns if step_ns else None,
-                "vllm_version": c.get("vllm_version"),
-            }
+                empty_annotations=int(c.get("empty_annotations", 0)),
+                mla_ops=int(c.get("mla_ops_in_steps", 0)),
+                mla_ops_outside_steps=int(c.get("mla_ops", 0)) - int(c.get("mla_ops_in_steps", 0)),
+                backend_ops=dict(c.get("backend_ops") or {}),
+                op=ops[0] if len(ops) == 1 else (", ".join(ops) or None),
+                layers_per_step=sorted({int(v) for v in per_step.tolist()}),
+                step_us=step_ns / 1e3,
+                attention_us=att_ns / 1e3,
+                attention_share=att_ns / step_ns if step_ns else None,
+                vllm_version=c.get("vllm_version"),
+            )
         )
-    return {
-        "device": "cpu",
-        "ranks": ranks,
-        "limits": CPU_LIMITS,
-        "provenance": f"imported from {src}: vLLM's step annotations and its CPU MLA op, CPU wall time",
-    }
+    return TraceCpu(
+        device="cpu",
+        ranks=ranks,
+        limits=CPU_LIMITS,
+        provenance=f"imported from {src}: vLLM's step annotations and its CPU MLA op, CPU wall time",
+    )
 
 
-def cpu_lines(cpu: dict[str, Any]) -> list[str]:
+def cpu_lines(cpu: TraceCpu) -> list[str]:
     """The report's lines for a CPU trace (one per rank, then the limits once)."""
     out = []
-    for r in cpu["ranks"]:
-        share = "-" if r["attention_share"] is None else f"{100 * r['attention_share']:.0f}%"
-        per = "/".join(map(str, r["layers_per_step"])) or "0"
+    for r in cpu.ranks:
+        share = "-" if r.attention_share is None else f"{100 * r.attention_share:.0f}%"
+        per = "/".join(map(str, r.layers_per_step)) or "0"
         out.append(
-            f"rank {r['rank']}: {r['steps']} steps (vLLM step annotations"
+            f"rank {r.rank}: {r.steps} steps (vLLM step annotations"
             + (
-                f"; {r['empty_annotations']} empty ones, execute_context_0(0)_generation_0(0) "
+                f"; {r.empty_annotations} empty ones, execute_context_0(0)_generation_0(0) "
                 "with nothing scheduled, are not steps"
-                if r.get("empty_annotations")
+                if r.empty_annotations
                 else ""
             )
-            + f"), {r['mla_ops']} MLA ops "
-            f"{r['op'] or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
+            + f"), {r.mla_ops} MLA ops "
+            f"{r.op or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
             + (
                 "; in the whole trace "
-                + ", ".join(f"{n} x {op}" for op, n in sorted(r["backend_ops"].items()))
-                if r["backend_ops"]
+                + ", ".join(f"{n} x {op}" for op, n in sorted(r.backend_ops.items()))
+                if r.backend_ops
                 else ""
             )
             + (
-                f"; {r['mla_ops_outside_steps']} MLA ops outside the step annotations, not "
+                f"; {r.mla_ops_outside_steps} MLA ops outside the step annotations, not "
                 "counted (a drafter's passes: vLLM 0.32 proposes drafts in sample_tokens, after "
                 "the annotated execute_model)"
-                if r["mla_ops_outside_steps"]
+                if r.mla_ops_outside_steps
                 else ""
             )
         )
-    out.append(cpu["limits"])
+    out.append(cpu.limits)
     return out
 
 
-def cpu_findings(cpu: dict[str, Any] | None) -> list[Finding]:
+def cpu_findings(cpu: TraceCpu | None) -> list[Finding]:
     """One info finding per rank: how much of its step time the CPU MLA op took."""
     if not cpu:
         return []
     out = []
-    for r in cpu["ranks"]:
-        if r["attention_share"] is None or not r["mla_ops"]:
+    for r in cpu.ranks:
+        if r.attention_share is None or not r.mla_ops:
             continue
         out.append(
             Finding(
                 kind="cpu-attention",
                 severity="info",
-                title=f"rank {r['rank']}: the CPU MLA op {r['op']} took "
-                f"{100 * r['attention_share']:.0f}% of step time ({r['mla_ops']} calls in "
-                f"{r['steps']} steps)",
-                evidence=f"{r['attention_us'] / 1e3:.1f} ms of {r['step_us'] / 1e3:.1f} ms step wall "
-                f"time; {cpu['provenance']}",
+                title=f"rank {r.rank}: the CPU MLA op {r.op} took "
+                f"{100 * r.attention_share:.0f}% of step time ({r.mla_ops} calls in "
+                f"{r.steps} steps)",
+                evidence=f"{r.attention_us / 1e3:.1f} ms of {r.step_us / 1e3:.1f} ms step wall "
+                f"time; {cpu.provenance}",
                 fix="a CPU run shows where CPU time goes, not how the GPU verify kernels split: "
                 "profile on the GPU for S, graph replays and kernel time",
-                data={k: r[k] for k in ("rank", "steps", "mla_ops", "attention_share")},
+                data={k: getattr(r, k) for k in ("rank", "steps", "mla_ops", "attention_share")},
             )
         )
     return out

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.sections import EngineGroup
 from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def _apart(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def engine_groups(
     sigs: dict[int, dict[str, Any]], sources: list[dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
+) -> list[EngineGroup]:
     """The engines the signatures show, in the order of their first rank: ranks, heads, qlen,
     paths, hosts and pids. One entry when every rank agrees (or nothing is known)."""
     src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
@@ -106,21 +107,21 @@ def engine_groups(
     for i, ranks in enumerate(groups):
         heads = {sigs[r]["heads"] for r in ranks} - {None}
         out.append(
-            {
-                "engine": i,
-                "ranks": ranks,
-                "heads": heads.pop() if len(heads) == 1 else None,
-                "qlen": sorted({q for r in ranks for q in sigs[r]["qlen"]}),
-                "paths": sorted({p for r in ranks for p in sigs[r]["paths"]}),
-                "hosts": sorted({str(src[r]["host"]) for r in ranks if src.get(r, {}).get("host")}),
-                "pids": sorted(
+            EngineGroup(
+                engine=i,
+                ranks=ranks,
+                heads=heads.pop() if len(heads) == 1 else None,
+                qlen=sorted({q for r in ranks for q in sigs[r]["qlen"]}),
+                paths=sorted({p for r in ranks for p in sigs[r]["paths"]}),
+                hosts=sorted({str(src[r]["host"]) for r in ranks if src.get(r, {}).get("host")}),
+                pids=sorted(
                     {
                         int(src[r]["pid"])
                         for r in ranks
                         if isinstance(src.get(r, {}).get("pid"), int)
                     }
                 ),  # fmt: skip
-            }
+            )
         )
     return out
 

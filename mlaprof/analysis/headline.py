@@ -58,7 +58,8 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     r = own_split(s)
     sc = s.get("scenario") or {}
-    status = (s.get("capture") or {}).get("status")
+    cap = s.get("capture")  # the evidence's Capture section
+    status = cap.status if cap is not None else None
     where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
     if r is not None and r.get("on_device"):
         out.append(
@@ -100,10 +101,10 @@ def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
 def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
     """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
     src = str(ev.provenance)
-    cap = s["capture"]
-    mem = cap.get("memory_bytes")
+    cap = ev.capture
+    mem = cap.memory_bytes
     out = [
-        {"label": "capture", "value": cap["text"], "provenance": str(cap["provenance"])},
+        {"label": "capture", "value": cap.text, "provenance": str(cap.provenance)},
         {
             "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
             "value": "unknown" if mem is None else human_bytes(mem),
@@ -114,7 +115,8 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
             else "not recorded",
         },
     ]
-    paths = [p for p in ((s.get("trace") or {}).get("paths") or []) if p.get("S") is not None]
+    # an imported trace's paths, typed from their analyzer (Evidence.kernel_paths: trace.paths)
+    paths = [p for p in ev.kernel_paths if p.S is not None]
     engines = (s.get("fleet") or {}).get("engines")
     if paths and engines:  # several engines: S per engine, never one range over them
         out.append(
@@ -128,7 +130,7 @@ def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
         out.append(
             {
                 "label": "KV splits (from the trace)",
-                "value": "; ".join(f"S {p['S']} on {p['path']} ({p['variant']})" for p in paths),
+                "value": "; ".join(f"S {p.S} on {p.path} ({p.variant})" for p in paths),
                 "provenance": src,
             }
         )

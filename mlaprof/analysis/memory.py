@@ -5,12 +5,15 @@ and how far the two are apart."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.starts import GIB, gib, ranks_text, start_label
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import Capture
 
 
 def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
@@ -43,14 +46,14 @@ def human_bytes(n: float) -> str:
 
 
 def capture_memory_findings(
-    summary: dict, memory: pd.DataFrame, captured: bool | None = None
+    summary: Capture, memory: pd.DataFrame, captured: bool | None = None
 ) -> list[Finding]:
     """The capture memory of the serving graphs (information), with the pool and allocator
     views as evidence; none where no capture was measured. ``captured``: whether the capture
     succeeded (:attr:`mlaprof.analysis.claims.Claims.capture_succeeded`; None: read from
     ``summary``): a failed capture's memory is no cost to trim, so it gets no advice."""
     if captured is None:
-        captured = summary.get("status") == "captured"
+        captured = summary.status == "captured"
     out: list[Finding] = []
     memory = serving_memory(memory)
     if not memory.empty:
@@ -58,7 +61,7 @@ def capture_memory_findings(
         alloc = memory["allocator_bytes"].fillna(0).sum()
         driver = memory["driver_bytes"].fillna(0).sum()
         sizes = memory["capture_size"].nunique()
-        mem = summary.get("memory_bytes")
+        mem = summary.memory_bytes
         out.append(
             Finding(
                 kind="memory",

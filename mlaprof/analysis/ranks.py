@@ -4,7 +4,12 @@ S per layer across ranks (the range, and which ranks ran each S), from the per-r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from mlaprof.analysis.typed_json import to_json
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import EngineGroup
 
 # why equal batch rows never tell DP groups apart (vLLM 0.32 ``v1/worker/dp_utils.py``
 # ``coordinate_batch_across_dp`` L190, padding to the largest rank's count at L104-106: every
@@ -61,7 +66,7 @@ def dp_groups(
 
 
 def _engine_dp_groups(
-    engines: list[dict[str, Any]],
+    engines: list[EngineGroup],
     batches: dict[int, tuple[Any, ...]],
     sources: list[dict[str, Any]] | None,
 ) -> tuple[dict[int, int], str, bool]:
@@ -70,7 +75,7 @@ def _engine_dp_groups(
     groups: dict[int, int] = {}
     said, exact = [], True
     for e in engines:
-        mine = set(e["ranks"])
+        mine = set(e.ranks)
         g, how, ex = (
             dp_groups({r: b for r, b in batches.items() if r in mine},
                       [s for s in sources or [] if isinstance(s, dict) and s.get("rank") in mine])
@@ -79,7 +84,7 @@ def _engine_dp_groups(
         )  # fmt: skip
         base = len(set(groups.values()))
         groups.update({r: base + v for r, v in g.items()})
-        said.append(f"engine {e['engine']}: {how}")
+        said.append(f"engine {e.engine}: {how}")
         exact &= ex
     return groups, "; ".join(said), exact and bool(groups)
 
@@ -90,7 +95,7 @@ def fleet_summary(
     sources: list[dict[str, Any]] | None = None,
     batches: dict[int, tuple[Any, ...]] | None = None,
     trust: dict[int, str] | None = None,
-    engines: list[dict[str, Any]] | None = None,
+    engines: list[EngineGroup] | None = None,
 ) -> dict[str, Any]:
     """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``; each rank
     with its host, pid and GPU where the import recorded them (``sources``) and its DP group
@@ -99,7 +104,7 @@ def fleet_summary(
     are found within each engine, S is compared per engine and the fleet says so."""
     src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
     several = engines is not None and len(engines) > 1
-    engine_of = {r: e["engine"] for e in engines or [] for r in e["ranks"]} if several else {}
+    engine_of = {r: e.engine for e in engines or [] for r in e.ranks} if several else {}
     # a launcher that placed the ranks says their DP group: that evidence wins over inference
     placed = {r: s["dp_group"] for r, s in src.items() if s.get("dp_group") is not None}
     if placed:
@@ -202,25 +207,25 @@ def _agree(per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]) -> b
 
 
 def _engine_rows(
-    engines: list[dict[str, Any]], per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]
+    engines: list[EngineGroup], per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The fleet view per engine: its ranks and what they run, its own S range and agreement."""
     out = []
     for e in engines:
-        rows = [r for r in per_rank if r["rank"] in e["ranks"]]
+        rows = [r for r in per_rank if r["rank"] in e.ranks]
         lo = [r["S_min"] for r in rows if r["S_min"] is not None]
         hi = [r["S_max"] for r in rows if r["S_max"] is not None]
         collapsed = [r["rank"] for r in rows if r["collapsed_layers"]]
         fine = [r["rank"] for r in rows if not r["collapsed_layers"]]
-        agree = _agree(rows, [p for p in per_layer if p.get("engine") == e["engine"]])
+        agree = _agree(rows, [p for p in per_layer if p.get("engine") == e.engine])
         out.append(
             {
-                **e,
+                **to_json(e),
                 "S_min": min(lo) if lo else None,
                 "S_max": max(hi) if hi else None,
                 "ranks_collapsed": collapsed,
                 "agree": agree,
-                "text": f"engine {e['engine']} {describe_engine(e)}: "
+                "text": f"engine {e.engine} {describe_engine(e)}: "
                 + (
                     f"{len(rows)} rank(s), all agree"
                     if agree
@@ -232,7 +237,7 @@ def _engine_rows(
 
 
 def _engines_line(
-    engines: list[dict[str, Any]] | None, per_rank: list[dict[str, Any]], engine_of: dict
+    engines: list[EngineGroup] | None, per_rank: list[dict[str, Any]], engine_of: dict
 ) -> str:
     rows = _engine_rows(engines or [], per_rank, [])
     return (
@@ -281,13 +286,13 @@ def dp_group_rows(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def describe_engine(e: dict[str, Any]) -> str:
+def describe_engine(e: EngineGroup) -> str:
     """``ranks 0-3: 16 heads, qlen 4, aiter-asm (host node0)`` for an engine of
     :func:`mlaprof.analysis.engines.engine_groups`."""
     parts = [
-        f"{e['heads']} heads" if e["heads"] is not None else "heads unknown",
-        f"qlen {'/'.join(map(str, e['qlen']))}" if e["qlen"] else "qlen unknown",
-        ", ".join(e["paths"]) if e["paths"] else "no MLA path",
+        f"{e.heads} heads" if e.heads is not None else "heads unknown",
+        f"qlen {'/'.join(map(str, e.qlen))}" if e.qlen else "qlen unknown",
+        ", ".join(e.paths) if e.paths else "no MLA path",
     ]
-    host = f" (host {', '.join(e['hosts'])})" if e["hosts"] else ""
-    return f"ranks {rank_span(e['ranks'])}: " + ", ".join(parts) + host
+    host = f" (host {', '.join(e.hosts)})" if e.hosts else ""
+    return f"ranks {rank_span(e.ranks)}: " + ", ".join(parts) + host

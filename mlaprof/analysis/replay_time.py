@@ -61,8 +61,12 @@ per AS MATERIALIZED (
     FROM k ASOF LEFT JOIN ly ON k.rank = ly.rank AND k.end_ns <= ly.lend
     GROUP BY ALL
 )"""
-_FIGURES = f"""
-, hist AS (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)
+_HIST = ", hist AS (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FROM k GROUP BY ALL)"
+
+
+def _figures(replays: str) -> str:
+    """The figures from ``per``, ``hist`` and ``rg``; ``replays``: the SQL of the replay count."""
+    return f"""
 SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rg.grp AS VARCHAR) AS key,
        COUNT(*) AS n, MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
 FROM per JOIN rg ON per.rank = rg.rank WHERE win >= 0 GROUP BY win, rg.grp
@@ -72,9 +76,12 @@ UNION ALL
 SELECT 'name', name, n, total, med, NULL, mla FROM ({NAME_STATS})
 UNION ALL
 SELECT 'all', NULL, (SELECT COUNT(*) FROM (SELECT DISTINCT rank, step FROM per)),
-       SUM(total), SUM(att), (SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k)), NULL
+       SUM(total), SUM(att), {replays}, NULL
 FROM per
 """
+
+
+_FIGURES = _HIST + _figures("(SELECT COUNT(*) FROM (SELECT DISTINCT rank, replay FROM k))")
 # one rank: everything in one query
 REPLAY_SQL = f"WITH {_KEPT},{_PER}{_FIGURES}"
 # several ranks: the ASOF join one rank at a time (RANK_SQL: that rank's kernels sort and join in
@@ -100,6 +107,52 @@ def _per_rows(run: Any, jl: pd.DataFrame) -> pd.DataFrame:
 
 
 _PER_COLS = ["rank", "step", "win", "total", "att"]
+
+
+def _pre_aggregated(run: Any, jl: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int] | None:
+    """The fleet's ``per``, the names' histogram and the replay count from the sums each rank's
+    import stored (:mod:`mlaprof.analysis.replay_sums`), where every rank of ``jl`` has them
+    and ``jl`` holds the very layers (and the store the very kernels) they were computed from;
+    else None (the SQL then runs)."""
+    from mlaprof.analysis import replay_sums
+    from mlaprof.store import aggregates
+
+    if not all(hasattr(run, a) for a in ("databases", "count_per_rank", "rank_meta")):
+        return None  # not a stored run (a live follower): the SQL
+    cols = {}
+    for c in _JL:
+        v = jl[c]
+        if not pd.api.types.is_integer_dtype(v.dtype) or v.isna().any():
+            return None  # NULL times (floats past 2**53 are not exact): the SQL's own casts
+        cols[c] = v.to_numpy(np.int64)
+    ranks = cols["rank"]
+    roles = {(r, role) for r, role in run.databases}
+    counts = run.count_per_rank("kernels")
+    pers, hists, replays = [], [], 0
+    for r in np.unique(ranks).tolist():
+        if (r, "") not in roles or any(k[0] == r and k[1] for k in roles):
+            return None  # another process's database of the rank holds rows the SQL would read
+        got = aggregates.read(run, r, replay_sums.STEPS)
+        hist = aggregates.read(run, r, replay_sums.HIST)
+        if got is None or hist is None:
+            return None
+        sel = ranks == r
+        lend = cols["t_start_ns"][sel] + cols["duration_ns"][sel]
+        key = replay_sums.layer_key(cols["step"][sel], cols["layer"][sel], lend)
+        stored = got[1]
+        if {k: stored.get(k) for k in key} != key or stored.get("kernels") != counts.get(r):
+            return None  # the analysis left steps out (a drafter's, warm-ups): not these sums
+        replays += int(stored["replays"])
+        t = got[0]
+        pers.append(pd.DataFrame({"rank": np.full(t.num_rows, r, np.int64),
+                                  **{c: t[c].to_numpy() for c in _PER_COLS[1:]}}))  # fmt: skip
+        h = hist[0]
+        hists.append(pd.DataFrame({"name": h["name"].to_pylist(),
+                                   "d": h["d"].to_numpy().astype(np.float64),
+                                   "c": h["c"].to_numpy(), "mla": h["mla"].to_numpy()}))  # fmt: skip
+    if not pers:
+        return None
+    return pd.concat(pers, ignore_index=True), pd.concat(hists, ignore_index=True), replays
 
 
 def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
@@ -146,7 +199,13 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     rg = pd.DataFrame(
         [(r, g) for g, ranks in enumerate(groups) for r in ranks], columns=["rank", "grp"]
     ).astype(np.int64)
-    if jl["rank"].nunique() > 1:
+    pre = _pre_aggregated(run, jl)
+    if pre is not None:
+        per, hist, replays = pre
+        res = run.sql(_figures(f"CAST({int(replays)} AS BIGINT)"),
+                      frames={"rg": rg, "per": per, "hist": hist})  # fmt: skip
+        del per, hist
+    elif jl["rank"].nunique() > 1:
         per = _per_rows(run, jl)
         res = run.sql(FLEET_SQL, frames={"jl": jl, "rg": rg, "per": per})
         del per

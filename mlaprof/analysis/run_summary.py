@@ -317,7 +317,7 @@ def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:
     (modelled, the run's own policy): measured over modelled where both exist."""
     own = own_split(doc)
     measured = doc["replayed_splits"]
-    full = full_graph_serves((doc["scenario"] or {}).get("graph_mode"), doc["capture"]["status"])
+    full = full_graph_serves((doc["scenario"] or {}).get("graph_mode"), doc["capture"].status)
     modelled = own.get("frozen") if own is not None and full else None
     source = "measured" if measured is not None else "modelled" if modelled is not None else None
     return {

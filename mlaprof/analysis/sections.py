@@ -283,13 +283,13 @@ class TraceDrafter:
 
 @dataclass(frozen=True, slots=True)
 class CpuRank:
-    attention_share: float
+    attention_share: float | None  # None: the rank's steps took no time
     attention_us: float
     backend_ops: dict[str, int]
     layers_per_step: list[int]
     mla_ops: int
     mla_ops_outside_steps: int
-    op: str
+    op: str | None  # None: no MLA op recognised
     rank: int
     step_annotations: int
     step_us: float
@@ -310,9 +310,8 @@ class TraceCpu:
     def lines(self) -> list[str]:
         """The report's lines for a CPU trace (analysis.cpu_attention.cpu_lines)."""
         from mlaprof.analysis.cpu_attention import cpu_lines
-        from mlaprof.analysis.typed_json import to_json
 
-        return cpu_lines(to_json(self))
+        return cpu_lines(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -716,6 +715,20 @@ class FleetLayer:
     time_us_max: float | None
     time_us_min: float | None
     engine: int | None = opt()  # the engine whose ranks this row compares (several engines)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineGroup:
+    """One engine a trace's ranks show (analysis.engines.engine_groups): its ranks and what they
+    run (heads from stage-2 grids, verify qlen values, path families), hosts and pids."""
+
+    engine: int
+    ranks: list[int]
+    heads: int | None
+    qlen: list[int]
+    paths: list[str]
+    hosts: list[str]
+    pids: list[int]
 
 
 @dataclass(frozen=True, slots=True)

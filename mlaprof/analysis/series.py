@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE
@@ -556,6 +557,8 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
         )
     elif run is None or not hasattr(run, "sql"):
         return {}
+    elif (stored := _stored_per_name(run)) is not None:
+        per = stored
     else:
         # Run.query_ranks: SQLite for kernels in a database, DuckDB only over an import's
         # files (all ranks' in one query): a recorded run reads without duckdb, as vLLM's
@@ -566,6 +569,34 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
             "GROUP BY rank, name ORDER BY rank, name"
         )
     return {int(r): g for r, g in per.groupby("rank")} if len(per) else {}
+
+
+def _stored_per_name(run: Any) -> pd.DataFrame | None:
+    """The per-name sums a fleet import stored for every rank that has kernels
+    (:mod:`mlaprof.analysis.replay_sums`), as the SQL below returns them; None where a rank's
+    are missing or were computed from other kernels than the store holds."""
+    from mlaprof.analysis import replay_sums
+    from mlaprof.store import aggregates
+
+    if not all(hasattr(run, a) for a in ("databases", "count_per_rank", "rank_meta")) or any(
+        role for _, role in run.databases
+    ):
+        return None
+    rows = []
+    for r, n in sorted(run.count_per_rank("kernels").items()):
+        if not n:
+            continue
+        got = aggregates.read(run, r, replay_sums.NAMES)
+        if got is None or got[1].get("kernels") != n:
+            return None
+        tab = got[0]
+        sums = tab["sum_ns"].to_numpy().astype(np.float64) / 1e3
+        rows += [(r, nm, s, c) for nm, s, c in zip(tab["name"].to_pylist(), sums.tolist(),
+                                                  tab["count"].to_pylist(), strict=True)]  # fmt: skip
+    # ORDER BY rank, name (DuckDB: byte order, as Python's for str; NULL last)
+    rows.sort(key=lambda x: (x[0], x[1] is None, x[1] or ""))
+    out = pd.DataFrame(rows, columns=["rank", "name", "sum", "count"])
+    return out.astype({"rank": np.int64, "sum": np.float64, "count": np.int64})
 
 
 def timeline(

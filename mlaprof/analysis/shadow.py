@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.collapse import collapse_finding
 from mlaprof.analysis.findings import Finding
 from mlaprof.capture_sizes import capture_plan, rule_for
 from mlaprof.errors import MlaprofError
@@ -186,6 +185,10 @@ def shadow_findings(sh: dict[str, Any] | None) -> list[Finding]:
     lo_hi = {k: f"{sh[k][0]}-{sh[k][1]}" for k in ("s_bug", "s_fix", "s_frozen")}
     n, steps = sh["steps_collapsed_by_bug"], sh["steps"]
     if n:  # the one collapse finding (mlaprof.analysis.collapse), tagged as modelled
+        # imported here: collapse reads frames (pandas), and a report that exits on a missing
+        # run imports this module without building a finding
+        from mlaprof.analysis.collapse import collapse_finding
+
         out.append(
             collapse_finding(
                 f"with min_kv_seq_len over all rows (the padding bug) on {n} of {steps} steps",

@@ -9,7 +9,9 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
+from mlaprof.analysis.sections import TraceSync, TraceSyncs
 from mlaprof.analysis.step_stats import by_step
+from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
@@ -114,7 +116,7 @@ def _watched_per_rank(watched: pd.DataFrame) -> dict[int, int]:
 def sync_counts(
     syncs: pd.DataFrame,
     layers: pd.DataFrame | None = None,
-    host: dict[str, Any] | None = None,
+    host: TraceSyncs | None = None,
     steps: pd.DataFrame | None = None,
 ) -> dict:
     """The one sync count every view shows: rows of kind ``sync`` (device->host syncs), per layer
@@ -125,7 +127,7 @@ def sync_counts(
     watched a step, the trace's own check is the count (one answer for every view)."""
     by_kind = dict.fromkeys(KINDS, 0)
     watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
-    if watched.empty and host is not None and host.get("status") in ("none", "found"):
+    if watched.empty and host is not None and host.status in ("none", "found"):
         return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
     if not syncs.empty:
         for k, n in syncs["kind"].value_counts().items():
@@ -171,7 +173,7 @@ def _counted(per_rank: list[dict], total: int, n_layers: int, steps: int, what: 
     return f"{totals}{what} on {n_layers} layer(s), {watched} checked"
 
 
-def host_sync_counts(host: dict[str, Any], steps: pd.DataFrame) -> dict:
+def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> dict:
     """:func:`sync_counts` of an imported trace's host-sync check: the steps it watched are its
     eager (and PIECEWISE) MLA steps, or every step where all replayed a graph (a captured
     region holds no host sync); the rate is :func:`per_layer_step` over those steps."""
@@ -181,7 +183,10 @@ def host_sync_counts(host: dict[str, Any], steps: pd.DataFrame) -> dict:
         eager = st[st["graph_mode"].isin(["eager", "piecewise"])]
         st = eager if not eager.empty else st
     watched = _watched_per_rank(st[["rank", "step"]]) if not st.empty else {}
-    found = pd.DataFrame(host.get("syncs") or [], columns=["rank", "step", "layer", "op"])
+    found = pd.DataFrame(
+        [(x.rank, x.step, x.layer, x.op) for x in host.syncs],
+        columns=["rank", "step", "layer", "op"],
+    )
     per_layer, per_rank = [], []
     for rank in sorted(set(watched) | {int(r) for r in found["rank"]}):
         mine = found[found["rank"] == rank]
@@ -209,7 +214,7 @@ def host_sync_counts(host: dict[str, Any], steps: pd.DataFrame) -> dict:
         "by_kind": by_kind,
         "per_rank": per_rank,
         "text": _counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers")
-        + f" ({host.get('evidence')})",
+        + f" ({host.evidence})",
     }
 
 
@@ -293,7 +298,7 @@ def sync_evidence(
     layers: pd.DataFrame,
     api: pd.DataFrame,
     copies: pd.DataFrame,
-) -> dict[str, Any]:
+) -> TraceSyncs:
     """Host syncs and device-to-host copies inside the window of an EAGER step's layer (from the
     end of the layer before to the end of this one; layer 0 looks back one median inter-layer
     gap). Layers of graph replays hold none: the host runs outside a replay, and a sync in the
@@ -325,8 +330,8 @@ def sync_evidence(
             )
         )
     if not has_api and not events:
-        return {"status": "unknown", "count": None, "syncs": [], "evidence": (
-            "no HIP/CUDA API or memory-copy trace in the import"), "provenance": origin}  # fmt: skip
+        return TraceSyncs(status="unknown", count=None, syncs=[], evidence=(
+            "no HIP/CUDA API or memory-copy trace in the import"), provenance=origin)  # fmt: skip
     mode = (
         steps.set_index(["rank", "step"])["graph_mode"]
         if not steps.empty
@@ -347,12 +352,12 @@ def sync_evidence(
                 f"all {len(mode)} MLA steps are graph replays: the captured region holds no host "
                 "sync (it would have failed the capture); host calls run outside the replays"
             )
-            return {"status": "none", "count": 0, "syncs": [], "evidence": ev_txt,
-                    "provenance": origin}  # fmt: skip
-        return {"status": "unknown", "count": None, "syncs": [], "evidence": (
-            "no eager MLA layers to place host calls in"), "provenance": origin}  # fmt: skip
+            return TraceSyncs(status="none", count=0, syncs=[], evidence=ev_txt,
+                              provenance=origin)  # fmt: skip
+        return TraceSyncs(status="unknown", count=None, syncs=[], evidence=(
+            "no eager MLA layers to place host calls in"), provenance=origin)  # fmt: skip
     ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
-    found: list[dict[str, Any]] = []
+    found: list[TraceSync] = []
     sources = step_checks_by_rank(meta)
     for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
         mine = ev[ev["rank"] == rank] if not ev.empty else ev
@@ -362,16 +367,16 @@ def sync_evidence(
             lay = lay.drop(columns="step_t0")
         found += _place_calls(int(rank), lay, mine)
     what = "API trace" if has_api else "memory-copy trace"
-    return {
-        "status": "found" if found else "none",
-        "count": len(found),
-        "syncs": found,
-        "evidence": f"from the {what}, {len(eager)} eager MLA layer windows",
-        "provenance": origin,
-    }
+    return TraceSyncs(
+        status="found" if found else "none",
+        count=len(found),
+        syncs=found,
+        evidence=f"from the {what}, {len(eager)} eager MLA layer windows",
+        provenance=origin,
+    )
 
 
-def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[dict[str, Any]]:
+def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[TraceSync]:
     """Host calls of one rank inside the window of one of its eager layers. A step's first
     layer looks back one median inter-layer gap, never before its step began (the previous
     step's end-of-step sync is not in it)."""
@@ -397,25 +402,25 @@ def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[dict[st
     for k in np.flatnonzero(ok):
         r = lay.iloc[i[k]]
         found.append(
-            {
-                "rank": rank,
-                "op": str(ev["op"].iloc[k]),
-                "step": int(r["step"]),
-                "layer": int(r["layer"]),
-                "t_ns": int(t[k]),
-                "duration_ns": int(ev["end_ns"].iloc[k] - t[k]),
-            }
+            TraceSync(
+                rank=rank,
+                op=str(ev["op"].iloc[k]),
+                step=int(r["step"]),
+                layer=int(r["layer"]),
+                t_ns=int(t[k]),
+                duration_ns=int(ev["end_ns"].iloc[k] - t[k]),
+            )
         )
     return found
 
 
-def host_sync_findings(ev: dict[str, Any] | None) -> list[Finding]:
+def host_sync_findings(ev: TraceSyncs | None) -> list[Finding]:
     """The host syncs :func:`sync_evidence` placed inside MLA layers, one finding per op
     (``ev`` None: the run holds no host-call trace to place)."""
-    if ev is None or ev["status"] != "found":
+    if ev is None or ev.status != "found":
         return []
     out = []
-    df = pd.DataFrame(ev["syncs"])
+    df = pd.DataFrame(to_json(ev.syncs))
     for op, g in df.groupby("op", sort=False):
         layers = sorted(set(zip(g["rank"], g["step"], g["layer"], strict=True)))
         first = g.iloc[0]
@@ -427,7 +432,7 @@ def host_sync_findings(ev: dict[str, Any] | None) -> list[Finding]:
                 evidence=(
                     f"first at rank {first['rank']} step {first['step']} layer {first['layer']}, "
                     f"t = {first['t_ns']} "
-                    f"ns ({first['duration_ns'] / 1e3:.1f} us host call); {ev['provenance']}. "
+                    f"ns ({first['duration_ns'] / 1e3:.1f} us host call); {ev.provenance}. "
                     "A sync inside a layer aborts CUDA/HIP graph capture: this path cannot run "
                     "under FULL graphs"
                 ),

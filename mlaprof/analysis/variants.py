@@ -9,6 +9,7 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, _patterns, _split_backend, value_range
+from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
 
 
@@ -17,7 +18,7 @@ def trace_paths(
     steps: pd.DataFrame,
     stats: pd.DataFrame,
     engine_of: dict[int, int] | None = None,
-) -> list[dict]:
+) -> list[TracePath]:
     """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance
     (``stats``: :mod:`mlaprof.analysis.step_stats`). ``engine_of`` (rank -> engine, where a
     trace shows several engines): one row per engine too, so no row folds two engines' S."""
@@ -45,28 +46,28 @@ def trace_paths(
             s_val, s_src = "unknown", f"no grid axis holds S for {variant}"
         med = g["layer_median_ns"].median()
         out.append(
-            {
-                "path": path,
-                "variant": variant,
-                "steps": int(len(g)),
-                "graph_steps": int((g["graph_mode"] == "graph").sum()),
-                "piecewise_steps": int((g["graph_mode"] == "piecewise").sum()),
-                "eager_steps": int((g["graph_mode"] == "eager").sum()),
-                "S": s_val,
-                "S_source": s_src,
-                "rows": value_range(g["num_reqs"]),
-                "rows_source": (
+            TracePath(
+                path=path,
+                variant=variant,
+                steps=int(len(g)),
+                graph_steps=int((g["graph_mode"] == "graph").sum()),
+                piecewise_steps=int((g["graph_mode"] == "piecewise").sum()),
+                eager_steps=int((g["graph_mode"] == "eager").sum()),
+                S=s_val,
+                S_source=s_src,
+                rows=value_range(g["num_reqs"]),
+                rows_source=(
                     f"grid axis {p['rows_axis']} of {variant} (padding rows included)"
                     if p.get("rows_axis")
                     else "not on the grid"
                 ),
-                "qlen": value_range(g["qlen"]),
-                "qlen_source": _qlen_source(meta, path, variant, p),
-                "layer_median_us": None if pd.isna(med) else float(med) / 1e3,
-                "ranks": sorted(int(r) for r in g["rank"].unique()),
-                "provenance": _origin(meta),
-                **({"engine": int(eng)} if engine_of else {}),
-            }
+                qlen=value_range(g["qlen"]),
+                qlen_source=_qlen_source(meta, path, variant, p),
+                layer_median_us=None if pd.isna(med) else float(med) / 1e3,
+                ranks=sorted(int(r) for r in g["rank"].unique()),
+                provenance=_origin(meta),
+                engine=int(eng) if engine_of else None,
+            )
         )
     return out
 
@@ -96,24 +97,24 @@ def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any
     return "; ".join(parts)
 
 
-def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
+def variant_findings(meta: dict[str, Any], paths: list[TracePath]) -> list[Finding]:
     """More than one kernel variant of one attention path family in one trace (e.g. the
     persistent ASM kernel for small batches, the non-persistent one past 32 rows)."""
     # per engine where a trace shows several (two engines' kernels are not one switch)
-    fam: dict[tuple[str, Any], list[dict]] = {}
+    fam: dict[tuple[str, Any], list[TracePath]] = {}
     for p in paths:
-        fam.setdefault((p["path"].split("-persistent")[0], p.get("engine")), []).append(p)
+        fam.setdefault((p.path.split("-persistent")[0], p.engine), []).append(p)
     out = []
     for (family, _engine), ps in fam.items():
-        if len({p["variant"] for p in ps}) < 2:
+        if len({p.variant for p in ps}) < 2:
             continue
         parts = [
-            f"{p['variant']} on {p['steps']} step(s) (batch rows {p['rows'] or 'not on its grid'}"
-            + (f", median layer {p['layer_median_us']:.1f} us" if p["layer_median_us"] else "")
+            f"{p.variant} on {p.steps} step(s) (batch rows {p.rows or 'not on its grid'}"
+            + (f", median layer {p.layer_median_us:.1f} us" if p.layer_median_us else "")
             + ")"
             for p in ps
         ]
-        persistent = any(p["path"].endswith("-persistent") for p in ps)
+        persistent = any(p.path.endswith("-persistent") for p in ps)
         out.append(
             Finding(
                 kind="variant",
@@ -133,7 +134,7 @@ def variant_findings(meta: dict[str, Any], paths: list[dict]) -> list[Finding]:
                     if persistent
                     else "check why batch sizes select different kernels"
                 ),
-                data={"family": family, "variants": [p["variant"] for p in ps]},
+                data={"family": family, "variants": [p.variant for p in ps]},
             )
         )
     return out

@@ -799,7 +799,8 @@ def _derived(
     else:
         eager = np.zeros(len(lead), bool)
     t0, t1 = _segment_spans(kc, plan, lead, graph, replay, role, t0, t1)
-    piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1)
+    # only an eager step can be piecewise: a trace of graph replays alone skips the search
+    piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1) if eager.any() else eager
     mode = np.where(
         graph, "graph", np.where(piecewise, "piecewise", np.where(eager, "eager", ""))
     ).astype(object)
@@ -945,11 +946,14 @@ def store_kernels(
     grid_in_workitems: bool,
     replay: np.ndarray | None = None,
     background: bool = False,
+    sums: bool = False,
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers; the trace checks are
     recorded in the run's metadata. ``background``: the kernel file is written by a background
     thread from the moment its columns are final, beside the checks and tables, and the layer
-    file after it (the bulk writer's commit waits for both)."""
+    file after it (the bulk writer's commit waits for both). ``sums``: also store the rank's
+    replay-time sums (a fleet's report then reads them instead of joining every kernel again;
+    one rank's report joins its kernels in one query, so a single-rank import skips them)."""
 
     def write(derived: dict[str, np.ndarray]) -> None:
         write_kernels(bulk, kc, summary, derived)
@@ -966,8 +970,47 @@ def store_kernels(
         # analysis cites them (views never re-derive them)
         runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns, trace_checks=summary.checks)
     store_derived(bulk, steps, layers, summary)
+    if sums:
+        store_replay_sums(bulk, kc, derived, layers)
     if background:
         bulk.flush_columnar(wait=False)
+
+
+def store_replay_sums(
+    bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray], layers: dict[str, np.ndarray]
+) -> None:
+    """The rank's replay-time sums (:mod:`mlaprof.analysis.replay_sums`), kept by the store so a
+    report does not join every kernel to its layer again."""
+    if not hasattr(bulk, "rank") or "start_ns" not in kc.ints or "end_ns" not in kc.ints:
+        return
+    from mlaprof.analysis import replay_sums
+
+    (start, sm), (end, em) = kc.col("start_ns"), kc.col("end_ns")
+    if (sm is not None and sm.any()) or (em is not None and em.any()):
+        return  # a kernel without its times: the report's SQL decides what it means
+    got = replay_sums.rank_sums(
+        kc.names, kc.name_idx, start, end, derived["step"], derived["replay"], derived["layer"],
+        layers,
+    )  # fmt: skip
+    if got is None:
+        return
+    import pyarrow as pa
+
+    from mlaprof.store import aggregates
+
+    steps, hist, key = got
+    aggregates.write(bulk, replay_sums.STEPS, pa.table(steps), key)
+    hist_tab = pa.table(
+        {"name": pa.array(hist["name"], pa.string()), "d": hist["d"], "c": hist["c"],
+         "mla": hist["mla"]}
+    )  # fmt: skip
+    aggregates.write(bulk, replay_sums.HIST, hist_tab, {})
+    per_name = replay_sums.name_totals(kc.names, kc.name_idx, start, end)
+    names_tab = pa.table(
+        {"name": pa.array(per_name["name"], pa.string()), "sum_ns": per_name["sum_ns"],
+         "count": per_name["count"]}
+    )  # fmt: skip
+    aggregates.write(bulk, replay_sums.NAMES, names_tab, {"kernels": kc.n})
 
 
 def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray]) -> dict[str, int]:

@@ -164,7 +164,15 @@ def import_rocprof(
                         before, summary.checks = summary.checks, {}
                         # the kernel and layer files are written in the background while
                         # the trace checks run and the next rank is annotated
-                        store_kernels(w, kernels, matcher, summary, True, background=True)
+                        store_kernels(
+                            w,
+                            kernels,
+                            matcher,
+                            summary,
+                            True,
+                            background=True,
+                            sums=len(groups) > 1,
+                        )
                         by_rank[str(rank)] = summary.checks
                         if rank:  # the trace checks count over all ranks
                             summary.checks = _sum_counts(before, summary.checks)

@@ -112,6 +112,8 @@ def print_report(
             console.print(f"[dim]trace: {term(note)}[/]")
         if trace.cpu is not None:
             for line in trace.cpu.lines:
+                if sections and line == trace.cpu.limits:
+                    continue  # the CPU section below says what a CPU trace cannot show
                 console.print(f"cpu trace: {term(line)}", highlight=False)
         if trace.trust.verdict == "unreliable":
             console.print(

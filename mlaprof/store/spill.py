@@ -25,6 +25,8 @@ NULL = -1
 # smallest integers that hold them, so its import skips the file's write and read back; a
 # bigger trace, or the ranks a fleet import reads ahead past the first, go to disk as before
 MEMORY_BUDGET = 32 << 20
+# rows per write (one row group) once a spill is on disk: ~64k rows of 8 int64 columns, 4 MB
+FILE_ROWS = 1 << 16
 _LOCK = threading.Lock()
 _HELD = [0]  # bytes held in memory by every live spill of this process
 
@@ -74,6 +76,8 @@ class Spill:
         weakref.finalize(self, _release, self._held_bytes)
         self.n = 0
         self._nulls: dict[str, list[tuple[int, np.ndarray]]] = {}  # column -> (at, mask) parts
+        self._pending: list[Any] = []  # rows for the file not yet written (< FILE_ROWS)
+        self._pending_rows = 0
 
     def append(self, batch: Any) -> None:
         """Rows of every column (a record batch or table holding them, int64)."""
@@ -98,7 +102,7 @@ class Spill:
             else:
                 self._to_disk()  # the rows so far (their NULLs known), then this batch
         if self._held is None:
-            self._write(_table(part, self.schema))
+            self._buffer(_table(part, self.schema))
         for c, m in nulls:
             self._nulls.setdefault(c, []).append((self.n, m))
         self.n += part.num_rows
@@ -107,8 +111,26 @@ class Spill:
         """Past the budget: the rows held so far become the file's first rows."""
         held, self._held = self._held or [], None
         for b in self._batches_of(held, self.masks()):
-            self._write(b)
+            self._buffer(b)
         _release(self._held_bytes)
+
+    def _buffer(self, table: Any) -> None:
+        """Rows for the file, written :data:`FILE_ROWS` at a time: a row group per parsed block
+        (a few thousand rows) cost more to write and read back than the rows themselves."""
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= FILE_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if not self._pending:
+            return
+        parts = [pa.Table.from_batches([t], schema=self.schema) if isinstance(t, pa.RecordBatch)
+                 else t for t in self._pending]  # fmt: skip
+        self._pending, self._pending_rows = [], 0
+        self._write(pa.concat_tables(parts).combine_chunks())
 
     def _write(self, table: Any) -> None:
         import pyarrow as pa
@@ -147,6 +169,7 @@ class Spill:
             at += rows
 
     def close(self) -> None:
+        self._flush()
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -414,7 +414,9 @@ def test_tui_follower_and_analysis_follow_an_engine_run(fake_vllm, tmp_path):
     shadow = [t for t in titles if t.startswith("[modelled from recorded batches (AITER 0.1.19")]
     # 3 rows x qlen 4 padded to 16 tokens: one padding row pinned to qlen collapses S
     # (v0.1.19: min(256 // (4 * 4), ceil(min_kv / 64)) = 8 with the fix, 1 with the bug)
-    assert any("S would be 1-1 instead of 8-8 on 3 of 3 steps" in t for t in shadow), titles
+    assert any("on 3 of 3 steps: S = 1 used, the fix gives 8" in t for t in shadow), (
+        titles
+    )  # the one collapse wording (analysis/collapse.py), tagged as modelled
     assert any("freeze S at 1-1 where these rows get 8-8" in t for t in shadow), titles
     pytest.importorskip("plotly", reason="the figure needs the notebook extra")
     from mlaprof.figures import shadow_splits

@@ -69,11 +69,11 @@ def _x(b, min_kv):
 
 def test_engine_capture_says_what_ran():
     none = engine_capture(pd.DataFrame({"graph_mode": ["NONE", "NONE"]}), "measured")
-    assert (none["mode"], none["status"]) == ("NONE", "eager")
+    assert (none.mode, none.status) == ("NONE", "eager")
     mixed = engine_capture(pd.DataFrame({"graph_mode": ["FULL", "FULL", "PIECEWISE"]}), "m")
-    assert (mixed["mode"], mixed["status"], mixed["modes"]) == (
+    assert (mixed.mode, mixed.status, mixed.modes) == (
         "FULL", "replayed", {"FULL": 2, "PIECEWISE": 1})  # fmt: skip
     pw = engine_capture(pd.DataFrame({"graph_mode": ["PIECEWISE"]}), "m")
-    assert pw["status"] == "piecewise"
+    assert pw.status == "piecewise"
     empty = engine_capture(pd.DataFrame(), "m")
-    assert empty["status"] == "unknown" and "no engine step" in empty["label"]
+    assert empty.status == "unknown" and "no engine step" in empty.label

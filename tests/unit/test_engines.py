@@ -75,18 +75,21 @@ def test_one_engine_keeps_one_fleet(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_unknown_is_no_evidence_of_two_engines() -> None:
     from mlaprof.analysis.engines import engine_groups
+    from mlaprof.analysis.sections import EngineGroup
 
     def sig(h: int | None, q: list[int], p: list[str]) -> dict:
         return {"heads": h, "qlen": q, "paths": p}
 
     # a rank whose S is 1 launches no stage 2: its heads are unknown, not different
     same = {0: sig(None, [4], ["aiter-gluon"]), 1: sig(8, [4], ["aiter-gluon"])}
-    assert [e["ranks"] for e in engine_groups(same)] == [[0, 1]]
+    (one,) = engine_groups(same)
+    # a typed group from the analyzer to the fleet (no dict on the way): the known heads kept
+    assert isinstance(one, EngineGroup) and (one.ranks, one.heads) == ([0, 1], 8)
     # known heads, qlen or path family that differ: apart
     for b in (sig(4, [4], ["vllm-triton"]), sig(16, [2], ["vllm-triton"]),
               sig(16, [4], ["aiter-gluon"])):  # fmt: skip
         two = {0: sig(16, [4], ["vllm-triton"]), 1: b}
-        assert [e["ranks"] for e in engine_groups(two)] == [[0], [1]], b
+        assert [e.ranks for e in engine_groups(two)] == [[0], [1]], b
     # the persistent and plain ASM kernels are one route (the batch size picks)
     ps = {0: sig(16, [4], ["aiter-asm"]), 1: sig(16, [4], ["aiter-asm"])}
     assert len(engine_groups(ps)) == 1

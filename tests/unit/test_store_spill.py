@@ -65,6 +65,24 @@ def test_spill_reads_back_exactly(
     assert not path.exists()
 
 
+@pytest.mark.parametrize("file_rows", [1, 8, 10_000])
+def test_a_spill_on_disk_writes_row_groups_of_file_rows(
+    file_rows: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of a few rows are gathered into row groups of at least FILE_ROWS (the last one
+    fewer), read back the same."""
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(spill, "FILE_ROWS", file_rows)
+    sp, (a, b) = _spill(tmp_path, monkeypatch, 0)  # batches of 5, 1, 13, 7 rows
+    groups = [pq.ParquetFile(sp.path).metadata.row_group(i).num_rows
+              for i in range(pq.ParquetFile(sp.path).metadata.num_row_groups)]  # fmt: skip
+    assert groups == {1: [5, 1, 13, 7], 8: [19, 7], 10_000: [26]}[file_rows]
+    assert sp.column("a").tolist() == a
+    assert sp.column("b").tolist() == [-1 if v is None else v for v in b]
+    sp.discard()
+
+
 def test_held_columns_are_narrowed() -> None:
     """In memory a column takes the smallest integers that hold it (NULL as -1 included)."""
     sp = Spill(["small", "mid", "big"])
@@ -86,6 +104,7 @@ def test_an_import_leaves_no_spill(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(tempfile, "tempdir", str(spills))
     monkeypatch.setattr(rocprof_csv, "BLOCK_BYTES", 700)  # many blocks, many spilled batches
     monkeypatch.setattr(spill, "MEMORY_BUDGET", 0)  # a file from the first batch
+    monkeypatch.setattr(spill, "FILE_ROWS", 1)  # written batch by batch (the failure's too)
     seen: list[str] = []  # the spill files made (no reference to a spill: it must be freed)
     real = tempfile.mkstemp
 

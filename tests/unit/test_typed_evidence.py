@@ -49,3 +49,108 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
     assert s.trace is not None and s.trace.trust.verdict == "unreliable"
     (f,) = trust_findings(ev.trust)
     assert f.data["short_replays"] == ev.trust.counts.short_replays
+
+
+# the Evidence fields still dict-shaped on the way to the summary (docs/evidence.md, "Typed from
+# evidence to summary"): this list only shrinks; a field converted leaves it
+STILL_DICTS = {
+    "meta",
+    "trace",
+    "starts",
+    "engine_steps",
+    "acceptance",
+}
+
+
+def test_no_evidence_field_turns_back_into_a_dict() -> None:
+    """Every Evidence field not in STILL_DICTS holds no ``dict[str, Any]`` (read off the source's
+    annotations), and every name in STILL_DICTS is still one (a converted field leaves the list)."""
+    from mlaprof.analysis.evidence.model import Evidence
+
+    ann = Evidence.__annotations__
+    untyped = {name for name, tp in ann.items() if "dict[str, Any]" in str(tp)}
+    assert untyped == STILL_DICTS
+
+
+def test_a_cpu_trace_hands_its_section_over_typed() -> None:
+    """The CPU trace's section is a :class:`TraceCpu` from its analyzer to the summary."""
+    import mlaprof
+    from mlaprof.analysis.cpu_attention import cpu_findings
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import CpuRank, TraceCpu
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir("vllm_cpu_mla_profile")) as run:
+        ev = collect(run)
+        assert isinstance(ev.cpu, TraceCpu) and all(isinstance(r, CpuRank) for r in ev.cpu.ranks)
+        s = _build(run, None)
+    assert s.trace is not None and s.trace.cpu == ev.cpu
+    (f,) = cpu_findings(ev.cpu)
+    assert f.data["mla_ops"] == ev.cpu.ranks[0].mla_ops > 0
+
+
+def test_a_trace_hands_its_coverage_and_engines_over_typed() -> None:
+    """Coverage (what the import recognised) and the engines a trace's ranks show are section
+    objects from their analyzers on: the summary holds the coverage the evidence carried."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import EngineGroup, TraceCoverage
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir("aiter-two_ranks_one_lossy")) as run:
+        ev = collect(run)
+        assert isinstance(ev.coverage, TraceCoverage)
+        assert ev.engines and all(isinstance(e, EngineGroup) for e in ev.engines)
+        s = _build(run, None)
+    assert s.trace is not None and s.trace.coverage == ev.coverage
+    assert [p.rank for p in ev.coverage.recognition.per_rank] == ev.ranks
+
+
+def test_host_syncs_and_paths_are_typed_from_their_analyzers() -> None:
+    """The host calls placed in MLA layers (TraceSyncs of TraceSync) and the paths a trace ran
+    (TracePath) are section objects from their analyzers to the summary and its findings."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import TracePath, TraceSync, TraceSyncs
+    from mlaprof.analysis.syncs import host_sync_findings
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir("aiter-eager_syncs")) as run:
+        ev = collect(run)
+        s = _build(run, None)
+    hs = ev.host_syncs
+    assert isinstance(hs, TraceSyncs) and hs.status == "found" and hs.count == len(hs.syncs) > 0
+    assert all(isinstance(x, TraceSync) for x in hs.syncs)
+    assert ev.kernel_paths and all(isinstance(p, TracePath) for p in ev.kernel_paths)
+    assert s.trace is not None and s.trace.syncs == hs and s.trace.paths == ev.kernel_paths
+    (f,) = host_sync_findings(hs)
+    assert f.data["count"] == hs.count
+
+
+def test_the_capture_verdict_is_one_typed_section_for_every_kind() -> None:
+    """``evidence.common.capture`` builds a :class:`Capture` (no dict on the way): an optional key
+    a producer wrote as None stays in the document as null, one it left out stays out, and a
+    key the section does not declare is refused."""
+    import pytest
+
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.common import capture
+    from mlaprof.analysis.evidence.model import CaptureStatus
+    from mlaprof.analysis.sections import Capture
+    from mlaprof.analysis.typed_json import to_json
+    from tests import shipped_runs
+
+    c = capture(CaptureStatus.REPLAYED, "p", graph_launches=None, graph_steps=3)
+    assert isinstance(c, Capture) and c.status is CaptureStatus.REPLAYED
+    doc = to_json(c)
+    assert doc["graph_launches"] is None and doc["graph_steps"] == 3 and "eager_steps" not in doc
+    with pytest.raises(TypeError):
+        capture(CaptureStatus.REPLAYED, "p", no_such_key=1)
+    with mlaprof.load(shipped_runs.run_dir("aiter-persistent_eager_steps")) as run:
+        ev = collect(run)
+    assert isinstance(ev.capture, Capture) and ev.step_modes is ev.capture
+    assert ev.capture.eager_steps

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.evidence.model import CAPTURE_LABELS, CaptureStatus, capture_text
+from mlaprof.analysis.sections import Capture
+from mlaprof.analysis.typed_json import OMIT
+
+# the capture's optional keys (left out of the document unless a producer wrote them as null)
+_OPTIONAL = frozenset(f.name for f in dataclasses.fields(Capture) if f.metadata.get(OMIT))
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,10 +33,11 @@ def load_tables(run: Run) -> dict[str, pd.DataFrame]:
     return t
 
 
-def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any) -> dict[str, Any]:
-    """A capture dict in the one vocabulary: ``status``, its ``label``, the ``text`` every view
-    prints, ``provenance``, and for an unknown status ``why``. ``mode`` / ``effective_mode`` /
-    ``memory_bytes`` are ``None`` where the evidence does not hold them."""
+def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any) -> Capture:
+    """The capture section in the one vocabulary: ``status``, its ``label``, the ``text`` every
+    view prints, ``provenance``, and for an unknown status ``why``. ``mode`` / ``effective_mode``
+    / ``memory_bytes`` are ``None`` where the evidence does not hold them; ``fields``: the
+    producer's own evidence (a name :class:`Capture` does not declare is an error)."""
     out: dict[str, Any] = {
         "mode": None,
         "effective_mode": None,
@@ -44,4 +51,7 @@ def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any
         out["why"] = why or "no capture evidence in this run"
         out["label"] = f"unknown ({out['why']})"
     out["text"] = capture_text(out)
-    return out
+    out["status"] = status
+    # an optional key the producer wrote as None stays in the document as null
+    written_null = frozenset(k for k, v in out.items() if v is None and k in _OPTIONAL)
+    return Capture(**out, null_keys=written_null)

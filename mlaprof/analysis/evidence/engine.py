@@ -14,6 +14,7 @@ from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.sections import Capture
     from mlaprof.store.reader import Run
 
 _FULL_MODES = ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")
@@ -43,7 +44,7 @@ def acceptance(events: pd.DataFrame) -> list[dict[str, Any]]:
     return _records(events, ACCEPT_EVENT)
 
 
-def engine_capture(steps: pd.DataFrame, provenance: str) -> dict:
+def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:
     """The capture evidence of an engine run: the mode most steps ran with."""
     modes = Counter(str(m) for m in steps["graph_mode"].dropna()) if not steps.empty else {}
     if not modes:

@@ -21,7 +21,15 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mlaprof.analysis.sections import TraceTrust
+    from mlaprof.analysis.sections import (
+        Capture,
+        EngineGroup,
+        TraceCoverage,
+        TraceCpu,
+        TracePath,
+        TraceSyncs,
+        TraceTrust,
+    )
     from mlaprof.store.runkind import RunKind
 
 
@@ -65,7 +73,7 @@ class Evidence:
     meta: dict[str, Any]
     ranks: list[int]
     tables: dict[str, pd.DataFrame]
-    capture: dict[str, Any]
+    capture: Capture
     device: str  # the device the numbers were measured on, or "unknown (why)"
     provenance: Provenance  # where the run's measured numbers come from
     trace: dict[str, Any] | None = None
@@ -75,15 +83,15 @@ class Evidence:
     # rank, step -> n_layers, S, median_ns: a trace's per-step layer aggregates (step_stats)
     step_stats: pd.DataFrame | None = None
     # what the rows of kernel grids say, per question (None / empty: the run holds no such rows)
-    kernel_paths: list[dict[str, Any]] = field(default_factory=list)  # path, variant, S, rows
-    step_modes: dict[str, Any] | None = None  # capture verdict from each step's kernels
+    kernel_paths: list[TracePath] = field(default_factory=list)  # path, variant, S, rows
+    step_modes: Capture | None = None  # capture verdict from each step's kernels
     trust: TraceTrust | None = None  # the import's own checks (replays, launches, stage 2)
     trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
-    host_syncs: dict[str, Any] | None = None  # host calls placed in MLA layer windows
-    coverage: dict[str, Any] | None = None  # which kernels the import recognised, per rank
-    cpu: dict[str, Any] | None = None  # a CPU-only trace's steps and attention op, per rank
+    host_syncs: TraceSyncs | None = None  # host calls placed in MLA layer windows
+    coverage: TraceCoverage | None = None  # which kernels the import recognised, per rank
+    cpu: TraceCpu | None = None  # a CPU-only trace's steps and attention op, per rank
     # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
-    engines: list[dict[str, Any]] | None = None
+    engines: list[EngineGroup] | None = None
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
     engine_steps: list[dict[str, Any]] = field(default_factory=list)
     acceptance: list[dict[str, Any]] = field(default_factory=list)

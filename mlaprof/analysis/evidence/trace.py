@@ -65,7 +65,7 @@ def trace_evidence(run: Run) -> Evidence:
         if len(run.ranks) > 1
         else None
     )
-    engine_of = {r: e["engine"] for e in engines or [] for r in e["ranks"]}
+    engine_of = {r: e.engine for e in engines or [] for r in e.ranks}
     tr = trace_section(
         run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None
     )

@@ -132,10 +132,13 @@ class PickerScreen(Screen[Path | None]):
         if not (self.narrow and self.rows):
             return
         row = self.query_one("#picker-table", ViewTable).cursor_row
-        r = dict(zip(FULL_ORDER, self.rows[min(row, len(self.rows) - 1)], strict=True))
+        cells = self.rows[min(row, len(self.rows) - 1)]
+        run, backend, device, scenario, created = (
+            term(cells[FULL_ORDER.index(h)])
+            for h in ("run", "backend", "device", "scenario", "created")
+        )
         self.query_one("#picker-detail", Static).update(
-            f"[b]{term(r['run'])}[/b]  {term(r['backend'])} on {term(r['device'])}  "
-            f"{term(r['scenario'])}  {term(r['created'])}"
+            f"[b]{run}[/b]  {backend} on {device}  {scenario}  {created}"
         )
 
     def on_view_table_selected(self, event: ViewTable.Selected) -> None:

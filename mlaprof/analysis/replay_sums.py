@@ -1,0 +1,184 @@
+"""The replay time's per-rank sums, computed once at import from the kernels in memory: what
+:data:`mlaprof.analysis.replay_time.RANK_SQL` and the names' histogram compute from a rank's
+kernel file at each report (a fleet report spent most of its time re-joining 10M kernels to their
+layers). The store keeps them per rank (:mod:`mlaprof.store.aggregates`); the report uses them
+only where the layers it analyses are the ones they were computed from (the ``key``), else it
+runs the SQL. NumPy only: the import command loads no pandas.
+
+Same rules as the SQL, row for row: a kept kernel has a replay and a (step) with timed layers; it
+takes the layer with the smallest end at or after its own end (an ASOF match on the rank's time
+line), whose layer number is its window if that layer is of its own step, else -1; durations
+are ``end - start`` summed per (step, window), the MLA kernels' (``layer`` set) apart. A rank
+whose layer ends tie (the SQL's match would be either row) gets no sums: its report runs the
+SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+NULL = -1
+STEPS = "replay_steps"  # (step, win, total, att) per rank, with the key
+HIST = "replay_hist"  # (name, d, c, mla): kept kernels per name and duration
+NAMES = "kernel_names"  # (name, sum_ns, count): every kernel per name (the figures' kernel bars)
+
+
+def layer_key(step: np.ndarray, layer: np.ndarray, lend: np.ndarray) -> dict[str, int]:
+    """What the sums were computed from: the rank's timed layers (count and wrapping sums of
+    their steps, layers and ends, int64)."""
+    with np.errstate(over="ignore"):
+        return {
+            "layers": len(lend),
+            "steps": int(np.sum(step, dtype=np.int64)),
+            "layer": int(np.sum(layer, dtype=np.int64)),
+            "lend": int(np.sum(lend, dtype=np.int64)),
+        }
+
+
+# kernels per piece: the sums' temporaries stay a few MB whatever the rank's size (an import's
+# peak is its columns, not this)
+CHUNK = 1 << 18
+
+
+def rank_sums(
+    names: list[str | None],
+    name_idx: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    k_step: np.ndarray,
+    k_replay: np.ndarray,
+    k_layer: np.ndarray,
+    layers: dict[str, np.ndarray],
+) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]] | None:
+    """One rank's (steps table, names histogram, key), or None where ends tie. Kernel columns
+    are int64 with NULL as -1 (``k_*``: the derived step, replay and MLA layer); ``layers``:
+    the rank's layer table as the import stores it. Computed :data:`CHUNK` kernels at a time."""
+    if not layers or "t_start_ns" not in layers or "duration_ns" not in layers:
+        return None
+    t, d = layers["t_start_ns"], layers["duration_ns"]
+    timed = (t != NULL) & (d != NULL)
+    ls, ll = layers["step"][timed].astype(np.int64), layers["layer"][timed].astype(np.int64)
+    lend = t[timed].astype(np.int64) + d[timed].astype(np.int64)
+    key = layer_key(ls, ll, lend)
+    order = np.argsort(lend, kind="stable")
+    sl, s_step, s_layer = lend[order], ls[order], ll[order]
+    if len(sl) > 1 and bool((sl[1:] == sl[:-1]).any()):
+        return None
+    steps_with = np.unique(ls[ls != NULL])
+    width = max(int(ll.max()) if len(ll) else 0, 0) + 2  # windows -1 .. the largest layer
+    keys, tots, atts, hists, reps = [], [], [], [], []
+    for a in range(0, len(end), CHUNK):
+        part = slice(a, a + CHUNK)
+        kst, krep = k_step[part], k_replay[part]
+        kept = (krep != NULL) & (kst != NULL) & np.isin(kst, steps_with)
+        rows: Any = slice(None) if kept.all() else np.flatnonzero(kept)  # a view if all kept
+        ks = kst[rows].astype(np.int64, copy=False)
+        ke = end[part][rows].astype(np.int64, copy=False)
+        di = ke - start[part][rows]
+        mla = k_layer[part][rows] != NULL
+        if len(sl):
+            pos = np.searchsorted(sl, ke, side="left")
+            hit = pos < len(sl)
+            np.minimum(pos, len(sl) - 1, out=pos)
+            win = np.where(hit & (s_step[pos] == ks), s_layer[pos], NULL)
+            del pos, hit
+        else:
+            win = np.full(len(ks), NULL, np.int64)
+        if not len(ks):
+            continue
+        dur = di.astype(np.float64)
+        k = ks * width + (win + 1)
+        del win
+        starts = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
+        keys.append(k[starts])
+        tots.append(np.add.reduceat(dur, starts))
+        atts.append(np.add.reduceat(np.where(mla, dur, 0.0), starts))
+        del k, dur
+        hists.append(_hist_part(name_idx[part][rows], di, mla))
+        rep = krep[rows]
+        reps.append(np.unique(rep[np.r_[True, rep[1:] != rep[:-1]]]))
+    steps = _step_sums(keys, tots, atts, width)
+    key["replays"] = len(np.unique(np.concatenate(reps))) if reps else 0
+    key["kernels"] = len(end)
+    return steps, _merge_hist(names, hists), key
+
+
+def _step_sums(
+    keys: list[np.ndarray], tots: list[np.ndarray], atts: list[np.ndarray], width: int
+) -> dict[str, np.ndarray]:
+    """Durations summed per (step, window) from the pieces' runs of equal keys (kernels come
+    in time order, so a run is a layer's kernels). Integer-valued doubles below 2**53 sum
+    exactly in any order, as the SQL's SUM does."""
+    if not keys:
+        z = np.zeros(0, np.int64)
+        return {"step": z, "win": z, "total": z.astype(np.float64), "att": z.astype(np.float64)}
+    u, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    return {
+        "step": u // width,
+        "win": u % width - 1,
+        "total": np.bincount(inv, weights=np.concatenate(tots), minlength=len(u)),
+        "att": np.bincount(inv, weights=np.concatenate(atts), minlength=len(u)),
+    }
+
+
+def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(name index, duration, count, any MLA) per distinct pair of one piece."""
+    lo, hi = int(dur.min()), int(dur.max())
+    span = hi - lo + 1
+    i64 = idx.astype(np.int64)
+    cells = (int(i64.max()) + 1) * span
+    if cells <= 4 * len(idx) + (1 << 16):  # a dense count: no sort, no hash
+        k = i64 * span + (dur - lo)
+        c = np.bincount(k, minlength=cells)
+        m = np.bincount(k, weights=mla, minlength=cells)
+        u = np.flatnonzero(c)
+        return u // span, u % span + lo, c[u], m[u] > 0
+    import pyarrow as pa  # durations spread wide (a real trace's): Arrow's hash aggregate
+
+    g = pa.table({"i": i64, "d": dur, "m": mla}).group_by(["i", "d"], use_threads=False)
+    g = g.aggregate([("m", "any"), ("m", "count")])
+    return (g["i"].to_numpy(), g["d"].to_numpy(), g["m_count"].to_numpy(),
+            g["m_any"].to_numpy(zero_copy_only=False))  # fmt: skip
+
+
+def _merge_hist(names: list[str | None], parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:
+    """The pieces' pairs summed, in (name index, duration) order."""
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return {"name": [], "d": z, "c": z, "mla": z.astype(bool)}
+    i, d, c, m = (np.concatenate([p[j] for p in parts]) for j in range(4))
+    order = np.lexsort((d, i))
+    i, d, c, m = i[order], d[order], c[order], m[order].astype(np.int64)
+    first = np.r_[0, np.flatnonzero((i[1:] != i[:-1]) | (d[1:] != d[:-1])) + 1]
+    return {
+        "name": [names[x] for x in i[first].tolist()],
+        "d": d[first],
+        "c": np.add.reduceat(c, first),
+        "mla": np.add.reduceat(m, first) > 0,
+    }
+
+
+def name_totals(
+    names: list[str | None], name_idx: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> dict[str, Any]:
+    """Every kernel's GPU time (ns, exact integers) and launches per name: what the figures'
+    per-rank kernel query sums (:func:`mlaprof.analysis.series._kernels_per_rank`)."""
+    c = np.zeros(len(names), np.int64)
+    t = np.zeros(len(names), np.float64)
+    for a in range(0, len(end), CHUNK):
+        part = slice(a, a + CHUNK)
+        idx = name_idx[part]
+        dur = (end[part].astype(np.int64, copy=False) - start[part]).astype(np.float64)
+        c += np.bincount(idx, minlength=len(names))
+        t += np.bincount(idx, weights=dur, minlength=len(names))
+    got: dict[str | None, list[int]] = {}
+    for i in np.flatnonzero(c).tolist():
+        cell = got.setdefault(names[i], [0, 0])  # a name listed twice counts once
+        cell[0] += int(t[i])
+        cell[1] += int(c[i])
+    return {
+        "name": list(got),
+        "sum_ns": np.array([v[0] for v in got.values()], np.int64),
+        "count": np.array([v[1] for v in got.values()], np.int64),
+    }
