@@ -56,7 +56,6 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
 STILL_DICTS = {
     "meta",
     "trace",
-    "starts",
     "engine_steps",
     "acceptance",
 }
@@ -70,6 +69,29 @@ def test_no_evidence_field_turns_back_into_a_dict() -> None:
     ann = Evidence.__annotations__
     untyped = {name for name, tp in ann.items() if "dict[str, Any]" in str(tp)}
     assert untyped == STILL_DICTS
+
+
+def test_a_logs_server_starts_are_typed_from_their_builder() -> None:
+    """An imported log's starts are :class:`EngineStart` from ``engine_starts`` on: the findings
+    read them, and the summary holds the very objects the evidence carried (no dict between)."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import Downgrade, EngineStart, StartMemory
+    from mlaprof.analysis.server_starts import start_findings
+    from tests import shipped_runs
+
+    assert Evidence.__annotations__["starts"] == "list[EngineStart]"
+    with mlaprof.load(shipped_runs.run_dir("log-tp2_two_starts")) as run:
+        ev = collect(run)
+        s = _build(run, None)
+    assert len(ev.starts) == 2 and all(type(st) is EngineStart for st in ev.starts)
+    assert all(type(d) is Downgrade for st in ev.starts for d in st.downgrades)
+    assert all(type(m) is StartMemory for st in ev.starts for m in st.memory)
+    assert s.engine_starts == ev.starts and all(type(st) is EngineStart for st in s.engine_starts)
+    (down,) = [f for f in start_findings(ev.starts) if f.kind == "capture-downgrade"]
+    assert down.data["start"] == 1 and down.data["ranks"] == ev.starts[0].downgrades[0].ranks
 
 
 def test_a_cpu_trace_hands_its_section_over_typed() -> None:

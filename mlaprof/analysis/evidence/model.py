@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mlaprof.analysis.sections import (
         Capture,
         EngineGroup,
+        EngineStart,
         TraceCoverage,
         TraceCpu,
         TracePath,
@@ -77,7 +78,7 @@ class Evidence:
     device: str  # the device the numbers were measured on, or "unknown (why)"
     provenance: Provenance  # where the run's measured numbers come from
     trace: dict[str, Any] | None = None
-    starts: list[dict[str, Any]] = field(default_factory=list)  # an engine log's server starts
+    starts: list[EngineStart] = field(default_factory=list)  # an engine log's server starts
     # rank, step, fix: the S a trace's steps are judged against (their grids count padding rows)
     reference: pd.DataFrame | None = None
     # rank, step -> n_layers, S, median_ns: a trace's per-step layer aggregates (step_stats)
