@@ -56,8 +56,6 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
 STILL_DICTS = {
     "meta",
     "trace",
-    "engine_steps",
-    "acceptance",
 }
 
 
@@ -92,6 +90,43 @@ def test_a_logs_server_starts_are_typed_from_their_builder() -> None:
     assert s.engine_starts == ev.starts and all(type(st) is EngineStart for st in s.engine_starts)
     (down,) = [f for f in start_findings(ev.starts) if f.kind == "capture-downgrade"]
     assert down.data["start"] == 1 and down.data["ranks"] == ev.starts[0].downgrades[0].ranks
+
+
+def test_an_engine_runs_records_are_typed_from_the_adapter() -> None:
+    """A recorded engine's step and acceptance records are :class:`EngineStep` /
+    :class:`Acceptance` from the adapter on (the plugin's JSON read once), and the served
+    summary counts from them what the records hold."""
+    import mlaprof
+    from mlaprof.analysis.engine_records import Acceptance, EngineStep
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.served import served_summary
+    from tests import shipped_runs
+
+    assert Evidence.__annotations__["engine_steps"] == "list[EngineStep]"
+    assert Evidence.__annotations__["acceptance"] == "list[Acceptance]"
+    name = next(n for n in shipped_runs.NAMES if n.startswith("engine-"))
+    with mlaprof.load(shipped_runs.run_dir(name)) as run:
+        ev = collect(run)
+    assert ev.engine_steps and all(type(s) is EngineStep for s in ev.engine_steps)
+    assert all(type(a) is Acceptance for a in ev.acceptance)
+    eng = served_summary(ev.engine_steps, ev.acceptance)
+    assert eng is not None and eng["steps"] == len(ev.engine_steps)
+    first = min(s.rank for s in ev.engine_steps)
+    verify = [s for s in ev.engine_steps if s.kind == "verify" and s.rank == first]
+    assert eng["verify_rows"] == sum(s.verify_rows for s in verify)
+
+
+def test_an_engine_record_without_a_written_field_is_refused() -> None:
+    """A record missing a field the plugin always writes is not the plugin's: one clear error,
+    never a count read as 0."""
+    import pytest
+
+    from mlaprof.analysis.engine_records import Acceptance
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(MlaprofError, match="'accepted_tokens'"):
+        Acceptance.of({"rank": 0, "verify_rows": 2, "draft_tokens": 6})
 
 
 def test_a_cpu_trace_hands_its_section_over_typed() -> None:

@@ -21,6 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mlaprof.analysis.engine_records import Acceptance, EngineStep
     from mlaprof.analysis.sections import (
         Capture,
         EngineGroup,
@@ -94,8 +95,8 @@ class Evidence:
     # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
     engines: list[EngineGroup] | None = None
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
-    engine_steps: list[dict[str, Any]] = field(default_factory=list)
-    acceptance: list[dict[str, Any]] = field(default_factory=list)
+    engine_steps: list[EngineStep] = field(default_factory=list)
+    acceptance: list[Acceptance] = field(default_factory=list)
     # a live engine recorded this run (its steps may not be in yet): the engine views apply
     records_engine: bool = False
 
