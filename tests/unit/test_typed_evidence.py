@@ -55,7 +55,6 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
 # evidence to summary"): this list only shrinks; a field converted leaves it
 STILL_DICTS = {
     "meta",
-    "trace",
 }
 
 
@@ -127,6 +126,23 @@ def test_an_engine_record_without_a_written_field_is_refused() -> None:
 
     with pytest.raises(MlaprofError, match="'accepted_tokens'"):
         Acceptance.of({"rank": 0, "verify_rows": 2, "draft_tokens": 6})
+
+
+def test_a_trace_hands_its_own_analysis_over_typed() -> None:
+    """An imported trace's section is a :class:`TraceSection` in the evidence, and the summary
+    keeps that very object; its parts are the ones the evidence's own fields hold."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.sections import TraceSection
+    from tests import shipped_runs
+
+    assert Evidence.__annotations__["trace"] == "TraceSection | None"
+    with mlaprof.load(shipped_runs.run_dir("aiter-two_ranks_one_lossy")) as run:
+        ev = collect(run)
+    assert type(ev.trace) is TraceSection
+    assert ev.trace.trust is ev.trust and ev.trace.coverage is ev.coverage
+    assert ev.trace.paths is ev.kernel_paths and ev.trace.capture is ev.capture
 
 
 def test_a_cpu_trace_hands_its_section_over_typed() -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         TraceCoverage,
         TraceCpu,
         TracePath,
+        TraceSection,
         TraceSyncs,
         TraceTrust,
     )
@@ -78,7 +79,7 @@ class Evidence:
     capture: Capture
     device: str  # the device the numbers were measured on, or "unknown (why)"
     provenance: Provenance  # where the run's measured numbers come from
-    trace: dict[str, Any] | None = None
+    trace: TraceSection | None = None
     starts: list[EngineStart] = field(default_factory=list)  # an engine log's server starts
     # rank, step, fix: the S a trace's steps are judged against (their grids count padding rows)
     reference: pd.DataFrame | None = None
