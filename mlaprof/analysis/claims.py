@@ -103,7 +103,7 @@ def claims_of(ev: Evidence) -> Claims:
     """The run's claims, from its evidence (one per run, shared by every finding builder)."""
     engine_backend = None
     if ev.engine_steps:
-        names = {str(s.get("backend")) for s in ev.engine_steps if s.get("backend")}
+        names = {s.backend for s in ev.engine_steps if s.backend}
         engine_backend = names.pop() if len(names) == 1 else None
     cpu = ev.cpu is not None or str(ev.meta.get("device") or "") == "cpu"
     return Claims(

@@ -11,7 +11,10 @@ committed count. A side that is ahead is reported as pending, never as a disagre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.engine_records import Acceptance, EngineStep
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,7 @@ class Agreement:
         return out + (f"; {', '.join(ahead)}" if ahead else "")
 
 
-def scheduler_agreement(
-    worker_verify: list[dict[str, Any]], scheduler: list[dict[str, Any]]
-) -> Agreement:
+def scheduler_agreement(worker_verify: list[EngineStep], scheduler: list[Acceptance]) -> Agreement:
     """Compare the worker's verify steps (in order) with the scheduler's acceptance records (in
     order) over the steps both committed: same verify rows, same draft tokens per step."""
     n = min(len(worker_verify), len(scheduler))
@@ -58,7 +59,7 @@ def scheduler_agreement(
         (
             i
             for i, (w, s) in enumerate(zip(worker_verify[:n], scheduler[:n], strict=True))
-            if w["verify_rows"] != s["verify_rows"] or w["verify_draft_tokens"] != s["draft_tokens"]
+            if w.verify_rows != s.verify_rows or w.verify_draft_tokens != s.draft_tokens
         ),
         None,
     )

@@ -4,22 +4,26 @@ mid-way, and starts that ended in different modes. From the log's server starts 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.memory import capture_memory_change
-from mlaprof.analysis.starts import bar_label, ranks_text, start_label
+from mlaprof.analysis.starts import ranks_text, start_label
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import Downgrade, EngineStart
 
 
-def start_downgrade_findings(st: dict[str, Any]) -> list[Finding]:
+def start_downgrade_findings(st: EngineStart) -> list[Finding]:
     """Each downgrade vLLM logged in this start (merged across the ranks that logged it)."""
-    return [_downgrade_finding(st, d) for d in st["downgrades"]]
+    return [_downgrade_finding(st, d) for d in st.downgrades]
 
 
-def mode_change_findings(starts: list[dict[str, Any]]) -> list[Finding]:
+def mode_change_findings(starts: list[EngineStart]) -> list[Finding]:
     """Server starts of one log that ended in different cudagraph modes."""
     out: list[Finding] = []
-    modes = {st["start"]: st["final_mode"] for st in starts if st["final_mode"]}
+    modes = {st.start: st.final_mode for st in starts if st.final_mode}
     if len(set(modes.values())) > 1:
         out.append(
             Finding(
@@ -30,7 +34,7 @@ def mode_change_findings(starts: list[dict[str, Any]]) -> list[Finding]:
                 evidence="each start's engine config line and cudagraph-mode warnings"
                 + capture_memory_change(starts)
                 + "; "
-                + starts[0]["provenance"],
+                + starts[0].provenance,
                 fix="compare throughput and inter-token latency between the starts; under "
                 "speculative decoding the verify step needs FULL decode graphs",
                 data={"modes": modes},
@@ -39,16 +43,15 @@ def mode_change_findings(starts: list[dict[str, Any]]) -> list[Finding]:
     return out
 
 
-def _downgrade_finding(st: dict[str, Any], d: dict[str, Any]) -> Finding:
-    backend, support, setting = d["backend"], d["support"], d["setting"]
-    spec = st["speculative"] or {}
-    if d["spec_decode"]:
-        k = spec.get("num_spec_tokens")
+def _downgrade_finding(st: EngineStart, d: Downgrade) -> Finding:
+    backend, support, setting = d.backend, d.support, d.setting
+    if d.spec_decode:
+        k = st.speculative.num_spec_tokens if st.speculative else None
         qlen = f" (verify batches of {1 + k} tokens per request)" if k else ""
         title = (
             f"{start_label(st)}: the attention backend {backend} reports cudagraph support {support} "
             f"under speculative decoding{qlen}; the engine takes the minimum over all (backend, "
-            f"KV-cache group) pairs, so the whole engine ran {setting} instead of {d['requested']}"
+            f"KV-cache group) pairs, so the whole engine ran {setting} instead of {d.requested}"
         )
         fix = (
             f"{backend}'s metadata builder must report AttentionCGSupport.UNIFORM_BATCH when its "
@@ -59,7 +62,7 @@ def _downgrade_finding(st: dict[str, Any], d: dict[str, Any]) -> Finding:
         severity = "critical" if setting in ("PIECEWISE", "NONE") else "warning"
     else:
         title = (
-            f"{start_label(st)}: {d['requested']} is not supported with {backend} (support {support}); "
+            f"{start_label(st)}: {d.requested} is not supported with {backend} (support {support}); "
             f"vLLM set cudagraph_mode={setting}"
         )
         if setting in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
@@ -75,30 +78,30 @@ def _downgrade_finding(st: dict[str, Any], d: dict[str, Any]) -> Finding:
         kind="capture-downgrade",
         severity=severity,
         title=title,
-        evidence=f'vLLM on {ranks_text(d["ranks"])} (log line {d["line"]}): "{d["message"]}"; '
-        + st["provenance"],
+        evidence=f'vLLM on {ranks_text(d.ranks)} (log line {d.line}): "{d.message}"; '
+        + st.provenance,
         fix=fix,
-        data={"start": st["start"], **d},
+        data={"start": st.start, **asdict(d)},
     )
 
 
-def progress_findings(st: dict[str, Any]) -> list[Finding]:
+def progress_findings(st: EngineStart) -> list[Finding]:
     out = []
-    for g in st["graphs"]:
-        if g["done"] is None or g["total"] is None or g["done"] >= g["total"]:
+    for g in st.graphs:
+        if g.done is None or g.total is None or g.done >= g.total:
             continue
         out.append(
             Finding(
                 kind="capture",
                 severity="warning",
-                title=f"{start_label(st)}: capturing CUDA graphs ({bar_label(g)}) stopped "
-                f"at {g['done']}/{g['total']}",
-                evidence=f"the last progress-bar refresh on rank {g['rank']} (log line "
-                f"{g['line']}); the log does not say why: look for an error after it; "
-                + st["provenance"],
+                title=f"{start_label(st)}: capturing CUDA graphs ({g.label}) stopped "
+                f"at {g.done}/{g.total}",
+                evidence=f"the last progress-bar refresh on rank {g.rank} (log line "
+                f"{g.line}); the log does not say why: look for an error after it; "
+                + st.provenance,
                 fix="read the engine's traceback after that line; a capture that breaks "
                 "mid-way usually names the failing op there",
-                data={"start": st["start"], **g},
+                data={"start": st.start, **asdict(g)},
             )
         )
     return out

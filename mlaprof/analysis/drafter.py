@@ -19,7 +19,7 @@ keeps most of its layers and its qlen, so it stays a verify step and the trust c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,6 +28,9 @@ from mlaprof.analysis.grid import step_checks_by_rank, value_range
 from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.step_sources import unrle
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import EngineStart
 
 VERIFY, DRAFTER = "verify", "drafter"
 
@@ -99,23 +102,23 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> di
     return out
 
 
-def acceptance_findings(st: dict[str, Any]) -> list[Finding]:
+def acceptance_findings(st: EngineStart) -> list[Finding]:
     """Speculation that drafted tokens the target never accepted: every verify step paid for
     ``num_spec_tokens`` extra query rows for nothing."""
-    sd = st.get("spec_decoding")
-    if not sd or not sd["drafted"] or sd["accepted"]:
+    sd = st.spec_decoding
+    if not sd or not sd.drafted or sd.accepted:
         return []
-    spec = st["speculative"] or {}
+    spec = st.speculative
     return [
         Finding(
             kind="spec-decode",
             severity="warning",
-            title=f"{start_label(st)}: none of {sd['drafted']} drafted tokens was accepted "
-            f"({spec.get('method') or 'speculative'} x{spec.get('num_spec_tokens') or '?'})",
-            evidence=f"'SpecDecoding metrics' lines: Accepted 0 of Drafted {sd['drafted']}; "
-            + sd["provenance"],
+            title=f"{start_label(st)}: none of {sd.drafted} drafted tokens was accepted "
+            f"({(spec and spec.method) or 'speculative'} x{(spec and spec.num_spec_tokens) or '?'})",
+            evidence=f"'SpecDecoding metrics' lines: Accepted 0 of Drafted {sd.drafted}; "
+            + sd.provenance,
             fix="the drafter does not match the target (random or mismatched MTP weights, a "
             "prompt with no n-gram repeats): fix the draft model, or turn speculation off",
-            data={"start": st["start"], "drafted": sd["drafted"], "accepted": 0},
+            data={"start": st.start, "drafted": sd.drafted, "accepted": 0},
         )
     ]

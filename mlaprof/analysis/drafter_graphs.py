@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.integrations.vllm_recorder import DRAFT_EAGER_EVENT, GRAPH_CAPTURE_EVENT
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.engine_records import EngineStep
 
 
 def _rows(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
@@ -33,7 +36,7 @@ def _rows(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
     return out
 
 
-def drafter_graph_summary(events: pd.DataFrame, steps: list[dict[str, Any]],
+def drafter_graph_summary(events: pd.DataFrame, steps: list[EngineStep],
                           durations: dict[tuple[int, int], int]) -> dict[str, Any]:  # fmt: skip
     """Per rank: the drafter's failed captures, and its draft-decode graph modes over the engine
     steps (``durations``: (rank, step) -> ns where the plugin timed the step)."""
@@ -42,15 +45,15 @@ def drafter_graph_summary(events: pd.DataFrame, steps: list[dict[str, Any]],
     eager_kinds = _rows(events, DRAFT_EAGER_EVENT)
     ranks: dict[int, dict[str, Any]] = {}
     for s in steps:
-        graphs = s.get("drafter_graphs") or []
+        graphs = s.drafter_graphs
         if not graphs:
             continue
-        r = ranks.setdefault(s["rank"], {"full": [], "outside": [], "modes": {}})
+        r = ranks.setdefault(s.rank, {"full": [], "outside": [], "modes": {}})
         modes = [str(g[0]) for g in graphs]
         for m in modes:
             r["modes"][m] = r["modes"].get(m, 0) + 1
         key = "full" if all(m == "FULL" for m in modes) else "outside"
-        r[key].append(durations.get((s["rank"], s["step"])))
+        r[key].append(durations.get((s.rank, s.step)))
     return {"failed": failed, "eager_kinds": eager_kinds, "ranks": ranks}
 
 

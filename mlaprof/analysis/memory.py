@@ -5,7 +5,8 @@ and how far the two are apart."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -13,7 +14,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.starts import GIB, gib, ranks_text, start_label
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.sections import Capture
+    from mlaprof.analysis.sections import Capture, EngineStart
 
 
 def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
@@ -90,30 +91,28 @@ def capture_memory_findings(
 ESTIMATE_FACTOR = 2.0
 
 
-def capture_memory_change(starts: list[dict[str, Any]]) -> str:
+def capture_memory_change(starts: list[EngineStart]) -> str:
     """Capture memory per rank from the first to the last start that logged it (rank by rank)."""
-    measured = [st for st in starts if any(m["measured_bytes"] is not None for m in st["memory"])]
+    measured = [st for st in starts if any(m.measured_bytes is not None for m in st.memory)]
     if len(measured) < 2:
         return ""
     a, b = measured[0], measured[-1]
-    before = {
-        m["rank"]: m["measured_bytes"] for m in a["memory"] if m["measured_bytes"] is not None
-    }
+    before = {m.rank: m.measured_bytes for m in a.memory if m.measured_bytes is not None}
     pairs = [
-        f"rank {m['rank']} {gib(before[m['rank']])} -> {gib(m['measured_bytes'])}"
-        for m in b["memory"]
-        if m["measured_bytes"] is not None and m["rank"] in before
+        f"rank {m.rank} {gib(before[m.rank])} -> {gib(m.measured_bytes)}"
+        for m in b.memory
+        if m.measured_bytes is not None and m.rank in before
     ]
     if not pairs:
         return ""
-    return f"; capture memory from start {a['start']} to start {b['start']}: " + ", ".join(pairs)
+    return f"; capture memory from start {a.start} to start {b.start}: " + ", ".join(pairs)
 
 
-def start_memory_findings(st: dict[str, Any]) -> list[Finding]:
+def start_memory_findings(st: EngineStart) -> list[Finding]:
     out: list[Finding] = []
-    rows = [m for m in st["memory"] if m["measured_bytes"] is not None]
-    silent = sorted(set(st["ranks"]) - {m["rank"] for m in rows})
-    world = st["world_size"]
+    rows = [m for m in st.memory if m.measured_bytes is not None]
+    silent = sorted(set(st.ranks) - {m.rank for m in rows})
+    world = st.world_size
     missing = ""
     if rows and silent:
         missing = f"; no 'Graph capturing finished' line from {ranks_text(silent)}"
@@ -123,10 +122,10 @@ def start_memory_findings(st: dict[str, Any]) -> list[Finding]:
         missing += " (the log was cut short, or that rank stopped before capture finished)"
     if rows:
         per = "; ".join(
-            f"rank {m['rank']}: {gib(m['measured_bytes'])} in {m['capture_secs']:.0f} s"
+            f"rank {m.rank}: {gib(m.measured_bytes)} in {m.capture_secs:.0f} s"
             + (
-                f" (vLLM estimated {gib(m['estimated_bytes'])})"
-                if m["estimated_bytes"] is not None
+                f" (vLLM estimated {gib(m.estimated_bytes)})"
+                if m.estimated_bytes is not None
                 else ""
             )
             for m in rows
@@ -135,32 +134,32 @@ def start_memory_findings(st: dict[str, Any]) -> list[Finding]:
             Finding(
                 kind="memory",
                 severity="info",
-                title=f"{start_label(st)}, {st['final_mode'] or 'mode not logged'}: graph capture "
+                title=f"{start_label(st)}, {st.final_mode or 'mode not logged'}: graph capture "
                 f"memory per rank: {per}",
                 evidence="vLLM's 'Graph capturing finished' line per rank (driver free-memory "
-                f"delta over all capture sizes of that rank){missing}; {st['provenance']}",
+                f"delta over all capture sizes of that rank){missing}; {st.provenance}",
                 fix="capture fewer sizes (cudagraph_capture_sizes) if KV-cache memory is tight",
-                data={"start": st["start"], "memory": rows},
+                data={"start": st.start, "memory": [asdict(m) for m in rows]},
             )
         )
-    for m in st["memory"]:
-        ratio = m["estimate_ratio"]
+    for m in st.memory:
+        ratio = m.estimate_ratio
         if ratio is None or 1 / ESTIMATE_FACTOR <= ratio <= ESTIMATE_FACTOR:
             continue
         out.append(
             Finding(
                 kind="memory",
                 severity="warning",
-                title=f"{start_label(st)}, rank {m['rank']}: vLLM estimated "
-                f"{gib(m['estimated_bytes'])} of CUDA graph memory but capture took "
-                f"{gib(m['measured_bytes'])} ({ratio:.2f}x)",
+                title=f"{start_label(st)}, rank {m.rank}: vLLM estimated "
+                f"{gib(m.estimated_bytes)} of CUDA graph memory but capture took "
+                f"{gib(m.measured_bytes)} ({ratio:.2f}x)",
                 evidence="'Estimated CUDA graph memory' vs 'Graph capturing finished' of the same "
                 f"rank and start (far: beyond {ESTIMATE_FACTOR:g}x either way; vLLM#53013 class); "
-                + st["provenance"],
+                + st.provenance,
                 fix="the KV cache was sized with the estimate: too high wastes KV-cache memory, "
                 "too low risks OOM; set --kv-cache-memory or VLLM_MEMORY_PROFILER_ESTIMATE_"
                 "CUDAGRAPHS=0 with a --gpu-memory-utilization that leaves the measured amount free",
-                data={"start": st["start"], **m},
+                data={"start": st.start, **asdict(m)},
             )
         )
     return out

@@ -856,7 +856,7 @@ class GraphCaptureLine:
         """ "decode, FULL": the capture progress bar's name (analysis.starts.bar_label)."""
         from mlaprof.analysis.starts import bar_label
 
-        return bar_label({"phase": self.phase, "mode": self.mode})
+        return bar_label(self.phase, self.mode)
 
 
 @dataclass(frozen=True, slots=True)

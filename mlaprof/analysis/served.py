@@ -5,7 +5,7 @@ acceptance, graph mode and padding per step, rows the backend filed as prefill."
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.consistency import scheduler_agreement
 from mlaprof.analysis.findings import Finding
@@ -18,34 +18,37 @@ from mlaprof.analysis.shadow import (
 )
 from mlaprof.analysis.share import share_text
 
+if TYPE_CHECKING:
+    from mlaprof.analysis.engine_records import Acceptance, EngineStep
 
-def served_summary(steps: list[dict[str, Any]], acc: list[dict[str, Any]]) -> dict[str, Any] | None:
+
+def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> dict[str, Any] | None:
     """What the engine served, measured: ``steps`` the worker's per-step records (all ranks, in
     order), ``acc`` the scheduler's acceptance counters. None when the run holds no engine step."""
     if not steps:
         return None
-    verify = [s for s in steps if s["kind"] == "verify"]
-    rank0 = [s for s in verify if s["rank"] == min(x["rank"] for x in steps)]
-    drafted = sum(s["verify_draft_tokens"] for s in rank0)
-    accepted = sum(a["accepted_tokens"] for a in acc) if acc else None
+    verify = [s for s in steps if s.kind == "verify"]
+    rank0 = [s for s in verify if s.rank == min(x.rank for x in steps)]
+    drafted = sum(s.verify_draft_tokens for s in rank0)
+    accepted = sum(a.accepted_tokens for a in acc) if acc else None
     # the scheduler's steps and the worker's verify steps, in order, over the steps both
     # databases committed (mlaprof.analysis.consistency): same rows, same drafts
     joined = scheduler_agreement(rank0, acc)
     first = steps[0]
     return {
         "source": "measured: recorded by the vLLM plugin",
-        "backend": first["backend"],
-        "builder": first["builder"],
-        "heads": first["heads"],
-        "spec_method": first.get("spec_method"),
-        "num_speculative_tokens": first.get("num_speculative_tokens"),
-        "max_num_seqs": first.get("max_num_seqs"),
+        "backend": first.backend,
+        "builder": first.builder,
+        "heads": first.heads,
+        "spec_method": first.spec_method,
+        "num_speculative_tokens": first.num_speculative_tokens,
+        "max_num_seqs": first.max_num_seqs,
         "steps": len(steps),
-        "kinds": dict(Counter(s["kind"] for s in steps)),
-        "graph_modes": dict(Counter(str(s["graph_mode"]) for s in steps)),
+        "kinds": dict(Counter(s.kind for s in steps)),
+        "graph_modes": dict(Counter(str(s.graph_mode) for s in steps)),
         "verify_steps": len(rank0),
-        "verify_rows": sum(s["verify_rows"] for s in rank0),
-        "verify_rows_as_prefill": sum(s["verify_rows_as_prefill"] for s in rank0),
+        "verify_rows": sum(s.verify_rows for s in rank0),
+        "verify_rows_as_prefill": sum(s.verify_rows_as_prefill for s in rank0),
         "draft_tokens": drafted,
         "accepted_tokens": accepted,
         "acceptance_rate": accepted / drafted if accepted is not None and drafted else None,
@@ -53,9 +56,9 @@ def served_summary(steps: list[dict[str, Any]], acc: list[dict[str, Any]]) -> di
         "scheduler_matches_worker": joined.agree,
         "scheduler_worker_compared": joined.compared,
         "scheduler_worker_text": joined.text,
-        "drafter_builds": sum(s["drafter_builds"] for s in rank0),
-        "padded_steps": sum(1 for s in steps if (s["padded_tokens"] or 0) > s["num_tokens"]),
-        "ranks": sorted({s["rank"] for s in steps}),
+        "drafter_builds": sum(s.drafter_builds for s in rank0),
+        "padded_steps": sum(1 for s in steps if (s.padded_tokens or 0) > s.num_tokens),
+        "ranks": sorted({s.rank for s in steps}),
     }
 
 
@@ -115,8 +118,8 @@ def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> li
 
 
 def served_analysis(
-    steps: list[dict[str, Any]],
-    acc: list[dict[str, Any]],
+    steps: list[EngineStep],
+    acc: list[Acceptance],
     device: str | None = None,
     aiter: str | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[Finding]]:

@@ -4,7 +4,7 @@ what differs between starts. Each question's own analyzer says it; this only kee
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.downgrades import (
     mode_change_findings,
@@ -16,9 +16,10 @@ from mlaprof.analysis.memory import start_memory_findings
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
+    from mlaprof.analysis.sections import EngineStart
 
 
-def start_findings(starts: list[dict[str, Any]]) -> list[Finding]:
+def start_findings(starts: list[EngineStart]) -> list[Finding]:
     """Every finding of the server starts (none for a run without any)."""
     out: list[Finding] = []
     for st in starts:

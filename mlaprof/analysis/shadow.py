@@ -28,6 +28,8 @@ from mlaprof.splits.routing import (
 if TYPE_CHECKING:  # built in shadow() only: check_shadow runs before any run is opened
     import pandas as pd
 
+    from mlaprof.analysis.engine_records import EngineStep
+
 SHADOW_DEVICE = "mi355x"
 SHADOW_AITER = "0.1.20"
 
@@ -65,7 +67,7 @@ def check_shadow(device: str | None = None, aiter: str | None = None) -> None:
 
 
 def shadow(
-    steps: list[dict[str, Any]],
+    steps: list[EngineStep],
     device: str = SHADOW_DEVICE,
     aiter: str = SHADOW_AITER,
     heads: int | None = None,
@@ -83,31 +85,31 @@ def shadow(
     label = f"modelled from recorded batches (AITER {aiter}: {releases.aiter_rule(aiter).label}; on {device})"
     rows: list[dict[str, Any]] = []
     for s in steps:
-        if s["kind"] != "verify" or not s.get("seq_lens_upper_bound"):
+        if s.kind != "verify" or not s.seq_lens_upper_bound or s.draft_tokens is None:
             continue
-        k = int(s.get("num_speculative_tokens") or max(s["draft_tokens"]))
+        k = int(s.num_speculative_tokens or max(s.draft_tokens))
         qlen = 1 + k
-        drafts, seq = s["draft_tokens"], s["seq_lens_upper_bound"]
+        drafts, seq = s.draft_tokens, s.seq_lens_upper_bound
         verify = [i for i, d in enumerate(drafts) if d > 0 and i < len(seq)]
         kv = [max(seq[i], qlen) for i in verify]  # KV lengths include the verify tokens
-        h = heads or s["heads"]
+        h = heads or s.heads
         path, policy, why = route(h, qlen, dev, aiter, vllm_version)
-        mns = int(s.get("max_num_seqs") or len(kv))
+        mns = int(s.max_num_seqs or len(kv))
         plan = capture_plan(rule_for(vllm_version), mns, k)  # the version's sizes and dispatch
         shape = batch_shape(kv, qlen, "FULL", plan)
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
-        mml, seqs = s.get("max_model_len") or 0, s.get("max_num_seqs")
+        mml, seqs = s.max_model_len or 0, s.max_num_seqs
         buf = seqs * mml if seqs and mml else None  # vLLM's kv_indices buffer: the ASM total_kv
         (sp,) = step_splits(meta, h, dev, shape.graph_mode, mml, [policy], kv_buffer_len=buf)
-        pad = padding_row(s["step"], meta, shape)
+        pad = padding_row(s.step, meta, shape)
         notes = [why] + ([sp.note] if sp.note else [])
         short = sum(1 for i in verify if drafts[i] < k)
         if short:
             notes.append(f"{short} rows had fewer than {k} drafts: modelled padded to qlen {qlen}")
         rows.append(
             {
-                "rank": s["rank"],
-                "step": s["step"],
+                "rank": s.rank,
+                "step": s.step,
                 "path": path,
                 "policy": policy,
                 "heads": h,

@@ -9,9 +9,15 @@ ranks.
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+from mlaprof.analysis.typed_json import from_json
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import EngineStart
 
 SOURCE = "vllm-log"
 GIB = 1 << 30
@@ -32,8 +38,8 @@ def _records(events: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[str, Any]]:
-    """One dict per server start: version, model, speculative config, requested and final
+def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[EngineStart]:
+    """One :class:`EngineStart` per server start: version, model, speculative config, requested and final
     cudagraph mode, downgrades (merged across the ranks that logged them), graphs captured,
     memory per rank. ``source`` names the log for the provenance of every number."""
     recs = _records(events)
@@ -104,7 +110,11 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[dict[
             st["final_mode"] = st["downgrades"][-1]["setting"] if st["downgrades"] else None
         st["ranks"] = sorted({m["rank"] for m in st["memory"]} | {
             rk for d in st["downgrades"] for rk in d["ranks"]})  # fmt: skip
-    return [starts[k] for k in sorted(starts)]
+    # the log's records are gathered into dicts above (merged across ranks as they come), and
+    # handed over typed: every reader sees the section type the summary holds
+    from mlaprof.analysis.sections import EngineStart
+
+    return [from_json(EngineStart, starts[k], f"engine start {k}") for k in sorted(starts)]
 
 
 def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
@@ -192,23 +202,24 @@ def spec_totals(
     }
 
 
-def _method(st: dict[str, Any]) -> tuple[Any, Any]:
-    spec = st.get("speculative") or {}
-    return spec.get("method"), spec.get("num_spec_tokens")
+def _method(st: EngineStart) -> tuple[Any, Any]:
+    spec = st.speculative
+    return (spec.method, spec.num_spec_tokens) if spec else (None, None)
 
 
-def log_spec_totals(starts: list[dict[str, Any]]) -> dict[str, Any] | None:
+def log_spec_totals(starts: list[EngineStart]) -> dict[str, Any] | None:
     """The same over every start of the log, only where every start that drafted ran the same
     speculative method and tokens: starts of different methods (ngram, then MTP) are separate
     engines whose acceptance is said per start, never summed (None then). Complete only where
     every start's sum is."""
-    drafting = [st for st in starts if st["spec_lines"]]
+    drafting = [st for st in starts if st.spec_lines]
     if not drafting or len({_method(st) for st in drafting}) > 1:
         return None
-    lines = [x for st in drafting for x in st["spec_lines"]]
-    sds = [st["spec_decoding"] or {} for st in drafting]
+    lines = [asdict(x) for st in drafting for x in st.spec_lines]
     open_ = [
-        st["start"] for st, sd in zip(drafting, sds, strict=True) if sd.get("complete") is False
+        st.start
+        for st in drafting
+        if st.spec_decoding is not None and st.spec_decoding.complete is False
     ]
     why = (
         "complete: every start's last drafting interval was logged"
@@ -217,7 +228,7 @@ def log_spec_totals(starts: list[dict[str, Any]]) -> dict[str, Any] | None:
         + ", ".join(map(str, open_))
         + " may be missing"
     )
-    return spec_totals(lines, starts[0]["provenance"], (not open_, why))
+    return spec_totals(lines, starts[0].provenance, (not open_, why))
 
 
 def _add_downgrade(downs: list[dict[str, Any]], r: dict[str, Any]) -> None:
@@ -253,23 +264,23 @@ def _rank_memory(st: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
-def log_capture(starts: list[dict[str, Any]]) -> dict[str, Any]:
+def log_capture(starts: list[EngineStart]) -> dict[str, Any]:
     """The report's capture line for a log: what the last start asked for and ended with, as the
     log says it (no capture verdict beyond that; memory is per rank, see ``engine_starts``)."""
     st = starts[-1]
-    captured = any(g["done"] for g in st["graphs"]) or any(
-        m["measured_bytes"] is not None for m in st["memory"]
+    captured = any(g.done for g in st.graphs) or any(
+        m.measured_bytes is not None for m in st.memory
     )
-    status = "downgraded" if st["downgrades"] else ("captured" if captured else "unknown")
-    if status == "unknown" and st["final_mode"] == "NONE":
+    status = "downgraded" if st.downgrades else ("captured" if captured else "unknown")
+    if status == "unknown" and st.final_mode == "NONE":
         status = "not-attempted"  # the config line asks for no graphs (NONE: eager steps)
     return {
-        "mode": st["requested_mode"] or "unknown",
+        "mode": st.requested_mode or "unknown",
         "status": status,
-        "effective_mode": st["final_mode"] or "unknown",
+        "effective_mode": st.final_mode or "unknown",
         "memory_bytes": None,
-        "start": st["start"],
-        "provenance": st["provenance"],
+        "start": st.start,
+        "provenance": st.provenance,
     }
 
 
@@ -278,13 +289,13 @@ def gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GIB:.2f} GiB"
 
 
-def bar_label(g: dict[str, Any]) -> str:
+def bar_label(phase: str | None, mode: str | None) -> str:
     """ "decode, FULL" for a capture progress bar; the phase alone where the bar names no mode."""
-    return g["phase"] + (f", {g['mode']}" if g["mode"] else "")
+    return str(phase) + (f", {mode}" if mode else "")
 
 
-def start_label(st: dict[str, Any]) -> str:
-    return f"start {st['start']} (vLLM {st['version'] or '?'})"
+def start_label(st: EngineStart) -> str:
+    return f"start {st.start} (vLLM {st.version or '?'})"
 
 
 def ranks_text(ranks: list[int]) -> str:

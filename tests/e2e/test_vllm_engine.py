@@ -115,7 +115,7 @@ def test_recorded_counts_equal_vllms_metrics(engine_run):
     # every sampled row gives a token, every accepted draft one more; the last steps may
     # produce more than max_tokens (vLLM cuts them), never fewer
     data = engine_steps(run.events)
-    sampled = sum(sum(1 for q in d["qo_lens"] if q > 0) for d in data)
+    sampled = sum(sum(1 for q in d.qo_lens or [] if q > 0) for d in data)
     assert sampled + e["accepted_tokens"] >= m["generation_tokens"]
     assert "mlaprof: recording this process into" in log  # the plugin announced itself
 
@@ -183,14 +183,14 @@ def test_shadow_s_equals_the_policy_functions(engine_run, aiter):
     assert sh["provenance"] == (
         f"modelled from recorded batches (AITER {aiter}: rule of v{aiter}; on mi355x)"
     )
-    steps = {d["step"]: d for d in engine_steps(run.events)}
+    steps = {d.step: d for d in engine_steps(run.events)}
     policy = POLICIES["aiter-gluon-v0.1.19" if aiter == "0.1.19" else "aiter-gluon-v0.1.20"]
     qlen = 1 + K
     for r in sh["per_step"]:
         d = steps[r["step"]]
         kv = [
             max(s, qlen)
-            for s, n in zip(d["seq_lens_upper_bound"], d["draft_tokens"], strict=True)
+            for s, n in zip(d.seq_lens_upper_bound, d.draft_tokens, strict=True)
             if n > 0
         ]
         b = r["rows"]

@@ -6,15 +6,24 @@ is pending, not a disagreement."""
 from __future__ import annotations
 
 from mlaprof.analysis.consistency import scheduler_agreement
+from mlaprof.analysis.engine_records import Acceptance, EngineStep
 from mlaprof.analysis.served import served_summary
 
 
-def _worker(*rows_drafts: tuple[int, int]) -> list[dict]:
-    return [{"verify_rows": r, "verify_draft_tokens": d} for r, d in rows_drafts]
+def _step(rows: int, drafts: int) -> EngineStep:
+    return EngineStep.of({"rank": 0, "step": 0, "kind": "verify", "backend": "B", "builder": "b",
+                          "heads": 16, "graph_mode": "FULL", "num_tokens": 16,
+                          "padded_tokens": 16, "verify_rows": rows, "verify_draft_tokens": drafts,
+                          "verify_rows_as_prefill": 0, "drafter_builds": 0})  # fmt: skip
 
 
-def _scheduler(*rows_drafts: tuple[int, int]) -> list[dict]:
-    return [{"verify_rows": r, "draft_tokens": d, "accepted_tokens": 0} for r, d in rows_drafts]
+def _worker(*rows_drafts: tuple[int, int]) -> list[EngineStep]:
+    return [_step(r, d) for r, d in rows_drafts]
+
+
+def _scheduler(*rows_drafts: tuple[int, int]) -> list[Acceptance]:
+    return [Acceptance(rank=0, verify_rows=r, draft_tokens=d, accepted_tokens=0)
+            for r, d in rows_drafts]  # fmt: skip
 
 
 def test_same_steps_in_order_agree() -> None:
@@ -40,10 +49,7 @@ def test_no_scheduler_record_is_not_both_present() -> None:
 
 
 def test_the_served_summary_says_what_the_rule_says() -> None:
-    step = {"kind": "verify", "rank": 0, "backend": "B", "builder": "b", "heads": 16,
-            "graph_mode": "FULL", "verify_rows": 4, "verify_draft_tokens": 12,
-            "verify_rows_as_prefill": 0, "drafter_builds": 0, "padded_tokens": 16,
-            "num_tokens": 16}  # fmt: skip
+    step = _step(4, 12)
     eng = served_summary([step], _scheduler((4, 11)))
     assert eng is not None and eng["scheduler_matches_worker"] is False
     assert served_summary([step], [])["scheduler_matches_worker"] is None

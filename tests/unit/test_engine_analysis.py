@@ -33,9 +33,13 @@ def test_route_follows_vllms_use_gluon_verify(heads, qlen, device, aiter, want):
 
 
 def _step(step, seq, drafts, **kw):
-    return {"rank": 0, "step": step, "kind": "verify", "seq_lens_upper_bound": seq,
+    from mlaprof.analysis.engine_records import EngineStep
+
+    return EngineStep.of({"rank": 0, "step": step, "kind": "verify", "seq_lens_upper_bound": seq,
             "draft_tokens": drafts, "heads": 8, "num_speculative_tokens": 3, "max_num_seqs": 8,
-            "max_model_len": 4096, **kw}  # fmt: skip
+            "max_model_len": 4096, "backend": "ROCM_AITER_MLA", "builder": "b", "num_tokens": 0,
+            "verify_rows": len(seq), "verify_draft_tokens": sum(drafts),
+            "verify_rows_as_prefill": 0, "drafter_builds": 0, **kw})  # fmt: skip
 
 
 def test_shadow_s_is_the_policys_for_the_padded_batch():

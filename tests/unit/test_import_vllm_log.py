@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mlaprof.analysis import analyze, summary
+from mlaprof.analysis.sections import EngineStart, GraphCaptureLine, StartSpeculative
 from mlaprof.analysis.server_starts import start_findings as engine_log_findings
 from mlaprof.analysis.starts import engine_starts
 from mlaprof.cli import main
@@ -300,7 +301,7 @@ def test_report_of_two_starts_two_ranks(tmp_path: Path) -> None:
     assert any("different cudagraph modes" in f["title"] for f in by_kind["capture"])
 
 
-def _starts(tmp_path: Path, text: str) -> list[dict]:
+def _starts(tmp_path: Path, text: str) -> list[EngineStart]:
     run = _import(tmp_path, text)
     return engine_starts(run.events, "x.log")
 
@@ -352,7 +353,7 @@ def test_downgrade_without_spec_decode(
     if setting == "PIECEWISE":
         msg += " because attention is compiled piecewise"
     (st,) = _starts(tmp_path, line("Worker_TP0 pid=1", msg, "WARNING"))
-    assert st["final_mode"] == setting and st["downgrades"][0]["message"] == msg  # verbatim, whole
+    assert st.final_mode == setting and st.downgrades[0].message == msg  # verbatim, whole
     (f,) = engine_log_findings([st])
     assert f.severity == severity and "FlashInferMLABackend" in f.title and "spec" not in f.title
 
@@ -428,29 +429,29 @@ def test_older_log_forms(tmp_path: Path) -> None:
     run = _import(tmp_path, (DATA / "legacy_prefixes_tp2.log").read_bytes().decode())
     assert run.ranks == [0, 1]
     s1, s2 = engine_starts(run.events, "legacy.log")
-    assert (s1["version"], s1["requested_mode"], s1["final_mode"]) == (
+    assert (s1.version, s1.requested_mode, s1.final_mode) == (
         "0.9.2",
         "PIECEWISE",
         "PIECEWISE",
     )
-    assert s1["speculative"] is None and sorted(s1["capture_sizes"]) == [1, 2, 4, *range(8, 65, 8)]
-    assert s1["graphs"] == [
-        {"rank": 0, "phase": "all shapes", "mode": None, "done": 11, "total": 11, "line": 10}
+    assert s1.speculative is None and sorted(s1.capture_sizes) == [1, 2, 4, *range(8, 65, 8)]
+    assert s1.graphs == [
+        GraphCaptureLine(rank=0, phase="all shapes", mode=None, done=11, total=11, line=10)
     ]
-    assert [(m["rank"], m["process"], m["measured_bytes"]) for m in s1["memory"]] == [
+    assert [(m.rank, m.process, m.measured_bytes) for m in s1.memory] == [
         (0, "VllmWorker rank=0", gib_bytes("0.32")),
         (1, "VllmWorker rank=1", gib_bytes("0.31")),
     ]
-    assert (s2["version"], s2["requested_mode"], s2["final_mode"]) == (
+    assert (s2.version, s2.requested_mode, s2.final_mode) == (
         "0.10.2", "FULL", "FULL_AND_PIECEWISE",
     )  # fmt: skip
-    assert s2["speculative"] == {"method": "mtp", "num_spec_tokens": 1}
-    assert [m["process"] for m in s2["memory"]] == ["VllmWorker TP0", "VllmWorker TP1"]
-    (d,) = s2["downgrades"]
-    assert (d["backend"], d["support"], d["spec_decode"], d["ranks"]) == (
+    assert s2.speculative == StartSpeculative("mtp", 1)
+    assert [m.process for m in s2.memory] == ["VllmWorker TP0", "VllmWorker TP1"]
+    (d,) = s2.downgrades
+    assert (d.backend, d.support, d.spec_decode, d.ranks) == (
         "AiterMLABackend", "UNIFORM_BATCH", False, [0, 1],
     )  # fmt: skip
-    assert [(g["phase"], g["mode"], g["done"]) for g in s2["graphs"]] == [
+    assert [(g.phase, g.mode, g.done) for g in s2.graphs] == [
         ("mixed prefill-decode", "PIECEWISE", 11), ("decode", "FULL", 7),
     ]  # fmt: skip
     (f,) = [f for f in engine_log_findings([s1, s2]) if f.kind == "capture-downgrade"]

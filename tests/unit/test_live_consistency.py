@@ -9,6 +9,7 @@ the EngineCore's ``spec-accept`` events ``verify_rows`` / ``draft_tokens``
 from __future__ import annotations
 
 from mlaprof.analysis.consistency import scheduler_agreement
+from mlaprof.analysis.engine_records import EngineStep
 from mlaprof.analysis.evidence.engine import acceptance, engine_steps
 from mlaprof.analysis.served import engine_findings, served_summary
 from mlaprof.recording import event_row
@@ -70,5 +71,6 @@ def test_records_that_really_differ_disagree(tmp_path):
 
 
 def test_nothing_to_compare_is_not_an_agreement():
-    a = scheduler_agreement([{"verify_rows": 1, "verify_draft_tokens": 3}], [])
+    (step,) = [EngineStep.of({**_step(0, 1), "rank": 0})]
+    a = scheduler_agreement([step], [])
     assert (a.agree, a.compared, a.text) == (None, 0, "not both present")

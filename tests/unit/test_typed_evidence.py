@@ -55,10 +55,6 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
 # evidence to summary"): this list only shrinks; a field converted leaves it
 STILL_DICTS = {
     "meta",
-    "trace",
-    "starts",
-    "engine_steps",
-    "acceptance",
 }
 
 
@@ -70,6 +66,83 @@ def test_no_evidence_field_turns_back_into_a_dict() -> None:
     ann = Evidence.__annotations__
     untyped = {name for name, tp in ann.items() if "dict[str, Any]" in str(tp)}
     assert untyped == STILL_DICTS
+
+
+def test_a_logs_server_starts_are_typed_from_their_builder() -> None:
+    """An imported log's starts are :class:`EngineStart` from ``engine_starts`` on: the findings
+    read them, and the summary holds the very objects the evidence carried (no dict between)."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.run_summary import _build
+    from mlaprof.analysis.sections import Downgrade, EngineStart, StartMemory
+    from mlaprof.analysis.server_starts import start_findings
+    from tests import shipped_runs
+
+    assert Evidence.__annotations__["starts"] == "list[EngineStart]"
+    with mlaprof.load(shipped_runs.run_dir("log-tp2_two_starts")) as run:
+        ev = collect(run)
+        s = _build(run, None)
+    assert len(ev.starts) == 2 and all(type(st) is EngineStart for st in ev.starts)
+    assert all(type(d) is Downgrade for st in ev.starts for d in st.downgrades)
+    assert all(type(m) is StartMemory for st in ev.starts for m in st.memory)
+    assert s.engine_starts == ev.starts and all(type(st) is EngineStart for st in s.engine_starts)
+    (down,) = [f for f in start_findings(ev.starts) if f.kind == "capture-downgrade"]
+    assert down.data["start"] == 1 and down.data["ranks"] == ev.starts[0].downgrades[0].ranks
+
+
+def test_an_engine_runs_records_are_typed_from_the_adapter() -> None:
+    """A recorded engine's step and acceptance records are :class:`EngineStep` /
+    :class:`Acceptance` from the adapter on (the plugin's JSON read once), and the served
+    summary counts from them what the records hold."""
+    import mlaprof
+    from mlaprof.analysis.engine_records import Acceptance, EngineStep
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.served import served_summary
+    from tests import shipped_runs
+
+    assert Evidence.__annotations__["engine_steps"] == "list[EngineStep]"
+    assert Evidence.__annotations__["acceptance"] == "list[Acceptance]"
+    name = next(n for n in shipped_runs.NAMES if n.startswith("engine-"))
+    with mlaprof.load(shipped_runs.run_dir(name)) as run:
+        ev = collect(run)
+    assert ev.engine_steps and all(type(s) is EngineStep for s in ev.engine_steps)
+    assert all(type(a) is Acceptance for a in ev.acceptance)
+    eng = served_summary(ev.engine_steps, ev.acceptance)
+    assert eng is not None and eng["steps"] == len(ev.engine_steps)
+    first = min(s.rank for s in ev.engine_steps)
+    verify = [s for s in ev.engine_steps if s.kind == "verify" and s.rank == first]
+    assert eng["verify_rows"] == sum(s.verify_rows for s in verify)
+
+
+def test_an_engine_record_without_a_written_field_is_refused() -> None:
+    """A record missing a field the plugin always writes is not the plugin's: one clear error,
+    never a count read as 0."""
+    import pytest
+
+    from mlaprof.analysis.engine_records import Acceptance
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(MlaprofError, match="'accepted_tokens'"):
+        Acceptance.of({"rank": 0, "verify_rows": 2, "draft_tokens": 6})
+
+
+def test_a_trace_hands_its_own_analysis_over_typed() -> None:
+    """An imported trace's section is a :class:`TraceSection` in the evidence, and the summary
+    keeps that very object; its parts are the ones the evidence's own fields hold."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.sections import TraceSection
+    from tests import shipped_runs
+
+    assert Evidence.__annotations__["trace"] == "TraceSection | None"
+    with mlaprof.load(shipped_runs.run_dir("aiter-two_ranks_one_lossy")) as run:
+        ev = collect(run)
+    assert type(ev.trace) is TraceSection
+    assert ev.trace.trust is ev.trust and ev.trace.coverage is ev.coverage
+    assert ev.trace.paths is ev.kernel_paths and ev.trace.capture is ev.capture
 
 
 def test_a_cpu_trace_hands_its_section_over_typed() -> None:

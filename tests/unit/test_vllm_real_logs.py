@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mlaprof.analysis.sections import EngineStart, StartSpeculative
 from mlaprof.analysis.starts import engine_starts, log_spec_totals
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.vllm_log import import_vllm_log, parse_log
@@ -42,7 +43,7 @@ def _spec_lines(text: str) -> list[dict]:
     return out
 
 
-def _starts(tmp_path: Path, log: Path, name: str = "log") -> tuple[Run, list[dict]]:
+def _starts(tmp_path: Path, log: Path, name: str = "log") -> tuple[Run, list[EngineStart]]:
     run_dir, _ = import_vllm_log(log, tmp_path, name)
     run = Run(run_dir)
     return run, engine_starts(run.events, str(log))
@@ -55,19 +56,19 @@ def test_config_line_fields_equal_the_log_text(tmp_path: Path, log: Path) -> Non
     engine_lines = [ln for ln in text.splitlines() if "Initializing a V1 LLM engine (v" in ln]
     assert len(starts) == len(engine_lines) >= 1
     for st, line in zip(starts, engine_lines, strict=True):
-        assert st["version"] == line.split("engine (v", 1)[1].split(")", 1)[0]
+        assert st.version == line.split("engine (v", 1)[1].split(")", 1)[0]
         spec = line.split("speculative_config=SpeculativeConfig(", 1)[1].split(")", 1)[0]
         method = spec.split("method='", 1)[1].split("'", 1)[0]
         k = int(spec.split("num_spec_tokens=", 1)[1].split(",")[0])
-        assert st["speculative"] == {"method": method, "num_spec_tokens": k}
+        assert st.speculative == StartSpeculative(method, k)
         mode = line.split("'cudagraph_mode': <CUDAGraphMode.", 1)[1].split(":", 1)[0]
-        assert st["requested_mode"] == st["final_mode"] == mode
+        assert st.requested_mode == st.final_mode == mode
         sizes = line.split("'cudagraph_capture_sizes': [", 1)[1].split("]", 1)[0]
-        assert st["capture_sizes"] == [int(x) for x in sizes.split(",") if x.strip()]
-        assert st["device"] == line.split("device_config=", 1)[1].split(",", 1)[0]
+        assert st.capture_sizes == [int(x) for x in sizes.split(",") if x.strip()]
+        assert st.device == line.split("device_config=", 1)[1].split(",", 1)[0]
     backends = [ln.split("Using ", 1)[1].split(" backend.")[0] for ln in text.splitlines()
                 if re.search(r"\] Using \w+ backend\.$", ln)]  # fmt: skip
-    assert [b for st in starts for b in st["attention_backends"]] == backends
+    assert [b for st in starts for b in st.attention_backends] == backends
     assert run.meta["backend"] == backends[-1] and run.meta["device"] == "cpu"
 
 
@@ -77,12 +78,12 @@ def test_spec_decoding_sums_equal_the_log_lines(tmp_path: Path, log: Path) -> No
     assert lines, "the recording has SpecDecoding lines"
     _, starts = _starts(tmp_path, log)
     (st,) = starts
-    sd = st["spec_decoding"]
-    assert sd["lines"] == len(lines)
-    assert sd["drafted"] == sum(x["drafted"] for x in lines)
-    assert sd["accepted"] == sum(x["accepted"] for x in lines)
-    assert sd["per_position_last"] == lines[-1]["per_position"]
-    assert sd["acceptance_rate"] == pytest.approx(sd["accepted"] / sd["drafted"])
+    sd = st.spec_decoding
+    assert sd.lines == len(lines)
+    assert sd.drafted == sum(x["drafted"] for x in lines)
+    assert sd.accepted == sum(x["accepted"] for x in lines)
+    assert sd.per_position_last == lines[-1]["per_position"]
+    assert sd.acceptance_rate == pytest.approx(sd.accepted / sd.drafted)
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
@@ -91,14 +92,14 @@ def test_spec_decoding_equals_vllms_own_counters(tmp_path: Path, log: Path) -> N
     (recorded beside each log by scripts/record_vllm_serve.py)."""
     metrics = json.loads(log.with_suffix(".metrics.json").read_text())
     _, starts = _starts(tmp_path, log)
-    sd = starts[0]["spec_decoding"]
-    assert sd["drafted"] == metrics["vllm:spec_decode_num_draft_tokens"]
-    assert sd["accepted"] == metrics["vllm:spec_decode_num_accepted_tokens"]
-    if sd["lines"] == 1:  # one interval: its per-position rates are vLLM's per-position counts
+    sd = starts[0].spec_decoding
+    assert sd.drafted == metrics["vllm:spec_decode_num_draft_tokens"]
+    assert sd.accepted == metrics["vllm:spec_decode_num_accepted_tokens"]
+    if sd.lines == 1:  # one interval: its per-position rates are vLLM's per-position counts
         drafts = metrics["vllm:spec_decode_num_drafts"]
-        k = starts[0]["speculative"]["num_spec_tokens"]
+        k = starts[0].speculative.num_spec_tokens
         per_pos = [metrics[f"vllm:spec_decode_num_accepted_tokens_per_pos[{i}]"] for i in range(k)]
-        assert sd["per_position_last"] == [round(p / drafts, 3) for p in per_pos]
+        assert sd.per_position_last == [round(p / drafts, 3) for p in per_pos]
 
 
 def test_the_recordings_are_what_they_say() -> None:
@@ -126,10 +127,10 @@ def test_several_starts_are_kept_apart_and_summed(tmp_path: Path) -> None:
     assert len(starts) == len(LOGS) == 3
     for st, text in zip(starts, texts, strict=True):
         lines = _spec_lines(text)
-        assert st["spec_decoding"]["drafted"] == sum(x["drafted"] for x in lines)
-    assert {st["speculative"]["method"] for st in starts} == {"ngram", "mtp"}
+        assert st.spec_decoding.drafted == sum(x["drafted"] for x in lines)
+    assert {st.speculative.method for st in starts} == {"ngram", "mtp"}
     assert log_spec_totals(starts) is None  # never one acceptance rate over ngram and MTP
-    second = starts[1]["line"]
+    second = starts[1].line
     assert second > len(texts[0].splitlines()), "the second start begins in the second run"
     # the two ngram runs (same method and tokens): summed
     same = [p for p in LOGS if "mtp" not in p.name]
@@ -138,8 +139,8 @@ def test_several_starts_are_kept_apart_and_summed(tmp_path: Path) -> None:
     _, starts = _starts(tmp_path, both, "ngram")
     total = log_spec_totals(starts)
     assert total is not None and total["complete"] is True
-    assert total["drafted"] == sum(st["spec_decoding"]["drafted"] for st in starts)
-    assert total["accepted"] == sum(st["spec_decoding"]["accepted"] for st in starts)
+    assert total["drafted"] == sum(st.spec_decoding.drafted for st in starts)
+    assert total["accepted"] == sum(st.spec_decoding.accepted for st in starts)
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
@@ -147,8 +148,8 @@ def test_a_log_whose_last_interval_closed_is_complete(tmp_path: Path, log: Path)
     """Each recording logged an idle stats line after its last SpecDecoding line (vLLM prints
     the first idle interval after activity): its sum is whole (and equals /metrics above)."""
     _, starts = _starts(tmp_path, log)
-    sd = starts[0]["spec_decoding"]
-    assert sd["complete"] is True and "idle stats line" in sd["completeness"]
+    sd = starts[0].spec_decoding
+    assert sd.complete is True and "idle stats line" in sd.completeness
 
 
 def _killed_mid_traffic(tmp_path: Path) -> Path:
@@ -168,11 +169,11 @@ def test_a_log_cut_by_shutdown_is_a_lower_bound(
 ) -> None:
     log = _killed_mid_traffic(tmp_path)
     _, starts = _starts(tmp_path, log)
-    sd = starts[0]["spec_decoding"]
-    assert sd["complete"] is False
-    assert "lower bound" in sd["completeness"] and "shut down" in sd["completeness"]
+    sd = starts[0].spec_decoding
+    assert sd.complete is False
+    assert "lower bound" in sd.completeness and "shut down" in sd.completeness
     # the sum is still the lines' sum: marked, never padded
-    assert sd["drafted"] == sum(x["drafted"] for x in _spec_lines(log.read_text()))
+    assert sd.drafted == sum(x["drafted"] for x in _spec_lines(log.read_text()))
     from mlaprof.cli import main
 
     assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path / "t"),
@@ -234,8 +235,8 @@ def test_a_log_cut_after_its_config_line_still_imports(tmp_path: Path) -> None:
     head = tmp_path / "head.log"
     head.write_text("".join(lines[:cut]))
     _, starts = _starts(tmp_path, head)
-    assert [(st["version"], st["speculative"]["method"]) for st in starts] == [("0.32.0", "ngram")]
-    assert starts[0]["spec_decoding"] is None and not starts[0]["attention_backends"]
+    assert [(st.version, st.speculative.method) for st in starts] == [("0.32.0", "ngram")]
+    assert starts[0].spec_decoding is None and not starts[0].attention_backends
 
 
 def test_drafts_never_accepted_is_a_warning_only_where_the_log_says_so(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.engine_records import Acceptance, EngineStep
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.store.runkind import RunKind
@@ -34,14 +35,14 @@ def _records(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
     return out
 
 
-def engine_steps(events: pd.DataFrame) -> list[dict[str, Any]]:
+def engine_steps(events: pd.DataFrame) -> list[EngineStep]:
     """The plugin's per-step records (all ranks), in order."""
-    return _records(events, STEP_EVENT)
+    return [EngineStep.of(d) for d in _records(events, STEP_EVENT)]
 
 
-def acceptance(events: pd.DataFrame) -> list[dict[str, Any]]:
+def acceptance(events: pd.DataFrame) -> list[Acceptance]:
     """vLLM's acceptance counters per scheduler step (the EngineCore's records)."""
-    return _records(events, ACCEPT_EVENT)
+    return [Acceptance.of(d) for d in _records(events, ACCEPT_EVENT)]
 
 
 def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:

@@ -35,8 +35,8 @@ def log_evidence(run: Run) -> Evidence:
         tables=t,
         capture=cap,
         device=(
-            f"{starts[-1]['device']} (the engine config line's device_config)"
-            if starts and starts[-1].get("device")
+            f"{starts[-1].device} (the engine config line's device_config)"
+            if starts and starts[-1].device
             else "unknown (the log names no device_config)"
         ),
         provenance=prov,

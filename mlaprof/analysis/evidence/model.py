@@ -21,12 +21,15 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mlaprof.analysis.engine_records import Acceptance, EngineStep
     from mlaprof.analysis.sections import (
         Capture,
         EngineGroup,
+        EngineStart,
         TraceCoverage,
         TraceCpu,
         TracePath,
+        TraceSection,
         TraceSyncs,
         TraceTrust,
     )
@@ -76,8 +79,8 @@ class Evidence:
     capture: Capture
     device: str  # the device the numbers were measured on, or "unknown (why)"
     provenance: Provenance  # where the run's measured numbers come from
-    trace: dict[str, Any] | None = None
-    starts: list[dict[str, Any]] = field(default_factory=list)  # an engine log's server starts
+    trace: TraceSection | None = None
+    starts: list[EngineStart] = field(default_factory=list)  # an engine log's server starts
     # rank, step, fix: the S a trace's steps are judged against (their grids count padding rows)
     reference: pd.DataFrame | None = None
     # rank, step -> n_layers, S, median_ns: a trace's per-step layer aggregates (step_stats)
@@ -93,8 +96,8 @@ class Evidence:
     # the engines a trace's ranks show (analysis.engines; None: one rank, or no such evidence)
     engines: list[EngineGroup] | None = None
     # an engine's own records: the worker's per-step rows and the scheduler's acceptance
-    engine_steps: list[dict[str, Any]] = field(default_factory=list)
-    acceptance: list[dict[str, Any]] = field(default_factory=list)
+    engine_steps: list[EngineStep] = field(default_factory=list)
+    acceptance: list[Acceptance] = field(default_factory=list)
     # a live engine recorded this run (its steps may not be in yet): the engine views apply
     records_engine: bool = False
 

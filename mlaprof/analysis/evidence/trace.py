@@ -23,6 +23,7 @@ from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.analysis.steps import trace_steps
 from mlaprof.analysis.syncs import D2H_OPS, SYNC_CALLS, sync_evidence
 from mlaprof.analysis.trust import trust_by_rank, trust_summary
+from mlaprof.analysis.typed_json import from_json
 from mlaprof.analysis.variants import trace_paths
 from mlaprof.store.runkind import RunKind
 
@@ -81,6 +82,11 @@ def trace_evidence(run: Run) -> Evidence:
     prov_text = str(c.pop("provenance", prov))
     cap = capture(status, prov_text, why=str(c.get("evidence") or ""), **c)
     tr["capture"] = cap
+    # the trace's own analysis, handed over typed: its analyzers' sections pass as they are, the
+    # rest (checks, replay time, steps) is read into its section types here, once
+    from mlaprof.analysis.sections import TraceSection
+
+    section = from_json(TraceSection, tr, "trace")
     device = str(run.meta.get("device") or "")
     return Evidence(
         kind=RunKind.TRACE,
@@ -92,16 +98,16 @@ def trace_evidence(run: Run) -> Evidence:
         capture=cap,
         device=device or "unknown (the trace does not name its device)",
         provenance=prov,
-        trace=tr,
+        trace=section,
         reference=reference,
         step_stats=stats,
-        kernel_paths=tr["paths"],
+        kernel_paths=section.paths,
         step_modes=cap,
-        trust=tr["trust"],
-        trust_by_rank=tr["trust_by_rank"],
-        host_syncs=tr["syncs"],
-        coverage=tr["coverage"],
-        cpu=tr["cpu"],
+        trust=section.trust,
+        trust_by_rank=section.trust_by_rank,
+        host_syncs=section.syncs,
+        coverage=section.coverage,
+        cpu=section.cpu,
         engines=engines,
     )
 
