@@ -4,6 +4,10 @@ as ``bench/huge_trace.py`` measures it):
 
 - ``bomb-json``: a 1.45 MB ``.pt.trace.json.gz`` inflating to 1.5 GB (``import kineto``);
 - ``bomb-log``: the same bytes as a ``.log.gz`` (``import vllm-log``);
+- ``bomb-json-valid``: the same size of inflated trace that is valid JSON as far as it goes
+  (a streamed parse reads on until the limit; zeros are refused at once as invalid JSON);
+- ``kineto-<N>k``: a Kineto trace of N thousand events (graph replays, Kineto's layout)
+  (``import kineto``);
 - ``log-<N>MB``: a real vLLM log (``tests/data/vllm/cpu_mtp_serve.log``, written by vLLM's own
   logger) repeated to N MB: one server start per copy (``import vllm-log``).
 
@@ -41,6 +45,49 @@ def bomb(path: Path, inflated: int) -> Path:
     with gzip.open(path, "wb", compresslevel=9) as z:
         for _ in range(inflated // MIB):
             z.write(block)
+    return path
+
+
+def json_bomb(path: Path, inflated: int) -> Path:
+    """A trace that is valid JSON as far as it goes (``traceEvents`` of metadata events), so a
+    streamed parse reads on until the inflate limit refuses it."""
+    unit = b'{"ph": "M", "args": {"name": "' + b"x" * 1000 + b'"}}, '
+    block = unit * (MIB // len(unit))
+    with gzip.open(path, "wb", compresslevel=9) as z:
+        z.write(b'{"traceEvents": [')
+        for _ in range(inflated // len(block)):
+            z.write(block)
+    return path
+
+
+def kineto_trace(path: Path, events: int, layers: int = 61) -> Path:
+    """A PyTorch-profiler trace of ``events`` events, laid out as Kineto writes them (one key per
+    line, fractional microseconds, ``baseTimeNanoseconds`` after the events): CUDA-graph replays
+    of ``layers`` layers, each replay a ``cudaGraphLaunch`` and 4 kernels a layer (the MLA
+    decode's stage 1 and 2 among them), every kernel correlated to its launch."""
+    names = ("void rmsnorm_kernel<c10::BFloat16>(...)", "_fwd_grouped_kernel_stage1",
+             "_fwd_kernel_stage2", "void cutlass::Kernel2<gemm>(...)")  # fmt: skip
+    per_replay = 1 + 4 * layers
+    t = 1_700_000_000_000
+    with open(path, "w") as f:
+        f.write('{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],'
+                '\n  "traceEvents": [\n')  # fmt: skip
+        for r in range(events // per_replay):
+            corr = 1000 + r
+            sep = ",\n" if r else ""
+            f.write(f'{sep}  {{\n    "ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", '
+                    f'"pid": 4242, "tid": 4242,\n    "ts": {t}.125, "dur": 7.5,\n    "args": {{\n'
+                    f'      "cbid": 311, "correlation": {corr}\n    }}\n  }}')  # fmt: skip
+            t += 10
+            for k in range(4 * layers):
+                f.write(f',\n  {{\n    "ph": "X", "cat": "kernel", "name": "{names[k % 4]}", '
+                        f'"pid": 0, "tid": 7,\n    "ts": {t}.{k % 1000:03d}, "dur": 3.{k:03d},\n'
+                        f'    "args": {{\n      "device": 0, "stream": 7, "correlation": {corr}, '
+                        f'"grid": [4, 1, 8], "block": [128, 1, 1]\n    }}\n  }}')  # fmt: skip
+                t += 5
+            t += 100
+        f.write('\n  ],\n  "traceName": "trace.json",\n  "displayTimeUnit": "ms",\n'
+                '  "baseTimeNanoseconds": 1700000000000000000\n}\n')  # fmt: skip
     return path
 
 
@@ -84,6 +131,11 @@ def main() -> None:
         for case in args.cases.split(","):
             if case == "bomb-json":
                 inputs[case] = ("kineto", bomb(work / "trace.pt.trace.json.gz", 1500 * MIB))
+            elif case == "bomb-json-valid":
+                inputs[case] = ("kineto", json_bomb(work / "valid.pt.trace.json.gz", 1500 * MIB))
+            elif case.startswith("kineto-"):  # kineto-<N>k events
+                n = int(case.removeprefix("kineto-").removesuffix("k")) * 1000
+                inputs[case] = ("kineto", kineto_trace(work / f"{case}.pt.trace.json", n))
             elif case == "bomb-log":
                 inputs[case] = ("vllm-log", bomb(work / "serve.log.gz", 1500 * MIB))
             elif case.startswith("log-"):

@@ -9,6 +9,9 @@ libraries and every thread) with the wall time and the machine's load when it ra
 
     nice -n 10 python bench/huge_trace.py --dispatches 11000000 --json bench/results/huge_trace.json
 
+``--only`` picks commands (e.g. ``--only "import,export csv"``), ``--timeout`` kills a command
+that runs past it (recorded as ``timed_out``, with the peak so far).
+
 Targets (whole process): import <= 1.5 GB, every other command <= 1 GB.
 """
 
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,14 +50,23 @@ COMMANDS = (
 )  # fmt: skip
 
 
-def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
-    """One command in a fresh process: exit code, wall seconds, peak RSS (MiB) of the process."""
+def measure(
+    argv: list[str], env: dict[str, str], timeout: float | None = None
+) -> dict[str, object]:
+    """One command in a fresh process: exit code, wall seconds, peak RSS (MiB) of the process;
+    past ``timeout`` seconds it is killed and marked ``timed_out`` (its peak is the peak so far)."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "mlaprof", *argv], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    timer = threading.Timer(timeout, p.kill) if timeout else None
+    if timer:
+        timer.start()
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
+    timed_out = bool(timer) and not timer.is_alive()
+    if timer:
+        timer.cancel()
     err = p.stderr.read().decode(errors="replace") if p.stderr else ""
     p.returncode = os.waitstatus_to_exitcode(status)
     return {
@@ -64,6 +77,7 @@ def measure(argv: list[str], env: dict[str, str]) -> dict[str, object]:
         "load_before": load,
         "load_after": os.getloadavg()[0],
         **({"error": err.strip().splitlines()[-1][:300]} if p.returncode and err.strip() else {}),
+        **({"timed_out": True, "timeout_s": timeout} if timed_out else {}),
     }
 
 
@@ -97,6 +111,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--timeout", type=float, help="kill a command after this many seconds")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="mlaprof-huge-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -120,7 +135,7 @@ def main() -> None:
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
             fill = {"csv": str(csv_path), "traces": str(traces), "out": str(dest)}
-            res = measure([a.format(**fill) for a in argv], env)
+            res = measure([a.format(**fill) for a in argv], env, args.timeout)
             res["target_mib"] = TARGET_MIB.get(label, 1024)
             res["within_target"] = res["rc"] == 0 and res["peak_rss_mib"] <= res["target_mib"]
             results[label] = res

@@ -361,39 +361,33 @@ class TritonBackend:
         b, qlen, h, _ = inp.q_nope.shape
         block_h = g.block_h_for(qlen)
         grid1 = (-(-h // block_h), b, s)
-        if tma_pages(cfg, meta.page_size):
-            args = _stage1_args(inp, meta, part_o, part_lse, s)
-            kn_desc, kp_desc = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n)
-            self._c1 = g.mla_verify_stage1_hopper_tma[grid1](
-                *args[:3], kn_desc, kp_desc, *args[3:],
-                QP=g.ROWS // block_h,
-                BLOCK_H=block_h,
-                BLOCK_N=cfg.gluon_block_n,
-                PAGE=meta.page_size,
-                NUM_BUF=cfg.gluon_buffers,
-                DEVICE_SPLITS=self.device_splits,
-                MIN_CHUNK=cfg.split_min_chunk,
-                PREFETCH=cfg.gluon_l2_prefetch,
-                EARLY_ISSUE=cfg.gluon_early_issue,
-                num_warps=g.NUM_WARPS,
-            )  # fmt: skip
-            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
-        self._c1 = g.mla_verify_stage1_hopper[grid1](
-            *_stage1_args(inp, meta, part_o, part_lse, s),
+        # what both sm_90 stage-1 kernels take; each adds its own pipeline options
+        common = dict(
             QP=g.ROWS // block_h,
             BLOCK_H=block_h,
             BLOCK_N=cfg.gluon_block_n,
             PAGE=meta.page_size,
             NUM_BUF=cfg.gluon_buffers,
+            DEVICE_SPLITS=self.device_splits,
+            MIN_CHUNK=cfg.split_min_chunk,
+            PREFETCH=cfg.gluon_l2_prefetch,
+            num_warps=g.NUM_WARPS,
+        )
+        args = _stage1_args(inp, meta, part_o, part_lse, s)
+        if tma_pages(cfg, meta.page_size):
+            kn_desc, kp_desc = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n)
+            self._c1 = g.mla_verify_stage1_hopper_tma[grid1](
+                *args[:3], kn_desc, kp_desc, *args[3:], **common,
+                EARLY_ISSUE=cfg.gluon_early_issue,
+            )  # fmt: skip
+            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
+        self._c1 = g.mla_verify_stage1_hopper[grid1](
+            *args, **common,
             OVERLAP=cfg.gluon_overlap,
             LAZY_SUM=cfg.gluon_lazy_sum,
             PHASES=cfg.gluon_phases,
-            PREFETCH=cfg.gluon_l2_prefetch,
             EARLY_ISSUE=cfg.gluon_early_issue and not cfg.gluon_overlap,
-            DEVICE_SPLITS=self.device_splits,
-            MIN_CHUNK=cfg.split_min_chunk,
-            num_warps=g.NUM_WARPS,
-        )
+        )  # fmt: skip
         return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
 
     def _launch_triton(

@@ -109,6 +109,12 @@ class _Sink:
         self.base_ns = base_ns  # every timestamp is written relative to it
         self.counts = {"slices": 0, "counters": 0, "flows": 0}
 
+    def slice(self, text: str) -> None:
+        """An X event already written as JSON (:func:`_kernel_text`)."""
+        self.f.write(("," if self.n else "") + text)
+        self.n += 1
+        self.counts["slices"] += 1
+
     def __call__(self, e: dict[str, Any]) -> None:
         self.f.write(("," if self.n else "") + _dump(e, self.base_ns))
         self.n += 1
@@ -349,11 +355,15 @@ def _rank_host_and_kernels(
             pids["gpu", dev] = tracks.process(name)
         pid = pids["gpu", dev]
         tid = tracks.thread(pid, f"stream {stream}" + (f" lane {lane}" if lane else ""))
-        args = {c: k[c] for c in _KERNEL_ARGS if k[c] is not None}
-        args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
-        args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
-        emit({"ph": "X", "cat": "kernel", "name": k["name"] or "kernel", "pid": pid, "tid": tid,
-              "ts": _ts(s), "dur": _dur(e - s), "args": args})  # fmt: skip
+        text = _kernel_text(k, pid, tid, s, e, emit.base_ns)
+        if text is not None:
+            emit.slice(text)
+        else:
+            args = {c: k[c] for c in _KERNEL_ARGS if k[c] is not None}
+            args["grid"] = [k["grid_x"], k["grid_y"], k["grid_z"]]
+            args["block"] = [k["block_x"], k["block_y"], k["block_z"]]
+            emit({"ph": "X", "cat": "kernel", "name": k["name"] or "kernel", "pid": pid,
+                  "tid": tid, "ts": _ts(s), "dur": _dur(e - s), "args": args})  # fmt: skip
         launch = launches.get(k["correlation"]) if k["correlation"] is not None else None
         if launch is not None:
             flow_id += 1
@@ -399,6 +409,37 @@ def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
         emit({"ph": "C", "pid": PID_MLAPROF,
               "name": f"capture memory {m['graph_mode'] or ''}".strip() + tag,
               "ts": _ts(t0 + i * 1000), "args": {"bytes": b, "capture_size": m["capture_size"] or 0}})  # fmt: skip
+
+
+_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+
+
+def _kernel_text(k: dict[str, Any], pid: int, tid: int, s: Any, e: Any, base: int) -> str | None:
+    """A kernel's X event as :func:`_dump` writes it, without ``json.dumps`` and the marker
+    passes (they were most of a big export's time); None for a row it does not cover (a value
+    not an int, a name that is not text or carries a marker), which goes through :func:`_dump`."""
+    name = k["name"] or "kernel"
+    if type(name) is not str or "@mlaprof-" in name or type(s) is not int or type(e) is not int:
+        return None
+    parts = []
+    for c in _KERNEL_ARGS:
+        v = k[c]
+        if v is not None:
+            if type(v) is not int:
+                return None
+            parts.append(f'"{c}":{v}')
+    dims = []
+    for c in _DIMS:
+        v = k[c]
+        if v is not None and type(v) is not int:
+            return None
+        dims.append("null" if v is None else str(v))
+    parts.append(f'"grid":[{",".join(dims[:3])}]')
+    parts.append(f'"block":[{",".join(dims[3:])}]')
+    return (
+        f'{{"ph":"X","cat":"kernel","name":{json.dumps(name)},"pid":{pid},"tid":{tid},'
+        f'"ts":{_rel_us(s - base)},"dur":{_rel_us(e - s)},"args":{{{",".join(parts)}}}}}'
+    )
 
 
 def _dump(obj: Any, base_ns: int = 0) -> str:

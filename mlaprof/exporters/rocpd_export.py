@@ -28,6 +28,7 @@ import secrets
 import sqlite3
 import time
 import uuid as _uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,8 @@ from mlaprof.formats.rocpd_schema import (
     RANGE_OP,
 )
 from mlaprof.importers.common import agent_index
-from mlaprof.store.rows import iter_rows
+from mlaprof.store.rows import iter_batches, iter_rows, typed
+from mlaprof.store.schema import TABLES
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -272,40 +274,17 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     n_kernels = 0
     t0: int | None = None
     t1: int | None = None
-    for k in iter_rows(run, "kernels"):
-        name = k["name"] if k["name"] is not None else "<unnamed>"
-        a, q, st, sym = kernel_refs(name, k["device"], k["stream"])
-        c = k["correlation"]
+    for kname, dev, stream, c, start, end, bx, by, bz, gx, gy, gz, extdata in _kernels(run):
+        name = kname if kname is not None else "<unnamed>"
+        a, q, st, sym = kernel_refs(name, dev, stream)
         ev = event(cat_kernel, c, c, "{}")
-        if k["start_ns"] is not None and (t0 is None or k["start_ns"] < t0):
-            t0 = k["start_ns"]
-        if k["end_ns"] is not None and (t1 is None or k["end_ns"] > t1):
-            t1 = k["end_ns"]
-        extra = {c: k[c] for c in k if c != "rank"}
+        if start is not None and (t0 is None or start < t0):
+            t0 = start
+        if end is not None and (t1 is None or end > t1):
+            t1 = end
         n_kernels += 1
-        out.add(
-            kd_sql,
-            (
-                guid,
-                main_tid,
-                a,
-                sym,
-                n_kernels,
-                q,
-                st,
-                k["start_ns"] or 0,
-                k["end_ns"] or 0,
-                k["block_x"] or 0,
-                k["block_y"] or 0,
-                k["block_z"] or 0,
-                k["grid_x"] or 0,
-                k["grid_y"] or 0,
-                k["grid_z"] or 0,
-                sid(name),
-                ev,
-                json.dumps({"mlaprof": extra}),
-            ),
-        )
+        out.add(kd_sql, (guid, main_tid, a, sym, n_kernels, q, st, start or 0, end or 0, bx or 0,
+                         by or 0, bz or 0, gx or 0, gy or 0, gz or 0, sid(name), ev, extdata))  # fmt: skip
     con.execute(
         f"UPDATE {t['info_process']} SET init = ?, fini = ?, start = ?, end = ? WHERE id = 1",
         (t0, t1, t0, t1),
@@ -441,6 +420,51 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         "memory_copy": n_copy,
         "memory_allocate": n_alloc,
     }
+
+
+_KERNEL_FIELDS = ["name", "device", "stream", "correlation", "start_ns", "end_ns", "block_x",
+                  "block_y", "block_z", "grid_x", "grid_y", "grid_z"]  # fmt: skip
+
+
+def _kernels(run: Run) -> Iterator[tuple[Any, ...]]:
+    """Every rank's kernels as (the ``_KERNEL_FIELDS``..., ``extdata`` JSON), in storage order.
+    A rank with typed columns goes an Arrow batch at a time, its ``extdata`` text built column
+    by column (what ``json.dumps`` writes: a name's JSON once per distinct name, integers as
+    digits, null); one whose database holds other values goes a row at a time through
+    ``json.dumps``. The per-row dict and ``json.dumps`` were most of an 11M-kernel export."""
+    cols = [c for c, _ in TABLES["kernels"]]
+    for rank in run.ranks:
+        if not typed(run, "kernels", rank, cols):
+            for k in iter_rows(run, "kernels", rank):
+                extra = {c: k[c] for c in k if c != "rank"}
+                yield (*(k[c] for c in _KERNEL_FIELDS), json.dumps({"mlaprof": extra}))
+            continue
+        for batch in iter_batches(run, "kernels", rank, cols):
+            if batch.num_rows:
+                ext = _extdata(batch, cols)
+                yield from zip(*(batch.column(c).to_pylist() for c in _KERNEL_FIELDS),
+                               ext.to_pylist(), strict=True)  # fmt: skip
+
+
+def _extdata(batch: Any, cols: list[str]) -> Any:
+    """``json.dumps({"mlaprof": row})`` of each row of a typed kernel batch, as one Arrow
+    column (integers and text only: what :func:`mlaprof.store.rows.typed` let through)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pieces: list[Any] = []
+    for i, c in enumerate(cols):
+        pieces.append(('{"mlaprof": {' if i == 0 else ", ") + json.dumps(c) + ": ")
+        col = batch.column(c)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            uniq = pc.unique(col.drop_null())
+            text = pa.array([json.dumps(u) for u in uniq.to_pylist()], pa.string())
+            col = text.take(pc.index_in(col, value_set=uniq))
+        else:
+            col = col.cast(pa.string())
+        pieces.append(pc.fill_null(col, "null"))
+    pieces.append("}}")
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 def _unique_correlations(run: Run) -> tuple[int, bool]:

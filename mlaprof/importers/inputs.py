@@ -106,11 +106,10 @@ def read_text(path: Path, what: str) -> str:
         ) from None
 
 
-def text_lines(path: Path, what: str) -> Iterator[str]:
-    """The file's text a line at a time (split at ``\n`` only: a ``\r`` stays in its line,
-    as progress bars write them), decoded incrementally: memory is a chunk and a line."""
+def text_chunks(path: Path, what: str) -> Iterator[str]:
+    """The file's text a chunk at a time, decoded incrementally (a character split between two
+    chunks is held back); binary or undecodable input is an error naming the file."""
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
-    pending: list[str] = []  # the pieces of a line that is not ended yet (joined once, at its end)
     offset = 0  # bytes decoded before this chunk (for the error's byte position)
     probe = 0
     final = False
@@ -129,6 +128,15 @@ def text_lines(path: Path, what: str) -> Iterator[str]:
                 f"{path} is not UTF-8 text ({what}): {e.reason} at byte {offset + e.start}"
             ) from None
         offset += len(block or b"")
+        if text:
+            yield text
+
+
+def text_lines(path: Path, what: str) -> Iterator[str]:
+    """The file's text a line at a time (split at ``\n`` only: a ``\r`` stays in its line,
+    as progress bars write them), decoded incrementally: memory is a chunk and a line."""
+    pending: list[str] = []  # the pieces of a line that is not ended yet (joined once, at its end)
+    for text in text_chunks(path, what):
         start = 0
         while (end := text.find("\n", start)) >= 0:
             pending.append(text[start:end])

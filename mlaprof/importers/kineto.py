@@ -17,7 +17,9 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store_kernels
-from mlaprof.importers.common import ImportSummary, parse_json, read_text, to_int, us_to_ns
+from mlaprof.importers.common import ImportSummary, parse_json, to_int, us_to_ns
+from mlaprof.importers.inputs import text_chunks
+from mlaprof.importers.json_stream import RESET, StreamedDocument
 from mlaprof.importers.kineto_folder import (
     TraceFile,
     assign_ranks,
@@ -25,7 +27,7 @@ from mlaprof.importers.kineto_folder import (
     distributed_rank,
     folder_files,
 )
-from mlaprof.importers.kineto_steps import CpuActivity, cpu_activity, cpu_tables
+from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables
 from mlaprof.importers.rocprof import _sum_counts
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.kernel_table import KernelMatcher
@@ -80,22 +82,29 @@ def parse(path: Path, text: str) -> dict[str, Any]:
     return dict(doc)
 
 
-def load_events(
-    path: Path, doc: Mapping[str, Any]
-) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], int]:
-    """(kernel rows, api rows, transfer rows, number of graph launches)."""
-    base_v = doc.get("baseTimeNanoseconds", 0)
-    base = to_int(base_v, "baseTimeNanoseconds") or 0
-    kernels: list[tuple[int, list[Any]]] = []
-    launches: list[tuple[int, int]] = []  # (start, correlation)
-    api: list[list[Any]] = []
-    xfer: list[list[Any]] = []
-    for i, ev in enumerate(doc["traceEvents"]):
-        where = f"{path} event {i}"
+class EventRows:
+    """The kernel, runtime and transfer rows of one trace, an event at a time (so a streamed
+    trace never needs its events at once); times are relative until :meth:`rows` adds the
+    base (Kineto writes ``baseTimeNanoseconds`` after the events)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.kernels: list[tuple[int, list[Any]]] = []
+        self.launches: list[tuple[int, int]] = []  # (start, correlation)
+        self.api: list[list[Any]] = []
+        self.xfer: list[list[Any]] = []
+        self._names: dict[str, str] = {}  # one string per distinct name (they repeat by the 1000)
+
+    def _name(self, v: Any) -> str:
+        s = str(v)
+        return self._names.setdefault(s, s)
+
+    def add(self, i: int, ev: Any) -> None:
+        where = f"{self.path} event {i}"
         if not isinstance(ev, Mapping):
             raise MlaprofError(f"{where}: not an object")
         if ev.get("ph") != "X":
-            continue
+            return
         cat = str(ev.get("cat", "")).lower()
         args = ev.get("args") or {}
         if not isinstance(args, Mapping):
@@ -104,11 +113,11 @@ def load_events(
         if cat in KERNEL_CATS:
             if name is None:
                 raise MlaprofError(f"{where}: kernel event without a name")
-            start, end = _times(ev, base, where)
+            start, end = _times(ev, 0, where)
             grid = _dim3(args.get("grid"), "grid")
             block = _dim3(args.get("block"), "block")
             row = [
-                str(name),
+                self._name(name),
                 start,
                 end,
                 to_int(args.get("device", _maybe_int(ev.get("pid"))), f"{where} device"),
@@ -120,13 +129,13 @@ def load_events(
                 to_int(args.get("graph node id"), f"{where} graph node id"),
                 None,
             ]
-            kernels.append((i, row))
+            self.kernels.append((i, row))
         elif cat in MEMCPY_CATS:
-            start, end = _times(ev, base, where)
-            xfer.append(
+            start, end = _times(ev, 0, where)
+            self.xfer.append(
                 [
                     "MEMORY_COPY" if cat == "gpu_memcpy" else "MEMORY_SET",
-                    str(name),
+                    self._name(name),
                     None,
                     None if args.get("device") is None else str(args.get("device")),
                     to_int(args.get("bytes"), f"{where} bytes"),
@@ -137,14 +146,14 @@ def load_events(
                 ]
             )
         elif cat in API_CATS:
-            start, end = _times(ev, base, where)
+            start, end = _times(ev, 0, where)
             corr = to_int(args.get("correlation"), f"{where} correlation")
             if "graphlaunch" in str(name).lower() and corr is not None:
-                launches.append((start, corr))
-            api.append(
+                self.launches.append((start, corr))
+            self.api.append(
                 [
-                    cat,
-                    str(name),
+                    self._name(cat),
+                    self._name(name),
                     _maybe_int(ev.get("pid")),
                     _maybe_int(ev.get("tid")),
                     corr,
@@ -152,16 +161,85 @@ def load_events(
                     end,
                 ]
             )
-    replay_of = {corr: r for r, (_, corr) in enumerate(sorted(launches))}
-    krows = []
-    for _, row in sorted(kernels, key=lambda t: (t[1][1], t[0])):
-        row[-1] = replay_of.get(row[5])
-        krows.append(row)
-    return krows, api, xfer, len(launches)
+
+    def rows(self, base: int) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], int]:
+        """(kernel rows, api rows, transfer rows, number of graph launches), times + ``base``."""
+        replay_of = {corr: r for r, (_, corr) in enumerate(sorted(self.launches))}
+        krows = []
+        for _, row in sorted(self.kernels, key=lambda t: (t[1][1], t[0])):
+            row[-1] = replay_of.get(row[5])
+            row[1] += base
+            row[2] += base
+            krows.append(row)
+        for row in self.api:
+            row[5] += base
+            row[6] += base
+        for row in self.xfer:
+            row[7] += base
+            row[8] += base
+        self.kernels = []
+        return krows, self.api, self.xfer, len(self.launches)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    doc = parse(path, read_text(path, "Kineto JSON trace"))
+def _base(doc: Mapping[str, Any]) -> int:
+    return to_int(doc.get("baseTimeNanoseconds", 0), "baseTimeNanoseconds") or 0
+
+
+def load_events(
+    path: Path, doc: Mapping[str, Any]
+) -> tuple[list[list[Any]], list[list[Any]], list[list[Any]], int]:
+    """(kernel rows, api rows, transfer rows, number of graph launches) of a parsed trace."""
+    base = _base(doc)
+    acc = EventRows(path)
+    for i, ev in enumerate(doc["traceEvents"]):
+        acc.add(i, ev)
+    return acc.rows(base)
+
+
+@dataclass
+class Scanned:
+    """One trace file read in a single streamed pass: its top-level members (all but the
+    events), its rows and its CPU-side activity."""
+
+    doc: dict[str, Any]
+    rows: tuple[list[list[Any]], list[list[Any]], list[list[Any]], int]
+    cpu: CpuActivity
+
+
+def scan(path: Path, events: bool = True) -> Scanned:
+    """Read a Kineto trace without holding its events: each is turned into rows as it is decoded
+    (``events=False``: the top-level members only). Errors come in ``json.loads``'s order:
+    invalid JSON first, then the document's shape, then the first bad event."""
+    stream = StreamedDocument(
+        text_chunks(path, "Kineto JSON trace"), "traceEvents", path, parse_float=Decimal
+    )
+    acc, cpu = EventRows(path), CpuScan(str(path))
+    first_error: MlaprofError | None = None
+    i = 0
+    for ev in stream.elements():
+        if ev is RESET:  # a repeated traceEvents: json.loads keeps the last one only
+            acc, cpu, first_error, i = EventRows(path), CpuScan(str(path)), None, 0
+            continue
+        if events and first_error is None:
+            try:
+                acc.add(i, ev)
+                cpu.add(i, ev)
+            except MlaprofError as e:
+                first_error = e  # raised once the whole file is known to be valid JSON
+        i += 1
+    doc = stream.top
+    if "traceEvents" not in doc:
+        raise MlaprofError(f"{path}: not a Kineto/Chrome trace (no 'traceEvents')")
+    if doc["traceEvents"] is not StreamedDocument.STREAMED:
+        raise MlaprofError(f"{path}: 'traceEvents' is not a list")
+    _own_export(path, doc)
+    if first_error is not None:
+        raise first_error
+    base = _base(doc)
+    return Scanned(doc, acc.rows(base), cpu.result(base))
+
+
+def _own_export(path: Path, doc: Mapping[str, Any]) -> None:
     own = doc.get("otherData")
     if isinstance(own, dict) and own.get("mlaprof_run") is not None:
         run = str(own["mlaprof_run"])[:200]
@@ -171,7 +249,6 @@ def _load(path: Path) -> dict[str, Any]:
             f"itself (mlaprof report {run}), or carry it over as rocpd (mlaprof export {run} "
             "--format rocpd, then mlaprof import rocprof FILE)"
         )
-    return doc
 
 
 @dataclass
@@ -186,8 +263,9 @@ class _Rank:
     device: str | None = None
     vllm_version: str | None = None
 
-    def add(self, path: Path, doc: Mapping[str, Any]) -> None:
-        krows, api, xfer, n_launch = load_events(path, doc)
+    def add(self, sc: Scanned) -> None:
+        doc = sc.doc
+        krows, api, xfer, n_launch = sc.rows
         offset = self.launches  # replays numbered over the rank's files
         for row in krows:
             if row[-1] is not None:
@@ -196,8 +274,7 @@ class _Rank:
         self.api += api
         self.xfer += xfer
         self.launches += n_launch
-        base = to_int(doc.get("baseTimeNanoseconds", 0), "baseTimeNanoseconds") or 0
-        self.cpu.append(cpu_activity(doc, base, str(path)))
+        self.cpu.append(sc.cpu)
         self.device = self.device or _device_name(doc)
         v = doc.get("vllm_version")
         self.vllm_version = self.vllm_version or (None if v is None else str(v)[:40])
@@ -229,7 +306,7 @@ def import_kineto(
         pairs = []
         for tf in files:
             if tf.role != "frontend":
-                dist = None if tf.rank is not None else distributed_rank(_load(tf.path))
+                dist = None if tf.rank is not None else distributed_rank(scan(tf.path, False).doc)
                 pairs.append((tf, dist))
         if not pairs:
             raise _frontend_error(frontends[0].path)
@@ -270,14 +347,14 @@ def import_kineto(
             r = _Rank()
             for tf in tfs:
                 w.reading(tf.path)
-                doc = _load(tf.path)
-                dist = distributed_rank(doc)
+                sc = scan(tf.path)
+                dist = distributed_rank(sc.doc)
                 if path.is_dir() and None not in (tf.rank, dist) and tf.rank != dist:
                     raise MlaprofError(
                         f"{tf.path.name}: its name says rank {tf.rank}, its distributedInfo "
                         f"rank {dist}"
                     )
-                r.add(tf.path, doc)
+                r.add(sc)
                 summary.files.append(str(tf.path))
             if not r.kernels and not r.api:
                 raise MlaprofError(f"{tfs[0].path}: no kernel or runtime events found")

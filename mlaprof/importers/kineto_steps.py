@@ -70,30 +70,51 @@ def is_empty(f: dict[str, int]) -> bool:
     return not (f.get("creq") or f.get("greq") or f.get("ctok") or f.get("gtok"))
 
 
-def cpu_activity(doc: Mapping[str, Any], base: int, where: str) -> CpuActivity:
-    out = CpuActivity()
-    for i, ev in enumerate(doc["traceEvents"]):
+class CpuScan:
+    """:class:`CpuActivity` gathered an event at a time; times are relative until
+    :meth:`result` adds the trace's base."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.out = CpuActivity()
+
+    def add(self, i: int, ev: Any) -> None:
+        out = self.out
         if not isinstance(ev, Mapping) or ev.get("ph") != "X":
-            continue
+            return
         cat = str(ev.get("cat", "")).lower()
         name = str(ev.get("name"))
         if cat == "cpu_op":
             out.cpu_ops += 1
             if name in CPU_MLA_INNER_OPS:
                 out.inner[name] = out.inner.get(name, 0) + 1
-                continue
+                return
             if name not in CPU_MLA_LAYER_OPS:
-                continue
+                return
         elif cat not in STEP_CATS or not name.startswith("execute_"):
-            continue
-        start = us_to_ns(ev.get("ts"), f"{where} event {i} ts") + base
-        end = start + us_to_ns(ev.get("dur", 0), f"{where} event {i} dur")
+            return
+        start = us_to_ns(ev.get("ts"), f"{self.where} event {i} ts")
+        end = start + us_to_ns(ev.get("dur", 0), f"{self.where} event {i} dur")
         pid = ev.get("pid") if isinstance(ev.get("pid"), int) else 0  # Kineto pids can be labels
         if cat == "cpu_op":
             out.layers.append((start, end, pid, name))
         elif (f := step_fields(name)) is not None:
             out.steps.append((start, end, pid, f))
-    return out
+
+    def result(self, base: int) -> CpuActivity:
+        out = self.out
+        if base:
+            out.steps = [(s + base, e + base, p, f) for s, e, p, f in out.steps]
+            out.layers = [(s + base, e + base, p, n) for s, e, p, n in out.layers]
+        return out
+
+
+def cpu_activity(doc: Mapping[str, Any], base: int, where: str) -> CpuActivity:
+    """The CPU-side activity of a parsed trace."""
+    acc = CpuScan(where)
+    for i, ev in enumerate(doc["traceEvents"]):
+        acc.add(i, ev)
+    return acc.result(base)
 
 
 def _outermost(spans: list[tuple[int, int, int, str]]) -> list[tuple[int, int, int, str]]:

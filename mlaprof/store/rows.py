@@ -64,3 +64,61 @@ def count_rows(run: Run, table: str, rank: int) -> int:
         raise MlaprofError(f"{path} cannot be read: {e}") from None
     side = run.side_tables(rank).get(table)
     return n + (side.rows if side is not None else 0)
+
+
+_ARROW_TYPES = {"INTEGER": "int64", "TEXT": "string", "REAL": "float64"}
+
+
+def iter_batches(run: Run, table: str, rank: int, columns: list[str]) -> Iterator[Any]:
+    """``columns`` of ``table``'s rows of ``rank`` as Arrow record batches of at most
+    ``columnar.ROW_BATCH`` rows, in :func:`iter_rows`'s order (the database's rows, then the
+    import's columnar ones), text plain (never dictionary-encoded): for exporters that write a
+    batch at a time instead of a Python object per value."""
+    if table not in TABLES:
+        raise MlaprofError(f"unknown table {table!r}")
+    pa = columnar._pa()
+    types = dict(TABLES[table])
+    schema = pa.schema([(c, _ARROW_TYPES.get(types[c], "string")) for c in columns])
+    path = Path(run.path) / f"rank{rank}.db"
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            cur = con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid")
+            while chunk := cur.fetchmany(columnar.ROW_BATCH):
+                cols = [list(c) for c in zip(*chunk, strict=True)]
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(v, type=f.type) for v, f in zip(cols, schema, strict=True)],
+                    schema=schema,
+                )
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise MlaprofError(f"{path} cannot be read: {e}") from None
+    side = run.side_tables(rank).get(table)
+    if side is not None:
+        for batch in columnar.batches(side, columns):
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(c).cast(f.type) for c, f in zip(columns, schema, strict=True)],
+                schema=schema,
+            )
+
+
+def typed(run: Run, table: str, rank: int, columns: list[str]) -> bool:
+    """Whether ``rank``'s database rows of ``table`` hold in ``columns`` only what the columns
+    declare (SQLite keeps any value in any column): what :func:`iter_batches` needs to build
+    typed Arrow columns. The import's columnar rows are typed by their file's schema."""
+    if table not in TABLES:
+        raise MlaprofError(f"unknown table {table!r}")
+    types = dict(TABLES[table])
+    want = {"INTEGER": "'integer'", "TEXT": "'text'", "REAL": "'real', 'integer'"}
+    cond = " OR ".join(f"typeof({c}) NOT IN ({want[types[c]]}, 'null')" for c in columns)
+    path = Path(run.path) / f"rank{rank}.db"
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = con.execute(f"SELECT EXISTS(SELECT 1 FROM {table} WHERE {cond})").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise MlaprofError(f"{path} cannot be read: {e}") from None
+    return not row[0]

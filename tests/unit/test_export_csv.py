@@ -188,14 +188,22 @@ def test_rows_are_streamed_to_their_files(tmp_path: Path, monkeypatch) -> None:
 
     run_dir, _ = import_rocprof(pid_fleet(tmp_path / "in", 2), tmp_path / "t", "two")
     seen: list[int] = []
-    real = ce.iter_rows
+    real, real_batches = ce.iter_rows, ce.iter_batches
 
-    def reading(run, table, rank=None):  # type: ignore[no-untyped-def]
+    def look(table: str, rank: int | None) -> None:
         if (table, rank) == ("kernels", 1):
             seen.extend(p.stat().st_size for p in tmp_path.glob(".csv.*/rank0/*kernel_trace.csv"))
+
+    def reading(run, table, rank=None):  # type: ignore[no-untyped-def]
+        look(table, rank)
         return real(run, table, rank)
 
+    def reading_batches(run, table, rank, columns):  # type: ignore[no-untyped-def]
+        look(table, rank)
+        return real_batches(run, table, rank, columns)
+
     monkeypatch.setattr(ce, "iter_rows", reading)
+    monkeypatch.setattr(ce, "iter_batches", reading_batches)
     monkeypatch.setattr(ce._Files, "OPEN_MAX", 1)  # rank 0's kernel file closes at its API file
     with load(run_dir) as run:
         ce.export_csv(run, tmp_path / "csv")
@@ -218,3 +226,65 @@ def test_a_file_closed_to_bound_open_files_is_appended_to(tmp_path: Path, monkey
             "marker_api_trace.csv": 3, "hip_api_trace.csv": 3}  # fmt: skip
     for f in (tmp_path / "ref").iterdir():
         assert (tmp_path / "one" / f.name).read_text() == f.read_text()
+
+
+def _row_writer_kernels(run, rank: int) -> str:  # type: ignore[no-untyped-def]
+    """The kernel file as the per-row writer wrote it before batches (a value at a time through
+    ``_cell``): the oracle the batched writer must match byte for byte."""
+    from mlaprof.exporters.csv_export import _cell
+    from mlaprof.store.rows import iter_rows
+
+    ids: dict[str, int] = {}
+    lines = [",".join(_cell(h) for h in KERNEL_HEADER)]
+    for i, k in enumerate(iter_rows(run, "kernels", rank)):
+        name = k["name"] or ""
+        kid = ids.setdefault(name, len(ids) + 1)
+        agent = None if k["device"] is None else f"Agent {k['device']}"
+        row = ["KERNEL_DISPATCH", agent, 0, k["stream"], 0, i + 1, kid, name, k["correlation"],
+               k["start_ns"], k["end_ns"], 0, 0, 0, 0, 0, k["block_x"], k["block_y"],
+               k["block_z"], k["grid_x"], k["grid_y"], k["grid_z"]]  # fmt: skip
+        lines.append(",".join(_cell(v) for v in row))
+    return "\n".join(lines) + "\n"
+
+
+def test_batched_kernel_file_is_the_row_writers_byte_for_byte(tmp_path: Path, monkeypatch) -> None:
+    """Kernels in the database and in an import's columnar file, several ranks, names that need
+    quoting or neutralizing, null fields, batch boundaries inside a rank."""
+    import sys
+
+    from mlaprof.store import columnar
+    from tests.trace_io_helpers import pid_fleet
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from import_bench import generate
+
+    monkeypatch.setattr(columnar, "ROW_BATCH", 7)
+    generate(tmp_path / "kernel_trace.csv", 300)
+    imported, _ = import_rocprof(tmp_path / "kernel_trace.csv", tmp_path / "t", "imp")
+    fleet, _ = import_rocprof(pid_fleet(tmp_path / "in", 2), tmp_path / "t", "two")
+    w = create_run(tmp_path / "t", "odd", {"source": "test"})
+    names = ['say "hi"', "=cmd|' /C calc'!A0", "-neg", "'quoted", "multi\nline", "", None,
+             "ünïcode ⚡", "a,b", "say \"hi\""]  # fmt: skip
+    for i, name in enumerate(names * 2):
+        w.add("kernels", name=name, start_ns=100 * i, end_ns=100 * i + 50,
+              device=None if i % 3 == 0 else i % 2, stream=None if i % 4 == 0 else 7,
+              correlation=None if i % 5 == 0 else i, grid_x=4, grid_y=None, grid_z=2,
+              block_x=64, block_y=1, block_z=None)  # fmt: skip
+    w.finish()
+    # SQLite keeps any value in any column: text where an integer belongs goes by the row writer
+    w = create_run(tmp_path / "t", "untyped", {"source": "test"})
+    for i, device in enumerate([0, "cuda:0", 1.5, None]):
+        w.add("kernels", name=f"k{i % 2}", start_ns=10 * i, end_ns=10 * i + 5, device=device,
+              stream="s" if i == 3 else 0, grid_x=1)  # fmt: skip
+    w.finish()
+    checked = 0
+    for run_dir in (imported, fleet, tmp_path / "t" / "odd", tmp_path / "t" / "untyped"):
+        out = tmp_path / f"csv-{run_dir.name}"
+        with load(run_dir) as run:
+            export_csv(run, out)
+            files = sorted(out.rglob("*kernel_trace.csv"))
+            assert len(files) == len(run.ranks)
+            for rank, f in zip(sorted(run.ranks), files, strict=True):
+                assert f.read_text() == _row_writer_kernels(run, rank), f
+                checked += 1
+    assert checked == 5

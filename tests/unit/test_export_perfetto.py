@@ -18,6 +18,7 @@ from mlaprof.store import load
 from tests.trace_io_helpers import (
     db_rows,
     fixture,
+    kernel_dicts,
     launched_kernels,
     make_run,
     pid_fleet,
@@ -336,3 +337,58 @@ def test_shipped_runs_nest_when_parsed_as_doubles(tmp_path: Path) -> None:
             export_perfetto(run, out)
         doc = json.loads(out.read_text())
         assert assert_nested_as_doubles(doc["traceEvents"]) >= 1, src.name
+
+
+def test_durations_are_not_moved_by_the_base(tmp_path: Path) -> None:
+    """Times are relative to the run's base; durations are not times: each kernel, host call and
+    layer slice lasts exactly what the run stored (a duration once had the base taken off too:
+    -1.75e15 us on an imported trace)."""
+    replay_kernel_csv(tmp_path / "kernel_trace.csv", replays=2, layers=3, splits=8)
+    run_dir, _ = import_rocprof(tmp_path / "kernel_trace.csv", tmp_path / "t", "r")
+    out = tmp_path / "p.json"
+    with load(run_dir) as run:
+        export_perfetto(run, out)
+    kernels = {(k["name"], k["start_ns"]): k["end_ns"] - k["start_ns"]
+               for k in kernel_dicts(run_dir)}  # fmt: skip
+    doc = _load(out)
+    base = int(doc["baseTimeNanoseconds"])
+    assert base > 10**15  # epoch nanoseconds: a base that would show
+    seen = 0
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X":
+            assert _ns(e["dur"]) >= 0, e
+        if e["ph"] == "X" and e.get("cat") == "kernel":
+            assert _ns(e["dur"]) == kernels[(e["name"], _ns(e["ts"]) + base)]
+            seen += 1
+    assert seen == len(kernels) > 0
+
+
+def test_kernel_fast_path_writes_what_json_dumps_wrote(tmp_path: Path, monkeypatch) -> None:
+    """Kernel events written straight as text are byte for byte what the ``json.dumps`` path
+    writes (forced by turning the fast path off), on an import and on odd names and values."""
+    from mlaprof.exporters import perfetto
+    from mlaprof.store import create_run
+
+    replay_kernel_csv(tmp_path / "kernel_trace.csv", replays=2, layers=3, splits=8)
+    imported, _ = import_rocprof(tmp_path / "kernel_trace.csv", tmp_path / "t", "r")
+    w = create_run(tmp_path / "t", "odd", {"source": "test"})
+    names = ['say "hi"', "ünïcode ⚡", None, "back\\slash", "@mlaprof-ns:5", "tab\t", ""]
+    for i, name in enumerate(names * 2):
+        w.add("kernels", name=name, start_ns=1_750_000_000_000_000_000 + 100 * i,
+              end_ns=1_750_000_000_000_000_000 + 100 * i + 50 + i, device=0, stream=7,
+              correlation=i, layer=None if i % 3 else i, grid_x=4, grid_z=None,
+              block_x="x" if i == 5 else 64)  # fmt: skip
+    w.finish()
+    for run_dir in (imported, tmp_path / "t" / "odd"):
+        outs = {}
+        for fast in (True, False):
+            if not fast:
+                monkeypatch.setattr(perfetto, "_kernel_text", lambda *a: None)
+            outs[fast] = tmp_path / f"{run_dir.name}-{fast}.json"
+            with load(run_dir) as run:
+                export_perfetto(run, outs[fast])
+            monkeypatch.undo()
+        assert outs[True].read_bytes() == outs[False].read_bytes()
+    with load(imported) as run:
+        rows = list(perfetto.iter_rows(run, "kernels"))
+    assert perfetto._kernel_text(rows[0], 10, 1, rows[0]["start_ns"], rows[0]["end_ns"], 0)

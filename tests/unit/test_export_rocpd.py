@@ -200,3 +200,34 @@ def test_export_tables_have_rocprofv3s_columns(exported: tuple[Path, Path]) -> N
         want = [c[1] for c in ref.execute(f'PRAGMA table_info("rocpd_{name}_u")')]
         got = [c[1] for c in con.execute(f'PRAGMA table_info("rocpd_{name}{uuid}")')]
         assert got == want, name
+
+
+@pytest.mark.parametrize("untyped", [False, True])
+def test_kernel_extdata_is_json_dumps_of_the_row(
+    tmp_path: Path, monkeypatch, untyped: bool
+) -> None:
+    """Each dispatch's extdata is ``json.dumps({"mlaprof": row})`` of its stored row, whether
+    built column by column from Arrow batches (across batch boundaries) or, for a database
+    holding text in an integer column, a row at a time."""
+    from mlaprof.store import columnar, create_run
+    from mlaprof.store.rows import iter_rows
+
+    monkeypatch.setattr(columnar, "ROW_BATCH", 3)
+    w = create_run(tmp_path / "t", "odd", {"source": "test"})
+    names = ['say "hi"', "ünïcode ⚡", None, "back\\slash", "tab\there", "k"]
+    for i, name in enumerate(names * 2):
+        w.add("kernels", name=name, start_ns=100 * i, end_ns=100 * i + 50, step=i // 4,
+              layer=None if i % 3 else i, device="cuda:0" if untyped and i == 5 else 0,
+              stream=7, correlation=i, grid_x=4, grid_z=None, splits=2)  # fmt: skip
+    w.finish()
+    out = tmp_path / "x.db"
+    with load(tmp_path / "t" / "odd") as run:
+        export_rocpd(run, out)
+        want = [json.dumps({"mlaprof": {c: k[c] for c in k if c != "rank"}})
+                for k in iter_rows(run, "kernels")]  # fmt: skip
+    con = sqlite3.connect(out)
+    table = next(t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                 if t.startswith("rocpd_kernel_dispatch"))  # fmt: skip
+    got = [e for (e,) in con.execute(f'SELECT extdata FROM "{table}" ORDER BY id')]
+    con.close()
+    assert got == want and len(got) == 12

@@ -15,7 +15,7 @@ import pytest
 
 from mlaprof.exporters import csv_export, perfetto, rocpd_export
 from mlaprof.importers.rocprof import import_rocprof
-from mlaprof.store import load
+from mlaprof.store import columnar, load
 from mlaprof.store import rows as store_rows
 from tests import shipped_demo
 from tests.rocpd_norm import digest
@@ -115,6 +115,17 @@ def test_exporters_hold_a_batch_not_a_table(
     watch = Watched(limit=50)
     mod = {"rocpd": rocpd_export, "perfetto": perfetto, "csv": csv_export}[fmt]
     monkeypatch.setattr(mod, "iter_rows", watch)
+    if fmt in ("csv", "rocpd"):  # their kernels go by Arrow batch: each at most ROW_BATCH rows
+        monkeypatch.setattr(columnar, "ROW_BATCH", 50)
+
+        def batches(run: Any, table: str, rank: int, columns: list[str]) -> Iterator[Any]:
+            for b in store_rows.iter_batches(run, table, rank, columns):
+                if b.num_rows > 50:
+                    raise RuntimeError(f"{b.num_rows} {table} rows in one batch")
+                watch.given += b.num_rows
+                yield b
+
+        monkeypatch.setattr(mod, "iter_batches", batches)
     monkeypatch.setattr(rocpd_export, "BATCH_ROWS", 20)
     monkeypatch.setattr(perfetto, "HOLD_ROWS", 20)  # small tables are held and sorted by design
     with load(many_kernels) as run:
