@@ -64,40 +64,6 @@ def cpu_trace_summary(
     )
 
 
-def cpu_lines(cpu: TraceCpu) -> list[str]:
-    """The report's lines for a CPU trace (one per rank, then the limits once)."""
-    out = []
-    for r in cpu.ranks:
-        share = "-" if r.attention_share is None else f"{100 * r.attention_share:.0f}%"
-        per = "/".join(map(str, r.layers_per_step)) or "0"
-        out.append(
-            f"rank {r.rank}: {r.steps} steps (vLLM step annotations"
-            + (
-                f"; {r.empty_annotations} empty ones, execute_context_0(0)_generation_0(0) "
-                "with nothing scheduled, are not steps"
-                if r.empty_annotations
-                else ""
-            )
-            + f"), {r.mla_ops} MLA ops "
-            f"{r.op or '(none recognised)'} ({per} per step that ran the model), attention {share} of step time"
-            + (
-                "; in the whole trace "
-                + ", ".join(f"{n} x {op}" for op, n in sorted(r.backend_ops.items()))
-                if r.backend_ops
-                else ""
-            )
-            + (
-                f"; {r.mla_ops_outside_steps} MLA ops outside the step annotations, not "
-                "counted (a drafter's passes: vLLM 0.32 proposes drafts in sample_tokens, after "
-                "the annotated execute_model)"
-                if r.mla_ops_outside_steps
-                else ""
-            )
-        )
-    out.append(cpu.limits)
-    return out
-
-
 def cpu_findings(cpu: TraceCpu | None) -> list[Finding]:
     """One info finding per rank: how much of its step time the CPU MLA op took."""
     if not cpu:
