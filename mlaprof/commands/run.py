@@ -322,6 +322,9 @@ class _progress:
         self.quiet, self.total = quiet, total
 
     def __enter__(self):  # noqa: ANN204
+        # nothing to draw on a pipe or file: rich (~0.06 s to import) and its refresh thread
+        # are left out
+        self.quiet = self.quiet or not sys.stderr.isatty()
         if self.quiet:
             return None
         from rich.console import Console
