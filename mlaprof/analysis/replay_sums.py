@@ -134,12 +134,14 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
         m = np.bincount(k, weights=mla, minlength=cells)
         u = np.flatnonzero(c)
         return u // span, u % span + lo, c[u], m[u] > 0
-    import pyarrow as pa  # durations spread wide (a real trace's): Arrow's hash aggregate
-
-    g = pa.table({"i": i64, "d": dur, "m": mla}).group_by(["i", "d"], use_threads=False)
-    g = g.aggregate([("m", "any"), ("m", "count")])
-    return (g["i"].to_numpy(), g["d"].to_numpy(), g["m_count"].to_numpy(),
-            g["m_any"].to_numpy(zero_copy_only=False))  # fmt: skip
+    # durations spread wide (a real trace's): sorted runs of equal (name, duration); Arrow's
+    # hash aggregate would load pyarrow.dataset, and with it pandas, into an import
+    order = np.lexsort((dur, i64))
+    si, sd = i64[order], dur[order]
+    starts = np.concatenate(([0], np.flatnonzero((np.diff(si) != 0) | (np.diff(sd) != 0)) + 1))
+    counts = np.diff(np.append(starts, len(si)))
+    m_any = np.maximum.reduceat(np.asarray(mla, np.uint8)[order], starts) > 0
+    return si[starts], sd[starts], counts, m_any
 
 
 def _merge_hist(names: list[str | None], parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:

@@ -102,14 +102,42 @@ def array(values: np.ndarray, arrow_type: Any, mask: np.ndarray | None = None) -
     return pa.Array.from_buffers(arrow_type, n, [validity, pa.py_buffer(data)], null_count=nulls)
 
 
-def strings(values: list[str]) -> Any:
-    """Python strings as an Arrow string array, built from its buffers (no pandas)."""
+def strings(values: list[str | None]) -> Any:
+    """Python strings (None: null) as an Arrow string array, built from its buffers (no pandas)."""
     import pyarrow as pa
 
-    encoded = [v.encode("utf-8") for v in values]
+    encoded = [b"" if v is None else v.encode("utf-8") for v in values]
     offsets = np.zeros(len(encoded) + 1, np.int32)
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     data = b"".join(encoded)
+    missing = np.fromiter((v is None for v in values), bool, len(values))
+    nulls = int(missing.sum())
+    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(
-        pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        pa.string(),
+        len(encoded),
+        [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=nulls,
     )
+
+
+def table(columns: dict[str, Any]) -> Any:
+    """NumPy columns (fixed-width or bool) and lists of strings as an Arrow table, the types
+    ``pyarrow.table`` would infer, built from buffers (``pyarrow.table`` on them loads pandas)."""
+    import pyarrow as pa
+
+    arrays = []
+    for values in columns.values():
+        if isinstance(values, list):
+            arrays.append(strings(values))
+            continue
+        v = np.asarray(values)
+        if v.dtype == bool:
+            bits = pa.py_buffer(np.packbits(v, bitorder="little"))
+            arrays.append(pa.Array.from_buffers(pa.bool_(), len(v), [None, bits]))
+            continue
+        alias = next((a for a, d in _DTYPES.items() if np.dtype(d) == v.dtype), None)
+        if alias is None:
+            raise TypeError(f"no Arrow type for NumPy dtype {v.dtype}")
+        arrays.append(array(v, pa.type_for_alias(alias)))
+    return pa.Table.from_arrays(arrays, names=list(columns))

@@ -994,22 +994,17 @@ def store_replay_sums(
     )  # fmt: skip
     if got is None:
         return
-    import pyarrow as pa
-
+    from mlaprof.formats.arrow_numpy import table  # from buffers: pa.table loads pandas
     from mlaprof.store import aggregates
 
     steps, hist, key = got
-    aggregates.write(bulk, replay_sums.STEPS, pa.table(steps), key)
-    hist_tab = pa.table(
-        {"name": pa.array(hist["name"], pa.string()), "d": hist["d"], "c": hist["c"],
-         "mla": hist["mla"]}
-    )  # fmt: skip
+    aggregates.write(bulk, replay_sums.STEPS, table(steps), key)
+    hist_tab = table({"name": hist["name"], "d": hist["d"], "c": hist["c"], "mla": hist["mla"]})
     aggregates.write(bulk, replay_sums.HIST, hist_tab, {})
     per_name = replay_sums.name_totals(kc.names, kc.name_idx, start, end)
-    names_tab = pa.table(
-        {"name": pa.array(per_name["name"], pa.string()), "sum_ns": per_name["sum_ns"],
-         "count": per_name["count"]}
-    )  # fmt: skip
+    names_tab = table(
+        {"name": per_name["name"], "sum_ns": per_name["sum_ns"], "count": per_name["count"]}
+    )
     aggregates.write(bulk, replay_sums.NAMES, names_tab, {"kernels": kc.n})
 
 

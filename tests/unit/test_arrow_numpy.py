@@ -91,3 +91,21 @@ def test_lazy_columns_are_read_once_and_stored_as_parsed() -> None:
         ints["stream"]
     ints["replay"] = np.zeros(5, np.int64)
     assert list(ints) == ["start_ns", "grid_x", "replay"]
+
+
+def test_a_table_from_buffers_equals_pyarrows_own() -> None:
+    """What the fleet import stores (its replay sums) is the table ``pyarrow.table`` infers:
+    int64, double, bool and strings with nulls, the same types and values."""
+    cols = {
+        "step": np.array([0, 1, 2**40], np.int64),
+        "total": np.array([0.5, 1.0, 2.25]),
+        "mla": np.array([True, False, True]),
+        "name": ["a", None, "ü"],
+    }
+    got = arrow_numpy.table(cols)
+    want = pa.table({k: (pa.array(v, pa.string()) if isinstance(v, list) else v)
+                     for k, v in cols.items()})  # fmt: skip
+    assert got.schema == want.schema
+    assert got.equals(want)
+    with pytest.raises(TypeError, match="no Arrow type"):
+        arrow_numpy.table({"x": np.array(["s"], object)})
