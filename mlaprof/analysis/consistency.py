@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.engine_records import Acceptance, EngineStep
+    from mlaprof.analysis.step_records import Acceptance, EngineStep
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.integrations.vllm_recorder import DRAFT_EAGER_EVENT, GRAPH_CAPTURE_EVENT
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.engine_records import EngineStep
+    from mlaprof.analysis.step_records import EngineStep
 
 
 def _rows(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:

@@ -853,10 +853,9 @@ class GraphCaptureLine:
 
     @property
     def label(self) -> str:
-        """ "decode, FULL": the capture progress bar's name (analysis.starts.bar_label)."""
-        from mlaprof.analysis.starts import bar_label
-
-        return bar_label(self.phase, self.mode)
+        """ "decode, FULL": the capture progress bar's name; the phase alone where the bar names
+        no mode."""
+        return str(self.phase) + (f", {self.mode}" if self.mode else "")
 
 
 @dataclass(frozen=True, slots=True)

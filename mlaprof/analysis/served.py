@@ -19,7 +19,7 @@ from mlaprof.analysis.shadow import (
 from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.engine_records import Acceptance, EngineStep
+    from mlaprof.analysis.step_records import Acceptance, EngineStep
 
 
 def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> dict[str, Any] | None:

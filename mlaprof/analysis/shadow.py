@@ -28,7 +28,7 @@ from mlaprof.splits.routing import (
 if TYPE_CHECKING:  # built in shadow() only: check_shadow runs before any run is opened
     import pandas as pd
 
-    from mlaprof.analysis.engine_records import EngineStep
+    from mlaprof.analysis.step_records import EngineStep
 
 SHADOW_DEVICE = "mi355x"
 SHADOW_AITER = "0.1.20"

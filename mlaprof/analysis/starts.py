@@ -289,11 +289,6 @@ def gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GIB:.2f} GiB"
 
 
-def bar_label(phase: str | None, mode: str | None) -> str:
-    """ "decode, FULL" for a capture progress bar; the phase alone where the bar names no mode."""
-    return str(phase) + (f", {mode}" if mode else "")
-
-
 def start_label(st: EngineStart) -> str:
     return f"start {st.start} (vLLM {st.version or '?'})"
 

@@ -6,8 +6,8 @@ is pending, not a disagreement."""
 from __future__ import annotations
 
 from mlaprof.analysis.consistency import scheduler_agreement
-from mlaprof.analysis.engine_records import Acceptance, EngineStep
 from mlaprof.analysis.served import served_summary
+from mlaprof.analysis.step_records import Acceptance, EngineStep
 
 
 def _step(rows: int, drafts: int) -> EngineStep:

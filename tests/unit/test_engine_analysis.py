@@ -33,7 +33,7 @@ def test_route_follows_vllms_use_gluon_verify(heads, qlen, device, aiter, want):
 
 
 def _step(step, seq, drafts, **kw):
-    from mlaprof.analysis.engine_records import EngineStep
+    from mlaprof.analysis.step_records import EngineStep
 
     return EngineStep.of({"rank": 0, "step": step, "kind": "verify", "seq_lens_upper_bound": seq,
             "draft_tokens": drafts, "heads": 8, "num_speculative_tokens": 3, "max_num_seqs": 8,

@@ -9,9 +9,9 @@ the EngineCore's ``spec-accept`` events ``verify_rows`` / ``draft_tokens``
 from __future__ import annotations
 
 from mlaprof.analysis.consistency import scheduler_agreement
-from mlaprof.analysis.engine_records import EngineStep
 from mlaprof.analysis.evidence.engine import acceptance, engine_steps
 from mlaprof.analysis.served import engine_findings, served_summary
+from mlaprof.analysis.step_records import EngineStep
 from mlaprof.recording import event_row
 from mlaprof.store import create_run, load
 

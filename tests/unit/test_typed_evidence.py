@@ -96,10 +96,10 @@ def test_an_engine_runs_records_are_typed_from_the_adapter() -> None:
     :class:`Acceptance` from the adapter on (the plugin's JSON read once), and the served
     summary counts from them what the records hold."""
     import mlaprof
-    from mlaprof.analysis.engine_records import Acceptance, EngineStep
     from mlaprof.analysis.evidence import collect
     from mlaprof.analysis.evidence.model import Evidence
     from mlaprof.analysis.served import served_summary
+    from mlaprof.analysis.step_records import Acceptance, EngineStep
     from tests import shipped_runs
 
     assert Evidence.__annotations__["engine_steps"] == "list[EngineStep]"
@@ -121,7 +121,7 @@ def test_an_engine_record_without_a_written_field_is_refused() -> None:
     never a count read as 0."""
     import pytest
 
-    from mlaprof.analysis.engine_records import Acceptance
+    from mlaprof.analysis.step_records import Acceptance
     from mlaprof.errors import MlaprofError
 
     with pytest.raises(MlaprofError, match="'accepted_tokens'"):

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.engine_records import Acceptance, EngineStep
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.step_records import Acceptance, EngineStep
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:

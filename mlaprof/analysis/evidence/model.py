@@ -21,7 +21,6 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mlaprof.analysis.engine_records import Acceptance, EngineStep
     from mlaprof.analysis.sections import (
         Capture,
         EngineGroup,
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
         TraceSyncs,
         TraceTrust,
     )
+    from mlaprof.analysis.step_records import Acceptance, EngineStep
     from mlaprof.store.runkind import RunKind
 
 
