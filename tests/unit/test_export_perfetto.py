@@ -36,20 +36,25 @@ def _ns(v: Decimal | int) -> int:
     return int(d)
 
 
+def _assert_stacks(tracks: dict[tuple, list[tuple[int, int]]], how: str = "") -> int:
+    """On each track the (start, end) spans form a proper stack: no partial overlaps."""
+    for key, spans in tracks.items():
+        stack: list[int] = []
+        for s, e in sorted(spans, key=lambda t: (t[0], -t[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or e <= stack[-1], f"partial overlap on track {key}{how}"
+            stack.append(e)
+    return len(tracks)
+
+
 def assert_nested(events: list[dict]) -> int:
     """On each (pid, tid) the X slices form a proper stack: no partial overlaps."""
     tracks: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for e in events:
         if e["ph"] == "X":
             tracks[(e["pid"], e["tid"])].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
-    for key, spans in tracks.items():
-        stack: list[int] = []
-        for s, e in sorted(spans, key=lambda t: (t[0], -t[1])):
-            while stack and stack[-1] <= s:
-                stack.pop()
-            assert not stack or e <= stack[-1], f"partial overlap on track {key}"
-            stack.append(e)
-    return len(tracks)
+    return _assert_stacks(tracks)
 
 
 def test_lanes_nest_or_split() -> None:
@@ -278,14 +283,7 @@ def assert_nested_as_doubles(events: list[dict]) -> int:
             ts, dur = round(float(e["ts"]) * 1000), round(float(e["dur"]) * 1000)
             assert dur >= 0, f"negative duration {dur} on {e['name']!r}: a length moved by the base"
             tracks[(e["pid"], e["tid"])].append((ts, ts + dur))
-    for key, spans in tracks.items():
-        stack: list[int] = []
-        for s, e in sorted(spans, key=lambda t: (t[0], -t[1])):
-            while stack and stack[-1] <= s:
-                stack.pop()
-            assert not stack or e <= stack[-1], f"partial overlap on track {key} (as doubles)"
-            stack.append(e)
-    return len(tracks)
+    return _assert_stacks(tracks, " (as doubles)")
 
 
 def _epoch_run(tmp_path: Path) -> Path:
