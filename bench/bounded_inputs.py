@@ -20,7 +20,6 @@ interpreter. Targets: every import within 1.5 GiB; a bomb refused before 1 GiB.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gzip
 import json
 import os
@@ -34,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from huge_trace import _cpu, _versions, measure  # noqa: E402
+from huge_trace import measure, results_doc, revision  # noqa: E402
 
 MIB = 1 << 20
 LOG = ROOT / "tests" / "data" / "vllm" / "cpu_mtp_serve.log"
@@ -99,11 +98,6 @@ def big_log(path: Path, size: int) -> Path:
     return path
 
 
-def revision(rev: str) -> str:
-    return subprocess.run(["git", "rev-parse", "--short=12", rev], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="main", help="the revision to compare against")
@@ -164,16 +158,12 @@ def main() -> None:
                     "wall_range_s": [min(walls), max(walls)],
                     "exit_codes": sorted({r["rc"] for r in runs}),
                 }
-        doc = {
-            "what": "whole-process peak RSS (wait4 ru_maxrss) and wall time of each import, "
+        doc = results_doc(
+            "whole-process peak RSS (wait4 ru_maxrss) and wall time of each import, "
             "fresh process each; wall times are the shared machine's load",
-            "results": results,
-            "machine": {"device": _cpu(), "cpus": os.cpu_count(), "load_at_end": os.getloadavg()},
-            "versions": _versions(),
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "revision": revision("HEAD"),
-            "baseline": revision(args.baseline),
-        }
+            results,
+            args.baseline,
+        )
         if args.json:
             args.json.write_text(json.dumps(doc, indent=2) + "\n")
     finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
 import os
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from huge_trace import _cpu, _versions, measure  # noqa: E402
+from huge_trace import measure, results_doc, revision  # noqa: E402
 
 COMMANDS = (
     ("report --json", ["report", "{run}", "--json"]),
@@ -62,11 +61,6 @@ def _rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return round(int(line.split()[1]) / 1024, 1)
     return -1.0
-
-
-def revision(rev: str) -> str:
-    return subprocess.run(["git", "rev-parse", "--short=12", rev], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
 
 
 def main() -> None:
@@ -113,18 +107,14 @@ def main() -> None:
                     "peak_range_mib": [min(peaks), max(peaks)],
                     "exit_codes": sorted({r["rc"] for r in runs}),
                 }
-        doc = {
-            "parent_rss_mib_at_end": _rss_mib(),
-            "what": "whole-process peak RSS (wait4 ru_maxrss) of each command, fresh process "
+        doc = results_doc(
+            "whole-process peak RSS (wait4 ru_maxrss) of each command, fresh process "
             f"each, on {args.dispatches} dispatches whose names are {args.name_mb} MB each",
-            "csv_bytes": csv_path.stat().st_size,
-            "results": results,
-            "machine": {"device": _cpu(), "cpus": os.cpu_count(), "load_at_end": os.getloadavg()},
-            "versions": _versions(),
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "revision": revision("HEAD"),
-            "baseline": revision(args.baseline),
-        }
+            results,
+            args.baseline,
+            parent_rss_mib_at_end=_rss_mib(),
+            csv_bytes=csv_path.stat().st_size,
+        )
         if args.json:
             args.json.write_text(json.dumps(doc, indent=2) + "\n")
     finally:

@@ -92,6 +92,27 @@ def _cpu() -> str:
     return platform.processor() or "unknown"
 
 
+def revision(rev: str) -> str:
+    """A commit as its 12-character name (what a results file records)."""
+    return subprocess.run(["git", "rev-parse", "--short=12", rev], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+
+
+def results_doc(what: str, results: dict, baseline: str, **extra: object) -> dict:
+    """A side-by-side results file: what was measured, the results, the machine, the versions,
+    the date and both revisions (this one and the baseline)."""
+    return {
+        **extra,
+        "what": what,
+        "results": results,
+        "machine": {"device": _cpu(), "cpus": os.cpu_count(), "load_at_end": os.getloadavg()},
+        "versions": _versions(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "revision": revision("HEAD"),
+        "baseline": revision(baseline),
+    }
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
