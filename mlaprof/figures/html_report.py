@@ -18,6 +18,7 @@ from mlaprof.analysis.run_summary import require_summary
 from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
+from mlaprof.reporters.fmt import ranks_text
 from mlaprof.textsafe import plain
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ def _meta_html(s: dict, info: Any) -> str:
             "backend / device",
             f"{s.backend or '?'} / {s.device or '?'}" if s.backend or s.device else None,
         ),
-        ("ranks", f"{n} ({'rank' if n == 1 else 'ranks'} {_ids(s.ranks)})" if n else None),
+        ("ranks", ranks_text(s.ranks) if n else None),
         ("versions", None if imported else ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
         ("git", None if imported else info and info.git),
         (
@@ -155,19 +156,6 @@ def _meta_html(s: dict, info: Any) -> str:
     ]
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in items if v)
     return f'<table class="meta">{rows}</table>'
-
-
-def _ids(ranks: list[int]) -> str:
-    """``0``, ``0-7`` or ``0, 2, 5``: a run of consecutive ids as a range."""
-    r = sorted(int(x) for x in ranks)
-    if len(r) > 2 and r == list(range(r[0], r[-1] + 1)):
-        return f"{r[0]}-{r[-1]}"
-    return ", ".join(map(str, r))
-
-
-def _bar(g: Any) -> str:
-    """ "decode, FULL" for a capture progress bar (the phase alone where it names no mode)."""
-    return g.phase + (f", {g.mode}" if g.mode else "")
 
 
 def _starts_html(starts: list[dict[str, Any]]) -> str:
@@ -184,7 +172,7 @@ def _starts_html(starts: list[dict[str, Any]]) -> str:
             f" -&gt; {_e(d.setting)} on ranks {_e(', '.join(map(str, d.ranks)))}"
             for d in st.downgrades
         )
-        graphs = "<br>".join(f"{_e(_bar(g))} {_e(g.done)}/{_e(g.total)}" for g in st.graphs)
+        graphs = "<br>".join(f"{_e(g.label)} {_e(g.done)}/{_e(g.total)}" for g in st.graphs)
         rows.append(
             f"<tr><td>{st.start}</td><td>{_e(st.version)}</td><td>{_e(st.time)}</td>"
             f"<td>{_e(spec_txt)}</td><td>{_e(st.requested_mode)}</td>"

@@ -106,6 +106,18 @@ def _item(x: Any, unit: str | None) -> str:
     return value_text(x, unit)
 
 
+def ranks_text(ranks: list[int]) -> str:
+    """``1 (rank 0)``, ``8 (ranks 0-7)`` or ``3 (ranks 0, 2, 5)``: how many ranks and which (a
+    list of rank ids never reads as a count)."""
+    r = sorted(int(x) for x in ranks)
+    ids = (
+        f"{r[0]}-{r[-1]}"
+        if len(r) > 2 and r == list(range(r[0], r[-1] + 1))
+        else ", ".join(map(str, r))
+    )
+    return f"{len(r)} ({'rank' if len(r) == 1 else 'ranks'} {ids})"
+
+
 def label_of(name: str) -> str:
     """A field name as a label: ``step_median_us`` -> ``step median`` (the unit is in the
     value), ``S_min`` -> ``S min``."""

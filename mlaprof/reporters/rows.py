@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.typed_json import OMIT
-from mlaprof.reporters.fmt import label_of, unit_of, value_text
+from mlaprof.reporters.fmt import label_of, ranks_text, unit_of, value_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -132,7 +132,8 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         elif _records(v):
             out += _list_blocks(f.name, title, v)
         else:
-            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), value_text(v)))
+            text = ranks_text(v) if f.name == "ranks" else value_text(v)
+            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), text))
     if absent:
         run_rows.append(Row("absent", "not in this run", ", ".join(absent)))
     return said_once([Block("run", TITLES["run"], run_rows, []), *out])

@@ -156,3 +156,17 @@ def test_labels_drop_the_unit_the_value_says() -> None:
     assert fmt.label_of("step_median_us") == "step median"
     assert fmt.label_of("time_us_max") == "time max"
     assert fmt.label_of("S_min") == "S min"
+
+
+def test_the_run_block_says_how_many_ranks_and_which() -> None:
+    """A list of rank ids never reads as a count ("ranks: 0" for a one-rank run)."""
+    from mlaprof.reporters.fmt import ranks_text
+
+    assert ranks_text([0]) == "1 (rank 0)"
+    assert ranks_text([3, 1, 0, 2]) == "4 (ranks 0-3)"
+    assert ranks_text([0, 2, 5]) == "3 (ranks 0, 2, 5)"
+    from mlaprof.reporters.rows import summary_blocks
+    from tests import shipped_runs
+
+    run = summary_blocks(shipped_runs.summary("demo-fix-padding-active-rows-c16"))[0]
+    assert {r.key: r.text for r in run.rows}["ranks"] == "1 (rank 0)"
