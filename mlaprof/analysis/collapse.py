@@ -16,6 +16,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, _split_backend, trace_heads
 from mlaprof.analysis.step_stats import for_steps
+from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.splits.policies import is_collapsed as collapse_rule
@@ -110,7 +111,7 @@ def _cap(policy: str, rows: int, qlen: int, heads: int = 16) -> int:
     return POLICIES[policy].splits(x)
 
 
-def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
+def _judged_steps(checks: RunChecks, steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """Steps of a path whose S is chosen on the host from grid-visible inputs, with S, rows,
     qlen, how they ran and the S the newer rule gives for the same rows (``fix``), per rank."""
     cols = ["rank", "step", "path", "variant", "num_reqs", "qlen", "graph_mode", "S", "fix"]
@@ -124,7 +125,7 @@ def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame
     for key in set(
         zip(st["path"], st["num_reqs"].astype(int), st["qlen"].astype(int), strict=True)
     ):
-        heads = trace_heads(meta, key[0])[0]
+        heads = trace_heads(checks, key[0])[0]
         caps[key] = _cap(collapse_policies(key[0])[1], key[1], key[2], heads)
     st["fix"] = [
         caps[(p, int(r), int(q))]
@@ -152,28 +153,34 @@ def small_s_cause(graph_mode: str) -> str:
     )
 
 
-def layer_reference(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
+def layer_reference(checks: RunChecks, steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """``rank, step, fix``: the S each judged step is compared with (the collapse rule's
     reference for a trace, whose grids count padding rows so the deserved S is unknown). Only
     steps where padding rows or the capture can be the cause: an eager step's small S is its
     short KV, not a collapse."""
-    st = _judged_steps(meta, steps, stats)
+    st = _judged_steps(checks, steps, stats)
     st = st[st["graph_mode"].map(small_s_cause) != CAUSE_SHORT_KV]
     return st[["rank", "step", "fix"]]
 
 
 def collapse_findings(
-    meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame | None
+    meta: dict[str, Any],
+    steps: pd.DataFrame,
+    stats: pd.DataFrame | None,
+    checks: RunChecks | None = None,
 ) -> list[Finding]:
     """S read off kernel grids at most half what the newer rule gives these rows; one finding
     per (variant, rows, qlen, S, cause) naming the ranks it holds on and the cause the trace can
-    show. ``stats`` None: the run's steps carry no grid S (nothing to judge here)."""
+    show. ``stats`` None: the run's steps carry no grid S (nothing to judge here). ``checks``:
+    the import's trace checks (stage 2, qlen and heads per path; None: none stored)."""
     if stats is None:
         return []
-    st = _judged_steps(meta, steps, stats)
+    checks = checks if checks is not None else RunChecks()
+    st = _judged_steps(checks, steps, stats)
     if st.empty:
         return []
-    checks = (meta.get("trace_checks") or {}).get("stage2", {})
+    stage2 = checks.group("stage2")
+    qlen_pinned = bool(checks.group("qlen").get("from_stage2"))
     n_ranks = int(steps["rank"].nunique())
     st["cause"] = st["graph_mode"].map(small_s_cause)
     out = []
@@ -191,18 +198,18 @@ def collapse_findings(
             on_ranks = (
                 f" on {len(ranks)} of {n_ranks} ranks ({_rank_list(ranks)})" if n_ranks > 1 else ""
             )
-            c = checks.get(path, {})
+            c = stage2.get(path, {})
             stage2 = (
                 f"; no stage-2 kernel in {c.get('s1_without_stage2', 0)} of its S = 1 layers "
                 "(consistent: stage 2 is not launched when S == 1)"
                 if s == 1 and c
                 else ""
             )
-            heads, heads_src = trace_heads(meta, path)
+            heads, heads_src = trace_heads(checks, path)
             where = (
                 f"{len(gg)} {'graph replay' if cause == CAUSE_CAPTURE else 'eager'} step(s) of "
                 f"{variant} ({_origin(meta)}: S from grid axis y, rows from grid axis x, qlen "
-                f"{'pinned by stage 2' if (meta.get('trace_checks') or {}).get('qlen', {}).get('from_stage2') else 'from grid axis z'}; "
+                f"{'pinned by stage 2' if qlen_pinned else 'from grid axis z'}; "
                 f"{heads_src}{stage2})"
             )
             rule = (

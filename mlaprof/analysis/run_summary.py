@@ -201,7 +201,7 @@ def _findings(
     findings += capture_findings(ev.capture, t["captures"])
     findings += capture_memory_findings(ev.capture, t["memory"], cl.capture_succeeded)
     findings += trust_findings(ev.trust)
-    findings += collapse_findings(ev.meta, t["steps"], ev.step_stats)
+    findings += collapse_findings(ev.meta, t["steps"], ev.step_stats, ev.checks)
     findings += variant_findings(ev.meta, ev.kernel_paths)
     findings += step_mode_findings(ev.step_modes)
     findings += cpu_findings(ev.cpu)

@@ -11,6 +11,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
 from mlaprof.analysis.sections import TraceSync, TraceSyncs
 from mlaprof.analysis.step_stats import by_step
+from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_GAPS
@@ -298,12 +299,15 @@ def sync_evidence(
     layers: pd.DataFrame,
     api: pd.DataFrame,
     copies: pd.DataFrame,
+    checks: RunChecks | None = None,
 ) -> TraceSyncs:
     """Host syncs and device-to-host copies inside the window of an EAGER step's layer (from the
     end of the layer before to the end of this one; layer 0 looks back one median inter-layer
     gap). Layers of graph replays hold none: the host runs outside a replay, and a sync in the
-    captured region would have failed the capture. Without an API or copy trace: "unknown"."""
-    launches = (meta.get("trace_checks") or {}).get("launches", {})
+    captured region would have failed the capture. Without an API or copy trace: "unknown".
+    ``checks``: the import's trace checks (its launch counts, each rank's step model)."""
+    checks = checks if checks is not None else RunChecks()
+    launches = checks.group("launches")
     origin = _origin(meta)
     has_api = int(launches.get("runtime_api_calls", 0)) > 0 or not api.empty
     events = []
@@ -358,7 +362,7 @@ def sync_evidence(
             "no eager MLA layers to place host calls in"), provenance=origin)  # fmt: skip
     ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
     found: list[TraceSync] = []
-    sources = step_checks_by_rank(meta)
+    sources = step_checks_by_rank(checks)
     for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
         mine = ev[ev["rank"] == rank] if not ev.empty else ev
         # a step bounded by idle gaps spans its MLA kernels only: its start is no bound

@@ -456,9 +456,10 @@ _TIMED = (("steps", "t_start_ns"), ("layers", "t_start_ns"), ("kernels", "start_
 def base_ns(run: Run) -> int:
     """The run's earliest timestamp over the exported tables (0 for a run without times): the
     base every exported time is relative to."""
-    got = run.queries([(f"SELECT MIN({col}) AS t FROM {table}", ()) for table, col in _TIMED])
-    lows = [int(v) for f in got for v in f["t"].dropna()] if got else []
-    return min(lows, default=0)
+    lows = ", ".join(f"(SELECT MIN({col}) FROM {table}) AS t{i}"
+                     for i, (table, col) in enumerate(_TIMED))  # fmt: skip
+    got = run.query(f"SELECT {lows}")
+    return min((int(v) for v in got.iloc[0].dropna()), default=0) if len(got) else 0
 
 
 def export_perfetto(run: Run, out: Path) -> dict[str, int]:

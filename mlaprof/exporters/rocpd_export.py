@@ -470,7 +470,7 @@ def _extdata(batch: Any, cols: list[str]) -> Any:
 def _unique_correlations(run: Run) -> tuple[int, bool]:
     """How many API calls the run holds (all ranks), and whether every one carries a
     correlation id no other call carries: counted in SQL, not in a set of every id."""
-    n, n_ids, distinct = run.sql(
+    n, n_ids, distinct = run.query(
         "SELECT COUNT(*), COUNT(correlation), COUNT(DISTINCT correlation) FROM api"
     ).iloc[0]
     return int(n), int(n_ids) == int(n) and int(distinct) == int(n)

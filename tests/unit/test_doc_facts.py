@@ -553,8 +553,8 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "| **total** | **466 (7.8 min)** |",
      lambda: not _install_table_rows()),
     # ---- docs/store.md
-    ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 2", lambda: _schema_version() == 2),
-    ("docs/store.md", "Kernel columns (schema version 2)", lambda: _schema_version() == 2 and _store_md_kernel_columns() == _kernel_columns()),
+    ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 3", lambda: _schema_version() == 3),
+    ("docs/store.md", "Kernel columns (schema version 3, unchanged since 2)", lambda: _schema_version() == 3 and _store_md_kernel_columns() == _kernel_columns()),
     ("docs/store.md", "`mlaprof.layout_version` (1: the `host=/rank=` layout above)", lambda: _const("mlaprof.store.columnar", "LAYOUT_VERSION") == 1),
     ("docs/store.md", "in row groups of 65,536 rows", lambda: _const("mlaprof.store.columnar", "BATCH_ROWS") == 65_536),
     ("docs/store.md", "(`kernels` or `layers`), `mlaprof.schema_version`",

@@ -30,7 +30,7 @@ def summary(ident: str):
     with mlaprof.load(shipped_runs.run_dir(ident)) as run:
         launches = {
             int(r): int(n)
-            for r, n in run.sql(
+            for r, n in run.query(
                 "SELECT rank, COUNT(*) AS n FROM kernels WHERE start_ns IS NOT NULL "
                 "AND end_ns IS NOT NULL GROUP BY rank"
             ).itertuples(index=False)
@@ -49,7 +49,8 @@ def _summary_only() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Run, "table", _no_read)
-        mp.setattr(Run, "sql", _no_read)
+        mp.setattr(Run, "read_tables", _no_read)
+        mp.setattr(Run, "query", _no_read)
         yield
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         TraceTrust,
     )
     from mlaprof.analysis.step_records import Acceptance, EngineStep
+    from mlaprof.analysis.trace_checks import RunChecks
     from mlaprof.store.runkind import RunKind
 
 
@@ -100,6 +101,8 @@ class Evidence:
     acceptance: list[Acceptance] = field(default_factory=list)
     # a live engine recorded this run (its steps may not be in yet): the engine views apply
     records_engine: bool = False
+    # an import's trace checks, each rank's (from the store's trace_checks table)
+    checks: RunChecks | None = None
 
     @property
     def scenario(self) -> dict[str, Any]:
