@@ -21,8 +21,8 @@ from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import Capture
-    from mlaprof.analysis.trace_checks import RunChecks
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))

@@ -15,8 +15,8 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, _split_backend, trace_heads
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.splits.policies import is_collapsed as collapse_rule

@@ -30,8 +30,8 @@ from mlaprof.analysis.step_stats import for_steps
 from mlaprof.step_sources import unrle
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import EngineStart
-    from mlaprof.analysis.trace_checks import RunChecks
 
 VERIFY, DRAFTER = "verify", "drafter"
 

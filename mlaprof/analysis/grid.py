@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.trace_checks import RunChecks
+    from mlaprof.analysis.run_checks import RunChecks
 
 
 def _origin(meta: dict[str, Any]) -> str:

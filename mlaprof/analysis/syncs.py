@@ -9,9 +9,9 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TraceSync, TraceSyncs
 from mlaprof.analysis.step_stats import by_step
-from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_GAPS

@@ -12,9 +12,9 @@ import pandas as pd
 from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.step_sources import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.store.trace_checks import RECORDS
 

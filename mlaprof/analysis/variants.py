@@ -9,9 +9,9 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, _patterns, _split_backend, value_range
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.analysis.trace_checks import RunChecks
 
 
 def trace_paths(

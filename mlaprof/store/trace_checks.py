@@ -8,7 +8,7 @@ count, else its value as JSON in ``detail`` (a text, a list, a per-path record).
 item is one row whose ``item`` is NULL and whose ``detail`` is the group's JSON (``{}``).
 
 The rows are the rank's own, never a sum over ranks: a view or an analysis that adds ranks up
-says so (:func:`mlaprof.analysis.trace_checks.fleet`). Runs written before schema version 3 kept
+says so (:func:`mlaprof.analysis.run_checks.fleet`). Runs written before schema version 3 kept
 the checks in ``run.json`` (``trace_checks``, ``trace_checks_by_rank``, ``trace_records_by_rank``):
 :func:`from_run_json` gives their rows, so the reader serves the table for them too (migrated on
 read, the run folder untouched). An older multi-rank import that kept only the sum over its ranks

@@ -11,12 +11,12 @@ from mlaprof.analysis.headline import _replayed
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.live import LiveFold
 from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.served import engine_findings
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import split_findings
 from mlaprof.analysis.syncs import sync_counts
-from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.analysis.trust import trust_by_rank, trust_summary
 from mlaprof.store import load
 from mlaprof.store.liveness import run_status

@@ -101,7 +101,7 @@ def test_a_two_rank_import_stores_each_ranks_checks_apart(tmp_path: Path) -> Non
     assert sorted(checks) == [0, 1]
     assert [checks[r].group("replays")["replays"] for r in (0, 1)] == [3, 2]
     assert checks[0].group("steps")["source"]  # a text item survives as itself
-    from mlaprof.analysis.trace_checks import RunChecks
+    from mlaprof.analysis.run_checks import RunChecks
 
     both = RunChecks(checks)
     assert both.fleet().rank == SUMMED_RANKS and both.group("replays")["replays"] == 5

@@ -21,6 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import (
         Capture,
         EngineGroup,
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
         TraceTrust,
     )
     from mlaprof.analysis.step_records import Acceptance, EngineStep
-    from mlaprof.analysis.trace_checks import RunChecks
     from mlaprof.store.runkind import RunKind
 
 

@@ -19,10 +19,10 @@ from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
 from mlaprof.analysis.replay_time import replay_time
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.analysis.steps import trace_steps
 from mlaprof.analysis.syncs import D2H_OPS, SYNC_CALLS, sync_evidence
-from mlaprof.analysis.trace_checks import RunChecks
 from mlaprof.analysis.trust import trust_by_rank, trust_summary
 from mlaprof.analysis.typed_json import from_json
 from mlaprof.analysis.variants import trace_paths
