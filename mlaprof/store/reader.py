@@ -95,7 +95,7 @@ class Run:
         # per database: the store tables it lacks (written before they existed), and the rows
         # that stand in for them (an older import's trace checks, migrated from run.json)
         self._lacks: dict[tuple[int, str], frozenset[str]] = {}
-        self._migrated: dict[tuple[int, str], dict[str, pd.DataFrame]] = {}
+        self._migrated: dict[tuple[int, str], dict[str, list[tuple[Any, ...]]]] = {}
         try:
             self.refresh_ranks()
             if self._cons:  # a run that names a rank it lacks is refused, never read smaller
@@ -146,20 +146,21 @@ class Run:
         old = [k for k in self.databases if not k[1] and checks_table.TABLE in self._lacks[k]]
         if not old:
             return
-        import pandas as pd
-
         by_rank = checks_table.from_run_json(self.meta, self.ranks)
         for rank, tc in by_rank.items():
             key = (rank, "") if (rank, "") in old else old[0]
-            if key not in old:
-                continue
-            cols = checks_table.frame_rows({rank: tc})
-            frame = pd.DataFrame(cols, columns=list(columns(checks_table.TABLE)))
-            got = self._migrated.setdefault(key, {})
-            prev = got.get(checks_table.TABLE)
-            got[checks_table.TABLE] = (
-                frame if prev is None else pd.concat([prev, frame], ignore_index=True)
-            )
+            if key in old:  # rows as plain tuples: listing runs builds no frame
+                got = self._migrated.setdefault(key, {}).setdefault(checks_table.TABLE, [])
+                got += checks_table.table_rows({rank: tc})
+
+    def _stand_in(self, key: tuple[int, str], name: str) -> pd.DataFrame | None:
+        """The migrated rows standing in for table ``name`` of database ``key`` (None: none)."""
+        rows = self._migrated.get(key, {}).get(name)
+        if not rows:
+            return None
+        import pandas as pd
+
+        return pd.DataFrame(rows, columns=list(columns(name)))
 
     def trace_checks(self) -> dict[int, checks_table.TraceChecks]:
         """Each rank's trace checks (the ``trace_checks`` table, read whole), as typed records;
@@ -175,9 +176,7 @@ class Run:
                     )
                     .fetchall()
                 )
-            stand_in = self._migrated.get(key, {}).get(checks_table.TABLE)
-            if stand_in is not None:
-                rows += [tuple(_none(v) for v in r) for r in stand_in.itertuples(index=False)]
+            rows += self._migrated.get(key, {}).get(checks_table.TABLE, [])
         return checks_table.groups_of(rows)
 
     @property
@@ -222,7 +221,11 @@ class Run:
             self.path / rank_db_name(*key),
             self._side.get(key, {}),
             self._lacks.get(key, frozenset()),
-            self._migrated.get(key, {}),
+            {
+                n: f
+                for n in self._migrated.get(key, {})
+                if (f := self._stand_in(key, n)) is not None
+            },
         )
 
     def table(self, name: str) -> pd.DataFrame:
@@ -260,7 +263,7 @@ class Run:
                 side = self._side.get(key, {}).get(name)
                 if side is not None:
                     parts[name].append(columnar.frame(side))
-                stand_in = self._migrated.get(key, {}).get(name)
+                stand_in = self._stand_in(key, name)
                 if stand_in is not None:
                     parts[name].append(stand_in)
         out: dict[str, pd.DataFrame] = {}
@@ -285,8 +288,8 @@ class Run:
             if rank is not None and key[0] != rank:
                 continue
             if name in self._lacks.get(key, frozenset()):
-                stand_in = self._migrated.get(key, {}).get(name)
-                if stand_in is not None and len(stand_in):
+                stand_in = self._stand_in(key, name)
+                if stand_in is not None:
                     parts.append({c: stand_in[c].to_numpy(object) for c in cols})
                 continue
             db = self._query_rank(key, f"SELECT {', '.join(cols)} FROM main.{name}", ())
@@ -357,8 +360,7 @@ class Run:
         out: dict[int, int] = {}
         for key, con in self._cons.items():
             if name in self._lacks.get(key, frozenset()):
-                stand_in = self._migrated.get(key, {}).get(name)
-                n = 0 if stand_in is None else len(stand_in)
+                n = len(self._migrated.get(key, {}).get(name, []))
             else:
                 n = con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
             side = self._side.get(key, {}).get(name)
@@ -424,11 +426,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, ranks={self.ranks})"
-
-
-def _none(value: Any) -> Any:
-    """A frame's missing value (NaN, None) as None."""
-    return None if value is None or value != value else value
 
 
 def _code(cats: dict[Any, int], value: Any) -> int:

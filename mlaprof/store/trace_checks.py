@@ -136,11 +136,6 @@ def from_run_json(meta: Mapping[str, Any], ranks: Iterable[int]) -> dict[int, Tr
     return {r: TraceChecks(r, g) for r, g in sorted(out.items())}
 
 
-def frame_rows(checks: Mapping[int, TraceChecks]) -> dict[str, list[Any]]:
-    """The table's columns (``columns(TABLE)`` order) of these records: a migrated run's rows."""
-    cols: dict[str, list[Any]] = {c: [] for c in columns(TABLE)}
-    for rank, tc in sorted(checks.items()):
-        for row in rows(tc.groups):
-            for c, v in zip(cols, (rank, *row), strict=True):
-                cols[c].append(v)
-    return cols
+def table_rows(checks: Mapping[int, TraceChecks]) -> list[tuple[Any, ...]]:
+    """The table's rows (``columns(TABLE)`` order) of these records: a migrated run's rows."""
+    return [(rank, *row) for rank, tc in sorted(checks.items()) for row in rows(tc.groups)]
