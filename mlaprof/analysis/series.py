@@ -21,14 +21,13 @@ import pandas as pd
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
-from mlaprof.analysis.sections import Padding, ShadowStep
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import median_by_mode, served_steps
-from mlaprof.analysis.typed_json import from_json
 from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.sections import LayerRow, Padding, ShadowSection, ShadowStep, Timing
     from mlaprof.store.reader import Run
 
 # how many steps the timeline draws, how many kernels at most, and how many kernel names get
@@ -442,18 +441,18 @@ def occupancy_medians(points: tuple[SplitPoint, ...]) -> tuple[OccupancyMedian, 
     return tuple(out)
 
 
-def layer_s(layer_rows: list[dict[str, Any]], rank: int) -> tuple[LayerS, ...]:
+def layer_s(layer_rows: list[LayerRow], rank: int) -> tuple[LayerS, ...]:
     """The summary's layer table for one rank, as the S-per-layer figure draws it."""
     return tuple(
         LayerS(
-            layer=int(r["layer"]),
-            used=r["S_used"],
-            minimum=r["S_min"],
-            reference=r["S_reference"],
-            reference_is_deserved=str(r["reference"]).startswith("deserved"),
+            layer=int(r.layer),
+            used=r.S_used,
+            minimum=r.S_min,
+            reference=r.S_reference,
+            reference_is_deserved=str(r.reference).startswith("deserved"),
         )
         for r in layer_rows
-        if r["rank"] == rank
+        if r.rank == rank
     )
 
 
@@ -503,9 +502,7 @@ def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int]:
     if pad is None or pad.empty:
         return None, 0
     p = _num(pad, *PADDING_COLUMNS)
-    return from_json(Padding, padding_summary(p), "series.padding"), int(
-        p["kv_bytes_real"].fillna(0).sum()
-    )
+    return padding_summary(p), int(p["kv_bytes_real"].fillna(0).sum())
 
 
 def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:
@@ -705,12 +702,12 @@ def timeline(
 def rank_series(
     tables: dict[str, pd.DataFrame],
     rank: int,
-    layer_rows: list[dict[str, Any]],
+    layer_rows: list[LayerRow],
     meta: dict[str, Any],
     run: Any = None,
     kernels: pd.DataFrame | None = None,
-    shadow_steps: list[dict[str, Any]] | None = None,
-    timing: dict[str, Any] | None = None,
+    shadow_steps: list[ShadowStep] | None = None,
+    timing: Timing | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
     timing section), used where this rank's rows are all of them."""
@@ -718,7 +715,7 @@ def rank_series(
     sc = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
-    by_mode = timing["by_mode"] if timing is not None and whole else None
+    by_mode = timing.by_mode if timing is not None and whole else None
     points = split_points(t["splits"]) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
     served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
@@ -744,28 +741,24 @@ def rank_series(
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
         timeline=timeline(run, rank, steps, layers) if run is not None or not steps.empty else None,
-        shadow=tuple(
-            from_json(ShadowStep, x, "series.shadow")
-            for x in (shadow_steps or [])
-            if x.get("rank") == rank
-        ),
+        shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
     )
 
 
 def build_series(
     ev: Any,
-    layer_rows: list[dict[str, Any]],
-    shadow: dict[str, Any] | None,
+    layer_rows: list[LayerRow],
+    shadow: ShadowSection | None,
     run: Run | None = None,
-    timing: dict[str, Any] | None = None,
+    timing: Timing | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
     Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
     ``timing``: its timing section, of the same steps and layers)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
-    per_step = list((shadow or {}).get("per_step") or [])
-    ranks = sorted(set(ev.ranks) | set(kernels) | {int(s["rank"]) for s in per_step})
+    per_step = list(shadow.per_step) if shadow is not None else []
+    ranks = sorted(set(ev.ranks) | set(kernels) | {int(s.rank) for s in per_step})
     return Series(
         run=ev.name,
         ranks=tuple(
@@ -773,7 +766,7 @@ def build_series(
             for r in ranks
         ),
         engine=ev.records_engine,
-        shadow_title=f"AITER {shadow['aiter']} on {shadow['device']}" if shadow else "",
+        shadow_title=f"AITER {shadow.aiter} on {shadow.device}" if shadow else "",
         info=RunInfo(
             created=_s(meta.get("created")),
             source=_s(meta.get("source")),

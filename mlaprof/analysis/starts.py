@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.sections import SpecDecoding
 from mlaprof.analysis.typed_json import from_json
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ def last_interval(lines: list[dict[str, Any]], marks: list[tuple[int, str]]) -> 
 
 def spec_totals(
     lines: list[dict[str, Any]], prov: str, closed: tuple[bool, str] | None = None
-) -> dict[str, Any] | None:
+) -> SpecDecoding | None:
     """Drafted and accepted tokens summed over ``SpecDecoding metrics`` lines (each line counts
     one stats interval: vLLM resets its counters after printing it), and the acceptance rate of
     the sum. Per-position rates stay per line: a line does not print how many drafts it covers,
@@ -191,15 +192,16 @@ def spec_totals(
     drafted = sum(int(x["drafted"]) for x in lines)
     accepted = sum(int(x["accepted"]) for x in lines)
     complete, why = closed if closed is not None else (None, None)
-    return {
-        "lines": len(lines),
-        "drafted": drafted,
-        "accepted": accepted,
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "per_position_last": lines[-1].get("per_position"),
-        "provenance": f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
-        **({"complete": complete, "completeness": why} if why else {}),
-    }
+    return SpecDecoding(
+        lines=len(lines),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else None,
+        per_position_last=lines[-1].get("per_position"),
+        provenance=f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
+        complete=complete if why else None,
+        completeness=why or None,
+    )
 
 
 def _method(st: EngineStart) -> tuple[Any, Any]:
@@ -207,7 +209,7 @@ def _method(st: EngineStart) -> tuple[Any, Any]:
     return (spec.method, spec.num_spec_tokens) if spec else (None, None)
 
 
-def log_spec_totals(starts: list[EngineStart]) -> dict[str, Any] | None:
+def log_spec_totals(starts: list[EngineStart]) -> SpecDecoding | None:
     """The same over every start of the log, only where every start that drafted ran the same
     speculative method and tokens: starts of different methods (ngram, then MTP) are separate
     engines whose acceptance is said per start, never summed (None then). Complete only where

@@ -110,10 +110,10 @@ def test_an_engine_runs_records_are_typed_from_the_adapter() -> None:
     assert ev.engine_steps and all(type(s) is EngineStep for s in ev.engine_steps)
     assert all(type(a) is Acceptance for a in ev.acceptance)
     eng = served_summary(ev.engine_steps, ev.acceptance)
-    assert eng is not None and eng["steps"] == len(ev.engine_steps)
+    assert eng is not None and eng.steps == len(ev.engine_steps)
     first = min(s.rank for s in ev.engine_steps)
     verify = [s for s in ev.engine_steps if s.kind == "verify" and s.rank == first]
-    assert eng["verify_rows"] == sum(s.verify_rows for s in verify)
+    assert eng.verify_rows == sum(s.verify_rows for s in verify)
 
 
 def test_an_engine_record_without_a_written_field_is_refused() -> None:
