@@ -106,12 +106,12 @@ def claims_of(ev: Evidence) -> Claims:
     if ev.engine_steps:
         names = {s.backend for s in ev.engine_steps if s.backend}
         engine_backend = names.pop() if len(names) == 1 else None
-    cpu = ev.cpu is not None or str(ev.meta.get("device") or "") == "cpu"
+    cpu = ev.cpu is not None or ev.meta.device == "cpu"
     return Claims(
         graph_mode=ev.graph_mode,
         capture_status=str(ev.capture.status),
-        device=str(ev.meta.get("device") or ev.device),
-        backend=str(ev.meta.get("backend")) if ev.scenario and ev.meta.get("backend") else None,
+        device=ev.meta.device or ev.device,
+        backend=ev.meta.backend if ev.scenario.recorded and ev.meta.backend else None,
         engine_backend=engine_backend,
         cpu_op=cpu or bool(engine_backend and recorded_paths(engine_backend) == ("cpu-mla",)),
     )

@@ -158,9 +158,7 @@ def headline(
                 provenance=src,
             )
         )
-    out += split_rows(
-        splits, scenario, str(ev.meta.get("device") or ""), cap, replayed, len(ev.ranks)
-    )
+    out += split_rows(splits, scenario, ev.meta.device or "", cap, replayed, len(ev.ranks))
     if padding.real_rows or padding.steps_padded:
         out.append(
             HeadlineRow(

@@ -15,7 +15,8 @@ from mlaprof.analysis.typed_json import to_json
 
 if TYPE_CHECKING:
     from mlaprof.analysis.claims import Claims
-    from mlaprof.analysis.sections import ShadowSection
+    from mlaprof.analysis.evidence.model import RunMeta
+    from mlaprof.analysis.sections import Scenario, ShadowSection
 
 
 def path_checks(events: pd.DataFrame) -> list[PathCheck]:
@@ -55,20 +56,18 @@ def path_findings(checks: list[PathCheck], run_backend: str) -> list[Finding]:
     ]
 
 
-def route_summary(meta: dict) -> Route | None:
+def route_summary(meta: RunMeta) -> Route | None:
     """The verify path vLLM takes for the run's scenario: recorded at run start, else derived
     from the stored scenario (older runs); None where the run has no scenario (imports)."""
-    route = meta.get("route")
-    if isinstance(route, dict) and route.get("path"):
-        return route_section(route)
-    sc = meta.get("scenario")
-    if not isinstance(sc, dict) or not sc.get("model"):
+    if meta.route is not None:
+        return meta.route
+    if not meta.scenario.model:
         return None
     from mlaprof.errors import MlaprofError
     from mlaprof.scenario import scenario_from_mapping
 
     try:
-        return route_section(scenario_from_mapping({k: v for k, v in sc.items()}).route().to_dict())
+        return route_section(scenario_from_mapping(to_json(meta.scenario)).route().to_dict())
     except MlaprofError:
         return None
 
@@ -88,7 +87,7 @@ def route_section(d: dict[str, Any]) -> Route:
 
 
 def run_route(
-    meta: dict, shadow: ShadowSection | None, claims: Claims | None = None
+    meta: RunMeta, shadow: ShadowSection | None, claims: Claims | None = None
 ) -> Route | None:
     """The verify path vLLM takes: the scenario's (:func:`route_summary`), else the route the
     shadow analysis modelled for the recorded batches (one route per run: the most common).
@@ -120,19 +119,19 @@ def run_route(
                 + ")"
                 + engine
             ),
-            version=str(meta.get("vllm") or (meta.get("versions") or {}).get("vllm") or "unknown"),
+            version=str(meta.vllm or meta.versions.get("vllm") or "unknown"),
             verified=claims is not None and claims.route_verified(path),
             source="shadow analysis of the engine's own batches (modelled, not recorded)",
         )
     return r
 
 
-def pre_fix_rule(scenario: dict) -> str | None:
+def pre_fix_rule(scenario: Scenario) -> str | None:
     """Why a scenario's min_kv_seq_len rule is not its vLLM version's: ``all-rows`` is the rule
     before vLLM PR #51171, which 0.32.0 and later no longer have (``_build_decode`` takes the
     minimum over active rows). None when the scenario's version has the rule it runs."""
-    version = str(scenario.get("vllm_version") or "")
-    if scenario.get("min_kv_mode") != "all-rows" or not version or version == "pre-51171":
+    version = str(scenario.vllm_version or "")
+    if scenario.min_kv_mode != "all-rows" or not version or version == "pre-51171":
         return None
     return (
         f"min_kv_seq_len over all rows is the rule before vLLM PR #51171, modelled on purpose: "

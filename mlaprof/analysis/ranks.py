@@ -16,6 +16,7 @@ from mlaprof.analysis.sections import (
 )
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RankSource
     from mlaprof.analysis.sections import EngineGroup, LayerRow
 
 # why equal batch rows never tell DP groups apart (vLLM 0.32 ``v1/worker/dp_utils.py``
@@ -40,14 +41,14 @@ def _differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def dp_groups(
-    batches: dict[int, tuple[Any, ...]], sources: list[dict[str, Any]] | None = None
+    batches: dict[int, tuple[Any, ...]], sources: list[RankSource] | None = None
 ) -> tuple[dict[int, int], str, bool]:
     """Data-parallel groups where the evidence shows them, as (group per rank, where they come
     from, exact). The ranks' own metadata (a ``dp_rank`` recorded per rank) gives them exactly;
     otherwise ranks that ran different batch rows cannot be tensor-parallel peers (those share a
     batch), which shows at least that many groups; equal rows show nothing. Groups are numbered
     in the order of their first rank; a rank with no evidence gets none."""
-    meta = {s.get("rank"): s.get("dp_rank") for s in sources or [] if isinstance(s, dict)}
+    meta = {s.rank: s.dp_rank for s in sources or []}
     if meta and all(isinstance(v, int) for v in meta.values()):
         order = {v: i for i, v in enumerate(dict.fromkeys(meta[r] for r in sorted(meta)))}
         return {int(r): order[v] for r, v in meta.items()}, "from the ranks' metadata", True
@@ -75,7 +76,7 @@ def dp_groups(
 def _engine_dp_groups(
     engines: list[EngineGroup],
     batches: dict[int, tuple[Any, ...]],
-    sources: list[dict[str, Any]] | None,
+    sources: list[RankSource] | None,
 ) -> tuple[dict[int, int], str, bool]:
     """DP groups found within each engine only (ranks of two engines are never DP peers),
     numbered across engines in order; the source says it per engine."""
@@ -85,7 +86,7 @@ def _engine_dp_groups(
         mine = set(e.ranks)
         g, how, ex = (
             dp_groups({r: b for r, b in batches.items() if r in mine},
-                      [s for s in sources or [] if isinstance(s, dict) and s.get("rank") in mine])
+                      [s for s in sources or [] if s.rank in mine])
             if len(mine) > 1
             else ({}, "unknown (one rank)", False)
         )  # fmt: skip
@@ -99,7 +100,7 @@ def _engine_dp_groups(
 def fleet_summary(
     ranks: list[int],
     layer_rows: list[LayerRow],
-    sources: list[dict[str, Any]] | None = None,
+    sources: list[RankSource] | None = None,
     batches: dict[int, tuple[Any, ...]] | None = None,
     trust: dict[int, str] | None = None,
     engines: list[EngineGroup] | None = None,
@@ -110,13 +111,13 @@ def fleet_summary(
     rank -> batch rows per step). ``engines``
     (:func:`mlaprof.analysis.engines.engine_groups`): with more than one, DP groups are found
     within each engine, S is compared per engine and the fleet says so."""
-    src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
+    src = {s.rank: s for s in sources or []}
     several = engines is not None and len(engines) > 1
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks} if several else {}
     # a launcher that placed the ranks says their DP group: that evidence wins over inference
-    placed = {r: s["dp_group"] for r, s in src.items() if s.get("dp_group") is not None}
+    placed = {r: s.dp_group for r, s in src.items() if s.dp_group is not None}
     if placed:
-        how = next(iter(src.values())).get("placed_by")
+        how = next(iter(src.values())).placed_by
         groups, dp_source, dp_exact = placed, f"launcher: {how}", True
     elif several:
         groups, dp_source, dp_exact = _engine_dp_groups(engines or [], batches or {}, sources)
@@ -130,13 +131,13 @@ def fleet_summary(
     for rank in ranks:
         rows = [r for r in layer_rows if r.rank == rank]
         used = [r.S_min for r in rows if r.S_min is not None]
-        s = src.get(rank, {})
+        s = src.get(rank)
         per_rank.append(
             FleetRank(
                 rank=rank,
-                host=s.get("host"),
-                pid=s.get("pid"),
-                agent=s.get("agent"),
+                host=None if s is None else s.host,
+                pid=None if s is None else s.pid,
+                agent=None if s is None else s.agent,
                 dp_group=groups.get(rank),
                 engine=engine_of.get(rank) if several else None,
                 trust=(trust or {}).get(rank),

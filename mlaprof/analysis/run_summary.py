@@ -54,9 +54,10 @@ from mlaprof.analysis.trust import mark_unreliable, trust_findings
 from mlaprof.analysis.typed_json import from_json, to_json
 from mlaprof.analysis.variants import variant_findings
 from mlaprof.store.liveness import RunStatus
-from mlaprof.store.runkind import RunKind
+from mlaprof.store.runkind import RunKind  # noqa: TC001 (a field type get_type_hints resolves)
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.sections import (
         Capture,
         DpGroup,
@@ -178,16 +179,12 @@ def _sections(ev: Evidence) -> _Sections:
     t = ev.tables
     return _Sections(
         # torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)
-        timing=timing_summary(t["steps"], t["layers"], ev.meta.get("threads")),
+        timing=timing_summary(t["steps"], t["layers"], ev.meta.threads),
         paths=path_checks(t["events"]),
-        reservation=reservation_summary(_scenario(ev)),
+        reservation=reservation_summary(ev.scenario),
         replayed_splits=replayed_splits(t["steps"], t["layers"]),
         split_worst=split_summary(t["splits"]),
     )
-
-
-def _scenario(ev: Evidence) -> Scenario:
-    return Scenario(**ev.scenario)
 
 
 def step_durations(steps: Any) -> dict[tuple[int, int], int]:
@@ -213,8 +210,8 @@ def _findings(
     findings += capture_findings(ev.capture, t["captures"])
     findings += capture_memory_findings(ev.capture, t["memory"], cl.capture_succeeded)
     findings += trust_findings(ev.trust)
-    findings += collapse_findings(ev.meta, t["steps"], ev.step_stats)
-    findings += variant_findings(ev.meta, ev.kernel_paths)
+    findings += collapse_findings(ev.meta.trace_checks, ev.meta.origin, t["steps"], ev.step_stats)
+    findings += variant_findings(ev.meta.origin, ev.kernel_paths)
     findings += step_mode_findings(ev.step_modes)
     findings += cpu_findings(ev.cpu)
     findings += host_sync_findings(ev.host_syncs)
@@ -226,7 +223,7 @@ def _findings(
     findings += sync_findings(t["syncs"], mode, t["layers"])
     findings += split_findings(
         t["splits"],
-        sc.get("policy", ""),
+        sc.policy or "",
         mode,
         pre_fix_rule(sc),
         sec.replayed_splits,
@@ -235,9 +232,9 @@ def _findings(
     )
     findings += padding_findings(t["padding"])
     findings += timing_findings(sec.timing)
-    findings += path_findings(sec.paths, str(ev.meta.get("backend", "")))
+    findings += path_findings(sec.paths, ev.meta.backend or "")
     findings += start_findings(ev.starts)
-    findings += route_findings(route, sc.get("policy", ""))
+    findings += route_findings(route, sc.policy or "")
     findings += mismatch_findings(cl, route)
     findings += reservation_findings(sec.reservation)
     mark_unreliable(findings, ev.trust)
@@ -275,13 +272,13 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     syncs = t["syncs"]
     layers = layer_table(t["layers"], syncs, ev.reference)
     sec = _sections(ev)
-    scenario = _scenario(ev)
+    scenario = ev.scenario
     splits = split_rows(t["splits"], sec.split_worst)
     padding = padding_summary(t["padding"])
     fleet = fleet_summary(
         ev.ranks,
         layers,
-        ev.meta.get("rank_sources"),
+        ev.meta.rank_sources,
         _batches(t["steps"]),
         ev.trust_by_rank,
         ev.engines,
@@ -289,9 +286,9 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     return RunSummary(
         run=ev.name,
         status=RunStatus(ev.status),
-        kind=RunKind(ev.kind),
+        kind=ev.kind,
         scenario=scenario,
-        backend=ev.meta.get("backend"),
+        backend=ev.meta.backend,
         device=ev.device,
         ranks=ev.ranks,
         capture=ev.capture,
@@ -366,12 +363,10 @@ def _full_graph_splits(
     )
 
 
-def _imported(meta: dict[str, Any]) -> Imported | None:
-    src = meta.get("imported_from")
-    if not src:
+def _imported(meta: RunMeta) -> Imported | None:
+    if not meta.imported_from:
         return None
-    fmt = meta.get("format") or meta.get("source")
-    return Imported(imported_from=str(src), format=None if fmt is None else str(fmt))
+    return Imported(imported_from=meta.imported_from, format=meta.format or meta.source)
 
 
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:

@@ -27,7 +27,14 @@ from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.sections import LayerRow, Padding, ShadowSection, ShadowStep, Timing
+    from mlaprof.analysis.sections import (
+        LayerRow,
+        Padding,
+        Scenario,
+        ShadowSection,
+        ShadowStep,
+        Timing,
+    )
     from mlaprof.store.reader import Run
 
 # how many steps the timeline draws, how many kernels at most, and how many kernel names get
@@ -703,16 +710,15 @@ def rank_series(
     tables: dict[str, pd.DataFrame],
     rank: int,
     layer_rows: list[LayerRow],
-    meta: dict[str, Any],
+    sc: Scenario,
     run: Any = None,
     kernels: pd.DataFrame | None = None,
     shadow_steps: list[ShadowStep] | None = None,
     timing: Timing | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
-    timing section), used where this rank's rows are all of them."""
+    timing section), used where this rank's rows are all of them; ``sc``: the run's scenario."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
-    sc = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
     by_mode = timing.by_mode if timing is not None and whole else None
@@ -725,8 +731,8 @@ def rank_series(
     pad_total, kv_real = padding_totals(pad)
     return RankSeries(
         rank=rank,
-        policy=sc.get("policy"),
-        target=str(targets.iloc[0]) if len(targets) else sc.get("target"),
+        policy=sc.policy,
+        target=str(targets.iloc[0]) if len(targets) else sc.target,
         modes=mode_timing(steps, layers, by_mode, served) if not steps.empty else (),
         splits=points,
         split_medians=split_medians(points),
@@ -762,18 +768,18 @@ def build_series(
     return Series(
         run=ev.name,
         ranks=tuple(
-            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step, timing)
+            rank_series(
+                ev.tables, r, layer_rows, meta.scenario, run, kernels.get(r), per_step, timing
+            )  # fmt: skip
             for r in ranks
         ),
         engine=ev.records_engine,
         shadow_title=f"AITER {shadow.aiter} on {shadow.device}" if shadow else "",
         info=RunInfo(
-            created=_s(meta.get("created")),
-            source=_s(meta.get("source")),
-            versions={str(k): _s(v) for k, v in (meta.get("versions") or {}).items()}
-            if isinstance(meta.get("versions"), dict)
-            else {},
-            git=_s(meta.get("git")),
+            created=meta.created,
+            source=meta.source,
+            versions=dict(meta.versions),
+            git=meta.git,
             reason=_s(getattr(run, "reason", None)) if run is not None else None,
         ),
     )
@@ -797,6 +803,7 @@ def series_from_tables(
 ) -> Series:
     """The series of bare tables (a notebook's filtered frames): the layer table from the same
     analyzer the summary uses, the kernel times of a kernels frame; no shadow."""
+    from mlaprof.analysis.evidence.model import run_meta
     from mlaprof.analysis.layers import layer_table
     from mlaprof.store.schema import TABLES, columns
 
@@ -812,12 +819,12 @@ def series_from_tables(
         full[tname] = df
     ranks = sorted({int(r) for df in full.values() for r in pd.to_numeric(df["rank"]).dropna()})
     layers = layer_table(full["layers"], full["syncs"]) if not full["layers"].empty else []
-    meta = meta or {}
+    sc = run_meta(meta or {}).scenario
     kernels = _kernels_per_rank(None, tables.get("kernels"))
     return Series(
         run=name,
         ranks=tuple(
-            rank_series(full, r, layers, meta, tables, kernels.get(r))
+            rank_series(full, r, layers, sc, tables, kernels.get(r))
             for r in sorted(set(ranks) | set(kernels))
         ),
         engine=False,
