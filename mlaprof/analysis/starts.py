@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from mlaprof.analysis.sections import SpecDecoding
-from mlaprof.analysis.typed_json import from_json
-
-if TYPE_CHECKING:
-    from mlaprof.analysis.sections import EngineStart
+from mlaprof.analysis.sections import (
+    Downgrade,
+    EngineStart,
+    GraphCaptureLine,
+    MemoryProfiling,
+    ProfiledGraphs,
+    SpecDecoding,
+    SpecDecodingLine,
+    StartMemory,
+    StartSpeculative,
+)
 
 SOURCE = "vllm-log"
 GIB = 1 << 30
@@ -111,11 +117,37 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[Engin
             st["final_mode"] = st["downgrades"][-1]["setting"] if st["downgrades"] else None
         st["ranks"] = sorted({m["rank"] for m in st["memory"]} | {
             rk for d in st["downgrades"] for rk in d["ranks"]})  # fmt: skip
-    # the log's records are gathered into dicts above (merged across ranks as they come), and
-    # handed over typed: every reader sees the section type the summary holds
-    from mlaprof.analysis.sections import EngineStart
+    # the log's records are gathered above (merged across ranks as they come), and handed over
+    # typed: every reader sees the section type the summary holds
+    return [_typed_start(starts[k]) for k in sorted(starts)]
 
-    return [from_json(EngineStart, starts[k], f"engine start {k}") for k in sorted(starts)]
+
+def _typed_start(st: dict[str, Any]) -> EngineStart:
+    """One start's gathered records as its section (each part built as its own type)."""
+    spec, profile = st["speculative"], st["profile"]
+    return EngineStart(
+        **{
+            **st,
+            "speculative": None if spec is None else StartSpeculative(**spec),
+            "spec_lines": [SpecDecodingLine(**x) for x in st["spec_lines"]],
+            "downgrades": [Downgrade(**d) for d in st["downgrades"]],
+            "graphs": [GraphCaptureLine(**g) for g in st["graphs"]],
+            "memory": [
+                StartMemory(
+                    **{
+                        **m,
+                        "profiling": None
+                        if m["profiling"] is None
+                        else MemoryProfiling(**m["profiling"]),
+                    }
+                )
+                for m in st["memory"]
+            ],
+            "profile": None
+            if profile is None
+            else {str(k): ProfiledGraphs(**v) for k, v in profile.items()},
+        }
+    )
 
 
 def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:

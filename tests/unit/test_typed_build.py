@@ -105,3 +105,13 @@ def test_sections_is_a_typed_record() -> None:
     assert dataclasses.is_dataclass(_Sections) and _Sections.__dataclass_params__.frozen
     ret = typing.get_type_hints(run_summary._sections, localns=vars(sections))["return"]
     assert ret is _Sections
+
+
+def test_the_log_and_run_json_parts_are_built_not_reflected() -> None:
+    """A log's server starts (``starts.engine_starts``) and run.json's part
+    (``evidence.model.run_meta``) build their section objects: no JSON reader on the way."""
+    from mlaprof.analysis import starts
+    from mlaprof.analysis.evidence import model
+
+    fns = (starts.engine_starts, starts._typed_start, model.run_meta)
+    assert {f.__name__: sorted(_calls(f) & READERS) for f in fns if _calls(f) & READERS} == {}
