@@ -57,6 +57,8 @@ from mlaprof.store.liveness import RunStatus
 from mlaprof.store.runkind import RunKind  # noqa: TC001 (a field type get_type_hints resolves)
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.sections import (
         Capture,
@@ -172,7 +174,7 @@ class _Sections:
     replayed_splits: ReplayedSplits | None
     # the worst step per rank and policy (analysis.splits.split_summary, a frame): the splits
     # section's rows and findings read it
-    split_worst: Any
+    split_worst: pd.DataFrame
 
 
 def _sections(ev: Evidence) -> _Sections:
