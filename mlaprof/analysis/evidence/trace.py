@@ -17,7 +17,7 @@ from mlaprof.analysis.cpu_attention import cpu_trace_summary
 from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.replay_time import replay_time
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.step_stats import step_stats_sql
@@ -93,7 +93,7 @@ def trace_evidence(run: Run) -> Evidence:
         kind=RunKind.TRACE,
         name=run.name,
         status=run.status,
-        meta=run.meta,
+        meta=run_meta(run.meta, section.checks),
         ranks=run.ranks,
         tables=t,
         capture=cap,
@@ -110,7 +110,6 @@ def trace_evidence(run: Run) -> Evidence:
         coverage=section.coverage,
         cpu=section.cpu,
         engines=engines,
-        checks=checks,
     )
 
 
@@ -160,7 +159,7 @@ def trace_section(
         "syncs": sync_evidence(meta, steps, layers, api, copies, checks),
         # summed over the ranks (each rank's stay in the store's trace_checks table)
         "checks": known_launch_checks(checks.checks_dict(), meta.get("device") == "cpu"),
-        "layer_reference": layer_reference(checks, steps, stats),
+        "layer_reference": layer_reference(checks.group("heads"), steps, stats),
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
         "cpu": cpu_trace_summary(meta, steps, layers),
     }
