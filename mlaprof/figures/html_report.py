@@ -303,47 +303,54 @@ def _replay_time_html(rt: dict) -> str:
 def sections_html(s: Any) -> list[str]:
     """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
     ``<details>`` element: the same rows and wording as the terminal, Markdown and ``tui``."""
-    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
+    from mlaprof.reporters.rows import HEADING, summary_blocks
 
     out = [f'<h2 id="sections">{_e(HEADING)}</h2>']
     for b in summary_blocks(s):
         out.append(f"<details><summary>{_e(b.title)}</summary>")
-        if b.rows:
-            out.append(
-                '<table class="meta">'
-                + "".join(f"<tr><td>{_e(r.label)}</td><td>{_e(r.text)}</td></tr>" for r in b.rows)
-                + "</table>"
-            )
-        for t in b.tables:
-            title = f"<h3>{_e(t.title)}</h3>" if t.title != b.title else ""
-            head = "".join(f"<th>{_e(h)}</th>" for h in t.head)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in t.rows
-            )
-            more = f'<p class="note">{_e(table_more(t))}</p>' if t.more else ""
-            out.append(f"{title}<table><tr>{head}</tr>{body}</table>{more}")
+        out.append(_rows_html(b.rows))
+        out += [_table_html(t, t.title != b.title) for t in b.tables]
         out.append("</details>")
     return out
 
 
-def _diff_html(diff: SummaryDiff) -> str:
-    from mlaprof.analysis.diff import fmt_value
+def _rows_html(rows: list[Any]) -> str:
+    """A block's rows (mlaprof.reporters.rows.Row) as a two-column table."""
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{_e(r.label)}</td><td>{_e(r.text)}</td></tr>" for r in rows)
+    return f'<table class="meta">{body}</table>'
 
-    rows = []
-    for r in diff.table:
-        pct = "" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        cls = r.verdict if r.verdict in ("better", "worse") else ""
-        rows.append(
-            f"<tr><td>{_e(r.metric)}</td><td>{_e(r.unit)}</td>"
-            f"<td class='num'>{fmt_value(r.a)}</td><td class='num'>{fmt_value(r.b)}</td>"
-            f"<td class='num'>{pct}</td><td class='{cls}'>{_e(r.verdict)}</td>"
-            f"<td>{_e(r.provenance)}</td></tr>"
-        )
+
+VERDICT_CLASS = ("better", "worse")  # a cell that says one of these is coloured
+
+
+def _table_html(t: Any, titled: bool = True) -> str:
+    """A table of the rows layer (mlaprof.reporters.rows.Table), its notes and what was cut."""
+    from mlaprof.reporters.rows import table_more
+
+    title = f"<h3>{_e(t.title)}</h3>" if titled else ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in t.head)
+
+    def td(c: str) -> str:
+        return f"<td class='{c}'>{_e(c)}</td>" if c in VERDICT_CLASS else f"<td>{_e(c)}</td>"
+
+    body = "".join("<tr>" + "".join(td(c) for c in r) + "</tr>" for r in t.rows)
+    notes = ""
+    more = f'<p class="note">{_e(table_more(t))}</p>' if t.more else ""
+    return f"{title}<table><tr>{head}</tr>{body}</table>{notes}{more}"
+
+
+def _diff_html(diff: SummaryDiff) -> str:
+    """The run diff as the rows layer lays it out (mlaprof.reporters.diff_rows)."""
+    from mlaprof.reporters.diff_rows import diff_block
+
+    b = diff_block(diff)
     return (
         f"<p>A = <b>{_e(diff.before)}</b> (this run, before), B = <b>{_e(diff.after)}</b> "
         "(after). Below, the figures are this run's.</p>"
-        "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
-        "<th>B is</th><th>provenance</th></tr>" + "".join(rows) + "</table>"
+        + _rows_html(b.rows)
+        + "".join(_table_html(t, titled=False) for t in b.tables)
     )
 
 

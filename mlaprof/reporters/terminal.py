@@ -503,63 +503,33 @@ def _print_replay_time(console: Console, rt: TraceReplayTime, rows: int = 8) -> 
 
 
 def print_diff(d: SummaryDiff, console: Console | None = None) -> None:
-    """The run diff of mlaprof.analysis.diff: metric (unit, provenance), A, B, change, verdict."""
-    from mlaprof.analysis.diff import fmt_change, fmt_value
+    """The run diff as the rows layer lays it out (:func:`mlaprof.reporters.diff_rows.diff_block`):
+    the metrics' table (A, B, change, verdict), then whether the workloads match and where the
+    marked numbers come from."""
+    from mlaprof.reporters.diff_rows import diff_block
 
     console = console or Console()
-    t = Table(title=f"A {term(d.before)}  ->  B {term(d.after)}", title_justify="left")
+    b = diff_block(d)
+    t = b.tables[0]
+    table = Table(title=term(b.title.replace(" -> ", "  ->  ")), title_justify="left")
     # A and B take at most a quarter of what the borders and the last two columns leave each,
     # the metric's name the rest (at 80 columns it wrapped over up to 5 lines beside a long A
     # or B text); a long value wraps within its column
-    t.add_column("metric", overflow="fold")
-    for col in ("A", "B"):
-        t.add_column(
+    table.add_column(t.head[0], overflow="fold")
+    for col in t.head[1:3]:
+        table.add_column(
             col, justify="right", overflow="fold", max_width=max(10, (console.width - 28) // 4)
         )
-    t.add_column("change", justify="right", no_wrap=True, min_width=6)
-    t.add_column("B is", no_wrap=True, min_width=6)
+    table.add_column(t.head[3], justify="right", no_wrap=True, min_width=6)
+    table.add_column(t.head[4], no_wrap=True, min_width=6)
     style = {"better": "green", "worse": "red"}
-
-    def metric(name: str, provenance: str) -> str:
-        return name + (f"\n[dim]{term(provenance)}[/]" if provenance else "")
-
-    for r in d.table:
-        v = r.verdict
-        t.add_row(
-            metric(f"{r.metric} ({r.unit})", r.provenance),
-            fmt_value(r.a),
-            fmt_value(r.b),
-            fmt_change(r),
-            f"[{style[v]}]{v}[/]" if v in style else str(v),
-        )
-    t.add_row("capture", term(d.capture.before), term(d.capture.after), "", "")
-    if d.route.before or d.route.after:
-        route = [term(r or "not modelled") for r in (d.route.before, d.route.after)]
-        t.add_row("vLLM route", *route, "", "")
-    for x in d.trace_splits:
-        t.add_row(
-            metric(f"S from the trace ({term(x.variant)})", term(x.source)),
-            _or_absent(x.S_before, x.rows_before),
-            _or_absent(x.S_after, x.rows_after),
-            "",
-            "",
-        )
-    t.add_row("backend", term(d.backend.before), term(d.backend.after), "", "")
-    console.print(t)
-    if d.workload.same is not True:  # what the diff says about comparing these two runs
-        console.print(f"[yellow]workload: {term(d.workload.text)}[/]")
-    if d.cpu_spread:
-        console.print(
-            f"[dim]CPU reference timings: identical CPU runs differ by up to "
-            f"{d.cpu_spread:.1f}x on their clock (bench/cpu_step_stability.py); smaller "
-            "changes read 'within spread'[/]"
-        )
-
-
-def _or_absent(s: str | None, rows: str | None) -> str:
-    if s is None:
-        return "not run"
-    return f"{s} ({rows} rows)" if rows else str(s)
+    for row in t.rows:
+        v = row[-1]
+        table.add_row(*map(term, row[:-1]), f"[{style[v]}]{v}[/]" if v in style else term(v))
+    console.print(table)
+    for r in b.rows:  # the workload line first: whether these two runs compare at all
+        look = "yellow" if r.key.endswith(".workload") else "dim"
+        console.print(f"[{look}]{term(r.label)}: {term(r.text)}[/]", highlight=False)
 
 
 def _print_engine(console: Console, e: EngineSection, sh: ShadowSection | None) -> None:

@@ -15,6 +15,7 @@ from rich.console import Console
 from mlaprof.analysis import run_summary as rs
 from mlaprof.analysis.diff import diff, fmt_change, fmt_value
 from mlaprof.cli import main
+from mlaprof.reporters.diff_rows import diff_block
 from mlaprof.reporters.markdown import cell
 from mlaprof.reporters.renderer import JsonRenderer, Renderer, renderer
 from mlaprof.reporters.terminal import TerminalRenderer
@@ -139,7 +140,12 @@ def test_the_diff_renders_the_diffs_numbers(summaries: dict[str, rs.RunSummary])
     for r in d.table:
         want = [fmt_value(r.a), fmt_value(r.b), fmt_change(r), str(r.verdict)]
         assert any(r.metric in ln and all(w in ln for w in want) for ln in text.splitlines())
-        assert f"| {cell(r.metric)} ({cell(r.unit)}) | {' | '.join(map(cell, want))} |" in md
+        name = f"{r.metric} ({r.unit})" + ("*" if r.provenance else "")  # the source's mark
+        assert f"| {cell(name)} | {' | '.join(map(cell, want))} |" in md
+    # the diff block's rows (the workload line, what the mark stands for) in both views
+    for row in diff_block(d).rows:
+        assert f"- **{cell(row.label)}**: {cell(row.text)}" in md
+        assert f"{row.label}: {row.text}" in " ".join(text.split())
 
 
 def test_every_format_is_a_renderer_of_the_summary(summaries: dict[str, rs.RunSummary]) -> None:
