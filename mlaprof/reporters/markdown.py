@@ -102,6 +102,7 @@ def sections_markdown(s: RunSummary) -> list[str]:
             if t.title != b.title:
                 out += [f"**{cell(t.title)}**", ""]
             out += _table(t.head, t.rows)
+            out += ["", *(f"_{cell(n)}_" for n in t.notes)]
             out += [f"_{table_more(t)}_" if t.more else "", ""]
         out += ["</details>", ""]
     return out

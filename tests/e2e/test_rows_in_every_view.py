@@ -46,6 +46,7 @@ def expected(blocks: list[Block]) -> list[str]:
                 out.append(t.title)
             out.append(" ".join(t.head))
             out += [" ".join(r) for r in t.rows]
+            out += t.notes  # a table's notes (the long sources of its rows), under it
             if t.more:
                 out.append(table_more(t))
     return [norm(x) for x in out]
