@@ -197,7 +197,7 @@ def print_report(
         return t
 
     t = fit_names(console, splits_table)
-    if not s.splits and (starts is not None or s.shadow):
+    if not s.splits and (starts is not None or _holds(blocks, "shadow.per_step")):
         t = None  # a log has no kernels; a recorded engine's modelled splits are shown above
     elif not s.splits and _holds(blocks, "trace.paths"):
         t = None  # the trace's paths table above shows S per path and variant
