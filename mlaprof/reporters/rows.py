@@ -6,7 +6,10 @@ The rows are derived from the section dataclasses (:mod:`mlaprof.analysis.sectio
 field in their declared order, so a field or a section added there shows in every view with no
 change here or in any view. What a view may want to say otherwise is declared once, below:
 a section's title (:data:`TITLES`), a field's label (:data:`LABELS`), the fields the views
-lay out on their own (:data:`OWN`). The shape:
+lay out on their own (:data:`OWN`), a list of records' table where one column per field does
+not read well (:data:`SPECS`: its title, its first columns, its notes; the other fields follow)
+and what every view shows before the findings (:data:`FRONT`, :data:`FRONT_ROWS`: the same
+Tables and rows in the terminal, the HTML page and ``tui``). The shape:
 
 - the summary's plain fields (run, status, kind, ...) are the rows of the first block, ``run``,
   which also names the sections this run does not hold (None, or an empty list);
