@@ -36,10 +36,6 @@ if TYPE_CHECKING:
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def _pct0(x: float | None) -> str:
     return share_text(x)
 
