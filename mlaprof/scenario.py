@@ -266,6 +266,16 @@ SCENARIOS: dict[str, Scenario] = {
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}
 
+# settings whose default means "not set" (kv_cache_tokens 0: unknown; max_num_batched_tokens 0:
+# not limiting; aiter_version "": the policy's own tag), never a value the run used
+UNSET: dict[str, Any] = {"kv_cache_tokens": 0, "max_num_batched_tokens": 0, "aiter_version": ""}
+
+
+def set_settings(doc: dict[str, Any]) -> dict[str, Any]:
+    """A recorded scenario without the settings left at their "not set" default (:data:`UNSET`):
+    a summary shows them absent, never a 0 that reads as the run's value."""
+    return {k: v for k, v in doc.items() if not (k in UNSET and v == UNSET[k])}
+
 
 def scenario_from_mapping(doc: dict[str, Any], base: Scenario | None = None) -> Scenario:
     """Overlay ``doc`` (from TOML or flags) on ``base``; unknown keys and wrong types raise."""

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
+from mlaprof.analysis.padding import NOT_RECORDED
+from mlaprof.scenario import UNSET
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -67,4 +69,31 @@ def contradictions(s: RunSummary) -> list[str]:
             f.kind == "route" and "does not run" in f.title for f in s.findings
         ):
             out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
+    out += _unknown_read_as_value(s)
+    return out
+
+
+def _unknown_read_as_value(s: RunSummary) -> list[str]:
+    """A value the evidence does not hold, shown as if measured: a 0 beside "not checked" or
+    "not recorded", a setting's "not set" default, a replay the trace cannot call FULL."""
+    out: list[str] = []
+    n = s.sync_counts
+    if not n.checked and n.total == 0:
+        out.append("syncs 'not checked' + a sync total of 0")
+    p = s.padding
+    if p.text == NOT_RECORDED and any(
+        v is not None for v in (p.steps, p.real_rows, p.padding_rows, p.padding_fraction)
+    ):
+        out.append("padding 'not recorded' + padding counts")
+    for name, unset in UNSET.items():
+        if getattr(s.scenario, name) == unset and s.scenario.recorded:
+            out.append(f"scenario {name} {unset!r} (not set) shown as the run's value")
+    cap = s.trace.capture if s.trace is not None else None
+    if cap is not None and not cap.graph_launches:
+        full = [t.step for t in s.trace.steps if t.capture == "FULL"]  # type: ignore[union-attr]
+        if full:
+            out.append(
+                f"trace steps {full[:3]} read FULL + the capture verdict holds no graph-launch "
+                "call to tell FULL from PIECEWISE"
+            )
     return out

@@ -47,6 +47,7 @@ from mlaprof.analysis.timing import timing_findings, timing_summary
 from mlaprof.analysis.trust import mark_unreliable, trust_findings
 from mlaprof.analysis.typed_json import from_json, to_json
 from mlaprof.analysis.variants import variant_findings
+from mlaprof.scenario import set_settings
 from mlaprof.store.runkind import RunKind  # noqa: TC001 (a field type get_type_hints resolves)
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         run=ev.name,
         status=ev.status,
         kind=str(ev.kind),
-        scenario=ev.scenario,
+        scenario=set_settings(ev.scenario),
         backend=ev.meta.get("backend"),
         device=ev.device,
         ranks=ev.ranks,

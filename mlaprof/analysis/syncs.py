@@ -16,6 +16,9 @@ from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
+# the sync count of a run no probe watched (never "0 syncs")
+NOT_CHECKED = "not checked (no step of this run was watched for syncs)"
+
 _FIX = {
     "aten._local_scalar_dense": (
         "compute this value in the metadata builder (on the host, outside the captured region) "
@@ -129,6 +132,8 @@ def sync_counts(
     watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
     if watched.empty and host is not None and host.status in ("none", "found"):
         return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
+    if watched.empty and syncs.empty:
+        return not_checked_counts()
     if not syncs.empty:
         for k, n in syncs["kind"].value_counts().items():
             by_kind[str(k)] = int(n)
@@ -157,9 +162,22 @@ def sync_counts(
         "per_layer": per_layer,
         "by_kind": by_kind,
         "per_rank": per_rank,
-        "text": _counted(per_rank, total, n_layers, steps, "")
-        if checked
-        else "not checked (no step of this run was watched for syncs)",
+        "text": _counted(per_rank, total, n_layers, steps, "") if checked else NOT_CHECKED,
+    }
+
+
+def not_checked_counts() -> dict:
+    """No step was watched and nothing recorded: every count unknown (None), never a 0 that
+    reads as "no syncs" beside the "not checked" verdict."""
+    return {
+        "checked": False,
+        "total": None,
+        "layers": None,
+        "watched_steps": 0,
+        "per_layer": None,
+        "by_kind": None,
+        "per_rank": None,
+        "text": NOT_CHECKED,
     }
 
 

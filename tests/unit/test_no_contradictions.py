@@ -67,3 +67,30 @@ def test_each_rule_fires_on_the_pair_it_names() -> None:
     cpu = _summary("vllm_cpu_mla_profile")
     grid = replace(cpu, findings=[*cpu.findings, _finding("not-checked", fix="--patterns FILE")])
     assert any("--patterns" in c for c in contradictions(grid))
+
+
+def test_an_unknown_never_reads_as_a_value() -> None:
+    """A count the run does not hold is None, never a 0 beside "not checked"/"not recorded"; a
+    scenario setting left at its "not set" default is absent; a replay the trace cannot call
+    FULL (no graph-launch call) is no FULL step. Each rule fires on its pair."""
+    trace = _summary("aiter-gluon_v0119_bug_rocm63")  # no API trace: nothing confirms FULL
+    assert contradictions(trace) == []
+    assert trace.trace is not None and not trace.trace.capture.graph_launches
+    assert {t.capture for t in trace.trace.steps} == {"replayed in a graph"}
+    assert not trace.sync_counts.checked and trace.sync_counts.total is None
+    assert trace.padding.text == "not recorded" and trace.padding.padding_fraction is None
+
+    zero = replace(trace, sync_counts=replace(trace.sync_counts, total=0))
+    assert any("sync total of 0" in c for c in contradictions(zero))
+    pad = replace(trace, padding=replace(trace.padding, padding_fraction=0.0, steps=0))
+    assert any("padding 'not recorded'" in c for c in contradictions(pad))
+    steps = [replace(t, capture="FULL") for t in trace.trace.steps]
+    full = replace(trace, trace=replace(trace.trace, steps=steps))
+    assert any("read FULL" in c for c in contradictions(full))
+
+    demo = _summary("demo-bug-legacy-flat-syncs-break-capture")  # kv_cache_tokens left unset
+    assert demo.scenario.kv_cache_tokens is None and demo.scenario.aiter_version is None
+    for name, unset in (("kv_cache_tokens", 0), ("max_num_batched_tokens", 0),
+                        ("aiter_version", "")):  # fmt: skip
+        shown = replace(demo, scenario=replace(demo.scenario, **{name: unset}))
+        assert any(f"scenario {name}" in c for c in contradictions(shown)), name
