@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.typed_json import OMIT
-from mlaprof.reporters.fmt import label_of, ranks_text, unit_of, value_text
+from mlaprof.reporters.fmt import field_text, label_of, value_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -132,8 +132,7 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         elif _records(v):
             out += _list_blocks(f.name, title, v)
         else:
-            text = ranks_text(v) if f.name == "ranks" else value_text(v)
-            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), text))
+            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), field_text(f.name, v)))
     if absent:
         run_rows.append(Row("absent", "not in this run", ", ".join(absent)))
     return said_once([Block("run", TITLES["run"], run_rows, []), *out])
@@ -220,7 +219,7 @@ def _blocks(key: str, title: str, v: Any) -> list[Block]:
         elif _record_map(x):
             tables.append(_map_table(k, label, x))
         else:
-            rows.append(Row(k, label, value_text(x, unit_of(f.name))))
+            rows.append(Row(k, label, field_text(f.name, x)))
     return [Block(key, title, rows, tables), *nested]
 
 
@@ -242,9 +241,7 @@ def _table(key: str, title: str, items: list[Any]) -> Table:
     cols = _fields(*items)
     owner = type(items[0]).__name__
     head = [_label(owner, f.name) for f in cols]
-    rows = [
-        [value_text(getattr(x, f.name), unit_of(f.name)) for f in cols] for x in items[:TABLE_ROWS]
-    ]
+    rows = [[field_text(f.name, getattr(x, f.name)) for f in cols] for x in items[:TABLE_ROWS]]
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
 
 
@@ -254,7 +251,7 @@ def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
     owner = type(first).__name__
     head = ["", *(_label(owner, f.name) for f in cols)]
     rows = [
-        [value_text(k), *(value_text(getattr(x, f.name), unit_of(f.name)) for f in cols)]
+        [value_text(k), *(field_text(f.name, getattr(x, f.name)) for f in cols)]
         for k, x in list(items.items())[:TABLE_ROWS]
     ]
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))

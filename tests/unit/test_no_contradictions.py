@@ -94,3 +94,37 @@ def test_an_unknown_never_reads_as_a_value() -> None:
                         ("aiter_version", "")):  # fmt: skip
         shown = replace(demo, scenario=replace(demo.scenario, **{name: unset}))
         assert any(f"scenario {name}" in c for c in contradictions(shown)), name
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES)
+def test_a_list_of_ranks_never_reads_as_a_count(name: str) -> None:
+    """``ranks not collapsed: 0`` beside ``ranks: 1, all agree`` read as "no rank": a list of
+    rank ids is worded as how many and which, in every row and table cell."""
+    import re
+
+    from mlaprof.reporters.rows import summary_blocks
+
+    bare = re.compile(r"[\d, ]+")  # "0" or "0, 1, 2": ids that read as counts
+    for b in summary_blocks(_summary(name)):
+        for r in b.rows:
+            if r.key.rsplit(".", 1)[-1].startswith("ranks_"):
+                assert not bare.fullmatch(r.text), (name, r.key, r.text)
+        for t in b.tables:
+            for col, head in enumerate(t.head):
+                lists = head == "ranks" and t.key in ("dp_groups", "trace.paths")
+                # (a replay layer's "ranks text" is the span beside its ranks column)
+                if lists or (head.startswith("ranks ") and head != "ranks text"):
+                    assert not any(bare.fullmatch(row[col]) for row in t.rows), (t.key, head)
+
+
+def test_the_one_rank_of_a_run_reads_as_one_rank() -> None:
+    from mlaprof.reporters.rows import summary_blocks
+
+    s = _summary("demo-bug-legacy-flat-syncs-break-capture")
+    assert s.fleet.ranks_not_collapsed == [0] and s.fleet.ranks_collapsed == []
+    blocks = summary_blocks(s)
+    rows = {r.key: r.text for b in blocks for r in b.rows}
+    assert rows["fleet.ranks_not_collapsed"] == "1 (rank 0)"
+    assert rows["fleet.ranks_collapsed"] == "none"
+    dp = next(t for b in blocks for t in b.tables if t.key == "dp_groups")
+    assert dp.rows[0][dp.head.index("ranks")] == "1 (rank 0)"
