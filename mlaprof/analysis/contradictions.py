@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
+from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.padding import NOT_RECORDED
 from mlaprof.scenario import UNSET
 
@@ -75,7 +76,8 @@ def contradictions(s: RunSummary) -> list[str]:
 
 def _unknown_read_as_value(s: RunSummary) -> list[str]:
     """A value the evidence does not hold, shown as if measured: a 0 beside "not checked" or
-    "not recorded", a setting's "not set" default, a replay the trace cannot call FULL."""
+    "not recorded", a setting's "not set" default, a replay the trace cannot call FULL, the
+    plugin's "engine" placeholder as the device."""
     out: list[str] = []
     n = s.sync_counts
     if not n.checked and n.total == 0:
@@ -88,6 +90,8 @@ def _unknown_read_as_value(s: RunSummary) -> list[str]:
     for name, unset in UNSET.items():
         if getattr(s.scenario, name) == unset and s.scenario.recorded:
             out.append(f"scenario {name} {unset!r} (not set) shown as the run's value")
+    if str(s.device) == PLUGIN_DEVICE:
+        out.append("device 'engine' (no device) + numbers 'measured on' it")
     cap = s.trace.capture if s.trace is not None else None
     if cap is not None and not cap.graph_launches:
         full = [t.step for t in s.trace.steps if t.capture == "FULL"]  # type: ignore[union-attr]

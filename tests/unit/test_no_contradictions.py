@@ -95,6 +95,13 @@ def test_an_unknown_never_reads_as_a_value() -> None:
         shown = replace(demo, scenario=replace(demo.scenario, **{name: unset}))
         assert any(f"scenario {name}" in c for c in contradictions(shown)), name
 
+    # the plugin's run.json names no device ("engine"); the CPU attention backend it recorded
+    # (AMX_MLA) does: its numbers are measured on the CPU
+    engine = _summary("engine-engine_ngram_run")
+    assert engine.device == "cpu"
+    assert any(h.provenance == "measured on cpu" for h in engine.headline)
+    assert any("device 'engine'" in c for c in contradictions(replace(engine, device="engine")))
+
 
 @pytest.mark.parametrize("name", shipped_runs.NAMES)
 def test_a_list_of_ranks_never_reads_as_a_count(name: str) -> None:
