@@ -82,6 +82,15 @@ def _unknown_read_as_value(s: RunSummary) -> list[str]:
     n = s.sync_counts
     if not n.checked and n.total == 0:
         out.append("syncs 'not checked' + a sync total of 0")
+    checked = {r.rank for r in n.per_rank or []} if n.checked else set()
+    rate = {(r.rank, r.layer): r.syncs for r in n.per_layer or []}
+    for row in s.layers:
+        if row.rank in checked and row.syncs != rate.get((row.rank, row.layer), 0):
+            out.append(
+                f"sync count on rank {row.rank} layer {row.layer}: "
+                f"{rate.get((row.rank, row.layer), 0)} + layer table {row.syncs}"
+            )
+            break
     p = s.padding
     if p.text == NOT_RECORDED and any(
         v is not None for v in (p.steps, p.real_rows, p.padding_rows, p.padding_fraction)

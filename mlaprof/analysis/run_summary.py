@@ -42,7 +42,13 @@ from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows, split_summary
 from mlaprof.analysis.starts import log_spec_totals
-from mlaprof.analysis.syncs import host_sync_findings, sync_counts, sync_findings, sync_rows
+from mlaprof.analysis.syncs import (
+    host_sync_findings,
+    layer_syncs,
+    sync_counts,
+    sync_findings,
+    sync_rows,
+)
 from mlaprof.analysis.timing import timing_findings, timing_summary
 from mlaprof.analysis.trust import mark_unreliable, trust_findings
 from mlaprof.analysis.typed_json import from_json, to_json
@@ -262,7 +268,9 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         ev.engine_steps, ev.acceptance, **(shadow or {})
     )
     syncs = t["syncs"]
-    layers = layer_table(t["layers"], syncs, ev.reference)
+    # one sync count: the layer rows read it where no probe counted them (a trace's host check)
+    counts = sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"])
+    layers = layer_syncs(layer_table(t["layers"], syncs, ev.reference), counts)
     sec = _sections(ev)
     doc: dict[str, Any] = dict(
         run=ev.name,
@@ -277,7 +285,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         allocations=sync_rows(syncs, "alloc"),
         h2d_copies=sync_rows(syncs, "h2d"),
         capture_errors=sync_rows(syncs, "capture-error"),
-        sync_counts=sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"]),
+        sync_counts=counts,
         route=run_route(ev.meta, engine_shadow, claims),
         splits=split_rows(t["splits"], sec["split_worst"]),
         padding=padding_summary(t["padding"]),

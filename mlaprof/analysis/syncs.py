@@ -181,6 +181,23 @@ def not_checked_counts() -> dict:
     }
 
 
+def layer_syncs(layers: list[dict], counts: dict) -> list[dict]:
+    """The layer rows (:func:`mlaprof.analysis.layers.layer_table`) with the one sync count: a
+    row whose own count is unknown (no probe watched it) on a rank the count checked (an
+    imported trace's host-sync check) reads that rank's per-layer rate, 0 where none was
+    found, never "unknown" beside a checked count."""
+    if not counts["checked"]:
+        return layers
+    checked = {r["rank"] for r in counts["per_rank"] or []}
+    rate = {(r["rank"], r["layer"]): r["syncs"] for r in counts["per_layer"] or []}
+    return [
+        {**r, "syncs": float(rate.get((r["rank"], r["layer"]), 0))}
+        if r["syncs"] is None and r["rank"] in checked
+        else r
+        for r in layers
+    ]
+
+
 def _counted(per_rank: list[dict], total: int, n_layers: int, steps: int, what: str) -> str:
     """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
     that reads as one rank's."""

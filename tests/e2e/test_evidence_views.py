@@ -99,13 +99,20 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
         assert _flat(f"{h['label']} {h['value']}") in _flat(page), (run_dir.name, h)
     # syncs per layer: the TUI's layer table shows the analysis' count for every layer
     layers = once.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
-    rows = {int(r.split()[0]): r.split() for r in layers if r.strip()[:1].isdigit()}
-    by_layer: dict[int, list[float]] = {}
+    head = next(
+        (r.split() for r in layers if r.split()[:2] in (["layer", "time"], ["rank", "layer"])),
+        ["layer", "syncs"],  # no layer rows (a vLLM log): no table
+    )
+    col = head.index("syncs") - 1  # "time ms" is two words of the head, one cell of a row
+    key = head.index("layer") + 1 if head[0] == "rank" else 1  # (rank, layer) or (layer,)
+    rows = {tuple(map(int, r.split()[:key])): r.split() for r in layers if r.strip()[:1].isdigit()}
+    by_layer: dict[tuple[int, ...], list[float]] = {}
     for r in doc["layers"]:
         if r["syncs"] is not None:
-            by_layer.setdefault(r["layer"], []).append(r["syncs"])
-    for layer, counts in by_layer.items():
-        assert rows[layer][2] == f"{max(counts):g}", (run_dir.name, layer)
+            k = (r["rank"], r["layer"]) if key == 2 else (r["layer"],)
+            by_layer.setdefault(k, []).append(r["syncs"])
+    for k, counts in by_layer.items():
+        assert rows[k][col] == f"{max(counts):g}", (run_dir.name, k)
     # ... and what the report and run.layers.syncs count
     n = doc["sync_counts"]
     host = (doc.get("trace") or {}).get("syncs") or {}

@@ -88,6 +88,12 @@ def test_an_unknown_never_reads_as_a_value() -> None:
     full = replace(trace, trace=replace(trace.trace, steps=steps))
     assert any("read FULL" in c for c in contradictions(full))
 
+    # the trace's host-sync check counted 1 per layer per step: the layer table says so too
+    eager = _summary("aiter-eager_syncs")
+    assert eager.sync_counts.checked and {r.syncs for r in eager.layers} == {1.0}
+    unknown = [replace(r, syncs=None) for r in eager.layers]
+    assert any("layer table None" in c for c in contradictions(replace(eager, layers=unknown)))
+
     demo = _summary("demo-bug-legacy-flat-syncs-break-capture")  # kv_cache_tokens left unset
     assert demo.scenario.kv_cache_tokens is None and demo.scenario.aiter_version is None
     for name, unset in (("kv_cache_tokens", 0), ("max_num_batched_tokens", 0),
