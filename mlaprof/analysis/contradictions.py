@@ -10,6 +10,7 @@ from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.padding import NOT_RECORDED
+from mlaprof.analysis.sections import REFERENCE_TEXT
 from mlaprof.scenario import UNSET
 
 if TYPE_CHECKING:
@@ -89,6 +90,15 @@ def _unknown_read_as_value(s: RunSummary) -> list[str]:
                 f"{rate.get((row.rank, row.layer), 0)} + layer table {row.syncs}"
             )
             break
+    unjudged = REFERENCE_TEXT["unknown"]  # no S to judge a collapse against
+    bad = [r for r in s.layers if r.reference == unjudged and r.collapsed is not None]
+    if bad:
+        out.append(f"layer {bad[0].layer} (rank {bad[0].rank}) 'collapsed {bad[0].collapsed}' "
+                   "+ no S to judge it against")  # fmt: skip
+    judged = {r.rank for r in s.layers if r.collapsed is not None}
+    lost = [r for r in s.fleet.ranks_not_collapsed if r not in judged]
+    if lost:
+        out.append(f"rank(s) {lost} 'not collapsed' + none of their layers judged")
     p = s.padding
     if p.text == NOT_RECORDED and any(
         v is not None for v in (p.steps, p.real_rows, p.padding_rows, p.padding_fraction)

@@ -685,7 +685,7 @@ class LayerRow:
     S_min: int | None
     S_reference: int | None
     S_used: int | None
-    collapsed: int
+    collapsed: int | None  # steps collapsed (None: no step has an S to judge against)
     layer: int
     rank: int
     reference: str
@@ -717,8 +717,8 @@ class FleetRank:
     S_max: int | None
     S_min: int | None
     agent: int | str | None  # the GPU agent, or "cpu"
-    collapsed_layers: int
-    collapsed_steps: int
+    collapsed_layers: int | None  # None: no layer of the rank could be judged
+    collapsed_steps: int | None
     dp_group: int | None
     host: str | None
     layers: int

@@ -399,7 +399,7 @@ def _print_fleet(console: Console, fleet: Fleet) -> None:
         t.add_row(
             str(r.rank), term(r.host or "-"), _or_unknown(r.pid), _or_unknown(r.agent),
             _or_unknown(r.dp_group), _or_unknown(r.trust), str(r.layers),
-            _or_unknown(r.S_min), _or_unknown(r.S_max), str(r.collapsed_layers),
+            _or_unknown(r.S_min), _or_unknown(r.S_max), _or_unknown(r.collapsed_layers),
         )  # fmt: skip
     console.print(t)
     console.print(

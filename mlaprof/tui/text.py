@@ -420,7 +420,7 @@ def fleet_lines(v: View) -> list[str]:
         return []
     rows = [["rank", "host", "DP", "S min", "S max", "collapsed"]] + [
         [str(r.rank), r.host or "-", _s(r.dp_group), _s(r.S_min), _s(r.S_max),
-         f"{r.collapsed_layers}/{r.layers} layers"]
+         f"{_s(r.collapsed_layers)}/{r.layers} layers"]
         for r in f.per_rank
     ]  # fmt: skip
     return [f.text, *format_table((rows[0], rows[1:])), f"(DP: {f.dp_groups_source})"]

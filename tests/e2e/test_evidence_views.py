@@ -134,8 +134,14 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
     # collapse: the TUI's per-layer counts are the analysis' (one rule, one reference)
     collapsed = {r["layer"]: 0 for r in doc["layers"]}
     for r in doc["layers"]:
-        collapsed[r["layer"]] += r["collapsed"]
-    assert sum(collapsed.values()) == sum(r["collapsed_steps"] for r in doc["fleet"]["per_rank"])
+        collapsed[r["layer"]] += r["collapsed"] or 0  # None: not judged (no S to judge by)
+    per_rank = doc["fleet"]["per_rank"]
+    assert sum(collapsed.values()) == sum(r["collapsed_steps"] or 0 for r in per_rank)
+    # a rank no layer of which could be judged is on neither side, never "not collapsed"
+    for r in per_rank:
+        unjudged = all(x["collapsed"] is None for x in doc["layers"] if x["rank"] == r["rank"])
+        assert (r["collapsed_steps"] is None) == unjudged, (run_dir.name, r["rank"])
+        assert (r["rank"] in doc["fleet"]["ranks_not_collapsed"]) == (r["collapsed_layers"] == 0)
     if any(
         f["kind"] == "split-collapse" and f.get("data", {}).get("path") for f in doc["findings"]
     ):
