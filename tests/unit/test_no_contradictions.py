@@ -94,6 +94,14 @@ def test_an_unknown_never_reads_as_a_value() -> None:
     unknown = [replace(r, syncs=None) for r in eager.layers]
     assert any("layer table None" in c for c in contradictions(replace(eager, layers=unknown)))
 
+    # no deserved or modelled S on its layers: no collapse judged, the rank on neither side
+    assert all(r.collapsed is None for r in eager.layers)
+    assert eager.fleet.ranks_not_collapsed == [] == eager.fleet.ranks_collapsed
+    zero = [replace(r, collapsed=0) for r in eager.layers]
+    assert any("no S to judge" in c for c in contradictions(replace(eager, layers=zero)))
+    fine = replace(eager, fleet=replace(eager.fleet, ranks_not_collapsed=[0]))
+    assert any("none of their layers judged" in c for c in contradictions(fine))
+
     demo = _summary("demo-bug-legacy-flat-syncs-break-capture")  # kv_cache_tokens left unset
     assert demo.scenario.kv_cache_tokens is None and demo.scenario.aiter_version is None
     for name, unset in (("kv_cache_tokens", 0), ("max_num_batched_tokens", 0),
