@@ -99,6 +99,9 @@ def _unknown_read_as_value(s: RunSummary) -> list[str]:
     lost = [r for r in s.fleet.ranks_not_collapsed if r not in judged]
     if lost:
         out.append(f"rank(s) {lost} 'not collapsed' + none of their layers judged")
+    cov = s.trace.coverage if s.trace is not None else None
+    if cov is not None and not cov.api_calls and cov.host_syncs == 0:
+        out.append("no API call read + 'host syncs: 0' among them")
     p = s.padding
     if p.text == NOT_RECORDED and any(
         v is not None for v in (p.steps, p.real_rows, p.padding_rows, p.padding_fraction)

@@ -379,7 +379,7 @@ class TraceCoverage:
     attention_like: list[AttentionLike]
     attention_like_names: int
     collapse_checks: list[CollapseCheck]
-    host_syncs: int
+    host_syncs: int | None  # None: no API call read (no API trace in the import)
     kernels: int
     kernels_by_rank: dict[int, int]
     provenance: str

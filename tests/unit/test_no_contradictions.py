@@ -80,6 +80,10 @@ def test_an_unknown_never_reads_as_a_value() -> None:
     assert not trace.sync_counts.checked and trace.sync_counts.total is None
     assert trace.padding.text == "not recorded" and trace.padding.padding_fraction is None
 
+    cov = trace.trace.coverage
+    assert cov is not None and cov.api_calls == 0 and cov.host_syncs is None
+    read = replace(trace, trace=replace(trace.trace, coverage=replace(cov, host_syncs=0)))
+    assert any("host syncs: 0" in c for c in contradictions(read))
     zero = replace(trace, sync_counts=replace(trace.sync_counts, total=0))
     assert any("sync total of 0" in c for c in contradictions(zero))
     pad = replace(trace, padding=replace(trace.padding, padding_fraction=0.0, steps=0))
