@@ -72,6 +72,7 @@ LABELS: dict[str, str] = {
     "Timing.step_median_text": "median step",
     "Timing.timing_label": "timing",
     "Timing.timing": "timing kind",
+    "Timing.full_share": "steps replayed in a graph",  # FULL or not: the capture section says
     "Capture.text": "capture",
     "Capture.effective_mode": "mode that ran",
     "Capture.mode": "mode asked for",

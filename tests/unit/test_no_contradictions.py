@@ -153,3 +153,25 @@ def test_the_one_rank_of_a_run_reads_as_one_rank() -> None:
     assert rows["fleet.ranks_collapsed"] == "none"
     dp = next(t for b in blocks for t in b.tables if t.key == "dp_groups")
     assert dp.rows[0][dp.head.index("ranks")] == "1 (rank 0)"
+
+
+def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> None:
+    """The capture verdict of a trace whose steps mix replays and eager launches names the
+    replays FULL only where the API trace holds the graph-launch calls (as its evidence and
+    each step's capture do); the timing's share of replays is labelled as replays."""
+    import pandas as pd
+
+    from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.reporters.rows import summary_blocks
+
+    steps = pd.DataFrame({"backend": ["gluon"] * 3, "graph_mode": ["graph", "graph", "eager"],
+                          "rank": [0] * 3, "step": [0, 1, 2]})  # fmt: skip
+    no_api = step_mode_evidence({"trace_checks": {"launches": {}}}, steps)
+    assert no_api["label"] == "mixed: graph replays, eager steps"
+    launches = {"graph_launches": 2, "mla_replays_with_launch": 2, "runtime_api_calls": 5}
+    api = step_mode_evidence({"trace_checks": {"launches": launches}}, steps)
+    assert api["label"] == "mixed: FULL replays, eager steps"
+
+    rows = {r.key: r.label for b in summary_blocks(_summary("aiter-gluon_v0119_bug_rocm63"))
+            for r in b.rows}  # fmt: skip
+    assert rows["timing.full_share"] == "steps replayed in a graph"
