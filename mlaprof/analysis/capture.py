@@ -195,7 +195,9 @@ def step_mode_evidence(
     if status == "mixed":
         label = "mixed: " + ", ".join(
             t
-            for n, t in ((n_graph, "FULL replays"), (n_piece, "PIECEWISE steps"),
+            # FULL only where a graph-launch call confirms the replays (as the evidence says)
+            for n, t in ((n_graph, "FULL replays" if n_launch else "graph replays"),
+                         (n_piece, "PIECEWISE steps"),
                          (n_eager, "eager steps"))
             if n
         )  # fmt: skip

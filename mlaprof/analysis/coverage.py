@@ -103,7 +103,8 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
         "api_functions": [
             ApiFunction(function=str(r.key), calls=int(r.n)) for r in api.itertuples() if r.key
         ],
-        "host_syncs": int(api[api["key"].isin(SYNC_CALLS)]["n"].sum()) if len(api) else 0,
+        # no API call read (no API trace): how many were host syncs is unknown, never 0
+        "host_syncs": int(api[api["key"].isin(SYNC_CALLS)]["n"].sum()) if len(api) else None,
     }
 
 

@@ -48,11 +48,18 @@ from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
 from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows, split_summary
 from mlaprof.analysis.starts import log_spec_totals
-from mlaprof.analysis.syncs import host_sync_findings, sync_counts, sync_findings, sync_rows
+from mlaprof.analysis.syncs import (
+    host_sync_findings,
+    layer_syncs,
+    sync_counts,
+    sync_findings,
+    sync_rows,
+)
 from mlaprof.analysis.timing import timing_findings, timing_summary
 from mlaprof.analysis.trust import mark_unreliable, trust_findings
 from mlaprof.analysis.typed_json import from_json, to_json
 from mlaprof.analysis.variants import variant_findings
+from mlaprof.scenario import set_settings
 from mlaprof.store.liveness import RunStatus
 from mlaprof.store.runkind import RunKind  # noqa: TC001 (a field type get_type_hints resolves)
 
@@ -272,7 +279,9 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         ev.engine_steps, ev.acceptance, **(shadow or {})
     )
     syncs = t["syncs"]
-    layers = layer_table(t["layers"], syncs, ev.reference)
+    # one sync count: the layer rows read it where no probe counted them (a trace's host check)
+    counts = sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"])
+    layers = layer_syncs(layer_table(t["layers"], syncs, ev.reference), counts)
     sec = _sections(ev)
     scenario = ev.scenario
     splits = split_rows(t["splits"], sec.split_worst)
@@ -289,7 +298,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         run=ev.name,
         status=RunStatus(ev.status),
         kind=ev.kind,
-        scenario=scenario,
+        scenario=set_settings(scenario),
         backend=ev.meta.backend,
         device=ev.device,
         ranks=ev.ranks,
@@ -298,7 +307,7 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         allocations=sync_rows(syncs, "alloc"),
         h2d_copies=sync_rows(syncs, "h2d"),
         capture_errors=sync_rows(syncs, "capture-error"),
-        sync_counts=sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"]),
+        sync_counts=counts,
         route=run_route(ev.meta, engine_shadow, claims),
         splits=splits,
         padding=padding,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.typed_json import OMIT
-from mlaprof.reporters.fmt import label_of, ranks_text, unit_of, value_text
+from mlaprof.reporters.fmt import field_text, label_of, value_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -76,6 +76,7 @@ LABELS: dict[str, str] = {
     "Timing.step_median_text": "median step",
     "Timing.timing_label": "timing",
     "Timing.timing": "timing kind",
+    "Timing.full_share": "steps replayed in a graph",  # FULL or not: the capture section says
     "Capture.text": "capture",
     "Capture.effective_mode": "mode that ran",
     "Capture.mode": "mode asked for",
@@ -329,8 +330,7 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         elif _records(v):
             out += _list_blocks(f.name, title, v)
         else:
-            text = ranks_text(v) if f.name == "ranks" else value_text(v)
-            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), text))
+            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), field_text(f.name, v)))
     if absent:
         run_rows.append(Row("absent", "not in this run", ", ".join(absent)))
     return said_once([Block("run", TITLES["run"], run_rows, []), *out])
@@ -420,7 +420,7 @@ def _blocks(key: str, title: str, v: Any, skip: frozenset[str] = frozenset()) ->
         elif _record_map(x):
             tables.append(_map_table(k, label, x))
         else:
-            rows.append(Row(k, label, value_text(x, unit_of(f.name))))
+            rows.append(Row(k, label, field_text(f.name, x)))
     return [Block(key, title, rows, tables), *nested]
 
 
@@ -453,7 +453,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
     if spec is None:
         head = [_label(owner, f.name) for f in cols]
         rows = [
-            [value_text(getattr(x, f.name), unit_of(f.name)) for f in cols]
+            [field_text(f.name, getattr(x, f.name)) for f in cols]
             for x in items[:TABLE_ROWS]
         ]
         return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
@@ -464,7 +464,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
     head = [c.head for c in declared] + [_label(owner, f.name) for f in rest]
     rows = [
         [_declared(c, x) for c in declared]
-        + [value_text(getattr(x, f.name), unit_of(f.name)) for f in rest]
+        + [field_text(f.name, getattr(x, f.name)) for f in rest]
         for x in items[:TABLE_ROWS]
     ]
     notes = [value_text(spec.note(x)) for x in items[:TABLE_ROWS]] if spec.note else []
@@ -475,7 +475,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
 def _declared(c: Col, x: Any) -> str:
     if c.cell is not None:
         return value_text(c.cell(x))
-    return value_text(getattr(x, c.fields[0]), unit_of(c.fields[0]))
+    return field_text(c.fields[0], getattr(x, c.fields[0]))
 
 
 def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
@@ -484,7 +484,7 @@ def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
     owner = type(first).__name__
     head = ["", *(_label(owner, f.name) for f in cols)]
     rows = [
-        [value_text(k), *(value_text(getattr(x, f.name), unit_of(f.name)) for f in cols)]
+        [value_text(k), *(field_text(f.name, getattr(x, f.name)) for f in cols)]
         for k, x in list(items.items())[:TABLE_ROWS]
     ]
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))

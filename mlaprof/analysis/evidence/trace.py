@@ -149,7 +149,8 @@ def trace_section(
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
         "paths": trace_paths(meta, steps, stats, engine_of, checks),
-        "steps": trace_steps(steps, stats),
+        # a step reads FULL only where the capture verdict does (a graph-launch call confirms)
+        "steps": trace_steps(steps, stats, bool(cap.get("graph_launches"))),
         "capture": cap,
         "trust": trust_summary(meta, cap, checks),
         # each rank judged on its own dispatches (a fleet import records them per rank)
