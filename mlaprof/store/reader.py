@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
 from mlaprof.store.schema import TABLES, columns, version_problem
@@ -288,6 +286,7 @@ class Run:
         that rank's rows only."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import numpy as np
         import pandas as pd
 
         text = {c for c, t in TABLES[name] if t == "TEXT"} & set(cols)

@@ -1,6 +1,7 @@
 """Commands that need no frame, no SQL engine and no tensor start without pandas, DuckDB or
-torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, and an error
-message about a run that is not there. Checked on the modules a fresh interpreter holds after
+torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, an error
+message about a run that is not there, and ``report --json`` of a run whose document its folder
+keeps (mlaprof.store.summary_cache; not even NumPy). Checked on the modules a fresh interpreter holds after
 each command (modules, not seconds: the machine's load cannot fail it)."""
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ def _light_commands(traces: Path) -> list[list[str]]:
     ]
 
 
-def _run_child(argvs: list[list[str]]) -> dict[str, dict]:
+def _run_child(argvs: list[list[str]], heavy: tuple[str, ...] = HEAVY) -> dict[str, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = CHILD.format(heavy=HEAVY, argvs=argvs)
+    code = CHILD.format(heavy=heavy, argvs=argvs)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -68,10 +69,23 @@ def test_light_commands_import_no_pandas_duckdb_or_torch(tmp_path: Path) -> None
     assert loaded == {}, f"commands that imported {HEAVY}: {loaded}"
 
 
+def test_a_kept_json_report_is_light(tmp_path: Path) -> None:
+    """The first ``report --json`` analyses the run (pandas) and its folder keeps the document;
+    the next, in a fresh interpreter, prints the same text with none of them loaded."""
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    argv = ["report", DEMO.name, "--traces", str(traces), "--json"]
+    heavy = (*HEAVY, "numpy")
+    (first,) = _run_child([argv], heavy).values()
+    (again,) = _run_child([argv], heavy).values()
+    assert first["rc"] == again["rc"] == 0 and "pandas" in first["heavy"]
+    assert again["heavy"] == [] and again["said"] == first["said"]
+
+
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The child's record is not blind: a report of a real run does load pandas."""
     traces = tmp_path / "traces"
     shutil.copytree(DEMO, traces / DEMO.name)
-    got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json"]])
+    got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]])
     (rec,) = got.values()
     assert rec["rc"] == 0 and "pandas" in rec["heavy"]
