@@ -113,3 +113,27 @@ def test_a_folder_that_cannot_be_written_is_reported_on(run_dir, capsys, monkeyp
     out = _report(run_dir, capsys)
     assert json.loads(out)["run"] == NAME
     assert sorted(p.name for p in run_dir.iterdir()) == ["rank0.db", "run.json"]  # no leftover
+
+
+@pytest.mark.parametrize("view", [["--json"], []])
+def test_a_run_keeps_the_document_it_printed(tmp_path, capsys, view) -> None:
+    """``mlaprof run`` analyses the finished run once and keeps its JSON document: the next
+    ``report --json`` reads it back, equal to a fresh analysis (and to what --json printed)."""
+    traces = tmp_path / "traces"
+    argv = ["run", "--traces", str(traces), "--kv-lens", "70,130", "--steps", "1", "--layers", "1"]
+    assert main([*argv, "--name", "r", *view]) == 0
+    printed = capsys.readouterr().out
+    assert (traces / "r" / summary_cache.CACHE_NAME).exists()
+    kept = _report(traces / "r", capsys)
+    assert kept == _report(traces / "r", capsys, "--no-cache")
+    if view:
+        assert printed == kept
+    else:  # the terminal findings, from the same summary
+        assert printed.strip() and not printed.lstrip().startswith("{")
+
+
+def test_a_quiet_run_analyses_nothing(tmp_path, capsys) -> None:
+    traces = tmp_path / "traces"
+    argv = ["run", "--traces", str(traces), "--kv-lens", "70", "--steps", "1", "--layers", "1"]
+    assert main([*argv, "--name", "q", "-q"]) == 0
+    assert not (traces / "q" / summary_cache.CACHE_NAME).exists()
