@@ -137,3 +137,9 @@ def test_a_quiet_run_analyses_nothing(tmp_path, capsys) -> None:
     argv = ["run", "--traces", str(traces), "--kv-lens", "70", "--steps", "1", "--layers", "1"]
     assert main([*argv, "--name", "q", "-q"]) == 0
     assert not (traces / "q" / summary_cache.CACHE_NAME).exists()
+
+
+def test_the_benchmark_names_the_kept_file() -> None:
+    """bench/vs_baseline.py times a first report by removing the kept file by its name."""
+    src = (Path(__file__).resolve().parents[2] / "bench" / "vs_baseline.py").read_text()
+    assert f'KEPT_REPORT = "{summary_cache.CACHE_NAME}"' in src
