@@ -77,14 +77,17 @@ def main(args: argparse.Namespace) -> int:
             return 0
     # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
     from mlaprof.analysis import run_summary as rs
-    from mlaprof.analysis.diff import diff
     from mlaprof.reporters.renderer import JsonRenderer, renderer
 
     # each run's summary is built once, here; every view below renders it and builds nothing
     s = rs.build_summary(run, shadow)
     if kept is not None:
         summary_cache.write(run, kept, JsonRenderer().render(s))
-    d = diff(s, rs.build_summary(other)) if other is not None else None
+    d = None
+    if other is not None:
+        from mlaprof.analysis.diff import diff  # its tables only where a second run is asked
+
+        d = diff(s, rs.build_summary(other))
     if args.html:
         from mlaprof.figures.html_report import write_html_report
 
