@@ -247,13 +247,18 @@ def require_summary(x: Any, what: str) -> RunSummary:
     )
 
 
-def build_summary(run: Run, shadow: dict[str, str] | None = None) -> RunSummary:
+def build_summary(
+    run: Run, shadow: dict[str, str] | None = None, series: bool = True
+) -> RunSummary:
     """The typed summary of a run: evidence once, every analyzer once. A caller builds it once
-    and hands it to every view (:mod:`mlaprof.reporters.renderer`); no view builds its own."""
-    return _build(run, shadow)
+    and hands it to every view (:mod:`mlaprof.reporters.renderer`); no view builds its own.
+    ``series=False``: without the figures' series (``series`` None), for a caller that only
+    writes the JSON document, which does not hold them (a fleet's per-rank timelines are about
+    a third of its report's time)."""
+    return _build(run, shadow, series)
 
 
-def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
+def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) -> RunSummary:
     ev = collect(run)
     t = ev.tables
     claims = claims_of(ev)
@@ -307,6 +312,8 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     # the headline reads the sections as the analyzers returned them
     doc["headline"] = headline(doc, ev)
     s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec, claims))
+    if not with_series:
+        return s
     # the figures' section, from the same evidence and the analyzers' own layer table and shadow
     series = build_series(ev, layers, engine_shadow, run, sec["timing"])
     return dataclasses.replace(s, series=series)

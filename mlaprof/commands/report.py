@@ -80,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.reporters.renderer import JsonRenderer, renderer
 
     # each run's summary is built once, here; every view below renders it and builds nothing
-    s = rs.build_summary(run, shadow)
+    # (the JSON document alone holds no figures: their series are left out)
+    s = rs.build_summary(run, shadow, series=not (fmt == "json" and not (args.html or args.png)))
     if kept is not None:
         summary_cache.write(run, kept, JsonRenderer().render(s))
     d = None
