@@ -346,7 +346,7 @@ def _imported(meta: dict[str, Any]) -> dict[str, Any] | None:
 
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything ``mlaprof report --json`` prints (one JSON object)."""
-    return build_summary(run, shadow).to_json()
+    return build_summary(run, shadow, series=False).to_json()
 
 
 def _batches(steps: Any) -> dict[int, tuple[Any, ...]]:

@@ -80,15 +80,16 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.reporters.renderer import JsonRenderer, renderer
 
     # each run's summary is built once, here; every view below renders it and builds nothing
-    # (the JSON document alone holds no figures: their series are left out)
-    s = rs.build_summary(run, shadow, series=not (fmt == "json" and not (args.html or args.png)))
+    # (the JSON document and the diff hold no figures: their series are left out for them)
+    figures = not (fmt == "json" and not (args.html or args.png))
+    s = rs.build_summary(run, shadow, series=figures)
     if kept is not None:
         summary_cache.write(run, kept, JsonRenderer().render(s))
     d = None
     if other is not None:
         from mlaprof.analysis.diff import diff  # its tables only where a second run is asked
 
-        d = diff(s, rs.build_summary(other))
+        d = diff(s, rs.build_summary(other, series=figures))
     if args.html:
         from mlaprof.figures.html_report import write_html_report
 
