@@ -263,9 +263,9 @@ def build_summary(
 ) -> RunSummary:
     """The typed summary of a run: evidence once, every analyzer once. A caller builds it once
     and hands it to every view (:mod:`mlaprof.reporters.renderer`); no view builds its own.
-    ``series=False``: without the figures' series (``series`` None), for a caller that only
-    writes the JSON document, which does not hold them (a fleet's per-rank timelines are about
-    a third of its report's time)."""
+    ``series=False``: without the figures' series (``series`` None), for a caller whose views
+    draw no figure (the JSON document, the terminal and Markdown reports, the diff): a fleet's
+    per-rank timelines are about a third of its report's time."""
     return _build(run, shadow, series)
 
 

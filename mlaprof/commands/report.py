@@ -80,8 +80,9 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.reporters.renderer import JsonRenderer, renderer
 
     # each run's summary is built once, here; every view below renders it and builds nothing
-    # (the JSON document and the diff hold no figures: their series are left out for them)
-    figures = not (fmt == "json" and not (args.html or args.png))
+    # (the figures' series only for a view that draws them: the terminal, Markdown and JSON
+    # views and the diff read none)
+    figures = bool(args.html or args.png)
     s = rs.build_summary(run, shadow, series=figures)
     if kept is not None:
         summary_cache.write(run, kept, JsonRenderer().render(s))

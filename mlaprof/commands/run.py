@@ -376,7 +376,7 @@ def _print_summary(run_dir: Path, args: argparse.Namespace) -> None:
 
     with load(run_dir) as run:
         kept = summary_cache.key(run)  # before the analysis reads the run
-        s = build_summary(run, series=not args.json)  # the JSON holds no figures
+        s = build_summary(run, series=False)  # neither view below draws figures
         text = JsonRenderer().render(s)
         summary_cache.write(run, kept, text)
     if args.json:

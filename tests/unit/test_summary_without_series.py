@@ -1,6 +1,6 @@
-"""``report --json`` (and ``run --json``) build the summary without the figures' series, which
-the JSON document does not hold: the document is the same as the full summary's, and the
-series are built only where a view draws them."""
+"""``report`` and ``run`` build the summary without the figures' series unless a view draws
+them (``--html``, ``--png``): the JSON document, which does not hold them, is the same as the
+full summary's, and the terminal and Markdown views read none."""
 
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ def test_only_a_view_that_draws_builds_the_series(tmp_path: Path, capsys, monkey
     monkeypatch.setattr(run_summary, "build_series", counted)
     run = tmp_path / "r"
     shutil.copytree(shipped_demo.run("fix-padding-active-rows-c16"), run)
-    assert main(["report", str(run), "--json", "--no-cache"]) == 0
+    for view in (["--json", "--no-cache"], ["--format", "md"], []):
+        assert main(["report", str(run), *view]) == 0
     assert calls == []
-    assert main(["report", str(run), "--format", "md"]) == 0
+    assert main(["report", str(run), "--html", str(tmp_path / "r.html")]) == 0
     assert calls == ["series"]
     capsys.readouterr()
