@@ -338,7 +338,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
             splits, scenario, ev.capture.status, sec.replayed_splits
         ),
         # the figures' section, from the same evidence and the analyzers' own layer table and
-        # shadow (None where only the JSON document, which holds none, is asked for)
+        # shadow (None for a caller whose views draw no figure)
         series=build_series(ev, layers, engine_shadow, run, sec.timing) if with_series else None,
     )
 
