@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-from mlaprof.analysis.timing import DEFAULT_THREADS
 from mlaprof.commands.common import (
     add_engine_model_args,
     add_traces_arg,
@@ -20,6 +19,7 @@ from mlaprof.commands.common import (
 )
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
+    DEFAULT_THREADS,
     DEVICES,
     KV_CACHE_DTYPES,
     MIN_KV_MODES,
