@@ -77,7 +77,7 @@ def test_a_kept_json_report_is_light(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     shutil.copytree(DEMO, traces / DEMO.name)
     argv = ["report", DEMO.name, "--traces", str(traces), "--json"]
-    heavy = (*HEAVY, "numpy")
+    heavy = (*HEAVY, "numpy", SECTIONS)
     (first,) = _run_child([argv], heavy).values()
     (again,) = _run_child([argv], heavy).values()
     assert first["rc"] == again["rc"] == 0 and "pandas" in first["heavy"]
