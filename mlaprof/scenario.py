@@ -16,6 +16,11 @@ from mlaprof.errors import MlaprofError
 if TYPE_CHECKING:
     from mlaprof.splits.routing import Route
 
+# torch's intra-op threads of a CPU run (`run --threads`). torch's own default, a thread per core,
+# oversubscribes a shared machine: a loaded 2-core machine made the default run's median step
+# 4.76 s with it and 0.41 s with one thread.
+DEFAULT_THREADS = 1
+
 LATENT = 512
 ROPE = 64
 KV_DIM = LATENT + ROPE

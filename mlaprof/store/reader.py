@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
 from mlaprof.store import trace_checks as checks_table
@@ -280,6 +278,7 @@ class Run:
         that rank's rows only."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import numpy as np
         import pandas as pd
 
         text = {c for c, t in TABLES[name] if t == "TEXT"} & set(cols)

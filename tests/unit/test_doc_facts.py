@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from mlaprof.store.summary_cache import CACHE_NAME  # a kept report: no part of the shipped runs
 from tests import shipped_demo
 from tests.conftest import ROOT
 
@@ -658,8 +659,15 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: rounds_to(bench("vllm_engine_overhead", "per_step_ms_with_plugin"), "230.1")),
     ("docs/performance.md", "| fix-native-kernel-full-graph | triton | active-rows | default (3 reqs + 1 padding) | FULL | 230 us | 16 | 32 |",
      lambda: not _demo_table_rows()),
+    ("docs/performance.md", "The ratios as numbers (`fleet_csv_ratio` 0.905, `fleet_rocpd_ratio` 0.901,",
+     lambda: rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "fleet_csv_ratio"), "0.905")
+     and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "fleet_rocpd_ratio"), "0.901")),
+    ("docs/performance.md", "`report_json_demo_ratio` 1.203, `report_json_demo_kept_ratio` 0.14, `run_default_ratio` 0.71,",
+     lambda: rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "report_json_demo_ratio"), "1.203")
+     and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "report_json_demo_kept_ratio"), "0.14")
+     and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "run_default_ratio"), "0.71")),
     ("docs/performance.md", "real H200 runs, 8 layers, 32 steps, 2.2 MB together",
-     lambda: rounds_to(sum(p.stat().st_size for p in shipped_demo.folder().rglob("*") if p.is_file()) / 1e6, "2.2")),
+     lambda: rounds_to(sum(p.stat().st_size for p in shipped_demo.folder().rglob("*") if p.is_file() and p.name != CACHE_NAME) / 1e6, "2.2")),
     ("docs/performance.md", "The eager (legacy-flat) runs record every sync of every layer: 32 (4 per layer x 8 layers)",
      lambda: sync_counts_per_layer("bug-prefix-legacy-flat-all-rows") == {4}
      and _syncs_in_layers("bug-prefix-legacy-flat-all-rows") == 32),
@@ -1034,7 +1042,7 @@ EXTERNAL = re.compile(
     r"|gpu_model_runner|amx_mla)\.py$|^mla_verify_stage1/2$|^regions_trace\.csv$"
 )
 # files every run folder holds (docs/store.md's layout), named without a folder
-RUN_FILES = {"run.json", "rank0.db", "rankN.db"}
+RUN_FILES = {"run.json", "rank0.db", "rankN.db", CACHE_NAME}
 
 
 @functools.cache

@@ -169,9 +169,9 @@ def test_report_builds_each_summary_exactly_once(
     built: list[str] = []
     real = rs._build
 
-    def counting(run, shadow):  # noqa: ANN001, ANN202
+    def counting(run, shadow, *series):  # noqa: ANN001, ANN002, ANN202
         built.append(run.name)
-        return real(run, shadow)
+        return real(run, shadow, *series)
 
     monkeypatch.setattr(rs, "_build", counting)
     html = tmp_path / "r.html"
