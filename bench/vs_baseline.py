@@ -18,6 +18,8 @@ Figures (``--only`` picks some):
             reads that one) -> ``fleet_rocpd_ratio``
   startup   ``--version``, ``report --json`` on a shipped demo run (its first report, and a later
             one that reads the document the run folder keeps), default ``run``
+  export_perfetto, export_rocpd, export_csv  ``export`` of the 1M-dispatch import (imported
+            once by HEAD; each tree exports the same run folder) -> ``export_<format>_ratio``
 
     python bench/vs_baseline.py --baseline fcd03bf [--pairs 3] [--fleet-dispatches 2000000]
         [--only import,fleet_csv] [--out bench/results/vs_baseline_<date>.json]
@@ -47,7 +49,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-FIGURES = ("import", "fleet_csv", "fleet_rocpd", "startup")
+FIGURES = (
+    "import",
+    "fleet_csv",
+    "fleet_rocpd",
+    "startup",
+    "export_perfetto",
+    "export_rocpd",
+    "export_csv",
+)
 DEMO_RUN = "traces/demo/fix-padding-active-rows-c16"
 KEPT_REPORT = ".report-cache.json"  # mlaprof.store.summary_cache.CACHE_NAME (HEAD's name)
 # numeric libraries single-threaded, so both trees run with the same thread counts whatever
@@ -183,6 +193,28 @@ def fig_fleet(trees: tuple[Tree, Tree], work: Path, fmt: str, total: int, ranks:
             "pairs": pairs_of(pairs, trees, one)}  # fmt: skip
 
 
+def fig_export(trees: tuple[Tree, Tree], work: Path, fmt: str, pairs: int) -> dict[str, Any]:
+    """The 1M-dispatch import (imported once, by HEAD) exported by each tree."""
+    src = work / "one" / "kernel_trace.csv"
+    if not src.exists():
+        src.parent.mkdir(parents=True, exist_ok=True)
+        _generate("import_bench", f"import_bench.generate(Path({str(src)!r}), 1_000_000)")
+    traces = work / "exp"
+    if not (traces / "one").exists():
+        trees[0].cli("import", "rocprof", str(src), "--traces", str(traces), "--name", "one")
+
+    def one(t: Tree) -> dict[str, Any]:
+        dst = work / f"x-{t.label}"
+        shutil.rmtree(dst, ignore_errors=True)
+        dst.mkdir(parents=True)
+        r = t.cli("export", "one", "--traces", str(traces), "--format", fmt, "-o", str(dst / "out"))
+        shutil.rmtree(dst, ignore_errors=True)
+        return r
+
+    return {"source": "bench/import_bench.py generate(1_000_000), imported by HEAD",
+            "pairs": pairs_of(pairs, trees, one)}  # fmt: skip
+
+
 def fig_startup(trees: tuple[Tree, Tree], work: Path, pairs: int) -> dict[str, Any]:
     """``--version``, ``report --json`` of a shipped demo run (a copy) as its first report
     (analysed) and as a later one (the document its folder keeps, where a tree keeps one),
@@ -285,6 +317,8 @@ def main() -> None:
                 raw = fig_import(trees, work, 1_000_000, a.pairs)
             elif fig.startswith("fleet_"):
                 raw = fig_fleet(trees, work, fig[6:], a.fleet_dispatches, a.ranks, a.pairs)
+            elif fig.startswith("export_"):
+                raw = fig_export(trees, work, fig[7:], a.pairs)
             else:
                 raw = fig_startup(trees, work, a.pairs)
             if fig == "startup":
@@ -319,7 +353,8 @@ def main() -> None:
     doc.setdefault("figures", {}).update(res)
     ratios = doc.setdefault("ratios", {})
     for fig, key in (("import", "import_1m"), ("fleet_csv", "fleet_csv"),
-                     ("fleet_rocpd", "fleet_rocpd")):  # fmt: skip
+                     ("fleet_rocpd", "fleet_rocpd"), ("export_perfetto", "export_perfetto_1m"),
+                     ("export_rocpd", "export_rocpd_1m"), ("export_csv", "export_csv_1m")):  # fmt: skip
         if fig in res:
             sm = res[fig]["summary"]
             ratios[f"{key}_ratio"] = sm["ratio_cpu"]["of_medians"]

@@ -116,7 +116,8 @@ def test_exporters_hold_a_batch_not_a_table(
     watch = Watched(limit=50)
     mod = {"rocpd": rocpd_export, "perfetto": perfetto, "csv": csv_export}[fmt]
     monkeypatch.setattr(mod, "iter_rows", watch)
-    if fmt in ("csv", "rocpd"):  # their kernels go by Arrow batch: each at most ROW_BATCH rows
+    # their kernels (and perfetto's layers) go by Arrow batch: each at most ROW_BATCH rows
+    if fmt in ("csv", "rocpd", "perfetto"):
         monkeypatch.setattr(columnar, "ROW_BATCH", 50)
 
         def batches(run: Any, table: str, rank: int, columns: list[str]) -> Iterator[Any]:
