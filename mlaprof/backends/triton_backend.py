@@ -86,6 +86,13 @@ class LaunchConfig:
     # refill the buffer freed by tile t - 1 before awaiting tile t (two tiles in flight while
     # a tile is awaited; one CTA-wide barrier more per tile in the cp.async gather)
     gluon_early_issue: bool = False
+    # TMA tiles only: mbarriers per tile (1; 3 or 9: S = q K^T starts on the first group of
+    # 64-column boxes that lands)
+    gluon_chunks: int = 1
+    # warp roles (mla_verify_stage1_hopper_ws): a loader warp fetches the tiles (TMA, or the
+    # cp.async row gather where pages are smaller than a tile), the two warpgroups only compute;
+    # buffers go back to the loader through mbarriers, no CTA-wide barrier guards a copy
+    gluon_ws: bool = False
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -130,20 +137,25 @@ def gluon_unsupported(
         return "gluon_overlap takes gluon_lazy_sum=False"
     if cfg.gluon_l2_prefetch < 0:
         return "gluon_l2_prefetch must be >= 0"
+    if cfg.gluon_chunks not in (1, 3, 9):
+        return "gluon_chunks must be 1, 3 or 9"
+    if cfg.gluon_ws and (cfg.gluon_overlap or not cfg.gluon_lazy_sum or cfg.gluon_l2_prefetch
+                         or cfg.gluon_phases == 1):  # fmt: skip
+        return "gluon_ws takes the default loop (lazy sums; no overlap, L2 prefetch or loads alone)"
     return None
 
 
 def tma_pages(cfg: LaunchConfig, page_size: int) -> bool:
     """Whether the Gluon kernel fetches KV tiles by TMA: asked for, every tile is
     ``gluon_block_n`` consecutive slots of one page (tiles start at multiples of the tile), and
-    the default loop (the overlapped, eager-sum and phase-split loops exist in the gather
-    kernel only, which takes any page size)."""
+    the default loop (the overlapped, eager-sum and loads-alone loops exist in the gather
+    kernel only, which takes any page size; the compute alone, ``gluon_phases=2``, in both)."""
     return (
         cfg.gluon_tma
         and page_size % cfg.gluon_block_n == 0
         and not cfg.gluon_overlap
         and cfg.gluon_lazy_sum
-        and cfg.gluon_phases == 3
+        and cfg.gluon_phases in (2, 3)
     )
 
 
@@ -374,11 +386,22 @@ class TritonBackend:
             num_warps=g.NUM_WARPS,
         )
         args = _stage1_args(inp, meta, part_o, part_lse, s)
-        if tma_pages(cfg, meta.page_size):
+        tma = tma_pages(cfg, meta.page_size)
+        if cfg.gluon_ws:  # the loader warp in its own partition (a warpgroup's slot)
+            del common["PREFETCH"]
+            descs = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n) if tma else (None, None)
+            self._c1 = g.mla_verify_stage1_hopper_ws[grid1](
+                *args[:3], *descs, *args[3:], **common, CHUNKS=cfg.gluon_chunks if tma else 1,
+                LOADS=cfg.gluon_phases == 3, GATHER=not tma,
+                LOADER_REGS=g.LOADER_REGS if tma else g.GATHER_LOADER_REGS,
+            )  # fmt: skip
+            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
+        if tma:
             kn_desc, kp_desc = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n)
             self._c1 = g.mla_verify_stage1_hopper_tma[grid1](
                 *args[:3], kn_desc, kp_desc, *args[3:], **common,
-                EARLY_ISSUE=cfg.gluon_early_issue,
+                EARLY_ISSUE=cfg.gluon_early_issue, CHUNKS=cfg.gluon_chunks,
+                LOADS=cfg.gluon_phases == 3,
             )  # fmt: skip
             return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
         self._c1 = g.mla_verify_stage1_hopper[grid1](

@@ -228,3 +228,62 @@ def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
         assert list(args["kn_desc"].block_shape) == [64, 512]
         assert list(args["kp_desc"].block_shape) == [64, 64]
         assert args["kn_desc"].base is inp.kv_c
+
+
+@pytest.mark.parametrize("page,chunks", [(1, 1), (64, 1), (64, 3)])
+def test_warp_specialized_launch_fits_its_signature(monkeypatch, page, chunks):
+    """``gluon_ws`` sends both layouts to the warp-specialized kernel: TMA descriptors and a
+    small loader at pages of whole tiles, the cp.async row gather (no descriptors, the gather
+    loader's registers) at page 1; the grid and contract are the other kernels'."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
+                 "mla_verify_stage1_hopper_ws"):  # fmt: skip
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C(gluon_ws=True, gluon_chunks=chunks))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    ((name, grid, args),) = seen
+    assert name == "mla_verify_stage1_hopper_ws" and grid == (1, 2, 3)
+    assert args["PAGE"] == page and args["kv"] is inp.kv_c and args["LOADS"] is True
+    if page == 1:
+        assert args["GATHER"] is True and args["kn_desc"] is None and args["CHUNKS"] == 1
+        assert args["LOADER_REGS"] == g.GATHER_LOADER_REGS
+    else:
+        assert args["GATHER"] is False and args["CHUNKS"] == chunks
+        assert list(args["kn_desc"].block_shape) == [64, 512]
+        assert args["LOADER_REGS"] == g.LOADER_REGS
+    # the compute alone (benchmarks): no copies asked of the loader
+    seen.clear()
+    be = tb.TritonBackend(C(gluon_ws=True, gluon_phases=2))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    assert seen[0][2]["LOADS"] is False
+
+
+def test_chunked_tma_launch_and_option_checks(monkeypatch):
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    monkeypatch.setattr(
+        g, "mla_verify_stage1_hopper_tma", _Recorder(g.mla_verify_stage1_hopper_tma, seen)
+    )
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=64, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C(gluon_chunks=9, gluon_early_issue=True))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    args = seen[0][2]
+    assert args["CHUNKS"] == 9 and args["EARLY_ISSUE"] is True and args["LOADS"] is True
+    assert "chunks" in tb.gluon_unsupported(C(gluon_chunks=2), True, 4, False, _q())
+    for bad in (C(gluon_ws=True, gluon_l2_prefetch=1), C(gluon_ws=True, gluon_phases=1),
+                C(gluon_ws=True, gluon_lazy_sum=False)):  # fmt: skip
+        assert "gluon_ws" in tb.gluon_unsupported(bad, True, 4, False, _q())
+    # the compute alone runs on the TMA kernel too; the loads alone only in the gather kernel
+    assert tb.tma_pages(C(gluon_phases=2), 64) and not tb.tma_pages(C(gluon_phases=1), 64)
