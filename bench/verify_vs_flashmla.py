@@ -108,6 +108,15 @@ VARIANTS = {
         64,
         C(kernel="gluon", gluon_decode=True, gluon_ws=True, gluon_chunks=3),
     ),
+    # warpgroup roles: warpgroup 0 computes S (all 64 keys) and the softmax, both P V
+    "page64-roles": (64, C(kernel="gluon", gluon_roles=True)),
+    "page64-roles-compute": (64, C(kernel="gluon", gluon_roles=True, gluon_phases=2)),
+    "page64-roles-S/4-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_roles=True)),
+    "page64-roles-S/2-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_roles=True)),
+    "page64-roles-S/4-compute-decode": (
+        64,
+        C(kernel="gluon", gluon_decode=True, gluon_roles=True, gluon_phases=2),
+    ),
     "page1-ws": (1, C(kernel="gluon", gluon_ws=True)),
     "page1-ws-S/4-decode": (1, C(kernel="gluon", gluon_decode=True, gluon_ws=True)),
     # the compute alone (no KV copies; wrong output, timed only): the floor a faster memory
@@ -127,6 +136,8 @@ CHECK_ONLY = {
     # the warp-specialized kernel's row gather, at the pages of the extra cases
     "ws-gather": C(kernel="gluon", gluon_ws=True, gluon_tma=False),
     "ws-gather-decode": C(kernel="gluon", gluon_ws=True, gluon_tma=False, gluon_decode=True),
+    "roles": C(kernel="gluon", gluon_roles=True),
+    "roles-decode": C(kernel="gluon", gluon_roles=True, gluon_decode=True),
 }
 
 
@@ -413,7 +424,7 @@ def main() -> int:
         v: known[v]
         for v in checked
         if v
-        and (tma_pages(known[v], FLASH_PAGE) or known[v].gluon_ws)
+        and (tma_pages(known[v], FLASH_PAGE) or known[v].gluon_ws or known[v].gluon_roles)
         and known[v].gluon_phases == 3
     }
     if tma and not args.no_checks:

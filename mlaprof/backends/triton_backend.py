@@ -93,6 +93,9 @@ class LaunchConfig:
     # cp.async row gather where pages are smaller than a tile), the two warpgroups only compute;
     # buffers go back to the loader through mbarriers, no CTA-wide barrier guards a copy
     gluon_ws: bool = False
+    # TMA tiles only: warpgroup roles (mla_verify_stage1_hopper_roles): warpgroup 0 computes
+    # S over the whole tile and the softmax, both compute P V, a loader warp fetches the tiles
+    gluon_roles: bool = False
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -139,6 +142,8 @@ def gluon_unsupported(
         return "gluon_l2_prefetch must be >= 0"
     if cfg.gluon_chunks not in (1, 3, 9):
         return "gluon_chunks must be 1, 3 or 9"
+    if cfg.gluon_roles and cfg.gluon_ws:
+        return "gluon_roles and gluon_ws are two kernels: ask for one"
     if cfg.gluon_ws and (cfg.gluon_overlap or not cfg.gluon_lazy_sum or cfg.gluon_l2_prefetch
                          or cfg.gluon_phases == 1):  # fmt: skip
         return "gluon_ws takes the default loop (lazy sums; no overlap, L2 prefetch or loads alone)"
@@ -387,6 +392,14 @@ class TritonBackend:
         )
         args = _stage1_args(inp, meta, part_o, part_lse, s)
         tma = tma_pages(cfg, meta.page_size)
+        if cfg.gluon_roles and tma:  # warpgroup 0 in the default partition: 4 warps
+            del common["PREFETCH"]
+            common["num_warps"] = 4
+            self._c1 = g.mla_verify_stage1_hopper_roles[grid1](
+                *args[:3], *g.kv_descriptors(inp.kv_c, cfg.gluon_block_n), *args[3:], **common,
+                LOADS=cfg.gluon_phases == 3,
+            )  # fmt: skip
+            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
         if cfg.gluon_ws:  # the loader warp in its own partition (a warpgroup's slot)
             del common["PREFETCH"]
             descs = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n) if tma else (None, None)

@@ -946,3 +946,275 @@ def mla_verify_stage1_hopper_ws(
     l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
     _store_partials(acc, m_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H,
                     stride_pb, stride_pt, stride_ph, BLOCK_H, M, row_o, o_layout)  # fmt: skip
+
+
+# -- warpgroup roles: one warpgroup computes S and the softmax, both compute P V ----------------
+# The fused kernel splits S = q K^T over the two warpgroups (32 keys each): both read all of q
+# from shared memory for every tile, and the row max crosses the warpgroups (two CTA barriers).
+# Here warpgroup 0 computes S for all 64 keys (a 64-wide wgmma reads q once per tile: a third
+# less shared-memory traffic), the softmax within its own warps (no exchange), and P V for
+# output columns 0..255; warpgroup 1 computes P V for columns 256..511 while warpgroup 0 moves
+# on to the next tile's S. They hand P (and each row's rescale) over through shared memory and
+# mbarriers; a loader warp fetches tiles by TMA.
+
+
+@gluon.jit
+def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem, full, empty,
+                      pready, pfree, lready, qk_scale, seq, n, lo, hi, n_tiles, hb, qlen, H,
+                      part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
+                      BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr):  # fmt: skip
+    """Warpgroup 0: S, the online softmax, P V for columns 0..255, then its half of the output
+    and the log2-sum-exp."""
+    M: gl.constexpr = 64
+    HALF: gl.constexpr = 256
+    dtype: gl.constexpr = qn_smem.dtype
+    ld_c: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+    )
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    rs = gl.arange(0, M, layout=row_s)
+    qi_s = rs // BLOCK_H
+    h_s = hb * BLOCK_H + rs % BLOCK_H
+    ok_s = (qi_s < qlen) & (qi_s < n) & (h_s < H)
+    bound = gl.where(ok_s, seq - n + qi_s + 1, 0)
+    keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    tail_keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ld_c))
+    m_i = gl.full([M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([M], gl.float32, layout=row_s)
+    acc = gl.zeros([M, HALF], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        j0 = lo + t * BLOCK_N
+        kn = kn_smem.index(buf)
+        mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)
+        if j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
+            _zero_tail(kn, j0 + tail_keys < seq, ld_c)
+            fence_async_shared()
+            gl.thread_barrier()
+        s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        j = j0 + keys
+        visible = (j[None, :] < bound[:, None]) & (j < hi)[None, :]
+        s = gl.where(visible, s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
+        p = gl.exp2(s - m_safe[:, None])
+        alpha = gl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        m_i = m_new
+        if t > 0:  # warpgroup 1 is done with the previous P and rescale
+            mbarrier.wait(pfree, (t - 1) & 1)
+        p_smem.store(p.to(dtype))
+        a_smem.store(alpha)
+        fence_async_shared()  # P (generic writes) -> both warpgroups' wgmma reads
+        gl.thread_barrier()  # all of this warpgroup's P and rescale written
+        mbarrier.arrive(pready)
+        acc = warpgroup_mma(p_smem, kn.slice(0, HALF, dim=1),
+                            acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()  # this warpgroup is done reading the tile
+        mbarrier.arrive(empty.index(buf))
+    l_smem.store(l_i)
+    gl.thread_barrier()
+    mbarrier.arrive(lready)
+    _store_half(acc, gl.convert_layout(m_i, row_o), gl.convert_layout(l_i, row_o), part_o,
+                part_lse, b64, split, hb, n, qlen, H, stride_pb, stride_pt, stride_ph, BLOCK_H,
+                0, True, o_layout)  # fmt: skip
+
+
+@gluon.jit
+def _roles_pv(kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready, n_tiles, hb,
+              n, qlen, H, part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
+              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr):  # fmt: skip
+    """Warpgroup 1: P V for columns 256..511 with warpgroup 0's P and rescale, then its half of
+    the output (normalised by warpgroup 0's row sums)."""
+    M: gl.constexpr = 64
+    HALF: gl.constexpr = 256
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+    )
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    acc = gl.zeros([M, HALF], gl.float32, layout=o_layout)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)  # the tile landed (and is zeroed)
+        mbarrier.wait(pready, t & 1)
+        alpha = a_smem.load(row_o)
+        acc = warpgroup_mma(p_smem, kn_smem.index(buf).slice(HALF, HALF, dim=1),
+                            acc * alpha[:, None], is_async=True)  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()  # this warpgroup is done reading P, the rescale and the tile
+        mbarrier.arrive(pfree)
+        mbarrier.arrive(empty.index(buf))
+    mbarrier.wait(lready, 0)
+    l_i = l_smem.load(row_o)
+    _store_half(acc, l_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H, stride_pb,
+                stride_pt, stride_ph, BLOCK_H, HALF, False, o_layout)  # fmt: skip
+
+
+@gluon.jit
+def _store_half(acc, m_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H, stride_pb, stride_pt,
+                stride_ph, BLOCK_H: gl.constexpr, COL0: gl.constexpr, WITH_LSE: gl.constexpr,
+                o_layout: gl.constexpr):  # fmt: skip
+    """``_store_partials`` for one warpgroup's 256 output columns (from ``COL0``); the
+    log2-sum-exp by the warpgroup that holds the row max."""
+    D_NOPE: gl.constexpr = 512
+    M: gl.constexpr = 64
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    has_keys = l_i > 0.0
+    o = acc / gl.where(has_keys, l_i, 1.0)[:, None]
+    ro = gl.arange(0, M, layout=row_o)
+    qi_o = ro // BLOCK_H
+    h_o = hb * BLOCK_H + ro % BLOCK_H
+    ok_o = (qi_o < qlen) & (qi_o < n) & (h_o < H)
+    base = b64 * stride_pb + qi_o.to(gl.int64) * stride_pt + h_o.to(gl.int64) * stride_ph
+    cols = COL0 + gl.arange(0, 256, layout=gl.SliceLayout(0, o_layout))
+    p_off = base + split.to(gl.int64) * D_NOPE
+    gl.store(
+        part_o + p_off[:, None] + cols[None, :], o, mask=ok_o[:, None] & (cols < D_NOPE)[None, :]
+    )
+    if WITH_LSE:
+        lse2 = gl.where(has_keys, m_i + gl.log2(gl.where(has_keys, l_i, 1.0)), float("-inf"))
+        gl.store(part_lse + base // D_NOPE + split, lse2, mask=ok_o)
+
+
+@gluon.jit
+def mla_verify_stage1_hopper_roles(
+    q_nope,
+    q_pe,
+    kv,
+    kn_desc,
+    kp_desc,
+    kv_indptr,
+    kv_indices,
+    seq_lens,
+    qo_lens,
+    part_o,
+    part_lse,
+    qk_scale,
+    num_splits,
+    qlen,
+    H,
+    stride_qb,
+    stride_qt,
+    stride_qh,
+    stride_rb,
+    stride_rt,
+    stride_rh,
+    stride_pb,
+    stride_pt,
+    stride_ph,
+    stride_kv,
+    QP: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    PAGE: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    DEVICE_SPLITS: gl.constexpr = False,
+    MIN_CHUNK: gl.constexpr = 256,
+    LOADS: gl.constexpr = True,  # benchmarks only: False = no KV copies (compute alone)
+    PV_REGS: gl.constexpr = 192,
+    LOADER_REGS: gl.constexpr = 40,
+):
+    """Stage 1 for pages of whole tiles with warpgroup roles (see above): the default
+    partition (4 warps) is warpgroup 0, the workers warpgroup 1 and the loader warp."""
+    D_NOPE: gl.constexpr = 512
+    D_PE: gl.constexpr = 64
+    M: gl.constexpr = QP * BLOCK_H
+    gl.static_assert(M == 64)
+    gl.static_assert(PAGE % BLOCK_N == 0)
+    dtype: gl.constexpr = q_nope.dtype.element_ty
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+
+    hb = gl.program_id(0)
+    b = gl.program_id(1)
+    split = gl.program_id(2)
+    seq = gl.load(seq_lens + b)
+    n = gl.load(qo_lens + b)
+    if n == 0:
+        return
+    row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
+    per = (seq + row_splits - 1) // row_splits
+    chunk = ((per + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    hi = gl.minimum(lo + chunk, seq)
+    if lo >= hi:
+        return
+
+    qn_smem = gl.allocate_shared_memory(
+        dtype, [M, D_NOPE], gl.NVMMASharedLayout.get_default_for([M, D_NOPE], dtype)
+    )
+    qp_smem = gl.allocate_shared_memory(
+        dtype, [M, D_PE], gl.NVMMASharedLayout.get_default_for([M, D_PE], dtype)
+    )
+    kn_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_NOPE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_NOPE], dtype),
+    )
+    kp_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_PE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_PE], dtype),
+    )
+    p_smem = gl.allocate_shared_memory(
+        dtype, [M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([M, BLOCK_N], dtype)
+    )
+    vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    a_smem = gl.allocate_shared_memory(gl.float32, [M], vec)  # each row's rescale of a tile
+    l_smem = gl.allocate_shared_memory(gl.float32, [M], vec)  # the final row sums
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    full = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], bar)
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], bar)
+    pready = gl.allocate_shared_memory(gl.int64, [1], bar)
+    pfree = gl.allocate_shared_memory(gl.int64, [1], bar)
+    lready = gl.allocate_shared_memory(gl.int64, [1], bar)
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # one arrival per computing warpgroup
+    mbarrier.init(pready, count=1)
+    mbarrier.init(pfree, count=1)
+    mbarrier.init(lready, count=1)
+
+    b64 = b.to(gl.int64)
+    rq_n = gl.arange(0, M, layout=gl.SliceLayout(1, ld_n))
+    qi_n = gl.minimum(rq_n // BLOCK_H, qlen - 1).to(gl.int64)
+    h_n = gl.minimum(hb * BLOCK_H + rq_n % BLOCK_H, H - 1).to(gl.int64)
+    rq_p = gl.arange(0, M, layout=gl.SliceLayout(1, ld_p))
+    qi_p = gl.minimum(rq_p // BLOCK_H, qlen - 1).to(gl.int64)
+    h_p = gl.minimum(hb * BLOCK_H + rq_p % BLOCK_H, H - 1).to(gl.int64)
+    q_off = b64 * stride_qb + qi_n * stride_qt + h_n * stride_qh
+    r_off = b64 * stride_rb + qi_p * stride_rt + h_p * stride_rh
+    cols_n = gl.arange(0, D_NOPE, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, D_PE, layout=gl.SliceLayout(0, ld_p))
+    cp.async_copy_global_to_shared(qn_smem, q_nope + q_off[:, None] + cols_n[None, :])
+    cp.async_copy_global_to_shared(qp_smem, q_pe + r_off[:, None] + cols_p[None, :])
+    cp.commit_group()
+    cp.wait_group(0)
+    fence_async_shared()  # q and the barriers' init, before wgmma and the copy engine use them
+    gl.thread_barrier()
+
+    kv_start = gl.load(kv_indptr + b).to(gl.int64)
+    n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
+    gl.warp_specialize(
+        [
+            (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
+                                 full, empty, pready, pfree, lready, qk_scale, seq, n, lo, hi,
+                                 n_tiles, hb, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                                 stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF)),
+            (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
+                         n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                         stride_pt, stride_ph, BLOCK_H, NUM_BUF)),
+            (_ws_loader, (kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem, kp_smem,
+                          full, empty, BLOCK_N, PAGE, NUM_BUF, 1, LOADS)),
+        ],
+        [4, 1],
+        [PV_REGS, LOADER_REGS],
+    )  # fmt: skip
