@@ -23,7 +23,7 @@ def main() -> int:
     fields = dict(kernel="gluon")
     for a in sys.argv[1:]:
         k, v = a.split("=")
-        fields[k] = int(v) if k != "kernel" else v
+        fields[k] = int(v) if v.lstrip("-").isdigit() else v
     cfg = LaunchConfig(**fields)
     ok = True
     for lens, qlen, rows, s in (([4100, 70, 9000], 4, 4, 8), ([9000, 77, 1], 1, 3, 8)):

@@ -59,9 +59,12 @@ C = LaunchConfig
 # "decode" run at qlen 1 only, the others at qlen > 1 only.
 VARIANTS = {
     "page64-gather": (64, C(kernel="gluon", gluon_tma=False)),  # cp.async row gather, no TMA
-    "page64-tma-early": (64, C(kernel="gluon", gluon_early_issue=True)),
+    "page64-tma-early": (64, C(kernel="gluon", gluon_roles="off", gluon_early_issue=True)),
     "page1-early": (1, C(kernel="gluon", gluon_early_issue=True)),
-    "page64-tma-early-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_early_issue=True)),
+    "page64-tma-early-decode": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_decode=True, gluon_early_issue=True),
+    ),
     "page64-tma-early-S/4-decode": (
         64,
         C(kernel="gluon", gluon_decode=True, gluon_early_issue=True),
@@ -71,16 +74,22 @@ VARIANTS = {
         1,
         C(kernel="gluon", gluon_decode=True, gluon_early_issue=True),
     ),
-    "page64-tma-pf1": (64, C(kernel="gluon", gluon_l2_prefetch=1)),
-    "page64-tma-n32-b4": (64, C(kernel="gluon", gluon_block_n=32, gluon_buffers=4)),
+    "page64-tma-pf1": (64, C(kernel="gluon", gluon_roles="off", gluon_l2_prefetch=1)),
+    "page64-tma-n32-b4": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_block_n=32, gluon_buffers=4),
+    ),
     "page1-pf1": (1, C(kernel="gluon", gluon_l2_prefetch=1)),
-    "page64-tma-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    "page64-tma-decode": (64, C(kernel="gluon", gluon_roles="off", gluon_decode=True)),
     "page64-gather-decode": (64, C(kernel="gluon", gluon_tma=False, gluon_decode=True)),
-    "page64-tma-pf1-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_l2_prefetch=1)),
-    "page64-tma-S/4-decode": (64, C(kernel="gluon", gluon_decode=True)),
-    "page64-tma-S/2-decode": (64, C(kernel="gluon", gluon_decode=True)),
-    "page64-tma-Sx2": (64, C(kernel="gluon")),
-    "page64-tma-early-Sx2": (64, C(kernel="gluon", gluon_early_issue=True)),
+    "page64-tma-pf1-decode": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_decode=True, gluon_l2_prefetch=1),
+    ),
+    "page64-tma-S/4-decode": (64, C(kernel="gluon", gluon_roles="off", gluon_decode=True)),
+    "page64-tma-S/2-decode": (64, C(kernel="gluon", gluon_roles="off", gluon_decode=True)),
+    "page64-tma-Sx2": (64, C(kernel="gluon", gluon_roles="off")),
+    "page64-tma-early-Sx2": (64, C(kernel="gluon", gluon_roles="off", gluon_early_issue=True)),
     "page64-triton-S/2-decode": (64, C()),
     "page64-triton-S/4-decode": (64, C()),
     "page64-triton-n32-s3-decode": (64, C(block_n=32, num_stages=3)),
@@ -90,8 +99,14 @@ VARIANTS = {
     "page1-gluon-decode": (1, C(kernel="gluon", gluon_decode=True)),
     # TMA tiles on chunk mbarriers (S starts on the first 64-column boxes that land) and the
     # warp-specialized kernel (a loader warp, no CTA-wide barrier around the copies)
-    "page64-tma-c3-early": (64, C(kernel="gluon", gluon_chunks=3, gluon_early_issue=True)),
-    "page64-tma-c9-early": (64, C(kernel="gluon", gluon_chunks=9, gluon_early_issue=True)),
+    "page64-tma-c3-early": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_chunks=3, gluon_early_issue=True),
+    ),
+    "page64-tma-c9-early": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_chunks=9, gluon_early_issue=True),
+    ),
     "page64-ws-c1": (64, C(kernel="gluon", gluon_ws=True)),
     "page64-ws-c3": (64, C(kernel="gluon", gluon_ws=True, gluon_chunks=3)),
     "page64-ws-c9": (64, C(kernel="gluon", gluon_ws=True, gluon_chunks=9)),
@@ -109,23 +124,32 @@ VARIANTS = {
         C(kernel="gluon", gluon_decode=True, gluon_ws=True, gluon_chunks=3),
     ),
     # warpgroup roles: warpgroup 0 computes S (all 64 keys) and the softmax, both P V
-    "page64-roles": (64, C(kernel="gluon", gluon_roles=True)),
-    "page64-roles-compute": (64, C(kernel="gluon", gluon_roles=True, gluon_phases=2)),
-    "page64-roles-S/4-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_roles=True)),
-    "page64-roles-S/2-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_roles=True)),
+    "page64-roles": (64, C(kernel="gluon", gluon_roles="tma")),
+    "page64-roles-compute": (64, C(kernel="gluon", gluon_roles="tma", gluon_phases=2)),
+    "page64-roles-S/4-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_roles="tma")),
+    "page64-roles-S/2-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_roles="tma")),
     "page64-roles-S/4-compute-decode": (
         64,
-        C(kernel="gluon", gluon_decode=True, gluon_roles=True, gluon_phases=2),
+        C(kernel="gluon", gluon_decode=True, gluon_roles="tma", gluon_phases=2),
     ),
+    "page1-roles": (1, C(kernel="gluon", gluon_roles="all")),
+    "page1-roles-S/4-decode": (1, C(kernel="gluon", gluon_decode=True, gluon_roles="all")),
+    "page64-fused": (64, C(kernel="gluon", gluon_roles="off")),
+    "page64-fused-compute": (64, C(kernel="gluon", gluon_roles="off", gluon_phases=2)),
     "page1-ws": (1, C(kernel="gluon", gluon_ws=True)),
     "page1-ws-S/4-decode": (1, C(kernel="gluon", gluon_decode=True, gluon_ws=True)),
     # the compute alone (no KV copies; wrong output, timed only): the floor a faster memory
     # cannot lower, the same on an H100 and an H200 (same SMs and clocks)
-    "page64-tma-compute": (64, C(kernel="gluon", gluon_phases=2)),
+    "page64-tma-compute": (64, C(kernel="gluon", gluon_roles="off", gluon_phases=2)),
     "page64-ws-c1-compute": (64, C(kernel="gluon", gluon_ws=True, gluon_phases=2)),
     "page64-ws-c3-compute": (64, C(kernel="gluon", gluon_ws=True, gluon_chunks=3, gluon_phases=2)),
     "page1-compute": (1, C(kernel="gluon", gluon_phases=2)),
-    "page64-tma-S/4-compute-decode": (64, C(kernel="gluon", gluon_decode=True, gluon_phases=2)),
+    "page1-fused": (1, C(kernel="gluon", gluon_roles="off")),
+    "page1-fused-compute": (1, C(kernel="gluon", gluon_roles="off", gluon_phases=2)),
+    "page64-tma-S/4-compute-decode": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_decode=True, gluon_phases=2),
+    ),
 }
 
 
@@ -136,8 +160,10 @@ CHECK_ONLY = {
     # the warp-specialized kernel's row gather, at the pages of the extra cases
     "ws-gather": C(kernel="gluon", gluon_ws=True, gluon_tma=False),
     "ws-gather-decode": C(kernel="gluon", gluon_ws=True, gluon_tma=False, gluon_decode=True),
-    "roles": C(kernel="gluon", gluon_roles=True),
-    "roles-decode": C(kernel="gluon", gluon_roles=True, gluon_decode=True),
+    "roles": C(kernel="gluon", gluon_roles="tma"),
+    "roles-decode": C(kernel="gluon", gluon_roles="tma", gluon_decode=True),
+    "roles-gather": C(kernel="gluon", gluon_roles="all", gluon_tma=False),
+    "roles-gather-decode": C(kernel="gluon", gluon_roles="all", gluon_tma=False, gluon_decode=True),
 }
 
 
@@ -424,7 +450,7 @@ def main() -> int:
         v: known[v]
         for v in checked
         if v
-        and (tma_pages(known[v], FLASH_PAGE) or known[v].gluon_ws or known[v].gluon_roles)
+        and (tma_pages(known[v], FLASH_PAGE) or known[v].gluon_ws or known[v].gluon_roles == "all")
         and known[v].gluon_phases == 3
     }
     if tma and not args.no_checks:

@@ -93,9 +93,12 @@ class LaunchConfig:
     # cp.async row gather where pages are smaller than a tile), the two warpgroups only compute;
     # buffers go back to the loader through mbarriers, no CTA-wide barrier guards a copy
     gluon_ws: bool = False
-    # TMA tiles only: warpgroup roles (mla_verify_stage1_hopper_roles): warpgroup 0 computes
-    # S over the whole tile and the softmax, both compute P V, a loader warp fetches the tiles
-    gluon_roles: bool = False
+    # warpgroup roles (mla_verify_stage1_hopper_roles): warpgroup 0 computes S over the whole
+    # tile and the softmax, both compute P V; a loader warp fetches the tiles by TMA where pages
+    # hold whole tiles, a loader warpgroup gathers rows by cp.async elsewhere. "all", "tma"
+    # (pages of whole tiles only; the fused kernels elsewhere) or "off"; taken only with the
+    # default loop (roles_kernel)
+    gluon_roles: str = "all"
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -142,8 +145,8 @@ def gluon_unsupported(
         return "gluon_l2_prefetch must be >= 0"
     if cfg.gluon_chunks not in (1, 3, 9):
         return "gluon_chunks must be 1, 3 or 9"
-    if cfg.gluon_roles and cfg.gluon_ws:
-        return "gluon_roles and gluon_ws are two kernels: ask for one"
+    if cfg.gluon_roles not in ("off", "tma", "all"):
+        return "gluon_roles must be off, tma or all"
     if cfg.gluon_ws and (cfg.gluon_overlap or not cfg.gluon_lazy_sum or cfg.gluon_l2_prefetch
                          or cfg.gluon_phases == 1):  # fmt: skip
         return "gluon_ws takes the default loop (lazy sums; no overlap, L2 prefetch or loads alone)"
@@ -162,6 +165,26 @@ def tma_pages(cfg: LaunchConfig, page_size: int) -> bool:
         and cfg.gluon_lazy_sum
         and cfg.gluon_phases in (2, 3)
     )
+
+
+def roles_kernel(cfg: LaunchConfig, page_size: int) -> bool:
+    """Whether stage 1 runs the warpgroup-roles kernel: asked for at these pages (``tma``: pages
+    of whole tiles; ``all``) and the default loop otherwise (the other kernels' options, such
+    as chunk mbarriers, early refill or more buffers, keep their own kernels)."""
+    plain = (
+        not cfg.gluon_ws
+        and not cfg.gluon_overlap
+        and cfg.gluon_lazy_sum
+        and cfg.gluon_phases in (2, 3)
+        and not cfg.gluon_l2_prefetch
+        and cfg.gluon_buffers == 2
+        and cfg.gluon_block_n == 64
+        and cfg.gluon_chunks == 1
+        and not cfg.gluon_early_issue
+    )
+    if not plain or cfg.gluon_roles == "off":
+        return False
+    return cfg.gluon_roles == "all" or tma_pages(cfg, page_size)
 
 
 def use_gluon(
@@ -392,12 +415,14 @@ class TritonBackend:
         )
         args = _stage1_args(inp, meta, part_o, part_lse, s)
         tma = tma_pages(cfg, meta.page_size)
-        if cfg.gluon_roles and tma:  # warpgroup 0 in the default partition: 4 warps
+        if roles_kernel(cfg, meta.page_size):  # warpgroup 0, the default partition: 4 warps
             del common["PREFETCH"]
             common["num_warps"] = 4
+            descs = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n) if tma else (None, None)
             self._c1 = g.mla_verify_stage1_hopper_roles[grid1](
-                *args[:3], *g.kv_descriptors(inp.kv_c, cfg.gluon_block_n), *args[3:], **common,
-                LOADS=cfg.gluon_phases == 3,
+                *args[:3], *descs, *args[3:], **common, LOADS=cfg.gluon_phases == 3,
+                GATHER=not tma, LOADER_REGS=g.LOADER_REGS if tma else g.ROLES_GATHER_LOADER_REGS,
+                PV_REGS=g.ROLES_PV_REGS if tma else g.ROLES_GATHER_PV_REGS,
             )  # fmt: skip
             return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
         if cfg.gluon_ws:  # the loader warp in its own partition (a warpgroup's slot)

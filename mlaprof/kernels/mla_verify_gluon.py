@@ -51,7 +51,12 @@ NUM_WARPS = 8  # two warpgroups
 # registers of the loader warp (mla_verify_stage1_hopper_ws): TMA issues little; the row gather
 # holds a step's addresses (the compute warpgroups give up registers for it: 192 then)
 LOADER_REGS = 40
+ROLES_PV_REGS = 192  # the roles kernel's P V warpgroup beside a TMA loader warp
 GATHER_LOADER_REGS = 112
+# the roles kernel's gather loader (a warpgroup: this tile's rows and the next's) and, beside
+# it, the P V warpgroup (64 x 256 fp32 accumulator)
+ROLES_GATHER_LOADER_REGS = 96
+ROLES_GATHER_PV_REGS = 176
 
 
 @gluon.jit
@@ -707,12 +712,13 @@ def _ws_loader(kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem, kp_
 @gluon.jit
 def _ws_gather_loader(kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv, kn_smem, kp_smem, full,
                       empty, BLOCK_N: gl.constexpr, PAGE: gl.constexpr, NUM_BUF: gl.constexpr,
-                      SUB: gl.constexpr):  # fmt: skip
-    """The loader warp for pages of any size (AITER's page 1): each tile gathered row by row with
-    ``cp.async``, ``SUB`` rows at a time; every lane arrives on the tile's ``full`` mbarrier once
-    its own copies have landed (``cp.async.mbarrier.arrive``), so no thread waits on a copy."""
-    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [1, 1], [1, 0])
-    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])
+                      SUB: gl.constexpr, LOAD_WARPS: gl.constexpr = 1):  # fmt: skip
+    """The loader warp(s) for pages of any size (AITER's page 1): each tile gathered row by row
+    with ``cp.async``, ``SUB`` rows at a time; every lane arrives on the tile's ``full`` mbarrier
+    (initialised to the loader's thread count) once its own copies have landed
+    (``cp.async.mbarrier.arrive``), so no thread waits on a copy."""
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [LOAD_WARPS, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [LOAD_WARPS, 1], [1, 0])
     sl_n: gl.constexpr = gl.SliceLayout(1, ld_n)
     sl_p: gl.constexpr = gl.SliceLayout(1, ld_p)
     cols_n = gl.arange(0, 512, layout=gl.SliceLayout(0, ld_n))
@@ -734,6 +740,56 @@ def _ws_gather_loader(kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv, kn_s
                 kv + (slot_p * stride_kv + 512)[:, None] + cols_p[None, :],
             )
         cp.mbarrier_arrive(full.index(buf), increment_count=False)
+
+
+@gluon.jit
+def _rows(kv_indices, kv_start, j0, hi, BLOCK_N: gl.constexpr, PAGE: gl.constexpr,
+          layout: gl.constexpr):  # fmt: skip
+    """``_slots`` as int32 pool rows (half the registers; widened where the address is made)."""
+    j = gl.minimum(j0 + gl.arange(0, BLOCK_N, layout=layout), hi - 1)
+    if PAGE == 1:
+        return gl.load(kv_indices + kv_start + j)
+    else:
+        return gl.load(kv_indices + kv_start + j // PAGE) * PAGE + (j % PAGE)
+
+
+@gluon.jit
+def _gather_loader_ahead(kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv, kn_smem, kp_smem,
+                         full, empty, BLOCK_N: gl.constexpr, PAGE: gl.constexpr,
+                         NUM_BUF: gl.constexpr, LOAD_WARPS: gl.constexpr,
+                         LOADS: gl.constexpr = True):  # fmt: skip
+    """A loader warpgroup gathering whole tiles with ``cp.async``: the pool rows of tile t + 1
+    are loaded before tile t's copies are issued, so no copy waits on an index load; each
+    thread arrives on the tile's ``full`` mbarrier once its copies have landed."""
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [LOAD_WARPS, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [LOAD_WARPS, 1], [1, 0])
+    sl_n: gl.constexpr = gl.SliceLayout(1, ld_n)
+    sl_p: gl.constexpr = gl.SliceLayout(1, ld_p)
+    cols_n = gl.arange(0, 512, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, 64, layout=gl.SliceLayout(0, ld_p))
+    rows_n = _rows(kv_indices, kv_start, lo, hi, BLOCK_N, PAGE, sl_n)
+    rows_p = _rows(kv_indices, kv_start, lo, hi, BLOCK_N, PAGE, sl_p)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        j_next = lo + (t + 1) * BLOCK_N  # clamped past the split's end: always valid
+        next_n = _rows(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+        next_p = _rows(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+        if t >= NUM_BUF:  # the buffer's previous tile (t - NUM_BUF) has been consumed
+            mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+        if LOADS:
+            cp.async_copy_global_to_shared(
+                kn_smem.index(buf),
+                kv + (rows_n.to(gl.int64) * stride_kv)[:, None] + cols_n[None, :],
+            )
+            cp.async_copy_global_to_shared(
+                kp_smem.index(buf),
+                kv + (rows_p.to(gl.int64) * stride_kv + 512)[:, None] + cols_p[None, :],
+            )
+            cp.mbarrier_arrive(full.index(buf), increment_count=False)
+        else:  # benchmarks: the compute alone (one arrival standing for every loader thread)
+            mbarrier.arrive(full.index(buf), count=32 * LOAD_WARPS)
+        rows_n = next_n
+        rows_p = next_p
 
 
 @gluon.jit
@@ -962,7 +1018,8 @@ def mla_verify_stage1_hopper_ws(
 def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem, full, empty,
                       pready, pfree, lready, qk_scale, seq, n, lo, hi, n_tiles, hb, qlen, H,
                       part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
-                      BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr):  # fmt: skip
+                      BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
+                      GATHER: gl.constexpr):  # fmt: skip
     """Warpgroup 0: S, the online softmax, P V for columns 0..255, then its half of the output
     and the log2-sum-exp."""
     M: gl.constexpr = 64
@@ -993,7 +1050,9 @@ def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem
         j0 = lo + t * BLOCK_N
         kn = kn_smem.index(buf)
         mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)
-        if j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
+        if GATHER:  # rows gathered by cp.async (clamped to valid keys): no tail to clear
+            fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
+        elif j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
             _zero_tail(kn, j0 + tail_keys < seq, ld_c)
             fence_async_shared()
             gl.thread_barrier()
@@ -1031,7 +1090,7 @@ def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem
 @gluon.jit
 def _roles_pv(kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready, n_tiles, hb,
               n, qlen, H, part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
-              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr):  # fmt: skip
+              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, GATHER: gl.constexpr):  # fmt: skip
     """Warpgroup 1: P V for columns 256..511 with warpgroup 0's P and rescale, then its half of
     the output (normalised by warpgroup 0's row sums)."""
     M: gl.constexpr = 64
@@ -1044,6 +1103,8 @@ def _roles_pv(kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lread
     for t in range(n_tiles):
         buf = t % NUM_BUF
         mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)  # the tile landed (and is zeroed)
+        if GATHER:
+            fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
         mbarrier.wait(pready, t & 1)
         alpha = a_smem.load(row_o)
         acc = warpgroup_mma(p_smem, kn_smem.index(buf).slice(HALF, HALF, dim=1),
@@ -1121,14 +1182,16 @@ def mla_verify_stage1_hopper_roles(
     LOADS: gl.constexpr = True,  # benchmarks only: False = no KV copies (compute alone)
     PV_REGS: gl.constexpr = 192,
     LOADER_REGS: gl.constexpr = 40,
+    GATHER: gl.constexpr = False,  # a loader warpgroup gathers rows by cp.async (any page size)
 ):
-    """Stage 1 for pages of whole tiles with warpgroup roles (see above): the default
-    partition (4 warps) is warpgroup 0, the workers warpgroup 1 and the loader warp."""
+    """Stage 1 with warpgroup roles (see above): the default partition (4 warps) is warpgroup
+    0, the workers warpgroup 1 and the loader (one warp issuing TMA at pages of whole tiles; a
+    warpgroup gathering rows with cp.async where ``GATHER``)."""
     D_NOPE: gl.constexpr = 512
     D_PE: gl.constexpr = 64
     M: gl.constexpr = QP * BLOCK_H
     gl.static_assert(M == 64)
-    gl.static_assert(PAGE % BLOCK_N == 0)
+    gl.static_assert(GATHER | (PAGE % BLOCK_N == 0))
     dtype: gl.constexpr = q_nope.dtype.element_ty
     ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
     ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
@@ -1177,7 +1240,7 @@ def mla_verify_stage1_hopper_roles(
     pfree = gl.allocate_shared_memory(gl.int64, [1], bar)
     lready = gl.allocate_shared_memory(gl.int64, [1], bar)
     for i in gl.static_range(NUM_BUF):
-        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(full.index(i), count=128 if GATHER else 1)  # gather: each loader thread
         mbarrier.init(empty.index(i), count=2)  # one arrival per computing warpgroup
     mbarrier.init(pready, count=1)
     mbarrier.init(pfree, count=1)
@@ -1203,18 +1266,38 @@ def mla_verify_stage1_hopper_roles(
 
     kv_start = gl.load(kv_indptr + b).to(gl.int64)
     n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
-    gl.warp_specialize(
-        [
-            (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
-                                 full, empty, pready, pfree, lready, qk_scale, seq, n, lo, hi,
-                                 n_tiles, hb, qlen, H, part_o, part_lse, b64, split, stride_pb,
-                                 stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF)),
-            (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
-                         n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
-                         stride_pt, stride_ph, BLOCK_H, NUM_BUF)),
-            (_ws_loader, (kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem, kp_smem,
-                          full, empty, BLOCK_N, PAGE, NUM_BUF, 1, LOADS)),
-        ],
-        [4, 1],
-        [PV_REGS, LOADER_REGS],
-    )  # fmt: skip
+    if GATHER:
+        gl.warp_specialize(
+            [
+                (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
+                                     full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
+                                     hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
+                                     stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
+                                     GATHER)),
+                (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
+                             n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                             stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
+                (_gather_loader_ahead, (kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv,
+                                        kn_smem, kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF,
+                                        4, LOADS)),
+            ],
+            [4, 4],
+            [PV_REGS, LOADER_REGS],
+        )  # fmt: skip
+    else:
+        gl.warp_specialize(
+            [
+                (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
+                                     full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
+                                     hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
+                                     stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
+                                     GATHER)),
+                (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
+                             n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                             stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
+                (_ws_loader, (kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem,
+                              kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF, 1, LOADS)),
+            ],
+            [4, 1],
+            [PV_REGS, LOADER_REGS],
+        )  # fmt: skip

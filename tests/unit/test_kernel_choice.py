@@ -203,8 +203,9 @@ class _Recorder:
 
 @pytest.mark.parametrize("page", [1, 64])
 def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
-    """The backend's launch of either Gluon stage 1 passes every parameter by its name's slot:
-    page 64 takes the TMA kernel with descriptors over the pool, page 1 the gather kernel."""
+    """The backend's launch of either fused Gluon stage 1 passes every parameter by its name's
+    slot: page 64 takes the TMA kernel with descriptors over the pool, page 1 the gather kernel
+    (the warpgroup-roles kernel off)."""
     g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
     seen: list = []
     for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma"):
@@ -212,7 +213,7 @@ def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
     meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
     inp = make_inputs(meta, 16, seed=7, device="cpu")
     inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(C())
+    be = tb.TritonBackend(C(gluon_roles="off"))
     be._is_hopper = True
     be.skip_stage2 = True  # stage 2 is the Triton merge, not under test here
     be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
@@ -287,3 +288,56 @@ def test_chunked_tma_launch_and_option_checks(monkeypatch):
         assert "gluon_ws" in tb.gluon_unsupported(bad, True, 4, False, _q())
     # the compute alone runs on the TMA kernel too; the loads alone only in the gather kernel
     assert tb.tma_pages(C(gluon_phases=2), 64) and not tb.tma_pages(C(gluon_phases=1), 64)
+
+
+@pytest.mark.parametrize("page,roles,want", [
+    (64, "all", "roles-tma"),  # the default at vLLM's 64-token blocks
+    (1, "all", "roles-gather"),  # the default at AITER's page 1
+    (1, "tma", "gather"),  # roles at pages of whole tiles only: the fused gather kernel
+    (64, "off", "tma"),
+])  # fmt: skip
+def test_warpgroup_roles_kernel_choice_and_launch(monkeypatch, page, roles, want):
+    """The roles kernel (4 warps in the default partition: warpgroup 0) takes pages of whole
+    tiles by default with TMA descriptors and its loader warp's registers; asked for everywhere
+    it gathers rows (no descriptors, a loader warpgroup)."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
+                 "mla_verify_stage1_hopper_roles"):  # fmt: skip
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C(gluon_roles=roles))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    ((name, grid, args),) = seen
+    assert grid == (1, 2, 3) and args["kv"] is inp.kv_c
+    got = {"mla_verify_stage1_hopper": "gather", "mla_verify_stage1_hopper_tma": "tma"}.get(name)
+    if name == "mla_verify_stage1_hopper_roles":
+        got = "roles-gather" if args["GATHER"] else "roles-tma"
+        assert args["LOADS"] is True
+        if args["GATHER"]:
+            assert args["kn_desc"] is None
+            assert args["LOADER_REGS"] == g.ROLES_GATHER_LOADER_REGS
+            assert args["PV_REGS"] == g.ROLES_GATHER_PV_REGS
+        else:
+            assert list(args["kn_desc"].block_shape) == [64, 512]
+            assert args["LOADER_REGS"] == g.LOADER_REGS and args["PV_REGS"] == g.ROLES_PV_REGS
+        # three warpgroups' registers within the SM's 64K (the default partition's the rest)
+        assert 128 * (args["LOADER_REGS"] + args["PV_REGS"] + 232) <= 65536
+    assert got == want
+
+
+def test_roles_only_with_the_default_loop():
+    """The other kernels' options keep their kernels: chunk mbarriers, early refill, more
+    buffers, smaller tiles, the warp-specialized kernel; the compute alone stays on roles."""
+    assert tb.roles_kernel(C(), 64) and tb.roles_kernel(C(), 1)
+    assert not tb.roles_kernel(C(gluon_roles="tma"), 1)
+    assert tb.roles_kernel(C(gluon_phases=2), 64)
+    for other in (C(gluon_chunks=3), C(gluon_early_issue=True), C(gluon_buffers=3),
+                  C(gluon_block_n=32), C(gluon_ws=True), C(gluon_roles="off"),
+                  C(gluon_phases=1), C(gluon_l2_prefetch=1)):  # fmt: skip
+        assert not tb.roles_kernel(other, 64)
+    assert "gluon_roles" in tb.gluon_unsupported(C(gluon_roles="yes"), True, 4, False, _q())
