@@ -23,6 +23,15 @@ so the copy engine (TMA) fetches it from a descriptor, one mbarrier per buffer; 
 computes a KV address or issues a copy. On an H200 that is 1.18x faster than the row gather at
 (8, 131072, qlen 4) (``bench/results/verify_vs_flashmla_h200.json``).
 
+``mla_verify_stage1_hopper_roles`` (the default on sm_90) gives the warpgroups roles instead:
+warpgroup 0 computes ``S`` over the whole tile (one 64-wide ``wgmma``: q is read from shared
+memory once per tile, not by both warpgroups) and the softmax within its own warps, then hands
+P and each row's rescale to warpgroup 1 through shared memory and mbarriers; both compute
+``P V`` on their 256 columns; a loader (a TMA warp, or a ``cp.async`` warpgroup at pages
+smaller than a tile) refills a buffer once both have released it. Its compute alone is 18-21%
+shorter than the fused kernels' (``bench/results/verify_vs_flashmla_h100.json``).
+``mla_verify_stage1_hopper_ws`` is the fused loop with a loader warp (measured no faster).
+
 Stage 2 (the merge) is ``mla_verify.mla_verify_stage2`` unchanged, with ``ALIGN = BLOCK_N``.
 Rows past a request's queries or past H are computed on clamped (valid) addresses and never
 stored; keys past a split's end load a valid row and are masked to -inf. All global offsets
