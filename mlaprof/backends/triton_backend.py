@@ -97,7 +97,9 @@ class LaunchConfig:
     # tile and the softmax, both compute P V; a loader warp fetches the tiles by TMA where pages
     # hold whole tiles, a loader warpgroup gathers rows by cp.async elsewhere. "all", "tma"
     # (pages of whole tiles only; the fused kernels elsewhere) or "off"; taken only with the
-    # default loop (roles_kernel)
+    # default loop (roles_kernel). The default for its compute alone, 18-21% shorter than the
+    # fused kernels' (the H200's gap was compute); measured on H100s only, where both are
+    # memory-bound (bench/results/verify_vs_flashmla_h100.json)
     gluon_roles: str = "all"
 
 
