@@ -136,6 +136,10 @@ VARIANTS = {
     "page1-roles-S/4-decode": (1, C(kernel="gluon", gluon_decode=True, gluon_roles="all")),
     "page64-fused": (64, C(kernel="gluon", gluon_roles="off")),
     "page64-fused-compute": (64, C(kernel="gluon", gluon_roles="off", gluon_phases=2)),
+    "page64-roles-preg": (64, C(kernel="gluon", gluon_p_regs=True)),
+    "page64-roles-preg-compute": (64, C(kernel="gluon", gluon_p_regs=True, gluon_phases=2)),
+    "page1-roles-preg": (1, C(kernel="gluon", gluon_p_regs=True)),
+    "page1-roles-preg-compute": (1, C(kernel="gluon", gluon_p_regs=True, gluon_phases=2)),
     "page1-ws": (1, C(kernel="gluon", gluon_ws=True)),
     "page1-ws-S/4-decode": (1, C(kernel="gluon", gluon_decode=True, gluon_ws=True)),
     # the compute alone (no KV copies; wrong output, timed only): the floor a faster memory
@@ -163,6 +167,8 @@ CHECK_ONLY = {
     "roles": C(kernel="gluon", gluon_roles="tma"),
     "roles-decode": C(kernel="gluon", gluon_roles="tma", gluon_decode=True),
     "roles-gather": C(kernel="gluon", gluon_roles="all", gluon_tma=False),
+    "roles-preg": C(kernel="gluon", gluon_p_regs=True),
+    "roles-preg-gather": C(kernel="gluon", gluon_p_regs=True, gluon_tma=False),
     "roles-gather-decode": C(kernel="gluon", gluon_roles="all", gluon_tma=False, gluon_decode=True),
 }
 

@@ -97,10 +97,11 @@ class LaunchConfig:
     # tile and the softmax, both compute P V; a loader warp fetches the tiles by TMA where pages
     # hold whole tiles, a loader warpgroup gathers rows by cp.async elsewhere. "all", "tma"
     # (pages of whole tiles only; the fused kernels elsewhere) or "off"; taken only with the
-    # default loop (roles_kernel). The default for its compute alone, 18-21% shorter than the
-    # fused kernels' (the H200's gap was compute); measured on H100s only, where both are
-    # memory-bound (bench/results/verify_vs_flashmla_h100.json)
+    # default loop (roles_kernel). The default for its compute alone, 21-27% shorter than the
+    # fused kernels' at B >= 8 (the H200's gap was compute); measured on H100s only, where both
+    # are memory-bound (bench/results/verify_vs_flashmla_h100.json)
     gluon_roles: str = "all"
+    gluon_p_regs: bool = True  # roles kernel: warpgroup 0's P V takes P from registers
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -425,6 +426,7 @@ class TritonBackend:
                 *args[:3], *descs, *args[3:], **common, LOADS=cfg.gluon_phases == 3,
                 GATHER=not tma, LOADER_REGS=g.LOADER_REGS if tma else g.ROLES_GATHER_LOADER_REGS,
                 PV_REGS=g.ROLES_PV_REGS if tma else g.ROLES_GATHER_PV_REGS,
+                P_REG=cfg.gluon_p_regs,
             )  # fmt: skip
             return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
         if cfg.gluon_ws:  # the loader warp in its own partition (a warpgroup's slot)

@@ -28,8 +28,8 @@ warpgroup 0 computes ``S`` over the whole tile (one 64-wide ``wgmma``: q is read
 memory once per tile, not by both warpgroups) and the softmax within its own warps, then hands
 P and each row's rescale to warpgroup 1 through shared memory and mbarriers; both compute
 ``P V`` on their 256 columns; a loader (a TMA warp, or a ``cp.async`` warpgroup at pages
-smaller than a tile) refills a buffer once both have released it. Its compute alone is 18-21%
-shorter than the fused kernels' (``bench/results/verify_vs_flashmla_h100.json``).
+smaller than a tile) refills a buffer once both have released it. Its compute alone is 21-27%
+shorter than the fused kernels' at B >= 8 (``bench/results/verify_vs_flashmla_h100.json``).
 ``mla_verify_stage1_hopper_ws`` is the fused loop with a loader warp (measured no faster).
 
 Stage 2 (the merge) is ``mla_verify.mla_verify_stage2`` unchanged, with ``ALIGN = BLOCK_N``.
@@ -1028,9 +1028,10 @@ def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem
                       pready, pfree, lready, qk_scale, seq, n, lo, hi, n_tiles, hb, qlen, H,
                       part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
                       BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
-                      GATHER: gl.constexpr):  # fmt: skip
+                      GATHER: gl.constexpr, P_REG: gl.constexpr = False):  # fmt: skip
     """Warpgroup 0: S, the online softmax, P V for columns 0..255, then its half of the output
-    and the log2-sum-exp."""
+    and the log2-sum-exp. ``P_REG``: its P V takes P from registers, issued before P is
+    written out for warpgroup 1."""
     M: gl.constexpr = 64
     HALF: gl.constexpr = 256
     dtype: gl.constexpr = qn_smem.dtype
@@ -1076,15 +1077,21 @@ def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem
         alpha = gl.exp2(m_i - m_safe)
         l_i = l_i * alpha + gl.sum(p, axis=1)
         m_i = m_new
+        pb = p.to(dtype)
+        if P_REG:  # P V from P in registers, issued before P goes out to warpgroup 1
+            p_op = gl.convert_layout(pb, gl.DotOperandLayout(0, o_layout, 2))
+            acc = warpgroup_mma(p_op, kn.slice(0, HALF, dim=1),
+                                acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
         if t > 0:  # warpgroup 1 is done with the previous P and rescale
             mbarrier.wait(pfree, (t - 1) & 1)
-        p_smem.store(p.to(dtype))
+        p_smem.store(pb)
         a_smem.store(alpha)
         fence_async_shared()  # P (generic writes) -> both warpgroups' wgmma reads
         gl.thread_barrier()  # all of this warpgroup's P and rescale written
         mbarrier.arrive(pready)
-        acc = warpgroup_mma(p_smem, kn.slice(0, HALF, dim=1),
-                            acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
+        if not P_REG:
+            acc = warpgroup_mma(p_smem, kn.slice(0, HALF, dim=1),
+                                acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         gl.thread_barrier()  # this warpgroup is done reading the tile
         mbarrier.arrive(empty.index(buf))
@@ -1192,6 +1199,7 @@ def mla_verify_stage1_hopper_roles(
     PV_REGS: gl.constexpr = 192,
     LOADER_REGS: gl.constexpr = 40,
     GATHER: gl.constexpr = False,  # a loader warpgroup gathers rows by cp.async (any page size)
+    P_REG: gl.constexpr = False,  # warpgroup 0's P V takes P from registers
 ):
     """Stage 1 with warpgroup roles (see above): the default partition (4 warps) is warpgroup
     0, the workers warpgroup 1 and the loader (one warp issuing TMA at pages of whole tiles; a
@@ -1282,7 +1290,7 @@ def mla_verify_stage1_hopper_roles(
                                      full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
                                      hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
                                      stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
-                                     GATHER)),
+                                     GATHER, P_REG)),
                 (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
                              n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
                              stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
@@ -1300,7 +1308,7 @@ def mla_verify_stage1_hopper_roles(
                                      full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
                                      hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
                                      stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
-                                     GATHER)),
+                                     GATHER, P_REG)),
                 (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
                              n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
                              stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),

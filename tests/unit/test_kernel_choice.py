@@ -317,7 +317,7 @@ def test_warpgroup_roles_kernel_choice_and_launch(monkeypatch, page, roles, want
     got = {"mla_verify_stage1_hopper": "gather", "mla_verify_stage1_hopper_tma": "tma"}.get(name)
     if name == "mla_verify_stage1_hopper_roles":
         got = "roles-gather" if args["GATHER"] else "roles-tma"
-        assert args["LOADS"] is True
+        assert args["LOADS"] is True and args["P_REG"] is True  # P V from P in registers
         if args["GATHER"]:
             assert args["kn_desc"] is None
             assert args["LOADER_REGS"] == g.ROLES_GATHER_LOADER_REGS
