@@ -104,6 +104,8 @@ REAL = {
     "mla_verify_stage1": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage1_hopper": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage1_hopper_tma": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage1_hopper_roles": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage1_hopper_ws": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage2": ("mlaprof-triton", STAGE2, None),
 }  # fmt: skip
 LOOKALIKES = (
