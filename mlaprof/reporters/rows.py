@@ -452,10 +452,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
     owner = type(items[0]).__name__
     if spec is None:
         head = [_label(owner, f.name) for f in cols]
-        rows = [
-            [field_text(f.name, getattr(x, f.name)) for f in cols]
-            for x in items[:TABLE_ROWS]
-        ]
+        rows = [[field_text(f.name, getattr(x, f.name)) for f in cols] for x in items[:TABLE_ROWS]]
         return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
     names = {f.name for f in cols}
     declared = [c for c in spec.cols if any(n in names for n in c.fields)]
@@ -463,8 +460,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
     rest = [] if overview else [f for f in cols if f.name not in used]
     head = [c.head for c in declared] + [_label(owner, f.name) for f in rest]
     rows = [
-        [_declared(c, x) for c in declared]
-        + [field_text(f.name, getattr(x, f.name)) for f in rest]
+        [_declared(c, x) for c in declared] + [field_text(f.name, getattr(x, f.name)) for f in rest]
         for x in items[:TABLE_ROWS]
     ]
     notes = [value_text(spec.note(x)) for x in items[:TABLE_ROWS]] if spec.note else []
