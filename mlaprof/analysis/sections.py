@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.typed_json import nulls, opt
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 # which S a layer's collapse is judged against, and how every view words it (the typed row's
 # ``reference_source`` maps the words back: LayerRow below; mlaprof.analysis.layers uses them)
@@ -576,9 +581,9 @@ class SplitStep:
     @property
     def collapsed(self) -> bool:
         """S used below the S the real rows deserve (the one rule, analysis.splits.is_collapsed)."""
-        from mlaprof.analysis.collapse import is_collapsed
+        from mlaprof.splits.policies import collapsed_known
 
-        return is_collapsed(self.used, self.deserved)
+        return collapsed_known(self.used, self.deserved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,6 +634,20 @@ class Route:
     splits_on_device: bool | None = opt()  # S decided on the device at replay: never frozen
     not_modelled: list[str] | None = opt()  # paths of this version the configuration could meet
     aiter_rule: AiterRuleSection | None = opt()  # the AITER release the run named (--aiter)
+
+    @classmethod
+    def recorded(cls, d: Mapping[str, Any]) -> Route:
+        """The route a run recorded (run.json's ``route``, mlaprof.splits.routing.Route.to_dict
+        plus the AITER rule the run named) as its section."""
+        rule = d.get("aiter_rule")
+        not_modelled = d.get("not_modelled")
+        return cls(
+            **{
+                **d,
+                "aiter_rule": None if rule is None else AiterRuleSection(**rule),
+                "not_modelled": None if not_modelled is None else list(not_modelled),
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1000,9 +1019,9 @@ class ShadowStep:
     @property
     def collapsed(self) -> bool:
         """The bug's S below the fix's for this batch (the one rule, analysis.splits.is_collapsed)."""
-        from mlaprof.analysis.collapse import is_collapsed
+        from mlaprof.splits.policies import collapsed_known
 
-        return is_collapsed(self.s_bug, self.s_fix)
+        return collapsed_known(self.s_bug, self.s_fix)
 
 
 @dataclass(frozen=True, slots=True)

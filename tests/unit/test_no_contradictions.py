@@ -162,14 +162,20 @@ def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> No
     import pandas as pd
 
     from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.reporters.rows import summary_blocks
+    from mlaprof.store.trace_checks import TraceChecks
 
     steps = pd.DataFrame({"backend": ["gluon"] * 3, "graph_mode": ["graph", "graph", "eager"],
                           "rank": [0] * 3, "step": [0, 1, 2]})  # fmt: skip
-    no_api = step_mode_evidence({"trace_checks": {"launches": {}}}, steps)
+
+    def checks(launches: dict[str, int]) -> RunChecks:
+        return RunChecks({0: TraceChecks(0, {"launches": launches})})
+
+    no_api = step_mode_evidence({}, steps, checks({}))
     assert no_api["label"] == "mixed: graph replays, eager steps"
     launches = {"graph_launches": 2, "mla_replays_with_launch": 2, "runtime_api_calls": 5}
-    api = step_mode_evidence({"trace_checks": {"launches": launches}}, steps)
+    api = step_mode_evidence({}, steps, checks(launches))
     assert api["label"] == "mixed: FULL replays, eager steps"
 
     rows = {r.key: r.label for b in summary_blocks(_summary("aiter-gluon_v0119_bug_rocm63"))
