@@ -604,11 +604,16 @@ def _stage2_heads(
         return {}
     h = grids.at(hlut, idx, s2)
     out: dict[str, dict[str, int]] = {}
-    paths = np.array([p.path if p else "" for p in pats], dtype=object)[idx[s2]]
-    for path in dict.fromkeys(paths.tolist()):
-        vals, counts = np.unique(h[(paths == path) & (h > 0)], return_counts=True)
+    # paths as small codes per kernel (an object array of a path per stage-2 kernel and a
+    # string comparison per path cost more than the grids), in order of first appearance
+    path_names = list(dict.fromkeys(p.path if p else "" for p in pats))
+    lut = np.array([path_names.index(p.path if p else "") for p in pats], np.int64)
+    pc = lut[idx[s2]]
+    codes, at = np.unique(pc, return_index=True)
+    for c in codes[np.argsort(at)].tolist():
+        vals, counts = np.unique(h[(pc == c) & (h > 0)], return_counts=True)
         if len(vals):
-            out[str(path)] = {str(int(v)): int(c) for v, c in zip(vals, counts, strict=True)}
+            out[path_names[c]] = {str(int(v)): int(c2) for v, c2 in zip(vals, counts, strict=True)}
     return out
 
 
@@ -1065,18 +1070,19 @@ def store_derived(
     if steps:
         text_cols = [c for c, a in steps.items() if a.dtype == object]
         nums = {c: a for c, a in steps.items() if c not in text_cols}
-        combos = np.array(
-            ["\x00".join(str(steps[c][i]) for c in text_cols) for i in range(len(steps["step"]))],
-            dtype=object,
+        n_steps = len(steps["step"])
+        combos = (
+            list(zip(*(map(str, steps[c].tolist()) for c in text_cols), strict=True))
+            if text_cols
+            else [()] * n_steps
         )
         # text columns are constants per insert: one insert per run of steps with the same
         # (path, mode, timing), in step order
-        brk = np.r_[0, np.flatnonzero(combos[1:] != combos[:-1]) + 1, len(combos)]
+        brk = [0, *(i for i in range(1, len(combos)) if combos[i] != combos[i - 1]), len(combos)]
         for a0, a1 in zip(brk[:-1], brk[1:], strict=True):
-            combo = str(combos[a0])
-            sel = slice(int(a0), int(a1))
+            sel = slice(a0, a1)
             cols = {c: (a[sel], a[sel] == NULL) for c, a in nums.items()}
-            text = {c: v for c, v in zip(text_cols, combo.split("\x00"), strict=True) if v}
+            text = {c: v for c, v in zip(text_cols, combos[a0], strict=True) if v}
             summary.add("steps", bulk.insert_columns("steps", cols, int(a1 - a0), text))
     if layers:
         # a trace's layers (tens of thousands per rank) are written once like its kernels: to

@@ -262,6 +262,7 @@ def _stream_kernels(
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
+    from mlaprof.store import spill as spill_rows
     from mlaprof.store.spill import Spill
 
     text = pa.dictionary(pa.int32(), pa.string())
@@ -285,6 +286,8 @@ def _stream_kernels(
         raise
     to_disk = [c for c in wanted if c not in IN_MEMORY]
     spill = Spill(to_disk) if to_disk else None
+    parked: list[pa.RecordBatch] = []  # parsed rows not yet given to the spill
+    parked_rows = 0
     codes: dict[str, int] = {}  # a name as written -> its index in ``names``
     names: list[str | None] = []
     agents: dict[str, int] = {}
@@ -324,11 +327,19 @@ def _stream_kernels(
                 # a copy: a view would keep the whole parsed batch (every column) alive
                 parts[col].append(np.array(arrow_numpy.numbers(arr, NULL), np.int64))
         if spill is not None:
-            spill.append(
+            # gathered to a row group's worth before the spill narrows them: a parsed block
+            # holds a few thousand rows, and the per-append work is per column, not per row
+            parked.append(
                 pa.RecordBatch.from_arrays([batch.column(wanted[c]) for c in to_disk], to_disk)
             )
+            parked_rows += rows
+            if parked_rows >= spill_rows.FILE_ROWS:
+                spill.append(pa.Table.from_batches(parked))
+                parked, parked_rows = [], 0
         n += rows
     if spill is not None:
+        if parked:
+            spill.append(pa.Table.from_batches(parked))
         spill.close()
     ints: dict[str, np.ndarray] = {}
     for col in list(parts):
