@@ -257,14 +257,24 @@ class _Grids:
             g[bad] = NULL
             self.blocks.append(g)
 
-    def at(self, lut: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Per kernel in ``rows`` (a subset of the rows given at construction): the blocks on
-        the axis its name's pattern gives (``lut[name index]``: 0-2, or NULL: none)."""
+    def subset(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows where ``keep`` (one boolean per row given at construction) holds, and
+        their places among those rows (what :meth:`at` takes; no bisection)."""
+        pos = np.flatnonzero(keep)
+        return self.rows[pos], pos
+
+    def at(
+        self, lut: np.ndarray, idx: np.ndarray, rows: np.ndarray, pos: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Per kernel in ``rows`` (a subset of the rows given at construction; ``pos``: their
+        places among them, bisected when not given): the blocks on the axis its name's pattern
+        gives (``lut[name index]``: 0-2, or NULL: none)."""
         out = np.full(len(rows), NULL, np.int64)
         if not len(rows):
             return out
         axis = lut[idx[rows]]
-        pos = np.searchsorted(self.rows, rows)
+        if pos is None:
+            pos = np.searchsorted(self.rows, rows)
         for a in range(3):
             sel = axis == a
             out[sel] = self.blocks[a][pos[sel]]
@@ -347,8 +357,9 @@ def annotate(
         rows = np.full(n, NULL, np.int32)
         qlen = np.full(n, NULL, np.int32)
         if len(s1_all):
+            _, pos1 = grids.subset(role[grids.rows] == 1)  # s1_all among the grids' rows
             for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
-                arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all)
+                arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all, pos1)
         return grids, splits, rows, qlen
 
     # S, rows and qlen are read from the grids in a second thread while replays, layers and
@@ -566,10 +577,11 @@ def _pin_qlen_from_stage2(
     ``from_stage1`` (exact for the < 16 heads vLLM sends to gluon, ceil(H/16)*qlen above)."""
     out = {"from_stage2": 0, "from_stage1": 0, "stage1_disagrees": 0}
     s1 = np.nonzero((role == 1) & (layer >= 0) & (group >= 0) & (qlen > 0))[0]
-    s2 = np.nonzero((role == 2) & (layer >= 0) & (group >= 0))[0]
     if not len(s1):
         return out
-    q2 = grids.at(qlut, idx, s2)  # NULL where the name's pattern gives no qlen axis
+    g = grids.rows  # every stage-2 kernel among them
+    s2, pos2 = grids.subset((role[g] == 2) & (layer[g] >= 0) & (group[g] >= 0))
+    q2 = grids.at(qlut, idx, s2, pos2)  # NULL where the name's pattern gives no qlen axis
     s2, q2 = s2[q2 > 0], q2[q2 > 0]
     span = int(layer.max()) + 1
     k1 = group[s1] * span + layer[s1]
@@ -598,11 +610,11 @@ def _stage2_heads(
 ) -> dict[str, dict[str, int]]:
     """Per path: the head counts its stage-2 grids show (gluon (B, H, qlen)), with how many
     kernels show each; empty where no stage 2 ran (S == 1 everywhere) or holds no head axis."""
-    s2 = np.nonzero(role == 2)[0]
-    s2 = s2[hlut[idx[s2]] >= 0]
+    g = grids.rows  # every stage-2 kernel among them
+    s2, pos2 = grids.subset((role[g] == 2) & (hlut[idx[g]] >= 0))
     if not len(s2):
         return {}
-    h = grids.at(hlut, idx, s2)
+    h = grids.at(hlut, idx, s2, pos2)
     out: dict[str, dict[str, int]] = {}
     # paths as small codes per kernel (an object array of a path per stage-2 kernel and a
     # string comparison per path cost more than the grids), in order of first appearance
