@@ -303,8 +303,10 @@ def _repeats(names: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     has = prev >= 0
     if not has.any():
         return prev
-    shift = np.where(has, starts - starts[np.where(has, prev, 0)], 0)
-    src = np.arange(len(names), dtype=np.int64)
+    # int32 places where they fit: a rank's replay kernels, two per-kernel temporaries
+    at = np.int32 if len(names) < 2**31 else np.int64
+    shift = np.where(has, starts - starts[np.where(has, prev, 0)], 0).astype(at)
+    src = np.arange(len(names), dtype=at)
     src -= np.repeat(shift, lens)
     eq = names[src] == names
     del src
