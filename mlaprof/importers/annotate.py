@@ -490,7 +490,7 @@ def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) ->
     if len(sel):
         # int32 counts and each temporary freed when done: on a 10M-kernel trace every one
         # of them is 40-80 MB
-        order = sel[np.lexsort((sel, start[sel], group[sel]))]
+        order = step_model.replay_order(sel, group, start)  # a trace in order: no sort
         del sel
         mains = (role[order] == 1).astype(np.int32)
         cs = np.cumsum(mains, dtype=np.int32)
@@ -799,10 +799,10 @@ def _derived(
     if not s.any():
         return {}, {}
     st, t0, t1, _ = _groups(step[s], start[s], end[s])
-    s1 = np.nonzero((role == 1) & (step >= 0))[0]
-    s1 = s1[np.lexsort((s1, start[s1], step[s1]))]
-    _, first = np.unique(step[s1], return_index=True)
-    lead = s1[first]  # the first stage-1 kernel of every step, steps ascending (== st)
+    s1 = step_model.replay_order(np.nonzero((role == 1) & (step >= 0))[0], step, start)
+    st1 = step[s1]
+    lead = s1[np.r_[0, np.flatnonzero(st1[1:] != st1[:-1]) + 1]] if len(s1) else s1
+    del st1  # lead: the first stage-1 kernel of every step, steps ascending (== st)
     names = np.array(
         [f"{p.path} {nm}" if p else "" for nm, p in zip(kc.names, pats, strict=True)] or [""],
         dtype=object,

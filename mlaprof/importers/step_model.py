@@ -271,6 +271,9 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
     return Graphs(canon, usual, layers, replays, identity)
 
 
+REPEAT_BLOCK = 1 << 18  # kernels compared at a time by the repeat check (:func:`_repeats`)
+
+
 def replay_sequences(names: np.ndarray, bounds: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """The distinct kernel sequences of the replays ``names[bounds[i]:bounds[i + 1]]``, in
     order of first appearance, and per replay the index of its own. A replay that repeats the
@@ -303,15 +306,19 @@ def _repeats(names: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     has = prev >= 0
     if not has.any():
         return prev
-    # int32 places where they fit: a rank's replay kernels, two per-kernel temporaries
-    at = np.int32 if len(names) < 2**31 else np.int64
-    shift = np.where(has, starts - starts[np.where(has, prev, 0)], 0).astype(at)
-    src = np.arange(len(names), dtype=at)
-    src -= np.repeat(shift, lens)
-    eq = names[src] == names
-    del src
-    same = np.logical_and.reduceat(eq, starts) & has
-    return np.where(same, prev, NULL)
+    shift = np.where(has, starts - starts[np.where(has, prev, 0)], 0)
+    same = np.zeros(m, bool)
+    # the replays a block of about REPEAT_BLOCK kernels at a time: the per-kernel temporaries
+    # stay a few MB whatever the rank's size
+    cuts = np.unique(np.r_[0, np.searchsorted(bounds, np.arange(1, 1 + len(names) // REPEAT_BLOCK)
+                                              * REPEAT_BLOCK), m])  # fmt: skip
+    for i0, i1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        a, b = int(bounds[i0]), int(bounds[i1])
+        src = np.arange(a, b, dtype=np.int64)
+        src -= np.repeat(shift[i0:i1], lens[i0:i1])
+        eq = names[src] == names[a:b]
+        same[i0:i1] = np.logical_and.reduceat(eq, starts[i0:i1] - a)
+    return np.where(same & has, prev, NULL)
 
 
 def _first_of_chain(earlier: np.ndarray) -> np.ndarray:
@@ -325,9 +332,10 @@ def _first_of_chain(earlier: np.ndarray) -> np.ndarray:
 
 
 def replay_order(reps: np.ndarray, replay: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """``reps`` (ascending kernel indices) ordered by (replay, start, index). A trace lists a
-    replay's kernels together and in start order, so one pass over neighbours usually finds them
-    ordered already, and the 1M-row sort is left for traces that interleave replays."""
+    """``reps`` (ascending kernel indices) ordered by (replay, start, index), or by any other
+    group number in ``replay`` (a step, a layer group). A trace lists a replay's kernels
+    together and in start order, so one pass over neighbours usually finds them ordered
+    already, and the 1M-row sort is left for traces that interleave replays."""
     r, s = replay[reps], start[reps]
     if len(reps) < 2 or bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (s[1:] >= s[:-1])))):
         return reps

@@ -128,10 +128,14 @@ def _replays(kind: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
     return np.concatenate(seqs).astype(np.int32), bounds
 
 
+@pytest.mark.parametrize("block", [1, 9, 1 << 18])
 @pytest.mark.parametrize("kind", ["one graph", "alternating", "lossy", "random"])
-def test_replay_sequences_are_the_lookups(kind: str) -> None:
-    """Repeats found by comparing each replay with the last one of its length give the same
-    sequences, numbered alike, as looking every replay up."""
+def test_replay_sequences_are_the_lookups(
+    kind: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeats found by comparing each replay with the last one of its length (the kernels
+    ``block`` at a time) give the same sequences, numbered alike, as looking every replay up."""
+    monkeypatch.setattr(step_model, "REPEAT_BLOCK", block)
     for seed in range(5):
         names, bounds = _replays(kind, np.random.default_rng(seed))
         sigs, k_of = step_model.replay_sequences(names, bounds)
