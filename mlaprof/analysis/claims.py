@@ -8,13 +8,14 @@ a modelled route verified.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph
 from mlaprof.analysis.findings import Finding
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import Evidence
+    from mlaprof.analysis.sections import Route
 
 # the verify paths each vLLM attention backend can run (v1/attention/backends/mla/).
 # ROCM_AITER_MLA chooses among several AITER paths per batch, and TRITON_MLA folds verify into
@@ -79,22 +80,22 @@ class Claims:
         """A modelled route reads verified only where the recorded route is that path alone."""
         return self.recorded_route() == (path,)
 
-    def backend_mismatch(self, route: dict[str, Any] | None) -> str | None:
+    def backend_mismatch(self, route: Route | None) -> str | None:
         """Why the run's own backend does not run the route its vLLM version takes (None: it
         does, or the run has no backend or route)."""
         if not route or not self.backend:  # only a scenario run ran a backend of its own
             return None
-        path = str(route.get("path") or "")
+        path = route.path
         legacy = self.backend == LEGACY_BACKEND
         if legacy and path and path != "legacy-flat":
             return (
                 f"backend {self.backend} runs the flattened pre-#51171 verify path, but vLLM "
-                f"{route.get('version')} routes this configuration to {path} ({route.get('kernel')})"
+                f"{route.version} routes this configuration to {path} ({route.kernel})"
             )
         if not legacy and path == "legacy-flat":
             return (
                 f"backend {self.backend} calls the kernel's native 4-D entry, but vLLM "
-                f"{route.get('version')} routes this configuration to the flattened legacy path"
+                f"{route.version} routes this configuration to the flattened legacy path"
             )
         return None
 
@@ -105,18 +106,18 @@ def claims_of(ev: Evidence) -> Claims:
     if ev.engine_steps:
         names = {s.backend for s in ev.engine_steps if s.backend}
         engine_backend = names.pop() if len(names) == 1 else None
-    cpu = ev.cpu is not None or str(ev.meta.get("device") or "") == "cpu"
+    cpu = ev.cpu is not None or ev.meta.device == "cpu"
     return Claims(
         graph_mode=ev.graph_mode,
         capture_status=str(ev.capture.status),
-        device=str(ev.meta.get("device") or ev.device),
-        backend=str(ev.meta.get("backend")) if ev.scenario and ev.meta.get("backend") else None,
+        device=ev.meta.device or ev.device,
+        backend=ev.meta.backend if ev.scenario.recorded and ev.meta.backend else None,
         engine_backend=engine_backend,
         cpu_op=cpu or bool(engine_backend and recorded_paths(engine_backend) == ("cpu-mla",)),
     )
 
 
-def mismatch_findings(claims: Claims, route: dict[str, Any] | None) -> list[Finding]:
+def mismatch_findings(claims: Claims, route: Route | None) -> list[Finding]:
     """A run whose backend does not run the route its vLLM version takes: its numbers describe
     another path than the route every view names."""
     why = claims.backend_mismatch(route)
@@ -129,8 +130,7 @@ def mismatch_findings(claims: Claims, route: dict[str, Any] | None) -> list[Find
             severity="warning",
             title=f"the run's backend does not run its vLLM route: {why}",
             evidence=(
-                f"route {route['path']} from {route.get('source')}; the run measured backend "
-                f"{claims.backend}"
+                f"route {route.path} from {route.source}; the run measured backend {claims.backend}"
             ),
             fix=(
                 "model the pre-fix route with --vllm-version pre-51171, or run --backend torch "
@@ -139,6 +139,6 @@ def mismatch_findings(claims: Claims, route: dict[str, Any] | None) -> list[Find
                 else "run --backend legacy-flat to measure the flattened path, or pick a vLLM "
                 "version whose route is the native 4-D entry"
             ),
-            data={"backend": claims.backend, "route": route["path"]},
+            data={"backend": claims.backend, "route": route.path},
         )
     ]

@@ -9,16 +9,20 @@ in one wording: used, what the fix gives, and without padding rows (or "unknown"
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.grid import _origin, _split_backend, trace_heads
+from mlaprof.analysis.grid import _split_backend, trace_heads
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.splits.policies import is_collapsed as collapse_rule
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import TraceChecks
 
 
 def is_collapsed(used: float | None, deserved: float | None) -> bool:
@@ -110,9 +114,12 @@ def _cap(policy: str, rows: int, qlen: int, heads: int = 16) -> int:
     return POLICIES[policy].splits(x)
 
 
-def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
+def _judged_steps(
+    heads: Mapping[str, Mapping[str, int]] | None, steps: pd.DataFrame, stats: pd.DataFrame
+) -> pd.DataFrame:
     """Steps of a path whose S is chosen on the host from grid-visible inputs, with S, rows,
-    qlen, how they ran and the S the newer rule gives for the same rows (``fix``), per rank."""
+    qlen, how they ran and the S the newer rule gives for the same rows (``fix``), per rank
+    (``heads``: the trace checks' head counts seen per path, :func:`trace_heads`)."""
     cols = ["rank", "step", "path", "variant", "num_reqs", "qlen", "graph_mode", "S", "fix"]
     if steps.empty or stats.empty:
         return pd.DataFrame(columns=cols)
@@ -124,8 +131,8 @@ def _judged_steps(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame
     for key in set(
         zip(st["path"], st["num_reqs"].astype(int), st["qlen"].astype(int), strict=True)
     ):
-        heads = trace_heads(meta, key[0])[0]
-        caps[key] = _cap(collapse_policies(key[0])[1], key[1], key[2], heads)
+        n_heads = trace_heads(heads, key[0])[0]
+        caps[key] = _cap(collapse_policies(key[0])[1], key[1], key[2], n_heads)
     st["fix"] = [
         caps[(p, int(r), int(q))]
         for p, r, q in zip(st["path"], st["num_reqs"], st["qlen"], strict=True)
@@ -152,28 +159,36 @@ def small_s_cause(graph_mode: str) -> str:
     )
 
 
-def layer_reference(meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
+def layer_reference(
+    heads: Mapping[str, Mapping[str, int]] | None, steps: pd.DataFrame, stats: pd.DataFrame
+) -> pd.DataFrame:
     """``rank, step, fix``: the S each judged step is compared with (the collapse rule's
     reference for a trace, whose grids count padding rows so the deserved S is unknown). Only
     steps where padding rows or the capture can be the cause: an eager step's small S is its
     short KV, not a collapse."""
-    st = _judged_steps(meta, steps, stats)
+    st = _judged_steps(heads, steps, stats)
     st = st[st["graph_mode"].map(small_s_cause) != CAUSE_SHORT_KV]
     return st[["rank", "step", "fix"]]
 
 
 def collapse_findings(
-    meta: dict[str, Any], steps: pd.DataFrame, stats: pd.DataFrame | None
+    checks: TraceChecks | None, origin: str, steps: pd.DataFrame, stats: pd.DataFrame | None
 ) -> list[Finding]:
     """S read off kernel grids at most half what the newer rule gives these rows; one finding
     per (variant, rows, qlen, S, cause) naming the ranks it holds on and the cause the trace can
-    show. ``stats`` None: the run's steps carry no grid S (nothing to judge here)."""
+    show. ``checks``: the trace's own checks (heads, stage 2, qlen), ``origin``: where it came
+    from (RunMeta.origin). ``stats`` None: the run's steps carry no grid S (nothing to judge)."""
     if stats is None:
         return []
-    st = _judged_steps(meta, steps, stats)
+    heads_seen = checks.heads if checks is not None else None
+    st = _judged_steps(heads_seen, steps, stats)
     if st.empty:
         return []
-    checks = (meta.get("trace_checks") or {}).get("stage2", {})
+    stage2_checks = (checks.stage2 if checks is not None else None) or {}
+    qlen_checks = checks.qlen if checks is not None else None
+    qlen_src = (
+        "pinned by stage 2" if qlen_checks and qlen_checks.from_stage2 else "from grid axis z"
+    )
     n_ranks = int(steps["rank"].nunique())
     st["cause"] = st["graph_mode"].map(small_s_cause)
     out = []
@@ -191,18 +206,18 @@ def collapse_findings(
             on_ranks = (
                 f" on {len(ranks)} of {n_ranks} ranks ({_rank_list(ranks)})" if n_ranks > 1 else ""
             )
-            c = checks.get(path, {})
+            c = stage2_checks.get(path)
             stage2 = (
-                f"; no stage-2 kernel in {c.get('s1_without_stage2', 0)} of its S = 1 layers "
+                f"; no stage-2 kernel in {c.s1_without_stage2} of its S = 1 layers "
                 "(consistent: stage 2 is not launched when S == 1)"
-                if s == 1 and c
+                if s == 1 and c is not None
                 else ""
             )
-            heads, heads_src = trace_heads(meta, path)
+            heads, heads_src = trace_heads(heads_seen, path)
             where = (
                 f"{len(gg)} {'graph replay' if cause == CAUSE_CAPTURE else 'eager'} step(s) of "
-                f"{variant} ({_origin(meta)}: S from grid axis y, rows from grid axis x, qlen "
-                f"{'pinned by stage 2' if (meta.get('trace_checks') or {}).get('qlen', {}).get('from_stage2') else 'from grid axis z'}; "
+                f"{variant} ({origin}: S from grid axis y, rows from grid axis x, qlen "
+                f"{qlen_src}; "
                 f"{heads_src}{stage2})"
             )
             rule = (
@@ -214,7 +229,7 @@ def collapse_findings(
                 "path": path, "variant": variant, "used": s, "fix_gives": cap,
                 "without_padding": None, "rows": rows, "qlen": qlen, "heads": heads,
                 "steps": int(len(gg)), "ranks": ranks, "policy": old, "policy_fixed": new,
-                "cause": cause, "provenance": _origin(meta), "s_source": f"grid axis y of {variant}",
+                "cause": cause, "provenance": origin, "s_source": f"grid axis y of {variant}",
                 "model": f"modelled with {old} and {new}",
             }  # fmt: skip
             if cause == CAUSE_SHORT_KV:

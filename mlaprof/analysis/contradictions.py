@@ -60,9 +60,7 @@ def contradictions(s: RunSummary) -> list[str]:
         out.append("a CPU op + advice to describe its kernel grid (--patterns)")
     if s.scenario.recorded and s.route is not None and s.backend:
         c = Claims(graph_mode or "", status, str(s.device), backend=str(s.backend))
-        mismatch = c.backend_mismatch(
-            {"path": s.route.path, "version": s.route.version, "kernel": s.route.kernel}
-        )
+        mismatch = c.backend_mismatch(s.route)
         if mismatch and not any(
             f.kind == "route" and "does not run" in f.title for f in s.findings
         ):

@@ -136,9 +136,7 @@ class SummaryDiff:
 def own_split(s: RunSummary) -> SplitStep | None:
     """The worst-step splits row of the run's own policy on the rank where it is worst: the
     headline's one rule (analysis.headline.own_split), as the typed row."""
-    rows = [to_json(r) for r in s.splits]
-    row = headline_own_split({"splits": rows, "scenario": {"policy": s.scenario.policy}})
-    return None if row is None else s.splits[rows.index(row)]
+    return headline_own_split(s.splits, s.scenario.policy)
 
 
 def _split(key: str, scale: float = 1.0) -> Callable[[RunSummary], float | None]:

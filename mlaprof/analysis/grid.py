@@ -4,6 +4,7 @@ and the head count a path ran with. Read by the analyzers of an imported trace's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -48,10 +49,11 @@ def value_range(v: pd.Series) -> str | None:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def trace_heads(meta: dict[str, Any], path: str) -> tuple[int, str]:
+def trace_heads(heads: Mapping[str, Mapping[str, int]] | None, path: str) -> tuple[int, str]:
     """The head count a path ran with, and where it came from: stage 2's grid where the trace
-    shows one value; else 16 (one head group: vLLM sends gluon verify fewer than 16 heads)."""
-    seen = ((meta.get("trace_checks") or {}).get("heads") or {}).get(path) or {}
+    shows one value (``heads``: the trace checks' heads seen per path); else 16 (one head
+    group: vLLM sends gluon verify fewer than 16 heads)."""
+    seen = (heads or {}).get(path) or {}
     if len(seen) == 1:
         (h,) = seen
         return int(h), f"{h} heads from stage 2's grid axis y"

@@ -3,29 +3,40 @@ so that the terminal report, the HTML report and the TUI print the same words an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
 from mlaprof.analysis.claims import full_graph_serves
 from mlaprof.analysis.padding import amounts, scope_text
+from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence import Evidence
+    from mlaprof.analysis.sections import (
+        Capture,
+        EngineStart,
+        Fleet,
+        FleetEngine,
+        Padding,
+        ReplayedSplits,
+        Scenario,
+        SplitStep,
+        Timing,
+    )
 
 
-def _ratio(r: dict[str, Any]) -> float:
-    if r.get("used") is None or not r.get("deserved"):
+def _ratio(r: SplitStep) -> float:
+    if r.used is None or not r.deserved:
         return float("inf")
-    return r["used"] / r["deserved"]
+    return r.used / r.deserved
 
 
-def own_split(s: dict[str, Any]) -> dict[str, Any] | None:
-    """The worst-step splits row of the run's own policy (the first policy when it names none),
-    on the rank where it is worst."""
-    rows = s.get("splits") or []
-    own = (s.get("scenario") or {}).get("policy") or (rows[0]["policy"] if rows else None)
-    mine = [r for r in rows if r["policy"] == own]
+def own_split(splits: list[SplitStep], policy: str | None) -> SplitStep | None:
+    """The worst-step splits row of the run's own ``policy`` (the first policy when it names
+    none), on the rank where it is worst."""
+    own = policy or (splits[0].policy if splits else None)
+    mine = [r for r in splits if r.policy == own]
     return min(mine, key=_ratio) if mine else None
 
 
@@ -34,136 +45,147 @@ def _pct(x: float | None) -> str:
 
 
 def _replayed(
-    measured: dict[str, Any] | None,
-    r: dict[str, Any],
-    sc: dict[str, Any],
+    measured: ReplayedSplits | None,
+    r: SplitStep,
+    sc: Scenario,
     status: str | None = None,
 ) -> str:
     """What a FULL graph replays beside the S used per step: measured where the run replayed
     one, else the S the capture-time dummy run would freeze (modelled), when it differs and a
     FULL graph serves the steps (not where its capture failed: mlaprof.analysis.claims)."""
     if measured is not None:
-        lo, hi = measured["min"], measured["max"]
+        lo, hi = measured.min, measured.max
         return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
-    full = full_graph_serves(sc.get("graph_mode"), status)
-    if full and r.get("frozen") is not None and r["frozen"] != r["used"]:
-        return (
-            f"; a FULL graph captured by vLLM's dummy run would replay S = {r['frozen']} (modelled)"
-        )
+    full = full_graph_serves(sc.graph_mode, status)
+    if full and r.frozen is not None and r.frozen != r.used:
+        return f"; a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} (modelled)"
     return ""
 
 
-def split_rows(s: dict[str, Any], device: str) -> list[dict[str, str]]:
-    """The headline's S and occupancy rows for the run's own policy (none without one)."""
-    out: list[dict[str, str]] = []
-    r = own_split(s)
-    sc = s.get("scenario") or {}
-    cap = s.get("capture")  # the evidence's Capture section
-    status = cap.status if cap is not None else None
-    where = f" on rank {r['rank']}" if r is not None and len(s.get("ranks") or []) > 1 else ""
-    if r is not None and r.get("on_device"):
+def split_rows(
+    splits: list[SplitStep],
+    sc: Scenario,
+    device: str,
+    capture: Capture | None = None,
+    replayed: ReplayedSplits | None = None,
+    ranks: int = 1,
+) -> list[HeadlineRow]:
+    """The headline's S and occupancy rows for the run's own policy (none without one);
+    ``ranks``: how many ranks the run has (the worst step names its rank where several)."""
+    out: list[HeadlineRow] = []
+    r = own_split(splits, sc.policy)
+    status = capture.status if capture is not None else None
+    where = f" on rank {r.rank}" if r is not None and ranks > 1 else ""
+    if r is not None and r.on_device:
         out.append(
-            {
-                "label": f"KV splits ({r['policy']})",
-                "value": "decided on the device at every replay (no host S; never frozen)",
-                "provenance": f"model: {r['source']}",
-            }
+            HeadlineRow(
+                label=f"KV splits ({r.policy})",
+                value="decided on the device at every replay (no host S; never frozen)",
+                provenance=f"model: {r.source}",
+            )
         )
-    elif r is not None and r["used"] is None:  # the policy's kernel does not take this config
+    elif r is not None and r.used is None:  # the policy's kernel does not take this config
         out.append(
-            {
-                "label": f"KV splits ({r['policy']})",
-                "value": "no S: the policy's kernel does not run in this configuration"
-                + _replayed(s.get("replayed_splits"), r, sc, status),
-                "provenance": f"model: {r.get('source') or r['policy']}",
-            }
+            HeadlineRow(
+                label=f"KV splits ({r.policy})",
+                value="no S: the policy's kernel does not run in this configuration"
+                + _replayed(replayed, r, sc, status),
+                provenance=f"model: {r.source or r.policy}",
+            )
         )
     elif r is not None:
         out.append(
-            {
-                "label": f"KV splits ({r['policy']}, worst step{where})",
-                "value": f"S used {r['used']}, deserved {r['deserved']}"
-                + _replayed(s.get("replayed_splits"), r, sc, status),
-                "provenance": "model" if device.startswith("cpu") else "recorded",
-            }
+            HeadlineRow(
+                label=f"KV splits ({r.policy}, worst step{where})",
+                value=f"S used {r.used}, deserved {r.deserved}"
+                + _replayed(replayed, r, sc, status),
+                provenance="model" if device.startswith("cpu") else "recorded",
+            )
         )
         out.append(
-            {
-                "label": "occupancy (model)",
-                "value": f"{_pct(r['occupancy'])} with S used, {_pct(r['occupancy_deserved'])} "
-                "deserved",
-                "provenance": f"model: {r['policy']} on the {sc.get('target') or 'unknown'} preset",
-            }
+            HeadlineRow(
+                label="occupancy (model)",
+                value=f"{_pct(r.occupancy)} with S used, {_pct(r.occupancy_deserved)} deserved",
+                provenance=f"model: {r.policy} on the {sc.target or 'unknown'} preset",
+            )
         )
     return out
 
 
-def headline(s: dict[str, Any], ev: Evidence) -> list[dict[str, str]]:
-    """``[{label, value, provenance}]``: capture, capture memory, S, occupancy, padding, timing."""
+def headline(
+    ev: Evidence,
+    *,
+    splits: list[SplitStep],
+    scenario: Scenario,
+    replayed: ReplayedSplits | None,
+    padding: Padding,
+    timing: Timing,
+    fleet: Fleet,
+    engine_starts: list[EngineStart],
+) -> list[HeadlineRow]:
+    """Capture, capture memory, S, occupancy, padding and timing, from the typed sections the
+    analyzers returned (label, value, provenance per row)."""
     src = str(ev.provenance)
     cap = ev.capture
     mem = cap.memory_bytes
     out = [
-        {"label": "capture", "value": cap.text, "provenance": str(cap.provenance)},
-        {
-            "label": f"capture memory ({CAPTURE_MEMORY_MEASURE})",
-            "value": "unknown" if mem is None else human_bytes(mem),
-            "provenance": src
+        HeadlineRow(label="capture", value=cap.text, provenance=str(cap.provenance)),
+        HeadlineRow(
+            label=f"capture memory ({CAPTURE_MEMORY_MEASURE})",
+            value="unknown" if mem is None else human_bytes(mem),
+            provenance=src
             if mem is not None
             else "per rank and start (see the server starts)"
-            if s.get("engine_starts")
+            if engine_starts
             else "not recorded",
-        },
+        ),
     ]
     # an imported trace's paths, typed from their analyzer (Evidence.kernel_paths: trace.paths)
     paths = [p for p in ev.kernel_paths if p.S is not None]
-    engines = (s.get("fleet") or {}).get("engines")
-    if paths and engines:  # several engines: S per engine, never one range over them
+    if paths and fleet.engines:  # several engines: S per engine, never one range over them
         out.append(
-            {
-                "label": "KV splits (from the trace, per engine)",
-                "value": "; ".join(_engine_s(e) for e in engines),
-                "provenance": src,
-            }
+            HeadlineRow(
+                label="KV splits (from the trace, per engine)",
+                value="; ".join(_engine_s(e) for e in fleet.engines),
+                provenance=src,
+            )
         )
     elif paths:  # an imported trace: S as its kernels' grids give it, per path and variant
         out.append(
-            {
-                "label": "KV splits (from the trace)",
-                "value": "; ".join(f"S {p.S} on {p.path} ({p.variant})" for p in paths),
-                "provenance": src,
-            }
+            HeadlineRow(
+                label="KV splits (from the trace)",
+                value="; ".join(f"S {p.S} on {p.path} ({p.variant})" for p in paths),
+                provenance=src,
+            )
         )
-    out += split_rows(s, str(ev.meta.get("device") or ""))
-    pad = s["padding"]
-    if pad["real_rows"] or pad["steps_padded"]:
+    out += split_rows(splits, scenario, ev.meta.device or "", cap, replayed, len(ev.ranks))
+    if padding.real_rows or padding.steps_padded:
         out.append(
-            {
-                "label": "padding waste",
-                "value": f"{share_text(pad['padding_fraction'] or 0, 1)} of verify tokens "
-                f"{amounts(pad)[2]} ({scope_text(pad)})",
-                "provenance": src,
-            }
+            HeadlineRow(
+                label="padding waste",
+                value=f"{share_text(padding.padding_fraction or 0, 1)} of verify tokens "
+                f"{amounts(padding)[2]} ({scope_text(padding)})",
+                provenance=src,
+            )
         )
-    t = s["timing"]
-    if t["step_median_us"] is not None:
+    if timing.step_median_us is not None:
         out.append(
-            {
-                "label": "median step",
-                "value": t["step_median_text"],
-                "provenance": t["timing_label"],
-            }
+            HeadlineRow(
+                label="median step",
+                value=str(timing.step_median_text),
+                provenance=timing.timing_label,
+            )
         )
     return out
 
 
-def _engine_s(e: dict[str, Any]) -> str:
+def _engine_s(e: FleetEngine) -> str:
     """``engine 0 (ranks 0-3, 16 heads): S 4 on vllm-triton``."""
     from mlaprof.analysis.ranks import rank_span
 
-    lo, hi = e.get("S_min"), e.get("S_max")
+    lo, hi = e.S_min, e.S_max
     s = "unknown" if lo is None else str(lo) if lo == hi else f"{lo}-{hi}"
-    heads = f", {e['heads']} heads" if e.get("heads") is not None else ""
-    return f"engine {e['engine']} (ranks {rank_span(e['ranks'])}{heads}): S {s} on " + (
-        ", ".join(e.get("paths") or []) or "no MLA path"
+    heads = f", {e.heads} heads" if e.heads is not None else ""
+    return f"engine {e.engine} (ranks {rank_span(e.ranks)}{heads}): S {s} on " + (
+        ", ".join(e.paths or []) or "no MLA path"
     )

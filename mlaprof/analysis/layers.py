@@ -10,7 +10,7 @@ import pandas as pd
 from mlaprof.analysis.frame_rows import column_rows
 
 # which S a layer's collapse is judged against: the words live with the typed row
-from mlaprof.analysis.sections import REFERENCE_TEXT
+from mlaprof.analysis.sections import REFERENCE_TEXT, LayerRow
 from mlaprof.analysis.splits import collapsed
 from mlaprof.analysis.syncs import watched_steps
 from mlaprof.sync_kinds import SYNC
@@ -29,9 +29,9 @@ def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Se
 
 def layer_table(
     layers: pd.DataFrame, syncs: pd.DataFrame, fix_by_step: pd.DataFrame | None = None
-) -> list[dict]:
-    """``[{rank, layer, steps, time_us, S_used, S_min, S_reference, reference, collapsed,
-    syncs}]``; ``None`` where the run does not hold a value (``reference``: which S the
+) -> list[LayerRow]:
+    """One :class:`LayerRow` per rank and layer (rank, layer, steps, time_us, S_used, S_min,
+    S_reference, reference, collapsed, syncs); ``None`` where the run does not hold a value (``reference``: which S the
     collapse is judged against, one of :data:`REFERENCE_TEXT`)."""
     if layers.empty:
         return []
@@ -70,20 +70,20 @@ def layer_table(
         source = "deserved" if deserved else "fix" if any_ref else "unknown"
         steps_watched = per_step.get(rank)
         out.append(
-            {
-                "rank": int(rank),
-                "layer": int(layer),
-                "steps": int(steps),
-                "time_us": None if pd.isna(time_ns) else float(time_ns) / 1e3,
-                "S_used": _i(used),
-                "S_min": _i(s_min),
-                "S_reference": _i(ref),
-                "reference": REFERENCE_TEXT[source],
-                "collapsed": int(n_collapsed),
-                "syncs": None
+            LayerRow(
+                rank=int(rank),
+                layer=int(layer),
+                steps=int(steps),
+                time_us=None if pd.isna(time_ns) else float(time_ns) / 1e3,
+                S_used=_i(used),
+                S_min=_i(s_min),
+                S_reference=_i(ref),
+                reference=REFERENCE_TEXT[source],
+                collapsed=int(n_collapsed),
+                syncs=None
                 if not steps_watched
                 else float(n_sync.get((rank, layer), 0)) / steps_watched,
-            }
+            )
         )
     return out
 

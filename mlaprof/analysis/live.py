@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.evidence import folds_live
-from mlaprof.analysis.sections import LayerRow
 from mlaprof.store.liveness import process_run_status, run_reason
 from mlaprof.store.schema import columns
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.analysis.sections import LayerRow
     from mlaprof.store.follow import Rows
 
 Key = tuple[int, str]  # (rank, role) of a database (mlaprof.store.follow.Key)
@@ -228,7 +228,7 @@ class LiveFold:
             return []
         syn = sy[(sy["step"] == step) & ((sy["rank"] == rank) if rank is not None else True)]
         lay = fill_layer_syncs(ly[pick], syn)  # the one sync-counting rule (analysis.syncs)
-        return [LayerRow(**r) for r in layer_table(lay, syn)]
+        return layer_table(lay, syn)
 
 
 def step_series(steps: pd.DataFrame, window: int = WINDOW) -> dict[int, StepSeries]:

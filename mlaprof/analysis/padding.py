@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import Padding, RankPadding
 from mlaprof.analysis.share import share_text
+from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
@@ -24,83 +24,91 @@ def padding_severity(waste: float) -> str:
     return "warning" if waste >= WASTE_WARNING else "info"
 
 
-def padding_summary(padding: pd.DataFrame) -> dict[str, Any]:
+def padding_summary(padding: pd.DataFrame) -> Padding:
     """The run's padding, one definition for every view: totals over every recorded step (rows,
     tokens, KV bytes), the per-step range of padding rows beside them, and the capture size when
     every step ran the same one (``capture_sizes`` lists them all)."""
     if padding.empty:
-        return {
-            "steps": 0,
-            "real_rows": 0,
-            "padding_rows": 0,
-            "real_tokens": 0,
-            "padding_tokens": 0,
-            "capture_size": None,
-            "capture_sizes": [],
-            "padding_rows_per_step": None,
-            "padding_fraction": 0.0,
-            "steps_padded": 0,
-            "kv_bytes_padding": 0,
-            "ranks": 0,
-            "per_rank": [],
-            "text": "not recorded",
-        }
+        return Padding(
+            steps=0,
+            real_rows=0,
+            padding_rows=0,
+            real_tokens=0,
+            padding_tokens=0,
+            capture_size=None,
+            capture_sizes=[],
+            padding_rows_per_step=None,
+            padding_fraction=0.0,
+            steps_padded=0,
+            kv_bytes_padding=0,
+            ranks=0,
+            per_rank=[],
+            text="not recorded",
+        )
 
     def total(col: str) -> int:
         return int(padding[col].fillna(0).sum())
 
     sizes = sorted({int(v) for v in padding["capture_size"].dropna()})
     per_step = padding["padding_rows"].fillna(0)
-    out: dict[str, Any] = {
-        "steps": len(padding),
-        "real_rows": total("real_rows"),
-        "padding_rows": total("padding_rows"),
-        "real_tokens": total("real_tokens"),
-        "padding_tokens": total("padding_tokens"),
-        "capture_size": sizes[0] if len(sizes) == 1 else None,
-        "capture_sizes": sizes,
-        "padding_rows_per_step": [int(per_step.min()), int(per_step.max())],
-        "padding_fraction": float(
-            padding_waste(total("real_tokens"), total("padding_tokens")) or 0.0
-        ),
-        "steps_padded": int((per_step > 0).sum()),
-        "kv_bytes_padding": total("kv_bytes_padding"),
-        "per_rank": [
-            {
-                "rank": int(r),
-                "steps": int(len(g)),
-                "real_rows": int(g["real_rows"].fillna(0).sum()),
-                "padding_rows": int(g["padding_rows"].fillna(0).sum()),
-            }
-            for r, g in (padding.groupby("rank") if "rank" in padding else [(0, padding)])
-        ],
-    }
-    out["ranks"] = len(out["per_rank"])
-    real, pad, over = amounts(out)
-    out["text"] = f"{real} real + {pad} padding rows {over} ({scope_text(out)})"
-    return out
+    per_rank = [
+        RankPadding(
+            rank=int(r),
+            steps=int(len(g)),
+            real_rows=int(g["real_rows"].fillna(0).sum()),
+            padding_rows=int(g["padding_rows"].fillna(0).sum()),
+        )
+        for r, g in (padding.groupby("rank") if "rank" in padding else [(0, padding)])
+    ]
+    steps, real_rows, padding_rows = len(padding), total("real_rows"), total("padding_rows")
+    lo_hi = [int(per_step.min()), int(per_step.max())]
+    real, pad, over = _amounts(steps, real_rows, padding_rows, per_rank)
+    return Padding(
+        steps=steps,
+        real_rows=real_rows,
+        padding_rows=padding_rows,
+        real_tokens=total("real_tokens"),
+        padding_tokens=total("padding_tokens"),
+        capture_size=sizes[0] if len(sizes) == 1 else None,
+        capture_sizes=sizes,
+        padding_rows_per_step=lo_hi,
+        padding_fraction=float(padding_waste(total("real_tokens"), total("padding_tokens")) or 0.0),
+        steps_padded=int((per_step > 0).sum()),
+        kv_bytes_padding=total("kv_bytes_padding"),
+        ranks=len(per_rank),
+        per_rank=per_rank,
+        text=f"{real} real + {pad} padding rows {over} ({_scope(lo_hi, sizes)})",
+    )
 
 
-def amounts(s: dict[str, Any]) -> tuple[int, int, str]:
+def amounts(s: Padding) -> tuple[int, int, str]:
     """``(real rows, padding rows, "over N step(s)...")`` as every text says them: one rank's
     counts; where ranks agree, the counts of each rank "per rank"; where they differ, the sums,
     said to be sums over ranks, with each rank's steps (ranks are never summed silently)."""
-    per = s.get("per_rank") or []
+    return _amounts(s.steps, s.real_rows, s.padding_rows, s.per_rank or [])
+
+
+def _amounts(
+    steps: int, real_rows: int, padding_rows: int, per: list[RankPadding]
+) -> tuple[int, int, str]:
     if len(per) <= 1:
-        return s["real_rows"], s["padding_rows"], f"over {s['steps']} step(s)"
-    steps = per_rank_count({r["rank"]: r["steps"] for r in per}, "step(s)")
-    same = {(r["steps"], r["real_rows"], r["padding_rows"]) for r in per}
+        return real_rows, padding_rows, f"over {steps} step(s)"
+    steps_text = per_rank_count({r.rank: r.steps for r in per}, "step(s)")
+    same = {(r.steps, r.real_rows, r.padding_rows) for r in per}
     if len(same) == 1:
         r = per[0]
-        return r["real_rows"], r["padding_rows"], f"over {steps}"
-    return s["real_rows"], s["padding_rows"], f"summed over {len(per)} ranks, {steps}"
+        return r.real_rows, r.padding_rows, f"over {steps_text}"
+    return real_rows, padding_rows, f"summed over {len(per)} ranks, {steps_text}"
 
 
-def scope_text(s: dict[str, Any]) -> str:
+def scope_text(s: Padding) -> str:
     """``"padding rows per step 1, capture size 16"``: what the run totals are made of."""
-    lo, hi = s["padding_rows_per_step"] or (0, 0)
+    return _scope(s.padding_rows_per_step, s.capture_sizes)
+
+
+def _scope(per_step: list[int] | None, sizes: list[int]) -> str:
+    lo, hi = per_step or (0, 0)
     per = f"padding rows per step {lo}" if lo == hi else f"padding rows per step {lo}-{hi}"
-    sizes = s["capture_sizes"]
     size = (
         "capture size unknown: the run did not record one"
         if not sizes
@@ -113,9 +121,9 @@ def scope_text(s: dict[str, Any]) -> str:
 
 def padding_findings(padding: pd.DataFrame) -> list[Finding]:
     s = padding_summary(padding)
-    if not s["padding_rows"] and not s["steps_padded"]:
+    if not s.padding_rows and not s.steps_padded:
         return []
-    frac = float(s["padding_fraction"] or 0.0)
+    frac = float(s.padding_fraction or 0.0)
     real, pad, over = amounts(s)
     return [
         Finding(
@@ -128,9 +136,9 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
             evidence=(
                 f"{share_text(frac, 1)} of verify tokens "
                 + (
-                    f"over {s['steps_padded']} step(s)"
-                    if s["ranks"] <= 1
-                    else f"over {s['steps_padded']} rank-step(s) of {s['ranks']} ranks"
+                    f"over {s.steps_padded} step(s)"
+                    if (s.ranks or 0) <= 1
+                    else f"over {s.steps_padded} rank-step(s) of {s.ranks} ranks"
                 )
                 + " are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
@@ -142,6 +150,6 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
                 "keep padding rows out of every heuristic (min_kv_seq_len, batch size) and make "
                 "kernels skip rows with qo_len == 0"
             ),
-            data=dict(s),
+            data=to_json(s),
         )
     ]

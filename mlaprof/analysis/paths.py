@@ -10,74 +10,93 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import AiterRuleSection, PathCheck, PathOp, Route
+from mlaprof.analysis.typed_json import to_json
 
 if TYPE_CHECKING:
     from mlaprof.analysis.claims import Claims
+    from mlaprof.analysis.evidence.model import RunMeta
+    from mlaprof.analysis.sections import Scenario, ShadowSection
 
 
-def path_checks(events: pd.DataFrame) -> list[dict]:
+def path_checks(events: pd.DataFrame) -> list[PathCheck]:
+    """The run's ``path-check`` events (mlaprof.cpu_runner.record_path_check writes their
+    JSON: backend, syncs_per_layer, ops, allocs_per_layer), typed where they are read."""
     if events.empty:
         return []
     rows = events[events["kind"] == "path-check"]
     out = []
     for data in rows["data"]:
         try:
-            out.append(json.loads(data))
+            d = json.loads(data)
         except (TypeError, ValueError):
             continue
+        out.append(PathCheck(**{**d, "ops": [PathOp(**o) for o in d.get("ops") or []]}))
     return out
 
 
-def path_findings(checks: list[dict], run_backend: str) -> list[Finding]:
-    by = {c.get("backend"): c for c in checks}
+def path_findings(checks: list[PathCheck], run_backend: str) -> list[Finding]:
+    by = {c.backend: c for c in checks}
     legacy, native = by.get("legacy-flat"), by.get("torch")
     if not legacy or not native or run_backend == "legacy-flat":
         return []
-    ops = ", ".join(sorted({o["op"] for o in legacy.get("ops", [])}))
+    ops = ", ".join(sorted({o.op for o in legacy.ops}))
     return [
         Finding(
             kind="sync",
             severity="info",
             title=(
-                f"the flattened legacy verify path would do {legacy['syncs_per_layer']} syncs per "
-                f"layer; the native 4-D path does {native['syncs_per_layer']}"
+                f"the flattened legacy verify path would do {legacy.syncs_per_layer} syncs per "
+                f"layer; the native 4-D path does {native.syncs_per_layer}"
             ),
             evidence=f"path check on step 0, one layer each: {ops}",
             fix="keep calling the kernel's native 4-D MTP entry with builder-computed metadata",
-            data={"legacy": legacy, "native": native},
+            data={"legacy": to_json(legacy), "native": to_json(native)},
         )
     ]
 
 
-def route_summary(meta: dict) -> dict | None:
+def route_summary(meta: RunMeta) -> Route | None:
     """The verify path vLLM takes for the run's scenario: recorded at run start, else derived
     from the stored scenario (older runs); None where the run has no scenario (imports)."""
-    route = meta.get("route")
-    if isinstance(route, dict) and route.get("path"):
-        return route
-    sc = meta.get("scenario")
-    if not isinstance(sc, dict) or not sc.get("model"):
+    if meta.route is not None:
+        return meta.route
+    if not meta.scenario.model:
         return None
     from mlaprof.errors import MlaprofError
     from mlaprof.scenario import scenario_from_mapping
 
     try:
-        return scenario_from_mapping({k: v for k, v in sc.items()}).route().to_dict()
+        return route_section(scenario_from_mapping(to_json(meta.scenario)).route().to_dict())
     except MlaprofError:
         return None
 
 
+def route_section(d: dict[str, Any]) -> Route:
+    """The route a run recorded (run.json's ``route``, mlaprof.splits.routing.Route.to_dict
+    plus the AITER rule the run named) as its section."""
+    rule = d.get("aiter_rule")
+    not_modelled = d.get("not_modelled")
+    return Route(
+        **{
+            **d,
+            "aiter_rule": None if rule is None else AiterRuleSection(**rule),
+            "not_modelled": None if not_modelled is None else list(not_modelled),
+        }
+    )
+
+
 def run_route(
-    meta: dict, shadow: dict[str, Any] | None, claims: Claims | None = None
-) -> dict | None:
+    meta: RunMeta, shadow: ShadowSection | None, claims: Claims | None = None
+) -> Route | None:
     """The verify path vLLM takes: the scenario's (:func:`route_summary`), else the route the
     shadow analysis modelled for the recorded batches (one route per run: the most common).
     Only a run with recorded engine batches has a shadow summary. A modelled route reads
     verified only where the engine's recorded backend took that path alone
     (:meth:`mlaprof.analysis.claims.Claims.route_verified`), never "as recorded"."""
     r = route_summary(meta)
-    if r is None and shadow and shadow.get("paths"):
-        paths = shadow["paths"]
+    if r is None and shadow and shadow.paths:
+        paths = shadow.paths
         path = max(paths, key=lambda p: paths[p])
         ran = claims.engine_backend if claims is not None else None
         took = claims.recorded_route() if claims is not None else ()
@@ -90,31 +109,29 @@ def run_route(
                 f"; not the route the engine took: it ran {ran} "
                 f"({'/'.join(took) or 'a path mlaprof does not model'})"
             )
-        r = {
-            "path": path,
-            "kernel": ", ".join(shadow.get("policies") or []),
-            "reason": (
-                f"modelled for the recorded verify batches on {shadow.get('device')} with aiter "
-                f"{shadow.get('aiter')} ({sum(paths.values())} steps: "
+        r = Route(
+            path=path,
+            kernel=", ".join(shadow.policies or []),
+            reason=(
+                f"modelled for the recorded verify batches on {shadow.device} with aiter "
+                f"{shadow.aiter} ({sum(paths.values())} steps: "
                 + ", ".join(f"{p} x{n}" for p, n in paths.items())
                 + ")"
                 + engine
             ),
-            "version": str(
-                meta.get("vllm") or (meta.get("versions") or {}).get("vllm") or "unknown"
-            ),
-            "verified": claims is not None and claims.route_verified(path),
-            "source": "shadow analysis of the engine's own batches (modelled, not recorded)",
-        }
+            version=str(meta.vllm or meta.versions.get("vllm") or "unknown"),
+            verified=claims is not None and claims.route_verified(path),
+            source="shadow analysis of the engine's own batches (modelled, not recorded)",
+        )
     return r
 
 
-def pre_fix_rule(scenario: dict) -> str | None:
+def pre_fix_rule(scenario: Scenario) -> str | None:
     """Why a scenario's min_kv_seq_len rule is not its vLLM version's: ``all-rows`` is the rule
     before vLLM PR #51171, which 0.32.0 and later no longer have (``_build_decode`` takes the
     minimum over active rows). None when the scenario's version has the rule it runs."""
-    version = str(scenario.get("vllm_version") or "")
-    if scenario.get("min_kv_mode") != "all-rows" or not version or version == "pre-51171":
+    version = str(scenario.vllm_version or "")
+    if scenario.min_kv_mode != "all-rows" or not version or version == "pre-51171":
         return None
     return (
         f"min_kv_seq_len over all rows is the rule before vLLM PR #51171, modelled on purpose: "
@@ -122,11 +139,11 @@ def pre_fix_rule(scenario: dict) -> str | None:
     )
 
 
-def route_findings(route: dict | None, policy: str) -> list[Finding]:
+def route_findings(route: Route | None, policy: str) -> list[Finding]:
     """A scenario whose split policy models a kernel vLLM does not run for its configuration."""
     from mlaprof.splits.routing import policy_fits_route
 
-    if not route or not policy or policy_fits_route(policy, route["path"]):
+    if not route or not policy or policy_fits_route(policy, route.path):
         return []
     return [
         Finding(
@@ -134,11 +151,11 @@ def route_findings(route: dict | None, policy: str) -> list[Finding]:
             severity="warning",
             title=(
                 f"split policy {policy} models a kernel vLLM does not run here: this "
-                f"configuration takes {route['path']} ({route['kernel']})"
+                f"configuration takes {route.path} ({route.kernel})"
             ),
-            evidence=f"{route['reason']} [{route['source']}]",
+            evidence=f"{route.reason} [{route.source}]",
             fix="pick a policy of the routed kernel (mlaprof run --policy), or change the "
             "configuration (heads, KV dtype, target) to the one you mean to model",
-            data={"route": route, "policy": policy},
+            data={"route": to_json(route), "policy": policy},
         )
     ]

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.typed_json import to_json
+from mlaprof.analysis.sections import (
+    DpGroup,
+    Fleet,
+    FleetEngine,
+    FleetLayer,
+    FleetRank,
+    SplitRanks,
+)
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.sections import EngineGroup
+    from mlaprof.analysis.evidence.model import RankSource
+    from mlaprof.analysis.sections import EngineGroup, LayerRow
 
 # why equal batch rows never tell DP groups apart (vLLM 0.32 ``v1/worker/dp_utils.py``
 # ``coordinate_batch_across_dp`` L190, padding to the largest rank's count at L104-106: every
@@ -33,14 +41,14 @@ def _differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def dp_groups(
-    batches: dict[int, tuple[Any, ...]], sources: list[dict[str, Any]] | None = None
+    batches: dict[int, tuple[Any, ...]], sources: list[RankSource] | None = None
 ) -> tuple[dict[int, int], str, bool]:
     """Data-parallel groups where the evidence shows them, as (group per rank, where they come
     from, exact). The ranks' own metadata (a ``dp_rank`` recorded per rank) gives them exactly;
     otherwise ranks that ran different batch rows cannot be tensor-parallel peers (those share a
     batch), which shows at least that many groups; equal rows show nothing. Groups are numbered
     in the order of their first rank; a rank with no evidence gets none."""
-    meta = {s.get("rank"): s.get("dp_rank") for s in sources or [] if isinstance(s, dict)}
+    meta = {s.rank: s.dp_rank for s in sources or []}
     if meta and all(isinstance(v, int) for v in meta.values()):
         order = {v: i for i, v in enumerate(dict.fromkeys(meta[r] for r in sorted(meta)))}
         return {int(r): order[v] for r, v in meta.items()}, "from the ranks' metadata", True
@@ -68,7 +76,7 @@ def dp_groups(
 def _engine_dp_groups(
     engines: list[EngineGroup],
     batches: dict[int, tuple[Any, ...]],
-    sources: list[dict[str, Any]] | None,
+    sources: list[RankSource] | None,
 ) -> tuple[dict[int, int], str, bool]:
     """DP groups found within each engine only (ranks of two engines are never DP peers),
     numbered across engines in order; the source says it per engine."""
@@ -78,7 +86,7 @@ def _engine_dp_groups(
         mine = set(e.ranks)
         g, how, ex = (
             dp_groups({r: b for r, b in batches.items() if r in mine},
-                      [s for s in sources or [] if isinstance(s, dict) and s.get("rank") in mine])
+                      [s for s in sources or [] if s.rank in mine])
             if len(mine) > 1
             else ({}, "unknown (one rank)", False)
         )  # fmt: skip
@@ -91,24 +99,25 @@ def _engine_dp_groups(
 
 def fleet_summary(
     ranks: list[int],
-    layer_rows: list[dict[str, Any]],
-    sources: list[dict[str, Any]] | None = None,
+    layer_rows: list[LayerRow],
+    sources: list[RankSource] | None = None,
     batches: dict[int, tuple[Any, ...]] | None = None,
     trust: dict[int, str] | None = None,
     engines: list[EngineGroup] | None = None,
-) -> dict[str, Any]:
-    """``{ranks, ranks_collapsed, ranks_not_collapsed, agree, per_rank, per_layer}``; each rank
-    with its host, pid and GPU where the import recorded them (``sources``) and its DP group
-    where the evidence shows it (:func:`dp_groups`; ``batches``: rank -> batch rows per step).
-    ``engines`` (:func:`mlaprof.analysis.engines.engine_groups`): with more than one, DP groups
-    are found within each engine, S is compared per engine and the fleet says so."""
-    src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
+) -> Fleet:
+    """The ranks side by side (ranks_collapsed, ranks_not_collapsed, agree, per_rank,
+    per_layer); each rank with its host, pid and GPU where the import recorded them
+    (``sources``) and its DP group where the evidence shows it (:func:`dp_groups`; ``batches``:
+    rank -> batch rows per step). ``engines``
+    (:func:`mlaprof.analysis.engines.engine_groups`): with more than one, DP groups are found
+    within each engine, S is compared per engine and the fleet says so."""
+    src = {s.rank: s for s in sources or []}
     several = engines is not None and len(engines) > 1
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks} if several else {}
     # a launcher that placed the ranks says their DP group: that evidence wins over inference
-    placed = {r: s["dp_group"] for r, s in src.items() if s.get("dp_group") is not None}
+    placed = {r: s.dp_group for r, s in src.items() if s.dp_group is not None}
     if placed:
-        how = next(iter(src.values())).get("placed_by")
+        how = next(iter(src.values())).placed_by
         groups, dp_source, dp_exact = placed, f"launcher: {how}", True
     elif several:
         groups, dp_source, dp_exact = _engine_dp_groups(engines or [], batches or {}, sources)
@@ -120,129 +129,133 @@ def fleet_summary(
         )
     per_rank = []
     for rank in ranks:
-        rows = [r for r in layer_rows if r["rank"] == rank]
-        used = [r["S_min"] for r in rows if r["S_min"] is not None]
-        s = src.get(rank, {})
+        rows = [r for r in layer_rows if r.rank == rank]
+        used = [r.S_min for r in rows if r.S_min is not None]
+        s = src.get(rank)
         per_rank.append(
-            {
-                "rank": rank,
-                "host": s.get("host"),
-                "pid": s.get("pid"),
-                "agent": s.get("agent"),
-                "dp_group": groups.get(rank),
-                **({"engine": engine_of.get(rank)} if several else {}),
-                "trust": (trust or {}).get(rank),
-                "layers": len(rows),
-                "S_min": min(used) if used else None,
-                "S_max": max(used) if used else None,
-                "collapsed_layers": sum(1 for r in rows if r["collapsed"]),
-                "collapsed_steps": sum(r["collapsed"] for r in rows),
-            }
+            FleetRank(
+                rank=rank,
+                host=None if s is None else s.host,
+                pid=None if s is None else s.pid,
+                agent=None if s is None else s.agent,
+                dp_group=groups.get(rank),
+                engine=engine_of.get(rank) if several else None,
+                trust=(trust or {}).get(rank),
+                layers=len(rows),
+                S_min=min(used) if used else None,
+                S_max=max(used) if used else None,
+                collapsed_layers=sum(1 for r in rows if r.collapsed),
+                collapsed_steps=sum(r.collapsed for r in rows),
+            )
         )
     per_layer = []
     # S per layer across the ranks of one engine (several engines: one row per engine)
-    keys = sorted({(engine_of.get(r["rank"]), r["layer"]) for r in layer_rows},
+    keys = sorted({(engine_of.get(r.rank), r.layer) for r in layer_rows},
                   key=lambda k: (k[0] is None, k[0] or 0, k[1]))  # fmt: skip
     for eng, layer in keys:
-        rows = [r for r in layer_rows if r["layer"] == layer and engine_of.get(r["rank"]) == eng]
-        s = [r["S_min"] for r in rows if r["S_min"] is not None]
-        times = [r["time_us"] for r in rows if r.get("time_us") is not None]
+        rows = [r for r in layer_rows if r.layer == layer and engine_of.get(r.rank) == eng]
+        s_min = [r.S_min for r in rows if r.S_min is not None]
+        times = [r.time_us for r in rows if r.time_us is not None]
         by_s: dict[int, list[int]] = {}
         for r in rows:
-            if r["S_min"] is not None:
-                by_s.setdefault(r["S_min"], []).append(r["rank"])
+            if r.S_min is not None:
+                by_s.setdefault(r.S_min, []).append(r.rank)
         per_layer.append(
-            {
-                "layer": layer,
-                "ranks": len(rows),
+            FleetLayer(
+                layer=layer,
+                ranks=len(rows),
                 # a range and the ranks behind each value, never a value no rank ran (a median
                 # of 1, 1, 8, 8 is 4.5)
-                "S_min": min(s) if s else None,
-                "S_max": max(s) if s else None,
-                "S_by_ranks": [{"S": v, "ranks": rank_span(rs)} for v, rs in sorted(by_s.items())],
-                "time_us_min": min(times) if times else None,
-                "time_us_max": max(times) if times else None,
-                **({"engine": eng} if several else {}),
-            }
+                S_min=min(s_min) if s_min else None,
+                S_max=max(s_min) if s_min else None,
+                S_by_ranks=[SplitRanks(S=v, ranks=rank_span(rs)) for v, rs in sorted(by_s.items())],
+                time_us_min=min(times) if times else None,
+                time_us_max=max(times) if times else None,
+                engine=eng if several else None,
+            )
         )
-    collapsed = [r["rank"] for r in per_rank if r["collapsed_layers"]]
-    fine = [r["rank"] for r in per_rank if not r["collapsed_layers"]]
+    collapsed = [r.rank for r in per_rank if r.collapsed_layers]
+    fine = [r.rank for r in per_rank if not r.collapsed_layers]
     agree = all(
-        _agree([r for r in per_rank if engine_of.get(r["rank"]) == eng],
-               [p for p in per_layer if p.get("engine") == eng])
+        _agree([r for r in per_rank if engine_of.get(r.rank) == eng],
+               [p for p in per_layer if p.engine == eng])
         for eng in (sorted(set(engine_of.values())) if several else [None])
     )  # fmt: skip
-    return {
-        "ranks": len(ranks),
-        "dp_groups": len(set(groups.values())) if groups else None,
-        "dp_groups_exact": dp_exact if groups else None,
-        "dp_groups_source": dp_source,
+    return Fleet(
+        ranks=len(ranks),
+        dp_groups=len(set(groups.values())) if groups else None,
+        dp_groups_exact=dp_exact if groups else None,
+        dp_groups_source=dp_source,
         # what the host/pid/agent columns are: where a launcher ran the rank, or an import's files
-        "hosts_source": "the machine and process each rank ran on, agent its device (launcher)"
+        hosts_source="the machine and process each rank ran on, agent its device (launcher)"
         if placed
         else "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "
         "node's CPU agents are numbered first, so not a GPU index); unknown: not in the trace",
-        "ranks_collapsed": collapsed,
-        "ranks_not_collapsed": fine,
+        ranks_collapsed=collapsed,
+        ranks_not_collapsed=fine,
         # ranks disagree when some collapsed and others did not, or their S differ per layer
-        "agree": agree,
+        agree=agree,
         # the one line every view prints
-        "text": _engines_line(engines, per_rank, engine_of)
+        text=_engines_line(engines, per_rank)
         if several
         else f"ranks: {len(ranks)}, all agree"
         if agree
         else f"ranks: {len(ranks)}, DISAGREE: collapsed on {_list(collapsed)}, not on "
         f"{_list(fine)}",
-        "per_rank": per_rank,
-        "per_layer": per_layer,
-        **({"engines": _engine_rows(engines or [], per_rank, per_layer)} if several else {}),
-    }
+        per_rank=per_rank,
+        per_layer=per_layer,
+        engines=_engine_rows(engines or [], per_rank, per_layer) if several else None,
+    )
 
 
-def _agree(per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]) -> bool:
-    collapsed = [r for r in per_rank if r["collapsed_layers"]]
+def _agree(per_rank: list[FleetRank], per_layer: list[FleetLayer]) -> bool:
+    collapsed = [r for r in per_rank if r.collapsed_layers]
     return (not collapsed or len(collapsed) == len(per_rank)) and all(
-        p["S_min"] == p["S_max"] for p in per_layer
+        p.S_min == p.S_max for p in per_layer
     )
 
 
 def _engine_rows(
-    engines: list[EngineGroup], per_rank: list[dict[str, Any]], per_layer: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    engines: list[EngineGroup], per_rank: list[FleetRank], per_layer: list[FleetLayer]
+) -> list[FleetEngine]:
     """The fleet view per engine: its ranks and what they run, its own S range and agreement."""
     out = []
     for e in engines:
-        rows = [r for r in per_rank if r["rank"] in e.ranks]
-        lo = [r["S_min"] for r in rows if r["S_min"] is not None]
-        hi = [r["S_max"] for r in rows if r["S_max"] is not None]
-        collapsed = [r["rank"] for r in rows if r["collapsed_layers"]]
-        fine = [r["rank"] for r in rows if not r["collapsed_layers"]]
-        agree = _agree(rows, [p for p in per_layer if p.get("engine") == e.engine])
+        rows = [r for r in per_rank if r.rank in e.ranks]
+        lo = [r.S_min for r in rows if r.S_min is not None]
+        hi = [r.S_max for r in rows if r.S_max is not None]
+        collapsed = [r.rank for r in rows if r.collapsed_layers]
+        fine = [r.rank for r in rows if not r.collapsed_layers]
+        agree = _agree(rows, [p for p in per_layer if p.engine == e.engine])
         out.append(
-            {
-                **to_json(e),
-                "S_min": min(lo) if lo else None,
-                "S_max": max(hi) if hi else None,
-                "ranks_collapsed": collapsed,
-                "agree": agree,
-                "text": f"engine {e.engine} {describe_engine(e)}: "
+            FleetEngine(
+                engine=e.engine,
+                ranks=list(e.ranks),
+                heads=e.heads,
+                qlen=list(e.qlen),
+                paths=list(e.paths),
+                hosts=list(e.hosts),
+                pids=list(e.pids),
+                S_min=min(lo) if lo else None,
+                S_max=max(hi) if hi else None,
+                ranks_collapsed=collapsed,
+                agree=agree,
+                text=f"engine {e.engine} {describe_engine(e)}: "
                 + (
                     f"{len(rows)} rank(s), all agree"
                     if agree
                     else f"DISAGREE: collapsed on {_list(collapsed)}, not on {_list(fine)}"
                 ),
-            }
+            )
         )
     return out
 
 
-def _engines_line(
-    engines: list[EngineGroup] | None, per_rank: list[dict[str, Any]], engine_of: dict
-) -> str:
+def _engines_line(engines: list[EngineGroup] | None, per_rank: list[FleetRank]) -> str:
     rows = _engine_rows(engines or [], per_rank, [])
     return (
         f"ranks: {len(per_rank)} in {len(rows)} engines (told apart by heads, qlen and path; "
-        "never one fleet): " + "; ".join(r["text"] for r in rows)
+        "never one fleet): " + "; ".join(r.text for r in rows)
     )
 
 
@@ -258,30 +271,30 @@ def _list(ranks: list[int]) -> str:
     return f"{len(ranks)} (" + ", ".join(map(str, ranks)) + ")" if ranks else "none"
 
 
-def dp_group_rows(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def dp_group_rows(per_rank: list[FleetRank]) -> list[DpGroup]:
     """One row per data-parallel group (``dp_group`` None: the ranks whose group is unknown),
     never merged into one number: its ranks, hosts, the range of S its ranks used, and which of
     them collapsed."""
     # per engine (several engines in one trace): a group never spans two engines, nor does
     # the row of ranks whose group is unknown
-    groups: dict[tuple[int | None, int | None], list[dict[str, Any]]] = {}
+    groups: dict[tuple[int | None, int | None], list[FleetRank]] = {}
     for r in per_rank:
-        groups.setdefault((r.get("engine"), r.get("dp_group")), []).append(r)
+        groups.setdefault((r.engine, r.dp_group), []).append(r)
     out = []
     order = sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] is None, kv[0][1] or 0))
     for (eng, g), rows in order:
-        lo = [r["S_min"] for r in rows if r.get("S_min") is not None]
-        hi = [r["S_max"] for r in rows if r.get("S_max") is not None]
+        lo = [r.S_min for r in rows if r.S_min is not None]
+        hi = [r.S_max for r in rows if r.S_max is not None]
         out.append(
-            {
-                **({"engine": eng} if eng is not None else {}),
-                "dp_group": g,
-                "ranks": [r["rank"] for r in rows],
-                "hosts": sorted({r["host"] for r in rows if r.get("host")}),
-                "S_min": min(lo) if lo else None,
-                "S_max": max(hi) if hi else None,
-                "ranks_collapsed": [r["rank"] for r in rows if r.get("collapsed_layers")],
-            }
+            DpGroup(
+                engine=eng,
+                dp_group=g,
+                ranks=[r.rank for r in rows],
+                hosts=sorted({r.host for r in rows if r.host}),
+                S_min=min(lo) if lo else None,
+                S_max=max(hi) if hi else None,
+                ranks_collapsed=[r.rank for r in rows if r.collapsed_layers],
+            )
         )
     return out
 

@@ -3,34 +3,38 @@ capture memory. The model lives in mlaprof.splits.reservation."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import Reservation
+from mlaprof.analysis.typed_json import to_json
 from mlaprof.splits.reservation import reservations
 
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import Scenario
 
-def reservation_summary(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+
+def reservation_summary(scenario: Scenario) -> list[Reservation]:
     """Per path and sizing rule, the bytes the builder reserves; [] without a scenario."""
-    try:
-        n, mml = int(scenario["max_num_seqs"]), int(scenario["max_model_len"])
-        qlen = 1 + int(scenario["num_speculative_tokens"])
-    except (KeyError, TypeError, ValueError):
+    n, mml = scenario.max_num_seqs, scenario.max_model_len
+    if n is None or mml is None or scenario.qlen is None:
         return []
-    kv = scenario.get("kv_cache_tokens") or None
-    rows = reservations(n, mml, qlen, kv, str(scenario.get("name", "?")))
-    return [r.to_dict() for r in rows]
+    kv = scenario.kv_cache_tokens or None
+    name = "?" if scenario.name is None else scenario.name
+    rows = reservations(int(n), int(mml), scenario.qlen, kv, name)
+    return [Reservation(**r.to_dict()) for r in rows]
 
 
-def reservation_findings(rows: list[dict[str, Any]]) -> list[Finding]:
-    by = {(r["path"], r["sized_by"]): r for r in rows}
+def reservation_findings(rows: list[Reservation]) -> list[Finding]:
+    by = {(r.path, r.sized_by): r for r in rows}
     legacy, need = by.get(("legacy-flat", "max_model_len")), by.get(("legacy-flat", "kv-cache"))
     four_d = by.get(("4-D", "max_model_len"))
     if not legacy or not four_d:
         return []
     needed = (
-        f"{human_bytes(need['bytes'])} sized by the KV cache"
-        if need and need["bytes"] is not None
+        f"{human_bytes(need.bytes)} sized by the KV cache"
+        if need and need.bytes is not None
         else "sized by the KV cache: unknown (set kv_cache_tokens)"
     )
     return [
@@ -38,16 +42,16 @@ def reservation_findings(rows: list[dict[str, Any]]) -> list[Finding]:
             kind="reservation",
             severity="info",
             title=(
-                f"verify buffers per rank (modelled): legacy flat path {human_bytes(legacy['bytes'])}"
-                f" sized by max_model_len vs {needed}; 4-D path {human_bytes(four_d['bytes'])}"
+                f"verify buffers per rank (modelled): legacy flat path {human_bytes(legacy.bytes)}"
+                f" sized by max_model_len vs {needed}; 4-D path {human_bytes(four_d.bytes)}"
             ),
             evidence=(
                 "the pre-fix flat verify buffers were sized from max_model_len because workers "
-                f"lacked kv_cache_size_tokens (vLLM PR #51171: 295.3 MiB vs 46.6 MiB). {legacy['source']}; "
-                f"{four_d['source']}"
+                f"lacked kv_cache_size_tokens (vLLM PR #51171: 295.3 MiB vs 46.6 MiB). {legacy.source}; "
+                f"{four_d.source}"
             ),
             fix="keep the native 4-D verify path (no flat buffers); size what remains by the KV "
             "cache, not max_num_seqs * max_model_len",
-            data={"reservations": rows},
+            data={"reservations": to_json(rows)},
         )
     ]

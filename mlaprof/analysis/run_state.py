@@ -4,8 +4,9 @@ written or one whose writer died shows partial numbers: the views say so, from h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mlaprof.analysis.sections import RunState
 from mlaprof.rank_counts import per_rank_count
 from mlaprof.store.liveness import RunStatus
 
@@ -19,8 +20,8 @@ _WHY = {
 }
 
 
-def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> dict[str, Any]:
-    """``{status, reason, steps_committed, last_step, text}`` (``steps_committed`` /
+def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> RunState:
+    """Status, reason, steps_committed, last_step and text (``steps_committed`` /
     ``last_step``: per rank, the fewest / lowest of any rank; ``text`` says each rank's): ``text`` is the line a view
     prints for a run that did not finish, or that finished without closing its record (a
     drained engine stopped by a signal: "finished (drained: ...)"); empty for a finished one."""
@@ -45,10 +46,10 @@ def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> dict[str,
             else "no step committed"
         )
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
-    return {
-        "status": status,
-        "reason": reason,
-        "steps_committed": n,
-        "last_step": last,
-        "text": text,
-    }
+    return RunState(
+        status=RunStatus(status),
+        reason=reason,
+        steps_committed=n,
+        last_step=last,
+        text=text,
+    )

@@ -8,7 +8,6 @@ report's JSON object, which every view renders.
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,13 @@ from mlaprof.analysis.paths import (
 from mlaprof.analysis.ranks import dp_group_rows, fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.run_state import run_state
+from mlaprof.analysis.sections import (
+    FullGraphSplits,
+    Imported,
+    LayerSplitCount,
+    Scenario,
+    Source,
+)
 from mlaprof.analysis.series import Series, build_series
 from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
@@ -47,28 +53,27 @@ from mlaprof.analysis.timing import timing_findings, timing_summary
 from mlaprof.analysis.trust import mark_unreliable, trust_findings
 from mlaprof.analysis.typed_json import from_json, to_json
 from mlaprof.analysis.variants import variant_findings
+from mlaprof.store.liveness import RunStatus
 from mlaprof.store.runkind import RunKind  # noqa: TC001 (a field type get_type_hints resolves)
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.sections import (
         Capture,
         DpGroup,
         EngineSection,
         EngineStart,
         Fleet,
-        FullGraphSplits,
         HeadlineRow,
-        Imported,
         LayerRow,
-        LayerSplitCount,
         Padding,
         PathCheck,
         ReplayedSplits,
         Reservation,
         Route,
         RunState,
-        RunStatus,
-        Scenario,
         ShadowSection,
         SpecDecoding,
         SplitStep,
@@ -137,21 +142,16 @@ class RunSummary:
         return doc
 
     @classmethod
-    def from_sections(cls, doc: dict[str, Any], findings: list[Finding]) -> RunSummary:
-        """The typed summary of the analyzers' sections ``doc`` (every field but findings)."""
+    def from_json(cls, doc: dict[str, Any]) -> RunSummary:
+        """The typed summary of a ``report --json`` document (what :meth:`to_json` wrote): the
+        one place a summary is read back from JSON (the build path constructs its sections)."""
         hints = typing.get_type_hints(cls, localns=vars(sections))
         kw = {
             f.name: from_json(hints[f.name], doc[f.name], f.name)
             for f in fields(cls)
             if f.name not in ("findings", "series")
         }
-        return cls(**kw, findings=findings)
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> RunSummary:
-        """The typed summary of a ``report --json`` document (what :meth:`to_json` wrote)."""
-        found = [Finding(**f) for f in doc.get("findings") or []]
-        return cls.from_sections({k: v for k, v in doc.items() if k != "schema_version"}, found)
+        return cls(**kw, findings=[Finding(**f) for f in doc.get("findings") or []])
 
 
 def analyze(
@@ -164,18 +164,29 @@ def analyze(
     return _findings(ev, found, _sections(ev))
 
 
-def _sections(ev: Evidence) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _Sections:
     """The summary sections the findings are drawn from, computed once for both."""
+
+    timing: Timing
+    paths: list[PathCheck]
+    reservation: list[Reservation]
+    replayed_splits: ReplayedSplits | None
+    # the worst step per rank and policy (analysis.splits.split_summary, a frame): the splits
+    # section's rows and findings read it
+    split_worst: pd.DataFrame
+
+
+def _sections(ev: Evidence) -> _Sections:
     t = ev.tables
-    return {
+    return _Sections(
         # torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)
-        "timing": {**timing_summary(t["steps"], t["layers"]), "threads": ev.meta.get("threads")},
-        "paths": path_checks(t["events"]),
-        "reservation": reservation_summary(ev.scenario),
-        "replayed_splits": replayed_splits(t["steps"], t["layers"]),
-        # the worst step per rank and policy: the splits section's rows and findings read it
-        "split_worst": split_summary(t["splits"]),
-    }
+        timing=timing_summary(t["steps"], t["layers"], ev.meta.threads),
+        paths=path_checks(t["events"]),
+        reservation=reservation_summary(ev.scenario),
+        replayed_splits=replayed_splits(t["steps"], t["layers"]),
+        split_worst=split_summary(t["splits"]),
+    )
 
 
 def step_durations(steps: Any) -> dict[tuple[int, int], int]:
@@ -190,7 +201,7 @@ def step_durations(steps: Any) -> dict[tuple[int, int], int]:
 
 
 def _findings(
-    ev: Evidence, engine_found: list[Finding], sec: dict[str, Any], claims: Claims | None = None
+    ev: Evidence, engine_found: list[Finding], sec: _Sections, claims: Claims | None = None
 ) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     # what the run can claim (capture verdict, route, kind, device): every builder below that
@@ -201,8 +212,8 @@ def _findings(
     findings += capture_findings(ev.capture, t["captures"])
     findings += capture_memory_findings(ev.capture, t["memory"], cl.capture_succeeded)
     findings += trust_findings(ev.trust)
-    findings += collapse_findings(ev.meta, t["steps"], ev.step_stats)
-    findings += variant_findings(ev.meta, ev.kernel_paths)
+    findings += collapse_findings(ev.meta.trace_checks, ev.meta.origin, t["steps"], ev.step_stats)
+    findings += variant_findings(ev.meta.origin, ev.kernel_paths)
     findings += step_mode_findings(ev.step_modes)
     findings += cpu_findings(ev.cpu)
     findings += host_sync_findings(ev.host_syncs)
@@ -214,20 +225,20 @@ def _findings(
     findings += sync_findings(t["syncs"], mode, t["layers"])
     findings += split_findings(
         t["splits"],
-        sc.get("policy", ""),
+        sc.policy or "",
         mode,
         pre_fix_rule(sc),
-        sec["replayed_splits"],
-        sec["split_worst"],
+        sec.replayed_splits,
+        sec.split_worst,
         claims=cl,
     )
     findings += padding_findings(t["padding"])
-    findings += timing_findings(sec["timing"])
-    findings += path_findings(sec["paths"], str(ev.meta.get("backend", "")))
+    findings += timing_findings(sec.timing)
+    findings += path_findings(sec.paths, ev.meta.backend or "")
     findings += start_findings(ev.starts)
-    findings += route_findings(route, sc.get("policy", ""))
+    findings += route_findings(route, sc.policy or "")
     findings += mismatch_findings(cl, route)
-    findings += reservation_findings(sec["reservation"])
+    findings += reservation_findings(sec.reservation)
     mark_unreliable(findings, ev.trust)
     findings = fold_ranks(findings, len(ev.ranks))
     findings.sort(key=lambda f: f.rank)
@@ -263,12 +274,23 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
     syncs = t["syncs"]
     layers = layer_table(t["layers"], syncs, ev.reference)
     sec = _sections(ev)
-    doc: dict[str, Any] = dict(
+    scenario = ev.scenario
+    splits = split_rows(t["splits"], sec.split_worst)
+    padding = padding_summary(t["padding"])
+    fleet = fleet_summary(
+        ev.ranks,
+        layers,
+        ev.meta.rank_sources,
+        _batches(t["steps"]),
+        ev.trust_by_rank,
+        ev.engines,
+    )
+    return RunSummary(
         run=ev.name,
-        status=ev.status,
-        kind=str(ev.kind),
-        scenario=ev.scenario,
-        backend=ev.meta.get("backend"),
+        status=RunStatus(ev.status),
+        kind=ev.kind,
+        scenario=scenario,
+        backend=ev.meta.backend,
         device=ev.device,
         ranks=ev.ranks,
         capture=ev.capture,
@@ -278,63 +300,75 @@ def _build(run: Run, shadow: dict[str, str] | None) -> RunSummary:
         capture_errors=sync_rows(syncs, "capture-error"),
         sync_counts=sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"]),
         route=run_route(ev.meta, engine_shadow, claims),
-        splits=split_rows(t["splits"], sec["split_worst"]),
-        padding=padding_summary(t["padding"]),
+        splits=splits,
+        padding=padding,
         layers=layers,
         layer_splits=layer_splits(t["layers"]),
-        fleet=fleet_summary(
-            ev.ranks,
-            layers,
-            ev.meta.get("rank_sources"),
-            _batches(t["steps"]),
-            ev.trust_by_rank,
-            ev.engines,
-        ),
+        fleet=fleet,
         trace=ev.trace,
-        reservation=sec["reservation"],
-        timing=sec["timing"],
-        paths=sec["paths"],
+        reservation=sec.reservation,
+        timing=sec.timing,
+        paths=sec.paths,
         engine_starts=ev.starts,
         engine=engine,
         shadow=engine_shadow,
-        replayed_splits=sec["replayed_splits"],
+        replayed_splits=sec.replayed_splits,
+        findings=_findings(ev, engine_found, sec, claims),
+        # the headline reads the sections as the analyzers returned them
+        headline=headline(
+            ev,
+            splits=splits,
+            scenario=scenario,
+            replayed=sec.replayed_splits,
+            padding=padding,
+            timing=sec.timing,
+            fleet=fleet,
+            engine_starts=ev.starts,
+        ),
         state=run_state(ev.status, run.reason, t["steps"]),
         imported=_imported(ev.meta),
         log_spec=log_spec_totals(ev.starts) if ev.starts else None,
+        dp_groups=dp_group_rows(fleet.per_rank),
+        full_graph_splits=_full_graph_splits(
+            splits, scenario, ev.capture.status, sec.replayed_splits
+        ),
+        # the figures' section, from the same evidence and the analyzers' own layer table and
+        # shadow
+        series=build_series(ev, layers, engine_shadow, run, sec.timing),
     )
-    doc["dp_groups"] = dp_group_rows(doc["fleet"]["per_rank"])
-    doc["full_graph_splits"] = _full_graph_splits(doc)
-    # the headline reads the sections as the analyzers returned them
-    doc["headline"] = headline(doc, ev)
-    s = RunSummary.from_sections(doc, _findings(ev, engine_found, sec, claims))
-    # the figures' section, from the same evidence and the analyzers' own layer table and shadow
-    series = build_series(ev, layers, engine_shadow, run, sec["timing"])
-    return dataclasses.replace(s, series=series)
 
 
-def _full_graph_splits(doc: dict[str, Any]) -> dict[str, Any]:
+def _full_graph_splits(
+    splits: list[SplitStep],
+    scenario: Scenario,
+    capture_status: str,
+    measured: ReplayedSplits | None,
+) -> FullGraphSplits:
     """The S a FULL graph replays (measured) beside the S the dummy-run capture would freeze
     (modelled, the run's own policy): measured over modelled where both exist."""
-    own = own_split(doc)
-    measured = doc["replayed_splits"]
-    full = full_graph_serves((doc["scenario"] or {}).get("graph_mode"), doc["capture"].status)
-    modelled = own.get("frozen") if own is not None and full else None
-    source = "measured" if measured is not None else "modelled" if modelled is not None else None
-    return {
-        "used": None if own is None else own.get("used"),
-        "measured_min": None if measured is None else measured["min"],
-        "measured_max": None if measured is None else measured["max"],
-        "modelled": modelled,
-        "source": source,
-    }
+    own = own_split(splits, scenario.policy)
+    full = full_graph_serves(scenario.graph_mode, capture_status)
+    modelled = own.frozen if own is not None and full else None
+    source = (
+        Source.MEASURED
+        if measured is not None
+        else Source.MODELLED
+        if modelled is not None
+        else None
+    )
+    return FullGraphSplits(
+        used=None if own is None else own.used,
+        measured_min=None if measured is None else measured.min,
+        measured_max=None if measured is None else measured.max,
+        modelled=modelled,
+        source=source,
+    )
 
 
-def _imported(meta: dict[str, Any]) -> dict[str, Any] | None:
-    src = meta.get("imported_from")
-    if not src:
+def _imported(meta: RunMeta) -> Imported | None:
+    if not meta.imported_from:
         return None
-    fmt = meta.get("format") or meta.get("source")
-    return {"imported_from": str(src), "format": None if fmt is None else str(fmt)}
+    return Imported(imported_from=meta.imported_from, format=meta.format or meta.source)
 
 
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:
@@ -353,14 +387,14 @@ def _batches(steps: Any) -> dict[int, tuple[Any, ...]]:
     }
 
 
-def layer_splits(layers: Any) -> list[dict[str, int | None]]:
-    """``[{splits, records}]``: how many layer records ran with each S (the S an imported trace
-    shows per MLA layer; ``None`` where the trace does not say)."""
+def layer_splits(layers: Any) -> list[LayerSplitCount]:
+    """How many layer records ran with each S (the S an imported trace shows per MLA layer;
+    ``None`` where the trace does not say)."""
     if layers.empty:
         return []
     counts = layers["splits_used"].value_counts(dropna=False)
-    rows = [{"splits": _int(v), "records": int(n)} for v, n in counts.items()]
-    return sorted(rows, key=lambda r: (r["splits"] is None, r["splits"] or 0))
+    rows = [LayerSplitCount(splits=_int(v), records=int(n)) for v, n in counts.items()]
+    return sorted(rows, key=lambda r: (r.splits is None, r.splits or 0))
 
 
 def _int(v: Any) -> int | None:

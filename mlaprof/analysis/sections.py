@@ -812,7 +812,7 @@ class SpecDecodingLine:
 
 @dataclass(frozen=True, slots=True)
 class SpecDecoding:
-    acceptance_rate: float
+    acceptance_rate: float | None  # None: no draft token in the summed lines
     accepted: int
     drafted: int
     lines: int

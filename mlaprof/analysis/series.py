@@ -21,14 +21,20 @@ import pandas as pd
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
-from mlaprof.analysis.sections import Padding, ShadowStep
 from mlaprof.analysis.splits import decided_on_device
 from mlaprof.analysis.timing import median_by_mode, served_steps
-from mlaprof.analysis.typed_json import from_json
 from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.sections import (
+        LayerRow,
+        Padding,
+        Scenario,
+        ShadowSection,
+        ShadowStep,
+        Timing,
+    )
     from mlaprof.store.reader import Run
 
 # how many steps the timeline draws, how many kernels at most, and how many kernel names get
@@ -442,18 +448,18 @@ def occupancy_medians(points: tuple[SplitPoint, ...]) -> tuple[OccupancyMedian, 
     return tuple(out)
 
 
-def layer_s(layer_rows: list[dict[str, Any]], rank: int) -> tuple[LayerS, ...]:
+def layer_s(layer_rows: list[LayerRow], rank: int) -> tuple[LayerS, ...]:
     """The summary's layer table for one rank, as the S-per-layer figure draws it."""
     return tuple(
         LayerS(
-            layer=int(r["layer"]),
-            used=r["S_used"],
-            minimum=r["S_min"],
-            reference=r["S_reference"],
-            reference_is_deserved=str(r["reference"]).startswith("deserved"),
+            layer=int(r.layer),
+            used=r.S_used,
+            minimum=r.S_min,
+            reference=r.S_reference,
+            reference_is_deserved=str(r.reference).startswith("deserved"),
         )
         for r in layer_rows
-        if r["rank"] == rank
+        if r.rank == rank
     )
 
 
@@ -503,9 +509,7 @@ def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int]:
     if pad is None or pad.empty:
         return None, 0
     p = _num(pad, *PADDING_COLUMNS)
-    return from_json(Padding, padding_summary(p), "series.padding"), int(
-        p["kv_bytes_real"].fillna(0).sum()
-    )
+    return padding_summary(p), int(p["kv_bytes_real"].fillna(0).sum())
 
 
 def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:
@@ -705,20 +709,19 @@ def timeline(
 def rank_series(
     tables: dict[str, pd.DataFrame],
     rank: int,
-    layer_rows: list[dict[str, Any]],
-    meta: dict[str, Any],
+    layer_rows: list[LayerRow],
+    sc: Scenario,
     run: Any = None,
     kernels: pd.DataFrame | None = None,
-    shadow_steps: list[dict[str, Any]] | None = None,
-    timing: dict[str, Any] | None = None,
+    shadow_steps: list[ShadowStep] | None = None,
+    timing: Timing | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
-    timing section), used where this rank's rows are all of them."""
+    timing section), used where this rank's rows are all of them; ``sc``: the run's scenario."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
-    sc = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
-    by_mode = timing["by_mode"] if timing is not None and whole else None
+    by_mode = timing.by_mode if timing is not None and whole else None
     points = split_points(t["splits"]) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
     served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
@@ -728,8 +731,8 @@ def rank_series(
     pad_total, kv_real = padding_totals(pad)
     return RankSeries(
         rank=rank,
-        policy=sc.get("policy"),
-        target=str(targets.iloc[0]) if len(targets) else sc.get("target"),
+        policy=sc.policy,
+        target=str(targets.iloc[0]) if len(targets) else sc.target,
         modes=mode_timing(steps, layers, by_mode, served) if not steps.empty else (),
         splits=points,
         split_medians=split_medians(points),
@@ -744,43 +747,39 @@ def rank_series(
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
         timeline=timeline(run, rank, steps, layers) if run is not None or not steps.empty else None,
-        shadow=tuple(
-            from_json(ShadowStep, x, "series.shadow")
-            for x in (shadow_steps or [])
-            if x.get("rank") == rank
-        ),
+        shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
     )
 
 
 def build_series(
     ev: Any,
-    layer_rows: list[dict[str, Any]],
-    shadow: dict[str, Any] | None,
+    layer_rows: list[LayerRow],
+    shadow: ShadowSection | None,
     run: Run | None = None,
-    timing: dict[str, Any] | None = None,
+    timing: Timing | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
     Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
     ``timing``: its timing section, of the same steps and layers)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
-    per_step = list((shadow or {}).get("per_step") or [])
-    ranks = sorted(set(ev.ranks) | set(kernels) | {int(s["rank"]) for s in per_step})
+    per_step = list(shadow.per_step) if shadow is not None else []
+    ranks = sorted(set(ev.ranks) | set(kernels) | {int(s.rank) for s in per_step})
     return Series(
         run=ev.name,
         ranks=tuple(
-            rank_series(ev.tables, r, layer_rows, meta, run, kernels.get(r), per_step, timing)
+            rank_series(
+                ev.tables, r, layer_rows, meta.scenario, run, kernels.get(r), per_step, timing
+            )  # fmt: skip
             for r in ranks
         ),
         engine=ev.records_engine,
-        shadow_title=f"AITER {shadow['aiter']} on {shadow['device']}" if shadow else "",
+        shadow_title=f"AITER {shadow.aiter} on {shadow.device}" if shadow else "",
         info=RunInfo(
-            created=_s(meta.get("created")),
-            source=_s(meta.get("source")),
-            versions={str(k): _s(v) for k, v in (meta.get("versions") or {}).items()}
-            if isinstance(meta.get("versions"), dict)
-            else {},
-            git=_s(meta.get("git")),
+            created=meta.created,
+            source=meta.source,
+            versions=dict(meta.versions),
+            git=meta.git,
             reason=_s(getattr(run, "reason", None)) if run is not None else None,
         ),
     )
@@ -804,6 +803,7 @@ def series_from_tables(
 ) -> Series:
     """The series of bare tables (a notebook's filtered frames): the layer table from the same
     analyzer the summary uses, the kernel times of a kernels frame; no shadow."""
+    from mlaprof.analysis.evidence.model import run_meta
     from mlaprof.analysis.layers import layer_table
     from mlaprof.store.schema import TABLES, columns
 
@@ -819,12 +819,12 @@ def series_from_tables(
         full[tname] = df
     ranks = sorted({int(r) for df in full.values() for r in pd.to_numeric(df["rank"]).dropna()})
     layers = layer_table(full["layers"], full["syncs"]) if not full["layers"].empty else []
-    meta = meta or {}
+    sc = run_meta(meta or {}).scenario
     kernels = _kernels_per_rank(None, tables.get("kernels"))
     return Series(
         run=name,
         ranks=tuple(
-            rank_series(full, r, layers, meta, tables, kernels.get(r))
+            rank_series(full, r, layers, sc, tables, kernels.get(r))
             for r in sorted(set(ranks) | set(kernels))
         ),
         engine=False,

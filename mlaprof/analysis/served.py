@@ -5,10 +5,11 @@ acceptance, graph mode and padding per step, rows the backend filed as prefill."
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.consistency import scheduler_agreement
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import EngineSection, ShadowSection
 from mlaprof.analysis.shadow import (
     SHADOW_AITER,
     SHADOW_DEVICE,
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from mlaprof.analysis.step_records import Acceptance, EngineStep
 
 
-def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> dict[str, Any] | None:
+def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSection | None:
     """What the engine served, measured: ``steps`` the worker's per-step records (all ranks, in
     order), ``acc`` the scheduler's acceptance counters. None when the run holds no engine step."""
     if not steps:
@@ -35,74 +36,76 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> dict[str, 
     # databases committed (mlaprof.analysis.consistency): same rows, same drafts
     joined = scheduler_agreement(rank0, acc)
     first = steps[0]
-    return {
-        "source": "measured: recorded by the vLLM plugin",
-        "backend": first.backend,
-        "builder": first.builder,
-        "heads": first.heads,
-        "spec_method": first.spec_method,
-        "num_speculative_tokens": first.num_speculative_tokens,
-        "max_num_seqs": first.max_num_seqs,
-        "steps": len(steps),
-        "kinds": dict(Counter(s.kind for s in steps)),
-        "graph_modes": dict(Counter(str(s.graph_mode) for s in steps)),
-        "verify_steps": len(rank0),
-        "verify_rows": sum(s.verify_rows for s in rank0),
-        "verify_rows_as_prefill": sum(s.verify_rows_as_prefill for s in rank0),
-        "draft_tokens": drafted,
-        "accepted_tokens": accepted,
-        "acceptance_rate": accepted / drafted if accepted is not None and drafted else None,
-        "scheduler_steps": len(acc),
-        "scheduler_matches_worker": joined.agree,
-        "scheduler_worker_compared": joined.compared,
-        "scheduler_worker_text": joined.text,
-        "drafter_builds": sum(s.drafter_builds for s in rank0),
-        "padded_steps": sum(1 for s in steps if (s.padded_tokens or 0) > s.num_tokens),
-        "ranks": sorted({s.rank for s in steps}),
-    }
+    return EngineSection(
+        source="measured: recorded by the vLLM plugin",
+        backend=first.backend,
+        builder=first.builder,
+        heads=first.heads,
+        spec_method=first.spec_method,
+        num_speculative_tokens=first.num_speculative_tokens,
+        max_num_seqs=first.max_num_seqs,
+        steps=len(steps),
+        kinds=dict(Counter(s.kind for s in steps)),
+        graph_modes=dict(Counter(str(s.graph_mode) for s in steps)),
+        verify_steps=len(rank0),
+        verify_rows=sum(s.verify_rows for s in rank0),
+        verify_rows_as_prefill=sum(s.verify_rows_as_prefill for s in rank0),
+        draft_tokens=drafted,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if accepted is not None and drafted else None,
+        scheduler_steps=len(acc),
+        scheduler_matches_worker=joined.agree,
+        scheduler_worker_compared=joined.compared,
+        scheduler_worker_text=joined.text,
+        drafter_builds=sum(s.drafter_builds for s in rank0),
+        padded_steps=sum(1 for s in steps if (s.padded_tokens or 0) > s.num_tokens),
+        ranks=sorted({s.rank for s in steps}),
+    )
 
 
-def served_findings(eng: dict[str, Any] | None) -> list[Finding]:
+def served_findings(eng: EngineSection | None) -> list[Finding]:
     """What the engine did (information) and the verify rows its backend filed as prefill."""
     out: list[Finding] = []
     if eng:
         acc = (
             "acceptance not recorded (the EngineCore records it when log stats are on)"
-            if eng["accepted_tokens"] is None
-            else f"{eng['accepted_tokens']} of {eng['draft_tokens']} draft tokens accepted "
-            f"({share_text(eng['acceptance_rate'])})"
-            if eng["draft_tokens"]
+            if eng.accepted_tokens is None
+            else f"{eng.accepted_tokens} of {eng.draft_tokens} draft tokens accepted "
+            f"({share_text(eng.acceptance_rate)})"
+            if eng.draft_tokens
             else "no draft tokens yet"
         )
-        modes = ", ".join(f"{m} x{n}" for m, n in eng["graph_modes"].items())
+        modes = ", ".join(f"{m} x{n}" for m, n in eng.graph_modes.items())
         out.append(
             Finding(
                 kind="engine",
                 severity="info",
                 title=(
-                    f"engine (measured): {eng['verify_steps']} verify steps, "
-                    f"{eng['verify_rows']} verify rows, {acc}"
+                    f"engine (measured): {eng.verify_steps} verify steps, "
+                    f"{eng.verify_rows} verify rows, {acc}"
                 ),
                 evidence=(
-                    f"{eng['backend']}, {eng['spec_method']} k={eng['num_speculative_tokens']}, "
-                    f"{eng['steps']} steps, graph {modes}; scheduler and worker records "
-                    + eng["scheduler_worker_text"]
+                    f"{eng.backend}, {eng.spec_method} k={eng.num_speculative_tokens}, "
+                    f"{eng.steps} steps, graph {modes}; scheduler and worker records "
+                    + str(eng.scheduler_worker_text)
                 ),
                 fix="nothing to fix: what the engine did",
-                data={k: eng[k] for k in ("verify_rows", "draft_tokens", "accepted_tokens")},
+                data={
+                    k: getattr(eng, k) for k in ("verify_rows", "draft_tokens", "accepted_tokens")
+                },
             )
         )
-    if eng and eng["verify_rows_as_prefill"]:
+    if eng and eng.verify_rows_as_prefill:
         out.append(
             Finding(
                 kind="engine",
                 severity="info",
                 title=(
-                    f"{eng['verify_rows_as_prefill']} of {eng['verify_rows']} verify rows were "
-                    f"filed as prefill by {eng['backend']} (measured)"
+                    f"{eng.verify_rows_as_prefill} of {eng.verify_rows} verify rows were "
+                    f"filed as prefill by {eng.backend} (measured)"
                 ),
                 evidence=(
-                    f"the {eng['builder']} splits decodes at query length "
+                    f"the {eng.builder} splits decodes at query length "
                     "reorder_batch_threshold; longer verify rows run its prefill path, not a "
                     "verify kernel"
                 ),
@@ -112,7 +115,7 @@ def served_findings(eng: dict[str, Any] | None) -> list[Finding]:
     return out
 
 
-def engine_findings(eng: dict[str, Any] | None, sh: dict[str, Any] | None) -> list[Finding]:
+def engine_findings(eng: EngineSection | None, sh: ShadowSection | None) -> list[Finding]:
     """The measured findings, then the modelled ones (:mod:`mlaprof.analysis.shadow`)."""
     return served_findings(eng) + shadow_findings(sh)
 
@@ -122,7 +125,7 @@ def served_analysis(
     acc: list[Acceptance],
     device: str | None = None,
     aiter: str | None = None,
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[Finding]]:
+) -> tuple[EngineSection | None, ShadowSection | None, list[Finding]]:
     """(served summary, shadow summary, findings) of the engine records a run holds; (None,
     None, []) for a run with none (only an engine run's adapter fills them)."""
     if not steps:

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import AiterRuleSection, ShadowSection, ShadowStep
 from mlaprof.capture_sizes import capture_plan, rule_for
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
@@ -143,7 +144,7 @@ def shadow(
     return frame
 
 
-def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, Any] | None:
+def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> ShadowSection | None:
     if frame.empty:
         return None
 
@@ -151,41 +152,41 @@ def shadow_summary(frame: pd.DataFrame, device: str, aiter: str) -> dict[str, An
         v = frame[col].dropna()
         return [int(v.min()), int(v.max())] if len(v) else [None, None]
 
-    return {
-        "provenance": (
-            f"modelled from recorded batches (AITER {aiter}: {releases.aiter_rule(aiter).label}; "
-            f"on {device})"
-        ),
-        "aiter_rule": releases.aiter_rule(aiter).to_dict(),
-        "device": device,
-        "aiter": aiter,
-        "steps": len(frame),
-        "paths": dict(Counter(frame["path"])),
-        "policies": sorted(set(frame["policy"])),
-        "s_bug": rng("s_bug"),
-        "s_fix": rng("s_fix"),
-        "s_frozen": rng("s_frozen"),
-        "s_deserved": rng("s_deserved"),
-        "occupancy_fix": [float(frame["occupancy_fix"].min()), float(frame["occupancy_fix"].max())],
-        "capture_sizes": sorted({int(x) for x in frame["capture_size"].dropna()}),
-        "padding_rows": int(frame["padding_rows"].sum()),
-        "real_rows": int(frame["real_rows"].sum()),
+    rule = releases.aiter_rule(aiter)
+    return ShadowSection(
+        provenance=f"modelled from recorded batches (AITER {aiter}: {rule.label}; on {device})",
+        aiter_rule=AiterRuleSection(**rule.to_dict()),
+        device=device,
+        aiter=aiter,
+        steps=len(frame),
+        paths=dict(Counter(frame["path"])),
+        policies=sorted(set(frame["policy"])),
+        s_bug=rng("s_bug"),
+        s_fix=rng("s_fix"),
+        s_frozen=rng("s_frozen"),
+        s_deserved=rng("s_deserved"),
+        occupancy_fix=[float(frame["occupancy_fix"].min()), float(frame["occupancy_fix"].max())],
+        capture_sizes=sorted({int(x) for x in frame["capture_size"].dropna()}),
+        padding_rows=int(frame["padding_rows"].sum()),
+        real_rows=int(frame["real_rows"].sum()),
         # the one collapse rule (mlaprof.splits.policies.is_collapsed), with the fix as reference
-        "steps_collapsed_by_bug": int(is_collapsed(frame["s_bug"], frame["s_fix"]).sum()),
-        "steps_frozen_below_fix": int(is_collapsed(frame["s_frozen"], frame["s_fix"]).sum()),
-        "per_step": frame.drop(columns=["provenance"]).to_dict(orient="records"),
-    }
+        steps_collapsed_by_bug=int(is_collapsed(frame["s_bug"], frame["s_fix"]).sum()),
+        steps_frozen_below_fix=int(is_collapsed(frame["s_frozen"], frame["s_fix"]).sum()),
+        per_step=[
+            ShadowStep(**x) for x in frame.drop(columns=["provenance"]).to_dict(orient="records")
+        ],
+    )
 
 
-def shadow_findings(sh: dict[str, Any] | None) -> list[Finding]:
+def shadow_findings(sh: ShadowSection | None) -> list[Finding]:
     """What the modelled AITER would do with the recorded batches (each finding tagged with the
     model's provenance). ``sh`` None: no verify batch to model."""
     out: list[Finding] = []
     if not sh:
         return out
-    tag = f"[{sh['provenance']}]"
-    lo_hi = {k: f"{sh[k][0]}-{sh[k][1]}" for k in ("s_bug", "s_fix", "s_frozen")}
-    n, steps = sh["steps_collapsed_by_bug"], sh["steps"]
+    tag = f"[{sh.provenance}]"
+    lo_hi = {k: f"{getattr(sh, k)[0]}-{getattr(sh, k)[1]}" for k in ("s_bug", "s_fix", "s_frozen")}
+    n, steps = sh.steps_collapsed_by_bug, sh.steps
     if n:  # the one collapse finding (mlaprof.analysis.collapse), tagged as modelled
         # imported here: collapse reads frames (pandas), and a report that exits on a missing
         # run imports this module without building a finding
@@ -194,27 +195,27 @@ def shadow_findings(sh: dict[str, Any] | None) -> list[Finding]:
         out.append(
             collapse_finding(
                 f"with min_kv_seq_len over all rows (the padding bug) on {n} of {steps} steps",
-                used=int(sh["s_bug"][0]),
-                fix=int(sh["s_fix"][0]),
+                used=int(sh.s_bug[0]),  # type: ignore[arg-type]
+                fix=int(sh.s_fix[0]),  # type: ignore[arg-type]
                 deserved=None,
-                evidence=f"padding rows pinned to qlen under capture sizes {sh['capture_sizes']}; "
-                f"policy {', '.join(sh['policies'])}; S {lo_hi['s_bug']} with the bug, "
+                evidence=f"padding rows pinned to qlen under capture sizes {sh.capture_sizes}; "
+                f"policy {', '.join(sh.policies)}; S {lo_hi['s_bug']} with the bug, "
                 f"{lo_hi['s_fix']} with the fix",
                 fix_text="compute min_kv_seq_len over active rows (vLLM #51171, in vLLM >= 0.32)",
-                data={"steps": n, "of_steps": steps, "policies": list(sh["policies"])},
-                modelled=sh["provenance"],
+                data={"steps": n, "of_steps": steps, "policies": list(sh.policies)},
+                modelled=sh.provenance,
             )
         )
     specs = (  # (applies, kind, severity, title, evidence, fix)
-        (sh["steps_frozen_below_fix"], "split-frozen", "warning",
+        (sh.steps_frozen_below_fix, "split-frozen", "warning",
          f"a FULL graph captured with the dummy run would freeze S at {lo_hi['s_frozen']} where "
-         f"these rows get {lo_hi['s_fix']} ({sh['steps_frozen_below_fix']} steps)",
+         f"these rows get {lo_hi['s_fix']} ({sh.steps_frozen_below_fix} steps)",
          "S is a host-side constant baked into the captured graph",
          "an S independent of KV length (AITER >= 0.1.20) or capture at real lengths"),
-        (sh["padding_rows"], "padding", "info",
-         f"FULL-graph padding would add {sh['padding_rows']} rows to {sh['real_rows']} real "
-         f"verify rows over {sh['steps']} steps",
-         f"batches padded to vLLM capture sizes {sh['capture_sizes']} (tokens)",
+        (sh.padding_rows, "padding", "info",
+         f"FULL-graph padding would add {sh.padding_rows} rows to {sh.real_rows} real "
+         f"verify rows over {sh.steps} steps",
+         f"batches padded to vLLM capture sizes {sh.capture_sizes} (tokens)",
          "capture sizes closer to the batch sizes the server sees"),
     )  # fmt: skip
     for applies, kind, severity, title, evidence, fix in specs:

@@ -14,6 +14,7 @@ from mlaprof.analysis.collapse import (  # noqa: F401
     three_numbers,
 )
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.sections import ReplayedSplits, SplitStep
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import over_split as over_split_rule
 
@@ -31,9 +32,9 @@ def decided_on_device(policy: str) -> bool:
 MEASURED_REPLAY = ("graph-replay", "graph-replay-twin")  # steps timed as replays of a graph
 
 
-def replayed_splits(steps: pd.DataFrame, layers: pd.DataFrame) -> dict | None:
+def replayed_splits(steps: pd.DataFrame, layers: pd.DataFrame) -> ReplayedSplits | None:
     """The S a captured FULL graph replayed, measured: the layer records of steps timed as graph
-    replays (``{"min", "max", "steps"}``), or None where no step was (a CPU run, an eager run,
+    replays (min, max, steps), or None where no step was (a CPU run, an eager run,
     an import). Measured beats the modelled S a capture-time dummy run would freeze."""
     if steps.empty or layers.empty or "timing" not in steps:
         return None
@@ -43,12 +44,12 @@ def replayed_splits(steps: pd.DataFrame, layers: pd.DataFrame) -> dict | None:
     used = pd.to_numeric(ly["splits_used"], errors="coerce").dropna()
     if used.empty:
         return None
-    return {
-        "min": int(used.min()),
-        "max": int(used.max()),
-        "steps": int(len(ly[keys].drop_duplicates())),
-        "provenance": "measured: the S of the captured graph's replays",
-    }
+    return ReplayedSplits(
+        min=int(used.min()),
+        max=int(used.max()),
+        steps=int(len(ly[keys].drop_duplicates())),
+        provenance="measured: the S of the captured graph's replays",
+    )
 
 
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
@@ -73,51 +74,56 @@ def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     return out.assign(_o=order).sort_values("_o").drop(columns="_o").reset_index(drop=True)
 
 
-def split_rows(splits: pd.DataFrame, worst: pd.DataFrame | None = None) -> list[dict]:
+def split_rows(splits: pd.DataFrame, worst: pd.DataFrame | None = None) -> list[SplitStep]:
     """The worst-step row per rank and policy, with where each policy's rule was read from
     (``worst``: :func:`split_summary` of ``splits``, where the caller holds it)."""
     out = []
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         p = POLICIES.get(r.policy)
+        rank = _opt_int(getattr(r, "rank", 0))
         out.append(
-            {
-                "rank": _opt_int(getattr(r, "rank", 0)),
-                "policy": r.policy,
-                "source": None if p is None else p.provenance,
-                "verified": None if p is None else p.verified,
+            SplitStep(
+                rank=rank,
+                ranks=[rank],
+                policy=r.policy,
+                source=None if p is None else p.provenance,
+                verified=None if p is None else p.verified,
                 # a persistent row AITER decided on the host (its note says so) is not on device
-                "on_device": None
+                on_device=None
                 if p is None
                 else p.on_device and HOST_FALLBACK not in str(getattr(r, "note", "") or ""),
-                "used": _opt_int(r.used),
-                "deserved": _opt_int(r.deserved),
-                "frozen": _opt_int(r.frozen),
-                "all_rows": _opt_int(r.all_rows),
-                "active_rows": _opt_int(r.active_rows),
-                "min_kv_used": _opt_int(r.min_kv_used),
-                "min_kv_deserved": _opt_int(r.min_kv_deserved),
-                "occupancy": _opt_float(r.occupancy_used),
-                "occupancy_deserved": _opt_float(r.occupancy_deserved),
-                "occupancy_source": "model",
-                "step": _opt_int(r.step),
-            }
+                used=_opt_int(r.used),
+                deserved=_opt_int(r.deserved),
+                frozen=_opt_int(r.frozen),
+                all_rows=_opt_int(r.all_rows),
+                active_rows=_opt_int(r.active_rows),
+                min_kv_used=_opt_int(r.min_kv_used),
+                min_kv_deserved=_opt_int(r.min_kv_deserved),
+                occupancy=_opt_float(r.occupancy_used),
+                occupancy_deserved=_opt_float(r.occupancy_deserved),
+                occupancy_source="model",
+                step=_opt_int(r.step),
+            )
         )
     return fold_rank_rows(out)
 
 
-def fold_rank_rows(rows: list[dict]) -> list[dict]:
+# what a row says apart from where it holds: rows equal in these fields fold into one
+_FOLD_KEYS = tuple(f for f in SplitStep.__dataclass_fields__ if f not in ("rank", "ranks", "step"))
+
+
+def fold_rank_rows(rows: list[SplitStep]) -> list[SplitStep]:
     """Rows that say the same for several ranks (all but rank and step equal) become one row
     with ``ranks``; rows where ranks disagree stay apart, each with its own ``ranks``."""
-    out: list[dict] = []
-    index: dict[tuple, dict] = {}
+    out: list[SplitStep] = []
+    index: dict[tuple, SplitStep] = {}
     for r in rows:
-        key = tuple((k, v) for k, v in r.items() if k not in ("rank", "step"))
+        key = tuple(getattr(r, k) for k in _FOLD_KEYS)
         if key in index:
-            index[key]["ranks"].append(r["rank"])
+            index[key].ranks.append(r.rank)
             continue
-        row = {**r, "ranks": [r["rank"]]}
-        index[key] = row
-        out.append(row)
+        index[key] = r
+        out.append(r)
     return out
 
 

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from mlaprof.analysis.typed_json import from_json
-
-if TYPE_CHECKING:
-    from mlaprof.analysis.sections import EngineStart
+from mlaprof.analysis.sections import (
+    Downgrade,
+    EngineStart,
+    GraphCaptureLine,
+    MemoryProfiling,
+    ProfiledGraphs,
+    SpecDecoding,
+    SpecDecodingLine,
+    StartMemory,
+    StartSpeculative,
+)
 
 SOURCE = "vllm-log"
 GIB = 1 << 30
@@ -110,11 +117,37 @@ def engine_starts(events: pd.DataFrame, source: str | None = None) -> list[Engin
             st["final_mode"] = st["downgrades"][-1]["setting"] if st["downgrades"] else None
         st["ranks"] = sorted({m["rank"] for m in st["memory"]} | {
             rk for d in st["downgrades"] for rk in d["ranks"]})  # fmt: skip
-    # the log's records are gathered into dicts above (merged across ranks as they come), and
-    # handed over typed: every reader sees the section type the summary holds
-    from mlaprof.analysis.sections import EngineStart
+    # the log's records are gathered above (merged across ranks as they come), and handed over
+    # typed: every reader sees the section type the summary holds
+    return [_typed_start(starts[k]) for k in sorted(starts)]
 
-    return [from_json(EngineStart, starts[k], f"engine start {k}") for k in sorted(starts)]
+
+def _typed_start(st: dict[str, Any]) -> EngineStart:
+    """One start's gathered records as its section (each part built as its own type)."""
+    spec, profile = st["speculative"], st["profile"]
+    return EngineStart(
+        **{
+            **st,
+            "speculative": None if spec is None else StartSpeculative(**spec),
+            "spec_lines": [SpecDecodingLine(**x) for x in st["spec_lines"]],
+            "downgrades": [Downgrade(**d) for d in st["downgrades"]],
+            "graphs": [GraphCaptureLine(**g) for g in st["graphs"]],
+            "memory": [
+                StartMemory(
+                    **{
+                        **m,
+                        "profiling": None
+                        if m["profiling"] is None
+                        else MemoryProfiling(**m["profiling"]),
+                    }
+                )
+                for m in st["memory"]
+            ],
+            "profile": None
+            if profile is None
+            else {str(k): ProfiledGraphs(**v) for k, v in profile.items()},
+        }
+    )
 
 
 def _start(r: dict[str, Any], prov: str) -> dict[str, Any]:
@@ -180,7 +213,7 @@ def last_interval(lines: list[dict[str, Any]], marks: list[tuple[int, str]]) -> 
 
 def spec_totals(
     lines: list[dict[str, Any]], prov: str, closed: tuple[bool, str] | None = None
-) -> dict[str, Any] | None:
+) -> SpecDecoding | None:
     """Drafted and accepted tokens summed over ``SpecDecoding metrics`` lines (each line counts
     one stats interval: vLLM resets its counters after printing it), and the acceptance rate of
     the sum. Per-position rates stay per line: a line does not print how many drafts it covers,
@@ -191,15 +224,16 @@ def spec_totals(
     drafted = sum(int(x["drafted"]) for x in lines)
     accepted = sum(int(x["accepted"]) for x in lines)
     complete, why = closed if closed is not None else (None, None)
-    return {
-        "lines": len(lines),
-        "drafted": drafted,
-        "accepted": accepted,
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "per_position_last": lines[-1].get("per_position"),
-        "provenance": f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
-        **({"complete": complete, "completeness": why} if why else {}),
-    }
+    return SpecDecoding(
+        lines=len(lines),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else None,
+        per_position_last=lines[-1].get("per_position"),
+        provenance=f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
+        complete=complete if why else None,
+        completeness=why or None,
+    )
 
 
 def _method(st: EngineStart) -> tuple[Any, Any]:
@@ -207,7 +241,7 @@ def _method(st: EngineStart) -> tuple[Any, Any]:
     return (spec.method, spec.num_spec_tokens) if spec else (None, None)
 
 
-def log_spec_totals(starts: list[EngineStart]) -> dict[str, Any] | None:
+def log_spec_totals(starts: list[EngineStart]) -> SpecDecoding | None:
     """The same over every start of the log, only where every start that drafted ran the same
     speculative method and tokens: starts of different methods (ngram, then MTP) are separate
     engines whose acceptance is said per start, never summed (None then). Complete only where

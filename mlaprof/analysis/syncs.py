@@ -9,7 +9,14 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
-from mlaprof.analysis.sections import TraceSync, TraceSyncs
+from mlaprof.analysis.sections import (
+    LayerSyncs,
+    RankSyncs,
+    SyncCounts,
+    SyncRecord,
+    TraceSync,
+    TraceSyncs,
+)
 from mlaprof.analysis.step_stats import by_step
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
@@ -70,19 +77,19 @@ def _int(v: object) -> int | None:
     return None if v is None or pd.isna(v) else int(v)
 
 
-def sync_rows(syncs: pd.DataFrame, kind: str) -> list[dict]:
+def sync_rows(syncs: pd.DataFrame, kind: str) -> list[SyncRecord]:
     """The recorded rows of one kind (:mod:`mlaprof.sync_kinds`), rank by rank."""
     if syncs.empty:
         return []
     return [
-        {
-            "rank": _int(r.rank),
-            "layer": _int(r.layer),
-            "step": _int(r.step),
-            "op": r.op,
-            "location": r.location,
-            "function": r.function,
-        }
+        SyncRecord(
+            rank=_int(r.rank),  # type: ignore[arg-type]
+            layer=_int(r.layer),  # type: ignore[arg-type]
+            step=_int(r.step),  # type: ignore[arg-type]
+            op=r.op,
+            location=r.location,
+            function=r.function,
+        )
         for r in syncs[syncs["kind"] == kind].itertuples()
     ]
 
@@ -118,7 +125,7 @@ def sync_counts(
     layers: pd.DataFrame | None = None,
     host: TraceSyncs | None = None,
     steps: pd.DataFrame | None = None,
-) -> dict:
+) -> SyncCounts:
     """The one sync count every view shows: rows of kind ``sync`` (device->host syncs), per layer
     per watched step and in total, rank by rank; the other kinds are counted apart
     (``by_kind``), never added in. ``checked`` is False when no step was watched (a total of 0
@@ -135,45 +142,46 @@ def sync_counts(
         blocking = syncs[syncs["kind"] == SYNC]
     else:
         blocking = syncs
-    per_rank, per_layer = [], []
+    per_rank: list[RankSyncs] = []
+    per_layer: list[LayerSyncs] = []
     for rank, w in watched.groupby("rank"):
         n_watched = int(w["step"].nunique())  # the steps the probe watched on this rank
         b = blocking[blocking["rank"] == rank] if not blocking.empty else blocking
         by_layer = b.groupby("layer").size() if not b.empty else pd.Series(dtype="int64")
         for layer, n in by_layer.items():
             rate = per_layer_step(int(n), n_watched)
-            per_layer.append({"rank": int(rank), "layer": int(layer), "syncs": rate})
-        per_rank.append({"rank": int(rank), "total": int(len(b)), "layers": int(len(by_layer)),
-                         "watched_steps": n_watched})  # fmt: skip
+            per_layer.append(LayerSyncs(rank=int(rank), layer=int(layer), syncs=rate))
+        per_rank.append(RankSyncs(rank=int(rank), total=int(len(b)), layers=int(len(by_layer)),
+                                  watched_steps=n_watched))  # fmt: skip
     total = int(len(blocking))
     n_layers = int(blocking["layer"].nunique()) if total else 0
     steps = int(watched["step"].nunique())
     checked = bool(len(watched))
-    return {
-        "checked": checked,
-        "total": total,
-        "layers": n_layers,
-        "watched_steps": steps,
-        "per_layer": per_layer,
-        "by_kind": by_kind,
-        "per_rank": per_rank,
-        "text": _counted(per_rank, total, n_layers, steps, "")
+    return SyncCounts(
+        checked=checked,
+        total=total,
+        layers=n_layers,
+        watched_steps=steps,
+        per_layer=per_layer,
+        by_kind=by_kind,
+        per_rank=per_rank,
+        text=_counted(per_rank, total, n_layers, steps, "")
         if checked
         else "not checked (no step of this run was watched for syncs)",
-    }
+    )
 
 
-def _counted(per_rank: list[dict], total: int, n_layers: int, steps: int, what: str) -> str:
+def _counted(per_rank: list[RankSyncs], total: int, n_layers: int, steps: int, what: str) -> str:
     """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
     that reads as one rank's."""
     if len(per_rank) <= 1:
         return f"{total}{what} on {n_layers} layer(s) ({steps} step(s) checked)"
-    totals = per_rank_count({r["rank"]: r["total"] for r in per_rank})
-    watched = per_rank_count({r["rank"]: r["watched_steps"] for r in per_rank}, "step(s)")
+    totals = per_rank_count({r.rank: r.total for r in per_rank})
+    watched = per_rank_count({r.rank: r.watched_steps for r in per_rank}, "step(s)")
     return f"{totals}{what} on {n_layers} layer(s), {watched} checked"
 
 
-def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> dict:
+def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:
     """:func:`sync_counts` of an imported trace's host-sync check: the steps it watched are its
     eager (and PIECEWISE) MLA steps, or every step where all replayed a graph (a captured
     region holds no host sync); the rate is :func:`per_layer_step` over those steps."""
@@ -187,15 +195,16 @@ def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> dict:
         [(x.rank, x.step, x.layer, x.op) for x in host.syncs],
         columns=["rank", "step", "layer", "op"],
     )
-    per_layer, per_rank = [], []
+    per_layer: list[LayerSyncs] = []
+    per_rank: list[RankSyncs] = []
     for rank in sorted(set(watched) | {int(r) for r in found["rank"]}):
         mine = found[found["rank"] == rank]
         n_watched = watched.get(rank, int(mine["step"].nunique()))
         for layer, n in mine.groupby("layer").size().items():
             rate = per_layer_step(int(n), n_watched)
-            per_layer.append({"rank": rank, "layer": int(layer), "syncs": rate})
-        per_rank.append({"rank": rank, "total": int(len(mine)),
-                         "layers": int(mine["layer"].nunique()), "watched_steps": n_watched})  # fmt: skip
+            per_layer.append(LayerSyncs(rank=rank, layer=int(layer), syncs=rate))
+        per_rank.append(RankSyncs(rank=rank, total=int(len(mine)),
+                                  layers=int(mine["layer"].nunique()), watched_steps=n_watched))  # fmt: skip
     total = int(len(found))
     n_layers = int(found["layer"].nunique()) if total else 0
     n_steps = (
@@ -205,17 +214,17 @@ def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> dict:
     )
     by_kind = dict.fromkeys(KINDS, 0)
     by_kind[SYNC] = total
-    return {
-        "checked": True,
-        "total": total,
-        "layers": n_layers,
-        "watched_steps": n_steps,
-        "per_layer": per_layer,
-        "by_kind": by_kind,
-        "per_rank": per_rank,
-        "text": _counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers")
+    return SyncCounts(
+        checked=True,
+        total=total,
+        layers=n_layers,
+        watched_steps=n_steps,
+        per_layer=per_layer,
+        by_kind=by_kind,
+        per_rank=per_rank,
+        text=_counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers")
         + f" ({host.evidence})",
-    }
+    )
 
 
 def sync_findings(

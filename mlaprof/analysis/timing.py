@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.ranks import rank_span
+from mlaprof.analysis.sections import RankTiming, Timing
 
 if TYPE_CHECKING:  # pandas only where a frame is built: ``mlaprof run --help`` reads constants
     import pandas as pd
@@ -103,52 +104,54 @@ def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFram
     return steps, layers
 
 
-def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame) -> dict:
+def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame, threads: int | None = None) -> Timing:
+    """The run's step and layer times over its served steps (:func:`served_steps`); ``threads``:
+    torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)."""
     steps, layers = served_steps(steps, layers)
     if steps.empty:
-        return {
-            "steps": 0,
-            "timing": None,
-            "timing_label": timing_label(None),
-            "step_median_us": None,
-            "layer_median_us": None,
-            "by_mode": {},
-            "full_share": None,
-            "per_rank": [],
-            "ranks_agree": True,
-            "step_median_text": None,
-        }
+        return Timing(
+            steps=0,
+            timing=None,
+            timing_label=timing_label(None),
+            step_median_us=None,
+            layer_median_us=None,
+            by_mode={},
+            full_share=None,
+            per_rank=[],
+            ranks_agree=True,
+            step_median_text=None,
+            threads=threads,
+        )
     by_mode = median_by_mode(steps)
     timing = str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None
     timed = steps.dropna(subset=["duration_ns"])
     per_rank = [
-        {
-            "rank": int(r),
-            "steps": int(len(g)),
-            "step_median_us": float(g["duration_ns"].median()) / 1e3,
-        }
+        RankTiming(
+            rank=int(r),
+            steps=int(len(g)),
+            step_median_us=float(g["duration_ns"].median()) / 1e3,
+        )
         for r, g in (timed.groupby("rank") if "rank" in timed else [(0, timed)])
     ]
     pooled = float(steps["duration_ns"].median()) / 1e3
-    return {
-        "steps": int(len(steps)),
-        "timing": timing,
-        "timing_label": timing_label(timing),
+    return Timing(
+        steps=int(len(steps)),
+        timing=timing,
+        timing_label=timing_label(timing),
         # over every rank's steps; where ranks' medians differ, views print per_rank
         # (step_median_text), never this pooled value alone
-        "step_median_us": pooled,
-        "per_rank": per_rank,
-        "ranks_agree": len({round(r["step_median_us"], 1) for r in per_rank}) <= 1,
-        "step_median_text": step_median_text(pooled, per_rank),
-        "layer_median_us": float(layers["duration_ns"].median()) / 1e3
-        if not layers.empty
-        else None,
-        "by_mode": by_mode,
+        step_median_us=pooled,
+        per_rank=per_rank,
+        ranks_agree=len({round(r.step_median_us, 1) for r in per_rank}) <= 1,
+        step_median_text=step_median_text(pooled, per_rank),
+        layer_median_us=float(layers["duration_ns"].median()) / 1e3 if not layers.empty else None,
+        by_mode=by_mode,
         # steps replayed as a graph: measured graph replays of a GPU run, or an imported trace's
         # replays ("graph"); a run that replays nothing (the CPU: FULL is only its plan) has no
         # share, not 100% (None, never a number that reads as a result)
-        "full_share": replayed_share(steps),
-    }
+        full_share=replayed_share(steps),
+        threads=threads,
+    )
 
 
 def median_by_mode(served: pd.DataFrame) -> dict[str, float]:
@@ -170,12 +173,12 @@ def replayed_share(steps: pd.DataFrame) -> float | None:
     return float(replayed[could].sum() / len(steps))
 
 
-def step_median_text(pooled: float, per_rank: list[dict]) -> str:
+def step_median_text(pooled: float, per_rank: list[RankTiming]) -> str:
     """``"161.0 µs"`` when every rank's median reads the same, else the range with the ranks
     behind each value (``"128.0-194.0 µs across 8 ranks (ranks 0-3: 194.0, 4-7: 128.0)"``)."""
     by_value: dict[float, list[int]] = {}
     for r in per_rank:
-        by_value.setdefault(round(r["step_median_us"], 1), []).append(r["rank"])
+        by_value.setdefault(round(r.step_median_us, 1), []).append(r.rank)
     if len(by_value) <= 1:
         return f"{pooled:.1f} µs"
     lo, hi = min(by_value), max(by_value)
@@ -185,8 +188,8 @@ def step_median_text(pooled: float, per_rank: list[dict]) -> str:
     return f"{lo:.1f}-{hi:.1f} µs across {len(per_rank)} ranks (ranks {parts})"
 
 
-def timing_findings(t: dict) -> list[Finding]:
-    modes = t.get("by_mode", {})
+def timing_findings(t: Timing) -> list[Finding]:
+    modes = t.by_mode
     # live runs: FULL; imported traces: "graph" (steps replayed in a graph)
     ref = next((r for r in ("FULL", "graph") if r in modes), None)
     if ref and len(modes) > 1:

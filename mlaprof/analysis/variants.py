@@ -97,9 +97,10 @@ def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any
     return "; ".join(parts)
 
 
-def variant_findings(meta: dict[str, Any], paths: list[TracePath]) -> list[Finding]:
+def variant_findings(origin: str, paths: list[TracePath]) -> list[Finding]:
     """More than one kernel variant of one attention path family in one trace (e.g. the
-    persistent ASM kernel for small batches, the non-persistent one past 32 rows)."""
+    persistent ASM kernel for small batches, the non-persistent one past 32 rows); ``origin``:
+    where the trace came from (RunMeta.origin)."""
     # per engine where a trace shows several (two engines' kernels are not one switch)
     fam: dict[tuple[str, Any], list[TracePath]] = {}
     for p in paths:
@@ -121,7 +122,7 @@ def variant_findings(meta: dict[str, Any], paths: list[TracePath]) -> list[Findi
                 severity="info",
                 title=f"{family}: the kernel variant switches across batch sizes ({len(ps)} variants)",
                 evidence="; ".join(parts)
-                + f" ({_origin(meta)})"
+                + f" ({origin})"
                 + (
                     ". AITER takes the persistent kernel below AITER_MLA_DECODE_PERSISTENT_MAX_"
                     "BATCH rows (default 32) and the non-persistent one at or above it"

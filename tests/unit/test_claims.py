@@ -42,9 +42,14 @@ def test_a_backend_that_does_not_run_its_vllm_route_is_a_finding() -> None:
     found = [f for f in s.findings if f.kind == "route" and "does not run" in f.title]
     assert len(found) == 1 and "pre-51171" in found[0].fix
     # the native backends on that route, and legacy-flat on the pre-fix route, agree
-    route = {"path": "gluon-verify", "version": "0.32.0", "kernel": "k", "source": "src"}
+    from dataclasses import replace
+
+    from mlaprof.analysis.sections import Route
+
+    route = Route(path="gluon-verify", version="0.32.0", kernel="k", source="src", reason="r",
+                  verified=True)  # fmt: skip
     assert mismatch_findings(_claims(backend="torch"), route) == []
-    flat = {**route, "path": "legacy-flat", "version": "pre-51171"}
+    flat = replace(route, path="legacy-flat", version="pre-51171")
     assert mismatch_findings(_claims(backend="legacy-flat"), flat) == []
     assert len(mismatch_findings(_claims(backend="torch"), flat)) == 1
     # runs without a backend of their own (engines, imports) have nothing to mismatch
@@ -88,8 +93,8 @@ def test_the_sync_rate_is_one_number_in_the_summary_and_the_finding() -> None:
     layers = pd.DataFrame({"rank": [0] * 4, "step": [0, 1, 2, 3], "layer": [0] * 4,
                            "syncs": [0, 1, 0, 1]})  # fmt: skip
     counts = sync_counts(syncs, layers)
-    assert counts["watched_steps"] == 4
-    assert [p["syncs"] for p in counts["per_layer"]] == [0.5]
+    assert counts.watched_steps == 4
+    assert [p.syncs for p in counts.per_layer] == [0.5]
     (f,) = sync_findings(syncs, "FULL", layers)
     assert "0.5 per layer per step" in f.evidence
 

@@ -51,5 +51,6 @@ def test_no_scheduler_record_is_not_both_present() -> None:
 def test_the_served_summary_says_what_the_rule_says() -> None:
     step = _step(4, 12)
     eng = served_summary([step], _scheduler((4, 11)))
-    assert eng is not None and eng["scheduler_matches_worker"] is False
-    assert served_summary([step], [])["scheduler_matches_worker"] is None
+    assert eng is not None and eng.scheduler_matches_worker is False
+    none = served_summary([step], [])
+    assert none is not None and none.scheduler_matches_worker is None

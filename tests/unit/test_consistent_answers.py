@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -12,6 +14,7 @@ from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.live import LiveFold
 from mlaprof.analysis.padding import padding_findings, padding_summary
 from mlaprof.analysis.run_summary import build_summary
+from mlaprof.analysis.sections import RankSyncs, ReplayedSplits, Scenario, SplitStep
 from mlaprof.analysis.served import engine_findings
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.splits import split_findings
@@ -38,28 +41,32 @@ def test_a_share_short_of_an_end_never_prints_as_that_end() -> None:
 
 
 def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
-    eng = {
-        "accepted_tokens": 5990,
-        "draft_tokens": 6000,
-        "acceptance_rate": 5990 / 6000,
-        "graph_modes": {"FULL": 3},
-        "steps": 3,
-        "kinds": {"verify": 3},
-        "verify_steps": 3,
-        "verify_rows": 12,
-        "verify_rows_as_prefill": 0,
-        "scheduler_steps": 3,
-        "scheduler_matches_worker": True,
-        "scheduler_worker_text": "agree on 3 step(s) both committed",
-        "drafter_builds": 0,
-        "padded_steps": 0,
-        "ranks": [0],
-        "backend": "TRITON_MLA",
-        "builder": "x",
-        "heads": 16,
-        "spec_method": "mtp",
-        "num_speculative_tokens": 3,
-    }
+    from mlaprof.analysis.sections import EngineSection
+
+    eng = EngineSection(
+        source="measured",
+        accepted_tokens=5990,
+        draft_tokens=6000,
+        acceptance_rate=5990 / 6000,
+        graph_modes={"FULL": 3},
+        steps=3,
+        kinds={"verify": 3},
+        verify_steps=3,
+        verify_rows=12,
+        verify_rows_as_prefill=0,
+        scheduler_steps=3,
+        scheduler_matches_worker=True,
+        scheduler_worker_text="agree on 3 step(s) both committed",
+        drafter_builds=0,
+        padded_steps=0,
+        ranks=[0],
+        backend="TRITON_MLA",
+        builder="x",
+        heads=16,
+        spec_method="mtp",
+        num_speculative_tokens=3,
+        max_num_seqs=None,
+    )
     text = " ".join(f.title + " " + f.evidence for f in engine_findings(eng, None))
     assert "(99.8%)" in text and "100%" not in text
 
@@ -87,10 +94,10 @@ def _padding(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
 def test_padding_is_the_runs_total_with_its_per_step_range_not_step_0() -> None:
     pad = _padding([(0, 3, 1), (1, 2, 2), (2, 4, 0)])
     s = padding_summary(pad)
-    assert (s["steps"], s["real_rows"], s["padding_rows"]) == (3, 9, 3)
-    assert s["padding_rows_per_step"] == [0, 2] and s["steps_padded"] == 2
-    assert s["padding_fraction"] == 12 / 48 and s["kv_bytes_padding"] == 30
-    assert s["text"] == (
+    assert (s.steps, s.real_rows, s.padding_rows) == (3, 9, 3)
+    assert s.padding_rows_per_step == [0, 2] and s.steps_padded == 2
+    assert s.padding_fraction == 12 / 48 and s.kv_bytes_padding == 30
+    assert s.text == (
         "9 real + 3 padding rows over 3 step(s) (padding rows per step 0-2, capture size 16)"
     )
     (f,) = padding_findings(pad)  # the finding says the same totals
@@ -112,14 +119,14 @@ def _layers(syncs: list[float | None]) -> pd.DataFrame:
 def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked() -> None:
     no_syncs = pd.DataFrame(columns=list(dict.fromkeys([*columns("syncs"), "rank"])))
     checked = sync_counts(no_syncs, _layers([0, None]))  # step 0 watched, nothing found
-    assert checked["checked"] and checked["watched_steps"] == 1 and checked["total"] == 0
-    assert checked["text"] == "0 on 0 layer(s) (1 step(s) checked)"
-    assert checked["per_rank"] == [{"rank": 0, "total": 0, "layers": 0, "watched_steps": 1}]
-    assert [r["syncs"] for r in layer_table(_layers([0, None]), no_syncs)] == [0.0, 0.0]
+    assert checked.checked and checked.watched_steps == 1 and checked.total == 0
+    assert checked.text == "0 on 0 layer(s) (1 step(s) checked)"
+    assert checked.per_rank == [RankSyncs(rank=0, total=0, layers=0, watched_steps=1)]
+    assert [r.syncs for r in layer_table(_layers([0, None]), no_syncs)] == [0.0, 0.0]
     unwatched = sync_counts(no_syncs, _layers([None, None]))  # e.g. a vLLM plugin run
-    assert not unwatched["checked"] and unwatched["watched_steps"] == 0
-    assert unwatched["text"].startswith("not checked")
-    assert [r["syncs"] for r in layer_table(_layers([None, None]), no_syncs)] == [None, None]
+    assert not unwatched.checked and unwatched.watched_steps == 0
+    assert unwatched.text.startswith("not checked")
+    assert [r.syncs for r in layer_table(_layers([None, None]), no_syncs)] == [None, None]
 
 
 def test_a_clean_rank_is_trusted_when_another_ranks_losses_make_the_fleet_unreliable() -> None:
@@ -179,16 +186,21 @@ def test_a_measured_graph_replay_is_not_warned_of_the_modelled_frozen_s() -> Non
     )
 
 
+def _split_step(**kw: object) -> SplitStep:
+    """A worst-step splits row (analysis.splits.split_rows) with ``kw`` set, the rest unknown."""
+    base = {f: None for f in SplitStep.__dataclass_fields__}
+    return SplitStep(**{**base, "ranks": [0], "occupancy_source": "model", **kw})  # type: ignore[arg-type]
+
+
 def test_a_policy_whose_kernel_gives_no_s_says_so_in_the_headline() -> None:
     """aiter's gluon kernel asserts gfx950: on the h200 preset its rule gives no S. The headline
     says so (it said "S used None, deserved None") and keeps the S the graph replayed."""
     from mlaprof.analysis.headline import split_rows
 
-    s = {"scenario": {"policy": "aiter-gluon-v0.1.19", "graph_mode": "FULL", "target": "h200"},
-         "splits": [{"policy": "aiter-gluon-v0.1.19", "used": None, "deserved": None,
-                     "frozen": None, "source": "aiter v0.1.19"}],
-         "replayed_splits": {"min": 4, "max": 4}}  # fmt: skip
-    heads = {h["label"]: h["value"] for h in split_rows(s, "cuda")}
+    sc = Scenario(policy="aiter-gluon-v0.1.19", graph_mode="FULL", target="h200")
+    row = _split_step(policy="aiter-gluon-v0.1.19", source="aiter v0.1.19")
+    replayed = ReplayedSplits(min=4, max=4, provenance="measured", steps=1)
+    heads = {h.label: h.value for h in split_rows([row], sc, "cuda", replayed=replayed)}
     assert heads["KV splits (aiter-gluon-v0.1.19)"] == (
         "no S: the policy's kernel does not run in this configuration; "
         "the FULL graph replayed S = 4 (measured)"
@@ -199,15 +211,15 @@ def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_repl
     """A CPU run under --min-kv-mode active-rows: S used 16 per step, but the graph vLLM's dummy
     run captures would replay S = 1; the headline and the frozen warning now say the same."""
     own = "aiter-gluon-v0.1.19"
-    row = {"policy": own, "used": 16, "deserved": 17, "frozen": 1}
-    sc = {"graph_mode": "FULL", "policy": own}
+    row = _split_step(policy=own, used=16, deserved=17, frozen=1)
+    sc = Scenario(graph_mode="FULL", policy=own)
     assert _replayed(None, row, sc) == (
         "; a FULL graph captured by vLLM's dummy run would replay S = 1 (modelled)"
     )
-    assert _replayed(None, {**row, "frozen": 16}, sc) == ""  # nothing to add
-    assert _replayed(None, row, {**sc, "graph_mode": "PIECEWISE"}) == ""
+    assert _replayed(None, replace(row, frozen=16), sc) == ""  # nothing to add
+    assert _replayed(None, row, replace(sc, graph_mode="PIECEWISE")) == ""
     assert _replayed(None, row, sc, "failed") == ""  # no FULL graph: capture failed
-    measured = {"min": 4, "max": 4}
+    measured = ReplayedSplits(min=4, max=4, provenance="measured", steps=1)
     assert _replayed(measured, row, sc) == "; the FULL graph replayed S = 4 (measured)"
     frame = pd.DataFrame(
         [

@@ -77,7 +77,7 @@ def test_profiled_steps_are_not_timings():
     )
     layers = pd.DataFrame({"step": [0, 1, 2, 3], "duration_ns": [100, 100, 900, 900]})
     t = timing_summary(steps, layers)
-    assert (t["steps"], t["step_median_us"], t["layer_median_us"]) == (2, 1.0, 0.1)
+    assert (t.steps, t.step_median_us, t.layer_median_us) == (2, 1.0, 0.1)
 
 
 def test_timeline_records_follow_the_steps_record(tmp_path):

@@ -620,7 +620,7 @@ def test_collapse_rule(rows: int, qlen: int, s: int, collapsed: bool) -> None:
     steps = pd.DataFrame({"rank": [0], "step": [0], "backend": ["aiter-gluon _mla_gluon"],
                           "num_reqs": [rows], "qlen": [qlen], "graph_mode": ["graph"]})  # fmt: skip
     layers = pd.DataFrame({"rank": [0, 0], "step": [0, 0], "layer": [0, 1], "splits_used": [s, s]})
-    found = collapse_findings({"imported_from": "x.csv"}, steps, step_stats(layers))
+    found = collapse_findings(None, "imported from x.csv", steps, step_stats(layers))
     assert bool(found) == collapsed
     if found:
         assert found[0].data["fix_gives"] == max(1, 256 // (rows * qlen))

@@ -8,12 +8,17 @@ the EngineCore's ``spec-accept`` events ``verify_rows`` / ``draft_tokens``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mlaprof.analysis.consistency import scheduler_agreement
 from mlaprof.analysis.evidence.engine import acceptance, engine_steps
 from mlaprof.analysis.served import engine_findings, served_summary
 from mlaprof.analysis.step_records import EngineStep
 from mlaprof.recording import event_row
 from mlaprof.store import create_run, load
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import EngineSection
 
 META = {"kind": "engine", "source": "vllm plugin", "scenario": {"name": "vllm-engine"}}
 
@@ -29,7 +34,7 @@ def _accept(seq: int, rows: int, drafts: int) -> dict:
     return {"seq": seq, "verify_rows": rows, "draft_tokens": drafts, "accepted_tokens": rows}
 
 
-def _text(run_dir) -> tuple[dict, str]:
+def _text(run_dir) -> tuple[EngineSection | None, str]:
     with load(run_dir) as run:
         eng = served_summary(engine_steps(run.events), acceptance(run.events))
     assert eng is not None
@@ -45,14 +50,14 @@ def test_a_lagging_scheduler_database_is_no_disagreement(tmp_path):
     for i, n in enumerate(rows[:2]):  # the EngineCore has committed two steps so far
         sched.add("events", **event_row("vllm", "spec-accept", "a", _accept(i, n, n * 3)))
     eng, text = _text(tmp_path / "r")
-    assert eng["scheduler_matches_worker"] is True
-    assert eng["scheduler_worker_compared"] == 2
+    assert eng.scheduler_matches_worker is True
+    assert eng.scheduler_worker_compared == 2
     assert "DISAGREE" not in text and "3 worker step(s) not yet matched" in text
     # the worker lags now: the scheduler is ahead by one; still compared over the common steps
     for i, n in enumerate(rows[2:] + [5, 5], start=2):
         sched.add("events", **event_row("vllm", "spec-accept", "a", _accept(i, n, n * 3)))
     eng, text = _text(tmp_path / "r")
-    assert (eng["scheduler_matches_worker"], eng["scheduler_worker_compared"]) == (True, 5)
+    assert (eng.scheduler_matches_worker, eng.scheduler_worker_compared) == (True, 5)
     assert "2 scheduler step(s) not yet matched" in text
     worker.finish()
     sched.finish()
@@ -66,7 +71,7 @@ def test_records_that_really_differ_disagree(tmp_path):
     sched.add("events", **event_row("vllm", "spec-accept", "a", _accept(0, 2, 6)))
     sched.add("events", **event_row("vllm", "spec-accept", "a", _accept(1, 3, 8)))  # 9 drafted
     eng, text = _text(tmp_path / "r")
-    assert eng["scheduler_matches_worker"] is False
+    assert eng.scheduler_matches_worker is False
     assert "DISAGREE on 2 step(s) both committed (first at verify step 1)" in text
 
 

@@ -28,14 +28,19 @@ def test_only_collapse_module_builds_a_collapse_finding() -> None:
 
 
 def test_the_engine_shadow_says_a_collapse_as_the_collapse_builder_does() -> None:
-    sh = {"provenance": "modelled from recorded batches (AITER 0.1.20; on mi355x)",
-          "s_bug": [1, 2], "s_fix": [8, 16], "s_frozen": [8, 16], "steps": 5,
-          "steps_collapsed_by_bug": 3, "steps_frozen_below_fix": 0, "padding_rows": 0,
-          "real_rows": 10, "capture_sizes": [4, 8], "policies": ["aiter-gluon-v0.1.20"]}  # fmt: skip
+    from mlaprof.analysis.sections import AiterRuleSection, ShadowSection
+
+    rule = AiterRuleSection("0.1.20", "v0.1.20", "aiter-gluon-v0.1.20", True, "v0.1.20")
+    sh = ShadowSection(provenance="modelled from recorded batches (AITER 0.1.20; on mi355x)",
+                       aiter_rule=rule, device="mi355x", aiter="0.1.20", paths={},
+                       s_bug=[1, 2], s_fix=[8, 16], s_frozen=[8, 16], s_deserved=[None, None],
+                       occupancy_fix=[0.5, 0.5], steps=5, steps_collapsed_by_bug=3,
+                       steps_frozen_below_fix=0, padding_rows=0, real_rows=10,
+                       capture_sizes=[4, 8], policies=["aiter-gluon-v0.1.20"], per_step=[])  # fmt: skip
     (f,) = [f for f in shadow.shadow_findings(sh) if f.kind == "split-collapse"]
     ref = collapse_finding("x", 1, 8, None, "", "", {}, modelled="m")
     # the one wording (three numbers) after the model's tag; modelled: a warning, never critical
-    assert f.title.startswith(f"[{sh['provenance']}] KV splits collapsed ")
+    assert f.title.startswith(f"[{sh.provenance}] KV splits collapsed ")
     assert f.title.endswith(ref.title.split(": ", 1)[1])
     assert "on 3 of 5 steps" in f.title
     assert f.severity == ref.severity == "warning"

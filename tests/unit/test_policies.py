@@ -302,6 +302,6 @@ def test_run_records_the_persistent_fallback_as_a_host_s():
     assert (p.used, p.frozen) == (6, 6) and "persistent kernel dropped" in p.note
     row = {**dataclasses.asdict(p), "step": 0, "target": "mi355x"}
     (r,) = split_rows(pd.DataFrame([row]))
-    assert r["on_device"] is False and r["used"] == 6
+    assert r.on_device is False and r.used == 6
     (gfx942,) = step_splits(meta, 16, DEVICES["mi300x"], "FULL", 131072, ["aiter-asm-persistent"])
     assert gfx942.frozen is None and "decided on the device" in gfx942.note

@@ -37,14 +37,21 @@ def test_rank_list_text():
 
 
 def test_split_rows_fold_only_what_is_equal():
+    from mlaprof.analysis.sections import SplitStep
+
+    def row(rank: int, policy: str, used: int, step: int) -> SplitStep:
+        kw = dict.fromkeys(SplitStep.__dataclass_fields__)
+        kw.update(rank=rank, ranks=[rank], policy=policy, used=used, step=step)
+        return SplitStep(**kw)  # type: ignore[arg-type]
+
     rows = [
-        {"rank": 0, "policy": "p", "used": 1, "step": 3},
-        {"rank": 1, "policy": "p", "used": 1, "step": 5},  # same statement, other worst step
-        {"rank": 2, "policy": "p", "used": 8, "step": 3},  # disagrees
-        {"rank": 0, "policy": "q", "used": 4, "step": 0},
+        row(0, "p", 1, 3),
+        row(1, "p", 1, 5),  # same statement, other worst step
+        row(2, "p", 8, 3),  # disagrees
+        row(0, "q", 4, 0),
     ]
     out = fold_rank_rows(rows)
-    assert [(r["policy"], r["used"], r["ranks"]) for r in out] == [
+    assert [(r.policy, r.used, r.ranks) for r in out] == [
         ("p", 1, [0, 1]),
         ("p", 8, [2]),
         ("q", 4, [0]),

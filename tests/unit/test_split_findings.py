@@ -4,6 +4,7 @@ rows pick their S from seq_lens at replay (issue 16)."""
 
 import pandas as pd
 
+from mlaprof.analysis.sections import Scenario
 from mlaprof.analysis.splits import split_findings
 
 
@@ -47,10 +48,10 @@ def test_a_pre_fix_rule_under_a_fixed_vllm_version_says_it_is_modelled_on_purpos
     models all rows under it says so in every collapse it explains; under pre-51171 it does not."""
     from mlaprof.analysis.paths import pre_fix_rule
 
-    note = pre_fix_rule({"min_kv_mode": "all-rows", "vllm_version": "0.32.0"})
+    note = pre_fix_rule(Scenario(min_kv_mode="all-rows", vllm_version="0.32.0"))
     assert note is not None and "modelled on purpose" in note and "0.32.0" in note
-    assert pre_fix_rule({"min_kv_mode": "all-rows", "vllm_version": "pre-51171"}) is None
-    assert pre_fix_rule({"min_kv_mode": "active-rows", "vllm_version": "0.32.0"}) is None
+    assert pre_fix_rule(Scenario(min_kv_mode="all-rows", vllm_version="pre-51171")) is None
+    assert pre_fix_rule(Scenario(min_kv_mode="active-rows", vllm_version="0.32.0")) is None
 
 
 def test_vllm_triton_frozen_far_above_its_rows_is_over_split():
@@ -98,7 +99,7 @@ def _grid_collapse():
                            "num_reqs": 15, "qlen": 4, "graph_mode": "graph"}])  # fmt: skip
     layers = pd.DataFrame([{"rank": 0, "step": 0, "layer": i, "splits_used": 1,
                             "duration_ns": 1000} for i in range(2)])  # fmt: skip
-    return collapse_findings({"imported_from": "t.csv"}, steps, step_stats(layers))
+    return collapse_findings(None, "imported from t.csv", steps, step_stats(layers))
 
 
 def test_one_collapse_wording_for_modelled_and_grid_rows():

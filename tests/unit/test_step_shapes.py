@@ -247,7 +247,9 @@ def test_dp_groups_only_from_evidence() -> None:
     shifted = {0: (4, 5, 6, 7), 1: (5, 6, 7)}
     assert dp_groups(shifted)[0] == {}
     # the ranks' metadata says it exactly
-    meta = [{"rank": r, "dp_rank": r // 2} for r in range(4)]
+    from mlaprof.analysis.evidence.model import RankSource
+
+    meta = [RankSource(rank=r, dp_rank=r // 2) for r in range(4)]
     groups, src, exact = dp_groups(same, meta)
     assert groups == {0: 0, 1: 0, 2: 1, 3: 1} and exact and "metadata" in src
 

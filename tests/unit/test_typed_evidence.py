@@ -7,6 +7,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from mlaprof.analysis.typed_json import to_json
+
 ANALYSIS = Path(__file__).resolve().parents[2] / "mlaprof" / "analysis"
 
 
@@ -51,21 +55,59 @@ def test_the_trace_adapter_hands_trust_over_typed() -> None:
     assert f.data["short_replays"] == ev.trust.counts.short_replays
 
 
-# the Evidence fields still dict-shaped on the way to the summary (docs/evidence.md, "Typed from
-# evidence to summary"): this list only shrinks; a field converted leaves it
-STILL_DICTS = {
-    "meta",
-}
-
-
-def test_no_evidence_field_turns_back_into_a_dict() -> None:
-    """Every Evidence field not in STILL_DICTS holds no ``dict[str, Any]`` (read off the source's
-    annotations), and every name in STILL_DICTS is still one (a converted field leaves the list)."""
-    from mlaprof.analysis.evidence.model import Evidence
+def test_no_evidence_field_is_a_dict_of_anything() -> None:
+    """No Evidence field holds a ``dict[str, Any]`` (read off the source's annotations; docs/
+    evidence.md, "Typed from evidence to summary"), and run.json's part, :class:`RunMeta`, is
+    typed to its leaves (no Any, no bare container, walked as the summary's sections are)."""
+    from mlaprof.analysis.evidence.model import Evidence, RunMeta
+    from tests.unit.test_summary_types import untyped
 
     ann = Evidence.__annotations__
-    untyped = {name for name, tp in ann.items() if "dict[str, Any]" in str(tp)}
-    assert untyped == STILL_DICTS
+    assert not {name for name, tp in ann.items() if "dict[str, Any]" in str(tp) or tp == "dict"}
+    assert ann["meta"] == "RunMeta"
+    assert untyped(RunMeta, "RunMeta", set()) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["demo-bug-legacy-flat-syncs-break-capture", "aiter-fleet_dp2_tp4",
+             "log-tp2_two_starts", "engine-engine_ngram_run"],
+)  # fmt: skip
+def test_every_adapter_hands_run_json_over_typed(name: str) -> None:
+    """Each kind's adapter reads run.json once into :class:`RunMeta`: the scenario, the
+    recorded route and the ranks' sources are section objects; what analyzers read of it
+    equals what run.json holds."""
+    import mlaprof
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.analysis.evidence.model import RankSource, RunMeta
+    from mlaprof.analysis.sections import Route, Scenario, TraceChecks
+    from tests import shipped_runs
+
+    with mlaprof.load(shipped_runs.run_dir(name)) as run:
+        ev, raw = collect(run), dict(run.meta)
+    m = ev.meta
+    assert type(m) is RunMeta and type(m.scenario) is Scenario
+    assert to_json(m.scenario) == {
+        k: v for k, v in (raw.get("scenario") or {}).items() if v is not None
+    }
+    assert m.backend == raw.get("backend") and m.device == raw.get("device")
+    assert (m.route is None) == (not raw.get("route")) and (
+        m.route is None or type(m.route) is Route
+    )
+    assert [s.rank for s in m.rank_sources] == [r["rank"] for r in raw.get("rank_sources") or []]
+    assert all(type(s) is RankSource for s in m.rank_sources)
+    assert m.imported_from == raw.get("imported_from")
+    # an imported trace's own checks ride along typed: the very object its section holds
+    assert (m.trace_checks is not None) == (ev.trace is not None)
+    if ev.trace is not None:
+        assert type(m.trace_checks) is TraceChecks and m.trace_checks is ev.trace.checks
+
+
+def test_an_unknown_scenario_key_is_one_clear_error() -> None:
+    from mlaprof.analysis.evidence.model import run_meta
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(MlaprofError, match="'no_such_key'"):
+        run_meta({"name": "x", "scenario": {"model": "m", "no_such_key": 1}})
 
 
 def test_a_logs_server_starts_are_typed_from_their_builder() -> None:
@@ -110,10 +152,10 @@ def test_an_engine_runs_records_are_typed_from_the_adapter() -> None:
     assert ev.engine_steps and all(type(s) is EngineStep for s in ev.engine_steps)
     assert all(type(a) is Acceptance for a in ev.acceptance)
     eng = served_summary(ev.engine_steps, ev.acceptance)
-    assert eng is not None and eng["steps"] == len(ev.engine_steps)
+    assert eng is not None and eng.steps == len(ev.engine_steps)
     first = min(s.rank for s in ev.engine_steps)
     verify = [s for s in ev.engine_steps if s.kind == "verify" and s.rank == first]
-    assert eng["verify_rows"] == sum(s.verify_rows for s in verify)
+    assert eng.verify_rows == sum(s.verify_rows for s in verify)
 
 
 def test_an_engine_record_without_a_written_field_is_refused() -> None:

@@ -138,9 +138,9 @@ def test_several_starts_are_kept_apart_and_summed(tmp_path: Path) -> None:
     both.write_text("".join(p.read_text() for p in same))
     _, starts = _starts(tmp_path, both, "ngram")
     total = log_spec_totals(starts)
-    assert total is not None and total["complete"] is True
-    assert total["drafted"] == sum(st.spec_decoding.drafted for st in starts)
-    assert total["accepted"] == sum(st.spec_decoding.accepted for st in starts)
+    assert total is not None and total.complete is True
+    assert total.drafted == sum(st.spec_decoding.drafted for st in starts)
+    assert total.accepted == sum(st.spec_decoding.accepted for st in starts)
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.step_records import Acceptance, EngineStep
 from mlaprof.store.runkind import RunKind
 
@@ -68,7 +68,7 @@ def engine_evidence(run: Run) -> Evidence:
         kind=RunKind.ENGINE,
         name=run.name,
         status=run.status,
-        meta=run.meta,
+        meta=run_meta(run.meta),
         ranks=run.ranks,
         tables=t,
         capture=engine_capture(t["steps"], "measured: graph mode per engine step"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.starts import engine_starts, log_capture
 from mlaprof.store.runkind import RunKind
 
@@ -30,7 +30,7 @@ def log_evidence(run: Run) -> Evidence:
         kind=RunKind.LOG,
         name=run.name,
         status=run.status,
-        meta=run.meta,
+        meta=run_meta(run.meta),
         ranks=run.ranks,
         tables=t,
         capture=cap,

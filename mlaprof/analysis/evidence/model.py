@@ -8,6 +8,7 @@ The analyzers read only this.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
     CaptureStatus,
     no_full_graph,
 )
+from mlaprof.analysis.sections import Route, Scenario, TraceChecks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,6 +66,91 @@ def capture_text(cap: dict[str, Any]) -> str:
     return label
 
 
+@dataclass(frozen=True, slots=True)
+class RankSource:
+    """Where one rank ran (run.json's ``rank_sources``: a launcher, mlaprof.multirank
+    .rank_sources, or an import's files, mlaprof.importers.rocprof.rank_sources)."""
+
+    rank: int | None
+    host: str | None = None
+    pid: int | None = None
+    agent: int | str | None = None  # the GPU agent, or "cpu"
+    dp_group: int | None = None  # the DP group the launcher placed the rank in
+    dp_rank: int | None = None  # the DP rank an import read off the rank's files
+    placed_by: str | None = None  # the launcher that placed it
+    files: list[str] = field(default_factory=list)  # an import's files of this rank
+
+
+@dataclass(frozen=True, slots=True)
+class RunMeta:
+    """What the analyzers read of a run's ``run.json`` (mlaprof.store.runmeta writes it; an
+    importer adds where the data came from), typed where the evidence is collected."""
+
+    name: str
+    scenario: Scenario  # every field None for a run without one (an import, an engine)
+    backend: str | None = None  # the backend a scenario run ran
+    device: str | None = None
+    threads: int | None = None  # torch's CPU threads the steps ran with
+    route: Route | None = None  # the verify route recorded at run start
+    rank_sources: list[RankSource] = field(default_factory=list)
+    imported_from: str | None = None
+    format: str | None = None  # the imported trace's format
+    source: str | None = None  # what wrote the run (cpu, gpu, rocprof, kineto, vllm-log, ...)
+    vllm: str | None = None  # an engine's vLLM version
+    versions: dict[str, str | None] = field(default_factory=dict)
+    created: str | None = None
+    git: str | None = None
+    # an imported trace's own checks (heads, stage 2, qlen), None for other kinds
+    trace_checks: TraceChecks | None = None
+
+    @property
+    def origin(self) -> str:
+        """Where an imported run's numbers come from, as every finding says it."""
+        return f"imported from {self.imported_from or '?'}"
+
+
+def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -> RunMeta:
+    """``run.json`` as :class:`RunMeta`: the keys analyzers read, each of its type (a scenario
+    key :class:`Scenario` does not declare is refused: one clear error, never dropped)."""
+    from mlaprof.analysis.paths import route_section
+    from mlaprof.errors import MlaprofError
+
+    sc = meta.get("scenario")
+    sc = sc if isinstance(sc, Mapping) else {}
+    unknown_keys = sorted(set(sc) - set(Scenario.__dataclass_fields__))
+    if unknown_keys:
+        raise MlaprofError(f"run.json's scenario has key(s) mlaprof does not know: {unknown_keys}")
+    route = meta.get("route")
+    versions = meta.get("versions")
+    return RunMeta(
+        name=str(meta.get("name") or ""),
+        scenario=Scenario(**{k: v for k, v in sc.items() if v is not None}),
+        backend=_str(meta.get("backend")),
+        device=_str(meta.get("device")),
+        threads=meta.get("threads"),
+        route=route_section(route) if isinstance(route, Mapping) and route.get("path") else None,
+        rank_sources=[
+            RankSource(**{k: v for k, v in r.items() if k in RankSource.__dataclass_fields__})
+            for r in meta.get("rank_sources") or []
+            if isinstance(r, Mapping)
+        ],
+        imported_from=_str(meta.get("imported_from")),
+        format=_str(meta.get("format")),
+        source=_str(meta.get("source")),
+        vllm=_str(meta.get("vllm")),
+        versions={str(k): _str(v) for k, v in versions.items()}
+        if isinstance(versions, Mapping)
+        else {},
+        created=_str(meta.get("created")),
+        git=_str(meta.get("git")),
+        trace_checks=trace_checks,
+    )
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
 @dataclass
 class Evidence:
     """One run, as every analyzer sees it. Tables are the run's (rank column on every row);
@@ -73,7 +160,7 @@ class Evidence:
     kind: RunKind
     name: str
     status: str
-    meta: dict[str, Any]
+    meta: RunMeta
     ranks: list[int]
     tables: dict[str, pd.DataFrame]
     capture: Capture
@@ -102,10 +189,9 @@ class Evidence:
     records_engine: bool = False
 
     @property
-    def scenario(self) -> dict[str, Any]:
-        sc = self.meta.get("scenario")
-        return sc if isinstance(sc, dict) else {}
+    def scenario(self) -> Scenario:
+        return self.meta.scenario
 
     @property
     def graph_mode(self) -> str:
-        return str(self.scenario.get("graph_mode", "FULL"))
+        return str(self.scenario.graph_mode or "FULL")

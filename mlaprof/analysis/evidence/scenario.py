@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import capture_summary
 from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def scenario_evidence(run: Run) -> Evidence:
         kind=RunKind.SCENARIO,
         name=run.name,
         status=run.status,
-        meta=run.meta,
+        meta=run_meta(run.meta),
         ranks=run.ranks,
         tables=t,
         capture=cap,

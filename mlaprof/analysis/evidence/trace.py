@@ -17,7 +17,7 @@ from mlaprof.analysis.cpu_attention import cpu_trace_summary
 from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance
+from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.replay_time import replay_time
 from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.analysis.steps import trace_steps
@@ -92,7 +92,7 @@ def trace_evidence(run: Run) -> Evidence:
         kind=RunKind.TRACE,
         name=run.name,
         status=run.status,
-        meta=run.meta,
+        meta=run_meta(run.meta, section.checks),
         ranks=run.ranks,
         tables=t,
         capture=cap,
@@ -155,7 +155,9 @@ def trace_section(
         "replay_time": replay_time(meta, run, layers),
         "syncs": sync_evidence(meta, steps, layers, api, copies),
         "checks": known_launch_checks(meta.get("trace_checks") or {}, meta.get("device") == "cpu"),
-        "layer_reference": layer_reference(meta, steps, stats),
+        "layer_reference": layer_reference(
+            (meta.get("trace_checks") or {}).get("heads"), steps, stats
+        ),
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
         "cpu": cpu_trace_summary(meta, steps, layers),
     }
