@@ -294,7 +294,7 @@ def phase_rocpd_row_by_row(src: Path, traces: Path) -> dict[str, Any]:
     return {"kernels": summary.rows.get("kernels", 0)}
 
 
-QUERIES = {  # run.sql: once over all ranks (DuckDB on the Parquet files)
+QUERIES = {  # run.query: once over all ranks as one relation (DuckDB on the Parquet files)
     "kernel time by name": (
         "SELECT name, COUNT(*) AS n, SUM(end_ns - start_ns) AS busy_ns FROM kernels "
         "GROUP BY name ORDER BY busy_ns DESC"
@@ -315,8 +315,11 @@ QUERIES = {  # run.sql: once over all ranks (DuckDB on the Parquet files)
         "GROUP BY rank, step) GROUP BY step ORDER BY spread_ns DESC LIMIT 20"
     ),
 }
-PER_RANK = {  # run.query: per rank, results concatenated (the SQLite-compatible form)
-    "run.query: kernel time by name, per rank": QUERIES["kernel time by name"],
+PER_RANK = {  # run.query grouped by rank: each rank's own rows apart
+    "run.query: kernel time by name, per rank": (
+        "SELECT rank, name, COUNT(*) AS n, SUM(end_ns - start_ns) AS busy_ns FROM kernels "
+        "GROUP BY rank, name ORDER BY rank, busy_ns DESC"
+    ),
 }
 
 
@@ -328,7 +331,7 @@ def phase_query(run_dir: Path) -> dict[str, Any]:
     with load(run_dir) as run:
         for label, sql in {**QUERIES, **PER_RANK}.items():
             c0, t0 = time.process_time(), time.perf_counter()
-            df = run.sql(sql) if label in QUERIES else run.query(sql)
+            df = run.query(sql)
             out[label] = {
                 "wall_s": time.perf_counter() - t0,
                 "cpu_s": time.process_time() - c0,

@@ -16,7 +16,10 @@ Figures (``--only`` picks some):
   fleet_rocpd  the same fleet as rocpd databases (launch correlation in ``stack_id``, as
             rocprofv3 writes it, and in the external ``correlation_id`` for a baseline that
             reads that one) -> ``fleet_rocpd_ratio``
-  startup   ``--version``, ``report --json`` on a shipped demo run, default ``run``
+  startup   ``--version``, ``report --json`` on a shipped demo run (its first report, and a later
+            one that reads the document the run folder keeps), default ``run``
+  export_perfetto, export_rocpd, export_csv  ``export`` of the 1M-dispatch import (imported
+            once by HEAD; each tree exports the same run folder) -> ``export_<format>_ratio``
 
     python bench/vs_baseline.py --baseline fcd03bf [--pairs 3] [--fleet-dispatches 2000000]
         [--only import,fleet_csv] [--out bench/results/vs_baseline_<date>.json]
@@ -46,8 +49,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-FIGURES = ("import", "fleet_csv", "fleet_rocpd", "startup")
+FIGURES = (
+    "import",
+    "fleet_csv",
+    "fleet_rocpd",
+    "startup",
+    "export_perfetto",
+    "export_rocpd",
+    "export_csv",
+)
 DEMO_RUN = "traces/demo/fix-padding-active-rows-c16"
+KEPT_REPORT = ".report-cache.json"  # mlaprof.store.summary_cache.CACHE_NAME (HEAD's name)
 # numeric libraries single-threaded, so both trees run with the same thread counts whatever
 # the machine; DuckDB and Arrow keep their own defaults (what a user gets), recorded below
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -181,23 +193,55 @@ def fig_fleet(trees: tuple[Tree, Tree], work: Path, fmt: str, total: int, ranks:
             "pairs": pairs_of(pairs, trees, one)}  # fmt: skip
 
 
+def fig_export(trees: tuple[Tree, Tree], work: Path, fmt: str, pairs: int) -> dict[str, Any]:
+    """The 1M-dispatch import (imported once, by HEAD) exported by each tree."""
+    src = work / "one" / "kernel_trace.csv"
+    if not src.exists():
+        src.parent.mkdir(parents=True, exist_ok=True)
+        _generate("import_bench", f"import_bench.generate(Path({str(src)!r}), 1_000_000)")
+    traces = work / "exp"
+    if not (traces / "one").exists():
+        trees[0].cli("import", "rocprof", str(src), "--traces", str(traces), "--name", "one")
+
+    def one(t: Tree) -> dict[str, Any]:
+        dst = work / f"x-{t.label}"
+        shutil.rmtree(dst, ignore_errors=True)
+        dst.mkdir(parents=True)
+        r = t.cli("export", "one", "--traces", str(traces), "--format", fmt, "-o", str(dst / "out"))
+        shutil.rmtree(dst, ignore_errors=True)
+        return r
+
+    return {"source": "bench/import_bench.py generate(1_000_000), imported by HEAD",
+            "pairs": pairs_of(pairs, trees, one)}  # fmt: skip
+
+
 def fig_startup(trees: tuple[Tree, Tree], work: Path, pairs: int) -> dict[str, Any]:
-    """``--version``, ``report --json`` of a shipped demo run (a copy), default ``run``."""
+    """``--version``, ``report --json`` of a shipped demo run (a copy) as its first report
+    (analysed) and as a later one (the document its folder keeps, where a tree keeps one),
+    default ``run``."""
     out: dict[str, Any] = {}
     for label, build in (
         ("version", lambda t: ["--version"]),
-        ("report_json_demo", lambda t: ["report", str(_demo_copy(t, work)), "--json"]),
+        ("report_json_demo", lambda t: ["report", str(_demo_copy(t, work, kept=False)), "--json"]),
+        ("report_json_demo_kept", lambda t: ["report", str(_demo_copy(t, work)), "--json"]),
         ("run_default", lambda t: ["run", "--traces", str(work / f"runs-{t.label}")]),
     ):
         print(f" {label}", flush=True)
+        if label == "report_json_demo_kept":
+            for t in trees:  # the first report, untimed: a tree that keeps the document does
+                t.cli(*build(t))
         out[label] = {"pairs": pairs_of(pairs, trees, lambda t, b=build: t.cli(*b(t)))}
     return out
 
 
-def _demo_copy(t: Tree, work: Path) -> Path:
+def _demo_copy(t: Tree, work: Path, kept: bool = True) -> Path:
+    """The tree's copy of the demo run; ``kept=False``: without the report document a report
+    keeps in it (mlaprof.store.summary_cache), so the report analyses the run."""
     dst = work / f"demo-{t.label}" / Path(DEMO_RUN).name
     if not dst.exists():
-        shutil.copytree(t.path / DEMO_RUN, dst)
+        shutil.copytree(t.path / DEMO_RUN, dst, ignore=shutil.ignore_patterns(KEPT_REPORT))
+    if not kept:
+        (dst / KEPT_REPORT).unlink(missing_ok=True)
     return dst
 
 
@@ -273,6 +317,8 @@ def main() -> None:
                 raw = fig_import(trees, work, 1_000_000, a.pairs)
             elif fig.startswith("fleet_"):
                 raw = fig_fleet(trees, work, fig[6:], a.fleet_dispatches, a.ranks, a.pairs)
+            elif fig.startswith("export_"):
+                raw = fig_export(trees, work, fig[7:], a.pairs)
             else:
                 raw = fig_startup(trees, work, a.pairs)
             if fig == "startup":
@@ -307,7 +353,8 @@ def main() -> None:
     doc.setdefault("figures", {}).update(res)
     ratios = doc.setdefault("ratios", {})
     for fig, key in (("import", "import_1m"), ("fleet_csv", "fleet_csv"),
-                     ("fleet_rocpd", "fleet_rocpd")):  # fmt: skip
+                     ("fleet_rocpd", "fleet_rocpd"), ("export_perfetto", "export_perfetto_1m"),
+                     ("export_rocpd", "export_rocpd_1m"), ("export_csv", "export_csv_1m")):  # fmt: skip
         if fig in res:
             sm = res[fig]["summary"]
             ratios[f"{key}_ratio"] = sm["ratio_cpu"]["of_medians"]

@@ -150,6 +150,11 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
     # ... and its TMA variant for pages of whole tiles (vLLM's 64-token blocks): the same grid
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper_tma"), STAGE1, "z", "y", None,
                   "mla_verify_stage1_hopper_tma", base="mla_verify_stage1_hopper_tma"),
+    # ... its warpgroup-roles kernel (the sm_90 default) and warp-specialized option: the same grid
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper_roles"), STAGE1, "z", "y", None,
+                  "mla_verify_stage1_hopper_roles", base="mla_verify_stage1_hopper_roles"),
+    KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage1_hopper_ws"), STAGE1, "z", "y", None,
+                  "mla_verify_stage1_hopper_ws", base="mla_verify_stage1_hopper_ws"),
     KernelPattern(MLAPROF_TRITON, _plain("mla_verify_stage2"), STAGE2, kernel="mla_verify_stage2",
                   base="mla_verify_stage2"),
     # vLLM Triton MLA decode (vllm/v1/attention/ops/triton_decode_attention.py)

@@ -7,7 +7,7 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlaprof.capture_sizes import CapturePlan, capture_plan, capture_sizes, rule_for
 from mlaprof.devices import DEVICES, DevicePreset  # re-exported: presets live in devices.py
@@ -15,6 +15,11 @@ from mlaprof.errors import MlaprofError
 
 if TYPE_CHECKING:
     from mlaprof.splits.routing import Route
+
+# torch's intra-op threads of a CPU run (`run --threads`). torch's own default, a thread per core,
+# oversubscribes a shared machine: a loaded 2-core machine made the default run's median step
+# 4.76 s with it and 0.41 s with one thread.
+DEFAULT_THREADS = 1
 
 LATENT = 512
 ROPE = 64
@@ -265,6 +270,19 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}
+
+_S = TypeVar("_S")
+# settings whose default means "not set" (kv_cache_tokens 0: unknown; max_num_batched_tokens 0:
+# not limiting; aiter_version "": the policy's own tag), never a value the run used
+UNSET: dict[str, Any] = {"kv_cache_tokens": 0, "max_num_batched_tokens": 0, "aiter_version": ""}
+
+
+def set_settings(sc: _S) -> _S:
+    """A recorded scenario (the summary's section) with the settings left at their "not set"
+    default (:data:`UNSET`) as None: a summary shows them absent, never a 0 that reads as the
+    run's value."""
+    unset = {k: None for k, v in UNSET.items() if getattr(sc, k, None) == v}
+    return dataclasses.replace(sc, **unset) if unset else sc  # type: ignore[type-var]
 
 
 def scenario_from_mapping(doc: dict[str, Any], base: Scenario | None = None) -> Scenario:

@@ -1,13 +1,11 @@
-"""What an importer writes into run.json about the trace it read, and what the analysis reads
-back: how it found the trace's steps (the step-source names and their texts), the run-length
-encoding per-step values are kept in, and the key of the dispatch records it took apart (shared
-by :mod:`mlaprof.importers` and :mod:`mlaprof.analysis`, so the analysis imports no importer)."""
+"""What an importer records about the trace it read, and what the analysis reads back: how it
+found the trace's steps (the step-source names and their texts) and the run-length encoding
+per-step values are kept in (shared by :mod:`mlaprof.importers` and :mod:`mlaprof.analysis`, so
+the analysis imports no importer)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-RECORDS_KEY = "trace_records_by_rank"  # run.json: per rank, the dispatch records taken apart
 
 SOURCE_RANGES = "roctx-ranges"
 SOURCE_SAMPLER = "step-closing-kernels"

@@ -54,9 +54,10 @@ trace_dir = work / "decode"
 trace_dir.mkdir()
 for f in fixtures().glob("rocprof-unified-viewer__decode_*.csv"):
     shutil.copy(f, trace_dir / f.name)  # one profiling session: its three CSV files
-run_dir, summary = import_rocprof(trace_dir, work / "traces", name="decode")
+run_dir, imported = import_rocprof(trace_dir, work / "traces", name="decode")
 run = mlaprof.load(run_dir)
-print(summary.rows, summary.notes)
+print(imported.rows, imported.notes)
+summary = mlaprof.build_summary(run)  # the analysis, once: every figure below draws from it
 
 # %% [markdown]
 # ## Where the GPU time goes, per kernel
@@ -79,7 +80,7 @@ top.head(10).round(2)
 # The same as a figure (the one the HTML report shows):
 
 # %%
-figures.time_breakdown(run, by="kernel")
+figures.time_breakdown(summary, by="kernel")
 
 # %% [markdown]
 # ## Timeline of the kernels
@@ -87,7 +88,7 @@ figures.time_breakdown(run, by="kernel")
 # most GPU time have their own colour.
 
 # %%
-figures.step_timeline(run, max_kernels=400)
+figures.step_timeline(summary)
 
 # %% [markdown]
 # ## Host side: HIP API calls
@@ -128,16 +129,17 @@ kineto = next(
     for d in (here, *here.parents)
     if (d / "tests" / "data" / "kineto_graph_replay.json.gz").is_file()
 )
-kin_dir, kin_summary = import_kineto(kineto, work / "traces")
+kin_dir, kin_imported = import_kineto(kineto, work / "traces")
 kin = mlaprof.load(kin_dir)
-print(kin.meta.get("device"), kin_summary.rows, f"replays {kin_summary.replays}")
+print(kin.meta.get("device"), kin_imported.rows, f"replays {kin_imported.replays}")
+kin_summary = mlaprof.build_summary(kin)
 kin.kernels[["step", "layer", "name", "grid_x", "grid_y", "grid_z", "splits"]].head(4)
 
 # %%
-figures.step_timeline(kin, steps=[0])
+figures.step_timeline(kin_summary)
 
 # %%
-figures.time_breakdown(kin, by="kernel")
+figures.time_breakdown(kin_summary, by="kernel")
 
 # %% [markdown]
 # ## An AITER MLA trace: which kernel ran, with which S, and can the trace be trusted
@@ -148,29 +150,28 @@ figures.time_breakdown(kin, by="kernel")
 # where the trace holds evidence; `mlaprof report` prints the same object.
 
 # %%
-from mlaprof.analysis import summary as analyse  # noqa: E402
-
 aiter = fixtures().parent / "aiter"
 verdicts = {}
 for name in ("gluon_v0119_bug", "gluon_v0119_fix"):
     rd, _ = import_rocprof(aiter / name, work / "traces", name=name)
-    s = analyse(mlaprof.load(rd))
+    with mlaprof.load(rd) as r:
+        s = mlaprof.build_summary(r)  # one typed summary per run
     verdicts[name] = s
-    print(name, "| capture:", s["capture"]["label"], "| syncs:", s["trace"]["syncs"]["status"])
-    for p in s["trace"]["paths"]:
-        print("  ", p["path"], p["variant"], "S", p["S"], "rows", p["rows"], "qlen", p["qlen"])
-    for f in s["findings"]:
-        print("  ", f["severity"].upper(), f["title"])
+    print(name, "| capture:", s.capture.label, "| syncs:", s.trace.syncs.status)
+    for p in s.trace.paths:
+        print("  ", p.path, p.variant, "S", p.S, "rows", p.rows, "qlen", p.qlen)
+    for f in s.findings:
+        print("  ", f.severity.upper(), f.title)
 
 # %% [markdown]
 # Where the time goes inside the bug trace's graph replays: per layer (the window from the end of
 # the layer before to the end of its MLA kernels) and per kernel.
 
 # %%
-import pandas as pd  # noqa: E402
+from dataclasses import asdict  # noqa: E402
 
-rt = verdicts["gluon_v0119_bug"]["trace"]["replay_time"]
-pd.DataFrame(rt["layers"])
+rt = verdicts["gluon_v0119_bug"].trace.replay_time
+pd.DataFrame([asdict(x) for x in rt.layers])
 
 # %% [markdown]
 # Can the trace be trusted? The same trace with two replays that lost every third dispatch (as
@@ -179,5 +180,6 @@ pd.DataFrame(rt["layers"])
 
 # %%
 rd, _ = import_rocprof(aiter / "gluon_v0119_fix_dropped", work / "traces", name="dropped")
-trust = analyse(mlaprof.load(rd))["trace"]["trust"]
-print(trust["verdict"], trust["counts"])
+with mlaprof.load(rd) as r:
+    trust = mlaprof.build_summary(r).trace.trust
+print(trust.verdict, trust.counts)

@@ -147,12 +147,18 @@ def _seeded(request: pytest.FixtureRequest) -> None:
 # the working tree's folders a user's runs and exports live in: no test reads or writes them
 # (tests/shipped_demo.py copies the shipped demo runs; a command runs in a temporary folder)
 USER_FOLDERS = ("traces", "out")
+# the committed inputs, checked once per session: a command run on a shipped run in place would
+# write beside it (a report keeps its JSON document in the run folder)
+COMMITTED_DATA = ("tests/data",)
 
 
-def tree_state(root: Path = ROOT) -> dict[str, tuple[int, int]]:
-    """Every file under ``root``'s :data:`USER_FOLDERS`: its size and modification time."""
+def tree_state(
+    root: Path = ROOT, tops: tuple[str, ...] = USER_FOLDERS
+) -> dict[str, tuple[int, int]]:
+    """Every file under ``root``'s ``tops`` (:data:`USER_FOLDERS`): its size and modification
+    time."""
     state = {}
-    for top in USER_FOLDERS:
+    for top in tops:
         for dirpath, _dirs, files in os.walk(root / top):
             for name in files:
                 p = Path(dirpath) / name
@@ -191,15 +197,16 @@ _SESSION_START: dict[str, tuple[int, int]] = {}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _SESSION_START.update(tree_state())
+    _SESSION_START.update(tree_state(tops=USER_FOLDERS + COMMITTED_DATA))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The whole run (module and session fixtures, xdist workers included: the controller
-    looks last) left traces/ and out/ as they were, or the suite fails."""
-    changed = tree_changes(_SESSION_START, tree_state())
+    looks last) left traces/, out/ and tests/data/ as they were, or the suite fails."""
+    changed = tree_changes(_SESSION_START, tree_state(tops=USER_FOLDERS + COMMITTED_DATA))
     if changed:
-        sys.stderr.write("\nFAILED: the test run changed the working tree's traces/ or out/:\n  "
+        sys.stderr.write("\nFAILED: the test run changed the working tree's traces/, out/ or "
+                         "tests/data/:\n  "
                          + "\n  ".join(changed[:20]) + "\n")  # fmt: skip
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

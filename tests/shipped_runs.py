@@ -7,6 +7,7 @@ and view-equals-view tests."""
 from __future__ import annotations
 
 import functools
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,11 @@ def folder() -> Path:
 @functools.cache
 def run_dir(name: str) -> Path:
     """The stored run ``name`` (imported once per process where it is a trace or log)."""
-    if name.startswith("engine-"):
-        return corpus.DATA / "vllm" / name.removeprefix("engine-")
+    if name.startswith("engine-"):  # a copy: a report keeps its document in the run folder
+        src = corpus.DATA / "vllm" / name.removeprefix("engine-")
+        dst = folder() / "engine" / src.name
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*-wal", "*-shm", "*-journal"))
+        return dst
     if name.startswith("rocprof-"):
         from mlaprof.importers.rocprof import import_rocprof
 

@@ -21,6 +21,7 @@ from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import Capture
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
@@ -110,12 +111,14 @@ def known_launch_checks(checks: dict[str, Any], cpu: bool = False) -> dict[str, 
     return {**checks, "launches": {k: (None if k in unknown else v) for k, v in launches.items()}}
 
 
-def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
+def step_mode_evidence(
+    meta: dict[str, Any], steps: pd.DataFrame, checks: RunChecks | None = None
+) -> dict[str, Any]:
     """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
     graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
-    where the kernels carry no correlation id (a replay and an eager launch look alike)."""
-    checks = meta.get("trace_checks") or {}
-    launches = checks.get("launches", {})
+    where the kernels carry no correlation id (a replay and an eager launch look alike).
+    ``checks``: the import's trace checks (its launch counts, summed over the ranks given)."""
+    launches = checks.group("launches") if checks is not None else {}
     origin = _origin(meta)
     st = steps[steps["backend"].notna()] if not steps.empty else steps
     mode = st["graph_mode"] if not st.empty else pd.Series(dtype=object)
@@ -184,7 +187,7 @@ def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, A
         ev = "; ".join(parts)
         if status == "eager" and n_launch:
             ev += f"; {n_launch} graph launch(es) elsewhere hold no MLA kernel"
-    step_src = (checks.get("steps") or {}).get("source")
+    step_src = checks.group("steps").get("source") if checks is not None else None
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
     # the one label table (capture_status.CAPTURE_LABELS); a mix names what it mixed
@@ -192,7 +195,9 @@ def step_mode_evidence(meta: dict[str, Any], steps: pd.DataFrame) -> dict[str, A
     if status == "mixed":
         label = "mixed: " + ", ".join(
             t
-            for n, t in ((n_graph, "FULL replays"), (n_piece, "PIECEWISE steps"),
+            # FULL only where a graph-launch call confirms the replays (as the evidence says)
+            for n, t in ((n_graph, "FULL replays" if n_launch else "graph replays"),
+                         (n_piece, "PIECEWISE steps"),
                          (n_eager, "eager steps"))
             if n
         )  # fmt: skip

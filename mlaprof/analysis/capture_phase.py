@@ -36,7 +36,7 @@ def _calls(run: Run) -> pd.DataFrame:
     return run.query(
         "SELECT rank, function, start_ns, end_ns FROM api WHERE function IN ("
         + ", ".join("?" * len(CALLS))
-        + ")",
+        + ") ORDER BY rank, start_ns",
         CALLS,
     )
 
@@ -44,7 +44,7 @@ def _calls(run: Run) -> pd.DataFrame:
 def _allocations(run: Run) -> pd.DataFrame:
     return run.query(
         "SELECT rank, size_bytes, start_ns FROM transfers WHERE kind LIKE 'MEMORY_ALLOCATION%' "
-        "AND operation LIKE '%ALLOCATE%'"
+        "AND operation LIKE '%ALLOCATE%' ORDER BY rank, start_ns"
     )
 
 

@@ -19,18 +19,11 @@ from mlaprof.analysis.grid import _split_backend, trace_heads
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.splits.policies import collapsed_known as is_collapsed  # noqa: F401 - re-exported
 from mlaprof.splits.policies import is_collapsed as collapse_rule
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import TraceChecks
-
-
-def is_collapsed(used: float | None, deserved: float | None) -> bool:
-    """The one collapse rule (:func:`mlaprof.splits.policies.is_collapsed`, which the what-if
-    grid applies to whole arrays) on recorded values: unknown values are never a collapse."""
-    if used is None or deserved is None or used != used or deserved != deserved:
-        return False
-    return bool(collapse_rule(used, deserved))
 
 
 def collapsed(used: pd.Series, ref: pd.Series) -> pd.Series:

@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
+from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
+from mlaprof.analysis.padding import NOT_RECORDED
+from mlaprof.analysis.sections import REFERENCE_TEXT
+from mlaprof.scenario import UNSET
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -65,4 +69,55 @@ def contradictions(s: RunSummary) -> list[str]:
             f.kind == "route" and "does not run" in f.title for f in s.findings
         ):
             out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
+    out += _unknown_read_as_value(s)
+    return out
+
+
+def _unknown_read_as_value(s: RunSummary) -> list[str]:
+    """A value the evidence does not hold, shown as if measured: a 0 beside "not checked" or
+    "not recorded", a setting's "not set" default, a replay the trace cannot call FULL, the
+    plugin's "engine" placeholder as the device."""
+    out: list[str] = []
+    n = s.sync_counts
+    if not n.checked and n.total == 0:
+        out.append("syncs 'not checked' + a sync total of 0")
+    checked = {r.rank for r in n.per_rank or []} if n.checked else set()
+    rate = {(r.rank, r.layer): r.syncs for r in n.per_layer or []}
+    for row in s.layers:
+        if row.rank in checked and row.syncs != rate.get((row.rank, row.layer), 0):
+            out.append(
+                f"sync count on rank {row.rank} layer {row.layer}: "
+                f"{rate.get((row.rank, row.layer), 0)} + layer table {row.syncs}"
+            )
+            break
+    unjudged = REFERENCE_TEXT["unknown"]  # no S to judge a collapse against
+    bad = [r for r in s.layers if r.reference == unjudged and r.collapsed is not None]
+    if bad:
+        out.append(f"layer {bad[0].layer} (rank {bad[0].rank}) 'collapsed {bad[0].collapsed}' "
+                   "+ no S to judge it against")  # fmt: skip
+    judged = {r.rank for r in s.layers if r.collapsed is not None}
+    lost = [r for r in s.fleet.ranks_not_collapsed if r not in judged]
+    if lost:
+        out.append(f"rank(s) {lost} 'not collapsed' + none of their layers judged")
+    cov = s.trace.coverage if s.trace is not None else None
+    if cov is not None and not cov.api_calls and cov.host_syncs == 0:
+        out.append("no API call read + 'host syncs: 0' among them")
+    p = s.padding
+    if p.text == NOT_RECORDED and any(
+        v is not None for v in (p.steps, p.real_rows, p.padding_rows, p.padding_fraction)
+    ):
+        out.append("padding 'not recorded' + padding counts")
+    for name, unset in UNSET.items():
+        if getattr(s.scenario, name) == unset and s.scenario.recorded:
+            out.append(f"scenario {name} {unset!r} (not set) shown as the run's value")
+    if str(s.device) == PLUGIN_DEVICE:
+        out.append("device 'engine' (no device) + numbers 'measured on' it")
+    cap = s.trace.capture if s.trace is not None else None
+    if cap is not None and not cap.graph_launches:
+        full = [t.step for t in s.trace.steps if t.capture == "FULL"]  # type: ignore[union-attr]
+        if full:
+            out.append(
+                f"trace steps {full[:3]} read FULL + the capture verdict holds no graph-launch "
+                "call to tell FULL from PIECEWISE"
+            )
     return out

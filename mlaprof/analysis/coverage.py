@@ -73,13 +73,13 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
     """Kernels per rank and API calls by function (one query over every rank's rows, where they
     lie); with ``names``, the attention-like kernel names too (a scan of every name: only asked
     when a rank has no MLA kernel)."""
-    res = run.sql(_COUNTS)
+    res = run.query(_COUNTS)
     parts = {p: g for p, g in res.groupby("part")}
     per_rank = {int(r.key): int(r.n) for r in parts.get("rank", res.iloc[:0]).itertuples()}
     api = parts.get("api", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
-    like = run.sql(_LIKE) if names else res.iloc[:0]
+    like = run.query(_LIKE) if names else res.iloc[:0]
     like = like.sort_values(["n", "key"], ascending=[False, True])
-    ren = run.sql(_RENAMED) if names else res.iloc[:0]
+    ren = run.query(_RENAMED) if names else res.iloc[:0]
     ren = ren.sort_values(["n", "key"], ascending=[False, True])
     return {
         "kernels_by_rank": per_rank,
@@ -103,7 +103,8 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
         "api_functions": [
             ApiFunction(function=str(r.key), calls=int(r.n)) for r in api.itertuples() if r.key
         ],
-        "host_syncs": int(api[api["key"].isin(SYNC_CALLS)]["n"].sum()) if len(api) else 0,
+        # no API call read (no API trace): how many were host syncs is unknown, never 0
+        "host_syncs": int(api[api["key"].isin(SYNC_CALLS)]["n"].sum()) if len(api) else None,
     }
 
 

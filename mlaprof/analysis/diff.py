@@ -232,7 +232,7 @@ METRICS: tuple[Metric, ...] = (
         "%",
         False,
         lambda s: _opt(s.timing.full_share, 100.0),
-        short="FULL replays",
+        short="graph replays",  # FULL only where the evidence says (analysis.capture)
     ),
     Metric(
         "KV splits per MLA layer (trace grids, median)",

@@ -19,7 +19,7 @@ keeps most of its layers and its qlen, so it stays a verify step and the trust c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -30,15 +30,16 @@ from mlaprof.analysis.step_stats import for_steps
 from mlaprof.step_sources import unrle
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import EngineStart
 
 VERIFY, DRAFTER = "verify", "drafter"
 
 
-def _by_identity(steps: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
+def _by_identity(steps: pd.DataFrame, checks: RunChecks) -> pd.Series:
     """Per step, its graph's kind where the import identified the graph (else None)."""
     out = pd.Series(None, index=steps.index, dtype=object)
-    for rank, sc in step_checks_by_rank(meta).items():
+    for rank, sc in step_checks_by_rank(checks).items():
         kinds = {g.get("graph"): g.get("kind") for g in sc.get("graphs") or []}
         graph_of = unrle(sc.get("graph_by_step"))
         if not kinds or not graph_of:
@@ -52,11 +53,11 @@ def _by_identity(steps: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
 
 
 def graph_kinds(
-    steps: pd.DataFrame, stats: pd.DataFrame, meta: dict[str, Any] | None = None
+    steps: pd.DataFrame, stats: pd.DataFrame, checks: RunChecks | None = None
 ) -> pd.Series:
     """``verify`` or ``drafter`` per row of ``steps`` (indexed like it); ``stats``: the per-step
-    aggregates of the layers (:mod:`mlaprof.analysis.step_stats`); ``meta``: the run's, whose
-    trace checks name each replay's graph."""
+    aggregates of the layers (:mod:`mlaprof.analysis.step_stats`); ``checks``: the import's trace
+    checks, which name each replay's graph."""
     if steps.empty:
         return pd.Series(dtype=object)
     per = for_steps(steps, stats, "n_layers").fillna(0)
@@ -65,7 +66,7 @@ def graph_kinds(
     decode = steps["qlen"].eq(1) & (per < deepest)
     drafter = (few & (per < deepest)) | decode
     rule = drafter.map({True: DRAFTER, False: VERIFY})
-    known = _by_identity(steps, meta) if meta else pd.Series(None, index=steps.index)
+    known = _by_identity(steps, checks) if checks else pd.Series(None, index=steps.index)
     return pd.Series(known.where(known.notna(), rule), index=steps.index)
 
 

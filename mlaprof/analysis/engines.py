@@ -35,7 +35,7 @@ GROUP BY rank, name, grid_x, grid_y, grid_z, block_x, block_y, block_z
 def rank_heads(run: Run) -> dict[int, int]:
     """Per rank, the head count its stage-2 / reduce grids show most (ranks without one left
     out). Grids in work-items (rocprofv3) are divided by the workgroup size."""
-    g = run.sql(_GRIDS)
+    g = run.query(_GRIDS)
     if g.empty:
         return {}
     items = run.meta.get("grid_units") == "workitems"

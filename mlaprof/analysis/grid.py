@@ -5,9 +5,12 @@ and the head count a path ran with. Read by the analyzers of an imported trace's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.run_checks import RunChecks
 
 
 def _origin(meta: dict[str, Any]) -> str:
@@ -27,17 +30,11 @@ def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
     return st
 
 
-def step_checks_by_rank(meta: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """Each rank's step-model checks (the import records them per rank; one rank: the run's)."""
-    by_rank = meta.get("trace_checks_by_rank") or {}
-    out = {
-        int(r): c.get("steps") or {}
-        for r, c in by_rank.items()
-        if isinstance(c, dict) and str(r).isdigit()
-    }
-    if not out:
-        out[0] = (meta.get("trace_checks") or {}).get("steps") or {}
-    return out
+def step_checks_by_rank(checks: RunChecks) -> dict[int, dict[str, Any]]:
+    """Each rank's step-model checks (the import stores them per rank; an older import that
+    kept only its ranks' sum: that, as rank 0's)."""
+    out = {r: c.group("steps") for r, c in checks.ranks().items()}
+    return out or {0: checks.group("steps")}
 
 
 def value_range(v: pd.Series) -> str | None:

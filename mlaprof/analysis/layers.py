@@ -79,7 +79,8 @@ def layer_table(
                 S_min=_i(s_min),
                 S_reference=_i(ref),
                 reference=REFERENCE_TEXT[source],
-                collapsed=int(n_collapsed),
+                # no step of the layer has an S to judge against: not judged (never 0)
+                collapsed=int(n_collapsed) if any_ref else None,
                 syncs=None
                 if not steps_watched
                 else float(n_sync.get((rank, layer), 0)) / steps_watched,

@@ -11,6 +11,7 @@ from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
+NOT_RECORDED = "not recorded"  # the padding text of a run without padding records
 
 
 def padding_waste(real_tokens: float | None, padding_tokens: float | None) -> float | None:
@@ -29,21 +30,21 @@ def padding_summary(padding: pd.DataFrame) -> Padding:
     tokens, KV bytes), the per-step range of padding rows beside them, and the capture size when
     every step ran the same one (``capture_sizes`` lists them all)."""
     if padding.empty:
+        # nothing recorded: every count unknown (a 0 or 0.0% would read as "no padding");
+        # ranks and per_rank left out: no rank recorded any
         return Padding(
-            steps=0,
-            real_rows=0,
-            padding_rows=0,
-            real_tokens=0,
-            padding_tokens=0,
+            steps=None,
+            real_rows=None,
+            padding_rows=None,
+            real_tokens=None,
+            padding_tokens=None,
             capture_size=None,
-            capture_sizes=[],
+            capture_sizes=None,
             padding_rows_per_step=None,
-            padding_fraction=0.0,
-            steps_padded=0,
-            kv_bytes_padding=0,
-            ranks=0,
-            per_rank=[],
-            text="not recorded",
+            padding_fraction=None,
+            steps_padded=None,
+            kv_bytes_padding=None,
+            text=NOT_RECORDED,
         )
 
     def total(col: str) -> int:

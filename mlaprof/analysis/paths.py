@@ -5,12 +5,12 @@ engine's own batches)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.sections import AiterRuleSection, PathCheck, PathOp, Route
+from mlaprof.analysis.sections import PathCheck, PathOp, Route
 from mlaprof.analysis.typed_json import to_json
 
 if TYPE_CHECKING:
@@ -67,23 +67,9 @@ def route_summary(meta: RunMeta) -> Route | None:
     from mlaprof.scenario import scenario_from_mapping
 
     try:
-        return route_section(scenario_from_mapping(to_json(meta.scenario)).route().to_dict())
+        return Route.recorded(scenario_from_mapping(to_json(meta.scenario)).route().to_dict())
     except MlaprofError:
         return None
-
-
-def route_section(d: dict[str, Any]) -> Route:
-    """The route a run recorded (run.json's ``route``, mlaprof.splits.routing.Route.to_dict
-    plus the AITER rule the run named) as its section."""
-    rule = d.get("aiter_rule")
-    not_modelled = d.get("not_modelled")
-    return Route(
-        **{
-            **d,
-            "aiter_rule": None if rule is None else AiterRuleSection(**rule),
-            "not_modelled": None if not_modelled is None else list(not_modelled),
-        }
-    )
 
 
 def run_route(

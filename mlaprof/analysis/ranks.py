@@ -132,6 +132,7 @@ def fleet_summary(
         rows = [r for r in layer_rows if r.rank == rank]
         used = [r.S_min for r in rows if r.S_min is not None]
         s = src.get(rank)
+        judged = [r for r in rows if r.collapsed is not None]  # layers with an S to judge by
         per_rank.append(
             FleetRank(
                 rank=rank,
@@ -144,8 +145,9 @@ def fleet_summary(
                 layers=len(rows),
                 S_min=min(used) if used else None,
                 S_max=max(used) if used else None,
-                collapsed_layers=sum(1 for r in rows if r.collapsed),
-                collapsed_steps=sum(r.collapsed for r in rows),
+                # None: no layer of the rank could be judged (never "0 collapsed")
+                collapsed_layers=sum(1 for r in judged if r.collapsed) if judged else None,
+                collapsed_steps=sum(r.collapsed or 0 for r in judged) if judged else None,
             )
         )
     per_layer = []
@@ -175,7 +177,7 @@ def fleet_summary(
             )
         )
     collapsed = [r.rank for r in per_rank if r.collapsed_layers]
-    fine = [r.rank for r in per_rank if not r.collapsed_layers]
+    fine = [r.rank for r in per_rank if r.collapsed_layers == 0]  # judged, and none collapsed
     agree = all(
         _agree([r for r in per_rank if engine_of.get(r.rank) == eng],
                [p for p in per_layer if p.engine == eng])
@@ -210,7 +212,8 @@ def fleet_summary(
 
 def _agree(per_rank: list[FleetRank], per_layer: list[FleetLayer]) -> bool:
     collapsed = [r for r in per_rank if r.collapsed_layers]
-    return (not collapsed or len(collapsed) == len(per_rank)) and all(
+    judged = [r for r in per_rank if r.collapsed_layers is not None]  # a rank not judged: no side
+    return (not collapsed or len(collapsed) == len(judged)) and all(
         p.S_min == p.S_max for p in per_layer
     )
 
@@ -225,7 +228,7 @@ def _engine_rows(
         lo = [r.S_min for r in rows if r.S_min is not None]
         hi = [r.S_max for r in rows if r.S_max is not None]
         collapsed = [r.rank for r in rows if r.collapsed_layers]
-        fine = [r.rank for r in rows if not r.collapsed_layers]
+        fine = [r.rank for r in rows if r.collapsed_layers == 0]
         agree = _agree(rows, [p for p in per_layer if p.engine == e.engine])
         out.append(
             FleetEngine(

@@ -100,7 +100,7 @@ def _per_rows(run: Any, jl: pd.DataFrame) -> pd.DataFrame:
     ranks = jl["rank"].to_numpy()
     parts = []
     for r in np.unique(ranks).tolist():
-        p = run.sql(RANK_SQL, frames={"jl": jl[ranks == r]}, ranks=[int(r)])
+        p = run.query(RANK_SQL, frames={"jl": jl[ranks == r]}, ranks=[int(r)])
         parts.append(pd.DataFrame({c: p[c].to_numpy(np.float64 if c in ("total", "att")
                                                     else np.int64) for c in _PER_COLS}))  # fmt: skip
     return pd.concat(parts, ignore_index=True)
@@ -202,15 +202,15 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
     pre = _pre_aggregated(run, jl)
     if pre is not None:
         per, hist, replays = pre
-        res = run.sql(_figures(f"CAST({int(replays)} AS BIGINT)"),
+        res = run.query(_figures(f"CAST({int(replays)} AS BIGINT)"),
                       frames={"rg": rg, "per": per, "hist": hist})  # fmt: skip
         del per, hist
     elif jl["rank"].nunique() > 1:
         per = _per_rows(run, jl)
-        res = run.sql(FLEET_SQL, frames={"jl": jl, "rg": rg, "per": per})
+        res = run.query(FLEET_SQL, frames={"jl": jl, "rg": rg, "per": per})
         del per
     else:
-        res = run.sql(REPLAY_SQL, frames={"jl": jl, "rg": rg})
+        res = run.query(REPLAY_SQL, frames={"jl": jl, "rg": rg})
     parts = {p: g for p, g in res.groupby("part")}
     whole = parts["all"].iloc[0]
     if pd.isna(whole["a"]) or not whole["n"]:

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.typed_json import nulls, opt
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 # which S a layer's collapse is judged against, and how every view words it (the typed row's
 # ``reference_source`` maps the words back: LayerRow below; mlaprof.analysis.layers uses them)
@@ -379,7 +384,7 @@ class TraceCoverage:
     attention_like: list[AttentionLike]
     attention_like_names: int
     collapse_checks: list[CollapseCheck]
-    host_syncs: int
+    host_syncs: int | None  # None: no API call read (no API trace in the import)
     kernels: int
     kernels_by_rank: dict[int, int]
     provenance: str
@@ -534,13 +539,14 @@ class LayerSyncs:
 class SyncCounts:
     """Device->host syncs in the watched region (analysis.syncs.sync_counts)."""
 
-    by_kind: dict[str, int]
-    checked: bool  # False: no step was watched, so ``total`` 0 means nothing
-    layers: int
-    per_layer: list[LayerSyncs]
-    per_rank: list[RankSyncs]
+    # the counts are None where no step was watched and nothing recorded (``checked`` False)
+    by_kind: dict[str, int] | None
+    checked: bool
+    layers: int | None
+    per_layer: list[LayerSyncs] | None
+    per_rank: list[RankSyncs] | None
     text: str
-    total: int
+    total: int | None
     watched_steps: int
 
     @property
@@ -575,9 +581,9 @@ class SplitStep:
     @property
     def collapsed(self) -> bool:
         """S used below the S the real rows deserve (the one rule, analysis.splits.is_collapsed)."""
-        from mlaprof.analysis.collapse import is_collapsed
+        from mlaprof.splits.policies import collapsed_known
 
-        return is_collapsed(self.used, self.deserved)
+        return collapsed_known(self.used, self.deserved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,6 +635,20 @@ class Route:
     not_modelled: list[str] | None = opt()  # paths of this version the configuration could meet
     aiter_rule: AiterRuleSection | None = opt()  # the AITER release the run named (--aiter)
 
+    @classmethod
+    def recorded(cls, d: Mapping[str, Any]) -> Route:
+        """The route a run recorded (run.json's ``route``, mlaprof.splits.routing.Route.to_dict
+        plus the AITER rule the run named) as its section."""
+        rule = d.get("aiter_rule")
+        not_modelled = d.get("not_modelled")
+        return cls(
+            **{
+                **d,
+                "aiter_rule": None if rule is None else AiterRuleSection(**rule),
+                "not_modelled": None if not_modelled is None else list(not_modelled),
+            }
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
@@ -662,17 +682,18 @@ class Padding:
     """The run's padding: the counts are summed over ranks (``ranks`` of them; ``per_rank``
     keeps each rank's), and ``text`` says them per rank or as sums (analysis.padding.amounts)."""
 
+    # every count None where the run recorded no padding (text: "not recorded")
     capture_size: int | None
-    capture_sizes: list[int]
-    kv_bytes_padding: int
-    padding_fraction: float
-    padding_rows: int
+    capture_sizes: list[int] | None
+    kv_bytes_padding: int | None
+    padding_fraction: float | None
+    padding_rows: int | None
     padding_rows_per_step: list[int] | None
-    padding_tokens: int
-    real_rows: int
-    real_tokens: int
-    steps: int
-    steps_padded: int
+    padding_tokens: int | None
+    real_rows: int | None
+    real_tokens: int | None
+    steps: int | None
+    steps_padded: int | None
     text: str
     ranks: int | None = opt()  # the ranks the counts sum over
     per_rank: list[RankPadding] | None = opt()
@@ -683,7 +704,7 @@ class LayerRow:
     S_min: int | None
     S_reference: int | None
     S_used: int | None
-    collapsed: int
+    collapsed: int | None  # steps collapsed (None: no step has an S to judge against)
     layer: int
     rank: int
     reference: str
@@ -715,8 +736,8 @@ class FleetRank:
     S_max: int | None
     S_min: int | None
     agent: int | str | None  # the GPU agent, or "cpu"
-    collapsed_layers: int
-    collapsed_steps: int
+    collapsed_layers: int | None  # None: no layer of the rank could be judged
+    collapsed_steps: int | None
     dp_group: int | None
     host: str | None
     layers: int
@@ -998,9 +1019,9 @@ class ShadowStep:
     @property
     def collapsed(self) -> bool:
         """The bug's S below the fix's for this batch (the one rule, analysis.splits.is_collapsed)."""
-        from mlaprof.analysis.collapse import is_collapsed
+        from mlaprof.splits.policies import collapsed_known
 
-        return is_collapsed(self.s_bug, self.s_fix)
+        return collapsed_known(self.s_bug, self.s_fix)
 
 
 @dataclass(frozen=True, slots=True)

@@ -559,15 +559,14 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
             .agg(sum="sum", count="count")
             .reset_index()
         )
-    elif run is None or not hasattr(run, "sql"):
+    elif run is None or not hasattr(run, "query"):
         return {}
     elif (stored := _stored_per_name(run)) is not None:
         per = stored
     else:
-        # Run.query_ranks: SQLite for kernels in a database, DuckDB only over an import's
-        # files (all ranks' in one query): a recorded run reads without duckdb, as vLLM's
-        # environment has it
-        per = run.query_ranks(
+        # one query over every rank (grouped by rank: each row is one rank's); a recorded
+        # run's kernels sit in its databases and read without duckdb, as vLLM's environment has it
+        per = run.query(
             "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
             "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
             "GROUP BY rank, name ORDER BY rank, name"
@@ -644,18 +643,20 @@ def timeline(
         shown = len(k)
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
-    elif run is not None and hasattr(run, "sql"):
+    elif run is not None and hasattr(run, "query"):
         # the columns the bars are drawn from (the others cost their conversion, ~2 ms a rank)
         # a name is shown shortened (textsafe.short): shortened in the query, a 10 MB one is
         # never sorted whole
         cols = ", ".join(sql_head(c) if c == "name" else c
                          for c in columns("kernels") if c in TIMELINE_COLUMNS)  # fmt: skip
-        count = (f"SELECT COUNT(*) AS n FROM kernels WHERE {where}", tuple(params))
-        first = (f"SELECT {cols} FROM kernels WHERE {where} ORDER BY start_ns "
-                 f"LIMIT {int(max_kernels)}", tuple(params))  # fmt: skip
-        # both over this rank's databases only, on one cursor over its files
-        n, got = run.queries([count, first], ranks=(rank,))
-        shown = int(n["n"].sum())
+        # the count and the first kernels in one query over this rank's databases and files
+        # only (a query builds its views over the files once)
+        got = run.query(f"SELECT {cols}, (SELECT COUNT(*) FROM kernels WHERE {where}) AS n_all "
+                        f"FROM kernels WHERE {where} ORDER BY start_ns "
+                        f"LIMIT {max(1, int(max_kernels))}", (*params, *params),
+                        ranks=(rank,))  # fmt: skip
+        shown = int(got.pop("n_all").iloc[0]) if len(got) else 0
+        got = got.head(int(max_kernels))
         if shown:
             chars = got.pop("name_chars")
             got["name"] = [short_of(h, c) for h, c in zip(got["name"], chars, strict=True)]

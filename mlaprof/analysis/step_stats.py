@@ -48,7 +48,7 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
 
 def step_stats_sql(run: Run) -> pd.DataFrame:
     """:data:`STEP_STATS_SQL` over all of the run's ranks."""
-    return _typed(run.sql(STEP_STATS_SQL))
+    return _typed(run.query(STEP_STATS_SQL))
 
 
 def step_stats(layers: pd.DataFrame) -> pd.DataFrame:

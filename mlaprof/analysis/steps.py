@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
 from mlaprof.analysis.grid import _split_backend
 from mlaprof.analysis.step_stats import for_steps
 
@@ -14,15 +15,27 @@ from mlaprof.analysis.step_stats import for_steps
 # PIECEWISE graphs leave attention out), eager between graph pieces (PIECEWISE), eager; a trace
 # without correlation ids cannot tell (unknown)
 CAPTURE_OF_MODE = {"graph": "FULL", "piecewise": "PIECEWISE", "eager": "eager"}
+# a replay no graph-launch call in the trace confirms (kernels that only share a correlation
+# id): the capture verdict says no FULL there (analysis.capture.step_mode_evidence), nor does a step
+UNCONFIRMED_REPLAY = CAPTURE_LABELS[CaptureStatus.REPLAYED]
 
 
-def step_capture(graph_mode: Any) -> str:
-    return CAPTURE_OF_MODE.get(graph_mode, "unknown") if isinstance(graph_mode, str) else "unknown"
+def step_capture(graph_mode: Any, launches_confirm: bool = True) -> str:
+    """A step's capture mode from its kernels' mode; a graph replay reads FULL only where a
+    graph-launch call in the trace confirms it (``launches_confirm``)."""
+    if not isinstance(graph_mode, str):
+        return "unknown"
+    if graph_mode == "graph" and not launches_confirm:
+        return UNCONFIRMED_REPLAY
+    return CAPTURE_OF_MODE.get(graph_mode, "unknown")
 
 
-def trace_steps(steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict[str, Any]]:
+def trace_steps(
+    steps: pd.DataFrame, stats: pd.DataFrame, launches_confirm: bool = True
+) -> list[dict[str, Any]]:
     """Per step: how it ran (its capture mode), the path and kernel variant, batch rows, qlen,
-    S and layers."""
+    S and layers. ``launches_confirm``: the trace holds graph-launch calls (the capture verdict's
+    own rule for saying FULL)."""
     if steps.empty:
         return []
     st = _split_backend(steps[steps["backend"].notna()]).sort_values(["rank", "step"])
@@ -37,7 +50,7 @@ def trace_steps(steps: pd.DataFrame, stats: pd.DataFrame) -> list[dict[str, Any]
             "rank": int(r.rank),
             "step": int(r.step),
             "graph_mode": r.graph_mode if isinstance(r.graph_mode, str) else None,
-            "capture": step_capture(r.graph_mode),
+            "capture": step_capture(r.graph_mode, launches_confirm),
             "path": r.path,
             "variant": r.variant,
             "rows": num(r.num_reqs),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,9 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import (
+    LayerRow,
     LayerSyncs,
     RankSyncs,
     SyncCounts,
@@ -22,6 +25,9 @@ from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
+
+# the sync count of a run no probe watched (never "0 syncs")
+NOT_CHECKED = "not checked (no step of this run was watched for syncs)"
 
 _FIX = {
     "aten._local_scalar_dense": (
@@ -136,6 +142,8 @@ def sync_counts(
     watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
     if watched.empty and host is not None and host.status in ("none", "found"):
         return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
+    if watched.empty and syncs.empty:
+        return not_checked_counts()
     if not syncs.empty:
         for k, n in syncs["kind"].value_counts().items():
             by_kind[str(k)] = int(n)
@@ -165,10 +173,40 @@ def sync_counts(
         per_layer=per_layer,
         by_kind=by_kind,
         per_rank=per_rank,
-        text=_counted(per_rank, total, n_layers, steps, "")
-        if checked
-        else "not checked (no step of this run was watched for syncs)",
+        text=_counted(per_rank, total, n_layers, steps, "") if checked else NOT_CHECKED,
     )
+
+
+def not_checked_counts() -> SyncCounts:
+    """No step was watched and nothing recorded: every count unknown (None), never a 0 that
+    reads as "no syncs" beside the "not checked" verdict."""
+    return SyncCounts(
+        checked=False,
+        total=None,
+        layers=None,
+        watched_steps=0,
+        per_layer=None,
+        by_kind=None,
+        per_rank=None,
+        text=NOT_CHECKED,
+    )
+
+
+def layer_syncs(layers: list[LayerRow], counts: SyncCounts) -> list[LayerRow]:
+    """The layer rows (:func:`mlaprof.analysis.layers.layer_table`) with the one sync count: a
+    row whose own count is unknown (no probe watched it) on a rank the count checked (an
+    imported trace's host-sync check) reads that rank's per-layer rate, 0 where none was
+    found, never "unknown" beside a checked count."""
+    if not counts.checked:
+        return layers
+    checked = {r.rank for r in counts.per_rank or []}
+    rate = {(r.rank, r.layer): r.syncs for r in counts.per_layer or []}
+    return [
+        dataclasses.replace(r, syncs=float(rate.get((r.rank, r.layer), 0)))
+        if r.syncs is None and r.rank in checked
+        else r
+        for r in layers
+    ]
 
 
 def _counted(per_rank: list[RankSyncs], total: int, n_layers: int, steps: int, what: str) -> str:
@@ -307,12 +345,15 @@ def sync_evidence(
     layers: pd.DataFrame,
     api: pd.DataFrame,
     copies: pd.DataFrame,
+    checks: RunChecks | None = None,
 ) -> TraceSyncs:
     """Host syncs and device-to-host copies inside the window of an EAGER step's layer (from the
     end of the layer before to the end of this one; layer 0 looks back one median inter-layer
     gap). Layers of graph replays hold none: the host runs outside a replay, and a sync in the
-    captured region would have failed the capture. Without an API or copy trace: "unknown"."""
-    launches = (meta.get("trace_checks") or {}).get("launches", {})
+    captured region would have failed the capture. Without an API or copy trace: "unknown".
+    ``checks``: the import's trace checks (its launch counts, each rank's step model)."""
+    checks = checks if checks is not None else RunChecks()
+    launches = checks.group("launches")
     origin = _origin(meta)
     has_api = int(launches.get("runtime_api_calls", 0)) > 0 or not api.empty
     events = []
@@ -367,7 +408,7 @@ def sync_evidence(
             "no eager MLA layers to place host calls in"), provenance=origin)  # fmt: skip
     ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
     found: list[TraceSync] = []
-    sources = step_checks_by_rank(meta)
+    sources = step_checks_by_rank(checks)
     for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
         mine = ev[ev["rank"] == rank] if not ev.empty else ev
         # a step bounded by idle gaps spans its MLA kernels only: its start is no bound

@@ -8,6 +8,10 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.sections import RankTiming, Timing
 
+# torch's intra-op threads of a CPU run (`run --threads`), held by the scenario's module so that
+# the command line reads it without this module's section classes
+from mlaprof.scenario import DEFAULT_THREADS
+
 if TYPE_CHECKING:  # pandas only where a frame is built: ``mlaprof run --help`` reads constants
     import pandas as pd
 
@@ -44,10 +48,6 @@ TIMING_SHORT = {
     "dispatch-to-output": "dispatch-out",
     "dispatch-interval": "dispatch-int",
 }
-# torch's intra-op threads of a CPU run (`run --threads`). torch's own default, a thread per core,
-# oversubscribes a shared machine: a loaded 2-core machine made the default run's median step
-# 4.76 s with it and 0.41 s with one thread.
-DEFAULT_THREADS = 1
 # CPU step timings (``steps.timing``): the stepping thread's CPU time where torch runs one
 # intra-op thread (its ops run in that thread), wall time otherwise (mlaprof.cpu_runner.StepClock)
 CPU_TIMINGS = ("cpu-thread", "cpu-wall", "vllm-step")  # vllm-step: a CPU trace's annotations

@@ -12,9 +12,11 @@ import pandas as pd
 from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
-from mlaprof.step_sources import RECORDS_KEY, SOURCE_GAPS, SOURCE_TEXT
+from mlaprof.step_sources import SOURCE_GAPS, SOURCE_TEXT
+from mlaprof.store.trace_checks import RECORDS
 
 ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed in 7.2.2)"
 
@@ -35,14 +37,18 @@ COUNTS = (
 )
 
 
-def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> TraceTrust:
+def trust_summary(
+    meta: dict[str, Any], cap: dict[str, Any], run_checks: RunChecks | None = None
+) -> TraceTrust:
     """Can this trace be trusted: replays missing kernels against the complete replays of
     their own graph, graph launches with no kernel, split layers without their reduction.
     Partial steps at the window's edges are left out and said, never a loss; steps that ran
     without a FULL graph are a capture finding, not a fault of the trace. Counts from the
-    import's checks; "unknown" for imports that predate them."""
-    checks = meta.get("trace_checks") or {}
-    records = _records(meta)
+    import's checks (``run_checks``, summed over its ranks); "unknown" for imports that
+    predate them."""
+    run_checks = run_checks if run_checks is not None else RunChecks()
+    checks = run_checks.checks_dict()
+    records = _records(run_checks)
     if not checks and not any(records.values()):
         return TraceTrust(TraceTrustCounts(), reasons=[], reliable=None, verdict="unknown")
     rc, lc = checks.get("replays", {}), checks.get("launches", {})
@@ -105,30 +111,33 @@ def trust_summary(meta: dict[str, Any], cap: dict[str, Any]) -> TraceTrust:
     )
 
 
-def _records(meta: dict[str, Any]) -> dict[str, int]:
-    """The dispatch records the import took apart (``trace_records_by_rank``), over the ranks
-    of ``meta`` (a rank's own meta holds only its own)."""
+def _records(checks: RunChecks) -> dict[str, int]:
+    """The dispatch records the import took apart (check ``records``), over the ranks of
+    ``checks`` (one rank's checks: its own)."""
     out = {"dispatches": 0, "repeated_dispatches": 0, "nameless_dispatches": 0}
-    by_rank = meta.get(RECORDS_KEY)
-    for rec in by_rank.values() if isinstance(by_rank, dict) else ():
-        if isinstance(rec, dict):
-            for k in out:
-                v = rec.get(k, 0)
-                out[k] += v if isinstance(v, int) and not isinstance(v, bool) else 0
+    for c in checks.by_rank.values():
+        rec = c.group(RECORDS)
+        for k in out:
+            v = rec.get(k, 0)
+            out[k] += v if isinstance(v, int) and not isinstance(v, bool) else 0
     return out
 
 
-def trust_by_rank(meta: dict[str, Any], steps: pd.DataFrame) -> dict[int, str]:
+def trust_by_rank(
+    meta: dict[str, Any], steps: pd.DataFrame, checks: RunChecks | None = None
+) -> dict[int, str]:
     """Each rank's trust verdict from that rank's evidence only: its own import checks and its
-    own steps' capture evidence (the fleet's eager steps are not this rank's)."""
+    own steps' capture evidence (the fleet's eager steps are not this rank's). One rank or an
+    older import without per-rank checks: none (the run's verdict is that rank's)."""
+    checks = checks if checks is not None else RunChecks()
+    own = checks.ranks()
+    if len(own) < 2:
+        return {}
     out = {}
-    records = meta.get(RECORDS_KEY) if isinstance(meta.get(RECORDS_KEY), dict) else {}
-    for r, checks in (meta.get("trace_checks_by_rank") or {}).items():
-        if not isinstance(checks, dict):
-            continue
-        own = {**meta, "trace_checks": checks, RECORDS_KEY: {r: records.get(r) or {}}}
-        mine = steps[steps["rank"] == int(r)] if not steps.empty else steps
-        out[int(r)] = trust_summary(own, step_mode_evidence(own, mine)).verdict
+    for r in own:
+        mine = steps[steps["rank"] == r] if not steps.empty else steps
+        alone = checks.only(r)
+        out[r] = trust_summary(meta, step_mode_evidence(meta, mine, alone), alone).verdict
     return out
 
 

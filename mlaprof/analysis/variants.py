@@ -9,6 +9,7 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, _patterns, _split_backend, value_range
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
 
@@ -18,6 +19,7 @@ def trace_paths(
     steps: pd.DataFrame,
     stats: pd.DataFrame,
     engine_of: dict[int, int] | None = None,
+    checks: RunChecks | None = None,
 ) -> list[TracePath]:
     """Per (path, kernel variant): steps, how they ran, S, batch rows and qlen with provenance
     (``stats``: :mod:`mlaprof.analysis.step_stats`). ``engine_of`` (rank -> engine, where a
@@ -62,7 +64,7 @@ def trace_paths(
                     else "not on the grid"
                 ),
                 qlen=value_range(g["qlen"]),
-                qlen_source=_qlen_source(meta, path, variant, p),
+                qlen_source=_qlen_source(checks or RunChecks(), path, variant, p),
                 layer_median_us=None if pd.isna(med) else float(med) / 1e3,
                 ranks=sorted(int(r) for r in g["rank"].unique()),
                 provenance=_origin(meta),
@@ -72,11 +74,11 @@ def trace_paths(
     return out
 
 
-def _qlen_source(meta: dict[str, Any], path: str, variant: str, p: dict[str, Any]) -> str:
+def _qlen_source(checks: RunChecks, path: str, variant: str, p: dict[str, Any]) -> str:
     """Where qlen comes from: the stage-2 grid (exact) where a layer has one, else stage 1's."""
     if not p.get("qlen_axis"):
         return "not on the grid"
-    q = (meta.get("trace_checks") or {}).get("qlen") or {}
+    q = checks.group("qlen")  # summed over the ranks
     s1 = f"grid axis {p['qlen_axis']} of {variant}"
     if path != "aiter-gluon":
         return s1

@@ -86,6 +86,22 @@ class LaunchConfig:
     # refill the buffer freed by tile t - 1 before awaiting tile t (two tiles in flight while
     # a tile is awaited; one CTA-wide barrier more per tile in the cp.async gather)
     gluon_early_issue: bool = False
+    # TMA tiles only: mbarriers per tile (1; 3 or 9: S = q K^T starts on the first group of
+    # 64-column boxes that lands)
+    gluon_chunks: int = 1
+    # warp roles (mla_verify_stage1_hopper_ws): a loader warp fetches the tiles (TMA, or the
+    # cp.async row gather where pages are smaller than a tile), the two warpgroups only compute;
+    # buffers go back to the loader through mbarriers, no CTA-wide barrier guards a copy
+    gluon_ws: bool = False
+    # warpgroup roles (mla_verify_stage1_hopper_roles): warpgroup 0 computes S over the whole
+    # tile and the softmax, both compute P V; a loader warp fetches the tiles by TMA where pages
+    # hold whole tiles, a loader warpgroup gathers rows by cp.async elsewhere. "all", "tma"
+    # (pages of whole tiles only; the fused kernels elsewhere) or "off"; taken only with the
+    # default loop (roles_kernel). The default for its compute alone, 21-27% shorter than the
+    # fused kernels' at B >= 8 (the H200's gap was compute); measured on H100s only, where both
+    # are memory-bound (bench/results/verify_vs_flashmla_h100.json)
+    gluon_roles: str = "all"
+    gluon_p_regs: bool = True  # roles kernel: warpgroup 0's P V takes P from registers
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -130,21 +146,48 @@ def gluon_unsupported(
         return "gluon_overlap takes gluon_lazy_sum=False"
     if cfg.gluon_l2_prefetch < 0:
         return "gluon_l2_prefetch must be >= 0"
+    if cfg.gluon_chunks not in (1, 3, 9):
+        return "gluon_chunks must be 1, 3 or 9"
+    if cfg.gluon_roles not in ("off", "tma", "all"):
+        return "gluon_roles must be off, tma or all"
+    if cfg.gluon_ws and (cfg.gluon_overlap or not cfg.gluon_lazy_sum or cfg.gluon_l2_prefetch
+                         or cfg.gluon_phases == 1):  # fmt: skip
+        return "gluon_ws takes the default loop (lazy sums; no overlap, L2 prefetch or loads alone)"
     return None
 
 
 def tma_pages(cfg: LaunchConfig, page_size: int) -> bool:
     """Whether the Gluon kernel fetches KV tiles by TMA: asked for, every tile is
     ``gluon_block_n`` consecutive slots of one page (tiles start at multiples of the tile), and
-    the default loop (the overlapped, eager-sum and phase-split loops exist in the gather
-    kernel only, which takes any page size)."""
+    the default loop (the overlapped, eager-sum and loads-alone loops exist in the gather
+    kernel only, which takes any page size; the compute alone, ``gluon_phases=2``, in both)."""
     return (
         cfg.gluon_tma
         and page_size % cfg.gluon_block_n == 0
         and not cfg.gluon_overlap
         and cfg.gluon_lazy_sum
-        and cfg.gluon_phases == 3
+        and cfg.gluon_phases in (2, 3)
     )
+
+
+def roles_kernel(cfg: LaunchConfig, page_size: int) -> bool:
+    """Whether stage 1 runs the warpgroup-roles kernel: asked for at these pages (``tma``: pages
+    of whole tiles; ``all``) and the default loop otherwise (the other kernels' options, such
+    as chunk mbarriers, early refill or more buffers, keep their own kernels)."""
+    plain = (
+        not cfg.gluon_ws
+        and not cfg.gluon_overlap
+        and cfg.gluon_lazy_sum
+        and cfg.gluon_phases in (2, 3)
+        and not cfg.gluon_l2_prefetch
+        and cfg.gluon_buffers == 2
+        and cfg.gluon_block_n == 64
+        and cfg.gluon_chunks == 1
+        and not cfg.gluon_early_issue
+    )
+    if not plain or cfg.gluon_roles == "off":
+        return False
+    return cfg.gluon_roles == "all" or tma_pages(cfg, page_size)
 
 
 def use_gluon(
@@ -374,11 +417,33 @@ class TritonBackend:
             num_warps=g.NUM_WARPS,
         )
         args = _stage1_args(inp, meta, part_o, part_lse, s)
-        if tma_pages(cfg, meta.page_size):
+        tma = tma_pages(cfg, meta.page_size)
+        if roles_kernel(cfg, meta.page_size):  # warpgroup 0, the default partition: 4 warps
+            del common["PREFETCH"]
+            common["num_warps"] = 4
+            descs = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n) if tma else (None, None)
+            self._c1 = g.mla_verify_stage1_hopper_roles[grid1](
+                *args[:3], *descs, *args[3:], **common, LOADS=cfg.gluon_phases == 3,
+                GATHER=not tma, LOADER_REGS=g.LOADER_REGS if tma else g.ROLES_GATHER_LOADER_REGS,
+                PV_REGS=g.ROLES_PV_REGS if tma else g.ROLES_GATHER_PV_REGS,
+                P_REG=cfg.gluon_p_regs,
+            )  # fmt: skip
+            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
+        if cfg.gluon_ws:  # the loader warp in its own partition (a warpgroup's slot)
+            del common["PREFETCH"]
+            descs = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n) if tma else (None, None)
+            self._c1 = g.mla_verify_stage1_hopper_ws[grid1](
+                *args[:3], *descs, *args[3:], **common, CHUNKS=cfg.gluon_chunks if tma else 1,
+                LOADS=cfg.gluon_phases == 3, GATHER=not tma,
+                LOADER_REGS=g.LOADER_REGS if tma else g.GATHER_LOADER_REGS,
+            )  # fmt: skip
+            return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
+        if tma:
             kn_desc, kp_desc = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n)
             self._c1 = g.mla_verify_stage1_hopper_tma[grid1](
                 *args[:3], kn_desc, kp_desc, *args[3:], **common,
-                EARLY_ISSUE=cfg.gluon_early_issue,
+                EARLY_ISSUE=cfg.gluon_early_issue, CHUNKS=cfg.gluon_chunks,
+                LOADS=cfg.gluon_phases == 3,
             )  # fmt: skip
             return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS
         self._c1 = g.mla_verify_stage1_hopper[grid1](

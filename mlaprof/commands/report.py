@@ -49,12 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shadow-aiter", metavar="VERSION", default=None,
                    help="a recorded vLLM engine: AITER version it models (0.1.19, "
                    "0.1.19.post2, 0.1.20; default 0.1.20)")  # fmt: skip
+    p.add_argument("--no-cache", action="store_true",
+                   help="analyse the run anew: neither read nor keep the JSON document the run "
+                   "folder keeps for the next report (docs/store.md)")  # fmt: skip
     add_traces_arg(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from mlaprof.errors import MlaprofError
+    from mlaprof.store import summary_cache
     from mlaprof.store.reader import load
 
     fmt = args.format or ("json" if args.json else None)
@@ -63,14 +67,30 @@ def main(args: argparse.Namespace) -> int:
     shadow = _shadow(args)
     run = load(resolve_run(args.run, args.traces))
     other = load(resolve_run(args.compare, args.traces)) if args.compare else None
+    # the run's JSON document as the last report left it, where nothing it came from changed
+    # (the store's files, the run's status, the code): no analysis, no pandas
+    kept = None if args.no_cache or other is not None else summary_cache.key(run, shadow)
+    if fmt == "json" and not (args.html or args.png):
+        text = summary_cache.read(run, kept)
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
     # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
     from mlaprof.analysis import run_summary as rs
-    from mlaprof.analysis.diff import diff
-    from mlaprof.reporters.renderer import renderer
+    from mlaprof.reporters.renderer import JsonRenderer, renderer
 
     # each run's summary is built once, here; every view below renders it and builds nothing
-    s = rs.build_summary(run, shadow)
-    d = diff(s, rs.build_summary(other)) if other is not None else None
+    # (the figures' series only for a view that draws them: the terminal, Markdown and JSON
+    # views and the diff read none)
+    figures = bool(args.html or args.png)
+    s = rs.build_summary(run, shadow, series=figures)
+    if kept is not None:
+        summary_cache.write(run, kept, JsonRenderer().render(s))
+    d = None
+    if other is not None:
+        from mlaprof.analysis.diff import diff  # its tables only where a second run is asked
+
+        d = diff(s, rs.build_summary(other, series=figures))
     if args.html:
         from mlaprof.figures.html_report import write_html_report
 
@@ -87,8 +107,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _shadow(args: argparse.Namespace) -> dict[str, str]:
     """The shadow-analysis choices, checked up front (a bad one is an error on any run)."""
-    from mlaprof.analysis.shadow import check_shadow
-
     out = {k: v for k, v in (("device", args.shadow_device), ("aiter", args.shadow_aiter)) if v}
-    check_shadow(**out)
+    if out:  # nothing to check where none was given (and no model's tables to import)
+        from mlaprof.analysis.shadow import check_shadow
+
+        check_shadow(**out)
     return out

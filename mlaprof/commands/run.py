@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-from mlaprof.analysis.timing import DEFAULT_THREADS
 from mlaprof.commands.common import (
     add_engine_model_args,
     add_traces_arg,
@@ -20,6 +19,7 @@ from mlaprof.commands.common import (
 )
 from mlaprof.errors import MlaprofError, Terminated
 from mlaprof.scenario import (
+    DEFAULT_THREADS,
     DEVICES,
     KV_CACHE_DTYPES,
     MIN_KV_MODES,
@@ -240,20 +240,7 @@ def main(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t0
     if rank_ctx is not None:  # a rank of a launched run: the launcher reports
         return 0
-    from mlaprof.store.reader import load
-
-    with load(writer.run_dir) as run:
-        if args.json:
-            import json
-
-            from mlaprof.analysis import summary
-
-            print(json.dumps(summary(run), indent=2, default=str))
-        elif not args.quiet:
-            from mlaprof.analysis.run_summary import build_summary
-            from mlaprof.reporters.terminal import print_report
-
-            print_report(build_summary(run), sections=False)
+    _print_summary(writer.run_dir, args)
     print(f"run written to {writer.run_dir} in {elapsed:.1f} s", file=sys.stderr)
     return 0
 
@@ -294,20 +281,7 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
             fields["rank_sources"] = sources
         runmeta.update(run_dir, **fields)
     elapsed = time.perf_counter() - t0
-    from mlaprof.store.reader import load
-
-    with load(run_dir) as run:
-        if args.json:
-            import json
-
-            from mlaprof.analysis import summary
-
-            print(json.dumps(summary(run), indent=2, default=str))
-        elif not args.quiet:
-            from mlaprof.analysis.run_summary import build_summary
-            from mlaprof.reporters.terminal import print_report
-
-            print_report(build_summary(run), sections=False)
+    _print_summary(run_dir, args)
     if reason:
         print(f"mlaprof: error: {reason}; what the ranks recorded is in {run_dir}", file=sys.stderr)
         return 1
@@ -387,3 +361,27 @@ def live_exit_note(run_dir: Path, stopped: bool) -> str:
     """The line ``run --live`` prints when the dashboard closes: where the run is."""
     what = "run stopped early; what it recorded is in" if stopped else "run written to"
     return f"{what} {run_dir}  (mlaprof report {run_dir})"
+
+
+def _print_summary(run_dir: Path, args: argparse.Namespace) -> None:
+    """The finished run's summary (JSON with --json, the findings otherwise, nothing with
+    --quiet); its JSON document is kept in the run folder, so the next ``report --json`` of the
+    run reads it back instead of analysing it again (:mod:`mlaprof.store.summary_cache`)."""
+    if args.quiet and not args.json:
+        return
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.reporters.renderer import JsonRenderer
+    from mlaprof.store import summary_cache
+    from mlaprof.store.reader import load
+
+    with load(run_dir) as run:
+        kept = summary_cache.key(run)  # before the analysis reads the run
+        s = build_summary(run, series=False)  # neither view below draws figures
+        text = JsonRenderer().render(s)
+        summary_cache.write(run, kept, text)
+    if args.json:
+        sys.stdout.write(text)
+        return
+    from mlaprof.reporters.terminal import print_report
+
+    print_report(s, sections=False)

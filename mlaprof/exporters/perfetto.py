@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError, disk_message
-from mlaprof.store.rows import count_rows, iter_rows
+from mlaprof.store.rows import count_rows, iter_batches, iter_rows, typed
+from mlaprof.store.schema import TABLES
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -114,6 +115,14 @@ class _Sink:
         self.f.write(("," if self.n else "") + text)
         self.n += 1
         self.counts["slices"] += 1
+
+    def write_many(self, text: str, n: int, kind: str = "slices") -> None:
+        """``n`` events of one ``kind`` (X: slices, C: counters) already written as JSON and
+        joined by commas."""
+        if n:
+            self.f.write(("," if self.n else "") + text)
+            self.n += n
+            self.counts[kind] += n
 
     def __call__(self, e: dict[str, Any]) -> None:
         self.f.write(("," if self.n else "") + _dump(e, self.base_ns))
@@ -268,14 +277,27 @@ def _rank_slices(run: Run, rank: int, emit: _Sink, tracks: _Tracks) -> dict[Any,
         def recs(table: str = table) -> Iterator[dict[str, Any]]:
             return _timed(iter_rows(run, table, rank), "t_start_ns", "duration_ns")
 
-        ordered = _scan(recs, count_rows(run, table, rank))
-        for _, s, e, r, lane in _spans(recs, lambda r: 0, ordered):
+        def emit_row(
+            _key: Any, s: int, e: int, r: dict[str, Any], lane: int, cat: str = cat,
+            args: tuple[str, ...] = args,
+        ) -> None:  # fmt: skip
             track = f"{cat}s rank {rank}" + (f" lane {lane}" if lane else "")
             emit({"ph": "X", "cat": cat, "name": f"{cat} {r[cat]}", "pid": PID_MLAPROF,
                   "tid": tracks.thread(PID_MLAPROF, track), "ts": _ts(s), "dur": _dur(e - s),
                   "args": {c: r[c] for c in args}})  # fmt: skip
             if cat == "step":
                 step_t.setdefault(r["step"], s)
+
+        n = count_rows(run, table, rank)
+        if cat == "layer" and n > HOLD_ROWS and typed(run, table, rank, _LAYER_COLS):
+            if _scan_batches(run, rank, table, "t_start_ns"):
+                _stream_layers(run, rank, emit, tracks, emit_row)
+                continue
+            ordered = False
+        else:
+            ordered = _scan(recs, n)
+        for key, s, e, r, lane in _spans(recs, lambda r: 0, ordered):
+            emit_row(key, s, e, r, lane)
     _counters(run, rank, emit, step_t)
     return {}
 
@@ -343,13 +365,17 @@ def _rank_host_and_kernels(
             wanted.add(k["correlation"])
 
     n = count_rows(run, "kernels", rank)
-    ordered = _scan(kernels, n, see)
+    if n > HOLD_ROWS and typed(run, "kernels", rank, ["start_ns", "correlation"]):
+        ordered = _scan_batches(run, rank, "kernels", "start_ns", wanted)
+    else:
+        ordered = _scan(kernels, n, see)
     # a big rank keeps only the launches of its kernels; a small one every call's (no 2nd read)
     launches = _rank_api(run, rank, emit, tracks, pids, wanted if n > HOLD_ROWS else None)
     wanted.clear()
-    for (dev, stream), s, e, k, lane in _spans(
-        kernels, lambda k: (k["device"], k["stream"]), ordered
-    ):
+
+    def emit_row(key: tuple[Any, Any], s: int, e: int, k: dict[str, Any], lane: int) -> None:
+        nonlocal flow_id
+        dev, stream = key
         if ("gpu", dev) not in pids:
             name = f"GPU {dev if dev is not None else '?'} (rank {rank})"
             pids["gpu", dev] = tracks.process(name)
@@ -371,7 +397,304 @@ def _rank_host_and_kernels(
                   "pid": launch[0], "tid": launch[1], "ts": _ts(launch[2])})  # fmt: skip
             emit({"ph": "f", "bp": "e", "cat": "launch", "name": "launch", "id": flow_id,
                   "pid": pid, "tid": tid, "ts": _ts(s)})  # fmt: skip
+
+    if ordered and typed(run, "kernels", rank, _KERNEL_COLS):
+        _stream_kernels(run, rank, emit, tracks, pids, launches, emit_row)
+        return flow_id
+    for key, s, e, k, lane in _spans(kernels, lambda k: (k["device"], k["stream"]), ordered):
+        emit_row(key, s, e, k, lane)
     return flow_id
+
+
+_KERNEL_COLS = [c for c, _ in TABLES["kernels"]]
+
+
+def _scan_batches(
+    run: Run, rank: int, table: str, start_col: str, wanted: set[int] | None = None
+) -> bool:
+    """:func:`_scan` of a big rank's typed rows an Arrow batch at a time: whether the rows with
+    a start are stored in start order; the correlation ids of those rows go into ``wanted``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    cols = [start_col] + (["correlation"] if wanted is not None else [])
+    last, ordered = None, True
+    for batch in iter_batches(run, table, rank, cols):
+        batch = batch.filter(pc.is_valid(batch.column(start_col)))
+        if not batch.num_rows:
+            continue
+        start = batch.column(start_col).to_numpy()
+        if ordered and (np.any(start[1:] < start[:-1]) or (last is not None and start[0] < last)):
+            ordered = False
+            if wanted is None:
+                break
+        last = int(start[-1])
+        if wanted is not None:
+            wanted.update(pc.unique(pc.drop_null(batch.column("correlation"))).to_pylist())
+    return ordered
+
+
+class _Ordered:
+    """Rows stored in start order, laned as they stream past (what :func:`_spans` does for
+    them), a batch at a time: ``slow`` takes rows one by one (the rows of one start time held,
+    then placed longest first); ``fast`` places a whole batch at once where every row would go
+    on lane 0 of its track."""
+
+    def __init__(self, emit_row: Callable[[Any, int, int, dict[str, Any], int], None]) -> None:
+        self.emit_row = emit_row
+        self.lanes: dict[Any, Lanes] = defaultdict(Lanes)
+        self.group: list[tuple[Any, dict[str, Any]]] = []  # (track, row) of one start time
+
+    def flush(self) -> None:
+        for key, g in sorted(self.group, key=lambda t: -t[1]["end"]):
+            self.emit_row(key, g["start"], g["end"], g, self.lanes[key].place(g["start"], g["end"]))
+        self.group.clear()
+
+    def slow(self, rows: Iterable[tuple[Any, dict[str, Any]]]) -> None:
+        for key, r in rows:
+            if self.group and r["start"] != self.group[0][1]["start"]:
+                self.flush()
+            self.group.append((key, r))
+
+    def fast(self, start: Any, end: Any, keys: list[Any]) -> tuple[list[Any], Any] | None:
+        """Whether rows with these starts, ends (numpy int64) and tracks, the batch's all but
+        last (``start`` has one more: the next row's), would each be placed alone on lane 0 of
+        its track: then (the tracks in order of first use, each row's index into them), and
+        the pending rows are written; else None. :meth:`commit` then records their ends."""
+        import numpy as np
+
+        # every start its own group: strictly increasing, and after the pending group's
+        if np.any(start[1:] <= start[:-1]) or (
+            self.group and start[0] <= self.group[0][1]["start"]
+        ):
+            return None
+        self.flush()  # the pending group starts before every row here
+        uniq = list(dict.fromkeys(keys))
+        code = {k: i for i, k in enumerate(uniq)}
+        codes = np.fromiter(map(code.__getitem__, keys), dtype=np.int64, count=len(keys))
+        for i, key in enumerate(uniq):
+            at = np.flatnonzero(codes == i) if len(uniq) > 1 else slice(None, len(keys))
+            s, e = start[at], end[at]
+            if np.any(s[1:] < e[:-1]):  # overlaps its track's previous row: another lane
+                return None
+            stacks = self.lanes[key].stacks if key in self.lanes else []
+            if stacks and stacks[0] and stacks[0][0] > s[0]:  # the track's lane 0 still open
+                return None
+        return uniq, codes
+
+    def commit(self, uniq: list[Any], codes: Any, end: Any) -> None:
+        """The lanes after :meth:`fast`'s rows were placed: each track's lane 0 holds its last
+        row's end (placing them popped the rest)."""
+        import numpy as np
+
+        for i, key in enumerate(uniq):
+            last = int(end[np.flatnonzero(codes == i)[-1]]) if len(uniq) > 1 else int(end[-1])
+            self.lanes[key].stacks[:1] = [[last]]
+
+
+def _stream_kernels(
+    run: Run,
+    rank: int,
+    emit: _Sink,
+    tracks: _Tracks,
+    pids: dict[Any, int],
+    launches: dict[int, tuple[int, int, int]],
+    emit_row: Callable[[Any, int, int, dict[str, Any], int], None],
+) -> None:
+    """A rank's kernels stored in start order, an Arrow batch at a time (:class:`_Ordered`):
+    a batch whose kernels each go on lane 0 of a track already named, with no flow and no
+    marker in a name, is written by :func:`_kernel_texts` (its last row held back, in case the
+    next batch's first starts with it); any other goes row by row through ``emit_row``."""
+    import pyarrow.compute as pc
+
+    order = _Ordered(emit_row)
+
+    def rows(batch: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
+        for r in batch.to_pylist():
+            end = r["end_ns"] if r["end_ns"] is not None else r["start_ns"]
+            yield (r["device"], r["stream"]), {**r, "start": r["start_ns"], "end": end}
+
+    flow_ids = _int_array(list(launches)) if launches else None
+    for batch in iter_batches(run, "kernels", rank, _KERNEL_COLS):
+        batch = batch.filter(pc.is_valid(batch.column("start_ns")))
+        n = batch.num_rows
+        text = _fast_kernels(batch, order, pids, tracks, flow_ids, emit.base_ns) if n > 1 else None
+        if text is None:
+            order.slow(rows(batch))
+            continue
+        emit.write_many(text, n - 1)
+        order.slow(rows(batch.slice(n - 1)))
+    order.flush()
+
+
+def _int_array(values: list[Any]) -> Any:
+    import pyarrow as pa
+
+    return pa.array([v for v in values if type(v) is int], pa.int64())
+
+
+def _fast_kernels(
+    batch: Any, order: _Ordered, pids: dict[Any, int], tracks: _Tracks, flow_ids: Any, base: int
+) -> str | None:
+    """The X events of all but the last kernel of ``batch`` (starts known) as one text, where
+    :meth:`_Ordered.fast` places them on named tracks and none starts a flow or carries a marker
+    in its name; None (only the pending rows written) otherwise."""
+    import pyarrow.compute as pc
+
+    m = batch.num_rows - 1
+    start = batch.column("start_ns").to_numpy()
+    end = pc.coalesce(batch.column("end_ns"), batch.column("start_ns")).to_numpy()[:m]
+    devs, streams = batch.column("device").to_pylist(), batch.column("stream").to_pylist()
+    placed = order.fast(start, end, list(zip(devs[:m], streams[:m], strict=True)))
+    if placed is None:
+        return None
+    uniq, codes = placed
+    heads = []
+    for dev, stream in uniq:
+        pid = pids.get(("gpu", dev))
+        tid = tracks.tids.get((pid, f"stream {stream}")) if pid is not None else None
+        if tid is None:  # a track named by its first kernel: row by row
+            return None
+        heads.append(f',"pid":{pid},"tid":{tid},"ts":')
+    head = batch.slice(0, m)
+    flows = flow_ids is not None and len(flow_ids) > 0
+    if flows and pc.any(pc.is_in(head.column("correlation"), value_set=flow_ids)).as_py():
+        return None
+    names = pc.fill_null(head.column("name"), "kernel")
+    if pc.any(pc.match_substring(names, "@mlaprof-")).as_py():
+        return None
+    order.commit(uniq, codes, end)
+    return _kernel_texts(head, names, codes, heads, end, base)
+
+
+def _stream_layers(
+    run: Run, rank: int, emit: _Sink, tracks: _Tracks, emit_row: Callable[..., None]
+) -> None:
+    """A rank's layers stored in start order, an Arrow batch at a time (:class:`_Ordered`),
+    as :func:`_stream_kernels` writes kernels: a batch on lane 0 of the named layer track goes
+    as one text (:func:`_layer_texts`), any other row by row through ``emit_row``."""
+    import pyarrow.compute as pc
+
+    order = _Ordered(emit_row)
+    label = f"layers rank {rank}"
+
+    def rows(batch: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
+        for r in batch.to_pylist():
+            yield (
+                0,
+                {**r, "start": r["t_start_ns"], "end": r["t_start_ns"] + (r["duration_ns"] or 0)},
+            )
+
+    for batch in iter_batches(run, "layers", rank, _LAYER_COLS):
+        batch = batch.filter(pc.is_valid(batch.column("t_start_ns")))
+        n, m = batch.num_rows, batch.num_rows - 1
+        tid = tracks.tids.get((PID_MLAPROF, label))
+        placed = None
+        if n > 1 and tid is not None:
+            start = batch.column("t_start_ns").to_numpy()
+            dur = pc.fill_null(batch.column("duration_ns"), 0).to_numpy()[:m]
+            placed = order.fast(start, start[:m] + dur, [0] * m)
+        if placed is None:
+            order.slow(rows(batch))
+            continue
+        order.commit(placed[0], placed[1], start[:m] + dur)
+        emit.write_many(_layer_texts(batch.slice(0, m), tid, emit.base_ns), m)
+        order.slow(rows(batch.slice(m)))
+    order.flush()
+
+
+_LAYER_COLS = [c for c, _ in TABLES["layers"]]
+
+
+def _layer_texts(batch: Any, tid: int, base: int) -> str:
+    """The X event :func:`_rank_slices` writes for each layer of ``batch`` (lane 0, start
+    known), joined by commas, built column by column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    start = batch.column("t_start_ns").to_numpy()
+    dur = pc.fill_null(batch.column("duration_ns"), 0).to_numpy()
+    name = pc.fill_null(batch.column("layer").cast(pa.string()), "None")
+    pieces: list[Any] = ['{"ph":"X","cat":"layer","name":"layer ', name,
+                         f'","pid":{PID_MLAPROF},"tid":{tid},"ts":', _us_text(start - base),
+                         ',"dur":', _us_text(dur), ',"args":{']  # fmt: skip
+    for i, c in enumerate(_LAYER_ARGS):
+        pieces.append(("," if i else "") + f'"{c}":')
+        pieces.append(pc.fill_null(batch.column(c).cast(pa.string()), "null"))
+    pieces.append("}}")
+    return _joined(pc.binary_join_element_wise(*pieces, ""))
+
+
+def _layer_counters(batch: Any, tag: str, base: int) -> tuple[str, int]:
+    """The "S layer" counter events :func:`_counters` writes for ``batch``'s layers (those with
+    a start and S used or deserved), joined by commas, and how many."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    used, deserved = batch.column("splits_used"), batch.column("splits_deserved")
+    keep = pc.and_(pc.is_valid(batch.column("t_start_ns")),
+                   pc.or_(pc.is_valid(used), pc.is_valid(deserved)))  # fmt: skip
+    batch = batch.filter(keep)
+    if not batch.num_rows:
+        return "", 0
+    args = pc.binary_join_element_wise(
+        pc.binary_join_element_wise('"used":', batch.column("splits_used").cast(pa.string()), ""),
+        pc.binary_join_element_wise('"deserved":', batch.column("splits_deserved").cast(pa.string()), ""),
+        ",",
+        null_handling="skip",
+    )  # fmt: skip
+    start = batch.column("t_start_ns").to_numpy()
+    name = json.dumps(f"S layer{tag}")
+    texts = pc.binary_join_element_wise(f'{{"ph":"C","pid":{PID_MLAPROF},"name":{name},"ts":',
+                                        _us_text(start - base), ',"args":{', args, "}}", "")  # fmt: skip
+    return _joined(texts), batch.num_rows
+
+
+def _joined(texts: Any) -> str:
+    """An Arrow string column's values joined by commas, as one string."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    whole = pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), texts)
+    return pc.binary_join(whole, ",")[0].as_py()
+
+
+def _kernel_texts(batch: Any, names: Any, codes: Any, heads: list[str], end: Any, base: int) -> str:
+    """:func:`_kernel_text` of each row of ``batch``, joined by commas, built column by column
+    (``heads[codes[i]]``: row i's pid and tid)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mlaprof.exporters.jsontext import json_values
+
+    start = batch.column("start_ns").to_numpy()
+    pieces: list[Any] = ['{"ph":"X","cat":"kernel","name":', json_values(names),
+                         pa.array(heads, pa.string()).take(pa.array(codes)),
+                         _us_text(start - base), ',"dur":', _us_text(end - start), ',"args":{']  # fmt: skip
+    for c in _KERNEL_ARGS:
+        v = batch.column(c).cast(pa.string())
+        pieces.append(pc.fill_null(pc.binary_join_element_wise(f'"{c}":', v, ",", ""), ""))
+    for label, dims in (("grid", _DIMS[:3]), ("block", _DIMS[3:])):
+        pieces.append(f'"{label}":[' if label == "grid" else '],"block":[')
+        for j, c in enumerate(dims):
+            if j:
+                pieces.append(",")
+            pieces.append(pc.fill_null(batch.column(c).cast(pa.string()), "null"))
+    pieces.append("]}}")
+    return _joined(pc.binary_join_element_wise(*pieces, ""))
+
+
+def _us_text(ns: Any) -> Any:
+    """:func:`_rel_us` of each value of an int64 numpy array, as an Arrow string column."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    a = np.abs(ns)
+    whole = pa.array(a // 1000).cast(pa.string())
+    frac = pc.utf8_lpad(pa.array(a % 1000).cast(pa.string()), 3, "0")
+    sign = pa.array(np.where(ns < 0, "-", ""), pa.string())
+    return pc.binary_join_element_wise(sign, whole, ".", frac, "")
 
 
 def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
@@ -389,15 +712,19 @@ def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
             emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S {sp['policy']}{tag}",
                   "ts": _ts(when(sp["step"])), "args": args})  # fmt: skip
     # per-layer S (imported traces carry S on their layers, not in a splits table)
-    for ly in iter_rows(run, "layers", rank):
-        args = {
-            k: ly[c]
-            for k, c in (("used", "splits_used"), ("deserved", "splits_deserved"))
-            if ly[c] is not None
-        }
-        if args and ly["t_start_ns"] is not None:
-            emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S layer{tag}",
-                  "ts": _ts(ly["t_start_ns"]), "args": args})  # fmt: skip
+    if typed(run, "layers", rank, _LAYER_COLS):
+        for batch in iter_batches(run, "layers", rank, _LAYER_COLS):
+            emit.write_many(*_layer_counters(batch, tag, emit.base_ns), "counters")
+    else:
+        for ly in iter_rows(run, "layers", rank):
+            args = {
+                k: ly[c]
+                for k, c in (("used", "splits_used"), ("deserved", "splits_deserved"))
+                if ly[c] is not None
+            }
+            if args and ly["t_start_ns"] is not None:
+                emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S layer{tag}",
+                      "ts": _ts(ly["t_start_ns"]), "args": args})  # fmt: skip
     for pd_ in iter_rows(run, "padding", rank):
         emit({"ph": "C", "pid": PID_MLAPROF, "name": f"padding rows{tag}",
               "ts": _ts(when(pd_["step"])),
@@ -456,9 +783,10 @@ _TIMED = (("steps", "t_start_ns"), ("layers", "t_start_ns"), ("kernels", "start_
 def base_ns(run: Run) -> int:
     """The run's earliest timestamp over the exported tables (0 for a run without times): the
     base every exported time is relative to."""
-    got = run.queries([(f"SELECT MIN({col}) AS t FROM {table}", ()) for table, col in _TIMED])
-    lows = [int(v) for f in got for v in f["t"].dropna()] if got else []
-    return min(lows, default=0)
+    lows = ", ".join(f"(SELECT MIN({col}) FROM {table}) AS t{i}"
+                     for i, (table, col) in enumerate(_TIMED))  # fmt: skip
+    got = run.query(f"SELECT {lows}")
+    return min((int(v) for v in got.iloc[0].dropna()), default=0) if len(got) else 0
 
 
 def export_perfetto(run: Run, out: Path) -> dict[str, int]:

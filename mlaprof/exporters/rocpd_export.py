@@ -21,18 +21,22 @@ Streamed: every table is read row by row and inserted in batches (bench/huge_tra
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import operator
 import os
 import platform
 import secrets
 import sqlite3
 import time
 import uuid as _uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.exporters.jsontext import json_objects, jsonable
 from mlaprof.formats import rocpd_schema as rs
 from mlaprof.formats.rocpd_schema import (
     KERNEL_CATEGORY,
@@ -120,12 +124,39 @@ class _Batches:
         if self.n >= BATCH_ROWS:
             self.flush()
 
+    def many(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        """``rows`` (a batch already made) written now, after what waits."""
+        self.flush()
+        insert_rows(self.con, sql, rows)
+
     def flush(self) -> None:
         for sql, batch in self.pending.items():
             if batch:
-                self.con.executemany(sql, batch)
+                insert_rows(self.con, sql, batch)
                 batch.clear()
         self.n = 0
+
+
+ROWS_PER_INSERT = 500  # rows of one multi-row INSERT (18 values a dispatch row: 9,000 values)
+
+
+def insert_rows(con: sqlite3.Connection, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
+    """``executemany(sql, rows)`` as multi-row ``INSERT ... VALUES (...), (...)`` statements of
+    :data:`ROWS_PER_INSERT` rows (fewer where the connection's limit on values is lower): the
+    rows in the same order (autoincrement ids as one insert at a time gives them), at about
+    half SQLite's time per row (one statement's set-up and sequence update for many rows)."""
+    head, one = sql.split(" VALUES ", 1)
+    width = one.count("?")
+    if width == 0:
+        con.executemany(sql, rows)
+        return
+    limit = con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    per = max(1, min(ROWS_PER_INSERT, limit // width))
+    full = f"{head} VALUES {','.join([one] * per)}"
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, per)):
+        text = full if len(chunk) == per else f"{head} VALUES {','.join([one] * len(chunk))}"
+        con.execute(text, list(itertools.chain.from_iterable(chunk)))
 
 
 def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[str, int]:
@@ -274,17 +305,22 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     n_kernels = 0
     t0: int | None = None
     t1: int | None = None
-    for kname, dev, stream, c, start, end, bx, by, bz, gx, gy, gz, extdata in _kernels(run):
-        name = kname if kname is not None else "<unnamed>"
-        a, q, st, sym = kernel_refs(name, dev, stream)
-        ev = event(cat_kernel, c, c, "{}")
-        if start is not None and (t0 is None or start < t0):
-            t0 = start
-        if end is not None and (t1 is None or end > t1):
-            t1 = end
-        n_kernels += 1
-        out.add(kd_sql, (guid, main_tid, a, sym, n_kernels, q, st, start or 0, end or 0, bx or 0,
-                         by or 0, bz or 0, gx or 0, gy or 0, gz or 0, sid(name), ev, extdata))  # fmt: skip
+    for cols, lo, hi in _kernel_columns(run):
+        n = len(cols["name"])
+        # the rows' references, made in order of first use (as one row at a time made them)
+        keys = list(zip(cols["name"], cols["device"], cols["stream"], strict=True))
+        refs = {k: (*kernel_refs(*k), sid(k[0])) for k in dict.fromkeys(keys)}
+        a, q, st, sym, name_id = zip(*map(refs.__getitem__, keys), strict=True)
+        evs = range(n_events + 1, n_events + n + 1)
+        n_events += n
+        c = cols["correlation"]
+        out.many(ev_sql, zip(evs, repeat(guid), repeat(cat_kernel), c, c, repeat("{}")))
+        kd = (repeat(guid), repeat(main_tid), a, sym, range(n_kernels + 1, n_kernels + n + 1),
+              q, st, *(cols[f] for f in _DISPATCH_FIELDS), name_id, evs, cols["extdata"])  # fmt: skip
+        out.many(kd_sql, zip(*kd, strict=False))  # repeat(): endless
+        n_kernels += n
+        t0 = lo if t0 is None or (lo is not None and lo < t0) else t0
+        t1 = hi if t1 is None or (hi is not None and hi > t1) else t1
     con.execute(
         f"UPDATE {t['info_process']} SET init = ?, fini = ?, start = ?, end = ? WHERE id = 1",
         (t0, t1, t0, t1),
@@ -335,24 +371,18 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         )
     cat_layer = sid(LAYER_CATEGORY)
     n_layer_regions = 0
-    for lay in iter_rows(run, "layers"):
-        if lay["t_start_ns"] is None or lay["duration_ns"] is None:
-            continue
-        ev = event(cat_layer, None, None, "{}")
-        out.add(
-            reg_sql,
-            (
-                None,
-                guid,
-                main_tid,
-                lay["t_start_ns"],
-                lay["t_start_ns"] + lay["duration_ns"],
-                sid(f"layer {lay['layer']}"),
-                ev,
-                json.dumps({"mlaprof_layer": {"step": lay["step"], "layer": lay["layer"]}}),
-            ),
-        )
-        n_layer_regions += 1
+    for lay in _layer_columns(run):
+        n = len(lay["start"])
+        names = {v: sid(f"layer {v}") for v in dict.fromkeys(lay["layer"])}  # in order of use
+        evs = range(n_events + 1, n_events + n + 1)
+        n_events += n
+        out.many(ev_sql, zip(evs, repeat(guid), repeat(cat_layer), repeat(None), repeat(None),
+                             repeat("{}")))  # fmt: skip
+        ends = map(operator.add, lay["start"], lay["duration"])
+        regions = (repeat(None), repeat(guid), repeat(main_tid), lay["start"], ends,
+                   map(names.__getitem__, lay["layer"]), evs, lay["extdata"])  # fmt: skip
+        out.many(reg_sql, zip(*regions, strict=False))  # repeat(): endless
+        n_layer_regions += n
 
     n_copy = n_alloc = 0
     for x in iter_rows(run, "transfers"):
@@ -408,9 +438,10 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     )
     pos = 0
     for name in PAYLOAD_TABLES:
-        for r in iter_rows(run, name):
-            out.add(arg_sql, (guid, pay_ev, pos, PAYLOAD_ARG, name, json.dumps(r)))
-            pos += 1
+        for values in _payload_rows(run, name):
+            out.many(arg_sql, zip(repeat(guid), repeat(pay_ev), range(pos, pos + len(values)),
+                                  repeat(PAYLOAD_ARG), repeat(name), values))  # fmt: skip
+            pos += len(values)
     out.flush()
     con.execute("COMMIT")
     return {
@@ -422,55 +453,114 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
     }
 
 
-_KERNEL_FIELDS = ["name", "device", "stream", "correlation", "start_ns", "end_ns", "block_x",
-                  "block_y", "block_z", "grid_x", "grid_y", "grid_z"]  # fmt: skip
+# a dispatch row's columns that hold 0 for an unknown value
+_DISPATCH_FIELDS = ("start_ns", "end_ns", "block_x", "block_y", "block_z", "grid_x", "grid_y",
+                    "grid_z")  # fmt: skip
 
 
-def _kernels(run: Run) -> Iterator[tuple[Any, ...]]:
-    """Every rank's kernels as (the ``_KERNEL_FIELDS``..., ``extdata`` JSON), in storage order.
-    A rank with typed columns goes an Arrow batch at a time, its ``extdata`` text built column
-    by column (what ``json.dumps`` writes: a name's JSON once per distinct name, integers as
-    digits, null); one whose database holds other values goes a row at a time through
-    ``json.dumps``. The per-row dict and ``json.dumps`` were most of an 11M-kernel export."""
+def _kernel_columns(run: Run) -> Iterator[tuple[dict[str, list[Any]], Any, Any]]:
+    """Every rank's kernels in storage order, a batch at a time: (columns as lists, the earliest
+    start, the latest end). ``name`` is ``<unnamed>`` where unknown, the ``_DISPATCH_FIELDS`` 0
+    where unknown, ``extdata`` the row's ``json.dumps({"mlaprof": row})``. A rank with typed
+    columns goes an Arrow batch at a time, its text built column by column
+    (:mod:`mlaprof.exporters.jsontext`); one whose database holds other values goes a row at a
+    time through ``json.dumps``. A Python call per row was most of an 11M-kernel export."""
     cols = [c for c, _ in TABLES["kernels"]]
     for rank in run.ranks:
-        if not typed(run, "kernels", rank, cols):
-            for k in iter_rows(run, "kernels", rank):
-                extra = {c: k[c] for c in k if c != "rank"}
-                yield (*(k[c] for c in _KERNEL_FIELDS), json.dumps({"mlaprof": extra}))
+        if typed(run, "kernels", rank, cols):
+            for batch in iter_batches(run, "kernels", rank, cols):
+                if batch.num_rows:
+                    yield _typed_kernels(batch, cols)
             continue
-        for batch in iter_batches(run, "kernels", rank, cols):
-            if batch.num_rows:
-                ext = _extdata(batch, cols)
-                yield from zip(*(batch.column(c).to_pylist() for c in _KERNEL_FIELDS),
-                               ext.to_pylist(), strict=True)  # fmt: skip
+        for chunk in _chunks(iter_rows(run, "kernels", rank)):
+            yield _row_kernels(chunk, cols)
 
 
-def _extdata(batch: Any, cols: list[str]) -> Any:
-    """``json.dumps({"mlaprof": row})`` of each row of a typed kernel batch, as one Arrow
-    column (integers and text only: what :func:`mlaprof.store.rows.typed` let through)."""
-    import pyarrow as pa
+def _typed_kernels(batch: Any, cols: list[str]) -> tuple[dict[str, list[Any]], Any, Any]:
     import pyarrow.compute as pc
 
-    pieces: list[Any] = []
-    for i, c in enumerate(cols):
-        pieces.append(('{"mlaprof": {' if i == 0 else ", ") + json.dumps(c) + ": ")
-        col = batch.column(c)
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            uniq = pc.unique(col.drop_null())
-            text = pa.array([json.dumps(u) for u in uniq.to_pylist()], pa.string())
-            col = text.take(pc.index_in(col, value_set=uniq))
-        else:
-            col = col.cast(pa.string())
-        pieces.append(pc.fill_null(col, "null"))
-    pieces.append("}}")
-    return pc.binary_join_element_wise(*pieces, "")
+    out = {c: batch.column(c).to_pylist() for c in ("device", "stream", "correlation")}
+    out["name"] = pc.fill_null(batch.column("name"), "<unnamed>").to_pylist()
+    for c in _DISPATCH_FIELDS:
+        out[c] = pc.fill_null(batch.column(c), 0).to_pylist()
+    out["extdata"] = json_objects(batch, cols, '{"mlaprof": {', "}}").to_pylist()
+    lo = pc.min(batch.column("start_ns")).as_py()
+    return out, lo, pc.max(batch.column("end_ns")).as_py()
+
+
+def _row_kernels(
+    rows: list[dict[str, Any]], cols: list[str]
+) -> tuple[dict[str, list[Any]], Any, Any]:
+    out: dict[str, list[Any]] = {
+        c: [k[c] for k in rows] for c in ("device", "stream", "correlation")
+    }
+    out["name"] = [k["name"] if k["name"] is not None else "<unnamed>" for k in rows]
+    for c in _DISPATCH_FIELDS:
+        out[c] = [k[c] or 0 for k in rows]
+    out["extdata"] = [json.dumps({"mlaprof": {c: k[c] for c in cols}}) for k in rows]
+    lo = min((k["start_ns"] for k in rows if k["start_ns"] is not None), default=None)
+    hi = max((k["end_ns"] for k in rows if k["end_ns"] is not None), default=None)
+    return out, lo, hi
+
+
+_LAYER_COLS = ["step", "layer", "t_start_ns", "duration_ns"]
+
+
+def _layer_columns(run: Run) -> Iterator[dict[str, list[Any]]]:
+    """Every rank's timed layers (start and duration known) in storage order, a batch at a time:
+    ``start``, ``duration``, ``layer`` and ``extdata`` (``{"mlaprof_layer": {step, layer}}``)."""
+    import pyarrow.compute as pc
+
+    for rank in run.ranks:
+        if typed(run, "layers", rank, _LAYER_COLS):
+            for batch in iter_batches(run, "layers", rank, _LAYER_COLS):
+                keep = pc.and_(pc.is_valid(batch.column("t_start_ns")),
+                               pc.is_valid(batch.column("duration_ns")))  # fmt: skip
+                batch = batch.filter(keep)
+                if batch.num_rows:
+                    ext = json_objects(batch, ["step", "layer"], '{"mlaprof_layer": {', "}}")
+                    yield {"start": batch.column("t_start_ns").to_pylist(),
+                           "duration": batch.column("duration_ns").to_pylist(),
+                           "layer": batch.column("layer").to_pylist(), "extdata": ext.to_pylist()}  # fmt: skip
+            continue
+        timed = (r for r in iter_rows(run, "layers", rank)
+                 if r["t_start_ns"] is not None and r["duration_ns"] is not None)  # fmt: skip
+        for chunk in _chunks(timed):
+            yield {"start": [r["t_start_ns"] for r in chunk],
+                   "duration": [r["duration_ns"] for r in chunk],
+                   "layer": [r["layer"] for r in chunk],
+                   "extdata": [json.dumps({"mlaprof_layer": {"step": r["step"], "layer": r["layer"]}})
+                               for r in chunk]}  # fmt: skip
+
+
+def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``rows`` in lists of at most :data:`BATCH_ROWS` (the row-by-row paths' batches)."""
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, BATCH_ROWS)):
+        yield chunk
+
+
+def _payload_rows(run: Run, name: str) -> Iterator[list[str]]:
+    """``json.dumps`` of each row of the analysis table ``name`` (``rank`` first), every rank
+    in storage order, a batch at a time: built by column where the rank's columns are typed
+    integers and text, row by row otherwise."""
+    types = dict(TABLES[name])
+    cols = list(types)
+    for rank in run.ranks:
+        if jsonable(types, cols) and typed(run, name, rank, cols):
+            head = "{" + json.dumps("rank") + f": {int(rank)}, "
+            for batch in iter_batches(run, name, rank, cols):
+                if batch.num_rows:
+                    yield json_objects(batch, cols, head, "}").to_pylist()
+            continue
+        for chunk in _chunks(iter_rows(run, name, rank)):
+            yield [json.dumps(r) for r in chunk]
 
 
 def _unique_correlations(run: Run) -> tuple[int, bool]:
     """How many API calls the run holds (all ranks), and whether every one carries a
     correlation id no other call carries: counted in SQL, not in a set of every id."""
-    n, n_ids, distinct = run.sql(
+    n, n_ids, distinct = run.query(
         "SELECT COUNT(*), COUNT(correlation), COUNT(DISTINCT correlation) FROM api"
     ).iloc[0]
     return int(n), int(n_ids) == int(n) and int(distinct) == int(n)

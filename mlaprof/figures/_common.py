@@ -162,11 +162,11 @@ def kernel_rank(data: Any, rank: int | None = None) -> int | None:
     """For a Run: the rank whose kernels a figure shows (``rank``, else the lowest with kernels),
     read by SQL so that an 11M-kernel import never becomes one frame (``report --html`` peaked
     at 8 GB); None for frames and mappings (they are read whole) or a run without kernels."""
-    if isinstance(data, (pd.DataFrame, Mapping)) or not hasattr(data, "sql"):
+    if isinstance(data, (pd.DataFrame, Mapping)) or not hasattr(data, "query"):
         return None
     if rank is not None:
         return int(rank)
-    got = data.sql("SELECT MIN(rank) AS r FROM kernels")
+    got = data.query("SELECT MIN(rank) AS r FROM kernels")
     r = got["r"].iloc[0] if len(got) else None
     return None if r is None or pd.isna(r) else int(r)
 

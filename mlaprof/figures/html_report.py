@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.run_summary import require_summary
-from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
 from mlaprof.reporters.fmt import ranks_text
@@ -158,84 +157,29 @@ def _meta_html(s: dict, info: Any) -> str:
     return f'<table class="meta">{rows}</table>'
 
 
-def _starts_html(starts: list[dict[str, Any]]) -> str:
-    """Server starts of an imported vLLM log and capture memory per rank per start (as
-    :func:`mlaprof.analysis.starts.engine_starts` returns them)."""
-    from mlaprof.analysis.starts import gib
+def _front_html(s: RunSummary) -> str:
+    """What every view shows before the findings, as the rows layer declares it once
+    (mlaprof.reporters.rows.front_rows / front_tables): an engine's and a log's lines, an
+    imported trace's paths and replay time, the ranks side by side, a log's server starts."""
+    from mlaprof.reporters.rows import front_rows, front_tables, summary_blocks
 
-    rows = []
-    for st in starts:
-        spec = st.speculative
-        spec_txt = "-" if spec is None else f"{spec.method} x{spec.num_spec_tokens}"
-        downs = "<br>".join(
-            f"{_e(d.backend)} ({_e(d.support)}{', spec-decode' if d.spec_decode else ''})"
-            f" -&gt; {_e(d.setting)} on ranks {_e(', '.join(map(str, d.ranks)))}"
-            for d in st.downgrades
-        )
-        graphs = "<br>".join(f"{_e(g.label)} {_e(g.done)}/{_e(g.total)}" for g in st.graphs)
-        rows.append(
-            f"<tr><td>{st.start}</td><td>{_e(st.version)}</td><td>{_e(st.time)}</td>"
-            f"<td>{_e(spec_txt)}</td><td>{_e(st.requested_mode)}</td>"
-            f"<td><b>{_e(st.final_mode)}</b></td><td>{downs or '-'}</td>"
-            f"<td>{graphs or '-'}</td></tr>"
-        )
-    mem = []
-    for st in starts:
-        for m in st.memory:
-            ratio = "-" if m.estimate_ratio is None else f"{m.estimate_ratio:.2f}x"
-            secs = "-" if m.capture_secs is None else f"{m.capture_secs:.0f}"
-            mem.append(
-                f"<tr><td>{st.start}</td><td>{m.rank}</td><td>{_e(m.process)}</td>"
-                f"<td class='num'>{gib(m.measured_bytes)}</td>"
-                f"<td class='num'>{secs}</td>"
-                f"<td class='num'>{gib(m.estimated_bytes)}</td><td class='num'>{ratio}</td></tr>"
-            )
-    # an eager server (no capture lines) has no memory table: none printed empty
-    memory = (
-        "<h3>Graph capture memory per rank</h3>"
-        "<table><tr><th>start</th><th>rank</th><th>process</th><th>took</th><th>secs</th>"
-        "<th>vLLM estimate</th><th>estimate/took</th></tr>"
-        + "".join(mem)
-        + f'</table><p class="note">{_e(starts[0].provenance)}; per rank and start, '
-        "never summed.</p>"
-        if mem
-        else ""
-    )
-    return (
-        "<table><tr><th>start</th><th>vLLM</th><th>logged</th><th>spec decode</th>"
-        "<th>requested</th><th>ran</th><th>downgraded by</th><th>graphs captured</th></tr>"
-        + "".join(rows)
-        + "</table>"
-        + memory
-    )
-
-
-def _fleet_html(s: RunSummary) -> str:
-    """Ranks side by side in one line (the analysis' fleet view); its per-rank table is the
-    rows layer's, in the sections below. Nothing for a single rank."""
-    f = s.fleet
-    if f.ranks < 2:
-        return ""
-    return f'<h2 id="ranks">Ranks ({f.ranks})</h2><p>{_e(f.text)}</p>'
+    blocks = summary_blocks(s)
+    out = []
+    if s.fleet.ranks > 1:  # ranks side by side, never merged: the verdict first
+        out.append(f"<p><b>{_e(s.fleet.text)}</b></p>")
+    for b in front_rows(blocks):
+        out.append(f"<h3>{_e(b.title)}</h3>" + _rows_html(b.rows))
+    out += [_table_html(t) for t in front_tables(blocks)]
+    return '<h2 id="front">Paths, ranks, starts</h2>' + "".join(out) if out else ""
 
 
 def _trace_html(s: dict) -> str:
-    """An imported trace: path and variant per step, S and rows with where each came from, and
-    the capture / sync verdicts its evidence supports (all from the analysis)."""
+    """An imported trace's capture and sync verdicts, as far as its evidence supports them
+    (its paths and replay time are the rows layer's tables: :func:`_front_html`)."""
     tr = s.trace
     if not tr:
         return ""
     cap, sy = tr.capture, tr.syncs
-    rows = "".join(
-        f"<tr><td>{_e(p.path)}</td><td><code>{_e(p.variant)}</code></td>"
-        f"<td class='num'>{p.steps} ({p.graph_steps}/{p.eager_steps})"
-        + (f" +{p.piecewise_steps} PIECEWISE" if p.piecewise_steps else "")
-        + "</td>"
-        f"<td class='num'>{_e(p.S)}</td><td class='num'>{_e(p.rows or '-')}</td>"
-        f"<td class='num'>{_e(p.qlen or '-')}</td><td>S {_e(p.S_source)}; rows: "
-        f"{_e(p.rows_source)}</td></tr>"
-        for p in tr.paths
-    )
     syncs = "unknown" if sy.status == "unknown" else f"{sy.count} in MLA layers"
     trust = tr.trust
     warn = (
@@ -253,97 +197,60 @@ def _trace_html(s: dict) -> str:
         + f"<p>capture: <b>{_e(cap.label)}</b>"
         + ("" if cap.status == "unknown" else f" ({_e(cap.evidence)})")  # why said once
         + f"; syncs: <b>{_e(syncs)}</b> ({_e(sy.evidence)}); {_e(cap.provenance)}</p>"
-        + (
-            "<table><tr><th>path</th><th>kernel variant</th><th>steps (graph/eager)</th><th>S</th>"
-            "<th>rows</th><th>qlen</th><th>where from</th></tr>" + rows + "</table>"
-            if rows  # no MLA kernel recognised: no empty table (the findings say why)
-            else ""
-        )
-        + (f"<p>{_e(tr.drafter.text)}</p>" if tr.drafter else "")
-        + (f"<p>{_e(tr.capture_phase.text)}</p>" if tr.capture_phase else "")
-        + _replay_time_html(tr.replay_time)
-    )
-
-
-def _replay_time_html(rt: dict) -> str:
-    if not rt.replays:
-        return ""
-
-    def pct(x: float | None) -> str:
-        return share_text(x, none="")
-
-    grouped = len(rt.rank_groups or []) > 1  # ranks that ran different S: apart
-    lay = "".join(
-        "<tr>"
-        + (f"<td class='num'>{_e(x.ranks_text)}</td>" if grouped else "")
-        + f"<td class='num'>{x.layer}</td><td class='num'>{x.median_us:.1f}</td>"
-        f"<td class='num'>{x.attention_median_us:.1f}</td>"
-        f"<td class='num'>{pct(x.attention_share)}</td><td class='num'>{_e(x.S)}</td></tr>"
-        for x in rt.layers
-    )
-    ker = "".join(
-        f"<tr><td><code>{_e(x.name)}</code>{' (attention)' if x.attention else ''}</td>"
-        f"<td class='num'>{x.launches}</td><td class='num'>{x.total_us:.1f}</td>"
-        f"<td class='num'>{x.median_us:.1f}</td><td class='num'>{pct(x.share)}</td></tr>"
-        for x in rt.kernels
-    )
-    return (
-        f"<h3>Time inside {rt.replays} graph replay(s): attention "
-        f"{pct(rt.attention_share)} of kernel time</h3>"
-        f'<p class="note">{_e(rt.provenance)}</p>'
-        "<table><tr>"
-        + ("<th>ranks</th>" if grouped else "")
-        + "<th>layer</th><th>median µs</th><th>attention µs</th><th>attention</th>"
-        "<th>S</th></tr>" + lay + "</table><br>"
-        "<table><tr><th>kernel</th><th>launches</th><th>total µs</th><th>median µs</th>"
-        "<th>share</th></tr>" + ker + "</table>"
     )
 
 
 def sections_html(s: Any) -> list[str]:
     """Every section of the summary (the rows layer, mlaprof.reporters.rows), each folded in a
     ``<details>`` element: the same rows and wording as the terminal, Markdown and ``tui``."""
-    from mlaprof.reporters.rows import HEADING, summary_blocks, table_more
+    from mlaprof.reporters.rows import HEADING, summary_blocks
 
     out = [f'<h2 id="sections">{_e(HEADING)}</h2>']
     for b in summary_blocks(s):
         out.append(f"<details><summary>{_e(b.title)}</summary>")
-        if b.rows:
-            out.append(
-                '<table class="meta">'
-                + "".join(f"<tr><td>{_e(r.label)}</td><td>{_e(r.text)}</td></tr>" for r in b.rows)
-                + "</table>"
-            )
-        for t in b.tables:
-            title = f"<h3>{_e(t.title)}</h3>" if t.title != b.title else ""
-            head = "".join(f"<th>{_e(h)}</th>" for h in t.head)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in t.rows
-            )
-            more = f'<p class="note">{_e(table_more(t))}</p>' if t.more else ""
-            out.append(f"{title}<table><tr>{head}</tr>{body}</table>{more}")
+        out.append(_rows_html(b.rows))
+        out += [_table_html(t, t.title != b.title) for t in b.tables]
         out.append("</details>")
     return out
 
 
-def _diff_html(diff: SummaryDiff) -> str:
-    from mlaprof.analysis.diff import fmt_value
+def _rows_html(rows: list[Any]) -> str:
+    """A block's rows (mlaprof.reporters.rows.Row) as a two-column table."""
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{_e(r.label)}</td><td>{_e(r.text)}</td></tr>" for r in rows)
+    return f'<table class="meta">{body}</table>'
 
-    rows = []
-    for r in diff.table:
-        pct = "" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        cls = r.verdict if r.verdict in ("better", "worse") else ""
-        rows.append(
-            f"<tr><td>{_e(r.metric)}</td><td>{_e(r.unit)}</td>"
-            f"<td class='num'>{fmt_value(r.a)}</td><td class='num'>{fmt_value(r.b)}</td>"
-            f"<td class='num'>{pct}</td><td class='{cls}'>{_e(r.verdict)}</td>"
-            f"<td>{_e(r.provenance)}</td></tr>"
-        )
+
+VERDICT_CLASS = ("better", "worse")  # a cell that says one of these is coloured
+
+
+def _table_html(t: Any, titled: bool = True) -> str:
+    """A table of the rows layer (mlaprof.reporters.rows.Table), its notes and what was cut."""
+    from mlaprof.reporters.rows import table_more
+
+    title = f"<h3>{_e(t.title)}</h3>" if titled else ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in t.head)
+
+    def td(c: str) -> str:
+        return f"<td class='{c}'>{_e(c)}</td>" if c in VERDICT_CLASS else f"<td>{_e(c)}</td>"
+
+    body = "".join("<tr>" + "".join(td(c) for c in r) + "</tr>" for r in t.rows)
+    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in t.notes)
+    more = f'<p class="note">{_e(table_more(t))}</p>' if t.more else ""
+    return f"{title}<table><tr>{head}</tr>{body}</table>{notes}{more}"
+
+
+def _diff_html(diff: SummaryDiff) -> str:
+    """The run diff as the rows layer lays it out (mlaprof.reporters.diff_rows)."""
+    from mlaprof.reporters.diff_rows import diff_block
+
+    b = diff_block(diff)
     return (
         f"<p>A = <b>{_e(diff.before)}</b> (this run, before), B = <b>{_e(diff.after)}</b> "
         "(after). Below, the figures are this run's.</p>"
-        "<table><tr><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th>"
-        "<th>B is</th><th>provenance</th></tr>" + "".join(rows) + "</table>"
+        + _rows_html(b.rows)
+        + "".join(_table_html(t, titled=False) for t in b.tables)
     )
 
 
@@ -380,13 +287,10 @@ def render_html(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         _findings_html(findings, why),
         '<h2 id="run">Run</h2>',
         _meta_html(s, s.series.info if s.series is not None else None),
-        _fleet_html(s),
         _trace_html(s),
+        _front_html(s),
     ]
     parts += sections_html(s)
-    starts = s.engine_starts  # the analysis' own reading of an imported log
-    if starts:
-        parts += ['<h2 id="starts">Server starts (imported vLLM log)</h2>', _starts_html(starts)]
     if diff is not None:
         parts += ['<h2 id="diff">Compared with another run</h2>', _diff_html(diff)]
     parts.append(f'<h2 id="figures">Figures ({len(figs)})</h2>')

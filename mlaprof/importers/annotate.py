@@ -966,7 +966,7 @@ def store_kernels(
     sums: bool = False,
 ) -> None:
     """Annotate and store the kernels, then the derived steps and layers; the trace checks are
-    recorded in the run's metadata. ``background``: the kernel file is written by a background
+    stored per rank (the ``trace_checks`` table). ``background``: the kernel file is written by a background
     thread from the moment its columns are final, beside the checks and tables, and the layer
     file after it (the bulk writer's commit waits for both). ``sums``: also store the rank's
     replay-time sums (a fleet's report then reads them instead of joining every kernel again;
@@ -983,9 +983,11 @@ def store_kernels(
     if summary.patterns:
         from mlaprof.store import runmeta
 
-        # which table rows matched, where their S came from, and the evidence counts: the
-        # analysis cites them (views never re-derive them)
-        runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns, trace_checks=summary.checks)
+        # which table rows matched and where their S came from (run.json), and this rank's
+        # evidence counts (the store's trace_checks table): the analysis cites them (views
+        # never re-derive them)
+        runmeta.update(bulk.run_dir, kernel_patterns=summary.patterns)
+        bulk.write_trace_checks(summary.checks)
     store_derived(bulk, steps, layers, summary)
     if sums:
         store_replay_sums(bulk, kc, derived, layers)

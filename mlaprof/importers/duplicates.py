@@ -19,7 +19,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns
-from mlaprof.step_sources import RECORDS_KEY
+from mlaprof.store.trace_checks import RECORDS
 
 _KEY = ("correlation", "start_ns", "end_ns", "device")
 
@@ -106,8 +106,8 @@ def nameless(kc: KernelColumns) -> int:
 
 def check_records(kc: KernelColumns, path: Path, bulk: Any, notes: list[str]) -> KernelColumns:
     """A trace's dispatch records as data: repeated ones kept once, nameless ones counted; both
-    named in the import's notes and, per rank, in run.json (``trace_records_by_rank``, which
-    the trust verdict reads)."""
+    named in the import's notes and, per rank, in the store's ``trace_checks`` table (check
+    ``records``, which the trust verdict reads)."""
     total = kc.n
     kc, repeated = drop_repeated_dispatches(kc)
     holes = nameless(kc)
@@ -121,15 +121,10 @@ def check_records(kc: KernelColumns, path: Path, bulk: Any, notes: list[str]) ->
             f"{path.name}: {holes} of {kc.n} dispatches name a kernel symbol the trace lacks: "
             "stored without a name (their kernels cannot be attributed)"
         )
-    from mlaprof.store import runmeta
-
-    doc = runmeta.read(bulk.run_dir).get(RECORDS_KEY)
-    by_rank = dict(doc) if isinstance(doc, dict) else {}
-    mine = by_rank.get(str(bulk.rank)) or {}
-    by_rank[str(bulk.rank)] = {
+    mine = bulk.trace_checks().group(RECORDS)  # the rank's files before this one
+    bulk.write_trace_checks({RECORDS: {
         "dispatches": int(mine.get("dispatches", 0)) + kc.n,
         "repeated_dispatches": int(mine.get("repeated_dispatches", 0)) + repeated,
         "nameless_dispatches": int(mine.get("nameless_dispatches", 0)) + holes,
-    }
-    runmeta.update(bulk.run_dir, **{RECORDS_KEY: by_rank})
+    }})  # fmt: skip
     return kc

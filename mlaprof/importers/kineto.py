@@ -28,7 +28,6 @@ from mlaprof.importers.kineto_folder import (
     folder_files,
 )
 from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables
-from mlaprof.importers.rocprof import _sum_counts
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
@@ -340,7 +339,6 @@ def import_kineto(
         )
     matcher = matcher or KernelMatcher()
     cpu_by_rank: dict[str, dict[str, Any]] = {}
-    by_rank: dict[str, Any] = {}
     with staged_run(traces, name or f"kineto-{stem}", meta, unique=name is None) as (bulk, final):
         for rank, tfs in groups.items():
             w = bulk.rank_writer(rank)
@@ -358,15 +356,13 @@ def import_kineto(
                 summary.files.append(str(tf.path))
             if not r.kernels and not r.api:
                 raise MlaprofError(f"{tfs[0].path}: no kernel or runtime events found")
-            _store_rank(w, r, rank, matcher, summary, by_rank, cpu_by_rank)
+            _store_rank(w, r, rank, matcher, summary, cpu_by_rank)
         devices = {v["device"] for v in cpu_by_rank.values()}
         update: dict[str, Any] = {"ranks_from": {str(k): [t.path.name for t in v]
                                                  for k, v in groups.items()}}  # fmt: skip
         update["device"] = next(iter(devices)) if len(devices) == 1 else None
         if any(v["cpu_only"] for v in cpu_by_rank.values()):
             update["cpu_trace"] = cpu_by_rank
-        if len(by_rank) > 1:
-            update["trace_checks_by_rank"] = by_rank
         versions = {v["vllm_version"] for v in cpu_by_rank.values() if v["vllm_version"]}
         if versions:
             update["vllm_version"] = sorted(versions)[-1]
@@ -384,7 +380,6 @@ def _store_rank(
     rank: int,
     matcher: KernelMatcher,
     summary: ImportSummary,
-    by_rank: dict[str, Any],
     cpu_by_rank: dict[str, dict[str, Any]],
 ) -> None:
     acols = ("domain", "function", "pid", "tid", "correlation", "start_ns", "end_ns")
@@ -406,13 +401,8 @@ def _store_rank(
         mask = kc.masks.pop("replay", None)
         if mask is not None:
             replay[mask] = NULL
-        before, summary.checks = summary.checks, {}
+        summary.checks = {}  # this rank's own (stored as its trace_checks rows)
         store_kernels(w, kc, matcher, summary, False, replay)
-        by_rank[str(rank)] = summary.checks
-        if before:
-            summary.checks = _sum_counts(before, summary.checks)
-            if summary.patterns:
-                runmeta.update(w.run_dir, trace_checks=summary.checks)
         if counts["step_annotations"]:
             empty = int(counts.get("empty_annotations") or 0)
             summary.notes.append(

@@ -34,6 +34,7 @@ from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
+from mlaprof.store.trace_checks import LEGACY_KEYS
 
 AHEAD = 2  # ranks read ahead, in threads (SQLite and pyarrow release the GIL while reading)
 
@@ -117,7 +118,6 @@ def import_rocprof(
         try:
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
-                by_rank: dict[str, Any] = {}  # each rank's own trace checks (trust per rank)
                 hosts = [r["host"] for r in meta.get("rank_sources", [])]
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
@@ -159,9 +159,9 @@ def import_rocprof(
                             summary.layers,
                             summary.eager_steps,
                         )
-                        # this rank's checks start empty (annotate fills the dict in place, so
-                        # keeping it would add the rank to itself and drop the ranks before)
-                        before, summary.checks = summary.checks, {}
+                        # this rank's checks start empty (annotate fills the dict in place and
+                        # stores it as the rank's own trace_checks rows)
+                        summary.checks = {}
                         # the kernel and layer files are written in the background while
                         # the trace checks run and the next rank is annotated
                         store_kernels(
@@ -173,18 +173,12 @@ def import_rocprof(
                             background=True,
                             sums=len(groups) > 1,
                         )
-                        by_rank[str(rank)] = summary.checks
-                        if rank:  # the trace checks count over all ranks
-                            summary.checks = _sum_counts(before, summary.checks)
-                            if summary.patterns:
-                                runmeta.update(bulk.run_dir, trace_checks=summary.checks)
                         summary.mla_kernels += counts[0]
                         summary.replays += counts[1]
                         summary.layers += counts[2]
                         summary.eager_steps += counts[3]
                     del kernels
                 if len(groups) > 1:
-                    runmeta.update(bulk.run_dir, trace_checks_by_rank=by_rank)
                     summary.notes.append(
                         f"{len(groups)} processes imported as ranks 0-{len(groups) - 1}"
                     )
@@ -238,19 +232,6 @@ def _one_per_export(groups: list[list[Path]], summary: ImportSummary) -> list[li
     return out
 
 
-def _sum_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Two ranks' trace checks added up, key by key (nested dicts of counts)."""
-    out = dict(a)
-    for k, v in b.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _sum_counts(out[k], v)
-        elif isinstance(v, int) and isinstance(out.get(k), int):
-            out[k] = out[k] + v
-        else:
-            out[k] = v
-    return out
-
-
 def _restore_meta(run_dir: Path, embedded: dict[str, Any]) -> None:
     """Carry the exported run's descriptive metadata (scenario, device, backend) over."""
     keep = {
@@ -266,6 +247,8 @@ def _restore_meta(run_dir: Path, embedded: dict[str, Any]) -> None:
             "format",
             "run_id",
             "ranks",
+            # an older export's trace checks: this import stores its own, per rank
+            *LEGACY_KEYS,
         )  # fmt: skip
     }
     keep["exported_from"] = embedded.get("name")

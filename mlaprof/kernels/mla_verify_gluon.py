@@ -23,6 +23,15 @@ so the copy engine (TMA) fetches it from a descriptor, one mbarrier per buffer; 
 computes a KV address or issues a copy. On an H200 that is 1.18x faster than the row gather at
 (8, 131072, qlen 4) (``bench/results/verify_vs_flashmla_h200.json``).
 
+``mla_verify_stage1_hopper_roles`` (the default on sm_90) gives the warpgroups roles instead:
+warpgroup 0 computes ``S`` over the whole tile (one 64-wide ``wgmma``: q is read from shared
+memory once per tile, not by both warpgroups) and the softmax within its own warps, then hands
+P and each row's rescale to warpgroup 1 through shared memory and mbarriers; both compute
+``P V`` on their 256 columns; a loader (a TMA warp, or a ``cp.async`` warpgroup at pages
+smaller than a tile) refills a buffer once both have released it. Its compute alone is 21-27%
+shorter than the fused kernels' at B >= 8 (``bench/results/verify_vs_flashmla_h100.json``).
+``mla_verify_stage1_hopper_ws`` is the fused loop with a loader warp (measured no faster).
+
 Stage 2 (the merge) is ``mla_verify.mla_verify_stage2`` unchanged, with ``ALIGN = BLOCK_N``.
 Rows past a request's queries or past H are computed on clamped (valid) addresses and never
 stored; keys past a split's end load a valid row and are masked to -inf. All global offsets
@@ -48,6 +57,15 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
 ROWS = 64  # query rows per program: one wgmma M
 NUM_WARPS = 8  # two warpgroups
+# registers of the loader warp (mla_verify_stage1_hopper_ws): TMA issues little; the row gather
+# holds a step's addresses (the compute warpgroups give up registers for it: 192 then)
+LOADER_REGS = 40
+ROLES_PV_REGS = 192  # the roles kernel's P V warpgroup beside a TMA loader warp
+GATHER_LOADER_REGS = 112
+# the roles kernel's gather loader (a warpgroup: this tile's rows and the next's) and, beside
+# it, the P V warpgroup (64 x 256 fp32 accumulator)
+ROLES_GATHER_LOADER_REGS = 96
+ROLES_GATHER_PV_REGS = 176
 
 
 @gluon.jit
@@ -418,6 +436,58 @@ def _l2_prefetch_rows(kv, slots, stride_kv, go):
 
 
 @gluon.jit
+def _tma_tile(kn_desc, kp_desc, row, bars, buf, kn_buf, kp_buf, go,
+              BLOCK_N: gl.constexpr, CHUNKS: gl.constexpr, LOADS: gl.constexpr = True):  # fmt: skip
+    """TMA one KV tile into buffer ``buf``. ``CHUNKS == 1``: one latent and one rope copy on one
+    mbarrier. ``CHUNKS`` 3 or 9: the tile's nine ``[BLOCK_N, 64]`` boxes (eight latent slices,
+    then the rope) in ``CHUNKS`` groups, each group on its own mbarrier, so ``S = q K^T``
+    starts on the first group that lands. ``LOADS`` False (benchmarks: the compute alone, wrong
+    output): every mbarrier completes with no copy."""
+    if not LOADS:
+        for c in gl.static_range(CHUNKS):
+            mbarrier.expect(bars.index(buf * CHUNKS + c), 0, pred=go)
+    elif CHUNKS == 1:
+        mbarrier.expect(bars.index(buf), BLOCK_N * 576 * 2, pred=go)
+        _tma_load(kn_desc, [row, 0], bars.index(buf), kn_buf, pred=go)
+        _tma_load(kp_desc, [row, 512], bars.index(buf), kp_buf, pred=go)
+    else:
+        PER: gl.constexpr = 9 // CHUNKS
+        for c in gl.static_range(CHUNKS):
+            bar = bars.index(buf * CHUNKS + c)
+            mbarrier.expect(bar, PER * BLOCK_N * 64 * 2, pred=go)
+            for k in gl.static_range(c * PER, (c + 1) * PER):
+                if k == 8:
+                    _tma_load(kp_desc, [row, 512], bar, kp_buf, pred=go)
+                else:
+                    _tma_load(kp_desc, [row, k * 64], bar, kn_buf.slice(k * 64, 64, dim=1), pred=go)
+
+
+@gluon.jit
+def _tma_wait(bars, buf, phase, CHUNKS: gl.constexpr):
+    """Wait until every copy of the tile in buffer ``buf`` has landed."""
+    for c in gl.static_range(CHUNKS):
+        mbarrier.wait(bars.index(buf * CHUNKS + c), phase)
+
+
+@gluon.jit
+def _qk_chunked(qn_smem, qp_smem, kn, kp, s_zero, bars, buf, phase, CHUNKS: gl.constexpr):
+    """S = q K^T issued box by box, each group's ``wgmma`` as soon as its boxes have landed:
+    the tile's arrival overlaps its first products."""
+    PER: gl.constexpr = 9 // CHUNKS
+    s = s_zero
+    for c in gl.static_range(CHUNKS):
+        mbarrier.wait(bars.index(buf * CHUNKS + c), phase)
+        for k in gl.static_range(c * PER, (c + 1) * PER):
+            if k == 8:
+                s = warpgroup_mma(qp_smem, kp.permute((1, 0)), s, is_async=True)
+            else:
+                s = warpgroup_mma(qn_smem.slice(k * 64, 64, dim=1),
+                                  kn.slice(k * 64, 64, dim=1).permute((1, 0)), s,
+                                  use_acc=k > 0, is_async=True)  # fmt: skip
+    return s
+
+
+@gluon.jit
 def mla_verify_stage1_hopper_tma(
     q_nope,
     q_pe,
@@ -453,6 +523,8 @@ def mla_verify_stage1_hopper_tma(
     MIN_CHUNK: gl.constexpr = 256,
     PREFETCH: gl.constexpr = 0,  # tiles past the TMA window also prefetched into L2 (0: none)
     EARLY_ISSUE: gl.constexpr = False,  # refill a buffer once freed, before awaiting the tile
+    CHUNKS: gl.constexpr = 1,  # 3 or 9: mbarriers per tile, S starts on the first that lands
+    LOADS: gl.constexpr = True,  # benchmarks only: False = no KV copies (compute alone)
 ):
     """Stage 1 for pages of ``PAGE >= BLOCK_N`` slots (vLLM's 64-token blocks on Hopper): each
     tile is ``BLOCK_N`` consecutive pool rows, fetched by the tensor-memory accelerator (TMA)
@@ -464,7 +536,6 @@ def mla_verify_stage1_hopper_tma(
     gl.static_assert(M == 64)
     gl.static_assert(PAGE % BLOCK_N == 0)
     dtype: gl.constexpr = q_nope.dtype.element_ty
-    TILE_BYTES: gl.constexpr = BLOCK_N * (D_NOPE + D_PE) * 2
 
     ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [8, 1], [1, 0])
     ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [8, 1], [1, 0])
@@ -504,8 +575,9 @@ def mla_verify_stage1_hopper_tma(
     p_smem = gl.allocate_shared_memory(
         dtype, [M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([M, BLOCK_N], dtype)
     )
-    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(NUM_BUF):
+    gl.static_assert((CHUNKS == 1) | (CHUNKS == 3) | (CHUNKS == 9))
+    bars = gl.allocate_shared_memory(gl.int64, [NUM_BUF * CHUNKS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_BUF * CHUNKS):
         mbarrier.init(bars.index(i), count=1)
 
     b64 = b.to(gl.int64)
@@ -529,10 +601,8 @@ def mla_verify_stage1_hopper_tma(
     for t in gl.static_range(NUM_BUF - 1):  # prologue: tiles 0 .. NUM_BUF - 2 in flight
         j0 = lo + t * BLOCK_N
         row = gl.load(kv_indices + kv_start + j0 // PAGE).to(gl.int32) * PAGE + j0 % PAGE
-        go = t < n_tiles
-        mbarrier.expect(bars.index(t), TILE_BYTES, pred=go)
-        _tma_load(kn_desc, [row, 0], bars.index(t), kn_smem.index(t), pred=go)
-        _tma_load(kp_desc, [row, D_NOPE], bars.index(t), kp_smem.index(t), pred=go)
+        _tma_tile(kn_desc, kp_desc, row, bars, t, kn_smem.index(t), kp_smem.index(t),
+                  t < n_tiles, BLOCK_N, CHUNKS, LOADS)  # fmt: skip
     for t in gl.static_range(NUM_BUF - 1, NUM_BUF - 1 + PREFETCH):  # and the next into L2
         j0 = gl.minimum(lo + t * BLOCK_N, hi - 1)
         row = gl.load(kv_indices + kv_start + j0 // PAGE).to(gl.int32) * PAGE + j0 % PAGE
@@ -559,15 +629,15 @@ def mla_verify_stage1_hopper_tma(
     gl.thread_barrier()  # everyone's q copies landed
     for t in range(n_tiles):
         buf = t % NUM_BUF
+        phase = (t // NUM_BUF) & 1
         if not EARLY_ISSUE:
-            mbarrier.wait(bars.index(buf), (t // NUM_BUF) & 1)
+            if CHUNKS == 1:
+                _tma_wait(bars, buf, phase, CHUNKS)
             gl.thread_barrier()  # both warpgroups are done with tile t - 1 (its buffer is free)
         nb = (t + NUM_BUF - 1) % NUM_BUF
         row = pg_next.to(gl.int32) * PAGE + j_next % PAGE
-        go = t + NUM_BUF - 1 < n_tiles
-        mbarrier.expect(bars.index(nb), TILE_BYTES, pred=go)
-        _tma_load(kn_desc, [row, 0], bars.index(nb), kn_smem.index(nb), pred=go)
-        _tma_load(kp_desc, [row, D_NOPE], bars.index(nb), kp_smem.index(nb), pred=go)
+        _tma_tile(kn_desc, kp_desc, row, bars, nb, kn_smem.index(nb), kp_smem.index(nb),
+                  t + NUM_BUF - 1 < n_tiles, BLOCK_N, CHUNKS, LOADS)  # fmt: skip
         if PREFETCH > 0:
             _l2_prefetch(kv, pg_pf.to(gl.int32) * PAGE + j_pf % PAGE, stride_kv,
                          t + NUM_BUF - 1 + PREFETCH < n_tiles, BLOCK_N)  # fmt: skip
@@ -576,15 +646,21 @@ def mla_verify_stage1_hopper_tma(
         if PREFETCH > 0:
             j_pf = gl.minimum(j_next + PREFETCH * BLOCK_N, hi - 1)
             pg_pf = gl.load(kv_indices + kv_start + j_pf // PAGE)
-        if EARLY_ISSUE:  # the next tile is already in flight while this one is awaited
-            mbarrier.wait(bars.index(buf), (t // NUM_BUF) & 1)
+        if EARLY_ISSUE and CHUNKS == 1:  # the next tile is in flight while this one is awaited
+            _tma_wait(bars, buf, phase, CHUNKS)
         j0 = lo + t * BLOCK_N
         kn = kn_smem.index(buf)
         if j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
+            _tma_wait(bars, buf, phase, CHUNKS)
             _zero_tail(kn, j0 + tail_keys < seq, ld_c)
             fence_async_shared()
             gl.thread_barrier()
-        s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+        if CHUNKS == 1:
+            s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+        else:  # each slice's product issued once it has landed
+            s = _qk_chunked(
+                qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero, bars, buf, phase, CHUNKS
+            )
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         p, alpha, l_i, m_i = _softmax(
             s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s, row_o, True
@@ -596,7 +672,7 @@ def mla_verify_stage1_hopper_tma(
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         if EARLY_ISSUE:
             gl.thread_barrier()  # both warpgroups are done with tile t: its buffer is free
-    for i in gl.static_range(NUM_BUF):
+    for i in gl.static_range(NUM_BUF * CHUNKS):
         mbarrier.invalidate(bars.index(i))
     l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
     _store_partials(acc, m_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H,
@@ -624,3 +700,621 @@ def kv_descriptors(kv, block_n: int) -> tuple:
         TensorDescriptor.from_tensor(kv, [block_n, 512], lay_n),
         TensorDescriptor.from_tensor(kv, [block_n, 64], lay_p),
     )
+
+
+@gluon.jit
+def _ws_loader(kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem, kp_smem, full, empty,
+               BLOCK_N: gl.constexpr, PAGE: gl.constexpr, NUM_BUF: gl.constexpr,
+               CHUNKS: gl.constexpr, LOADS: gl.constexpr):  # fmt: skip
+    """The loader warp: TMA each tile into the next free buffer, as soon as the compute warps
+    have released it (``empty``); nothing else, so no CTA-wide barrier sits on its path."""
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        if t >= NUM_BUF:  # the buffer's previous tile (t - NUM_BUF) has been consumed
+            mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+        j0 = lo + t * BLOCK_N
+        row = gl.load(kv_indices + kv_start + j0 // PAGE).to(gl.int32) * PAGE + j0 % PAGE
+        _tma_tile(kn_desc, kp_desc, row, full, buf, kn_smem.index(buf), kp_smem.index(buf),
+                  True, BLOCK_N, CHUNKS, LOADS)  # fmt: skip
+
+
+@gluon.jit
+def _ws_gather_loader(kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv, kn_smem, kp_smem, full,
+                      empty, BLOCK_N: gl.constexpr, PAGE: gl.constexpr, NUM_BUF: gl.constexpr,
+                      SUB: gl.constexpr, LOAD_WARPS: gl.constexpr = 1):  # fmt: skip
+    """The loader warp(s) for pages of any size (AITER's page 1): each tile gathered row by row
+    with ``cp.async``, ``SUB`` rows at a time; every lane arrives on the tile's ``full`` mbarrier
+    (initialised to the loader's thread count) once its own copies have landed
+    (``cp.async.mbarrier.arrive``), so no thread waits on a copy."""
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [LOAD_WARPS, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [LOAD_WARPS, 1], [1, 0])
+    sl_n: gl.constexpr = gl.SliceLayout(1, ld_n)
+    sl_p: gl.constexpr = gl.SliceLayout(1, ld_p)
+    cols_n = gl.arange(0, 512, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, 64, layout=gl.SliceLayout(0, ld_p))
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        if t >= NUM_BUF:  # the buffer's previous tile (t - NUM_BUF) has been consumed
+            mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+        j0 = lo + t * BLOCK_N
+        for r in gl.static_range(0, BLOCK_N, SUB):
+            slot_n = _slots(kv_indices, kv_start, j0 + r, hi, SUB, PAGE, sl_n)
+            slot_p = _slots(kv_indices, kv_start, j0 + r, hi, SUB, PAGE, sl_p)
+            cp.async_copy_global_to_shared(
+                kn_smem.index(buf).slice(r, SUB, dim=0),
+                kv + (slot_n * stride_kv)[:, None] + cols_n[None, :],
+            )
+            cp.async_copy_global_to_shared(
+                kp_smem.index(buf).slice(r, SUB, dim=0),
+                kv + (slot_p * stride_kv + 512)[:, None] + cols_p[None, :],
+            )
+        cp.mbarrier_arrive(full.index(buf), increment_count=False)
+
+
+@gluon.jit
+def _rows(kv_indices, kv_start, j0, hi, BLOCK_N: gl.constexpr, PAGE: gl.constexpr,
+          layout: gl.constexpr):  # fmt: skip
+    """``_slots`` as int32 pool rows (half the registers; widened where the address is made)."""
+    j = gl.minimum(j0 + gl.arange(0, BLOCK_N, layout=layout), hi - 1)
+    if PAGE == 1:
+        return gl.load(kv_indices + kv_start + j)
+    else:
+        return gl.load(kv_indices + kv_start + j // PAGE) * PAGE + (j % PAGE)
+
+
+@gluon.jit
+def _gather_loader_ahead(kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv, kn_smem, kp_smem,
+                         full, empty, BLOCK_N: gl.constexpr, PAGE: gl.constexpr,
+                         NUM_BUF: gl.constexpr, LOAD_WARPS: gl.constexpr,
+                         LOADS: gl.constexpr = True):  # fmt: skip
+    """A loader warpgroup gathering whole tiles with ``cp.async``: the pool rows of tile t + 1
+    are loaded before tile t's copies are issued, so no copy waits on an index load; each
+    thread arrives on the tile's ``full`` mbarrier once its copies have landed."""
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [LOAD_WARPS, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [LOAD_WARPS, 1], [1, 0])
+    sl_n: gl.constexpr = gl.SliceLayout(1, ld_n)
+    sl_p: gl.constexpr = gl.SliceLayout(1, ld_p)
+    cols_n = gl.arange(0, 512, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, 64, layout=gl.SliceLayout(0, ld_p))
+    rows_n = _rows(kv_indices, kv_start, lo, hi, BLOCK_N, PAGE, sl_n)
+    rows_p = _rows(kv_indices, kv_start, lo, hi, BLOCK_N, PAGE, sl_p)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        j_next = lo + (t + 1) * BLOCK_N  # clamped past the split's end: always valid
+        next_n = _rows(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_n)
+        next_p = _rows(kv_indices, kv_start, j_next, hi, BLOCK_N, PAGE, sl_p)
+        if t >= NUM_BUF:  # the buffer's previous tile (t - NUM_BUF) has been consumed
+            mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+        if LOADS:
+            cp.async_copy_global_to_shared(
+                kn_smem.index(buf),
+                kv + (rows_n.to(gl.int64) * stride_kv)[:, None] + cols_n[None, :],
+            )
+            cp.async_copy_global_to_shared(
+                kp_smem.index(buf),
+                kv + (rows_p.to(gl.int64) * stride_kv + 512)[:, None] + cols_p[None, :],
+            )
+            cp.mbarrier_arrive(full.index(buf), increment_count=False)
+        else:  # benchmarks: the compute alone (one arrival standing for every loader thread)
+            mbarrier.arrive(full.index(buf), count=32 * LOAD_WARPS)
+        rows_n = next_n
+        rows_p = next_p
+
+
+@gluon.jit
+def _ws_compute(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, full, empty, qk_scale, seq, n, lo, hi,
+                n_tiles, hb, qlen, H, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
+                NUM_BUF: gl.constexpr, CHUNKS: gl.constexpr, GATHER: gl.constexpr):  # fmt: skip
+    """The two compute warpgroups: for each tile, S = q K^T (chunk by chunk as the slices land),
+    the online softmax, P V; then the tile's buffer goes back to the loader."""
+    M: gl.constexpr = 64
+    dtype: gl.constexpr = qn_smem.dtype
+    ld_c: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [8, 1], [1, 0])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, BLOCK_N // 2, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 256, 16]
+    )
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    rs = gl.arange(0, M, layout=row_s)
+    qi_s = rs // BLOCK_H
+    h_s = hb * BLOCK_H + rs % BLOCK_H
+    ok_s = (qi_s < qlen) & (qi_s < n) & (h_s < H)
+    bound = gl.where(ok_s, seq - n + qi_s + 1, 0)
+    keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    tail_keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ld_c))
+    m_i = gl.full([M], float("-inf"), gl.float32, layout=row_o)
+    l_i = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)  # per-thread sums, reduced once
+    acc = gl.zeros([M, 512], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        phase = (t // NUM_BUF) & 1
+        j0 = lo + t * BLOCK_N
+        kn = kn_smem.index(buf)
+        if GATHER:  # rows gathered by cp.async (clamped to valid keys): no tail to clear
+            mbarrier.wait(full.index(buf), phase)
+            fence_async_shared()  # the loader's cp.async writes -> this warp's wgmma reads
+        elif j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
+            _tma_wait(full, buf, phase, CHUNKS)
+            _zero_tail(kn, j0 + tail_keys < seq, ld_c)
+            fence_async_shared()
+            gl.thread_barrier()
+        if CHUNKS == 1:
+            mbarrier.wait(full.index(buf), phase)
+            s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+        else:
+            s = _qk_chunked(
+                qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero, full, buf, phase, CHUNKS
+            )
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        p, alpha, l_i, m_i = _softmax(
+            s, m_i, l_i, qk_scale, bound, keys, j0, hi, row_s, row_o, True
+        )
+        p_smem.store(p.to(dtype))
+        fence_async_shared()
+        gl.thread_barrier()  # both warpgroups' halves of P are written
+        acc = warpgroup_mma(p_smem, kn, acc * alpha[:, None], is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()  # both warpgroups are done with the tile and with P
+        mbarrier.arrive(empty.index(buf))
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def mla_verify_stage1_hopper_ws(
+    q_nope,
+    q_pe,
+    kv,
+    kn_desc,
+    kp_desc,
+    kv_indptr,
+    kv_indices,
+    seq_lens,
+    qo_lens,
+    part_o,
+    part_lse,
+    qk_scale,
+    num_splits,
+    qlen,
+    H,
+    stride_qb,
+    stride_qt,
+    stride_qh,
+    stride_rb,
+    stride_rt,
+    stride_rh,
+    stride_pb,
+    stride_pt,
+    stride_ph,
+    stride_kv,
+    QP: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    PAGE: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    DEVICE_SPLITS: gl.constexpr = False,
+    MIN_CHUNK: gl.constexpr = 256,
+    CHUNKS: gl.constexpr = 1,
+    LOADER_REGS: gl.constexpr = 40,
+    LOADS: gl.constexpr = True,  # benchmarks only: False = no KV copies (compute alone)
+    GATHER: gl.constexpr = False,  # rows gathered by cp.async (any page size; no descriptors)
+    SUB: gl.constexpr = 8,  # rows per gather step of the loader warp
+):
+    """``mla_verify_stage1_hopper_tma`` split into warp roles: one loader warp issues the TMA
+    copies (released buffers come back through ``empty`` mbarriers), the two warpgroups only
+    wait on ``full`` mbarriers and compute. No CTA-wide barrier guards a copy, and the copy of
+    tile t + NUM_BUF starts the moment tile t is consumed."""
+    D_NOPE: gl.constexpr = 512
+    D_PE: gl.constexpr = 64
+    M: gl.constexpr = QP * BLOCK_H
+    gl.static_assert(M == 64)
+    gl.static_assert(GATHER | (PAGE % BLOCK_N == 0))
+    gl.static_assert((CHUNKS == 1) | (CHUNKS == 3) | (CHUNKS == 9))
+    dtype: gl.constexpr = q_nope.dtype.element_ty
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [8, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [8, 1], [1, 0])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 256, 16]
+    )
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    hb = gl.program_id(0)
+    b = gl.program_id(1)
+    split = gl.program_id(2)
+    seq = gl.load(seq_lens + b)
+    n = gl.load(qo_lens + b)
+    if n == 0:
+        return
+    row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
+    per = (seq + row_splits - 1) // row_splits
+    chunk = ((per + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    hi = gl.minimum(lo + chunk, seq)
+    if lo >= hi:
+        return
+
+    qn_smem = gl.allocate_shared_memory(
+        dtype, [M, D_NOPE], gl.NVMMASharedLayout.get_default_for([M, D_NOPE], dtype)
+    )
+    qp_smem = gl.allocate_shared_memory(
+        dtype, [M, D_PE], gl.NVMMASharedLayout.get_default_for([M, D_PE], dtype)
+    )
+    # the same swizzled layouts as kv_descriptors' blocks
+    kn_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_NOPE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_NOPE], dtype),
+    )
+    kp_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_PE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_PE], dtype),
+    )
+    p_smem = gl.allocate_shared_memory(
+        dtype, [M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([M, BLOCK_N], dtype)
+    )
+    gl.static_assert((not GATHER) | (CHUNKS == 1))
+    full = gl.allocate_shared_memory(gl.int64, [NUM_BUF * CHUNKS, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_BUF * CHUNKS):
+        mbarrier.init(full.index(i), count=32 if GATHER else 1)  # gather: each loader lane
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.init(empty.index(i), count=1)
+
+    b64 = b.to(gl.int64)
+    rq_n = gl.arange(0, M, layout=gl.SliceLayout(1, ld_n))
+    qi_n = gl.minimum(rq_n // BLOCK_H, qlen - 1).to(gl.int64)
+    h_n = gl.minimum(hb * BLOCK_H + rq_n % BLOCK_H, H - 1).to(gl.int64)
+    rq_p = gl.arange(0, M, layout=gl.SliceLayout(1, ld_p))
+    qi_p = gl.minimum(rq_p // BLOCK_H, qlen - 1).to(gl.int64)
+    h_p = gl.minimum(hb * BLOCK_H + rq_p % BLOCK_H, H - 1).to(gl.int64)
+    q_off = b64 * stride_qb + qi_n * stride_qt + h_n * stride_qh
+    r_off = b64 * stride_rb + qi_p * stride_rt + h_p * stride_rh
+    cols_n = gl.arange(0, D_NOPE, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, D_PE, layout=gl.SliceLayout(0, ld_p))
+    cp.async_copy_global_to_shared(qn_smem, q_nope + q_off[:, None] + cols_n[None, :])
+    cp.async_copy_global_to_shared(qp_smem, q_pe + r_off[:, None] + cols_p[None, :])
+    cp.commit_group()
+    cp.wait_group(0)
+    fence_async_shared()  # q and the barriers' init, before wgmma and the copy engine use them
+    gl.thread_barrier()
+
+    kv_start = gl.load(kv_indptr + b).to(gl.int64)
+    n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
+    if GATHER:
+        acc, m_i, l_i = gl.warp_specialize(
+            [
+                (_ws_compute, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, full, empty, qk_scale,
+                               seq, n, lo, hi, n_tiles, hb, qlen, H, BLOCK_H, BLOCK_N, NUM_BUF,
+                               CHUNKS, GATHER)),
+                (_ws_gather_loader, (kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv,
+                                     kn_smem, kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF, SUB)),
+            ],
+            [1],
+            [LOADER_REGS],
+        )  # fmt: skip
+    else:
+        acc, m_i, l_i = gl.warp_specialize(
+            [
+                (_ws_compute, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, full, empty, qk_scale,
+                               seq, n, lo, hi, n_tiles, hb, qlen, H, BLOCK_H, BLOCK_N, NUM_BUF,
+                               CHUNKS, GATHER)),
+                (_ws_loader, (kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem,
+                              kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF, CHUNKS, LOADS)),
+            ],
+            [1],
+            [LOADER_REGS],
+        )  # fmt: skip
+    l_i = gl.convert_layout(gl.sum(l_i, axis=1), row_o)
+    _store_partials(acc, m_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H,
+                    stride_pb, stride_pt, stride_ph, BLOCK_H, M, row_o, o_layout)  # fmt: skip
+
+
+# -- warpgroup roles: one warpgroup computes S and the softmax, both compute P V ----------------
+# The fused kernel splits S = q K^T over the two warpgroups (32 keys each): both read all of q
+# from shared memory for every tile, and the row max crosses the warpgroups (two CTA barriers).
+# Here warpgroup 0 computes S for all 64 keys (a 64-wide wgmma reads q once per tile: a third
+# less shared-memory traffic), the softmax within its own warps (no exchange), and P V for
+# output columns 0..255; warpgroup 1 computes P V for columns 256..511 while warpgroup 0 moves
+# on to the next tile's S. They hand P (and each row's rescale) over through shared memory and
+# mbarriers; a loader warp fetches tiles by TMA.
+
+
+@gluon.jit
+def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem, full, empty,
+                      pready, pfree, lready, qk_scale, seq, n, lo, hi, n_tiles, hb, qlen, H,
+                      part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
+                      BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
+                      GATHER: gl.constexpr, P_REG: gl.constexpr = False):  # fmt: skip
+    """Warpgroup 0: S, the online softmax, P V for columns 0..255, then its half of the output
+    and the log2-sum-exp. ``P_REG``: its P V takes P from registers, issued before P is
+    written out for warpgroup 1."""
+    M: gl.constexpr = 64
+    HALF: gl.constexpr = 256
+    dtype: gl.constexpr = qn_smem.dtype
+    ld_c: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+    )
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    rs = gl.arange(0, M, layout=row_s)
+    qi_s = rs // BLOCK_H
+    h_s = hb * BLOCK_H + rs % BLOCK_H
+    ok_s = (qi_s < qlen) & (qi_s < n) & (h_s < H)
+    bound = gl.where(ok_s, seq - n + qi_s + 1, 0)
+    keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    tail_keys = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ld_c))
+    m_i = gl.full([M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([M], gl.float32, layout=row_s)
+    acc = gl.zeros([M, HALF], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        j0 = lo + t * BLOCK_N
+        kn = kn_smem.index(buf)
+        mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)
+        if GATHER:  # rows gathered by cp.async (clamped to valid keys): no tail to clear
+            fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
+        elif j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
+            _zero_tail(kn, j0 + tail_keys < seq, ld_c)
+            fence_async_shared()
+            gl.thread_barrier()
+        s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        j = j0 + keys
+        visible = (j[None, :] < bound[:, None]) & (j < hi)[None, :]
+        s = gl.where(visible, s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
+        p = gl.exp2(s - m_safe[:, None])
+        alpha = gl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        m_i = m_new
+        pb = p.to(dtype)
+        if P_REG:  # P V from P in registers, issued before P goes out to warpgroup 1
+            p_op = gl.convert_layout(pb, gl.DotOperandLayout(0, o_layout, 2))
+            acc = warpgroup_mma(p_op, kn.slice(0, HALF, dim=1),
+                                acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
+        if t > 0:  # warpgroup 1 is done with the previous P and rescale
+            mbarrier.wait(pfree, (t - 1) & 1)
+        p_smem.store(pb)
+        a_smem.store(alpha)
+        fence_async_shared()  # P (generic writes) -> both warpgroups' wgmma reads
+        gl.thread_barrier()  # all of this warpgroup's P and rescale written
+        mbarrier.arrive(pready)
+        if not P_REG:
+            acc = warpgroup_mma(p_smem, kn.slice(0, HALF, dim=1),
+                                acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()  # this warpgroup is done reading the tile
+        mbarrier.arrive(empty.index(buf))
+    l_smem.store(l_i)
+    gl.thread_barrier()
+    mbarrier.arrive(lready)
+    _store_half(acc, gl.convert_layout(m_i, row_o), gl.convert_layout(l_i, row_o), part_o,
+                part_lse, b64, split, hb, n, qlen, H, stride_pb, stride_pt, stride_ph, BLOCK_H,
+                0, True, o_layout)  # fmt: skip
+
+
+@gluon.jit
+def _roles_pv(kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready, n_tiles, hb,
+              n, qlen, H, part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
+              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, GATHER: gl.constexpr):  # fmt: skip
+    """Warpgroup 1: P V for columns 256..511 with warpgroup 0's P and rescale, then its half of
+    the output (normalised by warpgroup 0's row sums)."""
+    M: gl.constexpr = 64
+    HALF: gl.constexpr = 256
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+    )
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    acc = gl.zeros([M, HALF], gl.float32, layout=o_layout)
+    for t in range(n_tiles):
+        buf = t % NUM_BUF
+        mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)  # the tile landed (and is zeroed)
+        if GATHER:
+            fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
+        mbarrier.wait(pready, t & 1)
+        alpha = a_smem.load(row_o)
+        acc = warpgroup_mma(p_smem, kn_smem.index(buf).slice(HALF, HALF, dim=1),
+                            acc * alpha[:, None], is_async=True)  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()  # this warpgroup is done reading P, the rescale and the tile
+        mbarrier.arrive(pfree)
+        mbarrier.arrive(empty.index(buf))
+    mbarrier.wait(lready, 0)
+    l_i = l_smem.load(row_o)
+    _store_half(acc, l_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H, stride_pb,
+                stride_pt, stride_ph, BLOCK_H, HALF, False, o_layout)  # fmt: skip
+
+
+@gluon.jit
+def _store_half(acc, m_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H, stride_pb, stride_pt,
+                stride_ph, BLOCK_H: gl.constexpr, COL0: gl.constexpr, WITH_LSE: gl.constexpr,
+                o_layout: gl.constexpr):  # fmt: skip
+    """``_store_partials`` for one warpgroup's 256 output columns (from ``COL0``); the
+    log2-sum-exp by the warpgroup that holds the row max."""
+    D_NOPE: gl.constexpr = 512
+    M: gl.constexpr = 64
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    has_keys = l_i > 0.0
+    o = acc / gl.where(has_keys, l_i, 1.0)[:, None]
+    ro = gl.arange(0, M, layout=row_o)
+    qi_o = ro // BLOCK_H
+    h_o = hb * BLOCK_H + ro % BLOCK_H
+    ok_o = (qi_o < qlen) & (qi_o < n) & (h_o < H)
+    base = b64 * stride_pb + qi_o.to(gl.int64) * stride_pt + h_o.to(gl.int64) * stride_ph
+    cols = COL0 + gl.arange(0, 256, layout=gl.SliceLayout(0, o_layout))
+    p_off = base + split.to(gl.int64) * D_NOPE
+    gl.store(
+        part_o + p_off[:, None] + cols[None, :], o, mask=ok_o[:, None] & (cols < D_NOPE)[None, :]
+    )
+    if WITH_LSE:
+        lse2 = gl.where(has_keys, m_i + gl.log2(gl.where(has_keys, l_i, 1.0)), float("-inf"))
+        gl.store(part_lse + base // D_NOPE + split, lse2, mask=ok_o)
+
+
+@gluon.jit
+def mla_verify_stage1_hopper_roles(
+    q_nope,
+    q_pe,
+    kv,
+    kn_desc,
+    kp_desc,
+    kv_indptr,
+    kv_indices,
+    seq_lens,
+    qo_lens,
+    part_o,
+    part_lse,
+    qk_scale,
+    num_splits,
+    qlen,
+    H,
+    stride_qb,
+    stride_qt,
+    stride_qh,
+    stride_rb,
+    stride_rt,
+    stride_rh,
+    stride_pb,
+    stride_pt,
+    stride_ph,
+    stride_kv,
+    QP: gl.constexpr,
+    BLOCK_H: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    PAGE: gl.constexpr,
+    NUM_BUF: gl.constexpr,
+    DEVICE_SPLITS: gl.constexpr = False,
+    MIN_CHUNK: gl.constexpr = 256,
+    LOADS: gl.constexpr = True,  # benchmarks only: False = no KV copies (compute alone)
+    PV_REGS: gl.constexpr = 192,
+    LOADER_REGS: gl.constexpr = 40,
+    GATHER: gl.constexpr = False,  # a loader warpgroup gathers rows by cp.async (any page size)
+    P_REG: gl.constexpr = False,  # warpgroup 0's P V takes P from registers
+):
+    """Stage 1 with warpgroup roles (see above): the default partition (4 warps) is warpgroup
+    0, the workers warpgroup 1 and the loader (one warp issuing TMA at pages of whole tiles; a
+    warpgroup gathering rows with cp.async where ``GATHER``)."""
+    D_NOPE: gl.constexpr = 512
+    D_PE: gl.constexpr = 64
+    M: gl.constexpr = QP * BLOCK_H
+    gl.static_assert(M == 64)
+    gl.static_assert(GATHER | (PAGE % BLOCK_N == 0))
+    dtype: gl.constexpr = q_nope.dtype.element_ty
+    ld_n: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+    ld_p: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+
+    hb = gl.program_id(0)
+    b = gl.program_id(1)
+    split = gl.program_id(2)
+    seq = gl.load(seq_lens + b)
+    n = gl.load(qo_lens + b)
+    if n == 0:
+        return
+    row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
+    per = (seq + row_splits - 1) // row_splits
+    chunk = ((per + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    hi = gl.minimum(lo + chunk, seq)
+    if lo >= hi:
+        return
+
+    qn_smem = gl.allocate_shared_memory(
+        dtype, [M, D_NOPE], gl.NVMMASharedLayout.get_default_for([M, D_NOPE], dtype)
+    )
+    qp_smem = gl.allocate_shared_memory(
+        dtype, [M, D_PE], gl.NVMMASharedLayout.get_default_for([M, D_PE], dtype)
+    )
+    kn_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_NOPE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_NOPE], dtype),
+    )
+    kp_smem = gl.allocate_shared_memory(
+        dtype,
+        [NUM_BUF, BLOCK_N, D_PE],
+        gl.NVMMASharedLayout.get_default_for([BLOCK_N, D_PE], dtype),
+    )
+    p_smem = gl.allocate_shared_memory(
+        dtype, [M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([M, BLOCK_N], dtype)
+    )
+    vec: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    a_smem = gl.allocate_shared_memory(gl.float32, [M], vec)  # each row's rescale of a tile
+    l_smem = gl.allocate_shared_memory(gl.float32, [M], vec)  # the final row sums
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    full = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], bar)
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], bar)
+    pready = gl.allocate_shared_memory(gl.int64, [1], bar)
+    pfree = gl.allocate_shared_memory(gl.int64, [1], bar)
+    lready = gl.allocate_shared_memory(gl.int64, [1], bar)
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.init(full.index(i), count=128 if GATHER else 1)  # gather: each loader thread
+        mbarrier.init(empty.index(i), count=2)  # one arrival per computing warpgroup
+    mbarrier.init(pready, count=1)
+    mbarrier.init(pfree, count=1)
+    mbarrier.init(lready, count=1)
+
+    b64 = b.to(gl.int64)
+    rq_n = gl.arange(0, M, layout=gl.SliceLayout(1, ld_n))
+    qi_n = gl.minimum(rq_n // BLOCK_H, qlen - 1).to(gl.int64)
+    h_n = gl.minimum(hb * BLOCK_H + rq_n % BLOCK_H, H - 1).to(gl.int64)
+    rq_p = gl.arange(0, M, layout=gl.SliceLayout(1, ld_p))
+    qi_p = gl.minimum(rq_p // BLOCK_H, qlen - 1).to(gl.int64)
+    h_p = gl.minimum(hb * BLOCK_H + rq_p % BLOCK_H, H - 1).to(gl.int64)
+    q_off = b64 * stride_qb + qi_n * stride_qt + h_n * stride_qh
+    r_off = b64 * stride_rb + qi_p * stride_rt + h_p * stride_rh
+    cols_n = gl.arange(0, D_NOPE, layout=gl.SliceLayout(0, ld_n))
+    cols_p = gl.arange(0, D_PE, layout=gl.SliceLayout(0, ld_p))
+    cp.async_copy_global_to_shared(qn_smem, q_nope + q_off[:, None] + cols_n[None, :])
+    cp.async_copy_global_to_shared(qp_smem, q_pe + r_off[:, None] + cols_p[None, :])
+    cp.commit_group()
+    cp.wait_group(0)
+    fence_async_shared()  # q and the barriers' init, before wgmma and the copy engine use them
+    gl.thread_barrier()
+
+    kv_start = gl.load(kv_indptr + b).to(gl.int64)
+    n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
+    if GATHER:
+        gl.warp_specialize(
+            [
+                (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
+                                     full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
+                                     hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
+                                     stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
+                                     GATHER, P_REG)),
+                (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
+                             n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                             stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
+                (_gather_loader_ahead, (kv, kv_indices, kv_start, lo, hi, n_tiles, stride_kv,
+                                        kn_smem, kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF,
+                                        4, LOADS)),
+            ],
+            [4, 4],
+            [PV_REGS, LOADER_REGS],
+        )  # fmt: skip
+    else:
+        gl.warp_specialize(
+            [
+                (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
+                                     full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
+                                     hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
+                                     stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
+                                     GATHER, P_REG)),
+                (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
+                             n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                             stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
+                (_ws_loader, (kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem,
+                              kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF, 1, LOADS)),
+            ],
+            [4, 1],
+            [PV_REGS, LOADER_REGS],
+        )  # fmt: skip

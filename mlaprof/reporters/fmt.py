@@ -118,6 +118,23 @@ def ranks_text(ranks: list[int]) -> str:
     return f"{len(r)} ({'rank' if len(r) == 1 else 'ranks'} {ids})"
 
 
+def field_text(name: str, v: Any) -> str:
+    """The value of the section field ``name``: a list of rank ids (``ranks``,
+    ``ranks_collapsed``, ...) as :func:`ranks_text` (``[0]`` never reads as "0 ranks"), any
+    other value by :func:`value_text` in the unit the name declares."""
+    if (name == "ranks" or name.startswith("ranks_")) and _rank_ids(v):
+        return ranks_text(v)
+    return value_text(v, unit_of(name))
+
+
+def _rank_ids(v: Any) -> bool:
+    return (
+        isinstance(v, list)
+        and bool(v)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    )
+
+
 def label_of(name: str) -> str:
     """A field name as a label: ``step_median_us`` -> ``step median`` (the unit is in the
     value), ``S_min`` -> ``S min``."""

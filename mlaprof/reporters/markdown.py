@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.diff import fmt_change, fmt_value
 from mlaprof.textsafe import md_code, md_text
 
 if TYPE_CHECKING:
@@ -78,12 +77,13 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
             lines.append(f"  - fix: {cell(f.fix)}")
     lines += ["", *sections_markdown(s)]
     if diff is not None:
+        from mlaprof.reporters.diff_rows import diff_block
+
+        b = diff_block(diff)
         lines += ["", f"### {md_code(diff.before)} → {md_code(diff.after)}", ""]
-        lines += _table(
-            ["metric", "before", "after", "change", "verdict", "where it comes from"],
-            [[f"{r.metric} ({r.unit})", fmt_value(r.a), fmt_value(r.b), fmt_change(r),
-              r.verdict, r.provenance or ""] for r in diff.table],
-        )  # fmt: skip
+        lines += [f"- **{cell(r.label)}**: {cell(r.text)}" for r in b.rows] + [""]
+        for t in b.tables:
+            lines += _table(t.head, t.rows)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -102,6 +102,7 @@ def sections_markdown(s: RunSummary) -> list[str]:
             if t.title != b.title:
                 out += [f"**{cell(t.title)}**", ""]
             out += _table(t.head, t.rows)
+            out += ["", *(f"_{cell(n)}_" for n in t.notes)]
             out += [f"_{table_more(t)}_" if t.more else "", ""]
         out += ["</details>", ""]
     return out

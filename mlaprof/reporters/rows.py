@@ -6,7 +6,10 @@ The rows are derived from the section dataclasses (:mod:`mlaprof.analysis.sectio
 field in their declared order, so a field or a section added there shows in every view with no
 change here or in any view. What a view may want to say otherwise is declared once, below:
 a section's title (:data:`TITLES`), a field's label (:data:`LABELS`), the fields the views
-lay out on their own (:data:`OWN`). The shape:
+lay out on their own (:data:`OWN`), a list of records' table where one column per field does
+not read well (:data:`SPECS`: its title, its first columns, its notes; the other fields follow)
+and what every view shows before the findings (:data:`FRONT`, :data:`FRONT_ROWS`: the same
+Tables and rows in the terminal, the HTML page and ``tui``). The shape:
 
 - the summary's plain fields (run, status, kind, ...) are the rows of the first block, ``run``,
   which also names the sections this run does not hold (None, or an empty list);
@@ -19,11 +22,12 @@ lay out on their own (:data:`OWN`). The shape:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.typed_json import OMIT
-from mlaprof.reporters.fmt import label_of, ranks_text, unit_of, value_text
+from mlaprof.reporters.fmt import field_text, label_of, value_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -72,6 +76,7 @@ LABELS: dict[str, str] = {
     "Timing.step_median_text": "median step",
     "Timing.timing_label": "timing",
     "Timing.timing": "timing kind",
+    "Timing.full_share": "steps replayed in a graph",  # FULL or not: the capture section says
     "Capture.text": "capture",
     "Capture.effective_mode": "mode that ran",
     "Capture.mode": "mode asked for",
@@ -82,6 +87,197 @@ LABELS: dict[str, str] = {
     "RunState.text": "state",
     "TraceDrafter.text": "drafter",
 }
+
+
+# -- the tables a view shows up front (declared once; every view renders these Tables) ---------
+@dataclass(frozen=True, slots=True)
+class Col:
+    """One column of a declared table: its header and the record fields it shows (``cell``:
+    the value made of them; without it, the one field's value in its unit)."""
+
+    head: str
+    fields: tuple[str, ...]
+    cell: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A list of records' table as declared here: its title, its first columns (the record's
+    other fields follow, in their declared order, so a field added still shows), and ``note``:
+    a line under the table per record for its long texts (``note_fields``: the fields it says).
+    A list of records that hold records of their own is one block per record: ``cols`` are then
+    an overview table of the list, each record's block holding the fields the overview does not."""
+
+    title: str
+    cols: tuple[Col, ...]
+    note: Callable[[Any], str] | None = None
+    note_fields: tuple[str, ...] = ()
+
+
+def _cell(*names: str) -> tuple[str, ...]:
+    return names
+
+
+def _steps_cell(p: Any) -> str:
+    piecewise = f" +{p.piecewise_steps} PIECEWISE" if p.piecewise_steps else ""
+    return f"{p.steps} ({p.graph_steps}/{p.eager_steps}){piecewise}"
+
+
+def _mode_cell(st: Any) -> str:
+    final = st.final_mode or "mode not logged"
+    asked = st.requested_mode
+    return f"{asked} -> {final}" if asked and asked != st.final_mode else final
+
+
+def _sizes_cell(st: Any) -> str:
+    sizes = st.capture_sizes
+    return "none" if not sizes else f"{len(sizes)} ({min(sizes)}..{max(sizes)})"
+
+
+def _spec_cell(st: Any) -> str:
+    sp = st.speculative
+    return "none" if sp is None else f"{sp.method} x{sp.num_spec_tokens}"
+
+
+SPECS: dict[str, Spec] = {
+    "TracePath": Spec(
+        "verify path and kernel variant per step (from the trace)",
+        (
+            Col("path", _cell("path", "engine"),
+                lambda p: p.path + ("" if p.engine is None else f" (engine {p.engine})")),
+            Col("kernel variant", _cell("variant")),
+            Col("steps (graph/eager)", _cell("steps", "graph_steps", "eager_steps",
+                                             "piecewise_steps"), _steps_cell),
+            Col("S", _cell("S")),
+            Col("rows", _cell("rows")),
+            Col("qlen", _cell("qlen")),
+            Col("layer", _cell("layer_median_us")),
+        ),
+        lambda p: f"{p.variant}: S {p.S_source}; rows: {p.rows_source}; qlen: {p.qlen_source}; "
+        f"{p.provenance}",
+        ("S_source", "rows_source", "qlen_source", "provenance"),
+    ),
+    "ReplayLayer": Spec(
+        "GPU time per layer inside graph replays",
+        (
+            Col("ranks", _cell("ranks", "ranks_text"), lambda x: x.ranks_text),
+            Col("layer", _cell("layer")),
+            Col("median", _cell("median_us")),
+            Col("attention", _cell("attention_median_us")),
+            Col("attention share", _cell("attention_share")),
+            Col("S", _cell("S")),
+        ),
+    ),
+    "ReplayKernel": Spec(
+        "kernels inside graph replays (GPU time)",
+        (
+            Col("kernel", _cell("name", "attention"),
+                lambda k: k.name + (" (attention)" if k.attention else "")),
+            Col("launches", _cell("launches")),
+            Col("total", _cell("total_us")),
+            Col("median", _cell("median_us")),
+            Col("share", _cell("share")),
+        ),
+    ),
+    "FleetRank": Spec(
+        "per rank",
+        (
+            Col("rank", _cell("rank")),
+            Col("host", _cell("host")),
+            Col("pid", _cell("pid")),
+            Col("agent", _cell("agent")),
+            Col("DP", _cell("dp_group")),
+            Col("trust", _cell("trust")),
+            Col("layers", _cell("layers")),
+            Col("S min", _cell("S_min")),
+            Col("S max", _cell("S_max")),
+            Col("coll. layers", _cell("collapsed_layers")),
+        ),
+    ),
+    "StartMemory": Spec(
+        "graph capture memory per rank (never summed)",
+        (
+            Col("rank", _cell("rank")),
+            Col("process", _cell("process")),
+            Col("took", _cell("measured_bytes")),
+            Col("secs", _cell("capture_secs")),
+            Col("estimate", _cell("estimated_bytes")),
+            Col("est/took", _cell("estimate_ratio"),
+                lambda m: None if m.estimate_ratio is None else f"{m.estimate_ratio:.2f}x"),
+        ),
+    ),
+    "EngineStart": Spec(
+        "server starts",
+        (
+            Col("start", _cell("start")),
+            Col("vLLM", _cell("version")),
+            Col("log line", _cell("line")),
+            Col("logged", _cell("time")),
+            Col("spec decode", _cell("speculative"), _spec_cell),
+            Col("attention", _cell("attention_backends")),
+            Col("cudagraph", _cell("requested_mode", "final_mode"), _mode_cell),
+            Col("capture sizes", _cell("capture_sizes"), _sizes_cell),
+        ),
+    ),
+    "Downgrade": Spec(
+        "downgrades (as the log says)",
+        (
+            Col("backend", _cell("backend")),
+            Col("support", _cell("support")),
+            Col("spec decode", _cell("spec_decode")),
+            Col("asked", _cell("requested")),
+            Col("setting", _cell("setting")),
+            Col("ranks", _cell("ranks")),
+            Col("log line", _cell("line")),
+        ),
+        lambda d: f"log line {d.line}: {d.message}",
+        ("message",),
+    ),
+    "ShadowStep": Spec(
+        "shadow AITER per step (modelled)",
+        (
+            Col("step", _cell("step")),
+            Col("rank", _cell("rank")),
+            Col("path", _cell("path")),
+            Col("rows+pad", _cell("real_rows", "padding_rows"),
+                lambda r: f"{r.real_rows}+{value_text(r.padding_rows)}"),
+            Col("size", _cell("capture_size")),
+            Col("S bug", _cell("s_bug")),
+            Col("S fix", _cell("s_fix")),
+            Col("frozen", _cell("s_frozen")),
+            Col("deserved", _cell("s_deserved")),
+            Col("occ", _cell("occupancy_fix")),
+        ),
+    ),
+}  # fmt: skip
+
+# the tables every view shows up front, before the findings (keys of summary_blocks' tables;
+# ``[]``: any record of a list; with the rows a table needs to be shown): what a reader of an
+# imported trace, log, engine run or fleet looks at first
+FRONT = (
+    ("paths", 1),
+    ("trace.paths", 1),
+    ("trace.replay_time.layers", 1),
+    ("trace.replay_time.kernels", 1),
+    ("fleet.per_rank", 2),  # ranks side by side: one rank is no fleet
+    ("engine_starts", 1),
+    ("engine_starts[].downgrades", 1),
+    ("engine_starts[].memory", 1),
+    ("shadow.per_step", 1),
+)
+# the rows every view shows up front, one line per section (section key -> its fields)
+FRONT_ROWS: dict[str, tuple[str, ...]] = {
+    "engine": ("backend", "heads", "spec_method", "num_speculative_tokens", "steps",
+               "verify_steps", "verify_rows", "verify_rows_as_prefill", "draft_tokens",
+               "accepted_tokens", "acceptance_rate", "graph_modes", "scheduler_worker_text"),
+    "shadow": ("provenance", "steps", "steps_collapsed_by_bug", "steps_frozen_below_fix"),
+    "log_spec": ("accepted", "drafted", "acceptance_rate", "lines", "completeness"),
+    "trace.trust": ("verdict", "reasons"),
+    "trace.trust.counts": (),  # (): every row it holds (the counts a trace was judged by)
+    "trace.replay_time": ("replays", "attention_share", "outside_layers_us", "provenance"),
+    "trace.drafter": ("text",),
+    "trace.capture_phase": ("text",),
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +299,8 @@ class Table:
     head: list[str]
     rows: list[list[str]]
     more: int
+    notes: list[str] = dataclasses.field(default_factory=list)  # said under the rows
+    declared: int = 0  # the first columns, as SPECS declares them (front_tables shows those)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +330,7 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         elif _records(v):
             out += _list_blocks(f.name, title, v)
         else:
-            text = ranks_text(v) if f.name == "ranks" else value_text(v)
-            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), text))
+            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), field_text(f.name, v)))
     if absent:
         run_rows.append(Row("absent", "not in this run", ", ".join(absent)))
     return said_once([Block("run", TITLES["run"], run_rows, []), *out])
@@ -202,13 +399,16 @@ def _fields(*records: Any) -> list[dataclasses.Field]:
     ]
 
 
-def _blocks(key: str, title: str, v: Any) -> list[Block]:
-    """A section's block, then the blocks of the sections nested in it."""
+def _blocks(key: str, title: str, v: Any, skip: frozenset[str] = frozenset()) -> list[Block]:
+    """A section's block, then the blocks of the sections nested in it (``skip``: fields an
+    overview table of its list shows)."""
     owner = type(v).__name__
     rows: list[Row] = []
     tables: list[Table] = []
     nested: list[Block] = []
     for f in _fields(v):
+        if f.name in skip:
+            continue
         x = getattr(v, f.name)
         k, label = f"{key}.{f.name}", _label(owner, f.name)
         if dataclasses.is_dataclass(x):
@@ -220,17 +420,23 @@ def _blocks(key: str, title: str, v: Any) -> list[Block]:
         elif _record_map(x):
             tables.append(_map_table(k, label, x))
         else:
-            rows.append(Row(k, label, value_text(x, unit_of(f.name))))
+            rows.append(Row(k, label, field_text(f.name, x)))
     return [Block(key, title, rows, tables), *nested]
 
 
 def _list_blocks(key: str, title: str, items: list[Any]) -> list[Block]:
-    """A list of records: one table, or one block per record where they hold records."""
+    """A list of records: one table, or one block per record where they hold records (after
+    the list's overview table where :data:`SPECS` declares one)."""
     if not any(_rich(x) for x in items):
         return [Block(key, title, [], [_table(key, title, items)])]
     out: list[Block] = []
+    spec = SPECS.get(type(items[0]).__name__)
+    skip: frozenset[str] = frozenset()
+    if spec is not None:
+        out.append(Block(key, title, [], [_table(key, title, items, overview=True)]))
+        skip = frozenset(n for c in spec.cols for n in c.fields)
     for i, x in enumerate(items[:BLOCKS_PER_LIST]):
-        out += _blocks(f"{key}[{i}]", f"{title} {i + 1} of {len(items)}", x)
+        out += _blocks(f"{key}[{i}]", f"{title} {i + 1} of {len(items)}", x, skip)
     more = len(items) - BLOCKS_PER_LIST
     if more > 0:
         note = Row(f"{key}.more", "more", f"{more} more in report --json")
@@ -238,14 +444,34 @@ def _list_blocks(key: str, title: str, items: list[Any]) -> list[Block]:
     return out
 
 
-def _table(key: str, title: str, items: list[Any]) -> Table:
+def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Table:
+    """A list of records as a table: the columns :data:`SPECS` declares for their type first
+    (``overview``: those only), then every other field in its declared order."""
+    spec = SPECS.get(type(items[0]).__name__)
     cols = _fields(*items)
     owner = type(items[0]).__name__
-    head = [_label(owner, f.name) for f in cols]
+    if spec is None:
+        head = [_label(owner, f.name) for f in cols]
+        rows = [[field_text(f.name, getattr(x, f.name)) for f in cols] for x in items[:TABLE_ROWS]]
+        return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
+    names = {f.name for f in cols}
+    declared = [c for c in spec.cols if any(n in names for n in c.fields)]
+    used = {n for c in spec.cols for n in c.fields} | set(spec.note_fields)
+    rest = [] if overview else [f for f in cols if f.name not in used]
+    head = [c.head for c in declared] + [_label(owner, f.name) for f in rest]
     rows = [
-        [value_text(getattr(x, f.name), unit_of(f.name)) for f in cols] for x in items[:TABLE_ROWS]
+        [_declared(c, x) for c in declared] + [field_text(f.name, getattr(x, f.name)) for f in rest]
+        for x in items[:TABLE_ROWS]
     ]
-    return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
+    notes = [value_text(spec.note(x)) for x in items[:TABLE_ROWS]] if spec.note else []
+    return Table(key, spec.title, head, rows, max(0, len(items) - TABLE_ROWS),
+                 list(dict.fromkeys(notes)), len(declared))  # fmt: skip
+
+
+def _declared(c: Col, x: Any) -> str:
+    if c.cell is not None:
+        return value_text(c.cell(x))
+    return field_text(c.fields[0], getattr(x, c.fields[0]))
 
 
 def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
@@ -254,7 +480,7 @@ def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
     owner = type(first).__name__
     head = ["", *(_label(owner, f.name) for f in cols)]
     rows = [
-        [value_text(k), *(value_text(getattr(x, f.name), unit_of(f.name)) for f in cols)]
+        [value_text(k), *(field_text(f.name, getattr(x, f.name)) for f in cols)]
         for k, x in list(items.items())[:TABLE_ROWS]
     ]
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
@@ -270,7 +496,7 @@ def text_table(head: list[str], rows: list[list[str]], indent: str = "  ") -> li
     """Columns padded to their widest cell, numbers right-aligned (plain text, no wrapping)."""
     cols = list(zip(head, *rows, strict=True))
     widths = [max(len(c) for c in col) for col in cols]
-    right = [all(_numeric(c) for c in col[1:]) and len(col) > 1 for col in cols]
+    right = [all(text_numeric(c) for c in col[1:]) and len(col) > 1 for col in cols]
     fmt = [(f"{{:>{w}}}" if r else f"{{:<{w}}}") for w, r in zip(widths, right, strict=True)]
     return [
         (indent + "  ".join(f.format(c) for f, c in zip(fmt, line, strict=True))).rstrip()
@@ -278,7 +504,7 @@ def text_table(head: list[str], rows: list[list[str]], indent: str = "  ") -> li
     ]
 
 
-def _numeric(cell: str) -> bool:
+def text_numeric(cell: str) -> bool:
     return cell[:1].isdigit() or (cell[:1] in "-+." and cell[1:2].isdigit())
 
 
@@ -312,6 +538,49 @@ def block_lines(blocks: list[Block], width: int | None = None) -> list[str]:
             if t.title != b.title:
                 out.append(f"  {t.title}")
             out += text_table(t.head, t.rows, indent="    " if t.title != b.title else "  ")
+            out += ["    " + n for n in t.notes]
             if t.more:
                 out.append("    " + table_more(t))
     return fit(out, width)
+
+
+def front_rows(blocks: list[Block]) -> list[Block]:
+    """The rows of :data:`FRONT_ROWS` that ``blocks`` hold: a block per section (no tables),
+    its rows in the declared order; what every view says in a line before the findings."""
+    out = []
+    for key, fields in FRONT_ROWS.items():
+        b = next((b for b in blocks if b.key == key), None)
+        if b is None:
+            continue
+        by_key = {r.key: r for r in b.rows}
+        keys = [f"{key}.{f}" for f in fields] if fields else list(by_key)
+        rows = [by_key[k] for k in keys if k in by_key]
+        if rows:
+            out.append(Block(key, b.title, rows, []))
+    return out
+
+
+def row_line(b: Block) -> str:
+    """A block's rows as one line: ``title: label value; label value`` (one row: its text)."""
+    if len(b.rows) == 1:
+        return f"{b.title}: {b.rows[0].text}"
+    return f"{b.title}: " + "; ".join(f"{r.label} {r.text}" for r in b.rows)
+
+
+def front_tables(blocks: list[Block]) -> list[Table]:
+    """The tables of :data:`FRONT` that ``blocks`` hold, in that order (a list's records in
+    theirs), each cut to its declared columns: what every view shows before the findings,
+    the same Table in each (the sections below hold every column)."""
+    import re
+
+    tables = [(b, t) for b in blocks for t in b.tables]
+    out: list[Table] = []
+    for want, least in FRONT:
+        pattern = re.escape(want).replace(re.escape("[]"), r"\[\d+\]")
+        for b, t in tables:
+            if re.fullmatch(pattern, t.key) and len(t.rows) + t.more >= least:
+                n = t.declared or len(t.head)
+                title = t.title if t.title == b.title else b.title + SEP + t.title
+                out.append(dataclasses.replace(t, title=title, head=t.head[:n],
+                                               rows=[r[:n] for r in t.rows]))  # fmt: skip
+    return out

@@ -593,6 +593,14 @@ def is_collapsed(used: Any, deserved: Any) -> Any:
     return used * 2 <= deserved
 
 
+def collapsed_known(used: float | None, deserved: float | None) -> bool:
+    """:func:`is_collapsed` on one pair of recorded values: an unknown value (None, NaN) is
+    never a collapse."""
+    if used is None or deserved is None or used != used or deserved != deserved:
+        return False
+    return bool(is_collapsed(used, deserved))
+
+
 def over_split(used: Any, deserved: Any) -> Any:
     """The over-splitting rule every view uses, the mirror of :func:`is_collapsed`: at least
     twice the splits the real rows deserve (vLLM's Triton MLA sizes S from max_model_len at

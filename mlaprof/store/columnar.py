@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlaprof.errors import MlaprofError
-from mlaprof.formats import arrow_numpy
 from mlaprof.store.schema import TABLES, columns
 
+# NumPy (and arrow_numpy, built on it) is imported where rows are built or converted: opening a
+# run (`runs`, a report whose JSON the run keeps) reads no array
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
 
@@ -108,6 +108,10 @@ def build(
     (chunked) array of the column's type, taken as it is. ``text``: column -> (distinct values,
     per-row index into them). Columns given in neither are NULL.
     """
+    import numpy as np
+
+    from mlaprof.formats import arrow_numpy
+
     pa = _pa()
     schema = arrow_schema(table)
     text = text or {}
@@ -170,6 +174,8 @@ class Pending:
         self.spill, self.spilled = spill, list(spilled)
 
     def tables(self, size: int) -> Iterator[pa.Table]:
+        import numpy as np
+
         spilled = self.spill.batches(size)
         for a in range(0, self.n, size):
             b = min(self.n, a + size)
@@ -206,6 +212,8 @@ def _distinct_codes(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]
 
 def _cut(values: Any, a: int, b: int) -> Any:
     """Rows ``a:b`` of a NumPy or Arrow (chunked) array."""
+    import numpy as np
+
     return values[a:b] if isinstance(values, np.ndarray) else values.slice(a, b - a)
 
 
@@ -356,6 +364,7 @@ def as_pandas(tab: pa.Table, consume: bool = False) -> pd.DataFrame:
     objects holding None. Database rows read through Arrow and side files share it, so a table
     reads the same wherever its rows are stored. ``consume``: the caller holds no other
     reference to ``tab``, whose memory is released during the conversion."""
+    import numpy as np
     import pandas as pd
 
     if tab.num_rows == 0:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, integrity, liveness
-from mlaprof.store.schema import TABLES, columns, version_problem
+from mlaprof.store.schema import TABLES, columns, lacking_tables, version_problem
 from mlaprof.store.writer import rank_db_name
 
 _DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
@@ -203,7 +203,12 @@ class RunFollow:
         rowids: catching up on a huge run happens in slices, :attr:`cut` says one was cut);
         ``None`` when none. ``count_only``: how many, not the rows (all that are there)."""
         con = self._con(key)
-        hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
+        try:
+            hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
+        except sqlite3.OperationalError:
+            if table in lacking_tables(con):  # written before the table existed: it holds no row
+                return None
+            raise
         if hi < after:
             raise FollowError(f"{rank_db_name(*key)} of {self.path.name} was truncated ({table})")
         if hi == after:

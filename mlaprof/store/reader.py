@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
-from mlaprof.store.schema import TABLES, columns, version_problem
+from mlaprof.store import trace_checks as checks_table
+from mlaprof.store.schema import TABLES, columns, lacking_tables, version_problem
 from mlaprof.store.writer import rank_db_name
 
 if TYPE_CHECKING:  # imported where a frame is built: listing runs or an error needs none
@@ -76,8 +75,9 @@ class Run:
 
     Each attribute access queries the databases again, so a followed run shows new records.
     Imported kernels live in Parquet files next to the databases (:mod:`mlaprof.store.columnar`);
-    every read here returns them after the table's SQLite rows, and SQL naming them runs in
-    DuckDB on the files (:mod:`mlaprof.store.sqlengine`).
+    every read here returns them after the table's SQLite rows. Two ways in: :meth:`query`
+    (SQL over all ranks as one relation, :mod:`mlaprof.store.sqlengine`) and
+    :meth:`read_tables` (whole tables, the summary's bulk read).
     """
 
     def __init__(self, path: Path | str) -> None:
@@ -90,6 +90,10 @@ class Run:
         # one database per (rank, role): a rank's worker is role "", other processes name theirs
         self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
+        # per database: the store tables it lacks (written before they existed), and the rows
+        # that stand in for them (an older import's trace checks, migrated from run.json)
+        self._lacks: dict[tuple[int, str], frozenset[str]] = {}
+        self._migrated: dict[tuple[int, str], dict[str, list[tuple[Any, ...]]]] = {}
         try:
             self.refresh_ranks()
             if self._cons:  # a run that names a rank it lacks is refused, never read smaller
@@ -128,7 +132,50 @@ class Run:
                     raise
                 self._cons[key] = con
                 self._side[key] = side
+                self._lacks[key] = lacking_tables(con)
+        self._migrate()
         return self.ranks
+
+    def _migrate(self) -> None:
+        """The trace checks of a run written before their table, from its run.json: each rank's
+        rows stand in for the table its database lacks (an older import's sum over its ranks
+        goes with the lowest rank's database, under rank -1: never a rank's own)."""
+        self._migrated.clear()
+        old = [k for k in self.databases if not k[1] and checks_table.TABLE in self._lacks[k]]
+        if not old:
+            return
+        by_rank = checks_table.from_run_json(self.meta, self.ranks)
+        for rank, tc in by_rank.items():
+            key = (rank, "") if (rank, "") in old else old[0]
+            if key in old:  # rows as plain tuples: listing runs builds no frame
+                got = self._migrated.setdefault(key, {}).setdefault(checks_table.TABLE, [])
+                got += checks_table.table_rows({rank: tc})
+
+    def _stand_in(self, key: tuple[int, str], name: str) -> pd.DataFrame | None:
+        """The migrated rows standing in for table ``name`` of database ``key`` (None: none)."""
+        rows = self._migrated.get(key, {}).get(name)
+        if not rows:
+            return None
+        import pandas as pd
+
+        return pd.DataFrame(rows, columns=list(columns(name)))
+
+    def trace_checks(self) -> dict[int, checks_table.TraceChecks]:
+        """Each rank's trace checks (the ``trace_checks`` table, read whole), as typed records;
+        rank -1: an older import that kept only its ranks' sum."""
+        rows: list[tuple[Any, ...]] = []
+        for key in self.databases:  # a few rows each: through the open connection, no frame
+            if checks_table.TABLE not in self._lacks.get(key, frozenset()):
+                rows += (
+                    self._cons[key]
+                    .execute(
+                        f"SELECT {', '.join(columns(checks_table.TABLE))} "
+                        f"FROM main.{checks_table.TABLE} ORDER BY rowid"
+                    )
+                    .fetchall()
+                )
+            rows += self._migrated.get(key, {}).get(checks_table.TABLE, [])
+        return checks_table.groups_of(rows)
 
     @property
     def ranks(self) -> list[int]:
@@ -145,108 +192,47 @@ class Run:
 
     # -- tables ------------------------------------------------------------------------------
     def query(
-        self, sql: str, params: tuple[Any, ...] = (), ranks: Iterable[int] | None = None
-    ) -> pd.DataFrame:
-        """Run ``sql`` on every rank (``ranks``: on those only) and concatenate the results. SQL
-        naming a table whose rows sit in a columnar file (an import's kernels) runs in DuckDB
-        over that rank's file and its database rows, never copying the file into SQLite; other
-        SQL runs in SQLite."""
-        return self.queries([(sql, params)], ranks)[0]
-
-    def _in_duckdb(self, key: tuple[int, str], sql: str) -> bool:
-        """Whether ``sql`` on this database runs in DuckDB: it names a table whose rows sit in
-        a columnar file there."""
-        return any(t in self._side.get(key, {}) for t in sqlengine.mentioned(sql))
-
-    def query_ranks(self, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
-        """``sql``, which groups by rank (every row of its result holds one rank's rows only),
-        over every rank: as one DuckDB query where every database keeps the tables it names in
-        columnar files (an import: one query for a fleet, not one per rank), else as
-        :meth:`query` (SQLite where a database holds them, as a recorded run, read without
-        duckdb)."""
-        if len(self.databases) > 1 and all(self._in_duckdb(k, sql) for k in self.databases):
-            return self.sql(sql, params)
-        return self.query(sql, params)
-
-    def queries(
-        self, statements: list[tuple[str, tuple[Any, ...]]], ranks: Iterable[int] | None = None
-    ) -> list[pd.DataFrame]:
-        """Several :meth:`query` results at once, each as :meth:`query` gives it (that is this,
-        for one statement); a database whose rows sit in columnar files answers all of them on
-        one DuckDB cursor (the views over its files built once), the others in SQLite."""
-        import pandas as pd
-
-        only = None if ranks is None else set(ranks)
-        batch = sqlengine.Statements(tuple((q, tuple(p)) for q, p in statements))
-        per: list[list[pd.DataFrame]] = [[] for _ in statements]
-        for key in self.databases:
-            if only is not None and key[0] not in only:
-                continue
-            duck = [self._in_duckdb(key, q) for q, _ in batch.items]
-            if all(duck):
-                got = sqlengine.query([self._source(key)], batch)
-            else:
-                got = [
-                    sqlengine.query([self._source(key)], q, p) if d else self._query_rank(key, q, p)
-                    for (q, p), d in zip(batch.items, duck, strict=True)
-                ]
-            for i, f in enumerate(got):
-                per[i].append(f)
-        out = []
-        for (q, _), frames in zip(batch.items, per, strict=True):
-            frames = [f for f in frames if len(f)]
-            if not frames:
-                out.append(pd.DataFrame(columns=list(columns_of(q))))
-            else:
-                out.append(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-        return out
-
-    def sql(
         self,
         sql: str,
         params: tuple[Any, ...] = (),
+        *,
         frames: dict[str, pd.DataFrame] | None = None,
         ranks: Iterable[int] | None = None,
     ) -> pd.DataFrame:
-        """Run ``sql`` once over all ranks (DuckDB): every table it names holds every rank's rows
-        (``rank`` tells them apart), so aggregates span the fleet. Kernels are read from their
-        columnar files in place; the SQL is DuckDB's dialect. ``frames``: DataFrames the SQL
-        may also name (an analysis' own small tables). ``ranks``: those ranks' rows only."""
-        only = None if ranks is None else set(ranks)
+        """``sql`` once over all ranks as one relation: every store table it names holds every
+        rank's rows (its ``rank`` column tells them apart), so an aggregate spans the ranks
+        unless the SQL groups by ``rank``. One dialect, DuckDB's: an import's kernels are read
+        from their columnar files in place, database rows through SQLite's ADBC driver. Without
+        duckdb installed (vLLM's own environment), SQL naming no columnar table runs in SQLite
+        over every rank database attached as one view per table (plain SELECT / WHERE / GROUP
+        BY / JOIN read alike in both). ``frames``: DataFrames the SQL may also name (an
+        analysis' own small tables). ``ranks``: the relation holds those ranks' rows only (a
+        fleet analysis going one rank at a time reads only that rank's databases and files)."""
+        only = None if ranks is None else {int(r) for r in ranks}
         keys = [k for k in self.databases if only is None or k[0] in only]
         return sqlengine.query([self._source(k) for k in keys], sql, params, frames)
 
     def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
         return sqlengine.RankSource(
-            key[0], self._cons[key], self.path / rank_db_name(*key), self._side.get(key, {})
+            key[0],
+            self._cons[key],
+            self.path / rank_db_name(*key),
+            self._side.get(key, {}),
+            self._lacks.get(key, frozenset()),
+            {
+                n: f
+                for n in self._migrated.get(key, {})
+                if (f := self._stand_in(key, n)) is not None
+            },
         )
 
-    def table(self, name: str, where: str = "", params: tuple[Any, ...] = ()) -> pd.DataFrame:
-        if name not in TABLES:
-            raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
-        import pandas as pd
-
-        sql = f"SELECT {', '.join(columns(name))} FROM {name}"
-        if where:
-            sql += f" WHERE {where}"
-        sides = {r: s[name] for r, s in self._side.items() if name in s}
-        if where:
-            df = self.query(sql, params)
-        else:
-            # whole table: SQLite rows then the columnar file, per rank
-            frames = []
-            for key in self.databases:
-                frames.append(self._rank_table(key, name))
-                if key in sides:
-                    frames.append(columnar.frame(sides[key]))
-            frames = [f for f in frames if len(f)]
-            df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        if df.empty:
-            df = pd.DataFrame(columns=list(columns(name)))
-        return df
+    def table(self, name: str) -> pd.DataFrame:
+        """One whole table, every rank's rows (:meth:`read_tables` of one name); SQL over it,
+        a ``WHERE`` included, goes through :meth:`query`."""
+        return self.read_tables([name])[name]
 
     def read_tables(self, names: Iterable[str]) -> dict[str, pd.DataFrame]:
-        """Whole tables, each exactly as :meth:`table` reads it, read together: one ADBC
+        """Whole tables (the bulk read the summary uses), every rank's rows, read together: one ADBC
         connection per database for all of them, a table a database holds no row of not read
         there (a small run's tables are mostly empty). Rows as recorded: a layer's sync count a
         producer left empty stays empty (the analysis fills it by its rule,
@@ -260,7 +246,8 @@ class Run:
         parts: dict[str, list[pd.DataFrame]] = {name: [] for name in names}
         for key in self.databases:
             con = self._cons[key]
-            full = [n for n in names if sqlengine.has_rows(con, n)]
+            lacks = self._lacks.get(key, frozenset())
+            full = [n for n in names if n not in lacks and sqlengine.has_rows(con, n)]
             sqls = [f"SELECT {', '.join(columns(n))} FROM main.{n}" for n in full]
             got = dict(zip(full, sqlengine.adbc_fetch_many(self.path / rank_db_name(*key), sqls),
                            strict=True))  # fmt: skip
@@ -274,6 +261,9 @@ class Run:
                 side = self._side.get(key, {}).get(name)
                 if side is not None:
                     parts[name].append(columnar.frame(side))
+                stand_in = self._stand_in(key, name)
+                if stand_in is not None:
+                    parts[name].append(stand_in)
         out: dict[str, pd.DataFrame] = {}
         for name in names:
             frames = [f for f in parts[name] if len(f)]
@@ -288,12 +278,18 @@ class Run:
         that rank's rows only."""
         if name not in TABLES:
             raise MlaprofError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        import numpy as np
         import pandas as pd
 
         text = {c for c, t in TABLES[name] if t == "TEXT"} & set(cols)
         parts: list[dict[str, Any]] = []  # column -> values, or (codes, categories) for text
         for key in self.databases:
             if rank is not None and key[0] != rank:
+                continue
+            if name in self._lacks.get(key, frozenset()):
+                stand_in = self._stand_in(key, name)
+                if stand_in is not None:
+                    parts.append({c: stand_in[c].to_numpy(object) for c in cols})
                 continue
             db = self._query_rank(key, f"SELECT {', '.join(cols)} FROM main.{name}", ())
             if len(db):
@@ -352,9 +348,6 @@ class Run:
         """The Arrow-stored tables of ``rank`` (imports keep their kernels there)."""
         return dict(self._side.get((rank, ""), {}))
 
-    def tables(self) -> dict[str, pd.DataFrame]:
-        return {t: self.table(t) for t in TABLES}
-
     def count(self, name: str) -> int:
         """Rows of ``name`` summed over every rank (:meth:`count_per_rank` keeps them apart)."""
         return sum(self.count_per_rank(name).values())
@@ -365,7 +358,10 @@ class Run:
             raise MlaprofError(f"unknown table {name!r}")
         out: dict[int, int] = {}
         for key, con in self._cons.items():
-            n = con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
+            if name in self._lacks.get(key, frozenset()):
+                n = len(self._migrated.get(key, {}).get(name, []))
+            else:
+                n = con.execute(f"SELECT COUNT(*) FROM main.{name}").fetchone()[0]
             side = self._side.get(key, {}).get(name)
             out[key[0]] = out.get(key[0], 0) + n + (side.rows if side else 0)
         return out
@@ -436,13 +432,6 @@ def _code(cats: dict[Any, int], value: Any) -> int:
     if value is None or value != value:
         return -1
     return cats.setdefault(str(value), len(cats))
-
-
-def columns_of(sql: str) -> list[str]:
-    m = re.match(r"\s*SELECT\s+(.*?)\s+FROM\s", sql, re.I | re.S)
-    if not m or m.group(1).strip() == "*":
-        return []
-    return [c.strip().split()[-1] for c in m.group(1).split(",")]
 
 
 class EmptyRunError(MlaprofError):

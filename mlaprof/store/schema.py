@@ -4,15 +4,18 @@ A run is a folder: ``run.json`` (metadata) plus one SQLite database per rank (``
 Every table carries ``rank``. Times are integer nanoseconds, sizes integer bytes.
 Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse versions they do not know.
 Version 2 added columnar side tables (imported kernels in Arrow files, :mod:`.columnar`); a
-version-1 run simply has none, so both are read.
+version-1 run simply has none, so both are read. Version 3 added ``trace_checks`` (an import's
+checks per rank, :mod:`.trace_checks`); an older database lacks the table, and the reader serves
+it from the checks that run's ``run.json`` kept (migrated on read, never written back).
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 def version_problem(version: object, what: object) -> str | None:
@@ -168,7 +171,22 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("message", "TEXT"),
         ("data", "TEXT"),  # JSON
     ),
+    # an import's checks of what it took apart, one item of one check per row, per rank
+    # (mlaprof.store.trace_checks): never a sum over ranks
+    "trace_checks": (
+        ("check_name", "TEXT"),  # the check: launches, replays, stage2, steps, qlen, heads, ...
+        ("item", "TEXT"),  # what it counted (NULL: the check's whole value is in detail)
+        ("count", "INTEGER"),  # how many (NULL where the item is not a count)
+        ("detail", "TEXT"),  # JSON of an item that is not a count (a text, a list, a record)
+    ),
 }
+
+
+def lacking_tables(con: Any) -> frozenset[str]:
+    """The store tables a rank database (a ``sqlite3`` connection) lacks: written by a version
+    before they existed (``trace_checks`` before version 3)."""
+    have = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return frozenset(t for t in TABLES if t not in have)
 
 
 @functools.cache

@@ -6,12 +6,15 @@ instead, reading only the columns and row groups a query needs. Within one query
 names is visible: a side table as its SQLite rows (usually none) followed by its file's rows, any
 other table as its SQLite rows (read through SQLite's ADBC driver into Arrow where installed).
 The SQL is DuckDB's dialect, which accepts SQLite's for ordinary queries (SELECT, WHERE, GROUP
-BY, JOIN, window functions).
+BY, JOIN, window functions). This is the engine behind :meth:`mlaprof.store.reader.Run.query`,
+the run's one SQL surface; without duckdb installed, SQL naming no columnar table runs in SQLite
+over the rank databases attached as one relation (:func:`sqlite_query`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import sqlite3
@@ -38,7 +41,7 @@ def duckdb_module() -> Any:
     except ImportError:
         raise MlaprofError(
             "SQL over an import's kernels runs in DuckDB on their Parquet files, and duckdb is "
-            "not installed (pip install duckdb; run.table('kernels') works without it)"
+            "not installed (pip install duckdb; run.read_tables(['kernels']) works without it)"
         ) from None
     return duckdb
 
@@ -183,19 +186,52 @@ def _read_all(
     connections, in C), any it could not do row by row here (the sources' connections stay in
     their thread). A source whose table is empty is not read (None, as a read of no rows): an
     import's kernels, layers and API calls lie in its files, and the ADBC read of an empty table
-    costs a connection (~0.3 ms) per source and query."""
+    costs a connection (~0.3 ms) per source and query. A table of at most :data:`FEW_ROWS`
+    rows (a trace's API calls, a recorded run's steps) is read through the source's own
+    connection: a connection of its own would cost more than the rows."""
     cols = list(cols) or ["rank"]
-    todo = [src for src in sources if has_rows(src.con, table)]
+    todo = [src for src in sources if table not in src.lacks and has_rows(src.con, table)]
+    few = {id(src) for src in todo if _few_rows(src.con, table)}
+    todo = [src for src in todo if id(src) not in few]
     if len(todo) <= 1:  # no thread to start for one
         got = [_adbc_rows(src, table, cols) for src in todo]
     else:
         with ThreadPoolExecutor(min(4, len(todo))) as pool:
             got = list(pool.map(_adbc_rows, todo, repeat(table), repeat(cols)))
-    read = {id(src): g for src, g in zip(todo, got, strict=True)}
+    read: dict[int, pa.Table | Unread | None] = dict.fromkeys(few, UNREAD)
+    read.update({id(src): g for src, g in zip(todo, got, strict=True)})
     return [
-        _python_rows(src, table, cols) if isinstance(g := read.get(id(src)), Unread) else g
+        _stand_in(src, table, cols)
+        if table in src.lacks
+        else _python_rows(src, table, cols)
+        if isinstance(g := read.get(id(src)), Unread)
+        else g
         for src in sources
     ]
+
+
+FEW_ROWS = 4096
+
+
+def _few_rows(con: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` holds at most :data:`FEW_ROWS` rows (its largest rowid bounds them: one
+    probe down the b-tree, not a count)."""
+    try:
+        top = con.execute(f"SELECT MAX(rowid) FROM main.{table}").fetchone()[0]
+    except sqlite3.Error:
+        return False
+    return top is not None and top <= FEW_ROWS
+
+
+def _stand_in(src: RankSource, table: str, cols: Sequence[str]) -> pa.Table | None:
+    """The rows standing in for a table the database lacks (None: none)."""
+    import pyarrow as pa
+
+    frame = src.stand_ins.get(table)
+    if frame is None or not len(frame):
+        return None
+    return pa.Table.from_pandas(frame[list(cols)], schema=_plain_schema(table, cols),
+                                preserve_index=False)  # fmt: skip
 
 
 def _plain_ints(tab: pa.Table) -> pa.Table:
@@ -222,6 +258,9 @@ class RankSource:
     con: sqlite3.Connection
     db_path: Path
     sides: Mapping[str, columnar.SideTable]
+    # store tables the database lacks (an older schema), and the rows standing in for them
+    lacks: frozenset[str] = frozenset()
+    stand_ins: Mapping[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,8 +288,14 @@ def query(
     (which must not be a store table's). ``sql`` may be :class:`Statements`: each of them is
     run over the same views, and the result is a list of frames, one per statement."""
     batch = sql if isinstance(sql, Statements) else Statements(((sql, tuple(params)),))
-    duckdb = duckdb_module()
     named = mentioned(batch.text)
+    try:
+        duckdb = duckdb_module()
+    except MlaprofError:
+        if any(t in s.sides for s in sources for t in named):
+            raise  # an import's kernels sit in files only DuckDB reads in place
+        out = [sqlite_query(sources, q, p, frames) for q, p in batch.items]
+        return out if isinstance(sql, Statements) else out[0]
     file_rows = sum(s.sides[t].rows for s in sources for t in named if t in s.sides)
     own = _database(duckdb) if file_rows >= OWN_DATABASE_ROWS else None
     db = own.cursor() if own is not None else _cursor(duckdb)
@@ -282,6 +327,59 @@ def query(
         if own is not None:
             own.close()
     return out if isinstance(sql, Statements) else out[0]
+
+
+def sqlite_query(
+    sources: Sequence[RankSource],
+    sql: str,
+    params: Sequence[Any] = (),
+    frames: Mapping[str, pd.DataFrame] | None = None,
+) -> pd.DataFrame:
+    """``sql`` as :func:`query` runs it, in SQLite (no duckdb installed, no columnar table
+    named): every rank database attached read-only to one in-memory database, each table the
+    SQL names a TEMP view of their rows ``UNION ALL``. SQLite pushes a ``WHERE`` on the view
+    into each rank's table (its indexes serve it)."""
+    import pandas as pd
+
+    db = sqlite3.connect(":memory:", uri=True, check_same_thread=False)
+    try:
+        if len(sources) > db.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED):
+            raise MlaprofError(
+                f"SQL over {len(sources)} rank databases without duckdb exceeds SQLite's "
+                f"{db.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED)} attached databases "
+                "(pip install duckdb)"
+            )
+        for i, src in enumerate(sources):
+            uri = "file:" + str(src.db_path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+            db.execute(f"ATTACH DATABASE ? AS r{i}", (uri,))
+        for name, frame in (frames or {}).items():
+            if name in TABLES:
+                raise MlaprofError(f"a frame may not take the store table's name {name!r}")
+            frame.to_sql(name, db, index=False)
+        for table in mentioned(sql):
+            cols = ", ".join(columns(table))
+            parts = []
+            for i, src in enumerate(sources):
+                if table not in src.lacks:
+                    parts.append(f"SELECT {cols} FROM r{i}.{table}")
+                elif src.stand_ins.get(table) is not None:  # an older run's, from run.json
+                    src.stand_ins[table].to_sql(f"_stand_in_{table}_{i}", db, index=False)
+                    parts.append(f"SELECT {cols} FROM _stand_in_{table}_{i}")
+            db.execute(
+                f"CREATE TEMP VIEW {table} AS " + (" UNION ALL ".join(parts) or _no_rows(table))
+            )
+        try:
+            return pd.read_sql_query(sql, db, params=tuple(params))
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            msg = str(e).splitlines()[0][:300]
+            ranks = ", ".join(str(s.rank) for s in sources)
+            raise MlaprofError(f"SQL over rank(s) {ranks} failed (SQLite): {msg}") from None
+    finally:
+        db.close()
+
+
+def _no_rows(table: str) -> str:
+    return "SELECT " + ", ".join(f"NULL AS {c}" for c in columns(table)) + " WHERE 0"
 
 
 def _run(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, create_run, runmeta, validate
+from mlaprof.store import columnar, create_run, runmeta, trace_checks, validate
 from mlaprof.store.bulk import insert_columns, insert_flat
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
@@ -185,6 +185,15 @@ class BulkWriter:
             return 0
         cols = [c for c, _ in TABLES[table]]
         return self.insert(table, cols, ([r.get(c) for c in cols] for r in rows))
+
+    def write_trace_checks(self, checks: Mapping[str, Any]) -> None:
+        """Store this rank's trace checks (:mod:`mlaprof.store.trace_checks`): the checks named
+        replace the rank's rows of them."""
+        trace_checks.write(self.con, self.rank, checks)
+
+    def trace_checks(self) -> trace_checks.TraceChecks:
+        """This rank's trace checks stored so far (an import adding to a count)."""
+        return trace_checks.read_rank(self.con, self.rank)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self.con.execute(sql, params)

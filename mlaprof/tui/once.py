@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from mlaprof.errors import MlaprofError
 from mlaprof.store import is_run_folder, list_runs_nested
 from mlaprof.textsafe import plain, plain_lines
-from mlaprof.tui.compare import HEAD, compare_rows
+from mlaprof.tui.compare import HEAD, compare_table
 from mlaprof.tui.follower import FollowError, RunFollower, analyze_run
 from mlaprof.tui.text import format_table, render_text
 
@@ -66,6 +66,8 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
     if compare is not None:
         w, sb = read_view(compare, rank)
         text += f"\nCOMPARE  A: {v.name}  B: {w.name}\n"
-        text += "\n".join(format_table((HEAD, compare_rows(sa, sb))))
+        rows, said = compare_table(sa, sb)  # the workload line first, under the table
+        text += "\n".join(format_table((HEAD, rows)))
+        text += "".join(f"\n  {line}" for line in said.splitlines())
         text += "\n\n" + render_text(w)
     return plain_lines(text)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -296,137 +295,27 @@ def section_lines(v: View, width: int = 100) -> list[str]:
     return ["", HEADING.upper(), *["  " + s for s in body]]
 
 
-# -- engine runs, imported traces, imported vLLM logs (the analysis' own sections) -------------
-def _rng(r: list | None) -> str:
-    """``[lo, hi]`` of the analysis as ``lo`` or ``lo-hi``."""
-    if not r or r[0] is None:
-        return "-"
-    return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
-
-
-def engine_lines(v: View) -> list[str]:
-    """A recorded vLLM engine (measured) and its shadow AITER S (modelled)."""
-    e, sh = v.engine, v.shadow
-    if not e:
-        return []
-    acc = (
-        "acceptance not recorded"
-        if e.accepted_tokens is None
-        else f"{e.accepted_tokens} accepted ({fmt_pct(e.acceptance_rate)})"
-    )
-    modes = ", ".join(f"{m} x{n}" for m, n in e.graph_modes.items()) or "-"
-    out = [
-        f"engine (measured): {_s(e.backend)}, {_s(e.spec_method)} "
-        f"k={_s(e.num_speculative_tokens)}  |  {e.steps} steps, "
-        f"{e.verify_steps} verify, {e.verify_rows} verify rows",
-        f"  {e.draft_tokens} draft tokens, {acc}  |  graph {modes}",
-    ]
-    if e.scheduler_worker_text:  # compared over the steps both processes committed
-        out.append(f"  scheduler and worker records {e.scheduler_worker_text}")
-    if sh:
-        out.append(
-            f"  shadow AITER: {sh.steps} steps, paths {', '.join(sh.paths)}, S bug "
-            f"{_rng(sh.s_bug)}, S fix {_rng(sh.s_fix)}, frozen {_rng(sh.s_frozen)}; "
-            f"{sh.steps_collapsed_by_bug} step(s) collapsed by the bug"
-        )
-        out.append(f"  ({sh.provenance})")
-    return out
-
-
-def _us(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
-
-
-def trace_lines(v: View) -> list[str]:
-    """An imported trace: path and kernel variant per step, S and its source, trust, replay time."""
-    t = v.trace
-    if not t:
-        return []
-    trust = t.trust
-    out = [f"imported trace: {t.source} ({t.format})"]
-    if trust.verdict == "unreliable":
-        counts = ", ".join(
-            f"{f.name} {getattr(trust.counts, f.name)}"
-            for f in dataclasses.fields(trust.counts)
-            if getattr(trust.counts, f.name)
-        )
-        out.append(f"  trust: UNRELIABLE ({counts}): " + "; ".join(trust.reasons))
-    else:
-        out.append(f"  trust: {trust.verdict}")
-    head = ["path", "kernel variant", "steps (graph/eager)", "S", "layer us"]
-    rows = [
-        [p.path, p.variant, f"{p.steps} ({p.graph_steps}/{p.eager_steps})", _s(p.S),
-         _us(p.layer_median_us)]
-        for p in t.paths
-    ]  # fmt: skip
-    out += format_table((head, rows))
-    out += [f"  {p.variant}: S {p.S_source}" for p in t.paths]
-    if t.drafter:
-        out.append(f"  {t.drafter.text}")
-    rt = t.replay_time
-    if rt and rt.replays:
-        out.append(f"  time inside {rt.replays} graph replay(s): attention "
-                   f"{fmt_pct(rt.attention_share)}")  # fmt: skip
-        grouped = len(rt.rank_groups or []) > 1  # ranks that ran different S: apart
-        lhead = ["ranks"] * grouped + ["layer", "median us", "attention us", "attention", "S"]
-        lrows = [
-            [x.ranks_text] * grouped
-            + [_s(x.layer), _us(x.median_us), _us(x.attention_median_us)]
-            + [fmt_pct(x.attention_share), _s(x.S)]
-            for x in rt.layers
-        ]
-        out += format_table((lhead, lrows))
-        out.append(f"  ({rt.provenance})")
-    return out
-
-
-def engine_start_lines(v: View) -> list[str]:
-    """An imported vLLM log: server starts, final mode, downgrades with cause, memory per rank."""
-    starts = v.engine_starts
-    if not starts:
-        return []
-    out = []
-    for st in starts:
-        mode = st.final_mode or "mode not logged"
-        if st.requested_mode and st.requested_mode != st.final_mode:
-            mode = f"{st.requested_mode} -> {mode}"
-        out.append(f"start {st.start}: vLLM {_s(st.version)} (log line {st.line})"
-                   f"  cudagraph {mode}")  # fmt: skip
-        for d in st.downgrades:
-            out.append(
-                f"  downgraded by {d.backend} (support {d.support}"
-                f"{', spec-decode' if d.spec_decode else ''}) -> {d.setting} on ranks "
-                f"{', '.join(map(str, d.ranks))} (log line {d.line})"
-            )
-    head = ["start", "rank", "process", "took", "secs", "estimate"]
-    rows = [
-        [_s(st.start), _s(r.rank), _s(r.process), fmt_bytes(r.measured_bytes),
-         "-" if r.capture_secs is None else f"{r.capture_secs:.0f}",
-         fmt_bytes(r.estimated_bytes)]
-        for st in starts
-        for r in st.memory
-    ]  # fmt: skip
-    if rows:  # an eager server logs no capture: no empty table
-        out += ["graph capture memory per rank and start (never summed)",
-                *format_table((head, rows))]  # fmt: skip
-        out.append(f"  ({starts[0].provenance})")
-    return out
-
-
-def fleet_lines(v: View) -> list[str]:
-    """Ranks side by side (the analysis' fleet view): which collapsed, S, host and DP group."""
-    f = v.fleet
-    if not f or f.ranks < 2:
-        return []
-    rows = [["rank", "host", "DP", "S min", "S max", "collapsed"]] + [
-        [str(r.rank), r.host or "-", _s(r.dp_group), _s(r.S_min), _s(r.S_max),
-         f"{r.collapsed_layers}/{r.layers} layers"]
-        for r in f.per_rank
-    ]  # fmt: skip
-    return [f.text, *format_table((rows[0], rows[1:])), f"(DP: {f.dp_groups_source})"]
-
-
+# -- engine runs, imported traces, imported vLLM logs, fleets (the rows layer's front part) ----
 def detail_lines(v: View) -> list[str]:
-    """Everything the analysis says about an engine run, imported trace or imported log, and
-    the ranks side by side."""
-    return [*fleet_lines(v), *engine_lines(v), *trace_lines(v), *engine_start_lines(v)]
+    """What every view shows before the findings, as the rows layer declares it once
+    (:func:`mlaprof.reporters.rows.front_rows` and :func:`~mlaprof.reporters.rows.front_tables`):
+    an engine run's and a log's spec decoding in a line, then the tables of an imported trace's
+    paths and replay time, the ranks side by side, a log's server starts and a shadow's steps."""
+    if v.summary is None:
+        return []
+    from mlaprof.reporters.rows import (
+        front_rows,
+        front_tables,
+        row_line,
+        summary_blocks,
+        table_more,
+    )
+
+    blocks = summary_blocks(v.summary)
+    out = [row_line(b) for b in front_rows(blocks)]
+    if v.summary.fleet.ranks > 1:  # ranks side by side, never merged: the verdict first
+        out.append(v.summary.fleet.text)
+    for t in front_tables(blocks):
+        out += [t.title, *format_table((t.head, t.rows))]
+        out += ["  " + n for n in [*t.notes, table_more(t)] if n]
+    return out

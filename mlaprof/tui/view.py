@@ -23,15 +23,10 @@ if TYPE_CHECKING:
     from mlaprof.analysis.live import LiveSummary, StepSeries
     from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.analysis.sections import (
-        EngineSection,
-        EngineStart,
-        Fleet,
         HeadlineRow,
         LayerRow,
         Padding,
-        ShadowSection,
         SplitStep,
-        TraceSection,
     )
 
 ANALYSING = "analysing..."
@@ -88,13 +83,8 @@ class View:
     timing_short: str = ""  # the same in a word or two (CPU ref, replay)
     policy: str = ""
     problem: str | None = None
-    # the analysis' typed sections for engine runs, imported traces and vLLM logs (None: none)
-    engine: EngineSection | None = None
-    shadow: ShadowSection | None = None
-    trace: TraceSection | None = None
-    engine_starts: list[EngineStart] | None = None
-    fleet: Fleet | None = None  # the analysis' ranks side by side
-    # the summary itself: every section shown through the rows layer (mlaprof.reporters.rows)
+    # the summary itself: engine runs, imported traces and logs, the ranks side by side and
+    # every section are shown through the rows layer (mlaprof.reporters.rows)
     summary: RunSummary | None = None
     step_ids: list[int] = field(default_factory=list)
     steps_by_rank: dict[int, int] = field(default_factory=dict)  # committed steps, shown ranks
@@ -176,11 +166,6 @@ def build_view(
         ),  # fmt: skip
         policy=str(scen.get("policy") or ""),
         problem=problem,
-        engine=_f(s, "engine"),
-        shadow=_f(s, "shadow"),
-        trace=_f(s, "trace"),
-        engine_starts=_f(s, "engine_starts") or None,
-        fleet=_f(s, "fleet"),
         summary=s,
         step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
         steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},

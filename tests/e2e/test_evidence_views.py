@@ -99,19 +99,28 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
         assert _flat(f"{h['label']} {h['value']}") in _flat(page), (run_dir.name, h)
     # syncs per layer: the TUI's layer table shows the analysis' count for every layer
     layers = once.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
-    rows = {int(r.split()[0]): r.split() for r in layers if r.strip()[:1].isdigit()}
-    by_layer: dict[int, list[float]] = {}
+    head = next(
+        (r.split() for r in layers if r.split()[:2] in (["layer", "time"], ["rank", "layer"])),
+        ["layer", "syncs"],  # no layer rows (a vLLM log): no table
+    )
+    col = head.index("syncs") - 1  # "time ms" is two words of the head, one cell of a row
+    key = head.index("layer") + 1 if head[0] == "rank" else 1  # (rank, layer) or (layer,)
+    rows = {tuple(map(int, r.split()[:key])): r.split() for r in layers if r.strip()[:1].isdigit()}
+    by_layer: dict[tuple[int, ...], list[float]] = {}
     for r in doc["layers"]:
         if r["syncs"] is not None:
-            by_layer.setdefault(r["layer"], []).append(r["syncs"])
-    for layer, counts in by_layer.items():
-        assert rows[layer][2] == f"{max(counts):g}", (run_dir.name, layer)
+            k = (r["rank"], r["layer"]) if key == 2 else (r["layer"],)
+            by_layer.setdefault(k, []).append(r["syncs"])
+    for k, counts in by_layer.items():
+        assert rows[k][col] == f"{max(counts):g}", (run_dir.name, k)
     # ... and what the report and run.layers.syncs count
     n = doc["sync_counts"]
     host = (doc.get("trace") or {}).get("syncs") or {}
     if not doc["syncs"] and host.get("status") in ("none", "found"):
         # an imported trace's host-sync check is the one count (never "not checked" beside it)
         assert n["checked"] and n["total"] == host["count"]
+    elif not n["checked"]:  # no step watched: no count at all, never a 0 that reads "none"
+        assert n["total"] is None and not doc["syncs"]
     else:
         assert n["total"] == len(doc["syncs"])
         if n["total"]:
@@ -125,8 +134,14 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
     # collapse: the TUI's per-layer counts are the analysis' (one rule, one reference)
     collapsed = {r["layer"]: 0 for r in doc["layers"]}
     for r in doc["layers"]:
-        collapsed[r["layer"]] += r["collapsed"]
-    assert sum(collapsed.values()) == sum(r["collapsed_steps"] for r in doc["fleet"]["per_rank"])
+        collapsed[r["layer"]] += r["collapsed"] or 0  # None: not judged (no S to judge by)
+    per_rank = doc["fleet"]["per_rank"]
+    assert sum(collapsed.values()) == sum(r["collapsed_steps"] or 0 for r in per_rank)
+    # a rank no layer of which could be judged is on neither side, never "not collapsed"
+    for r in per_rank:
+        unjudged = all(x["collapsed"] is None for x in doc["layers"] if x["rank"] == r["rank"])
+        assert (r["collapsed_steps"] is None) == unjudged, (run_dir.name, r["rank"])
+        assert (r["rank"] in doc["fleet"]["ranks_not_collapsed"]) == (r["collapsed_layers"] == 0)
     if any(
         f["kind"] == "split-collapse" and f.get("data", {}).get("path") for f in doc["findings"]
     ):

@@ -46,6 +46,7 @@ def expected(blocks: list[Block]) -> list[str]:
                 out.append(t.title)
             out.append(" ".join(t.head))
             out += [" ".join(r) for r in t.rows]
+            out += t.notes  # a table's notes (the long sources of its rows), under it
             if t.more:
                 out.append(table_more(t))
     return [norm(x) for x in out]
@@ -93,3 +94,55 @@ def test_a_view_that_words_a_row_otherwise_fails(tmp_path: Path, capsys) -> None
     row = next(w for w in want if w.startswith("padding fraction"))
     assert missing(md.replace(row, "padding fraction 7%"), want)[0] == row
     assert missing(md.replace(row, ""), want)[0] == row
+
+
+# -- the diff: one diff -> rows function (mlaprof.reporters.diff_rows) in every compare view ----
+PAIRS = [
+    ("demo-bug-padding-collapses-splits-c16", "demo-fix-splits-decided-on-device-c1-long"),
+    ("demo-bug-padding-collapses-splits-c16", "demo-fix-padding-active-rows-c16"),
+    ("aiter-gluon_v0119_bug", "aiter-gluon_v0119_fix"),  # imported traces: S per variant
+]
+
+
+def compare_texts(a: str, b: str, tmp: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """``report A --compare B`` in the terminal, Markdown and HTML, and ``tui --once --compare``,
+    each as a reader sees it (tags, escapes and table rules dropped)."""
+    from mlaprof.cli import main
+
+    da, db = str(shipped_runs.run_dir(a)), str(shipped_runs.run_dir(b))
+
+    def out(*argv: str) -> str:
+        capsys.readouterr()
+        assert main(list(argv)) == 0
+        return capsys.readouterr().out
+
+    page = tmp / "c.html"
+    out("report", da, "--compare", db, "--html", str(page))
+    doc = re.sub(r"<(script|style)\b.*?</\1>", " ", page.read_text(encoding="utf-8"), flags=re.S)
+    md = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", out("report", da, "--compare", db, "--format", "md"))
+    texts = {
+        "text": out("report", da, "--compare", db),
+        "md": html.unescape(md),
+        "html": html.unescape(re.sub(r"<[^>]+>", " ", doc)),
+        "tui": out("tui", da, "--once", "--compare", db),
+    }
+    return {k: norm(re.sub("[│┃]", " ", v)) for k, v in texts.items()}  # rich table rules
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=["other-workload", "same-workload", "traces"])
+def test_every_diff_row_reads_the_same_in_every_view(
+    a: str, b: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from mlaprof.analysis.diff import diff
+    from mlaprof.reporters.diff_rows import diff_block
+
+    monkeypatch.setenv("COLUMNS", "250")  # a table row on one line in the terminal
+    block = diff_block(diff(shipped_runs.summary(a), shipped_runs.summary(b)))
+    want = [norm(f"{r.label} {r.text}") for r in block.rows]
+    want += [norm(" ".join(block.tables[0].head))]
+    want += [norm(" ".join(row)) for row in block.tables[0].rows]
+    assert want[0].startswith("workload") and len(want) > 8
+    texts = compare_texts(a, b, tmp_path, capsys)
+    bad = {view: [w for w in want if w not in text] for view, text in texts.items()}
+    assert not any(bad.values()), f"{a} vs {b}: diff rows a view does not show: {bad}"

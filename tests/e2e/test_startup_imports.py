@@ -1,6 +1,7 @@
 """Commands that need no frame, no SQL engine and no tensor start without pandas, DuckDB or
-torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, and an error
-message about a run that is not there. Checked on the modules a fresh interpreter holds after
+torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, an error
+message about a run that is not there, and ``report --json`` of a run whose document its folder
+keeps (mlaprof.store.summary_cache; not even NumPy). Checked on the modules a fresh interpreter holds after
 each command (modules, not seconds: the machine's load cannot fail it)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tests import shipped_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pandas", "duckdb", "torch")
+SECTIONS = "mlaprof.analysis.sections"
 DEMO = shipped_demo.run("fix-padding-active-rows-c16")  # a copy: tests never touch traces/
 
 # each command in turn in ONE fresh interpreter: the heavy modules present after each are
@@ -47,9 +49,9 @@ def _light_commands(traces: Path) -> list[list[str]]:
     ]
 
 
-def _run_child(argvs: list[list[str]]) -> dict[str, dict]:
+def _run_child(argvs: list[list[str]], heavy: tuple[str, ...] = HEAVY) -> dict[str, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = CHILD.format(heavy=HEAVY, argvs=argvs)
+    code = CHILD.format(heavy=heavy, argvs=argvs)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -59,19 +61,33 @@ def test_light_commands_import_no_pandas_duckdb_or_torch(tmp_path: Path) -> None
     traces = tmp_path / "traces"
     traces.mkdir()
     shutil.copytree(DEMO, traces / DEMO.name)  # `runs` lists a real run (opened, counted)
-    got = _run_child(_light_commands(traces))
+    # nor the summary's ~130 section classes (their dataclass generation: ~0.05 s CPU)
+    got = _run_child(_light_commands(traces), (*HEAVY, SECTIONS))
     assert got["--version"]["rc"] == 0 and "mlaprof" in got["--version"]["said"]
     assert DEMO.name in got[f"runs {traces}"]["said"]
     assert got[f"report no-such-run --traces {traces}"]["rc"] == 2  # an error, in one line
     assert "not found" in got[f"report no-such-run --traces {traces}"]["said"]
     loaded = {cmd: r["heavy"] for cmd, r in got.items() if r["heavy"]}
-    assert loaded == {}, f"commands that imported {HEAVY}: {loaded}"
+    assert loaded == {}, f"commands that imported {(*HEAVY, SECTIONS)}: {loaded}"
+
+
+def test_a_kept_json_report_is_light(tmp_path: Path) -> None:
+    """The first ``report --json`` analyses the run (pandas) and its folder keeps the document;
+    the next, in a fresh interpreter, prints the same text with none of them loaded."""
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    argv = ["report", DEMO.name, "--traces", str(traces), "--json"]
+    heavy = (*HEAVY, "numpy", SECTIONS)
+    (first,) = _run_child([argv], heavy).values()
+    (again,) = _run_child([argv], heavy).values()
+    assert first["rc"] == again["rc"] == 0 and "pandas" in first["heavy"]
+    assert again["heavy"] == [] and again["said"] == first["said"]
 
 
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The child's record is not blind: a report of a real run does load pandas."""
     traces = tmp_path / "traces"
     shutil.copytree(DEMO, traces / DEMO.name)
-    got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json"]])
+    got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]])
     (rec,) = got.values()
     assert rec["rc"] == 0 and "pandas" in rec["heavy"]

@@ -55,28 +55,34 @@ def test_imported_trace_paths_s_source_trust_and_replay_time(tmp_path: Path) -> 
     assert rows["aiter-asm-persistent"][2:4] == ["3", "(3/0)"]
     assert "decided on the device" in " ".join(rows["aiter-asm-persistent"])
     assert rows["aiter-asm"][2:5] == ["2", "(2/0)", "6"]
-    assert "S from grid axis z" in out and "trust: reliable" in out
-    assert "time inside 5 graph replay(s)" in out
-    layer0 = next(r.split() for r in out.splitlines() if r.split()[:1] == ["0"])
-    assert layer0 == ["0", "13.0", "11.0", "85%", "6"]
+    assert "S from grid axis z" in out and "trust: verdict reliable" in out
+    assert "replay time: replays 5;" in out
+    # the rows layer's replay-time table: ranks, layer, median, attention, its share, S
+    layer0 = next(r.split() for r in out.splitlines() if r.split()[:2] == ["0", "0"])
+    assert layer0 == ["0", "0", "13.0", "µs", "11.0", "µs", "84.6%", "6"]
 
 
 def test_imported_unreliable_trace_says_so_with_counts(tmp_path: Path) -> None:
     out = _imported(tmp_path, "rocprof", DATA / "aiter" / "gluon_v0119_fix_dropped", "d")
     line = next(r for r in out.splitlines() if "trust:" in r)
-    assert "UNRELIABLE (" in line and "missing_kernels" in line
+    assert "verdict unreliable" in line and "graph replays miss kernels" in line
+    counts = next(r for r in out.splitlines() if "trust · counts:" in r)
+    assert "missing kernels 12" in counts
 
 
 def test_imported_vllm_log_starts_downgrades_memory(tmp_path: Path) -> None:
     out = _imported(tmp_path, "vllm-log", DATA / "vllm" / "tp2_two_starts.log", "v")
-    assert "start 1: vLLM 0.30.1" in out and "FULL_AND_PIECEWISE -> PIECEWISE" in out
-    assert "downgraded by TritonMLABackend" in out and "on ranks 0, 1 (log line 18)" in out
+    start = next(r.split() for r in out.splitlines() if r.split()[:2] == ["1", "0.30.1"])
+    assert " ".join(start[-5:-2]) == "FULL_AND_PIECEWISE -> PIECEWISE"
+    down = next(r.split() for r in out.splitlines() if r.split()[:1] == ["TritonMLABackend"])
+    assert down[-3:] == ["0,", "1", "18"]  # on ranks 0, 1; log line 18
+    # memory per rank, one table per start (never summed)
+    assert out.index("server starts 1 of 2 · memory") < out.index("server starts 2 of 2 · memory")
     mem = [r.split() for r in out.splitlines() if "Worker_TP" in r]
-    assert [(r[0], r[1], r[2]) for r in mem] == [
-        ("1", "0", "Worker_TP0"), ("1", "1", "Worker_TP1"),
-        ("2", "0", "Worker_TP0"), ("2", "1", "Worker_TP1"),
+    assert [(r[0], r[1]) for r in mem] == [
+        ("0", "Worker_TP0"), ("1", "Worker_TP1"), ("0", "Worker_TP0"), ("1", "Worker_TP1"),
     ]  # fmt: skip
-    assert mem[2][3:5] == ["1.0", "GiB"] and mem[0][3:5] == ["491.5", "MiB"]
+    assert mem[2][2:4] == ["1.02", "GiB"] and mem[0][2:4] == ["491.52", "MiB"]
 
 
 def _engine_step(w, step: int, seqs: list[int], drafts: list[int], accepted: int) -> None:
@@ -109,13 +115,16 @@ def test_engine_run_line_grows_with_the_run(tmp_path: Path) -> None:
         return render_text(v).split("ENGINE / IMPORTED")[1].split("FINDINGS")[0]
 
     out = engine_text()
-    assert "1 steps, 1 verify, 3 verify rows" in out
-    assert "9 draft tokens, 5 accepted (56%)" in out and "graph NONE x1" in out
-    assert "shadow AITER: 1 steps" in out and "modelled from recorded batches" in out
+    assert "steps 1; verify steps 1; verify rows 3;" in out
+    assert "draft tokens 9; accepted tokens 5; acceptance rate 55.6%" in out
+    assert "graph modes NONE=1" in out
+    assert "shadow AITER (modelled): provenance modelled from recorded batches" in out
+    assert "; steps 1;" in out.split("shadow AITER (modelled):")[1]
     _engine_step(w, 1, [2000, 90], [3, 3], 6)  # the run grows: the next read says so
     out = engine_text()
-    assert "2 steps, 2 verify, 5 verify rows" in out
-    assert "15 draft tokens, 11 accepted (73%)" in out and "graph NONE x2" in out
+    assert "steps 2; verify steps 2; verify rows 5;" in out
+    assert "draft tokens 15; accepted tokens 11; acceptance rate 73.3%" in out
+    assert "graph modes NONE=2" in out
     w.finish()
 
 
@@ -129,11 +138,11 @@ async def _details_app(root: Path, size: tuple[int, int]):
     async with app.run_test(size=size) as pilot:
         for _ in range(200):
             s = app.screen
-            if isinstance(s, DashboardScreen) and s.view and s.view.engine_starts:
+            if isinstance(s, DashboardScreen) and s.view and s.view.summary:
                 break
             await pilot.pause(0.05)
         d = app.screen
-        assert isinstance(d, DashboardScreen) and d.view and d.view.engine_starts
+        assert isinstance(d, DashboardScreen) and d.view and d.view.summary
         text = str(d.query_one("#details-text", Static).render())
         tabs = d.query_one("#panel-tabs", Tabs)
         hidden = tabs.query_one("#tab-details").display is False
@@ -149,7 +158,8 @@ async def test_dashboard_details_panel_for_an_imported_log(tmp_path: Path, size)
     assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path), "--name", "v"]) == 0
     shown, text, active, hidden = await _details_app(tmp_path / "v", size)
     assert shown and not hidden and active == "details"
-    assert "downgraded by TritonMLABackend" in text and "Worker_TP1" in text
+    assert "downgrades (as the log says)" in text and "TritonMLABackend" in text
+    assert "Worker_TP1" in text
 
 
 async def test_dashboard_hides_details_for_a_plain_run(tmp_path: Path) -> None:
@@ -208,10 +218,10 @@ async def test_dashboard_engine_panel_follows_the_growing_run(tmp_path: Path) ->
                 await pilot.pause(0.05)
             raise AssertionError(f"the engine panel never said {text!r}")
 
-        got = await details_say("1 steps, 1 verify, 3 verify rows")
-        assert "9 draft tokens, 5 accepted (56%)" in got and "shadow AITER: 1 steps" in got
+        got = await details_say("steps 1; verify steps 1; verify rows 3;")
+        assert "draft tokens 9; accepted tokens 5" in got and "shadow AITER (modelled)" in got
         assert app.screen.has_class("-details")
         _engine_step(w, 1, [2000, 90], [3, 3], 6)
         w.finish()  # the finished run gets its final analysis pass at once
-        got = await details_say("2 steps, 2 verify, 5 verify rows")
-        assert "15 draft tokens, 11 accepted (73%)" in got and "graph NONE x2" in got
+        got = await details_say("steps 2; verify steps 2; verify rows 5;")
+        assert "draft tokens 15; accepted tokens 11" in got and "graph modes NONE=2" in got

@@ -13,6 +13,7 @@ from mlaprof.analysis.headline import _replayed
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.live import LiveFold
 from mlaprof.analysis.padding import padding_findings, padding_summary
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.sections import RankSyncs, ReplayedSplits, Scenario, SplitStep
 from mlaprof.analysis.served import engine_findings
@@ -23,6 +24,7 @@ from mlaprof.analysis.trust import trust_by_rank, trust_summary
 from mlaprof.store import load
 from mlaprof.store.liveness import run_status
 from mlaprof.store.schema import columns
+from mlaprof.store.trace_checks import TraceChecks
 from mlaprof.tui.fmt import fmt_pct
 from tests import shipped_demo
 
@@ -130,14 +132,15 @@ def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked(
 
 
 def test_a_clean_rank_is_trusted_when_another_ranks_losses_make_the_fleet_unreliable() -> None:
-    # per-rank checks as the rocprofv3 import records them (importers/rocprof.py: one
-    # ``summary.checks`` per rank, then ``trace_checks_by_rank``; the fleet's are their sum)
+    # per-rank checks as the rocprofv3 import stores them (importers/annotate.py store_kernels:
+    # one ``summary.checks`` per rank, the rank's rows of the store's trace_checks table); the
+    # fleet's verdict counts their sum
     clean = {"replays": {"replays": 4}, "launches": {"graph_launches": 4}}
     lossy = {"replays": {"replays": 4, "short_replays": 1, "missing_kernels": 3,
                          "expected_kernels": 32}, "launches": {"graph_launches": 4}}  # fmt: skip
-    fleet = {"replays": {"replays": 8, "short_replays": 1, "missing_kernels": 3,
-                         "expected_kernels": 64}, "launches": {"graph_launches": 8}}  # fmt: skip
-    meta = {"trace_checks": fleet, "trace_checks_by_rank": {"0": clean, "1": lossy}}
+    checks = RunChecks({0: TraceChecks(0, clean), 1: TraceChecks(1, lossy)})
+    assert checks.group("replays")["expected_kernels"] == 32  # summed: 32 + nothing
+    meta: dict = {}
     steps = pd.DataFrame(
         {
             "rank": [0, 0, 0, 0, 1, 1, 1, 1],
@@ -147,8 +150,9 @@ def test_a_clean_rank_is_trusted_when_another_ranks_losses_make_the_fleet_unreli
             "graph_mode": ["graph"] * 4 + ["graph", "eager", "graph", "graph"],
         }
     )
-    assert trust_summary(meta, capture_evidence(meta, steps)).verdict == "unreliable"
-    assert trust_by_rank(meta, steps) == {0: "reliable", 1: "unreliable"}
+    cap = capture_evidence(meta, steps, checks)
+    assert trust_summary(meta, cap, checks).verdict == "unreliable"
+    assert trust_by_rank(meta, steps, checks) == {0: "reliable", 1: "unreliable"}
 
 
 @pytest.mark.parametrize(

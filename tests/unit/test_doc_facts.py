@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from mlaprof.store.summary_cache import CACHE_NAME  # a kept report: no part of the shipped runs
 from tests import shipped_demo
 from tests.conftest import ROOT
 
@@ -553,8 +554,8 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "| **total** | **466 (7.8 min)** |",
      lambda: not _install_table_rows()),
     # ---- docs/store.md
-    ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 2", lambda: _schema_version() == 2),
-    ("docs/store.md", "Kernel columns (schema version 2)", lambda: _schema_version() == 2 and _store_md_kernel_columns() == _kernel_columns()),
+    ("docs/store.md", "`mlaprof.store.schema.SCHEMA_VERSION`, now 3", lambda: _schema_version() == 3),
+    ("docs/store.md", "Kernel columns (schema version 3, unchanged since 2)", lambda: _schema_version() == 3 and _store_md_kernel_columns() == _kernel_columns()),
     ("docs/store.md", "`mlaprof.layout_version` (1: the `host=/rank=` layout above)", lambda: _const("mlaprof.store.columnar", "LAYOUT_VERSION") == 1),
     ("docs/store.md", "in row groups of 65,536 rows", lambda: _const("mlaprof.store.columnar", "BATCH_ROWS") == 65_536),
     ("docs/store.md", "(`kernels` or `layers`), `mlaprof.schema_version`",
@@ -658,8 +659,15 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: rounds_to(bench("vllm_engine_overhead", "per_step_ms_with_plugin"), "230.1")),
     ("docs/performance.md", "| fix-native-kernel-full-graph | triton | active-rows | default (3 reqs + 1 padding) | FULL | 230 us | 16 | 32 |",
      lambda: not _demo_table_rows()),
+    ("docs/performance.md", "The ratios as numbers (`fleet_csv_ratio` 0.905, `fleet_rocpd_ratio` 0.901,",
+     lambda: rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "fleet_csv_ratio"), "0.905")
+     and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "fleet_rocpd_ratio"), "0.901")),
+    ("docs/performance.md", "`report_json_demo_ratio` 1.203, `report_json_demo_kept_ratio` 0.14, `run_default_ratio` 0.71,",
+     lambda: rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "report_json_demo_ratio"), "1.203")
+     and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "report_json_demo_kept_ratio"), "0.14")
+     and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "run_default_ratio"), "0.71")),
     ("docs/performance.md", "real H200 runs, 8 layers, 32 steps, 2.2 MB together",
-     lambda: rounds_to(sum(p.stat().st_size for p in shipped_demo.folder().rglob("*") if p.is_file()) / 1e6, "2.2")),
+     lambda: rounds_to(sum(p.stat().st_size for p in shipped_demo.folder().rglob("*") if p.is_file() and p.name != CACHE_NAME) / 1e6, "2.2")),
     ("docs/performance.md", "The eager (legacy-flat) runs record every sync of every layer: 32 (4 per layer x 8 layers)",
      lambda: sync_counts_per_layer("bug-prefix-legacy-flat-all-rows") == {4}
      and _syncs_in_layers("bug-prefix-legacy-flat-all-rows") == 32),
@@ -1034,7 +1042,7 @@ EXTERNAL = re.compile(
     r"|gpu_model_runner|amx_mla)\.py$|^mla_verify_stage1/2$|^regions_trace\.csv$"
 )
 # files every run folder holds (docs/store.md's layout), named without a folder
-RUN_FILES = {"run.json", "rank0.db", "rankN.db"}
+RUN_FILES = {"run.json", "rank0.db", "rankN.db", CACHE_NAME}
 
 
 @functools.cache
@@ -1100,7 +1108,7 @@ def test_every_run_table_the_docs_name_is_in_the_schema() -> None:
     from mlaprof.store.schema import TABLES
 
     named = {t for d in DOCS for t in re.findall(r"`run\.(\w+)(?!\.json)", d.read_text())}
-    methods = {"query", "sql", "status", "meta", "table", "count", "json"}  # not tables
+    methods = {"query", "sql", "read_tables", "status", "meta", "table", "count", "json"}
     assert named - methods, "no `run.<table>` found"
     assert named - methods <= set(TABLES), sorted(named - methods - set(TABLES))
     # vLLM's table of recorded fields: each `steps` field is a column of the steps table

@@ -14,7 +14,7 @@ import pytest
 from mlaprof.cli import main
 from mlaprof.exporters.perfetto import Lanes, export_perfetto
 from mlaprof.importers.rocprof import import_rocprof
-from mlaprof.store import load
+from mlaprof.store import columnar, load
 from tests.trace_io_helpers import (
     db_rows,
     fixture,
@@ -191,7 +191,7 @@ def test_multi_rank_flows_are_keyed_by_rank(
 
 def test_export_streams_rank_by_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Events are written while the rows are read: rank 0's kernels are in the file before
-    rank 1's rows are read, and no write is larger than one event."""
+    rank 1's rows are read, and no write is larger than one batch of rows' events."""
     import io
 
     import mlaprof.exporters.perfetto as perfetto
@@ -221,10 +221,12 @@ def test_export_streams_rank_by_rank(tmp_path: Path, monkeypatch: pytest.MonkeyP
     first_kernel = log.index(("kernel",))
     assert first_kernel < log.index(("read", "kernels", "1"))
     assert log.index(("read", "kernels", "0")) < first_kernel
-    # between the opening and the closing, every write is one event (and its comma)
-    body = Recorder.writes[1:-2]
-    assert len(body) == len(doc["traceEvents"])
-    assert all(isinstance(json.loads(w.lstrip(",")).get("ph"), str) for w in body)
+    # between the opening and the closing, every write is whole events (and their commas),
+    # one event or a batch of rows' events (a layer batch's counters, written together)
+    body = [json.loads("[" + w.lstrip(",") + "]") for w in Recorder.writes[1:-2]]
+    assert sum(len(b) for b in body) == len(doc["traceEvents"])
+    assert all(isinstance(e.get("ph"), str) for b in body for e in b)
+    assert max(len(b) for b in body) <= columnar.ROW_BATCH
     assert len(doc["traceEvents"]) > 100
 
 

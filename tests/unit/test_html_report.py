@@ -58,9 +58,10 @@ def test_findings_on_top_and_diff_table(html_report):
     assert f"<td>vLLM route</td><td>{route['path']} (" in text.replace("<th>", "<td>").replace(
         "</th>", "</td>"
     )
+    # the diff block's row (mlaprof.reporters.diff_rows): metric (unit), A, B, change, verdict
     assert re.search(
-        r"sync / allocation sites in the region</td><td>count</td><td class='num'>2</td>"
-        r"<td class='num'>0</td>",
+        r"<td>sync / allocation sites in the region \(count\)</td><td>2</td><td>0</td>"
+        r"<td>-100%</td><td class='better'>better</td>",
         text,
     )
 

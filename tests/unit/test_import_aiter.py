@@ -104,6 +104,8 @@ REAL = {
     "mla_verify_stage1": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage1_hopper": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage1_hopper_tma": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage1_hopper_roles": ("mlaprof-triton", STAGE1, "z"),
+    "mla_verify_stage1_hopper_ws": ("mlaprof-triton", STAGE1, "z"),
     "mla_verify_stage2": ("mlaprof-triton", STAGE2, None),
 }  # fmt: skip
 LOOKALIKES = (
@@ -446,7 +448,13 @@ def test_time_inside_graph_replays(sums: dict, runs: dict, tmp_path: Path) -> No
     assert fix["layers"][0]["attention_median_us"] == 9.0 + 2.5
     assert sums["eager_syncs"]["trace"]["replay_time"]["replays"] == 0  # no replay: no claim
     text = write_html_report(summary_of(runs["gluon_v0119_bug"]), tmp_path / "r.html").read_text()
-    assert "Time inside 3 graph replay(s): attention 73% of kernel time" in text
+    # the page's front part: the replay time's rows and tables as the rows layer lays them out
+    front = text[text.index('id="front"') : text.index('id="sections"')]
+    assert "<h3>imported trace · replay time</h3>" in front
+    assert (
+        "<td>replays</td><td>3</td>" in front and "<td>attention share</td><td>73.2%</td>" in front
+    )
+    assert "GPU time per layer inside graph replays" in front
 
 
 def test_no_correlation_ids_no_capture_verdict(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_a_trace_in_order_is_not_sorted(monkeypatch: pytest.MonkeyPatch) -> None
 def _stored(run_dir) -> dict[str, object]:  # noqa: ANN001
     with load(run_dir) as run:
         out: dict[str, object] = {t: run.table(t) for t in ("kernels", "layers", "steps")}
-        out["checks"] = run.meta.get("trace_checks")
+        out["checks"] = run.trace_checks()
         out["patterns"] = run.meta.get("kernel_patterns")
     return out
 

@@ -358,18 +358,21 @@ def test_downgrade_without_spec_decode(
     assert f.severity == severity and "FlashInferMLABackend" in f.title and "spec" not in f.title
 
 
-def test_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_terminal_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     main(["import", "vllm-log", str(TWO_STARTS), "--traces", str(tmp_path / "t"), "--name", "v"])
     capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "200")  # each table row on one line
     assert main(["report", "v", "--traces", str(tmp_path / "t")]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "start 1: vLLM 0.30.1" in out and "start 2: vLLM 0.32.0" in out
-    assert "attention: TRITON_MLA cudagraph: FULL_AND_PIECEWISE -> PIECEWISE" in out
-    assert (
-        "downgraded by TritonMLABackend (support UNIFORM_SINGLE_TOKEN_DECODE, spec-decode)" in out
-    )
-    assert "1 1 Worker_TP1 0.47 GiB 9 - - off" in out
-    assert "2 0 Worker_TP0 1.02 GiB 14 1.12 GiB 1.10x on" in out
+    # the rows layer's server-starts table: start, vLLM, log line, time, spec decode, attention,
+    # cudagraph asked -> ran, capture sizes
+    assert "1 0.30.1 1 08-28 09:14:02 ngram x3 TRITON_MLA FULL_AND_PIECEWISE -> PIECEWISE" in out
+    assert "2 0.32.0 27 09-02 14:03:11 ngram x3 TRITON_MLA FULL_AND_PIECEWISE 19 (1..128)" in out
+    assert "TritonMLABackend UNIFORM_SINGLE_TOKEN_DECODE yes FULL_AND_PIECEWISE PIECEWISE" in out
+    assert "1 Worker_TP1 481.28 MiB 9 s unknown unknown" in out  # start 1: no estimate logged
+    assert "0 Worker_TP0 1.02 GiB 14 s 1.12 GiB 1.10x" in out
     # a log holds no sync records: said as not checked (every view says so), never a count
     assert "syncs in region: not checked" in out and "predicted-ok" not in out
     assert "syncs in region: 0" not in out
@@ -377,6 +380,7 @@ def test_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_html_report_shows_starts_and_memory_per_rank(tmp_path: Path) -> None:
     pytest.importorskip("plotly")
+    import html
     import re
 
     from mlaprof.figures.html_report import render_html
@@ -386,11 +390,12 @@ def test_html_report_shows_starts_and_memory_per_rank(tmp_path: Path) -> None:
 
     with load(tmp_path / "t" / "v") as run:
         page = render_html(build_summary(run))
-    body = page[page.index('id="starts"') :]
-    text = " ".join(re.sub(r"<[^>]+>", " ", body).split())
-    assert "1 0.30.1 08-28 09:14:02 ngram x3 FULL_AND_PIECEWISE PIECEWISE TritonMLABackend" in text
-    assert "1 1 Worker_TP1 0.47 GiB 9 - -" in text
-    assert "2 0 Worker_TP0 1.02 GiB 14 1.12 GiB 1.10x" in text
+    body = page[page.index('id="front"') : page.index('id="sections"')]
+    text = html.unescape(" ".join(re.sub(r"<[^>]+>", " ", body).split()))
+    assert "1 0.30.1 1 08-28 09:14:02 ngram x3 TRITON_MLA FULL_AND_PIECEWISE -> PIECEWISE" in text
+    assert "TritonMLABackend UNIFORM_SINGLE_TOKEN_DECODE yes FULL_AND_PIECEWISE PIECEWISE" in text
+    assert "1 Worker_TP1 481.28 MiB 9 s unknown unknown" in text
+    assert "0 Worker_TP0 1.02 GiB 14 s 1.12 GiB 1.10x" in text
 
 
 def test_ranks_without_a_capture_line_are_named(tmp_path: Path) -> None:

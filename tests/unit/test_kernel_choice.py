@@ -203,8 +203,9 @@ class _Recorder:
 
 @pytest.mark.parametrize("page", [1, 64])
 def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
-    """The backend's launch of either Gluon stage 1 passes every parameter by its name's slot:
-    page 64 takes the TMA kernel with descriptors over the pool, page 1 the gather kernel."""
+    """The backend's launch of either fused Gluon stage 1 passes every parameter by its name's
+    slot: page 64 takes the TMA kernel with descriptors over the pool, page 1 the gather kernel
+    (the warpgroup-roles kernel off)."""
     g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
     seen: list = []
     for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma"):
@@ -212,7 +213,7 @@ def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
     meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
     inp = make_inputs(meta, 16, seed=7, device="cpu")
     inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(C())
+    be = tb.TritonBackend(C(gluon_roles="off"))
     be._is_hopper = True
     be.skip_stage2 = True  # stage 2 is the Triton merge, not under test here
     be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
@@ -228,3 +229,115 @@ def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
         assert list(args["kn_desc"].block_shape) == [64, 512]
         assert list(args["kp_desc"].block_shape) == [64, 64]
         assert args["kn_desc"].base is inp.kv_c
+
+
+@pytest.mark.parametrize("page,chunks", [(1, 1), (64, 1), (64, 3)])
+def test_warp_specialized_launch_fits_its_signature(monkeypatch, page, chunks):
+    """``gluon_ws`` sends both layouts to the warp-specialized kernel: TMA descriptors and a
+    small loader at pages of whole tiles, the cp.async row gather (no descriptors, the gather
+    loader's registers) at page 1; the grid and contract are the other kernels'."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
+                 "mla_verify_stage1_hopper_ws"):  # fmt: skip
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C(gluon_ws=True, gluon_chunks=chunks))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    ((name, grid, args),) = seen
+    assert name == "mla_verify_stage1_hopper_ws" and grid == (1, 2, 3)
+    assert args["PAGE"] == page and args["kv"] is inp.kv_c and args["LOADS"] is True
+    if page == 1:
+        assert args["GATHER"] is True and args["kn_desc"] is None and args["CHUNKS"] == 1
+        assert args["LOADER_REGS"] == g.GATHER_LOADER_REGS
+    else:
+        assert args["GATHER"] is False and args["CHUNKS"] == chunks
+        assert list(args["kn_desc"].block_shape) == [64, 512]
+        assert args["LOADER_REGS"] == g.LOADER_REGS
+    # the compute alone (benchmarks): no copies asked of the loader
+    seen.clear()
+    be = tb.TritonBackend(C(gluon_ws=True, gluon_phases=2))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    assert seen[0][2]["LOADS"] is False
+
+
+def test_chunked_tma_launch_and_option_checks(monkeypatch):
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    monkeypatch.setattr(
+        g, "mla_verify_stage1_hopper_tma", _Recorder(g.mla_verify_stage1_hopper_tma, seen)
+    )
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=64, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C(gluon_chunks=9, gluon_early_issue=True))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    args = seen[0][2]
+    assert args["CHUNKS"] == 9 and args["EARLY_ISSUE"] is True and args["LOADS"] is True
+    assert "chunks" in tb.gluon_unsupported(C(gluon_chunks=2), True, 4, False, _q())
+    for bad in (C(gluon_ws=True, gluon_l2_prefetch=1), C(gluon_ws=True, gluon_phases=1),
+                C(gluon_ws=True, gluon_lazy_sum=False)):  # fmt: skip
+        assert "gluon_ws" in tb.gluon_unsupported(bad, True, 4, False, _q())
+    # the compute alone runs on the TMA kernel too; the loads alone only in the gather kernel
+    assert tb.tma_pages(C(gluon_phases=2), 64) and not tb.tma_pages(C(gluon_phases=1), 64)
+
+
+@pytest.mark.parametrize("page,roles,want", [
+    (64, "all", "roles-tma"),  # the default at vLLM's 64-token blocks
+    (1, "all", "roles-gather"),  # the default at AITER's page 1
+    (1, "tma", "gather"),  # roles at pages of whole tiles only: the fused gather kernel
+    (64, "off", "tma"),
+])  # fmt: skip
+def test_warpgroup_roles_kernel_choice_and_launch(monkeypatch, page, roles, want):
+    """The roles kernel (4 warps in the default partition: warpgroup 0) takes pages of whole
+    tiles by default with TMA descriptors and its loader warp's registers; asked for everywhere
+    it gathers rows (no descriptors, a loader warpgroup)."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
+                 "mla_verify_stage1_hopper_roles"):  # fmt: skip
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(C(gluon_roles=roles))
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    ((name, grid, args),) = seen
+    assert grid == (1, 2, 3) and args["kv"] is inp.kv_c
+    got = {"mla_verify_stage1_hopper": "gather", "mla_verify_stage1_hopper_tma": "tma"}.get(name)
+    if name == "mla_verify_stage1_hopper_roles":
+        got = "roles-gather" if args["GATHER"] else "roles-tma"
+        assert args["LOADS"] is True and args["P_REG"] is True  # P V from P in registers
+        if args["GATHER"]:
+            assert args["kn_desc"] is None
+            assert args["LOADER_REGS"] == g.ROLES_GATHER_LOADER_REGS
+            assert args["PV_REGS"] == g.ROLES_GATHER_PV_REGS
+        else:
+            assert list(args["kn_desc"].block_shape) == [64, 512]
+            assert args["LOADER_REGS"] == g.LOADER_REGS and args["PV_REGS"] == g.ROLES_PV_REGS
+        # three warpgroups' registers within the SM's 64K (the default partition's the rest)
+        assert 128 * (args["LOADER_REGS"] + args["PV_REGS"] + 232) <= 65536
+    assert got == want
+
+
+def test_roles_only_with_the_default_loop():
+    """The other kernels' options keep their kernels: chunk mbarriers, early refill, more
+    buffers, smaller tiles, the warp-specialized kernel; the compute alone stays on roles."""
+    assert tb.roles_kernel(C(), 64) and tb.roles_kernel(C(), 1)
+    assert not tb.roles_kernel(C(gluon_roles="tma"), 1)
+    assert tb.roles_kernel(C(gluon_phases=2), 64)
+    for other in (C(gluon_chunks=3), C(gluon_early_issue=True), C(gluon_buffers=3),
+                  C(gluon_block_n=32), C(gluon_ws=True), C(gluon_roles="off"),
+                  C(gluon_phases=1), C(gluon_l2_prefetch=1)):  # fmt: skip
+        assert not tb.roles_kernel(other, 64)
+    assert "gluon_roles" in tb.gluon_unsupported(C(gluon_roles="yes"), True, 4, False, _q())

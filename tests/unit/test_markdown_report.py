@@ -67,9 +67,9 @@ def test_report_builds_each_summary_once(monkeypatch, capsys) -> None:
     calls: list[str] = []
     real = rs.build_summary
 
-    def counting(run, shadow=None):  # noqa: ANN001, ANN202
+    def counting(run, shadow=None, **series):  # noqa: ANN001, ANN003, ANN202
         calls.append(run.name)
-        return real(run, shadow)
+        return real(run, shadow, **series)
 
     monkeypatch.setattr(rs, "build_summary", counting)
     a, b = (str(DEMOS[0]), str(DEMOS[1]))

@@ -130,8 +130,8 @@ def test_the_fleet_table_reads_trust_whole_at_80_columns(
     out = _cli_at(80, ["report", "fleet_dp2_tp4", "--traces", str(imported)], capsys, monkeypatch)
     import re
 
-    start = re.search(r"^per rank *$", out, re.M)  # the table's title line
-    table = out[start.start() :].split("DP: data-parallel")[0]
+    start = re.search(r"^ranks side by side · per rank *$", out, re.M)  # the table's title
+    table = out[start.start() :].split("\nfindings")[0]  # the last table before the findings
     ranks = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
     assert len(ranks) == 8 and all(len(line) <= 80 for line in table.splitlines()), table
     assert all(cells[5] in ("reliable", "unreliable", "unknown") for cells in ranks), table

@@ -67,3 +67,117 @@ def test_each_rule_fires_on_the_pair_it_names() -> None:
     cpu = _summary("vllm_cpu_mla_profile")
     grid = replace(cpu, findings=[*cpu.findings, _finding("not-checked", fix="--patterns FILE")])
     assert any("--patterns" in c for c in contradictions(grid))
+
+
+def test_an_unknown_never_reads_as_a_value() -> None:
+    """A count the run does not hold is None, never a 0 beside "not checked"/"not recorded"; a
+    scenario setting left at its "not set" default is absent; a replay the trace cannot call
+    FULL (no graph-launch call) is no FULL step. Each rule fires on its pair."""
+    trace = _summary("aiter-gluon_v0119_bug_rocm63")  # no API trace: nothing confirms FULL
+    assert contradictions(trace) == []
+    assert trace.trace is not None and not trace.trace.capture.graph_launches
+    assert {t.capture for t in trace.trace.steps} == {"replayed in a graph"}
+    assert not trace.sync_counts.checked and trace.sync_counts.total is None
+    assert trace.padding.text == "not recorded" and trace.padding.padding_fraction is None
+
+    cov = trace.trace.coverage
+    assert cov is not None and cov.api_calls == 0 and cov.host_syncs is None
+    read = replace(trace, trace=replace(trace.trace, coverage=replace(cov, host_syncs=0)))
+    assert any("host syncs: 0" in c for c in contradictions(read))
+    zero = replace(trace, sync_counts=replace(trace.sync_counts, total=0))
+    assert any("sync total of 0" in c for c in contradictions(zero))
+    pad = replace(trace, padding=replace(trace.padding, padding_fraction=0.0, steps=0))
+    assert any("padding 'not recorded'" in c for c in contradictions(pad))
+    steps = [replace(t, capture="FULL") for t in trace.trace.steps]
+    full = replace(trace, trace=replace(trace.trace, steps=steps))
+    assert any("read FULL" in c for c in contradictions(full))
+
+    # the trace's host-sync check counted 1 per layer per step: the layer table says so too
+    eager = _summary("aiter-eager_syncs")
+    assert eager.sync_counts.checked and {r.syncs for r in eager.layers} == {1.0}
+    unknown = [replace(r, syncs=None) for r in eager.layers]
+    assert any("layer table None" in c for c in contradictions(replace(eager, layers=unknown)))
+
+    # no deserved or modelled S on its layers: no collapse judged, the rank on neither side
+    assert all(r.collapsed is None for r in eager.layers)
+    assert eager.fleet.ranks_not_collapsed == [] == eager.fleet.ranks_collapsed
+    zero = [replace(r, collapsed=0) for r in eager.layers]
+    assert any("no S to judge" in c for c in contradictions(replace(eager, layers=zero)))
+    fine = replace(eager, fleet=replace(eager.fleet, ranks_not_collapsed=[0]))
+    assert any("none of their layers judged" in c for c in contradictions(fine))
+
+    demo = _summary("demo-bug-legacy-flat-syncs-break-capture")  # kv_cache_tokens left unset
+    assert demo.scenario.kv_cache_tokens is None and demo.scenario.aiter_version is None
+    for name, unset in (("kv_cache_tokens", 0), ("max_num_batched_tokens", 0),
+                        ("aiter_version", "")):  # fmt: skip
+        shown = replace(demo, scenario=replace(demo.scenario, **{name: unset}))
+        assert any(f"scenario {name}" in c for c in contradictions(shown)), name
+
+    # the plugin's run.json names no device ("engine"); the CPU attention backend it recorded
+    # (AMX_MLA) does: its numbers are measured on the CPU
+    engine = _summary("engine-engine_ngram_run")
+    assert engine.device == "cpu"
+    assert any(h.provenance == "measured on cpu" for h in engine.headline)
+    assert any("device 'engine'" in c for c in contradictions(replace(engine, device="engine")))
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES)
+def test_a_list_of_ranks_never_reads_as_a_count(name: str) -> None:
+    """``ranks not collapsed: 0`` beside ``ranks: 1, all agree`` read as "no rank": a list of
+    rank ids is worded as how many and which, in every row and table cell."""
+    import re
+
+    from mlaprof.reporters.rows import summary_blocks
+
+    bare = re.compile(r"[\d, ]+")  # "0" or "0, 1, 2": ids that read as counts
+    for b in summary_blocks(_summary(name)):
+        for r in b.rows:
+            if r.key.rsplit(".", 1)[-1].startswith("ranks_"):
+                assert not bare.fullmatch(r.text), (name, r.key, r.text)
+        for t in b.tables:
+            for col, head in enumerate(t.head):
+                lists = head == "ranks" and t.key in ("dp_groups", "trace.paths")
+                # (a replay layer's "ranks text" is the span beside its ranks column)
+                if lists or (head.startswith("ranks ") and head != "ranks text"):
+                    assert not any(bare.fullmatch(row[col]) for row in t.rows), (t.key, head)
+
+
+def test_the_one_rank_of_a_run_reads_as_one_rank() -> None:
+    from mlaprof.reporters.rows import summary_blocks
+
+    s = _summary("demo-bug-legacy-flat-syncs-break-capture")
+    assert s.fleet.ranks_not_collapsed == [0] and s.fleet.ranks_collapsed == []
+    blocks = summary_blocks(s)
+    rows = {r.key: r.text for b in blocks for r in b.rows}
+    assert rows["fleet.ranks_not_collapsed"] == "1 (rank 0)"
+    assert rows["fleet.ranks_collapsed"] == "none"
+    dp = next(t for b in blocks for t in b.tables if t.key == "dp_groups")
+    assert dp.rows[0][dp.head.index("ranks")] == "1 (rank 0)"
+
+
+def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> None:
+    """The capture verdict of a trace whose steps mix replays and eager launches names the
+    replays FULL only where the API trace holds the graph-launch calls (as its evidence and
+    each step's capture do); the timing's share of replays is labelled as replays."""
+    import pandas as pd
+
+    from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.run_checks import RunChecks
+    from mlaprof.reporters.rows import summary_blocks
+    from mlaprof.store.trace_checks import TraceChecks
+
+    steps = pd.DataFrame({"backend": ["gluon"] * 3, "graph_mode": ["graph", "graph", "eager"],
+                          "rank": [0] * 3, "step": [0, 1, 2]})  # fmt: skip
+
+    def checks(launches: dict[str, int]) -> RunChecks:
+        return RunChecks({0: TraceChecks(0, {"launches": launches})})
+
+    no_api = step_mode_evidence({}, steps, checks({}))
+    assert no_api["label"] == "mixed: graph replays, eager steps"
+    launches = {"graph_launches": 2, "mla_replays_with_launch": 2, "runtime_api_calls": 5}
+    api = step_mode_evidence({}, steps, checks(launches))
+    assert api["label"] == "mixed: FULL replays, eager steps"
+
+    rows = {r.key: r.label for b in summary_blocks(_summary("aiter-gluon_v0119_bug_rocm63"))
+            for r in b.rows}  # fmt: skip
+    assert rows["timing.full_share"] == "steps replayed in a graph"

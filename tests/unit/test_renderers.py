@@ -15,8 +15,10 @@ from rich.console import Console
 from mlaprof.analysis import run_summary as rs
 from mlaprof.analysis.diff import diff, fmt_change, fmt_value
 from mlaprof.cli import main
+from mlaprof.reporters.diff_rows import diff_block
 from mlaprof.reporters.markdown import cell
 from mlaprof.reporters.renderer import JsonRenderer, Renderer, renderer
+from mlaprof.reporters.rows import front_tables, summary_blocks
 from mlaprof.reporters.terminal import TerminalRenderer
 from tests import shipped_demo, shipped_runs
 from tests.summary_corpus import NAMES
@@ -96,8 +98,6 @@ def test_the_terminal_and_markdown_print_the_summarys_numbers(
     if log:
         c = s.capture
         assert f"{c.mode} -> {c.status} (runs {c.effective_mode})" in text
-        for st in s.engine_starts:
-            assert f"start {st.start}: vLLM {st.version}" in text
     if s.trace is None and not s.engine_starts:
         assert f"syncs in region: {s.sync_counts.text}" in text
     assert s.padding.text in text or bool(s.engine_starts)
@@ -108,6 +108,12 @@ def test_the_terminal_and_markdown_print_the_summarys_numbers(
             assert str(r.used) in cells and str(r.deserved) in cells
     for p in s.trace.paths if s.trace else []:
         assert any(p.path in ln and str(p.S) in ln for ln in text.splitlines())
+    # the rows layer's front tables (a log's starts, a trace's paths, the ranks): each row whole
+    front = front_tables(summary_blocks(s))
+    assert bool(s.engine_starts) <= any(t.key == "engine_starts" for t in front)
+    for t in front:
+        for row in t.rows:
+            assert any(all(c in ln for c in row) for ln in text.splitlines()), (t.key, row)
     if s.fleet.ranks > 1:
         assert s.fleet.text in text and f"**{cell(s.fleet.text)}**" in md
 
@@ -139,7 +145,12 @@ def test_the_diff_renders_the_diffs_numbers(summaries: dict[str, rs.RunSummary])
     for r in d.table:
         want = [fmt_value(r.a), fmt_value(r.b), fmt_change(r), str(r.verdict)]
         assert any(r.metric in ln and all(w in ln for w in want) for ln in text.splitlines())
-        assert f"| {cell(r.metric)} ({cell(r.unit)}) | {' | '.join(map(cell, want))} |" in md
+        name = f"{r.metric} ({r.unit})" + ("*" if r.provenance else "")  # the source's mark
+        assert f"| {cell(name)} | {' | '.join(map(cell, want))} |" in md
+    # the diff block's rows (the workload line, what the mark stands for) in both views
+    for row in diff_block(d).rows:
+        assert f"- **{cell(row.label)}**: {cell(row.text)}" in md
+        assert f"{row.label}: {row.text}" in " ".join(text.split())
 
 
 def test_every_format_is_a_renderer_of_the_summary(summaries: dict[str, rs.RunSummary]) -> None:
@@ -158,9 +169,9 @@ def test_report_builds_each_summary_exactly_once(
     built: list[str] = []
     real = rs._build
 
-    def counting(run, shadow):  # noqa: ANN001, ANN202
+    def counting(run, shadow, *series):  # noqa: ANN001, ANN002, ANN202
         built.append(run.name)
-        return real(run, shadow)
+        return real(run, shadow, *series)
 
     monkeypatch.setattr(rs, "_build", counting)
     html = tmp_path / "r.html"

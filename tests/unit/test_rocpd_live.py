@@ -144,3 +144,100 @@ def test_no_file_is_written_beside_a_database_read_through_a_snapshot(
     n, _ = _import(db, tmp_path / "t", capsys)
     assert n == w.counts[-1]
     assert sorted(p.name for p in db.parent.iterdir()) == before
+
+
+def _race(db: Path, w: Writer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The writer lands inside the snapshot, whatever way it reads the live file: before every
+    Python open of the database or its -wal (a file copy's reads: it commits, checkpoints the
+    -wal into the database and commits again), right after an SQLite connection to the live
+    file opens, and once in the middle of each statement on it (commits, passive checkpoint:
+    a reader's snapshot stays readable). Same thread, no sleeps: deterministic. Returns where
+    it landed."""
+    import builtins
+    import os
+
+    live = {os.path.abspath(db), os.path.abspath(str(db) + "-wal")}
+    landed: list[str] = []
+    real_open, real_os_open, real_connect = builtins.open, os.open, sqlite3.connect
+
+    def is_live(file: object) -> bool:
+        return isinstance(file, (str, os.PathLike)) and os.path.abspath(os.fspath(file)) in live
+
+    def opening(file, mode="r", *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if is_live(file) and "r" in mode:
+            landed.append(f"open {Path(os.fspath(file)).name}")
+            w.commit("TRUNCATE")
+            w.commit()
+        return real_open(file, mode, *a, **k)
+
+    def os_opening(path, flags, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if is_live(path) and not flags & (os.O_WRONLY | os.O_RDWR):
+            landed.append(f"os.open {Path(os.fspath(path)).name}")
+            w.commit("TRUNCATE")
+            w.commit()
+        return real_os_open(path, flags, *a, **k)
+
+    def connecting(database, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        con = real_connect(database, *a, **k)
+        name = str(database).removeprefix("file:").split("?")[0]
+        if is_live(name.replace("%20", " ")) or str(db) in str(database):
+            landed.append("sqlite connect")
+            w.commit("TRUNCATE")
+            w.commit()
+            fired: list[bool] = []
+
+            def mid_statement() -> int:
+                if not fired:
+                    fired.append(True)
+                    landed.append("mid statement")
+                    w.commit("PASSIVE")
+                return 0
+
+            con.set_progress_handler(mid_statement, 100)
+        return con
+
+    monkeypatch.setattr(builtins, "open", opening)
+    monkeypatch.setattr(os, "open", os_opening)
+    monkeypatch.setattr(sqlite3, "connect", connecting)
+    return landed
+
+
+def _committed_or_refused(db: Path, traces: Path, w: Writer, capsys) -> None:  # noqa: ANN001
+    """The import stores a dispatch count some commit had, or is refused as changing."""
+    rc = main(["import", "rocprof", str(db), "--traces", str(traces), "--name", "x"])
+    err = capsys.readouterr().err
+    assert "malformed" not in err, err
+    if rc != 0:
+        assert "changed while it was read" in err or "consistent snapshot" in err, err
+        return
+    with load(traces / "x") as run:
+        n = run.count("kernels")
+    assert n in w.counts, (n, w.counts)  # a state some commit had, never a mixture
+
+
+def test_a_commit_landing_inside_the_snapshot_never_tears_it(
+    live: tuple[Path, Writer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    db, w = live
+    landed = _race(db, w, monkeypatch)
+    _committed_or_refused(db, tmp_path / "t", w, capsys)
+    assert "sqlite connect" in landed  # the writer did land while the snapshot read the file
+
+
+def test_the_race_tears_a_two_step_copy(
+    live: tuple[Path, Writer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The race above catches the harm: a snapshot made as a copy of the database and then of
+    its -wal (the importer before) stores a count no commit had, or is called malformed."""
+
+    def two_step(path: Path, dest: Path) -> str:
+        shutil.copyfile(path, dest)
+        shutil.copyfile(str(path) + "-wal", str(dest) + "-wal")
+        return f"file:{dest}?mode=ro"
+
+    db, w = live
+    monkeypatch.setattr(rocpd_sqlite, "_backup", two_step)
+    landed = _race(db, w, monkeypatch)
+    with pytest.raises(AssertionError):
+        _committed_or_refused(db, tmp_path / "t", w, capsys)
+    assert {"open 1_results.db", "open 1_results.db-wal"} <= set(landed), landed

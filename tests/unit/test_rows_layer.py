@@ -170,3 +170,38 @@ def test_the_run_block_says_how_many_ranks_and_which() -> None:
 
     run = summary_blocks(shipped_runs.summary("demo-fix-padding-active-rows-c16"))[0]
     assert {r.key: r.text for r in run.rows}["ranks"] == "1 (rank 0)"
+
+
+def test_a_declared_table_leads_with_its_columns_and_keeps_every_field() -> None:
+    """A table SPECS declares (an imported trace's paths): its columns first, a composed cell
+    said once, the long sources as notes, every other field after; front_tables shows the
+    declared columns, the same cells. A field added to the record still shows."""
+    from mlaprof.analysis.sections import TracePath
+    from mlaprof.reporters.rows import SPECS, front_tables
+
+    s = shipped_runs.summary("aiter-persistent_switch")
+    table = next(t for b in summary_blocks(s) for t in b.tables if t.key == "trace.paths")
+    spec = SPECS["TracePath"]
+    n = len(spec.cols)
+    assert table.declared == n and table.head[:n] == [c.head for c in spec.cols]
+    p = s.trace.paths[0]
+    assert table.rows[0][2] == f"{p.steps} ({p.graph_steps}/{p.eager_steps})"
+    assert any(p.S_source in note for note in table.notes)
+    shown = {f for c in spec.cols for f in c.fields} | set(spec.note_fields)
+    rest = [f.name for f in dataclasses.fields(TracePath) if f.name not in shown]
+    assert table.head[n:] == [fmt.label_of(f) for f in rest if f != "engine"]  # engine: opt()
+    front = next(t for t in front_tables(summary_blocks(s)) if t.key == "trace.paths")
+    assert front.head == table.head[:n] and front.rows == [r[:n] for r in table.rows]
+
+    @dataclass(frozen=True, slots=True)
+    class TracePathWithMore(TracePath):
+        launch_gap_us: float = 0.0
+
+    more = TracePathWithMore(
+        **{f.name: getattr(p, f.name) for f in dataclasses.fields(TracePath)}, launch_gap_us=2.5
+    )
+    TracePathWithMore.__name__ = "TracePath"  # the same record type, one field more
+    trace = dataclasses.replace(s.trace, paths=[more])
+    got = next(t for b in summary_blocks(dataclasses.replace(s, trace=trace))
+               for t in b.tables if t.key == "trace.paths")  # fmt: skip
+    assert got.head[-1] == "launch gap" and got.rows[0][-1] == "2.5 µs"

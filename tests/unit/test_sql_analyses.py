@@ -102,7 +102,7 @@ def test_replay_time_counts_per_rank_on_the_fleet(shipped: dict[str, Path]) -> N
     run_dir = shipped["fleet_dp2_tp4"]
     rt = _check(run_dir)
     with load(run_dir) as run:
-        per_rank = run.sql("SELECT COUNT(DISTINCT (rank, replay)) AS n FROM kernels "
+        per_rank = run.query("SELECT COUNT(DISTINCT (rank, replay)) AS n FROM kernels "
                            "WHERE replay IS NOT NULL")["n"].iloc[0]  # fmt: skip
         ranks = len(run.ranks)
     assert ranks == 8 and rt["replays"] == per_rank

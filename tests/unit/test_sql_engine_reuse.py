@@ -31,19 +31,21 @@ def test_one_database_per_process_and_a_cursor_per_query(fleet: Path, monkeypatc
     monkeypatch.setattr(sqlengine, "_SHARED", {})
     with load(fleet) as run:
         for _ in range(3):
-            run.sql("SELECT COUNT(*) AS n FROM kernels")
+            run.query("SELECT COUNT(*) AS n FROM kernels")
     assert len(opened) == 1
 
 
 def test_a_querys_frames_and_views_go_with_its_cursor(fleet: Path) -> None:
     with load(fleet) as run:
-        got = run.sql("SELECT SUM(x) AS s FROM mine", frames={"mine": pd.DataFrame({"x": [1, 2]})})
+        got = run.query(
+            "SELECT SUM(x) AS s FROM mine", frames={"mine": pd.DataFrame({"x": [1, 2]})}
+        )
         assert int(got["s"].iloc[0]) == 3
         with pytest.raises(MlaprofError, match="mine"):  # the next query does not see it
-            run.sql("SELECT SUM(x) AS s FROM mine")
+            run.query("SELECT SUM(x) AS s FROM mine")
         # nor the views over the store tables: each query builds its own over its ranks
         one = run.query("SELECT COUNT(*) AS n FROM kernels", ranks=(run.ranks[0],))
-        every = run.sql("SELECT COUNT(*) AS n FROM kernels")
+        every = run.query("SELECT COUNT(*) AS n FROM kernels")
         assert 0 < int(one["n"].sum()) < int(every["n"].iloc[0])
     db = sqlengine._cursor(sqlengine.duckdb_module())
     try:
@@ -55,13 +57,13 @@ def test_a_querys_frames_and_views_go_with_its_cursor(fleet: Path) -> None:
 
 def test_a_forked_child_opens_its_own_database(fleet: Path) -> None:
     with load(fleet) as run:
-        run.sql("SELECT 1 AS x")
+        run.query("SELECT 1 AS x")
         parent = sqlengine._SHARED[os.getpid()]
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: a query, then whether its database is the parent's
             try:
-                n = int(run.sql("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0])
+                n = int(run.query("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0])
                 mine = sqlengine._SHARED.get(os.getpid())
                 os.write(w, f"{n} {mine is not None and mine is not parent}".encode())
             finally:
@@ -70,7 +72,7 @@ def test_a_forked_child_opens_its_own_database(fleet: Path) -> None:
         os.waitpid(pid, 0)
         answer = os.read(r, 100).decode()
         os.close(r)
-        assert int(run.sql("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0]) == int(
+        assert int(run.query("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0]) == int(
             answer.split()[0]
         )
     assert answer.split()[1] == "True"
@@ -99,7 +101,7 @@ def test_the_retry_puts_the_memory_limit_back(fleet: Path, monkeypatch) -> None:
     real_cursor = sqlengine._cursor
     monkeypatch.setattr(sqlengine, "_cursor", lambda d: Cursor(real_cursor(d)))
     with load(fleet) as run:
-        assert len(run.sql("SELECT COUNT(*) AS n FROM kernels")) == 1
+        assert len(run.query("SELECT COUNT(*) AS n FROM kernels")) == 1
     db = real_cursor(duckdb)
     try:
         after = db.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
@@ -122,10 +124,10 @@ def test_a_big_scan_gets_a_database_of_its_own_closed_after(fleet: Path, monkeyp
         )
         monkeypatch.setattr(sqlengine, "OWN_DATABASE_ROWS", rows + 1)
         for _ in range(2):
-            run.sql("SELECT COUNT(*) AS n FROM kernels")
+            run.query("SELECT COUNT(*) AS n FROM kernels")
         assert len(opened) == 1  # the shared one
         monkeypatch.setattr(sqlengine, "OWN_DATABASE_ROWS", rows)
-        n = int(run.sql("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0])
+        n = int(run.query("SELECT COUNT(*) AS n FROM kernels")["n"].iloc[0])
     assert n >= rows and len(opened) == 2
     with pytest.raises(sqlengine.duckdb_module().Error):  # closed after its query
         opened[1].execute("SELECT 1")

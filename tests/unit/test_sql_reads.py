@@ -37,9 +37,9 @@ def test_reading_only_named_columns_changes_no_result(
     fleet: Path, sql: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with load(fleet) as run:
-        pruned = run.sql(sql)
+        pruned = run.query(sql)
         monkeypatch.setattr(sqlengine, "needed_columns", lambda _sql, t: list(columns(t)))
-        full = run.sql(sql)
+        full = run.query(sql)
     assert len(full) and pruned.equals(full)
 
 
@@ -59,6 +59,8 @@ def test_whole_tables_read_as_pandas_reads_them(run_dir: Path | None, fleet: Pat
     with load(run_dir or fleet) as run:
         for key in run.databases:
             for t in TABLES:
+                if t in run._lacks[key]:  # a table added since the run was written
+                    continue
                 fast = run._rank_table(key, t)
                 sql = f"SELECT {', '.join(columns(t))} FROM main.{t}"
                 slow = run._query_rank(key, sql, ())

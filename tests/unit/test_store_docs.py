@@ -1,5 +1,6 @@
-"""docs/store.md's queries run as written on an imported fleet, without mlaprof: each SQL block
-in DuckDB and the Python block, from a folder holding the run under traces/."""
+"""docs/store.md's queries run as written on an imported fleet: each SQL block in DuckDB and the
+pyarrow block without mlaprof, the ``run.query`` block through mlaprof, from a folder holding
+the run under traces/."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_doc_has_its_examples() -> None:
-    assert len(blocks("sql")) == 3 and len(blocks("python")) == 1
+    assert len(blocks("sql")) == 3 and len(blocks("python")) == 2
 
 
 @pytest.mark.parametrize("i", [0, 1, 2])
@@ -49,7 +50,7 @@ def test_sql_examples_run_on_the_runs(
         from mlaprof.store import load
 
         with load(folder / "traces" / "fleet") as run:
-            want = run.sql(
+            want = run.query(
                 "SELECT l.layer, l.splits_used AS s, MEDIAN(k.end_ns - k.start_ns) AS m "
                 "FROM kernels k JOIN layers l ON k.rank = l.rank AND k.step = l.step "
                 "AND k.layer = l.layer GROUP BY ALL ORDER BY l.layer, s"
@@ -66,3 +67,18 @@ def test_python_example_runs(folder: Path, monkeypatch: pytest.MonkeyPatch) -> N
     exec(blocks("python")[0], scope)  # noqa: S102 - the doc's own example
     tab = scope["kernels"]
     assert tab.num_rows > 0 and set(tab.column("rank").to_pylist()) == set(range(8))
+
+
+def test_query_example_runs(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-surface example: per-rank rows, one row over all ranks, each rank's checks."""
+    monkeypatch.chdir(folder)
+    example = blocks("python")[1]
+    assert "run.query(" in example
+    scope: dict = {}
+    lines = example.strip().splitlines()
+    exec("\n".join(lines[:-3]), scope)  # noqa: S102 - the doc's own example: load the run
+    run = scope["run"]
+    per_rank, whole, checks = (eval(line.split("  #")[0], scope) for line in lines[-3:])  # noqa: S307
+    assert per_rank["rank"].tolist() == list(range(8))
+    assert len(whole) == 1 and int(whole["kernels"][0]) == run.count("kernels")
+    assert set(checks["rank"]) == set(range(8)) and checks["count"].notna().all()

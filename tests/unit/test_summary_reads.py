@@ -60,9 +60,10 @@ def test_a_summary_opens_few_connections_and_runs_a_query_per_rank(
     assert len(connections) <= 2 * dbs, len(connections)
     # per rank: its timeline's count and kernels on one cursor; the replay-time join and the
     # kernel times per name are the sums the fleet import stored (analysis/replay_sums.py);
-    # over all ranks: a few analyses
+    # over all ranks: a few analyses (the capture phase's and the host calls' API reads, once
+    # per rank in SQLite before the one query surface, are one query each over all ranks)
     assert seen.count(1) == ranks, seen
-    assert len(seen) <= ranks + 5, seen
+    assert len(seen) <= ranks + 6, seen
 
 
 @pytest.mark.parametrize(

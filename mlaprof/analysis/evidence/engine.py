@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.claims import recorded_paths
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.step_records import Acceptance, EngineStep
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 _FULL_MODES = ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")
 STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
 ACCEPT_EVENT = "spec-accept"
+PLUGIN_DEVICE = "engine"  # what the plugin's run.json holds in its device field: no device
+CPU_PATHS = ("cpu-mla",)  # the verify path of vLLM's CPU attention backends (claims)
 
 
 def _records(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
@@ -60,9 +63,24 @@ def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:
     return capture(status, provenance, mode=mode, effective_mode=mode, modes=dict(modes))
 
 
+def engine_device(recorded: Any, steps: list[EngineStep]) -> str:
+    """The device an engine run's numbers were measured on: the one its run.json names, else
+    "cpu" where every recorded attention backend is a CPU one (AMX_MLA, CPU_MLA); empty where
+    neither says. The plugin's run.json writes "engine" in the device field
+    (mlaprof/integrations/vllm_plugin.py, open_writer), which names no device."""
+    device = str(recorded or "")
+    if device and device != PLUGIN_DEVICE:
+        return device
+    names = {s.backend for s in steps if s.backend}
+    if names and all(recorded_paths(n) == CPU_PATHS for n in names):
+        return "cpu"
+    return ""
+
+
 def engine_evidence(run: Run) -> Evidence:
     t = load_tables(run)
-    device = str(run.meta.get("device") or "")
+    steps = engine_steps(t["events"])
+    device = engine_device(run.meta.get("device"), steps)
     prov = Provenance("measured", f"on {device}" if device else "by the engine")
     return Evidence(
         kind=RunKind.ENGINE,
@@ -74,7 +92,7 @@ def engine_evidence(run: Run) -> Evidence:
         capture=engine_capture(t["steps"], "measured: graph mode per engine step"),
         device=device or "unknown (the engine run did not record its device)",
         provenance=prov,
-        engine_steps=engine_steps(t["events"]),
+        engine_steps=steps,
         acceptance=acceptance(t["events"]),
         records_engine=True,
     )

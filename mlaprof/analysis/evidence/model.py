@@ -112,7 +112,6 @@ class RunMeta:
 def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -> RunMeta:
     """``run.json`` as :class:`RunMeta`: the keys analyzers read, each of its type (a scenario
     key :class:`Scenario` does not declare is refused: one clear error, never dropped)."""
-    from mlaprof.analysis.paths import route_section
     from mlaprof.errors import MlaprofError
 
     sc = meta.get("scenario")
@@ -128,7 +127,7 @@ def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -
         backend=_str(meta.get("backend")),
         device=_str(meta.get("device")),
         threads=meta.get("threads"),
-        route=route_section(route) if isinstance(route, Mapping) and route.get("path") else None,
+        route=Route.recorded(route) if isinstance(route, Mapping) and route.get("path") else None,
         rank_sources=[
             RankSource(**{k: v for k, v in r.items() if k in RankSource.__dataclass_fields__})
             for r in meta.get("rank_sources") or []

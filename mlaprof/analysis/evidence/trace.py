@@ -19,6 +19,7 @@ from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.replay_time import replay_time
+from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.analysis.steps import trace_steps
 from mlaprof.analysis.syncs import D2H_OPS, SYNC_CALLS, sync_evidence
@@ -41,6 +42,8 @@ def _of_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 def trace_evidence(run: Run) -> Evidence:
     t = load_tables(run)
+    # the import's checks, each rank's, from the store (the analyzers below decide from them)
+    checks = RunChecks.of(run)
     src = run.meta.get("imported_from")
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
     # a whole-process trace's capture phase (warm-ups, stream captures) is not served steps
@@ -52,9 +55,7 @@ def trace_evidence(run: Run) -> Evidence:
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
     # a CPU trace's steps are vLLM's own step annotations (some with no request): no drafter graph
-    kinds = (
-        graph_kinds(t["steps"], stats, run.meta) if not run.meta.get("cpu_trace") else pd.Series()
-    )
+    kinds = graph_kinds(t["steps"], stats, checks) if not run.meta.get("cpu_trace") else pd.Series()
     drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
     drafter = drafter_summary(drafting, stats, str(prov))
     if not drafting.empty:
@@ -68,7 +69,7 @@ def trace_evidence(run: Run) -> Evidence:
     )
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks}
     tr = trace_section(
-        run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None
+        run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None, checks
     )
     tr["drafter"] = drafter if not drafting.empty else None
     if phase is not None:
@@ -113,20 +114,20 @@ def trace_evidence(run: Run) -> Evidence:
 
 
 def host_calls(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The trace's host sync calls (API records) and device-to-host copies (copy records)."""
-    api = run.query(
-        "SELECT rank, function, start_ns, end_ns FROM api WHERE function IN ("
-        + ", ".join("?" * len(SYNC_CALLS))
-        + ")",
-        SYNC_CALLS,
-    )
+    """The trace's host sync calls (API records) and device-to-host copies (copy records), read
+    in one query over every rank."""
     like = " OR ".join("operation LIKE ?" for _ in D2H_OPS)
-    copies = run.query(
-        f"SELECT rank, operation, start_ns, end_ns FROM transfers WHERE kind LIKE 'MEMORY_COPY%' "
-        f"AND ({like})",
-        tuple(f"%{o}%" for o in D2H_OPS),
+    both = run.query(
+        "SELECT rank, 'api' AS src, function AS op, start_ns, end_ns FROM api WHERE function IN ("
+        + ", ".join("?" * len(SYNC_CALLS))
+        + ") UNION ALL SELECT rank, 'copy' AS src, operation AS op, start_ns, end_ns "
+        f"FROM transfers WHERE kind LIKE 'MEMORY_COPY%' AND ({like}) ORDER BY rank, start_ns",
+        (*SYNC_CALLS, *(f"%{o}%" for o in D2H_OPS)),
     )
-    return api, copies
+    cols = ["rank", "op", "start_ns", "end_ns"]
+    api = both.loc[both["src"] == "api", cols].rename(columns={"op": "function"})
+    copies = both.loc[both["src"] == "copy", cols].rename(columns={"op": "operation"})
+    return api.reset_index(drop=True), copies.reset_index(drop=True)
 
 
 def trace_section(
@@ -135,29 +136,31 @@ def trace_section(
     layers: pd.DataFrame,
     stats: pd.DataFrame,
     engine_of: dict[int, int] | None = None,
+    checks: RunChecks | None = None,
 ) -> dict[str, Any]:
     """Everything the views show about an imported trace (each part from its question's
     analyzer, computed once); ``stats``: the per-step aggregates of the layers
     (:func:`mlaprof.analysis.step_stats.step_stats_sql`)."""
     meta = run.meta
+    checks = checks if checks is not None else RunChecks.of(run)
     api, copies = host_calls(run)
-    cap = step_mode_evidence(meta, steps)
+    cap = step_mode_evidence(meta, steps, checks)
     return {
         "source": meta.get("imported_from"),
         "format": meta.get("format") or meta.get("source"),
-        "paths": trace_paths(meta, steps, stats, engine_of),
-        "steps": trace_steps(steps, stats),
+        "paths": trace_paths(meta, steps, stats, engine_of, checks),
+        # a step reads FULL only where the capture verdict does (a graph-launch call confirms)
+        "steps": trace_steps(steps, stats, bool(cap.get("graph_launches"))),
         "capture": cap,
-        "trust": trust_summary(meta, cap),
+        "trust": trust_summary(meta, cap, checks),
         # each rank judged on its own dispatches (a fleet import records them per rank)
-        "trust_by_rank": trust_by_rank(meta, steps),
+        "trust_by_rank": trust_by_rank(meta, steps, checks),
         # one query over the kernels' files (a fleet import holds 10M kernels)
         "replay_time": replay_time(meta, run, layers),
-        "syncs": sync_evidence(meta, steps, layers, api, copies),
-        "checks": known_launch_checks(meta.get("trace_checks") or {}, meta.get("device") == "cpu"),
-        "layer_reference": layer_reference(
-            (meta.get("trace_checks") or {}).get("heads"), steps, stats
-        ),
+        "syncs": sync_evidence(meta, steps, layers, api, copies, checks),
+        # summed over the ranks (each rank's stay in the store's trace_checks table)
+        "checks": known_launch_checks(checks.checks_dict(), meta.get("device") == "cpu"),
+        "layer_reference": layer_reference(checks.group("heads"), steps, stats),
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
         "cpu": cpu_trace_summary(meta, steps, layers),
     }

@@ -69,7 +69,7 @@ class CompareScreen(Screen):
             f"[b]compare[/b]  A: [b]{term(a.name)}[/b] ({term(a.scenario)}, {term(a.backend)})   "
             f"B: [b]{term(b.name)}[/b] ({term(b.scenario)}, {term(b.backend)})"
             + (f"\n[red]! B: {term(b.problem)}[/red]" if b.problem else "")
-            + (f"\n[dim]{term(legend)}[/dim]" if legend else "")
+            + "".join(f"\n[dim]{term(line)}[/dim]" for line in legend.splitlines())
         )
         table = self.query_one("#compare-table", ViewTable)
         table.show((HEAD, rows))

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from mlaprof.tui.view import Selection
 
 
+def _judged(row: LayerRow | None) -> str:
+    """The steps collapsed, "-" where no step had an S to judge against (never 0)."""
+    return "-" if row is None or row.collapsed is None else str(row.collapsed)
+
+
 def _ref_label(row: LayerRow | None) -> str:
     return "fix" if row is not None and row.reference_source == "fix" else "deserved"
 
@@ -73,7 +78,7 @@ class LayerScreen(Screen):
             f"syncs {fmt_count_or_mean(row.syncs if row else 0)}  "
             f"S used {'-' if row is None or row.S_used is None else row.S_used} / "
             f"{_ref_label(row)} {reference_cell(row)}  "
-            f"collapsed {row.collapsed if row else 0}/{row.steps if row else 0}\n",
+            f"collapsed {_judged(row)}/{row.steps if row else 0}\n",
             (
                 f" {len(rows)} distinct sync/alloc sites in this layer"
                 if rows
