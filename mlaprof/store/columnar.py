@@ -201,6 +201,8 @@ def _distinct_codes(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]
     """``np.unique(idx, return_inverse=True)`` for codes into ``size`` values, counted instead
     of sorted (a sort per row group of a million-row file costs more than the rest of its
     build)."""
+    import numpy as np
+
     if not len(idx) or size > 4 * len(idx) + 1024 or idx.min() < 0:  # few rows of many values
         uniq, inv = np.unique(idx, return_inverse=True)
         return uniq, inv.reshape(-1)
