@@ -88,6 +88,7 @@ def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
     from mlaprof.importers.annotate import NULL, KernelColumns, annotate, store_derived
     from mlaprof.importers.common import ImportSummary
     from mlaprof.kernel_table import KernelMatcher
+    from mlaprof.portable import portable_path
     from mlaprof.store.staging import staged_run
 
     df = pd.read_csv(csv_path)
@@ -114,7 +115,9 @@ def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
     derived, steps, layers = annotate(kc, KernelMatcher(), summary, True)
     for c, arr in derived.items():
         out[c] = pd.array(np.where(arr == NULL, None, arr), dtype="Int64")
-    meta = {"source": "rocprof", "grid_units": "workitems"}
+    # the run's meta as the rocprof importer writes it (the analysis reads its source)
+    meta = {"source": "rocprof", "kind": "trace", "format": "csv", "grid_units": "workitems",
+            "imported_from": portable_path(str(csv_path.resolve()))}  # fmt: skip
     with staged_run(traces, "pandas", meta) as (bulk, _final):
         if columnar:
             cols = {c: (out[c].to_numpy(), None) for c in src}
@@ -123,6 +126,7 @@ def route_pandas(csv_path: Path, traces: Path, columnar: bool = False) -> Path:
             bulk.write_columnar("kernels", len(out), cols, {"name": (list(uniq), codes)})
         else:
             out.to_sql("kernels", bulk.con, if_exists="append", index=False)
+        bulk.write_trace_checks(summary.checks)  # the store's per-rank checks, as an import's
         store_derived(bulk, steps, layers, summary)
     return traces / "pandas"
 

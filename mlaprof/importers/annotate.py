@@ -257,14 +257,24 @@ class _Grids:
             g[bad] = NULL
             self.blocks.append(g)
 
-    def at(self, lut: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Per kernel in ``rows`` (a subset of the rows given at construction): the blocks on
-        the axis its name's pattern gives (``lut[name index]``: 0-2, or NULL: none)."""
+    def subset(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows where ``keep`` (one boolean per row given at construction) holds, and
+        their places among those rows (what :meth:`at` takes; no bisection)."""
+        pos = np.flatnonzero(keep)
+        return self.rows[pos], pos
+
+    def at(
+        self, lut: np.ndarray, idx: np.ndarray, rows: np.ndarray, pos: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Per kernel in ``rows`` (a subset of the rows given at construction; ``pos``: their
+        places among them, bisected when not given): the blocks on the axis its name's pattern
+        gives (``lut[name index]``: 0-2, or NULL: none)."""
         out = np.full(len(rows), NULL, np.int64)
         if not len(rows):
             return out
         axis = lut[idx[rows]]
-        pos = np.searchsorted(self.rows, rows)
+        if pos is None:
+            pos = np.searchsorted(self.rows, rows)
         for a in range(3):
             sel = axis == a
             out[sel] = self.blocks[a][pos[sel]]
@@ -347,8 +357,9 @@ def annotate(
         rows = np.full(n, NULL, np.int32)
         qlen = np.full(n, NULL, np.int32)
         if len(s1_all):
+            _, pos1 = grids.subset(role[grids.rows] == 1)  # s1_all among the grids' rows
             for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
-                arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all)
+                arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all, pos1)
         return grids, splits, rows, qlen
 
     # S, rows and qlen are read from the grids in a second thread while replays, layers and
@@ -479,7 +490,7 @@ def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) ->
     if len(sel):
         # int32 counts and each temporary freed when done: on a 10M-kernel trace every one
         # of them is 40-80 MB
-        order = sel[np.lexsort((sel, start[sel], group[sel]))]
+        order = step_model.replay_order(sel, group, start)  # a trace in order: no sort
         del sel
         mains = (role[order] == 1).astype(np.int32)
         cs = np.cumsum(mains, dtype=np.int32)
@@ -566,10 +577,11 @@ def _pin_qlen_from_stage2(
     ``from_stage1`` (exact for the < 16 heads vLLM sends to gluon, ceil(H/16)*qlen above)."""
     out = {"from_stage2": 0, "from_stage1": 0, "stage1_disagrees": 0}
     s1 = np.nonzero((role == 1) & (layer >= 0) & (group >= 0) & (qlen > 0))[0]
-    s2 = np.nonzero((role == 2) & (layer >= 0) & (group >= 0))[0]
     if not len(s1):
         return out
-    q2 = grids.at(qlut, idx, s2)  # NULL where the name's pattern gives no qlen axis
+    g = grids.rows  # every stage-2 kernel among them
+    s2, pos2 = grids.subset((role[g] == 2) & (layer[g] >= 0) & (group[g] >= 0))
+    q2 = grids.at(qlut, idx, s2, pos2)  # NULL where the name's pattern gives no qlen axis
     s2, q2 = s2[q2 > 0], q2[q2 > 0]
     span = int(layer.max()) + 1
     k1 = group[s1] * span + layer[s1]
@@ -598,17 +610,22 @@ def _stage2_heads(
 ) -> dict[str, dict[str, int]]:
     """Per path: the head counts its stage-2 grids show (gluon (B, H, qlen)), with how many
     kernels show each; empty where no stage 2 ran (S == 1 everywhere) or holds no head axis."""
-    s2 = np.nonzero(role == 2)[0]
-    s2 = s2[hlut[idx[s2]] >= 0]
+    g = grids.rows  # every stage-2 kernel among them
+    s2, pos2 = grids.subset((role[g] == 2) & (hlut[idx[g]] >= 0))
     if not len(s2):
         return {}
-    h = grids.at(hlut, idx, s2)
+    h = grids.at(hlut, idx, s2, pos2)
     out: dict[str, dict[str, int]] = {}
-    paths = np.array([p.path if p else "" for p in pats], dtype=object)[idx[s2]]
-    for path in dict.fromkeys(paths.tolist()):
-        vals, counts = np.unique(h[(paths == path) & (h > 0)], return_counts=True)
+    # paths as small codes per kernel (an object array of a path per stage-2 kernel and a
+    # string comparison per path cost more than the grids), in order of first appearance
+    path_names = list(dict.fromkeys(p.path if p else "" for p in pats))
+    lut = np.array([path_names.index(p.path if p else "") for p in pats], np.int64)
+    pc = lut[idx[s2]]
+    codes, at = np.unique(pc, return_index=True)
+    for c in codes[np.argsort(at)].tolist():
+        vals, counts = np.unique(h[(pc == c) & (h > 0)], return_counts=True)
         if len(vals):
-            out[str(path)] = {str(int(v)): int(c) for v, c in zip(vals, counts, strict=True)}
+            out[path_names[c]] = {str(int(v)): int(c2) for v, c2 in zip(vals, counts, strict=True)}
     return out
 
 
@@ -782,10 +799,10 @@ def _derived(
     if not s.any():
         return {}, {}
     st, t0, t1, _ = _groups(step[s], start[s], end[s])
-    s1 = np.nonzero((role == 1) & (step >= 0))[0]
-    s1 = s1[np.lexsort((s1, start[s1], step[s1]))]
-    _, first = np.unique(step[s1], return_index=True)
-    lead = s1[first]  # the first stage-1 kernel of every step, steps ascending (== st)
+    s1 = step_model.replay_order(np.nonzero((role == 1) & (step >= 0))[0], step, start)
+    st1 = step[s1]
+    lead = s1[np.r_[0, np.flatnonzero(st1[1:] != st1[:-1]) + 1]] if len(s1) else s1
+    del st1  # lead: the first stage-1 kernel of every step, steps ascending (== st)
     names = np.array(
         [f"{p.path} {nm}" if p else "" for nm, p in zip(kc.names, pats, strict=True)] or [""],
         dtype=object,
@@ -1067,18 +1084,19 @@ def store_derived(
     if steps:
         text_cols = [c for c, a in steps.items() if a.dtype == object]
         nums = {c: a for c, a in steps.items() if c not in text_cols}
-        combos = np.array(
-            ["\x00".join(str(steps[c][i]) for c in text_cols) for i in range(len(steps["step"]))],
-            dtype=object,
+        n_steps = len(steps["step"])
+        combos = (
+            list(zip(*(map(str, steps[c].tolist()) for c in text_cols), strict=True))
+            if text_cols
+            else [()] * n_steps
         )
         # text columns are constants per insert: one insert per run of steps with the same
         # (path, mode, timing), in step order
-        brk = np.r_[0, np.flatnonzero(combos[1:] != combos[:-1]) + 1, len(combos)]
+        brk = [0, *(i for i in range(1, len(combos)) if combos[i] != combos[i - 1]), len(combos)]
         for a0, a1 in zip(brk[:-1], brk[1:], strict=True):
-            combo = str(combos[a0])
-            sel = slice(int(a0), int(a1))
+            sel = slice(a0, a1)
             cols = {c: (a[sel], a[sel] == NULL) for c, a in nums.items()}
-            text = {c: v for c, v in zip(text_cols, combo.split("\x00"), strict=True) if v}
+            text = {c: v for c, v in zip(text_cols, combos[a0], strict=True) if v}
             summary.add("steps", bulk.insert_columns("steps", cols, int(a1 - a0), text))
     if layers:
         # a trace's layers (tens of thousands per rank) are written once like its kernels: to

@@ -228,6 +228,39 @@ class _Straddle(Exception):
     """A row longer than the reader's block."""
 
 
+class _Filled:
+    """Per-row columns filled in place as the blocks are parsed: each sized for the whole file
+    from the rows per byte read so far (grown by half when rows run shorter than that), so a
+    value is copied once and a block's copies are never held beside the joined column (a
+    1M-dispatch file's in-memory columns are 32 MB, touched once instead of twice)."""
+
+    def __init__(self, size: int, block: int) -> None:
+        self.size, self.block = size, block
+        self.cols: dict[str, np.ndarray] = {}
+
+    def slot(self, col: str, dtype: Any, at: int, rows: int, blocks: int) -> np.ndarray:
+        """Rows ``at`` to ``at + rows`` of ``col``, to fill; ``blocks``: blocks parsed so far."""
+        a = self.cols.get(col)
+        end = at + rows
+        if a is None or end > len(a):
+            read = max(1, min(self.size, blocks * self.block))
+            want = max(end, int(end * (self.size / read) * 1.05) + 64)
+            if a is not None:
+                want = max(want, len(a) + len(a) // 2)
+            grown = np.empty(want, dtype)
+            if a is not None:
+                grown[:at] = a[:at]
+            self.cols[col] = a = grown
+        return a[at:end]
+
+    def final(self, col: str, n: int, dtype: Any) -> np.ndarray:
+        """The column's ``n`` rows (a copy where the estimate left much of it unused)."""
+        a = self.cols.pop(col, None)
+        if a is None:
+            return np.zeros(n, dtype)
+        return a[:n] if len(a) <= n + n // 4 + 4096 else a[:n].copy()
+
+
 def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     """pyarrow's CSV reader, streamed a block at a time: typed columns, names and agents parsed
     into dictionaries (no million-string column); the columns the annotation reads become
@@ -262,6 +295,7 @@ def _stream_kernels(
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
+    from mlaprof.store import spill as spill_rows
     from mlaprof.store.spill import Spill
 
     text = pa.dictionary(pa.int32(), pa.string())
@@ -285,13 +319,15 @@ def _stream_kernels(
         raise
     to_disk = [c for c in wanted if c not in IN_MEMORY]
     spill = Spill(to_disk) if to_disk else None
+    parked: list[pa.RecordBatch] = []  # parsed rows not yet given to the spill
+    parked_rows = 0
     codes: dict[str, int] = {}  # a name as written -> its index in ``names``
     names: list[str | None] = []
     agents: dict[str, int] = {}
-    idx_parts: list[np.ndarray] = []
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in wanted if c in IN_MEMORY and c != "name"}
+    kept = [c for c in wanted if c in IN_MEMORY]
+    filled = _Filled(path.stat().st_size, block)
     null_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
-    n = 0
+    n = blocks = 0
     while True:
         try:
             batch = reader.read_next_batch()
@@ -301,41 +337,49 @@ def _stream_kernels(
             _straddle(e)
             raise
         rows = batch.num_rows
+        blocks += 1
         for col, src in wanted.items():
             arr = batch.column(src)
             if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
                 lut = np.array(
                     [_code(codes, names, v) for v in arr.dictionary.to_pylist()] or [0], np.int32
                 )
-                idx_parts.append(lut[arrow_numpy.numbers(arr.indices)])
+                # "clip": indices into the block's own dictionary, taken unbuffered into place
+                out = filled.slot(col, np.int32, n, rows, blocks)
+                np.take(lut, arrow_numpy.numbers(arr.indices), out=out, mode="clip")
             elif col == "device":
                 lut = np.array(  # int32: agent indices are small
                     [_agent(agents, v) for v in arr.dictionary.to_pylist()] or [NULL], np.int32
                 )
-                vals = lut[arrow_numpy.numbers(arr.indices)]
+                vals = filled.slot(col, np.int32, n, rows, blocks)
+                np.take(lut, arrow_numpy.numbers(arr.indices), out=vals, mode="clip")
                 if (vals == NULL).any():
                     null_parts.setdefault(col, []).append((n, vals == NULL))
-                parts[col].append(vals)
             elif arr.null_count and col in _KERNEL_NONEMPTY:
                 raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
-            elif col in parts:
+            elif col in kept:
                 if arr.null_count:
                     null_parts.setdefault(col, []).append((n, arrow_numpy.nulls(arr)))
-                # a copy: a view would keep the whole parsed batch (every column) alive
-                parts[col].append(np.array(arrow_numpy.numbers(arr, NULL), np.int64))
+                # copied out: a view would keep the whole parsed batch (every column) alive
+                filled.slot(col, np.int64, n, rows, blocks)[:] = arrow_numpy.numbers(arr, NULL)
         if spill is not None:
-            spill.append(
+            # gathered to a row group's worth before the spill narrows them: a parsed block
+            # holds a few thousand rows, and the per-append work is per column, not per row
+            parked.append(
                 pa.RecordBatch.from_arrays([batch.column(wanted[c]) for c in to_disk], to_disk)
             )
+            parked_rows += rows
+            if parked_rows >= spill_rows.FILE_ROWS:
+                spill.append(pa.Table.from_batches(parked))
+                parked, parked_rows = [], 0
         n += rows
     if spill is not None:
+        if parked:
+            spill.append(pa.Table.from_batches(parked))
         spill.close()
-    ints: dict[str, np.ndarray] = {}
-    for col in list(parts):
-        chunks = parts.pop(col)
-        ints[col] = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
-        del chunks
-    idx = np.concatenate(idx_parts) if idx_parts else np.zeros(0, np.int32)
+    # names and agents as int32 codes, the rest int64
+    ints = {c: filled.final(c, n, np.int32 if c in ("name", "device") else np.int64) for c in kept}
+    idx = ints.pop("name")
     masks: dict[str, np.ndarray] = {}
     for col, got in null_parts.items():
         m = np.zeros(n, bool)

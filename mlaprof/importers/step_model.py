@@ -251,19 +251,11 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
         r_o = replay[order]
         first = np.r_[0, np.flatnonzero(r_o[1:] != r_o[:-1]) + 1]
         bounds = np.r_[first, len(order)]
-        names = kc.name_idx[order]
-        sig_of: dict[bytes, int] = {}
-        sigs: list[np.ndarray] = []
-        seen_n: list[int] = []
+        sigs, k_of = replay_sequences(kc.name_idx[order], bounds)
+        del order
+        seen_n = np.bincount(k_of, minlength=len(sigs)).tolist()
         sig_idx = np.full(nrep, NULL, np.int64)
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            s = names[a:b]
-            k = sig_of.setdefault(s.tobytes(), len(sigs))
-            if k == len(sigs):
-                sigs.append(s)
-                seen_n.append(0)
-            seen_n[k] += 1
-            sig_idx[r_o[a]] = k
+        sig_idx[r_o[first]] = k_of
         root = _roots(sigs, seen_n)
         canon = np.where(sig_idx >= 0, np.array(root or [0], np.int64)[np.clip(sig_idx, 0, None)],
                          NULL)  # fmt: skip
@@ -279,10 +271,71 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
     return Graphs(canon, usual, layers, replays, identity)
 
 
+REPEAT_BLOCK = 1 << 18  # kernels compared at a time by the repeat check (:func:`_repeats`)
+
+
+def replay_sequences(names: np.ndarray, bounds: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct kernel sequences of the replays ``names[bounds[i]:bounds[i + 1]]``, in
+    order of first appearance, and per replay the index of its own. A replay that repeats the
+    last one of its length takes that one's; only the others (a graph's first replay, a lossy
+    one) are looked up by their bytes, so a trace of repeated replays costs one pass over its
+    kernels, not a dictionary lookup of every replay's sequence."""
+    earlier = _repeats(names, bounds)
+    sig_of: dict[bytes, int] = {}
+    sigs: list[np.ndarray] = []
+    head_k = np.zeros(len(earlier), np.int64)
+    for i in np.flatnonzero(earlier < 0).tolist():
+        s = names[bounds[i] : bounds[i + 1]]
+        k = head_k[i] = sig_of.setdefault(s.tobytes(), len(sigs))
+        if k == len(sigs):
+            sigs.append(s)
+    return sigs, head_k[_first_of_chain(earlier)]
+
+
+def _repeats(names: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Per replay (``names[bounds[i]:bounds[i + 1]]``, the replays in order): the last replay
+    before it of the same length when the two hold the same kernel sequence, else -1. One pass
+    over the kernels: each is compared with its place in that earlier replay."""
+    starts, lens = bounds[:-1], np.diff(bounds)
+    m = len(lens)
+    by_len = np.lexsort((np.arange(m), lens))  # by length, then in order
+    prev = np.full(m, NULL, np.int64)
+    if m > 1:
+        same_len = lens[by_len[1:]] == lens[by_len[:-1]]
+        prev[by_len[1:][same_len]] = by_len[:-1][same_len]
+    has = prev >= 0
+    if not has.any():
+        return prev
+    shift = np.where(has, starts - starts[np.where(has, prev, 0)], 0)
+    same = np.zeros(m, bool)
+    # the replays a block of about REPEAT_BLOCK kernels at a time: the per-kernel temporaries
+    # stay a few MB whatever the rank's size
+    cuts = np.unique(np.r_[0, np.searchsorted(bounds, np.arange(1, 1 + len(names) // REPEAT_BLOCK)
+                                              * REPEAT_BLOCK), m])  # fmt: skip
+    for i0, i1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        a, b = int(bounds[i0]), int(bounds[i1])
+        src = np.arange(a, b, dtype=np.int64)
+        src -= np.repeat(shift[i0:i1], lens[i0:i1])
+        eq = names[src] == names[a:b]
+        same[i0:i1] = np.logical_and.reduceat(eq, starts[i0:i1] - a)
+    return np.where(same & has, prev, NULL)
+
+
+def _first_of_chain(earlier: np.ndarray) -> np.ndarray:
+    """Per replay, the first of the chain of repeats it ends (``earlier[i]`` < i or -1)."""
+    root = np.where(earlier >= 0, earlier, np.arange(len(earlier)))
+    while True:  # pointer jumping: a chain of k repeats settles in log2(k) rounds
+        nxt = root[root]
+        if (nxt == root).all():
+            return root
+        root = nxt
+
+
 def replay_order(reps: np.ndarray, replay: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """``reps`` (ascending kernel indices) ordered by (replay, start, index). A trace lists a
-    replay's kernels together and in start order, so one pass over neighbours usually finds them
-    ordered already, and the 1M-row sort is left for traces that interleave replays."""
+    """``reps`` (ascending kernel indices) ordered by (replay, start, index), or by any other
+    group number in ``replay`` (a step, a layer group). A trace lists a replay's kernels
+    together and in start order, so one pass over neighbours usually finds them ordered
+    already, and the 1M-row sort is left for traces that interleave replays."""
     r, s = replay[reps], start[reps]
     if len(reps) < 2 or bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (s[1:] >= s[:-1])))):
         return reps

@@ -92,3 +92,60 @@ def test_stored_tables_equal_the_old_rules(trace: str, tmp_path, monkeypatch) ->
             pd.testing.assert_frame_equal(a[key], b[key], obj=key)
         else:
             assert a[key] == b[key], key
+
+
+def _sequences_by_lookup(names: np.ndarray, bounds: np.ndarray) -> tuple[list, np.ndarray]:
+    """The rule before: every replay's kernel sequence looked up by its bytes."""
+    sig_of: dict[bytes, int] = {}
+    sigs: list[np.ndarray] = []
+    k_of = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        s = names[a:b]
+        k = sig_of.setdefault(s.tobytes(), len(sigs))
+        if k == len(sigs):
+            sigs.append(s)
+        k_of.append(k)
+    return sigs, np.array(k_of, np.int64)
+
+
+def _replays(kind: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Replays as (names, bounds): graphs of a few lengths, two of one length, replayed in
+    order, alternating (a drafter between target passes) or at random, some lossy."""
+    graphs = [rng.integers(0, 6, size=k) for k in (7, 7, 3, 12, 1)]
+    if kind == "one graph":
+        picks = [0] * 40
+    elif kind == "alternating":
+        picks = [0, 2, 2, 3] * 15
+    else:
+        picks = rng.integers(0, len(graphs), size=80).tolist()
+    seqs = []
+    for p in picks:
+        s = graphs[p]
+        if kind in ("lossy", "random") and len(s) > 1 and rng.random() < 0.3:
+            s = np.delete(s, rng.integers(0, len(s)))  # a dispatch lost
+        seqs.append(s)
+    bounds = np.r_[0, np.cumsum([len(s) for s in seqs])]
+    return np.concatenate(seqs).astype(np.int32), bounds
+
+
+@pytest.mark.parametrize("block", [1, 9, 1 << 18])
+@pytest.mark.parametrize("kind", ["one graph", "alternating", "lossy", "random"])
+def test_replay_sequences_are_the_lookups(
+    kind: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeats found by comparing each replay with the last one of its length (the kernels
+    ``block`` at a time) give the same sequences, numbered alike, as looking every replay up."""
+    monkeypatch.setattr(step_model, "REPEAT_BLOCK", block)
+    for seed in range(5):
+        names, bounds = _replays(kind, np.random.default_rng(seed))
+        sigs, k_of = step_model.replay_sequences(names, bounds)
+        want_sigs, want_k = _sequences_by_lookup(names, bounds)
+        assert np.array_equal(k_of, want_k)
+        assert [s.tolist() for s in sigs] == [s.tolist() for s in want_sigs]
+
+
+def test_repeated_replays_are_not_looked_up() -> None:
+    """A graph replayed in order: one lookup (its first replay), the rest are repeats."""
+    names, bounds = _replays("one graph", np.random.default_rng(0))
+    earlier = step_model._repeats(names, bounds)
+    assert earlier.tolist() == [-1, *range(len(bounds) - 2)]

@@ -289,3 +289,15 @@ def test_files_are_hive_partitioned_with_their_schema_version(pair) -> None:
 def test_host_labels_are_safe_partition_values(host, label) -> None:  # noqa: ANN001
     assert columnar.host_label(host) == label
     assert "/" not in columnar.host_label(host) and ".." not in columnar.host_label(host)
+
+
+@pytest.mark.parametrize("size", [1, 5, 300, 100_000])
+def test_row_group_dictionaries_are_the_sorted_distinct_codes(size: int) -> None:
+    """A row group's name dictionary, counted instead of sorted, is np.unique's: the distinct
+    codes ascending and every row's place among them (few rows of many names sort instead)."""
+    rng = np.random.default_rng(size)
+    for n in (0, 1, 50, 2_000):
+        idx = rng.integers(0, size, n)
+        uniq, inv = columnar._distinct_codes(idx, size)
+        want_u, want_i = np.unique(idx, return_inverse=True)
+        assert uniq.tolist() == want_u.tolist() and inv.tolist() == want_i.tolist()

@@ -178,3 +178,35 @@ def test_the_spills_of_a_process_share_one_budget(
     assert third.path is None and third.column("a").tolist() == list(range(100)) * 6
     second.discard()
     third.discard()
+
+
+def test_a_csv_import_gives_the_spill_row_groups_not_parsed_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parsed blocks (a few rows each here) are gathered to FILE_ROWS rows before the spill
+    narrows them (its work is per column and append, not per row); the rows come back whole."""
+    import sys
+
+    from mlaprof.store import load
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from import_bench import generate
+
+    generate(tmp_path / "kernel_trace.csv", 500)
+    monkeypatch.setattr(rocprof_csv, "BLOCK_BYTES", 2000)  # ~10 rows a block
+    monkeypatch.setattr(spill, "FILE_ROWS", 64)
+    sizes: list[int] = []
+    real = Spill.append
+
+    def spy(self: Spill, batch: object) -> None:
+        sizes.append(batch.num_rows)  # type: ignore[attr-defined]
+        real(self, batch)
+
+    monkeypatch.setattr(Spill, "append", spy)
+    run, _ = import_rocprof(tmp_path / "kernel_trace.csv", tmp_path / "t", "g")
+    assert sum(sizes) == 500 and len(sizes) < 10
+    assert all(64 <= n < 64 + 20 for n in sizes[:-1]) and 0 < sizes[-1] < 64 + 20
+    with load(run) as r:
+        k = r.kernels
+        assert k["grid_z"].tolist()[:4] == [1, 1, 16, 1]  # import_bench's grids, in order
+        assert k["block_x"].tolist()[:4] == [512, 256, 64, 64]
