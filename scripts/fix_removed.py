@@ -225,8 +225,8 @@ def anonymous(text: str, work: Path) -> str:
 
 def _end_leftovers(work: Path) -> None:
     """Processes the run left behind (a hanging gate child of a removed time limit runs in its
-    own session, out of ``timeout``'s reach): those whose PYTHONPATH is this scratch tree."""
-    mark = f"PYTHONPATH={work}".encode()
+    own session, out of ``timeout``'s reach): those whose PYTHONPATH holds this scratch tree."""
+    mark = str(work).encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -234,7 +234,10 @@ def _end_leftovers(work: Path) -> None:
             env = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if mark in env:
+        paths = [
+            e.removeprefix(b"PYTHONPATH=").split(b":") for e in env if e.startswith(b"PYTHONPATH=")
+        ]
+        if any(mark in p for p in paths):
             with contextlib.suppress(OSError):
                 os.kill(int(proc.name), signal.SIGKILL)
 
