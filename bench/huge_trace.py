@@ -3,16 +3,19 @@
 Generates a rocprofv3 7.x ``kernel_trace.csv`` (the layout and replay structure of
 ``bench/import_bench.py``: FULL-graph decode replays of 61 layers, 4 kernels each, MLA stage 1 and
 2 among them; 11M dispatches make the 2 GB file), then runs, each in a fresh process:
-``import rocprof``, ``report --json``, ``tui --once``, ``report --html`` and each ``export``,
-and records the peak RSS of the whole process (``wait4``'s ``ru_maxrss``: the interpreter, the
-libraries and every thread) with the wall time and the machine's load when it ran.
+``import rocprof``, ``report``, ``report --json``, ``tui --once``, ``report --html`` and each
+``export``, and records the peak RSS of the whole process (``wait4``'s ``ru_maxrss``: the
+interpreter, the libraries and every thread) with the wall time and the machine's load when it
+ran. Run it at the priority the machine's other work has (``nice`` lengthens every wall time by
+the share it gives away):
 
-    nice -n 10 python bench/huge_trace.py --dispatches 11000000 --json bench/results/huge_trace.json
+    python bench/huge_trace.py --dispatches 11000000 --json bench/results/huge_trace.json
 
 ``--only`` picks commands (e.g. ``--only "import,export csv"``), ``--timeout`` kills a command
 that runs past it (recorded as ``timed_out``, with the peak so far), ``--repeat N`` runs each
 command but the import N times (each run recorded with its load; the command's figures are
-the medians, with the spread).
+the medians, with the spread). The report document a run folder keeps (``report --json`` reads
+it back instead of analysing again) is removed before every run: each run is a first report.
 
 Targets (whole process): import <= 1.5 GB, every other command <= 1 GB.
 """
@@ -35,12 +38,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
 from import_bench import generate  # noqa: E402
+
+from mlaprof.store.summary_cache import CACHE_NAME  # noqa: E402
 
 TARGET_MIB = {"import": 1536}  # every other command: 1024
 COMMANDS = (
     ("import", ["import", "rocprof", "{csv}", "--traces", "{traces}", "--name", "huge"]),
+    ("report", ["report", "huge", "--traces", "{traces}"]),
     ("report --json", ["report", "huge", "--traces", "{traces}", "--json"]),
     ("tui --once", ["tui", "{traces}/huge", "--once"]),
     ("report --html", ["report", "huge", "--traces", "{traces}", "--html", "{out}/r.html"]),
@@ -79,6 +86,7 @@ def measure(
         "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),  # the wall time is the load's
         "load_before": load,
         "load_after": os.getloadavg()[0],
+        "nice": os.nice(0),  # the command's priority (it inherits this process's)
         **({"error": err.strip().splitlines()[-1][:300]} if p.returncode and err.strip() else {}),
         **({"timed_out": True, "timeout_s": timeout} if timed_out else {}),
     }
@@ -180,6 +188,7 @@ def main() -> None:
                 shutil.rmtree(dest, ignore_errors=True)
                 dest.mkdir(parents=True)
                 fill = {"csv": str(csv_path), "traces": str(traces), "out": str(dest)}
+                (traces / "huge" / CACHE_NAME).unlink(missing_ok=True)  # analyse, not read back
                 runs.append(measure([a.format(**fill) for a in argv], env, args.timeout))
                 print(f"{label:16s} {json.dumps(runs[-1])}", flush=True)
                 shutil.rmtree(dest, ignore_errors=True)  # an export of 11M kernels is GBs

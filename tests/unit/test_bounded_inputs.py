@@ -1,6 +1,7 @@
 """Bounded memory on inputs: a gzip bomb is refused while it inflates, long before it is whole;
-a vLLM log is parsed a line at a time (its memory is a chunk and a line, not the file twice).
-Peak memory is Python's own allocations (tracemalloc) during the import."""
+a vLLM log is parsed a line at a time (its memory is a chunk and a line, not the file twice); a
+Kineto trace is decoded an event at a time (its memory is a chunk and the rows, not the file and
+every event's dict). Peak memory is Python's own allocations (tracemalloc) during the import."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
-from mlaprof.importers import inputs
+from mlaprof.importers import inputs, vllm_log
+from tests.trace_io_helpers import kineto_trace, write_kineto
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "tests" / "data" / "vllm" / "cpu_mtp_serve.log"  # written by vLLM's own logger
@@ -81,6 +83,25 @@ def test_a_vllm_log_is_parsed_a_line_at_a_time(tmp_path: Path, capsys) -> None:
     assert "rows:" in capsys.readouterr().out
 
 
+def test_a_kineto_trace_is_decoded_an_event_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # 800 events of ~24 KB each (a long argument the importer does not keep): whole, the text
+    # and the decoded events are each the file's 18 MiB; streamed, a chunk and the rows
+    trace, _ = kineto_trace(replays=100, layers=3)
+    for ev in trace["traceEvents"]:
+        ev.setdefault("args", {})["note"] = "x" * 24_000
+    p = write_kineto(tmp_path / "big.pt.trace.json", trace)
+    del trace
+    size = p.stat().st_size
+    assert size > 16 * MIB
+    monkeypatch.setattr(inputs, "CHUNK", 64 << 10)
+    rc, peak = _peak(["import", "kineto", str(p), "--traces", str(tmp_path / "t")])
+    assert rc == 0, capsys.readouterr().err
+    assert "rows:" in capsys.readouterr().out
+    assert peak < size // 2, (peak / MIB, size / MIB)
+
+
 def test_lines_split_where_the_file_splits_them(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(inputs, "CHUNK", 7)  # lines and UTF-8 characters cut across chunks
     p = tmp_path / "x.log"
@@ -89,3 +110,29 @@ def test_lines_split_where_the_file_splits_them(tmp_path: Path, monkeypatch) -> 
     p.write_bytes(b"ok\n\xff\xfe bad\n")
     with pytest.raises(Exception, match=r"not UTF-8 text \(log\).*at byte 3"):
         list(inputs.text_lines(p, "log"))
+
+
+def test_each_starts_final_mode_is_found_without_scanning_the_log_again() -> None:
+    """A 1 GB log of 30k starts ran past 600 s: every start's cudagraph mode scanned every record
+    of the log for its downgrades (starts x records). The records are scanned once for all."""
+    text = (ROOT / "tests" / "data" / "vllm" / "tp2_two_starts.log").read_text()
+    facts = vllm_log.parse_log(text * 40)  # 80 starts, each with its downgrade
+    starts = range(1, len(facts.starts) + 1)
+    want = []
+    for s in starts:  # the definition: the start's last downgrade, else its config's mode
+        downs = [r["setting"] for r in facts.records
+                 if r["start"] == s and r["kind"] == "cudagraph-downgrade"]  # fmt: skip
+        want.append(str(downs[-1]) if downs else facts.starts[s - 1].config.get("cudagraph_mode"))
+    assert len(starts) == 80 and any(r["kind"] == "cudagraph-downgrade" for r in facts.records)
+
+    class Counting(list):  # type: ignore[type-arg]
+        scanned = 0
+
+        def __iter__(self):  # noqa: ANN204
+            for r in super().__iter__():
+                Counting.scanned += 1
+                yield r
+
+    facts.records = Counting(facts.records)
+    assert [facts.final_mode(s) for s in starts] == want
+    assert Counting.scanned <= 2 * len(facts.records), (Counting.scanned, len(facts.records))

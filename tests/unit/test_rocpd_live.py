@@ -37,15 +37,18 @@ class Writer:
     def count(self) -> int:
         return self.con.execute(f'SELECT COUNT(*) FROM "{self.table}"').fetchone()[0]
 
-    def commit(self, checkpoint: str = "") -> None:
+    def pages(self) -> int:
+        return self.con.execute("PRAGMA page_count").fetchone()[0]
+
+    def commit(self, checkpoint: str = "", rows: int = BATCH, offset: int = 0) -> None:
         cols = [r[1] for r in self.con.execute(f'PRAGMA table_info("{self.table}")')]
         rest = ", ".join(f'"{c}"' for c in cols if c != "id")
         top = self.con.execute(f'SELECT MAX(id) FROM "{self.table}"').fetchone()[0]
         self.con.execute("BEGIN")
         self.con.execute(
             f'INSERT INTO "{self.table}" (id, {rest}) SELECT id + ?, {rest} FROM "{self.table}" '
-            f"ORDER BY id LIMIT ?",
-            (top, BATCH),
+            f"ORDER BY id LIMIT ? OFFSET ?",
+            (top, rows, offset),
         )
         self.con.execute("COMMIT")
         self.counts.append(self.count())
@@ -241,3 +244,84 @@ def test_the_race_tears_a_two_step_copy(
     with pytest.raises(AssertionError):
         _committed_or_refused(db, tmp_path / "t", w, capsys)
     assert {"open 1_results.db", "open 1_results.db-wal"} <= set(landed), landed
+
+
+def _split_page(w: Writer) -> None:
+    """Commits that leave a database copied before them and its -wal copied after them a
+    readable mixture: single dispatches until the table takes one new page (they fill the last
+    page), checkpointed into the database, then a 54-dispatch commit in the -wal. The -wal
+    holds the new page and the table's interior page as they are now, the copied database the
+    filled page as it was: a sound-looking file whose count no commit had."""
+    pages, i = w.pages(), 0
+    while w.pages() == pages:
+        i += 1
+        w.commit(rows=1, offset=i)  # another record each (the import keeps a repeat once)
+    w.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    w.commit()
+
+
+def _split_race(db: Path, w: Writer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """:func:`_split_page` lands once, at the first read of the live -wal (a copy's second
+    step) or the first SQLite connection to the live database (a snapshot). Same thread, no
+    sleeps. Returns where it landed."""
+    import builtins
+
+    wal = str(db) + "-wal"
+    landed: list[str] = []
+    real_open, real_connect = builtins.open, sqlite3.connect
+
+    def land(where: str) -> None:
+        if not landed:
+            landed.append(where)
+            _split_page(w)
+
+    def opening(file, mode="r", *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if isinstance(file, (str, Path)) and str(file) == wal and "r" in mode:
+            land("open -wal")
+        return real_open(file, mode, *a, **k)
+
+    def connecting(database, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        con = real_connect(database, *a, **k)
+        if str(db) in str(database).replace("%20", " "):
+            land("sqlite connect")
+        return con
+
+    monkeypatch.setattr(builtins, "open", opening)
+    monkeypatch.setattr(sqlite3, "connect", connecting)
+    # the database file holds every commit but one, which waits in the -wal
+    w.commit("TRUNCATE")
+    w.commit(rows=1)
+    return landed
+
+
+def test_a_commit_splitting_a_page_never_tears_the_import(
+    live: tuple[Path, Writer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    db, w = live
+    landed = _split_race(db, w, monkeypatch)
+    _committed_or_refused(db, tmp_path / "t", w, capsys)
+    assert landed == ["sqlite connect"], (landed, w.counts)
+
+
+def test_a_two_step_copy_stores_a_count_no_commit_had(
+    live: tuple[Path, Writer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The silent form of the harm, which the test above catches: the database copied, then
+    its -wal, with the commits of :func:`_split_page` between the two copies, imports with exit
+    0 and a kernel count that no commit had, the file never called malformed."""
+
+    def two_step(path: Path, dest: Path) -> str:
+        shutil.copyfile(path, dest)
+        shutil.copyfile(str(path) + "-wal", str(dest) + "-wal")
+        return f"file:{dest}?mode=ro"
+
+    db, w = live
+    monkeypatch.setattr(rocpd_sqlite, "_backup", two_step)
+    landed = _split_race(db, w, monkeypatch)
+    rc = main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t"), "--name", "x"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "malformed" not in err, err
+    with load(tmp_path / "t" / "x") as run:
+        n = run.count("kernels")
+    assert landed == ["open -wal"]
+    assert n not in w.counts and w.counts[0] < n < w.counts[-1], (n, w.counts)
