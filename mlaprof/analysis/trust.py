@@ -13,7 +13,7 @@ from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.run_checks import RunChecks
-from mlaprof.analysis.sections import TraceTrust, TraceTrustCounts
+from mlaprof.analysis.sections import Capture, TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
 from mlaprof.step_sources import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.store.trace_checks import RECORDS
@@ -38,7 +38,7 @@ COUNTS = (
 
 
 def trust_summary(
-    meta: dict[str, Any], cap: dict[str, Any], run_checks: RunChecks | None = None
+    meta: dict[str, Any], cap: Capture, run_checks: RunChecks | None = None
 ) -> TraceTrust:
     """Can this trace be trusted: replays missing kernels against the complete replays of
     their own graph, graph launches with no kernel, split layers without their reduction.
@@ -61,7 +61,7 @@ def trust_summary(
         "expected_kernels": rc.get("expected_kernels", 0),
         "steps_missing_layers": rc.get("steps_missing_layers", 0),
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
-        "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
+        "eager_steps_between_replays": (cap.eager_steps or 0) if cap.graph_steps else 0,
         "split_layers_without_stage2": split_no_s2,
         "edge_partial_steps": rc.get("edge_partial_steps", 0),
         # said only where the import found some (runs imported before these counts have none)

@@ -5,6 +5,7 @@ where the layers analysed are the ones they were computed from."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,9 @@ from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import aggregates
 from mlaprof.store.reader import Run
 
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import TraceReplayTime
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "aiter"
 
 
@@ -25,7 +29,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-def _by_sql(run: Run, layers: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> dict:
+def _by_sql(run: Run, layers: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> TraceReplayTime:
     with monkeypatch.context() as m:
         m.setattr(replay_time, "_pre_aggregated", lambda run, jl: None)
         return replay_time.replay_time(run.meta, run, layers)
@@ -51,7 +55,7 @@ def test_the_stored_sums_give_the_sql_s_figures(
         assert replay_time._pre_aggregated(run, jl) is not None  # the fast path is taken
         fast = replay_time.replay_time(run.meta, run, layers)
         slow = _by_sql(run, layers, monkeypatch)
-    assert fast["layers"] and fast["kernels"] and fast["replays"]
+    assert fast.layers and fast.kernels and fast.replays
     assert fast == slow
 
 

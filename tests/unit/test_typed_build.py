@@ -115,3 +115,34 @@ def test_the_log_and_run_json_parts_are_built_not_reflected() -> None:
 
     fns = (starts.engine_starts, starts._typed_start, model.run_meta)
     assert {f.__name__: sorted(_calls(f) & READERS) for f in fns if _calls(f) & READERS} == {}
+
+
+def test_the_trace_adapter_gathers_typed_parts_and_reflects_none() -> None:
+    """The imported trace's section is built by keyword from its analyzers' section objects:
+    the trace adapter calls no JSON reader, and every analyzer it calls returns its section type
+    (an annotation naming no dict of anything), the trace checks included."""
+    import sys
+
+    import pandas as pd
+
+    from mlaprof.analysis.evidence import trace
+
+    fns = (trace.trace_evidence, trace.trace_section)
+    assert {f.__name__: sorted(_calls(f) & READERS) for f in fns if _calls(f) & READERS} == {}
+    called = {
+        n: f
+        for n in sorted(_calls(trace.trace_evidence) | _calls(trace.trace_section))
+        if inspect.isfunction(f := getattr(trace, n, None))
+        and f.__module__.startswith("mlaprof.analysis.")
+        and f.__module__ != trace.__name__
+    }
+    assert {"step_mode_evidence", "trace_steps", "replay_time", "drafter_summary",
+            "capture_phase", "sync_evidence", "trust_summary"} <= set(called)  # fmt: skip
+    bad = {}
+    for name, fn in called.items():
+        text = fn.__annotations__.get("return")
+        ns = {**vars(sys.modules[fn.__module__]), **vars(sections), "pd": pd, "typing": typing}
+        ret = eval(text, ns) if isinstance(text, str) else text  # noqa: S307 (our own source)
+        if ret is None or _dict_shaped(ret) or any(_dict_shaped(a) for a in typing.get_args(ret)):
+            bad[name] = text
+    assert bad == {}
