@@ -30,8 +30,16 @@ FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
 
 
 def capture_summary(
-    run_meta: dict, syncs: pd.DataFrame, captures: pd.DataFrame, memory: pd.DataFrame
-) -> dict:
+    run_meta: dict[str, Any],
+    syncs: pd.DataFrame,
+    captures: pd.DataFrame,
+    memory: pd.DataFrame,
+    origin: str = "unknown",
+) -> Capture:
+    """A scenario run's capture verdict: measured where a capture was attempted (``origin``:
+    where the run's numbers were measured), else predicted from the syncs seen."""
+    from mlaprof.analysis.evidence.common import capture
+
     mode = run_meta.get("scenario", {}).get("graph_mode", "FULL")
     failed = captures[captures["status"] == "failed"] if not captures.empty else captures
     captured = captures[captures["status"] == "captured"] if not captures.empty else captures
@@ -49,14 +57,15 @@ def capture_summary(
         status, effective = "predicted-fail", "PIECEWISE"
     else:
         status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
-    return {
-        "mode": mode,
-        "status": status,
-        "effective_mode": effective,
-        "memory_bytes": capture_memory_bytes(memory),
-        "memory_measure": CAPTURE_MEMORY_MEASURE,
-        "sizes": int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
-    }
+    return capture(
+        CaptureStatus(status),
+        "predicted from syncs" if status.startswith("predicted") else origin,
+        mode=mode,
+        effective_mode=effective,
+        memory_bytes=capture_memory_bytes(memory),
+        memory_measure=CAPTURE_MEMORY_MEASURE,
+        sizes=int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
+    )
 
 
 def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:

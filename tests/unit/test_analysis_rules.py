@@ -83,13 +83,13 @@ def test_capture_status_rules() -> None:
     no_caps, mem = frame("captures", []), frame("memory", [])
     full = {"scenario": {"graph_mode": "FULL"}}
     pw = {"scenario": {"graph_mode": "PIECEWISE"}}
-    assert capture_summary(full, none, caps("failed"), mem)["status"] == "failed"
-    assert capture_summary(full, syncs, caps("captured"), mem)["status"] == "captured"
-    assert capture_summary(full, syncs, no_caps, mem)["status"] == "predicted-fail"
-    assert capture_summary(full, none, no_caps, mem)["status"] == "predicted-ok"
-    assert capture_summary(pw, syncs, no_caps, mem)["status"] == "not-attempted"
+    assert capture_summary(full, none, caps("failed"), mem).status == "failed"
+    assert capture_summary(full, syncs, caps("captured"), mem).status == "captured"
+    assert capture_summary(full, syncs, no_caps, mem).status == "predicted-fail"
+    assert capture_summary(full, none, no_caps, mem).status == "predicted-ok"
+    assert capture_summary(pw, syncs, no_caps, mem).status == "not-attempted"
     alloc = frame("syncs", [{"kind": "alloc", "op": "x", "location": "a.py:1"}])
-    assert capture_summary(full, alloc, no_caps, mem)["status"] == "predicted-ok"
+    assert capture_summary(full, alloc, no_caps, mem).status == "predicted-ok"
 
 
 def test_capture_memory_is_the_driver_delta_of_the_serving_graphs() -> None:

@@ -117,27 +117,34 @@ def test_the_log_and_run_json_parts_are_built_not_reflected() -> None:
     assert {f.__name__: sorted(_calls(f) & READERS) for f in fns if _calls(f) & READERS} == {}
 
 
-def test_the_trace_adapter_gathers_typed_parts_and_reflects_none() -> None:
-    """The imported trace's section is built by keyword from its analyzers' section objects:
-    the trace adapter calls no JSON reader, and every analyzer it calls returns its section type
-    (an annotation naming no dict of anything), the trace checks included."""
+def test_every_adapter_gathers_typed_parts_and_reflects_none() -> None:
+    """Each run kind's evidence is built by keyword from its analyzers' section objects: no
+    adapter calls a JSON reader, and every analyzer an adapter calls returns its section type
+    (an annotation naming no dict of anything): the imported trace's section and its checks,
+    and the capture verdict of a scenario run and of a log."""
     import sys
 
     import pandas as pd
 
-    from mlaprof.analysis.evidence import trace
+    from mlaprof.analysis.evidence import engine, log, scenario, trace
 
-    fns = (trace.trace_evidence, trace.trace_section)
-    assert {f.__name__: sorted(_calls(f) & READERS) for f in fns if _calls(f) & READERS} == {}
+    fns = {m: [f for n, f in vars(m).items() if n.endswith(("_evidence", "_section"))
+               and inspect.isfunction(f) and f.__module__ == m.__name__]
+           for m in (scenario, engine, trace, log)}  # fmt: skip
+    assert all(fns.values())
+    assert {f.__name__: sorted(_calls(f) & READERS)
+            for fs in fns.values() for f in fs if _calls(f) & READERS} == {}  # fmt: skip
     called = {
         n: f
-        for n in sorted(_calls(trace.trace_evidence) | _calls(trace.trace_section))
-        if inspect.isfunction(f := getattr(trace, n, None))
+        for m, fs in fns.items()
+        for n in sorted(set().union(*(_calls(f) for f in fs)))
+        if inspect.isfunction(f := getattr(m, n, None))
         and f.__module__.startswith("mlaprof.analysis.")
-        and f.__module__ != trace.__name__
+        and f.__module__ != m.__name__
     }
     assert {"step_mode_evidence", "trace_steps", "replay_time", "drafter_summary",
-            "capture_phase", "sync_evidence", "trust_summary"} <= set(called)  # fmt: skip
+            "capture_phase", "sync_evidence", "trust_summary", "capture_summary",
+            "log_capture", "signatures"} <= set(called)  # fmt: skip
     bad = {}
     for name, fn in called.items():
         text = fn.__annotations__.get("return")
