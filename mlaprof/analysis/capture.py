@@ -22,6 +22,7 @@ from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import Capture, TraceChecks
 
@@ -30,7 +31,7 @@ FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
 
 
 def capture_summary(
-    run_meta: dict[str, Any],
+    run_meta: RunMeta,
     syncs: pd.DataFrame,
     captures: pd.DataFrame,
     memory: pd.DataFrame,
@@ -40,7 +41,7 @@ def capture_summary(
     where the run's numbers were measured), else predicted from the syncs seen."""
     from mlaprof.analysis.evidence.common import capture
 
-    mode = run_meta.get("scenario", {}).get("graph_mode", "FULL")
+    mode = run_meta.scenario.graph_mode or "FULL"
     failed = captures[captures["status"] == "failed"] if not captures.empty else captures
     captured = captures[captures["status"] == "captured"] if not captures.empty else captures
     blocking = syncs[syncs["kind"].isin(PREDICTS_FAILURE)] if not syncs.empty else syncs
@@ -124,7 +125,7 @@ def known_launch_checks(checks: TraceChecks, cpu: bool = False) -> TraceChecks:
 
 
 def step_mode_evidence(
-    meta: dict[str, Any], steps: pd.DataFrame, checks: RunChecks | None = None
+    meta: RunMeta, steps: pd.DataFrame, checks: RunChecks | None = None
 ) -> Capture:
     """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
     graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
@@ -139,11 +140,11 @@ def step_mode_evidence(
     n_eager = int((mode == "eager").sum())
     n_launch = int(launches.get("graph_launches", 0))
     # a CPU run launches no graph at all: its 0 is known
-    launch_why = None if meta.get("device") == "cpu" else no_launch_evidence(launches)
+    launch_why = None if meta.device == "cpu" else no_launch_evidence(launches)
     with_launch = launches.get("mla_replays_with_launch")
     if st.empty:
         status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
-    elif meta.get("device") == "cpu":
+    elif meta.device == "cpu":
         status = "eager"
         ev = (
             f"{len(st)} step(s) of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
@@ -219,7 +220,7 @@ def step_mode_evidence(
         **({"graph_launches_why": launch_why} if launch_why else {}),
         launches_without_kernels=None if launch_why else launches.get("launches_without_kernels"),
         step_source=step_src,
-        cpu=meta.get("device") == "cpu",  # no graphs to capture: no capture finding
+        cpu=meta.device == "cpu",  # no graphs to capture: no capture finding
     )
 
 

@@ -3,7 +3,7 @@ the attention (MLA) share, per group of ranks that ran the same S (ranks never m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,9 @@ import pandas as pd
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, TraceReplayTime
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
 
 # Per kernel name of ``k`` (name, dur, mla): launches, total and median duration, whether any
 # is an MLA kernel. The median comes from a (name, duration) histogram: DuckDB's MEDIAN keeps
@@ -176,7 +179,7 @@ def s_groups(s_by: dict[tuple[int, int], int | None]) -> list[list[int]]:
     return list(seen.values()) or [[0]]
 
 
-def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> TraceReplayTime:
+def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTime:
     """Where the time goes inside graph replays: GPU kernel time per layer (a layer's window runs
     from the end of the MLA kernels of the layer before to the end of its own) and per kernel
     name, with the attention (MLA) share and the layer's S. Kernel time is summed busy time.

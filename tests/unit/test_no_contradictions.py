@@ -162,6 +162,7 @@ def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> No
     import pandas as pd
 
     from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.evidence.model import run_meta
     from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.reporters.rows import summary_blocks
     from mlaprof.store.trace_checks import TraceChecks
@@ -173,11 +174,11 @@ def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> No
         return RunChecks({0: TraceChecks(0, {"launches": launches})})
 
     # the label is the one table's; the evidence names FULL only where a launch confirms it
-    no_api = step_mode_evidence({}, steps, checks({}))
+    no_api = step_mode_evidence(run_meta({}), steps, checks({}))
     assert no_api.label == "mixed: graph replays and eager steps"
     assert "FULL" not in no_api.evidence and no_api.graph_launches is None
     launches = {"graph_launches": 2, "mla_replays_with_launch": 2, "runtime_api_calls": 5}
-    api = step_mode_evidence({}, steps, checks(launches))
+    api = step_mode_evidence(run_meta({}), steps, checks(launches))
     assert api.label == no_api.label and "(FULL; 2 of 2 carry" in api.evidence
 
     rows = {r.key: r.label for b in summary_blocks(_summary("aiter-gluon_v0119_bug_rocm63"))

@@ -116,6 +116,7 @@ def test_one_capture_label_table() -> None:
     from mlaprof.analysis.capture import step_mode_evidence
     from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
     from mlaprof.analysis.evidence.common import capture
+    from mlaprof.analysis.evidence.model import run_meta
 
     worded = [lbl for st, lbl in CAPTURE_LABELS.items() if lbl != str(st)]
     assert len(worded) >= 6
@@ -127,7 +128,7 @@ def test_one_capture_label_table() -> None:
                              else CAPTURE_LABELS[st])  # fmt: skip
     steps = pd.DataFrame({"backend": ["gluon"] * 2, "graph_mode": ["graph", "eager"],
                           "rank": [0, 0], "step": [0, 1]})  # fmt: skip
-    mixed = step_mode_evidence({}, steps)
+    mixed = step_mode_evidence(run_meta({}), steps)
     assert mixed.label == CAPTURE_LABELS[CaptureStatus.MIXED]
 
 

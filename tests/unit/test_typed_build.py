@@ -120,8 +120,9 @@ def test_the_log_and_run_json_parts_are_built_not_reflected() -> None:
 def test_every_adapter_gathers_typed_parts_and_reflects_none() -> None:
     """Each run kind's evidence is built by keyword from its analyzers' section objects: no
     adapter calls a JSON reader, and every analyzer an adapter calls returns its section type
-    (an annotation naming no dict of anything): the imported trace's section and its checks,
-    and the capture verdict of a scenario run and of a log."""
+    (an annotation naming no dict of anything), and takes typed arguments (run.json's part as
+    RunMeta): the imported trace's section and its checks, and the capture verdict of a
+    scenario run and of a log."""
     import sys
 
     import pandas as pd
@@ -153,3 +154,11 @@ def test_every_adapter_gathers_typed_parts_and_reflects_none() -> None:
         if ret is None or _dict_shaped(ret) or any(_dict_shaped(a) for a in typing.get_args(ret)):
             bad[name] = text
     assert bad == {}
+    # and what they are handed is typed too: run.json's part as RunMeta, never its dict
+    untyped_args = {
+        (name, arg): text
+        for name, fn in called.items()
+        for arg, text in fn.__annotations__.items()
+        if arg != "return" and ("dict[str, Any]" in str(text) or str(text) == "dict")
+    }
+    assert untyped_args == {}

@@ -18,12 +18,13 @@ def scenario_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     device = str(run.meta.get("device") or "")
     prov = Provenance("measured", f"on {device}") if device else Provenance("unknown", "no device")
-    cap = capture_summary(run.meta, t["syncs"], t["captures"], t["memory"], str(prov))
+    meta = run_meta(run.meta)
+    cap = capture_summary(meta, t["syncs"], t["captures"], t["memory"], str(prov))
     return Evidence(
         kind=RunKind.SCENARIO,
         name=run.name,
         status=run.status,
-        meta=run_meta(run.meta),
+        meta=meta,
         ranks=run.ranks,
         tables=t,
         capture=cap,

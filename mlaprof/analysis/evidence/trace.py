@@ -18,7 +18,7 @@ from mlaprof.analysis.cpu_attention import cpu_trace_summary
 from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.engines import engine_groups, signatures
 from mlaprof.analysis.evidence.common import load_tables
-from mlaprof.analysis.evidence.model import Evidence, Provenance, run_meta
+from mlaprof.analysis.evidence.model import Evidence, Provenance, RunMeta, run_meta
 from mlaprof.analysis.replay_time import replay_time
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TraceSection
@@ -45,7 +45,9 @@ def trace_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     # the import's checks, each rank's, from the store (the analyzers below decide from them)
     checks = RunChecks.of(run)
-    src = run.meta.get("imported_from")
+    # run.json's part, read once (the analyzers read it typed)
+    meta = run_meta(run.meta)
+    src = meta.imported_from
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
     # a whole-process trace's capture phase (warm-ups, stream captures) is not served steps
     phase, warm = capture_phase(run, t["steps"])
@@ -56,14 +58,13 @@ def trace_evidence(run: Run) -> Evidence:
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
     # a CPU trace's steps are vLLM's own step annotations (some with no request): no drafter graph
-    kinds = graph_kinds(t["steps"], stats, checks) if not run.meta.get("cpu_trace") else pd.Series()
+    kinds = graph_kinds(t["steps"], stats, checks) if not meta.cpu_trace else pd.Series()
     drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
     drafter = drafter_summary(drafting, stats, str(prov))
     if not drafting.empty:
         t["steps"] = t["steps"][kinds != DRAFTER]
         t["layers"] = _of_steps(t["layers"], t["steps"])
     # what each rank runs tells engines apart (two models on one host are not DP peers)
-    meta = run_meta(run.meta)
     engines = (
         engine_groups(signatures(run, t["steps"]), meta.rank_sources)
         if len(run.ranks) > 1
@@ -71,12 +72,18 @@ def trace_evidence(run: Run) -> Evidence:
     )
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks}
     section, reference = trace_section(
-        run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None, checks
+        run,
+        meta,
+        t["steps"],
+        t["layers"],
+        stats,
+        engine_of if len(engines or []) > 1 else None,
+        checks,
     )
     # the parts decided apart from the trace's verify steps: the drafter's passes, the start-up
     section = replace(section, drafter=drafter, capture_phase=phase)
     cap = section.capture
-    device = str(run.meta.get("device") or "")
+    device = meta.device or ""
     return Evidence(
         kind=RunKind.TRACE,
         name=run.name,
@@ -120,6 +127,7 @@ def host_calls(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def trace_section(
     run: Run,
+    meta: RunMeta,
     steps: pd.DataFrame,
     layers: pd.DataFrame,
     stats: pd.DataFrame,
@@ -129,17 +137,16 @@ def trace_section(
     """Everything the views show about an imported trace, each part its question's analyzer's
     section (computed once), and the S its steps are judged against (:func:`layer_reference`);
     ``stats``: the per-step aggregates of the layers
-    (:func:`mlaprof.analysis.step_stats.step_stats_sql`). The adapter gathers; the analyzers
-    decide."""
-    meta = run.meta
+    (:func:`mlaprof.analysis.step_stats.step_stats_sql`); ``meta``: run.json's part, typed.
+    The adapter gathers; the analyzers decide."""
     checks = checks if checks is not None else RunChecks.of(run)
     api, copies = host_calls(run)
     cap = step_mode_evidence(meta, steps, checks)
     paths = trace_paths(meta, steps, stats, engine_of, checks)
     coverage = coverage_summary(run, meta, paths, layers)
     section = TraceSection(
-        source=meta.get("imported_from"),
-        format=meta.get("format") or meta.get("source"),
+        source=meta.imported_from,
+        format=meta.format or meta.source,
         paths=paths,
         # a step reads FULL only where the capture verdict does (a graph-launch call confirms)
         steps=trace_steps(steps, stats, bool(cap.graph_launches)),
@@ -152,7 +159,7 @@ def trace_section(
         # an unknown verdict says what the API trace held and why it cannot judge
         syncs=explain_syncs(sync_evidence(meta, steps, layers, api, copies, checks), coverage),
         # summed over the ranks (each rank's stay in the store's trace_checks table)
-        checks=checks.section(cpu=meta.get("device") == "cpu"),
+        checks=checks.section(cpu=meta.device == "cpu"),
         coverage=coverage,
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
         cpu=cpu_trace_summary(meta, steps, layers),
