@@ -4,11 +4,12 @@ replay, between graph pieces, or eager). What capture costs: :mod:`mlaprof.analy
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.capture_status import CAPTURE_LABELS, NO_FULL_GRAPH, CaptureStatus
+from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
@@ -21,17 +22,26 @@ from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.run_checks import RunChecks
-    from mlaprof.analysis.sections import Capture
+    from mlaprof.analysis.sections import Capture, TraceChecks
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
 
 
 def capture_summary(
-    run_meta: dict, syncs: pd.DataFrame, captures: pd.DataFrame, memory: pd.DataFrame
-) -> dict:
-    mode = run_meta.get("scenario", {}).get("graph_mode", "FULL")
+    run_meta: RunMeta,
+    syncs: pd.DataFrame,
+    captures: pd.DataFrame,
+    memory: pd.DataFrame,
+    origin: str = "unknown",
+) -> Capture:
+    """A scenario run's capture verdict: measured where a capture was attempted (``origin``:
+    where the run's numbers were measured), else predicted from the syncs seen."""
+    from mlaprof.analysis.evidence.common import capture
+
+    mode = run_meta.scenario.graph_mode or "FULL"
     failed = captures[captures["status"] == "failed"] if not captures.empty else captures
     captured = captures[captures["status"] == "captured"] if not captures.empty else captures
     blocking = syncs[syncs["kind"].isin(PREDICTS_FAILURE)] if not syncs.empty else syncs
@@ -48,14 +58,15 @@ def capture_summary(
         status, effective = "predicted-fail", "PIECEWISE"
     else:
         status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
-    return {
-        "mode": mode,
-        "status": status,
-        "effective_mode": effective,
-        "memory_bytes": capture_memory_bytes(memory),
-        "memory_measure": CAPTURE_MEMORY_MEASURE,
-        "sizes": int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
-    }
+    return capture(
+        CaptureStatus(status),
+        "predicted from syncs" if status.startswith("predicted") else origin,
+        mode=mode,
+        effective_mode=effective,
+        memory_bytes=capture_memory_bytes(memory),
+        memory_measure=CAPTURE_MEMORY_MEASURE,
+        sizes=int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
+    )
 
 
 def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
@@ -101,19 +112,21 @@ def no_launch_evidence(launches: dict[str, Any]) -> str | None:
     )
 
 
-def known_launch_checks(checks: dict[str, Any], cpu: bool = False) -> dict[str, Any]:
+def known_launch_checks(checks: TraceChecks, cpu: bool = False) -> TraceChecks:
     """The import's trace checks with the launch counts a trace without an API trace cannot
     know set to None (its kernels' launch calls are not in the data; 0 would read as "none")."""
-    launches = checks.get("launches")
-    if cpu or not isinstance(launches, dict) or not no_launch_evidence(launches):
+    launches = checks.launches
+    if cpu or launches is None or not no_launch_evidence(dataclasses.asdict(launches)):
         return checks
-    unknown = ("graph_launches", "launches_without_kernels", "mla_replays_with_launch")
-    return {**checks, "launches": {k: (None if k in unknown else v) for k, v in launches.items()}}
+    unknown = dict.fromkeys(
+        ("graph_launches", "launches_without_kernels", "mla_replays_with_launch")
+    )
+    return dataclasses.replace(checks, launches=dataclasses.replace(launches, **unknown))
 
 
 def step_mode_evidence(
-    meta: dict[str, Any], steps: pd.DataFrame, checks: RunChecks | None = None
-) -> dict[str, Any]:
+    meta: RunMeta, steps: pd.DataFrame, checks: RunChecks | None = None
+) -> Capture:
     """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
     graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
     where the kernels carry no correlation id (a replay and an eager launch look alike).
@@ -127,11 +140,11 @@ def step_mode_evidence(
     n_eager = int((mode == "eager").sum())
     n_launch = int(launches.get("graph_launches", 0))
     # a CPU run launches no graph at all: its 0 is known
-    launch_why = None if meta.get("device") == "cpu" else no_launch_evidence(launches)
+    launch_why = None if meta.device == "cpu" else no_launch_evidence(launches)
     with_launch = launches.get("mla_replays_with_launch")
     if st.empty:
         status, ev = "unknown", "no MLA kernels recognised, so no step to judge"
-    elif meta.get("device") == "cpu":
+    elif meta.device == "cpu":
         status = "eager"
         ev = (
             f"{len(st)} step(s) of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
@@ -190,37 +203,25 @@ def step_mode_evidence(
     step_src = checks.group("steps").get("source") if checks is not None else None
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
-    # the one label table (capture_status.CAPTURE_LABELS); a mix names what it mixed
-    label = CAPTURE_LABELS[CaptureStatus(status)]
-    if status == "mixed":
-        label = "mixed: " + ", ".join(
-            t
-            # FULL only where a graph-launch call confirms the replays (as the evidence says)
-            for n, t in ((n_graph, "FULL replays" if n_launch else "graph replays"),
-                         (n_piece, "PIECEWISE steps"),
-                         (n_eager, "eager steps"))
-            if n
-        )  # fmt: skip
-    return {
-        "mode": None,
-        "status": status,
-        "label": label,
-        "effective_mode": None,
-        "memory_bytes": None,
-        "evidence": ev,
-        "graph_steps": n_graph,
-        "piecewise_steps": n_piece,
-        "eager_steps": n_eager,
+    # the one label table (capture_status.CAPTURE_LABELS): capture() labels the status; the
+    # evidence names what a mix mixed, and FULL only where a graph-launch call confirms it
+    from mlaprof.analysis.evidence.common import capture
+
+    return capture(
+        CaptureStatus(status),
+        origin,
+        why=ev,
+        evidence=ev,
+        graph_steps=n_graph,
+        piecewise_steps=n_piece,
+        eager_steps=n_eager,
         # None where the import holds no API trace: a count there would read as "none launched"
-        "graph_launches": None if launch_why else n_launch,
+        graph_launches=None if launch_why else n_launch,
         **({"graph_launches_why": launch_why} if launch_why else {}),
-        "launches_without_kernels": None
-        if launch_why
-        else launches.get("launches_without_kernels"),
-        "step_source": step_src,
-        "provenance": origin,
-        "cpu": meta.get("device") == "cpu",  # no graphs to capture: no capture finding
-    }
+        launches_without_kernels=None if launch_why else launches.get("launches_without_kernels"),
+        step_source=step_src,
+        cpu=meta.device == "cpu",  # no graphs to capture: no capture finding
+    )
 
 
 def step_mode_findings(cap: Capture | None) -> list[Finding]:

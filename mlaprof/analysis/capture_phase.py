@@ -16,9 +16,11 @@ allocations) and its steps are left out of every served-step analysis.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+from mlaprof.analysis.sections import CapturePhase, CapturePhaseRank
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -48,7 +50,7 @@ def _allocations(run: Run) -> pd.DataFrame:
     )
 
 
-def capture_phase(run: Run, steps: pd.DataFrame) -> tuple[dict[str, Any] | None, pd.Series]:
+def capture_phase(run: Run, steps: pd.DataFrame) -> tuple[CapturePhase | None, pd.Series]:
     """(the capture-phase section, or None when the trace holds no capture call; a mask over
     ``steps``: True for the steps inside the phase). ``steps``: the run's verify steps."""
     none = pd.Series(False, index=steps.index)
@@ -70,41 +72,39 @@ def capture_phase(run: Run, steps: pd.DataFrame) -> tuple[dict[str, Any] | None,
         warm = mine.sort_values("t_start_ns")
         a = allocs[(allocs["rank"] == rank) & allocs["start_ns"].between(begin, end)]
         rows.append(
-            {
-                "rank": int(rank),
-                "graphs_captured": int(c["function"].isin(BEGIN).sum()),
-                "instantiated": int(c["function"].isin(INSTANTIATE).sum()),
-                "warmup_steps": len(warm),
-                "warmup_rows": [int(x) for x in warm["num_reqs"].dropna()],
-                "start_ns": begin,
-                "end_ns": end,
-                "duration_ms": round((end - begin) / 1e6, 3),
+            CapturePhaseRank(
+                rank=int(rank),
+                graphs_captured=int(c["function"].isin(BEGIN).sum()),
+                instantiated=int(c["function"].isin(INSTANTIATE).sum()),
+                warmup_steps=len(warm),
+                warmup_rows=[int(x) for x in warm["num_reqs"].dropna()],
+                start_ns=begin,
+                end_ns=end,
+                duration_ms=round((end - begin) / 1e6, 3),
                 # None where the trace has no memory-allocation records to count
-                "allocations": int(len(a)) if not allocs.empty else None,
-                "allocated_bytes": int(a["size_bytes"].fillna(0).sum())
-                if not allocs.empty
-                else None,
-            }
+                allocations=int(len(a)) if not allocs.empty else None,
+                allocated_bytes=int(a["size_bytes"].fillna(0).sum()) if not allocs.empty else None,
+            )
         )
     if not rows:
         return None, none
-    return {"ranks": rows, "text": _text(rows), "provenance": prov}, mask
+    return CapturePhase(ranks=rows, text=_text(rows), provenance=prov), mask
 
 
-def _text(rows: list[dict[str, Any]]) -> str:
+def _text(rows: list[CapturePhaseRank]) -> str:
     r = rows[0]
-    sizes = sorted(set(r["warmup_rows"]), reverse=True)
+    sizes = sorted(set(r.warmup_rows), reverse=True)
     mem = (
-        f"{r['allocations']} allocation(s), {r['allocated_bytes'] / 2**20:.1f} MiB"
-        if r["allocations"] is not None
+        f"{r.allocations} allocation(s), {(r.allocated_bytes or 0) / 2**20:.1f} MiB"
+        if r.allocations is not None
         else "allocations unknown (no memory-allocation trace)"
     )
-    where = "" if len(rows) == 1 else f" (rank {r['rank']}; {len(rows)} ranks captured)"
+    where = "" if len(rows) == 1 else f" (rank {r.rank}; {len(rows)} ranks captured)"
     return (
-        f"capture phase{where}: {r['graphs_captured']} graph(s) captured, "
-        f"{r['instantiated']} instantiated, after {r['warmup_steps']} eager warm-up forward(s)"
+        f"capture phase{where}: {r.graphs_captured} graph(s) captured, "
+        f"{r.instantiated} instantiated, after {r.warmup_steps} eager warm-up forward(s)"
         + (f" at batch rows {', '.join(map(str, sizes))}" if sizes else "")
-        + f"; {r['duration_ms']:.3f} ms; {mem}. Its steps are start-up work, not served steps, "
+        + f"; {r.duration_ms:.3f} ms; {mem}. Its steps are start-up work, not served steps, "
         "and are left out of every step below"
     )
 

@@ -31,6 +31,7 @@ from mlaprof.analysis.typed_json import to_json
 from mlaprof.kernel_names import RANGE_LIKE
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.store.reader import Run
 
 # a kernel name that looks like attention (case-insensitive substring): shown when none of the
@@ -133,22 +134,17 @@ def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]
     return Recognition(per_rank=per, without_mla=[p.rank for p in per if not p.mla_layers])
 
 
-def collapse_checks(meta: dict[str, Any], paths: list[TracePath]) -> list[CollapseCheck]:
+def collapse_checks(meta: RunMeta, paths: list[TracePath]) -> list[CollapseCheck]:
     """Per path the trace ran: whether the split collapse was checked, and why not. Checked on
     the paths whose S the host chooses from grid-visible rows and qlen (COLLAPSE_POLICIES), when
     the grid gives both; a user's kernel without a known rule, or without rows and qlen on its
     grid, is "not checked" (never a silent pass)."""
-    pats = {
-        p["path"]: p
-        for p in meta.get("kernel_patterns") or []
-        if isinstance(p, dict) and p.get("role") == "stage1"
-    }
     out = []
     for p in paths:
-        pat = pats.get(p.path, {})
+        axes = meta.stage1_axes.get(p.path)
         missing = [what for what, v in (("rows", p.rows), ("qlen", p.qlen)) if v is None]
         base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S}
-        if pat.get("split_axis") == "device":
+        if axes is not None and axes.split_axis == "device":
             out.append(CollapseCheck(**base, status="not applicable",
                         why="S is decided on the device at every replay, never frozen"))  # fmt: skip
             continue
@@ -186,7 +182,7 @@ _KNOWN_PATHS = _known_paths()
 
 
 def coverage_summary(
-    run: Run, meta: dict[str, Any], paths: list[TracePath], layers: pd.DataFrame
+    run: Run, meta: RunMeta, paths: list[TracePath], layers: pd.DataFrame
 ) -> TraceCoverage:
     with_mla = set(layers["rank"].astype(int)) if not layers.empty else set()
     c = read_counts(run, names=not set(run.ranks) <= with_mla)
@@ -195,7 +191,7 @@ def coverage_summary(
         api=api_text(c),
         recognition=recognition(c["kernels_by_rank"], layers, run.ranks),
         collapse_checks=collapse_checks(meta, paths),
-        provenance=f"imported from {meta.get('imported_from', '?')}",
+        provenance=meta.origin,
     )
 
 

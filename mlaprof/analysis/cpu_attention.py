@@ -4,12 +4,15 @@ trace cannot show. Reads the steps and layers the Kineto importer wrote from the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import CpuRank, TraceCpu
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
 
 # what a CPU trace cannot show, said once (not per finding)
 CPU_LIMITS = (
@@ -19,19 +22,16 @@ CPU_LIMITS = (
 )
 
 
-def cpu_trace_summary(
-    meta: dict[str, Any], steps: pd.DataFrame, layers: pd.DataFrame
-) -> TraceCpu | None:
+def cpu_trace_summary(meta: RunMeta, steps: pd.DataFrame, layers: pd.DataFrame) -> TraceCpu | None:
     """Per rank: steps, MLA ops, attention share of step time; None for a trace with a device."""
-    cpu = meta.get("cpu_trace")
-    if not isinstance(cpu, dict):
+    cpu = meta.cpu_trace
+    if cpu is None:
         return None
-    src = meta.get("imported_from") or "a trace"
+    src = meta.imported_from or "a trace"
     ranks = []
-    for key, c in sorted(cpu.items(), key=lambda kv: int(kv[0])):
-        if not isinstance(c, dict) or not c.get("cpu_only"):
+    for rank, c in sorted(cpu.items()):
+        if not c.cpu_only:
             continue
-        rank = int(key)
         st = steps[steps["rank"] == rank] if "rank" in steps else steps.iloc[0:0]
         ly = layers[layers["rank"] == rank] if "rank" in layers else layers.iloc[0:0]
         step_ns = int(st["duration_ns"].sum()) if not st.empty else 0
@@ -42,18 +42,18 @@ def cpu_trace_summary(
             CpuRank(
                 rank=rank,
                 steps=int(len(st)),
-                step_annotations=int(c.get("step_annotations", 0)),
+                step_annotations=c.step_annotations,
                 # execute_context_0(0)_generation_0(0): nothing scheduled, not a step
-                empty_annotations=int(c.get("empty_annotations", 0)),
-                mla_ops=int(c.get("mla_ops_in_steps", 0)),
-                mla_ops_outside_steps=int(c.get("mla_ops", 0)) - int(c.get("mla_ops_in_steps", 0)),
-                backend_ops=dict(c.get("backend_ops") or {}),
+                empty_annotations=c.empty_annotations,
+                mla_ops=c.mla_ops_in_steps,
+                mla_ops_outside_steps=c.mla_ops - c.mla_ops_in_steps,
+                backend_ops=dict(c.backend_ops),
                 op=ops[0] if len(ops) == 1 else (", ".join(ops) or None),
                 layers_per_step=sorted({int(v) for v in per_step.tolist()}),
                 step_us=step_ns / 1e3,
                 attention_us=att_ns / 1e3,
                 attention_share=att_ns / step_ns if step_ns else None,
-                vllm_version=c.get("vllm_version"),
+                vllm_version=c.vllm_version,
             )
         )
     return TraceCpu(

@@ -25,6 +25,7 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import step_checks_by_rank, value_range
+from mlaprof.analysis.sections import TraceDrafter
 from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.step_sources import unrle
@@ -70,37 +71,41 @@ def graph_kinds(
     return pd.Series(known.where(known.notna(), rule), index=steps.index)
 
 
-def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> dict | None:
+def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> TraceDrafter | None:
     """The drafter's passes, their own table (decode: never counted as verify steps)."""
     if steps.empty:
         return None
     backend = steps["backend"].fillna("").astype(str)
-    out = {
-        "steps": int(len(steps)),
-        "graph_steps": int((steps["graph_mode"] == "graph").sum()),
-        "eager_steps": int((steps["graph_mode"] == "eager").sum()),
-        "variants": sorted({b.split(" ", 1)[-1] for b in backend if b}),
-        "layers_per_pass": value_range(for_steps(steps, stats, "n_layers")),
-        "S": value_range(for_steps(steps, stats, "S")),
-        "rows": value_range(steps["num_reqs"]),
-        "qlen": value_range(steps["qlen"]),
-        "step_median_us": float(steps["duration_ns"].median()) / 1e3
-        if steps["duration_ns"].notna().any()
-        else None,
-        "provenance": f"{origin}; drafter passes told from verify steps by their graph (the "
+    n = int(len(steps))
+    n_graph = int((steps["graph_mode"] == "graph").sum())
+    n_eager = int((steps["graph_mode"] == "eager").sum())
+    variants = sorted({b.split(" ", 1)[-1] for b in backend if b})
+    per_pass = value_range(for_steps(steps, stats, "n_layers"))
+    s_range = value_range(for_steps(steps, stats, "S"))
+    rows = value_range(steps["num_reqs"])
+    qlen = value_range(steps["qlen"])
+    # a pass without a duration has no median: None, never a default
+    med = float(steps["duration_ns"].median()) / 1e3 if steps["duration_ns"].notna().any() else None
+    return TraceDrafter(
+        steps=n,
+        graph_steps=n_graph,
+        eager_steps=n_eager,
+        variants=variants,
+        layers_per_pass=per_pass,
+        S=s_range,
+        rows=rows,
+        qlen=qlen,
+        step_median_us=med,
+        provenance=f"{origin}; drafter passes told from verify steps by their graph (the "
         "target's has the most MLA layers) where the trace identifies graphs, else by their MLA "
         "layer count and qlen",
-    }
-    med = out["step_median_us"]
-    out["text"] = (
-        f"drafter passes (the drafter's own graphs, not verify steps): {out['steps']} "
-        f"({out['graph_steps']} graph / {out['eager_steps']} eager), "
-        f"{', '.join(out['variants']) or 'unknown kernel'}, {out['layers_per_pass'] or 'unknown'} "
-        f"MLA layer(s) per pass, S {out['S'] or 'unknown'}, rows {out['rows'] or 'unknown'}, "
-        f"qlen {out['qlen'] or 'unknown (not on the grid)'}, median pass "
-        + ("unknown" if med is None else f"{med:.1f} us")
+        text=f"drafter passes (the drafter's own graphs, not verify steps): {n} "
+        f"({n_graph} graph / {n_eager} eager), "
+        f"{', '.join(variants) or 'unknown kernel'}, {per_pass or 'unknown'} "
+        f"MLA layer(s) per pass, S {s_range or 'unknown'}, rows {rows or 'unknown'}, "
+        f"qlen {qlen or 'unknown (not on the grid)'}, median pass "
+        + ("unknown" if med is None else f"{med:.1f} us"),
     )
-    return out
 
 
 def acceptance_findings(st: EngineStart) -> list[Finding]:

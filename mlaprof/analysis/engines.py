@@ -15,7 +15,8 @@ spans hosts, and every rank is its own process).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -23,7 +24,18 @@ from mlaprof.analysis.sections import EngineGroup
 from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RankSource
     from mlaprof.store.reader import Run
+
+
+@dataclass(frozen=True, slots=True)
+class RankSignature:
+    """What one rank's own kernels show of its engine (None / empty: not on the trace)."""
+
+    heads: int | None  # the head count its stage-2 / reduce grids show
+    qlen: list[int]  # its verify steps' qlen values
+    paths: list[str]  # its steps' attention path families
+
 
 _GRIDS = """
 SELECT rank, name, grid_x, grid_y, grid_z, block_x, block_y, block_z, COUNT(*) AS n
@@ -65,10 +77,10 @@ def _family(path: str) -> str:
     return path.removesuffix("-persistent")
 
 
-def signatures(run: Run, steps: pd.DataFrame) -> dict[int, dict[str, Any]]:
+def signatures(run: Run, steps: pd.DataFrame) -> dict[int, RankSignature]:
     """Per rank: heads (stage-2 grids), verify qlen values and path families of its steps."""
     heads = rank_heads(run)
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, RankSignature] = {}
     for rank in run.ranks:
         st = steps[steps["rank"] == rank] if not steps.empty else steps
         q = sorted({int(x) for x in st["qlen"].dropna()}) if not st.empty else []
@@ -77,25 +89,28 @@ def signatures(run: Run, steps: pd.DataFrame) -> dict[int, dict[str, Any]]:
             if not st.empty
             else []
         )
-        out[int(rank)] = {"heads": heads.get(int(rank)), "qlen": q, "paths": fam}
+        out[int(rank)] = RankSignature(heads=heads.get(int(rank)), qlen=q, paths=fam)
     return out
 
 
-def _apart(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _apart(a: RankSignature, b: RankSignature) -> bool:
     """Whether two ranks' signatures prove different engines: a KNOWN value differs (heads
     both read and unequal, qlen or path families both read and disjoint). Unknown is no
     evidence (a rank whose S is 1 launches no stage 2, so its heads are not on the trace)."""
-    if a["heads"] is not None and b["heads"] is not None and a["heads"] != b["heads"]:
+    if a.heads is not None and b.heads is not None and a.heads != b.heads:
         return True
-    return any(bool(a[k] and b[k] and not set(a[k]) & set(b[k])) for k in ("qlen", "paths"))
+    return any(bool(x and y and not set(x) & set(y)) for x, y in ((a.qlen, b.qlen),
+                                                                  (a.paths, b.paths)))  # fmt: skip
 
 
 def engine_groups(
-    sigs: dict[int, dict[str, Any]], sources: list[dict[str, Any]] | None = None
+    sigs: dict[int, RankSignature], sources: list[RankSource] | None = None
 ) -> list[EngineGroup]:
     """The engines the signatures show, in the order of their first rank: ranks, heads, qlen,
-    paths, hosts and pids. One entry when every rank agrees (or nothing is known)."""
-    src = {s.get("rank"): s for s in sources or [] if isinstance(s, dict)}
+    paths, hosts and pids (``sources``: run.json's rank sources, typed in
+    :class:`mlaprof.analysis.evidence.model.RunMeta`). One entry when every rank agrees (or
+    nothing is known)."""
+    src = {s.rank: s for s in sources or []}
     groups: list[list[int]] = []
     for rank in sorted(sigs):
         g = next((g for g in groups if not any(_apart(sigs[rank], sigs[r]) for r in g)), None)
@@ -105,25 +120,19 @@ def engine_groups(
             g.append(rank)
     out = []
     for i, ranks in enumerate(groups):
-        heads = {sigs[r]["heads"] for r in ranks} - {None}
+        heads = {sigs[r].heads for r in ranks} - {None}
         out.append(
             EngineGroup(
                 engine=i,
                 ranks=ranks,
                 heads=heads.pop() if len(heads) == 1 else None,
-                qlen=sorted({q for r in ranks for q in sigs[r]["qlen"]}),
-                paths=sorted({p for r in ranks for p in sigs[r]["paths"]}),
-                hosts=sorted({str(src[r]["host"]) for r in ranks if src.get(r, {}).get("host")}),
-                pids=sorted(
-                    {
-                        int(src[r]["pid"])
-                        for r in ranks
-                        if isinstance(src.get(r, {}).get("pid"), int)
-                    }
-                ),  # fmt: skip
+                qlen=sorted({q for r in ranks for q in sigs[r].qlen}),
+                paths=sorted({p for r in ranks for p in sigs[r].paths}),
+                hosts=sorted({str(s.host) for r in ranks if (s := src.get(r)) and s.host}),
+                pids=sorted({s.pid for r in ranks if (s := src.get(r)) and isinstance(s.pid, int)}),
             )
         )
     return out
 
 
-__all__ = ["engine_groups", "rank_heads", "signatures"]
+__all__ = ["RankSignature", "engine_groups", "rank_heads", "signatures"]

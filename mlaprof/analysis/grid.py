@@ -10,17 +10,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.run_checks import RunChecks
 
 
-def _origin(meta: dict[str, Any]) -> str:
-    return f"imported from {meta.get('imported_from', '?')}"
-
-
-def _patterns(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Stage-1 table rows by path (the import recorded the ones that matched)."""
-    pats = meta.get("kernel_patterns") or []
-    return {p["path"]: p for p in pats if isinstance(p, dict) and p.get("role") == "stage1"}
+def _origin(meta: RunMeta) -> str:
+    return meta.origin
 
 
 def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:

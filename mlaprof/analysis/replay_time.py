@@ -3,13 +3,17 @@ the attention (MLA) share, per group of ranks that ran the same S (ranks never m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.ranks import rank_span
+from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, TraceReplayTime
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
 
 # Per kernel name of ``k`` (name, dur, mla): launches, total and median duration, whether any
 # is an MLA kernel. The median comes from a (name, duration) histogram: DuckDB's MEDIAN keeps
@@ -175,15 +179,15 @@ def s_groups(s_by: dict[tuple[int, int], int | None]) -> list[list[int]]:
     return list(seen.values()) or [[0]]
 
 
-def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
+def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTime:
     """Where the time goes inside graph replays: GPU kernel time per layer (a layer's window runs
     from the end of the MLA kernels of the layer before to the end of its own) and per kernel
     name, with the attention (MLA) share and the layer's S. Kernel time is summed busy time.
     One SQL query over every rank's kernels (:data:`REPLAY_SQL`; a fleet's ASOF join one rank
     at a time, :data:`RANK_SQL` then :data:`FLEET_SQL`); steps and replays are counted per
     rank."""
-    empty = {"replays": 0, "layers": [], "kernels": [], "attention_share": None,
-             "provenance": _origin(meta)}  # fmt: skip
+    empty = TraceReplayTime(replays=0, layers=[], kernels=[], attention_share=None,
+                            provenance=_origin(meta))  # fmt: skip
     if layers.empty:
         return empty
     timed = layers["t_start_ns"].notna() & layers["duration_ns"].notna()
@@ -223,39 +227,39 @@ def replay_time(meta: dict[str, Any], run: Any, layers: pd.DataFrame) -> dict:
         ranks = groups[grp]
         s_used = s_by.get((ranks[0], lay))
         out_layers.append(
-            {
-                "layer": lay,
-                "ranks": ranks,
-                "ranks_text": rank_span(ranks),
-                "steps": int(r.n),
-                "median_us": tot / 1e3,
-                "attention_median_us": att / 1e3,
-                "attention_share": att / tot if tot else None,
-                "S": None if s_used is None or pd.isna(s_used) else int(s_used),
-            }
+            ReplayLayer(
+                layer=lay,
+                ranks=ranks,
+                ranks_text=rank_span(ranks),
+                steps=int(r.n),
+                median_us=tot / 1e3,
+                attention_median_us=att / 1e3,
+                attention_share=att / tot if tot else None,
+                S=None if s_used is None or pd.isna(s_used) else int(s_used),
+            )
         )
     total, att_total = float(whole["a"]), float(whole["b"])
     names = parts.get("name", res.iloc[:0]).sort_values(["a", "key"], ascending=[False, True])
     out_kernels = [
-        {
-            "name": str(r.key),
-            "launches": int(r.n),
-            "total_us": float(r.a) / 1e3,
-            "median_us": float(r.b) / 1e3,
-            "share": float(r.a) / total if total else None,
-            "attention": bool(r.flag),
-        }
+        ReplayKernel(
+            name=str(r.key),
+            launches=int(r.n),
+            total_us=float(r.a) / 1e3,
+            median_us=float(r.b) / 1e3,
+            share=float(r.a) / total if total else None,
+            attention=bool(r.flag),
+        )
         for r in names.itertuples()
     ]
     tail = parts.get("tail")
     tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
-    return {
-        "replays": int(whole["c"]),
+    return TraceReplayTime(
+        replays=int(whole["c"]),
         # groups of ranks that ran the same S on every layer: the layer rows are per group
-        "rank_groups": [rank_span(g) for g in groups],
-        "layers": out_layers,
-        "kernels": out_kernels,
-        "attention_share": att_total / total if total else None,
-        "outside_layers_us": tail_ns / 1e3 / max(1, int(whole["n"])),
-        "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time",
-    }
+        rank_groups=[rank_span(g) for g in groups],
+        layers=out_layers,
+        kernels=out_kernels,
+        attention_share=att_total / total if total else None,
+        outside_layers_us=tail_ns / 1e3 / max(1, int(whole["n"])),
+        provenance=f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time",
+    )

@@ -10,12 +10,66 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from mlaprof.analysis.sections import (
+    Stage2Check,
+    TraceChecksLaunches,
+    TraceChecksQlen,
+    TraceChecksReplays,
+    TraceChecksSteps,
+    TraceGraph,
+)
+from mlaprof.analysis.sections import TraceChecks as CheckSection
+from mlaprof.errors import MlaprofError
 from mlaprof.store.trace_checks import RECORDS, SUMMED_RANKS, TraceChecks
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
+
+T = TypeVar("T")
+
+
+def _record(cls: type[T], items: Mapping[str, Any], where: str) -> T:
+    """One check group's items as its section type (an item the type does not declare, or one
+    it needs and the import did not record, is one clear error)."""
+    try:
+        return cls(**items)
+    except TypeError as e:
+        raise MlaprofError(f"internal: trace check {where!r}: {e}") from None
+
+
+def checks_section(groups: Mapping[str, Any]) -> CheckSection:
+    """The store's check groups (check -> item -> count or value) as the trace section's typed
+    checks; a group the import did not run is None."""
+    known = {"heads", "launches", "qlen", "replays", "stage2", "steps"}
+    if set(groups) - known:
+        raise MlaprofError(
+            f"internal: trace checks mlaprof does not know: {sorted(set(groups) - known)}"
+        )
+    steps = groups.get("steps")
+    if steps is not None:
+        graphs = [_record(TraceGraph, g, "steps.graphs") for g in steps.get("graphs") or []]
+        steps = _record(TraceChecksSteps, {**steps, "graphs": graphs}, "steps")
+    stage2 = groups.get("stage2")
+    return CheckSection(
+        heads={str(p): {str(k): int(v) for k, v in h.items()} for p, h in groups["heads"].items()}
+        if groups.get("heads") is not None
+        else None,
+        launches=_record(TraceChecksLaunches, groups["launches"], "launches")
+        if groups.get("launches") is not None
+        else None,
+        qlen=_record(TraceChecksQlen, groups["qlen"], "qlen")
+        if groups.get("qlen") is not None
+        else None,
+        replays=_record(TraceChecksReplays, groups["replays"], "replays")
+        if groups.get("replays") is not None
+        else None,
+        stage2={str(v): _record(Stage2Check, c, f"stage2.{v}") for v, c in stage2.items()}
+        if stage2 is not None
+        else None,
+        steps=steps,
+    )
 
 
 def add_counts(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,6 +116,14 @@ class RunChecks:
         """The checks summed over ranks, the dispatch records left out (the trust verdict
         counts them apart): the ``checks`` the trace section shows."""
         return {k: v for k, v in self.fleet().groups.items() if k != RECORDS}
+
+    def section(self, cpu: bool = False) -> CheckSection:
+        """The checks summed over ranks as the trace section shows them (:meth:`checks_dict`),
+        typed; the launch counts a trace without an API trace cannot know are None
+        (:func:`mlaprof.analysis.capture.known_launch_checks`)."""
+        from mlaprof.analysis.capture import known_launch_checks
+
+        return known_launch_checks(checks_section(self.checks_dict()), cpu)
 
     def only(self, rank: int) -> RunChecks:
         """One rank's checks alone (that rank's own verdicts)."""

@@ -14,7 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.sections import (
+    Capture,
     Downgrade,
     EngineStart,
     GraphCaptureLine,
@@ -298,9 +300,11 @@ def _rank_memory(st: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
-def log_capture(starts: list[EngineStart]) -> dict[str, Any]:
+def log_capture(starts: list[EngineStart]) -> Capture:
     """The report's capture line for a log: what the last start asked for and ended with, as the
     log says it (no capture verdict beyond that; memory is per rank, see ``engine_starts``)."""
+    from mlaprof.analysis.evidence.common import capture
+
     st = starts[-1]
     captured = any(g.done for g in st.graphs) or any(
         m.measured_bytes is not None for m in st.memory
@@ -308,14 +312,15 @@ def log_capture(starts: list[EngineStart]) -> dict[str, Any]:
     status = "downgraded" if st.downgrades else ("captured" if captured else "unknown")
     if status == "unknown" and st.final_mode == "NONE":
         status = "not-attempted"  # the config line asks for no graphs (NONE: eager steps)
-    return {
-        "mode": st.requested_mode or "unknown",
-        "status": status,
-        "effective_mode": st.final_mode or "unknown",
-        "memory_bytes": None,
-        "start": st.start,
-        "provenance": st.provenance,
-    }
+    return capture(
+        CaptureStatus(status),
+        st.provenance,
+        why="the log shows no finished capture and no downgrade",
+        mode=st.requested_mode or "unknown",
+        effective_mode=st.final_mode or "unknown",
+        memory_bytes=None,
+        start=st.start,
+    )
 
 
 def gib(n: int | None) -> str:

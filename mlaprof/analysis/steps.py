@@ -9,6 +9,7 @@ import pandas as pd
 
 from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
 from mlaprof.analysis.grid import _split_backend
+from mlaprof.analysis.sections import TraceStep
 from mlaprof.analysis.step_stats import for_steps
 
 # a step's capture mode from how its MLA kernels ran: inside a graph launch (FULL: vLLM's
@@ -32,7 +33,7 @@ def step_capture(graph_mode: Any, launches_confirm: bool = True) -> str:
 
 def trace_steps(
     steps: pd.DataFrame, stats: pd.DataFrame, launches_confirm: bool = True
-) -> list[dict[str, Any]]:
+) -> list[TraceStep]:
     """Per step: how it ran (its capture mode), the path and kernel variant, batch rows, qlen,
     S and layers. ``launches_confirm``: the trace holds graph-launch calls (the capture verdict's
     own rule for saying FULL)."""
@@ -46,18 +47,18 @@ def trace_steps(
         return None if v is None or pd.isna(v) else int(v)
 
     return [
-        {
-            "rank": int(r.rank),
-            "step": int(r.step),
-            "graph_mode": r.graph_mode if isinstance(r.graph_mode, str) else None,
-            "capture": step_capture(r.graph_mode, launches_confirm),
-            "path": r.path,
-            "variant": r.variant,
-            "rows": num(r.num_reqs),
-            "qlen": num(r.qlen),
-            "S": num(r.S),
-            "layers": num(r.n_layers),
-            "duration_us": float(r.duration_ns) / 1e3,
-        }
+        TraceStep(
+            rank=int(r.rank),
+            step=int(r.step),
+            graph_mode=r.graph_mode if isinstance(r.graph_mode, str) else None,
+            capture=step_capture(r.graph_mode, launches_confirm),
+            path=r.path,
+            variant=r.variant,
+            rows=num(r.num_reqs),
+            qlen=num(r.qlen),
+            S=num(r.S),
+            layers=num(r.n_layers),
+            duration_us=float(r.duration_ns) / 1e3,
+        )
         for r in st.itertuples()
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from mlaprof.analysis.typed_json import to_json
 from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
 
 # the sync count of a run no probe watched (never "0 syncs")
 NOT_CHECKED = "not checked (no step of this run was watched for syncs)"
@@ -340,7 +343,7 @@ D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
 
 
 def sync_evidence(
-    meta: dict[str, Any],
+    meta: RunMeta,
     steps: pd.DataFrame,
     layers: pd.DataFrame,
     api: pd.DataFrame,

@@ -5,7 +5,7 @@ drawn from an unreliable trace carries."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -13,10 +13,13 @@ from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.run_checks import RunChecks
-from mlaprof.analysis.sections import TraceTrust, TraceTrustCounts
+from mlaprof.analysis.sections import Capture, TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
 from mlaprof.step_sources import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.store.trace_checks import RECORDS
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import RunMeta
 
 ROCM_72_LOSS = "ROCm 7.2.0-7.2.1 lost 26-65% of graph-replay dispatches (fixed in 7.2.2)"
 
@@ -37,9 +40,7 @@ COUNTS = (
 )
 
 
-def trust_summary(
-    meta: dict[str, Any], cap: dict[str, Any], run_checks: RunChecks | None = None
-) -> TraceTrust:
+def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = None) -> TraceTrust:
     """Can this trace be trusted: replays missing kernels against the complete replays of
     their own graph, graph launches with no kernel, split layers without their reduction.
     Partial steps at the window's edges are left out and said, never a loss; steps that ran
@@ -61,7 +62,7 @@ def trust_summary(
         "expected_kernels": rc.get("expected_kernels", 0),
         "steps_missing_layers": rc.get("steps_missing_layers", 0),
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
-        "eager_steps_between_replays": cap["eager_steps"] if cap["graph_steps"] else 0,
+        "eager_steps_between_replays": (cap.eager_steps or 0) if cap.graph_steps else 0,
         "split_layers_without_stage2": split_no_s2,
         "edge_partial_steps": rc.get("edge_partial_steps", 0),
         # said only where the import found some (runs imported before these counts have none)
@@ -124,7 +125,7 @@ def _records(checks: RunChecks) -> dict[str, int]:
 
 
 def trust_by_rank(
-    meta: dict[str, Any], steps: pd.DataFrame, checks: RunChecks | None = None
+    meta: RunMeta, steps: pd.DataFrame, checks: RunChecks | None = None
 ) -> dict[int, str]:
     """Each rank's trust verdict from that rank's evidence only: its own import checks and its
     own steps' capture evidence (the fleet's eager steps are not this rank's). One rank or an

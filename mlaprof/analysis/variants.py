@@ -3,19 +3,22 @@ batch rows and qlen with where each came from; and variant switches within one p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.grid import _origin, _patterns, _split_backend, value_range
+from mlaprof.analysis.grid import _origin, _split_backend, value_range
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
 
+if TYPE_CHECKING:
+    from mlaprof.analysis.evidence.model import GridAxes, RunMeta
+
 
 def trace_paths(
-    meta: dict[str, Any],
+    meta: RunMeta,
     steps: pd.DataFrame,
     stats: pd.DataFrame,
     engine_of: dict[int, int] | None = None,
@@ -30,11 +33,10 @@ def trace_paths(
     st["S"] = for_steps(st, stats, "S")
     st["layer_median_ns"] = for_steps(st, stats, "median_ns")
     st["engine"] = st["rank"].map(engine_of) if engine_of else -1
-    pats = _patterns(meta)
     out = []
     for (path, variant, eng), g in st.groupby(["path", "variant", "engine"], sort=False):
-        p = pats.get(path, {})
-        axis = p.get("split_axis")
+        p = meta.stage1_axes.get(path)  # None: no matched stage-1 kernel row
+        axis = p and p.split_axis
         if axis == "device":
             s_val = "decided on the device"
             s_src = (
@@ -59,8 +61,8 @@ def trace_paths(
                 S_source=s_src,
                 rows=value_range(g["num_reqs"]),
                 rows_source=(
-                    f"grid axis {p['rows_axis']} of {variant} (padding rows included)"
-                    if p.get("rows_axis")
+                    f"grid axis {p.rows_axis} of {variant} (padding rows included)"
+                    if p and p.rows_axis
                     else "not on the grid"
                 ),
                 qlen=value_range(g["qlen"]),
@@ -74,12 +76,12 @@ def trace_paths(
     return out
 
 
-def _qlen_source(checks: RunChecks, path: str, variant: str, p: dict[str, Any]) -> str:
+def _qlen_source(checks: RunChecks, path: str, variant: str, p: GridAxes | None) -> str:
     """Where qlen comes from: the stage-2 grid (exact) where a layer has one, else stage 1's."""
-    if not p.get("qlen_axis"):
+    if p is None or not p.qlen_axis:
         return "not on the grid"
     q = checks.group("qlen")  # summed over the ranks
-    s1 = f"grid axis {p['qlen_axis']} of {variant}"
+    s1 = f"grid axis {p.qlen_axis} of {variant}"
     if path != "aiter-gluon":
         return s1
     n2, n1 = int(q.get("from_stage2", 0)), int(q.get("from_stage1", 0))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures' name for it
+from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
 from mlaprof.analysis.series import kernel_label, shorten  # noqa: F401 - one definition
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.store.schema import TABLES, columns
@@ -40,7 +41,7 @@ MODE_LABELS = {
     "PIECEWISE": "PIECEWISE fallback",
     "NONE": "eager (no graph)",
     # imported traces: what the trace shows (a graph replay or kernels launched one by one)
-    "graph": "replayed in a graph (trace)",
+    "graph": f"{CAPTURE_LABELS[CaptureStatus.REPLAYED]} (trace)",
     "eager": "eager (trace)",
 }
 TEMPLATE = "plotly_white"

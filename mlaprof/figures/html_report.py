@@ -23,6 +23,7 @@ from mlaprof.textsafe import plain
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
     from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.analysis.sections import HeadlineRow, Route
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 0;
@@ -57,7 +58,7 @@ def _e(v: Any) -> str:
     return html.escape(plain(v))
 
 
-def _headline_html(headline: list[dict[str, str]]) -> str:
+def _headline_html(headline: list[HeadlineRow]) -> str:
     """The analysis' key numbers (the lines ``mlaprof report`` and the TUI print)."""
     rows = "".join(
         f"<tr><td>{_e(h.label)}</td><td><b>{_e(h.value)}</b></td><td>{_e(h.provenance)}</td></tr>"
@@ -95,7 +96,7 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
     )
 
 
-def _route_text(r: dict | None) -> str | None:
+def _route_text(r: Route | None) -> str | None:
     """The analysis' route (the scenario's, or an engine run's modelled one)."""
     if not r:
         return None
@@ -103,7 +104,7 @@ def _route_text(r: dict | None) -> str | None:
     return f"{r.path} ({r.kernel}): {r.reason} [vLLM {r.version}{tag}]"
 
 
-def _meta_html(s: dict, info: Any) -> str:
+def _meta_html(s: RunSummary, info: Any) -> str:
     """The run's facts, from its summary (``info``: the series section's run.json facts)."""
     sc = s.scenario
     has_sc = any(v is not None for v in (sc.graph_mode, sc.policy, sc.min_kv_mode))
@@ -173,7 +174,7 @@ def _front_html(s: RunSummary) -> str:
     return '<h2 id="front">Paths, ranks, starts</h2>' + "".join(out) if out else ""
 
 
-def _trace_html(s: dict) -> str:
+def _trace_html(s: RunSummary) -> str:
     """An imported trace's capture and sync verdicts, as far as its evidence supports them
     (its paths and replay time are the rows layer's tables: :func:`_front_html`)."""
     tr = s.trace

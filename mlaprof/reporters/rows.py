@@ -86,6 +86,9 @@ LABELS: dict[str, str] = {
     "Fleet.text": "ranks",
     "RunState.text": "state",
     "TraceDrafter.text": "drafter",
+    # one op's layer time three ways: each says how it was taken (never three bare "layer" times)
+    "Timing.layer_median_us": "layer median (every layer record)",
+    "LayerRow.time_us": "mean time",
 }
 
 
@@ -154,7 +157,8 @@ SPECS: dict[str, Spec] = {
             Col("layer", _cell("layer_median_us")),
         ),
         lambda p: f"{p.variant}: S {p.S_source}; rows: {p.rows_source}; qlen: {p.qlen_source}; "
-        f"{p.provenance}",
+        + ("layer: the median of its steps' median layer times; " if p.layer_median_us else "")
+        + p.provenance,
         ("S_source", "rows_source", "qlen_source", "provenance"),
     ),
     "ReplayLayer": Spec(

@@ -59,6 +59,19 @@ def splits_title(v: View) -> str:
     return "KV splits (worst step per rank and policy; ranks that agree share a row)"
 
 
+def splits_note(v: View) -> str | None:
+    """What the KV-splits panel says where the run has no policy step to list but its S is
+    known: an imported trace's S is what its kernel grids show (the summary's KV-splits line,
+    its paths, S per layer in the layer table), never "no records" beside a layer table that
+    shows S."""
+    if v.splits or v.summary is None or v.summary.trace is None:
+        return None
+    return (
+        "no policy step modelled: an imported trace's S is what its kernel grids show (in the "
+        "summary's KV splits line, per path in the trace's paths, per layer in the layer table)"
+    )
+
+
 def capture_title(v: View) -> str:
     return v.capture_memory or f"capture ({v.findings_source})"
 
@@ -272,7 +285,12 @@ def render_text(v: View, width: int = 100) -> str:
     lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]
     lines += ["", "KV SPLITS (worst step per policy and rank)"]
-    lines += format_table(split_table(v))
+    note = splits_note(v)
+    lines += (
+        textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="  ")
+        if note
+        else format_table(split_table(v))
+    )
     lines += ["", "PADDING (every recorded step)", *format_table(padding_table(v))]
     lines += ["", "CAPTURE MEMORY (per rank and capture size)", *format_table(memory_table(v))]
     details = detail_lines(v)

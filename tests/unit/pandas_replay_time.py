@@ -10,9 +10,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.replay_time import _mode_s, s_groups
+
+
+def _origin(meta: dict[str, Any]) -> str:
+    return f"imported from {meta.get('imported_from') or '?'}"
+
 
 KERNEL_COLUMNS = ["rank", "name", "start_ns", "end_ns", "step", "replay", "layer"]
 

@@ -11,6 +11,7 @@ import pytest
 
 from mlaprof.analysis.capture import capture_memory_bytes, capture_summary
 from mlaprof.analysis.diff import diff_summaries, diff_table
+from mlaprof.analysis.evidence.model import run_meta
 from mlaprof.analysis.padding import padding_findings, padding_severity, padding_waste
 from mlaprof.analysis.splits import is_collapsed, split_findings
 from mlaprof.analysis.timing import CPU_SPREAD, DEFAULT_THREADS, timing_label
@@ -81,15 +82,15 @@ def test_capture_status_rules() -> None:
     none = frame("syncs", [])
     caps = lambda status: frame("captures", [{"status": status, "fallback": "PIECEWISE"}])  # noqa: E731
     no_caps, mem = frame("captures", []), frame("memory", [])
-    full = {"scenario": {"graph_mode": "FULL"}}
-    pw = {"scenario": {"graph_mode": "PIECEWISE"}}
-    assert capture_summary(full, none, caps("failed"), mem)["status"] == "failed"
-    assert capture_summary(full, syncs, caps("captured"), mem)["status"] == "captured"
-    assert capture_summary(full, syncs, no_caps, mem)["status"] == "predicted-fail"
-    assert capture_summary(full, none, no_caps, mem)["status"] == "predicted-ok"
-    assert capture_summary(pw, syncs, no_caps, mem)["status"] == "not-attempted"
+    full = run_meta({"scenario": {"graph_mode": "FULL"}})
+    pw = run_meta({"scenario": {"graph_mode": "PIECEWISE"}})
+    assert capture_summary(full, none, caps("failed"), mem).status == "failed"
+    assert capture_summary(full, syncs, caps("captured"), mem).status == "captured"
+    assert capture_summary(full, syncs, no_caps, mem).status == "predicted-fail"
+    assert capture_summary(full, none, no_caps, mem).status == "predicted-ok"
+    assert capture_summary(pw, syncs, no_caps, mem).status == "not-attempted"
     alloc = frame("syncs", [{"kind": "alloc", "op": "x", "location": "a.py:1"}])
-    assert capture_summary(full, alloc, no_caps, mem)["status"] == "predicted-ok"
+    assert capture_summary(full, alloc, no_caps, mem).status == "predicted-ok"
 
 
 def test_capture_memory_is_the_driver_delta_of_the_serving_graphs() -> None:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from mlaprof.analysis.capture import step_mode_evidence as capture_evidence
+from mlaprof.analysis.evidence.model import run_meta
 from mlaprof.analysis.headline import _replayed
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.live import LiveFold
@@ -140,7 +141,7 @@ def test_a_clean_rank_is_trusted_when_another_ranks_losses_make_the_fleet_unreli
                          "expected_kernels": 32}, "launches": {"graph_launches": 4}}  # fmt: skip
     checks = RunChecks({0: TraceChecks(0, clean), 1: TraceChecks(1, lossy)})
     assert checks.group("replays")["expected_kernels"] == 32  # summed: 32 + nothing
-    meta: dict = {}
+    meta = run_meta({})
     steps = pd.DataFrame(
         {
             "rank": [0, 0, 0, 0, 1, 1, 1, 1],

@@ -737,6 +737,17 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: {"state", "imported", "log_spec", "dp_groups", "full_graph_splits"} <= _fields("mlaprof.analysis.run_summary", "RunSummary")),
     ("docs/evidence.md", "| collapse | `used * 2 <= reference` |", lambda: _collapsed(8, 16) and not _collapsed(9, 16)),
     ("docs/evidence.md", "`schema_version` 3 added five sections", lambda: _summary_schema() == 3),
+    ("docs/evidence.md", "`run_checks.RunChecks.section` (`TraceChecks`, the launch counts a trace without an API trace cannot know left None)",
+     lambda: _returns("mlaprof.analysis.run_checks", "RunChecks.section", "CheckSection")),
+    ("docs/evidence.md", "`replay_time.replay_time` (`TraceReplayTime` of `ReplayLayer`, `ReplayKernel`)",
+     lambda: _returns("mlaprof.analysis.replay_time", "replay_time", "TraceReplayTime")),
+    ("docs/evidence.md", "`capture.step_mode_evidence` (`Capture`), `steps.trace_steps` (`TraceStep`)",
+     lambda: _returns("mlaprof.analysis.capture", "step_mode_evidence", "Capture")
+     and _returns("mlaprof.analysis.steps", "trace_steps", "list[TraceStep]")),
+    ("docs/evidence.md", "`drafter.drafter_summary` (`TraceDrafter`), `capture_phase.capture_phase` (`CapturePhase`)",
+     lambda: _returns("mlaprof.analysis.drafter", "drafter_summary", "TraceDrafter | None")),
+    ("docs/evidence.md", "each rank's `RankSignature` from `engines.signatures`",
+     lambda: _returns("mlaprof.analysis.engines", "signatures", "dict[int, RankSignature]")),
 ]  # fmt: skip
 
 
@@ -817,6 +828,16 @@ def _attr(module: str, name: str) -> object:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def _returns(module: str, func: str, annotation: str) -> bool:
+    """A function's (or ``Class.method``'s) return annotation, as written in its source."""
+    import importlib
+
+    obj = importlib.import_module(module)
+    for part in func.split("."):
+        obj = getattr(obj, part)
+    return obj.__annotations__.get("return") == annotation
 
 
 def _has(module: str, *names: str) -> bool:

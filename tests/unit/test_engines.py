@@ -74,11 +74,11 @@ def test_one_engine_keeps_one_fleet(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_unknown_is_no_evidence_of_two_engines() -> None:
-    from mlaprof.analysis.engines import engine_groups
+    from mlaprof.analysis.engines import RankSignature, engine_groups
     from mlaprof.analysis.sections import EngineGroup
 
-    def sig(h: int | None, q: list[int], p: list[str]) -> dict:
-        return {"heads": h, "qlen": q, "paths": p}
+    def sig(h: int | None, q: list[int], p: list[str]) -> RankSignature:
+        return RankSignature(heads=h, qlen=q, paths=p)
 
     # a rank whose S is 1 launches no stage 2: its heads are unknown, not different
     same = {0: sig(None, [4], ["aiter-gluon"]), 1: sig(8, [4], ["aiter-gluon"])}
@@ -93,3 +93,15 @@ def test_unknown_is_no_evidence_of_two_engines() -> None:
     # the persistent and plain ASM kernels are one route (the batch size picks)
     ps = {0: sig(16, [4], ["aiter-asm"]), 1: sig(16, [4], ["aiter-asm"])}
     assert len(engine_groups(ps)) == 1
+
+
+def test_an_engine_names_its_hosts_and_pids_from_the_typed_rank_sources() -> None:
+    """run.json's rank sources reach the engines typed (RunMeta.rank_sources), never as dicts."""
+    from mlaprof.analysis.engines import RankSignature, engine_groups
+    from mlaprof.analysis.evidence.model import RankSource
+
+    sig = RankSignature(heads=16, qlen=[4], paths=["aiter-gluon"])
+    src = [RankSource(rank=0, host="h0", pid=11), RankSource(rank=1, host="h1", pid=None),
+           RankSource(rank=2)]  # fmt: skip
+    (one,) = engine_groups({0: sig, 1: sig, 2: sig}, src)
+    assert (one.ranks, one.hosts, one.pids) == ([0, 1, 2], ["h0", "h1"], [11])

@@ -162,6 +162,7 @@ def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> No
     import pandas as pd
 
     from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.evidence.model import run_meta
     from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.reporters.rows import summary_blocks
     from mlaprof.store.trace_checks import TraceChecks
@@ -172,12 +173,59 @@ def test_a_mixed_capture_says_full_only_where_a_graph_launch_confirms_it() -> No
     def checks(launches: dict[str, int]) -> RunChecks:
         return RunChecks({0: TraceChecks(0, {"launches": launches})})
 
-    no_api = step_mode_evidence({}, steps, checks({}))
-    assert no_api["label"] == "mixed: graph replays, eager steps"
+    # the label is the one table's; the evidence names FULL only where a launch confirms it
+    no_api = step_mode_evidence(run_meta({}), steps, checks({}))
+    assert no_api.label == "mixed: graph replays and eager steps"
+    assert "FULL" not in no_api.evidence and no_api.graph_launches is None
     launches = {"graph_launches": 2, "mla_replays_with_launch": 2, "runtime_api_calls": 5}
-    api = step_mode_evidence({}, steps, checks(launches))
-    assert api["label"] == "mixed: FULL replays, eager steps"
+    api = step_mode_evidence(run_meta({}), steps, checks(launches))
+    assert api.label == no_api.label and "(FULL; 2 of 2 carry" in api.evidence
 
     rows = {r.key: r.label for b in summary_blocks(_summary("aiter-gluon_v0119_bug_rocm63"))
             for r in b.rows}  # fmt: skip
     assert rows["timing.full_share"] == "steps replayed in a graph"
+
+
+@pytest.mark.parametrize("name", ["aiter-gluon_v0119_bug", "aiter-fleet_dp2_tp4",
+                                  "demo-bug-padding-collapses-splits-c16"])  # fmt: skip
+def test_the_tui_splits_panel_never_reads_no_records_beside_a_known_s(name: str) -> None:
+    """An imported trace has no modelled policy step, but its S is known (read off its kernel
+    grids, in its paths and the layer table): the TUI's KV-splits panel says where, never
+    "(no records)"; a run with policy steps keeps its table."""
+    import dataclasses
+
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import render_text, splits_note
+
+    s = _summary(name)
+    view, _ = read_view(shipped_runs.run_dir(name))
+    v = dataclasses.replace(view, summary=s)
+    text = render_text(v, width=400)
+    panel = text.split("KV SPLITS")[1].split("PADDING")[0]
+    if s.trace is None:
+        assert s.splits and splits_note(v) is None and "S used" in panel
+        return
+    assert not s.splits and s.trace.paths and "(no records)" not in panel
+    assert "kernel grids show" in panel
+    summary = text.split("SUMMARY")[1].split("LAYERS")[0]
+    for p in s.trace.paths:  # the S the note points to, in the summary above it
+        assert f"S {p.S} on {p.path}" in summary, (name, summary)
+
+
+def test_one_ops_layer_times_each_say_how_they_were_taken() -> None:
+    """A CPU profile's one MLA op has three layer times (the median of all its layer records,
+    each layer's mean over its steps, each path's median of step medians): each is labelled
+    with how it was taken, never three bare "layer" times."""
+    from mlaprof.reporters.rows import summary_blocks
+
+    s = _summary("vllm_cpu_mla_profile")
+    blocks = summary_blocks(s)
+    rows = {r.key: r.label for b in blocks for r in b.rows}
+    assert rows["timing.layer_median_us"] == "layer median (every layer record)"
+    tables = {t.key: t for b in blocks for t in b.tables}
+    layers = tables["layers"]
+    assert "mean time" in layers.head and "time" not in layers.head
+    (path,) = s.trace.paths if s.trace else []
+    assert path.layer_median_us is not None
+    assert any("layer: the median of its steps' median layer times" in n
+               for n in tables["trace.paths"].notes)  # fmt: skip

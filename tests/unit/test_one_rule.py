@@ -1,5 +1,6 @@
 """One piece of code per rule: one collapse-finding builder, one path/version -> policy selection,
-one AITER version parser, one importer table, and summary messages a newer one supersedes."""
+one AITER version parser, one importer table, one capture label table, one run status vocabulary,
+and summary messages a newer one supersedes."""
 
 from __future__ import annotations
 
@@ -104,3 +105,51 @@ def test_a_newer_summary_supersedes_a_queued_one() -> None:
     assert not SummaryUpdated(None).can_replace(DrillDown(0))
     assert RunProblem("b").can_replace(RunProblem("a"))
     assert not DrillDown(1).can_replace(DrillDown(0))  # each drill-down is the user's
+
+
+def test_one_capture_label_table() -> None:
+    """A capture status is worded in one table (capture_status.CAPTURE_LABELS): no other module
+    writes one of its labels, and every producer's verdict carries its status's label (an
+    imported trace's mixed steps included: the evidence names what was mixed)."""
+    import pandas as pd
+
+    from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
+    from mlaprof.analysis.evidence.common import capture
+    from mlaprof.analysis.evidence.model import run_meta
+
+    worded = [lbl for st, lbl in CAPTURE_LABELS.items() if lbl != str(st)]
+    assert len(worded) >= 6
+    owners = {f for f, text in _sources().items() for lbl in worded if f'"{lbl}' in text}
+    assert owners == {"analysis/capture_status.py"}
+    for st in CaptureStatus:
+        cap = capture(st, "p", why="w")
+        assert cap.label == (f"unknown ({cap.why})" if st is CaptureStatus.UNKNOWN
+                             else CAPTURE_LABELS[st])  # fmt: skip
+    steps = pd.DataFrame({"backend": ["gluon"] * 2, "graph_mode": ["graph", "eager"],
+                          "rank": [0, 0], "step": [0, 1]})  # fmt: skip
+    mixed = step_mode_evidence(run_meta({}), steps)
+    assert mixed.label == CAPTURE_LABELS[CaptureStatus.MIXED]
+
+
+def test_one_run_status_vocabulary() -> None:
+    """A run's status is one StrEnum (store.liveness.RunStatus): no other module declares the
+    statuses as an enum or lists two of them in a table of its own."""
+    import ast
+
+    from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.store.liveness import RunStatus
+
+    names = {str(s) for s in RunStatus}
+    owners = set()
+    for f, text in _sources().items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.ClassDef)):
+                body = node.keys if isinstance(node, ast.Dict) else (
+                    [n.value for n in node.body if isinstance(n, ast.Assign)]
+                    if isinstance(node, ast.ClassDef) else node.elts)  # fmt: skip
+                said = {k.value for k in body if isinstance(k, ast.Constant)} & names
+                if len(said) >= 2:
+                    owners.add(f)
+    assert owners == {"store/liveness.py"}
+    assert RunSummary.__annotations__["status"] == "RunStatus"  # the summary's status is it

@@ -5,6 +5,7 @@ where the layers analysed are the ones they were computed from."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -12,9 +13,13 @@ import pytest
 
 from mlaprof.analysis import replay_sums, replay_time
 from mlaprof.analysis.evidence.common import load_tables
+from mlaprof.analysis.evidence.model import run_meta
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import aggregates
 from mlaprof.store.reader import Run
+
+if TYPE_CHECKING:
+    from mlaprof.analysis.sections import TraceReplayTime
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "aiter"
 
@@ -25,10 +30,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-def _by_sql(run: Run, layers: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> dict:
+def _by_sql(run: Run, layers: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> TraceReplayTime:
     with monkeypatch.context() as m:
         m.setattr(replay_time, "_pre_aggregated", lambda run, jl: None)
-        return replay_time.replay_time(run.meta, run, layers)
+        return replay_time.replay_time(run_meta(run.meta), run, layers)
 
 
 def test_a_fleet_import_stores_each_rank_s_sums(fleet: Path) -> None:
@@ -49,9 +54,9 @@ def test_the_stored_sums_give_the_sql_s_figures(
         layers = load_tables(run)["layers"]
         jl = layers[[c for c in replay_time._JL if c in layers]]
         assert replay_time._pre_aggregated(run, jl) is not None  # the fast path is taken
-        fast = replay_time.replay_time(run.meta, run, layers)
+        fast = replay_time.replay_time(run_meta(run.meta), run, layers)
         slow = _by_sql(run, layers, monkeypatch)
-    assert fast["layers"] and fast["kernels"] and fast["replays"]
+    assert fast.layers and fast.kernels and fast.replays
     assert fast == slow
 
 

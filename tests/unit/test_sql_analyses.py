@@ -12,6 +12,8 @@ import pytest
 
 from mlaprof.analysis.evidence import trace as imported  # replay_time is looked up there
 from mlaprof.analysis.evidence import trace as trace_adapter
+from mlaprof.analysis.evidence.model import run_meta
+from mlaprof.analysis.typed_json import to_json
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import load
 from tests import shipped_runs
@@ -68,7 +70,8 @@ def _by_name(rt: dict) -> dict:
 def _check(run_dir: Path) -> dict:
     with load(run_dir) as run:
         layers = _judged_layers(run)
-        sql = imported.replay_time(run.meta, run, layers)
+        # the analyzer's section, as its JSON document (the reference is dict-shaped)
+        sql = to_json(imported.replay_time(run_meta(run.meta), run, layers))
         frames = (run.columns("kernels", KERNEL_COLUMNS, rank=r) for r in run.ranks)
         ref = pandas_replay_time(run.meta, frames, layers)
     _same(_by_name(sql), _by_name(ref), run_dir.name)

@@ -115,3 +115,50 @@ def test_the_log_and_run_json_parts_are_built_not_reflected() -> None:
 
     fns = (starts.engine_starts, starts._typed_start, model.run_meta)
     assert {f.__name__: sorted(_calls(f) & READERS) for f in fns if _calls(f) & READERS} == {}
+
+
+def test_every_adapter_gathers_typed_parts_and_reflects_none() -> None:
+    """Each run kind's evidence is built by keyword from its analyzers' section objects: no
+    adapter calls a JSON reader, and every analyzer an adapter calls returns its section type
+    (an annotation naming no dict of anything), and takes typed arguments (run.json's part as
+    RunMeta): the imported trace's section and its checks, and the capture verdict of a
+    scenario run and of a log."""
+    import sys
+
+    import pandas as pd
+
+    from mlaprof.analysis.evidence import engine, log, scenario, trace
+
+    fns = {m: [f for n, f in vars(m).items() if n.endswith(("_evidence", "_section"))
+               and inspect.isfunction(f) and f.__module__ == m.__name__]
+           for m in (scenario, engine, trace, log)}  # fmt: skip
+    assert all(fns.values())
+    assert {f.__name__: sorted(_calls(f) & READERS)
+            for fs in fns.values() for f in fs if _calls(f) & READERS} == {}  # fmt: skip
+    called = {
+        n: f
+        for m, fs in fns.items()
+        for n in sorted(set().union(*(_calls(f) for f in fs)))
+        if inspect.isfunction(f := getattr(m, n, None))
+        and f.__module__.startswith("mlaprof.analysis.")
+        and f.__module__ != m.__name__
+    }
+    assert {"step_mode_evidence", "trace_steps", "replay_time", "drafter_summary",
+            "capture_phase", "sync_evidence", "trust_summary", "capture_summary",
+            "log_capture", "signatures"} <= set(called)  # fmt: skip
+    bad = {}
+    for name, fn in called.items():
+        text = fn.__annotations__.get("return")
+        ns = {**vars(sys.modules[fn.__module__]), **vars(sections), "pd": pd, "typing": typing}
+        ret = eval(text, ns) if isinstance(text, str) else text  # noqa: S307 (our own source)
+        if ret is None or _dict_shaped(ret) or any(_dict_shaped(a) for a in typing.get_args(ret)):
+            bad[name] = text
+    assert bad == {}
+    # and what they are handed is typed too: run.json's part as RunMeta, never its dict
+    untyped_args = {
+        (name, arg): text
+        for name, fn in called.items()
+        for arg, text in fn.__annotations__.items()
+        if arg != "return" and ("dict[str, Any]" in str(text) or str(text) == "dict")
+    }
+    assert untyped_args == {}

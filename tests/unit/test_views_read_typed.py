@@ -1,9 +1,9 @@
 """No view module reads a run summary (or the diff) by string key: the terminal report, the
-Markdown and HTML reports, the rows layer and the TUI read the typed sections' attributes
-(mlaprof.analysis.sections), so a renamed or retyped field fails where it is read, and a field
-added to a section reaches every view through the rows layer. Held by reading the views' source
-(AST): every ``x["key"]``, ``x.get("key")`` and ``to_json()`` in them is listed here, each with
-what it reads instead of a summary."""
+Markdown and HTML reports, the figures, the rows layer and the TUI read the typed sections'
+attributes (mlaprof.analysis.sections), so a renamed or retyped field fails where it is read,
+and a field added to a section reaches every view through the rows layer. Held by reading the
+views' source (AST): every ``x["key"]``, ``x.get("key")``, ``to_json()`` and ``to_json(x)`` in
+them is listed here, each with what it reads instead of a summary."""
 
 from __future__ import annotations
 
@@ -13,13 +13,17 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 VIEWS = [
     *sorted((ROOT / "mlaprof" / "reporters").glob("*.py")),
-    ROOT / "mlaprof" / "figures" / "html_report.py",
+    *sorted((ROOT / "mlaprof" / "figures").glob("*.py")),
     *sorted((ROOT / "mlaprof" / "tui").glob("*.py")),
     *sorted((ROOT / "mlaprof" / "tui" / "widgets").glob("*.py")),
     *sorted((ROOT / "mlaprof" / "tui" / "screens").glob("*.py")),
 ]
 # views of something else than a run summary: the what-if grid (a modelled DataFrame)
-OTHER = {"mlaprof/reporters/whatif.py", "mlaprof/tui/screens/whatif.py"}
+OTHER = {
+    "mlaprof/reporters/whatif.py",
+    "mlaprof/tui/screens/whatif.py",
+    "mlaprof/figures/whatif.py",
+}
 # (module, function) -> what its string keys read, which is no summary
 ALLOWED = {
     ("mlaprof/reporters/renderer.py", "render"): "the JSON view writes the document itself",
@@ -28,6 +32,14 @@ ALLOWED = {
     ("mlaprof/tui/view.py", "key"): "recorded memory / capture rows (the store's columns)",
     ("mlaprof/tui/view.py", "capture_rows"): "recorded memory / capture rows (the store's columns)",
     ("mlaprof/tui/widgets/styles.py", "notify_style_update"): "the widget's own style cache",
+    ("mlaprof/figures/_common.py", "table"): "a notebook's DataFrame column",
+    ("mlaprof/figures/_common.py", "kernel_rank"): "an SQL result's column",
+    ("mlaprof/figures/_common.py", "scenario_value"): "a notebook Run's run.json",
+    ("mlaprof/figures/_common.py", "is_empty"): "the figure's own layout meta",
+    ("mlaprof/figures/diff.py", "diff_table"): "the diff's typed rows as a notebook DataFrame",
+    ("mlaprof/figures/diff.py", "run_diff"): "that DataFrame's column",
+    ("mlaprof/figures/png.py", "find_chrome"): "the environment",
+    ("mlaprof/figures/png.py", "write_pngs"): "the environment",
 }
 
 
@@ -39,19 +51,27 @@ def key_reads(path: Path) -> list[tuple[str, int, str]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             func = node.name
         hit = (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, str)
-        ) or (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and (
-                node.func.attr == "to_json"
-                or (
-                    node.func.attr == "get"
-                    and bool(node.args)
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)
+            (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+            )
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "to_json"
+            )
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and (
+                    node.func.attr == "to_json"
+                    or (
+                        node.func.attr == "get"
+                        and bool(node.args)
+                        and isinstance(node.args[0], ast.Constant)
+                        and isinstance(node.args[0].value, str)
+                    )
                 )
             )
         )
@@ -84,10 +104,11 @@ def test_the_scan_sees_a_string_key_read(tmp_path: Path) -> None:
     src.write_text(
         "def render(s):\n"
         "    doc = s.to_json()\n"
-        "    return doc['capture']['text'] + s.padding.get('text')\n",
+        "    pad = to_json(s.padding)\n"
+        "    return doc['capture']['text'] + s.padding.get('text') + pad\n",
         encoding="utf-8",
     )
     found = [code for _, _, code in key_reads(src)]
     assert "s.to_json()" in found and "doc['capture']" in found
-    assert "s.padding.get('text')" in found
+    assert "s.padding.get('text')" in found and "to_json(s.padding)" in found
     assert all(func == "render" for func, _, _ in key_reads(src))

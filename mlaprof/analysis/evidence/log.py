@@ -20,10 +20,7 @@ def log_evidence(run: Run) -> Evidence:
     prov = Provenance("imported", f"from {src}" if src else "from a vLLM log")
     starts = engine_starts(t["events"], src)
     if starts:
-        lc = log_capture(starts)
-        status = CaptureStatus(lc.pop("status"))
-        why = "the log shows no finished capture and no downgrade"
-        cap = capture(status, str(lc.pop("provenance")), why=why, **lc)
+        cap = log_capture(starts)
     else:
         cap = capture(CaptureStatus.UNKNOWN, str(prov), why="no server start in the log")
     return Evidence(

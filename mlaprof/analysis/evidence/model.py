@@ -82,6 +82,33 @@ class RankSource:
 
 
 @dataclass(frozen=True, slots=True)
+class GridAxes:
+    """Where an import's matched stage-1 kernel of a path holds S, the batch rows and qlen on
+    its grid (run.json's ``kernel_patterns``: the kernel table rows the import matched); None:
+    no grid axis holds it ("device": S is decided on the device)."""
+
+    split_axis: str | None = None
+    rows_axis: str | None = None
+    qlen_axis: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTraceRank:
+    """One rank of a CPU-only profiler trace as the import counted it (run.json's
+    ``cpu_trace``, mlaprof.importers.kineto); a count an older import did not write is 0."""
+
+    cpu_only: bool = False
+    device: str | None = None
+    vllm_version: str | None = None
+    step_annotations: int = 0
+    empty_annotations: int = 0  # annotations with nothing scheduled: not steps
+    mla_ops: int = 0
+    mla_ops_in_steps: int = 0
+    cpu_ops: int = 0
+    backend_ops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class RunMeta:
     """What the analyzers read of a run's ``run.json`` (mlaprof.store.runmeta writes it; an
     importer adds where the data came from), typed where the evidence is collected."""
@@ -102,6 +129,10 @@ class RunMeta:
     git: str | None = None
     # an imported trace's own checks (heads, stage 2, qlen), None for other kinds
     trace_checks: TraceChecks | None = None
+    # an import's matched stage-1 kernels: per path, which grid axes hold S, rows and qlen
+    stage1_axes: dict[str, GridAxes] = field(default_factory=dict)
+    # a CPU-only profiler trace's ranks as counted at import (None: not a CPU trace)
+    cpu_trace: dict[int, CpuTraceRank] | None = None
 
     @property
     def origin(self) -> str:
@@ -143,7 +174,35 @@ def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -
         created=_str(meta.get("created")),
         git=_str(meta.get("git")),
         trace_checks=trace_checks,
+        stage1_axes=_stage1_axes(meta.get("kernel_patterns")),
+        cpu_trace=_cpu_trace(meta.get("cpu_trace")),
     )
+
+
+def _stage1_axes(rows: Any) -> dict[str, GridAxes]:
+    """Per path, the grid axes of the stage-1 kernel table row the import matched."""
+    keep = GridAxes.__dataclass_fields__
+    return {
+        str(r["path"]): GridAxes(**{k: _str(v) for k, v in r.items() if k in keep})
+        for r in rows or []
+        if isinstance(r, Mapping) and r.get("role") == "stage1" and r.get("path")
+    }
+
+
+def _cpu_trace(ranks: Any) -> dict[int, CpuTraceRank] | None:
+    """Each rank's CPU trace counts (keys an import wrote that the analysis does not read are
+    left out: they are the import's report, not evidence)."""
+    if not isinstance(ranks, Mapping):
+        return None
+    keep = CpuTraceRank.__dataclass_fields__
+    out = {}
+    for rank, c in ranks.items():
+        if isinstance(c, Mapping):
+            items = {k: v for k, v in c.items() if k in keep and v is not None}
+            if "backend_ops" in items:
+                items["backend_ops"] = {str(k): int(v) for k, v in items["backend_ops"].items()}
+            out[int(rank)] = CpuTraceRank(**items)
+    return out
 
 
 def _str(v: Any) -> str | None:

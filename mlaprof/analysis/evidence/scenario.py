@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import capture_summary
-from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
+from mlaprof.analysis.evidence.common import load_tables
+from mlaprof.analysis.evidence.model import Evidence, Provenance, run_meta
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
@@ -18,15 +18,13 @@ def scenario_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     device = str(run.meta.get("device") or "")
     prov = Provenance("measured", f"on {device}") if device else Provenance("unknown", "no device")
-    cs = capture_summary(run.meta, t["syncs"], t["captures"], t["memory"])
-    status = CaptureStatus(cs.pop("status"))
-    source = "predicted from syncs" if status.value.startswith("predicted") else str(prov)
-    cap = capture(status, source, why="", **cs)
+    meta = run_meta(run.meta)
+    cap = capture_summary(meta, t["syncs"], t["captures"], t["memory"], str(prov))
     return Evidence(
         kind=RunKind.SCENARIO,
         name=run.name,
         status=run.status,
-        meta=run_meta(run.meta),
+        meta=meta,
         ranks=run.ranks,
         tables=t,
         capture=cap,

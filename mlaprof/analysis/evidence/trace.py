@@ -5,26 +5,27 @@ kind's rows go to; the ``trace`` section gathers what they say about them for th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mlaprof.analysis.capture import known_launch_checks, step_mode_evidence
+from mlaprof.analysis.capture import step_mode_evidence
 from mlaprof.analysis.capture_phase import capture_phase
 from mlaprof.analysis.collapse import layer_reference
 from mlaprof.analysis.coverage import coverage_summary, explain_syncs
 from mlaprof.analysis.cpu_attention import cpu_trace_summary
 from mlaprof.analysis.drafter import DRAFTER, drafter_summary, graph_kinds
 from mlaprof.analysis.engines import engine_groups, signatures
-from mlaprof.analysis.evidence.common import capture, load_tables
-from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
+from mlaprof.analysis.evidence.common import load_tables
+from mlaprof.analysis.evidence.model import Evidence, Provenance, RunMeta, run_meta
 from mlaprof.analysis.replay_time import replay_time
 from mlaprof.analysis.run_checks import RunChecks
+from mlaprof.analysis.sections import TraceSection
 from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.analysis.steps import trace_steps
 from mlaprof.analysis.syncs import D2H_OPS, SYNC_CALLS, sync_evidence
 from mlaprof.analysis.trust import trust_by_rank, trust_summary
-from mlaprof.analysis.typed_json import from_json
 from mlaprof.analysis.variants import trace_paths
 from mlaprof.store.runkind import RunKind
 
@@ -44,7 +45,9 @@ def trace_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     # the import's checks, each rank's, from the store (the analyzers below decide from them)
     checks = RunChecks.of(run)
-    src = run.meta.get("imported_from")
+    # run.json's part, read once (the analyzers read it typed)
+    meta = run_meta(run.meta)
+    src = meta.imported_from
     prov = Provenance("imported", f"from {src}" if src else "from a trace")
     # a whole-process trace's capture phase (warm-ups, stream captures) is not served steps
     phase, warm = capture_phase(run, t["steps"])
@@ -55,7 +58,7 @@ def trace_evidence(run: Run) -> Evidence:
     # per step: its layers, S and median layer time, aggregated in the database once
     stats = step_stats_sql(run)
     # a CPU trace's steps are vLLM's own step annotations (some with no request): no drafter graph
-    kinds = graph_kinds(t["steps"], stats, checks) if not run.meta.get("cpu_trace") else pd.Series()
+    kinds = graph_kinds(t["steps"], stats, checks) if not meta.cpu_trace else pd.Series()
     drafting = t["steps"][kinds == DRAFTER] if len(kinds) else t["steps"].iloc[0:0]
     drafter = drafter_summary(drafting, stats, str(prov))
     if not drafting.empty:
@@ -63,37 +66,29 @@ def trace_evidence(run: Run) -> Evidence:
         t["layers"] = _of_steps(t["layers"], t["steps"])
     # what each rank runs tells engines apart (two models on one host are not DP peers)
     engines = (
-        engine_groups(signatures(run, t["steps"]), run.meta.get("rank_sources"))
+        engine_groups(signatures(run, t["steps"]), meta.rank_sources)
         if len(run.ranks) > 1
         else None
     )
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks}
-    tr = trace_section(
-        run, t["steps"], t["layers"], stats, engine_of if len(engines or []) > 1 else None, checks
+    section, reference = trace_section(
+        run,
+        meta,
+        t["steps"],
+        t["layers"],
+        stats,
+        engine_of if len(engines or []) > 1 else None,
+        checks,
     )
-    tr["drafter"] = drafter if not drafting.empty else None
-    if phase is not None:
-        tr["capture_phase"] = phase
-    tr["coverage"] = coverage_summary(run, run.meta, tr["paths"], t["layers"])
-    tr["syncs"] = explain_syncs(tr["syncs"], tr["coverage"])
-    reference = tr.pop("layer_reference")
-    c = dict(tr["capture"])
-    status = CaptureStatus(c.pop("status"))
-    c.pop("label", None)
-    prov_text = str(c.pop("provenance", prov))
-    cap = capture(status, prov_text, why=str(c.get("evidence") or ""), **c)
-    tr["capture"] = cap
-    # the trace's own analysis, handed over typed: its analyzers' sections pass as they are, the
-    # rest (checks, replay time, steps) is read into its section types here, once
-    from mlaprof.analysis.sections import TraceSection
-
-    section = from_json(TraceSection, tr, "trace")
-    device = str(run.meta.get("device") or "")
+    # the parts decided apart from the trace's verify steps: the drafter's passes, the start-up
+    section = replace(section, drafter=drafter, capture_phase=phase)
+    cap = section.capture
+    device = meta.device or ""
     return Evidence(
         kind=RunKind.TRACE,
         name=run.name,
         status=run.status,
-        meta=run_meta(run.meta, section.checks),
+        meta=replace(meta, trace_checks=section.checks),
         ranks=run.ranks,
         tables=t,
         capture=cap,
@@ -132,35 +127,42 @@ def host_calls(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def trace_section(
     run: Run,
+    meta: RunMeta,
     steps: pd.DataFrame,
     layers: pd.DataFrame,
     stats: pd.DataFrame,
     engine_of: dict[int, int] | None = None,
     checks: RunChecks | None = None,
-) -> dict[str, Any]:
-    """Everything the views show about an imported trace (each part from its question's
-    analyzer, computed once); ``stats``: the per-step aggregates of the layers
-    (:func:`mlaprof.analysis.step_stats.step_stats_sql`)."""
-    meta = run.meta
+) -> tuple[TraceSection, pd.DataFrame]:
+    """Everything the views show about an imported trace, each part its question's analyzer's
+    section (computed once), and the S its steps are judged against (:func:`layer_reference`);
+    ``stats``: the per-step aggregates of the layers
+    (:func:`mlaprof.analysis.step_stats.step_stats_sql`); ``meta``: run.json's part, typed.
+    The adapter gathers; the analyzers decide."""
     checks = checks if checks is not None else RunChecks.of(run)
     api, copies = host_calls(run)
     cap = step_mode_evidence(meta, steps, checks)
-    return {
-        "source": meta.get("imported_from"),
-        "format": meta.get("format") or meta.get("source"),
-        "paths": trace_paths(meta, steps, stats, engine_of, checks),
+    paths = trace_paths(meta, steps, stats, engine_of, checks)
+    coverage = coverage_summary(run, meta, paths, layers)
+    section = TraceSection(
+        source=meta.imported_from,
+        format=meta.format or meta.source,
+        paths=paths,
         # a step reads FULL only where the capture verdict does (a graph-launch call confirms)
-        "steps": trace_steps(steps, stats, bool(cap.get("graph_launches"))),
-        "capture": cap,
-        "trust": trust_summary(meta, cap, checks),
+        steps=trace_steps(steps, stats, bool(cap.graph_launches)),
+        capture=cap,
+        trust=trust_summary(meta, cap, checks),
         # each rank judged on its own dispatches (a fleet import records them per rank)
-        "trust_by_rank": trust_by_rank(meta, steps, checks),
+        trust_by_rank=trust_by_rank(meta, steps, checks),
         # one query over the kernels' files (a fleet import holds 10M kernels)
-        "replay_time": replay_time(meta, run, layers),
-        "syncs": sync_evidence(meta, steps, layers, api, copies, checks),
+        replay_time=replay_time(meta, run, layers),
+        # an unknown verdict says what the API trace held and why it cannot judge
+        syncs=explain_syncs(sync_evidence(meta, steps, layers, api, copies, checks), coverage),
         # summed over the ranks (each rank's stay in the store's trace_checks table)
-        "checks": known_launch_checks(checks.checks_dict(), meta.get("device") == "cpu"),
-        "layer_reference": layer_reference(checks.group("heads"), steps, stats),
+        checks=checks.section(cpu=meta.device == "cpu"),
+        coverage=coverage,
         # a CPU-only trace: steps from vLLM's annotations, attention from its CPU MLA op
-        "cpu": cpu_trace_summary(meta, steps, layers),
-    }
+        cpu=cpu_trace_summary(meta, steps, layers),
+        drafter=None,
+    )
+    return section, layer_reference(checks.group("heads"), steps, stats)

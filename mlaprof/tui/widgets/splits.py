@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.tui.text import split_table, splits_title
+from mlaprof.tui.text import split_table, splits_note, splits_title
 from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
@@ -16,4 +16,7 @@ class SplitsTable(ViewTable):
         title = splits_title(v)
         if self.border_title != title:
             self.border_title = title
+        note = splits_note(v) or ""  # an imported trace: where its S is, never "no records"
+        if self.border_subtitle != note:
+            self.border_subtitle = note
         self.show(split_table(v))
