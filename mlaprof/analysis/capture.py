@@ -4,8 +4,7 @@ replay, between graph pieces, or eager). What capture costs: :mod:`mlaprof.analy
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -18,13 +17,14 @@ from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home,
     human_bytes,
     serving_memory,
 )
+from mlaprof.analysis.run_checks import no_launch_evidence
 from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
     from mlaprof.analysis.run_checks import RunChecks
-    from mlaprof.analysis.sections import Capture, TraceChecks
+    from mlaprof.analysis.sections import Capture
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
@@ -100,30 +100,7 @@ def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
 
 
 # -- the capture verdict from how each step's MLA kernels ran (kernel-level steps) --------------
-def no_launch_evidence(launches: dict[str, Any]) -> str | None:
-    """Why the trace cannot count graph launches (None: it can): a kernel trace without any
-    HIP/CUDA runtime call holds no launch call to count, and kernels alone do not say which
-    launch call made them (a graph's kernels only share a correlation id)."""
-    if launches.get("graph_launches") or launches.get("runtime_api_calls"):
-        return None
-    return (
-        "no HIP/CUDA runtime API trace in the import: graph-launch calls are not in the data "
-        "(record with rocprofv3 --hip-runtime-trace, or --runtime-trace, beside --kernel-trace)"
-    )
-
-
-def known_launch_checks(checks: TraceChecks, cpu: bool = False) -> TraceChecks:
-    """The import's trace checks with the launch counts a trace without an API trace cannot
-    know set to None (its kernels' launch calls are not in the data; 0 would read as "none")."""
-    launches = checks.launches
-    if cpu or launches is None or not no_launch_evidence(dataclasses.asdict(launches)):
-        return checks
-    unknown = dict.fromkeys(
-        ("graph_launches", "launches_without_kernels", "mla_replays_with_launch")
-    )
-    return dataclasses.replace(checks, launches=dataclasses.replace(launches, **unknown))
-
-
+# (what a trace without an API trace cannot know: mlaprof.analysis.run_checks)
 def step_mode_evidence(
     meta: RunMeta, steps: pd.DataFrame, checks: RunChecks | None = None
 ) -> Capture:

@@ -8,6 +8,7 @@ what they mean (trust, capture, syncs, collapse). Nothing here reads ``run.json`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -120,9 +121,7 @@ class RunChecks:
     def section(self, cpu: bool = False) -> CheckSection:
         """The checks summed over ranks as the trace section shows them (:meth:`checks_dict`),
         typed; the launch counts a trace without an API trace cannot know are None
-        (:func:`mlaprof.analysis.capture.known_launch_checks`)."""
-        from mlaprof.analysis.capture import known_launch_checks
-
+        (:func:`known_launch_checks`)."""
         return known_launch_checks(checks_section(self.checks_dict()), cpu)
 
     def only(self, rank: int) -> RunChecks:
@@ -132,3 +131,27 @@ class RunChecks:
 
     def __bool__(self) -> bool:
         return any(self.by_rank.values())
+
+
+def no_launch_evidence(launches: dict[str, Any]) -> str | None:
+    """Why the trace cannot count graph launches (None: it can): a kernel trace without any
+    HIP/CUDA runtime call holds no launch call to count, and kernels alone do not say which
+    launch call made them (a graph's kernels only share a correlation id)."""
+    if launches.get("graph_launches") or launches.get("runtime_api_calls"):
+        return None
+    return (
+        "no HIP/CUDA runtime API trace in the import: graph-launch calls are not in the data "
+        "(record with rocprofv3 --hip-runtime-trace, or --runtime-trace, beside --kernel-trace)"
+    )
+
+
+def known_launch_checks(checks: TraceChecks, cpu: bool = False) -> TraceChecks:
+    """The import's trace checks with the launch counts a trace without an API trace cannot
+    know set to None (its kernels' launch calls are not in the data; 0 would read as "none")."""
+    launches = checks.launches
+    if cpu or launches is None or not no_launch_evidence(dataclasses.asdict(launches)):
+        return checks
+    unknown = dict.fromkeys(
+        ("graph_launches", "launches_without_kernels", "mla_replays_with_launch")
+    )
+    return dataclasses.replace(checks, launches=dataclasses.replace(launches, **unknown))
