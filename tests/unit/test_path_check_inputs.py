@@ -41,7 +41,9 @@ def test_the_run_inputs_give_the_drawn_inputs_path_check() -> None:
     own = InputPool(SC.heads, torch.float32, seed=12345).inputs(meta)
     drawn = _events(None)
     assert [e["backend"] for e in drawn] == ["torch", "legacy-flat"]
-    assert drawn[1]["syncs_per_layer"] > 0 and drawn[1]["ops"]  # the flattened path's syncs are seen
+    assert (
+        drawn[1]["syncs_per_layer"] > 0 and drawn[1]["ops"]
+    )  # the flattened path's syncs are seen
     assert _events(own) == drawn
 
 
