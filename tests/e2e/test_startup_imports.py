@@ -1,8 +1,10 @@
 """Commands that need no frame, no SQL engine and no tensor start without pandas, DuckDB or
 torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, an error
 message about a run that is not there, and ``report --json`` of a run whose document its folder
-keeps (mlaprof.store.summary_cache; not even NumPy). Checked on the modules a fresh interpreter holds after
-each command (modules, not seconds: the machine's load cannot fail it)."""
+keeps (mlaprof.store.summary_cache; not even NumPy); a small run's first ``report --json``
+loads pandas for its analysis, and neither the ADBC driver, DuckDB, torch nor the figures'
+series. Checked on the modules a fresh interpreter holds after each command (modules, not
+seconds: the machine's load cannot fail it)."""
 
 from __future__ import annotations
 
@@ -82,6 +84,21 @@ def test_a_kept_json_report_is_light(tmp_path: Path) -> None:
     (again,) = _run_child([argv], heavy).values()
     assert first["rc"] == again["rc"] == 0 and "pandas" in first["heavy"]
     assert again["heavy"] == [] and again["said"] == first["said"]
+
+
+# what a small run's first ``report --json`` (analysed: pandas) still leaves out: the ADBC
+# driver (its import loads pyarrow.dataset; a recorded run's tables are few rows, read through
+# SQLite), DuckDB and torch, and the figures' series (the JSON document holds none)
+NOT_FOR_A_FIRST_REPORT = ("adbc_driver_manager", "pyarrow.dataset", "duckdb", "torch",
+                          "mlaprof.analysis.series")  # fmt: skip
+
+
+def test_a_first_json_report_of_a_small_run_loads_only_the_analysis(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    argv = ["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]
+    (rec,) = _run_child([argv], ("pandas", *NOT_FOR_A_FIRST_REPORT)).values()
+    assert rec["rc"] == 0 and rec["heavy"] == ["pandas"], rec["heavy"]
 
 
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
