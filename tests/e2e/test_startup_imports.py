@@ -110,3 +110,32 @@ def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]])
     (rec,) = got.values()
     assert rec["rc"] == 0 and "pandas" in rec["heavy"]
+
+
+# a command's process: the wrapped imports ran without the collector, whose objects are then
+# frozen, and the collector is on again for the work after them
+GC_CHILD = """
+import gc, sys
+from mlaprof import cli
+real = cli.main
+
+def command(argv=None):
+    code = real({argv!r})
+    sys.stderr.write(f"gc on {{gc.isenabled()}} frozen {{gc.get_freeze_count()}}\\n")
+    return code
+
+cli.main = command
+cli.entry()
+"""
+
+
+def test_a_commands_imports_are_frozen_and_the_collector_resumes(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    argv = ["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", GC_CHILD.format(argv=argv)], env=env,
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    on, frozen = p.stderr.split("gc on ")[1].split(" frozen ")
+    assert on == "True" and int(frozen) > 100_000  # pandas' and the analysis' objects
