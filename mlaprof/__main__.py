@@ -1,5 +1,3 @@
-import sys
+from mlaprof.cli import entry
 
-from mlaprof.cli import main
-
-sys.exit(main())
+entry()

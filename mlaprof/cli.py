@@ -85,6 +85,18 @@ def _db_errors() -> tuple[type[BaseException], ...]:
     return (mod.Error,) if mod is not None else ()
 
 
+def entry() -> None:
+    """The ``mlaprof`` command (console script and ``python -m mlaprof``): :func:`main`, then
+    the process ends without the interpreter's teardown (:mod:`mlaprof.quick_exit`)."""
+    from mlaprof import import_gc, quick_exit
+
+    quick_exit.arm()
+    import_gc.command_process()
+    code = main()
+    quick_exit.done(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_verb(sys.argv[1:] if argv is None else list(argv)))
     try:

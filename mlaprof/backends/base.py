@@ -120,7 +120,8 @@ class InputPool:
             # half again as many slots: a decode's KV grows every step, and must not redraw
             slots_drawn = max(slots + slots // 2, kv.shape[0] if kv is not None else 0)
             q = torch.randn(rows, qlen, self.heads, KV_DIM, generator=g).to(self.dtype)
-            kv = (torch.randn(slots_drawn, KV_DIM, generator=g) * 0.5).to(self.dtype)
+            # scaled in place: the same values without a second pool-sized tensor
+            kv = torch.randn(slots_drawn, KV_DIM, generator=g).mul_(0.5).to(self.dtype)
             self._q, self._kv = q, kv
         return VerifyInputs(
             q_nope=q[:b, ..., :LATENT].contiguous(),

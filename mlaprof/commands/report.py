@@ -76,8 +76,11 @@ def main(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             return 0
     # the analysis (pandas) only once the runs open: a wrong name is an error in a blink
-    from mlaprof.analysis import run_summary as rs
-    from mlaprof.reporters.renderer import JsonRenderer, renderer
+    from mlaprof.import_gc import uncollected
+
+    with uncollected():
+        from mlaprof.analysis import run_summary as rs
+        from mlaprof.reporters.renderer import JsonRenderer, renderer
 
     # each run's summary is built once, here; every view below renders it and builds nothing
     # (the figures' series only for a view that draws them: the terminal, Markdown and JSON

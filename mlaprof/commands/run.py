@@ -195,7 +195,10 @@ def main(args: argparse.Namespace) -> int:
     if args.backend not in BACKENDS:
         raise MlaprofError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}")
     from mlaprof.backends.registry import get_backend
-    from mlaprof.cpu_runner import run_cpu, start_run, use_threads
+    from mlaprof.import_gc import uncollected
+
+    with uncollected():  # torch
+        from mlaprof.cpu_runner import run_cpu, start_run, use_threads
 
     threads = use_threads(args.threads)
 
@@ -369,8 +372,11 @@ def _print_summary(run_dir: Path, args: argparse.Namespace) -> None:
     run reads it back instead of analysing it again (:mod:`mlaprof.store.summary_cache`)."""
     if args.quiet and not args.json:
         return
-    from mlaprof.analysis.run_summary import build_summary
-    from mlaprof.reporters.renderer import JsonRenderer
+    from mlaprof.import_gc import uncollected
+
+    with uncollected():  # the analysis: pandas
+        from mlaprof.analysis.run_summary import build_summary
+        from mlaprof.reporters.renderer import JsonRenderer
     from mlaprof.store import summary_cache
     from mlaprof.store.reader import load
 

@@ -233,8 +233,9 @@ class Run:
 
     def read_tables(self, names: Iterable[str]) -> dict[str, pd.DataFrame]:
         """Whole tables (the bulk read the summary uses), every rank's rows, read together: one ADBC
-        connection per database for all of them, a table a database holds no row of not read
-        there (a small run's tables are mostly empty). Rows as recorded: a layer's sync count a
+        connection per database for all of them (a table of few rows through the run's own
+        SQLite connection), a table a database holds no row of not read there (a small run's
+        tables are mostly empty). Rows as recorded: a layer's sync count a
         producer left empty stays empty (the analysis fills it by its rule,
         :func:`mlaprof.analysis.syncs.fill_layer_syncs`)."""
         import pandas as pd
@@ -248,10 +249,16 @@ class Run:
             con = self._cons[key]
             lacks = self._lacks.get(key, frozenset())
             full = [n for n in names if n not in lacks and sqlengine.has_rows(con, n)]
-            sqls = [f"SELECT {', '.join(columns(n))} FROM main.{n}" for n in full]
-            got = dict(zip(full, sqlengine.adbc_fetch_many(self.path / rank_db_name(*key), sqls),
-                           strict=True))  # fmt: skip
-            for name, sql in zip(full, sqls, strict=True):
+            sqls = {n: f"SELECT {', '.join(columns(n))} FROM main.{n}" for n in full}
+            # a table of few rows (a recorded run's are all few) through this connection: the
+            # ADBC driver's import (it loads pyarrow.dataset) and connection cost more than them
+            bulk = [n for n in full if not sqlengine.few_rows(con, n)]
+            read = sqlengine.adbc_fetch_many(
+                self.path / rank_db_name(*key), [sqls[n] for n in bulk]
+            )
+            got: dict[str, Any] = dict.fromkeys(full, sqlengine.UNREAD)
+            got.update(zip(bulk, read, strict=True))
+            for name, sql in sqls.items():
                 tab = got[name]
                 if isinstance(tab, sqlengine.Unread):
                     parts[name].append(self._query_rank(key, sql, ()))

@@ -191,7 +191,7 @@ def _read_all(
     connection: a connection of its own would cost more than the rows."""
     cols = list(cols) or ["rank"]
     todo = [src for src in sources if table not in src.lacks and has_rows(src.con, table)]
-    few = {id(src) for src in todo if _few_rows(src.con, table)}
+    few = {id(src) for src in todo if few_rows(src.con, table)}
     todo = [src for src in todo if id(src) not in few]
     if len(todo) <= 1:  # no thread to start for one
         got = [_adbc_rows(src, table, cols) for src in todo]
@@ -213,7 +213,7 @@ def _read_all(
 FEW_ROWS = 4096
 
 
-def _few_rows(con: sqlite3.Connection, table: str) -> bool:
+def few_rows(con: sqlite3.Connection, table: str) -> bool:
     """Whether ``table`` holds at most :data:`FEW_ROWS` rows (its largest rowid bounds them: one
     probe down the b-tree, not a count)."""
     try:

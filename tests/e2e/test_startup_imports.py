@@ -1,8 +1,10 @@
 """Commands that need no frame, no SQL engine and no tensor start without pandas, DuckDB or
 torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, an error
 message about a run that is not there, and ``report --json`` of a run whose document its folder
-keeps (mlaprof.store.summary_cache; not even NumPy). Checked on the modules a fresh interpreter holds after
-each command (modules, not seconds: the machine's load cannot fail it)."""
+keeps (mlaprof.store.summary_cache; not even NumPy); a small run's first ``report --json``
+loads pandas for its analysis, and neither the ADBC driver, DuckDB, torch nor the figures'
+series. Checked on the modules a fresh interpreter holds after each command (modules, not
+seconds: the machine's load cannot fail it)."""
 
 from __future__ import annotations
 
@@ -84,6 +86,23 @@ def test_a_kept_json_report_is_light(tmp_path: Path) -> None:
     assert again["heavy"] == [] and again["said"] == first["said"]
 
 
+# what a small run's first ``report --json`` (analysed: pandas) still leaves out: the ADBC
+# driver (its import loads pyarrow.dataset; a recorded run's tables are few rows, read through
+# SQLite), DuckDB and torch, the figures' series (the JSON document holds none), and the
+# adapters of the other run kinds with the analyses only they call (an imported trace's)
+NOT_FOR_A_FIRST_REPORT = ("adbc_driver_manager", "pyarrow.dataset", "duckdb", "torch",
+                          "mlaprof.analysis.series", "mlaprof.analysis.evidence.trace",
+                          "mlaprof.analysis.evidence.engine", "mlaprof.analysis.replay_time")  # fmt: skip
+
+
+def test_a_first_json_report_of_a_small_run_loads_only_the_analysis(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    argv = ["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]
+    (rec,) = _run_child([argv], ("pandas", *NOT_FOR_A_FIRST_REPORT)).values()
+    assert rec["rc"] == 0 and rec["heavy"] == ["pandas"], rec["heavy"]
+
+
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The child's record is not blind: a report of a real run does load pandas."""
     traces = tmp_path / "traces"
@@ -91,3 +110,32 @@ def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     got = _run_child([["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]])
     (rec,) = got.values()
     assert rec["rc"] == 0 and "pandas" in rec["heavy"]
+
+
+# a command's process: the wrapped imports ran without the collector, whose objects are then
+# frozen, and the collector is on again for the work after them
+GC_CHILD = """
+import gc, sys
+from mlaprof import cli
+real = cli.main
+
+def command(argv=None):
+    code = real({argv!r})
+    sys.stderr.write(f"gc on {{gc.isenabled()}} frozen {{gc.get_freeze_count()}}\\n")
+    return code
+
+cli.main = command
+cli.entry()
+"""
+
+
+def test_a_commands_imports_are_frozen_and_the_collector_resumes(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    shutil.copytree(DEMO, traces / DEMO.name)
+    argv = ["report", DEMO.name, "--traces", str(traces), "--json", "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", GC_CHILD.format(argv=argv)], env=env,
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    on, frozen = p.stderr.split("gc on ")[1].split(" frozen ")
+    assert on == "True" and int(frozen) > 100_000  # pandas' and the analysis' objects

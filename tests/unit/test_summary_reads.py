@@ -83,3 +83,36 @@ def test_tables_read_together_are_the_tables_read_alone(name: str) -> None:
             alone = run.table(table)
             pd.testing.assert_frame_equal(together[table], alone, check_exact=True)
             assert list(together[table].dtypes.astype(str)) == list(alone.dtypes.astype(str))
+
+
+def test_a_small_run_is_read_without_the_adbc_driver(connections) -> None:
+    """A recorded run's tables are few rows each: read through the run's own SQLite connection
+    (the driver's import pulls in pyarrow.dataset, and its connection costs more than the rows)."""
+    with load(shipped_runs.run_dir("demo-fix-padding-active-rows-c16")) as run:
+        t = load_tables(run)
+    assert len(t["layers"]) and len(t["splits"])  # rows were read
+    assert connections == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "demo-bug-legacy-flat-syncs-break-capture",
+        "demo-fix-padding-active-rows-c16",
+        "engine-engine_ngram_run",
+        "log-tp2_two_starts",
+    ],
+)
+def test_few_rows_read_as_the_driver_reads_them(
+    name: str, monkeypatch: pytest.MonkeyPatch, connections
+) -> None:
+    """Both routes of a table's rows give the same frame, values and dtypes alike."""
+    with load(shipped_runs.run_dir(name)) as run:
+        few = run.read_tables(TABLES)
+        assert connections == []
+        monkeypatch.setattr(sqlengine, "few_rows", lambda con, table: False)
+        bulk = run.read_tables(TABLES)
+    assert connections  # the second read went through the driver
+    for table in TABLES:
+        pd.testing.assert_frame_equal(few[table], bulk[table], check_exact=True)
+        assert list(few[table].dtypes.astype(str)) == list(bulk[table].dtypes.astype(str))

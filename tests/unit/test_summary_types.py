@@ -10,10 +10,9 @@ import typing
 from enum import Enum
 from typing import Any
 
-from mlaprof.analysis import sections
 from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.run_summary import RunSummary
+from mlaprof.analysis.run_summary import RunSummary, type_names
 from mlaprof.analysis.sections import Capture, RunStatus
 from mlaprof.analysis.typed_json import NULLS
 from mlaprof.store.runkind import RunKind
@@ -42,7 +41,7 @@ def untyped(tp: Any, where: str, seen: set[type]) -> list[str]:
         if tp in seen:
             return []
         seen.add(tp)
-        hints = typing.get_type_hints(tp, localns=vars(sections))
+        hints = typing.get_type_hints(tp, localns=type_names())
         return [
             bad
             for f in dataclasses.fields(tp)
@@ -67,7 +66,7 @@ def test_the_walk_finds_an_untyped_section() -> None:
 
 
 def test_vocabularies_are_enums_and_sections_frozen() -> None:
-    hints = typing.get_type_hints(RunSummary, localns=vars(sections))
+    hints = typing.get_type_hints(RunSummary, localns=type_names())
     assert hints["status"] is RunStatus and hints["kind"] is RunKind
     assert typing.get_type_hints(Capture)["status"] is CaptureStatus
     assert RunSummary.__dataclass_params__.frozen

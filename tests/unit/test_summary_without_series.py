@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlaprof.analysis import run_summary
+from mlaprof.analysis import run_summary, series
 from mlaprof.cli import main
 from mlaprof.store.reader import load
 from tests import shipped_demo
@@ -26,13 +26,13 @@ def test_the_json_document_is_the_same_without_the_series(name: str) -> None:
 
 def test_only_a_view_that_draws_builds_the_series(tmp_path: Path, capsys, monkeypatch) -> None:
     calls: list[str] = []
-    real = run_summary.build_series
+    real = series.build_series
 
     def counted(*a, **k):  # noqa: ANN002, ANN003, ANN202
         calls.append("series")
         return real(*a, **k)
 
-    monkeypatch.setattr(run_summary, "build_series", counted)
+    monkeypatch.setattr(series, "build_series", counted)  # run_summary imports it at the call
     run = tmp_path / "r"
     shutil.copytree(shipped_demo.run("fix-padding-active-rows-c16"), run)
     for view in (["--json", "--no-cache"], ["--format", "md"], []):

@@ -90,7 +90,8 @@ def test_every_analyzer_the_build_calls_returns_a_typed_value() -> None:
     for name, fn in _analyzers().items():
         text = fn.__annotations__.get("return")
         # the return annotation alone, read in its module with the section types and pandas
-        ns = {**vars(sys.modules[fn.__module__]), **vars(sections), "pd": pd, "typing": typing}
+        ns = {**vars(sys.modules[fn.__module__]), **run_summary.type_names(), "pd": pd,
+              "typing": typing}  # fmt: skip
         ret = eval(text, ns) if isinstance(text, str) else text  # noqa: S307 (our own source)
         if ret is None or _dict_shaped(ret):
             bad[name] = text

@@ -6,11 +6,10 @@ and calls that kind's adapter; nothing else dispatches on where a run came from.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.evidence.engine import engine_evidence
-from mlaprof.analysis.evidence.log import log_evidence
 from mlaprof.analysis.evidence.model import (
     CaptureStatus,
     Evidence,
@@ -19,19 +18,26 @@ from mlaprof.analysis.evidence.model import (
     no_full_graph,
     unknown,
 )
-from mlaprof.analysis.evidence.scenario import scenario_evidence
-from mlaprof.analysis.evidence.trace import trace_evidence
 from mlaprof.store.runkind import RunKind, run_kind
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
 
-ADAPTERS: dict[RunKind, Callable[[Run], Evidence]] = {
-    RunKind.SCENARIO: scenario_evidence,
-    RunKind.ENGINE: engine_evidence,
-    RunKind.TRACE: trace_evidence,
-    RunKind.LOG: log_evidence,
+# each kind's adapter: its module under mlaprof.analysis.evidence and its function, imported
+# when a run of that kind is read (a scenario run's report loads none of the analyses only an
+# imported trace's adapter calls)
+ADAPTERS: dict[RunKind, tuple[str, str]] = {
+    RunKind.SCENARIO: ("scenario", "scenario_evidence"),
+    RunKind.ENGINE: ("engine", "engine_evidence"),
+    RunKind.TRACE: ("trace", "trace_evidence"),
+    RunKind.LOG: ("log", "log_evidence"),
 }
+
+
+def adapter(kind: RunKind) -> Callable[[Run], Evidence]:
+    """The evidence adapter of runs of ``kind``."""
+    module, name = ADAPTERS[kind]
+    return getattr(importlib.import_module(f"mlaprof.analysis.evidence.{module}"), name)
 
 
 # the kinds whose evidence is the committed rows alone (their adapters read nothing else); an
@@ -50,7 +56,7 @@ def folds_live(meta: dict) -> tuple[bool, str]:
 
 def collect(run: Run) -> Evidence:
     """The run's evidence, from the adapter of its kind."""
-    return ADAPTERS[run_kind(run.meta)](run)
+    return adapter(run_kind(run.meta))(run)
 
 
 __all__ = [
@@ -59,6 +65,7 @@ __all__ = [
     "Evidence",
     "Provenance",
     "RunKind",
+    "adapter",
     "capture_text",
     "collect",
     "folds_live",
