@@ -201,22 +201,38 @@ class _Recorder:
         return launch
 
 
+KERNELS = ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
+           "mla_verify_stage1_hopper_ws", "mla_verify_stage1_hopper_roles")  # fmt: skip
+
+
+def _launch_stage1(monkeypatch, page: int, config, g=None):
+    """Stage 1 launched by the backend on a Hopper (the capability probe's answer set) with
+    every Gluon kernel replaced by a :class:`_Recorder`: ``(seen, meta, inp)``. Stage 2 is the
+    Triton merge, not under test here."""
+    g = g or pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    seen: list = []
+    for name in KERNELS:
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    _forward(config, inp, meta)
+    return seen, meta, inp
+
+
+def _forward(config, inp, meta) -> None:
+    be = tb.TritonBackend(config)
+    be._is_hopper = True
+    be.skip_stage2 = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+
+
 @pytest.mark.parametrize("page", [1, 64])
 def test_gluon_launch_fits_the_kernel_signature(monkeypatch, page):
     """The backend's launch of either fused Gluon stage 1 passes every parameter by its name's
     slot: page 64 takes the TMA kernel with descriptors over the pool, page 1 the gather kernel
     (the warpgroup-roles kernel off)."""
-    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
-    seen: list = []
-    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma"):
-        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
-    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
-    inp = make_inputs(meta, 16, seed=7, device="cpu")
-    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(C(gluon_roles="off"))
-    be._is_hopper = True
-    be.skip_stage2 = True  # stage 2 is the Triton merge, not under test here
-    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    seen, meta, inp = _launch_stage1(monkeypatch, page, C(gluon_roles="off"))
     ((name, grid, args),) = seen
     assert grid == (1, 2, 3)
     assert args["PAGE"] == page and args["kv_indices"] is meta.kv_indices
@@ -237,17 +253,7 @@ def test_warp_specialized_launch_fits_its_signature(monkeypatch, page, chunks):
     small loader at pages of whole tiles, the cp.async row gather (no descriptors, the gather
     loader's registers) at page 1; the grid and contract are the other kernels'."""
     g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
-    seen: list = []
-    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
-                 "mla_verify_stage1_hopper_ws"):  # fmt: skip
-        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
-    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
-    inp = make_inputs(meta, 16, seed=7, device="cpu")
-    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(C(gluon_ws=True, gluon_chunks=chunks))
-    be._is_hopper = True
-    be.skip_stage2 = True
-    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    seen, meta, inp = _launch_stage1(monkeypatch, page, C(gluon_ws=True, gluon_chunks=chunks), g)
     ((name, grid, args),) = seen
     assert name == "mla_verify_stage1_hopper_ws" and grid == (1, 2, 3)
     assert args["PAGE"] == page and args["kv"] is inp.kv_c and args["LOADS"] is True
@@ -260,26 +266,12 @@ def test_warp_specialized_launch_fits_its_signature(monkeypatch, page, chunks):
         assert args["LOADER_REGS"] == g.LOADER_REGS
     # the compute alone (benchmarks): no copies asked of the loader
     seen.clear()
-    be = tb.TritonBackend(C(gluon_ws=True, gluon_phases=2))
-    be._is_hopper = True
-    be.skip_stage2 = True
-    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    _forward(C(gluon_ws=True, gluon_phases=2), inp, meta)
     assert seen[0][2]["LOADS"] is False
 
 
 def test_chunked_tma_launch_and_option_checks(monkeypatch):
-    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
-    seen: list = []
-    monkeypatch.setattr(
-        g, "mla_verify_stage1_hopper_tma", _Recorder(g.mla_verify_stage1_hopper_tma, seen)
-    )
-    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=64, seed=3)
-    inp = make_inputs(meta, 16, seed=7, device="cpu")
-    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(C(gluon_chunks=9, gluon_early_issue=True))
-    be._is_hopper = True
-    be.skip_stage2 = True
-    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    seen, _, _ = _launch_stage1(monkeypatch, 64, C(gluon_chunks=9, gluon_early_issue=True))
     args = seen[0][2]
     assert args["CHUNKS"] == 9 and args["EARLY_ISSUE"] is True and args["LOADS"] is True
     assert "chunks" in tb.gluon_unsupported(C(gluon_chunks=2), True, 4, False, _q())
@@ -301,17 +293,7 @@ def test_warpgroup_roles_kernel_choice_and_launch(monkeypatch, page, roles, want
     tiles by default with TMA descriptors and its loader warp's registers; asked for everywhere
     it gathers rows (no descriptors, a loader warpgroup)."""
     g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
-    seen: list = []
-    for name in ("mla_verify_stage1_hopper", "mla_verify_stage1_hopper_tma",
-                 "mla_verify_stage1_hopper_roles"):  # fmt: skip
-        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
-    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
-    inp = make_inputs(meta, 16, seed=7, device="cpu")
-    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(C(gluon_roles=roles))
-    be._is_hopper = True
-    be.skip_stage2 = True
-    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    seen, meta, inp = _launch_stage1(monkeypatch, page, C(gluon_roles=roles), g)
     ((name, grid, args),) = seen
     assert grid == (1, 2, 3) and args["kv"] is inp.kv_c
     got = {"mla_verify_stage1_hopper": "gather", "mla_verify_stage1_hopper_tma": "tma"}.get(name)
