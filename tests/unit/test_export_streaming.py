@@ -137,12 +137,7 @@ def test_exporters_hold_a_batch_not_a_table(
     monkeypatch.setattr(rocpd_export, "BATCH_ROWS", 20)
     monkeypatch.setattr(perfetto, "HOLD_ROWS", 20)  # small tables are held and sorted by design
     with load(many_kernels) as run:
-        if fmt == "rocpd":
-            rocpd_export.export_rocpd(run, tmp_path / "out.db")
-        elif fmt == "perfetto":
-            perfetto.export_perfetto(run, tmp_path / "out.json")
-        else:
-            csv_export.export_csv(run, tmp_path / "out")
+        _export(fmt, run, tmp_path)
     assert watch.given >= 2_000  # every kernel went through the watched iterator
 
 
@@ -174,12 +169,7 @@ def test_an_imported_runs_kernels_go_by_the_batch_writers(
     monkeypatch.setattr(perfetto, "_kernel_text", kernel_text)
     with load(many_kernels) as run:
         n = run.count("kernels")
-        if fmt == "rocpd":
-            rocpd_export.export_rocpd(run, tmp_path / "out.db")
-        elif fmt == "perfetto":
-            perfetto.export_perfetto(run, tmp_path / "out.json")
-        else:
-            csv_export.export_csv(run, tmp_path / "out")
+        _export(fmt, run, tmp_path)
     assert n == 2_000
     assert by_row["kernels"] <= (2 * 50 + 40 if fmt == "perfetto" else 0), by_row
 
@@ -232,3 +222,13 @@ def test_an_export_with_the_tables_in_extdata_still_imports(tmp_path: Path) -> N
         for table in ("steps", "layers", "splits", "padding", "captures"):
             x, y = ra.table(table), rb.table(table)
             assert len(x) and x.equals(y), table
+
+
+def _export(fmt: str, run: Any, out: Path) -> None:
+    """``fmt``'s exporter on ``run``, into ``out``."""
+    if fmt == "rocpd":
+        rocpd_export.export_rocpd(run, out / "out.db")
+    elif fmt == "perfetto":
+        perfetto.export_perfetto(run, out / "out.json")
+    else:
+        csv_export.export_csv(run, out / "out")

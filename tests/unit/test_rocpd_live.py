@@ -227,19 +227,21 @@ def test_a_commit_landing_inside_the_snapshot_never_tears_it(
     assert "sqlite connect" in landed  # the writer did land while the snapshot read the file
 
 
+def _two_step_copy(path: Path, dest: Path) -> str:
+    """The importer's snapshot before: the database copied, then its -wal."""
+    shutil.copyfile(path, dest)
+    shutil.copyfile(str(path) + "-wal", str(dest) + "-wal")
+    return f"file:{dest}?mode=ro"
+
+
 def test_the_race_tears_a_two_step_copy(
     live: tuple[Path, Writer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     """The race above catches the harm: a snapshot made as a copy of the database and then of
     its -wal (the importer before) stores a count no commit had, or is called malformed."""
 
-    def two_step(path: Path, dest: Path) -> str:
-        shutil.copyfile(path, dest)
-        shutil.copyfile(str(path) + "-wal", str(dest) + "-wal")
-        return f"file:{dest}?mode=ro"
-
     db, w = live
-    monkeypatch.setattr(rocpd_sqlite, "_backup", two_step)
+    monkeypatch.setattr(rocpd_sqlite, "_backup", _two_step_copy)
     landed = _race(db, w, monkeypatch)
     with pytest.raises(AssertionError):
         _committed_or_refused(db, tmp_path / "t", w, capsys)
@@ -310,13 +312,8 @@ def test_a_two_step_copy_stores_a_count_no_commit_had(
     its -wal, with the commits of :func:`_split_page` between the two copies, imports with exit
     0 and a kernel count that no commit had, the file never called malformed."""
 
-    def two_step(path: Path, dest: Path) -> str:
-        shutil.copyfile(path, dest)
-        shutil.copyfile(str(path) + "-wal", str(dest) + "-wal")
-        return f"file:{dest}?mode=ro"
-
     db, w = live
-    monkeypatch.setattr(rocpd_sqlite, "_backup", two_step)
+    monkeypatch.setattr(rocpd_sqlite, "_backup", _two_step_copy)
     landed = _split_race(db, w, monkeypatch)
     rc = main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t"), "--name", "x"])
     err = capsys.readouterr().err
