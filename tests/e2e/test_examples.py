@@ -53,6 +53,9 @@ NOT_HERE: list[tuple[str, str]] = [
     (r"^python3 -m venv \.venv", ".ci/run runs the README's set-up line on the clean clone"),
     (r"pip install -e /path/to/mlaprof", "installs mlaprof into a vLLM environment"),
     (r"-m pytest", "runs a test file of this suite (it runs in the suite)"),
+    (r"^python (bench/huge_trace|scripts/fix_removed)\.py",
+     "a stress run of many minutes on an 11M-kernel trace or a scratch copy of the tree "
+     "(its results are committed in bench/results/)"),
     (r"^mlaprof run --live", "opens the live dashboard in a terminal (tests/e2e/test_cli.py runs it)"),
     (r"traces/(r1-|tiny-ngram)|\br1-(mtp3-tp8|kernels|c1)\b",
      "reads a run a vLLM engine records (tests/e2e/test_vllm_engine.py records and reports one)"),
