@@ -156,10 +156,12 @@ def tree_state(
     root: Path = ROOT, tops: tuple[str, ...] = USER_FOLDERS
 ) -> dict[str, tuple[int, int]]:
     """Every file under ``root``'s ``tops`` (:data:`USER_FOLDERS`): its size and modification
-    time."""
+    time (``__pycache__`` folders left out: importing a helper module there writes one)."""
     state = {}
     for top in tops:
-        for dirpath, _dirs, files in os.walk(root / top):
+        for dirpath, dirs, files in os.walk(root / top):
+            # Python's bytecode cache of a module there (git ignores it): not a change
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
             for name in files:
                 p = Path(dirpath) / name
                 try:

@@ -155,6 +155,9 @@ def test_the_guard_sees_a_run_written_into_traces(tmp_path) -> None:
     (tmp_path / "traces" / "demo" / "a" / "rank0.db").write_bytes(b"xy")
     (tmp_path / "out" / "a.csv").unlink()
     (tmp_path / "elsewhere").write_text("changed, not watched")
+    # a helper module imported from tests/data writes its bytecode beside it (git ignores it)
+    (tmp_path / "traces" / "__pycache__").mkdir()
+    (tmp_path / "traces" / "__pycache__" / "make.cpython-311.pyc").write_bytes(b"pyc")
     assert tree_changes(before, tree_state(tmp_path)) == [
         "added traces/new/run.json",
         "removed out/a.csv",
