@@ -213,6 +213,8 @@ def fig_export(trees: tuple[Tree, Tree], work: Path, fmt: str, pairs: int) -> di
         dst.mkdir(parents=True)
         r = t.cli("export", "one", "--traces", str(traces), "--format", fmt, "-o", str(dst / "out"))
         shutil.rmtree(dst, ignore_errors=True)
+        # the export names its output file: the scratch folder's path stays off the record
+        r["stdout_tail"] = [line.replace(str(work), "<work>") for line in r["stdout_tail"]]
         return r
 
     return {"source": "bench/import_bench.py generate(1_000_000), imported by each tree",
