@@ -87,8 +87,10 @@ def main(args: argparse.Namespace) -> int:
     # views and the diff read none)
     figures = bool(args.html or args.png)
     s = rs.build_summary(run, shadow, series=figures)
-    if kept is not None:
-        summary_cache.write(run, kept, JsonRenderer().render(s))
+    # the JSON document, encoded once: kept for the next report and, for --json, printed
+    doc = JsonRenderer().render(s) if kept is not None else None
+    if doc is not None:
+        summary_cache.write(run, kept, doc)
     d = None
     if other is not None:
         from mlaprof.analysis.diff import diff  # its tables only where a second run is asked
@@ -104,7 +106,10 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(PngRenderer(Path(args.png), force=args.force).render(s, d))
     if fmt is None and (args.html or args.png):
         return 0
-    sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
+    if fmt == "json" and d is None and doc is not None:
+        sys.stdout.write(doc)  # the very text JsonRenderer().render(s) gives (no diff here)
+    else:
+        sys.stdout.write(renderer(fmt or "text", verbose=args.verbose).render(s, d))
     return 0
 
 

@@ -115,6 +115,25 @@ def test_a_folder_that_cannot_be_written_is_reported_on(run_dir, capsys, monkeyp
     assert sorted(p.name for p in run_dir.iterdir()) == ["rank0.db", "run.json"]  # no leftover
 
 
+def test_a_first_report_encodes_its_document_once(run_dir, capsys, monkeypatch) -> None:
+    """The document a first ``report --json`` keeps is the text it prints, encoded once (a
+    fleet's is megabytes of pure-Python indented JSON); --no-cache encodes it once too."""
+    from mlaprof.reporters.renderer import JsonRenderer
+
+    calls = []
+    real = JsonRenderer.render
+
+    def counted(self: JsonRenderer, *a: object, **k: object) -> str:
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(JsonRenderer, "render", counted)
+    out = _report(run_dir, capsys)
+    assert len(calls) == 1
+    assert (run_dir / summary_cache.CACHE_NAME).read_text().split("\n", 1)[1] == out
+    assert _report(run_dir, capsys, "--no-cache") == out and len(calls) == 2
+
+
 @pytest.mark.parametrize("view", [["--json"], []])
 def test_a_run_keeps_the_document_it_printed(tmp_path, capsys, view) -> None:
     """``mlaprof run`` analyses the finished run once and keeps its JSON document: the next
