@@ -14,10 +14,10 @@ from mlaprof.splits.policies import (
     Policy,
     SplitInput,
     applicable,
+    collapsed_known,
     dummy_run_input,
     gluon_active_splits,
     host_fallback_note,
-    is_collapsed,
 )
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class StepSplits:
     @property
     def collapsed(self) -> bool:
         """Materially fewer splits than the real rows deserve (at most half)."""
-        return bool(self.used and self.deserved and is_collapsed(self.used, self.deserved))
+        return collapsed_known(self.used, self.deserved)
 
 
 def _safe(policy: Policy, x: SplitInput) -> tuple[int | None, str]:

@@ -594,11 +594,11 @@ def is_collapsed(used: Any, deserved: Any) -> Any:
 
 
 def collapsed_known(used: float | None, deserved: float | None) -> bool:
-    """:func:`is_collapsed` on one pair of recorded values: an unknown value (None, NaN) is
-    never a collapse."""
+    """:func:`is_collapsed` on one pair of recorded values: an unknown value (None, NaN) or an S
+    of 0 (no split count: a policy that gave none) is never a collapse."""
     if used is None or deserved is None or used != used or deserved != deserved:
         return False
-    return bool(is_collapsed(used, deserved))
+    return bool(used > 0 and deserved > 0 and is_collapsed(used, deserved))
 
 
 def over_split(used: Any, deserved: Any) -> Any:

@@ -153,3 +153,25 @@ def test_one_run_status_vocabulary() -> None:
                     owners.add(f)
     assert owners == {"store/liveness.py"}
     assert RunSummary.__annotations__["status"] == "RunStatus"  # the summary's status is it
+
+
+@pytest.mark.parametrize(
+    ("used", "deserved", "want"),
+    [(1, 4, True), (2, 4, True), (3, 4, False), (16, 16, False), (None, 4, False),
+     (float("nan"), 4, False), (4, None, False), (0, 4, False), (1, 0, False)],
+)  # fmt: skip
+def test_one_scalar_collapse_guard(used: float | None, deserved: float | None, want: bool) -> None:
+    """A recorded pair is judged by one guard (splits.policies.collapsed_known): an unknown S or
+    an S of 0 (no split count) is never a collapse, and a step's splits, a layer's row and the
+    analysis' collapse builder all ask it (they once kept their own guards, one reading S 0 as a
+    collapse, another not)."""
+    from mlaprof.analysis.collapse import is_collapsed
+    from mlaprof.splits.policies import collapsed_known
+    from mlaprof.step_splits import StepSplits
+
+    assert collapsed_known(used, deserved) is want
+    assert is_collapsed(used, deserved) is want
+    step = StepSplits(policy="p", used=used, deserved=deserved, frozen=None, all_rows=None,
+                      active_rows=None, min_kv_used=0, min_kv_deserved=0, occupancy_used=None,
+                      occupancy_deserved=None)  # fmt: skip
+    assert step.collapsed is want
