@@ -196,7 +196,13 @@ def split_findings(
                     note=" [the pre-#51171 rule, modelled on purpose]" if pre_fix and main else "",
                 )
             )
-        if main and full_graph and replayed is None and is_collapsed(r.frozen, deserved):
+        if (
+            main
+            and full_graph
+            and replayed is None
+            and pd.notna(r.frozen)
+            and is_collapsed(int(r.frozen), deserved)
+        ):
             out.append(
                 Finding(
                     kind="split-frozen",
