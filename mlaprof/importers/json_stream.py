@@ -78,6 +78,24 @@ class _Window:
             self.fail(expected)
         self.pos += 1
 
+    def opens(self, char: str, close: str) -> bool:
+        """Consume the container's opening ``char``; True (its ``close`` consumed too) when
+        the container is empty."""
+        self.take(char, f"'{char}'")
+        if self.peek() == close:
+            self.pos += 1
+            return True
+        return False
+
+    def closes(self, close: str) -> bool:
+        """After a member: True (consumed) at the container's ``close``, False after the ``,``
+        that goes on to the next member."""
+        if self.peek() == close:
+            self.pos += 1
+            return True
+        self.take(",", f"',' or '{close}'")
+        return False
+
     def value(self) -> Any:
         """The next JSON value, decoded whole (the window grows until it holds all of it)."""
         self.peek()
@@ -145,9 +163,7 @@ class StreamedDocument:
 
     def _object(self) -> Iterator[Any]:
         w = self._w
-        w.take("{", "'{'")
-        if w.peek() == "}":
-            w.pos += 1
+        if w.opens("{", "}"):
             return
         streamed = False
         while True:
@@ -163,20 +179,14 @@ class StreamedDocument:
                 self.top[name] = self.STREAMED
             else:
                 self.top[name] = w.value()
-            if w.peek() == "}":
-                w.pos += 1
+            if w.closes("}"):
                 return
-            w.take(",", "',' or '}'")
 
     def _array(self) -> Iterator[Any]:
         w = self._w
-        w.take("[", "'['")
-        if w.peek() == "]":
-            w.pos += 1
+        if w.opens("[", "]"):
             return
         while True:
             yield w.value()
-            if w.peek() == "]":
-                w.pos += 1
+            if w.closes("]"):
                 return
-            w.take(",", "',' or ']'")
