@@ -33,7 +33,7 @@ import uuid as _uuid
 from collections.abc import Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlaprof.errors import MlaprofError
 from mlaprof.exporters.jsontext import json_objects, jsonable
@@ -52,6 +52,8 @@ from mlaprof.store.schema import TABLES
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
+
+_T = TypeVar("_T")
 
 
 def uuid7() -> _uuid.UUID:
@@ -153,8 +155,7 @@ def insert_rows(con: sqlite3.Connection, sql: str, rows: Iterable[tuple[Any, ...
     limit = con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     per = max(1, min(ROWS_PER_INSERT, limit // width))
     full = f"{head} VALUES {','.join([one] * per)}"
-    it = iter(rows)
-    while chunk := list(itertools.islice(it, per)):
+    for chunk in _chunks(rows, per):
         text = full if len(chunk) == per else f"{head} VALUES {','.join([one] * len(chunk))}"
         con.execute(text, list(itertools.chain.from_iterable(chunk)))
 
@@ -533,10 +534,10 @@ def _layer_columns(run: Run) -> Iterator[dict[str, list[Any]]]:
                                for r in chunk]}  # fmt: skip
 
 
-def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """``rows`` in lists of at most :data:`BATCH_ROWS` (the row-by-row paths' batches)."""
+def _chunks(rows: Iterable[_T], size: int = BATCH_ROWS) -> Iterator[list[_T]]:
+    """``rows`` in lists of at most ``size`` (the row-by-row paths' batches, an INSERT's rows)."""
     it = iter(rows)
-    while chunk := list(itertools.islice(it, BATCH_ROWS)):
+    while chunk := list(itertools.islice(it, size)):
         yield chunk
 
 
