@@ -79,3 +79,41 @@ def test_columns_filled_in_place_hold_every_row(
     assert [kc.names[i] for i in kc.name_idx.tolist()] == [r["Kernel_Name"] for r in rows]
     assert kc.name_idx.dtype == np.int32 and kc.col("device")[0].dtype == np.int32
     assert kc.col("grid_x")[0].tolist() == [int(r["Grid_Size_X"]) for r in rows]  # spilled
+
+
+REAL = Path(__file__).parent.parent / "data" / "rocprof"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # rocprofv3's own kernel_trace.csv layouts (tests/data/rocprof/SOURCES.md): strings quoted,
+        # numbers bare (rocprofiler-sdk source/docs/data/kernel_trace.csv), and every field quoted
+        # (a real decode run's trace)
+        "rocprofiler-sdk-docs__kernel_trace.csv",
+        "rocprof-unified-viewer__decode_kernel_trace.csv",
+    ],
+)
+def test_filled_columns_of_real_rocprofv3_traces_match_the_csv_module(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Not only mlaprof's own layout: real rocprofv3 kernel traces, read in blocks of a few rows
+    (the columns grown and filled block by block), give what Python's csv module reads."""
+    monkeypatch.setattr(rocprof_csv, "BLOCK_BYTES", 1024)
+    src = REAL / name
+    with open(src, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) > 5
+    kc = rocprof_csv.read_kernel_file(src)
+    assert kc.n == len(rows)
+    want = {
+        "start_ns": [int(r["Start_Timestamp"]) for r in rows],
+        "end_ns": [int(r["End_Timestamp"]) for r in rows],
+        "correlation": [int(r["Correlation_Id"]) for r in rows],
+        "device": [int(r["Agent_Id"].split()[1]) for r in rows],
+        "grid_x": [int(r["Grid_Size_X"]) for r in rows],
+    }
+    for col, values in want.items():
+        got, mask = kc.col(col)
+        assert mask is None and got.tolist() == values, col
+    assert [kc.names[i] for i in kc.name_idx.tolist()] == [r["Kernel_Name"] for r in rows]
