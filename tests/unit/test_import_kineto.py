@@ -75,6 +75,22 @@ def test_base_time(tmp_path: Path) -> None:
     assert kernel_dicts(run)[0]["start_ns"] == 1700000000000012500
 
 
+def test_base_time_after_the_events_moves_every_table(tmp_path: Path) -> None:
+    """Kineto writes ``baseTimeNanoseconds`` after ``traceEvents`` (the streamed reader learns it
+    last): kernels, runtime calls and copies are all moved by it, none left relative."""
+    p = tmp_path / "t.json"
+    ev = (
+        '{{"ph": "X", "cat": "{}", "name": "{}", "ts": {}, "dur": 2, "args": {{"correlation": 9}}}}'
+    )
+    events = [ev.format("kernel", "k", 12.5), ev.format("cuda_runtime", "cudaLaunchKernel", 10),
+              ev.format("gpu_memcpy", "Memcpy HtoD", 20)]  # fmt: skip
+    p.write_text(f'{{"traceEvents": [{", ".join(events)}], "baseTimeNanoseconds": 10000000}}')
+    run, _ = import_kineto(p, tmp_path, "base-last")
+    assert [(k["start_ns"], k["end_ns"]) for k in kernel_dicts(run)] == [(10_012_500, 10_014_500)]
+    assert [r[5:7] for r in db_rows(run, "api")] == [(10_010_000, 10_012_000)]
+    assert [r[7:9] for r in db_rows(run, "transfers")] == [(10_020_000, 10_022_000)]
+
+
 @pytest.mark.parametrize(
     "text, msg",
     [
