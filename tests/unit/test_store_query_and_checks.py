@@ -22,7 +22,7 @@ import pytest
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.rocprof import import_rocprof
-from mlaprof.store import create_run, load, runmeta, sqlengine
+from mlaprof.store import create_run, load, runmeta, sqlengine, trace_checks
 from mlaprof.store.trace_checks import SUMMED_RANKS, TraceChecks
 from tests import shipped_demo
 from tests.unit.test_import_rocprof import _process_trace
@@ -105,6 +105,34 @@ def test_a_two_rank_import_stores_each_ranks_checks_apart(tmp_path: Path) -> Non
 
     both = RunChecks(checks)
     assert both.fleet().rank == SUMMED_RANKS and both.group("replays")["replays"] == 5
+
+
+def test_a_check_written_again_replaces_its_rows_and_keeps_the_others(tmp_path: Path) -> None:
+    """An import adds a rank's next file to its counts by writing the group again (importers/
+    duplicates.py ``check_records``): the group's rows are replaced, never kept beside the new
+    ones (a reader keeping the last row would hide it; a SUM over the table would not)."""
+    run_dir = _two_ranks(tmp_path)
+    con = sqlite3.connect(run_dir / "rank0.db")
+    with con:
+        trace_checks.write(con, 0, {"replays": {"replays": 3}})
+        trace_checks.write(con, 0, {"records": {"dispatches": 10, "repeated_dispatches": 1}})
+        trace_checks.write(con, 0, {"records": {"dispatches": 25, "repeated_dispatches": 2}})
+    con.close()
+    with load(run_dir) as run:
+        got = run.query(
+            "SELECT rank, check_name, item, count FROM trace_checks ORDER BY check_name, item"
+        )
+        checks = run.trace_checks()
+    assert got.values.tolist() == [
+        [0, "records", "dispatches", 25],
+        [0, "records", "repeated_dispatches", 2],
+        [0, "replays", "replays", 3],
+    ]
+    assert checks == {
+        0: TraceChecks(
+            0, {"replays": {"replays": 3}, "records": {"dispatches": 25, "repeated_dispatches": 2}}
+        )  # fmt: skip
+    }
 
 
 def test_an_older_runs_checks_in_run_json_still_read(
