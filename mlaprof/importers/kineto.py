@@ -84,7 +84,8 @@ def parse(path: Path, text: str) -> dict[str, Any]:
 class EventRows:
     """The kernel, runtime and transfer rows of one trace, an event at a time (so a streamed
     trace never needs its events at once); times are relative until :meth:`rows` adds the
-    base (Kineto writes ``baseTimeNanoseconds`` after the events)."""
+    base: a JSON object's members come in any order, so ``baseTimeNanoseconds`` may follow the
+    events (the PyTorch 2.x traces in tests/data write it before them)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

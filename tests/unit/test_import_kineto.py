@@ -76,8 +76,9 @@ def test_base_time(tmp_path: Path) -> None:
 
 
 def test_base_time_after_the_events_moves_every_table(tmp_path: Path) -> None:
-    """Kineto writes ``baseTimeNanoseconds`` after ``traceEvents`` (the streamed reader learns it
-    last): kernels, runtime calls and copies are all moved by it, none left relative."""
+    """``baseTimeNanoseconds`` after ``traceEvents`` (the real traces in tests/data write it
+    before them, but a JSON object's members come in any order, and the streamed reader then
+    learns it last): kernels, runtime calls and copies are all moved by it, none left relative."""
     p = tmp_path / "t.json"
     ev = (
         '{{"ph": "X", "cat": "{}", "name": "{}", "ts": {}, "dur": 2, "args": {{"correlation": 9}}}}'

@@ -56,7 +56,7 @@ def test_generated_traces_row_for_row(
 ) -> None:
     trace, exp = kineto_trace(replays=4, layers=3)
     base = 1_700_000_000_000_000_000
-    trace["baseTimeNanoseconds"] = base  # Kineto writes it after the events
+    trace["baseTimeNanoseconds"] = base  # after the events: the streamed reader learns it last
     trace["traceEvents"][1]["name"] = 'cuda\\"Graph\u00e9Launch\n\U0001f600'
     trace["distributedInfo"] = {"rank": 3, "world_size": 4}
     trace["cpu_annotations"] = [
