@@ -783,10 +783,15 @@ _TIMED = (("steps", "t_start_ns"), ("layers", "t_start_ns"), ("kernels", "start_
 def base_ns(run: Run) -> int:
     """The run's earliest timestamp over the exported tables (0 for a run without times): the
     base every exported time is relative to."""
+    import pandas as pd  # run.query's frames are pandas': loaded already
+
     lows = ", ".join(f"(SELECT MIN({col}) FROM {table}) AS t{i}"
                      for i, (table, col) in enumerate(_TIMED))  # fmt: skip
     got = run.query(f"SELECT {lows}")
-    return min((int(v) for v in got.iloc[0].dropna()), default=0) if len(got) else 0
+    # column by column: a row read across the columns (``iloc[0]``) is one float64 Series
+    # where an empty table's MIN is NaN, and epoch nanoseconds (~1.8e18) lose up to 128 ns there
+    firsts = (got[c].iloc[0] for c in got.columns) if len(got) else ()
+    return min((int(v) for v in firsts if not pd.isna(v)), default=0)
 
 
 def export_perfetto(run: Run, out: Path) -> dict[str, int]:

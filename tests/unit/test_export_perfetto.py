@@ -392,3 +392,31 @@ def test_kernel_fast_path_writes_what_json_dumps_wrote(tmp_path: Path, monkeypat
     with load(imported) as run:
         rows = list(perfetto.iter_rows(run, "kernels"))
     assert perfetto._kernel_text(rows[0], 10, 1, rows[0]["start_ns"], rows[0]["end_ns"], 0)
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "sqlite"])
+def test_the_base_is_the_earliest_time_to_the_nanosecond(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """The base is the exact earliest time, whichever table holds it, while another timed table
+    is empty (its MIN is NULL): read as one float64 row it was rounded to a multiple of 256 ns
+    (1_796_181_031_238_786_289 came back ...304), the earliest slice then starting at -0.015 us."""
+    import sys
+
+    from mlaprof.store import create_run
+
+    t = 1_796_181_031_238_786_289  # not a multiple of 256: a double cannot hold it
+    w = create_run(tmp_path / "t", "exact", {"source": "test"})
+    w.add("steps", step=0, t_start_ns=t, duration_ns=900)
+    w.add("kernels", name="k", start_ns=t + 15, end_ns=t + 500, device=0, stream=7,
+          correlation=1, step=0)  # fmt: skip
+    w.finish()  # no api rows: that MIN is NULL
+    if engine == "sqlite":
+        monkeypatch.setitem(sys.modules, "duckdb", None)
+    out = tmp_path / "p.json"
+    with load(tmp_path / "t" / "exact") as run:
+        export_perfetto(run, out)
+    doc = _load(out)
+    assert int(doc["baseTimeNanoseconds"]) == t
+    starts = {e["name"]: _ns(e["ts"]) for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert starts["step 0"] == 0 and starts["k"] == 15, starts
