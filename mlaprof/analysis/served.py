@@ -29,7 +29,8 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
     if not steps:
         return None
     verify = [s for s in steps if s.kind == "verify"]
-    rank0 = [s for s in verify if s.rank == min(x.rank for x in steps)]
+    first_rank = min(x.rank for x in steps)  # once: not again for every verify step
+    rank0 = [s for s in verify if s.rank == first_rank]
     drafted = sum(s.verify_draft_tokens for s in rank0)
     accepted = sum(a.accepted_tokens for a in acc) if acc else None
     # the scheduler's steps and the worker's verify steps, in order, over the steps both
