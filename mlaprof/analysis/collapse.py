@@ -94,7 +94,8 @@ def collapse_policies(path: str) -> tuple[str, str]:
 HUGE_KV = 1 << 30  # "KV long enough not to bound S": the formula's cap for these rows
 
 
-def _rank_list(ranks: list[int]) -> str:
+def rank_ids(ranks: list[int]) -> str:
+    """The ranks a finding names, the first 16 of them (a fleet's list stays one line)."""
     return ", ".join(map(str, ranks[:16])) + (", ..." if len(ranks) > 16 else "")
 
 
@@ -197,7 +198,7 @@ def collapse_findings(
                 continue
             ranks = sorted(int(r) for r in gg["rank"].unique())
             on_ranks = (
-                f" on {len(ranks)} of {n_ranks} ranks ({_rank_list(ranks)})" if n_ranks > 1 else ""
+                f" on {len(ranks)} of {n_ranks} ranks ({rank_ids(ranks)})" if n_ranks > 1 else ""
             )
             c = stage2_checks.get(path)
             stage2 = (

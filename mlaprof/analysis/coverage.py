@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
+from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies, rank_ids
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import (
     ApiFunction,
@@ -220,7 +220,7 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         n_ranks = len(rec.per_rank)
         kernels = sum(p.kernels for p in rec.per_rank if p.rank in none)
         names = [f"{x.name} (x{x.launches})" for x in cov.attention_like]
-        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({_ranks(none)})"
+        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({rank_ids(none)})"
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
             + _list(names, cov.attention_like_names)
@@ -283,10 +283,6 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
             )
         )
     return out
-
-
-def _ranks(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:16])) + (", ..." if len(ranks) > 16 else "")
 
 
 __all__ = ["coverage_findings", "coverage_summary", "explain_syncs"]

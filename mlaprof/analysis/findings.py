@@ -34,12 +34,10 @@ class Finding:
 
 def rank_list(ranks: list[int]) -> str:
     """``rank 3`` / ``ranks 0-7`` / ``ranks 0, 2, 5``: the ranks a finding was seen on."""
+    from mlaprof.analysis.ranks import rank_span  # the fleet view's span: one way to write it
+
     rs = sorted(set(ranks))
-    if len(rs) == 1:
-        return f"rank {rs[0]}"
-    if rs == list(range(rs[0], rs[-1] + 1)):
-        return f"ranks {rs[0]}-{rs[-1]}"
-    return "ranks " + ", ".join(map(str, rs))
+    return ("rank " if len(rs) == 1 else "ranks ") + rank_span(rs)
 
 
 def fold_ranks(findings: list[Finding], ranks: int) -> list[Finding]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
 from mlaprof.analysis.claims import full_graph_serves
-from mlaprof.analysis.padding import amounts, scope_text
+from mlaprof.analysis.padding import UNRECORDED_SHARE, amounts, scope_text
 from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
 
@@ -163,8 +163,8 @@ def headline(
         out.append(
             HeadlineRow(
                 label="padding waste",
-                value=f"{share_text(padding.padding_fraction or 0, 1)} of verify tokens "
-                f"{amounts(padding)[2]} ({scope_text(padding)})",
+                value=f"{share_text(padding.padding_fraction, 1, none=UNRECORDED_SHARE)} of "
+                f"verify tokens {amounts(padding)[2]} ({scope_text(padding)})",
                 provenance=src,
             )
         )

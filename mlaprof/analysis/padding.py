@@ -14,6 +14,9 @@ WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a w
 NOT_RECORDED = "not recorded"  # the padding text of a run without padding records
 
 
+UNRECORDED_SHARE = "an unrecorded share"  # the padding share where no token count was recorded
+
+
 def padding_waste(real_tokens: float | None, padding_tokens: float | None) -> float | None:
     """The one padding-waste measure: padding tokens as a share of all verify tokens
     (``None`` when no tokens were recorded)."""
@@ -73,7 +76,8 @@ def padding_summary(padding: pd.DataFrame) -> Padding:
         capture_size=sizes[0] if len(sizes) == 1 else None,
         capture_sizes=sizes,
         padding_rows_per_step=lo_hi,
-        padding_fraction=float(padding_waste(total("real_tokens"), total("padding_tokens")) or 0.0),
+        # None where the records hold no token counts: never a 0% that reads as measured
+        padding_fraction=padding_waste(total("real_tokens"), total("padding_tokens")),
         steps_padded=int((per_step > 0).sum()),
         kv_bytes_padding=total("kv_bytes_padding"),
         ranks=len(per_rank),
@@ -124,18 +128,18 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
     s = padding_summary(padding)
     if not s.padding_rows and not s.steps_padded:
         return []
-    frac = float(s.padding_fraction or 0.0)
+    frac = s.padding_fraction  # None: no token counts recorded
     real, pad, over = amounts(s)
     return [
         Finding(
             kind="padding",
-            severity=padding_severity(frac),
+            severity=padding_severity(frac) if frac is not None else "info",
             title=(
                 f"FULL-graph padding adds {pad} padding row(s) to {real} real request(s) {over} "
                 f"({scope_text(s)})"
             ),
             evidence=(
-                f"{share_text(frac, 1)} of verify tokens "
+                f"{share_text(frac, 1, none=UNRECORDED_SHARE)} of verify tokens "
                 + (
                     f"over {s.steps_padded} step(s)"
                     if (s.ranks or 0) <= 1

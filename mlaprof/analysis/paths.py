@@ -116,8 +116,10 @@ def pre_fix_rule(scenario: Scenario) -> str | None:
     """Why a scenario's min_kv_seq_len rule is not its vLLM version's: ``all-rows`` is the rule
     before vLLM PR #51171, which 0.32.0 and later no longer have (``_build_decode`` takes the
     minimum over active rows). None when the scenario's version has the rule it runs."""
+    from mlaprof.splits.routing import PRE_FIX
+
     version = str(scenario.vllm_version or "")
-    if scenario.min_kv_mode != "all-rows" or not version or version == "pre-51171":
+    if scenario.min_kv_mode != "all-rows" or not version or version == PRE_FIX:
         return None
     return (
         f"min_kv_seq_len over all rows is the rule before vLLM PR #51171, modelled on purpose: "

@@ -29,15 +29,23 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
     if not steps:
         return None
     verify = [s for s in steps if s.kind == "verify"]
-    rank0 = [s for s in verify if s.rank == min(x.rank for x in steps)]
+    first_rank = min(x.rank for x in steps)  # once: not again for every verify step
+    rank0 = [s for s in verify if s.rank == first_rank]
     drafted = sum(s.verify_draft_tokens for s in rank0)
     accepted = sum(a.accepted_tokens for a in acc) if acc else None
     # the scheduler's steps and the worker's verify steps, in order, over the steps both
     # databases committed (mlaprof.analysis.consistency): same rows, same drafts
     joined = scheduler_agreement(rank0, acc)
     first = steps[0]
+    ranks = sorted({s.rank for s in steps})
+    source = "measured: recorded by the vLLM plugin"
+    if len(ranks) > 1:  # two scopes in one section: each count says whose records it holds
+        source += (
+            f"; steps, kinds, graph modes and padded steps count all {len(ranks)} ranks' "
+            f"records, the verify counts rank {first_rank}'s"
+        )
     return EngineSection(
-        source="measured: recorded by the vLLM plugin",
+        source=source,
         backend=first.backend,
         builder=first.builder,
         heads=first.heads,
@@ -59,7 +67,7 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
         scheduler_worker_text=joined.text,
         drafter_builds=sum(s.drafter_builds for s in rank0),
         padded_steps=sum(1 for s in steps if (s.padded_tokens or 0) > s.num_tokens),
-        ranks=sorted({s.rank for s in steps}),
+        ranks=ranks,
     )
 
 

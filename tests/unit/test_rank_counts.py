@@ -63,3 +63,14 @@ def test_the_run_state_and_sync_line_count_per_rank() -> None:
     layers = pd.DataFrame({"rank": [0, 1], "step": [0, 0], "layer": [0, 0], "syncs": [0, 0]})
     n = sync_counts(pd.DataFrame(), layers)
     assert n.text == "0 per rank (2 ranks) on 0 layer(s), 1 step(s) per rank (2 ranks) checked"
+
+
+def test_padding_without_token_counts_has_no_share() -> None:
+    """Rows recorded, token counts not: the padding share is unknown, never a 0% that reads as
+    measured (the rows are still counted)."""
+    rows = _padding({0: 3}).assign(real_tokens=pd.NA, padding_tokens=pd.NA)
+    s = padding_summary(rows)
+    assert s.padding_rows == 3 and s.padding_fraction is None
+    (f,) = padding_findings(rows)
+    assert "0.0%" not in f.evidence and "an unrecorded share of verify tokens" in f.evidence
+    assert padding_summary(_padding({0: 3})).padding_fraction == 0.25

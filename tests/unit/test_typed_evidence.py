@@ -269,3 +269,22 @@ def test_the_capture_verdict_is_one_typed_section_for_every_kind() -> None:
         ev = collect(run)
     assert isinstance(ev.capture, Capture) and ev.step_modes is ev.capture
     assert ev.capture.eager_steps
+
+
+def test_an_engine_section_of_several_ranks_says_whose_records_each_count_holds() -> None:
+    """Step counts are over every rank's records, verify counts the lowest rank's: a section of
+    two ranks says so (one rank's reads as before)."""
+    from mlaprof.analysis.served import served_summary
+    from mlaprof.analysis.step_records import EngineStep
+
+    def step(rank: int, n: int) -> EngineStep:
+        return EngineStep.of({"rank": rank, "step": n, "kind": "verify", "backend": "b",
+                              "builder": "m", "heads": 16, "num_tokens": 4, "verify_rows": 2,
+                              "verify_draft_tokens": 2, "verify_rows_as_prefill": 0,
+                              "drafter_builds": 0})  # fmt: skip
+
+    one = served_summary([step(0, 0), step(0, 1)], [])
+    assert one is not None and one.source == "measured: recorded by the vLLM plugin"
+    two = served_summary([step(1, 0), step(1, 1), step(2, 0), step(2, 1)], [])
+    assert two is not None and (two.steps, two.verify_steps, two.ranks) == (4, 2, [1, 2])
+    assert "all 2 ranks' records, the verify counts rank 1's" in str(two.source)
