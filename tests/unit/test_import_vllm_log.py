@@ -519,3 +519,34 @@ def test_a_vllm_034_log_with_the_drafters_own_graphs(tmp_path: Path) -> None:
     assert len(done) == 1 and done[0]["rank"] == 0
     run = _import(tmp_path, text)
     assert run.meta["starts"] == 1
+
+
+def test_terminal_counts_every_start_past_the_table_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log with more starts than a table shows: the capture line counts them all (the starts'
+    table cuts at its row limit; "start 14 of 12" was printed)."""
+    from mlaprof.reporters.rows import TABLE_ROWS
+
+    eng = "Initializing a V1 LLM engine (v0.32.0) with config: model='m', speculative_config=None"
+    n = TABLE_ROWS + 2
+    text = "\n".join(
+        x
+        for _ in range(n)
+        for x in (line("EngineCore_DP0 pid=3", eng), line("Worker_TP0 pid=4", took("0.20")))
+    )
+    (tmp_path / "s.log").write_text(text)
+    main(
+        [
+            "import",
+            "vllm-log",
+            str(tmp_path / "s.log"),
+            "--traces",
+            str(tmp_path / "t"),
+            "--name",
+            "v",
+        ]
+    )
+    capsys.readouterr()
+    assert main(["report", "v", "--traces", str(tmp_path / "t")]) == 0
+    assert f"capture (start {n} of {n}, as the log says)" in capsys.readouterr().out
