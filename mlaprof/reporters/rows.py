@@ -222,6 +222,9 @@ SPECS: dict[str, Spec] = {
             Col("cudagraph", _cell("requested_mode", "final_mode"), _mode_cell),
             Col("capture sizes", _cell("capture_sizes"), _sizes_cell),
         ),
+        # where every number of a start (and of its memory per rank) comes from, under the table
+        lambda st: st.provenance,
+        ("provenance",),
     ),
     "Downgrade": Spec(
         "downgrades (as the log says)",

@@ -396,6 +396,8 @@ def test_html_report_shows_starts_and_memory_per_rank(tmp_path: Path) -> None:
     assert "TritonMLABackend UNIFORM_SINGLE_TOKEN_DECODE yes FULL_AND_PIECEWISE PIECEWISE" in text
     assert "1 Worker_TP1 481.28 MiB 9 s unknown unknown" in text
     assert "0 Worker_TP0 1.02 GiB 14 s 1.12 GiB 1.10x" in text
+    # where the starts' and their memory's numbers come from, said with the table
+    assert re.search(r"19 \(1\.\.128\) imported from \S*tp2_two_starts\.log server starts 1", text)
 
 
 def test_ranks_without_a_capture_line_are_named(tmp_path: Path) -> None:
