@@ -96,6 +96,31 @@ def test_a_view_that_words_a_row_otherwise_fails(tmp_path: Path, capsys) -> None
     assert missing(md.replace(row, ""), want)[0] == row
 
 
+@pytest.mark.parametrize("ident", ["aiter-asm_16heads", "log-tp2_two_starts"])
+def test_the_front_tables_say_where_their_numbers_come_from_in_every_view(
+    ident: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The tables every view shows before the findings (rows.front_tables) carry their notes
+    (a trace path's sources, a log's provenance) there too: the terminal, the HTML page and
+    ``tui --once`` each show a front table's title, then its notes, before the sections."""
+    from mlaprof.reporters.rows import front_tables
+
+    monkeypatch.setenv("COLUMNS", "250")  # a note on one line in the terminal
+    tables = front_tables(summary_blocks(shipped_runs.summary(ident)))
+    want = [norm(x) for t in tables if t.notes for x in (t.title, *t.notes)]
+    assert want, f"{ident}: no front table with notes"
+    v = views(ident, tmp_path, capsys)
+    bad = {}
+    for view in ("text", "html", "tui"):
+        text = readable(view, v[view])
+        end = text.lower().find(norm(HEADING).lower())
+        assert end > 0, f"{view}: no sections heading"
+        front = text[:end]
+        bad[view] = missing(norm(HEADING) + " " + front, want)
+    assert not any(bad.values()), f"{ident}: front notes a view leaves out: {bad}"
+
+
 # -- the diff: one diff -> rows function (mlaprof.reporters.diff_rows) in every compare view ----
 PAIRS = [
     ("demo-bug-padding-collapses-splits-c16", "demo-fix-splits-decided-on-device-c1-long"),
