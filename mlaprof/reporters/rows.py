@@ -258,6 +258,8 @@ SPECS: dict[str, Spec] = {
     ),
 }  # fmt: skip
 
+FLEET_LEAST = 2  # ranks side by side: one rank is no fleet (its line and its table)
+
 # the tables every view shows up front, before the findings (keys of summary_blocks' tables;
 # ``[]``: any record of a list; with the rows a table needs to be shown): what a reader of an
 # imported trace, log, engine run or fleet looks at first
@@ -266,7 +268,7 @@ FRONT = (
     ("trace.paths", 1),
     ("trace.replay_time.layers", 1),
     ("trace.replay_time.kernels", 1),
-    ("fleet.per_rank", 2),  # ranks side by side: one rank is no fleet
+    ("fleet.per_rank", FLEET_LEAST),
     ("engine_starts", 1),
     ("engine_starts[].downgrades", 1),
     ("engine_starts[].memory", 1),
@@ -549,6 +551,12 @@ def block_lines(blocks: list[Block], width: int | None = None) -> list[str]:
             if t.more:
                 out.append("    " + table_more(t))
     return fit(out, width)
+
+
+def fleet_line(s: RunSummary) -> str | None:
+    """The fleet's verdict (ranks side by side, never merged), which every view says first
+    where the run holds :data:`FLEET_LEAST` ranks or more; None for one rank."""
+    return s.fleet.text if s.fleet.ranks >= FLEET_LEAST else None
 
 
 def front_rows(blocks: list[Block]) -> list[Block]:

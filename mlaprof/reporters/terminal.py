@@ -21,6 +21,7 @@ from mlaprof.reporters.rows import (
     HEADING,
     Block,
     block_lines,
+    fleet_line,
     front_rows,
     front_tables,
     row_line,
@@ -154,8 +155,8 @@ def print_report(
             + (f"  |  capture: {human_bytes(cap.memory_bytes)}" if cap.memory_bytes else ""),
             highlight=False,
         )
-    if s.fleet.ranks > 1:  # ranks side by side, never merged: the verdict, then the table
-        console.print(term(s.fleet.text), highlight=False)
+    if fleet := fleet_line(s):  # ranks side by side, never merged: the verdict, then the table
+        console.print(term(fleet), highlight=False)
     for b in front_rows(blocks):  # declared once in the rows layer, as every view shows them
         console.print(term(row_line(b)), highlight=False)
     for t in front_tables(blocks):
