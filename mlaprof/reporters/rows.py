@@ -276,6 +276,7 @@ FRONT = (
 )
 # the rows every view shows up front, one line per section (section key -> its fields)
 FRONT_ROWS: dict[str, tuple[str, ...]] = {
+    "fleet": ("dp_groups_source", "hosts_source"),  # where the per-rank table's DP, host are from
     "engine": ("backend", "heads", "spec_method", "num_speculative_tokens", "steps",
                "verify_steps", "verify_rows", "verify_rows_as_prefill", "draft_tokens",
                "accepted_tokens", "acceptance_rate", "graph_modes", "scheduler_worker_text"),
@@ -287,6 +288,8 @@ FRONT_ROWS: dict[str, tuple[str, ...]] = {
     "trace.drafter": ("text",),
     "trace.capture_phase": ("text",),
 }  # fmt: skip
+# a section of FRONT_ROWS said only beside a front table: (its key, the rows it needs)
+FRONT_ROWS_BESIDE = {"fleet": ("fleet.per_rank", FLEET_LEAST)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,7 +568,8 @@ def front_rows(blocks: list[Block]) -> list[Block]:
     out = []
     for key, fields in FRONT_ROWS.items():
         b = next((b for b in blocks if b.key == key), None)
-        if b is None:
+        beside = FRONT_ROWS_BESIDE.get(key)
+        if b is None or (beside and _held(blocks, beside[0]) < beside[1]):
             continue
         by_key = {r.key: r for r in b.rows}
         keys = [f"{key}.{f}" for f in fields] if fields else list(by_key)
@@ -573,6 +577,11 @@ def front_rows(blocks: list[Block]) -> list[Block]:
         if rows:
             out.append(Block(key, b.title, rows, []))
     return out
+
+
+def _held(blocks: list[Block], key: str) -> int:
+    """The records the table ``key`` holds (shown and cut), 0 where there is none."""
+    return next((len(t.rows) + t.more for b in blocks for t in b.tables if t.key == key), 0)
 
 
 def row_line(b: Block) -> str:

@@ -126,7 +126,13 @@ def front_of(view: str, text: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "ident", ["aiter-asm_mtp_drafter", "log-tp2_two_starts", "engine-engine_ngram_run"]
+    "ident",
+    [
+        "aiter-asm_mtp_drafter",
+        "log-tp2_two_starts",
+        "engine-engine_ngram_run",
+        "aiter-fleet_dp2_tp4",
+    ],
 )
 def test_the_front_rows_read_the_same_in_every_view(
     ident: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -216,7 +216,7 @@ def test_one_rank_is_no_fleet_in_every_view(ident: str, ranks: int) -> None:
     in the rows layer (rows.fleet_line, rows.FRONT): the terminal, Markdown, HTML and ``tui``
     each say the line where it says something, and none for one rank."""
     from mlaprof.figures.html_report import render_html
-    from mlaprof.reporters.rows import fleet_line, front_tables
+    from mlaprof.reporters.rows import fleet_line, front_rows, front_tables
     from mlaprof.tui.once import read_view
     from mlaprof.tui.text import detail_lines
 
@@ -226,6 +226,11 @@ def test_one_rank_is_no_fleet_in_every_view(ident: str, ranks: int) -> None:
     assert (fleet_line(s) == s.fleet.text) is shown and (fleet_line(s) is None) is not shown
     keys = [t.key for t in front_tables(summary_blocks(s))]
     assert ("fleet.per_rank" in keys) is shown
+    # beside the table, where its DP groups and hosts come from (said once, in the rows layer)
+    said = {b.key: b.rows for b in front_rows(summary_blocks(s))}
+    assert ("fleet" in said) is shown
+    if shown:
+        assert [r.text for r in said["fleet"]] == [s.fleet.dp_groups_source, s.fleet.hosts_source]
     terminal = TerminalRenderer(Console(file=io.StringIO(), width=200)).render(s)
     view, _ = read_view(shipped_runs.run_dir(ident))
     texts = {
