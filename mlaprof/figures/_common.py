@@ -159,11 +159,17 @@ def series_of(data: Any, name: str = "", rank: int | None = None) -> tuple[Any, 
     return ser.rank(rank), ser.label(rank)
 
 
+def is_run(data: Any) -> bool:
+    """Whether ``data`` is a Run (mlaprof.load: read through its ``query``), not one of the
+    frames a figure also takes (a DataFrame has a ``query`` method of its own)."""
+    return hasattr(data, "query") and not isinstance(data, (pd.DataFrame, Mapping))
+
+
 def kernel_rank(data: Any, rank: int | None = None) -> int | None:
     """For a Run: the rank whose kernels a figure shows (``rank``, else the lowest with kernels),
     read by SQL so that an 11M-kernel import never becomes one frame (``report --html`` peaked
     at 8 GB); None for frames and mappings (they are read whole) or a run without kernels."""
-    if isinstance(data, (pd.DataFrame, Mapping)) or not hasattr(data, "query"):
+    if not is_run(data):
         return None
     if rank is not None:
         return int(rank)

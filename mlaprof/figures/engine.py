@@ -25,7 +25,7 @@ def shadow_splits(
     ``aiter`` do: its series is built with that shadow analysis)."""
     from mlaprof.analysis.series import Series, series_for_run
 
-    if hasattr(data, "query") and not isinstance(data, Series):  # a Run: its series, once
+    if c.is_run(data) and not isinstance(data, Series):  # a Run: its series, once
         data = series_for_run(data, {k: v for k, v in (("device", device), ("aiter", aiter)) if v})
     rs, label = c.series_of(data, "events", rank)
     ser = data if isinstance(data, Series) else getattr(data, "series", None)

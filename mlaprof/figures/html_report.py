@@ -162,12 +162,12 @@ def _front_html(s: RunSummary) -> str:
     """What every view shows before the findings, as the rows layer declares it once
     (mlaprof.reporters.rows.front_rows / front_tables): an engine's and a log's lines, an
     imported trace's paths and replay time, the ranks side by side, a log's server starts."""
-    from mlaprof.reporters.rows import front_rows, front_tables, summary_blocks
+    from mlaprof.reporters.rows import fleet_line, front_rows, front_tables, summary_blocks
 
     blocks = summary_blocks(s)
     out = []
-    if s.fleet.ranks > 1:  # ranks side by side, never merged: the verdict first
-        out.append(f"<p><b>{_e(s.fleet.text)}</b></p>")
+    if fleet := fleet_line(s):  # ranks side by side, never merged: the verdict first
+        out.append(f"<p><b>{_e(fleet)}</b></p>")
     for b in front_rows(blocks):
         out.append(f"<h3>{_e(b.title)}</h3>" + _rows_html(b.rows))
     out += [_table_html(t) for t in front_tables(blocks)]

@@ -56,7 +56,7 @@ def step_timeline(
     rs, label = c.series_of(data, "steps", rank)
     tl = rs.timeline if rs is not None else None
     other = steps is not None or max_kernels != TIMELINE_KERNELS or default_steps != TIMELINE_STEPS
-    if other and (hasattr(data, "query") or isinstance(data, Mapping)):  # a Run or its frames
+    if other and (c.is_run(data) or isinstance(data, Mapping)):  # a Run or its frames
         tl = _other_view(data, rank, steps if steps is not None else None, max_kernels)
         if steps is None and tl is not None and len(tl.steps_shown) > default_steps:
             tl = _other_view(data, rank, list(tl.steps_shown[:default_steps]), max_kernels)

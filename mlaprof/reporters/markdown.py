@@ -37,6 +37,8 @@ class MarkdownRenderer:
 
 def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     """The typed summary ``s`` and, with ``--compare``, its ``diff``."""
+    from mlaprof.reporters.rows import fleet_line
+
     sc = s.scenario
     lines = [f"## mlaprof: {md_code(s.run)}", ""]
     facts = [f"status **{cell(s.status)}**", f"kind {cell(s.kind)}"]
@@ -57,8 +59,8 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         tag = "" if route.verified else " (UNVERIFIED)"
         lines += [f"**vLLM route**: {md_code(route.path)} ({cell(route.kernel)}): "
                   f"{cell(route.reason)} [vLLM {cell(route.version)}{tag}]", ""]  # fmt: skip
-    if s.fleet.ranks > 1:  # the ranks' table is the rows layer's (section "ranks side by side")
-        lines += [f"**{cell(s.fleet.text)}**", ""]
+    if fleet := fleet_line(s):  # the ranks' table is the rows layer's ("ranks side by side")
+        lines += [f"**{cell(fleet)}**", ""]
     findings = s.findings
     lines.append(f"### Findings ({len(findings)})")
     lines.append("")

@@ -222,6 +222,9 @@ SPECS: dict[str, Spec] = {
             Col("cudagraph", _cell("requested_mode", "final_mode"), _mode_cell),
             Col("capture sizes", _cell("capture_sizes"), _sizes_cell),
         ),
+        # where every number of a start (and of its memory per rank) comes from, under the table
+        lambda st: st.provenance,
+        ("provenance",),
     ),
     "Downgrade": Spec(
         "downgrades (as the log says)",
@@ -255,6 +258,8 @@ SPECS: dict[str, Spec] = {
     ),
 }  # fmt: skip
 
+FLEET_LEAST = 2  # ranks side by side: one rank is no fleet (its line and its table)
+
 # the tables every view shows up front, before the findings (keys of summary_blocks' tables;
 # ``[]``: any record of a list; with the rows a table needs to be shown): what a reader of an
 # imported trace, log, engine run or fleet looks at first
@@ -263,7 +268,7 @@ FRONT = (
     ("trace.paths", 1),
     ("trace.replay_time.layers", 1),
     ("trace.replay_time.kernels", 1),
-    ("fleet.per_rank", 2),  # ranks side by side: one rank is no fleet
+    ("fleet.per_rank", FLEET_LEAST),
     ("engine_starts", 1),
     ("engine_starts[].downgrades", 1),
     ("engine_starts[].memory", 1),
@@ -271,6 +276,7 @@ FRONT = (
 )
 # the rows every view shows up front, one line per section (section key -> its fields)
 FRONT_ROWS: dict[str, tuple[str, ...]] = {
+    "fleet": ("dp_groups_source", "hosts_source"),  # where the per-rank table's DP, host are from
     "engine": ("backend", "heads", "spec_method", "num_speculative_tokens", "steps",
                "verify_steps", "verify_rows", "verify_rows_as_prefill", "draft_tokens",
                "accepted_tokens", "acceptance_rate", "graph_modes", "scheduler_worker_text"),
@@ -282,6 +288,8 @@ FRONT_ROWS: dict[str, tuple[str, ...]] = {
     "trace.drafter": ("text",),
     "trace.capture_phase": ("text",),
 }  # fmt: skip
+# a section of FRONT_ROWS said only beside a front table: (its key, the rows it needs)
+FRONT_ROWS_BESIDE = {"fleet": ("fleet.per_rank", FLEET_LEAST)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,13 +556,20 @@ def block_lines(blocks: list[Block], width: int | None = None) -> list[str]:
     return fit(out, width)
 
 
+def fleet_line(s: RunSummary) -> str | None:
+    """The fleet's verdict (ranks side by side, never merged), which every view says first
+    where the run holds :data:`FLEET_LEAST` ranks or more; None for one rank."""
+    return s.fleet.text if s.fleet.ranks >= FLEET_LEAST else None
+
+
 def front_rows(blocks: list[Block]) -> list[Block]:
     """The rows of :data:`FRONT_ROWS` that ``blocks`` hold: a block per section (no tables),
     its rows in the declared order; what every view says in a line before the findings."""
     out = []
     for key, fields in FRONT_ROWS.items():
         b = next((b for b in blocks if b.key == key), None)
-        if b is None:
+        beside = FRONT_ROWS_BESIDE.get(key)
+        if b is None or (beside and _held(blocks, beside[0]) < beside[1]):
             continue
         by_key = {r.key: r for r in b.rows}
         keys = [f"{key}.{f}" for f in fields] if fields else list(by_key)
@@ -562,6 +577,11 @@ def front_rows(blocks: list[Block]) -> list[Block]:
         if rows:
             out.append(Block(key, b.title, rows, []))
     return out
+
+
+def _held(blocks: list[Block], key: str) -> int:
+    """The records the table ``key`` holds (shown and cut), 0 where there is none."""
+    return next((len(t.rows) + t.more for b in blocks for t in b.tables if t.key == key), 0)
 
 
 def row_line(b: Block) -> str:

@@ -21,6 +21,7 @@ from mlaprof.reporters.rows import (
     HEADING,
     Block,
     block_lines,
+    fleet_line,
     front_rows,
     front_tables,
     row_line,
@@ -88,8 +89,9 @@ def print_report(
     blocks = summary_blocks(s)  # the rows layer: every section's rows and tables, laid out once
     starts = next((b for b in blocks if b.key == "engine_starts"), None)
     if starts is not None and not sc.recorded:  # an imported log: no syncs or padding in it
+        listed = starts.tables[0]  # the starts' overview table: the rows shown and those cut
         console.print(
-            f"capture (start {cap.start} of {len(starts.tables[0].rows)}, as the log says): "
+            f"capture (start {cap.start} of {len(listed.rows) + listed.more}, as the log says): "
             f"{cap.mode} -> {cap.status} (runs {cap.effective_mode})"
         )
         console.print(f"syncs in region: {s.sync_counts.text}")
@@ -153,8 +155,8 @@ def print_report(
             + (f"  |  capture: {human_bytes(cap.memory_bytes)}" if cap.memory_bytes else ""),
             highlight=False,
         )
-    if s.fleet.ranks > 1:  # ranks side by side, never merged: the verdict, then the table
-        console.print(term(s.fleet.text), highlight=False)
+    if fleet := fleet_line(s):  # ranks side by side, never merged: the verdict, then the table
+        console.print(term(fleet), highlight=False)
     for b in front_rows(blocks):  # declared once in the rows layer, as every view shows them
         console.print(term(row_line(b)), highlight=False)
     for t in front_tables(blocks):

@@ -322,6 +322,7 @@ def detail_lines(v: View) -> list[str]:
     if v.summary is None:
         return []
     from mlaprof.reporters.rows import (
+        fleet_line,
         front_rows,
         front_tables,
         row_line,
@@ -330,9 +331,9 @@ def detail_lines(v: View) -> list[str]:
     )
 
     blocks = summary_blocks(v.summary)
-    out = [row_line(b) for b in front_rows(blocks)]
-    if v.summary.fleet.ranks > 1:  # ranks side by side, never merged: the verdict first
-        out.append(v.summary.fleet.text)
+    fleet = fleet_line(v.summary)  # ranks side by side, never merged: the verdict first
+    out = [fleet] if fleet else []
+    out += [row_line(b) for b in front_rows(blocks)]
     for t in front_tables(blocks):
         out += [t.title, *format_table((t.head, t.rows))]
         out += ["  " + n for n in [*t.notes, table_more(t)] if n]

@@ -96,6 +96,67 @@ def test_a_view_that_words_a_row_otherwise_fails(tmp_path: Path, capsys) -> None
     assert missing(md.replace(row, ""), want)[0] == row
 
 
+@pytest.mark.parametrize("ident", ["aiter-asm_16heads", "log-tp2_two_starts"])
+def test_the_front_tables_say_where_their_numbers_come_from_in_every_view(
+    ident: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The tables every view shows before the findings (rows.front_tables) carry their notes
+    (a trace path's sources, a log's provenance) there too: the terminal, the HTML page and
+    ``tui --once`` each show a front table's title, then its notes, before the sections."""
+    from mlaprof.reporters.rows import front_tables
+
+    monkeypatch.setenv("COLUMNS", "250")  # a note on one line in the terminal
+    tables = front_tables(summary_blocks(shipped_runs.summary(ident)))
+    want = [norm(x) for t in tables if t.notes for x in (t.title, *t.notes)]
+    assert want, f"{ident}: no front table with notes"
+    v = views(ident, tmp_path, capsys)
+    bad = {}
+    for view in ("text", "html", "tui"):
+        bad[view] = missing(front_of(view, v[view]), want)
+    assert not any(bad.values()), f"{ident}: front notes a view leaves out: {bad}"
+
+
+def front_of(view: str, text: str) -> str:
+    """What a view shows before its sections heading, as a reader sees it."""
+    text = readable(view, text)
+    end = text.lower().find(norm(HEADING).lower())
+    assert end > 0, f"{view}: no sections heading"
+    return norm(HEADING) + " " + text[:end]
+
+
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "aiter-asm_mtp_drafter",
+        "log-tp2_two_starts",
+        "engine-engine_ngram_run",
+        "aiter-fleet_dp2_tp4",
+    ],
+)
+def test_the_front_rows_read_the_same_in_every_view(
+    ident: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The rows every view says before the findings (rows.front_rows: an engine's counts, its
+    shadow, a log's spec decoding, a trace's trust and replay time) show there, in order, in the
+    terminal, the HTML page and ``tui --once`` (a block of one row says its text alone)."""
+    from mlaprof.reporters.rows import front_rows
+
+    monkeypatch.setenv("COLUMNS", "250")
+    want: list[str] = []
+    for b in front_rows(summary_blocks(shipped_runs.summary(ident))):
+        want.append(norm(b.title))
+        if len(b.rows) == 1:
+            want.append(norm(b.rows[0].text))
+        else:
+            want += [norm(f"{r.label} {r.text}") for r in b.rows]
+    assert len(want) > 2, f"{ident}: no front rows"
+    v = views(ident, tmp_path, capsys)
+    bad = {view: missing(front_of(view, v[view]), want) for view in ("text", "html", "tui")}
+    assert not any(bad.values()), f"{ident}: front rows a view leaves out: {bad}"
+
+
 # -- the diff: one diff -> rows function (mlaprof.reporters.diff_rows) in every compare view ----
 PAIRS = [
     ("demo-bug-padding-collapses-splits-c16", "demo-fix-splits-decided-on-device-c1-long"),

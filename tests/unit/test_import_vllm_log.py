@@ -396,6 +396,8 @@ def test_html_report_shows_starts_and_memory_per_rank(tmp_path: Path) -> None:
     assert "TritonMLABackend UNIFORM_SINGLE_TOKEN_DECODE yes FULL_AND_PIECEWISE PIECEWISE" in text
     assert "1 Worker_TP1 481.28 MiB 9 s unknown unknown" in text
     assert "0 Worker_TP0 1.02 GiB 14 s 1.12 GiB 1.10x" in text
+    # where the starts' and their memory's numbers come from, said with the table
+    assert re.search(r"19 \(1\.\.128\) imported from \S*tp2_two_starts\.log server starts 1", text)
 
 
 def test_ranks_without_a_capture_line_are_named(tmp_path: Path) -> None:
@@ -519,3 +521,34 @@ def test_a_vllm_034_log_with_the_drafters_own_graphs(tmp_path: Path) -> None:
     assert len(done) == 1 and done[0]["rank"] == 0
     run = _import(tmp_path, text)
     assert run.meta["starts"] == 1
+
+
+def test_terminal_counts_every_start_past_the_table_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log with more starts than a table shows: the capture line counts them all (the starts'
+    table cuts at its row limit; "start 14 of 12" was printed)."""
+    from mlaprof.reporters.rows import TABLE_ROWS
+
+    eng = "Initializing a V1 LLM engine (v0.32.0) with config: model='m', speculative_config=None"
+    n = TABLE_ROWS + 2
+    text = "\n".join(
+        x
+        for _ in range(n)
+        for x in (line("EngineCore_DP0 pid=3", eng), line("Worker_TP0 pid=4", took("0.20")))
+    )
+    (tmp_path / "s.log").write_text(text)
+    main(
+        [
+            "import",
+            "vllm-log",
+            str(tmp_path / "s.log"),
+            "--traces",
+            str(tmp_path / "t"),
+            "--name",
+            "v",
+        ]
+    )
+    capsys.readouterr()
+    assert main(["report", "v", "--traces", str(tmp_path / "t")]) == 0
+    assert f"capture (start {n} of {n}, as the log says)" in capsys.readouterr().out

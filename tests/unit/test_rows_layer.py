@@ -205,3 +205,39 @@ def test_a_declared_table_leads_with_its_columns_and_keeps_every_field() -> None
     got = next(t for b in summary_blocks(dataclasses.replace(s, trace=trace))
                for t in b.tables if t.key == "trace.paths")  # fmt: skip
     assert got.head[-1] == "launch gap" and got.rows[0][-1] == "2.5 µs"
+
+
+@pytest.mark.parametrize(
+    ("ident", "ranks"),
+    [("demo-bug-padding-collapses-splits-c16", 1), ("aiter-two_ranks_one_lossy", 2)],
+)
+def test_one_rank_is_no_fleet_in_every_view(ident: str, ranks: int) -> None:
+    """The fleet's line and its per-rank table show up front from two ranks on, decided once
+    in the rows layer (rows.fleet_line, rows.FRONT): the terminal, Markdown, HTML and ``tui``
+    each say the line where it says something, and none for one rank."""
+    from mlaprof.figures.html_report import render_html
+    from mlaprof.reporters.rows import fleet_line, front_rows, front_tables
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import detail_lines
+
+    s = shipped_runs.summary(ident)
+    assert s.fleet.ranks == ranks
+    shown = ranks > 1
+    assert (fleet_line(s) == s.fleet.text) is shown and (fleet_line(s) is None) is not shown
+    keys = [t.key for t in front_tables(summary_blocks(s))]
+    assert ("fleet.per_rank" in keys) is shown
+    # beside the table, where its DP groups and hosts come from (said once, in the rows layer)
+    said = {b.key: b.rows for b in front_rows(summary_blocks(s))}
+    assert ("fleet" in said) is shown
+    if shown:
+        assert [r.text for r in said["fleet"]] == [s.fleet.dp_groups_source, s.fleet.hosts_source]
+    terminal = TerminalRenderer(Console(file=io.StringIO(), width=200)).render(s)
+    view, _ = read_view(shipped_runs.run_dir(ident))
+    texts = {
+        "text": terminal.split("\nfindings (")[0],
+        "md": render_markdown(s).split("### Findings")[0],
+        "html": render_html(s).split('id="sections"')[0],
+        "tui": "\n".join(detail_lines(dataclasses.replace(view, summary=s))),
+    }
+    for view_name, text in texts.items():
+        assert (s.fleet.text in " ".join(text.split())) is shown, view_name
