@@ -547,6 +547,12 @@ def failed_captures(captures: pd.DataFrame) -> tuple[FailedCapture, ...]:
     )
 
 
+def is_run(data: Any) -> bool:
+    """Whether ``data`` is a Run (mlaprof.load: read through its ``query``), not one of the
+    frames a figure or a series also takes (a DataFrame has a ``query`` method of its own)."""
+    return hasattr(data, "query") and not isinstance(data, (pd.DataFrame, Mapping))
+
+
 def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, pd.DataFrame]:
     """Per rank: each kernel name's GPU time summed (µs) and launch count, over the kernels
     with both timestamps; read by SQL from a Run, or from a kernels ``frame`` handed over whole
@@ -559,7 +565,7 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
             .agg(sum="sum", count="count")
             .reset_index()
         )
-    elif run is None or not hasattr(run, "query"):
+    elif not is_run(run):
         return {}
     elif (stored := _stored_per_name(run)) is not None:
         per = stored
@@ -643,7 +649,7 @@ def timeline(
         shown = len(k)
         kn = k.sort_values("start_ns", kind="stable").head(int(max_kernels))
         kn = kn[[c for c in columns("kernels") if c in kn.columns]].reset_index(drop=True)
-    elif run is not None and hasattr(run, "query"):
+    elif is_run(run):
         # the columns the bars are drawn from (the others cost their conversion, ~2 ms a rank)
         # a name is shown shortened (textsafe.short): shortened in the query, a 10 MB one is
         # never sorted whole

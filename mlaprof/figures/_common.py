@@ -13,7 +13,7 @@ import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures' name for it
 from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
-from mlaprof.analysis.series import kernel_label, shorten  # noqa: F401 - one definition
+from mlaprof.analysis.series import is_run, kernel_label, shorten  # noqa: F401 - one definition
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.store.schema import TABLES, columns
 
@@ -157,12 +157,6 @@ def series_of(data: Any, name: str = "", rank: int | None = None) -> tuple[Any, 
     if ser is None:
         return None, ""
     return ser.rank(rank), ser.label(rank)
-
-
-def is_run(data: Any) -> bool:
-    """Whether ``data`` is a Run (mlaprof.load: read through its ``query``), not one of the
-    frames a figure also takes (a DataFrame has a ``query`` method of its own)."""
-    return hasattr(data, "query") and not isinstance(data, (pd.DataFrame, Mapping))
 
 
 def kernel_rank(data: Any, rank: int | None = None) -> int | None:
