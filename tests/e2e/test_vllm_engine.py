@@ -37,7 +37,10 @@ from mlaprof.tui.follower import RunFollower
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
-PROMPTS, MAX_TOKENS, K = 4, 32, 3
+# 96 tokens a prompt: more engine steps (28 vs 11 with ngram) for the recorder's writer (a
+# commit every 0.1 s, when the engine leaves it the GIL) to commit several times while a follower
+# looks; at 32 the follower once saw only the finished count (0, then 11)
+PROMPTS, MAX_TOKENS, K = 4, 96, 3
 
 
 def _engine(tmp: Path, method: str) -> tuple[dict, list[int], str]:
