@@ -39,7 +39,7 @@ from mlaprof.step_sources import SOURCE_RANGES, SOURCE_TEXT, rle
 
 if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
-    from mlaprof.store.spill import Spill
+    from mlaprof.store.spill import Spill, SpillChain
 
 NULL = -1
 
@@ -52,7 +52,10 @@ class LazyInts(MutableMapping[str, np.ndarray]):
     joined into one buffer nor copied when nothing reads all of it."""
 
     def __init__(
-        self, ready: dict[str, np.ndarray], arrow: dict[str, Any], spill: Spill | None = None
+        self,
+        ready: dict[str, np.ndarray],
+        arrow: dict[str, Any],
+        spill: Spill | SpillChain | None = None,
     ) -> None:
         self._ready = dict(ready)
         self._arrow = dict(arrow)  # column -> pyarrow (Chunked)Array, int64 without NULLs

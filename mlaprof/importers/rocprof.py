@@ -102,6 +102,9 @@ def import_rocprof(
     # kernel traces (CSV, rocpd): the next ranks' reads overlap this rank's annotation and write,
     # and the first ones start before the run is created
     pending: dict[Path, Future[KernelColumns | None]] = {}
+    # a file's parse is split over the cores the other ranks' reads leave free: one rank's
+    # import parses on every core, a fleet's reads ahead already keep them busy
+    ways = max(1, rocprof_csv.free_cores() // min(AHEAD, len(groups)))
     with ThreadPoolExecutor(AHEAD) as pool:
 
         def prefetch(rank: int) -> None:
@@ -111,7 +114,7 @@ def import_rocprof(
                 if fmt == "rocpd":
                     pending[f] = pool.submit(rocpd_sqlite.read_dispatches, f)
                 elif fmt == "csv" and use_arrow and rocprof_csv.sniff(f) == rocprof_csv.KERNEL:
-                    pending[f] = pool.submit(rocprof_csv.read_kernel_file, f)
+                    pending[f] = pool.submit(rocprof_csv.read_kernel_file, f, ways)
 
         for rank in range(AHEAD):
             prefetch(rank)

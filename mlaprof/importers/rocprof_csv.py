@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,7 @@ from mlaprof.importers.common import (
 )
 
 if TYPE_CHECKING:
+    from mlaprof.store.spill import Spill
     from mlaprof.store.staging import BulkWriter
 
 csv.field_size_limit(1 << 24)  # mangled C++ kernel names can be long
@@ -261,7 +265,7 @@ class _Filled:
         return a[:n] if len(a) <= n + n // 4 + 4096 else a[:n].copy()
 
 
-def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
+def _kernels_arrow(path: Path, header: list[str], ways: int = 1) -> KernelColumns:
     """pyarrow's CSV reader, streamed a block at a time: typed columns, names and agents parsed
     into dictionaries (no million-string column); the columns the annotation reads become
     NumPy arrays, the others go to a :class:`~mlaprof.store.spill.Spill` as they are parsed,
@@ -276,7 +280,7 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
     block = BLOCK_BYTES
     while True:
         try:
-            return _stream_kernels(path, header, wanted, block)
+            return _stream_kernels(path, header, wanted, block, ways)
         except _Straddle as e:
             # a row longer than a block (a 10 MB mangled name): read again in blocks that hold
             # the longest row, once
@@ -289,9 +293,160 @@ def _kernels_arrow(path: Path, header: list[str]) -> KernelColumns:
             raise MlaprofError(f"{path}: malformed kernel trace ({msg})") from None
 
 
+@dataclass
+class _Part:
+    """One byte range of a kernel file, parsed: its rows' in-memory columns, names and agents
+    coded in the range's own order of first appearance, its NULLs and its spill."""
+
+    n: int
+    codes: dict[str, int]  # a name as written -> its index in ``names``
+    names: list[str | None]
+    ints: dict[str, np.ndarray]  # IN_MEMORY columns (``name``: codes into ``names``)
+    nulls: dict[str, list[tuple[int, np.ndarray]]]  # column -> (row in the range, mask) parts
+    spill: Spill | None
+
+
 def _stream_kernels(
-    path: Path, header: list[str], wanted: dict[str, str], block: int
+    path: Path, header: list[str], wanted: dict[str, str], block: int, ways: int
 ) -> KernelColumns:
+    from mlaprof.store.spill import SpillChain
+
+    spans = _spans(path, ways)
+    if len(spans) == 1:
+        parts = [_parse_span(path, header, wanted, block, None)]
+    else:
+        # pyarrow parses without the GIL: the ranges after the first are parsed on other cores
+        # while this thread parses the first
+        with ThreadPoolExecutor(len(spans) - 1) as pool:
+            later = [pool.submit(_parse_span, path, header, wanted, block, s) for s in spans[1:]]
+            first: _Part | BaseException
+            try:
+                first = _parse_span(path, header, wanted, block, spans[0])
+            except BaseException as e:  # the earliest range's error is the one a reader meets
+                first = e
+            got: list[_Part | BaseException] = [first]
+            for f in later:
+                try:
+                    got.append(f.result())
+                except BaseException as e:
+                    got.append(e)
+        for g in got:
+            if isinstance(g, BaseException):
+                for other in got:
+                    if isinstance(other, _Part) and other.spill is not None:
+                        other.spill.discard()
+                raise g
+        parts = [g for g in got if isinstance(g, _Part)]
+    n = sum(p.n for p in parts)
+    names, idx = _join_names(parts)
+    kept = [c for c in wanted if c in IN_MEMORY and c != "name"]
+    # one column joined at a time: the ranges' copies of the others are not held beside it
+    ints = {c: _join([p.ints.pop(c) for p in parts]) for c in kept}
+    masks: dict[str, np.ndarray] = {}
+    at = 0
+    for p in parts:
+        for col, got_nulls in p.nulls.items():
+            m = masks.setdefault(col, np.zeros(n, bool))
+            for row, part in got_nulls:
+                m[at + row : at + row + len(part)] = part
+        at += p.n
+    spills = [p.spill for p in parts if p.spill is not None]
+    spill: Spill | SpillChain | None = None
+    if spills:
+        spill = spills[0] if len(spills) == 1 else SpillChain(spills)
+        masks.update(spill.masks())
+    trim_heap()
+    return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks)
+
+
+def _join(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _join_names(parts: list[_Part]) -> tuple[list[str | None], np.ndarray]:
+    """The ranges' name codes as one: names in the file's order of first appearance (what one
+    reader of the whole file gives), each later range's codes mapped onto them."""
+    codes, names = parts[0].codes, parts[0].names
+    idx = [parts[0].ints.pop("name")]
+    for p in parts[1:]:
+        lut = np.array([_code(codes, names, v) for v in p.codes] or [0], np.int32)
+        own = p.ints.pop("name")
+        idx.append(own if bool(np.array_equal(lut, np.arange(len(lut)))) else lut[own])
+    return names, _join(idx)
+
+
+# bytes of a kernel file per range parsed at once (a smaller file is parsed in one piece)
+SPAN_BYTES = 32 << 20
+
+
+def free_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _spans(path: Path, ways: int) -> list[tuple[int, int]]:
+    """The byte ranges (after the header line) to parse at once, at most ``ways``, each ending
+    at the end of a line; one, the whole file, when it is small."""
+    size = path.stat().st_size
+    k = min(ways, size // SPAN_BYTES)
+    if k < 2:
+        return [(0, size)]
+    with open(path, "rb") as f:
+        f.readline()
+        cuts = [f.tell()]
+        for i in range(1, k):
+            f.seek(max(cuts[-1], size * i // k))
+            f.readline()  # the rest of the line the cut fell in
+            cuts.append(f.tell())
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a] or [(0, size)]
+
+
+class _Range:
+    """Bytes ``start`` to ``end`` of a file as a read-only stream (pyarrow reads it in blocks)."""
+
+    closed = False
+
+    def __init__(self, path: Path, start: int, end: int) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._at, self._end = start, end
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = self._end - self._at
+        want = left if size is None or size < 0 else min(size, left)
+        if want <= 0:
+            return b""
+        got = os.pread(self._fd, want, self._at)
+        self._at += len(got)
+        return got
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self._fd)
+
+
+def _parse_span(
+    path: Path,
+    header: list[str],
+    wanted: dict[str, str],
+    block: int,
+    span: tuple[int, int] | None,
+) -> _Part:
+    """Parse the whole file (``span`` None: its first line is the header) or one byte range of
+    it (rows only) into a :class:`_Part`."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -302,10 +457,13 @@ def _stream_kernels(
     types = {
         src: (text if col in ("name", "device") else pa.int64()) for col, src in wanted.items()
     }
+    source: Any = path if span is None else _Range(path, *span)
     try:
         reader = pcsv.open_csv(
-            path,
-            read_options=pcsv.ReadOptions(column_names=header, skip_rows=1, block_size=block),
+            source,
+            read_options=pcsv.ReadOptions(
+                column_names=header, skip_rows=1 if span is None else 0, block_size=block
+            ),
             parse_options=pcsv.ParseOptions(newlines_in_values=False),
             convert_options=pcsv.ConvertOptions(
                 include_columns=list(wanted.values()),
@@ -315,6 +473,8 @@ def _stream_kernels(
             ),
         )
     except pa.ArrowInvalid as e:
+        if span is not None:
+            source.close()
         _straddle(e)
         raise
     to_disk = [c for c in wanted if c not in IN_MEMORY]
@@ -325,71 +485,73 @@ def _stream_kernels(
     names: list[str | None] = []
     agents: dict[str, int] = {}
     kept = [c for c in wanted if c in IN_MEMORY]
-    filled = _Filled(path.stat().st_size, block)
+    size = path.stat().st_size if span is None else span[1] - span[0]
+    filled = _Filled(size, block)
     null_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     n = blocks = 0
-    while True:
-        try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            break
-        except pa.ArrowInvalid as e:
-            _straddle(e)
-            raise
-        rows = batch.num_rows
-        blocks += 1
-        for col, src in wanted.items():
-            arr = batch.column(src)
-            if col == "name":  # an mlaprof CSV export's neutralized formulas come back as written
-                lut = np.array(
-                    [_code(codes, names, v) for v in arr.dictionary.to_pylist()] or [0], np.int32
+    try:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except pa.ArrowInvalid as e:
+                _straddle(e)
+                raise
+            rows = batch.num_rows
+            blocks += 1
+            for col, src in wanted.items():
+                arr = batch.column(src)
+                if (
+                    col == "name"
+                ):  # an mlaprof CSV export's neutralized formulas come back as written
+                    lut = np.array(
+                        [_code(codes, names, v) for v in arr.dictionary.to_pylist()] or [0],
+                        np.int32,
+                    )
+                    # "clip": indices into the block's own dictionary, taken unbuffered into place
+                    out = filled.slot(col, np.int32, n, rows, blocks)
+                    np.take(lut, arrow_numpy.numbers(arr.indices), out=out, mode="clip")
+                elif col == "device":
+                    lut = np.array(  # int32: agent indices are small
+                        [_agent(agents, v) for v in arr.dictionary.to_pylist()] or [NULL], np.int32
+                    )
+                    vals = filled.slot(col, np.int32, n, rows, blocks)
+                    np.take(lut, arrow_numpy.numbers(arr.indices), out=vals, mode="clip")
+                    if (vals == NULL).any():
+                        null_parts.setdefault(col, []).append((n, vals == NULL))
+                elif arr.null_count and col in _KERNEL_NONEMPTY:
+                    raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
+                elif col in kept:
+                    if arr.null_count:
+                        null_parts.setdefault(col, []).append((n, arrow_numpy.nulls(arr)))
+                    # copied out: a view would keep the whole parsed batch (every column) alive
+                    filled.slot(col, np.int64, n, rows, blocks)[:] = arrow_numpy.numbers(arr, NULL)
+            if spill is not None:
+                # gathered to a row group's worth before the spill narrows them: a parsed block
+                # holds a few thousand rows, and the per-append work is per column, not per row
+                parked.append(
+                    pa.RecordBatch.from_arrays([batch.column(wanted[c]) for c in to_disk], to_disk)
                 )
-                # "clip": indices into the block's own dictionary, taken unbuffered into place
-                out = filled.slot(col, np.int32, n, rows, blocks)
-                np.take(lut, arrow_numpy.numbers(arr.indices), out=out, mode="clip")
-            elif col == "device":
-                lut = np.array(  # int32: agent indices are small
-                    [_agent(agents, v) for v in arr.dictionary.to_pylist()] or [NULL], np.int32
-                )
-                vals = filled.slot(col, np.int32, n, rows, blocks)
-                np.take(lut, arrow_numpy.numbers(arr.indices), out=vals, mode="clip")
-                if (vals == NULL).any():
-                    null_parts.setdefault(col, []).append((n, vals == NULL))
-            elif arr.null_count and col in _KERNEL_NONEMPTY:
-                raise MlaprofError(f"{path}: a kernel record has an empty {col} field")
-            elif col in kept:
-                if arr.null_count:
-                    null_parts.setdefault(col, []).append((n, arrow_numpy.nulls(arr)))
-                # copied out: a view would keep the whole parsed batch (every column) alive
-                filled.slot(col, np.int64, n, rows, blocks)[:] = arrow_numpy.numbers(arr, NULL)
+                parked_rows += rows
+                if parked_rows >= spill_rows.FILE_ROWS:
+                    spill.append(pa.Table.from_batches(parked))
+                    parked, parked_rows = [], 0
+            n += rows
         if spill is not None:
-            # gathered to a row group's worth before the spill narrows them: a parsed block
-            # holds a few thousand rows, and the per-append work is per column, not per row
-            parked.append(
-                pa.RecordBatch.from_arrays([batch.column(wanted[c]) for c in to_disk], to_disk)
-            )
-            parked_rows += rows
-            if parked_rows >= spill_rows.FILE_ROWS:
+            if parked:
                 spill.append(pa.Table.from_batches(parked))
-                parked, parked_rows = [], 0
-        n += rows
-    if spill is not None:
-        if parked:
-            spill.append(pa.Table.from_batches(parked))
-        spill.close()
+            spill.close()
+    except BaseException:
+        if spill is not None:
+            spill.discard()
+        raise
+    finally:
+        if span is not None:
+            source.close()
     # names and agents as int32 codes, the rest int64
     ints = {c: filled.final(c, n, np.int32 if c in ("name", "device") else np.int64) for c in kept}
-    idx = ints.pop("name")
-    masks: dict[str, np.ndarray] = {}
-    for col, got in null_parts.items():
-        m = np.zeros(n, bool)
-        for at, part in got:
-            m[at : at + len(part)] = part
-        masks[col] = m
-    if spill is not None:
-        masks.update(spill.masks())
-    trim_heap()
-    return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks)
+    return _Part(n, codes, names, ints, null_parts, spill)
 
 
 def _straddle(e: Exception) -> None:
@@ -444,10 +606,13 @@ def _kernel_header(path: Path) -> list[str]:
     return next(csv.reader([head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")]))
 
 
-def read_kernel_file(path: Path) -> KernelColumns:
+def read_kernel_file(path: Path, ways: int = 1) -> KernelColumns:
     """A kernel trace CSV (sniffed as one) read through pyarrow: what :func:`import_csv` returns
-    for it (thread-safe; the multi-rank importer reads the next rank's file meanwhile)."""
-    return _kernels_arrow(path, _kernel_header(path))
+    for it (thread-safe; the multi-rank importer reads the next rank's file meanwhile).
+    ``ways``: byte ranges of a big file parsed at once, in threads (pyarrow parses without the
+    GIL): give it the cores nothing else is using, so the read's wall time drops on them at the
+    cost of a few percent more CPU."""
+    return _kernels_arrow(path, _kernel_header(path), ways)
 
 
 def read_kernels(path: Path, text: str | None, header: list[str], use_arrow: bool) -> KernelColumns:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from mlaprof.store.spill import Spill
+    from mlaprof.store.spill import Spill, SpillChain
 
 META_PREFIX = "columnar:"
 BATCH_ROWS = 65_536  # rows per record batch: readers stream one batch at a time
@@ -164,7 +164,7 @@ class Pending:
         n: int,
         numbers: Mapping[str, tuple[Any, np.ndarray | None]],
         text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None,
-        spill: Spill,
+        spill: Spill | SpillChain,
         spilled: Sequence[str],
     ) -> None:
         if spill.n != n:

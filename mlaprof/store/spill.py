@@ -11,7 +11,7 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -224,26 +224,13 @@ class Spill:
 
     def batches(self, size: int) -> Iterator[Any]:
         """The rows as Arrow tables of exactly ``size`` rows (the last one fewer), in order."""
-        import pyarrow as pa
-
         if self.n == 0:
             return
         if self._held is not None:
             source = self._batches_of(self._held, self.masks())
         else:
             source = self._file().iter_batches(batch_size=size)
-        held: list[Any] = []
-        count = 0
-        for b in source:
-            held.append(b)
-            count += b.num_rows
-            while count >= size:
-                tab = pa.Table.from_batches(held, schema=self.schema)
-                yield tab.slice(0, size)
-                rest = tab.slice(size)
-                held, count = rest.to_batches(), rest.num_rows
-        if count:
-            yield pa.Table.from_batches(held, schema=self.schema)
+        yield from _regroup(source, size, self.schema)
 
     def discard(self) -> None:
         """Free the rows: the memory held, the file removed (also done when the spill is
@@ -253,6 +240,78 @@ class Spill:
         _release(self._held_bytes)
         if self._finalizer is not None:
             self._finalizer()
+
+
+def _regroup(source: Iterable[Any], size: int, schema: Any) -> Iterator[Any]:
+    """Record batches of any sizes as tables of exactly ``size`` rows (the last one fewer)."""
+    import pyarrow as pa
+
+    held: list[Any] = []
+    count = 0
+    for b in source:
+        held.append(b)
+        count += b.num_rows
+        while count >= size:
+            tab = pa.Table.from_batches(held, schema=schema)
+            yield tab.slice(0, size)
+            rest = tab.slice(size)
+            held, count = rest.to_batches(), rest.num_rows
+    if count:
+        yield pa.Table.from_batches(held, schema=schema)
+
+
+class SpillChain:
+    """Spills of consecutive rows read back as one: a kernel file parsed as several byte ranges
+    at once gives each range its own :class:`Spill` (a range cannot know where its rows start
+    until the ranges before it are parsed). Reads as :class:`Spill` does, the ranges in order."""
+
+    def __init__(self, parts: Sequence[Spill]) -> None:
+        if not parts:
+            raise MlaprofError("internal: a spill chain of no spills")
+        self.parts = list(parts)
+        self.columns = list(parts[0].columns)
+        self.schema = parts[0].schema
+        self.n = sum(p.n for p in parts)
+
+    def close(self) -> None:
+        for p in self.parts:
+            p.close()
+
+    def masks(self) -> dict[str, np.ndarray]:
+        got = [p.masks() for p in self.parts]
+        out = {}
+        for c in {c for m in got for c in m}:
+            out[c] = np.concatenate(
+                [m.get(c, np.zeros(p.n, bool)) for m, p in zip(got, self.parts, strict=True)]
+            )
+        return out
+
+    def column(self, c: str) -> np.ndarray:
+        return np.concatenate([p.column(c) for p in self.parts])
+
+    def take(self, c: str, rows: np.ndarray) -> np.ndarray:
+        out = np.full(len(rows), NULL, np.int64)
+        lo = 0
+        for p in self.parts:
+            hi = lo + p.n
+            a, z = np.searchsorted(rows, [lo, hi])
+            if z > a:
+                out[a:z] = p.take(c, rows[a:z] - lo)
+            lo = hi
+        return out
+
+    def batches(self, size: int) -> Iterator[Any]:
+        def source() -> Iterator[Any]:
+            for p in self.parts:
+                for t in p.batches(size):
+                    yield from t.to_batches()
+
+        if self.n:
+            yield from _regroup(source(), size, self.schema)
+
+    def discard(self) -> None:
+        for p in self.parts:
+            p.discard()
 
 
 def _table(part: Any, schema: Any) -> Any:

@@ -31,7 +31,7 @@ from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter
 
 if TYPE_CHECKING:
-    from mlaprof.store.spill import Spill
+    from mlaprof.store.spill import Spill, SpillChain
 
 STAGING_PREFIX = ".mlaprof-import-"
 STAGE_LOCK = "import.lock"  # held (flock) for the whole import: a dead lock is a dead import
@@ -155,7 +155,7 @@ class BulkWriter:
         n: int,
         numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
         text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None = None,
-        spill: tuple[Spill, list[str]] | None = None,
+        spill: tuple[Spill | SpillChain, list[str]] | None = None,
     ) -> int:
         """Queue ``n`` rows for the rank's Arrow side file of ``table``; every call's rows are
         written, in call order, as one file when the import commits. ``spill``: columns of the
