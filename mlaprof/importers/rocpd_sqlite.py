@@ -281,13 +281,19 @@ def _peek(path: Path, sql: str) -> tuple[Any, ...] | None:
     """The first row of one query on a user's database, bounded like every read of it
     (:class:`_Bound`: the time limit, Ctrl-C and SIGTERM); None when the file is not a readable
     rocpd database (the import itself reports that)."""
+    return _asking(path, lambda con: con.execute(sql).fetchone())
+
+
+def _asking(path: Path, ask: Callable[[sqlite3.Connection], Any]) -> Any:
+    """``ask(connection)`` on a user's database, bounded as :func:`_peek` is; None when the
+    file is not a readable rocpd database."""
     with readable(path) as uri:
         try:
             con, bound = _bounded(uri)
         except sqlite3.Error:
             return None
         try:
-            return con.execute(sql).fetchone()
+            return ask(con)
         except sqlite3.Error:
             if (signum := bound.stopped_by()) is not None:
                 raise stop_exception(signum) from None
@@ -298,14 +304,28 @@ def _peek(path: Path, sql: str) -> tuple[Any, ...] | None:
             con.close()
 
 
+_FIRST_OF_GUID = (
+    "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
+    "ON A.id = K.agent_id AND A.guid = K.guid WHERE K.guid = ? ORDER BY K.id LIMIT 1"
+)
+
+
 def first_agent(path: Path) -> int | None:
-    """The GPU (agent absolute index) of the database's first kernel dispatch, or None (also
-    for a file that is not a readable rocpd database: the import itself reports that)."""
-    row = _peek(
-        path,
-        "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
-        "ON A.id = K.agent_id AND A.guid = K.guid ORDER BY K.guid, K.id LIMIT 1",
-    )
+    """The GPU (agent absolute index) of the database's first kernel dispatch (by guid, then
+    id), or None (also for a file that is not a readable rocpd database: the import itself
+    reports that). Asked guid by guid, in order, of the agents table (a dispatch joins its
+    agent's guid): the first dispatch of a guid is found in id order without sorting the whole
+    table, which took ~35 ms per 250k dispatches and ran before any rank's read started."""
+
+    def ask(con: sqlite3.Connection) -> tuple[Any, ...] | None:
+        guids = con.execute("SELECT DISTINCT guid FROM rocpd_info_agent ORDER BY guid")
+        for (guid,) in guids.fetchall():
+            row = con.execute(_FIRST_OF_GUID, (guid,)).fetchone()
+            if row is not None:
+                return row
+        return None
+
+    row = _asking(path, ask)
     return None if row is None or not isinstance(row[0], int) else row[0]
 
 
