@@ -75,14 +75,34 @@ def repeated_rows(kc: KernelColumns) -> np.ndarray:
     Readers list a database's dispatches by id, so the copies of one dispatch id sit next to
     each other, and one pass over adjacent rows finds them (no sort of millions of rows)."""
     n = kc.n
+    out = np.zeros(n, bool)
     if n < 2:
-        return np.zeros(n, bool)
-    name = np.asarray(kc.name_idx, np.int64)
-    same = name[1:] == name[:-1]
+        return out
+    # rows that equal the row before them in one column first (a start time: two dispatches
+    # rarely share one), then every field at those rows only: two passes over the trace, not
+    # two per field
+    first = "start_ns" if "start_ns" in kc.ints else None
+    if first is not None:
+        v = _column(kc, first)
+        rows = np.flatnonzero(v[1:] == v[:-1]) + 1
+    else:
+        rows = np.arange(1, n)
+    name = np.asarray(kc.name_idx)
+    same = name[rows] == name[rows - 1]
     for c in kc.ints:
-        v = _column(kc, c)
-        same &= v[1:] == v[:-1]
-    return np.concatenate([[False], same])
+        if c != first and len(rows):
+            same &= _at(kc, c, rows) == _at(kc, c, rows - 1)
+    out[rows[same]] = True
+    return out
+
+
+def _at(kc: KernelColumns, c: str, rows: np.ndarray) -> np.ndarray:
+    """Column ``c`` at ``rows`` as int64, NULL as -1 (what :func:`_column` holds there)."""
+    v = np.asarray(kc.ints[c])[rows].astype(np.int64)
+    m = kc.masks.get(c)
+    if m is not None:
+        v[m[rows]] = NULL
+    return v
 
 
 def drop_repeated_dispatches(kc: KernelColumns) -> tuple[KernelColumns, int]:
