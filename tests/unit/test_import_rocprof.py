@@ -451,13 +451,18 @@ def test_rank_folders_number_the_ranks(tmp_path: Path) -> None:
     assert [len(r.query(f"SELECT * FROM steps WHERE rank = {i}")) for i in (0, 1)] == [2, 1]
 
 
+@pytest.mark.parametrize("batch", [None, 3])
 def test_rocpd_columnar_read_matches_row_by_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int | None
 ) -> None:
-    """The ADBC reader (dispatches straight into Arrow, joins in numpy) stores exactly what the
-    row-by-row reader stores, NULLs from missing symbols, events and correlation ids included."""
+    """The ADBC reader (dispatches into NumPy a batch at a time, joins in numpy) stores exactly
+    what the row-by-row reader stores, NULLs from missing symbols, events and correlation ids
+    included; in batches of 3 rows too (NULL masks laid out across many batches)."""
     pytest.importorskip("adbc_driver_sqlite")
     from mlaprof.importers import rocpd_sqlite
+
+    if batch is not None:
+        monkeypatch.setattr(rocpd_sqlite, "_BATCH_ROWS", batch)
 
     _tr, db = _real_rocpd(tmp_path)
     con = sqlite3.connect(db)
