@@ -67,29 +67,31 @@ def rank_sums(
         return None
     steps_with = np.unique(ls[ls != NULL])
     width = max(int(ll.max()) if len(ll) else 0, 0) + 2  # windows -1 .. the largest layer
+    # per layer position, one past the last: its step (NULL: no layer) and window + 1
+    at_step, at_win1 = np.append(s_step, NULL), np.append(s_layer + 1, 0)
     keys, tots, atts, hists, reps = [], [], [], [], []
     for a in range(0, len(end), CHUNK):
         part = slice(a, a + CHUNK)
         kst, krep = k_step[part], k_replay[part]
-        kept = (krep != NULL) & (kst != NULL) & np.isin(kst, steps_with)
-        rows: Any = slice(None) if kept.all() else np.flatnonzero(kept)  # a view if all kept
-        ks = kst[rows].astype(np.int64, copy=False)
+        kept = _kept(kst, krep, steps_with)
+        n_kept = int(np.count_nonzero(kept))
+        if not n_kept:
+            continue
+        rows: Any = slice(None) if n_kept == len(kept) else np.flatnonzero(kept)
+        ks = kst[rows].astype(np.int64)
         ke = end[part][rows].astype(np.int64, copy=False)
         di = ke - start[part][rows]
         mla = k_layer[part][rows] != NULL
-        if len(sl):
-            pos = np.searchsorted(sl, ke, side="left")
-            hit = pos < len(sl)
-            np.minimum(pos, len(sl) - 1, out=pos)
-            win = np.where(hit & (s_step[pos] == ks), s_layer[pos], NULL)
-            del pos, hit
+        first, counts = _layer_runs(sl, ke)
+        k = ks * width
+        if counts is None:  # ends out of order: the layer of each kernel found apart
+            lstep, lwin1 = at_step[first], at_win1[first]
         else:
-            win = np.full(len(ks), NULL, np.int64)
-        if not len(ks):
-            continue
+            lstep = np.repeat(at_step[first : first + len(counts)], counts)
+            lwin1 = np.repeat(at_win1[first : first + len(counts)], counts)
+        k += np.where(lstep == ks, lwin1, 0)
+        del lstep, lwin1, ks
         dur = di.astype(np.float64)
-        k = ks * width + (win + 1)
-        del win
         starts = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
         keys.append(k[starts])
         tots.append(np.add.reduceat(dur, starts))
@@ -102,6 +104,38 @@ def rank_sums(
     key["replays"] = len(np.unique(np.concatenate(reps))) if reps else 0
     key["kernels"] = len(end)
     return steps, _merge_hist(names, hists), key
+
+
+def _kept(kst: np.ndarray, krep: np.ndarray, steps_with: np.ndarray) -> np.ndarray:
+    """Kernels of a replay and of a step with timed layers (steps_with: sorted, no NULL); a
+    lookup table over the steps' range (a few thousand) rather than a search per kernel."""
+    if not len(steps_with):
+        return np.zeros(len(kst), bool)
+    lo, hi = int(steps_with[0]), int(steps_with[-1])
+    if hi - lo == len(steps_with) - 1:  # every step between: a range check
+        kept = (kst >= lo) & (kst <= hi)
+    else:
+        table = np.zeros(hi - lo + 2, bool)  # the last cell: outside the range
+        table[steps_with - lo] = True
+        off = kst.astype(np.int64) - lo
+        off[(off < 0) | (off > hi - lo)] = hi - lo + 1
+        kept = table[off]
+    kept &= krep != NULL
+    return kept & (kst != NULL)
+
+
+def _layer_runs(sl: np.ndarray, ke: np.ndarray) -> tuple[Any, np.ndarray | None]:
+    """Where each kernel end falls among the sorted layer ends ``sl``: the position of the
+    first end at or after it (``len(sl)``: none). Kernels in time order (ends not decreasing)
+    fall in runs: returns (first position, kernels per position from it), one binary search
+    per layer in their span; otherwise (positions, None), one search per kernel."""
+    if len(ke) > 1 and bool((ke[1:] < ke[:-1]).any()):
+        return np.searchsorted(sl, ke, side="left"), None
+    p0 = int(np.searchsorted(sl, ke[0], side="left"))
+    p1 = int(np.searchsorted(sl, ke[-1], side="left"))
+    # kernels at or before each layer end of the span; the rest fall at p1
+    upto = np.searchsorted(ke, sl[p0:p1], side="right")
+    return p0, np.diff(upto, prepend=0, append=len(ke))
 
 
 def _step_sums(
@@ -131,9 +165,10 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
     if cells <= 4 * len(idx) + (1 << 16):  # a dense count: no sort, no hash
         k = i64 * span + (dur - lo)
         c = np.bincount(k, minlength=cells)
-        m = np.bincount(k, weights=mla, minlength=cells)
+        m = np.zeros(cells, bool)
+        m[k[mla]] = True  # the MLA kernels are a few of the piece's
         u = np.flatnonzero(c)
-        return u // span, u % span + lo, c[u], m[u] > 0
+        return u // span, u % span + lo, c[u], m[u]
     # durations spread wide (a real trace's): sorted runs of equal (name, duration); Arrow's
     # hash aggregate would load pyarrow.dataset, and with it pandas, into an import
     order = np.lexsort((dur, i64))
