@@ -77,26 +77,31 @@ def rank_sums(
         n_kept = int(np.count_nonzero(kept))
         if not n_kept:
             continue
-        rows: Any = slice(None) if n_kept == len(kept) else np.flatnonzero(kept)
-        ks = kst[rows].astype(np.int64)
+        rows = _rows(kept, n_kept)
+        ks = kst[rows]
         ke = end[part][rows].astype(np.int64, copy=False)
         di = ke - start[part][rows]
         mla = k_layer[part][rows] != NULL
+        # runs of kernels of one step at one layer position: each run is one (step, window)
         first, counts = _layer_runs(sl, ke)
-        k = ks * width
-        if counts is None:  # ends out of order: the layer of each kernel found apart
-            lstep, lwin1 = at_step[first], at_win1[first]
+        cut = np.empty(len(ks), bool)
+        cut[0] = True
+        np.not_equal(ks[1:], ks[:-1], out=cut[1:])
+        if counts is None:  # ends out of order: a position per kernel
+            cut[1:] |= first[1:] != first[:-1]
+            runs = np.flatnonzero(cut)
+            pos = first[runs]
         else:
-            lstep = np.repeat(at_step[first : first + len(counts)], counts)
-            lwin1 = np.repeat(at_win1[first : first + len(counts)], counts)
-        k += np.where(lstep == ks, lwin1, 0)
-        del lstep, lwin1, ks
+            bounds = np.cumsum(counts[:-1])  # the kernel each next position starts at
+            cut[bounds[bounds < len(ks)]] = True
+            runs = np.flatnonzero(cut)
+            pos = first + np.searchsorted(bounds, runs, side="right")
+        r_step = ks[runs].astype(np.int64)
+        keys.append(r_step * width + np.where(at_step[pos] == r_step, at_win1[pos], 0))
         dur = di.astype(np.float64)
-        starts = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
-        keys.append(k[starts])
-        tots.append(np.add.reduceat(dur, starts))
-        atts.append(np.add.reduceat(np.where(mla, dur, 0.0), starts))
-        del k, dur
+        tots.append(np.add.reduceat(dur, runs))
+        atts.append(np.add.reduceat(np.where(mla, dur, 0.0), runs))
+        del dur, cut
         hists.append(_hist_part(name_idx[part][rows], di, mla))
         rep = krep[rows]
         reps.append(np.unique(rep[np.r_[True, rep[1:] != rep[:-1]]]))
@@ -122,6 +127,14 @@ def _kept(kst: np.ndarray, krep: np.ndarray, steps_with: np.ndarray) -> np.ndarr
         kept = table[off]
     kept &= krep != NULL
     return kept & (kst != NULL)
+
+
+def _rows(kept: np.ndarray, n_kept: int) -> Any:
+    """The kept kernels as a slice where they are one block (views, no copies: a trace's
+    kernels outside steps are mostly before the first and after the last), else the mask."""
+    lo = int(np.argmax(kept))  # the first True: argmax of a bool array stops there
+    hi = len(kept) - int(np.argmax(kept[::-1]))
+    return slice(lo, hi) if hi - lo == n_kept else kept
 
 
 def _layer_runs(sl: np.ndarray, ke: np.ndarray) -> tuple[Any, np.ndarray | None]:
@@ -160,10 +173,11 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
     """(name index, duration, count, any MLA) per distinct pair of one piece."""
     lo, hi = int(dur.min()), int(dur.max())
     span = hi - lo + 1
-    i64 = idx.astype(np.int64)
-    cells = (int(i64.max()) + 1) * span
+    cells = (int(idx.max()) + 1) * span
     if cells <= 4 * len(idx) + (1 << 16):  # a dense count: no sort, no hash
-        k = i64 * span + (dur - lo)
+        k = np.multiply(idx, span, dtype=np.int64)
+        k += dur
+        k -= lo
         c = np.bincount(k, minlength=cells)
         m = np.zeros(cells, bool)
         m[k[mla]] = True  # the MLA kernels are a few of the piece's
@@ -171,6 +185,7 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
         return u // span, u % span + lo, c[u], m[u]
     # durations spread wide (a real trace's): sorted runs of equal (name, duration); Arrow's
     # hash aggregate would load pyarrow.dataset, and with it pandas, into an import
+    i64 = idx.astype(np.int64)
     order = np.lexsort((dur, i64))
     si, sd = i64[order], dur[order]
     starts = np.concatenate(([0], np.flatnonzero((np.diff(si) != 0) | (np.diff(sd) != 0)) + 1))
