@@ -98,10 +98,10 @@ def rank_sums(
             pos = first + np.searchsorted(bounds, runs, side="right")
         r_step = ks[runs].astype(np.int64)
         keys.append(r_step * width + np.where(at_step[pos] == r_step, at_win1[pos], 0))
-        dur = di.astype(np.float64)
-        tots.append(np.add.reduceat(dur, runs))
-        atts.append(np.add.reduceat(np.where(mla, dur, 0.0), runs))
-        del dur, cut
+        # integer sums, exact, as doubles: the SQL's SUM of the same integers below 2**53
+        tots.append(np.add.reduceat(di, runs).astype(np.float64))
+        atts.append(np.add.reduceat(np.where(mla, di, 0), runs).astype(np.float64))
+        del cut
         hists.append(_hist_part(name_idx[part][rows], di, mla))
         rep = krep[rows]
         reps.append(np.unique(rep[np.r_[True, rep[1:] != rep[:-1]]]))
@@ -154,9 +154,9 @@ def _layer_runs(sl: np.ndarray, ke: np.ndarray) -> tuple[Any, np.ndarray | None]
 def _step_sums(
     keys: list[np.ndarray], tots: list[np.ndarray], atts: list[np.ndarray], width: int
 ) -> dict[str, np.ndarray]:
-    """Durations summed per (step, window) from the pieces' runs of equal keys (kernels come
-    in time order, so a run is a layer's kernels). Integer-valued doubles below 2**53 sum
-    exactly in any order, as the SQL's SUM does."""
+    """Durations summed per (step, window) from the pieces' runs (kernels come in time order,
+    so a run is most of a layer's kernels). Integer-valued doubles below 2**53 sum exactly in
+    any order, as the SQL's SUM does."""
     if not keys:
         z = np.zeros(0, np.int64)
         return {"step": z, "win": z, "total": z.astype(np.float64), "att": z.astype(np.float64)}
