@@ -42,7 +42,6 @@ CHUNK = 1 << 18
 
 
 def rank_sums(
-    names: list[str | None],
     name_idx: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
@@ -51,8 +50,8 @@ def rank_sums(
     k_layer: np.ndarray,
     layers: dict[str, np.ndarray],
 ) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]] | None:
-    """One rank's (steps table, names histogram, key), or None where ends tie. Kernel columns
-    are int64 with NULL as -1 (``k_*``: the derived step, replay and MLA layer); ``layers``:
+    """One rank's (steps table, histogram by name index, key), or None where ends tie. Kernel
+    columns are integers with NULL as -1 (``k_*``: the derived step, replay and MLA layer); ``layers``:
     the rank's layer table as the import stores it. Computed :data:`CHUNK` kernels at a time."""
     if not layers or "t_start_ns" not in layers or "duration_ns" not in layers:
         return None
@@ -108,7 +107,7 @@ def rank_sums(
     steps = _step_sums(keys, tots, atts, width)
     key["replays"] = len(np.unique(np.concatenate(reps))) if reps else 0
     key["kernels"] = len(end)
-    return steps, _merge_hist(names, hists), key
+    return steps, _merge_hist(hists), key
 
 
 def _kept(kst: np.ndarray, krep: np.ndarray, steps_with: np.ndarray) -> np.ndarray:
@@ -194,17 +193,18 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
     return si[starts], sd[starts], counts, m_any
 
 
-def _merge_hist(names: list[str | None], parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:
-    """The pieces' pairs summed, in (name index, duration) order."""
+def _merge_hist(parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:
+    """The pieces' pairs summed, in (name index, duration) order; ``name_idx``: the name's
+    index in ``names``."""
     if not parts:
         z = np.zeros(0, np.int64)
-        return {"name": [], "d": z, "c": z, "mla": z.astype(bool)}
+        return {"name_idx": z, "d": z, "c": z, "mla": z.astype(bool)}
     i, d, c, m = (np.concatenate([p[j] for p in parts]) for j in range(4))
     order = np.lexsort((d, i))
     i, d, c, m = i[order], d[order], c[order], m[order].astype(np.int64)
     first = np.r_[0, np.flatnonzero((i[1:] != i[:-1]) | (d[1:] != d[:-1])) + 1]
     return {
-        "name": [names[x] for x in i[first].tolist()],
+        "name_idx": i[first],
         "d": d[first],
         "c": np.add.reduceat(c, first),
         "mla": np.add.reduceat(m, first) > 0,
