@@ -42,7 +42,6 @@ CHUNK = 1 << 18
 
 
 def rank_sums(
-    names: list[str | None],
     name_idx: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
@@ -51,8 +50,8 @@ def rank_sums(
     k_layer: np.ndarray,
     layers: dict[str, np.ndarray],
 ) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]] | None:
-    """One rank's (steps table, names histogram, key), or None where ends tie. Kernel columns
-    are int64 with NULL as -1 (``k_*``: the derived step, replay and MLA layer); ``layers``:
+    """One rank's (steps table, histogram by name index, key), or None where ends tie. Kernel
+    columns are integers with NULL as -1 (``k_*``: the derived step, replay and MLA layer); ``layers``:
     the rank's layer table as the import stores it. Computed :data:`CHUNK` kernels at a time."""
     if not layers or "t_start_ns" not in layers or "duration_ns" not in layers:
         return None
@@ -67,49 +66,96 @@ def rank_sums(
         return None
     steps_with = np.unique(ls[ls != NULL])
     width = max(int(ll.max()) if len(ll) else 0, 0) + 2  # windows -1 .. the largest layer
+    # per layer position, one past the last: its step (NULL: no layer) and window + 1
+    at_step, at_win1 = np.append(s_step, NULL), np.append(s_layer + 1, 0)
     keys, tots, atts, hists, reps = [], [], [], [], []
     for a in range(0, len(end), CHUNK):
         part = slice(a, a + CHUNK)
         kst, krep = k_step[part], k_replay[part]
-        kept = (krep != NULL) & (kst != NULL) & np.isin(kst, steps_with)
-        rows: Any = slice(None) if kept.all() else np.flatnonzero(kept)  # a view if all kept
-        ks = kst[rows].astype(np.int64, copy=False)
+        kept = _kept(kst, krep, steps_with)
+        n_kept = int(np.count_nonzero(kept))
+        if not n_kept:
+            continue
+        rows = _rows(kept, n_kept)
+        ks = kst[rows]
         ke = end[part][rows].astype(np.int64, copy=False)
         di = ke - start[part][rows]
         mla = k_layer[part][rows] != NULL
-        if len(sl):
-            pos = np.searchsorted(sl, ke, side="left")
-            hit = pos < len(sl)
-            np.minimum(pos, len(sl) - 1, out=pos)
-            win = np.where(hit & (s_step[pos] == ks), s_layer[pos], NULL)
-            del pos, hit
+        # runs of kernels of one step at one layer position: each run is one (step, window)
+        first, counts = _layer_runs(sl, ke)
+        cut = np.empty(len(ks), bool)
+        cut[0] = True
+        np.not_equal(ks[1:], ks[:-1], out=cut[1:])
+        if counts is None:  # ends out of order: a position per kernel
+            cut[1:] |= first[1:] != first[:-1]
+            runs = np.flatnonzero(cut)
+            pos = first[runs]
         else:
-            win = np.full(len(ks), NULL, np.int64)
-        if not len(ks):
-            continue
-        dur = di.astype(np.float64)
-        k = ks * width + (win + 1)
-        del win
-        starts = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
-        keys.append(k[starts])
-        tots.append(np.add.reduceat(dur, starts))
-        atts.append(np.add.reduceat(np.where(mla, dur, 0.0), starts))
-        del k, dur
+            bounds = np.cumsum(counts[:-1])  # the kernel each next position starts at
+            cut[bounds[bounds < len(ks)]] = True
+            runs = np.flatnonzero(cut)
+            pos = first + np.searchsorted(bounds, runs, side="right")
+        r_step = ks[runs].astype(np.int64)
+        keys.append(r_step * width + np.where(at_step[pos] == r_step, at_win1[pos], 0))
+        # integer sums, exact, as doubles: the SQL's SUM of the same integers below 2**53
+        tots.append(np.add.reduceat(di, runs).astype(np.float64))
+        atts.append(np.add.reduceat(np.where(mla, di, 0), runs).astype(np.float64))
+        del cut
         hists.append(_hist_part(name_idx[part][rows], di, mla))
         rep = krep[rows]
         reps.append(np.unique(rep[np.r_[True, rep[1:] != rep[:-1]]]))
     steps = _step_sums(keys, tots, atts, width)
     key["replays"] = len(np.unique(np.concatenate(reps))) if reps else 0
     key["kernels"] = len(end)
-    return steps, _merge_hist(names, hists), key
+    return steps, _merge_hist(hists), key
+
+
+def _kept(kst: np.ndarray, krep: np.ndarray, steps_with: np.ndarray) -> np.ndarray:
+    """Kernels of a replay and of a step with timed layers (steps_with: sorted, no NULL); a
+    lookup table over the steps' range (a few thousand) rather than a search per kernel."""
+    if not len(steps_with):
+        return np.zeros(len(kst), bool)
+    lo, hi = int(steps_with[0]), int(steps_with[-1])
+    if hi - lo == len(steps_with) - 1:  # every step between: a range check
+        kept = (kst >= lo) & (kst <= hi)
+    else:
+        table = np.zeros(hi - lo + 2, bool)  # the last cell: outside the range
+        table[steps_with - lo] = True
+        off = kst.astype(np.int64) - lo
+        off[(off < 0) | (off > hi - lo)] = hi - lo + 1
+        kept = table[off]
+    kept &= krep != NULL
+    return kept & (kst != NULL)
+
+
+def _rows(kept: np.ndarray, n_kept: int) -> Any:
+    """The kept kernels as a slice where they are one block (views, no copies: a trace's
+    kernels outside steps are mostly before the first and after the last), else the mask."""
+    lo = int(np.argmax(kept))  # the first True: argmax of a bool array stops there
+    hi = len(kept) - int(np.argmax(kept[::-1]))
+    return slice(lo, hi) if hi - lo == n_kept else kept
+
+
+def _layer_runs(sl: np.ndarray, ke: np.ndarray) -> tuple[Any, np.ndarray | None]:
+    """Where each kernel end falls among the sorted layer ends ``sl``: the position of the
+    first end at or after it (``len(sl)``: none). Kernels in time order (ends not decreasing)
+    fall in runs: returns (first position, kernels per position from it), one binary search
+    per layer in their span; otherwise (positions, None), one search per kernel."""
+    if len(ke) > 1 and bool((ke[1:] < ke[:-1]).any()):
+        return np.searchsorted(sl, ke, side="left"), None
+    p0 = int(np.searchsorted(sl, ke[0], side="left"))
+    p1 = int(np.searchsorted(sl, ke[-1], side="left"))
+    # kernels at or before each layer end of the span; the rest fall at p1
+    upto = np.searchsorted(ke, sl[p0:p1], side="right")
+    return p0, np.diff(upto, prepend=0, append=len(ke))
 
 
 def _step_sums(
     keys: list[np.ndarray], tots: list[np.ndarray], atts: list[np.ndarray], width: int
 ) -> dict[str, np.ndarray]:
-    """Durations summed per (step, window) from the pieces' runs of equal keys (kernels come
-    in time order, so a run is a layer's kernels). Integer-valued doubles below 2**53 sum
-    exactly in any order, as the SQL's SUM does."""
+    """Durations summed per (step, window) from the pieces' runs (kernels come in time order,
+    so a run is most of a layer's kernels). Integer-valued doubles below 2**53 sum exactly in
+    any order, as the SQL's SUM does."""
     if not keys:
         z = np.zeros(0, np.int64)
         return {"step": z, "win": z, "total": z.astype(np.float64), "att": z.astype(np.float64)}
@@ -126,16 +172,19 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
     """(name index, duration, count, any MLA) per distinct pair of one piece."""
     lo, hi = int(dur.min()), int(dur.max())
     span = hi - lo + 1
-    i64 = idx.astype(np.int64)
-    cells = (int(i64.max()) + 1) * span
+    cells = (int(idx.max()) + 1) * span
     if cells <= 4 * len(idx) + (1 << 16):  # a dense count: no sort, no hash
-        k = i64 * span + (dur - lo)
+        k = np.multiply(idx, span, dtype=np.int64)
+        k += dur
+        k -= lo
         c = np.bincount(k, minlength=cells)
-        m = np.bincount(k, weights=mla, minlength=cells)
+        m = np.zeros(cells, bool)
+        m[k[mla]] = True  # the MLA kernels are a few of the piece's
         u = np.flatnonzero(c)
-        return u // span, u % span + lo, c[u], m[u] > 0
+        return u // span, u % span + lo, c[u], m[u]
     # durations spread wide (a real trace's): sorted runs of equal (name, duration); Arrow's
     # hash aggregate would load pyarrow.dataset, and with it pandas, into an import
+    i64 = idx.astype(np.int64)
     order = np.lexsort((dur, i64))
     si, sd = i64[order], dur[order]
     starts = np.concatenate(([0], np.flatnonzero((np.diff(si) != 0) | (np.diff(sd) != 0)) + 1))
@@ -144,17 +193,18 @@ def _hist_part(idx: np.ndarray, dur: np.ndarray, mla: np.ndarray) -> tuple[np.nd
     return si[starts], sd[starts], counts, m_any
 
 
-def _merge_hist(names: list[str | None], parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:
-    """The pieces' pairs summed, in (name index, duration) order."""
+def _merge_hist(parts: list[tuple[np.ndarray, ...]]) -> dict[str, Any]:
+    """The pieces' pairs summed, in (name index, duration) order; ``name_idx``: the name's
+    index in ``names``."""
     if not parts:
         z = np.zeros(0, np.int64)
-        return {"name": [], "d": z, "c": z, "mla": z.astype(bool)}
+        return {"name_idx": z, "d": z, "c": z, "mla": z.astype(bool)}
     i, d, c, m = (np.concatenate([p[j] for p in parts]) for j in range(4))
     order = np.lexsort((d, i))
     i, d, c, m = i[order], d[order], c[order], m[order].astype(np.int64)
     first = np.r_[0, np.flatnonzero((i[1:] != i[:-1]) | (d[1:] != d[:-1])) + 1]
     return {
-        "name": [names[x] for x in i[first].tolist()],
+        "name_idx": i[first],
         "d": d[first],
         "c": np.add.reduceat(c, first),
         "mla": np.add.reduceat(m, first) > 0,

@@ -4,7 +4,8 @@ array's buffers, which for the fixed-width types an import reads is exact."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -121,6 +122,37 @@ def strings(values: list[str | None]) -> Any:
     )
 
 
+class Coded(NamedTuple):
+    """A string column given as codes into its distinct values (``values[codes]``: a rank's
+    kernel names by name index), for :func:`table`."""
+
+    values: Sequence[str | None]
+    codes: np.ndarray
+
+
+def coded_strings(values: Sequence[str | None], codes: np.ndarray) -> Any:
+    """``values[codes]`` as an Arrow string array, built a run of equal codes at a time (a
+    histogram sorted by name has one run a name): the same array as :func:`strings` of the
+    decoded list, without a Python string per row."""
+    import pyarrow as pa
+
+    codes = np.asarray(codes, np.int64)
+    n = len(codes)
+    heads = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n else codes[:0]
+    reps = np.diff(np.append(heads, n))
+    run_values = [values[c] for c in codes[heads].tolist()]
+    encoded = [b"" if v is None else v.encode("utf-8") for v in run_values]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.repeat(np.array([len(b) for b in encoded], np.int64), reps), out=offsets[1:])
+    data = b"".join(b * r for b, r in zip(encoded, reps.tolist(), strict=True))
+    missing = np.repeat(np.array([v is None for v in run_values], bool), reps)
+    nulls = int(missing.sum())
+    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        pa.string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
+
+
 def table(columns: dict[str, Any]) -> Any:
     """NumPy columns (fixed-width or bool) and lists of strings as an Arrow table, the types
     ``pyarrow.table`` would infer, built from buffers (``pyarrow.table`` on them loads pandas)."""
@@ -130,6 +162,9 @@ def table(columns: dict[str, Any]) -> Any:
     for values in columns.values():
         if isinstance(values, list):
             arrays.append(strings(values))
+            continue
+        if isinstance(values, Coded):
+            arrays.append(coded_strings(values.values, values.codes))
             continue
         v = np.asarray(values)
         if v.dtype == bool:

@@ -1011,17 +1011,17 @@ def store_replay_sums(
     if (sm is not None and sm.any()) or (em is not None and em.any()):
         return  # a kernel without its times: the report's SQL decides what it means
     got = replay_sums.rank_sums(
-        kc.names, kc.name_idx, start, end, derived["step"], derived["replay"], derived["layer"],
-        layers,
-    )  # fmt: skip
+        kc.name_idx, start, end, derived["step"], derived["replay"], derived["layer"], layers
+    )
     if got is None:
         return
-    from mlaprof.formats.arrow_numpy import table  # from buffers: pa.table loads pandas
+    from mlaprof.formats.arrow_numpy import Coded, table  # from buffers: pa.table loads pandas
     from mlaprof.store import aggregates
 
     steps, hist, key = got
     aggregates.write(bulk, replay_sums.STEPS, table(steps), key)
-    hist_tab = table({"name": hist["name"], "d": hist["d"], "c": hist["c"], "mla": hist["mla"]})
+    name = Coded(kc.names, hist["name_idx"])  # built a name's run of rows at a time
+    hist_tab = table({"name": name, "d": hist["d"], "c": hist["c"], "mla": hist["mla"]})
     aggregates.write(bulk, replay_sums.HIST, hist_tab, {})
     per_name = replay_sums.name_totals(kc.names, kc.name_idx, start, end)
     names_tab = table(

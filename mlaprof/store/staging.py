@@ -28,7 +28,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, create_run, runmeta, trace_checks, validate
 from mlaprof.store.bulk import insert_columns, insert_flat
 from mlaprof.store.schema import TABLES
-from mlaprof.store.writer import RunWriter
+from mlaprof.store.writer import RunWriter, copy_finished
 
 if TYPE_CHECKING:
     from mlaprof.store.spill import Spill, SpillChain
@@ -107,6 +107,7 @@ class BulkWriter:
         self._pool: ThreadPoolExecutor | None = None  # background side-file writes
         self._writes: list[Future[columnar.SideTable]] = []
         self._ranks: dict[int, BulkWriter] = {}  # other ranks of the same staged run
+        self._blank: bytes | None = None  # a new rank's database as its writer left it
         self.source = ""  # the input file being read, named in value errors
         self.host: str | None = None  # the host the rank ran on, where the trace names it
 
@@ -117,9 +118,15 @@ class BulkWriter:
         if rank == self.rank:
             return self
         if rank not in self._ranks:
-            writer = RunWriter(self.run_dir, rank)
-            writer.finish("finished")  # fold its WAL: the bulk connection owns a plain file
-            other = BulkWriter(writer.db_path, rank)
+            if self._blank is None:
+                writer = RunWriter(self.run_dir, rank)
+                writer.finish("finished")  # fold its WAL: the bulk connection owns a plain file
+                db_path = writer.db_path
+                if not db_path.with_name(db_path.name + "-wal").exists():  # folded: one file
+                    self._blank = db_path.read_bytes()  # the next ranks' start: no record yet
+            else:  # the same empty database, not built again (its schema a few ms a rank)
+                db_path = copy_finished(self._blank, self.run_dir, rank)
+            other = BulkWriter(db_path, rank)
             other.run_dir = self.run_dir
             other.source = self.source
             self._ranks[rank] = other

@@ -234,6 +234,44 @@ def _initialise(db_path: Path) -> None:
             p.unlink(missing_ok=True)
 
 
+def copy_finished(blank: bytes, run_dir: Path, rank: int) -> Path:
+    """Rank ``rank``'s database made from ``blank``: the bytes of another rank's database of the
+    same run as :class:`RunWriter` created and finished it, with no record yet (a staged
+    import's ranks). The same schema, version and journal mode without building them again; its
+    own start and finish times; taken under the rank's lock and linked into place whole, as
+    :class:`RunWriter` does. Returns its path."""
+    db_path = Path(run_dir) / rank_db_name(rank)
+    if db_path.exists():
+        raise MlaprofError(f"{db_path} already exists: refusing to overwrite a recorded rank")
+    lock = liveness.WriterLock(Path(run_dir), rank)
+    tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.init")
+    try:
+        tmp.write_bytes(blank)
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # the journal in memory for this one update: the file keeps the blank's mode
+            con.execute("PRAGMA journal_mode=MEMORY")
+            con.execute("PRAGMA synchronous=OFF")  # a staged import's: deleted if it fails
+            con.execute("BEGIN")
+            for key, value in (("started", repr(time.time())), ("pid", str(os.getpid()))):
+                con.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+            con.execute("UPDATE meta SET value = ? WHERE key = 'finished'", (repr(time.time()),))
+            con.execute("COMMIT")
+        finally:
+            con.close()
+        os.link(tmp, db_path)  # atomic, and refuses to replace a rank another writer made
+    except FileExistsError:
+        raise MlaprofError(
+            f"{db_path} already exists: refusing to overwrite a recorded rank"
+        ) from None
+    except (sqlite3.Error, OSError) as e:
+        raise MlaprofError(f"cannot create {db_path}: {disk_message(e, db_path.parent)}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+        lock.release()
+    return db_path
+
+
 def _plain(v: Any) -> Any:
     """SQLite takes int/float/str/None; convert numpy/torch scalars and bools."""
     if v is None or isinstance(v, (str, float)):

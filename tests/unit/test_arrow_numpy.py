@@ -109,3 +109,18 @@ def test_a_table_from_buffers_equals_pyarrows_own() -> None:
     assert got.equals(want)
     with pytest.raises(TypeError, match="no Arrow type"):
         arrow_numpy.table({"x": np.array(["s"], object)})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_coded_strings_are_the_decoded_list(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = ["gemm", "", None, "mla_é", "gemm", "x" * 300]  # a name listed twice, a NULL one
+    codes = rng.integers(0, len(values), int(rng.integers(0, 40)))
+    if seed % 2:
+        codes = np.sort(codes)  # runs of a name, as a histogram's
+    decoded = [values[c] for c in codes.tolist()]
+    got = arrow_numpy.coded_strings(values, codes)
+    assert got.equals(arrow_numpy.strings(decoded))
+    assert got.to_pylist() == decoded and got.null_count == decoded.count(None)
+    tab = arrow_numpy.table({"name": arrow_numpy.Coded(values, codes), "n": codes})
+    assert tab.equals(arrow_numpy.table({"name": decoded, "n": codes}))

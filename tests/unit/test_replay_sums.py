@@ -126,24 +126,25 @@ def _columns(n_steps: int = 3) -> tuple:
 
 def test_rank_sums_windows_and_histogram() -> None:
     names, idx, start, end, step, replay, layer, ly = _columns()
-    steps, hist, key = replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly)
+    steps, hist, key = replay_sums.rank_sums(idx, start, end, step, replay, layer, ly)
     got = sorted(zip(steps["step"].tolist(), steps["win"].tolist(), steps["total"].tolist(),
                      steps["att"].tolist(), strict=True))  # fmt: skip
     # step 0: layer 0 = 30 + 40 + 50, layer 1 = 30 + 40 + 51, the tail kernel after: -1
     assert got[:3] == [(0, -1, 7.0, 0.0), (0, 0, 120.0, 50.0), (0, 1, 121.0, 51.0)]
     assert len(got) == 9 and key["replays"] == 3 and key["kernels"] == len(end)
-    counts = dict(zip(zip(hist["name"], hist["d"].tolist(), strict=True), hist["c"].tolist(),
+    hist_names = [names[i] for i in hist["name_idx"].tolist()]
+    counts = dict(zip(zip(hist_names, hist["d"].tolist(), strict=True), hist["c"].tolist(),
                       strict=True))  # fmt: skip
     assert counts[("gemm", 40)] == 6 and counts[("tail", 7)] == 3 and counts[("mla", 51)] == 3
-    assert bool(hist["mla"][hist["name"].index("mla")]) and not bool(hist["mla"][0])
+    assert bool(hist["mla"][hist_names.index("mla")]) and not bool(hist["mla"][0])
 
 
 def test_rank_sums_wide_durations_take_the_hash_path() -> None:
     names, idx, start, end, step, replay, layer, ly = _columns()
     dur, mla = end - start, layer != -1
-    dense = replay_sums._merge_hist(names, [replay_sums._hist_part(idx, dur, mla)])
-    wide = replay_sums._merge_hist(names, [replay_sums._hist_part(idx, dur * 10**9, mla)])
-    assert wide["name"] == dense["name"]
+    dense = replay_sums._merge_hist([replay_sums._hist_part(idx, dur, mla)])
+    wide = replay_sums._merge_hist([replay_sums._hist_part(idx, dur * 10**9, mla)])
+    assert wide["name_idx"].tolist() == dense["name_idx"].tolist()
     assert wide["d"].tolist() == [d * 10**9 for d in dense["d"].tolist()]
     assert wide["c"].tolist() == dense["c"].tolist()
     assert wide["mla"].tolist() == dense["mla"].tolist()
@@ -151,10 +152,10 @@ def test_rank_sums_wide_durations_take_the_hash_path() -> None:
 
 def test_pieces_sum_as_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     names, idx, start, end, step, replay, layer, ly = _columns(5)
-    whole = replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly)
+    whole = replay_sums.rank_sums(idx, start, end, step, replay, layer, ly)
     whole_names = replay_sums.name_totals(names, idx, start, end)
     monkeypatch.setattr(replay_sums, "CHUNK", 4)  # runs of a layer cut between pieces
-    cut = replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly)
+    cut = replay_sums.rank_sums(idx, start, end, step, replay, layer, ly)
     assert cut[2] == whole[2]
     for a, b in zip(cut[:2], whole[:2], strict=True):
         assert {k: list(v) for k, v in a.items()} == {k: list(v) for k, v in b.items()}
@@ -167,7 +168,7 @@ def test_pieces_sum_as_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_tied_layer_ends_store_no_sums() -> None:
     names, idx, start, end, step, replay, layer, ly = _columns()
     ly["duration_ns"][1] = ly["t_start_ns"][0] + ly["duration_ns"][0] - ly["t_start_ns"][1]
-    assert replay_sums.rank_sums(names, idx, start, end, step, replay, layer, ly) is None
+    assert replay_sums.rank_sums(idx, start, end, step, replay, layer, ly) is None
 
 
 def test_the_stored_per_name_sums_are_the_figures_query(
