@@ -380,19 +380,23 @@ def annotate(
         plan = step_model.plan_steps(kc, role, replay, in_layer, host, codes, ndev)
         nrep = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
         graphs = step_model.graph_identity(kc, replay, role, nrep)
-        group, layer, step, edges = _number_steps(kc, role, replay, in_layer, plan, graphs)
+        group, layer, step, edges = _number_steps(
+            kc, role, replay, in_layer, plan, graphs, (codes, ndev), s1_all
+        )
         grids, splits, rows, qlen = grid_job.result()
     derived = {"replay": replay, "layer": layer, "splits": splits, "step": step}
     if kernels_final is not None:
         kernels_final(derived)
     summary.checks["qlen"] = _pin_qlen_from_stage2(
-        role, group, layer, qlen, grids, axis_lut("qlen_axis"), idx
+        role, group, layer, qlen, grids, axis_lut("qlen_axis"), idx, s1_all
     )
     summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, axis_lut("heads_axis"))
     summary.mla_kernels = int((role == 1).sum())
-    summary.checks["replays"] = _replay_checks(replay, role, step, layer, graphs, edges)
-    steps, layers = _derived(kc, summary, pats, step, layer, splits, rows, qlen, role, replay, plan)
-    summary.checks["steps"] = _step_checks(steps, replay, step, role, plan, graphs, edges)
+    summary.checks["replays"] = _replay_checks(replay, role, step, layer, graphs, edges, s1_all)
+    steps, layers = _derived(
+        kc, summary, pats, step, layer, splits, rows, qlen, role, replay, plan, s1_all, in_layer
+    )
+    summary.checks["steps"] = _step_checks(steps, replay, step, role, plan, graphs, edges, s1_all)
     summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
     summary.eager_steps = int(
         np.isin(steps.get("graph_mode", np.zeros(0)), ["eager", "piecewise"]).sum()
@@ -408,6 +412,8 @@ def _number_steps(
     in_layer: np.ndarray,
     plan: Plan,
     graphs: Graphs,
+    devices: tuple[np.ndarray, int] | None = None,
+    s1: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Per kernel: its group (an MLA graph replay or a run of eager kernels), its layer in the
     group (stage-1 kernels in start order) and its step (groups ordered by their first
@@ -417,14 +423,16 @@ def _number_steps(
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
     group = np.full(n, NULL, np.int64)
     rep_ok = in_layer & (replay >= 0)
-    group[rep_ok] = replay[rep_ok]
-    base = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
+    np.copyto(group, replay, where=rep_ok)
+    top = int(replay.max()) if n else NULL
+    base = top + 1 if top >= 0 else 0
     n_rep = base  # group ids below this are replays
-    codes, ndev = _device_codes(kc)
+    codes, ndev = _device_codes(kc) if devices is None else devices
     seg_all = plan.seg
-    for d in range(ndev):  # each GPU runs its own steps
-        on = codes == d if ndev > 1 else np.ones(n, bool)
-        eager = np.nonzero(in_layer & (replay < 0) & on)[0]
+    eager_all = in_layer & (replay < 0)  # MLA kernels launched on their own
+    for d in range(ndev if eager_all.any() else 0):  # each GPU runs its own steps
+        on = codes == d if ndev > 1 else None
+        eager = np.flatnonzero(eager_all if on is None else eager_all & on)
         if seg_all is not None:  # kernels outside every step the model found belong to none
             eager = eager[seg_all[eager] >= 0]
         if not len(eager):
@@ -436,7 +444,10 @@ def _number_steps(
         barriers = (
             np.zeros(0, np.int64)
             if plan.source == SOURCE_RANGES  # ranges say where steps end; nothing else does
-            else np.r_[start[rep_ok & on], start[(role == 4) & on]]
+            else np.r_[
+                start[rep_ok if on is None else rep_ok & on],
+                start[(role == 4) if on is None else (role == 4) & on],
+            ]  # fmt: skip
         )
         seg, by_gap = _eager_segments(
             start,
@@ -455,26 +466,33 @@ def _number_steps(
             ok &= seg_all[eager] == seg_all[e1[np.clip(pos, 0, None)]]
         group[eager[ok]] = seg[pos[ok]]
     layer = _layers_in_groups(group, start, role)
-    edges = _trim_edges(kc, group, layer, role, replay, n_rep, plan, graphs, codes)
+    edges = _trim_edges(kc, group, layer, role, replay, n_rep, plan, graphs, codes, s1)
     # step numbers: groups ordered by their first kernel's start (int32: fewer than 2**31)
-    step = np.full(n, NULL, np.int32)
-    gsel = np.nonzero((group >= 0) & (layer >= 0))[0]
-    if len(gsel):
+    gsel = np.flatnonzero((group >= 0) & (layer >= 0))
+    if not len(gsel):
+        step = np.full(n, NULL, np.int32)
+    else:
         # group ids are 0 .. base - 1: their distinct values and ranks without a sort
+        gg = group[gsel]
         present = np.zeros(base, bool)
-        present[group[gsel]] = True
+        present[gg] = True
         gids = np.flatnonzero(present)
-        inv = (np.cumsum(present) - 1)[group[gsel]]
+        inv = (np.cumsum(present) - 1)[gg]
+        del gg
         g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(g0, inv, start[gsel])
         rank = np.empty(len(gids), np.int64)
         rank[np.lexsort((gids, g0))] = np.arange(len(gids))
         # every kernel of an MLA replay belongs to its step; eager ones only when MLA
-        rep_step = np.full(n_rep + 1, NULL, np.int64)
+        rep_step = np.full(n_rep + 1, NULL, np.int32)
         is_rep = gids < n_rep
         rep_step[gids[is_rep]] = rank[is_rep]
-        has = replay >= 0
-        step[has] = rep_step[replay[has]]
+        if int(replay.min()) >= NULL:  # replay -1 takes the last slot (NULL): one gather
+            step = rep_step[replay]
+        else:
+            step = np.full(n, NULL, np.int32)
+            has = replay >= 0
+            step[has] = rep_step[replay[has]]
         step[gsel] = rank[inv]
         # the persistent metadata kernel runs in the builder just before its step
         meta_k = np.nonzero(role == 4)[0]
@@ -489,23 +507,22 @@ def _number_steps(
 def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) -> np.ndarray:
     """Per kernel of a group: its layer, the stage-1 kernels of the group in start order."""
     layer = np.full(len(group), NULL, np.int32)  # layer numbers are small
-    sel = np.nonzero(group >= 0)[0]
+    sel = np.flatnonzero(group >= 0)
     if len(sel):
         # int32 counts and each temporary freed when done: on a 10M-kernel trace every one
         # of them is 40-80 MB
-        order = step_model.replay_order(sel, group, start)  # a trace in order: no sort
+        order, _, first = step_model.replay_runs(sel, group, start)  # a trace in order: no sort
         del sel
-        mains = (role[order] == 1).astype(np.int32)
-        cs = np.cumsum(mains, dtype=np.int32)
-        g_o = group[order]
-        first = np.r_[0, np.flatnonzero(g_o[1:] != g_o[:-1]) + 1]
-        del g_o
-        off = np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
+        mains = role[order] == 1
+        # stage-1 kernels so far within the group: a running count that restarts at each
+        # group's first kernel (the group before's count taken off there), less one
+        per = np.add.reduceat(mains, first, dtype=np.int32)
+        cs = mains.astype(np.int32)
         del mains
-        cs -= off
-        del off
-        cs -= 1
-        layer[order] = np.where(cs >= 0, cs, NULL)
+        cs[first[1:]] -= per[:-1]
+        np.cumsum(cs, out=cs)
+        cs -= 1  # -1 (NULL) before the group's first stage-1 kernel
+        layer[order] = cs
     return layer
 
 
@@ -519,6 +536,7 @@ def _trim_edges(
     plan: Plan,
     graphs: Graphs,
     codes: np.ndarray,
+    s1: np.ndarray | None = None,
 ) -> dict[str, int]:
     """Leave out (group and layer NULL, in place) the first and last step of each device where
     the collection window cut it: a replay with fewer kernels than its graph's complete replays,
@@ -528,18 +546,29 @@ def _trim_edges(
     if plan.source == SOURCE_RANGES:  # MLA kernels launched outside the first / last range
         out["first"] = int(plan.outside_ranges.get("before", 0) > 0)
         out["last"] = int(plan.outside_ranges.get("after", 0) > 0)
-    sel = np.flatnonzero((group >= 0) & (layer >= 0) & (role == 1))
+    s1 = np.flatnonzero(role == 1) if s1 is None else s1
+    g1 = group[s1]
+    keep = (g1 >= 0) & (layer[s1] >= 0)
+    sel, g1 = s1[keep], g1[keep]
+    del keep
     if not len(sel):
         return out
     start = kc.ints["start_ns"]
-    gids, inv = np.unique(group[sel], return_inverse=True)
+    # group ids are 0 .. max: their distinct values and ranks without a sort
+    present = np.zeros(int(g1.max()) + 1, bool)
+    present[g1] = True
+    gids = np.flatnonzero(present)
+    inv = (np.cumsum(present) - 1)[g1]
+    del present, g1
     g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
     np.minimum.at(g0, inv, start[sel])
     nlay = np.bincount(inv, minlength=len(gids))
     dev = np.zeros(len(gids), np.int64)
     dev[inv] = codes[sel]
-    reps = replay[replay >= 0]
-    count = np.bincount(reps, minlength=n_rep) if len(reps) else np.zeros(n_rep, np.int64)
+    count = graphs.count  # kernels per replay (graph_identity counted them)
+    if len(count) < n_rep:
+        reps = replay[replay >= 0]
+        count = np.bincount(reps, minlength=n_rep) if len(reps) else np.zeros(n_rep, np.int64)
     drop: list[int] = []
     for d in np.unique(dev).tolist():
         mine = np.flatnonzero(dev == d)
@@ -558,7 +587,10 @@ def _trim_edges(
                 drop.append(g)
                 out[side] += 1
     if drop:
-        gone = np.isin(group, np.array(drop, np.int64))
+        # a lookup per kernel (its last slot, where group -1 lands, False) instead of a sort
+        lut = np.zeros(max(max(drop), int(group.max())) + 2, bool)
+        lut[drop] = True
+        gone = lut[group]
         group[gone] = NULL
         layer[gone] = NULL
     return out
@@ -572,6 +604,7 @@ def _pin_qlen_from_stage2(
     grids: _Grids,
     qlut: np.ndarray,
     idx: np.ndarray,
+    s1_all: np.ndarray | None = None,
 ) -> dict[str, int]:
     """qlen of each stage-1 kernel from the stage-2 kernel of its layer, where that kernel's
     grid holds it. AITER gluon's stage 1 from v0.1.20 on launches (B, S, ceil(H/16)*qlen), so
@@ -579,7 +612,10 @@ def _pin_qlen_from_stage2(
     (``mla_gluon.py``). A layer without stage 2 (S == 1) keeps stage 1's z: counted as
     ``from_stage1`` (exact for the < 16 heads vLLM sends to gluon, ceil(H/16)*qlen above)."""
     out = {"from_stage2": 0, "from_stage1": 0, "stage1_disagrees": 0}
-    s1 = np.nonzero((role == 1) & (layer >= 0) & (group >= 0) & (qlen > 0))[0]
+    if s1_all is None:
+        s1_all = np.flatnonzero(role == 1)
+    # among the stage-1 kernels only (a few of the trace's)
+    s1 = s1_all[(layer[s1_all] >= 0) & (group[s1_all] >= 0) & (qlen[s1_all] > 0)]
     if not len(s1):
         return out
     g = grids.rows  # every stage-2 kernel among them
@@ -639,28 +675,31 @@ def _replay_checks(
     layer: np.ndarray,
     graphs: Graphs,
     edges: dict[str, int],
+    s1_all: np.ndarray | None = None,
 ) -> dict[str, int]:
     """Replays against the complete replays of their own graph (:func:`step_model.graph_identity`:
     the graph id where the trace has it, else the kernel sequence): a tracer loses dispatches but
     never adds any, so a graph's usual count is the most any of its replays shows. A drafter's
     graph is judged against the drafter's replays, never against the target's. Replays left out
     at the window's edges are counted apart (``edge_partial_steps``), never as losses."""
-    reps = np.nonzero(replay >= 0)[0]
     out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
            "replays_without_mla": 0, "steps_missing_layers": 0,
            "edge_partial_steps": int(edges["first"] + edges["last"])}  # fmt: skip
-    if not len(reps):
+    nrep = len(graphs.count)
+    if not nrep or not graphs.count.any():
         return out
-    r = replay[reps]
-    nrep = int(r.max()) + 1
-    count = np.bincount(r, minlength=nrep)
+    # kernels and stage-1 kernels per replay: graph_identity counted them
+    count = graphs.count
     seen = count > 0
-    has_mla = np.zeros(nrep, bool)
-    has_mla[replay[reps[role[reps] == 1]]] = True
+    has_mla = graphs.s1 > 0
     # a replay is analysed when its MLA kernels belong to a step (edge replays do not)
-    in_step = np.zeros(nrep, bool)
-    ms = (step >= 0) & (layer >= 0) & (replay >= 0) & (role == 1)
-    in_step[replay[ms]] = True
+    if s1_all is None:
+        s1_all = np.flatnonzero(role == 1)
+    r1 = replay[s1_all]
+    ms = (step[s1_all] >= 0) & (layer[s1_all] >= 0) & (r1 >= 0)
+    per = np.bincount(r1[ms], minlength=nrep)  # MLA layers in a step, per replay
+    del r1
+    in_step = per > 0
     edge = has_mla & ~in_step
     exp = graphs.usual
     judged = seen & has_mla & ~edge
@@ -673,10 +712,19 @@ def _replay_checks(
     )
     # MLA steps (graph replays) with fewer layers than their graph's complete replays
     if ms.any():
-        per = np.bincount(replay[ms], minlength=nrep)
-        want = np.array([graphs.layers.get(int(g), 0) for g in graphs.canon], np.int64)
+        want = _graph_layers(graphs)
         out["steps_missing_layers"] = int(((per < want) & judged).sum())
     return out
+
+
+def _graph_layers(graphs: Graphs) -> np.ndarray:
+    """Per replay: the MLA layers of its graph's complete replays (0 where it has none)."""
+    if not graphs.layers:
+        return np.zeros(len(graphs.canon), np.int64)
+    keys = np.array(sorted(graphs.layers), np.int64)
+    vals = np.array([graphs.layers[k] for k in keys.tolist()], np.int64)
+    at = np.clip(np.searchsorted(keys, graphs.canon), 0, len(keys) - 1)
+    return np.where(keys[at] == graphs.canon, vals[at], 0)
 
 
 def _step_checks(
@@ -687,18 +735,25 @@ def _step_checks(
     plan: Plan,
     graphs: Graphs,
     edges: dict[str, int],
+    s1_all: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """How the steps were found, each step's graph (by identity) and the graphs' kinds: the
     analysis reads these (views never re-derive them). Per-step values are run-length coded."""
     kinds = step_model.graph_kinds(graphs.layers)
-    graph_of = []
+    graph_of: list[int | None] = []
     if steps:
         lead = np.full(len(steps["step"]), NULL, np.int64)
-        s1 = np.flatnonzero((role == 1) & (step >= 0))
+        if s1_all is None:
+            s1_all = np.flatnonzero(role == 1)
+        s1 = s1_all[step[s1_all] >= 0]
         lead[step[s1][::-1]] = s1[::-1]  # a kernel of each step (any: they share the replay)
-        for k in lead.tolist():
-            g = int(replay[k]) if k >= 0 else NULL
-            graph_of.append(int(graphs.canon[g]) if g >= 0 else None)
+        g = np.full(len(lead), NULL, np.int64)
+        has = lead >= 0
+        g[has] = replay[lead[has]]
+        has = g >= 0
+        canon = np.zeros(len(lead), np.int64)
+        canon[has] = graphs.canon[g[has]]
+        graph_of = [c if h else None for c, h in zip(canon.tolist(), has.tolist(), strict=True)]
     mla_graphs = [
         {"graph": g, "kind": kinds[g], "mla_layers": n, "kernels": int(graphs.usual[graphs.canon == g].max()),
          "replays": graphs.replays[g]}
@@ -733,18 +788,26 @@ def _used_patterns(pats: list[KernelPattern | None], kc: KernelColumns) -> list[
 
 
 def _groups(
-    keys: np.ndarray, start: np.ndarray, end: np.ndarray, splits: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Per distinct key: (key, min start, max end, max splits), keys ascending."""
-    if not ascending(keys):  # (kernels in trace order usually are: no copies then)
+    keys: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    splits: np.ndarray | None = None,
+    flag: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Per distinct key: (key, min start, max end, max splits, how many rows ``flag`` holds
+    at), keys ascending."""
+    first = step_model.ascending_runs(keys)  # kernels in trace order usually are: no copies
+    if first is None:
         order = np.argsort(keys, kind="stable")
         keys, start, end = keys[order], start[order], end[order]
         splits = None if splits is None else splits[order]
-    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+        flag = None if flag is None else flag[order]
+        first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
     t0 = np.minimum.reduceat(start, first)
     t1 = np.maximum.reduceat(end, first)
     sp = None if splits is None else np.maximum.reduceat(splits, first)
-    return keys[first], t0, t1, sp
+    flagged = None if flag is None else np.add.reduceat(flag, first, dtype=np.int64)
+    return keys[first], t0, t1, sp, flagged
 
 
 def _stage2_checks(
@@ -791,6 +854,8 @@ def _derived(
     role: np.ndarray,
     replay: np.ndarray,
     plan: Plan | None = None,
+    s1_all: np.ndarray | None = None,
+    in_layer: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The steps and layers tables as columns. A step's path, variant, batch rows and qlen are
     its first stage-1 kernel's; a layer spans its stage-1 kernel to the end of its last stage-2
@@ -801,11 +866,15 @@ def _derived(
     s = (step >= 0) & (role != 4)
     if not s.any():
         return {}, {}
-    st, t0, t1, _ = _groups(step[s], start[s], end[s])
-    s1 = step_model.replay_order(np.nonzero((role == 1) & (step >= 0))[0], step, start)
-    st1 = step[s1]
-    lead = s1[np.r_[0, np.flatnonzero(st1[1:] != st1[:-1]) + 1]] if len(s1) else s1
-    del st1  # lead: the first stage-1 kernel of every step, steps ascending (== st)
+    st, t0, t1, _, _ = _groups(step[s], start[s], end[s])
+    del s
+    if s1_all is None:
+        s1_all = np.flatnonzero(role == 1)
+    s1 = s1_all[step[s1_all] >= 0]
+    order, _, first = step_model.replay_runs(s1, step, start)
+    # lead: the first stage-1 kernel of every step, steps ascending (== st)
+    lead = order[first] if len(s1) else s1
+    del order, first
     names = np.array(
         [f"{p.path} {nm}" if p else "" for nm, p in zip(kc.names, pats, strict=True)] or [""],
         dtype=object,
@@ -837,19 +906,29 @@ def _derived(
         ),
     }
 
-    m = (step >= 0) & (layer >= 0) & (role >= 1) & (role <= 3)
-    if not m.any():
+    # the layers' kernels: MLA kernels (stage 1, stage 2, reduce) in a step and a layer, found
+    # among the MLA kernels only (a share of the trace)
+    mla = np.flatnonzero((role >= 1) & (role <= 3) if in_layer is None else in_layer)
+    st_m, ly_m = step[mla], layer[mla]
+    keep = (st_m >= 0) & (ly_m >= 0)
+    m = mla[keep]
+    st_m, ly_m = st_m[keep], ly_m[keep]
+    del mla, keep
+    if not len(m):
         return steps, {}
-    width = int(layer[m].max()) + 1
-    lkey = step[m].astype(np.int64) * width + layer[m]
-    key, l0, l1, sp = _groups(lkey, start[m], end[m], splits[m])
+    width = int(ly_m.max()) + 1
+    lkey = st_m.astype(np.int64)
+    del st_m
+    lkey *= width
+    lkey += ly_m
+    del ly_m
     # kernels closing each layer (stage 2 / reduce): absent is consistent only when S == 1
-    closers = np.bincount(np.searchsorted(key, lkey[role[m] >= 2]), minlength=len(key)).astype(
-        np.int64
-    )
-    _stage2_checks(summary, steps, key // width, sp, closers)
+    key, l0, l1, sp, closers = _groups(lkey, start[m], end[m], splits[m], role[m] >= 2)
+    del lkey
+    lstep = key // width
+    _stage2_checks(summary, steps, lstep, sp, closers)
     layers = {
-        "step": key // width,
+        "step": lstep,
         "layer": key % width,
         "t_start_ns": l0,
         "duration_ns": l1 - l0,
@@ -879,7 +958,7 @@ def _segment_spans(
     if not ok.any():
         return t0, t1
     start, end = kc.ints["start_ns"], kc.ints["end_ns"]
-    keys, s0, _, _ = _groups(seg[ok], start[ok], end[ok])
+    keys, s0, _, _, _ = _groups(seg[ok], start[ok], end[ok])
     mine = seg[lead]
     eager = ~graph & (mine >= 0)
     uniq, cnt = np.unique(mine[eager], return_counts=True)
@@ -889,7 +968,7 @@ def _segment_spans(
     t0[alone] = np.minimum(t0[alone], s0[pos])
     piece = ok & (replay >= 0) & ~((role >= 1) & (role <= 3))
     if piece.any():
-        pk, _, p1, _ = _groups(seg[piece], start[piece], end[piece])
+        pk, _, p1, _, _ = _groups(seg[piece], start[piece], end[piece])
         at = np.clip(np.searchsorted(pk, mine[alone]), 0, len(pk) - 1)
         hit = pk[at] == mine[alone]
         rows = np.flatnonzero(alone)[hit]

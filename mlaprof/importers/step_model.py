@@ -220,13 +220,16 @@ def plan_steps(
 class Graphs:
     """Per replay: its graph (``canon``), the kernel count its graph's complete replays show
     (``usual``); per graph: MLA layers of a complete replay, replays, and how its identity is
-    known."""
+    known. Per replay also its kernels (``count``) and stage-1 kernels (``s1``), which the
+    annotation's checks read again."""
 
     canon: np.ndarray
     usual: np.ndarray
     layers: dict[int, int]
     replays: dict[int, int]
     identity: str
+    count: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    s1: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> Graphs:
@@ -235,11 +238,17 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
     usual = np.zeros(nrep, np.int64)
     reps = np.flatnonzero(replay >= 0)
     if not len(reps):
-        return Graphs(canon, usual, {}, {}, "none")
-    count = np.bincount(replay[reps], minlength=nrep)
-    s1n = np.bincount(replay[reps[role[reps] == 1]], minlength=nrep).astype(np.int64)
+        return Graphs(canon, usual, {}, {}, "none", np.zeros(nrep, np.int64),
+                      np.zeros(nrep, np.int64))  # fmt: skip
+    whole = len(reps) == len(replay)  # every kernel in a replay: the columns as they are
+    r = replay if whole else replay[reps]
+    # stage-1 kernels per replay, counted among the stage-1 kernels only
+    r1 = replay[role == 1]
+    s1n = np.bincount(r1[r1 >= 0], minlength=nrep).astype(np.int64)
+    del r1
     gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)
     if gid is not None and (gm is None or not gm[reps].all()):
+        count = np.bincount(r, minlength=nrep)
         ok = reps if gm is None else reps[~gm[reps]]
         key = np.full(nrep, NULL, np.int64)
         np.maximum.at(key, replay[ok], gid[ok])
@@ -247,12 +256,15 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
         canon = inv.astype(np.int64)
         identity = "graph ids in the trace"
     else:
-        order = replay_order(reps, replay, kc.ints["start_ns"])
-        r_o = replay[order]
-        first = np.r_[0, np.flatnonzero(r_o[1:] != r_o[:-1]) + 1]
+        order, r_o, first = replay_runs(reps, replay, kc.ints["start_ns"], r)
+        del r
         bounds = np.r_[first, len(order)]
-        sigs, k_of = replay_sequences(kc.name_idx[order], bounds)
-        del order
+        # a replay's kernels are one run of the ordered kernels: its count is the run's length
+        count = np.zeros(nrep, np.int64)
+        count[r_o[first]] = np.diff(bounds)
+        names = kc.name_idx if whole and order is reps else kc.name_idx[order]
+        sigs, k_of = replay_sequences(names, bounds)
+        del order, names
         seen_n = np.bincount(k_of, minlength=len(sigs)).tolist()
         sig_idx = np.full(nrep, NULL, np.int64)
         sig_idx[r_o[first]] = k_of
@@ -268,7 +280,7 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
         usual[sel] = int(count[sel].max())
         layers[int(g)] = int(s1n[sel].max())
         replays[int(g)] = int(sel.sum())
-    return Graphs(canon, usual, layers, replays, identity)
+    return Graphs(canon, usual, layers, replays, identity, count, s1n)
 
 
 REPEAT_BLOCK = 1 << 18  # kernels compared at a time by the repeat check (:func:`_repeats`)
@@ -336,10 +348,61 @@ def replay_order(reps: np.ndarray, replay: np.ndarray, start: np.ndarray) -> np.
     group number in ``replay`` (a step, a layer group). A trace lists a replay's kernels
     together and in start order, so one pass over neighbours usually finds them ordered
     already, and the 1M-row sort is left for traces that interleave replays."""
-    r, s = replay[reps], start[reps]
-    if len(reps) < 2 or bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (s[1:] >= s[:-1])))):
-        return reps
-    return reps[np.lexsort((reps, s, r))]
+    return replay_runs(reps, replay, start)[0]
+
+
+ORDER_BLOCK = 1 << 16  # neighbours compared at a time by :func:`_ordered_runs`
+
+
+def replay_runs(
+    reps: np.ndarray, replay: np.ndarray, start: np.ndarray, r: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`replay_order`'s order, the group number of each kernel in it, and where each
+    group's run of kernels begins in it (ascending, from 0; empty where ``reps`` is). ``r``:
+    ``replay[reps]`` where the caller has it. ``reps`` holding every kernel reads the columns
+    as they are (no copies)."""
+    whole = len(reps) == len(replay)
+    if r is None:
+        r = replay if whole else replay[reps]
+    s = start if whole else start[reps]
+    first = _ordered_runs(r, s)
+    if first is not None:
+        return reps, r, first
+    perm = np.lexsort((reps, s, r))
+    del s
+    r_o = r[perm]
+    first = np.r_[0, np.flatnonzero(r_o[1:] != r_o[:-1]) + 1] if len(r_o) else np.zeros(0, np.intp)
+    return reps[perm], r_o, first
+
+
+def ascending_runs(keys: np.ndarray) -> np.ndarray | None:
+    """Where the runs of equal ``keys`` begin (ascending, from 0), when ``keys`` never
+    decreases; None where it does."""
+    return _ordered_runs(keys, None)
+
+
+def _ordered_runs(r: np.ndarray, s: np.ndarray | None) -> np.ndarray | None:
+    """Where the runs of equal ``r`` begin, when (r, s) never decreases (None: it does; ``s``
+    None: r alone). The neighbours are compared a block at a time, so the comparisons'
+    temporaries stay small and an unordered trace stops at its first unordered block."""
+    m = len(r)
+    if m == 0:
+        return np.zeros(0, np.intp)
+    firsts = [np.zeros(1, np.intp)]
+    for a in range(0, m - 1, ORDER_BLOCK):
+        b = min(m - 1, a + ORDER_BLOCK)
+        r0, r1 = r[a:b], r[a + 1 : b + 1]
+        # (r1 > r0) | ((r1 == r0) & (s1 >= s0)), as: r1 >= r0, and r1 != r0 or s1 >= s0
+        if not (r1 >= r0).all():
+            return None
+        brk = r1 != r0
+        if s is not None:
+            ok = s[a + 1 : b + 1] >= s[a:b]
+            ok |= brk
+            if not ok.all():
+                return None
+        firsts.append(np.flatnonzero(brk) + (a + 1))
+    return np.concatenate(firsts)
 
 
 def _subsequence(a: np.ndarray, b: np.ndarray) -> bool:
