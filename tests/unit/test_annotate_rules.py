@@ -1,0 +1,176 @@
+"""The annotation's cheaper rules decide what the rules they replaced decided: replay runs found
+with the order (neighbours compared a block at a time) instead of from the ordered kernels, layer
+numbers from one running count, kernel counts per replay from the runs instead of a bincount,
+closers counted per layer group instead of looked up, a graph's layers per replay looked up in
+one pass. Each is held to the old rule (tiny references below) on interleaved replays, unordered
+and tied starts, NULLs (kernels in no replay) and cut replays."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mlaprof.importers import annotate, step_model
+from mlaprof.importers.annotate import NULL
+
+
+def _old_order(reps: np.ndarray, replay: np.ndarray, start: np.ndarray) -> np.ndarray:
+    return reps[np.lexsort((reps, start[reps], replay[reps]))]
+
+
+def _old_first(r_o: np.ndarray) -> np.ndarray:
+    return np.r_[0, np.flatnonzero(r_o[1:] != r_o[:-1]) + 1] if len(r_o) else np.zeros(0, int)
+
+
+def _traces(seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(kind, replay, start): replays of 10 kernels in order, interleaved (two streams),
+    shuffled, with tied starts, with eager kernels (-1), and with every kernel in a replay but
+    one replay out of place (the unordered block is the last one)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    n = 537
+    base = np.repeat(np.arange(n // 10 + 1), 10)[:n].astype(np.int64)
+    t = np.arange(n, dtype=np.int64) * 100
+    out.append(("in order", base, t))
+    out.append(("interleaved", base, (np.arange(n) % 10) * 1000 + base * 700))
+    out.append(("shuffled", base, t[rng.permutation(n)]))
+    out.append(("ties", base, (t // 300) * 300))
+    eager = base.copy()
+    eager[rng.random(n) < 0.2] = NULL
+    out.append(("some eager", eager, t))
+    late = base.copy()
+    late[-3:] = 0  # the last kernels belong to the first replay: out of order at the end
+    out.append(("late", late, t))
+    out.append(("one kernel", base[:1], t[:1]))
+    out.append(("empty", base[:0], t[:0]))
+    return out
+
+
+@pytest.mark.parametrize("block", [1, 3, 64, 1 << 16])
+@pytest.mark.parametrize("seed", range(3))
+def test_replay_runs_are_the_sort_and_its_runs(block: int, seed: int, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(step_model, "ORDER_BLOCK", block)
+    for kind, replay, start in _traces(seed):
+        reps = np.flatnonzero(replay >= 0)
+        order, r_o, first = step_model.replay_runs(reps, replay, start)
+        want = _old_order(reps, replay, start)
+        assert np.array_equal(order, want), kind
+        assert np.array_equal(r_o, replay[want]), kind
+        assert np.array_equal(first, _old_first(replay[want])), kind
+        assert np.array_equal(step_model.replay_order(reps, replay, start), want), kind
+        runs = step_model.ascending_runs(replay)
+        if (np.diff(replay) >= 0).all():
+            assert np.array_equal(runs, _old_first(replay)), kind
+        else:
+            assert runs is None, kind
+
+
+def _old_layers(group: np.ndarray, start: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """The rule before: a running count of stage-1 kernels, less its value before the group."""
+    layer = np.full(len(group), NULL, np.int32)
+    sel = np.flatnonzero(group >= 0)
+    if len(sel):
+        order = _old_order(sel, group, start)
+        mains = (role[order] == 1).astype(np.int32)
+        cs = np.cumsum(mains, dtype=np.int32)
+        first = _old_first(group[order])
+        cs -= np.repeat(cs[first] - mains[first], np.diff(np.r_[first, len(order)]))
+        cs -= 1
+        layer[order] = np.where(cs >= 0, cs, NULL)
+    return layer
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_layers_in_groups_are_the_old_running_count(ordered: bool) -> None:
+    rng = np.random.default_rng(46)
+    for _ in range(300):
+        n = int(rng.integers(0, 80))
+        group = rng.integers(-1, 7, n).astype(np.int64)  # -1: in no group
+        start = rng.integers(0, 30, n).astype(np.int64)  # ties
+        if ordered:
+            group, start = np.sort(group), np.sort(start)
+        role = rng.integers(0, 4, n).astype(np.int8)  # stage 2 / reduce before stage 1 too
+        got = annotate._layers_in_groups(group, start, role)
+        assert np.array_equal(got, _old_layers(group, start, role))
+        assert got.dtype == np.int32
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_groups_count_the_flagged_rows_as_the_lookup_did(ordered: bool) -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        keys = rng.integers(0, 9, n).astype(np.int64) * 13 + 2
+        if ordered:
+            keys = np.sort(keys)
+        start = rng.integers(0, 1000, n).astype(np.int64)
+        end = start + rng.integers(0, 50, n)
+        splits = rng.integers(-1, 5, n).astype(np.int32)
+        flag = rng.random(n) < 0.4
+        key, t0, t1, sp, flagged = annotate._groups(keys, start, end, splits, flag)
+        uniq = np.unique(keys)
+        assert np.array_equal(key, uniq)
+        want = np.bincount(np.searchsorted(key, keys[flag]), minlength=len(key))
+        assert np.array_equal(flagged, want) and flagged.dtype == np.int64
+        for i, k in enumerate(uniq.tolist()):
+            sel = keys == k
+            assert (t0[i], t1[i], sp[i]) == (start[sel].min(), end[sel].max(), splits[sel].max())
+
+
+def _kc(replay: np.ndarray, start: np.ndarray, names: np.ndarray) -> SimpleNamespace:
+    return SimpleNamespace(
+        ints={"start_ns": start}, name_idx=names, masks={}, col=lambda c: (None, None)
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_replay_counts_from_runs_are_the_bincounts(seed: int) -> None:
+    """Kernels and stage-1 kernels per replay (kept for the checks) as bincounts over every
+    replay kernel counted them; a lossy replay (kernels dropped) keeps its shorter count."""
+    rng = np.random.default_rng(seed)
+    for kind, replay, start in _traces(seed):
+        if not len(replay):
+            continue
+        replay = replay.copy()
+        if kind == "in order":  # a lossy replay: a dispatch dropped
+            replay[rng.integers(0, len(replay))] = NULL
+        role = rng.integers(0, 4, len(replay)).astype(np.int8)
+        names = (role * 3 + rng.integers(0, 2, len(replay))).astype(np.int32)
+        nrep = int(replay.max()) + 1 if (replay >= 0).any() else 0
+        g = step_model.graph_identity(_kc(replay, start, names), replay, role, nrep)
+        reps = replay[replay >= 0]
+        assert np.array_equal(g.count, np.bincount(reps, minlength=nrep)), kind
+        s1 = replay[(replay >= 0) & (role == 1)]
+        assert np.array_equal(g.s1, np.bincount(s1, minlength=nrep)), kind
+
+
+def test_graph_layers_per_replay_are_the_lookups() -> None:
+    canon = np.array([2, NULL, 0, 5, 2, 7], np.int64)  # 7: a graph without layers recorded
+    for layers in ({0: 3, 2: 61, 5: 0}, {}, {9: 4}):
+        graphs = step_model.Graphs(canon, np.zeros(len(canon), np.int64), layers, {}, "x")
+        want = [layers.get(int(g), 0) for g in canon]
+        assert annotate._graph_layers(graphs).tolist() == want
+
+
+@pytest.mark.parametrize("block", [1, 3, 1 << 16])
+def test_replays_in_order_are_not_sorted(block: int, monkeypatch) -> None:  # noqa: ANN001
+    """Replays listed together, each in start order, are found in order by the neighbours alone,
+    whatever the starts do across replays (two streams: a replay starting before the last one
+    ended); a trace that needs the sort gets it."""
+    monkeypatch.setattr(step_model, "ORDER_BLOCK", block)
+    sorts = []
+    real = np.lexsort
+
+    def counted(*a: object, **k: object) -> np.ndarray:
+        sorts.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(step_model.np, "lexsort", counted)
+    for kind, replay, start in _traces(0):
+        reps = np.flatnonzero(replay >= 0)
+        in_order = np.array_equal(_old_order(reps, replay, start), reps)
+        sorts.clear()
+        step_model.replay_runs(reps, replay, start)
+        assert bool(sorts) == (not in_order and len(reps) > 1), kind
