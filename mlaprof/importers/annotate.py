@@ -244,21 +244,45 @@ class _Grids:
     """Launch grids in blocks per axis, for the kernels that read S, rows, qlen or heads from
     them (stage 1 and stage 2: a small share of a trace, so the rest is never divided)."""
 
-    def __init__(self, kc: KernelColumns, grid_in_workitems: bool, rows: np.ndarray) -> None:
+    def __init__(
+        self,
+        kc: KernelColumns,
+        grid_in_workitems: bool,
+        rows: np.ndarray,
+        need: list[np.ndarray] | None = None,
+    ) -> None:
+        """``need``: per axis, per distinct name, whether a pattern reads that axis of its
+        grid (the blocks are then found only at those kernels' rows, NULL at the others,
+        which :meth:`at` never reads); None: every axis at every row."""
         self.rows = rows  # ascending: a kernel's place in it is found by bisection
         self.blocks: list[np.ndarray] = []  # per axis, NULL where missing or not divisible
-        for a in AXES if len(rows) else ():
-            g, gm = kc.take(f"grid_{a}", rows)
-            bad = g <= 0 if gm is None else gm | (g <= 0)
-            if grid_in_workitems and f"block_{a}" in kc.ints:
-                b, bm = kc.take(f"block_{a}", rows)
-                if bm is not None:
-                    b[bm] = 1
-                b[b <= 0] = 1
-                bad |= g % b != 0
-                g //= b
-            g[bad] = NULL
-            self.blocks.append(g)
+        names = kc.name_idx[rows] if need is not None and len(rows) else None
+        for i, a in enumerate(AXES if len(rows) else ()):
+            sub = None if names is None else need[i][names]  # type: ignore[index]
+            if sub is None or sub.all():
+                self.blocks.append(self._axis(kc, grid_in_workitems, a, rows))
+                continue
+            got = np.full(len(rows), NULL, np.int64)
+            if sub.any():
+                got[sub] = self._axis(kc, grid_in_workitems, a, rows[sub])
+            self.blocks.append(got)
+
+    @staticmethod
+    def _axis(kc: KernelColumns, grid_in_workitems: bool, a: str, rows: np.ndarray) -> np.ndarray:
+        """Axis ``a`` of the grids at ``rows`` in blocks (NULL: missing or not divisible)."""
+        g, gm = kc.take(f"grid_{a}", rows)
+        bad = g <= 0 if gm is None else gm | (g <= 0)
+        if grid_in_workitems and f"block_{a}" in kc.ints:
+            b, bm = kc.take(f"block_{a}", rows)
+            if bm is not None:
+                b[bm] = 1
+            b[b <= 0] = 1
+            q = g // b  # one division: g % b != 0 exactly where q * b != g (b >= 1)
+            b *= q
+            bad |= b != g
+            g = q
+        g[bad] = NULL
+        return g
 
     def subset(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows where ``keep`` (one boolean per row given at construction) holds, and
@@ -267,17 +291,28 @@ class _Grids:
         return self.rows[pos], pos
 
     def at(
-        self, lut: np.ndarray, idx: np.ndarray, rows: np.ndarray, pos: np.ndarray | None = None
+        self,
+        lut: np.ndarray,
+        idx: np.ndarray,
+        rows: np.ndarray,
+        pos: np.ndarray | None = None,
+        names: np.ndarray | None = None,
     ) -> np.ndarray:
         """Per kernel in ``rows`` (a subset of the rows given at construction; ``pos``: their
         places among them, bisected when not given): the blocks on the axis its name's pattern
-        gives (``lut[name index]``: 0-2, or NULL: none)."""
-        out = np.full(len(rows), NULL, np.int64)
+        gives (``lut[name index]``: 0-2, or NULL: none). ``names``: ``idx[rows]``, where the
+        caller has it."""
         if not len(rows):
-            return out
-        axis = lut[idx[rows]]
+            return np.full(0, NULL, np.int64)
+        axis = lut[idx[rows] if names is None else names]
         if pos is None:
             pos = np.searchsorted(self.rows, rows)
+        a0 = int(axis[0])
+        if (axis == a0).all():  # every kernel's pattern reads the same axis (or none)
+            if 0 <= a0 < 3:
+                return self.blocks[a0][pos]
+            return np.full(len(rows), NULL, np.int64)
+        out = np.full(len(rows), NULL, np.int64)
         for a in range(3):
             sel = axis == a
             out[sel] = self.blocks[a][pos[sel]]
@@ -352,8 +387,12 @@ def annotate(
     in_layer = (role >= 1) & (role <= 3)
     s1_all = np.nonzero(role == 1)[0]
 
+    luts = {a: axis_lut(a) for a in ("split_axis", "rows_axis", "qlen_axis", "heads_axis")}
+    # per axis, the names whose pattern reads it: the grids are divided only at their kernels
+    need = [np.logical_or.reduce([lut == i for lut in luts.values()]) for i in range(len(AXES))]
+
     def from_grids() -> tuple[_Grids, np.ndarray, np.ndarray, np.ndarray]:
-        grids = _Grids(kc, grid_in_workitems, np.nonzero((role == 1) | (role == 2))[0])
+        grids = _Grids(kc, grid_in_workitems, np.nonzero((role == 1) | (role == 2))[0], need)
         # int32 (a grid axis in blocks is below 2**31): three per-kernel columns of a
         # 10M-dispatch trace take half the memory int64 would
         splits = np.full(n, NULL, np.int32)
@@ -361,8 +400,9 @@ def annotate(
         qlen = np.full(n, NULL, np.int32)
         if len(s1_all):
             _, pos1 = grids.subset(role[grids.rows] == 1)  # s1_all among the grids' rows
+            names1 = idx[s1_all]
             for arr, attr in ((splits, "split_axis"), (rows, "rows_axis"), (qlen, "qlen_axis")):
-                arr[s1_all] = grids.at(axis_lut(attr), idx, s1_all, pos1)
+                arr[s1_all] = grids.at(luts[attr], idx, s1_all, pos1, names1)
         return grids, splits, rows, qlen
 
     # S, rows and qlen are read from the grids in a second thread while replays, layers and
@@ -388,9 +428,9 @@ def annotate(
     if kernels_final is not None:
         kernels_final(derived)
     summary.checks["qlen"] = _pin_qlen_from_stage2(
-        role, group, layer, qlen, grids, axis_lut("qlen_axis"), idx, s1_all
+        role, group, layer, qlen, grids, luts["qlen_axis"], idx, s1_all
     )
-    summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, axis_lut("heads_axis"))
+    summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, luts["heads_axis"])
     summary.mla_kernels = int((role == 1).sum())
     summary.checks["replays"] = _replay_checks(replay, role, step, layer, graphs, edges, s1_all)
     steps, layers = _derived(
