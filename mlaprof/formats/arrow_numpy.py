@@ -97,7 +97,7 @@ def array(values: np.ndarray, arrow_type: Any, mask: np.ndarray | None = None) -
     nulls = 0
     if mask is not None:
         m = np.asarray(mask, bool)
-        nulls = int(m.sum())
+        nulls = int(np.count_nonzero(m))
         if nulls:
             validity = pa.py_buffer(np.packbits(~m, bitorder="little"))
     return pa.Array.from_buffers(arrow_type, n, [validity, pa.py_buffer(data)], null_count=nulls)

@@ -101,12 +101,16 @@ def build(
     n: int,
     numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
     text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None = None,
+    reuse: dict[Any, Any] | None = None,
 ) -> pa.Table:
     """``n`` rows of ``table`` as an Arrow table in the side-file schema.
 
     ``numbers``: column -> (values, NULL mask or None); values are a NumPy array or an Arrow
     (chunked) array of the column's type, taken as it is. ``text``: column -> (distinct values,
-    per-row index into them). Columns given in neither are NULL.
+    per-row index into them). Columns given in neither are NULL. ``reuse``: a dict kept across
+    calls (a file's batches), which keeps the arrays that are the same in every batch of a size
+    (the rank column, the NULL columns: Arrow arrays are immutable) instead of building them
+    again.
     """
     import numpy as np
 
@@ -122,7 +126,13 @@ def build(
     for field in schema:
         c = field.name
         if c == "rank":
-            arrays.append(arrow_numpy.array(np.full(n, int(rank), np.int64), pa.int64()))
+            key = ("rank", int(rank), n)
+            got = None if reuse is None else reuse.get(key)
+            if got is None:
+                got = arrow_numpy.array(np.full(n, int(rank), np.int64), pa.int64())
+                if reuse is not None:
+                    reuse[key] = got
+            arrays.append(got)
         elif c in text:
             values, idx = text[c]
             if len(idx) != n:
@@ -148,7 +158,13 @@ def build(
             else:
                 raise MlaprofError(f"internal: column {c} is Arrow {arr.type}, not {field.type}")
         else:
-            arrays.append(pa.nulls(n, field.type))
+            key = ("nulls", str(field.type), n)
+            got = None if reuse is None else reuse.get(key)
+            if got is None:
+                got = pa.nulls(n, field.type)
+                if reuse is not None:
+                    reuse[key] = got
+            arrays.append(got)
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -177,6 +193,7 @@ class Pending:
         import numpy as np
 
         spilled = self.spill.batches(size)
+        reuse: dict[Any, Any] = {}  # the arrays every batch of a size shares (build's reuse)
         for a in range(0, self.n, size):
             b = min(self.n, a + size)
             nums: dict[str, tuple[Any, np.ndarray | None]] = {
@@ -193,7 +210,7 @@ class Pending:
                 # only this batch's distinct values: a row group's dictionary is its own
                 uniq, inv = _distinct_codes(np.asarray(idx[a:b]), len(values))
                 text[c] = ([values[i] for i in uniq.tolist()], inv)
-            yield build(self.table, self.rank, b - a, nums, text)
+            yield build(self.table, self.rank, b - a, nums, text, reuse)
         self.spill.discard()
 
 
@@ -208,7 +225,10 @@ def _distinct_codes(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]
         return uniq, inv.reshape(-1)
     present = np.bincount(idx, minlength=size) > 0
     uniq = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
+    if len(uniq) == size:  # every value present: each code is its own place (no copy)
+        return uniq, idx
+    # int32, as the dictionary's indices are written: no conversion after
+    rank = np.cumsum(present, dtype=np.int32) - 1
     return uniq, rank[idx]
 
 

@@ -297,8 +297,17 @@ def test_row_group_dictionaries_are_the_sorted_distinct_codes(size: int) -> None
     codes ascending and every row's place among them (few rows of many names sort instead)."""
     rng = np.random.default_rng(size)
     for n in (0, 1, 50, 2_000):
-        idx = rng.integers(0, size, n)
-        uniq, inv = columnar._distinct_codes(idx, size)
+        for dtype in (np.int64, np.int32):  # int32: the CSV reader's name codes
+            idx = rng.integers(0, size, n).astype(dtype)
+            if n >= size and size < 1000:  # every code present (the batch's own dictionary)
+                idx[:size] = np.arange(size)
+            uniq, inv = columnar._distinct_codes(idx, size)
+            want_u, want_i = np.unique(idx, return_inverse=True)
+            assert uniq.tolist() == want_u.tolist() and inv.tolist() == want_i.tolist()
+    # all codes present but one (in the middle, or the last): places shift after a gap only
+    for gone in (1, 4):
+        idx = np.array([c for c in range(5) if c != gone] * 10, np.int32)
+        uniq, inv = columnar._distinct_codes(idx, 5)
         want_u, want_i = np.unique(idx, return_inverse=True)
         assert uniq.tolist() == want_u.tolist() and inv.tolist() == want_i.tolist()
 
