@@ -514,13 +514,20 @@ def _number_steps(
     else:
         # group ids are 0 .. base - 1: their distinct values and ranks without a sort
         gg = group[gsel]
-        present = np.zeros(base, bool)
-        present[gg] = True
-        gids = np.flatnonzero(present)
-        inv = (np.cumsum(present) - 1)[gg]
-        del gg
-        g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(g0, inv, start[gsel])
+        runs = step_model.ascending_runs(gg)  # groups listed one after another: their runs
+        if runs is not None:
+            gids = gg[runs]
+            lens = np.diff(np.r_[runs, len(gg)])
+            del gg
+            g0 = np.minimum.reduceat(start[gsel], runs)
+        else:
+            present = np.zeros(base, bool)
+            present[gg] = True
+            gids = np.flatnonzero(present)
+            inv = (np.cumsum(present) - 1)[gg]
+            del gg, present
+            g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
+            np.minimum.at(g0, inv, start[gsel])
         rank = np.empty(len(gids), np.int64)
         rank[np.lexsort((gids, g0))] = np.arange(len(gids))
         # every kernel of an MLA replay belongs to its step; eager ones only when MLA
@@ -533,7 +540,7 @@ def _number_steps(
             step = np.full(n, NULL, np.int32)
             has = replay >= 0
             step[has] = rep_step[replay[has]]
-        step[gsel] = rank[inv]
+        step[gsel] = rank[inv] if runs is None else np.repeat(rank, lens)
         # the persistent metadata kernel runs in the builder just before its step
         meta_k = np.nonzero(role == 4)[0]
         if len(meta_k):
@@ -690,22 +697,40 @@ def _stage2_heads(
     """Per path: the head counts its stage-2 grids show (gluon (B, H, qlen)), with how many
     kernels show each; empty where no stage 2 ran (S == 1 everywhere) or holds no head axis."""
     g = grids.rows  # every stage-2 kernel among them
-    s2, pos2 = grids.subset((role[g] == 2) & (hlut[idx[g]] >= 0))
+    # stage 2 with a head axis, per distinct name: one lookup per kernel (role is the name's)
+    want = np.array([p is not None and p.role == STAGE2 for p in pats] or [False]) & (hlut >= 0)
+    names_g = idx[g]
+    s2, pos2 = grids.subset(want[names_g])
     if not len(s2):
         return {}
-    h = grids.at(hlut, idx, s2, pos2)
+    names2 = names_g[pos2]
+    del names_g
+    h = grids.at(hlut, idx, s2, pos2, names2)
     out: dict[str, dict[str, int]] = {}
     # paths as small codes per kernel (an object array of a path per stage-2 kernel and a
     # string comparison per path cost more than the grids), in order of first appearance
     path_names = list(dict.fromkeys(p.path if p else "" for p in pats))
     lut = np.array([path_names.index(p.path if p else "") for p in pats], np.int64)
-    pc = lut[idx[s2]]
-    codes, at = np.unique(pc, return_index=True)
-    for c in codes[np.argsort(at)].tolist():
-        vals, counts = np.unique(h[(pc == c) & (h > 0)], return_counts=True)
+    pc = lut[names2]
+    codes = np.flatnonzero(np.bincount(pc, minlength=len(path_names)))  # a few paths: counted
+    if len(codes) > 1:  # in order of their first kernel
+        codes = codes[np.argsort([int(np.argmax(pc == c)) for c in codes.tolist()])]
+    for c in codes.tolist():
+        hc = h[h > 0] if len(codes) == 1 else h[(pc == c) & (h > 0)]
+        vals, counts = _value_counts(hc)
         if len(vals):
             out[path_names[c]] = {str(int(v)): int(c2) for v, c2 in zip(vals, counts, strict=True)}
     return out
+
+
+def _value_counts(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(v, return_counts=True)`` for non-negative integers, counted instead of
+    sorted where they are small (head counts)."""
+    if not len(v) or int(v.min()) < 0 or int(v.max()) > 4 * len(v) + 1024:
+        return np.unique(v, return_counts=True)
+    bc = np.bincount(v)
+    vals = np.flatnonzero(bc)
+    return vals.astype(v.dtype), bc[vals]
 
 
 def _replay_checks(
@@ -856,23 +881,50 @@ def _stage2_checks(
     lstep: np.ndarray,
     splits: np.ndarray,
     closers: np.ndarray,
+    step_names: np.ndarray | None = None,
+    backends: np.ndarray | None = None,
 ) -> None:
     """Per path: layers whose stage 2 / reduce is present or absent, against their S. The
-    trace's very last layer never counts as a lost stage 2: tracing may stop before it."""
-    path = [str(b).split(" ", 1)[0] for b in steps["backend"]]
-    names = list(dict.fromkeys(path))  # paths in order of their first step
-    code = np.array([names.index(p) for p in path] or [0], np.int64)
-    lcode = code[np.searchsorted(steps["step"], lstep)]
-    last = np.zeros(len(lcode), bool)
+    trace's very last layer never counts as a lost stage 2: tracing may stop before it.
+    ``step_names``: per step, its backend's index in ``backends`` (the distinct backends), so
+    each distinct one is split once instead of every step's."""
+    if step_names is None or backends is None:
+        path = [str(b).split(" ", 1)[0] for b in steps["backend"]]
+        names = list(dict.fromkeys(path))  # paths in order of their first step
+        code = np.array([names.index(p) for p in path] or [0], np.int64)
+    else:
+        uniq, first_at, inv = np.unique(step_names, return_index=True, return_inverse=True)
+        upath = [str(backends[i]).split(" ", 1)[0] for i in uniq.tolist()]
+        # paths in order of their first step: the distinct backends by their first step
+        names = list(dict.fromkeys(upath[i] for i in np.argsort(first_at, kind="stable").tolist()))
+        code = np.array([names.index(p) for p in upath] or [0], np.int64)[inv.reshape(-1)]
+        if not len(code):
+            code = np.zeros(1, np.int64)
+    # lstep ascends (layer keys do): each step's code looked up once, for its run of layers
+    runs = step_model.ascending_runs(lstep)
+    if runs is None:
+        lcode = code[np.searchsorted(steps["step"], lstep)]
+    else:
+        per_run = code[np.searchsorted(steps["step"], lstep[runs])]
+        if len(per_run) and (per_run == per_run[0]).all():
+            lcode = None  # one path: every layer's
+            one = int(per_run[0])
+        else:
+            lcode = np.repeat(per_run, np.diff(np.r_[runs, len(lstep)]))
+    last = np.zeros(len(lstep), bool)
     last[-1:] = True  # keys ascend: the last layer of the last step
     out: dict[str, dict[str, int]] = {}
-    for c in np.flatnonzero(np.bincount(lcode, minlength=len(names))):
+    present = [one] if lcode is None else np.flatnonzero(np.bincount(lcode, minlength=len(names)))
+    for c in present:
         pth = names[c]
-        sel = lcode == c
-        sp, cl, lt = splits[sel], closers[sel], last[sel]
+        if lcode is None:
+            sel_n, sp, cl, lt = len(lstep), splits, closers, last
+        else:
+            sel = lcode == c
+            sel_n, sp, cl, lt = int(sel.sum()), splits[sel], closers[sel], last[sel]
         known = sp > 0
         out[pth] = {
-            "layers": int(sel.sum()),
+            "layers": sel_n,
             "s1_without_stage2": int(((sp == 1) & (cl == 0)).sum()),
             "s1_with_stage2": int(((sp == 1) & (cl > 0)).sum()),
             "split_without_stage2": int(((sp > 1) & (cl == 0) & ~lt).sum()),
@@ -906,7 +958,10 @@ def _derived(
     s = (step >= 0) & (role != 4)
     if not s.any():
         return {}, {}
-    st, t0, t1, _, _ = _groups(step[s], start[s], end[s])
+    if s.all():  # every kernel in a step (a trace of graph replays): the columns as they are
+        st, t0, t1, _, _ = _groups(step, start, end)
+    else:
+        st, t0, t1, _, _ = _groups(step[s], start[s], end[s])
     del s
     if s1_all is None:
         s1_all = np.flatnonzero(role == 1)
@@ -919,6 +974,7 @@ def _derived(
         [f"{p.path} {nm}" if p else "" for nm, p in zip(kc.names, pats, strict=True)] or [""],
         dtype=object,
     )
+    lead_names = kc.name_idx[lead]
     graph = replay[lead] >= 0
     # a kernel with its own correlation id was launched on its own (eager); without any id the
     # trace cannot tell (graph_mode NULL: "unknown")
@@ -939,7 +995,7 @@ def _derived(
         "duration_ns": t1 - t0,
         "num_reqs": rows[lead],
         "qlen": qlen[lead],
-        "backend": names[kc.name_idx[lead]],
+        "backend": names[lead_names],
         "graph_mode": mode,
         "timing": np.where(graph, "trace-replay", np.where(eager, "trace-eager", "trace")).astype(
             object
@@ -966,7 +1022,7 @@ def _derived(
     key, l0, l1, sp, closers = _groups(lkey, start[m], end[m], splits[m], role[m] >= 2)
     del lkey
     lstep = key // width
-    _stage2_checks(summary, steps, lstep, sp, closers)
+    _stage2_checks(summary, steps, lstep, sp, closers, lead_names, names)
     layers = {
         "step": lstep,
         "layer": key % width,

@@ -236,18 +236,22 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
     """Which graph each replay replays (see the module's doc)."""
     canon = np.full(nrep, NULL, np.int64)
     usual = np.zeros(nrep, np.int64)
-    reps = np.flatnonzero(replay >= 0)
-    if not len(reps):
+    valid = replay >= 0
+    if not valid.any():
         return Graphs(canon, usual, {}, {}, "none", np.zeros(nrep, np.int64),
                       np.zeros(nrep, np.int64))  # fmt: skip
-    whole = len(reps) == len(replay)  # every kernel in a replay: the columns as they are
-    r = replay if whole else replay[reps]
+    # every kernel in a replay: the columns as they are, no kernel indices unless sorted
+    whole = bool(valid.all())
+    reps = None if whole else np.flatnonzero(valid)
+    del valid
+    r = replay if reps is None else replay[reps]
     # stage-1 kernels per replay, counted among the stage-1 kernels only
     r1 = replay[role == 1]
     s1n = np.bincount(r1[r1 >= 0], minlength=nrep).astype(np.int64)
     del r1
     gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)
-    if gid is not None and (gm is None or not gm[reps].all()):
+    if gid is not None and (gm is None or not (gm if reps is None else gm[reps]).all()):
+        reps = np.arange(len(replay)) if reps is None else reps
         count = np.bincount(r, minlength=nrep)
         ok = reps if gm is None else reps[~gm[reps]]
         key = np.full(nrep, NULL, np.int64)
@@ -256,15 +260,22 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
         canon = inv.astype(np.int64)
         identity = "graph ids in the trace"
     else:
-        order, r_o, first = replay_runs(reps, replay, kc.ints["start_ns"], r)
+        start = kc.ints["start_ns"]
+        first = _ordered_runs(replay, start) if reps is None else None
+        if first is not None:  # every kernel, in order: the columns are the ordered kernels
+            r_o, names = replay, kc.name_idx
+        else:
+            reps = np.arange(len(replay)) if reps is None else reps
+            order, r_o, first = replay_runs(reps, replay, start, r)
+            names = kc.name_idx[order]
+            del order
         del r
-        bounds = np.r_[first, len(order)]
+        bounds = np.r_[first, len(r_o)]
         # a replay's kernels are one run of the ordered kernels: its count is the run's length
         count = np.zeros(nrep, np.int64)
         count[r_o[first]] = np.diff(bounds)
-        names = kc.name_idx if whole and order is reps else kc.name_idx[order]
         sigs, k_of = replay_sequences(names, bounds)
-        del order, names
+        del names
         seen_n = np.bincount(k_of, minlength=len(sigs)).tolist()
         sig_idx = np.full(nrep, NULL, np.int64)
         sig_idx[r_o[first]] = k_of

@@ -7,6 +7,7 @@ and tied starts, NULLs (kernels in no replay) and cut replays."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -174,3 +175,89 @@ def test_replays_in_order_are_not_sorted(block: int, monkeypatch) -> None:  # no
         sorts.clear()
         step_model.replay_runs(reps, replay, start)
         assert bool(sorts) == (not in_order and len(reps) > 1), kind
+
+
+def _annotated(path: Path) -> tuple[dict, dict, dict, dict]:
+    from mlaprof.importers import rocprof_csv
+    from mlaprof.importers.common import ImportSummary
+    from mlaprof.kernel_table import KernelMatcher
+
+    kc = rocprof_csv.read_kernel_file(path)
+    summary = ImportSummary(source="test")
+    derived, steps, layers = annotate.annotate(
+        kc, KernelMatcher(), summary, True, host=step_model.HostTrace()
+    )
+    return derived, steps, layers, summary.checks
+
+
+def _shuffled_replays(tmp: Path) -> Path:
+    """Graph replays whose rows are listed out of order (replays interleave in the file)."""
+    from tests.trace_io_helpers import replay_kernel_csv
+
+    src = tmp / "in_order.csv"
+    replay_kernel_csv(src, replays=12, layers=5, splits=4)
+    head, *rows = src.read_text().splitlines()
+    order = np.random.default_rng(3).permutation(len(rows))
+    dst = tmp / "shuffled.csv"
+    dst.write_text("\n".join([head, *(rows[i] for i in order)]) + "\n")
+    return dst
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b)  # type: ignore[union-attr]
+    return a == b
+
+
+@pytest.mark.parametrize(
+    "trace",
+    ["asm_mtp_drafter", "persistent_eager_steps", "eager_syncs", "gluon_v0119_fix_dropped",
+     "two_ranks_one_lossy", "in order", "shuffled"],
+)  # fmt: skip
+def test_annotation_is_the_old_rules(trace: str, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The whole annotation (derived columns, steps, layers, trace checks) under the new rules
+    and under the old ones: every neighbour check failing (each sort taken, each run found by
+    the sort's breaks, layer keys looked up), path codes from every step's backend string,
+    head counts by np.unique, grids divided on every axis at every stage-1/2 kernel."""
+    from tests.trace_io_helpers import DATA, replay_kernel_csv
+
+    if trace == "in order":
+        path = tmp_path / "k.csv"
+        replay_kernel_csv(path, replays=12, layers=5, splits=4)
+    elif trace == "shuffled":
+        path = _shuffled_replays(tmp_path)
+    else:
+        path = sorted((DATA / "aiter" / trace).glob("*_kernel_trace.csv"))[0]
+    new = _annotated(path)
+    monkeypatch.setattr(step_model, "_ordered_runs", lambda r, s: None)
+    real_checks, real_grids = annotate._stage2_checks, annotate._Grids
+    monkeypatch.setattr(annotate, "_stage2_checks", lambda *a: real_checks(*a[:5]))
+    monkeypatch.setattr(annotate, "_value_counts", lambda v: np.unique(v, return_counts=True))
+    monkeypatch.setattr(annotate, "_Grids", lambda kc, giw, rows, need: real_grids(kc, giw, rows))
+    old = _annotated(path)
+    assert len(new[0]["step"]) and (new[2] or trace.startswith("persistent"))
+    for part, a, b in zip(("derived", "steps", "layers", "checks"), new, old, strict=True):
+        assert _same(a, b), part
+
+
+def test_stage2_checks_from_distinct_backends_are_the_per_step_ones() -> None:
+    """Paths told once per distinct backend (in order of their first step) give the checks
+    every step's backend string gave: paths interleaved over steps, a step without a path,
+    layers looked up by their step's run; one path alone too."""
+    from mlaprof.importers.common import ImportSummary
+
+    rng = np.random.default_rng(5)
+    backends = np.array(["", "aiter-asm a", "vllm-triton b", "aiter-asm c"], dtype=object)
+    for picks in ([2, 1, 3, 2, 0, 1, 1], [1, 3, 3, 1], [2]):
+        step_names = np.array(picks, np.int32)
+        steps = {"step": np.arange(len(picks)), "backend": backends[step_names]}
+        lstep = np.sort(rng.integers(0, len(picks), 40))
+        splits = rng.integers(-1, 4, 40).astype(np.int32)
+        closers = rng.integers(0, 3, 40).astype(np.int64)
+        got, want = ImportSummary(source="t"), ImportSummary(source="t")
+        annotate._stage2_checks(got, steps, lstep, splits, closers, step_names, backends)
+        annotate._stage2_checks(want, steps, lstep, splits, closers)
+        assert got.checks["stage2"] == want.checks["stage2"]
+        assert list(got.checks["stage2"]) == list(want.checks["stage2"])
