@@ -461,11 +461,12 @@ def _number_steps(
     n = kc.n
     start = kc.ints["start_ns"]
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
-    group = np.full(n, NULL, np.int64)
-    rep_ok = in_layer & (replay >= 0)
-    np.copyto(group, replay, where=rep_ok)
     top = int(replay.max()) if n else NULL
     base = top + 1 if top >= 0 else 0
+    # int32 where every group id fits (replays, then at most one eager segment per kernel)
+    group = np.full(n, NULL, np.int32 if base + n < 2**31 else np.int64)
+    rep_ok = in_layer & (replay >= 0)
+    np.copyto(group, replay, where=rep_ok)
     n_rep = base  # group ids below this are replays
     codes, ndev = _device_codes(kc) if devices is None else devices
     seg_all = plan.seg
@@ -534,13 +535,17 @@ def _number_steps(
         rep_step = np.full(n_rep + 1, NULL, np.int32)
         is_rep = gids < n_rep
         rep_step[gids[is_rep]] = rank[is_rep]
-        if int(replay.min()) >= NULL:  # replay -1 takes the last slot (NULL): one gather
+        rep_gather = int(replay.min()) >= NULL
+        if rep_gather:  # replay -1 takes the last slot (NULL): one gather
             step = rep_step[replay]
         else:
             step = np.full(n, NULL, np.int32)
             has = replay >= 0
             step[has] = rep_step[replay[has]]
-        step[gsel] = rank[inv] if runs is None else np.repeat(rank, lens)
+        # a replay's kernels have their step already (their group is their replay): only
+        # eager groups' kernels are numbered here
+        if int(gids.max()) >= n_rep or not rep_gather:
+            step[gsel] = rank[inv] if runs is None else np.repeat(rank, lens)
         # the persistent metadata kernel runs in the builder just before its step
         meta_k = np.nonzero(role == 4)[0]
         if len(meta_k):
@@ -670,9 +675,9 @@ def _pin_qlen_from_stage2(
     q2 = grids.at(qlut, idx, s2, pos2)  # NULL where the name's pattern gives no qlen axis
     s2, q2 = s2[q2 > 0], q2[q2 > 0]
     span = int(layer.max()) + 1
-    k1 = group[s1] * span + layer[s1]
+    k1 = group[s1].astype(np.int64) * span + layer[s1]
     if len(s2):
-        k2 = group[s2] * span + layer[s2]
+        k2 = group[s2].astype(np.int64) * span + layer[s2]
         order = np.argsort(k2, kind="stable")
         k2, q2 = k2[order], q2[order]
         pos = np.clip(np.searchsorted(k2, k1), 0, len(k2) - 1)
@@ -875,6 +880,24 @@ def _groups(
     return keys[first], t0, t1, sp, flagged
 
 
+def _runs_of_keys(
+    keys: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, None, None] | None:
+    """:func:`_groups` of the rows whose key is not negative, found without copying them out:
+    the runs of equal keys among all rows, the negative ones left out, where each remaining key
+    is one run and they ascend (a trace in order: steps one after another, kernels outside
+    any step between them); None where they do not (the caller groups the rows it keeps)."""
+    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+    k = keys[first]
+    keep = k >= 0
+    kk = k[keep]
+    if not len(kk) or not (kk[1:] > kk[:-1]).all():
+        return None
+    t0 = np.minimum.reduceat(start, first)[keep]
+    t1 = np.maximum.reduceat(end, first)[keep]
+    return kk, t0, t1, None, None
+
+
 def _stage2_checks(
     summary: ImportSummary,
     steps: dict[str, np.ndarray],
@@ -958,11 +981,15 @@ def _derived(
     s = (step >= 0) & (role != 4)
     if not s.any():
         return {}, {}
+    got = None
     if s.all():  # every kernel in a step (a trace of graph replays): the columns as they are
-        st, t0, t1, _, _ = _groups(step, start, end)
-    else:
-        st, t0, t1, _, _ = _groups(step[s], start[s], end[s])
-    del s
+        got = _groups(step, start, end)
+    elif not (role == 4).any():  # the steps as runs among every kernel's, NULL runs left out
+        got = _runs_of_keys(step, start, end)
+    if got is None:
+        got = _groups(step[s], start[s], end[s])
+    st, t0, t1, _, _ = got
+    del s, got
     if s1_all is None:
         s1_all = np.flatnonzero(role == 1)
     s1 = s1_all[step[s1_all] >= 0]

@@ -232,6 +232,7 @@ def test_annotation_is_the_old_rules(trace: str, tmp_path: Path, monkeypatch) ->
         path = sorted((DATA / "aiter" / trace).glob("*_kernel_trace.csv"))[0]
     new = _annotated(path)
     monkeypatch.setattr(step_model, "_ordered_runs", lambda r, s: None)
+    monkeypatch.setattr(annotate, "_runs_of_keys", lambda *a: None)
     real_checks, real_grids = annotate._stage2_checks, annotate._Grids
     monkeypatch.setattr(annotate, "_stage2_checks", lambda *a: real_checks(*a[:5]))
     monkeypatch.setattr(annotate, "_value_counts", lambda v: np.unique(v, return_counts=True))
@@ -261,3 +262,35 @@ def test_stage2_checks_from_distinct_backends_are_the_per_step_ones() -> None:
         annotate._stage2_checks(want, steps, lstep, splits, closers)
         assert got.checks["stage2"] == want.checks["stage2"]
         assert list(got.checks["stage2"]) == list(want.checks["stage2"])
+
+
+def test_steps_as_runs_are_the_groups_of_the_kept_rows() -> None:
+    """Steps found as runs among every kernel's step numbers (kernels outside any step, -1,
+    between and around them) are the groups of the kernels in a step; where a step's kernels
+    are split by another step's, the runs say so (None) and the caller groups them."""
+    rng = np.random.default_rng(11)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        n = int(rng.integers(1, 40))
+        keys = np.sort(rng.integers(0, 6, n)).astype(np.int32)
+        keys[rng.random(n) < 0.3] = NULL  # outside any step: anywhere, the edges too
+        if rng.random() < 0.3:  # a step's kernels after the next step's
+            keys = keys[rng.permutation(n)]
+        start = rng.integers(0, 1000, n).astype(np.int64)
+        end = start + rng.integers(0, 50, n)
+        got = annotate._runs_of_keys(keys, start, end)
+        kept = keys >= 0
+        if not kept.any():
+            assert got is None
+            continue
+        want = annotate._groups(keys[kept], start[kept], end[kept])
+        ordered = bool((np.diff(keys[kept]) >= 0).all())
+        heads = np.r_[True, keys[1:] != keys[:-1]] & kept  # a run of one step begins
+        one_run_each = int(heads.sum()) == len(np.unique(keys[kept]))
+        seen[got is not None] += 1
+        assert (got is not None) == (ordered and one_run_each)
+        if got is None:
+            continue
+        for a, b in zip(got[:3], want[:3], strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert seen[True] and seen[False]
