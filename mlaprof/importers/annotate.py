@@ -263,8 +263,9 @@ class _Grids:
                 self.blocks.append(self._axis(kc, grid_in_workitems, a, rows))
                 continue
             got = np.full(len(rows), NULL, np.int64)
-            if sub.any():
-                got[sub] = self._axis(kc, grid_in_workitems, a, rows[sub])
+            at = np.flatnonzero(sub)  # indices: a mask of interleaved kernels costs more
+            if len(at):
+                got[at] = self._axis(kc, grid_in_workitems, a, rows[at])
             self.blocks.append(got)
 
     @staticmethod
@@ -419,7 +420,7 @@ def annotate(
         codes, ndev = _device_codes(kc)
         plan = step_model.plan_steps(kc, role, replay, in_layer, host, codes, ndev)
         nrep = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
-        graphs = step_model.graph_identity(kc, replay, role, nrep)
+        graphs = step_model.graph_identity(kc, replay, role, nrep, s1_all)
         group, layer, step, edges = _number_steps(
             kc, role, replay, in_layer, plan, graphs, (codes, ndev), s1_all
         )
@@ -606,17 +607,26 @@ def _trim_edges(
     if not len(sel):
         return out
     start = kc.ints["start_ns"]
-    # group ids are 0 .. max: their distinct values and ranks without a sort
-    present = np.zeros(int(g1.max()) + 1, bool)
-    present[g1] = True
-    gids = np.flatnonzero(present)
-    inv = (np.cumsum(present) - 1)[g1]
-    del present, g1
-    g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(g0, inv, start[sel])
-    nlay = np.bincount(inv, minlength=len(gids))
-    dev = np.zeros(len(gids), np.int64)
-    dev[inv] = codes[sel]
+    runs = step_model.ascending_runs(g1)
+    if runs is not None:  # groups one after another (a trace in order): their runs
+        gids = g1[runs]
+        ends = np.r_[runs[1:], len(sel)]
+        g0 = np.minimum.reduceat(start[sel], runs)
+        nlay = ends - runs
+        dev = codes[sel[ends - 1]].astype(np.int64)  # the last kernel's (as assigned below)
+    else:
+        # group ids are 0 .. max: their distinct values and ranks without a sort
+        present = np.zeros(int(g1.max()) + 1, bool)
+        present[g1] = True
+        gids = np.flatnonzero(present)
+        inv = (np.cumsum(present) - 1)[g1]
+        del present
+        g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(g0, inv, start[sel])
+        nlay = np.bincount(inv, minlength=len(gids))
+        dev = np.zeros(len(gids), np.int64)
+        dev[inv] = codes[sel]
+    del g1
     count = graphs.count  # kernels per replay (graph_identity counted them)
     if len(count) < n_rep:
         reps = replay[replay >= 0]
@@ -639,10 +649,14 @@ def _trim_edges(
                 drop.append(g)
                 out[side] += 1
     if drop:
-        # a lookup per kernel (its last slot, where group -1 lands, False) instead of a sort
-        lut = np.zeros(max(max(drop), int(group.max())) + 2, bool)
-        lut[drop] = True
-        gone = lut[group]
+        if len(drop) <= 4:  # a step or two per device: compared, no sort
+            gone = group == drop[0]
+            for g in drop[1:]:
+                gone |= group == g
+        else:  # a lookup per kernel (its last slot, where group -1 lands, False)
+            lut = np.zeros(max(max(drop), int(group.max())) + 2, bool)
+            lut[drop] = True
+            gone = lut[group]
         group[gone] = NULL
         layer[gone] = NULL
     return out

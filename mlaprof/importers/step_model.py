@@ -232,8 +232,11 @@ class Graphs:
     s1: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
-def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> Graphs:
-    """Which graph each replay replays (see the module's doc)."""
+def graph_identity(
+    kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int, s1: np.ndarray | None = None
+) -> Graphs:
+    """Which graph each replay replays (see the module's doc). ``s1``: the stage-1 kernels'
+    indices (``role == 1``), where the caller has them."""
     canon = np.full(nrep, NULL, np.int64)
     usual = np.zeros(nrep, np.int64)
     valid = replay >= 0
@@ -246,7 +249,7 @@ def graph_identity(kc: Any, replay: np.ndarray, role: np.ndarray, nrep: int) -> 
     del valid
     r = replay if reps is None else replay[reps]
     # stage-1 kernels per replay, counted among the stage-1 kernels only
-    r1 = replay[role == 1]
+    r1 = replay[role == 1] if s1 is None else replay[s1]
     s1n = np.bincount(r1[r1 >= 0], minlength=nrep).astype(np.int64)
     del r1
     gid, gm = kc.col("graph_id") if "graph_id" in kc.ints else (None, None)

@@ -294,3 +294,28 @@ def test_steps_as_runs_are_the_groups_of_the_kept_rows() -> None:
         for a, b in zip(got[:3], want[:3], strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     assert seen[True] and seen[False]
+
+
+@pytest.mark.parametrize("old", [False, True])
+def test_trim_edges_drops_the_cut_first_and_last_replays(old: bool, monkeypatch) -> None:  # noqa: ANN001
+    """The window's first and last replays, each with fewer kernels than its graph's complete
+    replays, are left out (group and layer NULL), whether the groups are found as runs or
+    counted; a replay nested inside the first one's span is not the first (the first kernel's
+    start orders them)."""
+    if old:
+        monkeypatch.setattr(step_model, "_ordered_runs", lambda r, s: None)
+    # replays 0 (spans 0-100, cut), 1 (10-20, inside it, complete), 2 (complete), 3 (cut)
+    group = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int32)
+    start = np.array([0, 100, 10, 20, 200, 210, 300, 310], np.int64)
+    role = np.ones(8, np.int8)
+    layer = np.array([0, 1, 0, 1, 0, 1, 0, 1], np.int32)
+    replay = group.astype(np.int64)
+    count = np.array([2, 3, 3, 2], np.int64)  # kernels seen per replay: 0 and 3 lost one
+    graphs = step_model.Graphs(np.zeros(4, np.int64), np.full(4, 3, np.int64), {0: 2}, {0: 4},
+                               "kernel sequences", count, np.full(4, 2, np.int64))  # fmt: skip
+    kc = SimpleNamespace(ints={"start_ns": start}, n=8)
+    plan = step_model.Plan(step_model.SOURCE_GRAPHS)
+    out = annotate._trim_edges(kc, group, layer, role, replay, 4, plan, graphs, np.zeros(8, int))
+    assert out == {"first": 1, "last": 1}
+    assert group.tolist() == [NULL, NULL, 1, 1, 2, 2, NULL, NULL]
+    assert layer.tolist() == [NULL, NULL, 0, 1, 0, 1, NULL, NULL]
