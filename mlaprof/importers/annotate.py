@@ -887,11 +887,45 @@ def _groups(
         splits = None if splits is None else splits[order]
         flag = None if flag is None else flag[order]
         first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+    lens = np.diff(np.r_[first, len(keys)])
+    if len(first) and int(lens.max()) <= SHORT_GROUP:
+        t0, t1, sp, flagged = _short_groups(first, lens, start, end, splits, flag)
+        return keys[first], t0, t1, sp, flagged
     t0 = np.minimum.reduceat(start, first)
     t1 = np.maximum.reduceat(end, first)
     sp = None if splits is None else np.maximum.reduceat(splits, first)
     flagged = None if flag is None else np.add.reduceat(flag, first, dtype=np.int64)
     return keys[first], t0, t1, sp, flagged
+
+
+SHORT_GROUP = 4  # rows per group up to which :func:`_short_groups` reduces the groups
+
+
+def _short_groups(
+    first: np.ndarray,
+    lens: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    splits: np.ndarray | None,
+    flag: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """:func:`_groups`'s reductions for groups of a few rows (a layer: its stage-1 kernel and
+    its stage 2 / reduce), as whole-array steps over the groups' j-th rows (a group shorter
+    than j repeats its last row, which changes no min or max and is not counted), not one
+    reduceat call per group."""
+    t0, t1 = start[first], end[first]
+    sp = None if splits is None else splits[first]
+    flagged = None if flag is None else flag[first].astype(np.int64)
+    last = first + lens - 1
+    for j in range(1, int(lens.max())):
+        at = np.minimum(first + j, last)
+        np.minimum(t0, start[at], out=t0)
+        np.maximum(t1, end[at], out=t1)
+        if sp is not None:
+            np.maximum(sp, splits[at], out=sp)  # type: ignore[index]
+        if flagged is not None:
+            flagged += flag[at] & (lens > j)  # type: ignore[index]
+    return t0, t1, sp, flagged
 
 
 def _runs_of_keys(

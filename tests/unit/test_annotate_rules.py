@@ -98,12 +98,20 @@ def test_layers_in_groups_are_the_old_running_count(ordered: bool) -> None:
         assert got.dtype == np.int32
 
 
+@pytest.mark.parametrize("short", [False, True])
 @pytest.mark.parametrize("ordered", [True, False])
-def test_groups_count_the_flagged_rows_as_the_lookup_did(ordered: bool) -> None:
+def test_groups_count_the_flagged_rows_as_the_lookup_did(ordered: bool, short: bool) -> None:
+    """Per key: min start, max end, max splits and flagged rows, by reduceat or (groups of at
+    most SHORT_GROUP rows: a layer's kernels) by whole-array steps over each group's j-th row."""
     rng = np.random.default_rng(7)
     for _ in range(200):
         n = int(rng.integers(1, 60))
         keys = rng.integers(0, 9, n).astype(np.int64) * 13 + 2
+        if short:  # groups of 1 to SHORT_GROUP rows
+            k = int(rng.integers(1, 30))
+            keys = np.repeat(np.arange(k) * 7, rng.integers(1, annotate.SHORT_GROUP + 1, k))
+            keys = keys if ordered else keys[rng.permutation(len(keys))]
+            n = len(keys)
         if ordered:
             keys = np.sort(keys)
         start = rng.integers(0, 1000, n).astype(np.int64)
