@@ -8,7 +8,8 @@ background thread runs) ``--reps`` times. Per function: the CPU of the thread th
 (``time.thread_time``, inclusive of what it calls, summed over its calls in one repeat) and its
 minor page faults (fresh memory touched: a big temporary costs its pages' faults too), the min
 over repeats; totals also as process CPU (``time.process_time``: the annotation reads the grids
-in a second thread). OMP_NUM_THREADS=1 is set for the children.
+in a second thread), and the annotation's peak of traced memory (tracemalloc, above what was
+held before it; one untimed repeat). OMP_NUM_THREADS=1 is set for the children.
 
     python bench/annotate_cpu.py --csv kernel_trace.csv --trees /path/main /path/mine \
         [--rounds 3] [--reps 5] [--out bench/results/annotate_cpu.json]
@@ -113,6 +114,17 @@ def child(csv: Path, reps: int) -> dict:
         for k, v in row.items():
             per.setdefault(k, []).append(v)
         outs.append((derived, steps, layers, summary.checks))
+
+    # the annotation's peak of traced memory (NumPy reports its buffers to tracemalloc), in a
+    # repeat of its own: tracing slows every allocation, so it is not one of the timed ones
+    import tracemalloc
+
+    tracemalloc.start()
+    base_mem = tracemalloc.get_traced_memory()[0]
+    ann.annotate(fresh(), matcher, ImportSummary(source="bench"), True, None, None, host)
+    peak_mib = (tracemalloc.get_traced_memory()[1] - base_mem) / 2**20
+    tracemalloc.stop()
+    per["annotate_peak_traced_MiB"] = [peak_mib / 1e3]  # printed as ms: x1e3
 
     class Bulk:  # what write_kernels calls: the queued part, as the import's writer keeps it
         part = None

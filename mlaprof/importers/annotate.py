@@ -256,16 +256,23 @@ class _Grids:
         which :meth:`at` never reads); None: every axis at every row."""
         self.rows = rows  # ascending: a kernel's place in it is found by bisection
         self.blocks: list[np.ndarray] = []  # per axis, NULL where missing or not divisible
-        names = kc.name_idx[rows] if need is not None and len(rows) else None
+        subs: list[np.ndarray | None] = [None] * len(AXES)
+        if need is not None and len(rows):
+            names = kc.name_idx[rows]
+            subs = [need[i][names] for i in range(len(AXES))]
+            del names
         for i, a in enumerate(AXES if len(rows) else ()):
-            sub = None if names is None else need[i][names]  # type: ignore[index]
+            sub, subs[i] = subs[i], None
             if sub is None or sub.all():
                 self.blocks.append(self._axis(kc, grid_in_workitems, a, rows))
                 continue
-            got = np.full(len(rows), NULL, np.int64)
             at = np.flatnonzero(sub)  # indices: a mask of interleaved kernels costs more
-            if len(at):
-                got[at] = self._axis(kc, grid_in_workitems, a, rows[at])
+            del sub
+            vals = self._axis(kc, grid_in_workitems, a, rows[at]) if len(at) else None
+            got = np.full(len(rows), NULL, np.int64 if vals is None else vals.dtype)
+            if vals is not None:
+                got[at] = vals
+            del at, vals
             self.blocks.append(got)
 
     @staticmethod
@@ -283,6 +290,9 @@ class _Grids:
             bad |= b != g
             g = q
         g[bad] = NULL
+        # int32 where every value fits (blocks per axis are below 2**31): half the memory
+        if len(g) and int(g.max()) < 2**31:
+            return g.astype(np.int32)
         return g
 
     def subset(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -916,9 +926,14 @@ def _short_groups(
     t0, t1 = start[first], end[first]
     sp = None if splits is None else splits[first]
     flagged = None if flag is None else flag[first].astype(np.int64)
+    # int32 places (rows < 2**31): the per-row temporaries a quarter of a layer table's size
+    small = len(start) < 2**31
+    first = first.astype(np.int32) if small else first
+    lens = lens.astype(np.int32) if small else lens
     last = first + lens - 1
     for j in range(1, int(lens.max())):
-        at = np.minimum(first + j, last)
+        at = first + j
+        np.minimum(at, last, out=at)
         np.minimum(t0, start[at], out=t0)
         np.maximum(t1, end[at], out=t1)
         if sp is not None:
@@ -1079,14 +1094,13 @@ def _derived(
 
     # the layers' kernels: MLA kernels (stage 1, stage 2, reduce) in a step and a layer, found
     # among the MLA kernels only (a share of the trace)
-    mla = np.flatnonzero((role >= 1) & (role <= 3) if in_layer is None else in_layer)
-    st_m, ly_m = step[mla], layer[mla]
-    keep = (st_m >= 0) & (ly_m >= 0)
-    m = mla[keep]
-    st_m, ly_m = st_m[keep], ly_m[keep]
-    del mla, keep
+    m = (role >= 1) & (role <= 3) if in_layer is None else in_layer.copy()
+    m &= step >= 0
+    m &= layer >= 0
+    m = np.flatnonzero(m)
     if not len(m):
         return steps, {}
+    st_m, ly_m = step[m], layer[m]
     width = int(ly_m.max()) + 1
     lkey = st_m.astype(np.int64)
     del st_m
@@ -1094,7 +1108,10 @@ def _derived(
     lkey += ly_m
     del ly_m
     # kernels closing each layer (stage 2 / reduce): absent is consistent only when S == 1
-    key, l0, l1, sp, closers = _groups(lkey, start[m], end[m], splits[m], role[m] >= 2)
+    cols = start[m], end[m], splits[m], role[m] >= 2
+    del m
+    key, l0, l1, sp, closers = _groups(lkey, *cols)
+    del cols
     del lkey
     lstep = key // width
     _stage2_checks(summary, steps, lstep, sp, closers, lead_names, names)

@@ -378,10 +378,11 @@ def replay_runs(
     whole = len(reps) == len(replay)
     if r is None:
         r = replay if whole else replay[reps]
-    s = start if whole else start[reps]
-    first = _ordered_runs(r, s)
+    # the starts are read a block at a time for the neighbour check (no copy of them all)
+    first = _ordered_runs(r, start, None if whole else reps)
     if first is not None:
         return reps, r, first
+    s = start if whole else start[reps]
     perm = np.lexsort((reps, s, r))
     del s
     r_o = r[perm]
@@ -395,10 +396,13 @@ def ascending_runs(keys: np.ndarray) -> np.ndarray | None:
     return _ordered_runs(keys, None)
 
 
-def _ordered_runs(r: np.ndarray, s: np.ndarray | None) -> np.ndarray | None:
+def _ordered_runs(
+    r: np.ndarray, s: np.ndarray | None, rows: np.ndarray | None = None
+) -> np.ndarray | None:
     """Where the runs of equal ``r`` begin, when (r, s) never decreases (None: it does; ``s``
-    None: r alone). The neighbours are compared a block at a time, so the comparisons'
-    temporaries stay small and an unordered trace stops at its first unordered block."""
+    None: r alone; ``rows``: s is ``s[rows]``, read a block at a time). The neighbours are
+    compared a block at a time, so the comparisons' temporaries stay small and an unordered
+    trace stops at its first unordered block."""
     m = len(r)
     if m == 0:
         return np.zeros(0, np.intp)
@@ -411,7 +415,8 @@ def _ordered_runs(r: np.ndarray, s: np.ndarray | None) -> np.ndarray | None:
             return None
         brk = r1 != r0
         if s is not None:
-            ok = s[a + 1 : b + 1] >= s[a:b]
+            sb = s[a : b + 1] if rows is None else s[rows[a : b + 1]]
+            ok = sb[1:] >= sb[:-1]
             ok |= brk
             if not ok.all():
                 return None

@@ -239,7 +239,7 @@ def test_annotation_is_the_old_rules(trace: str, tmp_path: Path, monkeypatch) ->
     else:
         path = sorted((DATA / "aiter" / trace).glob("*_kernel_trace.csv"))[0]
     new = _annotated(path)
-    monkeypatch.setattr(step_model, "_ordered_runs", lambda r, s: None)
+    monkeypatch.setattr(step_model, "_ordered_runs", lambda *a: None)
     monkeypatch.setattr(annotate, "_runs_of_keys", lambda *a: None)
     real_checks, real_grids = annotate._stage2_checks, annotate._Grids
     monkeypatch.setattr(annotate, "_stage2_checks", lambda *a: real_checks(*a[:5]))
@@ -311,7 +311,7 @@ def test_trim_edges_drops_the_cut_first_and_last_replays(old: bool, monkeypatch)
     counted; a replay nested inside the first one's span is not the first (the first kernel's
     start orders them)."""
     if old:
-        monkeypatch.setattr(step_model, "_ordered_runs", lambda r, s: None)
+        monkeypatch.setattr(step_model, "_ordered_runs", lambda *a: None)
     # replays 0 (spans 0-100, cut), 1 (10-20, inside it, complete), 2 (complete), 3 (cut)
     group = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int32)
     start = np.array([0, 100, 10, 20, 200, 210, 300, 310], np.int64)
