@@ -174,13 +174,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--labels",
+        nargs="+",
+        help="a name per tree for the table and the results "
+        "file (default: the folders' names; no machine paths are recorded)",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(a.csv, a.reps)))
         return
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    runs: dict[str, list[dict]] = {str(t): [] for t in a.trees}
+    labels = a.labels or [Path(t).name for t in a.trees]
+    if len(labels) != len(a.trees) or len(set(labels)) != len(labels):
+        raise SystemExit("--labels: one distinct name per tree")
+    name_of = dict(zip(map(str, a.trees), labels, strict=True))
+    runs: dict[str, list[dict]] = {lab: [] for lab in labels}
     loads = []
     for _ in range(a.rounds):
         for t in a.trees:
@@ -189,16 +199,13 @@ def main() -> None:
             got = subprocess.run(
                 cmd, env={**env, "PYTHONPATH": str(t)}, capture_output=True, text=True, check=True
             )
-            runs[str(t)].append(json.loads(got.stdout.strip().splitlines()[-1]))
-    first = runs[str(a.trees[0])][0]
+            runs[name_of[str(t)]].append(json.loads(got.stdout.strip().splitlines()[-1]))
+    first = runs[labels[0]][0]
     same = all(r["checks"] == first["checks"] and r["shape"] == first["shape"]
                for rs in runs.values() for r in rs)  # fmt: skip
     keys = list(first["min_s"])
     print(f"load (1 min) over the runs: {min(loads):.2f}-{max(loads):.2f}; outputs agree: {same}")
-    print(
-        f"{'ms (min of reps; median of rounds)':40s}"
-        + "".join(f"{Path(t).name:>14s}" for t in runs)
-    )
+    print(f"{'ms (min of reps; median of rounds)':40s}" + "".join(f"{t:>14s}" for t in runs))
     table = {}
     for k in keys:
         vals = [statistics.median(r["min_s"].get(k, 0.0) for r in rs) * 1e3 for rs in runs.values()]
@@ -208,8 +215,16 @@ def main() -> None:
         print(f"{k:40s}" + "".join(f"{v:14.1f}" for v in vals))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({"trees": list(runs), "loads": loads, "same": same,
-                                     "median_of_min_ms": table, "runs": runs}, indent=1))  # fmt: skip
+        import datetime as dt
+        import platform
+
+        doc = {"benchmark": "annotate + kernel-file build CPU per function (bench/annotate_cpu.py)",
+               "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+               "csv_bytes": a.csv.stat().st_size, "cpus": os.cpu_count(),
+               "python": platform.python_version(), "rounds": a.rounds, "reps": a.reps,
+               "trees": list(runs), "loads": loads, "same": same,
+               "median_of_min_ms": table, "runs": runs}  # fmt: skip
+        a.out.write_text(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":
