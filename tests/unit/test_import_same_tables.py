@@ -84,6 +84,9 @@ def test_stored_tables_equal_the_old_rules(trace: str, tmp_path, monkeypatch) ->
             src = tmp_path / "k2.csv"
     new, _ = import_rocprof(src, tmp_path / "new", "t")
     monkeypatch.setattr(step_model, "replay_order", _sorted_rule)
+    # the annotation finds replay runs with the order (step_model.replay_runs): no neighbour
+    # check passing, every order is the sort's
+    monkeypatch.setattr(step_model, "_ordered_runs", lambda *a: None)
     old, _ = import_rocprof(src, tmp_path / "old", "t")
     a, b = _stored(new), _stored(old)
     assert len(a["kernels"]) and (trace == "shipped fixtures" or len(a["layers"]))
