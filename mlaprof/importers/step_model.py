@@ -60,8 +60,11 @@ RANGE_SQL = (
 
 
 def _ints(rows: list[tuple[Any, ...]], k: int) -> list[np.ndarray]:
-    cols = [[r[j] for r in rows if all(v is not None for v in r)] for j in range(k)]
-    return [np.array(c, np.int64) if c else np.zeros(0, np.int64) for c in cols]
+    """The rows without a NULL field, as ``k`` int64 columns (one pass over the rows)."""
+    kept = [r for r in rows if not any(v is None for v in r)]
+    if not kept:
+        return [np.zeros(0, np.int64) for _ in range(k)]
+    return [np.array(c, np.int64) for c in zip(*kept, strict=True)]
 
 
 @dataclass
