@@ -78,6 +78,16 @@ def bench(name: str, *path: str | int) -> object:
     return value
 
 
+def _vs_fcd03bf(name: str, **ratios: str) -> bool:
+    """A bench/vs_baseline.py results file of the 10M-dispatch fleets against fcd03bf whose
+    ``ratios`` round to the quoted ones."""
+    return (
+        all(rounds_to(bench(name, "ratios", k), v) for k, v in ratios.items())
+        and str(bench(name, "baseline")).startswith("fcd03bf")
+        and bench(name, "fleet", "dispatches") == 10_000_000
+    )
+
+
 def rounds_to(value: object, quoted: str) -> bool:
     """``value`` written with as many decimals as ``quoted`` has is ``quoted`` (1,042 -> 1042)."""
     q = quoted.replace(",", "")
@@ -660,19 +670,12 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "| fix-native-kernel-full-graph | triton | active-rows | default (3 reqs + 1 padding) | FULL | 230 us | 16 | 32 |",
      lambda: not _demo_table_rows()),
     ("docs/performance.md", "The ratios as numbers (`import_1m_ratio` 0.894, `fleet_csv_ratio` 0.866, `fleet_rocpd_ratio` 0.924,",
-     lambda: rounds_to(bench("vs_baseline_2026-12-05_r1", "ratios", "import_1m_ratio"), "0.894")
-     and rounds_to(bench("vs_baseline_2026-12-05_r1", "ratios", "fleet_csv_ratio"), "0.866")
-     and rounds_to(bench("vs_baseline_2026-12-05_r1", "ratios", "fleet_rocpd_ratio"), "0.924")
-     and bench("vs_baseline_2026-12-05_r1", "baseline").startswith("fcd03bf")
-     and bench("vs_baseline_2026-12-05_r1", "fleet", "dispatches") == 10_000_000),
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-05_r1", import_1m_ratio="0.894",
+                         fleet_csv_ratio="0.866", fleet_rocpd_ratio="0.924")),
     ("docs/performance.md", "`ratios` (`import_1m_ratio` 0.817, `fleet_csv_ratio`",
-     lambda: rounds_to(bench("vs_baseline_2026-12-05", "ratios", "import_1m_ratio"), "0.817")
-     and rounds_to(bench("vs_baseline_2026-12-05", "ratios", "fleet_csv_ratio"), "0.767")
-     and rounds_to(bench("vs_baseline_2026-12-05", "ratios", "fleet_rocpd_ratio"), "0.655")
-     and rounds_to(bench("vs_baseline_2026-12-05", "ratios", "import_1m_ratio_wall"), "0.697")
-     and rounds_to(bench("vs_baseline_2026-12-05", "ratios", "import_1m_per_read_csv_head"), "1.09")
-     and bench("vs_baseline_2026-12-05", "baseline").startswith("fcd03bf")
-     and bench("vs_baseline_2026-12-05", "fleet", "dispatches") == 10_000_000),
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-05", import_1m_ratio="0.817",
+                         fleet_csv_ratio="0.767", fleet_rocpd_ratio="0.655",
+                         import_1m_ratio_wall="0.697", import_1m_per_read_csv_head="1.09")),
     ("docs/performance.md", "The ratios as numbers (`fleet_csv_ratio` 0.905, `fleet_rocpd_ratio` 0.901,",
      lambda: rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "fleet_csv_ratio"), "0.905")
      and rounds_to(bench("vs_baseline_2026-12-05_start", "ratios", "fleet_rocpd_ratio"), "0.901")),
