@@ -4,7 +4,7 @@ array's buffers, which for the fixed-width types an import reads is exact."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -81,6 +81,15 @@ def nulls(arr: Any) -> np.ndarray:
     if validity is None or not arr.null_count:
         return np.zeros(len(arr), bool)
     return ~_bits(validity, arr.offset, len(arr))
+
+
+def placed(n: int, parts: Iterable[tuple[int, np.ndarray]]) -> np.ndarray:
+    """``n`` booleans, each part's (first row, booleans) laid in at its row: the NULL mask of a
+    column read a block at a time, assembled once its length is known."""
+    out = np.zeros(n, bool)
+    for at, part in parts:
+        out[at : at + len(part)] = part
+    return out
 
 
 def array(values: np.ndarray, arrow_type: Any, mask: np.ndarray | None = None) -> Any:

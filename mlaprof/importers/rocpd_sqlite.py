@@ -813,12 +813,7 @@ def _numbers(reader: Any) -> dict[str, _Column]:
         parts = vals.pop(c)
         v = parts[0] if len(parts) == 1 else np.concatenate([np.zeros(0, np.int64), *parts])
         del parts
-        mask = None
-        if c in nulls:
-            mask = np.zeros(n, bool)
-            for at, m in nulls[c]:
-                mask[at : at + len(m)] = m
-        out[c] = (v, mask)
+        out[c] = (v, arrow_numpy.placed(n, nulls[c]) if c in nulls else None)
     return out
 
 

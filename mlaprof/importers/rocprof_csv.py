@@ -342,14 +342,12 @@ def _stream_kernels(
     kept = [c for c in wanted if c in IN_MEMORY and c != "name"]
     # one column joined at a time: the ranges' copies of the others are not held beside it
     ints = {c: _join([p.ints.pop(c) for p in parts]) for c in kept}
-    masks: dict[str, np.ndarray] = {}
-    at = 0
-    for p in parts:
-        for col, got_nulls in p.nulls.items():
-            m = masks.setdefault(col, np.zeros(n, bool))
-            for row, part in got_nulls:
-                m[at + row : at + row + len(part)] = part
-        at += p.n
+    starts = np.cumsum([0, *(p.n for p in parts)]).tolist()
+    masks = {
+        c: arrow_numpy.placed(n, [(at + row, m) for p, at in zip(parts, starts, strict=False)
+                                  for row, m in p.nulls.get(c, [])])
+        for c in dict.fromkeys(c for p in parts for c in p.nulls)
+    }  # fmt: skip
     spills = [p.spill for p in parts if p.spill is not None]
     spill: Spill | SpillChain | None = None
     if spills:
@@ -371,7 +369,7 @@ def _join_names(parts: list[_Part]) -> tuple[list[str | None], np.ndarray]:
     for p in parts[1:]:
         lut = np.array([_code(codes, names, v) for v in p.codes] or [0], np.int32)
         own = p.ints.pop("name")
-        idx.append(own if bool(np.array_equal(lut, np.arange(len(lut)))) else lut[own])
+        idx.append(lut[own])
     return names, _join(idx)
 
 

@@ -176,13 +176,7 @@ class Spill:
 
     def masks(self) -> dict[str, np.ndarray]:
         """Per column holding NULLs: where (n booleans)."""
-        out = {}
-        for c, parts in self._nulls.items():
-            m = np.zeros(self.n, bool)
-            for at, part in parts:
-                m[at : at + len(part)] = part
-            out[c] = m
-        return out
+        return {c: arrow_numpy.placed(self.n, parts) for c, parts in self._nulls.items()}
 
     def _file(self) -> Any:
         import pyarrow.parquet as pq
