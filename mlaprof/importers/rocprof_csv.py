@@ -319,24 +319,15 @@ def _stream_kernels(
         # while this thread parses the first
         with ThreadPoolExecutor(len(spans) - 1) as pool:
             later = [pool.submit(_parse_span, path, header, wanted, block, s) for s in spans[1:]]
-            first: _Part | BaseException
-            try:
-                first = _parse_span(path, header, wanted, block, spans[0])
-            except BaseException as e:  # the earliest range's error is the one a reader meets
-                first = e
-            got: list[_Part | BaseException] = [first]
-            for f in later:
-                try:
-                    got.append(f.result())
-                except BaseException as e:
-                    got.append(e)
-        for g in got:
-            if isinstance(g, BaseException):
-                for other in got:
-                    if isinstance(other, _Part) and other.spill is not None:
-                        other.spill.discard()
-                raise g
+            got = [_outcome(lambda: _parse_span(path, header, wanted, block, spans[0]))]
+            got += [_outcome(f.result) for f in later]
         parts = [g for g in got if isinstance(g, _Part)]
+        failed = [g for g in got if isinstance(g, BaseException)]
+        if failed:  # the earliest range's error is the one a reader of the whole file meets
+            for p in parts:
+                if p.spill is not None:
+                    p.spill.discard()
+            raise failed[0]
     n = sum(p.n for p in parts)
     names, idx = _join_names(parts)
     kept = [c for c in wanted if c in IN_MEMORY and c != "name"]
@@ -355,6 +346,15 @@ def _stream_kernels(
         masks.update(spill.masks())
     trim_heap()
     return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks)
+
+
+def _outcome(parse: Callable[[], _Part]) -> _Part | BaseException:
+    """A range's parse, or what it raised (every range is waited for before one error is
+    raised)."""
+    try:
+        return parse()
+    except BaseException as e:  # noqa: BLE001 - raised again by the caller, in range order
+        return e
 
 
 def _join(arrays: list[np.ndarray]) -> np.ndarray:

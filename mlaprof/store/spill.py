@@ -218,13 +218,15 @@ class Spill:
 
     def batches(self, size: int) -> Iterator[Any]:
         """The rows as Arrow tables of exactly ``size`` rows (the last one fewer), in order."""
+        yield from _regroup(self.record_batches(size), size, self.schema)
+
+    def record_batches(self, size: int) -> Iterator[Any]:
+        """The rows as record batches as they are held or stored (about ``size`` rows each)."""
         if self.n == 0:
-            return
+            return iter(())
         if self._held is not None:
-            source = self._batches_of(self._held, self.masks())
-        else:
-            source = self._file().iter_batches(batch_size=size)
-        yield from _regroup(source, size, self.schema)
+            return self._batches_of(self._held, self.masks())
+        return self._file().iter_batches(batch_size=size)
 
     def discard(self) -> None:
         """Free the rows: the memory held, the file removed (also done when the spill is
@@ -295,13 +297,8 @@ class SpillChain:
         return out
 
     def batches(self, size: int) -> Iterator[Any]:
-        def source() -> Iterator[Any]:
-            for p in self.parts:
-                for t in p.batches(size):
-                    yield from t.to_batches()
-
-        if self.n:
-            yield from _regroup(source(), size, self.schema)
+        parts = (b for p in self.parts for b in p.record_batches(size))
+        yield from _regroup(parts, size, self.schema)
 
     def discard(self) -> None:
         for p in self.parts:

@@ -202,3 +202,35 @@ def test_one_rank_parses_on_every_core_a_fleet_one_file_a_core(
         _write(fleet / f"rank{r}" / f"{100 + r}_kernel_trace.csv", _rows(50))
     rocprof.import_rocprof(fleet, tmp_path / "traces", name="fleet")
     assert seen == [4 // rocprof.AHEAD] * 3
+
+
+def test_of_two_bad_rows_in_two_ranges_the_first_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every range is parsed before one error is raised: the earliest range's, which a reader of
+    the whole file meets first (the later one would name another row); the ranges that parsed
+    leave no spill file behind, even while the error (and its frames) is held."""
+    import tempfile
+
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))
+    monkeypatch.setattr(spill, "MEMORY_BUDGET", 0)  # every range's parked columns on disk
+    src = _write(tmp_path / "k.csv", _rows(400), quoting=csv.QUOTE_MINIMAL)
+    lines = src.read_text().splitlines(keepends=True)
+    lines.insert(351, '"KERNEL_DISPATCH","Agent 2",1,late\n')
+    lines.insert(41, '"KERNEL_DISPATCH","Agent 2",1,early\n')
+    src.write_text("".join(lines))
+    spans = rocprof_csv._spans(src, 6)
+    data = src.read_bytes()
+    early, late = data.index(b"early"), data.index(b"late")
+    assert next(i for i, (a, b) in enumerate(spans) if a <= early < b) < next(
+        i for i, (a, b) in enumerate(spans) if a <= late < b
+    )
+    errors = []
+    for ways in (1, 6):
+        with pytest.raises(MlaprofError, match="malformed kernel trace") as e:
+            _read(src, ways)
+        errors.append(str(e.value))
+        assert not list(spills.iterdir())
+    assert errors[0] == errors[1] and "early" in errors[1]
