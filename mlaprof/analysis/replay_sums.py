@@ -116,14 +116,11 @@ def _kept(kst: np.ndarray, krep: np.ndarray, steps_with: np.ndarray) -> np.ndarr
     if not len(steps_with):
         return np.zeros(len(kst), bool)
     lo, hi = int(steps_with[0]), int(steps_with[-1])
-    if hi - lo == len(steps_with) - 1:  # every step between: a range check
-        kept = (kst >= lo) & (kst <= hi)
-    else:
-        table = np.zeros(hi - lo + 2, bool)  # the last cell: outside the range
-        table[steps_with - lo] = True
-        off = kst.astype(np.int64) - lo
-        off[(off < 0) | (off > hi - lo)] = hi - lo + 1
-        kept = table[off]
+    table = np.zeros(hi - lo + 2, bool)  # the last cell: outside the range
+    table[steps_with - lo] = True
+    off = kst.astype(np.int64) - lo
+    off[(off < 0) | (off > hi - lo)] = hi - lo + 1
+    kept = table[off]
     kept &= krep != NULL
     return kept & (kst != NULL)
 

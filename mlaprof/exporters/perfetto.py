@@ -725,17 +725,23 @@ def _counters(run: Run, rank: int, emit: _Sink, step_t: dict[Any, int]) -> None:
             if args and ly["t_start_ns"] is not None:
                 emit({"ph": "C", "pid": PID_MLAPROF, "name": f"S layer{tag}",
                       "ts": _ts(ly["t_start_ns"]), "args": args})  # fmt: skip
+    # an unknown count is left out of its counter (no sample), never drawn as 0
     for pd_ in iter_rows(run, "padding", rank):
-        emit({"ph": "C", "pid": PID_MLAPROF, "name": f"padding rows{tag}",
-              "ts": _ts(when(pd_["step"])),
-              "args": {"real": pd_["real_rows"] or 0, "padding": pd_["padding_rows"] or 0}})  # fmt: skip
+        args = {k: pd_[c] for k, c in (("real", "real_rows"), ("padding", "padding_rows"))
+                if pd_[c] is not None}  # fmt: skip
+        if args:
+            emit({"ph": "C", "pid": PID_MLAPROF, "name": f"padding rows{tag}",
+                  "ts": _ts(when(pd_["step"])), "args": args})  # fmt: skip
     for i, m in enumerate(iter_rows(run, "memory", rank)):
         b = m["pool_bytes"] if m["pool_bytes"] is not None else m["driver_bytes"]
         if b is None:
             continue
+        args = {"bytes": b}
+        if m["capture_size"] is not None:
+            args["capture_size"] = m["capture_size"]
         emit({"ph": "C", "pid": PID_MLAPROF,
               "name": f"capture memory {m['graph_mode'] or ''}".strip() + tag,
-              "ts": _ts(t0 + i * 1000), "args": {"bytes": b, "capture_size": m["capture_size"] or 0}})  # fmt: skip
+              "ts": _ts(t0 + i * 1000), "args": args})  # fmt: skip
 
 
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")

@@ -159,19 +159,6 @@ def series_of(data: Any, name: str = "", rank: int | None = None) -> tuple[Any, 
     return ser.rank(rank), ser.label(rank)
 
 
-def kernel_rank(data: Any, rank: int | None = None) -> int | None:
-    """For a Run: the rank whose kernels a figure shows (``rank``, else the lowest with kernels),
-    read by SQL so that an 11M-kernel import never becomes one frame (``report --html`` peaked
-    at 8 GB); None for frames and mappings (they are read whole) or a run without kernels."""
-    if not is_run(data):
-        return None
-    if rank is not None:
-        return int(rank)
-    got = data.query("SELECT MIN(rank) AS r FROM kernels")
-    r = got["r"].iloc[0] if len(got) else None
-    return None if r is None or pd.isna(r) else int(r)
-
-
 def numeric(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
     """Columns as floats (SQLite NULLs become NaN) so arithmetic never sees ``None``."""
     out = df.copy()

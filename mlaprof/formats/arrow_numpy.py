@@ -112,23 +112,9 @@ def array(values: np.ndarray, arrow_type: Any, mask: np.ndarray | None = None) -
     return pa.Array.from_buffers(arrow_type, n, [validity, pa.py_buffer(data)], null_count=nulls)
 
 
-def strings(values: list[str | None]) -> Any:
+def strings(values: Sequence[str | None]) -> Any:
     """Python strings (None: null) as an Arrow string array, built from its buffers (no pandas)."""
-    import pyarrow as pa
-
-    encoded = [b"" if v is None else v.encode("utf-8") for v in values]
-    offsets = np.zeros(len(encoded) + 1, np.int32)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    data = b"".join(encoded)
-    missing = np.fromiter((v is None for v in values), bool, len(values))
-    nulls = int(missing.sum())
-    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(
-        pa.string(),
-        len(encoded),
-        [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
-        null_count=nulls,
-    )
+    return coded_strings(values, np.arange(len(values)))
 
 
 class Coded(NamedTuple):
@@ -142,7 +128,7 @@ class Coded(NamedTuple):
 def coded_strings(values: Sequence[str | None], codes: np.ndarray) -> Any:
     """``values[codes]`` as an Arrow string array, built a run of equal codes at a time (a
     histogram sorted by name has one run a name): the same array as :func:`strings` of the
-    decoded list, without a Python string per row."""
+    decoded list, without a Python string per row (:func:`strings`: every code its own run)."""
     import pyarrow as pa
 
     codes = np.asarray(codes, np.int64)

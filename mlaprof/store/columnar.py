@@ -101,16 +101,12 @@ def build(
     n: int,
     numbers: Mapping[str, tuple[np.ndarray, np.ndarray | None]],
     text: Mapping[str, tuple[Sequence[Any], np.ndarray]] | None = None,
-    reuse: dict[Any, Any] | None = None,
 ) -> pa.Table:
     """``n`` rows of ``table`` as an Arrow table in the side-file schema.
 
     ``numbers``: column -> (values, NULL mask or None); values are a NumPy array or an Arrow
     (chunked) array of the column's type, taken as it is. ``text``: column -> (distinct values,
-    per-row index into them). Columns given in neither are NULL. ``reuse``: a dict kept across
-    calls (a file's batches), which keeps the arrays that are the same in every batch of a size
-    (the rank column, the NULL columns: Arrow arrays are immutable) instead of building them
-    again.
+    per-row index into them). Columns given in neither are NULL.
     """
     import numpy as np
 
@@ -126,13 +122,7 @@ def build(
     for field in schema:
         c = field.name
         if c == "rank":
-            key = ("rank", int(rank), n)
-            got = None if reuse is None else reuse.get(key)
-            if got is None:
-                got = arrow_numpy.array(np.full(n, int(rank), np.int64), pa.int64())
-                if reuse is not None:
-                    reuse[key] = got
-            arrays.append(got)
+            arrays.append(arrow_numpy.array(np.full(n, int(rank), np.int64), pa.int64()))
         elif c in text:
             values, idx = text[c]
             if len(idx) != n:
@@ -158,13 +148,7 @@ def build(
             else:
                 raise MlaprofError(f"internal: column {c} is Arrow {arr.type}, not {field.type}")
         else:
-            key = ("nulls", str(field.type), n)
-            got = None if reuse is None else reuse.get(key)
-            if got is None:
-                got = pa.nulls(n, field.type)
-                if reuse is not None:
-                    reuse[key] = got
-            arrays.append(got)
+            arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -193,7 +177,6 @@ class Pending:
         import numpy as np
 
         spilled = self.spill.batches(size)
-        reuse: dict[Any, Any] = {}  # the arrays every batch of a size shares (build's reuse)
         for a in range(0, self.n, size):
             b = min(self.n, a + size)
             nums: dict[str, tuple[Any, np.ndarray | None]] = {
@@ -210,7 +193,7 @@ class Pending:
                 # only this batch's distinct values: a row group's dictionary is its own
                 uniq, inv = _distinct_codes(np.asarray(idx[a:b]), len(values))
                 text[c] = ([values[i] for i in uniq.tolist()], inv)
-            yield build(self.table, self.rank, b - a, nums, text, reuse)
+            yield build(self.table, self.rank, b - a, nums, text)
         self.spill.discard()
 
 

@@ -50,9 +50,7 @@ class RunWriter:
         self.db_path = self.run_dir / rank_db_name(self.rank, role)
         self.closed = True  # until the database is in place
         if self.db_path.exists():
-            raise MlaprofError(
-                f"{self.db_path} already exists: refusing to overwrite a recorded rank"
-            )
+            raise _exists(self.db_path)
         self._lock = liveness.WriterLock(self.run_dir, self.rank, role)
         try:
             self._lock.reserve()  # room to record the end even if the disk fills up
@@ -222,16 +220,23 @@ def _initialise(db_path: Path) -> None:
                 raise sqlite3.DatabaseError("database disk image is malformed")
         finally:
             con.close()
-        # the temporary WAL is folded and empty: one plain, whole file
-        try:
-            os.link(tmp, db_path)  # atomic, and refuses to replace a rank another writer made
-        except FileExistsError:
-            raise MlaprofError(
-                f"{db_path} already exists: refusing to overwrite a recorded rank"
-            ) from None
+        _link_whole(tmp, db_path)  # the temporary WAL is folded and empty: one plain file
     finally:
         for p in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
             p.unlink(missing_ok=True)
+
+
+def _exists(db_path: Path) -> MlaprofError:
+    return MlaprofError(f"{db_path} already exists: refusing to overwrite a recorded rank")
+
+
+def _link_whole(tmp: Path, db_path: Path) -> None:
+    """The finished temporary database put in place whole: a hard link is atomic, and refuses
+    to replace a rank another writer made."""
+    try:
+        os.link(tmp, db_path)
+    except FileExistsError:
+        raise _exists(db_path) from None
 
 
 def copy_finished(blank: bytes, run_dir: Path, rank: int) -> Path:
@@ -242,7 +247,7 @@ def copy_finished(blank: bytes, run_dir: Path, rank: int) -> Path:
     :class:`RunWriter` does. Returns its path."""
     db_path = Path(run_dir) / rank_db_name(rank)
     if db_path.exists():
-        raise MlaprofError(f"{db_path} already exists: refusing to overwrite a recorded rank")
+        raise _exists(db_path)
     lock = liveness.WriterLock(Path(run_dir), rank)
     tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.init")
     try:
@@ -259,11 +264,7 @@ def copy_finished(blank: bytes, run_dir: Path, rank: int) -> Path:
             con.execute("COMMIT")
         finally:
             con.close()
-        os.link(tmp, db_path)  # atomic, and refuses to replace a rank another writer made
-    except FileExistsError:
-        raise MlaprofError(
-            f"{db_path} already exists: refusing to overwrite a recorded rank"
-        ) from None
+        _link_whole(tmp, db_path)
     except (sqlite3.Error, OSError) as e:
         raise MlaprofError(f"cannot create {db_path}: {disk_message(e, db_path.parent)}") from None
     finally:

@@ -121,6 +121,7 @@ def test_coded_strings_are_the_decoded_list(seed: int) -> None:
     decoded = [values[c] for c in codes.tolist()]
     got = arrow_numpy.coded_strings(values, codes)
     assert got.equals(arrow_numpy.strings(decoded))
+    assert got.equals(pa.array(decoded, pa.string()))  # pyarrow's own (strings is built on it)
     assert got.to_pylist() == decoded and got.null_count == decoded.count(None)
     tab = arrow_numpy.table({"name": arrow_numpy.Coded(values, codes), "n": codes})
     assert tab.equals(arrow_numpy.table({"name": decoded, "n": codes}))

@@ -420,3 +420,28 @@ def test_the_base_is_the_earliest_time_to_the_nanosecond(
     assert int(doc["baseTimeNanoseconds"]) == t
     starts = {e["name"]: _ns(e["ts"]) for e in doc["traceEvents"] if e["ph"] == "X"}
     assert starts["step 0"] == 0 and starts["k"] == 15, starts
+
+
+def test_an_unknown_count_is_no_counter_sample(tmp_path: Path) -> None:
+    """A counter event ("ph": "C") draws each of its ``args`` as a series of numbers (the Trace
+    Event Format, "Counter Events": https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU;
+    Perfetto reads that JSON: https://perfetto.dev/docs/getting-started/other-formats): a count
+    the run does not know is left out of the event, never written as 0 padding rows or 0 size."""
+    from mlaprof.store import create_run
+
+    w = create_run(tmp_path / "t", "gaps", {"source": "test"})
+    w.add("steps", step=0, t_start_ns=1_000, duration_ns=900)
+    w.add("steps", step=1, t_start_ns=2_000, duration_ns=900)
+    w.add("padding", step=0, capture_size=8, real_rows=3, padding_rows=5)
+    w.add("padding", step=1, capture_size=8, real_rows=3)  # padding not known
+    w.add("padding", step=1)  # nothing known: no event
+    w.add("memory", graph_mode="FULL", pool_bytes=4096)  # capture size not known
+    w.finish()
+    out = tmp_path / "p.json"
+    with load(tmp_path / "t" / "gaps") as run:
+        export_perfetto(run, out)
+    ev = _load(out)["traceEvents"]
+    pad = [e["args"] for e in ev if e["ph"] == "C" and e["name"].startswith("padding rows")]
+    assert pad == [{"real": 3, "padding": 5}, {"real": 3}]
+    mem = [e["args"] for e in ev if e["ph"] == "C" and e["name"].startswith("capture memory")]
+    assert mem == [{"bytes": 4096}]

@@ -257,12 +257,11 @@ def test_a_dataframe_is_no_run() -> None:
     its own and is never read as a Run (the engine's shadow figure of its events frame raised
     "'DataFrame' object has no attribute 'meta'"; a frame's figure says what it cannot draw)."""
     from mlaprof.analysis import series as series_mod
-    from mlaprof.figures._common import is_run, kernel_rank
+    from mlaprof.figures._common import is_run
 
     with mlaprof.load(shipped_runs.run_dir("engine-engine_ngram_run")) as run:
         events = run.table("events")
         assert is_run(run) and not is_run(events) and not is_run({"events": events})
-        assert kernel_rank(events) is None
         # the series a figure draws ask the same question: a frame holds no stored kernel sums
         assert series_mod._kernels_per_rank(events) == {}
         assert not is_empty(F.shadow_splits(run))

@@ -33,7 +33,6 @@ ALLOWED = {
     ("mlaprof/tui/view.py", "capture_rows"): "recorded memory / capture rows (the store's columns)",
     ("mlaprof/tui/widgets/styles.py", "notify_style_update"): "the widget's own style cache",
     ("mlaprof/figures/_common.py", "table"): "a notebook's DataFrame column",
-    ("mlaprof/figures/_common.py", "kernel_rank"): "an SQL result's column",
     ("mlaprof/figures/_common.py", "scenario_value"): "a notebook Run's run.json",
     ("mlaprof/figures/_common.py", "is_empty"): "the figure's own layout meta",
     ("mlaprof/figures/diff.py", "diff_table"): "the diff's typed rows as a notebook DataFrame",
