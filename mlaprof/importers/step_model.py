@@ -360,24 +360,19 @@ def _first_of_chain(earlier: np.ndarray) -> np.ndarray:
         root = nxt
 
 
-def replay_order(reps: np.ndarray, replay: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """``reps`` (ascending kernel indices) ordered by (replay, start, index), or by any other
-    group number in ``replay`` (a step, a layer group). A trace lists a replay's kernels
-    together and in start order, so one pass over neighbours usually finds them ordered
-    already, and the 1M-row sort is left for traces that interleave replays."""
-    return replay_runs(reps, replay, start)[0]
-
-
 ORDER_BLOCK = 1 << 16  # neighbours compared at a time by :func:`_ordered_runs`
 
 
 def replay_runs(
     reps: np.ndarray, replay: np.ndarray, start: np.ndarray, r: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`replay_order`'s order, the group number of each kernel in it, and where each
-    group's run of kernels begins in it (ascending, from 0; empty where ``reps`` is). ``r``:
-    ``replay[reps]`` where the caller has it. ``reps`` holding every kernel reads the columns
-    as they are (no copies)."""
+    """``reps`` (ascending kernel indices) ordered by (replay, start, index), or by any other
+    group number in ``replay`` (a step, a layer group); the group number of each kernel in
+    that order; and where each group's run of kernels begins in it (ascending, from 0; empty
+    where ``reps`` is). A trace lists a replay's kernels together and in start order, so one
+    pass over neighbours usually finds them ordered already, and the 1M-row sort is left for
+    traces that interleave replays. ``r``: ``replay[reps]`` where the caller has it. ``reps``
+    holding every kernel reads the columns as they are (no copies)."""
     whole = len(reps) == len(replay)
     if r is None:
         r = replay if whole else replay[reps]

@@ -41,9 +41,9 @@ def _cases() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 
 @pytest.mark.parametrize("case", range(7))
-def test_replay_order_is_the_sorts(case: int) -> None:
+def test_replay_runs_order_is_the_sorts(case: int) -> None:
     reps, replay, start = _cases()[case]
-    assert np.array_equal(step_model.replay_order(reps, replay, start),
+    assert np.array_equal(step_model.replay_runs(reps, replay, start)[0],
                           _sorted_rule(reps, replay, start))  # fmt: skip
 
 
@@ -54,7 +54,7 @@ def test_a_trace_in_order_is_not_sorted(monkeypatch: pytest.MonkeyPatch) -> None
         raise AssertionError("sorted a trace already in order")
 
     monkeypatch.setattr(step_model.np, "lexsort", no_sort)
-    assert np.array_equal(step_model.replay_order(reps, replay, start), reps)
+    assert np.array_equal(step_model.replay_runs(reps, replay, start)[0], reps)
 
 
 def _stored(run_dir) -> dict[str, object]:  # noqa: ANN001
@@ -83,9 +83,8 @@ def test_stored_tables_equal_the_old_rules(trace: str, tmp_path, monkeypatch) ->
             _shuffled_csv(src, tmp_path / "k2.csv")
             src = tmp_path / "k2.csv"
     new, _ = import_rocprof(src, tmp_path / "new", "t")
-    monkeypatch.setattr(step_model, "replay_order", _sorted_rule)
-    # the annotation finds replay runs with the order (step_model.replay_runs): no neighbour
-    # check passing, every order is the sort's
+    # the old rule: no neighbour check passing (step_model.replay_runs and the runs found
+    # with it), every order is the sort's
     monkeypatch.setattr(step_model, "_ordered_runs", lambda *a: None)
     old, _ = import_rocprof(src, tmp_path / "old", "t")
     a, b = _stored(new), _stored(old)
