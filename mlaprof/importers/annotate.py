@@ -518,7 +518,7 @@ def _number_steps(
             ok &= seg_all[eager] == seg_all[e1[np.clip(pos, 0, None)]]
         group[eager[ok]] = seg[pos[ok]]
     layer = _layers_in_groups(group, start, role)
-    edges = _trim_edges(kc, group, layer, role, replay, n_rep, plan, graphs, codes, s1)
+    edges = _trim_edges(kc, group, layer, role, n_rep, plan, graphs, codes, s1)
     # step numbers: groups ordered by their first kernel's start (int32: fewer than 2**31)
     gsel = np.flatnonzero((group >= 0) & (layer >= 0))
     if not len(gsel):
@@ -594,7 +594,6 @@ def _trim_edges(
     group: np.ndarray,
     layer: np.ndarray,
     role: np.ndarray,
-    replay: np.ndarray,
     n_rep: int,
     plan: Plan,
     graphs: Graphs,
@@ -638,9 +637,6 @@ def _trim_edges(
         dev[inv] = codes[sel]
     del g1
     count = graphs.count  # kernels per replay (graph_identity counted them)
-    if len(count) < n_rep:
-        reps = replay[replay >= 0]
-        count = np.bincount(reps, minlength=n_rep) if len(reps) else np.zeros(n_rep, np.int64)
     drop: list[int] = []
     for d in np.unique(dev).tolist():
         mine = np.flatnonzero(dev == d)

@@ -231,8 +231,8 @@ class Graphs:
     layers: dict[int, int]
     replays: dict[int, int]
     identity: str
-    count: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    s1: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    count: np.ndarray
+    s1: np.ndarray
 
 
 def graph_identity(

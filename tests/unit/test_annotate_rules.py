@@ -157,7 +157,8 @@ def test_replay_counts_from_runs_are_the_bincounts(seed: int) -> None:
 def test_graph_layers_per_replay_are_the_lookups() -> None:
     canon = np.array([2, NULL, 0, 5, 2, 7], np.int64)  # 7: a graph without layers recorded
     for layers in ({0: 3, 2: 61, 5: 0}, {}, {9: 4}):
-        graphs = step_model.Graphs(canon, np.zeros(len(canon), np.int64), layers, {}, "x")
+        zeros = np.zeros(len(canon), np.int64)
+        graphs = step_model.Graphs(canon, zeros, layers, {}, "x", zeros, zeros)
         want = [layers.get(int(g), 0) for g in canon]
         assert annotate._graph_layers(graphs).tolist() == want
 
@@ -316,13 +317,12 @@ def test_trim_edges_drops_the_cut_first_and_last_replays(old: bool, monkeypatch)
     start = np.array([0, 100, 10, 20, 200, 210, 300, 310], np.int64)
     role = np.ones(8, np.int8)
     layer = np.array([0, 1, 0, 1, 0, 1, 0, 1], np.int32)
-    replay = group.astype(np.int64)
     count = np.array([2, 3, 3, 2], np.int64)  # kernels seen per replay: 0 and 3 lost one
     graphs = step_model.Graphs(np.zeros(4, np.int64), np.full(4, 3, np.int64), {0: 2}, {0: 4},
                                "kernel sequences", count, np.full(4, 2, np.int64))  # fmt: skip
     kc = SimpleNamespace(ints={"start_ns": start}, n=8)
     plan = step_model.Plan(step_model.SOURCE_GRAPHS)
-    out = annotate._trim_edges(kc, group, layer, role, replay, 4, plan, graphs, np.zeros(8, int))
+    out = annotate._trim_edges(kc, group, layer, role, 4, plan, graphs, np.zeros(8, int))
     assert out == {"first": 1, "last": 1}
     assert group.tolist() == [NULL, NULL, 1, 1, 2, 2, NULL, NULL]
     assert layer.tolist() == [NULL, NULL, 0, 1, 0, 1, NULL, NULL]
