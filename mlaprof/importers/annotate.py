@@ -654,15 +654,10 @@ def _trim_edges(
             if cut and g not in drop:
                 drop.append(g)
                 out[side] += 1
-    if drop:
-        if len(drop) <= 4:  # a step or two per device: compared, no sort
-            gone = group == drop[0]
-            for g in drop[1:]:
-                gone |= group == g
-        else:  # a lookup per kernel (its last slot, where group -1 lands, False)
-            lut = np.zeros(max(max(drop), int(group.max())) + 2, bool)
-            lut[drop] = True
-            gone = lut[group]
+    if drop:  # at most two steps per device: compared (a lookup per kernel costs more)
+        gone = group == drop[0]
+        for g in drop[1:]:
+            gone |= group == g
         group[gone] = NULL
         layer[gone] = NULL
     return out
