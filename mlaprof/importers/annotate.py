@@ -958,50 +958,35 @@ def _stage2_checks(
     lstep: np.ndarray,
     splits: np.ndarray,
     closers: np.ndarray,
-    step_names: np.ndarray | None = None,
-    backends: np.ndarray | None = None,
+    step_names: np.ndarray,
+    backends: np.ndarray,
 ) -> None:
     """Per path: layers whose stage 2 / reduce is present or absent, against their S. The
     trace's very last layer never counts as a lost stage 2: tracing may stop before it.
     ``step_names``: per step, its backend's index in ``backends`` (the distinct backends), so
     each distinct one is split once instead of every step's."""
-    if step_names is None or backends is None:
-        path = [str(b).split(" ", 1)[0] for b in steps["backend"]]
-        names = list(dict.fromkeys(path))  # paths in order of their first step
-        code = np.array([names.index(p) for p in path] or [0], np.int64)
-    else:
-        uniq, first_at, inv = np.unique(step_names, return_index=True, return_inverse=True)
-        upath = [str(backends[i]).split(" ", 1)[0] for i in uniq.tolist()]
-        # paths in order of their first step: the distinct backends by their first step
-        names = list(dict.fromkeys(upath[i] for i in np.argsort(first_at, kind="stable").tolist()))
-        code = np.array([names.index(p) for p in upath] or [0], np.int64)[inv.reshape(-1)]
-        if not len(code):
-            code = np.zeros(1, np.int64)
-    # lstep ascends (layer keys do): each step's code looked up once, for its run of layers
-    runs = step_model.ascending_runs(lstep)
-    if runs is None:
-        lcode = code[np.searchsorted(steps["step"], lstep)]
-    else:
-        per_run = code[np.searchsorted(steps["step"], lstep[runs])]
-        if len(per_run) and (per_run == per_run[0]).all():
-            lcode = None  # one path: every layer's
-            one = int(per_run[0])
-        else:
-            lcode = np.repeat(per_run, np.diff(np.r_[runs, len(lstep)]))
+    uniq, first_at, inv = np.unique(step_names, return_index=True, return_inverse=True)
+    upath = [str(backends[i]).split(" ", 1)[0] for i in uniq.tolist()]
+    # paths in order of their first step: the distinct backends by their first step
+    names = list(dict.fromkeys(upath[i] for i in np.argsort(first_at, kind="stable").tolist()))
+    code = np.array([names.index(p) for p in upath] or [0], np.int64)[inv.reshape(-1)]
+    if not len(code):
+        code = np.zeros(1, np.int64)
+    # a step's layers are a run of lstep (layer keys ascend): its code looked up once a run
+    heads = np.ones(len(lstep), bool)
+    heads[1:] = lstep[1:] != lstep[:-1]
+    runs = np.flatnonzero(heads)
+    per_run = code[np.searchsorted(steps["step"], lstep[runs])]
+    lcode = np.repeat(per_run, np.diff(np.r_[runs, len(lstep)]))
     last = np.zeros(len(lstep), bool)
     last[-1:] = True  # keys ascend: the last layer of the last step
     out: dict[str, dict[str, int]] = {}
-    present = [one] if lcode is None else np.flatnonzero(np.bincount(lcode, minlength=len(names)))
-    for c in present:
-        pth = names[c]
-        if lcode is None:
-            sel_n, sp, cl, lt = len(lstep), splits, closers, last
-        else:
-            sel = lcode == c
-            sel_n, sp, cl, lt = int(sel.sum()), splits[sel], closers[sel], last[sel]
+    for c in np.flatnonzero(np.bincount(lcode, minlength=len(names))):
+        sel = lcode == c
+        sp, cl, lt = splits[sel], closers[sel], last[sel]
         known = sp > 0
-        out[pth] = {
-            "layers": sel_n,
+        out[names[c]] = {
+            "layers": int(sel.sum()),
             "s1_without_stage2": int(((sp == 1) & (cl == 0)).sum()),
             "s1_with_stage2": int(((sp == 1) & (cl > 0)).sum()),
             "split_without_stage2": int(((sp > 1) & (cl == 0) & ~lt).sum()),

@@ -241,14 +241,37 @@ def test_annotation_is_the_old_rules(trace: str, tmp_path: Path, monkeypatch) ->
     new = _annotated(path)
     monkeypatch.setattr(step_model, "_ordered_runs", lambda *a: None)
     monkeypatch.setattr(annotate, "_runs_of_keys", lambda *a: None)
-    real_checks, real_grids = annotate._stage2_checks, annotate._Grids
-    monkeypatch.setattr(annotate, "_stage2_checks", lambda *a: real_checks(*a[:5]))
+    real_grids = annotate._Grids
+    monkeypatch.setattr(annotate, "_stage2_checks", lambda *a: _old_stage2_checks(*a[:5]))
     monkeypatch.setattr(annotate, "_value_counts", lambda v: np.unique(v, return_counts=True))
     monkeypatch.setattr(annotate, "_Grids", lambda kc, giw, rows, need: real_grids(kc, giw, rows))
     old = _annotated(path)
     assert len(new[0]["step"]) and (new[2] or trace.startswith("persistent"))
     for part, a, b in zip(("derived", "steps", "layers", "checks"), new, old, strict=True):
         assert _same(a, b), part
+
+
+def _old_stage2_checks(summary, steps, lstep, splits, closers) -> None:  # noqa: ANN001
+    """The rule before: every step's backend string split, every layer's step looked up."""
+    path = [str(b).split(" ", 1)[0] for b in steps["backend"]]
+    names = list(dict.fromkeys(path))  # paths in order of their first step
+    code = np.array([names.index(p) for p in path] or [0], np.int64)
+    lcode = code[np.searchsorted(steps["step"], lstep)]
+    last = np.zeros(len(lcode), bool)
+    last[-1:] = True
+    out = {}
+    for c in np.flatnonzero(np.bincount(lcode, minlength=len(names))):
+        sel = lcode == c
+        sp, cl, lt = splits[sel], closers[sel], last[sel]
+        out[names[c]] = {
+            "layers": int(sel.sum()),
+            "s1_without_stage2": int(((sp == 1) & (cl == 0)).sum()),
+            "s1_with_stage2": int(((sp == 1) & (cl > 0)).sum()),
+            "split_without_stage2": int(((sp > 1) & (cl == 0) & ~lt).sum()),
+            "split_with_stage2": int(((sp > 1) & (cl > 0)).sum()),
+            "s_unknown_without_stage2": int(((sp <= 0) & (cl == 0)).sum()),
+        }
+    summary.checks["stage2"] = out
 
 
 def test_stage2_checks_from_distinct_backends_are_the_per_step_ones() -> None:
@@ -267,7 +290,7 @@ def test_stage2_checks_from_distinct_backends_are_the_per_step_ones() -> None:
         closers = rng.integers(0, 3, 40).astype(np.int64)
         got, want = ImportSummary(source="t"), ImportSummary(source="t")
         annotate._stage2_checks(got, steps, lstep, splits, closers, step_names, backends)
-        annotate._stage2_checks(want, steps, lstep, splits, closers)
+        _old_stage2_checks(want, steps, lstep, splits, closers)
         assert got.checks["stage2"] == want.checks["stage2"]
         assert list(got.checks["stage2"]) == list(want.checks["stage2"])
 
