@@ -463,12 +463,13 @@ def _number_steps(
     in_layer: np.ndarray,
     plan: Plan,
     graphs: Graphs,
-    devices: tuple[np.ndarray, int] | None = None,
-    s1: np.ndarray | None = None,
+    devices: tuple[np.ndarray, int],
+    s1: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Per kernel: its group (an MLA graph replay or a run of eager kernels), its layer in the
     group (stage-1 kernels in start order) and its step (groups ordered by their first
-    kernel's start); -1 where none. And the partial steps left out at the window's edges."""
+    kernel's start); -1 where none. And the partial steps left out at the window's edges.
+    ``devices``: :func:`_device_codes`; ``s1``: the stage-1 kernels' indices."""
     n = kc.n
     start = kc.ints["start_ns"]
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
@@ -479,7 +480,7 @@ def _number_steps(
     rep_ok = in_layer & (replay >= 0)
     np.copyto(group, replay, where=rep_ok)
     n_rep = base  # group ids below this are replays
-    codes, ndev = _device_codes(kc) if devices is None else devices
+    codes, ndev = devices
     seg_all = plan.seg
     eager_all = in_layer & (replay < 0)  # MLA kernels launched on their own
     for d in range(ndev if eager_all.any() else 0):  # each GPU runs its own steps
@@ -598,7 +599,7 @@ def _trim_edges(
     plan: Plan,
     graphs: Graphs,
     codes: np.ndarray,
-    s1: np.ndarray | None = None,
+    s1: np.ndarray,
 ) -> dict[str, int]:
     """Leave out (group and layer NULL, in place) the first and last step of each device where
     the collection window cut it: a replay with fewer kernels than its graph's complete replays,
@@ -608,8 +609,7 @@ def _trim_edges(
     if plan.source == SOURCE_RANGES:  # MLA kernels launched outside the first / last range
         out["first"] = int(plan.outside_ranges.get("before", 0) > 0)
         out["last"] = int(plan.outside_ranges.get("after", 0) > 0)
-    s1 = np.flatnonzero(role == 1) if s1 is None else s1
-    g1 = group[s1]
+    g1 = group[s1]  # s1: the stage-1 kernels' indices
     keep = (g1 >= 0) & (layer[s1] >= 0)
     sel, g1 = s1[keep], g1[keep]
     del keep
@@ -671,7 +671,7 @@ def _pin_qlen_from_stage2(
     grids: _Grids,
     qlut: np.ndarray,
     idx: np.ndarray,
-    s1_all: np.ndarray | None = None,
+    s1_all: np.ndarray,
 ) -> dict[str, int]:
     """qlen of each stage-1 kernel from the stage-2 kernel of its layer, where that kernel's
     grid holds it. AITER gluon's stage 1 from v0.1.20 on launches (B, S, ceil(H/16)*qlen), so
@@ -679,8 +679,6 @@ def _pin_qlen_from_stage2(
     (``mla_gluon.py``). A layer without stage 2 (S == 1) keeps stage 1's z: counted as
     ``from_stage1`` (exact for the < 16 heads vLLM sends to gluon, ceil(H/16)*qlen above)."""
     out = {"from_stage2": 0, "from_stage1": 0, "stage1_disagrees": 0}
-    if s1_all is None:
-        s1_all = np.flatnonzero(role == 1)
     # among the stage-1 kernels only (a few of the trace's)
     s1 = s1_all[(layer[s1_all] >= 0) & (group[s1_all] >= 0) & (qlen[s1_all] > 0)]
     if not len(s1):
@@ -760,7 +758,7 @@ def _replay_checks(
     layer: np.ndarray,
     graphs: Graphs,
     edges: dict[str, int],
-    s1_all: np.ndarray | None = None,
+    s1_all: np.ndarray,
 ) -> dict[str, int]:
     """Replays against the complete replays of their own graph (:func:`step_model.graph_identity`:
     the graph id where the trace has it, else the kernel sequence): a tracer loses dispatches but
@@ -778,8 +776,6 @@ def _replay_checks(
     seen = count > 0
     has_mla = graphs.s1 > 0
     # a replay is analysed when its MLA kernels belong to a step (edge replays do not)
-    if s1_all is None:
-        s1_all = np.flatnonzero(role == 1)
     r1 = replay[s1_all]
     ms = (step[s1_all] >= 0) & (layer[s1_all] >= 0) & (r1 >= 0)
     per = np.bincount(r1[ms], minlength=nrep)  # MLA layers in a step, per replay
@@ -820,7 +816,7 @@ def _step_checks(
     plan: Plan,
     graphs: Graphs,
     edges: dict[str, int],
-    s1_all: np.ndarray | None = None,
+    s1_all: np.ndarray,
 ) -> dict[str, Any]:
     """How the steps were found, each step's graph (by identity) and the graphs' kinds: the
     analysis reads these (views never re-derive them). Per-step values are run-length coded."""
@@ -828,8 +824,6 @@ def _step_checks(
     graph_of: list[int | None] = []
     if steps:
         lead = np.full(len(steps["step"]), NULL, np.int64)
-        if s1_all is None:
-            s1_all = np.flatnonzero(role == 1)
         s1 = s1_all[step[s1_all] >= 0]
         lead[step[s1][::-1]] = s1[::-1]  # a kernel of each step (any: they share the replay)
         g = np.full(len(lead), NULL, np.int64)
@@ -1007,9 +1001,9 @@ def _derived(
     qlen: np.ndarray,
     role: np.ndarray,
     replay: np.ndarray,
-    plan: Plan | None = None,
-    s1_all: np.ndarray | None = None,
-    in_layer: np.ndarray | None = None,
+    plan: Plan | None,
+    s1_all: np.ndarray,
+    in_layer: np.ndarray,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The steps and layers tables as columns. A step's path, variant, batch rows and qlen are
     its first stage-1 kernel's; a layer spans its stage-1 kernel to the end of its last stage-2
@@ -1029,8 +1023,6 @@ def _derived(
         got = _groups(step[s], start[s], end[s])
     st, t0, t1, _, _ = got
     del s, got
-    if s1_all is None:
-        s1_all = np.flatnonzero(role == 1)
     s1 = s1_all[step[s1_all] >= 0]
     order, _, first = step_model.replay_runs(s1, step, start)
     # lead: the first stage-1 kernel of every step, steps ascending (== st)
@@ -1070,8 +1062,7 @@ def _derived(
 
     # the layers' kernels: MLA kernels (stage 1, stage 2, reduce) in a step and a layer, found
     # among the MLA kernels only (a share of the trace)
-    m = (role >= 1) & (role <= 3) if in_layer is None else in_layer.copy()
-    m &= step >= 0
+    m = in_layer & (step >= 0)
     m &= layer >= 0
     m = np.flatnonzero(m)
     if not len(m):

@@ -345,7 +345,9 @@ def test_trim_edges_drops_the_cut_first_and_last_replays(old: bool, monkeypatch)
                                "kernel sequences", count, np.full(4, 2, np.int64))  # fmt: skip
     kc = SimpleNamespace(ints={"start_ns": start}, n=8)
     plan = step_model.Plan(step_model.SOURCE_GRAPHS)
-    out = annotate._trim_edges(kc, group, layer, role, 4, plan, graphs, np.zeros(8, int))
+    out = annotate._trim_edges(
+        kc, group, layer, role, 4, plan, graphs, np.zeros(8, int), np.flatnonzero(role == 1)
+    )
     assert out == {"first": 1, "last": 1}
     assert group.tolist() == [NULL, NULL, 1, 1, 2, 2, NULL, NULL]
     assert layer.tolist() == [NULL, NULL, 0, 1, 0, 1, NULL, NULL]
