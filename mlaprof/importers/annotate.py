@@ -971,16 +971,21 @@ def _stage2_checks(
     heads[1:] = lstep[1:] != lstep[:-1]
     runs = np.flatnonzero(heads)
     per_run = code[np.searchsorted(steps["step"], lstep[runs])]
-    lcode = np.repeat(per_run, np.diff(np.r_[runs, len(lstep)]))
+    # one path (the usual trace): every layer is its, no per-layer codes nor masks
+    one = bool(len(per_run)) and bool((per_run == per_run[0]).all())
+    lcode = None if one else np.repeat(per_run, np.diff(np.r_[runs, len(lstep)]))
     last = np.zeros(len(lstep), bool)
     last[-1:] = True  # keys ascend: the last layer of the last step
     out: dict[str, dict[str, int]] = {}
-    for c in np.flatnonzero(np.bincount(lcode, minlength=len(names))):
-        sel = lcode == c
+    present = (
+        [per_run[0]] if lcode is None else np.flatnonzero(np.bincount(lcode, minlength=len(names)))
+    )
+    for c in present:
+        sel = slice(None) if lcode is None else lcode == c
         sp, cl, lt = splits[sel], closers[sel], last[sel]
         known = sp > 0
         out[names[c]] = {
-            "layers": int(sel.sum()),
+            "layers": len(sp),
             "s1_without_stage2": int(((sp == 1) & (cl == 0)).sum()),
             "s1_with_stage2": int(((sp == 1) & (cl > 0)).sum()),
             "split_without_stage2": int(((sp > 1) & (cl == 0) & ~lt).sum()),
