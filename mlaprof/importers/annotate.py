@@ -193,10 +193,13 @@ def _device_codes(kc: KernelColumns) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), len(uniq)
 
 
-def replays_by_correlation(kc: KernelColumns, graph_corr: np.ndarray | None = None) -> np.ndarray:
+def replays_by_correlation(
+    kc: KernelColumns, codes: np.ndarray, ndev: int, graph_corr: np.ndarray | None = None
+) -> np.ndarray:
     """rocprofv3 correlates every kernel of a graph launch to the launch call: a correlation id
     shared by several kernels, or the id of a graph-launch call in the API trace (``graph_corr``,
-    sorted: a one-kernel graph piece), is one replay, numbered by its first kernel's start."""
+    sorted: a one-kernel graph piece), is one replay, numbered by its first kernel's start.
+    ``codes``, ``ndev``: the kernels' devices (:func:`_device_codes`)."""
     if "correlation" not in kc.ints or kc.n == 0:
         return np.full(kc.n, NULL, np.int64)
     mask = kc.masks.get("correlation")
@@ -206,7 +209,6 @@ def replays_by_correlation(kc: KernelColumns, graph_corr: np.ndarray | None = No
         corr, start = corr[valid], start[valid]
     # every process numbers its own correlation ids: the ranks of a multi-GPU trace (one GPU
     # each) reuse them, so a replay is a (device, correlation id) pair
-    codes, ndev = _device_codes(kc)
     if ndev > 1:
         corr = corr * ndev + (codes if valid is None else codes[valid])
     in_order = len(corr) > 0 and ascending(corr)
@@ -420,14 +422,14 @@ def annotate(
     # steps are numbered here (NumPy releases the GIL in both)
     with ThreadPoolExecutor(1) as pool:
         grid_job = pool.submit(from_grids)
+        codes, ndev = _device_codes(kc)
         if replay is None:
             launches = None if host is None else host.graph_launches
             replay = (
-                replays_by_correlation(kc, launches)
+                replays_by_correlation(kc, codes, ndev, launches)
                 if in_layer.any()
                 else np.full(n, NULL, np.int64)
             )
-        codes, ndev = _device_codes(kc)
         plan = step_model.plan_steps(kc, role, replay, in_layer, host, codes, ndev)
         nrep = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
         graphs = step_model.graph_identity(kc, replay, role, nrep, s1_all)
@@ -442,11 +444,12 @@ def annotate(
         role, group, layer, qlen, grids, luts["qlen_axis"], idx, s1_all
     )
     summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, luts["heads_axis"])
-    summary.mla_kernels = int((role == 1).sum())
+    summary.mla_kernels = len(s1_all)
     summary.checks["replays"] = _replay_checks(replay, role, step, layer, graphs, edges, s1_all)
     steps, layers = _derived(
-        kc, summary, pats, step, layer, splits, rows, qlen, role, replay, plan, s1_all, in_layer
-    )
+        kc, summary, pats, step, layer, splits, rows, qlen, role, replay, plan, s1_all, in_layer,
+        codes,
+    )  # fmt: skip
     summary.checks["steps"] = _step_checks(steps, replay, step, role, plan, graphs, edges, s1_all)
     summary.replays = int((steps.get("graph_mode", np.zeros(0)) == "graph").sum())
     summary.eager_steps = int(
@@ -1009,6 +1012,7 @@ def _derived(
     plan: Plan | None,
     s1_all: np.ndarray,
     in_layer: np.ndarray,
+    codes: np.ndarray,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The steps and layers tables as columns. A step's path, variant, batch rows and qlen are
     its first stage-1 kernel's; a layer spans its stage-1 kernel to the end of its last stage-2
@@ -1048,7 +1052,9 @@ def _derived(
         eager = np.zeros(len(lead), bool)
     t0, t1 = _segment_spans(kc, plan, lead, graph, replay, role, t0, t1)
     # only an eager step can be piecewise: a trace of graph replays alone skips the search
-    piecewise = eager & _holds_pieces(kc, replay, role, lead, t0, t1) if eager.any() else eager
+    piecewise = (
+        eager & _holds_pieces(kc, replay, role, lead, t0, t1, codes) if eager.any() else eager
+    )
     mode = np.where(
         graph, "graph", np.where(piecewise, "piecewise", np.where(eager, "eager", ""))
     ).astype(object)
@@ -1143,9 +1149,10 @@ def _holds_pieces(
     lead: np.ndarray,
     t0: np.ndarray,
     t1: np.ndarray,
+    codes: np.ndarray,
 ) -> np.ndarray:
     """Per step: whether a graph launch holding no MLA kernel (a PIECEWISE piece) starts
-    inside its span on its device."""
+    inside its span on its device (``codes``: per kernel, :func:`_device_codes`)."""
     reps = np.flatnonzero(replay >= 0)
     if not len(reps) or not len(lead):
         return np.zeros(len(lead), bool)
@@ -1156,7 +1163,6 @@ def _holds_pieces(
     out = np.zeros(len(lead), bool)
     if not len(piece):
         return out
-    codes, _ = _device_codes(kc)
     start = kc.ints["start_ns"]
     for d in np.unique(codes[lead]).tolist():
         t = np.sort(start[piece[codes[piece] == d]])
