@@ -528,22 +528,7 @@ def _number_steps(
     if not len(gsel):
         step = np.full(n, NULL, np.int32)
     else:
-        # group ids are 0 .. base - 1: their distinct values and ranks without a sort
-        gg = group[gsel]
-        runs = step_model.ascending_runs(gg)  # groups listed one after another: their runs
-        if runs is not None:
-            gids = gg[runs]
-            lens = np.diff(np.r_[runs, len(gg)])
-            del gg
-            g0 = np.minimum.reduceat(start[gsel], runs)
-        else:
-            present = np.zeros(base, bool)
-            present[gg] = True
-            gids = np.flatnonzero(present)
-            inv = (np.cumsum(present) - 1)[gg]
-            del gg, present
-            g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
-            np.minimum.at(g0, inv, start[gsel])
+        gids, g0, runs, inv = _key_groups(group[gsel], start[gsel])
         rank = np.empty(len(gids), np.int64)
         rank[np.lexsort((gids, g0))] = np.arange(len(gids))
         # every kernel of an MLA replay belongs to its step; eager ones only when MLA
@@ -560,7 +545,9 @@ def _number_steps(
         # a replay's kernels have their step already (their group is their replay): only
         # eager groups' kernels are numbered here
         if int(gids.max()) >= n_rep or not rep_gather:
-            step[gsel] = rank[inv] if runs is None else np.repeat(rank, lens)
+            step[gsel] = (
+                rank[inv] if runs is None else np.repeat(rank, np.diff(np.r_[runs, len(gsel)]))
+            )
         # the persistent metadata kernel runs in the builder just before its step
         meta_k = np.nonzero(role == 4)[0]
         if len(meta_k):
@@ -569,6 +556,27 @@ def _number_steps(
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
     return group, layer, step, edges
+
+
+def _key_groups(
+    keys: np.ndarray, start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Per distinct key of ``keys`` (group ids, 0 or more): the keys ascending and the least
+    ``start`` of each; then, where the keys never decrease (groups listed one after another),
+    where each key's run of rows begins (no sort), else each row's key's place among them:
+    one of the two, the other None."""
+    runs = step_model.ascending_runs(keys)
+    if runs is not None:
+        return keys[runs], np.minimum.reduceat(start, runs), runs, None
+    # group ids are 0 .. max: their distinct values and ranks without a sort
+    present = np.zeros(int(keys.max()) + 1, bool)
+    present[keys] = True
+    gids = np.flatnonzero(present)
+    inv = (np.cumsum(present) - 1)[keys]
+    del present
+    g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(g0, inv, start)
+    return gids, g0, None, inv
 
 
 def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) -> np.ndarray:
@@ -618,23 +626,12 @@ def _trim_edges(
     del keep
     if not len(sel):
         return out
-    start = kc.ints["start_ns"]
-    runs = step_model.ascending_runs(g1)
+    gids, g0, runs, inv = _key_groups(g1, kc.ints["start_ns"][sel])
     if runs is not None:  # groups one after another (a trace in order): their runs
-        gids = g1[runs]
         ends = np.r_[runs[1:], len(sel)]
-        g0 = np.minimum.reduceat(start[sel], runs)
         nlay = ends - runs
         dev = codes[sel[ends - 1]].astype(np.int64)  # the last kernel's (as assigned below)
     else:
-        # group ids are 0 .. max: their distinct values and ranks without a sort
-        present = np.zeros(int(g1.max()) + 1, bool)
-        present[g1] = True
-        gids = np.flatnonzero(present)
-        inv = (np.cumsum(present) - 1)[g1]
-        del present
-        g0 = np.full(len(gids), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(g0, inv, start[sel])
         nlay = np.bincount(inv, minlength=len(gids))
         dev = np.zeros(len(gids), np.int64)
         dev[inv] = codes[sel]
