@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mlaprof.formats.arrow_numpy import ascending
 from mlaprof.importers import step_model
 from mlaprof.importers.step_model import (
     EAGER_STEP_GAP,
@@ -211,9 +210,10 @@ def replays_by_correlation(
     # each) reuse them, so a replay is a (device, correlation id) pair
     if ndev > 1:
         corr = corr * ndev + (codes if valid is None else codes[valid])
-    in_order = len(corr) > 0 and ascending(corr)
-    if in_order:  # the usual trace order: runs of ids, no sort needed
-        first = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]])
+    # the usual trace order: runs of ids, found in the one pass that sees they ascend
+    first = step_model.ascending_runs(corr) if len(corr) else None
+    in_order = first is not None
+    if in_order:  # no sort needed
         counts = np.diff(np.r_[first, len(corr)])
         uniq, gmin = corr[first], np.minimum.reduceat(start, first)
     else:
