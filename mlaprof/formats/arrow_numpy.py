@@ -54,6 +54,13 @@ def ascending(a: np.ndarray) -> bool:
     return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
 
 
+def run_heads(a: np.ndarray) -> np.ndarray:
+    """Where the runs of equal values of ``a`` begin (from 0; empty where ``a`` is)."""
+    if not len(a):
+        return np.zeros(0, np.intp)
+    return np.r_[0, np.flatnonzero(a[1:] != a[:-1]) + 1]
+
+
 def take(col: Any, rows: np.ndarray) -> np.ndarray:
     """Values of a fixed-width numeric array without NULLs, chunked or not, at ``rows``
     (ascending), read through views of each chunk's buffer: nothing is joined or copied but
@@ -133,7 +140,7 @@ def coded_strings(values: Sequence[str | None], codes: np.ndarray) -> Any:
 
     codes = np.asarray(codes, np.int64)
     n = len(codes)
-    heads = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n else codes[:0]
+    heads = run_heads(codes)
     reps = np.diff(np.append(heads, n))
     run_values = [values[c] for c in codes[heads].tolist()]
     encoded = [b"" if v is None else v.encode("utf-8") for v in run_values]

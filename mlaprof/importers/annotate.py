@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlaprof.formats.arrow_numpy import run_heads
 from mlaprof.importers import step_model
 from mlaprof.importers.step_model import (
     EAGER_STEP_GAP,
@@ -881,7 +882,7 @@ def _groups(
         keys, start, end = keys[order], start[order], end[order]
         splits = None if splits is None else splits[order]
         flag = None if flag is None else flag[order]
-        first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+        first = run_heads(keys)
     lens = np.diff(np.r_[first, len(keys)])
     if len(first) and int(lens.max()) <= SHORT_GROUP:
         t0, t1, sp, flagged = _short_groups(first, lens, start, end, splits, flag)
@@ -935,7 +936,7 @@ def _runs_of_keys(
     the runs of equal keys among all rows, the negative ones left out, where each remaining key
     is one run and they ascend (a trace in order: steps one after another, kernels outside
     any step between them); None where they do not (the caller groups the rows it keeps)."""
-    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+    first = run_heads(keys)
     k = keys[first]
     keep = k >= 0
     kk = k[keep]
@@ -967,9 +968,7 @@ def _stage2_checks(
     if not len(code):
         code = np.zeros(1, np.int64)
     # a step's layers are a run of lstep (layer keys ascend): its code looked up once a run
-    heads = np.ones(len(lstep), bool)
-    heads[1:] = lstep[1:] != lstep[:-1]
-    runs = np.flatnonzero(heads)
+    runs = run_heads(lstep)
     per_run = code[np.searchsorted(steps["step"], lstep[runs])]
     # one path (the usual trace): every layer is its, no per-layer codes nor masks
     one = bool(len(per_run)) and bool((per_run == per_run[0]).all())

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from mlaprof.formats.arrow_numpy import run_heads
 from mlaprof.step_sources import SOURCE_GAPS, SOURCE_GRAPHS, SOURCE_RANGES, SOURCE_SAMPLER
 
 NULL = -1
@@ -384,7 +385,7 @@ def replay_runs(
     perm = np.lexsort((reps, s, r))
     del s
     r_o = r[perm]
-    first = np.r_[0, np.flatnonzero(r_o[1:] != r_o[:-1]) + 1] if len(r_o) else np.zeros(0, np.intp)
+    first = run_heads(r_o)
     return reps[perm], r_o, first
 
 

@@ -125,3 +125,12 @@ def test_coded_strings_are_the_decoded_list(seed: int) -> None:
     assert got.to_pylist() == decoded and got.null_count == decoded.count(None)
     tab = arrow_numpy.table({"name": arrow_numpy.Coded(values, codes), "n": codes})
     assert tab.equals(arrow_numpy.table({"name": decoded, "n": codes}))
+
+
+def test_run_heads_are_where_the_value_changes() -> None:
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 50):
+        a = np.sort(rng.integers(0, 5, n)) if n != 2 else np.array([4, 4])
+        want = [i for i in range(n) if i == 0 or a[i] != a[i - 1]]
+        assert arrow_numpy.run_heads(a).tolist() == want
+    assert arrow_numpy.run_heads(np.array([3, 1, 1, 3, 3, 3, 0])).tolist() == [0, 1, 3, 6]
