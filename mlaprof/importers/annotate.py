@@ -432,7 +432,8 @@ def annotate(
                 else np.full(n, NULL, np.int64)
             )
         plan = step_model.plan_steps(kc, role, replay, in_layer, host, codes, ndev)
-        nrep = int(replay.max()) + 1 if n and (replay >= 0).any() else 0
+        top = int(replay.max()) if n else NULL  # replays are numbered 0 .. top
+        nrep = top + 1 if top >= 0 else 0
         graphs = step_model.graph_identity(kc, replay, role, nrep, s1_all)
         group, layer, step, edges = _number_steps(
             kc, role, replay, in_layer, plan, graphs, (codes, ndev), s1_all
@@ -477,8 +478,7 @@ def _number_steps(
     n = kc.n
     start = kc.ints["start_ns"]
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
-    top = int(replay.max()) if n else NULL
-    base = top + 1 if top >= 0 else 0
+    base = len(graphs.count)  # the replays (graph_identity's per-replay arrays)
     # int32 where every group id fits (replays, then at most one eager segment per kernel)
     group = np.full(n, NULL, np.int32 if base + n < 2**31 else np.int64)
     rep_ok = in_layer & (replay >= 0)
