@@ -732,11 +732,10 @@ def _stage2_heads(
     lut = np.array([path_names.index(p.path if p else "") for p in pats], np.int64)
     pc = lut[names2]
     codes = np.flatnonzero(np.bincount(pc, minlength=len(path_names)))  # a few paths: counted
-    if len(codes) > 1:  # in order of their first kernel
-        codes = codes[np.argsort([int(np.argmax(pc == c)) for c in codes.tolist()])]
+    # in order of their first kernel
+    codes = codes[np.argsort([int(np.argmax(pc == c)) for c in codes.tolist()])]
     for c in codes.tolist():
-        hc = h[h > 0] if len(codes) == 1 else h[(pc == c) & (h > 0)]
-        vals, counts = _value_counts(hc)
+        vals, counts = _value_counts(h[(pc == c) & (h > 0)])
         if len(vals):
             out[path_names[c]] = {str(int(v)): int(c2) for v, c2 in zip(vals, counts, strict=True)}
     return out
