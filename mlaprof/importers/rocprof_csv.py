@@ -33,6 +33,7 @@ from mlaprof.importers.common import (
     to_int,
     trim_heap,
 )
+from mlaprof.importers.mapped import MappedRange
 
 if TYPE_CHECKING:
     from mlaprof.store.spill import Spill
@@ -403,39 +404,6 @@ def _spans(path: Path, ways: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a] or [(0, size)]
 
 
-class _Range:
-    """Bytes ``start`` to ``end`` of a file as a read-only stream (pyarrow reads it in blocks)."""
-
-    closed = False
-
-    def __init__(self, path: Path, start: int, end: int) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
-        self._at, self._end = start, end
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return False
-
-    def read(self, size: int | None = -1) -> bytes:
-        left = self._end - self._at
-        want = left if size is None or size < 0 else min(size, left)
-        if want <= 0:
-            return b""
-        got = os.pread(self._fd, want, self._at)
-        self._at += len(got)
-        return got
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            os.close(self._fd)
-
-
 def _parse_span(
     path: Path,
     header: list[str],
@@ -455,7 +423,9 @@ def _parse_span(
     types = {
         src: (text if col in ("name", "device") else pa.int64()) for col, src in wanted.items()
     }
-    source: Any = path if span is None else _Range(path, *span)
+    # the page cache's pages, handed back as the parse passes them (no copy into the process)
+    first, last = (0, path.stat().st_size) if span is None else span
+    source = MappedRange(path, first, last)
     try:
         reader = pcsv.open_csv(
             source,
@@ -471,8 +441,7 @@ def _parse_span(
             ),
         )
     except pa.ArrowInvalid as e:
-        if span is not None:
-            source.close()
+        source.close()
         _straddle(e)
         raise
     to_disk = [c for c in wanted if c not in IN_MEMORY]
@@ -483,7 +452,7 @@ def _parse_span(
     names: list[str | None] = []
     agents: dict[str, int] = {}
     kept = [c for c in wanted if c in IN_MEMORY]
-    size = path.stat().st_size if span is None else span[1] - span[0]
+    size = last - first
     filled = _Filled(size, block)
     null_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     n = blocks = 0
@@ -498,6 +467,8 @@ def _parse_span(
                 raise
             rows = batch.num_rows
             blocks += 1
+            # one batch a block; the reader reads ahead, so only blocks two behind are done
+            source.parsed((blocks - 2) * block)
             for col, src in wanted.items():
                 arr = batch.column(src)
                 if (
@@ -545,8 +516,7 @@ def _parse_span(
             spill.discard()
         raise
     finally:
-        if span is not None:
-            source.close()
+        source.close()
     # names and agents as int32 codes, the rest int64
     ints = {c: filled.final(c, n, np.int32 if c in ("name", "device") else np.int64) for c in kept}
     return _Part(n, codes, names, ints, null_parts, spill)

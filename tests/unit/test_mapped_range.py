@@ -1,0 +1,101 @@
+"""The memory-mapped byte range pyarrow's CSV reader parses: the exact bytes of its range in any
+read sizes, pages handed back only behind the parse and only in steps, and the same bytes after
+pages were handed back (the map is of a read-only file: a touch reads them again)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import pytest
+
+from mlaprof.importers import mapped
+from mlaprof.importers.mapped import MappedRange
+
+
+def _file(tmp_path: Path, size: int) -> tuple[Path, bytes]:
+    data = bytes((i * 7 + i // 251) % 256 for i in range(size))
+    p = tmp_path / "f.csv"
+    p.write_bytes(data)
+    return p, data
+
+
+def _drain(r: MappedRange, size: int) -> bytes:
+    out = bytearray()
+    while chunk := r.read(size):
+        out += bytes(chunk)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("start,end", [(0, 300_000), (4097, 250_001), (123, 124), (9, 9)])
+@pytest.mark.parametrize("size", [1, 4096, 65_537, -1])
+def test_reads_exactly_its_range(tmp_path: Path, start: int, end: int, size: int) -> None:
+    p, data = _file(tmp_path, 300_000)
+    r = MappedRange(p, start, end)
+    try:
+        got = _drain(r, size) if size > 0 or end == start else bytes(r.read(size))
+        assert got == data[start:end]
+        assert r.read(10) == b""
+    finally:
+        r.close()
+
+
+class _Recording:
+    """The real map, its ``madvise`` calls recorded."""
+
+    def __init__(self, real: mmap.mmap) -> None:
+        self.real, self.calls = real, []
+
+    def madvise(self, *args: int) -> None:
+        self.calls.append(args)
+        self.real.madvise(*args)
+
+    def close(self) -> None:
+        self.real.close()
+
+
+@pytest.mark.skipif(not hasattr(mmap.mmap, "madvise"), reason="no madvise on this platform")
+def test_pages_handed_back_behind_the_parse_in_steps(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(mapped, "RELEASE_STEP", 8 * mmap.PAGESIZE)
+    p, data = _file(tmp_path, 40 * mmap.PAGESIZE + 123)
+    start = 3 * mmap.PAGESIZE + 17
+    r = MappedRange(p, start, len(data))
+    rec = r._map = _Recording(r._map)  # type: ignore[assignment]
+    try:
+        r.parsed(7 * mmap.PAGESIZE)  # below one step: nothing handed back yet
+        assert rec.calls == []
+        r.parsed(8 * mmap.PAGESIZE + 100)  # the range's page-aligned start to a page boundary
+        base = 3 * mmap.PAGESIZE
+        assert rec.calls == [(mmap.MADV_DONTNEED, base, 8 * mmap.PAGESIZE)]
+        r.parsed(8 * mmap.PAGESIZE + 200)  # no step further: no call
+        r.parsed(10**9)  # never past the range's end
+        last = rec.calls[-1]
+        assert len(rec.calls) == 2 and last[1] == base + 8 * mmap.PAGESIZE
+        assert last[1] + last[2] <= len(data)
+        # handed back before they were read: the bytes come again from the file
+        assert _drain(r, 5000) == data[start:]
+    finally:
+        r.close()
+
+
+def test_an_unmappable_range_is_read(tmp_path: Path) -> None:
+    p = tmp_path / "empty.csv"
+    p.write_bytes(b"")
+    r = MappedRange(p, 0, 0)
+    assert r._map is None and r.read(-1) == b""
+    r.parsed(10**6)  # nothing to hand back, no error
+    r.close()
+    r.close()  # twice is harmless
+
+
+def test_close_while_pyarrow_holds_a_view(tmp_path: Path) -> None:
+    p, data = _file(tmp_path, 70_000)
+    r = MappedRange(p, 0, len(data))
+    view = r.read(1000)
+    r.close()  # the map stays while the view lives: no BufferError, no dangling memory
+    assert bytes(view) == data[:1000]
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    del view
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) <= fds
