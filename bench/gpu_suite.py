@@ -28,7 +28,7 @@ from benchkit import env_info  # noqa: E402
 
 from mlaprof.backends.base import VerifyInputs  # noqa: E402
 from mlaprof.backends.torch_ref import TorchReference  # noqa: E402
-from mlaprof.backends.triton_backend import LaunchConfig, TritonBackend  # noqa: E402
+from mlaprof.backends.triton_backend import LaunchConfig, TritonBackend, split_arch  # noqa: E402
 from mlaprof.metadata import BatchShape, VerifyMetadata, build_metadata, kv_pool_pages  # noqa: E402
 from mlaprof.scenario import KV_DIM, LATENT  # noqa: E402
 from mlaprof.splits.policies import POLICIES, SplitInput  # noqa: E402
@@ -92,6 +92,7 @@ def policy_s(name: str, meta: VerifyMetadata, heads: int = H, min_kv: int | None
         max_seq_len=meta.max_seq_len,
         total_kv=sum(meta.host_seq_lens),
         units=torch.cuda.get_device_properties(0).multi_processor_count,
+        arch=split_arch(torch.device(DEV)),  # decode on sm_90 runs the 64-row Gluon kernel
     )
     return POLICIES[name].splits(x)
 

@@ -94,6 +94,10 @@ VARIANTS = {
     "page64-triton-S/4-decode": (64, C()),
     "page64-triton-n32-s3-decode": (64, C(block_n=32, num_stages=3)),
     "page64-triton-n32-s3-S/2-decode": (64, C(block_n=32, num_stages=3)),
+    # decode as it ran before sm_90 took the Gluon kernel for it: Triton's 16-row programs at
+    # four times the splits (the policy's S for 64-row programs, times VERIFY_SPLIT_DIVISOR)
+    "page64-triton-Sx4-decode": (64, C(kernel="triton")),
+    "page1-triton-Sx4-decode": (1, C(kernel="triton")),
     "page1-triton-S/2-decode": (1, C()),
     "page1-triton-S/4-decode": (1, C()),
     "page1-gluon-decode": (1, C(kernel="gluon", gluon_decode=True)),
@@ -175,11 +179,14 @@ CHECK_ONLY = {
 
 def s_for(name: str, s: int) -> int:
     """A variant's split count: the policy's, a half / quarter of it (``-S/2``, ``-S/4``) or
-    twice it (``-Sx2``)."""
+    twice / four times it (``-Sx2``, ``-Sx4``)."""
     for div in (2, 4):
         if f"-S/{div}" in name:
             return max(1, s // div)
-    return 2 * s if "-Sx2" in name else s
+    for mul in (2, 4):
+        if f"-Sx{mul}" in name:
+            return mul * s
+    return s
 
 
 def log(*a: object) -> None:

@@ -20,7 +20,7 @@ import torch
 from mlaprof.backends.base import VerifyInputs, check_shapes
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.scenario import LATENT
-from mlaprof.splits.policies import MLAPROF_MIN_CHUNK
+from mlaprof.splits.policies import MLAPROF_MIN_CHUNK, WIDE_DECODE_ARCH
 
 if TYPE_CHECKING:
     from mlaprof.metadata import VerifyMetadata
@@ -109,12 +109,16 @@ def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> La
     the Gluon kernel (``kernel="auto"``: 64 rows, tiles of 64 keys, 2 shared buffers); the
     Triton fields here are its fallback where Gluon is missing, the 64-row layout with 8 warps
     and a 3-stage KV pipeline (Triton emits wgmma for it, 255 registers, 2 spilled). Elsewhere
-    (AMD, the CPU interpreter) the portable 32-row layout. Decode and flattened verify hold one
-    query position (16 rows) and always run the Triton kernel."""
+    (AMD, the CPU interpreter) the portable 32-row layout. Flattened verify holds one query
+    position (16 rows) and runs the Triton kernel; so does decode, but on sm_90, where it runs
+    the Gluon kernel too (its heads padded to 64 rows, with a quarter of the splits: the split
+    policy's ``wide_programs``), Triton's 16-row layout being the fallback."""
     if qlen > 1 and not flatten:
         if hopper:
             return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True)
         return LaunchConfig(rows=32)
+    if hopper and not flatten:
+        return LaunchConfig(gluon_decode=True)
     return LaunchConfig()
 
 
@@ -205,6 +209,14 @@ def use_gluon(
     if why is not None and cfg.kernel == "gluon":
         raise MlaprofError(f"triton backend: the Gluon kernel cannot run here: {why}")
     return why is None
+
+
+def split_arch(device: torch.device) -> str | None:
+    """The architecture the split policy is told for this GPU: ``sm_90`` where decode runs the
+    64-row Gluon kernel (a Hopper GPU whose Triton has Gluon: ``wide_programs``), else None."""
+    if is_hopper(device) and _gluon_kernels() is not None:
+        return WIDE_DECODE_ARCH
+    return None
 
 
 def is_hopper(device: torch.device) -> bool:

@@ -37,11 +37,17 @@ TIMELINE_STEPS = 2  # last steps of a run profiled for a kernel timeline
 CALIBRATION_REPLAYS = 30
 
 
-def scenario_splits(sc: Scenario, meta: VerifyMetadata, units: int, on_device: bool = False) -> int:
+def scenario_splits(
+    sc: Scenario,
+    meta: VerifyMetadata,
+    units: int,
+    on_device: bool = False,
+    arch: str | None = None,
+) -> int:
     """S the scenario's policy gives for this metadata (as the run's min_kv mode passes it);
     mlaprof's own policy where the scenario's cannot run this shape. ``on_device``: the kernel
     picks S per row from the KV lengths at replay, so this is only the grid's cap (independent
-    of the lengths the graph is captured with)."""
+    of the lengths the graph is captured with). ``arch``: the GPU's (``sm_90`` on Hopper)."""
     x = SplitInput(
         num_reqs=meta.num_reqs,
         qlen=meta.qlen,
@@ -50,6 +56,7 @@ def scenario_splits(sc: Scenario, meta: VerifyMetadata, units: int, on_device: b
         max_seq_len=meta.max_seq_len,
         total_kv=sum(meta.host_seq_lens),
         units=units,
+        arch=arch,
     )
     if on_device:
         return mlaprof_triton_cap(x)
@@ -91,15 +98,17 @@ def run_cuda(
         raise MlaprofError(f"torch is not importable: {e}") from None
     if not torch.cuda.is_available():
         raise MlaprofError("--device cuda needs a CUDA (or ROCm) GPU; none is visible")
+    from mlaprof.backends.triton_backend import split_arch
     from mlaprof.gpu.session import CudaSession
 
     sc = scenario
     units = torch.cuda.get_device_properties(0).multi_processor_count
+    arch = split_arch(torch.device("cuda"))
     on_device = device_decides_splits(backend_name, sc.policy)
     sess = CudaSession(
         sc,
         backend_name,
-        lambda step, m, sh: scenario_splits(sc, m, units, on_device),
+        lambda step, m, sh: scenario_splits(sc, m, units, on_device, arch),
         seed=sc.seed,
     )
     use_device_splits(sess.backend, backend_name, sc.policy)

@@ -306,15 +306,25 @@ def vllm_triton_verify(x: SplitInput) -> int:
 # -- mlaprof's own Triton kernel ---------------------------------------------------------------
 MLAPROF_MIN_CHUNK = 256  # fewest KV tokens a split is worth launching for
 VERIFY_SPLIT_DIVISOR = 4  # verify programs hold qlen x H rows: fewer splits than decode
+# where decode also runs the 64-row Gluon stage 1 (mlaprof.backends.triton_backend: sm_90)
+WIDE_DECODE_ARCH = "sm_90"
+
+
+def wide_programs(qlen: int, arch: str | None) -> bool:
+    """Whether a stage-1 program of mlaprof's kernel holds a 64-row tile: verify everywhere
+    (qlen x H rows), and decode on sm_90, where it runs the Gluon kernel with its heads padded
+    to 64 rows."""
+    return qlen > 1 or arch == WIDE_DECODE_ARCH
 
 
 def mlaprof_triton_cap(x: SplitInput) -> int:
-    """The KV-length-free part of ``mlaprof_triton``: fill about two waves of the device; for
-    verify (qlen > 1) each program already holds qlen x H rows, and a quarter of the splits
-    measured fastest on an H200 at B = 1, 8, 64 with both launch layouts (docs/performance.md).
-    With device-side splits this is the grid's S."""
+    """The KV-length-free part of ``mlaprof_triton``: fill about two waves of the device; where
+    a program holds a 64-row tile (``wide_programs``: verify, and decode on sm_90) a quarter of
+    the splits: one wave of programs that fill an SM each, measured fastest on an H200 at B =
+    1, 8, 64 with both launch layouts, and for decode on the Gluon kernel on H100s
+    (docs/performance.md). With device-side splits this is the grid's S."""
     per_row = next_pow2(max(1, cdiv(2 * x.units, max(1, x.num_reqs))))
-    if x.qlen > 1:
+    if wide_programs(x.qlen, x.arch):
         per_row = max(1, per_row // VERIFY_SPLIT_DIVISOR)
     return max(1, min(per_row, 256))
 

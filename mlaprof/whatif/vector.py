@@ -142,7 +142,7 @@ def _vllm_triton(x: SplitInput) -> Array:
 
 def _mlaprof_triton(x: SplitInput) -> Array:
     per_row = next_pow2(np.maximum(1, cdiv(2 * _i(x.units), np.maximum(1, _i(x.num_reqs)))))
-    if x.qlen > 1:
+    if p.wide_programs(x.qlen, x.arch):
         per_row = np.maximum(1, per_row // p.VERIFY_SPLIT_DIVISOR)
     cap = np.maximum(1, np.minimum(per_row, 256))  # p.mlaprof_triton_cap
     # p.device_row_splits of the longest row

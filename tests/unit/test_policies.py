@@ -259,6 +259,13 @@ def test_mlaprof_triton_is_its_cap_limited_by_the_longest_row():
     assert mlaprof_triton_cap(x(b=1, qlen=1, units=132)) == 256
     assert mlaprof_triton_cap(x(b=8, qlen=1, units=132)) == 64  # next_pow2(33)
     assert mlaprof_triton_cap(x(b=8, qlen=4, units=132)) == 16  # a quarter for verify
+    # decode on sm_90 runs the 64-row Gluon kernel: verify's quarter, not the 16-row S
+    hop = dataclasses.replace(x(b=8, qlen=1, units=132), arch="sm_90")
+    assert mlaprof_triton_cap(hop) == 16
+    assert mlaprof_triton_cap(dataclasses.replace(hop, num_reqs=1)) == 128
+    assert mlaprof_triton_cap(dataclasses.replace(hop, qlen=4)) == 16  # verify: unchanged
+    for arch in ("gfx950", "gfx942", "cpu", None):  # elsewhere decode keeps its 16-row S
+        assert mlaprof_triton_cap(dataclasses.replace(hop, arch=arch)) == 64
     # the cap ignores KV lengths; S itself does not: 256 keys a split at least
     assert mlaprof_triton(x(b=1, qlen=4, min_kv=4, units=132)) == 1  # the dummy run's length
     assert mlaprof_triton(x(b=1, qlen=4, min_kv=131072, units=132)) == 128

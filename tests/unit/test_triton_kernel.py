@@ -7,6 +7,7 @@ is reloaded if something imported it earlier without it. Sizes are tiny: the int
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -202,8 +203,13 @@ def test_default_layout_is_64_rows_on_hopper_and_portable_elsewhere():
     hop, port = default_config(4, hopper=True), default_config(4)
     assert (hop.rows, hop.num_warps, hop.num_stages, hop.rope_first) == (64, 8, 3, True)
     assert (port.rows, port.num_warps) == (32, 4)
-    assert default_config(1, hopper=True) == default_config(1)  # decode: 16 rows either way
+    # decode: the Gluon kernel on sm_90 (Triton's 16-row layout its fallback), 16 rows elsewhere
+    dec = default_config(1, hopper=True)
+    assert dec.gluon_decode and dec.kernel == "auto"
+    assert dataclasses.replace(dec, gluon_decode=False) == default_config(1)
+    assert not default_config(1).gluon_decode
     assert default_config(4, flatten=True, hopper=True) == default_config(1)
+    assert default_config(1, flatten=True, hopper=True) == default_config(1)
     assert not is_hopper(torch.device("cpu"))
 
 

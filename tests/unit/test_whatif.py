@@ -95,8 +95,9 @@ def test_every_twin_equals_its_scalar_policy_on_10000_random_cells(name):
                     continue
                 bb, lo, hi, uu = b[m], mn[m], mx[m], u[m]
                 kb = int(buf[m][0]) if with_buf else None
-                # the persistent gate is gfx950's: both arches meet qlen 1 x 16 heads
-                arch = "gfx950" if (int(h) + q + with_buf) % 3 else "gfx942"
+                # the persistent gate is gfx950's, mlaprof's 64-row decode sm_90's: every
+                # arch meets qlen 1 x 16 heads
+                arch = ("gfx950", "gfx942", "sm_90")[(int(h) + q + with_buf) % 3]
                 x = SplitInput(bb, q, int(h), lo, hi, bb * lo, uu, kv_buffer_len=kb, arch=arch)
                 got = vector.splits(p, x)
                 for i in range(len(bb)):
