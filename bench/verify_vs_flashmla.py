@@ -386,6 +386,8 @@ def tma_correctness(cfgs: dict[str, LaunchConfig]) -> list[dict]:
         ("page 128, [9000,300], qlen 4, S=8", [9000, 300], 4, 2, 128, 8, bf, 0),
         ("qlen 4 at ctx 4 (every row its own bound), S=2", [4, 4], 4, 2, 64, 2, bf, 0),
         ("decode qlen 1, [9000,77,1], S=8", [9000, 77, 1], 1, 3, 64, 8, bf, 0),
+        ("decode, device S (cap 16), ragged [9000,100,70000,5] + 1 padding row",
+         [9000, 100, 70000, 5], 1, 5, 64, 16, bf, 1),
         ("device S (cap 64), ragged [9000,100,70000,5] + 1 padding row",
          [9000, 100, 70000, 5], 4, 5, 64, 64, bf, 1),
         ("fp16 [3000,2999]", [3000, 2999], 4, 2, 64, 4, f16, 0),
