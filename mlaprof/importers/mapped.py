@@ -34,7 +34,7 @@ class MappedRange:
         self._fd = os.open(path, os.O_RDONLY)
         if end > start:
             try:
-                self._map = mmap.mmap(self._fd, end, prot=mmap.PROT_READ)
+                self._map = mmap.mmap(self._fd, end, access=mmap.ACCESS_READ)
             except (OSError, ValueError):  # not mappable: read() copies instead
                 self._map = None
         if self._map is not None:
