@@ -97,6 +97,13 @@ VARIANTS = {
     # decode as it ran before sm_90 took the Gluon kernel for it: Triton's 16-row programs at
     # four times the splits (the policy's S for 64-row programs, times VERIFY_SPLIT_DIVISOR)
     "page64-triton-Sx4-decode": (64, C(kernel="triton")),
+    # decode at page 64 beside the roles default: the fused TMA kernel refilling early, and
+    # the roles kernel at twice the splits (two waves)
+    "page64-fused-early-decode": (
+        64,
+        C(kernel="gluon", gluon_roles="off", gluon_decode=True, gluon_early_issue=True),
+    ),
+    "page64-roles-Sx2-decode": (64, C(kernel="gluon", gluon_decode=True)),
     "page1-triton-Sx4-decode": (1, C(kernel="triton")),
     "page1-triton-S/2-decode": (1, C()),
     "page1-triton-S/4-decode": (1, C()),
