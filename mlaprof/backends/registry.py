@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from mlaprof.errors import MlaprofError
 
 if TYPE_CHECKING:
+    import torch
+
     from mlaprof.backends.base import VerifyBackend
 
 
@@ -55,3 +57,15 @@ def use_device_splits(backend: object, backend_name: str, policy: str) -> bool:
     if on:
         backend.device_splits = True  # type: ignore[attr-defined]
     return on
+
+
+def split_arch(backend_name: str, device: torch.device) -> str | None:
+    """The GPU architecture the split policy is told for a run of ``backend_name`` on
+    ``device``: only the triton backend's kernel changes shape with it (decode on sm_90 runs
+    its 64-row Gluon kernel: ``policies.wide_programs``); None for the others, so their S is
+    never a quarter for a kernel they do not run (and Gluon is never imported for them)."""
+    if backend_name != "triton":
+        return None
+    from mlaprof.backends.triton_backend import split_arch as triton_arch
+
+    return triton_arch(device)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.backends.registry import device_decides_splits, use_device_splits
+from mlaprof.backends.registry import device_decides_splits, split_arch, use_device_splits
 from mlaprof.errors import MlaprofError
 from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
@@ -98,12 +98,11 @@ def run_cuda(
         raise MlaprofError(f"torch is not importable: {e}") from None
     if not torch.cuda.is_available():
         raise MlaprofError("--device cuda needs a CUDA (or ROCm) GPU; none is visible")
-    from mlaprof.backends.triton_backend import split_arch
     from mlaprof.gpu.session import CudaSession
 
     sc = scenario
     units = torch.cuda.get_device_properties(0).multi_processor_count
-    arch = split_arch(torch.device("cuda"))
+    arch = split_arch(backend_name, torch.device("cuda"))
     on_device = device_decides_splits(backend_name, sc.policy)
     sess = CudaSession(
         sc,

@@ -312,3 +312,21 @@ def test_run_records_the_persistent_fallback_as_a_host_s():
     assert r.on_device is False and r.used == 6
     (gfx942,) = step_splits(meta, 16, DEVICES["mi300x"], "FULL", 131072, ["aiter-asm-persistent"])
     assert gfx942.frozen is None and "decided on the device" in gfx942.note
+
+
+def test_the_policy_hears_sm_90_only_for_the_triton_backend_with_gluon(monkeypatch) -> None:
+    """Decode's quarter of the splits is for the 64-row Gluon kernel: the split policy is told
+    ``sm_90`` for a Hopper GPU only where the triton backend runs and its Triton has Gluon."""
+    import torch
+
+    from mlaprof.backends import registry, triton_backend
+
+    dev = torch.device("cpu")
+    assert all(registry.split_arch(b, dev) is None for b in registry.BACKENDS)  # not a Hopper
+    monkeypatch.setattr(triton_backend, "is_hopper", lambda d: True)
+    monkeypatch.setattr(triton_backend, "_gluon_kernels", lambda: object())
+    assert registry.split_arch("triton", dev) == "sm_90"
+    for other in ("torch", "legacy-flat", "aiter"):  # their kernels hold no 64-row decode
+        assert registry.split_arch(other, dev) is None
+    monkeypatch.setattr(triton_backend, "_gluon_kernels", lambda: None)  # Triton without Gluon
+    assert registry.split_arch("triton", dev) is None
