@@ -59,10 +59,7 @@ class MappedRange:
         if want <= 0:
             return b""
         at = self._at
-        self._at += want
-        if self._view is not None:
-            return self._view[at : at + want]
-        got = os.pread(self._fd, want, at)
+        got = self._view[at : at + want] if self._view is not None else os.pread(self._fd, want, at)
         self._at = at + len(got)
         return got
 

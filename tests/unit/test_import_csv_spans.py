@@ -234,3 +234,32 @@ def test_of_two_bad_rows_in_two_ranges_the_first_is_reported(
         errors.append(str(e.value))
         assert not list(spills.iterdir())
     assert errors[0] == errors[1] and "early" in errors[1]
+
+
+@pytest.mark.parametrize("ways", [1, 3])
+def test_pages_are_handed_back_two_blocks_behind_the_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ways: int
+) -> None:
+    """Each range's parse tells its map how far it is done, two blocks behind the batches it
+    has taken (pyarrow reads ahead): never past its range, never backwards; the rows the same
+    as a parse that hands nothing back."""
+    from mlaprof.importers import mapped
+
+    path = _write(tmp_path / "k.csv", _rows(400))
+    whole = _read(path, 1)
+    told: dict[int, list[int]] = {}
+    batches: dict[int, int] = {}
+    real_parsed = mapped.MappedRange.parsed
+
+    def parsed(self: mapped.MappedRange, nbytes: int) -> None:
+        told.setdefault(id(self), []).append(nbytes)
+        batches[id(self)] = batches.get(id(self), 0) + 1
+        real_parsed(self, nbytes)
+
+    monkeypatch.setattr(mapped.MappedRange, "parsed", parsed)
+    monkeypatch.setattr(mapped, "RELEASE_STEP", 4096)  # pages really handed back
+    _same(_read(path, ways), whole)
+    assert told and any(max(v) > 0 for v in told.values())
+    block = rocprof_csv.BLOCK_BYTES
+    for key, got in told.items():
+        assert got == [(k - 2) * block for k in range(1, batches[key] + 1)]

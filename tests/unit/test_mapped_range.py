@@ -99,3 +99,19 @@ def test_close_while_pyarrow_holds_a_view(tmp_path: Path) -> None:
     del view
     if fds is not None:
         assert len(os.listdir("/proc/self/fd")) <= fds
+
+
+def test_a_file_that_will_not_map_is_read_with_pread(tmp_path: Path, monkeypatch) -> None:
+    p, data = _file(tmp_path, 100_000)
+
+    def refuse(*a: object, **k: object) -> mmap.mmap:
+        raise OSError("no map here")
+
+    monkeypatch.setattr(mapped.mmap, "mmap", refuse)
+    r = MappedRange(p, 777, 90_001)
+    try:
+        assert r._map is None
+        assert _drain(r, 4096) == data[777:90_001]
+        r.parsed(10**6)  # nothing mapped: nothing to hand back
+    finally:
+        r.close()
