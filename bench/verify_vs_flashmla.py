@@ -94,8 +94,9 @@ VARIANTS = {
     "page64-triton-S/4-decode": (64, C()),
     "page64-triton-n32-s3-decode": (64, C(block_n=32, num_stages=3)),
     "page64-triton-n32-s3-S/2-decode": (64, C(block_n=32, num_stages=3)),
-    # decode as it ran before sm_90 took the Gluon kernel for it: Triton's 16-row programs at
-    # four times the splits (the policy's S for 64-row programs, times VERIFY_SPLIT_DIVISOR)
+    # Triton's 16-row decode at four times the policy's (64-row) S: decode as it ran before
+    # sm_90 took the Gluon kernel for it where the old S was not capped (B 8: 64), not at B 1
+    # (four times 128 is 512; the old S was capped at 256)
     "page64-triton-Sx4-decode": (64, C(kernel="triton")),
     # decode at page 64 beside the roles default: the fused TMA kernel refilling early, and
     # the roles kernel at twice the splits (two waves)
