@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from urllib.parse import quote
@@ -703,22 +704,24 @@ _DISPATCH_COLS = {
 }
 
 
-def read_dispatches(path: Path) -> KernelColumns | None:
+def read_dispatches(path: Path, ways: int = 1) -> KernelColumns | None:
     """The dispatches of a rocprofv3-written database as columns, read by SQLite's ADBC driver
     straight into Arrow (a Python tuple per row cost ~10 us per dispatch); the small tables
-    (symbols, agents, streams) and event correlation ids are joined in numpy. Returns None where
-    the row-by-row reader must run instead: no ADBC driver, an mlaprof export (its kernels carry
-    their own fields), several table sets (guids), or anything unexpected, which that reader
-    then reports. Thread-safe (its own connections)."""
+    (symbols, agents, streams) are joined in numpy, the event's launch correlation in SQL.
+    Returns None where the row-by-row reader must run instead: no ADBC driver, an mlaprof export
+    (its kernels carry their own fields), several table sets (guids), or anything unexpected,
+    which that reader then reports. Thread-safe (its own connections). ``ways``: id ranges of
+    a big table read at once, in threads (SQLite's driver reads without the GIL), so one rank
+    read ahead keeps the free cores busy where two ranks read ahead would hold twice the memory."""
     try:
         import adbc_driver_sqlite.dbapi as adbc
     except ImportError:
         return None
     with readable(path) as uri:
-        return _read_dispatches(path, uri, adbc)
+        return _read_dispatches(path, uri, adbc, ways)
 
 
-def _read_dispatches(path: Path, uri: str, adbc: Any) -> KernelColumns | None:
+def _read_dispatches(path: Path, uri: str, adbc: Any, ways: int) -> KernelColumns | None:
     # the checks below read the user's views (MIN/MAX scan them): bounded like every rocpd read
     try:
         con, bound = _bounded(uri)
@@ -734,16 +737,17 @@ def _read_dispatches(path: Path, uri: str, adbc: Any) -> KernelColumns | None:
             "AND name LIKE 'rocpd!_kernel!_dispatch!_%' ESCAPE '!'"
         ).fetchone()[0]
         mine = "extdata LIKE '%\"mlaprof%'"
-        if (
-            not kd
-            or sets != 1
-            or con.execute(
-                f"SELECT EXISTS (SELECT 1 FROM rocpd_info_process WHERE {mine}) OR EXISTS "
-                "(SELECT 1 FROM rocpd_kernel_dispatch WHERE id IN ((SELECT MIN(id) FROM "
-                "rocpd_kernel_dispatch), (SELECT MAX(id) FROM rocpd_kernel_dispatch)) "
-                f"AND {mine})"
-            ).fetchone()[0]
-        ):
+        if not kd or sets != 1:
+            return None
+        first, last, marked = con.execute(
+            "SELECT (SELECT MIN(id) FROM rocpd_kernel_dispatch), "
+            "(SELECT MAX(id) FROM rocpd_kernel_dispatch), "
+            f"EXISTS (SELECT 1 FROM rocpd_info_process WHERE {mine}) OR EXISTS "
+            "(SELECT 1 FROM rocpd_kernel_dispatch WHERE id IN ((SELECT MIN(id) FROM "
+            "rocpd_kernel_dispatch), (SELECT MAX(id) FROM rocpd_kernel_dispatch)) "
+            f"AND {mine})"
+        ).fetchone()
+        if marked:
             return None
         symbols = dict(con.execute(
             "SELECT id, COALESCE(display_name, kernel_name) FROM rocpd_info_kernel_symbol"
@@ -752,68 +756,117 @@ def _read_dispatches(path: Path, uri: str, adbc: Any) -> KernelColumns | None:
         streams = dict(con.execute(
             "SELECT id, JSON_EXTRACT(extdata, '$.stream') FROM rocpd_info_stream"
         ).fetchall())  # fmt: skip
-        cols = [c for c in _DISPATCH_COLS.values() if c in kd]
+        objs = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+        cols = [f'K."{c}" AS "{c}"' for c in _DISPATCH_COLS.values() if c in kd]
+        # the launch correlation: the event's stack_id (correlation_id is the external id),
+        # joined as the row-by-row reader joins it (NULL where no event row or no table)
         sql = (
-            f"SELECT kernel_id, agent_id, stream_id, event_id, {', '.join(cols)} "
-            "FROM rocpd_kernel_dispatch ORDER BY id"
+            f"SELECT K.kernel_id, K.agent_id, K.stream_id, "
+            f"{_col(objs, 'event', 'E.stack_id')} AS correlation, {', '.join(cols)} "
+            "FROM rocpd_kernel_dispatch K "
+            + _join(objs, "event", "E", "E.id = K.event_id AND E.guid = K.guid")
         )
-        with adbc.connect(uri) as ac, ac.cursor() as cur:
-            cur.adbc_statement.set_options(**{_BATCH_OPTION: str(_BATCH_ROWS)})
-            cur.execute(sql)
-            tab = _numbers(cur.fetch_record_batch())
-            # the launch correlation: stack_id (correlation_id is the external id)
-            cur.execute("SELECT id, stack_id AS correlation_id FROM rocpd_event ORDER BY id")
-            events = _numbers(cur.fetch_record_batch())
+        ranges = id_ranges(first, last, ways)
+        if len(ranges) == 1:
+            parts = [_read_range(adbc, uri, sql, None)]
+        else:
+            with ThreadPoolExecutor(len(ranges) - 1) as pool:
+                rest = [pool.submit(_read_range, adbc, uri, sql, r) for r in ranges[1:]]
+                parts = [_read_range(adbc, uri, sql, ranges[0]), *(f.result() for f in rest)]
+        tab = _assemble(parts)
+        del parts
     except Exception:  # noqa: BLE001 - any surprise: the row-by-row reader decides
         if bound.expired:  # the row-by-row reader would wait as long again: say it now
             raise bound.gave_up(path) from None
         return None
     finally:
         con.close()
-    return _dispatch_columns(tab, events, symbols, agents, streams)
+    return _dispatch_columns(tab, symbols, agents, streams)
 
 
 # rows per batch the ADBC driver hands over (its default, 1024, made a million-dispatch rank
 # 1,200 batches of 16 columns; larger ones also cost the driver ~8% less CPU)
 _BATCH_OPTION = "adbc.sqlite.query.batch_rows"
 _BATCH_ROWS = 1 << 16
+# the fewest dispatch ids a range read in its own thread covers: below it a thread and a
+# connection cost more than they save
+RANGE_IDS = 1 << 18
+
+
+def id_ranges(first: int | None, last: int | None, ways: int) -> list[tuple[int, int] | None]:
+    """The dispatch id ranges (first, last inclusive) read at once: at most ``ways``, each of at
+    least :data:`RANGE_IDS` ids; ``[None]`` (the whole table) when one read does."""
+    if first is None or last is None or not isinstance(first, int) or not isinstance(last, int):
+        return [None]
+    k = min(ways, (last - first + 1) // RANGE_IDS)
+    if k < 2:
+        return [None]
+    span = last - first + 1
+    cuts = [first + span * i // k for i in range(k + 1)]
+    return [(cuts[i], cuts[i + 1] - 1) for i in range(k)]
+
+
+def _read_range(adbc: Any, uri: str, sql: str, ids: tuple[int, int] | None) -> _Parts:
+    where = "" if ids is None else f"WHERE K.id BETWEEN {int(ids[0])} AND {int(ids[1])} "
+    with adbc.connect(uri) as ac, ac.cursor() as cur:
+        cur.adbc_statement.set_options(**{_BATCH_OPTION: str(_BATCH_ROWS)})
+        cur.execute(sql + where + "ORDER BY K.id")
+        return _batches(cur.fetch_record_batch())
+
 
 _Column = tuple[np.ndarray, "np.ndarray | None"]
 
 
-def _numbers(reader: Any) -> dict[str, _Column]:
-    """A query's integer columns read a batch at a time into NumPy: per column its int64
-    values (NULL as NULL_INT) and NULL mask or None. Each batch is copied out and dropped, so
-    a rank's read holds its columns once, never beside the driver's whole result (which an
-    Arrow table of it, then joined per column, held twice over). Raises ValueError for a
-    column that is not integers."""
+class _Parts:
+    """One query's integer columns as NumPy pieces, a batch each: int64 values (NULL as
+    NULL_INT) and, where a batch holds NULLs, (first row, NULL mask)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.vals: dict[str, list[np.ndarray]] = {c: [] for c in names}
+        self.nulls: dict[str, list[tuple[int, np.ndarray]]] = {}
+        self.n = 0
+
+
+def _batches(reader: Any) -> _Parts:
+    """A query's batches copied out into NumPy and dropped, so a read holds its columns once,
+    never beside the driver's whole result (an Arrow table of it, then joined per column, held
+    them twice over). Raises ValueError for a column that is not integers."""
     import pyarrow as pa
 
-    names = list(reader.schema.names)
+    out = _Parts(list(reader.schema.names))
     for f in reader.schema:
         if not pa.types.is_integer(f.type) and not pa.types.is_null(f.type):
             raise ValueError(f"not integers: {f.name} {f.type}")
-    vals: dict[str, list[np.ndarray]] = {c: [] for c in names}
-    nulls: dict[str, list[tuple[int, np.ndarray]]] = {}
-    n = 0
     for batch in reader:
-        for c, arr in zip(names, batch.columns, strict=True):
+        for c, arr in zip(out.names, batch.columns, strict=True):
             if pa.types.is_null(arr.type):  # a batch of NULLs only (no validity bitmap)
-                nulls.setdefault(c, []).append((n, np.ones(len(arr), bool)))
-                vals[c].append(np.full(len(arr), NULL_INT, np.int64))
+                out.nulls.setdefault(c, []).append((out.n, np.ones(len(arr), bool)))
+                out.vals[c].append(np.full(len(arr), NULL_INT, np.int64))
                 continue
             if arr.null_count:
-                nulls.setdefault(c, []).append((n, arrow_numpy.nulls(arr)))
+                out.nulls.setdefault(c, []).append((out.n, arrow_numpy.nulls(arr)))
             got = arrow_numpy.numbers(arr.cast(pa.int64()), NULL_INT)
             # a copy: a view would keep the driver's whole batch alive
-            vals[c].append(np.array(got, np.int64))
-        n += batch.num_rows
+            out.vals[c].append(np.array(got, np.int64))
+        out.n += batch.num_rows
+    return out
+
+
+def _assemble(parts: list[_Parts]) -> dict[str, _Column]:
+    """The ranges' pieces laid end to end, a column at a time (each piece freed once copied):
+    per column its values and NULL mask or None."""
+    names = parts[0].names
+    n = sum(p.n for p in parts)
+    starts = np.cumsum([0] + [p.n for p in parts])
     out: dict[str, _Column] = {}
     for c in names:
-        parts = vals.pop(c)
-        v = parts[0] if len(parts) == 1 else np.concatenate([np.zeros(0, np.int64), *parts])
-        del parts
-        out[c] = (v, arrow_numpy.placed(n, nulls[c]) if c in nulls else None)
+        pieces = [v for p in parts for v in p.vals.pop(c)]
+        v = pieces[0] if len(pieces) == 1 else np.concatenate([np.zeros(0, np.int64), *pieces])
+        del pieces
+        nulls = [(int(at) + a, m) for p, at in zip(parts, starts, strict=False)
+                 for a, m in p.nulls.pop(c, [])]  # fmt: skip
+        out[c] = (v, arrow_numpy.placed(n, nulls) if nulls else None)
     return out
 
 
@@ -832,7 +885,6 @@ def _lookup(keys: np.ndarray, table: dict[Any, Any]) -> tuple[np.ndarray, np.nda
 
 def _dispatch_columns(
     tab: dict[str, _Column],
-    events: dict[str, _Column],
     symbols: dict,
     agents: dict,
     streams: dict,
@@ -841,9 +893,7 @@ def _dispatch_columns(
     kid, kmask = tab.pop("kernel_id")
     aid, _ = tab.pop("agent_id")
     sid, smask = tab.pop("stream_id")
-    eid, emask = tab.pop("event_id")
-    ev_id, _ = events["id"]
-    ev_corr, ev_cmask = events["correlation_id"]
+    corr, cmask = tab.pop("correlation")
     ints: dict[str, np.ndarray] = {}
     masks: dict[str, np.ndarray] = {}
     # a field the table lacks (rocprofv3 writes no graph ids) is left out, as the CSV reader
@@ -868,14 +918,13 @@ def _dispatch_columns(
     ints["device"], dmask = _lookup(aid, agents)
     stream, st_missing = _lookup(sid, streams)  # a stream's own number, where recorded
     ints["stream"] = np.where(st_missing, sid, stream)
-    corr, cmiss = _lookup_sorted(eid, ev_id, ev_corr, ev_cmask)
     ints["correlation"] = corr
     # NULL as the row-by-row reader's LEFT JOINs give it: no agent row, no stream number at all,
     # no event row or a NULL correlation id
     for col, m in (
         ("device", dmask),
         ("stream", _m(smask, n) & st_missing),
-        ("correlation", cmiss | _m(emask, n)),
+        ("correlation", _m(cmask, n)),
     ):
         if m.any():
             masks[col] = m
@@ -884,15 +933,3 @@ def _dispatch_columns(
 
 def _m(mask: np.ndarray | None, n: int) -> np.ndarray:
     return np.zeros(n, bool) if mask is None else mask
-
-
-def _lookup_sorted(
-    keys: np.ndarray, ids: np.ndarray, vals: np.ndarray, vmask: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per key the value of the row with that id (ids ascending): (values, NULL mask)."""
-    if not len(ids):
-        return np.full(len(keys), NULL_INT, np.int64), np.ones(len(keys), bool)
-    pos = np.clip(np.searchsorted(ids, keys), 0, len(ids) - 1)
-    hit = ids[pos] == keys
-    miss = ~hit if vmask is None else ~hit | vmask[pos]
-    return np.where(miss, NULL_INT, vals[pos]), miss

@@ -174,7 +174,7 @@ def test_export_reads_as_rocprofv3_writes(
     mine.close()
     _strip(db)
     back = {"stripped": import_rocprof(db, tmp_path / "t", "b")[0]}
-    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda _p: None)
+    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda *_a: None)
     back["row by row"] = import_rocprof(db, tmp_path / "t", "c")[0]
     cols = ("name", "start_ns", "end_ns", "device", "correlation", "replay", "layer", "step")
     for how, b in back.items():

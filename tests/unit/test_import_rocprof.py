@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mlaprof.cli import main
+from mlaprof.importers import rocprof_csv
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.portable import portable_path
 from mlaprof.store import load
@@ -451,18 +452,26 @@ def test_rank_folders_number_the_ranks(tmp_path: Path) -> None:
     assert [len(r.query(f"SELECT * FROM steps WHERE rank = {i}")) for i in (0, 1)] == [2, 1]
 
 
-@pytest.mark.parametrize("batch", [None, 3])
+@pytest.mark.parametrize(("batch", "ranges"), [(None, None), (3, None), (None, 3), (3, 3)])
 def test_rocpd_columnar_read_matches_row_by_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int | None, ranges: int | None
 ) -> None:
-    """The ADBC reader (dispatches into NumPy a batch at a time, joins in numpy) stores exactly
-    what the row-by-row reader stores, NULLs from missing symbols, events and correlation ids
-    included; in batches of 3 rows too (NULL masks laid out across many batches)."""
+    """The ADBC reader (dispatches into NumPy a batch at a time, small tables joined in numpy,
+    the event's stack_id in SQL) stores exactly what the row-by-row reader stores, NULLs from
+    missing symbols, events and correlation ids included; in batches of 3 rows too (NULL masks
+    laid out across many batches), and read as 3 id ranges at once (one of them empty: the ids
+    it covers were deleted)."""
     pytest.importorskip("adbc_driver_sqlite")
     from mlaprof.importers import rocpd_sqlite
 
     if batch is not None:
         monkeypatch.setattr(rocpd_sqlite, "_BATCH_ROWS", batch)
+    if ranges is not None:
+        monkeypatch.setattr(rocprof_csv, "free_cores", lambda: ranges)
+        monkeypatch.setattr(rocpd_sqlite, "RANGE_IDS", 4)
+    read: list[tuple[int, int] | None] = []
+    real = rocpd_sqlite._read_range
+    monkeypatch.setattr(rocpd_sqlite, "_read_range", lambda *a: read.append(a[-1]) or real(*a))
 
     _tr, db = _real_rocpd(tmp_path)
     con = sqlite3.connect(db)
@@ -473,17 +482,47 @@ def test_rocpd_columnar_read_matches_row_by_row(
     con.execute(f'UPDATE "{ev}" SET stack_id = NULL WHERE id % 3 = 0')
     con.execute(f'UPDATE "{kd}" SET kernel_id = 9999 WHERE id % 5 = 0')  # no such symbol
     con.execute(f'UPDATE "{kd}" SET event_id = NULL WHERE id % 7 = 0')
+    if ranges is not None:  # the middle third's ids gone: its range reads no row
+        lo, hi = con.execute(f'SELECT MIN(id), MAX(id) FROM "{kd}"').fetchone()
+        span = hi - lo + 1
+        con.execute(f'DELETE FROM "{kd}" WHERE id >= ? AND id < ?',
+                    (lo + span // 3, lo + 2 * span // 3))  # fmt: skip
     con.commit()
     con.close()
-    assert rocpd_sqlite.read_dispatches(db) is not None  # the columnar path is taken here
     fast, _ = import_rocprof(db, tmp_path, "fast")
-    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda _p: None)
+    assert len(read) == (1 if ranges is None else 3)  # the columnar path is taken, in ranges
+    with sqlite3.connect(db) as con:
+        (rows,) = con.execute("SELECT COUNT(*) FROM rocpd_kernel_dispatch").fetchone()
+    kc = rocpd_sqlite.read_dispatches(db, ranges or 1)
+    assert kc is not None and kc.n == rows  # each dispatch once, none at a range's edge twice
+    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda *_a: None)
     slow, _ = import_rocprof(db, tmp_path, "slow")
     a, b = kernel_dicts(fast), kernel_dicts(slow)
     assert len(a) > 10 and a == b
     assert any(k["name"] is None for k in a) and any(k["correlation"] is None for k in a)
     for t in ("steps", "layers", "api", "transfers"):
         assert db_rows(fast, t) == db_rows(slow, t), t
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3, 7])
+@pytest.mark.parametrize(("first", "last"), [(1, 12), (5, 5), (0, 1000), (1, 37), (None, None)])
+def test_rocpd_id_ranges_cover_every_id_once(
+    monkeypatch: pytest.MonkeyPatch, ways: int, first: int | None, last: int | None
+) -> None:
+    """The id ranges read at once lie end to end from the first id to the last, none shorter
+    than RANGE_IDS and no more than ``ways`` of them; one read (None) where no split pays."""
+    from mlaprof.importers import rocpd_sqlite
+
+    monkeypatch.setattr(rocpd_sqlite, "RANGE_IDS", 4)
+    got = rocpd_sqlite.id_ranges(first, last, ways)
+    if first is None or last is None or min(ways, (last - first + 1) // 4) < 2:
+        assert got == [None]
+        return
+    spans = [r for r in got if r is not None]
+    assert len(spans) == len(got) == min(ways, (last - first + 1) // 4)
+    assert spans[0][0] == first and spans[-1][1] == last
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))
+    assert all(hi - lo + 1 >= 4 for lo, hi in spans)
 
 
 def test_rocpd_export_takes_the_row_by_row_path(tmp_path: Path) -> None:
