@@ -38,8 +38,8 @@ from mlaprof.store.staging import staged_run
 from mlaprof.store.trace_checks import LEGACY_KEYS
 
 # ranks read ahead, in a thread (SQLite and pyarrow release the GIL while reading); each read
-# is itself split over the free cores, so a second rank ahead would only hold memory: on 2 cores
-# it read a rocpd fleet in the same CPU and 15% less wall time for a fifth more peak memory
+# is itself split over the free cores, so a second rank ahead only holds memory: on 2 cores it
+# read an 8-rank fleet in no less time (CSV and rocpd) for a quarter more peak (rocpd)
 AHEAD = 1
 
 
