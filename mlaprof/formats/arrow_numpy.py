@@ -99,6 +99,17 @@ def placed(n: int, parts: Iterable[tuple[int, np.ndarray]]) -> np.ndarray:
     return out
 
 
+def placed_ranges(
+    counts: Sequence[int], parts: Sequence[Iterable[tuple[int, np.ndarray]]]
+) -> np.ndarray | None:
+    """The NULL mask of a column read as consecutive ranges (``counts[i]`` rows each, read at
+    once), each range's (first row in the range, booleans) parts laid in at their rows; None
+    where no range holds a NULL."""
+    starts = np.cumsum([0, *counts]).tolist()
+    laid = [(at + row, m) for at, own in zip(starts, parts, strict=False) for row, m in own]
+    return placed(starts[-1], laid) if laid else None
+
+
 def array(values: np.ndarray, arrow_type: Any, mask: np.ndarray | None = None) -> Any:
     """A NumPy array of a fixed-width type as an Arrow array of ``arrow_type`` (``mask``: True
     where null), built from its buffers (``pyarrow.array`` on NumPy input imports pandas)."""

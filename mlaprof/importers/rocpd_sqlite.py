@@ -856,17 +856,13 @@ def _batches(reader: Any) -> _Parts:
 def _assemble(parts: list[_Parts]) -> dict[str, _Column]:
     """The ranges' pieces laid end to end, a column at a time (each piece freed once copied):
     per column its values and NULL mask or None."""
-    names = parts[0].names
-    n = sum(p.n for p in parts)
-    starts = np.cumsum([0] + [p.n for p in parts])
+    counts = [p.n for p in parts]
     out: dict[str, _Column] = {}
-    for c in names:
+    for c in parts[0].names:
         pieces = [v for p in parts for v in p.vals.pop(c)]
         v = pieces[0] if len(pieces) == 1 else np.concatenate([np.zeros(0, np.int64), *pieces])
         del pieces
-        nulls = [(int(at) + a, m) for p, at in zip(parts, starts, strict=False)
-                 for a, m in p.nulls.pop(c, [])]  # fmt: skip
-        out[c] = (v, arrow_numpy.placed(n, nulls) if nulls else None)
+        out[c] = (v, arrow_numpy.placed_ranges(counts, [p.nulls.pop(c, []) for p in parts]))
     return out
 
 

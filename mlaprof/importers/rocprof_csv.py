@@ -329,17 +329,16 @@ def _stream_kernels(
                 if p.spill is not None:
                     p.spill.discard()
             raise failed[0]
-    n = sum(p.n for p in parts)
     names, idx = _join_names(parts)
     kept = [c for c in wanted if c in IN_MEMORY and c != "name"]
     # one column joined at a time: the ranges' copies of the others are not held beside it
     ints = {c: _join([p.ints.pop(c) for p in parts]) for c in kept}
-    starts = np.cumsum([0, *(p.n for p in parts)]).tolist()
-    masks = {
-        c: arrow_numpy.placed(n, [(at + row, m) for p, at in zip(parts, starts, strict=False)
-                                  for row, m in p.nulls.get(c, [])])
-        for c in dict.fromkeys(c for p in parts for c in p.nulls)
-    }  # fmt: skip
+    counts = [p.n for p in parts]
+    masks: dict[str, np.ndarray] = {}
+    for c in dict.fromkeys(c for p in parts for c in p.nulls):
+        mask = arrow_numpy.placed_ranges(counts, [p.nulls.get(c, []) for p in parts])
+        if mask is not None:
+            masks[c] = mask
     spills = [p.spill for p in parts if p.spill is not None]
     spill: Spill | SpillChain | None = None
     if spills:
