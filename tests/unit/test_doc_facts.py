@@ -88,6 +88,16 @@ def _vs_fcd03bf(name: str, **ratios: str) -> bool:
     )
 
 
+def _vs_flash(name: str, shape: tuple[int, int, int], **quoted: str) -> bool:
+    """A bench/verify_vs_flashmla.py results file, every kernel checked correct, whose shape
+    (B, ctx, qlen) has each kernel's ratio to FlashMLA as quoted (``mlaprof_page64="0.987"``)."""
+    row = next(r for r in bench(name, "summary", "per_shape")
+               if (r["B"], r["ctx"], r["qlen"]) == shape)  # fmt: skip
+    return bench(name, "all_ok") is True and all(
+        rounds_to(row[k.replace("_", "-")]["ratio_vs_flash_mla"], v) for k, v in quoted.items()
+    )
+
+
 def rounds_to(value: object, quoted: str) -> bool:
     """``value`` written with as many decimals as ``quoted`` has is ``quoted`` (1,042 -> 1042)."""
     q = quoted.replace(",", "")
@@ -672,6 +682,23 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "The ratios as numbers (`import_1m_ratio` 0.894, `fleet_csv_ratio` 0.866, `fleet_rocpd_ratio` 0.924,",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-05_r1", import_1m_ratio="0.894",
                          fleet_csv_ratio="0.866", fleet_rocpd_ratio="0.924")),
+    ("docs/performance.md", "| H200 (02:17) | 8, 131072, 4 | 309.7 us, 3.90 TB/s | 305.7 us, 3.95 TB/s (roles) | **0.987** | 315.3 us, 3.83 TB/s (roles) | **1.018** |",
+     lambda: _vs_flash("verify_vs_flashmla_h200_roles", (8, 131072, 4), mlaprof_page64="0.987",
+                       mlaprof_page1="1.018")),
+    ("docs/performance.md", "| H200 (02:17) | 64, 32768, 4 | 613.1 us, 3.94 TB/s | 597.0 us, 4.05 TB/s (roles) | **0.974** | 622.5 us (roles) | **1.015** |",
+     lambda: _vs_flash("verify_vs_flashmla_h200_roles", (64, 32768, 4), mlaprof_page64="0.974",
+                       mlaprof_page1="1.015")),
+    ("docs/performance.md", "| H200 (02:17) | 8, 131072, 1 | 293.6 us, 4.11 TB/s | 294.8 us, 4.10 TB/s (roles) | **1.004** (02:18: 0.993) | 302.9 us (roles) | 1.032 (1.039) |",
+     lambda: _vs_flash("verify_vs_flashmla_h200_roles", (8, 131072, 1), mlaprof_page64="1.004",
+                       mlaprof_page1="1.032")
+     and _vs_flash("verify_vs_flashmla_h200_decode_variants", (8, 131072, 1),
+                   mlaprof_page64="0.993", mlaprof_page1="1.039")),
+    ("docs/performance.md", "| H200 (02:17) | 1, 131072, 1 | 73.9 us | 57.5 us (roles) | 0.778 | 57.7 us (roles) | 0.781 |",
+     lambda: _vs_flash("verify_vs_flashmla_h200_roles", (1, 131072, 1), mlaprof_page64="0.778",
+                       mlaprof_page1="0.781")),
+    ("docs/performance.md", "| H100 (00:29) | 8, 131072, 1 | 415.1 us, 2.91 TB/s | 415.5 us (roles) | **1.001** (00:28: 0.9996; 00:30: 1.0005) | 424.6 us (roles) | 1.023 (1.024; 1.023) |",
+     lambda: _vs_flash("verify_vs_flashmla_h100_decode", (8, 131072, 1), mlaprof_page64="1.001",
+                       mlaprof_page1="1.023")),
     ("docs/performance.md", "`ratios` in the file (`import_1m_ratio` 0.563, `fleet_csv_ratio` 0.708,",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_rocpd_ranges", import_1m_ratio="0.563",
                          fleet_csv_ratio="0.708", fleet_rocpd_ratio="0.586",
