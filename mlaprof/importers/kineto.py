@@ -17,7 +17,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store_kernels
-from mlaprof.importers.common import ImportSummary, parse_json, to_int, us_to_ns
+from mlaprof.importers.common import ImportSummary, parse_json, to_int
 from mlaprof.importers.inputs import text_chunks
 from mlaprof.importers.json_stream import RESET, StreamedDocument
 from mlaprof.importers.kineto_folder import (
@@ -27,7 +27,7 @@ from mlaprof.importers.kineto_folder import (
     distributed_rank,
     folder_files,
 )
-from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables
+from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables, x_span
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
@@ -58,16 +58,6 @@ def _dim3(v: Any, what: str) -> tuple[int | None, int | None, int | None]:
         raise MlaprofError(f"kernel {what} {str(v)[:40]} is not a list of 1-3 numbers")
     vals = [to_int(x, f"kernel {what}") for x in v] + [1, 1]
     return (vals[0], vals[1], vals[2])
-
-
-def _times(ev: Mapping[str, Any], base: int, where: str) -> tuple[int, int]:
-    if "ts" not in ev:
-        raise MlaprofError(f"{where}: event {str(ev.get('name'))[:60]!r} has no 'ts'")
-    start = us_to_ns(ev["ts"], f"{where} ts") + base
-    dur = us_to_ns(ev.get("dur", 0), f"{where} dur")
-    if dur < 0:
-        raise MlaprofError(f"{where}: negative duration")
-    return start, start + dur
 
 
 def parse(path: Path, text: str) -> dict[str, Any]:
@@ -113,7 +103,7 @@ class EventRows:
         if cat in KERNEL_CATS:
             if name is None:
                 raise MlaprofError(f"{where}: kernel event without a name")
-            start, end = _times(ev, 0, where)
+            start, end = x_span(ev, where)
             grid = _dim3(args.get("grid"), "grid")
             block = _dim3(args.get("block"), "block")
             row = [
@@ -131,7 +121,7 @@ class EventRows:
             ]
             self.kernels.append((i, row))
         elif cat in MEMCPY_CATS:
-            start, end = _times(ev, 0, where)
+            start, end = x_span(ev, where)
             self.xfer.append(
                 [
                     "MEMORY_COPY" if cat == "gpu_memcpy" else "MEMORY_SET",
@@ -146,7 +136,7 @@ class EventRows:
                 ]
             )
         elif cat in API_CATS:
-            start, end = _times(ev, 0, where)
+            start, end = x_span(ev, where)
             corr = to_int(args.get("correlation"), f"{where} correlation")
             if "graphlaunch" in str(name).lower() and corr is not None:
                 self.launches.append((start, corr))

@@ -28,8 +28,24 @@ from typing import Any
 
 import numpy as np
 
+from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL
 from mlaprof.importers.common import us_to_ns
+
+
+def x_span(ev: Mapping[str, Any], where: str) -> tuple[int, int]:
+    """A complete ("X") event's (start, end) in ns. The Trace Event Format gives every complete
+    event its ``ts`` and ``dur``: one without either is not read as an instant (a kernel of
+    0 ns would read as measured), it is an error naming the event."""
+    for key in ("ts", "dur"):
+        if key not in ev:
+            raise MlaprofError(f"{where}: event {str(ev.get('name'))[:60]!r} has no {key!r}")
+    start = us_to_ns(ev["ts"], f"{where} ts")
+    dur = us_to_ns(ev["dur"], f"{where} dur")
+    if dur < 0:
+        raise MlaprofError(f"{where}: negative duration")
+    return start, start + dur
+
 
 STEP = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<creq>\d+)\((?:sq)?(?P<ctok>\d+)[^)]*\)"
@@ -93,8 +109,7 @@ class CpuScan:
                 return
         elif cat not in STEP_CATS or not name.startswith("execute_"):
             return
-        start = us_to_ns(ev.get("ts"), f"{self.where} event {i} ts")
-        end = start + us_to_ns(ev.get("dur", 0), f"{self.where} event {i} dur")
+        start, end = x_span(ev, f"{self.where} event {i}")
         pid = ev.get("pid") if isinstance(ev.get("pid"), int) else 0  # Kineto pids can be labels
         if cat == "cpu_op":
             out.layers.append((start, end, pid, name))

@@ -98,8 +98,14 @@ def test_base_time_after_the_events_moves_every_table(tmp_path: Path) -> None:
         ('{"foo": []}', "no 'traceEvents'"),
         ('{"traceEvents": {}}', "not a list"),
         ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k"}]}', "has no 'ts'"),
-        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "args": {"grid": 5}}]}',
-         "grid"),
+        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, '
+         '"args": {"grid": 5}}]}', "grid"),
+        # a complete event without its duration is not a 0 ns kernel, step or layer
+        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1}]}', "has no 'dur'"),
+        ('{"traceEvents": [{"ph": "X", "cat": "gpu_memcpy", "name": "m", "ts": 1}]}',
+         "has no 'dur'"),
+        ('{"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": '
+         '"execute_context_0(0)_generation_1(1)", "ts": 1}]}', "has no 'dur'"),
         ('{"traceEvents": []}', "no kernel or runtime events"),
         ('{"traceEvents": [', "not valid JSON"),
     ],
