@@ -95,15 +95,16 @@ def main() -> None:
     for rnd in ("us_round1", "us_round2"):
         for e in timed:
             e[rnd] = graph_time_us(e["_fn"], reps=args.reps)
-    fl = entries.get("flash_mla", {})
-    for name, e in entries.items():
+    for e in entries.values():
         e.pop("_fn", None)
         e.pop("_out", None)
         if "us_round1" in e:
             e["us"] = min(e["us_round1"], e["us_round2"])
             e["tb_s"] = eff_tbs(B, CTX, e["us"])
-            if "us" in fl and name != "flash_mla":
-                e["ratio_vs_flash_mla"] = e["us"] / fl["us"]
+    flash_us = entries.get("flash_mla", {}).get("us")
+    for name, e in entries.items():
+        if flash_us and "us" in e and name != "flash_mla":
+            e["ratio_vs_flash_mla"] = e["us"] / flash_us
         print(name, {k: v for k, v in e.items() if k not in ("cfg",)}, flush=True)
     res.update({"B": B, "ctx": CTX, "qlen": QLEN, "page": 64, "reps": args.reps,
                 "entries": entries, "all_ok": all(e.get("ok", True) for e in entries.values()

@@ -699,6 +699,14 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "| H100 (00:29) | 8, 131072, 1 | 415.1 us, 2.91 TB/s | 415.5 us (roles) | **1.001** (00:28: 0.9996; 00:30: 1.0005) | 424.6 us (roles) | 1.023 (1.024; 1.023) |",
      lambda: _vs_flash("verify_vs_flashmla_h100_decode", (8, 131072, 1), mlaprof_page64="1.001",
                        mlaprof_page1="1.023")),
+    ("docs/performance.md", "**qlen 4 over qlen 1 at B 8 on the H200 is 1.037, 1.060 and 1.042 at page 64 and 1.041, 1.052",
+     lambda: [round(bench(f, "summary", "qlen4_over_qlen1_B8", "mlaprof-page64"), 3)
+              for f in ("verify_vs_flashmla_h200_roles", "verify_vs_flashmla_h200_roles_repeat",
+                        "verify_vs_flashmla_h200_roles_again")] == [1.037, 1.06, 1.042]),
+    ("docs/performance.md", "292.8 us, stage 1 + stage 2 294.9 us (FlashMLA 298.7 in that call)",
+     lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
+     and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")
+     and rounds_to(bench("decode_stage2_h200", "entries", "flash_mla", "us"), "298.7")),
     ("docs/performance.md", "`ratios` in the file (`import_1m_ratio` 0.563, `fleet_csv_ratio` 0.708,",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_rocpd_ranges", import_1m_ratio="0.563",
                          fleet_csv_ratio="0.708", fleet_rocpd_ratio="0.586",
