@@ -113,7 +113,7 @@ def test_csv_values_refused(tmp_path, capsys, src, edit, expect) -> None:
         (
             "kineto",
             "i.json",
-            '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, '
+            '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, '
             '"args": {"correlation": 18446744073709551615}}]}',
             "does not fit a 64-bit integer",
         ),
