@@ -796,7 +796,7 @@ RANGE_IDS = 1 << 18
 def id_ranges(first: int | None, last: int | None, ways: int) -> list[tuple[int, int] | None]:
     """The dispatch id ranges (first, last inclusive) read at once: at most ``ways``, each of at
     least :data:`RANGE_IDS` ids; ``[None]`` (the whole table) when one read does."""
-    if first is None or last is None or not isinstance(first, int) or not isinstance(last, int):
+    if not isinstance(first, int) or not isinstance(last, int):  # no rows, or ids not integers
         return [None]
     k = min(ways, (last - first + 1) // RANGE_IDS)
     if k < 2:

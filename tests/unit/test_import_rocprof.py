@@ -504,6 +504,26 @@ def test_rocpd_columnar_read_matches_row_by_row(
         assert db_rows(fast, t) == db_rows(slow, t), t
 
 
+def test_rocpd_columnar_read_without_event_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database without the rocpd_event view (a writer that left it out): the columnar read
+    still runs and gives every dispatch a NULL correlation, as the row-by-row reader's
+    missing join does."""
+    pytest.importorskip("adbc_driver_sqlite")
+    from mlaprof.importers import rocpd_sqlite
+
+    _tr, db = _real_rocpd(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("DROP VIEW rocpd_event")
+    kc = rocpd_sqlite.read_dispatches(db)
+    assert kc is not None and kc.n > 10 and bool(kc.masks["correlation"].all())
+    fast, _ = import_rocprof(db, tmp_path, "fast")
+    monkeypatch.setattr(rocpd_sqlite, "read_dispatches", lambda *_a: None)
+    slow, _ = import_rocprof(db, tmp_path, "slow")
+    assert kernel_dicts(fast) == kernel_dicts(slow)
+
+
 @pytest.mark.parametrize("ways", [1, 2, 3, 7])
 @pytest.mark.parametrize(("first", "last"), [(1, 12), (5, 5), (0, 1000), (1, 37), (None, None)])
 def test_rocpd_id_ranges_cover_every_id_once(
