@@ -707,6 +707,11 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
      and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")
      and rounds_to(bench("decode_stage2_h200", "entries", "flash_mla", "us"), "298.7")),
+    ("docs/performance.md", "| import + `report --json` | 17.92 (16.29-19.01) | 24.58 (23.13-26.32) | **0.729x** (pairs 0.66-0.80) |",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-06_fleet_csv_9pairs", fleet_csv_ratio="0.729")
+     and rounds_to(bench("vs_baseline_2026-12-06_fleet_csv_9pairs", "figures", "fleet_csv", "summary", "head", "cpu_s", "median"), "17.92")
+     and rounds_to(bench("vs_baseline_2026-12-06_fleet_csv_9pairs", "figures", "fleet_csv", "summary", "baseline", "cpu_s", "median"), "24.575")
+     and bench("vs_baseline_2026-12-06_fleet_csv_9pairs", "figures", "fleet_csv", "n_pairs") == 9),
     ("docs/performance.md", "`ratios` in the file (`import_1m_ratio` 0.563, `fleet_csv_ratio` 0.708,",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_rocpd_ranges", import_1m_ratio="0.563",
                          fleet_csv_ratio="0.708", fleet_rocpd_ratio="0.586",
