@@ -575,7 +575,8 @@ def _kernels_per_rank(run: Any, frame: pd.DataFrame | None = None) -> dict[int, 
         per = run.query(
             "SELECT rank, name, SUM(CAST(end_ns - start_ns AS DOUBLE)) / 1e3 AS sum, "
             "COUNT(*) AS count FROM kernels WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL "
-            "GROUP BY rank, name ORDER BY rank, name"
+            "GROUP BY rank, name ORDER BY rank, name",
+            portable=True,
         )
     return {int(r): g for r, g in per.groupby("rank")} if len(per) else {}
 
@@ -658,9 +659,9 @@ def timeline(
         # the count and the first kernels in one query over this rank's databases and files
         # only (a query builds its views over the files once)
         got = run.query(f"SELECT {cols}, (SELECT COUNT(*) FROM kernels WHERE {where}) AS n_all "
-                        f"FROM kernels WHERE {where} ORDER BY start_ns "
+                        f"FROM kernels WHERE {where} ORDER BY start_ns, end_ns, stream, name "
                         f"LIMIT {max(1, int(max_kernels))}", (*params, *params),
-                        ranks=(rank,))  # fmt: skip
+                        ranks=(rank,), portable=True)  # fmt: skip
         shown = int(got.pop("n_all").iloc[0]) if len(got) else 0
         got = got.head(int(max_kernels))
         if shown:

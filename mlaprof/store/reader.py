@@ -198,6 +198,7 @@ class Run:
         *,
         frames: dict[str, pd.DataFrame] | None = None,
         ranks: Iterable[int] | None = None,
+        portable: bool = False,
     ) -> pd.DataFrame:
         """``sql`` once over all ranks as one relation: every store table it names holds every
         rank's rows (its ``rank`` column tells them apart), so an aggregate spans the ranks
@@ -207,10 +208,13 @@ class Run:
         over every rank database attached as one view per table (plain SELECT / WHERE / GROUP
         BY / JOIN read alike in both). ``frames``: DataFrames the SQL may also name (an
         analysis' own small tables). ``ranks``: the relation holds those ranks' rows only (a
-        fleet analysis going one rank at a time reads only that rank's databases and files)."""
+        fleet analysis going one rank at a time reads only that rank's databases and files).
+        ``portable``: the SQL reads alike in SQLite and DuckDB; a small run's rows without
+        columnar files are then queried in SQLite, DuckDB not started
+        (:func:`mlaprof.store.sqlengine.in_sqlite`)."""
         only = None if ranks is None else {int(r) for r in ranks}
         keys = [k for k in self.databases if only is None or k[0] in only]
-        return sqlengine.query([self._source(k) for k in keys], sql, params, frames)
+        return sqlengine.query([self._source(k) for k in keys], sql, params, frames, portable)
 
     def _source(self, key: tuple[int, str]) -> sqlengine.RankSource:
         return sqlengine.RankSource(

@@ -281,14 +281,21 @@ def query(
     sql: str | Statements,
     params: Sequence[Any] = (),
     frames: Mapping[str, pd.DataFrame] | None = None,
+    portable: bool = False,
 ) -> Any:
     """``sql`` over the given ranks as one: each table it names is the union of those ranks' rows
     (a side table read from its file after its SQLite rows, any other table from SQLite).
     ``frames``: small tables the caller already holds, visible to the SQL under their names
     (which must not be a store table's). ``sql`` may be :class:`Statements`: each of them is
-    run over the same views, and the result is a list of frames, one per statement."""
+    run over the same views, and the result is a list of frames, one per statement.
+    ``portable``: the caller's SQL gives the same frame in SQLite as in DuckDB (tested against
+    both); where it names no columnar table and at most :data:`SQLITE_ROWS` rows, SQLite runs
+    it (see :func:`in_sqlite`)."""
     batch = sql if isinstance(sql, Statements) else Statements(((sql, tuple(params)),))
     named = mentioned(batch.text)
+    if portable and in_sqlite(sources, named):
+        out = [sqlite_query(sources, q, p, frames) for q, p in batch.items]
+        return out if isinstance(sql, Statements) else out[0]
     try:
         duckdb = duckdb_module()
     except MlaprofError:
@@ -327,6 +334,32 @@ def query(
         if own is not None:
             own.close()
     return out if isinstance(sql, Statements) else out[0]
+
+
+# rows, over the tables a portable query names, up to which SQLite answers it: starting DuckDB
+# (its import and a database, 60-90 ms) costs more than SQLite's pass over a recorded run's
+# thousands of rows, and a report of such a run then needs no DuckDB at all
+SQLITE_ROWS = 200_000
+
+
+def in_sqlite(sources: Sequence[RankSource], named: Sequence[str] | set[str]) -> bool:
+    """Whether SQLite answers a portable query over ``named``: no columnar table among them,
+    and at most :data:`SQLITE_ROWS` rows in their databases (each count stops past it)."""
+    if any(t in s.sides for s in sources for t in named):
+        return False
+    left = SQLITE_ROWS
+    for src in sources:
+        for t in named:
+            if t in src.lacks:
+                stand_in = src.stand_ins.get(t)
+                left -= 0 if stand_in is None else len(stand_in)
+            else:
+                left -= src.con.execute(
+                    f"SELECT COUNT(*) FROM (SELECT 1 FROM main.{t} LIMIT ?)", (left + 1,)
+                ).fetchone()[0]
+            if left < 0:
+                return False
+    return True
 
 
 def sqlite_query(
