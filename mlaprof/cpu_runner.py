@@ -60,7 +60,19 @@ def start_run(
 ) -> RunWriter:
     # a default name never collides: the folder is reserved with a suffix if taken
     label = name or runmeta.reserve(traces, runmeta.new_run_name(f"{sc.name}-{backend}-{device}"))
-    return create_run(traces, label, run_meta(sc, backend, device, threads=threads), rank=rank)
+    meta = run_meta(sc, backend, device, threads=threads)
+    card = card_name(device)
+    if card:  # which GPU the numbers are measured on ("cuda" alone does not say)
+        meta["device_name"] = card
+    return create_run(traces, label, meta, rank=rank)
+
+
+def card_name(device: str) -> str | None:
+    """The GPU a CUDA/HIP ``device`` names, as its driver reports it; None for the CPU."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return str(torch.cuda.get_device_name(dev))
 
 
 def _forward_layer(backend, inp, meta, out, lse, s_used, checker, check, layer, step):  # noqa: ANN001, ANN202

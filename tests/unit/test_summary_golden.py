@@ -1,7 +1,8 @@
 """The typed summary writes the ``report --json`` document the dict-shaped summary wrote on
 main, for every shipped run, trace and vLLM log (tests/summary_corpus.py wrote the golden files
 once, from main ac93ad5, before the change): schema 3 only adds sections, every schema-2 key is
-as it was."""
+as it was. Rewritten since only where a change was meant: a GPU run's step time says the device
+it was measured on ("measured graph replay on cuda")."""
 
 from __future__ import annotations
 

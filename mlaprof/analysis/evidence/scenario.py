@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 def scenario_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     device = str(run.meta.get("device") or "")
-    prov = Provenance("measured", f"on {device}") if device else Provenance("unknown", "no device")
+    card = run.meta.get("device_name")  # the GPU's own name (runs recorded since it was kept)
+    where = f"on {device} ({card})" if device and card else f"on {device}"
+    prov = Provenance("measured", where) if device else Provenance("unknown", "no device")
     meta = run_meta(run.meta)
     cap = capture_summary(meta, t["syncs"], t["captures"], t["memory"], str(prov))
     return Evidence(
