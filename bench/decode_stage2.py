@@ -41,12 +41,19 @@ B, CTX, QLEN = 8, 131072, 1
 # name -> stage-2 fields over the decode default (None: the default itself)
 STAGE2 = {
     "default": None,
+    "s2-h1": {"stage2_heads": 1},  # one head a stage-2 program (verify's sm_90 default before)
     "s2-d256": {"stage2_block_d": 256},
     "s2-d512": {"stage2_block_d": 512},
     "s2-h4": {"stage2_heads": 4},
     "s2-h4-d256": {"stage2_heads": 4, "stage2_block_d": 256},
     "s2-w8-d512": {"stage2_warps": 8, "stage2_block_d": 512},
     "s2-d64": {"stage2_block_d": 64},
+    "s2-h2-d256": {"stage2_heads": 2, "stage2_block_d": 256},
+    "s2-h4-d512": {"stage2_heads": 4, "stage2_block_d": 512},
+    "s2-h16": {"stage2_heads": 16},
+    "s2-w2-d256": {"stage2_warps": 2, "stage2_block_d": 256},
+    "s2-w8-d256": {"stage2_warps": 8, "stage2_block_d": 256},
+    "default-again": None,  # the default once more, last: the order of the timings checked
 }
 
 
@@ -55,14 +62,16 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--name", default="decode_stage2.json")
+    ap.add_argument("--qlen", type=int, default=QLEN, help="query rows per request (1: decode)")
     args = ap.parse_args()
+    qlen = args.qlen
     res, outdir = results_start(args.out)
-    meta, inp, q = page64_case(B, CTX, QLEN, seed=B * 10 + QLEN)
+    meta, inp, q = page64_case(B, CTX, qlen, seed=B * 10 + qlen)
     ref, ref_lse = reference(meta, inp)
     s = policy_s("mlaprof-triton", meta)
-    base = default_config(QLEN, hopper=True)
-    out = torch.full((B, QLEN, 16, 512), float("nan"), device="cuda", dtype=torch.bfloat16)
-    lse = torch.full((B, QLEN, 16), float("nan"), device="cuda")
+    base = default_config(qlen, hopper=True)
+    out = torch.full((B, qlen, 16, 512), float("nan"), device="cuda", dtype=torch.bfloat16)
+    lse = torch.full((B, qlen, 16), float("nan"), device="cuda")
     entries: dict[str, dict] = {}
     for name, fields in STAGE2.items():
         cfg = base if fields is None else dataclasses.replace(base, **fields)
@@ -106,7 +115,7 @@ def main() -> None:
         if flash_us and "us" in e and name != "flash_mla":
             e["ratio_vs_flash_mla"] = e["us"] / flash_us
         print(name, {k: v for k, v in e.items() if k not in ("cfg",)}, flush=True)
-    res.update({"B": B, "ctx": CTX, "qlen": QLEN, "page": 64, "reps": args.reps,
+    res.update({"B": B, "ctx": CTX, "qlen": qlen, "page": 64, "reps": args.reps,
                 "entries": entries, "all_ok": all(e.get("ok", True) for e in entries.values()
                                                   if not e.get("timing_only"))})  # fmt: skip
     (outdir / args.name).write_text(json.dumps(res, indent=1, default=str))

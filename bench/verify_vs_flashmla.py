@@ -105,6 +105,14 @@ VARIANTS = {
         C(kernel="gluon", gluon_roles="off", gluon_decode=True, gluon_early_issue=True),
     ),
     "page64-roles-Sx2-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    # verify's sm_90 default with other stage-2 launch shapes (stage 2 merges qlen x heads
+    # rows): one head a program (the default before), and 256 latent columns a program
+    "page64-s2h1": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=1)),
+    "page1-s2h1": (1, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=1)),
+    "page64-s2d256": (
+        64,
+        C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_block_d=256),
+    ),
     "page1-triton-Sx4-decode": (1, C(kernel="triton")),
     "page1-triton-S/2-decode": (1, C()),
     "page1-triton-S/4-decode": (1, C()),

@@ -112,10 +112,13 @@ def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> La
     (AMD, the CPU interpreter) the portable 32-row layout. Flattened verify holds one query
     position (16 rows) and runs the Triton kernel; so does decode, but on sm_90, where it runs
     the Gluon kernel too (its heads padded to 64 rows, with a quarter of the splits: the split
-    policy's ``wide_programs``), Triton's 16-row layout being the fallback."""
+    policy's ``wide_programs``), Triton's 16-row layout being the fallback. Verify's stage 2 on
+    sm_90 merges 4 heads a program: it merges qlen x heads rows (4x decode's), and one head a
+    program made the whole verify 0.5-3.8% longer at every verify shape of
+    ``bench/verify_vs_flashmla.py`` on an H100 (bench/results/verify_vs_flashmla_h100_s2.json)."""
     if qlen > 1 and not flatten:
         if hopper:
-            return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True)
+            return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4)
         return LaunchConfig(rows=32)
     if hopper and not flatten:
         return LaunchConfig(gluon_decode=True)

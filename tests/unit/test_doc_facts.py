@@ -88,6 +88,13 @@ def _vs_fcd03bf(name: str, **ratios: str) -> bool:
     )
 
 
+def _shape_us(name: str, shape: tuple[int, int, int], impl: str) -> float:
+    """A bench/verify_vs_flashmla.py results file's time (us) of one kernel at one shape."""
+    row = next(r for r in bench(name, "summary", "per_shape")
+               if (r["B"], r["ctx"], r["qlen"]) == shape)  # fmt: skip
+    return row[impl]["us"]
+
+
 def _vs_flash(name: str, shape: tuple[int, int, int], **quoted: str) -> bool:
     """A bench/verify_vs_flashmla.py results file, every kernel checked correct, whose shape
     (B, ctx, qlen) has each kernel's ratio to FlashMLA as quoted (``mlaprof_page64="0.987"``)."""
@@ -703,6 +710,16 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: [round(bench(f, "summary", "qlen4_over_qlen1_B8", "mlaprof-page64"), 3)
               for f in ("verify_vs_flashmla_h200_roles", "verify_vs_flashmla_h200_roles_repeat",
                         "verify_vs_flashmla_h200_roles_again")] == [1.037, 1.06, 1.042]),
+    ("docs/performance.md", "(8, 131072, 4) 414.6 vs 418.6 us, (64, 32768,\n  4) 793.3 vs 810.3, (1, 131072, 4) 75.2 vs 77.7",
+     lambda: [round(_shape_us("verify_vs_flashmla_h100_s2", sh, k), 1)
+              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
+              for k in ("mlaprof-page64", "page64-s2h1")] == [414.6, 418.6, 793.3, 810.3, 75.2, 77.7]
+     and bench("verify_vs_flashmla_h100_s2", "all_ok") is True
+     and "H100" in bench("verify_vs_flashmla_h100_s2", "env", "device")),
+    ("docs/performance.md", "stage 1 alone 405.1 us, the\n  new default 412.3 (again, timed last: 412.8), one head a program 415.4, FlashMLA 433.9",
+     lambda: [round(bench("decode_stage2_h100_q4", "entries", k, "us"), 1)
+              for k in ("stage1-alone", "default", "default-again", "s2-h1", "flash_mla")]
+     == [405.1, 412.3, 412.8, 415.4, 433.9] and bench("decode_stage2_h100_q4", "qlen") == 4),
     ("docs/performance.md", "292.8 us, stage 1 + stage 2 294.9 us (FlashMLA 298.7 in that call)",
      lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
      and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")

@@ -202,6 +202,7 @@ def test_default_layout_is_64_rows_on_hopper_and_portable_elsewhere():
 
     hop, port = default_config(4, hopper=True), default_config(4)
     assert (hop.rows, hop.num_warps, hop.num_stages, hop.rope_first) == (64, 8, 3, True)
+    assert hop.stage2_heads == 4 and port.stage2_heads == 1  # verify's merge: 4 heads a program
     assert (port.rows, port.num_warps) == (32, 4)
     # decode: the Gluon kernel on sm_90 (Triton's 16-row layout its fallback), 16 rows elsewhere
     dec = default_config(1, hopper=True)
