@@ -25,6 +25,7 @@ import dataclasses
 import gc
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -105,6 +106,9 @@ VARIANTS = {
         C(kernel="gluon", gluon_roles="off", gluon_decode=True, gluon_early_issue=True),
     ),
     "page64-roles-Sx2-decode": (64, C(kernel="gluon", gluon_decode=True)),
+    # decode at B 8 in two full waves of 132 SMs (8 x 33 programs) instead of 128 programs
+    "page64-S=33-decode": (64, C(gluon_decode=True)),
+    "page1-S=33-decode": (1, C(gluon_decode=True)),
     # verify's sm_90 default with other stage-2 launch shapes (stage 2 merges qlen x heads
     # rows): one head a program (the default before), and 256 latent columns a program
     "page64-s2h1": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=1)),
@@ -194,8 +198,10 @@ CHECK_ONLY = {
 
 
 def s_for(name: str, s: int) -> int:
-    """A variant's split count: the policy's, a half / quarter of it (``-S/2``, ``-S/4``) or
-    twice / four times it (``-Sx2``, ``-Sx4``)."""
+    """A variant's split count: the policy's, a half / quarter of it (``-S/2``, ``-S/4``),
+    twice / four times it (``-Sx2``, ``-Sx4``) or a count of its own (``-S=33``)."""
+    if m := re.search(r"-S=(\d+)", name):
+        return int(m.group(1))
     for div in (2, 4):
         if f"-S/{div}" in name:
             return max(1, s // div)

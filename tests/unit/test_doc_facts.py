@@ -716,6 +716,13 @@ FACTS: list[tuple[str, str, Check]] = [
               for k in ("mlaprof-page64", "page64-s2h1")] == [414.6, 418.6, 793.3, 810.3, 75.2, 77.7]
      and bench("verify_vs_flashmla_h100_s2", "all_ok") is True
      and "H100" in bench("verify_vs_flashmla_h100_s2", "env", "device")),
+    ("docs/performance.md", "four heads against one at page 64: 422.5\n  vs 425.5, 819.6 vs 833.5, 75.8 vs 78.4 us",
+     lambda: [round(_shape_us("verify_vs_flashmla_h100_s33", sh, k), 1)
+              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
+              for k in ("mlaprof-page64", "page64-s2h1")] == [422.5, 425.5, 819.6, 833.5, 75.8, 78.4]
+     and [round(_shape_us("verify_vs_flashmla_h100_s33", (8, 131072, 1), k), 1)
+          for k in ("page64-S=33-decode", "mlaprof-page64", "flash_mla")] == [420.9, 414.7, 414.5]
+     and bench("verify_vs_flashmla_h100_s33", "all_ok") is True),
     ("docs/performance.md", "stage 1 alone 405.1 us, the\n  new default 412.3 (again, timed last: 412.8), one head a program 415.4, FlashMLA 433.9",
      lambda: [round(bench("decode_stage2_h100_q4", "entries", k, "us"), 1)
               for k in ("stage1-alone", "default", "default-again", "s2-h1", "flash_mla")]
