@@ -344,8 +344,9 @@ SQLITE_ROWS = 200_000
 
 def in_sqlite(sources: Sequence[RankSource], named: Sequence[str] | set[str]) -> bool:
     """Whether SQLite answers a portable query over ``named``: no columnar table among them,
-    and at most :data:`SQLITE_ROWS` rows in their databases (each count stops past it)."""
-    if any(t in s.sides for s in sources for t in named):
+    and at most :data:`SQLITE_ROWS` rows in their databases (each count stops past it), over
+    no more rank databases than SQLite attaches to one connection."""
+    if any(t in s.sides for s in sources for t in named) or len(sources) > attach_limit():
         return False
     left = SQLITE_ROWS
     for src in sources:
@@ -362,6 +363,15 @@ def in_sqlite(sources: Sequence[RankSource], named: Sequence[str] | set[str]) ->
     return True
 
 
+def attach_limit() -> int:
+    """The databases SQLite attaches to one connection (10 unless built otherwise)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        return db.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED)
+    finally:
+        db.close()
+
+
 def sqlite_query(
     sources: Sequence[RankSource],
     sql: str,
@@ -376,11 +386,10 @@ def sqlite_query(
 
     db = sqlite3.connect(":memory:", uri=True, check_same_thread=False)
     try:
-        if len(sources) > db.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED):
+        if len(sources) > (limit := attach_limit()):
             raise MlaprofError(
                 f"SQL over {len(sources)} rank databases without duckdb exceeds SQLite's "
-                f"{db.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED)} attached databases "
-                "(pip install duckdb)"
+                f"{limit} attached databases (pip install duckdb)"
             )
         for i, src in enumerate(sources):
             uri = "file:" + str(src.db_path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"

@@ -77,6 +77,10 @@ def test_engine_choice(tmp_path, monkeypatch) -> None:
         monkeypatch.setattr(sqlengine, "SQLITE_ROWS", 2 * 11)  # 11 kernels a rank
         assert sqlengine.in_sqlite(sources, {"kernels"})
         assert not sqlengine.in_sqlite(sources, {"kernels", "steps"})  # 22 + 6 rows
+        monkeypatch.setattr(sqlengine, "SQLITE_ROWS", 1000)
+        monkeypatch.setattr(sqlengine, "attach_limit", lambda: 1)  # more ranks than it attaches
+        assert not sqlengine.in_sqlite(sources, {"steps"})
+        assert series._kernels_per_rank(run)[1]["count"].sum() == 10  # DuckDB answers instead
     # an import's kernels are a columnar file: DuckDB reads it, however few its rows
     out = tmp_path / "out" / "host"
     _process_trace(out / "100_kernel_trace.csv", replays=2, agent=5)
