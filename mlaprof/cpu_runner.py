@@ -64,7 +64,10 @@ def start_run(
     card = card_name(device)
     if card:  # which GPU the numbers are measured on ("cuda" alone does not say)
         meta["device_name"] = card
-    return create_run(traces, label, meta, rank=rank)
+    writer = create_run(traces, label, meta, rank=rank)
+    if card:  # each rank's own card too: a --ranks run's run.json is the launcher's
+        writer.set_meta("device_name", card)
+    return writer
 
 
 def card_name(device: str) -> str | None:

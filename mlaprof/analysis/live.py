@@ -81,7 +81,7 @@ class LiveSummary:
 class FoldedRun:
     """The committed rows of a run, shaped like :class:`mlaprof.store.reader.Run` for the
     evidence adapters and the summary (``meta``, ``name``, ``status``, ``reason``, ``ranks``,
-    ``table``)."""
+    ``databases``, ``table``, ``rank_meta``)."""
 
     def __init__(self, fold: LiveFold) -> None:
         self._fold = fold
@@ -90,9 +90,15 @@ class FoldedRun:
         self.status = fold.status
         self.reason = fold.reason
         self.ranks = fold.ranks
+        self.databases = sorted(fold.statuses)
 
     def table(self, name: str) -> pd.DataFrame:
         return self._fold.frame(name)
+
+    def rank_meta(self, rank: int, role: str = "") -> dict[str, str]:
+        """The part of a database's ``meta`` the fold keeps (its card)."""
+        card = self._fold.cards.get((rank, role))
+        return {"device_name": card} if card else {}
 
 
 class LiveFold:
@@ -102,6 +108,7 @@ class LiveFold:
         self.name = name
         self.meta: dict[str, Any] = {"name": name}
         self.statuses: dict[tuple[int, str], str] = {}
+        self.cards: dict[tuple[int, str], str] = {}  # a database's device_name (its meta)
         self._ends: dict[tuple[int, str], tuple[str | None, bool]] = {}
         # per table and database, its batches in rowid order: read back in the reader's order
         # (databases by rank and role, each in rowid order), which rules like "the last record
@@ -123,13 +130,24 @@ class LiveFold:
         self.version += 1
 
     def set_status(
-        self, key: Key, status: str, reason: str | None = None, drained: bool = False
+        self,
+        key: Key,
+        status: str,
+        reason: str | None = None,
+        drained: bool = False,
+        device_name: str | None = None,
     ) -> bool:
-        """Record a database's status (and why it ended, whether it drained); True when it
-        changed."""
-        changed = self.statuses.get(key) != status or self._ends.get(key) != (reason, drained)
+        """Record a database's status (and why it ended, whether it drained, the card its rank
+        measured on); True when it changed."""
+        changed = (
+            self.statuses.get(key) != status
+            or self._ends.get(key) != (reason, drained)
+            or self.cards.get(key) != device_name
+        )
         self.statuses[key] = status
         self._ends[key] = (reason, drained)
+        if device_name is not None:
+            self.cards[key] = device_name
         self.version += int(changed)
         return changed
 
@@ -176,6 +194,7 @@ class LiveFold:
         snap = LiveFold(self.name)
         snap.meta = dict(self.meta)
         snap.statuses = dict(self.statuses)
+        snap.cards = dict(self.cards)
         snap._ends = dict(self._ends)
         snap.rows = dict(self.rows)
         snap.version = self.version

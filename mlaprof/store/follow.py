@@ -179,17 +179,19 @@ class RunFollow:
         whose writer lock is free died (:func:`mlaprof.store.liveness.effective_status`)."""
         return self.state(key)[0]
 
-    def state(self, key: Key) -> tuple[str, str | None, bool]:
-        """``(status, recorded reason, drained)`` of the database (:meth:`status`)."""
+    def state(self, key: Key) -> tuple[str, str | None, bool, str | None]:
+        """``(status, recorded reason, drained, device_name)`` of the database (:meth:`status`;
+        the card its rank measured on, where it keeps one)."""
         con = self._con(key)
-        meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('status', 'reason', ?)",
+        meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN "
+                                "('status', 'reason', 'device_name', ?)",
                                 (liveness.DRAINED,)).fetchall())  # fmt: skip
         status = liveness.effective_status(
             self.path, key[0], meta.get("status"), key[1], meta.get(liveness.DRAINED)
         )
         # drained and stopped without closing its record (a closed one has its own status)
         drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
-        return status, meta.get("reason"), drained
+        return status, meta.get("reason"), drained, meta.get("device_name")
 
     # -- committed rows since a row id ---------------------------------------------------------
     def position(self, key: Key, table: str) -> int:

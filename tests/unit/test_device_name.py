@@ -13,9 +13,12 @@ import pytest
 import torch
 
 from mlaprof import cpu_runner
+from mlaprof.analysis.evidence.scenario import scenario_evidence
+from mlaprof.analysis.live import FOLDED, FoldedRun, LiveFold
 from mlaprof.analysis.run_summary import build_summary
 from mlaprof.scenario import Scenario
 from mlaprof.store import load, runmeta
+from mlaprof.store.follow import RunFollow
 from tests import shipped_demo
 
 CARD = "NVIDIA H200"
@@ -33,6 +36,8 @@ def test_a_cuda_run_keeps_the_cards_name(tmp_path: Path, monkeypatch: pytest.Mon
     w = cpu_runner.start_run(sc, "torch", "cuda:1", tmp_path, name="g")
     w.finish()
     assert runmeta.read(tmp_path / "g")["device_name"] == CARD
+    with load(tmp_path / "g") as run:
+        assert run.rank_meta(0)["device_name"] == CARD  # the rank's own record too
     assert asked == [torch.device("cuda:1")]  # the card the run names, not the current one
     w = cpu_runner.start_run(sc, "torch", "cpu", tmp_path, name="c")
     w.finish()
@@ -57,3 +62,50 @@ def test_measured_provenance_names_the_card_only_where_recorded(tmp_path: Path) 
         f"measured on cuda ({CARD})",
         f"measured graph replay on cuda ({CARD})",
     }
+
+
+def _ranks_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cards: list[str | None]) -> Path:
+    """A run of one rank per card (None: a CPU rank, no card), as ``--ranks`` records it:
+    the launcher's run.json first, each rank joining it."""
+    sc = dataclasses.replace(Scenario(), kv_lens=[64], layers=1, steps=1).validate()
+    runmeta.init_run_dir(tmp_path, "tp", {"source": "mlaprof run", "kind": "scenario",
+                                          "device": "cuda"})  # fmt: skip
+    for rank, card in enumerate(cards):
+        monkeypatch.setattr(cpu_runner, "card_name", lambda d, c=card: c)
+        cpu_runner.start_run(sc, "torch", "cuda", tmp_path, name="tp", rank=rank).finish()
+    return tmp_path / "tp"
+
+
+@pytest.mark.parametrize(
+    ("cards", "said"),
+    [
+        ([CARD, CARD], f"measured on cuda ({CARD})"),
+        ([CARD, "NVIDIA H100 80GB HBM3"],
+         f"measured on cuda (rank 0: {CARD}; rank 1: NVIDIA H100 80GB HBM3)"),
+        (["NVIDIA H100", CARD, CARD, None],
+         f"measured on cuda (rank 0: NVIDIA H100; ranks 1-2: {CARD}; rank 3: not recorded)"),
+        ([None, None], "measured on cuda"),
+    ],
+)  # fmt: skip
+def test_each_ranks_card_is_its_own(tmp_path, monkeypatch, cards, said) -> None:
+    run_dir = _ranks_on(tmp_path, monkeypatch, cards)
+    assert "device_name" not in runmeta.read(run_dir)  # the launcher's run.json names none
+    with load(run_dir) as run:
+        assert str(scenario_evidence(run).provenance) == said
+
+
+def test_a_live_fold_names_each_ranks_card_as_the_full_reader_does(tmp_path, monkeypatch) -> None:
+    # the dashboard's provisional summary and the report tell one story
+    run_dir = _ranks_on(tmp_path, monkeypatch, [CARD, "NVIDIA H100 80GB HBM3"])
+    store, fold = RunFollow(run_dir), LiveFold("tp")
+    store.exists()
+    fold.meta = {"name": "tp", **store.read_meta(False)}
+    store.discover()
+    for key in store.databases:
+        fold.set_status(key, *store.state(key))
+        for rows in store.new_rows(key, 1000, FOLDED):
+            fold.add(rows)
+    live = str(scenario_evidence(FoldedRun(fold.snapshot())).provenance)
+    with load(run_dir) as run:
+        assert live == str(scenario_evidence(run).provenance)
+    assert live == f"measured on cuda (rank 0: {CARD}; rank 1: NVIDIA H100 80GB HBM3)"

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def scenario_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     device = str(run.meta.get("device") or "")
-    card = run.meta.get("device_name")  # the GPU's own name (runs recorded since it was kept)
+    card = cards_text(run)
     where = f"on {device} ({card})" if device and card else f"on {device}"
     prov = Provenance("measured", where) if device else Provenance("unknown", "no device")
     meta = run_meta(run.meta)
@@ -32,4 +32,30 @@ def scenario_evidence(run: Run) -> Evidence:
         capture=cap,
         device=device or "unknown (the run did not record its device)",
         provenance=prov,
+    )
+
+
+def cards_text(run: Run) -> str | None:
+    """The GPU(s) the run's ranks measured on, as their rank databases (or, before those kept
+    it, run.json) name them: one name, or each name with its ranks where they differ; None
+    where none was recorded."""
+    from mlaprof.analysis.ranks import rank_span
+
+    fallback = run.meta.get("device_name")
+    own = set(run.databases)  # (rank, role): a rank's own database has role ""
+    by_rank = {
+        r: (run.rank_meta(r).get("device_name") if (r, "") in own else None) or fallback
+        for r in run.ranks
+    }
+    names = sorted({c for c in by_rank.values() if c})
+    if not names:
+        return None
+    if len(names) == 1 and all(by_rank.values()):
+        return names[0]
+    ranks_of: dict[str | None, list[int]] = {}  # in the order of each name's first rank
+    for r, c in sorted(by_rank.items()):
+        ranks_of.setdefault(c, []).append(r)
+    return "; ".join(
+        f"rank{'s' if len(rs) > 1 else ''} {rank_span(rs)}: {c or 'not recorded'}"
+        for c, rs in ranks_of.items()
     )
