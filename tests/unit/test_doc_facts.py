@@ -89,17 +89,25 @@ def _vs_fcd03bf(name: str, **ratios: str) -> bool:
 
 
 def _shape_us(name: str, shape: tuple[int, int, int], impl: str) -> float:
-    """A bench/verify_vs_flashmla.py results file's time (us) of one kernel at one shape."""
-    row = next(r for r in bench(name, "summary", "per_shape")
-               if (r["B"], r["ctx"], r["qlen"]) == shape)  # fmt: skip
-    return row[impl]["us"]
+    """One kernel's time (us) at a shape of a bench/verify_vs_flashmla.py results file."""
+    return _shape_row(name, shape)[impl]["us"]
+
+
+def _shape_row(name: str, shape: tuple[int, int, int]) -> dict:
+    """A bench/verify_vs_flashmla.py results file's summary row of one (B, ctx, qlen)."""
+    return next(r for r in bench(name, "summary", "per_shape")
+                if (r["B"], r["ctx"], r["qlen"]) == shape)  # fmt: skip
+
+
+def _vs_flash_ratio(name: str, shape: tuple[int, int, int], impl: str) -> float:
+    """One kernel's ratio to FlashMLA at a shape of a bench/verify_vs_flashmla.py results file."""
+    return _shape_row(name, shape)[impl]["ratio_vs_flash_mla"]
 
 
 def _vs_flash(name: str, shape: tuple[int, int, int], **quoted: str) -> bool:
     """A bench/verify_vs_flashmla.py results file, every kernel checked correct, whose shape
     (B, ctx, qlen) has each kernel's ratio to FlashMLA as quoted (``mlaprof_page64="0.987"``)."""
-    row = next(r for r in bench(name, "summary", "per_shape")
-               if (r["B"], r["ctx"], r["qlen"]) == shape)  # fmt: skip
+    row = _shape_row(name, shape)
     return bench(name, "all_ok") is True and all(
         rounds_to(row[k.replace("_", "-")]["ratio_vs_flash_mla"], v) for k, v in quoted.items()
     )
@@ -722,6 +730,16 @@ FACTS: list[tuple[str, str, Check]] = [
               for k in ("mlaprof-page64", "page64-s2h1")] == [411.8, 414.5, 795.9, 811.4, 75.6, 78.3]
      and bench("verify_vs_flashmla_h100_s2_checked", "all_ok") is True
      and len(bench("verify_vs_flashmla_h100_s2_checked", "tma_checks")) == 20),
+    ("docs/performance.md", "and 1.008, 1.001, 1.011 and 1.000 in four calls on other H100s this morning",
+     lambda: [round(_vs_flash_ratio(f, (8, 131072, 1), "mlaprof-page64"), 3)
+              for f in ("verify_vs_flashmla_h100_s2", "verify_vs_flashmla_h100_s33",
+                        "verify_vs_flashmla_h100_s2_checked", "verify_vs_flashmla_h100_s2_final")]
+     == [1.008, 1.001, 1.011, 1.0]),
+    ("docs/performance.md", "426.0 vs 428.4,\n  819.0 vs 835.9, 76.7 vs 79.8 us",
+     lambda: [round(_shape_us("verify_vs_flashmla_h100_s2_final", sh, k), 1)
+              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
+              for k in ("mlaprof-page64", "page64-s2h1")] == [426.0, 428.4, 819.0, 835.9, 76.7, 79.8]
+     and bench("verify_vs_flashmla_h100_s2_final", "all_ok") is True),
     ("docs/performance.md", "four heads against one at page 64: 422.5\n  vs 425.5, 819.6 vs 833.5, 75.8 vs 78.4 us",
      lambda: [round(_shape_us("verify_vs_flashmla_h100_s33", sh, k), 1)
               for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
