@@ -32,6 +32,10 @@ KERNEL_HEADER = [
     "Scratch_Size", "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X",
     "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z",
 ]  # fmt: skip
+# LDS_Block_Size, Scratch_Size, VGPR_Count, Accum_VGPR_Count, SGPR_Count: the store keeps none
+# of them (nor a dispatch's queue and thread, nor a copy's stream): empty fields, as every
+# unknown number here, never a 0 that reads as a measured value
+NOT_KEPT = (None, None, None, None, None)
 API_HEADER = [
     "Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp",
     "End_Timestamp",
@@ -201,12 +205,12 @@ def _export_kernels(run: Run, rank: int, files: _Files, name: str) -> None:
             kid = pa.array([ids[u] for u in uniq.to_pylist()], pa.int64()).take(pos)
             text = pa.array([cells[u] for u in uniq.to_pylist()], pa.string()).take(pos)
             agent = pc.binary_join_element_wise("Agent ", col["device"].cast(pa.string()), "")
-            zero = pa.array([0] * rows, pa.int64())
+            none = pa.nulls(rows, pa.int64())  # an empty field: a value the store never kept
             out = pa.RecordBatch.from_arrays(
-                [pa.array(["KERNEL_DISPATCH"] * rows, pa.string()), agent, zero,
-                 col["stream"], zero, pa.array(range(n + 1, n + rows + 1), pa.int64()), kid,
-                 text, col["correlation"], col["start_ns"], col["end_ns"], zero, zero, zero,
-                 zero, zero, col["block_x"], col["block_y"], col["block_z"], col["grid_x"],
+                [pa.array(["KERNEL_DISPATCH"] * rows, pa.string()), agent, none,
+                 col["stream"], none, pa.array(range(n + 1, n + rows + 1), pa.int64()), kid,
+                 text, col["correlation"], col["start_ns"], col["end_ns"],
+                 *[none] * len(NOT_KEPT), col["block_x"], col["block_y"], col["block_z"], col["grid_x"],
                  col["grid_y"], col["grid_z"]],
                 names=KERNEL_HEADER,
             )  # fmt: skip
@@ -255,9 +259,9 @@ def _export_kernel_rows(run: Run, rank: int, files: _Files, name: str) -> None:
         kname = k["name"] or ""
         kid = ids.setdefault(kname, len(ids) + 1)
         files.write(name, KERNEL_HEADER,
-                    ["KERNEL_DISPATCH", _agent(k["device"]), 0, _s(k["stream"]), 0, i + 1, kid,
-                     kname, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), 0, 0, 0, 0,
-                     0, _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
+                    ["KERNEL_DISPATCH", _agent(k["device"]), None, _s(k["stream"]), None, i + 1, kid,
+                     kname, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), *NOT_KEPT,
+                     _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
                      _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])])  # fmt: skip
 
 
@@ -280,6 +284,6 @@ def _export_rank(run: Run, rank: int, files: _Files, pre: str) -> None:
                          _s(x["end_ns"])])  # fmt: skip
         else:
             files.write(f"{pre}memory_copy_trace.csv", COPY_HEADER,
-                        [kind or "MEMORY_COPY", _s(x["operation"]), 0, _s(x["src_agent"]),
+                        [kind or "MEMORY_COPY", _s(x["operation"]), None, _s(x["src_agent"]),
                          _s(x["dst_agent"]), _s(x["correlation"]), _s(x["start_ns"]),
                          _s(x["end_ns"])])  # fmt: skip

@@ -30,7 +30,14 @@ def test_layout_matches_rocprofv3(tmp_path: Path) -> None:
     assert rows[0][0] == "KERNEL_DISPATCH" and rows[0][1] == "Agent 0"
     # strings quoted, numbers bare, as rocprofv3 writes them
     first = (out / "kernel_trace.csv").read_text().splitlines()[1]
-    assert first.startswith('"KERNEL_DISPATCH","Agent 0",0,7,')
+    assert first.startswith('"KERNEL_DISPATCH","Agent 0",,7,,1,')
+    # what the store never keeps (queue, thread, LDS, scratch, registers) is an empty field,
+    # never a 0 that reads as measured
+    kept_none = ("Queue_Id", "Thread_Id", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
+                 "Accum_VGPR_Count", "SGPR_Count")  # fmt: skip
+    assert all(r[header.index(c)] == "" for r in rows for c in kept_none)
+    _, copies = csv_rows(out / "memory_copy_trace.csv")
+    assert [r[2] for r in copies] == [""]  # a copy's stream: not kept
     api_h, _ = csv_rows(out / "hip_api_trace.csv")
     assert api_h == csv_rows(ROCPROF / "rocprofiler-sdk-docs__marker_api_trace.csv")[0]
 
@@ -240,8 +247,9 @@ def _row_writer_kernels(run, rank: int) -> str:  # type: ignore[no-untyped-def]
         name = k["name"] or ""
         kid = ids.setdefault(name, len(ids) + 1)
         agent = None if k["device"] is None else f"Agent {k['device']}"
-        row = ["KERNEL_DISPATCH", agent, 0, k["stream"], 0, i + 1, kid, name, k["correlation"],
-               k["start_ns"], k["end_ns"], 0, 0, 0, 0, 0, k["block_x"], k["block_y"],
+        row = ["KERNEL_DISPATCH", agent, None, k["stream"], None, i + 1, kid, name,
+               k["correlation"], k["start_ns"], k["end_ns"], None, None, None, None, None,
+               k["block_x"], k["block_y"],
                k["block_z"], k["grid_x"], k["grid_y"], k["grid_z"]]  # fmt: skip
         lines.append(",".join(_cell(v) for v in row))
     return "\n".join(lines) + "\n"
