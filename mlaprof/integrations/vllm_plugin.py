@@ -101,7 +101,24 @@ def open_writer(role: str = "", rank: int | None = None) -> RunWriter:
         **_versions(),
     }
     rank = current_rank() if rank is None else rank
-    return create_run(traces, run_name(), meta, rank=rank, role=role)
+    writer = create_run(traces, run_name(), meta, rank=rank, role=role)
+    card = _worker_card() if not role else None
+    if card:  # the GPU this worker's numbers are measured on, in its own database
+        writer.set_meta("device_name", card)
+    return writer
+
+
+def _worker_card() -> str | None:
+    """The GPU a vLLM worker runs on, where this process has CUDA/HIP up already: nothing is
+    imported or initialised for it, and nothing is asked while a graph is being captured."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is None or not cuda.is_initialized() or cuda.is_current_stream_capturing():
+            return None
+        return str(cuda.get_device_name(cuda.current_device()))
+    except Exception:  # recording metadata is best effort
+        return None
 
 
 def recorder() -> EngineRecorder:

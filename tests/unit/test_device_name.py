@@ -1,12 +1,15 @@
 """Which GPU a run's numbers were measured on: ``mlaprof run`` keeps the card's name
 (``device_name`` in run.json, from ``torch.cuda.get_device_name``) and the report's measured
 provenance names it beside the device ("measured on cuda (NVIDIA H200)"); a run without it
-(recorded before, or on the CPU) says the device alone, never a card it did not record."""
+(recorded before, or on the CPU) says the device alone, never a card it did not record. Each
+rank keeps its own card in its database (a ``--ranks`` run, a vLLM engine's workers through the
+plugin), and the live fold names them as the report does."""
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +112,59 @@ def test_a_live_fold_names_each_ranks_card_as_the_full_reader_does(tmp_path, mon
     with load(run_dir) as run:
         assert live == str(scenario_evidence(run).provenance)
     assert live == f"measured on cuda (rank 0: {CARD}; rank 1: NVIDIA H100 80GB HBM3)"
+
+
+class _FakeCuda:
+    """torch.cuda as a vLLM worker has it: records what the plugin asks."""
+
+    def __init__(self, initialized: bool = True, capturing: bool = False) -> None:
+        self.initialized, self.capturing, self.asked = initialized, capturing, []
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def is_current_stream_capturing(self) -> bool:
+        return self.capturing
+
+    def current_device(self) -> int:
+        return 3
+
+    def get_device_name(self, d: int) -> str:
+        self.asked.append(d)
+        return CARD
+
+
+@pytest.mark.parametrize(
+    ("initialized", "capturing", "card"),
+    [(True, False, CARD), (False, False, None), (True, True, None)],
+)
+def test_the_plugin_asks_a_workers_card_only_where_cuda_is_up_and_not_capturing(
+    monkeypatch, initialized, capturing, card
+) -> None:
+    from types import SimpleNamespace
+
+    from mlaprof.integrations import vllm_plugin
+
+    fake = _FakeCuda(initialized, capturing)
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=fake))
+    assert vllm_plugin._worker_card() == card
+    assert fake.asked == ([3] if card else [])  # the worker's own device, asked once
+    monkeypatch.setitem(sys.modules, "torch", None)  # a process without torch: nothing
+    assert vllm_plugin._worker_card() is None
+
+
+def test_an_engine_runs_workers_keep_their_cards(tmp_path, monkeypatch) -> None:
+    from mlaprof.analysis.evidence.engine import engine_evidence
+    from mlaprof.integrations import vllm_plugin
+
+    monkeypatch.setenv(vllm_plugin.TRACES_ENV, str(tmp_path))
+    monkeypatch.setenv(vllm_plugin.RUN_ENV, "eng")
+    asked = []
+    monkeypatch.setattr(vllm_plugin, "_worker_card", lambda: asked.append(1) or CARD)
+    for rank in (0, 1):
+        vllm_plugin.open_writer(rank=rank).finish()
+    vllm_plugin.open_writer(role="scheduler", rank=0).finish()
+    assert len(asked) == 2  # the workers asked, the scheduler (no GPU of its own) not
+    with load(tmp_path / "eng") as run:
+        assert run.rank_meta(0, "scheduler").get("device_name") is None
+        assert str(engine_evidence(run).provenance) == f"measured by the engine ({CARD})"

@@ -55,3 +55,29 @@ def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any
     # an optional key the producer wrote as None stays in the document as null
     written_null = frozenset(k for k, v in out.items() if v is None and k in _OPTIONAL)
     return Capture(**out, null_keys=written_null)
+
+
+def cards_text(run: Run) -> str | None:
+    """The GPU(s) the run's ranks measured on, as their rank databases (or, before those kept
+    it, run.json) name them: one name, or each name with its ranks where they differ; None
+    where none was recorded."""
+    from mlaprof.analysis.ranks import rank_span
+
+    fallback = run.meta.get("device_name")
+    own = set(run.databases)  # (rank, role): a rank's own database has role ""
+    by_rank = {
+        r: (run.rank_meta(r).get("device_name") if (r, "") in own else None) or fallback
+        for r in run.ranks
+    }
+    names = sorted({c for c in by_rank.values() if c})
+    if not names:
+        return None
+    if len(names) == 1 and all(by_rank.values()):
+        return names[0]
+    ranks_of: dict[str | None, list[int]] = {}  # in the order of each name's first rank
+    for r, c in sorted(by_rank.items()):
+        ranks_of.setdefault(c, []).append(r)
+    return "; ".join(
+        f"rank{'s' if len(rs) > 1 else ''} {rank_span(rs)}: {c or 'not recorded'}"
+        for c, rs in ranks_of.items()
+    )
