@@ -32,10 +32,10 @@ KERNEL_HEADER = [
     "Scratch_Size", "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X",
     "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z",
 ]  # fmt: skip
-# LDS_Block_Size, Scratch_Size, VGPR_Count, Accum_VGPR_Count, SGPR_Count: the store keeps none
-# of them (nor a dispatch's queue and thread, nor a copy's stream): empty fields, as every
-# unknown number here, never a 0 that reads as a measured value
-NOT_KEPT = (None, None, None, None, None)
+# the kernel columns after End_Timestamp the store keeps none of (nor a dispatch's queue and
+# thread, nor a copy's stream): empty fields, as every unknown number here, never a 0 that
+# reads as a measured value
+NOT_KEPT = ("LDS_Block_Size", "Scratch_Size", "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count")
 API_HEADER = [
     "Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp",
     "End_Timestamp",
@@ -260,7 +260,7 @@ def _export_kernel_rows(run: Run, rank: int, files: _Files, name: str) -> None:
         kid = ids.setdefault(kname, len(ids) + 1)
         files.write(name, KERNEL_HEADER,
                     ["KERNEL_DISPATCH", _agent(k["device"]), None, _s(k["stream"]), None, i + 1, kid,
-                     kname, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), *NOT_KEPT,
+                     kname, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), *[None] * len(NOT_KEPT),
                      _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
                      _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])])  # fmt: skip
 

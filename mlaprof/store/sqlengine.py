@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import sqlite3
@@ -363,8 +364,10 @@ def in_sqlite(sources: Sequence[RankSource], named: Sequence[str] | set[str]) ->
     return True
 
 
+@functools.cache
 def attach_limit() -> int:
-    """The databases SQLite attaches to one connection (10 unless built otherwise)."""
+    """The databases SQLite attaches to one connection (10 unless built otherwise; the
+    library's, so asked once)."""
     db = sqlite3.connect(":memory:")
     try:
         return db.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED)

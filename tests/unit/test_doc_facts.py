@@ -99,6 +99,14 @@ def _shape_row(name: str, shape: tuple[int, int, int]) -> dict:
                 if (r["B"], r["ctx"], r["qlen"]) == shape)  # fmt: skip
 
 
+def _heads_four_vs_one(name: str) -> list[float]:
+    """Page 64 at the three verify shapes, stage 2 at four heads a program (the default) then
+    one (``page64-s2h1``), each rounded to 0.1 us, from a bench/verify_vs_flashmla.py file."""
+    shapes = ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
+    return [round(_shape_us(name, sh, k), 1) for sh in shapes
+            for k in ("mlaprof-page64", "page64-s2h1")]  # fmt: skip
+
+
 def _vs_flash_ratio(name: str, shape: tuple[int, int, int], impl: str) -> float:
     """One kernel's ratio to FlashMLA at a shape of a bench/verify_vs_flashmla.py results file."""
     return _shape_row(name, shape)[impl]["ratio_vs_flash_mla"]
@@ -719,15 +727,11 @@ FACTS: list[tuple[str, str, Check]] = [
               for f in ("verify_vs_flashmla_h200_roles", "verify_vs_flashmla_h200_roles_repeat",
                         "verify_vs_flashmla_h200_roles_again")] == [1.037, 1.06, 1.042]),
     ("docs/performance.md", "(8, 131072, 4) 414.6 vs 418.6 us, (64, 32768,\n  4) 793.3 vs 810.3, (1, 131072, 4) 75.2 vs 77.7",
-     lambda: [round(_shape_us("verify_vs_flashmla_h100_s2", sh, k), 1)
-              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
-              for k in ("mlaprof-page64", "page64-s2h1")] == [414.6, 418.6, 793.3, 810.3, 75.2, 77.7]
+     lambda: _heads_four_vs_one("verify_vs_flashmla_h100_s2") == [414.6, 418.6, 793.3, 810.3, 75.2, 77.7]
      and bench("verify_vs_flashmla_h100_s2", "all_ok") is True
      and "H100" in bench("verify_vs_flashmla_h100_s2", "env", "device")),
     ("docs/performance.md", "four heads against one at page 64 411.8 vs 414.5, 795.9 vs 811.4, 75.6 vs\n  78.3 us",
-     lambda: [round(_shape_us("verify_vs_flashmla_h100_s2_checked", sh, k), 1)
-              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
-              for k in ("mlaprof-page64", "page64-s2h1")] == [411.8, 414.5, 795.9, 811.4, 75.6, 78.3]
+     lambda: _heads_four_vs_one("verify_vs_flashmla_h100_s2_checked") == [411.8, 414.5, 795.9, 811.4, 75.6, 78.3]
      and bench("verify_vs_flashmla_h100_s2_checked", "all_ok") is True
      and len(bench("verify_vs_flashmla_h100_s2_checked", "tma_checks")) == 20),
     ("docs/performance.md", "and 1.008, 1.001, 1.011, 1.000 and 1.013 in five calls on other H100s this morning",
@@ -737,19 +741,13 @@ FACTS: list[tuple[str, str, Check]] = [
                         "verify_vs_flashmla_h100_final")]
      == [1.008, 1.001, 1.011, 1.0, 1.013]),
     ("docs/performance.md", "412.7 vs 415.8, 800.5 vs 814.1, 75.9 vs 78.5 us",
-     lambda: [round(_shape_us("verify_vs_flashmla_h100_final", sh, k), 1)
-              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
-              for k in ("mlaprof-page64", "page64-s2h1")] == [412.7, 415.8, 800.5, 814.1, 75.9, 78.5]
+     lambda: _heads_four_vs_one("verify_vs_flashmla_h100_final") == [412.7, 415.8, 800.5, 814.1, 75.9, 78.5]
      and bench("verify_vs_flashmla_h100_final", "all_ok") is True),
     ("docs/performance.md", "426.0 vs 428.4,\n  819.0 vs 835.9, 76.7 vs 79.8 us",
-     lambda: [round(_shape_us("verify_vs_flashmla_h100_s2_final", sh, k), 1)
-              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
-              for k in ("mlaprof-page64", "page64-s2h1")] == [426.0, 428.4, 819.0, 835.9, 76.7, 79.8]
+     lambda: _heads_four_vs_one("verify_vs_flashmla_h100_s2_final") == [426.0, 428.4, 819.0, 835.9, 76.7, 79.8]
      and bench("verify_vs_flashmla_h100_s2_final", "all_ok") is True),
     ("docs/performance.md", "four heads against one at page 64: 422.5\n  vs 425.5, 819.6 vs 833.5, 75.8 vs 78.4 us",
-     lambda: [round(_shape_us("verify_vs_flashmla_h100_s33", sh, k), 1)
-              for sh in ((8, 131072, 4), (64, 32768, 4), (1, 131072, 4))
-              for k in ("mlaprof-page64", "page64-s2h1")] == [422.5, 425.5, 819.6, 833.5, 75.8, 78.4]
+     lambda: _heads_four_vs_one("verify_vs_flashmla_h100_s33") == [422.5, 425.5, 819.6, 833.5, 75.8, 78.4]
      and [round(_shape_us("verify_vs_flashmla_h100_s33", (8, 131072, 1), k), 1)
           for k in ("page64-S=33-decode", "mlaprof-page64", "flash_mla")] == [420.9, 414.7, 414.5]
      and bench("verify_vs_flashmla_h100_s33", "all_ok") is True),

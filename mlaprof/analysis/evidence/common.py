@@ -57,6 +57,13 @@ def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any
     return Capture(**out, null_keys=written_null)
 
 
+def on_cards(where: str, run: Run) -> str:
+    """``where`` a run's numbers were measured ("on cuda", "by the engine") with the GPU(s)
+    its ranks recorded, in parentheses, where they did (:func:`cards_text`)."""
+    card = cards_text(run)
+    return f"{where} ({card})" if card else where
+
+
 def cards_text(run: Run) -> str | None:
     """The GPU(s) the run's ranks measured on, as their rank databases (or, before those kept
     it, run.json) name them: one name, or each name with its ranks where they differ; None

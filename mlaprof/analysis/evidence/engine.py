@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.claims import recorded_paths
-from mlaprof.analysis.evidence.common import capture, cards_text, load_tables
+from mlaprof.analysis.evidence.common import capture, load_tables, on_cards
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.step_records import Acceptance, EngineStep
 from mlaprof.store.runkind import RunKind
@@ -81,9 +81,8 @@ def engine_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     steps = engine_steps(t["events"])
     device = engine_device(run.meta.get("device"), steps)
-    card = cards_text(run)  # the workers' GPUs, where the plugin kept them
-    where = (f"on {device}" if device else "by the engine") + (f" ({card})" if card else "")
-    prov = Provenance("measured", where)
+    # the workers' GPUs, where the plugin kept them
+    prov = Provenance("measured", on_cards(f"on {device}" if device else "by the engine", run))
     return Evidence(
         kind=RunKind.ENGINE,
         name=run.name,

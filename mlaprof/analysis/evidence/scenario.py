@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import capture_summary
-from mlaprof.analysis.evidence.common import cards_text, load_tables
+from mlaprof.analysis.evidence.common import load_tables, on_cards
 from mlaprof.analysis.evidence.model import Evidence, Provenance, run_meta
 from mlaprof.store.runkind import RunKind
 
@@ -17,9 +17,11 @@ if TYPE_CHECKING:
 def scenario_evidence(run: Run) -> Evidence:
     t = load_tables(run)
     device = str(run.meta.get("device") or "")
-    card = cards_text(run)
-    where = f"on {device} ({card})" if device and card else f"on {device}"
-    prov = Provenance("measured", where) if device else Provenance("unknown", "no device")
+    prov = (
+        Provenance("measured", on_cards(f"on {device}", run))
+        if device
+        else Provenance("unknown", "no device")
+    )
     meta = run_meta(run.meta)
     cap = capture_summary(meta, t["syncs"], t["captures"], t["memory"], str(prov))
     return Evidence(
