@@ -173,10 +173,8 @@ def headline(
             HeadlineRow(
                 label="median step",
                 value=str(timing.step_median_text),
-                # a GPU run's timing says where it was measured, as its other numbers do
-                provenance=f"{timing.timing_label} {ev.provenance.detail}"
-                if ev.provenance.how == "measured" and timing.timing_label.startswith("measured")
-                else timing.timing_label,
+                # the timing section's label: where a GPU run's times were measured included
+                provenance=timing.timing_label,
             )
         )
     return out

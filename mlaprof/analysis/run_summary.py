@@ -196,7 +196,12 @@ def _sections(ev: Evidence) -> _Sections:
     t = ev.tables
     return _Sections(
         # torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)
-        timing=timing_summary(t["steps"], t["layers"], ev.meta.threads),
+        timing=timing_summary(
+            t["steps"],
+            t["layers"],
+            ev.meta.threads,
+            ev.provenance.detail if ev.provenance.how == "measured" else None,
+        ),
         paths=path_checks(t["events"]),
         reservation=reservation_summary(ev.scenario),
         replayed_splits=replayed_splits(t["steps"], t["layers"]),

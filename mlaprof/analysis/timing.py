@@ -84,6 +84,13 @@ def timing_label(timing: str | None) -> str:
     return TIMING_LABELS.get(str(timing), str(timing)) if timing else "unknown timing"
 
 
+def measured_label(timing: str | None, measured_on: str | None) -> str:
+    """The timing's label with where it was measured, for a timing that was ("measured graph
+    replay on cuda (NVIDIA H200)"); the bare label otherwise (a CPU reference, a trace)."""
+    label = timing_label(timing)
+    return f"{label} {measured_on}" if measured_on and label.startswith("measured") else label
+
+
 def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The steps (and their layers) that time the run: one served-step definition for the
     summary and the figures (:mod:`mlaprof.analysis.series`). Steps served under torch.profiler
@@ -104,9 +111,16 @@ def served_steps(steps: pd.DataFrame, layers: pd.DataFrame) -> tuple[pd.DataFram
     return steps, layers
 
 
-def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame, threads: int | None = None) -> Timing:
+def timing_summary(
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    threads: int | None = None,
+    measured_on: str | None = None,
+) -> Timing:
     """The run's step and layer times over its served steps (:func:`served_steps`); ``threads``:
-    torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)."""
+    torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace);
+    ``measured_on``: where the run's measured numbers were taken ("on cuda (NVIDIA H200)"),
+    which the label of a measured timing says, as every other measured number does."""
     steps, layers = served_steps(steps, layers)
     if steps.empty:
         return Timing(
@@ -137,7 +151,7 @@ def timing_summary(steps: pd.DataFrame, layers: pd.DataFrame, threads: int | Non
     return Timing(
         steps=int(len(steps)),
         timing=timing,
-        timing_label=timing_label(timing),
+        timing_label=measured_label(timing, measured_on),
         # over every rank's steps; where ranks' medians differ, views print per_rank
         # (step_median_text), never this pooled value alone
         step_median_us=pooled,

@@ -51,6 +51,10 @@ def test_a_cuda_run_keeps_the_cards_name(tmp_path: Path, monkeypatch: pytest.Mon
 def _headline_provenance(run_dir: Path) -> set[str]:
     with load(run_dir) as run:
         s = build_summary(run, series=False)
+    step = next(h.provenance for h in s.headline if h.label == "median step")
+    # one story: the step time's headline row and the timing section (every view's "timing"
+    # row, the TUI's step-time line, a compare's provenance) say the same words
+    assert s.timing.timing_label == step
     return {h.provenance for h in s.headline if h.provenance.startswith("measured")}
 
 
