@@ -139,3 +139,25 @@ def test_a_commands_imports_are_frozen_and_the_collector_resumes(tmp_path: Path)
     assert p.returncode == 0, p.stderr
     on, frozen = p.stderr.split("gc on ")[1].split(" frozen ")
     assert on == "True" and int(frozen) > 100_000  # pandas' and the analysis' objects
+
+
+def test_the_command_entry_turns_numpy_huge_pages_off_before_numpy() -> None:
+    """The entry point, in a fresh process: NumPy imported by the command after it runs reads
+    ``NUMPY_MADVISE_HUGEPAGE=0`` (mlaprof.huge_pages); a user's own setting stands."""
+    code = (
+        "import mlaprof.cli as c\n"
+        "def main():\n"
+        "    import numpy\n"
+        '    print((getattr(numpy, "_core", None) or numpy.core).multiarray._get_madvise_hugepage())\n'
+        "    return 0\n"
+        "c.main = main\n"
+        "c.entry()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    for chosen, said in ((None, "False"), ("1", "True")):
+        if chosen is not None:
+            env["NUMPY_MADVISE_HUGEPAGE"] = chosen
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+        assert out.stdout.strip() == said
