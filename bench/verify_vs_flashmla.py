@@ -109,6 +109,11 @@ VARIANTS = {
     # decode at B 8 in two full waves of 132 SMs (8 x 33 programs) instead of 128 programs
     "page64-S=33-decode": (64, C(gluon_decode=True)),
     "page1-S=33-decode": (1, C(gluon_decode=True)),
+    # four splits a row whatever B is: at (32, 32768, 1) 128 programs, at (33, 32768, 1) 132,
+    # each of 8192 keys (--extra-shapes): whether one wave of 128 programs leaves bandwidth to
+    # the 4 SMs it does not use (then 132 programs of the same size take no longer)
+    "page64-S=4-decode": (64, C(gluon_decode=True)),
+    "page1-S=4-decode": (1, C(gluon_decode=True)),
     # verify's sm_90 default with other stage-2 launch shapes (stage 2 merges qlen x heads
     # rows): one head a program (the default before), and 256 latent columns a program
     "page64-s2h1": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=1)),
@@ -437,7 +442,10 @@ def summarise(rows: list[dict]) -> dict:
     """The issue's targets from the rows: mlaprof / FlashMLA per shape and layout (best of the
     default and the variants per page size is reported beside the default), qlen 4 over qlen 1."""
     out: dict = {"per_shape": [], "qlen4_over_qlen1_B8": {}}
-    shapes = sorted({(r["B"], r["ctx"], r["qlen"]) for r in rows}, key=lambda x: SHAPES.index(x))
+    shapes = sorted(
+        {(r["B"], r["ctx"], r["qlen"]) for r in rows},
+        key=lambda x: (SHAPES.index(x) if x in SHAPES else len(SHAPES), x),
+    )
     for shp in shapes:
         mine = [r for r in rows if (r["B"], r["ctx"], r["qlen"]) == shp and "us" in r]
         d: dict = {"B": shp[0], "ctx": shp[1], "qlen": shp[2]}
@@ -464,6 +472,9 @@ def main() -> int:
     ap.add_argument("--shapes", default="", help="indices into SHAPES (default: all)")
     ap.add_argument(
         "--variants", default=",".join(VARIANTS), help="extra mlaprof configs ('' none)"
+    )
+    ap.add_argument(
+        "--extra-shapes", default="", help="more shapes after --shapes' ones: BxCTXxQLEN,..."
     )
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-checks", action="store_true", help="skip the TMA path's extra cases")
@@ -493,7 +504,9 @@ def main() -> int:
     if tma and not args.no_checks:
         res["tma_checks"] = tma_correctness(tma)
         (out / args.name).write_text(json.dumps(res, indent=1, default=str))
-    for b, ctx, qlen in gpu_suite.pick(args.shapes, SHAPES):
+    extra = [tuple(int(v) for v in x.split("x")) for x in args.extra_shapes.split(",") if x]
+    picked = gpu_suite.pick(args.shapes, SHAPES) if args.shapes or not extra else []
+    for b, ctx, qlen in list(picked) + extra:
         res["rows"] += run_shape(b, ctx, qlen, fm, variants, args.reps)
         gc.collect()
         torch.cuda.empty_cache()

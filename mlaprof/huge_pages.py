@@ -1,13 +1,19 @@
-"""NumPy's transparent huge pages, off in a command's own process.
+"""Transparent huge pages, off in a command's own process for NumPy and Arrow's allocator.
 
 NumPy asks the kernel for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on every array of
-4 MiB or more, unless ``NUMPY_MADVISE_HUGEPAGE=0`` is set before it is imported (NumPy's "Global
-state" documentation). An import makes and drops hundreds of such arrays per rank (a column of
-10^6 int64s is 8 MB); with huge pages each one's first touch makes the kernel clear whole 2 MiB
-pages, again after every return to the system. Without them a fleet of 8 ranks x 1.25M kernel
-records imports with ~8% less CPU, the kernel's share (page clearing) down by a quarter, at
-the same peak memory (docs/performance.md, "Huge pages"). A command process only, and only
-where the user has not chosen: a notebook or a caller's own process keeps its own setting.
+4 MiB or more unless ``NUMPY_MADVISE_HUGEPAGE=0`` is set before it is imported (NumPy's "Global
+state" documentation); Arrow's default allocator, mimalloc (3.x in pyarrow 26), allows them on
+its arenas unless ``MIMALLOC_ALLOW_THP=0`` is set before pyarrow loads it (mimalloc reads its
+``MIMALLOC_*`` options once, at process start). An import makes and drops hundreds of large
+arrays and buffers per rank; with huge pages each first touch makes the kernel clear a whole
+2 MiB page, again after every purge back to the system. Without them a fleet of 8 ranks x
+1.25M kernel records imports and reports with ~10% less CPU and a lower peak
+(docs/performance.md, "Huge pages").
+
+Set in a command process only, only where the user has not chosen, and only before the library
+that reads each is loaded: a notebook or a caller's own process keeps its own setting. A
+process the command starts (a rank, a server) inherits them, as it inherits the rest of the
+environment; neither changes a number, only how memory is mapped.
 """
 
 from __future__ import annotations
@@ -15,11 +21,15 @@ from __future__ import annotations
 import os
 import sys
 
-VARIABLE = "NUMPY_MADVISE_HUGEPAGE"
+# variable -> the module that reads it when it loads (set too late, it has no effect)
+SETTINGS = {
+    "NUMPY_MADVISE_HUGEPAGE": ("0", "numpy"),
+    "MIMALLOC_ALLOW_THP": ("0", "pyarrow"),
+}
 
 
 def command_process() -> None:
-    """Called by the ``mlaprof`` command's entry point before anything imports NumPy (which
-    reads the variable once, on import)."""
-    if "numpy" not in sys.modules:
-        os.environ.setdefault(VARIABLE, "0")
+    """Called by the ``mlaprof`` command's entry point, before NumPy or pyarrow is imported."""
+    for variable, (value, reader) in SETTINGS.items():
+        if reader not in sys.modules:
+            os.environ.setdefault(variable, value)

@@ -141,22 +141,29 @@ def test_a_commands_imports_are_frozen_and_the_collector_resumes(tmp_path: Path)
     assert on == "True" and int(frozen) > 100_000  # pandas' and the analysis' objects
 
 
-def test_the_command_entry_turns_numpy_huge_pages_off_before_numpy() -> None:
+def test_the_command_entry_turns_huge_pages_off_before_numpy_and_arrow() -> None:
     """The entry point, in a fresh process: NumPy imported by the command after it runs reads
-    ``NUMPY_MADVISE_HUGEPAGE=0`` (mlaprof.huge_pages); a user's own setting stands."""
+    ``NUMPY_MADVISE_HUGEPAGE=0``, and pyarrow's mimalloc finds ``MIMALLOC_ALLOW_THP=0`` set
+    (mlaprof.huge_pages); a user's own setting stands."""
     code = (
+        "import os\n"
         "import mlaprof.cli as c\n"
         "def main():\n"
         "    import numpy\n"
-        '    print((getattr(numpy, "_core", None) or numpy.core).multiarray._get_madvise_hugepage())\n'
+        "    core = getattr(numpy, '_core', None) or numpy.core\n"
+        "    print(core.multiarray._get_madvise_hugepage(), os.environ['MIMALLOC_ALLOW_THP'])\n"
         "    return 0\n"
         "c.main = main\n"
         "c.entry()\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
-    for chosen, said in ((None, "False"), ("1", "True")):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NUMPY_MADVISE_HUGEPAGE", "MIMALLOC_ALLOW_THP")
+    }
+    for chosen, said in ((None, "False 0"), ("1", "True 1")):
         if chosen is not None:
-            env["NUMPY_MADVISE_HUGEPAGE"] = chosen
+            env["NUMPY_MADVISE_HUGEPAGE"] = env["MIMALLOC_ALLOW_THP"] = chosen
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
         )
