@@ -63,7 +63,7 @@ def split_arch(backend_name: str, device: torch.device) -> str | None:
     """The GPU architecture the split policy is told for a run of ``backend_name`` on
     ``device``: only the triton backend's kernel changes shape with it (decode on sm_90 runs
     its 64-row Gluon kernel: ``policies.wide_programs``); None for the others, so their S is
-    never a quarter for a kernel they do not run (and Gluon is never imported for them)."""
+    never a 64-row program's for a kernel they do not run (and Gluon is never imported for them)."""
     if backend_name != "triton":
         return None
     from mlaprof.backends.triton_backend import split_arch as triton_arch

@@ -111,7 +111,7 @@ def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> La
     and a 3-stage KV pipeline (Triton emits wgmma for it, 255 registers, 2 spilled). Elsewhere
     (AMD, the CPU interpreter) the portable 32-row layout. Flattened verify holds one query
     position (16 rows) and runs the Triton kernel; so does decode, but on sm_90, where it runs
-    the Gluon kernel too (its heads padded to 64 rows, with a quarter of the splits: the split
+    the Gluon kernel too (its heads padded to 64 rows, with one wave of such programs: the split
     policy's ``wide_programs``), Triton's 16-row layout being the fallback. Verify's stage 2 on
     sm_90 merges 4 heads a program: it merges qlen x heads rows (4x decode's), and one head a
     program made the whole verify 0.5-3.8% longer at every verify shape of

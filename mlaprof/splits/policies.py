@@ -48,6 +48,11 @@ def next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
+def floor_pow2(x: int) -> int:
+    """The largest power of 2 not above ``x`` (1 for x <= 1)."""
+    return 1 if x <= 1 else 1 << (x.bit_length() - 1)
+
+
 # -- aiter gluon (mla_gluon) -----------------------------------------------------------------
 BH64_HEADS = (64, 128)  # mla_gluon's entry takes bh64 first for these head counts
 
@@ -305,7 +310,6 @@ def vllm_triton_verify(x: SplitInput) -> int:
 
 # -- mlaprof's own Triton kernel ---------------------------------------------------------------
 MLAPROF_MIN_CHUNK = 256  # fewest KV tokens a split is worth launching for
-VERIFY_SPLIT_DIVISOR = 4  # verify programs hold qlen x H rows: fewer splits than decode
 # where decode also runs the 64-row Gluon stage 1 (mlaprof.backends.triton_backend: sm_90)
 WIDE_DECODE_ARCH = "sm_90"
 
@@ -319,13 +323,18 @@ def wide_programs(qlen: int, arch: str | None) -> bool:
 
 def mlaprof_triton_cap(x: SplitInput) -> int:
     """The KV-length-free part of ``mlaprof_triton``: fill about two waves of the device; where
-    a program holds a 64-row tile (``wide_programs``: verify, and decode on sm_90) a quarter of
-    the splits: one wave of programs that fill an SM each, measured fastest on an H200 at B =
-    1, 8, 64 with both launch layouts, and for decode on the Gluon kernel on H100s
-    (docs/performance.md). With device-side splits this is the grid's S."""
-    per_row = next_pow2(max(1, cdiv(2 * x.units, max(1, x.num_reqs))))
+    a program holds a 64-row tile (``wide_programs``: verify, and decode on sm_90) one wave of
+    programs that fill an SM each: the largest power of 2 of splits a row whose programs all
+    fit the device at once, measured fastest on an H200 at B = 1, 8, 64 with both launch
+    layouts, and for decode on the Gluon kernel on H100s (docs/performance.md). (It was a
+    quarter of the two-wave count, the same S except where units / B is a power of 2, which got
+    half a wave: B 33 on 132 SMs ran 66 programs, 1.09x the time of 132 on an H100.) With
+    device-side splits this is the grid's S."""
+    rows = max(1, x.num_reqs)
     if wide_programs(x.qlen, x.arch):
-        per_row = max(1, per_row // VERIFY_SPLIT_DIVISOR)
+        per_row = floor_pow2(max(1, x.units // rows))
+    else:
+        per_row = next_pow2(max(1, cdiv(2 * x.units, rows)))
     return max(1, min(per_row, 256))
 
 

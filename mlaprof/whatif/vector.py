@@ -43,6 +43,12 @@ def next_pow2(x: object) -> Array:
     return out
 
 
+def floor_pow2(x: object) -> Array:
+    """The largest power of 2 not above ``x`` (1 for x <= 1), exact on integers."""
+    x = _i(x)
+    return np.where(x <= 1, 1, next_pow2(x + 1) // 2)
+
+
 def _gluon_v0119(x: SplitInput) -> Array:
     if x.heads in p.BH64_HEADS:  # the entry takes bh64 first (v0.1.19 L879)
         return _gluon_bh64(x)
@@ -141,9 +147,11 @@ def _vllm_triton(x: SplitInput) -> Array:
 
 
 def _mlaprof_triton(x: SplitInput) -> Array:
-    per_row = next_pow2(np.maximum(1, cdiv(2 * _i(x.units), np.maximum(1, _i(x.num_reqs)))))
-    if p.wide_programs(x.qlen, x.arch):
-        per_row = np.maximum(1, per_row // p.VERIFY_SPLIT_DIVISOR)
+    rows = np.maximum(1, _i(x.num_reqs))
+    if p.wide_programs(x.qlen, x.arch):  # one wave of 64-row programs
+        per_row = floor_pow2(np.maximum(1, _i(x.units) // rows))
+    else:  # about two waves
+        per_row = next_pow2(np.maximum(1, cdiv(2 * _i(x.units), rows)))
     cap = np.maximum(1, np.minimum(per_row, 256))  # p.mlaprof_triton_cap
     # p.device_row_splits of the longest row
     rows = next_pow2(np.maximum(1, cdiv(x.max_seq_len, p.MLAPROF_MIN_CHUNK)))

@@ -254,12 +254,20 @@ def test_mlaprof_triton_is_its_cap_limited_by_the_longest_row():
         mlaprof_triton_cap,
     )
 
-    # B = 1 on 132 SMs: next_pow2(264) = 512: 256 for decode (the cap), a quarter for verify
+    # B = 1 on 132 SMs: next_pow2(264) = 512: 256 for decode (the cap); verify's 64-row
+    # programs one wave: the largest power of 2 of programs a row that fit 132 SMs
     assert mlaprof_triton_cap(x(b=1, qlen=4, units=132)) == 128
+    # one wave where units / B is a power of 2 too (a quarter of the two-wave count was half
+    # a wave there): 132 programs at B 33, 256 at B 1..64 on 256 units
+    assert mlaprof_triton_cap(x(b=33, qlen=4, units=132)) == 4
+    assert mlaprof_triton_cap(x(b=66, qlen=4, units=132)) == 2
+    assert mlaprof_triton_cap(x(b=34, qlen=4, units=132)) == 2  # 3 a row would not be a power
+    assert [mlaprof_triton_cap(x(b=b, qlen=4, units=256)) for b in (1, 8, 64, 65)] == [
+        256, 32, 4, 2]  # fmt: skip
     assert mlaprof_triton_cap(x(b=1, qlen=1, units=132)) == 256
     assert mlaprof_triton_cap(x(b=8, qlen=1, units=132)) == 64  # next_pow2(33)
-    assert mlaprof_triton_cap(x(b=8, qlen=4, units=132)) == 16  # a quarter for verify
-    # decode on sm_90 runs the 64-row Gluon kernel: verify's quarter, not the 16-row S
+    assert mlaprof_triton_cap(x(b=8, qlen=4, units=132)) == 16  # one wave for verify
+    # decode on sm_90 runs the 64-row Gluon kernel: verify's one wave, not the 16-row S
     hop = dataclasses.replace(x(b=8, qlen=1, units=132), arch="sm_90")
     assert mlaprof_triton_cap(hop) == 16
     assert mlaprof_triton_cap(dataclasses.replace(hop, num_reqs=1)) == 128
