@@ -62,8 +62,8 @@ def use_device_splits(backend: object, backend_name: str, policy: str) -> bool:
 def split_arch(backend_name: str, device: torch.device) -> str | None:
     """The GPU architecture the split policy is told for a run of ``backend_name`` on
     ``device``: only the triton backend's kernel changes shape with it (decode on sm_90 runs
-    its 64-row Gluon kernel: ``policies.wide_programs``); None for the others, so their S is
-    never a 64-row program's for a kernel they do not run (and Gluon is never imported for them)."""
+    its 64-row Gluon kernel: ``policies.wide_programs``); None for the others, so they are never
+    given the S of a 64-row kernel they do not run (and Gluon is never imported for them)."""
     if backend_name != "triton":
         return None
     from mlaprof.backends.triton_backend import split_arch as triton_arch

@@ -755,6 +755,29 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: [round(bench("decode_stage2_h100_q4", "entries", k, "us"), 1)
               for k in ("stage1-alone", "default", "default-again", "s2-h1", "flash_mla")]
      == [405.1, 412.3, 412.8, 415.4, 433.9] and bench("decode_stage2_h100_q4", "qlen") == 4),
+    ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 10.32 (9.92-10.46) | 17.31 | **0.596x** (0.59-0.67) |",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-06_huge_pages", fleet_csv_ratio="0.596",
+                         fleet_rocpd_ratio="0.526", import_1m_ratio="0.620",
+                         import_1m_per_read_csv_head="0.757", report_json_demo_cpu_s_head="0.371",
+                         run_default_cpu_s_head="1.567", version_cpu_s_head="0.051")
+     and rounds_to(bench("vs_baseline_2026-12-06_huge_pages", "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"), "0.67")
+     and str(bench("vs_baseline_2026-12-06_huge_pages", "head")).startswith("4eec20b")),
+    ("docs/performance.md", "import 0.734x, CSV fleet 0.625x (pairs 0.623-0.695), rocpd fleet 0.568x, first report 0.388 s.",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-06_numpy_pages", import_1m_ratio="0.734",
+                         fleet_csv_ratio="0.625", fleet_rocpd_ratio="0.568",
+                         report_json_demo_cpu_s_head="0.388")
+     and rounds_to(bench("vs_baseline_2026-12-06_numpy_pages", "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"), "0.695")),
+    ("docs/performance.md", "| CSV fleet import + `report --json`, CPU | 10.76 s (10.47-11.56) | **10.12 s** (9.95-10.39), 0.94x | 5 pairs |",
+     lambda: bench("huge_pages_ab_2026-12-06", "summary", "import_and_report_cpu_s") == {"on": 10.76, "off": 10.12}
+     and bench("huge_pages_ab_2026-12-06", "summary", "import_cpu_s") == {"on": 9.21, "off": 8.32}),
+    ("docs/performance.md", "| CSV fleet import + `report --json`, CPU | 10.67 s (10.18-11.15) | **10.16 s** (9.94-10.69), 0.95x | 7 pairs |",
+     lambda: bench("huge_pages_ab_2026-12-06", "arrow_allocator", "fleet_import_and_report", "summary", "cpu_s") == {"on": 10.67, "off": 10.16}
+     and len(bench("huge_pages_ab_2026-12-06", "arrow_allocator", "fleet_import_and_report", "runs")) == 14),
+    ("docs/performance.md", "H100 at decode (33, 32768, 1), page 64: 454.4 us with 2 splits a row, 416.1 us with 4",
+     lambda: [round(_shape_us("verify_vs_flashmla_h100_wave_probe", sh, k), 1) for sh, k in (
+         ((33, 32768, 1), "mlaprof-page64"), ((33, 32768, 1), "page64-S=4-decode"),
+         ((33, 32768, 1), "flash_mla"), ((32, 32768, 1), "page64-S=4-decode"))]
+     == [454.4, 416.1, 408.4, 405.1]),
     ("docs/performance.md", "292.8 us, stage 1 + stage 2 294.9 us (FlashMLA 298.7 in that call)",
      lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
      and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")
