@@ -113,6 +113,11 @@ VARIANTS = {
     # each of 8192 keys (--extra-shapes): whether one wave of 128 programs leaves bandwidth to
     # the 4 SMs it does not use (then 132 programs of the same size take no longer)
     "page64-S=4-decode": (64, C(gluon_decode=True)),
+    # the split counts before the one-wave rule where units / B is a power of 2 (half a wave):
+    # B 33 (2 a row) and B 66 (1) at decode, B 33 at verify (the sm_90 verify default config)
+    "page64-S=2-decode": (64, C(gluon_decode=True)),
+    "page64-S=1-decode": (64, C(gluon_decode=True)),
+    "page64-S=2": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4)),
     "page1-S=4-decode": (1, C(gluon_decode=True)),
     # verify's sm_90 default with other stage-2 launch shapes (stage 2 merges qlen x heads
     # rows): one head a program (the default before), and 256 latent columns a program

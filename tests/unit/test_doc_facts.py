@@ -778,6 +778,15 @@ FACTS: list[tuple[str, str, Check]] = [
          ((33, 32768, 1), "mlaprof-page64"), ((33, 32768, 1), "page64-S=4-decode"),
          ((33, 32768, 1), "flash_mla"), ((32, 32768, 1), "page64-S=4-decode"))]
      == [454.4, 416.1, 408.4, 405.1]),
+    ("docs/performance.md", "| 33, 32768, 4 | 4 / 2 | 435.7 us | 474.6 us | 456.6 us | 0.954 (1.039) |",
+     lambda: [round(_shape_us("verify_vs_flashmla_h100_one_wave", sh, k), 1) for sh, k in (
+         ((33, 32768, 1), "mlaprof-page64"), ((33, 32768, 1), "page64-S=2-decode"),
+         ((66, 16384, 1), "mlaprof-page64"), ((66, 16384, 1), "page64-S=1-decode"),
+         ((33, 32768, 4), "mlaprof-page64"), ((33, 32768, 4), "page64-S=2"),
+         ((33, 32768, 4), "flash_mla"))]
+     == [430.1, 468.1, 429.9, 467.4, 435.7, 474.6, 456.6]
+     and round(_vs_flash_ratio("verify_vs_flashmla_h100_one_wave", (33, 32768, 4), "mlaprof-page64"), 3) == 0.954
+     and bench("verify_vs_flashmla_h100_one_wave", "all_ok") is True),
     ("docs/performance.md", "292.8 us, stage 1 + stage 2 294.9 us (FlashMLA 298.7 in that call)",
      lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
      and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")
