@@ -34,20 +34,14 @@ _DISTRIBUTIONS = {
 @functools.cache
 def versions() -> dict[str, str | None]:
     """Versions of what produced the numbers, read from package metadata (importing torch just to
-    ask would cost seconds and hundreds of MiB in commands that never use it)."""
-    from importlib import metadata
-
+    ask would cost seconds and hundreds of MiB in commands that never use it; the metadata is
+    read without ``importlib.metadata``'s import: :mod:`mlaprof.installed`)."""
+    from mlaprof import installed
     from mlaprof.version import __version__
 
     out: dict[str, str | None] = {"python": platform.python_version(), "mlaprof": __version__}
     for key, dists in _DISTRIBUTIONS.items():
-        out[key] = None
-        for dist in dists:
-            try:
-                out[key] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
-                continue
+        out[key] = next((v for v in map(installed.version, dists) if v is not None), None)
     return out
 
 

@@ -103,6 +103,19 @@ def test_a_first_json_report_of_a_small_run_loads_only_the_analysis(tmp_path: Pa
     assert rec["rc"] == 0 and rec["heavy"] == ["pandas"], rec["heavy"]
 
 
+def test_a_csv_import_loads_neither_pandas_nor_importlib_metadata(tmp_path: Path) -> None:
+    """A rocprofv3 CSV import writes run.json's versions without ``importlib.metadata`` (its
+    import loads the email package, mlaprof.installed reads the same) and its rows without
+    pandas, DuckDB or torch."""
+    src = ROOT / "tests" / "data" / "aiter" / "asm_16heads"
+    argv = ["import", "rocprof", str(src), "--traces", str(tmp_path), "--name", "t"]
+    got = _run_child([argv], (*HEAVY, "importlib.metadata", "email"))[" ".join(argv)]
+    assert got["rc"] == 0, got["said"]
+    assert got["heavy"] == []
+    versions = json.loads((tmp_path / "t" / "run.json").read_text())["versions"]
+    assert versions["torch"] is not None  # read all the same
+
+
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The child's record is not blind: a report of a real run does load pandas."""
     traces = tmp_path / "traces"
