@@ -472,19 +472,27 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
-    ap.add_argument("--shapes", default="", help="indices into SHAPES (default: all)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT", "bench/results"), help="folder of the results file"
+    )
+    ap.add_argument(
+        "--shapes", default="", help=f"indices into {SHAPES} as (B, ctx, qlen) (default: all)"
+    )
     ap.add_argument(
         "--variants", default=",".join(VARIANTS), help="extra mlaprof configs ('' none)"
     )
     ap.add_argument(
         "--extra-shapes", default="", help="more shapes after --shapes' ones: BxCTXxQLEN,..."
     )
-    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--reps", type=int, default=30, help="CUDA-graph replays a timing's median")
     ap.add_argument("--no-checks", action="store_true", help="skip the TMA path's extra cases")
     ap.add_argument("--check", default="", help="TMA variants given the extra cases (default: all)")
-    ap.add_argument("--name", default="verify_vs_flashmla.json")
+    ap.add_argument("--name", default="verify_vs_flashmla.json", help="the results file's name")
     args = ap.parse_args()
     fm, fm_info = load_flash_mla()
     res, out = results_start(args.out, heads=H, reps=args.reps, flash_mla=fm_info, rows=[])

@@ -307,11 +307,22 @@ def summarise(pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--baseline", default="fcd03bf", help="commit to compare HEAD with")
-    ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--fleet-dispatches", type=int, default=2_000_000)
-    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument(
+        "--pairs", type=int, default=3, help="alternating HEAD/baseline pairs a figure (>= 3)"
+    )
+    ap.add_argument(
+        "--fleet-dispatches",
+        type=int,
+        default=2_000_000,
+        help="kernel dispatches of the whole fleet (the issue's fleet: 10000000)",
+    )
+    ap.add_argument("--ranks", type=int, default=8, help="ranks of the fleet")
     ap.add_argument("--only", help=f"comma-separated figures of {','.join(FIGURES)}")
     ap.add_argument("--work", type=Path, help="scratch folder (kept; default: a temporary one)")
     ap.add_argument("--out", type=Path, help="default bench/results/vs_baseline_<date>.json")
