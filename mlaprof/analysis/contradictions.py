@@ -24,7 +24,11 @@ def contradictions(s: RunSummary) -> list[str]:
     kinds = {f.kind for f in s.findings}
     status = str(s.capture.status)
     graph_mode = s.scenario.graph_mode
-    if no_full_graph(status) and "split-frozen" in kinds:
+    frozen_said = any(
+        f.kind == "split-frozen" or (f.kind == "split-over" and "frozen into" in f.title)
+        for f in s.findings
+    )
+    if no_full_graph(status) and frozen_said:
         out.append(f"capture {status} + an S frozen into a FULL graph")
     if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status):
         out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -132,7 +132,7 @@ def split_findings(
     run_policy: str,
     graph_mode: str,
     pre_fix: str | None = None,
-    replayed: dict | None = None,
+    replayed: ReplayedSplits | None = None,
     worst: pd.DataFrame | None = None,
     claims: Claims | None = None,
 ) -> list[Finding]:
@@ -225,16 +225,25 @@ def split_findings(
                     },
                 )
             )
-        replayed = int(r.frozen) if graph_mode == "FULL" and pd.notna(r.frozen) else used
-        if main and over_split_rule(replayed, deserved):
-            out.append(_over_split_finding(r, replayed, deserved, p))
+        if main and over_split_rule(ran := _ran_with(r, used, full_graph, replayed), deserved):
+            out.append(_over_split_finding(r, ran, deserved, p, frozen=ran != used))
     return out
 
 
-def _over_split_finding(r: object, s: int, deserved: int, p: object) -> Finding:
+def _ran_with(r: Any, used: int, full_graph: bool, replayed: ReplayedSplits | None) -> int:
+    """The S the run's steps ran with, as the capture findings tell it: the graph's replays
+    where they were measured (the most any replay used), else the S the capture-time dummy run
+    froze where a FULL graph serves the steps, else the S its metadata used (an eager or
+    PIECEWISE run, and a FULL capture that failed: nothing was frozen)."""
+    if replayed is not None:
+        return replayed.max
+    return int(r.frozen) if full_graph and pd.notna(r.frozen) else used
+
+
+def _over_split_finding(r: object, s: int, deserved: int, p: object, frozen: bool) -> Finding:
     """S far above what the real rows can use: each extra split is a program that re-reads
-    its rows' queries and adds a partial to the stage-2 reduction."""
-    frozen = s == _opt_int(getattr(r, "frozen", None))
+    its rows' queries and adds a partial to the stage-2 reduction. ``frozen``: ``s`` is what a
+    FULL graph replays (measured or frozen by its capture), not the steps' own metadata."""
     how = "frozen into the FULL graph" if frozen else "used"
     occ_d = _opt_float(getattr(r, "occupancy_deserved", None))
     return Finding(

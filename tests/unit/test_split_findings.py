@@ -117,3 +117,47 @@ def test_one_collapse_wording_for_modelled_and_grid_rows():
         assert f.severity == "critical"  # S = 1 on the run's own rule
     assert "unknown without padding rows" in grid[0].title  # a grid counts padding rows
     assert "17 without padding rows" in modelled[0].title
+
+
+def _claims(capture_status: str) -> object:
+    from mlaprof.analysis.claims import Claims
+
+    return Claims(graph_mode="FULL", capture_status=capture_status, device="cuda")
+
+
+def test_a_failed_capture_claims_no_s_frozen_into_a_graph():
+    """A FULL capture that failed serves no FULL graph: the S the dummy run would freeze is
+    neither warned of nor said to be what the steps ran (vLLM 0.32 triton_mla's 256 for rows
+    that deserve 16 is over-split only where the graph serves); the same run captured is."""
+    rows = _splits("vllm-triton", 16, 16, 256)
+    failed = split_findings(rows, "vllm-triton", "FULL", claims=_claims("failed"))
+    assert [f.kind for f in failed] == []
+    captured = split_findings(rows, "vllm-triton", "FULL", claims=_claims("captured"))
+    assert [f.kind for f in captured] == ["split-over"]
+    assert "frozen into the FULL graph" in captured[0].title
+    aiter = _splits("aiter-gluon-v0.1.19", 17, 17, 1)
+    assert split_findings(aiter, "aiter-gluon-v0.1.19", "FULL", claims=_claims("failed")) == []
+
+
+def test_a_measured_replay_is_what_the_over_split_rule_reads():
+    """The graph ran what it ran: a measured replay of S 16 is not over-split though the dummy
+    run's model says 256; a measured 64 for rows that deserve 16 is."""
+    from mlaprof.analysis.sections import ReplayedSplits
+
+    rows = _splits("vllm-triton", 16, 16, 256)
+    measured = ReplayedSplits(min=16, max=16, steps=4, provenance="measured")
+    assert split_findings(rows, "vllm-triton", "FULL", replayed=measured) == []
+    wide = ReplayedSplits(min=64, max=64, steps=4, provenance="measured")
+    (f,) = split_findings(rows, "vllm-triton", "FULL", replayed=wide)
+    assert f.kind == "split-over" and f.data["splits"] == 64
+
+
+def test_the_run_policy_row_is_judged_wherever_it_stands_among_the_policies():
+    """The run's own policy listed after others (vLLM's Triton after AITER's rows) is still
+    warned of: another row's S never stands in for the measured replay."""
+    rows = pd.concat(
+        [_splits("aiter-asm", 16, 16, 16), _splits("aiter-gluon-v0.1.19", 17, 17, 1)],
+        ignore_index=True,
+    )
+    kinds = [f.kind for f in split_findings(rows, "aiter-gluon-v0.1.19", "FULL")]
+    assert kinds == ["split-frozen"]
