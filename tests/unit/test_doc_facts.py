@@ -88,6 +88,19 @@ def _vs_fcd03bf(name: str, **ratios: str) -> bool:
     )
 
 
+def _per_all_read_csv(name: str) -> tuple[float, float]:
+    """The 1M import's median over the median of all ten ``pandas.read_csv`` runs of a
+    bench/vs_baseline.py file (both rotations), CPU and wall, to 3 decimals."""
+    import statistics
+
+    pairs = bench(name, "figures", "import", "pairs")
+    out = []
+    for k in ("cpu_s", "wall_s"):
+        rc = [p[side]["read_csv"][k] for p in pairs for side in ("head", "baseline")]
+        out.append(round(statistics.median(p["head"][k] for p in pairs) / statistics.median(rc), 3))
+    return out[0], out[1]
+
+
 def _shape_us(name: str, shape: tuple[int, int, int], impl: str) -> float:
     """One kernel's time (us) at a shape of a bench/verify_vs_flashmla.py results file."""
     return _shape_row(name, shape)[impl]["us"]
@@ -755,6 +768,17 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: [round(bench("decode_stage2_h100_q4", "entries", k, "us"), 1)
               for k in ("stage1-alone", "default", "default-again", "s2-h1", "flash_mla")]
      == [405.1, 412.3, 412.8, 415.4, 433.9] and bench("decode_stage2_h100_q4", "qlen") == 4),
+    ("docs/performance.md", "import is 0.883x their median on CPU and 0.792x on wall time (0.571x beside HEAD)",
+     lambda: _per_all_read_csv("vs_baseline_2026-12-06_e925a05") == (0.883, 0.792)),
+    ("docs/performance.md", "modes: 0.94-1.07 and 1.34-1.86); the import is 1.046x their median on CPU and 0.956x on wall time.",
+     lambda: _per_all_read_csv("vs_baseline_2026-12-06_huge_pages") == (1.046, 0.956)),
+    ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 10.92 (10.58-14.80) | 18.38 | **0.594x** (0.54-0.76) |",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-06_e925a05", fleet_csv_ratio="0.594",
+                         fleet_rocpd_ratio="0.519", import_1m_ratio="0.684",
+                         import_1m_per_read_csv_head="0.571", report_json_demo_cpu_s_head="0.361",
+                         run_default_cpu_s_head="1.626", version_cpu_s_head="0.052")
+     and sorted(round(p["head"]["cpu_s"], 2) for p in bench("vs_baseline_2026-12-06_e925a05", "figures", "fleet_csv", "pairs")) == [10.58, 10.6, 10.92, 11.01, 14.8]
+     and str(bench("vs_baseline_2026-12-06_e925a05", "head")).startswith("e925a05")),
     ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 10.32 (9.92-10.46) | 17.31 | **0.596x** (0.59-0.67) |",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_huge_pages", fleet_csv_ratio="0.596",
                          fleet_rocpd_ratio="0.526", import_1m_ratio="0.620",
