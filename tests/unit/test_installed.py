@@ -42,3 +42,27 @@ def test_the_installers_layouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert installed.version("triton") == "3.6.0"
     assert installed.version("torch") == "2.11.0"
     assert installed.version("aiter") is None
+
+
+def test_aiter_s_version_is_read_as_run_json_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module without ``__version__`` (AITER from source): the installed distribution's
+    version, ``amd-aiter`` before ``aiter`` (run.json's rule, mlaprof.store.runmeta); "unknown"
+    where neither is installed, never a version it did not read."""
+    import types
+
+    from mlaprof.integrations import aiter_env
+
+    monkeypatch.delenv(aiter_env.VERSION_ENV, raising=False)
+    module = types.ModuleType("aiter")
+    _write(tmp_path / "aiter-0.1.19.dist-info" / "METADATA", "Name: aiter\nVersion: 0.1.19\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert aiter_env.aiter_version(module) == "0.1.19"
+    _write(
+        tmp_path / "amd_aiter-0.1.20.dist-info" / "METADATA", "Name: amd-aiter\nVersion: 0.1.20\n"
+    )
+    installed._index.cache_clear()
+    assert aiter_env.aiter_version(module) == "0.1.20"
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])
+    assert aiter_env.aiter_version(module) == "unknown"
