@@ -225,26 +225,37 @@ def split_findings(
                     },
                 )
             )
-        if main and over_split_rule(ran := _ran_with(r, used, full_graph, replayed), deserved):
-            out.append(_over_split_finding(r, ran, deserved, p, frozen=ran != used))
+        ran, how, source = _ran_with(r, used, full_graph, replayed)
+        if main and over_split_rule(ran, deserved):
+            out.append(_over_split_finding(r, ran, deserved, p, how, source))
     return out
 
 
-def _ran_with(r: Any, used: int, full_graph: bool, replayed: ReplayedSplits | None) -> int:
-    """The S the run's steps ran with, as the capture findings tell it: the graph's replays
-    where they were measured (the most any replay used), else the S the capture-time dummy run
-    froze where a FULL graph serves the steps, else the S its metadata used (an eager or
-    PIECEWISE run, and a FULL capture that failed: nothing was frozen)."""
+def _ran_with(
+    r: Any, used: int, full_graph: bool, replayed: ReplayedSplits | None
+) -> tuple[int, str, str]:
+    """The S the run's steps ran with, as the capture findings tell it, with how a title says
+    it and where it comes from: the graph's replays where they were measured (the most any
+    replay used), else the S the capture-time dummy run froze where a FULL graph serves the
+    steps (modelled), else the S its metadata used (an eager or PIECEWISE run, and a FULL
+    capture that failed: nothing was frozen)."""
     if replayed is not None:
-        return replayed.max
-    return int(r.frozen) if full_graph and pd.notna(r.frozen) else used
+        return replayed.max, "replayed by the FULL graph", replayed.provenance
+    if full_graph and pd.notna(r.frozen):
+        return (
+            int(r.frozen),
+            "frozen into the FULL graph",
+            "modelled: vLLM's capture-time dummy run",
+        )
+    return used, "used", "recorded: the steps' metadata"
 
 
-def _over_split_finding(r: object, s: int, deserved: int, p: object, frozen: bool) -> Finding:
+def _over_split_finding(
+    r: object, s: int, deserved: int, p: object, how: str, source: str
+) -> Finding:
     """S far above what the real rows can use: each extra split is a program that re-reads
-    its rows' queries and adds a partial to the stage-2 reduction. ``frozen``: ``s`` is what a
-    FULL graph replays (measured or frozen by its capture), not the steps' own metadata."""
-    how = "frozen into the FULL graph" if frozen else "used"
+    its rows' queries and adds a partial to the stage-2 reduction. ``how`` / ``source``: how
+    the S ran and where that S comes from (:func:`_ran_with`)."""
     occ_d = _opt_float(getattr(r, "occupancy_deserved", None))
     return Finding(
         kind="split-over",
@@ -254,6 +265,7 @@ def _over_split_finding(r: object, s: int, deserved: int, p: object, frozen: boo
             f"{deserved} ({s / deserved:.0f}x the programs and stage-2 partials)"
         ),
         evidence=(
+            f"S = {s} {source}; "
             f"step {_opt_int(r.step)}: with S = {deserved} the real rows already fill "
             f"{_pct(occ_d)} of the {r.target} units (modelled); the other {s - deserved} "
             "splits per row each re-read the row's queries for a short KV chunk and add a "

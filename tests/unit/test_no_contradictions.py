@@ -40,6 +40,8 @@ def test_each_rule_fires_on_the_pair_it_names() -> None:
     # an over-split said of the S a FULL graph froze, where the capture failed
     over = _finding("split-over", "KV splits over-split: S = 256 frozen into the FULL graph")
     assert any("frozen" in c for c in contradictions(replace(failed, findings=[over])))
+    replay = _finding("split-over", "KV splits over-split: S = 64 replayed by the FULL graph")
+    assert any("frozen" in c for c in contradictions(replace(failed, findings=[replay])))
     used = _finding("split-over", "KV splits over-split: S = 64 used, the real rows use 16")
     assert contradictions(replace(failed, findings=[*failed.findings, used])) == []
     fgs = replace(failed, full_graph_splits=replace(failed.full_graph_splits, modelled=1))

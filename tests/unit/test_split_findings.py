@@ -150,6 +150,13 @@ def test_a_measured_replay_is_what_the_over_split_rule_reads():
     wide = ReplayedSplits(min=64, max=64, steps=4, provenance="measured")
     (f,) = split_findings(rows, "vllm-triton", "FULL", replayed=wide)
     assert f.kind == "split-over" and f.data["splits"] == 64
+    # where the S comes from, said with it: measured here, modelled or recorded elsewhere
+    assert "S = 64 replayed by the FULL graph" in f.title
+    assert f.evidence.startswith("S = 64 measured")
+    (modelled,) = split_findings(rows, "vllm-triton", "FULL", claims=_claims("captured"))
+    assert modelled.evidence.startswith("S = 256 modelled: vLLM's capture-time dummy run")
+    eager = split_findings(_splits("vllm-triton", 64, 16, 256), "vllm-triton", "PIECEWISE")
+    assert [x.evidence.split(";")[0] for x in eager] == ["S = 64 recorded: the steps' metadata"]
 
 
 def test_the_run_policy_row_is_judged_wherever_it_stands_among_the_policies():
