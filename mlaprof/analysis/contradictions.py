@@ -37,6 +37,7 @@ def contradictions(s: RunSummary) -> list[str]:
         out.append(f"capture {status} + an S frozen into a FULL graph")
     if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status):
         out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")
+    out += _frozen_cells(s, full_graph_serves(graph_mode, status), f"{status} / {graph_mode}")
     if (
         no_full_graph(status)
         and any(f.kind == "memory" and "capture fewer sizes" in f.fix for f in s.findings)
@@ -80,6 +81,20 @@ def contradictions(s: RunSummary) -> list[str]:
             out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
     out += _unknown_read_as_value(s)
     return out
+
+
+def _frozen_cells(s: RunSummary, full_graph: bool, context: str) -> list[str]:
+    """A frozen S in the splits rows or the figures' split series where none stands: a run no
+    FULL graph serves, or the run's own policy where its graph's replays were measured."""
+    own = s.scenario.policy or ""
+    series = [p for r in (s.series.ranks if s.series is not None else ()) for p in r.splits]
+    for where, rows in (("the splits table", s.splits), ("the split series", series)):
+        frozen = [r.policy for r in rows if r.frozen is not None]
+        if frozen and not full_graph:
+            return [f"capture {context} + a frozen S in {where} ({frozen[0]})"]
+        if s.replayed_splits is not None and (own in frozen or (frozen and not own)):
+            return [f"measured replays + a modelled frozen S on the run's policy in {where}"]
+    return []
 
 
 def _unknown_read_as_value(s: RunSummary) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
-from mlaprof.analysis.claims import full_graph_serves
 from mlaprof.analysis.padding import UNRECORDED_SHARE, amounts, scope_text
 from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
@@ -14,7 +13,6 @@ from mlaprof.analysis.share import share_text
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence import Evidence
     from mlaprof.analysis.sections import (
-        Capture,
         EngineStart,
         Fleet,
         FleetEngine,
@@ -44,20 +42,14 @@ def _pct(x: float | None) -> str:
     return share_text(x)
 
 
-def _replayed(
-    measured: ReplayedSplits | None,
-    r: SplitStep,
-    sc: Scenario,
-    status: str | None = None,
-) -> str:
+def _replayed(measured: ReplayedSplits | None, r: SplitStep) -> str:
     """What a FULL graph replays beside the S used per step: measured where the run replayed
-    one, else the S the capture-time dummy run would freeze (modelled), when it differs and a
-    FULL graph serves the steps (not where its capture failed: mlaprof.analysis.claims)."""
+    one, else the S the capture-time dummy run would freeze (modelled) when it differs, where
+    it stands in this run (the row's ``frozen``: mlaprof.analysis.splits.frozen_stands)."""
     if measured is not None:
         lo, hi = measured.min, measured.max
         return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
-    full = full_graph_serves(sc.graph_mode, status)
-    if full and r.frozen is not None and r.frozen != r.used:
+    if r.frozen is not None and r.frozen != r.used:
         return f"; a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} (modelled)"
     return ""
 
@@ -66,7 +58,6 @@ def split_rows(
     splits: list[SplitStep],
     sc: Scenario,
     device: str,
-    capture: Capture | None = None,
     replayed: ReplayedSplits | None = None,
     ranks: int = 1,
 ) -> list[HeadlineRow]:
@@ -74,7 +65,6 @@ def split_rows(
     ``ranks``: how many ranks the run has (the worst step names its rank where several)."""
     out: list[HeadlineRow] = []
     r = own_split(splits, sc.policy)
-    status = capture.status if capture is not None else None
     where = f" on rank {r.rank}" if r is not None and ranks > 1 else ""
     if r is not None and r.on_device:
         out.append(
@@ -89,7 +79,7 @@ def split_rows(
             HeadlineRow(
                 label=f"KV splits ({r.policy})",
                 value="no S: the policy's kernel does not run in this configuration"
-                + _replayed(replayed, r, sc, status),
+                + _replayed(replayed, r),
                 provenance=f"model: {r.source or r.policy}",
             )
         )
@@ -97,8 +87,7 @@ def split_rows(
         out.append(
             HeadlineRow(
                 label=f"KV splits ({r.policy}, worst step{where})",
-                value=f"S used {r.used}, deserved {r.deserved}"
-                + _replayed(replayed, r, sc, status),
+                value=f"S used {r.used}, deserved {r.deserved}" + _replayed(replayed, r),
                 provenance="model" if device.startswith("cpu") else "recorded",
             )
         )
@@ -158,7 +147,7 @@ def headline(
                 provenance=src,
             )
         )
-    out += split_rows(splits, scenario, ev.meta.device or "", cap, replayed, len(ev.ranks))
+    out += split_rows(splits, scenario, ev.meta.device or "", replayed, len(ev.ranks))
     if padding.real_rows or padding.steps_padded:
         out.append(
             HeadlineRow(

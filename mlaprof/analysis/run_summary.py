@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis import sections
 from mlaprof.analysis.capture import capture_findings, step_mode_findings
-from mlaprof.analysis.claims import Claims, claims_of, full_graph_serves, mismatch_findings
+from mlaprof.analysis.claims import Claims, claims_of, mismatch_findings
 from mlaprof.analysis.collapse import collapse_findings
 from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.cpu_attention import cpu_findings
@@ -45,7 +45,13 @@ from mlaprof.analysis.sections import (
 )
 from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
-from mlaprof.analysis.splits import replayed_splits, split_findings, split_rows, split_summary
+from mlaprof.analysis.splits import (
+    frozen_rule,
+    replayed_splits,
+    split_findings,
+    split_rows,
+    split_summary,
+)
 from mlaprof.analysis.starts import log_spec_totals
 from mlaprof.analysis.syncs import (
     host_sync_findings,
@@ -302,7 +308,9 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
     layers = layer_syncs(layer_table(t["layers"], syncs, ev.reference), counts)
     sec = _sections(ev)
     scenario = ev.scenario
-    splits = split_rows(t["splits"], sec.split_worst)
+    # one rule for where a modelled frozen S stands: the table, the headline, full_graph_splits
+    stands = frozen_rule(scenario.policy or "", claims.full_graph, sec.replayed_splits)
+    splits = split_rows(t["splits"], sec.split_worst, stands)
     padding = padding_summary(t["padding"])
     fleet = fleet_summary(
         ev.ranks,
@@ -356,12 +364,10 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         imported=_imported(ev.meta),
         log_spec=log_spec_totals(ev.starts) if ev.starts else None,
         dp_groups=dp_group_rows(fleet.per_rank),
-        full_graph_splits=_full_graph_splits(
-            splits, scenario, ev.capture.status, sec.replayed_splits
-        ),
+        full_graph_splits=_full_graph_splits(splits, scenario, sec.replayed_splits),
         # the figures' section, from the same evidence and the analyzers' own layer table and
         # shadow (None for a caller whose views draw no figure)
-        series=_series(ev, layers, engine_shadow, run, sec.timing) if with_series else None,
+        series=_series(ev, layers, engine_shadow, run, sec.timing, stands) if with_series else None,
     )
 
 
@@ -374,16 +380,13 @@ def _series(*args: Any) -> Series:
 
 
 def _full_graph_splits(
-    splits: list[SplitStep],
-    scenario: Scenario,
-    capture_status: str,
-    measured: ReplayedSplits | None,
+    splits: list[SplitStep], scenario: Scenario, measured: ReplayedSplits | None
 ) -> FullGraphSplits:
-    """The S a FULL graph replays (measured) beside the S the dummy-run capture would freeze
-    (modelled, the run's own policy): measured over modelled where both exist."""
+    """The S a FULL graph replays: measured where its replays were, else the S the dummy-run
+    capture would freeze (modelled, the run's own policy) where that stands in this run
+    (``splits``' frozen S, :func:`mlaprof.analysis.splits.frozen_stands`)."""
     own = own_split(splits, scenario.policy)
-    full = full_graph_serves(scenario.graph_mode, capture_status)
-    modelled = own.frozen if own is not None and full else None
+    modelled = None if own is None else own.frozen
     source = (
         Source.MEASURED
         if measured is not None

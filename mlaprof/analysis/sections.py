@@ -555,6 +555,13 @@ class SyncCounts:
         return self.total if self.checked else None
 
 
+# what a splits table's "frozen" cell holds, and what its "-" means (mlaprof.analysis.splits.frozen_stands)
+FROZEN_LEGEND = (
+    "frozen: S a FULL graph captured with vLLM's dummy run keeps (modelled; - where no FULL "
+    "graph serves the steps, and on the run's policy where its graph's replays were measured)"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SplitStep:
     """The worst step per rank and policy, modelled (analysis.splits.split_rows); ``None`` where
@@ -568,7 +575,8 @@ class SplitStep:
     on_device: bool | None  # S decided on the device at replay (never frozen)
     used: int | None
     deserved: int | None
-    frozen: int | None  # the S a FULL graph captured by vLLM's dummy run would replay (modelled)
+    # the S a FULL graph captured by vLLM's dummy run would replay (modelled), where that stands
+    frozen: int | None
     all_rows: int | None
     active_rows: int | None
     min_kv_used: int | None

@@ -11,7 +11,7 @@ is the shadow analysis' ``per_step``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ import pandas as pd
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
-from mlaprof.analysis.splits import decided_on_device
+from mlaprof.analysis.splits import decided_on_device, frozen_rule, replayed_splits
 from mlaprof.analysis.timing import median_by_mode, served_steps
 from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
@@ -353,9 +353,13 @@ def mode_timing(
     return tuple(sorted(out, key=lambda m: order.get(m.mode, 9)))
 
 
-def split_points(splits: pd.DataFrame) -> tuple[SplitPoint, ...]:
+def split_points(
+    splits: pd.DataFrame, stands: Callable[[str], bool] | None = None
+) -> tuple[SplitPoint, ...]:
     """Per policy and step one row (the worst: lowest used / deserved, where an import repeats
-    a step), in step order; device-decided policies lose their host S used and frozen."""
+    a step), in step order; device-decided policies lose their host S used and frozen, and a
+    policy whose modelled frozen S does not stand in the run (``stands``:
+    :func:`mlaprof.analysis.splits.frozen_rule`) its frozen S."""
     if splits.empty:
         return ()
     cols = ("step", "capture_size", "used", "deserved", "frozen", "occupancy_used",
@@ -377,6 +381,7 @@ def split_points(splits: pd.DataFrame) -> tuple[SplitPoint, ...]:
     for pol in pols:
         mine = sorted(rows.get(pol, []), key=lambda i: (steps[i] != steps[i], _nan0(steps[i])))
         on_device = decided_on_device(pol)
+        frozen = stands is None or stands(pol)
         for i in mine:
             note = _s(col["note"][i])
             # the splits section's rule: a persistent row AITER decided on the host is not
@@ -388,7 +393,7 @@ def split_points(splits: pd.DataFrame) -> tuple[SplitPoint, ...]:
                     capture_size=_i(col["capture_size"][i]),
                     used=None if dev else _f(col["used"][i]),
                     deserved=_f(col["deserved"][i]),
-                    frozen=None if dev else _f(col["frozen"][i]),
+                    frozen=_f(col["frozen"][i]) if frozen and not dev else None,
                     occupancy_used=_f(col["occupancy_used"][i]),
                     occupancy_deserved=_f(col["occupancy_deserved"][i]),
                     note=note,
@@ -723,14 +728,16 @@ def rank_series(
     kernels: pd.DataFrame | None = None,
     shadow_steps: list[ShadowStep] | None = None,
     timing: Timing | None = None,
+    stands: Callable[[str], bool] | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
-    timing section), used where this rank's rows are all of them; ``sc``: the run's scenario."""
+    timing section), used where this rank's rows are all of them; ``sc``: the run's scenario;
+    ``stands``: where a modelled frozen S stands (:func:`mlaprof.analysis.splits.frozen_rule`)."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
     by_mode = timing.by_mode if timing is not None and whole else None
-    points = split_points(t["splits"]) if "splits" in t else ()
+    points = split_points(t["splits"], stands) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
     served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
     lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
@@ -765,10 +772,12 @@ def build_series(
     shadow: ShadowSection | None,
     run: Run | None = None,
     timing: Timing | None = None,
+    stands: Callable[[str], bool] | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
     Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
-    ``timing``: its timing section, of the same steps and layers)."""
+    ``timing``: its timing section, of the same steps and layers; ``stands``: where the run's
+    modelled frozen S stands, the summary's rule, :func:`mlaprof.analysis.splits.frozen_rule`)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
     per_step = list(shadow.per_step) if shadow is not None else []
@@ -777,7 +786,15 @@ def build_series(
         run=ev.name,
         ranks=tuple(
             rank_series(
-                ev.tables, r, layer_rows, meta.scenario, run, kernels.get(r), per_step, timing
+                ev.tables,
+                r,
+                layer_rows,
+                meta.scenario,
+                run,
+                kernels.get(r),
+                per_step,
+                timing,
+                stands,
             )  # fmt: skip
             for r in ranks
         ),
@@ -796,6 +813,7 @@ def build_series(
 def series_for_run(run: Run, shadow: dict[str, str] | None = None) -> Series:
     """The series of a Run without its findings (a notebook's figure): the same evidence, layer
     table and shadow analysis :func:`mlaprof.analysis.run_summary.build_summary` uses."""
+    from mlaprof.analysis.claims import claims_of
     from mlaprof.analysis.evidence import collect
     from mlaprof.analysis.layers import layer_table
     from mlaprof.analysis.served import served_analysis
@@ -803,7 +821,10 @@ def series_for_run(run: Run, shadow: dict[str, str] | None = None) -> Series:
     ev = collect(run)
     t = ev.tables
     sh = served_analysis(ev.engine_steps, ev.acceptance, **(shadow or {}))[1]
-    return build_series(ev, layer_table(t["layers"], t["syncs"], ev.reference), sh, run)
+    replayed = replayed_splits(t["steps"], t["layers"])
+    stands = frozen_rule(ev.scenario.policy or "", claims_of(ev).full_graph, replayed)
+    layers = layer_table(t["layers"], t["syncs"], ev.reference)
+    return build_series(ev, layers, sh, run, stands=stands)
 
 
 def series_from_tables(

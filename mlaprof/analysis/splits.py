@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -52,6 +53,26 @@ def replayed_splits(steps: pd.DataFrame, layers: pd.DataFrame) -> ReplayedSplits
     )
 
 
+def frozen_stands(
+    policy: str, run_policy: str, full_graph: bool, replayed: ReplayedSplits | None
+) -> bool:
+    """Whether the S vLLM's capture-time dummy run would freeze (modelled) stands for a policy's
+    row in this run: only where a FULL graph serves the steps (a failed capture, a PIECEWISE or
+    eager run freezes nothing), and for the run's own policy only where no replay of its graph
+    was measured (measured over modelled: the graph ran what it ran). The one rule behind the
+    splits table's "frozen" cells, the figures' frozen series, the headline and the findings."""
+    own = policy == run_policy or not run_policy
+    return full_graph and not (own and replayed is not None)
+
+
+def frozen_rule(
+    run_policy: str, full_graph: bool, replayed: ReplayedSplits | None
+) -> Callable[[str], bool]:
+    """:func:`frozen_stands` for one run, as a predicate on the policy (what the summary's
+    splits rows and the figures' split series are both given)."""
+    return lambda policy: frozen_stands(policy, run_policy, full_graph, replayed)
+
+
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     """Per rank and policy: the step where S used is worst relative to S deserved. A policy
     whose S is decided on the device (no host S) keeps its latest row, so every view lists the
@@ -74,9 +95,15 @@ def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     return out.assign(_o=order).sort_values("_o").drop(columns="_o").reset_index(drop=True)
 
 
-def split_rows(splits: pd.DataFrame, worst: pd.DataFrame | None = None) -> list[SplitStep]:
+def split_rows(
+    splits: pd.DataFrame,
+    worst: pd.DataFrame | None = None,
+    stands: Callable[[str], bool] | None = None,
+) -> list[SplitStep]:
     """The worst-step row per rank and policy, with where each policy's rule was read from
-    (``worst``: :func:`split_summary` of ``splits``, where the caller holds it)."""
+    (``worst``: :func:`split_summary` of ``splits``, where the caller holds it). ``stands``:
+    whether a policy's modelled frozen S stands in this run (:func:`frozen_stands`); where it
+    does not, the row's ``frozen`` is None. None: every recorded frozen S is kept."""
     out = []
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         p = POLICIES.get(r.policy)
@@ -94,7 +121,7 @@ def split_rows(splits: pd.DataFrame, worst: pd.DataFrame | None = None) -> list[
                 else p.on_device and HOST_FALLBACK not in str(getattr(r, "note", "") or ""),
                 used=_opt_int(r.used),
                 deserved=_opt_int(r.deserved),
-                frozen=_opt_int(r.frozen),
+                frozen=_opt_int(r.frozen) if stands is None or stands(r.policy) else None,
                 all_rows=_opt_int(r.all_rows),
                 active_rows=_opt_int(r.active_rows),
                 min_kv_used=_opt_int(r.min_kv_used),
@@ -198,8 +225,7 @@ def split_findings(
             )
         if (
             main
-            and full_graph
-            and replayed is None
+            and frozen_stands(r.policy, run_policy, full_graph, replayed)
             and pd.notna(r.frozen)
             and is_collapsed(int(r.frozen), deserved)
         ):
@@ -241,7 +267,7 @@ def _ran_with(
     capture that failed: nothing was frozen)."""
     if replayed is not None:
         return replayed.max, "replayed by the FULL graph", replayed.provenance
-    if full_graph and pd.notna(r.frozen):
+    if frozen_stands(r.policy, r.policy, full_graph, replayed) and pd.notna(r.frozen):
         return (
             int(r.frozen),
             "frozen into the FULL graph",

@@ -214,12 +214,14 @@ def layer_syncs(layers: list[LayerRow], counts: SyncCounts) -> list[LayerRow]:
 
 def _counted(per_rank: list[RankSyncs], total: int, n_layers: int, steps: int, what: str) -> str:
     """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
-    that reads as one rank's."""
+    that reads as one rank's; the layers they were on where there are any ("0 on 0 layer(s)"
+    read as if no layer had been watched)."""
+    where = f" on {n_layers} layer(s)" if total else ""
     if len(per_rank) <= 1:
-        return f"{total}{what} on {n_layers} layer(s) ({steps} step(s) checked)"
+        return f"{total}{what}{where} ({steps} step(s) checked)"
     totals = per_rank_count({r.rank: r.total for r in per_rank})
     watched = per_rank_count({r.rank: r.watched_steps for r in per_rank}, "step(s)")
-    return f"{totals}{what} on {n_layers} layer(s), {watched} checked"
+    return f"{totals}{what}{where}, {watched} checked"
 
 
 def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from mlaprof.analysis.findings import rank_list
 from mlaprof.analysis.memory import human_bytes
+from mlaprof.analysis.sections import FROZEN_LEGEND
 from mlaprof.analysis.share import share_text
 from mlaprof.reporters.names import fit_names
 from mlaprof.reporters.rows import (
@@ -212,7 +213,7 @@ def print_report(
     if s.splits:
         console.print(
             "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
-            "deserved: real rows only; frozen: S a FULL graph captured with the dummy run keeps "
+            f"deserved: real rows only; {FROZEN_LEGEND} "
             "(device: S decided on the device at replay, never frozen); "
             f"occupancy of {sc.target} units used -> deserved; † UNVERIFIED: part of the "
             "rule is not verified (see --json 'source'); ‡ not runnable: the policy's kernel "

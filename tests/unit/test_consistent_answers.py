@@ -19,7 +19,7 @@ from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.sections import RankSyncs, ReplayedSplits, Scenario, SplitStep
 from mlaprof.analysis.served import engine_findings
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.splits import split_findings
+from mlaprof.analysis.splits import frozen_rule, frozen_stands, split_findings, split_rows
 from mlaprof.analysis.syncs import sync_counts
 from mlaprof.analysis.trust import trust_by_rank, trust_summary
 from mlaprof.store import load
@@ -123,7 +123,7 @@ def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked(
     no_syncs = pd.DataFrame(columns=list(dict.fromkeys([*columns("syncs"), "rank"])))
     checked = sync_counts(no_syncs, _layers([0, None]))  # step 0 watched, nothing found
     assert checked.checked and checked.watched_steps == 1 and checked.total == 0
-    assert checked.text == "0 on 0 layer(s) (1 step(s) checked)"
+    assert checked.text == "0 (1 step(s) checked)"
     assert checked.per_rank == [RankSyncs(rank=0, total=0, layers=0, watched_steps=1)]
     assert [r.syncs for r in layer_table(_layers([0, None]), no_syncs)] == [0.0, 0.0]
     unwatched = sync_counts(no_syncs, _layers([None, None]))  # e.g. a vLLM plugin run
@@ -214,18 +214,18 @@ def test_a_policy_whose_kernel_gives_no_s_says_so_in_the_headline() -> None:
 
 def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_replay() -> None:
     """A CPU run under --min-kv-mode active-rows: S used 16 per step, but the graph vLLM's dummy
-    run captures would replay S = 1; the headline and the frozen warning now say the same."""
+    run captures would replay S = 1; the headline and the frozen warning now say the same, and
+    neither says it where the splits rows hold no frozen S (no FULL graph serves the steps:
+    mlaprof.analysis.splits.frozen_stands)."""
     own = "aiter-gluon-v0.1.19"
     row = _split_step(policy=own, used=16, deserved=17, frozen=1)
-    sc = Scenario(graph_mode="FULL", policy=own)
-    assert _replayed(None, row, sc) == (
+    assert _replayed(None, row) == (
         "; a FULL graph captured by vLLM's dummy run would replay S = 1 (modelled)"
     )
-    assert _replayed(None, replace(row, frozen=16), sc) == ""  # nothing to add
-    assert _replayed(None, row, replace(sc, graph_mode="PIECEWISE")) == ""
-    assert _replayed(None, row, sc, "failed") == ""  # no FULL graph: capture failed
+    assert _replayed(None, replace(row, frozen=16)) == ""  # nothing to add
+    assert _replayed(None, replace(row, frozen=None)) == ""  # none stands in this run
     measured = ReplayedSplits(min=4, max=4, provenance="measured", steps=1)
-    assert _replayed(measured, row, sc) == "; the FULL graph replayed S = 4 (measured)"
+    assert _replayed(measured, row) == "; the FULL graph replayed S = 4 (measured)"
     frame = pd.DataFrame(
         [
             {"step": 0, "capture_size": 16, "policy": own, "used": 16, "deserved": 17,
@@ -236,6 +236,48 @@ def test_a_modelled_full_run_says_beside_s_used_what_the_frozen_graph_would_repl
     )  # fmt: skip
     kinds = lambda rep: [f.kind for f in split_findings(frame, own, "FULL", None, rep)]  # noqa: E731
     assert kinds(None) == ["split-frozen"] and kinds(measured) == []
+    for mode, rep in (("PIECEWISE", None), ("FULL", measured)):  # the rows say what it says
+        stands = frozen_rule(own, mode == "FULL", rep)
+        assert split_rows(frame, stands=stands)[0].frozen is None
+    assert split_rows(frame, stands=frozen_rule(own, True, None))[0].frozen == 1
+
+
+def test_frozen_stands_only_where_a_full_graph_serves_and_no_replay_of_the_policy_was_measured():
+    measured = ReplayedSplits(min=4, max=4, provenance="measured", steps=1)
+    own, other = "aiter-gluon-v0.1.19", "vllm-triton"
+    assert frozen_stands(own, own, True, None) and frozen_stands(other, own, True, measured)
+    assert not frozen_stands(own, own, False, None)  # capture failed, PIECEWISE or eager
+    assert not frozen_stands(other, own, False, None)
+    assert not frozen_stands(own, own, True, measured)  # measured over modelled
+    assert not frozen_stands(other, "", True, measured)  # no run policy: every row is the run's
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        # the legacy flat path's syncs broke the capture: no graph froze any S
+        ("bug-legacy-flat-syncs-break-capture", set()),
+        # a captured FULL graph whose replays were measured: the run's own policy shows what
+        # was replayed (the headline), the other policies what the dummy run would freeze
+        ("fix-native-kernel-full-graph", {"aiter-gluon-v0.1.19.post2", "vllm-triton"}),
+    ],
+)
+def test_the_splits_table_and_figures_show_a_frozen_s_only_where_it_stands(
+    name: str, kept: set[str]
+) -> None:
+    """A run whose FULL capture failed showed "frozen 1" on every policy in its splits table
+    and figures, and a run whose graph replayed S = 16 (measured) showed "frozen 1" on its own
+    policy beside the headline's replayed 16: the table, the figures' series, the headline and
+    full_graph_splits now read one rule (mlaprof.analysis.splits.frozen_stands)."""
+    with load(DEMO / name) as run:
+        s = build_summary(run)
+    frozen = {r.policy for r in s.splits if r.frozen is not None}
+    assert kept <= frozen if kept else frozen == set()
+    assert s.scenario.policy not in frozen
+    assert s.series is not None
+    series = {p.policy for r in s.series.ranks for p in r.splits if p.frozen is not None}
+    assert series == frozen
+    assert s.full_graph_splits.modelled is None
 
 
 def test_splits_per_layer_of_a_trace_draws_no_empty_deserved_series_and_shows_s_1() -> None:

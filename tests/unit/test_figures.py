@@ -59,7 +59,13 @@ def test_splits_by_step_plots_the_table_values(runs):
     own = sp[sp["policy"] == "aiter-gluon-v0.1.19"].sort_values("step")
     assert list(trace(fig, "S used").y) == own["used"].tolist()
     assert list(trace(fig, "S deserved").y) == own["deserved"].tolist()
-    assert list(trace(fig, "S frozen in the captured graph").y) == own["frozen"].tolist()
+    # the bug's FULL capture failed: no graph froze an S, so none is drawn (the splits table's
+    # rule, mlaprof.analysis.splits.frozen_stands); the fix's captured graph has one
+    assert "S frozen in the captured graph" not in [t.name for t in fig.data]
+    _, fix = runs
+    fsp = fix.splits[fix.splits["policy"] == "aiter-gluon-v0.1.19"].sort_values("step")
+    frozen = trace(F.splits_used_vs_deserved(fix), "S frozen in the captured graph")
+    assert list(frozen.y) == fsp["frozen"].tolist() and set(frozen.y) == {1}
     assert list(trace(fig, "S used").x) == own["step"].tolist()
     # the bug: padding rows pin min_kv to qlen, S collapses to 1 while real rows deserve 16
     assert set(trace(fig, "S used").y) == {1} and set(trace(fig, "S deserved").y) == {16}

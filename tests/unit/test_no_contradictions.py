@@ -46,6 +46,14 @@ def test_each_rule_fires_on_the_pair_it_names() -> None:
     assert contradictions(replace(failed, findings=[*failed.findings, used])) == []
     fgs = replace(failed, full_graph_splits=replace(failed.full_graph_splits, modelled=1))
     assert any("full_graph_splits" in c for c in contradictions(fgs))
+    # a frozen cell in the splits table where no FULL graph serves the steps
+    cell = replace(failed, splits=[replace(failed.splits[0], frozen=1), *failed.splits[1:]])
+    assert any("frozen S in the splits table" in c for c in contradictions(cell))
+    # the run's own policy frozen beside its measured replays
+    clean = _summary("demo-fix-native-kernel-full-graph")
+    assert clean.replayed_splits is not None
+    own = [replace(r, frozen=1) if r.policy == clean.scenario.policy else r for r in clean.splits]
+    assert any("measured replays" in c for c in contradictions(replace(clean, splits=own)))
     trim = replace(failed, findings=[*failed.findings,
                                      _finding("memory", fix="capture fewer sizes")])  # fmt: skip
     assert any("trim" in c for c in contradictions(trim))

@@ -27,17 +27,31 @@ def test_a_fleet_is_told_per_dp_group_with_the_s_each_group_ran() -> None:
 
 
 def test_the_s_a_full_graph_replays_is_measured_over_modelled() -> None:
-    """A GPU run whose graph replayed S = 4 beside the dummy run's modelled S = 1: both kept,
-    the measured one is the one to show; a run with no replay shows the modelled S."""
+    """A GPU run whose graph replayed S = 4: the measured S is the one shown, and the dummy
+    run's modelled S = 1 no longer stands beside it (as in the splits table); a run with no
+    replay shows the modelled S."""
     fix = _summary("demo-fix-padding-active-rows-c16").full_graph_splits
-    assert (fix.measured_min, fix.measured_max, fix.modelled) == (4, 4, 1)
+    assert (fix.measured_min, fix.measured_max, fix.modelled) == (4, 4, None)
     assert fix.source is Source.MEASURED
     # a run whose capture failed runs PIECEWISE: no FULL graph, so no S frozen into one
     bug = _summary("demo-bug-legacy-flat-syncs-break-capture").full_graph_splits
     assert (bug.measured_min, bug.modelled, bug.used) == (None, None, 16)
     assert bug.source is None
     captured = _summary("demo-bug-padding-collapses-splits-c16").full_graph_splits
-    assert captured.modelled == 1  # the same rule keeps it where the capture succeeded
+    assert (captured.measured_max, captured.modelled) == (1, None)
+
+
+def test_a_captured_graph_without_measured_replays_shows_the_modelled_frozen_s(tmp_path) -> None:
+    """A CPU run whose FULL capture succeeded replays nothing measured: the dummy run's modelled
+    S stands (the splits table's rule keeps it where the capture succeeded)."""
+    import mlaprof
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.synthetic.figures import write_run
+
+    with mlaprof.load(write_run(tmp_path, "fix", fixed=True, fallback_steps=())) as run:
+        s = build_summary(run, series=False)
+    assert str(s.capture.status) == "captured" and s.replayed_splits is None
+    assert (s.full_graph_splits.modelled, s.full_graph_splits.source) == (1, Source.MODELLED)
 
 
 def test_checked_zero_is_not_not_checked() -> None:
