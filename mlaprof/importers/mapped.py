@@ -8,6 +8,16 @@ process's resident set, so the pages a parse is done with are handed back
 (``madvise(MADV_DONTNEED)``): the map is of a read-only file, so a later touch of such a page
 reads it again from the file, never zeros, and handing back too early costs time, never
 correctness. A file that cannot be mapped (empty, a pipe) is read with ``pread``.
+
+A map is only safe while the file keeps its length: a page past a new, shorter end raises
+SIGBUS, which kills the process (a trace rewritten or truncated while it is imported). So a
+range is mapped only under a read lease (Linux ``fcntl(F_SETLEASE, F_RDLCK)``, fcntl(2)
+"Leases"): another process that opens the file for writing or truncates it then waits until
+the range is closed (at most ``/proc/sys/fs/lease-break-time`` seconds), and the parse reads
+the file as it was, whole. Where no lease can be taken (the file is open for writing, e.g.
+still being written; another user's file; a filesystem without leases; not Linux) the range
+is read with ``pread``, which a shorter file answers with fewer bytes: the range then refuses
+with :class:`FileChanged`, never a torn parse.
 """
 
 from __future__ import annotations
@@ -15,10 +25,38 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import signal
 from pathlib import Path
+
+from mlaprof.errors import MlaprofError
 
 # pages handed back in steps of at least this many bytes (one madvise call per step)
 RELEASE_STEP = 16 << 20
+
+
+class FileChanged(MlaprofError):
+    """The file became shorter while its range was read (rewritten or truncated)."""
+
+
+def _lease(fd: int) -> bool:
+    """A read lease on ``fd``'s file, where one can be taken. The lease-break notice is sent as
+    SIGURG, whose default action is to ignore it (the default SIGIO would end the process); a
+    process that handles SIGURG itself takes no lease."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return False
+    if not hasattr(fcntl, "F_SETLEASE") or signal.getsignal(signal.SIGURG) not in (
+        signal.SIG_DFL,
+        signal.SIG_IGN,
+    ):
+        return False
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError:  # open for writing elsewhere (EAGAIN), not ours (EACCES), no leases here
+        return False
+    return True
 
 
 class MappedRange:
@@ -28,19 +66,20 @@ class MappedRange:
     closed = False
 
     def __init__(self, path: Path, start: int, end: int) -> None:
-        self._at, self._end = start, end
+        self._path, self._at, self._end = path, start, end
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self._fd = os.open(path, os.O_RDONLY)
-        if end > start:
+        # mapped only under a lease taken before the length is checked: from then on no one
+        # shortens the file under the map (the fd, and with it the lease, is kept until close)
+        if end > start and _lease(self._fd):
+            self._check_length()
             try:
                 self._map = mmap.mmap(self._fd, end, access=mmap.ACCESS_READ)
             except (OSError, ValueError):  # not mappable: read() copies instead
                 self._map = None
         if self._map is not None:
             self._view = memoryview(self._map)
-            os.close(self._fd)
-            self._fd = -1
         self._base = start - start % mmap.PAGESIZE
         self._released = self._base
 
@@ -60,8 +99,19 @@ class MappedRange:
             return b""
         at = self._at
         got = self._view[at : at + want] if self._view is not None else os.pread(self._fd, want, at)
+        if len(got) < want:  # read() gives the whole request up to the range's end
+            self._check_length()
         self._at = at + len(got)
         return got
+
+    def _check_length(self) -> None:
+        """Refuse a file that no longer reaches the range's end."""
+        size = os.fstat(self._fd).st_size
+        if size < self._end:
+            raise FileChanged(
+                f"{self._path}: the file changed while it was read (now {size:,} bytes, was "
+                f"at least {self._end:,}): import it again once it is written"
+            )
 
     def parsed(self, nbytes: int) -> None:
         """The reader is done with the range's first ``nbytes``: hand their pages back."""

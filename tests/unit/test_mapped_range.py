@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,73 @@ def test_a_file_that_will_not_map_is_read_with_pread(tmp_path: Path, monkeypatch
         r.parsed(10**6)  # nothing mapped: nothing to hand back
     finally:
         r.close()
+
+
+def _leases(tmp_path: Path) -> bool:
+    """Whether this filesystem grants this process a read lease (Linux, the file's owner),
+    asked of the kernel directly (not through the code under test)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    p = tmp_path / "lease-probe"
+    p.write_bytes(b"x")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        return True
+    except (OSError, AttributeError):
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_file_shortened_under_a_range_read_without_a_lease_is_refused(tmp_path: Path) -> None:
+    """A file open for writing elsewhere (still being written) gets no lease: its range is read
+    with pread, and a truncation the reader runs into is one clear error, never a torn parse."""
+    import pyarrow.csv as pcsv
+
+    rows = b"".join(b"%d,%d\n" % (i, i * 3) for i in range(200_000))
+    p = tmp_path / "k.csv"
+    p.write_bytes(b"a,b\n" + rows)
+    size = p.stat().st_size
+    with open(p, "ab"):  # the writer's handle: no read lease while it is open
+        r = MappedRange(p, 0, size)
+        try:
+            assert r._map is None
+            reader = pcsv.open_csv(
+                r, read_options=pcsv.ReadOptions(block_size=1 << 16, use_threads=False)
+            )
+            reader.read_next_batch()
+            os.truncate(p, size // 3)
+            with pytest.raises(mapped.FileChanged, match=r"changed while it was read \(now "):
+                for _ in reader:
+                    pass
+        finally:
+            r.close()
+
+
+def test_a_file_shorter_than_its_range_when_mapped_is_refused(tmp_path: Path) -> None:
+    """Shortened between the size the reader planned with and the map: refused at once (a map
+    past the end would be a SIGBUS on the first touch)."""
+    if not _leases(tmp_path):
+        pytest.skip("no file leases on this filesystem")
+    p, data = _file(tmp_path, 5 * mmap.PAGESIZE)
+    with pytest.raises(mapped.FileChanged, match="was at least"):
+        MappedRange(p, 0, len(data) + 3 * mmap.PAGESIZE)
+
+
+def test_a_process_that_handles_sigurg_takes_no_lease(tmp_path: Path) -> None:
+    """The lease-break notice is SIGURG (ignored by default; SIGIO would end the process): where
+    the process handles SIGURG itself, the range takes no lease and reads with pread."""
+    p, data = _file(tmp_path, 3 * mmap.PAGESIZE)
+    old = signal.signal(signal.SIGURG, lambda *_: None)
+    try:
+        r = MappedRange(p, 0, len(data))
+        try:
+            assert r._map is None and _drain(r, 1000) == data
+        finally:
+            r.close()
+    finally:
+        signal.signal(signal.SIGURG, old)
