@@ -1,9 +1,10 @@
-"""The one way a count over ranks is said: per rank, as a range over ranks, never a silent sum.
-Shared by the run listing (``runs``, the picker) and the analyzers' texts."""
+"""The one way ranks and a count over ranks are said: which ranks (a span where they run on),
+per rank, as a range over ranks, never a silent sum. Shared by the run listing (``runs``, the
+picker), the analyzers' texts and every view."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 
 def per_rank_count(counts: Mapping[int, int], unit: str = "") -> str:
@@ -21,3 +22,24 @@ def per_rank_count(counts: Mapping[int, int], unit: str = "") -> str:
     each = ", ".join(f"{r}: {n}" for r, n in sorted(counts.items())[:16])
     more = ", ..." if len(counts) > 16 else ""
     return f"{values[0]}-{values[-1]}{u} per rank (ranks {each}{more})"
+
+
+def rank_span(ranks: Iterable[int]) -> str:
+    """``"0-3"`` for consecutive ranks, ``"0, 2, 5"`` otherwise, ``"0"`` for one."""
+    rs = sorted(ranks)
+    if len(rs) > 1 and rs == list(range(rs[0], rs[-1] + 1)):
+        return f"{rs[0]}-{rs[-1]}"
+    return ", ".join(map(str, rs))
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    """``rank 3`` / ``ranks 0-7`` / ``ranks 0, 2, 5``: the ranks a statement holds for."""
+    rs = sorted(set(ranks))
+    return ("rank " if len(rs) == 1 else "ranks ") + rank_span(rs)
+
+
+def ranks_count(ranks: Iterable[int]) -> str:
+    """``1 (rank 0)``, ``8 (ranks 0-7)`` or ``3 (ranks 0, 2, 5)``: how many ranks and which (a
+    list of rank ids never reads as a count)."""
+    rs = sorted({int(x) for x in ranks})
+    return f"{len(rs)} ({rank_list(rs)})"

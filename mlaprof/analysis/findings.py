@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mlaprof.rank_counts import rank_list
+
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -30,14 +32,6 @@ class Finding:
     @property
     def rank(self) -> int:
         return SEVERITIES.index(self.severity)
-
-
-def rank_list(ranks: list[int]) -> str:
-    """``rank 3`` / ``ranks 0-7`` / ``ranks 0, 2, 5``: the ranks a finding was seen on."""
-    from mlaprof.analysis.ranks import rank_span  # the fleet view's span: one way to write it
-
-    rs = sorted(set(ranks))
-    return ("rank " if len(rs) == 1 else "ranks ") + rank_span(rs)
 
 
 def fold_ranks(findings: list[Finding], ranks: int) -> list[Finding]:

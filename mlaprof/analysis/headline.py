@@ -171,7 +171,7 @@ def headline(
 
 def _engine_s(e: FleetEngine) -> str:
     """``engine 0 (ranks 0-3, 16 heads): S 4 on vllm-triton``."""
-    from mlaprof.analysis.ranks import rank_span
+    from mlaprof.rank_counts import rank_span
 
     lo, hi = e.S_min, e.S_max
     s = "unknown" if lo is None else str(lo) if lo == hi else f"{lo}-{hi}"

@@ -14,6 +14,7 @@ from mlaprof.analysis.sections import (
     FleetRank,
     SplitRanks,
 )
+from mlaprof.rank_counts import rank_span
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RankSource
@@ -260,14 +261,6 @@ def _engines_line(engines: list[EngineGroup] | None, per_rank: list[FleetRank]) 
         f"ranks: {len(per_rank)} in {len(rows)} engines (told apart by heads, qlen and path; "
         "never one fleet): " + "; ".join(r.text for r in rows)
     )
-
-
-def rank_span(ranks: list[int]) -> str:
-    """``"0-3"`` for consecutive ranks, ``"0, 2, 5"`` otherwise, ``"0"`` for one."""
-    rs = sorted(ranks)
-    if len(rs) > 1 and rs == list(range(rs[0], rs[-1] + 1)):
-        return f"{rs[0]}-{rs[-1]}"
-    return ", ".join(map(str, rs))
 
 
 def _list(ranks: list[int]) -> str:

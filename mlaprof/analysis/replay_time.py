@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.grid import _origin
-from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, TraceReplayTime
+from mlaprof.rank_counts import rank_span
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta

@@ -27,6 +27,7 @@ from mlaprof.analysis.sections import (
     StartMemory,
     StartSpeculative,
 )
+from mlaprof.rank_counts import rank_list
 
 SOURCE = "vllm-log"
 GIB = 1 << 30
@@ -333,4 +334,5 @@ def start_label(st: EngineStart) -> str:
 
 
 def ranks_text(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+    """``rank 3`` / ``ranks 0-7``: the one rank-list rule (:func:`mlaprof.rank_counts.rank_list`)."""
+    return rank_list(ranks)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.sections import RankTiming, Timing
+from mlaprof.rank_counts import rank_span
 
 # torch's intra-op threads of a CPU run (`run --threads`), held by the scenario's module so that
 # the command line reads it without this module's section classes

@@ -15,6 +15,7 @@ from typing import Any
 
 from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.share import share_text
+from mlaprof.rank_counts import ranks_count
 from mlaprof.textsafe import plain
 
 UNKNOWN = "unknown"  # the evidence holds no value (a field that is None)
@@ -107,15 +108,9 @@ def _item(x: Any, unit: str | None) -> str:
 
 
 def ranks_text(ranks: list[int]) -> str:
-    """``1 (rank 0)``, ``8 (ranks 0-7)`` or ``3 (ranks 0, 2, 5)``: how many ranks and which (a
-    list of rank ids never reads as a count)."""
-    r = sorted(int(x) for x in ranks)
-    ids = (
-        f"{r[0]}-{r[-1]}"
-        if len(r) > 2 and r == list(range(r[0], r[-1] + 1))
-        else ", ".join(map(str, r))
-    )
-    return f"{len(r)} ({'rank' if len(r) == 1 else 'ranks'} {ids})"
+    """``1 (rank 0)``, ``8 (ranks 0-7)`` or ``3 (ranks 0, 2, 5)`` (:func:`mlaprof.rank_counts.
+    ranks_count`: a list of rank ids never reads as a count)."""
+    return ranks_count(ranks)
 
 
 def field_text(name: str, v: Any) -> str:

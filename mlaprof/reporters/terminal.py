@@ -13,10 +13,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mlaprof.analysis.findings import rank_list
 from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.sections import FROZEN_LEGEND
 from mlaprof.analysis.share import share_text
+from mlaprof.rank_counts import rank_list
 from mlaprof.reporters.names import fit_names
 from mlaprof.reporters.rows import (
     HEADING,

@@ -130,7 +130,7 @@ def layer_ms(r: LayerRow | None) -> float | None:
 
 
 def _ranks(r: SplitStep) -> str:
-    from mlaprof.analysis.ranks import rank_span
+    from mlaprof.rank_counts import rank_span
 
     rs = [x for x in r.ranks if x is not None]
     return rank_span(rs) if rs else _s(r.rank)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.diff import backend_text
-from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
+from mlaprof.rank_counts import rank_span
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding

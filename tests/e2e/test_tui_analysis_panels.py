@@ -75,7 +75,7 @@ def test_imported_vllm_log_starts_downgrades_memory(tmp_path: Path) -> None:
     start = next(r.split() for r in out.splitlines() if r.split()[:2] == ["1", "0.30.1"])
     assert " ".join(start[-5:-2]) == "FULL_AND_PIECEWISE -> PIECEWISE"
     down = next(r.split() for r in out.splitlines() if r.split()[:1] == ["TritonMLABackend"])
-    assert down[-5:] == ["2", "(ranks", "0,", "1)", "18"]  # on 2 ranks, 0 and 1; log line 18
+    assert down[-4:] == ["2", "(ranks", "0-1)", "18"]  # on 2 ranks, 0 and 1; log line 18
     # memory per rank, one table per start (never summed)
     assert out.index("server starts 1 of 2 · memory") < out.index("server starts 2 of 2 · memory")
     mem = [r.split() for r in out.splitlines() if "Worker_TP" in r]

@@ -58,4 +58,4 @@ def test_lines_written_by_vllm_itself(tmp_path: Path) -> None:
     assert mem == {0: gib_bytes("0.47"), 1: gib_bytes("0.48")}
     starts = _starts(tmp_path, p.stdout + p.stderr)
     (finding,) = [x for x in engine_log_findings(starts) if x.kind == "capture-downgrade"]
-    assert f"whole engine ran {resolved['0']}" in finding.title and "ranks 0, 1" in finding.evidence
+    assert f"whole engine ran {resolved['0']}" in finding.title and "ranks 0-1" in finding.evidence

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.ranks import rank_span
 from mlaprof.analysis.replay_time import _mode_s, s_groups
+from mlaprof.rank_counts import rank_span
 
 
 def _origin(meta: dict[str, Any]) -> str:

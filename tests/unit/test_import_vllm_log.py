@@ -284,7 +284,7 @@ def test_report_of_two_starts_two_ranks(tmp_path: Path) -> None:
     )
     assert "minimum over all (backend, KV-cache group) pairs" in down["title"]
     assert "whole engine ran PIECEWISE" in down["title"]
-    assert SPEC_DOWN in down["evidence"] and "ranks 0, 1" in down["evidence"]
+    assert SPEC_DOWN in down["evidence"] and "ranks 0-1" in down["evidence"]
     assert "UNIFORM_BATCH" in down["fix"] and "#51171" in down["fix"]
     mem = [f["title"] for f in by_kind["memory"]]
     assert mem == [

@@ -1,8 +1,9 @@
 """Findings and split rows of several ranks: the same statement is folded into one that names its
 ranks; statements that differ between ranks stay apart (ranks that disagree are never merged)."""
 
-from mlaprof.analysis.findings import Finding, fold_ranks, rank_list
+from mlaprof.analysis.findings import Finding, fold_ranks
 from mlaprof.analysis.splits import fold_rank_rows
+from mlaprof.rank_counts import rank_list
 
 
 def _f(rank, used=1, title="S collapsed"):

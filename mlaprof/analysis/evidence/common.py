@@ -68,7 +68,7 @@ def cards_text(run: Run) -> str | None:
     """The GPU(s) the run's ranks measured on, as their rank databases (or, before those kept
     it, run.json) name them: one name, or each name with its ranks where they differ; None
     where none was recorded."""
-    from mlaprof.analysis.ranks import rank_span
+    from mlaprof.rank_counts import rank_span
 
     fallback = run.meta.get("device_name")
     own = set(run.databases)  # (rank, role): a rank's own database has role ""
