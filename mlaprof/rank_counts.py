@@ -24,12 +24,25 @@ def per_rank_count(counts: Mapping[int, int], unit: str = "") -> str:
     return f"{values[0]}-{values[-1]}{u} per rank (ranks {each}{more})"
 
 
+# ranks named one by one at most, in a span text (a fleet's list stays one line)
+SPAN_ITEMS = 16
+
+
 def rank_span(ranks: Iterable[int]) -> str:
-    """``"0-3"`` for consecutive ranks, ``"0, 2, 5"`` otherwise, ``"0"`` for one."""
-    rs = sorted(ranks)
-    if len(rs) > 1 and rs == list(range(rs[0], rs[-1] + 1)):
-        return f"{rs[0]}-{rs[-1]}"
-    return ", ".join(map(str, rs))
+    """``"0-3"`` for consecutive ranks, ``"0, 2, 5"`` otherwise, ``"0-2, 5"`` for both,
+    ``"0"`` for one; past :data:`SPAN_ITEMS` items, ``", ... (N ranks)"``."""
+    rs = sorted(set(ranks))
+    items: list[str] = []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        items.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    if len(items) > SPAN_ITEMS:
+        return ", ".join(items[:SPAN_ITEMS]) + f", ... ({len(rs)} ranks)"
+    return ", ".join(items)
 
 
 def rank_list(ranks: Iterable[int]) -> str:

@@ -17,6 +17,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _split_backend, trace_heads
 from mlaprof.analysis.step_stats import for_steps
+from mlaprof.rank_counts import rank_span
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.splits.policies import collapsed_known as is_collapsed  # noqa: F401 - re-exported
@@ -95,8 +96,8 @@ HUGE_KV = 1 << 30  # "KV long enough not to bound S": the formula's cap for thes
 
 
 def rank_ids(ranks: list[int]) -> str:
-    """The ranks a finding names, the first 16 of them (a fleet's list stays one line)."""
-    return ", ".join(map(str, ranks[:16])) + (", ..." if len(ranks) > 16 else "")
+    """The ranks a finding names (the one span rule, :func:`mlaprof.rank_counts.rank_span`)."""
+    return rank_span(ranks)
 
 
 def _cap(policy: str, rows: int, qlen: int, heads: int = 16) -> int:

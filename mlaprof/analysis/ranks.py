@@ -14,7 +14,7 @@ from mlaprof.analysis.sections import (
     FleetRank,
     SplitRanks,
 )
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import rank_span, ranks_count
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RankSource
@@ -264,7 +264,7 @@ def _engines_line(engines: list[EngineGroup] | None, per_rank: list[FleetRank]) 
 
 
 def _list(ranks: list[int]) -> str:
-    return f"{len(ranks)} (" + ", ".join(map(str, ranks)) + ")" if ranks else "none"
+    return ranks_count(ranks) if ranks else "none"
 
 
 def dp_group_rows(per_rank: list[FleetRank]) -> list[DpGroup]:

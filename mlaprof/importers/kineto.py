@@ -31,6 +31,7 @@ from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables, x_s
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
+from mlaprof.rank_counts import rank_list
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 
@@ -359,9 +360,7 @@ def import_kineto(
             update["vllm_version"] = sorted(versions)[-1]
         runmeta.update(bulk.run_dir, **update)
         if len(groups) > 1:
-            summary.notes.append(
-                f"{len(groups)} worker traces imported as ranks {', '.join(map(str, groups))}"
-            )
+            summary.notes.append(f"{len(groups)} worker traces imported as {rank_list(groups)}")
     return final, summary
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import rank_span
 
 _PARTITION = re.compile(r"^rank=(\d+)$")
 # the tables whose rows say their rank and which every writer fills first
@@ -88,7 +89,7 @@ def check_complete(run_dir: Path, meta: Mapping[str, Any], present: Collection[i
     gone = missing_ranks(run_dir, meta, present)
     if gone:
         names = ", ".join(f"rank{r}.db" for r in gone)
-        have = ", ".join(str(r) for r in sorted(present)) or "none"
+        have = rank_span(present) or "none"
         raise MlaprofError(
             f"{run_dir} is missing {names} (the run has ranks {_span(gone, present)}, "
             f"databases for {have}): restore the file(s) or re-import the trace"
@@ -110,8 +111,7 @@ def _partition_ranks(run_dir: Path) -> Iterable[int]:
 
 
 def _span(gone: Iterable[int], present: Iterable[int]) -> str:
-    every = sorted(set(gone) | set(present))
-    return ", ".join(str(r) for r in every)
+    return rank_span(set(gone) | set(present))
 
 
 def _target(p: Path) -> str:
