@@ -48,7 +48,9 @@ def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> RunState:
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
     return RunState(
         status=RunStatus(status),
-        reason=reason,
+        # a finished run without one has no reason to give ("", shown "none"); None where a
+        # run that did not finish left none (unknown)
+        reason="" if reason is None and status == RunStatus.FINISHED else reason,
         steps_committed=n,
         last_step=last,
         text=text,

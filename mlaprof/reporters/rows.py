@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.typed_json import OMIT
-from mlaprof.reporters.fmt import field_text, label_of, value_text
+from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -142,7 +142,39 @@ def _spec_cell(st: Any) -> str:
     return "none" if sp is None else f"{sp.method} x{sp.num_spec_tokens}"
 
 
+def _ops_cell(p: Any) -> str:
+    """A path's ops once each, with how often and the source lines they ran at
+    (``aten._local_scalar_dense x2 at mlaprof/backends/legacy_flat.py:53, 59``): the list of
+    op / location pairs read one pair per line where a row has several."""
+    if not p.ops:
+        return NONE
+    by_op: dict[str, list[str]] = {}
+    for o in p.ops:
+        by_op.setdefault(o.op, []).append(o.location)
+    return "; ".join(
+        f"{op}{f' x{len(locs)}' if len(locs) > 1 else ''} at {_lines(locs)}"
+        for op, locs in by_op.items()
+    )
+
+
+def _lines(locations: list[str]) -> str:
+    """``file:53, 59`` where the locations share a file, else each in full."""
+    files = {loc.rpartition(":")[0] for loc in locations}
+    if len(files) == 1 and all(loc.rpartition(":")[2].isdigit() for loc in locations):
+        return f"{files.pop()}:" + ", ".join(loc.rpartition(":")[2] for loc in locations)
+    return ", ".join(locations)
+
+
 SPECS: dict[str, Spec] = {
+    "PathCheck": Spec(
+        "verify paths (step 0, one layer)",
+        (
+            Col("backend", _cell("backend")),
+            Col("syncs per layer", _cell("syncs_per_layer")),
+            Col("allocs per layer", _cell("allocs_per_layer")),
+            Col("ops", _cell("ops"), _ops_cell),
+        ),
+    ),
     "TracePath": Spec(
         "verify path and kernel variant per step (from the trace)",
         (

@@ -241,3 +241,39 @@ def test_one_rank_is_no_fleet_in_every_view(ident: str, ranks: int) -> None:
     }
     for view_name, text in texts.items():
         assert (s.fleet.text in " ".join(text.split())) is shown, view_name
+
+
+def test_a_path_check_says_each_op_once_with_its_count_and_lines() -> None:
+    """A CPU run's verify-path table listed the legacy path's four syncs as
+    "op aten._local_scalar_dense; location mlaprof/backends/legacy_flat.py:53, op ..." (one
+    op / location pair after another, 23 lines at 80 columns): each op is said once, with how
+    often and the lines it ran at, in every view (one cell, mlaprof.reporters.rows)."""
+    from mlaprof.analysis.sections import PathCheck, PathOp
+    from mlaprof.reporters.rows import SPECS, _table
+
+    legacy = "mlaprof/backends/legacy_flat.py"
+    ops = [PathOp("aten._local_scalar_dense", f"{legacy}:53"),
+           PathOp("aten.repeat_interleave.Tensor", f"{legacy}:54"),
+           PathOp("aten.repeat_interleave.Tensor", f"{legacy}:55"),
+           PathOp("aten._local_scalar_dense", f"{legacy}:59"),
+           PathOp("aten.nonzero", "a.py:3"), PathOp("aten.nonzero", "b.py:4")]  # fmt: skip
+    rows = [PathCheck("torch", 0, [], 0), PathCheck("legacy-flat", 6, ops, 4)]
+    t = _table("paths", SPECS["PathCheck"].title, rows)
+    assert t.head == ["backend", "syncs per layer", "allocs per layer", "ops"]
+    assert t.rows[0] == ["torch", "0", "0", "none"]
+    assert t.rows[1][3] == (
+        f"aten._local_scalar_dense x2 at {legacy}:53, 59; "
+        f"aten.repeat_interleave.Tensor x2 at {legacy}:54, 55; aten.nonzero x2 at a.py:3, b.py:4"
+    )
+
+
+def test_a_finished_run_has_no_reason_to_give_and_an_unfinished_one_an_unknown_one() -> None:
+    import pandas as pd
+
+    from mlaprof.analysis.run_state import run_state
+
+    steps = pd.DataFrame({"rank": [0, 0], "step": [0, 1]})
+    assert run_state("finished", None, steps).reason == ""  # said "none", not "unknown"
+    assert fmt.value_text(run_state("finished", None, steps).reason) == "none"
+    assert run_state("incomplete", None, steps).reason is None  # why it stopped: unknown
+    assert run_state("failed", "rank 1 failed", steps).reason == "rank 1 failed"
