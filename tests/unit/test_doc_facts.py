@@ -768,6 +768,15 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: [round(bench("decode_stage2_h100_q4", "entries", k, "us"), 1)
               for k in ("stage1-alone", "default", "default-again", "s2-h1", "flash_mla")]
      == [405.1, 412.3, 412.8, 415.4, 433.9] and bench("decode_stage2_h100_q4", "qlen") == 4),
+    ("docs/performance.md", "the import is 0.943x their median on CPU and 0.814x on wall time (0.514x beside\nHEAD",
+     lambda: _per_all_read_csv("vs_baseline_2026-12-06_lease") == (0.943, 0.814)),
+    ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 10.33 (10.13-12.12) | 17.63 | **0.586x** (0.58-0.65) | 0.590x | 463 / 1363 |",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-06_lease", fleet_csv_ratio="0.586",
+                         fleet_rocpd_ratio="0.519", import_1m_ratio="0.628",
+                         import_1m_per_read_csv_head="0.514", report_json_demo_cpu_s_head="0.393",
+                         run_default_cpu_s_head="1.687", version_cpu_s_head="0.052")
+     and rounds_to(bench("vs_baseline_2026-12-06_lease", "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"), "0.651")
+     and str(bench("vs_baseline_2026-12-06_lease", "head")).startswith("da5203f")),
     ("docs/performance.md", "import is 0.883x their median on CPU and 0.792x on wall time (0.571x beside HEAD)",
      lambda: _per_all_read_csv("vs_baseline_2026-12-06_e925a05") == (0.883, 0.792)),
     ("docs/performance.md", "modes: 0.94-1.07 and 1.34-1.86); the import is 1.046x their median on CPU and 0.956x on wall time.",
