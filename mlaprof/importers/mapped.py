@@ -17,7 +17,9 @@ the range is closed (at most ``/proc/sys/fs/lease-break-time`` seconds), and the
 the file as it was, whole. Where no lease can be taken (the file is open for writing, e.g.
 still being written; another user's file; a filesystem without leases; not Linux) the range
 is read with ``pread``, which a shorter file answers with fewer bytes: the range then refuses
-with :class:`FileChanged`, never a torn parse.
+with :class:`FileChanged`, never a torn parse. A range refused its lease because a writer has the
+file open (``writer_open``) can tell whether the file moved while it was read (:meth:`moved`):
+the parser then refuses it as changing instead of calling a half-written row malformed.
 """
 
 from __future__ import annotations
@@ -28,20 +30,17 @@ import os
 import signal
 from pathlib import Path
 
-from mlaprof.errors import MlaprofError
+from mlaprof.importers.inputs import changing
 
 # pages handed back in steps of at least this many bytes (one madvise call per step)
 RELEASE_STEP = 16 << 20
 
 
-class FileChanged(MlaprofError):
-    """The file became shorter while its range was read (rewritten or truncated)."""
-
-
-def _lease(fd: int) -> bool:
-    """A read lease on ``fd``'s file, where one can be taken. The lease-break notice is sent as
-    SIGURG, whose default action is to ignore it (the default SIGIO would end the process); a
-    process that handles SIGURG itself takes no lease."""
+def _lease(fd: int) -> bool | None:
+    """A read lease on ``fd``'s file, where one can be taken: True; None where a writer has
+    the file open (the kernel grants no read lease then); False otherwise. The lease-break
+    notice is sent as SIGURG, whose default action is to ignore it (the default SIGIO would end
+    the process); a process that handles SIGURG itself takes no lease."""
     try:
         import fcntl
     except ImportError:  # not POSIX
@@ -54,7 +53,9 @@ def _lease(fd: int) -> bool:
     try:
         fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
-    except OSError:  # open for writing elsewhere (EAGAIN), not ours (EACCES), no leases here
+    except BlockingIOError:  # EAGAIN: open for writing elsewhere
+        return None
+    except OSError:  # not ours (EACCES), or no leases on this filesystem
         return False
     return True
 
@@ -66,13 +67,16 @@ class MappedRange:
     closed = False
 
     def __init__(self, path: Path, start: int, end: int) -> None:
-        self._path, self._at, self._end = path, start, end
+        self.path, self._at, self._end = path, start, end
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self._fd = os.open(path, os.O_RDONLY)
+        leased = _lease(self._fd) if end > start else False
+        self.writer_open = leased is None  # a writer has the file open: it may be changing
+        self._stamp = self._now()
         # mapped only under a lease taken before the length is checked: from then on no one
         # shortens the file under the map (the fd, and with it the lease, is kept until close)
-        if end > start and _lease(self._fd):
+        if leased:
             self._check_length()
             try:
                 self._map = mmap.mmap(self._fd, end, access=mmap.ACCESS_READ)
@@ -104,14 +108,19 @@ class MappedRange:
         self._at = at + len(got)
         return got
 
+    def _now(self) -> tuple[int, int]:
+        st = os.fstat(self._fd)
+        return st.st_size, st.st_mtime_ns
+
+    def moved(self) -> bool:
+        """The file's size or modification time moved since the range was opened."""
+        return not self.closed and self._now() != self._stamp
+
     def _check_length(self) -> None:
         """Refuse a file that no longer reaches the range's end."""
         size = os.fstat(self._fd).st_size
         if size < self._end:
-            raise FileChanged(
-                f"{self._path}: the file changed while it was read (now {size:,} bytes, was "
-                f"at least {self._end:,}): import it again once it is written"
-            )
+            raise changing(self.path, f"now {size:,} bytes, was at least {self._end:,}")
 
     def parsed(self, nbytes: int) -> None:
         """The reader is done with the range's first ``nbytes``: hand their pages back."""

@@ -37,6 +37,7 @@ from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_ARG, PAYLOAD_TA
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
 from mlaprof.importers.duplicates import check_records
+from mlaprof.importers.inputs import changing
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.store.schema import TABLES
 
@@ -193,10 +194,7 @@ def readable(path: Path) -> Iterator[str]:
 
 
 def _changing(path: Path) -> MlaprofError:
-    return MlaprofError(
-        f"{path} changed while it was read (a profiler still writing it?): import it once "
-        "its writer has finished"
-    )
+    return changing(path)
 
 
 def _stamp(path: Path) -> tuple[Any, ...]:

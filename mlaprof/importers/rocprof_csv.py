@@ -33,6 +33,7 @@ from mlaprof.importers.common import (
     to_int,
     trim_heap,
 )
+from mlaprof.importers.inputs import changing
 from mlaprof.importers.mapped import MappedRange
 
 if TYPE_CHECKING:
@@ -440,8 +441,11 @@ def _parse_span(
             ),
         )
     except pa.ArrowInvalid as e:
-        source.close()
-        _straddle(e)
+        try:
+            _straddle(e)
+            _written(source)
+        finally:
+            source.close()
         raise
     to_disk = [c for c in wanted if c not in IN_MEMORY]
     spill = Spill(to_disk) if to_disk else None
@@ -463,6 +467,7 @@ def _parse_span(
                 break
             except pa.ArrowInvalid as e:
                 _straddle(e)
+                _written(source)
                 raise
             rows = batch.num_rows
             blocks += 1
@@ -506,6 +511,7 @@ def _parse_span(
                     spill.append(pa.Table.from_batches(parked))
                     parked, parked_rows = [], 0
             n += rows
+        _written(source, moved_only=True)
         if spill is not None:
             if parked:
                 spill.append(pa.Table.from_batches(parked))
@@ -519,6 +525,14 @@ def _parse_span(
     # names and agents as int32 codes, the rest int64
     ints = {c: filled.final(c, n, np.int32 if c in ("name", "device") else np.int64) for c in kept}
     return _Part(n, codes, names, ints, null_parts, spill)
+
+
+def _written(source: MappedRange, moved_only: bool = False) -> None:
+    """A file a writer had open while it was read (no lease: it may be growing) is refused as
+    changing where it moved, and where its rows did not parse (a row still half written),
+    never called malformed (``moved_only``: after a parse that went through, only a move)."""
+    if source.writer_open and (source.moved() or not moved_only):
+        raise changing(source.path, "open for writing by another process")
 
 
 def _straddle(e: Exception) -> None:

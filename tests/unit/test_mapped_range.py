@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mlaprof.importers import mapped
+from mlaprof.importers.inputs import FileChanged
 from mlaprof.importers.mapped import MappedRange
 
 
@@ -158,7 +159,7 @@ def test_a_file_shortened_under_a_range_read_without_a_lease_is_refused(tmp_path
             )
             reader.read_next_batch()
             os.truncate(p, size // 3)
-            with pytest.raises(mapped.FileChanged, match=r"changed while it was read \(now "):
+            with pytest.raises(FileChanged, match=r"changed while it was read \(now "):
                 for _ in reader:
                     pass
         finally:
@@ -171,7 +172,7 @@ def test_a_file_shorter_than_its_range_when_mapped_is_refused(tmp_path: Path) ->
     if not _leases(tmp_path):
         pytest.skip("no file leases on this filesystem")
     p, data = _file(tmp_path, 5 * mmap.PAGESIZE)
-    with pytest.raises(mapped.FileChanged, match="was at least"):
+    with pytest.raises(FileChanged, match="was at least"):
         MappedRange(p, 0, len(data) + 3 * mmap.PAGESIZE)
 
 

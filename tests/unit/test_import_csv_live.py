@@ -1,0 +1,65 @@
+"""A kernel CSV another process still has open for writing (a profiler still writing it): the
+import reads it as it stands when nothing moves, and refuses it as changing, never "malformed",
+where a row is still half written or the file grows or shrinks under the parse
+(mlaprof.importers.mapped: no lease is granted while a writer has the file open)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlaprof.errors import MlaprofError
+from mlaprof.importers import mapped, rocprof_csv
+from mlaprof.importers.inputs import FileChanged
+from tests.unit.test_import_csv_spans import _rows, _write
+
+HALF_ROW = b'"KERNEL_DISPATCH","Agent 2",1,1,7,99999,4,"half'
+
+
+@pytest.fixture(autouse=True)
+def _small(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rocprof_csv, "BLOCK_BYTES", 1024)
+
+
+def test_a_file_open_for_writing_that_holds_still_is_read(tmp_path: Path) -> None:
+    p = _write(tmp_path / "k.csv", _rows(300))
+    alone = rocprof_csv.read_kernel_file(p)
+    with open(p, "ab"):  # a writer holds it, writes nothing
+        held = rocprof_csv.read_kernel_file(p)
+    assert held.n == alone.n == 300 and held.names == alone.names
+
+
+def test_a_half_written_last_row_is_still_being_written_not_malformed(tmp_path: Path) -> None:
+    p = _write(tmp_path / "k.csv", _rows(300))
+    with open(p, "ab") as writer:
+        writer.write(HALF_ROW)
+        writer.flush()
+        with pytest.raises(FileChanged, match="open for writing by another process"):
+            rocprof_csv.read_kernel_file(p)
+    # the same bytes with no writer: a file that ends mid-row is malformed, as before
+    with pytest.raises(MlaprofError, match="malformed kernel trace"):
+        rocprof_csv.read_kernel_file(p)
+
+
+def test_rows_appended_while_the_file_is_parsed_refuse_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer appends whole rows between two reads of the parse: every row parses, and the
+    import still refuses, since what it read is no state the file settles in."""
+    p = _write(tmp_path / "k.csv", _rows(300))
+    extra = _write(tmp_path / "more.csv", _rows(20)).read_bytes().split(b"\n", 1)[1]
+    real = mapped.MappedRange.read
+    with open(p, "ab") as writer:
+
+        def read(self: mapped.MappedRange, size: int | None = -1) -> bytes | memoryview:
+            got = real(self, size)
+            if not getattr(self, "_appended", False):  # once, after the first read
+                self._appended = True  # type: ignore[attr-defined]
+                writer.write(extra)
+                writer.flush()
+            return got
+
+        monkeypatch.setattr(mapped.MappedRange, "read", read)
+        with pytest.raises(FileChanged, match="changed while it was read"):
+            rocprof_csv.read_kernel_file(p)
