@@ -22,20 +22,6 @@ from typing import BinaryIO
 
 from mlaprof.errors import MlaprofError
 
-
-class FileChanged(MlaprofError):
-    """An input that changed while it was read (rewritten, truncated, or still being written)."""
-
-
-def changing(path: Path | str, detail: str = "") -> FileChanged:
-    """The one refusal of an input that changed under its reader (``detail``: how it changed)."""
-    how = f"{detail}; " if detail else ""
-    return FileChanged(
-        f"{path} changed while it was read ({how}a profiler still writing it?): import it once "
-        "its writer has finished"
-    )
-
-
 CHUNK = 1 << 20  # bytes read (and inflated) at a time
 INFLATE_RATIO = 200.0  # default; MLAPROF_INFLATE_RATIO overrides
 INFLATE_FLOOR = 64 << 20  # a small compressed file may always inflate this far

@@ -27,37 +27,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import signal
 from pathlib import Path
 
-from mlaprof.importers.inputs import changing
+from mlaprof.live_inputs import changing, read_lease
 
 # pages handed back in steps of at least this many bytes (one madvise call per step)
 RELEASE_STEP = 16 << 20
-
-
-def _lease(fd: int) -> bool | None:
-    """A read lease on ``fd``'s file, where one can be taken: True; None where a writer has
-    the file open (the kernel grants no read lease then); False otherwise. The lease-break
-    notice is sent as SIGURG, whose default action is to ignore it (the default SIGIO would end
-    the process); a process that handles SIGURG itself takes no lease."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX
-        return False
-    if not hasattr(fcntl, "F_SETLEASE") or signal.getsignal(signal.SIGURG) not in (
-        signal.SIG_DFL,
-        signal.SIG_IGN,
-    ):
-        return False
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
-    except BlockingIOError:  # EAGAIN: open for writing elsewhere
-        return None
-    except OSError:  # not ours (EACCES), or no leases on this filesystem
-        return False
-    return True
 
 
 class MappedRange:
@@ -71,7 +46,7 @@ class MappedRange:
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self._fd = os.open(path, os.O_RDONLY)
-        leased = _lease(self._fd) if end > start else False
+        leased = read_lease(self._fd) if end > start else False
         self.writer_open = leased is None  # a writer has the file open: it may be changing
         self._stamp = self._now()
         # mapped only under a lease taken before the length is checked: from then on no one

@@ -37,8 +37,8 @@ from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_ARG, PAYLOAD_TA
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
 from mlaprof.importers.duplicates import check_records
-from mlaprof.importers.inputs import changing
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
+from mlaprof.live_inputs import changing
 from mlaprof.store.schema import TABLES
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from mlaprof.importers.common import (
     to_int,
     trim_heap,
 )
-from mlaprof.importers.inputs import changing
 from mlaprof.importers.mapped import MappedRange
+from mlaprof.live_inputs import changing
 
 if TYPE_CHECKING:
     from mlaprof.store.spill import Spill

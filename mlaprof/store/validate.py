@@ -16,10 +16,12 @@ import sqlite3
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from mlaprof import live_inputs
 from mlaprof.errors import MlaprofError
 
 INT64_MIN = -(2**63)
@@ -144,13 +146,37 @@ def describe(e: BaseException) -> str:
 
 @contextmanager
 def decoding(source: object) -> Iterator[None]:
-    """Turn any decoder failure inside the block into MlaprofError naming ``source``."""
+    """Turn any decoder failure inside the block into MlaprofError naming ``source``; where
+    ``source`` is a file that moved while it was read or that a writer holds open, the failure
+    is the file changing under its reader (:func:`mlaprof.live_inputs.changing`): a trace or
+    log still being written is never called malformed or undecodable."""
+    path = source if isinstance(source, (str, Path)) else None
+    before = live_inputs.stamp(path) if path is not None else None
     try:
         yield
-    except MlaprofError:
+    except live_inputs.FileChanged:
+        raise
+    except MlaprofError as e:
+        if path is not None and str(path) in str(e):  # a failure of this input's content
+            _refuse_if_live(path, before)
         raise
     except DECODE_ERRORS as e:
+        if path is not None:
+            _refuse_if_live(path, before)
         raise MlaprofError(f"{source}: cannot be imported ({describe(e)})") from None
+
+
+def _refuse_if_live(path: str | Path, before: tuple[int, int] | None) -> None:
+    """The changing refusal, where the file moved since ``before`` or a writer holds it."""
+    if before is None:
+        return
+    now = live_inputs.stamp(path)
+    if now != before:
+        grew = now is not None and now[0] != before[0]
+        how = f"{before[0]:,} -> {now[0]:,} bytes" if grew else "modified"  # type: ignore[index]
+        raise live_inputs.changing(path, how) from None
+    if live_inputs.writer_holds(path):
+        raise live_inputs.changing(path, "open for writing by another process") from None
 
 
 def boundary(fn: F) -> F:

@@ -11,7 +11,7 @@ import pytest
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import mapped, rocprof_csv
-from mlaprof.importers.inputs import FileChanged
+from mlaprof.live_inputs import FileChanged
 from tests.unit.test_import_csv_spans import _rows, _write
 
 HALF_ROW = b'"KERNEL_DISPATCH","Agent 2",1,1,7,99999,4,"half'
@@ -63,3 +63,32 @@ def test_rows_appended_while_the_file_is_parsed_refuse_it(
         monkeypatch.setattr(mapped.MappedRange, "read", read)
         with pytest.raises(FileChanged, match="changed while it was read"):
             rocprof_csv.read_kernel_file(p)
+
+
+def _import(kind: str, path: Path, traces: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    from mlaprof.cli import main
+
+    rc = main(["import", kind, str(path), "--traces", str(traces)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    return err
+
+
+def test_every_importer_refuses_a_trace_still_being_written_as_changing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The importers' boundary (mlaprof.store.validate.decoding), for every format: a Kineto
+    trace cut off mid-document reads "not valid JSON" when nothing holds it, and "changed while
+    it was read" while a writer still holds it open (the profiler has not finished writing)."""
+    import gzip
+
+    data = gzip.decompress(
+        (Path(__file__).parent.parent / "data" / "kineto_graph_replay.json.gz").read_bytes()
+    )
+    p = tmp_path / "trace.json"
+    p.write_bytes(data[: len(data) // 2])
+    assert "not valid JSON" in _import("kineto", p, tmp_path / "a", capsys)
+    with open(p, "ab"):
+        err = _import("kineto", p, tmp_path / "b", capsys)
+    assert "changed while it was read (open for writing by another process" in err, err
+    assert "not valid JSON" not in err

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mlaprof.importers import mapped
-from mlaprof.importers.inputs import FileChanged
 from mlaprof.importers.mapped import MappedRange
+from mlaprof.live_inputs import FileChanged
 
 
 def _file(tmp_path: Path, size: int) -> tuple[Path, bytes]:
