@@ -155,7 +155,12 @@ class LiveFold:
     def reason(self) -> str | None:
         """The reader's rule (:func:`mlaprof.store.liveness.run_reason`)."""
         return run_reason(
-            [(k[1], *self._ends.get(k, (None, False)), s) for k, s in sorted(self.statuses.items())]
+            [
+                (k[1], *self._ends.get(k, (None, False)), s)
+                for k, s in sorted(self.statuses.items())
+            ],
+            self.meta.get("status"),
+            self.meta.get("reason"),
         )
 
     @property
@@ -167,7 +172,9 @@ class LiveFold:
         """The reader's rule (:func:`mlaprof.store.liveness.process_run_status`)."""
         if not self.statuses:
             return "waiting"
-        return process_run_status([(role, s) for (_, role), s in sorted(self.statuses.items())])
+        return process_run_status(
+            [(role, s) for (_, role), s in sorted(self.statuses.items())], self.meta.get("status")
+        )
 
     def frame(self, table: str) -> pd.DataFrame:
         """Every committed row of ``table`` so far (one concatenation per fold, cached)."""

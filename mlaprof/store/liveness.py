@@ -162,12 +162,17 @@ def drained_reason(signal: str | None = None) -> str:
     )
 
 
-def run_reason(dbs: list[tuple[Any, ...]]) -> str | None:
+def run_reason(
+    dbs: list[tuple[Any, ...]], verdict: str | None = None, verdict_reason: str | None = None
+) -> str | None:
     """Why a run ended early or how it ended, from ``(role, recorded reason, drained, status)``
-    per database: the first reason a writer recorded (e.g. disk full), else
-    :func:`drained_reason` where a rank's own database drained and was stopped without closing
-    (``drained``: its recorded state was still live; its status then reads finished); an
-    optional fifth element is the stop signal that database recorded."""
+    per database: the launcher's reason where its verdict (run.json) is that a rank failed,
+    else the first reason a writer recorded (e.g. disk full), else :func:`drained_reason`
+    where a rank's own database drained and was stopped without closing (``drained``: its
+    recorded state was still live; its status then reads finished); an optional fifth element
+    is the stop signal that database recorded."""
+    if verdict == RunStatus.FAILED and verdict_reason:
+        return verdict_reason
     for _, why, *_ in dbs:
         if why:
             return why
@@ -177,11 +182,17 @@ def run_reason(dbs: list[tuple[Any, ...]]) -> str | None:
     return None
 
 
-def process_run_status(states: list[tuple[str, str]]) -> str:
+def process_run_status(states: list[tuple[str, str]], verdict: str | None = None) -> str:
     """The run's status from ``(role, status)`` per database: a rank's own database (role "")
     decides; another process of it (the vLLM EngineCore, often killed at shutdown without
-    finishing) only counts when it failed."""
-    return run_status([s for role, s in states if not role or s == RunStatus.FAILED])
+    finishing) only counts when it failed. ``verdict``: run.json's status, which a launcher
+    writes last: "failed" (a rank it started failed) counts as one more state, so a rank killed
+    before it could close its record never leaves the run reading "interrupted" (its peers
+    were stopped because it died) while run.json says "failed"."""
+    own = [s for role, s in states if not role or s == RunStatus.FAILED]
+    if verdict == RunStatus.FAILED:
+        own.append(RunStatus.FAILED)
+    return run_status(own)
 
 
 def run_status(states: list[str]) -> str:

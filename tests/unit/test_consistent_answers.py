@@ -176,6 +176,34 @@ def test_the_tui_and_the_reader_say_one_run_status(ranks: list[str], status: str
         assert run_status(ranks) == status
 
 
+def test_a_launchers_failed_verdict_is_the_runs_status_in_every_view(tmp_path) -> None:
+    """`run --ranks 2` with rank 1 killed: the launcher wrote "failed" (rank 1 failed (killed by
+    signal 9)) into run.json, but rank 0, stopped with SIGTERM, recorded "interrupted" and the
+    killed rank nothing: report, runs and the TUI read "interrupted" whenever SIGTERM reached
+    rank 0 before its next collective failed (a race, 3 of 5 loaded test runs). The launcher's
+    verdict is now one more state (mlaprof.store.liveness.process_run_status)."""
+    from mlaprof.store import create_run, runmeta
+
+    why = "rank 1 failed (killed by signal 9)"
+    fold = LiveFold("r")
+    fold.set_status((0, ""), "interrupted", "terminated by signal 15")
+    fold.set_status((1, ""), "incomplete")
+    assert (fold.status, fold.reason) == ("interrupted", "terminated by signal 15")
+    fold.meta = {**fold.meta, "status": "failed", "reason": why}
+    assert (fold.status, fold.reason) == ("failed", why)
+    fold.meta = {**fold.meta, "status": "interrupted", "reason": "Ctrl-C"}  # not a failure
+    assert fold.status == "interrupted"
+    # the reader: the same rule over a stored run
+    for rank, status in ((0, "interrupted"), (1, "finished")):
+        w = create_run(tmp_path, "tp", {"scenario": {}}, rank)
+        w.finish(status, "terminated by signal 15" if rank == 0 else None)
+    with load(tmp_path / "tp") as run:
+        assert run.status == "interrupted"
+    runmeta.update(tmp_path / "tp", status="failed", reason=why)
+    with load(tmp_path / "tp") as run:
+        assert (run.status, run.reason) == ("failed", why)
+
+
 def test_a_measured_graph_replay_is_not_warned_of_the_modelled_frozen_s() -> None:
     """fix-padding-active-rows-c16: a GPU run whose captured graph replayed S = 4 (its layer
     records) carried "S = 1 would be frozen" from the dummy-run model; measured over modelled."""
