@@ -297,7 +297,10 @@ def import_kineto(
         pairs = []
         for tf in files:
             if tf.role != "frontend":
-                dist = None if tf.rank is not None else distributed_rank(scan(tf.path, False).doc)
+                with validate.decoding(tf.path):  # a worker's trace still being written: changing
+                    dist = (
+                        None if tf.rank is not None else distributed_rank(scan(tf.path, False).doc)
+                    )
                 pairs.append((tf, dist))
         if not pairs:
             raise _frontend_error(frontends[0].path)
@@ -337,7 +340,8 @@ def import_kineto(
             r = _Rank()
             for tf in tfs:
                 w.reading(tf.path)
-                sc = scan(tf.path)
+                with validate.decoding(tf.path):
+                    sc = scan(tf.path)
                 dist = distributed_rank(sc.doc)
                 if path.is_dir() and None not in (tf.rank, dist) and tf.rank != dist:
                     raise MlaprofError(

@@ -92,3 +92,22 @@ def test_every_importer_refuses_a_trace_still_being_written_as_changing(
         err = _import("kineto", p, tmp_path / "b", capsys)
     assert "changed while it was read (open for writing by another process" in err, err
     assert "not valid JSON" not in err
+
+
+def test_a_worker_trace_still_being_written_in_a_profiler_folder_is_changing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's profiler folder, one worker's trace cut off (gzip ends early) while its writer
+    still holds it: the folder's import is refused as changing, naming that file."""
+    import shutil
+
+    folder = tmp_path / "profile"
+    shutil.copytree(Path(__file__).parent.parent / "data" / "vllm" / "cpu_mla_profile", folder)
+    worker = next(folder.glob("dp0_*rank0*.pt.trace.json.gz"))
+    data = worker.read_bytes()
+    worker.write_bytes(data[: len(data) // 2])
+    plain = _import("kineto", folder, tmp_path / "a", capsys)
+    assert "changed while it was read" not in plain
+    with open(worker, "ab"):
+        err = _import("kineto", folder, tmp_path / "b", capsys)
+    assert f"{worker} changed while it was read (open for writing by another process" in err, err
