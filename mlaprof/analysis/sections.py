@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
-from mlaprof.analysis.typed_json import nulls, opt
+from mlaprof.analysis.typed_json import nulls, opt, reads_when_none
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
 if TYPE_CHECKING:
@@ -555,6 +555,8 @@ class SyncCounts:
         return self.total if self.checked else None
 
 
+# what a frozen cell reads where no modelled frozen S stands (mlaprof.analysis.splits.frozen_stands)
+FROZEN_NONE = "-"
 # what a splits table's "frozen" cell holds, and what its "-" means (mlaprof.analysis.splits.frozen_stands)
 FROZEN_LEGEND = (
     "frozen: S a FULL graph captured with vLLM's dummy run keeps (modelled; - where no FULL "
@@ -576,7 +578,7 @@ class SplitStep:
     used: int | None
     deserved: int | None
     # the S a FULL graph captured by vLLM's dummy run would replay (modelled), where that stands
-    frozen: int | None
+    frozen: int | None = reads_when_none(FROZEN_NONE)
     all_rows: int | None
     active_rows: int | None
     min_kv_used: int | None

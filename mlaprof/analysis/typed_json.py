@@ -22,6 +22,8 @@ from mlaprof.errors import MlaprofError
 OMIT = "omit_when_none"
 # the field holding which optional keys a producer wrote as ``null`` (``nulls()``)
 NULLS = "optional_keys_written_null"
+# what a field's ``None`` means where it is not "unknown" (``reads_when_none()``)
+NONE_READS = "reads_when_none"
 
 
 def opt() -> Any:
@@ -29,6 +31,12 @@ def opt() -> Any:
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
     a producer writes ``null``: those fields are plain ``X | None`` without this marker)."""
     return dataclasses.field(default=None, metadata={OMIT: True})
+
+
+def reads_when_none(text: str) -> Any:
+    """A field whose ``None`` is known, not missing evidence (a modelled value that does not
+    apply in this run): every view shows ``text`` for it instead of "unknown"."""
+    return dataclasses.field(metadata={NONE_READS: text})
 
 
 def nulls() -> Any:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.typed_json import OMIT
+from mlaprof.analysis.typed_json import NONE_READS, OMIT
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
 if TYPE_CHECKING:
@@ -374,7 +374,7 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         elif _records(v):
             out += _list_blocks(f.name, title, v)
         else:
-            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), field_text(f.name, v)))
+            run_rows.append(Row(f.name, _label(type(s).__name__, f.name), _text(f, v)))
     if absent:
         run_rows.append(Row("absent", "not in this run", ", ".join(absent)))
     return said_once([Block("run", TITLES["run"], run_rows, []), *out])
@@ -464,7 +464,7 @@ def _blocks(key: str, title: str, v: Any, skip: frozenset[str] = frozenset()) ->
         elif _record_map(x):
             tables.append(_map_table(k, label, x))
         else:
-            rows.append(Row(k, label, field_text(f.name, x)))
+            rows.append(Row(k, label, _text(f, x)))
     return [Block(key, title, rows, tables), *nested]
 
 
@@ -496,7 +496,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
     owner = type(items[0]).__name__
     if spec is None:
         head = [_label(owner, f.name) for f in cols]
-        rows = [[field_text(f.name, getattr(x, f.name)) for f in cols] for x in items[:TABLE_ROWS]]
+        rows = [[_text(f, getattr(x, f.name)) for f in cols] for x in items[:TABLE_ROWS]]
         return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
     names = {f.name for f in cols}
     declared = [c for c in spec.cols if any(n in names for n in c.fields)]
@@ -504,7 +504,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
     rest = [] if overview else [f for f in cols if f.name not in used]
     head = [c.head for c in declared] + [_label(owner, f.name) for f in rest]
     rows = [
-        [_declared(c, x) for c in declared] + [field_text(f.name, getattr(x, f.name)) for f in rest]
+        [_declared(c, x) for c in declared] + [_text(f, getattr(x, f.name)) for f in rest]
         for x in items[:TABLE_ROWS]
     ]
     notes = [value_text(spec.note(x)) for x in items[:TABLE_ROWS]] if spec.note else []
@@ -515,7 +515,16 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
 def _declared(c: Col, x: Any) -> str:
     if c.cell is not None:
         return value_text(c.cell(x))
-    return field_text(c.fields[0], getattr(x, c.fields[0]))
+    f = next(f for f in dataclasses.fields(x) if f.name == c.fields[0])
+    return _text(f, getattr(x, f.name))
+
+
+def _text(f: dataclasses.Field, v: Any) -> str:
+    """A field's value as every view shows it; a ``None`` the field declares known
+    (:func:`mlaprof.analysis.typed_json.reads_when_none`) reads its own words, not "unknown"."""
+    if v is None and NONE_READS in f.metadata:
+        return f.metadata[NONE_READS]
+    return field_text(f.name, v)
 
 
 def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
@@ -524,7 +533,7 @@ def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
     owner = type(first).__name__
     head = ["", *(_label(owner, f.name) for f in cols)]
     rows = [
-        [value_text(k), *(field_text(f.name, getattr(x, f.name)) for f in cols)]
+        [value_text(k), *(_text(f, getattr(x, f.name)) for f in cols)]
         for k, x in list(items.items())[:TABLE_ROWS]
     ]
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))

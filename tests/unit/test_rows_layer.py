@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -277,3 +278,30 @@ def test_a_finished_run_has_no_reason_to_give_and_an_unfinished_one_an_unknown_o
     assert fmt.value_text(run_state("finished", None, steps).reason) == "none"
     assert run_state("incomplete", None, steps).reason is None  # why it stopped: unknown
     assert run_state("failed", "rank 1 failed", steps).reason == "rank 1 failed"
+
+
+def test_a_frozen_s_that_does_not_stand_reads_the_same_in_every_view() -> None:
+    """The run's own policy beside its measured replays holds no modelled frozen S: the
+    terminal and the TUI showed "-", the Markdown and HTML reports "unknown" (as if the evidence
+    lacked it). The field declares what its None means (typed_json.reads_when_none)."""
+    from mlaprof.analysis.sections import FROZEN_NONE, SplitStep
+
+    s = shipped_runs.summary(RUN)
+    own = next(r for r in s.splits if r.policy == s.scenario.policy)
+    assert own.frozen is None and s.replayed_splits is not None
+    table = next(t for b in summary_blocks(s) for t in b.tables if t.key == "splits")
+    col = table.head.index(fmt.label_of("frozen"))
+    cells = {row[table.head.index("policy")]: row[col] for row in table.rows}
+    assert cells[own.policy] == FROZEN_NONE == "-"
+    kept = [r for r in s.splits if r.frozen is not None]
+    assert kept and all(cells[r.policy] == str(r.frozen) for r in kept)
+    assert "frozen" in [f.name for f in dataclasses.fields(SplitStep)]
+    # the Markdown report's splits table says the same cells
+    md = render_markdown(s).splitlines()
+    at = next(i for i, line in enumerate(md) if line.startswith("| rank | ranks | policy |"))
+    head = [c.strip() for c in md[at].strip("|").split("|")]
+    body = itertools.takewhile(lambda line: line.startswith("|"), md[at + 2 :])
+    rows = [[c.strip().replace("\\", "") for c in line.strip("|").split("|")] for line in body]
+    by_policy = {r[head.index("policy")]: r[head.index("frozen")] for r in rows}
+    assert by_policy[own.policy] == FROZEN_NONE
+    assert all(by_policy[r.policy] == str(r.frozen) for r in kept)
