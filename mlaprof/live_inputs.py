@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
@@ -62,8 +63,6 @@ def writer_holds(path: Path | str) -> bool:
     except OSError:
         return False
     try:
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
         return read_lease(fd) is None
@@ -77,6 +76,4 @@ def stamp(path: Path | str) -> tuple[int, int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    import stat as st_mode
-
-    return (st.st_size, st.st_mtime_ns) if st_mode.S_ISREG(st.st_mode) else None
+    return (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
