@@ -768,6 +768,19 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: [round(bench("decode_stage2_h100_q4", "entries", k, "us"), 1)
               for k in ("stage1-alone", "default", "default-again", "s2-h1", "flash_mla")]
      == [405.1, 412.3, 412.8, 415.4, 433.9] and bench("decode_stage2_h100_q4", "qlen") == 4),
+    ("docs/performance.md", "| 8, 131072, 1 | 292.0 | 291.5 (**0.998**) | 302.1 (1.035) | 401.0 | 404.1 (**1.008**) | 414.2 (1.033) |",
+     lambda: [round(_shape_us(f, (8, 131072, 1), k), 1)
+              for f in ("verify_vs_flashmla_h200_table", "verify_vs_flashmla_h100_table")
+              for k in ("flash_mla", "mlaprof-page64", "mlaprof-page1")]
+     == [292.0, 291.5, 302.1, 401.0, 404.1, 414.2]
+     and round(_vs_flash_ratio("verify_vs_flashmla_h200_table", (8, 131072, 1), "mlaprof-page64"), 3) == 0.998
+     and str(bench("verify_vs_flashmla_h200_table", "env", "device")) == "NVIDIA H200"
+     and str(bench("verify_vs_flashmla_h100_table", "env", "device")).startswith("NVIDIA H100")
+     and bench("verify_vs_flashmla_h100_table", "all_ok") is True),
+    ("docs/performance.md", "qlen 4 over qlen 1 at B 8: H200 1.031 at both layouts (FlashMLA 1.064), H100 1.029 and 1.017",
+     lambda: [round(bench(f, "summary", "qlen4_over_qlen1_B8", k), 3)
+              for f in ("verify_vs_flashmla_h200_table", "verify_vs_flashmla_h100_table")
+              for k in ("mlaprof-page64", "mlaprof-page1")] == [1.031, 1.031, 1.029, 1.017]),
     ("docs/performance.md", "the import is 0.943x their median on CPU and 0.814x on wall time (0.514x beside\nHEAD",
      lambda: _per_all_read_csv("vs_baseline_2026-12-06_lease") == (0.943, 0.814)),
     ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 10.33 (10.13-12.12) | 17.63 | **0.586x** (0.58-0.65) | 0.590x | 463 / 1363 |",
