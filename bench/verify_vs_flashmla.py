@@ -119,6 +119,11 @@ VARIANTS = {
     "page64-S=1-decode": (64, C(gluon_decode=True)),
     "page64-S=2": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4)),
     "page1-S=4-decode": (1, C(gluon_decode=True)),
+    # decode's sm_90 default with other stage-2 launch shapes (one head a program by default)
+    "page64-s2h2-decode": (64, C(gluon_decode=True, stage2_heads=2)),
+    "page64-s2h4-decode": (64, C(gluon_decode=True, stage2_heads=4)),
+    "page64-s2d256-decode": (64, C(gluon_decode=True, stage2_block_d=256)),
+    "page64-s2w2-decode": (64, C(gluon_decode=True, stage2_warps=2)),
     # verify's sm_90 default with other stage-2 launch shapes (stage 2 merges qlen x heads
     # rows): one head a program (the default before), and 256 latent columns a program
     "page64-s2h1": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=1)),
