@@ -1,7 +1,10 @@
 """A kernel CSV another process still has open for writing (a profiler still writing it): the
 import reads it as it stands when nothing moves, and refuses it as changing, never "malformed",
 where a row is still half written or the file grows or shrinks under the parse
-(mlaprof.importers.mapped: no lease is granted while a writer has the file open)."""
+(mlaprof.importers.mapped: no lease is granted while a writer has the file open). The files are
+rocprofv3's own layout: the rocprofiler-sdk docs' kernel trace (tests/data/rocprof/SOURCES.md:
+projects/rocprofiler-sdk/source/docs/data/kernel_trace.csv, ROCm 7.0 columns, strings quoted,
+numbers bare), its rows repeated."""
 
 from __future__ import annotations
 
@@ -12,9 +15,21 @@ import pytest
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import mapped, rocprof_csv
 from mlaprof.live_inputs import FileChanged
-from tests.unit.test_import_csv_spans import _rows, _write
 
-HALF_ROW = b'"KERNEL_DISPATCH","Agent 2",1,1,7,99999,4,"half'
+REAL = Path(__file__).parent.parent / "data" / "rocprof" / "rocprofiler-sdk-docs__kernel_trace.csv"
+HEADER, *ROWS = REAL.read_bytes().splitlines(keepends=True)
+# the first row of the file, cut inside its quoted kernel name: a row still half written
+HALF_ROW = ROWS[0][: ROWS[0].index(b"<float>")]
+
+
+def _rows(n: int) -> bytes:
+    """``n`` rows of the real file, its rows repeated in order."""
+    return b"".join(ROWS[i % len(ROWS)] for i in range(n))
+
+
+def _write(path: Path, n: int) -> Path:
+    path.write_bytes(HEADER + _rows(n))
+    return path
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +38,7 @@ def _small(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_file_open_for_writing_that_holds_still_is_read(tmp_path: Path) -> None:
-    p = _write(tmp_path / "k.csv", _rows(300))
+    p = _write(tmp_path / "k.csv", 300)
     alone = rocprof_csv.read_kernel_file(p)
     with open(p, "ab"):  # a writer holds it, writes nothing
         held = rocprof_csv.read_kernel_file(p)
@@ -31,7 +46,7 @@ def test_a_file_open_for_writing_that_holds_still_is_read(tmp_path: Path) -> Non
 
 
 def test_a_half_written_last_row_is_still_being_written_not_malformed(tmp_path: Path) -> None:
-    p = _write(tmp_path / "k.csv", _rows(300))
+    p = _write(tmp_path / "k.csv", 300)
     with open(p, "ab") as writer:
         writer.write(HALF_ROW)
         writer.flush()
@@ -47,8 +62,8 @@ def test_rows_appended_while_the_file_is_parsed_refuse_it(
 ) -> None:
     """The writer appends whole rows between two reads of the parse: every row parses, and the
     import still refuses, since what it read is no state the file settles in."""
-    p = _write(tmp_path / "k.csv", _rows(300))
-    extra = _write(tmp_path / "more.csv", _rows(20)).read_bytes().split(b"\n", 1)[1]
+    p = _write(tmp_path / "k.csv", 300)
+    extra = _rows(20)
     real = mapped.MappedRange.read
     with open(p, "ab") as writer:
 
