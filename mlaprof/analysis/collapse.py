@@ -95,11 +95,6 @@ def collapse_policies(path: str) -> tuple[str, str]:
 HUGE_KV = 1 << 30  # "KV long enough not to bound S": the formula's cap for these rows
 
 
-def rank_ids(ranks: list[int]) -> str:
-    """The ranks a finding names (the one span rule, :func:`mlaprof.rank_counts.rank_span`)."""
-    return rank_span(ranks)
-
-
 def _cap(policy: str, rows: int, qlen: int, heads: int = 16) -> int:
     """The policy's S for these rows when KV length does not bound it."""
     x = SplitInput(
@@ -199,7 +194,7 @@ def collapse_findings(
                 continue
             ranks = sorted(int(r) for r in gg["rank"].unique())
             on_ranks = (
-                f" on {len(ranks)} of {n_ranks} ranks ({rank_ids(ranks)})" if n_ranks > 1 else ""
+                f" on {len(ranks)} of {n_ranks} ranks ({rank_span(ranks)})" if n_ranks > 1 else ""
             )
             c = stage2_checks.get(path)
             stage2 = (

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies, rank_ids
+from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import (
     ApiFunction,
@@ -29,6 +29,7 @@ from mlaprof.analysis.sections import (
 from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.kernel_names import RANGE_LIKE
+from mlaprof.rank_counts import rank_span
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
@@ -220,7 +221,7 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         n_ranks = len(rec.per_rank)
         kernels = sum(p.kernels for p in rec.per_rank if p.rank in none)
         names = [f"{x.name} (x{x.launches})" for x in cov.attention_like]
-        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({rank_ids(none)})"
+        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({rank_span(none)})"
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
             + _list(names, cov.attention_like_names)

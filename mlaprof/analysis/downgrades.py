@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.memory import capture_memory_change
-from mlaprof.analysis.starts import ranks_text, start_label
+from mlaprof.analysis.starts import start_label
+from mlaprof.rank_counts import rank_list
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import Downgrade, EngineStart
@@ -78,7 +79,7 @@ def _downgrade_finding(st: EngineStart, d: Downgrade) -> Finding:
         kind="capture-downgrade",
         severity=severity,
         title=title,
-        evidence=f'vLLM on {ranks_text(d.ranks)} (log line {d.line}): "{d.message}"; '
+        evidence=f'vLLM on {rank_list(d.ranks)} (log line {d.line}): "{d.message}"; '
         + st.provenance,
         fix=fix,
         data={"start": st.start, **asdict(d)},

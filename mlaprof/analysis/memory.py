@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.starts import GIB, gib, ranks_text, start_label
+from mlaprof.analysis.starts import GIB, gib, start_label
+from mlaprof.rank_counts import rank_list
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import Capture, EngineStart
@@ -115,7 +116,7 @@ def start_memory_findings(st: EngineStart) -> list[Finding]:
     world = st.world_size
     missing = ""
     if rows and silent:
-        missing = f"; no 'Graph capturing finished' line from {ranks_text(silent)}"
+        missing = f"; no 'Graph capturing finished' line from {rank_list(silent)}"
     elif rows and world and len(rows) < world:
         missing = f"; only {len(rows)} of the engine's {world} worker ranks logged one"
     if missing:

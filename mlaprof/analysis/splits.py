@@ -172,6 +172,7 @@ def split_findings(
     out: list[Finding] = []
     seen_device: set[str] = set()
     full_graph = claims.full_graph if claims is not None else graph_mode == "FULL"
+    stands = frozen_rule(run_policy, full_graph, replayed)
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
@@ -225,7 +226,7 @@ def split_findings(
             )
         if (
             main
-            and frozen_stands(r.policy, run_policy, full_graph, replayed)
+            and stands(r.policy)
             and pd.notna(r.frozen)
             and is_collapsed(int(r.frozen), deserved)
         ):
@@ -251,14 +252,14 @@ def split_findings(
                     },
                 )
             )
-        ran, how, source = _ran_with(r, used, full_graph, replayed)
+        ran, how, source = _ran_with(r, used, stands, replayed)
         if main and over_split_rule(ran, deserved):
             out.append(_over_split_finding(r, ran, deserved, p, how, source))
     return out
 
 
 def _ran_with(
-    r: Any, used: int, full_graph: bool, replayed: ReplayedSplits | None
+    r: Any, used: int, stands: Callable[[str], bool], replayed: ReplayedSplits | None
 ) -> tuple[int, str, str]:
     """The S the run's steps ran with, as the capture findings tell it, with how a title says
     it and where it comes from: the graph's replays where they were measured (the most any
@@ -267,7 +268,7 @@ def _ran_with(
     capture that failed: nothing was frozen)."""
     if replayed is not None:
         return replayed.max, "replayed by the FULL graph", replayed.provenance
-    if frozen_stands(r.policy, r.policy, full_graph, replayed) and pd.notna(r.frozen):
+    if stands(r.policy) and pd.notna(r.frozen):
         return (
             int(r.frozen),
             "frozen into the FULL graph",

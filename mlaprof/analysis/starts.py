@@ -27,7 +27,6 @@ from mlaprof.analysis.sections import (
     StartMemory,
     StartSpeculative,
 )
-from mlaprof.rank_counts import rank_list
 
 SOURCE = "vllm-log"
 GIB = 1 << 30
@@ -331,8 +330,3 @@ def gib(n: int | None) -> str:
 
 def start_label(st: EngineStart) -> str:
     return f"start {st.start} (vLLM {st.version or '?'})"
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """``rank 3`` / ``ranks 0-7``: the one rank-list rule (:func:`mlaprof.rank_counts.rank_list`)."""
-    return rank_list(ranks)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mlaprof.analysis.run_summary import require_summary
 from mlaprof.errors import MlaprofError, disk_message
 from mlaprof.figures import _common as c
-from mlaprof.reporters.fmt import ranks_text
+from mlaprof.rank_counts import ranks_count
 from mlaprof.textsafe import plain
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ def _meta_html(s: RunSummary, info: Any) -> str:
             "backend / device",
             f"{s.backend or '?'} / {s.device or '?'}" if s.backend or s.device else None,
         ),
-        ("ranks", ranks_text(s.ranks) if n else None),
+        ("ranks", ranks_count(s.ranks) if n else None),
         ("versions", None if imported else ", ".join(f"{k} {v}" for k, v in ver.items() if v)),
         ("git", None if imported else info and info.git),
         (

@@ -38,7 +38,7 @@ from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
 from mlaprof.importers.duplicates import check_records
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
-from mlaprof.live_inputs import changing
+from mlaprof.live_inputs import changing, stamp
 from mlaprof.store.schema import TABLES
 
 if TYPE_CHECKING:
@@ -199,14 +199,7 @@ def _changing(path: Path) -> MlaprofError:
 
 def _stamp(path: Path) -> tuple[Any, ...]:
     """Size and modification time of the database and its -wal (None where absent)."""
-    out: list[Any] = []
-    for p in (path, path.with_name(path.name + "-wal")):
-        try:
-            st = p.stat()
-            out.append((st.st_size, st.st_mtime_ns))
-        except OSError:
-            out.append(None)
-    return tuple(out)
+    return tuple(stamp(p) for p in (path, path.with_name(path.name + "-wal")))
 
 
 def _open_state(path: Path, tmp: str) -> tuple[str, tuple[Any, ...] | None]:

@@ -107,18 +107,12 @@ def _item(x: Any, unit: str | None) -> str:
     return value_text(x, unit)
 
 
-def ranks_text(ranks: list[int]) -> str:
-    """``1 (rank 0)``, ``8 (ranks 0-7)`` or ``3 (ranks 0, 2, 5)`` (:func:`mlaprof.rank_counts.
-    ranks_count`: a list of rank ids never reads as a count)."""
-    return ranks_count(ranks)
-
-
 def field_text(name: str, v: Any) -> str:
     """The value of the section field ``name``: a list of rank ids (``ranks``,
-    ``ranks_collapsed``, ...) as :func:`ranks_text` (``[0]`` never reads as "0 ranks"), any
+    ``ranks_collapsed``, ...) as :func:`mlaprof.rank_counts.ranks_count` (``[0]`` never reads as "0 ranks"), any
     other value by :func:`value_text` in the unit the name declares."""
     if (name == "ranks" or name.startswith("ranks_")) and _rank_ids(v):
-        return ranks_text(v)
+        return ranks_count(v)
     return value_text(v, unit_of(name))
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis.memory import human_bytes
-from mlaprof.analysis.sections import FROZEN_LEGEND
+from mlaprof.analysis.sections import FROZEN_LEGEND, FROZEN_NONE
 from mlaprof.analysis.share import share_text
 from mlaprof.rank_counts import rank_list
 from mlaprof.reporters.names import fit_names
@@ -190,7 +190,7 @@ def print_report(
                 f"[bold red]{r.used}[/]" if r.collapsed else str(r.used),
                 f"{r.all_rows}/{r.active_rows}",
                 str(r.deserved),
-                "-" if r.frozen is None else str(r.frozen),
+                FROZEN_NONE if r.frozen is None else str(r.frozen),
                 f"{_pct0(r.occupancy)}->{_pct0(r.occupancy_deserved)}",
             )
         return t

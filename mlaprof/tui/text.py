@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mlaprof.analysis.sections import FROZEN_NONE
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from mlaprof.tui.view import FULL
 
@@ -148,7 +149,7 @@ def split_table(v: View) -> Table:
             _s(r.policy),
             _s(r.used),
             _s(r.deserved),
-            _s(r.frozen),
+            FROZEN_NONE if r.frozen is None else str(r.frozen),
             f"{fmt_pct(r.occupancy)}->{fmt_pct(r.occupancy_deserved)}",
         ]
         for r in v.splits

@@ -80,9 +80,8 @@ def test_every_view_says_which_ranks_by_one_rule() -> None:
     """Which ranks a statement holds for was written three ways ("ranks 0, 1" in a vLLM log's
     findings, "2 (ranks 0, 1)" in the Markdown and HTML reports, "ranks 0-1" in the terminal
     and the TUI): now one span rule under all of them."""
-    from mlaprof.analysis.starts import ranks_text as log_ranks
     from mlaprof.rank_counts import rank_list, rank_span, ranks_count
-    from mlaprof.reporters.fmt import ranks_text as view_ranks
+    from mlaprof.reporters.fmt import field_text
 
     assert [rank_span(r) for r in ([3], [1, 0], [0, 2, 5], [7, 5, 6])] == [
         "3",
@@ -90,8 +89,11 @@ def test_every_view_says_which_ranks_by_one_rule() -> None:
         "0, 2, 5",
         "5-7",
     ]
+    assert rank_span([0, 1, 2, 5, 7, 8, 8]) == "0-2, 5, 7-8"  # runs and singles, once each
+    # a fleet's scattered ranks stay one line: the first 16 items, then how many there are
+    evens = range(0, 64, 2)
+    assert rank_span(evens) == ", ".join(map(str, range(0, 32, 2))) + ", ... (32 ranks)"
     assert rank_list([2, 0, 1, 1]) == "ranks 0-2" and rank_list([4]) == "rank 4"
     assert ranks_count([1, 0]) == "2 (ranks 0-1)" and ranks_count([0]) == "1 (rank 0)"
     for rs in ([0, 1], [0, 2, 5], [3], list(range(8))):
-        assert log_ranks(rs) == rank_list(rs)
-        assert view_ranks(rs) == f"{len(rs)} ({rank_list(rs)})"
+        assert field_text("ranks", rs) == ranks_count(rs) == f"{len(rs)} ({rank_list(rs)})"

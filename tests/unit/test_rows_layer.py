@@ -161,7 +161,7 @@ def test_labels_drop_the_unit_the_value_says() -> None:
 
 def test_the_run_block_says_how_many_ranks_and_which() -> None:
     """A list of rank ids never reads as a count ("ranks: 0" for a one-rank run)."""
-    from mlaprof.reporters.fmt import ranks_text
+    from mlaprof.rank_counts import ranks_count as ranks_text
 
     assert ranks_text([0]) == "1 (rank 0)"
     assert ranks_text([3, 1, 0, 2]) == "4 (ranks 0-3)"
