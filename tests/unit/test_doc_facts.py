@@ -78,13 +78,24 @@ def bench(name: str, *path: str | int) -> object:
     return value
 
 
-def _vs_fcd03bf(name: str, **ratios: str) -> bool:
+def _vs_fcd03bf(
+    name: str, head: str | None = None, fleet_pairs_max: str | None = None, **ratios: str
+) -> bool:
     """A bench/vs_baseline.py results file of the 10M-dispatch fleets against fcd03bf whose
-    ``ratios`` round to the quoted ones."""
+    ``ratios`` round to the quoted ones (``head``: the commit it measured begins so;
+    ``fleet_pairs_max``: the CSV fleet's largest per-pair ratio rounds to it)."""
     return (
         all(rounds_to(bench(name, "ratios", k), v) for k, v in ratios.items())
         and str(bench(name, "baseline")).startswith("fcd03bf")
         and bench(name, "fleet", "dispatches") == 10_000_000
+        and (head is None or str(bench(name, "head")).startswith(head))
+        and (
+            fleet_pairs_max is None
+            or rounds_to(
+                bench(name, "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"),
+                fleet_pairs_max,
+            )
+        )
     )
 
 
@@ -792,9 +803,8 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_lease", fleet_csv_ratio="0.586",
                          fleet_rocpd_ratio="0.519", import_1m_ratio="0.628",
                          import_1m_per_read_csv_head="0.514", report_json_demo_cpu_s_head="0.393",
-                         run_default_cpu_s_head="1.687", version_cpu_s_head="0.052")
-     and rounds_to(bench("vs_baseline_2026-12-06_lease", "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"), "0.651")
-     and str(bench("vs_baseline_2026-12-06_lease", "head")).startswith("da5203f")),
+                         run_default_cpu_s_head="1.687", version_cpu_s_head="0.052",
+                         head="da5203f", fleet_pairs_max="0.651")),
     ("docs/performance.md", "import is 0.883x their median on CPU and 0.792x on wall time (0.571x beside HEAD)",
      lambda: _per_all_read_csv("vs_baseline_2026-12-06_e925a05") == (0.883, 0.792)),
     ("docs/performance.md", "modes: 0.94-1.07 and 1.34-1.86); the import is 1.046x their median on CPU and 0.956x on wall time.",
@@ -805,19 +815,17 @@ FACTS: list[tuple[str, str, Check]] = [
                          import_1m_per_read_csv_head="0.571", report_json_demo_cpu_s_head="0.361",
                          run_default_cpu_s_head="1.626", version_cpu_s_head="0.052")
      and sorted(round(p["head"]["cpu_s"], 2) for p in bench("vs_baseline_2026-12-06_e925a05", "figures", "fleet_csv", "pairs")) == [10.58, 10.6, 10.92, 11.01, 14.8]
-     and str(bench("vs_baseline_2026-12-06_e925a05", "head")).startswith("e925a05")),
+     and _vs_fcd03bf("vs_baseline_2026-12-06_e925a05", head="e925a05")),
     ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 10.32 (9.92-10.46) | 17.31 | **0.596x** (0.59-0.67) |",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_huge_pages", fleet_csv_ratio="0.596",
                          fleet_rocpd_ratio="0.526", import_1m_ratio="0.620",
                          import_1m_per_read_csv_head="0.757", report_json_demo_cpu_s_head="0.371",
-                         run_default_cpu_s_head="1.567", version_cpu_s_head="0.051")
-     and rounds_to(bench("vs_baseline_2026-12-06_huge_pages", "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"), "0.67")
-     and str(bench("vs_baseline_2026-12-06_huge_pages", "head")).startswith("4eec20b")),
+                         run_default_cpu_s_head="1.567", version_cpu_s_head="0.051",
+                         head="4eec20b", fleet_pairs_max="0.67")),
     ("docs/performance.md", "import 0.734x, CSV fleet 0.625x (pairs 0.623-0.695), rocpd fleet 0.568x, first report 0.388 s.",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_numpy_pages", import_1m_ratio="0.734",
                          fleet_csv_ratio="0.625", fleet_rocpd_ratio="0.568",
-                         report_json_demo_cpu_s_head="0.388")
-     and rounds_to(bench("vs_baseline_2026-12-06_numpy_pages", "figures", "fleet_csv", "summary", "ratio_cpu", "pairs_max"), "0.695")),
+                         report_json_demo_cpu_s_head="0.388", fleet_pairs_max="0.695")),
     ("docs/performance.md", "| CSV fleet import + `report --json`, CPU | 10.76 s (10.47-11.56) | **10.12 s** (9.95-10.39), 0.94x | 5 pairs |",
      lambda: bench("huge_pages_ab_2026-12-06", "summary", "import_and_report_cpu_s") == {"on": 10.76, "off": 10.12}
      and bench("huge_pages_ab_2026-12-06", "summary", "import_cpu_s") == {"on": 9.21, "off": 8.32}),

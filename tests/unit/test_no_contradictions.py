@@ -49,6 +49,14 @@ def test_each_rule_fires_on_the_pair_it_names() -> None:
     # a frozen cell in the splits table where no FULL graph serves the steps
     cell = replace(failed, splits=[replace(failed.splits[0], frozen=1), *failed.splits[1:]])
     assert any("frozen S in the splits table" in c for c in contradictions(cell))
+    # a frozen point in the figures' split series of that run
+    assert failed.series is not None and failed.series.ranks[0].splits
+    rk = failed.series.ranks[0]
+    pts = (replace(rk.splits[0], frozen=1.0), *rk.splits[1:])
+    ser = replace(failed.series, ranks=(replace(rk, splits=pts), *failed.series.ranks[1:]))
+    assert any(
+        "frozen S in the split series" in c for c in contradictions(replace(failed, series=ser))
+    )
     # the run's own policy frozen beside its measured replays
     clean = _summary("demo-fix-native-kernel-full-graph")
     assert clean.replayed_splits is not None
