@@ -20,16 +20,25 @@ from mlaprof.errors import MlaprofError
 
 
 class FileChanged(MlaprofError):
-    """An input that changed while it was read (rewritten, truncated, or still being written)."""
+    """An input that changed while it was read (rewritten, truncated), or that did not read while
+    a writer still holds it open: refused as not yet written, never called malformed."""
+
+
+WAIT = "a profiler still writing it?): import it once its writer has finished"
 
 
 def changing(path: Path | str, detail: str = "") -> FileChanged:
     """The one refusal of an input that changed under its reader (``detail``: how it changed)."""
     how = f"{detail}; " if detail else ""
-    return FileChanged(
-        f"{path} changed while it was read ({how}a profiler still writing it?): import it once "
-        "its writer has finished"
-    )
+    return FileChanged(f"{path} changed while it was read ({how}{WAIT}")
+
+
+def still_written(path: Path | str, found: str = "") -> FileChanged:
+    """The refusal of an input that did not read while another process holds it open for
+    writing but did not move: the data shows a writer, not a change (``found``: what the reader
+    found in it as it stands, so a file an idle writer holds still says what is wrong)."""
+    seen = f"; as it stands: {found}" if found else ""
+    return FileChanged(f"{path} is still open for writing by another process ({WAIT}{seen}")
 
 
 def read_lease(fd: int) -> bool | None:

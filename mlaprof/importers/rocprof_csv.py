@@ -34,7 +34,7 @@ from mlaprof.importers.common import (
     trim_heap,
 )
 from mlaprof.importers.mapped import MappedRange
-from mlaprof.live_inputs import changing
+from mlaprof.live_inputs import changing, still_written
 
 if TYPE_CHECKING:
     from mlaprof.store.spill import Spill
@@ -443,7 +443,7 @@ def _parse_span(
     except pa.ArrowInvalid as e:
         try:
             _straddle(e)
-            _written(source)
+            _written(source, e)
         finally:
             source.close()
         raise
@@ -467,7 +467,7 @@ def _parse_span(
                 break
             except pa.ArrowInvalid as e:
                 _straddle(e)
-                _written(source)
+                _written(source, e)
                 raise
             rows = batch.num_rows
             blocks += 1
@@ -511,7 +511,7 @@ def _parse_span(
                     spill.append(pa.Table.from_batches(parked))
                     parked, parked_rows = [], 0
             n += rows
-        _written(source, moved_only=True)
+        _written(source)
         if spill is not None:
             if parked:
                 spill.append(pa.Table.from_batches(parked))
@@ -527,12 +527,16 @@ def _parse_span(
     return _Part(n, codes, names, ints, null_parts, spill)
 
 
-def _written(source: MappedRange, moved_only: bool = False) -> None:
+def _written(source: MappedRange, failed: Exception | None = None) -> None:
     """A file a writer had open while it was read (no lease: it may be growing) is refused as
-    changing where it moved, and where its rows did not parse (a row still half written),
-    never called malformed (``moved_only``: after a parse that went through, only a move)."""
-    if source.writer_open and (source.moved() or not moved_only):
+    changing where it moved, and, where its rows ``failed`` to parse (a row still half
+    written), as still written: never called malformed while a writer holds it."""
+    if not source.writer_open:
+        return
+    if source.moved():
         raise changing(source.path, "open for writing by another process")
+    if failed is not None:
+        raise still_written(source.path, str(failed).splitlines()[0][:200])
 
 
 def _straddle(e: Exception) -> None:

@@ -158,16 +158,17 @@ def decoding(source: object) -> Iterator[None]:
         raise
     except MlaprofError as e:
         if path is not None and str(path) in str(e):  # a failure of this input's content
-            _refuse_if_live(path, before)
+            _refuse_if_live(path, before, str(e).removeprefix(f"{path}: "))
         raise
     except DECODE_ERRORS as e:
         if path is not None:
-            _refuse_if_live(path, before)
+            _refuse_if_live(path, before, describe(e))
         raise MlaprofError(f"{source}: cannot be imported ({describe(e)})") from None
 
 
-def _refuse_if_live(path: str | Path, before: tuple[int, int] | None) -> None:
-    """The changing refusal, where the file moved since ``before`` or a writer holds it."""
+def _refuse_if_live(path: str | Path, before: tuple[int, int] | None, found: str) -> None:
+    """The changing refusal where the file moved since ``before``; where it held still but a
+    writer holds it, the still-written refusal with what the decoder ``found``."""
     if before is None:
         return
     now = live_inputs.stamp(path)
@@ -176,7 +177,7 @@ def _refuse_if_live(path: str | Path, before: tuple[int, int] | None) -> None:
         how = f"{before[0]:,} -> {now[0]:,} bytes" if grew else "modified"  # type: ignore[index]
         raise live_inputs.changing(path, how) from None
     if live_inputs.writer_holds(path):
-        raise live_inputs.changing(path, "open for writing by another process") from None
+        raise live_inputs.still_written(path, found) from None
 
 
 def boundary(fn: F) -> F:

@@ -50,8 +50,12 @@ def test_a_half_written_last_row_is_still_being_written_not_malformed(tmp_path: 
     with open(p, "ab") as writer:
         writer.write(HALF_ROW)
         writer.flush()
-        with pytest.raises(FileChanged, match="open for writing by another process"):
+        with pytest.raises(FileChanged) as held:
             rocprof_csv.read_kernel_file(p)
+    # the file held still: the data shows a writer, not a change, and what the parse found
+    assert "is still open for writing by another process" in str(held.value), held.value
+    assert "changed while it was read" not in str(held.value)
+    assert "as it stands: " in str(held.value)
     # the same bytes with no writer: a file that ends mid-row is malformed, as before
     with pytest.raises(MlaprofError, match="malformed kernel trace"):
         rocprof_csv.read_kernel_file(p)
@@ -93,8 +97,9 @@ def test_every_importer_refuses_a_trace_still_being_written_as_changing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The importers' boundary (mlaprof.store.validate.decoding), for every format: a Kineto
-    trace cut off mid-document reads "not valid JSON" when nothing holds it, and "changed while
-    it was read" while a writer still holds it open (the profiler has not finished writing)."""
+    trace cut off mid-document reads "not valid JSON" when nothing holds it; while a writer
+    still holds it open (the profiler has not finished writing) it is refused as still written,
+    with what it holds as it stands, and as changed once it moves during the import."""
     import gzip
 
     data = gzip.decompress(
@@ -105,8 +110,8 @@ def test_every_importer_refuses_a_trace_still_being_written_as_changing(
     assert "not valid JSON" in _import("kineto", p, tmp_path / "a", capsys)
     with open(p, "ab"):
         err = _import("kineto", p, tmp_path / "b", capsys)
-    assert "changed while it was read (open for writing by another process" in err, err
-    assert "not valid JSON" not in err
+    assert f"{p} is still open for writing by another process (a profiler still" in err, err
+    assert "as it stands: " in err and "changed while it was read" not in err, err
 
 
 def test_a_worker_trace_still_being_written_in_a_profiler_folder_is_changing(
@@ -125,4 +130,29 @@ def test_a_worker_trace_still_being_written_in_a_profiler_folder_is_changing(
     assert "changed while it was read" not in plain
     with open(worker, "ab"):
         err = _import("kineto", folder, tmp_path / "b", capsys)
-    assert f"{worker} changed while it was read (open for writing by another process" in err, err
+    assert f"{worker} is still open for writing by another process" in err, err
+
+
+def test_the_boundary_says_changed_only_where_the_file_moved(tmp_path: Path) -> None:
+    """``decoding`` with a writer holding the input: a failure after the file grew reads
+    "changed while it was read" with its sizes; one where it held still reads "still open for
+    writing" with the decoder's words; with no writer, the decoder's words alone."""
+    from mlaprof.store.validate import decoding
+
+    p = tmp_path / "trace.json"
+    p.write_bytes(b'{"traceEvents": [')
+    with open(p, "ab") as writer:
+        with pytest.raises(FileChanged, match=r"changed while it was read \(17 -> 20 bytes"):
+            with decoding(p):
+                writer.write(b"{}]")
+                writer.flush()
+                raise ValueError("cut off")
+        with pytest.raises(FileChanged) as held:
+            with decoding(p):
+                raise ValueError("cut off")
+    assert str(held.value).startswith(f"{p} is still open for writing by another process")
+    assert str(held.value).endswith("as it stands: ValueError: cut off"), held.value
+    with pytest.raises(MlaprofError) as plain, decoding(p):
+        raise ValueError("cut off")
+    assert not isinstance(plain.value, FileChanged)
+    assert str(plain.value) == f"{p}: cannot be imported (ValueError: cut off)"
