@@ -22,7 +22,7 @@ Tables and rows in the terminal, the HTML page and ``tui``). The shape:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -549,7 +549,7 @@ def text_table(head: list[str], rows: list[list[str]], indent: str = "  ") -> li
     """Columns padded to their widest cell, numbers right-aligned (plain text, no wrapping)."""
     cols = list(zip(head, *rows, strict=True))
     widths = [max(len(c) for c in col) for col in cols]
-    right = [all(text_numeric(c) for c in col[1:]) and len(col) > 1 for col in cols]
+    right = [numeric_column(col[1:]) for col in cols]
     fmt = [(f"{{:>{w}}}" if r else f"{{:<{w}}}") for w, r in zip(widths, right, strict=True)]
     return [
         (indent + "  ".join(f.format(c) for f, c in zip(fmt, line, strict=True))).rstrip()
@@ -559,6 +559,21 @@ def text_table(head: list[str], rows: list[list[str]], indent: str = "  ") -> li
 
 def text_numeric(cell: str) -> bool:
     return cell[:1].isdigit() or (cell[:1] in "-+." and cell[1:2].isdigit())
+
+
+# what a number's cell reads where there is none ("-": typed_json.reads_when_none's word)
+NUMBER_GAPS = ("-", "unknown")
+
+
+def numeric_column(cells: Sequence[str]) -> bool:
+    """The one rule every plain-text and terminal table aligns by: a column of numbers (right)
+    is one whose cells are each a number or a number's gap, a column of gaps alone ("-") too,
+    so a gap sits where its numbers stand in every view; "unknown" alone is a word."""
+    return (
+        bool(cells)
+        and all(text_numeric(c) or c in NUMBER_GAPS for c in cells)
+        and any(c != "unknown" for c in cells)
+    )
 
 
 def fit(lines: list[str], width: int | None) -> list[str]:

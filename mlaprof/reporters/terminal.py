@@ -280,10 +280,10 @@ def print_table(console: Console, t: RowsTable) -> None:
     """A table of the rows layer as a rich table: every cell whole where it fits (numbers
     right-aligned, never wrapped), the one column of long names broken after a separator
     (reporters.names), the table's notes and what it leaves to ``report --json`` under it."""
-    from mlaprof.reporters.rows import table_more, text_numeric
+    from mlaprof.reporters.rows import numeric_column, table_more
 
     cols = list(zip(*t.rows, strict=True)) if t.rows else [()] * len(t.head)
-    numeric = [bool(c) and all(text_numeric(x) or x == "unknown" for x in c) for c in cols]
+    numeric = [numeric_column(c) for c in cols]
     widths = [max((len(x) for x in c), default=0) for c in cols]
     text_cols = [i for i in range(len(t.head)) if not numeric[i] and widths[i] >= NAME_CELL]
     names = max(text_cols, key=lambda i: widths[i], default=None)

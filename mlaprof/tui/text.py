@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.sections import FROZEN_NONE
+from mlaprof.reporters.rows import text_table
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from mlaprof.tui.view import FULL
 
@@ -255,24 +256,11 @@ def finding_lines(v: View, width: int = 100) -> list[str]:
 
 
 def format_table(table: Table, indent: str = "  ") -> list[str]:
+    """The reports' plain-text layout (numbers right-aligned, words left-aligned)."""
     head, rows = table
     if not rows:
         return [indent + "(no records)"]
-    cols = list(zip(head, *rows, strict=True))
-    widths = [max(len(str(c)) for c in col) for col in cols]
-    # numbers right-aligned, words left-aligned
-    align = [
-        ">"
-        if any(c != "-" for c in col[1:]) and all(c == "-" or _numeric(c) for c in col[1:])
-        else "<"
-        for col in cols
-    ]
-    fmt = indent + "  ".join(f"{{:{a}{w}}}" for a, w in zip(align, widths, strict=True))
-    return [fmt.format(*head).rstrip()] + [fmt.format(*r).rstrip() for r in rows]
-
-
-def _numeric(cell: str) -> bool:
-    return cell[:1].isdigit() or (cell[:1] in "-+." and cell[1:2].isdigit())
+    return text_table(head, [[str(c) for c in r] for r in rows], indent)
 
 
 def render_text(v: View, width: int = 100) -> str:

@@ -19,16 +19,13 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from mlaprof.reporters.rows import numeric_column
 from mlaprof.tui.widgets.styles import CachedStyles
 
 if TYPE_CHECKING:
     from mlaprof.tui.text import Table
 
 GAP = 2
-
-
-def _numeric(cell: str) -> bool:
-    return cell[:1].isdigit() or cell[:1] in "-+." and cell[1:2].isdigit()
 
 
 class ViewTable(CachedStyles, ScrollView, can_focus=True):
@@ -98,11 +95,7 @@ class ViewTable(CachedStyles, ScrollView, can_focus=True):
         head, rows = table
         cols = list(zip(head, *rows, strict=True)) if head else []
         widths = [max(len(c) for c in col) for col in cols]
-        # numbers right-aligned ("-" means no value and does not decide)
-        right = [
-            any(c != "-" for c in col[1:]) and all(c == "-" or _numeric(c) for c in col[1:])
-            for col in cols
-        ]
+        right = [numeric_column(col[1:]) for col in cols]  # the reports' rule
 
         def fmt(cells: list[str]) -> str:
             return (" " * GAP).join(
