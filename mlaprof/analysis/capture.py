@@ -30,16 +30,24 @@ if TYPE_CHECKING:
 FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
 
 
+# why a FULL run that attempted no capture and whose syncs were not checked has no verdict
+NOT_PREDICTED = "no capture attempted and no step watched for syncs: nothing predicts it"
+
+
 def capture_summary(
     run_meta: RunMeta,
     syncs: pd.DataFrame,
+    layers: pd.DataFrame,
     captures: pd.DataFrame,
     memory: pd.DataFrame,
     origin: str = "unknown",
 ) -> Capture:
     """A scenario run's capture verdict: measured where a capture was attempted (``origin``:
-    where the run's numbers were measured), else predicted from the syncs seen."""
+    where the run's numbers were measured), else predicted from the syncs seen, where the sync
+    probe watched a step (``layers``: its per-layer counts; :func:`syncs.probe_watched`, the
+    sync count's own rule): a run that checked none predicts nothing (unknown)."""
     from mlaprof.analysis.evidence.common import capture
+    from mlaprof.analysis.syncs import probe_watched, watched_steps
 
     mode = run_meta.scenario.graph_mode or "FULL"
     failed = captures[captures["status"] == "failed"] if not captures.empty else captures
@@ -56,6 +64,16 @@ def capture_summary(
         status, effective = "captured", mode
     elif mode == "FULL" and not blocking.empty:
         status, effective = "predicted-fail", "PIECEWISE"
+    elif mode == "FULL" and not probe_watched(watched_steps(layers, syncs), syncs):
+        return capture(
+            CaptureStatus.UNKNOWN,
+            "not checked",
+            NOT_PREDICTED,
+            mode=mode,
+            memory_bytes=capture_memory_bytes(memory),
+            memory_measure=CAPTURE_MEMORY_MEASURE,
+            sizes=_sizes(memory),
+        )
     else:
         status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
     return capture(
@@ -65,8 +83,12 @@ def capture_summary(
         effective_mode=effective,
         memory_bytes=capture_memory_bytes(memory),
         memory_measure=CAPTURE_MEMORY_MEASURE,
-        sizes=int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
+        sizes=_sizes(memory),
     )
+
+
+def _sizes(memory: pd.DataFrame) -> int:
+    return int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0
 
 
 def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:

@@ -50,6 +50,8 @@ def contradictions(s: RunSummary) -> list[str]:
         out.append("syncs 'not checked' + a sync finding from the probe")
     if n.checked and n.total == 0 and any(f.kind == "sync" for f in s.findings):
         out.append("'0 syncs' + a sync finding")
+    if status.startswith("predicted") and not n.checked:
+        out.append(f"capture {status} (predicted from syncs) + sync count 'not checked'")
     t = s.trace.syncs if s.trace is not None else None
     if t is not None and t.count is not None and not n.checked:
         out.append(f"trace syncs {t.count} in MLA layers + sync count 'not checked'")

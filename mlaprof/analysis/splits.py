@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.capture_status import CaptureStatus
+
 # the one collapse rule and wording (mlaprof.analysis.collapse), re-exported for the views
 from mlaprof.analysis.collapse import (  # noqa: F401
     collapse_finding,
@@ -173,6 +175,8 @@ def split_findings(
     seen_device: set[str] = set()
     full_graph = claims.full_graph if claims is not None else graph_mode == "FULL"
     stands = frozen_rule(run_policy, full_graph, replayed)
+    # a FULL graph asked for whose capture nothing decided: the frozen S is said on that condition
+    unsure = claims is not None and claims.capture_status == CaptureStatus.UNKNOWN
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
@@ -236,7 +240,9 @@ def split_findings(
                     severity="warning",
                     title=(
                         f"S = {int(r.frozen)} would be frozen into the FULL graph by the "
-                        f"capture-time dummy run ({r.policy}); real rows deserve {deserved}"
+                        f"capture-time dummy run ({r.policy})"
+                        + (", if it captures (this run does not say)" if unsure else "")
+                        + f"; real rows deserve {deserved}"
                     ),
                     evidence=(
                         "the split count is a host-side constant captured into the graph; the "

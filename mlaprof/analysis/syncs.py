@@ -118,6 +118,13 @@ def watched_steps(layers: pd.DataFrame, syncs: pd.DataFrame) -> pd.DataFrame:
     return both.drop_duplicates().reset_index(drop=True)
 
 
+def probe_watched(watched: pd.DataFrame, syncs: pd.DataFrame) -> bool:
+    """Whether the sync probe checked anything: a step watched (:func:`watched_steps`) or a
+    sync row recorded. The one rule behind "not checked" in the sync count and in the capture
+    verdict a scenario run predicts from its syncs (nothing watched predicts nothing)."""
+    return not (watched.empty and syncs.empty)
+
+
 def per_layer_step(count: int, layer_steps: int) -> float:
     """The one sync rate every view and finding states: syncs per layer per WATCHED step (a
     step the probe watched and found clean counts, so 2 syncs on layer 0 in 2 of 4 watched
@@ -145,7 +152,7 @@ def sync_counts(
     watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
     if watched.empty and host is not None and host.status in ("none", "found"):
         return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
-    if watched.empty and syncs.empty:
+    if not probe_watched(watched, syncs):
         return not_checked_counts()
     if not syncs.empty:
         for k, n in syncs["kind"].value_counts().items():

@@ -84,13 +84,21 @@ def test_capture_status_rules() -> None:
     no_caps, mem = frame("captures", []), frame("memory", [])
     full = run_meta({"scenario": {"graph_mode": "FULL"}})
     pw = run_meta({"scenario": {"graph_mode": "PIECEWISE"}})
-    assert capture_summary(full, none, caps("failed"), mem).status == "failed"
-    assert capture_summary(full, syncs, caps("captured"), mem).status == "captured"
-    assert capture_summary(full, syncs, no_caps, mem).status == "predicted-fail"
-    assert capture_summary(full, none, no_caps, mem).status == "predicted-ok"
-    assert capture_summary(pw, syncs, no_caps, mem).status == "not-attempted"
+    # layer 0 of step 0 watched, none found / never watched (the sync probe off)
+    clean = frame("layers", [{"rank": 0, "step": 0, "layer": 0, "syncs": 0}])
+    unwatched = frame("layers", [{"rank": 0, "step": 0, "layer": 0, "syncs": None}])
+    assert capture_summary(full, none, unwatched, caps("failed"), mem).status == "failed"
+    assert capture_summary(full, syncs, clean, caps("captured"), mem).status == "captured"
+    assert capture_summary(full, syncs, clean, no_caps, mem).status == "predicted-fail"
+    assert capture_summary(full, none, clean, no_caps, mem).status == "predicted-ok"
+    assert capture_summary(pw, syncs, clean, no_caps, mem).status == "not-attempted"
     alloc = frame("syncs", [{"kind": "alloc", "op": "x", "location": "a.py:1"}])
-    assert capture_summary(full, alloc, no_caps, mem).status == "predicted-ok"
+    assert capture_summary(full, alloc, clean, no_caps, mem).status == "predicted-ok"
+    # nothing watched predicts nothing: not "no sync seen", the sync count's own "not checked"
+    blind = capture_summary(full, none, unwatched, no_caps, mem)
+    assert blind.status == "unknown" and blind.provenance == "not checked", blind
+    assert "no step watched for syncs" in blind.label, blind.label
+    assert capture_summary(pw, none, unwatched, no_caps, mem).status == "not-attempted"
 
 
 def test_capture_memory_is_the_driver_delta_of_the_serving_graphs() -> None:

@@ -74,6 +74,12 @@ def test_each_rule_fires_on_the_pair_it_names() -> None:
     assert any("not checked" in c for c in contradictions(unchecked))
     zero = replace(unchecked, sync_counts=replace(clean.sync_counts, checked=True, total=0))
     assert any("'0 syncs'" in c for c in contradictions(zero))
+    # a capture verdict predicted from syncs nobody watched
+    blind = replace(clean, capture=replace(clean.capture, status="predicted-ok"))
+    assert any("predicted from syncs" in c for c in contradictions(blind))
+    assert (
+        contradictions(replace(blind, sync_counts=replace(clean.sync_counts, checked=True))) == []
+    )
 
     trace = _summary("aiter-gluon_v0119_fix")
     assert trace.trace is not None and trace.trace.syncs.count == 0

@@ -168,3 +168,16 @@ def test_the_run_policy_row_is_judged_wherever_it_stands_among_the_policies():
     )
     kinds = [f.kind for f in split_findings(rows, "aiter-gluon-v0.1.19", "FULL")]
     assert kinds == ["split-frozen"]
+
+
+def test_a_frozen_s_under_a_capture_nothing_decided_is_said_on_that_condition():
+    """A FULL run whose capture was neither attempted nor predicted (its sync probe off): the
+    frozen S is modelled for the FULL graph asked for, and the warning says it holds only if
+    that graph captures; where the capture is known, the plain warning."""
+    rows = _splits("aiter-gluon-v0.1.19", 17, 17, 1)
+    (unsure,) = split_findings(rows, "aiter-gluon-v0.1.19", "FULL", claims=_claims("unknown"))
+    assert unsure.kind == "split-frozen"
+    assert "would be frozen into the FULL graph" in unsure.title
+    assert ", if it captures (this run does not say)" in unsure.title, unsure.title
+    (sure,) = split_findings(rows, "aiter-gluon-v0.1.19", "FULL", claims=_claims("captured"))
+    assert "if it captures" not in sure.title
