@@ -26,11 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.sections import FROZEN_NONE
+from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import NONE_READS, OMIT
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.analysis.sections import SplitStep
 
 TABLE_ROWS = 12  # rows a table shows in a report; the JSON document holds them all
 SAID_ONCE_CHARS = 40  # a text this long that a field repeats is shown once (said_once)
@@ -544,6 +547,45 @@ def table_more(t: Table) -> str:
     return f"... {t.more} more row(s) in report --json" if t.more else ""
 
 
+# -- the splits table's cells (the terminal report and the dashboard share them) --------------
+NEVER_FROZEN = "never"  # the frozen cell of a policy whose S the device decides at each replay
+
+
+@dataclass(frozen=True)
+class SplitCells:
+    """One policy row of the splits table in words (:func:`split_cells`)."""
+
+    s: str  # S used
+    all_act: str  # S over all rows / over active rows
+    deserved: str
+    frozen: str
+    occupancy: str  # used -> deserved
+
+
+def split_cells(r: SplitStep) -> SplitCells:
+    """One policy row of the splits table in words, the one wording the terminal report and the
+    dashboard lay out (each picks its columns): a policy whose S is decided on the device shows
+    the S it decides for the worst step like any other and is never frozen; a number the row
+    does not hold reads "-"."""
+
+    def n(x: object) -> str:
+        return GAP if x is None else str(x)
+
+    held = r.all_rows is not None or r.active_rows is not None
+    shares = r.occupancy is not None or r.occupancy_deserved is not None
+    return SplitCells(
+        s=n(r.used),
+        all_act=f"{n(r.all_rows)}/{n(r.active_rows)}" if held else GAP,
+        deserved=n(r.deserved),
+        frozen=NEVER_FROZEN
+        if r.on_device
+        else (FROZEN_NONE if r.frozen is None else str(r.frozen)),
+        occupancy=f"{share_text(r.occupancy)}->{share_text(r.occupancy_deserved)}"
+        if shares
+        else GAP,
+    )
+
+
 # -- plain-text layout (the terminal report and ``tui --once`` share it) ----------------------
 def text_table(head: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
     """Columns padded to their widest cell, numbers right-aligned (plain text, no wrapping)."""
@@ -562,7 +604,8 @@ def text_numeric(cell: str) -> bool:
 
 
 # what a number's cell reads where there is none ("-": typed_json.reads_when_none's word)
-NUMBER_GAPS = ("-", "unknown")
+GAP = "-"
+NUMBER_GAPS = (GAP, "unknown")
 
 
 def numeric_column(cells: Sequence[str]) -> bool:

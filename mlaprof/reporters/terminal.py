@@ -6,6 +6,7 @@ here reads the run or its tables."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -14,18 +15,19 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis.memory import human_bytes
-from mlaprof.analysis.sections import FROZEN_LEGEND, FROZEN_NONE
-from mlaprof.analysis.share import share_text
+from mlaprof.analysis.sections import FROZEN_LEGEND
 from mlaprof.rank_counts import rank_list
 from mlaprof.reporters.names import fit_names
 from mlaprof.reporters.rows import (
     HEADING,
+    NEVER_FROZEN,
     Block,
     block_lines,
     fleet_line,
     front_rows,
     front_tables,
     row_line,
+    split_cells,
     summary_blocks,
 )
 from mlaprof.textsafe import term
@@ -36,10 +38,6 @@ if TYPE_CHECKING:
     from mlaprof.reporters.rows import Table as RowsTable
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def _pct0(x: float | None) -> str:
-    return share_text(x)
 
 
 class TerminalRenderer:
@@ -178,20 +176,15 @@ def print_report(
         for r in s.splits:
             mark = " *" if r.policy == sc.policy else ""
             who = [rank_list([x or 0 for x in r.ranks] or [r.rank or 0])] if by_rank else []
-            if r.on_device:  # S is the device's, at every replay: no host number
-                t.add_row(show(r.policy + mark + " †"), *who, "device", "-", "-", "never", "-")
-                continue
-            if r.used is None:  # the policy's kernel does not take this configuration
-                t.add_row(show(r.policy), *who, "‡", "-", "-", "-", "-")
-                continue
+            c = split_cells(r)
+            if r.used is None and not r.on_device:  # the kernel does not take this configuration
+                c = dataclasses.replace(c, s="‡")
+            elif r.collapsed:
+                c = dataclasses.replace(c, s=f"[bold red]{c.s}[/]")
             t.add_row(
                 show(r.policy + mark + ("" if r.verified else " †")),
                 *who,
-                f"[bold red]{r.used}[/]" if r.collapsed else str(r.used),
-                f"{r.all_rows}/{r.active_rows}",
-                str(r.deserved),
-                FROZEN_NONE if r.frozen is None else str(r.frozen),
-                f"{_pct0(r.occupancy)}->{_pct0(r.occupancy_deserved)}",
+                *(c.s, c.all_act, c.deserved, c.frozen, c.occupancy),
             )
         return t
 
@@ -214,7 +207,8 @@ def print_report(
         console.print(
             "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
             f"deserved: real rows only; {FROZEN_LEGEND} "
-            "(device: S decided on the device at replay, never frozen); "
+            f"({NEVER_FROZEN}: S decided on the device at each replay, its worst step's S "
+            "shown); "
             f"occupancy of {sc.target} units used -> deserved; † UNVERIFIED: part of the "
             "rule is not verified (see --json 'source'); ‡ not runnable: the policy's kernel "
             "asserts against this configuration (head count, batch, KV dtype or arch), so it "

@@ -6,8 +6,7 @@ import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.sections import FROZEN_NONE
-from mlaprof.reporters.rows import text_table
+from mlaprof.reporters.rows import split_cells, text_table
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from mlaprof.tui.view import FULL
 
@@ -142,19 +141,10 @@ def split_table(v: View) -> Table:
     """The analysis' worst-step row per policy (ranks that agree share a row; ranks that
     disagree keep their own)."""
     head = ["ranks", "policy", "S used", "deserved", "frozen", "occ (model)"]
-    rows = [
-        [_ranks(r), _s(r.policy), "device", "-", "never", "-"]
-        if r.on_device  # S is decided on the device at every replay: no host number
-        else [
-            _ranks(r),
-            _s(r.policy),
-            _s(r.used),
-            _s(r.deserved),
-            FROZEN_NONE if r.frozen is None else str(r.frozen),
-            f"{fmt_pct(r.occupancy)}->{fmt_pct(r.occupancy_deserved)}",
-        ]
-        for r in v.splits
-    ]
+    rows = []
+    for r in v.splits:
+        c = split_cells(r)  # the terminal report's words ("never": S decided on the device)
+        rows.append([_ranks(r), _s(r.policy), c.s, c.deserved, c.frozen, c.occupancy])
     return head, rows
 
 
