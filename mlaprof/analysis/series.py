@@ -22,7 +22,7 @@ from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
 from mlaprof.analysis.splits import decided_on_device, frozen_rule, replayed_splits
-from mlaprof.analysis.timing import median_by_mode, served_steps
+from mlaprof.analysis.timing import median_by_mode, served_steps, step_modes
 from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
 
@@ -333,7 +333,7 @@ def mode_timing(
         by_mode = median_by_mode(st)
     st = _num(st, "step", "duration_ns", "num_reqs").dropna(subset=["duration_ns"])
     out = []
-    for mode, g in st.groupby(st["graph_mode"].fillna("?").astype(str)):
+    for mode, g in st.groupby(step_modes(st)):
         timing = g["timing"].dropna()
         out.append(
             ModeTiming(

@@ -168,11 +168,28 @@ def timing_summary(
     )
 
 
+# a scenario step timed on the CPU: its graph mode is the plan it was shaped by (its padding
+# rows), not a graph it ran in (mlaprof.cpu_runner: the CPU captures and replays nothing)
+PLANNED_TIMINGS = ("cpu-thread", "cpu-wall")
+ON_CPU = " shape on cpu"
+
+
+def step_modes(steps: pd.DataFrame) -> pd.Series:
+    """How each step ran, the one key of the timing's ``by_mode`` and the figures' per-mode
+    series: its graph mode, or for a scenario step timed on the CPU the mode whose shape it
+    ran eagerly ("FULL shape on cpu": never "FULL" beside a capture that predicts PIECEWISE)."""
+    mode = steps["graph_mode"].fillna("?").astype(str)
+    planned = steps["timing"].isin(PLANNED_TIMINGS) if "timing" in steps else False
+    return mode.where(~planned, mode + ON_CPU)
+
+
 def median_by_mode(served: pd.DataFrame) -> dict[str, float]:
     """The median step time (µs) per graph mode of served steps (:func:`served_steps`)."""
+    timed = served.dropna(subset=["duration_ns"])
     return {
         str(mode): float(g["duration_ns"].median()) / 1e3
-        for mode, g in served.dropna(subset=["duration_ns"]).groupby("graph_mode")
+        for mode, g in timed.groupby(step_modes(timed))
+        if mode != "?"
     }
 
 

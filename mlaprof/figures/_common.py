@@ -14,6 +14,7 @@ import pandas as pd
 from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures' name for it
 from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
 from mlaprof.analysis.series import is_run, kernel_label, shorten  # noqa: F401 - one definition
+from mlaprof.analysis.timing import ON_CPU
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.store.schema import TABLES, columns
 
@@ -44,6 +45,10 @@ MODE_LABELS = {
     "graph": f"{CAPTURE_LABELS[CaptureStatus.REPLAYED]} (trace)",
     "eager": "eager (trace)",
 }
+# a scenario step timed on the CPU ran eagerly in its mode's shape (analysis.timing.step_modes)
+for _m in ("FULL", "PIECEWISE"):
+    MODE_COLORS[_m + ON_CPU] = MODE_COLORS[_m]
+    MODE_LABELS[_m + ON_CPU] = f"{_m} shape, eager on the CPU"
 TEMPLATE = "plotly_white"
 MIB = 1024.0 * 1024.0
 

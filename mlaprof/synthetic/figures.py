@@ -40,16 +40,19 @@ def write_run(
     layers: int = 3,
     fallback_steps: tuple[int, ...] = (4,),
     rank: int = 0,
+    device: str = "cpu",
 ) -> Path:
     """A run of the default scenario: the bug (``fixed=False``: 2 syncs per layer, min_kv over all
-    rows, a failed capture) or the fix. Steps in ``fallback_steps`` ran PIECEWISE, slower."""
+    rows, a failed capture) or the fix. Steps in ``fallback_steps`` ran PIECEWISE, slower.
+    ``device``: "cpu" times the steps as a CPU run does (each in its mode's shape, eagerly);
+    "cuda" as a GPU run does (FULL steps replayed in a graph, the fallback's on device events)."""
     sc = Scenario(
         steps=steps,
         layers=layers,
         min_kv_mode="active-rows" if fixed else "all-rows",
     ).validate()
     w = create_run(
-        traces, name, {"scenario": sc.to_dict(), "backend": "torch", "device": "cpu"}, rank
+        traces, name, {"scenario": sc.to_dict(), "backend": "torch", "device": device}, rank
     )
     t = T0
     kern_id = 0
@@ -70,7 +73,9 @@ def write_run(
             padded_tokens=meta.num_reqs * meta.qlen,
             graph_mode=mode,
             backend="torch",
-            timing="cpu-wall",
+            timing="cpu-wall"
+            if device == "cpu"
+            else ("graph-replay" if mode == "FULL" else "eager-events"),
         )
         for pol in POLICY_NAMES:
             p = POLICIES[pol]

@@ -41,3 +41,15 @@ def test_the_capture_verdict_reads_the_syncs_the_probe_watched(tmp_path: Path, c
         assert s.sync_counts.checked and s.sync_counts.total > 0
         assert s.capture.status == "predicted-fail" and s.capture.effective_mode == "PIECEWISE"
         assert frozen == []  # no FULL graph serves the steps: nothing is frozen
+
+
+def test_a_cpu_runs_step_times_say_the_shape_they_ran_not_a_graph(tmp_path: Path) -> None:
+    """The CPU captures nothing: its steps' times are keyed by the mode whose shape they ran
+    eagerly ("FULL shape on cpu"), so the timing never reads "FULL" beside a capture that
+    predicts the engine runs PIECEWISE, and no FULL-vs-fallback ratio is made of CPU steps."""
+    s = _summary(tmp_path, "all")
+    assert s.capture.effective_mode == "PIECEWISE"
+    assert set(s.timing.by_mode) == {"FULL shape on cpu"}, s.timing.by_mode
+    assert not [f for f in s.findings if f.kind == "timing"]
+    assert s.series is not None
+    assert {m.mode for r in s.series.ranks for m in r.modes} == {"FULL shape on cpu"}

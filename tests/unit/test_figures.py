@@ -240,8 +240,15 @@ def test_capture_memory_views_in_mib(runs):
     assert fig.layout.yaxis.title.text == "memory (MiB)"
 
 
-def test_full_vs_fallback_medians_and_ratio(runs):
-    bug, fix = runs
+def test_full_vs_fallback_medians_and_ratio(runs, tmp_path):
+    """A GPU run's FULL replays against its PIECEWISE fallback; a CPU run's steps are each
+    labelled with the mode whose shape they ran eagerly, never as graph replays."""
+    cpu, _ = runs
+    labels = list(trace(F.full_vs_fallback(cpu), "median step time").x)
+    assert labels == ["FULL shape, eager on the CPU", "PIECEWISE shape, eager on the CPU"]
+    assert "x FULL" not in F.full_vs_fallback(cpu).layout.title.text
+    bug = mlaprof.load(write_run(tmp_path, "bug", device="cuda"))
+    fix = mlaprof.load(write_run(tmp_path, "fix", fixed=True, fallback_steps=(), device="cuda"))
     fig = F.full_vs_fallback(bug)
     med = trace(fig, "median step time")
     assert list(med.x) == ["FULL graph", "PIECEWISE fallback"]
@@ -253,6 +260,8 @@ def test_full_vs_fallback_medians_and_ratio(runs):
     assert fig.layout.yaxis.title.text == "step time (µs)"
     assert any("aten._local_scalar_dense" in a.text for a in fig.layout.annotations)
     assert "all 5 steps ran FULL graph" in F.full_vs_fallback(fix).layout.title.text
+    bug.close()
+    fix.close()
 
 
 def test_diff_table_and_figure(runs):
