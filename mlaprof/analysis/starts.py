@@ -8,6 +8,7 @@ ranks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 from typing import Any
@@ -312,7 +313,7 @@ def log_capture(starts: list[EngineStart]) -> Capture:
     status = "downgraded" if st.downgrades else ("captured" if captured else "unknown")
     if status == "unknown" and st.final_mode == "NONE":
         status = "not-attempted"  # the config line asks for no graphs (NONE: eager steps)
-    return capture(
+    cap = capture(
         CaptureStatus(status),
         st.provenance,
         why="the log shows no finished capture and no downgrade",
@@ -320,6 +321,11 @@ def log_capture(starts: list[EngineStart]) -> Capture:
         effective_mode=st.final_mode or "unknown",
         memory_bytes=None,
         start=st.start,
+    )
+    # which start the line is of, in the line every view prints (a log may hold several, and
+    # an earlier one's findings sit beside it)
+    return dataclasses.replace(
+        cap, text=f"{cap.text} at start {st.start} of {len(starts)}, as the log says"
     )
 
 

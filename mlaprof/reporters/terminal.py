@@ -88,11 +88,7 @@ def print_report(
     blocks = summary_blocks(s)  # the rows layer: every section's rows and tables, laid out once
     starts = next((b for b in blocks if b.key == "engine_starts"), None)
     if starts is not None and not sc.recorded:  # an imported log: no syncs or padding in it
-        listed = starts.tables[0]  # the starts' overview table: the rows shown and those cut
-        console.print(
-            f"capture (start {cap.start} of {len(listed.rows) + listed.more}, as the log says): "
-            f"{cap.mode} -> {cap.status} (runs {cap.effective_mode})"
-        )
+        console.print(f"capture: {term(cap.text)}")  # which start: in the section's text
         console.print(f"syncs in region: {s.sync_counts.text}")
     elif trace is not None:  # an imported trace: only the verdicts its evidence supports
         sy = trace.syncs

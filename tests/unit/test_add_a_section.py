@@ -60,9 +60,9 @@ def _extended() -> tuple[RunSummary, WithQueue]:
     return s, WithQueue(**base, queue_wait=queue_wait(s))
 
 
-def _views(s: RunSummary) -> dict[str, str]:
-    """The five views of ``s``, each from its renderer function (what ``report`` and
-    ``tui --once`` print), as a reader sees the text."""
+def _views(s: RunSummary, run: str = RUN) -> dict[str, str]:
+    """The five views of ``s`` (the summary of the shipped input ``run``), each from its
+    renderer function (what ``report`` and ``tui --once`` print), as a reader sees the text."""
     import io
 
     from rich.console import Console
@@ -77,7 +77,7 @@ def _views(s: RunSummary) -> dict[str, str]:
     page = re.sub(r"<(script|style)\b.*?</\1>", " ", HtmlRenderer().render(s), flags=re.S)
     # the Markdown as a reader sees it: its backslash escapes (CommonMark 2.4) taken off
     md = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", MarkdownRenderer().render(s))
-    view, _ = read_view(shipped_runs.run_dir(RUN))
+    view, _ = read_view(shipped_runs.run_dir(run))
     console = Console(file=io.StringIO(), width=200, color_system=None)
     return {
         "terminal": TerminalRenderer(console).render(s),

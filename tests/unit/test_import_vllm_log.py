@@ -551,4 +551,4 @@ def test_terminal_counts_every_start_past_the_table_cut(
     )
     capsys.readouterr()
     assert main(["report", "v", "--traces", str(tmp_path / "t")]) == 0
-    assert f"capture (start {n} of {n}, as the log says)" in capsys.readouterr().out
+    assert f"at start {n} of {n}, as the log says" in capsys.readouterr().out
