@@ -549,6 +549,7 @@ def table_more(t: Table) -> str:
 
 # -- the splits table's cells (the terminal report and the dashboard share them) --------------
 NEVER_FROZEN = "never"  # the frozen cell of a policy whose S the device decides at each replay
+ON_DEVICE = "dev"  # beside such a policy's S: the device's, for the step (modelled)
 
 
 @dataclass(frozen=True)
@@ -565,16 +566,19 @@ class SplitCells:
 def split_cells(r: SplitStep) -> SplitCells:
     """One policy row of the splits table in words, the one wording the terminal report and the
     dashboard lay out (each picks its columns): a policy whose S is decided on the device shows
-    the S it decides for the worst step like any other and is never frozen; a number the row
-    does not hold reads "-"."""
+    the S it decides for the worst step, marked "dev" as the JSON's ``on_device`` says, and
+    is never frozen; a number the row does not hold reads "-"."""
 
     def n(x: object) -> str:
         return GAP if x is None else str(x)
 
     held = r.all_rows is not None or r.active_rows is not None
     shares = r.occupancy is not None or r.occupancy_deserved is not None
+    s = n(r.used)
+    if r.on_device:  # the S the device decides at replay, for this step (modelled)
+        s = ON_DEVICE if r.used is None else f"{r.used} {ON_DEVICE}"
     return SplitCells(
-        s=n(r.used),
+        s=s,
         all_act=f"{n(r.all_rows)}/{n(r.active_rows)}" if held else GAP,
         deserved=n(r.deserved),
         frozen=NEVER_FROZEN

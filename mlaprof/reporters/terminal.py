@@ -21,6 +21,7 @@ from mlaprof.reporters.names import fit_names
 from mlaprof.reporters.rows import (
     HEADING,
     NEVER_FROZEN,
+    ON_DEVICE,
     Block,
     block_lines,
     fleet_line,
@@ -203,8 +204,8 @@ def print_report(
         console.print(
             "[dim]* the run's policy; S: splits used; all/act: S with min_kv_seq_len over all rows / active rows; "
             f"deserved: real rows only; {FROZEN_LEGEND} "
-            f"({NEVER_FROZEN}: S decided on the device at each replay, its worst step's S "
-            "shown); "
+            f"({ON_DEVICE} S, {NEVER_FROZEN} frozen: S decided on the device at each replay, "
+            "its worst step's S shown); "
             f"occupancy of {sc.target} units used -> deserved; † UNVERIFIED: part of the "
             "rule is not verified (see --json 'source'); ‡ not runnable: the policy's kernel "
             "asserts against this configuration (head count, batch, KV dtype or arch), so it "

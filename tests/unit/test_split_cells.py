@@ -29,7 +29,7 @@ def test_a_device_decided_row_keeps_its_numbers_and_is_never_frozen() -> None:
     _, rows = _device_rows()
     for r in rows:
         c = split_cells(r)
-        assert c.s == str(r.used) and c.deserved == str(r.deserved)
+        assert c.s == f"{r.used} dev" and c.deserved == str(r.deserved)
         assert c.frozen == NEVER_FROZEN
         assert c.occupancy != "-"
 
@@ -52,6 +52,7 @@ def test_the_terminal_and_the_dashboard_show_the_same_cells() -> None:
         c = split_cells(r)
         line = _line(term, r.policy)
         assert "†" not in line, line  # verified: no UNVERIFIED mark
-        assert line.split()[1:] == [c.s, c.all_act, c.deserved, c.frozen, c.occupancy], line
-        (cells,) = [ln.split() for ln in tui.splitlines() if ln.split()[1:2] == [r.policy]]
-        assert cells[2:] == [c.s, c.deserved, c.frozen, c.occupancy], cells
+        cells = [c.s, c.all_act, c.deserved, c.frozen, c.occupancy]
+        assert " ".join(line.split()[1:]) == " ".join(cells), line
+        (got,) = [ln.split() for ln in tui.splitlines() if ln.split()[1:2] == [r.policy]]
+        assert " ".join(got[2:]) == " ".join([c.s, c.deserved, c.frozen, c.occupancy]), got
