@@ -104,6 +104,12 @@ def capture_row(
     }
 
 
+# a memory row's graph mode suffix for a FULL capture attempt that failed: no graph was kept and
+# no bytes were measured (the attempt runs in a probe process), only its time; like the timing
+# twin ("FULL+events") it is no serving graph (mlaprof.analysis.memory.serving_memory)
+ATTEMPT = "+attempt"
+
+
 def memory_row(
     capture_size: int | None,
     graph_mode: str,

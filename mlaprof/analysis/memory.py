@@ -13,6 +13,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.starts import GIB, gib, start_label
 from mlaprof.rank_counts import rank_list
+from mlaprof.recording import ATTEMPT
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import Capture, EngineStart
@@ -57,7 +58,29 @@ def capture_memory_findings(
     if captured is None:
         captured = summary.status == "captured"
     out: list[Finding] = []
+    attempts = (
+        memory[memory["graph_mode"].fillna("").str.endswith(ATTEMPT)]
+        if not memory.empty
+        else memory
+    )
     memory = serving_memory(memory)
+    if memory.empty and not attempts.empty:  # a failed attempt's time; no bytes were measured
+        out.append(
+            Finding(
+                kind="memory",
+                severity="info",
+                title=(
+                    f"failed capture attempt: capture memory ({CAPTURE_MEMORY_MEASURE}): unknown "
+                    f"over {attempts['capture_size'].nunique()} capture size(s)"
+                ),
+                evidence=(
+                    "not measured: the attempt ran in a probe process and kept no graph; it took "
+                    f"{attempts['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
+                ),
+                fix="nothing to trim: no graph was kept (see the capture finding); measure "
+                "again once the capture succeeds",
+            )
+        )
     if not memory.empty:
         pool = memory["pool_bytes"].fillna(0).sum()
         alloc = memory["allocator_bytes"].fillna(0).sum()

@@ -22,7 +22,7 @@ from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
-from mlaprof.recording import capture_row, event_row, layer_row, memory_row, step_row
+from mlaprof.recording import ATTEMPT, capture_row, event_row, layer_row, memory_row, step_row
 from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
 from mlaprof.sync_kinds import OPS
 
@@ -166,7 +166,11 @@ def _record_failed_capture(writer: RunWriter, sess: Any, outcome: CaptureOutcome
                 location=outcome.location,
             )
             writer.add("captures", **cap)
-            mem = memory_row(grp.capture_size, "PIECEWISE", 0, 0, 0, outcome.capture_ns)
+            # the attempt's time; its bytes were not measured (it ran in the probe process), and
+            # the steps then run eagerly: no PIECEWISE graph is captured
+            mem = memory_row(
+                grp.capture_size, "FULL" + ATTEMPT, None, None, None, outcome.capture_ns
+            )
             writer.add("memory", **mem)
         for e in outcome.events or []:
             if e.get("kind") in OPS:

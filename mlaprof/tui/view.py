@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import human_bytes
+from mlaprof.analysis.capture_attempts import as_attempt, failed_sizes
 from mlaprof.analysis.diff import backend_text
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from mlaprof.rank_counts import rank_span
+from mlaprof.recording import ATTEMPT
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
@@ -246,10 +248,13 @@ def capture_rows(live: LiveSummary, rank: int | None) -> list[CaptureRow]:
     one place the TUI reads store rows (not the summary) by column name."""
 
     def key(r: dict[str, Any]) -> tuple[Any, Any, Any]:
-        return (r.get("rank"), r.get("capture_size"), r.get("graph_mode"))
+        # a failed attempt's memory row sits on its capture's row (analysis.memory.as_attempt)
+        mode = r.get("graph_mode")
+        return (r.get("rank"), r.get("capture_size"), mode and str(mode).removesuffix(ATTEMPT))
 
     status = {key(c): c for c in live.captures}
-    mem = {key(m): m for m in live.memory}
+    failed = failed_sizes(live.captures)
+    mem = {key(a): a for a in (as_attempt(m, failed) for m in live.memory)}
     out = []
     for k in list(mem) + [k for k in status if k not in mem]:
         if rank is not None and k[0] != rank:

@@ -24,12 +24,15 @@ def load_tables(run: Run) -> dict[str, pd.DataFrame]:
     """Every table the analyzers read, queried once (each ``run.<table>`` access re-reads), all
     of them together where the run can (:meth:`mlaprof.store.reader.Run.read_tables`; a live
     fold's rows are read one table at a time)."""
+    from mlaprof.analysis.capture_attempts import with_attempts
     from mlaprof.analysis.syncs import fill_layer_syncs
 
     together = getattr(run, "read_tables", None)
     t = together(TABLES) if together is not None else {name: run.table(name) for name in TABLES}
-    # the store gives the rows as recorded; the sync-counting rule is the analysis' (once)
+    # the store gives the rows as recorded; the sync-counting rule is the analysis' (once), and
+    # a failed capture attempt's memory row is read as the attempt (once)
     t["layers"] = fill_layer_syncs(t["layers"], t["syncs"])
+    t["memory"] = with_attempts(t["memory"], t["captures"])
     return t
 
 
