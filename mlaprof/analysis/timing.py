@@ -23,6 +23,10 @@ TIMING_LABELS = {
     "graph-replay": "measured graph replay",
     "eager-events": "measured eager (device events)",
     "trace-replay": "imported trace",
+    # an imported trace's steps whose MLA kernels launched one by one, or whose mode it does not
+    # show (mlaprof.importers.annotate writes these three)
+    "trace-eager": "imported trace (eager steps)",
+    "trace": "imported trace (steps' mode not shown)",
     "build-interval": "vLLM builder interval",
     "capture": "vLLM capture",
     # the window each step time covers, where two tools time one step differently: vLLM's
@@ -42,6 +46,8 @@ TIMING_SHORT = {
     "graph-replay": "replay",
     "eager-events": "eager",
     "trace-replay": "trace",
+    "trace-eager": "trace",
+    "trace": "trace",
     "build-interval": "builder",
     "capture": "capture",
     "vllm-step": "vLLM step",

@@ -37,7 +37,7 @@ def _s(v: object) -> str:
 def header_lines(v: View) -> list[str]:
     return [
         f"{v.name}  |  {v.status}  |  capture {v.capture}  |  {v.rank_label}",
-        f"scenario {v.scenario}  |  device {v.device}  |  backend {v.backend}  |  "
+        f"{v.origin} {v.scenario}  |  device {v.device}  |  backend {v.backend}  |  "
         f"{v.steps_text}, {fmt_count(v.events)} records  |  {v.findings_source}",
     ]
 

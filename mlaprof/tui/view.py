@@ -19,6 +19,7 @@ from mlaprof.analysis.diff import backend_text
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from mlaprof.rank_counts import rank_span
 from mlaprof.recording import ATTEMPT
+from mlaprof.store.runkind import RunKind, run_kind
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
@@ -52,7 +53,8 @@ class View:
     """Everything one frame of the dashboard shows, for the selected rank (or every rank)."""
 
     name: str
-    scenario: str
+    scenario: str  # the scenario's name, or the source an import or engine record came from
+    origin: str  # what ``scenario`` is: "scenario", "imported from", "recorded from"
     device: str
     backend: str
     status: str
@@ -131,6 +133,7 @@ def build_view(
     return View(
         name=str(meta.get("name") or name),
         scenario=str(scen.get("name") or meta.get("source") or "unknown"),
+        origin=ORIGIN_WORDS[run_kind(meta)],
         device=str(_f(s, "device") or meta.get("device") or "unknown"),
         backend=backend_text(s) if s is not None else _text(meta.get("backend")),
         status=live.status,
@@ -243,6 +246,16 @@ class CaptureRow:
     fallback: str | None
 
 
+# what the header's scenario field is, by the run's kind (store.runkind): an import's source or
+# an engine record's is no scenario
+ORIGIN_WORDS = {
+    RunKind.SCENARIO: "scenario",
+    RunKind.ENGINE: "recorded from",
+    RunKind.TRACE: "imported from",
+    RunKind.LOG: "imported from",
+}
+
+
 def capture_rows(live: LiveSummary, rank: int | None) -> list[CaptureRow]:
     """The recorded memory rows joined with the capture status rows on (rank, size, mode): the
     one place the TUI reads store rows (not the summary) by column name."""
@@ -301,7 +314,7 @@ def _text(v: Any) -> str:
 
 def _waiting(name: str, problem: str | None) -> View:
     return View(
-        name=name, scenario="unknown", device="unknown", backend="not recorded",
+        name=name, scenario="unknown", origin="scenario", device="unknown", backend="not recorded",
         status="waiting", rank_label="rank 0", ranks=[], graph_mode="?", capture=ANALYSING,
         steps_text="0 steps", events=0, latency_ms=[], latency=_latency(None), latency_scope="",
         step_median="-", sync_text=ANALYSING, capture_memory="", layers=[],

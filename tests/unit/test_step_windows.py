@@ -26,3 +26,14 @@ def test_every_step_window_has_a_label_and_a_short_form() -> None:
     for timing in ("vllm-step", "dispatch-to-output", "dispatch-interval"):
         assert timing_label(timing) != timing and timing in TIMING_SHORT
     assert set(TIMING_SHORT) == set(TIMING_LABELS)
+
+
+def test_no_shipped_input_reads_its_timing_as_a_raw_key() -> None:
+    """Every step timing a producer writes reads as words in every view (an imported trace's
+    eager steps read "imported trace (eager steps)", not "trace-eager")."""
+    for name in shipped_runs.NAMES:
+        t = shipped_runs.summary(name).timing
+        if t.timing is not None:
+            assert t.timing_label != t.timing and t.timing in TIMING_LABELS, (name, t.timing)
+    for timing in ("trace-replay", "trace-eager", "trace"):  # mlaprof.importers.annotate's
+        assert timing_label(timing).startswith("imported trace")

@@ -4,7 +4,8 @@ once, from main ac93ad5, before the change): schema 3 only adds sections, every 
 as it was. Rewritten since only where a change was meant: a GPU run's step time says the device
 it was measured on ("measured graph replay on cuda"); a vLLM log's capture line says which
 server start it is of ("... at start 2 of 2, as the log says"); a failed FULL capture's memory is
-unknown, where the runner's placeholder zeros read "0 B measured on cuda" (never measured)."""
+unknown, where the runner's placeholder zeros read "0 B measured on cuda" (never measured); an
+imported trace's eager steps read "imported trace (eager steps)", not the key "trace-eager"."""
 
 from __future__ import annotations
 

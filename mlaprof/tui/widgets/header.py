@@ -31,7 +31,7 @@ class RunHeader(Static):
             (f" {v.name} ", "bold reverse"),
             f"  {v.steps_text}  {fmt_count(v.events)} records",
             "  " + ("provisional" if v.provisional else ""),
-            "\n scenario ",
+            f"\n {v.origin} ",
             (v.scenario, "bold"),
             "  device ",
             (v.device, "bold"),

@@ -1,0 +1,31 @@
+"""The dashboard's header names where a run came from by its kind (store.runkind): a scenario
+run's scenario, an import's source ("imported from rocprof"), an engine record's ("recorded
+from"), never "scenario rocprof" for a trace that has no scenario (its JSON: ``scenario: {}``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlaprof.tui.once import read_view
+from mlaprof.tui.text import header_lines
+from tests import shipped_runs
+
+WORKER_GROUP = "shipped-runs"
+
+
+@pytest.mark.parametrize(
+    ("name", "origin"),
+    [
+        ("demo-bug-legacy-flat-syncs-break-capture", "scenario "),
+        ("aiter-eager_syncs", "imported from rocprof"),
+        ("kineto_graph_replay", "imported from kineto"),
+        ("log-tp2_two_starts", "imported from vllm-log"),
+        ("engine-engine_ngram_run", "recorded from "),
+    ],
+)
+def test_the_header_says_where_the_run_came_from(name: str, origin: str) -> None:
+    view, _ = read_view(shipped_runs.run_dir(name))
+    second = header_lines(view)[1]
+    assert second.startswith(origin), second
+    if not origin.startswith("scenario"):
+        assert not second.startswith("scenario")
