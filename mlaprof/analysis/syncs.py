@@ -153,7 +153,8 @@ def sync_counts(
     if watched.empty and host is not None and host.status in ("none", "found"):
         return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
     if not probe_watched(watched, syncs):
-        return not_checked_counts()
+        # an import with no probe: why its own check could not count either, in the same line
+        return not_checked_counts(host.evidence if host is not None else "")
     if not syncs.empty:
         for k, n in syncs["kind"].value_counts().items():
             by_kind[str(k)] = int(n)
@@ -187,9 +188,12 @@ def sync_counts(
     )
 
 
-def not_checked_counts() -> SyncCounts:
+def not_checked_counts(trace_why: str = "") -> SyncCounts:
     """No step was watched and nothing recorded: every count unknown (None), never a 0 that
-    reads as "no syncs" beside the "not checked" verdict."""
+    reads as "no syncs" beside the "not checked" verdict. ``trace_why``: an imported trace's
+    reason its own sync check found nothing to count (its ``trace.syncs.evidence``), said in the
+    line every view prints, so no view reads a scenario's words alone for an import."""
+    text = f"{NOT_CHECKED}; the trace's own check: {trace_why}" if trace_why else NOT_CHECKED
     return SyncCounts(
         checked=False,
         total=None,
@@ -198,7 +202,7 @@ def not_checked_counts() -> SyncCounts:
         per_layer=None,
         by_kind=None,
         per_rank=None,
-        text=NOT_CHECKED,
+        text=text,
     )
 
 

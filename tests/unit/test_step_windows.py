@@ -37,3 +37,13 @@ def test_no_shipped_input_reads_its_timing_as_a_raw_key() -> None:
             assert t.timing_label != t.timing and t.timing in TIMING_LABELS, (name, t.timing)
     for timing in ("trace-replay", "trace-eager", "trace"):  # mlaprof.importers.annotate's
         assert timing_label(timing).startswith("imported trace")
+
+
+def test_an_imports_unchecked_sync_line_says_why_its_own_check_counted_nothing() -> None:
+    """One sync line for every view: an import that no probe watched and whose own check could
+    not count (no API trace) says both, so Markdown, HTML and the dashboard read the trace's
+    reason as the terminal's own "syncs: unknown (...)" line does."""
+    s = shipped_runs.summary("vllm_cpu_mla_profile")
+    assert s.trace is not None and s.trace.syncs.status == "unknown"
+    assert not s.sync_counts.checked
+    assert s.sync_counts.text.endswith(f"the trace's own check: {s.trace.syncs.evidence}")
