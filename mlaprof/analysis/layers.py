@@ -69,6 +69,7 @@ def layer_table(
             "steps": grouped["step"].size(),
             "time_ns": grouped["duration_ns"].mean(),
             "s_min": grouped["used"].min(),
+            "s_steps": grouped["used"].count(),
             "collapsed": grouped["collapsed"].sum(),
             "deserved": grouped["has_deserved"].any(),
             "any_ref": grouped["ref"].count(),
@@ -82,10 +83,10 @@ def layer_table(
     )
     out = []
     both = agg.assign(used=last["splits_used"], ref=last["ref"])  # the same index
-    rows = column_rows(both, "steps", "time_ns", "s_min", "collapsed", "deserved", "any_ref",
-                       "used", "ref")  # fmt: skip
+    rows = column_rows(both, "steps", "time_ns", "s_min", "s_steps", "collapsed", "deserved",
+                       "any_ref", "used", "ref")  # fmt: skip
     for (rank, layer), row in zip(agg.index, rows, strict=True):
-        steps, time_ns, s_min, n_collapsed, deserved, any_ref, used, ref = row
+        steps, time_ns, s_min, s_steps, n_collapsed, deserved, any_ref, used, ref = row
         source = "deserved" if deserved else "fix" if any_ref else "unknown"
         steps_watched = per_step.get(rank)
         out.append(
@@ -95,6 +96,7 @@ def layer_table(
                 steps=int(steps),
                 time_us=None if pd.isna(time_ns) else float(time_ns) / 1e3,
                 S_used=_i(used),
+                S_steps=int(s_steps),
                 S_min=_i(s_min),
                 S_reference=_i(ref),
                 reference=REFERENCE_TEXT[source],

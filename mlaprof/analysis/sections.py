@@ -713,7 +713,8 @@ class Padding:
 class LayerRow:
     S_min: int | None
     S_reference: int | None
-    S_used: int | None
+    S_used: int | None  # the S of the layer's last record (None: not recorded there)
+    S_steps: int  # steps whose record holds an S (fewer than ``steps``: S known on those only)
     collapsed: int | None  # steps collapsed (None: no step has an S to judge against)
     layer: int
     rank: int

@@ -92,6 +92,7 @@ LABELS: dict[str, str] = {
     # one op's layer time three ways: each says how it was taken (never three bare "layer" times)
     "Timing.layer_median_us": "layer median (every layer record)",
     "LayerRow.time_us": "mean time",
+    "LayerRow.S_steps": "steps with S",
 }
 
 

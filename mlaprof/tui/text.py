@@ -116,13 +116,22 @@ def layer_table(v: View) -> Table:
             _s(r.layer),
             fmt_ms(layer_ms(r)),
             fmt_count_or_mean(r.syncs),
-            _s(r.S_used) if r.S_min in (None, r.S_used) else f"{r.S_used} (min {r.S_min})",
+            s_used_cell(r),
             reference_cell(r),
             f"{_s(r.collapsed)}/{_s(r.steps)}",
         ]
         for r in v.layers
     ]
     return [h for _, h in layer_columns(v)], rows
+
+
+def s_used_cell(r: LayerRow) -> str:
+    """A layer's S used, with its minimum where lower and the steps it is known on where the
+    layer's S was not recorded on every step (a kernel that decides S on the device)."""
+    cell = _s(r.S_used) if r.S_min in (None, r.S_used) else f"{r.S_used} (min {r.S_min})"
+    if r.S_steps < r.steps:
+        cell += f" ({r.S_steps} of {r.steps} steps)"
+    return cell
 
 
 def layer_ms(r: LayerRow | None) -> float | None:

@@ -1,0 +1,39 @@
+"""A layer whose S is recorded on some steps only (the persistent kernel decides S on the
+device on the others) says on how many: ``S_steps`` in the layer row, "steps with S" in the
+Markdown/HTML/terminal sections, "(2 of 5 steps)" in the dashboard's S cell; the headline's
+"S decided on the device ... S 6 on aiter-asm" and ``layer_splits`` (8 records with S 6, 12
+without) read the same, never S 6 over all five steps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlaprof.tui.once import read_view
+from mlaprof.tui.text import layer_table
+from tests import shipped_runs
+from tests.unit.test_add_a_section import _views
+
+WORKER_GROUP = "shipped-runs"
+NAME = "aiter-persistent_switch"
+
+
+def test_a_layers_s_says_the_steps_it_is_known_on_in_every_view() -> None:
+    s = shipped_runs.summary(NAME)
+    assert {(r.S_used, r.S_steps, r.steps) for r in s.layers} == {(6, 2, 5)}
+    with_s = sum(c.records for c in s.layer_splits if c.splits is not None)
+    assert sum(r.S_steps for r in s.layers) == with_s == 8
+    view, _ = read_view(shipped_runs.run_dir(NAME))
+    head, rows = layer_table(dataclasses.replace(view, summary=s))
+    col = next(i for i, h in enumerate(head) if h.startswith("S"))
+    assert {r[col] for r in rows} == {"6 (2 of 5 steps)"}, rows
+    for name, text in _views(s, NAME).items():
+        if name != "json":
+            assert "steps with S" in text, name
+
+
+def test_a_layer_with_s_on_every_step_reads_as_before() -> None:
+    s = shipped_runs.summary("demo-fix-native-kernel-full-graph")
+    assert s.layers and all(r.S_steps == r.steps for r in s.layers)
+    view, _ = read_view(shipped_runs.run_dir("demo-fix-native-kernel-full-graph"))
+    head, rows = layer_table(dataclasses.replace(view, summary=s))
+    assert not any(" of " in c for r in rows for c in r)
