@@ -54,7 +54,7 @@ TITLES: dict[str, str] = {
     "imported": "imported from",
     "sync_counts": "sync counts (device->host, in the watched region)",
     "route": "vLLM route",
-    "splits": "KV splits per policy (worst step, modelled)",
+    "splits": "KV splits per policy (worst step; modelled, the run's own policy as recorded on a GPU)",
     "layers": "layers",
     "layer_splits": "S per MLA layer (from the trace)",
     "fleet": "ranks side by side",
