@@ -154,7 +154,9 @@ def build_view(
         step_median=_step_median(timing, rank),
         sync_text=counts.text if counts else source,
         layers=layers,
-        layer_scope=f"step {step}" if step_layers is not None else "all steps",
+        layer_scope=f"step {step}"
+        if step_layers is not None
+        else _layer_steps(layers, max((len(live.step_ids.get(r, ())) for r in shown), default=0)),
         per_rank_layers=len(shown) > 1,
         splits=mine(_f(s, "splits")),
         padding=_f(s, "padding"),
@@ -277,6 +279,13 @@ def capture_rows(live: LiveSummary, rank: int | None) -> list[CaptureRow]:
                               m.get("driver_bytes"), m.get("capture_ns"), c.get("status"),
                               c.get("fallback")))  # fmt: skip
     return out
+
+
+def _layer_steps(layers: list[LayerRow], steps: int) -> str:
+    """The layer table's scope: "all steps", or the steps its layer records cover where the
+    run recorded layers on fewer of them (a GPU run times layers on a sample of its steps)."""
+    n = max((r.steps for r in layers), default=0)
+    return "all steps" if not n or n >= steps else f"{n} of {steps} steps with layer records"
 
 
 def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:

@@ -37,3 +37,13 @@ def test_a_layer_with_s_on_every_step_reads_as_before() -> None:
     view, _ = read_view(shipped_runs.run_dir("demo-fix-native-kernel-full-graph"))
     head, rows = layer_table(dataclasses.replace(view, summary=s))
     assert not any(" of " in c for r in rows for c in r)
+
+
+def test_the_layer_table_says_which_steps_its_records_cover() -> None:
+    """A GPU run times layers on a sample of its steps: the dashboard's layer table says "2 of
+    32 steps with layer records", not "all steps", beside a headline over all 32."""
+    view, _ = read_view(shipped_runs.run_dir("demo-fix-native-kernel-full-graph"))
+    assert view.layer_scope == "2 of 32 steps with layer records"
+    assert {r.steps for r in view.layers} == {2}
+    every, _ = read_view(shipped_runs.run_dir("demo-bug-legacy-flat-syncs-break-capture"))
+    assert every.layer_scope == "all steps"
