@@ -258,10 +258,15 @@ class LiveFold:
 
 
 def step_series(steps: pd.DataFrame, window: int = WINDOW) -> dict[int, StepSeries]:
-    """Per rank, its latest ``window`` step times and their statistics."""
+    """Per rank, its latest ``window`` served step times (the summary's median step's steps:
+    :func:`mlaprof.analysis.timing.served_steps`, profiled steps left out) and their
+    statistics."""
+    from mlaprof.analysis.timing import served_steps
+
     out: dict[int, StepSeries] = {}
     if steps.empty:
         return out
+    steps = served_steps(steps, pd.DataFrame())[0]
     for rank, g in steps.groupby("rank", sort=True):
         tail = g.tail(window)
         ms = pd.to_numeric(tail["duration_ns"], errors="coerce").dropna().to_numpy() / 1e6

@@ -47,3 +47,14 @@ def test_the_layer_table_says_which_steps_its_records_cover() -> None:
     assert {r.steps for r in view.layers} == {2}
     every, _ = read_view(shipped_runs.run_dir("demo-bug-legacy-flat-syncs-break-capture"))
     assert every.layer_scope == "all steps"
+
+
+def test_the_dashboards_step_times_are_the_summarys_served_steps() -> None:
+    """The dashboard's recent step times leave the profiled steps out as the summary's median
+    step does: its p50 over a run of fewer steps than its window is that median."""
+    name = "demo-bug-legacy-flat-syncs-break-capture"
+    s = shipped_runs.summary(name)
+    view, _ = read_view(shipped_runs.run_dir(name))
+    assert len(view.latency_ms) == s.timing.steps < 32
+    p50 = dict(view.latency)["p50"]
+    assert round(p50, 3) == round(s.timing.step_median_us / 1e3, 3)
