@@ -850,6 +850,14 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
      and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")
      and rounds_to(bench("decode_stage2_h200", "entries", "flash_mla", "us"), "298.7")),
+    ("docs/performance.md", "| first `report --json` of a demo run | **0.361** (0.359-0.364) | 0.425 | 0.849x |",
+     lambda: rounds_to(bench("vs_baseline_2026-12-06_views", "ratios", "report_json_demo_cpu_s_head"), "0.361")
+     and rounds_to(bench("vs_baseline_2026-12-06_views", "ratios", "report_json_demo_ratio"), "0.849")
+     and rounds_to(bench("vs_baseline_2026-12-06_views", "ratios", "import_1m_ratio"), "0.594")
+     and rounds_to(bench("vs_baseline_2026-12-06_views", "ratios", "import_1m_per_read_csv_head"), "0.947")
+     and _per_all_read_csv("vs_baseline_2026-12-06_views") == (1.036, 0.936)
+     and str(bench("vs_baseline_2026-12-06_views", "head")).startswith("0a24764")
+     and str(bench("vs_baseline_2026-12-06_views", "baseline")).startswith("fcd03bf")),
     ("docs/performance.md", "| CSV fleet: import + `report --json` | 13.73 (12.66-21.65) | 19.60 (18.75-24.53) | **0.701x** (pairs 0.58-1.10) |",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-06_fleet_csv_9pairs", fleet_csv_ratio="0.701",
                          report_json_demo_cpu_s_head="0.446", run_default_cpu_s_head="1.874")
