@@ -104,6 +104,9 @@ def capture_row(
     }
 
 
+# a memory row's graph mode suffix for the instrumented timing twin of a serving graph (captured
+# beside it with an event per layer, replayed only to time the layers; it serves no step)
+TWIN = "+events"
 # a memory row's graph mode suffix for a FULL capture attempt that failed: no graph was kept and
 # no bytes were measured (the attempt runs in a probe process), only its time; like the timing
 # twin ("FULL+events") it is no serving graph (mlaprof.analysis.memory.serving_memory)

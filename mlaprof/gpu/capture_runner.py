@@ -22,7 +22,7 @@ from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
-from mlaprof.recording import ATTEMPT, capture_row, event_row, layer_row, memory_row, step_row
+from mlaprof.recording import ATTEMPT, TWIN, capture_row, event_row, layer_row, memory_row, step_row
 from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
 from mlaprof.sync_kinds import OPS
 
@@ -206,7 +206,7 @@ def _capture_group(
         twin.append(_timed_replay(grp.twin.graph, torch))
     cal = calibrate(serving, twin, sess.layers + 1)
     with writer.transaction():
-        for mode, g in (("FULL", grp.serving), ("FULL+events", grp.twin)):
+        for mode, g in (("FULL", grp.serving), ("FULL" + TWIN, grp.twin)):
             m = g.memory
             row = memory_row(
                 grp.capture_size,

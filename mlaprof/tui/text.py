@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mlaprof.recording import TWIN
 from mlaprof.reporters.rows import split_cells, text_table
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from mlaprof.tui.view import FULL
@@ -178,6 +179,10 @@ def padding_table(v: View) -> Table:
     ]
 
 
+def _twin(mode: str | None) -> bool:
+    return bool(mode) and str(mode).endswith(TWIN)
+
+
 def memory_table(v: View) -> Table:
     """Capture memory and status per rank, capture size and mode, as recorded."""
     head = ["rank", "size", "mode", "pool", "allocator", "driver", "capture ms", "status"]
@@ -185,7 +190,7 @@ def memory_table(v: View) -> Table:
         [
             _s(r.rank),
             _s(r.capture_size),
-            _s(r.graph_mode),
+            _s(r.graph_mode) + (" (timing twin, serves no step)" if _twin(r.graph_mode) else ""),
             fmt_bytes(r.pool_bytes),
             fmt_bytes(r.allocator_bytes),
             fmt_bytes(r.driver_bytes),

@@ -69,3 +69,17 @@ def test_a_failed_capture_reports_no_measured_memory_in_any_view() -> None:
     assert (row.graph_mode, row.status, row.fallback) == ("FULL", "failed", "PIECEWISE")
     assert row.pool_bytes is row.allocator_bytes is row.driver_bytes is None
     assert round(row.capture_ns / 1e6, 1) == 28.3
+
+
+def test_the_dashboard_says_the_timing_twin_serves_no_step() -> None:
+    """The instrumented timing twin's memory row is no serving graph (the summary's capture
+    memory leaves it out): the dashboard's capture table says so on its row."""
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import memory_table
+
+    name = "demo-fix-native-kernel-full-graph"
+    s = shipped_runs.summary(name)
+    view, _ = read_view(shipped_runs.run_dir(name))
+    modes = [r[2] for r in memory_table(view)[1]]
+    assert modes == ["FULL", "FULL+events (timing twin, serves no step)"], modes
+    assert s.capture.sizes == 1
