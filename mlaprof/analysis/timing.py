@@ -185,8 +185,9 @@ def step_modes(steps: pd.DataFrame) -> pd.Series:
     series: its graph mode, or for a scenario step timed on the CPU the mode whose shape it
     ran eagerly ("FULL shape on cpu": never "FULL" beside a capture that predicts PIECEWISE)."""
     mode = steps["graph_mode"].fillna("?").astype(str)
-    planned = steps["timing"].isin(PLANNED_TIMINGS) if "timing" in steps else False
-    return mode.where(~planned, mode + ON_CPU)
+    if "timing" not in steps:
+        return mode
+    return mode.where(~steps["timing"].isin(PLANNED_TIMINGS), mode + ON_CPU)
 
 
 def median_by_mode(served: pd.DataFrame) -> dict[str, float]:
