@@ -151,11 +151,9 @@ def _split(key: str, scale: float = 1.0) -> Callable[[RunSummary], float | None]
 def _sites(s: RunSummary) -> float | None:
     """Distinct (op, source line) pairs that synced or allocated inside the watched region
     (an imported trace names no source lines: its API calls are counted instead)."""
-    if s.trace is not None:
-        return None
+    if s.trace is not None or not s.sync_counts.checked:
+        return None  # no probe watched a step: not checked, never 0 (the sync count's rule)
     rows = [*s.syncs, *s.allocations]
-    if not rows and not s.timing.steps:
-        return None
     return float(len({(r.op, r.location) for r in rows}))
 
 
@@ -280,7 +278,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         lambda s: float(sum(f.severity == "critical" for f in s.findings)),
         short="critical findings",
-        workload=False,
+        # a collapse of S is one, and it follows the batch: two workloads get no verdict
     ),
 )
 
@@ -511,4 +509,4 @@ def fmt_change(r: Any) -> str:
     change = r["change"] if isinstance(r, dict) else r.change
     if pct is not None:
         return f"{pct:+.0f}%"
-    return "-" if change is None else f"{change:+g}"
+    return "-" if change is None else "+" * (change > 0) + fmt_value(change)

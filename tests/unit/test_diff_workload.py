@@ -24,8 +24,10 @@ def test_two_workloads_get_no_verdict_on_workload_dependent_changes() -> None:
     for name in ("median step time", "S deserved by the real rows"):
         assert rows[name] is Verdict.OTHER_WORKLOAD
     assert all(v not in JUDGED for m, v in rows.items() if m in dependent)
-    # what is a property of the code, not the load, is still judged
-    assert rows["critical findings"] is Verdict.BETTER
+    # what is a property of the code, not the load, is still judged; the critical findings'
+    # count is not (an S collapse, one of them, follows the batch)
+    assert rows["capture fails (failed or predicted)"] is Verdict.SAME
+    assert rows["critical findings"] is Verdict.OTHER_WORKLOAD
     assert d.to_json()["workload"]["same"] is False
 
 
@@ -47,3 +49,27 @@ def test_a_workload_part_a_run_does_not_state_is_unknown_not_a_difference() -> N
                       _summary("aiter-gluon_v0119_fix"))  # fmt: skip
     assert other_kind.workload.same is False
     assert "kind" in {f.name for f in other_kind.workload.fields if f.differs}
+
+
+def test_sync_sites_are_compared_only_where_a_probe_watched() -> None:
+    """A run no probe watched has no sync-site count (its report says "not checked"), so the
+    compare holds no "0 sites, same" and no "8 -> 0 better" against it."""
+    bug, fix = (
+        _summary("demo-bug-padding-collapses-splits-c16"),
+        _summary("demo-fix-padding-active-rows-c16"),
+    )
+    assert not bug.sync_counts.checked and not fix.sync_counts.checked
+    name = "sync / allocation sites in the region"
+    assert name not in {r.metric for r in diff(bug, fix).table}
+    flat = _summary("demo-bug-legacy-flat-syncs-break-capture")
+    assert flat.sync_counts.checked
+    (row,) = [r for r in diff(flat, fix).table if r.metric == name]
+    assert row.a is not None and row.b is None and row.verdict is Verdict.NA
+
+
+def test_a_change_reads_as_rounded_as_its_values() -> None:
+    from mlaprof.analysis.diff import fmt_change
+
+    assert fmt_change({"change_pct": None, "change": 7.142857142857142}) == "+7.14"
+    assert fmt_change({"change_pct": None, "change": -250.4}) == "-250"
+    assert fmt_change({"change_pct": None, "change": 0.0}) == "0"

@@ -48,7 +48,9 @@ def test_report_json_is_the_golden_document(name: str) -> None:
 
 def test_the_typed_diff_is_main_s_compare_object() -> None:
     """``diff`` of two typed summaries writes main's ``--compare`` object for every ordered
-    pair of bug/fix runs, traces and a log (compare.json.txt, written from main)."""
+    pair of bug/fix runs, traces and a log (compare.json.txt, written from main; rewritten
+    where a run no probe watched had a sync-site count of 0, and where two workloads got a
+    verdict on their critical findings' count)."""
     import itertools
     import json
 
