@@ -14,6 +14,7 @@ from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.sections import REFERENCE_TEXT, LayerRow
 from mlaprof.analysis.splits import collapsed
 from mlaprof.analysis.syncs import watched_steps
+from mlaprof.errors import MlaprofError
 from mlaprof.sync_kinds import SYNC
 
 
@@ -23,6 +24,11 @@ def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Se
     same rows (``fix_by_step``: rank, step, fix)."""
     ref = pd.to_numeric(layers["splits_deserved"], errors="coerce")
     if fix_by_step is not None and not fix_by_step.empty:
+        if fix_by_step.duplicated(["rank", "step"]).any():  # one step per rank and number
+            raise MlaprofError(
+                "the run holds one step number twice on one rank (its ranks were merged when it "
+                "was written?): its layers cannot be judged step by step"
+            )
         fix = layers[["rank", "step"]].merge(fix_by_step, on=["rank", "step"], how="left")["fix"]
         ref = ref.fillna(pd.Series(fix.to_numpy(), index=layers.index))
     return ref

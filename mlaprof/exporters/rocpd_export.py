@@ -47,6 +47,7 @@ from mlaprof.formats.rocpd_schema import (
     RANGE_OP,
 )
 from mlaprof.importers.common import agent_index
+from mlaprof.rank_counts import rank_span
 from mlaprof.store.rows import iter_batches, iter_rows, typed
 from mlaprof.store.schema import TABLES
 
@@ -75,9 +76,18 @@ def _addr(v: Any) -> int | None:
 
 
 def export_rocpd(run: Run, out: Path) -> dict[str, int]:
-    """Write ``out`` (must not exist); returns row counts per rocpd table."""
+    """Write ``out`` (must not exist); returns row counts per rocpd table. A run of several
+    ranks is refused: this writer writes one process, so the ranks would be read back as one
+    (every rank's steps pooled on rank 0), where rocprofv3 writes one database per process."""
     if out.exists():
         raise MlaprofError(f"{out} already exists; refusing to overwrite")
+    if len(run.ranks) > 1:
+        raise MlaprofError(
+            f"{run.name} holds {len(run.ranks)} ranks ({rank_span(run.ranks)}); a rocpd database "
+            "written here holds one process, so its ranks would be read back as one: export "
+            "--format csv keeps each rank (a rank<N>/ folder each), --format perfetto a process "
+            "track each"
+        )
     u = uuid7()
     suffix = "_" + str(u).replace("-", "_")
     guid = str(u)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from mlaprof.errors import MlaprofError
 from mlaprof.exporters import perfetto, rocpd_export
 from mlaprof.store import columnar, create_run, load
 
@@ -122,14 +123,27 @@ def _dump(db: Path) -> list[str]:
         con.close()
 
 
+@pytest.mark.parametrize("odd", [False, True])  # typed kernels, and kernels row by row
 def test_rocpd_batches_write_what_rows_write(
-    ordered_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    odd: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _small_batches(monkeypatch)
-    with load(ordered_run) as run:
+    _rank(tmp_path / "t", 0, odd=odd)  # one rank: a rocpd database here is one process
+    with load(tmp_path / "t" / "r") as run:
         rocpd_export.export_rocpd(run, tmp_path / "batches.db")
         monkeypatch.setattr(rocpd_export, "typed", lambda *a: False)
         rocpd_export.export_rocpd(run, tmp_path / "rows.db")
     a, b = _dump(tmp_path / "batches.db"), _dump(tmp_path / "rows.db")
     assert len(a) > 1000
     assert a == b
+
+
+def test_a_run_of_several_ranks_is_not_written_as_one_rocpd_process(
+    ordered_run: Path, tmp_path: Path
+) -> None:
+    """Its ranks would be read back as one (every rank's steps on rank 0): refused, naming the
+    formats that keep them, nothing written."""
+    with load(ordered_run) as run, pytest.raises(MlaprofError) as e:
+        rocpd_export.export_rocpd(run, tmp_path / "fleet.db")
+    assert "holds 2 ranks (0-1)" in str(e.value) and "--format csv" in str(e.value)
+    assert list(tmp_path.glob("fleet*")) == []

@@ -58,3 +58,20 @@ def test_the_dashboards_step_times_are_the_summarys_served_steps() -> None:
     assert len(view.latency_ms) == s.timing.steps < 32
     p50 = dict(view.latency)["p50"]
     assert round(p50, 3) == round(s.timing.step_median_us / 1e3, 3)
+
+
+def test_a_step_number_held_twice_on_one_rank_is_one_clear_error() -> None:
+    """Layers judged against a fix per (rank, step): a run holding one step number twice on one
+    rank (ranks merged when it was written) is one message, not a pandas length error."""
+    import pandas as pd
+    import pytest
+
+    from mlaprof.analysis.layers import reference_s
+    from mlaprof.errors import MlaprofError
+
+    layers = pd.DataFrame({"rank": [0, 0], "step": [0, 1], "splits_deserved": [None, None]})
+    fine = pd.DataFrame({"rank": [0, 0], "step": [0, 1], "fix": [4, 8]})
+    assert reference_s(layers, fine).tolist() == [4, 8]
+    twice = pd.DataFrame({"rank": [0, 0, 0], "step": [0, 0, 1], "fix": [4, 5, 8]})
+    with pytest.raises(MlaprofError, match="one step number twice on one rank"):
+        reference_s(layers, twice)
