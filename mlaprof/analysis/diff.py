@@ -290,8 +290,21 @@ def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
     la, lb = sa.timing.timing_label, sb.timing.timing_label
     ta, tb = sa.timing.threads, sb.timing.threads
     if la == lb and _is_cpu(sa) and ta != tb:  # CPU times at two thread counts: say so
-        return f"A: {la} ({_n_threads(ta)}), B: {lb} ({_n_threads(tb)})"
-    return la if la == lb else f"A: {la}, B: {lb}"
+        out = f"A: {la} ({_n_threads(ta)}), B: {lb} ({_n_threads(tb)})"
+    else:
+        out = la if la == lb else f"A: {la}, B: {lb}"
+    pooled = [p for p in (_pooled(sa, "A"), _pooled(sb, "B")) if p]
+    return "; ".join([out, *pooled])
+
+
+def _pooled(s: RunSummary, side: str) -> str:
+    """Where a side's median pools several ranks' steps, said with it (its report prints each
+    rank's median where they differ: the compare's one number is an aggregate, never silent)."""
+    n = len(s.timing.per_rank)
+    if n <= 1:
+        return ""
+    differ = "" if s.timing.ranks_agree else ", their medians differ: see its report per rank"
+    return f"{side}: the steps of {n} ranks pooled{differ}"
 
 
 def _is_cpu(s: RunSummary) -> bool:
@@ -343,6 +356,8 @@ def workload_fields(s: RunSummary) -> dict[str, str | None]:
         "heads": heads,
         "device": _device(str(s.device or ""), sc.target),
         "kind": str(s.kind),
+        # ranks share the work: a step of 2 ranks is not one of 1
+        "ranks": str(s.fleet.ranks) if s.fleet.ranks else None,
     }
 
 
@@ -372,7 +387,10 @@ def workload(sa: RunSummary, sb: RunSummary) -> Workload:
         same = None
         text = "same workload where both runs say; not stated by both: " + ", ".join(unknown)
     else:
-        same, text = True, "same workload (model, batch, KV lengths, qlen, heads, device, kind)"
+        same, text = (
+            True,
+            "same workload (model, batch, KV lengths, qlen, heads, device, kind, ranks)",
+        )
     return Workload(same, fields, text)
 
 

@@ -73,3 +73,25 @@ def test_a_change_reads_as_rounded_as_its_values() -> None:
     assert fmt_change({"change_pct": None, "change": 7.142857142857142}) == "+7.14"
     assert fmt_change({"change_pct": None, "change": -250.4}) == "-250"
     assert fmt_change({"change_pct": None, "change": 0.0}) == "0"
+
+
+def test_a_compare_of_several_ranks_says_its_medians_pool_them() -> None:
+    """A multi-rank run's one step-time number in a compare is its ranks' steps pooled: the row
+    says so (and that the ranks differ where they do), and a run of 8 ranks against one of 2 is
+    another workload."""
+    fleet, two = _summary("aiter-fleet_dp2_tp4"), _summary("aiter-two_ranks_one_lossy")
+    d = diff(fleet, two)
+    assert {f.name: (f.before, f.after) for f in d.workload.fields}["ranks"] == ("8", "2")
+    assert d.workload.same is False
+    timed = [r for r in d.table if r.metric in ("median step time", "median layer time")]
+    assert timed, [r.metric for r in d.table]
+    for r in timed:
+        assert "A: the steps of 8 ranks pooled" in r.provenance, r.provenance
+        assert "B: the steps of 2 ranks pooled" in r.provenance, r.provenance
+    if not fleet.timing.ranks_agree:
+        assert "their medians differ" in timed[0].provenance
+    one = _summary("demo-fix-native-kernel-full-graph")
+    assert (
+        "pooled"
+        not in next(r for r in diff(one, one).table if r.metric == "median step time").provenance
+    )
