@@ -546,8 +546,8 @@ class SyncCounts:
     per_layer: list[LayerSyncs] | None
     per_rank: list[RankSyncs] | None
     text: str
-    total: int | None
-    watched_steps: int
+    total: int | None  # over every rank (per_rank holds each rank's)
+    watched_steps: int  # the (rank, step) pairs watched, over every rank (per_rank: each rank's)
 
     @property
     def count(self) -> int | None:

@@ -174,7 +174,7 @@ def sync_counts(
                                   watched_steps=n_watched))  # fmt: skip
     total = int(len(blocking))
     n_layers = int(blocking["layer"].nunique()) if total else 0
-    steps = int(watched["step"].nunique())
+    steps = int(len(watched))  # (rank, step) pairs: each rank's steps, as an import counts them
     checked = bool(len(watched))
     return SyncCounts(
         checked=checked,

@@ -93,6 +93,10 @@ LABELS: dict[str, str] = {
     "Timing.layer_median_us": "layer median (every layer record)",
     "LayerRow.time_us": "mean time",
     "LayerRow.S_steps": "steps with S",
+    # a multi-rank run's sync counts are sums over its ranks (per rank: its rank rows)
+    "SyncCounts.total": "total over ranks",
+    "SyncCounts.watched_steps": "watched steps over ranks",
+    "SyncCounts.by_kind": "by kind, over ranks",
 }
 
 

@@ -1,0 +1,32 @@
+"""The sync count's sums say they are over ranks, and count alike for every producer: a
+scenario run's watched steps are its (rank, step) pairs as an import's are (two ranks watching
+step 0 are two watched steps, each rank's 1 in ``per_rank``), and every section view labels
+the sums "over ranks"."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mlaprof.analysis.syncs import sync_counts
+from mlaprof.reporters.rows import summary_blocks
+from tests import shipped_runs
+
+WORKER_GROUP = "shipped-runs"
+
+
+def test_watched_steps_are_rank_step_pairs_for_a_scenario_run_as_for_an_import() -> None:
+    layers = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [0, 0, 0, 0], "layer": [0, 1, 0, 1],
+                           "syncs": [1, 0, 1, 0]})  # fmt: skip
+    syncs = pd.DataFrame({"rank": [0, 1], "step": [0, 0], "layer": [0, 0], "kind": ["sync"] * 2})
+    c = sync_counts(syncs, layers)
+    assert c.watched_steps == 2 == sum(r.watched_steps for r in c.per_rank)
+    assert c.total == 2 == sum(r.total for r in c.per_rank)
+    fleet = shipped_runs.summary("aiter-fleet_dp2_tp4").sync_counts
+    if fleet.checked:
+        assert fleet.watched_steps == sum(r.watched_steps for r in fleet.per_rank)
+
+
+def test_the_sections_say_the_sums_are_over_ranks() -> None:
+    s = shipped_runs.summary("demo-bug-legacy-flat-syncs-break-capture")
+    rows = {r.label for b in summary_blocks(s) if b.key == "sync_counts" for r in b.rows}
+    assert {"total over ranks", "watched steps over ranks"} <= rows, rows
