@@ -17,7 +17,7 @@ from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
-from mlaprof.recording import capture_row, event_row, layer_row, record_step_analysis, step_row
+from mlaprof.recording import capture_row, event_row, layer_row, step_analysis_rows, step_row
 from mlaprof.scenario import LATENT, Scenario
 from mlaprof.scenario_meta import run_meta
 from mlaprof.store import runmeta
@@ -118,7 +118,9 @@ def run_cpu(
     for step in range(sc.steps):
         shape = step_shape(sc, step)
         meta = build_metadata(shape, sc.page_size, sc.min_kv_mode, "cpu", seed=sc.seed + step)
-        main_split = record_step_analysis(writer, sc, step, meta, shape)
+        # written in the step's own commit below: a run stopped mid-step keeps no padding or
+        # splits row of a step it never committed
+        analysis_rows, main_split = step_analysis_rows(sc, step, meta, shape)
         s_used = main_split.used if main_split else None
         s_deserved = main_split.deserved if main_split else None
         inp = pool.inputs(meta)
@@ -145,6 +147,8 @@ def run_cpu(
                 progress(done, total)
         c_end, p_end, t_end = clock.now(), time.process_time_ns(), time.perf_counter_ns()
         with writer.transaction():  # one step is one record: all of it or nothing
+            for table, r in analysis_rows:
+                writer.add(table, **r)
             for r in layer_rows:
                 writer.add("layers", **r)
             for e in checker.events:

@@ -179,13 +179,25 @@ def scenario_splits(
                        policies, kv_buffer_len=buffer)  # fmt: skip
 
 
+def step_analysis_rows(
+    sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
+) -> tuple[list[tuple[str, dict[str, Any]]], StepSplits | None]:
+    """The step's splits and padding rows as ``(table, row)`` pairs, and the scenario policy's
+    splits: for the caller to write in the step's own commit (a step is all of it or nothing)."""
+    splits = scenario_splits(sc, meta, shape)
+    rows: list[tuple[str, dict[str, Any]]] = [
+        ("splits", split_row(step, sc, shape, s)) for s in splits
+    ]
+    rows.append(("padding", padding_row(step, meta, shape)))
+    return rows, next((s for s in splits if s.policy == sc.policy), None)
+
+
 def record_step_analysis(
     writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
 ) -> StepSplits | None:
     """Write the step's splits and padding rows in one commit; return the scenario policy's."""
-    splits = scenario_splits(sc, meta, shape)
+    rows, main = step_analysis_rows(sc, step, meta, shape)
     with writer.transaction():
-        for s in splits:
-            writer.add("splits", **split_row(step, sc, shape, s))
-        writer.add("padding", **padding_row(step, meta, shape))
-    return next((s for s in splits if s.policy == sc.policy), None)
+        for table, row in rows:
+            writer.add(table, **row)
+    return main
