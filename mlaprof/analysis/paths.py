@@ -25,13 +25,23 @@ def path_checks(events: pd.DataFrame) -> list[PathCheck]:
     if events.empty:
         return []
     rows = events[events["kind"] == "path-check"]
-    out = []
-    for data in rows["data"]:
+    ranks = rows["rank"] if "rank" in rows else pd.Series([None] * len(rows), index=rows.index)
+    # ranks whose checks read the same are one row that names them (never one row per rank
+    # with nothing to tell them apart)
+    by_check: dict[str, list[int]] = {}
+    for data, rank in zip(rows["data"], ranks, strict=True):
         try:
-            d = json.loads(data)
+            json.loads(data)
         except (TypeError, ValueError):
             continue
-        out.append(PathCheck(**{**d, "ops": [PathOp(**o) for o in d.get("ops") or []]}))
+        held = by_check.setdefault(data, [])
+        if pd.notna(rank) and int(rank) not in held:
+            held.append(int(rank))
+    out = []
+    for data, held in by_check.items():
+        d = json.loads(data)
+        ops = [PathOp(**o) for o in d.get("ops") or []]
+        out.append(PathCheck(**{**d, "ops": ops, "ranks": sorted(held) or None}))
     return out
 
 

@@ -955,6 +955,8 @@ class PathCheck:
     syncs_per_layer: int
     ops: list[PathOp]
     allocs_per_layer: int | None = opt()
+    # the ranks whose check this is (ranks whose checks agree are one row; None: not recorded)
+    ranks: list[int] | None = opt()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mlaprof.analysis.sections import FROZEN_NONE
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import NONE_READS, OMIT
+from mlaprof.rank_counts import rank_span
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ SPECS: dict[str, Spec] = {
     "PathCheck": Spec(
         "verify paths (step 0, one layer)",
         (
+            Col("ranks", _cell("ranks"), lambda c: rank_span(c.ranks) if c.ranks else GAP),
             Col("backend", _cell("backend")),
             Col("syncs per layer", _cell("syncs_per_layer")),
             Col("allocs per layer", _cell("allocs_per_layer")),

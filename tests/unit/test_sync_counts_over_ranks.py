@@ -30,3 +30,20 @@ def test_the_sections_say_the_sums_are_over_ranks() -> None:
     s = shipped_runs.summary("demo-bug-legacy-flat-syncs-break-capture")
     rows = {r.label for b in summary_blocks(s) if b.key == "sync_counts" for r in b.rows}
     assert {"total over ranks", "watched steps over ranks"} <= rows, rows
+
+
+def test_ranks_whose_path_checks_agree_are_one_row_that_names_them() -> None:
+    """Two ranks' path checks of one backend read the same: one row, ranks 0-1 (was one row
+    per rank with no rank to tell them apart); a rank whose check differs keeps its own row."""
+    import json
+
+    from mlaprof.analysis.paths import path_checks
+
+    torch = json.dumps({"backend": "torch", "syncs_per_layer": 0, "ops": [], "allocs_per_layer": 0})
+    flat = json.dumps({"backend": "legacy-flat", "syncs_per_layer": 4, "ops": [],
+                       "allocs_per_layer": 4})  # fmt: skip
+    flat2 = flat.replace('"syncs_per_layer": 4', '"syncs_per_layer": 5')
+    events = pd.DataFrame({"kind": ["path-check"] * 5, "rank": [0, 0, 1, 1, 2],
+                           "data": [torch, flat, torch, flat, flat2]})  # fmt: skip
+    got = {(c.backend, c.syncs_per_layer): c.ranks for c in path_checks(events)}
+    assert got == {("torch", 0): [0, 1], ("legacy-flat", 4): [0, 1], ("legacy-flat", 5): [2]}
