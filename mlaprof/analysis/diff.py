@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
 from mlaprof.analysis.headline import own_split as headline_own_split
+from mlaprof.analysis.headline import split_provenance
 from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
 from mlaprof.analysis.typed_json import to_json
 
@@ -52,6 +53,8 @@ class Metric:
     short: str = ""  # the name where columns are few (an 80-column terminal)
     # the value depends on the workload (batch, qlen, heads, device): compared only like with like
     workload: bool = True
+    # where a side's value comes from, as its report says it (None: the row says nothing)
+    said: Callable[[RunSummary], str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,15 @@ def _trace_s(s: RunSummary) -> float | None:
     return None
 
 
+def _split_said(s: RunSummary) -> str | None:
+    r = own_split(s)
+    return None if r is None else split_provenance(r, str(s.device or ""))
+
+
+def _memory_said(s: RunSummary) -> str | None:
+    return None if s.capture.memory_bytes is None else str(s.capture.provenance)
+
+
 def _memory_mib(s: RunSummary) -> float | None:
     b = s.capture.memory_bytes
     return None if b is None else b / MIB
@@ -248,9 +260,21 @@ METRICS: tuple[Metric, ...] = (
         workload=False,
     ),
     Metric(
-        "KV splits S used (run's policy, worst step)", "S", False, _split("used"), short="S used"
+        "KV splits S used (run's policy, worst step)",
+        "S",
+        False,
+        _split("used"),
+        short="S used",
+        said=_split_said,
     ),
-    Metric("S deserved by the real rows", "S", False, _split("deserved"), short="S deserved"),
+    Metric(
+        "S deserved by the real rows",
+        "S",
+        False,
+        _split("deserved"),
+        short="S deserved",
+        said=lambda s: "model" if own_split(s) is not None else None,
+    ),
     Metric(
         "occupancy with S used (model)",
         "%",
@@ -271,6 +295,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         _memory_mib,
         short="capture memory",
+        said=_memory_said,
     ),
     Metric(
         "critical findings",
@@ -284,6 +309,16 @@ METRICS: tuple[Metric, ...] = (
 
 
 SHORT_NAMES = {m.name: m.short or m.name for m in METRICS}
+
+
+def _said(m: Metric, sa: RunSummary, sb: RunSummary) -> str:
+    """Where both sides' values come from: one phrase where they agree, else each side's."""
+    if m.said is None:
+        return ""
+    a, b = m.said(sa), m.said(sb)
+    if a == b:
+        return a or ""
+    return f"A: {a or 'not stated'}, B: {b or 'not stated'}"
 
 
 def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
@@ -427,7 +462,7 @@ def diff_rows(sa: RunSummary, sb: RunSummary, same_workload: bool | None = None)
                 change_pct=100.0 * change / abs(va) if change is not None and va else None,
                 ratio=ratio,
                 verdict=verdict,
-                provenance=_timing_provenance(sa, sb) if m.timing else "",
+                provenance=_timing_provenance(sa, sb) if m.timing else _said(m, sa, sb),
             )
         )
     return rows

@@ -54,6 +54,17 @@ def _replayed(measured: ReplayedSplits | None, r: SplitStep) -> str:
     return ""
 
 
+def split_provenance(r: SplitStep, device: str) -> str:
+    """Where the run's own policy's S comes from, said wherever it is (the headline, the
+    compare): the policy's model for an S the device decides or a kernel that does not run
+    here; the steps' recorded metadata on a GPU; the model on the CPU."""
+    if r.on_device:
+        return f"model: {r.source}"
+    if r.used is None:
+        return f"model: {r.source or r.policy}"
+    return "model" if device.startswith("cpu") else "recorded"
+
+
 def split_rows(
     splits: list[SplitStep],
     sc: Scenario,
@@ -71,7 +82,7 @@ def split_rows(
             HeadlineRow(
                 label=f"KV splits ({r.policy})",
                 value="decided on the device at every replay (no host S; never frozen)",
-                provenance=f"model: {r.source}",
+                provenance=split_provenance(r, device),
             )
         )
     elif r is not None and r.used is None:  # the policy's kernel does not take this config
@@ -80,7 +91,7 @@ def split_rows(
                 label=f"KV splits ({r.policy})",
                 value="no S: the policy's kernel does not run in this configuration"
                 + _replayed(replayed, r),
-                provenance=f"model: {r.source or r.policy}",
+                provenance=split_provenance(r, device),
             )
         )
     elif r is not None:
@@ -88,7 +99,7 @@ def split_rows(
             HeadlineRow(
                 label=f"KV splits ({r.policy}, worst step{where})",
                 value=f"S used {r.used}, deserved {r.deserved}" + _replayed(replayed, r),
-                provenance="model" if device.startswith("cpu") else "recorded",
+                provenance=split_provenance(r, device),
             )
         )
         out.append(

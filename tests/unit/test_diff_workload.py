@@ -95,3 +95,19 @@ def test_a_compare_of_several_ranks_says_its_medians_pool_them() -> None:
         "pooled"
         not in next(r for r in diff(one, one).table if r.metric == "median step time").provenance
     )
+
+
+def test_a_compare_row_says_where_each_sides_value_comes_from() -> None:
+    """The S used, S deserved and capture memory rows carry the sources their reports give them
+    (the headline's rule, analysis.headline.split_provenance): an S the device decides is the
+    model's, a GPU run's own S is recorded, the memory measured on its device."""
+    dev, c16 = (
+        _summary("demo-fix-splits-decided-on-device-c1-long"),
+        _summary("demo-bug-padding-collapses-splits-c16"),
+    )
+    rows = {r.metric: r for r in diff(dev, c16).table}
+    used = rows["KV splits S used (run's policy, worst step)"].provenance
+    assert used.startswith("A: model: ") and used.endswith(", B: recorded"), used
+    assert rows["capture memory (driver free-memory delta)"].provenance.startswith("measured on")
+    head = {h.label: h.provenance for h in c16.headline}
+    assert any(v == "recorded" for k, v in head.items() if k.startswith("KV splits"))

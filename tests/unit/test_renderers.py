@@ -142,10 +142,14 @@ def test_the_diff_renders_the_diffs_numbers(summaries: dict[str, rs.RunSummary])
     d = diff(a, b)
     text, md = _plain(a, d), renderer("md").render(a, d)
     assert d.table
+    # each distinct source one more star, in the rows' order (the diff block's legend)
+    sources = list(dict.fromkeys(r.provenance for r in d.table if r.provenance))
+    assert len(sources) > 1  # the timing's, the S used's (recorded), the model's, the memory's
     for r in d.table:
         want = [fmt_value(r.a), fmt_value(r.b), fmt_change(r), str(r.verdict)]
         assert any(r.metric in ln and all(w in ln for w in want) for ln in text.splitlines())
-        name = f"{r.metric} ({r.unit})" + ("*" if r.provenance else "")  # the source's mark
+        mark = "*" * (sources.index(r.provenance) + 1) if r.provenance else ""
+        name = f"{r.metric} ({r.unit})" + mark  # the source's mark
         assert f"| {cell(name)} | {' | '.join(map(cell, want))} |" in md
     # the diff block's rows (the workload line, what the mark stands for) in both views
     for row in diff_block(d).rows:

@@ -51,7 +51,8 @@ def test_the_typed_diff_is_main_s_compare_object() -> None:
     """``diff`` of two typed summaries writes main's ``--compare`` object for every ordered
     pair of bug/fix runs, traces and a log (compare.json.txt, written from main; rewritten
     where a run no probe watched had a sync-site count of 0, and where two workloads got a
-    verdict on their critical findings' count; the workload gained the rank count)."""
+    verdict on their critical findings' count; the workload gained the rank count; the S and
+    capture-memory rows say their sources)."""
     import itertools
     import json
 
