@@ -253,6 +253,9 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
     ]
     tail = parts.get("tail")
     tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
+    n_ranks = len({r for g in groups for r in g})
+    # the kernel rows and the attention share add every rank's launches: said, never silent
+    over = f"; kernels and attention share summed over {n_ranks} ranks" if n_ranks > 1 else ""
     return TraceReplayTime(
         replays=int(whole["c"]),
         # groups of ranks that ran the same S on every layer: the layer rows are per group
@@ -261,5 +264,6 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
         kernels=out_kernels,
         attention_share=att_total / total if total else None,
         outside_layers_us=tail_ns / 1e3 / max(1, int(whole["n"])),
-        provenance=f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time",
+        provenance=f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
+        + over,
     )

@@ -215,7 +215,7 @@ SPECS: dict[str, Spec] = {
         ),
     ),
     "ReplayKernel": Spec(
-        "kernels inside graph replays (GPU time)",
+        "kernels inside graph replays (GPU time; a fleet's: every rank's launches added)",
         (
             Col("kernel", _cell("name", "attention"),
                 lambda k: k.name + (" (attention)" if k.attention else "")),

@@ -153,5 +153,10 @@ def pandas_replay_time(
         "kernels": out_kernels,
         "attention_share": float(kn.loc[kn["mla"], "dur"].sum()) / total if total else None,
         "outside_layers_us": tail / 1e3 / max(1, n_steps),
-        "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time",
+        "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
+        + (
+            f"; kernels and attention share summed over {n} ranks"
+            if (n := len({r for g in rank_groups for r in g})) > 1
+            else ""
+        ),
     }

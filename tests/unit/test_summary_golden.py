@@ -6,7 +6,8 @@ it was measured on ("measured graph replay on cuda"); a vLLM log's capture line 
 server start it is of ("... at start 2 of 2, as the log says"); a failed FULL capture's memory is
 unknown, where the runner's placeholder zeros read "0 B measured on cuda" (never measured); an
 imported trace's eager steps read "imported trace (eager steps)", not the key "trace-eager"; an
-import no probe watched says in its sync line why its own check counted nothing."""
+import no probe watched says in its sync line why its own check counted nothing; a fleet's replay
+time says its kernel rows and attention share add every rank's launches."""
 
 from __future__ import annotations
 
