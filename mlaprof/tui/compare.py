@@ -26,7 +26,10 @@ def compare_table(
     if sa is None or sb is None:
         return ANALYSING, ""
     b = diff_block(diff(sa, sb), short)
-    return b.tables[0].rows, "\n".join(f"{r.label}: {r.text}" for r in b.rows)
+    # the marks' sources on one line (a dashboard's height is the table's): "*: ...; **: ..."
+    marks = [f"{r.label}: {r.text}" for r in b.rows if r.label.startswith("*")]
+    said = [f"{r.label}: {r.text}" for r in b.rows if not r.label.startswith("*")]
+    return b.tables[0].rows, "\n".join(said + (["; ".join(marks)] if marks else []))
 
 
 def compare_rows(

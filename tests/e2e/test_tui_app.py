@@ -205,7 +205,10 @@ async def test_compare_side_by_side(runs: Path) -> None:
             "better",
         ]
         assert rows["capture"][1:3] == ["failed", "captured"]
-        mem = "capture memory (driver free-memory delta) (MiB)"
+        # the row's name carries its source's mark (the legend under the table says which)
+        mem = next(
+            k for k in rows if k.startswith("capture memory (driver free-memory delta) (MiB)")
+        )
         want = []
         for name in ("bug", "fix"):
             with load(runs / name) as run:
