@@ -55,7 +55,9 @@ syncs = diff.set_index("metric").loc["sync / allocation sites in the region"]
 b_clean = syncs["b"] == 0 if syncs["b"] == syncs["b"] else sb.capture.status == "captured"
 if not (syncs["a"] > 0 and b_clean):
     raise RuntimeError("the fix must remove every sync from the verify path")
-print("B:", "0 sync sites" if syncs["b"] == syncs["b"] else f"not checked; capture {sb.capture.text}")
+print(
+    "B:", "0 sync sites" if syncs["b"] == syncs["b"] else f"not checked; capture {sb.capture.text}"
+)
 
 # %% [markdown]
 # ## KV splits, before and after
