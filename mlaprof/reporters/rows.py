@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mlaprof.analysis.sections import FROZEN_NONE
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import NONE_READS, OMIT
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ SPECS: dict[str, Spec] = {
     "PathCheck": Spec(
         "verify paths (step 0, one layer)",
         (
-            Col("ranks", _cell("ranks"), lambda c: rank_span(c.ranks) if c.ranks else GAP),
+            Col("ranks", _cell("ranks"), lambda c: ranks_count(c.ranks) if c.ranks else GAP),
             Col("backend", _cell("backend")),
             Col("syncs per layer", _cell("syncs_per_layer")),
             Col("allocs per layer", _cell("allocs_per_layer")),
@@ -188,6 +188,8 @@ SPECS: dict[str, Spec] = {
     "TracePath": Spec(
         "verify path and kernel variant per step (from the trace)",
         (
+            # the ranks a row pools (its S, rows and layer time are over their steps)
+            Col("ranks", _cell("ranks"), lambda p: ranks_count(p.ranks) if p.ranks else GAP),
             Col("path", _cell("path", "engine"),
                 lambda p: p.path + ("" if p.engine is None else f" (engine {p.engine})")),
             Col("kernel variant", _cell("variant")),

@@ -51,7 +51,10 @@ def _imported(tmp_path: Path, kind: str, src: Path, name: str) -> str:
 
 def test_imported_trace_paths_s_source_trust_and_replay_time(tmp_path: Path) -> None:
     out = _imported(tmp_path, "rocprof", DATA / "aiter" / "persistent_switch", "ps")
-    rows = {r.split()[0]: r.split() for r in out.splitlines() if r.strip().startswith("aiter-")}
+    # each path row leads with the ranks it pools ("1 (rank 0)"), then the path
+    lines = [r for r in out.splitlines() if r.strip().startswith("1 (rank 0)") and "aiter-" in r]
+    rows = {t[0]: t for t in (r.split()[3:] for r in lines)}
+    assert set(rows) >= {"aiter-asm-persistent", "aiter-asm"}, out
     assert rows["aiter-asm-persistent"][2:4] == ["3", "(3/0)"]
     assert "decided on the device" in " ".join(rows["aiter-asm-persistent"])
     assert rows["aiter-asm"][2:5] == ["2", "(2/0)", "6"]

@@ -165,7 +165,7 @@ def test_a_list_of_ranks_never_reads_as_a_count(name: str) -> None:
                 assert not bare.fullmatch(r.text), (name, r.key, r.text)
         for t in b.tables:
             for col, head in enumerate(t.head):
-                lists = head == "ranks" and t.key in ("dp_groups", "trace.paths")
+                lists = head == "ranks" and t.key in ("dp_groups", "trace.paths", "paths")
                 # (a replay layer's "ranks text" is the span beside its ranks column)
                 if lists or (head.startswith("ranks ") and head != "ranks text"):
                     assert not any(bare.fullmatch(row[col]) for row in t.rows), (t.key, head)

@@ -186,7 +186,8 @@ def test_a_declared_table_leads_with_its_columns_and_keeps_every_field() -> None
     n = len(spec.cols)
     assert table.declared == n and table.head[:n] == [c.head for c in spec.cols]
     p = s.trace.paths[0]
-    assert table.rows[0][2] == f"{p.steps} ({p.graph_steps}/{p.eager_steps})"
+    # after the ranks, the path and the variant
+    assert table.rows[0][3] == f"{p.steps} ({p.graph_steps}/{p.eager_steps})"
     assert any(p.S_source in note for note in table.notes)
     shown = {f for c in spec.cols for f in c.fields} | set(spec.note_fields)
     rest = [f.name for f in dataclasses.fields(TracePath) if f.name not in shown]

@@ -47,3 +47,14 @@ def test_ranks_whose_path_checks_agree_are_one_row_that_names_them() -> None:
                            "data": [torch, flat, torch, flat, flat2]})  # fmt: skip
     got = {(c.backend, c.syncs_per_layer): c.ranks for c in path_checks(events)}
     assert got == {("torch", 0): [0, 1], ("legacy-flat", 4): [0, 1], ("legacy-flat", 5): [2]}
+
+
+def test_a_fleets_path_rows_name_the_ranks_they_pool() -> None:
+    """A trace's path row pools its ranks' steps (S 1-8, rows 6-15 over 8 ranks): every section
+    view names those ranks in the row, as its JSON does."""
+    s = shipped_runs.summary("aiter-fleet_dp2_tp4")
+    assert s.trace is not None and s.trace.paths
+    (block,) = [b for b in summary_blocks(s) if b.key == "trace"]
+    (table,) = [t for t in block.tables if t.head[:2] == ["ranks", "path"]]
+    assert [r[0] for r in table.rows] == ["8 (ranks 0-7)"] * len(s.trace.paths), table.rows
+    assert all(p.ranks == list(range(8)) for p in s.trace.paths)
