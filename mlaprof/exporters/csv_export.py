@@ -144,18 +144,33 @@ def _no_timestamps(run: Run, first: int, missing: int) -> MlaprofError:
     )
 
 
+# a host name that is a plain folder name (no separator, not "." or "..")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
 def _export(run: Run, out: Path) -> dict[str, int]:
     """Every rank's rows, streamed. A run of several ranks is written as rocprofv3 writes a
-    multi-process run: one set of files per process (``rank<N>/[<pid>_]kernel_trace.csv``, the
-    pid where the import knew it), so the ranks import back as ranks, never merged."""
+    multi-process run: one set of files per process, in its host's folder where the run knows
+    each rank's host and pid (``<host>/<pid>_kernel_trace.csv``, rocprofv3's default
+    ``%hostname%/%pid%`` layout, so the hosts import back as hosts), else
+    ``rank<N>/[<pid>_]kernel_trace.csv``: the ranks import back as ranks, never merged."""
     files = _Files(out)
     try:
         multi = len(run.ranks) > 1
-        pids = {r.get("rank"): r.get("pid") for r in run.meta.get("rank_sources") or []
-                if isinstance(r, dict)}  # fmt: skip
-        for rank in run.ranks:
-            pid = pids.get(rank)
-            pre = (f"rank{rank}/" + (f"{pid}_" if isinstance(pid, int) else "")) if multi else ""
+        where = {r.get("rank"): (r.get("host"), r.get("pid"))
+                 for r in run.meta.get("rank_sources") or [] if isinstance(r, dict)}  # fmt: skip
+        placed = [where.get(rank, (None, None)) for rank in run.ranks]
+        by_host = all(
+            isinstance(h, str) and _HOST.fullmatch(h) is not None and isinstance(pid, int)
+            for h, pid in placed
+        ) and len(set(placed)) == len(placed)
+        for rank, (host, pid) in zip(run.ranks, placed, strict=True):
+            if not multi:
+                pre = ""
+            elif by_host:
+                pre = f"{host}/{pid}_"
+            else:
+                pre = f"rank{rank}/" + (f"{pid}_" if isinstance(pid, int) else "")
             _export_rank(run, rank, files, pre)
     finally:
         files.close()

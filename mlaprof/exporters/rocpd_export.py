@@ -85,8 +85,8 @@ def export_rocpd(run: Run, out: Path) -> dict[str, int]:
         raise MlaprofError(
             f"{run.name} holds {len(run.ranks)} ranks ({rank_span(run.ranks)}); a rocpd database "
             "written here holds one process, so its ranks would be read back as one: export "
-            "--format csv keeps each rank (a rank<N>/ folder each), --format perfetto a process "
-            "track each"
+            "--format csv keeps each rank (a set of files per rank, in its host's folder where "
+            "known), --format perfetto a process track each"
         )
     u = uuid7()
     suffix = "_" + str(u).replace("-", "_")

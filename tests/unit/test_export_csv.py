@@ -296,3 +296,27 @@ def test_batched_kernel_file_is_the_row_writers_byte_for_byte(tmp_path: Path, mo
                 assert f.read_text() == _row_writer_kernels(run, rank), f
                 checked += 1
     assert checked == 5
+
+
+def test_a_fleet_is_written_in_its_hosts_folders_and_imports_back_with_them(
+    tmp_path: Path,
+) -> None:
+    """Where the run knows each rank's host and pid (an 8-rank fleet imported from rocprofv3's
+    ``%hostname%/%pid%`` layout), the export writes that layout, so the hosts, pids and DP
+    groups import back as they were (``rank<N>/`` folders read back as 8 hosts)."""
+    from pathlib import Path as P
+
+    src = P(__file__).parent.parent / "data" / "aiter" / "fleet_dp2_tp4"
+    run_dir, _ = import_rocprof(src, tmp_path / "t", "fleet")
+    out = tmp_path / "csv"
+    with load(run_dir) as run:
+        counts = export_csv(run, out)
+        before = [(r["rank"], r["host"], r["pid"]) for r in run.meta["rank_sources"]]
+    assert {c.split("/")[0] for c in counts} == {"host0", "host1"}, sorted(counts)
+    back, _ = import_rocprof(out, tmp_path / "t", "back")
+    with load(back) as b:
+        after = [(r["rank"], r["host"], r["pid"]) for r in b.meta["rank_sources"]]
+        assert b.ranks == list(range(8))
+    assert after == before
+    for r in range(8):
+        assert db_rows(back, "kernels", r) == db_rows(run_dir, "kernels", r)
