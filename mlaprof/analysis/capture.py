@@ -65,30 +65,23 @@ def capture_summary(
     elif mode == "FULL" and not blocking.empty:
         status, effective = "predicted-fail", "PIECEWISE"
     elif mode == "FULL" and not probe_watched(watched_steps(layers, syncs), syncs):
-        return capture(
-            CaptureStatus.UNKNOWN,
-            "not checked",
-            NOT_PREDICTED,
-            mode=mode,
-            memory_bytes=capture_memory_bytes(memory),
-            memory_measure=CAPTURE_MEMORY_MEASURE,
-            sizes=_sizes(memory),
-        )
+        status, effective = "unknown", None  # nothing watched predicts nothing
     else:
         status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
+    if status.startswith("predicted"):
+        origin = "predicted from syncs"
+    elif status == "unknown":
+        origin = "not checked"
     return capture(
         CaptureStatus(status),
-        "predicted from syncs" if status.startswith("predicted") else origin,
+        origin,
+        NOT_PREDICTED,  # the why of an unknown verdict (the only one here)
         mode=mode,
         effective_mode=effective,
         memory_bytes=capture_memory_bytes(memory),
         memory_measure=CAPTURE_MEMORY_MEASURE,
-        sizes=_sizes(memory),
+        sizes=int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
     )
-
-
-def _sizes(memory: pd.DataFrame) -> int:
-    return int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0
 
 
 def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:

@@ -311,14 +311,13 @@ METRICS: tuple[Metric, ...] = (
 SHORT_NAMES = {m.name: m.short or m.name for m in METRICS}
 
 
-def _said(m: Metric, sa: RunSummary, sb: RunSummary) -> str:
+def _sides(a: str | None, b: str | None) -> str:
     """Where both sides' values come from: one phrase where they agree, else each side's."""
-    if m.said is None:
-        return ""
-    a, b = m.said(sa), m.said(sb)
-    if a == b:
-        return a or ""
-    return f"A: {a or 'not stated'}, B: {b or 'not stated'}"
+    return (a or "") if a == b else f"A: {a or 'not stated'}, B: {b or 'not stated'}"
+
+
+def _said(m: Metric, sa: RunSummary, sb: RunSummary) -> str:
+    return "" if m.said is None else _sides(m.said(sa), m.said(sb))
 
 
 def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
@@ -327,7 +326,7 @@ def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
     if la == lb and _is_cpu(sa) and ta != tb:  # CPU times at two thread counts: say so
         out = f"A: {la} ({_n_threads(ta)}), B: {lb} ({_n_threads(tb)})"
     else:
-        out = la if la == lb else f"A: {la}, B: {lb}"
+        out = _sides(la, lb)
     pooled = [p for p in (_pooled(sa, "A"), _pooled(sb, "B")) if p]
     return "; ".join([out, *pooled])
 

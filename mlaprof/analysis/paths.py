@@ -5,7 +5,7 @@ engine's own batches)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,21 +28,21 @@ def path_checks(events: pd.DataFrame) -> list[PathCheck]:
     ranks = rows["rank"] if "rank" in rows else pd.Series([None] * len(rows), index=rows.index)
     # ranks whose checks read the same are one row that names them (never one row per rank
     # with nothing to tell them apart)
-    by_check: dict[str, list[int]] = {}
+    by_check: dict[str, tuple[dict[str, Any], set[int]]] = {}
     for data, rank in zip(rows["data"], ranks, strict=True):
-        try:
-            json.loads(data)
-        except (TypeError, ValueError):
-            continue
-        held = by_check.setdefault(data, [])
-        if pd.notna(rank) and int(rank) not in held:
-            held.append(int(rank))
-    out = []
-    for data, held in by_check.items():
-        d = json.loads(data)
-        ops = [PathOp(**o) for o in d.get("ops") or []]
-        out.append(PathCheck(**{**d, "ops": ops, "ranks": sorted(held) or None}))
-    return out
+        if data not in by_check:
+            try:
+                by_check[data] = (json.loads(data), set())
+            except (TypeError, ValueError):
+                continue
+        if pd.notna(rank):
+            by_check[data][1].add(int(rank))
+    return [
+        PathCheck(
+            **{**d, "ops": [PathOp(**o) for o in d.get("ops") or []], "ranks": sorted(held) or None}
+        )  # fmt: skip
+        for d, held in by_check.values()
+    ]
 
 
 def path_findings(checks: list[PathCheck], run_backend: str) -> list[Finding]:
