@@ -17,7 +17,8 @@ Figures (``--only`` picks some):
             rocprofv3 writes it, and in the external ``correlation_id`` for a baseline that
             reads that one) -> ``fleet_rocpd_ratio``
   startup   ``--version``, ``report --json`` on a shipped demo run (its first report, and a later
-            one that reads the document the run folder keeps), default ``run``
+            one that reads the document the run folder keeps), default ``run``; the first report
+            again with no thread variable set (``report_json_demo_user_env``: as a user runs it)
   export_perfetto, export_rocpd, export_csv  ``export`` of the 1M-dispatch import (each tree
             exports its own import of the same file, imported once, untimed) -> ``export_<format>_ratio``
 
@@ -111,6 +112,8 @@ class Tree:
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         if sys.pycache_prefix:
             self.env["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
+        # as a user runs it: no thread variable, each library (and mlaprof) picks its own
+        self.user_env = {k: v for k, v in self.env.items() if k not in THREAD_ENV}
         # timed as an installed package runs: compiled once, never by the timed processes
         compileall.compile_dir(str(path / "mlaprof"), quiet=1)
         # the libraries' modules too, by one untimed import of what the commands use
@@ -123,8 +126,9 @@ class Tree:
         if not Path(got).resolve().is_relative_to(path.resolve()):
             raise SystemExit(f"{label}: imports mlaprof from {got}, not from {path}")
 
-    def cli(self, *args: str) -> dict[str, Any]:
-        return child([sys.executable, "-m", "mlaprof", *args], self.env, cwd=self.path)
+    def cli(self, *args: str, user_env: bool = False) -> dict[str, Any]:
+        env = self.user_env if user_env else self.env
+        return child([sys.executable, "-m", "mlaprof", *args], env, cwd=self.path)
 
 
 def _git(*args: str) -> str:
@@ -249,12 +253,19 @@ def fig_startup(trees: tuple[Tree, Tree], work: Path, pairs: int) -> dict[str, A
         ("report_json_demo", lambda t: ["report", str(_demo_copy(t, work, kept=False)), "--json"]),
         ("report_json_demo_kept", lambda t: ["report", str(_demo_copy(t, work)), "--json"]),
         ("run_default", lambda t: ["run", "--traces", str(work / f"runs-{t.label}")]),
-    ):
+        # the first report again as a user runs it (no thread variable set): what a library's
+        # own threads cost where nobody chose their count
+        ("report_json_demo_user_env",
+         lambda t: ["report", str(_demo_copy(t, work, kept=False)), "--json"]),
+    ):  # fmt: skip
         print(f" {label}", flush=True)
         if label == "report_json_demo_kept":
             for t in trees:  # the first report, untimed: a tree that keeps the document does
                 t.cli(*build(t))
-        out[label] = {"pairs": pairs_of(pairs, trees, lambda t, b=build: t.cli(*b(t)))}
+        user = label.endswith("_user_env")
+        out[label] = {
+            "pairs": pairs_of(pairs, trees, lambda t, b=build, u=user: t.cli(*b(t), user_env=u))
+        }
     return out
 
 

@@ -88,11 +88,11 @@ def _db_errors() -> tuple[type[BaseException], ...]:
 def entry() -> None:
     """The ``mlaprof`` command (console script and ``python -m mlaprof``): :func:`main`, then
     the process ends without the interpreter's teardown (:mod:`mlaprof.quick_exit`)."""
-    from mlaprof import huge_pages, import_gc, quick_exit
+    from mlaprof import import_gc, library_env, quick_exit
 
     quick_exit.arm()
     import_gc.command_process()
-    huge_pages.command_process()
+    library_env.command_process()
     code = main()
     quick_exit.done(code)
     sys.exit(code)

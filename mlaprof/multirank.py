@@ -30,6 +30,7 @@ from typing import Any
 
 from mlaprof.argv import child_run_command
 from mlaprof.errors import MlaprofError
+from mlaprof.library_env import child_env
 
 ENV_RANK = "MLAPROF_TP_RANK"
 ENV_WORLD = "MLAPROF_TP_WORLD"
@@ -192,7 +193,7 @@ def launch(
     gpu_ids: list[str | None] = []
     try:
         for r in range(world):
-            env = dict(os.environ)
+            env = child_env()
             env.update(
                 {
                     ENV_RANK: str(r),

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlaprof.library_env import child_env
+
 # the child's end, as the parent saw it
 FINISHED, RAISED, ERROR, ENDED, TIMED_OUT = "finished", "raised", "error", "ended", "timed-out"
 
@@ -52,7 +54,8 @@ def run_isolated(spec: dict[str, Any], timeout: float) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="mlaprof-check-") as tmp:
         result = Path(tmp) / "result.jsonl"
         result.touch()
-        env = dict(os.environ)
+        # the user's code runs with the environment the user gave the command
+        env = child_env()
         # the child imports what the parent can: its path, the working folder first
         path = [os.getcwd(), *(p for p in sys.path if p)]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))

@@ -19,6 +19,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.gpu.offender import CaptureOutcome, outcome_from_failure, parse_child_output
+from mlaprof.library_env import child_env
 
 PROBE_TIMEOUT_S = 300
 
@@ -29,7 +30,7 @@ def probe_in_child(
     """Run the capture attempt in a fresh interpreter and read its outcome."""
     spec = json.dumps({"scenario": scenario, "backend": backend, "splits": splits})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ)
+    env = child_env()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         p = subprocess.run(

@@ -154,29 +154,34 @@ def test_a_commands_imports_are_frozen_and_the_collector_resumes(tmp_path: Path)
     assert on == "True" and int(frozen) > 100_000  # pandas' and the analysis' objects
 
 
-def test_the_command_entry_turns_huge_pages_off_before_numpy_and_arrow() -> None:
+def test_the_command_entry_sets_numpy_and_arrow_before_they_load() -> None:
     """The entry point, in a fresh process: NumPy imported by the command after it runs reads
-    ``NUMPY_MADVISE_HUGEPAGE=0``, and pyarrow's mimalloc finds ``MIMALLOC_ALLOW_THP=0`` set
-    (mlaprof.huge_pages); a user's own setting stands."""
+    ``NUMPY_MADVISE_HUGEPAGE=0`` and starts no OpenBLAS worker thread (each would spin ~0.1 s
+    CPU, waiting for BLAS work), and pyarrow's mimalloc finds ``MIMALLOC_ALLOW_THP=0`` set
+    (mlaprof.library_env); a user's own setting stands."""
     code = (
         "import os\n"
         "import mlaprof.cli as c\n"
         "def main():\n"
+        "    threads = len(os.listdir('/proc/self/task'))\n"
         "    import numpy\n"
         "    core = getattr(numpy, '_core', None) or numpy.core\n"
-        "    print(core.multiarray._get_madvise_hugepage(), os.environ['MIMALLOC_ALLOW_THP'])\n"
+        "    started = len(os.listdir('/proc/self/task')) - threads\n"
+        "    print(core.multiarray._get_madvise_hugepage(), os.environ['MIMALLOC_ALLOW_THP'],\n"
+        "          os.environ['OPENBLAS_NUM_THREADS'], started)\n"
         "    return 0\n"
         "c.main = main\n"
         "c.entry()\n"
     )
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("NUMPY_MADVISE_HUGEPAGE", "MIMALLOC_ALLOW_THP")
-    }
-    for chosen, said in ((None, "False 0"), ("1", "True 1")):
+    ours = ("NUMPY_MADVISE_HUGEPAGE", "MIMALLOC_ALLOW_THP", "OPENBLAS_NUM_THREADS")
+    choosers = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in ours + choosers}
+    # OpenBLAS starts a worker per core past the first (none on one core)
+    workers = min(2, os.cpu_count() or 1) - 1
+    for chosen, said in ((None, "False 0 1 0"), ("1", f"True 1 2 {workers}")):
         if chosen is not None:
             env["NUMPY_MADVISE_HUGEPAGE"] = env["MIMALLOC_ALLOW_THP"] = chosen
+            env["OPENBLAS_NUM_THREADS"] = "2"
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
         )

@@ -1,0 +1,65 @@
+"""Library settings a command's own process makes before the libraries load: transparent huge
+pages off for NumPy and Arrow's allocator, NumPy's BLAS on one thread.
+
+NumPy asks the kernel for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on every array of
+4 MiB or more unless ``NUMPY_MADVISE_HUGEPAGE=0`` is set before it is imported (NumPy's "Global
+state" documentation); Arrow's default allocator, mimalloc (3.x in pyarrow 26), allows them on
+its arenas unless ``MIMALLOC_ALLOW_THP=0`` is set before pyarrow loads it (mimalloc reads its
+``MIMALLOC_*`` options once, at process start). An import makes and drops hundreds of large
+arrays and buffers per rank; with huge pages each first touch makes the kernel clear a whole
+2 MiB page, again after every purge back to the system. Without them a fleet of 8 ranks x
+1.25M kernel records imports and reports with ~10% less CPU and a lower peak
+(docs/performance.md, "Huge pages").
+
+NumPy's wheels bundle OpenBLAS, which starts a worker thread per core when NumPy loads and
+lets each spin, waiting for work, after its start and after every BLAS call (OpenBLAS's
+``OPENBLAS_NUM_THREADS``, read once when the library loads). mlaprof makes no BLAS call worth a
+second thread (one small ``polyfit``), so the spinning is pure cost: ~0.05-0.1 s CPU of every
+command that imports NumPy, a third of a first report's (docs/performance.md, "NumPy's BLAS
+threads"). Torch's CPU kernels use MKL and OpenMP, which this variable does not touch.
+
+Set in a command process only, only where the user has not chosen, and only before the library
+that reads each is loaded: a notebook or a caller's own process keeps its own setting. A child
+process that runs the user's code or a library's own program gets the environment the command
+started with (:func:`child_env`); neither setting changes a number, only how memory is mapped
+and how many threads wait for BLAS work.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# variable -> (value, the module that reads it when it loads: set too late, it has no effect,
+# the variables that, set by the user, already choose for it)
+SETTINGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "NUMPY_MADVISE_HUGEPAGE": ("0", "numpy", ()),
+    "MIMALLOC_ALLOW_THP": ("0", "pyarrow", ()),
+    # OpenBLAS reads its own variable first, then GOTO_NUM_THREADS, then OMP_NUM_THREADS
+    "OPENBLAS_NUM_THREADS": ("1", "numpy", ("GOTO_NUM_THREADS", "OMP_NUM_THREADS")),
+}
+
+# the variables this process set (never one the user set): what a child does not inherit
+_SET: set[str] = set()
+
+
+def command_process() -> None:
+    """Called by the ``mlaprof`` command's entry point, before NumPy or pyarrow is imported."""
+    for variable, (value, reader, chosen_by) in SETTINGS.items():
+        if reader in sys.modules or variable in os.environ:
+            continue
+        if any(v in os.environ for v in chosen_by):
+            continue
+        os.environ[variable] = value
+        _SET.add(variable)
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) without the settings
+    :func:`command_process` made: a child running the user's code or another program starts
+    with the environment the user gave the command."""
+    base = dict(os.environ if env is None else env)
+    for variable in _SET:
+        if base.get(variable) == SETTINGS[variable][0]:
+            base.pop(variable)
+    return base
