@@ -7,11 +7,11 @@ the document when ``None``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
+from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import nulls, opt, reads_when_none
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
@@ -29,8 +29,8 @@ REFERENCE_TEXT = {
 REFERENCE_SOURCE = {text: source for source, text in REFERENCE_TEXT.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class RunState:
+@section
+class RunState(Section):
     """Where the run stands (analysis.run_state): a run that did not finish says why and how
     far its committed records reach (``text``: the line every view prints; empty if finished)."""
 
@@ -41,8 +41,8 @@ class RunState:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Imported:
+@section
+class Imported(Section):
     """Where an imported trace or log came from (None for a recorded run)."""
 
     imported_from: str
@@ -56,8 +56,8 @@ class Source(StrEnum):
     MODELLED = "modelled"
 
 
-@dataclass(frozen=True, slots=True)
-class DpGroup:
+@section
+class DpGroup(Section):
     """One data-parallel group of a fleet (analysis.ranks.dp_group_rows): its ranks side by
     side, S as the range its ranks used, never one merged value."""
 
@@ -70,8 +70,8 @@ class DpGroup:
     engine: int | None = opt()  # its engine, where the trace shows several
 
 
-@dataclass(frozen=True, slots=True)
-class FullGraphSplits:
+@section
+class FullGraphSplits(Section):
     """The S a FULL graph replays beside the S modelled: ``measured`` from the run's graph
     replays, ``modelled`` the S vLLM's capture-time dummy run would freeze (the run's own
     policy, worst step; FULL runs only); ``source`` says which a view shows: measured over
@@ -84,8 +84,8 @@ class FullGraphSplits:
     source: Source | None
 
 
-@dataclass(frozen=True, slots=True)
-class Capture:
+@section
+class Capture(Section):
     """The capture verdict in the one vocabulary (mlaprof.analysis.evidence.common.capture):
     ``status`` with its ``label``, the ``text`` every view prints and where it comes from; the
     producer's own evidence in the optional fields."""
@@ -128,8 +128,8 @@ class Capture:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Stage2Check:
+@section
+class Stage2Check(Section):
     """One kernel variant's split layers with and without a stage-2 (reduce) kernel."""
 
     layers: int
@@ -140,24 +140,24 @@ class Stage2Check:
     split_without_stage2: int
 
 
-@dataclass(frozen=True, slots=True)
-class ProfiledGraphs:
+@section
+class ProfiledGraphs(Section):
     """A vLLM log's profiled CUDA graphs of one mode."""
 
     graphs: int
     largest: int
 
 
-@dataclass(frozen=True, slots=True)
-class AttentionLike:
+@section
+class AttentionLike(Section):
     """An attention-like kernel the trace holds that mlaprof did not recognise."""
 
     name: str
     launches: int
 
 
-@dataclass(frozen=True, slots=True)
-class TraceTrustCounts:
+@section
+class TraceTrustCounts(Section):
     eager_steps_between_replays: int | None = opt()
     edge_partial_steps: int | None = opt()
     expected_kernels: int | None = opt()
@@ -171,8 +171,8 @@ class TraceTrustCounts:
     steps_missing_layers: int | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class TraceTrust:
+@section
+class TraceTrust(Section):
     counts: TraceTrustCounts
     reasons: list[str]
     reliable: bool | None
@@ -181,8 +181,8 @@ class TraceTrust:
     provenance: str | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class TraceSync:
+@section
+class TraceSync(Section):
     duration_ns: int
     layer: int
     op: str
@@ -191,8 +191,8 @@ class TraceSync:
     t_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class TraceSyncs:
+@section
+class TraceSyncs(Section):
     count: int | None
     evidence: str
     provenance: str
@@ -200,8 +200,8 @@ class TraceSyncs:
     syncs: list[TraceSync]
 
 
-@dataclass(frozen=True, slots=True)
-class TraceStep:
+@section
+class TraceStep(Section):
     S: int | None
     capture: str
     duration_us: float
@@ -215,8 +215,8 @@ class TraceStep:
     variant: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayLayer:
+@section
+class ReplayLayer(Section):
     S: int | None
     attention_median_us: float
     attention_share: float
@@ -227,8 +227,8 @@ class ReplayLayer:
     steps: int
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayKernel:
+@section
+class ReplayKernel(Section):
     attention: bool
     launches: int
     median_us: float
@@ -237,8 +237,8 @@ class ReplayKernel:
     total_us: float
 
 
-@dataclass(frozen=True, slots=True)
-class TraceReplayTime:
+@section
+class TraceReplayTime(Section):
     attention_share: float | None
     kernels: list[ReplayKernel]
     layers: list[ReplayLayer]
@@ -248,8 +248,8 @@ class TraceReplayTime:
     rank_groups: list[str] | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class TracePath:
+@section
+class TracePath(Section):
     S: str
     S_source: str
     eager_steps: int
@@ -268,8 +268,8 @@ class TracePath:
     engine: int | None = opt()  # its engine, where the trace shows several (analysis.engines)
 
 
-@dataclass(frozen=True, slots=True)
-class TraceDrafter:
+@section
+class TraceDrafter(Section):
     """The drafter's passes (analysis.drafter.drafter_summary): a range or value the trace does
     not hold is None (a pass without a duration has no median), never a default."""
 
@@ -286,8 +286,8 @@ class TraceDrafter:
     variants: list[str]
 
 
-@dataclass(frozen=True, slots=True)
-class CpuRank:
+@section
+class CpuRank(Section):
     attention_share: float | None  # None: the rank's steps took no time
     attention_us: float
     backend_ops: dict[str, int]
@@ -304,8 +304,8 @@ class CpuRank:
     empty_annotations: int | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class TraceCpu:
+@section
+class TraceCpu(Section):
     device: str
     limits: str
     provenance: str
@@ -346,21 +346,21 @@ class TraceCpu:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class RankRecognition:
+@section
+class RankRecognition(Section):
     kernels: int
     mla_layers: int
     rank: int
 
 
-@dataclass(frozen=True, slots=True)
-class Recognition:
+@section
+class Recognition(Section):
     per_rank: list[RankRecognition]
     without_mla: list[int]  # ranks whose trace shows no MLA layer
 
 
-@dataclass(frozen=True, slots=True)
-class CollapseCheck:
+@section
+class CollapseCheck(Section):
     S: str
     path: str
     status: str
@@ -370,14 +370,14 @@ class CollapseCheck:
     warn: bool | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class ApiFunction:
+@section
+class ApiFunction(Section):
     calls: int
     function: str
 
 
-@dataclass(frozen=True, slots=True)
-class TraceCoverage:
+@section
+class TraceCoverage(Section):
     api: str
     api_calls: int
     api_functions: list[ApiFunction]
@@ -394,8 +394,8 @@ class TraceCoverage:
     renamed: list[AttentionLike] | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class TraceGraph:
+@section
+class TraceGraph(Section):
     graph: int
     kernels: int
     kind: str
@@ -403,8 +403,8 @@ class TraceGraph:
     replays: int
 
 
-@dataclass(frozen=True, slots=True)
-class TraceChecksSteps:
+@section
+class TraceChecksSteps(Section):
     edge_partial: dict[str, int]  # steps cut at the trace's edges (first/last)
     gap_breaks: int
     graph_by_step: list[list[int | None]] | None  # run-length coded; None past the cap
@@ -416,8 +416,8 @@ class TraceChecksSteps:
     source_text: str
 
 
-@dataclass(frozen=True, slots=True)
-class TraceChecksReplays:
+@section
+class TraceChecksReplays(Section):
     edge_partial_steps: int
     expected_kernels: int
     missing_kernels: int
@@ -427,15 +427,15 @@ class TraceChecksReplays:
     steps_missing_layers: int
 
 
-@dataclass(frozen=True, slots=True)
-class TraceChecksQlen:
+@section
+class TraceChecksQlen(Section):
     from_stage1: int
     from_stage2: int
     stage1_disagrees: int
 
 
-@dataclass(frozen=True, slots=True)
-class TraceChecksLaunches:
+@section
+class TraceChecksLaunches(Section):
     # None where the import holds no API trace (capture.known_launch_checks)
     graph_launches: int | None
     launches_without_kernels: int | None
@@ -444,8 +444,8 @@ class TraceChecksLaunches:
     launches_past_window_end: int | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class TraceChecks:
+@section
+class TraceChecks(Section):
     heads: dict[str, dict[str, int]] | None = opt()
     launches: TraceChecksLaunches | None = opt()
     qlen: TraceChecksQlen | None = opt()
@@ -454,8 +454,8 @@ class TraceChecks:
     steps: TraceChecksSteps | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class CapturePhaseRank:
+@section
+class CapturePhaseRank(Section):
     """One rank's capture phase in a whole-process trace (analysis.capture_phase)."""
 
     rank: int
@@ -470,8 +470,8 @@ class CapturePhaseRank:
     allocated_bytes: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class CapturePhase:
+@section
+class CapturePhase(Section):
     """The start-up capture phase of a trace, apart from the served steps (which exclude it)."""
 
     ranks: list[CapturePhaseRank]
@@ -479,8 +479,8 @@ class CapturePhase:
     provenance: str
 
 
-@dataclass(frozen=True, slots=True)
-class TraceSection:
+@section
+class TraceSection(Section):
     capture: Capture
     checks: TraceChecks
     coverage: TraceCoverage
@@ -498,15 +498,15 @@ class TraceSection:
     capture_phase: CapturePhase | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class RankTiming:
+@section
+class RankTiming(Section):
     rank: int
     step_median_us: float
     steps: int
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+@section
+class Timing(Section):
     by_mode: dict[str, float]
     full_share: float | None
     layer_median_us: float | None
@@ -520,23 +520,23 @@ class Timing:
     timing_label: str
 
 
-@dataclass(frozen=True, slots=True)
-class RankSyncs:
+@section
+class RankSyncs(Section):
     layers: int
     rank: int
     total: int
     watched_steps: int
 
 
-@dataclass(frozen=True, slots=True)
-class LayerSyncs:
+@section
+class LayerSyncs(Section):
     layer: int
     rank: int
     syncs: float
 
 
-@dataclass(frozen=True, slots=True)
-class SyncCounts:
+@section
+class SyncCounts(Section):
     """Device->host syncs in the watched region (analysis.syncs.sync_counts)."""
 
     # the counts are None where no step was watched and nothing recorded (``checked`` False)
@@ -564,8 +564,8 @@ FROZEN_LEGEND = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SplitStep:
+@section
+class SplitStep(Section):
     """The worst step per rank and policy, modelled (analysis.splits.split_rows); ``None`` where
     the policy is not one mlaprof models or the record does not hold the value."""
 
@@ -596,8 +596,8 @@ class SplitStep:
         return collapsed_known(self.used, self.deserved)
 
 
-@dataclass(frozen=True, slots=True)
-class Scenario:
+@section
+class Scenario(Section):
     accepted_per_step: int | None = opt()
     graph_mode: str | None = opt()
     kv_cache_dtype: str | None = opt()
@@ -631,8 +631,8 @@ class Scenario:
         return None if n is None else 1 + int(n)
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
+@section
+class Route(Section):
     """The verify path vLLM takes (mlaprof.splits.routing.Route, or an engine's modelled one)."""
 
     kernel: str
@@ -660,8 +660,8 @@ class Route:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
+@section
+class Reservation(Section):
     bytes: int | None
     path: str
     provenance: str
@@ -669,16 +669,16 @@ class Reservation:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayedSplits:
+@section
+class ReplayedSplits(Section):
     max: int
     min: int
     provenance: str
     steps: int
 
 
-@dataclass(frozen=True, slots=True)
-class RankPadding:
+@section
+class RankPadding(Section):
     """One rank's padding (analysis.padding.padding_summary)."""
 
     rank: int
@@ -687,8 +687,8 @@ class RankPadding:
     padding_rows: int
 
 
-@dataclass(frozen=True, slots=True)
-class Padding:
+@section
+class Padding(Section):
     """The run's padding: the counts are summed over ranks (``ranks`` of them; ``per_rank``
     keeps each rank's), and ``text`` says them per rank or as sums (analysis.padding.amounts)."""
 
@@ -709,8 +709,8 @@ class Padding:
     per_rank: list[RankPadding] | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class LayerRow:
+@section
+class LayerRow(Section):
     S_min: int | None
     S_reference: int | None
     S_used: int | None  # the S of the layer's last record (None: not recorded there)
@@ -729,21 +729,21 @@ class LayerRow:
         return REFERENCE_SOURCE[self.reference]
 
 
-@dataclass(frozen=True, slots=True)
-class LayerSplitCount:
+@section
+class LayerSplitCount(Section):
     records: int
     splits: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class HeadlineRow:
+@section
+class HeadlineRow(Section):
     label: str
     provenance: str
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class FleetRank:
+@section
+class FleetRank(Section):
     S_max: int | None
     S_min: int | None
     agent: int | str | None  # the GPU agent, or "cpu"
@@ -758,14 +758,14 @@ class FleetRank:
     engine: int | None = opt()  # its engine where the trace shows several (analysis.engines)
 
 
-@dataclass(frozen=True, slots=True)
-class SplitRanks:
+@section
+class SplitRanks(Section):
     S: int
     ranks: str
 
 
-@dataclass(frozen=True, slots=True)
-class FleetLayer:
+@section
+class FleetLayer(Section):
     S_by_ranks: list[SplitRanks]
     S_max: int | None
     S_min: int | None
@@ -776,8 +776,8 @@ class FleetLayer:
     engine: int | None = opt()  # the engine whose ranks this row compares (several engines)
 
 
-@dataclass(frozen=True, slots=True)
-class EngineGroup:
+@section
+class EngineGroup(Section):
     """One engine a trace's ranks show (analysis.engines.engine_groups): its ranks and what they
     run (heads from stage-2 grids, verify qlen values, path families), hosts and pids."""
 
@@ -790,8 +790,8 @@ class EngineGroup:
     pids: list[int]
 
 
-@dataclass(frozen=True, slots=True)
-class FleetEngine:
+@section
+class FleetEngine(Section):
     """One engine of a trace whose ranks run different models or configurations
     (analysis.engines): its ranks and signature, its own S range and agreement."""
 
@@ -809,8 +809,8 @@ class FleetEngine:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Fleet:
+@section
+class Fleet(Section):
     agree: bool
     dp_groups: int | None
     dp_groups_exact: bool | None
@@ -825,14 +825,14 @@ class Fleet:
     engines: list[FleetEngine] | None = opt()  # several engines in one trace: a view per engine
 
 
-@dataclass(frozen=True, slots=True)
-class StartSpeculative:
+@section
+class StartSpeculative(Section):
     method: str | None
     num_spec_tokens: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class SpecDecodingLine:
+@section
+class SpecDecodingLine(Section):
     accepted: int | None
     avg_acceptance_pct: float | None
     drafted: int | None
@@ -842,8 +842,8 @@ class SpecDecodingLine:
     time: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class SpecDecoding:
+@section
+class SpecDecoding(Section):
     acceptance_rate: float | None  # None: no draft token in the summed lines
     accepted: int
     drafted: int
@@ -855,16 +855,16 @@ class SpecDecoding:
     completeness: str | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryProfiling:
+@section
+class MemoryProfiling(Section):
     enabled: bool | None
     equivalent_without: float | None
     suggested: float | None
     utilization: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class StartMemory:
+@section
+class StartMemory(Section):
     capture_secs: float | None
     estimate_ratio: float | None
     estimated_bytes: int | None
@@ -874,8 +874,8 @@ class StartMemory:
     rank: int
 
 
-@dataclass(frozen=True, slots=True)
-class GraphCaptureLine:
+@section
+class GraphCaptureLine(Section):
     done: int | None
     line: int | None
     mode: str | None
@@ -890,8 +890,8 @@ class GraphCaptureLine:
         return str(self.phase) + (f", {self.mode}" if self.mode else "")
 
 
-@dataclass(frozen=True, slots=True)
-class Downgrade:
+@section
+class Downgrade(Section):
     backend: str
     line: int | None
     message: str
@@ -903,8 +903,8 @@ class Downgrade:
     time: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class EngineStart:
+@section
+class EngineStart(Section):
     attention_backends: list[str]
     capture_sizes: list[int] | None
     capture_skipped: bool
@@ -930,8 +930,8 @@ class EngineStart:
     world_size: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class SyncRecord:
+@section
+class SyncRecord(Section):
     function: str
     layer: int
     location: str
@@ -940,14 +940,14 @@ class SyncRecord:
     step: int
 
 
-@dataclass(frozen=True, slots=True)
-class PathOp:
+@section
+class PathOp(Section):
     op: str
     location: str
 
 
-@dataclass(frozen=True, slots=True)
-class PathCheck:
+@section
+class PathCheck(Section):
     """One verify path sync-checked on step 0's metadata (a CPU run's ``path-check`` event,
     mlaprof.cpu_runner.record_path_check)."""
 
@@ -959,8 +959,8 @@ class PathCheck:
     ranks: list[int] | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSection:
+@section
+class EngineSection(Section):
     """What a recorded vLLM engine did, measured by the plugin (analysis.served.served_summary)."""
 
     source: str
@@ -989,8 +989,8 @@ class EngineSection:
     scheduler_worker_text: str | None = opt()
 
 
-@dataclass(frozen=True, slots=True)
-class AiterRuleSection:
+@section
+class AiterRuleSection(Section):
     """The modelled rule that stands for a named AITER release (splits.releases.AiterRule)."""
 
     requested: str
@@ -1000,8 +1000,8 @@ class AiterRuleSection:
     label: str
 
 
-@dataclass(frozen=True, slots=True)
-class ShadowStep:
+@section
+class ShadowStep(Section):
     """One recorded verify batch, modelled on the shadow device (S as float: NaN where the
     model gives none, as the frame holds it)."""
 
@@ -1037,8 +1037,8 @@ class ShadowStep:
         return collapsed_known(self.s_bug, self.s_fix)
 
 
-@dataclass(frozen=True, slots=True)
-class ShadowSection:
+@section
+class ShadowSection(Section):
     """The engine's recorded batches modelled for an AITER device (analysis.shadow)."""
 
     provenance: str

@@ -251,7 +251,10 @@ def test_pages_are_handed_back_two_blocks_behind_the_parse(
     batches: dict[int, int] = {}
     real_parsed = mapped.MappedRange.parsed
 
+    alive: list[mapped.MappedRange] = []  # an id is one range's only while the range lives
+
     def parsed(self: mapped.MappedRange, nbytes: int) -> None:
+        alive.append(self)
         told.setdefault(id(self), []).append(nbytes)
         batches[id(self)] = batches.get(id(self), 0) + 1
         real_parsed(self, nbytes)

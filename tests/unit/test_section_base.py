@@ -1,0 +1,105 @@
+"""Every section's ``==``, ``hash()``, ``repr()`` and frozenness (written once in
+mlaprof.analysis.section_base) decide what ``dataclass`` would generate for the same class: each
+section class is checked against a twin made by ``dataclasses.make_dataclass`` with the same
+fields and flags, on the same values."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+from typing import Any
+
+import pytest
+
+from mlaprof.analysis import sections
+from mlaprof.analysis.section_base import Section, section
+
+CLASSES = [
+    c
+    for _, c in inspect.getmembers(sections, inspect.isclass)
+    if c.__module__ == sections.__name__ and dataclasses.is_dataclass(c)
+]
+
+
+def _twin(cls: type) -> type:
+    """The class as ``@dataclass(frozen=True)`` would make it: generated methods."""
+    spec = [
+        (f.name, Any, dataclasses.field(repr=f.repr, compare=f.compare, hash=f.hash))
+        for f in dataclasses.fields(cls)
+    ]
+    twin = dataclasses.make_dataclass(cls.__name__, spec, frozen=True)
+    twin.__qualname__ = cls.__qualname__
+    return twin
+
+
+def _values(cls: type, salt: int = 0) -> dict[str, Any]:
+    return {f.name: (i + salt, f.name) for i, f in enumerate(dataclasses.fields(cls))}
+
+
+def test_every_section_class_is_made_by_section() -> None:
+    assert len(CLASSES) >= 70
+    assert all(issubclass(c, Section) and c.__eq__ is Section.__eq__ for c in CLASSES)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_as_the_generated_methods_decide(cls: type) -> None:
+    twin = _twin(cls)
+    a, t = cls(**_values(cls)), twin(**_values(cls))
+    assert repr(a) == repr(t)
+    assert hash(a) == hash(t)
+    assert a == cls(**_values(cls)) and t == twin(**_values(cls))
+    for f in dataclasses.fields(cls):  # each field changed alone
+        other = {**_values(cls), f.name: ("changed",)}
+        assert (a == cls(**other)) == (t == twin(**other)), f.name
+        if f.compare:
+            assert a != cls(**other)
+    assert (a == t) is False and a.__eq__(t) is NotImplemented  # another class is never equal
+    for f in dataclasses.fields(cls):  # set once, by __init__
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(a, f.name, 1)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            delattr(a, f.name)
+    assert copy.deepcopy(a) == a and dataclasses.replace(a) == a
+
+
+def test_a_field_out_of_comparison_is_out_of_eq_and_hash_and_a_hidden_one_out_of_repr() -> None:
+    @section
+    class Probe(Section):
+        shown: int
+        quiet: int = dataclasses.field(default=0, compare=False)
+        hidden: int = dataclasses.field(default=0, repr=False)
+
+    a = Probe(1, quiet=2, hidden=3)
+    assert a == Probe(1, quiet=9, hidden=3) and hash(a) == hash((1, 3))
+    assert a != Probe(1, quiet=2, hidden=4)
+    assert repr(a) == "test_a_field_out_of_comparison_is_out_of_eq_and_hash_and_a_hidden_one_" \
+        "out_of_repr.<locals>.Probe(shown=1, quiet=2)"  # fmt: skip
+
+
+def test_a_class_outside_the_base_is_refused() -> None:
+    with pytest.raises(TypeError, match="derives from Section"):
+
+        @section
+        class Plain:
+            x: int
+
+
+def test_a_frozen_dataclass_extends_a_section_as_docs_views_shows() -> None:
+    """A later analysis adds a field by a ``@dataclass(frozen=True, slots=True)`` subclass
+    (docs/views.md); the subclass is frozen, its base's fields too."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class WithMore(sections.RunState):
+        more: int = 0
+
+    w = WithMore(status="finished", reason=None, steps_committed=1, last_step=0, text="", more=2)
+    assert dataclasses.fields(WithMore)[-1].name == "more" and w.more == 2
+    for name in ("more", "status"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(w, name, 3)
+    with pytest.raises(TypeError, match="non-frozen dataclass from a frozen one"):
+
+        @dataclasses.dataclass
+        class Thawed(sections.RunState):
+            more: int = 0
