@@ -18,6 +18,9 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "rocpd": ("mlaprof.exporters.rocpd_export", "export_rocpd", ".rocpd.db"),
     "csv": ("mlaprof.exporters.csv_export", "export_csv", "_csv"),
 }
+# a run of several ranks exports a folder in these formats (a rocpd database holds one
+# process: one per rank, mlaprof.exporters.rocpd_export), named so
+FOLDER_SUFFIX = {"rocpd": "_rocpd"}
 DEFAULT_DIR = Path("out")
 
 
@@ -39,7 +42,9 @@ def free_path(path: Path) -> Path:
         i += 1
 
 
-def default_output(run_dir: Path, fmt: str, folder: Path | None = None) -> Path:
-    """``./out/<run><suffix>`` (a free name: an earlier export is never overwritten)."""
+def default_output(run_dir: Path, fmt: str, folder: Path | None = None, ranks: int = 1) -> Path:
+    """``./out/<run><suffix>`` (a free name: an earlier export is never overwritten); a run of
+    several ``ranks`` gets the format's folder suffix where it writes a folder of them."""
     folder = DEFAULT_DIR if folder is None else folder
-    return free_path(folder / f"{Path(run_dir).name}{FORMATS[fmt][2]}").absolute()
+    suffix = FOLDER_SUFFIX.get(fmt, FORMATS[fmt][2]) if ranks > 1 else FORMATS[fmt][2]
+    return free_path(folder / f"{Path(run_dir).name}{suffix}").absolute()

@@ -21,7 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Export a run. perfetto: Chrome JSON trace for ui.perfetto.dev (kernels, "
         "per-layer slices, S used/deserved, padding and capture-memory counters, launch->kernel "
         "flows). rocpd: SQLite database in rocprofv3's rocpd schema (kernels, regions, "
-        "top_kernels views). csv: a folder of rocprofv3 7.x CSVs (kernel_trace.csv, ...).",
+        "top_kernels views). csv: a folder of rocprofv3 7.x CSVs (kernel_trace.csv, ...). A run "
+        "of several ranks keeps them apart: a process track each (perfetto), a set of CSVs or "
+        "a rocpd database each, in rocprofv3's <host>/<pid>_ layout where every rank's host "
+        "and pid are known, else rank<N>/ (csv, rocpd: a folder), so that an import reads "
+        "them back as ranks.",
     )
     p.add_argument("run", help="run folder, run name under the traces folder, or 'latest'")
     p.add_argument("--format", required=True, choices=sorted(FORMATS), help="output format")
@@ -40,16 +44,19 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.store import load
 
     run_dir = resolve_run(args.run, args.traces)
-    out = args.output or default_output(run_dir, args.format)
-    if os.path.lexists(out):  # a dangling symlink too: never written through
-        raise MlaprofError(f"{out} already exists; choose another -o")
-    out.parent.mkdir(parents=True, exist_ok=True)
     with load(run_dir) as run:
+        out = args.output or default_output(run_dir, args.format, ranks=len(run.ranks))
+        if os.path.lexists(out):  # a dangling symlink too: never written through
+            raise MlaprofError(f"{out} already exists; choose another -o")
+        out.parent.mkdir(parents=True, exist_ok=True)
         if run.status in ENDED_EARLY and run.count("steps") == 0:
             why = f": {run.reason}" if run.reason else ""
             raise MlaprofError(f"run {run_dir.name} {run.status} before recording a step{why}")
         counts = exporter(args.format)(run, out)
+        ranks = len(run.ranks)
     shown = ", ".join(f"{n} {k}" for k, n in counts.items())
+    if ranks > 1:  # the counts add every rank's rows: said so, never a silent sum
+        shown += f"; counted over its {ranks} ranks, each exported as its own process"
     print(plain(f"exported {run_dir.name} as {args.format} -> {out} ({shown})"))
     if counts and not any(counts.values()):
         print(

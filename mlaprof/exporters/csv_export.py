@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError
+from mlaprof.exporters.process_layout import process_prefixes
 from mlaprof.formats.spreadsheet import neutralize
 from mlaprof.store.rows import iter_batches, iter_rows, typed
 
@@ -144,10 +145,6 @@ def _no_timestamps(run: Run, first: int, missing: int) -> MlaprofError:
     )
 
 
-# a host name that is a plain folder name (no separator, not "." or "..")
-_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def _export(run: Run, out: Path) -> dict[str, int]:
     """Every rank's rows, streamed. A run of several ranks is written as rocprofv3 writes a
     multi-process run: one set of files per process, in its host's folder where the run knows
@@ -156,21 +153,7 @@ def _export(run: Run, out: Path) -> dict[str, int]:
     ``rank<N>/[<pid>_]kernel_trace.csv``: the ranks import back as ranks, never merged."""
     files = _Files(out)
     try:
-        multi = len(run.ranks) > 1
-        where = {r.get("rank"): (r.get("host"), r.get("pid"))
-                 for r in run.meta.get("rank_sources") or [] if isinstance(r, dict)}  # fmt: skip
-        placed = [where.get(rank, (None, None)) for rank in run.ranks]
-        by_host = all(
-            isinstance(h, str) and _HOST.fullmatch(h) is not None and isinstance(pid, int)
-            for h, pid in placed
-        ) and len(set(placed)) == len(placed)
-        for rank, (host, pid) in zip(run.ranks, placed, strict=True):
-            if not multi:
-                pre = ""
-            elif by_host:
-                pre = f"{host}/{pid}_"
-            else:
-                pre = f"rank{rank}/" + (f"{pid}_" if isinstance(pid, int) else "")
+        for rank, pre in process_prefixes(run).items():
             _export_rank(run, rank, files, pre)
     finally:
         files.close()

@@ -27,6 +27,7 @@ import operator
 import os
 import platform
 import secrets
+import shutil
 import sqlite3
 import time
 import uuid as _uuid
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlaprof.errors import MlaprofError
 from mlaprof.exporters.jsontext import json_objects, jsonable
+from mlaprof.exporters.process_layout import process_prefixes, rank_places
 from mlaprof.formats import rocpd_schema as rs
 from mlaprof.formats.rocpd_schema import (
     KERNEL_CATEGORY,
@@ -47,7 +49,6 @@ from mlaprof.formats.rocpd_schema import (
     RANGE_OP,
 )
 from mlaprof.importers.common import agent_index
-from mlaprof.rank_counts import rank_span
 from mlaprof.store.rows import iter_batches, iter_rows, typed
 from mlaprof.store.schema import TABLES
 
@@ -76,18 +77,50 @@ def _addr(v: Any) -> int | None:
 
 
 def export_rocpd(run: Run, out: Path) -> dict[str, int]:
-    """Write ``out`` (must not exist); returns row counts per rocpd table. A run of several
-    ranks is refused: this writer writes one process, so the ranks would be read back as one
-    (every rank's steps pooled on rank 0), where rocprofv3 writes one database per process."""
+    """Write ``out`` (must not exist); returns row counts per rocpd table (summed over the
+    ranks). A run of one rank is one database at ``out``. A run of several is a folder at
+    ``out`` with one database per rank, as rocprofv3 writes one per process: each holds that
+    rank's rows only, at ``<host>/<pid>_results.db`` where the run knows every rank's host and
+    pid, else ``rank<N>/[<pid>_]results.db`` (mlaprof.exporters.process_layout), so that an
+    import of the folder reads each back as its own rank."""
     if out.exists():
         raise MlaprofError(f"{out} already exists; refusing to overwrite")
-    if len(run.ranks) > 1:
-        raise MlaprofError(
-            f"{run.name} holds {len(run.ranks)} ranks ({rank_span(run.ranks)}); a rocpd database "
-            "written here holds one process, so its ranks would be read back as one: export "
-            "--format csv keeps each rank (a set of files per rank, in its host's folder where "
-            "known), --format perfetto a process track each"
-        )
+    if len(run.ranks) <= 1:
+        return _export_file(run, out, None)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    counts: dict[str, int] = {}
+    try:
+        tmp.mkdir(parents=True)
+        for rank, pre in process_prefixes(run).items():
+            db = tmp / f"{pre}results.db"
+            db.parent.mkdir(parents=True, exist_ok=True)
+            for k, n in _export_file(_OneRank(run, rank), db, rank).items():
+                counts[k] = counts.get(k, 0) + n
+        os.rename(tmp, out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise MlaprofError(f"cannot write {out}: {e.strerror or e}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return counts
+
+
+class _OneRank:
+    """The run as one rank's process, for the writer: ``ranks`` is that rank alone, so every
+    table it streams (all of them by rank) holds that rank's rows; the rest is the run's."""
+
+    def __init__(self, run: Run, rank: int) -> None:
+        self._run, self.ranks = run, [rank]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)
+
+
+def _export_file(run: Run, out: Path, rank: int | None) -> dict[str, int]:
+    """One database at ``out``: every rank of ``run`` (one) as one process; ``rank``: the rank
+    it is, in an export of several (recorded in the process row)."""
     u = uuid7()
     suffix = "_" + str(u).replace("-", "_")
     guid = str(u)
@@ -95,7 +128,7 @@ def export_rocpd(run: Run, out: Path) -> dict[str, int]:
     con: sqlite3.Connection | None = None
     try:
         con = sqlite3.connect(tmp, isolation_level=None)
-        counts = _write(con, run, suffix, guid)
+        counts = _write(con, run, suffix, guid, rank)
         con.close()
         os.replace(tmp, out)
     except (sqlite3.Error, OSError) as e:
@@ -170,7 +203,9 @@ def insert_rows(con: sqlite3.Connection, sql: str, rows: Iterable[tuple[Any, ...
         con.execute(text, list(itertools.chain.from_iterable(chunk)))
 
 
-def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[str, int]:
+def _write(
+    con: sqlite3.Connection, run: Run, suffix: str, guid: str, rank: int | None = None
+) -> dict[str, int]:
     """Every table streamed from the run's rows (:func:`iter_rows`) in batches: memory holds a
     batch and the id maps (names, agents, streams), never a table (bench/huge_trace.py)."""
     con.execute("PRAGMA journal_mode=OFF")
@@ -194,9 +229,12 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
         return strings[s]
 
     meta = run.meta
-    pid = next((a["pid"] for a in iter_rows(run, "api") if a["pid"] is not None), None) or 1
-
-    host = platform.node() or "localhost"
+    # the process: its host and pid as the run recorded them (an import's), else the pid of
+    # its API calls and this machine
+    host, pid = rank_places(run).get(run.ranks[0], (None, None)) if run.ranks else (None, None)
+    if pid is None:
+        pid = next((a["pid"] for a in iter_rows(run, "api") if a["pid"] is not None), None) or 1
+    host = host or platform.node() or "localhost"
     con.execute(
         f"INSERT INTO {t['info_node']} (id, guid, hash, machine_id, hostname, system_name) "
         "VALUES (1, ?, ?, ?, ?, ?)",
@@ -209,6 +247,8 @@ def _write(con: sqlite3.Connection, run: Run, suffix: str, guid: str) -> dict[st
             "run": {k: meta.get(k) for k in ("name", "source", "backend", "device", "scenario")},
             "meta": meta,
             "tables_in": PAYLOAD_ARG,
+            # which rank of the run this process is, in an export of several (a database each)
+            **({"rank": rank} if rank is not None else {}),
         }
     }
     con.execute(
@@ -569,9 +609,12 @@ def _payload_rows(run: Run, name: str) -> Iterator[list[str]]:
 
 
 def _unique_correlations(run: Run) -> tuple[int, bool]:
-    """How many API calls the run holds (all ranks), and whether every one carries a
-    correlation id no other call carries: counted in SQL, not in a set of every id."""
+    """How many API calls the run's ranks hold (one in an export of several), and whether every
+    one carries a correlation id no other call carries: counted in SQL, not in a set of every
+    id."""
+    ranks = ", ".join(str(int(r)) for r in run.ranks) or "NULL"
     n, n_ids, distinct = run.query(
-        "SELECT COUNT(*), COUNT(correlation), COUNT(DISTINCT correlation) FROM api"
+        "SELECT COUNT(*), COUNT(correlation), COUNT(DISTINCT correlation) FROM api "
+        f"WHERE rank IN ({ranks})"
     ).iloc[0]
     return int(n), int(n_ids) == int(n) and int(distinct) == int(n)

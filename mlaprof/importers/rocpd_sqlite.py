@@ -321,19 +321,22 @@ def first_agent(path: Path) -> int | None:
     return None if row is None or not isinstance(row[0], int) else row[0]
 
 
-def export_identity(path: Path) -> tuple[str, str] | None:
-    """(run name, created) of the mlaprof run a rocpd database was exported from, or None for
-    a database rocprofv3 wrote: two exports of one run are one run, never two ranks."""
+def export_identity(path: Path) -> tuple[str, str, str] | None:
+    """(run name, created, rank) of the mlaprof run a rocpd database was exported from (rank
+    "None" for an export of a run of one rank), or None for a database rocprofv3 wrote: two
+    exports of one run's rank are one rank, never two; a run of several ranks exports one
+    database per rank, each its own."""
     row = _peek(
         path,
         "SELECT json_extract(extdata, '$.mlaprof.meta.name'), "
-        "json_extract(extdata, '$.mlaprof.meta.created') FROM rocpd_info_process "
+        "json_extract(extdata, '$.mlaprof.meta.created'), json_extract(extdata, '$.mlaprof.rank') "
+        "FROM rocpd_info_process "
         "WHERE json_valid(extdata) AND json_extract(extdata, '$.mlaprof.meta.name') IS NOT NULL "
         "ORDER BY guid, id LIMIT 1",
     )
     if row is None or not isinstance(row[0], str):
         return None
-    return row[0], str(row[1])
+    return row[0], str(row[1]), str(row[2])
 
 
 def _json(text: Any) -> dict[str, Any]:

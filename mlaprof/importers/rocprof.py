@@ -219,7 +219,7 @@ def _one_per_export(groups: list[list[Path]], summary: ImportSummary) -> list[li
     """Drop repeated mlaprof exports of one run (same run name and creation time): a folder
     holding two exports of a run is that run, not two ranks. rocprofv3's own databases carry no
     such identity and are all kept."""
-    seen: dict[tuple[str, str], Path] = {}
+    seen: dict[tuple[str, str, str], Path] = {}
     out = []
     for group in groups:
         kept = []

@@ -22,7 +22,7 @@ def export_run(path: Path, folder: Path | None = None) -> tuple[bool, str]:
     where = None
     with run:
         for fmt in export_targets.FORMATS:
-            out = export_targets.default_output(path, fmt, folder)
+            out = export_targets.default_output(path, fmt, folder, len(run.ranks))
             where = out.parent
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)

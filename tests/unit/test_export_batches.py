@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from mlaprof.errors import MlaprofError
 from mlaprof.exporters import perfetto, rocpd_export
 from mlaprof.store import columnar, create_run, load
+from tests.trace_io_helpers import db_rows
 
 T0 = 1_750_000_000_000_000_000
 B = 16  # rows per Arrow batch in these tests: each case below has a batch of its own
@@ -138,12 +138,71 @@ def test_rocpd_batches_write_what_rows_write(
     assert a == b
 
 
-def test_a_run_of_several_ranks_is_not_written_as_one_rocpd_process(
-    ordered_run: Path, tmp_path: Path
+def test_a_run_of_several_ranks_is_written_as_a_rocpd_database_each(
+    ordered_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its ranks would be read back as one (every rank's steps on rank 0): refused, naming the
-    formats that keep them, nothing written."""
-    with load(ordered_run) as run, pytest.raises(MlaprofError) as e:
-        rocpd_export.export_rocpd(run, tmp_path / "fleet.db")
-    assert "holds 2 ranks (0-1)" in str(e.value) and "--format csv" in str(e.value)
-    assert list(tmp_path.glob("fleet*")) == []
+    """A database holds one process: a run of two ranks is a folder of two, each with that
+    rank's rows only (the batched writer and the row writer alike), under ``rank<N>/`` where
+    the run does not know the ranks' hosts; it imports back as the same two ranks."""
+    from mlaprof.importers.rocprof import import_rocprof
+
+    _small_batches(monkeypatch)
+    with load(ordered_run) as run:
+        counts = rocpd_export.export_rocpd(run, tmp_path / "fleet")
+        per_rank = [len(db_rows(ordered_run, "kernels", r)) for r in run.ranks]
+    files = sorted(
+        p.relative_to(tmp_path / "fleet").as_posix() for p in (tmp_path / "fleet").rglob("*.db")
+    )
+    assert files == ["rank0/results.db", "rank1/results.db"]  # no host or pid recorded
+    for f, n in zip(files, per_rank, strict=True):
+        con = sqlite3.connect(tmp_path / "fleet" / f)
+        got = con.execute("SELECT COUNT(*) FROM kernels").fetchone()[0]
+        pids = {r[0] for r in con.execute("SELECT pid FROM rocpd_info_process")}
+        con.close()
+        assert got == n and pids == {100 + int(f[4])}, f  # each its own process
+    assert counts["kernel_dispatch"] == sum(per_rank)
+    # read back (ranks whose values are all of their declared types: an import refuses text
+    # in an integer field)
+    for r in (0, 1):
+        _rank(tmp_path / "c", r, odd=False)
+    with load(tmp_path / "c" / "r") as run:
+        rocpd_export.export_rocpd(run, tmp_path / "clean")
+    back, _ = import_rocprof(tmp_path / "clean", tmp_path / "t", "back")
+    with load(back) as b:
+        assert b.ranks == [0, 1]
+    for r in (0, 1):
+        assert len(db_rows(back, "kernels", r)) == len(db_rows(tmp_path / "c" / "r", "kernels", r))
+        assert db_rows(back, "steps", r) == db_rows(tmp_path / "c" / "r", "steps", r)
+    assert list(tmp_path.glob(".fleet*")) == []  # no temporary folder left
+
+
+def test_a_fleet_is_written_in_its_hosts_folders_a_database_a_rank(tmp_path: Path) -> None:
+    """An 8-rank fleet imported from rocprofv3's ``%hostname%/%pid%`` layout (two hosts,
+    tests/data/aiter/fleet_dp2_tp4) exports one database per rank at ``<host>/<pid>_results.db``,
+    each process row naming its host and pid; the folder imports back with the same ranks,
+    hosts, pids and each rank's kernels and steps."""
+    from mlaprof.importers.rocprof import import_rocprof
+
+    src = Path(__file__).parent.parent / "data" / "aiter" / "fleet_dp2_tp4"
+    run_dir, _ = import_rocprof(src, tmp_path / "t", "fleet")
+    out = tmp_path / "rocpd"
+    with load(run_dir) as run:
+        rocpd_export.export_rocpd(run, out)
+        before = [(r["rank"], r["host"], r["pid"]) for r in run.meta["rank_sources"]]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.db")) == sorted(
+        f"{h}/{pid}_results.db" for _, h, pid in before
+    )
+    for _, h, pid in before:
+        con = sqlite3.connect(out / h / f"{pid}_results.db")
+        procs = con.execute("SELECT pid FROM rocpd_info_process").fetchall()
+        hosts = con.execute("SELECT hostname FROM rocpd_info_node").fetchall()
+        con.close()
+        assert procs == [(pid,)] and hosts == [(h,)]
+    back, _ = import_rocprof(out, tmp_path / "t", "back")
+    with load(back) as b:
+        after = [(r["rank"], r["host"], r["pid"]) for r in b.meta["rank_sources"]]
+        assert b.ranks == list(range(8))
+    assert after == before
+    for r in range(8):
+        assert db_rows(back, "kernels", r) == db_rows(run_dir, "kernels", r)
+        assert db_rows(back, "steps", r) == db_rows(run_dir, "steps", r)
