@@ -21,6 +21,7 @@ import platform
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from mlaprof.library_env import child_env
 
 ENV_RANK = "MLAPROF_TP_RANK"
 ENV_WORLD = "MLAPROF_TP_WORLD"
+ENV_LAUNCHER = "MLAPROF_TP_LAUNCHER"  # the launcher's pid: a rank ends with it
 HIDDEN = 7168  # DeepSeek-V3 / Kimi-K2 hidden_size: what o_proj writes per token
 MAX_RANKS = 64
 JOIN_TIMEOUT_S = 120  # a rank that never joins (or dies inside a collective) fails the others
@@ -61,7 +63,33 @@ def from_env() -> RankContext | None:
         raise MlaprofError(f"{ENV_RANK}/{ENV_WORLD} must be integers") from None
     if not 0 <= rank < world:
         raise MlaprofError(f"{ENV_RANK}={rank} is outside a world of {world}")
+    launcher = os.environ.get(ENV_LAUNCHER, "")
+    if launcher.isdigit():
+        end_with_launcher(int(launcher))
     return RankContext(rank, world)
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread dies
+
+
+def end_with_launcher(launcher: int) -> None:
+    """A rank ends with its launcher: where the launcher is killed outright (SIGKILL, an OOM
+    kill) it cannot stop its ranks, which went on writing the run for nobody. On Linux the
+    kernel sends this process SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), which a rank
+    handles as a stop (it records itself interrupted, as when the launcher stops it); a
+    launcher already gone by now (it died before the request) is the same SIGTERM at once.
+    Elsewhere nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != launcher:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def tp_meta(ctx_world: int, device: str) -> dict[str, Any]:
@@ -198,6 +226,7 @@ def launch(
                 {
                     ENV_RANK: str(r),
                     ENV_WORLD: str(world),
+                    ENV_LAUNCHER: str(os.getpid()),
                     "MASTER_ADDR": "127.0.0.1",
                     "MASTER_PORT": str(port),
                 }

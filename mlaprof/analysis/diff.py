@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
+from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.headline import own_split as headline_own_split
 from mlaprof.analysis.headline import split_provenance
 from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
@@ -124,6 +125,7 @@ class SummaryDiff:
 
     before: str
     after: str
+    state: Change  # each run's status (a run that did not finish is said, never passed over)
     capture: Change
     route: Change
     backend: Change
@@ -158,6 +160,15 @@ def _sites(s: RunSummary) -> float | None:
         return None  # no probe watched a step: not checked, never 0 (the sync count's rule)
     rows = [*s.syncs, *s.allocations]
     return float(len({(r.op, r.location) for r in rows}))
+
+
+def _capture_fails(s: RunSummary) -> float | None:
+    """1 where the capture failed or is predicted to, 0 where it held; None where no capture
+    was asked for or nothing tells (an unwatched run is "unknown", never a 0 that reads as a
+    capture that held)."""
+    if s.capture.status in (CaptureStatus.UNKNOWN, CaptureStatus.NOT_ATTEMPTED):
+        return None
+    return float(s.capture.status in FAILED_CAPTURE)
 
 
 def _trace_syncs(s: RunSummary) -> float | None:
@@ -255,7 +266,7 @@ METRICS: tuple[Metric, ...] = (
         "capture fails (failed or predicted)",
         "yes=1",
         True,
-        lambda s: float(s.capture.status in FAILED_CAPTURE),
+        _capture_fails,
         short="capture fails",
         workload=False,
     ),
@@ -510,6 +521,7 @@ def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
     return SummaryDiff(
         before=sa.run,
         after=sb.run,
+        state=Change(str(sa.state.status), str(sb.state.status)),
         capture=Change(capture_label(sa), capture_label(sb)),
         route=Change(
             *(f"{r.path} (vLLM {r.version})" if r else None for r in (sa.route, sb.route))

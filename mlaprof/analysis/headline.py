@@ -65,6 +65,16 @@ def split_provenance(r: SplitStep, device: str) -> str:
     return "model" if device.startswith("cpu") else "recorded"
 
 
+def splits_scope(splits: list[SplitStep], policy: str | None, device: str) -> str:
+    """Where the splits table's S come from, said in its title: every policy's S is modelled
+    from the steps' metadata; the run's own policy's is its record where it ran on a GPU
+    (:func:`split_provenance`), else modelled too (a CPU run, a policy the device decides)."""
+    own = own_split(splits, policy)
+    if own is not None and split_provenance(own, device) == "recorded":
+        return "modelled; the run's own policy as recorded on a GPU"
+    return "modelled"
+
+
 def split_rows(
     splits: list[SplitStep],
     sc: Scenario,

@@ -683,8 +683,11 @@ def timeline(
     # rows as columns of Python values (iterating a frame's rows costs ~10 us a row)
     if not st.empty:
         lanes.append("steps")
+        # keyed by how each step ran (analysis.timing.step_modes: a CPU step ran its mode's
+        # shape eagerly, never "FULL graph" beside a capture that predicts PIECEWISE)
+        st = st.assign(ran=step_modes(st).to_numpy())
         for step, t_start, dur, g_mode, timing, reqs in column_rows(
-            st, "step", "t_start_ns", "duration_ns", "graph_mode", "timing", "num_reqs"
+            st, "step", "t_start_ns", "duration_ns", "ran", "timing", "num_reqs"
         ):
             mode = _s(g_mode) or "?"
             bars.append(Bar("steps", f"step:{mode}", round((t_start - t0) / 1e3, 3),

@@ -149,7 +149,7 @@ def scenario_from_args(args: argparse.Namespace):  # noqa: ANN201
         v = getattr(args, k, None)
         if v is not None:
             over[k] = v
-    if args.kv_lens:
+    if args.kv_lens is not None:  # "" too: an empty list is refused, never the default
         try:
             over["kv_lens"] = [int(x) for x in args.kv_lens.split(",") if x.strip()]
         except ValueError:
@@ -263,8 +263,11 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
             check_runnable(args.device)
     label = f"{sc.name}-{args.backend}-{args.device}-tp{args.ranks}"
     name = args.name or runmeta.reserve(traces, runmeta.new_run_name(label))
+    if args.threads < 1:
+        raise MlaprofError(f"--threads must be >= 1, got {args.threads}")
     meta = {
-        **run_meta(sc, args.backend, args.device),
+        # each rank sets torch's threads to --threads (cpu_runner.use_threads), as one rank does
+        **run_meta(sc, args.backend, args.device, threads=args.threads),
         "tp": multirank.tp_meta(args.ranks, args.device),
     }
     run_dir = runmeta.init_run_dir(traces, name, meta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlaprof.analysis.padding import padding_waste
+from mlaprof.analysis.share import share_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 
@@ -38,7 +39,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     fig = c.subplots()(
         rows=1, cols=len(PANELS), subplot_titles=[p[0] for p in PANELS], horizontal_spacing=0.08
     )
-    wasted_pct: dict[str, float] = {}
+    wasted: dict[str, float] = {}  # shares 0..1, worded by share_text (never a 0% of a waste)
     for i, (label, real_col, pad_col, scale, fmt, _) in enumerate(PANELS, start=1):
         if not _recorded([vals] if step is not None else rs.padding_steps, real_col, pad_col):
             continue
@@ -46,8 +47,8 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
         real /= scale
         pad = float(getattr(vals, pad_col) or 0) / scale
         total = real + pad
-        pct = 100.0 * (padding_waste(real, pad) or 0.0)  # the analysis' padding share
-        wasted_pct[label] = pct
+        waste = padding_waste(real, pad) or 0.0  # the analysis' padding share
+        wasted[label] = waste
         fig.add_trace(
             go.Waterfall(
                 x=["real", "padding", "total run"],
@@ -55,7 +56,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
                 measure=["absolute", "relative", "total"],
                 text=[
                     fmt.format(real),
-                    f"+{fmt.format(pad)} ({pct:.1f}% wasted)",
+                    f"+{fmt.format(pad)} ({share_text(waste, 1)} wasted)",
                     fmt.format(total),
                 ],
                 textposition="outside",
@@ -78,7 +79,7 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
         fig.add_trace(
             go.Bar(x=[None], y=[None], name=name, marker_color=color, showlegend=True), row=1, col=1
         )
-    share = ", ".join(f"{v:.1f}% of {k}" for k, v in wasted_pct.items())
+    share = ", ".join(f"{share_text(v, 1)} of {k}" for k, v in wasted.items())
     c.style(
         fig,
         f"{title}, {scope}: padding is {share}{rlabel}",

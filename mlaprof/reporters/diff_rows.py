@@ -4,7 +4,8 @@ the ``tui`` compare screen and ``--once --compare``).
 
 The block says first whether the two runs ran the same workload (the diff's own line), then
 one table: each metric with A, B, the change and the diff's verdict, then what has no number
-(capture, vLLM route, S per kernel variant of imported traces, backend). The verdicts are the
+(whether each run finished, capture, vLLM route, S per kernel variant of imported traces,
+backend); a run that did not finish is said in the block's rows. The verdicts are the
 diff's: where the workloads differ, a workload-dependent row reads "other workload", never
 better or worse (:func:`mlaprof.analysis.diff.diff_rows`); nothing here judges a change."""
 
@@ -30,6 +31,7 @@ def diff_block(d: SummaryDiff, short: bool = False) -> Block:
     sources = list(dict.fromkeys(r.provenance for r in d.table if r.provenance))
     marks = {p: MARK * (i + 1) for i, p in enumerate(sources)}
     rows = [_metric(r, short, marks.get(r.provenance, "")) for r in d.table]
+    rows.append(["run", _s(d.state.before), _s(d.state.after), "", ""])
     rows.append(["capture", _s(d.capture.before), _s(d.capture.after), "", ""])
     if d.route.before or d.route.after:
         route = [r or "not modelled" for r in (d.route.before, d.route.after)]
@@ -39,6 +41,13 @@ def diff_block(d: SummaryDiff, short: bool = False) -> Block:
         rows.append([f"S from the trace ({t.variant})", *cells, "", ""])
     rows.append(["backend", _s(d.backend.before), _s(d.backend.after), "", ""])
     said = [Row(f"{KEY}.workload", "workload", d.workload.text)]
+    unfinished = [
+        f"{side} {name} is {status}: its numbers hold only the steps it committed"
+        for side, name, status in (("A", d.before, d.state.before), ("B", d.after, d.state.after))
+        if status not in (None, "finished")
+    ]
+    if unfinished:
+        said.append(Row(f"{KEY}.state", "run state", "; ".join(unfinished)))
     said += [Row(f"{KEY}.source{i}", m, p) for i, (p, m) in enumerate(marks.items())]
     if d.trace_splits:  # one source for every trace row
         said.append(Row(f"{KEY}.trace_splits", "S from the trace", d.trace_splits[0].source))

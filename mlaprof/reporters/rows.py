@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.headline import splits_scope
 from mlaprof.analysis.sections import FROZEN_NONE
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import NONE_READS, OMIT
@@ -48,6 +49,7 @@ HEADING = "Sections (every field of the summary; report --json has every row)"
 OWN = frozenset({"findings", "headline", "series"})
 HIDDEN_FIELDS = frozenset({"null_keys"})  # typed-JSON bookkeeping, not evidence
 
+LAYER_SPLITS_RECORDED = "S per MLA layer (from the run's layer records)"
 # a section's title where its field name does not say it (key: the summary field's name)
 TITLES: dict[str, str] = {
     "run": "run",
@@ -55,9 +57,9 @@ TITLES: dict[str, str] = {
     "imported": "imported from",
     "sync_counts": "sync counts (device->host, in the watched region)",
     "route": "vLLM route",
-    "splits": "KV splits per policy (worst step; modelled, the run's own policy as recorded on a GPU)",
+    "splits": "KV splits per policy (worst step; modelled)",
     "layers": "layers",
-    "layer_splits": "S per MLA layer (from the trace)",
+    "layer_splits": LAYER_SPLITS_RECORDED,
     "fleet": "ranks side by side",
     "trace": "imported trace",
     "reservation": "verify buffers (modelled)",
@@ -73,6 +75,18 @@ TITLES: dict[str, str] = {
     "allocations": "allocations in the captured region",
     "h2d_copies": "host-to-device copies in the captured region",
     "capture_errors": "capture errors",
+}
+
+# a section's title where it depends on where the run's numbers come from (the analysis says)
+TITLE_OF: dict[str, Callable[[RunSummary], str]] = {
+    "splits": lambda s: (
+        f"KV splits per policy (worst step; {splits_scope(s.splits, s.scenario.policy, s.device)})"
+    ),
+    "layer_splits": lambda s: (
+        "S per MLA layer (from the trace's kernel grids)"
+        if s.trace is not None
+        else LAYER_SPLITS_RECORDED
+    ),
 }
 
 # a field's label where its name does not say it (key: "<Dataclass>.<field>")
@@ -378,7 +392,7 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         if f.name in OWN:
             continue
         v = getattr(s, f.name)
-        title = TITLES.get(f.name, label_of(f.name))
+        title = TITLE_OF[f.name](s) if f.name in TITLE_OF else TITLES.get(f.name, label_of(f.name))
         if v is None or (isinstance(v, list) and not v) or _all_unknown(v):
             absent.append(title)
         elif dataclasses.is_dataclass(v):

@@ -8,7 +8,8 @@ from mlaprof.analysis.share import share_text
 def fmt_ms(v: float | None) -> str:
     if v is None:
         return "-"
-    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+    # below 0.1 ms three significant digits (a 13.5 µs layer reads 0.0135, never 0.013 or 0.000)
+    return f"{v:.3g}" if v < 0.1 else f"{v:.3f}" if v < 10 else f"{v:.1f}"
 
 
 def fmt_pct(v: float | None) -> str:

@@ -131,7 +131,9 @@ def build_view(
     layers.sort(key=lambda r: (_sort_key(getattr(r, key)), _sort_key(r.rank)), reverse=rev)
     timing, capture = _f(s, "timing"), _f(s, "capture")
     return View(
-        name=str(meta.get("name") or name),
+        # the run's folder name, as the report, runs and exports name it (a copied run's
+        # run.json still holds the name it was recorded under)
+        name=name if name != "?" else str(s.run if s is not None else meta.get("name") or name),
         scenario=str(scen.get("name") or meta.get("source") or "unknown"),
         origin=ORIGIN_WORDS[run_kind(meta)],
         device=str(_f(s, "device") or meta.get("device") or "unknown"),

@@ -8,6 +8,7 @@ read better or worse; two runs of the same workload keep their verdicts."""
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 
@@ -105,3 +106,21 @@ def test_the_same_workload_keeps_its_verdicts_in_every_view(
         assert "other workload" not in text, view
         line = row_line(text, "median step time")
         assert re.search(r"\bbetter\b", line), (view, line)
+
+
+def test_the_dashboard_names_a_copied_run_by_its_folder_as_the_report_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copied run's run.json keeps the name it was recorded under; the report, ``runs`` and
+    exports name it by its folder, and so does the dashboard's header."""
+    import shutil
+
+    from tests import shipped_demo
+
+    src = shipped_demo.run("fix-padding-active-rows-c16")
+    dst = tmp_path / "copied-run"
+    shutil.copytree(src, dst)
+    tui = _out(capsys, "tui", str(dst), "--once")
+    report = _out(capsys, "report", str(dst), "--json")
+    assert json.loads(report)["run"] == "copied-run"
+    assert tui.splitlines()[0].startswith("copied-run  |"), tui.splitlines()[0]

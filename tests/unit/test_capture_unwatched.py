@@ -53,3 +53,8 @@ def test_a_cpu_runs_step_times_say_the_shape_they_ran_not_a_graph(tmp_path: Path
     assert not [f for f in s.findings if f.kind == "timing"]
     assert s.series is not None
     assert {m.mode for r in s.series.ranks for m in r.modes} == {"FULL shape on cpu"}
+    # the step timeline's steps too (its legend read "step, FULL graph")
+    timelines = [r.timeline for r in s.series.ranks if r.timeline is not None]
+    assert timelines and {
+        b.series for t in timelines for b in t.bars if b.series.startswith("step:")
+    } == {"step:FULL shape on cpu"}

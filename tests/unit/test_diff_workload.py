@@ -111,3 +111,44 @@ def test_a_compare_row_says_where_each_sides_value_comes_from() -> None:
     assert rows["capture memory (driver free-memory delta)"].provenance.startswith("measured on")
     head = {h.label: h.provenance for h in c16.headline}
     assert any(v == "recorded" for k, v in head.items() if k.startswith("KV splits"))
+
+
+def test_a_capture_nothing_tells_of_is_unknown_in_the_compare_not_a_capture_that_held() -> None:
+    """A run whose capture is unknown (no capture attempted, no step watched for syncs) or was
+    never asked for has no "capture fails" value: "1 -> 0 better" against it read as a fix."""
+    import dataclasses
+
+    from mlaprof.analysis.capture_status import CaptureStatus
+
+    flat = _summary("demo-bug-legacy-flat-syncs-break-capture")
+    assert flat.capture.status is CaptureStatus.FAILED
+    name = "capture fails (failed or predicted)"
+    for status in (CaptureStatus.UNKNOWN, CaptureStatus.NOT_ATTEMPTED):
+        other = dataclasses.replace(flat, capture=dataclasses.replace(flat.capture, status=status))
+        (row,) = [r for r in diff(flat, other).table if r.metric == name]
+        assert row.a == 1.0 and row.b is None and row.verdict is Verdict.NA, status
+    fixed = _summary("demo-fix-native-kernel-full-graph")
+    (row,) = [r for r in diff(flat, fixed).table if r.metric == name]
+    assert (row.a, row.b, row.verdict) == (1.0, 0.0, Verdict.BETTER)
+
+
+def test_a_run_that_did_not_finish_is_said_in_every_compare_view() -> None:
+    """``report A --compare B`` with B killed part-way said "same workload" and "+1% within
+    spread" and nowhere that B was incomplete: the diff holds each run's status and the one
+    compare block (terminal, Markdown, HTML, the TUI) says which run did not finish."""
+    import dataclasses
+
+    from mlaprof.reporters.diff_rows import diff_block
+    from mlaprof.store.liveness import RunStatus
+
+    a = _summary("demo-fix-padding-active-rows-c16")
+    b = dataclasses.replace(a, state=dataclasses.replace(a.state, status=RunStatus.INCOMPLETE))
+    d = diff(a, b)
+    assert (d.state.before, d.state.after) == ("finished", "incomplete")
+    assert d.to_json()["state"] == {"before": "finished", "after": "incomplete"}
+    block = diff_block(d)
+    said = {r.label: r.text for r in block.rows}
+    assert said["run state"].startswith(f"B {a.run} is incomplete")
+    (run_row,) = [r for r in block.tables[0].rows if r[0] == "run"]
+    assert run_row[1:3] == ["finished", "incomplete"]
+    assert "run state" not in {r.label for r in diff_block(diff(a, a)).rows}

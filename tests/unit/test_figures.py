@@ -130,7 +130,7 @@ def test_timeline_microsecond_lanes_match_the_tables(runs):
     fig = F.step_timeline(bug, steps=[1, 2])
     st = bug.steps.query("step in [1, 2]")
     t0 = st["t_start_ns"].min()
-    steps = trace(fig, "step, FULL graph")
+    steps = trace(fig, "step, FULL shape, eager on the CPU")  # a CPU run captures nothing
     assert list(steps.x) == pytest.approx((st["duration_ns"] / 1e3).tolist())
     assert list(steps.base) == pytest.approx(((st["t_start_ns"] - t0) / 1e3).tolist())
     sync_layers = trace(fig, "layer with host syncs (cannot be graph-captured)")
@@ -466,3 +466,23 @@ def test_an_imported_traces_figure_title_never_reads_the_runs(tmp_path) -> None:
         fig = F.splits_used_vs_deserved(r, by="layer")
     assert "the run's" not in fig.layout.title.text
     assert "per layer, split policy not recorded" in fig.layout.title.text
+
+
+def test_a_small_padding_waste_never_reads_0_percent_in_the_waterfall() -> None:
+    """A waste of 4.5 KiB over 62 MiB of KV is 0.007%: the waterfall's title and label read it
+    as the analysis' share rule does (never "0.0%", the section beside it says 4.50 KiB)."""
+    import dataclasses
+
+    from mlaprof.figures.padding import padding_waterfall
+    from tests import shipped_runs
+
+    s = shipped_runs.summary("demo-fix-padding-active-rows-c16")
+    r = s.series.ranks[0]
+    big = dataclasses.replace(
+        r, padding_steps=[dataclasses.replace(p, kv_bytes_real=64 << 20) for p in r.padding_steps]
+    )
+    fig = padding_waterfall(big, step=r.padding_steps[0].step)
+    title = fig.layout.title.text
+    assert "0.0% of KV" not in title and "0.01% of KV read per layer" in title, title
+    labels = [t for tr in fig.data if tr.type == "waterfall" for t in tr.text]
+    assert any("(0.01% wasted)" in t for t in labels), labels

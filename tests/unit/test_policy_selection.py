@@ -108,3 +108,16 @@ def test_every_caller_goes_through_the_one_selection(caller: str, fake_selection
 def test_without_the_replacement_each_caller_picks_the_real_policy(caller: str) -> None:
     assert not CALLERS[caller](), caller
     assert releases.policy_for("0.1.20") == REAL == releases.aiter_rule("0.1.20").gluon_policy
+
+
+@pytest.mark.parametrize("given", ["", " , ", "1040,x"])
+def test_kv_lens_given_but_empty_or_bad_is_refused_not_the_default(given: str) -> None:
+    """``--kv-lens ""`` recorded the default KV lengths (1040, 2600, 6000) and exited 0."""
+    from mlaprof.cli import build_parser
+    from mlaprof.commands.run import scenario_from_args
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(MlaprofError, match="kv_lens is empty|comma-separated integers"):
+        scenario_from_args(build_parser().parse_args(["run", "--kv-lens", given]))
+    got = scenario_from_args(build_parser().parse_args(["run", "--kv-lens", "7, 9"]))
+    assert got.kv_lens == [7, 9]
