@@ -48,3 +48,12 @@ def no_full_graph(status: str | None) -> bool:
         return CaptureStatus(str(status)) in NO_FULL_GRAPH
     except ValueError:
         return False
+
+
+def capture_region(graph_mode: str | None) -> str:
+    """Where the watched ops sit, in words: "the captured region" where FULL graphs were asked
+    for (or the evidence does not say the mode: an imported trace); a run of another graph mode
+    captured no such region, so the ops are where a FULL graph's capture would meet them."""
+    if graph_mode in (None, "FULL"):
+        return "the captured region"
+    return "the region a FULL graph would capture"

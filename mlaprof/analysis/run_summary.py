@@ -395,7 +395,9 @@ def _full_graph_splits(
         else None
     )
     return FullGraphSplits(
-        used=None if own is None else own.used,
+        # beside a graph's S only: where no graph's S stands (a failed capture, no FULL graph)
+        # the section is absent, never "S a captured graph replays: used 16"
+        used=None if own is None or source is None else own.used,
         measured_min=None if measured is None else measured.min,
         measured_max=None if measured is None else measured.max,
         modelled=modelled,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
 from mlaprof.analysis.section_base import Section, section
-from mlaprof.analysis.typed_json import nulls, opt, reads_when_none
+from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
 if TYPE_CHECKING:
@@ -513,8 +513,8 @@ class Timing(Section):
     per_rank: list[RankTiming]
     ranks_agree: bool
     step_median_text: str | None
-    step_median_us: float | None
-    steps: int
+    step_median_us: float | None = over_ranks("median of the steps pooled")
+    steps: int = over_ranks()
     threads: int | None  # torch's CPU threads (None: not recorded)
     timing: str | None
     timing_label: str
@@ -695,15 +695,15 @@ class Padding(Section):
     # every count None where the run recorded no padding (text: "not recorded")
     capture_size: int | None
     capture_sizes: list[int] | None
-    kv_bytes_padding: int | None
+    kv_bytes_padding: int | None = over_ranks()
     padding_fraction: float | None
-    padding_rows: int | None
+    padding_rows: int | None = over_ranks()
     padding_rows_per_step: list[int] | None
-    padding_tokens: int | None
-    real_rows: int | None
-    real_tokens: int | None
-    steps: int | None
-    steps_padded: int | None
+    padding_tokens: int | None = over_ranks()
+    real_rows: int | None = over_ranks()
+    real_tokens: int | None = over_ranks()
+    steps: int | None = over_ranks()
+    steps_padded: int | None = over_ranks()
     text: str
     ranks: int | None = opt()  # the ranks the counts sum over
     per_rank: list[RankPadding] | None = opt()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin, step_checks_by_rank
 from mlaprof.analysis.run_checks import RunChecks
@@ -300,10 +301,11 @@ def sync_findings(
         layer_steps = sum(watched.get(int(r), 0) for r in pairs["rank"])
         per_layer = per_layer_step(len(g), layer_steps)
         breaks = graph_mode == "FULL"
+        region = capture_region(graph_mode)
         what = {
-            "sync": "device->host sync in the captured region",
-            "alloc": "data-dependent allocation in the captured region",
-            "h2d": "pageable host->device copy in the captured region",
+            "sync": f"device->host sync in {region}",
+            "alloc": f"data-dependent allocation in {region}",
+            "h2d": f"pageable host->device copy in {region}",
             "capture-error": "first op to break graph capture",
         }.get(str(kind), str(kind))
         out.append(

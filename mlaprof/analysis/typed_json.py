@@ -24,6 +24,7 @@ OMIT = "omit_when_none"
 NULLS = "optional_keys_written_null"
 # what a field's ``None`` means where it is not "unknown" (``reads_when_none()``)
 NONE_READS = "reads_when_none"
+OVER_RANKS = "summed_over_ranks"
 
 
 def opt() -> Any:
@@ -37,6 +38,13 @@ def reads_when_none(text: str) -> Any:
     """A field whose ``None`` is known, not missing evidence (a modelled value that does not
     apply in this run): every view shows ``text`` for it instead of "unknown"."""
     return dataclasses.field(metadata={NONE_READS: text})
+
+
+def over_ranks(how: str = "sum") -> Any:
+    """A value made of every rank's (``how``: "sum", or e.g. "median of the pooled steps"; each
+    rank's is in the section's per-rank rows): a view says so where the run has several ranks,
+    never a silent sum."""
+    return dataclasses.field(metadata={OVER_RANKS: how})
 
 
 def nulls() -> Any:

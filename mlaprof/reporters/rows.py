@@ -26,10 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import splits_scope
 from mlaprof.analysis.sections import FROZEN_NONE
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import NONE_READS, OMIT
+from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS
 from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
@@ -71,9 +72,6 @@ TITLES: dict[str, str] = {
     "log_spec": "spec decoding over the log",
     "dp_groups": "data-parallel groups",
     "full_graph_splits": "S a captured graph replays (measured or modelled)",
-    "syncs": "syncs in the captured region",
-    "allocations": "allocations in the captured region",
-    "h2d_copies": "host-to-device copies in the captured region",
     "capture_errors": "capture errors",
 }
 
@@ -82,6 +80,14 @@ TITLE_OF: dict[str, Callable[[RunSummary], str]] = {
     "splits": lambda s: (
         f"KV splits per policy (worst step; {splits_scope(s.splits, s.scenario.policy, s.device)})"
     ),
+    **{
+        name: lambda s, what=what: f"{what} in {capture_region(s.capture.mode)}"
+        for name, what in (
+            ("syncs", "syncs"),
+            ("allocations", "allocations"),
+            ("h2d_copies", "host-to-device copies"),
+        )
+    },
     "layer_splits": lambda s: (
         "S per MLA layer (from the trace's kernel grids)"
         if s.trace is not None
@@ -396,9 +402,9 @@ def summary_blocks(s: RunSummary) -> list[Block]:
         if v is None or (isinstance(v, list) and not v) or _all_unknown(v):
             absent.append(title)
         elif dataclasses.is_dataclass(v):
-            out += _blocks(f.name, title, v)
+            out += _blocks(f.name, title, v, ranks=len(s.ranks))
         elif _records(v):
-            out += _list_blocks(f.name, title, v)
+            out += _list_blocks(f.name, title, v, len(s.ranks))
         else:
             run_rows.append(Row(f.name, _label(type(s).__name__, f.name), _text(f, v)))
     if absent:
@@ -469,9 +475,12 @@ def _fields(*records: Any) -> list[dataclasses.Field]:
     ]
 
 
-def _blocks(key: str, title: str, v: Any, skip: frozenset[str] = frozenset()) -> list[Block]:
+def _blocks(
+    key: str, title: str, v: Any, skip: frozenset[str] = frozenset(), ranks: int = 1
+) -> list[Block]:
     """A section's block, then the blocks of the sections nested in it (``skip``: fields an
-    overview table of its list shows)."""
+    overview table of its list shows; ``ranks``: the run's, for the fields made of every
+    rank's value, :func:`mlaprof.analysis.typed_json.over_ranks`)."""
     owner = type(v).__name__
     rows: list[Row] = []
     tables: list[Table] = []
@@ -481,10 +490,13 @@ def _blocks(key: str, title: str, v: Any, skip: frozenset[str] = frozenset()) ->
             continue
         x = getattr(v, f.name)
         k, label = f"{key}.{f.name}", _label(owner, f.name)
+        how = f.metadata.get(OVER_RANKS)
+        if how and ranks > 1:
+            label += f" ({how} over {ranks} ranks)"
         if dataclasses.is_dataclass(x):
-            nested += _blocks(k, title + SEP + label, x)
+            nested += _blocks(k, title + SEP + label, x, ranks=ranks)
         elif _records(x) and any(_rich(r) for r in x):
-            nested += _list_blocks(k, title + SEP + label, x)
+            nested += _list_blocks(k, title + SEP + label, x, ranks)
         elif _records(x):
             tables.append(_table(k, label, x))
         elif _record_map(x):
@@ -494,7 +506,7 @@ def _blocks(key: str, title: str, v: Any, skip: frozenset[str] = frozenset()) ->
     return [Block(key, title, rows, tables), *nested]
 
 
-def _list_blocks(key: str, title: str, items: list[Any]) -> list[Block]:
+def _list_blocks(key: str, title: str, items: list[Any], ranks: int = 1) -> list[Block]:
     """A list of records: one table, or one block per record where they hold records (after
     the list's overview table where :data:`SPECS` declares one)."""
     if not any(_rich(x) for x in items):
@@ -506,7 +518,7 @@ def _list_blocks(key: str, title: str, items: list[Any]) -> list[Block]:
         out.append(Block(key, title, [], [_table(key, title, items, overview=True)]))
         skip = frozenset(n for c in spec.cols for n in c.fields)
     for i, x in enumerate(items[:BLOCKS_PER_LIST]):
-        out += _blocks(f"{key}[{i}]", f"{title} {i + 1} of {len(items)}", x, skip)
+        out += _blocks(f"{key}[{i}]", f"{title} {i + 1} of {len(items)}", x, skip, ranks)
     more = len(items) - BLOCKS_PER_LIST
     if more > 0:
         note = Row(f"{key}.more", "more", f"{more} more in report --json")

@@ -97,6 +97,12 @@ def test_the_sync_rate_is_one_number_in_the_summary_and_the_finding() -> None:
     assert [p.syncs for p in counts.per_layer] == [0.5]
     (f,) = sync_findings(syncs, "FULL", layers)
     assert "0.5 per layer per step" in f.evidence
+    assert f.title.startswith("device->host sync in the captured region")
+    # a run of another graph mode captured no region: the op is where a FULL capture meets it
+    for mode in ("NONE", "PIECEWISE"):
+        (g,) = sync_findings(syncs, mode, layers)
+        assert g.title.startswith("device->host sync in the region a FULL graph would capture")
+        assert "captured region" not in g.title and g.severity == "warning"
 
 
 def test_an_imported_trace_s_sync_check_is_the_one_count() -> None:

@@ -35,3 +35,47 @@ def test_s_per_layer_is_from_the_trace_only_for_a_trace() -> None:
     trace = shipped_runs.summary("aiter-gluon_v0119_fix")
     assert trace.trace is not None
     assert "S per MLA layer (from the trace's kernel grids)" in _titles(trace)
+
+
+def test_a_run_that_asked_for_no_full_graph_has_no_captured_region() -> None:
+    """A NONE- or PIECEWISE-mode run's syncs sit where a FULL capture would meet them: its
+    sections (and findings) never say "in the captured region"."""
+    flat = shipped_runs.summary("demo-bug-legacy-flat-syncs-break-capture")
+    assert flat.syncs and flat.capture.mode == "FULL"
+    assert "syncs in the captured region" in _titles(flat)
+    none = dataclasses.replace(flat, capture=dataclasses.replace(flat.capture, mode="NONE"))
+    assert "syncs in the region a FULL graph would capture" in _titles(none)
+    assert not any("captured region" in t for t in _titles(none))
+
+
+def test_no_captured_graph_s_where_no_graph_serves_the_steps() -> None:
+    """A failed capture replays no S: "S a captured graph replays" is absent ("not in this
+    run"), never the policy's S used under that title."""
+    flat = shipped_runs.summary("demo-bug-legacy-flat-syncs-break-capture")
+    assert flat.capture.status == "failed" and flat.full_graph_splits.source is None
+    assert flat.full_graph_splits.used is None
+    assert "S a captured graph replays (measured or modelled)" not in _titles(flat)
+    fix = shipped_runs.summary("demo-fix-native-kernel-full-graph")
+    assert fix.full_graph_splits.source is not None and fix.full_graph_splits.used is not None
+    assert "S a captured graph replays (measured or modelled)" in _titles(fix)
+
+
+def test_a_value_made_of_every_ranks_says_so_where_the_run_has_several() -> None:
+    """The padding and timing sections hold sums over ranks (and a median of the pooled steps):
+    "padding rows: 12" beside "6 padding rows over 6 step(s) per rank (2 ranks)" read as one
+    rank's. Their labels say the sum where the run has several ranks, and only there."""
+    from mlaprof.reporters.rows import summary_blocks
+
+    one = shipped_runs.summary("demo-fix-padding-active-rows-c16")
+    two = dataclasses.replace(one, ranks=[0, 1])
+
+    def labels(s: object) -> dict[str, str]:
+        return {r.key: r.label for b in summary_blocks(s) for r in b.rows}  # type: ignore[arg-type]
+
+    l1, l2 = labels(one), labels(two)
+    assert l1["padding.padding_rows"] == "padding rows"
+    assert l2["padding.padding_rows"] == "padding rows (sum over 2 ranks)"
+    assert l2["padding.steps"] == "steps (sum over 2 ranks)"
+    assert l2["timing.steps"] == "steps (sum over 2 ranks)"
+    assert l2["timing.step_median_us"].endswith("(median of the steps pooled over 2 ranks)")
+    assert l2["padding.capture_size"] == l1["padding.capture_size"]  # not a sum: unlabelled
