@@ -171,6 +171,23 @@ def _capture_fails(s: RunSummary) -> float | None:
     return float(s.capture.status in FAILED_CAPTURE)
 
 
+def _trace_s_said(s: RunSummary) -> str | None:
+    """Where a trace's S comes from: its grids; a fleet's pools every rank's layer records, and
+    where its ranks' S differ the one median hides that (said, never silent)."""
+    if s.trace is None:
+        return None
+    ranks = s.fleet.per_rank
+    if len(ranks) <= 1:
+        return "the trace's kernel grids"
+    vals = [v for r in ranks for v in (r.S_min, r.S_max) if v is not None]
+    differ = (
+        f"; its ranks' S differ ({min(vals)}-{max(vals)})"
+        if vals and min(vals) != max(vals)
+        else ""
+    )
+    return f"the kernel grids of {len(ranks)} ranks pooled{differ}"
+
+
 def _trace_syncs(s: RunSummary) -> float | None:
     """Syncs an imported trace's API calls show in the region (None: the trace cannot tell)."""
     n = s.trace.syncs.count if s.trace is not None else None
@@ -246,7 +263,7 @@ METRICS: tuple[Metric, ...] = (
         True,
         _trace_syncs,
         short="syncs (trace)",
-        workload=False,
+        # a count over the trace's steps and layers: another workload's trace holds others
     ),
     Metric(
         "steps replayed as a graph",
@@ -261,6 +278,7 @@ METRICS: tuple[Metric, ...] = (
         False,
         _trace_s,
         short="S (trace grids)",
+        said=_trace_s_said,
     ),
     Metric(
         "capture fails (failed or predicted)",
@@ -392,9 +410,29 @@ def workload_fields(s: RunSummary) -> dict[str, str | None]:
     batch = str(len(sc.kv_lens)) if sc.kv_lens else _range([p.rows for p in trace_paths])
     qlen = str(sc.qlen) if sc.qlen is not None else _range([p.qlen for p in trace_paths])
     kv = sorted(sc.kv_lens or [])
+    # a server log's starts say the model and the speculation (qlen: 1 + the drafted tokens)
+    starts = s.engine_starts or []
+    model = sc.model or _range([st.model for st in starts])
+    if qlen is None:
+        qlen = _range(
+            [
+                str(1 + st.speculative.num_spec_tokens)
+                if st.speculative is not None and st.speculative.num_spec_tokens is not None
+                else None
+                for st in starts
+            ]
+        )
+    spec = _range(
+        [
+            f"{st.speculative.method} x{st.speculative.num_spec_tokens}"
+            if st.speculative is not None and st.speculative.method
+            else None
+            for st in starts
+        ]
+    )
     return {
         # the scenario's workload (its name is a label: a fixed run may carry another)
-        "model": sc.model,
+        "model": model,
         "batch": batch,
         "kv": (str(kv[0]) if kv[0] == kv[-1] else f"{kv[0]}-{kv[-1]}") if kv else None,
         "qlen": qlen,
@@ -403,6 +441,8 @@ def workload_fields(s: RunSummary) -> dict[str, str | None]:
         "kind": str(s.kind),
         # ranks share the work: a step of 2 ranks is not one of 1
         "ranks": str(s.fleet.ranks) if s.fleet.ranks else None,
+        # a server's speculative decoding (method and drafted tokens), where its log says
+        **({"speculation": spec} if spec is not None else {}),
     }
 
 
@@ -418,7 +458,8 @@ def _device(device: str, target: str | None) -> str | None:
 def workload(sa: RunSummary, sb: RunSummary) -> Workload:
     """Whether A and B ran the same workload (:class:`Workload`)."""
     a, b = workload_fields(sa), workload_fields(sb)
-    fields = [WorkloadField(k, a[k], b[k]) for k in a]
+    # a part only some runs state (a server's speculation): compared where either states it
+    fields = [WorkloadField(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])]
     differ = [f for f in fields if f.differs]
     unknown = [f.name for f in fields if f.before is None or f.after is None]
     if differ:

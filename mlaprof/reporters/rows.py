@@ -140,7 +140,7 @@ class Spec:
     A list of records that hold records of their own is one block per record: ``cols`` are then
     an overview table of the list, each record's block holding the fields the overview does not."""
 
-    title: str
+    title: str | None  # None: the section's own title
     cols: tuple[Col, ...]
     note: Callable[[Any], str] | None = None
     note_fields: tuple[str, ...] = ()
@@ -195,6 +195,20 @@ def _lines(locations: list[str]) -> str:
 
 
 SPECS: dict[str, Spec] = {
+    # frozen in the one wording the front splits table has (split_cells): a policy the device
+    # decides is "never" frozen, in the sections too (they read "-", "no FULL graph serves");
+    # the columns before it as the fields are declared
+    "SplitStep": Spec(
+        None,
+        (
+            *(
+                Col(label_of(n), _cell(n))
+                for n in ("rank", "ranks", "policy", "source", "verified", "on_device", "used",
+                          "deserved")
+            ),  # fmt: skip
+            Col(label_of("frozen"), _cell("frozen"), lambda r: split_cells(r).frozen),
+        ),
+    ),
     "PathCheck": Spec(
         "verify paths (step 0, one layer)",
         (
@@ -546,7 +560,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Ta
         for x in items[:TABLE_ROWS]
     ]
     notes = [value_text(spec.note(x)) for x in items[:TABLE_ROWS]] if spec.note else []
-    return Table(key, spec.title, head, rows, max(0, len(items) - TABLE_ROWS),
+    return Table(key, spec.title or title, head, rows, max(0, len(items) - TABLE_ROWS),
                  list(dict.fromkeys(notes)), len(declared))  # fmt: skip
 
 

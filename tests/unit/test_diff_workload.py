@@ -152,3 +152,43 @@ def test_a_run_that_did_not_finish_is_said_in_every_compare_view() -> None:
     (run_row,) = [r for r in block.tables[0].rows if r[0] == "run"]
     assert run_row[1:3] == ["finished", "incomplete"]
     assert "run state" not in {r.label for r in diff_block(diff(a, a)).rows}
+
+
+def test_two_server_logs_compare_their_models_and_speculation() -> None:
+    """Two vLLM logs whose starts state the model and the speculation (ngram x3: qlen 4; mtp x1:
+    qlen 2) were "same workload where both runs say; not stated by both: model, ...", with
+    verdicts; the starts' model and drafted tokens are the workload's."""
+    a, b = _summary("log-tp2_two_starts"), _summary("log-legacy_prefixes_tp2")
+    d = diff(a, b)
+    assert d.workload.same is False
+    got = {f.name: (f.before, f.after) for f in d.workload.fields}
+    assert got["qlen"] == ("4", "2") and got["speculation"] == ("ngram x3", "mtp x1")
+    assert got["model"][0] is not None and got["model"][0] == got["model"][1]
+    # a scenario run states no speculation: the part is left out of its compares
+    fix, bug = (
+        _summary("demo-fix-padding-active-rows-c16"),
+        _summary("demo-bug-padding-collapses-splits-c16"),
+    )
+    assert "speculation" not in {f.name for f in diff(bug, fix).workload.fields}
+
+
+def test_a_fleets_trace_s_says_its_ranks_are_pooled_and_differ() -> None:
+    """An 8-rank fleet whose ranks ran S 1 (ranks 0-3) and 8 (ranks 4-7) compared as "S 1 | 1"
+    with nothing said: the row says whose grids it pools and that their S differ."""
+    fleet, one = _summary("aiter-fleet_dp2_tp4"), _summary("aiter-gluon_v0119_bug")
+    (row,) = [r for r in diff(fleet, one).table if r.metric.startswith("KV splits per MLA layer")]
+    assert row.provenance == (
+        "A: the kernel grids of 8 ranks pooled; its ranks' S differ (1-8), "
+        "B: the trace's kernel grids"
+    )
+    (same,) = [r for r in diff(one, one).table if r.metric.startswith("KV splits per MLA layer")]
+    assert same.provenance == "the trace's kernel grids"
+
+
+def test_a_traces_sync_count_follows_its_workload() -> None:
+    """A trace's sync count is over its own steps and layers: two workloads' traces (batch 32
+    vs 8) read "8 -> 0 better"; now "other workload", as the other counts over steps."""
+    d = diff(_summary("aiter-eager_syncs"), _summary("aiter-gluon_eager_short_kv"))
+    assert d.workload.same is False
+    (row,) = [r for r in d.table if r.metric == "syncs in the region (imported trace)"]
+    assert (row.a, row.b, row.verdict) == (8.0, 0.0, Verdict.OTHER_WORKLOAD)

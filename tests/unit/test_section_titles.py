@@ -79,3 +79,20 @@ def test_a_value_made_of_every_ranks_says_so_where_the_run_has_several() -> None
     assert l2["timing.steps"] == "steps (sum over 2 ranks)"
     assert l2["timing.step_median_us"].endswith("(median of the steps pooled over 2 ranks)")
     assert l2["padding.capture_size"] == l1["padding.capture_size"]  # not a sum: unlabelled
+
+
+def test_a_policy_the_device_decides_is_never_frozen_in_the_sections_as_in_the_table() -> None:
+    """The front splits table says "never" for a device-decided policy's frozen S; the sections'
+    table said "-" (its legend: no FULL graph serves the steps) beside "FULL -> predicted-ok"."""
+    from mlaprof.reporters.rows import split_cells, summary_blocks
+
+    s = shipped_runs.summary("demo-fix-padding-active-rows-c16")
+    row = s.splits[0]
+    dev = dataclasses.replace(row, on_device=True, frozen=None)
+    s2 = dataclasses.replace(s, splits=[dev, *s.splits[1:]])
+    (table,) = [t for b in summary_blocks(s2) if b.key == "splits" for t in b.tables]
+    frozen = table.head.index("frozen")
+    assert table.rows[0][frozen] == split_cells(dev).frozen == "never"
+    assert [r[frozen] for r in table.rows[1:]] == [split_cells(r).frozen for r in s.splits[1:]][
+        : len(table.rows) - 1
+    ]
