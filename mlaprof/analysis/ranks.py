@@ -105,6 +105,7 @@ def fleet_summary(
     batches: dict[int, tuple[Any, ...]] | None = None,
     trust: dict[int, str] | None = None,
     engines: list[EngineGroup] | None = None,
+    source_format: str | None = None,
 ) -> Fleet:
     """The ranks side by side (ranks_collapsed, ranks_not_collapsed, agree, per_rank,
     per_layer); each rank with its host, pid and GPU where the import recorded them
@@ -184,16 +185,15 @@ def fleet_summary(
                [p for p in per_layer if p.engine == eng])
         for eng in (sorted(set(engine_of.values())) if several else [None])
     )  # fmt: skip
+    # nothing to set side by side: no rank judged and no layer's S (a run failed before a step)
+    compared = any(r.collapsed_layers is not None for r in per_rank) or bool(per_layer)
     return Fleet(
         ranks=len(ranks),
         dp_groups=len(set(groups.values())) if groups else None,
         dp_groups_exact=dp_exact if groups else None,
         dp_groups_source=dp_source,
         # what the host/pid/agent columns are: where a launcher ran the rank, or an import's files
-        hosts_source="the machine and process each rank ran on, agent its device (launcher)"
-        if placed
-        else "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "
-        "node's CPU agents are numbered first, so not a GPU index); unknown: not in the trace",
+        hosts_source=_hosts_source(bool(placed), source_format),
         ranks_collapsed=collapsed,
         ranks_not_collapsed=fine,
         # ranks disagree when some collapsed and others did not, or their S differ per layer
@@ -201,6 +201,8 @@ def fleet_summary(
         # the one line every view prints
         text=_engines_line(engines, per_rank)
         if several
+        else f"ranks: {len(ranks)}, nothing to compare (no rank holds layer records)"
+        if not compared
         else f"ranks: {len(ranks)}, all agree"
         if agree
         else f"ranks: {len(ranks)}, DISAGREE: collapsed on {_list(collapsed)}, not on "
@@ -208,6 +210,22 @@ def fleet_summary(
         per_rank=per_rank,
         per_layer=per_layer,
         engines=_engine_rows(engines or [], per_rank, per_layer) if several else None,
+    )
+
+
+def _hosts_source(placed: bool, source_format: str | None) -> str:
+    """What the per-rank host/pid/agent columns are, for the evidence the run has."""
+    if placed:
+        return "the machine and process each rank ran on, agent its device (launcher)"
+    if source_format is None or source_format in ("csv", "rocpd", "json", "rocprof"):
+        # (a recorded run without a launcher has no such columns: the words stay as they were)
+        return (
+            "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "
+            "node's CPU agents are numbered first, so not a GPU index); unknown: not in the trace"
+        )
+    return (
+        f"the ranks as the imported {source_format} numbers them; host, pid and agent: "
+        "unknown where it does not say them"
     )
 
 

@@ -319,6 +319,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         _batches(t["steps"]),
         ev.trust_by_rank,
         ev.engines,
+        ev.meta.format,
     )
     return RunSummary(
         run=ev.name,

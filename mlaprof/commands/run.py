@@ -252,7 +252,7 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
     """``--ranks N``: the run folder first, then N rank processes into it, then the report."""
     from mlaprof import multirank
     from mlaprof.scenario_meta import run_meta
-    from mlaprof.store import runmeta
+    from mlaprof.store import ranks_written, runmeta
 
     if not 1 <= args.ranks <= multirank.MAX_RANKS:
         raise MlaprofError(f"--ranks must be 1..{multirank.MAX_RANKS}, got {args.ranks}")
@@ -285,6 +285,9 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
         fields = {"status": status, **({"reason": reason} if reason else {})}
         if sources:
             fields["rank_sources"] = sources
+        # the ranks whose databases were written, as an import records them: one deleted later
+        # is named by every view (mlaprof.store.integrity), never read as a smaller healthy run
+        fields["ranks"] = [r for r in ranks_written(run_dir) if r < args.ranks]
         runmeta.update(run_dir, **fields)
     elapsed = time.perf_counter() - t0
     _print_summary(run_dir, args)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         list_runs,
         list_runs_nested,
         load,
+        ranks_written,
     )
     from mlaprof.store.schema import SCHEMA_VERSION, TABLES
     from mlaprof.store.writer import RunWriter, create_run
@@ -26,6 +27,7 @@ _WHERE = {
     "Run": "reader",
     "RunInfo": "reader",
     "has_ranks": "reader",
+    "ranks_written": "reader",
     "is_run_folder": "reader",
     "is_run_json_folder": "reader",
     "list_runs": "reader",
@@ -44,6 +46,7 @@ __all__ = [
     "RunWriter",
     "create_run",
     "has_ranks",
+    "ranks_written",
     "is_run_folder",
     "is_run_json_folder",
     "list_runs",

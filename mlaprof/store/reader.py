@@ -473,7 +473,7 @@ class RunInfo:
     scenario: str
     backend: str
     device: str
-    steps: int  # summed over ranks: list it with steps_text (per rank, or a range over ranks)
+    steps: int | None  # summed over ranks (None: unreadable): list it with steps_text
     error: str | None = None
     policy: str = ""  # the split policy driving the backend (scenario runs)
     min_kv_mode: str = ""  # all-rows (the bug) or active-rows (the fix)
@@ -484,6 +484,8 @@ class RunInfo:
         rank (2 ranks)"; ``unit`` "steps": "3 steps per rank (2 ranks)")."""
         from mlaprof.rank_counts import per_rank_count
 
+        if self.steps is None:  # an unreadable run's count is unknown, never 0
+            return "unknown"
         return per_rank_count(self.rank_steps or {0: self.steps}, unit)
 
 
@@ -534,6 +536,16 @@ def has_ranks(path: Path | str) -> bool:
     return path.is_dir() and any(_RANK_DB.match(p.name) for p in path.iterdir())
 
 
+def ranks_written(path: Path | str) -> list[int]:
+    """The ranks whose own database ``rank<N>.db`` is in run folder ``path``."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    return sorted(
+        int(m.group(1)) for p in path.iterdir() if (m := _RANK_DB.match(p.name)) and not m.group(2)
+    )
+
+
 def is_run_json_folder(path: Path | str) -> bool:
     """Whether ``path`` holds a run's metadata file (a run folder, not a folder of runs)."""
     return (Path(path) / runmeta.META_FILE).is_file()
@@ -566,7 +578,7 @@ def run_info(p: Path) -> RunInfo:
             created = str(runmeta.read(p).get("created", ""))
         return RunInfo(p, p.name, created, e.state, "", "", "", 0)
     except MlaprofError as e:
-        return RunInfo(p, p.name, "", "unreadable", "", "", "", 0, str(e))
+        return RunInfo(p, p.name, "", "unreadable", "", "", "", None, str(e))
     except (OSError, sqlite3.Error, ValueError, TypeError, AttributeError, KeyError) as e:
         # a run.json or database damaged in a way no check foresaw: still one line, not a crash
         return RunInfo(p, p.name, "", "unreadable", "", "", "", 0, f"{type(e).__name__}: {e}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -60,6 +61,13 @@ def test_every_rank_records_its_own_database(tp2):
     # the ranks' torch threads, as a run of one rank records them (a CPU timing's spread
     # depends on them: unknown, a compare judged changes against 17x instead of 1.4x)
     assert meta["threads"] == 1 and doc["timing"]["threads"] == 1
+    # the ranks written are named, so a database deleted later is said, not a smaller run
+    assert meta["ranks"] == [0, 1]
+    gone = run_dir.parent / "tp2-gone"
+    shutil.copytree(run_dir, gone)
+    (gone / "rank1.db").unlink()
+    rep = mlaprof_cli("report", str(gone), "--json")
+    assert rep.returncode == 2 and "missing rank1.db" in rep.stderr, rep.stderr
     # each rank was its own process, and the fleet view says where each ran
     fleet = doc["fleet"]
     assert fleet["ranks"] == 2

@@ -96,3 +96,14 @@ def test_a_policy_the_device_decides_is_never_frozen_in_the_sections_as_in_the_t
     assert [r[frozen] for r in table.rows[1:]] == [split_cells(r).frozen for r in s.splits[1:]][
         : len(table.rows) - 1
     ]
+
+
+def test_a_logs_ranks_are_not_described_in_rocprofv3s_words_nor_said_to_agree_on_nothing() -> None:
+    """A vLLM log's ranks read "the folder of the rank's files ...; agent: rocprofv3's Agent_Id"
+    and "ranks: 2, all agree" with no layer record on any rank."""
+    log = shipped_runs.summary("log-tp2_two_starts")
+    assert "rocprofv3" not in log.fleet.hosts_source
+    assert log.fleet.text == "ranks: 2, nothing to compare (no rank holds layer records)"
+    fleet = shipped_runs.summary("aiter-fleet_dp2_tp4")
+    assert "rocprofv3's Agent_Id" in fleet.fleet.hosts_source
+    assert fleet.fleet.text.startswith("ranks: 8, DISAGREE")

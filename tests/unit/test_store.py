@@ -90,6 +90,8 @@ def test_corrupt_and_missing(traces):
         load(w.run_dir)
     listed = list_runs(traces)
     assert listed[0].status == "unreadable" and "corrupt" in listed[0].error
+    # its step count is unknown, never "0 steps" (it recorded one)
+    assert listed[0].steps is None and listed[0].steps_text("steps") == "unknown"
 
 
 def test_a_copy_without_git_history_records_the_revision_it_is_given(
