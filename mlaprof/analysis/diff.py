@@ -19,6 +19,7 @@ from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
 from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.headline import own_split as headline_own_split
 from mlaprof.analysis.headline import split_provenance
+from mlaprof.analysis.sections import Source
 from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
 from mlaprof.analysis.typed_json import to_json
 
@@ -171,6 +172,23 @@ def _capture_fails(s: RunSummary) -> float | None:
     return float(s.capture.status in FAILED_CAPTURE)
 
 
+def _graph_s(s: RunSummary) -> float | None:
+    """The S the run's FULL graph replays (the summary's full_graph_splits: measured over
+    modelled; the lowest measured): beside "S used", which a graph captured by vLLM's dummy run
+    does not replay (a fix can raise S used and still replay S 1)."""
+    g = s.full_graph_splits
+    if g.source is Source.MEASURED and g.measured_min is not None:
+        return float(g.measured_min)
+    return None if g.modelled is None else float(g.modelled)
+
+
+def _graph_s_said(s: RunSummary) -> str | None:
+    g = s.full_graph_splits
+    if g.source is None:
+        return None
+    return "measured graph replays" if g.source is Source.MEASURED else "model (dummy-run capture)"
+
+
 def _trace_s_said(s: RunSummary) -> str | None:
     """Where a trace's S comes from: its grids; a fleet's pools every rank's layer records, and
     where its ranks' S differ the one median hides that (said, never silent)."""
@@ -295,6 +313,14 @@ METRICS: tuple[Metric, ...] = (
         _split("used"),
         short="S used",
         said=_split_said,
+    ),
+    Metric(
+        "S a FULL graph replays (measured, else modelled)",
+        "S",
+        False,
+        _graph_s,
+        short="S in the graph",
+        said=_graph_s_said,
     ),
     Metric(
         "S deserved by the real rows",

@@ -192,3 +192,38 @@ def test_a_traces_sync_count_follows_its_workload() -> None:
     assert d.workload.same is False
     (row,) = [r for r in d.table if r.metric == "syncs in the region (imported trace)"]
     assert (row.a, row.b, row.verdict) == (8.0, 0.0, Verdict.OTHER_WORKLOAD)
+
+
+def test_the_compare_holds_the_s_a_full_graph_replays_beside_s_used() -> None:
+    """A fix that raised S used (1 -> 16) but whose dummy-run capture still freezes S 1 read
+    "S used +1500% better" alone; the graph's S row (measured over modelled) says 1 vs 1."""
+    import dataclasses
+
+    from mlaprof.analysis.sections import Source
+
+    bug = _summary("demo-bug-padding-collapses-splits-c16")
+    fix = _summary("demo-fix-padding-active-rows-c16")
+    name = "S a FULL graph replays (measured, else modelled)"
+    (row,) = [r for r in diff(bug, fix).table if r.metric == name]
+    assert (row.a, row.b, row.verdict, row.provenance) == (
+        1.0,
+        4.0,
+        Verdict.BETTER,
+        "measured graph replays",
+    )
+    frozen = dataclasses.replace(
+        fix,
+        full_graph_splits=dataclasses.replace(
+            fix.full_graph_splits,
+            measured_min=None,
+            measured_max=None,
+            modelled=1,
+            source=Source.MODELLED,
+        ),
+    )
+    (row,) = [r for r in diff(bug, frozen).table if r.metric == name]
+    assert (row.a, row.b, row.verdict) == (1.0, 1.0, Verdict.SAME)
+    assert row.provenance == "A: measured graph replays, B: model (dummy-run capture)"
+    flat = _summary("demo-bug-legacy-flat-syncs-break-capture")  # no graph: no row value
+    (row,) = [r for r in diff(flat, fix).table if r.metric == name]
+    assert row.a is None and row.verdict is Verdict.NA
