@@ -850,6 +850,16 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: rounds_to(bench("decode_stage2_h200", "entries", "stage1-alone", "us"), "292.8")
      and rounds_to(bench("decode_stage2_h200", "entries", "default", "us"), "294.9")
      and rounds_to(bench("decode_stage2_h200", "entries", "flash_mla", "us"), "298.7")),
+    ("docs/performance.md", "| 8 ranks x 10M dispatches, CSV: import + `report --json` | 11.13 (11.02-11.35) | 15.36 | **0.725x** (0.72-0.73) | 0.698x | 461 / 1283 |",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-06_final", head="527a879", import_1m_ratio="0.781",
+                         fleet_csv_ratio="0.725", fleet_rocpd_ratio="0.615",
+                         report_json_demo_cpu_s_head="0.377", report_json_demo_user_env_cpu_s_head="0.379",
+                         report_json_demo_user_env_ratio="0.624", run_default_cpu_s_head="1.722",
+                         version_cpu_s_head="0.054", import_1m_per_read_csv_head="0.847")
+     and _per_all_read_csv("vs_baseline_2026-12-06_final") == (1.136, 1.036)
+     and bench("vs_baseline_2026-12-06_final", "head_dirty") is False
+     and rounds_to(bench("vs_baseline_2026-12-06_final", "figures", "fleet_csv", "summary", "head", "peak_rss_mib", "median"), "461.0")
+     and rounds_to(bench("vs_baseline_2026-12-06_final", "figures", "fleet_rocpd", "summary", "head", "peak_rss_mib", "median"), "853.6")),
     ("docs/performance.md", "| first `report --json` of a demo run | **0.361** (0.359-0.364) | 0.425 | 0.849x |",
      lambda: rounds_to(bench("vs_baseline_2026-12-06_views", "ratios", "report_json_demo_cpu_s_head"), "0.361")
      and rounds_to(bench("vs_baseline_2026-12-06_views", "ratios", "report_json_demo_ratio"), "0.849")
