@@ -43,22 +43,42 @@ def trace_steps(
     st["S"] = for_steps(st, stats, "S")
     st["n_layers"] = for_steps(st, stats, "n_layers")
 
-    def num(v: Any) -> int | None:
-        return None if v is None or pd.isna(v) else int(v)
+    def nums(col: str) -> list[int | None]:
+        # a column as Python values at once (a fleet holds tens of thousands of steps: per-row
+        # pandas access cost more than the rest of the trace's section)
+        return [None if v is None or v != v else int(v) for v in st[col].tolist()]
 
+    # a step's capture depends on its graph mode only: worded once per mode
+    capture = {
+        m: step_capture(m, launches_confirm)
+        for m in st["graph_mode"].unique()
+        if isinstance(m, str)
+    }
     return [
         TraceStep(
-            rank=int(r.rank),
-            step=int(r.step),
-            graph_mode=r.graph_mode if isinstance(r.graph_mode, str) else None,
-            capture=step_capture(r.graph_mode, launches_confirm),
-            path=r.path,
-            variant=r.variant,
-            rows=num(r.num_reqs),
-            qlen=num(r.qlen),
-            S=num(r.S),
-            layers=num(r.n_layers),
-            duration_us=float(r.duration_ns) / 1e3,
+            rank=int(rank),
+            step=int(step),
+            graph_mode=mode if isinstance(mode, str) else None,
+            capture=capture[mode] if isinstance(mode, str) else step_capture(None),
+            path=path,
+            variant=variant,
+            rows=rows,
+            qlen=qlen,
+            S=s_used,
+            layers=layers,
+            duration_us=float(dur) / 1e3,
         )
-        for r in st.itertuples()
+        for rank, step, mode, path, variant, rows, qlen, s_used, layers, dur in zip(
+            st["rank"].tolist(),
+            st["step"].tolist(),
+            st["graph_mode"].tolist(),
+            st["path"].tolist(),
+            st["variant"].tolist(),
+            nums("num_reqs"),
+            nums("qlen"),
+            nums("S"),
+            nums("n_layers"),
+            st["duration_ns"].tolist(),
+            strict=True,
+        )
     ]

@@ -40,6 +40,10 @@ def _values(cls: type, salt: int = 0) -> dict[str, Any]:
 def test_every_section_class_is_made_by_section() -> None:
     assert len(CLASSES) >= 70
     assert all(issubclass(c, Section) and c.__eq__ is Section.__eq__ for c in CLASSES)
+    # frozen by dataclass itself: its __init__ sets each field in C; a shared Python
+    # __setattr__ made building a fleet's rows 5x slower
+    assert "__setattr__" not in vars(Section) and "__init__" not in vars(Section)
+    assert all(c.__dataclass_params__.frozen and "__setattr__" in vars(c) for c in CLASSES)
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
