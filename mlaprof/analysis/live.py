@@ -26,7 +26,12 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.evidence import folds_live
-from mlaprof.store.liveness import process_run_status, run_reason
+from mlaprof.store.liveness import (
+    EXPORTED_REASON,
+    EXPORTED_STATUS,
+    process_run_status,
+    run_reason,
+)
 from mlaprof.store.schema import columns
 
 if TYPE_CHECKING:
@@ -161,6 +166,8 @@ class LiveFold:
             ],
             self.meta.get("status"),
             self.meta.get("reason"),
+            self.meta.get(EXPORTED_STATUS),
+            self.meta.get(EXPORTED_REASON),
         )
 
     @property
@@ -173,7 +180,9 @@ class LiveFold:
         if not self.statuses:
             return "waiting"
         return process_run_status(
-            [(role, s) for (_, role), s in sorted(self.statuses.items())], self.meta.get("status")
+            [(role, s) for (_, role), s in sorted(self.statuses.items())],
+            self.meta.get("status"),
+            self.meta.get(EXPORTED_STATUS),
         )
 
     def frame(self, table: str) -> pd.DataFrame:

@@ -49,6 +49,7 @@ from mlaprof.formats.rocpd_schema import (
     RANGE_OP,
 )
 from mlaprof.importers.common import agent_index
+from mlaprof.store.liveness import ENDED_EARLY, EXPORTED_REASON, EXPORTED_STATUS
 from mlaprof.store.rows import iter_batches, iter_rows, typed
 from mlaprof.store.schema import TABLES
 
@@ -228,7 +229,9 @@ def _write(
             strings[s] = int(cur.lastrowid or 0)
         return strings[s]
 
-    meta = run.meta
+    meta = dict(run.meta)
+    if run.status in ENDED_EARLY:  # an import of the file is that run: killed, failed, stopped
+        meta[EXPORTED_STATUS], meta[EXPORTED_REASON] = str(run.status), run.reason
     # the process: its host and pid as the run recorded them (an import's), else the pid of
     # its API calls and this machine
     host, pid = rank_places(run).get(run.ranks[0], (None, None)) if run.ranks else (None, None)

@@ -163,7 +163,11 @@ def drained_reason(signal: str | None = None) -> str:
 
 
 def run_reason(
-    dbs: list[tuple[Any, ...]], verdict: str | None = None, verdict_reason: str | None = None
+    dbs: list[tuple[Any, ...]],
+    verdict: str | None = None,
+    verdict_reason: str | None = None,
+    exported: str | None = None,
+    exported_reason: str | None = None,
 ) -> str | None:
     """Why a run ended early or how it ended, from ``(role, recorded reason, drained, status)``
     per database: the launcher's reason where its verdict (run.json) is that a rank failed,
@@ -173,6 +177,9 @@ def run_reason(
     is the stop signal that database recorded."""
     if verdict == RunStatus.FAILED and verdict_reason:
         return verdict_reason
+    if exported in ENDED_EARLY:
+        why = f": {exported_reason}" if exported_reason else ""
+        return f"the run this was exported from was {exported}{why}"
     for _, why, *_ in dbs:
         if why:
             return why
@@ -182,7 +189,16 @@ def run_reason(
     return None
 
 
-def process_run_status(states: list[tuple[str, str]], verdict: str | None = None) -> str:
+# run.json keys an import of an mlaprof export carries over: the status and reason the exported
+# run had (an export of a killed run imports as that run, never as a finished one)
+EXPORTED_STATUS = "exported_status"
+EXPORTED_REASON = "exported_reason"
+ENDED_EARLY = (RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.INCOMPLETE)
+
+
+def process_run_status(
+    states: list[tuple[str, str]], verdict: str | None = None, exported: str | None = None
+) -> str:
     """The run's status from ``(role, status)`` per database: a rank's own database (role "")
     decides; another process of it (the vLLM EngineCore, often killed at shutdown without
     finishing) only counts when it failed. ``verdict``: run.json's status, which a launcher
@@ -192,6 +208,8 @@ def process_run_status(states: list[tuple[str, str]], verdict: str | None = None
     own = [s for role, s in states if not role or s == RunStatus.FAILED]
     if verdict == RunStatus.FAILED:
         own.append(RunStatus.FAILED)
+    if exported in ENDED_EARLY:  # ``exported``: the status of the run an import was exported from
+        own.append(exported)
     return run_status(own)
 
 

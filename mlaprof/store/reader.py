@@ -406,7 +406,9 @@ class Run:
         # a rank's own database decides; another process of it (the vLLM EngineCore, often
         # killed at shutdown without finishing) only counts when it failed
         return liveness.process_run_status(
-            [(key[1], self._db_status(*key)) for key in self.databases], self.meta.get("status")
+            [(key[1], self._db_status(*key)) for key in self.databases],
+            self.meta.get("status"),
+            self.meta.get(liveness.EXPORTED_STATUS),
         )
 
     @property
@@ -421,7 +423,13 @@ class Run:
             dbs.append(
                 (key[1], meta.get("reason"), drained, status, meta.get(liveness.STOP_SIGNAL))
             )
-        return liveness.run_reason(dbs, self.meta.get("status"), self.meta.get("reason"))
+        return liveness.run_reason(
+            dbs,
+            self.meta.get("status"),
+            self.meta.get("reason"),
+            self.meta.get(liveness.EXPORTED_STATUS),
+            self.meta.get(liveness.EXPORTED_REASON),
+        )
 
     def close(self) -> None:
         for con in self._cons.values():

@@ -206,3 +206,42 @@ def test_a_fleet_is_written_in_its_hosts_folders_a_database_a_rank(tmp_path: Pat
     for r in range(8):
         assert db_rows(back, "kernels", r) == db_rows(run_dir, "kernels", r)
         assert db_rows(back, "steps", r) == db_rows(run_dir, "steps", r)
+
+
+@pytest.mark.parametrize("ended", ["interrupted", "incomplete"])
+def test_an_export_of_a_run_that_did_not_finish_imports_as_that_run(
+    tmp_path: Path, ended: str
+) -> None:
+    """An export of a killed run read back "finished" in every view: the file carries the
+    status and reason the run had, and the import reads them as its own."""
+    from mlaprof.importers.rocprof import import_rocprof
+
+    w = create_run(tmp_path / "t", "r", {"source": "test"})
+    for i in range(3):
+        w.add("kernels", **_kernel(i, False))
+        w.add("steps", step=i, t_start_ns=T0 + 400 * i, duration_ns=390, graph_mode="FULL",
+              backend="vllm-triton", timing="trace-replay")  # fmt: skip
+    if ended == "interrupted":
+        w.finish("interrupted", "Ctrl-C")
+    else:  # its writer gone without closing its record (a kill): the lock freed, nothing marked
+        w._con.commit()
+        w._lock.release()
+    with load(tmp_path / "t" / "r") as run:
+        assert run.status == ended
+        rocpd_export.export_rocpd(run, tmp_path / "r.db")
+    back, _ = import_rocprof(tmp_path / "r.db", tmp_path / "t", "back")
+    with load(back) as b:
+        assert b.status == ended
+        assert b.reason is not None and b.reason.startswith(
+            f"the run this was exported from was {ended}"
+        )
+        assert ended != "interrupted" or b.reason.endswith(": Ctrl-C")
+    # a finished run's export imports finished, with no such reason
+    w2 = create_run(tmp_path / "t", "done", {"source": "test"})
+    w2.add("kernels", **_kernel(0, False))
+    w2.finish()
+    with load(tmp_path / "t" / "done") as run:
+        rocpd_export.export_rocpd(run, tmp_path / "done.db")
+    ok, _ = import_rocprof(tmp_path / "done.db", tmp_path / "t", "ok")
+    with load(ok) as b:
+        assert b.status == "finished" and b.reason is None
