@@ -304,3 +304,22 @@ def pid_fleet(dst: Path, ranks: int) -> Path:
 
 def launched_kernels(ranks: int) -> int:
     return synthetic_fleet.launched_kernels(AITER_BUG, ranks)
+
+
+def reimports_with_its_ranks(
+    out: Path, run_dir: Path, before: list[tuple[Any, ...]], tmp: Path, tables: tuple[str, ...]
+) -> Path:
+    """Import an export ``out`` of the 8-rank fleet ``run_dir`` back and check it keeps every
+    rank, its (rank, host, pid) as ``before`` and, rank by rank, the rows of ``tables``."""
+    from mlaprof.importers.rocprof import import_rocprof
+    from mlaprof.store import load
+
+    back, _ = import_rocprof(out, tmp, "back")
+    with load(back) as b:
+        after = [(r["rank"], r["host"], r["pid"]) for r in b.meta["rank_sources"]]
+        assert b.ranks == list(range(8))
+    assert after == before
+    for r in range(8):
+        for table in tables:
+            assert db_rows(back, table, r) == db_rows(run_dir, table, r), (table, r)
+    return back

@@ -13,13 +13,12 @@ layers, replays and splits are recomputed from names, correlation ids and grids.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlaprof.errors import MlaprofError
+from mlaprof.exporters.folder_output import write_folder
 from mlaprof.exporters.process_layout import process_prefixes
 from mlaprof.formats.spreadsheet import neutralize
 from mlaprof.store.rows import iter_batches, iter_rows, typed
@@ -120,19 +119,7 @@ class _Files:
 def export_csv(run: Run, out: Path) -> dict[str, int]:
     if out.exists():
         raise MlaprofError(f"{out} already exists; refusing to overwrite")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        counts = _export(run, tmp)
-        os.rename(tmp, out)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise MlaprofError(f"cannot write {out}: {e.strerror or e}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return counts
+    return write_folder(out, lambda tmp: _export(run, tmp))
 
 
 def _no_timestamps(run: Run, first: int, missing: int) -> MlaprofError:

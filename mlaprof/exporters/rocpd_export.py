@@ -27,7 +27,6 @@ import operator
 import os
 import platform
 import secrets
-import shutil
 import sqlite3
 import time
 import uuid as _uuid
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlaprof.errors import MlaprofError
+from mlaprof.exporters.folder_output import write_folder
 from mlaprof.exporters.jsontext import json_objects, jsonable
 from mlaprof.exporters.process_layout import process_prefixes, rank_places
 from mlaprof.formats import rocpd_schema as rs
@@ -88,24 +88,17 @@ def export_rocpd(run: Run, out: Path) -> dict[str, int]:
         raise MlaprofError(f"{out} already exists; refusing to overwrite")
     if len(run.ranks) <= 1:
         return _export_file(run, out, None)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    counts: dict[str, int] = {}
-    try:
-        tmp.mkdir(parents=True)
+
+    def fill(tmp: Path) -> dict[str, int]:
+        counts: dict[str, int] = {}
         for rank, pre in process_prefixes(run).items():
             db = tmp / f"{pre}results.db"
             db.parent.mkdir(parents=True, exist_ok=True)
             for k, n in _export_file(_OneRank(run, rank), db, rank).items():
                 counts[k] = counts.get(k, 0) + n
-        os.rename(tmp, out)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise MlaprofError(f"cannot write {out}: {e.strerror or e}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return counts
+        return counts
+
+    return write_folder(out, fill)
 
 
 class _OneRank:

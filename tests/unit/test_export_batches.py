@@ -15,7 +15,7 @@ import pytest
 
 from mlaprof.exporters import perfetto, rocpd_export
 from mlaprof.store import columnar, create_run, load
-from tests.trace_io_helpers import db_rows
+from tests.trace_io_helpers import db_rows, reimports_with_its_ranks
 
 T0 = 1_750_000_000_000_000_000
 B = 16  # rows per Arrow batch in these tests: each case below has a batch of its own
@@ -198,14 +198,7 @@ def test_a_fleet_is_written_in_its_hosts_folders_a_database_a_rank(tmp_path: Pat
         hosts = con.execute("SELECT hostname FROM rocpd_info_node").fetchall()
         con.close()
         assert procs == [(pid,)] and hosts == [(h,)]
-    back, _ = import_rocprof(out, tmp_path / "t", "back")
-    with load(back) as b:
-        after = [(r["rank"], r["host"], r["pid"]) for r in b.meta["rank_sources"]]
-        assert b.ranks == list(range(8))
-    assert after == before
-    for r in range(8):
-        assert db_rows(back, "kernels", r) == db_rows(run_dir, "kernels", r)
-        assert db_rows(back, "steps", r) == db_rows(run_dir, "steps", r)
+    reimports_with_its_ranks(out, run_dir, before, tmp_path / "t", ("kernels", "steps"))
 
 
 @pytest.mark.parametrize("ended", ["interrupted", "incomplete"])

@@ -9,7 +9,14 @@ from mlaprof.cli import main
 from mlaprof.exporters.csv_export import KERNEL_HEADER, export_csv
 from mlaprof.importers.rocprof import import_rocprof
 from mlaprof.store import TABLES, create_run, load
-from tests.trace_io_helpers import KERNEL_HEADER_7, ROCPROF, csv_rows, db_rows, make_run
+from tests.trace_io_helpers import (
+    KERNEL_HEADER_7,
+    ROCPROF,
+    csv_rows,
+    db_rows,
+    make_run,
+    reimports_with_its_ranks,
+)
 
 
 def test_layout_matches_rocprofv3(tmp_path: Path) -> None:
@@ -313,10 +320,4 @@ def test_a_fleet_is_written_in_its_hosts_folders_and_imports_back_with_them(
         counts = export_csv(run, out)
         before = [(r["rank"], r["host"], r["pid"]) for r in run.meta["rank_sources"]]
     assert {c.split("/")[0] for c in counts} == {"host0", "host1"}, sorted(counts)
-    back, _ = import_rocprof(out, tmp_path / "t", "back")
-    with load(back) as b:
-        after = [(r["rank"], r["host"], r["pid"]) for r in b.meta["rank_sources"]]
-        assert b.ranks == list(range(8))
-    assert after == before
-    for r in range(8):
-        assert db_rows(back, "kernels", r) == db_rows(run_dir, "kernels", r)
+    reimports_with_its_ranks(out, run_dir, before, tmp_path / "t", ("kernels",))
