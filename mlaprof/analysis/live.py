@@ -74,6 +74,7 @@ class LiveSummary:
     statuses: dict[tuple[int, str], str]
     rows: dict[str, int]  # committed rows per table, all databases
     series: dict[int, StepSeries] = field(default_factory=dict)
+    rank_rows: dict[int, int] = field(default_factory=dict)  # committed rows per rank
     step_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
     memory: tuple[dict[str, Any], ...] = ()  # capture memory per (size, mode), latest per rank
     captures: tuple[dict[str, Any], ...] = ()
@@ -121,6 +122,7 @@ class LiveFold:
         self._parts: dict[str, dict[Key, list[pd.DataFrame]]] = {t: {} for t in FOLDED}
         self._whole: dict[str, pd.DataFrame] = {}
         self.rows: dict[str, int] = {}
+        self.rank_rows: dict[int, int] = {}  # a rank's own records (the dashboard's rank view)
         self.version = 0  # bumped by every fold: a summary is stale when it is older
 
     # -- folding -------------------------------------------------------------------------------
@@ -129,6 +131,8 @@ class LiveFold:
         if not batch.count:
             return
         self.rows[batch.table] = self.rows.get(batch.table, 0) + batch.count
+        rank = batch.key[0]
+        self.rank_rows[rank] = self.rank_rows.get(rank, 0) + batch.count
         if batch.table in self._parts and not batch.frame.empty:
             self._parts[batch.table].setdefault(batch.key, []).append(batch.frame)
             self._whole.pop(batch.table, None)
@@ -213,6 +217,7 @@ class LiveFold:
         snap.cards = dict(self.cards)
         snap._ends = dict(self._ends)
         snap.rows = dict(self.rows)
+        snap.rank_rows = dict(self.rank_rows)
         snap.version = self.version
         snap._whole = {t: self.frame(t) for t in FOLDED}
         return snap
@@ -242,6 +247,7 @@ class LiveFold:
             status=self.status,
             statuses=dict(self.statuses),
             rows=dict(self.rows),
+            rank_rows=dict(self.rank_rows),
             series=step_series(self.frame("steps")),
             step_ids=step_ids(self.frame("steps")),
             memory=_latest(self.frame("memory"), ("rank", "capture_size", "graph_mode")),

@@ -90,6 +90,7 @@ def print_report(
     starts = next((b for b in blocks if b.key == "engine_starts"), None)
     if starts is not None and not sc.recorded:  # an imported log: no syncs or padding in it
         console.print(f"capture: {term(cap.text)}")  # which start: in the section's text
+        _headline(console, s, skip="capture")  # the capture is said on the line above
         console.print(f"syncs in region: {s.sync_counts.text}")
     elif trace is not None:  # an imported trace: only the verdicts its evidence supports
         sy = trace.syncs
@@ -99,10 +100,7 @@ def print_report(
         # an unknown verdict's label already holds its why: said once
         said = cap.label if cap.status == "unknown" else f"{cap.label} ({cap.evidence})"
         console.print(f"capture: {term(said)}  |  syncs: {term(syncs)}  |  padding: {padding}")
-        for h in s.headline:  # the trace's S and timing, as every view prints them
-            if h.label == "median step" or h.label.startswith("KV splits"):
-                console.print(f"{h.label}: [bold]{term(h.value)}[/]  "
-                              f"[dim]({term(h.provenance)})[/]")  # fmt: skip
+        _headline(console, s, skip="capture")  # the capture is said on the line above
         for note in trace.trust.notes or []:
             console.print(f"[dim]trace: {term(note)}[/]")
         if trace.cpu is not None:
@@ -117,8 +115,7 @@ def print_report(
             )
         console.print(f"sync probe: {s.sync_counts.text}")
     else:
-        for h in s.headline:
-            console.print(f"{h.label}: [bold]{term(h.value)}[/]  [dim]({term(h.provenance)})[/]")
+        _headline(console, s)
         console.print(f"syncs in region: {s.sync_counts.text}  |  padding: {padding}")
 
     route = s.route
@@ -249,6 +246,14 @@ def print_report(
             markup=False,
             highlight=False,
         )
+
+
+def _headline(console: Console, s: RunSummary, skip: str | None = None) -> None:
+    """The summary's headline rows, as every view prints them (``skip``: a row's label the
+    report says on a line of its own)."""
+    for h in s.headline:
+        if h.label != skip:
+            console.print(f"{h.label}: [bold]{term(h.value)}[/]  [dim]({term(h.provenance)})[/]")
 
 
 def print_sections(s: RunSummary, console: Console, blocks: list[Block] | None = None) -> None:

@@ -149,7 +149,8 @@ def build_view(
         capture=capture.text if capture else source,
         capture_memory=_capture_memory(capture),
         steps_text=_steps_text(live.step_ids, shown),
-        events=sum(live.rows.values()),
+        # the shown ranks' records (every rank's where none is picked)
+        events=sum(live.rows.values()) if rank is None else live.rank_rows.get(rank, 0),
         latency_ms=list(series.values_ms) if series else [],
         latency=_latency(series),
         latency_scope=f"rank {series.rank} of {len(shown)}" if series and len(shown) > 1 else "",

@@ -218,3 +218,22 @@ def test_bad_rank_counts_are_one_line(tmp_path):
         assert p.stderr.strip().startswith("mlaprof: error: --ranks must be 1..64")
         assert "Traceback" not in p.stderr
     assert not any(tmp_path.iterdir()), "a refused --ranks leaves no run behind"
+
+
+def test_the_dashboards_rank_view_counts_that_ranks_records(tp2):
+    """``tui --rank 1 --once`` said both ranks' record count (254 where the rank holds 127)."""
+    import re
+
+    traces, _ = tp2
+    counts = {}
+    for rank in (None, 0, 1):
+        argv = [
+            "tui",
+            str(traces / "tp2"),
+            "--once",
+            *(["--rank", str(rank)] if rank is not None else []),
+        ]
+        p = mlaprof_cli(*argv)
+        assert p.returncode == 0, p.stderr
+        counts[rank] = int(re.search(r"(\d[\d,]*) records", p.stdout).group(1).replace(",", ""))
+    assert counts[0] + counts[1] == counts[None] and 0 < counts[1] < counts[None], counts

@@ -187,3 +187,20 @@ def test_report_builds_each_summary_exactly_once(
     built.clear()
     assert main(["report", str(BUG), "--compare", str(FIX)]) == 0  # the terminal and its diff
     assert sorted(built) == sorted([BUG.name, FIX.name])
+
+
+def test_the_terminal_headline_holds_every_headline_row(
+    summaries: dict[str, rs.RunSummary],
+) -> None:
+    """Every headline row the Markdown, HTML and TUI show is in the terminal's headline too (a
+    trace's "capture memory ... unknown" row was dropped there); the capture row is said on the
+    terminal's capture line."""
+    seen = 0
+    for s in summaries.values():
+        flat = " ".join(_plain(s).split())
+        for h in s.headline:
+            if h.label == "capture":
+                continue
+            assert " ".join(f"{h.label}: {h.value}".split()) in flat, (s.run, h.label)
+            seen += 1
+    assert seen > 20
