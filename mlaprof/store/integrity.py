@@ -24,6 +24,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.rank_counts import rank_span
+from mlaprof.store import liveness
 
 _PARTITION = re.compile(r"^rank=(\d+)$")
 # the tables whose rows say their rank and which every writer fills first
@@ -93,6 +94,18 @@ def check_complete(run_dir: Path, meta: Mapping[str, Any], present: Collection[i
         raise MlaprofError(
             f"{run_dir} is missing {names} (the run has ranks {_span(gone, present)}, "
             f"databases for {have}): restore the file(s) or re-import the trace"
+        )
+
+
+def check_not_emptied(run_dir: Path, meta: Mapping[str, Any], present: Collection[int]) -> None:
+    """Refuse a run whose run.json says it ended but whose databases are gone (deleted, or not
+    copied with it): it is a damaged run, never an "empty run abandoned before its first record"
+    or one still "starting"."""
+    status = meta.get("status")
+    if not present and status in liveness.AFTER_RECORDS:
+        raise MlaprofError(
+            f"{run_dir} says it {status} but holds no rank database (rank<N>.db): restore the "
+            "file(s) or record the run again"
         )
 
 

@@ -32,6 +32,9 @@ class RunStatus(StrEnum):
     INCOMPLETE = "incomplete"  # a writer died without closing its record
 
 
+# statuses a run's writer writes to run.json only after its records (a run that says one holds
+# a database; one that failed may have failed before its first)
+AFTER_RECORDS = (RunStatus.FINISHED, RunStatus.INTERRUPTED)
 LIVE = (RunStatus.RUNNING, "importing")  # recorded states that claim a writer is at work
 
 

@@ -102,6 +102,11 @@ class Run:
             self.close()
             raise
         if not self._cons:
+            try:
+                integrity.check_not_emptied(self.path, self.meta, ())
+            except BaseException:
+                self.close()
+                raise
             if liveness.any_writer_alive(self.path):
                 raise EmptyRunError(self.path, "starting")
             if self.meta.get("status") == "failed":  # its writer said why (a full disk)
@@ -589,4 +594,4 @@ def run_info(p: Path) -> RunInfo:
         return RunInfo(p, p.name, "", "unreadable", "", "", "", None, str(e))
     except (OSError, sqlite3.Error, ValueError, TypeError, AttributeError, KeyError) as e:
         # a run.json or database damaged in a way no check foresaw: still one line, not a crash
-        return RunInfo(p, p.name, "", "unreadable", "", "", "", 0, f"{type(e).__name__}: {e}")
+        return RunInfo(p, p.name, "", "unreadable", "", "", "", None, f"{type(e).__name__}: {e}")

@@ -33,6 +33,9 @@ def read_view(path: Path, rank: int | None = None) -> tuple[View, RunSummary | N
         raise MlaprofError(str(e)) from None
     if not f.ranks:
         f.close()
+        from mlaprof.store import integrity, runmeta
+
+        integrity.check_not_emptied(Path(path), runmeta.read(Path(path)), ())
         raise MlaprofError(f"{path} has no readable rank databases (rank<N>.db) yet")
     if rank is not None and rank not in f.ranks:
         f.close()

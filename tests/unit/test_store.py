@@ -2,6 +2,7 @@
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +107,19 @@ def test_a_copy_without_git_history_records_the_revision_it_is_given(
     monkeypatch.setenv(runmeta.GIT_REVISION_ENV, "nonsense; rm -rf")
     with pytest.raises(MlaprofError, match="is not a git revision"):
         runmeta._git_revision()
+
+
+def test_a_finished_run_whose_database_is_gone_is_damaged_not_abandoned(tmp_path: Path) -> None:
+    """A finished run with its database deleted read "an empty run abandoned before its first
+    record" (report), "no readable rank databases yet" (TUI) and "abandoned" (runs): one
+    story now, in the reader every view opens runs with."""
+    traces = tmp_path / "t"
+    w = create_run(traces, "r", {"source": "test"})
+    w.add("steps", step=0, t_start_ns=1, duration_ns=2, graph_mode="FULL")
+    w.finish()
+    (w.run_dir / "rank0.db").unlink()
+    with pytest.raises(MlaprofError, match="says it finished but holds no rank database"):
+        load(w.run_dir)
+    (info,) = list_runs(traces)
+    assert info.status == "unreadable" and "says it finished" in (info.error or "")
+    assert info.steps_text() == "unknown"
