@@ -16,7 +16,6 @@ from mlaprof.step_splits import StepSplits, step_splits
 
 if TYPE_CHECKING:
     from mlaprof.metadata import BatchShape, VerifyMetadata
-    from mlaprof.store.writer import RunWriter
 
 KV_BYTES_PER_ELEMENT = 2  # bf16 KV cache
 
@@ -190,14 +189,3 @@ def step_analysis_rows(
     ]
     rows.append(("padding", padding_row(step, meta, shape)))
     return rows, next((s for s in splits if s.policy == sc.policy), None)
-
-
-def record_step_analysis(
-    writer: RunWriter, sc: Scenario, step: int, meta: VerifyMetadata, shape: BatchShape
-) -> StepSplits | None:
-    """Write the step's splits and padding rows in one commit; return the scenario policy's."""
-    rows, main = step_analysis_rows(sc, step, meta, shape)
-    with writer.transaction():
-        for table, row in rows:
-            writer.add(table, **row)
-    return main

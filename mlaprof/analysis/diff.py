@@ -22,6 +22,7 @@ from mlaprof.analysis.headline import split_provenance
 from mlaprof.analysis.sections import Source
 from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
 from mlaprof.analysis.typed_json import to_json
+from mlaprof.store.liveness import RunStatus
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
@@ -137,6 +138,17 @@ class SummaryDiff:
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
+
+
+def unfinished_note(d: SummaryDiff) -> str | None:
+    """Which of the two runs did not finish, in the words every compare view prints (None:
+    both finished): their numbers hold only the steps they committed."""
+    out = [
+        f"{side} {name} is {status}: its numbers hold only the steps it committed"
+        for side, name, status in (("A", d.before, d.state.before), ("B", d.after, d.state.after))
+        if status not in (None, RunStatus.FINISHED)
+    ]
+    return "; ".join(out) or None
 
 
 def own_split(s: RunSummary) -> SplitStep | None:
@@ -481,6 +493,9 @@ def _device(device: str, target: str | None) -> str | None:
     return known
 
 
+_FIELD_WORDS = {"kv": "KV lengths"}  # a workload field's name where the key does not say it
+
+
 def workload(sa: RunSummary, sb: RunSummary) -> Workload:
     """Whether A and B ran the same workload (:class:`Workload`)."""
     a, b = workload_fields(sa), workload_fields(sb)
@@ -499,10 +514,8 @@ def workload(sa: RunSummary, sb: RunSummary) -> Workload:
         same = None
         text = "same workload where both runs say; not stated by both: " + ", ".join(unknown)
     else:
-        same, text = (
-            True,
-            "same workload (model, batch, KV lengths, qlen, heads, device, kind, ranks)",
-        )
+        named = ", ".join(_FIELD_WORDS.get(f.name, f.name) for f in fields)
+        same, text = True, f"same workload ({named})"
     return Workload(same, fields, text)
 
 

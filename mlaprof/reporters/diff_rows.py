@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.diff import SHORT_NAMES, fmt_change, fmt_value
+from mlaprof.analysis.diff import SHORT_NAMES, fmt_change, fmt_value, unfinished_note
 from mlaprof.reporters.rows import Block, Row, Table
 
 if TYPE_CHECKING:
@@ -41,13 +41,9 @@ def diff_block(d: SummaryDiff, short: bool = False) -> Block:
         rows.append([f"S from the trace ({t.variant})", *cells, "", ""])
     rows.append(["backend", _s(d.backend.before), _s(d.backend.after), "", ""])
     said = [Row(f"{KEY}.workload", "workload", d.workload.text)]
-    unfinished = [
-        f"{side} {name} is {status}: its numbers hold only the steps it committed"
-        for side, name, status in (("A", d.before, d.state.before), ("B", d.after, d.state.after))
-        if status not in (None, "finished")
-    ]
+    unfinished = unfinished_note(d)
     if unfinished:
-        said.append(Row(f"{KEY}.state", "run state", "; ".join(unfinished)))
+        said.append(Row(f"{KEY}.state", "run state", unfinished))
     said += [Row(f"{KEY}.source{i}", m, p) for i, (p, m) in enumerate(marks.items())]
     if d.trace_splits:  # one source for every trace row
         said.append(Row(f"{KEY}.trace_splits", "S from the trace", d.trace_splits[0].source))

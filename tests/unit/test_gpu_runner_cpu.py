@@ -28,7 +28,7 @@ from mlaprof.gpu.timing import (
     twin_step_ns,
 )
 from mlaprof.metadata import step_metadata, step_shape
-from mlaprof.recording import record_step_analysis
+from mlaprof.recording import step_analysis_rows
 from mlaprof.scenario import Scenario
 from mlaprof.splits.policies import POLICIES
 from mlaprof.store import create_run, load
@@ -170,8 +170,8 @@ def test_row_buffer_commits_a_steps_rows_with_its_record(tmp_path):
 
 
 def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):
-    """The GPU runner's queued items record the same rows as the CPU runner's one-shot recorder
-    (``record_step_analysis``): every policy, same values, same padding row."""
+    """The GPU runner's queued items record the same rows as the CPU runner writes in a step's
+    commit (``step_analysis_rows``): every policy, same values, same padding row."""
     sc = Scenario(steps=2, layers=2).validate()
     meta, shape = step_metadata(sc, 1), step_shape(sc, 1)
     w = create_run(tmp_path, "gpu", {"source": "test"})
@@ -181,7 +181,10 @@ def test_analysis_items_write_what_the_shared_recorder_writes(tmp_path):
     q.drain()
     w.finish()
     ref = create_run(tmp_path, "cpu", {"source": "test"})
-    main = record_step_analysis(ref, sc, 1, meta, shape)
+    rows, main = step_analysis_rows(sc, 1, meta, shape)
+    with ref.transaction():
+        for table, row in rows:
+            ref.add(table, **row)
     ref.finish()
     with load(tmp_path / "gpu") as run, load(tmp_path / "cpu") as cpu:
         got = run.splits.drop(columns=["rank"]).sort_values("policy").reset_index(drop=True)

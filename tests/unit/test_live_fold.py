@@ -104,3 +104,27 @@ def test_the_step_series_and_one_steps_layers_are_the_recorded_rows(tmp_path: Pa
     assert [r.time_us for r in rows] == [d / 1e3 for d in want["duration_ns"]]
     w.finish()
     store.close()
+
+
+def test_the_live_fold_reads_an_imported_exports_status_as_the_store_does() -> None:
+    """An import of an export of a killed run: its databases finished (the import did), its
+    run.json carries the exported run's status; the dashboard's fold says what the reader says."""
+    from mlaprof.store import liveness
+
+    fold = LiveFold("back")
+    fold.meta = {
+        "status": "finished",
+        liveness.EXPORTED_STATUS: "incomplete",
+        liveness.EXPORTED_REASON: "its writer stopped without finishing",
+    }
+    fold.set_status((0, ""), "finished")
+    assert (
+        fold.status
+        == liveness.process_run_status([("", "finished")], "finished", "incomplete")
+        == "incomplete"
+    )
+    assert fold.reason == (
+        "the run this was exported from was incomplete: its writer stopped without finishing"
+    )
+    fold.meta = {"status": "finished"}
+    assert fold.status == "finished" and fold.reason is None
