@@ -178,6 +178,10 @@ class Spill:
         """Per column holding NULLs: where (n booleans)."""
         return {c: arrow_numpy.placed(self.n, parts) for c, parts in self._nulls.items()}
 
+    def null_columns(self) -> set[str]:
+        """The columns holding a NULL (known from the appends, nothing read back)."""
+        return set(self._nulls)
+
     def _file(self) -> Any:
         import pyarrow.parquet as pq
 
@@ -272,6 +276,9 @@ class SpillChain:
     def close(self) -> None:
         for p in self.parts:
             p.close()
+
+    def null_columns(self) -> set[str]:
+        return set().union(*(p.null_columns() for p in self.parts))
 
     def masks(self) -> dict[str, np.ndarray]:
         got = [p.masks() for p in self.parts]

@@ -210,3 +210,49 @@ def test_a_csv_import_gives_the_spill_row_groups_not_parsed_blocks(
         k = r.kernels
         assert k["grid_z"].tolist()[:4] == [1, 1, 16, 1]  # import_bench's grids, in order
         assert k["block_x"].tolist()[:4] == [512, 256, 64, 64]
+
+
+@pytest.mark.parametrize("where", list(BUDGETS))
+def test_a_pending_file_declares_not_null_only_columns_without_nulls(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column known to hold no NULL (no mask marks a row, the spill saw none) is declared NOT
+    NULL in the kernel file (no definition levels to write); every column that holds one, or
+    is given nowhere, stays nullable; every value reads back."""
+    import pyarrow.parquet as pq
+
+    from mlaprof.store import columnar
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    sp = Spill(["grid_x", "grid_y"], BUDGETS[where])
+    gx: list[int] = []
+    gy: list[int | None] = []
+    for size in (5, 1, 13, 7):
+        x = list(range(len(gx), len(gx) + size))
+        y = [None if v % 3 == 0 else v for v in x]
+        sp.append(pa.record_batch([pa.array(x, pa.int64()), pa.array(y, pa.int64())],
+                                  ["grid_x", "grid_y"]))  # fmt: skip
+        gx += x
+        gy += y
+    sp.close()
+    n = sp.n
+    layer_mask = np.zeros(n, bool)
+    layer_mask[3] = True
+    numbers = {
+        "start_ns": (np.arange(n, dtype=np.int64), None),
+        "end_ns": (np.arange(n, dtype=np.int64) + 5, np.zeros(n, bool)),  # a mask, no NULL
+        "layer": (np.arange(n, dtype=np.int64), layer_mask),
+    }
+    idx = np.array([i % 2 if i < 4 else 0 for i in range(n)])
+    pending = columnar.Pending("kernels", 0, n, numbers, {"name": (["x", None], idx)},
+                               spill.SpillChain([sp]), ["grid_x", "grid_y"])  # fmt: skip
+    side = columnar.write(tmp_path / "run", 0, "kernels", [pending])
+    nullable = {f.name for f in pq.read_schema(side.path) if f.nullable}
+    given_nowhere = set(columnar.columns("kernels")) - {"rank", "name", "grid_x", "grid_y"}
+    given_nowhere -= set(numbers)
+    assert nullable == {"layer", "name", "grid_y"} | given_nowhere
+    tab = pq.read_table(side.path)
+    assert tab.column("grid_x").to_pylist() == gx
+    assert tab.column("grid_y").to_pylist() == gy
+    assert tab.column("layer").to_pylist()[3] is None
+    assert tab.column("name").to_pylist()[:4] == ["x", None, "x", None]
