@@ -185,7 +185,8 @@ _KNOWN_PATHS = _known_paths()
 def coverage_summary(
     run: Run, meta: RunMeta, paths: list[TracePath], layers: pd.DataFrame
 ) -> TraceCoverage:
-    with_mla = set(layers["rank"].astype(int)) if not layers.empty else set()
+    # the distinct ranks of a fleet's layers, not a Python int per layer row
+    with_mla = set(pd.unique(layers["rank"]).astype(int).tolist()) if not layers.empty else set()
     c = read_counts(run, names=not set(run.ranks) <= with_mla)
     return TraceCoverage(
         **c,

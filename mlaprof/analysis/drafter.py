@@ -46,10 +46,13 @@ def _by_identity(steps: pd.DataFrame, checks: RunChecks) -> pd.Series:
         if not kinds or not graph_of:
             continue
         mine = steps[steps["rank"] == rank]
-        for idx, st in zip(mine.index, mine["step"], strict=True):
+        got = []
+        for st in mine["step"].tolist():
             g = graph_of[int(st)] if 0 <= int(st) < len(graph_of) else None
-            if g is not None and kinds.get(g) in (VERIFY, DRAFTER):
-                out[idx] = kinds[g]
+            got.append(kinds[g] if g is not None and kinds.get(g) in (VERIFY, DRAFTER) else None)
+        # one assignment per rank (a Series item set per step cost most of this function)
+        keep = [k is not None for k in got]
+        out.loc[mine.index[keep]] = [k for k in got if k is not None]
     return out
 
 

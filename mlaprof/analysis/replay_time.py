@@ -162,10 +162,20 @@ def _pre_aggregated(run: Any, jl: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
 def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
     """The S most layer records of each ``keys`` group ran (None where the trace has none)."""
     ly = layers if "rank" in layers else layers.assign(rank=0)
-    agg = ly.groupby(keys)["splits_used"].agg(
-        lambda v: None if v.dropna().empty else int(v.dropna().mode().iloc[0])
+    ly = ly[keys + ["splits_used"]]
+    ly = ly[ly[keys].notna().all(axis=1)]  # as groupby drops a NULL key
+    out: dict[Any, int | None] = dict.fromkeys(
+        ((int(a), int(b)) for a, b in ly[keys].drop_duplicates().itertuples(index=False)), None
     )
-    return {(int(k[0]), int(k[1])): v for k, v in agg.items()}
+    # counted per (group, S), then the most frequent S of each group, the smallest of a tie
+    # (Series.mode's order): one grouped count, not a Python call per layer group
+    n = ly.dropna(subset=["splits_used"]).groupby(keys + ["splits_used"]).size()
+    n = n.reset_index(name="n").sort_values(
+        keys + ["n", "splits_used"], ascending=[True, True, False, True]
+    )
+    for a, b, v in n.drop_duplicates(keys)[keys + ["splits_used"]].itertuples(index=False):
+        out[(int(a), int(b))] = int(v)
+    return out
 
 
 def s_groups(s_by: dict[tuple[int, int], int | None]) -> list[list[int]]:
