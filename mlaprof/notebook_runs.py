@@ -87,9 +87,12 @@ def make_run(
             with load(path) as run:
                 if run.status == "finished":
                     return path
-        except MlaprofError:
-            pass
-        raise MlaprofError(f"{path} exists but is not a finished run: remove it and run again")
+                why = f"it is {run.status}"
+        except MlaprofError as e:  # the reader's words, as `mlaprof report` says them
+            why = str(e)
+        raise MlaprofError(
+            f"{path} exists but is not a finished run ({why}): remove it and run again"
+        )
     argv = ["run", "--traces", str(folder), "--name", name, *args, "--quiet"]
     if in_process:
         from mlaprof.cli import main

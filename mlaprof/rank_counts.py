@@ -1,6 +1,11 @@
 """The one way ranks and a count over ranks are said: which ranks (a span where they run on),
 per rank, as a range over ranks, never a silent sum. Shared by the run listing (``runs``, the
-picker), the analyzers' texts and every view."""
+picker), the analyzers' texts and every view.
+
+Which ranks: :func:`rank_list` ("ranks 0-3"); how many and which: :func:`ranks_count`
+("4 (ranks 0-3)", a table cell or a field); some of the run's: :func:`ranks_of` ("ranks 0-3 of
+8"); a count per rank: :func:`per_rank_count`. A bare :func:`rank_span` ("0-3") only where the
+words around it say ranks; never a list's repr ("[0, 1]")."""
 
 from __future__ import annotations
 
@@ -49,6 +54,13 @@ def rank_list(ranks: Iterable[int]) -> str:
     """``rank 3`` / ``ranks 0-7`` / ``ranks 0, 2, 5``: the ranks a statement holds for."""
     rs = sorted(set(ranks))
     return ("rank " if len(rs) == 1 else "ranks ") + rank_span(rs)
+
+
+def ranks_of(ranks: Iterable[int], total: int) -> str:
+    """``rank 1 of 3`` / ``ranks 0-3 of 8``: the ranks a statement holds for, or a view draws,
+    out of the run's ``total`` (a finding on some ranks, the rank a figure or the dashboard's
+    step-time line draws)."""
+    return f"{rank_list(ranks)} of {int(total)}"
 
 
 def ranks_count(ranks: Iterable[int]) -> str:

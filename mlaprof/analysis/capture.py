@@ -14,10 +14,13 @@ from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
     CAPTURE_MEMORY_MEASURE,
     capture_memory_bytes,
+    capture_sizes,
     human_bytes,
     serving_memory,
 )
 from mlaprof.analysis.run_checks import no_launch_evidence
+from mlaprof.analysis.typed_json import over_ranks_text
+from mlaprof.rank_counts import per_rank_count
 from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
@@ -80,7 +83,7 @@ def capture_summary(
         effective_mode=effective,
         memory_bytes=capture_memory_bytes(memory),
         memory_measure=CAPTURE_MEMORY_MEASURE,
-        sizes=int(serving_memory(memory)["capture_size"].nunique()) if not memory.empty else 0,
+        sizes=capture_sizes(memory),  # the memory finding's count too
     )
 
 
@@ -130,6 +133,16 @@ def step_mode_evidence(
     n_graph = int((mode == "graph").sum())
     n_piece = int((mode == "piecewise").sum())
     n_eager = int((mode == "eager").sum())
+    # the texts count steps per rank (a fleet's sums are the fields', said as sums by the views)
+    n_ranks = int(st["rank"].nunique()) if not st.empty and "rank" in st else 1
+
+    def steps_of(m: str | None, unit: str) -> str:
+        rows = st if m is None else st[mode == m]
+        if n_ranks <= 1 or "rank" not in rows:
+            return f"{len(rows)} {unit}"
+        return per_rank_count({int(r): int(n) for r, n in rows.groupby("rank").size().items()},
+                               unit)  # fmt: skip
+
     n_launch = int(launches.get("graph_launches", 0))
     # a CPU run launches no graph at all: its 0 is known
     launch_why = None if meta.device == "cpu" else no_launch_evidence(launches)
@@ -139,14 +152,14 @@ def step_mode_evidence(
     elif meta.device == "cpu":
         status = "eager"
         ev = (
-            f"{len(st)} step(s) of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
+            f"{steps_of(None, 'step(s)')} of a CPU run with its MLA op: a CPU run has no graphs (vLLM's CPU "
             "attention backends support cudagraph NEVER), every op runs one by one"
         )
     elif n_graph + n_piece + n_eager == 0:
         status, ev = (
             "unknown",
             (
-                f"{len(st)} MLA step(s) whose kernels carry no correlation id: graph replays and "
+                f"{steps_of(None, 'MLA step(s)')} whose kernels carry no correlation id: graph replays and "
                 "eager launches cannot be told apart"
                 + (
                     f" ({n_launch} graph launch(es) in the API trace: FULL or PIECEWISE, the "
@@ -157,11 +170,12 @@ def step_mode_evidence(
             ),
         )
     else:
+        summed = f", {over_ranks_text('sum', n_ranks)}," if n_ranks > 1 else ""
         how = (
             (
-                f"{with_launch} of {n_graph}"
+                f"{with_launch} of {n_graph}{summed}"
                 if (with_launch or 0) <= n_graph
-                else f"{with_launch} MLA replays (drafter passes included)"
+                else f"{with_launch} MLA replays{summed} (drafter passes included)"
             )
             + " carry the correlation id of a graph-launch call in the API trace"
             if n_launch
@@ -172,17 +186,17 @@ def step_mode_evidence(
         if n_graph:
             # FULL is said where a graph-launch call confirms the replays
             parts.append(
-                f"{n_graph} MLA step(s) replayed in a graph that holds their attention "
+                f"{steps_of('graph', 'MLA step(s)')} replayed in a graph that holds their attention "
                 + (f"(FULL; {how})" if n_launch else f"({how})")
             )
         if n_piece:
             parts.append(
-                f"{n_piece} PIECEWISE step(s): attention launched eagerly between graph pieces "
+                f"{steps_of('piecewise', 'PIECEWISE step(s)')}: attention launched eagerly between graph pieces "
                 "that hold no MLA kernel"
             )
         if n_eager:
             parts.append(
-                f"{n_eager} eager step(s): MLA kernels launched one by one, no graph launch "
+                f"{steps_of('eager', 'eager step(s)')}: MLA kernels launched one by one, no graph launch "
                 "inside the step"
             )
         kinds = sum(1 for n in (n_graph, n_piece, n_eager) if n)
@@ -191,7 +205,7 @@ def step_mode_evidence(
         )
         ev = "; ".join(parts)
         if status == "eager" and n_launch:
-            ev += f"; {n_launch} graph launch(es) elsewhere hold no MLA kernel"
+            ev += f"; {n_launch} graph launch(es){summed.rstrip(',')} elsewhere hold no MLA kernel"
     step_src = checks.group("steps").get("source") if checks is not None else None
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
@@ -216,10 +230,11 @@ def step_mode_evidence(
     )
 
 
-def step_mode_findings(cap: Capture | None) -> list[Finding]:
+def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
     """Attention outside graphs in some or all steps (eager or PIECEWISE), with the count of
     each; FULL replays alone give none. ``cap``: :func:`step_mode_evidence` (None: the run's
-    steps carry no kernel-level mode)."""
+    steps carry no kernel-level mode); ``ranks``: the run's, whose counts the capture sums (the
+    title says so, in the sections' one wording)."""
     if cap is None:
         return []
     n_eager, n_piece = cap.eager_steps, _written(cap, "piecewise_steps")
@@ -227,12 +242,13 @@ def step_mode_findings(cap: Capture | None) -> list[Finding]:
         return []
     if cap.cpu:
         return []
+    summed = f" ({over_ranks_text('sum', ranks)})" if ranks > 1 else ""
     ran = " and ".join(
         t
         for n, t in ((n_piece, f"between graph pieces (PIECEWISE) in {n_piece} step(s)"),
                      (n_eager, f"eagerly in {n_eager} step(s)"))
         if n
-    )  # fmt: skip
+    ) + summed  # fmt: skip
     return [
         Finding(
             kind="capture",

@@ -42,12 +42,29 @@ CAPTURE_LABELS = {
 }
 
 
-def no_full_graph(status: str | None) -> bool:
-    """Whether a capture status means no FULL graph serves the steps (the one rule)."""
+# the cudagraph modes whose decode batches (and uniform verify batches) still replay FULL
+# graphs: vLLM's CUDAGraphMode with a FULL decode_mode() (vllm/config/compilation.py)
+FULL_GRAPH_MODES = frozenset({"FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"})
+
+
+def keeps_full_graphs(mode: str | None) -> bool:
+    """Whether a downgrade to ``mode`` still runs FULL graphs for the decode and verify
+    batches (FULL_AND_PIECEWISE, FULL_DECODE_ONLY): the one rule a downgrade's finding and the
+    capture verdict of its run (:func:`no_full_graph`, the compare's "capture fails") read."""
+    return str(mode) in FULL_GRAPH_MODES
+
+
+def no_full_graph(status: str | None, effective_mode: str | None = None) -> bool:
+    """Whether a capture status means no FULL graph serves the steps (the one rule): a failed
+    or predicted-to-fail capture, and a downgrade, unless the mode it ran (``effective_mode``)
+    still runs FULL graphs for the decode batches (:func:`keeps_full_graphs`)."""
     try:
-        return CaptureStatus(str(status)) in NO_FULL_GRAPH
+        st = CaptureStatus(str(status))
     except ValueError:
         return False
+    if st is CaptureStatus.DOWNGRADED and keeps_full_graphs(effective_mode):
+        return False
+    return st in NO_FULL_GRAPH
 
 
 def capture_region(graph_mode: str | None) -> str:

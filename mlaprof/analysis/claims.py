@@ -33,10 +33,13 @@ BACKEND_PATHS: dict[str, tuple[str, ...]] = {
 LEGACY_BACKEND = "legacy-flat"
 
 
-def full_graph_serves(graph_mode: str | None, capture_status: str | None) -> bool:
+def full_graph_serves(
+    graph_mode: str | None, capture_status: str | None, effective_mode: str | None = None
+) -> bool:
     """A FULL graph serves the steps: asked for, and the capture did not fail (the one rule an
-    S frozen into a captured graph, or a capture's memory, is claimed by)."""
-    return graph_mode == "FULL" and not no_full_graph(capture_status)
+    S frozen into a captured graph, or a capture's memory, is claimed by; ``effective_mode``:
+    the mode that ran, :func:`~mlaprof.analysis.capture_status.no_full_graph`)."""
+    return graph_mode == "FULL" and not no_full_graph(capture_status, effective_mode)
 
 
 def recorded_paths(backend: str | None) -> tuple[str, ...]:
@@ -55,12 +58,13 @@ class Claims:
     backend: str | None = None  # the mlaprof backend a scenario ran (None: not a scenario run)
     engine_backend: str | None = None  # the attention backend a recorded engine ran
     cpu_op: bool = False  # the MLA op is a CPU op (no grid, no split count)
+    effective_mode: str | None = None  # the graph mode that ran (None: not said)
 
     @property
     def full_graph(self) -> bool:
         """A FULL graph serves the steps (asked for, and the capture did not fail): only then is
         an S frozen into a captured graph, or the capture's memory worth trimming."""
-        return full_graph_serves(self.graph_mode, self.capture_status)
+        return full_graph_serves(self.graph_mode, self.capture_status, self.effective_mode)
 
     @property
     def capture_succeeded(self) -> bool:
@@ -110,6 +114,7 @@ def claims_of(ev: Evidence) -> Claims:
     return Claims(
         graph_mode=ev.graph_mode,
         capture_status=str(ev.capture.status),
+        effective_mode=ev.capture.effective_mode,
         device=ev.meta.device or ev.device,
         backend=ev.meta.backend if ev.scenario.recorded and ev.meta.backend else None,
         engine_backend=engine_backend,

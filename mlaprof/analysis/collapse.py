@@ -17,7 +17,8 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _split_backend, trace_heads
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.rank_counts import rank_span
+from mlaprof.analysis.typed_json import over_ranks_text
+from mlaprof.rank_counts import per_rank_count, ranks_of
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
 from mlaprof.splits.policies import collapsed_known as is_collapsed  # noqa: F401 - re-exported
@@ -193,19 +194,22 @@ def collapse_findings(
             if not is_collapsed(s, cap):  # the one collapse rule
                 continue
             ranks = sorted(int(r) for r in gg["rank"].unique())
-            on_ranks = (
-                f" on {len(ranks)} of {n_ranks} ranks ({rank_span(ranks)})" if n_ranks > 1 else ""
-            )
+            on_ranks = f" on {ranks_of(ranks, n_ranks)}" if n_ranks > 1 else ""
             c = stage2_checks.get(path)
             stage2 = (
-                f"; no stage-2 kernel in {c.s1_without_stage2} of its S = 1 layers "
-                "(consistent: stage 2 is not launched when S == 1)"
+                f"; no stage-2 kernel in {c.s1_without_stage2} of its S = 1 layers ("
+                # the trace's checks add every rank's layers: said, in the one wording
+                + (f"{over_ranks_text('sum', n_ranks)}; " if n_ranks > 1 else "")
+                + "consistent: stage 2 is not launched when S == 1)"
                 if s == 1 and c is not None
                 else ""
             )
             heads, heads_src = trace_heads(heads_seen, path)
+            # per rank, never a sum over ranks (the sections count steps per rank)
+            per_rank = {int(r): int(n) for r, n in gg.groupby("rank").size().items()}
+            kind = "graph replay" if cause == CAUSE_CAPTURE else "eager"
             where = (
-                f"{len(gg)} {'graph replay' if cause == CAUSE_CAPTURE else 'eager'} step(s) of "
+                f"{per_rank_count(per_rank, f'{kind} step(s)')} of "
                 f"{variant} ({origin}: S from grid axis y, rows from grid axis x, qlen "
                 f"{qlen_src}; "
                 f"{heads_src}{stage2})"
@@ -218,7 +222,7 @@ def collapse_findings(
             data = {
                 "path": path, "variant": variant, "used": s, "fix_gives": cap,
                 "without_padding": None, "rows": rows, "qlen": qlen, "heads": heads,
-                "steps": int(len(gg)), "ranks": ranks, "policy": old, "policy_fixed": new,
+                **_steps_data(per_rank), "ranks": ranks, "policy": old, "policy_fixed": new,
                 "cause": cause, "provenance": origin, "s_source": f"grid axis y of {variant}",
                 "model": f"modelled with {old} and {new}",
             }  # fmt: skip
@@ -255,6 +259,14 @@ def collapse_findings(
                 )
             )
     return out
+
+
+def _steps_data(per_rank: dict[int, int]) -> dict[str, Any]:
+    """A finding's step count as its text says it: one rank's ``steps``; several ranks'
+    ``steps_per_rank`` (rank -> steps), never their sum."""
+    if len(per_rank) <= 1:
+        return {"steps": sum(per_rank.values())}
+    return {"steps_per_rank": {str(r): n for r, n in sorted(per_rank.items())}}
 
 
 def _short_kv_finding(

@@ -4,6 +4,7 @@ run, trace, log and recorded engine run is held to (tests/unit/test_no_contradic
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import no_full_graph
@@ -11,6 +12,8 @@ from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.padding import NOT_RECORDED
 from mlaprof.analysis.sections import REFERENCE_TEXT
+from mlaprof.analysis.splits import frozen_condition
+from mlaprof.rank_counts import rank_list
 from mlaprof.scenario import UNSET
 
 if TYPE_CHECKING:
@@ -27,19 +30,20 @@ def contradictions(s: RunSummary) -> list[str]:
     out: list[str] = []
     kinds = {f.kind for f in s.findings}
     status = str(s.capture.status)
+    ran = s.capture.effective_mode  # a downgrade that keeps FULL decode graphs still has them
     graph_mode = s.scenario.graph_mode
     frozen_said = any(
         f.kind == "split-frozen"
         or (f.kind == "split-over" and any(w in f.title for w in FULL_GRAPH_WORDS))
         for f in s.findings
     )
-    if no_full_graph(status) and frozen_said:
+    if no_full_graph(status, ran) and frozen_said:
         out.append(f"capture {status} + an S frozen into a FULL graph")
-    if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status):
+    if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status, ran):
         out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")
-    out += _frozen_cells(s, full_graph_serves(graph_mode, status), f"{status} / {graph_mode}")
+    out += _frozen_cells(s, full_graph_serves(graph_mode, status, ran), f"{status} / {graph_mode}")
     if (
-        no_full_graph(status)
+        no_full_graph(status, ran)
         and any(f.kind == "memory" and "capture fewer sizes" in f.fix for f in s.findings)
         and not s.engine_starts
     ):
@@ -82,6 +86,61 @@ def contradictions(s: RunSummary) -> list[str]:
         ):
             out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
     out += _unknown_read_as_value(s)
+    out += _two_counts(s)
+    return out
+
+
+def _conditional_frozen(s: RunSummary, status: str) -> list[str]:
+    """A modelled frozen S said as a fact beside a warning that says it holds only if the FULL
+    graph captures (the run does not say): every place that shows that S says the condition."""
+    cond = frozen_condition(status)
+    if cond is None:
+        return []
+    bare = [r.policy for r in s.splits if r.frozen is not None and r.frozen_if != cond]
+    if bare:
+        return [f"capture {status} + a frozen S in the splits table said as a fact ({bare[0]})"]
+    g = s.full_graph_splits
+    if g.modelled is not None and g.modelled_if != cond:
+        return [f"capture {status} + a modelled frozen S in full_graph_splits said as a fact"]
+    ranks = s.series.ranks if s.series is not None else ()
+    if any(r.frozen_if != cond for r in ranks if any(p.frozen is not None for p in r.splits)):
+        return [f"capture {status} + a frozen S in the split series said as a fact"]
+    if any(f.kind == "split-frozen" and cond not in f.title for f in s.findings):
+        return [f"capture {status} + a split-frozen finding said as a fact"]
+    return []
+
+
+def _two_counts(s: RunSummary) -> list[str]:
+    """One number told two ways: the capture's sizes beside the memory finding's count; a trust
+    finding that pools a reliable rank with an unreliable one; a downgrade called information
+    while the capture verdict counts it as no FULL graph (or the other way round)."""
+    out = _conditional_frozen(s, str(s.capture.status))
+    sized = [
+        int(m.group(1))
+        for f in s.findings
+        if f.kind == "memory" and (m := re.search(r"over (\d+) capture size\(s\)", f.title))
+    ]
+    if sized and s.capture.sizes is not None and sized[0] != s.capture.sizes:
+        out.append(f"capture sizes {s.capture.sizes} + a memory finding over {sized[0]}")
+    verdicts = s.trace.trust_by_rank if s.trace is not None else {}
+    reliable = {r for r, v in verdicts.items() if v == "reliable"}
+    for f in s.findings:
+        if f.kind != "trust" or not reliable:
+            continue
+        named = set(f.data.get("ranks") or [])
+        if not named or named & reliable:
+            out.append(f"a trust finding over {sorted(named) or 'every rank'} + rank(s) "
+                       f"{sorted(reliable)} reliable on their own checks")  # fmt: skip
+    last = s.engine_starts[-1].start if s.engine_starts else None
+    if str(s.capture.status) == "downgraded":
+        for f in s.findings:
+            if f.kind != "capture-downgrade" or f.data.get("start") != last:
+                continue
+            if (f.severity == "info") == s.capture.no_full_graph:
+                out.append(
+                    f"a {f.severity} downgrade to {f.data.get('setting')} + capture "
+                    + ("with no FULL graph" if s.capture.no_full_graph else "keeping FULL graphs")
+                )
     return out
 
 
@@ -124,7 +183,7 @@ def _unknown_read_as_value(s: RunSummary) -> list[str]:
     judged = {r.rank for r in s.layers if r.collapsed is not None}
     lost = [r for r in s.fleet.ranks_not_collapsed if r not in judged]
     if lost:
-        out.append(f"rank(s) {lost} 'not collapsed' + none of their layers judged")
+        out.append(f"{rank_list(lost)} 'not collapsed' + none of their layers judged")
     cov = s.trace.coverage if s.trace is not None else None
     if cov is not None and not cov.api_calls and cov.host_syncs == 0:
         out.append("no API call read + 'host syncs: 0' among them")

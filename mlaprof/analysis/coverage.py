@@ -29,7 +29,7 @@ from mlaprof.analysis.sections import (
 from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.kernel_names import RANGE_LIKE
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import ranks_of
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
@@ -222,7 +222,7 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         n_ranks = len(rec.per_rank)
         kernels = sum(p.kernels for p in rec.per_rank if p.rank in none)
         names = [f"{x.name} (x{x.launches})" for x in cov.attention_like]
-        where = "" if n_ranks == 1 else f" on {len(none)} of {n_ranks} ranks ({rank_span(none)})"
+        where = "" if n_ranks == 1 else f" on {ranks_of(none, n_ranks)}"
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
             + _list(names, cov.attention_like_names)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, FAILED_CAPTURE
+from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE
 from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.headline import own_split as headline_own_split
 from mlaprof.analysis.headline import split_provenance
@@ -181,7 +181,9 @@ def _capture_fails(s: RunSummary) -> float | None:
     capture that held)."""
     if s.capture.status in (CaptureStatus.UNKNOWN, CaptureStatus.NOT_ATTEMPTED):
         return None
-    return float(s.capture.status in FAILED_CAPTURE)
+    # the one rule (capture_status.no_full_graph): a downgrade that keeps FULL decode graphs
+    # is no failure, as its finding says (information)
+    return float(s.capture.no_full_graph)
 
 
 def _graph_s(s: RunSummary) -> float | None:
@@ -198,7 +200,10 @@ def _graph_s_said(s: RunSummary) -> str | None:
     g = s.full_graph_splits
     if g.source is None:
         return None
-    return "measured graph replays" if g.source is Source.MEASURED else "model (dummy-run capture)"
+    if g.source is Source.MEASURED:
+        return "measured graph replays"
+    # the modelled S's condition, as the run's own report says it (a capture nothing decided)
+    return "model (dummy-run capture" + (f", {g.modelled_if})" if g.modelled_if else ")")
 
 
 def _trace_s_said(s: RunSummary) -> str | None:

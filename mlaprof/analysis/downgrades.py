@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from mlaprof.analysis.capture_status import keeps_full_graphs
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.memory import capture_memory_change
 from mlaprof.analysis.starts import start_label
@@ -60,13 +61,14 @@ def _downgrade_finding(st: EngineStart, d: Downgrade) -> Finding:
             "merged fix of vLLM PR #51171 did for the AITER and Triton MLA builders: run a vLLM "
             "that contains it (vllm 0.32.0 does), or set the class attribute in a plugin"
         )
-        severity = "critical" if setting in ("PIECEWISE", "NONE") else "warning"
+        # the one rule the capture verdict reads too (capture_status.keeps_full_graphs)
+        severity = "warning" if keeps_full_graphs(setting) else "critical"
     else:
         title = (
             f"{start_label(st)}: {d.requested} is not supported with {backend} (support {support}); "
             f"vLLM set cudagraph_mode={setting}"
         )
-        if setting in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
+        if keeps_full_graphs(setting):  # the rule "capture fails" in a compare reads too
             fix = (
                 f"decode batches still run FULL graphs; mixed prefill-decode batches need a "
                 f"backend with support ALWAYS for FULL graphs ({backend} reports {support})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import ranks_of
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -57,5 +57,5 @@ def fold_ranks(findings: list[Finding], ranks: int) -> list[Finding]:
         index[key] = g
         out.append(g)
     for g in index.values():
-        g.title = f"{g.title} [{rank_list(g.data['ranks'])} of {ranks}]"
+        g.title = f"{g.title} [{ranks_of(g.data['ranks'], ranks)}]"
     return out

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         Scenario,
         SplitStep,
         Timing,
+        TraceSection,
     )
 
 
@@ -50,7 +51,11 @@ def _replayed(measured: ReplayedSplits | None, r: SplitStep) -> str:
         lo, hi = measured.min, measured.max
         return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
     if r.frozen is not None and r.frozen != r.used:
-        return f"; a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} (modelled)"
+        cond = f", {r.frozen_if}: this run does not say" if r.frozen_if else ""
+        return (
+            f"; a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} "
+            f"(modelled{cond})"
+        )
     return ""
 
 
@@ -73,6 +78,15 @@ def splits_scope(splits: list[SplitStep], policy: str | None, device: str) -> st
     if own is not None and split_provenance(own, device) == "recorded":
         return "modelled; the run's own policy as recorded on a GPU"
     return "modelled"
+
+
+def layer_splits_scope(trace: TraceSection | None) -> str:
+    """Where the S per MLA layer come from, said in that section's title in every view: a run
+    that holds an imported trace's section read them off its stage-1 kernels' grids; every
+    other run's are its own layer records (the analysis says it, never a view)."""
+    if trace is not None:
+        return "from the trace's kernel grids"
+    return "from the run's layer records"
 
 
 def split_rows(
@@ -192,11 +206,11 @@ def headline(
 
 def _engine_s(e: FleetEngine) -> str:
     """``engine 0 (ranks 0-3, 16 heads): S 4 on vllm-triton``."""
-    from mlaprof.rank_counts import rank_span
+    from mlaprof.rank_counts import rank_list
 
     lo, hi = e.S_min, e.S_max
     s = "unknown" if lo is None else str(lo) if lo == hi else f"{lo}-{hi}"
     heads = f", {e.heads} heads" if e.heads is not None else ""
-    return f"engine {e.engine} (ranks {rank_span(e.ranks)}{heads}): S {s} on " + (
+    return f"engine {e.engine} ({rank_list(e.ranks)}{heads}): S {s} on " + (
         ", ".join(e.paths or []) or "no MLA path"
     )

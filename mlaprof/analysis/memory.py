@@ -32,6 +32,23 @@ def serving_memory(memory: pd.DataFrame) -> pd.DataFrame:
 CAPTURE_MEMORY_MEASURE = "driver free-memory delta"
 
 
+def attempted_memory(memory: pd.DataFrame) -> pd.DataFrame:
+    """The rows of failed FULL capture attempts (no graph kept, no bytes measured: their time)."""
+    if memory.empty:
+        return memory
+    return memory[memory["graph_mode"].fillna("").str.endswith(ATTEMPT)]
+
+
+def capture_sizes(memory: pd.DataFrame) -> int:
+    """How many capture sizes the capture covered, the one count the capture section and the
+    memory finding both say: the serving graphs' sizes, else, where no graph was kept, the
+    sizes whose FULL capture was attempted and failed (0: no capture recorded)."""
+    rows = serving_memory(memory)
+    if rows.empty:
+        rows = attempted_memory(memory)
+    return int(rows["capture_size"].nunique()) if not rows.empty else 0
+
+
 def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
     """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
     no row records it (unknown, never 0)."""
@@ -58,11 +75,9 @@ def capture_memory_findings(
     if captured is None:
         captured = summary.status == "captured"
     out: list[Finding] = []
-    attempts = (
-        memory[memory["graph_mode"].fillna("").str.endswith(ATTEMPT)]
-        if not memory.empty
-        else memory
-    )
+    attempts = attempted_memory(memory)
+    # one count of capture sizes, the capture section's (Capture.sizes: capture_sizes)
+    sizes = capture_sizes(memory)
     memory = serving_memory(memory)
     if memory.empty and not attempts.empty:  # a failed attempt's time; no bytes were measured
         out.append(
@@ -71,7 +86,7 @@ def capture_memory_findings(
                 severity="info",
                 title=(
                     f"failed capture attempt: capture memory ({CAPTURE_MEMORY_MEASURE}): unknown "
-                    f"over {attempts['capture_size'].nunique()} capture size(s)"
+                    f"over {sizes} capture size(s)"
                 ),
                 evidence=(
                     "not measured: the attempt ran in a probe process and kept no graph; it took "
@@ -85,7 +100,6 @@ def capture_memory_findings(
         pool = memory["pool_bytes"].fillna(0).sum()
         alloc = memory["allocator_bytes"].fillna(0).sum()
         driver = memory["driver_bytes"].fillna(0).sum()
-        sizes = memory["capture_size"].nunique()
         mem = summary.memory_bytes
         out.append(
             Finding(

@@ -7,7 +7,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import Padding, RankPadding
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import to_json
+from mlaprof.analysis.typed_json import over_ranks_text, to_json
 from mlaprof.rank_counts import per_rank_count
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
@@ -103,7 +103,7 @@ def _amounts(
     if len(same) == 1:
         r = per[0]
         return r.real_rows, r.padding_rows, f"over {steps_text}"
-    return real_rows, padding_rows, f"summed over {len(per)} ranks, {steps_text}"
+    return real_rows, padding_rows, f"({over_ranks_text('sum', len(per))}) over {steps_text}"
 
 
 def scope_text(s: Padding) -> str:
@@ -143,7 +143,7 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
                 + (
                     f"over {s.steps_padded} step(s)"
                     if (s.ranks or 0) <= 1
-                    else f"over {s.steps_padded} rank-step(s) of {s.ranks} ranks"
+                    else f"over {s.steps_padded} step(s) ({over_ranks_text('sum', s.ranks)})"
                 )
                 + " are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "

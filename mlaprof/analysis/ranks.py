@@ -14,7 +14,7 @@ from mlaprof.analysis.sections import (
     FleetRank,
     SplitRanks,
 )
-from mlaprof.rank_counts import rank_span, ranks_count
+from mlaprof.rank_counts import rank_list, rank_span, ranks_count
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RankSource
@@ -322,4 +322,4 @@ def describe_engine(e: EngineGroup) -> str:
         ", ".join(e.paths) if e.paths else "no MLA path",
     ]
     host = f" (host {', '.join(e.hosts)})" if e.hosts else ""
-    return f"ranks {rank_span(e.ranks)}: " + ", ".join(parts) + host
+    return f"{rank_list(e.ranks)}: " + ", ".join(parts) + host

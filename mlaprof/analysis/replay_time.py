@@ -10,6 +10,7 @@ import pandas as pd
 
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, TraceReplayTime
+from mlaprof.analysis.typed_json import over_ranks_text
 from mlaprof.rank_counts import rank_span
 
 if TYPE_CHECKING:
@@ -265,7 +266,9 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
     tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
     n_ranks = len({r for g in groups for r in g})
     # the kernel rows and the attention share add every rank's launches: said, never silent
-    over = f"; kernels and attention share summed over {n_ranks} ranks" if n_ranks > 1 else ""
+    over = (
+        f"; kernels and attention share: {over_ranks_text('sum', n_ranks)}" if n_ranks > 1 else ""
+    )
     return TraceReplayTime(
         replays=int(whole["c"]),
         # groups of ranks that ran the same S on every layer: the layer rows are per group

@@ -46,6 +46,7 @@ from mlaprof.analysis.sections import (
 from mlaprof.analysis.served import served_analysis
 from mlaprof.analysis.server_starts import start_findings
 from mlaprof.analysis.splits import (
+    frozen_condition,
     frozen_rule,
     replayed_splits,
     split_findings,
@@ -237,10 +238,10 @@ def _findings(
     findings: list[Finding] = []
     findings += capture_findings(ev.capture, t["captures"])
     findings += capture_memory_findings(ev.capture, t["memory"], cl.capture_succeeded)
-    findings += trust_findings(ev.trust)
+    findings += trust_findings(ev.trust, ev.rank_trust)
     findings += collapse_findings(ev.meta.trace_checks, ev.meta.origin, t["steps"], ev.step_stats)
     findings += variant_findings(ev.meta.origin, ev.kernel_paths)
-    findings += step_mode_findings(ev.step_modes)
+    findings += step_mode_findings(ev.step_modes, len(ev.ranks))
     findings += cpu_findings(ev.cpu)
     findings += host_sync_findings(ev.host_syncs)
     findings += coverage_findings(ev.coverage, cl.has_grid)
@@ -265,7 +266,7 @@ def _findings(
     findings += route_findings(route, sc.policy or "")
     findings += mismatch_findings(cl, route)
     findings += reservation_findings(sec.reservation)
-    mark_unreliable(findings, ev.trust)
+    mark_unreliable(findings, ev.trust, ev.rank_trust)
     findings = fold_ranks(findings, len(ev.ranks))
     findings.sort(key=lambda f: f.rank)
     return findings
@@ -310,7 +311,9 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
     scenario = ev.scenario
     # one rule for where a modelled frozen S stands: the table, the headline, full_graph_splits
     stands = frozen_rule(scenario.policy or "", claims.full_graph, sec.replayed_splits)
-    splits = split_rows(t["splits"], sec.split_worst, stands)
+    # and the condition it holds on, said beside it in every view (a capture nothing decided)
+    frozen_if = frozen_condition(claims.capture_status)
+    splits = split_rows(t["splits"], sec.split_worst, stands, frozen_if)
     padding = padding_summary(t["padding"])
     fleet = fleet_summary(
         ev.ranks,
@@ -368,7 +371,9 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         full_graph_splits=_full_graph_splits(splits, scenario, sec.replayed_splits),
         # the figures' section, from the same evidence and the analyzers' own layer table and
         # shadow (None for a caller whose views draw no figure)
-        series=_series(ev, layers, engine_shadow, run, sec.timing, stands) if with_series else None,
+        series=_series(ev, layers, engine_shadow, run, sec.timing, stands, frozen_if)
+        if with_series
+        else None,
     )
 
 
@@ -403,6 +408,8 @@ def _full_graph_splits(
         measured_max=None if measured is None else measured.max,
         modelled=modelled,
         source=source,
+        # the modelled S's condition, as its splits row says it (a capture nothing decided)
+        modelled_if=None if own is None or modelled is None else own.frozen_if,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
+from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph
 from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
@@ -82,6 +82,8 @@ class FullGraphSplits(Section):
     measured_max: int | None
     modelled: int | None
     source: Source | None
+    # the condition ``modelled`` holds on (the splits rows' ``frozen_if``; None: none)
+    modelled_if: str | None = opt()
 
 
 @section
@@ -100,13 +102,13 @@ class Capture(Section):
     why: str | None = opt()  # for an unknown status: which evidence is missing
     modes: dict[str, int] | None = opt()  # an engine's steps per graph mode
     cpu: bool | None = opt()
-    eager_steps: int | None = opt()
+    eager_steps: int | None = opt("sum")  # over ranks
     evidence: str | None = opt()
-    graph_launches: int | None = opt()
+    graph_launches: int | None = opt("sum")  # over ranks
     graph_launches_why: str | None = opt()  # why graph_launches is null (no API trace)
-    graph_steps: int | None = opt()
-    launches_without_kernels: int | None = opt()
-    piecewise_steps: int | None = opt()
+    graph_steps: int | None = opt("sum")  # over ranks
+    launches_without_kernels: int | None = opt("sum")  # over ranks
+    piecewise_steps: int | None = opt("sum")  # over ranks
     step_source: str | None = opt()
     memory_measure: str | None = opt()
     sizes: int | None = opt()
@@ -115,8 +117,9 @@ class Capture(Section):
 
     @property
     def no_full_graph(self) -> bool:
-        """No FULL graph serves these steps (the one rule, capture_status.NO_FULL_GRAPH)."""
-        return self.status in NO_FULL_GRAPH
+        """No FULL graph serves these steps (the one rule, capture_status.no_full_graph: a
+        downgrade to a mode that keeps FULL decode graphs still has them)."""
+        return no_full_graph(self.status, self.effective_mode)
 
     @property
     def measured(self) -> bool:
@@ -158,17 +161,20 @@ class AttentionLike(Section):
 
 @section
 class TraceTrustCounts(Section):
-    eager_steps_between_replays: int | None = opt()
-    edge_partial_steps: int | None = opt()
-    expected_kernels: int | None = opt()
-    launches_without_kernels: int | None = opt()
-    missing_kernels: int | None = opt()
-    nameless_dispatches: int | None = opt()
-    repeated_dispatches: int | None = opt()
-    replays: int | None = opt()
-    short_replays: int | None = opt()
-    split_layers_without_stage2: int | None = opt()
-    steps_missing_layers: int | None = opt()
+    """The trust checks' counts: the whole trace's, summed over its ranks (each rank's own
+    verdict: the trace section's ``trust_by_rank``; its reasons name the ranks)."""
+
+    eager_steps_between_replays: int | None = opt("sum")
+    edge_partial_steps: int | None = opt("sum")
+    expected_kernels: int | None = opt("sum")
+    launches_without_kernels: int | None = opt("sum")
+    missing_kernels: int | None = opt("sum")
+    nameless_dispatches: int | None = opt("sum")
+    repeated_dispatches: int | None = opt("sum")
+    replays: int | None = opt("sum")
+    short_replays: int | None = opt("sum")
+    split_layers_without_stage2: int | None = opt("sum")
+    steps_missing_layers: int | None = opt("sum")
 
 
 @section
@@ -557,10 +563,14 @@ class SyncCounts(Section):
 
 # what a frozen cell reads where no modelled frozen S stands (mlaprof.analysis.splits.frozen_stands)
 FROZEN_NONE = "-"
+# the condition a modelled frozen S holds on where a FULL graph was asked for and nothing decided
+# whether it captures (mlaprof.analysis.splits.frozen_condition): said with that S everywhere
+FROZEN_IF_CAPTURES = "if it captures"
 # what a splits table's "frozen" cell holds, and what its "-" means (mlaprof.analysis.splits.frozen_stands)
 FROZEN_LEGEND = (
     "frozen: S a FULL graph captured with vLLM's dummy run keeps (modelled; - where no FULL "
-    "graph serves the steps, and on the run's policy where its graph's replays were measured)"
+    "graph serves the steps, and on the run's policy where its graph's replays were measured; "
+    f"'{FROZEN_IF_CAPTURES}' where the run does not say whether its FULL graph captures)"
 )
 
 
@@ -587,6 +597,9 @@ class SplitStep(Section):
     occupancy_deserved: float | None
     occupancy_source: str
     step: int | None
+    # the condition ``frozen`` holds on (FROZEN_IF_CAPTURES: the run does not say whether its
+    # FULL graph captures; None: it stands as it is), said beside it in every view
+    frozen_if: str | None = opt()
 
     @property
     def collapsed(self) -> bool:

@@ -21,7 +21,12 @@ import pandas as pd
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
-from mlaprof.analysis.splits import decided_on_device, frozen_rule, replayed_splits
+from mlaprof.analysis.splits import (
+    decided_on_device,
+    frozen_condition,
+    frozen_rule,
+    replayed_splits,
+)
 from mlaprof.analysis.timing import median_by_mode, served_steps, step_modes
 from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
@@ -255,6 +260,9 @@ class RankSeries:
     timeline: Timeline | None = None
     # the shadow analysis' modelled S per verify step of this rank (a recorded engine only)
     shadow: tuple[ShadowStep, ...] = ()
+    # the condition the frozen S holds on, as the summary's splits rows say it (None: none;
+    # mlaprof.analysis.splits.frozen_condition): the figures say it with the frozen series
+    frozen_if: str | None = None
 
     @property
     def policies(self) -> list[str]:
@@ -282,8 +290,10 @@ class Series:
             if r.rank == rank:
                 return r
         from mlaprof.errors import MlaprofError
+        from mlaprof.rank_counts import rank_list
 
-        raise MlaprofError(f"no rank {rank} in this run (ranks: {[r.rank for r in self.ranks]})")
+        has = rank_list(r.rank for r in self.ranks)
+        raise MlaprofError(f"no rank {rank} in this run (it has {has})")
 
     def label(self, rank: int | None = None) -> str:
         """`` — <run>`` for titles, with the rank drawn when the run has several."""
@@ -291,7 +301,9 @@ class Series:
             return ""
         if len(self.ranks) > 1:
             shown = self.ranks[0].rank if rank is None else rank
-            return f" — {self.run}, rank {shown} of {len(self.ranks)} ranks"
+            from mlaprof.rank_counts import ranks_of
+
+            return f" — {self.run}, {ranks_of([shown], len(self.ranks))}"
         return f" — {self.run}"
 
     def to_json(self) -> dict[str, Any]:
@@ -732,10 +744,12 @@ def rank_series(
     shadow_steps: list[ShadowStep] | None = None,
     timing: Timing | None = None,
     stands: Callable[[str], bool] | None = None,
+    frozen_if: str | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
     timing section), used where this rank's rows are all of them; ``sc``: the run's scenario;
-    ``stands``: where a modelled frozen S stands (:func:`mlaprof.analysis.splits.frozen_rule`)."""
+    ``stands``: where a modelled frozen S stands (:func:`mlaprof.analysis.splits.frozen_rule`);
+    ``frozen_if``: the condition it holds on (:func:`mlaprof.analysis.splits.frozen_condition`)."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
@@ -766,6 +780,7 @@ def rank_series(
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
         timeline=timeline(run, rank, steps, layers) if run is not None or not steps.empty else None,
         shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
+        frozen_if=frozen_if if any(p.frozen is not None for p in points) else None,
     )
 
 
@@ -776,11 +791,13 @@ def build_series(
     run: Run | None = None,
     timing: Timing | None = None,
     stands: Callable[[str], bool] | None = None,
+    frozen_if: str | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
     Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
     ``timing``: its timing section, of the same steps and layers; ``stands``: where the run's
-    modelled frozen S stands, the summary's rule, :func:`mlaprof.analysis.splits.frozen_rule`)."""
+    modelled frozen S stands, the summary's rule, :func:`mlaprof.analysis.splits.frozen_rule`;
+    ``frozen_if``: the condition it holds on, :func:`mlaprof.analysis.splits.frozen_condition`)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
     per_step = list(shadow.per_step) if shadow is not None else []
@@ -798,6 +815,7 @@ def build_series(
                 per_step,
                 timing,
                 stands,
+                frozen_if,
             )  # fmt: skip
             for r in ranks
         ),
@@ -825,9 +843,12 @@ def series_for_run(run: Run, shadow: dict[str, str] | None = None) -> Series:
     t = ev.tables
     sh = served_analysis(ev.engine_steps, ev.acceptance, **(shadow or {}))[1]
     replayed = replayed_splits(t["steps"], t["layers"])
-    stands = frozen_rule(ev.scenario.policy or "", claims_of(ev).full_graph, replayed)
+    claims = claims_of(ev)
+    stands = frozen_rule(ev.scenario.policy or "", claims.full_graph, replayed)
     layers = layer_table(t["layers"], t["syncs"], ev.reference)
-    return build_series(ev, layers, sh, run, stands=stands)
+    return build_series(
+        ev, layers, sh, run, stands=stands, frozen_if=frozen_condition(claims.capture_status)
+    )
 
 
 def series_from_tables(

@@ -17,7 +17,7 @@ from mlaprof.analysis.collapse import (  # noqa: F401
     three_numbers,
 )
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.sections import ReplayedSplits, SplitStep
+from mlaprof.analysis.sections import FROZEN_IF_CAPTURES, ReplayedSplits, SplitStep
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import over_split as over_split_rule
 
@@ -67,6 +67,14 @@ def frozen_stands(
     return full_graph and not (own and replayed is not None)
 
 
+def frozen_condition(capture_status: str | None) -> str | None:
+    """The condition a modelled frozen S holds on, said with it wherever it is shown (the splits
+    rows' ``frozen_if``, the split-frozen and over-split findings, the headline, the
+    full_graph_splits section, the figures): "if it captures" where a FULL graph was asked for
+    and nothing decided its capture (the verdict is unknown); None where the capture is known."""
+    return FROZEN_IF_CAPTURES if str(capture_status) == CaptureStatus.UNKNOWN else None
+
+
 def frozen_rule(
     run_policy: str, full_graph: bool, replayed: ReplayedSplits | None
 ) -> Callable[[str], bool]:
@@ -101,15 +109,18 @@ def split_rows(
     splits: pd.DataFrame,
     worst: pd.DataFrame | None = None,
     stands: Callable[[str], bool] | None = None,
+    condition: str | None = None,
 ) -> list[SplitStep]:
     """The worst-step row per rank and policy, with where each policy's rule was read from
     (``worst``: :func:`split_summary` of ``splits``, where the caller holds it). ``stands``:
     whether a policy's modelled frozen S stands in this run (:func:`frozen_stands`); where it
-    does not, the row's ``frozen`` is None. None: every recorded frozen S is kept."""
+    does not, the row's ``frozen`` is None. None: every recorded frozen S is kept.
+    ``condition``: what a frozen S holds on (:func:`frozen_condition`), kept beside it."""
     out = []
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         p = POLICIES.get(r.policy)
         rank = _opt_int(getattr(r, "rank", 0))
+        frozen = _opt_int(r.frozen) if stands is None or stands(r.policy) else None
         out.append(
             SplitStep(
                 rank=rank,
@@ -123,7 +134,7 @@ def split_rows(
                 else p.on_device and HOST_FALLBACK not in str(getattr(r, "note", "") or ""),
                 used=_opt_int(r.used),
                 deserved=_opt_int(r.deserved),
-                frozen=_opt_int(r.frozen) if stands is None or stands(r.policy) else None,
+                frozen=frozen,
                 all_rows=_opt_int(r.all_rows),
                 active_rows=_opt_int(r.active_rows),
                 min_kv_used=_opt_int(r.min_kv_used),
@@ -132,6 +143,7 @@ def split_rows(
                 occupancy_deserved=_opt_float(r.occupancy_deserved),
                 occupancy_source="model",
                 step=_opt_int(r.step),
+                frozen_if=condition if frozen is not None else None,
             )
         )
     return fold_rank_rows(out)
@@ -176,7 +188,7 @@ def split_findings(
     full_graph = claims.full_graph if claims is not None else graph_mode == "FULL"
     stands = frozen_rule(run_policy, full_graph, replayed)
     # a FULL graph asked for whose capture nothing decided: the frozen S is said on that condition
-    unsure = claims is not None and claims.capture_status == CaptureStatus.UNKNOWN
+    cond = frozen_condition(claims.capture_status) if claims is not None else None
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         # runs without a scenario (the vLLM plugin) record only the policies that apply
         main = r.policy == run_policy or not run_policy
@@ -241,7 +253,7 @@ def split_findings(
                     title=(
                         f"S = {int(r.frozen)} would be frozen into the FULL graph by the "
                         f"capture-time dummy run ({r.policy})"
-                        + (", if it captures (this run does not say)" if unsure else "")
+                        + (f", {cond} (this run does not say)" if cond else "")
                         + f"; real rows deserve {deserved}"
                     ),
                     evidence=(
@@ -258,27 +270,33 @@ def split_findings(
                     },
                 )
             )
-        ran, how, source = _ran_with(r, used, stands, replayed)
+        ran, how, source = _ran_with(r, used, stands, replayed, cond)
         if main and over_split_rule(ran, deserved):
             out.append(_over_split_finding(r, ran, deserved, p, how, source))
     return out
 
 
 def _ran_with(
-    r: Any, used: int, stands: Callable[[str], bool], replayed: ReplayedSplits | None
+    r: Any,
+    used: int,
+    stands: Callable[[str], bool],
+    replayed: ReplayedSplits | None,
+    cond: str | None = None,
 ) -> tuple[int, str, str]:
     """The S the run's steps ran with, as the capture findings tell it, with how a title says
     it and where it comes from: the graph's replays where they were measured (the most any
     replay used), else the S the capture-time dummy run froze where a FULL graph serves the
-    steps (modelled), else the S its metadata used (an eager or PIECEWISE run, and a FULL
-    capture that failed: nothing was frozen)."""
+    steps (modelled; on ``cond``, :func:`frozen_condition`, where the run does not say it
+    captures), else the S its metadata used (an eager or PIECEWISE run, and a FULL capture
+    that failed: nothing was frozen)."""
     if replayed is not None:
         return replayed.max, "replayed by the FULL graph", replayed.provenance
     if stands(r.policy) and pd.notna(r.frozen):
         return (
             int(r.frozen),
-            "frozen into the FULL graph",
-            "modelled: vLLM's capture-time dummy run",
+            "frozen into the FULL graph" + (f" {cond}" if cond else ""),
+            "modelled: vLLM's capture-time dummy run"
+            + (f", {cond} (this run does not say)" if cond else ""),
         )
     return used, "used", "recorded: the steps' metadata"
 

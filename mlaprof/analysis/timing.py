@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import RankTiming, Timing
+from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_text
 from mlaprof.rank_counts import rank_span
 
 # torch's intra-op threads of a CPU run (`run --threads`), held by the scenario's module so that
@@ -235,12 +236,16 @@ def timing_findings(t: Timing) -> list[Finding]:
         m, v = max(other.items(), key=lambda kv: kv[1])
         ratio = v / modes[ref] if modes[ref] else float("nan")
         what = "FULL-graph replay" if ref == "FULL" else "graph replays (imported trace)"
+        # a fleet's medians pool every rank's steps: said as the timing section's label says it
+        n = len(t.per_rank)
+        how = over_ranks_how(Timing, "step_median_us")
+        pooled = f" ({over_ranks_text(how, n)})" if n > 1 else ""
         return [
             Finding(
                 kind="timing",
                 severity="warning" if ratio > 1.2 else "info",
                 title=f"{m} steps take {ratio:.2f}x as long as {what}",
-                evidence=f"median step {modes[ref]:.1f} us ({ref}) vs {v:.1f} us ({m})",
+                evidence=f"median step {modes[ref]:.1f} us ({ref}) vs {v:.1f} us ({m})" + pooled,
                 fix="make the verify path capturable so every step replays the FULL graph",
                 data={"ratio": ratio},
             )

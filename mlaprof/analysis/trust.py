@@ -4,8 +4,8 @@ drawn from an unreliable trace carries."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import TYPE_CHECKING
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -15,6 +15,7 @@ from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import Capture, TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
+from mlaprof.rank_counts import rank_list
 from mlaprof.step_sources import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.store.trace_checks import RECORDS
 
@@ -124,11 +125,11 @@ def _records(checks: RunChecks) -> dict[str, int]:
     return out
 
 
-def trust_by_rank(
+def rank_trusts(
     meta: RunMeta, steps: pd.DataFrame, checks: RunChecks | None = None
-) -> dict[int, str]:
-    """Each rank's trust verdict from that rank's evidence only: its own import checks and its
-    own steps' capture evidence (the fleet's eager steps are not this rank's). One rank or an
+) -> dict[int, TraceTrust]:
+    """Each rank's trust from that rank's evidence only: its own import checks and its own
+    steps' capture evidence (the fleet's eager steps are not this rank's). One rank or an
     older import without per-rank checks: none (the run's verdict is that rank's)."""
     checks = checks if checks is not None else RunChecks()
     own = checks.ranks()
@@ -138,8 +139,15 @@ def trust_by_rank(
     for r in own:
         mine = steps[steps["rank"] == r] if not steps.empty else steps
         alone = checks.only(r)
-        out[r] = trust_summary(meta, step_mode_evidence(meta, mine, alone), alone).verdict
+        out[r] = trust_summary(meta, step_mode_evidence(meta, mine, alone), alone)
     return out
+
+
+def trust_by_rank(
+    meta: RunMeta, steps: pd.DataFrame, checks: RunChecks | None = None
+) -> dict[int, str]:
+    """Each rank's trust verdict (:func:`rank_trusts`)."""
+    return {r: t.verdict for r, t in rank_trusts(meta, steps, checks).items()}
 
 
 def _short(c: dict[str, int]) -> list[str]:
@@ -152,29 +160,80 @@ def _short(c: dict[str, int]) -> list[str]:
     return [text for n, text in parts if n]
 
 
-def trust_findings(trust: TraceTrust | None) -> list[Finding]:
+def fleet_trust(trust: TraceTrust, per_rank: dict[int, TraceTrust] | None) -> TraceTrust:
+    """The whole trace's trust where its ranks have verdicts of their own: its reasons are the
+    unreliable ranks' own, each naming its rank (a reliable rank's replays are never pooled
+    into an unreliable rank's share); its counts stay the sums over ranks, said so."""
+    bad = unreliable_ranks(per_rank)
+    if not bad or per_rank is None:
+        return trust
+    reasons = [f"rank {r}: {why}" for r in bad for why in per_rank[r].reasons]
+    return replace(trust, reasons=reasons)
+
+
+def unreliable_ranks(per_rank: dict[int, TraceTrust] | None) -> list[int]:
+    """The ranks whose own checks make them unreliable (empty: none, or no per-rank verdicts)."""
+    return sorted(r for r, t in (per_rank or {}).items() if t.verdict == "unreliable")
+
+
+def trust_findings(
+    trust: TraceTrust | None, per_rank: dict[int, TraceTrust] | None = None
+) -> list[Finding]:
+    """The trace is unreliable: one finding per unreliable rank, from that rank's own checks
+    (``per_rank``: :func:`rank_trusts`; a reliable rank's counts are never pooled with an
+    unreliable one's, and the finding names its rank); the whole trace's where the run has no
+    per-rank verdicts (one rank, an older import that kept only the sum)."""
     if trust is None or trust.verdict != "unreliable":
         return []
+    bad = unreliable_ranks(per_rank)
+    if not bad:
+        return [_trust_finding(trust)]
+    reliable = sorted(set(per_rank or {}) - set(bad))
+    whose = "its" if len(reliable) == 1 else "their"
+    also = f"; {rank_list(reliable)} reliable on {whose} own checks" if reliable else ""
+    return [_trust_finding(per_rank[r], r, also) for r in bad]  # type: ignore[index]
+
+
+def _trust_finding(trust: TraceTrust, rank: int | None = None, also: str = "") -> Finding:
     have = asdict(trust.counts)
-    counts = {k: have[k] for k in COUNTS if have[k] is not None}
-    return [
-        Finding(
-            kind="trust",
-            severity="warning",
-            title="this trace is unreliable: " + ", ".join(_short(counts)),
-            evidence="; ".join(trust.reasons) + f" ({trust.provenance})",
-            fix=(
-                "re-trace with a rocprofv3 that keeps every replay dispatch (ROCm >= 7.2.2) and "
-                "capture every batch size you serve; findings below are marked unreliable"
-            ),
-            data=counts,
-        )
-    ]
+    counts: dict[str, Any] = {k: have[k] for k in COUNTS if have[k] is not None}
+    if rank is not None:  # one rank's own counts (fold_ranks names the rank in the title)
+        counts["rank"] = rank
+    return Finding(
+        kind="trust",
+        severity="warning",
+        title="this trace is unreliable: " + ", ".join(_short(counts)),
+        evidence="; ".join(trust.reasons) + f" ({trust.provenance}{also})",
+        fix=(
+            "re-trace with a rocprofv3 that keeps every replay dispatch (ROCm >= 7.2.2) and "
+            "capture every batch size you serve; findings below are marked unreliable"
+        ),
+        data=counts,
+    )
 
 
-def mark_unreliable(findings: list[Finding], trust: TraceTrust | None) -> None:
+def mark_unreliable(
+    findings: list[Finding],
+    trust: TraceTrust | None,
+    per_rank: dict[int, TraceTrust] | None = None,
+) -> None:
     """Every finding drawn from an unreliable trace says so (the trust finding names why);
-    ``trust`` None: the run holds no import checks to judge (nothing is marked)."""
-    if trust is not None and trust.verdict == "unreliable":
-        for f in findings:
-            f.unreliable = f.kind != "trust"
+    ``trust`` None: the run holds no import checks to judge (nothing is marked). Where ranks
+    have verdicts of their own (``per_rank``), a finding of a reliable rank is not marked; one
+    that names no rank pools every rank's records, so it is."""
+    if trust is None or trust.verdict != "unreliable":
+        return
+    bad = set(unreliable_ranks(per_rank))
+    for f in findings:
+        ranks = _ranks_of(f)
+        f.unreliable = f.kind != "trust" and (not bad or not ranks or bool(ranks & bad))
+
+
+def _ranks_of(f: Finding) -> set[int]:
+    """The ranks a finding holds for, where its data names them (empty: it pools every rank)."""
+    if isinstance(f.data.get("rank"), int):
+        return {f.data["rank"]}
+    ranks = f.data.get("ranks")
+    if isinstance(ranks, list) and ranks and all(isinstance(r, int) for r in ranks):
+        return set(ranks)
+    return set()

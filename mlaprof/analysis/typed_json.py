@@ -27,11 +27,14 @@ NONE_READS = "reads_when_none"
 OVER_RANKS = "summed_over_ranks"
 
 
-def opt() -> Any:
+def opt(over: str | None = None) -> Any:
     """An optional key: ``None`` when the section's producer did not write it, left out of the
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
-    a producer writes ``null``: those fields are plain ``X | None`` without this marker)."""
-    return dataclasses.field(default=None, metadata={OMIT: True})
+    a producer writes ``null``: those fields are plain ``X | None`` without this marker).
+    ``over``: the value is made of every rank's, as :func:`over_ranks` says."""
+    return dataclasses.field(
+        default=None, metadata={OMIT: True, **({OVER_RANKS: over} if over else {})}
+    )
 
 
 def reads_when_none(text: str) -> Any:
@@ -45,6 +48,21 @@ def over_ranks(how: str = "sum") -> Any:
     rank's is in the section's per-rank rows): a view says so where the run has several ranks,
     never a silent sum."""
     return dataclasses.field(metadata={OVER_RANKS: how})
+
+
+def over_ranks_text(how: str, ranks: int) -> str:
+    """How a value made of every rank's is said, in one wording: the label of a field marked
+    :func:`over_ranks` and any finding or text that states such a value ("sum over 8 ranks")."""
+    return f"{how} over {ranks} ranks"
+
+
+def over_ranks_how(cls: type, name: str) -> str:
+    """How field ``name`` of section ``cls`` is made of every rank's (its :func:`over_ranks`
+    marker), for a text that states that value to say it as the field's label does."""
+    how = cls.__dataclass_fields__[name].metadata.get(OVER_RANKS)  # type: ignore[attr-defined]
+    if not how:
+        raise ValueError(f"{cls.__name__}.{name} is not marked over_ranks")
+    return str(how)
 
 
 def nulls() -> Any:

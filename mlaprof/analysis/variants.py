@@ -12,6 +12,7 @@ from mlaprof.analysis.grid import _origin, _split_backend, value_range
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
+from mlaprof.analysis.typed_json import over_ranks_text
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import GridAxes, RunMeta
@@ -114,7 +115,10 @@ def variant_findings(origin: str, paths: list[TracePath]) -> list[Finding]:
         if len({p.variant for p in ps}) < 2:
             continue
         parts = [
-            f"{p.variant} on {p.steps} step(s) (batch rows {p.rows or 'not on its grid'}"
+            # a path's steps add its ranks' (said so, in the sections' one wording)
+            f"{p.variant} on {p.steps} step(s)"
+            + (f" ({over_ranks_text('sum', len(p.ranks))})" if len(p.ranks) > 1 else "")
+            + f" (batch rows {p.rows or 'not on its grid'}"
             + (f", median layer {p.layer_median_us:.1f} us" if p.layer_median_us else "")
             + ")"
             for p in ps

@@ -75,12 +75,15 @@ def run(args: argparse.Namespace) -> int:
         raise MlaprofError(f"{path} does not exist (give a run folder or a folder of runs)")
     if not path.is_dir():
         raise MlaprofError(f"{path} is not a folder (give a run folder or a folder of runs)")
-    from mlaprof.store import is_run_json_folder  # lazy: the CLI starts without pandas
+    from mlaprof.store import integrity, is_run_folder, is_run_json_folder  # lazy: no pandas
 
+    if is_run_folder(path):  # a run, not a folder of runs: judged as `report` judges it
+        integrity.check_folder(path)
     if args.compare is not None:
         args.compare = _named(args.compare)
-    if args.compare is not None and not is_run_json_folder(args.compare):
-        raise MlaprofError(f"--compare {args.compare} is not a run folder (no run.json)")
+        integrity.check_folder(args.compare)  # rank databases without run.json: said so first
+        if not is_run_json_folder(args.compare):
+            raise MlaprofError(f"--compare {args.compare} is not a run folder (no run.json)")
     if args.rank is not None and args.rank < 0:
         raise MlaprofError(f"--rank must be >= 0, got {args.rank}")
     if args.once:  # plain text: needs no textual

@@ -6,14 +6,17 @@ A run of several ranks gets one set of files per rank (``rank<N>/[<pid>_]kernel_
 rocprofv3 writes one set per process). Streamed: rows are written as they are read, with no
 rank or table held in memory.
 What the layout has no column for (mlaprof's step/layer/split annotations, graph ids, copy sizes,
-the analysis tables) is not in the CSVs: export to rocpd for a lossless copy. Imported again,
-layers, replays and splits are recomputed from names, correlation ids and grids.
+the analysis tables, run.json's scenario, device and status) is not in the CSVs: export to rocpd
+for a lossless copy. Imported again, layers, replays and splits are recomputed from names,
+correlation ids and grids; :func:`csv_losses` says, for one run, what that changes (the export
+command and the dashboard's export key print it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -114,6 +117,125 @@ class _Files:
         for f in self.open.values():
             f.close()
         self.open.clear()
+
+
+# the store tables the layout carries (kernel_trace, *_api_trace, memory_*_trace)
+CARRIED = ("kernels", "api", "transfers")
+# the tables an import rebuilds from the kernels (its own rules, the same for a re-import of
+# an imported trace's export); a recorded run's own rows of them are not rebuilt
+REBUILT = ("steps", "layers", "trace_checks")
+# what a re-import reads in place of each table the layout cannot carry
+_INSTEAD = {
+    "layers": "rebuilt from the MLA kernels' names and grids, without their recorded syncs, "
+    "S deserved or timing",
+    "syncs": "read only from HIP/CUDA API calls (unknown without them): no sync count in the "
+    "captured region",
+    "splits": "none: no S per policy, S only as the kernels' grids show it",
+    "padding": "none: padding unknown",
+    "memory": "none: capture memory unknown",
+    "captures": "none: the capture verdict is judged from the kernels alone, or unknown",
+    "counters": "none",
+    "events": "none",
+    "trace_checks": "rebuilt from the kernels",
+}
+REIMPORT = "imported again (mlaprof import rocprof), the CSVs read as another run"
+LOSSLESS = "export --format rocpd keeps every table and reads back as this run"
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """One thing of the run the CSV layout cannot carry: what the run holds, and what an import
+    of the CSVs reads instead."""
+
+    what: str  # a table, or a run.json field ("status", "device", "scenario")
+    held: str
+    instead: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.what}: {self.held}; a re-import: {self.instead}"
+
+
+def csv_losses(run: Run) -> list[Loss]:
+    """What a CSV export of ``run`` leaves out and how an import of it reads differently (empty:
+    it reads back as this run). From the run's own rows and run.json, never guessed: a table is
+    named with its row count, the steps with the ones its kernels were recorded in (a re-import
+    counts steps from the kernels, so at most those)."""
+    from mlaprof.rank_counts import per_rank_count
+    from mlaprof.store.runkind import RunKind, run_kind
+    from mlaprof.store.schema import TABLES
+
+    meta = run.written_meta
+    trace = run_kind(meta) is RunKind.TRACE  # its steps and layers were built from its kernels
+    out: list[Loss] = []
+    status = str(run.status)
+    if status != "finished":
+        why = f" ({run.reason})" if run.reason else ""
+        out.append(Loss("status", f"the run is {status}{why}",
+                        "reads as a finished trace (the layout has no run status)"))  # fmt: skip
+    steps = run.count_per_rank("steps")
+    if not trace and any(steps.values()):
+        kern = run.query(
+            "SELECT rank, COUNT(DISTINCT step) AS n, MIN(step) AS lo, MAX(step) AS hi "
+            "FROM kernels WHERE step IS NOT NULL GROUP BY rank",
+            portable=True,
+        )
+        seen = {int(r.rank): int(r.n) for r in kern.itertuples()}
+        span = "; ".join(
+            f"{'' if len(seen) == 1 else f'rank {int(r.rank)}: '}steps {int(r.lo)}-{int(r.hi)}"
+            for r in kern.itertuples()
+        )
+        found = {r: seen.get(r, 0) for r in steps}
+        if found != steps:
+            out.append(Loss(
+                "steps",
+                f"{per_rank_count(steps, 'recorded step(s)')}",
+                f"counts steps from the kernels again: at most "
+                f"{per_rank_count(found, 'step(s)')}, the steps its kernels were recorded in"
+                + (f" ({span})" if span else ""),
+            ))  # fmt: skip
+    graphs = run.query("SELECT COUNT(graph_id) AS n FROM kernels", portable=True)
+    held = int(graphs["n"].iloc[0] or 0) if len(graphs) else 0
+    if held:  # rocpd's graph_exec_id / Kineto's graph ids: no column of the layout holds them
+        out.append(Loss(
+            "graph ids",
+            f"{held} kernel(s) name the graph (and node) they replayed in",
+            "ties kernels to graph replays by correlation ids and launch calls alone",
+        ))  # fmt: skip
+    for table in TABLES:
+        if table in CARRIED or table == "steps" or (trace and table in REBUILT):
+            continue
+        n = run.count(table)
+        if n:
+            held = f"{n} row(s)"
+            if table == "captures":  # the verdict's own words: mode and status per attempt
+                caps = run.table("captures")
+                held += " (" + ", ".join(
+                    sorted({f"{m} {st}" for m, st in zip(caps["graph_mode"], caps["status"],
+                                                         strict=True)})) + ")"  # fmt: skip
+            out.append(Loss(table, held, _INSTEAD.get(table, "none")))
+    device = meta.get("device_name") or meta.get("device")
+    if device:
+        out.append(Loss("device", f"{device}", "names no device (the layout has agent ids only)"))
+    if isinstance(meta.get("scenario"), dict) or meta.get("backend"):
+        out.append(Loss(
+            "scenario",
+            f"backend {meta.get('backend') or 'unknown'}, the scenario's model, spec tokens and "
+            "policy",
+            "none: an imported trace, no modelled S per policy, route or verify buffers",
+        ))  # fmt: skip
+    return out
+
+
+def losses_text(losses: list[Loss], indent: str = "  ") -> str:
+    """The warning every view of an export prints (empty: nothing is lost)."""
+    if not losses:
+        return ""
+    return (
+        f"the rocprofv3 CSV layout carries kernels, API calls and transfers only; {REIMPORT}:\n"
+        + "".join(f"{indent}{loss.text}\n" for loss in losses)
+        + f"{indent}{LOSSLESS}\n"
+    )
 
 
 def export_csv(run: Run, out: Path) -> dict[str, int]:

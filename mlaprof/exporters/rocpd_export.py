@@ -222,7 +222,7 @@ def _write(
             strings[s] = int(cur.lastrowid or 0)
         return strings[s]
 
-    meta = dict(run.meta)
+    meta = dict(run.written_meta)  # run.json as written: what an import of the file restores
     if run.status in ENDED_EARLY:  # an import of the file is that run: killed, failed, stopped
         meta[EXPORTED_STATUS], meta[EXPORTED_REASON] = str(run.status), run.reason
     # the process: its host and pid as the run recorded them (an import's), else the pid of

@@ -16,6 +16,7 @@ from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
 from mlaprof.analysis.series import is_run, kernel_label, shorten  # noqa: F401 - one definition
 from mlaprof.analysis.timing import ON_CPU
 from mlaprof.errors import MissingExtraError, MlaprofError
+from mlaprof.rank_counts import rank_list, ranks_of
 from mlaprof.store.schema import TABLES, columns
 
 if TYPE_CHECKING:
@@ -128,7 +129,8 @@ def table(data: Any, name: str, rank: int | None = None) -> pd.DataFrame:
         ranks = sorted(pd.to_numeric(df["rank"]).dropna().unique())
         pick = ranks[0] if rank is None else rank
         if rank is not None and rank not in ranks:
-            raise MlaprofError(f"no rank {rank} in the {name} table (ranks: {ranks})")
+            has = rank_list(int(r) for r in ranks)
+            raise MlaprofError(f"no rank {rank} in the {name} table (it has {has})")
         df = df[pd.to_numeric(df["rank"]) == pick]
     return df.reset_index(drop=True)
 
@@ -191,7 +193,7 @@ def run_label(data: Any, rank: int | None = None) -> str:
     ranks = getattr(data, "ranks", None) or []
     if len(ranks) > 1:
         shown = min(ranks) if rank is None else rank
-        return f" — {name}, rank {shown} of {len(ranks)} ranks"
+        return f" — {name}, {ranks_of([shown], len(ranks))}"
     return f" — {name}"
 
 

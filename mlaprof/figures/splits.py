@@ -61,6 +61,12 @@ def _note(fig: Any, text: str) -> None:
                                 f"{c.lines(text)}</span>")  # fmt: skip
 
 
+def _frozen(rs: Any, name: str) -> str:
+    """The frozen series' name with the condition the analysis says it holds on (the splits
+    table's cell and the finding say the same: "if it captures")."""
+    return f"{name} ({rs.frozen_if})" if rs.frozen_if else name
+
+
 def _text(vals: list[float | None]) -> list[str]:
     return ["" if v is None else f"{v:.0f}" for v in vals]
 
@@ -97,7 +103,11 @@ def splits_used_vs_deserved(
         for col, name, color in (
             ("used", "S used (as the run's metadata drives it)", c.USED),
             ("deserved", "S deserved (real rows only)", c.DESERVED),
-            ("frozen", "S frozen into a FULL graph captured with the dummy run", c.FROZEN),
+            (
+                "frozen",
+                _frozen(rs, "S frozen into a FULL graph captured with the dummy run"),
+                c.FROZEN,
+            ),
         ):
             vals = [getattr(row[p], col) for p in pols]
             if all(v is None for v in vals):
@@ -137,7 +147,7 @@ def splits_used_vs_deserved(
             for col, name, color in (
                 ("used", "S used", c.USED),
                 ("deserved", "S deserved", c.DESERVED),
-                ("frozen", "S frozen in the captured graph", c.FROZEN),
+                ("frozen", _frozen(rs, "S frozen in the captured graph"), c.FROZEN),
             ):
                 vals = [getattr(m, col) for m in gp]
                 if all(v is None for v in vals):
@@ -167,7 +177,7 @@ def splits_used_vs_deserved(
             for col, name, color, dash in (
                 ("used", "S used", c.USED, "solid"),
                 ("deserved", "S deserved", c.DESERVED, "dash"),
-                ("frozen", "S frozen in the captured graph", c.FROZEN, "dot"),
+                ("frozen", _frozen(rs, "S frozen in the captured graph"), c.FROZEN, "dot"),
             ):
                 vals = [getattr(p, col) for p in pts]
                 if all(v is None for v in vals):

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture_status import capture_region
-from mlaprof.analysis.headline import splits_scope
+from mlaprof.analysis.headline import layer_splits_scope, splits_scope
 from mlaprof.analysis.sections import FROZEN_NONE
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS
+from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS, over_ranks_text
 from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
@@ -50,7 +50,6 @@ HEADING = "Sections (every field of the summary; report --json has every row)"
 OWN = frozenset({"findings", "headline", "series"})
 HIDDEN_FIELDS = frozenset({"null_keys"})  # typed-JSON bookkeeping, not evidence
 
-LAYER_SPLITS_RECORDED = "S per MLA layer (from the run's layer records)"
 # a section's title where its field name does not say it (key: the summary field's name)
 TITLES: dict[str, str] = {
     "run": "run",
@@ -60,7 +59,6 @@ TITLES: dict[str, str] = {
     "route": "vLLM route",
     "splits": "KV splits per policy (worst step; modelled)",
     "layers": "layers",
-    "layer_splits": LAYER_SPLITS_RECORDED,
     "fleet": "ranks side by side",
     "trace": "imported trace",
     "reservation": "verify buffers (modelled)",
@@ -75,11 +73,24 @@ TITLES: dict[str, str] = {
     "capture_errors": "capture errors",
 }
 
+
+def splits_title(s: RunSummary) -> str:
+    """The splits table's title, with where its S come from as the analysis says it
+    (:func:`mlaprof.analysis.headline.splits_scope`): the sections and the terminal's table."""
+    return (
+        f"KV splits per policy (worst step; {splits_scope(s.splits, s.scenario.policy, s.device)})"
+    )
+
+
+def layer_splits_title(s: RunSummary) -> str:
+    """The S per MLA layer section's title: where its S come from, as the analysis says it
+    (:func:`mlaprof.analysis.headline.layer_splits_scope`)."""
+    return f"S per MLA layer ({layer_splits_scope(s.trace)})"
+
+
 # a section's title where it depends on where the run's numbers come from (the analysis says)
 TITLE_OF: dict[str, Callable[[RunSummary], str]] = {
-    "splits": lambda s: (
-        f"KV splits per policy (worst step; {splits_scope(s.splits, s.scenario.policy, s.device)})"
-    ),
+    "splits": splits_title,
     **{
         name: lambda s, what=what: f"{what} in {capture_region(s.capture.mode)}"
         for name, what in (
@@ -88,12 +99,9 @@ TITLE_OF: dict[str, Callable[[RunSummary], str]] = {
             ("h2d_copies", "host-to-device copies"),
         )
     },
-    "layer_splits": lambda s: (
-        "S per MLA layer (from the trace's kernel grids)"
-        if s.trace is not None
-        else LAYER_SPLITS_RECORDED
-    ),
+    "layer_splits": layer_splits_title,
 }
+
 
 # a field's label where its name does not say it (key: "<Dataclass>.<field>")
 LABELS: dict[str, str] = {
@@ -118,6 +126,7 @@ LABELS: dict[str, str] = {
     "SyncCounts.total": "total over ranks",
     "SyncCounts.watched_steps": "watched steps over ranks",
     "SyncCounts.by_kind": "by kind, over ranks",
+    "FullGraphSplits.modelled_if": "modelled S holds",
 }
 
 
@@ -206,7 +215,7 @@ SPECS: dict[str, Spec] = {
                 for n in ("rank", "ranks", "policy", "source", "verified", "on_device", "used",
                           "deserved")
             ),  # fmt: skip
-            Col(label_of("frozen"), _cell("frozen"), lambda r: split_cells(r).frozen),
+            Col(label_of("frozen"), _cell("frozen", "frozen_if"), lambda r: split_cells(r).frozen),
         ),
     ),
     "PathCheck": Spec(
@@ -506,7 +515,7 @@ def _blocks(
         k, label = f"{key}.{f.name}", _label(owner, f.name)
         how = f.metadata.get(OVER_RANKS)
         if how and ranks > 1:
-            label += f" ({how} over {ranks} ranks)"
+            label += f" ({over_ranks_text(how, ranks)})"
         if dataclasses.is_dataclass(x):
             nested += _blocks(k, title + SEP + label, x, ranks=ranks)
         elif _records(x) and any(_rich(r) for r in x):
@@ -616,7 +625,8 @@ def split_cells(r: SplitStep) -> SplitCells:
     """One policy row of the splits table in words, the one wording the terminal report and the
     dashboard lay out (each picks its columns): a policy whose S is decided on the device shows
     the S it decides for the worst step, marked "dev" as the JSON's ``on_device`` says, and
-    is never frozen; a number the row does not hold reads "-"."""
+    is never frozen; a number the row does not hold reads "-"; a frozen S said on a condition
+    (the row's ``frozen_if``: the run does not say whether its FULL graph captures) says it."""
 
     def n(x: object) -> str:
         return GAP if x is None else str(x)
@@ -632,7 +642,9 @@ def split_cells(r: SplitStep) -> SplitCells:
         deserved=n(r.deserved),
         frozen=NEVER_FROZEN
         if r.on_device
-        else (FROZEN_NONE if r.frozen is None else str(r.frozen)),
+        else FROZEN_NONE
+        if r.frozen is None
+        else " ".join((str(r.frozen), *([r.frozen_if] if r.frozen_if else []))),
         occupancy=f"{share_text(r.occupancy)}->{share_text(r.occupancy_deserved)}"
         if shares
         else GAP,

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.sections import FROZEN_LEGEND
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.names import fit_names
 from mlaprof.reporters.rows import (
     HEADING,
@@ -27,8 +27,10 @@ from mlaprof.reporters.rows import (
     fleet_line,
     front_rows,
     front_tables,
+    layer_splits_title,
     row_line,
     split_cells,
+    splits_title,
     summary_blocks,
 )
 from mlaprof.textsafe import term
@@ -159,7 +161,7 @@ def print_report(
     by_rank = n_ranks > 1 and any(len(r.ranks or [0]) != n_ranks for r in s.splits)
 
     def splits_table(show: Callable[[str], str]) -> Table:
-        t = _simple_table("KV splits per policy (worst step)")
+        t = _simple_table(splits_title(s))  # the sections' title: where its S come from
         # the numbers and their headers keep their width; a long policy name breaks after a
         # separator (reporters.names), never inside a version
         t.add_column("policy", ratio=1)
@@ -169,7 +171,8 @@ def print_report(
             t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
         for r in s.splits:
             mark = " *" if r.policy == sc.policy else ""
-            who = [rank_list([x or 0 for x in r.ranks] or [r.rank or 0])] if by_rank else []
+            # the ranks cell as the rows layer's splits table says it (Markdown, HTML, TUI)
+            who = [ranks_count([x or 0 for x in r.ranks] or [r.rank or 0])] if by_rank else []
             c = split_cells(r)
             if r.used is None and not r.on_device:  # the kernel does not take this configuration
                 c = dataclasses.replace(c, s="‡")
@@ -191,7 +194,7 @@ def print_report(
         t = None  # nothing to tabulate: an empty table says nothing
     elif not s.splits:
         t = Table(title="KV splits: no split metadata recorded", title_justify="left", box=None)
-        t.add_column("S per MLA layer (from the trace)", justify="right")
+        t.add_column(layer_splits_title(s), justify="right")
         t.add_column("layer records", justify="right")
         for x in s.layer_splits:
             t.add_row("unknown" if x.splits is None else str(x.splits), str(x.records))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,15 @@ class RunFollow:
             self._db_ids[key] = _file_id(p)
             found.append(key)
         return found
+
+    def check(self, meta: Mapping[str, Any] | None) -> None:
+        """The reader's rule for the folder (:func:`mlaprof.store.integrity.check_run`) over the
+        databases discovered so far: rank databases without run.json (``meta`` None), a rank
+        the run names missing, a run that says it ended without its databases."""
+        try:
+            integrity.check_run(self.path, meta, self.ranks)
+        except MlaprofError as e:
+            raise FollowError(str(e)) from None
 
     @property
     def databases(self) -> list[Key]:

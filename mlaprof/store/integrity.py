@@ -11,7 +11,10 @@ apply on open:
 - its rows and columnar files are the rank its name says (every row carries its writer's rank,
   every file sits under ``rank=<N>/``);
 - every rank the run names is there: the ranks an import recorded in run.json (``ranks``) and
-  the ranks of its columnar files (``kernels/host=<h>/rank=<N>/``).
+  the ranks of its columnar files (``kernels/host=<h>/rank=<N>/``);
+- rank databases come with their run.json, and a run.json that says the run ended comes with its
+  databases (:func:`check_run`, the folder-level rule every command reaches through the reader or
+  the follower).
 """
 
 from __future__ import annotations
@@ -107,6 +110,55 @@ def check_not_emptied(run_dir: Path, meta: Mapping[str, Any], present: Collectio
             f"{run_dir} says it {status} but holds no rank database (rank<N>.db): restore the "
             "file(s) or record the run again"
         )
+
+
+_RANK_DB = re.compile(r"^rank(\d+)(?:\.[a-z]+)?\.db$")  # rank<N>[.<role>].db
+
+
+def check_run(run_dir: Path, meta: Mapping[str, Any] | None, present: Collection[int]) -> None:
+    """The one rule every entry point judges a run folder by, through the reader (on open) and
+    the live follower (each time it looks for databases): ``meta`` is run.json (None: the folder
+    has none), ``present`` the ranks whose databases opened.
+
+    - rank databases without run.json: not a run anyone can read (its run.json was deleted or
+      not copied with it); refused, the files left as they are;
+    - a run missing a rank it names: :func:`check_complete`;
+    - a run whose run.json says it ended but holds no database: :func:`check_not_emptied`.
+    A folder with neither (a run about to write its run.json) passes: a reader refuses it as no
+    run, a follower waits for it."""
+    if meta is None:
+        found = rank_files(run_dir)
+        if found:
+            raise MlaprofError(
+                f"{run_dir} holds {', '.join(found[:4])}{', ...' if len(found) > 4 else ''} but "
+                "no run.json: not a readable mlaprof run (its run.json was deleted or not copied "
+                "with it); restore run.json from where the run was recorded (nothing was changed)"
+            )
+        return
+    if present:
+        check_complete(run_dir, meta, present)
+    else:
+        check_not_emptied(run_dir, meta, present)
+
+
+def check_folder(run_dir: Path) -> None:
+    """:func:`check_run` on the folder as it lies, before any database is opened: a command
+    refuses up front what its reader would refuse (the dashboard never opens on it). run.json is
+    read by the store's one reader (a corrupt one is refused there)."""
+    from mlaprof.store import runmeta
+
+    run_dir = Path(run_dir)
+    meta = runmeta.read(run_dir) if (run_dir / runmeta.META_FILE).is_file() else None
+    present = {int(m.group(1)) for n in rank_files(run_dir) if (m := _RANK_DB.match(n))}
+    check_run(run_dir, meta, present)
+
+
+def rank_files(run_dir: Path) -> list[str]:
+    """The names of the rank databases in ``run_dir`` (``rank<N>[.<role>].db``), sorted."""
+    try:
+        return sorted(p.name for p in Path(run_dir).iterdir() if _RANK_DB.match(p.name))
+    except OSError:
+        return []
 
 
 def _partition_ranks(run_dir: Path) -> Iterable[int]:

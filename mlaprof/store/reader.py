@@ -86,7 +86,10 @@ class Run:
             raise MlaprofError(f"run folder {self.path} does not exist")
         if not self.path.is_dir():
             raise MlaprofError(f"{self.path} is not a run folder")
-        self.meta: dict[str, Any] = runmeta.read(self.path)
+        if not (self.path / runmeta.META_FILE).is_file():  # databases without it: damaged
+            integrity.check_run(self.path, None, ())
+        # run.json as its writer wrote it; :attr:`meta` is what a reader is told
+        self.written_meta: dict[str, Any] = runmeta.read(self.path)
         # one database per (rank, role): a rank's worker is role "", other processes name theirs
         self._cons: dict[tuple[int, str], sqlite3.Connection] = {}
         self._side: dict[tuple[int, str], dict[str, columnar.SideTable]] = {}
@@ -96,21 +99,16 @@ class Run:
         self._migrated: dict[tuple[int, str], dict[str, list[tuple[Any, ...]]]] = {}
         try:
             self.refresh_ranks()
-            if self._cons:  # a run that names a rank it lacks is refused, never read smaller
-                integrity.check_complete(self.path, self.meta, self.ranks)
+            # a run that names a rank it lacks, or ended without its databases, is refused
+            integrity.check_run(self.path, self.written_meta, self.ranks)
         except BaseException:
             self.close()
             raise
         if not self._cons:
-            try:
-                integrity.check_not_emptied(self.path, self.meta, ())
-            except BaseException:
-                self.close()
-                raise
             if liveness.any_writer_alive(self.path):
                 raise EmptyRunError(self.path, "starting")
-            if self.meta.get("status") == "failed":  # its writer said why (a full disk)
-                raise EmptyRunError(self.path, "failed", str(self.meta.get("reason") or ""))
+            if self.written_meta.get("status") == "failed":  # its writer said why (a full disk)
+                raise EmptyRunError(self.path, "failed", str(self.written_meta.get("reason") or ""))
             raise EmptyRunError(self.path, "abandoned")
 
     # -- ranks -------------------------------------------------------------------------------
@@ -149,7 +147,7 @@ class Run:
         old = [k for k in self.databases if not k[1] and checks_table.TABLE in self._lacks[k]]
         if not old:
             return
-        by_rank = checks_table.from_run_json(self.meta, self.ranks)
+        by_rank = checks_table.from_run_json(self.written_meta, self.ranks)
         for rank, tc in by_rank.items():
             key = (rank, "") if (rank, "") in old else old[0]
             if key in old:  # rows as plain tuples: listing runs builds no frame
@@ -194,6 +192,23 @@ class Run:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """run.json as every view tells the run: its fields as written, but for the ones a
+        reader judges, which read as :attr:`status`, :attr:`reason` and :attr:`name` say (a
+        killed run's run.json still says ``running``; a copied run's names the folder it was
+        recorded in). What run.json itself says of them is kept as ``written_<field>``
+        (``run.meta["written_status"]``); :attr:`written_meta` is the file as written. A new
+        dict each time (the status of a run being written moves)."""
+        doc = dict(self.written_meta)
+        judged = {"status": self.status, "reason": self.reason, "name": self.name}
+        for key, value in judged.items():
+            if key in doc:
+                doc[f"written_{key}"] = doc[key]
+            if value is not None or key in doc:
+                doc[key] = value
+        return doc
 
     # -- tables ------------------------------------------------------------------------------
     def query(
@@ -389,18 +404,28 @@ class Run:
 
     # -- state -------------------------------------------------------------------------------
     def rank_meta(self, rank: int, role: str = "") -> dict[str, str]:
+        """The database's meta table, its ``status`` as the reader judges that database (a
+        writer that died without closing its record reads ``incomplete``, as :attr:`status`
+        does), what the writer recorded kept as ``written_status``."""
+        meta = self._written_rank_meta(rank, role)
+        if "status" in meta:
+            meta["written_status"] = meta["status"]
+        meta["status"] = self._db_status(rank, role)
+        return meta
+
+    def _written_rank_meta(self, rank: int, role: str = "") -> dict[str, str]:
         rows = self._cons[(rank, role)].execute("SELECT key, value FROM meta").fetchall()
         return dict(rows)
 
     def _db_status(self, rank: int, role: str = "") -> str:
-        meta = self.rank_meta(rank, role)
+        meta = self._written_rank_meta(rank, role)
         recorded = meta.get("status")
         status = liveness.effective_status(
             self.path, rank, recorded, role, meta.get(liveness.DRAINED)
         )
         if recorded in liveness.LIVE and status not in liveness.LIVE:
             # the writer may have finished between reading its mark and probing its lock
-            again = self.rank_meta(rank, role).get("status") or "running"
+            again = self._written_rank_meta(rank, role).get("status") or "running"
             status = status if again in liveness.LIVE else again
         return status
 
@@ -412,8 +437,8 @@ class Run:
         # killed at shutdown without finishing) only counts when it failed
         return liveness.process_run_status(
             [(key[1], self._db_status(*key)) for key in self.databases],
-            self.meta.get("status"),
-            self.meta.get(liveness.EXPORTED_STATUS),
+            self.written_meta.get("status"),
+            self.written_meta.get(liveness.EXPORTED_STATUS),
         )
 
     @property
@@ -421,7 +446,7 @@ class Run:
         """Why the run ended early, where its writer recorded it (e.g. disk full)."""
         dbs = []
         for key in self.databases:
-            meta = self.rank_meta(*key)
+            meta = self._written_rank_meta(*key)
             # drained and stopped without closing its record (a closed one has its own status)
             drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
             status = self._db_status(*key) if drained and not key[1] else ""
@@ -430,10 +455,10 @@ class Run:
             )
         return liveness.run_reason(
             dbs,
-            self.meta.get("status"),
-            self.meta.get("reason"),
-            self.meta.get(liveness.EXPORTED_STATUS),
-            self.meta.get(liveness.EXPORTED_REASON),
+            self.written_meta.get("status"),
+            self.written_meta.get("reason"),
+            self.written_meta.get(liveness.EXPORTED_STATUS),
+            self.written_meta.get(liveness.EXPORTED_REASON),
         )
 
     def close(self) -> None:
@@ -509,7 +534,9 @@ def list_runs(folder: Path | str) -> list[RunInfo]:
         raise MlaprofError(f"traces folder {folder} does not exist")
     out: list[RunInfo] = []
     for p in folder.iterdir():
-        if p.name.startswith(".") or not (p / runmeta.META_FILE).is_file():
+        # a folder of rank databases without run.json is a damaged run: listed unreadable with
+        # the reason (the reader's rule), never dropped from the listing
+        if p.name.startswith(".") or not ((p / runmeta.META_FILE).is_file() or has_ranks(p)):
             continue
         out.append(run_info(p))
     out.sort(key=lambda r: (r.created, r.name), reverse=True)
@@ -522,7 +549,7 @@ def list_runs_nested(folder: Path | str) -> list[RunInfo]:
     folder = Path(folder)
     runs = list_runs(folder)
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if (sub / runmeta.META_FILE).exists():
+        if (sub / runmeta.META_FILE).exists() or has_ranks(sub):  # a run, listed above
             continue
         try:
             inner = list_runs(sub)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import rank_list
 from mlaprof.store import columnar
 from mlaprof.store.schema import TABLES, columns
 
@@ -418,8 +418,8 @@ def sqlite_query(
             return pd.read_sql_query(sql, db, params=tuple(params))
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
             msg = str(e).splitlines()[0][:300]
-            ranks = rank_span(s.rank for s in sources)
-            raise MlaprofError(f"SQL over rank(s) {ranks} failed (SQLite): {msg}") from None
+            ranks = rank_list(s.rank for s in sources)
+            raise MlaprofError(f"SQL over {ranks} failed (SQLite): {msg}") from None
     finally:
         db.close()
 
@@ -446,8 +446,8 @@ def _run(
                 db.execute(f"SET memory_limit = '{bounded()['memory_limit']}'")
     except duckdb.Error as e:
         msg = str(e).splitlines()[0][:300]
-        ranks = rank_span(s.rank for s in sources)
-        raise MlaprofError(f"SQL over rank(s) {ranks} failed (DuckDB): {msg}") from None
+        ranks = rank_list(s.rank for s in sources)
+        raise MlaprofError(f"SQL over {ranks} failed (DuckDB): {msg}") from None
     return _plain_ints(tab).to_pandas()
 
 

@@ -98,12 +98,17 @@ class RunFollower:
         if not self.store.exists():
             self.problem = f"waiting for run {self.path} to appear"
             return 0
-        if len(self.fold.meta) <= 1 or self.polls % 8 == 0 or self.store.meta_changed():
-            got = self.store.read_meta(had=len(self.fold.meta) > 1)
+        had = len(self.fold.meta) > 1  # run.json read before ({"name"} alone: not yet)
+        if not had or self.polls % 8 == 0 or self.store.meta_changed():
+            got = self.store.read_meta(had=had)
             if got is not None:
                 self.fold.meta = {"name": self.path.name, **got}
+                had = True
         if self.polls % 4 == 0 or not self.store.databases:
             self.store.discover()
+            # the reader's rule, so the dashboard never draws what `report` refuses: databases
+            # without run.json, a rank the run names missing, an ended run without databases
+            self.store.check(self.fold.meta if had else None)
         if not self.store.databases:
             self.problem = "waiting for the first records"
             return 0
@@ -238,16 +243,24 @@ class RunFollower:
             self.store.close()
 
 
-def analyze_run(path: Path) -> tuple[RunSummary | None, str]:
+def analyze_run(path: Path, strict: bool = False) -> tuple[RunSummary | None, str]:
     """``(the full summary, "")`` of the run, or ``(None, why)`` when a pass fails (a partial
-    run being written may not analyse yet; the next pass retries)."""
+    run being written may not analyse yet; the next pass retries). ``strict``: a folder the
+    reader refuses (damaged, empty, no run.json) raises its error, as ``report`` does."""
     from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.errors import MlaprofError
     from mlaprof.store import load
 
     try:
-        with load(path) as run:
-            return build_summary(run), ""
+        run = load(path)
     except Exception as e:  # shown in the findings panel; the dashboard keeps following
+        if strict and isinstance(e, MlaprofError):
+            raise
+        return None, f"analysis failed: {type(e).__name__}: {e}"
+    try:
+        with run:
+            return build_summary(run), ""
+    except Exception as e:
         return None, f"analysis failed: {type(e).__name__}: {e}"
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import rank_list
 from mlaprof.store import is_run_folder, list_runs_nested
 from mlaprof.textsafe import plain, plain_lines
 from mlaprof.tui.compare import HEAD, compare_table
@@ -23,23 +24,25 @@ def read_view(path: Path, rank: int | None = None) -> tuple[View, RunSummary | N
     if not path.exists():
         raise MlaprofError(f"run folder {path} does not exist")
     # the analysis first, its tables freed before the follower reads: a huge import's peak
-    # memory is the larger of the two, not their sum (the follower then sees at least as much)
-    analysis, why = analyze_run(path)
+    # memory is the larger of the two, not their sum (the follower then sees at least as much).
+    # The reader opens the run by the rule every command shares: a folder `report` refuses
+    # (damaged, emptied, no run.json, no record yet) is refused here with its words
+    analysis, why = analyze_run(path, strict=True)
     f = RunFollower(path)
     try:
         f.catch_up()
     except FollowError as e:
         f.close()
         raise MlaprofError(str(e)) from None
-    if not f.ranks:
+    if not f.ranks:  # the reader found records a moment ago: they went meanwhile
         f.close()
-        from mlaprof.store import integrity, runmeta
+        from mlaprof.store import load
 
-        integrity.check_not_emptied(Path(path), runmeta.read(Path(path)), ())
+        load(path).close()  # the reader's words for the folder as it is now
         raise MlaprofError(f"{path} has no readable rank databases (rank<N>.db) yet")
     if rank is not None and rank not in f.ranks:
         f.close()
-        raise MlaprofError(f"{path} has no rank {rank} (ranks: {f.ranks})")
+        raise MlaprofError(f"{path} has no rank {rank} (it has {rank_list(f.ranks)})")
     try:
         if analysis is None:  # the full pass failed: the fold of the committed rows, said so
             f.summarise()
@@ -55,7 +58,14 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
         rows = [
             [
                 plain(c)
-                for c in (r.name, r.created[:19], r.scenario, r.device, r.status, r.steps_text())
+                for c in (
+                    r.name,
+                    r.created[:19],
+                    r.scenario,
+                    r.device,
+                    f"{r.status}: {r.error}" if r.error else r.status,
+                    r.steps_text(),
+                )
             ]
             for r in runs
         ]

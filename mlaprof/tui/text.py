@@ -141,10 +141,11 @@ def layer_ms(r: LayerRow | None) -> float | None:
 
 
 def _ranks(r: SplitStep) -> str:
-    from mlaprof.rank_counts import rank_span
+    """The row's ranks as the report's splits table says them (``2 (ranks 0-1)``)."""
+    from mlaprof.rank_counts import ranks_count
 
     rs = [x for x in r.ranks if x is not None]
-    return rank_span(rs) if rs else _s(r.rank)
+    return ranks_count(rs) if rs else ranks_count([r.rank]) if r.rank is not None else "-"
 
 
 def split_table(v: View) -> Table:

@@ -17,7 +17,7 @@ from mlaprof.analysis.capture import human_bytes
 from mlaprof.analysis.capture_attempts import as_attempt, failed_sizes
 from mlaprof.analysis.diff import backend_text
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
 from mlaprof.recording import ATTEMPT
 from mlaprof.store.runkind import RunKind, run_kind
 
@@ -139,11 +139,7 @@ def build_view(
         device=str(_f(s, "device") or meta.get("device") or "unknown"),
         backend=backend_text(s) if s is not None else _text(meta.get("backend")),
         status=live.status,
-        rank_label=(
-            f"all ranks ({rank_span(ranks)})"
-            if rank is None and len(ranks) > 1
-            else f"rank {rank if rank is not None else (ranks[0] if ranks else 0)}"
-        ),  # fmt: skip
+        rank_label=_rank_label(ranks, rank),
         ranks=ranks,
         graph_mode=str((capture and capture.effective_mode) or scen.get("graph_mode") or "?"),
         capture=capture.text if capture else source,
@@ -153,7 +149,7 @@ def build_view(
         events=sum(live.rows.values()) if rank is None else live.rank_rows.get(rank, 0),
         latency_ms=list(series.values_ms) if series else [],
         latency=_latency(series),
-        latency_scope=f"rank {series.rank} of {len(shown)}" if series and len(shown) > 1 else "",
+        latency_scope=ranks_of([series.rank], len(shown)) if series and len(shown) > 1 else "",
         step_median=_step_median(timing, rank),
         sync_text=counts.text if counts else source,
         layers=layers,
@@ -292,17 +288,17 @@ def _layer_steps(layers: list[LayerRow], steps: int) -> str:
 
 
 def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
-    """``9 steps`` for one rank or ranks with the same count, else each count with its ranks."""
-    by_n: dict[int, list[int]] = {}
-    for r in shown:
-        by_n.setdefault(len(step_ids.get(r, ())), []).append(r)
-    if not by_n:
-        return "0 steps"
-    if len(by_n) == 1:
-        n = next(iter(by_n))
-        word = "step" if n == 1 else "steps"
-        return f"{n} {word}" + (f" per rank ({rank_span(shown)})" if len(shown) > 1 else "")
-    return "steps " + ", ".join(f"{n} on {rank_span(rs)}" for n, rs in sorted(by_n.items()))
+    """The shown ranks' step counts as every view says a count per rank (``9 step(s) per rank
+    (2 ranks)``, ``3-5 step(s) per rank (ranks 0: 5, 1: 3)``: :func:`per_rank_count`)."""
+    return per_rank_count({r: len(step_ids.get(r, ())) for r in shown}, "step(s)")
+
+
+def _rank_label(ranks: list[int], rank: int | None) -> str:
+    """The ranks the dashboard shows, in the words every view names ranks with: ``ranks 0-1``
+    (all of them), ``rank 1 of 2`` (one picked), ``rank 0`` (a run of one)."""
+    if rank is None:
+        return rank_list(ranks or [0])
+    return ranks_of([rank], len(ranks)) if len(ranks) > 1 else rank_list([rank])
 
 
 def _step_median(timing: Any, rank: int | None) -> str:
@@ -327,8 +323,9 @@ def _text(v: Any) -> str:
 def _waiting(name: str, problem: str | None) -> View:
     return View(
         name=name, scenario="unknown", origin="scenario", device="unknown", backend="not recorded",
-        status="waiting", rank_label="rank 0", ranks=[], graph_mode="?", capture=ANALYSING,
-        steps_text="0 steps", events=0, latency_ms=[], latency=_latency(None), latency_scope="",
+        status="waiting", rank_label=_rank_label([], None), ranks=[], graph_mode="?",
+        capture=ANALYSING, steps_text=_steps_text({}, []), events=0, latency_ms=[],
+        latency=_latency(None), latency_scope="",
         step_median="-", sync_text=ANALYSING, capture_memory="", layers=[],
         layer_scope="all steps", per_rank_layers=False, splits=[],
         padding=None, memory=[], syncs=[], findings=[], findings_source=ANALYSING,

@@ -200,7 +200,7 @@ def test_fleet_reports_per_rank_and_finds_the_collapse_on_its_ranks(
     assert [r["S_min"] for r in fleet["per_rank"]] == [1, 1, 1, 1, 8, 8, 8, 8]
     (f,) = [f for f in doc["findings"] if f["kind"] == "split-collapse"]
     assert f["data"]["ranks"] == [0, 1, 2, 3]
-    assert "on 4 of 8 ranks (0-3)" in f["title"]
+    assert "on ranks 0-3 of 8" in f["title"]
     disagree = "DISAGREE: collapsed on 4 (ranks 0-3), not on 4 (ranks 4-7)"
     for text in (term, once, page):  # the fleet view in the report, the TUI and the HTML
         assert disagree in " ".join(text.split())

@@ -168,17 +168,17 @@ async def test_multi_rank_selector(tmp_path: Path) -> None:
     app = MlaprofApp(p, interval=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         d = await loaded(pilot, steps=4)  # each rank's 4 steps, never summed into 8
-        assert d.view.rank_label == "all ranks (0-1)" and {r.rank for r in d.view.layers} == {
+        assert d.view.rank_label == "ranks 0-1" and {r.rank for r in d.view.layers} == {
             0,
             1,
         }
         await pilot.press("r")
-        assert d.view.rank_label == "rank 0" and d.view.steps == 4
+        assert d.view.rank_label == "rank 0 of 2" and d.view.steps == 4
         assert {r.rank for r in d.view.layers} == {0}
         await pilot.press("r")
-        assert d.view.rank_label == "rank 1"
+        assert d.view.rank_label == "rank 1 of 2"
         await pilot.press("r")
-        assert d.view.rank_label == "all ranks (0-1)"
+        assert d.view.rank_label == "ranks 0-1"
 
 
 async def test_compare_side_by_side(runs: Path) -> None:

@@ -145,8 +145,8 @@ SCREENS: dict[str, tuple[Callable[[Pilot], Awaitable[None]], list[str]]] = {
     "ranks": (
         _loaded,
         [
-            "all ranks (0-1)",
-            "40 steps per rank (0-1)",
+            "ranks 0-1",
+            "40 step(s) per rank (2 ranks)",
             "rank",
             "layer",
             "-> failed (runs PIECEWISE)",

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.replay_time import _mode_s, s_groups
+from mlaprof.analysis.typed_json import over_ranks_text
 from mlaprof.rank_counts import rank_span
 
 
@@ -155,7 +156,7 @@ def pandas_replay_time(
         "outside_layers_us": tail / 1e3 / max(1, n_steps),
         "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
         + (
-            f"; kernels and attention share summed over {n} ranks"
+            f"; kernels and attention share: {over_ranks_text('sum', n)}"
             if (n := len({r for g in rank_groups for r in g})) > 1
             else ""
         ),

@@ -58,3 +58,48 @@ def test_a_cpu_runs_step_times_say_the_shape_they_ran_not_a_graph(tmp_path: Path
     assert timelines and {
         b.series for t in timelines for b in t.bars if b.series.startswith("step:")
     } == {"step:FULL shape on cpu"}
+
+
+def test_a_frozen_s_nothing_decided_reads_conditional_in_every_view(tmp_path: Path) -> None:
+    """The splits table's "frozen" cell of a run whose capture nothing decided says the same
+    as the warning beside it ("if it captures"), never a bare number reading as a fact: the
+    typed rows (``frozen_if``), the table cell every view lays out, the headline, the
+    full_graph_splits section, the compare row's source and the figures' frozen series."""
+    from dataclasses import replace
+
+    from mlaprof.analysis.diff import diff
+    from mlaprof.analysis.sections import FROZEN_IF_CAPTURES
+    from mlaprof.figures.splits import splits_used_vs_deserved
+    from mlaprof.reporters.renderer import renderer
+    from mlaprof.reporters.rows import split_cells
+
+    s = _summary(tmp_path, "off")
+    assert s.capture.status == "unknown" and FROZEN_IF_CAPTURES == "if it captures"
+    own = next(r for r in s.splits if r.policy == s.scenario.policy)
+    assert own.frozen == 1 and own.frozen_if == FROZEN_IF_CAPTURES
+    assert split_cells(own).frozen == "1 if it captures"
+    (warning,) = [f for f in s.findings if f.kind == "split-frozen"]
+    assert f", {FROZEN_IF_CAPTURES} (this run does not say)" in warning.title
+    # every frozen S the table shows holds on the same condition
+    assert all(r.frozen_if == FROZEN_IF_CAPTURES for r in s.splits if r.frozen is not None)
+    text = renderer("text").render(s)
+    assert "1 if it captures" in text and "'if it captures'" in text  # the cell and its legend
+    md = renderer("md").render(s)
+    assert "1 if it captures" in md
+    g = s.full_graph_splits
+    assert g.modelled == 1 and g.modelled_if == FROZEN_IF_CAPTURES
+    d = diff(s, s).to_json()
+    (row,) = [r for r in d["table"] if r["metric"].startswith("S a FULL graph replays")]
+    assert FROZEN_IF_CAPTURES in row["provenance"], row
+    assert s.series is not None and s.series.ranks[0].frozen_if == FROZEN_IF_CAPTURES
+    fig = splits_used_vs_deserved(s)
+    names = [t.name for t in fig.data if "frozen" in (t.name or "")]
+    assert names and all(f"({FROZEN_IF_CAPTURES})" in n for n in names), names
+    # the property every shipped run is held to fires on a bare frozen S beside that warning
+    bare = replace(s, splits=[replace(r, frozen_if=None) for r in s.splits])
+    assert any("said as a fact" in c for c in contradictions(bare))
+
+    # a run whose capture is decided says its frozen S plainly (or none where none stands)
+    watched = _summary(tmp_path, "all")
+    assert all(r.frozen is None and r.frozen_if is None for r in watched.splits)
+    assert watched.full_graph_splits.modelled_if is None

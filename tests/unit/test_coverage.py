@@ -137,7 +137,7 @@ def test_one_rank_without_mla_is_named(tmp_path: Path) -> None:
     kinds = {f["kind"]: f for f in doc["findings"]}
     assert "split-collapse" in kinds  # the recognised rank is still judged
     w = kinds["no-mla"]
-    assert w["data"]["ranks"] == [1] and "on 1 of 2 ranks (1)" in w["title"]
+    assert w["data"]["ranks"] == [1] and "on rank 1 of 2" in w["title"]
     assert "54 kernel(s) read" in w["title"]  # that rank's kernels only
 
 

@@ -1359,7 +1359,8 @@ def test_every_run_table_the_docs_name_is_in_the_schema() -> None:
     from mlaprof.store.schema import TABLES
 
     named = {t for d in DOCS for t in re.findall(r"`run\.(\w+)(?!\.json)", d.read_text())}
-    methods = {"query", "sql", "read_tables", "status", "meta", "table", "count", "json"}
+    methods = {"query", "sql", "read_tables", "status", "meta", "table", "count", "json",
+               "reason", "name", "written_meta", "rank_meta"}  # fmt: skip
     assert named - methods, "no `run.<table>` found"
     assert named - methods <= set(TABLES), sorted(named - methods - set(TABLES))
     # vLLM's table of recorded fields: each `steps` field is a column of the steps table

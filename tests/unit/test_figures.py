@@ -374,7 +374,7 @@ def test_a_multi_rank_runs_figures_say_which_rank_they_draw(tmp_path) -> None:
         w.finish("finished")
     with load(tmp_path / "two") as run:
         fig = F.splits_used_vs_deserved(run, by="policy")
-        assert "rank 0 of 2 ranks" in fig.layout.title.text
+        assert fig.layout.title.text.endswith(", rank 0 of 2")
         used = next(t for t in fig.data if t.name.startswith("S used"))
         assert list(used.y) == [16]
         one = F.splits_used_vs_deserved(run, by="policy", rank=1)

@@ -50,7 +50,7 @@ def test_padding_is_said_per_rank_or_as_a_sum_over_ranks() -> None:
     (f,) = padding_findings(_padding({0: 3, 1: 3}))
     assert "3 padding row(s) to 9 real request(s) over 3 step(s) per rank" in f.title
     uneven = padding_summary(_padding({0: 3, 1: 4}))
-    assert "21 real + 7 padding rows summed over 2 ranks, 3-4 step(s) per rank" in uneven.text
+    assert "21 real + 7 padding rows (sum over 2 ranks) over 3-4 step(s) per rank" in uneven.text
     one = padding_summary(_padding({0: 3}))
     assert one.text.startswith("9 real + 3 padding rows over 3 step(s) (")
 

@@ -45,7 +45,7 @@ def test_the_terminal_and_the_dashboard_show_the_same_cells() -> None:
     s, rows = _device_rows()
     out = io.StringIO()
     Console(file=out, width=160, color_system=None).print(TerminalRenderer().render(s))
-    term = out.getvalue().split("KV splits per policy (worst step)")[1]
+    term = out.getvalue().split("KV splits per policy (worst step")[1]
     view, _ = read_view(shipped_runs.run_dir(NAME))
     tui = render_text(dataclasses.replace(view, summary=s), width=400).split("KV SPLITS")[1]
     for r in rows:
@@ -54,5 +54,7 @@ def test_the_terminal_and_the_dashboard_show_the_same_cells() -> None:
         assert "†" not in line, line  # verified: no UNVERIFIED mark
         cells = [c.s, c.all_act, c.deserved, c.frozen, c.occupancy]
         assert " ".join(line.split()[1:]) == " ".join(cells), line
-        (got,) = [ln.split() for ln in tui.splitlines() if ln.split()[1:2] == [r.policy]]
-        assert " ".join(got[2:]) == " ".join([c.s, c.deserved, c.frozen, c.occupancy]), got
+        # the dashboard's row: its ranks cell as the report's ("1 (rank 0)"), then the policy
+        (got,) = [ln.split() for ln in tui.splitlines() if ln.split()[3:4] == [r.policy]]
+        assert got[:3] == ["1", "(rank", "0)"], got
+        assert " ".join(got[4:]) == " ".join([c.s, c.deserved, c.frozen, c.occupancy]), got

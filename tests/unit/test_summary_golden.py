@@ -7,7 +7,10 @@ server start it is of ("... at start 2 of 2, as the log says"); a failed FULL ca
 unknown, where the runner's placeholder zeros read "0 B measured on cuda" (never measured); an
 imported trace's eager steps read "imported trace (eager steps)", not the key "trace-eager"; an
 import no probe watched says in its sync line why its own check counted nothing; a fleet's replay
-time says its kernel rows and attention share add every rank's launches."""
+time says its kernel rows and attention share add every rank's launches (in the sections' one
+wording, "sum over N ranks"); a failed capture's sizes count the sizes it attempted, as its memory
+finding does; a multi-rank trace's trust finding and reasons are the unreliable rank's own; a
+fleet's step counts in its capture evidence and collapse finding are per rank."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def cards_text(run: Run) -> str | None:
     """The GPU(s) the run's ranks measured on, as their rank databases (or, before those kept
     it, run.json) name them: one name, or each name with its ranks where they differ; None
     where none was recorded."""
-    from mlaprof.rank_counts import rank_span
+    from mlaprof.rank_counts import rank_list
 
     fallback = run.meta.get("device_name")
     own = set(run.databases)  # (rank, role): a rank's own database has role ""
@@ -87,7 +87,4 @@ def cards_text(run: Run) -> str | None:
     ranks_of: dict[str | None, list[int]] = {}  # in the order of each name's first rank
     for r, c in sorted(by_rank.items()):
         ranks_of.setdefault(c, []).append(r)
-    return "; ".join(
-        f"rank{'s' if len(rs) > 1 else ''} {rank_span(rs)}: {c or 'not recorded'}"
-        for c, rs in ranks_of.items()
-    )
+    return "; ".join(f"{rank_list(rs)}: {c or 'not recorded'}" for c, rs in ranks_of.items())

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mlaprof.analysis.capture_status import keeps_full_graphs
 from mlaprof.analysis.claims import recorded_paths
 from mlaprof.analysis.evidence.common import capture, load_tables, on_cards
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from mlaprof.analysis.sections import Capture
     from mlaprof.store.reader import Run
 
-_FULL_MODES = ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")
 STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
 ACCEPT_EVENT = "spec-accept"
 PLUGIN_DEVICE = "engine"  # what the plugin's run.json holds in its device field: no device
@@ -56,7 +56,7 @@ def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:
     mode = max(modes, key=lambda m: modes[m])
     if set(modes) == {"NONE"}:
         status = CaptureStatus.EAGER
-    elif mode in _FULL_MODES:
+    elif keeps_full_graphs(mode):  # the one set of modes that replay FULL graphs
         status = CaptureStatus.REPLAYED
     else:
         status = CaptureStatus.PIECEWISE

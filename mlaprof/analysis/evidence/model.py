@@ -235,6 +235,8 @@ class Evidence:
     step_modes: Capture | None = None  # capture verdict from each step's kernels
     trust: TraceTrust | None = None  # the import's own checks (replays, launches, stage 2)
     trust_by_rank: dict[int, str] | None = None  # each rank's verdict from its own checks
+    # each rank's trust from its own checks (the findings name the unreliable ranks from it)
+    rank_trust: dict[int, TraceTrust] | None = None
     host_syncs: TraceSyncs | None = None  # host calls placed in MLA layer windows
     coverage: TraceCoverage | None = None  # which kernels the import recognised, per rank
     cpu: TraceCpu | None = None  # a CPU-only trace's steps and attention op, per rank

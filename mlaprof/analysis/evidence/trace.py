@@ -21,11 +21,11 @@ from mlaprof.analysis.evidence.common import load_tables
 from mlaprof.analysis.evidence.model import Evidence, Provenance, RunMeta, run_meta
 from mlaprof.analysis.replay_time import replay_time
 from mlaprof.analysis.run_checks import RunChecks
-from mlaprof.analysis.sections import TraceSection
+from mlaprof.analysis.sections import TraceSection, TraceTrust
 from mlaprof.analysis.step_stats import step_stats_sql
 from mlaprof.analysis.steps import trace_steps
 from mlaprof.analysis.syncs import D2H_OPS, SYNC_CALLS, sync_evidence
-from mlaprof.analysis.trust import trust_by_rank, trust_summary
+from mlaprof.analysis.trust import fleet_trust, rank_trusts, trust_summary
 from mlaprof.analysis.variants import trace_paths
 from mlaprof.store.runkind import RunKind
 
@@ -71,6 +71,8 @@ def trace_evidence(run: Run) -> Evidence:
         else None
     )
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks}
+    # each rank judged on its own dispatches (a fleet import records them per rank)
+    per_rank = rank_trusts(meta, t["steps"], checks)
     section, reference = trace_section(
         run,
         meta,
@@ -79,6 +81,7 @@ def trace_evidence(run: Run) -> Evidence:
         stats,
         engine_of if len(engines or []) > 1 else None,
         checks,
+        per_rank,
     )
     # the parts decided apart from the trace's verify steps: the drafter's passes, the start-up
     section = replace(section, drafter=drafter, capture_phase=phase)
@@ -101,6 +104,7 @@ def trace_evidence(run: Run) -> Evidence:
         step_modes=cap,
         trust=section.trust,
         trust_by_rank=section.trust_by_rank,
+        rank_trust=per_rank,
         host_syncs=section.syncs,
         coverage=section.coverage,
         cpu=section.cpu,
@@ -133,13 +137,17 @@ def trace_section(
     stats: pd.DataFrame,
     engine_of: dict[int, int] | None = None,
     checks: RunChecks | None = None,
+    per_rank: dict[int, TraceTrust] | None = None,
 ) -> tuple[TraceSection, pd.DataFrame]:
     """Everything the views show about an imported trace, each part its question's analyzer's
     section (computed once), and the S its steps are judged against (:func:`layer_reference`);
     ``stats``: the per-step aggregates of the layers
     (:func:`mlaprof.analysis.step_stats.step_stats_sql`); ``meta``: run.json's part, typed.
-    The adapter gathers; the analyzers decide."""
+    ``per_rank``: each rank's trust (:func:`mlaprof.analysis.trust.rank_trusts`, made here
+    where the caller does not hold it). The adapter gathers; the analyzers decide."""
     checks = checks if checks is not None else RunChecks.of(run)
+    if per_rank is None:
+        per_rank = rank_trusts(meta, steps, checks)
     api, copies = host_calls(run)
     cap = step_mode_evidence(meta, steps, checks)
     paths = trace_paths(meta, steps, stats, engine_of, checks)
@@ -151,9 +159,10 @@ def trace_section(
         # a step reads FULL only where the capture verdict does (a graph-launch call confirms)
         steps=trace_steps(steps, stats, bool(cap.graph_launches)),
         capture=cap,
-        trust=trust_summary(meta, cap, checks),
+        # the whole trace's verdict; where ranks have their own, its reasons are theirs
+        trust=fleet_trust(trust_summary(meta, cap, checks), per_rank),
         # each rank judged on its own dispatches (a fleet import records them per rank)
-        trust_by_rank=trust_by_rank(meta, steps, checks),
+        trust_by_rank={r: t.verdict for r, t in per_rank.items()},
         # one query over the kernels' files (a fleet import holds 10M kernels)
         replay_time=replay_time(meta, run, layers),
         # an unknown verdict says what the API trace held and why it cannot judge
