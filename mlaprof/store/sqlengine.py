@@ -329,7 +329,14 @@ def query(
             if not parts:  # an empty table, typed
                 db.register(f"_db_{table}", columnar.arrow_schema(table).empty_table())
                 parts.append(f"SELECT {', '.join(columns(table))} FROM _db_{table}")
-            db.execute(f"CREATE TEMP VIEW {table} AS " + " UNION ALL ".join(parts))
+            try:  # DuckDB reads each file's footer here: a damaged one fails now
+                db.execute(f"CREATE TEMP VIEW {table} AS " + " UNION ALL ".join(parts))
+            except duckdb.Error as e:
+                msg = str(e).splitlines()[0][:300]
+                raise MlaprofError(
+                    f"the {table} rows of {rank_list(s.rank for s in sources)} cannot be read "
+                    f"(DuckDB: {msg})"
+                ) from None
         out = [_run(duckdb, db, q, p, sources) for q, p in batch.items]
     finally:
         db.close()
