@@ -32,6 +32,8 @@ import pandas as pd
 
 import mlaprof
 from mlaprof import figures
+from mlaprof.analysis.capture import trace_capture_text
+from mlaprof.analysis.syncs import trace_sync_text
 from mlaprof.figures._common import kernel_label
 from mlaprof.importers.rocprof import import_rocprof
 
@@ -157,7 +159,9 @@ for name in ("gluon_v0119_bug", "gluon_v0119_fix"):
     with mlaprof.load(rd) as r:
         s = mlaprof.build_summary(r)  # one typed summary per run
     verdicts[name] = s
-    print(name, "| capture:", s.capture.label, "| syncs:", s.trace.syncs.status)
+    # the capture and sync line in the analysis' words, as `mlaprof report` prints it
+    capture, syncs = trace_capture_text(s.trace.capture), trace_sync_text(s.trace.syncs, s.ranks)
+    print(name, "| capture:", capture, "| syncs:", syncs)
     for p in s.trace.paths:
         print("  ", p.path, p.variant, "S", p.S, "rows", p.rows, "qlen", p.qlen)
     for f in s.findings:

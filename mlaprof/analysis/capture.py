@@ -37,6 +37,14 @@ FAILED_CAPTURE = tuple(sorted(NO_FULL_GRAPH))
 NOT_PREDICTED = "no capture attempted and no step watched for syncs: nothing predicts it"
 
 
+def trace_capture_text(cap: Capture) -> str:
+    """An imported trace's capture verdict as every view says it: its label, then its evidence
+    (an unknown verdict's label already holds why: said once)."""
+    if cap.status == CaptureStatus.UNKNOWN or not cap.evidence:
+        return cap.label
+    return f"{cap.label} ({cap.evidence})"
+
+
 def capture_summary(
     run_meta: RunMeta,
     syncs: pd.DataFrame,

@@ -414,7 +414,7 @@ def _full_graph_splits(
 
 
 def _imported(meta: RunMeta) -> Imported | None:
-    if not meta.imported_from:
+    if not meta.imported or meta.imported_from is None:
         return None
     return Imported(imported_from=meta.imported_from, format=meta.format or meta.source)
 

@@ -48,6 +48,12 @@ class Imported(Section):
     imported_from: str
     format: str | None
 
+    @property
+    def text(self) -> str:
+        """Where it came from as every view says it after "imported from": the file, then its
+        format (``tests/data/aiter/fleet (csv)``)."""
+        return self.imported_from + (f" ({self.format})" if self.format else "")
+
 
 class Source(StrEnum):
     """Where a number comes from, where a view must say it."""
@@ -133,14 +139,15 @@ class Capture(Section):
 
 @section
 class Stage2Check(Section):
-    """One kernel variant's split layers with and without a stage-2 (reduce) kernel."""
+    """One kernel variant's split layers with and without a stage-2 (reduce) kernel (the trace
+    section's: summed over ranks, analysis.run_checks.RunChecks.section)."""
 
-    layers: int
-    s1_with_stage2: int
-    s1_without_stage2: int
-    s_unknown_without_stage2: int
-    split_with_stage2: int
-    split_without_stage2: int
+    layers: int = over_ranks()
+    s1_with_stage2: int = over_ranks()
+    s1_without_stage2: int = over_ranks()
+    s_unknown_without_stage2: int = over_ranks()
+    split_with_stage2: int = over_ranks()
+    split_without_stage2: int = over_ranks()
 
 
 @section
@@ -199,7 +206,7 @@ class TraceSync(Section):
 
 @section
 class TraceSyncs(Section):
-    count: int | None
+    count: int | None = over_ranks()  # every rank's host calls in MLA layers (analysis.syncs)
     evidence: str
     provenance: str
     status: str
@@ -230,7 +237,7 @@ class ReplayLayer(Section):
     median_us: float
     ranks: list[int]
     ranks_text: str
-    steps: int
+    steps: int = over_ranks()  # of the row's ranks
 
 
 @section
@@ -249,27 +256,30 @@ class TraceReplayTime(Section):
     kernels: list[ReplayKernel]
     layers: list[ReplayLayer]
     provenance: str
-    replays: int
+    replays: int = over_ranks()
     outside_layers_us: float | None = opt()
     rank_groups: list[str] | None = opt()
 
 
 @section
 class TracePath(Section):
+    """One verify path and kernel variant of an imported trace: its step counts are summed
+    over the row's ``ranks`` (a view says so where they are several)."""
+
     S: str
     S_source: str
-    eager_steps: int
-    graph_steps: int
+    eager_steps: int = over_ranks()
+    graph_steps: int = over_ranks()
     layer_median_us: float | None
     path: str
-    piecewise_steps: int
+    piecewise_steps: int = over_ranks()
     provenance: str
     qlen: str | None
     qlen_source: str
     ranks: list[int]
     rows: str | None
     rows_source: str
-    steps: int
+    steps: int = over_ranks()
     variant: str
     engine: int | None = opt()  # its engine, where the trace shows several (analysis.engines)
 
@@ -280,14 +290,14 @@ class TraceDrafter(Section):
     not hold is None (a pass without a duration has no median), never a default."""
 
     S: str | None
-    eager_steps: int
-    graph_steps: int
+    eager_steps: int = over_ranks()
+    graph_steps: int = over_ranks()
     layers_per_pass: str | None
     provenance: str
     qlen: str | None
     rows: str | None
     step_median_us: float | None
-    steps: int
+    steps: int = over_ranks()
     text: str
     variants: list[str]
 
@@ -378,20 +388,20 @@ class CollapseCheck(Section):
 
 @section
 class ApiFunction(Section):
-    calls: int
+    calls: int = over_ranks()
     function: str
 
 
 @section
 class TraceCoverage(Section):
     api: str
-    api_calls: int
+    api_calls: int = over_ranks()
     api_functions: list[ApiFunction]
     attention_like: list[AttentionLike]
     attention_like_names: int
     collapse_checks: list[CollapseCheck]
-    host_syncs: int | None  # None: no API call read (no API trace in the import)
-    kernels: int
+    host_syncs: int | None = over_ranks()  # None: no API call read (no API trace in the import)
+    kernels: int = over_ranks()  # each rank's: kernels_by_rank
     kernels_by_rank: dict[int, int]
     provenance: str
     recognition: Recognition
@@ -409,50 +419,52 @@ class TraceGraph(Section):
     replays: int
 
 
+# The trace section's checks are every rank's added up (analysis.run_checks.RunChecks.section):
+# each count says so where the run has several ranks (a text or a list is one rank's)
 @section
 class TraceChecksSteps(Section):
-    edge_partial: dict[str, int]  # steps cut at the trace's edges (first/last)
-    gap_breaks: int
+    edge_partial: dict[str, int] = over_ranks()  # steps cut at the trace's edges (first/last)
+    gap_breaks: int = over_ranks()
     graph_by_step: list[list[int | None]] | None  # run-length coded; None past the cap
-    graph_by_step_runs: int
+    graph_by_step_runs: int = over_ranks()
     graph_identity: str
     graphs: list[TraceGraph]
-    other_graphs: int
+    other_graphs: int = over_ranks()
     source: str
     source_text: str
 
 
 @section
 class TraceChecksReplays(Section):
-    edge_partial_steps: int
-    expected_kernels: int
-    missing_kernels: int
-    replays: int
-    replays_without_mla: int
-    short_replays: int
-    steps_missing_layers: int
+    edge_partial_steps: int = over_ranks()
+    expected_kernels: int = over_ranks()
+    missing_kernels: int = over_ranks()
+    replays: int = over_ranks()
+    replays_without_mla: int = over_ranks()
+    short_replays: int = over_ranks()
+    steps_missing_layers: int = over_ranks()
 
 
 @section
 class TraceChecksQlen(Section):
-    from_stage1: int
-    from_stage2: int
-    stage1_disagrees: int
+    from_stage1: int = over_ranks()
+    from_stage2: int = over_ranks()
+    stage1_disagrees: int = over_ranks()
 
 
 @section
 class TraceChecksLaunches(Section):
     # None where the import holds no API trace (capture.known_launch_checks)
-    graph_launches: int | None
-    launches_without_kernels: int | None
-    mla_replays_with_launch: int | None
-    runtime_api_calls: int
-    launches_past_window_end: int | None = opt()
+    graph_launches: int | None = over_ranks()
+    launches_without_kernels: int | None = over_ranks()
+    mla_replays_with_launch: int | None = over_ranks()
+    runtime_api_calls: int = over_ranks()
+    launches_past_window_end: int | None = opt("sum")
 
 
 @section
 class TraceChecks(Section):
-    heads: dict[str, dict[str, int]] | None = opt()
+    heads: dict[str, dict[str, int]] | None = opt("sum")
     launches: TraceChecksLaunches | None = opt()
     qlen: TraceChecksQlen | None = opt()
     replays: TraceChecksReplays | None = opt()

@@ -235,6 +235,11 @@ class RunInfo:
     versions: dict[str, str | None]
     git: str | None
     reason: str | None
+    # what ``created`` is: "imported" (when an importer made the run; the summary's
+    # ``imported`` section says from where) or "created" (RunMeta.imported decides both)
+    created_label: str = "created"
+    # the versions and git revision are the importing machine's, not the run's own
+    importer_versions: bool = False
 
 
 @dataclass(frozen=True)
@@ -827,6 +832,8 @@ def build_series(
             versions=dict(meta.versions),
             git=meta.git,
             reason=_s(getattr(run, "reason", None)) if run is not None else None,
+            created_label="imported" if meta.imported else "created",
+            importer_versions=meta.importer_versions,
         ),
     )
 

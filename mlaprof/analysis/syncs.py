@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -234,6 +235,20 @@ def _counted(per_rank: list[RankSyncs], total: int, n_layers: int, steps: int, w
     totals = per_rank_count({r.rank: r.total for r in per_rank})
     watched = per_rank_count({r.rank: r.watched_steps for r in per_rank}, "step(s)")
     return f"{totals}{what}{where}, {watched} checked"
+
+
+def trace_sync_text(host: TraceSyncs, ranks: Sequence[int]) -> str:
+    """An imported trace's own host-sync verdict as every view says it: "unknown", or its host
+    calls in MLA layers per rank (``ranks``: the run's; never a sum read as one rank's), then
+    its evidence (which trace, or why it is unknown)."""
+    if host.status == "unknown" or host.count is None:
+        said = "unknown"
+    else:
+        per = dict.fromkeys((int(r) for r in ranks), 0)
+        for x in host.syncs:
+            per[x.rank] = per.get(x.rank, 0) + 1
+        said = f"{per_rank_count(per or {0: host.count})} in MLA layers"
+    return f"{said} ({host.evidence})"
 
 
 def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:

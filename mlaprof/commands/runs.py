@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     fields = [
         (
             term(r.name),
-            term(r.status) if not r.error else f"[red]{term(r.status)}: {term(r.error)}[/]",
+            term(r.status_text()) if not r.error else f"[red]{term(r.status_text())}[/]",
             term(r.backend or "-"),
             term(r.device or "-"),
             term(r.policy or "-"),

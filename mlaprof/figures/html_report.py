@@ -110,15 +110,15 @@ def _meta_html(s: RunSummary, info: Any) -> str:
     has_sc = any(v is not None for v in (sc.graph_mode, sc.policy, sc.min_kv_mode))
     ver = info.versions if info is not None else {}
     # an import's run.json holds the importing machine's libraries and revision: said so, apart
-    # from the trace's facts (they were shown as if the trace had run on them)
-    imported = s.kind in ("trace", "log")
+    # from the trace's facts, where the analysis says they are the importer's (RunInfo)
+    imported = bool(info and info.importer_versions)
     mine = ", ".join(f"{k} {v}" for k, v in ver.items() if v and k in ("mlaprof", "python"))
     n = len(s.ranks or [])
     items = [
         ("run", s.run),
         ("status", s.status),
         ("ended because", info and info.reason),
-        ("imported" if imported else "created", info and info.created),
+        (info.created_label if info else "created", info and info.created),
         ("source", info and info.source),
         ("scenario", sc.name),
         ("model", sc.model),
@@ -180,8 +180,9 @@ def _trace_html(s: RunSummary) -> str:
     tr = s.trace
     if not tr:
         return ""
-    cap, sy = tr.capture, tr.syncs
-    syncs = "unknown" if sy.status == "unknown" else f"{sy.count} in MLA layers"
+    from mlaprof.analysis.capture import trace_capture_text
+    from mlaprof.analysis.syncs import trace_sync_text
+
     trust = tr.trust
     warn = (
         '<p><span class="sev sev-warning">unreliable trace</span> '
@@ -195,9 +196,9 @@ def _trace_html(s: RunSummary) -> str:
         '<h2 id="trace">Imported trace</h2>'
         + warn
         + notes
-        + f"<p>capture: <b>{_e(cap.label)}</b>"
-        + ("" if cap.status == "unknown" else f" ({_e(cap.evidence)})")  # why said once
-        + f"; syncs: <b>{_e(syncs)}</b> ({_e(sy.evidence)}); {_e(cap.provenance)}</p>"
+        + f"<p>capture: <b>{_e(trace_capture_text(tr.capture))}</b>"
+        + f"; syncs: <b>{_e(trace_sync_text(tr.syncs, s.ranks))}</b>"
+        + f"; {_e(tr.capture.provenance)}</p>"
     )
 
 

@@ -74,12 +74,21 @@ TITLES: dict[str, str] = {
 }
 
 
-def splits_title(s: RunSummary) -> str:
-    """The splits table's title, with where its S come from as the analysis says it
-    (:func:`mlaprof.analysis.headline.splits_scope`): the sections and the terminal's table."""
-    return (
-        f"KV splits per policy (worst step; {splits_scope(s.splits, s.scenario.policy, s.device)})"
-    )
+SPLITS_TITLE = "KV splits per policy (worst step)"
+
+
+def splits_scope_of(s: RunSummary | None) -> str | None:
+    """Where the splits table's S come from, as the analysis says it
+    (:func:`mlaprof.analysis.headline.splits_scope`; ``None``: no summary yet)."""
+    return None if s is None else splits_scope(s.splits, s.scenario.policy, s.device)
+
+
+def splits_title(s: RunSummary | None) -> str:
+    """The splits table's title, with where its S come from (:func:`splits_scope_of`): the
+    sections, the terminal's table and the dashboard's panel (which says the scope under the
+    table where the whole title does not fit its border)."""
+    scope = splits_scope_of(s)
+    return SPLITS_TITLE if scope is None else f"{SPLITS_TITLE.removesuffix(')')}; {scope})"
 
 
 def layer_splits_title(s: RunSummary) -> str:
@@ -521,9 +530,9 @@ def _blocks(
         elif _records(x) and any(_rich(r) for r in x):
             nested += _list_blocks(k, title + SEP + label, x, ranks)
         elif _records(x):
-            tables.append(_table(k, label, x))
+            tables.append(_table(k, label, x, ranks=ranks))
         elif _record_map(x):
-            tables.append(_map_table(k, label, x))
+            tables.append(_map_table(k, label, x, ranks))
         else:
             rows.append(Row(k, label, _text(f, x)))
     return [Block(key, title, rows, tables), *nested]
@@ -533,12 +542,12 @@ def _list_blocks(key: str, title: str, items: list[Any], ranks: int = 1) -> list
     """A list of records: one table, or one block per record where they hold records (after
     the list's overview table where :data:`SPECS` declares one)."""
     if not any(_rich(x) for x in items):
-        return [Block(key, title, [], [_table(key, title, items)])]
+        return [Block(key, title, [], [_table(key, title, items, ranks=ranks)])]
     out: list[Block] = []
     spec = SPECS.get(type(items[0]).__name__)
     skip: frozenset[str] = frozenset()
     if spec is not None:
-        out.append(Block(key, title, [], [_table(key, title, items, overview=True)]))
+        out.append(Block(key, title, [], [_table(key, title, items, True, ranks)]))
         skip = frozenset(n for c in spec.cols for n in c.fields)
     for i, x in enumerate(items[:BLOCKS_PER_LIST]):
         out += _blocks(f"{key}[{i}]", f"{title} {i + 1} of {len(items)}", x, skip, ranks)
@@ -549,28 +558,88 @@ def _list_blocks(key: str, title: str, items: list[Any], ranks: int = 1) -> list
     return out
 
 
-def _table(key: str, title: str, items: list[Any], overview: bool = False) -> Table:
+def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks: int = 1) -> Table:
     """A list of records as a table: the columns :data:`SPECS` declares for their type first
-    (``overview``: those only), then every other field in its declared order."""
+    (``overview``: those only), then every other field in its declared order; a column made of
+    every rank's values says so (:func:`summed_columns`; ``ranks``: the run's)."""
     spec = SPECS.get(type(items[0]).__name__)
     cols = _fields(*items)
     owner = type(items[0]).__name__
+    shown = items[:TABLE_ROWS]
+    columns: list[tuple[str, tuple[str, ...], Callable[[Any], str]]]
+    notes: list[str] = []
+    declared: list[Col] = []
     if spec is None:
-        head = [_label(owner, f.name) for f in cols]
-        rows = [[_text(f, getattr(x, f.name)) for f in cols] for x in items[:TABLE_ROWS]]
-        return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
-    names = {f.name for f in cols}
-    declared = [c for c in spec.cols if any(n in names for n in c.fields)]
-    used = {n for c in spec.cols for n in c.fields} | set(spec.note_fields)
-    rest = [] if overview else [f for f in cols if f.name not in used]
-    head = [c.head for c in declared] + [_label(owner, f.name) for f in rest]
-    rows = [
-        [_declared(c, x) for c in declared] + [_text(f, getattr(x, f.name)) for f in rest]
-        for x in items[:TABLE_ROWS]
-    ]
-    notes = [value_text(spec.note(x)) for x in items[:TABLE_ROWS]] if spec.note else []
-    return Table(key, spec.title or title, head, rows, max(0, len(items) - TABLE_ROWS),
+        columns = [(_label(owner, f.name), (f.name,), _field_cell(f)) for f in cols]
+    else:
+        names = {f.name for f in cols}
+        declared = [c for c in spec.cols if any(n in names for n in c.fields)]
+        used = {n for c in spec.cols for n in c.fields} | set(spec.note_fields)
+        rest = [] if overview else [f for f in cols if f.name not in used]
+        columns = [(c.head, c.fields, lambda x, c=c: _declared(c, x)) for c in declared]
+        columns += [(_label(owner, f.name), (f.name,), _field_cell(f)) for f in rest]
+        notes = [value_text(spec.note(x)) for x in shown] if spec.note else []
+    title, head, rows = summed_columns(
+        spec.title or title if spec else title,
+        [h for h, _, _ in columns],
+        [[cell(x) for _, _, cell in columns] for x in shown],
+        [[over_of(x, names_, ranks) for _, names_, _ in columns] for x in shown],
+    )
+    return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS),
                  list(dict.fromkeys(notes)), len(declared))  # fmt: skip
+
+
+def _field_cell(f: dataclasses.Field) -> Callable[[Any], str]:
+    return lambda x: _text(f, getattr(x, f.name))
+
+
+Over = tuple[str, int] | None  # how a value is made of every rank's, and of how many ranks
+
+
+def over_of(x: Any, names: Sequence[str], ranks: int) -> Over:
+    """How a record's value made of fields ``names`` is made of every rank's (the first such
+    field's :func:`mlaprof.analysis.typed_json.over_ranks` marker) and of how many ranks: the
+    record's own ``ranks`` where it lists them (a row that pools some ranks), else the run's
+    ``ranks``; None where it is no such value."""
+    meta = {f.name: f.metadata for f in dataclasses.fields(x)}
+    how = next((meta[n][OVER_RANKS] for n in names if OVER_RANKS in meta.get(n, {})), None)
+    if how is None:
+        return None
+    own = getattr(x, "ranks", None)
+    return how, (len(own) if isinstance(own, list) and own else ranks)
+
+
+def summed_columns(
+    title: str, head: list[str], rows: list[list[str]], overs: list[list[Over]]
+) -> tuple[str, list[str], list[list[str]]]:
+    """A table's columns whose values are made of several ranks' say so in the one wording
+    (:func:`mlaprof.analysis.typed_json.over_ranks_text`): in the title where every such
+    column of several is made of the same ranks, else in a column's header where each of its
+    rows is, else in each such row's cell (a row of one rank says nothing)."""
+    uniform: dict[int, Over] = {}
+    for i in range(len(head)):
+        col = {o[i] for o in overs}
+        if any(o is not None and o[1] > 1 for o in col):
+            uniform[i] = col.pop() if len(col) == 1 else None
+    if not uniform:
+        return title, head, rows
+    said = set(uniform.values())
+    if len(uniform) > 1 and len(said) == 1 and (one := said.pop()) is not None:
+        return f"{title} ({over_ranks_text(*one)})", head, rows
+    head = [
+        f"{h} ({over_ranks_text(*o)})" if (o := uniform.get(i)) is not None else h
+        for i, h in enumerate(head)
+    ]
+    rows = [
+        [
+            f"{c} ({over_ranks_text(*o)})"
+            if i in uniform and uniform[i] is None and (o := ov[i]) is not None and o[1] > 1
+            else c
+            for i, c in enumerate(r)
+        ]
+        for r, ov in zip(rows, overs, strict=True)
+    ]
+    return title, head, rows
 
 
 def _declared(c: Col, x: Any) -> str:
@@ -588,15 +657,19 @@ def _text(f: dataclasses.Field, v: Any) -> str:
     return field_text(f.name, v)
 
 
-def _map_table(key: str, title: str, items: dict[Any, Any]) -> Table:
+def _map_table(key: str, title: str, items: dict[Any, Any], ranks: int = 1) -> Table:
+    """A map of records as a table (its keys first); columns made of every rank's values say
+    so as a list's do (:func:`summed_columns`)."""
     first = next(iter(items.values()))
     cols = _fields(*items.values())
     owner = type(first).__name__
-    head = ["", *(_label(owner, f.name) for f in cols)]
-    rows = [
-        [value_text(k), *(_text(f, getattr(x, f.name)) for f in cols)]
-        for k, x in list(items.items())[:TABLE_ROWS]
-    ]
+    shown = list(items.items())[:TABLE_ROWS]
+    title, head, rows = summed_columns(
+        title,
+        ["", *(_label(owner, f.name) for f in cols)],
+        [[value_text(k), *(_text(f, getattr(x, f.name)) for f in cols)] for k, x in shown],
+        [[None, *(over_of(x, (f.name,), ranks) for f in cols)] for _, x in shown],
+    )
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))
 
 

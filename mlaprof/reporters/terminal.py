@@ -14,8 +14,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from mlaprof.analysis.capture import trace_capture_text
 from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.sections import FROZEN_LEGEND
+from mlaprof.analysis.syncs import trace_sync_text
 from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.names import fit_names
 from mlaprof.reporters.rows import (
@@ -80,8 +82,7 @@ def print_report(
     # every string here may come from an imported trace or log: escaped (textsafe.term)
     head = " ".join(f"{k}={term(v)}" for k, v in fields.items() if v not in (None, ""))
     if s.imported is not None:  # an imported trace has no scenario: say where it came from
-        fmt = s.imported.format
-        head += f" imported from {term(s.imported.imported_from + (f' ({fmt})' if fmt else ''))}"
+        head += f" imported from {term(s.imported.text)}"
     console.print(f"[bold]{term(s.run)}[/]  {head}")
     if s.state.text:
         console.print(f"[yellow]status: {term(s.state.status)}[/] ({term(s.state.text)})")
@@ -95,12 +96,7 @@ def print_report(
         _headline(console, s, skip="capture")  # the capture is said on the line above
         console.print(f"syncs in region: {s.sync_counts.text}")
     elif trace is not None:  # an imported trace: only the verdicts its evidence supports
-        sy = trace.syncs
-        syncs = (
-            "unknown" if sy.status == "unknown" else f"{sy.count} in MLA layers"
-        ) + f" ({sy.evidence})"  # evidence: which trace, or why unknown
-        # an unknown verdict's label already holds its why: said once
-        said = cap.label if cap.status == "unknown" else f"{cap.label} ({cap.evidence})"
+        said, syncs = trace_capture_text(trace.capture), trace_sync_text(trace.syncs, s.ranks)
         console.print(f"capture: {term(said)}  |  syncs: {term(syncs)}  |  padding: {padding}")
         _headline(console, s, skip="capture")  # the capture is said on the line above
         for note in trace.trust.notes or []:
@@ -115,7 +111,8 @@ def print_report(
                 "[bold magenta]UNRELIABLE TRACE[/]: " + term("; ".join(trace.trust.reasons)),
                 highlight=False,
             )
-        console.print(f"sync probe: {s.sync_counts.text}")
+        # the sync count's label in every view (an import has no probe: its own check counted)
+        console.print(f"syncs in region: {s.sync_counts.text}")
     else:
         _headline(console, s)
         console.print(f"syncs in region: {s.sync_counts.text}  |  padding: {padding}")

@@ -526,6 +526,11 @@ class RunInfo:
             return "unknown"
         return per_rank_count(self.rank_steps or {0: self.steps}, unit)
 
+    def status_text(self) -> str:
+        """The status as every listing shows it (``runs``, ``tui --once``, the picker): an
+        unreadable run's with the reason (``unreadable: <path> has no run.json ...``)."""
+        return f"{self.status}: {self.error}" if self.error else self.status
+
 
 def list_runs(folder: Path | str) -> list[RunInfo]:
     """Runs under ``folder`` (newest first). Unreadable ones are listed with their error."""

@@ -63,7 +63,7 @@ def snapshot(path: Path, compare: Path | None = None, rank: int | None = None) -
                     r.created[:19],
                     r.scenario,
                     r.device,
-                    f"{r.status}: {r.error}" if r.error else r.status,
+                    r.status_text(),
                     r.steps_text(),
                 )
             ]

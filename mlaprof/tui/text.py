@@ -7,7 +7,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mlaprof.recording import TWIN
-from mlaprof.reporters.rows import split_cells, text_table
+from mlaprof.reporters.rows import (
+    SPLITS_TITLE,
+    over_of,
+    split_cells,
+    splits_scope_of,
+    summed_columns,
+    text_table,
+)
+from mlaprof.reporters.rows import splits_title as rows_splits_title
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from mlaprof.tui.view import FULL
 
@@ -58,7 +66,16 @@ def latency_line(v: View, width: int = 200) -> str:
 
 
 def splits_title(v: View) -> str:
-    return "KV splits (worst step per rank and policy; ranks that agree share a row)"
+    """The splits panel's title: the report's and the sections' one title, with where its S
+    come from (:func:`mlaprof.reporters.rows.splits_title`, from the analysis)."""
+    return rows_splits_title(v.summary)
+
+
+def splits_border(v: View) -> tuple[str, str]:
+    """The splits panel's border: the title (:func:`splits_title`) in its two parts, its name
+    above the table and where its S come from below it (the whole title is wider than the
+    panel at 80 columns), or the note of a run with no policy step (:func:`splits_note`)."""
+    return SPLITS_TITLE, splits_note(v) or splits_scope_of(v.summary) or ""
 
 
 def splits_note(v: View) -> str | None:
@@ -159,25 +176,47 @@ def split_table(v: View) -> Table:
     return head, rows
 
 
-def padding_table(v: View) -> Table:
-    """The analysis' padding totals over every recorded step (one definition for all views)."""
+# the padding panel's columns: (Padding field, header)
+PADDING_COLUMNS = (
+    ("steps", "steps"),
+    ("steps_padded", "padded"),
+    ("real_rows", "real rows"),
+    ("padding_rows", "pad rows"),
+    ("real_tokens", "real tok"),
+    ("padding_tokens", "pad tok"),
+    ("padding_fraction", "waste"),
+    ("kv_bytes_padding", "pad KV"),
+)
+PADDING_TITLE = "padding (every recorded step)"
+
+
+def padding_panel(v: View) -> tuple[str, Table]:
+    """The analysis' padding totals over every recorded step (one definition for all views),
+    with its title: counts summed over ranks say so as the report's sections do
+    (:func:`mlaprof.reporters.rows.summed_columns`, the fields' over-ranks marker)."""
     p = v.padding
-    head = ["steps", "padded", "real rows", "pad rows", "real tok", "pad tok", "waste", "pad KV"]
+    head = [h for _, h in PADDING_COLUMNS]
     if p is None or not p.steps:
-        return head, []
-    return head, [
-        [
-            # the totals sum the ranks: the steps cell says so ("80 (Σ2)": 2 ranks summed)
-            _s(p.steps) + (f" (Σ{p.ranks})" if (p.ranks or 0) > 1 else ""),
-            _s(p.steps_padded),
-            _s(p.real_rows),
-            _s(p.padding_rows),
-            _s(p.real_tokens),
-            _s(p.padding_tokens),
-            fmt_pct(p.padding_fraction),
-            fmt_bytes(p.kv_bytes_padding),
-        ]
+        return PADDING_TITLE, (head, [])
+    cells = [
+        fmt_pct(p.padding_fraction)
+        if name == "padding_fraction"
+        else fmt_bytes(p.kv_bytes_padding)
+        if name == "kv_bytes_padding"
+        else _s(getattr(p, name))
+        for name, _ in PADDING_COLUMNS
     ]
+    overs = [over_of(p, (name,), p.ranks or 1) for name, _ in PADDING_COLUMNS]
+    title, head, rows = summed_columns(PADDING_TITLE, head, [cells], [overs])
+    return title, (head, rows)
+
+
+def padding_table(v: View) -> Table:
+    return padding_panel(v)[1]
+
+
+def padding_title(v: View) -> str:
+    return padding_panel(v)[0]
 
 
 def _twin(mode: str | None) -> bool:
@@ -268,6 +307,13 @@ def format_table(table: Table, indent: str = "  ") -> list[str]:
     return text_table(head, [[str(c) for c in r] for r in rows], indent)
 
 
+def heading(title: str) -> str:
+    """A panel's title as the plain text's headings read (``KV SPLITS PER POLICY (worst
+    step; modelled)``): its name in capitals, its words in brackets as they are."""
+    name, sep, rest = title.partition(" (")
+    return name.upper() + sep + rest
+
+
 def render_text(v: View, width: int = 100) -> str:
     """The main screen as plain text: what ``--once`` prints."""
     lines = [*header_lines(v)]
@@ -278,14 +324,14 @@ def render_text(v: View, width: int = 100) -> str:
     lines += [f"  syncs in region: {v.sync_text}"]
     lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]
-    lines += ["", "KV SPLITS (worst step per policy and rank)"]
+    lines += ["", heading(splits_title(v))]
     note = splits_note(v)
     lines += (
         textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="  ")
         if note
         else format_table(split_table(v))
     )
-    lines += ["", "PADDING (every recorded step)", *format_table(padding_table(v))]
+    lines += ["", heading(padding_title(v)), *format_table(padding_table(v))]
     lines += ["", "CAPTURE MEMORY (per rank and capture size)", *format_table(memory_table(v))]
     details = detail_lines(v)
     if details:

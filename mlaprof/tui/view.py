@@ -130,12 +130,15 @@ def build_view(
     key, rev = layer_sort
     layers.sort(key=lambda r: (_sort_key(getattr(r, key)), _sort_key(r.rank)), reverse=rev)
     timing, capture = _f(s, "timing"), _f(s, "capture")
+    imported = _f(s, "imported")  # where the analysis says an import came from, as the report
     return View(
         # the run's folder name, as the report, runs and exports name it (a copied run's
         # run.json still holds the name it was recorded under)
         name=name if name != "?" else str(s.run if s is not None else meta.get("name") or name),
-        scenario=str(scen.get("name") or meta.get("source") or "unknown"),
-        origin=ORIGIN_WORDS[run_kind(meta)],
+        scenario=imported.text
+        if imported
+        else str(scen.get("name") or meta.get("source") or "unknown"),
+        origin=ORIGIN_WORDS[RunKind.TRACE] if imported else ORIGIN_WORDS[run_kind(meta)],
         device=str(_f(s, "device") or meta.get("device") or "unknown"),
         backend=backend_text(s) if s is not None else _text(meta.get("backend")),
         status=live.status,

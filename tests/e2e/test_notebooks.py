@@ -75,7 +75,9 @@ SHOWS = {
     "03_capture_memory": ["Capture memory per capture size", "FULL graph replay vs fallback",
                           "33 FULL graphs for max_num_seqs=32"],
     "04_imported_trace": ["GPU time per kernel", "Kernel timeline", "mla_verify_stage1",
-                          "CRITICAL KV splits collapsed on the aiter-gluon path", "unreliable"],
+                          "CRITICAL KV splits collapsed on the aiter-gluon path", "unreliable",
+                          # the report's trace line (analysis.syncs.trace_sync_text), not "none"
+                          "| syncs: 0 in MLA layers (all 3 MLA steps are graph replays"],
     "05_compare_runs": ["What changed from A", "all 30 steps ran PIECEWISE fallback",
                         "all 28 steps ran FULL graph"],
     "06_whatif": ["What-if: KV splits and predicted slowdown", "collapsed with the bug: 120",

@@ -266,6 +266,29 @@ async def test_folder_opens_picker_newest_first(runs: Path) -> None:
         assert app.screen is picker
 
 
+async def test_the_picker_says_why_a_run_is_unreadable_as_the_listing_does(runs: Path) -> None:
+    """The picker showed "unreadable" alone where ``runs`` and ``tui --once`` give the reason
+    (:func:`mlaprof.store.reader.list_runs`)."""
+    from mlaprof.store import list_runs
+
+    (runs / "bug" / "run.json").unlink()  # a damaged run: rank databases, no run.json
+    (info,) = [r for r in list_runs(runs) if r.name == "bug"]
+    assert info.status == "unreadable" and info.error and "no run.json" in info.error
+    assert info.status_text() == f"unreadable: {info.error}"  # what runs / tui --once print
+    app = MlaprofApp(runs, interval=0.05)
+    async with app.run_test(size=(400, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        picker = app.screen
+        table = picker.query_one("#picker-table", ViewTable)
+        got = {
+            r["run"]: r
+            for r in (dict(zip(picker.head, table.get_row_at(i), strict=True))
+                      for i in range(table.row_count))
+        }  # fmt: skip
+        assert got["bug"]["status"] == "unreadable" and got["bug"]["reason"] == info.error
+        assert got["fix"]["reason"] == ""
+
+
 async def test_export_goes_to_out_and_says_where(
     runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

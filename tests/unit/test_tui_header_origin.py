@@ -1,6 +1,8 @@
-"""The dashboard's header names where a run came from by its kind (store.runkind): a scenario
-run's scenario, an import's source ("imported from rocprof"), an engine record's ("recorded
-from"), never "scenario rocprof" for a trace that has no scenario (its JSON: ``scenario: {}``)."""
+"""The dashboard's header names where a run came from: a scenario run's scenario, an import's
+file and format as the report says it (the analysis' ``imported`` section: "imported from
+tests/data/aiter/eager_syncs (csv)", not the importer's name "rocprof"), an engine record's
+source ("recorded from", by store.runkind), never "scenario rocprof" for a trace that has no
+scenario (its JSON: ``scenario: {}``)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ WORKER_GROUP = "shipped-runs"
     ("name", "origin"),
     [
         ("demo-bug-legacy-flat-syncs-break-capture", "scenario "),
-        ("aiter-eager_syncs", "imported from rocprof"),
-        ("kineto_graph_replay", "imported from kineto"),
-        ("log-tp2_two_starts", "imported from vllm-log"),
+        ("aiter-eager_syncs", "imported from tests/data/aiter/eager_syncs (csv)"),
+        ("kineto_graph_replay", "imported from tests/data/kineto_graph_replay.json.gz (kineto)"),
+        ("log-tp2_two_starts", "imported from tests/data/vllm/tp2_two_starts.log (vLLM log)"),
         ("engine-engine_ngram_run", "recorded from "),
     ],
 )

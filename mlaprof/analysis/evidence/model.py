@@ -122,6 +122,8 @@ class RunMeta:
     rank_sources: list[RankSource] = field(default_factory=list)
     imported_from: str | None = None
     format: str | None = None  # the imported trace's format
+    # the mlaprof run an imported rocpd export was made of (its run.json carried over)
+    exported_from: str | None = None
     source: str | None = None  # what wrote the run (cpu, gpu, rocprof, kineto, vllm-log, ...)
     vllm: str | None = None  # an engine's vLLM version
     versions: dict[str, str | None] = field(default_factory=dict)
@@ -133,6 +135,18 @@ class RunMeta:
     stage1_axes: dict[str, GridAxes] = field(default_factory=dict)
     # a CPU-only profiler trace's ranks as counted at import (None: not a CPU trace)
     cpu_trace: dict[int, CpuTraceRank] | None = None
+
+    @property
+    def imported(self) -> bool:
+        """Whether an importer made this run (its run.json names what it was imported from):
+        the one decision behind the summary's ``imported`` section and the run's date label."""
+        return bool(self.imported_from)
+
+    @property
+    def importer_versions(self) -> bool:
+        """Whether run.json's versions and git revision are the importing machine's: an import,
+        unless it carried over the run.json of the mlaprof run it was exported from."""
+        return self.imported and not self.exported_from
 
     @property
     def origin(self) -> str:
@@ -166,6 +180,7 @@ def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -
         ],
         imported_from=_str(meta.get("imported_from")),
         format=_str(meta.get("format")),
+        exported_from=_str(meta.get("exported_from")),
         source=_str(meta.get("source")),
         vllm=_str(meta.get("vllm")),
         versions={str(k): _str(v) for k, v in versions.items()}

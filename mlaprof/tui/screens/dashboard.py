@@ -124,7 +124,7 @@ class DashboardScreen(Screen):
         titles = dict(PANELS)
         for pid, _ in PANELS:
             w = self.query_one(f"#{pid}")
-            if pid not in ("layers", "splits", "memory"):  # those title themselves
+            if pid not in ("layers", "splits", "padding", "memory"):  # those title themselves
                 w.border_title = titles[pid]
         self.query_one("#banner", ProblemBanner).show(None)
         self.query_one("#panel-tabs", Tabs).hide("tab-details")  # until the run has details

@@ -15,12 +15,14 @@ from mlaprof.store import list_runs_nested
 from mlaprof.textsafe import term
 from mlaprof.tui.widgets.table import GAP, ViewTable
 
-# the run, then its key columns (wide screens); where that does not fit, what tells runs apart
+# the run, then its key columns (wide screens); where that does not fit, what tells runs apart;
+# last, why a run is unreadable (the reason ``runs`` and ``tui --once`` give: RunInfo.error), in
+# a column of its own so that one long reason pushes no other column off the screen
 FULL_ORDER = ("run", "steps", "device", "policy", "status", "min_kv_mode", "backend", "scenario",
-              "created")  # fmt: skip
+              "created", "reason")  # fmt: skip
 KEY_COLUMNS = 6  # run, steps, device, policy, status, min_kv_mode
 NARROW_ORDER = ("status", "min_kv_mode", "policy", "steps", "device", "run", "backend",
-                "scenario", "created")  # fmt: skip
+                "scenario", "created", "reason")  # fmt: skip
 
 
 class PickerScreen(Screen[Path | None]):
@@ -97,6 +99,7 @@ class PickerScreen(Screen[Path | None]):
                 r.backend or "-",
                 r.scenario or "-",
                 r.created[:16].replace("T", " "),
+                r.error or "",
             ]
             for r in runs
         ]
@@ -120,6 +123,9 @@ class PickerScreen(Screen[Path | None]):
         )
         self.narrow = need > self.app.size.width
         order = [FULL_ORDER.index(h) for h in (NARROW_ORDER if self.narrow else FULL_ORDER)]
+        why = FULL_ORDER.index("reason")
+        if not any(r[why] for r in self.rows):  # every run readable: no empty column
+            order.remove(why)
         self.head = [FULL_ORDER[i] for i in order]
         rows = [[r[i] for i in order] for r in self.rows]
         self.query_one("#picker-table", ViewTable).show(
@@ -133,12 +139,13 @@ class PickerScreen(Screen[Path | None]):
             return
         row = self.query_one("#picker-table", ViewTable).cursor_row
         cells = self.rows[min(row, len(self.rows) - 1)]
-        run, backend, device, scenario, created = (
+        run, backend, device, scenario, created, reason = (
             term(cells[FULL_ORDER.index(h)])
-            for h in ("run", "backend", "device", "scenario", "created")
+            for h in ("run", "backend", "device", "scenario", "created", "reason")
         )
         self.query_one("#picker-detail", Static).update(
             f"[b]{run}[/b]  {backend} on {device}  {scenario}  {created}"
+            + (f"\n{reason}" if reason else "")
         )
 
     def on_view_table_selected(self, event: ViewTable.Selected) -> None:

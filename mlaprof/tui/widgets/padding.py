@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.tui.text import padding_table
+from mlaprof.tui.text import padding_panel
 from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
@@ -13,4 +13,8 @@ if TYPE_CHECKING:
 
 class PaddingTable(ViewTable):
     def show_view(self, v: View) -> None:
-        self.show(padding_table(v))
+        title, table = padding_panel(v)
+        title = title[:1].upper() + title[1:]
+        if self.border_title != title:
+            self.border_title = title
+        self.show(table)

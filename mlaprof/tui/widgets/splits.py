@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.tui.text import split_table, splits_note, splits_title
+from mlaprof.tui.text import split_table, splits_border
 from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
@@ -13,10 +13,11 @@ if TYPE_CHECKING:
 
 class SplitsTable(ViewTable):
     def show_view(self, v: View) -> None:
-        title = splits_title(v)
+        # the report's title: its name above, where its S come from below (or, for an imported
+        # trace, where its S is: never "no records")
+        title, under = splits_border(v)
         if self.border_title != title:
             self.border_title = title
-        note = splits_note(v) or ""  # an imported trace: where its S is, never "no records"
-        if self.border_subtitle != note:
-            self.border_subtitle = note
+        if self.border_subtitle != under:
+            self.border_subtitle = under
         self.show(split_table(v))
