@@ -48,7 +48,12 @@ from gpu_suite import (  # noqa: E402
 
 from mlaprof.backends.base import VerifyInputs  # noqa: E402
 from mlaprof.backends.torch_ref import TorchReference  # noqa: E402
-from mlaprof.backends.triton_backend import LaunchConfig, TritonBackend, tma_pages  # noqa: E402
+from mlaprof.backends.triton_backend import (  # noqa: E402
+    HOPPER_SCHEDULE,
+    LaunchConfig,
+    TritonBackend,
+    tma_pages,
+)
 from mlaprof.metadata import BatchShape, build_metadata, kv_pool_pages  # noqa: E402
 from mlaprof.scenario import KV_DIM, LATENT  # noqa: E402
 
@@ -56,6 +61,7 @@ DEV = "cuda"
 FLASH_PAGE = 64  # FlashMLA's dense decode takes 64-token blocks
 SHAPES = [(8, 131072, 4), (64, 32768, 4), (8, 131072, 1), (1, 131072, 4), (1, 131072, 1)]
 C = LaunchConfig
+V4 = dict(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4)  # sm_90 verify
 # extra mlaprof configurations: name -> (the inputs' page size, launch config). Names ending in
 # "decode" run at qlen 1 only, the others at qlen > 1 only.
 VARIANTS = {
@@ -117,6 +123,12 @@ VARIANTS = {
     # B 33 (2 a row) and B 66 (1) at decode, B 33 at verify (the sm_90 verify default config)
     "page64-S=2-decode": (64, C(gluon_decode=True)),
     "page64-S=1-decode": (64, C(gluon_decode=True)),
+    # the sm_90 defaults before dynamic tiles (fixed split ranges, stage 2 in two passes), and
+    # today's with a row's programs launched next to each other (spread over the GPCs)
+    "page64-fixed": (64, C(**V4)),
+    "page64-fixed-decode": (64, C(gluon_decode=True)),
+    "page64-spread": (64, C(**V4, **HOPPER_SCHEDULE, gluon_spread_rows=True)),
+    "page64-spread-decode": (64, C(gluon_decode=True, **HOPPER_SCHEDULE, gluon_spread_rows=True)),
     "page64-S=2": (64, C(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4)),
     "page1-S=4-decode": (1, C(gluon_decode=True)),
     # decode's sm_90 default with other stage-2 launch shapes (one head a program by default)
@@ -198,8 +210,9 @@ VARIANTS = {
 
 # the defaults, for the TMA path's extra cases (--check default,default-decode)
 CHECK_ONLY = {
-    "default": C(kernel="gluon"),
-    "default-decode": C(kernel="gluon", gluon_decode=True),
+    # the sm_90 defaults (default_config), the Gluon kernel insisted on
+    "default": C(kernel="gluon", **V4, **HOPPER_SCHEDULE),
+    "default-decode": C(kernel="gluon", gluon_decode=True, **HOPPER_SCHEDULE),
     # the warp-specialized kernel's row gather, at the pages of the extra cases
     "ws-gather": C(kernel="gluon", gluon_ws=True, gluon_tma=False),
     "ws-gather-decode": C(kernel="gluon", gluon_ws=True, gluon_tma=False, gluon_decode=True),

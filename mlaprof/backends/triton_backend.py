@@ -63,6 +63,8 @@ class LaunchConfig:
     stage2_heads: int = 1  # heads per stage-2 program (the interpreter likes many)
     stage2_block_d: int = 128  # latent columns per stage-2 program (smaller: more programs)
     stage2_warps: int = 4
+    # stage 2 where one block holds every split (S <= block_s): all loads issued at once
+    stage2_one_pass: bool = False
     rows: int = 64  # query rows (qlen x heads) one stage-1 program holds
     heads_first: bool = True  # head blocks of one split launch next to each other (L2 reuse)
     dv_split: int = 1  # programs per (row, head block, split), each over 512/dv_split columns
@@ -102,6 +104,21 @@ class LaunchConfig:
     # are memory-bound (bench/results/verify_vs_flashmla_h100.json)
     gluon_roles: str = "all"
     gluon_p_regs: bool = True  # roles kernel: warpgroup 0's P V takes P from registers
+    # roles kernel, TMA loader: the KV offset loaded beside the lengths and q awaited by
+    # warpgroup 0 alone (the loader's first tiles overlap q's copy); measured at page 64 only
+    gluon_early_q: bool = False
+    # roles kernel, TMA loader: the next tile's page index loaded before the buffer frees
+    gluon_idx_ahead: bool = False
+    # roles kernel, TMA loader: the programs of a (request, head block) row take its tiles from
+    # a counter on the device instead of fixed ranges (the row's programs end together; the
+    # last resets the counter, so graphs replay right); stage 2 merges every split's partial
+    gluon_dynamic: bool = False
+    # dynamic tiles only up to this many splits a row (all of a row's programs share one
+    # counter: at 128 a row, B 1, the balance won is less than that costs)
+    gluon_dynamic_max_splits: int = 64
+    # dynamic tiles: a row's programs launch next to each other (spread over the GPCs); not
+    # yet measured (with dynamic tiles, rows still ended up to 10 us apart on an H100)
+    gluon_spread_rows: bool = False
 
 
 def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> LaunchConfig:
@@ -115,14 +132,33 @@ def default_config(qlen: int, flatten: bool = False, hopper: bool = False) -> La
     policy's ``wide_programs``), Triton's 16-row layout being the fallback. Verify's stage 2 on
     sm_90 merges 4 heads a program: it merges qlen x heads rows (4x decode's), and one head a
     program made the whole verify 0.5-3.8% longer at every verify shape of
-    ``bench/verify_vs_flashmla.py`` on an H100 (bench/results/verify_vs_flashmla_h100_s2.json)."""
+    ``bench/verify_vs_flashmla.py`` on an H100 (bench/results/verify_vs_flashmla_h100_s2.json).
+    On sm_90 both also take ``HOPPER_SCHEDULE``: dynamic tiles at pages of whole tiles and up
+    to 64 splits a row (a row's programs end together; with fixed ranges their ends spread
+    over 10% of decode's time at (8, 131072) on an H100, ``bench/decode_gap.py``), the
+    prologue's loads issued together and the next page index loaded early (TMA loader), and
+    stage 2 in one pass where one block holds every split
+    (``bench/results/decode_gap_h100_dynamic*.json``)."""
     if qlen > 1 and not flatten:
         if hopper:
-            return LaunchConfig(rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4)
+            return LaunchConfig(
+                rows=64, num_warps=8, num_stages=3, rope_first=True, stage2_heads=4,
+                **HOPPER_SCHEDULE,
+            )  # fmt: skip
         return LaunchConfig(rows=32)
     if hopper and not flatten:
-        return LaunchConfig(gluon_decode=True)
+        return LaunchConfig(gluon_decode=True, **HOPPER_SCHEDULE)
     return LaunchConfig()
+
+
+# the sm_90 defaults' schedule, each measured beside FlashMLA at the five shapes of
+# bench/verify_vs_flashmla.py on an H100 (bench/results/decode_gap_h100_dynamic*.json)
+HOPPER_SCHEDULE: dict[str, Any] = {
+    "gluon_dynamic": True,
+    "gluon_early_q": True,
+    "gluon_idx_ahead": True,
+    "stage2_one_pass": True,
+}
 
 
 GLUON_MAX_QP = 64  # query positions (next_pow2(qlen)) the Gluon kernel's 64 rows hold
@@ -237,7 +273,22 @@ class Workspace:
     def __init__(self) -> None:
         self.o: torch.Tensor | None = None
         self.lse: torch.Tensor | None = None
+        self.ctr: torch.Tensor | None = None  # dynamic tiles' counters: zero between launches
         self.allocations = 0
+
+    def counters(self, rows: int, device: torch.device) -> torch.Tensor:
+        """Zeroed int32 counters, 32 (a 128-byte line) per (request, head block) row; the
+        kernels leave them zero, so they are zeroed once, at allocation (never in a capture)."""
+        need = rows * 32
+        if self.ctr is None or self.ctr.numel() < need or self.ctr.device != device:
+            if _capturing(device):
+                raise MlaprofError(
+                    f"triton backend: counters for {rows} rows must be reserved before graph "
+                    "capture (run the shape once eagerly or call reserve())"
+                )
+            self.ctr = torch.zeros(need, dtype=torch.int32, device=device)
+            self.allocations += 1
+        return self.ctr
 
     def get(
         self, b: int, qlen: int, h: int, s: int, device: torch.device
@@ -307,8 +358,13 @@ class TritonBackend:
         self.workspace = Workspace()
         self.last_launch: dict[str, Any] = {}
         self.compiled: tuple[Any, Any] = (None, None)
+        self._dynamic = False  # the last stage 1 took its tiles dynamically
         self._is_hopper: bool | None = None
         self.skip_stage2 = False
+        self.skip_stage1 = False  # benchmarking stage 2 alone (on the partials already there)
+        # benchmarks only: int64 [programs, 4] the roles kernel fills with each program's
+        # start and end (global timer, ns) and SM id
+        self.stamps: torch.Tensor | None = None
         _kernels()  # fail early with the install hint
 
     def _hopper(self, t: torch.Tensor) -> bool:
@@ -319,6 +375,7 @@ class TritonBackend:
     def reserve(self, b: int, qlen: int, h: int, s: int, device: torch.device | str) -> None:
         """Allocate the workspace for a shape ahead of capture."""
         self.workspace.get(b, qlen, h, s, torch.device(device))
+        self.workspace.counters(b * h, torch.device(device))  # head blocks <= heads
 
     def forward(
         self,
@@ -354,9 +411,13 @@ class TritonBackend:
         b, qlen, h, _ = qn.shape
         part_o, part_lse = self.workspace.get(b, qlen, h, s, qn.device)
         gluon = use_gluon(cfg, self._hopper(qn), qlen, flat, (qn, qp, kv))
-        if gluon:
+        if self.skip_stage1:  # benchmarking stage 2 alone (on the last stage 1's partials)
+            launch = (None, None, cfg.gluon_block_n if gluon else cfg.block_n, 0)
+            self._c1 = None
+        elif gluon:
             launch = self._launch_gluon(inp, meta, part_o, part_lse, s, cfg)
         else:
+            self._dynamic = False
             launch = self._launch_triton(k, inp, meta, part_o, part_lse, s, cfg, flat)
         grid1, block_h, align, warps = launch
         c1 = self._c1
@@ -391,6 +452,8 @@ class TritonBackend:
             HAS_LSE=lse is not None,
             DEVICE_SPLITS=self.device_splits,
             MIN_CHUNK=cfg.split_min_chunk,
+            DYNAMIC=self._dynamic,
+            ONE_PASS=cfg.stage2_one_pass and s <= cfg.block_s,
             num_warps=cfg.stage2_warps,
         )
         self.compiled = (c1, c2)
@@ -411,6 +474,7 @@ class TritonBackend:
             "block_h": block_h,
             "flatten": flat,
             "device_splits": self.device_splits,  # then "splits" is the grid's cap
+            "dynamic_tiles": self._dynamic,
         }
 
     def _launch_gluon(self, inp, meta, part_o, part_lse, s, cfg) -> tuple[tuple, int, int, int]:
@@ -433,15 +497,28 @@ class TritonBackend:
         )
         args = _stage1_args(inp, meta, part_o, part_lse, s)
         tma = tma_pages(cfg, meta.page_size)
+        self._dynamic = False
         if roles_kernel(cfg, meta.page_size):  # warpgroup 0, the default partition: 4 warps
             del common["PREFETCH"]
             common["num_warps"] = 4
             descs = g.kv_descriptors(inp.kv_c, cfg.gluon_block_n) if tma else (None, None)
+            # dynamic tiles: the TMA loader with KV copies (not the compute-alone probe)
+            self._dynamic = (
+                cfg.gluon_dynamic
+                and tma
+                and cfg.gluon_phases == 3
+                and s <= cfg.gluon_dynamic_max_splits
+            )
+            ctr = (
+                self.workspace.counters(b * grid1[0], inp.q_nope.device) if self._dynamic else None
+            )
             self._c1 = g.mla_verify_stage1_hopper_roles[grid1](
                 *args[:3], *descs, *args[3:], **common, LOADS=cfg.gluon_phases == 3,
                 GATHER=not tma, LOADER_REGS=g.LOADER_REGS if tma else g.ROLES_GATHER_LOADER_REGS,
                 PV_REGS=g.ROLES_PV_REGS if tma else g.ROLES_GATHER_PV_REGS,
-                P_REG=cfg.gluon_p_regs,
+                P_REG=cfg.gluon_p_regs, EARLY_Q=cfg.gluon_early_q and tma,
+                IDX_AHEAD=cfg.gluon_idx_ahead and tma, stamps=self.stamps, counters=ctr,
+                SPREAD_ROWS=cfg.gluon_spread_rows,
             )  # fmt: skip
             return grid1, block_h, cfg.gluon_block_n, g.NUM_WARPS + 4
         if cfg.gluon_ws:  # the loader warp in its own partition (a warpgroup's slot)

@@ -212,6 +212,45 @@ def mla_verify_stage1(
 
 
 @triton.jit
+def _merge_one_pass(part_o, part_lse, out, lse_out, seq, n, qi, num_splits, h_ok, d, lse_ok, o_off,
+                    lse_off, p_row, BLOCK_S: tl.constexpr, ALIGN: tl.constexpr,
+                    FLATTEN: tl.constexpr, HAS_LSE: tl.constexpr, DEVICE_SPLITS: tl.constexpr,
+                    MIN_CHUNK: tl.constexpr, DYNAMIC: tl.constexpr):  # fmt: skip
+    """Stage 2's merge when one block holds every split of the grid: every partial of the
+    grid is loaded first (the workspace holds them all; splits not written this launch hold
+    anything, NaN too) and masked once the lengths say which hold keys; padding rows and
+    positions past a row's queries get out 0 / lse -inf through the same masks, no branch."""
+    D: tl.constexpr = 512
+    sp = tl.arange(0, BLOCK_S)
+    in_grid = h_ok[:, None] & (sp < num_splits)[None, :]
+    l_row = p_row // D
+    lp_all = tl.load(part_lse + l_row[:, None] + sp[None, :], mask=in_grid, other=float("-inf"))
+    po_off = p_row[:, None, None] + sp.to(tl.int64)[None, :, None] * D + d[None, None, :]
+    po_all = tl.load(part_o + po_off, mask=in_grid[:, :, None], other=0.0)
+    bound = seq - n + qi + 1
+    row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
+    chunk = _split_chunk(bound if FLATTEN else seq, row_splits, ALIGN)
+    n_valid = tl.minimum(row_splits, (bound + chunk - 1) // chunk)
+    if DYNAMIC:
+        n_valid = tl.where(seq > 0, row_splits, 0)
+    n_valid = tl.where(qi < n, n_valid, 0)  # padding row or past the row's queries: nothing
+    ok = in_grid & (sp < n_valid)[None, :]
+    lp = tl.where(ok, lp_all, float("-inf"))
+    m = tl.max(lp, 1)
+    m = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.where(ok, tl.math.exp2(lp - m[:, None]), 0.0)
+    acc = tl.sum(tl.where(ok[:, :, None], w[:, :, None] * po_all, 0.0), 1)
+    total = tl.sum(w, 1)
+    has = total > 0.0
+    o = acc / tl.where(has, total, 1.0)[:, None]
+    tl.store(out + o_off[:, None] + d[None, :], o.to(out.dtype.element_ty), mask=h_ok[:, None])
+    if HAS_LSE:
+        lse = tl.where(has, (m + tl.log2(tl.where(has, total, 1.0))) / 1.4426950408889634,
+                       float("-inf"))  # fmt: skip
+        tl.store(lse_out + lse_off, lse, mask=lse_ok)
+
+
+@triton.jit
 def mla_verify_stage2(
     part_o,
     part_lse,
@@ -236,8 +275,15 @@ def mla_verify_stage2(
     HAS_LSE: tl.constexpr,
     DEVICE_SPLITS: tl.constexpr = False,
     MIN_CHUNK: tl.constexpr = 256,
+    DYNAMIC: tl.constexpr = False,  # stage 1 took tiles dynamically: every split holds a partial
+    ONE_PASS: tl.constexpr = False,  # num_splits <= BLOCK_S: every load issued at once, no branch
 ):
-    """One program per (request, query position, head block): merge the splits holding keys."""
+    """One program per (request, query position, head block): merge the splits holding keys.
+    ``DYNAMIC``: stage 1's programs took any of the row's tiles (``mla_verify_gluon``'s dynamic
+    tiles), so each of the row's splits wrote a partial, those without a visible key with
+    log2-sum-exp -inf (weight 0 here). ``ONE_PASS`` (all of the grid's splits in one block):
+    the partials are loaded beside the lengths, before those are known, and masked after, with
+    no branch: one memory latency before the merge instead of three."""
     D: tl.constexpr = 512
     ND: tl.constexpr = D // BLOCK_D
     b = tl.program_id(0)
@@ -254,6 +300,11 @@ def mla_verify_stage2(
     h64 = h.to(tl.int64)
     o_off = b64 * stride_ob + qi.to(tl.int64) * stride_ot + h64 * stride_oh
     lse_off = (b64 * qlen + qi) * H + h64
+    if ONE_PASS:
+        _merge_one_pass(part_o, part_lse, out, lse_out, seq, n, qi, num_splits, h_ok, d, lse_ok,
+                        o_off, lse_off, b64 * stride_pb + qi.to(tl.int64) * stride_pt + h64 * stride_ph,
+                        BLOCK_S, ALIGN, FLATTEN, HAS_LSE, DEVICE_SPLITS, MIN_CHUNK, DYNAMIC)  # fmt: skip
+        return
     if qi >= n:  # padding row or position past the row's queries: defined values
         zero = tl.zeros([BLOCK_HH, BLOCK_D], tl.float32).to(out.dtype.element_ty)
         tl.store(out + o_off[:, None] + d[None, :], zero, mask=h_ok[:, None])
@@ -265,6 +316,8 @@ def mla_verify_stage2(
     row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
     chunk = _split_chunk(seq_split, row_splits, ALIGN)
     n_valid = tl.minimum(row_splits, (bound + chunk - 1) // chunk)  # splits holding keys for it
+    if DYNAMIC:
+        n_valid = tl.where(seq > 0, row_splits, 0)
     # device-decided S: loop over the grid's splits, masked, as the host-decided kernel does
     # (a loop bound computed from seq compiled to a slower merge at B = 1 on the H200)
     n_loop = num_splits if DEVICE_SPLITS else n_valid

@@ -705,17 +705,117 @@ def kv_descriptors(kv, block_n: int) -> tuple:
 @gluon.jit
 def _ws_loader(kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem, kp_smem, full, empty,
                BLOCK_N: gl.constexpr, PAGE: gl.constexpr, NUM_BUF: gl.constexpr,
-               CHUNKS: gl.constexpr, LOADS: gl.constexpr):  # fmt: skip
+               CHUNKS: gl.constexpr, LOADS: gl.constexpr,
+               IDX_AHEAD: gl.constexpr = False):  # fmt: skip
     """The loader warp: TMA each tile into the next free buffer, as soon as the compute warps
-    have released it (``empty``); nothing else, so no CTA-wide barrier sits on its path."""
-    for t in range(n_tiles):
+    have released it (``empty``); nothing else, so no CTA-wide barrier sits on its path.
+    ``IDX_AHEAD``: the page index of tile t + 1 is loaded before the wait for tile t's buffer,
+    so no index load sits between a buffer's release and its refill."""
+    if IDX_AHEAD:
+        row = gl.load(kv_indices + kv_start + lo // PAGE).to(gl.int32) * PAGE + lo % PAGE
+        for t in range(n_tiles):
+            buf = t % NUM_BUF
+            j1 = lo + gl.minimum(t + 1, n_tiles - 1) * BLOCK_N  # clamped: always a valid page
+            row_next = gl.load(kv_indices + kv_start + j1 // PAGE).to(gl.int32) * PAGE + j1 % PAGE
+            if t >= NUM_BUF:
+                mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+            _tma_tile(kn_desc, kp_desc, row, full, buf, kn_smem.index(buf), kp_smem.index(buf),
+                      True, BLOCK_N, CHUNKS, LOADS)  # fmt: skip
+            row = row_next
+    else:
+        for t in range(n_tiles):
+            buf = t % NUM_BUF
+            if t >= NUM_BUF:  # the buffer's previous tile (t - NUM_BUF) has been consumed
+                mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+            j0 = lo + t * BLOCK_N
+            row = gl.load(kv_indices + kv_start + j0 // PAGE).to(gl.int32) * PAGE + j0 % PAGE
+            _tma_tile(kn_desc, kp_desc, row, full, buf, kn_smem.index(buf), kp_smem.index(buf),
+                      True, BLOCK_N, CHUNKS, LOADS)  # fmt: skip
+
+
+# Dynamic tiles (``mla_verify_stage1_hopper_roles`` with ``counters``): the programs of one
+# (request, head block) row take its tiles from a shared counter, one tile at a time, instead of
+# each streaming its own fixed range; a program on a slower SM takes fewer tiles, so the row's
+# programs end together (with fixed ranges, on an H100 at (8, 131072, qlen 1), their ends spread
+# over 10% of the kernel's time). Each program's partial covers the tiles it took, any of the
+# row's (the online softmax does not need them in order); stage 2 merges every program's. The
+# last program of the row to finish resets the row's counters, so a graph replays right.
+@gluon.jit
+def _grab(ctr):
+    """Take the next tile of a row: lane 0 adds 1 to the row's counter; the old value comes
+    back in lane 0 only (``_lane0`` hands it to the warp where it is used, so the atomic's
+    latency overlaps the work between)."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    a = gl.full([1], 0, gl.int64, one) + ctr.to(gl.int64)
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 l, o; mov.u32 l, %laneid; setp.eq.u32 p, l, 0; "
+        "mov.u32 o, 1; mov.u32 $0, 0; @p atom.relaxed.gpu.global.add.u32 $0, [$1], o; }",
+        "=r,l", [a], dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
+def _lane0(v):
+    """Lane 0's value of ``v`` in every lane of the warp, as a scalar."""
+    r = gl.inline_asm_elementwise("shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;", "=r,r", [v],
+                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+    return gl.max(r, axis=0)
+
+
+@gluon.jit
+def _finish_row(ctr, last, pending):
+    """This program took its last tile of the row: lane 0 counts it done (acq_rel: after every
+    grab of its own); the row's last program (``last`` done before it) sets both counters
+    back to 0 for the next launch. ``pending``: the grab still in flight, awaited first."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    a = gl.full([1], 0, gl.int64, one) + ctr.to(gl.int64)
+    d = gl.full([1], 0, gl.int64, one) + (ctr + 1).to(gl.int64)
+    n = gl.full([1], 0, gl.int32, one) + last
+    gl.inline_asm_elementwise(
+        "{ .reg .pred p, q; .reg .u32 l, o, z, v; mov.u32 l, %laneid; mov.u32 v, $4; "
+        "setp.eq.u32 p, l, 0; mov.u32 o, 1; mov.u32 z, 0; mov.u32 $0, 0; "
+        "@p atom.acq_rel.gpu.global.add.u32 $0, [$2], o; setp.eq.and.u32 q, $0, $3, p; "
+        "@q st.relaxed.gpu.global.u32 [$1], z; @q st.relaxed.gpu.global.u32 [$2], z; }",
+        "=r,l,l,r,r", [a, d, n, pending], dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@gluon.jit
+def _page_row(kv_indices, kv_start, j0, PAGE: gl.constexpr):
+    """The pool row of key ``j0`` (a tile's first key: pages hold whole tiles)."""
+    return gl.load(kv_indices + kv_start + j0 // PAGE).to(gl.int32) * PAGE + j0 % PAGE
+
+
+@gluon.jit
+def _dyn_loader(kn_desc, kp_desc, kv_indices, kv_start, seq, ctr, parts, kn_smem, kp_smem, jsm,
+                full, empty, BLOCK_N: gl.constexpr, PAGE: gl.constexpr,
+                NUM_BUF: gl.constexpr):  # fmt: skip
+    """The TMA loader warp with dynamic tiles: grabs tiles of its row two ahead (the grab and
+    the page index of the next tile are in flight while a buffer is awaited), writes each
+    buffer's first key into ``jsm`` before its copy, then -1 once the row has no tile left."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    tiles = (seq + BLOCK_N - 1) // BLOCK_N
+    cur = _lane0(_grab(ctr))
+    raw = _grab(ctr)  # the tile after (lane 0), awaited one iteration later
+    row = _page_row(kv_indices, kv_start, gl.minimum(cur, tiles - 1) * BLOCK_N, PAGE)
+    t = 0
+    while cur < tiles:
         buf = t % NUM_BUF
+        nxt = _lane0(raw)
+        raw = _grab(ctr)
+        row_next = _page_row(kv_indices, kv_start, gl.minimum(nxt, tiles - 1) * BLOCK_N, PAGE)
         if t >= NUM_BUF:  # the buffer's previous tile (t - NUM_BUF) has been consumed
             mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
-        j0 = lo + t * BLOCK_N
-        row = gl.load(kv_indices + kv_start + j0 // PAGE).to(gl.int32) * PAGE + j0 % PAGE
+        jsm.index(buf).store(gl.full([1], 0, gl.int32, one) + cur * BLOCK_N)
         _tma_tile(kn_desc, kp_desc, row, full, buf, kn_smem.index(buf), kp_smem.index(buf),
-                  True, BLOCK_N, CHUNKS, LOADS)  # fmt: skip
+                  True, BLOCK_N, 1, True)  # fmt: skip
+        cur = nxt
+        row = row_next
+        t += 1
+    buf = t % NUM_BUF
+    if t >= NUM_BUF:
+        mbarrier.wait(empty.index(buf), ((t // NUM_BUF) - 1) & 1)
+    jsm.index(buf).store(gl.full([1], -1, gl.int32, one))  # no tile left: the roles end
+    mbarrier.arrive(full.index(buf))
+    _finish_row(ctr, parts - 1, raw)
 
 
 @gluon.jit
@@ -1013,6 +1113,22 @@ def mla_verify_stage1_hopper_ws(
                     stride_pb, stride_pt, stride_ph, BLOCK_H, M, row_o, o_layout)  # fmt: skip
 
 
+@gluon.jit
+def _stamp(stamps, base, slot: gl.constexpr):
+    """Benchmarks only: the GPU's global timer (ns) into ``stamps[base + slot]`` and, at the
+    start, the SM id into ``stamps[base + 2]``: when each program ran, and where."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    z = gl.full([1], 0, gl.int32, one)
+    t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [z], dtype=gl.int64,
+                                  is_pure=False, pack=1)  # fmt: skip
+    at = gl.arange(0, 1, layout=one)
+    gl.store(stamps + base + slot + at, t)
+    if slot == 0:
+        sm = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [z], dtype=gl.int32,
+                                       is_pure=False, pack=1)  # fmt: skip
+        gl.store(stamps + base + 2 + at, sm.to(gl.int64))
+
+
 # -- warpgroup roles: one warpgroup computes S and the softmax, both compute P V ----------------
 # The fused kernel splits S = q K^T over the two warpgroups (32 keys each): both read all of q
 # from shared memory for every tile, and the row max crosses the warpgroups (two CTA barriers).
@@ -1024,17 +1140,80 @@ def mla_verify_stage1_hopper_ws(
 
 
 @gluon.jit
+def _tile_start(jsm, buf, WARPS: gl.constexpr):
+    """The first key of the tile in buffer ``buf`` as the loader wrote it (dynamic tiles)."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    return gl.max(jsm.index(buf).load(one), axis=0)
+
+
+@gluon.jit
+def _roles_tile0(t, j0, qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, empty, pready, pfree,
+                 qk_scale, seq, hi, bound, keys, tail_keys, s_zero, m_i, l_i, acc,
+                 NUM_BUF: gl.constexpr, GATHER: gl.constexpr, P_REG: gl.constexpr,
+                 ld_c: gl.constexpr, row_o: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
+    """Warpgroup 0's work on tile ``t`` (keys ``j0 ..``), its buffer already landed: S, the
+    online softmax, P and the rescale out to warpgroup 1, its P V; the buffer released."""
+    HALF: gl.constexpr = 256
+    BLOCK_N: gl.constexpr = kn_smem.shape[1]
+    dtype: gl.constexpr = qn_smem.dtype
+    buf = t % NUM_BUF
+    kn = kn_smem.index(buf)
+    if GATHER:  # rows gathered by cp.async (clamped to valid keys): no tail to clear
+        fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
+    elif j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
+        _zero_tail(kn, j0 + tail_keys < seq, ld_c)
+        fence_async_shared()
+        gl.thread_barrier()
+    s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    j = j0 + keys
+    visible = (j[None, :] < bound[:, None]) & (j < hi)[None, :]
+    s = gl.where(visible, s * qk_scale, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
+    p = gl.exp2(s - m_safe[:, None])
+    alpha = gl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    m_i = m_new
+    pb = p.to(dtype)
+    if P_REG:  # P V from P in registers, issued before P goes out to warpgroup 1
+        p_op = gl.convert_layout(pb, gl.DotOperandLayout(0, o_layout, 2))
+        acc = warpgroup_mma(p_op, kn.slice(0, HALF, dim=1),
+                            acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
+    if t > 0:  # warpgroup 1 is done with the previous P and rescale
+        mbarrier.wait(pfree, (t - 1) & 1)
+    p_smem.store(pb)
+    a_smem.store(alpha)
+    fence_async_shared()  # P (generic writes) -> both warpgroups' wgmma reads
+    gl.thread_barrier()  # all of this warpgroup's P and rescale written
+    mbarrier.arrive(pready)
+    if not P_REG:
+        acc = warpgroup_mma(p_smem, kn.slice(0, HALF, dim=1),
+                            acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    gl.thread_barrier()  # this warpgroup is done reading the tile
+    mbarrier.arrive(empty.index(buf))
+    return m_i, l_i, acc
+
+
+@gluon.jit
 def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem, full, empty,
                       pready, pfree, lready, qk_scale, seq, n, lo, hi, n_tiles, hb, qlen, H,
                       part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
                       BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUF: gl.constexpr,
-                      GATHER: gl.constexpr, P_REG: gl.constexpr = False):  # fmt: skip
+                      GATHER: gl.constexpr, P_REG: gl.constexpr = False,
+                      EARLY_Q: gl.constexpr = False, jsm=None):  # fmt: skip
     """Warpgroup 0: S, the online softmax, P V for columns 0..255, then its half of the output
     and the log2-sum-exp. ``P_REG``: its P V takes P from registers, issued before P is
-    written out for warpgroup 1."""
+    written out for warpgroup 1. ``EARLY_Q``: q's copies (this warpgroup's cp.async) are
+    awaited here, not before the roles start, so the loader's first tiles overlap them.
+    ``jsm`` (dynamic tiles): each buffer's first key, written by the loader; -1 ends the loop."""
     M: gl.constexpr = 64
+    if EARLY_Q:  # only this warpgroup reads q (warpgroup 1's P V takes P and V)
+        cp.wait_group(0)
+        fence_async_shared()
+        gl.thread_barrier()
     HALF: gl.constexpr = 256
-    dtype: gl.constexpr = qn_smem.dtype
     ld_c: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -1055,46 +1234,25 @@ def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem
     l_i = gl.zeros([M], gl.float32, layout=row_s)
     acc = gl.zeros([M, HALF], gl.float32, layout=o_layout)
     s_zero = gl.zeros([M, BLOCK_N], gl.float32, layout=s_layout)
-    for t in range(n_tiles):
-        buf = t % NUM_BUF
-        j0 = lo + t * BLOCK_N
-        kn = kn_smem.index(buf)
-        mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)
-        if GATHER:  # rows gathered by cp.async (clamped to valid keys): no tail to clear
-            fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
-        elif j0 + BLOCK_N > seq:  # the row's last tile holds slots past its length
-            _zero_tail(kn, j0 + tail_keys < seq, ld_c)
-            fence_async_shared()
-            gl.thread_barrier()
-        s = _qk(qn_smem, qp_smem, kn, kp_smem.index(buf), s_zero)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        j = j0 + keys
-        visible = (j[None, :] < bound[:, None]) & (j < hi)[None, :]
-        s = gl.where(visible, s * qk_scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, axis=1))
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
-        p = gl.exp2(s - m_safe[:, None])
-        alpha = gl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + gl.sum(p, axis=1)
-        m_i = m_new
-        pb = p.to(dtype)
-        if P_REG:  # P V from P in registers, issued before P goes out to warpgroup 1
-            p_op = gl.convert_layout(pb, gl.DotOperandLayout(0, o_layout, 2))
-            acc = warpgroup_mma(p_op, kn.slice(0, HALF, dim=1),
-                                acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
-        if t > 0:  # warpgroup 1 is done with the previous P and rescale
-            mbarrier.wait(pfree, (t - 1) & 1)
-        p_smem.store(pb)
-        a_smem.store(alpha)
-        fence_async_shared()  # P (generic writes) -> both warpgroups' wgmma reads
-        gl.thread_barrier()  # all of this warpgroup's P and rescale written
-        mbarrier.arrive(pready)
-        if not P_REG:
-            acc = warpgroup_mma(p_smem, kn.slice(0, HALF, dim=1),
-                                acc * gl.convert_layout(alpha, row_o)[:, None], is_async=True)  # fmt: skip
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()  # this warpgroup is done reading the tile
-        mbarrier.arrive(empty.index(buf))
+    if jsm is not None:  # dynamic tiles: the loader says which keys each buffer holds
+        t = 0
+        mbarrier.wait(full.index(0), 0)
+        j0 = _tile_start(jsm, 0, 4)
+        while j0 >= 0:
+            m_i, l_i, acc = _roles_tile0(t, j0, qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem,
+                                         empty, pready, pfree, qk_scale, seq, hi, bound, keys,
+                                         tail_keys, s_zero, m_i, l_i, acc, NUM_BUF, GATHER, P_REG,
+                                         ld_c, row_o, o_layout)  # fmt: skip
+            t += 1
+            mbarrier.wait(full.index(t % NUM_BUF), (t // NUM_BUF) & 1)
+            j0 = _tile_start(jsm, t % NUM_BUF, 4)
+    else:
+        for t in range(n_tiles):
+            mbarrier.wait(full.index(t % NUM_BUF), (t // NUM_BUF) & 1)
+            m_i, l_i, acc = _roles_tile0(t, lo + t * BLOCK_N, qn_smem, qp_smem, kn_smem, kp_smem,
+                                         p_smem, a_smem, empty, pready, pfree, qk_scale, seq, hi,
+                                         bound, keys, tail_keys, s_zero, m_i, l_i, acc, NUM_BUF,
+                                         GATHER, P_REG, ld_c, row_o, o_layout)  # fmt: skip
     l_smem.store(l_i)
     gl.thread_barrier()
     mbarrier.arrive(lready)
@@ -1104,11 +1262,33 @@ def _roles_qk_softmax(qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem
 
 
 @gluon.jit
+def _roles_tile1(t, kn_smem, p_smem, a_smem, empty, pready, pfree, acc, NUM_BUF: gl.constexpr,
+                 GATHER: gl.constexpr, row_o: gl.constexpr):  # fmt: skip
+    """Warpgroup 1's work on tile ``t``, its buffer landed: P V on columns 256..511 with
+    warpgroup 0's P and rescale; P and the buffer released."""
+    HALF: gl.constexpr = 256
+    buf = t % NUM_BUF
+    if GATHER:
+        fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
+    mbarrier.wait(pready, t & 1)
+    alpha = a_smem.load(row_o)
+    acc = warpgroup_mma(p_smem, kn_smem.index(buf).slice(HALF, HALF, dim=1),
+                        acc * alpha[:, None], is_async=True)  # fmt: skip
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    gl.thread_barrier()  # this warpgroup is done reading P, the rescale and the tile
+    mbarrier.arrive(pfree)
+    mbarrier.arrive(empty.index(buf))
+    return acc
+
+
+@gluon.jit
 def _roles_pv(kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready, n_tiles, hb,
               n, qlen, H, part_o, part_lse, b64, split, stride_pb, stride_pt, stride_ph,
-              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, GATHER: gl.constexpr):  # fmt: skip
+              BLOCK_H: gl.constexpr, NUM_BUF: gl.constexpr, GATHER: gl.constexpr,
+              jsm=None):  # fmt: skip
     """Warpgroup 1: P V for columns 256..511 with warpgroup 0's P and rescale, then its half of
-    the output (normalised by warpgroup 0's row sums)."""
+    the output (normalised by warpgroup 0's row sums). ``jsm``: dynamic tiles (see warpgroup
+    0), the loop ends on the loader's -1."""
     M: gl.constexpr = 64
     HALF: gl.constexpr = 256
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1116,19 +1296,22 @@ def _roles_pv(kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lread
     )
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     acc = gl.zeros([M, HALF], gl.float32, layout=o_layout)
-    for t in range(n_tiles):
-        buf = t % NUM_BUF
-        mbarrier.wait(full.index(buf), (t // NUM_BUF) & 1)  # the tile landed (and is zeroed)
-        if GATHER:
-            fence_async_shared()  # the loader's cp.async writes -> this warpgroup's wgmma
-        mbarrier.wait(pready, t & 1)
-        alpha = a_smem.load(row_o)
-        acc = warpgroup_mma(p_smem, kn_smem.index(buf).slice(HALF, HALF, dim=1),
-                            acc * alpha[:, None], is_async=True)  # fmt: skip
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()  # this warpgroup is done reading P, the rescale and the tile
-        mbarrier.arrive(pfree)
-        mbarrier.arrive(empty.index(buf))
+    if jsm is not None:
+        t = 0
+        mbarrier.wait(full.index(0), 0)
+        j0 = _tile_start(jsm, 0, 4)
+        while j0 >= 0:
+            acc = _roles_tile1(t, kn_smem, p_smem, a_smem, empty, pready, pfree, acc, NUM_BUF,
+                               GATHER, row_o)  # fmt: skip
+            t += 1
+            mbarrier.wait(full.index(t % NUM_BUF), (t // NUM_BUF) & 1)
+            j0 = _tile_start(jsm, t % NUM_BUF, 4)
+    else:
+        for t in range(n_tiles):
+            # the tile landed (and is zeroed: warpgroup 0 signals pready after)
+            mbarrier.wait(full.index(t % NUM_BUF), (t // NUM_BUF) & 1)
+            acc = _roles_tile1(t, kn_smem, p_smem, a_smem, empty, pready, pfree, acc, NUM_BUF,
+                               GATHER, row_o)  # fmt: skip
     mbarrier.wait(lready, 0)
     l_i = l_smem.load(row_o)
     _store_half(acc, l_i, l_i, part_o, part_lse, b64, split, hb, n, qlen, H, stride_pb,
@@ -1200,10 +1383,22 @@ def mla_verify_stage1_hopper_roles(
     LOADER_REGS: gl.constexpr = 40,
     GATHER: gl.constexpr = False,  # a loader warpgroup gathers rows by cp.async (any page size)
     P_REG: gl.constexpr = False,  # warpgroup 0's P V takes P from registers
+    EARLY_Q: gl.constexpr = False,  # KV offset loaded first, q awaited by warpgroup 0 alone
+    IDX_AHEAD: gl.constexpr = False,  # TMA loader: the next tile's page index loaded early
+    stamps=None,  # benchmarks only: int64 [programs, 4] (start ns, end ns, SM id) per program
+    # dynamic tiles (TMA loader only): int32, 32 per (request, head block) row, zero before the
+    # first launch and left zero by every launch (see _dyn_loader)
+    counters=None,
+    # dynamic tiles: a row's programs launch next to each other (the linear program id is
+    # row-major over (request, split)), so the GPU's block scheduler spreads each row over its
+    # GPCs instead of giving a row's programs to the same few (rows ended 10 us apart)
+    SPREAD_ROWS: gl.constexpr = False,
 ):
     """Stage 1 with warpgroup roles (see above): the default partition (4 warps) is warpgroup
     0, the workers warpgroup 1 and the loader (one warp issuing TMA at pages of whole tiles; a
-    warpgroup gathering rows with cp.async where ``GATHER``)."""
+    warpgroup gathering rows with cp.async where ``GATHER``). With ``counters`` the programs
+    of a row take its tiles dynamically (``_dyn_loader``): each of the row's ``row_splits``
+    programs writes a partial, empty ones with log2-sum-exp -inf."""
     D_NOPE: gl.constexpr = 512
     D_PE: gl.constexpr = 64
     M: gl.constexpr = QP * BLOCK_H
@@ -1216,17 +1411,34 @@ def mla_verify_stage1_hopper_roles(
     hb = gl.program_id(0)
     b = gl.program_id(1)
     split = gl.program_id(2)
+    if SPREAD_ROWS and counters is not None:
+        lin = gl.program_id(1) + gl.num_programs(1) * gl.program_id(2)  # the launch order
+        b = lin // gl.num_programs(2)
+        split = lin % gl.num_programs(2)
+    cta = (split * gl.num_programs(1) + b) * gl.num_programs(0) + hb
+    if stamps is not None:
+        _stamp(stamps, cta * 4, 0)
     seq = gl.load(seq_lens + b)
     n = gl.load(qo_lens + b)
+    if EARLY_Q:  # issued beside the lengths: one memory latency less before the first tile
+        kv_start = gl.load(kv_indptr + b).to(gl.int64)
     if n == 0:
         return
     row_splits = _row_splits(seq, num_splits, MIN_CHUNK, DEVICE_SPLITS)
-    per = (seq + row_splits - 1) // row_splits
-    chunk = ((per + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
-    lo = split * chunk
-    hi = gl.minimum(lo + chunk, seq)
-    if lo >= hi:
-        return
+    if counters is not None:  # every program of the row takes part, none has a fixed range
+        gl.static_assert(not GATHER)
+        gl.static_assert(LOADS)
+        if split >= row_splits:
+            return
+        lo = 0
+        hi = seq
+    else:
+        per = (seq + row_splits - 1) // row_splits
+        chunk = ((per + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+        lo = split * chunk
+        hi = gl.minimum(lo + chunk, seq)
+        if lo >= hi:
+            return
 
     qn_smem = gl.allocate_shared_memory(
         dtype, [M, D_NOPE], gl.NVMMASharedLayout.get_default_for([M, D_NOPE], dtype)
@@ -1256,6 +1468,10 @@ def mla_verify_stage1_hopper_roles(
     pready = gl.allocate_shared_memory(gl.int64, [1], bar)
     pfree = gl.allocate_shared_memory(gl.int64, [1], bar)
     lready = gl.allocate_shared_memory(gl.int64, [1], bar)
+    jsm = None
+    if counters is not None:  # each buffer's first key, from the loader
+        jsm = gl.allocate_shared_memory(gl.int32, [NUM_BUF, 1],
+                                        gl.SwizzledSharedLayout(1, 1, 1, [0]))  # fmt: skip
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(full.index(i), count=128 if GATHER else 1)  # gather: each loader thread
         mbarrier.init(empty.index(i), count=2)  # one arrival per computing warpgroup
@@ -1277,11 +1493,13 @@ def mla_verify_stage1_hopper_roles(
     cp.async_copy_global_to_shared(qn_smem, q_nope + q_off[:, None] + cols_n[None, :])
     cp.async_copy_global_to_shared(qp_smem, q_pe + r_off[:, None] + cols_p[None, :])
     cp.commit_group()
-    cp.wait_group(0)
+    if not EARLY_Q:
+        cp.wait_group(0)
     fence_async_shared()  # q and the barriers' init, before wgmma and the copy engine use them
     gl.thread_barrier()
 
-    kv_start = gl.load(kv_indptr + b).to(gl.int64)
+    if not EARLY_Q:
+        kv_start = gl.load(kv_indptr + b).to(gl.int64)
     n_tiles = (hi - lo + BLOCK_N - 1) // BLOCK_N
     if GATHER:
         gl.warp_specialize(
@@ -1290,7 +1508,7 @@ def mla_verify_stage1_hopper_roles(
                                      full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
                                      hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
                                      stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
-                                     GATHER, P_REG)),
+                                     GATHER, P_REG, EARLY_Q)),
                 (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
                              n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
                              stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
@@ -1301,6 +1519,24 @@ def mla_verify_stage1_hopper_roles(
             [4, 4],
             [PV_REGS, LOADER_REGS],
         )  # fmt: skip
+    elif counters is not None:
+        ctr = counters + (b * gl.num_programs(0) + hb) * 32  # a row's own 128-byte line
+        gl.warp_specialize(
+            [
+                (_roles_qk_softmax, (qn_smem, qp_smem, kn_smem, kp_smem, p_smem, a_smem, l_smem,
+                                     full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
+                                     hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
+                                     stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
+                                     GATHER, P_REG, EARLY_Q, jsm)),
+                (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
+                             n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
+                             stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER, jsm)),
+                (_dyn_loader, (kn_desc, kp_desc, kv_indices, kv_start, seq, ctr, row_splits,
+                               kn_smem, kp_smem, jsm, full, empty, BLOCK_N, PAGE, NUM_BUF)),
+            ],
+            [4, 1],
+            [PV_REGS, LOADER_REGS],
+        )  # fmt: skip
     else:
         gl.warp_specialize(
             [
@@ -1308,13 +1544,15 @@ def mla_verify_stage1_hopper_roles(
                                      full, empty, pready, pfree, lready, qk_scale, seq, n, lo,
                                      hi, n_tiles, hb, qlen, H, part_o, part_lse, b64, split,
                                      stride_pb, stride_pt, stride_ph, BLOCK_H, BLOCK_N, NUM_BUF,
-                                     GATHER, P_REG)),
+                                     GATHER, P_REG, EARLY_Q)),
                 (_roles_pv, (kn_smem, p_smem, a_smem, l_smem, full, empty, pready, pfree, lready,
                              n_tiles, hb, n, qlen, H, part_o, part_lse, b64, split, stride_pb,
                              stride_pt, stride_ph, BLOCK_H, NUM_BUF, GATHER)),
                 (_ws_loader, (kn_desc, kp_desc, kv_indices, kv_start, lo, n_tiles, kn_smem,
-                              kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF, 1, LOADS)),
+                              kp_smem, full, empty, BLOCK_N, PAGE, NUM_BUF, 1, LOADS, IDX_AHEAD)),
             ],
             [4, 1],
             [PV_REGS, LOADER_REGS],
         )  # fmt: skip
+    if stamps is not None:  # every role done, its stores issued
+        _stamp(stamps, cta * 4, 1)

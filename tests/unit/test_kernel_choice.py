@@ -323,3 +323,81 @@ def test_roles_only_with_the_default_loop():
                   C(gluon_phases=1), C(gluon_l2_prefetch=1)):  # fmt: skip
         assert not tb.roles_kernel(other, 64)
     assert "gluon_roles" in tb.gluon_unsupported(C(gluon_roles="yes"), True, 4, False, _q())
+
+
+@pytest.mark.parametrize("page,config,dynamic", [
+    (64, C(gluon_dynamic=True), True),  # TMA tiles: the loader takes them from a counter
+    (1, C(gluon_dynamic=True), False),  # the gather loader keeps fixed ranges
+    (64, C(gluon_dynamic=True, gluon_phases=2), False),  # the compute-alone probe too
+    (64, C(), False),
+])  # fmt: skip
+def test_dynamic_tiles_get_zeroed_counters_and_stage2_merges_every_split(
+    monkeypatch, page, config, dynamic
+):
+    """Dynamic tiles: the roles kernel gets the workspace's zeroed int32 counters (a 128-byte
+    line per (request, head block) row) and stage 2 is told to merge every split's partial
+    (any split may hold any key); elsewhere no counters and the usual merge."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    k = tb._kernels()
+    seen: list = []
+    for name in KERNELS:
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    monkeypatch.setattr(k, "mla_verify_stage2", _Recorder(k.mla_verify_stage2, seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(config)
+    be._is_hopper = True
+    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    (name1, grid1, args1), (name2, _, args2) = seen
+    assert name1 == "mla_verify_stage1_hopper_roles" and name2 == "mla_verify_stage2"
+    assert args2["DYNAMIC"] is dynamic and be.last_launch["dynamic_tiles"] is dynamic
+    if dynamic:
+        ctr = args1["counters"]
+        assert ctr is be.workspace.ctr and ctr.dtype == torch.int32
+        assert ctr.numel() >= grid1[0] * grid1[1] * 32 and int(ctr.count_nonzero()) == 0
+    else:
+        assert args1["counters"] is None
+
+
+def test_counters_allocated_zeroed_once_and_never_in_a_capture(monkeypatch):
+    """The counters are zeroed when allocated and then reused as they are (every launch leaves
+    them zero: no fill per launch); allocating one inside a graph capture is refused, and
+    ``reserve`` allocates them ahead (a head block holds at least one head)."""
+    ws = tb.Workspace()
+    cpu = torch.device("cpu")
+    c = ws.counters(3, cpu)
+    assert c.numel() == 96 and c.dtype == torch.int32 and int(c.count_nonzero()) == 0
+    assert ws.counters(2, cpu) is c and ws.allocations == 1
+    monkeypatch.setattr(tb, "_capturing", lambda device: True)
+    assert ws.counters(3, cpu) is c  # enough already: fine inside a capture
+    with pytest.raises(MlaprofError, match="reserved before graph capture"):
+        ws.counters(4, cpu)
+    monkeypatch.setattr(tb, "_capturing", lambda device: False)
+    be = tb.TritonBackend()
+    be.reserve(4, 2, 16, 8, "cpu")
+    assert be.workspace.ctr is not None and be.workspace.ctr.numel() >= 4 * 16 * 32
+
+
+@pytest.mark.parametrize("splits,dynamic", [(64, True), (65, False)])
+def test_dynamic_tiles_only_up_to_64_splits_a_row(monkeypatch, splits, dynamic):
+    """All of a row's programs share its counter: past ``gluon_dynamic_max_splits`` (64; B 1
+    takes 128 at 128K) the fixed ranges stay, and stage 2 merges as usual."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    k = tb._kernels()
+    seen: list = []
+    for name in KERNELS:
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    monkeypatch.setattr(k, "mla_verify_stage2", _Recorder(k.mla_verify_stage2, seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=64, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(tb.default_config(4, hopper=True))
+    be._is_hopper = True
+    out = torch.empty(2, 4, 16, 512, dtype=torch.bfloat16)
+    be.forward(inp, meta, out, None, num_splits=splits)
+    (_, _, args1), (_, _, args2) = seen
+    assert (args1["counters"] is not None) is dynamic and args2["DYNAMIC"] is dynamic
+    # the sm_90 default's other parts: q awaited by warpgroup 0, one-pass merge within a block
+    assert args1["EARLY_Q"] and args1["IDX_AHEAD"] and not args1["SPREAD_ROWS"]
+    assert args2["ONE_PASS"] is (splits <= 32)

@@ -198,7 +198,7 @@ def test_host_decided_splits_stay_as_passed():
 
 
 def test_default_layout_is_64_rows_on_hopper_and_portable_elsewhere():
-    from mlaprof.backends.triton_backend import default_config, is_hopper
+    from mlaprof.backends.triton_backend import HOPPER_SCHEDULE, default_config, is_hopper
 
     hop, port = default_config(4, hopper=True), default_config(4)
     assert (hop.rows, hop.num_warps, hop.num_stages, hop.rope_first) == (64, 8, 3, True)
@@ -207,7 +207,14 @@ def test_default_layout_is_64_rows_on_hopper_and_portable_elsewhere():
     # decode: the Gluon kernel on sm_90 (Triton's 16-row layout its fallback), 16 rows elsewhere
     dec = default_config(1, hopper=True)
     assert dec.gluon_decode and dec.kernel == "auto"
-    assert dataclasses.replace(dec, gluon_decode=False) == default_config(1)
+    # sm_90's schedule on both: dynamic tiles spread over the GPCs, the prologue's loads
+    # together, stage 2 in one pass; nothing of it elsewhere
+    plain = {k: getattr(LaunchConfig(), k) for k in HOPPER_SCHEDULE}
+    for cfg in (hop, dec):
+        assert all(getattr(cfg, k) == v for k, v in HOPPER_SCHEDULE.items())
+    assert HOPPER_SCHEDULE["gluon_dynamic"] and HOPPER_SCHEDULE["stage2_one_pass"]
+    assert all(getattr(port, k) == v for k, v in plain.items())
+    assert dataclasses.replace(dec, gluon_decode=False, **plain) == default_config(1)
     assert not default_config(1).gluon_decode
     assert default_config(4, flatten=True, hopper=True) == default_config(1)
     assert default_config(1, flatten=True, hopper=True) == default_config(1)
@@ -227,3 +234,66 @@ def test_pages_of_whole_tiles_match_reference(kv_lens, qlen, splits, page, flatt
     """Pages holding whole tiles (vLLM's 64-token blocks at block_n 64): the kernel loads one
     page index per tile instead of one per key; ragged rows end inside their last page."""
     _check(*_run(kv_lens, qlen, 16, splits, pad=1, page=page, flatten=flatten, seed=page + qlen))
+
+
+def test_stage2_after_dynamic_tiles_merges_every_split():
+    """Dynamic tiles (stage 1 on sm_90, ``gluon_dynamic``): any split may hold any of the row's
+    keys, so stage 2 merges each of the row's splits, an empty one (log2-sum-exp -inf) with
+    weight 0. The usual merge stops at the splits its fixed ranges give keys to: here 3 of 4
+    (40 keys in ranges of 16), so it would drop split 3."""
+    from mlaprof.kernels import mla_verify as k
+
+    b, qlen, h, s, seq = 1, 1, 2, 4, 40
+    g = torch.Generator().manual_seed(5)
+    part_o = torch.randn(b, qlen, h, s, 512, generator=g).to(DEVICE)
+    part_lse = torch.randn(b, qlen, h, s, generator=g).to(DEVICE)
+    part_lse[..., 2] = float("-inf")  # took no tile
+    part_o[..., 2, :] = 0.0
+    w = torch.exp2(part_lse - part_lse.amax(-1, keepdim=True))
+    want = (w[..., None] * part_o).sum(-2) / w.sum(-1)[..., None]
+    want_lse = (part_lse.amax(-1) + torch.log2(w.sum(-1))) / k.LOG2E
+    lens = torch.tensor([seq], dtype=torch.int32, device=DEVICE)
+    qo = torch.tensor([qlen], dtype=torch.int32, device=DEVICE)
+    for dynamic in (True, False):
+        out = torch.full((b, qlen, h, 512), float("nan"), device=DEVICE)
+        lse = torch.full((b, qlen, h), float("nan"), device=DEVICE)
+        k.mla_verify_stage2[(b, qlen, h * 4)](
+            part_o, part_lse, lens, qo, out, lse, s, qlen, h, *out.stride()[:3],
+            *part_o.stride()[:3], BLOCK_HH=1, BLOCK_D=128, BLOCK_S=4, ALIGN=16, FLATTEN=False,
+            HAS_LSE=True, DYNAMIC=dynamic,
+        )  # fmt: skip
+        err = ((out - want).norm() / want.norm()).item()
+        if dynamic:
+            assert err < REL_TOL and torch.allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+        else:  # the fixed-range merge leaves split 3 out
+            assert err > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("kv_lens", "qlen", "heads", "splits", "pad", "device"),
+    [
+        ([20, 37], 4, 16, 3, 1, False),  # verify, ragged, a padding row; split 2 of row 0 empty
+        ([33], 1, 16, 4, 0, False),  # decode
+        ([3, 64, 300], 2, 8, 4, 1, True),  # S decided on the device, cap 4
+    ],
+)
+def test_stage2_one_pass_matches_reference(kv_lens, qlen, heads, splits, pad, device):
+    """Stage 2 in one pass (``stage2_one_pass``, every split in one block): the splits not
+    written this launch hold NaN here (the workspace poisoned first) and must not reach the
+    output; padding rows get 0 and lse -inf without the branch."""
+    cfg = LaunchConfig(block_n=16, stage2_heads=128, block_s=4, stage2_one_pass=True,
+                       split_min_chunk=32)  # fmt: skip
+    shape = BatchShape(list(kv_lens), qlen, len(kv_lens) + pad, None, "FULL")
+    meta = build_metadata(shape, seed=12, device=DEVICE)
+    inp = make_inputs(meta, heads, seed=1012, device=DEVICE)
+    b = meta.num_reqs
+    ref = torch.empty(b, qlen, heads, 512, device=DEVICE)
+    ref_lse = torch.empty(b, qlen, heads, device=DEVICE)
+    TorchReference().forward(inp, meta, ref, ref_lse)
+    be = TritonBackend(cfg, device_splits=device)
+    for t in be.workspace.get(b, qlen, heads, splits, torch.device(DEVICE)):
+        t.fill_(float("nan"))
+    out = torch.full_like(ref, float("nan"))
+    lse = torch.full_like(ref_lse, float("nan"))
+    be.forward(inp, meta, out, lse, num_splits=splits)
+    _check(meta, ref, ref_lse, out, lse)
