@@ -220,6 +220,25 @@ def _launch_stage1(monkeypatch, page: int, config, g=None):
     return seen, meta, inp
 
 
+def _launch_both(monkeypatch, page: int, config, splits: int):
+    """Stage 1 and stage 2 launched by the backend on a Hopper, every Gluon kernel and the
+    Triton merge replaced by a :class:`_Recorder`: ``(seen, backend)``."""
+    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
+    k = tb._kernels()
+    seen: list = []
+    for name in KERNELS:
+        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
+    monkeypatch.setattr(k, "mla_verify_stage2", _Recorder(k.mla_verify_stage2, seen))
+    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
+    inp = make_inputs(meta, 16, seed=7, device="cpu")
+    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
+    be = tb.TritonBackend(config)
+    be._is_hopper = True
+    out = torch.empty(2, 4, 16, 512, dtype=torch.bfloat16)
+    be.forward(inp, meta, out, None, num_splits=splits)
+    return seen, be
+
+
 def _forward(config, inp, meta) -> None:
     be = tb.TritonBackend(config)
     be._is_hopper = True
@@ -337,18 +356,7 @@ def test_dynamic_tiles_get_zeroed_counters_and_stage2_merges_every_split(
     """Dynamic tiles: the roles kernel gets the workspace's zeroed int32 counters (a 128-byte
     line per (request, head block) row) and stage 2 is told to merge every split's partial
     (any split may hold any key); elsewhere no counters and the usual merge."""
-    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
-    k = tb._kernels()
-    seen: list = []
-    for name in KERNELS:
-        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
-    monkeypatch.setattr(k, "mla_verify_stage2", _Recorder(k.mla_verify_stage2, seen))
-    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=page, seed=3)
-    inp = make_inputs(meta, 16, seed=7, device="cpu")
-    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(config)
-    be._is_hopper = True
-    be.forward(inp, meta, torch.empty(2, 4, 16, 512, dtype=torch.bfloat16), None, num_splits=3)
+    seen, be = _launch_both(monkeypatch, page, config, 3)
     (name1, grid1, args1), (name2, _, args2) = seen
     assert name1 == "mla_verify_stage1_hopper_roles" and name2 == "mla_verify_stage2"
     assert args2["DYNAMIC"] is dynamic and be.last_launch["dynamic_tiles"] is dynamic
@@ -383,19 +391,7 @@ def test_counters_allocated_zeroed_once_and_never_in_a_capture(monkeypatch):
 def test_dynamic_tiles_only_up_to_64_splits_a_row(monkeypatch, splits, dynamic):
     """All of a row's programs share its counter: past ``gluon_dynamic_max_splits`` (64; B 1
     takes 128 at 128K) the fixed ranges stay, and stage 2 merges as usual."""
-    g = pytest.importorskip("mlaprof.kernels.mla_verify_gluon")
-    k = tb._kernels()
-    seen: list = []
-    for name in KERNELS:
-        monkeypatch.setattr(g, name, _Recorder(getattr(g, name), seen))
-    monkeypatch.setattr(k, "mla_verify_stage2", _Recorder(k.mla_verify_stage2, seen))
-    meta = build_metadata(BatchShape([130, 64], 4, 2, None, "FULL"), page_size=64, seed=3)
-    inp = make_inputs(meta, 16, seed=7, device="cpu")
-    inp = type(inp)(inp.q_nope.bfloat16(), inp.q_pe.bfloat16(), inp.kv_c.bfloat16(), inp.sm_scale)
-    be = tb.TritonBackend(tb.default_config(4, hopper=True))
-    be._is_hopper = True
-    out = torch.empty(2, 4, 16, 512, dtype=torch.bfloat16)
-    be.forward(inp, meta, out, None, num_splits=splits)
+    seen, _ = _launch_both(monkeypatch, 64, tb.default_config(4, hopper=True), splits)
     (_, _, args1), (_, _, args2) = seen
     assert (args1["counters"] is not None) is dynamic and args2["DYNAMIC"] is dynamic
     # the sm_90 default's other parts: q awaited by warpgroup 0, one-pass merge within a block
