@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import (
+    NOT_RUNNABLE,
     POLICIES,
     RELEASED_POLICIES,
     Policy,
@@ -119,7 +120,7 @@ def step_splits(
                     meta.min_kv_seq_len_active,
                     None,
                     None,
-                    f"not runnable: {why}",
+                    f"{NOT_RUNNABLE}: {why}",
                 )
             )
             continue

@@ -95,6 +95,9 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> Tr
         eager_steps=n_eager,
         variants=variants,
         layers_per_pass=per_pass,
+        pass_steps={
+            int(r): sorted(int(x) for x in g) for r, g in steps.groupby("rank", sort=True)["step"]
+        },
         S=s_range,
         rows=rows,
         qlen=qlen,

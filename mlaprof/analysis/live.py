@@ -248,8 +248,8 @@ class LiveFold:
             statuses=dict(self.statuses),
             rows=dict(self.rows),
             rank_rows=dict(self.rank_rows),
-            series=step_series(self.frame("steps")),
-            step_ids=step_ids(self.frame("steps")),
+            series=step_series(verify_steps(self.frame("steps"), summary)),
+            step_ids=step_ids(verify_steps(self.frame("steps"), summary)),
             memory=_latest(self.frame("memory"), ("rank", "capture_size", "graph_mode")),
             captures=_latest(self.frame("captures"), ("rank", "capture_size", "graph_mode")),
         )
@@ -270,6 +270,24 @@ class LiveFold:
         syn = sy[(sy["step"] == step) & ((sy["rank"] == rank) if rank is not None else True)]
         lay = fill_layer_syncs(ly[pick], syn)  # the one sync-counting rule (analysis.syncs)
         return layer_table(lay, syn)
+
+
+def verify_steps(steps: pd.DataFrame, summary: RunSummary | None) -> pd.DataFrame:
+    """The committed steps the summary counts as the run's steps: an imported trace's drafter
+    passes, told apart by the analysis (its drafter section's ``pass_steps``, per rank), left
+    out as the report leaves them out. Steps newer than the summary stay in until the next one
+    decides them."""
+    trace = summary.trace if summary is not None else None
+    drafter = trace.drafter if trace is not None else None
+    if steps.empty or drafter is None or not drafter.pass_steps:
+        return steps
+    passes = pd.MultiIndex.from_tuples(
+        [(r, s) for r, ids in drafter.pass_steps.items() for s in ids], names=["rank", "step"]
+    )
+    mine = pd.MultiIndex.from_arrays(
+        [pd.to_numeric(steps["rank"]), pd.to_numeric(steps["step"])], names=["rank", "step"]
+    )
+    return steps[~mine.isin(passes)]
 
 
 def step_series(steps: pd.DataFrame, window: int = WINDOW) -> dict[int, StepSeries]:

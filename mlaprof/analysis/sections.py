@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph
 from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none
+from mlaprof.splits.policies import NOT_RUNNABLE
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
 if TYPE_CHECKING:
@@ -293,6 +294,9 @@ class TraceDrafter(Section):
     eager_steps: int = over_ranks()
     graph_steps: int = over_ranks()
     layers_per_pass: str | None
+    # per rank, the step ids of its drafter passes (analysis.drafter.graph_kinds): every view
+    # that counts or times steps leaves these out, as the report's verify steps do
+    pass_steps: dict[int, list[int]]
     provenance: str
     qlen: str | None
     rows: str | None
@@ -586,6 +590,21 @@ FROZEN_LEGEND = (
 )
 
 
+def not_runnable_reason(note: object) -> str | None:
+    """Why a split record's policy cannot run its configuration, from the record's note
+    ("not runnable: <why>", as mlaprof.step_splits writes it); None for a runnable record."""
+    text = note if isinstance(note, str) else ""
+    if not text.startswith(NOT_RUNNABLE):
+        return None
+    return text.removeprefix(NOT_RUNNABLE).removeprefix(":").strip() or "no reason recorded"
+
+
+def not_runnable_text(reason: str | None) -> str | None:
+    """A not-runnable reason in the one wording every view prints (the splits rows' and the
+    split figures' ``not_runnable``); None for a runnable policy."""
+    return None if reason is None else f"{NOT_RUNNABLE}: {reason}"
+
+
 @section
 class SplitStep(Section):
     """The worst step per rank and policy, modelled (analysis.splits.split_rows); ``None`` where
@@ -612,6 +631,14 @@ class SplitStep(Section):
     # the condition ``frozen`` holds on (FROZEN_IF_CAPTURES: the run does not say whether its
     # FULL graph captures; None: it stands as it is), said beside it in every view
     frozen_if: str | None = opt()
+    # why the policy's kernel cannot run this row's configuration (its S used and deserved are
+    # None for that reason, not unknown): every view says :attr:`not_runnable_text`
+    not_runnable: str | None = opt()
+
+    @property
+    def not_runnable_text(self) -> str | None:
+        """The row's not-runnable reason in the one wording every view prints."""
+        return not_runnable_text(self.not_runnable)
 
     @property
     def collapsed(self) -> bool:

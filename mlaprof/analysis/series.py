@@ -21,6 +21,7 @@ import pandas as pd
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.padding import padding_summary
+from mlaprof.analysis.sections import not_runnable_reason
 from mlaprof.analysis.splits import (
     decided_on_device,
     frozen_condition,
@@ -120,6 +121,9 @@ class SplitPoint:
     occupancy_deserved: float | None
     note: str | None
     on_device: bool
+    # why the policy's kernel cannot run this step (the splits rows' rule and field:
+    # mlaprof.analysis.sections.not_runnable_reason); None: it runs
+    not_runnable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,35 @@ class Timeline:
     kernels_in_window: int
     lanes: tuple[str, ...]
     bars: tuple[Bar, ...]
+    # what ``steps_total`` counts: "verify steps" where a drafter's passes were told apart
+    # (they are not among them), else "steps"
+    noun: str = "steps"
+
+    @property
+    def steps_text(self) -> str:
+        """The steps shown as every view titles them: a count beside a count, then the step
+        ids (``3 of 3 verify steps (step ids 0, 4, 8)``), never a span of ids beside a count
+        of steps that are not all in it; empty where no step is shown."""
+        ch = self.steps_shown
+        if not ch:
+            return ""
+        word = "step id" if len(ch) == 1 else "step ids"
+        return f"{len(ch)} of {self.steps_total} {self.noun} ({word} {id_spans(ch)})"
+
+
+def id_spans(ids: tuple[int, ...] | list[int], most: int = 6) -> str:
+    """Sorted ids as runs (``0–2, 5, 9–11``): three or more consecutive ids as one span; past
+    ``most`` runs, the rest as "…"."""
+    runs: list[list[int]] = []
+    for x in sorted(ids):
+        if runs and x == runs[-1][-1] + 1:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    words = [
+        f"{r[0]}–{r[-1]}" if len(r) >= 3 else ", ".join(str(x) for x in r) for r in runs[:most]
+    ]
+    return ", ".join(words) + (", …" if len(runs) > most else "")
 
 
 @dataclass(frozen=True)
@@ -415,6 +448,7 @@ def split_points(
                     occupancy_deserved=_f(col["occupancy_deserved"][i]),
                     note=note,
                     on_device=dev,
+                    not_runnable=not_runnable_reason(note),
                 )
             )
     return tuple(out)
@@ -638,9 +672,11 @@ def timeline(
     layers: pd.DataFrame,
     want: list[int] | None = None,
     max_kernels: int = TIMELINE_KERNELS,
+    noun: str = "steps",
 ) -> Timeline | None:
     """Steps of a rank (``want``, default the first :data:`TIMELINE_STEPS`) with their layers
-    and kernels (at most ``max_kernels``), on one µs axis."""
+    and kernels (at most ``max_kernels``), on one µs axis; ``noun``: what ``steps`` are
+    (:attr:`Timeline.noun`)."""
     from mlaprof.store.schema import columns
 
     st = _num(steps, "step", "t_start_ns", "duration_ns", "num_reqs")
@@ -736,7 +772,7 @@ def timeline(
             bars.append(Bar(lane, f"kernel:{label}", round((start - t0) / 1e3, 3),
                             dur / 1e3, str(name), (_i(splits), _i(layer))))  # fmt: skip
     return Timeline(tuple(chosen), total, min(shown, max_kernels), shown, tuple(lanes),
-                    tuple(bars))  # fmt: skip
+                    tuple(bars), noun)  # fmt: skip
 
 
 def rank_series(
@@ -750,6 +786,7 @@ def rank_series(
     timing: Timing | None = None,
     stands: Callable[[str], bool] | None = None,
     frozen_if: str | None = None,
+    step_noun: str = "steps",
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
     timing section), used where this rank's rows are all of them; ``sc``: the run's scenario;
@@ -783,7 +820,9 @@ def rank_series(
         padding_steps=padding_steps(pad),
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
-        timeline=timeline(run, rank, steps, layers) if run is not None or not steps.empty else None,
+        timeline=timeline(run, rank, steps, layers, noun=step_noun)
+        if run is not None or not steps.empty
+        else None,
         shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
         frozen_if=frozen_if if any(p.frozen is not None for p in points) else None,
     )
@@ -807,6 +846,9 @@ def build_series(
     kernels = _kernels_per_rank(run)
     per_step = list(shadow.per_step) if shadow is not None else []
     ranks = sorted(set(ev.ranks) | set(kernels) | {int(s.rank) for s in per_step})
+    # an imported trace whose drafter passes were told apart: its steps are verify steps
+    trace = getattr(ev, "trace", None)
+    noun = "verify steps" if trace is not None and trace.drafter is not None else "steps"
     return Series(
         run=ev.name,
         ranks=tuple(
@@ -821,6 +863,7 @@ def build_series(
                 timing,
                 stands,
                 frozen_if,
+                noun,
             )  # fmt: skip
             for r in ranks
         ),

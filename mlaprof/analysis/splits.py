@@ -17,7 +17,12 @@ from mlaprof.analysis.collapse import (  # noqa: F401
     three_numbers,
 )
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.sections import FROZEN_IF_CAPTURES, ReplayedSplits, SplitStep
+from mlaprof.analysis.sections import (
+    FROZEN_IF_CAPTURES,
+    ReplayedSplits,
+    SplitStep,
+    not_runnable_reason,
+)
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import over_split as over_split_rule
 
@@ -144,6 +149,7 @@ def split_rows(
                 occupancy_source="model",
                 step=_opt_int(r.step),
                 frozen_if=condition if frozen is not None else None,
+                not_runnable=not_runnable_reason(getattr(r, "note", None)),
             )
         )
     return fold_rank_rows(out)

@@ -4,9 +4,11 @@ summary's series holds them (:mod:`mlaprof.analysis.series`)."""
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from mlaprof.analysis.sections import not_runnable_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 
@@ -124,15 +126,23 @@ def splits_used_vs_deserved(
                 )  # fmt: skip
             )
         for pol in pols:  # policies that cannot run this shape: say so instead of a gap
-            if row[pol].used is None and row[pol].deserved is None:
-                why = (row[pol].note or "").removeprefix("not runnable: ")
-                # upright in the policy's own column, from the axis up: beside bars whose
-                # values are written over them, a level note ran across those labels
-                fig.add_annotation(
-                    x=pol, y=0, yref="paper", showarrow=False, yanchor="bottom", textangle=-90,
-                    text="not applicable" + (f":<br>{c.shorten(why, 30)}" if why else ""),
-                    font={"size": 10, "color": c.NEUTRAL},
-                )  # fmt: skip
+            p = row[pol]
+            if p.not_runnable is not None:
+                # the splits rows' words (sections.not_runnable_text), broken between words
+                # only: the figure says what the report says
+                said = not_runnable_text(p.not_runnable) or ""
+                head, _, why = said.partition(": ")
+                text = f"{head}:<br>" + "<br>".join(textwrap.wrap(why, 30))
+            elif p.used is None and p.deserved is None and not p.on_device:
+                text = "unknown"  # no S recorded, for no reason the record gives
+            else:
+                continue
+            # upright in the policy's own column, from the axis up: beside bars whose
+            # values are written over them, a level note ran across those labels
+            fig.add_annotation(
+                x=pol, y=0, yref="paper", showarrow=False, yanchor="bottom", textangle=-90,
+                text=text, font={"size": 10, "color": c.NEUTRAL},
+            )  # fmt: skip
         title += f" per policy at step {int(at)} on {c.target_label(target)}"
         c.style(fig, title + label, "split policy (kernel heuristic)", S_AXIS)
         fig.update_layout(barmode="group")

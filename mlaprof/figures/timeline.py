@@ -65,9 +65,7 @@ def step_timeline(
     has_steps = any(b.lane in (STEP_LANE, LAYER_LANE) for b in tl.bars)
     title = "Step timeline" if has_steps else "Kernel timeline"
     if tl.steps_shown:
-        ch = tl.steps_shown
-        span = f"{ch[0]}" if len(ch) == 1 else f"{ch[0]}–{ch[-1]}"
-        title += f": step{'s' if len(ch) > 1 else ''} {span} of {tl.steps_total}"
+        title += f": {tl.steps_text}"
     note = (
         f" (first {tl.kernels_shown} of {tl.kernels_in_window} kernels)"
         if tl.kernels_in_window > tl.kernels_shown

@@ -127,6 +127,7 @@ LABELS: dict[str, str] = {
     "Fleet.text": "ranks",
     "RunState.text": "state",
     "TraceDrafter.text": "drafter",
+    "TraceDrafter.pass_steps": "pass step ids (rank=ids)",
     # one op's layer time three ways: each says how it was taken (never three bare "layer" times)
     "Timing.layer_median_us": "layer median (every layer record)",
     "LayerRow.time_us": "mean time",
@@ -221,11 +222,17 @@ SPECS: dict[str, Spec] = {
         (
             *(
                 Col(label_of(n), _cell(n))
-                for n in ("rank", "ranks", "policy", "source", "verified", "on_device", "used",
-                          "deserved")
-            ),  # fmt: skip
+                for n in ("rank", "ranks", "policy", "source", "verified", "on_device")
+            ),
+            # a policy that cannot run: marked, its reason under the table in the section's words
+            Col(label_of("used"), _cell("used"), lambda r: split_cells(r).s if r.not_runnable
+                else field_text("used", r.used)),  # fmt: skip
+            Col(label_of("deserved"), _cell("deserved"), lambda r: split_cells(r).deserved
+                if r.not_runnable else field_text("deserved", r.deserved)),  # fmt: skip
             Col(label_of("frozen"), _cell("frozen", "frozen_if"), lambda r: split_cells(r).frozen),
         ),
+        lambda r: not_runnable_note(r) or "",
+        ("not_runnable",),
     ),
     "PathCheck": Spec(
         "verify paths (step 0, one layer)",
@@ -578,7 +585,8 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks
         rest = [] if overview else [f for f in cols if f.name not in used]
         columns = [(c.head, c.fields, lambda x, c=c: _declared(c, x)) for c in declared]
         columns += [(_label(owner, f.name), (f.name,), _field_cell(f)) for f in rest]
-        notes = [value_text(spec.note(x)) for x in shown] if spec.note else []
+        # a record with nothing to say under the table ("") adds no line
+        notes = [value_text(n) for x in shown if (n := spec.note(x))] if spec.note else []
     title, head, rows = summed_columns(
         spec.title or title if spec else title,
         [h for h, _, _ in columns],
@@ -680,6 +688,9 @@ def table_more(t: Table) -> str:
 
 # -- the splits table's cells (the terminal report and the dashboard share them) --------------
 NEVER_FROZEN = "never"  # the frozen cell of a policy whose S the device decides at each replay
+# the S and deserved cells of a policy whose kernel cannot run the row's configuration: a mark
+# (the cell is narrow), said in the section's words under the table (not_runnable_notes)
+NOT_RUNNABLE_MARK = "‡"
 ON_DEVICE = "dev"  # beside such a policy's S: the device's, for the step (modelled)
 
 
@@ -709,10 +720,12 @@ def split_cells(r: SplitStep) -> SplitCells:
     s = n(r.used)
     if r.on_device:  # the S the device decides at replay, for this step (modelled)
         s = ON_DEVICE if r.used is None else f"{r.used} {ON_DEVICE}"
+    # not unknown: the kernel cannot run it (the row's reason, under the table)
+    gone = r.not_runnable is not None
     return SplitCells(
-        s=s,
+        s=NOT_RUNNABLE_MARK if gone and r.used is None else s,
         all_act=f"{n(r.all_rows)}/{n(r.active_rows)}" if held else GAP,
-        deserved=n(r.deserved),
+        deserved=NOT_RUNNABLE_MARK if gone and r.deserved is None else n(r.deserved),
         frozen=NEVER_FROZEN
         if r.on_device
         else FROZEN_NONE
@@ -722,6 +735,18 @@ def split_cells(r: SplitStep) -> SplitCells:
         if shares
         else GAP,
     )
+
+
+def not_runnable_note(r: SplitStep) -> str | None:
+    """The line under a splits table for a row whose policy cannot run (its mark, the policy,
+    the section's words: ``‡ aiter-gluon-bh64: not runnable: bh64 needs 64 or 128 heads``)."""
+    said = r.not_runnable_text
+    return None if said is None else f"{NOT_RUNNABLE_MARK} {r.policy}: {said}"
+
+
+def not_runnable_notes(rows: Sequence[SplitStep]) -> list[str]:
+    """Each not-runnable row's line (:func:`not_runnable_note`), once each, in row order."""
+    return list(dict.fromkeys(n for r in rows if (n := not_runnable_note(r))))
 
 
 # -- plain-text layout (the terminal report and ``tui --once`` share it) ----------------------
@@ -743,7 +768,7 @@ def text_numeric(cell: str) -> bool:
 
 # what a number's cell reads where there is none ("-": typed_json.reads_when_none's word)
 GAP = "-"
-NUMBER_GAPS = (GAP, "unknown")
+NUMBER_GAPS = (GAP, "unknown", NOT_RUNNABLE_MARK)  # the mark: no number, for a reason
 
 
 def numeric_column(cells: Sequence[str]) -> bool:

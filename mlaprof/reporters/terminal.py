@@ -30,6 +30,7 @@ from mlaprof.reporters.rows import (
     front_rows,
     front_tables,
     layer_splits_title,
+    not_runnable_notes,
     row_line,
     split_cells,
     splits_title,
@@ -170,10 +171,8 @@ def print_report(
             mark = " *" if r.policy == sc.policy else ""
             # the ranks cell as the rows layer's splits table says it (Markdown, HTML, TUI)
             who = [ranks_count([x or 0 for x in r.ranks] or [r.rank or 0])] if by_rank else []
-            c = split_cells(r)
-            if r.used is None and not r.on_device:  # the kernel does not take this configuration
-                c = dataclasses.replace(c, s="‡")
-            elif r.collapsed:
+            c = split_cells(r)  # a policy that cannot run: marked, its reason under the table
+            if r.collapsed:
                 c = dataclasses.replace(c, s=f"[bold red]{c.s}[/]")
             t.add_row(
                 show(r.policy + mark + ("" if r.verified else " †")),
@@ -204,10 +203,10 @@ def print_report(
             f"({ON_DEVICE} S, {NEVER_FROZEN} frozen: S decided on the device at each replay, "
             "its worst step's S shown); "
             f"occupancy of {sc.target} units used -> deserved; † UNVERIFIED: part of the "
-            "rule is not verified (see --json 'source'); ‡ not runnable: the policy's kernel "
-            "asserts against this configuration (head count, batch, KV dtype or arch), so it "
-            "gives no S[/]"
+            "rule is not verified (see --json 'source')[/]"
         )
+        for line in not_runnable_notes(s.splits):  # the section's words, one line a policy
+            console.print(f"[dim]{term(line)}[/]", highlight=False)
 
     if s.syncs and verbose:
         st = Table(title="syncs in the captured region", title_justify="left")

@@ -211,6 +211,9 @@ PS_CLUSTER_MULTIPLIER = 1
 # AITER_MLA_DECODE_PERSISTENT_MAX_BATCH; <= 0 disables the gate
 PS_MAX_BATCH = 32
 HOST_FALLBACK = "persistent kernel dropped"  # the note every view keys a host-decided S on
+# how a record's note begins where the policy's kernel cannot run the step's configuration
+# ("not runnable: <why>"): the splits section keeps the why, every view says it in these words
+NOT_RUNNABLE = "not runnable"
 
 
 def persistent_dropped(x: SplitInput) -> Any:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from mlaprof.recording import TWIN
 from mlaprof.reporters.rows import (
     SPLITS_TITLE,
+    not_runnable_notes,
     over_of,
     split_cells,
     splits_scope_of,
@@ -176,6 +177,12 @@ def split_table(v: View) -> Table:
     return head, rows
 
 
+def split_notes(v: View) -> list[str]:
+    """The lines under the splits table: each policy that cannot run, in the section's words
+    (:func:`mlaprof.reporters.rows.not_runnable_notes`, as the terminal report says them)."""
+    return [_s(n) for n in not_runnable_notes(v.splits)]
+
+
 # the padding panel's columns: (Padding field, header)
 PADDING_COLUMNS = (
     ("steps", "steps"),
@@ -329,7 +336,7 @@ def render_text(v: View, width: int = 100) -> str:
     lines += (
         textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="  ")
         if note
-        else format_table(split_table(v))
+        else [*format_table(split_table(v)), *("  " + n for n in split_notes(v))]
     )
     lines += ["", heading(padding_title(v)), *format_table(padding_table(v))]
     lines += ["", "CAPTURE MEMORY (per rank and capture size)", *format_table(memory_table(v))]

@@ -141,7 +141,7 @@ def test_timeline_microsecond_lanes_match_the_tables(runs):
     assert set(kern[0].y) == {"kernels, stream 7"}
     assert fig.layout.xaxis.type == "linear" and "(µs)" in fig.layout.xaxis.title.text
     assert list(fig.layout.yaxis.categoryarray) == ["steps", "layers", "kernels, stream 7"]
-    assert "steps 1–2 of 5" in fig.layout.title.text
+    assert "2 of 5 steps (step ids 1, 2)" in fig.layout.title.text  # a count beside a count
     fixed = F.step_timeline(fix)
     assert "layer (no host sync)" in {t.name for t in fixed.data}
     assert "layer with host syncs (cannot be graph-captured)" not in {t.name for t in fixed.data}

@@ -10,7 +10,10 @@ import no probe watched says in its sync line why its own check counted nothing;
 time says its kernel rows and attention share add every rank's launches (in the sections' one
 wording, "sum over N ranks"); a failed capture's sizes count the sizes it attempted, as its memory
 finding does; a multi-rank trace's trust finding and reasons are the unreliable rank's own; a
-fleet's step counts in its capture evidence and collapse finding are per rank."""
+fleet's step counts in its capture evidence and collapse finding are per rank; a drafter's
+passes name their step ids per rank (``trace.drafter.pass_steps``: the dashboard leaves them out
+of its steps as the report does); a splits row whose policy's kernel cannot run the step says
+why (``not_runnable``: every view says it from there, where it read "unknown", "-" or "‡")."""
 
 from __future__ import annotations
 

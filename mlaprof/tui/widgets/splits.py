@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.tui.text import split_table, splits_border
+from mlaprof.tui.text import split_notes, split_table, splits_border
 from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
@@ -20,4 +20,4 @@ class SplitsTable(ViewTable):
             self.border_title = title
         if self.border_subtitle != under:
             self.border_subtitle = under
-        self.show(split_table(v))
+        self.show(split_table(v), notes=split_notes(v))

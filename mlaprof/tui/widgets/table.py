@@ -8,6 +8,7 @@ sorts), row cursor (keys, mouse), Enter or a click on the cursor row selects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
@@ -87,11 +88,14 @@ class ViewTable(CachedStyles, ScrollView, can_focus=True):
         self._head_line = ""
         self._lines: list[str] = []
         self._spans: list[tuple[int, int]] = []  # column x ranges, for header clicks
+        self._notes: list[str] = []  # lines under the rows (a legend): no cursor, no columns
 
     # -- data ----------------------------------------------------------------------------------
-    def show(self, table: Table, keys: list[str] | None = None) -> None:
-        if table == self._shown and keys == self._keys:
+    def show(self, table: Table, keys: list[str] | None = None, notes: Sequence[str] = ()) -> None:
+        """``notes``: lines drawn under the rows, outside the columns (a cell's legend)."""
+        if table == self._shown and keys == self._keys and list(notes) == self._notes:
             return
+        self._notes = list(notes)
         head, rows = table
         cols = list(zip(head, *rows, strict=True)) if head else []
         widths = [max(len(c) for c in col) for col in cols]
@@ -110,8 +114,9 @@ class ViewTable(CachedStyles, ScrollView, can_focus=True):
             self._spans.append((x, x + w))
             x += w + GAP
         self._shown, self._keys = table, keys
-        width = max([len(self._head_line), *(len(s) for s in self._lines)]) + 1
-        size = Size(width, len(rows) + 1)
+        lines = [self._head_line, *self._lines, *(" " + n for n in self._notes)]
+        width = max(len(s) for s in lines) + 1
+        size = Size(width, len(rows) + 1 + len(self._notes))
         if size != self.virtual_size:
             self.virtual_size = size
         if rows and self.cursor_row >= len(rows):
@@ -193,7 +198,11 @@ class ViewTable(CachedStyles, ScrollView, can_focus=True):
         else:
             row = int(self.scroll_offset.y) + y - 1
             if row >= len(self._lines):
-                return Strip.blank(width, self._style("base"))
+                note = row - len(self._lines)
+                if note >= len(self._notes):
+                    return Strip.blank(width, self._style("base"))
+                line = (" " + self._notes[note])[sx : sx + width].ljust(width)
+                return Strip([Segment(line, self._style("base"))], width)
             text = self._lines[row]
             if row == self.cursor_row and self.row_count:
                 style = self._style("view-table--cursor")
