@@ -28,6 +28,7 @@ from mlaprof.analysis.grid import step_checks_by_rank, value_range
 from mlaprof.analysis.sections import TraceDrafter
 from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
+from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_text
 from mlaprof.step_sources import unrle
 
 if TYPE_CHECKING:
@@ -89,6 +90,12 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> Tr
     qlen = value_range(steps["qlen"])
     # a pass without a duration has no median: None, never a default
     med = float(steps["duration_ns"].median()) / 1e3 if steps["duration_ns"].notna().any() else None
+    ranks = int(steps["rank"].nunique()) if "rank" in steps else 1
+
+    def pooled(field: str) -> str:  # a value of every rank's, said as its field's label says it
+        how = over_ranks_how(TraceDrafter, field)
+        return f" ({over_ranks_text(how, ranks)})" if ranks > 1 else ""
+
     return TraceDrafter(
         steps=n,
         graph_steps=n_graph,
@@ -105,12 +112,12 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> Tr
         provenance=f"{origin}; drafter passes told from verify steps by their graph (the "
         "target's has the most MLA layers) where the trace identifies graphs, else by their MLA "
         "layer count and qlen",
-        text=f"drafter passes (the drafter's own graphs, not verify steps): {n} "
+        text=f"drafter passes (the drafter's own graphs, not verify steps): {n}{pooled('steps')} "
         f"({n_graph} graph / {n_eager} eager), "
         f"{', '.join(variants) or 'unknown kernel'}, {per_pass or 'unknown'} "
         f"MLA layer(s) per pass, S {s_range or 'unknown'}, rows {rows or 'unknown'}, "
         f"qlen {qlen or 'unknown (not on the grid)'}, median pass "
-        + ("unknown" if med is None else f"{med:.1f} us"),
+        + ("unknown" if med is None else f"{med:.1f} us{pooled('step_median_us')}"),
     )
 
 

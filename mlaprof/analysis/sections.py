@@ -300,7 +300,7 @@ class TraceDrafter(Section):
     provenance: str
     qlen: str | None
     rows: str | None
-    step_median_us: float | None
+    step_median_us: float | None = over_ranks("median of the passes pooled")
     steps: int = over_ranks()
     text: str
     variants: list[str]

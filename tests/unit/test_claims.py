@@ -127,3 +127,21 @@ def test_a_drafter_pass_without_a_duration_reads_unknown() -> None:
     d = drafter_summary(steps, stats, "imported")  # its section type, as the adapter takes it
     assert isinstance(d, TraceDrafter)
     assert d.step_median_us is None and d.rows is None and "median pass unknown" in d.text
+
+
+def test_a_fleets_drafter_text_says_its_counts_and_median_pool_ranks() -> None:
+    """Two ranks' drafter passes: the text's count and median are every rank's, said in the
+    fields' own over-ranks words (a view labels ``steps`` and ``step_median_us`` so too)."""
+    from mlaprof.analysis.drafter import drafter_summary
+
+    steps = pd.DataFrame({"rank": [0, 0, 1], "step": [1, 3, 1], "backend": [None] * 3,
+                          "graph_mode": ["graph"] * 3, "num_reqs": [None] * 3,
+                          "qlen": [None] * 3, "duration_ns": [1000.0, 3000.0, 2000.0]})  # fmt: skip
+    stats = pd.DataFrame({"rank": [0, 0, 1], "step": [1, 3, 1], "n_layers": [None] * 3,
+                          "S": [None] * 3, "median_ns": [None] * 3})  # fmt: skip
+    d = drafter_summary(steps, stats, "imported")
+    assert d is not None and d.steps == 3
+    assert "not verify steps): 3 (sum over 2 ranks) (3 graph" in d.text
+    assert "median pass 2.0 us (median of the passes pooled over 2 ranks)" in d.text
+    one = drafter_summary(steps[steps["rank"] == 0], stats, "imported")
+    assert one is not None and "over" not in one.text.split("not verify steps)")[1]
