@@ -62,6 +62,8 @@ class CompareScreen(Screen):
         follow(self.b, update, lambda _t: update(0), self.stop, self.paused)
 
     def draw(self) -> None:
+        if self.stop.is_set() or not self.is_mounted:
+            return  # B's follower delivered an update after the screen closed: nothing to draw
         a, b = self.a.view(), self.b.view()
         sa, sb = self.a.summary(), self.b.summary()
         rows, legend = compare_table(sa, sb, self.app.size.width < self.SHORT_BELOW)
