@@ -92,6 +92,8 @@ class WhatIfScreen(Screen):
             return
 
     def _show(self, w: Any) -> None:
+        if not self.is_mounted:
+            return  # the grid finished after the screen closed: nothing to draw
         self.result = w
         sc = self.scenario
         first = w.records(w.worst_index(1))[0]
