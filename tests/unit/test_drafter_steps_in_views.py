@@ -66,3 +66,27 @@ def test_id_spans() -> None:
     assert id_spans([0, 1, 2, 5, 9, 10, 11]) == "0–2, 5, 9–11"
     assert id_spans([3]) == "3"
     assert id_spans(list(range(0, 20, 2)), most=3) == "0, 2, 4, …"
+
+
+def test_graph_kinds_take_the_kind_of_the_graph_the_import_identified(monkeypatch) -> None:
+    """Where the import named each replay's graph and its kind, a step takes that kind (verify
+    or drafter) whatever its layer count says; a step of no named graph, of another kind or past
+    the import's list keeps the layer-count rule's (None here)."""
+    import pandas as pd
+
+    from mlaprof.analysis import drafter
+
+    by_rank = {
+        0: {"graphs": [{"graph": "g1", "kind": "verify"}, {"graph": "g2", "kind": "drafter"},
+                       {"graph": "g3", "kind": "other"}],
+            "graph_by_step": [["g1", 2], ["g2", 1], ["g3", 1]]},
+        1: {"graphs": [{"graph": "h", "kind": "drafter"}], "graph_by_step": [["h", 1]]},
+    }  # fmt: skip
+    monkeypatch.setattr(drafter, "step_checks_by_rank", lambda _checks: by_rank)
+    steps = pd.DataFrame({"rank": [0, 0, 0, 0, 1, 1, 0], "step": [0, 1, 2, 3, 0, 5, 9]},
+                         index=[10, 11, 12, 13, 14, 15, 16])  # fmt: skip
+    got = drafter._by_identity(steps, object())  # type: ignore[arg-type]
+    assert list(got.index) == list(steps.index)
+    assert [None if pd.isna(v) else v for v in got.tolist()] == [
+        "verify", "verify", "drafter", None, "drafter", None, None
+    ]  # fmt: skip
