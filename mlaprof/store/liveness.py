@@ -97,12 +97,13 @@ class WriterLock:
             self._fd = None
 
 
-def writer_alive(run_dir: Path, rank: int, role: str = "") -> bool:
-    """True while a process holds the writer lock of rank ``rank`` (and ``role``)."""
+def lock_held(path: Path) -> bool | None:
+    """Whether a live process holds an exclusive ``flock`` on ``path`` (a writer's or an
+    import's lock): None when there is no such file (the caller decides what that means)."""
     try:
-        fd = os.open(lock_path(run_dir, rank, role), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return False  # no lock file: a writer from before locks existed, long gone
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -112,6 +113,12 @@ def writer_alive(run_dir: Path, rank: int, role: str = "") -> bool:
     finally:
         os.close(fd)  # closing drops the shared lock we may have taken
     return False
+
+
+def writer_alive(run_dir: Path, rank: int, role: str = "") -> bool:
+    """True while a process holds the writer lock of rank ``rank`` (and ``role``)."""
+    # no lock file: a writer from before locks existed, long gone
+    return bool(lock_held(lock_path(run_dir, rank, role)))
 
 
 def any_writer_alive(run_dir: Path) -> bool:

@@ -27,6 +27,7 @@ import numpy as np
 from mlaprof.errors import MlaprofError
 from mlaprof.store import columnar, create_run, runmeta, trace_checks, validate
 from mlaprof.store.bulk import insert_columns, insert_flat
+from mlaprof.store.liveness import lock_held
 from mlaprof.store.schema import TABLES
 from mlaprof.store.writer import RunWriter, copy_finished
 
@@ -46,22 +47,13 @@ def _lock_stage(stage: Path) -> int:
 
 
 def _stage_alive(stage: Path) -> bool:
-    try:
-        fd = os.open(stage / STAGE_LOCK, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:  # no lock yet: a stage being created, or one from before stage locks
-        try:
-            return time.time() - stage.stat().st_mtime < STAGE_GRACE_S
-        except OSError:
-            return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+    held = lock_held(stage / STAGE_LOCK)
+    if held is not None:
+        return held
+    try:  # no lock yet: a stage being created, or one from before stage locks
+        return time.time() - stage.stat().st_mtime < STAGE_GRACE_S
     except OSError:
         return False
-    finally:
-        os.close(fd)
-    return False
 
 
 def clean_dead_stages(traces: Path) -> list[str]:
