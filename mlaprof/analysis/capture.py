@@ -13,11 +13,14 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
     CAPTURE_MEMORY_MEASURE,
+    attempted_memory,
     capture_memory_bytes,
     capture_sizes,
+    captured_sizes,
     human_bytes,
     serving_memory,
 )
+from mlaprof.analysis.padding import padded_sizes, size_text
 from mlaprof.analysis.run_checks import no_launch_evidence
 from mlaprof.analysis.typed_json import over_ranks_text
 from mlaprof.rank_counts import per_rank_count
@@ -52,11 +55,14 @@ def capture_summary(
     captures: pd.DataFrame,
     memory: pd.DataFrame,
     origin: str = "unknown",
+    padding: pd.DataFrame | None = None,
 ) -> Capture:
     """A scenario run's capture verdict: measured where a capture was attempted (``origin``:
     where the run's numbers were measured), else predicted from the syncs seen, where the sync
     probe watched a step (``layers``: its per-layer counts; :func:`syncs.probe_watched`, the
-    sync count's own rule): a run that checked none predicts nothing (unknown)."""
+    sync count's own rule): a run that checked none predicts nothing (unknown). ``padding``:
+    the run's padding records, whose capture sizes the section's sizes line names
+    (:func:`sizes_text`)."""
     from mlaprof.analysis.evidence.common import capture
     from mlaprof.analysis.syncs import probe_watched, watched_steps
 
@@ -83,6 +89,8 @@ def capture_summary(
         origin = "predicted from syncs"
     elif status == "unknown":
         origin = "not checked"
+    sizes = capture_sizes(memory)  # the memory finding's count too
+    pad = padding if padding is not None else pd.DataFrame()
     return capture(
         CaptureStatus(status),
         origin,
@@ -91,8 +99,48 @@ def capture_summary(
         effective_mode=effective,
         memory_bytes=capture_memory_bytes(memory),
         memory_measure=CAPTURE_MEMORY_MEASURE,
-        sizes=capture_sizes(memory),  # the memory finding's count too
+        # no capture recorded: no count at all (its why is in sizes_text), never a 0
+        **({} if sizes is None else {"sizes": sizes}),
+        sizes_text=sizes_text(
+            memory, padded_sizes(pad), _why_none(run_meta, mode), run_meta.scenario.vllm_version
+        ),
     )
+
+
+def _why_none(meta: RunMeta, mode: str) -> str:
+    """Why a scenario run recorded no capture (the capture section's sizes line says it)."""
+    if str(meta.device or "").startswith("cpu"):
+        return "CPU engine: graph capture needs a GPU, not attempted"
+    if mode != "FULL":
+        return f"graph mode {mode}: no FULL capture attempted"
+    return "no capture recorded"
+
+
+def sizes_text(
+    memory: pd.DataFrame, padded: list[int], why_none: str, vllm: str | None = None
+) -> str:
+    """The capture sizes as every view says them, the two facts apart: the configured sizes the
+    steps were padded to (the padding section's words, :func:`mlaprof.analysis.padding.
+    size_text`; ``vllm``: the version whose capture sizes they are) and what a capture covered
+    (the memory records: graphs kept, else FULL attempts that failed) or, where none was
+    captured, ``why_none``; never a count of 0 beside the padding's size."""
+    said = ", ".join
+    of = f"of the scenario's vLLM {vllm} capture sizes" if vllm else "configured"
+    configured = f"steps padded to {size_text(padded)} ({of})"
+    if not padded:
+        configured = "no padded capture size recorded"
+    kept = serving_memory(memory)
+    if not kept.empty:
+        got = captured_sizes(kept)
+        captured = f"captured: {len(got)} ({said(map(str, got))})"
+    elif not attempted_memory(memory).empty:
+        got = captured_sizes(memory)
+        captured = (
+            f"captured: none; attempted: {len(got)} ({said(map(str, got))}), FULL capture failed"
+        )
+    else:
+        captured = f"captured: none ({why_none})"
+    return f"{configured}; {captured}"
 
 
 def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:

@@ -78,6 +78,7 @@ def capture_phase(run: Run, steps: pd.DataFrame) -> tuple[CapturePhase | None, p
                 instantiated=int(c["function"].isin(INSTANTIATE).sum()),
                 warmup_steps=len(warm),
                 warmup_rows=[int(x) for x in warm["num_reqs"].dropna()],
+                warmup_step_ids=[int(x) for x in warm["step"]],
                 start_ns=begin,
                 end_ns=end,
                 duration_ms=round((end - begin) / 1e6, 3),

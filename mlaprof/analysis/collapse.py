@@ -17,7 +17,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _split_backend, trace_heads
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.analysis.typed_json import over_ranks_text
+from mlaprof.analysis.typed_json import over_ranks_label
 from mlaprof.rank_counts import per_rank_count, ranks_of
 from mlaprof.splits import releases
 from mlaprof.splits.policies import POLICIES, SplitInput
@@ -197,10 +197,9 @@ def collapse_findings(
             on_ranks = f" on {ranks_of(ranks, n_ranks)}" if n_ranks > 1 else ""
             c = stage2_checks.get(path)
             stage2 = (
-                f"; no stage-2 kernel in {c.s1_without_stage2} of its S = 1 layers ("
                 # the trace's checks add every rank's layers: said, in the one wording
-                + (f"{over_ranks_text('sum', n_ranks)}; " if n_ranks > 1 else "")
-                + "consistent: stage 2 is not launched when S == 1)"
+                f"; no stage-2 kernel in {c.s1_without_stage2}{over_ranks_label('sum', n_ranks)} "
+                "of its S = 1 layers (consistent: stage 2 is not launched when S == 1)"
                 if s == 1 and c is not None
                 else ""
             )

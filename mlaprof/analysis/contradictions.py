@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
-from mlaprof.analysis.padding import NOT_RECORDED
+from mlaprof.analysis.padding import NOT_RECORDED, size_text
 from mlaprof.analysis.sections import REFERENCE_TEXT
 from mlaprof.analysis.splits import frozen_condition
 from mlaprof.rank_counts import rank_list
@@ -76,6 +76,7 @@ def contradictions(s: RunSummary) -> list[str]:
     if s.route is not None and str(s.route.version) == "as recorded":
         out.append("a modelled route read 'as recorded'")
     cpu = "cpu-attention" in kinds or str(s.device) == "cpu"
+    out += _route_said(s, cpu)
     if cpu and any("--patterns" in f.fix for f in s.findings):
         out.append("a CPU op + advice to describe its kernel grid (--patterns)")
     if s.scenario.recorded and s.route is not None and s.backend:
@@ -122,6 +123,7 @@ def _two_counts(s: RunSummary) -> list[str]:
     ]
     if sized and s.capture.sizes is not None and sized[0] != s.capture.sizes:
         out.append(f"capture sizes {s.capture.sizes} + a memory finding over {sized[0]}")
+    out += _capture_sizes(s)
     verdicts = s.trace.trust_by_rank if s.trace is not None else {}
     reliable = {r for r, v in verdicts.items() if v == "reliable"}
     for f in s.findings:
@@ -142,6 +144,38 @@ def _two_counts(s: RunSummary) -> list[str]:
                     + ("with no FULL graph" if s.capture.no_full_graph else "keeping FULL graphs")
                 )
     return out
+
+
+def _route_said(s: RunSummary, cpu: bool) -> list[str]:
+    """A route every view prints without where it comes from, or a CPU run's route not said
+    to be modelled (it reads as the AMD/ROCm path the run took)."""
+    r = s.route
+    if r is None:
+        return []
+    if not r.provenance or not r.text or r.provenance not in r.text:
+        return [f"route {r.path} said without where it comes from"]
+    if cpu and "modelled" not in r.provenance:
+        return [f"a CPU run + route {r.path} not said to be modelled ({r.provenance})"]
+    return []
+
+
+def _capture_sizes(s: RunSummary) -> list[str]:
+    """The capture section's sizes beside the padding section's: a count of 0 where nothing was
+    captured (it reads as measured), a sizes line that names another padded size than the
+    padding section, or a count its own line does not say."""
+    cap, padded = s.capture, s.padding.capture_sizes
+    if cap.sizes == 0:
+        return ["capture sizes 0 (a count where no capture was recorded)"]
+    said = cap.sizes_text
+    if said is None:
+        return []
+    if padded and size_text(padded) not in said:
+        return [f"capture sizes '{said}' + padding '{size_text(padded)}'"]
+    counts = ("captured: none (",) if cap.sizes is None else (
+        f"captured: {cap.sizes} (", f"attempted: {cap.sizes} (")  # fmt: skip
+    if not any(c in said for c in counts):
+        return [f"capture sizes {cap.sizes} + its sizes line '{said}'"]
+    return []
 
 
 def _frozen_cells(s: RunSummary, full_graph: bool, context: str) -> list[str]:

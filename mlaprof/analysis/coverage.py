@@ -16,6 +16,7 @@ import pandas as pd
 
 from mlaprof.analysis.collapse import COLLAPSE_POLICIES, collapse_policies
 from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.grid import _split_backend
 from mlaprof.analysis.sections import (
     ApiFunction,
     AttentionLike,
@@ -27,9 +28,10 @@ from mlaprof.analysis.sections import (
     TraceSyncs,
 )
 from mlaprof.analysis.syncs import SYNC_CALLS
-from mlaprof.analysis.typed_json import to_json
+from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label, to_json
+from mlaprof.errors import MlaprofError
 from mlaprof.kernel_names import RANGE_LIKE
-from mlaprof.rank_counts import ranks_of
+from mlaprof.rank_counts import per_rank_count, ranks_of
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
@@ -135,16 +137,39 @@ def recognition(per_rank: dict[int, int], layers: pd.DataFrame, ranks: list[int]
     return Recognition(per_rank=per, without_mla=[p.rank for p in per if not p.mla_layers])
 
 
-def collapse_checks(meta: RunMeta, paths: list[TracePath]) -> list[CollapseCheck]:
+def path_steps_per_rank(steps: pd.DataFrame) -> dict[tuple[str, str], dict[int, int]]:
+    """Per (path, kernel variant): each rank's steps (the steps a :class:`TracePath` row adds
+    over its ranks, as :func:`mlaprof.analysis.variants.trace_paths` groups them)."""
+    if steps.empty or "backend" not in steps:
+        return {}
+    st = _split_backend(steps[steps["backend"].notna()])
+    out: dict[tuple[str, str], dict[int, int]] = {}
+    for (path, variant, rank), n in st.groupby(["path", "variant", "rank"]).size().items():
+        out.setdefault((str(path), str(variant)), {})[int(rank)] = int(n)
+    return out
+
+
+def collapse_checks(
+    meta: RunMeta, paths: list[TracePath], steps: pd.DataFrame
+) -> list[CollapseCheck]:
     """Per path the trace ran: whether the split collapse was checked, and why not. Checked on
     the paths whose S the host chooses from grid-visible rows and qlen (COLLAPSE_POLICIES), when
     the grid gives both; a user's kernel without a known rule, or without rows and qlen on its
-    grid, is "not checked" (never a silent pass)."""
+    grid, is "not checked" (never a silent pass). Each row names the ranks its steps add, and
+    each rank's (``steps``: the trace's verify steps the paths were made of)."""
+    per = path_steps_per_rank(steps)
     out = []
     for p in paths:
         axes = meta.stage1_axes.get(p.path)
         missing = [what for what, v in (("rows", p.rows), ("qlen", p.qlen)) if v is None]
-        base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S}
+        mine = {r: n for r, n in per.get((p.path, p.variant), {}).items() if r in p.ranks}
+        if sum(mine.values()) != p.steps:
+            raise MlaprofError(
+                f"internal: the {p.path} {p.variant} row adds {p.steps} step(s), its ranks' "
+                f"steps add {sum(mine.values())}"
+            )
+        base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S,
+                "ranks": list(p.ranks), "steps_per_rank": mine}  # fmt: skip
         if axes is not None and axes.split_axis == "device":
             out.append(CollapseCheck(**base, status="not applicable",
                         why="S is decided on the device at every replay, never frozen"))  # fmt: skip
@@ -183,7 +208,7 @@ _KNOWN_PATHS = _known_paths()
 
 
 def coverage_summary(
-    run: Run, meta: RunMeta, paths: list[TracePath], layers: pd.DataFrame
+    run: Run, meta: RunMeta, paths: list[TracePath], layers: pd.DataFrame, steps: pd.DataFrame
 ) -> TraceCoverage:
     # the distinct ranks of a fleet's layers, not a Python int per layer row
     with_mla = set(pd.unique(layers["rank"]).astype(int).tolist()) if not layers.empty else set()
@@ -192,7 +217,7 @@ def coverage_summary(
         **c,
         api=api_text(c),
         recognition=recognition(c["kernels_by_rank"], layers, run.ranks),
-        collapse_checks=collapse_checks(meta, paths),
+        collapse_checks=collapse_checks(meta, paths, steps),
         provenance=meta.origin,
     )
 
@@ -223,9 +248,12 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         kernels = sum(p.kernels for p in rec.per_rank if p.rank in none)
         names = [f"{x.name} (x{x.launches})" for x in cov.attention_like]
         where = "" if n_ranks == 1 else f" on {ranks_of(none, n_ranks)}"
+        # the launch counts add every rank's (read_counts): said as the sections' label says it
+        launches = over_ranks_label(over_ranks_how(AttentionLike, "launches"), n_ranks)
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
             + _list(names, cov.attention_like_names)
+            + (f"; launches{launches}" if launches else "")
             if names
             else "no kernel name looks like attention (mla/attn/attention/decode/flash)"
         )
@@ -248,7 +276,8 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
                         if renamed
                         else ""
                     )
-                    + f"{kernels} kernel(s) read, none matched the MLA kernel table; nothing "
+                    + f"{kernels}{over_ranks_label('sum', none)} kernel(s) read, none matched "
+                    "the MLA kernel table; nothing "
                     "below judges attention (no S, capture or collapse verdict)"
                 ),
                 evidence=f"{looks}; {cov.api} ({cov.provenance})",
@@ -268,9 +297,10 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
             Finding(
                 kind="not-checked",
                 severity="warning",
+                # each rank's steps, never their sum unsaid (the sections' row says both)
                 title=(
                     f"KV-split collapse not checked on the {chk.path} path ({chk.variant}, "
-                    f"{chk.steps} step(s), S {chk.S}): {chk.why}"
+                    f"{per_rank_count(chk.steps_per_rank, 'step(s)')}, S {chk.S}): {chk.why}"
                 ),
                 evidence=(
                     f"S is read from the grid, but whether it collapsed needs the path's split rule "

@@ -19,6 +19,7 @@ from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE
 from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.headline import own_split as headline_own_split
 from mlaprof.analysis.headline import split_provenance
+from mlaprof.analysis.paths import route_label
 from mlaprof.analysis.sections import Source
 from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
 from mlaprof.analysis.typed_json import to_json
@@ -608,9 +609,7 @@ def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
         after=sb.run,
         state=Change(str(sa.state.status), str(sb.state.status)),
         capture=Change(capture_label(sa), capture_label(sb)),
-        route=Change(
-            *(f"{r.path} (vLLM {r.version})" if r else None for r in (sa.route, sb.route))
-        ),  # fmt: skip
+        route=Change(*(route_label(r) if r else None for r in (sa.route, sb.route))),
         backend=Change(backend_text(sa), backend_text(sb)),
         workload=load,
         trace_splits=_trace_splits(sa, sb),

@@ -28,7 +28,7 @@ from mlaprof.analysis.grid import step_checks_by_rank, value_range
 from mlaprof.analysis.sections import TraceDrafter
 from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_text
+from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
 from mlaprof.step_sources import unrle
 
 if TYPE_CHECKING:
@@ -93,8 +93,7 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> Tr
     ranks = int(steps["rank"].nunique()) if "rank" in steps else 1
 
     def pooled(field: str) -> str:  # a value of every rank's, said as its field's label says it
-        how = over_ranks_how(TraceDrafter, field)
-        return f" ({over_ranks_text(how, ranks)})" if ranks > 1 else ""
+        return over_ranks_label(over_ranks_how(TraceDrafter, field), ranks)
 
     return TraceDrafter(
         steps=n,

@@ -26,10 +26,9 @@ def _split_backend(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_checks_by_rank(checks: RunChecks) -> dict[int, dict[str, Any]]:
-    """Each rank's step-model checks (the import stores them per rank; an older import that
-    kept only its ranks' sum: that, as rank 0's)."""
-    out = {r: c.group("steps") for r, c in checks.ranks().items()}
-    return out or {0: checks.group("steps")}
+    """Each rank's step-model checks (the import stores them per rank); an older import that
+    kept only its ranks' sum has none of any rank's (its sum is never one rank's)."""
+    return {r: c.group("steps") for r, c in checks.ranks().items()}
 
 
 def value_range(v: pd.Series) -> str | None:

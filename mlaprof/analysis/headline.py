@@ -3,7 +3,7 @@ so that the terminal report, the HTML report and the TUI print the same words an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
 from mlaprof.analysis.padding import UNRECORDED_SHARE, amounts, scope_text
@@ -11,6 +11,8 @@ from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mlaprof.analysis.evidence import Evidence
     from mlaprof.analysis.sections import (
         EngineStart,
@@ -31,7 +33,7 @@ def _ratio(r: SplitStep) -> float:
     return r.used / r.deserved
 
 
-def own_split(splits: list[SplitStep], policy: str | None) -> SplitStep | None:
+def own_split(splits: Sequence[SplitStep], policy: str | None) -> SplitStep | None:
     """The worst-step splits row of the run's own ``policy`` (the first policy when it names
     none), on the rank where it is worst."""
     own = policy or (splits[0].policy if splits else None)
@@ -59,6 +61,13 @@ def _replayed(measured: ReplayedSplits | None, r: SplitStep) -> str:
     return ""
 
 
+def split_recorded(r: Any, device: str) -> bool:
+    """The run's own policy's S is its record (the steps' recorded metadata on a GPU), not the
+    policy's model: the one rule :func:`split_provenance` and :func:`splits_scope` say (``r``:
+    a splits row, or a figure's split point)."""
+    return not r.on_device and r.used is not None and not device.startswith("cpu")
+
+
 def split_provenance(r: SplitStep, device: str) -> str:
     """Where the run's own policy's S comes from, said wherever it is (the headline, the
     compare): the policy's model for an S the device decides or a kernel that does not run
@@ -67,15 +76,16 @@ def split_provenance(r: SplitStep, device: str) -> str:
         return f"model: {r.source}"
     if r.used is None:
         return f"model: {r.source or r.policy}"
-    return "model" if device.startswith("cpu") else "recorded"
+    return "recorded" if split_recorded(r, device) else "model"
 
 
-def splits_scope(splits: list[SplitStep], policy: str | None, device: str) -> str:
-    """Where the splits table's S come from, said in its title: every policy's S is modelled
-    from the steps' metadata; the run's own policy's is its record where it ran on a GPU
-    (:func:`split_provenance`), else modelled too (a CPU run, a policy the device decides)."""
+def splits_scope(splits: Sequence[Any], policy: str | None, device: str) -> str:
+    """Where the splits table's S come from, said in its title and the split figures' (``splits``:
+    its rows, or a rank's split points): every policy's S is modelled from the steps' metadata;
+    the run's own policy's is its record where it ran on a GPU (:func:`split_recorded`), else
+    modelled too (a CPU run, a policy the device decides)."""
     own = own_split(splits, policy)
-    if own is not None and split_provenance(own, device) == "recorded":
+    if own is not None and split_recorded(own, device):
         return "modelled; the run's own policy as recorded on a GPU"
     return "modelled"
 

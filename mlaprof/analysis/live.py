@@ -78,6 +78,9 @@ class LiveSummary:
     step_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
     memory: tuple[dict[str, Any], ...] = ()  # capture memory per (size, mode), latest per rank
     captures: tuple[dict[str, Any], ...] = ()
+    # False until the analysis told the run's steps apart (:func:`steps_decided`): ``series``
+    # and ``step_ids`` are then empty and the views say "analysing", never a count
+    steps_decided: bool = True
 
     @property
     def ranks(self) -> list[int]:
@@ -124,6 +127,9 @@ class LiveFold:
         self.rows: dict[str, int] = {}
         self.rank_rows: dict[int, int] = {}  # a rank's own records (the dashboard's rank view)
         self.version = 0  # bumped by every fold: a summary is stale when it is older
+        # a run without any database yet: its status as the reader judges it (starting, failed,
+        # abandoned: mlaprof.store.liveness.empty_run); None: not judged (no run.json yet)
+        self.empty: str | None = None
 
     # -- folding -------------------------------------------------------------------------------
     def add(self, batch: Rows) -> None:
@@ -160,6 +166,14 @@ class LiveFold:
         self.version += int(changed)
         return changed
 
+    def set_empty(self, status: str) -> bool:
+        """Record the status of a run that has run.json and no database yet (the reader's
+        judgement: :func:`mlaprof.store.liveness.empty_run`); True when it changed."""
+        changed = self.empty != status
+        self.empty = status
+        self.version += int(changed)
+        return changed
+
     @property
     def reason(self) -> str | None:
         """The reader's rule (:func:`mlaprof.store.liveness.run_reason`)."""
@@ -181,8 +195,8 @@ class LiveFold:
     @property
     def status(self) -> str:
         """The reader's rule (:func:`mlaprof.store.liveness.process_run_status`)."""
-        if not self.statuses:
-            return "waiting"
+        if not self.statuses:  # no database yet: as the reader judged the folder, else waiting
+            return self.empty or "waiting"
         return process_run_status(
             [(role, s) for (_, role), s in sorted(self.statuses.items())],
             self.meta.get("status"),
@@ -219,6 +233,7 @@ class LiveFold:
         snap.rows = dict(self.rows)
         snap.rank_rows = dict(self.rank_rows)
         snap.version = self.version
+        snap.empty = self.empty
         snap._whole = {t: self.frame(t) for t in FOLDED}
         return snap
 
@@ -239,6 +254,8 @@ class LiveFold:
         self, summary: RunSummary | None, provisional: bool, note: str = ""
     ) -> LiveSummary:
         """``summary`` with the series and rows-as-recorded the dashboard draws beside it."""
+        decided = steps_decided(self.meta, summary)
+        counted = verify_steps(self.frame("steps"), summary) if decided else pd.DataFrame()
         return LiveSummary(
             summary=summary,
             provisional=provisional,
@@ -248,10 +265,11 @@ class LiveFold:
             statuses=dict(self.statuses),
             rows=dict(self.rows),
             rank_rows=dict(self.rank_rows),
-            series=step_series(verify_steps(self.frame("steps"), summary)),
-            step_ids=step_ids(verify_steps(self.frame("steps"), summary)),
+            series=step_series(counted),
+            step_ids=step_ids(counted),
             memory=_latest(self.frame("memory"), ("rank", "capture_size", "graph_mode")),
             captures=_latest(self.frame("captures"), ("rank", "capture_size", "graph_mode")),
+            steps_decided=decided,
         )
 
     def step_layers(self, step: int, rank: int | None) -> list[LayerRow]:
@@ -272,18 +290,39 @@ class LiveFold:
         return layer_table(lay, syn)
 
 
-def verify_steps(steps: pd.DataFrame, summary: RunSummary | None) -> pd.DataFrame:
-    """The committed steps the summary counts as the run's steps: an imported trace's drafter
-    passes, told apart by the analysis (its drafter section's ``pass_steps``, per rank), left
-    out as the report leaves them out. Steps newer than the summary stay in until the next one
-    decides them."""
+def left_out_steps(summary: RunSummary | None) -> list[tuple[int, int]]:
+    """``(rank, step)`` of every committed step the summary leaves out of the run's steps, as
+    its sections name them: an imported trace's start-up warm-ups (``trace.capture_phase``,
+    each rank's ``warmup_step_ids``) and its drafter's passes (``trace.drafter.pass_steps``).
+    The trace adapter (:func:`mlaprof.analysis.evidence.trace.trace_evidence`) decides both;
+    every analyzer, and so the report, sees the other steps only."""
     trace = summary.trace if summary is not None else None
-    drafter = trace.drafter if trace is not None else None
-    if steps.empty or drafter is None or not drafter.pass_steps:
+    if trace is None:
+        return []
+    out = [(r.rank, s) for r in (trace.capture_phase.ranks if trace.capture_phase else [])
+           for s in r.warmup_step_ids]  # fmt: skip
+    if trace.drafter is not None:
+        out += [(r, s) for r, ids in trace.drafter.pass_steps.items() for s in ids]
+    return out
+
+
+def steps_decided(meta: dict[str, Any], summary: RunSummary | None) -> bool:
+    """Whether the committed steps can be counted as the report counts them: once a summary
+    is in, or from the first row for a run whose analysis leaves no committed step out (its
+    evidence is its rows alone: a scenario or engine run). An imported trace's warm-ups and
+    drafter passes are told apart by its full pass only: until it lands, no count."""
+    return summary is not None or folds_live(meta)[0]
+
+
+def verify_steps(steps: pd.DataFrame, summary: RunSummary | None) -> pd.DataFrame:
+    """The committed steps the summary counts as the run's steps: every one but those it left
+    out (:func:`left_out_steps`: an imported trace's warm-ups and drafter passes), as the report
+    leaves them out. Steps newer than the summary stay in until the next one decides them (an
+    import, whose steps wait for the full pass, lands whole: :func:`steps_decided`)."""
+    gone = left_out_steps(summary)
+    if steps.empty or not gone:
         return steps
-    passes = pd.MultiIndex.from_tuples(
-        [(r, s) for r, ids in drafter.pass_steps.items() for s in ids], names=["rank", "step"]
-    )
+    passes = pd.MultiIndex.from_tuples(gone, names=["rank", "step"])
     mine = pd.MultiIndex.from_arrays(
         [pd.to_numeric(steps["rank"]), pd.to_numeric(steps["step"])], names=["rank", "step"]
     )

@@ -39,14 +39,21 @@ def attempted_memory(memory: pd.DataFrame) -> pd.DataFrame:
     return memory[memory["graph_mode"].fillna("").str.endswith(ATTEMPT)]
 
 
-def capture_sizes(memory: pd.DataFrame) -> int:
-    """How many capture sizes the capture covered, the one count the capture section and the
-    memory finding both say: the serving graphs' sizes, else, where no graph was kept, the
-    sizes whose FULL capture was attempted and failed (0: no capture recorded)."""
+def captured_sizes(memory: pd.DataFrame) -> list[int]:
+    """The capture sizes the capture covered, in order: the serving graphs' sizes, else, where
+    no graph was kept, the sizes whose FULL capture was attempted and failed (empty: no capture
+    recorded)."""
     rows = serving_memory(memory)
     if rows.empty:
         rows = attempted_memory(memory)
-    return int(rows["capture_size"].nunique()) if not rows.empty else 0
+    return [] if rows.empty else sorted({int(v) for v in rows["capture_size"].dropna()})
+
+
+def capture_sizes(memory: pd.DataFrame) -> int | None:
+    """How many capture sizes the capture covered (:func:`captured_sizes`), the one count the
+    capture section and the memory finding both say; None where no capture was recorded
+    (nothing to count: never a 0 that reads as a measured count)."""
+    return len(captured_sizes(memory)) or None
 
 
 def capture_memory_bytes(memory: pd.DataFrame) -> int | None:

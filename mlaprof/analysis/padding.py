@@ -53,7 +53,7 @@ def padding_summary(padding: pd.DataFrame) -> Padding:
     def total(col: str) -> int:
         return int(padding[col].fillna(0).sum())
 
-    sizes = sorted({int(v) for v in padding["capture_size"].dropna()})
+    sizes = padded_sizes(padding)
     per_step = padding["padding_rows"].fillna(0)
     per_rank = [
         RankPadding(
@@ -114,14 +114,25 @@ def scope_text(s: Padding) -> str:
 def _scope(per_step: list[int] | None, sizes: list[int]) -> str:
     lo, hi = per_step or (0, 0)
     per = f"padding rows per step {lo}" if lo == hi else f"padding rows per step {lo}-{hi}"
-    size = (
-        "capture size unknown: the run did not record one"
-        if not sizes
-        else f"capture size {sizes[0]}"
-        if len(sizes) == 1
-        else "capture sizes " + ", ".join(map(str, sizes))
-    )
-    return f"{per}, {size}"
+    return f"{per}, {size_text(sizes)}"
+
+
+def padded_sizes(padding: pd.DataFrame) -> list[int]:
+    """The capture sizes the run's steps were padded to (its padding records), in order: the
+    padding section's ``capture_sizes`` and the capture section's configured sizes."""
+    if padding.empty:
+        return []
+    return sorted({int(v) for v in padding["capture_size"].dropna()})
+
+
+def size_text(sizes: list[int]) -> str:
+    """``"capture size 16"``: the padded capture sizes in the one wording the padding section
+    and the capture section's sizes both say."""
+    if not sizes:
+        return "capture size unknown: the run did not record one"
+    if len(sizes) == 1:
+        return f"capture size {sizes[0]}"
+    return "capture sizes " + ", ".join(map(str, sizes))
 
 
 def padding_findings(padding: pd.DataFrame) -> list[Finding]:

@@ -5,6 +5,7 @@ engine's own batches)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -91,7 +92,9 @@ def run_route(
     verified only where the engine's recorded backend took that path alone
     (:meth:`mlaprof.analysis.claims.Claims.route_verified`), never "as recorded"."""
     r = route_summary(meta)
-    if r is None and shadow and shadow.paths:
+    if r is not None:
+        return _said(r, _scenario_provenance(r, meta))
+    if shadow and shadow.paths:
         paths = shadow.paths
         path = max(paths, key=lambda p: paths[p])
         ran = claims.engine_backend if claims is not None else None
@@ -119,7 +122,42 @@ def run_route(
             verified=claims is not None and claims.route_verified(path),
             source="shadow analysis of the engine's own batches (modelled, not recorded)",
         )
-    return r
+        return _said(r, "modelled from the engine's recorded verify batches, not recorded")
+    return None
+
+
+def _scenario_provenance(r: Route, meta: RunMeta) -> str:
+    """Where a scenario's route comes from beside what the run ran: the route vLLM takes for
+    the scenario on its target device, modelled; a CPU engine ran none of it."""
+    target = meta.scenario.target or "unknown"
+    said = f"modelled for the {target} target"
+    device, backend = str(meta.device or ""), meta.backend
+    if not device or not backend:
+        return said
+    if device.startswith("cpu"):
+        return f"{said}; this run ran mlaprof's {backend} backend on the CPU, not this route"
+    return f"{said}; this run measured mlaprof's {backend} backend on {device}"
+
+
+def route_text(r: Route, provenance: str) -> str:
+    """The route as every view prints it: path, kernel, why, the vLLM version (UNVERIFIED where
+    the rule is not checked against vLLM's code), where it comes from, what it does not model."""
+    tag = "" if r.verified else " UNVERIFIED"
+    return (
+        f"{r.path} ({r.kernel}): {r.reason} [vLLM {r.version}{tag}] ({provenance})"
+        + "".join(f"; not modelled: {m}" for m in r.not_modelled or ())
+        + (f"; AITER {r.aiter_rule.requested}: {r.aiter_rule.label}" if r.aiter_rule else "")
+    )
+
+
+def route_label(r: Route) -> str:
+    """The route in a word where a view has no room for its line (the compare's row): its path
+    and vLLM version, said modelled as every route is (:func:`run_route`)."""
+    return f"{r.path} (vLLM {r.version}; modelled)"
+
+
+def _said(r: Route, provenance: str) -> Route:
+    return replace(r, provenance=provenance, text=route_text(r, provenance))
 
 
 def pre_fix_rule(scenario: Scenario) -> str | None:

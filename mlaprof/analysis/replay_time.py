@@ -10,7 +10,7 @@ import pandas as pd
 
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, TraceReplayTime
-from mlaprof.analysis.typed_json import over_ranks_text
+from mlaprof.analysis.typed_json import over_ranks_label
 from mlaprof.rank_counts import rank_span
 
 if TYPE_CHECKING:
@@ -266,9 +266,8 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
     tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
     n_ranks = len({r for g in groups for r in g})
     # the kernel rows and the attention share add every rank's launches: said, never silent
-    over = (
-        f"; kernels and attention share: {over_ranks_text('sum', n_ranks)}" if n_ranks > 1 else ""
-    )
+    said = over_ranks_label("sum", n_ranks)
+    over = f"; kernels and attention share{said}" if said else ""
     return TraceReplayTime(
         replays=int(whole["c"]),
         # groups of ranks that ran the same S on every layer: the layer rows are per group

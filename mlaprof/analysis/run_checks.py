@@ -9,6 +9,7 @@ what they mean (trust, capture, syncs, collapse). Nothing here reads ``run.json`
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,18 +41,37 @@ def _record(cls: type[T], items: Mapping[str, Any], where: str) -> T:
         raise MlaprofError(f"internal: trace check {where!r}: {e}") from None
 
 
-def checks_section(groups: Mapping[str, Any]) -> CheckSection:
-    """The store's check groups (check -> item -> count or value) as the trace section's typed
-    checks; a group the import did not run is None."""
+def step_rows(by_rank: Mapping[int, TraceChecks]) -> list[TraceChecksSteps] | None:
+    """Each rank's step checks (how its steps were told apart, each step's graph), typed: one
+    row per rank, ranks whose checks are the same in one row that names them; never a sum, nor
+    one rank's standing for another's (an older import's sum over its ranks: its own row, whose
+    ``ranks`` are None). None: no rank ran the check."""
+    rows: dict[tuple[bool, str], tuple[list[int], Mapping[str, Any]]] = {}
+    for rank, c in sorted(by_rank.items()):
+        g = c.groups.get("steps")
+        if g is None:
+            continue
+        key = (rank == SUMMED_RANKS, json.dumps(g, sort_keys=True, default=str))
+        rows.setdefault(key, ([], g))[0].append(rank)
+    out = []
+    for (summed, _), (ranks, g) in rows.items():
+        graphs = [_record(TraceGraph, x, "steps.graphs") for x in g.get("graphs") or []]
+        own = None if summed else ranks
+        out.append(_record(TraceChecksSteps, {**g, "graphs": graphs, "ranks": own}, "steps"))
+    return out or None
+
+
+def checks_section(
+    groups: Mapping[str, Any], steps: list[TraceChecksSteps] | None = None
+) -> CheckSection:
+    """The store's check groups (check -> item -> count or value), summed over ranks, as the
+    trace section's typed checks, with each rank's step checks (``steps``: :func:`step_rows`;
+    a summed ``steps`` group is never shown); a group the import did not run is None."""
     known = {"heads", "launches", "qlen", "replays", "stage2", "steps"}
     if set(groups) - known:
         raise MlaprofError(
             f"internal: trace checks mlaprof does not know: {sorted(set(groups) - known)}"
         )
-    steps = groups.get("steps")
-    if steps is not None:
-        graphs = [_record(TraceGraph, g, "steps.graphs") for g in steps.get("graphs") or []]
-        steps = _record(TraceChecksSteps, {**steps, "graphs": graphs}, "steps")
     stage2 = groups.get("stage2")
     return CheckSection(
         heads={str(p): {str(k): int(v) for k, v in h.items()} for p, h in groups["heads"].items()}
@@ -73,18 +93,46 @@ def checks_section(groups: Mapping[str, Any]) -> CheckSection:
     )
 
 
+class _Differ:
+    """An item that is not a count and differs between ranks (left out of their sum)."""
+
+    def __repr__(self) -> str:
+        return "<differs between ranks>"
+
+
+DIFFER = _Differ()
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def add_counts(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Two ranks' checks added up item by item (nested records of counts); an item that is not
-    a count (a text, a list) is the later rank's."""
+    a count (a text, a list) is the ranks' one value where they agree, and :data:`DIFFER` where
+    they do not (:func:`agreed` leaves it out: no rank's value stands for another's)."""
     out = dict(a)
     for k, v in b.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = add_counts(out[k], v)
-        elif isinstance(v, int) and isinstance(out.get(k), int):
-            out[k] = out[k] + v
-        else:
+        if k not in out:
             out[k] = v
+            continue
+        have = out[k]
+        if have is DIFFER:
+            continue
+        if isinstance(v, Mapping) and isinstance(have, Mapping):
+            out[k] = add_counts(have, v)
+        elif _count(v) and _count(have):
+            out[k] = have + v
+        elif v != have:
+            out[k] = DIFFER
     return out
+
+
+def agreed(groups: Mapping[str, Any]) -> dict[str, Any]:
+    """``groups`` without the items that differ between ranks (:func:`add_counts`)."""
+    return {
+        k: agreed(v) if isinstance(v, Mapping) else v for k, v in groups.items() if v is not DIFFER
+    }
 
 
 @dataclass(frozen=True)
@@ -103,11 +151,12 @@ class RunChecks:
         return {r: c for r, c in self.by_rank.items() if r != SUMMED_RANKS}
 
     def fleet(self) -> TraceChecks:
-        """The checks summed over the ranks (rank -1): what a whole-trace verdict counts."""
+        """The checks summed over the ranks (rank -1): what a whole-trace verdict counts; an
+        item that is no count is there only where every rank that holds it says the same."""
         total: dict[str, Any] = {}
         for _, c in sorted(self.by_rank.items()):
             total = add_counts(total, c.groups)
-        return TraceChecks(SUMMED_RANKS, total)
+        return TraceChecks(SUMMED_RANKS, agreed(total))
 
     def group(self, name: str) -> dict[str, Any]:
         """One check's items summed over the ranks."""
@@ -115,14 +164,16 @@ class RunChecks:
 
     def checks_dict(self) -> dict[str, Any]:
         """The checks summed over ranks, the dispatch records left out (the trust verdict
-        counts them apart): the ``checks`` the trace section shows."""
+        counts them apart)."""
         return {k: v for k, v in self.fleet().groups.items() if k != RECORDS}
 
     def section(self, cpu: bool = False) -> CheckSection:
-        """The checks summed over ranks as the trace section shows them (:meth:`checks_dict`),
-        typed; the launch counts a trace without an API trace cannot know are None
-        (:func:`known_launch_checks`)."""
-        return known_launch_checks(checks_section(self.checks_dict()), cpu)
+        """The checks as the trace section shows them, typed: the counts summed over ranks
+        (:meth:`checks_dict`; the views say so), the step checks each rank's
+        (:func:`step_rows`); the launch counts a trace without an API trace cannot know are
+        None (:func:`known_launch_checks`)."""
+        summed = {k: v for k, v in self.checks_dict().items() if k != "steps"}
+        return known_launch_checks(checks_section(summed, step_rows(self.by_rank)), cpu)
 
     def only(self, rank: int) -> RunChecks:
         """One rank's checks alone (that rank's own verdicts)."""

@@ -48,9 +48,9 @@ def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> RunState:
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
     return RunState(
         status=RunStatus(status),
-        # a finished run without one has no reason to give ("", shown "none"); None where a
-        # run that did not finish left none (unknown)
-        reason="" if reason is None and status == RunStatus.FINISHED else reason,
+        # Run.reason as it is: None where no writer recorded one, finished or not (one "no
+        # reason" in every view and in the JSON document: null, read "none recorded")
+        reason=reason or None,
         steps_committed=n,
         last_step=last,
         text=text,

@@ -243,7 +243,7 @@ def _findings(
     findings += variant_findings(ev.meta.origin, ev.kernel_paths)
     findings += step_mode_findings(ev.step_modes, len(ev.ranks))
     findings += cpu_findings(ev.cpu)
-    findings += host_sync_findings(ev.host_syncs)
+    findings += host_sync_findings(ev.host_syncs, len(ev.ranks))
     findings += coverage_findings(ev.coverage, cl.has_grid)
     findings += engine_found
     findings += drafter_graph_findings(

@@ -36,7 +36,8 @@ class RunState(Section):
     far its committed records reach (``text``: the line every view prints; empty if finished)."""
 
     status: RunStatus
-    reason: str | None  # why it ended early, where its writer recorded it
+    # why it ended early, where its writer recorded it (Run.reason); None: none recorded
+    reason: str | None = reads_when_none("none recorded")
     steps_committed: int  # per rank: the fewest steps any rank committed (never a sum)
     last_step: int | None  # the last step every rank reached
     text: str
@@ -118,7 +119,13 @@ class Capture(Section):
     piecewise_steps: int | None = opt("sum")  # over ranks
     step_source: str | None = opt()
     memory_measure: str | None = opt()
+    # how many capture sizes a capture covered (graphs kept, else failed FULL attempts); left
+    # out where none was recorded (a CPU engine captures nothing): never a 0 read as a count
     sizes: int | None = opt()
+    # the capture sizes in words, the line every view prints (analysis.capture.sizes_text): the
+    # size the steps were padded to (the padding section's) and what a capture covered, or why
+    # none was
+    sizes_text: str | None = opt()
     start: int | None = opt()
     null_keys: frozenset[str] = nulls()
 
@@ -161,10 +168,11 @@ class ProfiledGraphs(Section):
 
 @section
 class AttentionLike(Section):
-    """An attention-like kernel the trace holds that mlaprof did not recognise."""
+    """An attention-like kernel the trace holds that mlaprof did not recognise (its launches:
+    every rank's, analysis.coverage.read_counts)."""
 
     name: str
-    launches: int
+    launches: int = over_ranks()
 
 
 @section
@@ -381,12 +389,18 @@ class Recognition(Section):
 
 @section
 class CollapseCheck(Section):
+    """Whether the split collapse was checked on one verify path and kernel variant (its
+    :class:`TracePath` row): ``steps`` add the row's ``ranks``' (each rank's in
+    ``steps_per_rank``), said so in every view where they are several."""
+
     S: str
     path: str
     status: str
-    steps: int
+    steps: int = over_ranks()
     variant: str
     why: str
+    ranks: list[int]  # the ranks whose steps ``steps`` adds
+    steps_per_rank: dict[int, int]
     warn: bool | None = opt()
 
 
@@ -423,21 +437,32 @@ class TraceGraph(Section):
     replays: int
 
 
-# The trace section's checks are every rank's added up (analysis.run_checks.RunChecks.section):
-# each count says so where the run has several ranks (a text or a list is one rank's)
+# what a step-checks row's ``ranks`` read where an older import kept only its ranks' sum
+SUMMED_STEP_CHECKS = (
+    "no rank's own: an older import kept only its ranks' sum (its texts one rank's)"
+)
+
+
 @section
 class TraceChecksSteps(Section):
-    edge_partial: dict[str, int] = over_ranks()  # steps cut at the trace's edges (first/last)
-    gap_breaks: int = over_ranks()
+    """How the import told one rank's steps apart and which graph each step replayed: each
+    value is every one of ``ranks``' own, never a sum (ranks whose step checks are the same
+    share a row: analysis.run_checks.RunChecks.section)."""
+
+    ranks: list[int] | None = reads_when_none(SUMMED_STEP_CHECKS)
+    edge_partial: dict[str, int]  # steps cut at the trace's edges (first/last)
+    gap_breaks: int
     graph_by_step: list[list[int | None]] | None  # run-length coded; None past the cap
-    graph_by_step_runs: int = over_ranks()
+    graph_by_step_runs: int
     graph_identity: str
     graphs: list[TraceGraph]
-    other_graphs: int = over_ranks()
+    other_graphs: int
     source: str
     source_text: str
 
 
+# The trace section's check counts are every rank's added up (analysis.run_checks.RunChecks
+# .section): each says so where the run has several ranks; the step checks are each rank's
 @section
 class TraceChecksReplays(Section):
     edge_partial_steps: int = over_ranks()
@@ -473,7 +498,7 @@ class TraceChecks(Section):
     qlen: TraceChecksQlen | None = opt()
     replays: TraceChecksReplays | None = opt()
     stage2: dict[str, Stage2Check] | None = opt()
-    steps: TraceChecksSteps | None = opt()
+    steps: list[TraceChecksSteps] | None = opt()  # per rank, never summed
 
 
 @section
@@ -485,6 +510,9 @@ class CapturePhaseRank(Section):
     instantiated: int  # graph instantiations
     warmup_steps: int  # eager forwards before the last capture (one per FULL decode size)
     warmup_rows: list[int]  # their batch rows, in trace order
+    # their step ids, in trace order: left out of the run's steps in every view (the dashboard
+    # leaves them out of its counts and step times by these, as the report does)
+    warmup_step_ids: list[int]
     start_ns: int
     end_ns: int
     duration_ms: float
@@ -696,6 +724,10 @@ class Route(Section):
     splits_on_device: bool | None = opt()  # S decided on the device at replay: never frozen
     not_modelled: list[str] | None = opt()  # paths of this version the configuration could meet
     aiter_rule: AiterRuleSection | None = opt()  # the AITER release the run named (--aiter)
+    # where the route comes from beside what the run itself ran (analysis.paths.run_route): a
+    # route is modelled for the scenario's target, never what a CPU engine ran
+    provenance: str | None = opt()
+    text: str | None = opt()  # the line every view prints (analysis.paths.route_text)
 
     @classmethod
     def recorded(cls, d: Mapping[str, Any]) -> Route:
@@ -1022,9 +1054,12 @@ class EngineSection(Section):
     spec_method: str | None
     num_speculative_tokens: int | None
     max_num_seqs: int | None
-    steps: int
-    kinds: dict[str, int]
-    graph_modes: dict[str, int]
+    # every rank's records (said so where they are several)
+    steps: int = over_ranks()
+    kinds: dict[str, int] = over_ranks()
+    graph_modes: dict[str, int] = over_ranks()
+    # the verify counts are one rank's, ``verify_rank``'s (the scheduler's acceptance pairs
+    # with one worker's steps): never a sum over ranks
     verify_steps: int
     verify_rows: int
     verify_rows_as_prefill: int
@@ -1034,8 +1069,9 @@ class EngineSection(Section):
     scheduler_steps: int
     scheduler_matches_worker: bool | None  # None: no scheduler record to compare
     drafter_builds: int
-    padded_steps: int
+    padded_steps: int = over_ranks()
     ranks: list[int]
+    verify_rank: int | None = opt()  # whose records the verify counts are
     # over the steps both databases committed (h/live's analysis.consistency)
     scheduler_worker_compared: int | None = opt()
     scheduler_worker_text: str | None = opt()
@@ -1097,8 +1133,8 @@ class ShadowSection(Section):
     aiter_rule: AiterRuleSection
     device: str
     aiter: str
-    steps: int
-    paths: dict[str, int]
+    steps: int = over_ranks()
+    paths: dict[str, int] = over_ranks()
     policies: list[str]
     s_bug: list[int | None]  # [min, max]
     s_fix: list[int | None]
@@ -1106,8 +1142,9 @@ class ShadowSection(Section):
     s_deserved: list[int | None]
     occupancy_fix: list[float]
     capture_sizes: list[int]
-    padding_rows: int
-    real_rows: int
-    steps_collapsed_by_bug: int
-    steps_frozen_below_fix: int
+    # every rank's verify batches (per_step: each batch with its rank)
+    padding_rows: int = over_ranks()
+    real_rows: int = over_ranks()
+    steps_collapsed_by_bug: int = over_ranks()
+    steps_frozen_below_fix: int = over_ranks()
     per_step: list[ShadowStep]

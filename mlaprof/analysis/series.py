@@ -20,6 +20,7 @@ import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
+from mlaprof.analysis.headline import splits_scope
 from mlaprof.analysis.padding import padding_summary
 from mlaprof.analysis.sections import not_runnable_reason
 from mlaprof.analysis.splits import (
@@ -246,6 +247,40 @@ def id_spans(ids: tuple[int, ...] | list[int], most: int = 6) -> str:
 
 
 @dataclass(frozen=True)
+class Window:
+    """Another window of one rank's step timeline than the summary's (a figure's ``steps`` /
+    ``max_kernels``): drawn over the steps the report counts, as the summary's is."""
+
+    steps: tuple[int, ...] | None = None  # the step ids; None: the first ``first``
+    max_kernels: int = TIMELINE_KERNELS
+    first: int = TIMELINE_STEPS
+    rank: int | None = None  # the rank drawn; None: the lowest
+
+
+def window_steps(want: tuple[int, ...], steps: pd.DataFrame, passes: list[int], rank: int) -> None:
+    """Raise where a window asks for a step the report does not count on ``rank`` (``steps``:
+    its steps; ``passes``: its drafter passes, told apart by the analysis): never a partial
+    window drawn as the one asked for."""
+    have = {int(x) for x in pd.to_numeric(steps["step"], errors="coerce").dropna()}
+    missing = sorted(set(want) - have)
+    if not missing or steps.empty:
+        return
+    from mlaprof.errors import MlaprofError
+
+    drafted = sorted(set(missing) & set(passes))
+    why = (
+        f"; {id_spans(drafted)}: the drafter's passes, not verify steps (the report leaves them "
+        "out)"
+        if drafted
+        else ""
+    )
+    raise MlaprofError(
+        f"no step {id_spans(missing)} among rank {rank}'s steps the report counts "
+        f"({id_spans(sorted(have))}){why}"
+    )
+
+
+@dataclass(frozen=True)
 class PaddingStep:
     """One step's padding record (None where the run did not record a column)."""
 
@@ -301,6 +336,10 @@ class RankSeries:
     # the condition the frozen S holds on, as the summary's splits rows say it (None: none;
     # mlaprof.analysis.splits.frozen_condition): the figures say it with the frozen series
     frozen_if: str | None = None
+    # where the split figures' S come from, in the splits table's words
+    # (mlaprof.analysis.headline.splits_scope): "modelled" for a CPU run, never "on <target>"
+    # read as measured there
+    split_scope: str = "modelled"
 
     @property
     def policies(self) -> list[str]:
@@ -673,9 +712,10 @@ def timeline(
     want: list[int] | None = None,
     max_kernels: int = TIMELINE_KERNELS,
     noun: str = "steps",
+    first: int = TIMELINE_STEPS,
 ) -> Timeline | None:
-    """Steps of a rank (``want``, default the first :data:`TIMELINE_STEPS`) with their layers
-    and kernels (at most ``max_kernels``), on one µs axis; ``noun``: what ``steps`` are
+    """Steps of a rank (``want``, default the first ``first``) with their layers and kernels
+    (at most ``max_kernels``), on one µs axis; ``noun``: what ``steps`` are
     (:attr:`Timeline.noun`)."""
     from mlaprof.store.schema import columns
 
@@ -687,7 +727,7 @@ def timeline(
     timed = "rank = ? AND start_ns IS NOT NULL AND end_ns IS NOT NULL"
     where, params = timed, [rank]
     have = sorted(int(s) for s in st["step"].dropna().unique())
-    chosen = have[:TIMELINE_STEPS] if want is None else [x for x in want if x in set(have)]
+    chosen = have[: max(0, first)] if want is None else [x for x in want if x in set(have)]
     if chosen:
         st = st[st["step"].isin(chosen)]
         ly = ly[ly["step"].isin(chosen)]
@@ -787,11 +827,15 @@ def rank_series(
     stands: Callable[[str], bool] | None = None,
     frozen_if: str | None = None,
     step_noun: str = "steps",
+    window: Window | None = None,
+    device: str = "",
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
     timing section), used where this rank's rows are all of them; ``sc``: the run's scenario;
     ``stands``: where a modelled frozen S stands (:func:`mlaprof.analysis.splits.frozen_rule`);
-    ``frozen_if``: the condition it holds on (:func:`mlaprof.analysis.splits.frozen_condition`)."""
+    ``frozen_if``: the condition it holds on (:func:`mlaprof.analysis.splits.frozen_condition`);
+    ``window``: the timeline's steps and kernel cap where not the summary's; ``device``: where
+    the run's numbers were measured (the split scope's, :func:`headline.splits_scope`)."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
@@ -820,12 +864,22 @@ def rank_series(
         padding_steps=padding_steps(pad),
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
-        timeline=timeline(run, rank, steps, layers, noun=step_noun)
+        timeline=_timeline(run, rank, steps, layers, step_noun, window)
         if run is not None or not steps.empty
         else None,
         shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
         frozen_if=frozen_if if any(p.frozen is not None for p in points) else None,
+        split_scope=splits_scope(points, sc.policy, device),
     )
+
+
+def _timeline(
+    run: Any, rank: int, steps: pd.DataFrame, layers: pd.DataFrame, noun: str, w: Window | None
+) -> Timeline | None:
+    if w is None:
+        return timeline(run, rank, steps, layers, noun=noun)
+    want = None if w.steps is None else list(w.steps)
+    return timeline(run, rank, steps, layers, want, w.max_kernels, noun, w.first)
 
 
 def build_series(
@@ -836,19 +890,28 @@ def build_series(
     timing: Timing | None = None,
     stands: Callable[[str], bool] | None = None,
     frozen_if: str | None = None,
+    window: Window | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
     Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
     ``timing``: its timing section, of the same steps and layers; ``stands``: where the run's
     modelled frozen S stands, the summary's rule, :func:`mlaprof.analysis.splits.frozen_rule`;
-    ``frozen_if``: the condition it holds on, :func:`mlaprof.analysis.splits.frozen_condition`)."""
+    ``frozen_if``: the condition it holds on, :func:`mlaprof.analysis.splits.frozen_condition`;
+    ``window``: another timeline window of the rank it names, over the same steps)."""
     meta = ev.meta
     kernels = _kernels_per_rank(run)
     per_step = list(shadow.per_step) if shadow is not None else []
     ranks = sorted(set(ev.ranks) | set(kernels) | {int(s.rank) for s in per_step})
     # an imported trace whose drafter passes were told apart: its steps are verify steps
     trace = getattr(ev, "trace", None)
-    noun = "verify steps" if trace is not None and trace.drafter is not None else "steps"
+    drafter = trace.drafter if trace is not None else None
+    noun = "verify steps" if drafter is not None else "steps"
+    drawn = None
+    if window is not None and ranks:
+        drawn = ranks[0] if window.rank is None else window.rank
+        if window.steps is not None:
+            window_steps(window.steps, _by_rank(ev.tables["steps"], drawn),
+                         (drafter.pass_steps.get(drawn, []) if drafter else []), drawn)  # fmt: skip
     return Series(
         run=ev.name,
         ranks=tuple(
@@ -864,6 +927,8 @@ def build_series(
                 stands,
                 frozen_if,
                 noun,
+                window if r == drawn else None,
+                str(ev.device),
             )  # fmt: skip
             for r in ranks
         ),
@@ -881,9 +946,13 @@ def build_series(
     )
 
 
-def series_for_run(run: Run, shadow: dict[str, str] | None = None) -> Series:
+def series_for_run(
+    run: Run, shadow: dict[str, str] | None = None, window: Window | None = None
+) -> Series:
     """The series of a Run without its findings (a notebook's figure): the same evidence, layer
-    table and shadow analysis :func:`mlaprof.analysis.run_summary.build_summary` uses."""
+    table and shadow analysis :func:`mlaprof.analysis.run_summary.build_summary` uses;
+    ``window``: another timeline window of one rank, over the steps the report counts (the
+    evidence's: an imported trace's drafter passes and start-up warm-ups left out)."""
     from mlaprof.analysis.claims import claims_of
     from mlaprof.analysis.evidence import collect
     from mlaprof.analysis.layers import layer_table
@@ -897,7 +966,13 @@ def series_for_run(run: Run, shadow: dict[str, str] | None = None) -> Series:
     stands = frozen_rule(ev.scenario.policy or "", claims.full_graph, replayed)
     layers = layer_table(t["layers"], t["syncs"], ev.reference)
     return build_series(
-        ev, layers, sh, run, stands=stands, frozen_if=frozen_condition(claims.capture_status)
+        ev,
+        layers,
+        sh,
+        run,
+        stands=stands,
+        frozen_if=frozen_condition(claims.capture_status),
+        window=window,
     )
 
 
@@ -922,12 +997,13 @@ def series_from_tables(
         full[tname] = df
     ranks = sorted({int(r) for df in full.values() for r in pd.to_numeric(df["rank"]).dropna()})
     layers = layer_table(full["layers"], full["syncs"]) if not full["layers"].empty else []
-    sc = run_meta(meta or {}).scenario
+    rm = run_meta(meta or {})
+    sc, device = rm.scenario, str(rm.device or "")
     kernels = _kernels_per_rank(None, tables.get("kernels"))
     return Series(
         run=name,
         ranks=tuple(
-            rank_series(full, r, layers, sc, tables, kernels.get(r))
+            rank_series(full, r, layers, sc, tables, kernels.get(r), device=device)
             for r in sorted(set(ranks) | set(kernels))
         ),
         engine=False,

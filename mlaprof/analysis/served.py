@@ -18,6 +18,7 @@ from mlaprof.analysis.shadow import (
     shadow_summary,
 )
 from mlaprof.analysis.share import share_text
+from mlaprof.analysis.typed_json import over_ranks_label
 
 if TYPE_CHECKING:
     from mlaprof.analysis.step_records import Acceptance, EngineStep
@@ -68,6 +69,7 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
         drafter_builds=sum(s.drafter_builds for s in rank0),
         padded_steps=sum(1 for s in steps if (s.padded_tokens or 0) > s.num_tokens),
         ranks=ranks,
+        verify_rank=first_rank,
     )
 
 
@@ -84,18 +86,21 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
             else "no draft tokens yet"
         )
         modes = ", ".join(f"{m} x{n}" for m, n in eng.graph_modes.items())
+        # the verify counts are one rank's, the step counts every rank's: each says whose
+        several = len(eng.ranks) > 1 and eng.verify_rank is not None
+        whose = f" (rank {eng.verify_rank}'s records)" if several else ""
         out.append(
             Finding(
                 kind="engine",
                 severity="info",
                 title=(
                     f"engine (measured): {eng.verify_steps} verify steps, "
-                    f"{eng.verify_rows} verify rows, {acc}"
+                    f"{eng.verify_rows} verify rows{whose}, {acc}"
                 ),
                 evidence=(
                     f"{eng.backend}, {eng.spec_method} k={eng.num_speculative_tokens}, "
-                    f"{eng.steps} steps, graph {modes}; scheduler and worker records "
-                    + str(eng.scheduler_worker_text)
+                    f"{eng.steps} steps, graph {modes}{over_ranks_label('sum', eng.ranks)}; "
+                    "scheduler and worker records " + str(eng.scheduler_worker_text)
                 ),
                 fix="nothing to fix: what the engine did",
                 data={

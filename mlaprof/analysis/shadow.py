@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import AiterRuleSection, ShadowSection, ShadowStep
+from mlaprof.analysis.typed_json import over_ranks_label
 from mlaprof.capture_sizes import capture_plan, rule_for
 from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, DevicePreset
@@ -187,6 +188,8 @@ def shadow_findings(sh: ShadowSection | None) -> list[Finding]:
     tag = f"[{sh.provenance}]"
     lo_hi = {k: f"{getattr(sh, k)[0]}-{getattr(sh, k)[1]}" for k in ("s_bug", "s_fix", "s_frozen")}
     n, steps = sh.steps_collapsed_by_bug, sh.steps
+    # the counts add every rank's verify batches: said, in the sections' one wording
+    summed = over_ranks_label("sum", {p.rank for p in sh.per_step})
     if n:  # the one collapse finding (mlaprof.analysis.collapse), tagged as modelled
         # imported here: collapse reads frames (pandas), and a report that exits on a missing
         # run imports this module without building a finding
@@ -194,7 +197,8 @@ def shadow_findings(sh: ShadowSection | None) -> list[Finding]:
 
         out.append(
             collapse_finding(
-                f"with min_kv_seq_len over all rows (the padding bug) on {n} of {steps} steps",
+                f"with min_kv_seq_len over all rows (the padding bug) on {n} of {steps} "
+                f"steps{summed}",
                 used=int(sh.s_bug[0]),  # type: ignore[arg-type]
                 fix=int(sh.s_fix[0]),  # type: ignore[arg-type]
                 deserved=None,
@@ -209,12 +213,12 @@ def shadow_findings(sh: ShadowSection | None) -> list[Finding]:
     specs = (  # (applies, kind, severity, title, evidence, fix)
         (sh.steps_frozen_below_fix, "split-frozen", "warning",
          f"a FULL graph captured with the dummy run would freeze S at {lo_hi['s_frozen']} where "
-         f"these rows get {lo_hi['s_fix']} ({sh.steps_frozen_below_fix} steps)",
+         f"these rows get {lo_hi['s_fix']} ({sh.steps_frozen_below_fix} steps{summed})",
          "S is a host-side constant baked into the captured graph",
          "an S independent of KV length (AITER >= 0.1.20) or capture at real lengths"),
         (sh.padding_rows, "padding", "info",
          f"FULL-graph padding would add {sh.padding_rows} rows to {sh.real_rows} real "
-         f"verify rows over {sh.steps} steps",
+         f"verify rows over {sh.steps} steps{summed}",
          f"batches padded to vLLM capture sizes {sh.capture_sizes} (tokens)",
          "capture sizes closer to the batch sizes the server sees"),
     )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from mlaprof.analysis.sections import (
 )
 from mlaprof.analysis.step_stats import by_step
 from mlaprof.analysis.typed_json import to_json
-from mlaprof.rank_counts import per_rank_count
+from mlaprof.rank_counts import per_rank_count, ranks_of
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
@@ -499,21 +500,24 @@ def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[TraceSy
     return found
 
 
-def host_sync_findings(ev: TraceSyncs | None) -> list[Finding]:
+def host_sync_findings(ev: TraceSyncs | None, ranks: int = 1) -> list[Finding]:
     """The host syncs :func:`sync_evidence` placed inside MLA layers, one finding per op
-    (``ev`` None: the run holds no host-call trace to place)."""
+    (``ev`` None: the run holds no host-call trace to place); ``ranks``: the run's, the layers
+    are counted per rank and the finding names the ranks they are on."""
     if ev is None or ev.status != "found":
         return []
     out = []
     df = pd.DataFrame(to_json(ev.syncs))
     for op, g in df.groupby("op", sort=False):
         layers = sorted(set(zip(g["rank"], g["step"], g["layer"], strict=True)))
+        per = Counter(int(r) for r, _, _ in layers)
+        on = f" on {ranks_of(per, ranks)}" if ranks > 1 else ""
         first = g.iloc[0]
         out.append(
             Finding(
                 kind="sync",
                 severity="critical",
-                title=f"host sync inside MLA layers: {op} in {len(layers)} layer(s)",
+                title=f"host sync inside MLA layers: {op} in {per_rank_count(per, 'layer(s)')}{on}",
                 evidence=(
                     f"first at rank {first['rank']} step {first['step']} layer {first['layer']}, "
                     f"t = {first['t_ns']} "
@@ -526,7 +530,12 @@ def host_sync_findings(ev: TraceSyncs | None) -> list[Finding]:
                     "(vLLM #51171)"
                 ),
                 layer=int(first["layer"]),
-                data={"op": op, "count": int(len(g)), "layers": [list(x) for x in layers]},
+                data={
+                    "op": op,
+                    "count": int(len(g)),
+                    "layers": [list(x) for x in layers],
+                    "ranks": sorted(per),
+                },
             )
         )
     return out

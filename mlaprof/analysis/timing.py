@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import RankTiming, Timing
-from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_text
+from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
 from mlaprof.rank_counts import rank_span
 
 # torch's intra-op threads of a CPU run (`run --threads`), held by the scenario's module so that
@@ -237,9 +237,7 @@ def timing_findings(t: Timing) -> list[Finding]:
         ratio = v / modes[ref] if modes[ref] else float("nan")
         what = "FULL-graph replay" if ref == "FULL" else "graph replays (imported trace)"
         # a fleet's medians pool every rank's steps: said as the timing section's label says it
-        n = len(t.per_rank)
-        how = over_ranks_how(Timing, "step_median_us")
-        pooled = f" ({over_ranks_text(how, n)})" if n > 1 else ""
+        pooled = over_ranks_label(over_ranks_how(Timing, "step_median_us"), len(t.per_rank))
         return [
             Finding(
                 kind="timing",

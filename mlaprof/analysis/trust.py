@@ -15,7 +15,7 @@ from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import Capture, TraceTrust, TraceTrustCounts
 from mlaprof.analysis.share import share_text
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import rank_list, ranks_of
 from mlaprof.step_sources import SOURCE_GAPS, SOURCE_TEXT
 from mlaprof.store.trace_checks import RECORDS
 
@@ -54,7 +54,6 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
     if not checks and not any(records.values()):
         return TraceTrust(TraceTrustCounts(), reasons=[], reliable=None, verdict="unknown")
     rc, lc = checks.get("replays", {}), checks.get("launches", {})
-    sc = checks.get("steps") or {}
     split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
     counts = {
         "replays": rc.get("replays", 0),
@@ -101,8 +100,9 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
             f"{counts['edge_partial_steps']} partial step(s) at the window edges, not analysed "
             "(the collection window cut them: not counted as a loss)"
         )
-    if sc.get("source") == SOURCE_GAPS:
-        notes.append(f"steps told apart by {SOURCE_TEXT[SOURCE_GAPS]}")
+    gaps = _gap_ranks(run_checks)
+    if gaps is not None:
+        notes.append(f"steps{gaps} told apart by {SOURCE_TEXT[SOURCE_GAPS]}")
     return TraceTrust(
         counts=TraceTrustCounts(**counts),
         reasons=reasons,
@@ -111,6 +111,19 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
         notes=notes,
         provenance=_origin(meta),
     )
+
+
+def _gap_ranks(checks: RunChecks) -> str | None:
+    """Where steps were told apart by idle gaps: ``""`` for every rank of a one-rank trace (or
+    an older import's sum), ``" on ranks 0, 2 of 4"`` for some of a fleet's; None: nowhere.
+    Each rank's own step checks decide, never one rank's for all."""
+    own = checks.ranks()
+    if not own:
+        return "" if checks.group("steps").get("source") == SOURCE_GAPS else None
+    gaps = [r for r, c in own.items() if c.group("steps").get("source") == SOURCE_GAPS]
+    if not gaps:
+        return None
+    return f" on {ranks_of(gaps, len(own))}" if len(own) > 1 else ""
 
 
 def _records(checks: RunChecks) -> dict[str, int]:

@@ -12,6 +12,7 @@ import dataclasses
 import numbers
 import types
 import typing
+from collections.abc import Iterable
 from enum import Enum
 from functools import cache
 from typing import Any, Union
@@ -51,9 +52,19 @@ def over_ranks(how: str = "sum") -> Any:
 
 
 def over_ranks_text(how: str, ranks: int) -> str:
-    """How a value made of every rank's is said, in one wording: the label of a field marked
-    :func:`over_ranks` and any finding or text that states such a value ("sum over 8 ranks")."""
+    """The words of a value made of several ranks' ("sum over 8 ranks"), without deciding
+    whether to say them: every label, finding and text says them through
+    :func:`over_ranks_label`."""
     return f"{how} over {ranks} ranks"
+
+
+def over_ranks_label(how: str, ranks: int | Iterable[int]) -> str:
+    """The one decision of whether and how a value made of every rank's is labelled: ``" (sum
+    over 8 ranks)"``, put right after the value or the label it qualifies, where it is made of
+    several ranks' values; ``""`` where it is one rank's (its own value: no sum to say) or no
+    rank's. ``ranks``: how many ranks the value is made of, or which (a record's own ``ranks``)."""
+    n = ranks if isinstance(ranks, int) else len(set(ranks))
+    return f" ({over_ranks_text(how, n)})" if n > 1 else ""
 
 
 def over_ranks_how(cls: type, name: str) -> str:

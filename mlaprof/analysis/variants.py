@@ -12,7 +12,7 @@ from mlaprof.analysis.grid import _origin, _split_backend, value_range
 from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
-from mlaprof.analysis.typed_json import over_ranks_text
+from mlaprof.analysis.typed_json import over_ranks_label
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import GridAxes, RunMeta
@@ -81,23 +81,25 @@ def _qlen_source(checks: RunChecks, path: str, variant: str, p: GridAxes | None)
     """Where qlen comes from: the stage-2 grid (exact) where a layer has one, else stage 1's."""
     if p is None or not p.qlen_axis:
         return "not on the grid"
-    q = checks.group("qlen")  # summed over the ranks
+    q = checks.group("qlen")  # summed over the ranks: said so after each count
+    summed = over_ranks_label("sum", len(checks.ranks()))
     s1 = f"grid axis {p.qlen_axis} of {variant}"
     if path != "aiter-gluon":
         return s1
     n2, n1 = int(q.get("from_stage2", 0)), int(q.get("from_stage1", 0))
     parts = []
     if n2:
-        parts.append(f"stage 2's grid axis z ((B, H, qlen), exact) on {n2} layer(s)")
+        parts.append(f"stage 2's grid axis z ((B, H, qlen), exact) on {n2}{summed} layer(s)")
     if n1 or not n2:
         parts.append(
-            f"{s1} on {n1} layer(s) without stage 2 (qlen below 16 heads, as vLLM routes "
-            "verify; ceil(H/16)*qlen from aiter v0.1.20 on with more heads: ambiguous there)"
+            f"{s1} on {n1}{summed} layer(s) without stage 2 (qlen below 16 heads, as vLLM "
+            "routes verify; ceil(H/16)*qlen from aiter v0.1.20 on with more heads: ambiguous "
+            "there)"
         )
     if q.get("stage1_disagrees"):
         parts.append(
-            f"stage 1's z differs on {q['stage1_disagrees']} layer(s): ceil(H/16)*qlen with "
-            "more than 16 heads (aiter v0.1.20+)"
+            f"stage 1's z differs on {q['stage1_disagrees']}{summed} layer(s): ceil(H/16)*qlen "
+            "with more than 16 heads (aiter v0.1.20+)"
         )
     return "; ".join(parts)
 
@@ -117,7 +119,7 @@ def variant_findings(origin: str, paths: list[TracePath]) -> list[Finding]:
         parts = [
             # a path's steps add its ranks' (said so, in the sections' one wording)
             f"{p.variant} on {p.steps} step(s)"
-            + (f" ({over_ranks_text('sum', len(p.ranks))})" if len(p.ranks) > 1 else "")
+            + over_ranks_label("sum", p.ranks)
             + f" (batch rows {p.rows or 'not on its grid'}"
             + (f", median layer {p.layer_median_us:.1f} us" if p.layer_median_us else "")
             + ")"

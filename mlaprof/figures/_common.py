@@ -135,11 +135,14 @@ def table(data: Any, name: str, rank: int | None = None) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def series_of(data: Any, name: str = "", rank: int | None = None) -> tuple[Any, str]:
+def series_of(
+    data: Any, name: str = "", rank: int | None = None, window: Any = None
+) -> tuple[Any, str]:
     """(the :class:`~mlaprof.analysis.series.RankSeries` a figure draws, its title label) from
     a summary, its series section, a rank's series, a Run (its summary is built: analysis
     computes, the figure draws), a mapping ``{table: DataFrame}`` or a DataFrame of table
-    ``name`` (the series of those frames, by the same analysis functions)."""
+    ``name`` (the series of those frames, by the same analysis functions). ``window``: a Run's
+    other timeline window (:class:`~mlaprof.analysis.series.Window`)."""
     from mlaprof.analysis.series import RankSeries, Series, series_from_tables
 
     if isinstance(data, RankSeries):
@@ -155,7 +158,7 @@ def series_of(data: Any, name: str = "", rank: int | None = None) -> tuple[Any, 
         elif hasattr(data, "table") and hasattr(data, "meta"):
             from mlaprof.analysis.series import series_for_run
 
-            ser = series_for_run(data)
+            ser = series_for_run(data, window=window)
         else:
             raise MlaprofError(
                 f"cannot draw a {type(data).__name__}: pass a run summary, a Run "

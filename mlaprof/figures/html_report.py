@@ -97,11 +97,9 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
 
 
 def _route_text(r: Route | None) -> str | None:
-    """The analysis' route (the scenario's, or an engine run's modelled one)."""
-    if not r:
-        return None
-    tag = "" if r.verified else " UNVERIFIED"
-    return f"{r.path} ({r.kernel}): {r.reason} [vLLM {r.version}{tag}]"
+    """The analysis' route line (analysis.paths.route_text: the scenario's, or an engine run's
+    modelled one, with where it comes from), as every view prints it."""
+    return (r.text or r.path) if r else None
 
 
 def _meta_html(s: RunSummary, info: Any) -> str:

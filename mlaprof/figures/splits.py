@@ -8,9 +8,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from mlaprof.analysis.sections import not_runnable_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
+from mlaprof.reporters.rows import no_s_text
 
 BY = ("step", "layer", "capture_size", "policy")
 POW2_TICKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
@@ -69,6 +69,21 @@ def _frozen(rs: Any, name: str) -> str:
     return f"{name} ({rs.frozen_if})" if rs.frozen_if else name
 
 
+def _upright(said: str, width: int = 30) -> str:
+    """``said`` broken into short lines for an upright note, between words only (a ``<br>`` read
+    as a space gives ``said`` back): what comes before its first ": " on a line of its own."""
+    head, sep, rest = said.partition(": ")
+    first, rest = ([head + ":"], rest) if sep else ([], said)
+    wrapped = textwrap.wrap(rest, width, break_long_words=False, break_on_hyphens=False)
+    return "<br>".join([*first, *wrapped])
+
+
+def _target(rs: Any) -> str:
+    """The device preset the S are for, with where they come from in the splits table's words
+    (the series' ``split_scope``): a CPU run's S read "(modelled)", never as measured there."""
+    return f"{c.target_label(rs.target)} ({rs.split_scope})"
+
+
 def _text(vals: list[float | None]) -> list[str]:
     return ["" if v is None else f"{v:.0f}" for v in vals]
 
@@ -92,7 +107,6 @@ def splits_used_vs_deserved(
     title = "KV splits S used vs deserved"
     if rs is None or not rs.splits:
         return c.empty(title + label, "no KV-split records in this run")
-    target = rs.target
     fig = c.figure()
     on_device = list(dict.fromkeys(p.policy for p in rs.splits if p.on_device))
     if by == "policy":
@@ -125,25 +139,20 @@ def splits_used_vs_deserved(
                     hovertemplate="%{x}: S = %{y}<extra>%{fullData.name}</extra>",
                 )  # fmt: skip
             )
-        for pol in pols:  # policies that cannot run this shape: say so instead of a gap
-            p = row[pol]
-            if p.not_runnable is not None:
-                # the splits rows' words (sections.not_runnable_text), broken between words
-                # only: the figure says what the report says
-                said = not_runnable_text(p.not_runnable) or ""
-                head, _, why = said.partition(": ")
-                text = f"{head}:<br>" + "<br>".join(textwrap.wrap(why, 30))
-            elif p.used is None and p.deserved is None and not p.on_device:
-                text = "unknown"  # no S recorded, for no reason the record gives
-            else:
+        for pol in pols:  # a policy with no S (cannot run, none recorded): why, not a gap
+            # the rows layer's words for the row (no_s_text, what the report says under its
+            # splits table); the figure only breaks them into lines
+            said = no_s_text(row[pol])
+            if said is None:
                 continue
+            text = _upright(said)
             # upright in the policy's own column, from the axis up: beside bars whose
             # values are written over them, a level note ran across those labels
             fig.add_annotation(
                 x=pol, y=0, yref="paper", showarrow=False, yanchor="bottom", textangle=-90,
                 text=text, font={"size": 10, "color": c.NEUTRAL},
             )  # fmt: skip
-        title += f" per policy at step {int(at)} on {c.target_label(target)}"
+        title += f" per policy at step {int(at)} on {_target(rs)}"
         c.style(fig, title + label, "split policy (kernel heuristic)", S_AXIS)
         fig.update_layout(barmode="group")
         bar_axis(fig)
@@ -174,7 +183,7 @@ def splits_used_vs_deserved(
                         hovertemplate="capture size %{x}: S = %{y}<extra>%{fullData.name}</extra>",
                     )
                 )
-        title += f" per capture size, policy {', '.join(pols)} on {c.target_label(target)}"
+        title += f" per capture size, policy {', '.join(pols)} on {_target(rs)}"
         c.style(fig, title + " (median over steps)" + label, "capture size (padded tokens)", S_AXIS)
         fig.update_layout(barmode="group")
         fig.update_xaxes(type="category")
@@ -203,7 +212,7 @@ def splits_used_vs_deserved(
                         hovertemplate="step %{x}: S = %{y}<extra>%{fullData.name}</extra>",
                     )
                 )
-        title += f" per step, policy {', '.join(pols)} on {c.target_label(target)}"
+        title += f" per step, policy {', '.join(pols)} on {_target(rs)}"
         c.style(fig, title + label, "engine step", S_AXIS + ", log scale")
         n_steps = len({p.step for p in rs.splits})
         fig.update_xaxes(dtick=1 if n_steps <= 20 else None)

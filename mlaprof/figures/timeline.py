@@ -29,15 +29,23 @@ def _lane(go: Any, bars: list[Any], **kw: Any) -> Any:
                   textposition="inside", insidetextanchor="middle", **kw)  # fmt: skip
 
 
-def _other_view(data: Any, rank: int | None, steps: Any, max_kernels: int) -> Any:
-    """Another window of a Run than the summary's (other steps or kernel cap): the series
-    module builds it from the run's tables, the figure draws it."""
-    from mlaprof.analysis.series import timeline
+def _other_view(
+    data: Any, rank: int | None, steps: Any, max_kernels: int, first: int
+) -> tuple[Any, str]:
+    """Another window than the summary's (other steps or kernel cap), as the series module
+    builds it: a Run's over the steps its report counts (the same evidence; an imported
+    trace's drafter passes left out), a mapping's over the frames handed over."""
+    from mlaprof.analysis.series import Window, timeline
 
-    rs, _ = c.series_of(data, "steps", rank)
+    want = None if steps is None else tuple(int(x) for x in steps)
+    if c.is_run(data):
+        rs, label = c.series_of(data, "steps", rank, Window(want, max_kernels, first, rank))
+        return (rs.timeline if rs is not None else None), label
+    rs, label = c.series_of(data, "steps", rank)
     r = rs.rank if rs is not None else (rank or 0)
     st, ly = c.table(data, "steps", r), c.table(data, "layers", r)
-    return timeline(data, r, st, ly, None if steps is None else list(steps), max_kernels)
+    return timeline(data, r, st, ly, None if want is None else list(want), max_kernels,
+                    first=first), label  # fmt: skip
 
 
 def step_timeline(
@@ -53,13 +61,12 @@ def step_timeline(
     another window. Kernels are those of the chosen steps, or those inside their time window;
     without steps (an imported trace) the first ``max_kernels`` kernels are drawn."""
     go = c.go()
-    rs, label = c.series_of(data, "steps", rank)
-    tl = rs.timeline if rs is not None else None
     other = steps is not None or max_kernels != TIMELINE_KERNELS or default_steps != TIMELINE_STEPS
     if other and (c.is_run(data) or isinstance(data, Mapping)):  # a Run or its frames
-        tl = _other_view(data, rank, steps if steps is not None else None, max_kernels)
-        if steps is None and tl is not None and len(tl.steps_shown) > default_steps:
-            tl = _other_view(data, rank, list(tl.steps_shown[:default_steps]), max_kernels)
+        tl, label = _other_view(data, rank, steps, max_kernels, default_steps)
+    else:
+        rs, label = c.series_of(data, "steps", rank)
+        tl = rs.timeline if rs is not None else None
     if tl is None or not tl.bars:
         return c.empty("Step timeline" + label, "no timed steps, layers or kernels recorded")
     has_steps = any(b.lane in (STEP_LANE, LAYER_LANE) for b in tl.bars)

@@ -55,10 +55,8 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         lines.append("")
     lines += [f"**syncs in region**: {cell(s.sync_counts.text)}", ""]
     route = s.route
-    if route:
-        tag = "" if route.verified else " (UNVERIFIED)"
-        lines += [f"**vLLM route**: {md_code(route.path)} ({cell(route.kernel)}): "
-                  f"{cell(route.reason)} [vLLM {cell(route.version)}{tag}]", ""]  # fmt: skip
+    if route:  # the analysis' line (analysis.paths.route_text), as every view prints it
+        lines += [f"**vLLM route**: {cell(route.text or route.path)}", ""]
     if fleet := fleet_line(s):  # the ranks' table is the rows layer's ("ranks side by side")
         lines += [f"**{cell(fleet)}**", ""]
     findings = s.findings

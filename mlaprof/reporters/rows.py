@@ -24,13 +24,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import layer_splits_scope, splits_scope
-from mlaprof.analysis.sections import FROZEN_NONE
+from mlaprof.analysis.sections import FROZEN_NONE, not_runnable_text
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS, over_ranks_text
+from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS, over_ranks_label
 from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
@@ -122,6 +122,12 @@ LABELS: dict[str, str] = {
     "Capture.effective_mode": "mode that ran",
     "Capture.mode": "mode asked for",
     "Capture.memory_bytes": "capture memory",
+    "Capture.sizes": "capture sizes covered (captured or attempted)",
+    "Capture.sizes_text": "capture sizes",
+    # the routing rule checked against vLLM's code (or an engine's record), not "this run took
+    # it": the route's provenance says what the run ran
+    "Route.verified": "routing rule verified",
+    "Route.text": "route",
     "SyncCounts.text": "verdict",
     "Padding.text": "padding",
     "Fleet.text": "ranks",
@@ -137,6 +143,9 @@ LABELS: dict[str, str] = {
     "SyncCounts.watched_steps": "watched steps over ranks",
     "SyncCounts.by_kind": "by kind, over ranks",
     "FullGraphSplits.modelled_if": "modelled S holds",
+    # each rank's own, a row per rank (ranks that read the same share one): never summed
+    "TraceChecks.steps": "steps (each rank's own)",
+    "EngineSection.verify_rank": "verify counts of rank",
 }
 
 
@@ -224,11 +233,12 @@ SPECS: dict[str, Spec] = {
                 Col(label_of(n), _cell(n))
                 for n in ("rank", "ranks", "policy", "source", "verified", "on_device")
             ),
-            # a policy that cannot run: marked, its reason under the table in the section's words
-            Col(label_of("used"), _cell("used"), lambda r: split_cells(r).s if r.not_runnable
+            # a row with no S (cannot run, or none recorded): marked as in the front table, why
+            # under the table in the one wording (no_s_text)
+            Col(label_of("used"), _cell("used"), lambda r: split_cells(r).s if no_s_text(r)
                 else field_text("used", r.used)),  # fmt: skip
             Col(label_of("deserved"), _cell("deserved"), lambda r: split_cells(r).deserved
-                if r.not_runnable else field_text("deserved", r.deserved)),  # fmt: skip
+                if no_s_text(r) else field_text("deserved", r.deserved)),  # fmt: skip
             Col(label_of("frozen"), _cell("frozen", "frozen_if"), lambda r: split_cells(r).frozen),
         ),
         lambda r: not_runnable_note(r) or "",
@@ -530,8 +540,8 @@ def _blocks(
         x = getattr(v, f.name)
         k, label = f"{key}.{f.name}", _label(owner, f.name)
         how = f.metadata.get(OVER_RANKS)
-        if how and ranks > 1:
-            label += f" ({over_ranks_text(how, ranks)})"
+        if how:
+            label += over_ranks_label(how, ranks)
         if dataclasses.is_dataclass(x):
             nested += _blocks(k, title + SEP + label, x, ranks=ranks)
         elif _records(x) and any(_rich(r) for r in x):
@@ -621,7 +631,7 @@ def summed_columns(
     title: str, head: list[str], rows: list[list[str]], overs: list[list[Over]]
 ) -> tuple[str, list[str], list[list[str]]]:
     """A table's columns whose values are made of several ranks' say so in the one wording
-    (:func:`mlaprof.analysis.typed_json.over_ranks_text`): in the title where every such
+    (:func:`mlaprof.analysis.typed_json.over_ranks_label`): in the title where every such
     column of several is made of the same ranks, else in a column's header where each of its
     rows is, else in each such row's cell (a row of one rank says nothing)."""
     uniform: dict[int, Over] = {}
@@ -633,15 +643,15 @@ def summed_columns(
         return title, head, rows
     said = set(uniform.values())
     if len(uniform) > 1 and len(said) == 1 and (one := said.pop()) is not None:
-        return f"{title} ({over_ranks_text(*one)})", head, rows
+        return title + over_ranks_label(*one), head, rows
     head = [
-        f"{h} ({over_ranks_text(*o)})" if (o := uniform.get(i)) is not None else h
+        h + over_ranks_label(*o) if (o := uniform.get(i)) is not None else h
         for i, h in enumerate(head)
     ]
     rows = [
         [
-            f"{c} ({over_ranks_text(*o)})"
-            if i in uniform and uniform[i] is None and (o := ov[i]) is not None and o[1] > 1
+            c + over_ranks_label(*o)
+            if i in uniform and uniform[i] is None and (o := ov[i]) is not None
             else c
             for i, c in enumerate(r)
         ]
@@ -737,15 +747,47 @@ def split_cells(r: SplitStep) -> SplitCells:
     )
 
 
-def not_runnable_note(r: SplitStep) -> str | None:
-    """The line under a splits table for a row whose policy cannot run (its mark, the policy,
-    the section's words: ``‡ aiter-gluon-bh64: not runnable: bh64 needs 64 or 128 heads``)."""
-    said = r.not_runnable_text
-    return None if said is None else f"{NOT_RUNNABLE_MARK} {r.policy}: {said}"
+# what a policy row says that holds no S and whose record gives no reason (never "unknown" in
+# one view and "-" in another: every view says this, from no_s_text)
+NO_S = "no S recorded (the record gives no reason)"
 
 
-def not_runnable_notes(rows: Sequence[SplitStep]) -> list[str]:
-    """Each not-runnable row's line (:func:`not_runnable_note`), once each, in row order."""
+class SplitLike(Protocol):
+    """A policy's S as a splits row (SplitStep) or a figure's split point (SplitPoint) holds it."""
+
+    policy: str
+    used: float | None
+    deserved: float | None
+    on_device: bool | None
+    not_runnable: str | None
+
+
+def no_s_text(r: SplitLike) -> str | None:
+    """Why a policy row holds no S, in the one wording every view says (the line under the
+    splits table, the split figure's note in the policy's column): the section's not-runnable
+    words (:func:`mlaprof.analysis.sections.not_runnable_text`), else :data:`NO_S` where it
+    holds neither S used nor S deserved and the device does not decide it; None: it holds one."""
+    said = not_runnable_text(r.not_runnable)
+    if said is not None:
+        return said
+    if r.used is None and r.deserved is None and not r.on_device:
+        return NO_S
+    return None
+
+
+def not_runnable_note(r: SplitLike) -> str | None:
+    """The line under a splits table for a row with no S (:func:`no_s_text`): its cell's mark,
+    the policy, the words (``‡ aiter-gluon-bh64: not runnable: bh64 needs 64 or 128 heads``;
+    ``- <policy>: no S recorded ...`` where the record gives no reason)."""
+    said = no_s_text(r)
+    if said is None:
+        return None
+    mark = NOT_RUNNABLE_MARK if r.not_runnable is not None else GAP
+    return f"{mark} {r.policy}: {said}"
+
+
+def not_runnable_notes(rows: Sequence[SplitLike]) -> list[str]:
+    """Each no-S row's line (:func:`not_runnable_note`), once each, in row order."""
     return list(dict.fromkeys(n for r in rows if (n := not_runnable_note(r))))
 
 

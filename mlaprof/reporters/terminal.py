@@ -121,16 +121,10 @@ def print_report(
     route = s.route
     console.print(
         "vLLM route: "
+        # the analysis' line (analysis.paths.route_text: where the route comes from beside what
+        # the run ran), escaped: its "[vLLM ...]" is text, not markup
         + (
-            f"{route.path} ({route.kernel}): {route.reason} [vLLM {route.version}"
-            + ("" if route.verified else " UNVERIFIED")
-            + "]"
-            + "".join(f"; not modelled: {m}" for m in route.not_modelled or ())
-            + (
-                f"; AITER {route.aiter_rule.requested}: {route.aiter_rule.label}"
-                if route.aiter_rule
-                else ""
-            )
+            term(route.text or route.path)
             if route
             else "not modelled (no scenario: heads, KV dtype and arch are unknown; an imported "
             "trace's own paths are listed with it)"

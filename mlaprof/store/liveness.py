@@ -141,6 +141,41 @@ DRAINED_REASON = (
     "drained: every step the writer saw was written before it was stopped without closing its "
     "record (a stop signal or a kill at shutdown)"
 )
+
+
+class EmptyStatus(StrEnum):
+    """A run folder with run.json but no rank database yet (:func:`empty_run`): what every
+    view (``report``, ``runs``, the dashboard) calls it."""
+
+    STARTING = "starting"  # a writer holds its lock: its database is on the way
+    FAILED = "failed"  # its writer failed before its first record and said why (a full disk)
+    ABANDONED = "abandoned"  # no writer alive: killed before its first record
+
+
+def empty_run(run_dir: Path, meta: Any) -> tuple[EmptyStatus, str, str]:
+    """``(status, reason, text)`` of a run folder with run.json (``meta``, as written) and no
+    rank database: the one judgement the reader (``report``, ``runs``) and the live dashboard
+    make of it. ``text`` is the line every view says (the reader's error, the dashboard's
+    banner): ``<run_dir> is an empty run abandoned before its first record ...``."""
+    reason = ""
+    if any_writer_alive(run_dir):
+        status = EmptyStatus.STARTING
+    elif isinstance(meta, dict) and meta.get("status") == RunStatus.FAILED:
+        status, reason = EmptyStatus.FAILED, str(meta.get("reason") or "")
+    else:
+        status = EmptyStatus.ABANDONED
+    return status, reason, empty_run_text(run_dir, status, reason)
+
+
+def empty_run_text(run_dir: Path, status: str, reason: str = "") -> str:
+    """The words of :func:`empty_run` for ``status``."""
+    what = {
+        EmptyStatus.STARTING: "is starting (no records yet)",
+        EmptyStatus.FAILED: f"failed before its first record: {reason or 'no reason recorded'}",
+    }.get(status, "is an empty run abandoned before its first record (its writer is gone)")
+    return f"{run_dir} {what}"
+
+
 # the one order in which ranks' states make the run's: the first present wins
 RUN_STATUS_ORDER = (
     RunStatus.FAILED,

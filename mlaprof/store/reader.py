@@ -104,12 +104,8 @@ class Run:
         except BaseException:
             self.close()
             raise
-        if not self._cons:
-            if liveness.any_writer_alive(self.path):
-                raise EmptyRunError(self.path, "starting")
-            if self.written_meta.get("status") == "failed":  # its writer said why (a full disk)
-                raise EmptyRunError(self.path, "failed", str(self.written_meta.get("reason") or ""))
-            raise EmptyRunError(self.path, "abandoned")
+        if not self._cons:  # starting, failed or abandoned: the one judgement (liveness)
+            raise EmptyRunError(self.path, *liveness.empty_run(self.path, self.written_meta)[:2])
 
     # -- ranks -------------------------------------------------------------------------------
     def refresh_ranks(self) -> list[int]:
@@ -484,17 +480,15 @@ def _code(cats: dict[Any, int], value: Any) -> int:
 
 
 class EmptyRunError(MlaprofError):
-    """A run folder with run.json but no rank database yet: its writer is ``starting`` or, if
-    its lock is free, it was ``abandoned`` (killed before its first record)."""
+    """A run folder with run.json but no rank database yet: its writer is ``starting``, it
+    ``failed`` before its first record or, if its lock is free, it was ``abandoned`` (killed
+    before its first record): :func:`mlaprof.store.liveness.empty_run` judges, as the live
+    dashboard's follower does."""
 
     def __init__(self, path: Path, state: str, reason: str = "") -> None:
         self.state = state
         self.reason = reason
-        what = {
-            "starting": "is starting (no records yet)",
-            "failed": f"failed before its first record: {reason or 'no reason recorded'}",
-        }.get(state, "is an empty run abandoned before its first record (its writer is gone)")
-        super().__init__(f"{path} {what}")
+        super().__init__(liveness.empty_run_text(path, state, reason))
 
 
 def load(path: Path | str) -> Run:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.live import FOLDED, LiveFold, LiveSummary
 from mlaprof.store.follow import DB_ERRORS, FollowError, RunFollow, RunReplaced
+from mlaprof.store.liveness import empty_run
 from mlaprof.tui.view import ANALYSING, Selection, View, build_view
 
 if TYPE_CHECKING:
@@ -110,8 +111,13 @@ class RunFollower:
             # without run.json, a rank the run names missing, an ended run without databases
             self.store.check(self.fold.meta if had else None)
         if not self.store.databases:
-            self.problem = "waiting for the first records"
-            return 0
+            if not had:  # no run.json yet: a run about to start
+                self.problem = "waiting for the first records"
+                return 0
+            # run.json and no record: starting, failed or abandoned, as the reader judges it
+            # (`report` and `runs` say the same), the banner in the reader's words
+            status, _, self.problem = empty_run(self.path, self.fold.meta)
+            return int(self.fold.set_empty(status))
         self.problem = None
         total = 0
         self.store.cut = False
@@ -226,7 +232,9 @@ class RunFollower:
             if live is None:
                 live = self.summarise()
             layers = self.step_layers(step, rank) if step is not None else None
-            return build_view(live, rank, layers, step, self.problem, layer_sort, self.path.name)
+            return build_view(
+                live, rank, layers, step, self.problem, layer_sort, self.path.name, self.fold.status
+            )
 
     def summary(self) -> RunSummary | None:
         """The latest summary handed out (provisional or full; None: none yet)."""

@@ -18,7 +18,7 @@ from mlaprof.reporters.rows import (
 )
 from mlaprof.reporters.rows import splits_title as rows_splits_title
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
-from mlaprof.tui.view import FULL
+from mlaprof.tui.view import ANALYSING, FULL
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import LayerRow, SplitStep
@@ -60,7 +60,9 @@ def latency_line(v: View, width: int = 200) -> str:
     for sep, label in tries:
         nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)
         scope = f", {v.latency_scope}" if v.latency_scope else ""
-        line = f"step ms (last {len(v.latency_ms)}{scope}{', ' + label if label else ''}): {nums}"
+        # no count before the analysis told the steps apart (an imported trace's warm-ups)
+        last = f"last {len(v.latency_ms)}" if v.steps_decided else ANALYSING
+        line = f"step ms ({last}{scope}{', ' + label if label else ''}): {nums}"
         if len(line) <= width:
             return line
     return line

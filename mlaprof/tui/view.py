@@ -92,6 +92,9 @@ class View:
     summary: RunSummary | None = None
     step_ids: list[int] = field(default_factory=list)
     steps_by_rank: dict[int, int] = field(default_factory=dict)  # committed steps, shown ranks
+    # False until the analysis told the run's steps apart (an imported trace's warm-ups and
+    # drafter passes): no count is shown, ``steps_text`` says "analysing..."
+    steps_decided: bool = True
 
     @property
     def steps(self) -> int:
@@ -107,11 +110,14 @@ def build_view(
     problem: str | None = None,
     layer_sort: tuple[str, bool] = ("layer", False),
     name: str = "?",
+    status: str = "waiting",
 ) -> View:
     """One frame: ``live`` picked for ``rank`` (None: every rank) and, where ``step_layers`` is
-    given, the layer rows of ``step`` (:meth:`mlaprof.analysis.live.LiveFold.step_layers`)."""
+    given, the layer rows of ``step`` (:meth:`mlaprof.analysis.live.LiveFold.step_layers`).
+    ``status``: the run's status while no summary is in (the live fold's: a run without
+    records reads starting, failed or abandoned, as the reader judges it)."""
     if live is None:
-        return _waiting(name, problem)
+        return _waiting(name, problem, status)
     s = live.summary
     meta = live.meta
     scen = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
@@ -147,7 +153,8 @@ def build_view(
         graph_mode=str((capture and capture.effective_mode) or scen.get("graph_mode") or "?"),
         capture=capture.text if capture else source,
         capture_memory=_capture_memory(capture),
-        steps_text=_steps_text(live.step_ids, shown),
+        # the steps the report counts (analysis.live.verify_steps), or none until it decided
+        steps_text=_steps_text(live.step_ids, shown) if live.steps_decided else ANALYSING,
         # the shown ranks' records (every rank's where none is picked)
         events=sum(live.rows.values()) if rank is None else live.rank_rows.get(rank, 0),
         latency_ms=list(series.values_ms) if series else [],
@@ -177,7 +184,10 @@ def build_view(
         problem=problem,
         summary=s,
         step_ids=list(live.step_ids.get(rank if rank is not None else min(ranks, default=0), ())),
-        steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown},
+        steps_by_rank={r: len(live.step_ids.get(r, ())) for r in shown}
+        if live.steps_decided
+        else {},
+        steps_decided=live.steps_decided,
     )
 
 
@@ -323,10 +333,10 @@ def _text(v: Any) -> str:
     return "not recorded" if v is None or v == "" else str(v)
 
 
-def _waiting(name: str, problem: str | None) -> View:
+def _waiting(name: str, problem: str | None, status: str = "waiting") -> View:
     return View(
         name=name, scenario="unknown", origin="scenario", device="unknown", backend="not recorded",
-        status="waiting", rank_label=_rank_label([], None), ranks=[], graph_mode="?",
+        status=status, rank_label=_rank_label([], None), ranks=[], graph_mode="?",
         capture=ANALYSING, steps_text=_steps_text({}, []), events=0, latency_ms=[],
         latency=_latency(None), latency_scope="",
         step_median="-", sync_text=ANALYSING, capture_memory="", layers=[],

@@ -42,7 +42,10 @@ def test_native_reports_no_syncs(capsys, traces):
         "effective_mode": "FULL",
         "memory_bytes": None,  # a CPU run measures no capture memory: unknown, never 0
         "memory_measure": "driver free-memory delta",
-        "sizes": 0,
+        # the capture size the padding section says, and that nothing was captured: no count
+        # (a "sizes": 0 beside the padding's "capture size 16" read as a measured result)
+        "sizes_text": "steps padded to capture size 16 (of the scenario's vLLM 0.34.0 capture "
+        "sizes); captured: none (CPU engine: graph capture needs a GPU, not attempted)",
         "label": "no sync seen (predicted)",
         "provenance": "predicted from syncs",
         "text": "FULL -> predicted-ok (runs FULL)",
@@ -95,7 +98,8 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
     assert fix["aiter-gluon-v0.1.19"]["used"] == 16
     assert main(["report", "bug", "--traces", str(traces), "--compare", "fix", "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)["compare"]
-    want = "gluon-verify (vLLM 0.34.0)"  # each side's route names its vLLM version
+    # each side's route names its vLLM version, and that it is modelled (the CPU ran none)
+    want = "gluon-verify (vLLM 0.34.0; modelled)"
     assert cmp["route"] == {"before": want, "after": want}
     rows = {r["metric"]: r for r in cmp["table"]}
     s_used = rows["KV splits S used (run's policy, worst step)"]
@@ -113,6 +117,9 @@ def test_padding_counts(capsys, traces):
     assert pad["steps"] == steps and pad["padding_rows_per_step"] == [1, 1]
     assert pad["real_rows"] == 3 * steps and pad["padding_rows"] == steps
     assert pad["capture_size"] == 16
+    # the capture section says the same size, and that the CPU engine captured none
+    assert "steps padded to capture size 16 " in doc["capture"]["sizes_text"]
+    assert "sizes" not in doc["capture"]
 
 
 def test_runs_tell_a_bug_run_from_a_fix_run(capsys, traces, monkeypatch):

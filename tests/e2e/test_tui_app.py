@@ -163,6 +163,25 @@ async def test_run_deleted_while_followed(tmp_path: Path) -> None:
         assert d.view.steps == 3  # what was read stays on screen
 
 
+async def test_a_run_abandoned_before_its_first_record_reads_as_report_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # run.json, no database, no writer: the dashboard said "waiting for the first records"
+    from mlaprof.cli import main
+
+    p = runmeta.init_run_dir(tmp_path, "empty", {"source": "test"})
+    assert main(["report", str(p)]) == 2
+    said = capsys.readouterr().err.strip().removeprefix("mlaprof: error: ")
+    assert "abandoned" in said
+    app = MlaprofApp(p, interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        d = await loaded(pilot)  # drawn after its first poll, which judged the folder
+        banner = app.screen.query_one("#banner", ProblemBanner)
+        assert d.view is not None and d.view.status == d.follow_state() == "abandoned"
+        assert banner.display and banner.content == f"! {said}"
+        assert d.query_one("#header").content.plain.split()[0] == "abandoned"
+
+
 async def test_multi_rank_selector(tmp_path: Path) -> None:
     p = make_run(tmp_path, "mr", steps=4, layers=2, ranks=2)
     app = MlaprofApp(p, interval=0.05)

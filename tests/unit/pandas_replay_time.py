@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.replay_time import _mode_s, s_groups
-from mlaprof.analysis.typed_json import over_ranks_text
+from mlaprof.analysis.typed_json import over_ranks_label
 from mlaprof.rank_counts import rank_span
 
 
@@ -156,8 +156,8 @@ def pandas_replay_time(
         "outside_layers_us": tail / 1e3 / max(1, n_steps),
         "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
         + (
-            f"; kernels and attention share: {over_ranks_text('sum', n)}"
-            if (n := len({r for g in rank_groups for r in g})) > 1
+            f"; kernels and attention share{said}"
+            if (said := over_ranks_label("sum", {r for g in rank_groups for r in g}))
             else ""
         ),
     }

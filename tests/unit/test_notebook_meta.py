@@ -32,8 +32,8 @@ def _agree(run: mlaprof.store.Run) -> None:
     s = mlaprof.build_summary(run)
     if not (meta["status"] == run.status == s.status == s.state.status):
         raise AssertionError((meta["status"], run.status, s.status, s.state.status))
-    # the summary's "" is a finished run's "no reason to give" (None: unknown), run.reason None
-    if meta.get("reason") != run.reason or (run.reason or "") != (s.state.reason or ""):
+    # one "no reason": None in run.meta, Run.reason and the summary's state alike
+    if not (meta.get("reason") == run.reason == s.state.reason):
         raise AssertionError((meta.get("reason"), run.reason, s.state.reason))
     if meta["name"] != run.name or s.run != run.name:
         raise AssertionError((meta["name"], run.name, s.run))

@@ -58,7 +58,8 @@ def test_capture_sizes_counts_attempts_where_no_graph_was_kept() -> None:
     assert "over 2 capture size(s)" in f.title
     # serving graphs beside an attempt: the graphs kept are the count
     assert capture_sizes(rows((8, "FULL"), (16, "FULL" + ATTEMPT))) == 1
-    assert capture_sizes(rows()[0:0]) == 0
+    # no capture recorded: no count at all, never a 0 that reads as measured
+    assert capture_sizes(rows()[0:0]) is None
 
 
 # -- 3. the trust finding is per rank -----------------------------------------------------------
@@ -109,7 +110,8 @@ def test_a_fleet_finding_counts_steps_per_rank_as_its_sections_do() -> None:
     assert "12 graph replay" not in f.evidence
     assert f.data["steps_per_rank"] == {"0": 3, "1": 3, "2": 3, "3": 3} and "steps" not in f.data
     # a count the trace's checks add over ranks says so, in the wording the sections' labels use
-    assert f"48 of its S = 1 layers ({over_ranks_text('sum', 8)}; " in f.evidence
+    said = f"no stage-2 kernel in 48 ({over_ranks_text('sum', 8)}) of its S = 1 layers"
+    assert said in f.evidence
     assert s.capture.evidence is not None
     assert s.capture.evidence.startswith("3 MLA step(s) per rank (8 ranks) replayed")
     assert "24 of 24, sum over 8 ranks," in s.capture.evidence

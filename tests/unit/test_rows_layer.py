@@ -269,16 +269,22 @@ def test_a_path_check_says_each_op_once_with_its_count_and_lines() -> None:
     )
 
 
-def test_a_finished_run_has_no_reason_to_give_and_an_unfinished_one_an_unknown_one() -> None:
+def test_no_reason_is_one_value_finished_or_not_and_reads_none_recorded() -> None:
+    """A run no writer recorded a reason for has one "no reason": None, as Run.reason says it
+    (a finished run's read "" beside Run.reason's None), shown "none recorded" in every view
+    (the field declares what its None means), never "unknown"."""
     import pandas as pd
 
     from mlaprof.analysis.run_state import run_state
 
     steps = pd.DataFrame({"rank": [0, 0], "step": [0, 1]})
-    assert run_state("finished", None, steps).reason == ""  # said "none", not "unknown"
-    assert fmt.value_text(run_state("finished", None, steps).reason) == "none"
-    assert run_state("incomplete", None, steps).reason is None  # why it stopped: unknown
+    assert run_state("finished", None, steps).reason is None
+    assert run_state("incomplete", None, steps).reason is None
     assert run_state("failed", "rank 1 failed", steps).reason == "rank 1 failed"
+    s = shipped_runs.summary(RUN)  # a finished run
+    assert s.state.reason is None and s.to_json()["state"]["reason"] is None
+    state = {b.key: b for b in summary_blocks(s)}["state"]
+    assert next(r.text for r in state.rows if r.key == "state.reason") == "none recorded"
 
 
 def test_a_frozen_s_that_does_not_stand_reads_the_same_in_every_view() -> None:

@@ -82,8 +82,10 @@ def test_shape_from_import_to_report(
     kinds = [f["kind"] for f in doc["findings"]]
     assert "sync" not in kinds and "trust" not in kinds
     assert not any(f["unreliable"] for f in doc["findings"])
+    # the step checks are each rank's own: every rank in one row, with its own source
+    assert sorted(r for row in tr["checks"]["steps"] for r in row["ranks"]) == ranks
     if "source" in exp:
-        assert tr["checks"]["steps"]["source"] == exp["source"]
+        assert {row["source"] for row in tr["checks"]["steps"]} == {exp["source"]}
     if "graph_launches" in exp:
         assert tr["checks"]["launches"]["graph_launches"] == exp["graph_launches"]
     if "short_replays" in exp:
@@ -140,7 +142,8 @@ def test_without_ranges_the_pause_splits_the_step_and_the_report_says_gaps(
     marker.unlink()
     doc = _report(folder, tmp_path, "g", capsys)
     assert len(doc["trace"]["steps"]) == 7
-    assert doc["trace"]["checks"]["steps"]["source"] == step_sources.SOURCE_GAPS
+    (sc,) = doc["trace"]["checks"]["steps"]  # one rank's
+    assert sc["source"] == step_sources.SOURCE_GAPS and sc["ranks"] == [0]
     assert any("idle gaps" in n for n in doc["trace"]["trust"]["notes"])
     assert "idle gaps" in doc["capture"]["evidence"]
 
@@ -278,6 +281,6 @@ def test_past_the_cap_graph_kinds_fall_back_to_the_layer_rule(
     monkeypatch.setattr(annotate, "MAX_STEP_RUNS", 2)
     doc = _report(shapes.write_csv(shapes.mtp_first_pass(), tmp_path / "in"), tmp_path, "m",
                   capsys)  # fmt: skip
-    sc = doc["trace"]["checks"]["steps"]
+    (sc,) = doc["trace"]["checks"]["steps"]  # one rank's
     assert sc["graph_by_step"] is None and sc["graph_by_step_runs"] > 2
     assert doc["trace"]["drafter"]["steps"] == 18 and len(doc["trace"]["steps"]) == 6

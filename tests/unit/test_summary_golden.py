@@ -13,7 +13,15 @@ finding does; a multi-rank trace's trust finding and reasons are the unreliable 
 fleet's step counts in its capture evidence and collapse finding are per rank; a drafter's
 passes name their step ids per rank (``trace.drafter.pass_steps``: the dashboard leaves them out
 of its steps as the report does); a splits row whose policy's kernel cannot run the step says
-why (``not_runnable``: every view says it from there, where it read "unknown", "-" or "‡")."""
+why (``not_runnable``: every view says it from there, where it read "unknown", "-" or "‡"); a
+scenario run's capture section says its sizes in words (``capture.sizes_text``: the size its
+steps were padded to, the padding section's, beside what a capture covered); a route says
+where it comes from beside what the run ran (``route.provenance``, ``route.text``: the line
+every view prints); a trace's step checks are each rank's (``trace.checks.steps``: a row
+per rank, ranks that read the same sharing one; it held one rank's graphs beside counts summed
+over ranks), a collapse check names the ranks its steps add and each rank's steps, and every
+sum over ranks is said by one function (``typed_json.over_ranks_label``: "(sum over 8 ranks)"
+after the count it qualifies)."""
 
 from __future__ import annotations
 
@@ -59,7 +67,7 @@ def test_the_typed_diff_is_main_s_compare_object() -> None:
     pair of bug/fix runs, traces and a log (compare.json.txt, written from main; rewritten
     where a run no probe watched had a sync-site count of 0, and where two workloads got a
     verdict on their critical findings' count; the workload gained the rank count; the S and
-    capture-memory rows say their sources)."""
+    capture-memory rows say their sources; a route says it is modelled)."""
     import itertools
     import json
 

@@ -23,7 +23,9 @@ def scenario_evidence(run: Run) -> Evidence:
         else Provenance("unknown", "no device")
     )
     meta = run_meta(run.meta)
-    cap = capture_summary(meta, t["syncs"], t["layers"], t["captures"], t["memory"], str(prov))
+    cap = capture_summary(
+        meta, t["syncs"], t["layers"], t["captures"], t["memory"], str(prov), t["padding"]
+    )
     return Evidence(
         kind=RunKind.SCENARIO,
         name=run.name,

@@ -151,7 +151,7 @@ def trace_section(
     api, copies = host_calls(run)
     cap = step_mode_evidence(meta, steps, checks)
     paths = trace_paths(meta, steps, stats, engine_of, checks)
-    coverage = coverage_summary(run, meta, paths, layers)
+    coverage = coverage_summary(run, meta, paths, layers, steps)
     section = TraceSection(
         source=meta.imported_from,
         format=meta.format or meta.source,

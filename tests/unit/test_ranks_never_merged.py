@@ -1,0 +1,328 @@
+"""Every record and finding is per rank; a view may add ranks up, never merge them silently. On a
+two-rank trace built here (rank 0: three FULL graph replays; rank 1: five eager steps that only
+idle gaps tell apart), each rule below failed with its fix undone:
+
+1. the trace checks' step group showed one rank's graphs and graph-per-step beside counts summed
+   over the ranks: it is a row per rank now, in the JSON and in every view;
+2. a collapse check's steps were a sum over ranks that named no rank: it names its ranks and
+   each rank's steps, and every view labels the sum;
+3. whether and how a sum over ranks is labelled is decided by one function
+   (``typed_json.over_ranks_label``), never by a ``if ranks > 1`` at each site;
+4. other sums and picks over ranks: the import checks' sum kept the later rank's texts, the
+   trust note said one rank's step source for all, an older import's summed checks stood as
+   rank 0's, a host-sync finding, an engine's, a path's qlen source and an unrecognised
+   kernel's launches summed ranks unsaid."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlaprof.analysis.sections import SUMMED_STEP_CHECKS
+from mlaprof.analysis.typed_json import over_ranks_label, over_ranks_text
+from mlaprof.reporters import rows
+from tests import step_shapes as shapes
+
+WORKER_GROUP = "two-rank-trace"  # one worker builds the trace below once
+PKG = Path(__file__).resolve().parents[2] / "mlaprof"
+SUMMED = f"({over_ranks_text('sum', 2)})"
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A two-rank rocprofv3 trace imported into a temporary folder, and its summary."""
+    import mlaprof
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.importers.rocprof import import_rocprof
+
+    full = shapes.Process(pid=4001, agent=2)
+    for _ in range(3):
+        shapes.step_full(full, rows=8, s=8, qlen=4, layers=4)
+    eager = shapes.Process(pid=4002, agent=3)
+    for _ in range(5):  # no sampler, no roctx range: only idle gaps bound its steps
+        shapes.step_eager(eager, rows=8, s=8, qlen=4, layers=4, closing=False)
+    tmp = tmp_path_factory.mktemp("two-ranks")
+    folder = shapes.write_csv(shapes.Shape("two", [full, eager], {}), tmp / "in")
+    run_dir, _ = import_rocprof(folder, tmp / "traces", "two")
+    with mlaprof.load(run_dir) as run:
+        assert run.ranks == [0, 1]
+        return Path(run_dir), build_summary(run)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _views(run_dir: Path, s: Any) -> dict[str, str]:
+    """The summary as every view renders it: terminal, Markdown, HTML, ``tui --once``."""
+    from rich.console import Console
+
+    from mlaprof.figures.html_report import render_html
+    from mlaprof.reporters.markdown import render_markdown
+    from mlaprof.reporters.terminal import TerminalRenderer
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import render_text
+
+    out = io.StringIO()
+    Console(file=out, width=400, color_system=None).print(TerminalRenderer().render(s))
+    page = re.sub(r"<(script|style)\b.*?</\1>", " ", render_html(s), flags=re.S)
+    view, _ = read_view(run_dir)
+    return {
+        "terminal": _flat(out.getvalue()),
+        "markdown": _flat(html.unescape(render_markdown(s))),
+        "html": _flat(html.unescape(re.sub(r"<[^>]+>", " ", page))),
+        "tui": _flat(render_text(dataclasses.replace(view, summary=s), width=400)),
+    }
+
+
+# -- 1. the step checks, a row per rank -----------------------------------------------------
+def test_each_ranks_step_checks_are_its_own_in_the_json_and_every_view(two: Any) -> None:
+    run_dir, s = two
+    steps = s.trace.checks.steps
+    assert [r.ranks for r in steps] == [[0], [1]], steps
+    full, eager = steps
+    assert (full.source, eager.source) == ("graph-launches", "idle-gaps")
+    assert full.graph_by_step == [[0, 3]] and [g.replays for g in full.graphs] == [3]
+    assert eager.graph_by_step == [[None, 5]] and eager.graphs == [] and eager.gap_breaks == 4
+    assert (full.graph_by_step_runs, eager.graph_by_step_runs) == (1, 1)  # each rank's, not 2
+    doc = s.to_json()["trace"]["checks"]["steps"]
+    assert [(r["ranks"], r["source"], r["graph_by_step"]) for r in doc] == [
+        ([0], "graph-launches", [[0, 3]]),
+        ([1], "idle-gaps", [[None, 5]]),
+    ]
+    # the notebook's object is the summary's (mlaprof.build_summary): the same rows
+    import mlaprof
+
+    with mlaprof.load(run_dir) as run:
+        assert mlaprof.build_summary(run).trace.checks.steps == steps
+    # the rows layer: a block per row that names its rank, and no sum said of its values
+    blocks = {b.key: b for b in rows.summary_blocks(s)}
+    for i, rank in enumerate((0, 1)):
+        b = blocks[f"trace.checks.steps[{i}]"]
+        got = {r.label: r.text for r in b.rows}
+        assert got["ranks"] == f"1 (rank {rank})", got
+        assert not any("sum over" in label for label in got), got
+    title = blocks["trace.checks.steps[1]"].title
+    for name, text in _views(run_dir, s).items():
+        assert title in text, name
+        for said in ("1 (rank 0)", "1 (rank 1)", "graph-launches", "idle-gaps"):
+            assert said in text, (name, said)
+
+
+def test_a_trust_note_names_the_ranks_whose_steps_only_gaps_bound(two: Any) -> None:
+    _, s = two
+    (note,) = [n for n in s.trace.trust.notes or [] if "idle gaps" in n]
+    assert note.startswith("steps on rank 1 of 2 told apart by idle gaps"), note
+
+
+# -- 2. a collapse check names its ranks ----------------------------------------------------
+def test_a_collapse_check_names_the_ranks_its_steps_add(two: Any) -> None:
+    run_dir, s = two
+    (chk,) = s.trace.coverage.collapse_checks
+    assert chk.ranks == [0, 1] and chk.steps_per_rank == {0: 3, 1: 5} and chk.steps == 8
+    (doc,) = json.loads(json.dumps(s.to_json()))["trace"]["coverage"]["collapse_checks"]
+    assert doc["ranks"] == [0, 1] and doc["steps_per_rank"] == {"0": 3, "1": 5}
+    (table,) = [
+        t for b in rows.summary_blocks(s) for t in b.tables if t.key.endswith("collapse_checks")
+    ]
+    assert f"steps {SUMMED}" in table.head, table.head
+    for name, text in _views(run_dir, s).items():
+        assert f"steps {SUMMED}" in text and "0=3, 1=5" in text, name
+
+
+def test_a_not_checked_finding_counts_steps_per_rank() -> None:
+    from mlaprof.analysis.coverage import coverage_findings
+    from mlaprof.analysis.sections import (
+        CollapseCheck,
+        RankRecognition,
+        Recognition,
+        TraceCoverage,
+    )
+
+    chk = CollapseCheck(S="4", path="my-mla", status="not checked", steps=8, variant="k",
+                        why="no split rule", ranks=[0, 1], steps_per_rank={0: 3, 1: 5},
+                        warn=True)  # fmt: skip
+    per = [RankRecognition(kernels=10, mla_layers=4, rank=r) for r in (0, 1)]
+    cov = TraceCoverage(api="", api_calls=0, api_functions=[], attention_like=[],
+                        attention_like_names=0, collapse_checks=[chk], host_syncs=None,
+                        kernels=20, kernels_by_rank={0: 10, 1: 10}, provenance="p",
+                        recognition=Recognition(per_rank=per, without_mla=[]))  # fmt: skip
+    (f,) = coverage_findings(cov)
+    assert "(k, 3-5 step(s) per rank (ranks 0: 3, 1: 5), S 4)" in f.title, f.title
+    assert f.data["ranks"] == [0, 1]
+
+
+# -- 3. one function says whether and how a sum over ranks is labelled -------------------------
+def test_one_function_decides_the_label_of_a_sum_over_ranks() -> None:
+    assert over_ranks_label("sum", 1) == "" == over_ranks_label("sum", [3]) == ""
+    assert over_ranks_label("sum", 0) == ""
+    assert over_ranks_label("sum", 2) == f" {SUMMED}" == over_ranks_label("sum", [0, 1, 1])
+    how = "median of the steps pooled"
+    assert over_ranks_label(how, range(8)) == f" ({how} over 8 ranks)"
+
+
+# modules another change moves to the label function (they say sums through the words alone)
+NOT_YET = frozenset({"analysis/capture.py", "analysis/padding.py"})
+
+
+def test_no_site_decides_for_itself_whether_to_say_a_sum_over_ranks() -> None:
+    """The words "sum over N ranks" come from over_ranks_text, called by over_ranks_label
+    alone: a site that calls over_ranks_text decides for itself (``if n > 1``) and punctuates on
+    its own (were ~10 sites: ", sum over 8 ranks,", "(sum over 8 ranks; ", ": sum over ...")."""
+    own = {
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        if "over_ranks_text(" in p.read_text(encoding="utf-8")
+    }
+    assert own - NOT_YET == {"analysis/typed_json.py"}, own
+    # nor are the words written out by hand
+    by_hand = {
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        if re.search(r"sum over \{|sum over [0-9]", p.read_text(encoding="utf-8"))
+    }
+    assert by_hand - NOT_YET == {"analysis/typed_json.py"}, by_hand
+
+
+def test_a_two_rank_runs_sums_say_so_in_one_wording(two: Any) -> None:
+    """Every label of a value summed over the two ranks reads the same words, right after it."""
+    _, s = two
+    labels = {r.key: r.label for b in rows.summary_blocks(s) for r in b.rows}
+    for key in ("trace.checks.replays.replays", "trace.checks.launches.graph_launches",
+                "trace.coverage.kernels", "trace.trust.counts.replays"):  # fmt: skip
+        name = key.rsplit(".", 1)[1].replace("_", " ")
+        assert labels[key] == f"{name} {SUMMED}", (key, labels[key])
+    (p,) = s.trace.paths  # 3 x 4 layers of rank 0 and 5 x 4 of rank 1, said to be added
+    assert p.qlen_source.endswith(f"exact) on 32 {SUMMED} layer(s)"), p.qlen_source
+
+
+# -- 4. other sums and picks over ranks -------------------------------------------------------
+def test_the_checks_sum_over_ranks_never_keeps_one_ranks_text() -> None:
+    from mlaprof.analysis.run_checks import RunChecks
+    from mlaprof.store.trace_checks import TraceChecks
+
+    def rank(r: int, source: str) -> TraceChecks:
+        return TraceChecks(r, {"steps": {"source": source, "gap_breaks": r + 1},
+                               "launches": {"graph_launches": 2, "note": "same"}})  # fmt: skip
+
+    fleet = RunChecks({0: rank(0, "graph-launches"), 1: rank(1, "idle-gaps")}).fleet()
+    assert fleet.group("steps") == {"gap_breaks": 3}  # the ranks' sources differ: neither
+    assert fleet.group("launches") == {"graph_launches": 4, "note": "same"}
+    three = RunChecks({0: rank(0, "a"), 1: rank(1, "b"), 2: rank(2, "a")}).fleet()
+    assert "source" not in three.group("steps")
+
+
+def test_an_older_imports_summed_checks_are_no_ranks_own() -> None:
+    from mlaprof.analysis.grid import step_checks_by_rank
+    from mlaprof.analysis.run_checks import RunChecks
+    from mlaprof.store.trace_checks import SUMMED_RANKS, TraceChecks
+
+    group = {"source": "idle-gaps", "source_text": "gaps", "graph_identity": "none",
+             "graphs": [], "other_graphs": 0, "graph_by_step": None, "graph_by_step_runs": 9,
+             "edge_partial": {"first": 0, "last": 0}, "gap_breaks": 4}  # fmt: skip
+    summed = RunChecks({SUMMED_RANKS: TraceChecks(SUMMED_RANKS, {"steps": group})})
+    assert step_checks_by_rank(summed) == {}  # was rank 0's
+    (row,) = summed.section().steps or []
+    assert row.ranks is None and row.gap_breaks == 4
+    got = {r.key: r.text for b in _summary_blocks_of(row) for r in b.rows}
+    assert got["x.ranks"] == SUMMED_STEP_CHECKS, got
+
+
+def _summary_blocks_of(x: Any) -> list[rows.Block]:
+    return rows._blocks("x", "x", x, ranks=2)
+
+
+def test_a_host_sync_finding_counts_its_layers_per_rank() -> None:
+    from mlaprof.analysis.sections import TraceSync, TraceSyncs
+    from mlaprof.analysis.syncs import host_sync_findings
+
+    def sync(rank: int, layer: int) -> TraceSync:
+        return TraceSync(duration_ns=10, layer=layer, op="hipDeviceSynchronize", rank=rank,
+                         step=0, t_ns=layer)  # fmt: skip
+
+    ev = TraceSyncs(count=3, evidence="e", provenance="p", status="found",
+                    syncs=[sync(0, 0), sync(0, 1), sync(1, 0)])  # fmt: skip
+    (f,) = host_sync_findings(ev, ranks=2)
+    assert f.title.endswith("in 1-2 layer(s) per rank (ranks 0: 2, 1: 1) on ranks 0-1 of 2")
+    assert f.data["ranks"] == [0, 1]
+    (one,) = host_sync_findings(dataclasses.replace(ev, syncs=ev.syncs[:2]), ranks=1)
+    assert one.title.endswith("hipDeviceSynchronize in 2 layer(s)"), one.title
+
+
+def test_an_engines_counts_say_whose_records_they_are() -> None:
+    from mlaprof.analysis.served import served_findings, served_summary
+    from mlaprof.analysis.step_records import EngineStep
+
+    def step(rank: int, n: int) -> EngineStep:
+        return EngineStep(rank=rank, step=n, kind="verify", backend="TRITON_MLA", builder="b",
+                          heads=16, graph_mode="FULL", num_tokens=8, padded_tokens=8,
+                          verify_rows=2, verify_draft_tokens=6, verify_rows_as_prefill=0,
+                          drafter_builds=0, qo_lens=None, draft_tokens=None,
+                          seq_lens_upper_bound=None, drafter_graphs=[], max_num_seqs=4,
+                          max_model_len=64, num_speculative_tokens=3, spec_method="mtp")  # fmt: skip
+
+    eng = served_summary([step(0, 0), step(0, 1), step(1, 0), step(1, 1), step(1, 2)], [])
+    assert eng is not None and eng.verify_rank == 0 and eng.verify_steps == 2 and eng.steps == 5
+    (f,) = served_findings(eng)
+    assert "2 verify steps, 4 verify rows (rank 0's records)" in f.title, f.title
+    assert f"5 steps, graph FULL x5 {SUMMED}" in f.evidence, f.evidence
+    labels = {
+        r.key: r.label for b in rows._blocks("engine", "engine", eng, ranks=2) for r in b.rows
+    }
+    assert labels["engine.steps"] == f"steps {SUMMED}" and labels["engine.verify_steps"] == (
+        "verify steps"
+    )
+
+
+def test_unrecognised_kernels_launches_say_their_sum_over_ranks() -> None:
+    from mlaprof.analysis.coverage import coverage_findings
+    from mlaprof.analysis.sections import (
+        AttentionLike,
+        RankRecognition,
+        Recognition,
+        TraceCoverage,
+    )
+
+    per = [RankRecognition(kernels=10, mla_layers=0, rank=r) for r in (0, 1)]
+    cov = TraceCoverage(api="", api_calls=0, api_functions=[],
+                        attention_like=[AttentionLike(name="my_attn", launches=12)],
+                        attention_like_names=1, collapse_checks=[], host_syncs=None, kernels=20,
+                        kernels_by_rank={0: 10, 1: 10}, provenance="p",
+                        recognition=Recognition(per_rank=per, without_mla=[0, 1]))  # fmt: skip
+    (f,) = coverage_findings(cov)
+    assert f"20 {SUMMED} kernel(s) read" in f.title, f.title
+    assert f"my_attn (x12); launches {SUMMED}" in f.evidence, f.evidence
+
+
+def test_an_engines_modelled_aiter_counts_say_their_sum_over_ranks() -> None:
+    from mlaprof.analysis.sections import AiterRuleSection, ShadowSection, ShadowStep
+    from mlaprof.analysis.shadow import shadow_findings
+
+    def step(rank: int) -> ShadowStep:
+        return ShadowStep(rank=rank, step=0, path="gluon-verify", policy="p", heads=16, qlen=4,
+                          real_rows=3, rows=4, capture_size=4.0, graph_mode="FULL",
+                          padding_rows=1.0, padding_tokens=4.0, min_kv_all_rows=4.0,
+                          min_kv_active_rows=99.0, s_bug=1.0, s_fix=8.0, s_frozen=1.0,
+                          s_deserved=None, occupancy_fix=0.5, occupancy_deserved=None,
+                          target="mi355x", aiter="0.1.19", note="")  # fmt: skip
+
+    rule = AiterRuleSection("0.1.19", "v0.1.19", "aiter-gluon-v0.1.19", True, "v0.1.19")
+    sh = ShadowSection(provenance="modelled", aiter_rule=rule, device="mi355x", aiter="0.1.19",
+                       paths={"gluon-verify": 2}, s_bug=[1, 1], s_fix=[8, 8], s_frozen=[1, 1],
+                       s_deserved=[None, None], occupancy_fix=[0.5, 0.5], steps=2,
+                       steps_collapsed_by_bug=2, steps_frozen_below_fix=2, padding_rows=2,
+                       real_rows=6, capture_sizes=[4], policies=["p"],
+                       per_step=[step(0), step(1)])  # fmt: skip
+    got = {f.kind: f.title for f in shadow_findings(sh)}
+    assert f"on 2 of 2 steps {SUMMED}" in got["split-collapse"], got
+    assert f"(2 steps {SUMMED})" in got["split-frozen"], got
+    assert got["padding"].endswith(f"over 2 steps {SUMMED}"), got
+    one = {f.kind: f.title for f in shadow_findings(dataclasses.replace(sh, per_step=[step(0)]))}
+    assert not any("sum over" in t for t in one.values()), one
