@@ -367,10 +367,3 @@ def padded_size(num_tokens: int, sizes: list[int]) -> int | None:
         if s >= num_tokens:
             return s
     return None
-
-
-def padded_rows(size: int, qlen: int, max_num_seqs: int | None) -> int:
-    """Rows of a uniform batch padded to ``size`` tokens: ``size // qlen``, capped at
-    ``max_num_seqs`` (vLLM 0.32 ``cudagraph_dispatcher.py`` L142)."""
-    rows = size // qlen
-    return rows if max_num_seqs is None else min(rows, max_num_seqs)

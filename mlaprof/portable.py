@@ -32,11 +32,3 @@ def portable_path(path: str) -> str:
         return path.split(marker, 1)[1]
     parts = PurePath(path).parts
     return str(PurePath(*parts[-2:])) if len(parts) > 2 else PurePath(path).name
-
-
-def portable_location(location: str) -> str:
-    """A ``file:line`` location with its file made portable (:func:`portable_path`)."""
-    file, sep, line = location.rpartition(":")
-    if sep and line.isdigit():
-        return f"{portable_path(file)}:{line}"
-    return portable_path(location)

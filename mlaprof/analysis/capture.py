@@ -4,7 +4,7 @@ replay, between graph pieces, or eager). What capture costs: :mod:`mlaprof.analy
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,15 +21,15 @@ from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home,
     serving_memory,
 )
 from mlaprof.analysis.padding import padded_sizes, size_text
-from mlaprof.analysis.run_checks import no_launch_evidence
-from mlaprof.analysis.typed_json import over_ranks_text
-from mlaprof.rank_counts import per_rank_count
+from mlaprof.analysis.run_checks import RunChecks, no_launch_evidence
+from mlaprof.analysis.sections import RankCapture
+from mlaprof.analysis.typed_json import over_ranks_label
+from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
 from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
-    from mlaprof.analysis.run_checks import RunChecks
     from mlaprof.analysis.sections import Capture
 
 # statuses that mean "no FULL graph" (the one rule: mlaprof.analysis.capture_status)
@@ -64,33 +64,27 @@ def capture_summary(
     the run's padding records, whose capture sizes the section's sizes line names
     (:func:`sizes_text`)."""
     from mlaprof.analysis.evidence.common import capture
-    from mlaprof.analysis.syncs import probe_watched, watched_steps
 
     mode = run_meta.scenario.graph_mode or "FULL"
-    failed = captures[captures["status"] == "failed"] if not captures.empty else captures
-    captured = captures[captures["status"] == "captured"] if not captures.empty else captures
-    blocking = syncs[syncs["kind"].isin(PREDICTS_FAILURE)] if not syncs.empty else syncs
-    if not failed.empty:
-        status, effective = (
-            "failed",
-            str(failed["fallback"].dropna().iloc[0])
-            if failed["fallback"].notna().any()
-            else "PIECEWISE",
-        )
-    elif not captured.empty:
-        status, effective = "captured", mode
-    elif mode == "FULL" and not blocking.empty:
-        status, effective = "predicted-fail", "PIECEWISE"
-    elif mode == "FULL" and not probe_watched(watched_steps(layers, syncs), syncs):
-        status, effective = "unknown", None  # nothing watched predicts nothing
-    else:
-        status, effective = ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
+    status, effective = _verdict(mode, syncs, layers, captures)
     if status.startswith("predicted"):
         origin = "predicted from syncs"
     elif status == "unknown":
         origin = "not checked"
     sizes = capture_sizes(memory)  # the memory finding's count too
     pad = padding if padding is not None else pd.DataFrame()
+    frames = (syncs, layers, captures, memory)
+    ranks = sorted({int(r) for f in frames if "rank" in f for r in f["rank"].dropna().unique()})
+    # several ranks: each rank's own verdict and capture memory (the section's memory adds
+    # theirs, said so where several ranks measured some)
+    per = [
+        RankCapture(
+            rank=r,
+            status=CaptureStatus(_verdict(mode, *(_of_rank(f, r) for f in frames[:3]))[0]),
+            memory_bytes=capture_memory_bytes(_of_rank(memory, r)),
+        )
+        for r in (ranks if len(ranks) > 1 else [])
+    ]
     return capture(
         CaptureStatus(status),
         origin,
@@ -104,7 +98,32 @@ def capture_summary(
         sizes_text=sizes_text(
             memory, padded_sizes(pad), _why_none(run_meta, mode), run_meta.scenario.vllm_version
         ),
+        **({"per_rank": per} if per else {}),
     )
+
+
+def _verdict(
+    mode: str, syncs: pd.DataFrame, layers: pd.DataFrame, captures: pd.DataFrame
+) -> tuple[str, str | None]:
+    """``(status, the mode that ran)`` of a scenario run's records (every rank's, or one's)."""
+    from mlaprof.analysis.syncs import probe_watched, watched_steps
+
+    failed = captures[captures["status"] == "failed"] if not captures.empty else captures
+    captured = captures[captures["status"] == "captured"] if not captures.empty else captures
+    blocking = syncs[syncs["kind"].isin(PREDICTS_FAILURE)] if not syncs.empty else syncs
+    if not failed.empty:
+        return "failed", (
+            str(failed["fallback"].dropna().iloc[0])
+            if failed["fallback"].notna().any()
+            else "PIECEWISE"
+        )
+    if not captured.empty:
+        return "captured", mode
+    if mode == "FULL" and not blocking.empty:
+        return "predicted-fail", "PIECEWISE"
+    if mode == "FULL" and not probe_watched(watched_steps(layers, syncs), syncs):
+        return "unknown", None  # nothing watched predicts nothing
+    return ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
 
 
 def _why_none(meta: RunMeta, mode: str) -> str:
@@ -181,16 +200,65 @@ def step_mode_evidence(
     """The capture verdict the trace supports, from each step's mode: FULL (its MLA layers in a
     graph replay), PIECEWISE (eager attention between graph pieces), eager, or a mix; "unknown"
     where the kernels carry no correlation id (a replay and an eager launch look alike).
-    ``checks``: the import's trace checks (its launch counts, summed over the ranks given)."""
-    launches = checks.group("launches") if checks is not None else {}
-    origin = _origin(meta)
+    ``checks``: the import's trace checks, each rank's. A trace of several ranks is judged rank
+    by rank from each rank's own steps and checks (``per_rank``; its evidence says each rank's,
+    ranks that read the same said once): the section's counts add them, its verdict is over
+    every rank's steps."""
+    from mlaprof.analysis.evidence.common import capture
+
+    checks = checks if checks is not None else RunChecks()
+    st = steps[steps["backend"].notna()] if not steps.empty else steps
+    own = checks.ranks()
+    with_steps = {int(r) for r in st["rank"].dropna().unique()} if "rank" in st else set()
+    ranks = sorted(with_steps | set(own))
+    # an older import kept only its ranks' checks summed: no rank's own launches to judge by
+    summed_only = bool(checks) and not own
+    status, ev, fields = _step_modes(meta, steps, checks, len(ranks))
+    if len(ranks) > 1 and not summed_only:
+        per = {r: _step_modes(meta, _of_rank(steps, r), checks.only(r), 1) for r in ranks}
+        ev = said_per_rank({r: e for r, (_, e, _) in per.items()})
+        fields["per_rank"] = [_rank_capture(r, s, f) for r, (s, _, f) in per.items()]
+    # the one label table (capture_status.CAPTURE_LABELS): capture() labels the status; the
+    # evidence names what a mix mixed, and FULL only where a graph-launch call confirms it
+    return capture(CaptureStatus(status), _origin(meta), why=ev, evidence=ev, **fields)
+
+
+def _of_rank(frame: pd.DataFrame, rank: int) -> pd.DataFrame:
+    return frame[frame["rank"] == rank] if not frame.empty and "rank" in frame else frame
+
+
+def _rank_capture(rank: int, status: str, fields: dict[str, Any]) -> RankCapture:
+    keep = ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches",
+            "launches_without_kernels", "step_source")  # fmt: skip
+    return RankCapture(rank=rank, status=CaptureStatus(status),
+                       **{k: fields.get(k) for k in keep})  # fmt: skip
+
+
+def said_per_rank(texts: dict[int, str]) -> str:
+    """Each rank's text, ranks whose texts are the same said once ("Ranks 0-7 (each): ...")."""
+    by: dict[str, list[int]] = {}
+    for r, t in sorted(texts.items()):
+        by.setdefault(t, []).append(r)
+    parts = []
+    for t, rs in by.items():
+        who = rank_list(rs)
+        parts.append(f"{who[0].upper()}{who[1:]}{' (each)' if len(rs) > 1 else ''}: {t}")
+    return ". ".join(parts)
+
+
+def _step_modes(
+    meta: RunMeta, steps: pd.DataFrame, checks: RunChecks, n_ranks: int
+) -> tuple[str, str, dict[str, Any]]:
+    """``(status, evidence, the capture's fields)`` of ``steps`` judged with ``checks`` (one
+    rank's; or, where ``n_ranks`` > 1, an older import's ranks pooled with their summed
+    checks: counts said per rank, sums said so)."""
+    launches = checks.group("launches")
     st = steps[steps["backend"].notna()] if not steps.empty else steps
     mode = st["graph_mode"] if not st.empty else pd.Series(dtype=object)
     n_graph = int((mode == "graph").sum())
     n_piece = int((mode == "piecewise").sum())
     n_eager = int((mode == "eager").sum())
-    # the texts count steps per rank (a fleet's sums are the fields', said as sums by the views)
-    n_ranks = int(st["rank"].nunique()) if not st.empty and "rank" in st else 1
+    summed = over_ranks_label("sum", n_ranks)
 
     def steps_of(m: str | None, unit: str) -> str:
         rows = st if m is None else st[mode == m]
@@ -218,20 +286,19 @@ def step_mode_evidence(
                 f"{steps_of(None, 'MLA step(s)')} whose kernels carry no correlation id: graph replays and "
                 "eager launches cannot be told apart"
                 + (
-                    f" ({n_launch} graph launch(es) in the API trace: FULL or PIECEWISE, the "
-                    "trace cannot tell)"
+                    f" ({n_launch}{summed} graph launch(es) in the API trace: FULL or PIECEWISE, "
+                    "the trace cannot tell)"
                     if n_launch
                     else ""
                 )
             ),
         )
     else:
-        summed = f", {over_ranks_text('sum', n_ranks)}," if n_ranks > 1 else ""
         how = (
             (
                 f"{with_launch} of {n_graph}{summed}"
                 if (with_launch or 0) <= n_graph
-                else f"{with_launch} MLA replays{summed} (drafter passes included)"
+                else f"{with_launch}{summed} MLA replays (drafter passes included)"
             )
             + " carry the correlation id of a graph-launch call in the API trace"
             if n_launch
@@ -261,36 +328,32 @@ def step_mode_evidence(
         )
         ev = "; ".join(parts)
         if status == "eager" and n_launch:
-            ev += f"; {n_launch} graph launch(es){summed.rstrip(',')} elsewhere hold no MLA kernel"
-    step_src = checks.group("steps").get("source") if checks is not None else None
+            ev += f"; {n_launch}{summed} graph launch(es) elsewhere hold no MLA kernel"
+    step_src = checks.group("steps").get("source")
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
-    # the one label table (capture_status.CAPTURE_LABELS): capture() labels the status; the
-    # evidence names what a mix mixed, and FULL only where a graph-launch call confirms it
-    from mlaprof.analysis.evidence.common import capture
-
-    return capture(
-        CaptureStatus(status),
-        origin,
-        why=ev,
-        evidence=ev,
-        graph_steps=n_graph,
-        piecewise_steps=n_piece,
-        eager_steps=n_eager,
+    fields: dict[str, Any] = {
+        "graph_steps": n_graph,
+        "piecewise_steps": n_piece,
+        "eager_steps": n_eager,
         # None where the import holds no API trace: a count there would read as "none launched"
-        graph_launches=None if launch_why else n_launch,
+        "graph_launches": None if launch_why else n_launch,
         **({"graph_launches_why": launch_why} if launch_why else {}),
-        launches_without_kernels=None if launch_why else launches.get("launches_without_kernels"),
-        step_source=step_src,
-        cpu=meta.device == "cpu",  # no graphs to capture: no capture finding
-    )
+        "launches_without_kernels": None
+        if launch_why
+        else launches.get("launches_without_kernels"),
+        "step_source": step_src,
+        "cpu": meta.device == "cpu",  # no graphs to capture: no capture finding
+    }
+    return status, ev, fields
 
 
 def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
     """Attention outside graphs in some or all steps (eager or PIECEWISE), with the count of
     each; FULL replays alone give none. ``cap``: :func:`step_mode_evidence` (None: the run's
-    steps carry no kernel-level mode); ``ranks``: the run's, whose counts the capture sums (the
-    title says so, in the sections' one wording)."""
+    steps carry no kernel-level mode); ``ranks``: the run's. Each count is said per rank,
+    naming the ranks it holds on (``cap.per_rank``); an older import's, which kept no rank's
+    own, as the sum it is."""
     if cap is None:
         return []
     n_eager, n_piece = cap.eager_steps, _written(cap, "piecewise_steps")
@@ -298,20 +361,29 @@ def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
         return []
     if cap.cpu:
         return []
-    summed = f" ({over_ranks_text('sum', ranks)})" if ranks > 1 else ""
+    per = cap.per_rank or []
+
+    def on(key: str, unit: str) -> str:
+        if not per:  # one rank's, or an older import's sum over its ranks
+            return f"{_written(cap, key)} {unit}" + over_ranks_label("sum", ranks)
+        counts = {r.rank: n for r in per if (n := getattr(r, key))}
+        text = per_rank_count(counts, unit)
+        return text + (f" on {ranks_of(counts, len(per))}" if len(counts) < len(per) else "")
+
     ran = " and ".join(
         t
-        for n, t in ((n_piece, f"between graph pieces (PIECEWISE) in {n_piece} step(s)"),
-                     (n_eager, f"eagerly in {n_eager} step(s)"))
+        for n, t in ((n_piece, f"between graph pieces (PIECEWISE) in {on('piecewise_steps', 'step(s)')}"),
+                     (n_eager, f"eagerly in {on('eager_steps', 'step(s)')}"))
         if n
-    ) + summed  # fmt: skip
+    )  # fmt: skip
+    outside = sorted(r.rank for r in per if r.eager_steps or r.piecewise_steps)
     return [
         Finding(
             kind="capture",
             severity="warning",
             title=(
                 f"attention ran {ran}"
-                + (f" beside {cap.graph_steps} FULL graph replays" if cap.graph_steps else "")
+                + (f" beside {on('graph_steps', 'FULL graph replays')}" if cap.graph_steps else "")
             ),
             evidence=f"{cap.evidence} ({cap.provenance})",
             fix=(
@@ -320,8 +392,12 @@ def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
                 "PIECEWISE or eager by design) or make the attention path capturable"
             ),
             data={
-                k: _written(cap, k)
-                for k in ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches")
+                **{
+                    k: _written(cap, k)
+                    for k in ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches")
+                },
+                # the ranks whose attention ran outside graphs (the counts add theirs)
+                **({"ranks": outside} if per else {}),
             },  # fmt: skip
         )
     ]

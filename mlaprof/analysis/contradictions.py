@@ -11,6 +11,7 @@ from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.padding import NOT_RECORDED, size_text
+from mlaprof.analysis.paths import NOT_THIS_RUN, PATH_CHECK
 from mlaprof.analysis.sections import REFERENCE_TEXT
 from mlaprof.analysis.splits import frozen_condition
 from mlaprof.rank_counts import rank_list
@@ -54,6 +55,7 @@ def contradictions(s: RunSummary) -> list[str]:
         out.append("syncs 'not checked' + a sync finding from the probe")
     if n.checked and n.total == 0 and any(f.kind == "sync" for f in s.findings):
         out.append("'0 syncs' + a sync finding")
+    out += _other_paths(s)
     if status.startswith("predicted") and not n.checked:
         out.append(f"capture {status} (predicted from syncs) + sync count 'not checked'")
     t = s.trace.syncs if s.trace is not None else None
@@ -88,6 +90,20 @@ def contradictions(s: RunSummary) -> list[str]:
             out.append(f"route {s.route.path} shown as the run's + no mismatch finding: {mismatch}")
     out += _unknown_read_as_value(s)
     out += _two_counts(s)
+    return out
+
+
+def _other_paths(s: RunSummary) -> list[str]:
+    """What another verify path would do (the path check) read as this run's: a sync or
+    allocation finding that names a path the run did not take, or a path check's finding that
+    does not say it is not the run's region."""
+    out: list[str] = []
+    for f in s.findings:
+        path = f.data.get("path")
+        if f.kind in ("sync", "alloc") and path and path != s.backend:
+            out.append(f"a {f.kind} finding of path {path} + the run's backend {s.backend}")
+        if f.kind == PATH_CHECK and NOT_THIS_RUN not in f.title:
+            out.append(f"a path check of {path} not said to be outside this run")
     return out
 
 

@@ -53,16 +53,16 @@ UNION ALL
 SELECT 'api', function, COUNT(*) FROM api GROUP BY function
 """
 _LIKE = f"""
-SELECT name AS key, COUNT(*) AS n FROM kernels
-WHERE regexp_matches(name, '{ATTENTION_LIKE}') GROUP BY name
+SELECT name AS key, rank, COUNT(*) AS n FROM kernels
+WHERE regexp_matches(name, '{ATTENTION_LIKE}') GROUP BY name, rank
 """
 # kernel names that are roctx messages of the same trace (rocprofv3 --kernel-rename), or the
 # range names vLLM and mlaprof push (kernel_names.RANGE_LIKE)
 _RENAMED = f"""
-SELECT name AS key, COUNT(*) AS n FROM kernels
+SELECT name AS key, rank, COUNT(*) AS n FROM kernels
 WHERE name IN (SELECT function FROM api WHERE upper(domain) LIKE '%MARKER%')
    OR regexp_full_match(name, '(?i){RANGE_LIKE.pattern}')
-GROUP BY name
+GROUP BY name, rank
 """
 RENAME_HINT = (
     "the kernel trace was recorded with rocprofv3 --kernel-rename, which names each dispatch "
@@ -73,36 +73,23 @@ RENAME_HINT = (
 )
 
 
-def read_counts(run: Run, names: bool) -> dict[str, Any]:
+def read_counts(run: Run, without: list[int]) -> dict[str, Any]:
     """Kernels per rank and API calls by function (one query over every rank's rows, where they
-    lie); with ``names``, the attention-like kernel names too (a scan of every name: only asked
-    when a rank has no MLA kernel)."""
+    lie); the attention-like kernel names of ``without``, the ranks with no MLA kernel (a scan
+    of every name of those ranks alone: the no-MLA finding counts their kernels and their
+    names over the same ranks, never a rank whose MLA kernels were recognised)."""
     res = run.query(_COUNTS)
     parts = {p: g for p, g in res.groupby("part")}
     per_rank = {int(r.key): int(r.n) for r in parts.get("rank", res.iloc[:0]).itertuples()}
     api = parts.get("api", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
-    like = run.query(_LIKE) if names else res.iloc[:0]
-    like = like.sort_values(["n", "key"], ascending=[False, True])
-    ren = run.query(_RENAMED) if names else res.iloc[:0]
-    ren = ren.sort_values(["n", "key"], ascending=[False, True])
+    like = _names(run, _LIKE, without)
     return {
         "kernels_by_rank": per_rank,
         "kernels": sum(per_rank.values()),
-        "attention_like": [
-            AttentionLike(name=str(r.key), launches=int(r.n)) for r in like.head(SHOWN).itertuples()
-        ],
-        "attention_like_names": int(len(like)),
+        "attention_like": like[:SHOWN],
+        "attention_like_names": len(like),
         # looked for only where a rank has no MLA kernel (the key is left out otherwise)
-        **(
-            {
-                "renamed": [
-                    AttentionLike(name=str(r.key), launches=int(r.n))
-                    for r in ren.head(SHOWN).itertuples()
-                ]
-            }
-            if names
-            else {}
-        ),  # fmt: skip
+        **({"renamed": _names(run, _RENAMED, without)[:SHOWN]} if without else {}),
         "api_calls": int(api["n"].sum()) if len(api) else 0,
         "api_functions": [
             ApiFunction(function=str(r.key), calls=int(r.n)) for r in api.itertuples() if r.key
@@ -112,18 +99,35 @@ def read_counts(run: Run, names: bool) -> dict[str, Any]:
     }
 
 
+def _names(run: Run, sql: str, ranks: list[int]) -> list[AttentionLike]:
+    """The kernel names ``sql`` finds on ``ranks`` (none: nothing asked), the most launched
+    first, each with the ranks its launches add."""
+    if not ranks:
+        return []
+    got = run.query(sql, ranks=ranks)
+    out = [
+        AttentionLike(name=str(name), launches=int(g["n"].sum()),
+                      ranks=sorted(int(r) for r in g["rank"].unique()))
+        for name, g in got.groupby("key")
+    ]  # fmt: skip
+    return sorted(out, key=lambda x: (-x.launches, x.name))
+
+
 def _list(items: list[str], total: int) -> str:
     return ", ".join(items) + (f" and {total - len(items)} more" if total > len(items) else "")
 
 
-def api_text(c: dict[str, Any]) -> str:
-    """What the API trace held, in words (the sync line says it when it cannot judge)."""
+def api_text(c: dict[str, Any], ranks: int = 1) -> str:
+    """What the API trace held, in words (the sync line says it when it cannot judge); the
+    counts add the run's ``ranks``' calls, said so where they are several."""
     if not c["api_calls"]:
         return "no HIP/CUDA API calls in the import"
     top = [f"{f.function} x{f.calls}" for f in c["api_functions"][:4]]
     syncs = c["host_syncs"]
-    return f"{c['api_calls']} API call(s) read ({_list(top, len(c['api_functions']))}); " + (
-        f"{syncs} of them host syncs" if syncs else "none of them a host sync"
+    summed = over_ranks_label(over_ranks_how(TraceCoverage, "api_calls"), ranks)
+    return (
+        f"{c['api_calls']} API call(s) read{summed} ({_list(top, len(c['api_functions']))}); "
+        + (f"{syncs} of them host syncs" if syncs else "none of them a host sync")
     )
 
 
@@ -212,10 +216,10 @@ def coverage_summary(
 ) -> TraceCoverage:
     # the distinct ranks of a fleet's layers, not a Python int per layer row
     with_mla = set(pd.unique(layers["rank"]).astype(int).tolist()) if not layers.empty else set()
-    c = read_counts(run, names=not set(run.ranks) <= with_mla)
+    c = read_counts(run, without=sorted(set(run.ranks) - with_mla))
     return TraceCoverage(
         **c,
-        api=api_text(c),
+        api=api_text(c, len(run.ranks)),
         recognition=recognition(c["kernels_by_rank"], layers, run.ranks),
         collapse_checks=collapse_checks(meta, paths, steps),
         provenance=meta.origin,
@@ -248,8 +252,12 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         kernels = sum(p.kernels for p in rec.per_rank if p.rank in none)
         names = [f"{x.name} (x{x.launches})" for x in cov.attention_like]
         where = "" if n_ranks == 1 else f" on {ranks_of(none, n_ranks)}"
-        # the launch counts add every rank's (read_counts): said as the sections' label says it
-        launches = over_ranks_label(over_ranks_how(AttentionLike, "launches"), n_ranks)
+        # names looked for on the same ranks as the kernels counted (read_counts), their
+        # launches adding those ranks': said as the sections' label says it
+        launches = over_ranks_label(
+            over_ranks_how(AttentionLike, "launches"),
+            {r for x in cov.attention_like for r in x.ranks},
+        )
         looks = (
             "names that look like attention (mla/attn/attention/decode/flash): "
             + _list(names, cov.attention_like_names)

@@ -19,9 +19,10 @@ from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE
 from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.headline import own_split as headline_own_split
 from mlaprof.analysis.headline import split_provenance
+from mlaprof.analysis.memory import memory_summed
 from mlaprof.analysis.paths import route_label
 from mlaprof.analysis.sections import Source
-from mlaprof.analysis.timing import CPU_TIMINGS, cpu_spread
+from mlaprof.analysis.timing import CPU_TIMINGS, PER_RANK, cpu_spread
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.store.liveness import RunStatus
 
@@ -42,7 +43,6 @@ class Verdict(StrEnum):
     OTHER_WORKLOAD = "other workload"
 
 
-VERDICTS = tuple(v.value for v in Verdict)
 COLUMNS = ("metric", "unit", "a", "b", "change", "change_pct", "ratio", "verdict", "provenance")
 MIB = 1024.0 * 1024.0
 
@@ -251,7 +251,9 @@ def _split_said(s: RunSummary) -> str | None:
 
 
 def _memory_said(s: RunSummary) -> str | None:
-    return None if s.capture.memory_bytes is None else str(s.capture.provenance)
+    """Where the capture memory comes from, and that it adds several ranks' where it does."""
+    cap = s.capture
+    return None if cap.memory_bytes is None else str(cap.provenance) + memory_summed(cap)
 
 
 def _memory_mib(s: RunSummary) -> float | None:
@@ -414,8 +416,17 @@ def _pooled(s: RunSummary, side: str) -> str:
     return f"{side}: the steps of {n} ranks pooled{differ}"
 
 
+def _kinds(s: RunSummary) -> set[str | None]:
+    """How the run's steps were timed: its ranks' one kind, or where they were timed
+    differently (``PER_RANK``), each rank's."""
+    if s.timing.timing == PER_RANK:
+        return {r.timing for r in s.timing.per_rank}
+    return {s.timing.timing}
+
+
 def _is_cpu(s: RunSummary) -> bool:
-    return s.timing.timing in CPU_TIMINGS
+    """Timed on the CPU: every rank's steps."""
+    return all(k in CPU_TIMINGS for k in _kinds(s))
 
 
 def _n_threads(n: int | None) -> str:
@@ -425,7 +436,7 @@ def _n_threads(n: int | None) -> str:
 def run_spread(sa: RunSummary, sb: RunSummary) -> float | None:
     """The CPU run-to-run spread that applies to A vs B: the wider of the spreads measured at
     each CPU side's clock and thread count; None when neither side is timed on the CPU."""
-    spreads = [cpu_spread(s.timing.threads, s.timing.timing) for s in (sa, sb) if _is_cpu(s)]
+    spreads = [cpu_spread(s.timing.threads, k) for s in (sa, sb) if _is_cpu(s) for k in _kinds(s)]
     return max(spreads) if spreads else None
 
 

@@ -17,6 +17,7 @@ SEVERITIES = ("critical", "warning", "info")
 @dataclass
 class Finding:
     kind: str  # sync | alloc | split-collapse | split-frozen | padding | capture | memory | timing
+    # | path-check (another verify path on the run's metadata, never a sync of the run) | ...
     severity: str  # critical | warning | info
     title: str  # one line
     evidence: str  # numbers that back it

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
+from mlaprof.analysis.memory import memory_summed
 from mlaprof.analysis.padding import UNRECORDED_SHARE, amounts, scope_text
 from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
@@ -165,7 +166,7 @@ def headline(
     out = [
         HeadlineRow(label="capture", value=cap.text, provenance=str(cap.provenance)),
         HeadlineRow(
-            label=f"capture memory ({CAPTURE_MEMORY_MEASURE})",
+            label=f"capture memory ({CAPTURE_MEMORY_MEASURE}){memory_summed(cap)}",
             value="unknown" if mem is None else human_bytes(mem),
             provenance=src
             if mem is not None

@@ -18,7 +18,6 @@ rows of one chosen step are computed here, from the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +63,7 @@ class StepSeries:
 class LiveSummary:
     """What the dashboard draws at one moment: the run's summary (``None`` until one could be
     made: ``note`` says why), whether it is the provisional fold of the committed rows or the
-    full pass, and the rows-as-recorded parts no summary section holds."""
+    full pass, and the step series and row counts no summary section holds."""
 
     summary: RunSummary | None
     provisional: bool
@@ -76,8 +75,6 @@ class LiveSummary:
     series: dict[int, StepSeries] = field(default_factory=dict)
     rank_rows: dict[int, int] = field(default_factory=dict)  # committed rows per rank
     step_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    memory: tuple[dict[str, Any], ...] = ()  # capture memory per (size, mode), latest per rank
-    captures: tuple[dict[str, Any], ...] = ()
     # False until the analysis told the run's steps apart (:func:`steps_decided`): ``series``
     # and ``step_ids`` are then empty and the views say "analysing", never a count
     steps_decided: bool = True
@@ -253,7 +250,7 @@ class LiveFold:
     def live_summary(
         self, summary: RunSummary | None, provisional: bool, note: str = ""
     ) -> LiveSummary:
-        """``summary`` with the series and rows-as-recorded the dashboard draws beside it."""
+        """``summary`` with the step series and row counts the dashboard draws beside it."""
         decided = steps_decided(self.meta, summary)
         counted = verify_steps(self.frame("steps"), summary) if decided else pd.DataFrame()
         return LiveSummary(
@@ -267,8 +264,6 @@ class LiveFold:
             rank_rows=dict(self.rank_rows),
             series=step_series(counted),
             step_ids=step_ids(counted),
-            memory=_latest(self.frame("memory"), ("rank", "capture_size", "graph_mode")),
-            captures=_latest(self.frame("captures"), ("rank", "capture_size", "graph_mode")),
             steps_decided=decided,
         )
 
@@ -361,14 +356,3 @@ def step_ids(steps: pd.DataFrame) -> dict[int, tuple[int, ...]]:
     if steps.empty:
         return {}
     return {int(r): tuple(int(s) for s in g["step"]) for r, g in steps.groupby("rank", sort=True)}
-
-
-def _latest(frame: pd.DataFrame, keys: Iterable[str]) -> tuple[dict[str, Any], ...]:
-    """The latest committed row per ``keys`` (small tables: memory, captures)."""
-    if frame.empty:
-        return ()
-    rows = frame.drop_duplicates(subset=list(keys), keep="last")
-    return tuple(
-        {k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in r.items()}
-        for r in rows.to_dict(orient="records")
-    )

@@ -12,6 +12,7 @@ import pandas as pd
 
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.starts import GIB, gib, start_label
+from mlaprof.analysis.typed_json import over_ranks_label
 from mlaprof.rank_counts import rank_list
 from mlaprof.recording import ATTEMPT
 
@@ -57,12 +58,20 @@ def capture_sizes(memory: pd.DataFrame) -> int | None:
 
 
 def capture_memory_bytes(memory: pd.DataFrame) -> int | None:
-    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs; ``None`` when
-    no row records it (unknown, never 0)."""
+    """The capture memory (:data:`CAPTURE_MEMORY_MEASURE`) of the serving graphs of the ranks
+    ``memory`` holds (several ranks': their sum, which :attr:`Capture.memory_bytes` is marked
+    and labelled as, each rank's in ``Capture.per_rank``); ``None`` when no row records it
+    (unknown, never 0)."""
     memory = serving_memory(memory)
     if memory.empty or not memory["driver_bytes"].notna().any():
         return None
     return int(pd.to_numeric(memory["driver_bytes"], errors="coerce").fillna(0).sum())
+
+
+def memory_summed(cap: Capture) -> str:
+    """What :attr:`Capture.memory_bytes` is where several ranks measured some: their sum, in the
+    sections' one wording (:func:`over_ranks_label`); "" for one rank's (or a one-rank run's)."""
+    return over_ranks_label("sum", [r.rank for r in cap.per_rank or [] if r.memory_bytes])
 
 
 def human_bytes(n: float) -> str:
@@ -108,6 +117,10 @@ def capture_memory_findings(
         alloc = memory["allocator_bytes"].fillna(0).sum()
         driver = memory["driver_bytes"].fillna(0).sum()
         mem = summary.memory_bytes
+        # several ranks measured: the amounts add theirs, said so, with each rank's
+        per = [r for r in summary.per_rank or [] if r.memory_bytes]
+        summed = memory_summed(summary)
+        each = ", ".join(f"{rank_list([r.rank])} {human_bytes(r.memory_bytes or 0)}" for r in per)
         out.append(
             Finding(
                 kind="memory",
@@ -115,12 +128,14 @@ def capture_memory_findings(
                 title=(
                     ("" if captured else "failed capture attempt: ")
                     + f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
-                    f"{'unknown' if mem is None else human_bytes(mem)} over {sizes} capture size(s)"
+                    f"{'unknown' if mem is None else human_bytes(mem)}{summed} over {sizes} "
+                    "capture size(s)"
                 ),
                 evidence=(
                     f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "
-                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs); "
-                    f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
+                    f"driver free-memory delta {human_bytes(driver)} (what vLLM logs){summed}; "
+                    + (f"{CAPTURE_MEMORY_MEASURE} per rank: {each}; " if summed else "")
+                    + f"capture took {memory['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
                 ),
                 fix="capture fewer sizes or share one pool if memory is tight"
                 if captured

@@ -7,7 +7,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import Padding, RankPadding
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import over_ranks_text, to_json
+from mlaprof.analysis.typed_json import over_ranks_label, to_json
 from mlaprof.rank_counts import per_rank_count
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
@@ -103,7 +103,8 @@ def _amounts(
     if len(same) == 1:
         r = per[0]
         return r.real_rows, r.padding_rows, f"over {steps_text}"
-    return real_rows, padding_rows, f"({over_ranks_text('sum', len(per))}) over {steps_text}"
+    summed = over_ranks_label("sum", [r.rank for r in per]).lstrip()
+    return real_rows, padding_rows, f"{summed} over {steps_text}"
 
 
 def scope_text(s: Padding) -> str:
@@ -151,11 +152,7 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
             ),
             evidence=(
                 f"{share_text(frac, 1, none=UNRECORDED_SHARE)} of verify tokens "
-                + (
-                    f"over {s.steps_padded} step(s)"
-                    if (s.ranks or 0) <= 1
-                    else f"over {s.steps_padded} step(s) ({over_ranks_text('sum', s.ranks)})"
-                )
+                + f"over {s.steps_padded} step(s){over_ranks_label('sum', s.ranks or 0)}"
                 + " are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
                 "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "

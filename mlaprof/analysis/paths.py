@@ -46,6 +46,12 @@ def path_checks(events: pd.DataFrame) -> list[PathCheck]:
     ]
 
 
+# a path check's finding: what another verify path does on this run's step-0 metadata, never a
+# sync of this run's region (its sync count says those); contradictions.py holds it to the words
+PATH_CHECK = "path-check"
+NOT_THIS_RUN = "path check, not this run's region"
+
+
 def path_findings(checks: list[PathCheck], run_backend: str) -> list[Finding]:
     by = {c.backend: c for c in checks}
     legacy, native = by.get("legacy-flat"), by.get("torch")
@@ -54,15 +60,22 @@ def path_findings(checks: list[PathCheck], run_backend: str) -> list[Finding]:
     ops = ", ".join(sorted({o.op for o in legacy.ops}))
     return [
         Finding(
-            kind="sync",
+            kind=PATH_CHECK,
             severity="info",
             title=(
-                f"the flattened legacy verify path would do {legacy.syncs_per_layer} syncs per "
-                f"layer; the native 4-D path does {native.syncs_per_layer}"
+                f"{NOT_THIS_RUN}: the flattened legacy verify path would do "
+                f"{legacy.syncs_per_layer} syncs per layer on this run's step-0 metadata; "
+                f"the native 4-D path does {native.syncs_per_layer}"
             ),
-            evidence=f"path check on step 0, one layer each: {ops}",
+            evidence=f"path check on step 0, one layer of each path outside the run: {ops}",
             fix="keep calling the kernel's native 4-D MTP entry with builder-computed metadata",
-            data={"legacy": to_json(legacy), "native": to_json(native)},
+            data={
+                "path": "legacy-flat",
+                "provenance": "checked on step 0's metadata, one layer of each path, outside "
+                "the run's watched region",
+                "legacy": to_json(legacy),
+                "native": to_json(native),
+            },
         )
     ]
 

@@ -95,14 +95,32 @@ class FullGraphSplits(Section):
 
 
 @section
+class RankCapture(Section):
+    """One rank's own capture evidence (analysis.capture: its verdict from its own records
+    alone), a row of :attr:`Capture.per_rank`; a count its producer does not write is left out."""
+
+    rank: int
+    status: CaptureStatus
+    memory_bytes: int | None = opt()
+    graph_steps: int | None = opt()
+    piecewise_steps: int | None = opt()
+    eager_steps: int | None = opt()
+    graph_launches: int | None = opt()
+    launches_without_kernels: int | None = opt()
+    step_source: str | None = opt()
+
+
+@section
 class Capture(Section):
     """The capture verdict in the one vocabulary (mlaprof.analysis.evidence.common.capture):
     ``status`` with its ``label``, the ``text`` every view prints and where it comes from; the
-    producer's own evidence in the optional fields."""
+    producer's own evidence in the optional fields. A run of several ranks keeps each rank's
+    evidence in ``per_rank``; the counts here add them (said so only where several ranks'
+    values are not 0)."""
 
     effective_mode: str | None  # the graph mode that ran (None: the evidence does not say)
     label: str
-    memory_bytes: int | None
+    memory_bytes: int | None = over_ranks()  # each rank's: per_rank
     mode: str | None  # the graph mode asked for
     provenance: str
     status: CaptureStatus
@@ -127,6 +145,9 @@ class Capture(Section):
     # none was
     sizes_text: str | None = opt()
     start: int | None = opt()
+    # each rank's own evidence where the run has several ranks (left out for one rank: the
+    # section is that rank's)
+    per_rank: list[RankCapture] | None = opt()
     null_keys: frozenset[str] = nulls()
 
     @property
@@ -168,11 +189,13 @@ class ProfiledGraphs(Section):
 
 @section
 class AttentionLike(Section):
-    """An attention-like kernel the trace holds that mlaprof did not recognise (its launches:
-    every rank's, analysis.coverage.read_counts)."""
+    """An attention-like kernel the trace holds that mlaprof did not recognise, on the ranks
+    without a recognised MLA kernel (analysis.coverage.read_counts): its launches add
+    ``ranks``'."""
 
     name: str
     launches: int = over_ranks()
+    ranks: list[int]  # the ranks whose launches ``launches`` adds
 
 
 @section
@@ -553,6 +576,7 @@ class RankTiming(Section):
     rank: int
     step_median_us: float
     steps: int
+    timing: str | None  # how this rank's steps were timed (analysis.timing.timing_kind)
 
 
 @section
@@ -566,6 +590,8 @@ class Timing(Section):
     step_median_us: float | None = over_ranks("median of the steps pooled")
     steps: int = over_ranks()
     threads: int | None  # torch's CPU threads (None: not recorded)
+    # how the steps were timed, each rank's decided on its own steps (per_rank); where ranks
+    # were timed differently, "per-rank" (analysis.timing.PER_RANK), the label naming each
     timing: str | None
     timing_label: str
 
@@ -1044,6 +1070,18 @@ class PathCheck(Section):
 
 
 @section
+class EngineRankVerify(Section):
+    """One worker rank's verify counts, from its own records (analysis.served.served_summary)."""
+
+    rank: int
+    verify_steps: int
+    verify_rows: int
+    verify_rows_as_prefill: int
+    draft_tokens: int
+    drafter_builds: int
+
+
+@section
 class EngineSection(Section):
     """What a recorded vLLM engine did, measured by the plugin (analysis.served.served_summary)."""
 
@@ -1058,20 +1096,23 @@ class EngineSection(Section):
     steps: int = over_ranks()
     kinds: dict[str, int] = over_ranks()
     graph_modes: dict[str, int] = over_ranks()
-    # the verify counts are one rank's, ``verify_rank``'s (the scheduler's acceptance pairs
-    # with one worker's steps): never a sum over ranks
-    verify_steps: int
-    verify_rows: int
-    verify_rows_as_prefill: int
-    draft_tokens: int
+    # the verify counts: every rank's records added (each rank's in ``per_rank``), said so
+    # where several ranks hold some
+    verify_steps: int = over_ranks()
+    verify_rows: int = over_ranks()
+    verify_rows_as_prefill: int = over_ranks()
+    draft_tokens: int = over_ranks()
+    # the scheduler's acceptance pairs with one worker's steps, ``verify_rank``'s: the rate is
+    # of that rank's draft tokens (per_rank), never of a sum over ranks
     accepted_tokens: int | None
     acceptance_rate: float | None
     scheduler_steps: int
     scheduler_matches_worker: bool | None  # None: no scheduler record to compare
-    drafter_builds: int
+    drafter_builds: int = over_ranks()
     padded_steps: int = over_ranks()
     ranks: list[int]
-    verify_rank: int | None = opt()  # whose records the verify counts are
+    per_rank: list[EngineRankVerify]  # each worker rank's verify counts
+    verify_rank: int | None = opt()  # whose verify records the scheduler's are compared with
     # over the steps both databases committed (h/live's analysis.consistency)
     scheduler_worker_compared: int | None = opt()
     scheduler_worker_text: str | None = opt()

@@ -11,8 +11,8 @@ is the shadow analysis' ``per_step``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -255,6 +255,9 @@ class Window:
     max_kernels: int = TIMELINE_KERNELS
     first: int = TIMELINE_STEPS
     rank: int | None = None  # the rank drawn; None: the lowest
+    # the drawn rank's drafter passes, told apart by the analysis (build_series fills them):
+    # a pass asked for is named as one (window_steps)
+    passes: tuple[int, ...] = ()
 
 
 def window_steps(want: tuple[int, ...], steps: pd.DataFrame, passes: list[int], rank: int) -> None:
@@ -713,11 +716,17 @@ def timeline(
     max_kernels: int = TIMELINE_KERNELS,
     noun: str = "steps",
     first: int = TIMELINE_STEPS,
+    passes: Sequence[int] = (),
 ) -> Timeline | None:
     """Steps of a rank (``want``, default the first ``first``) with their layers and kernels
     (at most ``max_kernels``), on one µs axis; ``noun``: what ``steps`` are
-    (:attr:`Timeline.noun`)."""
+    (:attr:`Timeline.noun`). A step in ``want`` that ``steps`` does not hold is an error
+    (:func:`window_steps`, ``passes``: the rank's drafter passes), for a Run and for frames
+    alike: never every step drawn as the window asked for."""
     from mlaprof.store.schema import columns
+
+    if want is not None:
+        window_steps(tuple(want), steps, list(passes), rank)
 
     st = _num(steps, "step", "t_start_ns", "duration_ns", "num_reqs")
     ly = _num(layers, "step", "layer", "t_start_ns", "duration_ns", "syncs")
@@ -728,6 +737,8 @@ def timeline(
     where, params = timed, [rank]
     have = sorted(int(s) for s in st["step"].dropna().unique())
     chosen = have[: max(0, first)] if want is None else [x for x in want if x in set(have)]
+    if want is not None and not chosen and not steps.empty:
+        return None  # the steps asked for are held, none of them timed: nothing to draw
     if chosen:
         st = st[st["step"].isin(chosen)]
         ly = ly[ly["step"].isin(chosen)]
@@ -879,7 +890,7 @@ def _timeline(
     if w is None:
         return timeline(run, rank, steps, layers, noun=noun)
     want = None if w.steps is None else list(w.steps)
-    return timeline(run, rank, steps, layers, want, w.max_kernels, noun, w.first)
+    return timeline(run, rank, steps, layers, want, w.max_kernels, noun, w.first, w.passes)
 
 
 def build_series(
@@ -909,9 +920,8 @@ def build_series(
     drawn = None
     if window is not None and ranks:
         drawn = ranks[0] if window.rank is None else window.rank
-        if window.steps is not None:
-            window_steps(window.steps, _by_rank(ev.tables["steps"], drawn),
-                         (drafter.pass_steps.get(drawn, []) if drafter else []), drawn)  # fmt: skip
+        if drafter:  # the window's steps are checked where it is drawn (timeline)
+            window = replace(window, passes=tuple(drafter.pass_steps.get(drawn, [])))
     return Series(
         run=ev.name,
         ranks=tuple(

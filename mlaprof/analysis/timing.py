@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import RankTiming, Timing
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import rank_list, rank_span
 
 # torch's intra-op threads of a CPU run (`run --threads`), held by the scenario's module so that
 # the command line reads it without this module's section classes
@@ -39,6 +39,8 @@ TIMING_LABELS = {
     "output (starts after vLLM's step annotation opens)",
     "dispatch-interval": "mlaprof plugin window: one step's dispatch to the next's (idle time "
     "included)",
+    # a fleet whose ranks were timed differently: each rank's kind is in the per-rank rows
+    "per-rank": "per rank (the ranks' steps were timed differently)",
 }
 # the same, in a word or two, where a line has no room (an 80-column dashboard)
 TIMING_SHORT = {
@@ -54,7 +56,10 @@ TIMING_SHORT = {
     "vllm-step": "vLLM step",
     "dispatch-to-output": "dispatch-out",
     "dispatch-interval": "dispatch-int",
+    "per-rank": "per rank",
 }
+# the timing kind of a fleet whose ranks' steps were timed differently (each rank's: per_rank)
+PER_RANK = "per-rank"
 # CPU step timings (``steps.timing``): the stepping thread's CPU time where torch runs one
 # intra-op thread (its ops run in that thread), wall time otherwise (mlaprof.cpu_runner.StepClock)
 CPU_TIMINGS = ("cpu-thread", "cpu-wall", "vllm-step")  # vllm-step: a CPU trace's annotations
@@ -144,21 +149,24 @@ def timing_summary(
             threads=threads,
         )
     by_mode = median_by_mode(steps)
-    timing = str(steps["timing"].dropna().iloc[0]) if steps["timing"].notna().any() else None
     timed = steps.dropna(subset=["duration_ns"])
+    by_rank = {int(r): g for r, g in (steps.groupby("rank") if "rank" in steps else [(0, steps)])}
+    kinds = {r: timing_kind(g) for r, g in by_rank.items()}
     per_rank = [
         RankTiming(
             rank=int(r),
             steps=int(len(g)),
             step_median_us=float(g["duration_ns"].median()) / 1e3,
+            timing=kinds.get(int(r)),
         )
         for r, g in (timed.groupby("rank") if "rank" in timed else [(0, timed)])
     ]
     pooled = float(steps["duration_ns"].median()) / 1e3
+    timing, label = _fleet_timing(kinds, measured_on)
     return Timing(
         steps=int(len(steps)),
         timing=timing,
-        timing_label=measured_label(timing, measured_on),
+        timing_label=label,
         # over every rank's steps; where ranks' medians differ, views print per_rank
         # (step_median_text), never this pooled value alone
         step_median_us=pooled,
@@ -172,6 +180,28 @@ def timing_summary(
         # share, not 100% (None, never a number that reads as a result)
         full_share=replayed_share(steps),
         threads=threads,
+    )
+
+
+def timing_kind(steps: pd.DataFrame) -> str | None:
+    """How one rank's served steps were timed: its first served step's ``timing`` (the plain
+    graph replays first, :func:`served_steps`); None where none says."""
+    known = steps["timing"].dropna() if "timing" in steps else steps.iloc[:0]
+    return str(known.iloc[0]) if len(known) else None
+
+
+def _fleet_timing(kinds: dict[int, str | None], measured_on: str | None) -> tuple[str | None, str]:
+    """The timing kind and label of every rank's steps: the ranks' one kind where they agree;
+    :data:`PER_RANK` where they differ, the label naming each rank's ("rank 0: imported trace;
+    rank 1: imported trace (eager steps)")."""
+    by: dict[str | None, list[int]] = {}
+    for r, k in sorted(kinds.items()):
+        by.setdefault(k, []).append(r)
+    if len(by) <= 1:
+        kind = next(iter(by), None)
+        return kind, measured_label(kind, measured_on)
+    return PER_RANK, "; ".join(
+        f"{rank_list(rs)}: {measured_label(k, measured_on)}" for k, rs in by.items()
     )
 
 

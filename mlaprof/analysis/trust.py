@@ -62,7 +62,7 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
         "expected_kernels": rc.get("expected_kernels", 0),
         "steps_missing_layers": rc.get("steps_missing_layers", 0),
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
-        "eager_steps_between_replays": (cap.eager_steps or 0) if cap.graph_steps else 0,
+        "eager_steps_between_replays": _eager_between_replays(cap),
         "split_layers_without_stage2": split_no_s2,
         "edge_partial_steps": rc.get("edge_partial_steps", 0),
         # said only where the import found some (runs imported before these counts have none)
@@ -111,6 +111,14 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
         notes=notes,
         provenance=_origin(meta),
     )
+
+
+def _eager_between_replays(cap: Capture) -> int:
+    """Eager steps of the ranks that also replay graphs, each rank's own (a rank that ran
+    every step eagerly has no replays for its steps to be between)."""
+    if cap.per_rank:
+        return sum(r.eager_steps or 0 for r in cap.per_rank if r.graph_steps)
+    return (cap.eager_steps or 0) if cap.graph_steps else 0
 
 
 def _gap_ranks(checks: RunChecks) -> str | None:

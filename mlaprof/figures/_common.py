@@ -182,11 +182,6 @@ def meta(data: Any) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
-def scenario_value(data: Any, key: str) -> Any:
-    sc = meta(data).get("scenario")
-    return sc.get(key) if isinstance(sc, dict) else None
-
-
 def run_label(data: Any, rank: int | None = None) -> str:
     """`` — <run name>`` for titles when the data is a Run (empty otherwise), with the rank
     drawn when the run has several (figures draw one rank: :func:`table`), never unsaid."""

@@ -57,9 +57,11 @@ def step_timeline(
 ) -> Any:
     """Steps, layers and kernels on one microsecond axis (time since the first bar shown).
 
-    The summary holds the first steps (default); ``steps`` / ``max_kernels`` on a Run pick
-    another window. Kernels are those of the chosen steps, or those inside their time window;
-    without steps (an imported trace) the first ``max_kernels`` kernels are drawn."""
+    The summary holds the first steps (default); ``steps`` / ``max_kernels`` on a Run or its
+    frames pick another window, a step not among them an error in both (one rule:
+    :func:`mlaprof.analysis.series.window_steps`). Kernels are those of the chosen steps, or
+    those inside their time window; without steps (an imported trace) the first
+    ``max_kernels`` kernels are drawn."""
     go = c.go()
     other = steps is not None or max_kernels != TIMELINE_KERNELS or default_steps != TIMELINE_STEPS
     if other and (c.is_run(data) or isinstance(data, Mapping)):  # a Run or its frames

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +114,3 @@ class StepProfile:
 
     def records(self, step: int) -> list[dict[str, Any]]:
         return kernel_records(self.doc, self.path, step) if self.doc is not None else []
-
-
-def clock_offset_ns(records: Sequence[Mapping[str, Any]], host_start_ns: int) -> int | None:
-    """First kernel start minus the step's host start time: how the two clocks line up."""
-    starts = [r["start_ns"] for r in records if r.get("start_ns") is not None]
-    return min(starts) - host_start_ns if starts else None

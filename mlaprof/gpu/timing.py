@@ -70,10 +70,3 @@ def layer_times(stamps_ns: Sequence[float], event_ns: float) -> list[float]:
 def twin_step_ns(measured_ns: float, cal: Calibration) -> float:
     """A twin replay's step time with the event nodes' cost taken out."""
     return max(0.0, measured_ns - cal.event_nodes * cal.event_ns)
-
-
-def layer_sum_accuracy(layers_ns: Sequence[float], step_ns: float) -> float:
-    """Sum of per-layer times over the serving step time (1.0 is exact)."""
-    if step_ns <= 0:
-        raise MlaprofError("step time must be positive")
-    return sum(layers_ns) / step_ns

@@ -145,7 +145,7 @@ LABELS: dict[str, str] = {
     "FullGraphSplits.modelled_if": "modelled S holds",
     # each rank's own, a row per rank (ranks that read the same share one): never summed
     "TraceChecks.steps": "steps (each rank's own)",
-    "EngineSection.verify_rank": "verify counts of rank",
+    "EngineSection.verify_rank": "scheduler records paired with rank",
 }
 
 
@@ -382,6 +382,7 @@ FRONT = (
     ("trace.replay_time.layers", 1),
     ("trace.replay_time.kernels", 1),
     ("fleet.per_rank", FLEET_LEAST),
+    ("engine.per_rank", FLEET_LEAST),  # each rank's verify counts beside their sums
     ("engine_starts", 1),
     ("engine_starts[].downgrades", 1),
     ("engine_starts[].memory", 1),
@@ -541,7 +542,7 @@ def _blocks(
         k, label = f"{key}.{f.name}", _label(owner, f.name)
         how = f.metadata.get(OVER_RANKS)
         if how:
-            label += over_ranks_label(how, ranks)
+            label += over_ranks_label(how, field_ranks(v, f.name, ranks))
         if dataclasses.is_dataclass(x):
             nested += _blocks(k, title + SEP + label, x, ranks=ranks)
         elif _records(x) and any(_rich(r) for r in x):
@@ -553,6 +554,17 @@ def _blocks(
         else:
             rows.append(Row(k, label, _text(f, x)))
     return [Block(key, title, rows, tables), *nested]
+
+
+def field_ranks(v: Any, name: str, ranks: int) -> int | list[int]:
+    """The ranks field ``name`` of section ``v`` adds, where it is made of every rank's: where
+    the section keeps each rank's own value of it (its ``per_rank`` rows hold the field), the
+    ranks whose value is not 0 or unknown (a count only one rank holds is that rank's, no sum);
+    else the run's ``ranks``."""
+    per = getattr(v, "per_rank", None)
+    if _records(per) and all(hasattr(r, name) and hasattr(r, "rank") for r in per):
+        return [r.rank for r in per if getattr(r, name)]
+    return ranks
 
 
 def _list_blocks(key: str, title: str, items: list[Any], ranks: int = 1) -> list[Block]:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis.capture import trace_capture_text
-from mlaprof.analysis.memory import human_bytes
+from mlaprof.analysis.memory import human_bytes, memory_summed
 from mlaprof.analysis.sections import FROZEN_LEGEND
 from mlaprof.analysis.syncs import trace_sync_text
 from mlaprof.rank_counts import ranks_count
@@ -139,7 +139,11 @@ def print_report(
                 + ("unknown" if r.bytes is None else human_bytes(r.bytes))
                 for r in s.reservation
             )
-            + (f"  |  capture: {human_bytes(cap.memory_bytes)}" if cap.memory_bytes else ""),
+            + (
+                f"  |  capture: {human_bytes(cap.memory_bytes)}{memory_summed(cap)}"
+                if cap.memory_bytes
+                else ""
+            ),
             highlight=False,
         )
     if fleet := fleet_line(s):  # ranks side by side, never merged: the verdict, then the table

@@ -536,7 +536,6 @@ POLICIES: dict[str, Policy] = {
     )
 }
 
-GLUON_POLICIES = tuple(n for n in POLICIES if n.startswith("aiter-gluon"))
 # what "all" and a run's default set mean: the released rules (open PRs are opt-in by name)
 RELEASED_POLICIES = tuple(n for n, p in POLICIES.items() if not p.unreleased)
 

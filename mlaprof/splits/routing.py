@@ -36,7 +36,6 @@ ASM_PADDED_MAX_PS_QLEN = 4  # vLLM AiterMLAHelper._ASM_PADDED_MAX_PS_QLEN
 GLUON_MAX_KV_CACHE_BYTES = 1 << 31  # vLLM _GLUON_MAX_KV_CACHE_BYTES: gluon drops its bounds mask
 GLUON_ARCHS = ("gfx950",)  # vLLM _gluon_mla_decode_supported: a gluon build exists only there
 QUANTIZED_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
-SMALL_HEAD_MODES = ("auto", "gluon", "asm")  # VLLM_ROCM_AITER_MLA_ASM_PADDING
 
 # path -> kernel family it launches
 PATHS = {
@@ -112,12 +111,6 @@ class Route:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    def line(self) -> str:
-        """One line for reports."""
-        tag = "" if self.verified else " UNVERIFIED"
-        miss = "".join(f"; not modelled: {m}" for m in self.not_modelled)
-        return f"{self.path} ({self.kernel}): {self.reason} [vLLM {self.version}{tag}]{miss}"
 
 
 def is_quantized(kv_cache_dtype: str) -> bool:

@@ -352,16 +352,6 @@ class Run:
             out[c] = pd.Categorical.from_codes(np.concatenate(codes), categories=list(cats))
         return pd.DataFrame(out)
 
-    def _rank_table(self, key: tuple[int, str], name: str) -> pd.DataFrame:
-        """A whole table of one rank database: through SQLite's ADBC driver where installed (C,
-        straight into Arrow: a fleet's 625,000 layer rows in a tenth of the time), typed as
-        pandas reads it (all-NULL and empty columns as objects); else through pandas."""
-        sql = f"SELECT {', '.join(columns(name))} FROM main.{name}"
-        tab = sqlengine.adbc_fetch(self.path / rank_db_name(*key), sql)
-        if isinstance(tab, sqlengine.Unread):
-            return self._query_rank(key, sql, ())
-        return columnar.as_pandas(tab)
-
     def _query_rank(self, key: tuple[int, str], sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
         import pandas as pd
 

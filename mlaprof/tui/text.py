@@ -6,7 +6,6 @@ import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mlaprof.recording import TWIN
 from mlaprof.reporters.rows import (
     SPLITS_TITLE,
     not_runnable_notes,
@@ -92,10 +91,6 @@ def splits_note(v: View) -> str | None:
         "no policy step modelled: an imported trace's S is what its kernel grids show (in the "
         "summary's KV splits line, per path in the trace's paths, per layer in the layer table)"
     )
-
-
-def capture_title(v: View) -> str:
-    return v.capture_memory or f"capture ({v.findings_source})"
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -228,27 +223,21 @@ def padding_title(v: View) -> str:
     return padding_panel(v)[0]
 
 
-def _twin(mode: str | None) -> bool:
-    return bool(mode) and str(mode).endswith(TWIN)
+CAPTURE = "capture"  # the summary field whose section the capture panel shows
 
 
-def memory_table(v: View) -> Table:
-    """Capture memory and status per rank, capture size and mode, as recorded."""
-    head = ["rank", "size", "mode", "pool", "allocator", "driver", "capture ms", "status"]
-    rows = [
-        [
-            _s(r.rank),
-            _s(r.capture_size),
-            _s(r.graph_mode) + (" (timing twin, serves no step)" if _twin(r.graph_mode) else ""),
-            fmt_bytes(r.pool_bytes),
-            fmt_bytes(r.allocator_bytes),
-            fmt_bytes(r.driver_bytes),
-            fmt_ms(r.capture_ns / 1e6) if r.capture_ns is not None else "-",
-            (r.status or "-") + (f" -> {r.fallback}" if r.fallback else ""),
-        ]
-        for r in v.memory
-    ]
-    return head, rows
+def capture_panel(v: View, width: int | None = None) -> tuple[str, list[str]]:
+    """The capture section exactly as every report renders it: the rows layer's block of the
+    summary's ``capture`` (:func:`mlaprof.reporters.rows.block_lines`: its title, labels,
+    values and tables), never the run's captures table laid out anew; why nothing is shown
+    while no summary is in. ``width``: break lines to it (the plain text; the panel wraps)."""
+    if v.summary is None:
+        return CAPTURE, [v.findings_source]
+    from mlaprof.reporters.rows import block_lines, summary_blocks
+
+    (block,) = [b for b in summary_blocks(v.summary) if b.key == CAPTURE]
+    title, *lines = block_lines([block], width)
+    return title, [line.removeprefix("  ") for line in lines]
 
 
 def sync_table(v: View, layer: int | None, width: int | None = None) -> Table:
@@ -341,7 +330,8 @@ def render_text(v: View, width: int = 100) -> str:
         else [*format_table(split_table(v)), *("  " + n for n in split_notes(v))]
     )
     lines += ["", heading(padding_title(v)), *format_table(padding_table(v))]
-    lines += ["", "CAPTURE MEMORY (per rank and capture size)", *format_table(memory_table(v))]
+    title, capture = capture_panel(v, width - 2)
+    lines += ["", heading(title), *["  " + s for s in capture]]
     details = detail_lines(v)
     if details:
         lines += ["", "ENGINE / IMPORTED (mlaprof.analysis)", *["  " + s for s in details]]

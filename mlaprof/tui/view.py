@@ -13,12 +13,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mlaprof.analysis.capture import human_bytes
-from mlaprof.analysis.capture_attempts import as_attempt, failed_sizes
 from mlaprof.analysis.diff import backend_text
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
-from mlaprof.recording import ATTEMPT
 from mlaprof.store.runkind import RunKind, run_kind
 
 if TYPE_CHECKING:
@@ -75,11 +72,9 @@ class View:
     per_rank_layers: bool  # several ranks shown: each row is one rank's
     splits: list[SplitStep]  # the shown ranks' rows (ranks that agree share one)
     padding: Padding | None
-    memory: list[CaptureRow]  # capture memory and status per rank, size and mode, as recorded
     syncs: list[Site]
     findings: list[Finding]
     findings_source: str  # FULL, PROVISIONAL, or why no summary is shown yet
-    capture_memory: str
     headline: list[HeadlineRow]  # the analysis' key numbers (capture, memory, S, padding)
     provisional: bool = False
     capture_failed: bool = False  # the analysis' capture status says no FULL graph
@@ -152,7 +147,6 @@ def build_view(
         ranks=ranks,
         graph_mode=str((capture and capture.effective_mode) or scen.get("graph_mode") or "?"),
         capture=capture.text if capture else source,
-        capture_memory=_capture_memory(capture),
         # the steps the report counts (analysis.live.verify_steps), or none until it decided
         steps_text=_steps_text(live.step_ids, shown) if live.steps_decided else ANALYSING,
         # the shown ranks' records (every rank's where none is picked)
@@ -169,7 +163,6 @@ def build_view(
         per_rank_layers=len(shown) > 1,
         splits=mine(_f(s, "splits")),
         padding=_f(s, "padding"),
-        memory=capture_rows(live, rank),
         syncs=_sites(s, rank),
         findings=sorted(_f(s, "findings") or [], key=lambda f: f.rank),
         findings_source=source,
@@ -199,14 +192,6 @@ def _f(s: Any, name: str) -> Any:
 def _has_rank(row: Any, rank: int) -> bool:
     ranks = getattr(row, "ranks", None)
     return rank in ranks if ranks else getattr(row, "rank", None) == rank
-
-
-def _capture_memory(c: Any) -> str:
-    """``capture memory (<measure>): 96.00 MiB`` from the capture section, or why none."""
-    if c is None:
-        return ""
-    what = f"capture memory ({c.memory_measure})" if c.memory_measure else "capture memory"
-    return f"{what}: " + ("not recorded" if c.memory_bytes is None else human_bytes(c.memory_bytes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,22 +229,6 @@ def _sites(s: Any, rank: int | None) -> list[Site]:
     return list(out.values())
 
 
-@dataclass(frozen=True, slots=True)
-class CaptureRow:
-    """Capture memory and status of one rank, capture size and graph mode, as the run's
-    writer recorded them (the live fold's latest ``memory`` and ``captures`` rows)."""
-
-    rank: int | None
-    capture_size: int | None
-    graph_mode: str | None
-    pool_bytes: float | None
-    allocator_bytes: float | None
-    driver_bytes: float | None
-    capture_ns: float | None
-    status: str | None
-    fallback: str | None
-
-
 # what the header's scenario field is, by the run's kind (store.runkind): an import's source or
 # an engine record's is no scenario
 ORIGIN_WORDS = {
@@ -268,29 +237,6 @@ ORIGIN_WORDS = {
     RunKind.TRACE: "imported from",
     RunKind.LOG: "imported from",
 }
-
-
-def capture_rows(live: LiveSummary, rank: int | None) -> list[CaptureRow]:
-    """The recorded memory rows joined with the capture status rows on (rank, size, mode): the
-    one place the TUI reads store rows (not the summary) by column name."""
-
-    def key(r: dict[str, Any]) -> tuple[Any, Any, Any]:
-        # a failed attempt's memory row sits on its capture's row (analysis.memory.as_attempt)
-        mode = r.get("graph_mode")
-        return (r.get("rank"), r.get("capture_size"), mode and str(mode).removesuffix(ATTEMPT))
-
-    status = {key(c): c for c in live.captures}
-    failed = failed_sizes(live.captures)
-    mem = {key(a): a for a in (as_attempt(m, failed) for m in live.memory)}
-    out = []
-    for k in list(mem) + [k for k in status if k not in mem]:
-        if rank is not None and k[0] != rank:
-            continue
-        m, c = mem.get(k, {}), status.get(k, {})
-        out.append(CaptureRow(k[0], k[1], k[2], m.get("pool_bytes"), m.get("allocator_bytes"),
-                              m.get("driver_bytes"), m.get("capture_ns"), c.get("status"),
-                              c.get("fallback")))  # fmt: skip
-    return out
 
 
 def _layer_steps(layers: list[LayerRow], steps: int) -> str:
@@ -339,9 +285,9 @@ def _waiting(name: str, problem: str | None, status: str = "waiting") -> View:
         status=status, rank_label=_rank_label([], None), ranks=[], graph_mode="?",
         capture=ANALYSING, steps_text=_steps_text({}, []), events=0, latency_ms=[],
         latency=_latency(None), latency_scope="",
-        step_median="-", sync_text=ANALYSING, capture_memory="", layers=[],
+        step_median="-", sync_text=ANALYSING, layers=[],
         layer_scope="all steps", per_rank_layers=False, splits=[],
-        padding=None, memory=[], syncs=[], findings=[], findings_source=ANALYSING,
+        padding=None, syncs=[], findings=[], findings_source=ANALYSING,
         headline=[], problem=problem,
     )  # fmt: skip
 

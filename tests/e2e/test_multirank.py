@@ -91,6 +91,20 @@ def test_findings_of_several_ranks_name_them(tp2):
     assert len(rows) == 1 and rows[0]["ranks"] == [0, 1]
 
 
+def test_no_two_findings_of_a_multi_rank_run_contradict(tp2):
+    """The contradiction property (tests/unit/test_no_contradictions.py) over a run of real rank
+    processes: 0 syncs on each rank beside the path check of the legacy path, said of neither."""
+    from mlaprof.analysis.contradictions import contradictions
+    from mlaprof.analysis.run_summary import build_summary
+
+    traces, _ = tp2
+    with load(traces / "tp2") as run:
+        s = build_summary(run)
+    assert s.sync_counts.checked and s.sync_counts.total == 0
+    assert [f.kind for f in s.findings if f.data.get("legacy")] == ["path-check"]
+    assert contradictions(s) == []
+
+
 def test_report_tui_and_html_show_every_rank(tp2, tmp_path):
     traces, _ = tp2
     rep = mlaprof_cli("report", "tp2", "--traces", str(traces))

@@ -130,6 +130,26 @@ async def test_narrow_terminal_shows_one_panel(runs: Path) -> None:
         assert not d.has_class("-narrow")
 
 
+async def test_the_capture_panel_shows_the_reports_capture_section(runs: Path) -> None:
+    """The live dashboard's capture panel holds the rows layer's capture block, the report's
+    capture section (tests/unit/test_tui_capture_section.py holds --once to the report)."""
+    from textual.widgets import Static
+
+    from mlaprof.reporters.rows import summary_blocks
+    from mlaprof.tui.widgets.capture import CapturePanel
+
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        d = await loaded(pilot, steps=6)
+        await wait_for(pilot, lambda: d.view is not None and not d.view.provisional)
+        panel = app.screen.query_one("#capture", CapturePanel)
+        assert d.view.summary is not None
+        (block,) = [b for b in summary_blocks(d.view.summary) if b.key == "capture"]
+        shown = str(panel.query_one("#capture-text", Static).render())
+        assert shown.splitlines() == [f"{r.label}: {r.text}" for r in block.rows]
+        assert panel.border_title == "Capture"
+
+
 async def test_pause_and_live_append(tmp_path: Path) -> None:
     w = create_run(tmp_path, "live", meta("live", True))  # no steps yet: the app must wait
     app = MlaprofApp(tmp_path / "live", interval=0.05)

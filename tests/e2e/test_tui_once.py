@@ -24,7 +24,7 @@ def test_once_prints_every_panel(runs: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "scenario dsv3-mtp3" in out and "device NVIDIA H200 (test)" in out
     assert "capture FULL -> failed (runs PIECEWISE)" in out  # asked FULL, ran PIECEWISE
-    for section in ("LAYERS", "KV SPLITS", "PADDING", "CAPTURE MEMORY", "FINDINGS"):
+    for section in ("LAYERS", "KV SPLITS", "PADDING", "\nCAPTURE\n", "FINDINGS"):
         assert section in out
     layers = out.split("LAYERS")[1].split("KV SPLITS")[0].splitlines()
     # header + 3 layers, each with 2 syncs in each of 5 watched steps (the report's count per

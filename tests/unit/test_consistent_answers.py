@@ -44,7 +44,7 @@ def test_a_share_short_of_an_end_never_prints_as_that_end() -> None:
 
 
 def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
-    from mlaprof.analysis.sections import EngineSection
+    from mlaprof.analysis.sections import EngineRankVerify, EngineSection
 
     eng = EngineSection(
         source="measured",
@@ -63,6 +63,7 @@ def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
         drafter_builds=0,
         padded_steps=0,
         ranks=[0],
+        per_rank=[EngineRankVerify(0, 3, 12, 0, 6000, 0)],
         backend="TRITON_MLA",
         builder="x",
         heads=16,

@@ -172,8 +172,9 @@ def golden(run: str) -> dict:
 def default_scenario_splits() -> tuple[int, int, int]:
     """(S used, S the fix gives, S of the real rows alone) of the default scenario's first step,
     from the policy function the backend runs: the padding row pins ``min_kv_seq_len`` to qlen."""
-    from mlaprof.capture_sizes import padded_rows, sizes_for
+    from mlaprof.capture_sizes import sizes_for
     from mlaprof.devices import DEVICES
+    from mlaprof.metadata import batch_shape
     from mlaprof.scenario import MODELS, default_scenario
     from mlaprof.splits.policies import POLICIES, SplitInput
 
@@ -181,7 +182,7 @@ def default_scenario_splits() -> tuple[int, int, int]:
     qlen = sc.num_speculative_tokens + 1
     real = len(sc.kv_lens)
     sizes = sizes_for("vllm-0.32", sc.max_num_seqs, sc.num_speculative_tokens, None)
-    rows = padded_rows(next(s for s in sizes if s >= real * qlen), qlen, sc.max_num_seqs)
+    rows = batch_shape(sc.kv_lens, qlen, "FULL", sizes, sc.max_num_seqs).num_reqs
     fn = POLICIES[sc.policy].fn
     heads, units = MODELS[sc.model].heads, DEVICES[sc.target].units
 
@@ -991,13 +992,14 @@ def _flat(max_num_seqs: int, qlen: int, capacity: int) -> float:
 
 
 def _default_padded_rows() -> int:
-    from mlaprof.capture_sizes import padded_rows, sizes_for
+    from mlaprof.capture_sizes import sizes_for
+    from mlaprof.metadata import batch_shape
     from mlaprof.scenario import default_scenario
 
     sc = default_scenario()
     qlen = sc.num_speculative_tokens + 1
     sizes = sizes_for("vllm-0.32", sc.max_num_seqs, sc.num_speculative_tokens, None)
-    return padded_rows(next(s for s in sizes if s >= len(sc.kv_lens) * qlen), qlen, sc.max_num_seqs)
+    return batch_shape(sc.kv_lens, qlen, "FULL", sizes, sc.max_num_seqs).num_reqs
 
 
 def _sizes(max_num_seqs: int, spec: int, rule: str = "vllm-0.32") -> list[int]:

@@ -1,7 +1,10 @@
-"""The second property test: over every shipped run (traces/demo, read as shipped), every
-committed trace and log under tests/data and the recorded vLLM engine run, no two statements of
-one report contradict each other (mlaprof.analysis.claims.contradictions); and each rule fires on
-the pair it names, so the property can fail."""
+"""The second property test: over every kind of run the project produces, no two statements of
+one report contradict each other (mlaprof.analysis.contradictions): every shipped run (a copy of
+traces/demo), every committed trace and log under tests/data and the recorded vLLM engine runs
+(tests/shipped_runs.py), and the runs mlaprof makes, made here in a temporary folder: ``mlaprof
+run`` on the CPU (the default scenario, the legacy path's real syncs, ...), a rocpd round trip
+and the synthetic runs (tests/made_runs.py; ``--ranks`` runs: tests/e2e/test_multirank.py). Each
+rule fires on the pair it names, so the property can fail."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import pytest
 
 from mlaprof.analysis.contradictions import contradictions
 from mlaprof.analysis.findings import Finding
-from tests import shipped_runs
+from tests import made_runs, shipped_runs
 
 WORKER_GROUP = "shipped-runs"
 _summary = shipped_runs.summary
@@ -22,10 +25,47 @@ def test_no_two_findings_of_a_shipped_run_contradict(name: str) -> None:
     assert contradictions(_summary(name)) == [], name
 
 
+@pytest.mark.parametrize("name", made_runs.NAMES)
+def test_no_two_findings_of_a_run_mlaprof_makes_contradict(name: str) -> None:
+    assert contradictions(made_runs.summary(name)) == [], name
+
+
 def test_the_corpus_holds_every_kind_of_run() -> None:
     kinds = {str(_summary(n).kind) for n in shipped_runs.NAMES}
     assert kinds == {"scenario", "trace", "log", "engine"}
     assert any(n.startswith("engine-") for n in shipped_runs.NAMES)
+    assert any(n.startswith("rocprof-") for n in shipped_runs.NAMES)
+    assert any(n.startswith("log-") for n in shipped_runs.NAMES)
+    # the CPU runs a user makes first: the default (0 syncs) and the legacy path (real syncs)
+    default, legacy = made_runs.summary("cpu-default"), made_runs.summary("cpu-legacy-flat")
+    assert str(default.device) == "cpu" and str(default.backend) == "torch"
+    assert default.sync_counts.checked and default.sync_counts.total == 0
+    assert legacy.sync_counts.checked and legacy.sync_counts.total == 12  # 4 per layer, 3 layers
+    assert {str(made_runs.summary(n).kind) for n in made_runs.NAMES} == {"scenario"}
+
+
+def test_another_paths_syncs_never_read_as_this_runs() -> None:
+    """The default CPU run measures 0 syncs in its region; its path check says what the flattened
+    legacy path would do on the same metadata. That finding is a path check, said to be outside
+    this run, never a sync finding of the run; a real sync finding beside "0 syncs" still is a
+    contradiction, and the legacy run's own syncs are sync findings."""
+    s = made_runs.summary("cpu-default")
+    (check,) = [f for f in s.findings if f.data.get("legacy")]
+    assert check.kind == "path-check" and check.data["path"] == "legacy-flat"
+    assert check.title.startswith("path check, not this run's region: ")
+    assert "would do 4 syncs per layer" in check.title
+    assert not [f for f in s.findings if f.kind == "sync"]
+    # each way of telling it as the run's fires
+    as_sync = replace(s, findings=[replace(check, kind="sync")])
+    assert "'0 syncs' + a sync finding" in contradictions(as_sync)
+    assert any("a sync finding of path legacy-flat" in c for c in contradictions(as_sync))
+    unsaid = replace(check, title=check.title.removeprefix("path check, not this run's region: "))
+    assert any("not said to be outside" in c for c in contradictions(replace(s, findings=[unsaid])))
+    real = replace(s, findings=[*s.findings, _finding("sync", "device->host sync in region")])
+    assert "'0 syncs' + a sync finding" in contradictions(real)
+    legacy = made_runs.summary("cpu-legacy-flat")
+    assert any(f.kind == "sync" for f in legacy.findings)
+    assert not [f for f in legacy.findings if f.kind == "path-check"]  # it ran that path
 
 
 def _finding(kind: str, title: str = "t", fix: str = "f") -> Finding:

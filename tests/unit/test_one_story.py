@@ -113,8 +113,9 @@ def test_a_fleet_finding_counts_steps_per_rank_as_its_sections_do() -> None:
     said = f"no stage-2 kernel in 48 ({over_ranks_text('sum', 8)}) of its S = 1 layers"
     assert said in f.evidence
     assert s.capture.evidence is not None
-    assert s.capture.evidence.startswith("3 MLA step(s) per rank (8 ranks) replayed")
-    assert "24 of 24, sum over 8 ranks," in s.capture.evidence
+    # the capture's evidence is each rank's (ranks that read the same said once), never a sum
+    assert s.capture.evidence.startswith("Ranks 0-7 (each): 3 MLA step(s) replayed")
+    assert "(FULL; 3 of 3 carry" in s.capture.evidence and "sum over" not in s.capture.evidence
 
 
 def test_a_sum_over_ranks_is_said_in_the_sections_one_wording() -> None:
@@ -127,10 +128,18 @@ def test_a_sum_over_ranks_is_said_in_the_sections_one_wording() -> None:
     s = _summary("aiter-fleet_dp2_tp4")
     labels = [r.label for b in summary_blocks(s) if b.key == "capture" for r in b.rows]
     assert f"graph steps ({over_ranks_text('sum', 8)})" in labels, labels
-    mixed = replace(s.capture, status="mixed", eager_steps=6, graph_steps=18)
+    # ranks 0-5 replay 3 steps each, ranks 6-7 run 3 eagerly: each count said per rank
+    per = [replace(r, graph_steps=0, eager_steps=3) if r.rank >= 6 else r
+           for r in s.capture.per_rank or []]  # fmt: skip
+    mixed = replace(s.capture, status="mixed", eager_steps=6, graph_steps=18, per_rank=per)
     (f,) = step_mode_findings(mixed, 8)
-    assert f"eagerly in 6 step(s) ({over_ranks_text('sum', 8)})" in f.title, f.title
-    (one,) = step_mode_findings(mixed, 1)
+    assert "eagerly in 3 step(s) per rank (2 ranks) on ranks 6-7 of 8" in f.title, f.title
+    assert "beside 3 FULL graph replays per rank (6 ranks) on ranks 0-5 of 8" in f.title
+    assert f.data["ranks"] == [6, 7]
+    # an older import's sum over its ranks (no rank's own evidence) is said to be one
+    (old,) = step_mode_findings(replace(mixed, per_rank=None), 8)
+    assert f"eagerly in 6 step(s) ({over_ranks_text('sum', 8)})" in old.title, old.title
+    (one,) = step_mode_findings(replace(mixed, per_rank=None), 1)
     assert "over" not in one.title.split(" beside ")[0]
 
 

@@ -11,7 +11,12 @@ idle gaps tell apart), each rule below failed with its fix undone:
 4. other sums and picks over ranks: the import checks' sum kept the later rank's texts, the
    trust note said one rank's step source for all, an older import's summed checks stood as
    rank 0's, a host-sync finding, an engine's, a path's qlen source and an unrecognised
-   kernel's launches summed ranks unsaid."""
+   kernel's launches summed ranks unsaid;
+5. the capture said one rank's counts as sums over both ("3 of 3, sum over 2 ranks", "eagerly in
+   5 step(s) (sum over 2 ranks)"), lost each rank's step source and added a fleet's capture
+   memory unsaid; the timing kind was the first step's of any rank; the no-MLA finding listed
+   the names of ranks whose MLA kernels were recognised; an engine's verify counts were the
+   first rank's alone: each is per rank now, a sum labelled where several ranks' values add."""
 
 from __future__ import annotations
 
@@ -169,7 +174,7 @@ def test_one_function_decides_the_label_of_a_sum_over_ranks() -> None:
 
 
 # modules another change moves to the label function (they say sums through the words alone)
-NOT_YET = frozenset({"analysis/capture.py", "analysis/padding.py"})
+NOT_YET: frozenset[str] = frozenset()
 
 
 def test_no_site_decides_for_itself_whether_to_say_a_sum_over_ranks() -> None:
@@ -257,6 +262,8 @@ def test_a_host_sync_finding_counts_its_layers_per_rank() -> None:
 
 
 def test_an_engines_counts_say_whose_records_they_are() -> None:
+    """Each rank's verify counts (``per_rank``), their sums labelled, the acceptance of the
+    rank the scheduler's records pair with."""
     from mlaprof.analysis.served import served_findings, served_summary
     from mlaprof.analysis.step_records import EngineStep
 
@@ -269,16 +276,16 @@ def test_an_engines_counts_say_whose_records_they_are() -> None:
                           max_model_len=64, num_speculative_tokens=3, spec_method="mtp")  # fmt: skip
 
     eng = served_summary([step(0, 0), step(0, 1), step(1, 0), step(1, 1), step(1, 2)], [])
-    assert eng is not None and eng.verify_rank == 0 and eng.verify_steps == 2 and eng.steps == 5
+    assert eng is not None and eng.verify_rank == 0 and eng.verify_steps == 5 and eng.steps == 5
+    assert [(r.rank, r.verify_steps, r.verify_rows) for r in eng.per_rank] == [(0, 2, 4), (1, 3, 6)]
     (f,) = served_findings(eng)
-    assert "2 verify steps, 4 verify rows (rank 0's records)" in f.title, f.title
+    assert "2-3 verify steps per rank (ranks 0: 2, 1: 3), 4-6 verify rows per rank" in f.title
     assert f"5 steps, graph FULL x5 {SUMMED}" in f.evidence, f.evidence
     labels = {
         r.key: r.label for b in rows._blocks("engine", "engine", eng, ranks=2) for r in b.rows
     }
-    assert labels["engine.steps"] == f"steps {SUMMED}" and labels["engine.verify_steps"] == (
-        "verify steps"
-    )
+    assert labels["engine.steps"] == f"steps {SUMMED}"
+    assert labels["engine.verify_steps"] == f"verify steps {SUMMED}"
 
 
 def test_unrecognised_kernels_launches_say_their_sum_over_ranks() -> None:
@@ -292,7 +299,7 @@ def test_unrecognised_kernels_launches_say_their_sum_over_ranks() -> None:
 
     per = [RankRecognition(kernels=10, mla_layers=0, rank=r) for r in (0, 1)]
     cov = TraceCoverage(api="", api_calls=0, api_functions=[],
-                        attention_like=[AttentionLike(name="my_attn", launches=12)],
+                        attention_like=[AttentionLike(name="my_attn", launches=12, ranks=[0, 1])],
                         attention_like_names=1, collapse_checks=[], host_syncs=None, kernels=20,
                         kernels_by_rank={0: 10, 1: 10}, provenance="p",
                         recognition=Recognition(per_rank=per, without_mla=[0, 1]))  # fmt: skip
@@ -326,3 +333,237 @@ def test_an_engines_modelled_aiter_counts_say_their_sum_over_ranks() -> None:
     assert got["padding"].endswith(f"over 2 steps {SUMMED}"), got
     one = {f.kind: f.title for f in shadow_findings(dataclasses.replace(sh, per_step=[step(0)]))}
     assert not any("sum over" in t for t in one.values()), one
+
+
+# -- 5. the capture, timing, no-MLA and engine sections, rank by rank --------------------------
+def _words(text: str) -> str:
+    """A view's text as words (a table's cells in order, whatever draws its borders)."""
+    return " ".join(re.sub(r"[^\w.µ%']+", " ", text).split())
+
+
+def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
+    """Rank 0 replayed 3 FULL graphs, rank 1 ran 5 steps eagerly: the capture said "3 of 3,
+    sum over 2 ranks" and "eagerly in 5 step(s) (sum over 2 ranks)" (each one rank's), and lost
+    how each rank's steps were told apart (they differ); its trust counted rank 1's eager steps
+    as between rank 0's replays."""
+    run_dir, s = two
+    cap = s.trace.capture
+    got = [(r.rank, str(r.status), r.graph_steps, r.eager_steps, r.graph_launches, r.step_source)
+           for r in cap.per_rank or []]  # fmt: skip
+    assert got == [(0, "replayed", 3, 0, 3, "graph-launches"), (1, "eager", 0, 5, 0, "idle-gaps")]
+    ev = cap.evidence or ""
+    assert ev.startswith("Rank 0: 3 MLA step(s) replayed in a graph"), ev
+    assert "(FULL; 3 of 3 carry the correlation id" in ev and "Rank 1: 5 eager step(s)" in ev
+    assert "Steps told apart by graph launches" in ev and "Steps told apart by idle gaps" in ev
+    assert "sum over" not in ev and s.capture == cap
+    doc = json.loads(json.dumps(s.to_json()))["trace"]["capture"]["per_rank"]
+    assert [(r["rank"], r["status"], r.get("eager_steps")) for r in doc] == [
+        (0, "replayed", 0),
+        (1, "eager", 5),
+    ]
+    # a count only one rank holds is that rank's: no sum said (each rank's in the table)
+    labels = {r.key: r.label for b in rows.summary_blocks(s) for r in b.rows}
+    assert labels["trace.capture.graph_steps"] == "graph steps", labels
+    assert labels["trace.capture.eager_steps"] == "eager steps", labels
+    (f,) = [f for f in s.findings if f.kind == "capture"]
+    assert f.title == (
+        "attention ran eagerly in 5 step(s) on rank 1 of 2 beside 3 FULL graph replays on rank "
+        "0 of 2"
+    ), f.title
+    assert f.data["ranks"] == [1]
+    assert s.trace.trust.counts.eager_steps_between_replays == 0  # no rank's are between
+    import mlaprof
+
+    with mlaprof.load(run_dir) as run:  # the notebook's object
+        assert mlaprof.build_summary(run).trace.capture.per_rank == cap.per_rank
+    for name, text in _views(run_dir, s).items():
+        w = _words(text)
+        assert "rank status graph steps piecewise steps eager steps graph launches" in w, name
+        assert "0 replayed 3 0 0 3 0 graph launches" in w, name
+        assert "1 eager 0 0 5 0 0 idle gaps" in w, name
+        assert "Rank 1: 5 eager step(s)" in text and "idle gaps between MLA kernels" in text, name
+        assert "eagerly in 5 step(s) on rank 1 of 2" in text, name
+
+
+def _scenario_ranks(traces: Path, name: str, captured: tuple[int, ...]) -> Path:
+    """A scenario run of two ranks, the ``captured`` ranks with their FULL graphs' memory."""
+    from mlaprof.store import create_run
+    from mlaprof.synthetic.dashboard import meta, write_captures, write_step
+
+    for rank in (0, 1):
+        w = create_run(traces, name, meta(name, False), rank=rank)
+        if rank in captured:
+            write_captures(w, False)
+        for step in range(3):
+            write_step(w, step, 2, False)
+        w.finish()
+    return traces / name
+
+
+def test_a_fleets_capture_memory_is_each_ranks_and_a_sum_says_so(tmp_path: Path) -> None:
+    """The capture memory added every rank's (96 MiB for two ranks of 48 MiB) and read as one
+    rank's: each rank's is in ``per_rank``, the sum labelled in the sections, the headline and
+    the memory finding; one rank's (the other captured nothing) is said as that rank's."""
+    import mlaprof
+
+    mib = 1024**2
+    both = _scenario_ranks(tmp_path, "both", (0, 1))
+    with mlaprof.load(both) as run:
+        s = mlaprof.build_summary(run)
+    cap = s.capture
+    assert cap.memory_bytes == 96 * mib
+    assert [(r.rank, str(r.status), r.memory_bytes) for r in cap.per_rank or []] == [
+        (0, "captured", 48 * mib),
+        (1, "captured", 48 * mib),
+    ]
+    labels = {r.key: r.label for b in rows.summary_blocks(s) for r in b.rows}
+    assert labels["capture.memory_bytes"] == f"capture memory {SUMMED}", labels
+    (head,) = [h for h in s.headline if h.label.startswith("capture memory")]
+    assert head.label.endswith(SUMMED) and head.value == "96.00 MiB"
+    (f,) = [f for f in s.findings if f.kind == "memory"]
+    assert f"96.00 MiB {SUMMED} over 2 capture size(s)" in f.title, f.title
+    assert "per rank: rank 0 48.00 MiB, rank 1 48.00 MiB" in f.evidence, f.evidence
+    from mlaprof.analysis.diff import diff_table
+
+    (row,) = [r for r in diff_table(s, s) if r["metric"].startswith("capture memory")]
+    assert row["provenance"].endswith(SUMMED), row  # the compare's row says it too
+    for name, text in _views(both, s).items():
+        assert f"capture memory {SUMMED}" in text, name
+        assert "0 captured 48.00 MiB" in _words(text), name
+        assert "1 captured 48.00 MiB" in _words(text), name
+    one = _scenario_ranks(tmp_path, "one", (0,))
+    with mlaprof.load(one) as run:
+        s = mlaprof.build_summary(run)
+    assert s.capture.memory_bytes == 48 * mib
+    assert [(r.rank, r.memory_bytes) for r in s.capture.per_rank or []] == [
+        (0, 48 * mib),
+        (1, None),
+    ]
+    labels = {r.key: r.label for b in rows.summary_blocks(s) for r in b.rows}
+    assert labels["capture.memory_bytes"] == "capture memory", labels
+    (f,) = [f for f in s.findings if f.kind == "memory"]
+    assert "sum over" not in f.title + f.evidence, f
+
+
+def test_the_timing_kind_is_decided_per_rank(two: Any) -> None:
+    """Rank 0's steps are graph replays, rank 1's eager: the timing kind was the first step's
+    over every rank ("trace-replay", "imported trace") and read as both ranks'."""
+    from mlaprof.analysis.timing import PER_RANK, timing_summary
+
+    run_dir, s = two
+    t = s.timing
+    assert [(r.rank, r.timing) for r in t.per_rank] == [(0, "trace-replay"), (1, "trace-eager")]
+    assert t.timing == PER_RANK
+    said = "rank 0: imported trace; rank 1: imported trace (eager steps)"
+    assert t.timing_label == said
+    doc = json.loads(json.dumps(s.to_json()))["timing"]
+    assert doc["timing"] == PER_RANK and [r["timing"] for r in doc["per_rank"]] == [
+        "trace-replay",
+        "trace-eager",
+    ]
+    import mlaprof
+
+    with mlaprof.load(run_dir) as run:  # one rank's steps alone: that rank's kind, as before
+        steps = run.steps
+    alone = timing_summary(steps[steps["rank"] == 1], steps.iloc[:0])
+    assert (alone.timing, alone.timing_label) == ("trace-eager", "imported trace (eager steps)")
+    for name, text in _views(run_dir, s).items():
+        assert said in text, name
+        assert "rank step median steps timing" in _words(text), name
+        assert "1 167.0 µs 5 trace eager" in _words(text), name
+
+
+@pytest.fixture(scope="module")
+def no_mla(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """Rank 0 replays gluon MLA graphs; rank 1 runs a kernel mlaprof does not know."""
+    import mlaprof
+    from mlaprof.importers.rocprof import import_rocprof
+
+    full = shapes.Process(pid=4001, agent=2)
+    for _ in range(3):
+        shapes.step_full(full, rows=8, s=8, qlen=4, layers=4)
+    other = shapes.Process(pid=4002, agent=3)
+    for _ in range(3):
+        for _ in range(4):
+            other.eager("my_flash_decode_kernel", (8, 8, 4), shapes.W256, 9_000)
+            other.eager(shapes.GEMM, (8, 4, 1), shapes.W256, 6_000)
+        other.pause(150_000)
+    tmp = tmp_path_factory.mktemp("no-mla")
+    folder = shapes.write_csv(shapes.Shape("nomla", [full, other], {}), tmp / "in")
+    run_dir, _ = import_rocprof(folder, tmp / "traces", "nomla")
+    with mlaprof.load(run_dir) as run:
+        return Path(run_dir), mlaprof.build_summary(run)
+
+
+def test_the_no_mla_finding_counts_names_and_kernels_over_the_same_ranks(no_mla: Any) -> None:
+    """The no-MLA finding of rank 1 counted rank 1's kernels but listed the attention-like
+    names of both ranks (rank 0's recognised _mla_gluon among them, launches summed)."""
+    from mlaprof.analysis.sections import AttentionLike
+
+    run_dir, s = no_mla
+    cov = s.trace.coverage
+    assert cov.recognition.without_mla == [1]
+    assert cov.attention_like == [AttentionLike("my_flash_decode_kernel", 12, [1])]
+    assert cov.attention_like_names == 1
+    (f,) = [f for f in s.findings if f.kind == "no-mla"]
+    assert f.title.startswith("no MLA kernel recognised on rank 1 of 2: 24 kernel(s) read"), f
+    looks = "(mla/attn/attention/decode/flash): my_flash_decode_kernel (x12); "
+    assert looks in f.evidence and "_mla_" not in f.evidence, f.evidence
+    assert "launches (sum" not in f.evidence and f.data["ranks"] == [1]
+    doc = json.loads(json.dumps(s.to_json()))["trace"]["coverage"]["attention_like"]
+    assert doc == [{"name": "my_flash_decode_kernel", "launches": 12, "ranks": [1]}]
+    for name, text in _views(run_dir, s).items():
+        text = text.replace("\\", "")  # Markdown's escapes
+        assert looks.strip() in text, name
+        assert "launches ranks" in _words(text) and "my_flash_decode_kernel 12 1" in _words(text)
+
+
+def test_an_engines_verify_counts_are_each_ranks(tmp_path: Path) -> None:
+    """A two-rank engine's verify counts were rank 0's alone (named as such): each rank's are
+    in ``per_rank``, their sums labelled, and the acceptance is of the drafts of the rank the
+    scheduler's records pair with (never of a sum over ranks)."""
+    import mlaprof
+    from mlaprof.recording import event_row
+    from mlaprof.store import create_run
+
+    meta = {"kind": "engine", "source": "vllm plugin", "scenario": {"name": "vllm-engine"}}
+
+    def step(i: int, n: int) -> dict[str, Any]:
+        return {"step": i, "kind": "verify", "backend": "TRITON_MLA", "builder": "b",
+                "heads": 16, "graph_mode": "FULL", "num_tokens": n * 4, "padded_tokens": n * 4,
+                "verify_rows": n, "verify_draft_tokens": n * 3, "verify_rows_as_prefill": 0,
+                "drafter_builds": 0, "spec_method": "mtp", "num_speculative_tokens": 3}  # fmt: skip
+
+    for rank, per in ((0, [2, 3]), (1, [4, 4, 1])):
+        w = create_run(tmp_path, "eng", meta, rank=rank)
+        for i, n in enumerate(per):
+            w.add("events", **event_row("vllm", "engine-step", "s", step(i, n)))
+        w.finish()
+    sched = create_run(tmp_path, "eng", meta, role="scheduler")
+    for i, n in enumerate([2, 3]):
+        accept = {"seq": i, "verify_rows": n, "draft_tokens": n * 3, "accepted_tokens": n}
+        sched.add("events", **event_row("vllm", "spec-accept", "a", accept))
+    sched.finish()
+    with mlaprof.load(tmp_path / "eng") as run:
+        s = mlaprof.build_summary(run)
+    eng = s.engine
+    assert eng is not None
+    got = [(r.rank, r.verify_steps, r.verify_rows, r.draft_tokens) for r in eng.per_rank]
+    assert got == [(0, 2, 5, 15), (1, 3, 9, 27)]
+    assert (eng.verify_steps, eng.verify_rows, eng.draft_tokens) == (5, 14, 42)
+    assert eng.acceptance_rate == 5 / 15  # rank 0's drafts, which the scheduler's pair with
+    labels = {r.key: r.label for b in rows.summary_blocks(s) for r in b.rows}
+    for key in ("verify_steps", "verify_rows", "draft_tokens"):
+        assert labels[f"engine.{key}"] == f"{key.replace('_', ' ')} {SUMMED}", labels
+    (f,) = [f for f in s.findings if f.kind == "engine"]
+    assert f.title == (
+        "engine (measured): 2-3 verify steps per rank (ranks 0: 2, 1: 3), 5-9 verify rows per "
+        "rank (ranks 0: 5, 1: 9), 5 of rank 0's 15 draft tokens accepted (33%)"
+    ), f.title
+    doc = json.loads(json.dumps(s.to_json()))["engine"]["per_rank"]
+    assert [(r["rank"], r["verify_rows"]) for r in doc] == [(0, 5), (1, 9)]
+    for name, text in _views(tmp_path / "eng", s).items():
+        w = _words(text)
+        assert "rank verify steps verify rows verify rows as prefill draft tokens" in w, name
+        assert "0 2 5 0 15 0" in w and "1 3 9 0 27 0" in w, name
+        assert f"verify steps {SUMMED}" in text, name

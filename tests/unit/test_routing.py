@@ -3,6 +3,8 @@ checks the same rules against vLLM's own code where vLLM is installed."""
 
 import pytest
 
+from mlaprof.analysis.paths import route_text
+from mlaprof.analysis.sections import Route as RouteSection
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.routing import RouteConfig, verify_route
 
@@ -12,11 +14,16 @@ def route(heads, qlen=4, **kw):
     return verify_route(RouteConfig(heads, qlen, **kw), version)
 
 
+def line(r) -> str:
+    """The route as every view prints it (the run records it; the analysis says it)."""
+    return route_text(RouteSection.recorded(r.to_dict()), "modelled")
+
+
 def test_small_heads_verify_on_gluon():
     r = route(8)  # Kimi-K2 at TP8
     assert (r.path, r.verified, r.splits_on_device) == ("gluon-verify", True, False)
     assert "mla_gluon" in r.kernel and "8 heads < 16" in r.reason
-    assert "vLLM 0.32.0" in r.line()
+    assert "vLLM 0.32.0" in line(r)
 
 
 def test_sixteen_heads_take_persistent_asm():
@@ -62,8 +69,8 @@ def test_versions():
     (L2129-2155) and persistent gate (L1694-1712, equal for DCP 1) are 0.32's: its routes are
     verified, and each lists the 0.33 verify paths mlaprof does not model that it could meet."""
     r = route(8, version="0.33.0")
-    assert r.path == "gluon-verify" and r.verified and "UNVERIFIED" not in r.line()
-    assert "not modelled: vLLM 0.33 adaptive variable-length verify" in r.line()
+    assert r.path == "gluon-verify" and r.verified and "UNVERIFIED" not in line(r)
+    assert "not modelled: vLLM 0.33 adaptive variable-length verify" in line(r)
     assert r.to_dict()["not_modelled"] and not route(8).not_modelled  # 0.32 has no such path
     r942 = verify_route(RouteConfig(16, 4, arch="gfx942", mtp_decode_qlen=4), "0.33.0")
     assert any("gfx942 DCP Triton verify" in m for m in r942.not_modelled)
@@ -92,7 +99,7 @@ def test_034_cdna3_verify_past_qlen_4_takes_the_triton_verify():
     assert path(16, 5, mtp=4) == "asm"  # reorder threshold 4: no Triton verify, no schedule
     assert path(8, 6, arch="gfx950") == "gluon-verify"  # gfx950 unchanged
     r = verify_route(RouteConfig(8, 6, "auto", "gfx942", mtp_decode_qlen=6), "0.34.0")
-    assert r.verified and "[vLLM 0.34.0]" in r.line()
+    assert r.verified and "[vLLM 0.34.0]" in line(r)
     assert any("adaptive variable-length verify" in m for m in r.not_modelled)
 
 

@@ -212,7 +212,10 @@ def test_the_dashboards_padding_says_its_sum_over_ranks_in_the_sections_words() 
     from mlaprof.tui.text import padding_panel, render_text
 
     s = shipped_runs.summary(GPU)
-    two = dataclasses.replace(s, ranks=[0, 1], padding=dataclasses.replace(s.padding, ranks=2))
+    per = [*s.padding.per_rank, dataclasses.replace(s.padding.per_rank[0], rank=1)]
+    two = dataclasses.replace(
+        s, ranks=[0, 1], padding=dataclasses.replace(s.padding, ranks=2, per_rank=per)
+    )
     v = dataclasses.replace(_view(GPU, two), padding=two.padding)
     summed = f"({over_ranks_text('sum', 2)})"
     assert _labels(two)["padding.steps"].endswith(summed)

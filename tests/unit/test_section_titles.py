@@ -67,7 +67,14 @@ def test_a_value_made_of_every_ranks_says_so_where_the_run_has_several() -> None
     from mlaprof.reporters.rows import summary_blocks
 
     one = shipped_runs.summary("demo-fix-padding-active-rows-c16")
-    two = dataclasses.replace(one, ranks=[0, 1])
+    # the same records on a second rank (a sum's label names the ranks whose values it adds)
+    pad, tim = one.padding, one.timing
+    two = dataclasses.replace(
+        one,
+        ranks=[0, 1],
+        padding=dataclasses.replace(pad, ranks=2, per_rank=[*pad.per_rank, dataclasses.replace(pad.per_rank[0], rank=1)]),
+        timing=dataclasses.replace(tim, per_rank=[*tim.per_rank, dataclasses.replace(tim.per_rank[0], rank=1)]),
+    )  # fmt: skip
 
     def labels(s: object) -> dict[str, str]:
         return {r.key: r.label for b in summary_blocks(s) for r in b.rows}  # type: ignore[arg-type]

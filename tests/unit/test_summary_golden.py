@@ -21,7 +21,9 @@ every view prints); a trace's step checks are each rank's (``trace.checks.steps`
 per rank, ranks that read the same sharing one; it held one rank's graphs beside counts summed
 over ranks), a collapse check names the ranks its steps add and each rank's steps, and every
 sum over ranks is said by one function (``typed_json.over_ranks_label``: "(sum over 8 ranks)"
-after the count it qualifies)."""
+after the count it qualifies); a multi-rank trace's capture is each rank's (``capture.per_rank``,
+its evidence per rank, where it read "24 of 24, sum over 8 ranks"), each rank's timing kind is
+its own (``timing.per_rank[].timing``), and a fleet's API-call text says its sum over ranks."""
 
 from __future__ import annotations
 

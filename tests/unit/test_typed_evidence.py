@@ -272,8 +272,9 @@ def test_the_capture_verdict_is_one_typed_section_for_every_kind() -> None:
 
 
 def test_an_engine_section_of_several_ranks_says_whose_records_each_count_holds() -> None:
-    """Step counts are over every rank's records, verify counts the lowest rank's: a section of
-    two ranks says so (one rank's reads as before)."""
+    """Step and verify counts add every rank's records (each rank's verify counts in
+    ``per_rank``), the acceptance pairs with the lowest rank's drafts: a section of two ranks
+    says so (one rank's reads as before)."""
     from mlaprof.analysis.served import served_summary
     from mlaprof.analysis.step_records import EngineStep
 
@@ -286,5 +287,7 @@ def test_an_engine_section_of_several_ranks_says_whose_records_each_count_holds(
     one = served_summary([step(0, 0), step(0, 1)], [])
     assert one is not None and one.source == "measured: recorded by the vLLM plugin"
     two = served_summary([step(1, 0), step(1, 1), step(2, 0), step(2, 1)], [])
-    assert two is not None and (two.steps, two.verify_steps, two.ranks) == (4, 2, [1, 2])
-    assert "all 2 ranks' records, the verify counts rank 1's" in str(two.source)
+    assert two is not None and (two.steps, two.verify_steps, two.ranks) == (4, 4, [1, 2])
+    assert [(r.rank, r.verify_steps) for r in two.per_rank] == [(1, 2), (2, 2)]
+    assert "verify counts add all 2 ranks' records" in str(two.source)
+    assert "the acceptance rate is of rank 1's draft tokens" in str(two.source)

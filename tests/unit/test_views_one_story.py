@@ -7,6 +7,8 @@
    terminal "-"; both say the rows layer's words (``no_s_text``);
 3. ``step_timeline(run, steps=...)`` of a trace with drafter passes drew the passes; it draws
    the verify steps the report counts (the same evidence), and a pass asked for is an error;
+   a dict of the run's frames drew every step where the steps asked for were missing: both
+   take their steps by one rule (a missing step is the same error);
 4. a CPU engine's route (AITER, gfx950) read as the route the run took, and the split figures'
    "on mi355x" as S measured there; the route says it is modelled for the target and what the
    run ran, in the analysis' one line every view prints, the figures say "(modelled)".
@@ -165,6 +167,26 @@ def test_a_runs_timeline_window_draws_the_verify_steps_the_report_counts() -> No
         # a drafter pass asked for is said to be one, never drawn as a step
         with pytest.raises(MlaprofError, match=r"1–3: the drafter's passes, not verify steps"):
             step_timeline(run, steps=[0, 1, 2, 3])
+
+
+def test_a_timeline_of_frames_and_of_its_run_take_the_steps_by_one_rule(tmp_path: Path) -> None:
+    """A dict of the run's frames drew every step where the steps asked for were not there
+    (and a partial window as the one asked for); the Run refused. Both go through one rule
+    (analysis.series.window_steps, in series.timeline): the same error naming the step, the
+    same window where the steps are there."""
+    from mlaprof.figures.timeline import step_timeline
+    from mlaprof.synthetic.figures import write_run
+
+    path = write_run(tmp_path, "bug", steps=5)
+    with mlaprof.load(path) as run:
+        frames = {n: run.table(n) for n in ("steps", "layers", "syncs", "splits", "padding")}
+        for data in (run, frames):
+            for asked in ([99], [0, 99]):
+                with pytest.raises(MlaprofError, match=r"^no step 99 among rank 0's steps the "
+                                   r"report counts \(0–4\)$"):  # fmt: skip
+                    step_timeline(data, steps=asked)
+        titles = [step_timeline(d, steps=[1, 2]).layout.title.text for d in (run, frames)]
+    assert all(t.startswith("Step timeline: 2 of 5 steps (step ids 1, 2)") for t in titles), titles
 
 
 # -- 4. route and device ------------------------------------------------------------------------

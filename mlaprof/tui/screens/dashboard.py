@@ -23,12 +23,12 @@ from mlaprof.tui.view import Selection, View
 if TYPE_CHECKING:
     from mlaprof.analysis.live import LiveSummary
 from mlaprof.tui.widgets.banner import ProblemBanner
+from mlaprof.tui.widgets.capture import CapturePanel
 from mlaprof.tui.widgets.details import DetailsPanel
 from mlaprof.tui.widgets.findings import FindingsList
 from mlaprof.tui.widgets.header import RunHeader
 from mlaprof.tui.widgets.latency import LatencyPanel
 from mlaprof.tui.widgets.layers import LayersTable
-from mlaprof.tui.widgets.memory import MemoryTable
 from mlaprof.tui.widgets.padding import PaddingTable
 from mlaprof.tui.widgets.splits import SplitsTable
 
@@ -37,7 +37,7 @@ PANELS = (
     ("findings", "Findings"),
     ("splits", "KV splits"),
     ("padding", "Padding"),
-    ("memory", "Capture"),
+    ("capture", "Capture"),
     ("details", "Engine / import"),  # only for engine runs, imported traces and vLLM logs
 )
 NARROW_WIDTH, NARROW_HEIGHT = 120, 36
@@ -116,7 +116,7 @@ class DashboardScreen(Screen):
             yield FindingsList(id="findings", classes="panel")
             yield SplitsTable(id="splits", classes="panel")
             yield PaddingTable(id="padding", classes="panel")
-            yield MemoryTable(id="memory", classes="panel")
+            yield CapturePanel(id="capture", classes="panel")
             yield DetailsPanel(id="details", classes="panel")
         yield Footer()
 
@@ -124,7 +124,7 @@ class DashboardScreen(Screen):
         titles = dict(PANELS)
         for pid, _ in PANELS:
             w = self.query_one(f"#{pid}")
-            if pid not in ("layers", "splits", "padding", "memory"):  # those title themselves
+            if pid not in ("layers", "splits", "padding", "capture"):  # those title themselves
                 w.border_title = titles[pid]
         self.query_one("#banner", ProblemBanner).show(None)
         self.query_one("#panel-tabs", Tabs).hide("tab-details")  # until the run has details
@@ -192,7 +192,7 @@ class DashboardScreen(Screen):
         self.query_one("#layers", LayersTable).show_view(v)
         self.query_one("#splits", SplitsTable).show_view(v)
         self.query_one("#padding", PaddingTable).show_view(v)
-        self.query_one("#memory", MemoryTable).show_view(v)
+        self.query_one("#capture", CapturePanel).show_view(v)
         self._show_details(self.query_one("#details", DetailsPanel).show_view(v))
         self.query_one("#findings", FindingsList).show(
             v.findings, v.findings_source, empty_findings_text(v)
