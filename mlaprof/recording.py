@@ -131,6 +131,12 @@ def memory_row(
     }
 
 
+def attempt_memory_row(capture_size: int | None, capture_ns: int | None) -> dict[str, Any]:
+    """The ``memory`` record of a FULL capture attempt that failed: its time, no bytes (none
+    were measured, and no graph was kept: the steps then run eagerly)."""
+    return memory_row(capture_size, "FULL" + ATTEMPT, None, None, None, capture_ns)
+
+
 def padding_row(step: int, meta: VerifyMetadata, shape: BatchShape) -> dict[str, int | None]:
     real_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q > 0]
     pad_seq = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q == 0]

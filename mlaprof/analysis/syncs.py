@@ -298,6 +298,11 @@ def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:
     )
 
 
+def _said(v: object, unknown: str) -> str:
+    """A recorded text field as a finding says it: ``unknown`` where it was not recorded."""
+    return unknown if v is None or (isinstance(v, float) and v != v) or v == "" else str(v)
+
+
 def sync_findings(
     syncs: pd.DataFrame, graph_mode: str, layers: pd.DataFrame | None = None
 ) -> list[Finding]:
@@ -311,7 +316,11 @@ def sync_findings(
     # the capture finding already names the first op that broke a real capture
     syncs = syncs[syncs["kind"] != CAPTURE_ERROR]
     out: list[Finding] = []
-    for (kind, op, loc), g in syncs.groupby(["kind", "op", "location"], sort=False):
+    # dropna=False: a sync whose op or line was not recorded is still a sync, said unknown
+    for (kind, op, loc), g in syncs.groupby(["kind", "op", "location"], sort=False, dropna=False):
+        op, loc = _said(op, "") or None, _said(loc, "") or None  # NaN -> None (JSON null)
+        op_text, loc_text = op or "an unrecorded op", loc or "an unrecorded line"
+        detail = next((str(d) for d in g["detail"] if _said(d, "")), "")
         hit = sorted({int(x) for x in g["layer"].dropna()})
         pairs = g[["rank", "layer"]].dropna().drop_duplicates()
         layer_steps = sum(watched.get(int(r), 0) for r in pairs["rank"])
@@ -328,19 +337,19 @@ def sync_findings(
             Finding(
                 kind=kind if kind in ("sync", "alloc") else "sync",
                 severity="critical" if breaks and kind != "alloc" else "warning",
-                title=f"{what}: {op} at {loc}",
+                title=f"{what}: {op_text} at {loc_text}",
                 evidence=(
-                    f"{len(hit)} layer(s) ({_span(hit)}), {per_layer:g} per layer per step; "
-                    f"{g['detail'].iloc[0]}"
+                    f"{len(hit)} layer(s) ({_span(hit)}), {per_layer:g} per layer per step"
+                    + (f"; {detail}" if detail else "")
                     + (
                         "; aborts CUDA/HIP graph capture, so the engine falls back to PIECEWISE"
                         if breaks and kind != "alloc"
                         else ""
                     )
                 ),
-                fix=fix_for(str(op), str(kind)),
+                fix=fix_for(op_text, str(kind)),
                 layer=hit[0] if hit else None,
-                location=str(loc),
+                location=loc,
                 data={"op": op, "layers": hit, "count": int(len(g))},
             )
         )

@@ -22,7 +22,15 @@ from mlaprof.gpu.hostwork import HostQueue, RowBuffer, analysis_items
 from mlaprof.gpu.offender import CaptureOutcome
 from mlaprof.gpu.timeline import LAYER_MARK, StepProfile
 from mlaprof.gpu.timing import Calibration, calibrate, layer_times, sample_schedule, twin_step_ns
-from mlaprof.recording import ATTEMPT, TWIN, capture_row, event_row, layer_row, memory_row, step_row
+from mlaprof.recording import (
+    TWIN,
+    attempt_memory_row,
+    capture_row,
+    event_row,
+    layer_row,
+    memory_row,
+    step_row,
+)
 from mlaprof.splits.policies import POLICIES, SplitInput, mlaprof_triton_cap
 from mlaprof.sync_kinds import OPS
 
@@ -168,10 +176,7 @@ def _record_failed_capture(writer: RunWriter, sess: Any, outcome: CaptureOutcome
             writer.add("captures", **cap)
             # the attempt's time; its bytes were not measured (it ran in the probe process), and
             # the steps then run eagerly: no PIECEWISE graph is captured
-            mem = memory_row(
-                grp.capture_size, "FULL" + ATTEMPT, None, None, None, outcome.capture_ns
-            )
-            writer.add("memory", **mem)
+            writer.add("memory", **attempt_memory_row(grp.capture_size, outcome.capture_ns))
         for e in outcome.events or []:
             if e.get("kind") in OPS:
                 writer.add(

@@ -200,7 +200,8 @@ def print_report(
             f"deserved: real rows only; {FROZEN_LEGEND} "
             f"({ON_DEVICE} S, {NEVER_FROZEN} frozen: S decided on the device at each replay, "
             "its worst step's S shown); "
-            f"occupancy of {sc.target} units used -> deserved; † UNVERIFIED: part of the "
+            f"occupancy of the {sc.target or 'unknown'} preset's units used -> deserved; "
+            "† UNVERIFIED: part of the "
             "rule is not verified (see --json 'source')[/]"
         )
         for line in not_runnable_notes(s.splits):  # the section's words, one line a policy

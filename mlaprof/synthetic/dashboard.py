@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlaprof.recording import capture_row
+from mlaprof.recording import attempt_memory_row, capture_row
 from mlaprof.store import RunWriter, create_run
 
 SIZES = (4, 8)
@@ -108,15 +108,19 @@ def write_step(w: RunWriter, step: int, layers: int, bug: bool) -> None:
 
 def write_captures(w: RunWriter, bug: bool) -> None:
     for size in SIZES:
-        w.add(
-            "memory",
-            capture_size=size,
-            graph_mode="FULL",
-            pool_bytes=size * 3 * 1024 * 1024,
-            allocator_bytes=size * 2 * 1024 * 1024,
-            driver_bytes=size * 4 * 1024 * 1024,
-            capture_ns=size * 1_500_000,
-        )
+        # as the GPU runner records them: a failed FULL attempt measured its time, no bytes
+        if bug:
+            w.add("memory", **attempt_memory_row(size, size * 1_500_000))
+        else:
+            w.add(
+                "memory",
+                capture_size=size,
+                graph_mode="FULL",
+                pool_bytes=size * 3 * 1024 * 1024,
+                allocator_bytes=size * 2 * 1024 * 1024,
+                driver_bytes=size * 4 * 1024 * 1024,
+                capture_ns=size * 1_500_000,
+            )
         cap = capture_row(
             size,
             "FULL",
