@@ -8,7 +8,7 @@ the document when ``None``)."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph
 from mlaprof.analysis.section_base import Section, section
@@ -657,6 +657,34 @@ def not_runnable_text(reason: str | None) -> str | None:
     """A not-runnable reason in the one wording every view prints (the splits rows' and the
     split figures' ``not_runnable``); None for a runnable policy."""
     return None if reason is None else f"{NOT_RUNNABLE}: {reason}"
+
+
+# what a policy row says that holds no S and whose record gives no reason (never "unknown" in
+# one view and "-" in another: every view says this, from no_s_text)
+NO_S = "no S recorded (the record gives no reason)"
+
+
+class SplitLike(Protocol):
+    """A policy's S as a splits row (SplitStep) or a figure's split point (SplitPoint) holds it."""
+
+    policy: str
+    used: float | None
+    deserved: float | None
+    on_device: bool | None
+    not_runnable: str | None
+
+
+def no_s_text(r: SplitLike) -> str | None:
+    """Why a policy row holds no S, decided here and said alike by every view (the line under the
+    splits table, the split figure's note in the policy's column): the section's not-runnable
+    words (:func:`not_runnable_text`), else :data:`NO_S` where it
+    holds neither S used nor S deserved and the device does not decide it; None: it holds one."""
+    said = not_runnable_text(r.not_runnable)
+    if said is not None:
+        return said
+    if r.used is None and r.deserved is None and not r.on_device:
+        return NO_S
+    return None
 
 
 @section

@@ -8,9 +8,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from mlaprof.analysis.sections import no_s_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
-from mlaprof.reporters.rows import no_s_text
 
 BY = ("step", "layer", "capture_size", "policy")
 POW2_TICKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
@@ -140,7 +140,7 @@ def splits_used_vs_deserved(
                 )  # fmt: skip
             )
         for pol in pols:  # a policy with no S (cannot run, none recorded): why, not a gap
-            # the rows layer's words for the row (no_s_text, what the report says under its
+            # the section's words for the row (no_s_text, what the report says under its
             # splits table); the figure only breaks them into lines
             said = no_s_text(row[pol])
             if said is None:

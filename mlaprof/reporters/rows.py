@@ -24,11 +24,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import layer_splits_scope, splits_scope
-from mlaprof.analysis.sections import FROZEN_NONE, not_runnable_text
+from mlaprof.analysis.sections import FROZEN_NONE, SplitLike, no_s_text
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS, over_ranks_label
 from mlaprof.rank_counts import ranks_count
@@ -757,34 +757,6 @@ def split_cells(r: SplitStep) -> SplitCells:
         if shares
         else GAP,
     )
-
-
-# what a policy row says that holds no S and whose record gives no reason (never "unknown" in
-# one view and "-" in another: every view says this, from no_s_text)
-NO_S = "no S recorded (the record gives no reason)"
-
-
-class SplitLike(Protocol):
-    """A policy's S as a splits row (SplitStep) or a figure's split point (SplitPoint) holds it."""
-
-    policy: str
-    used: float | None
-    deserved: float | None
-    on_device: bool | None
-    not_runnable: str | None
-
-
-def no_s_text(r: SplitLike) -> str | None:
-    """Why a policy row holds no S, in the one wording every view says (the line under the
-    splits table, the split figure's note in the policy's column): the section's not-runnable
-    words (:func:`mlaprof.analysis.sections.not_runnable_text`), else :data:`NO_S` where it
-    holds neither S used nor S deserved and the device does not decide it; None: it holds one."""
-    said = not_runnable_text(r.not_runnable)
-    if said is not None:
-        return said
-    if r.used is None and r.deserved is None and not r.on_device:
-        return NO_S
-    return None
 
 
 def not_runnable_note(r: SplitLike) -> str | None:

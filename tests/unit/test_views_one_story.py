@@ -32,8 +32,9 @@ from mlaprof import cpu_runner
 from mlaprof.analysis.contradictions import contradictions
 from mlaprof.analysis.padding import size_text
 from mlaprof.analysis.run_summary import build_summary
+from mlaprof.analysis.sections import NO_S, no_s_text
 from mlaprof.errors import MlaprofError
-from mlaprof.reporters.rows import NO_S, no_s_text, not_runnable_notes
+from mlaprof.reporters.rows import not_runnable_notes
 from mlaprof.scenario import Scenario
 from tests import shipped_runs
 
