@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus
+from mlaprof.analysis.capture_status import NO_FULL_GRAPH, CaptureStatus, over_ranks
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.grid import _origin
 from mlaprof.analysis.memory import (  # noqa: F401 - the memory measure's home, re-exported
@@ -202,8 +202,9 @@ def step_mode_evidence(
     where the kernels carry no correlation id (a replay and an eager launch look alike).
     ``checks``: the import's trace checks, each rank's. A trace of several ranks is judged rank
     by rank from each rank's own steps and checks (``per_rank``; its evidence says each rank's,
-    ranks that read the same said once): the section's counts add them, its verdict is over
-    every rank's steps."""
+    ranks that read the same said once): the section's counts add them, its verdict is the
+    ranks' own (:func:`capture_status.over_ranks`: theirs where they agree, else "per-rank"),
+    never one over their steps pooled; an older import's summed checks are judged pooled."""
     from mlaprof.analysis.evidence.common import capture
 
     checks = checks if checks is not None else RunChecks()
@@ -218,6 +219,7 @@ def step_mode_evidence(
         per = {r: _step_modes(meta, _of_rank(steps, r), checks.only(r), 1) for r in ranks}
         ev = said_per_rank({r: e for r, (_, e, _) in per.items()})
         fields["per_rank"] = [_rank_capture(r, s, f) for r, (s, _, f) in per.items()]
+        status = over_ranks(CaptureStatus(s) for s, _, _ in per.values())
     # the one label table (capture_status.CAPTURE_LABELS): capture() labels the status; the
     # evidence names what a mix mixed, and FULL only where a graph-launch call confirms it
     return capture(CaptureStatus(status), _origin(meta), why=ev, evidence=ev, **fields)
@@ -357,7 +359,9 @@ def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
     if cap is None:
         return []
     n_eager, n_piece = cap.eager_steps, _written(cap, "piecewise_steps")
-    if cap.status not in ("eager", "mixed", "piecewise") or not (n_eager or n_piece):
+    outside_graphs = (CaptureStatus.EAGER, CaptureStatus.MIXED, CaptureStatus.PIECEWISE,
+                      CaptureStatus.PER_RANK)  # fmt: skip
+    if cap.status not in outside_graphs or not (n_eager or n_piece):
         return []
     if cap.cpu:
         return []

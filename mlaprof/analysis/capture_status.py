@@ -3,7 +3,10 @@ imported traces and logs), and the one rule for "no FULL graph serves these step
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+
+from mlaprof.rank_counts import rank_list
 
 
 class CaptureStatus(StrEnum):
@@ -18,14 +21,20 @@ class CaptureStatus(StrEnum):
     REPLAYED = "replayed"  # steps replayed in a graph (a trace's or an engine's own record)
     PIECEWISE = "piecewise"  # the engine ran piecewise graphs: attention outside them
     EAGER = "eager"  # attention ran without graphs
-    MIXED = "mixed"  # graph replays and eager steps
+    MIXED = "mixed"  # graph replays and eager steps (of one rank, or ranks that each mix)
+    PER_RANK = "per-rank"  # the ranks' own statuses differ (each rank's: Capture.per_rank)
     UNKNOWN = "unknown"  # no evidence (the capture's ``why`` says which is missing)
 
 
 # statuses that mean "no FULL graph serves these steps": one rule for every view and the diff
+# (PER_RANK is no one verdict: each rank's is its own row, Capture.per_rank, and the step-mode
+# finding names the ranks whose attention ran outside graphs)
 NO_FULL_GRAPH = frozenset(
     {CaptureStatus.FAILED, CaptureStatus.PREDICTED_FAIL, CaptureStatus.DOWNGRADED}
 )
+
+# a per-rank status's words: its label, and before each rank's own where a capture names them
+DIFFERS_BY_RANK = "differs by rank"
 
 CAPTURE_LABELS = {
     CaptureStatus.CAPTURED: "captured",
@@ -38,8 +47,27 @@ CAPTURE_LABELS = {
     CaptureStatus.PIECEWISE: "piecewise graphs (attention outside them)",
     CaptureStatus.EAGER: "eager (attention not in a graph)",
     CaptureStatus.MIXED: "mixed: graph replays and eager steps",
+    CaptureStatus.PER_RANK: f"{DIFFERS_BY_RANK} (see each rank)",
     CaptureStatus.UNKNOWN: "unknown",
 }
+
+
+def over_ranks(statuses: Iterable[CaptureStatus]) -> CaptureStatus:
+    """The status of a capture judged rank by rank, from the ranks' own statuses: theirs
+    where every rank has the same, else :attr:`CaptureStatus.PER_RANK`; never a verdict over
+    their steps pooled (two ranks that each run one mode are no "mixed" rank)."""
+    said = set(statuses)
+    return said.pop() if len(said) == 1 else CaptureStatus.PER_RANK
+
+
+def per_rank_label(statuses: Mapping[int, CaptureStatus]) -> str:
+    """A per-rank status's label naming each rank's own status (ranks of one status said
+    once): "differs by rank: rank 0 replayed in a graph; rank 1 eager (...)"."""
+    by: dict[CaptureStatus, list[int]] = {}
+    for r, st in sorted(statuses.items()):
+        by.setdefault(CaptureStatus(st), []).append(r)
+    each = "; ".join(f"{rank_list(rs)} {CAPTURE_LABELS[st]}" for st, rs in by.items())
+    return f"{DIFFERS_BY_RANK}: {each}"
 
 
 # the cudagraph modes whose decode batches (and uniform verify batches) still replay FULL

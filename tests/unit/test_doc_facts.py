@@ -954,9 +954,9 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/evidence.md", "`run.json` carries `kind` from the run's first write on (`mlaprof/store/runkind.py`)",
      lambda: {"scenario", "engine", "trace", "log"} <= {k.value for k in _runkinds()}),
     ("docs/evidence.md", "The capture vocabulary (`mlaprof/analysis/capture_status.py`): `captured`, `failed`, `downgraded`, "
-     "`predicted-fail`, `predicted-ok`, `not-attempted`, `replayed`, `piecewise`, `eager`, `mixed`, `unknown`",
+     "`predicted-fail`, `predicted-ok`, `not-attempted`, `replayed`, `piecewise`, `eager`, `mixed`, `per-rank`, `unknown`",
      lambda: _capture_statuses() == {"captured", "failed", "downgraded", "predicted-fail", "predicted-ok", "not-attempted",
-                                     "replayed", "piecewise", "eager", "mixed", "unknown"}),
+                                     "replayed", "piecewise", "eager", "mixed", "per-rank", "unknown"}),
     ("docs/evidence.md", "## Adapters: one per kind (`mlaprof/analysis/evidence/`)",
      lambda: all((ROOT / "mlaprof/analysis/evidence" / f).is_file() for f in ("scenario.py", "engine.py", "trace.py", "log.py"))),
     ("docs/evidence.md", "frozen section dataclasses in `analysis/sections.py` (`Capture`, `Timing`, `SyncCounts`, `Fleet`, "

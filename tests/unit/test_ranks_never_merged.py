@@ -16,7 +16,10 @@ idle gaps tell apart), each rule below failed with its fix undone:
    5 step(s) (sum over 2 ranks)"), lost each rank's step source and added a fleet's capture
    memory unsaid; the timing kind was the first step's of any rank; the no-MLA finding listed
    the names of ranks whose MLA kernels were recognised; an engine's verify counts were the
-   first rank's alone: each is per rank now, a sum labelled where several ranks' values add."""
+   first rank's alone: each is per rank now, a sum labelled where several ranks' values add;
+6. the capture's status was judged over every rank's steps pooled: rank 0's replays beside
+   rank 1's eager steps read "mixed" though no rank mixed; it is the ranks' own status where
+   they agree, else "per-rank", its line naming each rank's."""
 
 from __future__ import annotations
 
@@ -383,6 +386,100 @@ def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
         assert "1 eager 0 0 5 0 0 idle gaps" in w, name
         assert "Rank 1: 5 eager step(s)" in text and "idle gaps between MLA kernels" in text, name
         assert "eagerly in 5 step(s) on rank 1 of 2" in text, name
+
+
+def test_the_capture_status_is_the_ranks_own_never_their_steps_pooled(two: Any) -> None:
+    """Rank 0 replays every step in a FULL graph, rank 1 runs every step eagerly: the status
+    read "mixed: graph replays and eager steps" though neither rank mixes. It is "per-rank",
+    its line (every view's, the JSON's) naming each rank's; the finding names rank 1."""
+    from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
+
+    run_dir, s = two
+    cap = s.trace.capture
+    assert cap.status is CaptureStatus.PER_RANK, cap.status
+    assert [(r.rank, r.status) for r in cap.per_rank or []] == [
+        (0, CaptureStatus.REPLAYED),
+        (1, CaptureStatus.EAGER),
+    ]
+    said = "differs by rank: rank 0 replayed in a graph; rank 1 eager (attention not in a graph)"
+    assert cap.label == cap.text == said, cap.label
+    assert not cap.no_full_graph  # no one verdict: each rank's row and the finding say it
+    doc = json.loads(json.dumps(s.to_json()))["trace"]["capture"]
+    assert (doc["status"], doc["text"]) == ("per-rank", said)
+    (f,) = [f for f in s.findings if f.kind == "capture"]
+    assert "eagerly in 5 step(s) on rank 1 of 2" in f.title and f.data["ranks"] == [1], f
+    for name, text in _views(run_dir, s).items():
+        assert said in text, name
+        assert CAPTURE_LABELS[CaptureStatus.MIXED] not in text, name
+
+
+def _two_ranks(rank0: list[str], rank1: list[str]) -> Any:
+    """The capture of a two-rank trace whose ranks' steps ran in the given modes."""
+    import pandas as pd
+
+    from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.evidence.model import run_meta
+
+    modes = rank0 + rank1
+    steps = pd.DataFrame({"backend": ["gluon"] * len(modes), "graph_mode": modes,
+                          "rank": [0] * len(rank0) + [1] * len(rank1),
+                          "step": [*range(len(rank0)), *range(len(rank1))]})  # fmt: skip
+    return step_mode_evidence(run_meta({}), steps)
+
+
+G, P, E = "graph", "piecewise", "eager"
+
+
+@pytest.mark.parametrize(
+    ("rank0", "rank1", "status", "each"),
+    [
+        ([G, G], [E, E, E], "per-rank", ["replayed", "eager"]),
+        ([G, G], [P, P], "per-rank", ["replayed", "piecewise"]),
+        ([G, E], [G, G], "per-rank", ["mixed", "replayed"]),  # rank 0 mixes, rank 1 does not
+        ([G, G], [G], "replayed", ["replayed", "replayed"]),
+        ([E], [E, E], "eager", ["eager", "eager"]),
+        ([P, P], [P], "piecewise", ["piecewise", "piecewise"]),
+        ([G, E], [E, G], "mixed", ["mixed", "mixed"]),  # every rank itself mixes
+    ],
+)
+def test_a_multi_rank_capture_status_is_the_ranks_own(
+    rank0: list[str], rank1: list[str], status: str, each: list[str]
+) -> None:
+    from mlaprof.analysis.capture import step_mode_findings
+    from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
+
+    cap = _two_ranks(rank0, rank1)
+    assert (str(cap.status), [str(r.status) for r in cap.per_rank or []]) == (status, each)
+    if status == "per-rank":  # the line names each rank's own status
+        for r, st in enumerate(each):
+            assert f"rank {r} {CAPTURE_LABELS[CaptureStatus(st)]}" in cap.text, cap.text
+    else:
+        assert cap.label == CAPTURE_LABELS[CaptureStatus(status)]
+    # the finding fires for, and names, exactly the ranks whose attention ran outside graphs
+    outside = [r for r, m in enumerate((rank0, rank1)) if set(m) & {E, P}]
+    found = step_mode_findings(cap, 2)
+    assert [f.data["ranks"] for f in found] == ([outside] if outside else []), found
+
+
+def test_mixed_is_said_of_one_rank_or_an_older_imports_summed_checks() -> None:
+    """The status "mixed" stays where no rank's own steps can be judged apart: a one-rank
+    trace, and an older import that kept only its ranks' checks summed (no rank's own launches)."""
+    import pandas as pd
+
+    from mlaprof.analysis.capture import step_mode_evidence
+    from mlaprof.analysis.evidence.model import run_meta
+    from mlaprof.analysis.run_checks import RunChecks
+    from mlaprof.store.trace_checks import SUMMED_RANKS, TraceChecks
+
+    one = step_mode_evidence(run_meta({}), pd.DataFrame(
+        {"backend": ["gluon"] * 2, "graph_mode": [G, E], "rank": [0, 0], "step": [0, 1]}))  # fmt: skip
+    assert one.status == "mixed" and one.per_rank is None
+    steps = pd.DataFrame({"backend": ["gluon"] * 2, "graph_mode": [G, E], "rank": [0, 1],
+                          "step": [0, 0]})  # fmt: skip
+    launches = {"launches": {"graph_launches": 1}}
+    summed = RunChecks({SUMMED_RANKS: TraceChecks(SUMMED_RANKS, launches)})
+    old = step_mode_evidence(run_meta({}), steps, summed)
+    assert old.status == "mixed" and old.per_rank is None
 
 
 def _scenario_ranks(traces: Path, name: str, captured: tuple[int, ...]) -> Path:

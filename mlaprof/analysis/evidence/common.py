@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.analysis.capture_status import per_rank_label
 from mlaprof.analysis.evidence.model import CAPTURE_LABELS, CaptureStatus, capture_text
 from mlaprof.analysis.sections import Capture
 from mlaprof.analysis.typed_json import OMIT
@@ -53,6 +54,9 @@ def capture(status: CaptureStatus, provenance: str, why: str = "", **fields: Any
     if status is CaptureStatus.UNKNOWN:
         out["why"] = why or "no capture evidence in this run"
         out["label"] = f"unknown ({out['why']})"
+    if status is CaptureStatus.PER_RANK and out.get("per_rank"):
+        # the ranks differ: the line every view prints names each rank's own status
+        out["label"] = per_rank_label({r.rank: r.status for r in out["per_rank"]})
     out["text"] = capture_text(out)
     out["status"] = status
     # an optional key the producer wrote as None stays in the document as null
