@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import rank_list
+
 if TYPE_CHECKING:
     from mlaprof.analysis.step_records import Acceptance, EngineStep
 
@@ -51,7 +54,15 @@ class Agreement:
 
 def scheduler_agreement(worker_verify: list[EngineStep], scheduler: list[Acceptance]) -> Agreement:
     """Compare the worker's verify steps (in order) with the scheduler's acceptance records (in
-    order) over the steps both committed: same verify rows, same draft tokens per step."""
+    order) over the steps both committed: same verify rows, same draft tokens per step. Both
+    sides are one engine's: one worker rank's steps, one EngineCore's records (a data-parallel
+    run's are paired engine by engine, :func:`mlaprof.analysis.served.served_summary`)."""
+    for side, ranks in (("worker", {w.rank for w in worker_verify}),
+                        ("scheduler", {s.rank for s in scheduler})):  # fmt: skip
+        if len(ranks) > 1:  # two engines' steps in one order would pair at random
+            raise MlaprofError(
+                f"internal: {side} records of {rank_list(ranks)} compared as one engine's"
+            )
     n = min(len(worker_verify), len(scheduler))
     if not worker_verify or not scheduler:
         return Agreement(None, 0, len(worker_verify), len(scheduler))

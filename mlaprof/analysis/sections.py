@@ -1110,6 +1110,25 @@ class EngineRankVerify(Section):
 
 
 @section
+class EngineAcceptance(Section):
+    """One EngineCore's acceptance counters (its ``rank<N>.scheduler.db``) against the drafts of
+    the worker rank of its own engine, the same global rank (analysis.served.served_summary):
+    never another engine's drafts."""
+
+    rank: int  # the N of its rank<N>.scheduler.db
+    # the worker rank whose verify steps and drafts its records pair with; None: no worker rank
+    # of this run has its rank (not attributed to an engine: no rate)
+    paired_rank: int | None
+    scheduler_steps: int
+    accepted_tokens: int
+    draft_tokens: int | None  # the paired worker rank's verify draft tokens
+    acceptance_rate: float | None
+    scheduler_matches_worker: bool | None
+    scheduler_worker_compared: int
+    scheduler_worker_text: str
+
+
+@section
 class EngineSection(Section):
     """What a recorded vLLM engine did, measured by the plugin (analysis.served.served_summary)."""
 
@@ -1130,20 +1149,25 @@ class EngineSection(Section):
     verify_rows: int = over_ranks()
     verify_rows_as_prefill: int = over_ranks()
     draft_tokens: int = over_ranks()
-    # the scheduler's acceptance pairs with one worker's steps, ``verify_rank``'s: the rate is
-    # of that rank's draft tokens (per_rank), never of a sum over ranks
-    accepted_tokens: int | None
-    acceptance_rate: float | None
-    scheduler_steps: int
-    scheduler_matches_worker: bool | None  # None: no scheduler record to compare
+    # one EngineCore: its acceptance pairs with one worker's steps, ``verify_rank``'s, the rate
+    # of that rank's draft tokens (per_rank), never of a sum over ranks. Several (data
+    # parallelism): each engine's in ``per_engine``; these add the engines' (said so), the rate
+    # of the attributed engines' accepted and paired draft tokens pooled
+    accepted_tokens: int | None = over_ranks("sum", of="per_engine")
+    acceptance_rate: float | None = over_ranks("rate of the tokens pooled", of="per_engine")
+    scheduler_steps: int = over_ranks("sum", of="per_engine")
+    # None: no scheduler record to compare; several engines: False where any disagrees
+    scheduler_matches_worker: bool | None
     drafter_builds: int = over_ranks()
     padded_steps: int = over_ranks()
     ranks: list[int]
     per_rank: list[EngineRankVerify]  # each worker rank's verify counts
     verify_rank: int | None = opt()  # whose verify records the scheduler's are compared with
     # over the steps both databases committed (h/live's analysis.consistency)
-    scheduler_worker_compared: int | None = opt()
+    scheduler_worker_compared: int | None = opt("sum", of="per_engine")
     scheduler_worker_text: str | None = opt()
+    # each EngineCore's acceptance, where the run holds several (None: one, or none)
+    per_engine: list[EngineAcceptance] | None = opt()
 
 
 @section

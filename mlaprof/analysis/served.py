@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.consistency import scheduler_agreement
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.sections import EngineRankVerify, EngineSection, ShadowSection
+from mlaprof.analysis.sections import (
+    EngineAcceptance,
+    EngineRankVerify,
+    EngineSection,
+    ShadowSection,
+)
 from mlaprof.analysis.shadow import (
     SHADOW_AITER,
     SHADOW_DEVICE,
@@ -18,7 +23,7 @@ from mlaprof.analysis.shadow import (
     shadow_summary,
 )
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import over_ranks_label
+from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
 from mlaprof.rank_counts import per_rank_count, rank_list
 
 if TYPE_CHECKING:
@@ -27,29 +32,70 @@ if TYPE_CHECKING:
 
 def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSection | None:
     """What the engine served, measured: ``steps`` the worker's per-step records (all ranks, in
-    order), ``acc`` the scheduler's acceptance counters. None when the run holds no engine step.
-    The verify counts are each rank's (``per_rank``) and their sums; the scheduler's records
-    pair with one worker's, the first rank's (``verify_rank``)."""
+    order), ``acc`` the scheduler's acceptance counters (each EngineCore's). None when the run
+    holds no engine step. The verify counts are each rank's (``per_rank``) and their sums.
+
+    Each EngineCore's records pair with the worker rank of the same global rank: the plugin
+    names its database after the process's global rank (``vllm_plugin.current_rank``), and a
+    run holds two EngineCores' databases only where each runs its engine's worker in its own
+    process (vLLM offsets a worker's rank by ``data_parallel_rank * world_size``), so rank N's
+    scheduler is the engine of worker rank N. One EngineCore pairs with its own rank, else the
+    first rank's (``verify_rank``); several are each their engine's (``per_engine``), never
+    one sum against one rank's drafts."""
     if not steps:
         return None
     verify = [s for s in steps if s.kind == "verify"]
     ranks = sorted({s.rank for s in steps})
     per_rank = [_rank_verify(r, [s for s in verify if s.rank == r]) for r in ranks]
+    drafts = {r.rank: r.draft_tokens for r in per_rank}
+    cores = sorted({a.rank for a in acc})
     first_rank = ranks[0]
-    rank0 = [s for s in verify if s.rank == first_rank]
-    drafted = per_rank[0].draft_tokens  # the drafts the scheduler's acceptance counts
-    accepted = sum(a.accepted_tokens for a in acc) if acc else None
-    # the scheduler's steps and the worker's verify steps, in order, over the steps both
-    # databases committed (mlaprof.analysis.consistency): same rows, same drafts
-    joined = scheduler_agreement(rank0, acc)
-    first = steps[0]
     source = "measured: recorded by the vLLM plugin"
     if len(ranks) > 1:  # each count says whose records it holds
         source += (
             f"; steps, kinds, graph modes, padded steps and verify counts add all {len(ranks)} "
-            f"ranks' records (each rank's verify counts: per rank), the acceptance rate is of "
-            f"rank {first_rank}'s draft tokens"
+            f"ranks' records (each rank's verify counts: per rank)"
         )
+    engines: list[EngineAcceptance] | None = None
+    if len(cores) > 1:  # several EngineCores (data parallelism): each its own engine's
+        engines = [
+            _engine_acceptance(c, [a for a in acc if a.rank == c], verify, drafts) for c in cores
+        ]
+        paired = [e for e in engines if e.paired_rank is not None]
+        accepted = sum(e.accepted_tokens for e in engines)
+        drafted = sum(e.draft_tokens or 0 for e in paired)
+        rate = sum(e.accepted_tokens for e in paired) / drafted if drafted else None
+        joined = [e.scheduler_matches_worker for e in engines]
+        agree = False if False in joined else True if True in joined else None
+        compared = sum(e.scheduler_worker_compared for e in engines)
+        text = "; ".join(f"{_engine_name(e)}: {e.scheduler_worker_text}" for e in engines)
+        verify_rank = None
+        source += (
+            f"; acceptance per engine: each EngineCore's records ({_scheduler_dbs(cores)}) "
+            "against the drafts of the worker rank of the same global rank, its engine's"
+        )
+        if paired:
+            source += (
+                f"; the acceptance rate pools the tokens of the engines of "
+                f"{rank_list([e.rank for e in paired])}"
+            )
+        unpaired = [e.rank for e in engines if e.paired_rank is None]
+        if unpaired:
+            source += (
+                f"; the scheduler records of {rank_list(unpaired)} match no worker rank of "
+                "this run: not attributed to an engine, so no rate of theirs and none in the "
+                "pooled rate"
+            )
+    else:  # one EngineCore (or none): its records against one rank's, its own where recorded
+        verify_rank = cores[0] if cores and cores[0] in drafts else first_rank
+        one = scheduler_agreement([s for s in verify if s.rank == verify_rank], acc)
+        drafted = drafts[verify_rank]  # the drafts the scheduler's acceptance counts
+        accepted = sum(a.accepted_tokens for a in acc) if acc else None
+        rate = accepted / drafted if accepted is not None and drafted else None
+        agree, compared, text = one.agree, one.compared, one.text
+        if len(ranks) > 1:
+            source += f", the acceptance rate is of {rank_list([verify_rank])}'s draft tokens"
+    first = steps[0]
     return EngineSection(
         source=source,
         backend=first.backend,
@@ -66,17 +112,55 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
         verify_rows_as_prefill=sum(r.verify_rows_as_prefill for r in per_rank),
         draft_tokens=sum(r.draft_tokens for r in per_rank),
         accepted_tokens=accepted,
-        acceptance_rate=accepted / drafted if accepted is not None and drafted else None,
+        acceptance_rate=rate,
         scheduler_steps=len(acc),
-        scheduler_matches_worker=joined.agree,
-        scheduler_worker_compared=joined.compared,
-        scheduler_worker_text=joined.text,
+        scheduler_matches_worker=agree,
+        scheduler_worker_compared=compared,
+        scheduler_worker_text=text,
         drafter_builds=sum(r.drafter_builds for r in per_rank),
         padded_steps=sum(1 for s in steps if (s.padded_tokens or 0) > s.num_tokens),
         ranks=ranks,
         per_rank=per_rank,
-        verify_rank=first_rank,
+        verify_rank=verify_rank,
+        per_engine=engines,
     )
+
+
+def _engine_acceptance(
+    rank: int, acc: list[Acceptance], verify: list[EngineStep], drafts: dict[int, int]
+) -> EngineAcceptance:
+    """EngineCore ``rank``'s records against the worker rank of the same global rank (its
+    engine's); no pairing where the run holds no such worker rank."""
+    accepted = sum(a.accepted_tokens for a in acc)
+    if rank not in drafts:
+        return EngineAcceptance(
+            rank=rank, paired_rank=None, scheduler_steps=len(acc), accepted_tokens=accepted,
+            draft_tokens=None, acceptance_rate=None, scheduler_matches_worker=None,
+            scheduler_worker_compared=0,
+            scheduler_worker_text=f"not attributed: no worker {rank_list([rank])}",
+        )  # fmt: skip
+    joined = scheduler_agreement([s for s in verify if s.rank == rank], acc)
+    drafted = drafts[rank]
+    return EngineAcceptance(
+        rank=rank,
+        paired_rank=rank,
+        scheduler_steps=len(acc),
+        accepted_tokens=accepted,
+        draft_tokens=drafted,
+        acceptance_rate=accepted / drafted if drafted else None,
+        scheduler_matches_worker=joined.agree,
+        scheduler_worker_compared=joined.compared,
+        scheduler_worker_text=joined.text,
+    )
+
+
+def _engine_name(e: EngineAcceptance) -> str:
+    """How every text names one EngineCore's engine: by its global rank ("engine of rank 1")."""
+    return f"engine of {rank_list([e.rank])}"
+
+
+def _scheduler_dbs(cores: list[int]) -> str:
+    return ", ".join(f"rank{c}.scheduler.db" for c in cores)
 
 
 def _rank_verify(rank: int, verify: list[EngineStep]) -> EngineRankVerify:
@@ -100,19 +184,8 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
     """What the engine did (information) and the verify rows its backend filed as prefill."""
     out: list[Finding] = []
     if eng:
-        # the scheduler's acceptance pairs with one rank's drafts (verify_rank's), never a sum
-        drafted = next(
-            (r.draft_tokens for r in eng.per_rank if r.rank == eng.verify_rank), eng.draft_tokens
-        )
-        whose = f"{rank_list([eng.verify_rank])}'s " if len(eng.per_rank) > 1 else ""
-        acc = (
-            "acceptance not recorded (the EngineCore records it when log stats are on)"
-            if eng.accepted_tokens is None
-            else f"{eng.accepted_tokens} of {whose}{drafted} draft tokens accepted "
-            f"({share_text(eng.acceptance_rate)})"
-            if drafted
-            else "no draft tokens yet"
-        )
+        acc, pooled = _acceptance_text(eng)
+        per_engine = {e.rank: e.accepted_tokens for e in eng.per_engine or []}
         modes = ", ".join(f"{m} x{n}" for m, n in eng.graph_modes.items())
         # the verify counts per rank, the step counts every rank's (said a sum where several)
         out.append(
@@ -126,7 +199,7 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
                 evidence=(
                     f"{eng.backend}, {eng.spec_method} k={eng.num_speculative_tokens}, "
                     f"{eng.steps} steps, graph {modes}{over_ranks_label('sum', eng.ranks)}; "
-                    "scheduler and worker records " + str(eng.scheduler_worker_text)
+                    f"{pooled}scheduler and worker records " + str(eng.scheduler_worker_text)
                 ),
                 fix="nothing to fix: what the engine did",
                 data={
@@ -136,6 +209,8 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
                     },
                     # each rank's verify rows (the sums above add them)
                     "verify_rows_per_rank": {r.rank: r.verify_rows for r in eng.per_rank},
+                    # each EngineCore's accepted tokens, where several (the sum above adds them)
+                    **({"accepted_tokens_per_engine": per_engine} if per_engine else {}),
                 },
             )
         )
@@ -157,6 +232,55 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
             )
         )
     return out
+
+
+NO_ACCEPTANCE = "acceptance not recorded (the EngineCore records it when log stats are on)"
+
+
+def _acceptance_text(eng: EngineSection) -> tuple[str, str]:
+    """(the acceptance as the engine finding's title says it, the pooled rate its evidence says
+    first, "" where none). One EngineCore: its accepted of its paired rank's drafts
+    (``verify_rank``'s, named where several ranks hold drafts). Several: each engine's accepted
+    of its own drafts, named by its rank; their pooled rate labelled as such, never a bare
+    sum over engines against one rank's drafts."""
+    if eng.per_engine:
+        each = "; ".join(
+            f"{_engine_name(e)}: " + (
+                f"{e.accepted_tokens} of {e.draft_tokens} draft tokens accepted "
+                f"({share_text(e.acceptance_rate)})"
+                if e.draft_tokens
+                else "no draft tokens yet"
+                if e.paired_rank is not None
+                else f"{e.accepted_tokens} draft tokens accepted, not attributed to an engine "
+                "(no worker of its rank)"
+            )
+            for e in eng.per_engine
+        )  # fmt: skip
+        paired = [e for e in eng.per_engine if e.acceptance_rate is not None]
+        how = over_ranks_how(EngineSection, "acceptance_rate")
+        pooled = (
+            f"acceptance of the engines of {rank_list([e.rank for e in paired])}: "
+            f"{sum(e.accepted_tokens for e in paired)} of "
+            f"{sum(e.draft_tokens or 0 for e in paired)} draft tokens, "
+            f"{share_text(eng.acceptance_rate)}{over_ranks_label(how, len(paired))}; "
+            if len(paired) > 1
+            else ""
+        )
+        return f"acceptance per engine: {each}", pooled
+    # one EngineCore: its acceptance pairs with one rank's drafts (verify_rank's), never a sum
+    drafted = next(
+        (r.draft_tokens for r in eng.per_rank if r.rank == eng.verify_rank), eng.draft_tokens
+    )
+    whose = f"{rank_list([eng.verify_rank])}'s " if len(eng.per_rank) > 1 else ""
+    if eng.accepted_tokens is None:
+        return NO_ACCEPTANCE, ""
+    if not drafted:
+        return "no draft tokens yet", ""
+    return (
+        f"{eng.accepted_tokens} of {whose}{drafted} draft tokens accepted "
+        f"({share_text(eng.acceptance_rate)})",
+        "",
+    )
 
 
 def _of_per_rank(eng: EngineSection, part: str, whole: str, unit: str) -> str:

@@ -26,16 +26,20 @@ NULLS = "optional_keys_written_null"
 # what a field's ``None`` means where it is not "unknown" (``reads_when_none()``)
 NONE_READS = "reads_when_none"
 OVER_RANKS = "summed_over_ranks"
+# the list field whose records (each with its ``rank``) a value over ranks is made of
+OVER_RECORDS = "summed_over_records"
 
 
-def opt(over: str | None = None) -> Any:
+def opt(over: str | None = None, of: str | None = None) -> Any:
     """An optional key: ``None`` when the section's producer did not write it, left out of the
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
     a producer writes ``null``: those fields are plain ``X | None`` without this marker).
-    ``over``: the value is made of every rank's, as :func:`over_ranks` says."""
-    return dataclasses.field(
-        default=None, metadata={OMIT: True, **({OVER_RANKS: over} if over else {})}
-    )
+    ``over`` (and ``of``): the value is made of every rank's, as :func:`over_ranks` says."""
+    return dataclasses.field(default=None, metadata={OMIT: True, **_over(over, of)})
+
+
+def _over(how: str | None, of: str | None) -> dict[str, str]:
+    return {**({OVER_RANKS: how} if how else {}), **({OVER_RECORDS: of} if of else {})}
 
 
 def reads_when_none(text: str) -> Any:
@@ -44,11 +48,13 @@ def reads_when_none(text: str) -> Any:
     return dataclasses.field(metadata={NONE_READS: text})
 
 
-def over_ranks(how: str = "sum") -> Any:
+def over_ranks(how: str = "sum", of: str | None = None) -> Any:
     """A value made of every rank's (``how``: "sum", or e.g. "median of the pooled steps"; each
     rank's is in the section's per-rank rows): a view says so where the run has several ranks,
-    never a silent sum."""
-    return dataclasses.field(metadata={OVER_RANKS: how})
+    never a silent sum. ``of``: the section's list field whose records (each with its ``rank``)
+    the value is made of, where that is not every rank of the run (an engine's acceptance: its
+    EngineCores'); the section holds no such list where the value is one record's own."""
+    return dataclasses.field(metadata=_over(how, of))
 
 
 def over_ranks_text(how: str, ranks: int) -> str:

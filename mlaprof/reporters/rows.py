@@ -30,7 +30,13 @@ from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import layer_splits_scope, splits_scope
 from mlaprof.analysis.sections import FROZEN_NONE, SplitLike, no_s_text
 from mlaprof.analysis.share import share_text
-from mlaprof.analysis.typed_json import NONE_READS, OMIT, OVER_RANKS, over_ranks_label
+from mlaprof.analysis.typed_json import (
+    NONE_READS,
+    OMIT,
+    OVER_RANKS,
+    OVER_RECORDS,
+    over_ranks_label,
+)
 from mlaprof.rank_counts import ranks_count
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
@@ -146,6 +152,9 @@ LABELS: dict[str, str] = {
     # each rank's own, a row per rank (ranks that read the same share one): never summed
     "TraceChecks.steps": "steps (each rank's own)",
     "EngineSection.verify_rank": "scheduler records paired with rank",
+    "EngineSection.per_engine": "acceptance per engine (each EngineCore's own)",
+    "EngineAcceptance.rank": "EngineCore rank",
+    "EngineAcceptance.paired_rank": "drafts of worker rank",
 }
 
 
@@ -383,6 +392,7 @@ FRONT = (
     ("trace.replay_time.kernels", 1),
     ("fleet.per_rank", FLEET_LEAST),
     ("engine.per_rank", FLEET_LEAST),  # each rank's verify counts beside their sums
+    ("engine.per_engine", 2),  # each EngineCore's acceptance beside the pooled rate
     ("engine_starts", 1),
     ("engine_starts[].downgrades", 1),
     ("engine_starts[].memory", 1),
@@ -560,7 +570,13 @@ def field_ranks(v: Any, name: str, ranks: int) -> int | list[int]:
     """The ranks field ``name`` of section ``v`` adds, where it is made of every rank's: where
     the section keeps each rank's own value of it (its ``per_rank`` rows hold the field), the
     ranks whose value is not 0 or unknown (a count only one rank holds is that rank's, no sum);
+    where it is made of another list's records (``over_ranks(of=...)``), the ranks of those
+    holding a value, and none where the section holds no such list (one record's own value);
     else the run's ``ranks``."""
+    of = v.__dataclass_fields__[name].metadata.get(OVER_RECORDS)
+    if of is not None:
+        held = getattr(v, of, None) or []
+        return [r.rank for r in held if getattr(r, name) is not None]
     per = getattr(v, "per_rank", None)
     if _records(per) and all(hasattr(r, name) and hasattr(r, "rank") for r in per):
         return [r.rank for r in per if getattr(r, name)]
