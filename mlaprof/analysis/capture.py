@@ -62,29 +62,30 @@ def capture_summary(
     probe watched a step (``layers``: its per-layer counts; :func:`syncs.probe_watched`, the
     sync count's own rule): a run that checked none predicts nothing (unknown). ``padding``:
     the run's padding records, whose capture sizes the section's sizes line names
-    (:func:`sizes_text`)."""
+    (:func:`sizes_text`). A run of several ranks is judged rank by rank (``per_rank``: each
+    rank's verdict from its own records and the mode it then ran); its status is the ranks' own
+    where they agree, else "per-rank" (:func:`capture_status.over_ranks`), never a verdict over
+    their records pooled; whether a FULL graph serves its steps is Capture.no_full_graph's."""
     from mlaprof.analysis.evidence.common import capture
 
     mode = run_meta.scenario.graph_mode or "FULL"
     status, effective = _verdict(mode, syncs, layers, captures)
-    if status.startswith("predicted"):
-        origin = "predicted from syncs"
-    elif status == "unknown":
-        origin = "not checked"
     sizes = capture_sizes(memory)  # the memory finding's count too
     pad = padding if padding is not None else pd.DataFrame()
     frames = (syncs, layers, captures, memory)
     ranks = sorted({int(r) for f in frames if "rank" in f for r in f["rank"].dropna().unique()})
     # several ranks: each rank's own verdict and capture memory (the section's memory adds
     # theirs, said so where several ranks measured some)
-    per = [
-        RankCapture(
-            rank=r,
-            status=CaptureStatus(_verdict(mode, *(_of_rank(f, r) for f in frames[:3]))[0]),
-            memory_bytes=capture_memory_bytes(_of_rank(memory, r)),
-        )
-        for r in (ranks if len(ranks) > 1 else [])
-    ]
+    per = []
+    for r in ranks if len(ranks) > 1 else []:
+        st, ran = _verdict(mode, *(_of_rank(f, r) for f in frames[:3]))
+        per.append(RankCapture(rank=r, status=CaptureStatus(st), effective_mode=ran,
+                               memory_bytes=capture_memory_bytes(_of_rank(memory, r))))  # fmt: skip
+    if per:
+        status = over_ranks(p.status for p in per)
+        said = {p.effective_mode for p in per}
+        effective = said.pop() if len(said) == 1 else None  # else each rank's own
+    origin = _provenance(origin, status, per)
     return capture(
         CaptureStatus(status),
         origin,
@@ -100,6 +101,26 @@ def capture_summary(
         ),
         **({"per_rank": per} if per else {}),
     )
+
+
+def _provenance(measured: str, status: str, per: list[RankCapture]) -> str:
+    """Where a scenario run's verdict comes from: ``measured`` (where a capture was attempted),
+    "predicted from syncs", or "not checked"; a per-rank verdict's, each rank's where the
+    ranks' differ."""
+
+    def of(st: str) -> str:
+        if st.startswith("predicted"):
+            return "predicted from syncs"
+        return "not checked" if st == CaptureStatus.UNKNOWN else measured
+
+    if status != CaptureStatus.PER_RANK:
+        return of(status)
+    by: dict[str, list[int]] = {}
+    for p in per:
+        by.setdefault(of(p.status), []).append(p.rank)
+    if len(by) == 1:
+        return next(iter(by))
+    return "; ".join(f"{rank_list(rs)}: {how}" for how, rs in by.items())
 
 
 def _verdict(
@@ -163,33 +184,58 @@ def sizes_text(
 
 
 def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
-    """A FULL capture that failed (measured) or would fail (predicted from the syncs seen)."""
-    out: list[Finding] = []
-    if summary.status in ("failed", "predicted-fail"):  # measured or predicted here
-        first = captures[captures["status"] == "failed"].head(1) if not captures.empty else captures
-        where = ""
-        if not first.empty:
-            r = first.iloc[0]
-            where = f": first offender {r.op} on layer {r.layer} at {r.location}"
-        out.append(
-            Finding(
-                kind="capture",
-                severity="critical",
-                title=(
-                    "FULL graph capture "
-                    + ("failed" if summary.status == "failed" else "would fail")
-                    + f"; the engine runs {summary.effective_mode} instead"
-                    + where
-                ),
-                evidence=(
-                    "a device->host sync or data-dependent allocation inside the captured region "
-                    "invalidates the capture (see the sync findings)"
-                ),
-                fix="move every sync into the metadata builder; then FULL graphs capture",
-                location=None if first.empty else str(first.iloc[0].location),
-            )
-        )
+    """A FULL capture that failed (measured) or would fail (predicted from the syncs seen); of
+    a per-rank verdict, the ranks whose own verdict says so, named (each status once)."""
+    if summary.status != CaptureStatus.PER_RANK:
+        if summary.status not in FAILING:
+            return []
+        return [_capture_finding(str(summary.status), summary.effective_mode, captures)]
+    per = summary.per_rank or []
+    out = []
+    for st in FAILING:
+        ranks = [r.rank for r in per if r.status == st]
+        if not ranks:
+            continue
+        ran = "/".join(sorted({str(r.effective_mode) for r in per if r.rank in ranks}))
+        own = captures[captures["rank"].isin(ranks)] if "rank" in captures else captures
+        out.append(_capture_finding(st, ran, own, ranks_of(ranks, len(per)), ranks))
     return out
+
+
+# the verdicts the capture finding states: measured to fail, or predicted to from the syncs
+FAILING = (CaptureStatus.FAILED, CaptureStatus.PREDICTED_FAIL)
+
+
+def _capture_finding(
+    status: str,
+    ran: str | None,
+    captures: pd.DataFrame,
+    on: str = "",
+    ranks: list[int] | None = None,
+) -> Finding:
+    """The capture finding of ``status`` (failed or predicted-fail), ``on`` the ranks it holds
+    for where the verdict is per rank (``ranks`` in its data)."""
+    first = captures[captures["status"] == "failed"].head(1) if not captures.empty else captures
+    where = ""
+    if not first.empty:
+        r = first.iloc[0]
+        where = f": first offender {r.op} on layer {r.layer} at {r.location}"
+    verb = "failed" if status == CaptureStatus.FAILED else "would fail"
+    runs = f" on {on}; the engine runs {ran} there" if on else f"; the engine runs {ran}"
+    # a step runs on every rank: one rank without a FULL graph keeps the step out of them
+    group = "; a step runs on every rank, so no FULL graph serves the group's steps" if on else ""
+    return Finding(
+        kind="capture",
+        severity="critical",
+        title=f"FULL graph capture {verb}{runs} instead{where}",
+        evidence=(
+            "a device->host sync or data-dependent allocation inside the captured region "
+            f"invalidates the capture (see the sync findings){group}"
+        ),
+        fix="move every sync into the metadata builder; then FULL graphs capture",
+        location=None if first.empty else str(first.iloc[0].location),
+        data={"ranks": ranks} if ranks is not None else {},
+    )
 
 
 # -- the capture verdict from how each step's MLA kernels ran (kernel-level steps) --------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import Protocol
 
 from mlaprof.rank_counts import rank_list
 
@@ -27,8 +28,8 @@ class CaptureStatus(StrEnum):
 
 
 # statuses that mean "no FULL graph serves these steps": one rule for every view and the diff
-# (PER_RANK is no one verdict: each rank's is its own row, Capture.per_rank, and the step-mode
-# finding names the ranks whose attention ran outside graphs)
+# (PER_RANK is no one verdict: each rank's is its own row, Capture.per_rank, judged by the same
+# rule in no_full_graph; the step-mode finding names the ranks whose attention ran outside graphs)
 NO_FULL_GRAPH = frozenset(
     {CaptureStatus.FAILED, CaptureStatus.PREDICTED_FAIL, CaptureStatus.DOWNGRADED}
 )
@@ -82,14 +83,31 @@ def keeps_full_graphs(mode: str | None) -> bool:
     return str(mode) in FULL_GRAPH_MODES
 
 
-def no_full_graph(status: str | None, effective_mode: str | None = None) -> bool:
+class RankVerdict(Protocol):
+    """One rank's own capture verdict (a row of ``Capture.per_rank``)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def effective_mode(self) -> str | None: ...
+
+
+def no_full_graph(
+    status: str | None, effective_mode: str | None = None, per_rank: Iterable[RankVerdict] = ()
+) -> bool:
     """Whether a capture status means no FULL graph serves the steps (the one rule): a failed
     or predicted-to-fail capture, and a downgrade, unless the mode it ran (``effective_mode``)
-    still runs FULL graphs for the decode batches (:func:`keeps_full_graphs`)."""
+    still runs FULL graphs for the decode batches (:func:`keeps_full_graphs`). A per-rank
+    status (``per_rank``: each rank's own verdict) has none where any rank's own verdict has
+    none: a tensor-parallel step runs on every rank, so one rank outside FULL graphs keeps the
+    step out of them."""
     try:
         st = CaptureStatus(str(status))
     except ValueError:
         return False
+    if st is CaptureStatus.PER_RANK:
+        return any(no_full_graph(r.status, r.effective_mode) for r in per_rank)
     if st is CaptureStatus.DOWNGRADED and keeps_full_graphs(effective_mode):
         return False
     return st in NO_FULL_GRAPH

@@ -7,10 +7,11 @@ a modelled route verified.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph
+from mlaprof.analysis.capture_status import CaptureStatus, RankVerdict, no_full_graph
 from mlaprof.analysis.findings import Finding
 
 if TYPE_CHECKING:
@@ -34,12 +35,16 @@ LEGACY_BACKEND = "legacy-flat"
 
 
 def full_graph_serves(
-    graph_mode: str | None, capture_status: str | None, effective_mode: str | None = None
+    graph_mode: str | None,
+    capture_status: str | None,
+    effective_mode: str | None = None,
+    per_rank: Iterable[RankVerdict] = (),
 ) -> bool:
     """A FULL graph serves the steps: asked for, and the capture did not fail (the one rule an
     S frozen into a captured graph, or a capture's memory, is claimed by; ``effective_mode``:
-    the mode that ran, :func:`~mlaprof.analysis.capture_status.no_full_graph`)."""
-    return graph_mode == "FULL" and not no_full_graph(capture_status, effective_mode)
+    the mode that ran, ``per_rank``: each rank's verdict where the status is per rank,
+    :func:`~mlaprof.analysis.capture_status.no_full_graph`)."""
+    return graph_mode == "FULL" and not no_full_graph(capture_status, effective_mode, per_rank)
 
 
 def recorded_paths(backend: str | None) -> tuple[str, ...]:
@@ -59,12 +64,16 @@ class Claims:
     engine_backend: str | None = None  # the attention backend a recorded engine ran
     cpu_op: bool = False  # the MLA op is a CPU op (no grid, no split count)
     effective_mode: str | None = None  # the graph mode that ran (None: not said)
+    # each rank's own verdict where the capture status is per rank (Capture.per_rank)
+    per_rank: tuple[RankVerdict, ...] = ()
 
     @property
     def full_graph(self) -> bool:
         """A FULL graph serves the steps (asked for, and the capture did not fail): only then is
         an S frozen into a captured graph, or the capture's memory worth trimming."""
-        return full_graph_serves(self.graph_mode, self.capture_status, self.effective_mode)
+        return full_graph_serves(
+            self.graph_mode, self.capture_status, self.effective_mode, self.per_rank
+        )
 
     @property
     def capture_succeeded(self) -> bool:
@@ -115,6 +124,7 @@ def claims_of(ev: Evidence) -> Claims:
         graph_mode=ev.graph_mode,
         capture_status=str(ev.capture.status),
         effective_mode=ev.capture.effective_mode,
+        per_rank=tuple(ev.capture.per_rank or ()),
         device=ev.meta.device or ev.device,
         backend=ev.meta.backend if ev.scenario.recorded and ev.meta.backend else None,
         engine_backend=engine_backend,

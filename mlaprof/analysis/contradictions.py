@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.capture_status import no_full_graph
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.padding import NOT_RECORDED, size_text
@@ -31,20 +30,25 @@ def contradictions(s: RunSummary) -> list[str]:
     out: list[str] = []
     kinds = {f.kind for f in s.findings}
     status = str(s.capture.status)
-    ran = s.capture.effective_mode  # a downgrade that keeps FULL decode graphs still has them
+    # the one rule (Capture.no_full_graph): a downgrade that keeps FULL decode graphs still has
+    # them; a per-rank capture has none where one rank's own verdict has none
+    no_full = s.capture.no_full_graph
+    serves = full_graph_serves(
+        s.scenario.graph_mode, status, s.capture.effective_mode, s.capture.per_rank or ()
+    )
     graph_mode = s.scenario.graph_mode
     frozen_said = any(
         f.kind == "split-frozen"
         or (f.kind == "split-over" and any(w in f.title for w in FULL_GRAPH_WORDS))
         for f in s.findings
     )
-    if no_full_graph(status, ran) and frozen_said:
+    if no_full and frozen_said:
         out.append(f"capture {status} + an S frozen into a FULL graph")
-    if s.full_graph_splits.modelled is not None and not full_graph_serves(graph_mode, status, ran):
+    if s.full_graph_splits.modelled is not None and not serves:
         out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")
-    out += _frozen_cells(s, full_graph_serves(graph_mode, status, ran), f"{status} / {graph_mode}")
+    out += _frozen_cells(s, serves, f"{status} / {graph_mode}")
     if (
-        no_full_graph(status, ran)
+        no_full
         and any(f.kind == "memory" and "capture fewer sizes" in f.fix for f in s.findings)
         and not s.engine_starts
     ):

@@ -108,6 +108,9 @@ class RankCapture(Section):
     graph_launches: int | None = opt()
     launches_without_kernels: int | None = opt()
     step_source: str | None = opt()
+    # the mode the rank ran (an engine rank's most steps', a scenario rank's after its capture)
+    effective_mode: str | None = opt()
+    modes: dict[str, int] | None = opt()  # an engine rank's steps per graph mode
 
 
 @section
@@ -126,7 +129,7 @@ class Capture(Section):
     status: CaptureStatus
     text: str
     why: str | None = opt()  # for an unknown status: which evidence is missing
-    modes: dict[str, int] | None = opt()  # an engine's steps per graph mode
+    modes: dict[str, int] | None = opt("sum")  # an engine's steps per graph mode, over ranks
     cpu: bool | None = opt()
     eager_steps: int | None = opt("sum")  # over ranks
     evidence: str | None = opt()
@@ -153,8 +156,9 @@ class Capture(Section):
     @property
     def no_full_graph(self) -> bool:
         """No FULL graph serves these steps (the one rule, capture_status.no_full_graph: a
-        downgrade to a mode that keeps FULL decode graphs still has them)."""
-        return no_full_graph(self.status, self.effective_mode)
+        downgrade to a mode that keeps FULL decode graphs still has them; a per-rank status
+        has none where any rank's own verdict has none). Every check reads this."""
+        return no_full_graph(self.status, self.effective_mode, self.per_rank or ())
 
     @property
     def measured(self) -> bool:

@@ -126,6 +126,7 @@ LABELS: dict[str, str] = {
     "Timing.full_share": "steps replayed in a graph",  # FULL or not: the capture section says
     "Capture.text": "capture",
     "Capture.effective_mode": "mode that ran",
+    "RankCapture.effective_mode": "mode that ran",
     "Capture.mode": "mode asked for",
     "Capture.memory_bytes": "capture memory",
     "Capture.sizes": "capture sizes covered (captured or attempted)",

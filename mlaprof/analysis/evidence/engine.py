@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mlaprof.analysis.capture_status import keeps_full_graphs
+from mlaprof.analysis.capture_status import keeps_full_graphs, over_ranks
 from mlaprof.analysis.claims import recorded_paths
 from mlaprof.analysis.evidence.common import capture, load_tables, on_cards
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
+from mlaprof.analysis.sections import RankCapture
 from mlaprof.analysis.step_records import Acceptance, EngineStep
 from mlaprof.store.runkind import RunKind
 
@@ -49,18 +50,45 @@ def acceptance(events: pd.DataFrame) -> list[Acceptance]:
 
 
 def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:
-    """The capture evidence of an engine run: the mode most steps ran with."""
-    modes = Counter(str(m) for m in steps["graph_mode"].dropna()) if not steps.empty else {}
+    """The capture evidence of an engine run: the mode most steps ran with, judged rank by rank
+    where several ranks recorded steps (each rank's from its own steps, ``per_rank``; the run's
+    status the ranks' own where they agree, else "per-rank": capture_status.over_ranks; its
+    ``modes`` add the ranks'), never over their steps pooled."""
+    modes = _modes(steps)
     if not modes:
         return capture(CaptureStatus.UNKNOWN, provenance, why="no engine step recorded")
+    moded = steps[steps["graph_mode"].notna()]
+    # a row without a rank is rank 0's (single-process producers)
+    ranks = sorted({int(r) for r in moded["rank"].fillna(0)}) if "rank" in moded else []
+    if len(ranks) < 2:
+        mode, status = _judged(modes)
+        return capture(status, provenance, mode=mode, effective_mode=mode, modes=dict(modes))
+    per = []
+    for r in ranks:
+        own = _modes(moded[moded["rank"].fillna(0) == r])
+        mode, status = _judged(own)
+        per.append(RankCapture(rank=r, status=status, effective_mode=mode, modes=dict(own)))
+    status = over_ranks(p.status for p in per)
+    said = {p.effective_mode for p in per}
+    one = said.pop() if len(said) == 1 else None  # the ranks' one mode, else each rank's own
+    return capture(status, provenance, mode=one, effective_mode=one, modes=dict(modes),
+                   per_rank=per)  # fmt: skip
+
+
+def _modes(steps: pd.DataFrame) -> Counter[str]:
+    """Steps per graph mode, in the order the records first name them."""
+    return Counter(str(m) for m in steps["graph_mode"].dropna()) if not steps.empty else Counter()
+
+
+def _judged(modes: Counter[str]) -> tuple[str, CaptureStatus]:
+    """``(the mode most steps ran with, the status it means)`` of one rank's (or one run's)
+    steps per graph mode."""
     mode = max(modes, key=lambda m: modes[m])
     if set(modes) == {"NONE"}:
-        status = CaptureStatus.EAGER
-    elif keeps_full_graphs(mode):  # the one set of modes that replay FULL graphs
-        status = CaptureStatus.REPLAYED
-    else:
-        status = CaptureStatus.PIECEWISE
-    return capture(status, provenance, mode=mode, effective_mode=mode, modes=dict(modes))
+        return mode, CaptureStatus.EAGER
+    if keeps_full_graphs(mode):  # the one set of modes that replay FULL graphs
+        return mode, CaptureStatus.REPLAYED
+    return mode, CaptureStatus.PIECEWISE
 
 
 def engine_device(recorded: Any, steps: list[EngineStep]) -> str:

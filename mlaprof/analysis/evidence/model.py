@@ -58,9 +58,12 @@ def unknown(why: str) -> str:
 
 def capture_text(cap: dict[str, Any]) -> str:
     """The capture line every view prints: mode asked -> status (mode that ran), each part only
-    where the evidence holds it."""
+    where the evidence holds it; a per-rank status says its label, naming each rank's (the
+    ranks ran their own modes: each rank's row)."""
     label = str(cap.get("label") or cap.get("status"))
     mode, eff = cap.get("mode"), cap.get("effective_mode")
+    if str(cap.get("status")) == CaptureStatus.PER_RANK:
+        return f"{mode} -> {label}" if mode else label
     if mode and eff:
         return f"{mode} -> {cap['status']} (runs {eff})"
     return label
