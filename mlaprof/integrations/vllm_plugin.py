@@ -5,7 +5,8 @@ before the model is built. It does nothing unless ``MLAPROF_VLLM=1``; then it wr
 MLA metadata builder, the runner's step decisions and the scheduler's acceptance counters
 (:mod:`mlaprof.integrations.vllm_patches`) and records every process into one shared run folder:
 ``$MLAPROF_TRACES/$MLAPROF_RUN/rank<N>.db`` per worker rank, ``rank<N>.scheduler.db`` for the
-EngineCore's acceptance counters (``mlaprof tui`` follows the run live).
+EngineCore's acceptance counters, N the global rank of its engine's first worker
+(:func:`scheduler_rank`; ``mlaprof tui`` follows the run live).
 
 Environment:
   MLAPROF_VLLM=1          turn recording on (anything else: the plugin stays inert)
@@ -27,7 +28,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches
-from mlaprof.integrations.vllm_recorder import EngineRecorder
+from mlaprof.integrations.vllm_recorder import SCHEDULER_ROLE, EngineLayout, EngineRecorder
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run
 
@@ -36,6 +37,14 @@ TRACES_ENV = "MLAPROF_TRACES"
 RUN_ENV = "MLAPROF_RUN"
 MARKERS_ENV = "MLAPROF_MARKERS"
 TRUE = ("1", "true", "yes", "on")
+# which rule named a scheduler database's rank (its meta key RANK_SOURCE_KEY): this process's
+# own distributed rank, its engine's layout (ENGINE_KEY), the environment, or none (0)
+RANK_SOURCE_KEY = "rank_source"
+ENGINE_KEY = "engine_parallel"
+FROM_TORCH = "torch.distributed"
+FROM_VLLM_WORLD = "vllm-world-group"
+FROM_ENGINE = "engine-data-parallel-rank"
+FROM_DEFAULT = "default"
 
 log = logging.getLogger("vllm.mlaprof")  # under "vllm": vLLM's handler shows it
 _lock = threading.Lock()
@@ -50,11 +59,16 @@ def enabled() -> bool:
 def current_rank() -> int:
     """This process's global rank: torch.distributed or vLLM's world group when initialised,
     else ``RANK`` / ``LOCAL_RANK``, else 0."""
+    return rank_and_source()[0]
+
+
+def rank_and_source() -> tuple[int, str]:
+    """:func:`current_rank` and the rule that gave it (``FROM_*``, or the variable's name)."""
     try:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
+            return int(dist.get_rank()), FROM_TORCH
     except Exception:  # a half-initialised process group: fall through to the environment
         pass
     try:
@@ -62,14 +76,26 @@ def current_rank() -> int:
 
         group = getattr(parallel_state, "_WORLD", None)
         if group is not None:
-            return int(group.rank)
+            return int(group.rank), FROM_VLLM_WORLD
     except Exception:  # vLLM absent or its state not set up yet
         pass
     for var in ("RANK", "LOCAL_RANK"):
         value = os.environ.get(var, "")
         if value.isdigit():
-            return int(value)
-    return 0
+            return int(value), var
+    return 0, FROM_DEFAULT
+
+
+def scheduler_rank(engine: EngineLayout | None) -> tuple[int, str]:
+    """The rank an EngineCore's scheduler database takes: its own distributed rank where this
+    process has one (its worker runs here: one worker per engine, or an external launcher);
+    else the global rank of its engine's first worker, where the scheduler's config says the
+    engine's layout (a multiprocess engine's EngineCore has no rank of its own, and every
+    engine's would read 0); else :func:`current_rank`'s environment rule."""
+    rank, source = rank_and_source()
+    if source in (FROM_TORCH, FROM_VLLM_WORLD) or engine is None:
+        return rank, source
+    return engine.first_worker_rank, FROM_ENGINE
 
 
 def run_name() -> str:
@@ -89,8 +115,12 @@ def _versions() -> dict[str, Any]:
         return {"vllm": None}
 
 
-def open_writer(role: str = "", rank: int | None = None) -> RunWriter:
-    """This process's writer in the shared run folder (created by whichever comes first)."""
+def open_writer(
+    role: str = "", rank: int | None = None, engine: EngineLayout | None = None
+) -> RunWriter:
+    """This process's writer in the shared run folder (created by whichever comes first).
+    Without ``rank``: a worker's is :func:`current_rank`, the scheduler's :func:`scheduler_rank`
+    of ``engine``, and its database says which rule gave it (``RANK_SOURCE_KEY``)."""
     traces = Path(os.environ.get(TRACES_ENV) or "traces")
     meta = {
         "source": "vllm plugin",
@@ -100,8 +130,16 @@ def open_writer(role: str = "", rank: int | None = None) -> RunWriter:
         "command": os.environ.get("MLAPROF_COMMAND"),
         **_versions(),
     }
-    rank = current_rank() if rank is None else rank
+    source = None
+    if rank is None and role == SCHEDULER_ROLE:
+        rank, source = scheduler_rank(engine)
+    elif rank is None:
+        rank = current_rank()
     writer = create_run(traces, run_name(), meta, rank=rank, role=role)
+    if source is not None:  # whether the analysis may take rank N for its engine's workers
+        writer.set_meta(RANK_SOURCE_KEY, source)
+        if engine is not None:
+            writer.set_meta(ENGINE_KEY, engine.as_meta())
     card = _worker_card() if not role else None
     if card:  # the GPU this worker's numbers are measured on, in its own database
         writer.set_meta("device_name", card)
@@ -196,7 +234,7 @@ _announce_lock = threading.Lock()
 
 def _open_and_announce(role: str = "") -> RunWriter:
     global _announced
-    w = open_writer(role)
+    w = open_writer(role, engine=_recorder.engine if _recorder is not None else None)
     with _announce_lock:
         first, _announced = not _announced, True
     if first:

@@ -12,7 +12,8 @@ An engine step, as the runner does it: ``_calc_spec_decode_metadata`` (draft tok
 build(s) (one per KV-cache group: the first is recorded, the others counted), then the drafter's
 builds (``fast_build=True``, counted). vLLM's acceptance counters come from
 ``SpecDecodingStats.observe_draft`` in the EngineCore process, which writes its own database
-(role ``scheduler``): one record per scheduler step.
+(role ``scheduler``): one record per scheduler step, named after the global rank of its engine's
+first worker (:class:`EngineLayout`, read from the scheduler vLLM builds there).
 """
 
 from __future__ import annotations
@@ -89,6 +90,48 @@ class Step:
     drafter_graphs: list[tuple[str | None, int, int | None]] = field(default_factory=list)
     drafts_from: str = "runner"  # runner: per-request draft counts; uniform: the batch's qlen
     end_ns: int | None = None  # the engine returned the step's output (execute_model/sample)
+
+
+@dataclass(frozen=True)
+class EngineLayout:
+    """An EngineCore's engine among vLLM's data-parallel engines, from the ``ParallelConfig``
+    its scheduler was built with. vLLM offsets the global rank of an engine's workers by
+    ``data_parallel_rank * world_size`` where it runs several engines or nodes
+    (``init_distributed_environment``, vllm/distributed/parallel_state.py), so the engine's
+    first worker has :attr:`first_worker_rank`."""
+
+    data_parallel_rank: int
+    data_parallel_size: int
+    world_size: int  # workers per engine: ParallelConfig.world_size (PP x TP x PCP)
+    offset: bool  # vLLM offsets this engine's worker ranks (several engines or nodes)
+
+    @property
+    def first_worker_rank(self) -> int:
+        return self.data_parallel_rank * self.world_size if self.offset else 0
+
+    def as_meta(self) -> dict[str, int]:
+        return {"data_parallel_rank": self.data_parallel_rank,
+                "data_parallel_size": self.data_parallel_size, "world_size": self.world_size,
+                "first_worker_rank": self.first_worker_rank}  # fmt: skip
+
+
+def engine_layout(scheduler: Any) -> EngineLayout | None:
+    """The layout a vLLM ``Scheduler``'s ``vllm_config.parallel_config`` says, or None where it
+    says none, or where vLLM ranks the workers otherwise: an external launcher (the ranks are
+    torchrun's, the workers in this process) or elastic EP (no offset)."""
+    cfg = getattr(getattr(scheduler, "vllm_config", None), "parallel_config", None)
+    dp_rank = getattr(cfg, "data_parallel_rank", None)
+    dp_size = getattr(cfg, "data_parallel_size", None)
+    world = getattr(cfg, "world_size", None)
+    nnodes = getattr(cfg, "nnodes", 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dp_rank, dp_size, world)):
+        return None
+    if getattr(cfg, "distributed_executor_backend", None) == "external_launcher":
+        return None
+    if getattr(cfg, "enable_elastic_ep", False):
+        return None
+    offset = dp_size > 1 or (isinstance(nnodes, int) and nnodes > 1)
+    return EngineLayout(dp_rank, dp_size, world, offset)
 
 
 def _name(v: Any) -> str | None:
@@ -210,6 +253,7 @@ class EngineRecorder:
         self._drained: dict[str, str] = {}  # role -> the DRAINED mark last written
         self.stop_signal: str | None = None  # the stop signal that arrived (note_stop)
         self._eager_drafts: dict[tuple[Any, int], int] = {}  # (rows, k) -> eager draft decodes
+        self.engine: EngineLayout | None = None  # the EngineCore's engine (on_scheduler)
 
     # -- the engine thread (keep these cheap) ----------------------------------------------------
     def on_dispatch(self, runner: Any, num_tokens: int, num_reqs: int, result: Any) -> None:
@@ -318,6 +362,11 @@ class EngineRecorder:
 
     def on_accept(self, stats: Any, num_draft_tokens: int, num_accepted_tokens: int) -> None:
         self._put((_ACCEPT, time.time_ns(), stats, num_draft_tokens, num_accepted_tokens))
+
+    def on_scheduler(self, scheduler: Any) -> None:
+        """vLLM built this EngineCore's scheduler (once, before any acceptance is recorded):
+        its engine's layout names the scheduler database."""
+        self.engine = engine_layout(scheduler)
 
     def on_step_end(self, runner: Any) -> None:
         self._put((_END, time.time_ns()))

@@ -94,3 +94,40 @@ def test_the_v2_descriptor_fields_the_recorder_reads():
         "self._capture_descs:",
     ):
         assert attr in init, attr
+
+
+def test_what_names_the_engine_cores_scheduler_database():
+    """The scheduler database's rank (vllm_recorder.engine_layout, vllm_plugin.scheduler_rank)
+    rests on this in 0.34: run_engine_core puts a MoE engine's DP rank into its ParallelConfig
+    before building the engine (any other engine is made independent, DP size 1);
+    EngineCore.__init__ loads the plugins, then builds the scheduler by keyword with that
+    config, which the Scheduler keeps; a worker's global rank is offset by
+    data_parallel_rank * world_size exactly where engine_layout says (several engines or nodes,
+    no external launcher, no elastic EP), world_size the engine's PP x TP x PCP."""
+    core = classes(V / "v1/engine/core.py")
+    run = ast.unparse(method(core["EngineCoreProc"], "run_engine_core"))
+    moe = "if data_parallel and vllm_config.model_config.is_moe:\n"
+    sets = "parallel_config.data_parallel_rank = dp_rank\n"
+    assert run.index(moe) < run.index(sets) < run.index("DPEngineCoreProc(*args, **kwargs)")
+    assert "parallel_config.reconfigure_for_independent_dp_rank()" in run
+    init = ast.unparse(method(core["EngineCore"], "__init__"))
+    assert init.index("load_general_plugins()") < init.index("Scheduler(vllm_config=vllm_config,")
+    sched = classes(V / "v1/core/sched/scheduler.py")["Scheduler"]
+    assert "self.vllm_config = vllm_config" in ast.unparse(method(sched, "__init__"))
+    tree = ast.parse((V / "distributed/parallel_state.py").read_text())
+    (dist,) = [n for n in tree.body
+               if isinstance(n, ast.FunctionDef) and n.name == "init_distributed_environment"]  # fmt: skip
+    text = ast.unparse(dist)
+    gate = (
+        "if config is not None and config.parallel_config.distributed_executor_backend != "
+        "'external_launcher' and (config.parallel_config.nnodes > 1 or "
+        "config.parallel_config.data_parallel_size > 1) and (not enable_elastic_ep):"
+    )
+    assert text.index(gate) < text.index("rank = parallel_config.data_parallel_rank * world_size")
+    post = ast.unparse(method(classes(V / "config/parallel.py")["ParallelConfig"], "__post_init__"))
+    assert (
+        "self.world_size = self.pipeline_parallel_size * self.tensor_parallel_size * "
+        "self.prefill_context_parallel_size"
+    ) in post
+    worker = (V / "v1/worker/gpu_worker.py").read_text()
+    assert "init_distributed_environment(\n        parallel_config.world_size,\n" in worker

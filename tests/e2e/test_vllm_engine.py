@@ -94,6 +94,19 @@ def engine_run(request, tmp_path_factory):
     return request.param, mlaprof.load(tmp / request.param), result, seen, log
 
 
+def test_the_engine_cores_database_takes_its_engines_first_worker_rank(engine_run):
+    """vLLM's EngineCore is a process of its own, without a distributed rank (its worker is
+    another): its scheduler database is named by the config vLLM built its scheduler with."""
+    from mlaprof.integrations import vllm_plugin
+
+    run = engine_run[1]
+    meta = run.rank_meta(0, "scheduler")
+    assert meta[vllm_plugin.RANK_SOURCE_KEY] == vllm_plugin.FROM_ENGINE, meta
+    assert json.loads(meta[vllm_plugin.ENGINE_KEY]) == {
+        "data_parallel_rank": 0, "data_parallel_size": 1, "world_size": 1,
+        "first_worker_rank": 0}  # fmt: skip
+
+
 def test_recorded_counts_equal_vllms_metrics(engine_run):
     method, run, result, _, log = engine_run
     m = result["metrics"]

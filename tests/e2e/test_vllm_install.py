@@ -315,3 +315,30 @@ def test_the_docs_metadata_folder_lets_vllm_cpus_command_start(tmp_path) -> None
                          timeout=300, cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "0.32.0+cpu"
+
+
+def test_the_scheduler_config_names_its_engines_first_worker() -> None:
+    """vLLM 0.32's own ParallelConfig, as an EngineCore's scheduler holds it, gives the rank of
+    its engine's first worker (engine_layout); the EngineCore loads the plugins before it
+    builds its scheduler with that config, which the scheduler keeps; and vLLM offsets its
+    workers' ranks by the same data_parallel_rank * world_size."""
+    from vllm.config import ParallelConfig
+    from vllm.distributed import parallel_state
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.engine.core import EngineCore
+
+    from mlaprof.integrations.vllm_recorder import engine_layout
+
+    def first_worker(**kw):
+        held = types.SimpleNamespace(vllm_config=types.SimpleNamespace(
+            parallel_config=ParallelConfig(**kw)))  # fmt: skip
+        layout = engine_layout(held)
+        return None if layout is None else layout.first_worker_rank
+
+    assert first_worker(tensor_parallel_size=2, data_parallel_size=2, data_parallel_rank=1) == 2
+    assert first_worker(tensor_parallel_size=2) == 0
+    init = inspect.getsource(EngineCore.__init__)
+    assert init.index("load_general_plugins()") < init.index("vllm_config=vllm_config,")
+    assert "self.vllm_config = vllm_config" in inspect.getsource(Scheduler.__init__)
+    dist = inspect.getsource(parallel_state.init_distributed_environment)
+    assert "rank = parallel_config.data_parallel_rank * world_size + rank" in dist

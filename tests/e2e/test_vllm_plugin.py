@@ -259,6 +259,136 @@ def test_rank_detection(monkeypatch):
     assert vllm_plugin.current_rank() == 7
 
 
+# -- the EngineCore's scheduler database: named after its engine's first worker ------------------
+@pytest.fixture
+def served(fake_vllm, monkeypatch, tmp_path):
+    """The environment of a `vllm serve` recorded by the plugin (run "served" under tmp_path);
+    every process in it starts without RANK / LOCAL_RANK and without torch.distributed."""
+    monkeypatch.setenv(vllm_plugin.ENABLE_ENV, "1")
+    monkeypatch.setenv(vllm_plugin.TRACES_ENV, str(tmp_path))
+    monkeypatch.setenv(vllm_plugin.RUN_ENV, "served")
+    for var in ("RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(vllm_plugin, "watch_stop_signals", lambda rec: None)  # pytest's own
+    return tmp_path / "served"
+
+
+def _engine_core(monkeypatch, parallel=None, dp_rank=0, accepted=(3, 3), is_moe=True):
+    """One EngineCore process (vLLM spawns each: a fresh plugin and recorder): vLLM builds its
+    scheduler (``parallel``: its config's ParallelConfig; None: no scheduler the plugin can
+    read), which counts one step of ``len(accepted)`` verified requests of 3 drafts; exits."""
+    vllm_patches.uninstall()
+    monkeypatch.setattr(vllm_plugin, "_recorder", None)
+    if parallel is None:  # a scheduler that is no vLLM Scheduler: only its counters are seen
+        vllm_plugin.register()
+        stats = vf.SpecDecodingStats()
+        for a in accepted:
+            stats.observe_draft(num_draft_tokens=3, num_accepted_tokens=a)
+    else:
+        cfg = vf.VllmConfig(parallel_config=parallel)
+        sched = vf.run_engine_core(cfg, dp_rank=dp_rank, local_dp_rank=dp_rank, is_moe=is_moe)
+        step = None
+        for a in accepted:
+            step = sched.make_spec_decoding_stats(step, 3, a)
+    vllm_plugin.recorder().close()
+
+
+def _workers(tmp_path, ranks, name="served"):
+    """Worker processes of the run, each at its torch.distributed rank: one verify step of 2
+    requests of 3 drafts each."""
+    for rank in ranks:
+        rec = _recorder(tmp_path, rank=rank, name=name)
+        vllm_patches.uninstall()
+        vllm_patches.install(rec)
+        vf.GPUModelRunner([vf.MLACommonMetadataBuilder()]).execute([600 + rank, 900], [3, 3])
+        rec.close()
+
+
+def _scheduler_meta(run, rank):
+    meta = run.rank_meta(rank, "scheduler")
+    engine = meta.get(vllm_plugin.ENGINE_KEY)
+    return meta[vllm_plugin.RANK_SOURCE_KEY], None if engine is None else json.loads(engine)
+
+
+def test_dp_engines_name_their_scheduler_database_after_their_first_worker(served, monkeypatch):
+    """`vllm serve --data-parallel-size 2 --tensor-parallel-size 2` of a MoE model: workers 0-1
+    are engine 0's, 2-3 engine 1's (vLLM offsets a worker's rank by data_parallel_rank *
+    world_size). The EngineCores have no distributed rank: each would write
+    rank0.scheduler.db, the second refused and its acceptance lost. Each takes its engine's
+    first worker's rank (0, 2), says so, and the report pairs each with its own workers."""
+    for dp_rank, accepted in ((0, (3, 0)), (1, (3, 3))):
+        tp2 = vf.ParallelConfig(tensor_parallel_size=2, data_parallel_size=2)
+        _engine_core(monkeypatch, tp2, dp_rank, accepted)
+    _workers(served.parent, range(4))
+    names = sorted(p.name for p in served.glob("*.db"))
+    assert names == ["rank0.db", "rank0.scheduler.db", "rank1.db", "rank2.db",
+                     "rank2.scheduler.db", "rank3.db"]  # fmt: skip
+    with mlaprof.load(served) as run:
+        for rank, dp_rank in ((0, 0), (2, 1)):
+            assert _scheduler_meta(run, rank) == (vllm_plugin.FROM_ENGINE, {
+                "data_parallel_rank": dp_rank, "data_parallel_size": 2, "world_size": 2,
+                "first_worker_rank": rank})  # fmt: skip
+        s = mlaprof.build_summary(run)
+    eng = json.loads(json.dumps(s.to_json()))["engine"]
+    got = [(e["rank"], e["paired_rank"], e["accepted_tokens"], e["draft_tokens"])
+           for e in eng["per_engine"]]  # fmt: skip
+    assert got == [(0, 0, 3, 6), (2, 2, 6, 6)]
+    assert [e["scheduler_matches_worker"] for e in eng["per_engine"]] == [True, True]
+
+
+def test_one_engine_without_dp_names_rank_0_as_before(served, monkeypatch):
+    _engine_core(monkeypatch, vf.ParallelConfig(tensor_parallel_size=2))
+    with mlaprof.load(served) as run:
+        assert run.databases == [(0, "scheduler")]
+        assert _scheduler_meta(run, 0) == (vllm_plugin.FROM_ENGINE, {
+            "data_parallel_rank": 0, "data_parallel_size": 1, "world_size": 2,
+            "first_worker_rank": 0})  # fmt: skip
+
+
+def test_an_engine_core_without_dp_information_keeps_the_process_rule(served, monkeypatch):
+    """No scheduler the plugin can read (a custom scheduler class): the process's own rule,
+    the environment's rank, else 0, named as such; two of them in one run are still refused."""
+    _engine_core(monkeypatch)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    _engine_core(monkeypatch)
+    _engine_core(monkeypatch, accepted=(1,))  # rank 1 again: refused, recording off
+    with mlaprof.load(served) as run:
+        assert run.databases == [(0, "scheduler"), (1, "scheduler")]
+        assert _scheduler_meta(run, 0) == (vllm_plugin.FROM_DEFAULT, None)
+        assert _scheduler_meta(run, 1) == ("LOCAL_RANK", None)
+        acc = run.events[run.events.kind == ACCEPT_EVENT]
+        assert sorted(json.loads(d)["verify_rows"] for d in acc.data) == [2, 2]  # not the 1
+
+
+def test_an_engine_core_running_its_worker_keeps_its_distributed_rank(served, monkeypatch):
+    """An EngineCore whose worker runs in its own process (one GPU per engine, an external
+    launcher) has a torch.distributed rank: that is its worker's, kept."""
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 3)
+    _engine_core(monkeypatch, vf.ParallelConfig(data_parallel_size=4), dp_rank=2)
+    with mlaprof.load(served) as run:
+        assert run.databases == [(3, "scheduler")]
+        source, engine = _scheduler_meta(run, 3)
+        assert source == vllm_plugin.FROM_TORCH and engine["first_worker_rank"] == 2
+
+
+def test_engine_layout_only_where_vllm_offsets_by_it():
+    from mlaprof.integrations.vllm_recorder import engine_layout
+
+    def layout(**kw):
+        return engine_layout(vf.Scheduler(vf.VllmConfig(parallel_config=vf.ParallelConfig(**kw)),
+                                          None, None, 16))  # fmt: skip
+
+    assert layout(tensor_parallel_size=4, pipeline_parallel_size=2, data_parallel_size=3,
+                  data_parallel_rank=2).first_worker_rank == 16  # fmt: skip
+    assert layout(nnodes=2, tensor_parallel_size=8).first_worker_rank == 0
+    assert layout(data_parallel_size=2, data_parallel_rank=1,
+                  distributed_executor_backend="external_launcher") is None  # fmt: skip
+    assert layout(data_parallel_size=2, data_parallel_rank=1, enable_elastic_ep=True) is None
+    assert engine_layout(object()) is None
+
+
 def test_failing_recorder_never_breaks_the_engine(fake_vllm, tmp_path):
     def broken(role):
         raise OSError("disk full")

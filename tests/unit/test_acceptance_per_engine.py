@@ -1,5 +1,5 @@
 """A data-parallel engine's acceptance is each engine's own: every EngineCore writes its own
-``rank<N>.scheduler.db`` (N the process's global rank, which vLLM offsets by
+``rank<N>.scheduler.db`` (N the global rank of its engine's first worker, which vLLM offsets by
 ``data_parallel_rank * world_size``), and its records pair with the drafts of the worker rank of
 the same global rank. The served summary summed every EngineCore's accepted tokens against the
 first rank's drafts (engine 0 accepting 3 of 6 and engine 1 6 of 6 read "9 of 6", 150%), and the

@@ -539,10 +539,22 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/vllm.md", "entry point `mlaprof` in the `vllm.general_plugins` group",
      lambda: tomllib.loads(source("pyproject.toml"))["project"]["entry-points"]["vllm.general_plugins"]["mlaprof"]
      == "mlaprof.integrations.vllm_plugin:register"),
-    ("docs/vllm.md", "The plugin wraps thirteen vLLM functions", lambda: len(_plugin_targets()) == 13),
-    ("docs/vllm.md", "(9 vLLM functions wrapped, 4 skipped); follow it with: mlaprof tui <run>` (vLLM 0.34: "
+    ("docs/vllm.md", "The plugin wraps fourteen vLLM functions", lambda: len(_plugin_targets()) == 14),
+    ("docs/vllm.md", "(10 vLLM functions wrapped, 4 skipped); follow it with: mlaprof tui <run>` (vLLM 0.34: "
      "the V1 runner's four are gone)",
-     lambda: len(_plugin_targets()) - len(_const("mlaprof.integrations.vllm_patches", "GONE")) == 9),
+     lambda: len(_plugin_targets()) - len(_const("mlaprof.integrations.vllm_patches", "GONE")) == 10),
+    ("docs/vllm.md", "writes the worker databases of ranks 0 to 3 and the scheduler databases of ranks 0 "
+     "(engine 0) and 2 (engine 1)",
+     lambda: [_const("mlaprof.integrations.vllm_recorder", "EngineLayout")(r, 2, 2, True).first_worker_rank
+              for r in (0, 1)] == [0, 2]),
+    ("docs/vllm.md", "in its meta `rank_source` (`engine-data-parallel-rank`, with the config's values in "
+     "`engine_parallel`; `torch.distributed`; `RANK`, `LOCAL_RANK`; `default`: 0, nothing said)",
+     lambda: (_const("mlaprof.integrations.vllm_plugin", "RANK_SOURCE_KEY"),
+              _const("mlaprof.integrations.vllm_plugin", "FROM_ENGINE"),
+              _const("mlaprof.integrations.vllm_plugin", "ENGINE_KEY"),
+              _const("mlaprof.integrations.vllm_plugin", "FROM_TORCH"),
+              _const("mlaprof.integrations.vllm_plugin", "FROM_DEFAULT"))
+     == ("rank_source", "engine-data-parallel-rank", "engine_parallel", "torch.distributed", "default")),
     ("docs/vllm.md", "size 40 at qlen 2 and 6 seqs runs FULL on 6 rows in a 12-token graph",
      lambda: _dispatch("vllm-0.34", [40], 6, 1, 5) == ("FULL", 12, 6)
      and _dispatch("vllm-0.32", [40], 6, 1, 5) == ("PIECEWISE", 40, 5)),
