@@ -71,6 +71,15 @@ def per_rank_label(statuses: Mapping[int, CaptureStatus]) -> str:
     return f"{DIFFERS_BY_RANK}: {each}"
 
 
+def per_rank_modes(modes: Mapping[int, str | None]) -> str:
+    """The mode that ran where the ranks ran modes of their own, naming each rank's (ranks of
+    one mode said once): "differs by rank: rank 0 FULL; rank 1 NONE"."""
+    by: dict[str, list[int]] = {}
+    for r, mode in sorted(modes.items()):
+        by.setdefault(mode or "unknown", []).append(r)
+    return f"{DIFFERS_BY_RANK}: " + "; ".join(f"{rank_list(rs)} {m}" for m, rs in by.items())
+
+
 # the cudagraph modes whose decode batches (and uniform verify batches) still replay FULL
 # graphs: vLLM's CUDAGraphMode with a FULL decode_mode() (vllm/config/compilation.py)
 FULL_GRAPH_MODES = frozenset({"FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"})

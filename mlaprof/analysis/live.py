@@ -34,6 +34,8 @@ from mlaprof.store.liveness import (
 from mlaprof.store.schema import columns
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.analysis.sections import LayerRow
     from mlaprof.store.follow import Rows
@@ -102,9 +104,9 @@ class FoldedRun:
         return self._fold.frame(name)
 
     def rank_meta(self, rank: int, role: str = "") -> dict[str, str]:
-        """The part of a database's ``meta`` the fold keeps (its card)."""
-        card = self._fold.cards.get((rank, role))
-        return {"device_name": card} if card else {}
+        """The part of a database's ``meta`` the fold keeps (its card, its rank's rule:
+        mlaprof.store.follow.KEPT_META)."""
+        return dict(self._fold.kept.get((rank, role), {}))
 
 
 class LiveFold:
@@ -114,7 +116,8 @@ class LiveFold:
         self.name = name
         self.meta: dict[str, Any] = {"name": name}
         self.statuses: dict[tuple[int, str], str] = {}
-        self.cards: dict[tuple[int, str], str] = {}  # a database's device_name (its meta)
+        # a database's meta the analysis reads (its device_name, ...: follow.KEPT_META)
+        self.kept: dict[tuple[int, str], dict[str, str]] = {}
         self._ends: dict[tuple[int, str], tuple[str | None, bool]] = {}
         # per table and database, its batches in rowid order: read back in the reader's order
         # (databases by rank and role, each in rowid order), which rules like "the last record
@@ -147,19 +150,19 @@ class LiveFold:
         status: str,
         reason: str | None = None,
         drained: bool = False,
-        device_name: str | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> bool:
-        """Record a database's status (and why it ended, whether it drained, the card its rank
-        measured on); True when it changed."""
+        """Record a database's status (and why it ended, whether it drained, the part of its
+        meta the analysis reads: the card its rank measured on, ...); True when it changed."""
+        kept = dict(meta) if meta is not None else self.kept.get(key, {})
         changed = (
             self.statuses.get(key) != status
             or self._ends.get(key) != (reason, drained)
-            or self.cards.get(key) != device_name
+            or self.kept.get(key, {}) != kept
         )
         self.statuses[key] = status
         self._ends[key] = (reason, drained)
-        if device_name is not None:
-            self.cards[key] = device_name
+        self.kept[key] = kept
         self.version += int(changed)
         return changed
 
@@ -225,7 +228,7 @@ class LiveFold:
         snap = LiveFold(self.name)
         snap.meta = dict(self.meta)
         snap.statuses = dict(self.statuses)
-        snap.cards = dict(self.cards)
+        snap.kept = dict(self.kept)
         snap._ends = dict(self._ends)
         snap.rows = dict(self.rows)
         snap.rank_rows = dict(self.rank_rows)

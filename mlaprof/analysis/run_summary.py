@@ -182,7 +182,9 @@ def analyze(
     """Findings sorted by severity. ``shadow``: {"device": ..., "aiter": ...} for a recorded
     engine's modelled AITER view (defaults: mlaprof.analysis.shadow.SHADOW_*)."""
     ev = evidence if evidence is not None else collect(run)
-    found = served_analysis(ev.engine_steps, ev.acceptance, **(shadow or {}))[2]
+    found = served_analysis(
+        ev.engine_steps, ev.acceptance, rules=ev.scheduler_rules, **(shadow or {})
+    )[2]
     return _findings(ev, found, _sections(ev))
 
 
@@ -301,7 +303,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
     t = ev.tables
     claims = claims_of(ev)
     engine, engine_shadow, engine_found = served_analysis(
-        ev.engine_steps, ev.acceptance, **(shadow or {})
+        ev.engine_steps, ev.acceptance, rules=ev.scheduler_rules, **(shadow or {})
     )
     syncs = t["syncs"]
     # one sync count: the layer rows read it where no probe counted them (a trace's host check)

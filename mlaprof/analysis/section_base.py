@@ -48,6 +48,12 @@ class Section:
     def __hash__(self) -> int:
         return hash(tuple(getattr(self, n) for n in _hashed(type(self))))
 
+    def none_reads(self, name: str) -> str | None:
+        """What field ``name``'s ``None`` reads as in this section, where the section decides
+        it from its other fields (the rows layer shows it); None: the field's own words
+        (``reads_when_none``), else "unknown"."""
+        return None
+
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _shown(type(self)))

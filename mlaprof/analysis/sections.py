@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph
+from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph, per_rank_modes
 from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none
 from mlaprof.splits.policies import NOT_RUNNABLE
@@ -159,6 +159,21 @@ class Capture(Section):
         downgrade to a mode that keeps FULL decode graphs still has them; a per-rank status
         has none where any rank's own verdict has none). Every check reads this."""
         return no_full_graph(self.status, self.effective_mode, self.per_rank or ())
+
+    @property
+    def modes_by_rank(self) -> str | None:
+        """The mode that ran where the ranks ran modes of their own (no one ``effective_mode``;
+        each rank's in ``per_rank``), naming each rank's: "differs by rank: rank 0 FULL; rank 1
+        NONE"; None where there is one mode, or no rank's is said."""
+        if self.effective_mode is not None or not self.per_rank:
+            return None
+        modes = {r.rank: r.effective_mode for r in self.per_rank}
+        return per_rank_modes(modes) if len(set(modes.values())) > 1 else None
+
+    def none_reads(self, name: str) -> str | None:
+        """A per-rank capture's mode that ran reads each rank's (:attr:`modes_by_rank`), never
+        "unknown" where every rank's is known."""
+        return self.modes_by_rank if name == "effective_mode" else None
 
     @property
     def measured(self) -> bool:
@@ -1113,6 +1128,20 @@ class EngineRankVerify(Section):
     drafter_builds: int
 
 
+class Pairing(StrEnum):
+    """Whether an EngineCore's records pair with the worker rank of its own engine
+    (analysis.served.pairing_of, from the rule its ``rank<N>.scheduler.db`` recorded naming N:
+    vllm_plugin.RANK_SOURCE_KEY)."""
+
+    KNOWN = "known"  # N is the process's own distributed rank or its engine's layout's
+    ASSUMED = "assumed"  # N from RANK / LOCAL_RANK / no rule, or paired with another rank
+    UNPAIRED = "unpaired"  # no worker rank of this run has its rank: paired with none
+
+
+# what a pairing (or its rule) of a run that recorded no rule reads as: never "known"
+PAIRING_NOT_RECORDED = "not recorded"
+
+
 @section
 class EngineAcceptance(Section):
     """One EngineCore's acceptance counters (its ``rank<N>.scheduler.db``) against the drafts of
@@ -1130,6 +1159,10 @@ class EngineAcceptance(Section):
     scheduler_matches_worker: bool | None
     scheduler_worker_compared: int
     scheduler_worker_text: str
+    # whether rank N is its engine's, and the rule its database recorded naming N (None: the
+    # run recorded none, a run before the plugin wrote it)
+    pairing: Pairing | None = reads_when_none(PAIRING_NOT_RECORDED)
+    rank_source: str | None = reads_when_none(PAIRING_NOT_RECORDED)
 
 
 @section
@@ -1172,6 +1205,12 @@ class EngineSection(Section):
     scheduler_worker_text: str | None = opt()
     # each EngineCore's acceptance, where the run holds several (None: one, or none)
     per_engine: list[EngineAcceptance] | None = opt()
+    # one EngineCore's: whether its records pair with ``verify_rank`` by its engine's rank, and
+    # the rule its database recorded (EngineAcceptance's; written null where the run recorded
+    # no rule; left out with no EngineCore record or several, each in ``per_engine``)
+    pairing: Pairing | None = opt(reads=PAIRING_NOT_RECORDED)
+    rank_source: str | None = opt(reads=PAIRING_NOT_RECORDED)
+    null_keys: frozenset[str] = nulls()
 
 
 @section

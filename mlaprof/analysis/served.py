@@ -13,6 +13,7 @@ from mlaprof.analysis.sections import (
     EngineAcceptance,
     EngineRankVerify,
     EngineSection,
+    Pairing,
     ShadowSection,
 )
 from mlaprof.analysis.shadow import (
@@ -24,16 +25,52 @@ from mlaprof.analysis.shadow import (
 )
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
+from mlaprof.integrations.vllm_plugin import (
+    FROM_DEFAULT,
+    FROM_ENGINE,
+    FROM_TORCH,
+    FROM_VLLM_WORLD,
+)
 from mlaprof.rank_counts import per_rank_count, rank_list
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mlaprof.analysis.step_records import Acceptance, EngineStep
 
+# the rules that name a scheduler database after its engine's own first worker: the process's
+# own distributed rank (its worker runs in it) or its engine's data-parallel layout
+# (vllm_plugin.scheduler_rank); RANK / LOCAL_RANK / the default 0 say nothing of the engine
+ENGINE_RULES = frozenset({FROM_TORCH, FROM_VLLM_WORLD, FROM_ENGINE})
 
-def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSection | None:
+
+def pairing_of(rule: str | None, own: bool) -> Pairing | None:
+    """Whether an EngineCore's records pair with its engine's worker rank: known where its
+    database's rank came from one of :data:`ENGINE_RULES` and pairs with that same worker rank
+    (``own``), assumed for any other rule or a pairing with another rank, None where the run
+    recorded no rule (an older run: never read as known)."""
+    if rule is None:
+        return None
+    return Pairing.KNOWN if own and rule in ENGINE_RULES else Pairing.ASSUMED
+
+
+def why_assumed(rule: str | None) -> str:
+    """Why a pairing is assumed, from the rule its scheduler database recorded."""
+    if rule in ENGINE_RULES:  # an engine's own rank, paired with another rank's drafts
+        return "no worker rank of this run has its scheduler database's rank"
+    if rule == FROM_DEFAULT:
+        return "its scheduler database's rank is the default 0: no rule named it"
+    return f"its scheduler database's rank came from {rule}, not from its engine"
+
+
+def served_summary(
+    steps: list[EngineStep], acc: list[Acceptance], rules: Mapping[int, str] | None = None
+) -> EngineSection | None:
     """What the engine served, measured: ``steps`` the worker's per-step records (all ranks, in
-    order), ``acc`` the scheduler's acceptance counters (each EngineCore's). None when the run
-    holds no engine step. The verify counts are each rank's (``per_rank``) and their sums.
+    order), ``acc`` the scheduler's acceptance counters (each EngineCore's), ``rules`` the rule
+    each EngineCore's database recorded naming its rank (by rank; none: not recorded). None
+    when the run holds no engine step. The verify counts are each rank's (``per_rank``) and
+    their sums.
 
     Each EngineCore's records pair with the worker rank of the same global rank: the plugin
     names its database after the global rank of its engine's first worker
@@ -41,9 +78,11 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
     world_size`` of its engine's config, the offset vLLM gives that engine's workers; its
     ``rank_source`` meta says which), so rank N's scheduler is the engine of worker rank N.
     One EngineCore pairs with its own rank, else the first rank's (``verify_rank``); several
-    are each their engine's (``per_engine``), never one sum against one rank's drafts."""
+    are each their engine's (``per_engine``), never one sum against one rank's drafts. Whether
+    a pairing is known or assumed is :func:`pairing_of`'s, said in the source where assumed."""
     if not steps:
         return None
+    rules = rules or {}
     verify = [s for s in steps if s.kind == "verify"]
     ranks = sorted({s.rank for s in steps})
     per_rank = [_rank_verify(r, [s for s in verify if s.rank == r]) for r in ranks]
@@ -59,7 +98,8 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
     engines: list[EngineAcceptance] | None = None
     if len(cores) > 1:  # several EngineCores (data parallelism): each its own engine's
         engines = [
-            _engine_acceptance(c, [a for a in acc if a.rank == c], verify, drafts) for c in cores
+            _engine_acceptance(c, [a for a in acc if a.rank == c], verify, drafts, rules.get(c))
+            for c in cores
         ]
         paired = [e for e in engines if e.paired_rank is not None]
         accepted = sum(e.accepted_tokens for e in engines)
@@ -86,6 +126,10 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
                 "this run: not attributed to an engine, so no rate of theirs and none in the "
                 "pooled rate"
             )
+        for e in (e for e in engines if e.pairing is Pairing.ASSUMED):
+            source += f"; the {_engine_name(e)}: pairing assumed ({why_assumed(e.rank_source)})"
+        pairing = rule = None  # each engine's own (per_engine)
+        unrecorded: frozenset[str] = frozenset()
     else:  # one EngineCore (or none): its records against one rank's, its own where recorded
         verify_rank = cores[0] if cores and cores[0] in drafts else first_rank
         one = scheduler_agreement([s for s in verify if s.rank == verify_rank], acc)
@@ -95,6 +139,15 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
         agree, compared, text = one.agree, one.compared, one.text
         if len(ranks) > 1:
             source += f", the acceptance rate is of {rank_list([verify_rank])}'s draft tokens"
+        rule = rules.get(cores[0]) if cores else None
+        pairing = pairing_of(rule, verify_rank == cores[0]) if cores else None
+        # one EngineCore that recorded no rule: its pairing written null ("not recorded")
+        unrecorded = frozenset({"pairing", "rank_source"} if cores and rule is None else ())
+        if pairing is Pairing.ASSUMED:
+            source += (
+                f"; the pairing of the scheduler's records with {rank_list([verify_rank])}'s is "
+                f"assumed ({why_assumed(rule)})"
+            )
     first = steps[0]
     return EngineSection(
         source=source,
@@ -123,14 +176,22 @@ def served_summary(steps: list[EngineStep], acc: list[Acceptance]) -> EngineSect
         per_rank=per_rank,
         verify_rank=verify_rank,
         per_engine=engines,
+        pairing=pairing,
+        rank_source=rule,
+        null_keys=unrecorded,
     )
 
 
 def _engine_acceptance(
-    rank: int, acc: list[Acceptance], verify: list[EngineStep], drafts: dict[int, int]
+    rank: int,
+    acc: list[Acceptance],
+    verify: list[EngineStep],
+    drafts: dict[int, int],
+    rule: str | None,
 ) -> EngineAcceptance:
     """EngineCore ``rank``'s records against the worker rank of the same global rank (its
-    engine's); no pairing where the run holds no such worker rank."""
+    engine's); no pairing where the run holds no such worker rank. ``rule``: the rule its
+    database recorded naming its rank (None: not recorded)."""
     accepted = sum(a.accepted_tokens for a in acc)
     if rank not in drafts:
         return EngineAcceptance(
@@ -138,6 +199,7 @@ def _engine_acceptance(
             draft_tokens=None, acceptance_rate=None, scheduler_matches_worker=None,
             scheduler_worker_compared=0,
             scheduler_worker_text=f"not attributed: no worker {rank_list([rank])}",
+            pairing=Pairing.UNPAIRED, rank_source=rule,
         )  # fmt: skip
     joined = scheduler_agreement([s for s in verify if s.rank == rank], acc)
     drafted = drafts[rank]
@@ -151,6 +213,8 @@ def _engine_acceptance(
         scheduler_matches_worker=joined.agree,
         scheduler_worker_compared=joined.compared,
         scheduler_worker_text=joined.text,
+        pairing=pairing_of(rule, own=True),
+        rank_source=rule,
     )
 
 
@@ -253,7 +317,7 @@ def _acceptance_text(eng: EngineSection) -> tuple[str, str]:
                 if e.paired_rank is not None
                 else f"{e.accepted_tokens} draft tokens accepted, not attributed to an engine "
                 "(no worker of its rank)"
-            )
+            ) + _assumed(e.pairing, e.rank_source)
             for e in eng.per_engine
         )  # fmt: skip
         paired = [e for e in eng.per_engine if e.acceptance_rate is not None]
@@ -274,13 +338,19 @@ def _acceptance_text(eng: EngineSection) -> tuple[str, str]:
     whose = f"{rank_list([eng.verify_rank])}'s " if len(eng.per_rank) > 1 else ""
     if eng.accepted_tokens is None:
         return NO_ACCEPTANCE, ""
+    assumed = _assumed(eng.pairing, eng.rank_source)
     if not drafted:
-        return "no draft tokens yet", ""
+        return "no draft tokens yet" + assumed, ""
     return (
         f"{eng.accepted_tokens} of {whose}{drafted} draft tokens accepted "
-        f"({share_text(eng.acceptance_rate)})",
+        f"({share_text(eng.acceptance_rate)}){assumed}",
         "",
     )
+
+
+def _assumed(pairing: Pairing | None, rule: str | None) -> str:
+    """What an acceptance's text adds where its pairing with a worker rank is assumed."""
+    return f", pairing assumed ({why_assumed(rule)})" if pairing is Pairing.ASSUMED else ""
 
 
 def _of_per_rank(eng: EngineSection, part: str, whole: str, unit: str) -> str:
@@ -304,12 +374,14 @@ def served_analysis(
     acc: list[Acceptance],
     device: str | None = None,
     aiter: str | None = None,
+    rules: Mapping[int, str] | None = None,
 ) -> tuple[EngineSection | None, ShadowSection | None, list[Finding]]:
     """(served summary, shadow summary, findings) of the engine records a run holds; (None,
-    None, []) for a run with none (only an engine run's adapter fills them)."""
+    None, []) for a run with none (only an engine run's adapter fills them). ``rules``: each
+    EngineCore's rank rule (:func:`served_summary`)."""
     if not steps:
         return None, None, []
     device, aiter = device or SHADOW_DEVICE, aiter or SHADOW_AITER
-    eng = served_summary(steps, acc)
+    eng = served_summary(steps, acc, rules)
     sh = shadow_summary(shadow(steps, device, aiter), device, aiter)
     return eng, sh, engine_findings(eng, sh)

@@ -30,12 +30,15 @@ OVER_RANKS = "summed_over_ranks"
 OVER_RECORDS = "summed_over_records"
 
 
-def opt(over: str | None = None, of: str | None = None) -> Any:
+def opt(over: str | None = None, of: str | None = None, reads: str | None = None) -> Any:
     """An optional key: ``None`` when the section's producer did not write it, left out of the
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
     a producer writes ``null``: those fields are plain ``X | None`` without this marker).
-    ``over`` (and ``of``): the value is made of every rank's, as :func:`over_ranks` says."""
-    return dataclasses.field(default=None, metadata={OMIT: True, **_over(over, of)})
+    ``over`` (and ``of``): the value is made of every rank's, as :func:`over_ranks` says.
+    ``reads``: what the key reads as where its producer wrote it ``null`` (the section's
+    :func:`nulls` field names it), as :func:`reads_when_none`; left out it is shown nowhere."""
+    said = {NONE_READS: reads} if reads is not None else {}
+    return dataclasses.field(default=None, metadata={OMIT: True, **_over(over, of), **said})
 
 
 def _over(how: str | None, of: str | None) -> dict[str, str]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import layer_splits_scope, splits_scope
+from mlaprof.analysis.section_base import Section
 from mlaprof.analysis.sections import FROZEN_NONE, SplitLike, no_s_text
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import (
@@ -156,6 +157,11 @@ LABELS: dict[str, str] = {
     "EngineSection.per_engine": "acceptance per engine (each EngineCore's own)",
     "EngineAcceptance.rank": "EngineCore rank",
     "EngineAcceptance.paired_rank": "drafts of worker rank",
+    # whether the scheduler database's rank is its engine's, and the rule that named it
+    "EngineAcceptance.pairing": "pairing by rank",
+    "EngineAcceptance.rank_source": "rank named by",
+    "EngineSection.pairing": "scheduler records paired by rank",
+    "EngineSection.rank_source": "scheduler rank named by",
 }
 
 
@@ -527,13 +533,22 @@ def _rich(x: Any) -> bool:
 
 def _fields(*records: Any) -> list[dataclasses.Field]:
     """The fields a view shows of ``records`` (of one type): bookkeeping left out, and an
-    optional key (``opt()``) no record's producer wrote (left out of the JSON document too)."""
+    optional key (``opt()``) no record's producer wrote (left out of the JSON document too); one
+    written ``null`` that says what its ``null`` means (``opt(reads=...)``) is shown."""
     return [
         f
         for f in dataclasses.fields(records[0])
         if f.name not in HIDDEN_FIELDS
-        and not (f.metadata.get(OMIT) and all(getattr(r, f.name) is None for r in records))
+        and not (
+            f.metadata.get(OMIT)
+            and all(getattr(r, f.name) is None and not _said_null(r, f) for r in records)
+        )
     ]
+
+
+def _said_null(record: Any, f: dataclasses.Field) -> bool:
+    """Field ``f`` of ``record`` was written ``null`` and says what that means."""
+    return NONE_READS in f.metadata and f.name in getattr(record, "null_keys", ())
 
 
 def _blocks(
@@ -563,7 +578,7 @@ def _blocks(
         elif _record_map(x):
             tables.append(_map_table(k, label, x, ranks))
         else:
-            rows.append(Row(k, label, _text(f, x)))
+            rows.append(Row(k, label, _text(f, x, v)))
     return [Block(key, title, rows, tables), *nested]
 
 
@@ -637,7 +652,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks
 
 
 def _field_cell(f: dataclasses.Field) -> Callable[[Any], str]:
-    return lambda x: _text(f, getattr(x, f.name))
+    return lambda x: _text(f, getattr(x, f.name), x)
 
 
 Over = tuple[str, int] | None  # how a value is made of every rank's, and of how many ranks
@@ -693,14 +708,19 @@ def _declared(c: Col, x: Any) -> str:
     if c.cell is not None:
         return value_text(c.cell(x))
     f = next(f for f in dataclasses.fields(x) if f.name == c.fields[0])
-    return _text(f, getattr(x, f.name))
+    return _text(f, getattr(x, f.name), x)
 
 
-def _text(f: dataclasses.Field, v: Any) -> str:
-    """A field's value as every view shows it; a ``None`` the field declares known
-    (:func:`mlaprof.analysis.typed_json.reads_when_none`) reads its own words, not "unknown"."""
-    if v is None and NONE_READS in f.metadata:
-        return f.metadata[NONE_READS]
+def _text(f: dataclasses.Field, v: Any, owner: Any = None) -> str:
+    """A field's value as every view shows it; a ``None`` its section (``owner``) words
+    (:meth:`~mlaprof.analysis.section_base.Section.none_reads`) or the field declares known
+    (:func:`mlaprof.analysis.typed_json.reads_when_none`) reads those words, not "unknown"."""
+    if v is None:
+        said = owner.none_reads(f.name) if isinstance(owner, Section) else None
+        if said is not None:
+            return said
+        if NONE_READS in f.metadata:
+            return f.metadata[NONE_READS]
     return field_text(f.name, v)
 
 
@@ -714,7 +734,7 @@ def _map_table(key: str, title: str, items: dict[Any, Any], ranks: int = 1) -> T
     title, head, rows = summed_columns(
         title,
         ["", *(_label(owner, f.name) for f in cols)],
-        [[value_text(k), *(_text(f, getattr(x, f.name)) for f in cols)] for k, x in shown],
+        [[value_text(k), *(_text(f, getattr(x, f.name), x) for f in cols)] for k, x in shown],
         [[None, *(over_of(x, (f.name,), ranks) for f in cols)] for _, x in shown],
     )
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS))

@@ -30,6 +30,10 @@ from mlaprof.store.schema import TABLES, columns, lacking_tables, version_proble
 from mlaprof.store.writer import rank_db_name
 
 _DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
+# the meta keys of a database the analysis reads (Run.rank_meta), kept by the live fold: the
+# card its rank measured on, the rule that named a scheduler database's rank
+# (vllm_plugin.RANK_SOURCE_KEY)
+KEPT_META = ("device_name", "rank_source")
 # row i of a side file reads as rowid SIDE_ROWID + i + 1: past any rowid SQLite hands out here
 SIDE_ROWID = 1 << 48
 Key = tuple[int, str]  # (rank, role); role "" is the rank's own (worker) process
@@ -188,19 +192,19 @@ class RunFollow:
         whose writer lock is free died (:func:`mlaprof.store.liveness.effective_status`)."""
         return self.state(key)[0]
 
-    def state(self, key: Key) -> tuple[str, str | None, bool, str | None]:
-        """``(status, recorded reason, drained, device_name)`` of the database (:meth:`status`;
-        the card its rank measured on, where it keeps one)."""
+    def state(self, key: Key) -> tuple[str, str | None, bool, dict[str, str]]:
+        """``(status, recorded reason, drained, kept meta)`` of the database (:meth:`status`;
+        the :data:`KEPT_META` keys it holds: the card its rank measured on, ...)."""
         con = self._con(key)
-        meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN "
-                                "('status', 'reason', 'device_name', ?)",
-                                (liveness.DRAINED,)).fetchall())  # fmt: skip
+        asked = ("status", "reason", liveness.DRAINED, *KEPT_META)
+        meta = dict(con.execute(f"SELECT key, value FROM meta WHERE key IN "
+                                f"({', '.join('?' * len(asked))})", asked).fetchall())  # fmt: skip
         status = liveness.effective_status(
             self.path, key[0], meta.get("status"), key[1], meta.get(liveness.DRAINED)
         )
         # drained and stopped without closing its record (a closed one has its own status)
         drained = meta.get(liveness.DRAINED) == "1" and meta.get("status") in liveness.LIVE
-        return status, meta.get("reason"), drained, meta.get("device_name")
+        return status, meta.get("reason"), drained, {k: meta[k] for k in KEPT_META if k in meta}
 
     # -- committed rows since a row id ---------------------------------------------------------
     def position(self, key: Key, table: str) -> int:

@@ -145,7 +145,12 @@ def build_view(
         status=live.status,
         rank_label=_rank_label(ranks, rank),
         ranks=ranks,
-        graph_mode=str((capture and capture.effective_mode) or scen.get("graph_mode") or "?"),
+        # the mode that ran, each rank's where they differ (never the mode asked for then)
+        graph_mode=str(
+            (capture and (capture.effective_mode or capture.modes_by_rank))
+            or scen.get("graph_mode")
+            or "?"
+        ),
         capture=capture.text if capture else source,
         # the steps the report counts (analysis.live.verify_steps), or none until it decided
         steps_text=_steps_text(live.step_ids, shown) if live.steps_decided else ANALYSING,

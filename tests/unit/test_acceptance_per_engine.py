@@ -163,3 +163,190 @@ def test_every_view_names_each_engines_acceptance(tmp_path: Path) -> None:
         # the per-engine table: EngineCore rank, paired worker rank, steps, accepted, drafts
         w = _words(text)
         assert "0 0 1 3 6 50.0%" in w and "1 1 1 6 6 100.0%" in w, (name, w)
+
+
+# -- whether an engine's pairing is known: the rule its scheduler database recorded ----------
+def _recorded(
+    traces: Path, name: str, cores: dict[int, int], rules: dict[int, str], workers: int = 2
+) -> Path:
+    """A run of ``workers`` worker ranks, each verifying 6 drafts, and the EngineCores
+    ``cores`` (rank -> accepted tokens), each database's rank rule (``rules``, by rank; a rank
+    absent recorded none: a run before the plugin wrote it) set as the plugin sets it
+    (vllm_plugin.open_writer: ``rank_source``, and the engine's layout for the engine rule)."""
+    from mlaprof.integrations.vllm_plugin import ENGINE_KEY, FROM_ENGINE, RANK_SOURCE_KEY
+    from mlaprof.recording import event_row
+    from mlaprof.store import create_run
+
+    for rank in range(workers):
+        w = create_run(traces, name, META, rank=rank)
+        w.add("events", **event_row("vllm", "engine-step", "s", _step_data(0)))
+        w.finish()
+    for rank, accepted in cores.items():
+        sched = create_run(traces, name, META, rank=rank, role="scheduler")
+        if rank in rules:
+            sched.set_meta(RANK_SOURCE_KEY, rules[rank])
+            if rules[rank] == FROM_ENGINE:
+                sched.set_meta(ENGINE_KEY, {"data_parallel_rank": rank, "data_parallel_size": 2,
+                                            "world_size": 1, "first_worker_rank": rank})  # fmt: skip
+        sched.add("events", **event_row("vllm", "spec-accept", "a", _accept_data(0, accepted)))
+        sched.finish()
+    return traces / name
+
+
+def _built(run_dir: Path) -> Any:
+    import mlaprof
+
+    with mlaprof.load(run_dir) as run:
+        return mlaprof.build_summary(run)
+
+
+def _live(run_dir: Path) -> Any:
+    """The dashboard's provisional summary of every committed row (no full pass)."""
+    from mlaprof.tui.follower import RunFollower
+
+    f = RunFollower(run_dir)
+    try:
+        f.catch_up()
+        return f.view().summary
+    finally:
+        f.close()
+
+
+def _pairings(s: Any) -> list[tuple[int, str | None, str | None]]:
+    return [(e.rank, e.pairing and str(e.pairing), e.rank_source) for e in s.engine.per_engine]
+
+
+def _engine_text(s: Any) -> str:
+    (f,) = [f for f in s.findings if f.kind == "engine"]
+    return f.title + " " + f.evidence
+
+
+@pytest.mark.parametrize("rule", ["engine-data-parallel-rank", "torch.distributed",
+                                  "vllm-world-group"])  # fmt: skip
+def test_an_engines_own_rank_makes_its_pairing_known(tmp_path: Path, rule: str) -> None:
+    """Both EngineCores' databases took their engine's rank (its layout, or the process's own
+    distributed rank): each pairing is known, and nothing says assumed."""
+    run_dir = _recorded(tmp_path, "dp", {0: 3, 1: 6}, {0: rule, 1: rule})
+    s = _built(run_dir)
+    assert _pairings(s) == [(0, "known", rule), (1, "known", rule)]
+    assert (s.engine.pairing, s.engine.rank_source) == (None, None)  # each engine's own
+    doc = json.loads(json.dumps(s.to_json()))["engine"]
+    assert [(e["pairing"], e["rank_source"]) for e in doc["per_engine"]] == [("known", rule)] * 2
+    assert "pairing" not in doc and "rank_source" not in doc
+    assert "assumed" not in _engine_text(s) + s.engine.source
+    assert _pairings(_live(run_dir)) == _pairings(s)  # the dashboard's fold reads the same
+    for name, text in _views(run_dir, s).items():
+        assert "pairing by rank rank named by" in _words(text), name
+        row = _words(f"0 0 1 3 6 50.0% yes 1 agree on 1 step(s) both committed known {rule}")
+        assert row in _words(text.replace("\\", "")), name  # Markdown's escapes
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        ("RANK", "its scheduler database's rank came from RANK, not from its engine"),
+        ("LOCAL_RANK", "its scheduler database's rank came from LOCAL_RANK, not from its engine"),
+        ("default", "its scheduler database's rank is the default 0: no rule named it"),
+    ],
+)
+def test_a_rank_from_the_environment_or_the_default_makes_its_pairing_assumed(
+    tmp_path: Path, rule: str, why: str
+) -> None:
+    """Engine 0's database took its engine's rank, engine 1's the environment's (or none): its
+    pairing with worker rank 1 is assumed, in its row, the engine finding and the source."""
+    run_dir = _recorded(tmp_path, "dp", {0: 3, 1: 6}, {0: "torch.distributed", 1: rule})
+    s = _built(run_dir)
+    assert _pairings(s) == [(0, "known", "torch.distributed"), (1, "assumed", rule)]
+    said = f"engine of rank 1: 6 of 6 draft tokens accepted (100%), pairing assumed ({why})"
+    assert said in _engine_text(s), _engine_text(s)
+    assert "engine of rank 0: 3 of 6 draft tokens accepted (50%); " in _engine_text(s)
+    assert f"; the engine of rank 1: pairing assumed ({why})" in s.engine.source, s.engine.source
+    assert "engine of rank 0: pairing" not in s.engine.source
+    assert _pairings(_live(run_dir)) == _pairings(s)
+    for name, text in _views(run_dir, s).items():
+        text = text.replace("\\", "")  # Markdown's escapes
+        assert said in text, name
+        row = _words(f"6 6 100.0% yes 1 agree on 1 step(s) both committed assumed {rule}")
+        assert row in _words(text), name
+
+
+def test_one_engine_whose_rank_is_the_default_says_its_pairing_assumed(tmp_path: Path) -> None:
+    """One EngineCore (rank 0 by default) beside two worker ranks: the section's own pairing
+    (no per-engine list) is assumed, said after its rate and in the source."""
+    run_dir = _recorded(tmp_path, "one", {0: 4}, {0: "default"})
+    s = _built(run_dir)
+    eng = s.engine
+    assert eng.per_engine is None and eng.verify_rank == 0
+    assert (str(eng.pairing), eng.rank_source) == ("assumed", "default")
+    why = "its scheduler database's rank is the default 0: no rule named it"
+    (f,) = [f for f in s.findings if f.kind == "engine"]
+    assert f.title.endswith(
+        f"4 of rank 0's 6 draft tokens accepted (67%), pairing assumed ({why})"
+    ), f.title
+    assert f"the pairing of the scheduler's records with rank 0's is assumed ({why})" in eng.source
+    doc = json.loads(json.dumps(s.to_json()))["engine"]
+    assert (doc["pairing"], doc["rank_source"]) == ("assumed", "default")
+    for name, text in _views(run_dir, s).items():
+        w = _words(text)
+        assert "scheduler records paired by rank assumed scheduler rank named by default" in w, name
+
+
+def test_one_engine_of_its_own_rank_is_known_and_reads_as_before(tmp_path: Path) -> None:
+    run_dir = _recorded(tmp_path, "one", {0: 4}, {0: "engine-data-parallel-rank"})
+    s = _built(run_dir)
+    assert (str(s.engine.pairing), s.engine.rank_source) == ("known", "engine-data-parallel-rank")
+    (f,) = [f for f in s.findings if f.kind == "engine"]
+    assert f.title.endswith("4 of rank 0's 6 draft tokens accepted (67%)"), f.title
+    assert "assumed" not in f.title + f.evidence + s.engine.source
+
+
+def test_an_engine_paired_with_another_rank_is_assumed_whatever_its_rule(tmp_path: Path) -> None:
+    """One EngineCore of rank 2 (its engine's layout) and workers 0-1 only: its records pair
+    with rank 0's drafts, a guess (no worker of its rank), never read as known."""
+    run_dir = _recorded(tmp_path, "other", {2: 4}, {2: "engine-data-parallel-rank"})
+    s = _built(run_dir)
+    assert s.engine.verify_rank == 0 and str(s.engine.pairing) == "assumed"
+    assert "no worker rank of this run has its scheduler database's rank" in s.engine.source
+
+
+def test_a_run_that_recorded_no_rule_says_not_recorded_never_known(tmp_path: Path) -> None:
+    """A run before the plugin recorded the rule: every text reads as before, the pairing
+    field "not recorded" (one engine: written null; several: each engine's row)."""
+    one = _recorded(tmp_path, "one", {0: 4}, {})
+    s = _built(one)
+    assert (s.engine.pairing, s.engine.rank_source) == (None, None)
+    (f,) = [f for f in s.findings if f.kind == "engine"]
+    assert f.title.endswith("4 of rank 0's 6 draft tokens accepted (67%)"), f.title
+    assert "pairing" not in f.title + f.evidence + s.engine.source
+    doc = json.loads(json.dumps(s.to_json()))["engine"]
+    assert (doc["pairing"], doc["rank_source"]) == (None, None)  # written null, not left out
+    assert _live(one).engine.null_keys == s.engine.null_keys
+    for name, text in _views(one, s).items():
+        w = _words(text)
+        assert "scheduler records paired by rank not recorded" in w, name
+        assert "scheduler rank named by not recorded" in w, name
+        assert " known " not in f" {w} ", name
+    dp = _recorded(tmp_path, "dp", {0: 3, 1: 6}, {})
+    s = _built(dp)
+    assert _pairings(s) == [(0, None, None), (1, None, None)]
+    assert "pairing" not in _engine_text(s) + s.engine.source
+    for name, text in _views(dp, s).items():
+        assert "both committed not recorded not recorded" in _words(text), name
+        assert " known " not in f" {_words(text)} ", name
+
+
+def test_no_engine_record_has_no_pairing_row(tmp_path: Path) -> None:
+    """Without any EngineCore record nothing is paired: no pairing key, no row."""
+    run_dir = _recorded(tmp_path, "none", {}, {})
+    s = _built(run_dir)
+    assert s.engine.accepted_tokens is None and s.engine.null_keys == frozenset()
+    assert "pairing" not in json.loads(json.dumps(s.to_json()))["engine"]
+    for name, text in _views(run_dir, s).items():
+        assert "paired by rank" not in text, name
+
+
+def test_unattributed_records_are_unpaired() -> None:
+    eng = served_summary(_steps(0, 1), [_acc(0, 3), _acc(5, 6)], {0: "RANK", 5: "RANK"})
+    assert eng is not None and eng.per_engine is not None
+    assert [str(e.pairing) for e in eng.per_engine] == ["assumed", "unpaired"]
+    assert "engine of rank 5: pairing" not in eng.source

@@ -555,6 +555,12 @@ FACTS: list[tuple[str, str, Check]] = [
               _const("mlaprof.integrations.vllm_plugin", "FROM_TORCH"),
               _const("mlaprof.integrations.vllm_plugin", "FROM_DEFAULT"))
      == ("rank_source", "engine-data-parallel-rank", "engine_parallel", "torch.distributed", "default")),
+    ("docs/vllm.md", "`known` where the database's rank came from the process's own distributed rank or its engine's "
+     "layout and a worker of that rank holds the drafts, `assumed` where it came from `RANK`,",
+     lambda: [str(_const("mlaprof.analysis.served", "pairing_of")(rule, True))
+              for rule in ("torch.distributed", "engine-data-parallel-rank", "RANK", "LOCAL_RANK", "default")]
+     == ["known", "known", "assumed", "assumed", "assumed"]
+     and _const("mlaprof.analysis.served", "pairing_of")(None, True) is None),
     ("docs/vllm.md", "size 40 at qlen 2 and 6 seqs runs FULL on 6 rows in a 12-token graph",
      lambda: _dispatch("vllm-0.34", [40], 6, 1, 5) == ("FULL", 12, 6)
      and _dispatch("vllm-0.32", [40], 6, 1, 5) == ("PIECEWISE", 40, 5)),

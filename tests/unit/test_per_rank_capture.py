@@ -224,3 +224,66 @@ def test_no_full_graph_of_a_per_rank_status_is_any_ranks() -> None:
     assert no_full_graph("per-rank", None, per("predicted-ok", "predicted-fail"))
     assert not no_full_graph("per-rank", None, per("replayed", "eager"))
     assert not no_full_graph("per-rank", None, per("captured", "predicted-ok"))
+
+
+# -- the mode that ran, where the ranks ran their own -----------------------------------------
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("engine", "differs by rank: rank 0 FULL; rank 1 NONE"),
+        ("scenario", "differs by rank: rank 0 FULL; rank 1 PIECEWISE"),
+    ],
+)
+def test_a_per_rank_captures_mode_that_ran_names_each_ranks_in_every_view(
+    tmp_path: Path, case: str, said: str
+) -> None:
+    """Each rank's mode is known (its ``per_rank`` row), the run's one ``effective_mode`` None:
+    every view printed "mode that ran: unknown". It says the mode differs by rank, naming each
+    rank's; the JSON keeps null there and each rank's mode in its row; the one rule of no FULL
+    graph, the capture finding and the dashboard's mode read as before."""
+    if case == "engine":
+        run_dir = _engine_run(tmp_path, "eng", ["FULL"] * 3, ["NONE"] * 2)
+        modes, no_full = ["FULL", "NONE"], False
+    else:
+        run_dir = _scenario(tmp_path, "one-failed", failed=(1,))
+        modes, no_full = ["FULL", "PIECEWISE"], True
+    s = _summary(run_dir)
+    cap = s.capture
+    assert cap.status is CaptureStatus.PER_RANK and cap.effective_mode is None
+    assert cap.modes_by_rank == said and cap.no_full_graph is no_full
+    doc = json.loads(json.dumps(s.to_json()))["capture"]
+    assert doc["effective_mode"] is None
+    assert [r["effective_mode"] for r in doc["per_rank"]] == modes
+    found = [f.title for f in s.findings if f.kind == "capture"]
+    if case == "scenario":  # the finding names the failing rank's own mode, as before
+        assert found[0].startswith("FULL graph capture failed on rank 1 of 2; the engine runs "
+                                   "PIECEWISE there instead"), found  # fmt: skip
+    for name, text in _views(run_dir, s).items():
+        w = _words(text)
+        assert "mode that ran unknown" not in w, name
+        assert _words(f"mode that ran {said}") in w, name
+    from mlaprof.tui.once import read_view
+
+    assert read_view(run_dir)[0].graph_mode == said
+
+
+def test_ranks_of_one_mode_or_of_no_said_mode_read_as_before() -> None:
+    """The mode that ran is the ranks' one mode where they agree, "unknown" where no rank's is
+    said; ranks that replay FULL graphs in modes of their own are named."""
+    from mlaprof.analysis.evidence.engine import engine_capture
+    from mlaprof.analysis.sections import RankCapture
+    from mlaprof.reporters.rows import _blocks
+
+    def mode_row(cap: Any) -> str:
+        (row,) = [r for b in _blocks("capture", "c", cap) for r in b.rows
+                  if r.key == "capture.effective_mode"]  # fmt: skip
+        return row.text
+
+    assert mode_row(engine_capture(_engine_steps(["FULL"], ["FULL"]), "m")) == "FULL"
+    two = engine_capture(_engine_steps(["FULL"], ["FULL_AND_PIECEWISE"]), "m")
+    assert str(two.status) == "replayed"
+    assert mode_row(two) == "differs by rank: rank 0 FULL; rank 1 FULL_AND_PIECEWISE"
+    none_said = dataclasses.replace(
+        two, per_rank=[RankCapture(rank=r, status=CaptureStatus.REPLAYED) for r in (0, 1)]
+    )
+    assert none_said.modes_by_rank is None and mode_row(none_said) == "unknown"

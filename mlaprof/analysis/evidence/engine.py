@@ -15,6 +15,8 @@ from mlaprof.analysis.evidence.common import capture, load_tables, on_cards
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.sections import RankCapture
 from mlaprof.analysis.step_records import Acceptance, EngineStep
+from mlaprof.integrations.vllm_plugin import RANK_SOURCE_KEY
+from mlaprof.integrations.vllm_recorder import SCHEDULER_ROLE
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
@@ -47,6 +49,17 @@ def engine_steps(events: pd.DataFrame) -> list[EngineStep]:
 def acceptance(events: pd.DataFrame) -> list[Acceptance]:
     """vLLM's acceptance counters per scheduler step (the EngineCore's records)."""
     return [Acceptance.of(d) for d in _records(events, ACCEPT_EVENT)]
+
+
+def scheduler_rules(run: Run) -> dict[int, str]:
+    """The rule each EngineCore's database recorded naming its rank (``rank<N>.scheduler.db``'s
+    meta, by N), where it recorded one."""
+    out = {}
+    for rank, role in run.databases:
+        rule = run.rank_meta(rank, role).get(RANK_SOURCE_KEY) if role == SCHEDULER_ROLE else None
+        if rule:
+            out[rank] = str(rule)
+    return out
 
 
 def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:
@@ -123,5 +136,6 @@ def engine_evidence(run: Run) -> Evidence:
         provenance=prov,
         engine_steps=steps,
         acceptance=acceptance(t["events"]),
+        scheduler_rules=scheduler_rules(run),
         records_engine=True,
     )
