@@ -28,6 +28,14 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches
+from mlaprof.integrations.rank_source import (  # the rules' names, the analysis reads them too
+    ENGINE_KEY,
+    FROM_DEFAULT,
+    FROM_ENGINE,
+    FROM_TORCH,
+    FROM_VLLM_WORLD,
+    RANK_SOURCE_KEY,
+)
 from mlaprof.integrations.vllm_recorder import SCHEDULER_ROLE, EngineLayout, EngineRecorder
 from mlaprof.store import runmeta
 from mlaprof.store.writer import RunWriter, create_run
@@ -37,14 +45,6 @@ TRACES_ENV = "MLAPROF_TRACES"
 RUN_ENV = "MLAPROF_RUN"
 MARKERS_ENV = "MLAPROF_MARKERS"
 TRUE = ("1", "true", "yes", "on")
-# which rule named a scheduler database's rank (its meta key RANK_SOURCE_KEY): this process's
-# own distributed rank, its engine's layout (ENGINE_KEY), the environment, or none (0)
-RANK_SOURCE_KEY = "rank_source"
-ENGINE_KEY = "engine_parallel"
-FROM_TORCH = "torch.distributed"
-FROM_VLLM_WORLD = "vllm-world-group"
-FROM_ENGINE = "engine-data-parallel-rank"
-FROM_DEFAULT = "default"
 
 log = logging.getLogger("vllm.mlaprof")  # under "vllm": vLLM's handler shows it
 _lock = threading.Lock()

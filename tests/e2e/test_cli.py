@@ -365,6 +365,23 @@ def test_a_trace_import_loads_neither_torch_nor_pandas(tmp_path) -> None:
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_report_loads_no_vllm_plugin_module(tmp_path) -> None:
+    """The engine analysis reads the plugin's rank rules (``integrations.rank_source``), not the
+    plugin or its patch table: they are vLLM's side, and every first report would load them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nimport mlaprof.analysis.run_summary\n"
+        "print(sorted(m for m in ('mlaprof.integrations.vllm_plugin',"
+        " 'mlaprof.integrations.vllm_patches') if m in sys.modules))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env=child_env())  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "[]"
+
+
 def test_cuda_without_a_gpu_is_refused_at_once_and_records_nothing(traces) -> None:
     """No GPU device node: one line, exit 2, no run folder, and torch never loaded."""
     import subprocess

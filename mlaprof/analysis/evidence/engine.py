@@ -15,7 +15,7 @@ from mlaprof.analysis.evidence.common import capture, load_tables, on_cards
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.sections import RankCapture
 from mlaprof.analysis.step_records import Acceptance, EngineStep
-from mlaprof.integrations.vllm_plugin import RANK_SOURCE_KEY
+from mlaprof.integrations.rank_source import RANK_SOURCE_KEY
 from mlaprof.integrations.vllm_recorder import SCHEDULER_ROLE
 from mlaprof.store.runkind import RunKind
 
