@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.findings import Finding
-from mlaprof.integrations.vllm_recorder import DRAFT_EAGER_EVENT, GRAPH_CAPTURE_EVENT
+from mlaprof.integrations.vllm_names import DRAFT_EAGER_EVENT, GRAPH_CAPTURE_EVENT
 
 if TYPE_CHECKING:
     from mlaprof.analysis.step_records import EngineStep

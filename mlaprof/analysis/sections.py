@@ -1131,7 +1131,7 @@ class EngineRankVerify(Section):
 class Pairing(StrEnum):
     """Whether an EngineCore's records pair with the worker rank of its own engine
     (analysis.served.pairing_of, from the rule its ``rank<N>.scheduler.db`` recorded naming N:
-    rank_source.RANK_SOURCE_KEY)."""
+    vllm_names.RANK_SOURCE_KEY)."""
 
     KNOWN = "known"  # N is the process's own distributed rank or its engine's layout's
     ASSUMED = "assumed"  # N from RANK / LOCAL_RANK / no rule, or paired with another rank

@@ -25,7 +25,7 @@ from mlaprof.analysis.shadow import (
 )
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
-from mlaprof.integrations.rank_source import (
+from mlaprof.integrations.vllm_names import (
     FROM_DEFAULT,
     FROM_ENGINE,
     FROM_TORCH,

@@ -28,7 +28,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches
-from mlaprof.integrations.rank_source import (  # the rules' names, the analysis reads them too
+from mlaprof.integrations.vllm_names import (  # the rules' names: the analysis reads them too
     ENGINE_KEY,
     FROM_DEFAULT,
     FROM_ENGINE,

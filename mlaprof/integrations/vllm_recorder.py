@@ -27,6 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mlaprof.integrations.vllm_names import (  # the role and events it writes
+    ACCEPT_EVENT,
+    DRAFT_EAGER_EVENT,
+    GRAPH_CAPTURE_EVENT,
+    SCHEDULER_ROLE,
+    STEP_EVENT,
+)
 from mlaprof.recording import KV_BYTES_PER_ELEMENT, event_row
 from mlaprof.scenario import KV_DIM
 from mlaprof.store.liveness import DRAINED, STOP_SIGNAL
@@ -35,11 +42,6 @@ if TYPE_CHECKING:
     from mlaprof.store.writer import RunWriter
 
 MAX_LISTED_ROWS = 1024  # per-row lists in an event's JSON are cut here
-SCHEDULER_ROLE = "scheduler"
-STEP_EVENT = "engine-step"
-ACCEPT_EVENT = "spec-accept"
-GRAPH_CAPTURE_EVENT = "cudagraph-capture"  # one per CudaGraphManager.capture (model runner V2)
-DRAFT_EAGER_EVENT = "drafter-graph-eager"  # a draft decode FULL graph missing: ran eagerly
 # without the engine's step ends (a vLLM whose execute_model/sample_tokens did not match): an
 # open step with nothing new for this long is taken as complete, its duration unknown
 IDLE_STEP_NS = 1_000_000_000

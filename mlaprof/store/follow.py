@@ -32,7 +32,7 @@ from mlaprof.store.writer import rank_db_name
 _DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 # the meta keys of a database the analysis reads (Run.rank_meta), kept by the live fold: the
 # card its rank measured on, the rule that named a scheduler database's rank
-# (rank_source.RANK_SOURCE_KEY)
+# (vllm_names.RANK_SOURCE_KEY)
 KEPT_META = ("device_name", "rank_source")
 # row i of a side file reads as rowid SIDE_ROWID + i + 1: past any rowid SQLite hands out here
 SIDE_ROWID = 1 << 48

@@ -366,15 +366,17 @@ def test_a_trace_import_loads_neither_torch_nor_pandas(tmp_path) -> None:
 
 
 def test_a_report_loads_no_vllm_plugin_module(tmp_path) -> None:
-    """The engine analysis reads the plugin's rank rules (``integrations.rank_source``), not the
-    plugin or its patch table: they are vLLM's side, and every first report would load them."""
+    """The engine analysis reads the plugin's names (``integrations.vllm_names``), not the plugin,
+    its recorder or its patch table: they are vLLM's side, and every first report would load
+    them."""
     import subprocess
     import sys
 
     code = (
         "import sys\nimport mlaprof.analysis.run_summary\n"
         "print(sorted(m for m in ('mlaprof.integrations.vllm_plugin',"
-        " 'mlaprof.integrations.vllm_patches') if m in sys.modules))\n"
+        " 'mlaprof.integrations.vllm_patches', 'mlaprof.integrations.vllm_recorder')"
+        " if m in sys.modules))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path, env=child_env())  # fmt: skip

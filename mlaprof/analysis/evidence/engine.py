@@ -15,16 +15,18 @@ from mlaprof.analysis.evidence.common import capture, load_tables, on_cards
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
 from mlaprof.analysis.sections import RankCapture
 from mlaprof.analysis.step_records import Acceptance, EngineStep
-from mlaprof.integrations.rank_source import RANK_SOURCE_KEY
-from mlaprof.integrations.vllm_recorder import SCHEDULER_ROLE
+from mlaprof.integrations.vllm_names import (  # the plugin's names
+    ACCEPT_EVENT,
+    RANK_SOURCE_KEY,
+    SCHEDULER_ROLE,
+    STEP_EVENT,
+)
 from mlaprof.store.runkind import RunKind
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import Capture
     from mlaprof.store.reader import Run
 
-STEP_EVENT = "engine-step"  # the plugin's names (mlaprof.integrations.vllm_recorder)
-ACCEPT_EVENT = "spec-accept"
 PLUGIN_DEVICE = "engine"  # what the plugin's run.json holds in its device field: no device
 CPU_PATHS = ("cpu-mla",)  # the verify path of vLLM's CPU attention backends (claims)
 

@@ -264,7 +264,7 @@ class Evidence:
     engine_steps: list[EngineStep] = field(default_factory=list)
     acceptance: list[Acceptance] = field(default_factory=list)
     # the rule each EngineCore's rank<N>.scheduler.db recorded naming N, by N (its meta
-    # rank_source.RANK_SOURCE_KEY); a rank absent recorded none (a run before the plugin did)
+    # vllm_names.RANK_SOURCE_KEY); a rank absent recorded none (a run before the plugin did)
     scheduler_rules: dict[int, str] = field(default_factory=dict)
     # a live engine recorded this run (its steps may not be in yet): the engine views apply
     records_engine: bool = False
