@@ -307,8 +307,6 @@ def test_terminal_report_shows_route_and_reservation(capsys, traces):
 def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:
     """Reading, importing, exporting and planning never pay torch's import (most of a
     second and hundreds of MiB): only `run`, `check` and an engine's shadow model load it."""
-    import subprocess
-    import sys
 
     from tests.conftest import ROOT
 
@@ -333,19 +331,27 @@ def test_commands_that_run_no_backend_never_import_torch(tmp_path) -> None:
         "        rc = main(argv)\n"
         "    print(argv[0], rc, 'torch' in sys.modules)\n"
     )
+    out = _python_prints(code, tmp_path, timeout=600)
+    lines = [ln.split() for ln in out.splitlines()]
+    assert [(c, rc) for c, rc, _ in lines] == [(a[0], "0") for a in commands], out
+    assert all(torch == "False" for _, _, torch in lines), out
+
+
+def _python_prints(code: str, cwd, timeout: int) -> str:
+    """What ``python -c code`` prints in a child process (mlaprof's environment), which must
+    exit 0: a clean interpreter, so ``sys.modules`` holds only what the code loaded."""
+    import subprocess
+    import sys
+
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600, cwd=tmp_path, env=child_env())  # fmt: skip
+                         timeout=timeout, cwd=cwd, env=child_env())  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
-    lines = [ln.split() for ln in res.stdout.splitlines()]
-    assert [(c, rc) for c, rc, _ in lines] == [(a[0], "0") for a in commands], res.stdout
-    assert all(torch == "False" for _, _, torch in lines), res.stdout
+    return res.stdout
 
 
 def test_a_trace_import_loads_neither_torch_nor_pandas(tmp_path) -> None:
     """The import path is parse, annotate and store: pandas (a quarter of a second, more than
     parsing a million dispatches) and torch are loaded only by what reads or runs."""
-    import subprocess
-    import sys
 
     from tests.conftest import ROOT
 
@@ -359,18 +365,13 @@ def test_a_trace_import_loads_neither_torch_nor_pandas(tmp_path) -> None:
         "        assert main(argv) == 0\n"
         "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path, env=child_env())  # fmt: skip
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.strip().splitlines()[-1] == "[]"
+    assert _python_prints(code, tmp_path, timeout=300).strip().splitlines()[-1] == "[]"
 
 
 def test_a_report_loads_no_vllm_plugin_module(tmp_path) -> None:
     """The engine analysis reads the plugin's names (``integrations.vllm_names``), not the plugin,
     its recorder or its patch table: they are vLLM's side, and every first report would load
     them."""
-    import subprocess
-    import sys
 
     code = (
         "import sys\nimport mlaprof.analysis.run_summary\n"
@@ -378,10 +379,7 @@ def test_a_report_loads_no_vllm_plugin_module(tmp_path) -> None:
         " 'mlaprof.integrations.vllm_patches', 'mlaprof.integrations.vllm_recorder')"
         " if m in sys.modules))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path, env=child_env())  # fmt: skip
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.strip() == "[]"
+    assert _python_prints(code, tmp_path, timeout=120).strip() == "[]"
 
 
 def test_cuda_without_a_gpu_is_refused_at_once_and_records_nothing(traces) -> None:
