@@ -25,17 +25,10 @@ from mlaprof.tui.view import ANALYSING, View
 from tests import shipped_runs
 from tests.conformance import render
 from tests.unit.test_capture_phase import whole_process
+from tests.unit.test_run_folder_rule import _error  # one message, exit 2, no traceback
 
 WORKER_GROUP = "shipped-runs"
 DRAFTER = "aiter-asm_mtp_drafter"  # 3 verify steps, 9 drafter passes between them
-
-
-def _error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err.strip()
-    if rc != 2 or len(err.splitlines()) != 1:
-        raise AssertionError(f"{argv}: rc {rc}, {err!r}")
-    return err.removeprefix("mlaprof: error: ")
 
 
 def _json(run: Path, capsys: pytest.CaptureFixture[str]) -> dict:
@@ -68,12 +61,14 @@ def test_a_run_without_records_reads_one_state_live_and_in_the_report(
         said = _error(["report", str(run)], capsys)
         v = _dashboard(run)
         listed = run_info(run).status
+        snapshot = _error(["tui", str(run), "--once"], capsys)  # the dashboard's snapshot
     finally:
         if lock is not None:
             lock.release()
     assert v.status == listed == case
-    assert v.problem == said  # the banner says the report's words
+    assert v.problem == said == snapshot  # the banner and the snapshot say the report's words
     assert ("disk full" in said) == (case == "failed")
+    assert case in said or case == "failed", said  # abandoned or starting, said so
     assert f"|  {case}  |" in header_lines(v)[0]
 
 

@@ -46,22 +46,32 @@ SUMMED = f"({over_ranks_text('sum', 2)})"
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """A two-rank rocprofv3 trace imported into a temporary folder, and its summary."""
-    import mlaprof
-    from mlaprof.analysis.run_summary import build_summary
-    from mlaprof.importers.rocprof import import_rocprof
-
-    full = shapes.Process(pid=4001, agent=2)
-    for _ in range(3):
-        shapes.step_full(full, rows=8, s=8, qlen=4, layers=4)
     eager = shapes.Process(pid=4002, agent=3)
     for _ in range(5):  # no sampler, no roctx range: only idle gaps bound its steps
         shapes.step_eager(eager, rows=8, s=8, qlen=4, layers=4, closing=False)
-    tmp = tmp_path_factory.mktemp("two-ranks")
-    folder = shapes.write_csv(shapes.Shape("two", [full, eager], {}), tmp / "in")
-    run_dir, _ = import_rocprof(folder, tmp / "traces", "two")
+    return _imported(tmp_path_factory, "two", _full_rank(), eager)
+
+
+def _full_rank() -> Any:
+    """Rank 0 of both traces here: three steps replayed in FULL graphs (gluon MLA)."""
+    full = shapes.Process(pid=4001, agent=2)
+    for _ in range(3):
+        shapes.step_full(full, rows=8, s=8, qlen=4, layers=4)
+    return full
+
+
+def _imported(factory: pytest.TempPathFactory, name: str, *ranks: Any) -> tuple[Path, Any]:
+    """``ranks`` (processes, one rank each) written as rocprofv3 CSVs, imported into a
+    temporary folder: the run folder and its summary."""
+    import mlaprof
+    from mlaprof.importers.rocprof import import_rocprof
+
+    tmp = factory.mktemp(name)
+    folder = shapes.write_csv(shapes.Shape(name, list(ranks), {}), tmp / "in")
+    run_dir, _ = import_rocprof(folder, tmp / "traces", name)
     with mlaprof.load(run_dir) as run:
-        assert run.ranks == [0, 1]
-        return Path(run_dir), build_summary(run)
+        assert run.ranks == list(range(len(ranks)))
+        return Path(run_dir), mlaprof.build_summary(run)
 
 
 def _flat(text: str) -> str:
@@ -573,23 +583,13 @@ def test_the_timing_kind_is_decided_per_rank(two: Any) -> None:
 @pytest.fixture(scope="module")
 def no_mla(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """Rank 0 replays gluon MLA graphs; rank 1 runs a kernel mlaprof does not know."""
-    import mlaprof
-    from mlaprof.importers.rocprof import import_rocprof
-
-    full = shapes.Process(pid=4001, agent=2)
-    for _ in range(3):
-        shapes.step_full(full, rows=8, s=8, qlen=4, layers=4)
     other = shapes.Process(pid=4002, agent=3)
     for _ in range(3):
         for _ in range(4):
             other.eager("my_flash_decode_kernel", (8, 8, 4), shapes.W256, 9_000)
             other.eager(shapes.GEMM, (8, 4, 1), shapes.W256, 6_000)
         other.pause(150_000)
-    tmp = tmp_path_factory.mktemp("no-mla")
-    folder = shapes.write_csv(shapes.Shape("nomla", [full, other], {}), tmp / "in")
-    run_dir, _ = import_rocprof(folder, tmp / "traces", "nomla")
-    with mlaprof.load(run_dir) as run:
-        return Path(run_dir), mlaprof.build_summary(run)
+    return _imported(tmp_path_factory, "nomla", _full_rank(), other)
 
 
 def test_the_no_mla_finding_counts_names_and_kernels_over_the_same_ranks(no_mla: Any) -> None:

@@ -135,20 +135,6 @@ def test_a_folder_with_neither_run_json_nor_databases_is_waited_for_by_the_dashb
     shutil.rmtree(tmp_path / "r")
 
 
-@pytest.mark.parametrize("status", ["running", "failed"])
-def test_a_run_without_records_reads_the_same_in_report_and_the_snapshot(
-    status: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # run.json written, no database, no writer alive: 'abandoned' (or 'failed' and why) in both,
-    # never "no readable rank databases yet" in one of them
-    run = runmeta.init_run_dir(tmp_path / "t", "r", {"source": "test"})
-    if status == "failed":
-        runmeta.update(run, status="failed", reason="disk full")
-    said = _error(["report", str(run)], capsys)
-    assert ("abandoned" if status == "running" else "disk full") in said, said
-    assert _error(["tui", str(run), "--once"], capsys) == said
-
-
 def test_the_notebooks_run_cache_says_the_readers_words_for_a_damaged_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
