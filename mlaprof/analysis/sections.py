@@ -802,6 +802,15 @@ class Route(Section):
     provenance: str | None = opt()
     text: str | None = opt()  # the line every view prints (analysis.paths.route_text)
 
+    @property
+    def line(self) -> str:
+        """The route as every view prints it: ``text``; a route that reached a view without it
+        (run.json's, as recorded) still says that nothing says where it comes from."""
+        return (
+            self.text
+            or f"{self.path} ({self.kernel}) [vLLM {self.version}] (provenance not recorded)"
+        )
+
     @classmethod
     def recorded(cls, d: Mapping[str, Any]) -> Route:
         """The route a run recorded (run.json's ``route``, mlaprof.splits.routing.Route.to_dict

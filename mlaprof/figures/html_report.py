@@ -23,7 +23,7 @@ from mlaprof.textsafe import plain
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
     from mlaprof.analysis.run_summary import RunSummary
-    from mlaprof.analysis.sections import HeadlineRow, Route
+    from mlaprof.analysis.sections import HeadlineRow
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 0;
@@ -96,12 +96,6 @@ def _findings_html(findings: list[Any], why: str | None) -> str:
     )
 
 
-def _route_text(r: Route | None) -> str | None:
-    """The analysis' route line (analysis.paths.route_text: the scenario's, or an engine run's
-    modelled one, with where it comes from), as every view prints it."""
-    return (r.text or r.path) if r else None
-
-
 def _meta_html(s: RunSummary, info: Any) -> str:
     """The run's facts, from its summary (``info``: the series section's run.json facts)."""
     sc = s.scenario
@@ -130,7 +124,7 @@ def _meta_html(s: RunSummary, info: Any) -> str:
             "graph mode / min_kv",
             f"{sc.graph_mode} / {sc.min_kv_mode}" if has_sc else None,
         ),
-        ("vLLM route", _route_text(s.route)),
+        ("vLLM route", s.route.line if s.route else None),  # analysis.paths.route_text
         ("syncs in region", s.sync_counts.text),  # "not checked" is never "0"
         ("padding", s.padding.text),
         (

@@ -56,7 +56,7 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     lines += [f"**syncs in region**: {cell(s.sync_counts.text)}", ""]
     route = s.route
     if route:  # the analysis' line (analysis.paths.route_text), as every view prints it
-        lines += [f"**vLLM route**: {cell(route.text or route.path)}", ""]
+        lines += [f"**vLLM route**: {cell(route.line)}", ""]
     if fleet := fleet_line(s):  # the ranks' table is the rows layer's ("ranks side by side")
         lines += [f"**{cell(fleet)}**", ""]
     findings = s.findings

@@ -124,7 +124,7 @@ def print_report(
         # the analysis' line (analysis.paths.route_text: where the route comes from beside what
         # the run ran), escaped: its "[vLLM ...]" is text, not markup
         + (
-            term(route.text or route.path)
+            term(route.line)
             if route
             else "not modelled (no scenario: heads, KV dtype and arch are unknown; an imported "
             "trace's own paths are listed with it)"

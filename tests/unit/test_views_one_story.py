@@ -213,6 +213,12 @@ def test_a_cpu_runs_route_is_said_modelled_in_every_view(cpu_run: tuple[Path, An
     bare = dataclasses.replace(r, provenance=None)
     assert any("without where it comes from" in c
                for c in contradictions(dataclasses.replace(s, route=bare)))  # fmt: skip
+    # a route with no line of its own (run.json's, as recorded) still says nothing said where
+    # it comes from, in every view: never its bare path read as a result
+    unsaid = dataclasses.replace(s, route=dataclasses.replace(r, provenance=None, text=None))
+    for view, text in _views(unsaid, run_dir).items():
+        if view != "tui --once":  # the dashboard's snapshot reads the run folder, not ``unsaid``
+            assert "gluon-verify" in text and "(provenance not recorded)" in _flat(text), view
     said = dataclasses.replace(r, provenance="from vLLM's routing", text=r.text.replace(
         r.provenance, "from vLLM's routing"))  # fmt: skip
     assert any("not said to be modelled" in c
