@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import pickle
 from typing import Any
 
 import pytest
@@ -40,10 +41,55 @@ def _values(cls: type, salt: int = 0) -> dict[str, Any]:
 def test_every_section_class_is_made_by_section() -> None:
     assert len(CLASSES) >= 70
     assert all(issubclass(c, Section) and c.__eq__ is Section.__eq__ for c in CLASSES)
-    # frozen by dataclass itself: its __init__ sets each field in C; a shared Python
-    # __setattr__ made building a fleet's rows 5x slower
-    assert "__setattr__" not in vars(Section) and "__init__" not in vars(Section)
-    assert all(c.__dataclass_params__.frozen and "__setattr__" in vars(c) for c in CLASSES)
+    # one __setattr__ (frozen) for all, none generated per class; dataclass reads them frozen
+    assert all(c.__dataclass_params__.frozen and "__setattr__" not in vars(c) for c in CLASSES)
+    assert all("__init__" in vars(c) for c in CLASSES) and "__init__" not in vars(Section)
+
+
+def test_init_sets_the_fields_in_c_never_through_the_frozen_setattr(monkeypatch) -> None:
+    """A shared Python ``__setattr__`` on the path of ``__init__`` made building a fleet's
+    rows 5x slower: each class's ``__init__`` sets its fields with ``object.__setattr__``."""
+    calls: list[str] = []
+    monkeypatch.setattr(Section, "__setattr__", lambda self, n, v: calls.append(n))
+    built = [cls(**_values(cls)) for cls in CLASSES]
+    assert calls == [] and all(
+        getattr(b, f.name) == v for b in built for f, v in
+        zip(dataclasses.fields(b), _values(type(b)).values(), strict=True)
+    )  # fmt: skip
+
+
+def test_init_takes_defaults_factories_and_post_init_as_dataclass_does() -> None:
+    seen: list[Any] = []
+
+    @section
+    class Probe(Section):
+        a: int
+        b: int = 2
+        c: list[int] = dataclasses.field(default_factory=list)
+
+        def __post_init__(self) -> None:
+            seen.append((self.a, self.b, self.c))
+
+    p, q = Probe(1), Probe(1, 3, [4])
+    assert (p.a, p.b, p.c, q.b, q.c) == (1, 2, [], 3, [4]) and p.c is not Probe(1).c
+    assert seen[:2] == [(1, 2, []), (1, 3, [4])]
+    with pytest.raises(TypeError):
+        Probe()
+    assert copy.copy(q) == q
+    real = CLASSES[0](**_values(CLASSES[0]))  # a module's class: pickled by name
+    assert pickle.loads(pickle.dumps(real)) == real
+    with pytest.raises(TypeError, match="non-default argument 'd' follows default argument"):
+
+        @section
+        class Late(Section):
+            a: int = 0
+            d: int
+
+    with pytest.raises(TypeError, match="all positional"):
+
+        @section
+        class Keyword(Section):
+            a: int = dataclasses.field(default=0, kw_only=True)
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
