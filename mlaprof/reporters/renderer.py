@@ -8,7 +8,7 @@ every renderer it was asked for; the sections every view shows come from one row
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
@@ -28,7 +28,18 @@ class JsonRenderer:
         doc = summary.to_json()
         if diff is not None:
             doc["compare"] = diff.to_json()
-        return json.dumps(doc, indent=2, default=str) + "\n"
+        return document_text(doc)
+
+
+def document_text(doc: dict[str, Any]) -> str:
+    """``doc`` as JSON with one top-level key per line, each value on its line as compact JSON.
+    Indenting every level makes ``json`` use its pure-Python encoder: a fleet's 3 MB document
+    took 0.10 s that way against 0.03 s through the C encoder, which writes each value here."""
+    encode = json.JSONEncoder(default=str).encode
+    if not doc:
+        return "{}\n"
+    # each item as the encoder writes a one-key object (its own rule for a key), braces cut
+    return "{\n" + ",\n".join(f"  {encode({k: v})[1:-1]}" for k, v in doc.items()) + "\n}\n"
 
 
 def renderer(fmt: str, verbose: bool = False) -> Renderer:

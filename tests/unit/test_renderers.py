@@ -17,7 +17,7 @@ from mlaprof.analysis.diff import diff, fmt_change, fmt_value
 from mlaprof.cli import main
 from mlaprof.reporters.diff_rows import diff_block
 from mlaprof.reporters.markdown import cell
-from mlaprof.reporters.renderer import JsonRenderer, Renderer, renderer
+from mlaprof.reporters.renderer import JsonRenderer, Renderer, document_text, renderer
 from mlaprof.reporters.rows import front_tables, summary_blocks
 from mlaprof.reporters.terminal import TerminalRenderer
 from tests import shipped_demo, shipped_runs
@@ -163,6 +163,19 @@ def test_every_format_is_a_renderer_of_the_summary(summaries: dict[str, rs.RunSu
         r: Renderer = renderer(fmt)
         assert isinstance(r.render(s), str)
     assert json.loads(JsonRenderer().render(s)) == json.loads(json.dumps(s.to_json(), default=str))
+
+
+def test_the_json_document_holds_one_top_level_key_per_line() -> None:
+    """Written by the C encoder a value at a time: the same document, its sections one a line."""
+    doc = {"run": "a\u00e9", "n": {"1": [1.5, None, True]}, "when": Path("x/y"), "empty": {}}
+    text = document_text(doc)
+    assert json.loads(text) == json.loads(json.dumps(doc, indent=2, default=str))
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}" and len(lines) == len(doc) + 2
+    assert [json.loads("{" + ln.strip().rstrip(",") + "}") for ln in lines[1:-1]] == [
+        json.loads(json.dumps({k: v}, default=str)) for k, v in doc.items()
+    ]
+    assert document_text({}) == "{}\n" and text.endswith("}\n") and "\\u00e9" in text
 
 
 def test_report_builds_each_summary_exactly_once(
