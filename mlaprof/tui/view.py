@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mlaprof.analysis.live import LiveSummary, StepSeries
     from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.analysis.sections import (
+        Capture,
         HeadlineRow,
         LayerRow,
         Padding,
@@ -145,12 +146,7 @@ def build_view(
         status=live.status,
         rank_label=_rank_label(ranks, rank),
         ranks=ranks,
-        # the mode that ran, each rank's where they differ (never the mode asked for then)
-        graph_mode=str(
-            (capture and (capture.effective_mode or capture.modes_by_rank))
-            or scen.get("graph_mode")
-            or "?"
-        ),
+        graph_mode=_graph_mode(capture, scen),
         capture=capture.text if capture else source,
         # the steps the report counts (analysis.live.verify_steps), or none until it decided
         steps_text=_steps_text(live.step_ids, shown) if live.steps_decided else ANALYSING,
@@ -257,6 +253,16 @@ def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
     return per_rank_count({r: len(step_ids.get(r, ())) for r in shown}, "step(s)")
 
 
+def _graph_mode(capture: Capture | None, scen: dict[str, Any]) -> str:
+    """The mode that ran, each rank's where they differ; where the evidence does not say, the
+    mode asked for, said to be only that (never read as the mode that ran)."""
+    ran = capture and (capture.effective_mode or capture.modes_by_rank)
+    if ran:
+        return str(ran)
+    asked = (capture.mode if capture else None) or scen.get("graph_mode")
+    return f"unknown (asked for {asked})" if asked else "unknown"
+
+
 def _rank_label(ranks: list[int], rank: int | None) -> str:
     """The ranks the dashboard shows, in the words every view names ranks with: ``ranks 0-1``
     (all of them), ``rank 1 of 2`` (one picked), ``rank 0`` (a run of one)."""
@@ -287,7 +293,7 @@ def _text(v: Any) -> str:
 def _waiting(name: str, problem: str | None, status: str = "waiting") -> View:
     return View(
         name=name, scenario="unknown", origin="scenario", device="unknown", backend="not recorded",
-        status=status, rank_label=_rank_label([], None), ranks=[], graph_mode="?",
+        status=status, rank_label=_rank_label([], None), ranks=[], graph_mode="unknown",
         capture=ANALYSING, steps_text=_steps_text({}, []), events=0, latency_ms=[],
         latency=_latency(None), latency_scope="",
         step_median="-", sync_text=ANALYSING, layers=[],

@@ -31,3 +31,24 @@ def test_the_header_says_where_the_run_came_from(name: str, origin: str) -> None
     assert second.startswith(origin), second
     if not origin.startswith("scenario"):
         assert not second.startswith("scenario")
+
+
+def test_the_view_never_gives_the_mode_asked_for_as_the_mode_that_ran() -> None:
+    """Where the capture section does not say the mode that ran, the view says so and names
+    the mode asked for as only that; the mode that ran, where said, is the view's."""
+    import dataclasses
+
+    from mlaprof.tui.view import _graph_mode
+
+    view, _ = read_view(shipped_runs.run_dir("demo-bug-legacy-flat-syncs-break-capture"))
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.store.reader import Run
+
+    cap = build_summary(
+        Run(shipped_runs.run_dir("demo-bug-legacy-flat-syncs-break-capture"))
+    ).capture
+    assert cap is not None and cap.effective_mode and view.graph_mode == cap.effective_mode
+    unsaid = dataclasses.replace(cap, effective_mode=None, per_rank=None, mode="FULL")
+    assert _graph_mode(unsaid, {"graph_mode": "PIECEWISE"}) == "unknown (asked for FULL)"
+    assert _graph_mode(None, {"graph_mode": "FULL"}) == "unknown (asked for FULL)"
+    assert _graph_mode(None, {}) == "unknown"
