@@ -126,6 +126,6 @@ def capture_region(graph_mode: str | None) -> str:
     """Where the watched ops sit, in words: "the captured region" where FULL graphs were asked
     for (or the evidence does not say the mode: an imported trace); a run of another graph mode
     captured no such region, so the ops are where a FULL graph's capture would meet them."""
-    if graph_mode in (None, "FULL"):
+    if graph_mode is None or keeps_full_graphs(graph_mode):
         return "the captured region"
     return "the region a FULL graph would capture"

@@ -8,6 +8,8 @@ SCHEDULER_ROLE = "scheduler"
 STEP_EVENT = "engine-step"
 ACCEPT_EVENT = "spec-accept"
 GRAPH_CAPTURE_EVENT = "cudagraph-capture"  # one per CudaGraphManager.capture (model runner V2)
+# the engine's cudagraph mode as asked for and as vLLM resolved it (its data: requested, resolved)
+CG_MODE_EVENT = "cudagraph-mode"
 DRAFT_EAGER_EVENT = "drafter-graph-eager"  # a draft decode FULL graph missing: ran eagerly
 
 # the meta key of the rule that named a scheduler database's rank, and of its engine's layout

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.integrations.vllm_names import (  # the role and events it writes
     ACCEPT_EVENT,
+    CG_MODE_EVENT,
     DRAFT_EAGER_EVENT,
     GRAPH_CAPTURE_EVENT,
     SCHEDULER_ROLE,
@@ -569,7 +570,7 @@ class EngineRecorder:
                 f"CUDAGraphMode.{req} is not supported with {backend} backend "
                 f"(support: {data['min_cg_support']}); setting cudagraph_mode={res}"
             )
-        self.writer("").add("events", **event_row("vllm", "cudagraph-mode", msg, data, t_ns=t_ns))
+        self.writer("").add("events", **event_row("vllm", CG_MODE_EVENT, msg, data, t_ns=t_ns))
 
     # -- life cycle ------------------------------------------------------------------------------
     def note_stop(self, signum: int) -> None:

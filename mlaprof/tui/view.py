@@ -146,7 +146,7 @@ def build_view(
         status=live.status,
         rank_label=_rank_label(ranks, rank),
         ranks=ranks,
-        graph_mode=_graph_mode(capture, scen),
+        graph_mode=_graph_mode(capture, scen.get("graph_mode")),
         capture=capture.text if capture else source,
         # the steps the report counts (analysis.live.verify_steps), or none until it decided
         steps_text=_steps_text(live.step_ids, shown) if live.steps_decided else ANALYSING,
@@ -253,13 +253,14 @@ def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
     return per_rank_count({r: len(step_ids.get(r, ())) for r in shown}, "step(s)")
 
 
-def _graph_mode(capture: Capture | None, scen: dict[str, Any]) -> str:
+def _graph_mode(capture: Capture | None, scenario_mode: str | None) -> str:
     """The mode that ran, each rank's where they differ; where the evidence does not say, the
-    mode asked for, said to be only that (never read as the mode that ran)."""
+    mode asked for (the capture section's, else the scenario's in run.json), said to be only
+    that (never read as the mode that ran)."""
     ran = capture and (capture.effective_mode or capture.modes_by_rank)
     if ran:
         return str(ran)
-    asked = (capture.mode if capture else None) or scen.get("graph_mode")
+    asked = (capture.mode if capture else None) or scenario_mode
     return f"unknown (asked for {asked})" if asked else "unknown"
 
 

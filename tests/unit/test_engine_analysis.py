@@ -73,11 +73,46 @@ def _x(b, min_kv):
 
 def test_engine_capture_says_what_ran():
     none = engine_capture(pd.DataFrame({"graph_mode": ["NONE", "NONE"]}), "measured")
-    assert (none.mode, none.status) == ("NONE", "eager")
+    # the mode asked for is vLLM's resolution record's, never the mode the steps ran
+    assert (none.mode, none.effective_mode, none.status) == (None, "NONE", "eager")
     mixed = engine_capture(pd.DataFrame({"graph_mode": ["FULL", "FULL", "PIECEWISE"]}), "m")
-    assert (mixed.mode, mixed.status, mixed.modes) == (
+    assert (mixed.effective_mode, mixed.status, mixed.modes) == (
         "FULL", "replayed", {"FULL": 2, "PIECEWISE": 1})  # fmt: skip
     pw = engine_capture(pd.DataFrame({"graph_mode": ["PIECEWISE"]}), "m")
     assert pw.status == "piecewise"
     empty = engine_capture(pd.DataFrame(), "m")
     assert empty.status == "unknown" and "no engine step" in empty.label
+
+
+def test_engine_capture_reads_the_mode_asked_for_and_a_downgrade_as_a_log_says_them():
+    """The plugin records vLLM's cudagraph-mode resolution (asked, resolved): the mode asked for
+    is its, and an engine resolved to another mode than asked is "downgraded", as the same
+    server's log reads (mlaprof.analysis.starts.log_capture); a downgrade to a mode that keeps
+    FULL decode graphs still has them (the one rule, Capture.no_full_graph)."""
+    from mlaprof.analysis.evidence.engine import resolutions
+
+    events = pd.DataFrame({
+        "rank": [0, 0], "t_ns": [1, 2], "kind": ["cudagraph-mode", "engine-step"],
+        "data": ['{"requested": "FULL", "resolved": "PIECEWISE"}', "{}"],
+    })  # fmt: skip
+    res = resolutions(events)
+    assert res == {0: ("FULL", "PIECEWISE")}
+    down = engine_capture(pd.DataFrame({"graph_mode": ["PIECEWISE"] * 3}), "m", res)
+    assert (down.mode, down.effective_mode, down.status) == ("FULL", "PIECEWISE", "downgraded")
+    assert down.no_full_graph
+    kept = engine_capture(pd.DataFrame({"graph_mode": ["FULL"] * 2}), "m",
+                          {0: ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")})  # fmt: skip
+    assert kept.status == "downgraded" and not kept.no_full_graph
+    same = engine_capture(pd.DataFrame({"graph_mode": ["FULL"]}), "m", {0: ("FULL", "FULL")})
+    assert (same.mode, same.status) == ("FULL", "replayed")
+    two = pd.DataFrame({"graph_mode": ["FULL", "PIECEWISE"], "rank": [0, 1]})
+    per = engine_capture(two, "m", {0: ("FULL", "FULL"), 1: ("FULL", "PIECEWISE")})
+    assert per.mode == "FULL" and per.status == "per-rank" and per.no_full_graph
+    assert [(r.rank, r.status) for r in per.per_rank] == [(0, "replayed"), (1, "downgraded")]
+
+
+def test_the_watched_region_of_a_mode_that_keeps_full_graphs_is_the_captured_one():
+    from mlaprof.analysis.capture_status import capture_region
+
+    assert capture_region("FULL_AND_PIECEWISE") == capture_region("FULL") == capture_region(None)
+    assert capture_region("PIECEWISE") == "the region a FULL graph would capture"

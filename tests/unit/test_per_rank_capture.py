@@ -60,7 +60,8 @@ def test_an_engines_ranks_that_agree_give_their_status(
     from mlaprof.analysis.evidence.engine import engine_capture
 
     cap = engine_capture(_engine_steps(rank0, rank1), "m")
-    assert (str(cap.status), cap.mode, cap.effective_mode) == (status, mode, mode)
+    # no resolution recorded: the mode asked for is not said (never the mode the steps ran)
+    assert (str(cap.status), cap.mode, cap.effective_mode) == (status, None, mode)
     assert [str(r.status) for r in cap.per_rank or []] == [status, status]
     assert cap.label == CAPTURE_LABELS[CaptureStatus(status)]
 
@@ -71,7 +72,7 @@ def test_a_one_rank_engines_capture_is_as_before() -> None:
 
     for steps in (_engine_steps(["FULL", "FULL", "PIECEWISE"]),
                   pd.DataFrame({"graph_mode": ["FULL", "FULL", "PIECEWISE"]})):  # fmt: skip
-        cap = engine_capture(steps, "m")
+        cap = engine_capture(steps, "m", {0: ("FULL", "FULL")})
         assert (cap.mode, cap.effective_mode, str(cap.status), cap.modes, cap.per_rank) == (
             "FULL", "FULL", "replayed", {"FULL": 2, "PIECEWISE": 1}, None)  # fmt: skip
         assert cap.text == "FULL -> replayed (runs FULL)"

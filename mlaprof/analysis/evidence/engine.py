@@ -1,5 +1,6 @@
 """Adapter for a live vLLM engine recorded by the plugin: the capture evidence is the graph mode
-the engine ran each step with (measured), never a prediction."""
+the engine ran each step with (measured), never a prediction; the mode asked for and a downgrade
+are the plugin's record of vLLM's own cudagraph-mode resolution (as a log's say them)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mlaprof.analysis.sections import RankCapture
 from mlaprof.analysis.step_records import Acceptance, EngineStep
 from mlaprof.integrations.vllm_names import (  # the plugin's names
     ACCEPT_EVENT,
+    CG_MODE_EVENT,
     RANK_SOURCE_KEY,
     SCHEDULER_ROLE,
     STEP_EVENT,
@@ -64,29 +66,50 @@ def scheduler_rules(run: Run) -> dict[int, str]:
     return out
 
 
-def engine_capture(steps: pd.DataFrame, provenance: str) -> Capture:
+def resolutions(events: pd.DataFrame) -> dict[int, tuple[str | None, str | None]]:
+    """Per rank, the cudagraph mode its engine was asked for and the one vLLM resolved it to
+    (the last resolution the rank recorded; vLLM's ``resolve_cudagraph_mode_and_sizes``)."""
+    out: dict[int, tuple[str | None, str | None]] = {}
+    for d in _records(events, CG_MODE_EVENT):
+        asked, resolved = d.get("requested"), d.get("resolved")
+        out[d["rank"]] = (None if asked is None else str(asked),
+                          None if resolved is None else str(resolved))  # fmt: skip
+    return out
+
+
+def engine_capture(
+    steps: pd.DataFrame,
+    provenance: str,
+    resolved: dict[int, tuple[str | None, str | None]] | None = None,
+) -> Capture:
     """The capture evidence of an engine run: the mode most steps ran with, judged rank by rank
     where several ranks recorded steps (each rank's from its own steps, ``per_rank``; the run's
     status the ranks' own where they agree, else "per-rank": capture_status.over_ranks; its
-    ``modes`` add the ranks'), never over their steps pooled."""
+    ``modes`` add the ranks'), never over their steps pooled. The mode asked for is the one the
+    ``resolved`` records name (:func:`resolutions`), None where none was recorded; a rank whose
+    engine vLLM resolved to another mode than asked is "downgraded", as its log would say."""
+    resolved = resolved or {}
     modes = _modes(steps)
     if not modes:
         return capture(CaptureStatus.UNKNOWN, provenance, why="no engine step recorded")
     moded = steps[steps["graph_mode"].notna()]
     # a row without a rank is rank 0's (single-process producers)
     ranks = sorted({int(r) for r in moded["rank"].fillna(0)}) if "rank" in moded else []
+    asked_by = {r: a for r, (a, _) in resolved.items() if a is not None}
+    said = set(asked_by.values())
+    asked = said.pop() if len(said) == 1 else None  # the ranks' one mode asked for
     if len(ranks) < 2:
-        mode, status = _judged(modes)
-        return capture(status, provenance, mode=mode, effective_mode=mode, modes=dict(modes))
+        mode, status = _judged(modes, resolved.get(ranks[0] if ranks else 0))
+        return capture(status, provenance, mode=asked, effective_mode=mode, modes=dict(modes))
     per = []
     for r in ranks:
         own = _modes(moded[moded["rank"].fillna(0) == r])
-        mode, status = _judged(own)
+        mode, status = _judged(own, resolved.get(r))
         per.append(RankCapture(rank=r, status=status, effective_mode=mode, modes=dict(own)))
     status = over_ranks(p.status for p in per)
-    said = {p.effective_mode for p in per}
-    one = said.pop() if len(said) == 1 else None  # the ranks' one mode, else each rank's own
-    return capture(status, provenance, mode=one, effective_mode=one, modes=dict(modes),
+    ran = {p.effective_mode for p in per}
+    one = ran.pop() if len(ran) == 1 else None  # the ranks' one mode, else each rank's own
+    return capture(status, provenance, mode=asked, effective_mode=one, modes=dict(modes),
                    per_rank=per)  # fmt: skip
 
 
@@ -95,10 +118,15 @@ def _modes(steps: pd.DataFrame) -> Counter[str]:
     return Counter(str(m) for m in steps["graph_mode"].dropna()) if not steps.empty else Counter()
 
 
-def _judged(modes: Counter[str]) -> tuple[str, CaptureStatus]:
+def _judged(
+    modes: Counter[str], resolution: tuple[str | None, str | None] | None = None
+) -> tuple[str, CaptureStatus]:
     """``(the mode most steps ran with, the status it means)`` of one rank's (or one run's)
-    steps per graph mode."""
+    steps per graph mode; "downgraded" where its engine's mode was resolved to another than
+    asked (``resolution``: asked, resolved)."""
     mode = max(modes, key=lambda m: modes[m])
+    if resolution is not None and None not in resolution and resolution[0] != resolution[1]:
+        return mode, CaptureStatus.DOWNGRADED
     if set(modes) == {"NONE"}:
         return mode, CaptureStatus.EAGER
     if keeps_full_graphs(mode):  # the one set of modes that replay FULL graphs
@@ -133,7 +161,9 @@ def engine_evidence(run: Run) -> Evidence:
         meta=run_meta(run.meta),
         ranks=run.ranks,
         tables=t,
-        capture=engine_capture(t["steps"], "measured: graph mode per engine step"),
+        capture=engine_capture(
+            t["steps"], "measured: graph mode per engine step", resolutions(t["events"])
+        ),
         device=device or "unknown (the engine run did not record its device)",
         provenance=prov,
         engine_steps=steps,
