@@ -10,6 +10,7 @@ The question answered is "what could this trace show?"; the other analyzers answ
 from __future__ import annotations
 
 import dataclasses
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -197,18 +198,18 @@ def collapse_checks(
                 + " in its pattern)"
             )
         # said as a finding where a check was expected: a host-chosen path, or a user's kernel
-        warn = p.path in COLLAPSE_POLICIES or p.path not in _KNOWN_PATHS
+        warn = p.path in COLLAPSE_POLICIES or p.path not in _known_paths()
         out.append(CollapseCheck(**base, status="not checked", why="; ".join(why), warn=warn))
     return out
 
 
+@cache
 def _known_paths() -> frozenset[str]:
+    """The kernel table's paths (loaded where a trace's path is checked, not with this module:
+    a recorded run's first report does without the table)."""
     from mlaprof.kernel_table import DEFAULT_PATTERNS
 
     return frozenset(p.path for p in DEFAULT_PATTERNS)
-
-
-_KNOWN_PATHS = _known_paths()
 
 
 def coverage_summary(

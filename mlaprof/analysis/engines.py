@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from mlaprof.analysis.sections import EngineGroup
-from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RankSource
@@ -47,6 +46,10 @@ GROUP BY rank, name, grid_x, grid_y, grid_z, block_x, block_y, block_z
 def rank_heads(run: Run) -> dict[int, int]:
     """Per rank, the head count its stage-2 / reduce grids show most (ranks without one left
     out). Grids in work-items (rocprofv3) are divided by the workgroup size."""
+    # the kernel table (its patterns compiled) loads only where a run has kernels to match:
+    # a recorded run's first report does without it
+    from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
+
     g = run.query(_GRIDS)
     if g.empty:
         return {}
