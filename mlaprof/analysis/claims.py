@@ -11,7 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.capture_status import CaptureStatus, RankVerdict, no_full_graph
+from mlaprof.analysis.capture_status import (
+    CaptureStatus,
+    RankVerdict,
+    keeps_full_graphs,
+    no_full_graph,
+)
 from mlaprof.analysis.findings import Finding
 
 if TYPE_CHECKING:
@@ -40,11 +45,18 @@ def full_graph_serves(
     effective_mode: str | None = None,
     per_rank: Iterable[RankVerdict] = (),
 ) -> bool:
-    """A FULL graph serves the steps: asked for, and the capture did not fail (the one rule an
-    S frozen into a captured graph, or a capture's memory, is claimed by; ``effective_mode``:
-    the mode that ran, ``per_rank``: each rank's verdict where the status is per rank,
-    :func:`~mlaprof.analysis.capture_status.no_full_graph`)."""
-    return graph_mode == "FULL" and not no_full_graph(capture_status, effective_mode, per_rank)
+    """A FULL graph serves the steps: asked for (a mode that keeps FULL decode graphs), the
+    capture did not fail, and no rank ran its steps in another mode (the one rule an S frozen
+    into a captured graph, or a capture's memory, is claimed by; ``effective_mode``: the mode
+    that ran, ``per_rank``: each rank's verdict where the status is per rank,
+    :func:`~mlaprof.analysis.capture_status.no_full_graph`). An engine that ran eagerly or
+    piecewise by its own choice failed nothing, yet freezes no S into a graph."""
+    if not keeps_full_graphs(graph_mode):
+        return False
+    ran = [effective_mode] if effective_mode is not None else [r.effective_mode for r in per_rank]
+    if any(m is not None and not keeps_full_graphs(m) for m in ran):
+        return False
+    return not no_full_graph(capture_status, effective_mode, per_rank)
 
 
 def recorded_paths(backend: str | None) -> tuple[str, ...]:

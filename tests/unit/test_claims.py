@@ -36,6 +36,22 @@ def test_a_failed_capture_claims_no_frozen_s_and_gets_no_capture_advice() -> Non
     assert _claims().full_graph and not _claims(graph_mode="PIECEWISE").full_graph
 
 
+def test_a_run_whose_steps_ran_outside_full_graphs_claims_none() -> None:
+    """An engine that ran eagerly or piecewise failed nothing (its status is not a failure),
+    yet no FULL graph froze an S: the mode that ran decides, on every rank; a mode asked for
+    that keeps FULL decode graphs (FULL_AND_PIECEWISE) serves them."""
+    from mlaprof.analysis.sections import RankCapture
+
+    assert not _claims(capture_status="eager", effective_mode="NONE").full_graph
+    assert not _claims(capture_status="piecewise", effective_mode="PIECEWISE").full_graph
+    assert _claims(graph_mode="FULL_AND_PIECEWISE", capture_status="replayed",
+                   effective_mode="FULL").full_graph  # fmt: skip
+    ranks = (RankCapture(rank=0, status="replayed", effective_mode="FULL", modes={}),
+             RankCapture(rank=1, status="eager", effective_mode="NONE", modes={}))  # fmt: skip
+    assert not _claims(capture_status="per-rank", per_rank=ranks).full_graph
+    assert _claims(capture_status="per-rank", per_rank=ranks[:1]).full_graph
+
+
 def test_a_backend_that_does_not_run_its_vllm_route_is_a_finding() -> None:
     s = _summary(FAILED)
     assert s.backend == "legacy-flat" and s.route is not None and s.route.path == "gluon-verify"

@@ -275,4 +275,6 @@ class Evidence:
 
     @property
     def graph_mode(self) -> str:
-        return str(self.scenario.graph_mode or "FULL")
+        """The graph mode the run asked for: its scenario's, else the one its capture evidence
+        names (an engine's vLLM resolution record), else FULL (a trace says none)."""
+        return str(self.scenario.graph_mode or self.capture.mode or "FULL")
