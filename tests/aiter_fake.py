@@ -50,7 +50,7 @@ class Recorder:
             return s
         if v >= (0, 1, 20, 0):
             return max(1, 256 // (b * qlen * math.ceil(h / 16)))
-        den = b * qlen * (math.ceil(h / 16) if v >= (0, 1, 19, 2) else 1)
+        den = b * qlen * (math.ceil(h / 16) if v >= (0, 1, 19, 1) else 1)
         if fp8:
             _check(b == 1, "mla_gluon[bh16bn128] requires batch_size=1")
             return max(1, min(256 // den, min_kv))

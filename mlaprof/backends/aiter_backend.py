@@ -145,9 +145,7 @@ class AiterBackend:
                 f"aiter {env.version} mla_gluon handles H <= {limit} (bh16) or H in (64, 128) "
                 f"(bh64), got H = {heads}"
             )
-        if kv.dtype == FP8_KV:
-            if heads > aiter_env.BH16_MAX_HEADS:
-                return f"fp8 KV (bh16bn128) handles H <= 16, got H = {heads}"
+        if kv.dtype == FP8_KV:  # bh16bn128: the head range above (mla_gluon.py v0.1.20 L904-916)
             if not env.at_least(aiter_env.GLUON_V0120) and b != 1:
                 return f"aiter {env.version} fp8 KV (bh16bn128) requires B == 1, got B = {b}"
             return None

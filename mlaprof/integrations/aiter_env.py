@@ -22,9 +22,9 @@ from mlaprof.splits import releases
 GLUON_MIN_VERSION = (0, 1, 19, 0)  # first tag with mla_gluon's 4-D MTP entry and in-kernel causal
 GLUON_ARCHS = ("gfx950",)  # "mla_gluon requires gfx950" (vllm#50682)
 ASM_ARCHS = ("gfx942", "gfx950")  # MI300X/MI325X and MI355X code objects of mla_decode_fwd
-# UNVERIFIED: the AITER notes say bh16bn64 takes H <= 16 in v0.1.19 and <= 96 "later"; the head-group
-# denominator ceil(H/16) appeared in v0.1.19.post2, so that is where wider head counts start here.
-BH16_WIDE_HEADS_SINCE = (0, 1, 19, 2)
+# mla_gluon's bh16 regimes (bf16 and fp8 KV) take H <= 16 in v0.1.19 (mla_gluon.py L881) and
+# H <= 96 from v0.1.19.post1 (L894; .post1 and .post2 ship the same file), v0.1.20 L904
+BH16_WIDE_HEADS_SINCE = (0, 1, 19, 1)
 BH16_MAX_HEADS = 16
 BH16_MAX_HEADS_WIDE = 96
 BH64_HEADS = (64, 128)

@@ -75,7 +75,9 @@ def gluon_bh16_v0119_post2(x: SplitInput) -> int:
 
 
 def gluon_fp8_v0119(x: SplitInput) -> int:
-    """v0.1.19 bh16bn128 (fp8 KV): asserts B == 1; max(1, min(256 // (B*qlen), min_kv)).
+    """v0.1.19..v0.1.19.post2 bh16bn128 (fp8 KV): asserts B == 1;
+    max(1, min(256 // (B*qlen*ceil(H/16)), min_kv)). v0.1.19 takes H <= 16 (one head block);
+    .post1/.post2 take H <= 96 and divide by the head blocks (``mla_gluon.py`` L894, L949-960).
     64 / 128 heads take bh64 first (L879), which asserts bf16 KV."""
     if x.heads in BH64_HEADS:
         raise MlaprofError(
@@ -83,7 +85,8 @@ def gluon_fp8_v0119(x: SplitInput) -> int:
         )
     if x.num_reqs != 1:
         raise MlaprofError(f"aiter gluon v0.1.19 fp8 (bh16bn128) requires B == 1, got {x.num_reqs}")
-    return max(1, min(GLUON_TARGET_CTAS // (x.num_reqs * x.qlen), x.min_kv_seq_len))
+    den = x.num_reqs * x.qlen * cdiv(x.heads, 16)
+    return max(1, min(GLUON_TARGET_CTAS // den, x.min_kv_seq_len))
 
 
 def gluon_bh16_v0120(x: SplitInput) -> int:
@@ -102,7 +105,9 @@ def gluon_active_splits(seq_len: int, s: int) -> int:
 
 def gluon_bh64(x: SplitInput) -> int:
     """bh64 (H in {64, 128}): base = 8*ceil(H/64)*qlen*(B/8); S = next_pow2(ceil(256/base));
-    the kernel asserts min_kv > S*(3*64 + S)."""
+    the kernel asserts min_kv > S*(3*64 + S) and bf16 KV."""
+    if x.kv_fp8:  # mla_gluon.py v0.1.19 L920-922, v0.1.19.post2 L937-939, v0.1.20 L947-949
+        raise MlaprofError(f"aiter gluon bh64 ({x.heads} heads) asserts bf16 KV, got fp8 KV")
     if x.num_reqs % 64:
         raise MlaprofError(f"aiter gluon bh64 asserts B % 64 == 0, got B = {x.num_reqs}")
     base = 8 * cdiv(x.heads, 64) * x.qlen * (x.num_reqs / 8)
@@ -268,7 +273,8 @@ def gluon_gfx942_pr4582(x: SplitInput) -> int:
             return 6
         if b >= 8:
             return 10
-        # UNVERIFIED: the PR's table gives no entry for qlen 4, 1 < B < 8; the generic rule stands in
+        # qlen 4 with 1 < B < 8 falls through to the generic rule (_graph_launch_config,
+        # gfx942/attention/mla.py L589-600 at bb855e4)
     if b == 1:
         return 16
     return min(64, cdiv(GLUON_TARGET_CTAS, b * q))
@@ -598,6 +604,8 @@ def applicable(
         return f"bh16 handles at most {limit} heads in this version, got {heads}"
     if policy == "aiter-gluon-bh64" and heads not in (64, 128):
         return f"bh64 needs 64 or 128 heads, got {heads}"
+    if policy == "aiter-gluon-bh64" and fp8:  # mla_gluon.py v0.1.20 L947-949
+        return "bh64 asserts bf16 KV, got fp8 KV"
     if policy == "aiter-gluon-bh64" and num_reqs % 64:
         return f"bh64 needs B % 64 == 0, got B = {num_reqs}"
     if policy in ("aiter-asm-fp8", "aiter-asm-fp8-pr4713"):

@@ -67,7 +67,8 @@ def _gluon_fp8_v0119(x: SplitInput) -> Array:
     b = _i(x.num_reqs)
     if x.heads in p.BH64_HEADS:  # bh64 first, which asserts bf16 KV
         return np.zeros(b.shape, np.int64)
-    s = np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // (b * x.qlen), _i(x.min_kv_seq_len)))
+    den = b * x.qlen * cdiv(x.heads, 16)  # head blocks: 1 in v0.1.19, up to 6 in .post1/.post2
+    s = np.maximum(1, np.minimum(p.GLUON_TARGET_CTAS // den, _i(x.min_kv_seq_len)))
     return np.where(b == 1, s, 0)  # the kernel asserts B == 1
 
 
@@ -83,6 +84,7 @@ def _gluon_bh64(x: SplitInput) -> Array:
     base = 8 * cdiv(x.heads, 64) * x.qlen * (_i(x.num_reqs) / 8)
     s = np.maximum(1, next_pow2(np.ceil(p.GLUON_TARGET_CTAS / base).astype(np.int64)))
     ok = (_i(x.min_kv_seq_len) > s * (3 * 64 + s)) & (_i(x.num_reqs) % 64 == 0)
+    ok &= ~np.asarray(x.kv_fp8, dtype=bool)  # bh64 asserts bf16 KV
     return np.where(ok, s, 0)  # the kernel's asserts
 
 

@@ -143,6 +143,33 @@ def test_gluon_bh64_and_fp8(monkeypatch):
 
 
 @pytest.mark.parametrize(
+    ("version", "heads", "kv_lens", "kv_dtype", "policy", "splits"),
+    [
+        # v0.1.19.post1 ships .post2's mla_gluon.py: bh16 takes H <= 96 (L894). B 4, qlen 4,
+        # 2 head blocks, active min_kv 200: min(256 // (4*4*2), ceil(200/64)) = min(8, 4) = 4
+        ("0.1.19.post1", 32, [700, 200, 900], None, "aiter-gluon-v0.1.19.post2", 4),
+        # fp8 KV takes the same head range (bh16bn128, v0.1.20 L904-916): 256 // (4*4*3) = 5
+        ("0.1.20", 48, [700, 200, 900], torch.float8_e4m3fn, "aiter-gluon-v0.1.20", 5),
+        # .post2 fp8 (L949-960, B == 1): min(256 // (1*4*3), 500) = 21
+        ("0.1.19.post2", 48, [500], torch.float8_e4m3fn, "aiter-gluon-fp8-v0.1.19", 21),
+    ],
+)
+def test_gluon_takes_up_to_96_heads_from_v0119_post1(
+    monkeypatch, version, heads, kv_lens, kv_dtype, policy, splits
+):
+    """The head range of mla_gluon's bh16 regimes, both KV dtypes (aiter ``mla_gluon.py``
+    v0.1.19.post1 L894-906, v0.1.20 L904-916): these were refused on the host before."""
+    rec = aiter_fake.install(monkeypatch, version=version)
+    meta = _meta(kv_lens, mode="active-rows")
+    backend = AiterBackend(entry="gluon")
+    inp, out, lse, seed = _run(backend, meta, heads=heads, kv_dtype=kv_dtype)
+    assert backend.last_call.policy == policy
+    assert backend.last_call.splits == rec.splits[-1] == splits
+    inp.kv_c = inp.kv_c.to(torch.bfloat16)  # reference on the same (rounded) values
+    _assert_close(out, lse, *_reference(inp, meta, heads), seed)
+
+
+@pytest.mark.parametrize(
     ("version", "arch", "heads", "kwargs", "message"),
     [
         ("0.1.18", "gfx950", 16, {}, "needs aiter >= v0.1.19"),

@@ -56,6 +56,39 @@ def test_fp8_v0119():
         gluon_fp8_v0119(x(b=2))
 
 
+def test_fp8_bh16_counts_head_groups_from_v0119_post1():
+    """v0.1.19.post1 and .post2 (one mla_gluon.py) send fp8 KV with up to 96 heads to
+    bh16bn128 and divide the 256-program budget by the head blocks: S = max(1, min(256 //
+    (B*qlen*ceil(H/16)), min_kv)) (aiter ``mla_gluon.py`` v0.1.19.post1 L894, L949-960). The
+    installed-AITER backend runs this policy for every release before v0.1.20; v0.1.19 takes
+    H <= 16, one head block, so its S is unchanged."""
+    fp8 = dataclasses.replace(x(b=1, qlen=4, h=48, min_kv=5000), kv_fp8=True)
+    assert gluon_fp8_v0119(fp8) == 21  # 256 // (1*4*3) = 21 < 5000 (64 without head blocks)
+    assert gluon_fp8_v0119(dataclasses.replace(fp8, qlen=1, heads=96)) == 42  # 256 // 6
+    assert gluon_fp8_v0119(dataclasses.replace(fp8, heads=16)) == 64  # 256 // 4: one block
+    assert gluon_fp8_v0119(dataclasses.replace(fp8, heads=17, min_kv_seq_len=20)) == 20
+    from mlaprof.whatif.vector import splits as vector_splits
+
+    pol = POLICIES["aiter-gluon-fp8-v0.1.19"]
+    assert list(vector_splits(pol, fp8)) == [21]  # the what-if grid's numpy twin agrees
+
+
+def test_bh64_asserts_bf16_kv_in_every_release():
+    """mla_gluon's bh64 asserts bf16 KV (v0.1.19 L920-922, v0.1.19.post2 L937-939, v0.1.20
+    L947-949): 64 or 128 heads over an fp8 cache are not runnable, never an S (was 4)."""
+    from mlaprof.whatif.vector import splits as vector_splits
+
+    fp8 = dataclasses.replace(x(b=64, qlen=1, h=64, min_kv=5000), kv_fp8=True)
+    with pytest.raises(MlaprofError, match="bf16 KV"):
+        gluon_bh64(fp8)
+    with pytest.raises(MlaprofError, match="bf16 KV"):
+        gluon_bh16_v0120(dataclasses.replace(fp8, heads=128))
+    assert gluon_bh64(dataclasses.replace(fp8, kv_fp8=False)) == 4
+    assert list(vector_splits(POLICIES["aiter-gluon-bh64"], fp8)) == [0]  # refused
+    assert "asserts bf16 KV" in applicable("aiter-gluon-bh64", 64, 64, 1, "gfx950", kv_fp8=True)
+    assert applicable("aiter-gluon-bh64", 64, 64, 1, "gfx950") is None
+
+
 def test_v0120_ignores_min_kv():
     assert gluon_bh16_v0120(x(b=4, min_kv=4)) == 16
     assert gluon_bh16_v0120(x(b=4, h=32, min_kv=4)) == 8
