@@ -354,9 +354,17 @@ def capture_sizes(
     max_num_batched_tokens: int | None = None,
 ) -> list[int]:
     """The sizes an engine captures: the rule's FULL-decode sizes; for PIECEWISE graphs the
-    token grid itself (no uniform-decode rounding)."""
+    token list itself (no uniform-decode rounding); none without graphs."""
     if graph_mode == "FULL":
         return default_capture_sizes(rule, max_num_seqs, num_spec, max_num_batched_tokens)
+    if graph_mode == "NONE":  # no graphs, no sizes (vllm/config/vllm.py 0.34 L2553, 0.32 L2547)
+        return []
+    if rule in ("vllm-0.32", "vllm-0.34"):
+        # PIECEWISE graphs keep the uniform-decode sizes n * qlen, unrounded (vllm/config/vllm.py
+        # 0.34 L2500-2502, prefill sizes L2645; 0.32 L2495-2497, rounded only under FULL decode
+        # graphs, config/compilation.py L1496-1501)
+        check_batched_tokens(max_num_batched_tokens, max_num_seqs)
+        return _v034_shared(max_num_seqs, num_spec, max_num_batched_tokens)
     top = min(max_num_seqs * (1 + num_spec) * 2, DEFAULT_MAX)
     return _assemble(top, [], max_num_batched_tokens)
 

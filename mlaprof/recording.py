@@ -181,7 +181,8 @@ def scenario_splits(
     get_meta_param reads that length as total_kv."""
     buffer = sc.max_num_seqs * sc.max_model_len
     return step_splits(meta, sc.heads, sc.device_preset, shape.graph_mode, sc.max_model_len,
-                       policies, kv_buffer_len=buffer)  # fmt: skip
+                       policies, kv_buffer_len=buffer,
+                       full_graphs=sc.graph_mode == "FULL")  # fmt: skip
 
 
 def step_analysis_rows(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
 from mlaprof.splits.policies import (
+    BUILT_FROM_MAX_MODEL_LEN,
     NOT_RUNNABLE,
     POLICIES,
     RELEASED_POLICIES,
@@ -17,7 +18,6 @@ from mlaprof.splits.policies import (
     applicable,
     collapsed_known,
     dummy_run_input,
-    gluon_active_splits,
     host_fallback_note,
 )
 
@@ -54,12 +54,20 @@ def _safe(policy: Policy, x: SplitInput) -> tuple[int | None, str]:
 
 
 def occupancy(
-    policy: Policy, real_seq_lens: list[int], qlen: int, heads: int, s: int, units: int
+    policy: Policy,
+    real_seq_lens: list[int],
+    qlen: int,
+    heads: int,
+    s: int,
+    units: int,
+    kv_fp8: bool = False,
 ) -> float:
     """Fraction of the device's units busy with real work: programs of real rows whose split
-    holds KV (splits past a row's end exit at once), over the unit count, capped at 1."""
+    holds KV as the policy's kernel cuts it (:meth:`Policy.active_splits`; a split without KV
+    exits at once), over the unit count, capped at 1."""
     programs = sum(
-        policy.programs(1, qlen, heads, gluon_active_splits(n, s)) for n in real_seq_lens
+        policy.programs(1, qlen, heads, policy.active_splits(n, s, heads, kv_fp8))
+        for n in real_seq_lens
     )
     return min(1.0, programs / max(1, units))
 
@@ -72,9 +80,14 @@ def step_splits(
     max_model_len: int,
     policies: list[str] | None = None,
     kv_buffer_len: int | None = None,
+    full_graphs: bool | None = None,
 ) -> list[StepSplits]:
     """S per policy. ``kv_buffer_len``: the kv_indices buffer length the engine passes (vLLM:
-    max_num_seqs * max_model_len), which the ASM heuristic reads as total_kv."""
+    max_num_seqs * max_model_len), which the ASM heuristic reads as total_kv. ``full_graphs``:
+    whether the engine captures FULL graphs (None: the step ran in one), which the step's own
+    mode does not say for its PIECEWISE and eager steps."""
+    if full_graphs is None:
+        full_graphs = graph_mode == "FULL"
     b, qlen = meta.num_reqs, meta.qlen
     real = [s for s, q in zip(meta.host_seq_lens, meta.host_qo_lens, strict=True) if q > 0]
     base = dict(
@@ -107,6 +120,8 @@ def step_splits(
         why = applicable(name, heads, b, qlen, device.arch)
         fp8 = "fp8" in name  # an fp8 policy models an fp8 KV cache
         xa, xb, xr = (dataclasses.replace(x, kv_fp8=fp8) for x in (x_all, x_active, x_real))
+        if full_graphs and name in BUILT_FROM_MAX_MODEL_LEN:  # the builder's S, on every step
+            xa, xb = (dataclasses.replace(x, max_seq_len=max_model_len) for x in (xa, xb))
         if why:
             out.append(
                 StepSplits(
@@ -144,8 +159,8 @@ def step_splits(
                 frozen, n5 = _safe(p, x_dummy)
                 n4 = "; ".join(n for n in (n4, n5) if n)
         note = "; ".join(dict.fromkeys(n for n in (n1, n2, n3, n4) if n))
-        occ_u = occupancy(p, real, qlen, heads, used, device.units) if used else None
-        occ_d = occupancy(p, real, qlen, heads, deserved, device.units) if deserved else None
+        occ_u = occupancy(p, real, qlen, heads, used, device.units, fp8) if used else None
+        occ_d = occupancy(p, real, qlen, heads, deserved, device.units, fp8) if deserved else None
         out.append(
             StepSplits(
                 name,

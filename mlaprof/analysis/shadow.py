@@ -102,7 +102,10 @@ def shadow(
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
         mml, seqs = s.max_model_len or 0, s.max_num_seqs
         buf = seqs * mml if seqs and mml else None  # vLLM's kv_indices buffer: the ASM total_kv
-        (sp,) = step_splits(meta, h, dev, shape.graph_mode, mml, [policy], kv_buffer_len=buf)
+        # full_graphs: batch_shape above dispatched it as a FULL-graph engine does
+        (sp,) = step_splits(
+            meta, h, dev, shape.graph_mode, mml, [policy], kv_buffer_len=buf, full_graphs=True
+        )
         pad = padding_row(s.step, meta, shape)
         notes = [why] + ([sp.note] if sp.note else [])
         short = sum(1 for i in verify if drafts[i] < k)

@@ -28,7 +28,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.integrations import aiter_env
 from mlaprof.scenario import KV_DIM, LATENT
 from mlaprof.splits import releases
-from mlaprof.splits.policies import POLICIES, SplitInput
+from mlaprof.splits.policies import POLICIES, SplitInput, gluon_regime
 from mlaprof.splits.releases import aiter_rule
 
 if TYPE_CHECKING:
@@ -327,13 +327,6 @@ class AiterBackend:
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def gluon_regime(heads: int, kv_fp8: bool) -> str:
-    """mla_gluon's dispatch: H in {64, 128} -> bh64; H <= 16/96 by KV dtype -> bh16bn64/bn128."""
-    if heads in aiter_env.BH64_HEADS:
-        return "bh64"
-    return "bh16bn128" if kv_fp8 else "bh16bn64"
-
-
 def release_label(env: AiterEnv) -> str:
     """How the installed AITER maps to a modelled rule ("rule of v0.1.20.post1; v0.1.21.post2
     not verified" for a release mlaprof has not read)."""

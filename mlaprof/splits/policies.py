@@ -97,10 +97,41 @@ def gluon_bh16_v0120(x: SplitInput) -> int:
     return max(1, GLUON_TARGET_CTAS // (x.num_reqs * x.qlen * cdiv(x.heads, 16)))
 
 
-def gluon_active_splits(seq_len: int, s: int) -> int:
-    """v0.1.20: a row of ``seq_len`` uses L = max(64, seq//S) per split, min(ceil(seq/L), S) splits."""
-    chunk = max(64, seq_len // s)
-    return min(cdiv(seq_len, chunk), s)
+# -- which of a row's S splits hold KV (the occupancy model) -------------------------------------
+# the gluon kernels' stage 1 cuts one row's KV into S splits; a split left without KV returns at
+# once. Two cuts, both with the last split ending at seq:
+# - floor: L = seq // S: every split holds KV where seq >= S, else only the last (whatever
+#   BLOCK_N). aiter/ops/triton/gluon/mla_gluon.py _mla_gluon v0.1.19 L151-161, v0.1.19.post1 /
+#   .post2 L159-174; PR #4582's gfx942/attention/mla.py L75-82 (at bb855e4)
+# - block: L = max(BLOCK_N, seq // S): min(S, ceil(seq / L)) splits hold KV. mla_gluon.py
+#   v0.1.20 / v0.1.20.post1 L149-156; PR #4758's gfx950/attention/mla.py L155-162 (at b818025)
+PARTITION_FLOOR = "floor"
+PARTITION_BLOCK = "block"
+PARTITIONS = (PARTITION_FLOOR, PARTITION_BLOCK)
+# BLOCK_N of each mla_gluon regime (v0.1.19 L898, L925; v0.1.20 L925, L952)
+GLUON_BLOCK_N = {"bh64": 64, "bh16bn64": 64, "bh16bn128": 128}
+
+
+def gluon_regime(heads: int, kv_fp8: bool) -> str:
+    """mla_gluon's dispatch: H in {64, 128} -> bh64; else bh16bn128 for fp8 KV, bh16bn64 for bf16
+    (v0.1.19 L879, v0.1.20 L902-916)."""
+    if heads in BH64_HEADS:
+        return "bh64"
+    return "bh16bn128" if kv_fp8 else "bh16bn64"
+
+
+def gluon_active_splits(
+    seq_len: int, s: int, partition: str = PARTITION_BLOCK, block_n: int = 64
+) -> int:
+    """How many of S splits hold KV for a row of ``seq_len`` tokens, cut by ``partition`` (the
+    kernel release's cut, above) with ``block_n`` KV tokens a block."""
+    s = max(1, s)
+    if partition == PARTITION_FLOOR:
+        return s if seq_len >= s else min(max(0, seq_len), 1)
+    if partition != PARTITION_BLOCK:
+        raise MlaprofError(f"unknown KV partition {partition!r} (one of {PARTITIONS})")
+    chunk = max(block_n, seq_len // s)
+    return min(cdiv(max(0, seq_len), chunk), s)
 
 
 def gluon_bh64(x: SplitInput) -> int:
@@ -375,6 +406,10 @@ class Policy:
     unreleased: bool = False  # an open PR's rule: opt-in only, never in "all" or a run's set
     # where the kernel falls back to a host-decided S (the persistent gate), per input
     host_fallback: Callable[[SplitInput], Any] | None = None
+    # how the kernel cuts a row's KV over the S splits (PARTITION_FLOOR / PARTITION_BLOCK, by
+    # the release it was read from); None: not modelled (not a gluon kernel), counted with the
+    # block cut and 64-token blocks
+    kv_partition: str | None = None
 
     def splits(self, x: SplitInput) -> int:
         return int(self.fn(x))
@@ -391,6 +426,16 @@ class Policy:
         """Programs (CTAs / workgroups) launched for ``rows`` requests with S splits."""
         per = (qlen if self.per_token else 1) * cdiv(heads, self.head_group)
         return rows * per * s
+
+    def partition(self, heads: int, kv_fp8: bool) -> tuple[str, int]:
+        """The rule and BLOCK_N that cut a row's KV over the splits (:func:`gluon_active_splits`)."""
+        if self.kv_partition is None:
+            return PARTITION_BLOCK, GLUON_BLOCK_N["bh16bn64"]
+        return self.kv_partition, GLUON_BLOCK_N[gluon_regime(heads, kv_fp8)]
+
+    def active_splits(self, seq_len: int, s: int, heads: int, kv_fp8: bool = False) -> int:
+        """How many of S splits hold KV for a row of ``seq_len`` tokens (the rest exit at once)."""
+        return gluon_active_splits(seq_len, s, *self.partition(heads, kv_fp8))
 
     @property
     def provenance(self) -> str:
@@ -417,6 +462,7 @@ POLICIES: dict[str, Policy] = {
             16,
             True,
             f"{_V0119} bh16bn64 (64/128 heads: bh64, mla_gluon.py L879)",
+            kv_partition=PARTITION_FLOOR,
         ),
         Policy(
             "aiter-gluon-v0.1.19.post2",
@@ -425,9 +471,26 @@ POLICIES: dict[str, Policy] = {
             16,
             True,
             "aiter v0.1.19.post2 bh16bn64",
+            kv_partition=PARTITION_FLOOR,
         ),
-        Policy("aiter-gluon-fp8-v0.1.19", gluon_fp8_v0119, True, 16, True, f"{_V0119} bh16bn128"),
-        Policy("aiter-gluon-v0.1.20", gluon_bh16_v0120, False, 16, True, f"{_V0120} bh16"),
+        Policy(
+            "aiter-gluon-fp8-v0.1.19",
+            gluon_fp8_v0119,
+            True,
+            16,
+            True,
+            f"{_V0119} bh16bn128",
+            kv_partition=PARTITION_FLOOR,
+        ),
+        Policy(
+            "aiter-gluon-v0.1.20",
+            gluon_bh16_v0120,
+            False,
+            16,
+            True,
+            f"{_V0120} bh16",
+            kv_partition=PARTITION_BLOCK,
+        ),
         Policy(
             "aiter-gluon-v0.1.20.post1",
             gluon_bh16_v0120,
@@ -435,9 +498,17 @@ POLICIES: dict[str, Policy] = {
             16,
             True,
             "aiter v0.1.20.post1 (de07f38): MLA as v0.1.20",
+            kv_partition=PARTITION_BLOCK,
         ),
         Policy(
-            "aiter-gluon-bh64", gluon_bh64, False, 64, True, f"{_V0119}..v0.1.20 bh64 (H 64/128)"
+            "aiter-gluon-bh64",
+            gluon_bh64,
+            False,
+            64,
+            True,
+            f"{_V0119}..v0.1.20 bh64 (H 64/128)",
+            # both releases' cuts agree where bh64 runs: its min_kv assert keeps seq // S > 192
+            kv_partition=PARTITION_BLOCK,
         ),
         Policy(
             "aiter-gluon-gfx942-pr4582",
@@ -449,6 +520,7 @@ POLICIES: dict[str, Policy] = {
             "12 heads and bf16, gfx942/attention/mla.py L621-623 at bb855e4)",
             verified=False,
             unreleased=True,
+            kv_partition=PARTITION_FLOOR,
         ),
         Policy(
             "aiter-gluon-v0.1.20-pr4758",
@@ -460,6 +532,7 @@ POLICIES: dict[str, Policy] = {
             "and S % 8 == 0)",
             verified=False,
             unreleased=True,
+            kv_partition=PARTITION_BLOCK,
         ),
         Policy(
             "aiter-asm",
@@ -650,6 +723,10 @@ def host_fallback_note(policy: str) -> str:
 # policies whose S a FULL graph sizes from max_model_len, not from the dummy run's KV
 # (vLLM 0.32 triton_mla.py; vLLM 0.34 rocm_aiter_mla.py L1943-1950)
 FROZEN_FROM_MAX_MODEL_LEN = ("vllm-triton", "vllm-triton-verify")
+# policies whose metadata builder sizes S from max_model_len on every step of an engine with FULL
+# graphs, its eager and PIECEWISE steps too (vLLM 0.34 rocm_aiter_mla.py L1943-1950:
+# cudagraph_mode.has_full_cudagraphs()); vLLM's Triton MLA reads the batch's max_seq_len there
+BUILT_FROM_MAX_MODEL_LEN = ("vllm-triton-verify",)
 
 
 def dummy_run_input(

@@ -28,6 +28,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.scenario import DEVICES, GRAPH_MODES, MODELS, Scenario
 from mlaprof.splits import releases
 from mlaprof.splits.policies import (
+    BUILT_FROM_MAX_MODEL_LEN,
     POLICIES,
     SplitInput,
     applicable,
@@ -313,11 +314,12 @@ class Shapes:
         return cls(b, med, big.min(axis=1), lens.max(axis=1), lens.sum(axis=1),
                    np.tile(np.arange(spec.draws), len(spec.batches)), lens)  # fmt: skip
 
-    def programs(self, s: np.ndarray, per: int) -> np.ndarray:
-        """Programs of the real rows over the splits that hold KV (S per cell)."""
+    def programs(self, s: np.ndarray, per: int, cut: tuple[str, int]) -> np.ndarray:
+        """Programs of the real rows over the splits that hold KV (S per cell), the KV cut as
+        the policy's kernel cuts it (``cut``: :meth:`Policy.partition`)."""
         if self.lens is None:
-            return self.batch * per * vector.active_splits(self.context, s)
-        act = vector.active_splits(np.maximum(self.lens, 1), s[:, None])
+            return self.batch * per * vector.active_splits(self.context, s, *cut)
+        act = vector.active_splits(np.maximum(self.lens, 1), s[:, None], *cut)
         return per * np.where(self.lens > 0, act, 0).sum(axis=1)
 
 
@@ -364,9 +366,14 @@ def _group(
     def s_of(x: SplitInput) -> np.ndarray:
         return vector.splits(pol, x)
 
-    x_bug = SplitInput(rows, q, heads, min_all, kmax, total_all, units, **common)
+    # the metadata as built; vLLM 0.34's Triton verify sizes it from max_model_len on every step
+    # of a FULL-graph engine, PIECEWISE and eager ones too (rocm_aiter_mla.py L1943-1950)
+    built = kmax
+    if spec.graph_mode == "FULL" and policy in BUILT_FROM_MAX_MODEL_LEN:
+        built = np.full(n, spec.max_model_len)
+    x_bug = SplitInput(rows, q, heads, min_all, built, total_all, units, **common)
     s_bug = s_of(x_bug)
-    s_fix = s_of(SplitInput(rows, q, heads, kmin, kmax, total_all, units, **common))
+    s_fix = s_of(SplitInput(rows, q, heads, kmin, built, total_all, units, **common))
     s_des = s_of(SplitInput(b, q, heads, kmin, kmax, ksum, units, **common))
     # S decided on the device at replay (persistent kernels) is never frozen into a graph;
     # AITER drops the persistent kernel for some shapes (Policy.host_fallback): S on the host
@@ -398,12 +405,13 @@ def _group(
     ).route()  # fmt: skip
     fits = policy_fits_route(policy, route.path)
     per = (q if pol.per_token else 1) * int(cdiv(heads, pol.head_group))
+    cut = pol.partition(heads, kv_fp8)
     real_bytes = ksum * KV_BYTES_PER_TOKEN * per
     model_t = cost_model(device)
 
     def occ_time(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ok = s > 0
-        programs = shp.programs(s, per)
+        programs = shp.programs(s, per, cut)
         occ = np.where(ok, np.minimum(1.0, programs / max(1, units)), np.nan)
         if model_t is None:
             return occ, np.full(n, np.nan)

@@ -207,8 +207,17 @@ def splits(policy: Policy, x: SplitInput) -> Array:
     return np.broadcast_to(twin(x), (n,)).astype(np.int64)
 
 
-def active_splits(seq_len: object, s: object) -> Array:
-    """:func:`mlaprof.splits.policies.gluon_active_splits` on arrays."""
+def active_splits(
+    seq_len: object, s: object, partition: str = p.PARTITION_BLOCK, block_n: int = 64
+) -> Array:
+    """:func:`mlaprof.splits.policies.gluon_active_splits` on arrays: the splits of S that hold
+    KV for a row of ``seq_len`` tokens. floor (mla_gluon.py v0.1.19 L151-161, .post1/.post2
+    L159-174): L = seq // S, all S where seq >= S, else the last; block (v0.1.20 L149-156):
+    L = max(BLOCK_N, seq // S), min(S, ceil(seq / L))."""
     seq, s = _i(seq_len), np.maximum(1, _i(s))
-    chunk = np.maximum(64, seq // s)
-    return np.minimum(cdiv(seq, chunk), s)
+    if partition == p.PARTITION_FLOOR:
+        return np.where(seq >= s, s, np.minimum(np.maximum(seq, 0), 1))
+    if partition != p.PARTITION_BLOCK:
+        raise MlaprofError(f"unknown KV partition {partition!r} (one of {p.PARTITIONS})")
+    chunk = np.maximum(block_n, seq // s)
+    return np.minimum(cdiv(np.maximum(seq, 0), chunk), s)

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from mlaprof.capture_sizes import capture_plan
+from mlaprof.capture_sizes import capture_plan, capture_sizes
 from mlaprof.splits.policies import SplitInput, vllm_triton_verify
 from mlaprof.splits.routing import RouteConfig, verify_route
 from tests.vllm_src import evaluate, expression, load, source
@@ -100,9 +100,10 @@ def _bind(obj: Any, holder: Any, *names: str) -> None:
 
 
 def vllm_sizes(ns: dict[str, Any], mns: int, k: int, explicit: list[int] | None,
-               mnt: int | None, method: str | None) -> Any:  # fmt: skip
+               mnt: int | None, method: str | None,
+               mode_name: str = "FULL_AND_PIECEWISE") -> Any:  # fmt: skip
     """vLLM 0.34's resolved compilation config for these engine settings."""
-    mode = ns["CUDAGraphMode"].FULL_AND_PIECEWISE
+    mode = ns["CUDAGraphMode"][mode_name]
     cc = types.SimpleNamespace(
         cudagraph_mode=mode, max_cudagraph_capture_size=None,
         cudagraph_capture_sizes=list(explicit) if explicit else None,
@@ -210,6 +211,21 @@ def test_the_issue_cells_are_vllm_034s(ns: dict[str, Any]) -> None:
     assert (d.mode, d.rows, d.size) == ("FULL", 6, 12)
 
 
+def test_piecewise_capture_sizes_are_vllm_034s(ns: dict[str, Any]) -> None:
+    """cudagraph_mode PIECEWISE captures a graph per shared token size, the uniform-decode sizes
+    n * qlen included (``config/vllm.py`` L2500-2502, L2645): 3 tokens at 1 seq and 2 spec
+    tokens; mlaprof had the bare token grid [1, 2, 4]. NONE captures nothing."""
+    for mns, k, mnt in product([1, 2, 3, 5, 6, 8, 33, 100, 256, 300], range(8), [None, 7, 513]):
+        if mnt is not None and mnt < mns:
+            continue
+        mgr = vllm_manager(ns, vllm_sizes(ns, mns, k, None, mnt, "mtp", "PIECEWISE"))
+        want = sorted(d.num_tokens for d in mgr._capture_descs[ns["CUDAGraphMode"].PIECEWISE])
+        assert capture_sizes(mns, k, "PIECEWISE", "vllm-0.34", mnt) == want, (mns, k, mnt)
+        none = vllm_sizes(ns, mns, k, None, mnt, "mtp", "NONE").compilation_config
+        assert capture_sizes(mns, k, "NONE", "vllm-0.34", mnt) == none.cudagraph_capture_sizes
+    assert capture_sizes(1, 2, "PIECEWISE", "vllm-0.34") == [1, 2, 3, 4]
+
+
 @pytest.fixture(scope="module")
 def splits() -> Any:
     ns: dict[str, Any] = {"Any": Any, "triton": types.SimpleNamespace(cdiv=cdiv)}
@@ -234,6 +250,55 @@ def test_triton_verify_splits_are_vllm_034s(splits: Any) -> None:
 def test_the_frozen_verify_split_count_of_the_case_read() -> None:
     """2 requests on an MI300X (304 CUs) at 8 heads, qlen 6, max_model_len 131072: 152."""
     assert vllm_triton_verify(SplitInput(2, 6, 8, 1, 131072, 2, 304)) == 152
+
+
+def _built_verify_splits_call() -> Any:
+    """``triton_verify_num_kv_splits = _triton_verify_num_kv_splits(...)`` of ``_build_decode``."""
+    import ast
+
+    tree = ast.parse(AITER_MLA.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name == "AiterMLAMetadataBuilder")  # fmt: skip
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_build_decode")
+    return next(n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                and ast.unparse(n.targets[0]) == "triton_verify_num_kv_splits"
+                and isinstance(n.value, ast.Call))  # fmt: skip
+
+
+def test_triton_verify_splits_as_built_are_vllm_034s(ns: dict[str, Any], splits: Any) -> None:
+    """The S ``_build_decode`` hands the Triton verify (L1943-1950) on every step, as mlaprof's
+    step_splits has it used: from max_model_len on a FULL-graph engine's FULL, PIECEWISE and
+    eager steps alike, from the batch's longest row without FULL graphs. 100 requests of 100
+    tokens at qlen 6 run eagerly at 256 seqs: 3 splits, mlaprof had 1 from the live length."""
+    from mlaprof.devices import DEVICES
+    from mlaprof.metadata import batch_shape, build_metadata
+    from mlaprof.step_splits import step_splits
+
+    env_ns: dict[str, Any] = {"envs": types.SimpleNamespace(VLLM_BATCH_INVARIANT=False),
+                              "verify_num_kv_splits": splits}  # fmt: skip
+    load(AITER_MLA, ["_triton_verify_num_kv_splits"], env_ns)
+    call, mode = _built_verify_splits_call(), ns["CUDAGraphMode"]
+    dev, heads, q, mml, mns = DEVICES["mi300x"], 8, 6, 131072, 256
+    seen = set()
+    for sizes, b, kv, engine in product([None, [12, 601]], [1, 2, 5, 85, 86, 100, 256],
+                                        [100, 5000], ["FULL_AND_PIECEWISE", "PIECEWISE"]):  # fmt: skip
+        plan = capture_plan("vllm-0.34", mns, q - 1, sizes)  # [12, 601]: 5 requests PIECEWISE
+        shape = batch_shape([kv] * b, q, "FULL" if engine != "PIECEWISE" else "PIECEWISE", plan)
+        meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
+        builder = types.SimpleNamespace(
+            _triton_verify_max_seq_len=mml, _decode_num_heads=heads, _sm_count=dev.units,
+            compilation_config=types.SimpleNamespace(cudagraph_mode=mode[engine]),
+        )  # fmt: skip
+        want = evaluate(call, AITER_MLA, {**env_ns, "self": builder, "max_seq_len": meta.max_seq_len,
+                                          "num_reqs": meta.num_reqs, "max_qo_len": q})  # fmt: skip
+        (sp,) = step_splits(meta, heads, dev, shape.graph_mode, mml, ["vllm-triton-verify"],
+                            full_graphs=engine != "PIECEWISE")  # fmt: skip
+        assert sp.used == want, (sizes, b, kv, engine, shape.graph_mode)
+        seen.add((engine, shape.graph_mode))
+    assert {m for e, m in seen if e != "PIECEWISE"} == {"FULL", "NONE", "PIECEWISE"}
+    eager = build_metadata(batch_shape([100] * 100, q, "FULL", capture_plan("vllm-0.34", mns, 5)))
+    (sp,) = step_splits(eager, heads, dev, "NONE", mml, ["vllm-triton-verify"], full_graphs=True)
+    assert (sp.used, sp.deserved) == (3, 1)
 
 
 @pytest.fixture(scope="module")

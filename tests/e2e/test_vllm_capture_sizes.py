@@ -14,7 +14,12 @@ try:
 except Exception as e:  # ImportError, or a broken torchvision in the environment
     pytest.skip(f"vLLM is not importable here ({type(e).__name__})", allow_module_level=True)
 
-from mlaprof.capture_sizes import default_capture_sizes, round_to_qlen, sizes_for
+from mlaprof.capture_sizes import (
+    capture_sizes,
+    default_capture_sizes,
+    round_to_qlen,
+    sizes_for,
+)
 
 
 def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> list[int]:
@@ -69,6 +74,31 @@ def test_no_size_left_is_an_error_in_both():
         vllm_sizes(1, 3, 3)
     with pytest.raises(MlaprofError, match="no capture size is left"):
         default_capture_sizes("vllm-0.32", 1, 3, 3)
+
+
+@pytest.mark.parametrize("max_num_seqs, num_spec, max_batched",
+                         [(1, 2, 65536), (5, 3, 65536), (100, 0, 65536), (33, 5, 199), (256, 7, 8192)])  # fmt: skip
+def test_piecewise_sizes_equal_vllm(max_num_seqs, num_spec, max_batched):
+    """cudagraph_mode PIECEWISE: vLLM 0.32 keeps the uniform-decode sizes n * qlen and rounds
+    nothing (``compilation.py`` L1496-1501 rounds under FULL decode graphs only); mlaprof had
+    the bare grid ([1, 2, 4] at 1 seq and qlen 3, vLLM [1, 2, 3, 4])."""
+    q = 1 + num_spec
+    cc = CompilationConfig()
+    cc.cudagraph_mode = CUDAGraphMode.PIECEWISE
+    cfg = types.SimpleNamespace(
+        model_config=types.SimpleNamespace(enforce_eager=False),
+        compilation_config=cc,
+        scheduler_config=types.SimpleNamespace(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched
+        ),
+        uniform_decode_query_len=q,
+        speculative_config=None,
+        performance_mode="balanced",
+        num_speculative_tokens=num_spec,
+    )
+    VllmConfig._set_cudagraph_sizes(cfg)
+    got = capture_sizes(max_num_seqs, num_spec, "PIECEWISE", "vllm-0.32", max_batched)
+    assert got == cc.cudagraph_capture_sizes
 
 
 def test_explicit_list_over_max_num_batched_tokens_equals_vllm():

@@ -8,6 +8,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.metadata import BatchShape, build_metadata
 from mlaprof.scenario import DEVICES
 from mlaprof.splits.policies import (
+    PARTITION_FLOOR,
     POLICIES,
     SplitInput,
     aiter_asm,
@@ -97,6 +98,41 @@ def test_v0120_ignores_min_kv():
     assert gluon_active_splits(1000, 16) == 16
     assert gluon_active_splits(100, 16) == 2
     assert gluon_active_splits(4, 16) == 1
+
+
+def test_active_splits_are_each_release_kernels_cut():
+    """mla_gluon's stage 1 (aiter mla_gluon.py _mla_gluon): v0.1.19..post2 cut L = seq // S with
+    the last split taking the rest (every split busy once seq >= S); v0.1.20 cuts
+    L = max(BLOCK_N, seq // S), BLOCK_N 128 for fp8 KV (bh16bn128), 64 for bf16."""
+    v0120 = POLICIES["aiter-gluon-v0.1.20"]
+    assert v0120.active_splits(200, 16, 16, kv_fp8=True) == 2  # L = 128: ceil(200/128)
+    assert v0120.active_splits(200, 16, 16) == 4  # bf16, L = 64: ceil(200/64)
+    assert v0120.active_splits(129, 256, 96, kv_fp8=True) == 2
+    assert v0120.active_splits(128, 256, 96, kv_fp8=True) == 1
+    assert POLICIES["aiter-gluon-v0.1.20-pr4758"].active_splits(300, 8, 16, kv_fp8=True) == 3
+    fp8 = POLICIES["aiter-gluon-fp8-v0.1.19"]
+    assert fp8.active_splits(100, 100, 16, kv_fp8=True) == 100  # L = 1: every split busy
+    assert fp8.active_splits(99, 100, 16, kv_fp8=True) == 1  # L = 0: only the last split
+    for name in ("aiter-gluon-v0.1.19", "aiter-gluon-v0.1.19.post2"):
+        assert POLICIES[name].active_splits(100, 16, 16) == 16  # L = 6, not max(64, 6)
+    assert POLICIES["aiter-gluon-gfx942-pr4582"].active_splits(100, 64, 12) == 64
+    # bh64 in either release: its assert keeps seq > S*(3*64 + S), every split busy
+    assert POLICIES["aiter-gluon-bh64"].active_splits(785, 4, 64) == 4
+    assert gluon_active_splits(100, 16, PARTITION_FLOOR, 128) == 16
+    # kernels other than mla_gluon keep the block cut with 64-token blocks (not modelled)
+    assert POLICIES["aiter-asm"].partition(16, True) == ("block", 64)
+    assert gluon_active_splits(0, 16, PARTITION_FLOOR) == 0
+    with pytest.raises(MlaprofError, match="unknown KV partition"):
+        gluon_active_splits(100, 16, "ceil")
+
+
+def test_occupancy_counts_the_splits_the_fp8_v0119_kernel_keeps_busy():
+    # B 1, min_kv 100, qlen 1: S = min(256, 100) = 100, all 100 splits hold KV (L = 1)
+    meta = build_metadata(BatchShape([100], 1, 1, None, "NONE"), min_kv_mode="active-rows")
+    (g,) = step_splits(meta, 16, DEVICES["mi355x"], "NONE", 131072, ["aiter-gluon-fp8-v0.1.19"])
+    assert (g.used, g.deserved) == (100, 100)
+    assert g.occupancy_used == pytest.approx(100 / 256)  # was 2 / 256
+    assert g.occupancy_deserved == pytest.approx(100 / 256)
 
 
 def test_bh64():

@@ -116,3 +116,19 @@ def test_034_triton_verify_split_count_is_frozen_from_max_model_len(capsys):
     (cell,) = json.loads(capsys.readouterr().out)["cells"]
     assert (cell["route"], cell["route_fits"], cell["graph"]) == ("triton-verify", True, "FULL")
     assert (cell["S_frozen"], cell["S_deserved"], cell["over_split"]) == (152, 8, True)
+
+
+def test_034_triton_verify_split_count_from_max_model_len_on_eager_steps(capsys):
+    """vLLM 0.34 sizes the Triton verify's S from max_model_len whenever the engine has FULL
+    graphs (rocm_aiter_mla.py L1943-1950), not only in a FULL graph: 100 requests at qlen 6 run
+    eagerly at 256 seqs with 3 splits where their 100-token rows deserve 1."""
+    import json
+
+    from mlaprof.cli import main
+
+    argv = ["whatif", "--vllm-version", "0.34.0", "--device", "mi300x", "--spec", "5",
+            "--batch", "100", "--context", "100", "--policy", "vllm-triton-verify", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert (cell["graph"], cell["S_frozen"], cell["S_fix"], cell["S_deserved"]) == ("NONE", 0, 3, 1)
+    assert cell["over_split"]

@@ -362,3 +362,39 @@ def test_identical_draws_are_one_cell_in_the_worst_list():
     rows = w.worst_rows(15)
     assert len(rows) == 3 and sorted(r["batch"] for r in rows) == [1, 2, 3]
     assert len(w.worst(15)) == 3
+
+
+# seq lengths: every one to 1100, and each edge of S and of S x BLOCK_N up to 200k
+_SEQS = np.array(
+    sorted(
+        set(range(1, 1101))
+        | {
+            m * w * s + d
+            for s in (1, 2, 3, 7, 16, 100, 255, 256)
+            for w in (1, 64, 128)
+            for m in (1, 2, 5)
+            for d in (-1, 0, 1)
+        }
+        | {199_999, 200_000}
+    )
+)
+
+
+@pytest.mark.parametrize("cut", [(c, w) for c in pol.PARTITIONS for w in (64, 128)])
+def test_active_splits_twin_equals_the_scalar_on_a_grid(cut):
+    for s in [*range(1, 18), 31, 32, 33, 64, 100, 127, 128, 255, 256]:
+        want = [pol.gluon_active_splits(int(n), s, *cut) for n in _SEQS]
+        assert vector.active_splits(_SEQS, s, *cut).tolist() == want, (cut, s)
+
+
+@pytest.mark.parametrize("lens", [None, [100]])
+def test_grid_occupancy_counts_every_split_of_fp8_v0119(lens):
+    """B 1, KV 100, qlen 2, 8 heads: S = min(256 // 2, 100) = 100, and the v0.1.19 kernel
+    (L = seq // S = 1) keeps all 100 splits busy: 2 x 100 programs of 256 CUs (was 2 x 2)."""
+    g = GridSpec(batches=[1], contexts=[100], specs=[1], models=["kimi-k2-tp8"],
+                 policies=["aiter-gluon-fp8-v0.1.19"], devices=["mi355x"], graph_mode="NONE",
+                 kv_mix=lens, draws=1)  # fmt: skip
+    (c,) = compute(g).records()
+    assert (c["S_bug"], c["S_fix"], c["S_deserved"]) == (100, 100, 100)
+    assert c["occupancy_fix"] == pytest.approx(200 / 256)
+    assert c["occupancy_bug"] == pytest.approx(200 / 256)
