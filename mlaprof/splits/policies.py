@@ -107,7 +107,17 @@ def gluon_bh16_v0120(x: SplitInput) -> int:
 #   v0.1.20 / v0.1.20.post1 L149-156; PR #4758's gfx950/attention/mla.py L155-162 (at b818025)
 PARTITION_FLOOR = "floor"
 PARTITION_BLOCK = "block"
-PARTITIONS = (PARTITION_FLOOR, PARTITION_BLOCK)
+# vLLM's Triton kernels (vllm/v1/attention/ops/triton_decode_attention.py):
+# - ceil: L = ceil(seq / S): ceil(seq / L) splits hold KV. The decode kernels'
+#   _fwd_grouped_kernel_stage1 (0.34 L366-368, 0.33 L352-354; no sliding window for MLA)
+# - verify: L = ceil(max(ceil(seq / S), MIN_SPLIT_LEN) / SPLIT_ALIGN) * SPLIT_ALIGN, min(S,
+#   ceil(seq / L)) splits hold KV (0.34 _verify_split_len L868-877, _fwd_verify_kernel_stage1
+#   L1003-1005; MIN_SPLIT_LEN 128 and SPLIT_ALIGN 16 in every config, _VERIFY_BASE_CONFIG L1283-1295)
+PARTITION_CEIL = "ceil"
+PARTITION_VERIFY = "verify"
+PARTITIONS = (PARTITION_FLOOR, PARTITION_BLOCK, PARTITION_CEIL, PARTITION_VERIFY)
+VERIFY_MIN_SPLIT_LEN = 128
+VERIFY_SPLIT_ALIGN = 16
 # BLOCK_N of each mla_gluon regime (v0.1.19 L898, L925; v0.1.20 L925, L952)
 GLUON_BLOCK_N = {"bh64": 64, "bh16bn64": 64, "bh16bn128": 128}
 
@@ -128,10 +138,16 @@ def gluon_active_splits(
     s = max(1, s)
     if partition == PARTITION_FLOOR:
         return s if seq_len >= s else min(max(0, seq_len), 1)
+    seq = max(0, seq_len)
+    if partition == PARTITION_CEIL:
+        return cdiv(seq, max(1, cdiv(seq, s)))
+    if partition == PARTITION_VERIFY:  # block_n: MIN_SPLIT_LEN
+        per = cdiv(max(cdiv(seq, s), block_n), VERIFY_SPLIT_ALIGN) * VERIFY_SPLIT_ALIGN
+        return min(s, cdiv(seq, per))
     if partition != PARTITION_BLOCK:
         raise MlaprofError(f"unknown KV partition {partition!r} (one of {PARTITIONS})")
     chunk = max(block_n, seq_len // s)
-    return min(cdiv(max(0, seq_len), chunk), s)
+    return min(cdiv(seq, chunk), s)
 
 
 def gluon_bh64(x: SplitInput) -> int:
@@ -406,9 +422,9 @@ class Policy:
     unreleased: bool = False  # an open PR's rule: opt-in only, never in "all" or a run's set
     # where the kernel falls back to a host-decided S (the persistent gate), per input
     host_fallback: Callable[[SplitInput], Any] | None = None
-    # how the kernel cuts a row's KV over the S splits (PARTITION_FLOOR / PARTITION_BLOCK, by
-    # the release it was read from); None: not modelled (not a gluon kernel), counted with the
-    # block cut and 64-token blocks
+    # how the kernel cuts a row's KV over the S splits (PARTITIONS: AITER gluon's by the release
+    # it was read from, vLLM's Triton kernels'); None: not modelled, counted with the block cut
+    # and 64-token blocks
     kv_partition: str | None = None
 
     def splits(self, x: SplitInput) -> int:
@@ -431,6 +447,10 @@ class Policy:
         """The rule and BLOCK_N that cut a row's KV over the splits (:func:`gluon_active_splits`)."""
         if self.kv_partition is None:
             return PARTITION_BLOCK, GLUON_BLOCK_N["bh16bn64"]
+        if self.kv_partition == PARTITION_CEIL:
+            return PARTITION_CEIL, 1
+        if self.kv_partition == PARTITION_VERIFY:
+            return PARTITION_VERIFY, VERIFY_MIN_SPLIT_LEN
         return self.kv_partition, GLUON_BLOCK_N[gluon_regime(heads, kv_fp8)]
 
     def active_splits(self, seq_len: int, s: int, heads: int, kv_fp8: bool = False) -> int:
@@ -593,6 +613,7 @@ POLICIES: dict[str, Policy] = {
             16,
             True,
             "vLLM 0.32.0 triton_mla _compute_num_kv_splits",
+            kv_partition=PARTITION_CEIL,
         ),
         Policy(
             "vllm-triton-verify",
@@ -602,6 +623,7 @@ POLICIES: dict[str, Policy] = {
             True,
             "vLLM 0.34.0 triton_decode_attention.py verify_num_kv_splits (L1302-1336; CDNA3 "
             "verify past qlen 4, rocm_aiter_mla.py L485-506)",
+            kv_partition=PARTITION_VERIFY,
         ),
         Policy(
             "mlaprof-triton",

@@ -217,7 +217,14 @@ def active_splits(
     seq, s = _i(seq_len), np.maximum(1, _i(s))
     if partition == p.PARTITION_FLOOR:
         return np.where(seq >= s, s, np.minimum(np.maximum(seq, 0), 1))
+    pos = np.maximum(seq, 0)
+    if partition == p.PARTITION_CEIL:  # vLLM's Triton decode: L = ceil(seq / S)
+        return cdiv(pos, np.maximum(1, cdiv(pos, s)))
+    if partition == p.PARTITION_VERIFY:  # vLLM 0.34's Triton verify (block_n: MIN_SPLIT_LEN)
+        a = p.VERIFY_SPLIT_ALIGN
+        per = cdiv(np.maximum(cdiv(pos, s), block_n), a) * a
+        return np.minimum(s, cdiv(pos, per))
     if partition != p.PARTITION_BLOCK:
         raise MlaprofError(f"unknown KV partition {partition!r} (one of {p.PARTITIONS})")
     chunk = np.maximum(block_n, seq // s)
-    return np.minimum(cdiv(np.maximum(seq, 0), chunk), s)
+    return np.minimum(cdiv(pos, chunk), s)

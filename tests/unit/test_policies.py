@@ -123,7 +123,7 @@ def test_active_splits_are_each_release_kernels_cut():
     assert POLICIES["aiter-asm"].partition(16, True) == ("block", 64)
     assert gluon_active_splits(0, 16, PARTITION_FLOOR) == 0
     with pytest.raises(MlaprofError, match="unknown KV partition"):
-        gluon_active_splits(100, 16, "ceil")
+        gluon_active_splits(100, 16, "round")
 
 
 def test_occupancy_counts_the_splits_the_fp8_v0119_kernel_keeps_busy():
@@ -407,3 +407,28 @@ def test_the_policy_hears_sm_90_only_for_the_triton_backend_with_gluon(monkeypat
         assert registry.split_arch(other, dev) is None
     monkeypatch.setattr(triton_backend, "_gluon_kernels", lambda: None)  # Triton without Gluon
     assert registry.split_arch("triton", dev) is None
+
+
+def _vllm_busy(seq: int, s: int, per: int) -> int:
+    """Splits of vLLM's Triton kernels that hold KV, split by split as the kernel decides it:
+    split i covers [i * per, min(i * per + per, seq)) and runs where that is not empty
+    (vllm/v1/attention/ops/triton_decode_attention.py, 0.34 L366-374 and L1003-1010)."""
+    return sum(1 for i in range(s) if min(i * per + per, seq) > i * per)
+
+
+def test_vllm_triton_kernels_busy_splits_are_their_own_cut():
+    """vLLM's Triton decode cuts a row into ceil(seq / S) tokens a split; 0.34's Triton verify
+    into max(ceil(seq / S), 128) rounded up to 16 (_verify_split_len): the occupancy counts the
+    splits those cuts keep busy (the gluon cut of 64-token blocks undercounted the decode)."""
+    dec, ver = POLICIES["vllm-triton"], POLICIES["vllm-triton-verify"]
+    assert dec.active_splits(100, 16, 16) == 15  # 7 tokens a split (was 2: 64-token blocks)
+    assert dec.active_splits(1000, 16, 16) == 16 and dec.active_splits(5, 16, 16) == 5
+    assert ver.active_splits(100, 16, 8) == 1  # one split of 128 holds all 100
+    assert ver.active_splits(1000, 16, 8) == 8  # 128 a split
+    assert ver.active_splits(5000, 16, 8) == 16  # 313 -> 320 a split
+    for seq in [*range(0, 700), 1023, 1024, 1025, 4095, 4097, 65_536, 131_071]:
+        for s in (1, 2, 3, 7, 8, 16, 31, 32, 64):
+            per_dec = -(-seq // s) if seq else 0
+            assert dec.active_splits(seq, s, 16) == (_vllm_busy(seq, s, per_dec) if seq else 0)
+            per_ver = -(-max(-(-seq // s), 128) // 16) * 16
+            assert ver.active_splits(seq, s, 8) == _vllm_busy(seq, s, per_ver), (seq, s)
