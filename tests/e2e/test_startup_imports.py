@@ -89,10 +89,12 @@ def test_a_kept_json_report_is_light(tmp_path: Path) -> None:
 # what a small run's first ``report --json`` (analysed: pandas) still leaves out: the ADBC
 # driver (its import loads pyarrow.dataset; a recorded run's tables are few rows, read through
 # SQLite), DuckDB and torch, the figures' series (the JSON document holds none), and the
-# adapters of the other run kinds with the analyses only they call (an imported trace's)
+# adapters of the other run kinds with the analyses only they call (an imported trace's), and
+# the kernel table (its patterns compiled: only a trace's kernels are matched against it)
 NOT_FOR_A_FIRST_REPORT = ("adbc_driver_manager", "pyarrow.dataset", "duckdb", "torch",
                           "mlaprof.analysis.series", "mlaprof.analysis.evidence.trace",
-                          "mlaprof.analysis.evidence.engine", "mlaprof.analysis.replay_time")  # fmt: skip
+                          "mlaprof.analysis.evidence.engine", "mlaprof.analysis.replay_time",
+                          "mlaprof.kernel_table")  # fmt: skip
 
 
 def test_a_first_json_report_of_a_small_run_loads_only_the_analysis(tmp_path: Path) -> None:
