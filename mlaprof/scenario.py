@@ -124,14 +124,14 @@ class Scenario:
         """The sizes the scenario's vLLM version captures (mlaprof.capture_sizes)."""
         return capture_sizes(
             self.max_num_seqs, self.num_speculative_tokens, self.graph_mode,
-            rule_for(self.vllm_version), self.max_num_batched_tokens or None,
+            rule_for(self.vllm_version), self.max_num_batched_tokens or None, self.target,
         )  # fmt: skip
 
     def capture_plan(self) -> CapturePlan:
         """The graphs the scenario's vLLM version captures and how it dispatches a batch."""
         return capture_plan(
             rule_for(self.vllm_version), self.max_num_seqs, self.num_speculative_tokens,
-            None, self.max_num_batched_tokens or None,
+            None, self.max_num_batched_tokens or None, device=self.target,
         )  # fmt: skip
 
     def aiter_rule(self) -> dict[str, Any] | None:

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -28,17 +30,18 @@ import plotly.graph_objects as go
 from IPython.display import display
 from plotly.subplots import make_subplots
 
-from mlaprof.capture_sizes import rule_for
+from mlaprof.capture_sizes import capture_plan, rule_for
 from mlaprof.metadata import batch_shape, build_metadata
-from mlaprof.scenario import DEVICES, capture_sizes
+from mlaprof.scenario import DEVICES
 from mlaprof.splits.policies import POLICIES, SplitInput, applicable, is_collapsed
 
 HEADS = 8  # Kimi-K2 at TP8: vLLM sends this verify to mla_gluon (16 heads take the ASM decode)
 SPEC = 3  # speculative tokens: qlen = 4
 QLEN = 1 + SPEC
-# the capture sizes of vLLM 0.32.0, the release with the fix (0.34 keys decode graphs by request
-# count instead: `rule_for("0.34.0")`, the default, gives its list)
-SIZES = capture_sizes(max_num_seqs=256, num_spec=SPEC, graph_mode="FULL", rule=rule_for("0.32.0"))
+# the FULL decode graphs of vLLM 0.32.0, the release with the fix, on a GPU (model runner V2;
+# 0.34 keys decode graphs by request count instead: `rule_for("0.34.0")`, the default, gives its)
+PLAN = capture_plan(rule_for("0.32.0"), max_num_seqs=256, num_spec=SPEC)
+SIZES = [n * QLEN for n in PLAN.decode]
 BATCHES = list(range(1, 17))
 CONTEXTS = [1088, 4096, 32768, 131072]
 print("FULL capture sizes (tokens):", SIZES[:12], "...")
@@ -53,7 +56,7 @@ print("FULL capture sizes (tokens):", SIZES[:12], "...")
 rows = []
 for ctx in CONTEXTS:
     for b in BATCHES:
-        shape = batch_shape([ctx] * b, QLEN, "FULL", SIZES)
+        shape = batch_shape([ctx] * b, QLEN, "FULL", PLAN)
         meta = build_metadata(shape, page_size=64, shuffle_pages=False)
         for dev in ("mi355x", "mi300x", "h200"):
             units = DEVICES[dev].units

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -62,16 +64,18 @@ figures.full_vs_fallback(summaries[legacy.name])
 
 # %% [markdown]
 # ## The capture sizes a FULL configuration captures
-# vLLM captures one graph per size (multiples of `qlen` under FULL with speculation); a batch of
-# `n` requests runs in the smallest size that holds `n * qlen` tokens, the rest are padding rows.
-# Each size is one more graph, and one more memory pool, to pay for.
+# vLLM 0.32 on a GPU (its default model runner V2) captures a FULL decode graph per listed size
+# rounded up to `qlen`, within `qlen x max_num_seqs`; a batch of `n` requests runs in the smallest
+# one that holds `n * qlen` tokens, the rest are padding rows. Each size is one more graph, and one
+# more memory pool, to pay for.
 
 # %%
 sc = Scenario(max_num_seqs=32, vllm_version="0.32.0")  # 0.34 keys decode graphs by request count
-sizes = sc.capture_sizes()
+plan = sc.capture_plan()  # the scenario's device (mi355x): model runner V2
+sizes = [n * sc.qlen for n in plan.decode]
 rows = []
 for n in range(1, sc.max_num_seqs + 1):
-    shape = batch_shape([2048] * n, sc.qlen, "FULL", sizes)
+    shape = batch_shape([2048] * n, sc.qlen, "FULL", plan)
     rows.append(
         {"requests": n, "capture_size": shape.capture_size, "padding_rows": shape.num_padding}
     )

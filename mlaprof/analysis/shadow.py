@@ -97,7 +97,7 @@ def shadow(
         h = heads or s.heads
         path, policy, why = route(h, qlen, dev, aiter, vllm_version)
         mns = int(s.max_num_seqs or len(kv))
-        plan = capture_plan(rule_for(vllm_version), mns, k)  # the version's sizes and dispatch
+        plan = capture_plan(rule_for(vllm_version), mns, k, device=device)  # version + runner
         shape = batch_shape(kv, qlen, "FULL", plan)
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
         mml, seqs = s.max_model_len or 0, s.max_num_seqs

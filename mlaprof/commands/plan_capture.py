@@ -82,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
     from mlaprof.whatif.plan import GIB, make_plan
 
     run_qlen = None
+    device = None  # a GPU, unless the run's scenario names its device (capture_sizes.model_runner)
     mns = args.max_num_seqs
     mnt = args.max_num_batched_tokens
     if args.spec is not None and not 0 <= args.spec <= 15:
@@ -93,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
             sc = run.meta.get("scenario") if isinstance(run.meta.get("scenario"), dict) else {}
             mns = mns or sc.get("max_num_seqs")
             mnt = mnt or sc.get("max_num_batched_tokens") or None
+            device = sc.get("target")
     else:
         counts, source = ps.counts_from_file(Path(args.counts))
     qlen = 1 + args.spec if args.spec is not None else run_qlen or Scenario().qlen
@@ -103,13 +105,15 @@ def main(args: argparse.Namespace) -> int:
     version = args.vllm_version or DEFAULT_VERSION
     size_rule = args.vllm or rule_for(version)
     given = int_list(args.default_sizes, "--default-sizes") if args.default_sizes else None
-    default_plan = capture_plan(size_rule, mns, qlen - 1, given, mnt)
+    default_plan = capture_plan(size_rule, mns, qlen - 1, given, mnt, device=device)
     default = default_plan.tokens
+    # 0.32/0.33 run either model runner (capture_sizes.model_runner): say which
+    runner = f", model runner {default_plan.runner}" if size_rule == "vllm-0.32" else ""
     if given:
-        rule = f"given list {default} (vLLM {version} dispatch)"
+        rule = f"given list {default} (vLLM {version} dispatch{runner})"
     else:
         rule = (
-            f"vLLM {version} ({size_rule})"
+            f"vLLM {version} ({size_rule}{runner})"
             if size_rule == rule_for(version)
             else f"rule {size_rule}, dispatched as {dispatch_of(size_rule)}"
         ) + (f", max_num_batched_tokens {mnt}" if mnt else "")

@@ -22,6 +22,7 @@ from mlaprof.capture_sizes import (
     capture_plan,
     check_batched_tokens,
     dispatch_of,
+    model_runner,
     rule_for,
 )
 from mlaprof.errors import MlaprofError
@@ -323,6 +324,16 @@ class Shapes:
         return per * np.where(self.lens > 0, act, 0).sum(axis=1)
 
 
+def _runners(spec: GridSpec) -> str:
+    """Which vLLM model runner each device's plan follows (capture_sizes.model_runner)."""
+    if spec.rule != "vllm-0.32":  # the other rules follow one runner each
+        return ""
+    by: dict[str, list[str]] = {}
+    for d in spec.devices:
+        by.setdefault(model_runner(spec.rule, d), []).append(d)
+    return "; " + ", ".join(f"model runner {r} on {', '.join(ds)}" for r, ds in by.items())
+
+
 def _group(
     spec: GridSpec,
     shp: Shapes,
@@ -347,7 +358,7 @@ def _group(
         # to a decode graph's request count; a batch no FULL decode graph takes runs PIECEWISE
         # (or eagerly) on its real rows
         plan = capture_plan(spec.rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
-                            spec.max_num_batched_tokens)  # fmt: skip
+                            spec.max_num_batched_tokens, device=device)  # fmt: skip
         for r in np.unique(b):
             d = plan.dispatch(int(r))
             m = b == r
@@ -519,6 +530,8 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             + (
                 ", split into prefill token sizes and decode request counts"
                 if spec.rule == "vllm-0.34"
+                else ", rounded up to multiples of qlen by the V1 runner only"
+                if spec.rule == "vllm-0.32"
                 else ", rounded up to multiples of qlen"
             )
             if spec.capture_sizes
@@ -533,7 +546,8 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             f", none above max_num_batched_tokens {spec.max_num_batched_tokens}"
             if spec.max_num_batched_tokens
             else ", max_num_batched_tokens not limiting"
-        ),
+        )
+        + _runners(spec),
         "time": {
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },

@@ -57,7 +57,9 @@ def test_aiter_release_label_and_over_split(capsys):
 
 
 def test_plan_capture_default_list_stops_at_max_num_batched_tokens(tmp_path: Path, capsys):
-    """vLLM 0.32 vllm/config/vllm.py L2445-2495: 8 seqs x qlen 4 with 50 tokens stop at 48."""
+    """vLLM 0.32 vllm/config/vllm.py L2445-2495: 8 seqs x qlen 4 with 50 tokens: 50 itself is
+    captured; on a GPU (model runner V2, no rounding to qlen) beside 1, 2 and the FULL decode
+    graphs 4..32 (the V1 runner's rounded list, stopping at 48, is test_vllm_capture_sizes's)."""
     counts = tmp_path / "c.txt"
     counts.write_text("2 10\n8 5\n")
     base = ["plan-capture", "--counts", str(counts), "--spec", "3", "--max-num-seqs", "8", "--json",
@@ -66,8 +68,9 @@ def test_plan_capture_default_list_stops_at_max_num_batched_tokens(tmp_path: Pat
     assert json.loads(capsys.readouterr().out)["default"]["sizes"][-1] == 64
     assert main([*base, "--max-num-batched-tokens", "50"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["default"]["sizes"] == [4, 8, 16, 24, 32, 40, 48]
+    assert doc["default"]["sizes"] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 50]
     assert "max_num_batched_tokens 50" in doc["default_rule"]
+    assert "model runner V2" in doc["default_rule"]
     # vLLM 0.34 (vllm/config/vllm.py L2380-2470): no rounding to qlen, 50 itself captured
     assert main([*base[:-2], "--max-num-batched-tokens", "50"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -73,7 +73,7 @@ SHOWS = {
     "02_split_collapse": ["FULL capture sizes (tokens): [4, 8, 16", "KV splits S, aiter-gluon-v0.1.19",
                           "KV splits per policy", "Occupancy with the bug vs the fix"],
     "03_capture_memory": ["Capture memory per capture size", "FULL graph replay vs fallback",
-                          "33 FULL graphs for max_num_seqs=32"],
+                          "17 FULL graphs for max_num_seqs=32"],
     "04_imported_trace": ["GPU time per kernel", "Kernel timeline", "mla_verify_stage1",
                           "CRITICAL KV splits collapsed on the aiter-gluon path", "unreliable",
                           # the report's trace line (analysis.syncs.trace_sync_text), not "none"

