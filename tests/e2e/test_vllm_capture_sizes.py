@@ -8,6 +8,7 @@ scripts/test_vllm.sh)."""
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import pytest
 
@@ -25,25 +26,30 @@ from mlaprof.capture_sizes import (
 )
 
 
-def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> list[int]:
-    """vLLM's own ``_set_cudagraph_sizes`` and ``adjust_cudagraph_sizes_for_spec_decode`` on the
-    settings they read (a stand-in config object carries them)."""
-    q = 1 + num_spec
+def _set_sizes(max_num_seqs: int, num_spec: int, max_batched: int, mode: Any) -> Any:
+    """vLLM's own ``_set_cudagraph_sizes`` in ``mode`` on the settings it reads (a stand-in
+    config object carries them): the compilation config it filled."""
     cc = CompilationConfig()
-    cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    cc.cudagraph_mode = mode
     cfg = types.SimpleNamespace(
         model_config=types.SimpleNamespace(enforce_eager=False),
         compilation_config=cc,
         scheduler_config=types.SimpleNamespace(
             max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched
         ),
-        uniform_decode_query_len=q,
+        uniform_decode_query_len=1 + num_spec,
         speculative_config=None,
         performance_mode="balanced",
         num_speculative_tokens=num_spec,
     )
     VllmConfig._set_cudagraph_sizes(cfg)
-    cc.adjust_cudagraph_sizes_for_spec_decode(q)
+    return cc
+
+
+def vllm_sizes(max_num_seqs: int, num_spec: int, max_batched: int = 65536) -> list[int]:
+    """vLLM's own ``_set_cudagraph_sizes`` and ``adjust_cudagraph_sizes_for_spec_decode``."""
+    cc = _set_sizes(max_num_seqs, num_spec, max_batched, CUDAGraphMode.FULL_AND_PIECEWISE)
+    cc.adjust_cudagraph_sizes_for_spec_decode(1 + num_spec)
     return list(cc.cudagraph_capture_sizes)
 
 
@@ -85,21 +91,7 @@ def test_piecewise_sizes_equal_vllm(max_num_seqs, num_spec, max_batched):
     """cudagraph_mode PIECEWISE: vLLM 0.32 keeps the uniform-decode sizes n * qlen and rounds
     nothing (``compilation.py`` L1496-1501 rounds under FULL decode graphs only); mlaprof had
     the bare grid ([1, 2, 4] at 1 seq and qlen 3, vLLM [1, 2, 3, 4])."""
-    q = 1 + num_spec
-    cc = CompilationConfig()
-    cc.cudagraph_mode = CUDAGraphMode.PIECEWISE
-    cfg = types.SimpleNamespace(
-        model_config=types.SimpleNamespace(enforce_eager=False),
-        compilation_config=cc,
-        scheduler_config=types.SimpleNamespace(
-            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched
-        ),
-        uniform_decode_query_len=q,
-        speculative_config=None,
-        performance_mode="balanced",
-        num_speculative_tokens=num_spec,
-    )
-    VllmConfig._set_cudagraph_sizes(cfg)
+    cc = _set_sizes(max_num_seqs, num_spec, max_batched, CUDAGraphMode.PIECEWISE)
     got = capture_sizes(max_num_seqs, num_spec, "PIECEWISE", "vllm-0.32", max_batched)
     assert got == cc.cudagraph_capture_sizes
 
