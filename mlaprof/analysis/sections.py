@@ -176,6 +176,16 @@ class Capture(Section):
         return self.modes_by_rank if name == "effective_mode" else None
 
     @property
+    def ran_text(self) -> str:
+        """The mode that ran in one line (each rank's where they differ); where the evidence
+        does not say it, "unknown" naming the mode asked for as only that, never as the mode
+        that ran."""
+        ran = self.effective_mode or self.modes_by_rank
+        if ran:
+            return ran
+        return f"unknown (asked for {self.mode})" if self.mode else "unknown"
+
+    @property
     def measured(self) -> bool:
         """The verdict is the run's own record, not a prediction from syncs or missing."""
         return self.status not in (

@@ -254,14 +254,11 @@ def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
 
 
 def _graph_mode(capture: Capture | None, scenario_mode: str | None) -> str:
-    """The mode that ran, each rank's where they differ; where the evidence does not say, the
-    mode asked for (the capture section's, else the scenario's in run.json), said to be only
-    that (never read as the mode that ran)."""
-    ran = capture and (capture.effective_mode or capture.modes_by_rank)
-    if ran:
-        return str(ran)
-    asked = (capture.mode if capture else None) or scenario_mode
-    return f"unknown (asked for {asked})" if asked else "unknown"
+    """The capture section's mode that ran (:attr:`Capture.ran_text`); before a summary lands,
+    the scenario's mode in run.json, said to be only the mode asked for."""
+    if capture is not None:
+        return capture.ran_text
+    return f"unknown (asked for {scenario_mode})" if scenario_mode else "unknown"
 
 
 def _rank_label(ranks: list[int], rank: int | None) -> str:
