@@ -85,6 +85,13 @@ def per_rank_modes(modes: Mapping[int, str | None]) -> str:
 FULL_GRAPH_MODES = frozenset({"FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"})
 
 
+def asked_mode(scenario_mode: str | None, capture_mode: str | None) -> str | None:
+    """The graph mode a run asked for: its scenario's, else the one its capture evidence names
+    (an engine's vLLM cudagraph-mode resolution); None where neither says (the one rule the
+    claims and the summary's consistency checks read)."""
+    return scenario_mode or capture_mode or None
+
+
 def keeps_full_graphs(mode: str | None) -> bool:
     """Whether a downgrade to ``mode`` still runs FULL graphs for the decode and verify
     batches (FULL_AND_PIECEWISE, FULL_DECODE_ONLY): the one rule a downgrade's finding and the

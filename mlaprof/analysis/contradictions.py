@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from mlaprof.analysis.capture_status import asked_mode
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.padding import NOT_RECORDED, size_text
@@ -33,10 +34,10 @@ def contradictions(s: RunSummary) -> list[str]:
     # the one rule (Capture.no_full_graph): a downgrade that keeps FULL decode graphs still has
     # them; a per-rank capture has none where one rank's own verdict has none
     no_full = s.capture.no_full_graph
+    graph_mode = asked_mode(s.scenario.graph_mode, s.capture.mode)  # as the claims read it
     serves = full_graph_serves(
-        s.scenario.graph_mode, status, s.capture.effective_mode, s.capture.per_rank or ()
+        graph_mode, status, s.capture.effective_mode, s.capture.per_rank or ()
     )
-    graph_mode = s.scenario.graph_mode
     frozen_said = any(
         f.kind == "split-frozen"
         or (f.kind == "split-over" and any(w in f.title for w in FULL_GRAPH_WORDS))

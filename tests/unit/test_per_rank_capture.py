@@ -288,3 +288,44 @@ def test_ranks_of_one_mode_or_of_no_said_mode_read_as_before() -> None:
         two, per_rank=[RankCapture(rank=r, status=CaptureStatus.REPLAYED) for r in (0, 1)]
     )
     assert none_said.modes_by_rank is None and mode_row(none_said) == "unknown"
+
+
+def test_an_engines_mode_asked_for_is_read_alike_by_the_claims_and_the_consistency_checks(
+    tmp_path: Path,
+) -> None:
+    """An engine's run.json names no graph mode; vLLM's resolution record does
+    (FULL_AND_PIECEWISE, steps replayed FULL): the claims and the summary's consistency checks
+    read the same mode asked for (claims.asked_mode), so both say a FULL graph serves the steps."""
+    import mlaprof
+    from mlaprof.analysis.capture_status import asked_mode
+    from mlaprof.analysis.claims import claims_of
+    from mlaprof.analysis.contradictions import contradictions
+    from mlaprof.analysis.evidence import collect
+    from mlaprof.recording import event_row
+    from mlaprof.store import create_run
+
+    meta = {"kind": "engine", "source": "vllm plugin", "scenario": {"name": "vllm-engine"}}
+    w = create_run(tmp_path, "asked", meta, rank=0)
+    w.add("events", **event_row("vllm", "cudagraph-mode", "m", {
+        "requested": "FULL_AND_PIECEWISE", "resolved": "FULL_AND_PIECEWISE"}))  # fmt: skip
+    for i in range(3):
+        step = {"step": i, "kind": "verify", "backend": "TRITON_MLA", "builder": "b",
+                "heads": 16, "graph_mode": "FULL", "num_tokens": 8, "padded_tokens": 8,
+                "verify_rows": 2, "verify_draft_tokens": 6, "verify_rows_as_prefill": 0,
+                "drafter_builds": 0, "spec_method": "mtp", "num_speculative_tokens": 3}  # fmt: skip
+        w.add("events", **event_row("vllm", "engine-step", "s", step))
+        w.add("steps", step=i, t_start_ns=i * 1000, duration_ns=500, num_reqs=2,
+              num_real_reqs=2, qlen=4, real_tokens=8, padded_tokens=8, graph_mode="FULL",
+              backend="TRITON_MLA", timing="dispatch-interval")  # fmt: skip
+    w.finish()
+    s = _summary(tmp_path / "asked")
+    with mlaprof.load(tmp_path / "asked") as run:
+        claims = claims_of(collect(run))
+    assert s.scenario.graph_mode is None and s.capture.mode == "FULL_AND_PIECEWISE"
+    assert claims.graph_mode == asked_mode(s.scenario.graph_mode, s.capture.mode)
+    assert claims.full_graph and contradictions(s) == []
+    # a modelled frozen S stands where a FULL graph serves: the checks read it as the claims do
+    import dataclasses
+
+    frozen = dataclasses.replace(s.full_graph_splits, modelled=4)
+    assert contradictions(dataclasses.replace(s, full_graph_splits=frozen)) == []

@@ -16,6 +16,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
     CAPTURE_LABELS,
     NO_FULL_GRAPH,
     CaptureStatus,
+    asked_mode,
     no_full_graph,
 )
 from mlaprof.analysis.sections import Route, Scenario, TraceChecks
@@ -275,6 +276,6 @@ class Evidence:
 
     @property
     def graph_mode(self) -> str:
-        """The graph mode the run asked for: its scenario's, else the one its capture evidence
-        names (an engine's vLLM resolution record), else FULL (a trace says none)."""
-        return str(self.scenario.graph_mode or self.capture.mode or "FULL")
+        """The graph mode the run asked for (:func:`mlaprof.analysis.capture_status.asked_mode`),
+        else FULL (a trace says none)."""
+        return str(asked_mode(self.scenario.graph_mode, self.capture.mode) or "FULL")
