@@ -103,3 +103,19 @@ def test_figures_of_a_shipped_run_start_no_duckdb(monkeypatch) -> None:
         s = build_summary(run, series=True)
     assert s.series is not None and s.series.ranks, "no series built"
     assert not started
+
+
+def test_a_frames_kernel_sums_equal_the_runs_at_epoch_nanoseconds(tmp_path) -> None:
+    """Kernel times at epoch nanoseconds (as profilers stamp them, ~1.75e18: float64 holds
+    them 256 ns apart): the sums from a kernels frame handed over whole (a notebook's) equal the
+    SQL's, which subtracts before it converts."""
+    t0 = 1_750_000_000_000_000_000
+    w = create_run(tmp_path, "epoch", {"source": "test"}, rank=0)
+    w.add_many("kernels", [{"step": 0, "name": "mla", "start_ns": t0 + 1000 * i + 37,
+                            "end_ns": t0 + 1000 * i + 37 + 2101} for i in range(5)])  # fmt: skip
+    w.finish()
+    with load(tmp_path / "epoch") as run:
+        by_sql = series._kernels_per_rank(run)[0]
+        by_frame = series._kernels_per_rank(None, run.table("kernels"))[0]
+    assert by_sql["sum"].tolist() == [5 * 2101 / 1e3]
+    assert by_frame["sum"].tolist() == by_sql["sum"].tolist()
