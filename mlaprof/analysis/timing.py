@@ -231,6 +231,12 @@ def median_by_mode(served: pd.DataFrame) -> dict[str, float]:
     }
 
 
+# the graph modes of a step that ran as one graph replay, where its timing is no CPU plan: a
+# trace's replay ("graph"), a FULL graph a GPU run replayed or vLLM dispatched (an engine's
+# steps are timed "dispatch-interval", their mode is the dispatcher's)
+REPLAYED_MODES = ("FULL", "graph")
+
+
 def replayed_share(steps: pd.DataFrame) -> float | None:
     """Share of the steps that ran as a graph replay; None where no step could (CPU wall
     timings: the run's FULL mode is what it would capture, nothing was replayed)."""
@@ -238,7 +244,7 @@ def replayed_share(steps: pd.DataFrame) -> float | None:
     could = ~timing.isin(CPU_TIMINGS)
     if not could.any():
         return None
-    replayed = timing.str.startswith("graph") | (steps["graph_mode"] == "graph")
+    replayed = timing.str.startswith("graph") | steps["graph_mode"].isin(REPLAYED_MODES)
     return float(replayed[could].sum() / len(steps))
 
 

@@ -61,6 +61,9 @@ def test_a_cpu_run_replays_nothing_so_it_has_no_replay_share() -> None:
     assert replayed_share(gpu) == 0.75
     trace = _steps(["trace", "trace"], ["graph", "eager"])
     assert replayed_share(trace) == 0.5
+    # an engine's steps: the dispatcher's mode, timed from one dispatch to the next
+    engine = _steps(["dispatch-interval"] * 4, ["FULL", "FULL", "PIECEWISE", "NONE"])
+    assert replayed_share(engine) == 0.5
 
 
 def test_report_builds_each_summary_once(monkeypatch, capsys) -> None:
