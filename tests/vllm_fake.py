@@ -105,6 +105,15 @@ class VllmConfig:
     parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
 
 
+# the config vLLM's set_current_vllm_config sets (vllm/config/vllm.py): a worker's own around its
+# initialize_from_config (vllm/v1/worker/worker_base.py), where the cudagraph mode is resolved
+current_vllm_config: VllmConfig | None = None
+
+
+def get_current_vllm_config_or_none() -> VllmConfig | None:
+    return current_vllm_config
+
+
 class QueryLenSupport(enum.Enum):
     SINGLE_ONLY = "single_only"
     UNIFORM = "uniform"
@@ -200,8 +209,10 @@ class GPUModelRunner:
 
     def __init__(self, builders: list[MLACommonMetadataBuilder], backend: str = "CPU_MLA",
                  mode: CUDAGraphMode = CUDAGraphMode.NONE, sizes: list[int] | None = None,
-                 drafter: MLACommonMetadataBuilder | None = None) -> None:  # fmt: skip
+                 drafter: MLACommonMetadataBuilder | None = None,
+                 vllm_config: VllmConfig | None = None) -> None:  # fmt: skip
         self.builders = builders
+        self.vllm_config = vllm_config or VllmConfig()  # its worker's (its engine's) config
         be = types.SimpleNamespace(get_name=lambda: backend)
         self.attn_groups = [[AttentionGroup(be, [f"model.layers.{i}.self_attn.attn"], [b])]
                             for i, b in enumerate(builders)]  # fmt: skip
@@ -440,6 +451,7 @@ MODULES = {
     vllm_patches.SPEC_METRICS_MODULE: {"SpecDecodingStats": SpecDecodingStats},
     vllm_patches.SCHEDULER_MODULE: {"Scheduler": Scheduler, "AsyncScheduler": AsyncScheduler},
     vllm_patches.COMPILATION_MODULE: {"CompilationConfig": CompilationConfig},
+    "vllm.config": {"get_current_vllm_config_or_none": get_current_vllm_config_or_none},
 }  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
 from mlaprof.integrations.vllm_names import (
     FROM_DEFAULT,
     FROM_ENGINE,
+    FROM_ENGINE_INDEX,
     FROM_TORCH,
     FROM_VLLM_WORLD,
 )
@@ -39,9 +40,10 @@ if TYPE_CHECKING:
     from mlaprof.analysis.step_records import Acceptance, EngineStep
 
 # the rules that name a scheduler database after its engine's own first worker: the process's
-# own distributed rank (its worker runs in it) or its engine's data-parallel layout
-# (vllm_plugin.scheduler_rank); RANK / LOCAL_RANK / the default 0 say nothing of the engine
-ENGINE_RULES = frozenset({FROM_TORCH, FROM_VLLM_WORLD, FROM_ENGINE})
+# own distributed rank (its worker runs in it; numbered by its engine's DP index where vLLM runs
+# the engine independently) or its engine's data-parallel layout (vllm_plugin.scheduler_rank);
+# RANK / LOCAL_RANK / the default 0 say nothing of the engine
+ENGINE_RULES = frozenset({FROM_TORCH, FROM_VLLM_WORLD, FROM_ENGINE, FROM_ENGINE_INDEX})
 
 
 def pairing_of(rule: str | None, own: bool) -> Pairing | None:
@@ -75,8 +77,10 @@ def served_summary(
     Each EngineCore's records pair with the worker rank of the same global rank: the plugin
     names its database after the global rank of its engine's first worker
     (``vllm_plugin.scheduler_rank``: its own distributed rank, else ``data_parallel_rank *
-    world_size`` of its engine's config, the offset vLLM gives that engine's workers; its
-    ``rank_source`` meta says which), so rank N's scheduler is the engine of worker rank N.
+    world_size`` of its engine's config, the offset vLLM gives that engine's workers, or
+    ``data_parallel_index * world_size`` for an independent engine, whose workers the plugin
+    numbers so; its ``rank_source`` meta says which), so rank N's scheduler is the engine of
+    worker rank N.
     One EngineCore pairs with its own rank, else the first rank's (``verify_rank``); several
     are each their engine's (``per_engine``), never one sum against one rank's drafts. Whether
     a pairing is known or assumed is :func:`pairing_of`'s, said in the source where assumed."""

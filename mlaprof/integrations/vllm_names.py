@@ -12,12 +12,15 @@ GRAPH_CAPTURE_EVENT = "cudagraph-capture"  # one per CudaGraphManager.capture (m
 CG_MODE_EVENT = "cudagraph-mode"
 DRAFT_EAGER_EVENT = "drafter-graph-eager"  # a draft decode FULL graph missing: ran eagerly
 
-# the meta key of the rule that named a scheduler database's rank, and of its engine's layout
+# the meta key of the rule that named a database's rank, and of its engine's layout
 RANK_SOURCE_KEY = "rank_source"
 ENGINE_KEY = "engine_parallel"
-# the rules: this process's own distributed rank, its engine's data-parallel layout, the
-# environment (the variable's own name, RANK or LOCAL_RANK), or none (0)
+# the rules: this process's own distributed rank, its engine's data-parallel layout, its own
+# distributed rank offset by its independent engine's data_parallel_index (a dense model's DP
+# engines, which vLLM does not offset: mlaprof numbers them), the environment (the variable's
+# own name, RANK or LOCAL_RANK), or none (0)
 FROM_TORCH = "torch.distributed"
 FROM_VLLM_WORLD = "vllm-world-group"
 FROM_ENGINE = "engine-data-parallel-rank"
+FROM_ENGINE_INDEX = "engine-data-parallel-index"
 FROM_DEFAULT = "default"

@@ -6,7 +6,8 @@ MLA metadata builder, the runner's step decisions and the scheduler's acceptance
 (:mod:`mlaprof.integrations.vllm_patches`) and records every process into one shared run folder:
 ``$MLAPROF_TRACES/$MLAPROF_RUN/rank<N>.db`` per worker rank, ``rank<N>.scheduler.db`` for the
 EngineCore's acceptance counters, N the global rank of its engine's first worker
-(:func:`scheduler_rank`; ``mlaprof tui`` follows the run live).
+(:func:`scheduler_rank`; a dense model's independent DP engines numbered by their DP index,
+:func:`worker_rank`; ``mlaprof tui`` follows the run live).
 
 Environment:
   MLAPROF_VLLM=1          turn recording on (anything else: the plugin stays inert)
@@ -32,6 +33,7 @@ from mlaprof.integrations.vllm_names import (  # the rules' names: the analysis 
     ENGINE_KEY,
     FROM_DEFAULT,
     FROM_ENGINE,
+    FROM_ENGINE_INDEX,
     FROM_TORCH,
     FROM_VLLM_WORLD,
     RANK_SOURCE_KEY,
@@ -86,14 +88,27 @@ def rank_and_source() -> tuple[int, str]:
     return 0, FROM_DEFAULT
 
 
+def worker_rank(engine: EngineLayout | None) -> tuple[int, str]:
+    """A worker's rank: :func:`rank_and_source`, numbered past the engines before it where its
+    engine is an independent one (a dense model's DP engine: vLLM gives each its own world,
+    ranks 0 to world_size - 1, so engine k's would collide with engine 0's): its
+    ``first_worker_rank`` plus its distributed rank (``FROM_ENGINE_INDEX``)."""
+    rank, source = rank_and_source()
+    own = source in (FROM_TORCH, FROM_VLLM_WORLD)
+    if own and engine is not None and engine.independent and rank < engine.world_size:
+        return engine.first_worker_rank + rank, FROM_ENGINE_INDEX
+    return rank, source
+
+
 def scheduler_rank(engine: EngineLayout | None) -> tuple[int, str]:
     """The rank an EngineCore's scheduler database takes: its own distributed rank where this
-    process has one (its worker runs here: one worker per engine, or an external launcher);
-    else the global rank of its engine's first worker, where the scheduler's config says the
-    engine's layout (a multiprocess engine's EngineCore has no rank of its own, and every
-    engine's would read 0); else :func:`current_rank`'s environment rule."""
-    rank, source = rank_and_source()
-    if source in (FROM_TORCH, FROM_VLLM_WORLD) or engine is None:
+    process has one (its worker runs here: one worker per engine, or an external launcher;
+    :func:`worker_rank`'s); else the global rank of its engine's first worker, where the
+    scheduler's config says the engine's layout (a multiprocess engine's EngineCore has no
+    rank of its own, and every engine's would read 0); else :func:`current_rank`'s
+    environment rule."""
+    rank, source = worker_rank(engine)
+    if source in (FROM_TORCH, FROM_VLLM_WORLD, FROM_ENGINE_INDEX) or engine is None:
         return rank, source
     return engine.first_worker_rank, FROM_ENGINE
 
@@ -119,8 +134,9 @@ def open_writer(
     role: str = "", rank: int | None = None, engine: EngineLayout | None = None
 ) -> RunWriter:
     """This process's writer in the shared run folder (created by whichever comes first).
-    Without ``rank``: a worker's is :func:`current_rank`, the scheduler's :func:`scheduler_rank`
-    of ``engine``, and its database says which rule gave it (``RANK_SOURCE_KEY``)."""
+    Without ``rank``: a worker's is :func:`worker_rank` of ``engine`` (its runner's), the
+    scheduler's :func:`scheduler_rank` of ``engine`` (its scheduler's), and its database says
+    which rule gave it (``RANK_SOURCE_KEY``), with the engine's layout where that rule read it."""
     traces = Path(os.environ.get(TRACES_ENV) or "traces")
     meta = {
         "source": "vllm plugin",
@@ -134,11 +150,11 @@ def open_writer(
     if rank is None and role == SCHEDULER_ROLE:
         rank, source = scheduler_rank(engine)
     elif rank is None:
-        rank = current_rank()
+        rank, source = worker_rank(engine)
     writer = create_run(traces, run_name(), meta, rank=rank, role=role)
     if source is not None:  # whether the analysis may take rank N for its engine's workers
         writer.set_meta(RANK_SOURCE_KEY, source)
-        if engine is not None:
+        if engine is not None and (role == SCHEDULER_ROLE or source == FROM_ENGINE_INDEX):
             writer.set_meta(ENGINE_KEY, engine.as_meta())
     card = _worker_card() if not role else None
     if card:  # the GPU this worker's numbers are measured on, in its own database
@@ -234,7 +250,9 @@ _announce_lock = threading.Lock()
 
 def _open_and_announce(role: str = "") -> RunWriter:
     global _announced
-    w = open_writer(role, engine=_recorder.engine if _recorder is not None else None)
+    rec = _recorder
+    engine = None if rec is None else rec.engine if role == SCHEDULER_ROLE else rec.worker_engine
+    w = open_writer(role, engine=engine)
     with _announce_lock:
         first, _announced = not _announced, True
     if first:

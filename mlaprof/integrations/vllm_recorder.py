@@ -21,8 +21,10 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -98,43 +100,79 @@ class Step:
 @dataclass(frozen=True)
 class EngineLayout:
     """An EngineCore's engine among vLLM's data-parallel engines, from the ``ParallelConfig``
-    its scheduler was built with. vLLM offsets the global rank of an engine's workers by
-    ``data_parallel_rank * world_size`` where it runs several engines or nodes
-    (``init_distributed_environment``, vllm/distributed/parallel_state.py), so the engine's
-    first worker has :attr:`first_worker_rank`."""
+    its scheduler (or its worker's runner) was built with. vLLM offsets the global rank of an
+    engine's workers by ``data_parallel_rank * world_size`` where it runs several engines or
+    nodes (``init_distributed_environment``, vllm/distributed/parallel_state.py), so the
+    engine's first worker has :attr:`first_worker_rank`. A dense model's DP engines are
+    independent (``run_engine_core`` calls ``reconfigure_for_independent_dp_rank``, vllm/v1/
+    engine/core.py): DP size 1, rank 0, each engine's workers ranks 0 to world_size - 1; only
+    ``data_parallel_index`` keeps the engine's DP rank. mlaprof numbers those engines' ranks
+    by it (:attr:`data_parallel_index`), as vLLM's own weight transfer does
+    (``data_parallel_index * world_size + rank``, vllm/v1/worker/gpu_worker.py)."""
 
     data_parallel_rank: int
     data_parallel_size: int
     world_size: int  # workers per engine: ParallelConfig.world_size (PP x TP x PCP)
     offset: bool  # vLLM offsets this engine's worker ranks (several engines or nodes)
+    data_parallel_index: int | None = None  # an independent engine's DP rank (None: not one)
+
+    @property
+    def independent(self) -> bool:
+        """An independent engine past the first: vLLM did not offset its ranks, mlaprof does."""
+        return self.data_parallel_index is not None
 
     @property
     def first_worker_rank(self) -> int:
+        if self.data_parallel_index is not None:
+            return self.data_parallel_index * self.world_size
         return self.data_parallel_rank * self.world_size if self.offset else 0
 
-    def as_meta(self) -> dict[str, int]:
-        return {"data_parallel_rank": self.data_parallel_rank,
-                "data_parallel_size": self.data_parallel_size, "world_size": self.world_size,
-                "first_worker_rank": self.first_worker_rank}  # fmt: skip
+    def as_meta(self) -> dict[str, int | bool]:
+        meta: dict[str, int | bool] = {
+            "data_parallel_rank": self.data_parallel_rank,
+            "data_parallel_size": self.data_parallel_size, "world_size": self.world_size,
+            "first_worker_rank": self.first_worker_rank}  # fmt: skip
+        if self.data_parallel_index is not None:  # the ranks are mlaprof's numbering, not vLLM's
+            meta.update(data_parallel_index=self.data_parallel_index, independent=True)
+        return meta
 
 
-def engine_layout(scheduler: Any) -> EngineLayout | None:
-    """The layout a vLLM ``Scheduler``'s ``vllm_config.parallel_config`` says, or None where it
-    says none, or where vLLM ranks the workers otherwise: an external launcher (the ranks are
-    torchrun's, the workers in this process) or elastic EP (no offset)."""
-    cfg = getattr(getattr(scheduler, "vllm_config", None), "parallel_config", None)
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parallel_layout(cfg: Any) -> EngineLayout | None:
+    """The layout a vLLM ``ParallelConfig`` says, or None where it says none, or where vLLM
+    ranks the workers otherwise: an external launcher (the ranks are torchrun's, the workers in
+    this process) or elastic EP (no offset)."""
     dp_rank = getattr(cfg, "data_parallel_rank", None)
     dp_size = getattr(cfg, "data_parallel_size", None)
     world = getattr(cfg, "world_size", None)
     nnodes = getattr(cfg, "nnodes", 1)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dp_rank, dp_size, world)):
+    if not all(_int(v) for v in (dp_rank, dp_size, world)):
         return None
     if getattr(cfg, "distributed_executor_backend", None) == "external_launcher":
         return None
     if getattr(cfg, "enable_elastic_ep", False):
         return None
     offset = dp_size > 1 or (isinstance(nnodes, int) and nnodes > 1)
-    return EngineLayout(dp_rank, dp_size, world, offset)
+    index = getattr(cfg, "data_parallel_index", None)
+    # DP size 1 with an index past 0: only reconfigure_for_independent_dp_rank makes that
+    # (data_parallel_index starts equal to data_parallel_rank, vllm/config/parallel.py)
+    independent = dp_size == 1 and dp_rank == 0 and _int(index) and index > 0
+    return EngineLayout(dp_rank, dp_size, world, offset, index if independent else None)
+
+
+def engine_layout(scheduler: Any) -> EngineLayout | None:
+    """The layout a vLLM ``Scheduler``'s ``vllm_config.parallel_config`` says
+    (:func:`parallel_layout`)."""
+    return parallel_layout(parallel_config_of(scheduler))
+
+
+def parallel_config_of(obj: Any) -> Any:
+    """The ``ParallelConfig`` of the ``vllm_config`` an object holds (a scheduler; a worker's
+    runner, CudaGraphManager or metadata builder: each keeps its worker's), else None."""
+    return getattr(getattr(obj, "vllm_config", None), "parallel_config", None)
 
 
 def _name(v: Any) -> str | None:
@@ -257,9 +295,24 @@ class EngineRecorder:
         self.stop_signal: str | None = None  # the stop signal that arrived (note_stop)
         self._eager_drafts: dict[tuple[Any, int], int] = {}  # (rows, k) -> eager draft decodes
         self.engine: EngineLayout | None = None  # the EngineCore's engine (on_scheduler)
+        # the worker's engine, from the first runner, manager or builder holding a parallel
+        # config (_see_config): read before its first record is queued, so before the writer
+        # opens and takes its rank
+        self.worker_engine: EngineLayout | None = None
+        self._config_seen = False
 
     # -- the engine thread (keep these cheap) ----------------------------------------------------
+    def _see_config(self, obj: Any) -> None:
+        """The worker's engine layout, once, from the first object holding a parallel config."""
+        if self._config_seen:
+            return
+        cfg = parallel_config_of(obj)
+        if cfg is not None:
+            self._config_seen = True
+            self.worker_engine = parallel_layout(cfg)
+
     def on_dispatch(self, runner: Any, num_tokens: int, num_reqs: int, result: Any) -> None:
+        self._see_config(runner)
         info = self._runners.get(id(runner))
         if info is None:
             info = self._runners[id(runner)] = runner_info(runner)
@@ -275,6 +328,7 @@ class EngineRecorder:
         """The model runner V2's graph for a step (vLLM 0.34): the target's opens a step, the
         drafter's is kept with the open step. Draft tokens per request are not readable there:
         a uniform batch of qlen q has q - 1 per request, others none recorded."""
+        self._see_config(manager)
         mode = getattr(desc, "cg_mode", None)
         if manager_role(manager) != "target":
             self._put((_DRAFT_GRAPH, _name(mode), desc.num_tokens, desc.num_reqs))
@@ -293,6 +347,7 @@ class EngineRecorder:
 
     def on_graph_capture(self, manager: Any, desc: str, error: BaseException | None) -> None:
         """One manager's capture (model runner V2), its graphs per mode, or its failure."""
+        self._see_config(manager)
         role = manager_role(manager)
         descs = getattr(manager, "_capture_descs", None) or {}
         modes = {_name(m): len(d) for m, d in descs.items()}
@@ -314,6 +369,7 @@ class EngineRecorder:
     def on_draft_specialize(self, manager: Any, desc: Any, k: int, result: Any) -> None:
         """A draft decode FULL graph not captured for this step's k (num_speculative_tokens
         per batch size tiers): vLLM runs that draft decode eagerly."""
+        self._see_config(manager)
         before, after = (
             _name(getattr(desc, "cg_mode", None)),
             _name(getattr(result, "cg_mode", None)),
@@ -341,6 +397,7 @@ class EngineRecorder:
     def on_build(
         self, builder: Any, cam: Any, fast_build: bool, result: Any, capture: bool
     ) -> None:
+        self._see_config(builder)
         if fast_build:  # build_for_drafting: a drafter's build
             self._put((_DRAFT, cam.max_query_len))
             return
@@ -372,9 +429,14 @@ class EngineRecorder:
         self.engine = engine_layout(scheduler)
 
     def on_step_end(self, runner: Any) -> None:
+        self._see_config(runner)
         self._put((_END, time.time_ns()))
 
     def on_cg_resolve(self, config: Any, args: dict[str, Any], requested: Any, result: Any) -> None:
+        # a worker's first record, before any runner is seen: ``config`` is its
+        # CompilationConfig, the vllm_config vLLM set around initialize_from_config holds it
+        # (set_current_vllm_config, vllm/v1/worker/worker_base.py)
+        self._see_config(types.SimpleNamespace(vllm_config=_current_vllm_config()))
         sizes = getattr(config, "cudagraph_capture_sizes", None)
         t_ns = time.time_ns()
         data = {
@@ -694,6 +756,15 @@ def step_rows(st: Step, step: int, next_t: int | None, out: list[tuple[str, dict
                     f"({data['verify_draft_tokens']} draft tokens), graph {mode}{note}"),
         "data": json.dumps(data),
     }))  # fmt: skip
+
+
+def _current_vllm_config() -> Any:
+    """vLLM's current config where vLLM is loaded and set one (nothing imported for it)."""
+    get = getattr(sys.modules.get("vllm.config"), "get_current_vllm_config_or_none", None)
+    try:
+        return get() if callable(get) else None
+    except Exception:  # recording metadata is best effort
+        return None
 
 
 def _gpu_available() -> bool:

@@ -14,7 +14,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import mlaprof
 from mlaprof.errors import MlaprofError
 from mlaprof.integrations import vllm_patches, vllm_plugin
-from mlaprof.integrations.vllm_recorder import ACCEPT_EVENT, STEP_EVENT, EngineRecorder
+from mlaprof.integrations.vllm_names import CG_MODE_EVENT
+from mlaprof.integrations.vllm_recorder import (
+    ACCEPT_EVENT,
+    STEP_EVENT,
+    EngineLayout,
+    EngineRecorder,
+)
 from mlaprof.store import create_run
 from tests import vllm_fake as vf
 
@@ -277,9 +283,11 @@ def served(fake_vllm, monkeypatch, tmp_path):
 def _engine_core(monkeypatch, parallel=None, dp_rank=0, accepted=(3, 3), is_moe=True):
     """One EngineCore process (vLLM spawns each: a fresh plugin and recorder): vLLM builds its
     scheduler (``parallel``: its config's ParallelConfig; None: no scheduler the plugin can
-    read), which counts one step of ``len(accepted)`` verified requests of 3 drafts; exits."""
+    read), which counts one step of ``len(accepted)`` verified requests of 3 drafts; exits.
+    Returns the engine's config as vLLM left it (what its workers are given), else None."""
     vllm_patches.uninstall()
     monkeypatch.setattr(vllm_plugin, "_recorder", None)
+    cfg = None
     if parallel is None:  # a scheduler that is no vLLM Scheduler: only its counters are seen
         vllm_plugin.register()
         stats = vf.SpecDecodingStats()
@@ -291,6 +299,28 @@ def _engine_core(monkeypatch, parallel=None, dp_rank=0, accepted=(3, 3), is_moe=
         step = None
         for a in accepted:
             step = sched.make_spec_decoding_stats(step, 3, a)
+    vllm_plugin.recorder().close()
+    return cfg
+
+
+def _engine_worker(monkeypatch, cfg, rank, resolve_first=False, current=True):
+    """One worker process of the engine whose config is ``cfg`` (vLLM hands each worker its
+    engine's config), at torch.distributed rank ``rank`` of its engine's world, recorded by the
+    plugin: one verify step of 2 requests of 3 drafts each; ``resolve_first``: its first
+    record is the cudagraph-mode resolution (as in vLLM, before any runner step), with its
+    config current unless ``current`` is false, written before the runner runs."""
+    vllm_patches.uninstall()
+    monkeypatch.setattr(vllm_plugin, "_recorder", None)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: rank)
+    vllm_plugin.register()
+    if resolve_first:
+        monkeypatch.setattr(vf, "current_vllm_config", cfg if current else None)
+        vf.CompilationConfig().resolve_cudagraph_mode_and_sizes(vf.AttentionCGSupport.NEVER, "X")
+        monkeypatch.setattr(vf, "current_vllm_config", None)
+        vllm_plugin.recorder().flush()  # the writer opens on this record
+    runner = vf.GPUModelRunner([vf.MLACommonMetadataBuilder()], vllm_config=cfg)
+    runner.execute([600 + rank, 900], [3, 3])
     vllm_plugin.recorder().close()
 
 
@@ -337,6 +367,64 @@ def test_dp_engines_name_their_scheduler_database_after_their_first_worker(serve
     assert [e["scheduler_matches_worker"] for e in eng["per_engine"]] == [True, True]
 
 
+def test_dense_dp_engines_are_numbered_by_their_data_parallel_index(served, monkeypatch):
+    """`vllm serve --data-parallel-size 2 --tensor-parallel-size 2` of a dense model: vLLM makes
+    each engine independent (DP size 1, rank 0; only data_parallel_index keeps its DP rank), so
+    each engine's workers are ranks 0-1 of its own world and both schedulers read DP rank 0:
+    engine 1's would be refused rank0.db and rank0.scheduler.db and record nothing. The plugin
+    numbers engine k's ranks from data_parallel_index * world_size (2 for engine 1), its
+    scheduler's and its workers' alike, says so in each database, and the report pairs each
+    engine's acceptance with its own first worker."""
+    cfgs = []
+    for dp_rank, accepted in ((0, (3, 0)), (1, (3, 3))):
+        tp2 = vf.ParallelConfig(tensor_parallel_size=2, data_parallel_size=2)
+        cfg = _engine_core(monkeypatch, tp2, dp_rank, accepted, is_moe=False)
+        assert (cfg.parallel_config.data_parallel_size, cfg.parallel_config.data_parallel_rank,
+                cfg.parallel_config.data_parallel_index) == (1, 0, dp_rank)  # fmt: skip
+        cfgs.append(cfg)
+    for cfg in cfgs:  # each engine's workers: ranks 0-1 of its own torch.distributed world
+        for rank in range(2):
+            _engine_worker(monkeypatch, cfg, rank)
+    names = sorted(p.name for p in served.glob("*.db"))
+    assert names == ["rank0.db", "rank0.scheduler.db", "rank1.db", "rank2.db",
+                     "rank2.scheduler.db", "rank3.db"]  # fmt: skip
+    one = {"data_parallel_rank": 0, "data_parallel_size": 1, "world_size": 2}
+    with mlaprof.load(served) as run:
+        assert _scheduler_meta(run, 0) == (vllm_plugin.FROM_ENGINE, {**one, "first_worker_rank": 0})
+        indexed = {**one, "first_worker_rank": 2, "data_parallel_index": 1, "independent": True}
+        assert _scheduler_meta(run, 2) == (vllm_plugin.FROM_ENGINE, indexed)
+        for rank in range(4):
+            meta = run.rank_meta(rank, "")
+            engine = meta.get(vllm_plugin.ENGINE_KEY)
+            got = (meta[vllm_plugin.RANK_SOURCE_KEY], engine and json.loads(engine))
+            assert got == ((vllm_plugin.FROM_TORCH, None) if rank < 2
+                           else (vllm_plugin.FROM_ENGINE_INDEX, indexed)), (rank, got)  # fmt: skip
+        s = mlaprof.build_summary(run)
+    eng = json.loads(json.dumps(s.to_json()))["engine"]
+    got = [(e["rank"], e["paired_rank"], e["accepted_tokens"], e["draft_tokens"], e["pairing"])
+           for e in eng["per_engine"]]  # fmt: skip
+    assert got == [(0, 0, 3, 6, "known"), (2, 2, 6, 6, "known")]
+    assert [e["scheduler_matches_worker"] for e in eng["per_engine"]] == [True, True]
+
+
+def test_a_dense_engines_worker_takes_its_rank_from_its_first_record(served, monkeypatch):
+    """A worker's first record is often its cudagraph-mode resolution (no runner seen yet):
+    the config vLLM made current around it numbers the worker (rank 3: engine 1's second);
+    where no config is readable before the writer opens, the worker keeps its distributed rank
+    (today's rule: rank 1, named torch.distributed)."""
+    tp2 = vf.ParallelConfig(tensor_parallel_size=2, data_parallel_size=2)
+    cfg = _engine_core(monkeypatch, tp2, dp_rank=1, is_moe=False)
+    _engine_worker(monkeypatch, cfg, 1, resolve_first=True)
+    with mlaprof.load(served) as run:
+        assert run.databases == [(2, "scheduler"), (3, "")]
+        assert run.rank_meta(3, "")[vllm_plugin.RANK_SOURCE_KEY] == vllm_plugin.FROM_ENGINE_INDEX
+        assert len(run.events[run.events.kind == CG_MODE_EVENT]) == 1
+    _engine_worker(monkeypatch, cfg, 1, resolve_first=True, current=False)
+    with mlaprof.load(served) as run:
+        assert run.databases == [(1, ""), (2, "scheduler"), (3, "")]
+        assert run.rank_meta(1, "")[vllm_plugin.RANK_SOURCE_KEY] == vllm_plugin.FROM_TORCH
+
+
 def test_one_engine_without_dp_names_rank_0_as_before(served, monkeypatch):
     _engine_core(monkeypatch, vf.ParallelConfig(tensor_parallel_size=2))
     with mlaprof.load(served) as run:
@@ -373,6 +461,24 @@ def test_an_engine_core_running_its_worker_keeps_its_distributed_rank(served, mo
         assert source == vllm_plugin.FROM_TORCH and engine["first_worker_rank"] == 2
 
 
+def test_a_dense_engine_core_running_its_worker_is_numbered_by_its_index(served, monkeypatch):
+    """An independent engine's EngineCore whose worker runs in its process (a uniprocess
+    executor) has rank 0 of its own world, as engine 0's has: numbered like its worker, 1."""
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 0)
+    for dp_rank in (0, 1):
+        _engine_core(monkeypatch, vf.ParallelConfig(data_parallel_size=2), dp_rank, is_moe=False)
+    with mlaprof.load(served) as run:
+        assert run.databases == [(0, "scheduler"), (1, "scheduler")]
+        assert _scheduler_meta(run, 0)[0] == vllm_plugin.FROM_TORCH
+        source, engine = _scheduler_meta(run, 1)
+        assert source == vllm_plugin.FROM_ENGINE_INDEX and engine["data_parallel_index"] == 1
+    # a rank past its engine's world is one vLLM numbered past engine 0 itself: never twice
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 3)
+    layout = EngineLayout(0, 1, 2, False, data_parallel_index=1)
+    assert vllm_plugin.worker_rank(layout) == (3, vllm_plugin.FROM_TORCH)
+
+
 def test_engine_layout_only_where_vllm_offsets_by_it():
     from mlaprof.integrations.vllm_recorder import engine_layout
 
@@ -387,6 +493,24 @@ def test_engine_layout_only_where_vllm_offsets_by_it():
                   distributed_executor_backend="external_launcher") is None  # fmt: skip
     assert layout(data_parallel_size=2, data_parallel_rank=1, enable_elastic_ep=True) is None
     assert engine_layout(object()) is None
+
+    def independent(index, **kw):  # a dense model's DP engine, as run_engine_core leaves it
+        cfg = vf.ParallelConfig(data_parallel_size=2, data_parallel_rank=index, **kw)
+        cfg.reconfigure_for_independent_dp_rank()
+        return engine_layout(vf.Scheduler(vf.VllmConfig(parallel_config=cfg), None, None, 16))
+
+    one = independent(1, tensor_parallel_size=4, pipeline_parallel_size=2)
+    assert (one.independent, one.first_worker_rank) == (True, 8)
+    assert one.as_meta() == {"data_parallel_rank": 0, "data_parallel_size": 1, "world_size": 8,
+                             "first_worker_rank": 8, "data_parallel_index": 1,
+                             "independent": True}  # fmt: skip
+    zero = independent(0, tensor_parallel_size=4)  # engine 0: no different from one engine
+    assert (zero.independent, zero.first_worker_rank) == (False, 0)
+    assert "independent" not in zero.as_meta()
+    moe = layout(data_parallel_size=2, data_parallel_rank=1, tensor_parallel_size=2)
+    assert (moe.independent, moe.first_worker_rank) == (False, 2)  # vLLM's own offset
+    assert "data_parallel_index" not in moe.as_meta()
+    assert independent(1, distributed_executor_backend="external_launcher") is None
 
 
 def test_failing_recorder_never_breaks_the_engine(fake_vllm, tmp_path):

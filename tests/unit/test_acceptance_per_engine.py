@@ -222,7 +222,7 @@ def _engine_text(s: Any) -> str:
 
 
 @pytest.mark.parametrize("rule", ["engine-data-parallel-rank", "torch.distributed",
-                                  "vllm-world-group"])  # fmt: skip
+                                  "vllm-world-group", "engine-data-parallel-index"])  # fmt: skip
 def test_an_engines_own_rank_makes_its_pairing_known(tmp_path: Path, rule: str) -> None:
     """Both EngineCores' databases took their engine's rank (its layout, or the process's own
     distributed rank): each pairing is known, and nothing says assumed."""
