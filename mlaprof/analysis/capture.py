@@ -56,20 +56,24 @@ def capture_summary(
     memory: pd.DataFrame,
     origin: str = "unknown",
     padding: pd.DataFrame | None = None,
+    steps: pd.DataFrame | None = None,
 ) -> Capture:
     """A scenario run's capture verdict: measured where a capture was attempted (``origin``:
     where the run's numbers were measured), else predicted from the syncs seen, where the sync
     probe watched a step (``layers``: its per-layer counts; :func:`syncs.probe_watched`, the
     sync count's own rule): a run that checked none predicts nothing (unknown). ``padding``:
     the run's padding records, whose capture sizes the section's sizes line names
-    (:func:`sizes_text`). A run of several ranks is judged rank by rank (``per_rank``: each
-    rank's verdict from its own records and the mode it then ran); its status is the ranks' own
-    where they agree, else "per-rank" (:func:`capture_status.over_ranks`), never a verdict over
-    their records pooled; whether a FULL graph serves its steps is Capture.no_full_graph's."""
+    (:func:`sizes_text`). ``steps``: the run's step records, whose modes say what ran where no
+    capture was attempted (:func:`_ran`). A run of several ranks is judged rank by rank
+    (``per_rank``: each rank's verdict from its own records and the mode it then ran); its
+    status is the ranks' own where they agree, else "per-rank" (:func:`capture_status.
+    over_ranks`), never a verdict over their records pooled; whether a FULL graph serves its
+    steps is Capture.no_full_graph's."""
     from mlaprof.analysis.evidence.common import capture
 
     mode = run_meta.scenario.graph_mode or "FULL"
-    status, effective = _verdict(mode, syncs, layers, captures)
+    st_all = steps if steps is not None else pd.DataFrame()
+    status, effective, predicted = _verdict(mode, syncs, layers, captures, st_all)
     sizes = capture_sizes(memory)  # the memory finding's count too
     pad = padding if padding is not None else pd.DataFrame()
     frames = (syncs, layers, captures, memory)
@@ -78,13 +82,16 @@ def capture_summary(
     # theirs, said so where several ranks measured some)
     per = []
     for r in ranks if len(ranks) > 1 else []:
-        st, ran = _verdict(mode, *(_of_rank(f, r) for f in frames[:3]))
+        st, ran, pred = _verdict(mode, *(_of_rank(f, r) for f in (*frames[:3], st_all)))
         per.append(RankCapture(rank=r, status=CaptureStatus(st), effective_mode=ran,
-                               memory_bytes=capture_memory_bytes(_of_rank(memory, r))))  # fmt: skip
+                               memory_bytes=capture_memory_bytes(_of_rank(memory, r)),
+                               **({"predicted_mode": pred} if pred else {})))  # fmt: skip
     if per:
         status = over_ranks(p.status for p in per)
         said = {p.effective_mode for p in per}
         effective = said.pop() if len(said) == 1 else None  # else each rank's own
+        guessed = {p.predicted_mode for p in per}
+        predicted = guessed.pop() if len(guessed) == 1 else None
     origin = _provenance(origin, status, per)
     return capture(
         CaptureStatus(status),
@@ -92,6 +99,7 @@ def capture_summary(
         NOT_PREDICTED,  # the why of an unknown verdict (the only one here)
         mode=mode,
         effective_mode=effective,
+        **({"predicted_mode": predicted} if predicted else {}),
         memory_bytes=capture_memory_bytes(memory),
         memory_measure=CAPTURE_MEMORY_MEASURE,
         # no capture recorded: no count at all (its why is in sizes_text), never a 0
@@ -124,27 +132,46 @@ def _provenance(measured: str, status: str, per: list[RankCapture]) -> str:
 
 
 def _verdict(
-    mode: str, syncs: pd.DataFrame, layers: pd.DataFrame, captures: pd.DataFrame
-) -> tuple[str, str | None]:
-    """``(status, the mode that ran)`` of a scenario run's records (every rank's, or one's)."""
+    mode: str,
+    syncs: pd.DataFrame,
+    layers: pd.DataFrame,
+    captures: pd.DataFrame,
+    steps: pd.DataFrame,
+) -> tuple[str, str | None, str | None]:
+    """``(status, the mode that ran, the mode a GPU would run: predicted)`` of a scenario run's
+    records (every rank's, or one's). A capture attempted says what ran (measured); where none
+    was, the steps say it (:func:`_ran`) and the syncs seen only predict: a prediction is never
+    given as the mode that ran."""
     from mlaprof.analysis.syncs import probe_watched, watched_steps
 
     failed = captures[captures["status"] == "failed"] if not captures.empty else captures
     captured = captures[captures["status"] == "captured"] if not captures.empty else captures
     blocking = syncs[syncs["kind"].isin(PREDICTS_FAILURE)] if not syncs.empty else syncs
     if not failed.empty:
-        return "failed", (
-            str(failed["fallback"].dropna().iloc[0])
-            if failed["fallback"].notna().any()
-            else "PIECEWISE"
-        )
+        fell = failed["fallback"].dropna()
+        return "failed", (str(fell.iloc[0]) if not fell.empty else "PIECEWISE"), None
     if not captured.empty:
-        return "captured", mode
+        return "captured", mode, None
+    ran = _ran(steps)
     if mode == "FULL" and not blocking.empty:
-        return "predicted-fail", "PIECEWISE"
+        return "predicted-fail", ran, "PIECEWISE"
     if mode == "FULL" and not probe_watched(watched_steps(layers, syncs), syncs):
-        return "unknown", None  # nothing watched predicts nothing
-    return ("predicted-ok" if mode == "FULL" else "not-attempted"), mode
+        return "unknown", ran, None  # nothing watched predicts nothing
+    if mode == "FULL":
+        return "predicted-ok", ran, mode
+    return "not-attempted", ran, None
+
+
+def _ran(steps: pd.DataFrame) -> str | None:
+    """What a scenario run's steps ran where no capture was attempted, by the timing's one rule
+    (:func:`mlaprof.analysis.timing.step_modes`: a CPU step ran eagerly in its mode's shape,
+    "FULL shape on cpu"); None where no step was recorded (the evidence does not say)."""
+    from mlaprof.analysis.timing import step_modes
+
+    if steps.empty or "graph_mode" not in steps:
+        return None
+    modes = sorted(set(step_modes(steps)) - {"?"})
+    return ", ".join(modes) or None
 
 
 def _why_none(meta: RunMeta, mode: str) -> str:
@@ -189,14 +216,14 @@ def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
     if summary.status != CaptureStatus.PER_RANK:
         if summary.status not in FAILING:
             return []
-        return [_capture_finding(str(summary.status), summary.effective_mode, captures)]
+        return [_capture_finding(str(summary.status), _fallback(summary), captures)]
     per = summary.per_rank or []
     out = []
     for st in FAILING:
         ranks = [r.rank for r in per if r.status == st]
         if not ranks:
             continue
-        ran = "/".join(sorted({str(r.effective_mode) for r in per if r.rank in ranks}))
+        ran = "/".join(sorted({str(_fallback(r)) for r in per if r.rank in ranks}))
         own = captures[captures["rank"].isin(ranks)] if "rank" in captures else captures
         out.append(_capture_finding(st, ran, own, ranks_of(ranks, len(per)), ranks))
     return out
@@ -204,6 +231,12 @@ def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
 
 # the verdicts the capture finding states: measured to fail, or predicted to from the syncs
 FAILING = (CaptureStatus.FAILED, CaptureStatus.PREDICTED_FAIL)
+
+
+def _fallback(cap: Capture | RankCapture) -> str | None:
+    """The mode the engine falls back to: the one it ran after a failed capture (measured), or
+    the one predicted where the failure is (never a CPU's eager steps, which ran no graph)."""
+    return cap.predicted_mode or cap.effective_mode
 
 
 def _capture_finding(
@@ -221,7 +254,9 @@ def _capture_finding(
         r = first.iloc[0]
         where = f": first offender {r.op} on layer {r.layer} at {r.location}"
     verb = "failed" if status == CaptureStatus.FAILED else "would fail"
-    runs = f" on {on}; the engine runs {ran} there" if on else f"; the engine runs {ran}"
+    # a prediction says the fallback as one (what the engine would run), never as what ran
+    run = "runs" if status == CaptureStatus.FAILED else "would run"
+    runs = f" on {on}; the engine {run} {ran} there" if on else f"; the engine {run} {ran}"
     # a step runs on every rank: one rank without a FULL graph keeps the step out of them
     group = "; a step runs on every rank, so no FULL graph serves the group's steps" if on else ""
     return Finding(
@@ -266,6 +301,8 @@ def step_mode_evidence(
         ev = said_per_rank({r: e for r, (_, e, _) in per.items()})
         fields["per_rank"] = [_rank_capture(r, s, f) for r, (s, _, f) in per.items()]
         status = over_ranks(CaptureStatus(s) for s, _, _ in per.values())
+        said = {p.effective_mode for p in fields["per_rank"]}
+        fields["effective_mode"] = said.pop() if len(said) == 1 else None  # else each rank's
     # the one label table (capture_status.CAPTURE_LABELS): capture() labels the status; the
     # evidence names what a mix mixed, and FULL only where a graph-launch call confirms it
     return capture(CaptureStatus(status), _origin(meta), why=ev, evidence=ev, **fields)
@@ -277,7 +314,7 @@ def _of_rank(frame: pd.DataFrame, rank: int) -> pd.DataFrame:
 
 def _rank_capture(rank: int, status: str, fields: dict[str, Any]) -> RankCapture:
     keep = ("graph_steps", "piecewise_steps", "eager_steps", "graph_launches",
-            "launches_without_kernels", "step_source")  # fmt: skip
+            "launches_without_kernels", "step_source", "effective_mode")  # fmt: skip
     return RankCapture(rank=rank, status=CaptureStatus(status),
                        **{k: fields.get(k) for k in keep})  # fmt: skip
 
@@ -381,6 +418,9 @@ def _step_modes(
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
     fields: dict[str, Any] = {
+        # what ran, where the trace says it: FULL only where a graph-launch call confirms the
+        # replays (the evidence's own rule above), eager attention as vLLM names it (NONE)
+        "effective_mode": _trace_ran(n_graph, n_piece, n_eager, bool(n_launch)),
         "graph_steps": n_graph,
         "piecewise_steps": n_piece,
         "eager_steps": n_eager,
@@ -394,6 +434,20 @@ def _step_modes(
         "cpu": meta.device == "cpu",  # no graphs to capture: no capture finding
     }
     return status, ev, fields
+
+
+def _trace_ran(n_graph: int, n_piece: int, n_eager: int, confirmed: bool) -> str | None:
+    """The mode a trace's MLA steps ran, from their counts: FULL for graph replays only where
+    ``confirmed`` (a graph-launch call correlates with them: else a replay could be FULL or a
+    piece, unknown), PIECEWISE, NONE (eager); a mix names each with its steps; None where a
+    part is unknown or no step was judged."""
+    said = [(n, m) for n, m in ((n_graph, "FULL" if confirmed else None), (n_piece, "PIECEWISE"),
+                                (n_eager, "NONE")) if n]  # fmt: skip
+    if not said or any(m is None for _, m in said):
+        return None
+    if len(said) == 1:
+        return said[0][1]
+    return ", ".join(f"{m} in {n} step(s)" for n, m in said)
 
 
 def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:

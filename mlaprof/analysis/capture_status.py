@@ -9,6 +9,10 @@ from typing import Protocol
 
 from mlaprof.rank_counts import rank_list
 
+# a scenario step the CPU ran eagerly in a graph mode's shape: its mode reads "<MODE> shape on
+# cpu" (the timing's step modes and the capture's mode that ran), never a graph mode
+ON_CPU = " shape on cpu"
+
 
 class CaptureStatus(StrEnum):
     """What the evidence says about graph capture, for every producer."""
@@ -107,6 +111,30 @@ class RankVerdict(Protocol):
 
     @property
     def effective_mode(self) -> str | None: ...
+
+    @property
+    def served_mode(self) -> str | None: ...
+
+
+def served_mode(effective_mode: str | None, predicted_mode: str | None) -> str | None:
+    """The graph mode the FULL-graph claims judge (an S frozen into a graph, a capture's
+    memory): the mode predicted for a GPU where the verdict is a prediction (a scenario run
+    that captured nothing), else the mode that ran where it ran as a graph mode; None where
+    neither says one (steps a CPU ran eagerly in a mode's shape are no graph mode: the timing's
+    rule, :func:`mlaprof.analysis.timing.step_modes`)."""
+    if predicted_mode is not None:
+        return predicted_mode
+    if effective_mode is None or effective_mode.endswith(ON_CPU):
+        return None
+    return effective_mode
+
+
+def would_run_text(predicted_mode: str, effective_mode: str | None) -> str:
+    """A predicted mode in the words every view prints it with: a prediction, never read as
+    the mode that ran ("would run PIECEWISE on a GPU: predicted from syncs", where the steps
+    ran eagerly on the CPU, ``effective_mode``)."""
+    gpu = " on a GPU" if str(effective_mode or "").endswith(ON_CPU) else ""
+    return f"would run {predicted_mode}{gpu}: predicted from syncs"
 
 
 def no_full_graph(

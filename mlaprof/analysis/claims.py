@@ -48,12 +48,13 @@ def full_graph_serves(
     """A FULL graph serves the steps: asked for (a mode that keeps FULL decode graphs), the
     capture did not fail, and no rank ran its steps in another mode (the one rule an S frozen
     into a captured graph, or a capture's memory, is claimed by; ``effective_mode``: the mode
-    that ran, ``per_rank``: each rank's verdict where the status is per rank,
+    that ran, or the one predicted where nothing ran as a graph (``Capture.served_mode``),
+    ``per_rank``: each rank's verdict where the status is per rank,
     :func:`~mlaprof.analysis.capture_status.no_full_graph`). An engine that ran eagerly or
     piecewise by its own choice failed nothing, yet freezes no S into a graph."""
     if not keeps_full_graphs(graph_mode):
         return False
-    ran = [effective_mode] if effective_mode is not None else [r.effective_mode for r in per_rank]
+    ran = [effective_mode] if effective_mode is not None else [r.served_mode for r in per_rank]
     if any(m is not None and not keeps_full_graphs(m) for m in ran):
         return False
     return not no_full_graph(capture_status, effective_mode, per_rank)
@@ -135,7 +136,9 @@ def claims_of(ev: Evidence) -> Claims:
     return Claims(
         graph_mode=ev.graph_mode,
         capture_status=str(ev.capture.status),
-        effective_mode=ev.capture.effective_mode,
+        # the graph mode that ran, or the one predicted where the run captured nothing (a CPU's
+        # eager steps are no graph mode: Capture.served_mode)
+        effective_mode=ev.capture.served_mode,
         per_rank=tuple(ev.capture.per_rank or ()),
         device=ev.meta.device or ev.device,
         backend=ev.meta.backend if ev.scenario.recorded and ev.meta.backend else None,

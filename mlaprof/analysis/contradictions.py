@@ -35,9 +35,7 @@ def contradictions(s: RunSummary) -> list[str]:
     # them; a per-rank capture has none where one rank's own verdict has none
     no_full = s.capture.no_full_graph
     graph_mode = asked_mode(s.scenario.graph_mode, s.capture.mode)  # as the claims read it
-    serves = full_graph_serves(
-        graph_mode, status, s.capture.effective_mode, s.capture.per_rank or ()
-    )
+    serves = full_graph_serves(graph_mode, status, s.capture.served_mode, s.capture.per_rank or ())
     frozen_said = any(
         f.kind == "split-frozen"
         or (f.kind == "split-over" and any(w in f.title for w in FULL_GRAPH_WORDS))
@@ -236,7 +234,7 @@ def _unknown_read_as_value(s: RunSummary) -> list[str]:
         out.append(f"layer {bad[0].layer} (rank {bad[0].rank}) 'collapsed {bad[0].collapsed}' "
                    "+ no S to judge it against")  # fmt: skip
     judged = {r.rank for r in s.layers if r.collapsed is not None}
-    lost = [r for r in s.fleet.ranks_not_collapsed if r not in judged]
+    lost = [r for r in s.fleet.ranks_not_collapsed or [] if r not in judged]  # None: none judged
     if lost:
         out.append(f"{rank_list(lost)} 'not collapsed' + none of their layers judged")
     cov = s.trace.coverage if s.trace is not None else None

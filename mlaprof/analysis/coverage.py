@@ -10,6 +10,7 @@ The question answered is "what could this trace show?"; the other analyzers answ
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label, to_json
 from mlaprof.errors import MlaprofError
 from mlaprof.kernel_names import RANGE_LIKE
-from mlaprof.rank_counts import per_rank_count, ranks_of
+from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
@@ -49,21 +50,24 @@ PATTERNS_HINT = (
 )
 
 _COUNTS = """
-SELECT 'rank' AS part, CAST(rank AS VARCHAR) AS key, COUNT(*) AS n FROM kernels GROUP BY rank
+SELECT 'rank' AS part, CAST(rank AS VARCHAR) AS key, rank, COUNT(*) AS n FROM kernels
+GROUP BY rank
 UNION ALL
-SELECT 'api', function, COUNT(*) FROM api GROUP BY function
+SELECT 'api', function, rank, COUNT(*) FROM api GROUP BY function, rank
 """
 _LIKE = f"""
 SELECT name AS key, rank, COUNT(*) AS n FROM kernels
 WHERE regexp_matches(name, '{ATTENTION_LIKE}') GROUP BY name, rank
 """
-# kernel names that are roctx messages of the same trace (rocprofv3 --kernel-rename), or the
-# range names vLLM and mlaprof push (kernel_names.RANGE_LIKE)
+# kernel names that are roctx messages of the same rank's trace (rocprofv3 --kernel-rename:
+# a rank's dispatches take its own ranges' names; another rank's markers say nothing of it), or
+# the range names vLLM and mlaprof push (kernel_names.RANGE_LIKE)
 _RENAMED = f"""
-SELECT name AS key, rank, COUNT(*) AS n FROM kernels
-WHERE name IN (SELECT function FROM api WHERE upper(domain) LIKE '%MARKER%')
-   OR regexp_full_match(name, '(?i){RANGE_LIKE.pattern}')
-GROUP BY name, rank
+SELECT k.name AS key, k.rank, COUNT(*) AS n FROM kernels k
+WHERE EXISTS (SELECT 1 FROM api a WHERE a.rank = k.rank AND a.function = k.name
+              AND upper(a.domain) LIKE '%MARKER%')
+   OR regexp_full_match(k.name, '(?i){RANGE_LIKE.pattern}')
+GROUP BY k.name, k.rank
 """
 RENAME_HINT = (
     "the kernel trace was recorded with rocprofv3 --kernel-rename, which names each dispatch "
@@ -82,7 +86,9 @@ def read_counts(run: Run, without: list[int]) -> dict[str, Any]:
     res = run.query(_COUNTS)
     parts = {p: g for p, g in res.groupby("part")}
     per_rank = {int(r.key): int(r.n) for r in parts.get("rank", res.iloc[:0]).itertuples()}
-    api = parts.get("api", res.iloc[:0]).sort_values(["n", "key"], ascending=[False, True])
+    by_fn = parts.get("api", res.iloc[:0])
+    api = by_fn.groupby("key", as_index=False)["n"].sum()
+    api = api.sort_values(["n", "key"], ascending=[False, True])
     like = _names(run, _LIKE, without)
     return {
         "kernels_by_rank": per_rank,
@@ -92,6 +98,8 @@ def read_counts(run: Run, without: list[int]) -> dict[str, Any]:
         # looked for only where a rank has no MLA kernel (the key is left out otherwise)
         **({"renamed": _names(run, _RENAMED, without)[:SHOWN]} if without else {}),
         "api_calls": int(api["n"].sum()) if len(api) else 0,
+        # the ranks with an API trace, each one's calls (a rank without one is not a 0 here)
+        "api_calls_by_rank": {int(r): int(n) for r, n in by_fn.groupby("rank")["n"].sum().items()},
         "api_functions": [
             ApiFunction(function=str(r.key), calls=int(r.n)) for r in api.itertuples() if r.key
         ],
@@ -118,17 +126,26 @@ def _list(items: list[str], total: int) -> str:
     return ", ".join(items) + (f" and {total - len(items)} more" if total > len(items) else "")
 
 
-def api_text(c: dict[str, Any], ranks: int = 1) -> str:
+def api_text(c: dict[str, Any], ranks: Sequence[int] = (0,)) -> str:
     """What the API trace held, in words (the sync line says it when it cannot judge); the
-    counts add the run's ``ranks``' calls, said so where they are several."""
+    counts add the calls of the run's ``ranks`` that have an API trace, said so where they are
+    several, and the ranks that have none are named (their calls are unknown, not 0)."""
     if not c["api_calls"]:
         return "no HIP/CUDA API calls in the import"
     top = [f"{f.function} x{f.calls}" for f in c["api_functions"][:4]]
     syncs = c["host_syncs"]
-    summed = over_ranks_label(over_ranks_how(TraceCoverage, "api_calls"), ranks)
-    return (
-        f"{c['api_calls']} API call(s) read{summed} ({_list(top, len(c['api_functions']))}); "
-        + (f"{syncs} of them host syncs" if syncs else "none of them a host sync")
+    how = over_ranks_how(TraceCoverage, "api_calls")
+    have = sorted(c.get("api_calls_by_rank") or ranks)
+    lack = sorted(set(ranks) - set(have))
+    if lack:
+        whose = f"{how} over {rank_list(have)}" if len(have) > 1 else rank_list(have)
+        verb = "has" if len(lack) == 1 else "have"
+        scope = f" ({whose}; {rank_list(lack)} {verb} no API trace)"
+    else:
+        scope = over_ranks_label(how, have)
+    listed = _list(top, len(c["api_functions"]))
+    return f"{c['api_calls']} API call(s) read{scope} ({listed}); " + (
+        f"{syncs} of them host syncs" if syncs else "none of them a host sync"
     )
 
 
@@ -220,7 +237,7 @@ def coverage_summary(
     c = read_counts(run, without=sorted(set(run.ranks) - with_mla))
     return TraceCoverage(
         **c,
-        api=api_text(c, len(run.ranks)),
+        api=api_text(c, run.ranks),
         recognition=recognition(c["kernels_by_rank"], layers, run.ranks),
         collapse_checks=collapse_checks(meta, paths, steps),
         provenance=meta.origin,

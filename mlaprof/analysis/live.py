@@ -270,11 +270,17 @@ class LiveFold:
             steps_decided=decided,
         )
 
-    def step_layers(self, step: int, rank: int | None) -> list[LayerRow]:
+    def step_layers(
+        self, step: int, rank: int | None, summary: RunSummary | None = None
+    ) -> list[LayerRow]:
         """The analysis' layer rows (:func:`mlaprof.analysis.layers.layer_table`) of one step,
-        per rank (``rank``: that rank's only), typed as the summary's."""
+        per rank (``rank``: that rank's only), typed as the summary's. ``summary``: the run's
+        (an imported trace's, whose host-sync check is its sync count: the step's layers read
+        that check's counts, :mod:`mlaprof.analysis.step_syncs`); a live run's rows are the
+        probe's, folded as they arrive."""
         from mlaprof.analysis.layers import layer_table
-        from mlaprof.analysis.syncs import fill_layer_syncs
+        from mlaprof.analysis.step_syncs import fill_host_syncs, host_sync_rows
+        from mlaprof.analysis.syncs import counted_by_host, fill_layer_syncs
 
         run = FoldedRun(self)
         ly, sy = run.table("layers"), run.table("syncs")
@@ -285,6 +291,15 @@ class LiveFold:
             return []
         syn = sy[(sy["step"] == step) & ((sy["rank"] == rank) if rank is not None else True)]
         lay = fill_layer_syncs(ly[pick], syn)  # the one sync-counting rule (analysis.syncs)
+        trace = summary.trace if summary is not None else None
+        # an import is never live: its host check's counts, decided as the summary's count
+        host = counted_by_host(ly, sy, trace.syncs) if trace is not None else None
+        if host is not None:
+            lay = fill_host_syncs(lay, host, verify_steps(self.frame("steps"), summary))
+            mine = host_sync_rows(host)
+            mine = mine[(mine["step"] == step) & ((mine["rank"] == rank) if rank is not None
+                                                  else True)]  # fmt: skip
+            syn = pd.concat([syn, mine], ignore_index=True) if not mine.empty else syn
         return layer_table(lay, syn)
 
 

@@ -129,13 +129,15 @@ def run_route(
                 f"{shadow.aiter} ({sum(paths.values())} steps: "
                 + ", ".join(f"{p} x{n}" for p, n in paths.items())
                 + ")"
-                + engine
             ),
             version=str(meta.vllm or meta.versions.get("vllm") or "unknown"),
             verified=claims is not None and claims.route_verified(path),
             source="shadow analysis of the engine's own batches (modelled, not recorded)",
         )
-        return _said(r, "modelled from the engine's recorded verify batches, not recorded")
+        # what the engine ran beside the model is the route's provenance: said in every view
+        # with the route, the compare's row included (:func:`route_label`)
+        said = f"modelled from the engine's recorded verify batches, not recorded{engine}"
+        return _said(r, said)
     return None
 
 
@@ -164,9 +166,12 @@ def route_text(r: Route, provenance: str) -> str:
 
 
 def route_label(r: Route) -> str:
-    """The route in a word where a view has no room for its line (the compare's row): its path
-    and vLLM version, said modelled as every route is (:func:`run_route`)."""
-    return f"{r.path} (vLLM {r.version}; modelled)"
+    """The route where a view has no room for its line (the compare's row): its path, vLLM
+    version (UNVERIFIED as :func:`route_text` says it) and where it comes from, the same
+    provenance every view prints beside the route (:func:`run_route`: modelled, and what the
+    run or engine ran instead); "provenance not recorded" where a route reached it without."""
+    tag = "" if r.verified else " UNVERIFIED"
+    return f"{r.path} (vLLM {r.version}{tag}; {r.provenance or 'provenance not recorded'})"
 
 
 def _said(r: Route, provenance: str) -> Route:
@@ -189,10 +194,11 @@ def pre_fix_rule(scenario: Scenario) -> str | None:
 
 
 def route_findings(route: Route | None, policy: str) -> list[Finding]:
-    """A scenario whose split policy models a kernel vLLM does not run for its configuration."""
-    from mlaprof.splits.routing import policy_fits_route
+    """A scenario whose split policy models a kernel vLLM does not run for its configuration
+    (the rule the split findings judge a what-if by: :func:`mlaprof.analysis.splits.off_route`)."""
+    from mlaprof.analysis.splits import off_route
 
-    if not route or not policy or policy_fits_route(policy, route.path):
+    if not route or not policy or not off_route(policy, route):
         return []
     return [
         Finding(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.sections import (
+    NOT_JUDGED,
     DpGroup,
     Fleet,
     FleetEngine,
@@ -106,13 +107,16 @@ def fleet_summary(
     trust: dict[int, str] | None = None,
     engines: list[EngineGroup] | None = None,
     source_format: str | None = None,
+    imported: bool = True,
 ) -> Fleet:
-    """The ranks side by side (ranks_collapsed, ranks_not_collapsed, agree, per_rank,
-    per_layer); each rank with its host, pid and GPU where the import recorded them
+    """The ranks side by side (ranks_collapsed, ranks_not_collapsed, ranks_not_judged, agree,
+    per_rank, per_layer); each rank with its host, pid and GPU where the run recorded them
     (``sources``) and its DP group where the evidence shows it (:func:`dp_groups`; ``batches``:
     rank -> batch rows per step). ``engines``
     (:func:`mlaprof.analysis.engines.engine_groups`): with more than one, DP groups are found
-    within each engine, S is compared per engine and the fleet says so."""
+    within each engine, S is compared per engine and the fleet says so. ``source_format`` and
+    ``imported``: what the run was imported from, or that it was recorded (``imported``
+    False), for where the host/pid/agent columns come from."""
     src = {s.rank: s for s in sources or []}
     several = engines is not None and len(engines) > 1
     engine_of = {r: e.engine for e in engines or [] for r in e.ranks} if several else {}
@@ -130,6 +134,7 @@ def fleet_summary(
             else ({}, "unknown (one rank)", False)
         )
     per_rank = []
+    any_layers = bool(layer_rows)  # none on any rank: the run records no layers (a log, an engine)
     for rank in ranks:
         rows = [r for r in layer_rows if r.rank == rank]
         used = [r.S_min for r in rows if r.S_min is not None]
@@ -144,7 +149,7 @@ def fleet_summary(
                 dp_group=groups.get(rank),
                 engine=engine_of.get(rank) if several else None,
                 trust=(trust or {}).get(rank),
-                layers=len(rows),
+                layers=len(rows) if any_layers else None,
                 S_min=min(used) if used else None,
                 S_max=max(used) if used else None,
                 # None: no layer of the rank could be judged (never "0 collapsed")
@@ -178,47 +183,116 @@ def fleet_summary(
                 engine=eng if several else None,
             )
         )
-    collapsed = [r.rank for r in per_rank if r.collapsed_layers]
-    fine = [r.rank for r in per_rank if r.collapsed_layers == 0]  # judged, and none collapsed
+    collapsed, fine, unjudged = _sides(per_rank)
     agree = all(
         _agree([r for r in per_rank if engine_of.get(r.rank) == eng],
                [p for p in per_layer if p.engine == eng])
         for eng in (sorted(set(engine_of.values())) if several else [None])
     )  # fmt: skip
     # nothing to set side by side: no rank judged and no layer's S (a run failed before a step)
-    compared = any(r.collapsed_layers is not None for r in per_rank) or bool(per_layer)
+    compared = any(r.collapsed_layers is not None for r in per_rank) or any(
+        p.S_min is not None for p in per_layer
+    )
+    judged = len(unjudged) < len(per_rank)
     return Fleet(
         ranks=len(ranks),
         dp_groups=len(set(groups.values())) if groups else None,
         dp_groups_exact=dp_exact if groups else None,
         dp_groups_source=dp_source,
         # what the host/pid/agent columns are: where a launcher ran the rank, or an import's files
-        hosts_source=_hosts_source(bool(placed), source_format),
-        ranks_collapsed=collapsed,
-        ranks_not_collapsed=fine,
+        hosts_source=_hosts_source(bool(placed), source_format, imported, src),
+        # None where no rank was judged: "none collapsed" would be a verdict on nothing
+        ranks_collapsed=collapsed if judged else None,
+        ranks_not_collapsed=fine if judged else None,
         # ranks disagree when some collapsed and others did not, or their S differ per layer
         agree=agree,
         # the one line every view prints
-        text=_engines_line(engines, per_rank)
+        text=_engines_line(engines, per_rank, per_layer)
         if several
-        else f"ranks: {len(ranks)}, nothing to compare (no rank holds layer records)"
+        else f"ranks: {len(ranks)}, nothing to compare (no rank holds layer records"
+        + ("" if not any_layers else " with an S")
+        + ")"
         if not compared
-        else f"ranks: {len(ranks)}, all agree"
-        if agree
-        else f"ranks: {len(ranks)}, DISAGREE: collapsed on {_list(collapsed)}, not on "
-        f"{_list(fine)}",
+        else f"ranks: {len(ranks)}, {_verdict(per_rank, per_layer)}",
         per_rank=per_rank,
-        per_layer=per_layer,
+        per_layer=per_layer if any_layers else None,
         engines=_engine_rows(engines or [], per_rank, per_layer) if several else None,
+        ranks_not_judged=unjudged or None,
     )
 
 
-def _hosts_source(placed: bool, source_format: str | None) -> str:
-    """What the per-rank host/pid/agent columns are, for the evidence the run has."""
+def _sides(per_rank: list[FleetRank]) -> tuple[list[int], list[int], list[int]]:
+    """The ranks that collapsed, the judged ones that did not, and those no layer of which
+    could be judged (no S reference): each rank on one side."""
+    return (
+        [r.rank for r in per_rank if r.collapsed_layers],
+        [r.rank for r in per_rank if r.collapsed_layers == 0],
+        [r.rank for r in per_rank if r.collapsed_layers is None],
+    )
+
+
+def _ranks_of_span(span: str) -> str:
+    """``"2"`` -> ``"rank 2"``, ``"0-1, 3"`` -> ``"ranks 0-1, 3"`` (a :func:`rank_span`)."""
+    return ("rank " if span.isdigit() else "ranks ") + span
+
+
+def _s_differs(per_layer: list[FleetLayer]) -> str | None:
+    """What S the ranks disagree on, by name: the ranks behind each S on the layers whose S
+    differs, and on how many of the compared layers (``"S differs: 4 on rank 2, 16 on ranks
+    0-1, 3 (61 of 61 layers)"``); None where every layer's S agrees."""
+    split = [p for p in per_layer if p.S_min != p.S_max]
+    if not split:
+        return None
+    shapes: dict[str, int] = {}  # each way the ranks split, and on how many layers
+    for p in split:
+        key = ", ".join(f"{v.S} on {_ranks_of_span(v.ranks)}" for v in p.S_by_ranks)
+        shapes[key] = shapes.get(key, 0) + 1
+    first, n = next(iter(shapes.items()))
+    compared = sum(1 for p in per_layer if p.S_min is not None)
+    other = (
+        f"; the ranks split otherwise on {len(split) - n} more layer(s) (per layer)"
+        if len(shapes) > 1
+        else ""
+    )
+    return f"S differs: {first} ({n} of {compared} layers){other}"
+
+
+def _verdict(per_rank: list[FleetRank], per_layer: list[FleetLayer]) -> str:
+    """The ranks' verdict in words: "all agree", or each disagreement named (which ranks
+    collapsed and which did not, which ran which S); ranks not judged for a collapse are
+    named as such, never counted on the side that did not collapse."""
+    collapsed, fine, unjudged = _sides(per_rank)
+    said = []
+    if collapsed and fine:
+        said.append(f"collapsed on {_list(collapsed)}, not on {_list(fine)}")
+    s = _s_differs(per_layer)
+    if s:
+        said.append(s)
+    if said:
+        head = "DISAGREE: " + "; ".join(said)
+    else:
+        head = "all agree on S per layer" if unjudged and not (collapsed or fine) else "all agree"
+    if unjudged:
+        why = NOT_JUDGED.split(": ", 1)[1]
+        head += f"; collapse not judged on {rank_list(unjudged)} ({why})"
+    return head
+
+
+def _hosts_source(
+    placed: bool, source_format: str | None, imported: bool, src: dict[int, RankSource]
+) -> str:
+    """What the per-rank host/pid/agent columns are, for the kind of run it is: a launcher's
+    placement, an import's files or numbering, or a recorded run's own records."""
     if placed:
         return "the machine and process each rank ran on, agent its device (launcher)"
+    if not imported:
+        if any(s.host or s.pid is not None or s.agent is not None for s in src.values()):
+            return "the run's own records of each rank; unknown: not recorded"
+        return (
+            "unknown: the run's records do not say where each rank ran (a launcher that "
+            "places the ranks records each one's host, pid and device)"
+        )
     if source_format is None or source_format in ("csv", "rocpd", "json", "rocprof"):
-        # (a recorded run without a launcher has no such columns: the words stay as they were)
         return (
             "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "
             "node's CPU agents are numbered first, so not a GPU index); unknown: not in the trace"
@@ -230,11 +304,8 @@ def _hosts_source(placed: bool, source_format: str | None) -> str:
 
 
 def _agree(per_rank: list[FleetRank], per_layer: list[FleetLayer]) -> bool:
-    collapsed = [r for r in per_rank if r.collapsed_layers]
-    judged = [r for r in per_rank if r.collapsed_layers is not None]  # a rank not judged: no side
-    return (not collapsed or len(collapsed) == len(judged)) and all(
-        p.S_min == p.S_max for p in per_layer
-    )
+    collapsed, fine, _ = _sides(per_rank)  # a rank not judged: on neither side
+    return not (collapsed and fine) and all(p.S_min == p.S_max for p in per_layer)
 
 
 def _engine_rows(
@@ -246,9 +317,10 @@ def _engine_rows(
         rows = [r for r in per_rank if r.rank in e.ranks]
         lo = [r.S_min for r in rows if r.S_min is not None]
         hi = [r.S_max for r in rows if r.S_max is not None]
-        collapsed = [r.rank for r in rows if r.collapsed_layers]
-        fine = [r.rank for r in rows if r.collapsed_layers == 0]
-        agree = _agree(rows, [p for p in per_layer if p.engine == e.engine])
+        collapsed, _, unjudged = _sides(rows)
+        layers = [p for p in per_layer if p.engine == e.engine]
+        agree = _agree(rows, layers)
+        compared = len(unjudged) < len(rows) or any(p.S_min is not None for p in layers)
         out.append(
             FleetEngine(
                 engine=e.engine,
@@ -256,25 +328,24 @@ def _engine_rows(
                 heads=e.heads,
                 qlen=list(e.qlen),
                 paths=list(e.paths),
-                hosts=list(e.hosts),
-                pids=list(e.pids),
+                # None: none recorded (never "none", which reads as a verdict)
+                hosts=list(e.hosts) or None,
+                pids=list(e.pids) or None,
                 S_min=min(lo) if lo else None,
                 S_max=max(hi) if hi else None,
-                ranks_collapsed=collapsed,
+                ranks_collapsed=collapsed if len(unjudged) < len(rows) else None,
                 agree=agree,
-                text=f"engine {e.engine} {describe_engine(e)}: "
-                + (
-                    f"{len(rows)} rank(s), all agree"
-                    if agree
-                    else f"DISAGREE: collapsed on {_list(collapsed)}, not on {_list(fine)}"
-                ),
+                text=f"engine {e.engine} {describe_engine(e)}: {len(rows)} rank(s), "
+                + (_verdict(rows, layers) if compared else "nothing to compare"),
             )
         )
     return out
 
 
-def _engines_line(engines: list[EngineGroup] | None, per_rank: list[FleetRank]) -> str:
-    rows = _engine_rows(engines or [], per_rank, [])
+def _engines_line(
+    engines: list[EngineGroup] | None, per_rank: list[FleetRank], per_layer: list[FleetLayer]
+) -> str:
+    rows = _engine_rows(engines or [], per_rank, per_layer)
     return (
         f"ranks: {len(per_rank)} in {len(rows)} engines (told apart by heads, qlen and path; "
         "never one fleet): " + "; ".join(r.text for r in rows)
@@ -299,15 +370,19 @@ def dp_group_rows(per_rank: list[FleetRank]) -> list[DpGroup]:
     for (eng, g), rows in order:
         lo = [r.S_min for r in rows if r.S_min is not None]
         hi = [r.S_max for r in rows if r.S_max is not None]
+        collapsed, _, unjudged = _sides(rows)
         out.append(
             DpGroup(
                 engine=eng,
                 dp_group=g,
                 ranks=[r.rank for r in rows],
-                hosts=sorted({r.host for r in rows if r.host}),
+                # None: no rank's host recorded (never "none")
+                hosts=sorted({r.host for r in rows if r.host}) or None,
                 S_min=min(lo) if lo else None,
                 S_max=max(hi) if hi else None,
-                ranks_collapsed=[r.rank for r in rows if r.collapsed_layers],
+                # None: no rank of the group judged; the ranks not judged named beside
+                ranks_collapsed=collapsed if len(unjudged) < len(rows) else None,
+                ranks_not_judged=unjudged or None,
             )
         )
     return out

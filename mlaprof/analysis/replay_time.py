@@ -1,5 +1,6 @@
 """Where the time goes inside graph replays: GPU kernel time per layer and per kernel name, with
-the attention (MLA) share, per group of ranks that ran the same S (ranks never merged)."""
+the attention (MLA) share. The layer rows and the time outside the layers are each rank's own:
+ranks share a row only where every one of their layer rows reads the same (ranks never merged)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from mlaprof.analysis.grid import _origin
-from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, TraceReplayTime
+from mlaprof.analysis.sections import ReplayKernel, ReplayLayer, ReplayRank, TraceReplayTime
+from mlaprof.analysis.timing import per_rank_us_text, us_reads
 from mlaprof.analysis.typed_json import over_ranks_label
 from mlaprof.rank_counts import rank_span
 
@@ -40,11 +42,11 @@ GROUP BY name, lo, hi"""
 # kept kernel takes the layer whose window holds its end (the layer of the same rank and step with
 # the smallest end at or after it: an ASOF join on the rank's time line, whose steps follow each
 # other, so a match in a later step means none in its own), summed per (rank, step, layer) in
-# ``per`` (``win`` -1: after the step's last layer); then per layer medians (per group of ranks
-# that ran the same S: ``rg``, rank -> group; ranks that disagree are never merged), per name
-# totals and medians (NAME_STATS over ``hist``), the whole. ``jl`` is the analysis' own layer
-# table (a drafter's layers already left out), scanned in place (NaN-free integers here are exact:
-# the casts keep them so).
+# ``per`` (``win`` -1: after the step's last layer); then per layer and rank medians, per rank
+# sums (its steps, its time after the last layer), per name totals and medians (NAME_STATS over
+# ``hist``), the whole: each over ``per`` (a few rows per step), never a second kernel scan.
+# ``jl`` is the analysis' own layer table (a drafter's layers already left out), scanned in place
+# (NaN-free integers here are exact: the casts keep them so).
 _KEPT = """
 ly AS (
     SELECT CAST(rank AS BIGINT) AS rank, CAST(step AS BIGINT) AS step,
@@ -70,13 +72,15 @@ _HIST = ", hist AS (SELECT name, dur AS d, COUNT(*) AS c, BOOL_OR(mla) AS mla FR
 
 
 def _figures(replays: str) -> str:
-    """The figures from ``per``, ``hist`` and ``rg``; ``replays``: the SQL of the replay count."""
+    """The figures from ``per`` and ``hist``; ``replays``: the SQL of the replay count."""
     return f"""
-SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rg.grp AS VARCHAR) AS key,
+SELECT 'layer' AS part, CAST(win AS VARCHAR) || ':' || CAST(rank AS VARCHAR) AS key,
        COUNT(*) AS n, MEDIAN(total) AS a, MEDIAN(att) AS b, NULL AS c, NULL AS flag
-FROM per JOIN rg ON per.rank = rg.rank WHERE win >= 0 GROUP BY win, rg.grp
+FROM per WHERE win >= 0 GROUP BY win, rank
 UNION ALL
-SELECT 'tail', NULL, COUNT(*), SUM(total), NULL, NULL, NULL FROM per WHERE win < 0
+SELECT 'rank', CAST(rank AS VARCHAR), COUNT(DISTINCT step), SUM(total), SUM(att),
+       SUM(CASE WHEN win < 0 THEN total ELSE 0 END), NULL
+FROM per GROUP BY rank
 UNION ALL
 SELECT 'name', name, n, total, med, NULL, mla FROM ({NAME_STATS})
 UNION ALL
@@ -179,15 +183,53 @@ def _mode_s(layers: pd.DataFrame, keys: list[str]) -> dict[Any, int | None]:
     return out
 
 
-def s_groups(s_by: dict[tuple[int, int], int | None]) -> list[list[int]]:
-    """Ranks that ran the same S on every layer, one list per group, in order of first rank."""
-    sig: dict[int, list[tuple[int, Any]]] = {}
-    for (rank, layer), v in sorted(s_by.items()):
-        sig.setdefault(rank, []).append((layer, v))
-    seen: dict[tuple[Any, ...], list[int]] = {}
+def same_rows(sig: dict[int, Any]) -> list[list[int]]:
+    """Ranks whose layer rows read the same (``sig``: rank -> its rows as a view reads them),
+    one list per group, in order of first rank."""
+    seen: dict[Any, list[int]] = {}
     for rank in sorted(sig):
-        seen.setdefault(tuple(sig[rank]), []).append(rank)
+        seen.setdefault(sig[rank], []).append(rank)
     return list(seen.values()) or [[0]]
+
+
+def layer_rows(
+    figs: dict[tuple[int, int], tuple[int, float, float]], s_by: dict[tuple[int, int], int | None]
+) -> tuple[list[ReplayLayer], list[list[int]]]:
+    """The layer rows from each rank's own figures (``figs``: (rank, layer) -> its steps and
+    median kernel and attention time, ns): ranks share rows where each of their layers has the
+    same S and reads the same times (:func:`~mlaprof.analysis.timing.us_reads`), else each rank
+    has its own; in layer order, the groups of each layer in order of their first rank (a view
+    that shows the first rows shows every group's). Also the groups."""
+    by_rank: dict[int, list[tuple[int, int | None, float, float]]] = {}
+    for (rank, lay), (_, tot, att) in sorted(figs.items()):
+        s = s_by.get((rank, lay))
+        by_rank.setdefault(rank, []).append(
+            (lay, None if s is None or pd.isna(s) else int(s), us_reads(tot / 1e3),
+             us_reads(att / 1e3))
+        )  # fmt: skip
+    groups = same_rows({r: tuple(v) for r, v in by_rank.items()})
+    rows = []
+    for ranks in groups:
+        for lay, s_used, _, _ in by_rank[ranks[0]]:
+            mine = [figs[(r, lay)] for r in ranks]
+            # the ranks' values read the same: the row holds their median (one rank's: its own)
+            tot = float(np.median([f[1] for f in mine]))
+            att = float(np.median([f[2] for f in mine]))
+            rows.append(
+                ReplayLayer(
+                    layer=lay,
+                    ranks=ranks,
+                    ranks_text=rank_span(ranks),
+                    steps=sum(f[0] for f in mine),
+                    median_us=tot / 1e3,
+                    attention_median_us=att / 1e3,
+                    attention_share=att / tot if tot else None,
+                    S=s_used,
+                )
+            )
+    first = {r: i for i, g in enumerate(groups) for r in g}
+    rows.sort(key=lambda x: (x.layer, first[x.ranks[0]]))
+    return rows, groups
 
 
 def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTime:
@@ -210,45 +252,39 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
     if "rank" not in jl:
         jl = jl.assign(rank=0)
     s_by = _mode_s(layers, ["rank", "layer"])
-    groups = s_groups(s_by)
-    rg = pd.DataFrame(
-        [(r, g) for g, ranks in enumerate(groups) for r in ranks], columns=["rank", "grp"]
-    ).astype(np.int64)
     pre = _pre_aggregated(run, jl)
     if pre is not None:
         per, hist, replays = pre
         res = run.query(_figures(f"CAST({int(replays)} AS BIGINT)"),
-                      frames={"rg": rg, "per": per, "hist": hist})  # fmt: skip
+                        frames={"per": per, "hist": hist})  # fmt: skip
         del per, hist
     elif jl["rank"].nunique() > 1:
         per = _per_rows(run, jl)
-        res = run.query(FLEET_SQL, frames={"jl": jl, "rg": rg, "per": per})
+        res = run.query(FLEET_SQL, frames={"jl": jl, "per": per})
         del per
     else:
-        res = run.query(REPLAY_SQL, frames={"jl": jl, "rg": rg})
+        res = run.query(REPLAY_SQL, frames={"jl": jl})
     parts = {p: g for p, g in res.groupby("part")}
     whole = parts["all"].iloc[0]
     if pd.isna(whole["a"]) or not whole["n"]:
         return empty
-    out_layers = []
     lay_rows = parts.get("layer", res.iloc[:0])
-    keyed = [(tuple(int(x) for x in str(r.key).split(":")), r) for r in lay_rows.itertuples()]
-    for (lay, grp), r in sorted(keyed, key=lambda kr: (kr[0][1], kr[0][0])):
-        tot, att = float(r.a), float(r.b)
-        ranks = groups[grp]
-        s_used = s_by.get((ranks[0], lay))
-        out_layers.append(
-            ReplayLayer(
-                layer=lay,
-                ranks=ranks,
-                ranks_text=rank_span(ranks),
-                steps=int(r.n),
-                median_us=tot / 1e3,
-                attention_median_us=att / 1e3,
-                attention_share=att / tot if tot else None,
-                S=None if s_used is None or pd.isna(s_used) else int(s_used),
-            )
+    figs = {}
+    for r in lay_rows.itertuples():
+        lay, rank = (int(x) for x in str(r.key).split(":"))
+        figs[(rank, lay)] = (int(r.n), float(r.a), float(r.b))
+    out_layers, groups = layer_rows(figs, s_by)
+    ranks = parts.get("rank", res.iloc[:0])
+    ranks = ranks.assign(r=ranks["key"].astype(int)).sort_values("r")
+    per_rank = [
+        ReplayRank(
+            rank=int(r.r),
+            steps=int(r.n),
+            outside_layers_us=float(r.c) / 1e3 / max(1, int(r.n)),
+            attention_share=float(r.b) / float(r.a) if r.a else None,
         )
+        for r in ranks.itertuples()
+    ]
     total, att_total = float(whole["a"]), float(whole["b"])
     names = parts.get("name", res.iloc[:0]).sort_values(["a", "key"], ascending=[False, True])
     out_kernels = [
@@ -262,20 +298,24 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
         )
         for r in names.itertuples()
     ]
-    tail = parts.get("tail")
-    tail_ns = 0.0 if tail is None or pd.isna(tail["a"].iloc[0]) else float(tail["a"].iloc[0])
-    n_ranks = len({r for g in groups for r in g})
+    # the mean over every rank's steps; each rank's own in per_rank, the text says both
+    outside = float(ranks["c"].sum()) / 1e3 / max(1, int(whole["n"]))
+    n_ranks = len({r.rank for r in per_rank})
     # the kernel rows and the attention share add every rank's launches: said, never silent
     said = over_ranks_label("sum", n_ranks)
     over = f"; kernels and attention share{said}" if said else ""
     return TraceReplayTime(
         replays=int(whole["c"]),
-        # groups of ranks that ran the same S on every layer: the layer rows are per group
+        # groups of ranks whose layer rows read the same: the layer rows are per group
         rank_groups=[rank_span(g) for g in groups],
         layers=out_layers,
         kernels=out_kernels,
         attention_share=att_total / total if total else None,
-        outside_layers_us=tail_ns / 1e3 / max(1, int(whole["n"])),
+        outside_layers_us=outside,
+        outside_layers_text=per_rank_us_text(
+            outside, {r.rank: r.outside_layers_us for r in per_rank}
+        ),  # fmt: skip
+        per_rank=per_rank,
         provenance=f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
         + over,
     )

@@ -1,16 +1,18 @@
 """Where a run stands, as every view says it: its status in the one vocabulary, why it ended
-early where its writer recorded that, and how far its committed records reach (a run still
-written or one whose writer died shows partial numbers: the views say so, from here)."""
+early where its writer recorded that, and how far each rank's committed records reach (a run
+still written or one whose writer died shows partial numbers: the views say so, from here)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.sections import RunState
-from mlaprof.rank_counts import per_rank_count
+from mlaprof.analysis.sections import RankCommitted, RunState
+from mlaprof.rank_counts import per_rank_count, rank_list
 from mlaprof.store.liveness import RunStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pandas as pd
 
 # why the numbers may be partial, per status (finished: they are not)
@@ -20,31 +22,63 @@ _WHY = {
 }
 
 
-def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> RunState:
-    """Status, reason, steps_committed, last_step and text (``steps_committed`` /
-    ``last_step``: per rank, the fewest / lowest of any rank; ``text`` says each rank's): ``text`` is the line a view
-    prints for a run that did not finish, or that finished without closing its record (a
-    drained engine stopped by a signal: "finished (drained: ...)"); empty for a finished one."""
-    # per rank, never summed: the steps every rank committed (the fewest of any rank) and the
-    # last step every rank reached
+def _committed(steps: pd.DataFrame, ranks: Iterable[int]) -> list[RankCommitted]:
+    """Each rank's committed steps and last step; a rank of the run with none committed: 0."""
+    counts = {int(r): (0, None) for r in ranks}
     if len(steps) and "rank" in steps:
         by_rank = steps.groupby("rank")["step"]
-        counts = {int(r): int(n) for r, n in by_rank.size().items()}
-        n, last = min(counts.values()), int(by_rank.max().min())
-    else:
-        counts = {0: int(len(steps))}
-        n, last = int(len(steps)), int(steps["step"].max()) if len(steps) else None
-    reach_n = per_rank_count(counts, "step(s)")
+        for (r, n), (_, hi) in zip(by_rank.size().items(), by_rank.max().items(), strict=True):
+            counts[int(r)] = (int(n), int(hi))
+    elif len(steps):  # a store without ranks: one rank's
+        counts = {0: (len(steps), int(steps["step"].max()))}
+    return [RankCommitted(rank=r, steps_committed=n, last_step=last)
+            for r, (n, last) in sorted(counts.items())]  # fmt: skip
+
+
+def _same(values: list[int | None]) -> int | None:
+    return values[0] if values and len(set(values)) == 1 else None
+
+
+def _words(per_rank: list[RankCommitted]) -> tuple[str, str] | None:
+    """Each rank's committed steps and last step in words (``"10 step(s)"``, ``"9"`` for one
+    rank or ranks that agree, else the range with each rank's), never one rank's as the run's;
+    None where no rank committed a step."""
+    if not any(r.steps_committed for r in per_rank):
+        return None
+    counts = {r.rank: r.steps_committed for r in per_rank}
+    lasts = {r.rank: r.last_step for r in per_rank if r.last_step is not None}
+    one = _same(list(lasts.values()))
+    empty = [r.rank for r in per_rank if r.last_step is None]
+    gap = f" ({rank_list(empty)}: no step committed)" if empty else ""
+    return per_rank_count(
+        counts, "step(s)"
+    ), f"{one if one is not None else per_rank_count(lasts)}{gap}"
+
+
+def run_state(
+    status: str, reason: str | None, steps: pd.DataFrame, ranks: Iterable[int] = ()
+) -> RunState:
+    """Status, reason, each rank's committed steps (``per_rank``, ``committed``: the words
+    every view shows) and text. ``steps_committed`` / ``last_step``: the one value every rank
+    shares, None where the ranks differ (never the fewest rank's shown as the run's). ``ranks``:
+    the run's ranks, so that a rank with no step committed counts 0. ``text`` is the line a
+    view prints for a run that did not finish, or that finished without closing its record (a
+    drained engine stopped by a signal: "finished (drained: ...)"); empty for a finished one."""
+    per_rank = _committed(steps, ranks)
+    words = _words(per_rank)
+    said = "no step committed" if words is None else f"{words[0]}, last step {words[1]}"
+    reach = (
+        "no step committed"
+        if words is None
+        else f"{words[0]} committed, last committed step {words[1]}"
+    )
+    n = _same([r.steps_committed for r in per_rank]) if per_rank else 0
+    last = _same([r.last_step for r in per_rank])
     text = ""
     if status == RunStatus.FINISHED and reason:  # e.g. an engine stopped after a clean drain
-        text = f"finished ({reason}); {reach_n} committed, last committed step {last}"
+        text = f"finished ({reason}); {reach}"
     elif status != RunStatus.FINISHED:
         why = _WHY.get(status, "it did not finish")
-        reach = (
-            f"{reach_n} committed, last committed step {last}"
-            if last is not None
-            else "no step committed"
-        )
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
     return RunState(
         status=RunStatus(status),
@@ -53,5 +87,7 @@ def run_state(status: str, reason: str | None, steps: pd.DataFrame) -> RunState:
         reason=reason or None,
         steps_committed=n,
         last_step=last,
+        committed=said,
+        per_rank=per_rank,
         text=text,
     )

@@ -21,6 +21,7 @@ from mlaprof.analysis.cpu_attention import cpu_findings
 from mlaprof.analysis.drafter_graphs import drafter_graph_findings, drafter_graph_summary
 from mlaprof.analysis.evidence import Evidence, collect
 from mlaprof.analysis.findings import Finding, fold_ranks
+from mlaprof.analysis.findings_verdict import FindingsVerdict, findings_verdict
 from mlaprof.analysis.headline import headline, own_split
 from mlaprof.analysis.layers import layer_table
 from mlaprof.analysis.memory import capture_memory_findings
@@ -145,6 +146,9 @@ class RunSummary:
     log_spec: SpecDecoding | None
     dp_groups: list[DpGroup]  # the fleet per data-parallel group (one row for a single rank)
     full_graph_splits: FullGraphSplits
+    # what the findings list says as a whole: the line every view prints under an empty list
+    # ("OK" only where the evidence it names was there; "UNKNOWN" with what is missing)
+    findings_verdict: FindingsVerdict
     # what the figures draw, per rank (mlaprof.analysis.series): built with the summary, not
     # part of the report --json document (None for a summary read back from that document)
     series: Series | None = None
@@ -163,9 +167,18 @@ class RunSummary:
         kw = {
             f.name: from_json(hints[f.name], doc[f.name], f.name)
             for f in fields(cls)
-            if f.name not in ("findings", "series")
+            if f.name not in ("findings", "series") and (f.name in doc or f.name not in DERIVED)
         }
-        return cls(**kw, findings=[Finding(**f) for f in doc.get("findings") or []])
+        found = [Finding(**f) for f in doc.get("findings") or []]
+        if "findings_verdict" not in kw:  # a document written before it: from its own sections
+            kw["findings_verdict"] = findings_verdict(
+                found, kw["splits"], kw["trace"], kw["shadow"]
+            )
+        return cls(**kw, findings=found)
+
+
+# fields a document written before them lacks, made again from its other sections
+DERIVED = frozenset({"findings_verdict"})
 
 
 def type_names() -> dict[str, Any]:
@@ -260,6 +273,7 @@ def _findings(
         sec.replayed_splits,
         sec.split_worst,
         claims=cl,
+        route=route,
     )
     findings += padding_findings(t["padding"])
     findings += timing_findings(sec.timing)
@@ -324,8 +338,10 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         _batches(t["steps"]),
         ev.trust_by_rank,
         ev.engines,
-        ev.meta.format,
+        ev.meta.format or ev.meta.source,
+        imported=ev.meta.imported,
     )
+    findings = _findings(ev, engine_found, sec, claims)
     return RunSummary(
         run=ev.name,
         status=RunStatus(ev.status),
@@ -354,7 +370,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         engine=engine,
         shadow=engine_shadow,
         replayed_splits=sec.replayed_splits,
-        findings=_findings(ev, engine_found, sec, claims),
+        findings=findings,
         # the headline reads the sections as the analyzers returned them
         headline=headline(
             ev,
@@ -366,11 +382,12 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
             fleet=fleet,
             engine_starts=ev.starts,
         ),
-        state=run_state(ev.status, run.reason, t["steps"]),
+        state=run_state(ev.status, run.reason, t["steps"], ev.ranks),
         imported=_imported(ev.meta),
         log_spec=log_spec_totals(ev.starts) if ev.starts else None,
         dp_groups=dp_group_rows(fleet.per_rank),
         full_graph_splits=_full_graph_splits(splits, scenario, sec.replayed_splits),
+        findings_verdict=findings_verdict(findings, splits, ev.trace, engine_shadow),
         # the figures' section, from the same evidence and the analyzers' own layer table and
         # shadow (None for a caller whose views draw no figure)
         series=_series(ev, layers, engine_shadow, run, sec.timing, stands, frozen_if)

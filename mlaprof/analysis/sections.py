@@ -10,7 +10,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from mlaprof.analysis.capture_status import CaptureStatus, no_full_graph, per_rank_modes
+from mlaprof.analysis.capture_status import (
+    CaptureStatus,
+    no_full_graph,
+    per_rank_modes,
+    served_mode,
+)
 from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none
 from mlaprof.splits.policies import NOT_RUNNABLE
@@ -28,6 +33,18 @@ REFERENCE_TEXT = {
     "unknown": "unknown (no deserved S and no modelled fix for this path)",
 }
 REFERENCE_SOURCE = {text: source for source, text in REFERENCE_TEXT.items()}
+# what a collapse verdict over ranks reads where no rank's layer had an S to judge it against
+# (never "none": that is a verdict)
+NOT_JUDGED = "not judged: no layer has an S reference to judge a collapse by"
+
+
+@section
+class RankCommitted(Section):
+    """One rank's committed steps (analysis.run_state)."""
+
+    rank: int
+    steps_committed: int
+    last_step: int | None  # None: the rank committed no step
 
 
 @section
@@ -38,9 +55,23 @@ class RunState(Section):
     status: RunStatus
     # why it ended early, where its writer recorded it (Run.reason); None: none recorded
     reason: str | None = reads_when_none("none recorded")
-    steps_committed: int  # per rank: the fewest steps any rank committed (never a sum)
-    last_step: int | None  # the last step every rank reached
+    # the steps each rank committed where every rank committed as many (never a sum, never the
+    # fewest rank's shown as the run's); None where the ranks differ (``per_rank``)
+    steps_committed: int | None
+    # the last step committed, where every rank's is the same; None: ranks differ or no step
+    last_step: int | None
+    committed: str  # each rank's count and last step in words, the line every view shows
+    per_rank: list[RankCommitted]
     text: str
+
+    def none_reads(self, name: str) -> str | None:
+        """A count or last step the ranks differ on reads so (each rank's in ``committed``),
+        never "unknown"; a run with no step committed says that."""
+        if name not in ("steps_committed", "last_step"):
+            return None
+        if not any(r.steps_committed for r in self.per_rank):
+            return "no step committed"
+        return "differs per rank: see committed"
 
 
 @section
@@ -71,11 +102,13 @@ class DpGroup(Section):
 
     dp_group: int | None  # None: the ranks whose group is unknown
     ranks: list[int]
-    hosts: list[str]
+    hosts: list[str] | None  # None: no rank of the group has a recorded host
     S_min: int | None
     S_max: int | None
-    ranks_collapsed: list[int]
+    # the judged ranks that collapsed; None: no rank of the group was judged
+    ranks_collapsed: list[int] | None = reads_when_none("not judged")
     engine: int | None = opt()  # its engine, where the trace shows several
+    ranks_not_judged: list[int] | None = opt()  # ranks no layer of which was judged
 
 
 @section
@@ -108,9 +141,17 @@ class RankCapture(Section):
     graph_launches: int | None = opt()
     launches_without_kernels: int | None = opt()
     step_source: str | None = opt()
-    # the mode the rank ran (an engine rank's most steps', a scenario rank's after its capture)
+    # the mode the rank ran (an engine rank's most steps', a scenario rank's after its capture,
+    # or the shape its CPU steps ran eagerly in)
     effective_mode: str | None = opt()
     modes: dict[str, int] | None = opt()  # an engine rank's steps per graph mode
+    # the mode a GPU would run, predicted from the rank's syncs (None: no prediction)
+    predicted_mode: str | None = opt()
+
+    @property
+    def served_mode(self) -> str | None:
+        """The graph mode the FULL-graph claims judge (capture_status.served_mode)."""
+        return served_mode(self.effective_mode, self.predicted_mode)
 
 
 @section
@@ -121,7 +162,9 @@ class Capture(Section):
     evidence in ``per_rank``; the counts here add them (said so only where several ranks'
     values are not 0)."""
 
-    effective_mode: str | None  # the graph mode that ran (None: the evidence does not say)
+    # the mode the steps ran: a graph mode, or the shape a CPU ran them in eagerly ("FULL shape
+    # on cpu", the timing's step_modes rule); None: the evidence does not say
+    effective_mode: str | None
     label: str
     memory_bytes: int | None = over_ranks()  # each rank's: per_rank
     mode: str | None  # the graph mode asked for
@@ -129,6 +172,9 @@ class Capture(Section):
     status: CaptureStatus
     text: str
     why: str | None = opt()  # for an unknown status: which evidence is missing
+    # the mode a GPU would run, predicted from the syncs seen (a scenario run that captured
+    # nothing); None: the verdict is no prediction. Never the mode that ran (effective_mode)
+    predicted_mode: str | None = opt()
     modes: dict[str, int] | None = opt("sum")  # an engine's steps per graph mode, over ranks
     cpu: bool | None = opt()
     eager_steps: int | None = opt("sum")  # over ranks
@@ -159,6 +205,12 @@ class Capture(Section):
         downgrade to a mode that keeps FULL decode graphs still has them; a per-rank status
         has none where any rank's own verdict has none). Every check reads this."""
         return no_full_graph(self.status, self.effective_mode, self.per_rank or ())
+
+    @property
+    def served_mode(self) -> str | None:
+        """The graph mode the FULL-graph claims judge: the predicted one where the verdict is a
+        prediction, else the mode that ran where it is a graph mode (capture_status.served_mode)."""
+        return served_mode(self.effective_mode, self.predicted_mode)
 
     @property
     def modes_by_rank(self) -> str | None:
@@ -272,6 +324,12 @@ class TraceSyncs(Section):
     provenance: str
     status: str
     syncs: list[TraceSync]
+    # the ranks whose host calls were checked (placed in their eager MLA layers, or all their
+    # MLA steps graph replays); None: every rank's (a section made before ranks were told apart)
+    ranks_checked: list[int] | None = opt()
+    # the trace's ranks whose host syncs are unknown (no API or memory-copy trace of theirs, or
+    # no eager MLA layer and not all graph replays): "not checked", never a 0 (``evidence``: why)
+    ranks_not_checked: list[int] | None = opt()
 
 
 @section
@@ -302,6 +360,17 @@ class ReplayLayer(Section):
 
 
 @section
+class ReplayRank(Section):
+    """One rank's own replay-time figures (analysis.replay_time): its steps, the mean GPU time
+    of its steps after their last layer, its attention share."""
+
+    attention_share: float | None
+    outside_layers_us: float
+    rank: int
+    steps: int
+
+
+@section
 class ReplayKernel(Section):
     attention: bool
     launches: int
@@ -318,8 +387,12 @@ class TraceReplayTime(Section):
     layers: list[ReplayLayer]
     provenance: str
     replays: int = over_ranks()
-    outside_layers_us: float | None = opt()
+    # the mean over every rank's steps (each rank's: per_rank; outside_layers_text says both)
+    outside_layers_us: float | None = opt("mean of the steps pooled")
+    # groups of ranks whose layer rows read the same (a row each per layer); ranks never merged
     rank_groups: list[str] | None = opt()
+    outside_layers_text: str | None = opt()
+    per_rank: list[ReplayRank] | None = opt()
 
 
 @section
@@ -478,6 +551,8 @@ class TraceCoverage(Section):
     # kernel names that are roctx range messages (rocprofv3 --kernel-rename); only looked for
     # when a rank has no MLA kernel
     renamed: list[AttentionLike] | None = opt()
+    # each rank's API calls read, for the ranks with an API trace (a rank left out has none)
+    api_calls_by_rank: dict[int, int] | None = opt()
 
 
 @section
@@ -606,13 +681,16 @@ class RankTiming(Section):
     step_median_us: float
     steps: int
     timing: str | None  # how this rank's steps were timed (analysis.timing.timing_kind)
+    by_mode: dict[str, float] | None = opt()  # this rank's median step per graph mode
+    layer_median_us: float | None = opt()  # over this rank's layer records
 
 
 @section
 class Timing(Section):
-    by_mode: dict[str, float]
+    # over every rank's steps (each rank's: per_rank), as step_median_us
+    by_mode: dict[str, float] = over_ranks("median of the steps pooled")
     full_share: float | None
-    layer_median_us: float | None
+    layer_median_us: float | None = over_ranks("pooled")  # every rank's layer records
     per_rank: list[RankTiming]
     ranks_agree: bool
     step_median_text: str | None
@@ -653,6 +731,9 @@ class SyncCounts(Section):
     text: str
     total: int | None  # over every rank (per_rank holds each rank's)
     watched_steps: int  # the (rank, step) pairs watched, over every rank (per_rank: each rank's)
+    # ranks with records that nothing checked (no step watched, no host-call trace of theirs):
+    # out of ``per_rank`` and the totals, "not checked" in ``text``, never a 0
+    ranks_not_checked: list[int] | None = opt()
 
     @property
     def count(self) -> int | None:
@@ -907,7 +988,7 @@ class LayerRow(Section):
 
 @section
 class LayerSplitCount(Section):
-    records: int
+    records: int = over_ranks()  # every rank's layer records
     splits: int | None
 
 
@@ -927,7 +1008,8 @@ class FleetRank(Section):
     collapsed_steps: int | None
     dp_group: int | None
     host: str | None
-    layers: int
+    # the rank's layer records; None: no rank of the run holds any (a log, an engine run)
+    layers: int | None = reads_when_none("not recorded")
     pid: int | None
     rank: int
     trust: str | None
@@ -976,11 +1058,11 @@ class FleetEngine(Section):
     heads: int | None  # from its stage-2 grids
     qlen: list[int]
     paths: list[str]
-    hosts: list[str]
-    pids: list[int]
+    hosts: list[str] | None  # None: no rank of the engine has a recorded host
+    pids: list[int] | None
     S_min: int | None
     S_max: int | None
-    ranks_collapsed: list[int]
+    ranks_collapsed: list[int] | None = reads_when_none(NOT_JUDGED)  # None: no rank judged
     agree: bool
     text: str
 
@@ -992,13 +1074,19 @@ class Fleet(Section):
     dp_groups_exact: bool | None
     dp_groups_source: str
     hosts_source: str
-    per_layer: list[FleetLayer]
+    # S per layer across ranks; None: no rank holds a layer record (never an empty "none")
+    per_layer: list[FleetLayer] | None = reads_when_none(
+        "not recorded: no rank holds layer records"
+    )
     per_rank: list[FleetRank]
     ranks: int
-    ranks_collapsed: list[int]
-    ranks_not_collapsed: list[int]
+    # the judged ranks on each side of a collapse; None: no rank was judged (never "none")
+    ranks_collapsed: list[int] | None = reads_when_none(NOT_JUDGED)
+    ranks_not_collapsed: list[int] | None = reads_when_none(NOT_JUDGED)
     text: str
     engines: list[FleetEngine] | None = opt()  # several engines in one trace: a view per engine
+    # ranks no layer of which could be judged, where any (left out: every rank judged)
+    ranks_not_judged: list[int] | None = opt()
 
 
 @section

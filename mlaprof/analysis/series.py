@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ShadowSection,
         ShadowStep,
         Timing,
+        TraceSyncs,
     )
     from mlaprof.store.reader import Run
 
@@ -716,12 +717,16 @@ def timeline(
     noun: str = "steps",
     first: int = TIMELINE_STEPS,
     passes: Sequence[int] = (),
+    host: TraceSyncs | None = None,
 ) -> Timeline | None:
     """Steps of a rank (``want``, default the first ``first``) with their layers and kernels
     (at most ``max_kernels``), on one µs axis; ``noun``: what ``steps`` are
     (:attr:`Timeline.noun`). A step in ``want`` that ``steps`` does not hold is an error
     (:func:`window_steps`, ``passes``: the rank's drafter passes), for a Run and for frames
-    alike: never every step drawn as the window asked for."""
+    alike: never every step drawn as the window asked for. ``host``: an imported trace's
+    host-sync check where it is the run's sync count
+    (:func:`mlaprof.analysis.syncs.counted_by_host`): its layers' syncs are its counts."""
+    from mlaprof.analysis.step_syncs import fill_host_syncs
     from mlaprof.store.schema import columns
 
     if want is not None:
@@ -746,6 +751,8 @@ def timeline(
         where += (f" AND (step IN ({', '.join('?' * len(chosen))}) OR (step IS NULL AND "
                   "start_ns < ? AND end_ns > ?))")  # fmt: skip
         params += [*chosen, int(hi), int(lo)]
+    # the layers' sync counts as the sync-count section states them (the steps drawn only)
+    ly = fill_host_syncs(ly, host, steps)
     kn = pd.DataFrame(columns=list(columns("kernels")))
     shown = 0
     frame = run.get("kernels") if isinstance(run, Mapping) else None
@@ -839,13 +846,15 @@ def rank_series(
     step_noun: str = "steps",
     window: Window | None = None,
     device: str = "",
+    host: TraceSyncs | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
     timing section), used where this rank's rows are all of them; ``sc``: the run's scenario;
     ``stands``: where a modelled frozen S stands (:func:`mlaprof.analysis.splits.frozen_rule`);
     ``frozen_if``: the condition it holds on (:func:`mlaprof.analysis.splits.frozen_condition`);
     ``window``: the timeline's steps and kernel cap where not the summary's; ``device``: where
-    the run's numbers were measured (the split scope's, :func:`headline.splits_scope`)."""
+    the run's numbers were measured (the split scope's, :func:`headline.splits_scope`);
+    ``host``: the host-sync check the timeline's layers read (:func:`timeline`)."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
@@ -874,7 +883,7 @@ def rank_series(
         padding_steps=padding_steps(pad),
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
-        timeline=_timeline(run, rank, steps, layers, step_noun, window)
+        timeline=_timeline(run, rank, steps, layers, step_noun, window, host)
         if run is not None or not steps.empty
         else None,
         shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
@@ -884,12 +893,19 @@ def rank_series(
 
 
 def _timeline(
-    run: Any, rank: int, steps: pd.DataFrame, layers: pd.DataFrame, noun: str, w: Window | None
+    run: Any,
+    rank: int,
+    steps: pd.DataFrame,
+    layers: pd.DataFrame,
+    noun: str,
+    w: Window | None,
+    host: TraceSyncs | None = None,
 ) -> Timeline | None:
     if w is None:
-        return timeline(run, rank, steps, layers, noun=noun)
+        return timeline(run, rank, steps, layers, noun=noun, host=host)
     want = None if w.steps is None else list(w.steps)
-    return timeline(run, rank, steps, layers, want, w.max_kernels, noun, w.first, w.passes)
+    return timeline(run, rank, steps, layers, want, w.max_kernels, noun, w.first, w.passes,
+                    host)  # fmt: skip
 
 
 def build_series(
@@ -908,8 +924,12 @@ def build_series(
     modelled frozen S stands, the summary's rule, :func:`mlaprof.analysis.splits.frozen_rule`;
     ``frozen_if``: the condition it holds on, :func:`mlaprof.analysis.splits.frozen_condition`;
     ``window``: another timeline window of the rank it names, over the same steps)."""
+    from mlaprof.analysis.syncs import counted_by_host
+
     meta = ev.meta
     kernels = _kernels_per_rank(run)
+    # the sync count's source, decided once for every rank (the summary's sync_counts rule)
+    host = counted_by_host(ev.tables["layers"], ev.tables["syncs"], getattr(ev, "host_syncs", None))
     per_step = list(shadow.per_step) if shadow is not None else []
     ranks = sorted(set(ev.ranks) | set(kernels) | {int(s.rank) for s in per_step})
     # an imported trace whose drafter passes were told apart: its steps are verify steps
@@ -938,6 +958,7 @@ def build_series(
                 noun,
                 window if r == drawn else None,
                 str(ev.device),
+                host,
             )  # fmt: skip
             for r in ranks
         ),

@@ -28,6 +28,7 @@ from mlaprof.splits.policies import over_split as over_split_rule
 
 if TYPE_CHECKING:
     from mlaprof.analysis.claims import Claims
+    from mlaprof.analysis.sections import Route
 
 
 def decided_on_device(policy: str) -> bool:
@@ -182,13 +183,16 @@ def split_findings(
     replayed: ReplayedSplits | None = None,
     worst: pd.DataFrame | None = None,
     claims: Claims | None = None,
+    route: Route | None = None,
 ) -> list[Finding]:
     """``pre_fix``: why the run models a min_kv_seq_len rule its vLLM version no longer has
     (said in every collapse it explains). ``replayed``: the measured S of the run's graph
     replays (:func:`replayed_splits`); where it exists, the modelled frozen S is not warned of
     (measured over modelled: the graph ran what it ran). ``worst``: :func:`split_summary` of
     ``splits``, where the caller holds it. ``claims``: the run's context; an S frozen into a
-    FULL graph is warned of only where a FULL graph serves the steps (not where capture failed)."""
+    FULL graph is warned of only where a FULL graph serves the steps (not where capture failed).
+    ``route``: the verify route vLLM takes (None: not modelled); a policy that does not model
+    its kernel is judged as a what-if (:func:`off_route`), never as the run's own."""
     out: list[Finding] = []
     seen_device: set[str] = set()
     full_graph = claims.full_graph if claims is not None else graph_mode == "FULL"
@@ -196,8 +200,10 @@ def split_findings(
     # a FULL graph asked for whose capture nothing decided: the frozen S is said on that condition
     cond = frozen_condition(claims.capture_status) if claims is not None else None
     for r in (split_summary(splits) if worst is None else worst).itertuples():
-        # runs without a scenario (the vLLM plugin) record only the policies that apply
-        main = r.policy == run_policy or not run_policy
+        # runs without a scenario (the vLLM plugin) record only the policies that apply; a
+        # policy of a kernel the route does not launch is no S the run's steps would run with
+        other = off_route(r.policy, route)
+        main = (r.policy == run_policy or not run_policy) and not other
         p = POLICIES.get(r.policy)
         fix = _opt_int(getattr(r, "active_rows", None))
         # AITER drops the persistent kernel for some shapes: that row's S is the host's
@@ -219,7 +225,7 @@ def split_findings(
             )
             out.append(
                 collapse_finding(
-                    f"under {r.policy}",
+                    f"under {r.policy}" + (f", {what_if(route)}" if other else ""),
                     used,
                     fix,
                     deserved,
@@ -246,6 +252,9 @@ def split_findings(
                     note=" [the pre-#51171 rule, modelled on purpose]" if pre_fix and main else "",
                 )
             )
+            if other:  # the route's own words, where a what-if collapse is said
+                out[-1].evidence += f"; {what_if_evidence(route)}"
+                out[-1].data["route"] = route.path if route is not None else None
         if (
             main
             and stands(r.policy)
@@ -280,6 +289,29 @@ def split_findings(
         if main and over_split_rule(ran, deserved):
             out.append(_over_split_finding(r, ran, deserved, p, how, source))
     return out
+
+
+def off_route(policy: str, route: Route | None) -> bool:
+    """Whether ``policy`` models a kernel the verify route does not launch (the route finding's
+    rule, :func:`mlaprof.splits.routing.policy_fits_route`); False where no route is modelled."""
+    from mlaprof.splits.routing import policy_fits_route
+
+    return route is not None and not policy_fits_route(policy, route.path)
+
+
+def what_if(route: Route | None) -> str:
+    """How a split finding on a policy the route does not run says it is a what-if."""
+    path = route.path if route is not None else "another path"
+    return f"if vLLM ran it (a what-if: this configuration takes {path})"
+
+
+def what_if_evidence(route: Route | None) -> str:
+    """Why a what-if collapse is no finding about the run's steps: the route's kernel, and
+    whether it decides S on the device (then nothing freezes or collapses its S on the host)."""
+    if route is None:
+        return "vLLM's route is not modelled"
+    device = "; it decides S on the device at every replay" if route.splits_on_device else ""
+    return f"vLLM runs {route.path} ({route.kernel}) for this configuration{device}"
 
 
 def _ran_with(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +25,7 @@ from mlaprof.analysis.sections import (
 )
 from mlaprof.analysis.step_stats import by_step
 from mlaprof.analysis.typed_json import to_json
-from mlaprof.rank_counts import per_rank_count, ranks_of
+from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
@@ -152,9 +152,9 @@ def sync_counts(
     host calls placed in MLA layers (:func:`sync_evidence`), ``steps`` its steps: where no probe
     watched a step, the trace's own check is the count (one answer for every view)."""
     by_kind = dict.fromkeys(KINDS, 0)
-    watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
-    if watched.empty and host is not None and host.status in ("none", "found"):
+    if counted_by_host(layers, syncs, host) is not None:
         return host_sync_counts(host, steps if steps is not None else pd.DataFrame())
+    watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
     if not probe_watched(watched, syncs):
         # an import with no probe: why its own check could not count either, in the same line
         return not_checked_counts(host.evidence if host is not None else "")
@@ -166,6 +166,8 @@ def sync_counts(
         blocking = syncs
     per_rank: list[RankSyncs] = []
     per_layer: list[LayerSyncs] = []
+    # a rank whose layers were recorded but none watched: "not checked", never a 0 in the range
+    unchecked = sorted(_ranks_of(layers, steps) - set(_watched_per_rank(watched)))
     for rank, w in watched.groupby("rank"):
         n_watched = int(w["step"].nunique())  # the steps the probe watched on this rank
         b = blocking[blocking["rank"] == rank] if not blocking.empty else blocking
@@ -177,18 +179,30 @@ def sync_counts(
                                   watched_steps=n_watched))  # fmt: skip
     total = int(len(blocking))
     n_layers = int(blocking["layer"].nunique()) if total else 0
-    steps = int(len(watched))  # (rank, step) pairs: each rank's steps, as an import counts them
+    n_steps = int(len(watched))  # (rank, step) pairs: each rank's, as an import counts them
     checked = bool(len(watched))
     return SyncCounts(
         checked=checked,
         total=total,
         layers=n_layers,
-        watched_steps=steps,
+        watched_steps=n_steps,
         per_layer=per_layer,
         by_kind=by_kind,
         per_rank=per_rank,
-        text=_counted(per_rank, total, n_layers, steps, "") if checked else NOT_CHECKED,
+        text=_counted(per_rank, total, n_layers, n_steps, "", unchecked)
+        if checked
+        else NOT_CHECKED,
+        ranks_not_checked=(unchecked or None) if checked else None,
     )
+
+
+def _ranks_of(*frames: pd.DataFrame | None) -> set[int]:
+    """The ranks ``frames`` hold records of (a run's layers, its steps)."""
+    out: set[int] = set()
+    for f in frames:
+        if f is not None and not f.empty and "rank" in f:
+            out |= {int(r) for r in pd.unique(f["rank"].dropna())}
+    return out
 
 
 def not_checked_counts(trace_why: str = "") -> SyncCounts:
@@ -226,16 +240,28 @@ def layer_syncs(layers: list[LayerRow], counts: SyncCounts) -> list[LayerRow]:
     ]
 
 
-def _counted(per_rank: list[RankSyncs], total: int, n_layers: int, steps: int, what: str) -> str:
+def _counted(
+    per_rank: list[RankSyncs],
+    total: int,
+    n_layers: int,
+    steps: int,
+    what: str,
+    unchecked: Sequence[int] = (),
+) -> str:
     """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
     that reads as one rank's; the layers they were on where there are any ("0 on 0 layer(s)"
-    read as if no layer had been watched)."""
+    read as if no layer had been watched). ``unchecked``: the ranks nothing checked, said
+    "not checked" after the checked ranks' count, which names them (never a 0 of theirs)."""
     where = f" on {n_layers} layer(s)" if total else ""
     if len(per_rank) <= 1:
-        return f"{total}{what}{where} ({steps} step(s) checked)"
-    totals = per_rank_count({r.rank: r.total for r in per_rank})
-    watched = per_rank_count({r.rank: r.watched_steps for r in per_rank}, "step(s)")
-    return f"{totals}{what}{where}, {watched} checked"
+        said = f"{total}{what}{where} ({steps} step(s) checked)"
+    else:
+        totals = per_rank_count({r.rank: r.total for r in per_rank})
+        watched = per_rank_count({r.rank: r.watched_steps for r in per_rank}, "step(s)")
+        said = f"{totals}{what}{where}, {watched} checked"
+    if not unchecked:
+        return said
+    return f"{rank_list(r.rank for r in per_rank)}: {said}; {rank_list(unchecked)}: not checked"
 
 
 def trace_sync_text(host: TraceSyncs, ranks: Sequence[int]) -> str:
@@ -243,29 +269,71 @@ def trace_sync_text(host: TraceSyncs, ranks: Sequence[int]) -> str:
     calls in MLA layers per rank (``ranks``: the run's; never a sum read as one rank's), then
     its evidence (which trace, or why it is unknown)."""
     if host.status == "unknown" or host.count is None:
-        said = "unknown"
-    else:
-        per = dict.fromkeys((int(r) for r in ranks), 0)
-        for x in host.syncs:
-            per[x.rank] = per.get(x.rank, 0) + 1
-        said = f"{per_rank_count(per or {0: host.count})} in MLA layers"
+        return f"unknown ({host.evidence})"
+    checked, unchecked = _host_ranks(host, ranks)
+    per = dict.fromkeys(checked, 0)
+    for x in host.syncs:
+        per[x.rank] = per.get(x.rank, 0) + 1
+    said = f"{per_rank_count(per or {0: host.count})} in MLA layers"
+    if unchecked:  # a rank whose host calls nothing checked: not a 0 in the range
+        said = f"{rank_list(per)}: {said}; {rank_list(unchecked)}: not checked"
     return f"{said} ({host.evidence})"
 
 
-def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:
-    """:func:`sync_counts` of an imported trace's host-sync check: the steps it watched are its
-    eager (and PIECEWISE) MLA steps, or every step where all replayed a graph (a captured
-    region holds no host sync); the rate is :func:`per_layer_step` over those steps."""
-    mode = steps.get("graph_mode") if not steps.empty else None
+def _host_ranks(host: TraceSyncs, ranks: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The ranks an imported trace's host-sync check covered (a rank with a sync found was),
+    and those of ``ranks`` (and its own) it did not; a section without ``ranks_checked``
+    covered every rank."""
+    ranks = {int(r) for r in ranks}
+    if host.ranks_checked is None:
+        return sorted(ranks), sorted(set(host.ranks_not_checked or ()) - ranks)
+    checked = set(host.ranks_checked) | {x.rank for x in host.syncs}
+    return sorted(checked), sorted((ranks | set(host.ranks_not_checked or ())) - checked)
+
+
+# the statuses of an imported trace's host-sync check that counted (sync_evidence's; "unknown":
+# it could not check)
+HOST_COUNTED = ("none", "found")
+
+
+def counted_by_host(
+    layers: pd.DataFrame | None, syncs: pd.DataFrame, host: TraceSyncs | None
+) -> TraceSyncs | None:
+    """``host`` where the trace's own check is the run's sync count (:func:`sync_counts`' rule):
+    it counted, and no probe watched a step of the run (``layers``, ``syncs``: every rank's);
+    None: the probe's count stands, or nothing counted."""
+    if host is None or host.status not in HOST_COUNTED:
+        return None
+    watched = watched_steps(layers if layers is not None else pd.DataFrame(), syncs)
+    return host if watched.empty else None
+
+
+def host_checked(
+    host: TraceSyncs, steps: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, list[int], list[int]]:
+    """What an imported trace's host-sync check watched: the steps (each checked rank's eager
+    and PIECEWISE MLA steps, or all of them where that rank replayed graphs only: a captured
+    region holds no host sync), the syncs it found (rank, step, layer, op), and the ranks it
+    checked and did not. The one rule of the counts and of every view's per-step layers."""
     st = steps[steps["backend"].notna()] if "backend" in steps else steps
-    if mode is not None and not st.empty:
-        eager = st[st["graph_mode"].isin(["eager", "piecewise"])]
-        st = eager if not eager.empty else st
-    watched = _watched_per_rank(st[["rank", "step"]]) if not st.empty else {}
+    if "graph_mode" in st and not st.empty:
+        # each rank's eager steps where it has some (its own mode, never another rank's)
+        ran_eager = st["graph_mode"].isin(["eager", "piecewise"])
+        st = st[ran_eager | ~ran_eager.groupby(st["rank"]).transform("any")]
     found = pd.DataFrame(
         [(x.rank, x.step, x.layer, x.op) for x in host.syncs],
         columns=["rank", "step", "layer", "op"],
     )
+    checked, unchecked = _host_ranks(host, _ranks_of(st, found))
+    st = st[st["rank"].isin(checked)] if not st.empty else st
+    return st, found, checked, unchecked
+
+
+def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:
+    """:func:`sync_counts` of an imported trace's host-sync check over the steps it watched
+    (:func:`host_checked`); the rate is :func:`per_layer_step` over those steps."""
+    st, found, _, unchecked = host_checked(host, steps)
+    watched = _watched_per_rank(st[["rank", "step"]]) if not st.empty else {}
     per_layer: list[LayerSyncs] = []
     per_rank: list[RankSyncs] = []
     for rank in sorted(set(watched) | {int(r) for r in found["rank"]}):
@@ -293,8 +361,9 @@ def host_sync_counts(host: TraceSyncs, steps: pd.DataFrame) -> SyncCounts:
         per_layer=per_layer,
         by_kind=by_kind,
         per_rank=per_rank,
-        text=_counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers")
+        text=_counted(per_rank, total, n_layers, n_steps, " host sync(s) in MLA layers", unchecked)
         + f" ({host.evidence})",
+        ranks_not_checked=unchecked or None,
     )
 
 
@@ -382,6 +451,20 @@ SYNC_CALLS = (
 D2H_OPS = ("DEVICE_TO_HOST", "DtoH", "Device -> Pageable", "Device -> Pinned")
 
 
+def _api_ranks(checks: RunChecks, api: pd.DataFrame) -> set[int] | None:
+    """The ranks with a HIP/CUDA API trace: each rank's own launch check counts its runtime
+    calls, or a host-sync call of its was read. None: the import kept only its ranks' sum (an
+    older import), so no rank's own is known and the sum stands for every rank, as before."""
+    own = checks.ranks()
+    with_api = {int(r) for r in pd.unique(api["rank"])} if not api.empty else set()
+    if not own:
+        fleet = int(checks.group("launches").get("runtime_api_calls", 0)) > 0
+        return None if fleet or with_api else set()
+    return with_api | {
+        r for r, c in own.items() if int(c.group("launches").get("runtime_api_calls", 0)) > 0
+    }
+
+
 def sync_evidence(
     meta: RunMeta,
     steps: pd.DataFrame,
@@ -393,12 +476,14 @@ def sync_evidence(
     """Host syncs and device-to-host copies inside the window of an EAGER step's layer (from the
     end of the layer before to the end of this one; layer 0 looks back one median inter-layer
     gap). Layers of graph replays hold none: the host runs outside a replay, and a sync in the
-    captured region would have failed the capture. Without an API or copy trace: "unknown".
+    captured region would have failed the capture. Decided rank by rank: a rank without an API
+    or copy trace of its own, or without an eager MLA layer (and not all graph replays), is not
+    checked (``ranks_not_checked``, never a 0); none checked: "unknown".
     ``checks``: the import's trace checks (its launch counts, each rank's step model)."""
     checks = checks if checks is not None else RunChecks()
-    launches = checks.group("launches")
     origin = _origin(meta)
-    has_api = int(launches.get("runtime_api_calls", 0)) > 0 or not api.empty
+    api_ranks = _api_ranks(checks, api)
+    copy_ranks = {int(r) for r in pd.unique(copies["rank"])} if not copies.empty else set()
     events = []
     if not api.empty:
         events.append(
@@ -422,9 +507,6 @@ def sync_evidence(
                 }
             )
         )
-    if not has_api and not events:
-        return TraceSyncs(status="unknown", count=None, syncs=[], evidence=(
-            "no HIP/CUDA API or memory-copy trace in the import"), provenance=origin)  # fmt: skip
     mode = (
         steps.set_index(["rank", "step"])["graph_mode"]
         if not steps.empty
@@ -439,34 +521,83 @@ def sync_evidence(
         t_step = steps.set_index(["rank", "step"])["t_start_ns"]
         t_step = t_step[~t_step.index.duplicated(keep="last")]
         eager = eager.assign(step_t0=by_step(eager, t_step).to_numpy())
-    if eager.empty:
-        if (mode == "graph").any() and (mode == "graph").all():
-            ev_txt = (
-                f"all {len(mode)} MLA steps are graph replays: the captured region holds no host "
-                "sync (it would have failed the capture); host calls run outside the replays"
-            )
-            return TraceSyncs(status="none", count=0, syncs=[], evidence=ev_txt,
-                              provenance=origin)  # fmt: skip
-        return TraceSyncs(status="unknown", count=None, syncs=[], evidence=(
-            "no eager MLA layers to place host calls in"), provenance=origin)  # fmt: skip
+    ranks = sorted(
+        {int(r) for r in checks.ranks()}
+        | _ranks_of(steps, layers)
+        | (api_ranks or set())
+        | copy_ranks
+    )
+    # each rank by its own evidence: which trace its calls come from, or why none is checked
+    by_api, by_copy, graph, no_trace, no_layers = [], [], [], [], []
+    for r in ranks:
+        own_api = api_ranks is None or r in api_ranks
+        if not own_api and r not in copy_ranks:
+            no_trace.append(r)
+            continue
+        if not eager.empty and (eager["rank"] == r).any():
+            (by_api if own_api else by_copy).append(r)
+            continue
+        m = mode[mode.index.get_level_values("rank") == r] if not mode.empty else mode
+        (graph if len(m) and (m == "graph").all() else no_layers).append(r)
+    placed = by_api + by_copy
+    checked = sorted(placed + graph)
+    unchecked = sorted(no_trace + no_layers)
+    why = _why_unchecked(ranks, no_trace, no_layers)
+    if not checked:
+        return TraceSyncs(status="unknown", count=None, syncs=[], evidence=why, provenance=origin,
+                          ranks_checked=[], ranks_not_checked=unchecked)  # fmt: skip
     ev = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
     found: list[TraceSync] = []
     sources = step_checks_by_rank(checks)
-    for rank, lay in eager.groupby("rank"):  # host calls are placed in their own rank's layers
+    mine_eager = eager[eager["rank"].isin(placed)] if placed else eager.iloc[:0]
+    for rank, lay in mine_eager.groupby("rank"):  # calls placed in their own rank's layers
         mine = ev[ev["rank"] == rank] if not ev.empty else ev
         # a step bounded by idle gaps spans its MLA kernels only: its start is no bound
         src = sources.get(int(rank), {}).get("source")
         if src in (None, SOURCE_GAPS) and "step_t0" in lay:
             lay = lay.drop(columns="step_t0")
         found += _place_calls(int(rank), lay, mine)
-    what = "API trace" if has_api else "memory-copy trace"
+    parts = []
+    if placed:
+        what = " and ".join(
+            f"the {name}" + (f" of {rank_list(rs)}" if unchecked or (by_api and by_copy) else "")
+            for name, rs in (("API trace", by_api), ("memory-copy trace", by_copy))
+            if rs
+        )
+        parts.append(f"from {what}, {len(mine_eager)} eager MLA layer windows")
+    if graph:
+        n_graph = int(mode.index.get_level_values("rank").isin(graph).sum())
+        whose = f" of {rank_list(graph)}" if len(graph) < len(ranks) else ""
+        parts.append(
+            f"all {n_graph} MLA steps{whose} are graph replays: the captured region holds no "
+            "host sync (it would have failed the capture); host calls run outside the replays"
+        )
+    if unchecked:
+        parts.append(why)
     return TraceSyncs(
         status="found" if found else "none",
         count=len(found),
         syncs=found,
-        evidence=f"from the {what}, {len(eager)} eager MLA layer windows",
+        evidence="; ".join(parts),
         provenance=origin,
+        ranks_checked=checked,
+        ranks_not_checked=unchecked or None,
     )
+
+
+def _why_unchecked(ranks: list[int], no_trace: list[int], no_layers: list[int]) -> str:
+    """Why the host syncs of ``no_trace`` and ``no_layers`` are unknown; the whole trace's
+    words where every rank is in one of them (a trace alike on every rank reads as before)."""
+    if no_trace == ranks:
+        return "no HIP/CUDA API or memory-copy trace in the import"
+    if no_layers == ranks:
+        return "no eager MLA layers to place host calls in"
+    out = []
+    for rs, text in ((no_trace, "no HIP/CUDA API or memory-copy trace"),
+                     (no_layers, "no eager MLA layer to place host calls in")):  # fmt: skip
+        if rs:
+            out.append(f"{rank_list(rs)} {'has' if len(rs) == 1 else 'have'} {text}")
+    return "; ".join(out)
 
 
 def _place_calls(rank: int, lay: pd.DataFrame, ev: pd.DataFrame) -> list[TraceSync]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mlaprof.analysis.capture_status import ON_CPU
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import RankTiming, Timing
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
@@ -152,12 +153,26 @@ def timing_summary(
     timed = steps.dropna(subset=["duration_ns"])
     by_rank = {int(r): g for r, g in (steps.groupby("rank") if "rank" in steps else [(0, steps)])}
     kinds = {r: timing_kind(g) for r, g in by_rank.items()}
+    # each rank's own medians beside the pooled ones (by_mode, layer_median_us): never merged
+    timed_layers = layers.dropna(subset=["duration_ns"]) if not layers.empty else layers
+    layer_med = (
+        {}
+        if timed_layers.empty
+        else {0: float(timed_layers["duration_ns"].median()) / 1e3}
+        if "rank" not in timed_layers
+        else {
+            int(r): float(v) / 1e3
+            for r, v in timed_layers.groupby("rank")["duration_ns"].median().items()
+        }
+    )
     per_rank = [
         RankTiming(
             rank=int(r),
             steps=int(len(g)),
             step_median_us=float(g["duration_ns"].median()) / 1e3,
             timing=kinds.get(int(r)),
+            by_mode=median_by_mode(g),
+            layer_median_us=layer_med.get(int(r)),
         )
         for r, g in (timed.groupby("rank") if "rank" in timed else [(0, timed)])
     ]
@@ -208,7 +223,6 @@ def _fleet_timing(kinds: dict[int, str | None], measured_on: str | None) -> tupl
 # a scenario step timed on the CPU: its graph mode is the plan it was shaped by (its padding
 # rows), not a graph it ran in (mlaprof.cpu_runner: the CPU captures and replays nothing)
 PLANNED_TIMINGS = ("cpu-thread", "cpu-wall")
-ON_CPU = " shape on cpu"
 
 
 def step_modes(steps: pd.DataFrame) -> pd.Series:
@@ -251,16 +265,28 @@ def replayed_share(steps: pd.DataFrame) -> float | None:
 def step_median_text(pooled: float, per_rank: list[RankTiming]) -> str:
     """``"161.0 µs"`` when every rank's median reads the same, else the range with the ranks
     behind each value (``"128.0-194.0 µs across 8 ranks (ranks 0-3: 194.0, 4-7: 128.0)"``)."""
+    return per_rank_us_text(pooled, {r.rank: r.step_median_us for r in per_rank})
+
+
+def us_reads(v: float) -> float:
+    """A time in µs as every view reads it (one decimal): ranks whose values read the same
+    may share a value (:func:`per_rank_us_text`) or a row (the replay time's layer rows)."""
+    return round(v, 1)
+
+
+def per_rank_us_text(pooled: float, values: dict[int, float]) -> str:
+    """A time (µs) of several ranks: ``pooled`` where every rank's value (``values``: rank ->
+    its own) reads the same, else the range with the ranks behind each value."""
     by_value: dict[float, list[int]] = {}
-    for r in per_rank:
-        by_value.setdefault(round(r.step_median_us, 1), []).append(r.rank)
+    for rank, v in sorted(values.items()):
+        by_value.setdefault(us_reads(v), []).append(rank)
     if len(by_value) <= 1:
         return f"{pooled:.1f} µs"
     lo, hi = min(by_value), max(by_value)
     parts = ", ".join(
         f"{rank_span(rs)}: {v:.1f}" for v, rs in sorted(by_value.items(), key=lambda kv: kv[1])
     )
-    return f"{lo:.1f}-{hi:.1f} µs across {len(per_rank)} ranks (ranks {parts})"
+    return f"{lo:.1f}-{hi:.1f} µs across {len(values)} ranks (ranks {parts})"
 
 
 def timing_findings(t: Timing) -> list[Finding]:
@@ -273,7 +299,7 @@ def timing_findings(t: Timing) -> list[Finding]:
         ratio = v / modes[ref] if modes[ref] else float("nan")
         what = "FULL-graph replay" if ref == "FULL" else "graph replays (imported trace)"
         # a fleet's medians pool every rank's steps: said as the timing section's label says it
-        pooled = over_ranks_label(over_ranks_how(Timing, "step_median_us"), len(t.per_rank))
+        pooled = over_ranks_label(over_ranks_how(Timing, "by_mode"), len(t.per_rank))
         return [
             Finding(
                 kind="timing",

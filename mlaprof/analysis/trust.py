@@ -52,7 +52,7 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
     checks = run_checks.checks_dict()
     records = _records(run_checks)
     if not checks and not any(records.values()):
-        return TraceTrust(TraceTrustCounts(), reasons=[], reliable=None, verdict="unknown")
+        return unknown_trust(meta)
     rc, lc = checks.get("replays", {}), checks.get("launches", {})
     split_no_s2 = sum(v.get("split_without_stage2", 0) for v in checks.get("stage2", {}).values())
     counts = {
@@ -113,6 +113,31 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
     )
 
 
+def unknown_trust(meta: RunMeta) -> TraceTrust:
+    """No verdict: the run holds no trace checks. Its reason says what is missing and why, so
+    that no view reads the trace as checked."""
+    if meta.exported_from:  # an mlaprof export's kernels are stored as they are, not checked
+        why = (
+            "no trace checks: this run was imported from an mlaprof export of run "
+            f"{meta.exported_from!r} that did not carry them (exports before they were carried); "
+            "re-export that run, or import its original trace"
+        )
+    elif meta.cpu_trace is not None:
+        why = "no trace checks: a CPU-only profiler trace has no graph replays or GPU dispatches"
+    else:
+        why = (
+            "no trace checks: the import recorded none (no MLA kernel recognised to check the "
+            "replays of, or a run imported before mlaprof kept them)"
+        )
+    return TraceTrust(
+        TraceTrustCounts(),
+        reasons=[why],
+        reliable=None,
+        verdict="unknown",
+        provenance=_origin(meta),
+    )
+
+
 def _eager_between_replays(cap: Capture) -> int:
     """Eager steps of the ranks that also replay graphs, each rank's own (a rank that ran
     every step eagerly has no replays for its steps to be between)."""
@@ -151,9 +176,14 @@ def rank_trusts(
 ) -> dict[int, TraceTrust]:
     """Each rank's trust from that rank's evidence only: its own import checks and its own
     steps' capture evidence (the fleet's eager steps are not this rank's). One rank or an
-    older import without per-rank checks: none (the run's verdict is that rank's)."""
+    older import without per-rank checks: none (the run's verdict is that rank's); several
+    ranks and no checks at all: each rank "unknown", saying why (:func:`unknown_trust`)."""
     checks = checks if checks is not None else RunChecks()
     own = checks.ranks()
+    ranks = {r.rank for r in meta.rank_sources if r.rank is not None}
+    ranks |= {int(r) for r in steps["rank"]} if "rank" in steps else set()
+    if not checks and len(ranks) > 1:  # no rank's checks: each rank's verdict is unknown
+        return {r: unknown_trust(meta) for r in sorted(ranks)}
     if len(own) < 2:
         return {}
     out = {}

@@ -12,9 +12,11 @@ event's ``extdata``, marks (start == end) ``rocpd_sample`` rows on a track; mlap
 ranges are regions of category ``MLAPROF_LAYER`` named ``layer N``; transfers become memory
 copies/allocations. mlaprof's
 own fields ride in the ``extdata`` JSON columns, and its analysis tables (steps, layers, splits,
-padding, memory, captures, syncs, counters, events) one JSON row each as ``rocpd_arg`` rows of
-one event of category ``MLAPROF_PAYLOAD`` (type ``mlaprof-row``, named by the table; the process
-row's ``extdata`` says so), so that an export imports back to the same run.
+padding, memory, captures, syncs, counters, events, and each rank's trace checks, which its trust
+verdict stands on: the kernels are not checked again on import) one JSON row each as
+``rocpd_arg`` rows of one event of category ``MLAPROF_PAYLOAD`` (type ``mlaprof-row``, named by
+the table; the process row's ``extdata`` says so), so that an export imports back to the same
+run.
 Streamed: every table is read row by row and inserted in batches (bench/huge_trace.py).
 """
 
@@ -49,6 +51,7 @@ from mlaprof.formats.rocpd_schema import (
     RANGE_OP,
 )
 from mlaprof.importers.common import agent_index
+from mlaprof.store import trace_checks as checks_table
 from mlaprof.store.liveness import ENDED_EARLY, EXPORTED_REASON, EXPORTED_STATUS
 from mlaprof.store.rows import iter_batches, iter_rows, typed
 from mlaprof.store.schema import TABLES
@@ -591,6 +594,9 @@ def _payload_rows(run: Run, name: str) -> Iterator[list[str]]:
     """``json.dumps`` of each row of the analysis table ``name`` (``rank`` first), every rank
     in storage order, a batch at a time: built by column where the rank's columns are typed
     integers and text, row by row otherwise."""
+    if name == checks_table.TABLE:
+        yield from _check_rows(run)
+        return
     types = dict(TABLES[name])
     cols = list(types)
     for rank in run.ranks:
@@ -602,6 +608,21 @@ def _payload_rows(run: Run, name: str) -> Iterator[list[str]]:
             continue
         for chunk in _chunks(iter_rows(run, name, rank)):
             yield [json.dumps(r) for r in chunk]
+
+
+def _check_rows(run: Run) -> Iterator[list[str]]:
+    """Each rank's trace checks as payload rows, as the reader serves them (a run written before
+    the table kept them in run.json: migrated on read). An older import's sum over its ranks
+    (rank -1) is no rank's own: not carried."""
+    checks = run.trace_checks()
+    cols = [c for c, _ in TABLES[checks_table.TABLE]]
+    for rank in run.ranks:
+        mine = checks.get(rank)
+        if mine:
+            yield [
+                json.dumps({"rank": int(rank), **dict(zip(cols, r, strict=True))})
+                for r in checks_table.rows(mine.groups)
+            ]
 
 
 def _unique_correlations(run: Run) -> tuple[int, bool]:

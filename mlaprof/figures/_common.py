@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures' name for it
-from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
+from mlaprof.analysis.capture_status import CAPTURE_LABELS, ON_CPU, CaptureStatus
 from mlaprof.analysis.series import is_run, kernel_label, shorten  # noqa: F401 - one definition
-from mlaprof.analysis.timing import ON_CPU
 from mlaprof.errors import MissingExtraError, MlaprofError
 from mlaprof.rank_counts import rank_list, ranks_of
 from mlaprof.store.schema import TABLES, columns

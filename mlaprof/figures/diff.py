@@ -14,6 +14,17 @@ if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
 
 CAP_PCT = 400.0  # bars longer than this are clipped (the label keeps the real numbers)
+# a colour per verdict of the diff (mlaprof.analysis.diff.Verdict, by value); a verdict not
+# named here is drawn all the same, in UNNAMED: every row of the compare section is a bar
+COLORS = {
+    "better": c.BETTER,
+    "worse": c.WORSE,
+    "same": c.NEUTRAL,
+    "within spread": "#bcbd22",
+    "n/a": "#c7c7c7",
+    "other workload": "#17becf",
+}
+UNNAMED = "#8c564b"
 
 
 def diff_of(a: Any, b: Any | None = None) -> SummaryDiff:
@@ -51,9 +62,14 @@ def _fmt(v: float) -> str:
 def run_diff(
     a: Any, b: Any | None = None, label_a: str | None = None, label_b: str | None = None
 ) -> Any:
-    """Horizontal bars: % change of each metric from run A to run B, green where B is better,
-    red where worse; labels give both values (and the ratio). ``a``: the analysis' diff, or
-    ``a`` and ``b``: two run summaries."""
+    """Horizontal bars: % change of each metric from run A to run B, one legend entry per
+    verdict of the diff, as the compare section words it ("B is better", "B is other
+    workload": two workloads get no verdict here either); labels give both values (and the
+    ratio); the section's workload line (and which run did not finish) under the axis.
+    ``a``: the analysis' diff, or ``a`` and ``b``: two run summaries."""
+    from mlaprof.analysis.diff import Verdict, unfinished_note
+    from mlaprof.reporters.diff_rows import HEAD
+
     go = c.go()
     diff = diff_of(a, b)
     la = label_a or diff.before or "A"
@@ -66,13 +82,10 @@ def run_diff(
     ys = [f"{r.metric} ({r.unit})" for r in t.itertuples()]
     fig = c.figure()
     xmax = 10.0
-    for verdict, color, label in (
-        ("better", c.BETTER, "B is better"),
-        ("worse", c.WORSE, "B is worse"),
-        ("same", c.NEUTRAL, "unchanged"),
-        ("within spread", "#bcbd22", "within CPU run-to-run spread"),
-        ("n/a", "#c7c7c7", "only one run has it"),
-    ):
+    # the diff's verdicts in its own order, then any the table holds beyond them
+    verdicts = list(dict.fromkeys([*map(str, Verdict), *map(str, t["verdict"])]))
+    for verdict in verdicts:
+        color, label = COLORS.get(verdict, UNNAMED), f"{HEAD[-1]} {verdict}"
         sel = t[t["verdict"] == verdict]
         if sel.empty:
             continue
@@ -102,12 +115,18 @@ def run_diff(
                 hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
             )
         )
+    # the compare section's own lines: whether the workloads match (no verdict where they
+    # differ) and which run did not finish
+    said = [diff.workload.text, unfinished_note(diff) or ""]
+    note = "".join(
+        f"<br><span style='font-size:10px;color:{c.NEUTRAL}'>{c.lines(x)}</span>" for x in said if x
+    )
     c.style(
         fig,
         title,
-        f"change from A to B (%; bars clipped at ±{CAP_PCT:.0f}%, labels give A → B)",
+        f"change from A to B (%; bars clipped at ±{CAP_PCT:.0f}%, labels give A → B){note}",
         "",
-        height=160 + 38 * len(t),
+        height=160 + 38 * len(t) + 14 * note.count("<br>"),
     )
     fig.update_layout(barmode="overlay", margin={"l": 280, "r": 140})
     fig.update_yaxes(categoryorder="array", categoryarray=ys, automargin=True)

@@ -22,6 +22,7 @@ from mlaprof.textsafe import plain
 
 if TYPE_CHECKING:
     from mlaprof.analysis.diff import SummaryDiff
+    from mlaprof.analysis.findings_verdict import FindingsVerdict
     from mlaprof.analysis.run_summary import RunSummary
     from mlaprof.analysis.sections import HeadlineRow
 
@@ -67,11 +68,9 @@ def _headline_html(headline: list[HeadlineRow]) -> str:
     return f'<table class="meta headline">{rows}</table>'
 
 
-def _findings_html(findings: list[Any], why: str | None) -> str:
-    if why:
-        return f'<p class="note">{_e(why)}</p>'
-    if not findings:
-        return '<p class="note">No findings: nothing in this run needs attention.</p>'
+def _findings_html(findings: list[Any], verdict: FindingsVerdict) -> str:
+    if verdict.line is not None:  # the analysis' line under an empty list ("OK" or "UNKNOWN")
+        return f'<p class="note"><b>{_e(verdict.label or "")}</b> {_e(verdict.line)}</p>'
     rows = []
     for f in sorted(findings, key=lambda f: f.rank):
         where = " ".join(
@@ -121,7 +120,7 @@ def _meta_html(s: RunSummary, info: Any) -> str:
             else None,
         ),
         (
-            "graph mode / min_kv",
+            "graph mode asked for / min_kv",
             f"{sc.graph_mode} / {sc.min_kv_mode}" if has_sc else None,
         ),
         ("vLLM route", s.route.line if s.route else None),  # analysis.paths.route_text
@@ -257,7 +256,7 @@ def render_html(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     from mlaprof.figures import run_figures
 
     s = require_summary(s, "the HTML report")
-    findings, why = s.findings, None
+    findings = s.findings
     figs = run_figures(s, diff=diff)
     parts = [
         "<!DOCTYPE html>",
@@ -278,7 +277,7 @@ def render_html(s: RunSummary, diff: SummaryDiff | None = None) -> str:
         '<h2 id="summary">Summary</h2>',
         _headline_html(s.headline),
         f'<h2 id="findings">Findings ({len(findings)})</h2>',
-        _findings_html(findings, why),
+        _findings_html(findings, s.findings_verdict),
         '<h2 id="run">Run</h2>',
         _meta_html(s, s.series.info if s.series is not None else None),
         _trace_html(s),

@@ -11,6 +11,7 @@ from typing import Any
 from mlaprof.analysis.sections import no_s_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
+from mlaprof.figures._common import is_empty
 
 BY = ("step", "layer", "capture_size", "policy")
 POW2_TICKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
@@ -61,6 +62,30 @@ def _note(fig: Any, text: str) -> None:
     title = fig.layout.xaxis.title.text or ""
     fig.update_xaxes(title_text=f"{title}<br><span style='font-size:10px;color:{c.NEUTRAL}'>"
                                 f"{c.lines(text)}</span>")  # fmt: skip
+
+
+def _no_s(rs: Any, pols: Sequence[str]) -> list[str]:
+    """Why each of ``pols`` that holds no S at all (used, deserved nor frozen) is not drawn, in
+    the section's words (:func:`no_s_text`: "not runnable: ..."), as "policy: why"."""
+    out = []
+    for pol in pols:
+        pts = [p for p in rs.splits if p.policy == pol]
+        if any(v is not None for p in pts for v in (p.used, p.deserved, p.frozen)):
+            continue
+        said = next((w for p in pts if (w := no_s_text(p)) is not None), None)
+        out.append(f"{pol}: {said or 'no S recorded'}")
+    return out
+
+
+def _said_or_empty(fig: Any, rs: Any, pols: Sequence[str], title: str) -> Any:
+    """``fig``, with a note naming each policy it draws nothing for and why; where it draws
+    nothing at all, the placeholder that says why (every figure's "nothing to draw")."""
+    gone = _no_s(rs, pols)
+    if not fig.data:
+        return c.empty(title, c.lines("; ".join(gone) or "no S recorded for the policies asked"))
+    if gone:
+        _note(fig, "; ".join(gone))
+    return fig
 
 
 def _frozen(rs: Any, name: str) -> str:
@@ -184,10 +209,14 @@ def splits_used_vs_deserved(
                     )
                 )
         title += f" per capture size, policy {', '.join(pols)} on {_target(rs)}"
-        c.style(fig, title + " (median over steps)" + label, "capture size (padded tokens)", S_AXIS)
+        title += " (median over steps)" + label
+        c.style(fig, title, "capture size (padded tokens)", S_AXIS)
         fig.update_layout(barmode="group")
         fig.update_xaxes(type="category")
         bar_axis(fig)
+        fig = _said_or_empty(fig, rs, pols, title)
+        if is_empty(fig):
+            return fig
     else:  # by step
         pols = _policies(rs, policy)
         for i, pol in enumerate(pols):
@@ -217,6 +246,9 @@ def splits_used_vs_deserved(
         n_steps = len({p.step for p in rs.splits})
         fig.update_xaxes(dtick=1 if n_steps <= 20 else None)
         log_axis(fig)
+        fig = _said_or_empty(fig, rs, pols, title + label)
+        if is_empty(fig):
+            return fig
     _note_device(fig, [p for p in on_device if p in pols])
     return fig
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlaprof.analysis.series import TIMELINE_KERNELS, TIMELINE_STEPS
+from mlaprof.analysis.step_syncs import NOT_CHECKED
 from mlaprof.figures import _common as c
 from mlaprof.textsafe import plain
 
@@ -18,7 +19,7 @@ KERNEL_COLORS = (
 LAYER_KINDS = (
     ("clean", "layer (no host sync)", c.REAL),
     ("sync", "layer with host syncs (cannot be graph-captured)", c.USED),
-    ("unwatched", "layer (not watched for syncs)", "#aec7e8"),
+    ("unwatched", f"layer (syncs {NOT_CHECKED})", "#aec7e8"),
 )
 
 
@@ -117,7 +118,7 @@ def step_timeline(
                     (
                         d[0],
                         d[1],
-                        "not watched" if d[2] is None else d[2],
+                        NOT_CHECKED if d[2] is None else d[2],
                         -1 if d[3] is None else d[3],
                         -1 if d[4] is None else d[4],
                     )

@@ -22,7 +22,9 @@ KERNEL_CATEGORY = "KERNEL_DISPATCH"
 RANGE_OP = "roctxThreadRangeA"
 # analysis tables an export carries: one JSON row each, a rocpd_arg row (type PAYLOAD_ARG, name
 # the table) of one event of category PAYLOAD_CATEGORY; exports before carried them whole in the
-# process row's extdata, which the importer still reads
+# process row's extdata, which the importer still reads. The import's trace checks too: the
+# export's kernels are stored as they are (never annotated again), so without its checks a
+# rank's lost dispatches would read as a trust nobody can judge
 PAYLOAD_CATEGORY = "MLAPROF_PAYLOAD"
 PAYLOAD_ARG = "mlaprof-row"
 PAYLOAD_TABLES = (
@@ -35,6 +37,7 @@ PAYLOAD_TABLES = (
     "captures",
     "counters",
     "events",
+    "trace_checks",
 )
 
 _FK_NODE = "FOREIGN KEY (nid) REFERENCES `rocpd_info_node{u}` (id) ON UPDATE CASCADE"

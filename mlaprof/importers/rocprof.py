@@ -192,8 +192,14 @@ def import_rocprof(
                 if not any(summary.rows.values()):
                     raise MlaprofError(f"{path}: no records found (empty trace)")
                 if embedded:
+                    # its kernels are stored as they are, never checked again: the trust
+                    # verdict stands on the checks the export carried
                     summary.notes.append(
-                        "mlaprof export: steps, layers and analysis tables restored"
+                        "mlaprof export: steps, layers, analysis tables and trace checks restored"
+                        if summary.rows.get("trace_checks")
+                        else "mlaprof export: steps, layers and analysis tables restored; it "
+                        "carries no trace checks (exported before they were carried), so the "
+                        "trace's trust is unknown"
                     )
                 bulk.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('import', ?)",

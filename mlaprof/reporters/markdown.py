@@ -62,8 +62,9 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     findings = s.findings
     lines.append(f"### Findings ({len(findings)})")
     lines.append("")
-    if not findings:
-        lines += ["No findings: nothing in this run's evidence raised one.", ""]
+    verdict = s.findings_verdict  # the analysis' line under an empty list ("OK" or "UNKNOWN")
+    if verdict.line is not None:
+        lines += [f"**{cell(verdict.label or '')}** {cell(verdict.line)}", ""]
     for f in findings:
         where = " · ".join(x for x in (f.location,
                            None if f.layer is None else f"layer {f.layer}") if x)  # fmt: skip

@@ -128,6 +128,8 @@ LABELS: dict[str, str] = {
     "Capture.text": "capture",
     "Capture.effective_mode": "mode that ran",
     "RankCapture.effective_mode": "mode that ran",
+    "Capture.predicted_mode": "mode a GPU would run (predicted)",
+    "RankCapture.predicted_mode": "mode a GPU would run (predicted)",
     "Capture.mode": "mode asked for",
     "Capture.memory_bytes": "capture memory",
     "Capture.sizes": "capture sizes covered (captured or attempted)",
@@ -146,6 +148,8 @@ LABELS: dict[str, str] = {
     "Timing.layer_median_us": "layer median (every layer record)",
     "LayerRow.time_us": "mean time",
     "LayerRow.S_steps": "steps with S",
+    "TraceReplayTime.outside_layers_text": "outside layers",
+    "ReplayRank.outside_layers_us": "outside layers (mean per step)",
     # a multi-rank run's sync counts are sums over its ranks (per rank: its rank rows)
     "SyncCounts.total": "total over ranks",
     "SyncCounts.watched_steps": "watched steps over ranks",
@@ -286,7 +290,9 @@ SPECS: dict[str, Spec] = {
             Col("layer", _cell("layer_median_us")),
         ),
         lambda p: f"{p.variant}: S {p.S_source}; rows: {p.rows_source}; qlen: {p.qlen_source}; "
-        + ("layer: the median of its steps' median layer times; " if p.layer_median_us else "")
+        # the row's steps are its ranks' steps: said under the table (the column stays narrow)
+        + ("layer: the median of its steps' median layer times"
+           + f"{over_ranks_label('pooled', p.ranks)}; " if p.layer_median_us else "")
         + p.provenance,
         ("S_source", "rows_source", "qlen_source", "provenance"),
     ),
@@ -415,7 +421,9 @@ FRONT_ROWS: dict[str, tuple[str, ...]] = {
     "log_spec": ("accepted", "drafted", "acceptance_rate", "lines", "completeness"),
     "trace.trust": ("verdict", "reasons"),
     "trace.trust.counts": (),  # (): every row it holds (the counts a trace was judged by)
-    "trace.replay_time": ("replays", "attention_share", "outside_layers_us", "provenance"),
+    # each rank's time outside the layers (a range with the ranks behind each value where
+    # they differ), never the pooled mean alone
+    "trace.replay_time": ("replays", "attention_share", "outside_layers_text", "provenance"),
     "trace.drafter": ("text",),
     "trace.capture_phase": ("text",),
 }  # fmt: skip

@@ -75,7 +75,7 @@ def print_report(
         "device": s.device,
         "model": sc.model,
         "qlen": sc.qlen,
-        "graph": sc.graph_mode,
+        "graph_asked": sc.graph_mode,  # what ran is the capture section's ("mode that ran")
         "min_kv_mode": sc.min_kv_mode,
         "policy": sc.policy,
         "target": sc.target,
@@ -226,14 +226,10 @@ def print_report(
             + ("\n[magenta]unreliable[/]" if f.unreliable else ""),
             f"[bold]{term(f.title)}[/]\n[dim]{term(f.evidence)}[/]\n[green]fix:[/] {term(f.fix)}",
         )
-    if not findings and s.splits:
-        ft.add_row("OK", "no findings: the verify path captures and splits as deserved")
-    elif not findings and _holds(blocks, "trace.paths"):
-        ft.add_row("OK", "no findings: S and the kernel variants in this trace look as expected")
-    elif not findings:
-        ft.add_row(
-            "OK", "no findings (no split metadata: S could not be compared to what it deserves)"
-        )
+    verdict = s.findings_verdict  # the analysis' line under an empty list ("OK" or "UNKNOWN")
+    if verdict.line is not None:
+        style = "green" if verdict.verdict == "ok" else "bold yellow"
+        ft.add_row(f"[{style}]{term(verdict.label or '')}[/]", term(verdict.line))
     console.print(ft)
     if sections:
         print_sections(s, console, blocks)

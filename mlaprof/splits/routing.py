@@ -272,6 +272,17 @@ SM90_MLA_ORDER = ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")
 FLASH_ATTN_MLA_KV = ("auto", "float16", "bfloat16")  # flashattn_mla.py supported_kv_cache_dtypes
 
 
+# where vLLM's CUDA platform lists its MLA backends by priority (``_get_backend_priorities``), per
+# version whose source was read; another version's is cited without lines
+CUDA_PRIORITY_LINES = {"0.32.0": "L146-151", "0.33.0": "L149-154"}
+
+
+def cuda_priorities(version: str) -> str:
+    """The file and lines a non-ROCm route is read from: its source and its reason cite this."""
+    lines = CUDA_PRIORITY_LINES.get(version)
+    return "vllm/platforms/cuda.py _get_backend_priorities" + (f" {lines}" if lines else "")
+
+
 def non_rocm_route(
     device: str,
     version: str = DEFAULT_VERSION,
@@ -281,12 +292,15 @@ def non_rocm_route(
     """Off ROCm vLLM does not load its AITER backend. On sm90 it tries FLASH_ATTN_MLA first
     (bf16 KV), FLASHMLA for fp8 KV (``platforms/cuda.py`` L146-151); elsewhere (or with
     ``--attention-backend TRITON_MLA``) vLLM's Triton MLA."""
-    src = VERSIONS.get(version, version)
+    cite = cuda_priorities(version)
+    # the file the reason cites, said once for both (one rule)
+    read = "its source read" if version in CUDA_PRIORITY_LINES else "0.32/0.33's list, not re-read"
+    src = f"vLLM {version} {cite} ({read}, not run here)"
     known = version in VERIFIED_VERSIONS
     off = f"target {device} is not a ROCm GPU: vLLM's AITER MLA backend is not used"
     if arch == "sm_90":
         order = " > ".join(SM90_MLA_ORDER)
-        why = f"{off}; sm90 MLA backends by priority {order} (vllm/platforms/cuda.py L146-151)"
+        why = f"{off}; sm90 MLA backends by priority {order} ({cite})"
         if kv_cache_dtype.lower() in FLASH_ATTN_MLA_KV:
             why += f", {kv_cache_dtype} KV: FLASH_ATTN_MLA (Triton MLA only when chosen)"
             return Route("flash-attn-mla", PATHS["flash-attn-mla"], why, version, src, known, False)

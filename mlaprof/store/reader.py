@@ -6,6 +6,7 @@ Safe while the run is being written: each query sees the records committed so fa
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -14,14 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine
+from mlaprof.store import columnar, integrity, liveness, runmeta, sqlengine, summary_cache
 from mlaprof.store import trace_checks as checks_table
+from mlaprof.store.runkind import PLUGIN_DEVICE, ROWS_ONLY, run_kind
 from mlaprof.store.schema import TABLES, columns, lacking_tables, version_problem
 from mlaprof.store.writer import rank_db_name
 
 if TYPE_CHECKING:  # imported where a frame is built: listing runs or an error needs none
     import pandas as pd
 
+# a listed field the report decides, for a run no kept report document has counted yet
+NOT_ANALYSED = "not analysed yet"
 _RANK_DB = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.db$")  # rank<N>[.<role>].db
 
 
@@ -500,15 +504,22 @@ class RunInfo:
     policy: str = ""  # the split policy driving the backend (scenario runs)
     min_kv_mode: str = ""  # all-rows (the bug) or active-rows (the fix)
     rank_steps: dict[int, int] | None = None  # steps per rank (None: not read)
+    # whether ``steps`` is the report's count: False for a run whose analysis may leave
+    # committed steps out (an imported trace's warm-ups and drafter passes) and that no kept
+    # report document counts yet; the listing then says so, never the raw rows as its steps
+    counted: bool = True
 
     def steps_text(self, unit: str = "") -> str:
         """The step count as every listing shows it: per rank, never summed silently ("3 per
-        rank (2 ranks)"; ``unit`` "steps": "3 steps per rank (2 ranks)")."""
+        rank (2 ranks)"; ``unit`` "steps": "3 steps per rank (2 ranks)"); a count the report
+        has not made yet is the committed rows, said as such ("12 committed": an import's
+        warm-ups and drafter passes are told apart by its report)."""
         from mlaprof.rank_counts import per_rank_count
 
         if self.steps is None:  # an unreadable run's count is unknown, never 0
             return "unknown"
-        return per_rank_count(self.rank_steps or {0: self.steps}, unit)
+        n = per_rank_count(self.rank_steps or {0: self.steps}, unit)
+        return n if self.counted else f"{n} committed"
 
     def status_text(self) -> str:
         """The status as every listing shows it (``runs``, ``tui --once``, the picker): an
@@ -516,18 +527,21 @@ class RunInfo:
         return f"{self.status}: {self.error}" if self.error else self.status
 
 
-def list_runs(folder: Path | str) -> list[RunInfo]:
-    """Runs under ``folder`` (newest first). Unreadable ones are listed with their error."""
+def list_runs(folder: Path | str, code: list[object] | None = None) -> list[RunInfo]:
+    """Runs under ``folder`` (newest first). Unreadable ones are listed with their error.
+    ``code``: the analysis' code identity (:func:`mlaprof.store.summary_cache.code_identity`),
+    taken once for every run listed; None: taken here where a run needs it."""
     folder = Path(folder)
     if not folder.is_dir():
         raise MlaprofError(f"traces folder {folder} does not exist")
+    code = _Code(code)
     out: list[RunInfo] = []
     for p in folder.iterdir():
         # a folder of rank databases without run.json is a damaged run: listed unreadable with
         # the reason (the reader's rule), never dropped from the listing
         if p.name.startswith(".") or not ((p / runmeta.META_FILE).is_file() or has_ranks(p)):
             continue
-        out.append(run_info(p))
+        out.append(run_info(p, code))
     out.sort(key=lambda r: (r.created, r.name), reverse=True)
     return out
 
@@ -536,12 +550,13 @@ def list_runs_nested(folder: Path | str) -> list[RunInfo]:
     """The runs of ``folder`` and those one folder down (``traces/demo/...``), newest first; a
     run one level down is named ``sub/run``."""
     folder = Path(folder)
-    runs = list_runs(folder)
+    code = _Code()  # one code identity for the whole listing
+    runs = list_runs(folder, code)
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if (sub / runmeta.META_FILE).exists() or has_ranks(sub):  # a run, listed above
             continue
         try:
-            inner = list_runs(sub)
+            inner = list_runs(sub, code)
         except Exception:  # an unreadable sub-folder is not a reason to show no runs
             continue
         for r in inner:
@@ -580,14 +595,72 @@ def is_run_json_folder(path: Path | str) -> bool:
     return (Path(path) / runmeta.META_FILE).is_file()
 
 
-def run_info(p: Path) -> RunInfo:
-    """One run's listing line; a damaged run is ``unreadable`` with the reason, never an error."""
+class _Code:
+    """The analysis' code identity, taken at most once per listing, and only where a run needs
+    it (a run whose listed fields the report decides: most need none)."""
+
+    def __init__(self, code: Any = None) -> None:
+        if isinstance(code, _Code):
+            code = code.value
+        self.value: list[object] | None = code
+
+    def get(self) -> list[object]:
+        if self.value is None:
+            self.value = summary_cache.code_identity()
+        return self.value
+
+
+def _reported(run: Run, code: _Code) -> dict[str, Any] | None:
+    """The run's kept ``report --json`` document, where its key still holds (the store, the
+    run's status and the code are those it was made from); None where there is none."""
+    if not (run.path / summary_cache.CACHE_NAME).is_file():  # no key to take: most runs
+        return None
+    text = summary_cache.read(run, summary_cache.key(run, code=code.get()))
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _report_steps(doc: dict[str, Any]) -> dict[int, int] | None:
+    """Steps per rank as the report counts them (its ``state.per_rank``)."""
+    per = (doc.get("state") or {}).get("per_rank")
+    if not isinstance(per, list) or not per:
+        return None
+    try:
+        return {int(r["rank"]): int(r["steps_committed"]) for r in per}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def run_info(p: Path, code: _Code | list[object] | None = None) -> RunInfo:
+    """One run's listing line; a damaged run is ``unreadable`` with the reason, never an error.
+    The step count and device are the report's: from the run's kept report document where it
+    holds; else a run whose every committed step is a report step (its kind's evidence is its
+    rows: :data:`mlaprof.store.runkind.ROWS_ONLY`) lists its rows' count and run.json's
+    device, and any other lists its rows' count and device as not analysed yet."""
     try:
         with Run(p) as run:
             m = run.meta
             sc = m.get("scenario")
             scenario = sc.get("name", "") if isinstance(sc, dict) else (sc or m.get("source", ""))
             steps = run.count_per_rank("steps")
+            kind = run_kind(m)
+            device = str(m.get("device", ""))
+            # what the report decides beyond the rows: which committed steps count (an import),
+            # the device (a log's config line, an engine's attention backends)
+            decides = kind not in ROWS_ONLY or device in ("", PLUGIN_DEVICE)
+            doc = _reported(run, _Code(code)) if decides else None
+            counted = kind in ROWS_ONLY
+            if doc is not None:
+                steps = _report_steps(doc) or steps
+                counted = True
+                device = str(doc.get("device") or device)
+            elif decides and device in ("", PLUGIN_DEVICE):  # the importer's device stands
+                device = NOT_ANALYSED
             return RunInfo(
                 p,
                 p.name,
@@ -595,11 +668,12 @@ def run_info(p: Path) -> RunInfo:
                 run.status,
                 str(scenario),
                 str(m.get("backend", "")),
-                str(m.get("device", "")),
+                device,
                 sum(steps.values()),
                 policy=str(sc.get("policy", "")) if isinstance(sc, dict) else "",
                 min_kv_mode=str(sc.get("min_kv_mode", "")) if isinstance(sc, dict) else "",
                 rank_steps=steps,
+                counted=counted,
             )
     except EmptyRunError as e:
         created = ""

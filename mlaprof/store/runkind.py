@@ -27,6 +27,12 @@ _SOURCES = {
     "kineto": RunKind.TRACE,
 }
 
+# the kinds whose evidence is the committed rows alone (their adapters read nothing else): every
+# committed step is one of the report's steps; an imported trace or log is written once and its
+# adapter reads the files beside the databases (and may leave steps out: warm-ups, drafter passes)
+ROWS_ONLY = frozenset({RunKind.SCENARIO, RunKind.ENGINE})
+PLUGIN_DEVICE = "engine"  # what the plugin's run.json holds in its device field: no device
+
 
 def infer_kind(meta: Mapping[str, Any]) -> RunKind:
     """The kind of a run whose ``run.json`` predates the ``kind`` field. An mlaprof export carried

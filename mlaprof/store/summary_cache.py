@@ -28,12 +28,23 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mlaprof.store import liveness
 
-if TYPE_CHECKING:
-    from mlaprof.store.reader import Run
+
+class Run(Protocol):
+    """What the cache reads of a run (:class:`mlaprof.store.reader.Run`; the reader's listing
+    reads the cache, so the cache names no reader)."""
+
+    path: Path
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
 
 CACHE_NAME = ".report-cache.json"
 # the libraries whose code shapes the document (the analysis' frames and queries)
@@ -72,10 +83,13 @@ def code_identity(package: Path = _PACKAGE) -> list[object]:
     return [sys.version, _tree_stats(package, suffix=".py"), libs]
 
 
-def key(run: Run, shadow: dict[str, str] | None = None) -> str | None:
+def key(
+    run: Run, shadow: dict[str, str] | None = None, code: list[object] | None = None
+) -> str | None:
     """The key the run's document is kept under now; None where it must not be kept (a writer
     at work). Take it BEFORE the analysis reads the run: a write during the analysis then
-    leaves a key the next reader does not match."""
+    leaves a key the next reader does not match. ``code``: :func:`code_identity`, where a
+    caller reading many runs at one moment took it once (a listing)."""
     status = run.status
     if status in liveness.LIVE:
         return None
@@ -85,7 +99,7 @@ def key(run: Run, shadow: dict[str, str] | None = None) -> str | None:
         run.reason,
         sorted((shadow or {}).items()),
         _tree_stats(run.path, skip=CACHE_NAME),
-        code_identity(),
+        code_identity() if code is None else code,
     ]
     return hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()
 

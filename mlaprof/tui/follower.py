@@ -201,10 +201,14 @@ class RunFollower:
             ids = self.latest.step_ids if self.latest else {}
             return list(ids.get(rank if rank is not None else min(ids, default=0), ()))
 
-    def step_layers(self, step: int, rank: int | None) -> list[LayerRow]:
-        """The analysis' layer rows of one step (:meth:`LiveFold.step_layers`)."""
+    def step_layers(
+        self, step: int, rank: int | None, live: LiveSummary | None = None
+    ) -> list[LayerRow]:
+        """The analysis' layer rows of one step (:meth:`LiveFold.step_layers`), read with
+        ``live``'s summary (default: the latest), as its sync count is decided."""
         with self.lock:
-            return self.fold.step_layers(step, rank)
+            live = live if live is not None else self.latest
+            return self.fold.step_layers(step, rank, live.summary if live is not None else None)
 
     def current_step(self, sel: Selection) -> int | None:
         """The step id ``sel`` points at (its index clamped to the steps seen), or None."""
@@ -231,7 +235,7 @@ class RunFollower:
         with self.lock:
             if live is None:
                 live = self.summarise()
-            layers = self.step_layers(step, rank) if step is not None else None
+            layers = self.step_layers(step, rank, live) if step is not None else None
             return build_view(
                 live, rank, layers, step, self.problem, layer_sort, self.path.name, self.fold.status
             )

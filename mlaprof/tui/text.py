@@ -271,8 +271,12 @@ def _table_width(table: Table, upto: int) -> int:
 
 
 def empty_findings_text(v: View) -> str:
-    """What an empty findings list says: none found (by the full pass, or so far), or why
-    none are shown yet."""
+    """What an empty findings list says: the full pass's line (the analysis' "OK" or
+    "UNKNOWN" with what is missing, as every view prints it), none so far, or why none are
+    shown yet."""
+    verdict = v.summary.findings_verdict if v.summary is not None else None
+    if v.findings_source == FULL and verdict is not None and verdict.line is not None:
+        return f"{verdict.label} {verdict.line}" if verdict.label else verdict.line
     if v.findings_source == FULL:
         return "no findings"
     return "no findings so far (provisional)" if v.provisional else v.findings_source
@@ -294,7 +298,7 @@ def finding_lines(v: View, width: int = 100) -> list[str]:
         for text in (f.evidence, f"fix: {f.fix}" if f.fix else ""):
             if text:
                 out += textwrap.wrap(text, width, initial_indent=pad, subsequent_indent=pad)
-    return out or [empty_findings_text(v)]
+    return out or textwrap.wrap(empty_findings_text(v), width, subsequent_indent=" " * 7)
 
 
 def format_table(table: Table, indent: str = "  ") -> list[str]:

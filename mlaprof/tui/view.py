@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         LayerRow,
         Padding,
         SplitStep,
+        TraceSyncs,
     )
 
 ANALYSING = "analysing..."
@@ -91,6 +92,9 @@ class View:
     # False until the analysis told the run's steps apart (an imported trace's warm-ups and
     # drafter passes): no count is shown, ``steps_text`` says "analysing..."
     steps_decided: bool = True
+    # an imported trace's host-sync check, which counted its layers' syncs (no site recorded):
+    # the layer drill-down's verdict says what counted them (analysis.step_syncs.layer_verdict)
+    host_syncs: TraceSyncs | None = None
 
     @property
     def steps(self) -> int:
@@ -182,12 +186,22 @@ def build_view(
         if live.steps_decided
         else {},
         steps_decided=live.steps_decided,
+        host_syncs=_host_syncs(s),
     )
 
 
 # -- the summary's sections (the one place that reads their shape) -----------------------------
 def _f(s: Any, name: str) -> Any:
     return None if s is None else getattr(s, name, None)
+
+
+def _host_syncs(s: Any) -> TraceSyncs | None:
+    """The trace's host-sync check where it counted (a trace's layers hold no probe count, so
+    its check is the sync count: :func:`mlaprof.analysis.syncs.counted_by_host`)."""
+    from mlaprof.analysis.syncs import HOST_COUNTED
+
+    host = _f(_f(s, "trace"), "syncs")
+    return host if host is not None and host.status in HOST_COUNTED else None
 
 
 def _has_rank(row: Any, rank: int) -> bool:

@@ -39,7 +39,9 @@ def test_native_reports_no_syncs(capsys, traces):
     assert doc["capture"] == {
         "mode": "FULL",
         "status": "predicted-ok",
-        "effective_mode": "FULL",
+        # what ran: eager steps in the FULL shape (the timing's rule); a GPU's FULL, predicted
+        "effective_mode": "FULL shape on cpu",
+        "predicted_mode": "FULL",
         "memory_bytes": None,  # a CPU run measures no capture memory: unknown, never 0
         "memory_measure": "driver free-memory delta",
         # the capture size the padding section says, and that nothing was captured: no count
@@ -48,7 +50,8 @@ def test_native_reports_no_syncs(capsys, traces):
         "sizes); captured: none (CPU engine: graph capture needs a GPU, not attempted)",
         "label": "no sync seen (predicted)",
         "provenance": "predicted from syncs",
-        "text": "FULL -> predicted-ok (runs FULL)",
+        "text": "FULL -> predicted-ok (would run FULL on a GPU: predicted from syncs; ran FULL "
+        "shape on cpu)",
     }
 
 
@@ -98,9 +101,12 @@ def test_report_json_shows_the_collapse_and_the_fix(capsys, traces):
     assert fix["aiter-gluon-v0.1.19"]["used"] == 16
     assert main(["report", "bug", "--traces", str(traces), "--compare", "fix", "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)["compare"]
-    # each side's route names its vLLM version, and that it is modelled (the CPU ran none)
-    want = "gluon-verify (vLLM 0.34.0; modelled)"
+    # each side's route names its vLLM version, and where it comes from: modelled for the
+    # target, the CPU ran none of it (the route's own provenance)
+    want = cmp["route"]["before"]
     assert cmp["route"] == {"before": want, "after": want}
+    assert want.startswith("gluon-verify (vLLM 0.34.0; modelled for the mi355x target; "), want
+    assert "on the CPU, not this route)" in want, want
     rows = {r["metric"]: r for r in cmp["table"]}
     s_used = rows["KV splits S used (run's policy, worst step)"]
     assert (s_used["a"], s_used["b"], s_used["verdict"]) == (1, 16, "better")

@@ -141,7 +141,9 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
     for r in per_rank:
         unjudged = all(x["collapsed"] is None for x in doc["layers"] if x["rank"] == r["rank"])
         assert (r["collapsed_steps"] is None) == unjudged, (run_dir.name, r["rank"])
-        assert (r["rank"] in doc["fleet"]["ranks_not_collapsed"]) == (r["collapsed_layers"] == 0)
+        # None: no rank was judged (never an empty list that reads "none collapsed")
+        not_collapsed = doc["fleet"]["ranks_not_collapsed"] or []
+        assert (r["rank"] in not_collapsed) == (r["collapsed_layers"] == 0)
     if any(
         f["kind"] == "split-collapse" and f.get("data", {}).get("path") for f in doc["findings"]
     ):

@@ -427,6 +427,12 @@ def test_figures_read_a_runs_kernels_by_sql_as_the_frames_give_them(tmp_path) ->
         for fig_of in (time_breakdown, lambda d: step_timeline(d, max_kernels=10)):
             a, b = fig_of(run), fig_of(frames)
             assert a.layout.title.text.startswith(b.layout.title.text)  # + the run's name
-            assert [(t.name, list(t.x), list(t.y)) for t in a.data] == [
-                (t.name, list(t.x), list(t.y)) for t in b.data
+            assert [(list(t.x), list(t.y)) for t in a.data] == [
+                (list(t.x), list(t.y)) for t in b.data
             ]
+            # the names too, but the layers' sync legend: the run holds the trace's own host
+            # check (its API trace: no host sync in a layer), bare frames hold no evidence
+            names = {
+                t.name: u.name for t, u in zip(a.data, b.data, strict=True) if t.name != u.name
+            }
+            assert names in ({}, {"layer (no host sync)": "layer (syncs not checked)"})

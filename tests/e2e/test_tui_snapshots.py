@@ -238,7 +238,8 @@ async def test_the_picker_keeps_steps_device_and_policy_whole_at_80_columns(
     assert all(len(line) <= 80 for line in lines), text
     policy = r"(aiter-gluon-v0\.1\.19|mlaprof-triton|-)"
     row = re.compile(
-        rf"^\s*(finished)\s+(all-rows|active-rows|-)\s+{policy}\s+(\d+)\s+(cuda|NVIDIA H200)\s"
+        rf"^\s*(finished)\s+(all-rows|active-rows|-)\s+{policy}\s+(\d+)(?: committed)?\s+"
+        r"(cuda|NVIDIA H200)\s"
     )
     rows = [m.groups() for line in lines if (m := row.match(line))]
     assert len(rows) == 7, text  # 6 demo runs and the import

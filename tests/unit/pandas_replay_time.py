@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.replay_time import _mode_s, s_groups
-from mlaprof.analysis.typed_json import over_ranks_label
+from mlaprof.analysis.replay_time import _mode_s, layer_rows
+from mlaprof.analysis.timing import per_rank_us_text
+from mlaprof.analysis.typed_json import over_ranks_label, to_json
 from mlaprof.rank_counts import rank_span
 
 
@@ -58,15 +59,14 @@ def pandas_replay_time(
     ly_all = layers.dropna(subset=["t_start_ns", "duration_ns"]).copy()
     ly_all["end"] = ly_all["t_start_ns"].astype(np.int64) + ly_all["duration_ns"].astype(np.int64)
     by_rank = dict(iter(ly_all.groupby("rank"))) if "rank" in ly_all else {}
-    # ranks that ran the same S on every layer share layer rows (the library's grouping rule;
-    # this oracle checks the aggregation, not that rule)
+    # each rank's figures here; ranks whose rows read the same share them (the library's
+    # grouping rule, layer_rows: this oracle checks the aggregation, not that rule)
     s_by_rank = _mode_s(layers, ["rank", "layer"])
-    rank_groups = s_groups(s_by_rank)
-    grp_of = {r: g for g, rs in enumerate(rank_groups) for r in rs}
     frames = [kernels] if isinstance(kernels, pd.DataFrame) else kernels
     w_parts, durs, mlas, codes, seen_steps, seen_replays = [], [], [], [], [], []
     cats: dict[str, int] = {}
     tail = 0.0
+    ranks_seen: dict[int, dict[str, float]] = {}
     for frame in frames:
         if "rank" not in frame or frame.empty:
             groups: Iterable[tuple[Any, pd.DataFrame]] = [(0, frame)]
@@ -88,14 +88,16 @@ def pandas_replay_time(
             mla = k["layer"].notna().to_numpy()
             step = k["step"].to_numpy(np.int64)
             df = pd.DataFrame({"step": step, "layer": win, "dur": dur, "mla_dur": dur * mla})
-            df["grp"] = grp_of.get(int(rank), 0)
+            df["rank"] = int(rank)
             w_parts.append(
                 df[df["layer"] >= 0]
-                .groupby(["grp", "step", "layer"])
+                .groupby(["rank", "step", "layer"])
                 .agg(total=("dur", "sum"), mla=("mla_dur", "sum"))
                 .reset_index()
             )
             tail += float(dur[win < 0].sum())
+            ranks_seen[int(rank)] = {"steps": len(np.unique(step)), "tail": float(dur[win < 0].sum()),
+                                     "total": float(dur.sum()), "att": float((dur * mla).sum())}  # fmt: skip
             seen_steps.append(len(np.unique(step)))
             seen_replays.append(len(np.unique(k["replay"].to_numpy(np.int64))))
             # names as categories: a 10M-kernel fleet import holds a few dozen distinct names
@@ -113,23 +115,22 @@ def pandas_replay_time(
     dur = np.concatenate(durs)
     mla = np.concatenate(mlas)
     n_steps = sum(seen_steps)
-    out_layers = []
-    for (grp, lay), g in w.groupby(["grp", "layer"]):
-        tot, att = float(g["total"].median()), float(g["mla"].median())
-        ranks = rank_groups[int(grp)]
-        s_used = s_by_rank.get((ranks[0], int(lay)))
-        out_layers.append(
-            {
-                "layer": int(lay),
-                "ranks": ranks,
-                "ranks_text": rank_span(ranks),
-                "steps": int(len(g)),
-                "median_us": tot / 1e3,
-                "attention_median_us": att / 1e3,
-                "attention_share": att / tot if tot else None,
-                "S": None if s_used is None or pd.isna(s_used) else int(s_used),
-            }
-        )
+    figs = {
+        (int(rank), int(lay)): (int(len(g)), float(g["total"].median()), float(g["mla"].median()))
+        for (rank, lay), g in w.groupby(["rank", "layer"])
+    }
+    rows, rank_groups = layer_rows(figs, s_by_rank)
+    out_layers = [to_json(r) for r in rows]
+    per_rank = [
+        {
+            "rank": r,
+            "steps": int(v["steps"]),
+            "outside_layers_us": v["tail"] / 1e3 / max(1, int(v["steps"])),
+            "attention_share": v["att"] / v["total"] if v["total"] else None,
+        }
+        for r, v in sorted(ranks_seen.items())
+    ]
+    outside = tail / 1e3 / max(1, n_steps)
     names = pd.Categorical.from_codes(np.concatenate(codes), categories=list(cats))
     kn = pd.DataFrame({"name": names, "dur": dur, "mla": mla})
     g = kn.groupby("name", observed=True).agg(launches=("dur", "size"), total=("dur", "sum"),
@@ -153,11 +154,15 @@ def pandas_replay_time(
         "layers": out_layers,
         "kernels": out_kernels,
         "attention_share": float(kn.loc[kn["mla"], "dur"].sum()) / total if total else None,
-        "outside_layers_us": tail / 1e3 / max(1, n_steps),
+        "outside_layers_us": outside,
+        "outside_layers_text": per_rank_us_text(
+            outside, {r["rank"]: r["outside_layers_us"] for r in per_rank}
+        ),
+        "per_rank": per_rank,
         "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
         + (
             f"; kernels and attention share{said}"
-            if (said := over_ranks_label("sum", {r for g in rank_groups for r in g}))
+            if (said := over_ranks_label("sum", set(ranks_seen)))
             else ""
         ),
     }

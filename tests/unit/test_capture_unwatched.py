@@ -39,16 +39,19 @@ def test_the_capture_verdict_reads_the_syncs_the_probe_watched(tmp_path: Path, c
         assert frozen and all("if it captures" in f.title for f in frozen), frozen
     else:
         assert s.sync_counts.checked and s.sync_counts.total > 0
-        assert s.capture.status == "predicted-fail" and s.capture.effective_mode == "PIECEWISE"
+        # the fallback is a prediction; what ran is the CPU's eager steps (the timing's rule)
+        assert s.capture.status == "predicted-fail" and s.capture.predicted_mode == "PIECEWISE"
+        assert s.capture.effective_mode == "FULL shape on cpu"
         assert frozen == []  # no FULL graph serves the steps: nothing is frozen
 
 
 def test_a_cpu_runs_step_times_say_the_shape_they_ran_not_a_graph(tmp_path: Path) -> None:
     """The CPU captures nothing: its steps' times are keyed by the mode whose shape they ran
-    eagerly ("FULL shape on cpu"), so the timing never reads "FULL" beside a capture that
-    predicts the engine runs PIECEWISE, and no FULL-vs-fallback ratio is made of CPU steps."""
+    eagerly ("FULL shape on cpu"), the capture's mode that ran by the same rule beside the
+    PIECEWISE a GPU would run (predicted), and no FULL-vs-fallback ratio is made of CPU steps."""
     s = _summary(tmp_path, "all")
-    assert s.capture.effective_mode == "PIECEWISE"
+    assert s.capture.effective_mode == "FULL shape on cpu" == next(iter(s.timing.by_mode))
+    assert s.capture.predicted_mode == "PIECEWISE"
     assert set(s.timing.by_mode) == {"FULL shape on cpu"}, s.timing.by_mode
     assert not [f for f in s.findings if f.kind == "timing"]
     assert s.series is not None

@@ -169,7 +169,8 @@ def test_an_unknown_never_reads_as_a_value() -> None:
 
     # no deserved or modelled S on its layers: no collapse judged, the rank on neither side
     assert all(r.collapsed is None for r in eager.layers)
-    assert eager.fleet.ranks_not_collapsed == [] == eager.fleet.ranks_collapsed
+    assert eager.fleet.ranks_not_collapsed is None is eager.fleet.ranks_collapsed
+    assert eager.fleet.ranks_not_judged == [0]
     zero = [replace(r, collapsed=0) for r in eager.layers]
     assert any("no S to judge" in c for c in contradictions(replace(eager, layers=zero)))
     fine = replace(eager, fleet=replace(eager.fleet, ranks_not_collapsed=[0]))

@@ -143,7 +143,8 @@ def test_a_frozen_dataclass_extends_a_section_as_docs_views_shows() -> None:
     class WithMore(sections.RunState):
         more: int = 0
 
-    w = WithMore(status="finished", reason=None, steps_committed=1, last_step=0, text="", more=2)
+    w = WithMore(status="finished", reason=None, steps_committed=1, last_step=0,
+                 committed="1 step(s)", per_rank=[], text="", more=2)  # fmt: skip
     assert dataclasses.fields(WithMore)[-1].name == "more" and w.more == 2
     for name in ("more", "status"):
         with pytest.raises(dataclasses.FrozenInstanceError):

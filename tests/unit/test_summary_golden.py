@@ -23,7 +23,23 @@ over ranks), a collapse check names the ranks its steps add and each rank's step
 sum over ranks is said by one function (``typed_json.over_ranks_label``: "(sum over 8 ranks)"
 after the count it qualifies); a multi-rank trace's capture is each rank's (``capture.per_rank``,
 its evidence per rank, where it read "24 of 24, sum over 8 ranks"), each rank's timing kind is
-its own (``timing.per_rank[].timing``), and a fleet's API-call text says its sum over ranks."""
+its own (``timing.per_rank[].timing``), and a fleet's API-call text says its sum over ranks; an
+unknown trust says why (``trace.trust.reasons``: a CPU-only trace has no trace checks, where it
+read "reasons none") and where it comes from (``trace.trust.provenance``); each rank's median
+step per mode and layer median sit beside the pooled ones (``timing.per_rank[].by_mode``,
+``.layer_median_us``), and the replay time holds each rank's own figures
+(``trace.replay_time.per_rank``, ``outside_layers_text``: the range with the ranks behind each
+value), its layer rows in layer order (ranks never merged where they differ); a fleet with no
+rank judged for a collapse reads "not judged" (``fleet.ranks_collapsed`` / ``_not_collapsed``
+null, ``fleet.ranks_not_judged`` naming them), never the verdict "none", and its line names what
+the ranks disagree on ("S differs: 1 on ranks 0-3, 8 on ranks 4-7") and compares no S where no
+layer holds one; a run with no layer record has no layer count of 0 (``fleet.per_rank[].layers``
+and ``fleet.per_layer`` null); ``fleet.hosts_source`` says where a recorded run's or a Kineto
+import's hosts come from, where it read rocprofv3's import words for every run; an imported
+trace's capture says the mode that ran where the trace shows it (``capture.effective_mode``,
+each rank's too: FULL where a graph-launch call confirms the replays, NONE for eager steps, each
+mode with its steps where they mix), where it read null beside its own evidence "(FULL; 3 of 3
+...)"."""
 
 from __future__ import annotations
 
@@ -37,8 +53,9 @@ from tests.summary_corpus import GOLDEN, NAMES, normalised
 # figure, renderer and SQL-vs-pandas tests
 WORKER_GROUP = "shipped-runs"
 
-# the sections schema 3 added (docs/evidence.md); nothing else may differ from the golden files
-ADDED_IN_3 = ("state", "imported", "log_spec", "dp_groups", "full_graph_splits")
+# the sections schema 3 added (docs/evidence.md; findings_verdict: the line under an empty
+# findings list, mlaprof.analysis.findings_verdict); nothing else may differ from the golden files
+ADDED_IN_3 = ("state", "imported", "log_spec", "dp_groups", "full_graph_splits", "findings_verdict")
 # fields schema 3 added to the rows of a section (the steps a layer's S is known on, the ranks
 # a verify-path check stands for)
 ADDED_IN_3_ROWS = {"layers": ("S_steps",), "paths": ("ranks",)}
@@ -69,7 +86,8 @@ def test_the_typed_diff_is_main_s_compare_object() -> None:
     pair of bug/fix runs, traces and a log (compare.json.txt, written from main; rewritten
     where a run no probe watched had a sync-site count of 0, and where two workloads got a
     verdict on their critical findings' count; the workload gained the rank count; the S and
-    capture-memory rows say their sources; a route says it is modelled)."""
+    capture-memory rows say their sources; a route says it is modelled, and then where it comes
+    from and UNVERIFIED as its line does: ``route_label``, the route's own provenance)."""
     import itertools
     import json
 

@@ -55,9 +55,10 @@ def test_a_small_s_from_a_short_kv_is_not_the_padding_bug(tmp_path, capsys) -> N
     assert "v0.1.20" in f["fix"] and "the KV is short" in f["fix"]
     assert f["severity"] == "info"
     # no S is judged against the padding fix: no layer is judged (None, never "0 collapsed"),
-    # and the rank is on neither side
+    # and the rank is on neither side: not judged (null), never the verdict "none collapsed"
     assert all(r["collapsed"] is None for r in doc["layers"])
-    assert doc["fleet"]["ranks_collapsed"] == [] == doc["fleet"]["ranks_not_collapsed"]
+    assert doc["fleet"]["ranks_collapsed"] is None is doc["fleet"]["ranks_not_collapsed"]
+    assert doc["fleet"]["ranks_not_judged"] == [0]
 
 
 def test_a_small_s_in_graph_replays_names_the_capture_or_padding(tmp_path, capsys) -> None:

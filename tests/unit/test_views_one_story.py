@@ -209,7 +209,7 @@ def test_a_cpu_runs_route_is_said_modelled_in_every_view(cpu_run: tuple[Path, An
     from mlaprof.analysis.diff import diff
 
     d = diff(s, s)
-    assert d.route.before == d.route.after == f"{r.path} (vLLM {r.version}; modelled)"
+    assert d.route.before == d.route.after == f"{r.path} (vLLM {r.version}; {r.provenance})"
     bare = dataclasses.replace(r, provenance=None)
     assert any("without where it comes from" in c
                for c in contradictions(dataclasses.replace(s, route=bare)))  # fmt: skip

@@ -18,7 +18,7 @@ from mlaprof.analysis.evidence.model import (
     no_full_graph,
     unknown,
 )
-from mlaprof.store.runkind import RunKind, run_kind
+from mlaprof.store.runkind import ROWS_ONLY, RunKind, run_kind
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -38,11 +38,6 @@ def adapter(kind: RunKind) -> Callable[[Run], Evidence]:
     """The evidence adapter of runs of ``kind``."""
     module, name = ADAPTERS[kind]
     return getattr(importlib.import_module(f"mlaprof.analysis.evidence.{module}"), name)
-
-
-# the kinds whose evidence is the committed rows alone (their adapters read nothing else); an
-# imported trace or log is written once and its adapter reads the files beside the databases
-ROWS_ONLY = frozenset({RunKind.SCENARIO, RunKind.ENGINE})
 
 
 def folds_live(meta: dict) -> tuple[bool, str]:

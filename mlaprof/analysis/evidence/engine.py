@@ -23,13 +23,12 @@ from mlaprof.integrations.vllm_names import (  # the plugin's names
     SCHEDULER_ROLE,
     STEP_EVENT,
 )
-from mlaprof.store.runkind import RunKind
+from mlaprof.store.runkind import PLUGIN_DEVICE, RunKind
 
 if TYPE_CHECKING:
     from mlaprof.analysis.sections import Capture
     from mlaprof.store.reader import Run
 
-PLUGIN_DEVICE = "engine"  # what the plugin's run.json holds in its device field: no device
 CPU_PATHS = ("cpu-mla",)  # the verify path of vLLM's CPU attention backends (claims)
 
 

@@ -18,6 +18,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
     CaptureStatus,
     asked_mode,
     no_full_graph,
+    would_run_text,
 )
 from mlaprof.analysis.sections import Route, Scenario, TraceChecks
 
@@ -59,14 +60,20 @@ def unknown(why: str) -> str:
 
 def capture_text(cap: dict[str, Any]) -> str:
     """The capture line every view prints: mode asked -> status (mode that ran), each part only
-    where the evidence holds it; a per-rank status says its label, naming each rank's (the
-    ranks ran their own modes: each rank's row)."""
+    where the evidence holds it; a prediction (``predicted_mode``) is said as one, beside what
+    the steps ran ("FULL -> predicted-fail (would run PIECEWISE on a GPU: predicted from syncs;
+    ran FULL shape on cpu)"); a per-rank status says its label, naming each rank's (the ranks
+    ran their own modes: each rank's row)."""
     label = str(cap.get("label") or cap.get("status"))
-    mode, eff = cap.get("mode"), cap.get("effective_mode")
+    mode, eff, pred = cap.get("mode"), cap.get("effective_mode"), cap.get("predicted_mode")
     if str(cap.get("status")) == CaptureStatus.PER_RANK:
         return f"{mode} -> {label}" if mode else label
+    head = label if str(cap.get("status")) == CaptureStatus.UNKNOWN else cap.get("status")
+    if mode and pred:
+        ran = f"; ran {eff}" if eff else ""
+        return f"{mode} -> {head} ({would_run_text(pred, eff)}{ran})"
     if mode and eff:
-        return f"{mode} -> {cap['status']} (runs {eff})"
+        return f"{mode} -> {head} (runs {eff})"
     return label
 
 

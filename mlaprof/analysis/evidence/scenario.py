@@ -24,8 +24,9 @@ def scenario_evidence(run: Run) -> Evidence:
     )
     meta = run_meta(run.meta)
     cap = capture_summary(
-        meta, t["syncs"], t["layers"], t["captures"], t["memory"], str(prov), t["padding"]
-    )
+        meta, t["syncs"], t["layers"], t["captures"], t["memory"], str(prov), t["padding"],
+        t["steps"],
+    )  # fmt: skip
     return Evidence(
         kind=RunKind.SCENARIO,
         name=run.name,

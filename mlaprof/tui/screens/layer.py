@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from mlaprof.analysis.step_syncs import CLEAN, FOUND, NOT_CHECKED, layer_verdict
 from mlaprof.tui.fmt import fmt_ms
 from mlaprof.tui.text import fmt_count_or_mean, layer_ms, reference_cell, sync_table
 from mlaprof.tui.widgets.table import ViewTable
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
     from mlaprof.analysis.sections import LayerRow
     from mlaprof.tui.follower import RunFollower
     from mlaprof.tui.view import Selection
+
+
+# how each level of a layer's sync verdict is drawn: unknown is never green
+VERDICT_STYLE = {FOUND: "bold red", CLEAN: "green", NOT_CHECKED: "yellow"}
 
 
 def _judged(row: LayerRow | None) -> str:
@@ -71,20 +76,18 @@ class LayerScreen(Screen):
         row = next((r for r in v.layers if r.layer == self.layer_no), None)
         # the table's border and padding take 4 columns of the screen
         head, rows = sync_table(v, self.layer_no, width=self.app.size.width - 4)
+        # the analysis' verdict on the layer's syncs: found, clean only where checked, else
+        # "not checked" (never the empty site list read as clean)
+        verdict = layer_verdict(row, len(rows), v.host_syncs)
         t = Text.assemble(
             (f" layer {self.layer_no} ", "bold reverse"),
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
             f" time {fmt_ms(layer_ms(row))} ms  "
-            f"syncs {fmt_count_or_mean(row.syncs if row else 0)}  "
+            f"syncs {fmt_count_or_mean(row.syncs if row else None)}  "
             f"S used {'-' if row is None or row.S_used is None else row.S_used} / "
             f"{_ref_label(row)} {reference_cell(row)}  "
             f"collapsed {_judged(row)}/{row.steps if row else 0}\n",
-            (
-                f" {len(rows)} distinct sync/alloc sites in this layer"
-                if rows
-                else " no syncs or allocations recorded in this layer",
-                "bold red" if rows else "green",
-            ),
+            (f" {verdict.text}", VERDICT_STYLE[verdict.level]),
         )
         self.query_one("#layer-summary", Static).update(t)
         table = self.query_one("#layer-syncs", ViewTable)

@@ -86,8 +86,9 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
                     else:
                         lines.append([(pad, ""), (part, cls)])
             lines.append([])
-        if not self.findings:
-            lines = [[(f" {self.empty_text}", "findings--none")]]
+        if not self.findings:  # the analysis' line (an UNKNOWN one says what is missing)
+            parts = textwrap.wrap(self.empty_text, width + TAG_WIDTH - 1) or [""]
+            lines = [[(f" {part}", "findings--none")] for part in parts]
         self._lines = lines
         self.virtual_size = Size(width + TAG_WIDTH, len(lines))
         self.refresh()
