@@ -513,9 +513,13 @@ def sync_evidence(
         else pd.Series(dtype=object)
     )
     mode = mode[~mode.index.duplicated(keep="last")]
-    # PIECEWISE attention runs eagerly too: a sync in its layers is seen the same way
+    # PIECEWISE attention runs eagerly too: a sync in its layers is seen the same way (the
+    # layers looked up only where a step ran so: a fleet's graph replays hold millions)
+    ran_eager = mode.isin(["eager", "piecewise"])
     eager = (
-        layers[by_step(layers, mode).isin(["eager", "piecewise"])] if not layers.empty else layers
+        layers[by_step(layers, mode).isin(["eager", "piecewise"])]
+        if not layers.empty and ran_eager.any()
+        else layers.iloc[:0]
     )
     if not eager.empty:
         t_step = steps.set_index(["rank", "step"])["t_start_ns"]
