@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mlaprof.analysis.findings_verdict import OK
 from mlaprof.reporters.rows import (
     SPLITS_TITLE,
     not_runnable_notes,
@@ -268,6 +269,13 @@ def _table_width(table: Table, upto: int) -> int:
     head, rows = table
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(upto)]
     return 2 + sum(widths) + 2 * (upto - 1)
+
+
+def empty_findings_ok(v: View) -> bool:
+    """Whether an empty findings list reads as the analysis' OK (drawn as one): the full pass's
+    verdict only, never "analysing...", a provisional list or an UNKNOWN line."""
+    verdict = v.summary.findings_verdict if v.summary is not None else None
+    return v.findings_source == FULL and verdict is not None and verdict.verdict == OK
 
 
 def empty_findings_text(v: View) -> str:

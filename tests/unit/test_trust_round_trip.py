@@ -180,6 +180,15 @@ def test_unknown_trust_says_why_and_no_view_says_ok(
             assert "UNKNOWN no findings, but not everything was checked" in own, name
     doc = json.loads(_views(run_dir, capsys)["json"])
     assert doc["findings_verdict"]["verdict"] == "unknown"
+    # the dashboard draws the line as a success only where the analysis says OK
+    from mlaprof.tui.text import empty_findings_ok
+
+    view, _ = read_view(run_dir)
+    assert view.summary is not None and not empty_findings_ok(view)
+    said_ok = dataclasses.replace(fv, verdict="ok")
+    assert empty_findings_ok(
+        dataclasses.replace(view, summary=dataclasses.replace(s, findings_verdict=said_ok))
+    )
 
 
 def test_every_view_prints_the_summarys_line(

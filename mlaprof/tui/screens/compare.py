@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 from mlaprof.textsafe import term
 from mlaprof.tui.compare import HEAD, compare_table
 from mlaprof.tui.follower import RunFollower, follow
-from mlaprof.tui.text import empty_findings_text
+from mlaprof.tui.text import empty_findings_ok, empty_findings_text
 from mlaprof.tui.widgets.findings import FindingsList
 from mlaprof.tui.widgets.table import ViewTable
 
@@ -76,8 +76,8 @@ class CompareScreen(Screen):
         table = self.query_one("#compare-table", ViewTable)
         table.show((HEAD, rows))
         self.query_one("#findings-a", FindingsList).show(
-            a.findings, f"A: {a.name}", empty_findings_text(a)
+            a.findings, f"A: {a.name}", empty_findings_text(a), empty_findings_ok(a)
         )
         self.query_one("#findings-b", FindingsList).show(
-            b.findings, f"B: {b.name}", empty_findings_text(b)
+            b.findings, f"B: {b.name}", empty_findings_text(b), empty_findings_ok(b)
         )

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Tab, Tabs
 
 from mlaprof.tui.follower import RunFollower, follow
 from mlaprof.tui.messages import DrillDown, RunProblem, SummaryUpdated
-from mlaprof.tui.text import LAYER_COLUMNS, empty_findings_text
+from mlaprof.tui.text import LAYER_COLUMNS, empty_findings_ok, empty_findings_text
 from mlaprof.tui.view import Selection, View
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ class DashboardScreen(Screen):
         self.query_one("#capture", CapturePanel).show_view(v)
         self._show_details(self.query_one("#details", DetailsPanel).show_view(v))
         self.query_one("#findings", FindingsList).show(
-            v.findings, v.findings_source, empty_findings_text(v)
+            v.findings, v.findings_source, empty_findings_text(v), empty_findings_ok(v)
         )
         self.updates += 1
 

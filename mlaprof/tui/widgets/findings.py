@@ -31,6 +31,7 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
         "findings--evidence",
         "findings--fix",
         "findings--none",
+        "findings--unknown",
     }
     DEFAULT_CSS = """
     FindingsList > .findings--critical { background: $error; color: $text; text-style: bold; }
@@ -40,6 +41,7 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
     FindingsList > .findings--evidence { color: $text-muted; }
     FindingsList > .findings--fix { color: $text-success; }
     FindingsList > .findings--none { color: $text-success; }
+    FindingsList > .findings--unknown { color: $text-warning; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -49,16 +51,21 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
         self._lines: list[list[tuple[str, str]]] = []  # (text, component class)
         self._width = 0
         self.empty_text = "no findings"
+        self.empty_ok = False
 
-    def show(self, findings: list[Finding], source: str, empty: str = "no findings") -> None:
-        """``empty`` is what an empty list says (``analysing...`` before the first pass)."""
+    def show(
+        self, findings: list[Finding], source: str, empty: str = "no findings", ok: bool = False
+    ) -> None:
+        """``empty`` is what an empty list says (``analysing...`` before the first pass);
+        ``ok``: it is the analysis' OK (:func:`mlaprof.tui.text.empty_findings_ok`), drawn as
+        one; anything else (UNKNOWN, provisional, analysing) is never drawn as a success."""
         title = f"findings ({source})"
         if self.border_title != title:
             self.border_title = title
-        key = [(f.severity, f.title, f.evidence, f.fix) for f in findings] + [(empty,)]
+        key = [(f.severity, f.title, f.evidence, f.fix) for f in findings] + [(empty, str(ok))]
         if key != self._key:
             self._key = key
-            self.empty_text = empty
+            self.empty_text, self.empty_ok = empty, ok
             self.findings = list(findings)
             self._wrap()
 
@@ -88,7 +95,8 @@ class FindingsList(CachedStyles, ScrollView, can_focus=True):
             lines.append([])
         if not self.findings:  # the analysis' line (an UNKNOWN one says what is missing)
             parts = textwrap.wrap(self.empty_text, width + TAG_WIDTH - 1) or [""]
-            lines = [[(f" {part}", "findings--none")] for part in parts]
+            cls = "findings--none" if self.empty_ok else "findings--unknown"
+            lines = [[(f" {part}", cls)] for part in parts]
         self._lines = lines
         self.virtual_size = Size(width + TAG_WIDTH, len(lines))
         self.refresh()
