@@ -216,14 +216,14 @@ def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
     if summary.status != CaptureStatus.PER_RANK:
         if summary.status not in FAILING:
             return []
-        return [_capture_finding(str(summary.status), _fallback(summary), captures)]
+        return [_capture_finding(str(summary.status), summary.served_mode, captures)]
     per = summary.per_rank or []
     out = []
     for st in FAILING:
         ranks = [r.rank for r in per if r.status == st]
         if not ranks:
             continue
-        ran = "/".join(sorted({str(_fallback(r)) for r in per if r.rank in ranks}))
+        ran = "/".join(sorted({str(r.served_mode) for r in per if r.rank in ranks}))
         own = captures[captures["rank"].isin(ranks)] if "rank" in captures else captures
         out.append(_capture_finding(st, ran, own, ranks_of(ranks, len(per)), ranks))
     return out
@@ -231,12 +231,6 @@ def capture_findings(summary: Capture, captures: pd.DataFrame) -> list[Finding]:
 
 # the verdicts the capture finding states: measured to fail, or predicted to from the syncs
 FAILING = (CaptureStatus.FAILED, CaptureStatus.PREDICTED_FAIL)
-
-
-def _fallback(cap: Capture | RankCapture) -> str | None:
-    """The mode the engine falls back to: the one it ran after a failed capture (measured), or
-    the one predicted where the failure is (never a CPU's eager steps, which ran no graph)."""
-    return cap.predicted_mode or cap.effective_mode
 
 
 def _capture_finding(
