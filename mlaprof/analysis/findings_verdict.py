@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mlaprof.analysis.capture_status import CaptureStatus
 from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import opt
 
 if TYPE_CHECKING:
     from mlaprof.analysis.findings import Finding
-    from mlaprof.analysis.sections import ShadowSection, SplitStep, TraceSection
+    from mlaprof.analysis.sections import Capture, ShadowSection, SplitStep, TraceSection
 
 OK, UNKNOWN, FINDINGS = "ok", "unknown", "findings"
 
@@ -46,9 +47,12 @@ def findings_verdict(
     splits: list[SplitStep],
     trace: TraceSection | None,
     shadow: ShadowSection | None,
+    capture: Capture | None = None,
 ) -> FindingsVerdict:
     """The verdict of the findings list (see the module): what a clean result would rest on
-    (the splits, the trace's paths, the engine's modelled batches) and what of it is missing."""
+    (the splits, the trace's paths, the engine's modelled batches) and what of it is missing.
+    ``capture``: the run's capture verdict, which "captures ... as deserved" rests on (a run
+    that watched no step for syncs and captured nothing has none)."""
     if findings:
         return FindingsVerdict(verdict=FINDINGS)
     missing: list[str] = []
@@ -57,6 +61,8 @@ def findings_verdict(
         missing.append(f"trace trust unknown ({why})")
     if splits:
         basis = SPLITS_AS_DESERVED
+        if capture is not None and capture.status == CaptureStatus.UNKNOWN:
+            missing.append(f"capture verdict unknown ({capture.why or capture.text})")
     elif trace is not None and trace.paths:
         basis = TRACE_AS_EXPECTED
     elif shadow is not None and shadow.per_step:

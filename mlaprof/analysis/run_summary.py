@@ -172,7 +172,7 @@ class RunSummary:
         found = [Finding(**f) for f in doc.get("findings") or []]
         if "findings_verdict" not in kw:  # a document written before it: from its own sections
             kw["findings_verdict"] = findings_verdict(
-                found, kw["splits"], kw["trace"], kw["shadow"]
+                found, kw["splits"], kw["trace"], kw["shadow"], kw["capture"]
             )
         return cls(**kw, findings=found)
 
@@ -387,7 +387,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         log_spec=log_spec_totals(ev.starts) if ev.starts else None,
         dp_groups=dp_group_rows(fleet.per_rank),
         full_graph_splits=_full_graph_splits(splits, scenario, sec.replayed_splits),
-        findings_verdict=findings_verdict(findings, splits, ev.trace, engine_shadow),
+        findings_verdict=findings_verdict(findings, splits, ev.trace, engine_shadow, ev.capture),
         # the figures' section, from the same evidence and the analyzers' own layer table and
         # shadow (None for a caller whose views draw no figure)
         series=_series(ev, layers, engine_shadow, run, sec.timing, stands, frozen_if)

@@ -247,3 +247,21 @@ def test_a_document_without_the_verdict_reads_it_from_its_sections(made: dict[st
         doc = s.to_json()
         assert doc.pop("findings_verdict") is not None
         assert RunSummary.from_json(doc).findings_verdict == s.findings_verdict
+
+
+def test_no_findings_over_an_unknown_capture_is_no_ok() -> None:
+    """ "OK: the verify path captures and splits as deserved" rests on a capture verdict: a run
+    that watched no step for syncs and captured nothing (its capture unknown) reads UNKNOWN,
+    saying why; the same splits over a measured capture read OK."""
+    from mlaprof.analysis.capture_status import CaptureStatus
+    from mlaprof.analysis.findings_verdict import SPLITS_AS_DESERVED, findings_verdict
+    from tests import shipped_runs
+
+    s = shipped_runs.summary("demo-fix-padding-active-rows-c16")
+    assert s.splits and s.capture.status == CaptureStatus.CAPTURED
+    fv = findings_verdict([], s.splits, s.trace, s.shadow, s.capture)
+    assert fv.verdict == "ok" and fv.line == f"no findings: {SPLITS_AS_DESERVED}"
+    unknown = dataclasses.replace(s.capture, status=CaptureStatus.UNKNOWN, why="no step watched")
+    fv = findings_verdict([], s.splits, s.trace, s.shadow, unknown)
+    assert (fv.verdict, fv.label) == ("unknown", "UNKNOWN")
+    assert fv.line is not None and "capture verdict unknown (no step watched)" in fv.line
