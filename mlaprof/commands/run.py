@@ -252,7 +252,7 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
     """``--ranks N``: the run folder first, then N rank processes into it, then the report."""
     from mlaprof import multirank
     from mlaprof.scenario_meta import run_meta
-    from mlaprof.store import ranks_written, runmeta
+    from mlaprof.store import liveness, ranks_written, runmeta
 
     if not 1 <= args.ranks <= multirank.MAX_RANKS:
         raise MlaprofError(f"--ranks must be 1..{multirank.MAX_RANKS}, got {args.ranks}")
@@ -270,7 +270,15 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
         **run_meta(sc, args.backend, args.device, threads=args.threads),
         "tp": multirank.tp_meta(args.ranks, args.device),
     }
-    run_dir = runmeta.init_run_dir(traces, name, meta)
+    run_dir = runmeta.make_run_dir(traces, name, join=True)
+    # held from before run.json until the ranks are done: while they start (seconds), the folder
+    # reads "starting", never "abandoned"
+    launcher = liveness.WriterLock(run_dir, 0, liveness.LAUNCHER)
+    try:
+        runmeta.write_run_json(run_dir, meta)
+    except BaseException:
+        launcher.release()
+        raise
     t0 = time.perf_counter()
     status, reason, sources = "failed", None, None
     try:
@@ -288,7 +296,10 @@ def _launch_ranks(args: argparse.Namespace, sc, traces: Path) -> int:  # noqa: A
         # the ranks whose databases were written, as an import records them: one deleted later
         # is named by every view (mlaprof.store.integrity), never read as a smaller healthy run
         fields["ranks"] = [r for r in ranks_written(run_dir) if r < args.ranks]
-        runmeta.update(run_dir, **fields)
+        try:
+            runmeta.update(run_dir, **fields)
+        finally:
+            launcher.release()
     elapsed = time.perf_counter() - t0
     _print_summary(run_dir, args)
     if reason:

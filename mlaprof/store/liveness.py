@@ -43,6 +43,9 @@ def lock_path(run_dir: Path, rank: int, role: str = "") -> Path:
     return Path(run_dir) / (f"rank{int(rank)}.{role}.lock" if role else f"rank{int(rank)}.lock")
 
 
+# the role of the lock ``mlaprof run --ranks N`` holds while its rank processes start: a run
+# folder with that lock held reads "starting" (it names no database of its own)
+LAUNCHER = "launcher"
 _LOCK = re.compile(r"^rank(\d+)(?:\.([a-z]+))?\.lock$")
 
 

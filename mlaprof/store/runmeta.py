@@ -220,8 +220,16 @@ def provenance() -> tuple[dict[str, str | None], str | None]:
 
 
 def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
-    """Create ``traces_dir/name`` with its run.json; joining an existing run is allowed (ranks)."""
+    """Create ``traces_dir/name`` with its run.json; joining an existing run is allowed (ranks).
+    A writer takes its lock between the two instead (:func:`make_run_dir`, its lock, then
+    :func:`write_run_json`): a run.json that no live lock stands behind reads abandoned."""
     run_dir = make_run_dir(traces_dir, name, join=True)
+    write_run_json(run_dir, meta)
+    return run_dir
+
+
+def write_run_json(run_dir: Path, meta: Mapping[str, Any]) -> None:
+    """The run's run.json, written once: the first writer's wins, the others join it."""
     path = run_dir / META_FILE
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -250,7 +258,6 @@ def init_run_dir(traces_dir: Path, name: str, meta: Mapping[str, Any]) -> Path:
         raise MlaprofError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         tmp.unlink(missing_ok=True)
-    return run_dir
 
 
 def read(run_dir: Path) -> dict[str, Any]:

@@ -4,8 +4,9 @@ Why SQLite/WAL: readers (the TUI, a notebook) see every committed record while t
 and a writer killed with SIGKILL loses at most the transaction in flight (the WAL is in the OS page
 cache once the commit returns; ``synchronous=NORMAL`` only risks the tail on power loss).
 
-Crash safety at start: the writer first takes its rank's lock (:mod:`.liveness`), then builds the
-database under a hidden temporary name and links it into place whole, so ``rank<N>.db`` never
+Crash safety at start: the writer first takes its rank's lock (:mod:`.liveness`), then writes the
+run's run.json (a reader never finds a run.json with no live lock behind it: it would read the run
+abandoned), then builds the database under a hidden temporary name and links it into place whole, so ``rank<N>.db`` never
 exists without its tables and schema version. Every SQLite failure (disk full, read-only folder,
 permissions) becomes one MlaprofError naming the database.
 """
@@ -43,7 +44,11 @@ class RunWriter:
     of records together (use it for records that only make sense whole, e.g. one step's layers).
     """
 
-    def __init__(self, run_dir: Path, rank: int = 0, role: str = "") -> None:
+    def __init__(
+        self, run_dir: Path, rank: int = 0, role: str = "", meta: Mapping[str, Any] | None = None
+    ) -> None:
+        """``meta``: the run.json to write (or join) once the lock is held, so that a reader
+        never finds the run without a live writer behind it (it would read abandoned)."""
         self.run_dir = Path(run_dir)
         self.rank = int(rank)
         self.role = role
@@ -54,6 +59,8 @@ class RunWriter:
         self._lock = liveness.WriterLock(self.run_dir, self.rank, role)
         try:
             self._lock.reserve()  # room to record the end even if the disk fills up
+            if meta is not None:
+                runmeta.write_run_json(self.run_dir, meta)
             with self._guard("create"):
                 _initialise(self.db_path)
                 self._con = sqlite3.connect(
@@ -304,5 +311,5 @@ def create_run(
     role: str = "",
 ) -> RunWriter:
     """Create (or join, for ranks > 0 and other processes) a run folder; return the writer."""
-    run_dir = runmeta.init_run_dir(Path(traces_dir), name, meta)
-    return RunWriter(run_dir, rank, role)
+    run_dir = runmeta.make_run_dir(Path(traces_dir), name, join=True)
+    return RunWriter(run_dir, rank, role, meta)
