@@ -11,7 +11,8 @@ apply on open:
 - its rows and columnar files are the rank its name says (every row carries its writer's rank,
   every file sits under ``rank=<N>/``);
 - every rank the run names is there: the ranks an import recorded in run.json (``ranks``) and
-  the ranks of its columnar files (``kernels/host=<h>/rank=<N>/``);
+  the ranks of its columnar files (``kernels/host=<h>/rank=<N>/``); and no other (a database
+  the recorded ``ranks`` do not name was copied in from elsewhere);
 - rank databases come with their run.json, and a run.json that says the run ended comes with its
   databases (:func:`check_run`, the folder-level rule every command reaches through the reader or
   the follower).
@@ -80,16 +81,38 @@ def check_sides(sides: Mapping[str, Any], path: Path, rank: int) -> None:
 def missing_ranks(run_dir: Path, meta: Mapping[str, Any], present: Collection[int]) -> list[int]:
     """Ranks the run says it has (run.json's ``ranks``, the columnar files' partitions) that
     have no database in the folder."""
-    named: set[int] = set()
-    ranks = meta.get("ranks")
-    if isinstance(ranks, list):
-        named |= {int(r) for r in ranks if isinstance(r, int) and not isinstance(r, bool)}
-    named |= set(_partition_ranks(run_dir))
+    named = (_recorded(meta) or set()) | set(_partition_ranks(run_dir))
     return sorted(named - set(present))
 
 
+def extra_ranks(meta: Mapping[str, Any], present: Collection[int]) -> list[int]:
+    """Ranks with a database in the folder that run.json's ``ranks`` (the ranks an import or
+    ``mlaprof run --ranks N`` recorded once it ended) does not name: none where it names none (a
+    live run's ranks join as they start)."""
+    named = _recorded(meta)
+    return [] if named is None else sorted(set(present) - named)
+
+
+def _recorded(meta: Mapping[str, Any]) -> set[int] | None:
+    """run.json's ``ranks`` (None where it names none)."""
+    ranks = meta.get("ranks")
+    if not isinstance(ranks, list):
+        return None
+    return {int(r) for r in ranks if isinstance(r, int) and not isinstance(r, bool)}
+
+
 def check_complete(run_dir: Path, meta: Mapping[str, Any], present: Collection[int]) -> None:
-    """Refuse a run missing a rank it names (never read as a silently smaller run)."""
+    """Refuse a run missing a rank it names (never read as a silently smaller run), or holding
+    a rank database it does not name (never read as a bigger one: a database copied in from
+    another run adds that run's records to this one's ranks)."""
+    extra = extra_ranks(meta, present)
+    if extra:
+        names = ", ".join(f"rank{r}.db" for r in extra)
+        named = rank_span(_recorded(meta) or ()) or "none"
+        raise MlaprofError(
+            f"{run_dir} holds {names}, which the run did not record (run.json names ranks "
+            f"{named}): a database copied in from another run; move it out of this folder"
+        )
     gone = missing_ranks(run_dir, meta, present)
     if gone:
         names = ", ".join(f"rank{r}.db" for r in gone)

@@ -124,3 +124,27 @@ def test_an_intact_run_still_opens(two_ranks: Path) -> None:
     f = RunFollow(two_ranks)
     assert f.discover() == [(0, ""), (1, "")]
     f.close()
+
+
+def test_a_rank_database_the_run_did_not_record_is_refused(
+    two_ranks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # rank 2's own records, from another run: its rows and files agree with its name, but this
+    # run recorded ranks 0-1 (run.json), so they would be read as a third rank of this one
+    from mlaprof.store.writer import create_run
+
+    w = create_run(tmp_path / "other", "o", {"source": "test"}, rank=2)
+    w.add("steps", step=0)
+    w.finish()
+    run = _copy(two_ranks, tmp_path)
+    shutil.copy(tmp_path / "other" / "o" / "rank2.db", run / "rank2.db")
+    for cmd in ([], ["--json"]):
+        _refused(["report", str(run), *cmd], capsys, "rank2.db", "did not record", "ranks 0-1")
+    _refused(["tui", str(run), "--once"], capsys, "rank2.db", "did not record")
+    with pytest.raises(MlaprofError, match="rank2.db, which the run did not record"):
+        load(run)
+    # a live run names no ranks in run.json: its ranks join as they start
+    meta = json.loads((run / "run.json").read_text())
+    del meta["ranks"]
+    (run / "run.json").write_text(json.dumps(meta))
+    assert load(run).ranks == [0, 1, 2]
