@@ -43,6 +43,13 @@ decode key, ``qlen <= size <= qlen * max_num_seqs``; a larger size runs PIECEWIS
 (``v1/worker/gpu/cudagraph_utils.py`` ``dispatch`` L558-602) takes the smallest decode graph holding
 the batch's requests (FULL, its request count of rows), else the smallest prefill token size
 (PIECEWISE, real rows), else eager.
+
+Explicit lists (:func:`explicit_sizes`): every version drops the sizes above
+``max_num_batched_tokens`` and logs a warning naming both lists (``vllm/config/vllm.py`` 0.32.0
+L2454-2465 and L2527-2540, 0.34.0 L2459-2470 and L2532-2545). With none left vLLM still runs,
+without graphs: ``max_cudagraph_capture_size`` 0, every batch eager; 0.34 also sets
+``cudagraph_mode`` NONE and logs it (L2733-2737). The plan is then empty, says so
+(``CapturePlan.note``) and carries the log lines (``CapturePlan.log``).
 """
 
 from __future__ import annotations
@@ -152,25 +159,73 @@ def _v032_v2(
     rounded up to qlen within ``qlen * max_num_seqs`` and the largest size
     (``cudagraph_utils.py`` L316-336), a PIECEWISE graph per size (L346-366)."""
     q = 1 + num_spec
-    if explicit:
-        shared = _explicit_kept(explicit, mnt)
-    else:
-        shared = _v034_shared(max_num_seqs, num_spec, mnt)
+    ex = explicit_sizes("vllm-0.32", explicit, mnt) if explicit else None
+    if ex is not None and not ex.kept:  # _init_candidates captures nothing (0.32.0 L254-255)
+        return _empty_plan("vllm-0.32", q, max_num_seqs, ex, "V2")
+    shared = ex.kept if ex is not None else _v034_shared(max_num_seqs, num_spec, mnt)
     cap = min(shared[-1], q * max_num_seqs)
     decode = sorted({-(-s // q) for s in shared if -(-s // q) * q <= cap})
     tokens = sorted({*(n * q for n in decode), *shared})
-    return CapturePlan("vllm-0.32", q, max_num_seqs, tokens, decode, shared, runner="V2")
+    log = ex.log if ex is not None else []
+    return CapturePlan("vllm-0.32", q, max_num_seqs, tokens, decode, shared, runner="V2", log=log)
 
 
-def _explicit_kept(explicit: list[int], mnt: int | None) -> list[int]:
-    """An explicit list without the sizes above ``max_num_batched_tokens``."""
+def _empty_plan(
+    rule: str, q: int, max_num_seqs: int, ex: ExplicitSizes, runner: str
+) -> CapturePlan:
+    """No graph at all: every explicit size was above max_num_batched_tokens (ExplicitSizes)."""
+    return CapturePlan(rule, q, max_num_seqs, [], [], [], [], runner, ex.mode, ex.log, ex.note)
+
+
+# vLLM's log lines when it drops explicit sizes (vllm/config/vllm.py, 0.32.0 L2527-2540, 0.33.0
+# L2633-2646, 0.34.0 L2532-2545: logger.warning, %s of the given list and of the kept one) and when
+# 0.34 has none left (0.34.0 L2733-2737: logger.info_once, then cudagraph_mode NONE)
+OVERRIDDEN_LOG = (
+    "cudagraph_capture_sizes specified in compilation_config {} is overridden by config {}"
+)
+NONE_LEFT_LOG = "No CUDA graph capture sizes are left; setting cudagraph_mode to NONE."
+DEFAULT_MODE = "FULL_AND_PIECEWISE"  # vLLM's default cudagraph_mode, the one the plans model
+
+
+@dataclass(frozen=True)
+class ExplicitSizes:
+    """An explicit ``cudagraph_capture_sizes`` list as a vLLM version keeps it: de-duplicated,
+    sorted and without the sizes above ``max_num_batched_tokens`` (``_set_cudagraph_sizes``,
+    ``vllm/config/vllm.py`` 0.32.0 L2454-2465, 0.33.0 L2560-2571, 0.34.0 L2459-2470; the
+    older rules ``vllm-legacy`` and ``vllm-pr50488`` take 0.32's handling, not read from a
+    release). With none left vLLM still runs: ``max_cudagraph_capture_size`` 0, no graph is
+    captured, every batch runs eagerly (0.32/0.33: ``cudagraph_mode`` unchanged, the V1
+    dispatcher's ``num_tokens > max_size`` and the V2 ``_init_candidates`` early return; 0.34
+    sets it to NONE)."""
+
+    given: list[int]
+    kept: list[int]
+    mode: str  # cudagraph_mode after sizing
+    log: list[tuple[str, str]]  # (level, message) exactly as vLLM logs them
+    note: str | None  # what happens, in words, when no size is left (None: some are)
+
+
+def explicit_sizes(rule: str, explicit: list[int], mnt: int | None) -> ExplicitSizes:
+    """What ``rule``'s vLLM keeps of ``explicit`` under ``max_num_batched_tokens`` ``mnt``
+    (None: not limiting), the lines it logs, and the mode it ends in."""
     _check_explicit(explicit)
     kept = sorted({s for s in explicit if mnt is None or s <= mnt})
-    if not kept:
-        raise MlaprofError(
-            f"every capture size of {explicit} is above max_num_batched_tokens {mnt}"
-        )
-    return kept
+    log: list[tuple[str, str]] = []
+    if len(kept) < len(explicit):  # vLLM compares the lengths: duplicates count as dropped
+        log.append(("WARNING", OVERRIDDEN_LOG.format(list(explicit), kept)))
+    if kept:
+        return ExplicitSizes(list(explicit), kept, DEFAULT_MODE, log, None)
+    mode = DEFAULT_MODE
+    if rule == "vllm-0.34":
+        log.append(("INFO", NONE_LEFT_LOG))
+        mode = "NONE"
+    what = "cudagraph_mode set to NONE" if mode == "NONE" else f"cudagraph_mode stays {mode}"
+    note = (
+        f"every capture size of {list(explicit)} is above max_num_batched_tokens {mnt}: vLLM "
+        f"drops them all and captures no CUDA graph (max_cudagraph_capture_size 0, {what}); "
+        "every batch runs eagerly"
+    )
+    return ExplicitSizes(list(explicit), kept, mode, log, note)
 
 
 def _v034(max_num_seqs: int, num_spec: int, max_batched: int | None = None) -> list[int]:
@@ -238,6 +293,10 @@ class CapturePlan:
     piecewise: list[int]  # token sizes of the PIECEWISE (mixed) graphs
     draft: list[int] = field(default_factory=list)  # 0.34: the drafter's one-token FULL graphs
     runner: str = "V1"  # the vLLM model runner whose dispatch this is (model_runner)
+    mode: str = DEFAULT_MODE  # cudagraph_mode after sizing (0.34: NONE when no size is left)
+    # (level, message) vLLM logs about an explicit list (ExplicitSizes.log)
+    log: list[tuple[str, str]] = field(default_factory=list)
+    note: str | None = None  # no graph at all, in words (ExplicitSizes.note)
 
     def dispatch(self, num_reqs: int) -> Dispatch:
         """The graph a uniform decode batch of ``num_reqs`` requests runs in."""
@@ -262,7 +321,8 @@ class CapturePlan:
             "rule": self.rule, "qlen": self.qlen, "max_num_seqs": self.max_num_seqs,
             "tokens": self.tokens, "decode_requests": self.decode,
             "piecewise_tokens": self.piecewise, "draft_decode_requests": self.draft,
-            "model_runner": self.runner,
+            "model_runner": self.runner, "cudagraph_mode": self.mode,
+            "vllm_log": [{"level": lv, "message": m} for lv, m in self.log], "note": self.note,
         }  # fmt: skip
 
 
@@ -304,16 +364,20 @@ def capture_plan(
     if rule == "vllm-0.32" and model_runner(rule, device) == "V2":
         check_batched_tokens(mnt, max_num_seqs)
         return _v032_v2(max_num_seqs, num_spec, explicit, mnt)
+    ex = explicit_sizes(rule, explicit, mnt) if explicit else None
     if rule != "vllm-0.34":
+        if ex is not None and not ex.kept:  # the V1 dispatcher: num_tokens > max_size 0
+            check_batched_tokens(mnt, max_num_seqs)
+            return _empty_plan(rule, q, max_num_seqs, ex, "V1")
         plan = plan_of_sizes(
             sizes_for(rule, max_num_seqs, num_spec, explicit, mnt, device), q, max_num_seqs
         )
-        return CapturePlan(rule, q, max_num_seqs, plan.tokens, plan.decode, plan.piecewise)
+        log = ex.log if ex is not None else []
+        return CapturePlan(rule, q, max_num_seqs, plan.tokens, plan.decode, plan.piecewise, log=log)
     check_batched_tokens(mnt, max_num_seqs)
-    if explicit:
-        shared = _explicit_kept(explicit, mnt)
-    else:
-        shared = _v034_shared(max_num_seqs, num_spec, mnt)
+    if ex is not None and not ex.kept:  # mode NONE (vllm/config/vllm.py 0.34.0 L2733-2737)
+        return _empty_plan(rule, q, max_num_seqs, ex, "V2")
+    shared = ex.kept if ex is not None else _v034_shared(max_num_seqs, num_spec, mnt)
     top = shared[-1]
     reqs = sorted({min(-(-s // q), max_num_seqs) for s in shared if -(-s // q) * q <= top})
     budget = mnt if mnt is not None else 1 << 62
@@ -325,7 +389,8 @@ def capture_plan(
     # the graph manager takes the request counts again, within the recorded max token count
     # (v1/worker/gpu/cudagraph_utils.py L331-335, decode_cudagraph_capture_max_tokens)
     decode = decode_shapes(reqs, q, max_num_seqs, tokens[-1])
-    return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, draft, "V2")
+    log = ex.log if ex is not None else []
+    return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, draft, "V2", log=log)
 
 
 def _check_explicit(explicit: list[int]) -> None:
@@ -371,8 +436,8 @@ def sizes_for(
     mnt = max_num_batched_tokens
     if model_runner(rule, device) == "V2":
         return capture_plan(rule, max_num_seqs, num_spec, explicit, mnt, device=device).tokens
-    if explicit:
-        return round_to_qlen(_explicit_kept(explicit, mnt), 1 + num_spec)
+    if explicit:  # none left: nothing to round (compilation.py L1532-1533 returns early)
+        return round_to_qlen(explicit_sizes(rule, explicit, mnt).kept, 1 + num_spec)
     return default_capture_sizes(rule, max_num_seqs, num_spec, mnt, device)
 
 

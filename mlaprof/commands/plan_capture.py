@@ -110,7 +110,8 @@ def main(args: argparse.Namespace) -> int:
     # 0.32/0.33 run either model runner (capture_sizes.model_runner): say which
     runner = f", model runner {default_plan.runner}" if size_rule == "vllm-0.32" else ""
     if given:
-        rule = f"given list {default} (vLLM {version} dispatch{runner})"
+        kept = f"{default}" if default else f"{given}: none kept, see the notes"
+        rule = f"given list {kept} (vLLM {version} dispatch{runner})"
     else:
         rule = (
             f"vLLM {version} ({size_rule}{runner})"

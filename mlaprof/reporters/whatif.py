@@ -40,13 +40,15 @@ def print_whatif(whatif: Any, top: int = 15, console: Console | None = None) -> 
             else ""
         )
     )
-    for key in ("policies", "devices", "capture_sizes", "time", "aiter"):
+    for key in ("policies", "devices", "capture_sizes", "vllm_log", "time", "aiter"):
         v = prov.get(key)
         if v is None or (key == "aiter" and not isinstance(v, dict)):  # no release named
             continue
         if key == "aiter" and isinstance(v, dict):
             v = f"AITER {v['requested']}: {v['label']} (policy {v['gluon_policy']})"
         text = "; ".join(f"{a}: {b}" for a, b in v.items()) if isinstance(v, dict) else str(v)
+        if isinstance(v, list):  # vLLM's log lines, verbatim
+            text = " | ".join(map(str, v))
         console.print(f"  [dim]{key}:[/] {text}")
     ver = whatif.spec.vllm_version
     modes = whatif.dispatch_summary()

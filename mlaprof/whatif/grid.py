@@ -19,9 +19,11 @@ import numpy as np
 
 from mlaprof.capture_sizes import (
     SIZE_RULES,
+    ExplicitSizes,
     capture_plan,
     check_batched_tokens,
     dispatch_of,
+    explicit_sizes,
     model_runner,
     rule_for,
 )
@@ -363,6 +365,8 @@ def _group(
             d = plan.dispatch(int(r))
             m = b == r
             mode[m], size[m], rows[m] = d.mode, d.size or 0, d.rows
+    elif spec.graph_mode == "PIECEWISE" and not _kept(spec):
+        mode[:] = "NONE"  # every explicit size dropped: no graph, every batch eager
     graph = mode == "FULL"
     pad = rows - b
     min_all = np.where(pad > 0, q, kmin)  # padding rows are pinned to qlen (KV >= qlen)
@@ -511,8 +515,22 @@ def compute(spec: GridSpec) -> WhatIf:
     return WhatIf(spec, cols, provenance(spec))
 
 
+def _explicit(spec: GridSpec) -> ExplicitSizes | None:
+    """The explicit list as the version keeps it (capture_sizes.explicit_sizes; None: none given)."""
+    if not spec.capture_sizes:
+        return None
+    return explicit_sizes(spec.rule, spec.capture_sizes, spec.max_num_batched_tokens)
+
+
+def _kept(spec: GridSpec) -> bool:
+    """Whether any capture size is left (the default list always has some)."""
+    ex = _explicit(spec)
+    return ex is None or bool(ex.kept)
+
+
 def provenance(spec: GridSpec) -> dict[str, Any]:
     """What every number of the grid is: a model, for which presets and policy versions."""
+    ex = _explicit(spec)
     return {
         "kind": "modelled",
         "what": "KV splits, occupancy and padding from mlaprof's metadata and padding model and "
@@ -547,7 +565,10 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             if spec.max_num_batched_tokens
             else ", max_num_batched_tokens not limiting"
         )
-        + _runners(spec),
+        + _runners(spec)
+        + (f"; {ex.note}" if ex is not None and ex.note else ""),
+        # what vLLM logs about the explicit list, verbatim (capture_sizes.ExplicitSizes.log)
+        **({"vllm_log": [f"{lv} {m}" for lv, m in ex.log]} if ex is not None and ex.log else {}),
         "time": {
             d: (cm.provenance if (cm := cost_model(d)) else "no cost model") for d in spec.devices
         },

@@ -326,7 +326,13 @@ def make_plan(
         )
     if budget_bytes is not None and max_graphs is not None:
         raise MlaprofError("give a memory budget or a graph count, not both")
-    if mem is not None and budget_bytes is None and max_graphs is None:
+    if default_plan is not None and default_plan.note:  # vLLM keeps no size of the given list
+        notes.append(default_plan.note)
+    notes += [f"vLLM logs: {lv} {m}" for lv, m in (default_plan.log if default_plan else [])]
+    if not default_sizes and budget_bytes is None and max_graphs is None:
+        # nothing to take a budget from: one graph per observed batch size at most
+        budget = "not limited (the default list captures no graph)"
+    elif mem is not None and budget_bytes is None and max_graphs is None:
         budget_bytes = mem.bytes(default_sizes)
         budget = f"the default list's modelled memory, {budget_bytes / GIB:.3f} GiB"
     elif budget_bytes is not None:

@@ -56,8 +56,14 @@ def cdiv(a: int, b: int) -> int:
 
 
 class _Log:
+    """vLLM's logger: keeps every (level, message) as vLLM's logging would format it."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
     def __getattr__(self, name: str) -> Any:
-        return lambda *a, **k: None
+        level = name.removesuffix("_once").upper()
+        return lambda msg, *a, **k: self.lines.append((level, msg % a if a else msg))
 
 
 def _base_ns() -> dict[str, Any]:
@@ -128,7 +134,9 @@ def vllm_sizes(ns: dict[str, Any], mns: int, k: int, explicit: list[int] | None,
     _bind(cfg, ns["VllmConfig"], "_set_cudagraph_sizes", "_split_cudagraph_capture_sizes",
           "get_decode_cudagraph_query_lens", "get_draft_decode_cudagraph_request_sizes",
           "get_varlen_decode_cudagraph_token_sizes")  # fmt: skip
+    log = ns["logger"] = _Log()  # this call's lines only
     cfg._set_cudagraph_sizes()
+    cfg.log = log.lines
     return cfg
 
 
@@ -172,11 +180,13 @@ def test_capture_sizes_are_vllm_034s(ns: dict[str, Any], chunk: int) -> None:
     for mns, k, explicit, mnt, method in CASES[chunk::6]:
         cfg = vllm_sizes(ns, mns, k, explicit, mnt, method)
         cc = cfg.compilation_config
-        if explicit and mnt and all(s > mnt for s in explicit):
-            continue  # vLLM then captures nothing (mode NONE); mlaprof refuses such a list
         plan = capture_plan("vllm-0.34", mns, k, explicit, mnt, method)
         case = (mns, k, explicit, mnt, method)
         assert plan.tokens == cc.cudagraph_capture_sizes, case
+        assert plan.mode == cc.cudagraph_mode.name, case
+        # vLLM's lines about the list (its deprecation notice aside: every explicit list gets it)
+        logged = [(lv, m) for lv, m in cfg.log if "are deprecated" not in m]
+        assert plan.log == logged, case
         assert plan.piecewise == cc.prefill_cudagraph_capture_token_sizes, case
         assert plan.draft == [
             n for n, _ in ns["decode_cudagraph_capture_shapes"](
@@ -189,8 +199,6 @@ def test_capture_sizes_are_vllm_034s(ns: dict[str, Any], chunk: int) -> None:
 def test_dispatch_is_vllm_034s(ns: dict[str, Any], chunk: int) -> None:
     """Every batch size 1..max_num_seqs: the graph mode, its token count and the rows."""
     for mns, k, explicit, mnt, method in CASES[chunk::6]:
-        if explicit and mnt and all(s > mnt for s in explicit):
-            continue
         q = 1 + k
         mgr = vllm_manager(ns, vllm_sizes(ns, mns, k, explicit, mnt, method))
         plan = capture_plan("vllm-0.34", mns, k, explicit, mnt, method)
@@ -209,6 +217,35 @@ def test_the_issue_cells_are_vllm_034s(ns: dict[str, Any]) -> None:
     assert (desc.cg_mode.name, desc.num_reqs, desc.num_tokens) == ("FULL", 6, 12)
     d = capture_plan("vllm-0.34", 6, 1, [40]).dispatch(5)
     assert (d.mode, d.rows, d.size) == ("FULL", 6, 12)
+
+
+def test_every_size_above_max_num_batched_tokens_runs_eager_as_in_034(ns: dict[str, Any]) -> None:
+    """Every explicit size above max_num_batched_tokens: vLLM 0.34 keeps none, logs the
+    override and "No CUDA graph capture sizes are left" (``config/vllm.py`` L2532-2545,
+    L2733-2737), sets cudagraph_mode NONE and runs every batch eagerly; mlaprof raised
+    "every capture size of [...] is above max_num_batched_tokens" instead."""
+    checked = 0
+    for mns, k, explicit, mnt in ((64, 3, [600, 700], 512), (8, 1, [40], 16), (6, 0, [7, 9], 6),
+                                  (256, 7, [4096, 9000, 4096], 2048)):  # fmt: skip
+        cfg = vllm_sizes(ns, mns, k, explicit, mnt, "mtp")
+        cc = cfg.compilation_config
+        assert (cc.cudagraph_capture_sizes, cc.max_cudagraph_capture_size) == ([], 0)
+        assert cc.cudagraph_mode.name == "NONE"
+        plan = capture_plan("vllm-0.34", mns, k, explicit, mnt, "mtp")
+        assert (plan.tokens, plan.decode, plan.piecewise, plan.draft) == ([], [], [], [])
+        assert plan.mode == "NONE" and plan.note and "runs eagerly" in plan.note
+        assert plan.log == [x for x in cfg.log if "are deprecated" not in x[1]]
+        assert (
+            plan.log[-1]
+            == ("INFO", cfg.log[-1][1])
+            == ("INFO", "No CUDA graph capture sizes are left; setting cudagraph_mode to NONE.")
+        )
+        mgr = vllm_manager(ns, cfg)
+        for b in range(1, mns + 1):
+            desc = mgr.dispatch(b, b * (1 + k), 1 + k, 0, 1 + k)
+            assert desc.cg_mode.name == plan.dispatch(b).mode == "NONE", (mns, k, b)
+            checked += 1
+    assert checked == 64 + 8 + 6 + 256
 
 
 def test_piecewise_capture_sizes_are_vllm_034s(ns: dict[str, Any]) -> None:

@@ -279,6 +279,14 @@ def _readme_toml_loads() -> bool:
     return sc.model == "kimi-k2-tp8" and sc.kv_lens == [3000, 5000, 9000]
 
 
+def _eager_plan(rule: str) -> bool:
+    """[600, 700] under max_num_batched_tokens 512: no graph, every batch eager, no error."""
+    from mlaprof.capture_sizes import capture_plan
+
+    p = capture_plan(rule, 64, 3, [600, 700], 512)
+    return not p.tokens and all(p.dispatch(b).mode == "NONE" for b in range(1, 65))
+
+
 def _dispatch(rule: str, sizes: list[int], mns: int, k: int, b: int) -> tuple:
     from mlaprof.capture_sizes import capture_plan
 
@@ -505,6 +513,8 @@ FACTS: list[tuple[str, str, Check]] = [
      "rows with nothing frozen in vLLM 0.32/0.33, FULL on 6 rows in a 12-token graph in 0.34",
      lambda: _dispatch("vllm-0.32", [40], 6, 1, 5) == ("PIECEWISE", 40, 5)
      and _dispatch("vllm-0.34", [40], 6, 1, 5) == ("FULL", 12, 6)),
+    ("docs/whatif.md", "So `whatif --capture-sizes 600,700 --max-num-batched-tokens 512` runs: every cell's "
+     "`graph` is NONE", lambda: all(_eager_plan(rule) for rule in ("vllm-0.34", "vllm-0.32", "vllm-legacy"))),
     ("docs/whatif.md", "Defaults follow the default scenario",
      lambda: all(default("whatif", f) is None for f in ("--spec", "--model", "--policy", "--device",
                                                       "--max-num-seqs", "--max-model-len"))),
