@@ -10,15 +10,17 @@ from typing import TYPE_CHECKING
 from mlaprof.analysis.capture_status import asked_mode
 from mlaprof.analysis.claims import Claims, full_graph_serves, recorded_paths
 from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
+from mlaprof.analysis.headline import own_split
 from mlaprof.analysis.padding import NOT_RECORDED, size_text
 from mlaprof.analysis.paths import NOT_THIS_RUN, PATH_CHECK
 from mlaprof.analysis.sections import REFERENCE_TEXT
-from mlaprof.analysis.splits import frozen_condition
+from mlaprof.analysis.splits import frozen_condition, off_route
 from mlaprof.rank_counts import rank_list
 from mlaprof.scenario import UNSET
 
 if TYPE_CHECKING:
     from mlaprof.analysis.run_summary import RunSummary
+    from mlaprof.analysis.sections import Route
 
 
 # how an over-split finding says its S came from a FULL graph (mlaprof.analysis.splits._ran_with)
@@ -46,6 +48,7 @@ def contradictions(s: RunSummary) -> list[str]:
     if s.full_graph_splits.modelled is not None and not serves:
         out.append(f"capture {status} / {graph_mode} + a modelled frozen S in full_graph_splits")
     out += _frozen_cells(s, serves, f"{status} / {graph_mode}")
+    out += _what_if_frozen(s)
     if (
         no_full
         and any(f.kind == "memory" and "capture fewer sizes" in f.fix for f in s.findings)
@@ -209,6 +212,40 @@ def _frozen_cells(s: RunSummary, full_graph: bool, context: str) -> list[str]:
         if s.replayed_splits is not None and (own in frozen or (frozen and not own)):
             return [f"measured replays + a modelled frozen S on the run's policy in {where}"]
     return []
+
+
+def _what_if_frozen(s: RunSummary) -> list[str]:
+    """A frozen S of a policy vLLM's route does not run (the split findings' rule,
+    :func:`mlaprof.analysis.splits.off_route`, against the route the run models) said as the
+    S the run's graph froze: the splits table, full_graph_splits, the split series and the
+    headline say it on its "if vLLM ran <policy>" condition."""
+    route = route_summary_of(s)
+    if route is None:
+        return []
+    bare = [r.policy for r in s.splits if r.frozen is not None and off_route(r.policy, route)
+            and (r.on_route is not False or not r.frozen_what_if)]  # fmt: skip
+    if bare:
+        return [f"route {route.path} + a what-if frozen S in the splits table said as a fact "
+                f"({bare[0]})"]  # fmt: skip
+    own = own_split(s.splits, s.scenario.policy)
+    what_if = own is not None and off_route(own.policy, route)
+    g = s.full_graph_splits
+    if what_if and g.modelled is not None and not g.modelled_what_if:
+        return [f"route {route.path} + a what-if frozen S in full_graph_splits said as a fact"]
+    pts = [p for r in (s.series.ranks if s.series is not None else ()) for p in r.splits]
+    if any(p.frozen is not None and off_route(p.policy, route) and not p.frozen_what_if
+           for p in pts):  # fmt: skip
+        return [f"route {route.path} + a what-if frozen S in the split series said as a fact"]
+    said = [h.value for h in s.headline if "would replay S" in h.value]
+    if what_if and own is not None and any(str(own.frozen_what_if) not in v for v in said):
+        return [f"route {route.path} + a what-if frozen S in the headline said as a fact"]
+    return []
+
+
+def route_summary_of(s: RunSummary) -> Route | None:
+    """The route the split findings judge a run's policies by (a scenario's; an engine's
+    shadow route judges none), read back from its summary."""
+    return s.route if s.route is not None and s.scenario.model else None
 
 
 def _unknown_read_as_value(s: RunSummary) -> list[str]:

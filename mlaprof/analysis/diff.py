@@ -203,8 +203,10 @@ def _graph_s_said(s: RunSummary) -> str | None:
         return None
     if g.source is Source.MEASURED:
         return "measured graph replays"
-    # the modelled S's condition, as the run's own report says it (a capture nothing decided)
-    return "model (dummy-run capture" + (f", {g.modelled_if})" if g.modelled_if else ")")
+    # the modelled S's conditions, as the run's own report says them (a policy vLLM does not
+    # run here, a capture nothing decided)
+    conds = [c for c in (g.modelled_what_if, g.modelled_if) if c]
+    return "model (dummy-run capture" + "".join(f", {c}" for c in conds) + ")"
 
 
 def _trace_s_said(s: RunSummary) -> str | None:

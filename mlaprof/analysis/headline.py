@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
-from mlaprof.analysis.memory import memory_summed
+from mlaprof.analysis.memory import memory_summed, memory_unmeasured
 from mlaprof.analysis.padding import UNRECORDED_SHARE, amounts, scope_text
 from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
@@ -49,14 +49,17 @@ def _pct(x: float | None) -> str:
 def _replayed(measured: ReplayedSplits | None, r: SplitStep) -> str:
     """What a FULL graph replays beside the S used per step: measured where the run replayed
     one, else the S the capture-time dummy run would freeze (modelled) when it differs, where
-    it stands in this run (the row's ``frozen``: mlaprof.analysis.splits.frozen_stands)."""
+    it stands in this run (the row's ``frozen``: mlaprof.analysis.splits.frozen_stands), on
+    the row's what-if condition where vLLM does not run its policy (``frozen_what_if``)."""
     if measured is not None:
         lo, hi = measured.min, measured.max
         return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
     if r.frozen is not None and r.frozen != r.used:
         cond = f", {r.frozen_if}: this run does not say" if r.frozen_if else ""
+        # a policy vLLM does not run here: the graph S is a what-if, said on its condition
+        what_if = f" {r.frozen_what_if}," if r.frozen_what_if else ""
         return (
-            f"; a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} "
+            f";{what_if} a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} "
             f"(modelled{cond})"
         )
     return ""
@@ -147,6 +150,11 @@ def split_rows(
     return out
 
 
+def _start_said(src: str, start: int, starts: Sequence[EngineStart]) -> str:
+    """A log's capture memory is its last start's ranks': which start, as the capture line says."""
+    return f"{src}, start {start} of {len(starts)}, as the log says"
+
+
 def headline(
     ev: Evidence,
     *,
@@ -167,8 +175,9 @@ def headline(
         HeadlineRow(label="capture", value=cap.text, provenance=str(cap.provenance)),
         HeadlineRow(
             label=f"capture memory ({CAPTURE_MEMORY_MEASURE}){memory_summed(cap)}",
-            value="unknown" if mem is None else human_bytes(mem),
-            provenance=src
+            # the ranks left out of a sum named beside it
+            value="unknown" if mem is None else human_bytes(mem) + memory_unmeasured(cap),
+            provenance=(src if cap.start is None else _start_said(src, cap.start, engine_starts))
             if mem is not None
             else "per rank and start (see the server starts)"
             if engine_starts

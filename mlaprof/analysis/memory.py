@@ -1,7 +1,8 @@
 """Question 5: what graph capture costs in memory. A scenario run's measured capture memory per
 capture size (the driver free-memory delta, with the pool and allocator views as evidence); an
-engine log's per rank and server start (never summed across either), with vLLM's own estimate
-and how far the two are apart."""
+engine log's per rank and server start (never summed across starts; the capture section's is
+the last start's ranks' labelled sum, each rank's beside it), with vLLM's own estimate and how
+far the two are apart."""
 
 from __future__ import annotations
 
@@ -72,6 +73,16 @@ def memory_summed(cap: Capture) -> str:
     """What :attr:`Capture.memory_bytes` is where several ranks measured some: their sum, in the
     sections' one wording (:func:`over_ranks_label`); "" for one rank's (or a one-rank run's)."""
     return over_ranks_label("sum", [r.rank for r in cap.per_rank or [] if r.memory_bytes])
+
+
+def memory_unmeasured(cap: Capture) -> str:
+    """The ranks whose own capture memory is unknown where other ranks' make
+    :attr:`Capture.memory_bytes`, named after it ("; rank 2: unknown"): a sum over the ranks
+    that measured is never read as every rank's; "" where every rank measured, or none did."""
+    missing = [r.rank for r in cap.per_rank or [] if r.memory_bytes is None]
+    if cap.memory_bytes is None or not missing:
+        return ""
+    return f"; {rank_list(missing)}: unknown"
 
 
 def human_bytes(n: float) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlaprof.analysis.sections import RankCommitted, RunState
+from mlaprof.analysis.sections import RankCommitted, RunState, closed_record
 from mlaprof.rank_counts import per_rank_count, rank_list
 from mlaprof.store.liveness import RunStatus
 
@@ -61,9 +61,11 @@ def run_state(
     """Status, reason, each rank's committed steps (``per_rank``, ``committed``: the words
     every view shows) and text. ``steps_committed`` / ``last_step``: the one value every rank
     shares, None where the ranks differ (never the fewest rank's shown as the run's). ``ranks``:
-    the run's ranks, so that a rank with no step committed counts 0. ``text`` is the line a
-    view prints for a run that did not finish, or that finished without closing its record (a
-    drained engine stopped by a signal: "finished (drained: ...)"); empty for a finished one."""
+    the run's ranks, so that a rank with no step committed counts 0. ``text`` is the line
+    every view prints for where the run stands, never empty: a run that finished and closed its
+    record "finished; <committed>", one that finished without closing it (a drained engine
+    stopped by a signal) "finished (drained: ...); ...", one that did not finish why; the views
+    flag it above a report only where the run did not close its record (``RunState.closed``)."""
     per_rank = _committed(steps, ranks)
     words = _words(per_rank)
     said = "no step committed" if words is None else f"{words[0]}, last step {words[1]}"
@@ -74,10 +76,11 @@ def run_state(
     )
     n = _same([r.steps_committed for r in per_rank]) if per_rank else 0
     last = _same([r.last_step for r in per_rank])
-    text = ""
-    if status == RunStatus.FINISHED and reason:  # e.g. an engine stopped after a clean drain
+    if closed_record(status, reason):  # nothing to flag, but a state all the same (never "")
+        text = f"finished; {reach}"
+    elif status == RunStatus.FINISHED:  # e.g. an engine stopped after a clean drain
         text = f"finished ({reason}); {reach}"
-    elif status != RunStatus.FINISHED:
+    else:
         why = _WHY.get(status, "it did not finish")
         text = f"{why}; {reach}" + (f"; reason: {reason}" if reason else "")
     return RunState(

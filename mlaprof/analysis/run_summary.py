@@ -53,6 +53,7 @@ from mlaprof.analysis.splits import (
     split_findings,
     split_rows,
     split_summary,
+    what_if_rule,
 )
 from mlaprof.analysis.starts import log_spec_totals
 from mlaprof.analysis.syncs import (
@@ -243,13 +244,18 @@ def step_durations(steps: Any) -> dict[tuple[int, int], int]:
 
 
 def _findings(
-    ev: Evidence, engine_found: list[Finding], sec: _Sections, claims: Claims | None = None
+    ev: Evidence,
+    engine_found: list[Finding],
+    sec: _Sections,
+    claims: Claims | None = None,
+    route: Route | None = None,
 ) -> list[Finding]:
     t, sc, mode = ev.tables, ev.scenario, ev.graph_mode
     # what the run can claim (capture verdict, route, kind, device): every builder below that
     # could contradict it asks it (mlaprof.analysis.claims)
     cl = claims if claims is not None else claims_of(ev)
-    route = route_summary(ev.meta)
+    # the route the findings judge by (the splits rows' too: the caller's, where it holds it)
+    route = route if route is not None else route_summary(ev.meta)
     findings: list[Finding] = []
     findings += capture_findings(ev.capture, t["captures"])
     findings += capture_memory_findings(ev.capture, t["memory"], cl.capture_succeeded)
@@ -329,7 +335,9 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
     stands = frozen_rule(scenario.policy or "", claims.full_graph, sec.replayed_splits)
     # and the condition it holds on, said beside it in every view (a capture nothing decided)
     frozen_if = frozen_condition(claims.capture_status)
-    splits = split_rows(t["splits"], sec.split_worst, stands, frozen_if)
+    # the route the split findings judge by: a policy off it keeps its frozen S as a what-if
+    judged = route_summary(ev.meta)
+    splits = split_rows(t["splits"], sec.split_worst, stands, frozen_if, judged)
     padding = padding_summary(t["padding"])
     fleet = fleet_summary(
         ev.ranks,
@@ -341,7 +349,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         ev.meta.format or ev.meta.source,
         imported=ev.meta.imported,
     )
-    findings = _findings(ev, engine_found, sec, claims)
+    findings = _findings(ev, engine_found, sec, claims, judged)
     return RunSummary(
         run=ev.name,
         status=RunStatus(ev.status),
@@ -390,18 +398,27 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         findings_verdict=findings_verdict(findings, splits, ev.trace, engine_shadow, ev.capture),
         # the figures' section, from the same evidence and the analyzers' own layer table and
         # shadow (None for a caller whose views draw no figure)
-        series=_series(ev, layers, engine_shadow, run, sec.timing, stands, frozen_if)
+        series=_series(
+            ev,
+            layers,
+            engine_shadow,
+            run,
+            sec.timing,
+            stands,
+            frozen_if,
+            what_if=what_if_rule(judged),
+        )
         if with_series
         else None,
     )
 
 
-def _series(*args: Any) -> Series:
+def _series(*args: Any, **kwargs: Any) -> Series:
     """The figures' series (:func:`mlaprof.analysis.series.build_series`), imported only by a
     caller that draws figures (~0.02 s of a small run's report)."""
     from mlaprof.analysis.series import build_series
 
-    return build_series(*args)
+    return build_series(*args, **kwargs)
 
 
 def _full_graph_splits(
@@ -429,6 +446,8 @@ def _full_graph_splits(
         source=source,
         # the modelled S's condition, as its splits row says it (a capture nothing decided)
         modelled_if=None if own is None or modelled is None else own.frozen_if,
+        # the run's policy off its route: a what-if, as its splits row says it
+        modelled_what_if=None if own is None or modelled is None else own.frozen_what_if,
     )
 
 

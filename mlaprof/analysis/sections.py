@@ -47,10 +47,18 @@ class RankCommitted(Section):
     last_step: int | None  # None: the rank committed no step
 
 
+def closed_record(status: str, reason: str | None) -> bool:
+    """The run finished and its writer closed its record (no reason recorded): the one rule
+    by which :func:`mlaprof.analysis.run_state.run_state` words ``RunState.text`` and the
+    views put that line above a report only where it does not hold."""
+    return status == RunStatus.FINISHED and not reason
+
+
 @section
 class RunState(Section):
-    """Where the run stands (analysis.run_state): a run that did not finish says why and how
-    far its committed records reach (``text``: the line every view prints; empty if finished)."""
+    """Where the run stands (analysis.run_state): its status and how far its committed records
+    reach, and for a run that did not finish why (``text``: the line every view prints, a
+    finished run's too: "finished; 32 step(s) committed, ...", never empty)."""
 
     status: RunStatus
     # why it ended early, where its writer recorded it (Run.reason); None: none recorded
@@ -72,6 +80,12 @@ class RunState(Section):
         if not any(r.steps_committed for r in self.per_rank):
             return "no step committed"
         return "differs per rank: see committed"
+
+    @property
+    def closed(self) -> bool:
+        """The run finished and closed its record (:func:`closed_record`): a view flags
+        ``text`` above its report only where this is False."""
+        return closed_record(self.status, self.reason)
 
 
 @section
@@ -125,6 +139,9 @@ class FullGraphSplits(Section):
     source: Source | None
     # the condition ``modelled`` holds on (the splits rows' ``frozen_if``; None: none)
     modelled_if: str | None = opt()
+    # the run's policy off its route: ``modelled`` is a what-if (its splits row's
+    # ``frozen_what_if``), never the S the run's graph replays
+    modelled_what_if: str | None = opt()
 
 
 @section
@@ -295,6 +312,8 @@ class TraceTrustCounts(Section):
     short_replays: int | None = opt("sum")
     split_layers_without_stage2: int | None = opt("sum")
     steps_missing_layers: int | None = opt("sum")
+    steps_layers_aligned: int | None = opt("sum")
+    steps_layers_unknown: int | None = opt("sum")
 
 
 @section
@@ -599,6 +618,11 @@ class TraceChecksReplays(Section):
     replays_without_mla: int = over_ranks()
     short_replays: int = over_ranks()
     steps_missing_layers: int = over_ranks()
+    # how the steps short of layers were numbered (written where there are some): by aligning
+    # their kernels to their graph's complete replays, or not (which layer went is unknown)
+    steps_layers_aligned: int | None = opt("sum")
+    steps_layers_unknown: int | None = opt("sum")
+    layers_unknown: int | None = opt("sum")  # stage-1 kernels left without a layer
 
 
 @section
@@ -754,6 +778,19 @@ FROZEN_LEGEND = (
 )
 
 
+def what_if_words(policy: str, route_said: str) -> str:
+    """The condition a frozen S of a policy vLLM does not run here holds on (the splits rows'
+    ``frozen_what_if``, mlaprof.analysis.splits.frozen_what_if): "if vLLM ran <policy>
+    (<route_said>)", ``route_said`` naming the route the configuration takes instead."""
+    return f"if vLLM ran {policy} ({route_said})"
+
+
+def what_if_route_said(policy: str, words: str) -> str:
+    """The route part of :func:`what_if_words`' ``words`` for ``policy`` (what rows of one
+    route share: a view says it once for them all)."""
+    return words.removeprefix(f"if vLLM ran {policy} (").removesuffix(")")
+
+
 def not_runnable_reason(note: object) -> str | None:
     """Why a split record's policy cannot run its configuration, from the record's note
     ("not runnable: <why>", as mlaprof.step_splits writes it); None for a runnable record."""
@@ -826,6 +863,13 @@ class SplitStep(Section):
     # why the policy's kernel cannot run this row's configuration (its S used and deserved are
     # None for that reason, not unknown): every view says :attr:`not_runnable_text`
     not_runnable: str | None = opt()
+    # whether the policy models the kernel the run's verify route launches (analysis.splits.
+    # off_route); None: the run models no route
+    on_route: bool | None = opt()
+    # a policy off the route: the condition its ``frozen`` holds on ("if vLLM ran <policy>
+    # (a what-if: ...)", analysis.splits.frozen_what_if), said beside it in every view; None:
+    # the route runs it (or no route is modelled, or no frozen S)
+    frozen_what_if: str | None = opt()
 
     @property
     def not_runnable_text(self) -> str | None:

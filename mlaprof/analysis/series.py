@@ -28,6 +28,7 @@ from mlaprof.analysis.splits import (
     frozen_condition,
     frozen_rule,
     replayed_splits,
+    what_if_rule,
 )
 from mlaprof.analysis.timing import median_by_mode, served_steps, step_modes
 from mlaprof.splits.policies import HOST_FALLBACK
@@ -126,6 +127,10 @@ class SplitPoint:
     # why the policy's kernel cannot run this step (the splits rows' rule and field:
     # mlaprof.analysis.sections.not_runnable_reason); None: it runs
     not_runnable: str | None = None
+    # a policy vLLM does not run here: the condition ``frozen`` holds on (the splits rows'
+    # ``frozen_what_if``, mlaprof.analysis.splits.frozen_what_if); None: no frozen S, or the
+    # route runs it
+    frozen_what_if: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,8 @@ class SplitMedian:
     used: float | None
     deserved: float | None
     frozen: float | None
+    # the policy's frozen S is a what-if: its condition (its points' ``frozen_what_if``)
+    frozen_what_if: str | None = None
 
 
 @dataclass(frozen=True)
@@ -447,12 +454,16 @@ def mode_timing(
 
 
 def split_points(
-    splits: pd.DataFrame, stands: Callable[[str], bool] | None = None
+    splits: pd.DataFrame,
+    stands: Callable[[str], bool] | None = None,
+    what_if: Callable[[str], str | None] | None = None,
 ) -> tuple[SplitPoint, ...]:
     """Per policy and step one row (the worst: lowest used / deserved, where an import repeats
     a step), in step order; device-decided policies lose their host S used and frozen, and a
     policy whose modelled frozen S does not stand in the run (``stands``:
-    :func:`mlaprof.analysis.splits.frozen_rule`) its frozen S."""
+    :func:`mlaprof.analysis.splits.frozen_rule`) its frozen S; a policy vLLM does not run here
+    keeps its frozen S with the condition it holds on (``what_if``, the splits rows' rule:
+    :func:`mlaprof.analysis.splits.what_if_rule`)."""
     if splits.empty:
         return ()
     cols = ("step", "capture_size", "used", "deserved", "frozen", "occupancy_used",
@@ -475,10 +486,12 @@ def split_points(
         mine = sorted(rows.get(pol, []), key=lambda i: (steps[i] != steps[i], _nan0(steps[i])))
         on_device = decided_on_device(pol)
         frozen = stands is None or stands(pol)
+        cond = None if what_if is None else what_if(pol)
         for i in mine:
             note = _s(col["note"][i])
             # the splits section's rule: a persistent row AITER decided on the host is not
             dev = on_device and HOST_FALLBACK not in (note or "")
+            held = _f(col["frozen"][i]) if frozen and not dev else None
             out.append(
                 SplitPoint(
                     policy=pol,
@@ -486,12 +499,13 @@ def split_points(
                     capture_size=_i(col["capture_size"][i]),
                     used=None if dev else _f(col["used"][i]),
                     deserved=_f(col["deserved"][i]),
-                    frozen=_f(col["frozen"][i]) if frozen and not dev else None,
+                    frozen=held,
                     occupancy_used=_f(col["occupancy_used"][i]),
                     occupancy_deserved=_f(col["occupancy_deserved"][i]),
                     note=note,
                     on_device=dev,
                     not_runnable=not_runnable_reason(note),
+                    frozen_what_if=cond if held is not None else None,
                 )
             )
     return tuple(out)
@@ -523,6 +537,7 @@ def split_medians(points: tuple[SplitPoint, ...]) -> tuple[SplitMedian, ...]:
             pol,
             size,
             *(_median([getattr(p, c) for p in g]) for c in ("used", "deserved", "frozen")),
+            frozen_what_if=next((p.frozen_what_if for p in g if p.frozen_what_if), None),
         )
         for (pol, size), g in sorted(groups.items(), key=lambda kv: kv[0][1])
     )
@@ -847,6 +862,7 @@ def rank_series(
     window: Window | None = None,
     device: str = "",
     host: TraceSyncs | None = None,
+    what_if: Callable[[str], str | None] | None = None,
 ) -> RankSeries:
     """``timing``: the timing analyzer's summary of ``tables``' steps and layers (the run's
     timing section), used where this rank's rows are all of them; ``sc``: the run's scenario;
@@ -854,12 +870,14 @@ def rank_series(
     ``frozen_if``: the condition it holds on (:func:`mlaprof.analysis.splits.frozen_condition`);
     ``window``: the timeline's steps and kernel cap where not the summary's; ``device``: where
     the run's numbers were measured (the split scope's, :func:`headline.splits_scope`);
-    ``host``: the host-sync check the timeline's layers read (:func:`timeline`)."""
+    ``host``: the host-sync check the timeline's layers read (:func:`timeline`); ``what_if``:
+    the condition a policy's frozen S holds on where vLLM does not run it
+    (:func:`mlaprof.analysis.splits.what_if_rule`)."""
     t = {k: _by_rank(v, rank) for k, v in tables.items()}
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
     by_mode = timing.by_mode if timing is not None and whole else None
-    points = split_points(t["splits"], stands) if "splits" in t else ()
+    points = split_points(t["splits"], stands, what_if) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
     served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
     lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
@@ -917,13 +935,16 @@ def build_series(
     stands: Callable[[str], bool] | None = None,
     frozen_if: str | None = None,
     window: Window | None = None,
+    what_if: Callable[[str], str | None] | None = None,
 ) -> Series:
     """The figure section of a run's summary (``ev``: its :class:`~mlaprof.analysis.evidence.
     Evidence`; ``layer_rows``: the summary's layer table; ``shadow``: its shadow section;
     ``timing``: its timing section, of the same steps and layers; ``stands``: where the run's
     modelled frozen S stands, the summary's rule, :func:`mlaprof.analysis.splits.frozen_rule`;
     ``frozen_if``: the condition it holds on, :func:`mlaprof.analysis.splits.frozen_condition`;
-    ``window``: another timeline window of the rank it names, over the same steps)."""
+    ``window``: another timeline window of the rank it names, over the same steps; ``what_if``:
+    the condition a frozen S of a policy off the route holds on, the summary's rule,
+    :func:`mlaprof.analysis.splits.what_if_rule`)."""
     from mlaprof.analysis.syncs import counted_by_host
 
     meta = ev.meta
@@ -959,6 +980,7 @@ def build_series(
                 window if r == drawn else None,
                 str(ev.device),
                 host,
+                what_if,
             )  # fmt: skip
             for r in ranks
         ),
@@ -986,6 +1008,7 @@ def series_for_run(
     from mlaprof.analysis.claims import claims_of
     from mlaprof.analysis.evidence import collect
     from mlaprof.analysis.layers import layer_table
+    from mlaprof.analysis.paths import route_summary
     from mlaprof.analysis.served import served_analysis
 
     ev = collect(run)
@@ -1003,6 +1026,7 @@ def series_for_run(
         stands=stands,
         frozen_if=frozen_condition(claims.capture_status),
         window=window,
+        what_if=what_if_rule(route_summary(ev.meta)),  # the summary's route and rule
     )
 
 

@@ -22,6 +22,7 @@ from mlaprof.analysis.sections import (
     ReplayedSplits,
     SplitStep,
     not_runnable_reason,
+    what_if_words,
 )
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import over_split as over_split_rule
@@ -81,6 +82,25 @@ def frozen_condition(capture_status: str | None) -> str | None:
     return FROZEN_IF_CAPTURES if str(capture_status) == CaptureStatus.UNKNOWN else None
 
 
+def frozen_what_if(policy: str, route: Route | None) -> str | None:
+    """Where ``policy`` models a kernel the run's verify route does not launch (:func:`off_route`),
+    the condition its modelled frozen S holds on: "if vLLM ran <policy>", with the route vLLM
+    takes instead and its vLLM version; None where the route runs it or no route is modelled
+    (an on-route frozen S stands as it is). The one rule behind the splits rows'
+    ``frozen_what_if``, the split series' points, the headline and full_graph_splits."""
+    if route is None or not off_route(policy, route):
+        return None
+    tag = "" if route.verified else " UNVERIFIED"
+    said = f"a what-if: this configuration takes {route.path} [vLLM {route.version}{tag}]"
+    return what_if_words(policy, said)
+
+
+def what_if_rule(route: Route | None) -> Callable[[str], str | None]:
+    """:func:`frozen_what_if` for one run, as a function of the policy (what the summary's
+    splits rows and the figures' split series are both given, beside :func:`frozen_rule`)."""
+    return lambda policy: frozen_what_if(policy, route)
+
+
 def frozen_rule(
     run_policy: str, full_graph: bool, replayed: ReplayedSplits | None
 ) -> Callable[[str], bool]:
@@ -116,17 +136,22 @@ def split_rows(
     worst: pd.DataFrame | None = None,
     stands: Callable[[str], bool] | None = None,
     condition: str | None = None,
+    route: Route | None = None,
 ) -> list[SplitStep]:
     """The worst-step row per rank and policy, with where each policy's rule was read from
     (``worst``: :func:`split_summary` of ``splits``, where the caller holds it). ``stands``:
     whether a policy's modelled frozen S stands in this run (:func:`frozen_stands`); where it
     does not, the row's ``frozen`` is None. None: every recorded frozen S is kept.
-    ``condition``: what a frozen S holds on (:func:`frozen_condition`), kept beside it."""
+    ``condition``: what a frozen S holds on (:func:`frozen_condition`), kept beside it.
+    ``route``: the verify route the split findings judge by (None: not modelled); a policy off
+    it keeps its frozen S as a what-if (``on_route`` False, ``frozen_what_if``: its condition,
+    :func:`frozen_what_if`), never as the S the run's graph froze."""
     out = []
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         p = POLICIES.get(r.policy)
         rank = _opt_int(getattr(r, "rank", 0))
         frozen = _opt_int(r.frozen) if stands is None or stands(r.policy) else None
+        what_if = frozen_what_if(r.policy, route)
         out.append(
             SplitStep(
                 rank=rank,
@@ -151,6 +176,8 @@ def split_rows(
                 step=_opt_int(r.step),
                 frozen_if=condition if frozen is not None else None,
                 not_runnable=not_runnable_reason(getattr(r, "note", None)),
+                on_route=None if route is None else what_if is None,
+                frozen_what_if=what_if if frozen is not None else None,
             )
         )
     return fold_rank_rows(out)

@@ -2,8 +2,9 @@
 cudagraph mode the engine ended with and why, what capture cost per rank, and vLLM's own estimate.
 
 Reads the ``events`` the vLLM-log importer wrote (one per log record, with its start, rank and
-process). Everything here is "imported from" the log: memory is never summed across starts or
-ranks.
+process). Everything here is "imported from" the log: memory is never summed across starts; the
+capture section's is the last start's ranks', each rank's own beside their labelled sum
+(:func:`log_capture`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mlaprof.analysis.sections import (
     GraphCaptureLine,
     MemoryProfiling,
     ProfiledGraphs,
+    RankCapture,
     SpecDecoding,
     SpecDecodingLine,
     StartMemory,
@@ -301,9 +303,13 @@ def _rank_memory(st: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
-def log_capture(starts: list[EngineStart]) -> Capture:
+def log_capture(starts: list[EngineStart], measure: str) -> Capture:
     """The report's capture line for a log: what the last start asked for and ended with, as the
-    log says it (no capture verdict beyond that; memory is per rank, see ``engine_starts``)."""
+    log says it (no capture verdict beyond that). A log of several ranks keeps each rank's own
+    (``per_rank``: its status from its own records, its 'Graph capturing finished' memory, None
+    where it logged none); ``memory_bytes`` adds the ranks that logged one (labelled a sum over
+    them by every view, :func:`mlaprof.analysis.memory.memory_summed`), never a start's with
+    another's. ``measure``: what that line measures (the memory module's one name for it)."""
     from mlaprof.analysis.evidence.common import capture
 
     st = starts[-1]
@@ -313,20 +319,56 @@ def log_capture(starts: list[EngineStart]) -> Capture:
     status = "downgraded" if st.downgrades else ("captured" if captured else "unknown")
     if status == "unknown" and st.final_mode == "NONE":
         status = "not-attempted"  # the config line asks for no graphs (NONE: eager steps)
+    measured = [m.measured_bytes for m in st.memory if m.measured_bytes is not None]
+    # the engine's verdict stays the log's over every rank (each worker logs the same config
+    # decision); the rows say what each rank itself logged
+    logged = {r for s in starts for r in _start_ranks(s)}
+    per = _rank_captures(st, _start_ranks(st) or logged) if len(logged) > 1 else []
     cap = capture(
         CaptureStatus(status),
         st.provenance,
         why="the log shows no finished capture and no downgrade",
         mode=st.requested_mode or "unknown",
         effective_mode=st.final_mode or "unknown",
-        memory_bytes=None,
+        memory_bytes=sum(measured) if measured else None,
+        **({"memory_measure": measure} if measured else {}),
         start=st.start,
+        **({"per_rank": per} if per else {}),
     )
     # which start the line is of, in the line every view prints (a log may hold several, and
     # an earlier one's findings sit beside it)
     return dataclasses.replace(
         cap, text=f"{cap.text} at start {st.start} of {len(starts)}, as the log says"
     )
+
+
+def _start_ranks(st: EngineStart) -> set[int]:
+    """The ranks a start's records name (memory, downgrades, capture progress)."""
+    return {*st.ranks, *(int(g.rank) for g in st.graphs if g.rank is not None)}
+
+
+def _rank_captures(st: EngineStart, ranks: set[int]) -> list[RankCapture]:
+    """Each of ``ranks`` at start ``st`` by its own records: downgraded where a downgrade names
+    it, captured where it logged a finished capture, else not attempted (NONE asked) or unknown;
+    its capture memory the 'Graph capturing finished' amount it logged (None: it logged none).
+    A log of several ranks keeps the rows even where the start shows one rank (or none: then
+    the log's ranks, each unknown), so no value is labelled a sum over the log's ranks."""
+    mem = {m.rank: m.measured_bytes for m in st.memory}
+    down = {r for d in st.downgrades for r in d.ranks}
+    done = {int(g.rank) for g in st.graphs if g.done and g.rank is not None}
+    out = []
+    for r in sorted(ranks):
+        status = (
+            CaptureStatus.DOWNGRADED
+            if r in down
+            else CaptureStatus.CAPTURED
+            if mem.get(r) is not None or r in done
+            else CaptureStatus.NOT_ATTEMPTED
+            if st.final_mode == "NONE"
+            else CaptureStatus.UNKNOWN
+        )
+        out.append(RankCapture(rank=r, status=status, memory_bytes=mem.get(r)))
+    return out
 
 
 def gib(n: int | None) -> str:

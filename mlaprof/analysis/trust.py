@@ -32,6 +32,8 @@ COUNTS = (
     "missing_kernels",
     "expected_kernels",
     "steps_missing_layers",
+    "steps_layers_aligned",
+    "steps_layers_unknown",
     "launches_without_kernels",
     "eager_steps_between_replays",
     "split_layers_without_stage2",
@@ -61,6 +63,9 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
         "missing_kernels": rc.get("missing_kernels", 0),
         "expected_kernels": rc.get("expected_kernels", 0),
         "steps_missing_layers": rc.get("steps_missing_layers", 0),
+        # how the steps short of layers were numbered (imports that found some say)
+        "steps_layers_aligned": rc.get("steps_layers_aligned"),
+        "steps_layers_unknown": rc.get("steps_layers_unknown"),
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
         "eager_steps_between_replays": _eager_between_replays(cap),
         "split_layers_without_stage2": split_no_s2,
@@ -75,7 +80,8 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
             f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
             f"against their own graph's complete replays ({counts['missing_kernels']} of "
             f"{counts['expected_kernels']} dispatches, {pct}; "
-            f"{counts['steps_missing_layers']} step(s) short of layers); {ROCM_72_LOSS}"
+            f"{counts['steps_missing_layers']} step(s) short of layers{_layer_numbering(counts)}); "
+            f"{ROCM_72_LOSS}"
         )
     if counts["launches_without_kernels"]:
         reasons.append(
@@ -111,6 +117,24 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
         notes=notes,
         provenance=_origin(meta),
     )
+
+
+def _layer_numbering(counts: dict[str, Any]) -> str:
+    """How the steps short of layers were numbered: which layer is missing is said only where
+    the import placed the step's kernels in its graph's complete replays (never counted from 0
+    over what is left)."""
+    parts = []
+    if counts.get("steps_layers_aligned"):
+        parts.append(
+            f"{counts['steps_layers_aligned']} numbered by aligning their kernel sequence to "
+            "their graph's complete replays"
+        )
+    if counts.get("steps_layers_unknown"):
+        parts.append(
+            f"in {counts['steps_layers_unknown']} a layer is missing; which one is unknown, and "
+            "the layers the trace cannot place are left out of the per-layer figures"
+        )
+    return (": " + "; ".join(parts)) if parts else ""
 
 
 def unknown_trust(meta: RunMeta) -> TraceTrust:
@@ -204,6 +228,7 @@ def trust_by_rank(
 def _short(c: dict[str, int]) -> list[str]:
     parts = [
         (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
+        (c.get("steps_layers_unknown", 0), f"{c.get('steps_layers_unknown', 0)} step(s) missing a layer, which one unknown"),
         (c["launches_without_kernels"], f"{c['launches_without_kernels']} launch(es) without kernels"),
         (c["split_layers_without_stage2"], f"{c['split_layers_without_stage2']} split layer(s) without stage 2"),
         (c.get("nameless_dispatches", 0), f"{c.get('nameless_dispatches', 0)} dispatch(es) without their kernel symbol"),

@@ -240,6 +240,15 @@ def lines(text: str, width: int = SUBTITLE_CHARS) -> str:
     return "<br>".join(out)
 
 
+def said(v: Any) -> Any:
+    """A hover value as the views say it: one the run does not hold (None, NaN, "") reads
+    "unknown" (:data:`mlaprof.reporters.fmt.UNKNOWN`), never a sentinel such as -1 that a
+    reader takes for a count; any other value as it is."""
+    from mlaprof.reporters.fmt import UNKNOWN
+
+    return UNKNOWN if v is None or v != v or v == "" else v
+
+
 def empty(title: str, why: str) -> Any:
     """A figure that says what is missing instead of an empty plot."""
     fig = figure()

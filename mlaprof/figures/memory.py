@@ -53,9 +53,9 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
                     marker_color=color,
                     text=["" if v is None else f"{v:.1f}" for v in mib],
                     textposition="outside",
-                    customdata=[None if b.capture_ns is None else b.capture_ns / 1e6 for b in bars],
+                    customdata=[_took(b.capture_ns) for b in bars],
                     hovertemplate=(
-                        "capture size %{x}: %{y:.2f} MiB<br>capture took %{customdata:.1f} ms"
+                        "capture size %{x}: %{y:.2f} MiB<br>capture took %{customdata}"
                         f"<extra>{view}</extra>"
                     ),
                 ),
@@ -97,3 +97,9 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
     if len(modes) > 1:  # the legend on top would sit on the first panel's title
         fig.update_layout(legend={"y": -0.12, "yanchor": "top"})
     return fig
+
+
+def _took(ns: float | None) -> str:
+    """A capture's time for its hover ("12.3 ms"; "unknown" where none was recorded)."""
+    v = c.said(ns)
+    return v if isinstance(v, str) else f"{v / 1e6:.1f} ms"

@@ -43,9 +43,22 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     for i, (label, real_col, pad_col, scale, fmt, _) in enumerate(PANELS, start=1):
         if not _recorded([vals] if step is not None else rs.padding_steps, real_col, pad_col):
             continue
-        real = float((kv_real if real_col == "kv_bytes_real" else getattr(vals, real_col)) or 0)
-        real /= scale
-        pad = float(getattr(vals, pad_col) or 0) / scale
+        # the run's KV bytes of real rows are summed over the steps that recorded them
+        known_real = (
+            _recorded(rs.padding_steps, real_col)
+            if step is None and real_col == "kv_bytes_real"
+            else getattr(vals, real_col) is not None
+        )
+        raw_pad = getattr(vals, pad_col)
+        if not known_real or raw_pad is None:  # never drawn as a 0 of real work or padding
+            gone = "real work" if not known_real else "padding"
+            fig.add_annotation(text=f"{gone} not recorded: not drawn", x=0.5, y=0.5,
+                               xref=f"x{i if i > 1 else ''} domain",
+                               yref=f"y{i if i > 1 else ''} domain", showarrow=False)  # fmt: skip
+            continue
+        real = float(kv_real if real_col == "kv_bytes_real" and step is None
+                     else getattr(vals, real_col)) / scale  # fmt: skip
+        pad = float(raw_pad) / scale
         total = real + pad
         waste = padding_waste(real, pad) or 0.0  # the analysis' padding share
         wasted[label] = waste

@@ -88,10 +88,22 @@ def _said_or_empty(fig: Any, rs: Any, pols: Sequence[str], title: str) -> Any:
     return fig
 
 
-def _frozen(rs: Any, name: str) -> str:
-    """The frozen series' name with the condition the analysis says it holds on (the splits
-    table's cell and the finding say the same: "if it captures")."""
-    return f"{name} ({rs.frozen_if})" if rs.frozen_if else name
+def _frozen(rs: Any, name: str, what_if: str | None = None) -> str:
+    """The frozen series' name with the conditions the analysis says it holds on (the splits
+    table's cell and the finding say the same: "if it captures"; ``what_if``: the policy's
+    points' ``frozen_what_if``, "if vLLM ran <policy> (a what-if: ...)", where vLLM does not
+    run it here)."""
+    conds = [x for x in (what_if, rs.frozen_if) if x]
+    return f"{name} ({', '.join(conds)})" if conds else name
+
+
+def _what_if(points: Sequence[Any]) -> str | None:
+    """The what-if condition of a policy's frozen S, as its points hold it (None: none)."""
+    return next((p.frozen_what_if for p in points if p.frozen_what_if), None)
+
+
+# the per-policy bars' what-if frozen series: each bar's own condition in its hover
+WHAT_IF_FROZEN = "S frozen only if vLLM ran the policy (a what-if: not this configuration's route)"
 
 
 def _upright(said: str, width: int = 30) -> str:
@@ -141,16 +153,18 @@ def splits_used_vs_deserved(
             raise MlaprofError(f"no splits recorded for step {step}")
         row = {p.policy: p for p in rs.splits if p.step == at}
         pols = list(row)
-        for col, name, color in (
-            ("used", "S used (as the run's metadata drives it)", c.USED),
-            ("deserved", "S deserved (real rows only)", c.DESERVED),
-            (
-                "frozen",
-                _frozen(rs, "S frozen into a FULL graph captured with the dummy run"),
-                c.FROZEN,
-            ),
-        ):
-            vals = [getattr(row[p], col) for p in pols]
+        # a frozen S of a policy vLLM does not run here is a what-if: its own hatched bars,
+        # each saying its condition (the splits rows' frozen_what_if), never the run's frozen S
+        ran = [None if row[p].frozen_what_if else row[p].frozen for p in pols]
+        was = [row[p].frozen if row[p].frozen_what_if else None for p in pols]
+        for vals, name, color, what_if in (
+            ([row[p].used for p in pols], "S used (as the run's metadata drives it)", c.USED,
+             False),
+            ([row[p].deserved for p in pols], "S deserved (real rows only)", c.DESERVED, False),
+            (ran, _frozen(rs, "S frozen into a FULL graph captured with the dummy run"),
+             c.FROZEN, False),
+            (was, _frozen(rs, WHAT_IF_FROZEN), c.FROZEN, True),
+        ):  # fmt: skip
             if all(v is None for v in vals):
                 continue
             fig.add_trace(
@@ -159,9 +173,13 @@ def splits_used_vs_deserved(
                     y=vals,
                     name=name,
                     marker_color=color,
+                    marker_pattern_shape="/" if what_if else "",
                     text=_text(vals),
                     textposition="outside",
-                    hovertemplate="%{x}: S = %{y}<extra>%{fullData.name}</extra>",
+                    customdata=[row[p].frozen_what_if or "" for p in pols] if what_if else None,
+                    hovertemplate="%{x}: S = %{y} frozen %{customdata}<extra></extra>"
+                    if what_if
+                    else "%{x}: S = %{y}<extra>%{fullData.name}</extra>",
                 )  # fmt: skip
             )
         for pol in pols:  # a policy with no S (cannot run, none recorded): why, not a gap
@@ -191,7 +209,7 @@ def splits_used_vs_deserved(
             for col, name, color in (
                 ("used", "S used", c.USED),
                 ("deserved", "S deserved", c.DESERVED),
-                ("frozen", _frozen(rs, "S frozen in the captured graph"), c.FROZEN),
+                ("frozen", _frozen(rs, "S frozen in the captured graph", _what_if(gp)), c.FROZEN),
             ):
                 vals = [getattr(m, col) for m in gp]
                 if all(v is None for v in vals):
@@ -222,10 +240,11 @@ def splits_used_vs_deserved(
         for i, pol in enumerate(pols):
             pts = [p for p in rs.splits if p.policy == pol]
             suffix = f" ({pol})" if len(pols) > 1 else ""
+            frozen = _frozen(rs, "S frozen in the captured graph", _what_if(pts))
             for col, name, color, dash in (
                 ("used", "S used", c.USED, "solid"),
                 ("deserved", "S deserved", c.DESERVED, "dash"),
-                ("frozen", _frozen(rs, "S frozen in the captured graph"), c.FROZEN, "dot"),
+                ("frozen", frozen, c.FROZEN, "dot"),
             ):
                 vals = [getattr(p, col) for p in pts]
                 if all(v is None for v in vals):

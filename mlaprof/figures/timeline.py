@@ -95,7 +95,7 @@ def step_timeline(
                 bars,
                 name=f"step, {c.MODE_LABELS.get(mode, mode)}",
                 marker_color=c.MODE_COLORS.get(mode, c.NEUTRAL),
-                customdata=[b.detail for b in bars],
+                customdata=[tuple(c.said(x) for x in b.detail) for b in bars],
                 hovertemplate=(
                     "step %{customdata[0]}<br>start %{base:.1f} µs, %{x:.1f} µs"
                     "<br>requests (padded): %{customdata[2]}<br>timing: %{customdata[1]}"
@@ -119,8 +119,8 @@ def step_timeline(
                         d[0],
                         d[1],
                         NOT_CHECKED if d[2] is None else d[2],
-                        -1 if d[3] is None else d[3],
-                        -1 if d[4] is None else d[4],
+                        c.said(d[3]),
+                        c.said(d[4]),
                     )
                     for d in (b.detail for b in bars)
                 ],  # fmt: skip
@@ -150,8 +150,8 @@ def step_timeline(
                 customdata=[
                     (
                         plain(b.label),
-                        -1 if b.detail[0] is None else b.detail[0],
-                        -1 if b.detail[1] is None else b.detail[1],
+                        c.said(b.detail[0]),
+                        c.said(b.detail[1]),
                     )
                     for b in bars
                 ],  # fmt: skip

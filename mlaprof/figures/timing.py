@@ -60,7 +60,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
                 mode="markers",
                 name=f"one step, {labels[m.mode]} (timed by {m.timing})",
                 marker={"color": c.MODE_COLORS.get(m.mode, c.NEUTRAL), "size": 7},
-                customdata=[(-1 if p.step is None else p.step, p.num_reqs) for p in m.points],
+                customdata=[(c.said(p.step), c.said(p.num_reqs)) for p in m.points],
                 hovertemplate=(
                     f"step %{{customdata[0]}}: %{{y:.1f}} {unit}, %{{customdata[1]}} requests"
                     "<extra>%{fullData.name}</extra>"

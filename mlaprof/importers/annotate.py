@@ -435,7 +435,7 @@ def annotate(
         top = int(replay.max()) if n else NULL  # replays are numbered 0 .. top
         nrep = top + 1 if top >= 0 else 0
         graphs = step_model.graph_identity(kc, replay, role, nrep, s1_all)
-        group, layer, step, edges = _number_steps(
+        group, layer, step, edges, aligned = _number_steps(
             kc, role, replay, in_layer, plan, graphs, (codes, ndev), s1_all
         )
         grids, splits, rows, qlen = grid_job.result()
@@ -447,7 +447,7 @@ def annotate(
     )
     summary.checks["heads"] = _stage2_heads(pats, role, idx, grids, luts["heads_axis"])
     summary.mla_kernels = len(s1_all)
-    summary.checks["replays"] = _replay_checks(replay, role, step, layer, graphs, edges, s1_all)
+    summary.checks["replays"] = _replay_checks(replay, step, graphs, edges, aligned, s1_all)
     steps, layers = _derived(
         kc, summary, pats, step, layer, splits, rows, qlen, role, replay, plan, s1_all, in_layer,
         codes,
@@ -470,11 +470,13 @@ def _number_steps(
     graphs: Graphs,
     devices: tuple[np.ndarray, int],
     s1: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int], dict[str, int]]:
     """Per kernel: its group (an MLA graph replay or a run of eager kernels), its layer in the
-    group (stage-1 kernels in start order) and its step (groups ordered by their first
-    kernel's start); -1 where none. And the partial steps left out at the window's edges.
-    ``devices``: :func:`_device_codes`; ``s1``: the stage-1 kernels' indices."""
+    group (stage-1 kernels in start order; a replay short of layers by
+    :func:`_align_short_replays`) and its step (groups ordered by their first kernel's start);
+    -1 where none. And the partial steps left out at the window's edges, and how the short
+    replays' layers were numbered. ``devices``: :func:`_device_codes`; ``s1``: the stage-1
+    kernels' indices."""
     n = kc.n
     start = kc.ints["start_ns"]
     # groups: MLA graph replays, then eager segments, numbered into steps by start time
@@ -526,6 +528,7 @@ def _number_steps(
     edges = _trim_edges(kc, group, layer, role, n_rep, plan, graphs, codes, s1)
     # step numbers: groups ordered by their first kernel's start (int32: fewer than 2**31)
     gsel = np.flatnonzero((group >= 0) & (layer >= 0))
+    live = np.zeros(n_rep, bool)  # per replay: a step (the window's edges are none)
     if not len(gsel):
         step = np.full(n, NULL, np.int32)
     else:
@@ -536,6 +539,7 @@ def _number_steps(
         rep_step = np.full(n_rep + 1, NULL, np.int32)
         is_rep = gids < n_rep
         rep_step[gids[is_rep]] = rank[is_rep]
+        live = rep_step[:n_rep] >= 0
         rep_gather = int(replay.min()) >= NULL
         if rep_gather:  # replay -1 takes the last slot (NULL): one gather
             step = rep_step[replay]
@@ -556,7 +560,9 @@ def _number_steps(
             nxt = np.searchsorted(t_step, start[meta_k], side="left")
             ok = nxt < len(t_step)
             step[meta_k[ok]] = nxt[ok]
-    return group, layer, step, edges
+    # after the steps: a replay whose layers are unknown is still a step (its time is known)
+    aligned = _align_short_replays(kc, role, replay, layer, graphs, live)
+    return group, layer, step, edges, aligned
 
 
 def _key_groups(
@@ -600,6 +606,162 @@ def _layers_in_groups(group: np.ndarray, start: np.ndarray, role: np.ndarray) ->
         cs -= 1  # -1 (NULL) before the group's first stage-1 kernel
         layer[order] = cs
     return layer
+
+
+def _align_short_replays(
+    kc: KernelColumns,
+    role: np.ndarray,
+    replay: np.ndarray,
+    layer: np.ndarray,
+    graphs: Graphs,
+    live: np.ndarray,
+) -> dict[str, int]:
+    """Renumber (in place) the layers of the replays in a step (``live``, per replay) that
+    hold fewer stage-1 kernels than their graph's complete replays: counting from 0 over what
+    is left would call the last layer missing and shift every other one. Each such replay's
+    kernels are placed in a complete replay of its graph by kernel name (:func:`align_layers`):
+    a stage-1 kernel takes the layer every placement gives it, stage 2 / reduce the layer of
+    the stage-1 kernel before them where their own placement agrees; the rest (which layer went
+    is unknown) keep no layer, so the per-layer figures leave them out. Counts per step: numbered by the alignment, or not all
+    (none where no replay in a step is short of layers: the usual trace's checks stay as they
+    were), and the stage-1 kernels left without a layer."""
+    out = {"steps_layers_aligned": 0, "steps_layers_unknown": 0, "layers_unknown": 0}
+    nrep = len(graphs.count)
+    if not nrep or len(live) != nrep:
+        return {}
+    want = _graph_layers(graphs)
+    short = np.flatnonzero(live & (graphs.s1 > 0) & (graphs.s1 < want))
+    if not len(short):  # the usual trace: per-replay tests, no kernel read
+        return {}
+    # a reference per graph: a complete replay (every kernel and every layer its graph shows)
+    whole = (graphs.count == graphs.usual) & (graphs.s1 == want)
+    refs: dict[int, int] = {}
+    for r in np.flatnonzero(whole).tolist():
+        refs.setdefault(int(graphs.canon[r]), r)
+    mark = np.zeros(nrep + 1, bool)  # replay -1 reads the last slot: False
+    mark[short] = True
+    mark[list(refs.values())] = True
+    sel = np.flatnonzero(mark[replay])
+    order, r_o, first = step_model.replay_runs(sel, replay, kc.ints["start_ns"])
+    del sel
+    bounds = np.r_[first, len(order)]
+    names = kc.name_idx[order]
+    reps = r_o[first]
+    at = {int(r): i for i, r in enumerate(reps.tolist())}  # replay -> its run
+    gids = sorted(refs)
+    ref_seqs = []
+    for g in gids:
+        i = at[refs[g]]
+        a, b = int(bounds[i]), int(bounds[i + 1])
+        ref_seqs.append((names[a:b], role[order[a:b]] == 1))
+    graph_no = {g: j for j, g in enumerate(gids)}
+    sub = [at[int(r)] for r in short.tolist() if int(graphs.canon[r]) in graph_no]
+    if sub:
+        which = np.array([graph_no[int(graphs.canon[reps[i]])] for i in sub], np.int64)
+        lens = (bounds[1:] - bounds[:-1])[sub]
+        heads = np.r_[0, np.cumsum(lens)[:-1]]
+        rows = np.concatenate([order[bounds[i] : bounds[i + 1]] for i in sub])
+        seq = np.concatenate([names[bounds[i] : bounds[i + 1]] for i in sub])
+        got = align_layers(ref_seqs, seq, np.r_[heads, len(rows)], which, len(kc.names))
+        rl = role[rows]
+        is1 = rl == 1
+        # stage 2 / reduce: the layer of the stage-1 kernel before them in their replay, where
+        # their own placement gives that layer too (an orphan whose stage 1 was lost joins none)
+        last1 = np.maximum.accumulate(np.where(is1, np.arange(len(rows)), NULL))
+        rep_of = np.repeat(np.arange(len(sub)), lens)
+        ok = (last1 >= 0) & (rep_of[np.clip(last1, 0, None)] == rep_of)
+        prev = np.where(ok, got[np.clip(last1, 0, None)], NULL)
+        mla = (rl >= 1) & (rl <= 3)
+        layer[rows[mla]] = np.where(is1 | (prev == got), got, NULL)[mla]
+        lost1 = is1 & (got < 0)
+        bad = np.logical_or.reduceat(lost1, heads)
+        out["steps_layers_aligned"] = int((~bad).sum())
+        out["steps_layers_unknown"] = int(bad.sum())
+        out["layers_unknown"] = int(lost1.sum())
+    # replays of a graph with no complete replay: nothing to place them in
+    left = np.setdiff1d(short, reps[sub] if sub else short[:0])
+    if len(left):
+        gone = np.zeros(nrep + 1, bool)
+        gone[left] = True
+        layer[gone[replay]] = NULL
+        out["steps_layers_unknown"] += len(left)
+        out["layers_unknown"] += int(graphs.s1[left].sum())
+    return out
+
+
+def align_layers(
+    refs: list[tuple[np.ndarray, np.ndarray]],
+    names: np.ndarray,
+    bounds: np.ndarray,
+    which: np.ndarray,
+    n_names: int,
+) -> np.ndarray:
+    """Per kernel of the replays ``names[bounds[i]:bounds[i + 1]]`` (name codes below
+    ``n_names``, start order), replay i one of graph ``which[i]``: the layer of ``refs[which[i]]``
+    (a complete replay's name codes, and where its stage-1 kernels are) that every placement of
+    the replay's kernels in it as a subsequence gives the kernel (a tracer loses kernels, never
+    adds or reorders them); NULL where placements disagree, or where none exists. A kernel's
+    places over all placements span the leftmost greedy placement's to the rightmost's, both
+    possible, and the layer never falls with the place: it is decided where the two agree.
+    The greedy walks go a kernel place at a time over every replay at once."""
+    n = len(names)
+    out = np.full(n, NULL, np.int64)
+    if not n:
+        return out
+    # per graph: the next (previous) place of each of its names from each place, flattened
+    nxt, prv, la, lut = [], [], [], np.full((len(refs), n_names), NULL, np.int64)
+    nb, lb, width, size = [], [], [], []
+    o_t = o_l = 0
+    for j, (seq, is1) in enumerate(refs):
+        uniq, code = np.unique(seq, return_inverse=True)
+        m, k = len(seq), max(len(uniq), 1)
+        lut[j, uniq] = np.arange(len(uniq))
+        t = np.full((m + 2, k), m, np.int64)  # row p: the first place >= p (m: none)
+        t[np.arange(m), code] = np.arange(m)
+        nxt.append(np.minimum.accumulate(t[::-1], axis=0)[::-1].ravel())
+        t = np.full((m + 2, k), NULL, np.int64)  # row p: the last place < p (-1: none)
+        t[np.arange(m) + 1, code] = np.arange(m)
+        prv.append(np.maximum.accumulate(t, axis=0).ravel())
+        la.append(np.cumsum(is1, dtype=np.int64) - 1)  # the layer at each place
+        nb.append(o_t)
+        lb.append(o_l)
+        width.append(k)
+        size.append(m)
+        o_t += (m + 2) * k
+        o_l += m
+    nxt_f, prv_f = np.concatenate(nxt), np.concatenate(prv)
+    la_f = np.concatenate(la) if o_l else np.zeros(1, np.int64)
+    starts, lens = bounds[:-1], np.diff(bounds)
+    rep_of = np.repeat(np.arange(len(lens)), lens)
+    code = lut[which[rep_of], names]
+    foreign = code < 0  # a name the graph's complete replay never runs: no placement
+    code[foreign] = 0
+    base, wide, m_r = (np.array(v, np.int64)[which] for v in (nb, width, size))
+    by_len = np.argsort(-lens, kind="stable")  # the replays still walking are a prefix
+    s_o, l_o, b_o, w_o = starts[by_len], lens[by_len], base[by_len], wide[by_len]
+    act = np.searchsorted(-l_o, -np.arange(int(l_o[0]) if len(l_o) else 0))  # lens > i
+    left, right = np.empty(n, np.int64), np.empty(n, np.int64)
+    cur = np.full(len(lens), NULL, np.int64)
+    for i, a in enumerate(act.tolist()):  # leftmost: the first place after the last one
+        at = s_o[:a] + i
+        cur[:a] = nxt_f[b_o[:a] + (cur[:a] + 1) * w_o[:a] + code[at]]
+        left[at] = cur[:a]
+    cur = m_r[by_len].copy()
+    for i, a in enumerate(act.tolist()):  # rightmost: the last place before the next one
+        at = s_o[:a] + l_o[:a] - 1 - i
+        cur[:a] = prv_f[b_o[:a] + np.maximum(cur[:a], 0) * w_o[:a] + code[at]]
+        right[at] = cur[:a]
+    m_k = m_r[rep_of]
+    fits = (left < m_k) & (right >= 0) & ~foreign
+    whole = np.zeros(len(lens), bool)  # the replay fits its graph: every kernel placed
+    some = lens > 0
+    whole[some] = np.logical_and.reduceat(fits, starts[some])
+    lb_k = np.array(lb, np.int64)[which[rep_of]]
+    got = la_f[lb_k + np.clip(left, 0, m_k - 1)]
+    agree = got == la_f[lb_k + np.clip(right, 0, m_k - 1)]
+    keep = whole[rep_of] & agree & (got >= 0)
+    out[keep] = got[keep]
+    return out
 
 
 def _trim_edges(
@@ -753,21 +915,22 @@ def _value_counts(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _replay_checks(
     replay: np.ndarray,
-    role: np.ndarray,
     step: np.ndarray,
-    layer: np.ndarray,
     graphs: Graphs,
     edges: dict[str, int],
+    aligned: dict[str, int],
     s1_all: np.ndarray,
 ) -> dict[str, int]:
     """Replays against the complete replays of their own graph (:func:`step_model.graph_identity`:
     the graph id where the trace has it, else the kernel sequence): a tracer loses dispatches but
     never adds any, so a graph's usual count is the most any of its replays shows. A drafter's
     graph is judged against the drafter's replays, never against the target's. Replays left out
-    at the window's edges are counted apart (``edge_partial_steps``), never as losses."""
+    at the window's edges are counted apart (``edge_partial_steps``), never as losses. The steps
+    short of layers are counted by how their layers were numbered (``aligned``:
+    :func:`_align_short_replays`)."""
     out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
            "replays_without_mla": 0, "steps_missing_layers": 0,
-           "edge_partial_steps": int(edges["first"] + edges["last"])}  # fmt: skip
+           "edge_partial_steps": int(edges["first"] + edges["last"]), **aligned}  # fmt: skip
     nrep = len(graphs.count)
     if not nrep or not graphs.count.any():
         return out
@@ -775,10 +938,11 @@ def _replay_checks(
     count = graphs.count
     seen = count > 0
     has_mla = graphs.s1 > 0
-    # a replay is analysed when its MLA kernels belong to a step (edge replays do not)
+    # a replay is analysed when its MLA kernels belong to a step (edge replays do not; a short
+    # replay whose layers are unknown does)
     r1 = replay[s1_all]
-    ms = (step[s1_all] >= 0) & (layer[s1_all] >= 0) & (r1 >= 0)
-    per = np.bincount(r1[ms], minlength=nrep)  # MLA layers in a step, per replay
+    ms = (step[s1_all] >= 0) & (r1 >= 0)
+    per = np.bincount(r1[ms], minlength=nrep)  # stage-1 kernels in a step, per replay
     del r1
     in_step = per > 0
     edge = has_mla & ~in_step

@@ -45,7 +45,7 @@ def render_markdown(s: RunSummary, diff: SummaryDiff | None = None) -> str:
     facts += [f"{k} {cell(v)}" for k, v in (("backend", s.backend), ("device", s.device),
               ("policy", sc.policy)) if v]  # fmt: skip
     lines += [" · ".join(facts), ""]
-    if s.state.text:
+    if not s.state.closed:  # a run that finished and closed its record: no flag
         lines += [f"_{cell(s.state.text)}_", ""]
     if s.headline:
         lines += _table(

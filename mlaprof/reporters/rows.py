@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import layer_splits_scope, splits_scope
 from mlaprof.analysis.section_base import Section
-from mlaprof.analysis.sections import FROZEN_NONE, SplitLike, no_s_text
+from mlaprof.analysis.sections import FROZEN_NONE, SplitLike, no_s_text, what_if_route_said
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import (
     NONE_READS,
@@ -155,6 +155,8 @@ LABELS: dict[str, str] = {
     "SyncCounts.watched_steps": "watched steps over ranks",
     "SyncCounts.by_kind": "by kind, over ranks",
     "FullGraphSplits.modelled_if": "modelled S holds",
+    "FullGraphSplits.modelled_what_if": "modelled S holds only",
+    "SplitStep.on_route": "on vLLM's route",
     # each rank's own, a row per rank (ranks that read the same share one): never summed
     "TraceChecks.steps": "steps (each rank's own)",
     "EngineSection.verify_rank": "scheduler records paired with rank",
@@ -192,6 +194,8 @@ class Spec:
     cols: tuple[Col, ...]
     note: Callable[[Any], str] | None = None
     note_fields: tuple[str, ...] = ()
+    # lines under the table said once for several records (after each record's ``note``)
+    notes: Callable[[Sequence[Any]], list[str]] | None = None
 
 
 def _cell(*names: str) -> tuple[str, ...]:
@@ -259,10 +263,13 @@ SPECS: dict[str, Spec] = {
                 else field_text("used", r.used)),  # fmt: skip
             Col(label_of("deserved"), _cell("deserved"), lambda r: split_cells(r).deserved
                 if no_s_text(r) else field_text("deserved", r.deserved)),  # fmt: skip
-            Col(label_of("frozen"), _cell("frozen", "frozen_if"), lambda r: split_cells(r).frozen),
+            Col(label_of("frozen"), _cell("frozen", "frozen_if", "frozen_what_if"),
+                lambda r: split_cells(r).frozen),  # fmt: skip
         ),
         lambda r: not_runnable_note(r) or "",
         ("not_runnable",),
+        # the what-if frozen S, one line for the policies off the run's route
+        lambda rows: what_if_notes(rows),
     ),
     "PathCheck": Spec(
         "verify paths (step 0, one layer)",
@@ -649,6 +656,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks
         columns += [(_label(owner, f.name), (f.name,), _field_cell(f)) for f in rest]
         # a record with nothing to say under the table ("") adds no line
         notes = [value_text(n) for x in shown if (n := spec.note(x))] if spec.note else []
+        notes += [value_text(n) for n in spec.notes(shown)] if spec.notes else []
     title, head, rows = summed_columns(
         spec.title or title if spec else title,
         [h for h, _, _ in columns],
@@ -755,6 +763,9 @@ def table_more(t: Table) -> str:
 
 # -- the splits table's cells (the terminal report and the dashboard share them) --------------
 NEVER_FROZEN = "never"  # the frozen cell of a policy whose S the device decides at each replay
+# beside a frozen S of a policy vLLM does not run here (the row's ``frozen_what_if``, said in
+# full under the table: :func:`what_if_note`)
+WHAT_IF = "what-if"
 # the S and deserved cells of a policy whose kernel cannot run the row's configuration: a mark
 # (the cell is narrow), said in the section's words under the table (not_runnable_notes)
 NOT_RUNNABLE_MARK = "‡"
@@ -777,7 +788,9 @@ def split_cells(r: SplitStep) -> SplitCells:
     dashboard lay out (each picks its columns): a policy whose S is decided on the device shows
     the S it decides for the worst step, marked "dev" as the JSON's ``on_device`` says, and
     is never frozen; a number the row does not hold reads "-"; a frozen S said on a condition
-    (the row's ``frozen_if``: the run does not say whether its FULL graph captures) says it."""
+    (the row's ``frozen_if``: the run does not say whether its FULL graph captures) says it;
+    a frozen S of a policy vLLM does not run here reads "what-if" (the row's
+    ``frozen_what_if``, in full under the table: :func:`what_if_note`)."""
 
     def n(x: object) -> str:
         return GAP if x is None else str(x)
@@ -797,7 +810,7 @@ def split_cells(r: SplitStep) -> SplitCells:
         if r.on_device
         else FROZEN_NONE
         if r.frozen is None
-        else " ".join((str(r.frozen), *([r.frozen_if] if r.frozen_if else []))),
+        else _frozen_cell(r),
         occupancy=f"{share_text(r.occupancy)}->{share_text(r.occupancy_deserved)}"
         if shares
         else GAP,
@@ -813,6 +826,40 @@ def not_runnable_note(r: SplitLike) -> str | None:
         return None
     mark = NOT_RUNNABLE_MARK if r.not_runnable is not None else GAP
     return f"{mark} {r.policy}: {said}"
+
+
+def _frozen_cell(r: SplitStep) -> str:
+    """A frozen S with its conditions: "1", "1 if it captures", "16 what-if",
+    "16 what-if, if it captures"."""
+    what_if = [WHAT_IF + ("," if r.frozen_if else "")] if r.frozen_what_if else []
+    return " ".join((str(r.frozen), *what_if, *([r.frozen_if] if r.frozen_if else [])))
+
+
+def what_if_note(r: SplitStep) -> str | None:
+    """The line under a splits table for a row whose frozen S is a what-if (the row's
+    ``frozen_what_if``: vLLM does not run its policy here), in the section's words; None for
+    a frozen S the run's route runs (or none)."""
+    if r.frozen is None or not r.frozen_what_if:
+        return None
+    return f"{WHAT_IF} {r.policy}: S {r.frozen} frozen {r.frozen_what_if}"
+
+
+def what_if_notes(rows: Sequence[SplitStep]) -> list[str]:
+    """The what-if rows' line under the splits table: one per route they are judged against
+    (a run has one), naming every such policy once, in row order, in the rows' words
+    (:func:`mlaprof.analysis.sections.what_if_words`): "what-if (a, b): S frozen only if vLLM
+    ran that policy (a what-if: this configuration takes <path> [vLLM <version>])"."""
+    by_route: dict[str, list[str]] = {}
+    for r in rows:
+        if what_if_note(r) is not None:
+            said = what_if_route_said(r.policy, r.frozen_what_if or "")
+            by_route.setdefault(said, [])
+            if r.policy not in by_route[said]:
+                by_route[said].append(r.policy)
+    return [
+        f"{WHAT_IF} ({', '.join(pols)}): S frozen only if vLLM ran that policy ({said})"
+        for said, pols in by_route.items()
+    ]
 
 
 def not_runnable_notes(rows: Sequence[SplitLike]) -> list[str]:

@@ -35,6 +35,7 @@ from mlaprof.reporters.rows import (
     split_cells,
     splits_title,
     summary_blocks,
+    what_if_notes,
 )
 from mlaprof.textsafe import term
 
@@ -85,7 +86,7 @@ def print_report(
     if s.imported is not None:  # an imported trace has no scenario: say where it came from
         head += f" imported from {term(s.imported.text)}"
     console.print(f"[bold]{term(s.run)}[/]  {head}")
-    if s.state.text:
+    if not s.state.closed:  # a run that finished and closed its record: no flag
         console.print(f"[yellow]status: {term(s.state.status)}[/] ({term(s.state.text)})")
     cap = s.capture
     padding = s.padding.text
@@ -205,6 +206,8 @@ def print_report(
             "rule is not verified (see --json 'source')[/]"
         )
         for line in not_runnable_notes(s.splits):  # the section's words, one line a policy
+            console.print(f"[dim]{term(line)}[/]", highlight=False)
+        for line in what_if_notes(s.splits):  # a frozen S of a policy vLLM does not run here
             console.print(f"[dim]{term(line)}[/]", highlight=False)
 
     if s.syncs and verbose:

@@ -15,6 +15,7 @@ from mlaprof.reporters.rows import (
     splits_scope_of,
     summed_columns,
     text_table,
+    what_if_notes,
 )
 from mlaprof.reporters.rows import splits_title as rows_splits_title
 from mlaprof.tui.fmt import fmt_bytes, fmt_count, fmt_ms, fmt_pct
@@ -176,9 +177,10 @@ def split_table(v: View) -> Table:
 
 
 def split_notes(v: View) -> list[str]:
-    """The lines under the splits table: each policy that cannot run, in the section's words
-    (:func:`mlaprof.reporters.rows.not_runnable_notes`, as the terminal report says them)."""
-    return [_s(n) for n in not_runnable_notes(v.splits)]
+    """The lines under the splits table: each policy that cannot run, then each what-if frozen
+    S, in the section's words (:func:`mlaprof.reporters.rows.not_runnable_notes`,
+    :func:`mlaprof.reporters.rows.what_if_notes`, as the terminal report says them)."""
+    return [_s(n) for n in (*not_runnable_notes(v.splits), *what_if_notes(v.splits))]
 
 
 # the padding panel's columns: (Padding field, header)

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from mlaprof.analysis.run_summary import RunSummary
-from mlaprof.reporters.rows import NOT_RUNNABLE_MARK, split_cells
+from mlaprof.reporters.rows import NOT_RUNNABLE_MARK, split_cells, what_if_notes
 from tests import shipped_runs
 
 WORKER_GROUP = "shipped-runs"
@@ -100,7 +100,10 @@ def test_the_splits_cells_mark_it_in_the_terminal_and_the_dashboard() -> None:
     for pol in WHY:
         row = by_policy[pol]
         assert row[head.index("S used")] == row[head.index("deserved")] == NOT_RUNNABLE_MARK
-    assert split_notes(view) == [f"{NOT_RUNNABLE_MARK} {line}" for line in _said(s)]
+    # then the what-if frozen S' line (tests/unit/test_frozen_what_if.py)
+    assert split_notes(view) == [f"{NOT_RUNNABLE_MARK} {line}" for line in _said(s)] + [
+        *what_if_notes(s.splits)
+    ]
     # a runnable row keeps its number; a number it does not hold reads "-", never the mark
     runnable = next(r for r in s.splits if r.not_runnable is None and r.used is not None)
     assert split_cells(runnable).s == str(runnable.used)

@@ -39,7 +39,20 @@ import's hosts come from, where it read rocprofv3's import words for every run; 
 trace's capture says the mode that ran where the trace shows it (``capture.effective_mode``,
 each rank's too: FULL where a graph-launch call confirms the replays, NONE for eager steps, each
 mode with its steps where they mix), where it read null beside its own evidence "(FULL; 3 of 3
-...)"."""
+...)"; a multi-rank vLLM log's capture holds each rank's 'Graph capturing finished' memory
+(``capture.per_rank``, with each rank's own status) and their sum as ``capture.memory_bytes``
+(``memory_measure``: the driver free-memory delta), so the section and the headline give the
+figures the memory findings give, the sum labelled "(sum over 2 ranks)" and the headline saying
+which start it is of, where they read "unknown" (log-legacy_prefixes_tp2, log-tp2_two_starts); a
+replay that lost a layer's stage-1 kernel has its layers placed by aligning its kernels to its
+graph's complete replays (``trace.checks.replays.steps_layers_aligned``, said in the trust
+reason), where they were counted from 0 over what was left: the lossy traces'
+(aiter-gluon_v0119_fix_dropped, aiter-two_ranks_one_lossy) lost layers 0 and 3, not 2 and 3, so
+their layer rows, layer times and time outside the layers moved to the layers that ran them;
+a scenario run's splits rows say whether vLLM's route runs their policy (``splits[].on_route``)
+and, where it does not, the condition their frozen S holds on (``splits[].frozen_what_if``: "if
+vLLM ran <policy> (a what-if: this configuration takes <path> [vLLM <version>])"), the frozen S
+itself kept (the demo runs' asm and Triton rows)."""
 
 from __future__ import annotations
 

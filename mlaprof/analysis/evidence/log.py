@@ -1,5 +1,6 @@
 """Adapter for an imported vLLM log: the capture evidence is what the log's last server start
-asked for and ended with; memory stays per rank and start (never summed)."""
+asked for and ended with, and each of its ranks' capture memory (their labelled sum beside
+them); memory is never summed across starts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.evidence.common import capture, load_tables
 from mlaprof.analysis.evidence.model import CaptureStatus, Evidence, Provenance, run_meta
+from mlaprof.analysis.memory import CAPTURE_MEMORY_MEASURE
 from mlaprof.analysis.starts import engine_starts, log_capture
 from mlaprof.store.runkind import RunKind
 
@@ -20,7 +22,7 @@ def log_evidence(run: Run) -> Evidence:
     prov = Provenance("imported", f"from {src}" if src else "from a vLLM log")
     starts = engine_starts(t["events"], src)
     if starts:
-        cap = log_capture(starts)
+        cap = log_capture(starts, CAPTURE_MEMORY_MEASURE)  # what vLLM's line measures
     else:
         cap = capture(CaptureStatus.UNKNOWN, str(prov), why="no server start in the log")
     return Evidence(
