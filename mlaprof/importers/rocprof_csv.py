@@ -29,6 +29,7 @@ from mlaprof.importers.common import (
     ImportSummary,
     agent_index,
     read_text,
+    release_arrow_memory,
     to_float,
     to_int,
     trim_heap,
@@ -346,6 +347,9 @@ def _stream_kernels(
         spill = spills[0] if len(spills) == 1 else SpillChain(spills)
         masks.update(spill.masks())
     trim_heap()
+    # the parsed blocks' memory, kept by Arrow's pool for reuse, back to the system before the
+    # annotation and the write allocate theirs (the import's peak is after the parse)
+    release_arrow_memory()
     return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks)
 
 
