@@ -582,7 +582,7 @@ def _blocks(
         x = getattr(v, f.name)
         k, label = f"{key}.{f.name}", _label(owner, f.name)
         how = f.metadata.get(OVER_RANKS)
-        if how:
+        if how and x is not None:  # an unknown is no rank's value: no sum to say
             label += over_ranks_label(how, field_ranks(v, f.name, ranks))
         if dataclasses.is_dataclass(x):
             nested += _blocks(k, title + SEP + label, x, ranks=ranks)

@@ -3,7 +3,8 @@ the KV-splits title with where its S come from (the dashboard's panel left it ou
 run was imported (the HTML page chose by the run's kind, the terminal by its import), an
 imported trace's capture and sync line (built in two views), and a count summed over ranks in
 a table (a trace's checks, its paths' steps) that said no sum beside the trust counts' "(sum
-over N ranks)". Each test failed with its rule broken."""
+over N ranks)", and an unknown labelled as a sum over ranks (no rank's value was summed). Each
+test failed with its rule broken."""
 
 from __future__ import annotations
 
@@ -240,3 +241,12 @@ def test_an_imports_sync_count_is_labelled_as_in_every_other_view() -> None:
     assert f"syncs in region {text}" in _html(s)
     assert f"**syncs in region**: {text}" in _flat(render_markdown(s))
     assert f"syncs in region: {text}" in _flat(render_text(_view(SYNCS, s), width=400))
+
+
+@pytest.mark.parametrize("name", ["log-legacy_prefixes_tp2", "log-tp2_two_starts", FLEET])
+def test_an_unknown_never_reads_as_a_sum_over_ranks(name: str) -> None:
+    # an unknown is no rank's value: "padding rows (sum over 2 ranks): unknown" claimed a sum
+    # of nothing (a vLLM log records no batch rows); a known one keeps its label
+    text = _terminal(shipped_runs.summary(name))
+    assert not re.search(r"\(sum over \d+ ranks\): unknown", text), name
+    assert re.search(r"\(sum over \d+ ranks\): \d", text), name
