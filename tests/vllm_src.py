@@ -123,3 +123,15 @@ def evaluate(expr: ast.expr, path: Path, names: dict[str, Any]) -> Any:
     node = ast.Expression(body=expr)
     ast.fix_missing_locations(node)
     return eval(compile(node, str(path), "eval"), dict(names))  # noqa: S307 - vLLM's own code
+
+
+class RecordingLogger:
+    """vLLM's ``logger`` (``warning``, ``info_once``, ...): keeps each (level, message) as vLLM's
+    logging would format it, for a test that compares what vLLM says with mlaprof's words."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        level = name.removesuffix("_once").upper()
+        return lambda msg, *a, **k: self.lines.append((level, msg % a if a else msg))

@@ -40,7 +40,7 @@ import pytest
 from mlaprof.capture_sizes import capture_plan, capture_sizes
 from mlaprof.splits.policies import SplitInput, vllm_triton_verify
 from mlaprof.splits.routing import RouteConfig, verify_route
-from tests.vllm_src import evaluate, expression, load, source
+from tests.vllm_src import RecordingLogger, evaluate, expression, load, source
 
 V = source("0.34.0")
 COMPILATION = V / "config/compilation.py"
@@ -55,21 +55,10 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class _Log:
-    """vLLM's logger: keeps every (level, message) as vLLM's logging would format it."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        level = name.removesuffix("_once").upper()
-        return lambda msg, *a, **k: self.lines.append((level, msg % a if a else msg))
-
-
 def _base_ns() -> dict[str, Any]:
     ns: dict[str, Any] = {
         "bisect": __import__("bisect"), "math": math, "enum": enum, "cdiv": cdiv,
-        "logger": _Log(), "Iterable": Any, "Mapping": Any, "Callable": Any,
+        "logger": RecordingLogger(), "Iterable": Any, "Mapping": Any, "Callable": Any,
         "product": product, "groupby": groupby, "defaultdict": defaultdict,
         "replace": replace, "dataclass": dataclass, "itertools": itertools, "Any": Any,
     }  # fmt: skip
@@ -134,7 +123,7 @@ def vllm_sizes(ns: dict[str, Any], mns: int, k: int, explicit: list[int] | None,
     _bind(cfg, ns["VllmConfig"], "_set_cudagraph_sizes", "_split_cudagraph_capture_sizes",
           "get_decode_cudagraph_query_lens", "get_draft_decode_cudagraph_request_sizes",
           "get_varlen_decode_cudagraph_token_sizes")  # fmt: skip
-    log = ns["logger"] = _Log()  # this call's lines only
+    log = ns["logger"] = RecordingLogger()  # this call's lines only
     cfg._set_cudagraph_sizes()
     cfg.log = log.lines
     return cfg
@@ -347,7 +336,7 @@ def routing(request: pytest.FixtureRequest) -> dict[str, Any]:
         "_aiter_mla_small_head_mode": lambda: state["mode"],
         "_gluon_mla_decode_supported": lambda: state["arch"] == "gfx950",
         "_aiter_mla_native_h24_supported": lambda: False,
-        "logger": _Log(), "_state": state,
+        "logger": RecordingLogger(), "_state": state,
     }  # fmt: skip
     load(AITER_MLA, ["_GLUON_MAX_KV_CACHE_BYTES", "_gluon_kv_cache_in_bounds",
                      "_asm_causal_verify_unsupported",

@@ -24,6 +24,7 @@ from mlaprof.capture_sizes import (
     round_to_qlen,
     sizes_for,
 )
+from tests.vllm_src import RecordingLogger
 
 
 def _set_sizes(max_num_seqs: int, num_spec: int, max_batched: int, mode: Any) -> Any:
@@ -116,17 +117,6 @@ def test_explicit_list_over_max_num_batched_tokens_equals_vllm():
         assert got == cc.cudagraph_capture_sizes
 
 
-class _Log:
-    """vLLM's logger, keeping each (level, message) as its logging would format it."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        level = name.removesuffix("_once").upper()
-        return lambda msg, *a, **k: self.lines.append((level, msg % a if a else msg))
-
-
 @pytest.mark.parametrize("sizes, mns, k, mnt", [([600, 700], 64, 3, 512), ([40], 8, 1, 16),
                                                 ([7, 9, 9], 6, 0, 6), ([65, 80], 16, 3, 64)])  # fmt: skip
 def test_every_size_above_max_num_batched_tokens_runs_eager_as_in_032(monkeypatch, sizes, mns, k,
@@ -140,7 +130,7 @@ def test_every_size_above_max_num_batched_tokens_runs_eager_as_in_032(monkeypatc
 
     from mlaprof.capture_sizes import capture_plan
 
-    log = _Log()
+    log = RecordingLogger()
     monkeypatch.setattr(vllm_config_module, "logger", log)
     q = 1 + k
     cc = CompilationConfig()

@@ -7,9 +7,6 @@ start's, never one start's with another's, and says it is "as the log says"."""
 
 from __future__ import annotations
 
-import dataclasses
-import html
-import io
 import re
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from mlaprof.importers.vllm_log import gib_bytes, import_vllm_log
 from mlaprof.reporters import rows
 from tests import shipped_runs
 from tests.unit.test_add_a_section import _views as shipped_views
+from tests.view_texts import every_view, flat
 
 WORKER_GROUP = "shipped-runs"
 SUMMED = "(sum over 2 ranks)"
@@ -60,38 +58,9 @@ def _labels(s: Any) -> dict[str, tuple[str, str]]:
     return {r.key: (r.label, r.text) for b in rows.summary_blocks(s) for r in b.rows}
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _words(text: str) -> str:
     """A view's text as words (a table's cells in order, whatever draws its borders)."""
     return " ".join(re.sub(r"[^\w.µ%']+", " ", text).split())
-
-
-def _views(run_dir: Path, s: Any) -> dict[str, str]:
-    """The summary of an imported log as every view renders it (terminal, Markdown, HTML,
-    ``tui --once``, JSON)."""
-    from rich.console import Console
-
-    from mlaprof.figures.html_report import render_html
-    from mlaprof.reporters.markdown import render_markdown
-    from mlaprof.reporters.renderer import JsonRenderer
-    from mlaprof.reporters.terminal import TerminalRenderer
-    from mlaprof.tui.once import read_view
-    from mlaprof.tui.text import render_text
-
-    out = io.StringIO()
-    Console(file=out, width=400, color_system=None).print(TerminalRenderer().render(s))
-    page = re.sub(r"<(script|style)\b.*?</\1>", " ", render_html(s), flags=re.S)
-    view, _ = read_view(run_dir)
-    return {
-        "terminal": _flat(out.getvalue()),
-        "markdown": _flat(html.unescape(render_markdown(s))),
-        "html": _flat(html.unescape(re.sub(r"<[^>]+>", " ", page))),
-        "tui": _flat(render_text(dataclasses.replace(view, summary=s), width=400)),
-        "json": _flat(JsonRenderer().render(s)),
-    }
 
 
 def test_a_logs_capture_section_holds_each_ranks_memory_and_their_labelled_sum() -> None:
@@ -123,13 +92,13 @@ def test_a_logs_capture_section_holds_each_ranks_memory_and_their_labelled_sum()
     (row,) = [r for r in diff_table(s, s) if r["metric"].startswith("capture memory")]
     assert row["provenance"].endswith(SUMMED), row
     for view, text in shipped_views(s, name).items():
-        flat = _flat(text)
-        assert "2.05 GiB" in flat, view
-        assert f"capture memory {SUMMED}: unknown" not in flat, view
+        words = flat(text)
+        assert "2.05 GiB" in words, view
+        assert f"capture memory {SUMMED}: unknown" not in words, view
         if view != "json":
-            assert f"capture memory {SUMMED}" in flat, view
-            assert "0 captured 1.02 GiB" in _words(flat), view
-            assert "1 captured 1.03 GiB" in _words(flat), view
+            assert f"capture memory {SUMMED}" in words, view
+            assert "0 captured 1.02 GiB" in _words(words), view
+            assert "1 captured 1.03 GiB" in _words(words), view
 
 
 def test_a_rank_that_logged_no_capture_memory_is_named_and_left_out_of_the_sum(
@@ -154,7 +123,7 @@ def test_a_rank_that_logged_no_capture_memory_is_named_and_left_out_of_the_sum(
     assert _labels(s)["capture.memory_bytes"] == (f"capture memory {SUMMED}", "1.01 GiB")
     (head,) = [h for h in s.headline if h.label.startswith("capture memory")]
     assert head.label.endswith(SUMMED) and head.value == "1.01 GiB; rank 2: unknown"
-    for view, text in _views(run_dir, s).items():
+    for view, text in every_view(run_dir, s, with_json=True).items():
         assert "1.01 GiB; rank 2: unknown" in text, view
         if view == "json":  # rank 2's row holds no amount (an optional key it did not write)
             assert '{"rank": 2, "status": "unknown"}' in text, view

@@ -24,8 +24,6 @@ idle gaps tell apart), each rule below failed with its fix undone:
 from __future__ import annotations
 
 import dataclasses
-import html
-import io
 import json
 import re
 from pathlib import Path
@@ -37,6 +35,7 @@ from mlaprof.analysis.sections import SUMMED_STEP_CHECKS
 from mlaprof.analysis.typed_json import over_ranks_label, over_ranks_text
 from mlaprof.reporters import rows
 from tests import step_shapes as shapes
+from tests.view_texts import every_view
 
 WORKER_GROUP = "two-rank-trace"  # one worker builds the trace below once
 PKG = Path(__file__).resolve().parents[2] / "mlaprof"
@@ -74,33 +73,6 @@ def _imported(factory: pytest.TempPathFactory, name: str, *ranks: Any) -> tuple[
         return Path(run_dir), mlaprof.build_summary(run)
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _views(run_dir: Path, s: Any) -> dict[str, str]:
-    """The summary as every view renders it: terminal, Markdown, HTML, ``tui --once``."""
-    from rich.console import Console
-
-    from mlaprof.figures.html_report import render_html
-    from mlaprof.reporters.markdown import render_markdown
-    from mlaprof.reporters.terminal import TerminalRenderer
-    from mlaprof.tui.once import read_view
-    from mlaprof.tui.text import render_text
-
-    out = io.StringIO()
-    Console(file=out, width=400, color_system=None).print(TerminalRenderer().render(s))
-    page = re.sub(r"<(script|style)\b.*?</\1>", " ", render_html(s), flags=re.S)
-    view, _ = read_view(run_dir)
-    return {
-        "terminal": _flat(out.getvalue()),
-        "markdown": _flat(html.unescape(render_markdown(s))),
-        "html": _flat(html.unescape(re.sub(r"<[^>]+>", " ", page))),
-        "tui": _flat(render_text(dataclasses.replace(view, summary=s), width=400)),
-    }
-
-
-# -- 1. the step checks, a row per rank -----------------------------------------------------
 def test_each_ranks_step_checks_are_its_own_in_the_json_and_every_view(two: Any) -> None:
     run_dir, s = two
     steps = s.trace.checks.steps
@@ -128,7 +100,7 @@ def test_each_ranks_step_checks_are_its_own_in_the_json_and_every_view(two: Any)
         assert got["ranks"] == f"1 (rank {rank})", got
         assert not any("sum over" in label for label in got), got
     title = blocks["trace.checks.steps[1]"].title
-    for name, text in _views(run_dir, s).items():
+    for name, text in every_view(run_dir, s).items():
         assert title in text, name
         for said in ("1 (rank 0)", "1 (rank 1)", "graph-launches", "idle-gaps"):
             assert said in text, (name, said)
@@ -151,7 +123,7 @@ def test_a_collapse_check_names_the_ranks_its_steps_add(two: Any) -> None:
         t for b in rows.summary_blocks(s) for t in b.tables if t.key.endswith("collapse_checks")
     ]
     assert f"steps {SUMMED}" in table.head, table.head
-    for name, text in _views(run_dir, s).items():
+    for name, text in every_view(run_dir, s).items():
         assert f"steps {SUMMED}" in text and "0=3, 1=5" in text, name
 
 
@@ -389,7 +361,7 @@ def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
 
     with mlaprof.load(run_dir) as run:  # the notebook's object
         assert mlaprof.build_summary(run).trace.capture.per_rank == cap.per_rank
-    for name, text in _views(run_dir, s).items():
+    for name, text in every_view(run_dir, s).items():
         w = _words(text)
         assert "rank status graph steps piecewise steps eager steps graph launches" in w, name
         assert "0 replayed 3 0 0 3 0 graph launches" in w, name
@@ -418,7 +390,7 @@ def test_the_capture_status_is_the_ranks_own_never_their_steps_pooled(two: Any) 
     assert (doc["status"], doc["text"]) == ("per-rank", said)
     (f,) = [f for f in s.findings if f.kind == "capture"]
     assert "eagerly in 5 step(s) on rank 1 of 2" in f.title and f.data["ranks"] == [1], f
-    for name, text in _views(run_dir, s).items():
+    for name, text in every_view(run_dir, s).items():
         assert said in text, name
         assert CAPTURE_LABELS[CaptureStatus.MIXED] not in text, name
 
@@ -534,7 +506,7 @@ def test_a_fleets_capture_memory_is_each_ranks_and_a_sum_says_so(tmp_path: Path)
 
     (row,) = [r for r in diff_table(s, s) if r["metric"].startswith("capture memory")]
     assert row["provenance"].endswith(SUMMED), row  # the compare's row says it too
-    for name, text in _views(both, s).items():
+    for name, text in every_view(both, s).items():
         assert f"capture memory {SUMMED}" in text, name
         assert "0 captured 48.00 MiB" in _words(text), name
         assert "1 captured 48.00 MiB" in _words(text), name
@@ -574,7 +546,7 @@ def test_the_timing_kind_is_decided_per_rank(two: Any) -> None:
         steps = run.steps
     alone = timing_summary(steps[steps["rank"] == 1], steps.iloc[:0])
     assert (alone.timing, alone.timing_label) == ("trace-eager", "imported trace (eager steps)")
-    for name, text in _views(run_dir, s).items():
+    for name, text in every_view(run_dir, s).items():
         assert said in text, name
         assert "rank step median steps timing" in _words(text), name
         assert "1 167.0 µs 5 trace eager" in _words(text), name
@@ -609,7 +581,7 @@ def test_the_no_mla_finding_counts_names_and_kernels_over_the_same_ranks(no_mla:
     assert "launches (sum" not in f.evidence and f.data["ranks"] == [1]
     doc = json.loads(json.dumps(s.to_json()))["trace"]["coverage"]["attention_like"]
     assert doc == [{"name": "my_flash_decode_kernel", "launches": 12, "ranks": [1]}]
-    for name, text in _views(run_dir, s).items():
+    for name, text in every_view(run_dir, s).items():
         text = text.replace("\\", "")  # Markdown's escapes
         assert looks.strip() in text, name
         assert "launches ranks" in _words(text) and "my_flash_decode_kernel 12 1" in _words(text)
@@ -659,7 +631,7 @@ def test_an_engines_verify_counts_are_each_ranks(tmp_path: Path) -> None:
     ), f.title
     doc = json.loads(json.dumps(s.to_json()))["engine"]["per_rank"]
     assert [(r["rank"], r["verify_rows"]) for r in doc] == [(0, 5), (1, 9)]
-    for name, text in _views(tmp_path / "eng", s).items():
+    for name, text in every_view(tmp_path / "eng", s).items():
         w = _words(text)
         assert "rank verify steps verify rows verify rows as prefill draft tokens" in w, name
         assert "0 2 5 0 15 0" in w and "1 3 9 0 27 0" in w, name
