@@ -19,7 +19,8 @@ from mlaprof.analysis.step_records import Acceptance, EngineStep
 from mlaprof.analysis.typed_json import over_ranks_text, to_json
 from mlaprof.errors import MlaprofError
 from mlaprof.reporters import rows
-from tests.unit.test_ranks_never_merged import _views, _words
+from tests.unit.test_ranks_never_merged import _words
+from tests.view_texts import every_view as _views
 
 META = {"kind": "engine", "source": "vllm plugin", "scenario": {"name": "vllm-engine"}}
 POOLED = f"({over_ranks_text('rate of the tokens pooled', 2)})"

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from mlaprof.analysis.capture_status import CAPTURE_LABELS, CaptureStatus
-from tests.unit.test_ranks_never_merged import _views, _words
+from tests.unit.test_ranks_never_merged import _words
+from tests.view_texts import every_view as _views
 
 REPLAYED, EAGER = CAPTURE_LABELS[CaptureStatus.REPLAYED], CAPTURE_LABELS[CaptureStatus.EAGER]
 
