@@ -337,7 +337,9 @@ class RankSeries:
     layer_time_steps: int = 0
     kernels: tuple[KernelTime, ...] = ()  # every kernel label, largest GPU time first
     padding: Padding | None = None  # the padding section's totals, of this rank
-    kv_bytes_real: int = 0  # the KV bytes its real rows read (beside padding's kv_bytes_padding)
+    # the KV bytes its real rows read (beside padding's kv_bytes_padding), summed over the steps
+    # that recorded them; None where none did (never a 0 of real work)
+    kv_bytes_real: int | None = None
     padding_steps: tuple[PaddingStep, ...] = ()  # the padding record of each step
     memory: tuple[MemoryBar, ...] = ()
     failed_captures: tuple[FailedCapture, ...] = ()
@@ -617,13 +619,15 @@ def top_kernels(kernels: tuple[KernelTime, ...], top: int = KERNEL_TOP) -> list[
     return [*rows[:top], other]
 
 
-def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int]:
+def padding_totals(pad: pd.DataFrame) -> tuple[Padding | None, int | None]:
     """The padding section's totals of this rank (:func:`padding_summary`), and the KV bytes the
-    real rows read (the waterfall's third panel)."""
+    real rows read (the waterfall's third panel): summed over the steps that recorded them, None
+    where no step did."""
     if pad is None or pad.empty:
-        return None, 0
+        return None, None
     p = _num(pad, *PADDING_COLUMNS)
-    return padding_summary(p), int(p["kv_bytes_real"].fillna(0).sum())
+    known = p["kv_bytes_real"].dropna()
+    return padding_summary(p), int(known.sum()) if len(known) else None
 
 
 def padding_steps(pad: pd.DataFrame) -> tuple[PaddingStep, ...]:

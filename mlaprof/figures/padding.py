@@ -43,9 +43,9 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
     for i, (label, real_col, pad_col, scale, fmt, _) in enumerate(PANELS, start=1):
         if not _recorded([vals] if step is not None else rs.padding_steps, real_col, pad_col):
             continue
-        # the run's KV bytes of real rows are summed over the steps that recorded them
+        # the run's KV bytes of real rows: the series' sum over the steps that recorded them
         known_real = (
-            _recorded(rs.padding_steps, real_col)
+            rs.kv_bytes_real is not None
             if step is None and real_col == "kv_bytes_real"
             else getattr(vals, real_col) is not None
         )

@@ -129,3 +129,31 @@ def test_a_padding_panel_with_one_side_unrecorded_is_not_drawn_as_zero() -> None
     # both sides recorded: drawn as before
     known = dataclasses.replace(step, real_rows=4)
     assert "requests" in {t.name for t in padding_waterfall(_rank(padding_steps=(known,)), 0).data}
+
+
+def test_kv_bytes_no_step_recorded_are_unknown_not_zero() -> None:
+    # the series' sum of the real rows' KV bytes: over the steps that recorded them, None where
+    # none did (it read 0, a "0 of real work" the waterfall could draw as one)
+    import pandas as pd
+
+    from mlaprof.analysis.series import PADDING_COLUMNS, padding_totals
+
+    def frame(kv: list[float | None]) -> pd.DataFrame:
+        rows = [
+            {"step": i, "capture_size": 16, **dict.fromkeys(PADDING_COLUMNS, 1), "kv_bytes_real": v}
+            for i, v in enumerate(kv)
+        ]
+        return pd.DataFrame(rows)
+
+    assert padding_totals(frame([None, None]))[1] is None
+    assert padding_totals(frame([1000, None]))[1] == 1000
+    assert padding_totals(pd.DataFrame())[1] is None
+    # the run-wide waterfall leaves the KV panel out, saying why, where no step recorded it
+    one = pd.DataFrame([{"step": 0, "capture_size": 16, "real_rows": 3, "padding_rows": 12,
+                         "real_tokens": 4, "padding_tokens": 48, "kv_bytes_real": None,
+                         "kv_bytes_padding": 100}])  # fmt: skip
+    total, kv = padding_totals(one)
+    step = PaddingStep(0, 16, 3, 12, 4, 48, None, 100)
+    fig = padding_waterfall(_rank(padding=total, padding_steps=(step,), kv_bytes_real=kv))
+    assert "KV read per layer" not in {t.name for t in fig.data if t.type == "waterfall"}
+    assert "real work not recorded: not drawn" in [a.text for a in fig.layout.annotations]
