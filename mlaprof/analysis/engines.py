@@ -50,6 +50,9 @@ def rank_heads(run: Run) -> dict[int, int]:
     # a recorded run's first report does without it
     from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
 
+    stored = _stored_heads(run)
+    if stored is not None:
+        return stored
     g = run.query(_GRIDS)
     if g.empty:
         return {}
@@ -73,6 +76,34 @@ def rank_heads(run: Run) -> dict[int, int]:
         v = votes.setdefault(int(r.rank), {})
         v[h] = v.get(h, 0) + int(r.n)
     return {rank: max(v, key=lambda h: (v[h], h)) for rank, v in votes.items()}
+
+
+def _stored_heads(run: Run) -> dict[int, int] | None:
+    """:func:`rank_heads` from the votes a fleet import stored per rank
+    (:func:`mlaprof.analysis.replay_sums.layer_head_votes`: the same rule over the same kernels,
+    without a scan of every one), or None where a rank with kernels has none or had other
+    kernels than the store holds, or counted them in other grid units than the run's (the query
+    then decides)."""
+    from mlaprof.analysis import replay_sums
+    from mlaprof.store import aggregates
+
+    if not all(hasattr(run, a) for a in ("databases", "count_per_rank", "rank_meta")) or any(
+        role for _, role in run.databases
+    ):
+        return None
+    items = run.meta.get("grid_units") == "workitems"
+    out: dict[int, int] = {}
+    for r, n in sorted(run.count_per_rank("kernels").items()):
+        if not n:
+            continue
+        got = aggregates.read(run, r, replay_sums.HEADS)
+        # counted over these kernels, in the units the run says its grids are in
+        if got is None or got[1].get("kernels") != n or got[1].get("workitems") is not items:
+            return None
+        votes = dict(zip(got[0]["heads"].to_pylist(), got[0]["n"].to_pylist(), strict=True))
+        if votes:
+            out[int(r)] = max(votes, key=lambda h: (votes[h], h))
+    return out
 
 
 def _family(path: str) -> str:

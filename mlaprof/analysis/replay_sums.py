@@ -231,3 +231,47 @@ def name_totals(
         "sum_ns": np.array([v[0] for v in got.values()], np.int64),
         "count": np.array([v[1] for v in got.values()], np.int64),
     }
+
+
+HEADS = "layer_heads"  # (heads, n): the head counts the rank's layered stage-2 / reduce grids show
+
+
+def layer_head_votes(
+    take: Any, name_idx: np.ndarray, layer: np.ndarray, axis_by_name: np.ndarray, items: bool
+) -> dict[str, np.ndarray]:
+    """What :func:`mlaprof.analysis.engines.rank_heads` counts from a rank's kernel file, from
+    its kernels in memory: per head count, how many kernels in a layer show it on the heads axis
+    of their stage-2 / reduce grid (``axis_by_name``: that axis per name index, 0-2, or -1 for a
+    name that is no such kernel). Same rules as its query, row for row: a grid value missing or
+    not positive counts nothing; in work-items (``items``) it is divided by the workgroup size
+    on that axis, and a block missing, not positive or not dividing it counts nothing.
+    ``take(column, rows)``: the column's values and NULL mask at ``rows``, None where the trace
+    has no such column."""
+    rows = np.flatnonzero(layer != NULL)
+    ax = axis_by_name[name_idx[rows]] if len(rows) else np.zeros(0, np.int64)
+    keep = ax >= 0
+    rows, ax = rows[keep], ax[keep]
+    from mlaprof.kernel_table import AXES
+
+    found: list[np.ndarray] = []
+    for a in np.unique(ax).tolist():
+        at = rows[ax == a]
+        name = AXES[a]
+        got = take(f"grid_{name}", at)
+        if got is None:
+            continue
+        g, gm = got
+        ok = g > 0 if gm is None else ~gm & (g > 0)
+        if items:
+            blk = take(f"block_{name}", at)
+            if blk is None:
+                continue
+            b, bm = blk
+            ok &= b > 0 if bm is None else ~bm & (b > 0)
+            safe = np.where(ok, b, 1)
+            ok &= g % safe == 0
+            g = g // safe
+        found.append(g[ok].astype(np.int64))
+    h = np.concatenate(found) if found else np.zeros(0, np.int64)
+    heads, n = np.unique(h, return_counts=True)
+    return {"heads": heads.astype(np.int64), "n": n.astype(np.int64)}

@@ -1379,7 +1379,12 @@ def store_kernels(
     replay-time sums (a fleet's report then reads them instead of joining every kernel again;
     one rank's report joins its kernels in one query, so a single-rank import skips them)."""
 
+    heads: dict[str, np.ndarray] | None = None
+
     def write(derived: dict[str, np.ndarray]) -> None:
+        nonlocal heads
+        if sums:  # read before the write hands the parked columns (grids) back
+            heads = layer_heads(kc, derived, matcher, grid_in_workitems)
         write_kernels(bulk, kc, summary, derived)
         if background:
             bulk.flush_columnar(wait=False)
@@ -1398,6 +1403,13 @@ def store_kernels(
     store_derived(bulk, steps, layers, summary)
     if sums:
         store_replay_sums(bulk, kc, derived, layers)
+        if heads is not None and hasattr(bulk, "rank"):
+            from mlaprof.analysis import replay_sums
+            from mlaprof.formats.arrow_numpy import table
+            from mlaprof.store import aggregates
+
+            key = {"kernels": kc.n, "workitems": grid_in_workitems}  # the units it divided by
+            aggregates.write(bulk, replay_sums.HEADS, table(heads), key)
     if background:
         bulk.flush_columnar(wait=False)
 
@@ -1432,6 +1444,34 @@ def store_replay_sums(
         {"name": per_name["name"], "sum_ns": per_name["sum_ns"], "count": per_name["count"]}
     )
     aggregates.write(bulk, replay_sums.NAMES, names_tab, {"kernels": kc.n})
+
+
+def layer_heads(
+    kc: KernelColumns,
+    derived: dict[str, np.ndarray],
+    matcher: KernelMatcher,
+    grid_in_workitems: bool,
+) -> dict[str, np.ndarray] | None:
+    """The head counts the rank's layered stage-2 / reduce grids show
+    (:func:`mlaprof.analysis.replay_sums.layer_head_votes`), for the store to keep so that a
+    fleet's report does not scan every kernel for them
+    (:func:`mlaprof.analysis.engines.rank_heads`). None off the default kernel table: the
+    report matches names with it."""
+    from mlaprof.analysis import replay_sums
+    from mlaprof.kernel_table import DEFAULT_PATTERNS
+
+    if matcher.patterns is not DEFAULT_PATTERNS:
+        return None
+    pats = [matcher.match(nm) for nm in kc.names]
+    axis = _lut([AXES.index(p.heads_axis) if p is not None and p.role in (STAGE2, REDUCE)
+                 and p.heads_axis in AXES else NULL for p in pats])  # fmt: skip
+
+    def take(col: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
+        return kc.take(col, rows) if col in kc.ints else None
+
+    return replay_sums.layer_head_votes(
+        take, kc.name_idx, derived["layer"], axis, grid_in_workitems
+    )
 
 
 def _launch_checks(bulk: Any, kc: KernelColumns, derived: dict[str, np.ndarray]) -> dict[str, int]:

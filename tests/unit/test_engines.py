@@ -105,3 +105,79 @@ def test_an_engine_names_its_hosts_and_pids_from_the_typed_rank_sources() -> Non
            RankSource(rank=2)]  # fmt: skip
     (one,) = engine_groups({0: sig, 1: sig, 2: sig}, src)
     assert (one.ranks, one.hosts, one.pids) == ([0, 1, 2], ["h0", "h1"], [11])
+
+
+def _heads_both_ways(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
+    """rank_heads from the votes the import stored, and from the query over every kernel."""
+    import mlaprof
+    from mlaprof.analysis import engines
+
+    with mlaprof.load(run_dir) as run:
+        stored = engines._stored_heads(run)
+        with monkeypatch.context() as m:
+            m.setattr(engines, "_stored_heads", lambda run: None)
+            queried = engines.rank_heads(run)
+    return stored, queried
+
+
+def test_a_fleets_stored_head_votes_are_the_querys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a fleet import stores each rank's votes (no scan of every kernel at each report): the
+    # same heads per rank as the query, for two engines (16 and 4 heads), the shipped 8-rank
+    # fleet, and persistent ASM eager steps whose heads are only on their reduce kernel's grid
+    # (x, in work-items: 16 heads of 128)
+    import shutil
+
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests import shipped_runs
+
+    _fleet(tmp_path / "two", capsys)
+    persistent = tmp_path / "asm" / "host"
+    for pid, agent in ((100, 2), (300, 3)):
+        persistent.mkdir(parents=True, exist_ok=True)
+        src = Path(__file__).resolve().parents[1] / "data" / "aiter" / "persistent_eager_steps"
+        text = (src / "4242_kernel_trace.csv").read_text().replace('"Agent 2"', f'"Agent {agent}"')
+        (persistent / f"{pid}_kernel_trace.csv").write_text(text)
+        shutil.copy(src / "4242_hip_api_trace.csv", persistent / f"{pid}_hip_api_trace.csv")
+    asm, _ = import_rocprof(persistent.parent, tmp_path / "t", "asm")
+    cases = {
+        "two engines": (tmp_path / "two" / "t" / "x", {r: 16 if r < 4 else 4 for r in range(8)}),
+        "shipped fleet": (shipped_runs.run_dir("aiter-fleet_dp2_tp4"), None),
+        "persistent asm": (asm, {0: 16, 1: 16}),
+    }
+    for what, (run_dir, want) in cases.items():
+        stored, queried = _heads_both_ways(run_dir, monkeypatch)
+        assert stored is not None, what  # the import stored the votes
+        assert stored == queried, (what, stored, queried)
+        if want is not None:
+            assert stored == want, (what, stored)
+
+
+def test_head_votes_count_what_the_query_counts() -> None:
+    # rank_heads' rules, kernel by kernel: in a layer only, on the name's heads axis, the grid in
+    # work-items divided by a block that divides it (a missing, zero or non-dividing block, a
+    # missing or zero grid: no vote)
+    import numpy as np
+
+    from mlaprof.analysis.replay_sums import layer_head_votes
+
+    name_idx = np.array([0, 0, 0, 0, 0, 0, 1, 0])
+    layer = np.array([0, 1, 2, 3, 4, 5, 6, -1])
+    grid = np.array([1024, 1024, 1000, 0, 1024, 1024, 4096, 1024])
+    gmask = np.array([False, False, False, False, True, False, False, False])
+    block = np.array([64, 64, 64, 64, 64, 0, 64, 64])
+    bmask = np.array([False, True, False, False, False, False, False, False])
+    cols = {"grid_y": (grid, gmask), "block_y": (block, bmask)}
+
+    def take(col: str, rows: np.ndarray):  # noqa: ANN202
+        if col not in cols:
+            return None
+        v, m = cols[col]
+        return v[rows], m[rows]
+
+    axis = np.array([1, -1])  # name 0: heads on y; name 1: no such kernel
+    got = layer_head_votes(take, name_idx, layer, axis, items=True)
+    assert got["heads"].tolist() == [16] and got["n"].tolist() == [1]
+    got = layer_head_votes(take, name_idx, layer, axis, items=False)  # grids in blocks
+    assert got["heads"].tolist() == [1000, 1024] and got["n"].tolist() == [1, 3]
