@@ -193,6 +193,14 @@ DEFAULT_PATTERNS: tuple[KernelPattern, ...] = (
 GLUON_XCDS = 8  # PR #4758 goes split-major when S is a multiple of the XCD count (MI355X: 8)
 
 
+def heads_axis_of(p: KernelPattern | None) -> int | None:
+    """The grid axis (0-2) on which a stage-2 / reduce kernel's launch carries the head count;
+    None for any other kernel (the one rule the engines' head votes count by)."""
+    if p is None or p.role not in (STAGE2, REDUCE) or p.heads_axis is None:
+        return None
+    return AXES.index(p.heads_axis)
+
+
 def gluon_pr4758_grid(b: int, s: int, hq: int) -> tuple[int, int, int]:
     """The stage-1 grid (blocks) open AITER PR #4758 launches: split-major ``(S, B, hq)`` when
     B > 1 and S % 8 == 0, else the released ``(B, S, hq)`` (hq = ceil(H/16) * qlen)."""

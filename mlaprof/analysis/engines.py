@@ -48,7 +48,7 @@ def rank_heads(run: Run) -> dict[int, int]:
     out). Grids in work-items (rocprofv3) are divided by the workgroup size."""
     # the kernel table (its patterns compiled) loads only where a run has kernels to match:
     # a recorded run's first report does without it
-    from mlaprof.kernel_table import AXES, REDUCE, STAGE2, KernelMatcher
+    from mlaprof.kernel_table import KernelMatcher, heads_axis_of
 
     stored = _stored_heads(run)
     if stored is not None:
@@ -60,10 +60,9 @@ def rank_heads(run: Run) -> dict[int, int]:
     m = KernelMatcher()
     votes: dict[int, dict[int, int]] = {}
     for r in g.itertuples(index=False):
-        p = m.match(r.name)
-        if p is None or p.role not in (STAGE2, REDUCE) or p.heads_axis is None:
+        a = heads_axis_of(m.match(r.name))
+        if a is None:
             continue
-        a = AXES.index(p.heads_axis)
         grid = (r.grid_x, r.grid_y, r.grid_z)[a]
         block = (r.block_x, r.block_y, r.block_z)[a]
         if grid is None or pd.isna(grid) or int(grid) <= 0:
@@ -75,7 +74,12 @@ def rank_heads(run: Run) -> dict[int, int]:
             h //= int(block)
         v = votes.setdefault(int(r.rank), {})
         v[h] = v.get(h, 0) + int(r.n)
-    return {rank: max(v, key=lambda h: (v[h], h)) for rank, v in votes.items()}
+    return {rank: _most(v) for rank, v in votes.items()}
+
+
+def _most(votes: dict[int, int]) -> int:
+    """The head count with the most votes (the larger one where two tie)."""
+    return max(votes, key=lambda h: (votes[h], h))
 
 
 def _stored_heads(run: Run) -> dict[int, int] | None:
@@ -102,7 +106,7 @@ def _stored_heads(run: Run) -> dict[int, int] | None:
             return None
         votes = dict(zip(got[0]["heads"].to_pylist(), got[0]["n"].to_pylist(), strict=True))
         if votes:
-            out[int(r)] = max(votes, key=lambda h: (votes[h], h))
+            out[int(r)] = _most(votes)
     return out
 
 

@@ -44,20 +44,15 @@ def padding_waterfall(data: Any, step: int | None = None, rank: int | None = Non
         if not _recorded([vals] if step is not None else rs.padding_steps, real_col, pad_col):
             continue
         # the run's KV bytes of real rows: the series' sum over the steps that recorded them
-        known_real = (
-            rs.kv_bytes_real is not None
-            if step is None and real_col == "kv_bytes_real"
-            else getattr(vals, real_col) is not None
-        )
+        raw_real = kv_real if real_col == "kv_bytes_real" else getattr(vals, real_col)
         raw_pad = getattr(vals, pad_col)
-        if not known_real or raw_pad is None:  # never drawn as a 0 of real work or padding
-            gone = "real work" if not known_real else "padding"
+        if raw_real is None or raw_pad is None:  # never drawn as a 0 of real work or padding
+            gone = "real work" if raw_real is None else "padding"
             fig.add_annotation(text=f"{gone} not recorded: not drawn", x=0.5, y=0.5,
                                xref=f"x{i if i > 1 else ''} domain",
                                yref=f"y{i if i > 1 else ''} domain", showarrow=False)  # fmt: skip
             continue
-        real = float(kv_real if real_col == "kv_bytes_real" and step is None
-                     else getattr(vals, real_col)) / scale  # fmt: skip
+        real = float(raw_real) / scale
         pad = float(raw_pad) / scale
         total = real + pad
         waste = padding_waste(real, pad) or 0.0  # the analysis' padding share

@@ -1458,13 +1458,11 @@ def layer_heads(
     (:func:`mlaprof.analysis.engines.rank_heads`). None off the default kernel table: the
     report matches names with it."""
     from mlaprof.analysis import replay_sums
-    from mlaprof.kernel_table import DEFAULT_PATTERNS
+    from mlaprof.kernel_table import DEFAULT_PATTERNS, heads_axis_of
 
     if matcher.patterns is not DEFAULT_PATTERNS:
         return None
-    pats = [matcher.match(nm) for nm in kc.names]
-    axis = _lut([AXES.index(p.heads_axis) if p is not None and p.role in (STAGE2, REDUCE)
-                 and p.heads_axis in AXES else NULL for p in pats])  # fmt: skip
+    axis = _lut([NULL if (a := heads_axis_of(matcher.match(nm))) is None else a for nm in kc.names])
 
     def take(col: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
         return kc.take(col, rows) if col in kc.ints else None
