@@ -116,8 +116,9 @@ class LaunchConfig:
     # dynamic tiles only up to this many splits a row (all of a row's programs share one
     # counter: at 128 a row, B 1, the balance won is less than that costs)
     gluon_dynamic_max_splits: int = 64
-    # dynamic tiles: a row's programs launch next to each other (spread over the GPCs); not
-    # yet measured (with dynamic tiles, rows still ended up to 10 us apart on an H100)
+    # dynamic tiles: a row's programs launch next to each other (spread over the GPCs). Off:
+    # measured correct on an H100 and no faster (ratio 0.999-1.000 at B 8 and 64, rows' end
+    # times no closer; bench/results/verify_gluon_spread_h100.json)
     gluon_spread_rows: bool = False
 
 
