@@ -50,12 +50,18 @@ L2454-2465 and L2527-2540, 0.34.0 L2459-2470 and L2532-2545). With none left vLL
 without graphs: ``max_cudagraph_capture_size`` 0, every batch eager; 0.34 also sets
 ``cudagraph_mode`` NONE and logs it (L2733-2737). The plan is then empty, says so
 (``CapturePlan.note``) and carries the log lines (``CapturePlan.log``).
+
+Every dispatch is over the kept sizes: a batch above the largest runs eagerly, under
+``cudagraph_mode`` PIECEWISE too (:func:`piecewise_plan`). plan-capture proposes only sizes vLLM
+keeps as given (:func:`max_proposed_requests`) and evaluates them as the version captures its
+flag (:func:`proposal_plan`).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -205,17 +211,19 @@ class ExplicitSizes:
     note: str | None  # what happens, in words, when no size is left (None: some are)
 
 
-def explicit_sizes(rule: str, explicit: list[int], mnt: int | None) -> ExplicitSizes:
+def explicit_sizes(
+    rule: str, explicit: list[int], mnt: int | None, mode: str = DEFAULT_MODE
+) -> ExplicitSizes:
     """What ``rule``'s vLLM keeps of ``explicit`` under ``max_num_batched_tokens`` ``mnt``
-    (None: not limiting), the lines it logs, and the mode it ends in."""
+    (None: not limiting), the lines it logs, and the mode (``mode``: the engine's
+    ``cudagraph_mode``) it ends in."""
     _check_explicit(explicit)
     kept = sorted({s for s in explicit if mnt is None or s <= mnt})
     log: list[tuple[str, str]] = []
     if len(kept) < len(explicit):  # vLLM compares the lengths: duplicates count as dropped
         log.append(("WARNING", OVERRIDDEN_LOG.format(list(explicit), kept)))
     if kept:
-        return ExplicitSizes(list(explicit), kept, DEFAULT_MODE, log, None)
-    mode = DEFAULT_MODE
+        return ExplicitSizes(list(explicit), kept, mode, log, None)
     if rule == "vllm-0.34":
         log.append(("INFO", NONE_LEFT_LOG))
         mode = "NONE"
@@ -393,6 +401,104 @@ def capture_plan(
     return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, draft, "V2", log=log)
 
 
+def piecewise_plan(
+    rule: str,
+    max_num_seqs: int,
+    num_spec: int,
+    explicit: list[int] | None = None,
+    max_num_batched_tokens: int | None = None,
+    device: str | None = None,
+) -> CapturePlan:
+    """``cudagraph_mode`` PIECEWISE: a PIECEWISE graph per token size (:func:`capture_sizes`'s
+    list, or the explicit list as :func:`explicit_sizes` keeps it), no FULL decode graph. A batch
+    takes the smallest size holding its tokens, on its real rows; a batch above the largest kept
+    size runs eagerly: vLLM 0.32/0.33's V1 dispatcher returns NONE for ``num_tokens > max_size``
+    (``v1/cudagraph_dispatcher.py`` L270-279), the V2 managers have no candidate past the largest
+    size (0.32.0 ``v1/worker/gpu/cudagraph_utils.py`` ``dispatch`` L518-548; 0.34.0
+    ``_init_candidates`` L357-383 keys PIECEWISE graphs by the prefill token sizes, ``dispatch``
+    L558-602). Checked against those functions in ``tests/e2e/test_vllm_capture_sizes.py`` and
+    ``tests/e2e/test_vllm034_source.py``."""
+    q = 1 + num_spec
+    mnt = max_num_batched_tokens
+    runner = model_runner(rule, device)
+    if explicit:
+        check_batched_tokens(mnt, max_num_seqs)
+        ex = explicit_sizes(rule, explicit, mnt, "PIECEWISE")
+        return CapturePlan(rule, q, max_num_seqs, ex.kept, [], ex.kept, [], runner, ex.mode,
+                           ex.log, ex.note)  # fmt: skip
+    sizes = capture_sizes(max_num_seqs, num_spec, "PIECEWISE", rule, mnt, device)
+    return CapturePlan(rule, q, max_num_seqs, sizes, [], sizes, [], runner, "PIECEWISE")
+
+
+def max_proposed_requests(max_num_seqs: int, qlen: int, mnt: int | None) -> int:
+    """The largest decode batch (requests) a proposed capture size may hold and vLLM still keep
+    it as given: ``qlen`` tokens a request, within ``max_num_batched_tokens`` (None: not
+    limiting) and ``max_num_seqs``. vLLM 0.32/0.33 drop every ``cudagraph_capture_sizes`` entry
+    above ``max_num_batched_tokens`` (``vllm/config/vllm.py`` 0.32.0 L2454-2465); vLLM 0.34 caps
+    ``decode_cudagraph_capture_request_sizes`` at ``min(max_num_seqs, max_num_batched_tokens //
+    qlen)`` (``decode_cudagraph_capture_shapes``, ``vllm/config/compilation.py`` L54-68: the
+    first count above is captured at the cap, larger ones not at all) after dropping those
+    outside ``[1, max_num_seqs]`` (``vllm/config/vllm.py`` L2613-2625). 0 when no decode batch
+    fits."""
+    return max_num_seqs if mnt is None else min(max_num_seqs, mnt // qlen)
+
+
+def proposal_limit_reason(rule: str, max_num_seqs: int, qlen: int, mnt: int | None) -> str:
+    """Why a proposed size past :func:`max_proposed_requests` is left out, citing the version's
+    rule (the source of each in :func:`max_proposed_requests`)."""
+    cap = max_proposed_requests(max_num_seqs, qlen, mnt)
+    if rule == "vllm-0.34":
+        return (
+            f"vLLM 0.34 captures a decode request count only up to min(max_num_seqs, "
+            f"max_num_batched_tokens // qlen) = {cap} (decode_cudagraph_capture_shapes, "
+            "vllm/config/compilation.py L54-68): a larger one is captured at that count or "
+            "not at all"
+        )
+    which = "vLLM 0.32/0.33" if rule == "vllm-0.32" else f"{rule} (0.32's handling)"
+    return (
+        f"{which} drops every cudagraph_capture_sizes entry above max_num_batched_tokens {mnt} "
+        "(_set_cudagraph_sizes, vllm/config/vllm.py 0.32.0 L2454-2465)"
+    )
+
+
+def proposal_plan(
+    rule: str,
+    proposal: list[int],
+    max_num_seqs: int,
+    num_spec: int,
+    max_num_batched_tokens: int | None = None,
+    device: str | None = None,
+) -> CapturePlan:
+    """The graphs vLLM captures from plan-capture's flag for ``proposal`` (token sizes, each a
+    multiple of qlen) and how it dispatches: vLLM 0.34 takes them as
+    ``decode_cudagraph_capture_request_sizes`` (FULL decode graphs; its default token list keeps
+    the PIECEWISE prefill graphs, ``_split_cudagraph_capture_sizes`` L2628-2672), the others as
+    ``cudagraph_capture_sizes`` (:func:`capture_plan` with an explicit list)."""
+    q = 1 + num_spec
+    mnt = max_num_batched_tokens
+    if rule != "vllm-0.34":
+        if not proposal:
+            return CapturePlan(rule, q, max_num_seqs, [], [], [], [], model_runner(rule, device))
+        return capture_plan(rule, max_num_seqs, num_spec, proposal, mnt, device=device)
+    check_batched_tokens(mnt, max_num_seqs)
+    asked = sorted({s // q for s in proposal})
+    reqs = [n for n in asked if 1 <= n <= max_num_seqs]
+    log: list[tuple[str, str]] = []
+    if len(reqs) < len(asked):  # vllm/config/vllm.py 0.34.0 L2613-2625
+        log.append(("WARNING", f"Dropping {sorted(set(asked) - set(reqs))} from "
+                    f"decode_cudagraph_capture_request_sizes: outside [1, {max_num_seqs}]."))  # fmt: skip
+    shared = _v034_shared(max_num_seqs, num_spec, mnt)
+    budget = mnt if mnt is not None else 1 << 62
+    decode = decode_shapes(reqs, q, max_num_seqs, budget)
+    tokens = sorted({*(n * q for n in decode), *shared})
+    if not tokens:
+        return CapturePlan(rule, q, max_num_seqs, [], [], [], [], "V2", "NONE",
+                           [*log, ("INFO", NONE_LEFT_LOG)])  # fmt: skip
+    # the graph manager takes the request counts within the recorded max (L331-335)
+    decode = decode_shapes(reqs, q, max_num_seqs, tokens[-1])
+    return CapturePlan(rule, q, max_num_seqs, tokens, decode, shared, [], "V2", log=log)
+
+
 def _check_explicit(explicit: list[int]) -> None:
     if any(s < 1 for s in explicit):
         raise MlaprofError(f"capture sizes must be positive token counts, got {explicit}")
@@ -458,6 +564,20 @@ def dispatch_of(rule: str, device: str | None = None) -> str:
     if rule == "vllm-0.34":
         return "vLLM 0.34"
     return f"vLLM 0.32/0.33 model runner {model_runner(rule, device)}"
+
+
+def modelled_version(named: str) -> str | None:
+    """The modelled vLLM version (a key of :data:`RULE_OF_VERSION`) a version string stands for:
+    itself, or the modelled release of its minor (an engine's ``0.32.0+cpu`` or ``0.33.1``: its
+    x.y.0); None where no modelled release has its minor."""
+    text = str(named).strip()
+    if text in RULE_OF_VERSION:
+        return text
+    m = re.match(r"v?(\d+)\.(\d+)(?:\D|$)", text)
+    if m is None:
+        return None
+    x_y_0 = f"{int(m.group(1))}.{int(m.group(2))}.0"
+    return x_y_0 if x_y_0 in RULE_OF_VERSION else None
 
 
 def rule_for(version: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from mlaprof.capture_sizes import CapturePlan, plan_of_sizes
+from mlaprof.capture_sizes import DEFAULT_MODE, CapturePlan, piecewise_plan, plan_of_sizes
 from mlaprof.errors import MlaprofError
 
 if TYPE_CHECKING:
@@ -60,16 +60,37 @@ def batch_shape(
     sizes: list[int] | CapturePlan,
     max_num_seqs: int | None = None,
 ) -> BatchShape:
-    """Uniform-batch dispatch (:meth:`mlaprof.capture_sizes.CapturePlan.dispatch`): a FULL
-    decode graph pads the rows to its request count; a batch no FULL decode graph takes runs
-    PIECEWISE (or eagerly) on its real rows. ``sizes``: a vLLM 0.32-style token list (its
-    dispatcher) or a version's :class:`CapturePlan`."""
+    """The engine's dispatch of one uniform batch (:meth:`mlaprof.capture_sizes.CapturePlan.dispatch`)
+    in the scenario's ``graph_mode``. FULL (vLLM's FULL_AND_PIECEWISE): a FULL decode graph pads
+    the rows to its request count; a batch no FULL decode graph takes runs PIECEWISE on its real
+    rows, one above the largest size eagerly. PIECEWISE: the smallest size holding the batch's
+    tokens, on its real rows, and eagerly above the largest (:func:`piecewise_plan`, the same
+    rule as whatif's). NONE: eagerly. ``sizes``: a token list (vLLM 0.32's V1 dispatcher) or a
+    version's :class:`CapturePlan` of that mode."""
     real = len(kv_lens)
-    if graph_mode != "FULL":
+    if graph_mode == "NONE":
         return BatchShape(list(kv_lens), qlen, real, None, graph_mode)
-    plan = sizes if isinstance(sizes, CapturePlan) else plan_of_sizes(sizes, qlen, max_num_seqs)
+    if graph_mode == "PIECEWISE":
+        plan = _piecewise(sizes, qlen, max_num_seqs)
+    else:
+        plan = sizes if isinstance(sizes, CapturePlan) else plan_of_sizes(sizes, qlen, max_num_seqs)
     d = plan.dispatch(real)
     return BatchShape(list(kv_lens), qlen, d.rows, d.size, d.mode)
+
+
+def _piecewise(sizes: list[int] | CapturePlan, qlen: int, max_num_seqs: int | None) -> CapturePlan:
+    """The PIECEWISE-only plan ``sizes`` stands for; a FULL_AND_PIECEWISE plan is refused (its
+    FULL decode graphs do not exist under cudagraph_mode PIECEWISE)."""
+    if isinstance(sizes, CapturePlan):
+        if sizes.mode == DEFAULT_MODE:
+            raise MlaprofError(
+                f"a {DEFAULT_MODE} capture plan cannot dispatch a PIECEWISE batch: give "
+                "capture_sizes.piecewise_plan's"
+            )
+        return sizes
+    if not sizes:  # no size: every batch eager
+        return CapturePlan("vllm-0.32", qlen, max_num_seqs or 0, [], [], [], [], "V1", "NONE")
+    return piecewise_plan("vllm-0.32", max_num_seqs or 1, qlen - 1, list(sizes), device="cpu")
 
 
 @dataclass
@@ -227,4 +248,6 @@ def step_metadata(sc: Scenario, step: int, device: torch.device | str = "cpu") -
 
 
 def step_shape(sc: Scenario, step: int) -> BatchShape:
-    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, sc.capture_plan())
+    # under PIECEWISE the scenario's token list (Scenario.capture_sizes) is its PIECEWISE graphs
+    plan = sc.capture_plan() if sc.graph_mode == "FULL" else sc.capture_sizes()
+    return batch_shape(sc.step_kv_lens(step), sc.qlen, sc.graph_mode, plan, sc.max_num_seqs)

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from mlaprof.commands.common import add_traces_arg, int_list, resolve_run
 from mlaprof.errors import MlaprofError
 
 EPILOG = """\
 the plan is MODELLED: expected padding from the distribution and vLLM's padding rule; capture
-memory as its source says (measured and fitted / a vLLM log total spread by size / your model).
+memory as its source says (measured and fitted / a vLLM log total spread by size / your model),
+extrapolated beyond the measured sizes and labelled so. The vLLM version compared with is
+--vllm-version's, else the one the run names (--from-run, then --memory-from-run), else the
+newest modelled release; the output says which and where it came from.
 
 examples:
   mlaprof plan-capture --counts examples/batches.txt --spec 3 --max-num-seqs 64
   mlaprof plan-capture --from-run latest   batch sizes a recorded run saw
   mlaprof plan-capture --from-run traces/demo/fix-native-kernel-full-graph --memory-from-run traces/demo/fix-native-kernel-full-graph
-                        (capture memory per size is measured by a GPU run: the demo run's H200)
+                        (capture memory per size as that run measured it, on the device its
+                        run.json names; the vLLM version its scenario names)
   mlaprof plan-capture --counts examples/batches.json --spec 3 --memory-log tests/data/vllm/tp2_two_starts.log --budget-gib 1.5
   mlaprof plan-capture --counts examples/batches.txt --spec 3 --max-graphs 8 --json
 
@@ -28,7 +34,7 @@ requests in a decode step, COUNT = steps seen with it.
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mlaprof.capture_sizes import SIZE_RULES
-    from mlaprof.commands.common import add_vllm_version_arg
+    from mlaprof.splits.routing import DEFAULT_VERSION, VERSIONS
 
     p = sub.add_parser(
         "plan-capture",
@@ -48,7 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-num-seqs", type=int, help="vLLM max_num_seqs (default: the run's or 256)")
     p.add_argument("--vllm", choices=sorted(SIZE_RULES),
                    help="capture-size rule to compare with instead of the --vllm-version's own")  # fmt: skip
-    add_vllm_version_arg(p, "default capture sizes and dispatch")
+    p.add_argument(
+        "--vllm-version",
+        choices=list(VERSIONS),
+        help="the vLLM release whose default capture sizes and dispatch are modelled (default: "
+        f"the one the run names, else {DEFAULT_VERSION}, the newest)",
+    )
     p.add_argument(
         "--max-num-batched-tokens",
         type=int,
@@ -83,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
 
     run_qlen = None
     device = None  # a GPU, unless the run's scenario names its device (capture_sizes.model_runner)
+    named: list[tuple[str, str]] = []  # (vLLM version, where) each run names
     mns = args.max_num_seqs
     mnt = args.max_num_batched_tokens
     if args.spec is not None and not 0 <= args.spec <= 15:
@@ -95,6 +107,7 @@ def main(args: argparse.Namespace) -> int:
             mns = mns or sc.get("max_num_seqs")
             mnt = mnt or sc.get("max_num_batched_tokens") or None
             device = sc.get("target")
+            named += run_vllm_version(run.meta, f"run {run.name}")
     else:
         counts, source = ps.counts_from_file(Path(args.counts))
     qlen = 1 + args.spec if args.spec is not None else run_qlen or Scenario().qlen
@@ -102,7 +115,12 @@ def main(args: argparse.Namespace) -> int:
     if not 1 <= mns <= 4096:
         raise MlaprofError(f"--max-num-seqs must be 1..4096, got {mns}")
     check_batched_tokens(mnt, mns)
-    version = args.vllm_version or DEFAULT_VERSION
+    mem = None
+    if args.memory_from_run:
+        with load(resolve_run(args.memory_from_run, args.traces)) as mrun:
+            mem = ps.memory_from_run(mrun)
+            named += run_vllm_version(mrun.meta, f"memory run {mrun.name}")
+    version, version_from, version_notes = pick_version(args.vllm_version, named, DEFAULT_VERSION)
     size_rule = args.vllm or rule_for(version)
     given = int_list(args.default_sizes, "--default-sizes") if args.default_sizes else None
     default_plan = capture_plan(size_rule, mns, qlen - 1, given, mnt, device=device)
@@ -118,11 +136,7 @@ def main(args: argparse.Namespace) -> int:
             if size_rule == rule_for(version)
             else f"rule {size_rule}, dispatched as {dispatch_of(size_rule)}"
         ) + (f", max_num_batched_tokens {mnt}" if mnt else "")
-    mem = None
-    if args.memory_from_run:
-        with load(resolve_run(args.memory_from_run, args.traces)) as mrun:
-            mem = ps.memory_from_run(mrun)
-    elif args.memory_log:
+    if args.memory_log:
         mem = ps.memory_from_log(Path(args.memory_log), default, rule)
     elif args.memory_model:
         mem = ps.memory_from_spec(args.memory_model)
@@ -142,7 +156,11 @@ def main(args: argparse.Namespace) -> int:
         max_graphs=args.max_graphs,
         cover_all=args.cover_all,
         default_plan=default_plan,
+        max_num_batched_tokens=mnt,
+        device=device,
+        vllm_version=(version, version_from),
     )
+    plan.notes[:0] = version_notes
     if args.json:
         print(json.dumps(plan.to_dict(), indent=1))
     else:
@@ -150,3 +168,51 @@ def main(args: argparse.Namespace) -> int:
 
         print_plan(plan)
     return 0
+
+
+# where a run.json names the vLLM version its batches ran on or model: a scenario's modelled
+# release, the route recorded at run start, an engine's installed vLLM (the plugin), an imported
+# trace's (mlaprof.importers.kineto). Never "versions": that is the recording machine's install.
+RUN_VERSION_KEYS = (
+    (("scenario", "vllm_version"), "its scenario's vllm_version"),
+    (("route", "version"), "its recorded route"),
+    (("vllm",), "the engine's vLLM"),
+    (("vllm_version",), "the imported trace's vLLM"),
+)
+
+
+def run_vllm_version(meta: Mapping[str, Any], run: str) -> list[tuple[str, str]]:
+    """The vLLM version ``meta`` (a run.json) names first in :data:`RUN_VERSION_KEYS`, and where
+    (``run``: how the output names the run); [] where it names none."""
+    for keys, where in RUN_VERSION_KEYS:
+        v: Any = meta
+        for k in keys:
+            v = v.get(k) if isinstance(v, Mapping) else None
+        if v not in (None, ""):
+            return [(str(v), f"{run} ({where})")]
+    return []
+
+
+def pick_version(
+    flag: str | None, named: list[tuple[str, str]], default: str
+) -> tuple[str, str, list[str]]:
+    """The vLLM version modelled, where it came from, and notes: ``--vllm-version`` wins, else
+    the first version a run names that mlaprof models (a release of a modelled minor stands for
+    it), else ``default``, said as such. A run naming another version is noted, never dropped."""
+    from mlaprof.capture_sizes import modelled_version
+
+    notes: list[str] = []
+    chosen: tuple[str, str] | None = (flag, "--vllm-version") if flag else None
+    for text, where in named:
+        v = modelled_version(text)
+        if chosen is None and v is not None:
+            same = "" if v == text else f" (names {text}: modelled as {v}, its minor release)"
+            chosen = (v, where + same)
+        elif v is None:
+            notes.append(f"{where} names vLLM {text}, which mlaprof does not model: not used")
+        elif v != chosen[0]:
+            notes.append(f"{where} names vLLM {text}; the plan models {chosen[0]} ({chosen[1]})")
+    if chosen is None:
+        chosen = (default, "the default, the newest modelled release: nothing given names a "
+                  "vLLM version mlaprof models (--vllm-version does)")  # fmt: skip
+    return chosen[0], chosen[1], notes

@@ -401,6 +401,15 @@ def serve_step(
     return dur
 
 
+def eager_step_mode(run_mode: str, shape_mode: str) -> str:
+    """The mode a step ran in outside a FULL graph: NONE where vLLM's dispatch sends its batch
+    eager (above the largest kept capture size: the step's shape says so), else the run's mode,
+    PIECEWISE where its FULL capture failed (vLLM's fallback)."""
+    if shape_mode == "NONE":
+        return "NONE"
+    return "PIECEWISE" if run_mode == "FULL" else run_mode
+
+
 def _run_eager(
     sc: Scenario,
     backend_name: str,
@@ -413,7 +422,6 @@ def _run_eager(
     """Attention outside any graph: per-layer timing events (cheap outside a graph)."""
     from mlaprof.probes.sync_checker import SyncChecker
 
-    mode = "PIECEWISE" if sc.graph_mode == "FULL" else sc.graph_mode
     queue = HostQueue()
     watched: set[int] = set()  # capture sizes whose syncs were looked for
     for step in range(sc.steps):
@@ -428,6 +436,7 @@ def _run_eager(
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(sess.layers + 1)]
         profiled = first_profiled is not None and step >= first_profiled
         shape = sess.shapes[step]
+        mode = eager_step_mode(sc.graph_mode, shape.graph_mode)
         holder: dict[str, Any] = {}
         rows = RowBuffer()
         with StepProfile(torch, profiled) as prof:
@@ -452,6 +461,7 @@ def _run_eager(
             ls=layers,
             s=grp.splits,
             rows=rows,
+            mode=mode,
             timing="eager-profiled" if profiled else "eager-events",
         ) -> None:
             _write_step(

@@ -28,6 +28,8 @@ def print_plan(plan: Any, console: Console | None = None) -> None:
         f"[bold]capture plan[/] qlen {plan.qlen}, max_num_seqs {plan.max_num_seqs}, "
         f"{plan.steps:,.0f} decode steps ({plan.source}); modelled"
     )
+    if plan.vllm_version is not None:
+        console.print(f"  [dim]vLLM:[/] {plan.vllm_version[0]}, from {plan.vllm_version[1]}")
     console.print(f"  [dim]memory:[/] {plan.memory}")
     console.print(f"  [dim]budget:[/] {plan.budget}")
     t = Table(box=box.SIMPLE_HEAVY)
@@ -36,7 +38,11 @@ def print_plan(plan: Any, console: Console | None = None) -> None:
     t.add_column("proposed", overflow="fold")
 
     def mem(c: Any) -> str:
-        return "unknown" if c.memory_bytes is None else f"{c.memory_bytes / GIB:.3f} GiB"
+        if c.memory_bytes is None:
+            return "unknown"
+        return f"{c.memory_bytes / GIB:.3f} GiB" + (
+            ", extrapolated" if c.memory_extrapolated else ""
+        )
 
     for label, a, b in (
         ("graphs", str(len(d.sizes)), str(len(p.sizes))),
@@ -53,6 +59,7 @@ def print_plan(plan: Any, console: Console | None = None) -> None:
             _batches(p.piecewise_batches),
         ),
         ("capture memory", mem(d), mem(p)),
+        ("memory basis", d.memory_basis or "none", p.memory_basis or "none"),
         ("sizes (tokens)", _sizes(d.sizes), _sizes(p.sizes)),
     ):
         t.add_row(label, a, b)

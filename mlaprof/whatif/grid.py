@@ -18,13 +18,16 @@ from typing import Any
 import numpy as np
 
 from mlaprof.capture_sizes import (
+    DEFAULT_MODE,
     SIZE_RULES,
+    CapturePlan,
     ExplicitSizes,
     capture_plan,
     check_batched_tokens,
     dispatch_of,
     explicit_sizes,
     model_runner,
+    piecewise_plan,
     rule_for,
 )
 from mlaprof.errors import MlaprofError
@@ -355,18 +358,15 @@ def _group(
     mode = np.full(n, spec.graph_mode, dtype=object)
     size = np.zeros(n, np.int64)
     rows = b.copy()
-    if spec.graph_mode == "FULL":
-        # the version's own dispatch (capture_sizes.CapturePlan.dispatch): FULL pads the rows
-        # to a decode graph's request count; a batch no FULL decode graph takes runs PIECEWISE
-        # (or eagerly) on its real rows
-        plan = capture_plan(spec.rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
-                            spec.max_num_batched_tokens, device=device)  # fmt: skip
+    if spec.graph_mode != "NONE":
+        # the version's own dispatch (capture_sizes.CapturePlan.dispatch) over the sizes it
+        # keeps: FULL pads the rows to a decode graph's request count; a batch no FULL decode
+        # graph takes runs PIECEWISE on its real rows, one above the largest kept size eagerly
+        plan = _plan(spec, num_spec, device)
         for r in np.unique(b):
             d = plan.dispatch(int(r))
             m = b == r
             mode[m], size[m], rows[m] = d.mode, d.size or 0, d.rows
-    elif spec.graph_mode == "PIECEWISE" and not _kept(spec):
-        mode[:] = "NONE"  # every explicit size dropped: no graph, every batch eager
     graph = mode == "FULL"
     pad = rows - b
     min_all = np.where(pad > 0, q, kmin)  # padding rows are pinned to qlen (KV >= qlen)
@@ -519,13 +519,39 @@ def _explicit(spec: GridSpec) -> ExplicitSizes | None:
     """The explicit list as the version keeps it (capture_sizes.explicit_sizes; None: none given)."""
     if not spec.capture_sizes:
         return None
-    return explicit_sizes(spec.rule, spec.capture_sizes, spec.max_num_batched_tokens)
+    mode = "PIECEWISE" if spec.graph_mode == "PIECEWISE" else DEFAULT_MODE
+    return explicit_sizes(spec.rule, spec.capture_sizes, spec.max_num_batched_tokens, mode)
 
 
-def _kept(spec: GridSpec) -> bool:
-    """Whether any capture size is left (the default list always has some)."""
-    ex = _explicit(spec)
-    return ex is None or bool(ex.kept)
+def _plan(spec: GridSpec, num_spec: int, device: str) -> CapturePlan:
+    """The graphs of ``spec``'s cudagraph mode (FULL: vLLM's default FULL_AND_PIECEWISE) and
+    their dispatch, for one spec-token count and device."""
+    make = capture_plan if spec.graph_mode == "FULL" else piecewise_plan
+    return make(spec.rule, spec.max_num_seqs, num_spec, spec.capture_sizes,
+                spec.max_num_batched_tokens, device=device)  # fmt: skip
+
+
+def _piecewise_sizes(spec: GridSpec) -> str:
+    """Under cudagraph_mode PIECEWISE: the largest kept size of each qlen, past which a batch
+    runs eagerly (capture_sizes.piecewise_plan); "" in the other modes or with no size left."""
+    if spec.graph_mode != "PIECEWISE":
+        return ""
+    tops: dict[int, list[int]] = {}
+    for k in spec.specs:
+        for d in spec.devices:
+            plan = _plan(spec, k, d)
+            if plan.tokens:
+                tops.setdefault(plan.tokens[-1], []).append(1 + k)
+    if not tops:
+        return ""
+    each = ", ".join(
+        f"{t} tokens at qlen {'/'.join(map(str, sorted(set(qs))))}"
+        for t, qs in sorted(tops.items())
+    )
+    return (
+        f"; PIECEWISE graphs up to {each}: a batch of more tokens runs eagerly (vLLM's "
+        "dispatch finds no graph past the largest size)"
+    )
 
 
 def provenance(spec: GridSpec) -> dict[str, Any]:
@@ -546,7 +572,9 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
         "capture_sizes": (
             f"vLLM {spec.vllm_version}: explicit {spec.capture_sizes}"
             + (
-                ", split into prefill token sizes and decode request counts"
+                ", PIECEWISE graphs at the kept sizes as given (no rounding to qlen)"
+                if spec.graph_mode == "PIECEWISE"
+                else ", split into prefill token sizes and decode request counts"
                 if spec.rule == "vllm-0.34"
                 else ", rounded up to multiples of qlen by the V1 runner only"
                 if spec.rule == "vllm-0.32"
@@ -566,6 +594,7 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             else ", max_num_batched_tokens not limiting"
         )
         + _runners(spec)
+        + _piecewise_sizes(spec)
         + (f"; {ex.note}" if ex is not None and ex.note else ""),
         # what vLLM logs about the explicit list, verbatim (capture_sizes.ExplicitSizes.log)
         **({"vllm_log": [f"{lv} {m}" for lv, m in ex.log]} if ex is not None and ex.log else {}),
@@ -580,8 +609,8 @@ def provenance(spec: GridSpec) -> dict[str, Any]:
             else "each AITER policy is its own tag's rule (name a release with --aiter)"
         ),
         "dispatch": f"vLLM {spec.vllm_version}: a FULL decode graph pads the rows to its request "
-        "count; a batch no FULL decode graph takes runs PIECEWISE (or eagerly) on its real rows, "
-        "nothing frozen",
+        "count; a batch no FULL decode graph takes runs PIECEWISE on its real rows, nothing "
+        "frozen; a batch above the largest kept capture size runs eagerly (graph NONE)",
         "route": f"the verify path vLLM {spec.vllm_version} takes for each (model, qlen, device), "
         "from mlaprof.splits.routing; route_fits: the policy models that path's kernel",
         "kv": (

@@ -24,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from mlaprof.capture_sizes import CapturePlan, padded_size, plan_of_sizes
+from mlaprof.capture_sizes import (
+    CapturePlan,
+    max_proposed_requests,
+    padded_size,
+    plan_of_sizes,
+    proposal_limit_reason,
+    proposal_plan,
+)
 from mlaprof.errors import MlaprofError
 
 GIB = float(1 << 30)
@@ -94,35 +101,84 @@ def dp_buckets(n: int) -> int:
     return int(min(BUCKETS, max(MIN_BUCKETS, 3e7 // max(1, n * n))))
 
 
+FIXED_ASSUMED = "fixed cost per graph assumed 0"
+TO_THE_BYTE = "to the byte"  # propose's resolution where the exact programme finished
+
+
 @dataclass(frozen=True)
 class MemoryModel:
+    """Capture memory per size, ``fixed + per_token * size``: two parameters."""
+
     fixed_bytes: float
     per_token_bytes: float
     provenance: str
+    # the distinct sizes (tokens) a fit to per-size measurements rests on; None: no such fit
+    # (a user model, a logged total)
+    measured: tuple[int, ...] | None = None
+    # what the data do not determine and was assumed (None: both parameters given or fitted)
+    assumed: str | None = None
 
     def bytes(self, sizes: list[int]) -> float:
         return float(sum(self.fixed_bytes + self.per_token_bytes * s for s in sizes))
 
+    @property
+    def exact(self) -> bool:
+        """Whether a plan against this model may be said to fill a budget to the byte: never
+        where the data fix fewer parameters than the model has (one size, one logged total)."""
+        return self.assumed is None
+
+    def outside(self, sizes: list[int]) -> list[int]:
+        """Sizes whose memory the model extrapolates: outside the measured sizes' range, or
+        any size not measured where a parameter was assumed (none for a user model)."""
+        if self.measured is None:
+            return [] if self.exact else list(sizes)
+        lo, hi = self.measured[0], self.measured[-1]
+        if not self.exact:
+            return [s for s in sizes if s not in self.measured]
+        return [s for s in sizes if s < lo or s > hi]
+
+    def basis(self, sizes: list[int]) -> str:
+        """What the memory of ``sizes`` rests on, in words (every output says it)."""
+        if self.measured is None:
+            return "modelled: " + ("a user model" if self.exact else str(self.assumed))
+        n, lo, hi = len(self.measured), self.measured[0], self.measured[-1]
+        what = f"{n} measured size{'s' if n != 1 else ''} ({lo}" + (f"..{hi}" if n > 1 else "")
+        what += " tokens)"
+        out = self.outside(sizes)
+        if not out:
+            return f"fitted to {what}" if sizes else "no graph"
+        tail = f"; {self.assumed}" if self.assumed else ""
+        return f"extrapolated: {len(out)} of {len(sizes)} sizes from {what}{tail}"
+
 
 def fit_memory(points: Mapping[int, float], provenance: str) -> MemoryModel:
-    """Least-squares ``fixed + per_token * size`` through measured (size, bytes); one point or a
-    negative fit falls back to proportional to size."""
+    """Least-squares ``fixed + per_token * size`` through measured (size, bytes). One size
+    cannot fix two parameters: the fixed cost is assumed 0 (proportional to size) and the
+    model says so, as it does when the line through several sizes has a negative term."""
     if not points:
         raise MlaprofError("no capture-memory measurements to fit")
     s = np.array(sorted(points), float)
     m = np.array([points[int(k)] for k in sorted(points)], float)
-    if len(s) >= 2 and np.ptp(s) > 0:
+    sizes = tuple(int(k) for k in sorted(points))
+    n = len(sizes)
+    rests = f"; the fit rests on {n} size{'s' if n != 1 else ''} for 2 parameters"
+    if n >= 2 and np.ptp(s) > 0:
         b, a = np.polyfit(s, m, 1)
         if a >= 0 and b >= 0:
-            return MemoryModel(float(a), float(b), provenance)
-    return MemoryModel(0.0, float(m.sum() / s.sum()), provenance)
+            return MemoryModel(float(a), float(b), provenance + rests, sizes)
+        how = "proportional to size: the line through them has a negative term"
+        return MemoryModel(0.0, float(m.sum() / s.sum()), f"{provenance}{rests}; {how}", sizes)
+    return MemoryModel(0.0, float(m.sum() / s.sum()), f"{provenance}{rests}: {FIXED_ASSUMED}",
+                       sizes, FIXED_ASSUMED)  # fmt: skip
 
 
 def memory_from_total(total_bytes: float, sizes: list[int], provenance: str) -> MemoryModel:
-    """A logged total for ``sizes`` spread in proportion to size (a model, and labelled so)."""
+    """A logged total for ``sizes`` spread in proportion to size (a model, and labelled so):
+    one total cannot fix two parameters."""
     if total_bytes <= 0 or not sizes:
         raise MlaprofError("a capture-memory total must be positive and have capture sizes")
-    return MemoryModel(0.0, total_bytes / sum(sizes), provenance)
+    return MemoryModel(0.0, total_bytes / sum(sizes), provenance,
+                       assumed=f"one logged total spread in proportion to size, {FIXED_ASSUMED}")  # fmt: skip
 
 
 @dataclass
@@ -138,6 +194,9 @@ class ListCost:
     # batch sizes no FULL decode graph holds, run PIECEWISE on their real rows (the version's
     # dispatch: 0.32/0.33 sizes past qlen x max_num_seqs)
     piecewise_batches: list[int] = field(default_factory=list)
+    # what memory_bytes rests on (MemoryModel.basis) and whether it is extrapolated
+    memory_basis: str | None = None
+    memory_extrapolated: bool = False
 
     @property
     def padding_share(self) -> float:
@@ -154,6 +213,8 @@ class ListCost:
             "eager_batches": self.eager_batches,
             "piecewise_batches": self.piecewise_batches,
             "memory_bytes": None if self.memory_bytes is None else round(self.memory_bytes),
+            "memory_basis": self.memory_basis,
+            "memory_extrapolated": self.memory_extrapolated,
         }
 
 
@@ -184,7 +245,10 @@ def evaluate(
             eager_b.append(b)
         else:
             pad += p * (size - t)
-    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes) if mem else None, piece_b)
+    if mem is None:
+        return ListCost(sizes, pad, real, eager, eager_b, None, piece_b)
+    return ListCost(sizes, pad, real, eager, eager_b, mem.bytes(sizes), piece_b,
+                    mem.basis(sizes), bool(mem.outside(sizes)))  # fmt: skip
 
 
 @dataclass
@@ -202,6 +266,8 @@ class Plan:
     # vLLM 0.34 deprecates cudagraph_capture_sizes: decode graphs are named by request count
     # (decode_cudagraph_capture_request_sizes, vllm/config/vllm.py L2558-2680)
     request_sizes: bool = False
+    # the vLLM version modelled and where it came from (a flag, a run, the default)
+    vllm_version: tuple[str, str] | None = None
 
     def compilation_config(self) -> str:
         if self.request_sizes:
@@ -216,6 +282,9 @@ class Plan:
             "steps": self.steps,
             "distribution_source": self.source,
             "default_rule": self.default_rule,
+            "vllm_version": None
+            if self.vllm_version is None
+            else {"version": self.vllm_version[0], "from": self.vllm_version[1]},
             "memory": self.memory,
             "budget": self.budget,
             "default": self.default.to_dict(),
@@ -245,7 +314,7 @@ def propose(
     if mem is not None and budget_bytes is not None:
         exact = propose_exact(v, p, mem.fixed_bytes + mem.per_token_bytes * v, budget_bytes)
         if exact is not None:
-            return exact, "to the byte"
+            return exact, TO_THE_BYTE
         cap = dp_buckets(n)
         how = f"in 1/{cap} steps of the budget, rounded up (too many plans to keep exact)"
         unit = budget_bytes / cap
@@ -291,6 +360,12 @@ def propose(
     return sorted(chosen), how
 
 
+def _few(batches: list[int], n: int = 8) -> str:
+    return ", ".join(map(str, batches[:n])) + (
+        f", ... ({len(batches)})" if len(batches) > n else ""
+    )
+
+
 def make_plan(
     dist_counts: Mapping[int, float],
     qlen: int,
@@ -303,9 +378,15 @@ def make_plan(
     max_graphs: int | None = None,
     cover_all: bool = False,
     default_plan: CapturePlan | None = None,
+    max_num_batched_tokens: int | None = None,
+    device: str | None = None,
+    vllm_version: tuple[str, str] | None = None,
 ) -> Plan:
     """Propose a list and compare it with ``default_sizes`` (the vLLM version's default;
-    ``default_plan``: its graphs and the version's dispatch)."""
+    ``default_plan``: its graphs and the version's dispatch, which also evaluates the proposal
+    as vLLM would capture it on ``device``). The proposal holds only sizes vLLM keeps as given
+    under ``max_num_batched_tokens`` (None: not limiting; capture_sizes.max_proposed_requests):
+    larger batches get none and the notes say why."""
     if any(b < 1 for b in dist_counts) or any(c < 0 for c in dist_counts.values()):
         raise MlaprofError("batch sizes must be >= 1 and counts >= 0")
     over = sorted(b for b in dist_counts if b > max_num_seqs)
@@ -316,13 +397,32 @@ def make_plan(
         raise MlaprofError("the batch-size distribution has no steps")
     dist = {int(b): c / steps for b, c in dist_counts.items() if c > 0}
     notes: list[str] = []
-    plan_dist = dict(dist)
-    if cover_all:  # a vanishing weight on max_num_seqs: the plan must keep a graph for it
-        plan_dist[max_num_seqs] = plan_dist.get(max_num_seqs, 0.0) + 1e-9
-    elif max(dist) < max_num_seqs:
+    # sizes vLLM would drop (or clip) are never proposed: their batches run eagerly either way,
+    # so the optimum over the batches that fit is the optimum over all
+    top = max_proposed_requests(max_num_seqs, qlen, max_num_batched_tokens)
+    plan_dist = {b: p for b, p in dist.items() if b <= top}
+    left_out = sorted(b for b in dist if b > top)
+    rule = default_plan.rule if default_plan is not None else "vllm-0.32"
+    if left_out:
         notes.append(
-            f"batches above {max(dist)} (the largest observed) get no graph from the proposed "
-            "list; --cover-all keeps one for max_num_seqs"
+            f"batch sizes {_few(left_out)} get no proposed size: {left_out[0]} x qlen {qlen} = "
+            f"{left_out[0] * qlen} tokens is above max_num_batched_tokens "
+            f"{max_num_batched_tokens}, and "
+            + proposal_limit_reason(rule, max_num_seqs, qlen, max_num_batched_tokens)
+            + "; they run without a graph"
+        )
+    if cover_all and top >= 1:  # a vanishing weight on the largest batch a kept size holds
+        plan_dist[top] = plan_dist.get(top, 0.0) + 1e-9
+        if top < max_num_seqs:
+            notes.append(
+                f"--cover-all keeps a graph for {top} requests, not max_num_seqs "
+                f"{max_num_seqs}: the largest batch a size vLLM keeps holds"
+            )
+    elif plan_dist and max(plan_dist) < top:
+        notes.append(
+            f"batches above {max(plan_dist)} (the largest observed) get no graph from the "
+            "proposed list; --cover-all keeps one for "
+            + ("max_num_seqs" if top == max_num_seqs else f"{top} requests")
         )
     if budget_bytes is not None and max_graphs is not None:
         raise MlaprofError("give a memory budget or a graph count, not both")
@@ -334,7 +434,9 @@ def make_plan(
         budget = "not limited (the default list captures no graph)"
     elif mem is not None and budget_bytes is None and max_graphs is None:
         budget_bytes = mem.bytes(default_sizes)
-        budget = f"the default list's modelled memory, {budget_bytes / GIB:.3f} GiB"
+        budget = (
+            f"the default list's memory, {budget_bytes / GIB:.3f} GiB ({mem.basis(default_sizes)})"
+        )
     elif budget_bytes is not None:
         if mem is None:
             raise MlaprofError(
@@ -344,10 +446,15 @@ def make_plan(
     else:
         max_graphs = max_graphs or len(default_sizes)
         budget = f"at most {max_graphs} graphs (capture memory unknown)"
-    sizes, how = propose(
-        plan_dist, qlen, mem, budget_bytes if max_graphs is None else None, max_graphs
-    )
+    if plan_dist:
+        sizes, how = propose(
+            plan_dist, qlen, mem, budget_bytes if max_graphs is None else None, max_graphs
+        )
+    else:  # no observed batch fits a size vLLM keeps
+        sizes, how = [], "with nothing to capture"
     if mem is not None and max_graphs is None:
+        if how == TO_THE_BYTE and not mem.exact:  # exact against a model the data do not fix
+            how = f"exactly against the modelled memory, not to the byte ({mem.assumed})"
         budget += f"; planned {how}"
     split = default_plan is not None and default_plan.rule == "vllm-0.34"
     notes.append(
@@ -363,11 +470,21 @@ def make_plan(
         steps,
         source,
         evaluate(default_sizes, dist, qlen, mem, default_plan),
-        # every proposed size is a uniform-decode size within qlen x max_num_seqs: a FULL graph
-        evaluate(sizes, dist, qlen, mem, plan_of_sizes(sizes, qlen, max_num_seqs)),
+        # the proposal as the version captures and dispatches it (every proposed size is a
+        # uniform-decode size within qlen x max_num_seqs: a FULL graph)
+        evaluate(
+            sizes,
+            dist,
+            qlen,
+            mem,
+            plan_of_sizes(sizes, qlen, max_num_seqs)
+            if default_plan is None
+            else proposal_plan(rule, sizes, max_num_seqs, qlen - 1, max_num_batched_tokens, device),
+        ),
         mem.provenance if mem else "unknown (no measurement, log or model given)",
         budget,
         default_rule,
         notes,
         request_sizes=split,
+        vllm_version=vllm_version,
     )

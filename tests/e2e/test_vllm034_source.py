@@ -96,14 +96,17 @@ def _bind(obj: Any, holder: Any, *names: str) -> None:
 
 def vllm_sizes(ns: dict[str, Any], mns: int, k: int, explicit: list[int] | None,
                mnt: int | None, method: str | None,
-               mode_name: str = "FULL_AND_PIECEWISE") -> Any:  # fmt: skip
-    """vLLM 0.34's resolved compilation config for these engine settings."""
+               mode_name: str = "FULL_AND_PIECEWISE",
+               decode_reqs: list[int] | None = None) -> Any:  # fmt: skip
+    """vLLM 0.34's resolved compilation config for these engine settings (``decode_reqs``: a
+    ``decode_cudagraph_capture_request_sizes`` list, as plan-capture's flag sets it)."""
     mode = ns["CUDAGraphMode"][mode_name]
     cc = types.SimpleNamespace(
         cudagraph_mode=mode, max_cudagraph_capture_size=None,
         cudagraph_capture_sizes=list(explicit) if explicit else None,
         prefill_cudagraph_capture_token_sizes=None, max_prefill_cudagraph_capture_tokens=None,
-        decode_cudagraph_capture_request_sizes=None, max_decode_cudagraph_capture_requests=None,
+        decode_cudagraph_capture_request_sizes=decode_reqs,
+        max_decode_cudagraph_capture_requests=None,
         max_decode_cudagraph_capture_tokens=None, post_init_cudagraph_sizes=lambda: None,
     )  # fmt: skip
     spec = None
@@ -252,6 +255,77 @@ def test_piecewise_capture_sizes_are_vllm_034s(ns: dict[str, Any]) -> None:
     assert capture_sizes(1, 2, "PIECEWISE", "vllm-0.34") == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("chunk", range(3))
+def test_piecewise_dispatch_over_the_kept_sizes_is_vllm_034s(
+    ns: dict[str, Any], chunk: int
+) -> None:
+    """cudagraph_mode PIECEWISE: every batch size's graph, token count and rows as 0.34's own
+    CudaGraphManager dispatches it, on the generated cases (explicit lists partly or wholly
+    above max_num_batched_tokens among them): a batch above the largest kept size runs
+    eagerly. mlaprof read every PIECEWISE cell PIECEWISE, whatever its size."""
+    from mlaprof.capture_sizes import piecewise_plan
+
+    eager = 0
+    for mns, k, explicit, mnt, method in CASES[chunk::3]:
+        q = 1 + k
+        cfg = vllm_sizes(ns, mns, k, explicit, mnt, method, "PIECEWISE")
+        mgr = vllm_manager(ns, cfg)
+        plan = piecewise_plan("vllm-0.34", mns, k, explicit, mnt)
+        want = sorted(
+            d.num_tokens for d in mgr._capture_descs.get(ns["CUDAGraphMode"].PIECEWISE, [])
+        )
+        case = (mns, k, explicit, mnt)
+        assert (plan.tokens, plan.mode) == (want, cfg.compilation_config.cudagraph_mode.name), case
+        for b in range(1, mns + 1):
+            desc = mgr.dispatch(b, b * q, q, 0, q)
+            d = plan.dispatch(b)
+            size = desc.num_tokens if desc.cg_mode.name != "NONE" else None
+            assert (d.mode, d.size, d.rows) == (desc.cg_mode.name, size, desc.num_reqs or b), case
+            eager += d.mode == "NONE"
+    if eager < 100:
+        raise AssertionError(f"only {eager} eager cells compared")
+
+
+def test_plan_capture_proposals_are_kept_whole_by_vllm_034(ns: dict[str, Any]) -> None:
+    """plan-capture's ``decode_cudagraph_capture_request_sizes`` for random batch mixes under a
+    limiting max_num_batched_tokens: vLLM 0.34's own ``_split_cudagraph_capture_sizes`` and
+    CudaGraphManager capture every proposed count as given (none dropped, none captured at the
+    cap: ``decode_cudagraph_capture_shapes``, ``config/compilation.py`` L54-68), and the plan
+    mlaprof evaluates the proposal with dispatches every batch as vLLM does. mlaprof proposed
+    counts above ``max_num_batched_tokens // qlen``, which vLLM captures at that count or not at
+    all."""
+    from mlaprof.capture_sizes import proposal_plan
+    from mlaprof.whatif.plan import make_plan
+
+    rng = random.Random(3434)
+    limited = 0
+    for _ in range(150):
+        mns, k = rng.choice([4, 8, 16, 64, 100, 256]), rng.choice([0, 1, 2, 3, 5, 7])
+        q = 1 + k
+        mnt = rng.choice([None, mns, rng.randint(mns, mns * q + 8)])
+        counts = {rng.randint(1, mns): rng.randint(1, 40) for _ in range(rng.randint(1, 10))}
+        default = capture_plan("vllm-0.34", mns, k, None, mnt)
+        plan = make_plan(counts, q, mns, default.tokens, "d", "t", None,
+                         max_graphs=rng.choice([None, 2, 4]), cover_all=rng.random() < 0.3,
+                         default_plan=default, max_num_batched_tokens=mnt)  # fmt: skip
+        reqs = [s // q for s in plan.proposed.sizes]
+        limited += any(b * q > (mnt or BIG) for b in counts)
+        cfg = vllm_sizes(ns, mns, k, None, mnt, "ngram", decode_reqs=reqs)
+        mgr = vllm_manager(ns, cfg)
+        case = (mns, k, mnt, counts, reqs)
+        captured = sorted(d.num_reqs for d in mgr._capture_descs.get(ns["CUDAGraphMode"].FULL, []))
+        assert captured == reqs and not cfg.log, case
+        mine = proposal_plan("vllm-0.34", plan.proposed.sizes, mns, k, mnt)
+        assert mine.tokens == cfg.compilation_config.cudagraph_capture_sizes, case
+        for b in range(1, mns + 1):
+            desc = mgr.dispatch(b, b * q, q, 0, q)
+            d = mine.dispatch(b)
+            size = desc.num_tokens if desc.cg_mode.name != "NONE" else None
+            assert (d.mode, d.size, d.rows) == (desc.cg_mode.name, size, desc.num_reqs or b), case
+    if limited < 30:
+        raise AssertionError(f"only {limited} mixes with a batch above the limit")
+
+
 @pytest.fixture(scope="module")
 def splits() -> Any:
     ns: dict[str, Any] = {"Any": Any, "triton": types.SimpleNamespace(cdiv=cdiv)}
@@ -296,6 +370,7 @@ def test_triton_verify_splits_as_built_are_vllm_034s(ns: dict[str, Any], splits:
     step_splits has it used: from max_model_len on a FULL-graph engine's FULL, PIECEWISE and
     eager steps alike, from the batch's longest row without FULL graphs. 100 requests of 100
     tokens at qlen 6 run eagerly at 256 seqs: 3 splits, mlaprof had 1 from the live length."""
+    from mlaprof.capture_sizes import piecewise_plan
     from mlaprof.devices import DEVICES
     from mlaprof.metadata import batch_shape, build_metadata
     from mlaprof.step_splits import step_splits
@@ -309,6 +384,8 @@ def test_triton_verify_splits_as_built_are_vllm_034s(ns: dict[str, Any], splits:
     for sizes, b, kv, engine in product([None, [12, 601]], [1, 2, 5, 85, 86, 100, 256],
                                         [100, 5000], ["FULL_AND_PIECEWISE", "PIECEWISE"]):  # fmt: skip
         plan = capture_plan("vllm-0.34", mns, q - 1, sizes)  # [12, 601]: 5 requests PIECEWISE
+        if engine == "PIECEWISE":  # its own graphs: no FULL decode graph
+            plan = piecewise_plan("vllm-0.34", mns, q - 1, sizes)
         shape = batch_shape([kv] * b, q, "FULL" if engine != "PIECEWISE" else "PIECEWISE", plan)
         meta = build_metadata(shape, 1, "active-rows", shuffle_pages=False)
         builder = types.SimpleNamespace(
@@ -452,3 +529,29 @@ def test_build_decode_metadata_mlaprof_models_is_033s() -> None:
     new, old = _build_decode_nodes(V), _build_decode_nodes(source("0.33.0"))
     assert set(new) == {"min_kv_seq_len", "seq_lens_for_kernel"}
     assert new == old
+
+
+def test_piecewise_scenario_steps_are_vllm_034s(ns: dict[str, Any]) -> None:
+    """``mlaprof run --graph-mode PIECEWISE``'s steps (``metadata.step_shape``) as vLLM 0.34's
+    CudaGraphManager dispatches them in cudagraph_mode PIECEWISE: a batch above the largest kept
+    size runs eagerly; mlaprof's runs marked every PIECEWISE batch PIECEWISE."""
+    from mlaprof.metadata import step_shape
+    from mlaprof.scenario import Scenario
+
+    eager = 0
+    for mns, k in ((4, 3), (8, 1), (33, 0), (16, 7)):
+        q = 1 + k
+        for mnt in (None, mns, max(mns, mns * q - 1)):
+            mgr = vllm_manager(ns, vllm_sizes(ns, mns, k, None, mnt, "mtp", "PIECEWISE"))
+            for b in range(1, mns + 1):
+                sc = Scenario(graph_mode="PIECEWISE", kv_lens=[300] * b, max_num_seqs=mns,
+                              num_speculative_tokens=k, max_num_batched_tokens=mnt or 0,
+                              vllm_version="0.34.0", target="mi355x")  # fmt: skip
+                s = step_shape(sc, 0)
+                desc = mgr.dispatch(b, b * q, q, 0, q)
+                size = desc.num_tokens if desc.cg_mode.name != "NONE" else None
+                want = (desc.cg_mode.name, size, desc.num_reqs or b)
+                assert (s.graph_mode, s.capture_size, s.num_reqs) == want, (mns, k, mnt, b)
+                eager += s.graph_mode == "NONE"
+    if eager < 20:
+        raise AssertionError(f"only {eager} eager steps compared")

@@ -27,11 +27,15 @@ from mlaprof.capture_sizes import (
 from tests.vllm_src import RecordingLogger
 
 
-def _set_sizes(max_num_seqs: int, num_spec: int, max_batched: int, mode: Any) -> Any:
+def _set_sizes(max_num_seqs: int, num_spec: int, max_batched: int, mode: Any,
+               explicit: list[int] | None = None) -> Any:  # fmt: skip
     """vLLM's own ``_set_cudagraph_sizes`` in ``mode`` on the settings it reads (a stand-in
-    config object carries them): the compilation config it filled."""
+    config object carries them; ``explicit``: a ``cudagraph_capture_sizes`` list): the
+    compilation config it filled."""
     cc = CompilationConfig()
     cc.cudagraph_mode = mode
+    if explicit:
+        cc.cudagraph_capture_sizes = list(explicit)
     cfg = types.SimpleNamespace(
         model_config=types.SimpleNamespace(enforce_eager=False),
         compilation_config=cc,
@@ -194,9 +198,10 @@ def test_split_gate_passes_vllm_032_real_aiter_builder(monkeypatch):
         assert_splits_hold(all_rows, **kw)
 
 
-def vllm_dispatch(sizes: list[int], q: int, max_num_seqs: int, num_reqs: int) -> tuple:
-    """vLLM 0.32's own CudagraphDispatcher (``v1/cudagraph_dispatcher.py``): keys for
-    FULL_AND_PIECEWISE, then a uniform decode batch of ``num_reqs`` requests; the rows attention
+def vllm_dispatch(sizes: list[int], q: int, max_num_seqs: int, num_reqs: int,
+                  mode: Any = CUDAGraphMode.FULL_AND_PIECEWISE) -> tuple:  # fmt: skip
+    """vLLM 0.32's own CudagraphDispatcher (``v1/cudagraph_dispatcher.py``): keys for ``mode``,
+    then a uniform decode batch of ``num_reqs`` requests; the rows attention
     sees are the descriptor's request count under FULL only (``gpu_model_runner.py`` L4052-4055,
     L4081: attention is padded only under FULL)."""
     from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
@@ -213,7 +218,7 @@ def vllm_dispatch(sizes: list[int], q: int, max_num_seqs: int, num_reqs: int) ->
     d.cudagraph_keys = {CUDAGraphMode.PIECEWISE: set(), CUDAGraphMode.FULL: set()}
     d.keys_initialized, d.specialize_lora_count = False, False
     d.cudagraph_mode = CUDAGraphMode.NONE
-    d.initialize_cudagraph_keys(CUDAGraphMode.FULL_AND_PIECEWISE, q)
+    d.initialize_cudagraph_keys(mode, q)
     mode, desc = d.dispatch(num_reqs * q, uniform_decode=True)
     rows = desc.num_reqs if mode == CUDAGraphMode.FULL else num_reqs
     return mode.name, (desc.num_tokens if mode != CUDAGraphMode.NONE else None), rows
@@ -280,7 +285,8 @@ def test_a_passing_run_ends_without_nanobind_leak_noise(tmp_path):
     assert "nanobind" not in out, out[-3000:]
 
 
-def vllm_v2(sizes: list[int] | None, max_num_seqs: int, num_spec: int, max_batched: int | None):
+def vllm_v2(sizes: list[int] | None, max_num_seqs: int, num_spec: int, max_batched: int | None,
+            mode: Any = CUDAGraphMode.FULL_AND_PIECEWISE):  # fmt: skip
     """vLLM 0.32's model runner V2 (its default on a GPU with Triton): ``_set_cudagraph_sizes``
     without the V1 rounding (``compilation.py`` L1496-1501), then ``CudaGraphManager``'s own
     ``_init_candidates`` and ``dispatch`` (``v1/worker/gpu/cudagraph_utils.py`` L251-390,
@@ -289,7 +295,7 @@ def vllm_v2(sizes: list[int] | None, max_num_seqs: int, num_spec: int, max_batch
 
     q = 1 + num_spec
     cc = CompilationConfig()
-    cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    cc.cudagraph_mode = mode
     if sizes:
         cc.cudagraph_capture_sizes = list(sizes)
     cfg = types.SimpleNamespace(
@@ -360,3 +366,128 @@ def test_v2_cells_of_the_report():
     assert vllm_v2([5], 2, 1, None)[1](2) == ("PIECEWISE", 5, 2)  # V1: eager
     assert vllm_v2(None, 4, 1, 7)[1](3) == ("PIECEWISE", 7, 3)  # V1: eager
     assert vllm_v2(None, 1, 1, None)[0] == [1, 2, 4]  # V1: [2, 4]
+
+
+PIECEWISE_GRID = [
+    (sizes, mns, k, mnt)
+    for mns in (1, 4, 8, 33, 64)
+    for k in (0, 1, 3, 7)
+    for mnt in (None, mns, mns * (k + 1) - 1, 7 * mns)
+    for sizes in (None, [3], [8, 600], [1, 2, 4, 8], [40], [mns + 1, 2 * mns])
+    if mnt is None or mnt >= mns
+]
+
+
+def test_piecewise_dispatch_over_the_kept_sizes_equals_vllm_032(monkeypatch):
+    """cudagraph_mode PIECEWISE, on the V1 runner (``cpu``: 0.32's own CudagraphDispatcher,
+    ``num_tokens > max_size`` -> NONE, ``v1/cudagraph_dispatcher.py`` L270-279) and V2 (a GPU:
+    its CudaGraphManager): the sizes vLLM keeps and every batch size's graph, token count and
+    rows; a batch above the largest kept size runs eagerly. mlaprof read every PIECEWISE cell
+    PIECEWISE, whatever its size."""
+    import vllm.config.vllm as vllm_config_module
+
+    from mlaprof.capture_sizes import piecewise_plan
+
+    monkeypatch.setattr(vllm_config_module, "logger", RecordingLogger())
+    checked = eager = 0
+    for sizes, mns, k, mnt in PIECEWISE_GRID:
+        q = 1 + k
+        kept = _set_sizes(mns, k, mnt or 1 << 40, CUDAGraphMode.PIECEWISE, sizes)
+        v1 = piecewise_plan("vllm-0.32", mns, k, sizes, mnt, device="cpu")
+        assert v1.tokens == kept.cudagraph_capture_sizes, (sizes, mns, k, mnt)
+        tokens, v2_dispatch = vllm_v2(sizes, mns, k, mnt, CUDAGraphMode.PIECEWISE)
+        v2 = piecewise_plan("vllm-0.32", mns, k, sizes, mnt, device="h200")
+        assert v2.tokens == tokens and v2.mode == "PIECEWISE", (sizes, mns, k, mnt)
+        for b in range(1, mns + 1):
+            want = vllm_dispatch(v1.tokens, q, mns, b, CUDAGraphMode.PIECEWISE)
+            d = v1.dispatch(b)
+            assert (d.mode, d.size, d.rows) == want, (sizes, mns, k, mnt, b)
+            d = v2.dispatch(b)
+            assert (d.mode, d.size, d.rows) == v2_dispatch(b), (sizes, mns, k, mnt, b)
+            checked += 1
+            eager += d.mode == "NONE"
+    if checked < 2000 or eager < 500:
+        raise AssertionError(f"only {checked} cells, {eager} eager, compared")
+
+
+def test_plan_capture_proposals_are_kept_whole_by_vllm_032(monkeypatch):
+    """plan-capture's ``cudagraph_capture_sizes`` for random batch mixes under a limiting
+    max_num_batched_tokens: vLLM 0.32's own ``_set_cudagraph_sizes`` keeps the list whole (no
+    "is overridden by config" warning; ``vllm/config/vllm.py`` L2454-2465, L2527-2540), the V1
+    rounding leaves it alone, and the plan mlaprof evaluates it with dispatches every batch as
+    the V1 dispatcher and the V2 CudaGraphManager do. mlaprof proposed sizes above
+    max_num_batched_tokens, which vLLM drops."""
+    import random
+
+    import vllm.config.vllm as vllm_config_module
+
+    from mlaprof.capture_sizes import capture_plan, proposal_plan
+    from mlaprof.whatif.plan import make_plan
+
+    rng = random.Random(3232)
+    limited = 0
+    for _ in range(60):
+        mns, k = rng.choice([8, 16, 33, 64]), rng.choice([0, 1, 2, 3, 7])
+        q = 1 + k
+        mnt = rng.choice([None, mns, rng.randint(mns, mns * q + 8)])
+        counts = {rng.randint(1, mns): rng.randint(1, 40) for _ in range(rng.randint(1, 8))}
+        limited += any(b * q > (mnt or 1 << 40) for b in counts)
+        for device in ("cpu", "h200"):
+            default = capture_plan("vllm-0.32", mns, k, None, mnt, device=device)
+            plan = make_plan(counts, q, mns, default.tokens, "d", "t", None,
+                             max_graphs=rng.choice([None, 2, 4]), cover_all=rng.random() < 0.3,
+                             default_plan=default, max_num_batched_tokens=mnt, device=device)  # fmt: skip
+            sizes = plan.proposed.sizes
+            case = (mns, k, mnt, counts, sizes, device)
+            if not sizes:
+                continue
+            log = RecordingLogger()
+            monkeypatch.setattr(vllm_config_module, "logger", log)
+            mine = proposal_plan("vllm-0.32", sizes, mns, k, mnt, device)
+            if device == "cpu":
+                cc = _set_sizes(mns, k, mnt or 1 << 40, CUDAGraphMode.FULL_AND_PIECEWISE, sizes)
+                cc.adjust_cudagraph_sizes_for_spec_decode(q)
+                assert cc.cudagraph_capture_sizes == sizes == mine.tokens and not log.lines, case
+                want = [vllm_dispatch(sizes, q, mns, b) for b in range(1, mns + 1)]
+            else:
+                tokens, dispatch = vllm_v2(sizes, mns, k, mnt)
+                assert tokens == mine.tokens and not log.lines, case
+                want = [dispatch(b) for b in range(1, mns + 1)]
+            got = [mine.dispatch(b) for b in range(1, mns + 1)]
+            assert [(d.mode, d.size, d.rows) for d in got] == want, case
+            for s in sizes:  # every proposed batch gets its own FULL graph
+                assert want[s // q - 1] == ("FULL", s, s // q), case
+    if limited < 15:
+        raise AssertionError(f"only {limited} mixes with a batch above the limit")
+
+
+@pytest.mark.parametrize("target", ["cpu", "mi355x"])
+def test_piecewise_scenario_steps_are_vllm_032s(monkeypatch, target: str) -> None:
+    """``mlaprof run --graph-mode PIECEWISE``'s steps (``metadata.step_shape``) against vLLM
+    0.32's own dispatch in cudagraph_mode PIECEWISE: the V1 dispatcher on the CPU target, the V2
+    CudaGraphManager on a GPU one. A batch above the largest kept size runs eagerly; mlaprof's
+    runs marked every PIECEWISE batch PIECEWISE."""
+    import vllm.config.vllm as vllm_config_module
+
+    from mlaprof.metadata import step_shape
+    from mlaprof.scenario import Scenario
+
+    monkeypatch.setattr(vllm_config_module, "logger", RecordingLogger())
+    eager = 0
+    for mns, k in ((4, 3), (8, 1), (33, 0), (16, 7)):
+        q = 1 + k
+        for mnt in (None, mns, max(mns, mns * q - 1)):
+            kept = _set_sizes(mns, k, mnt or 1 << 40, CUDAGraphMode.PIECEWISE)
+            _, v2 = vllm_v2(None, mns, k, mnt, CUDAGraphMode.PIECEWISE)
+            for b in range(1, mns + 1):
+                sc = Scenario(graph_mode="PIECEWISE", kv_lens=[300] * b, max_num_seqs=mns,
+                              num_speculative_tokens=k, max_num_batched_tokens=mnt or 0,
+                              vllm_version="0.32.0", target=target)  # fmt: skip
+                s = step_shape(sc, 0)
+                want = (vllm_dispatch(kept.cudagraph_capture_sizes, q, mns, b,
+                                      CUDAGraphMode.PIECEWISE)
+                        if target == "cpu" else v2(b))  # fmt: skip
+                assert (s.graph_mode, s.capture_size, s.num_reqs) == want, (mns, k, mnt, b)
+                eager += s.graph_mode == "NONE"
+    if eager < 20:
+        raise AssertionError(f"only {eager} eager steps compared")

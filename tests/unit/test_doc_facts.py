@@ -287,6 +287,27 @@ def _eager_plan(rule: str) -> bool:
     return not p.tokens and all(p.dispatch(b).mode == "NONE" for b in range(1, 65))
 
 
+def _piecewise_past_the_kept_size(rule: str) -> bool:
+    """--graph-mode PIECEWISE, [8, 600] under 512, qlen 4: 1-2 requests in the 8-token graph,
+    3-4 eager."""
+    from mlaprof.capture_sizes import piecewise_plan
+
+    p = piecewise_plan(rule, 256, 3, [8, 600], 512)
+    got = [(p.dispatch(b).mode, p.dispatch(b).size) for b in (1, 2, 3, 4)]
+    return got == [("PIECEWISE", 8), ("PIECEWISE", 8), ("NONE", None), ("NONE", None)]
+
+
+def _proposal_within_batched_tokens(rule: str) -> bool:
+    """Batches 2, 5, 20 at qlen 4 under 64 tokens: 8 and 20 tokens proposed, 20 requests none."""
+    from mlaprof.capture_sizes import capture_plan
+    from mlaprof.whatif.plan import make_plan
+
+    d = capture_plan(rule, 64, 3, None, 64)
+    plan = make_plan({2: 3, 5: 10, 20: 4}, 4, 64, d.tokens, "d", "t", None, default_plan=d,
+                     max_num_batched_tokens=64)  # fmt: skip
+    return plan.proposed.sizes == [8, 20] and plan.proposed.eager_batches == [20]
+
+
 def _dispatch(rule: str, sizes: list[int], mns: int, k: int, b: int) -> tuple:
     from mlaprof.capture_sizes import capture_plan
 
@@ -515,6 +536,11 @@ FACTS: list[tuple[str, str, Check]] = [
      and _dispatch("vllm-0.34", [40], 6, 1, 5) == ("FULL", 12, 6)),
     ("docs/whatif.md", "So `whatif --capture-sizes 600,700 --max-num-batched-tokens 512` runs: every cell's "
      "`graph` is NONE", lambda: all(_eager_plan(rule) for rule in ("vllm-0.34", "vllm-0.32", "vllm-legacy"))),
+    ("docs/whatif.md", "runs 1-2 requests PIECEWISE in the 8-token graph and 3-4 eagerly",
+     lambda: all(_piecewise_past_the_kept_size(r) for r in ("vllm-0.34", "vllm-0.32", "vllm-legacy"))),
+    ("docs/whatif.md", "proposes 8 and 20 tokens (2 and 5 requests), not the 80 tokens of 20 "
+     "requests that vLLM drops",
+     lambda: all(_proposal_within_batched_tokens(r) for r in ("vllm-0.34", "vllm-0.32"))),
     ("docs/whatif.md", "Defaults follow the default scenario",
      lambda: all(default("whatif", f) is None for f in ("--spec", "--model", "--policy", "--device",
                                                       "--max-num-seqs", "--max-model-len"))),

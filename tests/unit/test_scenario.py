@@ -74,8 +74,9 @@ def test_uniform_batch_padding():
     assert padded_size(513, sizes) is None
     big = batch_shape([10] * 200, qlen=4, graph_mode="FULL", sizes=sizes)
     assert big.graph_mode == "NONE" and big.num_padding == 0
+    # PIECEWISE pads the tokens to a graph's size, never the attention rows
     pw = batch_shape([100, 200, 300], qlen=4, graph_mode="PIECEWISE", sizes=sizes)
-    assert pw.num_padding == 0 and pw.capture_size is None
+    assert pw.num_padding == 0 and (pw.graph_mode, pw.capture_size) == ("PIECEWISE", 16)
 
 
 @pytest.mark.parametrize(
