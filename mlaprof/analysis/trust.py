@@ -34,6 +34,9 @@ COUNTS = (
     "steps_missing_layers",
     "steps_layers_aligned",
     "steps_layers_unknown",
+    "eager_steps_missing_layers",
+    "eager_steps_layers_aligned",
+    "eager_steps_layers_unknown",
     "launches_without_kernels",
     "eager_steps_between_replays",
     "split_layers_without_stage2",
@@ -66,6 +69,9 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
         # how the steps short of layers were numbered (imports that found some say)
         "steps_layers_aligned": rc.get("steps_layers_aligned"),
         "steps_layers_unknown": rc.get("steps_layers_unknown"),
+        "eager_steps_missing_layers": rc.get("eager_steps_missing_layers"),
+        "eager_steps_layers_aligned": rc.get("eager_steps_layers_aligned"),
+        "eager_steps_layers_unknown": rc.get("eager_steps_layers_unknown"),
         "launches_without_kernels": lc.get("launches_without_kernels") or 0,
         "eager_steps_between_replays": _eager_between_replays(cap),
         "split_layers_without_stage2": split_no_s2,
@@ -82,6 +88,12 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
             f"{counts['expected_kernels']} dispatches, {pct}; "
             f"{counts['steps_missing_layers']} step(s) short of layers{_layer_numbering(counts)}); "
             f"{ROCM_72_LOSS}"
+        )
+    if counts["eager_steps_missing_layers"]:
+        reasons.append(
+            f"{counts['eager_steps_missing_layers']} eager step(s) short of MLA layers against "
+            "eager steps running their kernels (the trace lost dispatches)"
+            + _layer_numbering(counts, "eager_", "a complete eager step running the same kernels")
         )
     if counts["launches_without_kernels"]:
         reasons.append(
@@ -119,20 +131,23 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
     )
 
 
-def _layer_numbering(counts: dict[str, Any]) -> str:
+def _layer_numbering(
+    counts: dict[str, Any], kind: str = "", to: str = "their graph's complete replays"
+) -> str:
     """How the steps short of layers were numbered: which layer is missing is said only where
-    the import placed the step's kernels in its graph's complete replays (never counted from 0
-    over what is left)."""
+    the import placed the step's kernels in its graph's complete replays (``kind`` "eager_":
+    in a complete eager step running the same kernels; never counted from 0 over what is
+    left)."""
     parts = []
-    if counts.get("steps_layers_aligned"):
+    if counts.get(f"{kind}steps_layers_aligned"):
         parts.append(
-            f"{counts['steps_layers_aligned']} numbered by aligning their kernel sequence to "
-            "their graph's complete replays"
+            f"{counts[f'{kind}steps_layers_aligned']} numbered by aligning their kernel sequence "
+            f"to {to}"
         )
-    if counts.get("steps_layers_unknown"):
+    if counts.get(f"{kind}steps_layers_unknown"):
         parts.append(
-            f"in {counts['steps_layers_unknown']} a layer is missing; which one is unknown, and "
-            "the layers the trace cannot place are left out of the per-layer figures"
+            f"in {counts[f'{kind}steps_layers_unknown']} a layer is missing; which one is "
+            "unknown, and the layers the trace cannot place are left out of the per-layer figures"
         )
     return (": " + "; ".join(parts)) if parts else ""
 
@@ -229,6 +244,7 @@ def _short(c: dict[str, int]) -> list[str]:
     parts = [
         (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
         (c.get("steps_layers_unknown", 0), f"{c.get('steps_layers_unknown', 0)} step(s) missing a layer, which one unknown"),
+        (c.get("eager_steps_missing_layers", 0), f"{c.get('eager_steps_missing_layers', 0)} eager step(s) short of layers"),
         (c["launches_without_kernels"], f"{c['launches_without_kernels']} launch(es) without kernels"),
         (c["split_layers_without_stage2"], f"{c['split_layers_without_stage2']} split layer(s) without stage 2"),
         (c.get("nameless_dispatches", 0), f"{c.get('nameless_dispatches', 0)} dispatch(es) without their kernel symbol"),

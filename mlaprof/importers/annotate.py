@@ -472,10 +472,10 @@ def _number_steps(
     s1: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int], dict[str, int]]:
     """Per kernel: its group (an MLA graph replay or a run of eager kernels), its layer in the
-    group (stage-1 kernels in start order; a replay short of layers by
-    :func:`_align_short_replays`) and its step (groups ordered by their first kernel's start);
+    group (stage-1 kernels in start order; a replay or eager step short of layers by
+    :func:`_align_short_replays` / :func:`_align_short_eager`) and its step (groups ordered by their first kernel's start);
     -1 where none. And the partial steps left out at the window's edges, and how the short
-    replays' layers were numbered. ``devices``: :func:`_device_codes`; ``s1``: the stage-1
+    steps' layers were numbered. ``devices``: :func:`_device_codes`; ``s1``: the stage-1
     kernels' indices."""
     n = kc.n
     start = kc.ints["start_ns"]
@@ -562,6 +562,11 @@ def _number_steps(
             step[meta_k[ok]] = nxt[ok]
     # after the steps: a replay whose layers are unknown is still a step (its time is known)
     aligned = _align_short_replays(kc, role, replay, layer, graphs, live)
+    # ... and an eager step short of layers, by the same alignment (the edges are left out)
+    eager = _align_short_eager(kc, role, group, layer, n_rep, codes, s1)
+    if eager:
+        aligned["layers_unknown"] = aligned.get("layers_unknown", 0) + eager.pop("layers_unknown")
+        aligned.update(eager)
     return group, layer, step, edges, aligned
 
 
@@ -619,12 +624,11 @@ def _align_short_replays(
     """Renumber (in place) the layers of the replays in a step (``live``, per replay) that
     hold fewer stage-1 kernels than their graph's complete replays: counting from 0 over what
     is left would call the last layer missing and shift every other one. Each such replay's
-    kernels are placed in a complete replay of its graph by kernel name (:func:`align_layers`):
-    a stage-1 kernel takes the layer every placement gives it, stage 2 / reduce the layer of
-    the stage-1 kernel before them where their own placement agrees; the rest (which layer went
-    is unknown) keep no layer, so the per-layer figures leave them out. Counts per step: numbered by the alignment, or not all
+    kernels are placed in a complete replay of its graph by kernel name (:func:`_place_in_refs`,
+    the rule eager steps follow too). Counts per step: numbered by the alignment, or not all
     (none where no replay in a step is short of layers: the usual trace's checks stay as they
-    were), and the stage-1 kernels left without a layer."""
+    were), and the stage-1 kernels left without a layer; a replay of a graph with no complete
+    replay is not all."""
     out = {"steps_layers_aligned": 0, "steps_layers_unknown": 0, "layers_unknown": 0}
     nrep = len(graphs.count)
     if not nrep or len(live) != nrep:
@@ -659,25 +663,9 @@ def _align_short_replays(
     if sub:
         which = np.array([graph_no[int(graphs.canon[reps[i]])] for i in sub], np.int64)
         lens = (bounds[1:] - bounds[:-1])[sub]
-        heads = np.r_[0, np.cumsum(lens)[:-1]]
         rows = np.concatenate([order[bounds[i] : bounds[i + 1]] for i in sub])
-        seq = np.concatenate([names[bounds[i] : bounds[i + 1]] for i in sub])
-        got = align_layers(ref_seqs, seq, np.r_[heads, len(rows)], which, len(kc.names))
-        rl = role[rows]
-        is1 = rl == 1
-        # stage 2 / reduce: the layer of the stage-1 kernel before them in their replay, where
-        # their own placement gives that layer too (an orphan whose stage 1 was lost joins none)
-        last1 = np.maximum.accumulate(np.where(is1, np.arange(len(rows)), NULL))
-        rep_of = np.repeat(np.arange(len(sub)), lens)
-        ok = (last1 >= 0) & (rep_of[np.clip(last1, 0, None)] == rep_of)
-        prev = np.where(ok, got[np.clip(last1, 0, None)], NULL)
-        mla = (rl >= 1) & (rl <= 3)
-        layer[rows[mla]] = np.where(is1 | (prev == got), got, NULL)[mla]
-        lost1 = is1 & (got < 0)
-        bad = np.logical_or.reduceat(lost1, heads)
-        out["steps_layers_aligned"] = int((~bad).sum())
-        out["steps_layers_unknown"] = int(bad.sum())
-        out["layers_unknown"] = int(lost1.sum())
+        got = _place_in_refs(kc, role, layer, ref_seqs, rows, lens, which, None)
+        out["steps_layers_aligned"], out["steps_layers_unknown"], out["layers_unknown"] = got
     # replays of a graph with no complete replay: nothing to place them in
     left = np.setdiff1d(short, reps[sub] if sub else short[:0])
     if len(left):
@@ -689,12 +677,165 @@ def _align_short_replays(
     return out
 
 
+def _place_in_refs(
+    kc: KernelColumns,
+    role: np.ndarray,
+    layer: np.ndarray,
+    refs: list[tuple[np.ndarray, np.ndarray]],
+    rows: np.ndarray,
+    lens: np.ndarray,
+    which: np.ndarray,
+    own: np.ndarray | None,
+) -> tuple[int, int, int]:
+    """Renumber (in place) the layers of steps short of layers by :func:`align_layers`, one rule
+    for graph replays and eager steps: ``rows`` are the steps' kernels (each step's run in start
+    order, ``lens`` long, placed in ``refs[which[i]]``), ``own`` per row whether it is one of the
+    step's own MLA kernels (None: all are; an eager step's run also holds kernels of no step). A
+    stage-1 kernel takes the layer every placement gives it, stage 2 / reduce the layer of the
+    stage-1 kernel before them where their own placement agrees; the rest (which layer went is
+    unknown) keep no layer, so the per-layer figures leave them out. Returns the steps numbered
+    by the alignment, those not all (a layer is missing, which one unknown), and the stage-1
+    kernels left without a layer."""
+    heads = np.r_[0, np.cumsum(lens)[:-1]]
+    seq = kc.name_idx[rows]
+    got = align_layers(refs, seq, np.r_[heads, len(rows)], which, len(kc.names))
+    rl = role[rows]
+    mla = (rl >= 1) & (rl <= 3)
+    if own is not None:
+        mla &= own
+    is1 = (rl == 1) & mla
+    # stage 2 / reduce: the layer of the stage-1 kernel before them in their step, where their
+    # own placement gives that layer too (an orphan whose stage 1 was lost joins none)
+    last1 = np.maximum.accumulate(np.where(is1, np.arange(len(rows)), NULL))
+    rep_of = np.repeat(np.arange(len(lens)), lens)
+    ok = (last1 >= 0) & (rep_of[np.clip(last1, 0, None)] == rep_of)
+    prev = np.where(ok, got[np.clip(last1, 0, None)], NULL)
+    layer[rows[mla]] = np.where(is1 | (prev == got), got, NULL)[mla]
+    lost1 = is1 & (got < 0)
+    bad = np.logical_or.reduceat(lost1, heads)
+    return int((~bad).sum()), int(bad.sum()), int(lost1.sum())
+
+
+# complete eager steps tried per short one (closest first): bounds the alignment's work where a
+# trace's eager steps run many kernel sequences (batch-dependent GEMMs)
+MAX_EAGER_REFS = 8
+
+
+def _align_short_eager(
+    kc: KernelColumns,
+    role: np.ndarray,
+    group: np.ndarray,
+    layer: np.ndarray,
+    n_rep: int,
+    codes: np.ndarray,
+    s1: np.ndarray,
+) -> dict[str, int]:
+    """Renumber (in place) the layers of the eager steps (groups from ``n_rep``, the window's
+    edges already left out) short of layers, as :func:`_align_short_replays` does a replay's.
+    An eager step has no graph to say which steps run the same kernels, so its kernel sequence
+    (its device's kernels after the step before it, up to its last MLA kernel) tells: a step is
+    short where an eager step with more stage-1 kernels (but fewer than twice its own) runs a
+    sequence seen more often than its own, or its own is seen once (the rule graph replays
+    without a graph id follow, :mod:`mlaprof.importers.step_model`; a drafter's passes, as many
+    as the target's steps or more, of a layer or a few, are steps of their own). It is placed
+    in the closest such step whose sequence admits it (a tracer loses kernels, never adds or
+    reorders them) that is not short itself, by :func:`_place_in_refs`; where none admits it,
+    its layers are unknown. Counts as the replays' (none where no eager step is short: the
+    usual eager trace reads no kernel here)."""
+    e1 = s1[(group[s1] >= n_rep) & (layer[s1] >= 0)]
+    if not len(e1):
+        return {}
+    gids, n1 = np.unique(group[e1], return_counts=True)
+    if int(n1.min()) == int(n1.max()):  # the usual eager trace: every step as many layers
+        return {}
+    start = kc.ints["start_ns"]
+    # each eager step's run of kernels: its device's, up to its last MLA kernel ...
+    order, g_o, first = step_model.replay_runs(np.flatnonzero(group >= n_rep), group, start)
+    ends = np.r_[first[1:], len(order)]
+    steps_g = g_o[first]
+    cnt = np.zeros(len(steps_g), np.int64)
+    at = np.searchsorted(gids, steps_g)
+    has = (at < len(gids)) & (gids[np.clip(at, 0, len(gids) - 1)] == steps_g)
+    cnt[has] = n1[at[has]]
+    dorder, _, dfirst = step_model.replay_runs(np.arange(kc.n), codes, start)
+    pos = np.empty(kc.n, np.int64)
+    pos[dorder] = np.arange(kc.n)
+    p0, p1 = pos[order[first]], pos[order[ends - 1]]
+    del pos, order
+    # ... back to just after the MLA kernel of the step before it on its device: the kernels
+    # before its first layer (a lost first stage-1 kernel's stage 2, which joins no step) place
+    # that layer
+    last_g = np.maximum.accumulate(np.where(group[dorder] >= 0, np.arange(kc.n), NULL))
+    dev0 = dfirst[np.searchsorted(dfirst, p0, side="right") - 1]
+    p0 = np.maximum(np.where(p0 > 0, last_g[np.maximum(p0 - 1, 0)], NULL) + 1, dev0)
+    del last_g
+    lens = p1 - p0 + 1
+    heads = np.r_[0, np.cumsum(lens)[:-1]]
+    rows = dorder[np.arange(int(lens.sum())) - np.repeat(heads - p0, lens)]
+    del dorder
+    bounds = np.r_[heads, len(rows)]
+    sigs, k_of = step_model.replay_sequences(kc.name_idx[rows], bounds)
+    seen = np.bincount(k_of, minlength=len(sigs))
+    s1n = np.zeros(len(sigs), np.int64)
+    np.maximum.at(s1n, k_of, cnt)
+    size = np.array([len(x) for x in sigs], np.int64)
+    step_of = np.full(len(sigs), NULL, np.int64)  # a step running each sequence (its first)
+    step_of[k_of[::-1]] = np.arange(len(k_of))[::-1]
+    # per sequence with fewer layers: the sequences it may be a lossy copy of, closest first
+    peers: dict[int, list[int]] = {}
+    for i in np.flatnonzero(s1n < s1n.max()).tolist():
+        ok = (s1n > s1n[i]) & (s1n < 2 * s1n[i]) & ((seen > seen[i]) | (seen[i] == 1))
+        js = np.flatnonzero(ok)
+        if len(js):
+            peers[i] = js[np.lexsort((js, -seen[js], size[js]))][:MAX_EAGER_REFS].tolist()
+    if not peers:
+        return {}
+    # which of them admit it: every pair placed at once (a fit places every kernel)
+    ref_ids = sorted({j for js in peers.values() for j in js})
+    ref_no = {j: k for k, j in enumerate(ref_ids)}
+    refs = []
+    for j in ref_ids:  # a reference: its names, and where its own stage-1 kernels are
+        k = int(step_of[j])
+        mine = rows[bounds[k] : bounds[k + 1]]
+        refs.append((sigs[j], (role[mine] == 1) & (group[mine] == steps_g[k])))
+    pairs = [(i, j) for i, js in peers.items() for j in js]
+    pair_seq = np.concatenate([sigs[i] for i, _ in pairs])
+    pair_len = np.array([size[i] for i, _ in pairs], np.int64)
+    fits = np.zeros(len(pairs), bool)
+    align_layers(refs, pair_seq, np.r_[0, np.cumsum(pair_len)],
+                 np.array([ref_no[j] for _, j in pairs], np.int64), len(kc.names), fits)  # fmt: skip
+    admits = {p for p, f in zip(pairs, fits.tolist(), strict=True) if f}
+    root = np.arange(len(sigs))
+    for i in sorted(peers, key=lambda i: (-size[i], i)):  # longer first: a peer is settled
+        root[i] = next((j for j in peers[i] if (i, j) in admits and root[j] == j), NULL)
+    # the short steps: aligned to their sequence's root, or unknown where none admits them
+    short = np.flatnonzero(np.isin(k_of, list(peers)))
+    out = {"eager_steps_missing_layers": len(short), "eager_steps_layers_aligned": 0,
+           "eager_steps_layers_unknown": 0, "layers_unknown": 0}  # fmt: skip
+    r_of = root[k_of[short]]
+    placed, lost = short[r_of >= 0], short[r_of < 0]
+    if len(placed):
+        sel = np.concatenate([rows[bounds[k] : bounds[k + 1]] for k in placed.tolist()])
+        own = group[sel] == np.repeat(steps_g[placed], lens[placed])
+        got = _place_in_refs(kc, role, layer, refs, sel, lens[placed],
+                             np.array([ref_no[int(j)] for j in r_of[r_of >= 0]], np.int64), own)  # fmt: skip
+        out["eager_steps_layers_aligned"], out["eager_steps_layers_unknown"] = got[:2]
+        out["layers_unknown"] = got[2]
+    if len(lost):
+        gone = np.isin(group, steps_g[lost]) & (role >= 1) & (role <= 3)
+        layer[gone] = NULL
+        out["eager_steps_layers_unknown"] += len(lost)
+        out["layers_unknown"] += int(cnt[lost].sum())
+    return out
+
+
 def align_layers(
     refs: list[tuple[np.ndarray, np.ndarray]],
     names: np.ndarray,
     bounds: np.ndarray,
     which: np.ndarray,
     n_names: int,
+    whole_out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per kernel of the replays ``names[bounds[i]:bounds[i + 1]]`` (name codes below
     ``n_names``, start order), replay i one of graph ``which[i]``: the layer of ``refs[which[i]]``
@@ -703,7 +844,8 @@ def align_layers(
     adds or reorders them); NULL where placements disagree, or where none exists. A kernel's
     places over all placements span the leftmost greedy placement's to the rightmost's, both
     possible, and the layer never falls with the place: it is decided where the two agree.
-    The greedy walks go a kernel place at a time over every replay at once."""
+    The greedy walks go a kernel place at a time over every replay at once. ``whole_out`` (one per
+    replay): set to whether the replay is a subsequence of its graph's at all."""
     n = len(names)
     out = np.full(n, NULL, np.int64)
     if not n:
@@ -756,6 +898,8 @@ def align_layers(
     whole = np.zeros(len(lens), bool)  # the replay fits its graph: every kernel placed
     some = lens > 0
     whole[some] = np.logical_and.reduceat(fits, starts[some])
+    if whole_out is not None:
+        whole_out[:] = whole
     lb_k = np.array(lb, np.int64)[which[rep_of]]
     got = la_f[lb_k + np.clip(left, 0, m_k - 1)]
     agree = got == la_f[lb_k + np.clip(right, 0, m_k - 1)]
@@ -927,7 +1071,8 @@ def _replay_checks(
     graph is judged against the drafter's replays, never against the target's. Replays left out
     at the window's edges are counted apart (``edge_partial_steps``), never as losses. The steps
     short of layers are counted by how their layers were numbered (``aligned``:
-    :func:`_align_short_replays`)."""
+    :func:`_align_short_replays`; eager steps apart, ``eager_steps_*``:
+    :func:`_align_short_eager`)."""
     out = {"replays": 0, "short_replays": 0, "missing_kernels": 0, "expected_kernels": 0,
            "replays_without_mla": 0, "steps_missing_layers": 0,
            "edge_partial_steps": int(edges["first"] + edges["last"]), **aligned}  # fmt: skip
