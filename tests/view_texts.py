@@ -27,12 +27,12 @@ def every_view(run_dir: Path, s: Any, with_json: bool = False) -> dict[str, str]
     from mlaprof.tui.once import read_view
     from mlaprof.tui.text import render_text
 
-    out = io.StringIO()
-    Console(file=out, width=400, color_system=None).print(TerminalRenderer().render(s))
+    # the report as rendered (printing its text through rich again read "[vLLM 0.34.0]" as markup)
+    terminal = TerminalRenderer(Console(file=io.StringIO(), width=400, color_system=None)).render(s)
     page = re.sub(r"<(script|style)\b.*?</\1>", " ", render_html(s), flags=re.S)
     view, _ = read_view(run_dir)
     got = {
-        "terminal": flat(out.getvalue()),
+        "terminal": flat(terminal),
         "markdown": flat(html.unescape(render_markdown(s))),
         "html": flat(html.unescape(re.sub(r"<[^>]+>", " ", page))),
         "tui": flat(render_text(dataclasses.replace(view, summary=s), width=400)),

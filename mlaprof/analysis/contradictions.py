@@ -13,7 +13,7 @@ from mlaprof.analysis.evidence.engine import PLUGIN_DEVICE
 from mlaprof.analysis.headline import own_split
 from mlaprof.analysis.padding import NOT_RECORDED, size_text
 from mlaprof.analysis.paths import NOT_THIS_RUN, PATH_CHECK
-from mlaprof.analysis.sections import REFERENCE_TEXT
+from mlaprof.analysis.sections import REFERENCE_TEXT, WHAT_IF
 from mlaprof.analysis.splits import frozen_condition, off_route
 from mlaprof.rank_counts import rank_list
 from mlaprof.scenario import UNSET
@@ -239,6 +239,15 @@ def _what_if_frozen(s: RunSummary) -> list[str]:
     said = [h.value for h in s.headline if "would replay S" in h.value]
     if what_if and own is not None and any(str(own.frozen_what_if) not in v for v in said):
         return [f"route {route.path} + a what-if frozen S in the headline said as a fact"]
+    # the headline's S and occupancy of a policy off the route: marked and said on its condition
+    named = [h for h in s.headline
+             if h.label.startswith((f"KV splits ({own.policy}", "occupancy ("))] if own else []  # fmt: skip
+    if (
+        what_if
+        and own is not None
+        and any(WHAT_IF not in h.label or str(own.what_if) not in h.value for h in named)
+    ):
+        return [f"route {route.path} + the headline names {own.policy}'s S as the run's"]
     return []
 
 

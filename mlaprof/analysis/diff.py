@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,14 @@ from mlaprof.analysis.headline import split_provenance
 from mlaprof.analysis.memory import memory_summed
 from mlaprof.analysis.paths import route_label
 from mlaprof.analysis.sections import Source
-from mlaprof.analysis.timing import CPU_TIMINGS, PER_RANK, cpu_spread
+from mlaprof.analysis.timing import (
+    CPU_TIMINGS,
+    GPU_LAYER_TIME,
+    MLA_LAYER_TIME,
+    PER_RANK,
+    cpu_spread,
+    layer_span,
+)
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.store.liveness import RunStatus
 
@@ -41,6 +48,9 @@ class Verdict(StrEnum):
     NA = "n/a"  # one side has no value
     # the two runs ran different workloads: a workload-dependent change is no verdict on the code
     OTHER_WORKLOAD = "other workload"
+    # a part of the workload one or both runs do not state: not known to be the same, so a
+    # workload-dependent change is no verdict either (the workload line names the parts)
+    UNKNOWN_WORKLOAD = "not judged"
 
 
 COLUMNS = ("metric", "unit", "a", "b", "change", "change_pct", "ratio", "verdict", "provenance")
@@ -101,12 +111,16 @@ class WorkloadField:
 @dataclass(frozen=True, slots=True)
 class Workload:
     """Whether the two runs ran the same workload: ``same`` False where a field both runs state
-    differs (their workload-dependent rows then carry no better/worse verdict), None where no
-    field differs but some is unknown on a side, True where every field is known and equal."""
+    differs, None where no field differs but some is unknown on a side (not known to be the
+    same), True where every field is known and equal. Only True lets a workload-dependent row
+    carry a verdict (:func:`judged`)."""
 
     same: bool | None
     fields: list[WorkloadField]
     text: str  # the line every view prints
+    # parts neither run's kind records (a trace holds no model preset or KV lengths): not
+    # compared, and said in ``text``
+    not_held: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +263,23 @@ def _trace_s(s: RunSummary) -> float | None:
 
 def _split_said(s: RunSummary) -> str | None:
     r = own_split(s)
-    return None if r is None else split_provenance(r, str(s.device or ""))
+    return None if r is None else _on_condition(r, split_provenance(r, str(s.device or "")))
+
+
+def _model_said(s: RunSummary) -> str | None:
+    r = own_split(s)
+    return None if r is None else _on_condition(r, "model")
+
+
+def _what_if_said(s: RunSummary) -> str | None:
+    r = own_split(s)
+    return None if r is None else r.what_if
+
+
+def _on_condition(r: SplitStep, said: str) -> str:
+    """Where a side's own-policy S or occupancy comes from, with the condition it holds on where
+    vLLM does not run that policy (the row's ``what_if``, as its report's headline says it)."""
+    return f"{said}; {r.what_if}" if r.what_if else said
 
 
 def _memory_said(s: RunSummary) -> str | None:
@@ -267,6 +297,31 @@ def _opt(v: Any, scale: float = 1.0) -> float | None:
     return None if v is None else float(v) * scale
 
 
+def _layer_said(s: RunSummary) -> str | None:
+    """What the run's layer records span (the compare names the quantity it compares)."""
+    if s.timing.layer_median_us is None:
+        return None
+    return layer_span(str(s.kind), _is_cpu(s) or str(s.device or "").startswith("cpu"))
+
+
+def _gpu_layer(s: RunSummary) -> float | None:
+    """The whole layer's GPU time inside graph replays (every kernel of the layer, attention
+    and the rest): the median of the replay-time table's per-layer medians (an imported trace's;
+    None where it has none)."""
+    rows = [r.median_us for r in (s.trace.replay_time.layers if s.trace is not None else [])]
+    if not rows:
+        return None
+    rows.sort()
+    mid = len(rows) // 2
+    return rows[mid] if len(rows) % 2 else (rows[mid - 1] + rows[mid]) / 2
+
+
+def _gpu_layer_said(s: RunSummary) -> str | None:
+    if _gpu_layer(s) is None:
+        return None
+    return "the trace's kernels from one MLA layer to the next, inside graph replays"
+
+
 def _padding_waste(s: RunSummary) -> float | None:
     p = s.padding
     return _opt(p.padding_fraction, 100.0) if p.steps_padded or p.real_rows else None
@@ -282,12 +337,22 @@ METRICS: tuple[Metric, ...] = (
         short="step time",
     ),
     Metric(
-        "median layer time",
+        f"median {MLA_LAYER_TIME}",
         "µs",
         True,
         lambda s: _opt(s.timing.layer_median_us),
         timing=True,
-        short="layer time",
+        short="MLA time / layer",
+        said=_layer_said,
+    ),
+    Metric(
+        f"median {GPU_LAYER_TIME}",
+        "µs",
+        True,
+        _gpu_layer,
+        timing=True,
+        short="GPU time / layer",
+        said=_gpu_layer_said,
     ),
     Metric(
         "sync / allocation sites in the region",
@@ -350,7 +415,7 @@ METRICS: tuple[Metric, ...] = (
         False,
         _split("deserved"),
         short="S deserved",
-        said=lambda s: "model" if own_split(s) is not None else None,
+        said=_model_said,
     ),
     Metric(
         "occupancy with S used (model)",
@@ -358,6 +423,7 @@ METRICS: tuple[Metric, ...] = (
         False,
         _split("occupancy", 100.0),
         short="occupancy (model)",
+        said=_what_if_said,  # its name says "model": only the condition, where there is one
     ),
     Metric(
         "padding waste (share of verify tokens)",
@@ -395,6 +461,14 @@ def _sides(a: str | None, b: str | None) -> str:
 
 def _said(m: Metric, sa: RunSummary, sb: RunSummary) -> str:
     return "" if m.said is None else _sides(m.said(sa), m.said(sb))
+
+
+def _provenance(m: Metric, sa: RunSummary, sb: RunSummary) -> str:
+    """Where a row's values come from: a time's timing kinds, then what it spans."""
+    said = _said(m, sa, sb)
+    if not m.timing:
+        return said
+    return "; ".join(p for p in (_timing_provenance(sa, sb), said) if p)
 
 
 def _timing_provenance(sa: RunSummary, sb: RunSummary) -> str:
@@ -449,24 +523,36 @@ def _range(values: list[str | None]) -> str | None:
 
 def workload_fields(s: RunSummary) -> dict[str, str | None]:
     """The run's workload as a diff compares it: the scenario's model preset, batch (real rows
-    per step), KV lengths, qlen, heads per rank, device and run kind; None where the run does
-    not say."""
+    per step; a trace's grid rows), KV lengths, qlen, heads per rank, MLA layers per step,
+    device, run kind and ranks, and what a trace itself shows (its verify kernel family, the
+    heads its kernel names or stage-2 grids show); None where the run does not say. Only the
+    parts the run's kind can record (:data:`HELD_BY`) are returned."""
     from mlaprof.scenario import MODELS
 
     sc = s.scenario
-    trace_paths = s.trace.paths if s.trace is not None else []
+    trace = s.trace
+    trace_paths = trace.paths if trace is not None else []
     engine = s.engine
     preset = MODELS.get(str(sc.model)) if sc.model else None
+    # a trace's heads: its kernels' names (ASM qh16) or stage-2 grids, per path (trace checks)
+    trace_heads = _range(
+        [h for per_path in ((trace.checks.heads or {}) if trace else {}).values() for h in per_path]
+    )
     heads = (
         str(preset.heads)
         if preset is not None
         else str(engine.heads)
         if engine is not None and engine.heads is not None
-        else None
+        else trace_heads
     )
     batch = str(len(sc.kv_lens)) if sc.kv_lens else _range([p.rows for p in trace_paths])
     qlen = str(sc.qlen) if sc.qlen is not None else _range([p.qlen for p in trace_paths])
     kv = sorted(sc.kv_lens or [])
+    layers = (
+        str(sc.layers)
+        if sc.layers is not None
+        else _range([str(t.layers) if t.layers else None for t in (trace.steps if trace else [])])
+    )
     # a server log's starts say the model and the speculation (qlen: 1 + the drafted tokens)
     starts = s.engine_starts or []
     model = sc.model or _range([st.model for st in starts])
@@ -487,20 +573,42 @@ def workload_fields(s: RunSummary) -> dict[str, str | None]:
             for st in starts
         ]
     )
-    return {
+    out = {
         # the scenario's workload (its name is a label: a fixed run may carry another)
         "model": model,
         "batch": batch,
         "kv": (str(kv[0]) if kv[0] == kv[-1] else f"{kv[0]}-{kv[-1]}") if kv else None,
         "qlen": qlen,
         "heads": heads,
+        "layers": layers,
+        # the verify kernel family a trace shows (aiter-asm, aiter-gluon): S, rows and times of
+        # two families are not one kernel's before and after
+        "kernel": _range([p.path for p in trace_paths]),
         "device": _device(str(s.device or ""), sc.target),
         "kind": str(s.kind),
         # ranks share the work: a step of 2 ranks is not one of 1
         "ranks": str(s.fleet.ranks) if s.fleet.ranks else None,
         # a server's speculative decoding (method and drafted tokens), where its log says
-        **({"speculation": spec} if spec is not None else {}),
+        "speculation": spec,
     }
+    held = _held(s)
+    return {k: v for k, v in out.items() if k in held or v is not None}
+
+
+# The workload parts each kind of run can record: a part neither run's kind records is not
+# compared (said in the workload line); a part a kind records but a run of it does not state is
+# unknown, and no workload-dependent change of that compare is judged. A scenario states its
+# workload; an imported trace only what its kernels show (no model preset, no KV lengths: the
+# S a KV length gives is the trace's result, not its input); a server log its start lines.
+_ALWAYS = frozenset(("device", "kind", "ranks"))
+# the parts a kind of run may not record (said where neither run's kind does)
+GAPS = ("model", "batch", "kv", "qlen", "heads", "layers")
+HELD_BY: dict[str, frozenset[str]] = {
+    "scenario": _ALWAYS | {"model", "batch", "kv", "qlen", "heads", "layers"},
+    "trace": _ALWAYS | {"batch", "qlen", "heads", "layers", "kernel"},
+    "log": _ALWAYS | {"model", "qlen", "speculation"},
+    "engine": _ALWAYS | {"model", "qlen", "heads"},
+}
 
 
 def _device(device: str, target: str | None) -> str | None:
@@ -512,39 +620,66 @@ def _device(device: str, target: str | None) -> str | None:
     return known
 
 
-_FIELD_WORDS = {"kv": "KV lengths"}  # a workload field's name where the key does not say it
+_FIELD_WORDS = {"kv": "KV lengths", "layers": "MLA layers per step", "kernel": "verify kernel"}
+# what a workload-dependent row reads where the workloads are not known to be the same
+NO_VERDICT = "workload-dependent changes get no verdict"
+
+
+def _words(names: list[str]) -> str:
+    return ", ".join(_FIELD_WORDS.get(n, n) for n in names)
 
 
 def workload(sa: RunSummary, sb: RunSummary) -> Workload:
-    """Whether A and B ran the same workload (:class:`Workload`)."""
+    """Whether A and B ran the same workload (:class:`Workload`): the same only where every part
+    either run's kind records (:data:`HELD_BY`) and one of them states is stated by both and
+    equal; the parts neither states are named as not compared."""
     a, b = workload_fields(sa), workload_fields(sb)
-    # a part only some runs state (a server's speculation): compared where either states it
+    held = _held(sa) | _held(sb)
     fields = [WorkloadField(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])]
+    not_held = [k for k in GAPS if k not in held]
     differ = [f for f in fields if f.differs]
-    unknown = [f.name for f in fields if f.before is None or f.after is None]
+    # a part neither run states cannot differ between them: said as not compared (never read
+    # as checked); a part only one states is unknown on the other, and no verdict is given
+    neither = [f.name for f in fields if f.before is None and f.after is None]
+    unknown = [
+        f"only A states {_words([f.name])} ({f.before})"
+        if f.after is None
+        else f"only B states {_words([f.name])} ({f.after})"
+        for f in fields
+        if (f.before is None) != (f.after is None)
+    ]
     if differ:
         same: bool | None = False
         text = (
             "different workloads ("
-            + "; ".join(f"{f.name} {f.before} vs {f.after}" for f in differ)
-            + "): workload-dependent changes get no better/worse verdict"
+            + "; ".join(f"{_words([f.name])} {f.before} vs {f.after}" for f in differ)
+            + f"): {NO_VERDICT}"
         )
     elif unknown:
         same = None
-        text = "same workload where both runs say; not stated by both: " + ", ".join(unknown)
+        text = f"workload unknown ({'; '.join(unknown)}): {NO_VERDICT}"
     else:
-        named = ", ".join(_FIELD_WORDS.get(f.name, f.name) for f in fields)
-        same, text = True, f"same workload ({named})"
-    return Workload(same, fields, text)
+        stated = [f.name for f in fields if f.name not in neither]
+        same, text = True, f"same workload ({_words(stated)})"
+    if neither:
+        text += f"; not compared: neither run states {_words(neither)}"
+    if not_held:  # what neither kind of record holds: never read as checked
+        kinds = " or a ".join(dict.fromkeys([str(sa.kind), str(sb.kind)]))
+        text += f"; not compared: a {kinds} records no {_words(not_held)}"
+    return Workload(same, fields, text, not_held)
 
 
-def diff_rows(sa: RunSummary, sb: RunSummary, same_workload: bool | None = None) -> list[DiffRow]:
-    """One row per metric either run has: A, B, change and the verdict from B's point of view
-    (a workload-dependent metric of two different workloads: :attr:`Verdict.OTHER_WORKLOAD`)."""
+def _held(s: RunSummary) -> frozenset[str]:
+    return HELD_BY.get(str(s.kind), frozenset(GAPS) | _ALWAYS)
+
+
+def diff_rows(sa: RunSummary, sb: RunSummary, load: Workload | None = None) -> list[DiffRow]:
+    """One row per metric either run has: A, B, change and the verdict from B's point of view;
+    a workload-dependent metric is judged only where the workload is known to be the same
+    (different: :attr:`Verdict.OTHER_WORKLOAD`; not known: :attr:`Verdict.UNKNOWN_WORKLOAD`)."""
     rows = []
     spread = run_spread(sa, sb)
-    if same_workload is None:
-        same_workload = workload(sa, sb).same
+    same_workload = (load or workload(sa, sb)).same
     for m in METRICS:
         va, vb = m.value(sa), m.value(sb)
         if va is None and vb is None:
@@ -553,8 +688,8 @@ def diff_rows(sa: RunSummary, sb: RunSummary, same_workload: bool | None = None)
         ratio = vb / va if change is not None and va else None
         if change is None:
             verdict = Verdict.NA
-        elif m.workload and same_workload is False:
-            verdict = Verdict.OTHER_WORKLOAD
+        elif m.workload and same_workload is not True:
+            verdict = Verdict.OTHER_WORKLOAD if same_workload is False else Verdict.UNKNOWN_WORKLOAD
         elif abs(change) <= 1e-9 * max(1.0, abs(va or 0.0)):
             verdict = Verdict.SAME
         elif m.timing and spread is not None and ratio is not None and 1 / spread < ratio < spread:
@@ -571,7 +706,7 @@ def diff_rows(sa: RunSummary, sb: RunSummary, same_workload: bool | None = None)
                 change_pct=100.0 * change / abs(va) if change is not None and va else None,
                 ratio=ratio,
                 verdict=verdict,
-                provenance=_timing_provenance(sa, sb) if m.timing else _said(m, sa, sb),
+                provenance=_provenance(m, sa, sb),
             )
         )
     return rows
@@ -627,7 +762,7 @@ def diff(sa: RunSummary, sb: RunSummary) -> SummaryDiff:
         workload=load,
         trace_splits=_trace_splits(sa, sb),
         cpu_spread=run_spread(sa, sb),
-        table=diff_rows(sa, sb, load.same),
+        table=diff_rows(sa, sb, load),
     )
 
 

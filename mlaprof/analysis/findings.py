@@ -35,6 +35,38 @@ class Finding:
         return SEVERITIES.index(self.severity)
 
 
+# the findings that describe the verify path the run ran (its syncs, its capture and the
+# capture's memory): true of that path, said on it where the run's vLLM route is another
+PATH_KINDS = frozenset({"sync", "alloc", "h2d", "capture-error", "capture", "memory"})
+
+
+def on_purpose(what: str, why: str = "") -> str:
+    """The one note a finding's title ends with where the run models, on purpose, what its
+    vLLM version does not run (a pre-fix rule, a path off the route): " [<what>, modelled on
+    purpose]", then ``why`` after a colon where given."""
+    return f" [{what}, modelled on purpose" + (f": {why}" if why else "") + "]"
+
+
+def off_route_note(backend: str, route_path: str, version: str) -> str:
+    """The condition the findings of a backend whose path is not the route vLLM ``version``
+    takes hold on (:func:`on_purpose`): the legacy flat path, or the native 4-D entry."""
+    ran = (
+        "on the legacy flat path"
+        if backend == "legacy-flat"
+        else (f"on the native 4-D entry ({backend} backend)")
+    )
+    return on_purpose(ran, f"not vLLM {version}'s route for this configuration ({route_path})")
+
+
+def on_path(findings: list[Finding], note: str) -> list[Finding]:
+    """``findings`` with ``note`` (:func:`off_route_note`; "" where the route runs the path)
+    after the title of each that describes the path the run ran (:data:`PATH_KINDS`)."""
+    for f in findings:
+        if note and f.kind in PATH_KINDS and not f.title.endswith(note):
+            f.title += note
+    return findings
+
+
 def fold_ranks(findings: list[Finding], ranks: int) -> list[Finding]:
     """One finding per distinct statement: the same finding from several ranks becomes one that
     names them (``data["ranks"]``); findings that differ between ranks stay apart, each naming

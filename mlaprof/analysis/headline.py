@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture import CAPTURE_MEMORY_MEASURE, human_bytes
-from mlaprof.analysis.memory import memory_summed, memory_unmeasured
+from mlaprof.analysis.memory import memory_per_rank, memory_unknown_why, memory_unmeasured
 from mlaprof.analysis.padding import UNRECORDED_SHARE, amounts, scope_text
 from mlaprof.analysis.sections import HeadlineRow
 from mlaprof.analysis.share import share_text
@@ -51,13 +51,15 @@ def _replayed(measured: ReplayedSplits | None, r: SplitStep) -> str:
     one, else the S the capture-time dummy run would freeze (modelled) when it differs, where
     it stands in this run (the row's ``frozen``: mlaprof.analysis.splits.frozen_stands), on
     the row's what-if condition where vLLM does not run its policy (``frozen_what_if``)."""
-    if measured is not None:
+    # a grid's cap (S decided on the device per replay) is no S the graph replayed
+    if measured is not None and measured.min is not None and measured.max is not None:
         lo, hi = measured.min, measured.max
         return f"; the FULL graph replayed S = {lo if lo == hi else f'{lo}-{hi}'} (measured)"
     if r.frozen is not None and r.frozen != r.used:
         cond = f", {r.frozen_if}: this run does not say" if r.frozen_if else ""
-        # a policy vLLM does not run here: the graph S is a what-if, said on its condition
-        what_if = f" {r.frozen_what_if}," if r.frozen_what_if else ""
+        # a policy vLLM does not run here: the graph S is a what-if, said on its condition (once,
+        # where the row's value leads with it: SplitStep.on_condition)
+        what_if = f" {r.frozen_what_if}," if r.frozen_what_if and not r.what_if else ""
         return (
             f";{what_if} a FULL graph captured by vLLM's dummy run would replay S = {r.frozen} "
             f"(modelled{cond})"
@@ -111,43 +113,30 @@ def split_rows(
     ranks: int = 1,
 ) -> list[HeadlineRow]:
     """The headline's S and occupancy rows for the run's own policy (none without one);
-    ``ranks``: how many ranks the run has (the worst step names its rank where several)."""
-    out: list[HeadlineRow] = []
-    r = own_split(splits, sc.policy)
-    where = f" on rank {r.rank}" if r is not None and ranks > 1 else ""
-    if r is not None and r.on_device:
-        out.append(
-            HeadlineRow(
-                label=f"KV splits ({r.policy})",
-                value="decided on the device at every replay (no host S; never frozen)",
-                provenance=split_provenance(r, device),
-            )
-        )
-    elif r is not None and r.used is None:  # the policy's kernel does not take this config
-        out.append(
-            HeadlineRow(
-                label=f"KV splits ({r.policy})",
-                value="no S: the policy's kernel does not run in this configuration"
-                + _replayed(replayed, r),
-                provenance=split_provenance(r, device),
-            )
-        )
-    elif r is not None:
-        out.append(
-            HeadlineRow(
-                label=f"KV splits ({r.policy}, worst step{where})",
-                value=f"S used {r.used}, deserved {r.deserved}" + _replayed(replayed, r),
-                provenance=split_provenance(r, device),
-            )
-        )
-        out.append(
-            HeadlineRow(
-                label="occupancy (model)",
-                value=f"{_pct(r.occupancy)} with S used, {_pct(r.occupancy_deserved)} deserved",
-                provenance=f"model: {r.policy} on the {sc.target or 'unknown'} preset",
-            )
-        )
-    return out
+    ``ranks``: how many ranks the run has (the worst step names its rank where several). A
+    policy vLLM does not run here says every row on its condition (SplitStep.on_condition)."""
+    if (r := own_split(splits, sc.policy)) is None:
+        return []
+    where = f" on rank {r.rank}" if ranks > 1 else ""
+    said = split_provenance(r, device)
+    if r.on_device:
+        rows = [(f"KV splits ({r.policy})",
+                 "decided on the device at every replay (no host S; never frozen)", said)]  # fmt: skip
+    elif r.used is None:  # the policy's kernel does not take this config
+        rows = [(f"KV splits ({r.policy})", "no S: the policy's kernel does not run in this "
+                 "configuration" + _replayed(replayed, r), said)]  # fmt: skip
+    else:
+        rows = [
+            (f"KV splits ({r.policy}, worst step{where})",
+             f"S used {r.used}, deserved {r.deserved}" + _replayed(replayed, r), said),
+            ("occupancy (model)",
+             f"{_pct(r.occupancy)} with S used, {_pct(r.occupancy_deserved)} deserved",
+             f"model: {r.policy} on the {sc.target or 'unknown'} preset"),
+        ]  # fmt: skip
+    return [
+        HeadlineRow(label=label, value=value, provenance=prov)
+        for (label, value), prov in ((r.on_condition(lb, v), prov) for lb, v, prov in rows)
+    ]
 
 
 def _start_said(src: str, start: int, starts: Sequence[EngineStart]) -> str:
@@ -171,17 +160,18 @@ def headline(
     src = str(ev.provenance)
     cap = ev.capture
     mem = cap.memory_bytes
+    # per GPU: several ranks' said per rank, never summed; unknown with the analysis' reason
+    each = memory_per_rank(cap)
     out = [
         HeadlineRow(label="capture", value=cap.text, provenance=str(cap.provenance)),
         HeadlineRow(
-            label=f"capture memory ({CAPTURE_MEMORY_MEASURE}){memory_summed(cap)}",
-            # the ranks left out of a sum named beside it
-            value="unknown" if mem is None else human_bytes(mem) + memory_unmeasured(cap),
+            label=f"capture memory ({CAPTURE_MEMORY_MEASURE})",
+            value="unknown" if mem is None else each or human_bytes(mem) + memory_unmeasured(cap),
             provenance=(src if cap.start is None else _start_said(src, cap.start, engine_starts))
             if mem is not None
             else "per rank and start (see the server starts)"
             if engine_starts
-            else "not recorded",
+            else memory_unknown_why(ev.tables["memory"]) or "not recorded",
         ),
     ]
     # an imported trace's paths, typed from their analyzer (Evidence.kernel_paths: trace.paths)

@@ -85,6 +85,36 @@ def memory_unmeasured(cap: Capture) -> str:
     return f"; {rank_list(missing)}: unknown"
 
 
+def memory_per_rank(cap: Capture) -> str | None:
+    """A capture's memory where several ranks measured their own: per rank, never a sum (each
+    GPU holds its own graphs): "1.02-1.03 GiB per rank (2 ranks)", the ranks without one named
+    after it; None where at most one rank measured (:attr:`Capture.memory_bytes` is its)."""
+    per = [r.memory_bytes for r in cap.per_rank or [] if r.memory_bytes]
+    if len(per) < 2:
+        return None
+    lo, hi = human_bytes(min(per)), human_bytes(max(per))
+    unit = lo.split()[-1]
+    said = (
+        lo
+        if lo == hi
+        else (f"{lo.split()[0]}-{hi}" if hi.endswith(" " + unit) else f"{lo} to {hi}")
+    )
+    return f"{said} per rank ({len(per)} ranks)" + memory_unmeasured(cap)
+
+
+# why a failed capture attempt's memory is unknown: the one reason the headline and the
+# finding say (the attempt's child process kept no graph, so no bytes were measured)
+ATTEMPT_NOT_MEASURED = "not measured: the attempt ran in a probe process and kept no graph"
+
+
+def memory_unknown_why(memory: pd.DataFrame) -> str | None:
+    """Why the run's capture memory is unknown, where its memory table says (a failed
+    attempt's rows, no serving graph's); None where it says nothing of it."""
+    if serving_memory(memory).empty and not attempted_memory(memory).empty:
+        return ATTEMPT_NOT_MEASURED
+    return None
+
+
 def human_bytes(n: float) -> str:
     for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
         if abs(n) >= size:
@@ -116,7 +146,7 @@ def capture_memory_findings(
                     f"over {sizes} capture size(s)"
                 ),
                 evidence=(
-                    "not measured: the attempt ran in a probe process and kept no graph; it took "
+                    f"{ATTEMPT_NOT_MEASURED}; it took "
                     f"{attempts['capture_ns'].fillna(0).sum() / 1e6:.1f} ms"
                 ),
                 fix="nothing to trim: no graph was kept (see the capture finding); measure "

@@ -10,19 +10,25 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import Reservation
 from mlaprof.analysis.typed_json import to_json
 from mlaprof.splits.reservation import reservations
+from mlaprof.splits.routing import OFF_AITER_PATHS
 
 if TYPE_CHECKING:
-    from mlaprof.analysis.sections import Scenario
+    from mlaprof.analysis.sections import Route, Scenario
 
 
-def reservation_summary(scenario: Scenario) -> list[Reservation]:
-    """Per path and sizing rule, the bytes the builder reserves; [] without a scenario."""
+def reservation_summary(scenario: Scenario, route: Route | None = None) -> list[Reservation]:
+    """Per path and sizing rule, the bytes vLLM's AITER MLA builder reserves; [] without a
+    scenario, and where the run's ``route`` is one vLLM's CUDA platform takes (the AITER
+    backend, and its buffers, are not there: the route line says which backend runs)."""
     n, mml = scenario.max_num_seqs, scenario.max_model_len
     if n is None or mml is None or scenario.qlen is None:
         return []
+    if route is not None and route.path in OFF_AITER_PATHS:
+        return []
     kv = scenario.kv_cache_tokens or None
     name = "?" if scenario.name is None else scenario.name
-    rows = reservations(int(n), int(mml), scenario.qlen, kv, name)
+    version = None if route is None else route.version
+    rows = reservations(int(n), int(mml), scenario.qlen, kv, name, version)
     return [Reservation(**r.to_dict()) for r in rows]
 
 

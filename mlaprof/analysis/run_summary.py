@@ -20,7 +20,7 @@ from mlaprof.analysis.coverage import coverage_findings
 from mlaprof.analysis.cpu_attention import cpu_findings
 from mlaprof.analysis.drafter_graphs import drafter_graph_findings, drafter_graph_summary
 from mlaprof.analysis.evidence import Evidence, collect
-from mlaprof.analysis.findings import Finding, fold_ranks
+from mlaprof.analysis.findings import Finding, fold_ranks, off_route_note, on_path
 from mlaprof.analysis.findings_verdict import FindingsVerdict, findings_verdict
 from mlaprof.analysis.headline import headline, own_split
 from mlaprof.analysis.layers import layer_table
@@ -173,7 +173,13 @@ class RunSummary:
         found = [Finding(**f) for f in doc.get("findings") or []]
         if "findings_verdict" not in kw:  # a document written before it: from its own sections
             kw["findings_verdict"] = findings_verdict(
-                found, kw["splits"], kw["trace"], kw["shadow"], kw["capture"]
+                found,
+                kw["splits"],
+                kw["trace"],
+                kw["shadow"],
+                kw["capture"],
+                kw["padding"],
+                kw["sync_counts"],
             )
         return cls(**kw, findings=found)
 
@@ -199,7 +205,7 @@ def analyze(
     found = served_analysis(
         ev.engine_steps, ev.acceptance, rules=ev.scheduler_rules, **(shadow or {})
     )[2]
-    return _findings(ev, found, _sections(ev))
+    return _findings(ev, found, _sections(ev, route_summary(ev.meta)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +221,8 @@ class _Sections:
     split_worst: pd.DataFrame
 
 
-def _sections(ev: Evidence) -> _Sections:
+def _sections(ev: Evidence, route: Route | None) -> _Sections:
+    """The sections every builder below reads; ``route``: the one the findings judge by."""
     t = ev.tables
     return _Sections(
         # torch's CPU threads the steps ran with (None: not recorded, e.g. an imported trace)
@@ -226,8 +233,9 @@ def _sections(ev: Evidence) -> _Sections:
             ev.provenance.detail if ev.provenance.how == "measured" else None,
         ),
         paths=path_checks(t["events"]),
-        reservation=reservation_summary(ev.scenario),
-        replayed_splits=replayed_splits(t["steps"], t["layers"]),
+        reservation=reservation_summary(ev.scenario, route),
+        # the run's policy: where its kernel decides S on the device, a record holds the cap
+        replayed_splits=replayed_splits(t["steps"], t["layers"], ev.scenario.policy or ""),
         split_worst=split_summary(t["splits"]),
     )
 
@@ -288,6 +296,9 @@ def _findings(
     findings += route_findings(route, sc.policy or "")
     findings += mismatch_findings(cl, route)
     findings += reservation_findings(sec.reservation)
+    # a backend off its vLLM route (the legacy flat demo): its syncs and capture hold on its path
+    if route is not None and cl.backend and cl.backend_mismatch(route):
+        on_path(findings, off_route_note(cl.backend, route.path, route.version))
     mark_unreliable(findings, ev.trust, ev.rank_trust)
     findings = fold_ranks(findings, len(ev.ranks))
     findings.sort(key=lambda f: f.rank)
@@ -329,14 +340,14 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
     # one sync count: the layer rows read it where no probe counted them (a trace's host check)
     counts = sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"])
     layers = layer_syncs(layer_table(t["layers"], syncs, ev.reference), counts)
-    sec = _sections(ev)
+    # the route the split findings judge by: a policy off it keeps its frozen S as a what-if
+    judged = route_summary(ev.meta)
+    sec = _sections(ev, judged)
     scenario = ev.scenario
     # one rule for where a modelled frozen S stands: the table, the headline, full_graph_splits
     stands = frozen_rule(scenario.policy or "", claims.full_graph, sec.replayed_splits)
     # and the condition it holds on, said beside it in every view (a capture nothing decided)
     frozen_if = frozen_condition(claims.capture_status)
-    # the route the split findings judge by: a policy off it keeps its frozen S as a what-if
-    judged = route_summary(ev.meta)
     splits = split_rows(t["splits"], sec.split_worst, stands, frozen_if, judged)
     padding = padding_summary(t["padding"])
     fleet = fleet_summary(
@@ -395,7 +406,9 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         log_spec=log_spec_totals(ev.starts) if ev.starts else None,
         dp_groups=dp_group_rows(fleet.per_rank),
         full_graph_splits=_full_graph_splits(splits, scenario, sec.replayed_splits),
-        findings_verdict=findings_verdict(findings, splits, ev.trace, engine_shadow, ev.capture),
+        findings_verdict=findings_verdict(
+            findings, splits, ev.trace, engine_shadow, ev.capture, padding, counts
+        ),
         # the figures' section, from the same evidence and the analyzers' own layer table and
         # shadow (None for a caller whose views draw no figure)
         series=_series(
@@ -429,6 +442,8 @@ def _full_graph_splits(
     (``splits``' frozen S, :func:`mlaprof.analysis.splits.frozen_stands`)."""
     own = own_split(splits, scenario.policy)
     modelled = None if own is None else own.frozen
+    # a grid's cap (S decided on the device per replay) is no S the graph replays
+    measured = measured if measured is not None and measured.holds_s else None
     source = (
         Source.MEASURED
         if measured is not None

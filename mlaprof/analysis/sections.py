@@ -314,6 +314,9 @@ class TraceTrustCounts(Section):
     steps_missing_layers: int | None = opt("sum")
     steps_layers_aligned: int | None = opt("sum")
     steps_layers_unknown: int | None = opt("sum")
+    eager_steps_missing_layers: int | None = opt("sum")
+    eager_steps_layers_aligned: int | None = opt("sum")
+    eager_steps_layers_unknown: int | None = opt("sum")
 
 
 @section
@@ -623,6 +626,11 @@ class TraceChecksReplays(Section):
     steps_layers_aligned: int | None = opt("sum")
     steps_layers_unknown: int | None = opt("sum")
     layers_unknown: int | None = opt("sum")  # stage-1 kernels left without a layer
+    # eager steps short of layers against eager steps running their kernels, and how they were
+    # numbered (written where there are some; mlaprof.importers.annotate._align_short_eager)
+    eager_steps_missing_layers: int | None = opt("sum")
+    eager_steps_layers_aligned: int | None = opt("sum")
+    eager_steps_layers_unknown: int | None = opt("sum")
 
 
 @section
@@ -716,15 +724,29 @@ class Timing(Section):
     full_share: float | None
     layer_median_us: float | None = over_ranks("pooled")  # every rank's layer records
     per_rank: list[RankTiming]
-    ranks_agree: bool
+    ranks_agree: bool | None  # None: no step recorded (nothing to agree on)
     step_median_text: str | None
     step_median_us: float | None = over_ranks("median of the steps pooled")
-    steps: int = over_ranks()
+    steps: int | None = over_ranks()  # None: no step recorded (never a 0 that reads as a count)
     threads: int | None  # torch's CPU threads (None: not recorded)
     # how the steps were timed, each rank's decided on its own steps (per_rank); where ranks
     # were timed differently, "per-rank" (analysis.timing.PER_RANK), the label naming each
     timing: str | None
     timing_label: str
+
+    def none_reads(self, name: str) -> str | None:
+        """A run with no step recorded says that for its count, medians, agreement and kind
+        (:data:`NO_STEPS`), never "unknown" beside a count of 0 or "ranks agree: yes"."""
+        if self.steps is None and name in _NO_STEP_FIELDS:
+            return NO_STEPS
+        return None
+
+
+# what a timing with no step recorded says of its count, medians, agreement and kind
+NO_STEPS = "no steps recorded"
+_NO_STEP_FIELDS = frozenset(
+    ("steps", "ranks_agree", "timing", "full_share", "step_median_us", "step_median_text")
+) | {"layer_median_us"}
 
 
 @section
@@ -776,6 +798,10 @@ FROZEN_LEGEND = (
     "graph serves the steps, and on the run's policy where its graph's replays were measured; "
     f"'{FROZEN_IF_CAPTURES}' where the run does not say whether its FULL graph captures)"
 )
+
+
+# what marks a value of a policy vLLM does not run here (a frozen S cell, a headline label)
+WHAT_IF = "what-if"
 
 
 def what_if_words(policy: str, route_said: str) -> str:
@@ -870,11 +896,34 @@ class SplitStep(Section):
     # (a what-if: ...)", analysis.splits.frozen_what_if), said beside it in every view; None:
     # the route runs it (or no route is modelled, or no frozen S)
     frozen_what_if: str | None = opt()
+    # a policy off the route: the condition every S and occupancy of the row holds on (the same
+    # words, analysis.splits.frozen_what_if, whether or not a frozen S stands), said with them
+    # wherever they are named as the run's (the headline, the compare); None: the route runs it
+    # (or no route is modelled)
+    what_if: str | None = opt()
 
     @property
     def not_runnable_text(self) -> str | None:
         """The row's not-runnable reason in the one wording every view prints."""
         return not_runnable_text(self.not_runnable)
+
+    def none_reads(self, name: str) -> str | None:
+        """mlaprof's own kernel is on no route of vLLM's: its ``on_route`` (None) says whose
+        kernel it is (mlaprof.splits.routing.own_kernel), never "unknown" or "yes"."""
+        if name == "on_route":
+            from mlaprof.splits.routing import own_kernel
+
+            return own_kernel(self.policy)
+        return None
+
+    def on_condition(self, label: str, value: str) -> tuple[str, str]:
+        """A (label, value) naming this row's S or occupancy as the run's, on the row's
+        condition where vLLM does not run its policy (:attr:`what_if`): the label marked
+        ``what-if``, the value led by the condition; as they are where the route runs it."""
+        if not self.what_if:
+            return label, value
+        marked = f"{label[:-1]}, {WHAT_IF})" if label.endswith(")") else f"{label} ({WHAT_IF})"
+        return marked, f"{self.what_if}: {value}"
 
     @property
     def collapsed(self) -> bool:
@@ -970,12 +1019,33 @@ class Reservation(Section):
     source: str
 
 
+# what a replayed graph's S reads where its kernel decides S on the device at each replay (the
+# layer records hold the launch grid's split axis: the cap, not an S any row ran with)
+DEVICE_S_UNRECORDED = "not recorded (S decided on the device per replay; the grid holds its cap)"
+
+
 @section
 class ReplayedSplits(Section):
-    max: int
-    min: int
+    """The S a captured FULL graph replayed, from the layer records of its replays
+    (analysis.splits.replayed_splits). Where the run's kernel decides S on the device at each
+    replay, a record holds the launch grid's split axis, the most splits a row may take: then
+    ``min`` and ``max`` are None (:data:`DEVICE_S_UNRECORDED`) and ``grid_cap`` holds it."""
+
+    max: int | None
+    min: int | None
     provenance: str
     steps: int
+    grid_cap: int | None = opt()  # the largest split axis of the replays' grids (device S)
+
+    @property
+    def holds_s(self) -> bool:
+        """Whether the records hold the S the replays ran with (a host S the grid carries)."""
+        return self.min is not None and self.max is not None
+
+    def none_reads(self, name: str) -> str | None:
+        if name in ("min", "max") and self.grid_cap is not None and not self.holds_s:
+            return DEVICE_S_UNRECORDED if name == "max" else "not recorded"
+        return None
 
 
 @section

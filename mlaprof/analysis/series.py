@@ -27,6 +27,7 @@ from mlaprof.analysis.splits import (
     decided_on_device,
     frozen_condition,
     frozen_rule,
+    on_target,
     replayed_splits,
     what_if_rule,
 )
@@ -131,6 +132,9 @@ class SplitPoint:
     # ``frozen_what_if``, mlaprof.analysis.splits.frozen_what_if); None: no frozen S, or the
     # route runs it
     frozen_what_if: str | None = None
+    # a policy vLLM does not run here: the condition every S of the point holds on (the splits
+    # rows' ``what_if``); None: the route runs it, or no route is modelled
+    what_if: str | None = None
 
 
 @dataclass(frozen=True)
@@ -491,8 +495,13 @@ def split_points(
         cond = None if what_if is None else what_if(pol)
         for i in mine:
             note = _s(col["note"][i])
-            # the splits section's rule: a persistent row AITER decided on the host is not
-            dev = on_device and HOST_FALLBACK not in (note or "")
+            # the splits section's rule: a persistent row AITER decided on the host is not,
+            # nor is a kernel that cannot run
+            dev = (
+                on_device
+                and HOST_FALLBACK not in (note or "")
+                and not_runnable_reason(note) is None
+            )
             held = _f(col["frozen"][i]) if frozen and not dev else None
             out.append(
                 SplitPoint(
@@ -508,6 +517,7 @@ def split_points(
                     on_device=dev,
                     not_runnable=not_runnable_reason(note),
                     frozen_what_if=cond if held is not None else None,
+                    what_if=cond,
                 )
             )
     return tuple(out)
@@ -819,9 +829,10 @@ def timeline(
             st, "step", "t_start_ns", "duration_ns", "ran", "timing", "num_reqs"
         ):
             mode = _s(g_mode) or "?"
+            # an unrecorded timing is None (reads "unknown"), never "" (reads "none")
             bars.append(Bar("steps", f"step:{mode}", round((t_start - t0) / 1e3, 3),
                             dur / 1e3, f"step {int(step)}",
-                            (int(step), _s(timing) or "", _i(reqs))))  # fmt: skip
+                            (int(step), _s(timing) or None, _i(reqs))))  # fmt: skip
     if not ly.empty:
         lanes.append("layers")
         for step, layer, t_start, dur, syncs, used, deserved in column_rows(
@@ -881,7 +892,8 @@ def rank_series(
     steps, layers = t.get("steps", pd.DataFrame()), t.get("layers", pd.DataFrame())
     whole = steps is tables.get("steps") and layers is tables.get("layers")
     by_mode = timing.by_mode if timing is not None and whole else None
-    points = split_points(t["splits"], stands, what_if) if "splits" in t else ()
+    # a kernel its target cannot run is not runnable, as in the splits rows (splits.on_target)
+    points = split_points(on_target(t["splits"]), stands, what_if) if "splits" in t else ()
     targets = t["splits"]["target"].dropna() if "splits" in t and not t["splits"].empty else []
     served, served_layers = served_steps(steps, layers) if not steps.empty else (steps, layers)
     lt, lt_steps = layer_times(served_layers) if not layers.empty else ((), 0)
@@ -1018,7 +1030,7 @@ def series_for_run(
     ev = collect(run)
     t = ev.tables
     sh = served_analysis(ev.engine_steps, ev.acceptance, **(shadow or {}))[1]
-    replayed = replayed_splits(t["steps"], t["layers"])
+    replayed = replayed_splits(t["steps"], t["layers"], ev.scenario.policy or "")
     claims = claims_of(ev)
     stands = frozen_rule(ev.scenario.policy or "", claims.full_graph, replayed)
     layers = layer_table(t["layers"], t["syncs"], ev.reference)

@@ -16,7 +16,7 @@ from mlaprof.analysis.collapse import (  # noqa: F401
     is_collapsed,
     three_numbers,
 )
-from mlaprof.analysis.findings import Finding
+from mlaprof.analysis.findings import Finding, on_purpose
 from mlaprof.analysis.sections import (
     FROZEN_IF_CAPTURES,
     ReplayedSplits,
@@ -26,6 +26,7 @@ from mlaprof.analysis.sections import (
 )
 from mlaprof.splits.policies import HOST_FALLBACK, POLICIES
 from mlaprof.splits.policies import over_split as over_split_rule
+from mlaprof.splits.routing import own_kernel
 
 if TYPE_CHECKING:
     from mlaprof.analysis.claims import Claims
@@ -42,24 +43,56 @@ def decided_on_device(policy: str) -> bool:
 MEASURED_REPLAY = ("graph-replay", "graph-replay-twin")  # steps timed as replays of a graph
 
 
-def replayed_splits(steps: pd.DataFrame, layers: pd.DataFrame) -> ReplayedSplits | None:
+def replayed_splits(
+    steps: pd.DataFrame, layers: pd.DataFrame, policy: str = ""
+) -> ReplayedSplits | None:
     """The S a captured FULL graph replayed, measured: the layer records of steps timed as graph
     replays (min, max, steps), or None where no step was (a CPU run, an eager run,
-    an import). Measured beats the modelled S a capture-time dummy run would freeze."""
+    an import). Measured beats the modelled S a capture-time dummy run would freeze.
+    ``policy``: the run's split policy; where its backend's kernel decides S on the device at
+    each replay (mlaprof.backends.registry.device_decides_splits), a record holds the launch
+    grid's split axis, the cap: said as ``grid_cap``, never as the S replayed (not recorded)."""
     if steps.empty or layers.empty or "timing" not in steps:
         return None
     st = steps[steps["timing"].isin(MEASURED_REPLAY) & (steps["graph_mode"] == "FULL")]
     keys = ["rank", "step"] if "rank" in st and "rank" in layers else ["step"]
-    ly = layers.merge(st[keys].drop_duplicates(), on=keys)
-    used = pd.to_numeric(ly["splits_used"], errors="coerce").dropna()
-    if used.empty:
+    ly = layers.merge(st[keys + _backend(st)].drop_duplicates(keys), on=keys)
+    ly = ly.assign(_s=pd.to_numeric(ly["splits_used"], errors="coerce")).dropna(subset=["_s"])
+    if ly.empty:
         return None
+    dev = _device_decided(ly, policy)
+    host, cap = ly["_s"][~dev], ly["_s"][dev]
+    if host.empty:  # every replay's S decided on the device: the grid's split axis is its cap
+        return ReplayedSplits(
+            min=None,
+            max=None,
+            steps=int(len(ly[keys].drop_duplicates())),
+            provenance="measured: the launch grid's split axis (its cap); the S each row ran "
+            "with is decided on the device per replay and not recorded",
+            grid_cap=int(cap.max()),
+        )
     return ReplayedSplits(
-        min=int(used.min()),
-        max=int(used.max()),
-        steps=int(len(ly[keys].drop_duplicates())),
+        min=int(host.min()),
+        max=int(host.max()),
+        steps=int(len(ly.loc[~dev, keys].drop_duplicates())),
         provenance="measured: the S of the captured graph's replays",
+        grid_cap=None if cap.empty else int(cap.max()),
     )
+
+
+def _backend(steps: pd.DataFrame) -> list[str]:
+    return ["backend"] if "backend" in steps else []
+
+
+def _device_decided(ly: pd.DataFrame, policy: str) -> pd.Series:
+    """Per layer record: whether its step's kernel decided S on the device (its backend's own
+    policy, marked on_device), so the record holds the grid's cap, not an S."""
+    from mlaprof.backends.registry import device_decides_splits
+
+    if not policy or "backend" not in ly:
+        return pd.Series(False, index=ly.index)
+    said = {b: device_decides_splits(str(b), policy) for b in ly["backend"].dropna().unique()}
+    return ly["backend"].map(said).fillna(False).astype(bool)
 
 
 def frozen_stands(
@@ -87,7 +120,8 @@ def frozen_what_if(policy: str, route: Route | None) -> str | None:
     the condition its modelled frozen S holds on: "if vLLM ran <policy>", with the route vLLM
     takes instead and its vLLM version; None where the route runs it or no route is modelled
     (an on-route frozen S stands as it is). The one rule behind the splits rows'
-    ``frozen_what_if``, the split series' points, the headline and full_graph_splits."""
+    ``frozen_what_if`` and ``what_if``, the split series' points, the headline, the compare,
+    full_graph_splits and the what-if collapse findings."""
     if route is None or not off_route(policy, route):
         return None
     tag = "" if route.verified else " UNVERIFIED"
@@ -109,13 +143,55 @@ def frozen_rule(
     return lambda policy: frozen_stands(policy, run_policy, full_graph, replayed)
 
 
+# a splits record's S and occupancy columns: none where the policy's kernel cannot run
+_S_COLUMNS = ("used", "deserved", "frozen", "all_rows", "active_rows", "occupancy_used",
+              "occupancy_deserved")  # fmt: skip
+
+
+def on_target(splits: pd.DataFrame) -> pd.DataFrame:
+    """``splits`` with every record whose policy's kernel does not exist or run on its target's
+    architecture (mlaprof.splits.policies.arch_refusal, the rule the runs apply when they
+    record) not runnable: its S and occupancy gone, its note the reason, as a run recorded
+    since writes it; a run recorded before the rule (AITER's ASM kernels on an NVIDIA target)
+    reads the same. Records of an unknown target are kept as they are."""
+    from mlaprof.devices import DEVICES
+    from mlaprof.splits.policies import NOT_RUNNABLE, arch_refusal
+
+    if splits.empty or "target" not in splits or "policy" not in splits:
+        return splits
+    pairs = splits[["policy", "target"]].dropna().drop_duplicates()
+    why = {
+        (pol, tgt): reason
+        for pol, tgt in pairs.itertuples(index=False)
+        if str(tgt) in DEVICES and (reason := arch_refusal(str(pol), DEVICES[str(tgt)].arch))
+    }
+    if not why:
+        return splits
+    said = pd.Series(
+        [why.get(k) for k in zip(splits["policy"], splits["target"], strict=True)],
+        index=splits.index,
+        dtype=object,
+    )
+    gone = said.notna()
+    if not gone.any():
+        return splits
+    out = splits.copy()
+    for c in _S_COLUMNS:
+        if c in out:
+            out[c] = out[c].where(~gone)  # NaN / NA, as the store reads a NULL
+    out["note"] = out.get("note", pd.Series(None, index=out.index)).astype(object)
+    out.loc[gone, "note"] = NOT_RUNNABLE + ": " + said[gone]
+    return out
+
+
 def split_summary(splits: pd.DataFrame) -> pd.DataFrame:
     """Per rank and policy: the step where S used is worst relative to S deserved. A policy
     whose S is decided on the device (no host S) keeps its latest row, so every view lists the
-    same policies."""
+    same policies; a policy whose kernel cannot run on the target is not runnable
+    (:func:`on_target`)."""
     if splits.empty:
         return splits
-    df = splits.copy()
+    df = on_target(splits).copy()
     if "rank" in df:  # a row without a rank is rank 0's (single-process producers)
         df["rank"] = df["rank"].fillna(0)
     df["ratio"] = df["used"].astype(float) / df["deserved"].astype(float)
@@ -145,7 +221,8 @@ def split_rows(
     ``condition``: what a frozen S holds on (:func:`frozen_condition`), kept beside it.
     ``route``: the verify route the split findings judge by (None: not modelled); a policy off
     it keeps its frozen S as a what-if (``on_route`` False, ``frozen_what_if``: its condition,
-    :func:`frozen_what_if`), never as the S the run's graph froze."""
+    :func:`frozen_what_if`), never as the S the run's graph froze, and every S of the row holds
+    on the same condition (``what_if``)."""
     out = []
     for r in (split_summary(splits) if worst is None else worst).itertuples():
         p = POLICIES.get(r.policy)
@@ -159,10 +236,13 @@ def split_rows(
                 policy=r.policy,
                 source=None if p is None else p.provenance,
                 verified=None if p is None else p.verified,
-                # a persistent row AITER decided on the host (its note says so) is not on device
+                # a persistent row AITER decided on the host (its note says so) is not on
+                # device, nor is a kernel that cannot run at all (no S is decided anywhere)
                 on_device=None
                 if p is None
-                else p.on_device and HOST_FALLBACK not in str(getattr(r, "note", "") or ""),
+                else p.on_device
+                and HOST_FALLBACK not in str(getattr(r, "note", "") or "")
+                and not_runnable_reason(getattr(r, "note", None)) is None,
                 used=_opt_int(r.used),
                 deserved=_opt_int(r.deserved),
                 frozen=frozen,
@@ -176,8 +256,10 @@ def split_rows(
                 step=_opt_int(r.step),
                 frozen_if=condition if frozen is not None else None,
                 not_runnable=not_runnable_reason(getattr(r, "note", None)),
-                on_route=None if route is None else what_if is None,
+                # mlaprof's own kernel is on no route of vLLM's (SplitStep.none_reads says so)
+                on_route=None if route is None or own_kernel(r.policy) else what_if is None,
                 frozen_what_if=what_if if frozen is not None else None,
+                what_if=what_if,
             )
         )
     return fold_rank_rows(out)
@@ -230,6 +312,8 @@ def split_findings(
         # runs without a scenario (the vLLM plugin) record only the policies that apply; a
         # policy of a kernel the route does not launch is no S the run's steps would run with
         other = off_route(r.policy, route)
+        # the condition its S holds on, in the splits row's words (frozen_what_if)
+        cond_if = frozen_what_if(r.policy, route) if other else None
         main = (r.policy == run_policy or not run_policy) and not other
         p = POLICIES.get(r.policy)
         fix = _opt_int(getattr(r, "active_rows", None))
@@ -252,7 +336,7 @@ def split_findings(
             )
             out.append(
                 collapse_finding(
-                    f"under {r.policy}" + (f", {what_if(route)}" if other else ""),
+                    cond_if or f"under {r.policy}",
                     used,
                     fix,
                     deserved,
@@ -276,7 +360,7 @@ def split_findings(
                         "rank": _opt_int(getattr(r, "rank", 0)),
                     },
                     main=main,
-                    note=" [the pre-#51171 rule, modelled on purpose]" if pre_fix and main else "",
+                    note=on_purpose("the pre-#51171 rule") if pre_fix and main else "",
                 )
             )
             if other:  # the route's own words, where a what-if collapse is said
@@ -319,17 +403,15 @@ def split_findings(
 
 
 def off_route(policy: str, route: Route | None) -> bool:
-    """Whether ``policy`` models a kernel the verify route does not launch (the route finding's
-    rule, :func:`mlaprof.splits.routing.policy_fits_route`); False where no route is modelled."""
+    """Whether ``policy`` models a kernel of vLLM's that the verify route does not launch (the
+    route finding's rule, :func:`mlaprof.splits.routing.policy_fits_route`); False where no
+    route is modelled, and for mlaprof's own kernel (:func:`mlaprof.splits.routing.own_kernel`):
+    vLLM runs it on no route, so its S is no what-if of vLLM's but what mlaprof's backend runs."""
     from mlaprof.splits.routing import policy_fits_route
 
-    return route is not None and not policy_fits_route(policy, route.path)
-
-
-def what_if(route: Route | None) -> str:
-    """How a split finding on a policy the route does not run says it is a what-if."""
-    path = route.path if route is not None else "another path"
-    return f"if vLLM ran it (a what-if: this configuration takes {path})"
+    if route is None or own_kernel(policy) is not None:
+        return False
+    return not policy_fits_route(policy, route.path)
 
 
 def what_if_evidence(route: Route | None) -> str:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.analysis.capture_status import ON_CPU
 from mlaprof.analysis.findings import Finding
-from mlaprof.analysis.sections import RankTiming, Timing
+from mlaprof.analysis.sections import NO_STEPS, RankTiming, Timing
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
 from mlaprof.rank_counts import rank_list, rank_span
 
@@ -83,6 +83,30 @@ CPU_SPREAD_UNSET = 17.1
 CPU_SPREAD = CPU_SPREAD_BY_CLOCK[("cpu-thread", DEFAULT_THREADS)]
 
 
+# The layer times, one name per quantity (the compare's metrics say these; a view's label of the
+# same field is to read the same):
+# a layer record times the MLA attention of one layer (its verify op; in an imported GPU trace, its
+# MLA kernels, stage 1's start to the last's end); the replay-time table times the whole layer on
+# the GPU (every kernel between one MLA layer and the next, inside graph replays), attention beside
+MLA_LAYER_TIME = "MLA attention time per layer"
+GPU_LAYER_TIME = "GPU time per layer (all its kernels)"
+# what an imported trace's layer record spans (the compare's provenance says it; a run's own
+# layer record is its verify attention call, as the metric's name says)
+LAYER_SPANS = {
+    "gpu": "the layer's MLA kernels in the trace, stage 1 start to the last one's end",
+    "cpu": "the layer's MLA op in the trace, on the CPU",
+}
+
+
+def layer_span(kind: str, on_cpu: bool) -> str | None:
+    """What a layer record of a run of ``kind`` (RunKind's value) spans where the metric's name
+    does not say it all (:data:`LAYER_SPANS`; None: a run's own verify call); ``on_cpu``: the
+    run's steps were timed on the CPU."""
+    if kind != "trace":
+        return None
+    return LAYER_SPANS["cpu" if on_cpu else "gpu"]
+
+
 def cpu_spread(threads: int | None, timing: str | None = "cpu-wall") -> float:
     """The measured run-to-run spread for CPU runs timed by ``timing`` with ``threads`` (None:
     not recorded)."""
@@ -135,17 +159,17 @@ def timing_summary(
     ``measured_on``: where the run's measured numbers were taken ("on cuda (NVIDIA H200)"),
     which the label of a measured timing says, as every other measured number does."""
     steps, layers = served_steps(steps, layers)
-    if steps.empty:
+    if steps.empty:  # nothing recorded: no count, no agreement, no kind (each reads NO_STEPS)
         return Timing(
-            steps=0,
+            steps=None,
             timing=None,
-            timing_label=timing_label(None),
+            timing_label=NO_STEPS,
             step_median_us=None,
             layer_median_us=None,
             by_mode={},
             full_share=None,
             per_rank=[],
-            ranks_agree=True,
+            ranks_agree=None,
             step_median_text=None,
             threads=threads,
         )

@@ -241,12 +241,15 @@ def lines(text: str, width: int = SUBTITLE_CHARS) -> str:
 
 
 def said(v: Any) -> Any:
-    """A hover value as the views say it: one the run does not hold (None, NaN, "") reads
-    "unknown" (:data:`mlaprof.reporters.fmt.UNKNOWN`), never a sentinel such as -1 that a
-    reader takes for a count; any other value as it is."""
-    from mlaprof.reporters.fmt import UNKNOWN
+    """A hover value as the views say it: one the run does not hold reads as every other view
+    says it (the one rule, :func:`mlaprof.reporters.fmt.gap_text`: "unknown" for None or NaN,
+    "none" for an empty one), so the series hand None for a value they lack, never a sentinel
+    such as -1 that a reader takes for a count; any other value as it is (the hover template
+    formats it)."""
+    from mlaprof.reporters.fmt import gap_text
 
-    return UNKNOWN if v is None or v != v or v == "" else v
+    gap = gap_text(v)
+    return v if gap is None else gap
 
 
 def empty(title: str, why: str) -> Any:

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from mlaprof.analysis.sections import no_s_text
+from mlaprof.analysis.sections import WHAT_IF, no_s_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 from mlaprof.figures._common import is_empty
@@ -95,6 +95,23 @@ def _frozen(rs: Any, name: str, what_if: str | None = None) -> str:
     run it here)."""
     conds = [x for x in (what_if, rs.frozen_if) if x]
     return f"{name} ({', '.join(conds)})" if conds else name
+
+
+def _named(rs: Any, pols: Sequence[str]) -> str:
+    """The policies a figure's title names, each vLLM does not run here marked what-if (its
+    points' ``what_if``: the splits rows' condition, said in full by :func:`_note_what_if`)."""
+    return ", ".join(f"{p} ({WHAT_IF})" if _condition(rs, p) else p for p in pols)
+
+
+def _condition(rs: Any, pol: str) -> str | None:
+    return next((p.what_if for p in rs.splits if p.policy == pol and p.what_if), None)
+
+
+def _note_what_if(fig: Any, rs: Any, pols: Sequence[str]) -> None:
+    """The condition each drawn policy vLLM does not run here holds on, in the rows' words."""
+    said = list(dict.fromkeys(w for p in pols if (w := _condition(rs, p))))
+    if said:
+        _note(fig, "; ".join(said))
 
 
 def _what_if(points: Sequence[Any]) -> str | None:
@@ -226,7 +243,7 @@ def splits_used_vs_deserved(
                         hovertemplate="capture size %{x}: S = %{y}<extra>%{fullData.name}</extra>",
                     )
                 )
-        title += f" per capture size, policy {', '.join(pols)} on {_target(rs)}"
+        title += f" per capture size, policy {_named(rs, pols)} on {_target(rs)}"
         title += " (median over steps)" + label
         c.style(fig, title, "capture size (padded tokens)", S_AXIS)
         fig.update_layout(barmode="group")
@@ -260,7 +277,7 @@ def splits_used_vs_deserved(
                         hovertemplate="step %{x}: S = %{y}<extra>%{fullData.name}</extra>",
                     )
                 )
-        title += f" per step, policy {', '.join(pols)} on {_target(rs)}"
+        title += f" per step, policy {_named(rs, pols)} on {_target(rs)}"
         c.style(fig, title + label, "engine step", S_AXIS + ", log scale")
         n_steps = len({p.step for p in rs.splits})
         fig.update_xaxes(dtick=1 if n_steps <= 20 else None)
@@ -269,6 +286,8 @@ def splits_used_vs_deserved(
         if is_empty(fig):
             return fig
     _note_device(fig, [p for p in on_device if p in pols])
+    if by != "policy":  # the per-policy bars say each what-if in their own series and hover
+        _note_what_if(fig, rs, pols)
     return fig
 
 
@@ -281,7 +300,9 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
     pol = policy if isinstance(policy, str) else (rs.policy if rs else None)
     # an imported trace records no policy: said so, never "policy the run's"
     title = "KV splits S used vs deserved per layer, " + (
-        f"policy {pol}" if pol else "split policy not recorded"
+        f"policy {_named(rs, [pol]) if rs is not None else pol}"
+        if pol
+        else "split policy not recorded"
     )
     rows = rs.layer_s if rs is not None else ()
     if not rows or all(r.used is None for r in rows):
@@ -314,6 +335,8 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
     bar_axis(fig)
     if note:
         _note(fig, note)
+    if pol and rs is not None:
+        _note_what_if(fig, rs, [pol])
     return fig
 
 
@@ -381,7 +404,8 @@ def occupancy(
                         hovertemplate="step %{x}: %{y:.1f}%<extra>%{fullData.name}</extra>",
                     )
                 )
-        title += f" per step, policy {', '.join(pols)} on {c.target_label(rs.target)}"
+        title += f" per step, policy {_named(rs, pols)} on {c.target_label(rs.target)}"
         c.style(fig, title + label, "engine step", f"{units} busy with real work (%)")
+        _note_what_if(fig, rs, pols)
     fig.update_yaxes(range=[0, max(110.0, max(pcts, default=0.0) * 1.12)])
     return fig

@@ -6,8 +6,10 @@ The block says first whether the two runs ran the same workload (the diff's own 
 one table: each metric with A, B, the change and the diff's verdict, then what has no number
 (whether each run finished, capture, vLLM route, S per kernel variant of imported traces,
 backend); a run that did not finish is said in the block's rows. The verdicts are the
-diff's: where the workloads differ, a workload-dependent row reads "other workload", never
-better or worse (:func:`mlaprof.analysis.diff.diff_rows`); nothing here judges a change."""
+diff's: where the workloads differ, a workload-dependent row reads "other workload", where
+they are not known to be the same "not judged" (the workload line names the parts a run
+does not state), never better or worse (:func:`mlaprof.analysis.diff.diff_rows`); nothing here
+judges a change."""
 
 from __future__ import annotations
 

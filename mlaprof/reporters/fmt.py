@@ -65,30 +65,38 @@ def number_text(v: float, unit: str | None = None) -> str:
     return str(v)
 
 
+def gap_text(v: Any) -> str | None:
+    """What a value the run does not hold reads, the one rule :func:`value_text` and the
+    figures' hovers (:func:`mlaprof.figures._common.said`) both say: :data:`UNKNOWN` for None
+    or NaN (the evidence holds no value), :data:`NONE` for an empty string, list or map
+    (recorded, and nothing in it); None for a value the run holds."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return UNKNOWN
+    if isinstance(v, (str, dict, list, tuple, set, frozenset)) and not v:
+        return NONE
+    return None
+
+
 def value_text(v: Any, unit: str | None = None) -> str:
     """Any section value as the one string every view shows (control characters shown as
-    ``\\xNN``, long strings shortened: :func:`mlaprof.textsafe.plain`)."""
-    if v is None:
-        return UNKNOWN
+    ``\\xNN``, long strings shortened: :func:`mlaprof.textsafe.plain`); a value the run does
+    not hold as :func:`gap_text` says it."""
+    gap = gap_text(v)
+    if gap is not None:
+        return gap
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, str) and not v:
-        return NONE
     if isinstance(v, Enum):
         return plain(v.value)
     if isinstance(v, (int, float)):
         return number_text(v, unit)
     if isinstance(v, dict):
-        if not v:
-            return NONE
         items = list(v.items())
         if all(str(k).lstrip("-").isdigit() for k in v):  # keyed by rank or size: in order
             items.sort(key=lambda kv: int(kv[0]))  # (a JSON document's keys are strings)
         return ", ".join(f"{value_text(k)}={value_text(x, unit)}" for k, x in items)
     if isinstance(v, (list, tuple, set, frozenset)):
         items = sorted(v, key=str) if isinstance(v, (set, frozenset)) else list(v)
-        if not items:
-            return NONE
         shown = [_item(x, unit) for x in items[:LIST_ITEMS]]
         more = len(items) - LIST_ITEMS
         return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")

@@ -29,8 +29,15 @@ from typing import TYPE_CHECKING, Any
 from mlaprof.analysis.capture_status import capture_region
 from mlaprof.analysis.headline import layer_splits_scope, splits_scope
 from mlaprof.analysis.section_base import Section
-from mlaprof.analysis.sections import FROZEN_NONE, SplitLike, no_s_text, what_if_route_said
+from mlaprof.analysis.sections import (
+    FROZEN_NONE,
+    WHAT_IF,  # beside a frozen S of a policy vLLM does not run here (in full: what_if_notes)
+    SplitLike,
+    no_s_text,
+    what_if_route_said,
+)
 from mlaprof.analysis.share import share_text
+from mlaprof.analysis.timing import MLA_LAYER_TIME
 from mlaprof.analysis.typed_json import (
     NONE_READS,
     OMIT,
@@ -145,8 +152,10 @@ LABELS: dict[str, str] = {
     "TraceDrafter.text": "drafter",
     "TraceDrafter.pass_steps": "pass step ids (rank=ids)",
     # one op's layer time three ways: each says how it was taken (never three bare "layer" times)
-    "Timing.layer_median_us": "layer median (every layer record)",
-    "LayerRow.time_us": "mean time",
+    # one name per quantity (analysis.timing): a layer record spans its MLA attention, never
+    # the whole layer (the replay table's GPU time per layer)
+    "Timing.layer_median_us": f"median {MLA_LAYER_TIME} (every layer record)",
+    "LayerRow.time_us": f"mean {MLA_LAYER_TIME}",
     "LayerRow.S_steps": "steps with S",
     "TraceReplayTime.outside_layers_text": "outside layers",
     "ReplayRank.outside_layers_us": "outside layers (mean per step)",
@@ -155,7 +164,8 @@ LABELS: dict[str, str] = {
     "SyncCounts.watched_steps": "watched steps over ranks",
     "SyncCounts.by_kind": "by kind, over ranks",
     "FullGraphSplits.modelled_if": "modelled S holds",
-    "FullGraphSplits.modelled_what_if": "modelled S holds only",
+    # set only where a modelled S stands (then nothing was measured): S used is a what-if too
+    "FullGraphSplits.modelled_what_if": "S used and modelled S hold only",
     "SplitStep.on_route": "on vLLM's route",
     # each rank's own, a row per rank (ranks that read the same share one): never summed
     "TraceChecks.steps": "steps (each rank's own)",
@@ -267,8 +277,9 @@ SPECS: dict[str, Spec] = {
                 lambda r: split_cells(r).frozen),  # fmt: skip
         ),
         lambda r: not_runnable_note(r) or "",
-        ("not_runnable",),
-        # the what-if frozen S, one line for the policies off the run's route
+        # what_if: said for the rows off the route in one line (what_if_notes)
+        ("not_runnable", "what_if"),
+        # the what-if S, one line for the policies off the run's route
         lambda rows: what_if_notes(rows),
     ),
     "PathCheck": Spec(
@@ -763,9 +774,6 @@ def table_more(t: Table) -> str:
 
 # -- the splits table's cells (the terminal report and the dashboard share them) --------------
 NEVER_FROZEN = "never"  # the frozen cell of a policy whose S the device decides at each replay
-# beside a frozen S of a policy vLLM does not run here (the row's ``frozen_what_if``, said in
-# full under the table: :func:`what_if_note`)
-WHAT_IF = "what-if"
 # the S and deserved cells of a policy whose kernel cannot run the row's configuration: a mark
 # (the cell is narrow), said in the section's words under the table (not_runnable_notes)
 NOT_RUNNABLE_MARK = "‡"
@@ -790,7 +798,8 @@ def split_cells(r: SplitStep) -> SplitCells:
     is never frozen; a number the row does not hold reads "-"; a frozen S said on a condition
     (the row's ``frozen_if``: the run does not say whether its FULL graph captures) says it;
     a frozen S of a policy vLLM does not run here reads "what-if" (the row's
-    ``frozen_what_if``, in full under the table: :func:`what_if_note`)."""
+    ``frozen_what_if``, in full under the table: :func:`what_if_notes`), and so does its
+    frozen cell where it holds no frozen S ("never what-if": :func:`_what_if_mark`)."""
 
     def n(x: object) -> str:
         return GAP if x is None else str(x)
@@ -806,9 +815,9 @@ def split_cells(r: SplitStep) -> SplitCells:
         s=NOT_RUNNABLE_MARK if gone and r.used is None else s,
         all_act=f"{n(r.all_rows)}/{n(r.active_rows)}" if held else GAP,
         deserved=NOT_RUNNABLE_MARK if gone and r.deserved is None else n(r.deserved),
-        frozen=NEVER_FROZEN
+        frozen=NEVER_FROZEN + _what_if_mark(r)
         if r.on_device
-        else FROZEN_NONE
+        else FROZEN_NONE + _what_if_mark(r)
         if r.frozen is None
         else _frozen_cell(r),
         occupancy=f"{share_text(r.occupancy)}->{share_text(r.occupancy_deserved)}"
@@ -828,6 +837,14 @@ def not_runnable_note(r: SplitLike) -> str | None:
     return f"{mark} {r.policy}: {said}"
 
 
+def _what_if_mark(r: SplitStep) -> str:
+    """The mark a row vLLM does not run here carries where no frozen S carries it (a device
+    S "never what-if", a row with no frozen S "- what-if"): every off-route row holding an S
+    is marked on its row (the row's ``what_if``), its condition in full under the table."""
+    held = (r.used, r.deserved, r.occupancy, r.occupancy_deserved)
+    return f" {WHAT_IF}" if r.what_if and any(v is not None for v in held) else ""
+
+
 def _frozen_cell(r: SplitStep) -> str:
     """A frozen S with its conditions: "1", "1 if it captures", "16 what-if",
     "16 what-if, if it captures"."""
@@ -835,29 +852,22 @@ def _frozen_cell(r: SplitStep) -> str:
     return " ".join((str(r.frozen), *what_if, *([r.frozen_if] if r.frozen_if else [])))
 
 
-def what_if_note(r: SplitStep) -> str | None:
-    """The line under a splits table for a row whose frozen S is a what-if (the row's
-    ``frozen_what_if``: vLLM does not run its policy here), in the section's words; None for
-    a frozen S the run's route runs (or none)."""
-    if r.frozen is None or not r.frozen_what_if:
-        return None
-    return f"{WHAT_IF} {r.policy}: S {r.frozen} frozen {r.frozen_what_if}"
-
-
 def what_if_notes(rows: Sequence[SplitStep]) -> list[str]:
     """The what-if rows' line under the splits table: one per route they are judged against
-    (a run has one), naming every such policy once, in row order, in the rows' words
-    (:func:`mlaprof.analysis.sections.what_if_words`): "what-if (a, b): S frozen only if vLLM
-    ran that policy (a what-if: this configuration takes <path> [vLLM <version>])"."""
+    (a run has one), naming once, in row order, every policy off it that holds an S (the row's
+    ``what_if``), in the rows' words (:func:`mlaprof.analysis.sections.what_if_words`):
+    "what-if (a, b): S and occupancy hold only if vLLM ran that policy (a what-if: this
+    configuration takes <path> [vLLM <version>])"; a frozen S among them reads "16 what-if"."""
     by_route: dict[str, list[str]] = {}
     for r in rows:
-        if what_if_note(r) is not None:
-            said = what_if_route_said(r.policy, r.frozen_what_if or "")
+        held = (r.used, r.deserved, r.frozen, r.occupancy)
+        if r.what_if and any(v is not None for v in held):
+            said = what_if_route_said(r.policy, r.what_if)
             by_route.setdefault(said, [])
             if r.policy not in by_route[said]:
                 by_route[said].append(r.policy)
     return [
-        f"{WHAT_IF} ({', '.join(pols)}): S frozen only if vLLM ran that policy ({said})"
+        f"{WHAT_IF} ({', '.join(pols)}): S and occupancy hold only if vLLM ran that policy ({said})"
         for said, pols in by_route.items()
     ]
 

@@ -653,6 +653,36 @@ BH64_FIRST = (
 GFX942_GLUON_HEADS = 12  # PR #4582 mla_gluon_gfx942_graph asserts nhead == 12 (bf16 only)
 
 
+# the GPU architectures AITER ships its MLA ASM kernels for: their code objects are listed per
+# arch in hsa/gfx942/mla/mla_asm.csv and hsa/gfx950/mla/mla_asm.csv (no other arch has an
+# hsa/<arch>/mla folder), loaded by mla_decode_fwd and the persistent kernels alike
+ASM_MLA_ARCHS = ("gfx942", "gfx950")
+
+
+def arch_refusal(policy: str, arch: str) -> str | None:
+    """Why ``policy``'s AITER kernel does not exist or run on a target of ``arch`` (None where
+    it does, and for a policy of vLLM's or mlaprof's kernels): mla_gluon asserts gfx950 (the
+    gfx942 gluon of PR #4582 asserts gfx942), and the ASM kernels ship only for
+    :data:`ASM_MLA_ARCHS`. The one arch rule :func:`applicable` and the analysis of a recorded
+    run (mlaprof.analysis.splits.on_target) both apply."""
+    if policy.startswith("aiter-gluon"):
+        want = "gfx942" if policy == "aiter-gluon-gfx942-pr4582" else "gfx950"
+        if arch == want:
+            return None
+        kernel, source = (
+            ("mla_gluon_gfx942", "aiter PR #4582")
+            if policy == "aiter-gluon-gfx942-pr4582"  # its own kernel, not mla_gluon's
+            else ("mla_gluon", "aiter mla_gluon.py v0.1.19 L865")
+        )
+        return f"{kernel} asserts {want} ({source}), the target is {arch}"
+    if policy.startswith("aiter-asm") and arch not in ASM_MLA_ARCHS:
+        return (
+            "AITER's MLA ASM kernels ship only for gfx942 and gfx950 (aiter "
+            f"hsa/gfx942/mla/mla_asm.csv, hsa/gfx950/mla/mla_asm.csv), the target is {arch}"
+        )
+    return None
+
+
 def applicable(
     policy: str,
     heads: int,
@@ -666,15 +696,8 @@ def applicable(
     the KV cache dtype (None: the policy's own, fp8 for the fp8 policies)."""
     gluon = policy.startswith("aiter-gluon")
     fp8 = ("fp8" in policy) if kv_fp8 is None else kv_fp8
-    if gluon and arch:
-        want = "gfx942" if policy == "aiter-gluon-gfx942-pr4582" else "gfx950"
-        if arch != want:
-            kernel, source = (
-                ("mla_gluon_gfx942", "aiter PR #4582")
-                if policy == "aiter-gluon-gfx942-pr4582"  # its own kernel, not mla_gluon's
-                else ("mla_gluon", "aiter mla_gluon.py v0.1.19 L865")
-            )
-            return f"{kernel} asserts {want} ({source}), the target is {arch}"
+    if arch and (why := arch_refusal(policy, arch)):
+        return why
     if policy == "aiter-gluon-gfx942-pr4582":
         if heads != GFX942_GLUON_HEADS or fp8:
             return (

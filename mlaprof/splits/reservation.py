@@ -21,7 +21,22 @@ from dataclasses import asdict, dataclass
 INT32 = 4
 MIB = 1 << 20
 SOURCE_4D = "vLLM 0.32.0 AiterMLAMetadataBuilder.__init__ (verified by the differential test)"
+# 0.33.0 and 0.34.0 (read from their wheels) size paged_kv_indices as 0.32 does, and add
+# max_num_seqs * num_speculative_tokens entries under adaptive verification (off by default)
+SOURCE_4D_READ = (
+    "vLLM {v} AiterMLAMetadataBuilder.__init__ (read from its wheel: paged_kv_indices sized as "
+    "0.32.0's; speculative_config.enable_adaptive_verification, off by default, adds "
+    "max_num_seqs * num_speculative_tokens entries: not modelled)"
+)
 SOURCE_FLAT = "vLLM pre-#51171 flat verify buffers (formula modelled from vLLM PR #51171's figures: UNVERIFIED)"
+
+
+def source_4d(version: str | None) -> str:
+    """Where the 4-D row's formula was read for the route's vLLM ``version`` (None: no route
+    modelled, or the release before the fix: the 0.32.0 differential test's)."""
+    if version in ("0.33.0", "0.34.0"):
+        return SOURCE_4D_READ.format(v=version)
+    return SOURCE_4D
 
 
 def paged_kv_indices_bytes(max_num_seqs: int, max_model_len: int) -> int:
@@ -52,9 +67,11 @@ def reservations(
     qlen: int,
     kv_cache_tokens: int | None,
     scenario: str,
+    version: str | None = None,
 ) -> list[Reservation]:
     """Per configuration: the 4-D path, and the legacy path sized by max_model_len and by the
-    KV cache (unknown without ``kv_cache_tokens``)."""
+    KV cache (unknown without ``kv_cache_tokens``); ``version``: the route's vLLM release, which
+    the 4-D row's source names (:func:`source_4d`)."""
     common = paged_kv_indices_bytes(max_num_seqs, max_model_len) + 2 * (max_num_seqs + 1) * INT32
     prov = f"modelled for scenario {scenario!r}"
     by_kv = (
@@ -63,7 +80,7 @@ def reservations(
         else common + flat_buffers_bytes(max_num_seqs, qlen, kv_cache_tokens)
     )
     out = [
-        Reservation("4-D", "max_model_len", common, SOURCE_4D, prov),
+        Reservation("4-D", "max_model_len", common, source_4d(version), prov),
         Reservation(
             "legacy-flat",
             "max_model_len",

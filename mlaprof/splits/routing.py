@@ -49,6 +49,9 @@ PATHS = {
     "flashmla": "vLLM FLASHMLA (FlashMLA; its split count is not modelled)",
     "triton-verify": "vLLM 0.34 folded Triton verify (_fwd_verify_kernel_stage1/_stage2)",
 }
+# the paths vLLM's CUDA platform takes: its AITER MLA backend (and the builder's persistent
+# verify buffers, mlaprof.splits.reservation) is not loaded there
+OFF_AITER_PATHS = ("triton-mla", "flash-attn-mla", "flashmla")
 CDNA3_ARCHS = ("gfx940", "gfx941", "gfx942")  # vLLM get_cdna_version() == 3
 
 # vLLM 0.33 verify paths mlaprof does not model (rocm_aiter_mla.py of the 0.33.0 wheel): every
@@ -319,7 +322,7 @@ PATH_POLICIES = {
     "asm": ("aiter-asm", "aiter-asm-fp8", "aiter-asm-fp8-pr4713"),
     "triton-mla": ("vllm-triton",),
     "triton-verify": ("vllm-triton-verify",),
-    "flash-attn-mla": (),  # no modelled split rule: mlaprof's own kernel is the only fit
+    "flash-attn-mla": (),  # no modelled split rule (mlaprof's own kernel is no vLLM kernel)
     "flashmla": (),
 }
 
@@ -339,11 +342,23 @@ def path_policy(path: str, aiter: str) -> str | None:
     return releases.policy_for(aiter) if fams[0].endswith("-") else fams[0]
 
 
+# split policies of mlaprof's own kernels, with what a route row says of them: no route of
+# vLLM's launches them, so they are never on it, and never a what-if of vLLM's either (their S
+# is what mlaprof's backend runs)
+OWN_KERNELS = {"mlaprof-triton": "mlaprof's kernel, not vLLM's"}
+
+
+def own_kernel(policy: str) -> str | None:
+    """What a route row says of ``policy`` where it models mlaprof's own kernel (None: a
+    kernel of AITER's or vLLM's, on a route or off it)."""
+    return OWN_KERNELS.get(policy)
+
+
 def policy_fits_route(policy: str, path: str) -> bool:
-    """Whether ``policy`` models the kernel family the route launches (mlaprof's own kernel
-    stands apart: it is what mlaprof runs, not what vLLM runs)."""
-    if policy == "mlaprof-triton":
-        return True
+    """Whether ``policy`` models the kernel family the route launches: never mlaprof's own
+    kernel (:func:`own_kernel`), which vLLM does not run on any path."""
+    if own_kernel(policy) is not None:
+        return False
     fams = PATH_POLICIES.get(path, ())
     if path == "asm":
         return policy in fams

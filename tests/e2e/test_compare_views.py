@@ -3,7 +3,8 @@ md``, ``--html``) and ``tui A --once --compare B`` lay out the one diff block
 (:func:`mlaprof.reporters.diff_rows.diff_block`). Two shipped runs of different workloads (the
 c16 bug run against the long-context device-split fix: batch, KV lengths and the modelled
 target differ) must read "different workloads" in each view, and no workload-dependent row may
-read better or worse; two runs of the same workload keep their verdicts."""
+read better or worse; two runs whose workload is not known to be the same read "not judged"
+in each; two runs of the same workload keep their verdicts."""
 
 from __future__ import annotations
 
@@ -106,6 +107,25 @@ def test_the_same_workload_keeps_its_verdicts_in_every_view(
         assert "other workload" not in text, view
         line = row_line(text, "median step time")
         assert re.search(r"\bbetter\b", line), (view, line)
+
+
+def test_an_unknown_workload_reads_so_and_carries_no_verdict_in_every_view(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two traces of the gluon kernel whose workload is not known to be the same (neither names
+    its device; only the fix's stage-2 grids show its heads): each view prints the one line that
+    names the unstated parts, and no workload-dependent row reads better or worse."""
+    a, b = "aiter-gluon_v0119_bug", "aiter-gluon_v0119_fix"
+    d = diff(shipped_runs.summary(a), shipped_runs.summary(b))
+    assert d.workload.same is None
+    shown = [r.metric for r in d.table if r.metric in DEPENDENT and r.change is not None]
+    assert len(shown) >= 4
+    for view, text in compare_views(a, b, tmp_path, capsys).items():
+        assert flat(f"workload: {d.workload.text}") in flat(text), (view, text)
+        for metric in shown:
+            line = row_line(text, metric)
+            assert "not judged" in line, (view, line)
+            assert not re.search(r"\b(better|worse)\b", line), (view, line)
 
 
 def test_the_dashboard_names_a_copied_run_by_its_folder_as_the_report_does(

@@ -43,7 +43,7 @@ def split(policy: str, used: int, deserved: int) -> dict:
         "min_kv_deserved": 1024,
         "occupancy_used": 0.5,
         "occupancy_deserved": 1.0,
-        "target": "h200",
+        "target": "mi300x",  # a ROCm target: AITER's ASM kernels ship for gfx942
     }
 
 

@@ -5,11 +5,13 @@ fix run printed "step time -92% better", "S deserved +350% better")."""
 from __future__ import annotations
 
 from mlaprof.analysis.diff import METRICS, Verdict, diff
+from mlaprof.analysis.timing import MLA_LAYER_TIME
 from tests import shipped_runs
 
 WORKER_GROUP = "shipped-runs"
 _summary = shipped_runs.summary
 JUDGED = (Verdict.BETTER, Verdict.WORSE)
+_DEPENDENT = {m.name for m in METRICS if m.workload}
 
 
 def test_two_workloads_get_no_verdict_on_workload_dependent_changes() -> None:
@@ -42,9 +44,11 @@ def test_the_same_workload_keeps_its_verdicts() -> None:
 
 def test_a_workload_part_a_run_does_not_state_is_unknown_not_a_difference() -> None:
     d = diff(_summary("aiter-gluon_v0119_bug"), _summary("aiter-gluon_v0119_fix"))
-    assert d.workload.same is None  # model and heads unstated: no difference claimed
-    assert {f.name for f in d.workload.fields if f.before is None} >= {"model", "heads"}
+    assert d.workload.same is None  # heads and device unstated: no difference claimed
+    assert {f.name for f in d.workload.fields if f.before is None} >= {"device", "heads"}
     assert not any(r.verdict is Verdict.OTHER_WORKLOAD for r in d.table)
+    # not known to be the same: no workload-dependent row is judged either
+    assert all(r.verdict not in JUDGED for r in d.table if r.metric in _DEPENDENT)
     other_kind = diff(_summary("demo-bug-padding-collapses-splits-c16"),
                       _summary("aiter-gluon_v0119_fix"))  # fmt: skip
     assert other_kind.workload.same is False
@@ -83,7 +87,7 @@ def test_a_compare_of_several_ranks_says_its_medians_pool_them() -> None:
     d = diff(fleet, two)
     assert {f.name: (f.before, f.after) for f in d.workload.fields}["ranks"] == ("8", "2")
     assert d.workload.same is False
-    timed = [r for r in d.table if r.metric in ("median step time", "median layer time")]
+    timed = [r for r in d.table if r.metric in ("median step time", f"median {MLA_LAYER_TIME}")]
     assert timed, [r.metric for r in d.table]
     for r in timed:
         assert "A: the steps of 8 ranks pooled" in r.provenance, r.provenance

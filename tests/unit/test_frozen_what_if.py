@@ -57,8 +57,10 @@ def test_the_rows_say_an_off_route_frozen_s_is_a_what_if(fp8) -> None:
         "[vLLM 0.34.0])"
     ), own.frozen_what_if
     for r in s.splits:
-        if r.policy in ("aiter-asm-persistent", "mlaprof-triton"):  # the route's, and mlaprof's
+        if r.policy == "aiter-asm-persistent":  # the route's
             assert r.on_route is True and r.frozen_what_if is None, r
+        elif r.policy == "mlaprof-triton":  # mlaprof's kernel: on no route of vLLM's, no what-if
+            assert r.on_route is None and r.frozen_what_if is None and r.what_if is None, r
         else:
             assert r.on_route is False, r
             assert (r.frozen_what_if is not None) == (r.frozen is not None), r
@@ -82,19 +84,19 @@ def test_every_view_says_the_what_if(fp8) -> None:
     line = (
         f"{WHAT_IF} (aiter-gluon-v0.1.19, aiter-gluon-v0.1.19.post2, aiter-gluon-v0.1.20, "
         "aiter-gluon-v0.1.20.post1, aiter-asm, aiter-asm-fp8, vllm-triton, vllm-triton-verify): "
-        "S frozen only if vLLM ran that policy (a what-if: this configuration takes "
+        "S and occupancy hold only if vLLM ran that policy (a what-if: this configuration takes "
         "asm-persistent [vLLM 0.34.0])"
     )
     text = " ".join(renderer("text").render(s).split())  # the terminal folds long lines
     assert line in text and "1 what-if" in text
     # the headline's graph S: on its condition, never as what the run's graph replays
     (head,) = [h.value for h in s.headline if h.label.startswith("KV splits")]
-    assert f"; {own.frozen_what_if}, a FULL graph captured by vLLM's dummy run would replay " \
-        "S = 1 (modelled)" in head, head  # fmt: skip
+    assert head.startswith(f"{own.frozen_what_if}: S used 2") and "; a FULL graph captured by " \
+        "vLLM's dummy run would replay S = 1 (modelled)" in head, head  # fmt: skip
     from mlaprof.figures.html_report import HtmlRenderer
 
     for out in (renderer("md").render(s), HtmlRenderer().render(s)):
-        assert "1 what-if" in out and "S frozen only if vLLM ran that policy" in out, out[:200]
+        assert "1 what-if" in out and "hold only if vLLM ran that policy" in out, out[:200]
     g = s.full_graph_splits
     assert g.modelled == 1 and g.modelled_what_if == own.frozen_what_if
     (row,) = [r for r in diff(s, s).to_json()["table"]

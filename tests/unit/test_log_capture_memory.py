@@ -85,18 +85,19 @@ def test_a_logs_capture_section_holds_each_ranks_memory_and_their_labelled_sum()
         assert f"rank {r.rank}: {gib(r.memory_bytes)} in 14 s" in f.title, f.title
     assert _labels(s)["capture.memory_bytes"] == (f"capture memory {SUMMED}", "2.05 GiB")
     (head,) = [h for h in s.headline if h.label.startswith("capture memory")]
-    assert (head.label, head.value) == (f"capture memory (driver free-memory delta) {SUMMED}",
-                                        "2.05 GiB")  # fmt: skip
+    # per GPU: the headline says it per rank, never the sum (each rank's GPU holds its own)
+    assert (head.label, head.value) == ("capture memory (driver free-memory delta)",
+                                        "1.02-1.03 GiB per rank (2 ranks)")  # fmt: skip
     # the log's, of the start the capture line is of
     assert head.provenance == f"{cap.provenance}, start 2 of 2, as the log says"
     (row,) = [r for r in diff_table(s, s) if r["metric"].startswith("capture memory")]
     assert row["provenance"].endswith(SUMMED), row
     for view, text in shipped_views(s, name).items():
         words = flat(text)
-        assert "2.05 GiB" in words, view
+        assert "1.02-1.03 GiB per rank (2 ranks)" in words, view  # the headline's
         assert f"capture memory {SUMMED}: unknown" not in words, view
-        if view != "json":
-            assert f"capture memory {SUMMED}" in words, view
+        if view != "json":  # the section's sum, labelled as one
+            assert "2.05 GiB" in words and f"capture memory {SUMMED}" in words, view
             assert "0 captured 1.02 GiB" in _words(words), view
             assert "1 captured 1.03 GiB" in _words(words), view
 
@@ -122,9 +123,10 @@ def test_a_rank_that_logged_no_capture_memory_is_named_and_left_out_of_the_sum(
     assert cap.memory_bytes == gib_bytes("0.50") + gib_bytes("0.51")
     assert _labels(s)["capture.memory_bytes"] == (f"capture memory {SUMMED}", "1.01 GiB")
     (head,) = [h for h in s.headline if h.label.startswith("capture memory")]
-    assert head.label.endswith(SUMMED) and head.value == "1.01 GiB; rank 2: unknown"
+    assert "sum over" not in head.label
+    assert head.value == "512.00-522.24 MiB per rank (2 ranks); rank 2: unknown", head.value
     for view, text in every_view(run_dir, s, with_json=True).items():
-        assert "1.01 GiB; rank 2: unknown" in text, view
+        assert "512.00-522.24 MiB per rank (2 ranks); rank 2: unknown" in text, view
         if view == "json":  # rank 2's row holds no amount (an optional key it did not write)
             assert '{"rank": 2, "status": "unknown"}' in text, view
             continue

@@ -119,7 +119,7 @@ def test_compare_at_80_columns_keeps_metric_names_to_two_lines(
     assert "B is" in head and len(head.split("┃")[1]) >= 24, table
     # the rows with a verdict: from one to the next, at most 3 lines
     starts = [i for i, line in enumerate(lines)
-              if line.startswith("│") and line.split("│")[-2].strip() in ("better", "worse", "same")]  # fmt: skip
+              if line.startswith("│") and line.split("│")[-2].strip() in ("better", "worse", "same", "not judged")]  # fmt: skip
     assert len(starts) >= 5, table
     assert max(b - a for a, b in zip(starts, starts[1:], strict=False)) <= 3, table
 

@@ -291,10 +291,12 @@ def test_one_ops_layer_times_each_say_how_they_were_taken() -> None:
     s = _summary("vllm_cpu_mla_profile")
     blocks = summary_blocks(s)
     rows = {r.key: r.label for b in blocks for r in b.rows}
-    assert rows["timing.layer_median_us"] == "layer median (every layer record)"
+    # the quantity named as the compare names it (analysis.timing.MLA_LAYER_TIME)
+    label = "median MLA attention time per layer (every layer record)"
+    assert rows["timing.layer_median_us"] == label
     tables = {t.key: t for b in blocks for t in b.tables}
     layers = tables["layers"]
-    assert "mean time" in layers.head and "time" not in layers.head
+    assert "mean MLA attention time per layer" in layers.head and "time" not in layers.head
     (path,) = s.trace.paths if s.trace else []
     assert path.layer_median_us is not None
     assert any("layer: the median of its steps' median layer times" in n

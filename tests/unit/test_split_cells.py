@@ -1,7 +1,8 @@
 """The splits table's cells are worded once (mlaprof.reporters.rows.split_cells) for the terminal
 report and the dashboard: a policy whose S the device decides shows the S it decides for the
-worst step, as the JSON, Markdown and HTML do, reads "never" frozen, and carries the UNVERIFIED
-mark only where its rule is unverified."""
+worst step, as the JSON, Markdown and HTML do, reads "never" frozen ("never what-if" where vLLM
+does not run its policy here), and carries the UNVERIFIED mark only where its rule is
+unverified."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 
 from rich.console import Console
 
+from mlaprof.analysis.sections import WHAT_IF
 from mlaprof.reporters.rows import NEVER_FROZEN, split_cells
 from mlaprof.reporters.terminal import TerminalRenderer
 from tests import shipped_runs
@@ -30,12 +32,20 @@ def test_a_device_decided_row_keeps_its_numbers_and_is_never_frozen() -> None:
     for r in rows:
         c = split_cells(r)
         assert c.s == f"{r.used} dev" and c.deserved == str(r.deserved)
-        assert c.frozen == NEVER_FROZEN
+        assert c.frozen == NEVER_FROZEN + (f" {WHAT_IF}" if r.what_if else "")
         assert c.occupancy != "-"
 
 
 def _line(text: str, policy: str) -> str:
-    return next(ln for ln in text.splitlines() if ln.strip().startswith(policy + " "))
+    """The row's first line: the policy's name whole, or its first part where the table wraps
+    it ("aiter-asm-" over "persistent")."""
+    return next(
+        ln
+        for ln in text.splitlines()
+        if ln.split()[:1]
+        and policy.startswith(head := ln.split()[0])
+        and (head == policy or head.endswith("-"))
+    )
 
 
 def test_the_terminal_and_the_dashboard_show_the_same_cells() -> None:

@@ -24,7 +24,8 @@ def _splits(policy: str, used: int, deserved: int, frozen: int | None) -> pd.Dat
                 "min_kv_deserved": 4000,
                 "occupancy_used": 0.5,
                 "occupancy_deserved": 0.5,
-                "target": "h200",
+                # AITER's kernels on gfx950, where they run (on an NVIDIA target they cannot)
+                "target": "mi355x" if policy.startswith("aiter-") else "h200",
             }
         ]
     )

@@ -52,7 +52,25 @@ their layer rows, layer times and time outside the layers moved to the layers th
 a scenario run's splits rows say whether vLLM's route runs their policy (``splits[].on_route``)
 and, where it does not, the condition their frozen S holds on (``splits[].frozen_what_if``: "if
 vLLM ran <policy> (a what-if: this configuration takes <path> [vLLM <version>])"), the frozen S
-itself kept (the demo runs' asm and Triton rows)."""
+itself kept (the demo runs' asm and Triton rows); every such row says the condition its S and
+occupancy hold on (``splits[].what_if``, the same words, frozen S or not), and the compare's
+occupancy row says where its value comes from ("model") as its S rows do (rewritten with this
+test's own transform: its ADDED_IN_3 keys popped, schema 2); a run with no step recorded (the
+vLLM logs) has no step count and no rank agreement (``timing.steps`` and ``.ranks_agree`` null,
+``timing_label`` "no steps recorded"), where they read 0 and true (the log-* documents rewritten
+with the same transform); a legacy-flat run whose vLLM route is another path says its sync,
+capture and capture-memory findings on that path ("[on the legacy flat path, modelled on
+purpose: not vLLM 0.32.0's route for this configuration (gluon-verify)]"), and a failed
+attempt's unknown capture memory says in the headline the finding's reason ("not measured: the
+attempt ran in a probe process ..."), where it read "not recorded" (the demo-bug-legacy-flat-*
+and demo-bug-prefix-legacy-flat-* documents rewritten with the same transform); mlaprof's own
+kernel's splits row has no ``on_route`` (vLLM runs it on no route: it read true), AITER's ASM
+rows on an NVIDIA target are not runnable (``not_runnable``: the kernels ship for gfx942 and
+gfx950 only, where they held an S and occupancy on sm_90), and a graph whose kernel decides S on
+the device replayed its grid's cap (``replayed_splits.grid_cap``, ``min``/``max`` null: not an
+S any row ran with, where it read "measured" 128) (the demo-* documents rewritten with the
+same transform; c1-long's also drops its verify-buffer reservation, the working tree's
+reservation rule for a route off AITER's backend)."""
 
 from __future__ import annotations
 
@@ -100,7 +118,11 @@ def test_the_typed_diff_is_main_s_compare_object() -> None:
     where a run no probe watched had a sync-site count of 0, and where two workloads got a
     verdict on their critical findings' count; the workload gained the rank count; the S and
     capture-memory rows say their sources; a route says it is modelled, and then where it comes
-    from and UNVERIFIED as its line does: ``route_label``, the route's own provenance)."""
+    from and UNVERIFIED as its line does: ``route_label``, the route's own provenance; a workload
+    not known to be the same gets no verdict ("not judged", the line naming the parts a
+    run does not state; a trace's heads, kernel family and MLA layers per step are its workload,
+    its model and KV lengths ``not_held``), and the layer time is two named rows, the MLA
+    attention span and the whole layer's GPU time: rewritten from this test's own ``got``)."""
     import itertools
     import json
 

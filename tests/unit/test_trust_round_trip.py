@@ -218,8 +218,9 @@ def test_every_view_prints_the_summarys_line(
 
 
 def test_a_complete_trace_reads_ok_and_a_log_unknown(tmp_path: Path) -> None:
-    """A complete trace reads "OK" (its paths under a known trust: the evidence its line
-    names); a log holds no split metadata, so nothing found there reads "UNKNOWN", saying so."""
+    """A complete trace reads "OK" on what it judged (its S under a known rule, its capture
+    and syncs, its trust), saying beside it that its padding, which no trace records, was not
+    judged. A log holds no split metadata, so nothing found there reads "UNKNOWN", saying so."""
     from mlaprof.analysis.findings_verdict import NO_SPLIT_METADATA, TRACE_AS_EXPECTED
     from mlaprof.importers.vllm_log import import_vllm_log
 
@@ -228,7 +229,8 @@ def test_a_complete_trace_reads_ok_and_a_log_unknown(tmp_path: Path) -> None:
     s = _summary(one)
     assert s.findings == [] and s.trace is not None and s.trace.trust.verdict == "reliable"
     fv = s.findings_verdict
-    assert (fv.verdict, fv.label) == ("ok", "OK") and fv.line == f"no findings: {TRACE_AS_EXPECTED}"
+    assert (fv.verdict, fv.label) == ("ok", "OK")
+    assert fv.line == f"no findings: {TRACE_AS_EXPECTED}; not judged: padding (not recorded)"
     log = Path(__file__).resolve().parents[1] / "data" / "vllm" / "cpu_ngram_serve.log"
     run_dir, _ = import_vllm_log(log, tmp_path / "t", "log")
     s = _summary(run_dir)
@@ -259,9 +261,11 @@ def test_no_findings_over_an_unknown_capture_is_no_ok() -> None:
 
     s = shipped_runs.summary("demo-fix-padding-active-rows-c16")
     assert s.splits and s.capture.status == CaptureStatus.CAPTURED
-    fv = findings_verdict([], s.splits, s.trace, s.shadow, s.capture)
+    fv = findings_verdict([], s.splits, s.trace, s.shadow, s.capture, s.padding, s.sync_counts)
     assert fv.verdict == "ok" and fv.line == f"no findings: {SPLITS_AS_DESERVED}"
     unknown = dataclasses.replace(s.capture, status=CaptureStatus.UNKNOWN, why="no step watched")
-    fv = findings_verdict([], s.splits, s.trace, s.shadow, unknown)
+    fv = findings_verdict([], s.splits, s.trace, s.shadow, unknown, s.padding, s.sync_counts)
     assert (fv.verdict, fv.label) == ("unknown", "UNKNOWN")
-    assert fv.line is not None and "capture verdict unknown (no step watched)" in fv.line
+    assert (
+        fv.line is not None and "capture not judged (verdict unknown: no step watched)" in fv.line
+    )
