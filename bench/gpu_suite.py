@@ -99,6 +99,11 @@ def policy_s(name: str, meta: VerifyMetadata, heads: int = H, min_kv: int | None
 
 def graph_time_us(fn, reps: int = 50, warm: int = 3) -> float:
     """Median device time of one replay of a CUDA graph of ``fn`` (launch gaps excluded)."""
+    return statistics.median(graph_samples(fn, reps, warm))
+
+
+def graph_samples(fn, reps: int, warm: int = 3) -> list[float]:
+    """Device time (us) of each of ``reps`` replays of a CUDA graph of ``fn``."""
     fn()
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
@@ -121,7 +126,7 @@ def graph_time_us(fn, reps: int = 50, warm: int = 3) -> float:
         z.record()
         z.synchronize()
         times.append(a.elapsed_time(z) * 1e3)
-    return statistics.median(times)
+    return times
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

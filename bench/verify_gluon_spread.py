@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gpu_suite  # noqa: E402
 import verify_gluon  # noqa: E402
 import verify_vs_flashmla as vvf  # noqa: E402
-from gpu_suite import BF16_REL_BOUND, eff_tbs  # noqa: E402
+from gpu_suite import BF16_REL_BOUND, eff_tbs, graph_samples  # noqa: E402
 
 from mlaprof.backends.base import VerifyInputs  # noqa: E402
 from mlaprof.backends.triton_backend import (  # noqa: E402
@@ -86,34 +86,6 @@ def provenance(commit: str) -> dict:
         res["commit_git"] = None
     res["sha256"] = {f: hashlib.sha256((ROOT / f).read_bytes()).hexdigest() for f in FILES}
     return res
-
-
-def graph_samples(fn, reps: int, warm: int = 3) -> list[float]:
-    """Device time (us) of each of ``reps`` replays of a CUDA graph of ``fn``
-    (``gpu_suite.graph_time_us``, every sample kept)."""
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(g):
-        fn()
-    for _ in range(warm):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        z = torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        z.record()
-        z.synchronize()
-        times.append(a.elapsed_time(z) * 1e3)
-    return times
 
 
 def wall_samples(fn, reps: int) -> list[float]:

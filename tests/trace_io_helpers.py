@@ -323,3 +323,19 @@ def reimports_with_its_ranks(
         for table in tables:
             assert db_rows(back, table, r) == db_rows(run_dir, table, r), (table, r)
     return back
+
+
+def import_and_report(
+    folder: Path, tmp: Path, capsys: Any, kind: str = "rocprof"
+) -> tuple[Path, dict]:
+    """``mlaprof import <kind> folder`` into ``tmp/t``, then its ``report --json`` (the run's
+    folder, the document)."""
+    from mlaprof.cli import main
+
+    traces = tmp / "t"
+    if main(["import", kind, str(folder), "--traces", str(traces), "--name", "r"]) != 0:
+        raise AssertionError(f"import {kind} {folder} failed: {capsys.readouterr()}")
+    capsys.readouterr()
+    if main(["report", str(traces / "r"), "--json"]) != 0:
+        raise AssertionError(f"report failed: {capsys.readouterr()}")
+    return traces / "r", json.loads(capsys.readouterr().out)

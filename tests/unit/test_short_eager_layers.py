@@ -8,7 +8,6 @@ their own, and a step the window cut at the trace's edge is left out as before."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from mlaprof.cli import main
 from mlaprof.store import load
 from tests import step_shapes as shapes
 from tests.conftest import EACH_TEST
-from tests.trace_io_helpers import write_kineto
+from tests.trace_io_helpers import import_and_report, write_kineto
 
 WORKER_GROUP = EACH_TEST
 
@@ -49,13 +48,7 @@ def _eager(drop: str, steps: int = 6) -> shapes.Shape:
     return shapes.Shape(f"eager_{drop}", [p], {})
 
 
-def _import(folder: Path, tmp: Path, capsys: pytest.CaptureFixture[str], kind: str = "rocprof"
-            ) -> tuple[Path, dict]:  # fmt: skip
-    traces = tmp / "t"
-    assert main(["import", kind, str(folder), "--traces", str(traces), "--name", "r"]) == 0
-    capsys.readouterr()
-    assert main(["report", str(traces / "r"), "--json"]) == 0
-    return traces / "r", json.loads(capsys.readouterr().out)
+_import = import_and_report
 
 
 def _step_layers(run: Path) -> dict[int, list[int]]:

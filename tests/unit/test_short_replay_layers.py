@@ -7,7 +7,6 @@ shift every other one by one)."""
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from mlaprof.importers import annotate
 from mlaprof.store import load
 from tests import step_shapes as shapes
 from tests.conftest import EACH_TEST
-from tests.trace_io_helpers import kineto_trace, write_kineto
+from tests.trace_io_helpers import import_and_report, kineto_trace, write_kineto
 
 WORKER_GROUP = EACH_TEST
 
@@ -46,13 +45,7 @@ def _shape(drop: str) -> shapes.Shape:
     return shapes.Shape(f"short_{drop}", [p], {})
 
 
-def _import(folder: Path, tmp: Path, capsys: pytest.CaptureFixture[str], kind: str = "rocprof"
-            ) -> tuple[Path, dict]:  # fmt: skip
-    traces = tmp / "t"
-    assert main(["import", kind, str(folder), "--traces", str(traces), "--name", "r"]) == 0
-    capsys.readouterr()
-    assert main(["report", str(traces / "r"), "--json"]) == 0
-    return traces / "r", json.loads(capsys.readouterr().out)
+_import = import_and_report
 
 
 def _step_layers(run: Path, step: int) -> list[int]:
