@@ -252,6 +252,38 @@ def _plain_ints(tab: pa.Table) -> pa.Table:
     return tab
 
 
+def arrow_frame(tab: pa.Table) -> pd.DataFrame:
+    """An Arrow result as a frame, as Arrow converts it but for an integer column holding NULLs:
+    pandas' nullable integers (``Int64``), not float64, so a step or a count reads 3, not 3.0,
+    and an int64 past 2**53 stays exact. A column without NULLs stays numpy int64."""
+    import pandas as pd
+    import pyarrow as pa
+
+    df = tab.to_pandas()
+    for i, (field, col) in enumerate(zip(tab.schema, tab.columns, strict=True)):
+        if pa.types.is_integer(field.type) and col.null_count:
+            t = str(field.type)  # int8 .. uint64: pandas' Int8 .. UInt64
+            dtype = pd.api.types.pandas_dtype("UInt" + t[4:] if t[0] == "u" else "Int" + t[3:])
+            df.isetitem(i, col.to_pandas(types_mapper={field.type: dtype}.get))
+    return df
+
+
+def frame_of_rows(names: list[str], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """SQLite's rows as a frame, as ``pandas.read_sql_query`` makes it but for a column of
+    integers and NULLs: pandas' nullable ``Int64`` (exact), not float64."""
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
+    for i in range(len(names) if rows else 0):
+        if df.dtypes.iloc[i].kind not in "fO":  # ints without NULLs, strings: as they are
+            continue
+        vals = [r[i] for r in rows]
+        ints = [v for v in vals if v is not None]
+        if ints and len(ints) < len(vals) and all(type(v) is int for v in ints):
+            df.isetitem(i, pd.array(vals, dtype="Int64"))
+    return df
+
+
 @dataclass(frozen=True)
 class RankSource:
     """One rank as the engine sees it: its read-only connection, database file, side tables."""
@@ -422,7 +454,8 @@ def sqlite_query(
                 f"CREATE TEMP VIEW {table} AS " + (" UNION ALL ".join(parts) or _no_rows(table))
             )
         try:
-            return pd.read_sql_query(sql, db, params=tuple(params))
+            cur = db.execute(sql, tuple(params))
+            return frame_of_rows([d[0] for d in cur.description or ()], cur.fetchall())
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
             msg = str(e).splitlines()[0][:300]
             ranks = rank_list(s.rank for s in sources)
@@ -455,7 +488,7 @@ def _run(
         msg = str(e).splitlines()[0][:300]
         ranks = rank_list(s.rank for s in sources)
         raise MlaprofError(f"SQL over {ranks} failed (DuckDB): {msg}") from None
-    return _plain_ints(tab).to_pandas()
+    return arrow_frame(_plain_ints(tab))
 
 
 # DuckDB's defaults take 80% of the machine's memory and a thread per core (each with its own
