@@ -154,3 +154,61 @@ def release_arrow_memory() -> None:
     pa = sys.modules.get("pyarrow")
     if pa is not None:
         pa.default_memory_pool().release_unused()
+
+
+@dataclass(frozen=True)
+class GpuAgent:
+    """One GPU agent as rocprofv3 records it (agent_info.csv, rocpd_info_agent, the JSON's
+    ``agents``): the ids its kernel records may name it by, and its names."""
+
+    ids: frozenset[int]  # node id and logical node id (a CSV's Agent_Id may be either)
+    arch: str | None  # ``name``: the gfx target, e.g. gfx942
+    product: str | None  # ``product_name`` (marketing name), else ``model_name``
+
+    @property
+    def device(self) -> str | None:
+        """``gfx942 (AMD Instinct MI300X)``; the arch alone, or the product alone where only
+        one is written; None where neither is."""
+        if self.arch and self.product and self.product != self.arch:
+            return f"{self.arch} ({self.product})"
+        return self.arch or self.product
+
+
+def gpu_agent(ids: Any, name: Any, product: Any, model: Any) -> GpuAgent:
+    def text(v: Any) -> str | None:
+        s = "" if v is None else str(v).strip()
+        return s or None
+
+    return GpuAgent(
+        frozenset(i for i in ids if i is not None), text(name), text(product) or text(model)
+    )
+
+
+def kernel_device(agent_ids: Any, agents: list[GpuAgent]) -> str | None:
+    """The device a rank's kernels ran on: the GPU agent(s) its kernel records name (``agent_ids``,
+    the distinct ids), as the trace's own agent records name them. None (unknown, never a
+    default) where the trace has no agent records, or a kernel's agent is not among them or is
+    ambiguous (two GPU agents of different names answer to its id)."""
+    names: set[str] = set()
+    for a in agent_ids:
+        got = {g.device for g in agents if a in g.ids}
+        if len(got) != 1 or None in got:
+            return None
+        names |= {str(n) for n in got}
+    return " + ".join(sorted(names)) or None
+
+
+def run_device(by_rank: dict[int, str | None]) -> str | None:
+    """The run's device from each rank's: the one name where every rank states the same, else
+    each name with its ranks (never merged into one); None where no rank states one."""
+    from mlaprof.rank_counts import rank_list
+
+    names = set(by_rank.values())
+    if names <= {None}:
+        return None
+    if len(names) == 1:
+        return next(iter(names))
+    ranks_of: dict[str | None, list[int]] = {}
+    for r, n in sorted(by_rank.items()):
+        ranks_of.setdefault(n, []).append(r)
+    return "; ".join(f"{rank_list(rs)}: {n or 'not stated'}" for n, rs in ranks_of.items())

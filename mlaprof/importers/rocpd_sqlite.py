@@ -36,6 +36,7 @@ from mlaprof.formats import arrow_numpy
 from mlaprof.formats.rocpd_schema import LAYER_CATEGORY, PAYLOAD_ARG, PAYLOAD_TABLES
 from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
+from mlaprof.importers.common import GpuAgent, gpu_agent
 from mlaprof.importers.duplicates import check_records
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.live_inputs import changing, stamp
@@ -319,6 +320,26 @@ def first_agent(path: Path) -> int | None:
 
     row = _asking(path, ask)
     return None if row is None or not isinstance(row[0], int) else row[0]
+
+
+def gpu_agents(path: Path) -> list[GpuAgent]:
+    """The GPU agents of a database rocprofv3 wrote (``rocpd_info_agent``: name, model_name,
+    product_name; rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql``), by
+    the absolute index its dispatches are read with. None for mlaprof's own export, whose agent
+    rows carry its ids as names (its device comes back with the run's metadata)."""
+    if export_identity(path) is not None:
+        return []
+
+    def ask(con: sqlite3.Connection) -> list[tuple[Any, ...]]:
+        have = {r[1] for r in con.execute("PRAGMA table_info(rocpd_info_agent)").fetchall()}
+        cols = [c if c in have else "NULL" for c in ("product_name", "model_name")]
+        return con.execute(
+            f"SELECT absolute_index, name, {cols[0]}, {cols[1]} FROM rocpd_info_agent "
+            "WHERE type = 'GPU'"
+        ).fetchall()
+
+    rows = _asking(path, ask) or []
+    return [gpu_agent([i if isinstance(i, int) else None], n, p, m) for i, n, p, m in rows]
 
 
 def export_identity(path: Path) -> tuple[str, str, str] | None:

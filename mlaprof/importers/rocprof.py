@@ -21,14 +21,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlaprof.errors import MlaprofError
 from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
-from mlaprof.importers.annotate import KernelColumns, concat, store_kernels
+from mlaprof.importers.annotate import NULL, KernelColumns, concat, store_kernels
 from mlaprof.importers.common import (
+    GpuAgent,
     ImportSummary,
     agent_index,
+    kernel_device,
     read_text,
     release_arrow_memory,
+    run_device,
 )
 from mlaprof.importers.duplicates import merge_duplicate_dispatches
 from mlaprof.kernel_table import KernelMatcher
@@ -125,6 +130,7 @@ def import_rocprof(
         try:
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
+                devices: dict[int, str | None] = {}  # each rank's, from its agent records
                 hosts = [r["host"] for r in meta.get("rank_sources", [])]
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
@@ -132,6 +138,7 @@ def import_rocprof(
                     prefetch(rank + AHEAD)
                     parts: list[KernelColumns] = []
                     kfiles: list[Path] = []  # the files of those parts
+                    agents: list[GpuAgent] = []  # the rank's GPU agents, as its files name them
                     for f in group:
                         kc: KernelColumns | None
                         with validate.decoding(f):
@@ -140,14 +147,17 @@ def import_rocprof(
                                 read = pending.pop(f).result() if f in pending else None
                                 found, kc = rocpd_sqlite.import_rocpd(f, w, summary, read)
                                 embedded = found or embedded
+                                agents += rocpd_sqlite.gpu_agents(f)
                             elif f in pending:
                                 kc = pending.pop(f).result()
                                 summary.files.append(str(f))
                             elif fmt == "csv":
                                 kc = rocprof_csv.import_csv(w, f, summary, use_arrow)
+                                if rocprof_csv.sniff(f) == rocprof_csv.AGENT_INFO:
+                                    agents += rocprof_csv.read_agent_info(f)
                             else:
                                 text = read_text(f, "JSON file")
-                                kc = rocprof_json.import_json(f, text, w, summary)
+                                kc = rocprof_json.import_json(f, text, w, summary, agents)
                         if kc is not None:
                             validate.kernel_columns(kc, str(f), 2 if fmt == "csv" else 1)
                             parts.append(kc)
@@ -159,6 +169,7 @@ def import_rocprof(
                     parts.clear()
                     if kernels is not None and len(sizes) > 1:  # one pid, several kernel files
                         kernels = merge_duplicate_dispatches(kernels, sizes, kfiles, summary.notes)
+                    devices[rank] = _rank_device(w, kernels, agents)
                     if kernels is not None:
                         counts = (
                             summary.mla_kernels,
@@ -205,13 +216,56 @@ def import_rocprof(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('import', ?)",
                     (json.dumps({"files": summary.files, "rows": summary.rows}),),
                 )
-                if embedded:
+                _record_device(bulk.run_dir, fmt, devices, summary)
+                if embedded:  # an mlaprof export's own device stands
                     _restore_meta(bulk.run_dir, embedded)
         finally:
             for fut in pending.values():
                 fut.cancel()  # an import that failed: reads not yet started are dropped
     release_arrow_memory()
     return final, summary
+
+
+# where a rank's device was read, per format (docs/trace_io.md cites the writers)
+DEVICE_SOURCES = {
+    "csv": "rocprofv3 agent_info.csv (Name, Product_Name) of the kernels' Agent_Id",
+    "rocpd": "rocpd_info_agent (name, product_name) of the kernel dispatches' agent_id",
+    "json": "rocprofv3 JSON agents (name, product_name) of the dispatches' agent_id",
+}
+
+
+def _agent_ids(kernels: KernelColumns) -> list[int]:
+    """The distinct agents a rank's kernel records name (NULL: none named)."""
+    arr, mask = kernels.col("device")
+    vals = arr if mask is None else arr[~mask]
+    vals = vals[vals != NULL]
+    if not len(vals):
+        return []
+    if vals.min() >= 0 and vals.max() < 1 << 16:  # agent numbers: a count, not a sort
+        return [int(i) for i in np.flatnonzero(np.bincount(vals))]
+    return [int(i) for i in np.unique(vals)]
+
+
+def _rank_device(w: Any, kernels: KernelColumns | None, agents: list[GpuAgent]) -> str | None:
+    """The GPU device the rank's kernels ran on, as its own agent records name it (kept in the
+    rank's database as ``device_name``); None where they do not (no agent records: unknown)."""
+    if kernels is None or not agents:
+        return None
+    device = kernel_device(_agent_ids(kernels), agents)
+    if device is not None:
+        w.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('device_name', ?)", (device,))
+    return device
+
+
+def _record_device(
+    run_dir: Path, fmt: str, devices: dict[int, str | None], summary: ImportSummary
+) -> None:
+    """run.json's device (one name, or each rank's where they differ) and where it was read."""
+    device = run_device(devices)
+    if device is None:
+        return
+    runmeta.update(run_dir, device=device, device_source=DEVICE_SOURCES[fmt])
+    summary.notes.append(f"device {device}, from {DEVICE_SOURCES[fmt]}")
 
 
 def host_folder(root: Path, first: Path) -> str | None:

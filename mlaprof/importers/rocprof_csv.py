@@ -26,8 +26,10 @@ from mlaprof.formats import arrow_numpy
 from mlaprof.formats.spreadsheet import QUOTE, restore
 from mlaprof.importers.annotate import NULL, KernelColumns, LazyInts
 from mlaprof.importers.common import (
+    GpuAgent,
     ImportSummary,
     agent_index,
+    gpu_agent,
     read_text,
     release_arrow_memory,
     to_float,
@@ -735,6 +737,31 @@ def _import_stats(bulk: BulkWriter, path: Path, text: str, header: list[str]) ->
     return bulk.insert("counters", ("source", "name", "key", "value", "t_ns"), rows())
 
 
+def read_agent_info(path: Path) -> list[GpuAgent]:
+    """The GPU agents of rocprofv3's ``<pid>_agent_info.csv`` (rocprofiler-sdk generateCSV.cpp:
+    Node_Id, Logical_Node_Id, Agent_Type, ..., Name, Vendor_Name, Product_Name, Model_Name).
+    A kernel trace's Agent_Id is "Agent <node id>" (6.3, or 7.x ``--agent-index absolute``) or
+    "Agent <logical node id>" (7.x's default): each agent answers to both."""
+    text = read_text(path, "CSV")
+    header = _header_of(path, text)
+    pos = _index(path, header, ("agent_type", "name"))
+    ids = [pos[c] for c in ("node_id", "logical_node_id") if c in pos]
+    product, model = pos.get("product_name"), pos.get("model_name")
+    out = []
+    for r in _rows(path, text, len(header)):
+        if r[pos["agent_type"]].strip().upper() != "GPU":
+            continue
+        out.append(
+            gpu_agent(
+                [to_int(r[i], f"{path.name} {header[i]}") for i in ids],
+                r[pos["name"]],
+                None if product is None else r[product],
+                None if model is None else r[model],
+            )
+        )
+    return out
+
+
 def import_csv(
     bulk: BulkWriter, path: Path, summary: ImportSummary, use_arrow: bool = True
 ) -> KernelColumns | None:
@@ -763,7 +790,7 @@ def import_csv(
     if kind == KERNEL:
         kernels = read_kernels(path, text, header, use_arrow)
     elif kind == AGENT_INFO:
-        summary.notes.append(f"{path.name}: agent info, not imported")
+        pass  # read for the rank's device (read_agent_info), no table of its own
     else:
         body = text if text is not None else read_text(path, "CSV")
         fn = {

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import KernelColumns
-from mlaprof.importers.common import ImportSummary, parse_json, to_int
+from mlaprof.importers.common import GpuAgent, ImportSummary, gpu_agent, parse_json, to_int
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 
 if TYPE_CHECKING:
@@ -68,6 +68,20 @@ def _agent_nodes(proc: Mapping[str, Any]) -> dict[int, int]:
             h, node = _handle(a.get("id")), a.get("node_id")
             if h is not None and isinstance(node, int) and not isinstance(node, bool):
                 out[h] = node
+    return out
+
+
+def gpu_agents(proc: Mapping[str, Any]) -> list[GpuAgent]:
+    """The process's GPU agents (``agents[]``: ``type`` 2 is ROCPROFILER_AGENT_TYPE_GPU, with
+    ``name``, ``product_name``, ``model_name``, ``node_id``: rocprofiler-sdk
+    ``cxx/serialization.hpp`` ``save(rocprofiler_agent_v0_t)``), by the node id its kernel
+    records are read with (:func:`_agent_nodes`)."""
+    out = []
+    for a in proc.get("agents") or []:
+        if isinstance(a, Mapping) and a.get("type") == 2:
+            node = a.get("node_id")
+            node = node if isinstance(node, int) and not isinstance(node, bool) else None
+            out.append(gpu_agent([node], a.get("name"), a.get("product_name"), a.get("model_name")))
     return out
 
 
@@ -169,9 +183,14 @@ def _op_name(
 
 
 def import_json(
-    path: Path, text: str, bulk: BulkWriter, summary: ImportSummary
+    path: Path,
+    text: str,
+    bulk: BulkWriter,
+    summary: ImportSummary,
+    agents: list[GpuAgent] | None = None,
 ) -> KernelColumns | None:
-    """Store the API and memory records; return the kernels (stored after annotation)."""
+    """Store the API and memory records; return the kernels (stored after annotation).
+    ``agents``, where given, gets each process's GPU agents (:func:`gpu_agents`)."""
     doc = parse_json(path, text)
     if not isinstance(doc, Mapping) or TOP_KEY not in doc:
         raise MlaprofError(f"{path}: not a rocprofv3 JSON file (no {TOP_KEY!r} key)")
@@ -187,6 +206,8 @@ def import_json(
         syms = _symbols(proc, where)
         kinds, messages = _kind_names(proc), _marker_messages(proc)
         nodes = _agent_nodes(proc)
+        if agents is not None:
+            agents += gpu_agents(proc)
         recs = _obj(proc.get("buffer_records", {}), f"{where} buffer_records")
         meta = proc.get("metadata", {})
         pid = to_int(meta.get("pid"), "pid") if isinstance(meta, Mapping) else None

@@ -88,6 +88,10 @@ class Trace:
     pid: int = 4242
     tid: int = 4242
     agent: int = 2  # the GPU's node id (rocpd agent id = absolute index)
+    # the GPU agent's name and marketing name as its agent records hold them (agent_info.csv,
+    # rocpd_info_agent, the JSON's agents); arch None: the agent records name no GPU
+    arch: str | None = "gfx942"
+    product: str | None = "AMD Instinct MI300X"
     host: str = "node0"
     kernels: list[Kernel] = field(default_factory=list)
     apis: list[Api] = field(default_factory=list)

@@ -229,8 +229,8 @@ def write_rocpd(
     ins("info_agent", id=0, nid=nid, pid=pid, type="CPU", absolute_index=0, logical_index=0,
         type_index=0, name="AMD EPYC 9654")  # fmt: skip
     ins("info_agent", id=trace.agent, nid=nid, pid=pid, type="GPU", absolute_index=trace.agent,
-        logical_index=trace.agent, type_index=trace.agent - 1, name="gfx942",
-        product_name="AMD Instinct MI300X")  # fmt: skip
+        logical_index=trace.agent, type_index=trace.agent - 1, name=trace.arch,
+        product_name=trace.product)  # fmt: skip
     ins("info_code_object", id=1, nid=nid, pid=pid, agent_id=trace.agent, uri="file:///model.co",
         storage_type="FILE")  # fmt: skip
     for name, kid in trace.symbols().items():

@@ -6,6 +6,9 @@ CSV files:
   ``<pid>_hip_api_trace.csv`` and ``<pid>_marker_api_trace.csv`` (Domain, Function, Process_Id,
   Thread_Id, Correlation_Id, Start/End_Timestamp). A marker row is written per range when it is
   popped, Function = the range's message (``get_marker_message`` of its correlation id).
+  ``<pid>_agent_info.csv``: one row per agent (CPU and GPU) sorted by node id, the 53 columns of
+  ``generate_csv(..., std::vector<agent_info>&)`` (Node_Id, Logical_Node_Id, Agent_Type, ...,
+  Name, Vendor_Name, Product_Name, Model_Name); written by both generations alike.
 - 6.3 (ROCm/rocprofiler-sdk ``source/lib/rocprofiler-sdk-tool/generateCSV.cpp`` L248-265): no
   Stream_Id; Private_Segment_Size and Group_Segment_Size instead of the LDS..SGPR columns.
 - ``rocpd convert`` (``source/lib/python/rocpd/csv.py``, ``write_kernel_csv`` /
@@ -39,6 +42,36 @@ def _write(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
     return path
 
 
+AGENT_INFO_HEADER = [
+    "Node_Id", "Logical_Node_Id", "Agent_Type", "Cpu_Cores_Count", "Simd_Count",
+    "Cpu_Core_Id_Base", "Simd_Id_Base", "Max_Waves_Per_Simd", "Lds_Size_In_Kb", "Gds_Size_In_Kb",
+    "Num_Gws", "Wave_Front_Size", "Num_Xcc", "Cu_Count", "Array_Count", "Num_Shader_Banks",
+    "Simd_Arrays_Per_Engine", "Cu_Per_Simd_Array", "Simd_Per_Cu", "Max_Slots_Scratch_Cu",
+    "Gfx_Target_Version", "Vendor_Id", "Device_Id", "Location_Id", "Domain", "Drm_Render_Minor",
+    "Num_Sdma_Engines", "Num_Sdma_Xgmi_Engines", "Num_Sdma_Queues_Per_Engine", "Num_Cp_Queues",
+    "Max_Engine_Clk_Ccompute", "Max_Engine_Clk_Fcompute", "Sdma_Fw_Version", "Fw_Version",
+    "Capability", "Cu_Per_Engine", "Max_Waves_Per_Cu", "Family_Id", "Workgroup_Max_Size",
+    "Grid_Max_Size", "Local_Mem_Size", "Hive_Id", "Gpu_Id", "Workgroup_Max_Dim_X",
+    "Workgroup_Max_Dim_Y", "Workgroup_Max_Dim_Z", "Grid_Max_Dim_X", "Grid_Max_Dim_Y",
+    "Grid_Max_Dim_Z", "Name", "Vendor_Name", "Product_Name", "Model_Name",
+]  # fmt: skip
+
+
+def agent_info_rows(trace: Trace) -> list[list[Any]]:
+    """A CPU agent (node 0) and the trace's GPU (node ``trace.agent``, logical node 1), the
+    fields the writer emits in header order (numbers bare, strings quoted)."""
+    cpu = [0, 0, "CPU", 96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+           0, 0, 0, 0, 3600, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+           "AMD EPYC 9654", "CPU", "AMD EPYC 9654", ""]  # fmt: skip
+    gpu = [trace.agent, 1, "GPU", 0, 1216, 0, 2147487744, 8, 64, 0, 64, 64, 8, 304, 32, 32, 1,
+           10, 4, 32, 90402, 4098, 29857, 33536, 0, 136, 2, 14, 8, 24, 0, 2100, 20, 177, 0, 10,
+           32, 141, 1024, 4294967295, 0, 0, 64765, 1024, 1024, 1024, 4294967295, 65535, 65535,
+           trace.arch or "", "AMD", trace.product or "", ""]  # fmt: skip
+    if len(cpu) != len(AGENT_INFO_HEADER) or len(gpu) != len(AGENT_INFO_HEADER):
+        raise ValueError("agent_info rows must match the header")
+    return [cpu, gpu]
+
+
 def write_csv(trace: Trace, folder: Path, layout: str = "7", graph_ids: bool = True) -> list[Path]:
     """The CSV files of ``trace`` in ``folder`` (rocprofv3 writes them under ``<host>/``)."""
     if layout == "convert":
@@ -63,6 +96,10 @@ def write_csv(trace: Trace, folder: Path, layout: str = "7", graph_ids: bool = T
                  k.corr, k.start, k.end, 0, 0, 64, 0, 32, *k.block, *k.grid]
                 for k in trace.kernels]  # fmt: skip
     out = [_write(folder / f"{pre}kernel_trace.csv", header, rows)]
+    if trace.arch is not None:
+        out.append(
+            _write(folder / f"{pre}agent_info.csv", AGENT_INFO_HEADER, agent_info_rows(trace))
+        )
     if trace.apis:
         api = [[a.kind, a.name, trace.pid, trace.tid, a.corr, a.start, a.end] for a in trace.apis]
         out.append(_write(folder / f"{pre}hip_api_trace.csv", API_HEADER, api))

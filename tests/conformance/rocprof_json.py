@@ -104,7 +104,16 @@ def process(trace: Trace) -> dict[str, Any]:
         },  # fmt: skip
         "agents": [
             {"size": 512, "id": {"handle": 0x5F00}, "type": 1, "node_id": 0},
-            {"size": 512, "id": agent, "type": 2, "node_id": trace.agent, "name": "gfx942"},
+            {
+                "size": 512,
+                "id": agent,
+                "type": 2,
+                "node_id": trace.agent,
+                "name": trace.arch or "",
+                "vendor_name": "AMD",
+                "product_name": trace.product or "",
+                "model_name": "",
+            },
         ],
         "counters": [],
         "strings": {

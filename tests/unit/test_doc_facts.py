@@ -1299,7 +1299,7 @@ FOREIGN_FLAGS = {
                            "--shutdown-timeout", "--skip-tokenizer-init", "--speculative-config",
                            "--tensor-parallel-size", "--max-model-len", "--max-num-seqs"},
     "rocprofv3": {"--kernel-trace", "--marker-trace", "--output-format", "--truncate-kernels",
-                  "--mangled-kernels", "--kernel-rename", "--basenames"},
+                  "--mangled-kernels", "--kernel-rename", "--basenames", "--agent-index"},
     "pip": {"--no-deps"},
     "pytest-forked": {"--forked"},
     "chromium": {"--dump-dom"},
@@ -1344,7 +1344,7 @@ REPO_TOP = ("mlaprof/", "tests/", "bench/", "docs/", "scripts/", "examples/", "t
             "notebooks/", ".ci/", "pyproject.toml", "README.md")  # fmt: skip
 # third-party files the docs cite (vLLM, AITER, rocprofiler-sdk, PyTorch): never in this repo
 EXTERNAL = re.compile(
-    r"^(vllm/|aiter/|source/|csrc/|torch/|projects/|gfx942/|v1/|tests/rocprofv3/)"
+    r"^(vllm/|aiter/|source/|csrc/|torch/|projects/|gfx942/|v1/|tests/rocprofv3/|include/)"
     r"|^(rocm_aiter_mla|flashattn_mla|mla_gluon|mla|vllm|compilation|cudagraph_dispatcher"
     r"|gpu_model_runner|amx_mla)\.py$|^mla_verify_stage1/2$|^regions_trace\.csv$"
 )

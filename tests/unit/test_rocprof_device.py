@@ -1,0 +1,119 @@
+"""An imported rocprofv3 trace states the GPU its kernels ran on, read from the agent records
+rocprofv3 writes beside them (``<pid>_agent_info.csv``, ``rocpd_info_agent``, the JSON's
+``agents``; tests/conformance writes each as rocprofiler-sdk does): the agent's arch name and
+marketing name, per rank, with where it was read. A trace without agent records leaves the
+device unknown (never a default); ranks on different GPUs keep their own, never merged. Two
+traces that state the same device compare it (the workload's device part)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mlaprof.analysis.diff import diff
+from mlaprof.analysis.run_summary import build_summary
+from mlaprof.cli import main
+from mlaprof.importers.common import GpuAgent, kernel_device
+from mlaprof.store.reader import load
+from tests.conformance import render
+from tests.conformance.shapes import graph_replays
+from tests.conftest import EACH_TEST
+
+WORKER_GROUP = EACH_TEST
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+MI300X = "gfx942 (AMD Instinct MI300X)"
+# the formats that write agent records (rocpd convert's CSV is not rendered with one here)
+WITH_AGENTS = ["rocpd-3", "rocpd-3.0.3", "json", "csv-7", "csv-6.3"]
+
+
+def _import(src: Path, traces: Path, name: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["import", "rocprof", str(src), "--traces", str(traces), "--name", name]) == 0
+    capsys.readouterr()
+    assert main(["report", str(traces / name), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _rank_device(run: Path, rank: int) -> str | None:
+    con = sqlite3.connect(run / f"rank{rank}.db")
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'device_name'").fetchone()
+    finally:
+        con.close()
+    return None if row is None else row[0]
+
+
+@pytest.mark.parametrize("fmt", WITH_AGENTS)
+def test_the_agent_records_name_the_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    path, _ = render(graph_replays(2, 3), fmt, tmp_path / "in")
+    rep = _import(path, tmp_path / "t", "x", capsys)
+    assert rep["device"] == MI300X, rep["device"]
+    meta = json.loads((tmp_path / "t" / "x" / "run.json").read_text())
+    assert meta["device"] == MI300X
+    # where it was read, named by the format's own record
+    said = {"rocpd": "rocpd_info_agent", "json": "JSON agents", "csv": "agent_info.csv"}
+    assert said[fmt.split("-")[0]] in meta["device_source"], meta["device_source"]
+    assert _rank_device(tmp_path / "t" / "x", 0) == MI300X
+
+
+@pytest.mark.parametrize("fmt", ["rocpd-3.0.3", "json", "csv-7"])
+def test_no_agent_records_leave_the_device_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    tr = graph_replays(2, 3)
+    tr.arch = tr.product = None
+    path, _ = render(tr, fmt, tmp_path / "in")
+    rep = _import(path, tmp_path / "t", "x", capsys)
+    assert rep["device"].startswith("unknown"), rep["device"]
+    meta = json.loads((tmp_path / "t" / "x" / "run.json").read_text())
+    assert not meta.get("device") and "device_source" not in meta
+    assert _rank_device(tmp_path / "t" / "x", 0) is None
+
+
+@pytest.mark.parametrize("fmt", ["rocpd-3.0.1", "csv-7"])
+def test_ranks_on_different_gpus_keep_their_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    a, b = graph_replays(2, 3), graph_replays(2, 3)
+    a.pid, a.tid, a.agent, a.host = 100, 100, 1, "hostA"
+    b.pid, b.tid, b.agent, b.host = 200, 200, 1, "hostB"
+    b.arch, b.product = "gfx950", "AMD Instinct MI355X"
+    for tr in (a, b):
+        render(tr, fmt, tmp_path / "in")
+    rep = _import(tmp_path / "in", tmp_path / "t", "x", capsys)
+    run = tmp_path / "t" / "x"
+    assert [_rank_device(run, 0), _rank_device(run, 1)] == [MI300X, "gfx950 (AMD Instinct MI355X)"]
+    assert rep["device"] == f"rank 0: {MI300X}; rank 1: gfx950 (AMD Instinct MI355X)"
+
+
+def test_an_agent_id_two_gpus_answer_to_names_no_device() -> None:
+    """A CSV's "Agent 2" is node 2 or logical node 2: where those are two GPUs of different
+    names, the kernel's device is not known (never the first one's)."""
+    agents = [
+        GpuAgent(frozenset({2, 1}), "gfx942", None),
+        GpuAgent(frozenset({3, 2}), "gfx950", None),
+    ]
+    assert kernel_device([2], agents) is None
+    assert kernel_device([1], agents) == "gfx942"
+    assert kernel_device([7], agents) is None
+
+
+def test_two_traces_stating_one_device_compare_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, steps in (("a", 2), ("b", 3)):
+        path, _ = render(graph_replays(steps, 3), "csv-7", tmp_path / f"in-{name}")
+        _import(path, tmp_path / "t", name, capsys)
+    with load(tmp_path / "t" / "a") as ra, load(tmp_path / "t" / "b") as rb:
+        sa, sb = build_summary(ra), build_summary(rb)
+    d = diff(sa, sb)
+    dev = {f.name: f for f in d.workload.fields}["device"]
+    assert (dev.before, dev.after) == (MI300X, MI300X)
+    assert "neither run states device" not in d.workload.text, d.workload.text
+    assert "only" not in d.workload.text or "device" not in d.workload.text
