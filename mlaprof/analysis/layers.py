@@ -35,14 +35,22 @@ def reference_s(layers: pd.DataFrame, fix_by_step: pd.DataFrame | None) -> pd.Se
 
 
 def layer_table(
-    layers: pd.DataFrame, syncs: pd.DataFrame, fix_by_step: pd.DataFrame | None = None
+    layers: pd.DataFrame,
+    syncs: pd.DataFrame,
+    fix_by_step: pd.DataFrame | None = None,
+    capped: pd.Series | None = None,
 ) -> list[LayerRow]:
     """One :class:`LayerRow` per rank and layer (rank, layer, steps, time_us, S_used, S_min,
     S_reference, reference, collapsed, syncs); ``None`` where the run does not hold a value (``reference``: which S the
-    collapse is judged against, one of :data:`REFERENCE_TEXT`)."""
+    collapse is judged against, one of :data:`REFERENCE_TEXT`). ``capped``: per record, whether
+    its S was decided on the device (:func:`mlaprof.analysis.splits.grid_caps`): its
+    ``splits_used`` is the grid's cap, kept as ``S_grid_cap``, never as an S (nor judged)."""
     if layers.empty:
         return []
     used = pd.to_numeric(layers["splits_used"], errors="coerce")
+    cap = used.where(capped) if capped is not None else pd.Series(np.nan, index=layers.index)
+    if capped is not None:
+        used = used.mask(capped)
     ref = reference_s(layers, fix_by_step)
     # the columns the table reads, as one frame without copying the records (a fleet's layer
     # records are ~10^6 rows); ``pos``: each record's place, so a group's last one is found by
@@ -54,6 +62,7 @@ def layer_table(
             "step": layers["step"],
             "duration_ns": layers["duration_ns"],
             "used": used,
+            "cap": cap,
             "ref": ref,
             "collapsed": collapsed(used, ref),
             "has_deserved": layers["splits_deserved"].notna(),
@@ -79,20 +88,23 @@ def layer_table(
             "collapsed": grouped["collapsed"].sum(),
             "deserved": grouped["has_deserved"].any(),
             "any_ref": grouped["ref"].count(),
+            "cap": grouped["cap"].max(),
         }
     )
     # each group's last record, in the groups' order (one row per group: keys are unique)
     last = grouped["pos"].max().to_numpy()
     last = pd.DataFrame(
-        {"splits_used": layers["splits_used"].to_numpy()[last], "ref": ref.to_numpy()[last]},
+        {"splits_used": used.to_numpy()[last], "ref": ref.to_numpy()[last]},
         index=agg.index,
     )
     out = []
     both = agg.assign(used=last["splits_used"], ref=last["ref"])  # the same index
     rows = column_rows(both, "steps", "time_ns", "s_min", "s_steps", "collapsed", "deserved",
-                       "any_ref", "used", "ref")  # fmt: skip
+                       "any_ref", "used", "ref", "cap")  # fmt: skip
     for (rank, layer), row in zip(agg.index, rows, strict=True):
-        steps, time_ns, s_min, s_steps, n_collapsed, deserved, any_ref, used, ref = row
+        steps, time_ns, s_min, s_steps, n_collapsed, deserved, any_ref, used, ref, cap_s = row
+        # a layer whose every S is the grid's cap: no S to judge its collapse by
+        device_only = not s_steps and not pd.isna(cap_s)
         source = "deserved" if deserved else "fix" if any_ref else "unknown"
         steps_watched = per_step.get(rank)
         out.append(
@@ -107,10 +119,11 @@ def layer_table(
                 S_reference=_i(ref),
                 reference=REFERENCE_TEXT[source],
                 # no step of the layer has an S to judge against: not judged (never 0)
-                collapsed=int(n_collapsed) if any_ref else None,
+                collapsed=int(n_collapsed) if any_ref and not device_only else None,
                 syncs=None
                 if not steps_watched
                 else float(n_sync.get((rank, layer), 0)) / steps_watched,
+                S_grid_cap=_i(cap_s),
             )
         )
     return out

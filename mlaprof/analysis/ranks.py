@@ -138,6 +138,7 @@ def fleet_summary(
     for rank in ranks:
         rows = [r for r in layer_rows if r.rank == rank]
         used = [r.S_min for r in rows if r.S_min is not None]
+        caps = [r.S_grid_cap for r in rows if r.S_grid_cap is not None]
         s = src.get(rank)
         judged = [r for r in rows if r.collapsed is not None]  # layers with an S to judge by
         per_rank.append(
@@ -155,6 +156,8 @@ def fleet_summary(
                 # None: no layer of the rank could be judged (never "0 collapsed")
                 collapsed_layers=sum(1 for r in judged if r.collapsed) if judged else None,
                 collapsed_steps=sum(r.collapsed or 0 for r in judged) if judged else None,
+                # no S of its own: its records hold the grid's cap (S decided on the device)
+                S_grid_cap=max(caps) if caps and not used else None,
             )
         )
     per_layer = []
@@ -164,6 +167,7 @@ def fleet_summary(
     for eng, layer in keys:
         rows = [r for r in layer_rows if r.layer == layer and engine_of.get(r.rank) == eng]
         s_min = [r.S_min for r in rows if r.S_min is not None]
+        caps = [r.S_grid_cap for r in rows if r.S_grid_cap is not None]
         times = [r.time_us for r in rows if r.time_us is not None]
         by_s: dict[int, list[int]] = {}
         for r in rows:
@@ -181,6 +185,7 @@ def fleet_summary(
                 time_us_min=min(times) if times else None,
                 time_us_max=max(times) if times else None,
                 engine=eng if several else None,
+                S_grid_cap=max(caps) if caps and not s_min else None,
             )
         )
     collapsed, fine, unjudged = _sides(per_rank)
@@ -370,6 +375,7 @@ def dp_group_rows(per_rank: list[FleetRank]) -> list[DpGroup]:
     for (eng, g), rows in order:
         lo = [r.S_min for r in rows if r.S_min is not None]
         hi = [r.S_max for r in rows if r.S_max is not None]
+        caps = [r.S_grid_cap for r in rows if r.S_grid_cap is not None]
         collapsed, _, unjudged = _sides(rows)
         out.append(
             DpGroup(
@@ -383,6 +389,7 @@ def dp_group_rows(per_rank: list[FleetRank]) -> list[DpGroup]:
                 # None: no rank of the group judged; the ranks not judged named beside
                 ranks_collapsed=collapsed if len(unjudged) < len(rows) else None,
                 ranks_not_judged=unjudged or None,
+                S_grid_cap=max(caps) if caps and not lo else None,
             )
         )
     return out

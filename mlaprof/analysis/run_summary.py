@@ -49,6 +49,7 @@ from mlaprof.analysis.server_starts import start_findings
 from mlaprof.analysis.splits import (
     frozen_condition,
     frozen_rule,
+    grid_caps,
     replayed_splits,
     split_findings,
     split_rows,
@@ -339,7 +340,9 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
     syncs = t["syncs"]
     # one sync count: the layer rows read it where no probe counted them (a trace's host check)
     counts = sync_counts(syncs, t["layers"], ev.host_syncs, t["steps"])
-    layers = layer_syncs(layer_table(t["layers"], syncs, ev.reference), counts)
+    # the layer records whose S the device decided hold the grid's cap (one rule: grid_caps)
+    capped = grid_caps(t["steps"], t["layers"], ev.scenario.policy or "")
+    layers = layer_syncs(layer_table(t["layers"], syncs, ev.reference, capped), counts)
     # the route the split findings judge by: a policy off it keeps its frozen S as a what-if
     judged = route_summary(ev.meta)
     sec = _sections(ev, judged)
@@ -379,7 +382,7 @@ def _build(run: Run, shadow: dict[str, str] | None, with_series: bool = True) ->
         splits=splits,
         padding=padding,
         layers=layers,
-        layer_splits=layer_splits(t["layers"]),
+        layer_splits=layer_splits(t["layers"], capped),
         fleet=fleet,
         trace=ev.trace,
         reservation=sec.reservation,
@@ -488,14 +491,21 @@ def _batches(steps: Any) -> dict[int, tuple[Any, ...]]:
     }
 
 
-def layer_splits(layers: Any) -> list[LayerSplitCount]:
+def layer_splits(layers: Any, capped: Any = None) -> list[LayerSplitCount]:
     """How many layer records ran with each S (the S an imported trace shows per MLA layer;
-    ``None`` where the trace does not say)."""
+    ``None`` where the trace does not say); ``capped`` (per record, from
+    :func:`mlaprof.analysis.splits.grid_caps`): records whose S the device decided, counted
+    per grid cap (``S_grid_cap``, their S None: no S any row ran with)."""
     if layers.empty:
         return []
-    counts = layers["splits_used"].value_counts(dropna=False)
+    own = layers if capped is None else layers[~capped]
+    counts = own["splits_used"].value_counts(dropna=False)
     rows = [LayerSplitCount(splits=_int(v), records=int(n)) for v, n in counts.items()]
-    return sorted(rows, key=lambda r: (r.splits is None, r.splits or 0))
+    if capped is not None and capped.any():
+        caps = layers.loc[capped, "splits_used"].value_counts(dropna=False)
+        rows += [LayerSplitCount(splits=None, records=int(n), S_grid_cap=_int(v))
+                 for v, n in caps.items()]  # fmt: skip
+    return sorted(rows, key=lambda r: (r.splits is None, r.splits or 0, r.S_grid_cap or 0))
 
 
 def _int(v: Any) -> int | None:

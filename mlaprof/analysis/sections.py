@@ -102,6 +102,36 @@ class Imported(Section):
         return self.imported_from + (f" ({self.format})" if self.format else "")
 
 
+# what a layer record's S reads where the run's kernel decides S on the device at each step
+# (backends.registry.device_decides_splits): the record holds the launch grid's split axis,
+# the most splits a row may take, never an S a row ran with
+DEVICE_S_CAP = "cap {cap} (S decided on the device)"
+DEVICE_NOT_JUDGED = "not judged (S decided on the device)"
+
+
+def device_cap_text(cap: int) -> str:
+    """A grid cap said where an S would stand: "cap 128 (S decided on the device)"."""
+    return DEVICE_S_CAP.format(cap=cap)
+
+
+class GridCapped(Section):
+    """Mixed into the sections made of layer records (their S fields), so that where the run's
+    kernel decides S on the device their S is None and reads as the grid's cap
+    (``S_grid_cap``), and their collapse as not judged, in every view."""
+
+    __slots__ = ()
+    CAPPED = ("S_min", "S_max", "S_used", "splits")  # the S fields (those a class has)
+    NOT_JUDGED = ("collapsed", "collapsed_layers", "collapsed_steps")
+
+    def none_reads(self, name: str) -> str | None:
+        cap = getattr(self, "S_grid_cap", None)
+        if cap is None:
+            return None
+        if name in self.CAPPED:
+            return device_cap_text(cap)
+        return DEVICE_NOT_JUDGED if name in self.NOT_JUDGED else None
+
+
 class Source(StrEnum):
     """Where a number comes from, where a view must say it."""
 
@@ -110,7 +140,7 @@ class Source(StrEnum):
 
 
 @section
-class DpGroup(Section):
+class DpGroup(GridCapped):
     """One data-parallel group of a fleet (analysis.ranks.dp_group_rows): its ranks side by
     side, S as the range its ranks used, never one merged value."""
 
@@ -123,6 +153,7 @@ class DpGroup(Section):
     ranks_collapsed: list[int] | None = reads_when_none("not judged")
     engine: int | None = opt()  # its engine, where the trace shows several
     ranks_not_judged: list[int] | None = opt()  # ranks no layer of which was judged
+    S_grid_cap: int | None = opt()  # S decided on the device: the records' grid cap
 
 
 @section
@@ -1081,7 +1112,7 @@ class Padding(Section):
 
 
 @section
-class LayerRow(Section):
+class LayerRow(GridCapped):
     S_min: int | None
     S_reference: int | None
     S_used: int | None  # the S of the layer's last record (None: not recorded there)
@@ -1093,6 +1124,9 @@ class LayerRow(Section):
     steps: int
     syncs: float | None
     time_us: float | None
+    # S decided on the device (backends.registry.device_decides_splits): S_used and S_min are
+    # None and read as this cap, the launch grid's split axis the records hold
+    S_grid_cap: int | None = opt()
 
     @property
     def reference_source(self) -> str:
@@ -1101,9 +1135,10 @@ class LayerRow(Section):
 
 
 @section
-class LayerSplitCount(Section):
+class LayerSplitCount(GridCapped):
     records: int = over_ranks()  # every rank's layer records
     splits: int | None
+    S_grid_cap: int | None = opt()  # the records hold this grid cap, not an S (device S)
 
 
 @section
@@ -1114,7 +1149,7 @@ class HeadlineRow(Section):
 
 
 @section
-class FleetRank(Section):
+class FleetRank(GridCapped):
     S_max: int | None
     S_min: int | None
     agent: int | str | None  # the GPU agent, or "cpu"
@@ -1128,6 +1163,7 @@ class FleetRank(Section):
     rank: int
     trust: str | None
     engine: int | None = opt()  # its engine where the trace shows several (analysis.engines)
+    S_grid_cap: int | None = opt()  # S decided on the device: its layer records' grid cap
 
 
 @section
@@ -1137,7 +1173,7 @@ class SplitRanks(Section):
 
 
 @section
-class FleetLayer(Section):
+class FleetLayer(GridCapped):
     S_by_ranks: list[SplitRanks]
     S_max: int | None
     S_min: int | None
@@ -1146,6 +1182,7 @@ class FleetLayer(Section):
     time_us_max: float | None
     time_us_min: float | None
     engine: int | None = opt()  # the engine whose ranks this row compares (several engines)
+    S_grid_cap: int | None = opt()  # S decided on the device: its layer records' grid cap
 
 
 @section

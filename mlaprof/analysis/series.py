@@ -27,6 +27,7 @@ from mlaprof.analysis.splits import (
     decided_on_device,
     frozen_condition,
     frozen_rule,
+    grid_caps,
     on_target,
     replayed_splits,
     what_if_rule,
@@ -167,6 +168,7 @@ class LayerS:
     minimum: int | None
     reference: int | None
     reference_is_deserved: bool
+    grid_cap: int | None = None  # S decided on the device: the records' cap (``used`` None)
 
 
 @dataclass(frozen=True)
@@ -583,6 +585,7 @@ def layer_s(layer_rows: list[LayerRow], rank: int) -> tuple[LayerS, ...]:
             minimum=r.S_min,
             reference=r.S_reference,
             reference_is_deserved=str(r.reference).startswith("deserved"),
+            grid_cap=r.S_grid_cap,
         )
         for r in layer_rows
         if r.rank == rank
@@ -1033,7 +1036,8 @@ def series_for_run(
     replayed = replayed_splits(t["steps"], t["layers"], ev.scenario.policy or "")
     claims = claims_of(ev)
     stands = frozen_rule(ev.scenario.policy or "", claims.full_graph, replayed)
-    layers = layer_table(t["layers"], t["syncs"], ev.reference)
+    capped = grid_caps(t["steps"], t["layers"], ev.scenario.policy or "")
+    layers = layer_table(t["layers"], t["syncs"], ev.reference, capped)
     return build_series(
         ev,
         layers,

@@ -80,6 +80,21 @@ def replayed_splits(
     )
 
 
+def grid_caps(steps: pd.DataFrame, layers: pd.DataFrame, policy: str = "") -> pd.Series:
+    """Per layer record (``layers``' index): True where its step's kernel decided S on the
+    device (the run's ``policy`` on its step's backend: backends.registry.device_decides_splits),
+    so its ``splits_used`` is the launch grid's split axis, the cap, not the S any row ran
+    with. The one rule every section made of layer records reads (layers, S per MLA layer, the
+    ranks side by side, the figures' S per layer): a cap is never shown as an S."""
+    none = pd.Series(False, index=layers.index)
+    if not policy or layers.empty or steps.empty or "backend" not in steps:
+        return none
+    keys = ["rank", "step"] if "rank" in steps and "rank" in layers else ["step"]
+    st = steps[[*keys, "backend"]].drop_duplicates(keys)
+    ly = layers[keys].merge(st, on=keys, how="left")
+    return pd.Series(_device_decided(ly, policy).to_numpy(), index=layers.index)
+
+
 def _backend(steps: pd.DataFrame) -> list[str]:
     return ["backend"] if "backend" in steps else []
 

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from mlaprof.analysis.sections import WHAT_IF, no_s_text
+from mlaprof.analysis.sections import WHAT_IF, device_cap_text, no_s_text
 from mlaprof.errors import MlaprofError
 from mlaprof.figures import _common as c
 from mlaprof.figures._common import is_empty
@@ -305,7 +305,9 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
         else "split policy not recorded"
     )
     rows = rs.layer_s if rs is not None else ()
-    if not rows or all(r.used is None for r in rows):
+    # where the device decides S the records hold the grid's cap: never drawn as an S, said
+    caps = sorted({r.grid_cap for r in rows if r.used is None and r.grid_cap is not None})
+    if not rows or (all(r.used is None for r in rows) and not caps):
         return c.empty(title + label, "no per-layer KV-split records in this run")
     deserved = all(r.reference_is_deserved for r in rows if r.reference is not None)
     ref_name = "S deserved (real rows only)" if deserved else "S the fix gives for the same rows"
@@ -315,8 +317,11 @@ def _by_layer(data: Any, policy: str | Sequence[str] | None, rank: int | None) -
         vals = [getattr(r, col) for r in rows]
         if all(v is None for v in vals):  # no legend entry for a series with no bar
             if col == "reference":
-                note = ("S deserved: not recorded (an imported trace's grid counts padding "
-                        "rows) and no modelled fix for this path")  # fmt: skip
+                note = "; ".join(x for x in (note, "S deserved: not recorded (an imported "
+                    "trace's grid counts padding rows) and no modelled fix for this path") if x)  # fmt: skip
+            elif caps:
+                note = (f"S used: not drawn, the layer records hold the launch grid's "
+                        f"{', '.join(device_cap_text(x) for x in caps)}")  # fmt: skip
             continue
         fig.add_trace(
             go.Bar(

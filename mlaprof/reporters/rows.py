@@ -178,6 +178,11 @@ LABELS: dict[str, str] = {
     "EngineAcceptance.rank_source": "rank named by",
     "EngineSection.pairing": "scheduler records paired by rank",
     "EngineSection.rank_source": "scheduler rank named by",
+    # the launch grid's split axis where the device decides S: a cap, never an S used
+    **{
+        f"{c}.S_grid_cap": "grid cap"
+        for c in ("LayerRow", "LayerSplitCount", "FleetRank", "FleetLayer", "DpGroup")
+    },
 }
 
 
@@ -409,7 +414,38 @@ SPECS: dict[str, Spec] = {
             Col("occ", _cell("occupancy_fix")),
         ),
     ),
+    # the modelled verify buffers: a row per path and sizing rule, where each number comes
+    # from (its scenario, the formula's source) said under the table, once for the rows it holds
+    "Reservation": Spec(
+        None,
+        (
+            Col("path", _cell("path")),
+            Col("sized by", _cell("sized_by")),
+            Col("bytes", _cell("bytes")),
+        ),
+        None,
+        ("provenance", "source"),
+        lambda rows: reservation_notes(rows),
+    ),
 }  # fmt: skip
+
+
+def reservation_notes(rows: Sequence[Any]) -> list[str]:
+    """Where the verify buffers' numbers come from, once for the rows each line holds for:
+    "4-D by max_model_len, legacy-flat by max_model_len: modelled for scenario 'default'",
+    then each formula's source ("source of 4-D: vLLM 0.32.0 ...")."""
+    said: dict[str, list[str]] = {}
+    for r in rows:
+        said.setdefault(r.provenance, []).append(f"{r.path} by {r.sized_by}")
+    sources: dict[str, list[str]] = {}
+    for r in rows:
+        paths = sources.setdefault(r.source, [])
+        if r.path not in paths:
+            paths.append(r.path)
+    return [f"{', '.join(who)}: {prov}" for prov, who in said.items()] + [
+        f"source of {', '.join(paths)}: {src}" for src, paths in sources.items()
+    ]
+
 
 FLEET_LEAST = 2  # ranks side by side: one rank is no fleet (its line and its table)
 
@@ -428,6 +464,7 @@ FRONT = (
     ("engine_starts[].downgrades", 1),
     ("engine_starts[].memory", 1),
     ("shadow.per_step", 1),
+    ("reservation", 1),  # the modelled verify buffers (the measured capture memory: headline)
 )
 # the rows every view shows up front, one line per section (section key -> its fields)
 FRONT_ROWS: dict[str, tuple[str, ...]] = {

@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 from mlaprof.analysis.capture import trace_capture_text
-from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.sections import FROZEN_LEGEND
 from mlaprof.analysis.syncs import trace_sync_text
 from mlaprof.rank_counts import ranks_count
@@ -132,16 +131,6 @@ def print_report(
         ),
         highlight=False,
     )
-    if s.reservation:  # modelled buffers only: the measured capture memory is the headline's
-        console.print(
-            "verify buffers (modelled): "
-            + "  |  ".join(
-                f"{r.path} by {r.sized_by}: "
-                + ("unknown" if r.bytes is None else human_bytes(r.bytes))
-                for r in s.reservation
-            ),
-            highlight=False,
-        )
     if fleet := fleet_line(s):  # ranks side by side, never merged: the verdict, then the table
         console.print(term(fleet), highlight=False)
     for b in front_rows(blocks):  # declared once in the rows layer, as every view shows them

@@ -146,6 +146,8 @@ def layer_table(v: View) -> Table:
 def s_used_cell(r: LayerRow) -> str:
     """A layer's S used, with its minimum where lower and the steps it is known on where the
     layer's S was not recorded on every step (a kernel that decides S on the device)."""
+    if r.S_used is None and (said := r.none_reads("S_used")) is not None:
+        return said  # the analysis' words: the grid's cap where the device decides S
     cell = _s(r.S_used) if r.S_min in (None, r.S_used) else f"{r.S_used} (min {r.S_min})"
     if r.S_steps < r.steps:
         cell += f" ({r.S_steps} of {r.steps} steps)"

@@ -70,7 +70,11 @@ gfx950 only, where they held an S and occupancy on sm_90), and a graph whose ker
 the device replayed its grid's cap (``replayed_splits.grid_cap``, ``min``/``max`` null: not an
 S any row ran with, where it read "measured" 128) (the demo-* documents rewritten with the
 same transform; c1-long's also drops its verify-buffer reservation, the working tree's
-reservation rule for a route off AITER's backend)."""
+reservation rule for a route off AITER's backend); the layer records of such a run hold that
+cap, not an S: its layers, S per MLA layer, ranks side by side (per rank, per layer) and DP
+groups hold it as ``S_grid_cap`` with their S null, their collapse not judged (null: no S to
+judge by, where they read S 128 and 0 collapsed) (demo-fix-splits-decided-on-device-c1-long
+rewritten with the same transform)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,13 @@ from textual.widgets import Footer, Static
 
 from mlaprof.analysis.step_syncs import CLEAN, FOUND, NOT_CHECKED, layer_verdict
 from mlaprof.tui.fmt import fmt_ms
-from mlaprof.tui.text import fmt_count_or_mean, layer_ms, reference_cell, sync_table
+from mlaprof.tui.text import (
+    fmt_count_or_mean,
+    layer_ms,
+    reference_cell,
+    s_used_cell,
+    sync_table,
+)
 from mlaprof.tui.widgets.table import ViewTable
 
 if TYPE_CHECKING:
@@ -84,7 +90,7 @@ class LayerScreen(Screen):
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
             f" time {fmt_ms(layer_ms(row))} ms  "
             f"syncs {fmt_count_or_mean(row.syncs if row else None)}  "
-            f"S used {'-' if row is None or row.S_used is None else row.S_used} / "
+            f"S used {'-' if row is None else s_used_cell(row)} / "
             f"{_ref_label(row)} {reference_cell(row)}  "
             f"collapsed {_judged(row)}/{row.steps if row else 0}\n",
             (f" {verdict.text}", VERDICT_STYLE[verdict.level]),
