@@ -1239,6 +1239,16 @@ class Fleet(Section):
     # ranks no layer of which could be judged, where any (left out: every rank judged)
     ranks_not_judged: list[int] | None = opt()
 
+    def none_reads(self, name: str) -> str | None:
+        """No rank judged because every rank's layer records hold the grid's cap (S decided on
+        the device): said so, not as a missing S reference."""
+        capped = bool(self.per_rank) and all(
+            getattr(r, "S_grid_cap", None) is not None for r in self.per_rank
+        )
+        if capped and name in ("ranks_collapsed", "ranks_not_collapsed"):
+            return DEVICE_NOT_JUDGED
+        return None
+
 
 @section
 class StartSpeculative(Section):

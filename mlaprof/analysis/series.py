@@ -22,7 +22,7 @@ from mlaprof.analysis.capture import FAILED_CAPTURE
 from mlaprof.analysis.frame_rows import column_rows
 from mlaprof.analysis.headline import splits_scope
 from mlaprof.analysis.padding import padding_summary
-from mlaprof.analysis.sections import not_runnable_reason
+from mlaprof.analysis.sections import device_cap_text, not_runnable_reason
 from mlaprof.analysis.splits import (
     decided_on_device,
     frozen_condition,
@@ -750,6 +750,7 @@ def timeline(
     first: int = TIMELINE_STEPS,
     passes: Sequence[int] = (),
     host: TraceSyncs | None = None,
+    policy: str = "",
 ) -> Timeline | None:
     """Steps of a rank (``want``, default the first ``first``) with their layers and kernels
     (at most ``max_kernels``), on one µs axis; ``noun``: what ``steps`` are
@@ -757,7 +758,9 @@ def timeline(
     (:func:`window_steps`, ``passes``: the rank's drafter passes), for a Run and for frames
     alike: never every step drawn as the window asked for. ``host``: an imported trace's
     host-sync check where it is the run's sync count
-    (:func:`mlaprof.analysis.syncs.counted_by_host`): its layers' syncs are its counts."""
+    (:func:`mlaprof.analysis.syncs.counted_by_host`): its layers' syncs are its counts.
+    ``policy``: the run's split policy, where its steps' kernel decided S on the device a layer's
+    S reads as the grid's cap (:func:`mlaprof.analysis.splits.grid_caps`), never as an S used."""
     from mlaprof.analysis.step_syncs import fill_host_syncs
     from mlaprof.store.schema import columns
 
@@ -765,7 +768,9 @@ def timeline(
         window_steps(tuple(want), steps, list(passes), rank)
 
     st = _num(steps, "step", "t_start_ns", "duration_ns", "num_reqs")
+    capped = grid_caps(steps, layers, policy) if not layers.empty else None
     ly = _num(layers, "step", "layer", "t_start_ns", "duration_ns", "syncs")
+    ly = ly.assign(s_capped=False if capped is None else capped.to_numpy())
     st = st.dropna(subset=["t_start_ns", "duration_ns"])
     ly = ly.dropna(subset=["t_start_ns", "duration_ns"])
     total = int(steps["step"].nunique()) if not steps.empty else 0
@@ -838,14 +843,16 @@ def timeline(
                             (int(step), _s(timing) or None, _i(reqs))))  # fmt: skip
     if not ly.empty:
         lanes.append("layers")
-        for step, layer, t_start, dur, syncs, used, deserved in column_rows(
+        for step, layer, t_start, dur, syncs, used, deserved, cap in column_rows(
             ly, "step", "layer", "t_start_ns", "duration_ns", "syncs", "splits_used",
-            "splits_deserved",
+            "splits_deserved", "s_capped",
         ):  # fmt: skip
             flag = "unwatched" if syncs != syncs else ("sync" if syncs > 0 else "clean")
+            s_used = _i(used)
+            said_used = device_cap_text(s_used) if cap and s_used is not None else s_used
             bars.append(Bar("layers", f"layer:{flag}", round((t_start - t0) / 1e3, 3),
                             dur / 1e3, f"L{int(layer)}",
-                            (int(step), int(layer), _i(syncs), _i(used),
+                            (int(step), int(layer), _i(syncs), said_used,
                              _i(deserved))))  # fmt: skip
     if not kn.empty:
         kn = kn.assign(
@@ -920,7 +927,7 @@ def rank_series(
         padding_steps=padding_steps(pad),
         memory=memory_bars(t["memory"]) if "memory" in t and not t["memory"].empty else (),
         failed_captures=failed_captures(t["captures"]) if "captures" in t else (),
-        timeline=_timeline(run, rank, steps, layers, step_noun, window, host)
+        timeline=_timeline(run, rank, steps, layers, step_noun, window, host, sc.policy or "")
         if run is not None or not steps.empty
         else None,
         shadow=tuple(x for x in (shadow_steps or []) if x.rank == rank),
@@ -937,12 +944,13 @@ def _timeline(
     noun: str,
     w: Window | None,
     host: TraceSyncs | None = None,
+    policy: str = "",
 ) -> Timeline | None:
     if w is None:
-        return timeline(run, rank, steps, layers, noun=noun, host=host)
+        return timeline(run, rank, steps, layers, noun=noun, host=host, policy=policy)
     want = None if w.steps is None else list(w.steps)
     return timeline(run, rank, steps, layers, want, w.max_kernels, noun, w.first, w.passes,
-                    host)  # fmt: skip
+                    host, policy)  # fmt: skip
 
 
 def build_series(

@@ -80,3 +80,31 @@ def test_a_host_s_is_kept_and_the_rule_reads_each_steps_backend() -> None:
     rows = layer_table(layers, syncs, None, capped)
     if [(r.S_min, r.S_used, r.S_grid_cap) for r in rows] != [(4, 4, 128), (4, 4, 128)]:
         raise AssertionError(rows)
+
+
+def test_the_timeline_hover_says_the_cap_not_an_s_used() -> None:
+    """The timeline's layer bars carry the S used for their hover ("KV splits used ..."): a
+    device-decided run's layer records hold the cap, so the hover says the cap's words."""
+    s = shipped_runs.summary(NAME)
+    tl = s.series.ranks[0].timeline
+    layers = [b for b in (tl.bars if tl else ()) if b.lane == "layers"]
+    if not layers:
+        raise AssertionError("the demo run's timeline holds no layer bars")
+    used = {b.detail[3] for b in layers}
+    if used != {CAP}:
+        raise AssertionError(used)
+
+
+def test_the_fleets_collapse_is_not_judged_for_the_cap_never_for_a_missing_reference() -> None:
+    """The S reference is there; the S is not (the records hold the cap): the fleet's collapse
+    reads as the layers' does, in every view."""
+    from mlaprof.analysis.sections import DEVICE_NOT_JUDGED
+
+    s = shipped_runs.summary(NAME)
+    if s.fleet.ranks_collapsed is not None:
+        raise AssertionError(s.fleet)
+    if s.fleet.none_reads("ranks_collapsed") != DEVICE_NOT_JUDGED:
+        raise AssertionError(s.fleet.none_reads("ranks_collapsed"))
+    for view, text in every_view(shipped_runs.run_dir(NAME), s).items():
+        if "no layer has an S reference" in text:
+            raise AssertionError(view)
