@@ -472,7 +472,11 @@ def _full_graph_splits(
 def _imported(meta: RunMeta) -> Imported | None:
     if not meta.imported or meta.imported_from is None:
         return None
-    return Imported(imported_from=meta.imported_from, format=meta.format or meta.source)
+    return Imported(
+        imported_from=meta.imported_from,
+        format=meta.format or meta.source,
+        device_source=meta.device_source,
+    )
 
 
 def summary(run: Run, shadow: dict[str, str] | None = None) -> dict[str, Any]:

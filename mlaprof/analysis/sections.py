@@ -94,12 +94,16 @@ class Imported(Section):
 
     imported_from: str
     format: str | None
+    # the trace's records the device was read from (rocprofv3's agent records); None: the
+    # trace names no device, or the importer records no source for it
+    device_source: str | None = opt()
 
     @property
     def text(self) -> str:
         """Where it came from as every view says it after "imported from": the file, then its
-        format (``tests/data/aiter/fleet (csv)``)."""
-        return self.imported_from + (f" ({self.format})" if self.format else "")
+        format (``tests/data/aiter/fleet (csv)``), then the records its device was read from."""
+        said = self.imported_from + (f" ({self.format})" if self.format else "")
+        return said + (f"; device read from {self.device_source}" if self.device_source else "")
 
 
 # what a layer record's S reads where the run's kernel decides S on the device at each step

@@ -8,6 +8,7 @@ traces that state the same device compare it (the workload's device part)."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -117,3 +118,22 @@ def test_two_traces_stating_one_device_compare_it(
     assert (dev.before, dev.after) == (MI300X, MI300X)
     assert "neither run states device" not in d.workload.text, d.workload.text
     assert "only" not in d.workload.text or "device" not in d.workload.text
+
+
+def test_every_view_says_where_the_device_was_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The device a trace states carries its source in the summary (``imported.device_source``),
+    so every view says which of the trace's records named it, beside where it was imported from."""
+    from mlaprof.importers.rocprof import DEVICE_SOURCES
+    from tests.view_texts import every_view
+
+    path, _ = render(graph_replays(2, 3), "csv-7", tmp_path / "in")
+    rep = _import(path, tmp_path / "t", "x", capsys)
+    assert rep["imported"]["device_source"] == DEVICE_SOURCES["csv"]
+    run = tmp_path / "t" / "x"
+    with load(run) as r:
+        s = build_summary(r)
+    for view, text in every_view(run, s, with_json=True).items():
+        flat = re.sub(r"\\(.)", r"\1", " ".join(text.split()))  # Markdown's escapes
+        assert "agent_info.csv (Name, Product_Name)" in flat, view
