@@ -10,6 +10,7 @@ the diff figure and the TUI's compare screen all show the same values and the sa
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -309,17 +310,16 @@ def _gpu_layer(s: RunSummary) -> float | None:
     and the rest): the median of the replay-time table's per-layer medians (an imported trace's;
     None where it has none)."""
     rows = [r.median_us for r in (s.trace.replay_time.layers if s.trace is not None else [])]
-    if not rows:
-        return None
-    rows.sort()
-    mid = len(rows) // 2
-    return rows[mid] if len(rows) % 2 else (rows[mid - 1] + rows[mid]) / 2
+    return statistics.median(rows) if rows else None
 
 
 def _gpu_layer_said(s: RunSummary) -> str | None:
     if _gpu_layer(s) is None:
         return None
-    return "the trace's kernels from one MLA layer to the next, inside graph replays"
+    many = len(s.ranks) > 1
+    return "the trace's kernels from one MLA layer to the next, inside graph replays" + (
+        "; the median of the replay-time table's layer rows, every rank's pooled" if many else ""
+    )
 
 
 def _padding_waste(s: RunSummary) -> float | None:

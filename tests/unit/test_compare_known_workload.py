@@ -117,3 +117,14 @@ def test_a_part_neither_run_states_is_not_compared_and_blocks_no_verdict() -> No
     assert "device" not in d.workload.text.split(";")[0]
     got = _verdicts(d)
     assert got and all(v in JUDGED for m, v in got.items() if m in DEPENDENT), got
+
+
+def test_a_fleets_gpu_time_per_layer_says_its_ranks_are_pooled() -> None:
+    """The GPU time per layer of a trace of several ranks is one median over every rank's
+    replay-time rows: the compare row says so, never a bare per-layer time."""
+    fleet = _summary("aiter-fleet_dp2_tp4")
+    row = next(r for r in diff(fleet, fleet).table if r.metric == f"median {GPU_LAYER_TIME}")
+    assert row.a is not None and "every rank's pooled" in row.provenance, row
+    one = _summary("aiter-gluon_v0119_fix")
+    row = next(r for r in diff(one, one).table if r.metric == f"median {GPU_LAYER_TIME}")
+    assert "pooled" not in row.provenance, row
