@@ -35,11 +35,14 @@ CALLS = BEGIN + END + INSTANTIATE
 
 
 def _calls(run: Run) -> pd.DataFrame:
+    # portable: a trace without an API table, or with a small one, is answered by SQLite (a
+    # fleet report then opens no DuckDB database for it); the order is total on ties of start
     return run.query(
         "SELECT rank, function, start_ns, end_ns FROM api WHERE function IN ("
         + ", ".join("?" * len(CALLS))
-        + ") ORDER BY rank, start_ns",
+        + ") ORDER BY rank, start_ns, end_ns, function",
         CALLS,
+        portable=True,
     )
 
 

@@ -119,3 +119,30 @@ def test_a_frames_kernel_sums_equal_the_runs_at_epoch_nanoseconds(tmp_path) -> N
         by_frame = series._kernels_per_rank(None, run.table("kernels"))[0]
     assert by_sql["sum"].tolist() == [5 * 2101 / 1e3]
     assert by_frame["sum"].tolist() == by_sql["sum"].tolist()
+
+
+def test_capture_phase_calls_read_alike_in_both_engines(tmp_path, monkeypatch) -> None:
+    """The capture-phase calls of a whole-process trace (rocprofv3 7.x CSVs, two ranks' worth
+    of the same capture phase): the same frame from SQLite (a small API table) and DuckDB,
+    rows in start order per rank, and SQLite answers without loading DuckDB at all."""
+    from mlaprof.analysis import capture_phase
+    from mlaprof.cli import main
+    from tests.conformance import render
+    from tests.unit.test_capture_phase import whole_process
+
+    tr, _ = whole_process(replays=2)
+    path, _ = render(tr, "csv-7", tmp_path / "in")
+    assert main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
+    with load(tmp_path / "t" / "x") as run:
+        started: list[int] = []
+        real = sqlengine.duckdb_module
+        monkeypatch.setattr(sqlengine, "duckdb_module", lambda: started.append(1) or real())
+        lite = capture_phase._calls(run)
+        assert not started, "a small API table was sent to DuckDB"
+        monkeypatch.setattr(sqlengine, "SQLITE_ROWS", -1)
+        duck = capture_phase._calls(run)
+        assert started
+    pd.testing.assert_frame_equal(lite, duck)
+    assert lite["function"].tolist()[:3] == ["hipStreamBeginCapture", "hipStreamEndCapture",
+                                             "hipGraphInstantiate"]  # fmt: skip
+    assert lite["start_ns"].is_monotonic_increasing
