@@ -132,7 +132,9 @@ def test_capture_phase_calls_read_alike_in_both_engines(tmp_path, monkeypatch) -
 
     tr, _ = whole_process(replays=2)
     path, _ = render(tr, "csv-7", tmp_path / "in")
-    assert main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
+    assert (
+        main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
+    )
     with load(tmp_path / "t" / "x") as run:
         started: list[int] = []
         real = sqlengine.duckdb_module
