@@ -172,12 +172,12 @@ def main(args: argparse.Namespace) -> int:
 
 # where a run.json names the vLLM version its batches ran on or model: a scenario's modelled
 # release, the route recorded at run start, an engine's installed vLLM (the plugin), an imported
-# trace's (mlaprof.importers.kineto). Never "versions": that is the recording machine's install.
+# trace's (mlaprof.importers.kineto) or vLLM log's last start (mlaprof.importers.vllm_log). Never "versions": that is the recording machine's install.
 RUN_VERSION_KEYS = (
     (("scenario", "vllm_version"), "its scenario's vllm_version"),
     (("route", "version"), "its recorded route"),
     (("vllm",), "the engine's vLLM"),
-    (("vllm_version",), "the imported trace's vLLM"),
+    (("vllm_version",), "the vLLM of the imported trace or log"),
 )
 
 

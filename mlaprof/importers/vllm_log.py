@@ -547,6 +547,8 @@ def import_vllm_log(
         "starts": len(facts.starts),
         "device": facts.starts[-1].config.get("device"),
     }
+    if facts.starts[-1].version:  # what every run.json reader takes the run's vLLM from
+        meta["vllm_version"] = facts.starts[-1].version
     by_rank: dict[int, list[dict[str, Any]]] = {0: [start_event(facts, s) for s in facts.starts]}
     for rec in facts.records:
         by_rank.setdefault(rec["rank"], []).append(rec)

@@ -86,7 +86,7 @@ def test_the_flag_wins_and_the_run_is_noted(tmp_path: Path) -> None:
         ({"scenario": {"vllm_version": None}, "vllm": "0.32.0+cpu"}, "0.32.0",
          "run r (the engine's vLLM) (names 0.32.0+cpu: modelled as 0.32.0, its minor release)"),
         ({"scenario": {"vllm_version": None}, "vllm_version": "0.34.1"}, "0.34.0",
-         "run r (the imported trace's vLLM) (names 0.34.1: modelled as 0.34.0, its minor "
+         "run r (the vLLM of the imported trace or log) (names 0.34.1: modelled as 0.34.0, its minor "
          "release)"),
     ],
 )  # fmt: skip
@@ -190,3 +190,17 @@ def test_help_names_no_device_the_data_does_not_hold() -> None:
     for card in ("H200", "H100", "MI300", "MI355"):
         assert card not in text.upper()
     assert "on the device its" in text and "run.json names" in text
+
+
+
+def test_a_vllm_logs_version_is_the_runs(tmp_path: Path) -> None:
+    """A vLLM log's run names the version of its last server start (0.32.0 after 0.30.1 in
+    the committed log) where every run.json reader finds it, as an imported trace's does."""
+    from mlaprof.commands.plan_capture import run_vllm_version
+
+    log = Path(__file__).parents[1] / "data" / "vllm" / "tp2_two_starts.log"
+    assert main(["import", "vllm-log", str(log), "--traces", str(tmp_path), "--name", "v"]) == 0
+    meta = runmeta.read(tmp_path / "v")
+    assert meta["vllm_version"] == "0.32.0"
+    assert run_vllm_version(meta, "run v") == [
+        ("0.32.0", "run v (the vLLM of the imported trace or log)")]
