@@ -298,6 +298,13 @@ def _hosts_source(
             "places the ranks records each one's host, pid and device)"
         )
     if source_format is None or source_format in ("csv", "rocpd", "json", "rocprof"):
+        if any(isinstance(s.agent, str) and s.agent.startswith("GPU ") for s in src.values()):
+            # rocprofv3 --agent-index type-relative: the agent is written as its GPU index
+            return (
+                "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id as "
+                "written with --agent-index type-relative (GPU N: the node's N-th GPU, from 0); "
+                "unknown: not in the trace"
+            )
         return (
             "the folder of the rank's files in the import; agent: rocprofv3's Agent_Id (the "
             "node's CPU agents are numbered first, so not a GPU index); unknown: not in the trace"

@@ -18,6 +18,7 @@ import numpy as np
 
 from mlaprof.formats.arrow_numpy import run_heads
 from mlaprof.importers import step_model
+from mlaprof.importers.common import MIXED_IDS, NODE_IDS
 from mlaprof.importers.step_model import (
     EAGER_STEP_GAP,
     GRAPH_LAUNCH_SQL,
@@ -123,6 +124,9 @@ class KernelColumns:
     name_idx: np.ndarray
     ints: MutableMapping[str, np.ndarray]
     masks: dict[str, np.ndarray]
+    # how the ``device`` column numbers agents (mlaprof.importers.common.agent_ids_of): a node
+    # id as rocprofv3 writes by default, or a GPU's index among the node's GPUs (type-relative)
+    agent_ids: str = NODE_IDS
 
     @property
     def n(self) -> int:
@@ -1504,7 +1508,9 @@ def concat(parts: list[KernelColumns]) -> KernelColumns | None:
         m = np.concatenate(ms)
         if m.any():
             masks[c] = m
-    return KernelColumns(list(names), np.concatenate(idx), ints, masks)
+    numbered = {p.agent_ids for p in parts}
+    agent_ids = numbered.pop() if len(numbered) == 1 else MIXED_IDS
+    return KernelColumns(list(names), np.concatenate(idx), ints, masks, agent_ids)
 
 
 def store_kernels(

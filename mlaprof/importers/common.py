@@ -12,7 +12,15 @@ from typing import Any
 from mlaprof.errors import MlaprofError
 from mlaprof.store.validate import finite, int64
 
-_AGENT = re.compile(r"^\s*(?:agent\s*)?(-?\d+)\s*$", re.IGNORECASE)
+# rocprofv3 7.x writes a CSV's agent as "<label> <index>" (rocprofiler-sdk
+# source/lib/output/metadata.cpp create_agent_index): label "Agent" with the node id
+# (--agent-index absolute) or the logical node id (relative, the default); with
+# --agent-index type-relative the agent's type ("GPU", "CPU", "UNK") with its index among the
+# node's agents of that type. 6.3 wrote the bare node id.
+_AGENT = re.compile(r"^\s*(?:(agent|gpu|cpu|unk)\s*)?(-?\d+)\s*$", re.IGNORECASE)
+NODE_IDS = "node"  # "Agent N" or N: a node or logical node id (the file does not say which)
+TYPE_IDS = "type"  # "GPU N": the N-th GPU of the node (--agent-index type-relative)
+MIXED_IDS = "mixed"  # both forms in one rank's kernel files: no id can be read either way
 
 
 def to_int(value: Any, what: str = "value") -> int | None:
@@ -56,21 +64,47 @@ def to_float(value: Any, what: str = "value") -> float | None:
         raise MlaprofError(f"{what} {str(value)[:40]!r} is not a number") from None
 
 
-def agent_index(value: Any) -> int | None:
-    """``"Agent 4"`` -> 4, ``4`` -> 4, ``""`` -> None (rocprofv3 writes agents either way)."""
+def agent_ref(value: Any) -> tuple[str, int] | None:
+    """A kernel record's agent as written: (:data:`NODE_IDS`, N) for ``"Agent N"`` or ``N``,
+    (:data:`TYPE_IDS`, N) for ``"GPU N"``, (``"cpu"`` or ``"unk"``, N) for a type-relative
+    agent that is no GPU; None for an empty field."""
     if value is None:
         return None
     if isinstance(value, int):
-        return value
+        return NODE_IDS, value
     s = str(value)
     if not s.strip():
         return None
     m = _AGENT.match(s)
     if not m:
-        raise MlaprofError(f"agent id {s[:40]!r} is neither a number nor 'Agent N'")
-    if len(m.group(1).lstrip("-")) > 18:  # past int64 (and Python's int-digits limit)
+        raise MlaprofError(
+            f"agent id {s[:40]!r} is neither a number nor 'Agent N' / 'GPU N' (rocprofv3's forms)"
+        )
+    if len(m.group(2).lstrip("-")) > 18:  # past int64 (and Python's int-digits limit)
         raise MlaprofError(f"agent id {s[:40]!r}... does not fit a 64-bit integer")
-    return int(m.group(1))
+    label = (m.group(1) or "agent").lower()
+    kind = {"agent": NODE_IDS, "gpu": TYPE_IDS}.get(label, label)
+    return kind, int(m.group(2))
+
+
+def agent_index(value: Any) -> int | None:
+    """``"Agent 4"`` -> 4, ``4`` -> 4, ``"GPU 1"`` -> 1 (the GPU's index among the node's GPUs:
+    which of the two the number is, :func:`agent_ref` tells), ``""`` or a type-relative agent
+    that is no GPU (``"CPU 0"``: no kernel's device) -> None."""
+    ref = agent_ref(value)
+    if ref is None or ref[0] not in (NODE_IDS, TYPE_IDS):
+        return None
+    return ref[1]
+
+
+def agent_ids_of(kinds: Any) -> str:
+    """How a rank's kernel records number their agents, from the forms they were written in
+    (:func:`agent_ref`'s first items): :data:`TYPE_IDS` where every one is type-relative,
+    :data:`NODE_IDS` where none is (or none is written), :data:`MIXED_IDS` where both are."""
+    typed = {k != NODE_IDS for k in kinds}
+    if typed == {True}:
+        return TYPE_IDS
+    return MIXED_IDS if typed == {True, False} else NODE_IDS
 
 
 def us_to_ns(value: Any, what: str = "timestamp") -> int:
@@ -164,6 +198,9 @@ class GpuAgent:
     ids: frozenset[int]  # node id and logical node id (a CSV's Agent_Id may be either)
     arch: str | None  # ``name``: the gfx target, e.g. gfx942
     product: str | None  # ``product_name`` (marketing name), else ``model_name``
+    # its index among the node's GPUs (``logical_node_type_id``: a type-relative "GPU N");
+    # None where the records do not give it
+    gpu_index: int | None = None
 
     @property
     def device(self) -> str | None:
@@ -174,24 +211,36 @@ class GpuAgent:
         return self.arch or self.product
 
 
-def gpu_agent(ids: Any, name: Any, product: Any, model: Any) -> GpuAgent:
+def gpu_agent(
+    ids: Any, name: Any, product: Any, model: Any, gpu_index: int | None = None
+) -> GpuAgent:
     def text(v: Any) -> str | None:
         s = "" if v is None else str(v).strip()
         return s or None
 
     return GpuAgent(
-        frozenset(i for i in ids if i is not None), text(name), text(product) or text(model)
+        frozenset(i for i in ids if i is not None),
+        text(name),
+        text(product) or text(model),
+        gpu_index,
     )
 
 
-def kernel_device(agent_ids: Any, agents: list[GpuAgent]) -> str | None:
+def kernel_device(agent_ids: Any, agents: list[GpuAgent], numbered: str = NODE_IDS) -> str | None:
     """The device a rank's kernels ran on: the GPU agent(s) its kernel records name (``agent_ids``,
-    the distinct ids), as the trace's own agent records name them. None (unknown, never a
-    default) where the trace has no agent records, or a kernel's agent is not among them or is
-    ambiguous (two GPU agents of different names answer to its id)."""
+    the distinct ids), as the trace's own agent records name them. ``numbered``: how the
+    records number agents (:func:`agent_ids_of`): by node id, or type-relative ("GPU N" is the
+    agent whose ``gpu_index`` is N). None (unknown, never a default) where the trace has no
+    agent records, or a kernel's agent is not among them or is ambiguous (two GPU agents of
+    different names answer to its id), or the records mix both numberings."""
+    if numbered not in (NODE_IDS, TYPE_IDS):
+        return None
     names: set[str] = set()
     for a in agent_ids:
-        got = {g.device for g in agents if a in g.ids}
+        if numbered == TYPE_IDS:
+            got = {g.device for g in agents if g.gpu_index is not None and g.gpu_index == a}
+        else:
+            got = {g.device for g in agents if a in g.ids}
         if len(got) != 1 or None in got:
             return None
         names |= {str(n) for n in got}

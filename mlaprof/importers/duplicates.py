@@ -67,7 +67,7 @@ def merge_duplicate_dispatches(
     )
     ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}
     masks = {c: m[keep] for c, m in kc.masks.items() if m[keep].any()}
-    return KernelColumns(list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks)
+    return KernelColumns(list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks, kc.agent_ids)
 
 
 def repeated_rows(kc: KernelColumns) -> np.ndarray:
@@ -115,7 +115,9 @@ def drop_repeated_dispatches(kc: KernelColumns) -> tuple[KernelColumns, int]:
     keep = np.flatnonzero(~rep)
     ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}
     masks = {c: m[keep] for c, m in kc.masks.items() if m[keep].any()}
-    return KernelColumns(list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks), n
+    return KernelColumns(
+        list(kc.names), np.asarray(kc.name_idx)[keep], ints, masks, kc.agent_ids
+    ), n
 
 
 def nameless(kc: KernelColumns) -> int:

@@ -27,9 +27,11 @@ from mlaprof.errors import MlaprofError
 from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
 from mlaprof.importers.annotate import NULL, KernelColumns, concat, store_kernels
 from mlaprof.importers.common import (
+    NODE_IDS,
+    TYPE_IDS,
     GpuAgent,
     ImportSummary,
-    agent_index,
+    agent_ref,
     kernel_device,
     read_text,
     release_arrow_memory,
@@ -251,7 +253,7 @@ def _rank_device(w: Any, kernels: KernelColumns | None, agents: list[GpuAgent]) 
     rank's database as ``device_name``); None where they do not (no agent records: unknown)."""
     if kernels is None or not agents:
         return None
-    device = kernel_device(_agent_ids(kernels), agents)
+    device = kernel_device(_agent_ids(kernels), agents, kernels.agent_ids)
     if device is not None:
         w.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('device_name', ?)", (device,))
     return device
@@ -341,9 +343,13 @@ def _explicit_rank(paths: list[Path]) -> int | None:
     return None
 
 
-def _first_device(fmt: str, paths: list[Path]) -> int:
-    """The GPU of the process's first kernel (a large number when none is found)."""
-    none = 1 << 62
+NO_DEVICE = 1 << 62  # sorts a process whose first kernel names no agent last
+
+
+def _first_agent(fmt: str, paths: list[Path]) -> tuple[int, int | str | None]:
+    """The agent of the process's first kernel: (its number, for ordering the ranks; the agent
+    as run.json's rank_sources keep it: the number, or "GPU N" where the trace numbers agents
+    type-relative). (:data:`NO_DEVICE`, None) where none is found."""
     for p in paths:
         try:
             if fmt == "csv" and rocprof_csv.sniff(p) == rocprof_csv.KERNEL:
@@ -352,15 +358,17 @@ def _first_device(fmt: str, paths: list[Path]) -> int:
                     head = [rocprof_csv.norm(c) for c in next(r, [])]
                     row = next(r, None)
                 if row and "agent_id" in head and len(row) == len(head):
-                    dev = agent_index(row[head.index("agent_id")])
-                    return none if dev is None else dev
+                    ref = agent_ref(row[head.index("agent_id")])
+                    if ref is None or ref[0] not in (NODE_IDS, TYPE_IDS):
+                        return NO_DEVICE, None
+                    return ref[1], ref[1] if ref[0] == NODE_IDS else f"GPU {ref[1]}"
             elif fmt == "rocpd":
                 dev = rocpd_sqlite.first_agent(p)
                 if dev is not None:
-                    return dev
+                    return dev, dev
         except (OSError, csv.Error, MlaprofError):
             continue  # the import itself reports what is wrong with the file
-    return none
+    return NO_DEVICE, None
 
 
 def rank_sources(root: Path, fmt: str, groups: list[list[Path]]) -> list[dict[str, Any]]:
@@ -370,13 +378,13 @@ def rank_sources(root: Path, fmt: str, groups: list[list[Path]]) -> list[dict[st
     out = []
     for rank, g in enumerate(groups):
         pid = _process_key(g[0])[1]
-        dev = _first_device(fmt, g)
+        _, agent = _first_agent(fmt, g)
         out.append(
             {
                 "rank": rank,
                 "host": host_folder(root, g[0]),
                 "pid": int(pid) if pid else None,
-                "agent": None if dev >= 1 << 62 else dev,
+                "agent": agent,
                 "files": [f.name for f in g],
             }
         )
@@ -397,6 +405,6 @@ def rank_groups(fmt: str, files: list[Path]) -> list[list[Path]]:
 
     def order(item: tuple[tuple[str, str], list[Path]]) -> tuple[str, int, int, str]:
         (folder, pid), g = item
-        return (folder, _first_device(fmt, g), int(pid or 0), pid)
+        return (folder, _first_agent(fmt, g)[0], int(pid or 0), pid)
 
     return [g for _, g in sorted(groups, key=order)]

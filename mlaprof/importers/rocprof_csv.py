@@ -28,7 +28,9 @@ from mlaprof.importers.annotate import NULL, KernelColumns, LazyInts
 from mlaprof.importers.common import (
     GpuAgent,
     ImportSummary,
+    agent_ids_of,
     agent_index,
+    agent_ref,
     gpu_agent,
     read_text,
     release_arrow_memory,
@@ -191,7 +193,17 @@ def _intf(path: Path, col: str) -> Callable[[str], int | None]:
 
 
 # -- kernels --------------------------------------------------------------------------------------
-def _kernel_converters(path: Path, pos: dict[str, int]) -> list[tuple[int | None, Callable]]:
+def _kernel_converters(
+    path: Path, pos: dict[str, int], forms: set[str]
+) -> list[tuple[int | None, Callable]]:
+    """Per kernel column, its field's position and converter; the agents' forms go to
+    ``forms``."""
+    agents: dict[str, int] = {}
+
+    def device(v: str) -> int | None:
+        got = _agent(agents, forms, v)
+        return None if got == NULL else got
+
     convs: list[tuple[int | None, Callable]] = []
     for col in KERNEL_COLS:
         src = _KERNEL_SRC[col]
@@ -199,7 +211,7 @@ def _kernel_converters(path: Path, pos: dict[str, int]) -> list[tuple[int | None
         if col == "name":
             convs.append((idx, lambda v: v))
         elif col == "device":
-            convs.append((idx, agent_index))
+            convs.append((idx, device))
         else:
             convs.append((idx, _intf(path, src)))
     return convs
@@ -207,7 +219,8 @@ def _kernel_converters(path: Path, pos: dict[str, int]) -> list[tuple[int | None
 
 def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> KernelColumns:
     pos = _index(path, header, _KERNEL_REQUIRED)
-    convs = _kernel_converters(path, pos)
+    forms: set[str] = set()
+    convs = _kernel_converters(path, pos, forms)
     flat: list[Any] = []
     ext = flat.extend
     check = [
@@ -224,7 +237,9 @@ def _kernels_csvmodule(path: Path, text: str, header: list[str]) -> KernelColumn
         keep = [j for j, (i, _) in enumerate(convs) if i is not None]
         k = len(KERNEL_COLS)
         flat = [flat[r * k + j] for r in range(len(flat) // k) for j in keep]
-    return KernelColumns.from_rows(present, flat)
+    kc = KernelColumns.from_rows(present, flat)
+    kc.agent_ids = agent_ids_of(forms)
+    return kc
 
 
 # what the annotation reads in full; the other kernel columns (stream, graph node, grids,
@@ -309,6 +324,7 @@ class _Part:
     ints: dict[str, np.ndarray]  # IN_MEMORY columns (``name``: codes into ``names``)
     nulls: dict[str, list[tuple[int, np.ndarray]]]  # column -> (row in the range, mask) parts
     spill: Spill | None
+    agent_forms: set[str]  # how its rows write their agents (common.agent_ref's first items)
 
 
 def _stream_kernels(
@@ -352,7 +368,8 @@ def _stream_kernels(
     # the parsed blocks' memory, kept by Arrow's pool for reuse, back to the system before the
     # annotation and the write allocate theirs (the import's peak is after the parse)
     release_arrow_memory()
-    return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks)
+    forms = set().union(*(p.agent_forms for p in parts))
+    return KernelColumns(names, idx, LazyInts(ints, {}, spill), masks, agent_ids_of(forms))
 
 
 def _outcome(parse: Callable[[], _Part]) -> _Part | BaseException:
@@ -460,6 +477,7 @@ def _parse_span(
     codes: dict[str, int] = {}  # a name as written -> its index in ``names``
     names: list[str | None] = []
     agents: dict[str, int] = {}
+    forms: set[str] = set()
     kept = [c for c in wanted if c in IN_MEMORY]
     size = last - first
     filled = _Filled(size, block)
@@ -493,7 +511,8 @@ def _parse_span(
                     np.take(lut, arrow_numpy.numbers(arr.indices), out=out, mode="clip")
                 elif col == "device":
                     lut = np.array(  # int32: agent indices are small
-                        [_agent(agents, v) for v in arr.dictionary.to_pylist()] or [NULL], np.int32
+                        [_agent(agents, forms, v) for v in arr.dictionary.to_pylist()] or [NULL],
+                        np.int32,
                     )
                     vals = filled.slot(col, np.int32, n, rows, blocks)
                     np.take(lut, arrow_numpy.numbers(arr.indices), out=vals, mode="clip")
@@ -530,7 +549,7 @@ def _parse_span(
         source.close()
     # names and agents as int32 codes, the rest int64
     ints = {c: filled.final(c, n, np.int32 if c in ("name", "device") else np.int64) for c in kept}
-    return _Part(n, codes, names, ints, null_parts, spill)
+    return _Part(n, codes, names, ints, null_parts, spill, forms)
 
 
 def _written(source: MappedRange, failed: Exception | None = None) -> None:
@@ -561,9 +580,14 @@ def _code(codes: dict[str, int], names: list[str | None], value: str) -> int:
     return got
 
 
-def _agent(agents: dict[str, int], value: str) -> int:
+def _agent(agents: dict[str, int], forms: set[str], value: str) -> int:
+    """The device number of an agent as written (NULL: none, or a type-relative agent that is
+    no GPU), its form added to ``forms``."""
     got = agents.get(value)
     if got is None:
+        ref = agent_ref(value)
+        if ref is not None:
+            forms.add(ref[0])
         a = agent_index(value)
         got = agents[value] = NULL if a is None else a
     return got
@@ -741,25 +765,38 @@ def read_agent_info(path: Path) -> list[GpuAgent]:
     """The GPU agents of rocprofv3's ``<pid>_agent_info.csv`` (rocprofiler-sdk generateCSV.cpp:
     Node_Id, Logical_Node_Id, Agent_Type, ..., Name, Vendor_Name, Product_Name, Model_Name).
     A kernel trace's Agent_Id is "Agent <node id>" (6.3, or 7.x ``--agent-index absolute``) or
-    "Agent <logical node id>" (7.x's default): each agent answers to both."""
+    "Agent <logical node id>" (7.x's default): each agent answers to both. With
+    ``--agent-index type-relative`` it is "GPU <n>": the n-th GPU counted from 0 in logical
+    node order (rocprofiler-sdk agent.cpp numbers ``logical_node_type_id`` per type in the same
+    pass as ``logical_node_id``); the file has no column for n, so it is each GPU row's place
+    among the GPU rows by Logical_Node_Id (by Node_Id, then file order, where that is absent;
+    unknown where a GPU row leaves it empty)."""
     text = read_text(path, "CSV")
     header = _header_of(path, text)
     pos = _index(path, header, ("agent_type", "name"))
     ids = [pos[c] for c in ("node_id", "logical_node_id") if c in pos]
+    order_by = next((pos[c] for c in ("logical_node_id", "node_id") if c in pos), None)
     product, model = pos.get("product_name"), pos.get("model_name")
-    out = []
+    gpus = []
     for r in _rows(path, text, len(header)):
         if r[pos["agent_type"]].strip().upper() != "GPU":
             continue
-        out.append(
-            gpu_agent(
-                [to_int(r[i], f"{path.name} {header[i]}") for i in ids],
-                r[pos["name"]],
-                None if product is None else r[product],
-                None if model is None else r[model],
-            )
+        # no id column: the file's order (rocprofv3 writes the rows sorted by node id)
+        key = 0 if order_by is None else to_int(r[order_by], f"{path.name} {header[order_by]}")
+        gpus.append((key, len(gpus), r))
+    # a row without the ordering id leaves the GPU indices unknown (never guessed)
+    ordered = (None if any(k is None for k, _, _ in gpus)
+               else {at: i for i, (_, at, _) in enumerate(sorted(gpus, key=lambda g: g[:2]))})  # fmt: skip
+    return [
+        gpu_agent(
+            [to_int(r[i], f"{path.name} {header[i]}") for i in ids],
+            r[pos["name"]],
+            None if product is None else r[product],
+            None if model is None else r[model],
+            None if ordered is None else ordered[at],
         )
-    return out
+        for _, at, r in gpus
+    ]
 
 
 def import_csv(

@@ -25,9 +25,9 @@ def _rocpd(schema: str) -> Callable[[Trace, Path], Path]:
     return lambda tr, d: write_rocpd(tr, d / tr.host / f"{tr.pid}_results.db", schema)
 
 
-def _csv(layout: str) -> Callable[[Trace, Path], Path]:
+def _csv(layout: str, agent_index: str = "relative") -> Callable[[Trace, Path], Path]:
     def w(tr: Trace, d: Path) -> Path:
-        write_csv(tr, d / tr.host, layout)
+        write_csv(tr, d / tr.host, layout, agent_index=agent_index)
         return d
 
     return w
@@ -42,6 +42,9 @@ FORMATS: dict[str, Callable[[Trace, Path], Path]] = {
     "csv-7": _csv("7"),
     "csv-6.3": _csv("6.3"),
     "csv-convert": _csv("convert"),
+    # rocprofv3 --agent-index type-relative / rocpd convert --agent-index-value type-relative
+    "csv-7-type": _csv("7", "type-relative"),
+    "csv-convert-type": _csv("convert", "type-relative"),
 }
 
 
@@ -50,6 +53,6 @@ def render(trace: Trace, fmt: str, folder: Path) -> tuple[Path, list[str]]:
     as the format keeps it: the messages, but ``rocpd convert``'s region CSV names a range by
     its operation and leaves marks (samples) out)."""
     path = FORMATS[fmt](trace, folder)
-    if fmt == "csv-convert":
+    if fmt.startswith("csv-convert"):
         return path, [RANGE_OP for m in trace.markers if not m.is_mark]
     return path, list(trace.expected.markers) if trace.expected else []

@@ -15,9 +15,14 @@ CSV files:
   ``write_region_csv``): a leading Guid column, ``stack_id`` as Correlation_Id, Duration,
   Lds_Block_Size/Vgpr_Count spelling, Graph_Exec_Id/Graph_Node_Id where the schema has them
   (>= 3.0.2); regions (HIP calls and roctx ranges, named by their operation) in
-  ``regions_trace.csv``.
+  ``regions_trace.csv``; ``agent_info.csv`` with the same agent columns after its Guid
+  (``source/lib/python/rocpd/source/csv.cpp``, the agent-info writer).
 
-Strings are quoted, numbers bare, as rocprofv3 writes them.
+Strings are quoted, numbers bare, as rocprofv3 writes them. A kernel's ``Agent_Id`` is
+``Agent <id>`` (7.x ``--agent-index`` absolute or relative, the default; ``rocpd convert``'s
+``--agent-index-value`` the same) or, type-relative, ``GPU <n>``: the GPU's index among the
+node's GPUs (``metadata.cpp`` ``create_agent_index``: label and index joined by a space; the
+trace's GPU is the node's only one, so ``GPU 0``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,16 @@ from typing import Any
 from tests.conformance.model import RANGE_KIND, RANGE_OP, Trace
 
 LAYOUTS = ("7", "6.3", "convert")
+AGENT_INDEX = ("relative", "type-relative")
+
+
+def agent_text(trace: Trace, agent_index: str) -> str:
+    """The kernel rows' ``Agent_Id`` under ``--agent-index``."""
+    if agent_index not in AGENT_INDEX:
+        raise ValueError(f"no --agent-index {agent_index!r}")
+    return "GPU 0" if agent_index == "type-relative" else f"Agent {trace.agent}"
+
+
 API_HEADER = ["Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id",
               "Start_Timestamp", "End_Timestamp"]  # fmt: skip
 
@@ -72,11 +87,18 @@ def agent_info_rows(trace: Trace) -> list[list[Any]]:
     return [cpu, gpu]
 
 
-def write_csv(trace: Trace, folder: Path, layout: str = "7", graph_ids: bool = True) -> list[Path]:
-    """The CSV files of ``trace`` in ``folder`` (rocprofv3 writes them under ``<host>/``)."""
+def write_csv(
+    trace: Trace,
+    folder: Path,
+    layout: str = "7",
+    graph_ids: bool = True,
+    agent_index: str = "relative",
+) -> list[Path]:
+    """The CSV files of ``trace`` in ``folder`` (rocprofv3 writes them under ``<host>/``);
+    ``agent_index``: rocprofv3's ``--agent-index`` (7.x and ``rocpd convert`` only)."""
     if layout == "convert":
-        return _convert(trace, folder, graph_ids)
-    agent = f"Agent {trace.agent}"
+        return _convert(trace, folder, graph_ids, agent_index)
+    agent = agent_text(trace, agent_index if layout != "6.3" else "relative")
     pre = f"{trace.pid}_"
     if layout == "6.3":
         header = ["Kind", "Agent_Id", "Queue_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",
@@ -111,7 +133,7 @@ def write_csv(trace: Trace, folder: Path, layout: str = "7", graph_ids: bool = T
     return out
 
 
-def _convert(trace: Trace, folder: Path, graph_ids: bool) -> list[Path]:
+def _convert(trace: Trace, folder: Path, graph_ids: bool, agent_index: str) -> list[Path]:
     guid = f"0190{trace.pid:04x}-0000-7000-8000-000000000000"
     graph = ["Graph_Exec_Id", "Graph_Node_Id"] if graph_ids else []
     header = ["Guid", "Kind", "Agent_Id", "Queue_Id", "Stream_Id", *graph, "Thread_Id",
@@ -122,10 +144,13 @@ def _convert(trace: Trace, folder: Path, graph_ids: bool) -> list[Path]:
     rows = []
     for k in sorted(trace.kernels, key=lambda k: (k.start, -k.end)):
         g = [k.graph_exec, k.graph_node] if graph_ids else []
-        rows.append([guid, "KERNEL_DISPATCH", f"Agent {trace.agent}", 1, 0, *g, trace.tid,
+        rows.append([guid, "KERNEL_DISPATCH", agent_text(trace, agent_index), 1, 0, *g, trace.tid,
                      k.dispatch_id, k.kernel_id, k.name, k.corr, k.start, k.end,
                      k.end - k.start, 0, 0, 64, 0, 32, *k.block, *k.grid])  # fmt: skip
     out = [_write(folder / "kernel_trace.csv", header, rows)]
+    if trace.arch is not None:  # the same agent rows, after the Guid column (csv.cpp)
+        info = [[guid, *r] for r in agent_info_rows(trace)]
+        out.append(_write(folder / "agent_info.csv", ["Guid", *AGENT_INFO_HEADER], info))
     regions = [(a.kind, a.name, a.corr, a.start, a.end) for a in trace.apis]
     regions += [(RANGE_KIND, RANGE_OP, m.corr, m.start, m.end) for m in trace.markers
                 if not m.is_mark]  # fmt: skip

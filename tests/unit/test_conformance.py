@@ -65,7 +65,10 @@ def test_corpus_imports_as_written(
     assert len(ks) == exp.kernels
     if fmt.startswith(("rocpd", "json")):  # the GPU's node id, through the agent tables
         assert {k["device"] for k in ks} == {trace.agent}
-    if fmt in ("rocpd-3.0.3", "csv-convert"):  # graph node identity from schema 3.0.2
+    if fmt.endswith("-type"):  # --agent-index type-relative: the GPU's index, and its name
+        assert {k["device"] for k in ks} == {0}
+        assert rep["device"] == f"{trace.arch} ({trace.product})", rep["device"]
+    if fmt in ("rocpd-3.0.3", "csv-convert", "csv-convert-type"):  # graph node identity (3.0.2)
         got = [(k["graph_id"], k["graph_node_id"]) for k in ks]
         assert got == [(k.graph_exec, k.graph_node) for k in trace.kernels]
 

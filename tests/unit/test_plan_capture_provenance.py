@@ -192,7 +192,6 @@ def test_help_names_no_device_the_data_does_not_hold() -> None:
     assert "on the device its" in text and "run.json names" in text
 
 
-
 def test_a_vllm_logs_version_is_the_runs(tmp_path: Path) -> None:
     """A vLLM log's run names the version of its last server start (0.32.0 after 0.30.1 in
     the committed log) where every run.json reader finds it, as an imported trace's does."""
@@ -203,4 +202,5 @@ def test_a_vllm_logs_version_is_the_runs(tmp_path: Path) -> None:
     meta = runmeta.read(tmp_path / "v")
     assert meta["vllm_version"] == "0.32.0"
     assert run_vllm_version(meta, "run v") == [
-        ("0.32.0", "run v (the vLLM of the imported trace or log)")]
+        ("0.32.0", "run v (the vLLM of the imported trace or log)")
+    ]

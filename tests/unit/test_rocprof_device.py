@@ -28,8 +28,9 @@ WORKER_GROUP = EACH_TEST
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 MI300X = "gfx942 (AMD Instinct MI300X)"
-# the formats that write agent records (rocpd convert's CSV is not rendered with one here)
-WITH_AGENTS = ["rocpd-3", "rocpd-3.0.3", "json", "csv-7", "csv-6.3"]
+# the formats that write agent records
+WITH_AGENTS = ["rocpd-3", "rocpd-3.0.3", "json", "csv-7", "csv-6.3", "csv-convert", "csv-7-type",
+               "csv-convert-type"]  # fmt: skip
 
 
 def _import(src: Path, traces: Path, name: str, capsys: pytest.CaptureFixture[str]) -> dict:
@@ -137,3 +138,99 @@ def test_every_view_says_where_the_device_was_read(
     for view, text in every_view(run, s, with_json=True).items():
         flat = re.sub(r"\\(.)", r"\1", " ".join(text.split()))  # Markdown's escapes
         assert "agent_info.csv (Name, Product_Name)" in flat, view
+
+
+def _two_gpu_node(folder: Path, tr, second: tuple[str, str]) -> None:
+    """Rewrite the trace's agent_info.csv as a node of a CPU (node 0) and two GPUs of different
+    names: the trace's own at node 1 (GPU 0) and ``second`` at node 2 (GPU 1)."""
+    from tests.conformance.rocprof_csv import AGENT_INFO_HEADER, _write, agent_info_rows
+
+    cpu, gpu = agent_info_rows(tr)
+    first = [1, 1, *gpu[2:]]
+    other = [2, 2, *gpu[2:-4], second[0], "AMD", second[1], ""]
+    _write(folder / tr.host / f"{tr.pid}_agent_info.csv", AGENT_INFO_HEADER, [cpu, first, other])
+
+
+@pytest.mark.parametrize("use_arrow", [True, False])
+def test_a_type_relative_gpu_is_the_nodes_nth_gpu(tmp_path: Path, use_arrow: bool) -> None:
+    """rocprofv3 --agent-index type-relative writes a kernel's agent as "GPU <n>", the n-th GPU
+    of the node counted from 0 (rocprofiler-sdk metadata.cpp ``create_agent_index``); read as a
+    node id, "GPU 1" would be node 1: the other GPU. Both CSV parsers read it alike."""
+    from mlaprof.importers import rocprof_csv
+    from mlaprof.importers.common import TYPE_IDS
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conformance.rocprof_csv import write_csv
+
+    tr = graph_replays(2, 3)
+    write_csv(tr, tmp_path / "in" / tr.host, "7", agent_index="type-relative")
+    kfile = tmp_path / "in" / tr.host / f"{tr.pid}_kernel_trace.csv"
+    kfile.write_text(kfile.read_text().replace('"GPU 0"', '"GPU 1"'))
+    _two_gpu_node(tmp_path / "in", tr, ("gfx950", "AMD Instinct MI355X"))
+    agents = rocprof_csv.read_agent_info(tmp_path / "in" / tr.host / f"{tr.pid}_agent_info.csv")
+    assert [(a.arch, a.gpu_index) for a in agents] == [("gfx942", 0), ("gfx950", 1)]
+    text = kfile.read_text()
+    kc = rocprof_csv.read_kernels(kfile, text, rocprof_csv._header_of(kfile, text), use_arrow)
+    assert kc.agent_ids == TYPE_IDS
+    assert set(kc.col("device")[0].tolist()) == {1}
+    run, _ = import_rocprof(tmp_path / "in", tmp_path / "t", "x", use_arrow=use_arrow)
+    assert _rank_device(run, 0) == "gfx950 (AMD Instinct MI355X)"
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["device"] == "gfx950 (AMD Instinct MI355X)"
+
+
+def test_type_relative_ranks_keep_their_gpu_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two processes of one node, each on its own GPU written type-relative: ranks in GPU
+    order, each rank's agent kept as written ("GPU 1") and the fleet saying what it is."""
+    from tests.conformance.rocprof_csv import write_csv
+
+    procs = []
+    for pid, n in ((300, 1), (400, 0)):  # the later pid on the first GPU
+        tr = graph_replays(2, 3)
+        tr.pid = tr.tid = pid
+        write_csv(tr, tmp_path / "in" / tr.host, "7", agent_index="type-relative")
+        k = tmp_path / "in" / tr.host / f"{pid}_kernel_trace.csv"
+        k.write_text(k.read_text().replace('"GPU 0"', f'"GPU {n}"'))
+        _two_gpu_node(tmp_path / "in", tr, ("gfx950", "AMD Instinct MI355X"))
+        procs.append(pid)
+    rep = _import(tmp_path / "in", tmp_path / "t", "x", capsys)
+    meta = json.loads((tmp_path / "t" / "x" / "run.json").read_text())
+    assert [(s["pid"], s["agent"]) for s in meta["rank_sources"]] == [(400, "GPU 0"),
+                                                                      (300, "GPU 1")]  # fmt: skip
+    assert rep["device"] == f"rank 0: {MI300X}; rank 1: gfx950 (AMD Instinct MI355X)"
+    assert [r["agent"] for r in rep["fleet"]["per_rank"]] == ["GPU 0", "GPU 1"]
+    assert "--agent-index type-relative" in rep["fleet"]["hosts_source"]
+    assert "not a GPU index" not in rep["fleet"]["hosts_source"]
+
+
+def test_mixed_agent_forms_and_non_gpu_agents_name_no_device(tmp_path: Path) -> None:
+    """A rank whose kernel records write agents both ways ("Agent 1" and "GPU 0") cannot be
+    mapped either way: no device (never the first reading). A type-relative agent that is no
+    GPU ("CPU 0", "UNK 0") is no kernel's device: NULL, not 0."""
+    from mlaprof.importers import rocprof_csv
+    from mlaprof.importers.common import MIXED_IDS, agent_ids_of, agent_index, agent_ref
+
+    assert agent_ref("GPU 3") == ("type", 3) and agent_ref("Agent 3") == ("node", 3)
+    assert agent_index("CPU 0") is None and agent_index("UNK 2") is None
+    assert agent_ids_of({"node", "type"}) == MIXED_IDS
+    agents = [GpuAgent(frozenset({1}), "gfx942", None, 0)]
+    assert kernel_device([0], agents, MIXED_IDS) is None
+    tr = graph_replays(2, 3)
+    write_csv_rows = tmp_path / "k.csv"
+    from tests.conformance.rocprof_csv import write_csv
+
+    write_csv(tr, tmp_path / "in", "7", agent_index="type-relative")
+    k = tmp_path / "in" / f"{tr.pid}_kernel_trace.csv"
+    lines = k.read_text().splitlines()
+    lines[1] = lines[1].replace('"GPU 0"', '"Agent 1"')
+    lines[2] = lines[2].replace('"GPU 0"', '"CPU 0"')
+    write_csv_rows.write_text("\n".join(lines) + "\n")
+    for use_arrow in (True, False):
+        text = write_csv_rows.read_text()
+        kc = rocprof_csv.read_kernels(
+            write_csv_rows, text, rocprof_csv._header_of(write_csv_rows, text), use_arrow
+        )
+        assert kc.agent_ids == MIXED_IDS
+        dev, mask = kc.col("device")
+        assert mask is not None and bool(mask[1]) and not bool(mask[0])
