@@ -401,6 +401,22 @@ def import_rocpd(
             con.close()
 
 
+def allocation_kind(type_: Any, level: Any) -> tuple[str, str | None]:
+    """(kind, operation) of a ``rocpd_memory_allocate`` row, as rocprofv3's CSV and JSON name
+    them: generateRocpd.cpp ``memtype_to_db`` strips ``MEMORY_ALLOCATION_`` (and ``VMEM_``, level
+    VIRTUAL) or ``SCRATCH_MEMORY_`` (level SCRATCH) off the operation and writes ALLOCATE as
+    ALLOC; this puts them back, so an allocation reads alike from every format (a scratch row
+    is scratch memory, not an allocation)."""
+    t = None if type_ is None else str(type_)
+    lv = None if level is None else str(level).upper()
+    if lv == "SCRATCH":
+        return "SCRATCH_MEMORY", None if t is None else f"SCRATCH_MEMORY_{t}"
+    if t is None:
+        return "MEMORY_ALLOCATION", None
+    t = "ALLOCATE" if t == "ALLOC" else t
+    return "MEMORY_ALLOCATION", f"MEMORY_ALLOCATION_{'VMEM_' if lv == 'VIRTUAL' else ''}{t}"
+
+
 def _has(objs: set[str], *names: str) -> bool:
     return all(f"rocpd_{n}" in objs for n in names)
 
@@ -464,9 +480,11 @@ def _import(
             )
     if _has(objs, "memory_allocate"):
         agent = _col(objs, "info_agent", "A.name")
+        have = {c[1] for c in con.execute("PRAGMA table_info(rocpd_memory_allocate)")}
+        level = "M.level" if "level" in have else "NULL"
         for r in con.execute(
-            f"SELECT M.type, {agent}, M.size, M.address, {corr}, M.start, M.end, M.extdata "
-            "FROM rocpd_memory_allocate M "
+            f"SELECT M.type, {agent}, M.size, M.address, {corr}, M.start, M.end, M.extdata, "
+            f"{level} FROM rocpd_memory_allocate M "
             + _join(objs, "info_agent", "A", "A.id = M.agent_id AND A.guid = M.guid")
             + ev
             + "ORDER BY M.guid, M.id"
@@ -476,7 +494,7 @@ def _import(
             xfer.append(
                 [mine.get(c) for c in _TRANSFER_COLS]
                 if isinstance(mine, dict)
-                else ["MEMORY_ALLOCATION", r[0], None, r[1], r[2], addr, r[4], r[5], r[6]]
+                else [*allocation_kind(r[0], r[8]), None, r[1], r[2], addr, r[4], r[5], r[6]]
             )
     summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
 

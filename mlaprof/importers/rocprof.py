@@ -59,27 +59,64 @@ def _is_rocprof_json(path: Path) -> bool:
     return rocprof_json.TOP_KEY.encode() in head
 
 
+# the record sections of rocprofv3's results JSON (generateJSON.cpp: ``strings`` names them
+# before the records); its --output-config file (tool.cpp ``generate_config_output``,
+# ``<pid>_config.json``) opens with the same top key but holds the run's settings only
+_RECORDS = (b'"buffer_records"', b'"callback_records"')
+
+
+def _holds_records(path: Path) -> bool:
+    """Whether a rocprofv3 JSON file is a results file (read until a record section is named:
+    the first MBs of a results file, all of a config file's few KB)."""
+    keep = max(len(k) for k in _RECORDS) - 1
+    tail = b""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                buf = tail + chunk
+                if any(k in buf for k in _RECORDS):
+                    return True
+                tail = buf[-keep:]
+    except OSError:
+        return True  # unreadable: the import itself says why
+    return False
+
+
+def _config_only(path: Path) -> MlaprofError:
+    return MlaprofError(
+        f"{path} is rocprofv3's configuration output (--output-config: the run's settings, no "
+        "records); import the results written beside it (the .db, <pid>_results.json or .csv "
+        "files, or their folder)"
+    )
+
+
 def collect(path: Path) -> tuple[str, list[Path]]:
     """The files of one format to import from ``path`` (a folder holds one run's outputs, often
-    in several formats at once: rocpd databases win, then JSON, then CSVs)."""
+    in several formats at once: rocpd databases win, then JSON, then CSVs). A JSON file with
+    rocprofv3's top key but no records (its ``--output-config`` file) is no results file."""
     if not path.exists():
         raise MlaprofError(f"{path} does not exist")
     if path.is_file():
         if rocpd_sqlite.is_sqlite(path):
             return "rocpd", [path]
         if path.suffix.lower() in (".json", ".gz") or _is_rocprof_json(path):
+            if path.suffix.lower() != ".gz" and _is_rocprof_json(path) and not _holds_records(path):
+                raise _config_only(path)
             return "json", [path]
         return "csv", [path]
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     dbs = [p for p in files if p.suffix == ".db" and rocpd_sqlite.is_sqlite(p)]
     if dbs:
         return "rocpd", dbs
-    jsons = [p for p in files if p.suffix == ".json" and _is_rocprof_json(p)]
+    tool = [p for p in files if p.suffix == ".json" and _is_rocprof_json(p)]
+    jsons = [p for p in tool if _holds_records(p)]
     if jsons:
         return "json", jsons
     csvs = [p for p in files if p.suffix.lower() == ".csv"]
     if csvs:
         return "csv", csvs
+    if tool:
+        raise _config_only(tool[0])
     raise MlaprofError(f"{path} holds no rocprofv3 output (.db, .json or .csv files)")
 
 
@@ -153,6 +190,11 @@ def import_rocprof(
                             elif f in pending:
                                 kc = pending.pop(f).result()
                                 summary.files.append(str(f))
+                            elif (
+                                fmt == "csv" and path.is_dir() and (skip := rocprof_csv.not_read(f))
+                            ):
+                                summary.notes.append(skip)  # a kind mlaprof does not read
+                                kc = None
                             elif fmt == "csv":
                                 kc = rocprof_csv.import_csv(w, f, summary, use_arrow)
                                 if rocprof_csv.sniff(f) == rocprof_csv.AGENT_INFO:

@@ -162,6 +162,27 @@ def sniff(path: Path) -> str | None:
         return None
 
 
+def not_read(path: Path) -> str | None:
+    """Why a CSV of an imported folder is passed over, or None to read it: a well-formed header
+    of a kind mlaprof does not read (rocprofv3 writes more kinds than these: scratch memory as
+    ``rocpd convert`` lays it out, GPU events, PC sampling, graph launches). A kernel trace
+    with a column cut, or a file that is no CSV, is still read, and refused with its reason."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+        header = next(csv.reader([first.decode("utf-8-sig")]))
+    except (OSError, StopIteration, UnicodeDecodeError, csv.Error):
+        return None
+    if len(header) < 2 or classify(header) is not None or _kernel_columns_missing(header):
+        return None
+    if "kernel_name" in {norm(c) for c in header}:
+        return None
+    shown = ", ".join(c.strip() for c in header[:4])[:80]
+    return (
+        f"not read: {path.name} (header {shown}, ...: a rocprofv3 CSV kind mlaprof does not read)"
+    )
+
+
 def _rows(path: Path, text: str, ncols: int) -> Iterator[list[str]]:
     """Data rows; a row with the wrong field count (a truncated or mangled file) is an error."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)

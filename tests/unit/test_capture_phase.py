@@ -71,6 +71,43 @@ def _write_allocs(folder: Path, tr: Trace, allocs: list[tuple[int, int, int]]) -
     )
 
 
+def _rocpd_allocs(db: Path, tr: Trace, allocs: list[tuple[int, int, int]]) -> None:
+    """The allocation records in the database, as rocprofv3 writes them (rocprofiler-sdk
+    generateRocpd.cpp: ``memtype_to_db`` makes MEMORY_ALLOCATION_ALLOCATE type ``ALLOC`` level
+    ``REAL``; each row with an event of its kind, the call's correlation as ``stack_id``), and
+    beside them rows that are no allocation: a FREE and a scratch-memory ALLOC (level SCRATCH)."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        mem = next(t for t in tables if t.startswith("rocpd_memory_allocate_"))
+        evt = next(t for t in tables if t.startswith("rocpd_event_"))
+        strs = next(t for t in tables if t.startswith("rocpd_string_"))
+        guid = con.execute(f'SELECT guid FROM "{evt}" LIMIT 1').fetchone()[0]
+        cat = con.execute(f'INSERT INTO "{strs}" (guid, string) VALUES (?, ?)',
+                          (guid, "MEMORY_ALLOCATION")).lastrowid  # fmt: skip
+        rows = [(start, size, corr, "ALLOC", "REAL") for start, size, corr in allocs]
+        rows += [(allocs[0][0] + 10, 0, allocs[0][2], "FREE", "REAL"),
+                 (allocs[0][0] + 20, 4096, allocs[0][2], "ALLOC", "SCRATCH")]  # fmt: skip
+        for i, (start, size, corr, typ, level) in enumerate(rows):
+            ev = con.execute(
+                f'INSERT INTO "{evt}" (guid, category_id, stack_id, parent_stack_id, '
+                "correlation_id, extdata) VALUES (?, ?, ?, ?, 0, '{}')",
+                (guid, cat, corr, corr),
+            ).lastrowid
+            con.execute(
+                f'INSERT INTO "{mem}" (guid, nid, pid, tid, agent_id, type, level, start, "end", '
+                "address, size, queue_id, stream_id, event_id, extdata) "
+                "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?, '{}')",
+                (guid, tr.pid, tr.tid, tr.agent, typ, level, start, start + 1_000,
+                 0x7FFB0000 + i, size, ev),
+            )  # fmt: skip
+        con.commit()
+    finally:
+        con.close()
+
+
 def _report(
     tmp: Path, capsys: pytest.CaptureFixture[str], allocs: bool = True, fmt: str = "csv-7"
 ) -> dict:
@@ -78,6 +115,8 @@ def _report(
     path, _ = render(tr, fmt, tmp / "in")
     if allocs and fmt == "csv-7":
         _write_allocs(tmp / "in", tr, al)
+    if allocs and fmt.startswith("rocpd"):
+        _rocpd_allocs(path, tr, al)
     assert main(["import", "rocprof", str(path), "--traces", str(tmp / "t"), "--name", "x"]) == 0
     capsys.readouterr()
     assert main(["report", str(tmp / "t" / "x"), "--json"]) == 0
@@ -98,7 +137,7 @@ def test_warmups_are_the_capture_phase_not_served_steps(
     (ph,) = rep["trace"]["capture_phase"]["ranks"]
     assert (ph["graphs_captured"], ph["instantiated"], ph["warmup_steps"]) == (4, 4, 4)
     assert ph["warmup_rows"] == [r for r, _ in WARM]
-    if fmt == "csv-7":  # the memory-allocation trace written beside the CSVs
+    if fmt in ("csv-7", "rocpd-3.0.1"):  # the memory-allocation trace beside the kernels
         assert (ph["allocations"], ph["allocated_bytes"]) == (4, 4 * ALLOC)
     assert ph["duration_ms"] > 6.0  # four warm-ups and captures, 2 ms apart at least
     assert "4 graph(s) captured" in rep["trace"]["capture_phase"]["text"]

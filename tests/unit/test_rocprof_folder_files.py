@@ -1,0 +1,123 @@
+"""A rocprofv3 output folder holds files beside the records mlaprof reads, and those must not
+decide the import:
+
+- ``--output-config`` writes ``<pid>_config.json`` (rocprofiler-sdk ``source/lib/rocprofiler-
+  sdk-tool/tool.cpp`` ``generate_config_output``: the top key ``rocprofiler-sdk-tool``, one
+  entry whose ``metadata`` holds pid, init/fini time, the config, the command and the build
+  spec; no records). It is no results file: beside CSVs the CSVs are imported, beside a
+  results JSON only that file is, and alone it is refused with what it is.
+- CSV kinds mlaprof does not read (``rocpd convert``'s ``scratch_memory_trace.csv``, header in
+  ``source/lib/python/rocpd/source/csv.cpp`` ``CsvManager``: no Allocation_Size) are passed
+  over with a note, where they aborted the whole import before; a kernel trace with a column
+  cut, or a file that is no CSV, is still refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlaprof.cli import main
+from mlaprof.errors import MlaprofError
+from mlaprof.importers.rocprof import collect, import_rocprof
+from tests.conformance import render
+from tests.conformance.shapes import graph_replays
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _config(path: Path, pid: int) -> Path:
+    """``<pid>_config.json`` as generate_config_output lays it out (values shortened)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "rocprofiler-sdk-tool": [
+            {
+                "metadata": {
+                    "pid": pid,
+                    "init_time": 1_750_000_000_000_000_000,
+                    "fini_time": 1_750_000_001_000_000_000,
+                    "config": {"kernel_trace": True, "hip_runtime_api_trace": True,
+                               "output_path": "prof/%hostname%", "csv_output": True},
+                    "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                    "build_spec": {"version_major": 1, "version_minor": 0,
+                                   "version_patch": 0, "git_revision": "0" * 40},
+                }
+            }
+        ]
+    }  # fmt: skip
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv-7", "json"])
+def test_the_config_json_is_not_a_results_file(tmp_path: Path, fmt: str) -> None:
+    tr = graph_replays(3, 4)
+    render(tr, fmt, tmp_path / "in")
+    cfg = _config(tmp_path / "in" / tr.host / f"{tr.pid}_config.json", tr.pid)
+    got, files = collect(tmp_path / "in")
+    assert got == ("csv" if fmt == "csv-7" else "json")
+    assert cfg not in files
+    run, summary = import_rocprof(tmp_path / "in", tmp_path / "t", "x")
+    assert summary.replays == 3 and summary.layers == 12
+    assert json.loads((run / "run.json").read_text()).get("rank_sources") is None  # one rank
+
+
+def test_the_config_json_alone_is_refused_with_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _config(tmp_path / "in" / "4242_config.json", 4242)
+    for target in (cfg, cfg.parent):
+        with pytest.raises(MlaprofError, match="--output-config"):
+            collect(target)
+        code = main(["import", "rocprof", str(target), "--traces", str(tmp_path / "t")])
+        err = capsys.readouterr().err
+        assert code != 0 and "configuration output" in err and "Traceback" not in err
+
+
+# rocpd convert's scratch-memory CSV (csv.cpp CsvManager): no Guid, no Allocation_Size
+SCRATCH_CONVERT = ('"Kind","Operation","Agent_Id","Queue_Id","Thread_Id","Alloc_Flags",'
+                   '"Start_Timestamp","End_Timestamp"')  # fmt: skip
+
+
+def test_a_csv_kind_mlaprof_does_not_read_is_noted_not_fatal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tr = graph_replays(3, 4)
+    path, _ = render(tr, "csv-convert", tmp_path / "in")
+    scratch = tmp_path / "in" / tr.host / "scratch_memory_trace.csv"
+    scratch.write_text(
+        SCRATCH_CONVERT + "\n"
+        f'"SCRATCH_MEMORY","SCRATCH_MEMORY_ALLOC","Agent {tr.agent}",1,{tr.tid},"NONE",'
+        f"{tr.t0 + 5},{tr.t0 + 9}\n"
+    )
+    assert (
+        main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "not read: scratch_memory_trace.csv" in out and "does not read" in out
+    assert "graph replays with MLA: 3" in out
+    # given alone, it is refused (nothing of it is read)
+    code = main(["import", "rocprof", str(scratch), "--traces", str(tmp_path / "t2")])
+    assert code != 0 and "not a rocprofv3 CSV" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a kernel trace with its End_Timestamp column cut: refused, never passed over
+        '"Kind","Agent_Id","Kernel_Name","Start_Timestamp","Grid_Size_X"\n'
+        '"KERNEL_DISPATCH","Agent 2","k",1,64\n',
+        "\x00\x01binary\x00\n",  # no CSV at all
+    ],
+)
+def test_a_broken_kernel_trace_in_a_folder_is_still_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str
+) -> None:
+    tr = graph_replays(2, 3)
+    render(tr, "csv-7", tmp_path / "in")
+    (tmp_path / "in" / tr.host / f"{tr.pid}_extra_kernel_trace.csv").write_text(body)
+    code = main(["import", "rocprof", str(tmp_path / "in"), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err and err.startswith("mlaprof: error:")
