@@ -61,25 +61,29 @@ def _is_rocprof_json(path: Path) -> bool:
 
 # the record sections of rocprofv3's results JSON (generateJSON.cpp: ``strings`` names them
 # before the records); its --output-config file (tool.cpp ``generate_config_output``,
-# ``<pid>_config.json``) opens with the same top key but holds the run's settings only
+# ``<pid>_config.json``) opens with the same top key and holds the run's settings only, with
+# the tool's ``build_spec``, which a results file's metadata does not hold
 _RECORDS = (b'"buffer_records"', b'"callback_records"')
+_BUILD_SPEC = b'"build_spec"'
 
 
-def _holds_records(path: Path) -> bool:
-    """Whether a rocprofv3 JSON file is a results file (read until a record section is named:
-    the first MBs of a results file, all of a config file's few KB)."""
-    keep = max(len(k) for k in _RECORDS) - 1
-    tail = b""
+def _is_config_json(path: Path) -> bool:
+    """Whether a rocprofv3 JSON file is its --output-config file: the build spec and no record
+    section (read until a record section is named: the first MBs of a results file, all of a
+    config file's few KB). Anything else is left to the JSON importer to judge."""
+    keep = max(len(k) for k in (*_RECORDS, _BUILD_SPEC)) - 1
+    tail, spec = b"", False
     try:
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):
                 buf = tail + chunk
                 if any(k in buf for k in _RECORDS):
-                    return True
+                    return False
+                spec = spec or _BUILD_SPEC in buf
                 tail = buf[-keep:]
     except OSError:
-        return True  # unreadable: the import itself says why
-    return False
+        return False  # unreadable: the import itself says why
+    return spec
 
 
 def _config_only(path: Path) -> MlaprofError:
@@ -93,14 +97,15 @@ def _config_only(path: Path) -> MlaprofError:
 def collect(path: Path) -> tuple[str, list[Path]]:
     """The files of one format to import from ``path`` (a folder holds one run's outputs, often
     in several formats at once: rocpd databases win, then JSON, then CSVs). A JSON file with
-    rocprofv3's top key but no records (its ``--output-config`` file) is no results file."""
+    rocprofv3's top key, its build spec and no records (its ``--output-config`` file) is no
+    results file."""
     if not path.exists():
         raise MlaprofError(f"{path} does not exist")
     if path.is_file():
         if rocpd_sqlite.is_sqlite(path):
             return "rocpd", [path]
         if path.suffix.lower() in (".json", ".gz") or _is_rocprof_json(path):
-            if path.suffix.lower() != ".gz" and _is_rocprof_json(path) and not _holds_records(path):
+            if path.suffix.lower() != ".gz" and _is_rocprof_json(path) and _is_config_json(path):
                 raise _config_only(path)
             return "json", [path]
         return "csv", [path]
@@ -109,7 +114,7 @@ def collect(path: Path) -> tuple[str, list[Path]]:
     if dbs:
         return "rocpd", dbs
     tool = [p for p in files if p.suffix == ".json" and _is_rocprof_json(p)]
-    jsons = [p for p in tool if _holds_records(p)]
+    jsons = [p for p in tool if not _is_config_json(p)]
     if jsons:
         return "json", jsons
     csvs = [p for p in files if p.suffix.lower() == ".csv"]
