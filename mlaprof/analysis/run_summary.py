@@ -476,6 +476,7 @@ def _imported(meta: RunMeta) -> Imported | None:
         imported_from=meta.imported_from,
         format=meta.format or meta.source,
         device_source=meta.device_source,
+        not_read=list(meta.not_read) or None,
     )
 
 

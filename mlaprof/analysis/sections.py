@@ -97,13 +97,21 @@ class Imported(Section):
     # the trace's records the device was read from (rocprofv3's agent records); None: the
     # trace names no device, or the importer records no source for it
     device_source: str | None = opt()
+    # the files of the imported folder passed over (kinds mlaprof does not read), relative to it
+    not_read: list[str] | None = opt()
 
     @property
     def text(self) -> str:
         """Where it came from as every view says it after "imported from": the file, then its
-        format (``tests/data/aiter/fleet (csv)``), then the records its device was read from."""
+        format (``tests/data/aiter/fleet (csv)``), then the records its device was read from,
+        then the files of it that were not read."""
         said = self.imported_from + (f" ({self.format})" if self.format else "")
-        return said + (f"; device read from {self.device_source}" if self.device_source else "")
+        said += f"; device read from {self.device_source}" if self.device_source else ""
+        if self.not_read:
+            more = len(self.not_read) - 3
+            names = ", ".join(self.not_read[:3]) + (f" and {more} more" if more > 0 else "")
+            said += f"; not read: {names} (kinds mlaprof does not read)"
+        return said
 
 
 # what a layer record's S reads where the run's kernel decides S on the device at each step

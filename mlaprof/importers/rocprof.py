@@ -175,6 +175,7 @@ def import_rocprof(
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
                 devices: dict[int, str | None] = {}  # each rank's, from its agent records
+                passed: list[str] = []  # the folder's files of kinds mlaprof does not read
                 hosts = [r["host"] for r in meta.get("rank_sources", [])]
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
@@ -199,6 +200,7 @@ def import_rocprof(
                                 fmt == "csv" and path.is_dir() and (skip := rocprof_csv.not_read(f))
                             ):
                                 summary.notes.append(skip)  # a kind mlaprof does not read
+                                passed.append(f.relative_to(path).as_posix())
                                 kc = None
                             elif fmt == "csv":
                                 kc = rocprof_csv.import_csv(w, f, summary, use_arrow)
@@ -266,6 +268,8 @@ def import_rocprof(
                     (json.dumps({"files": summary.files, "rows": summary.rows}),),
                 )
                 _record_device(bulk.run_dir, fmt, devices, summary)
+                if passed:  # every view says which of the folder's files were not read
+                    runmeta.update(bulk.run_dir, not_read=passed)
                 if embedded:  # an mlaprof export's own device stands
                     _restore_meta(bulk.run_dir, embedded)
         finally:

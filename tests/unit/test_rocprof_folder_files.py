@@ -121,3 +121,31 @@ def test_a_broken_kernel_trace_in_a_folder_is_still_refused(
     code = main(["import", "rocprof", str(tmp_path / "in"), "--traces", str(tmp_path / "t")])
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err and err.startswith("mlaprof: error:")
+
+
+def test_every_view_names_the_files_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file passed over at import is said after "imported from" in every view (run.json's
+    ``not_read``, relative to the imported folder), not only in the import's own output."""
+    import re
+
+    from mlaprof.analysis.run_summary import build_summary
+    from mlaprof.store.reader import load
+    from tests.view_texts import every_view
+
+    tr = graph_replays(3, 4)
+    path, _ = render(tr, "csv-convert", tmp_path / "in")
+    (tmp_path / "in" / tr.host / "scratch_memory_trace.csv").write_text(SCRATCH_CONVERT + "\n")
+    assert (
+        main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
+    )
+    run = tmp_path / "t" / "x"
+    want = f"{tr.host}/scratch_memory_trace.csv"
+    assert json.loads((run / "run.json").read_text())["not_read"] == [want]
+    with load(run) as r:
+        s = build_summary(r)
+    assert s.imported is not None and s.imported.not_read == [want]
+    for view, text in every_view(run, s, with_json=True).items():
+        flat = re.sub(r"\\(.)", r"\1", " ".join(text.split()))  # Markdown's escapes
+        assert want in flat and ("not_read" if view == "json" else "not read") in flat, view

@@ -134,6 +134,8 @@ class RunMeta:
     imported_from: str | None = None
     format: str | None = None  # the imported trace's format
     device_source: str | None = None  # the imported records ``device`` was read from
+    # the imported folder's files passed over (kinds mlaprof does not read), relative to it
+    not_read: list[str] = field(default_factory=list)
     # the mlaprof run an imported rocpd export was made of (its run.json carried over)
     exported_from: str | None = None
     source: str | None = None  # what wrote the run (cpu, gpu, rocprof, kineto, vllm-log, ...)
@@ -193,6 +195,7 @@ def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -
         imported_from=_str(meta.get("imported_from")),
         format=_str(meta.get("format")),
         device_source=_str(meta.get("device_source")),
+        not_read=[str(x) for x in meta.get("not_read") or [] if isinstance(x, str)],
         exported_from=_str(meta.get("exported_from")),
         source=_str(meta.get("source")),
         vllm=_str(meta.get("vllm")),
