@@ -94,6 +94,27 @@ def _config_only(path: Path) -> MlaprofError:
     )
 
 
+# rocprofv3 -i runs the application once per job of its input file, each job's output in a
+# folder of its own: pass_<N> (a YAML or JSON input) or pmc_<N> (a text input, one line of
+# counters per pass) under the output path (rocprofiler-sdk source/bin/rocprofv3.py
+# parse_yaml, parse_json, parse_input; run() joins sub_directory and the pass number)
+_PASS = re.compile(r"^(?:pass|pmc)_\d+$")
+
+
+def _one_pass(path: Path, files: list[Path]) -> None:
+    """Refuse a folder holding several rocprofv3 passes: each is a run of the application of
+    its own (its processes are not ranks of one run)."""
+    passes = sorted({part for f in files for part in f.relative_to(path).parts[:-1]
+                     if _PASS.match(part)}, key=lambda p: (len(p), p))  # fmt: skip
+    if len(passes) > 1:
+        shown = ", ".join(passes[:4]) + (f" and {len(passes) - 4} more" if len(passes) > 4 else "")
+        raise MlaprofError(
+            f"{path} holds {len(passes)} rocprofv3 passes ({shown}: rocprofv3 -i runs the "
+            "application once per job, each in a folder of its own); each is a run of its own, "
+            f"not ranks of one: import one pass folder (e.g. {path / passes[0]})"
+        )
+
+
 def collect(path: Path) -> tuple[str, list[Path]]:
     """The files of one format to import from ``path`` (a folder holds one run's outputs, often
     in several formats at once: rocpd databases win, then JSON, then CSVs). A JSON file with
@@ -110,6 +131,7 @@ def collect(path: Path) -> tuple[str, list[Path]]:
             return "json", [path]
         return "csv", [path]
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    _one_pass(path, files)
     dbs = [p for p in files if p.suffix == ".db" and rocpd_sqlite.is_sqlite(p)]
     if dbs:
         return "rocpd", dbs

@@ -149,3 +149,23 @@ def test_every_view_names_the_files_not_read(
     for view, text in every_view(run, s, with_json=True).items():
         flat = re.sub(r"\\(.)", r"\1", " ".join(text.split()))  # Markdown's escapes
         assert want in flat and ("not_read" if view == "json" else "not read") in flat, view
+
+
+@pytest.mark.parametrize("fmt, folder", [("csv-7", "pass"), ("rocpd-3", "pmc")])
+def test_a_folder_of_several_passes_is_refused_and_one_pass_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, folder: str
+) -> None:
+    """rocprofv3 -i runs the application once per job, each job's output under pass_<N>
+    (YAML/JSON input) or pmc_<N> (text input) (rocprofv3.py parse_yaml / parse_input, run()):
+    the passes are separate runs, never ranks of one. One pass folder imports as one run."""
+    for n in (1, 2):
+        tr = graph_replays(2, 3)
+        tr.pid = tr.tid = 1000 + n  # each pass is a new process
+        render(tr, fmt, tmp_path / "out" / f"{folder}_{n}")
+    code = main(["import", "rocprof", str(tmp_path / "out"), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert code != 0 and "2 rocprofv3 passes" in err and f"{folder}_1, {folder}_2" in err
+    assert "Traceback" not in err
+    run, summary = import_rocprof(tmp_path / "out" / f"{folder}_1", tmp_path / "t", "one")
+    assert summary.replays == 2
+    assert json.loads((run / "run.json").read_text()).get("rank_sources") is None  # one rank
