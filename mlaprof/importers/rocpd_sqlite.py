@@ -455,7 +455,13 @@ def _import(
             "hold is not read"
         )
     kernels = fast if fast is not None else _kernel_rows(con, path, bulk, summary, objs)
-    api = _api_rows(con, objs)
+    kfd: list[int] = [0]
+    api = _api_rows(con, objs, kfd)
+    if kfd[0]:
+        summary.notes.append(
+            f"{kfd[0]} KFD event region(s) (rocprofv3 --kfd-trace: page faults, migrations, queue "
+            "evictions) not read as API calls"
+        )
     summary.add("api", bulk.insert("api", _API_COLS, api))
 
     xfer: list[list[Any]] = []
@@ -590,18 +596,27 @@ def _message(domain: Any, name: Any, extdata: Any) -> Any:
 _CATEGORY = "(SELECT string FROM rocpd_string C WHERE C.id = E.category_id AND C.guid = E.guid)"
 
 
-def _api_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
+def _api_rows(con: sqlite3.Connection, objs: set[str], kfd: list[int]) -> list[list[Any]]:
     """Host API calls (regions) and roctx ranges and marks (regions and samples), correlated by
     their event's ``stack_id`` (the internal correlation id, as the ``regions`` view reads it).
     Without a HIP API trace, schema 3.0.2's ``rocpd_graph_launch`` rows stand for the
-    ``hipGraphLaunch`` calls (their event carries the launch's correlation id)."""
-    out = _region_rows(con, objs) + _sample_rows(con, objs)
+    ``hipGraphLaunch`` calls (their event carries the launch's correlation id). ``kfd[0]``
+    counts the KFD event regions left out (:data:`KFD_PREFIX`)."""
+    out = _region_rows(con, objs, kfd) + _sample_rows(con, objs)
     if not any("GraphLaunch" in str(r[1]) for r in out):
         out += _graph_launch_rows(con, objs)
     return out
 
 
-def _region_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
+# KFD events (rocprofv3 --kfd-trace, part of --runtime-trace / --sys-trace in newer SDKs) are
+# written as regions whose event category is their buffer-tracing kind, KFD_EVENT_* or KFD_*
+# (generateRocpd.cpp ``insert_kfd_event_data``: stack_id 0, a rocpd_pmc_event beside): driver
+# events, no host API call. Read as API calls, a trace of them alone would look like an API
+# trace with no sync in it, where no API was traced at all.
+KFD_PREFIX = "KFD_"
+
+
+def _region_rows(con: sqlite3.Connection, objs: set[str], kfd: list[int]) -> list[list[Any]]:
     out: list[list[Any]] = []
     if not _has(objs, "region"):
         return out
@@ -621,6 +636,9 @@ def _region_rows(con: sqlite3.Connection, objs: set[str]) -> list[list[Any]]:
     for r in cur:
         if r[0] == LAYER_CATEGORY:
             continue  # mlaprof's per-layer ranges: the layers are derived from the kernels
+        if isinstance(r[0], str) and r[0].startswith(KFD_PREFIX):
+            kfd[0] += 1  # a driver event, no API call
+            continue
         mine = _json(r[7]).get("mlaprof_api")
         if isinstance(mine, dict):
             out.append([mine.get(c) for c in _API_COLS])

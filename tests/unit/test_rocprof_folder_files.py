@@ -169,3 +169,47 @@ def test_a_folder_of_several_passes_is_refused_and_one_pass_imports(
     run, summary = import_rocprof(tmp_path / "out" / f"{folder}_1", tmp_path / "t", "one")
     assert summary.replays == 2
     assert json.loads((run / "run.json").read_text()).get("rank_sources") is None  # one rank
+
+
+def test_kfd_event_regions_are_no_api_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rocprofv3 --kfd-trace writes each KFD event as a rocpd region whose event category is its
+    buffer-tracing kind (generateRocpd.cpp ``insert_kfd_event_data``: KFD_EVENT_QUEUE, stack id
+    0). They are driver events: read as API calls, a run with no API trace showed an API trace
+    of them. Left out, with a note that counts them."""
+    import sqlite3
+
+    from tests.conformance.rocpd import write_rocpd
+
+    tr = graph_replays(2, 3)
+    db = write_rocpd(tr, tmp_path / "in" / tr.host / f"{tr.pid}_results.db", "3", hip_trace=False)
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        reg, evt, strs = (next(t for t in tables if t.startswith(f"rocpd_{n}_"))
+                          for n in ("region", "event", "string"))  # fmt: skip
+        guid = con.execute(f'SELECT guid FROM "{evt}" LIMIT 1').fetchone()[0]
+        cat, name = (con.execute(f'INSERT INTO "{strs}" (guid, string) VALUES (?, ?)',
+                                 (guid, s)).lastrowid
+                     for s in ("KFD_EVENT_QUEUE", "KFD_EVENT_QUEUE_EVICTION"))  # fmt: skip
+        for i in range(3):
+            ev = con.execute(
+                f'INSERT INTO "{evt}" (guid, category_id, stack_id, parent_stack_id, '
+                "correlation_id, extdata) VALUES (?, ?, 0, 0, 0, '{}')",
+                (guid, cat),
+            ).lastrowid
+            con.execute(
+                f'INSERT INTO "{reg}" (guid, nid, pid, tid, start, "end", name_id, event_id, '
+                "extdata) VALUES (?, 1, ?, ?, ?, ?, ?, ?, '{}')",
+                (guid, tr.pid, tr.tid, tr.t0 + 100 * i, tr.t0 + 100 * i + 50, name, ev),
+            )
+        con.commit()
+    finally:
+        con.close()
+    assert main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
+    assert "3 KFD event region(s)" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "t" / "x"), "--json"]) == 0
+    cov = json.loads(capsys.readouterr().out)["trace"]["coverage"]
+    assert cov["api_calls"] == 0 and not cov["api_functions"], cov
+    assert cov["host_syncs"] is None  # no API trace: how many syncs is unknown, never 0
