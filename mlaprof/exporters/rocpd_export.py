@@ -50,7 +50,7 @@ from mlaprof.formats.rocpd_schema import (
     PAYLOAD_TABLES,
     RANGE_OP,
 )
-from mlaprof.importers.common import agent_index
+from mlaprof.importers.common import agent_ref
 from mlaprof.store import trace_checks as checks_table
 from mlaprof.store.liveness import ENDED_EARLY, EXPORTED_REASON, EXPORTED_STATUS
 from mlaprof.store.rows import iter_batches, iter_rows, typed
@@ -267,16 +267,28 @@ def _write(
             threads[tid] = int(cur.lastrowid or 0)
         return threads[tid]
 
-    agents: dict[str, int] = {}
+    agents: dict[tuple[bool, str], int] = {}
 
-    def agent_id(key: Any) -> int:
+    # an imported trace's kernels ran on GPUs whatever their number (a type-relative trace's
+    # "GPU 0" is device 0, the number the default numbering gives the host's CPU node); a
+    # recorded run's device 0 is where it ran, its CPU for a run on the CPU
+    gpu_kernels = meta.get("kind") == "trace"
+
+    def agent_id(key: Any, kernel: bool = False) -> int:
+        """The agent row of a kernel's device (``kernel``) or of a transfer's end as the trace
+        wrote it: "CPU N" is a CPU, "Agent 0" (rocprofv3's first node) and 0 are taken for the
+        host CPU, except a trace's kernel device (:data:`gpu_kernels`)."""
         label = "None" if key is None else str(key)
-        if label not in agents:
+        slot = (kernel and gpu_kernels, label)  # a trace's kernel device 0 is its own row
+        if slot not in agents:
             try:
-                idx = agent_index(key)
+                ref = agent_ref(key)
             except MlaprofError:
-                idx = None
-            cpu = label.strip().lower() in ("agent 0", "0")
+                ref = None
+            idx = None if ref is None else ref[1]
+            cpu = not slot[0] and (
+                (ref is not None and ref[0] == "cpu") or label.strip().lower() in ("agent 0", "0")
+            )
             cur = con.execute(
                 f"INSERT INTO {t['info_agent']} (guid, nid, pid, type, absolute_index, "
                 "logical_index, type_index, name, extdata) VALUES (?, 1, 1, ?, ?, ?, ?, ?, ?)",
@@ -290,8 +302,8 @@ def _write(
                     json.dumps({"mlaprof_agent": key}),
                 ),
             )
-            agents[label] = int(cur.lastrowid or 0)
-        return agents[label]
+            agents[slot] = int(cur.lastrowid or 0)
+        return agents[slot]
 
     queues: dict[int, int] = {}
     streams: dict[Any, int] = {}
@@ -299,7 +311,7 @@ def _write(
     code_objects: dict[int, int] = {}
 
     def kernel_refs(name: str, device: Any, stream: Any) -> tuple[int, int, int, int]:
-        a = agent_id(device)
+        a = agent_id(device, kernel=True)
         if a not in queues:
             cur = con.execute(
                 f"INSERT INTO {t['info_queue']} (guid, nid, pid, name) VALUES (?, 1, 1, ?)",

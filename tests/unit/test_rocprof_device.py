@@ -234,3 +234,38 @@ def test_mixed_agent_forms_and_non_gpu_agents_name_no_device(tmp_path: Path) -> 
         assert kc.agent_ids == MIXED_IDS
         dev, mask = kc.col("device")
         assert mask is not None and bool(mask[1]) and not bool(mask[0])
+
+
+def test_a_type_relative_gpu_exports_as_a_gpu_agent(tmp_path: Path) -> None:
+    """A type-relative trace's kernels on "GPU 0" are stored with device 0, the number that
+    rocprofv3's default numbering gives the host CPU's node: the rocpd export still writes
+    their agent as a GPU (a kernel's agent is one), and a transfer's "CPU 0" as a CPU."""
+    from mlaprof.exporters.rocpd_export import export_rocpd
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conformance.rocprof_csv import write_csv
+
+    tr = graph_replays(2, 3)
+    write_csv(tr, tmp_path / "in" / tr.host, "7", agent_index="type-relative")
+    copy = tmp_path / "in" / tr.host / f"{tr.pid}_memory_copy_trace.csv"
+    copy.write_text(
+        '"Kind","Direction","Stream_Id","Source_Agent_Id","Destination_Agent_Id",'
+        '"Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+        f'"MEMORY_COPY","MEMORY_COPY_HOST_TO_DEVICE",0,"CPU 0","GPU 0",1,{tr.t0},{tr.t0 + 9}\n'
+    )
+    run, _ = import_rocprof(tmp_path / "in", tmp_path / "t", "x")
+    with load(run) as r:
+        export_rocpd(r, tmp_path / "x.db")
+    con = sqlite3.connect(tmp_path / "x.db")
+    try:
+        kernel_agents = {row[0] for row in con.execute(
+            "SELECT A.type FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
+            "ON A.id = K.agent_id AND A.guid = K.guid")}  # fmt: skip
+        copy_ends = con.execute(
+            "SELECT S.type, D.type FROM rocpd_memory_copy M "
+            "JOIN rocpd_info_agent S ON S.id = M.src_agent_id AND S.guid = M.guid "
+            "JOIN rocpd_info_agent D ON D.id = M.dst_agent_id AND D.guid = M.guid"
+        ).fetchall()
+    finally:
+        con.close()
+    assert kernel_agents == {"GPU"}
+    assert copy_ends == [("CPU", "GPU")]
