@@ -87,14 +87,17 @@ def agent_ref(value: Any) -> tuple[str, int] | None:
     return kind, int(m.group(2))
 
 
+def agent_number(ref: tuple[str, int] | None) -> int | None:
+    """The device number of an agent as :func:`agent_ref` read it: a node id's, or a GPU's
+    index among the node's GPUs (which of the two, the ref says); None for no agent or a
+    type-relative agent that is no GPU (``"CPU 0"``: no kernel's device)."""
+    return ref[1] if ref is not None and ref[0] in (NODE_IDS, TYPE_IDS) else None
+
+
 def agent_index(value: Any) -> int | None:
-    """``"Agent 4"`` -> 4, ``4`` -> 4, ``"GPU 1"`` -> 1 (the GPU's index among the node's GPUs:
-    which of the two the number is, :func:`agent_ref` tells), ``""`` or a type-relative agent
-    that is no GPU (``"CPU 0"``: no kernel's device) -> None."""
-    ref = agent_ref(value)
-    if ref is None or ref[0] not in (NODE_IDS, TYPE_IDS):
-        return None
-    return ref[1]
+    """``"Agent 4"`` -> 4, ``4`` -> 4, ``"GPU 1"`` -> 1, ``""`` or ``"CPU 0"`` -> None
+    (:func:`agent_number` of :func:`agent_ref`)."""
+    return agent_number(agent_ref(value))
 
 
 def agent_ids_of(kinds: Any) -> str:

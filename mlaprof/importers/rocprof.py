@@ -28,9 +28,9 @@ from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
 from mlaprof.importers.annotate import NULL, KernelColumns, concat, store_kernels
 from mlaprof.importers.common import (
     NODE_IDS,
-    TYPE_IDS,
     GpuAgent,
     ImportSummary,
+    agent_number,
     agent_ref,
     kernel_device,
     read_text,
@@ -432,9 +432,10 @@ def _first_agent(fmt: str, paths: list[Path]) -> tuple[int, int | str | None]:
                     row = next(r, None)
                 if row and "agent_id" in head and len(row) == len(head):
                     ref = agent_ref(row[head.index("agent_id")])
-                    if ref is None or ref[0] not in (NODE_IDS, TYPE_IDS):
+                    n = agent_number(ref)
+                    if ref is None or n is None:
                         return NO_DEVICE, None
-                    return ref[1], ref[1] if ref[0] == NODE_IDS else f"GPU {ref[1]}"
+                    return n, n if ref[0] == NODE_IDS else f"GPU {n}"
             elif fmt == "rocpd":
                 dev = rocpd_sqlite.first_agent(p)
                 if dev is not None:

@@ -29,7 +29,7 @@ from mlaprof.importers.common import (
     GpuAgent,
     ImportSummary,
     agent_ids_of,
-    agent_index,
+    agent_number,
     agent_ref,
     gpu_agent,
     read_text,
@@ -609,7 +609,7 @@ def _agent(agents: dict[str, int], forms: set[str], value: str) -> int:
         ref = agent_ref(value)
         if ref is not None:
             forms.add(ref[0])
-        a = agent_index(value)
+        a = agent_number(ref)
         got = agents[value] = NULL if a is None else a
     return got
 

@@ -160,3 +160,17 @@ def test_terminal_report_shows_the_phase(
     out = capsys.readouterr().out
     assert "capture phase" in out and "batch rows 8, 6, 4, 2" in out
     assert "attention ran eagerly" not in out
+
+
+def test_rocpd_allocation_rows_are_named_as_the_csv_names_them() -> None:
+    """generateRocpd.cpp ``memtype_to_db`` cuts MEMORY_ALLOCATION_ (and VMEM_, level VIRTUAL) or
+    SCRATCH_MEMORY_ (level SCRATCH) off the operation and writes ALLOCATE as ALLOC: the names
+    come back whole, and only a real or virtual ALLOCATE is an allocation the phase counts."""
+    from mlaprof.importers.rocpd_sqlite import allocation_kind
+
+    assert allocation_kind("ALLOC", "REAL") == ("MEMORY_ALLOCATION", "MEMORY_ALLOCATION_ALLOCATE")
+    assert allocation_kind("FREE", "REAL") == ("MEMORY_ALLOCATION", "MEMORY_ALLOCATION_FREE")
+    assert allocation_kind("ALLOC", "VIRTUAL") == (
+        "MEMORY_ALLOCATION", "MEMORY_ALLOCATION_VMEM_ALLOCATE")  # fmt: skip
+    assert allocation_kind("ALLOC", "SCRATCH") == ("SCRATCH_MEMORY", "SCRATCH_MEMORY_ALLOC")
+    assert allocation_kind(None, None) == ("MEMORY_ALLOCATION", None)
