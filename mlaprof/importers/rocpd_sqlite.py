@@ -457,11 +457,6 @@ def _import(
     kernels = fast if fast is not None else _kernel_rows(con, path, bulk, summary, objs)
     kfd: list[int] = [0]
     api = _api_rows(con, objs, kfd)
-    if kfd[0]:
-        summary.notes.append(
-            f"{kfd[0]} KFD event region(s) (rocprofv3 --kfd-trace: page faults, migrations, queue "
-            "evictions) not read as API calls"
-        )
     summary.add("api", bulk.insert("api", _API_COLS, api))
 
     xfer: list[list[Any]] = []
@@ -504,22 +499,33 @@ def _import(
             )
     summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
 
+    kfd_values = 0
     if _has(objs, "pmc_event", "info_pmc"):
         sym = _has(objs, "info_kernel_symbol")
+        # a KFD event's value (its info_pmc row's block "KFD") is a driver event's, no counter
+        # sampled on a kernel: left out, counted in the KFD note
+        block = "I.block" if "block" in _cols(con, "rocpd_info_pmc") else "NULL"
         pmc = con.execute(
-            f"SELECT I.name, {'S.display_name' if sym else 'NULL'}, PE.value, K.start "
+            f"SELECT I.name, {'S.display_name' if sym else 'NULL'}, PE.value, K.start, "
+            f"{block} = '{KFD_BLOCK}' "
             "FROM rocpd_pmc_event PE "
             "JOIN rocpd_info_pmc I ON I.id = PE.pmc_id AND I.guid = PE.guid "
             "LEFT JOIN rocpd_kernel_dispatch K ON K.event_id = PE.event_id AND K.guid = PE.guid "
             + _join(objs, "info_kernel_symbol", "S", "S.id = K.kernel_id AND S.guid = K.guid")
             + "ORDER BY PE.guid, PE.id"
         ).fetchall()
+        kfd_values = sum(1 for r in pmc if r[4])
         n = bulk.insert(
             "counters",
             ("source", "name", "key", "value", "t_ns"),
-            (["rocpd-pmc", *r] for r in pmc),
+            (["rocpd-pmc", *r[:4]] for r in pmc if not r[4]),
         )
         summary.add("counters", n)
+    if kfd[0] or kfd_values:
+        summary.notes.append(
+            f"{kfd[0]} KFD event region(s) (rocprofv3 --kfd-trace: page faults, migrations, queue "
+            f"evictions) not read as API calls, their {kfd_values} value(s) not as counters"
+        )
 
     # an mlaprof export carries its analysis tables in the process row
     meta: dict[str, Any] = {}
@@ -614,6 +620,8 @@ def _api_rows(con: sqlite3.Connection, objs: set[str], kfd: list[int]) -> list[l
 # events, no host API call. Read as API calls, a trace of them alone would look like an API
 # trace with no sync in it, where no API was traced at all.
 KFD_PREFIX = "KFD_"
+# the block of the info_pmc rows that name a KFD event kind (the same function)
+KFD_BLOCK = "KFD"
 
 
 def _region_rows(con: sqlite3.Connection, objs: set[str], kfd: list[int]) -> list[list[Any]]:

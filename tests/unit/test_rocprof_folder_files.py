@@ -177,7 +177,10 @@ def test_kfd_event_regions_are_no_api_calls(
     """rocprofv3 --kfd-trace writes each KFD event as a rocpd region whose event category is its
     buffer-tracing kind (generateRocpd.cpp ``insert_kfd_event_data``: KFD_EVENT_QUEUE, stack id
     0). They are driver events: read as API calls, a run with no API trace showed an API trace
-    of them. Left out, with a note that counts them."""
+    of them. Each also has a rocpd_pmc_event value under an info_pmc row of block "KFD" (ids
+    from 0x7000000000000000, no kernel dispatch): read as counters, they showed as hardware
+    counters with no kernel. Both left out, with a note that counts them; a counter sampled on a
+    kernel dispatch is still read."""
     import sqlite3
 
     from tests.conformance.rocpd import write_rocpd
@@ -187,9 +190,23 @@ def test_kfd_event_regions_are_no_api_calls(
     con = sqlite3.connect(db)
     try:
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        reg, evt, strs = (next(t for t in tables if t.startswith(f"rocpd_{n}_"))
-                          for n in ("region", "event", "string"))  # fmt: skip
+        reg, evt, strs, info, pmc, kd = (
+            next(t for t in tables if t.startswith(f"rocpd_{n}_"))
+            for n in ("region", "event", "string", "info_pmc", "pmc_event", "kernel_dispatch")
+        )
         guid = con.execute(f'SELECT guid FROM "{evt}" LIMIT 1').fetchone()[0]
+        for pid, block, pname in (
+            (0x7000000000000000, "KFD", "KFD_EVENT_QUEUE"),
+            (7, "SQ", "SQ_WAVES"),
+        ):
+            con.execute(
+                f'INSERT INTO "{info}" (id, guid, nid, pid, name, symbol, block) '
+                "VALUES (?, ?, 1, ?, ?, ?, ?)",
+                (pid, guid, tr.pid, pname, pname, block),
+            )
+        dispatch_event = con.execute(f'SELECT event_id FROM "{kd}" LIMIT 1').fetchone()[0]
+        con.execute(f'INSERT INTO "{pmc}" (guid, event_id, pmc_id, value) VALUES (?, ?, 7, 64)',
+                    (guid, dispatch_event))  # fmt: skip
         cat, name = (con.execute(f'INSERT INTO "{strs}" (guid, string) VALUES (?, ?)',
                                  (guid, s)).lastrowid
                      for s in ("KFD_EVENT_QUEUE", "KFD_EVENT_QUEUE_EVICTION"))  # fmt: skip
@@ -204,12 +221,27 @@ def test_kfd_event_regions_are_no_api_calls(
                 "extdata) VALUES (?, 1, ?, ?, ?, ?, ?, ?, '{}')",
                 (guid, tr.pid, tr.tid, tr.t0 + 100 * i, tr.t0 + 100 * i + 50, name, ev),
             )
+            con.execute(
+                f'INSERT INTO "{pmc}" (guid, event_id, pmc_id, value) VALUES (?, ?, ?, 1)',
+                (guid, ev, 0x7000000000000000),
+            )
         con.commit()
     finally:
         con.close()
     assert main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
-    assert "3 KFD event region(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3 KFD event region(s)" in out and "their 3 value(s) not as counters" in out, out
+    counters = _counters(tmp_path / "t" / "x")
+    assert counters == [("SQ_WAVES", 64.0)], counters
     assert main(["report", str(tmp_path / "t" / "x"), "--json"]) == 0
     cov = json.loads(capsys.readouterr().out)["trace"]["coverage"]
     assert cov["api_calls"] == 0 and not cov["api_functions"], cov
     assert cov["host_syncs"] is None  # no API trace: how many syncs is unknown, never 0
+
+
+def _counters(run: Path) -> list[tuple[str, float]]:
+    """The run's stored counters, (name, value)."""
+    from mlaprof.store.reader import load
+
+    df = load(run).table("counters")
+    return [(str(a), float(b)) for a, b in zip(df["name"], df["value"], strict=True)]
