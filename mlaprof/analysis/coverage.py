@@ -23,6 +23,7 @@ from mlaprof.analysis.sections import (
     ApiFunction,
     AttentionLike,
     CollapseCheck,
+    CountedKernel,
     RankRecognition,
     Recognition,
     TraceCoverage,
@@ -69,6 +70,18 @@ WHERE EXISTS (SELECT 1 FROM api a WHERE a.rank = k.rank AND a.function = k.name
    OR regexp_full_match(k.name, '(?i){RANGE_LIKE.pattern}')
 GROUP BY k.name, k.rank
 """
+# the kernels the counter collection's rows name (their key), where a rank has no kernel record
+_COUNTED = """
+SELECT key, rank, COUNT(*) AS n FROM counters
+WHERE key IS NOT NULL AND key <> '' AND source IN ('rocprof-counters', 'rocpd-pmc')
+GROUP BY key, rank
+"""
+COUNTERS_HINT = (
+    "record the kernels as well: rocprofv3 --kernel-trace beside --pmc (a counter collection's "
+    "CSV and JSON rows are no kernel trace: no grid per axis, so no S), or import the same run's "
+    "rocpd output (--output-format rocpd), whose kernel dispatches rocprofv3 writes from the "
+    "counter collection where no kernel trace was asked for"
+)
 RENAME_HINT = (
     "the kernel trace was recorded with rocprofv3 --kernel-rename, which names each dispatch "
     "after the roctx range around it, so no kernel's own name (nor the MLA kernels) is in it: "
@@ -97,6 +110,7 @@ def read_counts(run: Run, without: list[int]) -> dict[str, Any]:
         "attention_like_names": len(like),
         # looked for only where a rank has no MLA kernel (the key is left out otherwise)
         **({"renamed": _names(run, _RENAMED, without)[:SHOWN]} if without else {}),
+        **_counted(run, [r for r in without if not per_rank.get(r)]),
         "api_calls": int(api["n"].sum()) if len(api) else 0,
         # the ranks with an API trace, each one's calls (a rank without one is not a 0 here)
         "api_calls_by_rank": {int(r): int(n) for r, n in by_fn.groupby("rank")["n"].sum().items()},
@@ -120,6 +134,24 @@ def _names(run: Run, sql: str, ranks: list[int]) -> list[AttentionLike]:
         for name, g in got.groupby("key")
     ]  # fmt: skip
     return sorted(out, key=lambda x: (-x.launches, x.name))
+
+
+def _counted(run: Run, ranks: list[int]) -> dict[str, list[CountedKernel]]:
+    """``counters_only``: the kernels the counters of ``ranks`` (ranks with no kernel record)
+    were sampled on, the most counted first (no key where no rank lacks kernels)."""
+    if not ranks:
+        return {}
+    from mlaprof.kernel_table import KernelMatcher
+
+    match = KernelMatcher().match
+    got = run.query(_COUNTED, ranks=ranks)
+    out = [
+        CountedKernel(name=str(name), values=int(g["n"].sum()),
+                      ranks=sorted(int(r) for r in g["rank"].unique()),
+                      mla=match(str(name)) is not None)
+        for name, g in got.groupby("key")
+    ]  # fmt: skip
+    return {"counters_only": sorted(out, key=lambda x: (-x.values, x.name))}
 
 
 def _list(items: list[str], total: int) -> str:
@@ -290,6 +322,18 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
                 f"{n_ren} of {kernels} dispatch(es) carry a roctx range's name instead of a "
                 f"kernel's: {', '.join(renamed)}; " + looks
             )
+        counted = cov.counters_only or []
+        if counted:
+            shown = [f"{x.name} (x{x.values}{', in the MLA kernel table' if x.mla else ''})"
+                     for x in counted[:SHOWN]]  # fmt: skip
+            looks = (
+                f"hardware counter values on {len(counted)} kernel(s) "
+                f"({', '.join(shown)}"
+                + (f" and {len(counted) - SHOWN} more" if len(counted) > SHOWN else "")
+                + f"){over_ranks_label('sum', {r for x in counted for r in x.ranks})}"
+                # no kernel record to name: the trace's names are the counters'
+                + (f"; {looks}" if names else "")
+            )
         out.append(
             Finding(
                 kind="no-mla",
@@ -302,17 +346,24 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
                         if renamed
                         else ""
                     )
+                    + (
+                        "the import holds hardware counters but no kernel trace (rocprofv3 "
+                        "--pmc without --kernel-trace); "
+                        if counted
+                        else ""
+                    )
                     + f"{kernels}{over_ranks_label('sum', none)} kernel(s) read, none matched "
                     "the MLA kernel table; nothing "
                     "below judges attention (no S, capture or collapse verdict)"
                 ),
                 evidence=f"{looks}; {cov.api} ({cov.provenance})",
-                fix=RENAME_HINT if renamed else PATTERNS_HINT,
+                fix=RENAME_HINT if renamed else COUNTERS_HINT if counted else PATTERNS_HINT,
                 data={
                     "ranks": none,
                     "kernels": kernels,
                     "attention_like": to_json(cov.attention_like),
                     **({"renamed": renamed} if renamed else {}),
+                    **({"counters_only": to_json(counted)} if counted else {}),
                 },  # fmt: skip
             )
         )

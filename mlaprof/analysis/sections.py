@@ -340,6 +340,18 @@ class AttentionLike(Section):
 
 
 @section
+class CountedKernel(Section):
+    """A kernel that hardware counters were sampled on, on a rank that holds no kernel record
+    (rocprofv3 ``--pmc`` without ``--kernel-trace``; analysis.coverage.read_counts): its
+    counter values add ``ranks``'."""
+
+    name: str
+    values: int = over_ranks()
+    ranks: list[int]  # the ranks whose counter values ``values`` adds
+    mla: bool  # the name matches the MLA kernel table
+
+
+@section
 class TraceTrustCounts(Section):
     """The trust checks' counts: the whole trace's, summed over its ranks (each rank's own
     verdict: the trace section's ``trust_by_rank``; its reasons name the ranks)."""
@@ -616,6 +628,9 @@ class TraceCoverage(Section):
     # kernel names that are roctx range messages (rocprofv3 --kernel-rename); only looked for
     # when a rank has no MLA kernel
     renamed: list[AttentionLike] | None = opt()
+    # the kernels hardware counters were sampled on, on the ranks with no kernel record (a
+    # counter collection with no kernel trace); only looked for when such a rank exists
+    counters_only: list[CountedKernel] | None = opt()
     # each rank's API calls read, for the ranks with an API trace (a rank left out has none)
     api_calls_by_rank: dict[int, int] | None = opt()
 

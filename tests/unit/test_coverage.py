@@ -168,3 +168,74 @@ def test_pattern_that_pins_rows_and_qlen_is_checked(tmp_path: Path) -> None:
     assert kinds == [("critical", "split-collapse")]  # the collapse the rename had hidden
     (chk,) = doc["trace"]["coverage"]["collapse_checks"]
     assert chk["status"] == "checked"
+
+
+# rocprofiler-sdk source/lib/output/generateCSV.cpp, the counter collection's generate_csv: one
+# row per counter of each dispatch, the grid and workgroup as their product (no axis)
+_COUNTER_HEADER = [
+    "Correlation_Id", "Dispatch_Id", "Agent_Id", "Queue_Id", "Process_Id", "Thread_Id",
+    "Grid_Size", "Kernel_Id", "Kernel_Name", "Workgroup_Size", "LDS_Block_Size", "Scratch_Size",
+    "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count", "Counter_Name", "Counter_Value",
+    "Start_Timestamp", "End_Timestamp",
+]  # fmt: skip
+
+
+def _counters_only(dst: Path) -> tuple[Path, int, int]:
+    """The collapse trace's dispatches as rocprofv3 --pmc SQ_WAVES GRBM_COUNT writes them with no
+    kernel trace; also the number of dispatches and of _mla_gluon dispatches."""
+    dst.mkdir(parents=True)
+    with open(BUG / "4242_kernel_trace.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    with open(dst / "4242_counter_collection.csv", "w", newline="") as fh:
+        w = csv.writer(fh, quoting=csv.QUOTE_NONNUMERIC)
+        w.writerow(_COUNTER_HEADER)
+        for r in rows:
+            grid = int(r["Grid_Size_X"]) * int(r["Grid_Size_Y"]) * int(r["Grid_Size_Z"])
+            wg = (int(r["Workgroup_Size_X"]) * int(r["Workgroup_Size_Y"])
+                  * int(r["Workgroup_Size_Z"]))  # fmt: skip
+            for name, value in (("GRBM_COUNT", 1000.0), ("SQ_WAVES", float(grid // 64))):
+                w.writerow([int(r["Correlation_Id"]), int(r["Dispatch_Id"]), r["Agent_Id"],
+                            int(r["Queue_Id"]), 4242, int(r["Thread_Id"]), grid,
+                            int(r["Kernel_Id"]), r["Kernel_Name"], wg,
+                            int(r["LDS_Block_Size"]), 0, int(r["VGPR_Count"]), 0,
+                            int(r["SGPR_Count"]), name, value, int(r["Start_Timestamp"]),
+                            int(r["End_Timestamp"])])  # fmt: skip
+    mla = sum(r["Kernel_Name"] == "_mla_gluon" for r in rows)
+    return dst, len(rows), mla
+
+
+def test_counters_without_a_kernel_trace_say_so_in_every_view(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rocprofv3 --pmc alone writes a counter collection and no kernel trace: the finding says
+    the import holds counters but no kernels, names the kernels the counters were sampled on
+    (the MLA one among them), and tells how to record them; never "no kernel looks like
+    attention" of a trace whose counters name the MLA kernel."""
+    src, n, mla = _counters_only(tmp_path / "in")
+    assert mla == 12  # 3 replays x 4 layers
+    run_dir, _ = import_rocprof(src, tmp_path / "t", "pmc")
+    v = _views(run_dir, capsys)
+    doc = json.loads(v["json"])
+    (f,) = doc["findings"]
+    assert f["kind"] == "no-mla" and "0 kernel(s) read" in f["title"]
+    assert "hardware counters but no kernel trace" in f["title"]
+    assert f"_mla_gluon (x{2 * mla}, in the MLA kernel table)" in f["evidence"]
+    assert "no kernel name looks like attention" not in f["evidence"]
+    assert "--kernel-trace" in f["fix"] and "rocpd" in f["fix"]
+    counted = {k["name"]: k for k in doc["trace"]["coverage"]["counters_only"]}
+    assert sum(k["values"] for k in counted.values()) == 2 * n
+    assert [k for k, c in counted.items() if c["mla"]] == ["_mla_gluon"]
+    for name in ("terminal", "tui", "html"):
+        assert "no kernel trace" in _flat(v[name]), name
+        assert not re.search(r"\bOK\b", v[name]), name
+
+
+def test_counters_beside_a_kernel_trace_are_not_counters_only(tmp_path: Path) -> None:
+    src, _, _ = _counters_only(tmp_path / "in")
+    _renamed(tmp_path / "in")  # a kernel trace of the same process beside the counters
+    run_dir, _ = import_rocprof(src, tmp_path / "t", "both")
+    with load(run_dir) as run:
+        doc = summary(run)
+    (f,) = doc["findings"]
+    assert "no kernel trace" not in f["title"] and "counters_only" not in f["data"]
+    assert doc["trace"]["coverage"].get("counters_only") is None
