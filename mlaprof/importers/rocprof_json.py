@@ -3,7 +3,10 @@
 Each process object holds ``kernel_symbols`` (names by ``kernel_id``), ``strings`` and
 ``buffer_records`` with ``kernel_dispatch`` (``dispatch_info``: agent, queue, kernel id, grid and
 workgroup sizes), ``hip_api`` / ``hsa_api`` / ``marker_api`` / ``rccl_api``, ``memory_copy`` and
-``memory_allocation`` records. Timestamps are integer ns. Records name their kind and operation
+``memory_allocation`` records, and ``callback_records.counter_collection`` (``--pmc``: each
+dispatch's ``dispatch_data`` and its ``records``, one value per counter instance, the counters
+named in the process's ``counters`` list by id; ``source/lib/output/counter_info.hpp``
+``tool_counter_record_t::save``). Timestamps are integer ns. Records name their kind and operation
 by integer codes into ``strings.buffer_records`` and their roctx messages by correlation id into
 ``strings.marker_api`` (rocprofiler-sdk ``source/lib/output/generateJSON.cpp``,
 ``source/docs/rocprofv3-schema.json``); ``correlation_id`` is ``{internal, external}``, the
@@ -18,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import KernelColumns
-from mlaprof.importers.common import GpuAgent, ImportSummary, gpu_agent, parse_json, to_int
+from mlaprof.importers.common import (
+    GpuAgent,
+    ImportSummary,
+    gpu_agent,
+    parse_json,
+    to_float,
+    to_int,
+)
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 
 if TYPE_CHECKING:
@@ -286,5 +296,42 @@ def import_json(
                 ]
             )
         summary.add("transfers", bulk.insert("transfers", _TRANSFER_COLS, xfer))
+        summary.add(
+            "counters", bulk.insert("counters", _COUNTER_COLS, _counters(proc, syms, where))
+        )
     summary.files.append(str(path))
     return KernelColumns.from_rows(KERNEL_COLS, kflat) if kflat else None
+
+
+_COUNTER_COLS = ("source", "name", "key", "value", "t_ns")
+
+
+def _counters(proc: Mapping[str, Any], syms: dict[int, str], where: str) -> list[list[Any]]:
+    """The counter collection's values as the CSV writes them (``generateCSV.cpp``, the counter
+    collection's ``generate_csv``): per dispatch, one row per counter id, its instances' values
+    summed, in counter id order, keyed by the dispatch's kernel name; the dispatch's start."""
+    names: dict[int, str] = {}
+    for c in _list(proc.get("counters", []), f"{where} counters"):
+        c = _obj(c, f"{where} counters")
+        cid = _handle(c.get("id"))
+        if cid is not None and isinstance(c.get("name"), str):
+            names.setdefault(cid, c["name"])
+    cb = _obj(proc.get("callback_records") or {}, f"{where} callback_records")
+    out: list[list[Any]] = []
+    for rec in _list(cb.get("counter_collection", []), f"{where} counter_collection"):
+        rec = _obj(rec, f"{where} counter_collection")
+        dd = _obj(_req(rec, "dispatch_data", f"{where} counter_collection"), f"{where} dispatch")
+        di = _obj(_req(dd, "dispatch_info", f"{where} dispatch_data"), f"{where} dispatch_info")
+        kid = to_int(_req(di, "kernel_id", f"{where} dispatch_info"), "kernel_id")
+        start = to_int(dd.get("start_timestamp"), "start_timestamp")
+        sums: dict[int, float] = {}
+        for v in _list(rec.get("records", []), f"{where} counter records"):
+            v = _obj(v, f"{where} counter records")
+            cid = _handle(v.get("counter_id"))
+            value = to_float(v.get("value"), "counter value")
+            if cid is not None and value is not None:
+                sums[cid] = sums.get(cid, 0.0) + value
+        kernel = syms.get(kid, f"kernel_{kid}")
+        out += [["rocprof-counters", names.get(cid, f"counter {cid}"), kernel, value, start]
+                for cid, value in sorted(sums.items())]  # fmt: skip
+    return out

@@ -239,3 +239,52 @@ def test_counters_beside_a_kernel_trace_are_not_counters_only(tmp_path: Path) ->
     (f,) = doc["findings"]
     assert "no kernel trace" not in f["title"] and "counters_only" not in f["data"]
     assert doc["trace"]["coverage"].get("counters_only") is None
+
+
+def test_json_counter_collection_without_a_kernel_trace(tmp_path: Path) -> None:
+    """The same in rocprofv3's JSON (-f json --pmc, no kernel trace): ``callback_records.
+    counter_collection`` holds each dispatch's ``dispatch_data`` and one value per counter
+    instance (``counter_info.hpp`` ``tool_counter_record_t::save``; the counters named by id in
+    the process's ``counters`` list). Read into the counters as the CSV writes them (per
+    dispatch, one row per counter, its instances summed), so the warning names the kernels."""
+    from tests.conformance import render
+    from tests.conformance.shapes import STAGE1, graph_replays
+
+    tr = graph_replays(3, 4)
+    path, _ = render(tr, "json", tmp_path / "in")
+    doc = json.loads(path.read_text())
+    proc = doc["rocprofiler-sdk-tool"][0]
+    ids = {"SQ_WAVES": 0x10, "GRBM_COUNT": 0x11}
+    proc["counters"] = [
+        {"agent_id": {"handle": 0x5F01}, "id": {"handle": h}, "is_constant": 0,
+         "is_derived": 0, "name": n, "description": "", "block": "SQ", "expression": "",
+         "dimension_ids": []}
+        for n, h in ids.items()
+    ]  # fmt: skip
+    proc["callback_records"]["counter_collection"] = [
+        {"thread_id": k["thread_id"],
+         "dispatch_data": {"size": 64, "correlation_id": k["correlation_id"],
+                           "start_timestamp": k["start_timestamp"],
+                           "end_timestamp": k["end_timestamp"],
+                           "dispatch_info": k["dispatch_info"]},
+         # two instances (shader engines) of SQ_WAVES, one of GRBM_COUNT
+         "records": [{"counter_id": {"handle": 0x10}, "value": 3.0},
+                     {"counter_id": {"handle": 0x11}, "value": 1000.0},
+                     {"counter_id": {"handle": 0x10}, "value": 5.0}],
+         "stream_id": {"handle": 0}}
+        for k in proc["buffer_records"]["kernel_dispatch"]
+    ]  # fmt: skip
+    n = len(proc["buffer_records"]["kernel_dispatch"])
+    proc["buffer_records"]["kernel_dispatch"] = []
+    path.write_text(json.dumps(doc))
+    run_dir, _ = import_rocprof(path, tmp_path / "t", "pmc")
+    with load(run_dir) as run:
+        counters = run.table("counters")
+        doc = summary(run)
+    assert len(counters) == 2 * n
+    sq = counters[counters["name"] == "SQ_WAVES"]
+    assert set(sq["value"]) == {8.0} and len(sq) == n  # each dispatch's instances summed
+    assert set(counters["name"]) == set(ids)
+    (f,) = doc["findings"]
+    assert "hardware counters but no kernel trace" in f["title"]
+    assert f"{STAGE1} (x{2 * 3 * 4}, in the MLA kernel table)" in f["evidence"]
