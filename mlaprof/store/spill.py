@@ -43,16 +43,26 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """``a`` (int64, NULL as -1) copied into the smallest signed integer type that holds it."""
-    if not len(a):
-        return a.astype(np.int8)
-    lo, hi = int(a.min()), int(a.max())
+def _narrow(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """``parts`` (int64, NULL as -1) joined, copied once into the smallest signed integer type
+    that holds them (never an int64 join first: a parsed block's column is one part)."""
+    n = sum(len(a) for a in parts)
+    if not n:
+        return np.zeros(0, np.int8)
+    lo = min(int(a.min()) for a in parts if len(a))
+    hi = max(int(a.max()) for a in parts if len(a))
+    dtype = np.dtype(np.int64)  # a copy even so: a view would keep the parsed batch alive
     for t in (np.int8, np.int16, np.int32):
         info = np.iinfo(t)
         if info.min <= lo and hi <= info.max:
-            return a.astype(t)
-    return np.array(a, np.int64)  # a copy: a view would keep the parsed batch alive
+            dtype = np.dtype(t)
+            break
+    out = np.empty(n, dtype)
+    at = 0
+    for a in parts:
+        out[at : at + len(a)] = a
+        at += len(a)
+    return out
 
 
 class Spill:
@@ -82,15 +92,16 @@ class Spill:
     def append(self, batch: Any) -> None:
         """Rows of every column (a record batch or table holding them, int64)."""
         part = batch.select(self.columns)
-        cols = {}
+        chunks = {}
         nulls = []
         for c in self.columns:
             col = part.column(c)
-            cols[c] = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+            chunks[c] = col.chunks if hasattr(col, "chunks") else [col]
             if col.null_count:
-                nulls.append((c, arrow_numpy.nulls(cols[c])))
+                nulls.append((c, np.concatenate([arrow_numpy.nulls(a) for a in chunks[c]])))
         if self._held is not None:
-            held = {c: _narrow(arrow_numpy.numbers(a, NULL)) for c, a in cols.items()}
+            held = {c: _narrow([arrow_numpy.numbers(a, NULL) for a in parts])
+                    for c, parts in chunks.items()}  # fmt: skip
             size = sum(a.nbytes for a in held.values())
             with _LOCK:
                 fits = _HELD[0] + size <= self._budget
