@@ -94,6 +94,32 @@ def _config_only(path: Path) -> MlaprofError:
     )
 
 
+# rocprofv3's other output formats (rocprofv3.py ``--output-format``: csv, json, pftrace, otf2,
+# rocpd; rocpd when none is given): a Perfetto protobuf (generatePerfetto.cpp, ``results`` with
+# the suffix ``.pftrace``) and an OTF2 archive (generateOTF2.cpp, ``OTF2_Archive_Open`` on the
+# ``results`` name: an ``.otf2`` anchor file beside its definitions and event files)
+_OTHER_FORMATS = {".pftrace": "pftrace", ".otf2": "otf2"}
+
+
+def _other_format(path: Path) -> MlaprofError:
+    """A pftrace or OTF2 file refused with what it is, and the rocprofv3 output beside it (a
+    run asked for several formats) or how to record one mlaprof reads."""
+    fmt = _OTHER_FORMATS[path.suffix.lower()]
+    beside = sorted(q for q in path.parent.iterdir() if q.is_file() and (
+        (q.suffix == ".db" and rocpd_sqlite.is_sqlite(q)) or q.suffix.lower() == ".csv"
+        or (q.suffix == ".json" and _is_rocprof_json(q) and not _is_config_json(q))))  # fmt: skip
+    todo = (
+        f"import the output the same run wrote beside it ({beside[0]})"
+        if beside
+        else "record with --output-format rocpd (rocprofv3's default), csv or json, which hold "
+        "the same records"
+    )
+    return MlaprofError(
+        f"{path} is rocprofv3's {fmt} output (--output-format {fmt}), which mlaprof does not "
+        f"read: {todo}"
+    )
+
+
 # rocprofv3 -i runs the application once per job of its input file, each job's output in a
 # folder of its own: pass_<N> (a YAML or JSON input) or pmc_<N> (a text input, one line of
 # counters per pass) under the output path (rocprofiler-sdk source/bin/rocprofv3.py
@@ -125,6 +151,8 @@ def collect(path: Path) -> tuple[str, list[Path]]:
     if path.is_file():
         if rocpd_sqlite.is_sqlite(path):
             return "rocpd", [path]
+        if path.suffix.lower() in _OTHER_FORMATS:
+            raise _other_format(path)
         if path.suffix.lower() in (".json", ".gz") or _is_rocprof_json(path):
             if path.suffix.lower() != ".gz" and _is_rocprof_json(path) and _is_config_json(path):
                 raise _config_only(path)
@@ -144,6 +172,9 @@ def collect(path: Path) -> tuple[str, list[Path]]:
         return "csv", csvs
     if tool:
         raise _config_only(tool[0])
+    other = [p for p in files if p.suffix.lower() in _OTHER_FORMATS]
+    if other:
+        raise _other_format(other[0])
     raise MlaprofError(f"{path} holds no rocprofv3 output (.db, .json or .csv files)")
 
 

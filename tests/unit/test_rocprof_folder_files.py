@@ -245,3 +245,34 @@ def _counters(run: Path) -> list[tuple[str, float]]:
 
     df = load(run).table("counters")
     return [(str(a), float(b)) for a, b in zip(df["name"], df["value"], strict=True)]
+
+
+def test_pftrace_and_otf2_outputs_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rocprofv3's other output formats (rocprofv3.py --output-format: pftrace, otf2) are
+    refused with what they are and what to do (generatePerfetto.cpp writes
+    ``<pid>_results.pftrace``; generateOTF2.cpp an ``.otf2`` anchor): never "binary, not a CSV"
+    or "holds no rocprofv3 output". Beside a format mlaprof reads, that one is imported or
+    named."""
+    only = tmp_path / "only" / "host"
+    only.mkdir(parents=True)
+    (only / "4242_results.pftrace").write_bytes(b"\x0a\x8e\x01" + bytes(range(256)))
+    code = main(["import", "rocprof", str(tmp_path / "only"), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert code == 2 and "pftrace output (--output-format pftrace)" in err, err
+    assert "--output-format rocpd" in err and "Traceback" not in err
+    # the OTF2 anchor given alone, a rocpd database of the same run beside it: that one is named
+    from tests.conformance.rocpd import write_rocpd
+
+    tr = graph_replays(2, 3)
+    both = tmp_path / "both"
+    db = write_rocpd(tr, both / f"{tr.pid}_results.db", "3")
+    (both / f"{tr.pid}_results.otf2").write_bytes(b"OTF2" + bytes(64))
+    code = main(["import", "rocprof", str(both / f"{tr.pid}_results.otf2"),
+                 "--traces", str(tmp_path / "t")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "otf2 output" in err and str(db) in err, err
+    # the folder imports the database, the OTF2 file passed over
+    got, files = collect(both)
+    assert (got, files) == ("rocpd", [db])
