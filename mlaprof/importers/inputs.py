@@ -27,6 +27,26 @@ INFLATE_RATIO = 200.0  # default; MLAPROF_INFLATE_RATIO overrides
 INFLATE_FLOOR = 64 << 20  # a small compressed file may always inflate this far
 GZIP_MAGIC = b"\x1f\x8b"
 _BINARY_PROBE = 65536  # a NUL in the first this many bytes: binary, not text
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def is_sqlite(path: Path) -> bool:
+    """Whether ``path`` is an SQLite database file (its header, whatever its name)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _binary(path: Path, what: str) -> MlaprofError:
+    """A binary file where text was expected: what it is where it is a known format."""
+    from mlaprof.importers.foreign import foreign
+
+    known = foreign(path, rocpd_too=True)
+    if known is not None:
+        return known.error(path, expected=what)
+    return MlaprofError(f"{path} is binary, not a {what}")
 
 
 def inflate_limit(compressed: int) -> int:
@@ -97,7 +117,7 @@ def read_text(path: Path, what: str) -> str:
     is an error naming the file."""
     raw = read_bytes(path)
     if b"\x00" in raw[:_BINARY_PROBE]:
-        raise MlaprofError(f"{path} is binary, not a {what}")
+        raise _binary(path, what)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -119,7 +139,7 @@ def text_chunks(path: Path, what: str) -> Iterator[str]:
         final = block is None
         if block is not None and probe < _BINARY_PROBE:
             if b"\x00" in block[: _BINARY_PROBE - probe]:
-                raise MlaprofError(f"{path} is binary, not a {what}")
+                raise _binary(path, what)
             probe += len(block)
         try:
             text = decoder.decode(block or b"", final=final)

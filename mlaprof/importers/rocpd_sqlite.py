@@ -38,6 +38,7 @@ from mlaprof.importers.annotate import NULL as NULL_INT
 from mlaprof.importers.annotate import KernelColumns, write_kernels
 from mlaprof.importers.common import GpuAgent, gpu_agent
 from mlaprof.importers.duplicates import check_records
+from mlaprof.importers.inputs import is_sqlite
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.live_inputs import changing, stamp
 from mlaprof.store.schema import TABLES
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from mlaprof.importers.common import ImportSummary
     from mlaprof.store.staging import BulkWriter
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -254,14 +254,6 @@ def _backup(path: Path, dest: Path) -> str:
     return f"file:{quote(str(dest))}?mode=ro"
 
 
-def is_sqlite(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
 def _bounded(uri: str) -> tuple[sqlite3.Connection, _Bound]:
     """A read connection whose queries are bounded (:class:`_Bound`); raises sqlite3.Error."""
     con = sqlite3.connect(uri, uri=True)
@@ -440,6 +432,11 @@ def _import(
     objs = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     needed = {"rocpd_metadata", "rocpd_kernel_dispatch", "rocpd_string"}
     if not needed <= objs:
+        from mlaprof.importers.foreign import foreign
+
+        known = foreign(path)
+        if known is not None:
+            raise known.error(path)
         missing = ", ".join(sorted(needed - objs))
         raise MlaprofError(f"{path} is not a rocpd database (missing {missing})")
     tags = dict(con.execute("SELECT tag, value FROM rocpd_metadata").fetchall())

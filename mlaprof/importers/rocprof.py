@@ -38,6 +38,7 @@ from mlaprof.importers.common import (
     run_device,
 )
 from mlaprof.importers.duplicates import merge_duplicate_dispatches
+from mlaprof.importers.foreign import Foreign, foreign
 from mlaprof.kernel_table import KernelMatcher
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
@@ -94,30 +95,19 @@ def _config_only(path: Path) -> MlaprofError:
     )
 
 
-# rocprofv3's other output formats (rocprofv3.py ``--output-format``: csv, json, pftrace, otf2,
-# rocpd; rocpd when none is given): a Perfetto protobuf (generatePerfetto.cpp, ``results`` with
-# the suffix ``.pftrace``) and an OTF2 archive (generateOTF2.cpp, ``OTF2_Archive_Open`` on the
-# ``results`` name: an ``.otf2`` anchor file beside its definitions and event files)
-_OTHER_FORMATS = {".pftrace": "pftrace", ".otf2": "otf2"}
-
-
-def _other_format(path: Path) -> MlaprofError:
-    """A pftrace or OTF2 file refused with what it is, and the rocprofv3 output beside it (a
-    run asked for several formats) or how to record one mlaprof reads."""
-    fmt = _OTHER_FORMATS[path.suffix.lower()]
+def _other_format(path: Path, known: Foreign) -> MlaprofError:
+    """A file of a format mlaprof does not read, refused with what it is; for another of
+    rocprofv3's formats, the output of the same run beside it (a run asked for several), else
+    how to record one mlaprof reads."""
     beside = sorted(q for q in path.parent.iterdir() if q.is_file() and (
         (q.suffix == ".db" and rocpd_sqlite.is_sqlite(q)) or q.suffix.lower() == ".csv"
         or (q.suffix == ".json" and _is_rocprof_json(q) and not _is_config_json(q))))  # fmt: skip
     todo = (
         f"import the output the same run wrote beside it ({beside[0]})"
-        if beside
-        else "record with --output-format rocpd (rocprofv3's default), csv or json, which hold "
-        "the same records"
+        if beside and known.rocprof
+        else None
     )
-    return MlaprofError(
-        f"{path} is rocprofv3's {fmt} output (--output-format {fmt}), which mlaprof does not "
-        f"read: {todo}"
-    )
+    return known.error(path, todo)
 
 
 # rocprofv3 -i runs the application once per job of its input file, each job's output in a
@@ -151,8 +141,9 @@ def collect(path: Path) -> tuple[str, list[Path]]:
     if path.is_file():
         if rocpd_sqlite.is_sqlite(path):
             return "rocpd", [path]
-        if path.suffix.lower() in _OTHER_FORMATS:
-            raise _other_format(path)
+        known = foreign(path)
+        if known is not None:
+            raise _other_format(path, known)
         if path.suffix.lower() in (".json", ".gz") or _is_rocprof_json(path):
             if path.suffix.lower() != ".gz" and _is_rocprof_json(path) and _is_config_json(path):
                 raise _config_only(path)
@@ -172,9 +163,10 @@ def collect(path: Path) -> tuple[str, list[Path]]:
         return "csv", csvs
     if tool:
         raise _config_only(tool[0])
-    other = [p for p in files if p.suffix.lower() in _OTHER_FORMATS]
-    if other:
-        raise _other_format(other[0])
+    for p in files:
+        known = foreign(p)
+        if known is not None:
+            raise _other_format(p, known)
     raise MlaprofError(f"{path} holds no rocprofv3 output (.db, .json or .csv files)")
 
 
