@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
+from mlaprof.errors import MlaprofError
 from mlaprof.textsafe import plain_lines
 
 if TYPE_CHECKING:
@@ -129,7 +130,23 @@ def main(args: argparse.Namespace) -> int:
     traces = check_traces(traces_dir(args.traces))
     importer = IMPORTERS[args.kind]
     extra = (matcher,) if importer.kernels else ()
-    run, summary = importer.load()(args.path, traces, args.name, *extra)
+    try:
+        run, summary = importer.load()(args.path, traces, args.name, *extra)
+    except MlaprofError as e:
+        from mlaprof.importers.foreign import ForeignInput, foreign, other_reader
+
+        if isinstance(e, ForeignInput):
+            raise  # the reader named the format already (with what lies beside it)
+        # a format mlaprof does not read (an Nsight Systems report): said for what it is
+        known = foreign(args.path) if args.path.is_file() else None
+        if known is not None:
+            raise known.error(args.path) from None
+        # a file another kind reads (a Kineto trace given to import rocprof): said with the
+        # reader's own error, which stays first
+        hint = other_reader(args.path, args.kind)
+        if hint is None:
+            raise
+        raise MlaprofError(f"{e}; {hint}") from None
     print(plain_lines(format_summary(run, summary)))  # file names and notes are data
     return 0
 

@@ -9,12 +9,15 @@ the format and what to import instead, never "binary, not a CSV" or "not a rocpd
 - Nsight Systems reports (``.nsys-rep``, ``.qdrep`` before 2021) and their SQLite export
   (``nsys export --type sqlite``: tables ``StringIds``, ``CUPTI_ACTIVITY_KIND_KERNEL``, ...,
   NVIDIA's "SQLite Export Schema Reference"); Nsight Compute reports (``.ncu-rep``).
-- A rocpd database given where a Kineto trace is expected (its ``rocpd_`` tables).
+
+And a file of a format mlaprof reads given to the wrong ``import`` kind (:func:`other_reader`,
+told by its start: rocprofv3's JSON top key or CSV header, a rocpd database's tables, a Kineto
+trace's keys, a vLLM log's server-start or engine-config line): said after the reader's error.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,6 @@ NVIDIA_TODO = (
     "on NVIDIA, record vLLM with its torch profiler (--profiler-config "
     '\'{"profiler":"torch","torch_profiler_dir":DIR}\') and import DIR with mlaprof import kineto'
 )
-ROCPD_TODO = "import it with mlaprof import rocprof"
 
 # suffix -> (what the file is, what to do)
 _BY_SUFFIX = {
@@ -43,6 +45,10 @@ _BY_SUFFIX = {
 _NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_GPU")
 
 
+class ForeignInput(MlaprofError):
+    """A file refused for the format it is (its message says what to import instead)."""
+
+
 @dataclass(frozen=True)
 class Foreign:
     """What a file mlaprof does not read is, and what to do instead."""
@@ -50,34 +56,21 @@ class Foreign:
     what: str
     todo: str
     rocprof: bool  # rocprofv3's own output (another format of the same records)
-    readable: bool = False  # mlaprof reads it, with another command (``todo`` says which)
 
-    def error(self, path: Path, todo: str | None = None, expected: str = "") -> MlaprofError:
-        """The refusal; ``expected``: what the command that met it reads."""
-        how = (
-            f"not a {expected}" if self.readable and expected
-            else "which this command does not read" if self.readable
-            else "which mlaprof does not read"
-        )  # fmt: skip
-        return MlaprofError(f"{path} is {self.what}, {how}: {todo or self.todo}")
+    def error(self, path: Path, todo: str | None = None) -> ForeignInput:
+        return ForeignInput(
+            f"{path} is {self.what}, which mlaprof does not read: {todo or self.todo}"
+        )
 
 
 def _tables(path: Path) -> set[str]:
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
-        return set()
-    try:
-        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.Error:
-        return set()
-    finally:
-        con.close()
+    from mlaprof.importers.rocpd_sqlite import table_names
+
+    return table_names(path)
 
 
-def foreign(path: Path, rocpd_too: bool = False) -> Foreign | None:
-    """What ``path`` is, where it is a format mlaprof does not read (None: not one it knows).
-    ``rocpd_too``: a rocpd database counts as one (the reader expects another format)."""
+def foreign(path: Path) -> Foreign | None:
+    """What ``path`` is, where it is a format mlaprof does not read (None: not one it knows)."""
     got = _BY_SUFFIX.get(path.suffix.lower())
     if got is not None:
         return Foreign(*got, rocprof=got[1] is ROCPROF_TODO)
@@ -88,6 +81,73 @@ def foreign(path: Path, rocpd_too: bool = False) -> Foreign | None:
         return Foreign(
             "an Nsight Systems SQLite export (nsys export --type sqlite)", NVIDIA_TODO, False
         )
-    if rocpd_too and any(t.startswith("rocpd_") for t in tables):
-        return Foreign("a rocpd database (rocprofv3)", ROCPD_TODO, False, readable=True)
     return None
+
+
+# ---- a file of a format mlaprof reads, given to the wrong ``import`` kind -------------------
+
+_PROBE = 1 << 16  # bytes of a file's (inflated) start read to tell what it is
+_KINETO_KEYS = (b'"traceEvents"', b'"deviceProperties"', b'"schemaVersion"')
+_ROCPROF_KEY = b'"rocprofiler-sdk-tool"'
+# a vLLM log's own lines (mlaprof.importers.vllm_log: the server start, the engine's config)
+_VLLM_LINES = (b"vLLM API server version", b"vLLM server version",
+               b"Initializing a V1 LLM engine")  # fmt: skip
+READS = {
+    "rocprof": "rocprofv3 output",
+    "kineto": "a PyTorch profiler (Kineto) trace",
+    "vllm-log": "a vLLM log",
+}
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of a file, inflated where it is gzip (never more than one chunk)."""
+    from mlaprof.importers.inputs import chunks
+
+    try:
+        block = next(chunks(path), b"")
+    except (MlaprofError, OSError, EOFError, zlib.error):
+        return b""
+    return block[:_PROBE]
+
+
+def _file_kind(path: Path) -> str | None:
+    if is_sqlite(path):
+        return "rocprof" if any(t.startswith("rocpd_") for t in _tables(path)) else None
+    head = _head(path)
+    if not head:
+        return None
+    if _ROCPROF_KEY in head:
+        return "rocprof"
+    if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _KINETO_KEYS):
+        return "kineto"
+    if any(k in head for k in _VLLM_LINES):
+        return "vllm-log"
+    first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+    from mlaprof.importers.rocprof_csv import classify
+
+    return "rocprof" if classify([c.strip() for c in first.split(",")]) else None
+
+
+def kind_of(path: Path, limit: int = 200) -> str | None:
+    """Which ``mlaprof import`` kind reads ``path`` (a folder: the first of its first ``limit``
+    files that one reads), None where none is told."""
+    if path.is_file():
+        return _file_kind(path)
+    if not path.is_dir():
+        return None
+    for i, p in enumerate(sorted(q for q in path.rglob("*") if q.is_file())):
+        if i >= limit:
+            break
+        got = _file_kind(p)
+        if got is not None:
+            return got
+    return None
+
+
+def other_reader(path: Path, kind: str) -> str | None:
+    """Where ``mlaprof import KIND`` failed on ``path``: what it is and the command that reads
+    it, if another kind does (None: keep the reader's own error)."""
+    got = kind_of(path)
+    if got is None or got == kind:
+        return None
+    return f"it looks like {READS[got]}, not {READS[kind]}: import it with mlaprof import {got}"

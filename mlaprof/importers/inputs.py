@@ -39,16 +39,6 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
-def _binary(path: Path, what: str) -> MlaprofError:
-    """A binary file where text was expected: what it is where it is a known format."""
-    from mlaprof.importers.foreign import foreign
-
-    known = foreign(path, rocpd_too=True)
-    if known is not None:
-        return known.error(path, expected=what)
-    return MlaprofError(f"{path} is binary, not a {what}")
-
-
 def inflate_limit(compressed: int) -> int:
     """The most bytes a gzip file of ``compressed`` bytes may inflate to."""
     raw = os.environ.get("MLAPROF_INFLATE_RATIO", "")
@@ -117,7 +107,7 @@ def read_text(path: Path, what: str) -> str:
     is an error naming the file."""
     raw = read_bytes(path)
     if b"\x00" in raw[:_BINARY_PROBE]:
-        raise _binary(path, what)
+        raise MlaprofError(f"{path} is binary, not a {what}")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -139,7 +129,7 @@ def text_chunks(path: Path, what: str) -> Iterator[str]:
         final = block is None
         if block is not None and probe < _BINARY_PROBE:
             if b"\x00" in block[: _BINARY_PROBE - probe]:
-                raise _binary(path, what)
+                raise MlaprofError(f"{path} is binary, not a {what}")
             probe += len(block)
         try:
             text = decoder.decode(block or b"", final=final)

@@ -289,6 +289,18 @@ def _asking(path: Path, ask: Callable[[sqlite3.Connection], Any]) -> Any:
             con.close()
 
 
+def table_names(path: Path) -> set[str]:
+    """The tables of an SQLite file, read as every user database is (bounded, never written);
+    empty where it is not readable."""
+    got = _asking(
+        path,
+        lambda con: [
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ],
+    )
+    return set(got or [])
+
+
 _FIRST_OF_GUID = (
     "SELECT A.absolute_index FROM rocpd_kernel_dispatch K JOIN rocpd_info_agent A "
     "ON A.id = K.agent_id AND A.guid = K.guid WHERE K.guid = ? ORDER BY K.id LIMIT 1"
@@ -432,11 +444,6 @@ def _import(
     objs = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     needed = {"rocpd_metadata", "rocpd_kernel_dispatch", "rocpd_string"}
     if not needed <= objs:
-        from mlaprof.importers.foreign import foreign
-
-        known = foreign(path)
-        if known is not None:
-            raise known.error(path)
         missing = ", ".join(sorted(needed - objs))
         raise MlaprofError(f"{path} is not a rocpd database (missing {missing})")
     tags = dict(con.execute("SELECT tag, value FROM rocpd_metadata").fetchall())

@@ -1,8 +1,8 @@
 """Files users record that mlaprof does not read are refused with what they are and what to
 import instead (mlaprof/importers/foreign.py): an Nsight Systems report (``.nsys-rep``) or its
 SQLite export (``nsys export --type sqlite``: ``StringIds`` and ``CUPTI_ACTIVITY_KIND_*`` tables,
-NVIDIA's "SQLite Export Schema Reference"), and a rocpd database given to a reader of another
-format. Never "binary, not a CSV" or "not a rocpd database (missing ...)"."""
+NVIDIA's "SQLite Export Schema Reference"); never "binary, not a CSV" or "not a rocpd database
+(missing ...)". An input mlaprof reads given to the wrong ``import`` kind names the right one."""
 
 from __future__ import annotations
 
@@ -49,16 +49,38 @@ def test_nsight_reports_are_named(
         assert "binary" not in err and "missing" not in err and "Traceback" not in err
 
 
-def test_a_rocpd_database_given_to_another_reader_says_which_command_reads_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from tests.conformance.rocpd import write_rocpd
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _inputs(tmp_path: Path) -> dict[str, Path]:
+    """One input of each kind, as its writer writes it (the shipped fixtures' sources are in
+    tests/data), and a rocprofv3 JSON and rocpd database rendered by the conformance writers."""
+    from tests.conformance import render
     from tests.conformance.shapes import graph_replays
 
-    db = write_rocpd(graph_replays(2, 3), tmp_path / "1_results.db", "3")
-    for kind, what in (("kineto", "Kineto JSON trace"), ("vllm-log", "vLLM log")):
-        code = main(["import", kind, str(db), "--traces", str(tmp_path / "t")])
-        err = capsys.readouterr().err
-        assert code == 2 and f"is a rocpd database (rocprofv3), not a {what}" in err, err
-        assert "mlaprof import rocprof" in err and "does not read" not in err
-    assert main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t")]) == 0
+    return {
+        "kineto": DATA / "kineto_graph_replay.json.gz",
+        "vllm-log": DATA / "vllm" / "cpu_ngram_serve.log",
+        "rocprof": DATA / "aiter" / "gluon_v0119_bug",
+        "rocprof-json": render(graph_replays(2, 3), "json", tmp_path / "json")[0],
+        "rocprof-db": render(graph_replays(2, 3), "rocpd-3", tmp_path / "db")[0],
+    }
+
+
+@pytest.mark.parametrize("given", ["kineto", "vllm-log", "rocprof", "rocprof-json", "rocprof-db"])
+@pytest.mark.parametrize("kind", ["rocprof", "kineto", "vllm-log"])
+def test_an_input_given_to_the_wrong_kind_names_the_right_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, kind: str
+) -> None:
+    """The reader's own error stays first; after it, what the input looks like and the command
+    that reads it. Given to its own kind, it imports."""
+    path = _inputs(tmp_path)[given]
+    right = given.split("-json")[0].split("-db")[0]
+    code = main(["import", kind, str(path), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    if right == kind:
+        assert code == 0, err
+        return
+    assert code == 2 and "Traceback" not in err, err
+    assert f"import it with mlaprof import {right}" in err, err
+    assert err.index(str(path)) < err.index("it looks like"), err  # the reader's error first
