@@ -102,6 +102,11 @@ FLEET_SQL = f"WITH {_KEPT}{_FIGURES}"
 
 
 _JL = ["rank", "step", "layer", "t_start_ns", "duration_ns"]
+ONLY_MLA = (
+    "every kernel inside the graph replays is an MLA kernel: a graph of attention alone, or a "
+    "trace filtered to its MLA kernels (rocprofv3 --kernel-include-regex, a profiler's kernel "
+    "filter); the shares are of the kernels the trace holds, not of a whole decoder layer's"
+)
 
 
 def _per_rows(run: Any, jl: pd.DataFrame) -> pd.DataFrame:
@@ -311,6 +316,9 @@ def replay_time(meta: RunMeta, run: Any, layers: pd.DataFrame) -> TraceReplayTim
         layers=out_layers,
         kernels=out_kernels,
         attention_share=att_total / total if total else None,
+        # only MLA kernels inside the replays: the shares are of what the trace holds (a graph
+        # of attention alone, or a trace filtered to its MLA kernels), said beside them
+        attention_only=ONLY_MLA if out_kernels and all(k.attention for k in out_kernels) else None,
         outside_layers_us=outside,
         outside_layers_text=per_rank_us_text(
             outside, {r.rank: r.outside_layers_us for r in per_rank}

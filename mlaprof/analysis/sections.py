@@ -470,6 +470,9 @@ class TraceReplayTime(Section):
     rank_groups: list[str] | None = opt()
     outside_layers_text: str | None = opt()
     per_rank: list[ReplayRank] | None = opt()
+    # every kernel inside the replays is an MLA kernel: what the shares are of (a graph of
+    # attention alone, or a trace filtered to its MLA kernels); None: other kernels too
+    attention_only: str | None = opt()
 
 
 @section

@@ -478,7 +478,8 @@ FRONT_ROWS: dict[str, tuple[str, ...]] = {
     "trace.trust.counts": (),  # (): every row it holds (the counts a trace was judged by)
     # each rank's time outside the layers (a range with the ranks behind each value where
     # they differ), never the pooled mean alone
-    "trace.replay_time": ("replays", "attention_share", "outside_layers_text", "provenance"),
+    "trace.replay_time": ("replays", "attention_share", "attention_only",
+                          "outside_layers_text", "provenance"),
     "trace.drafter": ("text",),
     "trace.capture_phase": ("text",),
 }  # fmt: skip

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlaprof.analysis.replay_time import _mode_s, layer_rows
+from mlaprof.analysis.replay_time import ONLY_MLA, _mode_s, layer_rows
 from mlaprof.analysis.timing import per_rank_us_text
 from mlaprof.analysis.typed_json import over_ranks_label, to_json
 from mlaprof.rank_counts import rank_span
@@ -159,6 +159,8 @@ def pandas_replay_time(
             outside, {r["rank"]: r["outside_layers_us"] for r in per_rank}
         ),
         "per_rank": per_rank,
+        # every kernel inside the replays is an MLA kernel (decided here from the kernels read)
+        **({"attention_only": ONLY_MLA} if bool(kn["mla"].all()) else {}),
         "provenance": f"{_origin(meta)}; GPU kernel time inside graph replays, summed busy time"
         + (
             f"; kernels and attention share{said}"

@@ -74,7 +74,10 @@ reservation rule for a route off AITER's backend); the layer records of such a r
 cap, not an S: its layers, S per MLA layer, ranks side by side (per rank, per layer) and DP
 groups hold it as ``S_grid_cap`` with their S null, their collapse not judged (null: no S to
 judge by, where they read S 128 and 0 collapsed) (demo-fix-splits-decided-on-device-c1-long
-rewritten with the same transform)."""
+rewritten with the same transform); a replay time whose every kernel is an MLA kernel says what
+its shares are of (``trace.replay_time.attention_only``: a graph of attention alone, or a trace
+filtered to its MLA kernels), where its 100% read as attention's share of a decoder layer
+(kineto_graph_replay rewritten with the same transform)."""
 
 from __future__ import annotations
 
