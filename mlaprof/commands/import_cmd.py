@@ -128,6 +128,7 @@ def main(args: argparse.Namespace) -> int:
     if args.mla_pattern:
         matcher = matcher.with_extra(args.mla_pattern)
     traces = check_traces(traces_dir(args.traces))
+    _readable_input(args.path)
     importer = IMPORTERS[args.kind]
     extra = (matcher,) if importer.kernels else ()
     try:
@@ -149,6 +150,14 @@ def main(args: argparse.Namespace) -> int:
         raise MlaprofError(f"{e}; {hint}") from None
     print(plain_lines(format_summary(run, summary)))  # file names and notes are data
     return 0
+
+
+def _readable_input(path: Path) -> None:
+    """The checks every kind makes first, in the same words: a missing path, an empty file."""
+    if not path.exists():
+        raise MlaprofError(f"{path} does not exist")
+    if path.is_file() and path.stat().st_size == 0:
+        raise MlaprofError(f"{path} is empty")
 
 
 def format_summary(run: Path, s: ImportSummary) -> str:

@@ -84,3 +84,16 @@ def test_an_input_given_to_the_wrong_kind_names_the_right_one(
     assert code == 2 and "Traceback" not in err, err
     assert f"import it with mlaprof import {right}" in err, err
     assert err.index(str(path)) < err.index("it looks like"), err  # the reader's error first
+
+
+@pytest.mark.parametrize("kind", ["rocprof", "kineto", "vllm-log"])
+def test_a_missing_or_empty_input_reads_alike_for_every_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    empty = tmp_path / "trace.json"
+    empty.write_bytes(b"")
+    for path, said in ((tmp_path / "gone", "does not exist"), (empty, "is empty")):
+        code = main(["import", kind, str(path), "--traces", str(tmp_path / "t")])
+        err = capsys.readouterr().err
+        assert code == 2 and err.strip() == f"mlaprof: error: {path} {said}", err
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
