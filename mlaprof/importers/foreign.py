@@ -89,9 +89,6 @@ def foreign(path: Path) -> Foreign | None:
 _PROBE = 1 << 16  # bytes of a file's (inflated) start read to tell what it is
 _KINETO_KEYS = (b'"traceEvents"', b'"deviceProperties"', b'"schemaVersion"')
 _ROCPROF_KEY = b'"rocprofiler-sdk-tool"'
-# a vLLM log's own lines (mlaprof.importers.vllm_log: the server start, the engine's config)
-_VLLM_LINES = (b"vLLM API server version", b"vLLM server version",
-               b"Initializing a V1 LLM engine")  # fmt: skip
 READS = {
     "rocprof": "rocprofv3 output",
     "kineto": "a PyTorch profiler (Kineto) trace",
@@ -103,11 +100,23 @@ def _head(path: Path) -> bytes:
     """The first bytes of a file, inflated where it is gzip (never more than one chunk)."""
     from mlaprof.importers.inputs import chunks
 
+    blocks = chunks(path)
     try:
-        block = next(chunks(path), b"")
+        block = next(blocks, b"")
     except (MlaprofError, OSError, EOFError, zlib.error):
         return b""
+    finally:
+        blocks.close()  # the file closed now, not when the generator is collected
     return block[:_PROBE]
+
+
+def _vllm_log(head: bytes) -> bool:
+    """A server start or an engine's config line in the file's start, read by the vLLM log
+    reader's own patterns (mlaprof.importers.vllm_log)."""
+    from mlaprof.importers.vllm_log import BANNER, ENGINE, SERVER
+
+    lines = head.decode("utf-8", "replace").splitlines()
+    return any(rx.search(line) for line in lines for rx in (SERVER, BANNER, ENGINE))
 
 
 def _file_kind(path: Path) -> str | None:
@@ -120,7 +129,7 @@ def _file_kind(path: Path) -> str | None:
         return "rocprof"
     if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _KINETO_KEYS):
         return "kineto"
-    if any(k in head for k in _VLLM_LINES):
+    if _vllm_log(head):
         return "vllm-log"
     first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
     from mlaprof.importers.rocprof_csv import classify
