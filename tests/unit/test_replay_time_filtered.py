@@ -25,12 +25,16 @@ def _run(tmp_path: Path, filtered: bool) -> Path:
     return run
 
 
+def _replay_time(run: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["report", str(run), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["trace"]["replay_time"]
+
+
 def test_replays_of_mla_kernels_only_say_what_their_share_is_of(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = _run(tmp_path, True)
-    assert main(["report", str(run), "--json"]) == 0
-    rt = json.loads(capsys.readouterr().out)["trace"]["replay_time"]
+    rt = _replay_time(run, capsys)
     assert rt["replays"] == 6 and rt["attention_share"] == 1.0
     assert "--kernel-include-regex" in rt["attention_only"]
     assert "graph of attention alone" in rt["attention_only"]
@@ -44,7 +48,5 @@ def test_replays_of_mla_kernels_only_say_what_their_share_is_of(
 def test_a_whole_trace_says_nothing_of_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = _run(tmp_path, False)
-    assert main(["report", str(run), "--json"]) == 0
-    rt = json.loads(capsys.readouterr().out)["trace"]["replay_time"]
+    rt = _replay_time(_run(tmp_path, False), capsys)
     assert 0 < rt["attention_share"] < 1 and "attention_only" not in rt
