@@ -89,6 +89,7 @@ def test_import_dispatches_through_the_importer_table(
     monkeypatch.setattr(import_cmd.Importer, "load", lambda self: fake)
     from mlaprof.cli import main
 
+    (tmp_path / "x").write_text("x")  # the command refuses a missing or empty path itself
     for kind, importer in import_cmd.IMPORTERS.items():
         assert main(["import", kind, str(tmp_path / "x"), "--traces", str(tmp_path)]) == 0
         assert seen[-1] == ("x", None, 1 if importer.kernels else 0)
