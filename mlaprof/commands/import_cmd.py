@@ -134,14 +134,15 @@ def main(args: argparse.Namespace) -> int:
     try:
         run, summary = importer.load()(args.path, traces, args.name, *extra)
     except MlaprofError as e:
-        from mlaprof.importers.foreign import ForeignInput, foreign, other_reader
+        from mlaprof.importers.foreign import ForeignInput, foreign_in, other_reader
 
         if isinstance(e, ForeignInput):
             raise  # the reader named the format already (with what lies beside it)
-        # a format mlaprof does not read (an Nsight Systems report): said for what it is
-        known = foreign(args.path) if args.path.is_file() else None
+        # a format mlaprof does not read (an Nsight Systems report, the legacy rocprof's CSV),
+        # the file or one in the folder: said for what it is
+        known = foreign_in(args.path)
         if known is not None:
-            raise known.error(args.path) from None
+            raise known[1].error(known[0]) from None
         # a file another kind reads (a Kineto trace given to import rocprof): said with the
         # reader's own error, which stays first
         hint = other_reader(args.path, args.kind)

@@ -6,6 +6,9 @@ the format and what to import instead, never "binary, not a CSV" or "not a rocpd
   protobuf (``source/lib/output/generatePerfetto.cpp``: ``results`` with the suffix
   ``.pftrace``) and an OTF2 archive (``generateOTF2.cpp``: ``OTF2_Archive_Open`` on the
   ``results`` name, an ``.otf2`` anchor file beside its definitions and event files).
+- The legacy rocprof's (v1) kernel trace, ``results.csv``: a header with ``KernelName``,
+  ``grd`` (the grid's total work-items, no axis) and ``BeginNs`` / ``EndNs``, as its
+  ``--stats`` / ``--hip-trace`` runs write it (rocprofiler's ``bin/tblextr.py``).
 - Nsight Systems reports (``.nsys-rep``, ``.qdrep`` before 2021) and their SQLite export
   (``nsys export --type sqlite``: tables ``StringIds``, ``CUPTI_ACTIVITY_KIND_KERNEL``, ...,
   NVIDIA's "SQLite Export Schema Reference"); Nsight Compute reports (``.ncu-rep``).
@@ -41,6 +44,12 @@ _BY_SUFFIX = {
     ".qdrep": ("an Nsight Systems report", NVIDIA_TODO),
     ".ncu-rep": ("an Nsight Compute report", NVIDIA_TODO),
 }
+LEGACY_TODO = (
+    "record with rocprofv3 --kernel-trace (rocprof's successor, ROCm 6.2 and later), whose "
+    "kernel trace holds each dispatch's grid per axis, which S is read from"
+)
+# the legacy rocprof's kernel trace columns (a total grid ``grd``, times ``BeginNs`` ``EndNs``)
+_LEGACY_COLUMNS = {"KernelName", "grd", "BeginNs", "EndNs"}
 # a table only an Nsight Systems SQLite export holds (CUPTI's activity records)
 _NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_GPU")
 
@@ -74,13 +83,34 @@ def foreign(path: Path) -> Foreign | None:
     got = _BY_SUFFIX.get(path.suffix.lower())
     if got is not None:
         return Foreign(*got, rocprof=got[1] is ROCPROF_TODO)
-    if not path.is_file() or not is_sqlite(path):
+    if not path.is_file():
+        return None
+    if path.suffix.lower() == ".csv":
+        first = _head(path).split(b"\n", 1)[0].decode("utf-8", "replace")
+        if {c.strip().strip('"') for c in first.split(",")} >= _LEGACY_COLUMNS:
+            return Foreign("a legacy rocprof (v1) kernel trace", LEGACY_TODO, False)
+        return None
+    if not is_sqlite(path):
         return None
     tables = _tables(path)
     if any(t in tables for t in _NSYS_TABLES):
         return Foreign(
             "an Nsight Systems SQLite export (nsys export --type sqlite)", NVIDIA_TODO, False
         )
+    return None
+
+
+def foreign_in(path: Path, limit: int = 200) -> tuple[Path, Foreign] | None:
+    """The first file of ``path`` (itself, or among a folder's first ``limit`` files) in a format
+    mlaprof does not read, with what it is; None for a folder that holds a file mlaprof reads
+    (the reader's own error is about that one)."""
+    if path.is_dir() and kind_of(path, limit) is not None:
+        return None
+    files = [path] if path.is_file() else sorted(q for q in path.rglob("*") if q.is_file())
+    for p in files[:limit]:
+        known = foreign(p)
+        if known is not None:
+            return p, known
     return None
 
 

@@ -97,3 +97,41 @@ def test_a_missing_or_empty_input_reads_alike_for_every_kind(
         err = capsys.readouterr().err
         assert code == 2 and err.strip() == f"mlaprof: error: {path} {said}", err
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+# the legacy rocprof's (v1) kernel trace as its --stats / --hip-trace runs write results.csv
+# (rocprofiler's bin/tblextr.py): the grid's total work-items (grd), no axis
+LEGACY_CSV = (
+    '"Index","KernelName","gpu-id","queue-id","queue-index","pid","tid","grd","wgr","lds",'
+    '"scr","arch_vgpr","accum_vgpr","sgpr","wave_size","sig","obj","DispatchNs","BeginNs",'
+    '"EndNs","CompleteNs","DurationNs"\n'
+    '0,"_fwd_grouped_kernel_stage1.kd",2,1,0,3495164,3495164,1024,64,512,0,4,4,16,64,'
+    '"0x153e64afca00","0x153d64770ec0",5323868593531200,5323868593552306,5323868593554226,'
+    "5323868593566416,1920\n"
+)
+
+
+def test_the_legacy_rocprof_kernel_trace_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    (folder / "results.csv").write_text(LEGACY_CSV)
+    for path in (folder / "results.csv", folder):
+        code = main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t")])
+        err = capsys.readouterr().err
+        assert code == 2 and "results.csv is a legacy rocprof (v1) kernel trace" in err, err
+        assert "rocprofv3 --kernel-trace" in err and "empty trace" not in err
+    # beside a rocprofv3 trace it is passed over, the trace imported
+    from tests.conformance import render
+    from tests.conformance.shapes import graph_replays
+
+    src, _ = render(graph_replays(2, 3), "csv-7", tmp_path / "v3")
+    kernels = next(src.rglob("*_kernel_trace.csv"))
+    (kernels.parent / "results.csv").write_text(LEGACY_CSV)
+    assert main(["import", "rocprof", str(src), "--traces", str(tmp_path / "t")]) == 0
+    # and where that trace is broken, the error is about it, not the legacy file
+    kernels.write_text(kernels.read_text() + '"KERNEL_DISPATCH","Agent 2",1\n')
+    assert main(["import", "rocprof", str(src), "--traces", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert kernels.name in err and "legacy rocprof" not in err, err
