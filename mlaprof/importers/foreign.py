@@ -20,6 +20,7 @@ trace's keys, a vLLM log's server-start or engine-config line): said after the r
 
 from __future__ import annotations
 
+import gzip
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,17 +128,19 @@ READS = {
 
 
 def _head(path: Path) -> bytes:
-    """The first bytes of a file, inflated where it is gzip (never more than one chunk)."""
-    from mlaprof.importers.inputs import chunks
+    """The first :data:`_PROBE` bytes of a file, inflated where it is gzip (a folder's every
+    file may be probed: never more than that of each)."""
+    from mlaprof.importers.inputs import GZIP_MAGIC
 
-    blocks = chunks(path)
     try:
-        block = next(blocks, b"")
-    except (MlaprofError, OSError, EOFError, zlib.error):
+        with open(path, "rb") as f:
+            head = f.read(_PROBE)
+        if head[:2] != GZIP_MAGIC:
+            return head
+        with gzip.open(path, "rb") as z:
+            return z.read(_PROBE)
+    except (OSError, EOFError, zlib.error):
         return b""
-    finally:
-        blocks.close()  # the file closed now, not when the generator is collected
-    return block[:_PROBE]
 
 
 def _vllm_log(head: bytes) -> bool:
