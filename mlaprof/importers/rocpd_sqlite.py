@@ -509,14 +509,19 @@ def _import(
         # a KFD event's value (its info_pmc row's block "KFD") is a driver event's, no counter
         # sampled on a kernel: left out, counted in the KFD note
         block = "I.block" if "block" in _cols(con, "rocpd_info_pmc") else "NULL"
+        # one row per counter instance (generateRocpd.cpp insert_pmc_event_data writes each of a
+        # dispatch's values with its counter's id): summed per dispatch and counter, as the
+        # CSV writes them (generateCSV.cpp, the counter collection's generate_csv), so a run's
+        # counters read alike from every format; a row with no event stays its own
         pmc = con.execute(
-            f"SELECT I.name, {'S.display_name' if sym else 'NULL'}, PE.value, K.start, "
+            f"SELECT I.name, {'S.display_name' if sym else 'NULL'}, SUM(PE.value), K.start, "
             f"{block} = '{KFD_BLOCK}' "
             "FROM rocpd_pmc_event PE "
             "JOIN rocpd_info_pmc I ON I.id = PE.pmc_id AND I.guid = PE.guid "
             "LEFT JOIN rocpd_kernel_dispatch K ON K.event_id = PE.event_id AND K.guid = PE.guid "
             + _join(objs, "info_kernel_symbol", "S", "S.id = K.kernel_id AND S.guid = K.guid")
-            + "ORDER BY PE.guid, PE.id"
+            + "GROUP BY PE.guid, COALESCE(PE.event_id, -1 - PE.id), PE.pmc_id "
+            "ORDER BY PE.guid, MIN(PE.id)"
         ).fetchall()
         kfd_values = sum(1 for r in pmc if r[4])
         n = bulk.insert(

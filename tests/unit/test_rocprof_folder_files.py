@@ -205,8 +205,13 @@ def test_kfd_event_regions_are_no_api_calls(
                 (pid, guid, tr.pid, pname, pname, block),
             )
         dispatch_event = con.execute(f'SELECT event_id FROM "{kd}" LIMIT 1').fetchone()[0]
-        con.execute(f'INSERT INTO "{pmc}" (guid, event_id, pmc_id, value) VALUES (?, ?, 7, 64)',
-                    (guid, dispatch_event))  # fmt: skip
+        # two instances of one counter on one dispatch (a row each, as insert_pmc_event_data
+        # writes them): one value, their sum, as the CSV writes it
+        for value in (40, 24):
+            con.execute(
+                f'INSERT INTO "{pmc}" (guid, event_id, pmc_id, value) VALUES (?, ?, 7, ?)',
+                (guid, dispatch_event, value),
+            )
         cat, name = (con.execute(f'INSERT INTO "{strs}" (guid, string) VALUES (?, ?)',
                                  (guid, s)).lastrowid
                      for s in ("KFD_EVENT_QUEUE", "KFD_EVENT_QUEUE_EVICTION"))  # fmt: skip
