@@ -57,8 +57,18 @@ def _s(v: Any) -> Any:
     return v
 
 
-def _agent(v: Any) -> str | None:
-    return None if v is None else f"Agent {v}"
+def _agent(v: Any, label: str = "Agent") -> str | None:
+    return None if v is None else f"{label} {v}"
+
+
+def _kernel_agent_label(run: Run, rank: int) -> str:
+    """How a rank's kernels name their GPU, as its trace did: "GPU N" for an import of a
+    type-relative trace (rocprofv3 --agent-index type-relative; run.json ``kernel_agent_ids``),
+    else "Agent N" (a node id)."""
+    from mlaprof.importers.common import TYPE_IDS
+
+    kept = run.meta.get("kernel_agent_ids") or {}
+    return "GPU" if kept.get(str(rank)) == TYPE_IDS else "Agent"
 
 
 FAMILY_MAX = 40  # file names are built from trace strings: bounded, and safe on every system
@@ -286,6 +296,7 @@ def _export_kernels(run: Run, rank: int, files: _Files, name: str) -> None:
 
     ids: dict[str, int] = {}  # name -> Kernel_Id, numbered by first appearance
     cells: dict[str, str] = {}  # name -> its neutralized text
+    label = _kernel_agent_label(run, rank)
     n = 0
     writer = None
     sink = None
@@ -311,7 +322,7 @@ def _export_kernels(run: Run, rank: int, files: _Files, name: str) -> None:
             pos = pc.index_in(names, value_set=uniq)
             kid = pa.array([ids[u] for u in uniq.to_pylist()], pa.int64()).take(pos)
             text = pa.array([cells[u] for u in uniq.to_pylist()], pa.string()).take(pos)
-            agent = pc.binary_join_element_wise("Agent ", col["device"].cast(pa.string()), "")
+            agent = pc.binary_join_element_wise(label + " ", col["device"].cast(pa.string()), "")
             none = pa.nulls(rows, pa.int64())  # an empty field: a value the store never kept
             out = pa.RecordBatch.from_arrays(
                 [pa.array(["KERNEL_DISPATCH"] * rows, pa.string()), agent, none,
@@ -358,6 +369,7 @@ def _export_kernel_rows(run: Run, rank: int, files: _Files, name: str) -> None:
     """The rank's kernels a row at a time: for database rows holding values their columns do
     not declare (text in an integer column), which typed Arrow columns cannot carry."""
     ids: dict[str, int] = {}
+    label = _kernel_agent_label(run, rank)
     kernels = iter_rows(run, "kernels", rank)
     for i, k in enumerate(kernels):
         if k["start_ns"] is None or k["end_ns"] is None:
@@ -366,7 +378,7 @@ def _export_kernel_rows(run: Run, rank: int, files: _Files, name: str) -> None:
         kname = k["name"] or ""
         kid = ids.setdefault(kname, len(ids) + 1)
         files.write(name, KERNEL_HEADER,
-                    ["KERNEL_DISPATCH", _agent(k["device"]), None, _s(k["stream"]), None, i + 1, kid,
+                    ["KERNEL_DISPATCH", _agent(k["device"], label), None, _s(k["stream"]), None, i + 1, kid,
                      kname, _s(k["correlation"]), _s(k["start_ns"]), _s(k["end_ns"]), *[None] * len(NOT_KEPT),
                      _s(k["block_x"]), _s(k["block_y"]), _s(k["block_z"]),
                      _s(k["grid_x"]), _s(k["grid_y"]), _s(k["grid_z"])])  # fmt: skip

@@ -28,6 +28,7 @@ from mlaprof.importers import rocpd_sqlite, rocprof_csv, rocprof_json
 from mlaprof.importers.annotate import NULL, KernelColumns, concat, store_kernels
 from mlaprof.importers.common import (
     NODE_IDS,
+    TYPE_IDS,
     GpuAgent,
     ImportSummary,
     agent_number,
@@ -220,6 +221,9 @@ def import_rocprof(
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
                 embedded: dict[str, Any] = {}
                 devices: dict[int, str | None] = {}  # each rank's, from its agent records
+                # ranks whose kernels name their GPU type-relative ("GPU N", --agent-index
+                # type-relative): an export writes them back as such
+                type_relative: dict[str, str] = {}
                 passed: list[str] = []  # the folder's files of kinds mlaprof does not read
                 hosts = [r["host"] for r in meta.get("rank_sources", [])]
                 for rank, group in enumerate(groups):
@@ -266,6 +270,8 @@ def import_rocprof(
                     if kernels is not None and len(sizes) > 1:  # one pid, several kernel files
                         kernels = merge_duplicate_dispatches(kernels, sizes, kfiles, summary.notes)
                     devices[rank] = _rank_device(w, kernels, agents)
+                    if kernels is not None and kernels.agent_ids == TYPE_IDS:
+                        type_relative[str(rank)] = TYPE_IDS
                     if kernels is not None:
                         counts = (
                             summary.mla_kernels,
@@ -315,6 +321,8 @@ def import_rocprof(
                 _record_device(bulk.run_dir, fmt, devices, summary)
                 if passed:  # every view says which of the folder's files were not read
                     runmeta.update(bulk.run_dir, not_read=passed)
+                if type_relative:  # rank -> how its kernels' device column is numbered
+                    runmeta.update(bulk.run_dir, kernel_agent_ids=type_relative)
                 if embedded:  # an mlaprof export's own device stands
                     _restore_meta(bulk.run_dir, embedded)
         finally:

@@ -269,3 +269,33 @@ def test_a_type_relative_gpu_exports_as_a_gpu_agent(tmp_path: Path) -> None:
         con.close()
     assert kernel_agents == {"GPU"}
     assert copy_ends == [("CPU", "GPU")]
+
+
+def test_a_type_relative_trace_exports_its_kernels_type_relative(tmp_path: Path) -> None:
+    """run.json keeps how each rank's kernels number their GPU (``kernel_agent_ids``): a CSV
+    export writes a type-relative trace's kernels as "GPU N" again (written "Agent N", a reader
+    of rocprofv3's CSV takes N for a node id: "Agent 0" is the host CPU's node), and reads back
+    type-relative; a trace numbered by node keeps "Agent N" and has no such key."""
+    from mlaprof.exporters.csv_export import export_csv
+    from mlaprof.importers.common import TYPE_IDS
+    from mlaprof.importers.rocprof import import_rocprof
+    from tests.conformance.rocprof_csv import write_csv
+
+    for index, written in (("type-relative", "GPU"), ("absolute", "Agent")):
+        tr = graph_replays(2, 3)
+        src = tmp_path / index / "in" / tr.host
+        if index == "type-relative":
+            write_csv(tr, src, "7", agent_index="type-relative")
+        else:
+            write_csv(tr, src, "7")
+        run, _ = import_rocprof(src.parent, tmp_path / index / "t", "x")
+        kept = json.loads((run / "run.json").read_text()).get("kernel_agent_ids")
+        assert kept == ({"0": TYPE_IDS} if written == "GPU" else None), kept
+        with load(run) as r:
+            export_csv(r, tmp_path / index / "out")
+        (kfile,) = (tmp_path / index / "out").rglob("*kernel_trace.csv")
+        agents = {line.split(",")[1] for line in kfile.read_text().splitlines()[1:]}
+        assert agents and all(a.startswith(f'"{written} ') for a in agents), agents
+        back, _ = import_rocprof(tmp_path / index / "out", tmp_path / index / "t", "back")
+        again = json.loads((back / "run.json").read_text()).get("kernel_agent_ids")
+        assert again == kept
