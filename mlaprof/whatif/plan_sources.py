@@ -116,7 +116,8 @@ def memory_from_run(run: Any) -> MemoryModel:
             pts = vals.groupby("capture_size")[col].median().to_dict()
             return fit_memory(
                 {int(k): float(v) for k, v in pts.items()},
-                f"fitted to {len(pts)} capture size(s) measured in run {run.name} on {dev} ({col})",
+                f"fitted to {len(pts)} capture size{'s' if len(pts) != 1 else ''} measured in "
+                f"run {run.name} on {dev} ({col})",
             )
     raise MlaprofError(f"run {run.name} has no capture memory per size (memory table is empty)")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 
 import pytest
 
@@ -149,6 +150,8 @@ def test_cli_from_a_run_with_measured_memory(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["qlen"] == 4 and "steps (qlen 4) of run r" in doc["distribution_source"]
     assert doc["memory"].startswith("fitted to") and "measured in run r" in doc["memory"]
+    n, unit = re.match(r"fitted to (\d+) capture (\w+) measured", doc["memory"]).groups()
+    assert unit == ("size" if n == "1" else "sizes"), doc["memory"]  # never "size(s)"
     assert doc["proposed"]["padded_tokens_per_step"] <= doc["default"]["padded_tokens_per_step"]
     # vLLM 0.34 (the default): decode graphs named by request count
     assert doc["compilation_config"].startswith('{"decode_cudagraph_capture_request_sizes": [')
