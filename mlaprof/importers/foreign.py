@@ -9,6 +9,10 @@ the format and what to import instead, never "binary, not a CSV" or "not a rocpd
 - The legacy rocprof's (v1) kernel trace, ``results.csv``: a header with ``KernelName``,
   ``grd`` (the grid's total work-items, no axis) and ``BeginNs`` / ``EndNs``, as its
   ``--stats`` / ``--hip-trace`` runs write it (rocprofiler's ``bin/tblextr.py``).
+- A kernel trace whose grid is one total (``Grid_Size``, no axis), with ``Kernel_Name`` and
+  ``Start_Timestamp`` / ``End_Timestamp`` and no counter columns of rocprofv3's counter
+  collection: the per-dispatch columns of rocprofv2's kernel trace and of rocprof-compute's
+  ``pmc_perf.csv``.
 - Nsight Systems reports (``.nsys-rep``, ``.qdrep`` before 2021) and their SQLite export
   (``nsys export --type sqlite``: tables ``StringIds``, ``CUPTI_ACTIVITY_KIND_KERNEL``, ...,
   NVIDIA's "SQLite Export Schema Reference"); Nsight Compute reports (``.ncu-rep``).
@@ -88,9 +92,10 @@ def foreign(path: Path) -> Foreign | None:
         return None
     if path.suffix.lower() == ".csv":
         first = _head(path).split(b"\n", 1)[0].decode("utf-8", "replace")
-        if {c.strip().strip('"') for c in first.split(",")} >= _LEGACY_COLUMNS:
+        cells = [c.strip().strip('"') for c in first.split(",")]
+        if set(cells) >= _LEGACY_COLUMNS:
             return Foreign("a legacy rocprof (v1) kernel trace", LEGACY_TODO, False)
-        return None
+        return _total_grid(cells)
     if not is_sqlite(path):
         return None
     tables = _tables(path)
@@ -99,6 +104,26 @@ def foreign(path: Path) -> Foreign | None:
             "an Nsight Systems SQLite export (nsys export --type sqlite)", NVIDIA_TODO, False
         )
     return None
+
+
+# a kernel trace's columns whose grid is one total (normalized as rocprof_csv.norm does)
+_TOTAL_GRID = {"kernel_name", "grid_size", "start_timestamp", "end_timestamp"}
+
+
+def _total_grid(header: list[str]) -> Foreign | None:
+    """rocprofv2's kernel trace or rocprof-compute's pmc_perf.csv: a grid of one total, which
+    no S can be read from (a header rocprofv3's CSV reader knows is none of them)."""
+    from mlaprof.importers.rocprof_csv import classify, norm
+
+    names = {norm(c) for c in header}
+    if not names >= _TOTAL_GRID or "grid_size_x" in names or classify(header) is not None:
+        return None
+    return Foreign(
+        "a kernel trace whose grid is one total (Grid_Size, no axis), as rocprofv2's kernel "
+        "trace and rocprof-compute's pmc_perf.csv write it",
+        LEGACY_TODO,
+        False,
+    )
 
 
 def foreign_in(path: Path, limit: int = 200) -> tuple[Path, Foreign] | None:

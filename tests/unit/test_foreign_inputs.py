@@ -135,3 +135,45 @@ def test_the_legacy_rocprof_kernel_trace_is_named(
     assert main(["import", "rocprof", str(src), "--traces", str(tmp_path / "t")]) == 2
     err = capsys.readouterr().err
     assert kernels.name in err and "legacy rocprof" not in err, err
+
+
+# per-dispatch columns with the grid as one total: rocprofv2's kernel trace, rocprof-compute's
+# pmc_perf.csv (whose counters follow as columns of their own)
+TOTAL_GRID_CSV = (
+    "Dispatch_ID,GPU_ID,Queue_ID,PID,TID,Grid_Size,Workgroup_Size,LDS_Per_Workgroup,"
+    "Scratch_Per_Workitem,Arch_VGPR,Accum_VGPR,SGPR,Wave_Size,Kernel_Name,Start_Timestamp,"
+    "End_Timestamp,Correlation_ID\n"
+    '1,2,0,100,100,8192,256,0,0,4,4,16,64,"_fwd_grouped_kernel_stage1",2525223085264657,'
+    "2525223085267980,1\n"
+)
+# rocprofv3's counter collection (generateCSV.cpp): the same total grid, with its counters
+COUNTER_CSV = (
+    '"Correlation_Id","Dispatch_Id","Agent_Id","Queue_Id","Process_Id","Thread_Id","Grid_Size",'
+    '"Kernel_Id","Kernel_Name","Workgroup_Size","LDS_Block_Size","Scratch_Size","VGPR_Count",'
+    '"Accum_VGPR_Count","SGPR_Count","Counter_Name","Counter_Value","Start_Timestamp",'
+    '"End_Timestamp"\n'
+    '1,1,"Agent 2",1,100,100,8192,10,"_fwd_grouped_kernel_stage1",256,0,0,4,0,16,"SQ_WAVES",'
+    "128,2525223085264657,2525223085267980\n"
+)
+
+
+def test_a_total_grid_kernel_trace_is_named_and_a_counter_collection_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v2 = tmp_path / "v2" / "results_100.csv"
+    v2.parent.mkdir()
+    v2.write_text(TOTAL_GRID_CSV)
+    for path in (v2, v2.parent):
+        code = main(["import", "rocprof", str(path), "--traces", str(tmp_path / "t")])
+        err = capsys.readouterr().err
+        assert code == 2 and "grid is one total (Grid_Size, no axis)" in err, err
+        assert "rocprofv3 --kernel-trace" in err
+    pmc = tmp_path / "pmc" / "100_counter_collection.csv"
+    pmc.parent.mkdir()
+    pmc.write_text(COUNTER_CSV)
+    assert main(["import", "rocprof", str(pmc.parent), "--traces", str(tmp_path / "t")]) == 0
+    # a broken counter collection keeps its reader's own error: it is no total-grid trace
+    pmc.write_text(COUNTER_CSV.replace('"SQ_WAVES",128', '"SQ_WAVES",many'))
+    assert main(["import", "rocprof", str(pmc), "--traces", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert "Counter_Value" in err and "one total" not in err, err
