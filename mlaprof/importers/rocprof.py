@@ -100,15 +100,25 @@ def _other_format(path: Path, known: Foreign) -> MlaprofError:
     """A file of a format mlaprof does not read, refused with what it is; for another of
     rocprofv3's formats, the output of the same run beside it (a run asked for several), else
     how to record one mlaprof reads."""
-    beside = sorted(q for q in path.parent.iterdir() if q.is_file() and (
-        (q.suffix == ".db" and rocpd_sqlite.is_sqlite(q)) or q.suffix.lower() == ".csv"
-        or (q.suffix == ".json" and _is_rocprof_json(q) and not _is_config_json(q))))  # fmt: skip
-    todo = (
-        f"import the output the same run wrote beside it ({beside[0]})"
-        if beside and known.rocprof
-        else None
+    beside = (
+        _outputs(sorted(q for q in path.parent.iterdir() if q.is_file())) if known.rocprof else None
     )
+    todo = f"import the output the same run wrote beside it ({beside[1][0]})" if beside else None
     return known.error(path, todo)
+
+
+def _outputs(files: list[Path]) -> tuple[str, list[Path]] | None:
+    """The files of the one format a folder's ``files`` are imported in: rocpd databases win,
+    then results JSON (not the ``--output-config`` file), then CSVs; None where none is."""
+    dbs = [p for p in files if p.suffix == ".db" and rocpd_sqlite.is_sqlite(p)]
+    if dbs:
+        return "rocpd", dbs
+    jsons = [p for p in files if p.suffix == ".json" and _is_rocprof_json(p)]
+    jsons = [p for p in jsons if not _is_config_json(p)]
+    if jsons:
+        return "json", jsons
+    csvs = [p for p in files if p.suffix.lower() == ".csv"]
+    return ("csv", csvs) if csvs else None
 
 
 # rocprofv3 -i runs the application once per job of its input file, each job's output in a
@@ -152,17 +162,11 @@ def collect(path: Path) -> tuple[str, list[Path]]:
         return "csv", [path]
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     _one_pass(path, files)
-    dbs = [p for p in files if p.suffix == ".db" and rocpd_sqlite.is_sqlite(p)]
-    if dbs:
-        return "rocpd", dbs
+    found = _outputs(files)
+    if found is not None:
+        return found
     tool = [p for p in files if p.suffix == ".json" and _is_rocprof_json(p)]
-    jsons = [p for p in tool if not _is_config_json(p)]
-    if jsons:
-        return "json", jsons
-    csvs = [p for p in files if p.suffix.lower() == ".csv"]
-    if csvs:
-        return "csv", csvs
-    if tool:
+    if tool:  # a rocprofv3 JSON that is no results file: its --output-config file
         raise _config_only(tool[0])
     for p in files:
         known = foreign(p)
