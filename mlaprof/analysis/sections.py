@@ -17,7 +17,7 @@ from mlaprof.analysis.capture_status import (
     served_mode,
 )
 from mlaprof.analysis.section_base import Section, section
-from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none
+from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none, words_of
 from mlaprof.splits.policies import NOT_RUNNABLE
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
@@ -468,7 +468,7 @@ class TraceReplayTime(Section):
     outside_layers_us: float | None = opt("mean of the steps pooled")
     # groups of ranks whose layer rows read the same (a row each per layer); ranks never merged
     rank_groups: list[str] | None = opt()
-    outside_layers_text: str | None = opt()
+    outside_layers_text: str | None = opt(words="outside_layers_us")
     per_rank: list[ReplayRank] | None = opt()
     # every kernel inside the replays is an MLA kernel: what the shares are of (a graph of
     # attention alone, or a trace filtered to its MLA kernels); None: other kernels too
@@ -786,7 +786,7 @@ class Timing(Section):
     layer_median_us: float | None = over_ranks("pooled")  # every rank's layer records
     per_rank: list[RankTiming]
     ranks_agree: bool | None  # None: no step recorded (nothing to agree on)
-    step_median_text: str | None
+    step_median_text: str | None = words_of("step_median_us")
     step_median_us: float | None = over_ranks("median of the steps pooled")
     steps: int | None = over_ranks()  # None: no step recorded (never a 0 that reads as a count)
     threads: int | None  # torch's CPU threads (None: not recorded)

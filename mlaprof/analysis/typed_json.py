@@ -28,17 +28,36 @@ NONE_READS = "reads_when_none"
 OVER_RANKS = "summed_over_ranks"
 # the list field whose records (each with its ``rank``) a value over ranks is made of
 OVER_RECORDS = "summed_over_records"
+# the field a text field words (``words_of()``): a view shows the number only where the words
+# say something else (a per-rank range beside the pooled value), never the same value twice
+WORDS_OF = "words_of"
 
 
-def opt(over: str | None = None, of: str | None = None, reads: str | None = None) -> Any:
+def opt(
+    over: str | None = None,
+    of: str | None = None,
+    reads: str | None = None,
+    words: str | None = None,
+) -> Any:
     """An optional key: ``None`` when the section's producer did not write it, left out of the
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
     a producer writes ``null``: those fields are plain ``X | None`` without this marker).
     ``over`` (and ``of``): the value is made of every rank's, as :func:`over_ranks` says.
     ``reads``: what the key reads as where its producer wrote it ``null`` (the section's
-    :func:`nulls` field names it), as :func:`reads_when_none`; left out it is shown nowhere."""
+    :func:`nulls` field names it), as :func:`reads_when_none`; left out it is shown nowhere.
+    ``words``: the field this text words, as :func:`words_of`."""
     said = {NONE_READS: reads} if reads is not None else {}
-    return dataclasses.field(default=None, metadata={OMIT: True, **_over(over, of), **said})
+    worded = {WORDS_OF: words} if words is not None else {}
+    return dataclasses.field(
+        default=None, metadata={OMIT: True, **_over(over, of), **said, **worded}
+    )
+
+
+def words_of(name: str) -> Any:
+    """A text field that says field ``name``'s value in words (a time of several ranks: the
+    pooled value where they agree, else the range with the ranks behind each value). The
+    document keeps both; a view shows ``name``'s own row only where it reads otherwise."""
+    return dataclasses.field(metadata={WORDS_OF: name})
 
 
 def _over(how: str | None, of: str | None) -> dict[str, str]:

@@ -121,6 +121,10 @@ def field_text(name: str, v: Any) -> str:
     other value by :func:`value_text` in the unit the name declares."""
     if (name == "ranks" or name.startswith("ranks_")) and _rank_ids(v):
         return ranks_count(v)
+    if name == "rank_groups" and isinstance(v, list) and v:
+        # groups of ranks, each a span text ("0, 2-3"): braced apart, never one run-on list
+        # that reads as a single group ("0, 2-3, 1, 4-7")
+        return " ".join(f"{{{g}}}" for g in v)
     return value_text(v, unit_of(name))
 
 

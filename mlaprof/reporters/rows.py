@@ -43,6 +43,7 @@ from mlaprof.analysis.typed_json import (
     OMIT,
     OVER_RANKS,
     OVER_RECORDS,
+    WORDS_OF,
     over_ranks_label,
 )
 from mlaprof.rank_counts import ranks_count
@@ -159,6 +160,8 @@ LABELS: dict[str, str] = {
     "LayerRow.S_steps": "steps with S",
     "TraceReplayTime.outside_layers_text": "outside layers",
     "ReplayRank.outside_layers_us": "outside layers (mean per step)",
+    # each {group} shares its layer rows (ranks whose rows read the same), never a count
+    "TraceReplayTime.rank_groups": "rank groups with alike layer rows",
     # a multi-rank run's sync counts are sums over its ranks (per rank: its rank rows)
     "SyncCounts.total": "total over ranks",
     "SyncCounts.watched_steps": "watched steps over ranks",
@@ -625,6 +628,7 @@ def _blocks(
     rows: list[Row] = []
     tables: list[Table] = []
     nested: list[Block] = []
+    pooled: set[str] = set()  # the rows whose label says the ranks their value is made of
     for f in _fields(v):
         if f.name in skip:
             continue
@@ -632,7 +636,10 @@ def _blocks(
         k, label = f"{key}.{f.name}", _label(owner, f.name)
         how = f.metadata.get(OVER_RANKS)
         if how and x is not None:  # an unknown is no rank's value: no sum to say
-            label += over_ranks_label(how, field_ranks(v, f.name, ranks))
+            said = over_ranks_label(how, field_ranks(v, f.name, ranks))
+            label += said
+            if said:
+                pooled.add(k)
         if dataclasses.is_dataclass(x):
             nested += _blocks(k, title + SEP + label, x, ranks=ranks)
         elif _records(x) and any(_rich(r) for r in x):
@@ -643,7 +650,23 @@ def _blocks(
             tables.append(_map_table(k, label, x, ranks))
         else:
             rows.append(Row(k, label, _text(f, x, v)))
-    return [Block(key, title, rows, tables), *nested]
+    return [Block(key, title, _worded_once(key, v, rows, pooled), tables), *nested]
+
+
+def _worded_once(key: str, v: Any, rows: list[Row], pooled: set[str]) -> list[Row]:
+    """``rows`` with a value and the section's text field that words it
+    (:func:`mlaprof.analysis.typed_json.words_of`) said once where they read the same: the
+    value's row where its label says the ranks it pools (ranks that agree), else the words' (one
+    rank's time). Where the words say more (a range with the ranks behind each value), both."""
+    said = {r.key: r.text for r in rows}
+    dropped = set()
+    for f in dataclasses.fields(v):
+        if WORDS_OF not in f.metadata:
+            continue
+        words, value = f"{key}.{f.name}", f"{key}.{f.metadata[WORDS_OF]}"
+        if words in said and said[words] == said.get(value):
+            dropped.add(words if value in pooled else value)
+    return [r for r in rows if r.key not in dropped]
 
 
 def field_ranks(v: Any, name: str, ranks: int) -> int | list[int]:

@@ -166,3 +166,30 @@ def test_the_dashboard_of_one_rank_shows_that_rank_s_layer_times(
     assert ["1", "0", f"{slow.median_us:.1f}", "µs"] in [ln[:4] for ln in table], table
     assert ["0,", "2-3", "0", f"{fast.median_us:.1f}", "µs"] in [ln[:5] for ln in table], table
     assert not any(ln[:1] == ["0-3"] for ln in table), table
+
+
+def test_a_pooled_time_stays_beside_words_that_say_more(summary: RunSummary) -> None:
+    """The ranks' times differ: the words give the range with the ranks behind each value, so
+    the pooled value keeps its own row beside them (only a value its words repeat is dropped)."""
+    blocks = {b.key: b for b in summary_blocks(summary)}
+    rt = {r.key.rsplit(".", 1)[-1]: r.text for r in blocks["trace.replay_time"].rows}
+    assert "across 8 ranks" in rt["outside_layers_text"]
+    assert (
+        rt["outside_layers_us"].endswith("µs")
+        and rt["outside_layers_us"] != rt["outside_layers_text"]
+    )
+    timing = {r.key.rsplit(".", 1)[-1]: r.text for r in blocks["timing"].rows}
+    assert "across" in timing["step_median_text"]
+    assert "step_median_us" in timing
+
+
+def test_the_rank_groups_read_as_groups(summary: RunSummary) -> None:
+    """Three groups of ranks read as three ("{0, 2-3} {1} {4-7}"), not as one run-on list of
+    ranks ("0, 2-3, 1, 4-7"), nor, for one rank, as a count ("rank groups: 0")."""
+    (block,) = [b for b in summary_blocks(summary) if b.key == "trace.replay_time"]
+    (row,) = [r for r in block.rows if r.key.endswith(".rank_groups")]
+    assert row.text == "{0, 2-3} {1} {4-7}"
+    assert "alike layer rows" in row.label
+    from mlaprof.reporters.fmt import field_text
+
+    assert field_text("rank_groups", ["0"]) == "{0}"
