@@ -258,6 +258,45 @@ class KernelMatcher:
         return KernelMatcher(tuple(self.patterns) + tuple(extra))
 
 
+def matcher_record(matcher: KernelMatcher) -> dict[str, Any] | None:
+    """What a run keeps of the import's kernel table where it is not the default one: the rows
+    checked before the default table (``--patterns``) and after it (``--mla-pattern``), or
+    every row where the table was replaced; None for the default table (nothing to keep)."""
+    rows = tuple(matcher.patterns)
+    if rows == DEFAULT_PATTERNS:
+        return None
+    n = len(DEFAULT_PATTERNS)
+    at = next((i for i in range(len(rows) - n + 1) if rows[i : i + n] == DEFAULT_PATTERNS), None)
+    if at is None:
+        return {"rows": [p.to_dict() for p in rows]}
+    return {
+        "before": [p.to_dict() for p in rows[:at]],
+        "after": [p.to_dict() for p in rows[at + n :]],
+    }
+
+
+def table_meta(matcher: KernelMatcher) -> dict[str, Any]:
+    """run.json's ``kernel_table`` key of an import that matched with ``matcher`` (none for the
+    default table): kept, so the analysis judges names as the import did."""
+    record = matcher_record(matcher)
+    return {} if record is None else {"kernel_table": record}
+
+
+def matcher_of(record: Any) -> KernelMatcher:
+    """The kernel table an import matched names with (:func:`matcher_record`'s record; None or
+    a record of no rows: the default table)."""
+    if not isinstance(record, dict):
+        return KernelMatcher()
+    try:
+        if "rows" in record:
+            return KernelMatcher(tuple(KernelPattern(**d) for d in record["rows"]))
+        before = tuple(KernelPattern(**d) for d in record.get("before", []))
+        after = tuple(KernelPattern(**d) for d in record.get("after", []))
+    except (TypeError, AttributeError) as e:
+        raise MlaprofError(f"run.json: kernel_table is not a kernel table record ({e})") from None
+    return KernelMatcher(before + DEFAULT_PATTERNS + after)
+
+
 def parse_mla_pattern(spec: str) -> KernelPattern:
     """``z:my_kernel.*`` -> a stage-1 pattern with S on z; plain ``REGEX`` means ``z:REGEX``."""
     axis, sep, rx = spec.partition(":")

@@ -138,12 +138,14 @@ def _names(run: Run, sql: str, ranks: list[int]) -> list[AttentionLike]:
 
 def _counted(run: Run, ranks: list[int]) -> dict[str, list[CountedKernel]]:
     """``counters_only``: the kernels the counters of ``ranks`` (ranks with no kernel record)
-    were sampled on, the most counted first (no key where no rank lacks kernels)."""
+    were sampled on, the most counted first (no key where no rank lacks kernels); MLA by the
+    kernel table the import used."""
     if not ranks:
         return {}
-    from mlaprof.kernel_table import KernelMatcher
+    from mlaprof.kernel_table import matcher_of
 
-    match = KernelMatcher().match
+    # the kernel table the import matched names with (its --patterns / --mla-pattern rows)
+    match = matcher_of(run.written_meta.get("kernel_table")).match
     got = run.query(_COUNTED, ranks=ranks)
     out = [
         CountedKernel(name=str(name), values=int(g["n"].sum()),

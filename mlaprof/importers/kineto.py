@@ -29,7 +29,7 @@ from mlaprof.importers.kineto_folder import (
 )
 from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables, x_span
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
-from mlaprof.kernel_table import KernelMatcher
+from mlaprof.kernel_table import KernelMatcher, table_meta
 from mlaprof.portable import portable_path
 from mlaprof.rank_counts import rank_list
 from mlaprof.store import runmeta, validate
@@ -333,6 +333,7 @@ def import_kineto(
             f"steps) not imported as ranks: {', '.join(f.path.name for f in frontends[:2])}"
         )
     matcher = matcher or KernelMatcher()
+    meta.update(table_meta(matcher))  # the user's rows of the kernel table, where given
     cpu_by_rank: dict[str, dict[str, Any]] = {}
     with staged_run(traces, name or f"kineto-{stem}", meta, unique=name is None) as (bulk, final):
         for rank, tfs in groups.items():

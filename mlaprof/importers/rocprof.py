@@ -40,7 +40,7 @@ from mlaprof.importers.common import (
 )
 from mlaprof.importers.duplicates import merge_duplicate_dispatches
 from mlaprof.importers.foreign import Foreign, foreign
-from mlaprof.kernel_table import KernelMatcher
+from mlaprof.kernel_table import KernelMatcher, table_meta
 from mlaprof.portable import portable_path
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
@@ -196,6 +196,7 @@ def import_rocprof(
         "format": fmt,
         "grid_units": "workitems",
     }
+    meta.update(table_meta(matcher))  # the user's rows of the kernel table, where given
     run_name = name or f"rocprof-{path.stem or 'import'}"
     groups = rank_groups(fmt, files)
     if fmt == "rocpd" and len(files) > 1:

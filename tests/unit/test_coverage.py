@@ -288,3 +288,44 @@ def test_json_counter_collection_without_a_kernel_trace(tmp_path: Path) -> None:
     (f,) = doc["findings"]
     assert "hardware counters but no kernel trace" in f["title"]
     assert f"{STAGE1} (x{2 * 3 * 4}, in the MLA kernel table)" in f["evidence"]
+
+
+def test_counters_only_kernels_are_marked_by_the_imports_own_table(tmp_path: Path) -> None:
+    """A kernel the user's --mla-pattern names is an MLA kernel of that import: the counters-only
+    list marked the counters' kernels by the default table alone, so a user's own MLA kernel read
+    as no MLA kernel. The run keeps its import's table (run.json ``kernel_table``, only where it
+    is not the default one) and the list is marked by it."""
+    from mlaprof.kernel_table import KernelMatcher, matcher_of, matcher_record
+
+    src, _, _ = _counters_only(tmp_path / "in")
+    plain, _ = import_rocprof(src, tmp_path / "t", "plain")
+    mine = KernelMatcher().with_extra(["z:void aiter::rmsnorm_kernel.*"])
+    ours, _ = import_rocprof(src, tmp_path / "t", "mine", mine)
+    marked = {}
+    for run_dir in (plain, ours):
+        with load(run_dir) as run:
+            got = summary(run)["trace"]["coverage"]["counters_only"]
+        marked[run_dir.name] = sorted(k["name"].split("<")[0] for k in got if k["mla"])
+    assert marked["plain"] == ["_mla_gluon"]
+    assert marked["mine"] == ["_mla_gluon", "void aiter::rmsnorm_kernel"]
+    assert "kernel_table" not in json.loads((plain / "run.json").read_text())
+    kept = json.loads((ours / "run.json").read_text())["kernel_table"]
+    assert kept["before"] == [] and [r["regex"] for r in kept["after"]] == [
+        "void aiter::rmsnorm_kernel.*"
+    ]
+    assert matcher_of(kept).patterns == mine.patterns  # the import's table, row for row
+    assert matcher_record(KernelMatcher()) is None
+
+
+def test_a_kineto_import_keeps_its_table_too(tmp_path: Path) -> None:
+    """Both kernel importers keep the user's rows of their table the same way."""
+    from mlaprof.importers.kineto import import_kineto
+    from mlaprof.kernel_table import KernelMatcher, matcher_of
+
+    trace = DATA / "kineto_graph_replay.json.gz"
+    plain, _ = import_kineto(trace, tmp_path, "plain")
+    mine = KernelMatcher().with_extra(["z:my_own_mla_kernel"])
+    ours, _ = import_kineto(trace, tmp_path, "mine", mine)
+    assert "kernel_table" not in json.loads((plain / "run.json").read_text())
+    kept = json.loads((ours / "run.json").read_text())["kernel_table"]
+    assert matcher_of(kept).patterns == mine.patterns
