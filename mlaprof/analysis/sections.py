@@ -230,7 +230,7 @@ class Capture(Section):
     mode: str | None  # the graph mode asked for
     provenance: str
     status: CaptureStatus
-    text: str
+    text: str = words_of("label")  # the label where nothing more is known: said once
     why: str | None = opt()  # for an unknown status: which evidence is missing
     # the mode a GPU would run, predicted from the syncs seen (a scenario run that captured
     # nothing); None: the verdict is no prediction. Never the mode that ran (effective_mode)

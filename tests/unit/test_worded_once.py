@@ -1,8 +1,8 @@
 """A value and the words that say it (``typed_json.words_of``: a time of several ranks, said as
 the pooled value where they agree, else as the range with the ranks behind each value) are said
 once in every view where they read the same: a one-rank run's report printed "median step:
-862.9 µs" and "step median: 862.9 µs" in its timing block, and "outside layers: 0.0 µs" twice in
-an imported trace's replay-time block. The JSON document keeps both keys. Where the words say
+862.9 µs" and "step median: 862.9 µs" in its timing block, "outside layers: 0.0 µs" twice in an
+imported trace's replay-time block, and its capture's label again as the capture's text. The JSON document keeps both keys. Where the words say
 more than the value (ranks that differ), both rows stay: tests/unit/test_replay_time_per_rank.py."""
 
 from __future__ import annotations
@@ -93,3 +93,16 @@ def test_ranks_that_agree_keep_the_row_that_says_they_are_pooled() -> None:
     assert "step_median_text" not in got
     assert got["step_median_us"].label.endswith("(median of the steps pooled over 2 ranks)")
     assert got["step_median_us"].text == "862.9 µs"
+
+
+def test_a_capture_label_its_text_repeats_is_said_once() -> None:
+    """An imported trace's capture printed "label: replayed in a graph" and "capture: replayed
+    in a graph"; where the text says more than the label (a recorded run's), both stay."""
+    s = shipped_runs.summary(KINETO)
+    cap = _rows(s, "trace.capture")
+    assert cap["text"] == s.trace.capture.label == "replayed in a graph"
+    assert "label" not in cap
+    gpu = shipped_runs.summary(GPU)
+    assert gpu.capture.text == "FULL -> captured (runs FULL)" != gpu.capture.label
+    both = _rows(gpu, "capture")
+    assert both["label"] == gpu.capture.label and both["text"] == gpu.capture.text
