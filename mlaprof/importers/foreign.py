@@ -9,6 +9,11 @@ the format and what to import instead, never "binary, not a CSV" or "not a rocpd
 - The legacy rocprof's (v1) kernel trace, ``results.csv``: a header with ``KernelName``,
   ``grd`` (the grid's total work-items, no axis) and ``BeginNs`` / ``EndNs``, as its
   ``--stats`` / ``--hip-trace`` runs write it (rocprofiler's ``bin/tblextr.py``).
+- The legacy rocprof's (v1) JSON trace, ``results.json``: a Chrome trace its writer opens with an
+  empty first event (rocprofiler's ``bin/sqlitedb.py``, ``open_json``: ``{ "traceEvents":[{}``),
+  then ``process_name`` records and ``X`` events whose values are all strings (``dump_json``),
+  and an ``otherData`` block; no kernel grid per axis. Before, ``import kineto`` read it as a
+  Kineto trace holding no kernel event, and ``import rocprof`` sent it to ``import kineto``.
 - A kernel trace whose grid is one total (``Grid_Size``, no axis), with ``Kernel_Name`` and
   ``Start_Timestamp`` / ``End_Timestamp`` and no counter columns of rocprofv3's counter
   collection: the per-dispatch columns of rocprofv2's kernel trace and of rocprof-compute's
@@ -25,6 +30,7 @@ trace's keys, a vLLM log's server-start or engine-config line): said after the r
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +61,9 @@ LEGACY_TODO = (
 )
 # the legacy rocprof's kernel trace columns (a total grid ``grd``, times ``BeginNs`` ``EndNs``)
 _LEGACY_COLUMNS = {"KernelName", "grd", "BeginNs", "EndNs"}
+# the legacy rocprof's JSON trace starts so (its writer's empty first event), whitespace aside
+_LEGACY_JSON = re.compile(rb'\A\s*\{\s*"traceEvents"\s*:\s*\[\s*\{\s*\}')
+
 # a table only an Nsight Systems SQLite export holds (CUPTI's activity records)
 _NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_GPU")
 
@@ -77,6 +86,10 @@ class Foreign:
         )
 
 
+# what the legacy rocprof's JSON trace is, and what to record instead
+LEGACY_JSON = Foreign("a legacy rocprof (v1) JSON trace (results.json)", LEGACY_TODO, False)
+
+
 def _tables(path: Path) -> set[str]:
     from mlaprof.importers.rocpd_sqlite import table_names
 
@@ -90,6 +103,8 @@ def foreign(path: Path) -> Foreign | None:
         return Foreign(*got, rocprof=got[1] is ROCPROF_TODO)
     if not path.is_file():
         return None
+    if _LEGACY_JSON.match(_head(path)):
+        return LEGACY_JSON
     if path.suffix.lower() == ".csv":
         first = _head(path).split(b"\n", 1)[0].decode("utf-8", "replace")
         cells = [c.strip().strip('"') for c in first.split(",")]
@@ -185,6 +200,8 @@ def _file_kind(path: Path) -> str | None:
         return None
     if _ROCPROF_KEY in head:
         return "rocprof"
+    if _LEGACY_JSON.match(head):  # a Chrome trace too, which no kind reads
+        return None
     if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _KINETO_KEYS):
         return "kineto"
     if _vllm_log(head):

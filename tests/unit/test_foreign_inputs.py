@@ -137,6 +137,42 @@ def test_the_legacy_rocprof_kernel_trace_is_named(
     assert kernels.name in err and "legacy rocprof" not in err, err
 
 
+# the legacy rocprof's (v1) JSON trace as its writer lays it out (rocprofiler's bin/sqlitedb.py:
+# open_json's '{ "traceEvents":[{}' with its empty first event, label_json's process_name
+# records with a sort_index, dump_json's "X" events with every value a string, metadata_json's
+# otherData block, close_json's '}')
+LEGACY_JSON = (
+    '{ "traceEvents":[{}\n'
+    ',{"args":{"name":"GPU0"},"ph":"M","pid":6,"name":"process_name","sort_index":0}\n'
+    ',{"ph":"X","Name":"_fwd_grouped_kernel_stage1.kd","pid":"6","tid":"1","ts":"21",'
+    '"dur":"1",\n  "args":{\n    "BeginNs":"5323868593552306",\n    "EndNs":"5323868593554226"'
+    "\n  }\n}\n"
+    '],\n"otherData": {\n    "ROCm version": "6.1"\n  }\n}'
+)
+
+
+def test_the_legacy_rocprof_json_trace_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given to ``import kineto`` it read "no kernel or runtime events found"; given to ``import
+    rocprof`` it was sent to ``import kineto`` as a PyTorch profiler trace."""
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    (folder / "results.json").write_text(LEGACY_JSON)
+    for kind in ("kineto", "rocprof"):
+        for path in (folder / "results.json", folder):
+            code = main(["import", kind, str(path), "--traces", str(tmp_path / "t")])
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert "results.json is a legacy rocprof (v1) JSON trace" in err, (kind, path, err)
+            assert "rocprofv3 --kernel-trace" in err and "import kineto" not in err, err
+    # a Kineto trace keeps its own reading: the empty first event is the legacy writer's alone
+    from mlaprof.importers.foreign import foreign, kind_of
+
+    kineto = Path(__file__).resolve().parents[1] / "data" / "kineto_graph_replay.json.gz"
+    assert foreign(kineto) is None and kind_of(kineto) == "kineto"
+
+
 # per-dispatch columns with the grid as one total: rocprofv2's kernel trace, rocprof-compute's
 # pmc_perf.csv (whose counters follow as columns of their own)
 TOTAL_GRID_CSV = (
