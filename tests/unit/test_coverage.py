@@ -315,6 +315,10 @@ def test_counters_only_kernels_are_marked_by_the_imports_own_table(tmp_path: Pat
     ]
     assert matcher_of(kept).patterns == mine.patterns  # the import's table, row for row
     assert matcher_record(KernelMatcher()) is None
+    from mlaprof.errors import MlaprofError
+
+    with pytest.raises(MlaprofError, match="kernel_table is not a kernel table record"):
+        matcher_of({"after": [{"regex": "x", "bogus": 1}]})  # a damaged run.json: said, no trace
 
 
 def test_a_kineto_import_keeps_its_table_too(tmp_path: Path) -> None:
