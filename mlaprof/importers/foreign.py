@@ -103,10 +103,11 @@ def foreign(path: Path) -> Foreign | None:
         return Foreign(*got, rocprof=got[1] is ROCPROF_TODO)
     if not path.is_file():
         return None
-    if _LEGACY_JSON.match(_head(path)):
+    head = _head(path)
+    if _LEGACY_JSON.match(head):
         return LEGACY_JSON
     if path.suffix.lower() == ".csv":
-        first = _head(path).split(b"\n", 1)[0].decode("utf-8", "replace")
+        first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
         cells = [c.strip().strip('"') for c in first.split(",")]
         if set(cells) >= _LEGACY_COLUMNS:
             return Foreign("a legacy rocprof (v1) kernel trace", LEGACY_TODO, False)
