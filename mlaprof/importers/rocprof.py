@@ -46,25 +46,10 @@ from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 from mlaprof.store.trace_checks import LEGACY_KEYS
 
-# ranks read ahead, in threads (SQLite and pyarrow release the GIL while reading); the free
-# cores are shared out among them, each read split over its share
+# ranks read ahead, in a thread (SQLite and pyarrow release the GIL while reading); each read
+# is itself split over the free cores, so a second rank ahead only holds memory: on 2 cores it
+# read an 8-rank fleet in no less time (CSV and rocpd) for a quarter more peak (rocpd)
 AHEAD = 1
-# CSV fleets whose kernel files are all this small read two ranks ahead, each file parsed in
-# one range: one range a core parses with less CPU than a file split over two (no joins, no
-# second spill), so an 8 x 1.25M-dispatch fleet imported with ~3% less CPU and ~6% less wall
-# (8.42 against 8.67 s CPU, 4.47 against 4.74 s, medians of 6 alternating pairs on 2 cores)
-# for one more rank's parsed columns in memory (peak 506 against 425 MiB); a bigger file's
-# columns are too big to hold a third rank's, and a rocpd read holds more (a quarter more
-# peak for no less time): one rank ahead
-CSV_AHEAD, CSV_AHEAD_BYTES = 2, 512 << 20
-
-
-def read_ahead(fmt: str, groups: list[list[Path]]) -> int:
-    """How many ranks the import reads ahead of the one it annotates."""
-    if fmt != "csv" or len(groups) < 2:
-        return AHEAD
-    sizes = [f.stat().st_size for g in groups for f in g]
-    return CSV_AHEAD if sizes and max(sizes) <= CSV_AHEAD_BYTES else AHEAD
 
 
 def _is_rocprof_json(path: Path) -> bool:
@@ -223,9 +208,8 @@ def import_rocprof(
     pending: dict[Path, Future[KernelColumns | None]] = {}
     # a file's parse is split over the cores the other ranks' reads leave free: one rank's
     # import parses on every core, a fleet's reads ahead already keep them busy
-    ahead = read_ahead(fmt, groups)
-    ways = max(1, rocprof_csv.free_cores() // min(ahead, len(groups)))
-    with ThreadPoolExecutor(ahead) as pool:
+    ways = max(1, rocprof_csv.free_cores() // min(AHEAD, len(groups)))
+    with ThreadPoolExecutor(AHEAD) as pool:
 
         def prefetch(rank: int) -> None:
             if rank >= len(groups):
@@ -236,7 +220,7 @@ def import_rocprof(
                 elif fmt == "csv" and use_arrow and rocprof_csv.sniff(f) == rocprof_csv.KERNEL:
                     pending[f] = pool.submit(rocprof_csv.read_kernel_file, f, ways)
 
-        for rank in range(ahead):
+        for rank in range(AHEAD):
             prefetch(rank)
         try:
             with staged_run(traces, run_name, meta, unique=name is None) as (bulk, final):
@@ -250,7 +234,7 @@ def import_rocprof(
                 for rank, group in enumerate(groups):
                     w = bulk.rank_writer(rank)
                     w.host = hosts[rank] if rank < len(hosts) else host_folder(path, group[0])
-                    prefetch(rank + ahead)
+                    prefetch(rank + AHEAD)
                     parts: list[KernelColumns] = []
                     kfiles: list[Path] = []  # the files of those parts
                     agents: list[GpuAgent] = []  # the rank's GPU agents, as its files name them

@@ -201,24 +201,7 @@ def test_one_rank_parses_on_every_core_a_fleet_one_file_a_core(
         (fleet / f"rank{r}").mkdir(parents=True)
         _write(fleet / f"rank{r}" / f"{100 + r}_kernel_trace.csv", _rows(50))
     rocprof.import_rocprof(fleet, tmp_path / "traces", name="fleet")
-    assert seen == [4 // rocprof.CSV_AHEAD] * 3  # small files: two ranks read ahead
-    # files past the bound: one rank ahead, its file split over every free core
-    seen.clear()
-    monkeypatch.setattr(rocprof, "CSV_AHEAD_BYTES", 10)
-    rocprof.import_rocprof(fleet, tmp_path / "traces", name="big")
     assert seen == [4 // rocprof.AHEAD] * 3
-
-
-def test_two_csv_ranks_read_ahead_only_where_the_files_are_small(tmp_path: Path) -> None:
-    small = [[tmp_path / "a.csv"], [tmp_path / "b.csv"], [tmp_path / "c.csv"]]
-    for (f,) in small:
-        f.write_bytes(b"x" * 100)
-    assert rocprof.read_ahead("csv", small) == rocprof.CSV_AHEAD == 2
-    assert rocprof.read_ahead("rocpd", small) == rocprof.AHEAD == 1  # a rocpd read holds more
-    assert rocprof.read_ahead("csv", small[:1]) == rocprof.AHEAD  # one rank: nothing ahead
-    with open(small[1][0], "r+b") as fh:  # one file past the bound (sparse: no disk used)
-        fh.truncate(rocprof.CSV_AHEAD_BYTES + 1)
-    assert rocprof.read_ahead("csv", small) == rocprof.AHEAD
 
 
 def test_of_two_bad_rows_in_two_ranges_the_first_is_reported(
