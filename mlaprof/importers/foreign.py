@@ -18,6 +18,10 @@ the format and what to import instead, never "binary, not a CSV" or "not a rocpd
   ``Start_Timestamp`` / ``End_Timestamp`` and no counter columns of rocprofv3's counter
   collection: the per-dispatch columns of rocprofv2's kernel trace and of rocprof-compute's
   ``pmc_perf.csv``.
+- mlaprof's own Perfetto export (mlaprof.exporters.perfetto: a Chrome trace whose closing
+  ``otherData`` names the run, ``"mlaprof_run"``): its lanes are mlaprof's, not a profiler's, so
+  it is refused by every kind with how to carry the run over instead (before, ``import rocprof``
+  sent it to ``import kineto``, which refused it).
 - Nsight Systems reports (``.nsys-rep``, ``.qdrep`` before 2021) and their SQLite export
   (``nsys export --type sqlite``: tables ``StringIds``, ``CUPTI_ACTIVITY_KIND_KERNEL``, ...,
   NVIDIA's "SQLite Export Schema Reference"); Nsight Compute reports (``.ncu-rep``).
@@ -90,6 +94,41 @@ class Foreign:
 LEGACY_JSON = Foreign("a legacy rocprof (v1) JSON trace (results.json)", LEGACY_TODO, False)
 
 
+# where mlaprof's Perfetto export names its run: the end of the file (otherData comes last)
+_OWN_EXPORT = re.compile(rb'"otherData":\{"mlaprof_run":("(?:[^"\\]|\\.)*")')
+
+
+def own_export(run: str) -> Foreign:
+    """mlaprof's own Perfetto export of ``run``, and how to carry the run over instead."""
+    run = run[:200]
+    return Foreign(
+        f"mlaprof's own Perfetto export of run {run!r}, not a PyTorch profiler trace (its lanes "
+        "are mlaprof's, so it would import as eager kernels)",
+        f"open the run itself (mlaprof report {run}), or carry it over as rocpd (mlaprof export "
+        f"{run} --format rocpd, then mlaprof import rocprof FILE)",
+        False,
+    )
+
+
+def _exported_run(path: Path) -> str | None:
+    """The run an mlaprof Perfetto export names at its end (None: not one)."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - _PROBE))
+            tail = f.read(_PROBE)
+    except OSError:
+        return None
+    m = _OWN_EXPORT.search(tail)
+    if m is None:
+        return None
+    try:
+        return str(json.loads(m.group(1)))
+    except ValueError:
+        return None
+
+
 def _tables(path: Path) -> set[str]:
     from mlaprof.importers.rocpd_sqlite import table_names
 
@@ -106,6 +145,8 @@ def foreign(path: Path) -> Foreign | None:
     head = _head(path)
     if _LEGACY_JSON.match(head):
         return LEGACY_JSON
+    if head.lstrip()[:1] == b"{" and (run := _exported_run(path)) is not None:
+        return own_export(run)
     if path.suffix.lower() == ".csv":
         first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
         cells = [c.strip().strip('"') for c in first.split(",")]
@@ -201,8 +242,8 @@ def _file_kind(path: Path) -> str | None:
         return None
     if _ROCPROF_KEY in head:
         return "rocprof"
-    if _LEGACY_JSON.match(head):  # a Chrome trace too, which no kind reads
-        return None
+    if _LEGACY_JSON.match(head) or (head.lstrip()[:1] == b"{" and _exported_run(path)):
+        return None  # Chrome traces too, which no kind reads (foreign() names them)
     if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _KINETO_KEYS):
         return "kineto"
     if _vllm_log(head):

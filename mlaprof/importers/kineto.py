@@ -233,13 +233,9 @@ def scan(path: Path, events: bool = True) -> Scanned:
 def _own_export(path: Path, doc: Mapping[str, Any]) -> None:
     own = doc.get("otherData")
     if isinstance(own, dict) and own.get("mlaprof_run") is not None:
-        run = str(own["mlaprof_run"])[:200]
-        raise MlaprofError(
-            f"{path} is mlaprof's own Perfetto export of run {run!r}, not a PyTorch profiler "
-            f"trace (its lanes are mlaprof's, so it would import as eager kernels): open the run "
-            f"itself (mlaprof report {run}), or carry it over as rocpd (mlaprof export {run} "
-            "--format rocpd, then mlaprof import rocprof FILE)"
-        )
+        from mlaprof.importers.foreign import own_export
+
+        raise own_export(str(own["mlaprof_run"])).error(path)
 
 
 @dataclass

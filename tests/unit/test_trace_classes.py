@@ -81,6 +81,14 @@ def test_mlaprofs_perfetto_export_is_refused_by_the_kineto_importer(tmp_path, ca
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "mlaprof's own Perfetto export of run 'bug'" in err and "--format rocpd" in err
     assert sorted(p.name for p in traces.iterdir()) == ["bug"]  # nothing half-imported
+    # every kind says the same of it (import rocprof sent it to import kineto, which refused
+    # it): told by the run its exporter names at the file's end (otherData's mlaprof_run)
+    for kind in ("rocprof", "vllm-log"):
+        assert main(["import", kind, str(out), "--traces", str(traces)]) == 2
+        said = capsys.readouterr().err.strip()
+        assert said == err, (kind, said)
+        assert "import kineto" not in said
+    assert sorted(p.name for p in traces.iterdir()) == ["bug"]
 
 
 def test_duplicate_exports_of_one_run_are_one_run(tmp_path, capsys) -> None:
