@@ -144,10 +144,8 @@ def _counted(run: Run, ranks: list[int]) -> dict[str, list[CountedKernel]]:
         return {}
     from mlaprof.kernel_table import matcher_of
 
-    # the kernel table the import matched names with (its --patterns / --mla-pattern rows); a
-    # run read live, before its run.json is final, by the default table
-    written = getattr(run, "written_meta", None) or {}
-    match = matcher_of(written.get("kernel_table")).match
+    # the kernel table the import matched names with (its --patterns / --mla-pattern rows)
+    match = matcher_of(run.written_meta.get("kernel_table")).match
     got = run.query(_COUNTED, ranks=ranks)
     out = [
         CountedKernel(name=str(name), values=int(g["n"].sum()),

@@ -129,6 +129,16 @@ def _exported_run(path: Path) -> str | None:
         return None
 
 
+def _chrome_trace(path: Path, head: bytes) -> Foreign | None:
+    """A Chrome trace no ``import`` kind reads (``head``: the file's start): the legacy rocprof's
+    JSON trace, or mlaprof's own Perfetto export."""
+    if _LEGACY_JSON.match(head):
+        return LEGACY_JSON
+    if head.lstrip()[:1] == b"{" and (run := _exported_run(path)) is not None:
+        return own_export(run)
+    return None
+
+
 def _tables(path: Path) -> set[str]:
     from mlaprof.importers.rocpd_sqlite import table_names
 
@@ -143,10 +153,9 @@ def foreign(path: Path) -> Foreign | None:
     if not path.is_file():
         return None
     head = _head(path)
-    if _LEGACY_JSON.match(head):
-        return LEGACY_JSON
-    if head.lstrip()[:1] == b"{" and (run := _exported_run(path)) is not None:
-        return own_export(run)
+    chrome = _chrome_trace(path, head)
+    if chrome is not None:
+        return chrome
     if path.suffix.lower() == ".csv":
         first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
         cells = [c.strip().strip('"') for c in first.split(",")]
@@ -242,7 +251,7 @@ def _file_kind(path: Path) -> str | None:
         return None
     if _ROCPROF_KEY in head:
         return "rocprof"
-    if _LEGACY_JSON.match(head) or (head.lstrip()[:1] == b"{" and _exported_run(path)):
+    if _chrome_trace(path, head) is not None:
         return None  # Chrome traces too, which no kind reads (foreign() names them)
     if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _KINETO_KEYS):
         return "kineto"
