@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats.kineto_events import API_CATS, KERNEL_CATS, MEMCPY_CATS
 from mlaprof.importers.inputs import is_sqlite
 
 ROCPROF_TODO = (
@@ -209,7 +210,16 @@ def foreign_in(path: Path, limit: int = 200) -> tuple[Path, Foreign] | None:
 # ---- a file of a format mlaprof reads, given to the wrong ``import`` kind -------------------
 
 _PROBE = 1 << 16  # bytes of a file's (inflated) start read to tell what it is
-_KINETO_KEYS = (b'"traceEvents"', b'"deviceProperties"', b'"schemaVersion"')
+# Kineto's writer opens every trace with its schema version and, on a GPU, the device list
+# (libkineto output_json.cpp, ChromeTraceLogger::handleTraceStart); a trace-event file without
+# them is Kineto's only where its events are of the categories the kineto reader reads (any
+# other Chrome trace, a JAX or TensorFlow profile's, holds none: no kind reads it)
+_KINETO_KEYS = (b'"deviceProperties"', b'"schemaVersion"')
+_KINETO_EVENT = re.compile(
+    rb'"cat"\s*:\s*"(?:%s)"'
+    % b"|".join(c.encode() for c in sorted(KERNEL_CATS | MEMCPY_CATS | API_CATS)),
+    re.IGNORECASE,
+)
 _ROCPROF_KEY = b'"rocprofiler-sdk-tool"'
 READS = {
     "rocprof": "rocprofv3 output",
@@ -253,7 +263,9 @@ def _file_kind(path: Path) -> str | None:
         return "rocprof"
     if _chrome_trace(path, head) is not None:
         return None  # Chrome traces too, which no kind reads (foreign() names them)
-    if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _KINETO_KEYS):
+    if head.lstrip()[:1] in (b"{", b"[") and (
+        any(k in head for k in _KINETO_KEYS) or _KINETO_EVENT.search(head)
+    ):
         return "kineto"
     if _vllm_log(head):
         return "vllm-log"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.formats.kineto_events import API_CATS, KERNEL_CATS, MEMCPY_CATS
 from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store_kernels
 from mlaprof.importers.common import ImportSummary, parse_json, to_int
 from mlaprof.importers.inputs import text_chunks
@@ -35,9 +36,6 @@ from mlaprof.rank_counts import rank_list
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 
-KERNEL_CATS = {"kernel", "gpu_kernel"}
-MEMCPY_CATS = {"gpu_memcpy", "gpu_memset"}
-API_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "user_annotation", "cpu_op"}
 KCOLS = (*KERNEL_COLS, "replay")
 
 

@@ -213,3 +213,40 @@ def test_a_total_grid_kernel_trace_is_named_and_a_counter_collection_is_read(
     assert main(["import", "rocprof", str(pmc), "--traces", str(tmp_path / "t")]) == 2
     err = capsys.readouterr().err
     assert "Counter_Value" in err and "one total" not in err, err
+
+
+# a trace-event file as the Trace Event Format (Google's spec, the JSON object form) lays it
+# out, from a profiler that is not PyTorch's: process metadata and complete events, no category
+# the kineto reader reads, no Kineto header keys
+OTHER_CHROME_TRACE = (
+    '{"displayTimeUnit":"ns","traceEvents":['
+    '{"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},'
+    '{"ph":"X","pid":1,"tid":2,"ts":10,"dur":5,"name":"fusion.12","args":{}}]}'
+)
+
+
+def test_a_chrome_trace_no_pytorch_profiler_wrote_is_not_sent_to_import_kineto(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its ``traceEvents`` key alone used to tell it as a Kineto trace: ``import rocprof`` sent
+    it to ``import kineto``, which then found no kernel event in it."""
+    from mlaprof.importers.foreign import kind_of
+
+    other = tmp_path / "trace.json"
+    other.write_text(OTHER_CHROME_TRACE)
+    assert kind_of(other) is None
+    code = main(["import", "rocprof", str(other), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "import kineto" not in err and "Kineto" not in err, err
+    # Kineto's own: its header keys (libkineto's writer puts schemaVersion first), or, where a
+    # tool kept only the events, an event of a category the kineto reader reads
+    events_only = tmp_path / "events_only.json"
+    events_only.write_text(
+        '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,'
+        '"args":{"device":0,"stream":7,"correlation":3,"grid":[1,1,1],"block":[64,1,1]}}]}'
+    )
+    assert kind_of(events_only) == "kineto"
+    header_only = tmp_path / "header_only.json"
+    header_only.write_text('{"schemaVersion": 1, "traceEvents": []}')
+    assert kind_of(header_only) == "kineto"
