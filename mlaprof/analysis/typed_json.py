@@ -298,9 +298,12 @@ def to_json(obj: Any) -> Any:
         out = {}
         for name, omit in plan:
             v = getattr(obj, name)
-            if v is None and omit and name not in written_null:
-                continue
-            out[name] = to_json(v)
+            if v is None:
+                if omit and name not in written_null:
+                    continue
+                out[name] = None
+            else:  # a plain value as it is: a fleet's step rows are 100k+ of them
+                out[name] = v if type(v) in _PLAIN else to_json(v)
         return out
     if isinstance(obj, Enum):
         return obj.value
@@ -311,7 +314,7 @@ def to_json(obj: Any) -> Any:
     return obj
 
 
-_PLAIN = (int, float, str, bool)
+_PLAIN = frozenset({int, float, str, bool})
 
 
 @cache
