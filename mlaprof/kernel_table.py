@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -349,10 +348,12 @@ def load_patterns(path: Path | str) -> list[KernelPattern]:
         raise MlaprofError(f"cannot read kernel patterns from {path}: {e.strerror or e}") from None
     try:
         if path.suffix.lower() == ".toml":
+            import tomllib  # only for a TOML table: every import loads this module
+
             doc: Any = tomllib.loads(text).get("pattern", [])
         else:
             doc = json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as e:
+    except ValueError as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
         raise MlaprofError(f"{path}: not valid JSON/TOML ({e})") from None
     if not isinstance(doc, list) or not doc:
         raise MlaprofError(
