@@ -101,8 +101,10 @@ _KERNEL_NONEMPTY = (
     "block_z",
 )
 # the CSV reader parses blocks of this size in parallel, each a chunk of every column (the
-# annotation reads chunked columns in place: the tests shrink this to cut fixtures into many)
-BLOCK_BYTES = 1 << 20
+# annotation reads chunked columns in place: the tests shrink this to cut fixtures into many).
+# Each block costs a pass of Python over its columns: 2 MiB blocks read a 277 MB rank file
+# with ~3% less CPU than 1 MiB ones, for ~3 MB more peak (docs/performance.md)
+BLOCK_BYTES = 2 << 20
 MAX_BLOCK_BYTES = 1 << 30  # the reader's block size is a 32-bit int: rows up to half of it
 _STATS_VALUES = ("calls", "totaldurationns", "averagens", "percentage", "minns", "maxns", "stddev")
 
