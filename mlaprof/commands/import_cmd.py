@@ -111,8 +111,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     import threading
 
+    from mlaprof import library_env
     from mlaprof.kernel_table import KernelMatcher, load_patterns
     from mlaprof.store import runmeta
+
+    library_env.one_malloc_arena()  # before any thread of the import allocates
 
     # what run.json records of the tool (package versions, git revision) is asked while the
     # importer's first reads run, not after them

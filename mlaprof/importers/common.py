@@ -171,8 +171,17 @@ class ImportSummary:
 def trim_heap() -> None:
     """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): a streamed
     read frees thousands of small per-batch arrays that the heap would otherwise keep, a few
-    hundred MB on a 10M-dispatch trace. No-op off glibc."""
+    hundred MB on a 10M-dispatch trace, in the arena of the thread that read it. Not where the
+    process's threads share one arena (an import command's,
+    :func:`mlaprof.library_env.one_malloc_arena`): the next allocations, of any thread, reuse
+    those pages there, and handing them back only makes the next rank fault them in again.
+    No-op off glibc."""
     import ctypes
+
+    from mlaprof import library_env
+
+    if library_env.one_arena():
+        return
 
     try:  # the process's own symbols: glibc's where it is the C library (no library lookup)
         trim = ctypes.CDLL(None).malloc_trim

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,8 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in CHOOSERS:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setattr(library_env, "_SET", set())
+    monkeypatch.setattr(library_env, "_STATE", {"command": False, "one_arena": False})
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
 
 
 def test_a_command_process_sets_every_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,3 +92,98 @@ def test_a_child_gets_the_environment_the_user_gave(monkeypatch: pytest.MonkeyPa
     # a process that set nothing (a notebook, a caller's own process) passes everything on
     monkeypatch.setattr(library_env, "_SET", set())
     assert child_env() == dict(os.environ)
+
+
+class _Libc:
+    """A recording stand-in for the process's C library (``ctypes.CDLL(None)``): glibc's
+    ``mallopt(param, value)`` answers 1 where it set the parameter (musl's stub answers 0)."""
+
+    def __init__(self, answer: int) -> None:
+        self.calls: list[tuple[object, ...]] = []
+        self.answer = answer
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return self.answer
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+def _libc(monkeypatch: pytest.MonkeyPatch, answer: int = 1) -> _Libc:
+    import ctypes
+
+    libc = _Libc(answer)
+
+    def cdll(name: object) -> _Libc:
+        if name is not None:
+            raise AssertionError(f"only the process's own symbols are asked for, not {name}")
+        return libc
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    return libc
+
+
+def test_an_import_command_allocates_from_one_arena_and_keeps_its_free_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """glibc's M_ARENA_MAX (-8 in malloc.h) set to 1; the per-rank trim then hands nothing back
+    (the next rank's allocations reuse the pages)."""
+    from mlaprof.importers.common import trim_heap
+
+    _fresh(monkeypatch)
+    libc = _libc(monkeypatch)
+    library_env.command_process()
+    library_env.one_malloc_arena()
+    library_env.one_malloc_arena()  # once is enough
+    assert libc.calls == [("mallopt", -8, 1)] and library_env.one_arena()
+    trim_heap()
+    assert libc.calls == [("mallopt", -8, 1)]
+
+
+@pytest.mark.parametrize("case", ["notebook", "user chose", "not set"])
+def test_elsewhere_the_arenas_stay_and_the_trim_hands_pages_back(
+    monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """A caller's own process (a notebook) keeps its arenas; so does a user who set
+    MALLOC_ARENA_MAX; and where mallopt did not set it (a C library's stub), the trim runs."""
+    from mlaprof.importers.common import trim_heap
+
+    _fresh(monkeypatch)
+    libc = _libc(monkeypatch, answer=0 if case == "not set" else 1)
+    if case != "notebook":
+        library_env.command_process()
+    if case == "user chose":
+        monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    library_env.one_malloc_arena()
+    assert not library_env.one_arena()
+    trim_heap()
+    assert libc.calls[-1] == ("malloc_trim", 0)
+    assert [c for c in libc.calls if c[0] == "mallopt"] == (
+        [("mallopt", -8, 1)] if case == "not set" else []
+    )
+
+
+def test_the_import_sets_one_arena_before_it_starts_a_thread(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A thread's first allocation picks its arena: the setting must come before any thread."""
+    import threading
+
+    from mlaprof.cli import main
+
+    # NumPy and pyarrow stay loaded (a reload of either is a test's artefact, not a command's)
+    monkeypatch.setattr(library_env, "_STATE", {"command": False, "one_arena": False})
+    order: list[str] = []
+    monkeypatch.setattr(library_env, "one_malloc_arena", lambda: order.append("arena"))
+    start = threading.Thread.start
+
+    def started(self: threading.Thread) -> None:
+        order.append("thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", started)
+    trace = Path(__file__).resolve().parents[1] / "data" / "aiter" / "gluon_v0119_bug"
+    assert main(["import", "rocprof", str(trace), "--traces", str(tmp_path / "t")]) == 0
+    assert order[0] == "arena" and "thread" in order, order
