@@ -28,7 +28,8 @@ the format and what to import instead, never "binary, not a CSV" or "not a rocpd
 
 And a file of a format mlaprof reads given to the wrong ``import`` kind (:func:`other_reader`,
 told by its start: rocprofv3's JSON top key or CSV header, a rocpd database's tables, a Kineto
-trace's keys, a vLLM log's server-start or engine-config line): said after the reader's error.
+trace's keys or its events' categories, a vLLM log's server-start or engine-config line): said
+after the reader's error. A trace-event file of another profiler is sent to no other kind.
 """
 
 from __future__ import annotations
