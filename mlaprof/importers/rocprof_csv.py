@@ -302,10 +302,17 @@ class _Filled:
 
     def final(self, col: str, n: int, dtype: Any) -> np.ndarray:
         """The column's ``n`` rows (a copy where the estimate left much of it unused)."""
+        return _fitted(self.room(col, n, dtype), n)
+
+    def room(self, col: str, n: int, dtype: Any) -> np.ndarray:
+        """The column's whole array, its first ``n`` rows filled (the rest room to fill)."""
         a = self.cols.pop(col, None)
-        if a is None:
-            return np.zeros(n, dtype)
-        return a[:n] if len(a) <= n + n // 4 + 4096 else a[:n].copy()
+        return np.zeros(n, dtype) if a is None else a
+
+
+def _fitted(a: np.ndarray, n: int) -> np.ndarray:
+    """``a``'s first ``n`` rows: a view, or a copy where much of ``a`` would be left unused."""
+    return a[:n] if len(a) <= n + n // 4 + 4096 else a[:n].copy()
 
 
 def _kernels_arrow(path: Path, header: list[str], ways: int = 1) -> KernelColumns:
@@ -345,6 +352,9 @@ class _Part:
     codes: dict[str, int]  # a name as written -> its index in ``names``
     names: list[str | None]
     ints: dict[str, np.ndarray]  # IN_MEMORY columns (``name``: codes into ``names``)
+    # the first of several ranges: each of those columns' whole array, sized for the whole
+    # file's rows (the later ranges' rows are copied in after its own: no joined copy)
+    room: dict[str, np.ndarray]
     nulls: dict[str, list[tuple[int, np.ndarray]]]  # column -> (row in the range, mask) parts
     spill: Spill | None
     agent_forms: set[str]  # how its rows write their agents (common.agent_ref's first items)
@@ -363,7 +373,7 @@ def _stream_kernels(
         # while this thread parses the first
         with ThreadPoolExecutor(len(spans) - 1) as pool:
             later = [pool.submit(_parse_span, path, header, wanted, block, s) for s in spans[1:]]
-            got = [_outcome(lambda: _parse_span(path, header, wanted, block, spans[0]))]
+            got = [_outcome(lambda: _parse_span(path, header, wanted, block, spans[0], True))]
             got += [_outcome(f.result) for f in later]
         parts = [g for g in got if isinstance(g, _Part)]
         failed = [g for g in got if isinstance(g, BaseException)]
@@ -372,10 +382,11 @@ def _stream_kernels(
                 if p.spill is not None:
                     p.spill.discard()
             raise failed[0]
-    names, idx = _join_names(parts)
+    names, luts = _joined_names(parts)
+    idx = _join(parts, "name", luts)
     kept = [c for c in wanted if c in IN_MEMORY and c != "name"]
     # one column joined at a time: the ranges' copies of the others are not held beside it
-    ints = {c: _join([p.ints.pop(c) for p in parts]) for c in kept}
+    ints = {c: _join(parts, c) for c in kept}
     counts = [p.n for p in parts]
     masks: dict[str, np.ndarray] = {}
     for c in dict.fromkeys(c for p in parts for c in p.nulls):
@@ -404,20 +415,38 @@ def _outcome(parse: Callable[[], _Part]) -> _Part | BaseException:
         return e
 
 
-def _join(arrays: list[np.ndarray]) -> np.ndarray:
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+def _join(parts: list[_Part], col: str, luts: list[np.ndarray] | None = None) -> np.ndarray:
+    """The ranges' ``col`` as one column (``luts``: each later range's values mapped through its
+    own, name codes onto the first range's): laid in after the first range's rows where its
+    array has room for them all, else joined into a new array."""
+    first = parts[0]
+    head = first.ints.pop(col)
+    if len(parts) == 1:
+        return head
+    later = [p.ints.pop(col) for p in parts[1:]]
+    total = first.n + sum(len(a) for a in later)
+    room = first.room.pop(col, None)
+    if room is None or len(room) < total:  # the first range's estimate fell short
+        room = np.empty(total, head.dtype)
+        room[: first.n] = head
+    del head
+    at = first.n
+    for i, a in enumerate(later):
+        into = room[at : at + len(a)]
+        if luts is None:
+            into[:] = a
+        else:  # "clip": codes of the range's own names, all within its map
+            np.take(luts[i], a, out=into, mode="clip")
+        at += len(a)
+    return _fitted(room, total)
 
 
-def _join_names(parts: list[_Part]) -> tuple[list[str | None], np.ndarray]:
-    """The ranges' name codes as one: names in the file's order of first appearance (what one
-    reader of the whole file gives), each later range's codes mapped onto them."""
+def _joined_names(parts: list[_Part]) -> tuple[list[str | None], list[np.ndarray]]:
+    """The names in the file's order of first appearance (what one reader of the whole file
+    gives), and for each later range the map of its own name codes onto them."""
     codes, names = parts[0].codes, parts[0].names
-    idx = [parts[0].ints.pop("name")]
-    for p in parts[1:]:
-        lut = np.array([_code(codes, names, v) for v in p.codes] or [0], np.int32)
-        own = p.ints.pop("name")
-        idx.append(lut[own])
-    return names, _join(idx)
+    luts = [np.array([_code(codes, names, v) for v in p.codes] or [0], np.int32) for p in parts[1:]]
+    return names, luts
 
 
 # bytes of a kernel file per range parsed at once (a smaller file is parsed in one piece)
@@ -456,9 +485,11 @@ def _parse_span(
     wanted: dict[str, str],
     block: int,
     span: tuple[int, int] | None,
+    room: bool = False,
 ) -> _Part:
     """Parse the whole file (``span`` None: its first line is the header) or one byte range of
-    it (rows only) into a :class:`_Part`."""
+    it (rows only) into a :class:`_Part`. ``room``: the first of several ranges, whose columns
+    are sized for the whole file's rows (the rows per byte it reads, times the file's bytes)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -502,7 +533,7 @@ def _parse_span(
     agents: dict[str, int] = {}
     forms: set[str] = set()
     kept = [c for c in wanted if c in IN_MEMORY]
-    size = last - first
+    size = path.stat().st_size if room else last - first
     filled = _Filled(size, block)
     null_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     n = blocks = 0
@@ -571,8 +602,13 @@ def _parse_span(
     finally:
         source.close()
     # names and agents as int32 codes, the rest int64
-    ints = {c: filled.final(c, n, np.int32 if c in ("name", "device") else np.int64) for c in kept}
-    return _Part(n, codes, names, ints, null_parts, spill, forms)
+    dtypes = {c: np.int32 if c in ("name", "device") else np.int64 for c in kept}
+    if room:
+        rooms = {c: filled.room(c, n, dtypes[c]) for c in kept}
+        return _Part(n, codes, names, {c: a[:n] for c, a in rooms.items()}, rooms, null_parts,
+                     spill, forms)  # fmt: skip
+    ints = {c: filled.final(c, n, dtypes[c]) for c in kept}
+    return _Part(n, codes, names, ints, {}, null_parts, spill, forms)
 
 
 def _written(source: MappedRange, failed: Exception | None = None) -> None:

@@ -266,3 +266,41 @@ def test_pages_are_handed_back_two_blocks_behind_the_parse(
     block = rocprof_csv.BLOCK_BYTES
     for key, got in told.items():
         assert got == [(k - 2) * block for k in range(1, batches[key] + 1)]
+
+
+@pytest.mark.parametrize("rows", ["uniform", "shorter later"])
+def test_the_first_range_holds_the_whole_column_where_its_room_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: str
+) -> None:
+    """The first range's columns are sized for the whole file from its own rows per byte; the
+    later ranges' rows are laid in after its own (no joined copy of every column). Where the
+    later rows are shorter than its own, its room falls short and the columns are joined into a
+    new array: the same values either way."""
+    roomy: dict[str, bool] = {}
+    join = rocprof_csv._join
+
+    def seen(parts: list[Any], col: str, luts: Any = None) -> np.ndarray:
+        total = sum(p.n for p in parts)
+        room = parts[0].room.get(col)
+        got = join(parts, col, luts)
+        if len(parts) == 1:  # one range: nothing to join
+            return got
+        roomy[col] = room is not None and len(room) >= total
+        if roomy[col]:  # laid into the first range's own array: a view of it
+            assert np.shares_memory(got, room), col
+        return got
+
+    monkeypatch.setattr(rocprof_csv, "_join", seen)
+    data = _rows(600)
+    if rows == "shorter later":  # the rows after the first third much shorter than those
+        for r in data[200:]:
+            r["Kernel_Name"], r["Start_Timestamp"], r["End_Timestamp"] = "k", "7", "9"
+    src = _write(tmp_path / "k.csv", data)
+    one = _read(src, 1)
+    assert not roomy
+    many = _read(src, 64)
+    _same(one, many)
+    for c in ("start_ns", "end_ns", "correlation", "device"):
+        assert many.ints[c].tolist() == one.ints[c].tolist(), c
+    assert set(roomy) == {"name", "start_ns", "end_ns", "device", "correlation"}
+    assert all(roomy.values()) if rows == "uniform" else not any(roomy.values())
