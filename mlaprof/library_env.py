@@ -78,7 +78,8 @@ def one_malloc_arena() -> None:
     memory one thread frees then sits in its arena, unused by the others, until a trim hands it
     back and the next rank faults it in again. With one arena the next rank reuses it: a fleet of
     8 ranks x 1.25M kernel records imports with half the page faults (~0.3 s less system CPU)
-    and a ~70 MB lower peak (docs/performance.md, "One malloc arena"). No-op off glibc."""
+    and a lower peak (~30 MB for CSV files, ~180 MB for rocpd databases; docs/performance.md,
+    "One malloc arena for an import"). No-op off glibc."""
     if not _STATE["command"] or _STATE["one_arena"] or "MALLOC_ARENA_MAX" in os.environ:
         return
     import ctypes
