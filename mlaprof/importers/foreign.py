@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlaprof.errors import MlaprofError
-from mlaprof.formats.kineto_events import API_CATS, KERNEL_CATS, MEMCPY_CATS
+from mlaprof.formats.kineto_events import API_CATS, HEADER_KEYS, KERNEL_CATS, MEMCPY_CATS
 from mlaprof.importers.inputs import is_sqlite
 
 ROCPROF_TODO = (
@@ -215,7 +215,7 @@ _PROBE = 1 << 16  # bytes of a file's (inflated) start read to tell what it is
 # (libkineto output_json.cpp, ChromeTraceLogger::handleTraceStart); a trace-event file without
 # them is Kineto's only where its events are of the categories the kineto reader reads (any
 # other Chrome trace, a JAX or TensorFlow profile's, holds none: no kind reads it)
-_KINETO_KEYS = (b'"deviceProperties"', b'"schemaVersion"')
+_KINETO_KEYS = tuple(f'"{k}"'.encode() for k in HEADER_KEYS)
 _KINETO_EVENT = re.compile(
     rb'"cat"\s*:\s*"(?:%s)"'
     % b"|".join(c.encode() for c in sorted(KERNEL_CATS | MEMCPY_CATS | API_CATS)),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.formats.kineto_events import API_CATS, KERNEL_CATS, MEMCPY_CATS
+from mlaprof.formats.kineto_events import API_CATS, HEADER_KEYS, KERNEL_CATS, MEMCPY_CATS
 from mlaprof.importers.annotate import NULL, KernelColumns, store_derived, store_kernels
 from mlaprof.importers.common import ImportSummary, parse_json, to_int
 from mlaprof.importers.inputs import text_chunks
@@ -37,6 +37,12 @@ from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 
 KCOLS = (*KERNEL_COLS, "replay")
+# a trace-event file without Kineto's header keys and without an event the reader reads
+_OTHER_PROFILER = (
+    f", nor the keys the PyTorch profiler opens every trace with ({', '.join(HEADER_KEYS)}): a "
+    "trace-event file of another profiler? Record the run with torch.profiler (vLLM's "
+    "--profiler-config) and import its trace"
+)
 
 
 def _maybe_int(v: Any) -> int | None:
@@ -333,6 +339,7 @@ def import_kineto(
         for rank, tfs in groups.items():
             w = bulk.rank_writer(rank)
             r = _Rank()
+            headed = False  # a file holds the PyTorch profiler's header keys
             for tf in tfs:
                 w.reading(tf.path)
                 with validate.decoding(tf.path):
@@ -344,9 +351,13 @@ def import_kineto(
                         f"rank {dist}"
                     )
                 r.add(sc)
+                headed = headed or any(k in sc.doc for k in HEADER_KEYS)
                 summary.files.append(str(tf.path))
             if not r.kernels and not r.api:
-                raise MlaprofError(f"{tfs[0].path}: no kernel or runtime events found")
+                raise MlaprofError(
+                    f"{tfs[0].path}: no kernel or runtime events found"
+                    + ("" if headed else _OTHER_PROFILER)
+                )
             _store_rank(w, r, rank, matcher, summary, cpu_by_rank)
         devices = {v["device"] for v in cpu_by_rank.values()}
         update: dict[str, Any] = {"ranks_from": {str(k): [t.path.name for t in v]

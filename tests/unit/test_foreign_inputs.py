@@ -239,6 +239,11 @@ def test_a_chrome_trace_no_pytorch_profiler_wrote_is_not_sent_to_import_kineto(
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
     assert "import kineto" not in err and "Kineto" not in err, err
+    # given to import kineto itself: it says it lacks the profiler's header keys too
+    code = main(["import", "kineto", str(other), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no kernel or runtime events found" in err, err
+    assert "nor the keys the PyTorch profiler opens every trace with" in err, err
     # Kineto's own: its header keys (libkineto's writer puts schemaVersion first), or, where a
     # tool kept only the events, an event of a category the kineto reader reads
     events_only = tmp_path / "events_only.json"
@@ -250,3 +255,8 @@ def test_a_chrome_trace_no_pytorch_profiler_wrote_is_not_sent_to_import_kineto(
     header_only = tmp_path / "header_only.json"
     header_only.write_text('{"schemaVersion": 1, "traceEvents": []}')
     assert kind_of(header_only) == "kineto"
+    # a PyTorch profiler trace with no GPU or runtime event: the reader's own words alone
+    code = main(["import", "kineto", str(header_only), "--traces", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no kernel or runtime events found" in err, err
+    assert "another profiler" not in err, err
