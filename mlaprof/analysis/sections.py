@@ -225,7 +225,9 @@ class Capture(Section):
     # the mode the steps ran: a graph mode, or the shape a CPU ran them in eagerly ("FULL shape
     # on cpu", the timing's step_modes rule); None: the evidence does not say
     effective_mode: str | None
-    label: str
+    # the status in words (capture_status.CAPTURE_LABELS; for several ranks, each rank's): said
+    # once where the words are the status itself (a capture that succeeded or failed), as it
+    label: str = words_of("status", keep_value=True)
     memory_bytes: int | None = over_ranks()  # each rank's: per_rank
     mode: str | None  # the graph mode asked for
     provenance: str

@@ -31,6 +31,7 @@ OVER_RECORDS = "summed_over_records"
 # the field a text field words (``words_of()``): a view shows the number only where the words
 # say something else (a per-rank range beside the pooled value), never the same value twice
 WORDS_OF = "words_of"
+KEEP_VALUE = "keep_value"  # with WORDS_OF: where the two read the same, the value's row stays
 
 
 def opt(
@@ -53,11 +54,15 @@ def opt(
     )
 
 
-def words_of(name: str) -> Any:
+def words_of(name: str, keep_value: bool = False) -> Any:
     """A text field that says field ``name``'s value in words (a time of several ranks: the
     pooled value where they agree, else the range with the ranks behind each value). The
-    document keeps both; a view shows ``name``'s own row only where it reads otherwise."""
-    return dataclasses.field(metadata={WORDS_OF: name})
+    document keeps both; a view shows one row where they read the same: the words' (``name``'s
+    own row only where it reads otherwise), or, ``keep_value``, the value's (a verdict whose
+    words are most often the value itself: its ``status`` row is the one every view names)."""
+    return dataclasses.field(
+        metadata={WORDS_OF: name, **({KEEP_VALUE: True} if keep_value else {})}
+    )
 
 
 def _over(how: str | None, of: str | None) -> dict[str, str]:

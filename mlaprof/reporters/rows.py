@@ -39,6 +39,7 @@ from mlaprof.analysis.sections import (
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.timing import MLA_LAYER_TIME
 from mlaprof.analysis.typed_json import (
+    KEEP_VALUE,
     NONE_READS,
     OMIT,
     OVER_RANKS,
@@ -665,7 +666,7 @@ def _worded_once(key: str, v: Any, rows: list[Row], pooled: set[str]) -> list[Ro
             continue
         words, value = f"{key}.{f.name}", f"{key}.{f.metadata[WORDS_OF]}"
         if words in said and said[words] == said.get(value):
-            dropped.add(words if value in pooled else value)
+            dropped.add(words if value in pooled or f.metadata.get(KEEP_VALUE) else value)
     return [r for r in rows if r.key not in dropped]
 
 

@@ -105,4 +105,23 @@ def test_a_capture_label_its_text_repeats_is_said_once() -> None:
     gpu = shipped_runs.summary(GPU)
     assert gpu.capture.text == "FULL -> captured (runs FULL)" != gpu.capture.label
     both = _rows(gpu, "capture")
-    assert both["label"] == gpu.capture.label and both["text"] == gpu.capture.text
+    assert both["text"] == gpu.capture.text
+
+
+def test_a_capture_status_its_label_repeats_is_said_once_as_the_status() -> None:
+    """A recorded run's capture printed "label: captured" beside "status: captured" (and
+    "failed" twice for a failed capture): the status row stays, the one every view names; where
+    the label says more than the status ("replayed in a graph"), both stay. The JSON document
+    keeps both keys."""
+    for run in (GPU, KINETO):
+        s = shipped_runs.summary(run)
+        cap = s.capture if run == GPU else s.trace.capture
+        rows = _rows(s, "capture" if run == GPU else "trace.capture")
+        assert rows["status"] == str(cap.status), (run, rows)
+        if cap.label == str(cap.status):
+            assert "label" not in rows, (run, rows)
+        else:
+            assert cap.label in (rows.get("label"), rows.get("text")), (run, rows)
+    gpu = shipped_runs.summary(GPU)
+    assert gpu.capture.label == gpu.capture.status == "captured"
+    assert gpu.to_json()["capture"]["label"] == "captured"
