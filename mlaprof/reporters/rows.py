@@ -660,13 +660,26 @@ def _worded_once(key: str, v: Any, rows: list[Row], pooled: set[str]) -> list[Ro
     value's row where its label says the ranks it pools (ranks that agree), else the words' (one
     rank's time). Where the words say more (a range with the ranks behind each value), both."""
     said = {r.key: r.text for r in rows}
-    dropped = set()
-    for f in dataclasses.fields(v):
-        if WORDS_OF not in f.metadata:
-            continue
-        words, value = f"{key}.{f.name}", f"{key}.{f.metadata[WORDS_OF]}"
-        if words in said and said[words] == said.get(value):
-            dropped.add(words if value in pooled or f.metadata.get(KEEP_VALUE) else value)
+    # words -> (the value it words, whether the value's row stays where they read the same)
+    links = {
+        f"{key}.{f.name}": (f"{key}.{f.metadata[WORDS_OF]}", bool(f.metadata.get(KEEP_VALUE)))
+        for f in dataclasses.fields(v)
+        if WORDS_OF in f.metadata
+    }
+
+    def depth(w: str) -> int:  # words of a plain value first, then words of those words
+        return 1 + depth(links[w][0]) if links[w][0] in links else 0
+
+    dropped: set[str] = set()
+    for words in sorted(links, key=depth):
+        value, keep = links[words]
+        # words of words (a capture's text words its label, the label its status): a value row
+        # that went for its own value is said by that one, compared with it instead
+        while value in dropped and value in links:
+            value, kept = links[value]
+            keep = keep or kept
+        if words in said and words not in dropped and said[words] == said.get(value):
+            dropped.add(words if value in pooled or keep else value)
     return [r for r in rows if r.key not in dropped]
 
 

@@ -125,3 +125,24 @@ def test_a_capture_status_its_label_repeats_is_said_once_as_the_status() -> None
     gpu = shipped_runs.summary(GPU)
     assert gpu.capture.label == gpu.capture.status == "captured"
     assert gpu.to_json()["capture"]["label"] == "captured"
+
+
+@pytest.mark.parametrize("status", ["failed", "captured", "downgraded"])
+def test_a_capture_whose_text_label_and_status_read_the_same_is_said_once(status: str) -> None:
+    """Where nothing more is known the text is the label and the label the status (a failed
+    capture of an engine's log, say): three fields, one row, the status's."""
+    from mlaprof.analysis.capture_status import CaptureStatus
+    from mlaprof.analysis.evidence.common import capture
+
+    s = shipped_runs.summary(GPU)
+    cap = capture(CaptureStatus(status), "p")
+    assert cap.text == cap.label == str(cap.status) == status
+    s = dataclasses.replace(s, capture=cap)
+    rows = _rows(s, "capture")
+    said = [k for k, t in rows.items() if t == status]
+    assert said == ["status"], rows
+    for name, text in every_view(shipped_runs.run_dir(GPU), s).items():
+        flat = " ".join(text.replace("|", " ").split())
+        assert f"status: {status}" in flat or f"status {status}" in flat, name
+        for other in ("label", "capture"):
+            assert f"{other}: {status} " not in flat and f"{other} {status} " not in flat, name
