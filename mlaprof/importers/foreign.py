@@ -213,8 +213,9 @@ def foreign_in(path: Path, limit: int = 200) -> tuple[Path, Foreign] | None:
 _PROBE = 1 << 16  # bytes of a file's (inflated) start read to tell what it is
 # Kineto's writer opens every trace with its schema version and, on a GPU, the device list
 # (libkineto output_json.cpp, ChromeTraceLogger::handleTraceStart); a trace-event file without
-# them is Kineto's only where its events are of the categories the kineto reader reads (any
-# other Chrome trace, a JAX or TensorFlow profile's, holds none: no kind reads it)
+# them is Kineto's only where its events are of the categories the kineto reader reads (another
+# profiler's, e.g. TensorFlow's timeline with its "Op" and "DataFlow" events, holds none: no
+# kind reads it)
 _KINETO_KEYS = tuple(f'"{k}"'.encode() for k in HEADER_KEYS)
 _KINETO_EVENT = re.compile(
     rb'"cat"\s*:\s*"(?:%s)"'

@@ -215,13 +215,21 @@ def test_a_total_grid_kernel_trace_is_named_and_a_counter_collection_is_read(
     assert "Counter_Value" in err and "one total" not in err, err
 
 
-# a trace-event file as the Trace Event Format (Google's spec, the JSON object form) lays it
-# out, from a profiler that is not PyTorch's: process metadata and complete events, no category
-# the kineto reader reads, no Kineto header keys
+# another profiler's trace-event file, laid out as TensorFlow's timeline writes one
+# (tensorflow/python/client/timeline.py, _ChromeTraceFormatter: format_to_string dumps
+# {"traceEvents": metadata + events} with compact separators; emit_pid / emit_tid write the
+# process and thread names, emit_region an "X" event of category "Op" whose args name the node
+# and op, emit_flow_start / emit_flow_end "s" / "t" events of category "DataFlow"): a
+# "traceEvents" key, none of Kineto's header keys, no category the kineto reader reads
 OTHER_CHROME_TRACE = (
-    '{"displayTimeUnit":"ns","traceEvents":['
-    '{"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},'
-    '{"ph":"X","pid":1,"tid":2,"ts":10,"dur":5,"name":"fusion.12","args":{}}]}'
+    '{"traceEvents":['
+    '{"name":"process_name","ph":"M","pid":0,"args":{"name":"/job:localhost/replica:0/task:0'
+    '/device:GPU:0 Compute"}},'
+    '{"name":"thread_name","ph":"M","pid":0,"tid":0,"args":{"name":"stream:all"}},'
+    '{"ph":"X","cat":"Op","name":"MatMul","pid":0,"tid":0,"ts":1700000000000,"dur":42,'
+    '"args":{"name":"dense/MatMul","op":"MatMul"}},'
+    '{"ph":"s","cat":"DataFlow","name":"dense/MatMul:0","pid":0,"tid":0,"ts":1700000000042,'
+    '"id":0}]}'
 )
 
 
@@ -252,6 +260,9 @@ def test_a_chrome_trace_no_pytorch_profiler_wrote_is_not_sent_to_import_kineto(
         '"args":{"device":0,"stream":7,"correlation":3,"grid":[1,1,1],"block":[64,1,1]}}]}'
     )
     assert kind_of(events_only) == "kineto"
+    # real ones, as torch's profiler wrote them in vLLM CPU runs (tests/data/vllm): still Kineto's
+    real = sorted((DATA / "vllm").glob("cpu_*_profile/*.pt.trace.json.gz"))
+    assert len(real) >= 4 and all(kind_of(p) == "kineto" for p in real), real
     header_only = tmp_path / "header_only.json"
     header_only.write_text('{"schemaVersion": 1, "traceEvents": []}')
     assert kind_of(header_only) == "kineto"
