@@ -99,6 +99,25 @@ def _vs_fcd03bf(
     )
 
 
+def _day_runs(day: str) -> list[dict]:
+    """The ``ratios`` of every bench/vs_baseline.py file of ``day`` (its ``date`` begins so)
+    that ran the 8 x 10M fleets against fcd03bf, in file order."""
+    out = []
+    for f in sorted((ROOT / "bench" / "results").glob("vs_baseline_*.json")):
+        d = json.loads(f.read_text())
+        if (str(d.get("date", "")).startswith(day) and d["fleet"]["dispatches"] == 10_000_000
+                and str(d["baseline"]).startswith("fcd03bf")):  # fmt: skip
+            out.append(d["ratios"])
+    return out
+
+
+def _day_count(day: str, key: str, bound: float) -> tuple[int, int, float, float]:
+    """Of ``day``'s runs that measured ``key``: how many, how many at or under ``bound``, and
+    the smallest and largest value."""
+    v = [r[key] for r in _day_runs(day) if key in r]
+    return len(v), sum(x <= bound for x in v), min(v), max(v)
+
+
 def _per_all_read_csv(name: str) -> tuple[float, float]:
     """The 1M import's median over the median of all ten ``pandas.read_csv`` runs of a
     bench/vs_baseline.py file (both rotations), CPU and wall, to 3 decimals."""
@@ -384,6 +403,37 @@ def _demo_table_rows() -> list[str]:
 
 Check = Callable[[], object]
 FACTS: list[tuple[str, str, Check]] = [
+    ("docs/performance.md", "1M import **0.799x** CPU (HEAD 0.95 s, fcd03bf 1.18 s; pairs 0.719-1.031; wall 0.730x), CSV fleet **0.715x** (9.68 / 13.55 s; pairs 0.657-0.788; wall 0.689x), rocpd fleet **0.624x** (0.587-0.729), import / read_csv **0.842x** CPU (0.846x wall), `--version` 0.077 s.",
+     lambda: _vs_fcd03bf("vs_baseline_2026-12-07_session_start", head="fdd354c", import_1m_ratio="0.799",
+                         import_1m_ratio_wall="0.730", fleet_csv_ratio="0.715", fleet_csv_ratio_wall="0.689",
+                         fleet_rocpd_ratio="0.624", import_1m_per_read_csv_head="0.842",
+                         import_1m_per_read_csv_head_wall="0.846", version_cpu_s_head="0.077")
+     and rounds_to(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_csv", "summary", "head", "cpu_s", "median"), "9.68")
+     and rounds_to(bench("vs_baseline_2026-12-07_session_start", "figures", "import", "summary", "baseline", "cpu_s", "median"), "1.18")),
+    ("docs/performance.md", "Over the 20 runs of 2026-12-07 with the 8 x 10M fleets against fcd03bf: the 1M import under its 0.8 goal in 10 of 18 on CPU (0.672-0.901x) and in all 18 on wall time (0.578-0.795x); the CSV fleet under its 0.7 goal in 3 of 20 on CPU (0.631x at best) and 15 of 20 on wall time; the rocpd fleet under its goal in all 10 (0.564-0.624x); import / read_csv under its 1.0 floor in all 18 (0.759-0.979x CPU)",
+     lambda: len(_day_runs("2026-12-07")) == 20
+     and _day_count("2026-12-07", "import_1m_ratio", 0.8) == (18, 10, 0.672, 0.901)
+     and _day_count("2026-12-07", "import_1m_ratio_wall", 0.8) == (18, 18, 0.578, 0.795)
+     and _day_count("2026-12-07", "fleet_csv_ratio", 0.7)[:3] == (20, 3, 0.631)
+     and _day_count("2026-12-07", "fleet_csv_ratio_wall", 0.7)[:2] == (20, 15)
+     and _day_count("2026-12-07", "fleet_rocpd_ratio", 0.7) == (10, 10, 0.564, 0.624)
+     and _day_count("2026-12-07", "import_1m_per_read_csv_head", 1.0) == (18, 18, 0.759, 0.979)
+     and _day_count("2026-12-07", "version_cpu_s_head", 0.1)[:2] == (18, 18)),
+    ("docs/performance.md", "a run's first report **0.462 s** (0.398-0.509; fcd03bf 0.552), as a user runs it 0.568 s, a later one 0.068 s, default `run` **2.211 s** (1.985-2.628; fcd03bf 4.579), peaks: CSV fleet **398 MiB**, rocpd fleet import **635 MiB** (fcd03bf 1,318 and 1,209)",
+     lambda: bench("vs_baseline_2026-12-07_session_start", "figures", "startup", "report_json_demo", "summary", "head", "cpu_s") == {"median": 0.462, "min": 0.398, "max": 0.509}
+     and bench("vs_baseline_2026-12-07_session_start", "figures", "startup", "run_default", "summary", "head", "cpu_s") == {"median": 2.211, "min": 1.985, "max": 2.628}
+     and bench("vs_baseline_2026-12-07_session_start", "figures", "startup", "run_default", "summary", "baseline", "cpu_s", "median") == 4.579
+     and bench("vs_baseline_2026-12-07_session_start", "ratios", "report_json_demo_user_env_cpu_s_head") == 0.568
+     and bench("vs_baseline_2026-12-07_session_start", "ratios", "report_json_demo_kept_cpu_s_head") == 0.068
+     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_csv", "summary", "head", "peak_rss_mib", "median")) == 398
+     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_rocpd", "summary", "head", "import", "peak_rss_mib", "median")) == 635
+     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_csv", "summary", "baseline", "peak_rss_mib", "median")) == 1318
+     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_rocpd", "summary", "baseline", "import", "peak_rss_mib", "median")) == 1209),
+    ("docs/performance.md", "Over the 18 runs of 2026-12-07: the first report under its 0.4 s floor in 12 (0.363-0.543 s), default `run` under its 2 s floor in 16 (1.691-2.404 s)",
+     lambda: _day_count("2026-12-07", "report_json_demo_cpu_s_head", 0.4) == (18, 12, 0.363, 0.543)
+     and _day_count("2026-12-07", "run_default_cpu_s_head", 2.0) == (18, 16, 1.691, 2.404)),
+    ("docs/performance.md", "read 9.13 (its files read from disk), 7.40, 8.37 s against 7.94, 7.50, 8.38 s CPU",
+     lambda: bench("fleet_import_ab_2026-12-07", "cpu_s") == {"76b5517": [9.13, 7.4, 8.37], "fdd354c": [7.94, 7.5, 8.38]}),
     # ---- README.md
     ("README.md", "the legacy flattened verify path does 4 per layer; the native 4-D path none",
      lambda: sync_counts_per_layer("bug-legacy-flat-syncs-break-capture") == {4}
@@ -1286,6 +1336,23 @@ def _fuzz_table_post() -> list[str]:
 def test_documented_fact_holds(doc: str, phrase: str, check: Check) -> None:
     assert " ".join(phrase.split()) in doc_text(doc), f"{doc} no longer says: {phrase}"
     assert check(), f"{doc} says {phrase!r}, which the code or data no longer holds"
+
+
+def test_side_by_side_table_is_the_results_files() -> None:
+    """docs/performance.md's table of every bench/vs_baseline.py run is what
+    bench/vs_baseline_history.py prints from the committed results files."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "vs_baseline_history", ROOT / "bench" / "vs_baseline_history.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table = mod.table(ROOT / "bench" / "results")
+    assert table.count("\n| 2026-") == len(
+        list((ROOT / "bench" / "results").glob("vs_baseline_*.json"))
+    )
+    assert table in (ROOT / "docs" / "performance.md").read_text()
 
 
 # ---------------------------------------------------------------------------------------------
