@@ -18,7 +18,9 @@ Figures (``--only`` picks some):
             reads that one) -> ``fleet_rocpd_ratio``
   startup   ``--version``, ``report --json`` on a shipped demo run (its first report, and a later
             one that reads the document the run folder keeps), default ``run``; the first report
-            again with no thread variable set (``report_json_demo_user_env``: as a user runs it)
+            again with no thread variable set (``report_json_demo_user_env``: as a user runs it);
+            beside them a bare ``import pandas`` and ``import torch`` (``pandas_import_cpu_s``,
+            ``torch_import_cpu_s``): what those floors hold before mlaprof runs a line
   export_perfetto, export_rocpd, export_csv  ``export`` of the 1M-dispatch import (each tree
             exports its own import of the same file, imported once, untimed) -> ``export_<format>_ratio``
 
@@ -269,6 +271,26 @@ def fig_startup(trees: tuple[Tree, Tree], work: Path, pairs: int) -> dict[str, A
     return out
 
 
+# what the start-up figures' floors are made of before mlaprof runs a line: the libraries'
+# own imports, as a command takes them (the collector paused, mlaprof.import_gc; no
+# interpreter teardown, mlaprof.quick_exit)
+LIBRARY_IMPORTS = {"pandas": "pandas", "torch": "torch"}
+
+
+def fig_libraries(env: dict[str, str], pairs: int) -> dict[str, Any]:
+    """CPU of a bare interpreter importing each library (``LIBRARY_IMPORTS``), ``pairs`` times
+    each, alternating: the part of a first report (pandas) and a default run (torch) that no
+    change to mlaprof removes, measured on the machine of the hour."""
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in LIBRARY_IMPORTS}
+    for _ in range(pairs):
+        for name, module in LIBRARY_IMPORTS.items():
+            code = f"import gc, os; gc.disable(); import {module}; os._exit(0)"
+            runs[name].append(child([sys.executable, "-c", code], env))
+    return {
+        name: {"runs": rs, "cpu_s": _spread([r["cpu_s"] for r in rs])} for name, rs in runs.items()
+    }
+
+
 def _demo_copy(t: Tree, work: Path, kept: bool = True) -> Path:
     """The tree's copy of the demo run; ``kept=False``: without the report document a report
     keeps in it (mlaprof.store.summary_cache), so the report analyses the run."""
@@ -380,6 +402,8 @@ def main() -> None:
                 raw = fig_export(trees, work, fig[7:], a.pairs)
             else:
                 raw = fig_startup(trees, work, a.pairs)
+                print(" libraries", flush=True)
+                libraries = fig_libraries(trees[0].env, a.pairs)
             if fig == "startup":
                 res[fig] = {k: {**v, "summary": summarise(v["pairs"])} for k, v in raw.items()}
             else:
@@ -432,6 +456,9 @@ def main() -> None:
         for k, v in res["startup"].items():
             ratios[f"{k}_ratio"] = v["summary"]["ratio_cpu"]["of_medians"]
             ratios[f"{k}_cpu_s_head"] = v["summary"]["head"]["cpu_s"]["median"]
+        doc["libraries"] = libraries
+        for name, v in libraries.items():
+            ratios[f"{name}_import_cpu_s"] = v["cpu_s"]["median"]
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(ratios, indent=2))

@@ -77,6 +77,7 @@ def row(path: Path) -> tuple[str, list[str]]:
         _num(_startup(doc, "run_default")),
         _num(_startup(doc, "version")),
         "" if peaks == "- / -" else peaks,
+        " / ".join(_num(r.get(f"{m}_import_cpu_s")) for m in ("pandas", "torch")).strip(" /"),
         f"`{path.name}`",
     ]
     return date, cells
@@ -85,10 +86,10 @@ def row(path: Path) -> tuple[str, list[str]]:
 HEADER = (
     "| date (UTC) | HEAD | baseline | pairs | 1M import, CPU (wall) | CSV fleet | rocpd fleet"
     " | fleet | 1M import / `read_csv` | first `report --json` s | default `run` s"
-    " | `--version` s | fleet peaks MiB, CSV / rocpd | file |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    " | `--version` s | fleet peaks MiB, CSV / rocpd | bare `import pandas` / `torch` s | file |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     "| goal / floor | | | | 0.8 / 1.0 | 0.7 / 1.0 | 0.7 / 1.0 | | 0.5 / 1.0 | 0.2 / 0.4"
-    " | 1 / 2 | 0.1 / 0.2 | 1,024 / 2,048 | |\n"
+    " | 1 / 2 | 0.1 / 0.2 | 1,024 / 2,048 | | |\n"
 )
 
 
