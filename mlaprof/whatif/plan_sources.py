@@ -6,19 +6,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.whatif.plan import MemoryModel, fit_memory, memory_from_total
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 MIB = float(1 << 20)
+
+
+def _numbers(values: Any) -> Any:
+    """``values`` as numbers, NaN where not one. pandas is loaded here, not with the module: a
+    run's tables are frames already, and a plan from a file of counts needs no pandas."""
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce")
 
 
 def _lowest_rank(df: pd.DataFrame) -> pd.DataFrame:
     if "rank" in df.columns and len(df):
-        r = pd.to_numeric(df["rank"], errors="coerce")
+        r = _numbers(df["rank"])
         return df[r == r.min()]
     return df
 
@@ -32,17 +41,17 @@ def counts_from_run(run: Any, qlen: int | None = None) -> tuple[dict[int, int], 
     requests, a graph replay's are padded (the real batch was at most that), and the provenance
     says so."""
     steps = _lowest_rank(run.table("steps"))
-    real = pd.to_numeric(steps.get("num_real_reqs"), errors="coerce")
+    real = _numbers(steps.get("num_real_reqs"))
     what = "real requests"
     if real.dropna().empty:
-        real = pd.to_numeric(steps.get("num_reqs"), errors="coerce")
+        real = _numbers(steps.get("num_reqs"))
         what = "kernel rows (graph replays: padded, the real batch was at most this)"
     if real.dropna().empty:
         raise MlaprofError(
             f"run {run.name} records no request or row count per step: give the batch sizes "
             "with --counts FILE"
         )
-    q = pd.to_numeric(steps.get("qlen"), errors="coerce")
+    q = _numbers(steps.get("qlen"))
     if qlen is None and q.notna().any():
         qlen = int(q.dropna().astype(int).mode().iloc[0])
     keep = real.notna() & (real > 0) & ((q == qlen) | q.isna() if qlen is not None else True)
@@ -110,7 +119,7 @@ def memory_from_run(run: Any) -> MemoryModel:
     mem = _lowest_rank(run.table("memory"))
     dev = run.meta.get("device") or "unknown device"
     for col in ("pool_bytes", "driver_bytes", "allocator_bytes"):
-        vals = mem[["capture_size", col]].apply(pd.to_numeric, errors="coerce").dropna()
+        vals = mem[["capture_size", col]].apply(_numbers).dropna()
         vals = vals[(vals[col] > 0) & (vals["capture_size"] > 0)]
         if len(vals):
             pts = vals.groupby("capture_size")[col].median().to_dict()

@@ -1,6 +1,7 @@
 """Commands that need no frame, no SQL engine and no tensor start without pandas, DuckDB or
 torch: ``--version``, ``--help`` (the whole line's and every command's), ``runs``, an error
-message about a run that is not there, and ``report --json`` of a run whose document its folder
+message about a run that is not there, ``whatif``, ``plan-capture`` from a file of counts (and
+its error for a file that is not there), and ``report --json`` of a run whose document its folder
 keeps (mlaprof.store.summary_cache; not even NumPy); a small run's first ``report --json``
 loads pandas for its analysis, and neither the ADBC driver, DuckDB, torch nor the figures'
 series. Checked on the modules a fresh interpreter holds after each command (modules, not
@@ -48,6 +49,17 @@ def _light_commands(traces: Path) -> list[list[str]]:
         ["report", "no-such-run", "--traces", str(traces)],
         ["report", "no-such-run", "--traces", str(traces), "--json"],
         ["export", "no-such-run", "--traces", str(traces), "--format", "csv"],
+        # the models and the planner from a file: arrays and words, no frame
+        ["whatif", "--policy", "all", "--device", "mi355x,h200", "--json"],
+        [
+            "plan-capture",
+            "--counts",
+            str(ROOT / "examples" / "batches.txt"),
+            "--spec",
+            "3",
+            "--json",
+        ],
+        ["plan-capture", "--counts", str(traces / "no-such-counts.txt"), "--spec", "3"],
     ]
 
 
@@ -69,6 +81,8 @@ def test_light_commands_import_no_pandas_duckdb_or_torch(tmp_path: Path) -> None
     assert DEMO.name in got[f"runs {traces}"]["said"]
     assert got[f"report no-such-run --traces {traces}"]["rc"] == 2  # an error, in one line
     assert "not found" in got[f"report no-such-run --traces {traces}"]["said"]
+    plans = [r for cmd, r in got.items() if cmd.startswith("plan-capture --counts")]
+    assert [r["rc"] for r in plans] == [0, 2] and "cannot read" in plans[1]["said"]
     loaded = {cmd: r["heavy"] for cmd, r in got.items() if r["heavy"]}
     assert loaded == {}, f"commands that imported {(*HEAVY, SECTIONS)}: {loaded}"
 
