@@ -11,7 +11,9 @@ ratios' min and max as their spread.
 
 Figures (``--only`` picks some):
   import    1M-dispatch rocprofv3 CSV import (bench/import_bench.py's file), beside
-            ``pandas.read_csv`` of the same file in the same rotation -> ``import_1m_ratio``
+            ``pandas.read_csv`` of the same file in the same rotation -> ``import_1m_ratio``,
+            and Arrow's own ``pyarrow.csv.read_csv`` of it (the parser the import is built on,
+            alone) -> ``read_arrow_per_read_csv``
   fleet_csv    8 ranks of rocprofv3 CSVs: ``import`` + ``report --json`` -> ``fleet_csv_ratio``
   fleet_rocpd  the same fleet as rocpd databases (launch correlation in ``stack_id``, as
             rocprofv3 writes it, and in the external ``correlation_id`` for a baseline that
@@ -169,6 +171,9 @@ def fig_import(trees: tuple[Tree, Tree], work: Path, n: int, pairs: int) -> dict
         src.parent.mkdir(parents=True, exist_ok=True)
         _generate("import_bench", f"import_bench.generate(Path({str(src)!r}), 1_000_000)")
     read_csv = [sys.executable, "-c", f"import pandas as pd; pd.read_csv({str(src)!r})"]
+    # the parser an import is built on, alone: Arrow's read of the whole file into a table (no
+    # annotation, no store), so a ratio to read_csv below it is one no Arrow-based import meets
+    read_arrow = [sys.executable, "-c", f"import pyarrow.csv as c; c.read_csv({str(src)!r})"]
 
     def one(t: Tree) -> dict[str, Any]:
         traces = work / f"t-{t.label}"
@@ -176,6 +181,7 @@ def fig_import(trees: tuple[Tree, Tree], work: Path, n: int, pairs: int) -> dict
         r = t.cli("import", "rocprof", str(src), "--traces", str(traces), "--name", "one")
         # the parser alone, right after, under the same load
         r["read_csv"] = child(read_csv, t.env)
+        r["read_arrow"] = child(read_arrow, t.env)
         shutil.rmtree(traces, ignore_errors=True)
         return r
 
@@ -342,6 +348,12 @@ def summarise(pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
             for side in ("head", "baseline"):
                 s[side][f"import_per_read_csv_{k[:-2]}_pooled"] = round(
                     s[side][k]["median"] / pooled, 3)  # fmt: skip
+            if "read_arrow" in pairs[0]["head"]:  # Arrow's read of the file, pooled alike
+                arrow = _median(
+                    [p[side]["read_arrow"][k] for p in pairs for side in ("head", "baseline")]
+                )
+                s.setdefault("read_arrow_pooled", {})[k] = arrow
+                s.setdefault("read_arrow_per_read_csv", {})[k] = round(arrow / pooled, 3)
     for k in ("cpu_s", "wall_s", "peak_rss_mib"):
         per = [p["head"][k] / p["baseline"][k] for p in pairs if p["baseline"][k]]
         s[f"ratio_{k[:-2] if k != 'peak_rss_mib' else 'peak_rss'}"] = {
@@ -452,6 +464,10 @@ def main() -> None:
             ratios[f"import_1m_per_read_csv_{side}"] = sm["import_per_read_csv_cpu_pooled"]
             ratios[f"import_1m_per_read_csv_{side}_wall"] = sm["import_per_read_csv_wall_pooled"]
             ratios[f"import_1m_per_read_csv_{side}_own_rotation"] = sm["import_per_read_csv_cpu"]
+        if "read_arrow_per_read_csv" in res["import"]["summary"]:
+            arrow = res["import"]["summary"]["read_arrow_per_read_csv"]
+            ratios["read_arrow_per_read_csv"] = arrow["cpu_s"]
+            ratios["read_arrow_per_read_csv_wall"] = arrow["wall_s"]
     if "startup" in res:
         for k, v in res["startup"].items():
             ratios[f"{k}_ratio"] = v["summary"]["ratio_cpu"]["of_medians"]

@@ -73,6 +73,7 @@ def row(path: Path) -> tuple[str, list[str]]:
         _pair(r.get("fleet_rocpd_ratio"), r.get("fleet_rocpd_ratio_wall")),
         size if "fleet_csv" in doc.get("figures", {}) else "",
         _pair(r.get("import_1m_per_read_csv_head"), r.get("import_1m_per_read_csv_head_wall")),
+        _pair(r.get("read_arrow_per_read_csv"), r.get("read_arrow_per_read_csv_wall")),
         _num(_startup(doc, "report_json_demo")),
         _num(_startup(doc, "run_default")),
         _num(_startup(doc, "version")),
@@ -85,10 +86,11 @@ def row(path: Path) -> tuple[str, list[str]]:
 
 HEADER = (
     "| date (UTC) | HEAD | baseline | pairs | 1M import, CPU (wall) | CSV fleet | rocpd fleet"
-    " | fleet | 1M import / `read_csv` | first `report --json` s | default `run` s"
+    " | fleet | 1M import / `read_csv` | Arrow's own read / `read_csv` | first `report --json` s"
+    " | default `run` s"
     " | `--version` s | fleet peaks MiB, CSV / rocpd | bare `import pandas` / `torch` s | file |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    "| goal / floor | | | | 0.8 / 1.0 | 0.7 / 1.0 | 0.7 / 1.0 | | 0.5 / 1.0 | 0.2 / 0.4"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| goal / floor | | | | 0.8 / 1.0 | 0.7 / 1.0 | 0.7 / 1.0 | | 0.5 / 1.0 | | 0.2 / 0.4"
     " | 1 / 2 | 0.1 / 0.2 | 1,024 / 2,048 | | |\n"
 )
 
