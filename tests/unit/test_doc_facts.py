@@ -446,6 +446,9 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "took 0.83-0.99 against 0.82-0.90 s (`bench/results/import_1m_ab_2026-12-07.json`)",
      lambda: (min(bench("import_1m_ab_2026-12-07", "cpu_s", "76b5517")), max(bench("import_1m_ab_2026-12-07", "cpu_s", "76b5517"))) == (0.83, 0.99)
      and (min(bench("import_1m_ab_2026-12-07", "cpu_s", "72a1976")), max(bench("import_1m_ab_2026-12-07", "cpu_s", "72a1976"))) == (0.82, 0.9)),
+    ("docs/performance.md", "0.28-0.30 s CPU before, 0.09-0.13 s after (`bench/results/plan_capture_startup_2026-12-07.json`)",
+     lambda: (min(bench("plan_capture_startup_2026-12-07", "cpu_s", "81b1a4b")), max(bench("plan_capture_startup_2026-12-07", "cpu_s", "81b1a4b"))) == (0.28, 0.3)
+     and (min(bench("plan_capture_startup_2026-12-07", "cpu_s", "ad28096")), max(bench("plan_capture_startup_2026-12-07", "cpu_s", "ad28096"))) == (0.09, 0.13)),
     ("docs/performance.md", "0.887x `pandas.read_csv`'s (0.897 against 1.011 s CPU)",
      lambda: bench("vs_baseline_2026-12-07_session_end", "figures", "import", "summary", "read_arrow_pooled", "cpu_s") == 0.897
      and bench("vs_baseline_2026-12-07_session_end", "figures", "import", "summary", "read_csv_pooled", "cpu_s") == 1.011),
