@@ -118,6 +118,31 @@ def _day_count(day: str, key: str, bound: float) -> tuple[int, int, float, float
     return len(v), sum(x <= bound for x in v), min(v), max(v)
 
 
+def _startup_said(
+    name: str, report: tuple, run: tuple, user_env: float, kept: float, peaks: tuple
+) -> bool:
+    """A bench/vs_baseline.py file's start-up figures as the docs quote them: HEAD's first
+    report and default run as (median, min, max, fcd03bf's median), the report as a user runs
+    it and a later one (HEAD's medians), and the peaks (MiB, half up) of HEAD's CSV fleet and
+    rocpd fleet import, then fcd03bf's."""
+    st = ("figures", "startup")
+    got_report = bench(name, *st, "report_json_demo", "summary")
+    got_run = bench(name, *st, "run_default", "summary")
+    fleets = [(f, side, *(("import",) if f == "fleet_rocpd" else ()))
+              for side in ("head", "baseline") for f in ("fleet_csv", "fleet_rocpd")]  # fmt: skip
+    return (
+        (*got_report["head"]["cpu_s"].values(), got_report["baseline"]["cpu_s"]["median"]) == report
+        and (*got_run["head"]["cpu_s"].values(), got_run["baseline"]["cpu_s"]["median"]) == run
+        and bench(name, "ratios", "report_json_demo_user_env_cpu_s_head") == user_env
+        and bench(name, "ratios", "report_json_demo_kept_cpu_s_head") == kept
+        and tuple(
+            mib(bench(name, "figures", f, "summary", side, *part, "peak_rss_mib", "median"))
+            for f, side, *part in fleets
+        )
+        == peaks
+    )
+
+
 def _per_all_read_csv(name: str) -> tuple[float, float]:
     """The 1M import's median over the median of all ten ``pandas.read_csv`` runs of a
     bench/vs_baseline.py file (both rotations), CPU and wall, to 3 decimals."""
@@ -431,16 +456,8 @@ FACTS: list[tuple[str, str, Check]] = [
      and rounds_to(bench("vs_baseline_2026-12-07_session_end", "figures", "fleet_csv", "summary", "head", "cpu_s", "median"), "8.71")
      and rounds_to(bench("vs_baseline_2026-12-07_session_end", "figures", "fleet_csv", "summary", "baseline", "cpu_s", "median"), "13.60")),
     ("docs/performance.md", "a run's first report **0.384 s** (0.375-0.400; fcd03bf 0.449), as a user runs it 0.407 s, a later one 0.069 s, default `run` **1.900 s** (1.830-2.018; fcd03bf 4.268), peaks: CSV fleet **398 MiB**, rocpd fleet import **630 MiB** (fcd03bf 1,308 and 1,214); beside them a bare `import pandas` **0.269 s** and `import torch` **0.902 s**",
-     lambda: bench("vs_baseline_2026-12-07_session_end", "figures", "startup", "report_json_demo", "summary", "head", "cpu_s") == {"median": 0.384, "min": 0.375, "max": 0.4}
-     and bench("vs_baseline_2026-12-07_session_end", "figures", "startup", "report_json_demo", "summary", "baseline", "cpu_s", "median") == 0.449
-     and bench("vs_baseline_2026-12-07_session_end", "figures", "startup", "run_default", "summary", "head", "cpu_s") == {"median": 1.9, "min": 1.83, "max": 2.018}
-     and bench("vs_baseline_2026-12-07_session_end", "figures", "startup", "run_default", "summary", "baseline", "cpu_s", "median") == 4.268
-     and bench("vs_baseline_2026-12-07_session_end", "ratios", "report_json_demo_user_env_cpu_s_head") == 0.407
-     and bench("vs_baseline_2026-12-07_session_end", "ratios", "report_json_demo_kept_cpu_s_head") == 0.069
-     and mib(bench("vs_baseline_2026-12-07_session_end", "figures", "fleet_csv", "summary", "head", "peak_rss_mib", "median")) == 398
-     and mib(bench("vs_baseline_2026-12-07_session_end", "figures", "fleet_rocpd", "summary", "head", "import", "peak_rss_mib", "median")) == 630
-     and mib(bench("vs_baseline_2026-12-07_session_end", "figures", "fleet_csv", "summary", "baseline", "peak_rss_mib", "median")) == 1308
-     and mib(bench("vs_baseline_2026-12-07_session_end", "figures", "fleet_rocpd", "summary", "baseline", "import", "peak_rss_mib", "median")) == 1214
+     lambda: _startup_said("vs_baseline_2026-12-07_session_end", (0.384, 0.375, 0.4, 0.449),
+                           (1.9, 1.83, 2.018, 4.268), 0.407, 0.069, (398, 630, 1308, 1214))
      and bench("vs_baseline_2026-12-07_session_end", "ratios", "pandas_import_cpu_s") == 0.269
      and bench("vs_baseline_2026-12-07_session_end", "ratios", "torch_import_cpu_s") == 0.902),
     ("docs/performance.md", "took 0.83-0.99 against 0.82-0.90 s (`bench/results/import_1m_ab_2026-12-07.json`)",
@@ -453,15 +470,8 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: bench("vs_baseline_2026-12-07_session_end", "figures", "import", "summary", "read_arrow_pooled", "cpu_s") == 0.897
      and bench("vs_baseline_2026-12-07_session_end", "figures", "import", "summary", "read_csv_pooled", "cpu_s") == 1.011),
     ("docs/performance.md", "a run's first report **0.462 s** (0.398-0.509; fcd03bf 0.552), as a user runs it 0.568 s, a later one 0.068 s, default `run` **2.211 s** (1.985-2.628; fcd03bf 4.579), peaks: CSV fleet **398 MiB**, rocpd fleet import **635 MiB** (fcd03bf 1,318 and 1,209)",
-     lambda: bench("vs_baseline_2026-12-07_session_start", "figures", "startup", "report_json_demo", "summary", "head", "cpu_s") == {"median": 0.462, "min": 0.398, "max": 0.509}
-     and bench("vs_baseline_2026-12-07_session_start", "figures", "startup", "run_default", "summary", "head", "cpu_s") == {"median": 2.211, "min": 1.985, "max": 2.628}
-     and bench("vs_baseline_2026-12-07_session_start", "figures", "startup", "run_default", "summary", "baseline", "cpu_s", "median") == 4.579
-     and bench("vs_baseline_2026-12-07_session_start", "ratios", "report_json_demo_user_env_cpu_s_head") == 0.568
-     and bench("vs_baseline_2026-12-07_session_start", "ratios", "report_json_demo_kept_cpu_s_head") == 0.068
-     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_csv", "summary", "head", "peak_rss_mib", "median")) == 398
-     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_rocpd", "summary", "head", "import", "peak_rss_mib", "median")) == 635
-     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_csv", "summary", "baseline", "peak_rss_mib", "median")) == 1318
-     and mib(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_rocpd", "summary", "baseline", "import", "peak_rss_mib", "median")) == 1209),
+     lambda: _startup_said("vs_baseline_2026-12-07_session_start", (0.462, 0.398, 0.509, 0.552),
+                           (2.211, 1.985, 2.628, 4.579), 0.568, 0.068, (398, 635, 1318, 1209))),
     ("docs/performance.md", "Over the 19 runs of 2026-12-07: the first report under its 0.4 s floor in 13 (0.363-0.543 s), default `run` under its 2 s floor in 17 (1.691-2.404 s)",
      lambda: _day_count("2026-12-07", "report_json_demo_cpu_s_head", 0.4) == (19, 13, 0.363, 0.543)
      and _day_count("2026-12-07", "run_default_cpu_s_head", 2.0) == (19, 17, 1.691, 2.404)),
