@@ -10,6 +10,7 @@ file, so the document and the files cannot tell different stories.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -101,5 +102,21 @@ def table(folder: Path = RESULTS) -> str:
     return HEADER + "".join("| " + " | ".join(cells) + " |\n" for _, cells in rows)
 
 
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("folder", nargs="?", type=Path, default=RESULTS,
+                    help="folder of vs_baseline_*.json files (default: bench/results)")  # fmt: skip
+    folder = ap.parse_args().folder
+    if not any(folder.glob("vs_baseline_*.json")):
+        raise SystemExit(
+            f"{folder}: no vs_baseline_*.json results file (bench/vs_baseline.py writes them)"
+        )
+    sys.stdout.write(table(folder))
+
+
 if __name__ == "__main__":
-    sys.stdout.write(table(Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS))
+    main()
