@@ -19,8 +19,8 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _num(x: Any, digits: int = 3) -> str:
-    return "" if x is None else f"{x:.{digits}f}"
+def _num(x: Any) -> str:
+    return "" if x is None else f"{x:.3f}"
 
 
 def _head(doc: dict[str, Any], fig: str, key: str, part: str | None = None) -> float | None:

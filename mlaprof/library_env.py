@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable  # loaded at start already
 
 # variable -> (value, the module that reads it when it loads: set too late, it has no effect,
 # the variables that, set by the user, already choose for it)
@@ -82,13 +83,20 @@ def one_malloc_arena() -> None:
     "One malloc arena for an import"). No-op off glibc."""
     if not _STATE["command"] or _STATE["one_arena"] or "MALLOC_ARENA_MAX" in os.environ:
         return
+    mallopt = libc_function("mallopt")
+    if mallopt is not None:
+        _STATE["one_arena"] = mallopt(M_ARENA_MAX, 1) == 1  # 1: set (musl's stub answers 0)
+
+
+def libc_function(name: str) -> Callable[..., int] | None:
+    """The C library's function ``name``, from the process's own symbols (glibc's where it is
+    the C library: no library lookup); None where the C library has none."""
     import ctypes
 
-    try:  # the process's own symbols: glibc's where it is the C library
-        mallopt = ctypes.CDLL(None).mallopt
+    try:
+        return getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
-        return
-    _STATE["one_arena"] = mallopt(M_ARENA_MAX, 1) == 1  # 1: set (musl's stub answers 0)
+        return None
 
 
 def one_arena() -> bool:

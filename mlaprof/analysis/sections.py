@@ -226,7 +226,8 @@ class Capture(Section):
     # on cpu", the timing's step_modes rule); None: the evidence does not say
     effective_mode: str | None
     # the status in words (capture_status.CAPTURE_LABELS; for several ranks, each rank's): said
-    # once where the words are the status itself (a capture that succeeded or failed), as it
+    # once where the words are the status itself (a capture that succeeded or failed), in the
+    # status row every view names
     label: str = words_of("status", keep_value=True)
     memory_bytes: int | None = over_ranks()  # each rank's: per_rank
     mode: str | None  # the graph mode asked for

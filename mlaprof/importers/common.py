@@ -176,18 +176,13 @@ def trim_heap() -> None:
     :func:`mlaprof.library_env.one_malloc_arena`): the next allocations, of any thread, reuse
     those pages there, and handing them back only makes the next rank fault them in again.
     No-op off glibc."""
-    import ctypes
-
     from mlaprof import library_env
 
     if library_env.one_arena():
         return
-
-    try:  # the process's own symbols: glibc's where it is the C library (no library lookup)
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
+    trim = library_env.libc_function("malloc_trim")
+    if trim is not None:
+        trim(0)
 
 
 def release_arrow_memory() -> None:
