@@ -17,6 +17,7 @@ from mlaprof.backends.registry import get_backend, use_device_splits
 from mlaprof.errors import MlaprofError
 from mlaprof.metadata import build_metadata, step_shape
 from mlaprof.probes.sync_checker import SyncChecker
+from mlaprof.rank_counts import counted
 from mlaprof.recording import capture_row, event_row, layer_row, step_analysis_rows, step_row
 from mlaprof.scenario import LATENT, Scenario
 from mlaprof.scenario_meta import run_meta
@@ -206,7 +207,7 @@ def record_path_check(sc: Scenario, writer: RunWriter, inp: VerifyInputs | None 
             get_backend(name).forward(inp, meta, out)
         syncs = [e for e in checker.events if e.kind == "sync"]
         allocs = [e for e in checker.events if e.kind == "alloc"]
-        msg = f"{name}: {len(syncs)} sync(s), {len(allocs)} data-dependent allocation(s) per layer"
+        msg = f"{name}: {counted(len(syncs), 'sync(s)')}, {counted(len(allocs), 'data-dependent allocation(s)')} per layer"
         data = {
             "backend": name,
             "syncs_per_layer": len(syncs),

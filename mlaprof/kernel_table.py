@@ -46,6 +46,7 @@ from typing import Any
 
 from mlaprof.errors import MlaprofError
 from mlaprof.kernel_names import kernel_forms
+from mlaprof.rank_counts import plural
 
 STAGE1 = "stage1"  # opens a layer: one per layer
 STAGE2 = "stage2"  # the split reduction of the stage-1 kernel before it (absent when S == 1)
@@ -314,7 +315,9 @@ def _pattern(d: Any, where: str) -> KernelPattern:
         raise MlaprofError(f"{where}: a pattern must be a table/object, got {type(d).__name__}")
     unknown = set(d) - _KEYS
     if unknown:
-        raise MlaprofError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise MlaprofError(
+            f"{where}: unknown {plural('key(s)', len(unknown))} {', '.join(sorted(unknown))}"
+        )
     rx = d.get("name", d.get("regex"))
     if not isinstance(rx, str) or not rx:
         raise MlaprofError(f"{where}: 'name' (a whole-name regex) is required")

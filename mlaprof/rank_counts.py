@@ -5,21 +5,40 @@ picker), the analyzers' texts and every view.
 Which ranks: :func:`rank_list` ("ranks 0-3"); how many and which: :func:`ranks_count`
 ("4 (ranks 0-3)", a table cell or a field); some of the run's: :func:`ranks_of` ("ranks 0-3 of
 8"); a count per rank: :func:`per_rank_count`. A bare :func:`rank_span` ("0-3") only where the
-words around it say ranks; never a list's repr ("[0, 1]")."""
+words around it say ranks; never a list's repr ("[0, 1]"). A count's noun agrees with it: a
+unit's "(s)" is resolved by :func:`plural` ("1 step", "3 steps"), never printed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
+
+# a noun's plural ending, resolved by the count it follows: "step(s)", "launch(es)"
+_MARK = re.compile(r"\((e?s)\)")
+
+
+def plural(unit: str, n: float | str | None) -> str:
+    """``unit`` with its "(s)" or "(es)" resolved by the count ``n`` (or the text a count or a
+    range of counts is said in, "1", "2-4"): ``plural("eager step(s)", 1)`` is ``"eager
+    step"``, any other count (0, several, a range, unknown) ``"eager steps"`` (``"launch(es)"``:
+    ``"launches"``); a unit without either as it is."""
+    one = n == 1 or (isinstance(n, str) and n.strip() == "1")
+    return _MARK.sub("" if one else r"\1", unit)
+
+
+def counted(n: int, unit: str) -> str:
+    """``"1 step"``, ``"3 steps"``: a count and its noun (``unit``'s "(s)" resolved by it)."""
+    return f"{n} {plural(unit, n)}"
 
 
 def per_rank_count(counts: Mapping[int, int], unit: str = "") -> str:
-    """``"3 step(s)"`` for one rank; ``"3 step(s) per rank (2 ranks)"`` where every rank has
-    the same count; ``"3-4 step(s) per rank (ranks 0: 3, 1: 4)"`` where they differ (``unit``
-    empty: ``"3 per rank (2 ranks)"``)."""
-    u = f" {unit}" if unit else ""
+    """``"3 steps"`` for one rank; ``"3 steps per rank (2 ranks)"`` where every rank has the
+    same count; ``"3-4 steps per rank (ranks 0: 3, 1: 4)"`` where they differ (``unit``, e.g.
+    ``"step(s)"``, agrees with the count: ``"1 step"``; empty: ``"3 per rank (2 ranks)"``)."""
     if not counts:
-        return f"0{u}"
+        return counted(0, unit) if unit else "0"
     values = sorted(set(counts.values()))
+    u = f" {plural(unit, values[-1] if len(values) == 1 else 2)}" if unit else ""
     if len(counts) == 1:
         return f"{values[0]}{u}"
     if len(values) == 1:

@@ -24,7 +24,7 @@ from mlaprof.analysis.padding import padded_sizes, size_text
 from mlaprof.analysis.run_checks import RunChecks, no_launch_evidence
 from mlaprof.analysis.sections import RankCapture
 from mlaprof.analysis.typed_json import over_ranks_label
-from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
+from mlaprof.rank_counts import counted, per_rank_count, plural, rank_list, ranks_of
 from mlaprof.step_sources import SOURCE_TEXT
 from mlaprof.sync_kinds import PREDICTS_FAILURE
 
@@ -342,7 +342,7 @@ def _step_modes(
     def steps_of(m: str | None, unit: str) -> str:
         rows = st if m is None else st[mode == m]
         if n_ranks <= 1 or "rank" not in rows:
-            return f"{len(rows)} {unit}"
+            return counted(len(rows), unit)
         return per_rank_count({int(r): int(n) for r, n in rows.groupby("rank").size().items()},
                                unit)  # fmt: skip
 
@@ -365,7 +365,7 @@ def _step_modes(
                 f"{steps_of(None, 'MLA step(s)')} whose kernels carry no correlation id: graph replays and "
                 "eager launches cannot be told apart"
                 + (
-                    f" ({n_launch}{summed} graph launch(es) in the API trace: FULL or PIECEWISE, "
+                    f" ({n_launch}{summed} {plural('graph launch(es)', n_launch)} in the API trace: FULL or PIECEWISE, "
                     "the trace cannot tell)"
                     if n_launch
                     else ""
@@ -407,7 +407,7 @@ def _step_modes(
         )
         ev = "; ".join(parts)
         if status == "eager" and n_launch:
-            ev += f"; {n_launch}{summed} graph launch(es) elsewhere hold no MLA kernel"
+            ev += f"; {n_launch}{summed} {plural('graph launch(es)', n_launch)} elsewhere hold no MLA kernel"
     step_src = checks.group("steps").get("source")
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"
@@ -441,7 +441,7 @@ def _trace_ran(n_graph: int, n_piece: int, n_eager: int, confirmed: bool) -> str
         return None
     if len(said) == 1:
         return said[0][1]
-    return ", ".join(f"{m} in {n} step(s)" for n, m in said)
+    return ", ".join(f"{m} in {counted(n, 'step(s)')}" for n, m in said)
 
 
 def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
@@ -463,7 +463,8 @@ def step_mode_findings(cap: Capture | None, ranks: int = 1) -> list[Finding]:
 
     def on(key: str, unit: str) -> str:
         if not per:  # one rank's, or an older import's sum over its ranks
-            return f"{_written(cap, key)} {unit}" + over_ranks_label("sum", ranks)
+            n = _written(cap, key)
+            return f"{n} {plural(unit, n)}" + over_ranks_label("sum", ranks)
         counts = {r.rank: n for r in per if (n := getattr(r, key))}
         text = per_rank_count(counts, unit)
         return text + (f" on {ranks_of(counts, len(per))}" if len(counts) < len(per) else "")

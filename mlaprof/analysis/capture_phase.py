@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from mlaprof.analysis.sections import CapturePhase, CapturePhaseRank
+from mlaprof.rank_counts import counted
 
 if TYPE_CHECKING:
     from mlaprof.store.reader import Run
@@ -99,14 +100,14 @@ def _text(rows: list[CapturePhaseRank]) -> str:
     r = rows[0]
     sizes = sorted(set(r.warmup_rows), reverse=True)
     mem = (
-        f"{r.allocations} allocation(s), {(r.allocated_bytes or 0) / 2**20:.1f} MiB"
+        f"{counted(r.allocations, 'allocation(s)')}, {(r.allocated_bytes or 0) / 2**20:.1f} MiB"
         if r.allocations is not None
         else "allocations unknown (no memory-allocation trace)"
     )
     where = "" if len(rows) == 1 else f" (rank {r.rank}; {len(rows)} ranks captured)"
     return (
-        f"capture phase{where}: {r.graphs_captured} graph(s) captured, "
-        f"{r.instantiated} instantiated, after {r.warmup_steps} eager warm-up forward(s)"
+        f"capture phase{where}: {counted(r.graphs_captured, 'graph(s)')} captured, "
+        f"{r.instantiated} instantiated, after {counted(r.warmup_steps, 'eager warm-up forward(s)')}"
         + (f" at batch rows {', '.join(map(str, sizes))}" if sizes else "")
         + f"; {r.duration_ms:.3f} ms; {mem}. Its steps are start-up work, not served steps, "
         "and are left out of every step below"

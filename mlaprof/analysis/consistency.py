@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlaprof.errors import MlaprofError
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import counted, plural, rank_list
 
 if TYPE_CHECKING:
     from mlaprof.analysis.step_records import Acceptance, EngineStep
@@ -41,11 +41,11 @@ class Agreement:
         if self.agree is None:
             return "not both present"
         word = "agree" if self.agree else "DISAGREE"
-        out = f"{word} on {self.compared} step(s) both committed"
+        out = f"{word} on {counted(self.compared, 'step(s)')} both committed"
         if self.first_mismatch is not None:
             out += f" (first at verify step {self.first_mismatch})"
         ahead = [
-            f"{n} {side} step(s) not yet matched"
+            f"{n} {side} {plural('step(s)', n)} not yet matched"
             for side, n in (("worker", self.worker_ahead), ("scheduler", self.scheduler_ahead))
             if n
         ]

@@ -15,7 +15,7 @@ from mlaprof.analysis.padding import NOT_RECORDED, size_text
 from mlaprof.analysis.paths import NOT_THIS_RUN, PATH_CHECK
 from mlaprof.analysis.sections import REFERENCE_TEXT, WHAT_IF
 from mlaprof.analysis.splits import frozen_condition, off_route
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import plural, rank_list
 from mlaprof.scenario import UNSET
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def _two_counts(s: RunSummary) -> list[str]:
             continue
         named = set(f.data.get("ranks") or [])
         if not named or named & reliable:
-            out.append(f"a trust finding over {sorted(named) or 'every rank'} + rank(s) "
+            out.append(f"a trust finding over {sorted(named) or 'every rank'} + {plural('rank(s)', len(reliable))} "
                        f"{sorted(reliable)} reliable on their own checks")  # fmt: skip
     last = s.engine_starts[-1].start if s.engine_starts else None
     if str(s.capture.status) == "downgraded":

@@ -34,7 +34,7 @@ from mlaprof.analysis.syncs import SYNC_CALLS
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label, to_json
 from mlaprof.errors import MlaprofError
 from mlaprof.kernel_names import RANGE_LIKE
-from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
+from mlaprof.rank_counts import counted, per_rank_count, plural, rank_list, ranks_of
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RunMeta
@@ -178,7 +178,7 @@ def api_text(c: dict[str, Any], ranks: Sequence[int] = (0,)) -> str:
     else:
         scope = over_ranks_label(how, have)
     listed = _list(top, len(c["api_functions"]))
-    return f"{c['api_calls']} API call(s) read{scope} ({listed}); " + (
+    return f"{counted(c['api_calls'], 'API call(s)')} read{scope} ({listed}); " + (
         f"{syncs} of them host syncs" if syncs else "none of them a host sync"
     )
 
@@ -221,7 +221,7 @@ def collapse_checks(
         mine = {r: n for r, n in per.get((p.path, p.variant), {}).items() if r in p.ranks}
         if sum(mine.values()) != p.steps:
             raise MlaprofError(
-                f"internal: the {p.path} {p.variant} row adds {p.steps} step(s), its ranks' "
+                f"internal: the {p.path} {p.variant} row adds {counted(p.steps, 'step(s)')}, its ranks' "
                 f"steps add {sum(mine.values())}"
             )
         base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S,
@@ -321,18 +321,18 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         if renamed:
             n_ren = sum(x.launches for x in cov.renamed or [])
             looks = (
-                f"{n_ren} of {kernels} dispatch(es) carry a roctx range's name instead of a "
+                f"{n_ren} of {counted(kernels, 'dispatch(es)')} carry a roctx range's name instead of a "
                 f"kernel's: {', '.join(renamed)}; " + looks
             )
-        counted = cov.counters_only or []
-        if counted:
+        counters = cov.counters_only or []
+        if counters:
             shown = [f"{x.name} (x{x.values}{', in the MLA kernel table' if x.mla else ''})"
-                     for x in counted[:SHOWN]]  # fmt: skip
+                     for x in counters[:SHOWN]]  # fmt: skip
             looks = (
-                f"hardware counter values on {len(counted)} kernel(s) "
+                f"hardware counter values on {counted(len(counters), 'kernel(s)')} "
                 f"({', '.join(shown)}"
-                + (f" and {len(counted) - SHOWN} more" if len(counted) > SHOWN else "")
-                + f"){over_ranks_label('sum', {r for x in counted for r in x.ranks})}"
+                + (f" and {len(counters) - SHOWN} more" if len(counters) > SHOWN else "")
+                + f"){over_ranks_label('sum', {r for x in counters for r in x.ranks})}"
                 # no kernel record to name: the trace's names are the counters'
                 + (f"; {looks}" if names else "")
             )
@@ -351,21 +351,21 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
                     + (
                         "the import holds hardware counters but no kernel trace (rocprofv3 "
                         "--pmc without --kernel-trace); "
-                        if counted
+                        if counters
                         else ""
                     )
-                    + f"{kernels}{over_ranks_label('sum', none)} kernel(s) read, none matched "
+                    + f"{kernels}{over_ranks_label('sum', none)} {plural('kernel(s)', kernels)} read, none matched "
                     "the MLA kernel table; nothing "
                     "below judges attention (no S, capture or collapse verdict)"
                 ),
                 evidence=f"{looks}; {cov.api} ({cov.provenance})",
-                fix=RENAME_HINT if renamed else COUNTERS_HINT if counted else PATTERNS_HINT,
+                fix=RENAME_HINT if renamed else COUNTERS_HINT if counters else PATTERNS_HINT,
                 data={
                     "ranks": none,
                     "kernels": kernels,
                     "attention_like": to_json(cov.attention_like),
                     **({"renamed": renamed} if renamed else {}),
-                    **({"counters_only": to_json(counted)} if counted else {}),
+                    **({"counters_only": to_json(counters)} if counters else {}),
                 },  # fmt: skip
             )
         )

@@ -29,6 +29,7 @@ from mlaprof.analysis.sections import TraceDrafter
 from mlaprof.analysis.starts import start_label
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.analysis.typed_json import over_ranks_how, over_ranks_label
+from mlaprof.rank_counts import plural
 from mlaprof.step_sources import unrle
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> Tr
         text=f"drafter passes (the drafter's own graphs, not verify steps): {n}{pooled('steps')} "
         f"({n_graph} graph / {n_eager} eager), "
         f"{', '.join(variants) or 'unknown kernel'}, {per_pass or 'unknown'} "
-        f"MLA layer(s) per pass, S {s_range or 'unknown'}, rows {rows or 'unknown'}, "
+        f"{plural('MLA layer(s)', per_pass)} per pass, S {s_range or 'unknown'}, rows {rows or 'unknown'}, "
         f"qlen {qlen or 'unknown (not on the grid)'}, median pass "
         + ("unknown" if med is None else f"{med:.1f} us{pooled('step_median_us')}"),
     )

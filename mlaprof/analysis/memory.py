@@ -14,7 +14,7 @@ import pandas as pd
 from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.starts import GIB, gib, start_label
 from mlaprof.analysis.typed_json import over_ranks_label
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import counted, rank_list
 from mlaprof.recording import ATTEMPT
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ def capture_memory_findings(
                 severity="info",
                 title=(
                     f"failed capture attempt: capture memory ({CAPTURE_MEMORY_MEASURE}): unknown "
-                    f"over {sizes} capture size(s)"
+                    f"over {counted(sizes, 'capture size(s)')}"
                 ),
                 evidence=(
                     f"{ATTEMPT_NOT_MEASURED}; it took "
@@ -169,8 +169,8 @@ def capture_memory_findings(
                 title=(
                     ("" if captured else "failed capture attempt: ")
                     + f"capture memory ({CAPTURE_MEMORY_MEASURE}): "
-                    f"{'unknown' if mem is None else human_bytes(mem)}{summed} over {sizes} "
-                    "capture size(s)"
+                    f"{'unknown' if mem is None else human_bytes(mem)}{summed} over "
+                    f"{counted(sizes, 'capture size(s)')}"
                 ),
                 evidence=(
                     f"private pool {human_bytes(pool)}, caching allocator {human_bytes(alloc)}, "

@@ -8,7 +8,7 @@ from mlaprof.analysis.findings import Finding
 from mlaprof.analysis.sections import Padding, RankPadding
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.typed_json import over_ranks_label, to_json
-from mlaprof.rank_counts import per_rank_count
+from mlaprof.rank_counts import counted, per_rank_count
 
 WASTE_WARNING = 0.25  # padding share of verify tokens from which padding is a warning
 NOT_RECORDED = "not recorded"  # the padding text of a run without padding records
@@ -97,7 +97,7 @@ def _amounts(
     steps: int, real_rows: int, padding_rows: int, per: list[RankPadding]
 ) -> tuple[int, int, str]:
     if len(per) <= 1:
-        return real_rows, padding_rows, f"over {steps} step(s)"
+        return real_rows, padding_rows, f"over {counted(steps, 'step(s)')}"
     steps_text = per_rank_count({r.rank: r.steps for r in per}, "step(s)")
     same = {(r.steps, r.real_rows, r.padding_rows) for r in per}
     if len(same) == 1:
@@ -147,12 +147,12 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
             kind="padding",
             severity=padding_severity(frac) if frac is not None else "info",
             title=(
-                f"FULL-graph padding adds {pad} padding row(s) to {real} real request(s) {over} "
+                f"FULL-graph padding adds {counted(pad, 'padding row(s)')} to {counted(real, 'real request(s)')} {over} "
                 f"({scope_text(s)})"
             ),
             evidence=(
                 f"{share_text(frac, 1, none=UNRECORDED_SHARE)} of verify tokens "
-                + f"over {s.steps_padded} step(s){over_ranks_label('sum', s.ranks or 0)}"
+                + f"over {counted(s.steps_padded, 'step(s)')}{over_ranks_label('sum', s.ranks or 0)}"
                 + " are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
                 "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "

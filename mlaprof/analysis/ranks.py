@@ -15,7 +15,7 @@ from mlaprof.analysis.sections import (
     FleetRank,
     SplitRanks,
 )
-from mlaprof.rank_counts import rank_list, rank_span, ranks_count
+from mlaprof.rank_counts import counted, rank_list, rank_span, ranks_count
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import RankSource
@@ -255,7 +255,7 @@ def _s_differs(per_layer: list[FleetLayer]) -> str | None:
     first, n = next(iter(shapes.items()))
     compared = sum(1 for p in per_layer if p.S_min is not None)
     other = (
-        f"; the ranks split otherwise on {len(split) - n} more layer(s) (per layer)"
+        f"; the ranks split otherwise on {counted(len(split) - n, 'more layer(s)')} (per layer)"
         if len(shapes) > 1
         else ""
     )
@@ -347,7 +347,7 @@ def _engine_rows(
                 S_max=max(hi) if hi else None,
                 ranks_collapsed=collapsed if len(unjudged) < len(rows) else None,
                 agree=agree,
-                text=f"engine {e.engine} {describe_engine(e)}: {len(rows)} rank(s), "
+                text=f"engine {e.engine} {describe_engine(e)}: {counted(len(rows), 'rank(s)')}, "
                 + (_verdict(rows, layers) if compared else "nothing to compare"),
             )
         )

@@ -40,7 +40,7 @@ def _same(values: list[int | None]) -> int | None:
 
 
 def _words(per_rank: list[RankCommitted]) -> tuple[str, str] | None:
-    """Each rank's committed steps and last step in words (``"10 step(s)"``, ``"9"`` for one
+    """Each rank's committed steps and last step in words (``"10 steps"``, ``"9"`` for one
     rank or ranks that agree, else the range with each rank's), never one rank's as the run's;
     None where no rank committed a step."""
     if not any(r.steps_committed for r in per_rank):

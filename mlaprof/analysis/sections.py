@@ -58,7 +58,7 @@ def closed_record(status: str, reason: str | None) -> bool:
 class RunState(Section):
     """Where the run stands (analysis.run_state): its status and how far its committed records
     reach, and for a run that did not finish why (``text``: the line every view prints, a
-    finished run's too: "finished; 32 step(s) committed, ...", never empty)."""
+    finished run's too: "finished; 32 steps committed, ...", never empty)."""
 
     status: RunStatus
     # why it ended early, where its writer recorded it (Run.reason); None: none recorded

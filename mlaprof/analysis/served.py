@@ -261,8 +261,8 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
                 kind="engine",
                 severity="info",
                 title=(
-                    f"engine (measured): {per_rank_verify(eng, 'verify_steps', 'verify steps')}, "
-                    f"{per_rank_verify(eng, 'verify_rows', 'verify rows')}, {acc}"
+                    f"engine (measured): {per_rank_verify(eng, 'verify_steps', 'verify step(s)')}, "
+                    f"{per_rank_verify(eng, 'verify_rows', 'verify row(s)')}, {acc}"
                 ),
                 evidence=(
                     f"{eng.backend}, {eng.spec_method} k={eng.num_speculative_tokens}, "
@@ -288,7 +288,7 @@ def served_findings(eng: EngineSection | None) -> list[Finding]:
                 kind="engine",
                 severity="info",
                 title=(
-                    f"{_of_per_rank(eng, 'verify_rows_as_prefill', 'verify_rows', 'verify rows')}"
+                    f"{_of_per_rank(eng, 'verify_rows_as_prefill', 'verify_rows', 'verify row(s)')}"
                     f" were filed as prefill by {eng.backend} (measured)"
                 ),
                 evidence=(

@@ -30,6 +30,7 @@ from mlaprof.analysis.sections import (
     StartMemory,
     StartSpeculative,
 )
+from mlaprof.rank_counts import plural
 
 SOURCE = "vllm-log"
 GIB = 1 << 30
@@ -235,7 +236,8 @@ def spec_totals(
         accepted=accepted,
         acceptance_rate=accepted / drafted if drafted else None,
         per_position_last=lines[-1].get("per_position"),
-        provenance=f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' line(s)",
+        provenance=f"{prov}: the sum of {len(lines)} 'SpecDecoding metrics' "
+        f"{plural('line(s)', len(lines))}",
         complete=complete if why else None,
         completeness=why or None,
     )
@@ -263,7 +265,7 @@ def log_spec_totals(starts: list[EngineStart]) -> SpecDecoding | None:
     why = (
         "complete: every start's last drafting interval was logged"
         if not open_
-        else "a lower bound: the last interval of start(s) "
+        else f"a lower bound: the last interval of {plural('start(s)', len(open_))} "
         + ", ".join(map(str, open_))
         + " may be missing"
     )

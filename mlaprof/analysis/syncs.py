@@ -25,7 +25,7 @@ from mlaprof.analysis.sections import (
 )
 from mlaprof.analysis.step_stats import by_step
 from mlaprof.analysis.typed_json import to_json
-from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
+from mlaprof.rank_counts import counted, per_rank_count, plural, rank_list, ranks_of
 from mlaprof.step_sources import SOURCE_GAPS
 from mlaprof.sync_kinds import CAPTURE_ERROR, KINDS, SYNC
 
@@ -249,12 +249,14 @@ def _counted(
     unchecked: Sequence[int] = (),
 ) -> str:
     """The sync count line: one rank's count, or per rank (a range over ranks), never a sum
-    that reads as one rank's; the layers they were on where there are any ("0 on 0 layer(s)"
+    that reads as one rank's; the layers they were on where there are any ("0 on 0 layers"
     read as if no layer had been watched). ``unchecked``: the ranks nothing checked, said
     "not checked" after the checked ranks' count, which names them (never a 0 of theirs)."""
-    where = f" on {n_layers} layer(s)" if total else ""
+    where = f" on {counted(n_layers, 'layer(s)')}" if total else ""
+    # the noun agrees with the count said: one rank's, else the range's upper end
+    what = plural(what, total if len(per_rank) <= 1 else max(r.total for r in per_rank))
     if len(per_rank) <= 1:
-        said = f"{total}{what}{where} ({steps} step(s) checked)"
+        said = f"{total}{what}{where} ({counted(steps, 'step(s)')} checked)"
     else:
         totals = per_rank_count({r.rank: r.total for r in per_rank})
         watched = per_rank_count({r.rank: r.watched_steps for r in per_rank}, "step(s)")
@@ -408,7 +410,7 @@ def sync_findings(
                 severity="critical" if breaks and kind != "alloc" else "warning",
                 title=f"{what}: {op_text} at {loc_text}",
                 evidence=(
-                    f"{len(hit)} layer(s) ({_span(hit)}), {per_layer:g} per layer per step"
+                    f"{counted(len(hit), 'layer(s)')} ({_span(hit)}), {per_layer:g} per layer per step"
                     + (f"; {detail}" if detail else "")
                     + (
                         "; aborts CUDA/HIP graph capture, so the engine falls back to PIECEWISE"

@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any, Union
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import plural
 
 # a field whose key the document leaves out when it has no value (producers that never write it)
 OMIT = "omit_when_none"
@@ -256,7 +257,9 @@ def _dataclass_reader(tp: type) -> Reader:
         if not isinstance(v, dict):
             raise _Bad(f"expected an object for {tp.__name__}, got {type(v).__name__}")
         if not known.issuperset(v):
-            raise _Bad(f"{tp.__name__} has no field(s) {sorted(set(v) - known)}")
+            raise _Bad(
+                f"{tp.__name__} has no {plural('field(s)', len(set(v) - known))} {sorted(set(v) - known)}"
+            )
         kw: dict[str, Any] = {}
         null_keys = []
         for name, omit in plan:

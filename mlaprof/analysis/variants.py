@@ -13,6 +13,7 @@ from mlaprof.analysis.run_checks import RunChecks
 from mlaprof.analysis.sections import TracePath
 from mlaprof.analysis.step_stats import for_steps
 from mlaprof.analysis.typed_json import over_ranks_label
+from mlaprof.rank_counts import counted, plural
 
 if TYPE_CHECKING:
     from mlaprof.analysis.evidence.model import GridAxes, RunMeta
@@ -89,16 +90,18 @@ def _qlen_source(checks: RunChecks, path: str, variant: str, p: GridAxes | None)
     n2, n1 = int(q.get("from_stage2", 0)), int(q.get("from_stage1", 0))
     parts = []
     if n2:
-        parts.append(f"stage 2's grid axis z ((B, H, qlen), exact) on {n2}{summed} layer(s)")
+        parts.append(
+            f"stage 2's grid axis z ((B, H, qlen), exact) on {n2}{summed} {plural('layer(s)', n2)}"
+        )
     if n1 or not n2:
         parts.append(
-            f"{s1} on {n1}{summed} layer(s) without stage 2 (qlen below 16 heads, as vLLM "
+            f"{s1} on {n1}{summed} {plural('layer(s)', n1)} without stage 2 (qlen below 16 heads, as vLLM "
             "routes verify; ceil(H/16)*qlen from aiter v0.1.20 on with more heads: ambiguous "
             "there)"
         )
     if q.get("stage1_disagrees"):
         parts.append(
-            f"stage 1's z differs on {q['stage1_disagrees']}{summed} layer(s): ceil(H/16)*qlen "
+            f"stage 1's z differs on {q['stage1_disagrees']}{summed} {plural('layer(s)', q['stage1_disagrees'])}: ceil(H/16)*qlen "
             "with more than 16 heads (aiter v0.1.20+)"
         )
     return "; ".join(parts)
@@ -118,7 +121,7 @@ def variant_findings(origin: str, paths: list[TracePath]) -> list[Finding]:
             continue
         parts = [
             # a path's steps add its ranks' (said so, in the sections' one wording)
-            f"{p.variant} on {p.steps} step(s)"
+            f"{p.variant} on {counted(p.steps, 'step(s)')}"
             + over_ranks_label("sum", p.ranks)
             + f" (batch rows {p.rows or 'not on its grid'}"
             + (f", median layer {p.layer_median_us:.1f} us" if p.layer_median_us else "")

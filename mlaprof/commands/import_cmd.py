@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mlaprof.commands.common import add_traces_arg, check_traces, traces_dir
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import counted
 from mlaprof.textsafe import plain_lines
 
 if TYPE_CHECKING:
@@ -166,7 +167,10 @@ def _readable_input(path: Path) -> None:
 
 def format_summary(run: Path, s: ImportSummary) -> str:
     rows = ", ".join(f"{n} {t}" for t, n in s.rows.items() if n) or "no rows"
-    lines = [f"imported {s.source} ({len(s.files)} file(s)) -> {run}", f"  rows: {rows}"]
+    lines = [
+        f"imported {s.source} ({counted(len(s.files), 'file(s)')}) -> {run}",
+        f"  rows: {rows}",
+    ]
     if s.mla_kernels:
         lines.append(
             f"  MLA kernels: {s.mla_kernels}; graph replays with MLA: {s.replays}; "

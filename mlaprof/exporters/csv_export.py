@@ -24,6 +24,7 @@ from mlaprof.errors import MlaprofError
 from mlaprof.exporters.folder_output import write_folder
 from mlaprof.exporters.process_layout import process_prefixes
 from mlaprof.formats.spreadsheet import neutralize
+from mlaprof.rank_counts import counted
 from mlaprof.store.rows import iter_batches, iter_rows, typed
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ def csv_losses(run: Run) -> list[Loss]:
     if held:  # rocpd's graph_exec_id / Kineto's graph ids: no column of the layout holds them
         out.append(Loss(
             "graph ids",
-            f"{held} kernel(s) name the graph (and node) they replayed in",
+            f"{counted(held, 'kernel(s)')} name the graph (and node) they replayed in",
             "ties kernels to graph replays by correlation ids and launch calls alone",
         ))  # fmt: skip
     for table in TABLES:
@@ -217,7 +218,7 @@ def csv_losses(run: Run) -> list[Loss]:
             continue
         n = run.count(table)
         if n:
-            held = f"{n} row(s)"
+            held = f"{counted(n, 'row(s)')}"
             if table == "captures":  # the verdict's own words: mode and status per attempt
                 caps = run.table("captures")
                 held += " (" + ", ".join(

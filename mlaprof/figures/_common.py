@@ -15,7 +15,7 @@ from mlaprof.analysis.capture import FAILED_CAPTURE  # noqa: F401 - the figures'
 from mlaprof.analysis.capture_status import CAPTURE_LABELS, ON_CPU, CaptureStatus
 from mlaprof.analysis.series import is_run, kernel_label, shorten  # noqa: F401 - one definition
 from mlaprof.errors import MissingExtraError, MlaprofError
-from mlaprof.rank_counts import rank_list, ranks_of
+from mlaprof.rank_counts import plural, rank_list, ranks_of
 from mlaprof.store.schema import TABLES, columns
 
 if TYPE_CHECKING:
@@ -120,7 +120,9 @@ def table(data: Any, name: str, rank: int | None = None) -> pd.DataFrame:
         )
     missing = [c for c, _ in TABLES.get(name, ()) if c not in df.columns]
     if missing and isinstance(data, pd.DataFrame):
-        raise MlaprofError(f"the {name} frame lacks column(s) {', '.join(missing)}")
+        raise MlaprofError(
+            f"the {name} frame lacks {plural('column(s)', len(missing))} {', '.join(missing)}"
+        )
     df = df.copy()
     for c in missing:
         df[c] = pd.NA

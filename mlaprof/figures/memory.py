@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlaprof.figures import _common as c
+from mlaprof.rank_counts import plural
 
 VIEWS = (
     ("pool_bytes", "private graph memory pool", "#1f77b4"),
@@ -71,13 +72,14 @@ def capture_memory(data: Any, rank: int | None = None) -> Any:
             title_text="memory (MiB)", range=[0, max(1.0, top / c.MIB * 1.2)], row=row, col=1
         )
     if rs.failed_captures:
-        sizes = ", ".join(
+        failed = [
             str(s)
             for s in dict.fromkeys(f.capture_size for f in rs.failed_captures)
             if s is not None
-        )
+        ]
         fig.add_annotation(
-            text=f"capture failed (or is predicted to) for size(s) {sizes}: no memory for them",
+            text=f"capture failed (or is predicted to) for {plural('size(s)', len(failed))} "
+            f"{', '.join(failed)}: no memory for them",
             xref="paper",
             yref="paper",
             x=0,

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from mlaprof.figures import _common as c
+from mlaprof.rank_counts import counted
 
 ORDER = ("FULL", "PIECEWISE", "NONE")
 
@@ -82,7 +83,7 @@ def full_vs_fallback(data: Any, rank: int | None = None) -> Any:
         where = "an error" if r.op is None else f"{r.op} at {r.location}"
         fig.add_annotation(
             text=(
-                f"{len(rs.failed_captures)} capture(s) {r.status}; first: size "
+                f"{counted(len(rs.failed_captures), 'capture(s)')} {r.status}; first: size "
                 f"{'?' if r.capture_size is None else r.capture_size}, layer "
                 f"{'?' if r.layer is None else r.layer}: {where} → {r.fallback or 'a fallback'}"
             ),

@@ -21,6 +21,7 @@ import torch
 from mlaprof.errors import MlaprofError
 from mlaprof.probes.sync_checker import _TORCH_DIR, SyncChecker, SyncEvent
 from mlaprof.probes.sync_checker import _short as short_path
+from mlaprof.rank_counts import counted
 from mlaprof.sync_kinds import BREAKS_CAPTURE
 
 # the finding kinds that fail the gate: mlaprof.sync_kinds.BREAKS_CAPTURE
@@ -53,7 +54,7 @@ class GateReport:
         if self.ok:
             return f"{self.target}: no sync or data-dependent allocation ({self.region})"
         lines = [
-            f"{self.target}: {len(self.findings)} op(s) would break CUDA/HIP graph capture "
+            f"{self.target}: {counted(len(self.findings), 'op(s)')} would break CUDA/HIP graph capture "
             f"({self.region}):"
         ]
         for e in self.findings:

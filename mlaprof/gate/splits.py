@@ -20,6 +20,7 @@ from mlaprof.capture_sizes import DEFAULT_RULE, capture_plan
 from mlaprof.errors import MlaprofError
 from mlaprof.gate.core import CaptureGateError
 from mlaprof.metadata import batch_shape
+from mlaprof.rank_counts import counted
 from mlaprof.scenario import DEVICES
 from mlaprof.splits.policies import POLICIES, SplitInput, is_collapsed
 
@@ -48,7 +49,7 @@ class SplitCollapseError(CaptureGateError):
     def __init__(self, cases: list[SplitCase], policy: str, device: str) -> None:
         AssertionError.__init__(
             self,
-            f"KV splits collapse on {len(cases)} padded batch(es): padding rows feed "
+            f"KV splits collapse on {counted(len(cases), 'padded batch(es)')}: padding rows feed "
             "min_kv_seq_len (take it over rows with qo_len > 0)\n"
             + "\n".join(c.line(policy, device) for c in cases[:12]),
         )

@@ -19,6 +19,7 @@ import numpy as np
 
 from mlaprof.errors import MlaprofError
 from mlaprof.importers.annotate import NULL, KernelColumns
+from mlaprof.rank_counts import counted
 from mlaprof.store.trace_checks import RECORDS
 
 _KEY = ("correlation", "start_ns", "end_ns", "device")
@@ -56,13 +57,13 @@ def merge_duplicate_dispatches(
             bad = ids[n_files > 1]
             raise MlaprofError(
                 f"{which}: kernel files of one process (pid) give correlation id {int(bad[0])} "
-                f"to different dispatches ({len(bad)} such id(s)): two runs under one pid? "
+                f"to different dispatches ({counted(len(bad), 'such id(s)')}): two runs under one pid? "
                 "import them separately"
             )
     if len(keep) == kc.n:
         return kc
     notes.append(
-        f"{kc.n - len(keep)} kernel record(s) repeated in more than one kernel file of one "
+        f"{counted(kc.n - len(keep), 'kernel record(s)')} repeated in more than one kernel file of one "
         f"process ({which}): kept once each (merged by correlation id)"
     )
     ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}

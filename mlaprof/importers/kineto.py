@@ -32,7 +32,7 @@ from mlaprof.importers.kineto_steps import CpuActivity, CpuScan, cpu_tables, x_s
 from mlaprof.importers.rocprof_csv import _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.kernel_table import KernelMatcher, table_meta
 from mlaprof.portable import portable_path
-from mlaprof.rank_counts import rank_list
+from mlaprof.rank_counts import counted, rank_list
 from mlaprof.store import runmeta, validate
 from mlaprof.store.staging import staged_run
 
@@ -308,7 +308,7 @@ def import_kineto(
         summary.notes += notes
         if others:
             summary.notes.append(
-                f"{len(others)} other file(s) in the folder not read (e.g. {others[0].name}: "
+                f"{counted(len(others), 'other file(s)')} in the folder not read (e.g. {others[0].name}: "
                 "vLLM's *.profiler_out.txt are op tables, not traces)"
             )
     elif path.is_file():
@@ -329,7 +329,7 @@ def import_kineto(
     if frontends:
         meta["frontend_traces"] = [f.path.name for f in frontends]
         summary.notes.append(
-            f"{len(frontends)} vLLM front-end trace(s) (the API server's CPU profile, no engine "
+            f"{counted(len(frontends), 'vLLM front-end trace(s)')} (the API server's CPU profile, no engine "
             f"steps) not imported as ranks: {', '.join(f.path.name for f in frontends[:2])}"
         )
     matcher = matcher or KernelMatcher()

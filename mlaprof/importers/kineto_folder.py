@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import counted
 
 _TAIL = r"\.(?P<ns>\d+)\.pt\.trace\.json(?:\.gz)?$"
 WORKER = re.compile(r"(?:^|_)rank(?P<rank>\d+)" + _TAIL)
@@ -101,7 +102,7 @@ def assign_ranks(
             out[rank] = unnamed[worker]
         if len(unnamed) > 1 or out.keys() - {0}:
             notes.append(
-                f"{len(unnamed)} worker name(s) without a rank in the file name or "
+                f"{counted(len(unnamed), 'worker name(s)')} without a rank in the file name or "
                 f"distributedInfo ({', '.join(sorted(unnamed)[:4])}): numbered as ranks in name order"
             )
     for fs in out.values():

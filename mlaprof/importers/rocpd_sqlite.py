@@ -41,6 +41,7 @@ from mlaprof.importers.duplicates import check_records
 from mlaprof.importers.inputs import is_sqlite
 from mlaprof.importers.rocprof_csv import _KERNEL_SRC, _TRANSFER_COLS, KERNEL_COLS
 from mlaprof.live_inputs import changing, stamp
+from mlaprof.rank_counts import counted
 from mlaprof.store.schema import TABLES
 
 if TYPE_CHECKING:
@@ -532,8 +533,8 @@ def _import(
         summary.add("counters", n)
     if kfd[0] or kfd_values:
         summary.notes.append(
-            f"{kfd[0]} KFD event region(s) (rocprofv3 --kfd-trace: page faults, migrations, queue "
-            f"evictions) not read as API calls, their {kfd_values} value(s) not as counters"
+            f"{counted(kfd[0], 'KFD event region(s)')} (rocprofv3 --kfd-trace: page faults, migrations, queue "
+            f"evictions) not read as API calls, their {counted(kfd_values, 'value(s)')} not as counters"
         )
 
     # an mlaprof export carries its analysis tables in the process row

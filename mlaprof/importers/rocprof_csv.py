@@ -40,6 +40,7 @@ from mlaprof.importers.common import (
 )
 from mlaprof.importers.mapped import MappedRange
 from mlaprof.live_inputs import changing, still_written
+from mlaprof.rank_counts import plural
 
 if TYPE_CHECKING:
     from mlaprof.store.spill import Spill
@@ -207,7 +208,9 @@ def _index(path: Path, header: Sequence[str], names: Sequence[str]) -> dict[str,
     pos = {norm(c): i for i, c in enumerate(header)}
     missing = [n for n in names if n not in pos]
     if missing:
-        raise MlaprofError(f"{path}: missing column(s) {', '.join(missing)}")
+        raise MlaprofError(
+            f"{path}: missing {plural('column(s)', len(missing))} {', '.join(missing)}"
+        )
     return pos
 
 
@@ -877,7 +880,7 @@ def import_csv(
         near = _kernel_columns_missing(header)
         if near:  # a kernel trace without a column it needs: named, not "not a rocprofv3 CSV"
             raise MlaprofError(
-                f"{path}: a kernel trace CSV missing column(s) {', '.join(near)} (rocprofv3's "
+                f"{path}: a kernel trace CSV missing {plural('column(s)', len(near))} {', '.join(near)} (rocprofv3's "
                 "kernel_trace.csv has Kernel_Name, Start_Timestamp, End_Timestamp, Grid_Size_X)"
             )
         shown = ", ".join(header[:6])[:120]

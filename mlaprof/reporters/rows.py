@@ -47,7 +47,7 @@ from mlaprof.analysis.typed_json import (
     WORDS_OF,
     over_ranks_label,
 )
-from mlaprof.rank_counts import ranks_count
+from mlaprof.rank_counts import counted, ranks_count
 from mlaprof.reporters.fmt import NONE, field_text, label_of, value_text
 
 if TYPE_CHECKING:
@@ -844,7 +844,7 @@ def _map_table(key: str, title: str, items: dict[Any, Any], ranks: int = 1) -> T
 
 def table_more(t: Table) -> str:
     """What a table that was cut says under its rows (empty: nothing was cut)."""
-    return f"... {t.more} more row(s) in report --json" if t.more else ""
+    return f"... {counted(t.more, 'more row(s)')} in report --json" if t.more else ""
 
 
 # -- the splits table's cells (the terminal report and the dashboard share them) --------------

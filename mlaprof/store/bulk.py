@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import plural
 from mlaprof.store.schema import TABLES
 
 
@@ -25,7 +26,9 @@ def _check_columns(table: str, names: Sequence[str]) -> None:
     known = {c for c, _ in TABLES[table]}
     bad = [c for c in names if c not in known]
     if bad:
-        raise MlaprofError(f"table {table!r} has no column(s) {', '.join(bad)}")
+        raise MlaprofError(
+            f"table {table!r} has no {plural('column(s)', len(bad))} {', '.join(bad)}"
+        )
 
 
 class _Statements:

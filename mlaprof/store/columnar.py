@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import plural
 from mlaprof.store.schema import TABLES, columns
 
 # NumPy (and arrow_numpy, built on it) is imported where rows are built or converted: opening a
@@ -117,7 +118,9 @@ def build(
     text = text or {}
     unknown = (set(numbers) | set(text)) - set(columns(table))
     if unknown:
-        raise MlaprofError(f"table {table!r} has no column(s) {', '.join(sorted(unknown))}")
+        raise MlaprofError(
+            f"table {table!r} has no {plural('column(s)', len(unknown))} {', '.join(sorted(unknown))}"
+        )
     arrays = []
     for field in schema:
         c = field.name
@@ -371,7 +374,9 @@ def read_columns(side: SideTable, cols: list[str]) -> pa.Table:
     pa = _pa()
     missing = [c for c in cols if c not in columns(side.table)]
     if missing:
-        raise MlaprofError(f"table {side.table!r} has no column(s) {', '.join(missing)}")
+        raise MlaprofError(
+            f"table {side.table!r} has no {plural('column(s)', len(missing))} {', '.join(missing)}"
+        )
     try:
         if side.path.suffix == ".arrow":
             with pa.memory_map(str(side.path)) as src:

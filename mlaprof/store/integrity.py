@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError
-from mlaprof.rank_counts import rank_span
+from mlaprof.rank_counts import plural, rank_span
 from mlaprof.store import liveness
 
 _PARTITION = re.compile(r"^rank=(\d+)$")
@@ -119,7 +119,7 @@ def check_complete(run_dir: Path, meta: Mapping[str, Any], present: Collection[i
         have = rank_span(present) or "none"
         raise MlaprofError(
             f"{run_dir} is missing {names} (the run has ranks {_span(gone, present)}, "
-            f"databases for {have}): restore the file(s) or re-import the trace"
+            f"databases for {have}): restore {plural('the file(s)', len(gone))} or re-import the trace"
         )
 
 
@@ -131,7 +131,7 @@ def check_not_emptied(run_dir: Path, meta: Mapping[str, Any], present: Collectio
     if not present and status in liveness.AFTER_RECORDS:
         raise MlaprofError(
             f"{run_dir} says it {status} but holds no rank database (rank<N>.db): restore the "
-            "file(s) or record the run again"
+            "files or record the run again"
         )
 
 

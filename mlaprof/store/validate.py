@@ -23,6 +23,7 @@ import numpy as np
 
 from mlaprof import live_inputs
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import counted
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -112,7 +113,7 @@ def kernel_columns(kc: Any, source: str, first_line: int = 1) -> None:  # annota
         i = int(bad[0])
         what = "a negative start" if start[i] < 0 else f"end {end[i]} before start {start[i]}"
         raise MlaprofError(
-            f"{source}: kernel record {i + first_line} has {what} ({len(bad)} such record(s))"
+            f"{source}: kernel record {i + first_line} has {what} ({counted(len(bad), 'such record(s)')})"
         )
 
 

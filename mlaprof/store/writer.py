@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaprof.errors import MlaprofError, disk_message
+from mlaprof.rank_counts import plural
 from mlaprof.store import liveness, runmeta
 from mlaprof.store.schema import SCHEMA_VERSION, TABLES, columns
 
@@ -105,7 +106,9 @@ class RunWriter:
             known = self._known[table] = frozenset(cols)
         if not row.keys() <= known:
             unknown = set(row) - known
-            raise MlaprofError(f"table {table!r} has no column(s) {', '.join(sorted(unknown))}")
+            raise MlaprofError(
+                f"table {table!r} has no {plural('column(s)', len(unknown))} {', '.join(sorted(unknown))}"
+            )
         get = row.get
         return tuple(self.rank if c == "rank" else _plain(get(c)) for c in cols)
 

@@ -262,8 +262,8 @@ def _layer_steps(layers: list[LayerRow], steps: int) -> str:
 
 
 def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
-    """The shown ranks' step counts as every view says a count per rank (``9 step(s) per rank
-    (2 ranks)``, ``3-5 step(s) per rank (ranks 0: 5, 1: 3)``: :func:`per_rank_count`)."""
+    """The shown ranks' step counts as every view says a count per rank (``9 steps per rank
+    (2 ranks)``, ``3-5 steps per rank (ranks 0: 5, 1: 3)``: :func:`per_rank_count`)."""
     return per_rank_count({r: len(step_ids.get(r, ())) for r in shown}, "step(s)")
 
 

@@ -17,6 +17,7 @@ from mlaprof.analysis.run_summary import build_summary
 from mlaprof.analysis.syncs import fill_layer_syncs
 from mlaprof.cli import main
 from mlaprof.figures.html_report import render_html
+from mlaprof.rank_counts import counted
 from mlaprof.store import load
 from mlaprof.store.runkind import RunKind, infer_kind, run_kind
 from tests import shipped_demo
@@ -124,7 +125,7 @@ def _check_views_agree(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> dic
     else:
         assert n["total"] == len(doc["syncs"])
         if n["total"]:
-            line = f"syncs in region: {n['total']} on {n['layers']} layer(s)"
+            line = f"syncs in region: {n['total']} on {counted(n['layers'], 'layer(s)')}"
             assert line in " ".join(term.split())
     with load(run_dir) as run:  # the store gives the rows as recorded; the rule is analysis'
         recorded = fill_layer_syncs(run.layers, run.syncs)["syncs"].dropna()
@@ -186,7 +187,7 @@ def test_legacy_flat_demo_counts_four_syncs_per_layer(capsys: pytest.CaptureFixt
     assert set(per_layer.values()) == {4.0} and len(per_layer) == 8
     # allocations, host->device copies and the capture error are counted apart, never added in
     assert doc["sync_counts"]["by_kind"] == {"sync": 32, "alloc": 32, "h2d": 8, "capture-error": 1}
-    assert "syncs in region: 32 on 8 layer(s)" in " ".join(term.split())
+    assert "syncs in region: 32 on 8 layers" in " ".join(term.split())
 
 
 def test_fleet_reports_per_rank_and_finds_the_collapse_on_its_ranks(

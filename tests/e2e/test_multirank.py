@@ -120,7 +120,7 @@ def test_report_tui_and_html_show_every_rank(tp2, tmp_path):
         head = one.stdout.splitlines()[:2]
         assert head[0].startswith("tp2  |  finished  |")
         assert head[0].endswith(f"|  rank {rank} of 2")
-        assert "|  3 step(s), " in head[1]
+        assert "|  3 steps, " in head[1]
     html = tmp_path / "r.html"
     h = mlaprof_cli("report", "tp2", "--traces", str(traces), "--html", str(html))
     assert h.returncode == 0, h.stderr

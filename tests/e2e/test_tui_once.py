@@ -33,7 +33,7 @@ def test_once_prints_every_panel(runs: Path, capsys: pytest.CaptureFixture[str])
     assert [r[0] for r in rows] == ["0", "1", "2"]
     assert all(r[2] == "2" and r[3] == "1" and r[4] == "16" for r in rows)
     assert "[CRIT]" in out
-    assert "5 step(s)" in out
+    assert "5 steps" in out
 
 
 def test_once_fix_run_has_no_syncs(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -146,7 +146,7 @@ SCREENS: dict[str, tuple[Callable[[Pilot], Awaitable[None]], list[str]]] = {
         _loaded,
         [
             "ranks 0-1",
-            "40 step(s) per rank (2 ranks)",
+            "40 steps per rank (2 ranks)",
             "rank",
             "layer",
             "-> failed (runs PIECEWISE)",

@@ -80,7 +80,7 @@ def test_each_engine_accepts_of_its_own_drafts() -> None:
     pooled = f"acceptance of the engines of ranks 0-1: 9 of 12 draft tokens, 75% {POOLED}; "
     assert pooled in f.evidence, f.evidence
     assert "9 of 6" not in f.title + f.evidence and "150%" not in f.title + f.evidence
-    assert "engine of rank 0: agree on 1 step(s)" in f.evidence, f.evidence
+    assert "engine of rank 0: agree on 1 step" in f.evidence, f.evidence
     assert f.data["accepted_tokens_per_engine"] == {0: 3, 1: 6}
     # each label says what the value is made of: the two engines', pooled or added
     labels = _labels(eng)
@@ -238,7 +238,7 @@ def test_an_engines_own_rank_makes_its_pairing_known(tmp_path: Path, rule: str) 
     assert _pairings(_live(run_dir)) == _pairings(s)  # the dashboard's fold reads the same
     for name, text in _views(run_dir, s).items():
         assert "pairing by rank rank named by" in _words(text), name
-        row = _words(f"0 0 1 3 6 50.0% yes 1 agree on 1 step(s) both committed known {rule}")
+        row = _words(f"0 0 1 3 6 50.0% yes 1 agree on 1 step both committed known {rule}")
         assert row in _words(text.replace("\\", "")), name  # Markdown's escapes
 
 
@@ -267,7 +267,7 @@ def test_a_rank_from_the_environment_or_the_default_makes_its_pairing_assumed(
     for name, text in _views(run_dir, s).items():
         text = text.replace("\\", "")  # Markdown's escapes
         assert said in text, name
-        row = _words(f"6 6 100.0% yes 1 agree on 1 step(s) both committed assumed {rule}")
+        row = _words(f"6 6 100.0% yes 1 agree on 1 step both committed assumed {rule}")
         assert row in _words(text), name
 
 

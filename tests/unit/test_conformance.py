@@ -84,7 +84,7 @@ def test_rocpd_graph_replays_are_steps(tmp_path: Path, capsys: pytest.CaptureFix
     assert rep["trace"]["checks"]["launches"]["mla_replays_with_launch"] == 6
     # the TUI and the HTML report render the same analysis
     assert main(["tui", str(tmp_path / "t" / "x"), "--once"]) == 0
-    assert "6 step(s)" in capsys.readouterr().out
+    assert "6 steps" in capsys.readouterr().out
     html = tmp_path / "r.html"
     assert main(["report", str(tmp_path / "t" / "x"), "--html", str(html)]) == 0
     assert "6 of 6 carry the correlation id of a graph-launch call" in html.read_text()

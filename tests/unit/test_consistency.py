@@ -41,7 +41,7 @@ def test_a_step_that_differs_disagrees_at_its_place() -> None:
 def test_a_step_not_yet_committed_is_pending() -> None:
     a = scheduler_agreement(_worker((4, 12), (2, 6)), _scheduler((4, 12)))
     assert (a.agree, a.compared, a.worker_ahead) == (True, 1, 1)
-    assert a.text == "agree on 1 step(s) both committed; 1 worker step(s) not yet matched"
+    assert a.text == "agree on 1 step both committed; 1 worker step not yet matched"
 
 
 def test_no_scheduler_record_is_not_both_present() -> None:

@@ -59,7 +59,7 @@ def test_acceptance_of_99_83_percent_is_not_printed_as_100() -> None:
         verify_rows_as_prefill=0,
         scheduler_steps=3,
         scheduler_matches_worker=True,
-        scheduler_worker_text="agree on 3 step(s) both committed",
+        scheduler_worker_text="agree on 3 steps both committed",
         drafter_builds=0,
         padded_steps=0,
         ranks=[0],
@@ -102,10 +102,10 @@ def test_padding_is_the_runs_total_with_its_per_step_range_not_step_0() -> None:
     assert s.padding_rows_per_step == [0, 2] and s.steps_padded == 2
     assert s.padding_fraction == 12 / 48 and s.kv_bytes_padding == 30
     assert s.text == (
-        "9 real + 3 padding rows over 3 step(s) (padding rows per step 0-2, capture size 16)"
+        "9 real + 3 padding rows over 3 steps (padding rows per step 0-2, capture size 16)"
     )
     (f,) = padding_findings(pad)  # the finding says the same totals
-    assert "adds 3 padding row(s) to 9 real request(s) over 3 step(s)" in f.title
+    assert "adds 3 padding rows to 9 real requests over 3 steps" in f.title
     assert "padding rows per step 0-2" in f.title
 
 
@@ -124,7 +124,7 @@ def test_a_clean_checked_step_reads_checked_zero_and_no_check_reads_not_checked(
     no_syncs = pd.DataFrame(columns=list(dict.fromkeys([*columns("syncs"), "rank"])))
     checked = sync_counts(no_syncs, _layers([0, None]))  # step 0 watched, nothing found
     assert checked.checked and checked.watched_steps == 1 and checked.total == 0
-    assert checked.text == "0 (1 step(s) checked)"
+    assert checked.text == "0 (1 step checked)"
     assert checked.per_rank == [RankSyncs(rank=0, total=0, layers=0, watched_steps=1)]
     assert [r.syncs for r in layer_table(_layers([0, None]), no_syncs)] == [0.0, 0.0]
     unwatched = sync_counts(no_syncs, _layers([None, None]))  # e.g. a vLLM plugin run

@@ -1584,8 +1584,8 @@ def test_the_gate_transcripts_are_what_mlaprof_check_prints(
     assert kinds.count("sync") == 4 and kinds.count("alloc") == 4  # "4 syncs and 4 allocations"
 
     assert main(["check", legacy, *setup]) == 1
-    assert "... 8 op(s) would break CUDA/HIP graph capture ..." in doc
-    assert " 8 op(s) would break CUDA/HIP graph capture " in capsys.readouterr().out
+    assert "... 8 ops would break CUDA/HIP graph capture ..." in doc
+    assert " 8 ops would break CUDA/HIP graph capture " in capsys.readouterr().out
 
     assert main(["check", native, *setup]) == 0
     line = next(s for s in doc.splitlines() if s.startswith(f"{native}: "))

@@ -34,7 +34,7 @@ def test_the_dashboard_counts_and_times_the_reports_verify_steps() -> None:
     report = {r.rank: r.steps for r in s.timing.per_rank}
     assert report == {0: 3}
     assert view.steps_by_rank == report
-    assert "3 step(s)" in header_lines(view)[1]
+    assert "3 steps" in header_lines(view)[1]
     assert view.step_ids == sorted(t.step for t in s.trace.steps if t.rank == 0) == [0, 4, 8]
     assert len(view.latency_ms) == 3
     p50 = dict(view.latency)["p50"]

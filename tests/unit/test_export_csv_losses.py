@@ -130,7 +130,7 @@ def test_kernels_graph_ids_are_named_lost_and_a_reimport_has_none(
     warned = _export(w.run_dir, tmp_path / "csv", capsys)
     with mlaprof.load(w.run_dir) as run:
         assert [loss.what for loss in csv_losses(run)] == ["graph ids"]
-    assert "3 kernel(s) name the graph" in warned
+    assert "3 kernels name the graph" in warned
     back, _ = import_rocprof(tmp_path / "csv", tmp_path / "t", "back")
     with mlaprof.load(back) as b:
         assert b.kernels["graph_id"].isna().all()

@@ -236,7 +236,7 @@ def test_capture_memory_views_in_mib(runs):
     drv = trace(fig, "driver free-memory delta (what vLLM logs)")
     assert list(drv.y) == pytest.approx((mem["driver_bytes"] / 2**20).tolist())
     assert "42.0 MiB total (driver view)" in fig.layout.title.text
-    assert any("size(s) 16" in a.text for a in fig.layout.annotations)
+    assert any("size 16" in a.text for a in fig.layout.annotations)
     assert fig.layout.yaxis.title.text == "memory (MiB)"
 
 

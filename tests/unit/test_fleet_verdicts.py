@@ -160,7 +160,7 @@ def test_a_fleets_committed_steps_are_each_ranks() -> None:
         (0, 10, 9), (1, 10, 9), (2, 10, 9), (3, 5, 4)
     ]  # fmt: skip
     assert st.committed == (
-        "5-10 step(s) per rank (ranks 0: 10, 1: 10, 2: 10, 3: 5), last step 4-9 per rank "
+        "5-10 steps per rank (ranks 0: 10, 1: 10, 2: 10, 3: 5), last step 4-9 per rank "
         "(ranks 0: 9, 1: 9, 2: 9, 3: 4)"
     )
     assert st.none_reads("steps_committed") == st.none_reads("last_step")
@@ -171,7 +171,7 @@ def test_a_fleets_committed_steps_are_each_ranks() -> None:
     # ranks that agree keep one number
     same = run_state("finished", None, _steps({0: 3, 1: 3}))
     assert (same.steps_committed, same.last_step) == (3, 2)
-    assert same.committed == "3 step(s) per rank (2 ranks), last step 2"
+    assert same.committed == "3 steps per rank (2 ranks), last step 2"
     # a rank of the run with no step committed is 0, never left out
     short = run_state("incomplete", None, _steps({0: 3}), ranks=[0, 1])
     assert short.steps_committed is None
@@ -210,7 +210,7 @@ def test_a_recorded_engine_fleet_reads_unknown_where_nothing_was_recorded(tmp_pa
     assert [r.layers for r in s.fleet.per_rank] == [None, None]
     said = _texts(s)
     assert said["state.steps_committed"].startswith("differs per rank")
-    assert "3-6 step(s) per rank (ranks 0: 6, 1: 3)" in said["state.committed"]
+    assert "3-6 steps per rank (ranks 0: 6, 1: 3)" in said["state.committed"]
     assert said["fleet.ranks_collapsed"].startswith("not judged")
     dp = next(t for b in summary_blocks(s) for t in b.tables if t.key == "dp_groups")
     for row in dp.rows:

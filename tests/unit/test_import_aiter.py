@@ -206,7 +206,7 @@ def test_persistent_s_is_decided_on_the_device(sums: dict, runs: dict) -> None:
     meta = [k for k in ks if "kn_get_mla_metadata" in k["name"]]
     assert [k["step"] for k in meta] == [0, 1, 2] and all(k["layer"] is None for k in meta)
     (f,) = _findings(s, "variant")
-    assert "_ps on 3 step(s)" in f["evidence"] and "batch rows 40" in f["evidence"]
+    assert "_ps on 3 steps" in f["evidence"] and "batch rows 40" in f["evidence"]
     assert "AITER_MLA_DECODE_PERSISTENT_MAX_BATCH" in f["evidence"]
 
 
@@ -237,7 +237,7 @@ def test_syncs_in_every_layer_of_the_eager_trace(sums: dict) -> None:
     assert [(x["step"], x["layer"]) for x in sy["syncs"]] == every
     assert {x["op"] for x in sy["syncs"]} == {"hipStreamSynchronize"}
     (f,) = _findings(sums["eager_syncs"], "sync")
-    assert f["severity"] == "critical" and "8 layer(s)" in f["title"]
+    assert f["severity"] == "critical" and "8 layers" in f["title"]
 
 
 def test_syncs_unknown_without_an_api_trace(sums: dict, tmp_path: Path) -> None:
@@ -488,7 +488,7 @@ def test_a_trace_cut_in_its_last_replay_is_not_a_loss(tmp_path: Path) -> None:
     # the cut replay is left out and said: 2 whole steps analysed, 1 partial step not
     assert tr["verdict"] == "reliable" and tr["counts"]["edge_partial_steps"] == 1
     assert tr["counts"]["split_layers_without_stage2"] == 0
-    assert "1 partial step(s) at the window edges, not analysed" in tr["notes"][0]
+    assert "1 partial step at the window edges, not analysed" in tr["notes"][0]
     assert len(doc["trace"]["steps"]) == 2
 
 

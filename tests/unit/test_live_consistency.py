@@ -52,13 +52,13 @@ def test_a_lagging_scheduler_database_is_no_disagreement(tmp_path):
     eng, text = _text(tmp_path / "r")
     assert eng.scheduler_matches_worker is True
     assert eng.scheduler_worker_compared == 2
-    assert "DISAGREE" not in text and "3 worker step(s) not yet matched" in text
+    assert "DISAGREE" not in text and "3 worker steps not yet matched" in text
     # the worker lags now: the scheduler is ahead by one; still compared over the common steps
     for i, n in enumerate(rows[2:] + [5, 5], start=2):
         sched.add("events", **event_row("vllm", "spec-accept", "a", _accept(i, n, n * 3)))
     eng, text = _text(tmp_path / "r")
     assert (eng.scheduler_matches_worker, eng.scheduler_worker_compared) == (True, 5)
-    assert "2 scheduler step(s) not yet matched" in text
+    assert "2 scheduler steps not yet matched" in text
     worker.finish()
     sched.finish()
 
@@ -72,7 +72,7 @@ def test_records_that_really_differ_disagree(tmp_path):
     sched.add("events", **event_row("vllm", "spec-accept", "a", _accept(1, 3, 8)))  # 9 drafted
     eng, text = _text(tmp_path / "r")
     assert eng.scheduler_matches_worker is False
-    assert "DISAGREE on 2 step(s) both committed (first at verify step 1)" in text
+    assert "DISAGREE on 2 steps both committed (first at verify step 1)" in text
 
 
 def test_nothing_to_compare_is_not_an_agreement():

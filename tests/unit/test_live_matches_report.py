@@ -101,7 +101,7 @@ def test_a_finished_runs_reason_is_one_none_in_every_view(
 
 def test_before_its_analysis_the_dashboard_counts_no_drafter_pass_as_a_step() -> None:
     """An imported trace's steps are told apart by its full pass only: until it lands the
-    dashboard says "analysing..." (it counted the 9 drafter passes: "12 step(s)" against the
+    dashboard says "analysing..." (it counted the 9 drafter passes: "12 steps" against the
     report's 3); then the report's count."""
     run = shipped_runs.run_dir(DRAFTER)
     s = shipped_runs.summary(DRAFTER)
@@ -118,7 +118,7 @@ def test_before_its_analysis_the_dashboard_counts_no_drafter_pass_as_a_step() ->
         f.land_full(s, "", f.fold.version)
         v = f.view()
         assert v.steps_by_rank == {0: s.state.steps_committed} == {0: 3}
-        assert v.steps_text == "3 step(s)" and len(v.latency_ms) == 3
+        assert v.steps_text == "3 steps" and len(v.latency_ms) == 3
     finally:
         f.close()
 
@@ -143,7 +143,7 @@ def test_the_dashboard_leaves_out_the_warmups_the_report_leaves_out(
     assert doc["state"]["steps_committed"] == doc["timing"]["steps"] == 6
     v, s = read_view(whole_process_run)  # tui --once and the dashboard once its pass landed
     assert s is not None
-    assert v.steps_by_rank == {0: 6} and v.steps_text == "6 step(s)"  # was 10
+    assert v.steps_by_rank == {0: 6} and v.steps_text == "6 steps"  # was 10
     assert v.step_ids == [4, 5, 6, 7, 8, 9]
     assert len(v.latency_ms) == 6
     p50 = dict(v.latency)["p50"]

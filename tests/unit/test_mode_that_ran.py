@@ -84,6 +84,6 @@ def test_an_imported_traces_confirmed_replays_say_the_mode_that_ran() -> None:
     assert _trace_ran(3, 0, 0, confirmed=False) is None  # a replay could be a piece
     assert _trace_ran(0, 0, 4, confirmed=False) == "NONE"
     assert _trace_ran(0, 2, 0, confirmed=False) == "PIECEWISE"
-    assert _trace_ran(3, 0, 2, confirmed=True) == "FULL in 3 step(s), NONE in 2 step(s)"
+    assert _trace_ran(3, 0, 2, confirmed=True) == "FULL in 3 steps, NONE in 2 steps"
     assert _trace_ran(3, 0, 2, confirmed=False) is None
     assert _trace_ran(0, 0, 0, confirmed=True) is None

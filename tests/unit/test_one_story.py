@@ -23,16 +23,18 @@ _summary = shipped_runs.summary
 # -- 2. one count of capture sizes ------------------------------------------------------------
 def test_a_failed_captures_sizes_are_the_memory_findings_count() -> None:
     """The legacy flat demo's FULL capture failed at one capture size: the capture section
-    said ``sizes: 0`` beside the memory finding's "over 1 capture size(s)"."""
+    said ``sizes: 0`` beside the memory finding's "over 1 capture size"."""
     s = _summary("demo-bug-legacy-flat-syncs-break-capture")
     assert s.capture.status == "failed"
     (mem,) = [f for f in s.findings if f.kind == "memory"]
     assert s.capture.sizes == 1, s.capture.sizes
-    assert "over 1 capture size(s)" in mem.title, mem.title
+    assert "over 1 capture size" in mem.title, mem.title
     # a captured run: the same count from the same rule
     ok = _summary("demo-fix-native-kernel-full-graph")
     (mem,) = [f for f in ok.findings if f.kind == "memory"]
-    assert f"over {ok.capture.sizes} capture size(s)" in mem.title
+    assert (
+        f"over {ok.capture.sizes} capture size{'' if ok.capture.sizes == 1 else 's'}" in mem.title
+    )
     # the property every shipped run is held to fires on two counts
     assert any("capture sizes" in c for c in contradictions(replace(s, capture=replace(
         s.capture, sizes=0))))  # fmt: skip
@@ -55,7 +57,7 @@ def test_capture_sizes_counts_attempts_where_no_graph_was_kept() -> None:
     assert capture_sizes(attempts) == 2
     s = _summary("demo-bug-legacy-flat-syncs-break-capture").capture
     (f,) = capture_memory_findings(s, attempts)
-    assert "over 2 capture size(s)" in f.title
+    assert "over 2 capture sizes" in f.title
     # serving graphs beside an attempt: the graphs kept are the count
     assert capture_sizes(rows((8, "FULL"), (16, "FULL" + ATTEMPT))) == 1
     # no capture recorded: no count at all, never a 0 that reads as measured
@@ -98,7 +100,7 @@ def test_only_the_unreliable_ranks_findings_are_marked() -> None:
 
 # -- 4. a fleet's findings count per rank -----------------------------------------------------
 def test_a_fleet_finding_counts_steps_per_rank_as_its_sections_do() -> None:
-    """The fleet's collapse finding said "12 graph replay step(s)" (4 ranks x 3) beside the
+    """The fleet's collapse finding said "12 graph replay steps" (4 ranks x 3) beside the
     timing section's 3 steps per rank; it says 3 per rank, and a sum says it is one, in the
     sections' one wording (``over_ranks``)."""
     from mlaprof.analysis.typed_json import over_ranks_text
@@ -106,7 +108,7 @@ def test_a_fleet_finding_counts_steps_per_rank_as_its_sections_do() -> None:
     s = _summary("aiter-fleet_dp2_tp4")
     assert {r.steps for r in s.timing.per_rank} == {3}
     (f,) = [f for f in s.findings if f.kind == "split-collapse"]
-    assert f.evidence.startswith("3 graph replay step(s) per rank (4 ranks) of "), f.evidence
+    assert f.evidence.startswith("3 graph replay steps per rank (4 ranks) of "), f.evidence
     assert "12 graph replay" not in f.evidence
     assert f.data["steps_per_rank"] == {"0": 3, "1": 3, "2": 3, "3": 3} and "steps" not in f.data
     # a count the trace's checks add over ranks says so, in the wording the sections' labels use
@@ -114,7 +116,7 @@ def test_a_fleet_finding_counts_steps_per_rank_as_its_sections_do() -> None:
     assert said in f.evidence
     assert s.capture.evidence is not None
     # the capture's evidence is each rank's (ranks that read the same said once), never a sum
-    assert s.capture.evidence.startswith("Ranks 0-7 (each): 3 MLA step(s) replayed")
+    assert s.capture.evidence.startswith("Ranks 0-7 (each): 3 MLA steps replayed")
     assert "(FULL; 3 of 3 carry" in s.capture.evidence and "sum over" not in s.capture.evidence
 
 
@@ -133,12 +135,12 @@ def test_a_sum_over_ranks_is_said_in_the_sections_one_wording() -> None:
            for r in s.capture.per_rank or []]  # fmt: skip
     mixed = replace(s.capture, status="mixed", eager_steps=6, graph_steps=18, per_rank=per)
     (f,) = step_mode_findings(mixed, 8)
-    assert "eagerly in 3 step(s) per rank (2 ranks) on ranks 6-7 of 8" in f.title, f.title
+    assert "eagerly in 3 steps per rank (2 ranks) on ranks 6-7 of 8" in f.title, f.title
     assert "beside 3 FULL graph replays per rank (6 ranks) on ranks 0-5 of 8" in f.title
     assert f.data["ranks"] == [6, 7]
     # an older import's sum over its ranks (no rank's own evidence) is said to be one
     (old,) = step_mode_findings(replace(mixed, per_rank=None), 8)
-    assert f"eagerly in 6 step(s) ({over_ranks_text('sum', 8)})" in old.title, old.title
+    assert f"eagerly in 6 steps ({over_ranks_text('sum', 8)})" in old.title, old.title
     (one,) = step_mode_findings(replace(mixed, per_rank=None), 1)
     assert "over" not in one.title.split(" beside ")[0]
 
@@ -226,8 +228,8 @@ def test_every_finding_that_pools_ranks_says_so_as_the_sections_do() -> None:
                          variant=variant)  # fmt: skip
 
     (f,) = variant_findings("o", [path("a", [0, 1]), path("b", [0])])
-    assert f"a on 6 step(s) ({over_ranks_text('sum', 2)}) (batch rows" in f.evidence
-    assert "b on 6 step(s) (batch rows" in f.evidence
+    assert f"a on 6 steps ({over_ranks_text('sum', 2)}) (batch rows" in f.evidence
+    assert "b on 6 steps (batch rows" in f.evidence
     fleet = _summary("aiter-fleet_dp2_tp4").timing
     assert len(fleet.per_rank) == 8
     two = replace(fleet, by_mode={"graph": 100.0, "eager": 150.0})

@@ -47,23 +47,23 @@ def _padding(ranks: dict[int, int]) -> pd.DataFrame:
 def test_padding_is_said_per_rank_or_as_a_sum_over_ranks() -> None:
     two = padding_summary(_padding({0: 3, 1: 3}))
     assert two.ranks == 2 and [r.steps for r in two.per_rank or []] == [3, 3]
-    assert two.text.startswith("9 real + 3 padding rows over 3 step(s) per rank (2 ranks)")
+    assert two.text.startswith("9 real + 3 padding rows over 3 steps per rank (2 ranks)")
     (f,) = padding_findings(_padding({0: 3, 1: 3}))
-    assert "3 padding row(s) to 9 real request(s) over 3 step(s) per rank" in f.title
+    assert "3 padding rows to 9 real requests over 3 steps per rank" in f.title
     uneven = padding_summary(_padding({0: 3, 1: 4}))
-    assert "21 real + 7 padding rows (sum over 2 ranks) over 3-4 step(s) per rank" in uneven.text
+    assert "21 real + 7 padding rows (sum over 2 ranks) over 3-4 steps per rank" in uneven.text
     one = padding_summary(_padding({0: 3}))
-    assert one.text.startswith("9 real + 3 padding rows over 3 step(s) (")
+    assert one.text.startswith("9 real + 3 padding rows over 3 steps (")
 
 
 def test_the_run_state_and_sync_line_count_per_rank() -> None:
     steps = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1], "step": [0, 1, 2, 0, 1, 2]})
     st = run_state("incomplete", None, steps)
     assert (st.steps_committed, st.last_step) == (3, 2)
-    assert "3 step(s) per rank (2 ranks) committed" in st.text
+    assert "3 steps per rank (2 ranks) committed" in st.text
     layers = pd.DataFrame({"rank": [0, 1], "step": [0, 0], "layer": [0, 0], "syncs": [0, 0]})
     n = sync_counts(pd.DataFrame(), layers)
-    assert n.text == "0 per rank (2 ranks), 1 step(s) per rank (2 ranks) checked"
+    assert n.text == "0 per rank (2 ranks), 1 step per rank (2 ranks) checked"
 
 
 def test_padding_without_token_counts_has_no_share() -> None:

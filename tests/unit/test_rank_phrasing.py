@@ -1,6 +1,6 @@
 """Ranks are named in one set of words in every view (mlaprof.rank_counts): which ranks
 ("ranks 0-1"), how many and which ("2 (ranks 0-1)"), some of the run's ("rank 1 of 2"), a
-count per rank ("3 step(s) per rank (2 ranks)"). The dashboard's header, its splits table,
+count per rank ("3 steps per rank (2 ranks)"). The dashboard's header, its splits table,
 the terminal and Markdown reports, the figures' titles and the findings say them alike; no
 module words them its own way ("all ranks (0-1)", "9 steps per rank (0-1)", "on 1 of 2 ranks
 (1)", "rank 0 of 2 ranks", "(ranks: [0, 1])")."""
@@ -36,7 +36,7 @@ def test_the_phrases() -> None:
     assert rank_list([1]) == "rank 1" and rank_list([0, 1, 2]) == "ranks 0-2"
     assert ranks_count([0, 1]) == "2 (ranks 0-1)"
     assert ranks_of([1], 2) == "rank 1 of 2" and ranks_of([0, 2], 3) == "ranks 0, 2 of 3"
-    assert per_rank_count({0: 3, 1: 3}, "step(s)") == "3 step(s) per rank (2 ranks)"
+    assert per_rank_count({0: 3, 1: 3}, "step(s)") == "3 steps per rank (2 ranks)"
 
 
 def test_no_module_words_ranks_by_hand() -> None:
@@ -72,10 +72,10 @@ def test_the_dashboard_names_ranks_as_the_reports_and_the_listing_do(mixed: Path
     (info,) = list_runs(mixed.parent)
     assert v.rank_label == rank_list([0, 1]) == "ranks 0-1"
     # the step count per rank in the listing's words (the runs listing, the picker, the report)
-    assert v.steps_text == info.steps_text("step(s)") == "3-4 step(s) per rank (ranks 0: 3, 1: 4)"
+    assert v.steps_text == info.steps_text("step(s)") == "3-4 steps per rank (ranks 0: 3, 1: 4)"
     assert v.latency_scope == ranks_of([0], 2)
     one = f.view(rank=1)
-    assert one.rank_label == "rank 1 of 2" and one.steps_text == "4 step(s)"
+    assert one.rank_label == "rank 1 of 2" and one.steps_text == "4 steps"
     # the splits table: each row's ranks in the words the terminal and Markdown tables use
     with mlaprof.load(mixed) as run:
         s = mlaprof.build_summary(run)

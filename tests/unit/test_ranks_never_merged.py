@@ -13,7 +13,7 @@ idle gaps tell apart), each rule below failed with its fix undone:
    rank 0's, a host-sync finding, an engine's, a path's qlen source and an unrecognised
    kernel's launches summed ranks unsaid;
 5. the capture said one rank's counts as sums over both ("3 of 3, sum over 2 ranks", "eagerly in
-   5 step(s) (sum over 2 ranks)"), lost each rank's step source and added a fleet's capture
+   5 steps (sum over 2 ranks)"), lost each rank's step source and added a fleet's capture
    memory unsaid; the timing kind was the first step's of any rank; the no-MLA finding listed
    the names of ranks whose MLA kernels were recognised; an engine's verify counts were the
    first rank's alone: each is per rank now, a sum labelled where several ranks' values add;
@@ -145,7 +145,7 @@ def test_a_not_checked_finding_counts_steps_per_rank() -> None:
                         kernels=20, kernels_by_rank={0: 10, 1: 10}, provenance="p",
                         recognition=Recognition(per_rank=per, without_mla=[]))  # fmt: skip
     (f,) = coverage_findings(cov)
-    assert "(k, 3-5 step(s) per rank (ranks 0: 3, 1: 5), S 4)" in f.title, f.title
+    assert "(k, 3-5 steps per rank (ranks 0: 3, 1: 5), S 4)" in f.title, f.title
     assert f.data["ranks"] == [0, 1]
 
 
@@ -190,7 +190,7 @@ def test_a_two_rank_runs_sums_say_so_in_one_wording(two: Any) -> None:
         name = key.rsplit(".", 1)[1].replace("_", " ")
         assert labels[key] == f"{name} {SUMMED}", (key, labels[key])
     (p,) = s.trace.paths  # 3 x 4 layers of rank 0 and 5 x 4 of rank 1, said to be added
-    assert p.qlen_source.endswith(f"exact) on 32 {SUMMED} layer(s)"), p.qlen_source
+    assert p.qlen_source.endswith(f"exact) on 32 {SUMMED} layers"), p.qlen_source
 
 
 # -- 4. other sums and picks over ranks -------------------------------------------------------
@@ -240,10 +240,10 @@ def test_a_host_sync_finding_counts_its_layers_per_rank() -> None:
     ev = TraceSyncs(count=3, evidence="e", provenance="p", status="found",
                     syncs=[sync(0, 0), sync(0, 1), sync(1, 0)])  # fmt: skip
     (f,) = host_sync_findings(ev, ranks=2)
-    assert f.title.endswith("in 1-2 layer(s) per rank (ranks 0: 2, 1: 1) on ranks 0-1 of 2")
+    assert f.title.endswith("in 1-2 layers per rank (ranks 0: 2, 1: 1) on ranks 0-1 of 2")
     assert f.data["ranks"] == [0, 1]
     (one,) = host_sync_findings(dataclasses.replace(ev, syncs=ev.syncs[:2]), ranks=1)
-    assert one.title.endswith("hipDeviceSynchronize in 2 layer(s)"), one.title
+    assert one.title.endswith("hipDeviceSynchronize in 2 layers"), one.title
 
 
 def test_an_engines_counts_say_whose_records_they_are() -> None:
@@ -289,7 +289,7 @@ def test_unrecognised_kernels_launches_say_their_sum_over_ranks() -> None:
                         kernels_by_rank={0: 10, 1: 10}, provenance="p",
                         recognition=Recognition(per_rank=per, without_mla=[0, 1]))  # fmt: skip
     (f,) = coverage_findings(cov)
-    assert f"20 {SUMMED} kernel(s) read" in f.title, f.title
+    assert f"20 {SUMMED} kernels read" in f.title, f.title
     assert f"my_attn (x12); launches {SUMMED}" in f.evidence, f.evidence
 
 
@@ -328,7 +328,7 @@ def _words(text: str) -> str:
 
 def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
     """Rank 0 replayed 3 FULL graphs, rank 1 ran 5 steps eagerly: the capture said "3 of 3,
-    sum over 2 ranks" and "eagerly in 5 step(s) (sum over 2 ranks)" (each one rank's), and lost
+    sum over 2 ranks" and "eagerly in 5 steps (sum over 2 ranks)" (each one rank's), and lost
     how each rank's steps were told apart (they differ); its trust counted rank 1's eager steps
     as between rank 0's replays."""
     run_dir, s = two
@@ -337,8 +337,8 @@ def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
            for r in cap.per_rank or []]  # fmt: skip
     assert got == [(0, "replayed", 3, 0, 3, "graph-launches"), (1, "eager", 0, 5, 0, "idle-gaps")]
     ev = cap.evidence or ""
-    assert ev.startswith("Rank 0: 3 MLA step(s) replayed in a graph"), ev
-    assert "(FULL; 3 of 3 carry the correlation id" in ev and "Rank 1: 5 eager step(s)" in ev
+    assert ev.startswith("Rank 0: 3 MLA steps replayed in a graph"), ev
+    assert "(FULL; 3 of 3 carry the correlation id" in ev and "Rank 1: 5 eager steps" in ev
     assert "Steps told apart by graph launches" in ev and "Steps told apart by idle gaps" in ev
     assert "sum over" not in ev and s.capture == cap
     doc = json.loads(json.dumps(s.to_json()))["trace"]["capture"]["per_rank"]
@@ -352,8 +352,7 @@ def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
     assert labels["trace.capture.eager_steps"] == "eager steps", labels
     (f,) = [f for f in s.findings if f.kind == "capture"]
     assert f.title == (
-        "attention ran eagerly in 5 step(s) on rank 1 of 2 beside 3 FULL graph replays on rank "
-        "0 of 2"
+        "attention ran eagerly in 5 steps on rank 1 of 2 beside 3 FULL graph replays on rank 0 of 2"
     ), f.title
     assert f.data["ranks"] == [1]
     assert s.trace.trust.counts.eager_steps_between_replays == 0  # no rank's are between
@@ -366,8 +365,8 @@ def test_the_capture_evidence_and_counts_are_each_ranks_own(two: Any) -> None:
         assert "rank status graph steps piecewise steps eager steps graph launches" in w, name
         assert "0 replayed 3 0 0 3 0 graph launches" in w, name
         assert "1 eager 0 0 5 0 0 idle gaps" in w, name
-        assert "Rank 1: 5 eager step(s)" in text and "idle gaps between MLA kernels" in text, name
-        assert "eagerly in 5 step(s) on rank 1 of 2" in text, name
+        assert "Rank 1: 5 eager steps" in text and "idle gaps between MLA kernels" in text, name
+        assert "eagerly in 5 steps on rank 1 of 2" in text, name
 
 
 def test_the_capture_status_is_the_ranks_own_never_their_steps_pooled(two: Any) -> None:
@@ -389,7 +388,7 @@ def test_the_capture_status_is_the_ranks_own_never_their_steps_pooled(two: Any) 
     doc = json.loads(json.dumps(s.to_json()))["trace"]["capture"]
     assert (doc["status"], doc["text"]) == ("per-rank", said)
     (f,) = [f for f in s.findings if f.kind == "capture"]
-    assert "eagerly in 5 step(s) on rank 1 of 2" in f.title and f.data["ranks"] == [1], f
+    assert "eagerly in 5 steps on rank 1 of 2" in f.title and f.data["ranks"] == [1], f
     for name, text in every_view(run_dir, s).items():
         assert said in text, name
         assert CAPTURE_LABELS[CaptureStatus.MIXED] not in text, name
@@ -501,7 +500,7 @@ def test_a_fleets_capture_memory_is_each_ranks_and_a_sum_says_so(tmp_path: Path)
     # per GPU: the headline says it per rank, never the sum
     assert "sum over" not in head.label and head.value == "48.00 MiB per rank (2 ranks)", head
     (f,) = [f for f in s.findings if f.kind == "memory"]
-    assert f"96.00 MiB {SUMMED} over 2 capture size(s)" in f.title, f.title
+    assert f"96.00 MiB {SUMMED} over 2 capture sizes" in f.title, f.title
     assert "per rank: rank 0 48.00 MiB, rank 1 48.00 MiB" in f.evidence, f.evidence
     from mlaprof.analysis.diff import diff_table
 
@@ -576,7 +575,7 @@ def test_the_no_mla_finding_counts_names_and_kernels_over_the_same_ranks(no_mla:
     assert cov.attention_like == [AttentionLike("my_flash_decode_kernel", 12, [1])]
     assert cov.attention_like_names == 1
     (f,) = [f for f in s.findings if f.kind == "no-mla"]
-    assert f.title.startswith("no MLA kernel recognised on rank 1 of 2: 24 kernel(s) read"), f
+    assert f.title.startswith("no MLA kernel recognised on rank 1 of 2: 24 kernels read"), f
     looks = "(mla/attn/attention/decode/flash): my_flash_decode_kernel (x12); "
     assert looks in f.evidence and "_mla_" not in f.evidence, f.evidence
     assert "launches (sum" not in f.evidence and f.data["ranks"] == [1]

@@ -235,7 +235,7 @@ def test_kfd_event_regions_are_no_api_calls(
         con.close()
     assert main(["import", "rocprof", str(db), "--traces", str(tmp_path / "t"), "--name", "x"]) == 0
     out = capsys.readouterr().out
-    assert "3 KFD event region(s)" in out and "their 3 value(s) not as counters" in out, out
+    assert "3 KFD event regions" in out and "their 3 values not as counters" in out, out
     counters = _counters(tmp_path / "t" / "x")
     assert counters == [("SQ_WAVES", 64.0)], counters
     assert main(["report", str(tmp_path / "t" / "x"), "--json"]) == 0

@@ -1,5 +1,5 @@
 """Where the run stands reads the section's one line in every view, a finished run's too: a
-run that finished and closed its record has ``state.text`` "finished; 32 step(s) committed,
+run that finished and closed its record has ``state.text`` "finished; 32 steps committed,
 last committed step 31" (it was empty, and the rows layer read it "state: none" in the terminal
 report, the Markdown report, the HTML page and ``tui --once``); a view flags that line above its
 report only for a run that did not close its record (``RunState.closed``). Each test failed
@@ -84,7 +84,7 @@ def test_the_html_page_says_where_the_run_stands(name: str) -> None:
 def test_a_finished_run_says_finished_with_its_committed_steps() -> None:
     st = run_state("finished", None, STEPS, [0])
     assert st.closed and st.status is RunStatus.FINISHED
-    assert st.text == "finished; 3 step(s) committed, last committed step 2"
+    assert st.text == "finished; 3 steps committed, last committed step 2"
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_only_a_run_that_did_not_close_its_record_is_flagged_above_the_report(
     assert flag not in views["report"] and f"_{base.state.text}_" not in views["markdown"]
     st = run_state(status, reason, STEPS, [0])
     assert not st.closed and st.text.startswith(begins), st.text
-    assert st.text.endswith("; 3 step(s) committed, last committed step 2"), st.text
+    assert st.text.endswith("; 3 steps committed, last committed step 2"), st.text
     s = dataclasses.replace(base, state=st)
     views = _views(s)
     assert f"status: {st.status} ({st.text})" in views["report"]

@@ -144,7 +144,7 @@ def test_a_frozen_dataclass_extends_a_section_as_docs_views_shows() -> None:
         more: int = 0
 
     w = WithMore(status="finished", reason=None, steps_committed=1, last_step=0,
-                 committed="1 step(s)", per_rank=[], text="", more=2)  # fmt: skip
+                 committed="1 step", per_rank=[], text="", more=2)  # fmt: skip
     assert dataclasses.fields(WithMore)[-1].name == "more" and w.more == 2
     for name in ("more", "status"):
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -62,7 +62,7 @@ def test_no_captured_graph_s_where_no_graph_serves_the_steps() -> None:
 
 def test_a_value_made_of_every_ranks_says_so_where_the_run_has_several() -> None:
     """The padding and timing sections hold sums over ranks (and a median of the pooled steps):
-    "padding rows: 12" beside "6 padding rows over 6 step(s) per rank (2 ranks)" read as one
+    "padding rows: 12" beside "6 padding rows over 6 steps per rank (2 ranks)" read as one
     rank's. Their labels say the sum where the run has several ranks, and only there."""
     from mlaprof.reporters.rows import summary_blocks
 

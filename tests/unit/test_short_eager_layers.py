@@ -22,7 +22,7 @@ from tests.trace_io_helpers import import_and_report, write_kineto
 WORKER_GROUP = EACH_TEST
 
 UNKNOWN = "a layer is missing; which one is unknown"
-SHORT = "eager step(s) short of MLA layers"
+SHORT = "1 eager step short of MLA layers"  # one short step: the noun agrees
 LAYERS = shapes.LAYERS
 MIDDLE = 2  # the short step: neither the first nor the last (not a window's edge)
 
@@ -106,7 +106,7 @@ def test_a_lost_whole_layer_is_unknown_and_left_out_of_the_layer_figures(
     (why,) = doc["trace"]["trust"]["reasons"]
     assert SHORT in why and UNKNOWN in why and "left out of the per-layer figures" in why
     (f,) = [f for f in doc["findings"] if f["kind"] == "trust"]
-    assert "1 eager step(s) short of layers" in f["title"]
+    assert "1 eager step short of layers" in f["title"]
     assert main(["report", str(run)]) == 0
     assert UNKNOWN in capsys.readouterr().out
 

@@ -103,7 +103,7 @@ def test_shape_from_import_to_report(
         text = renderer("text").render(s, None)
         assert "UNRELIABLE" not in text and "host sync inside MLA layers" not in text
         if exp["edge_partial"]:
-            edges = f"{exp['edge_partial']} partial step(s) at the window edges, not analysed"
+            edges = f"{exp['edge_partial']} partial step{'' if exp['edge_partial'] == 1 else 's'} at the window edges, not analysed"
             assert edges in text
 
 
@@ -116,7 +116,7 @@ def test_piecewise_never_reads_eager_and_its_pieces_are_counted(
     assert cap["piecewise_steps"] == 6 and cap["eager_steps"] == 0 and cap["graph_steps"] == 0
     assert "PIECEWISE" in cap["evidence"] and "graph pieces" in cap["evidence"]
     (f,) = [f for f in doc["findings"] if f["kind"] == "capture"]
-    assert "between graph pieces (PIECEWISE) in 6 step(s)" in f["title"]
+    assert "between graph pieces (PIECEWISE) in 6 steps" in f["title"]
     # the terminal and HTML views count the PIECEWISE steps beside graph / eager
     monkeypatch.setenv("COLUMNS", "200")
     assert "+6PIECEWISE" in "".join(_text(tmp_path, "p", capsys).split())  # wrap-proof
@@ -129,7 +129,7 @@ def test_the_html_view_says_the_partial_steps_at_the_edges(tmp_path, capsys) -> 
     _report(shapes.write_csv(shapes.cut_window(), tmp_path / "in"), tmp_path, "c", capsys)
     html = tmp_path / "c.html"
     assert main(["report", str(tmp_path / "t" / "c"), "--html", str(html)]) == 0
-    assert "2 partial step(s) at the window edges, not analysed" in html.read_text()
+    assert "2 partial steps at the window edges, not analysed" in html.read_text()
 
 
 def test_without_ranges_the_pause_splits_the_step_and_the_report_says_gaps(

@@ -1,7 +1,7 @@
 """One sync count per layer and step: where an imported trace's host-sync check is the run's
 count (its API trace's host syncs placed in MLA layers), the timeline's layer bars and one
 step's layer rows (the TUI's per-step table) read that check's counts, as the sync-count section
-and the layer table state them; never "not checked" beside "8 host sync(s) ... checked". A
+and the layer table state them; never "not checked" beside "8 host syncs ... checked". A
 layer nothing checked reads "not checked", a checked one with none clean, and the layer
 drill-down's verdict is the analysis' (mlaprof.analysis.step_syncs.layer_verdict)."""
 

@@ -77,7 +77,9 @@ judge by, where they read S 128 and 0 collapsed) (demo-fix-splits-decided-on-dev
 rewritten with the same transform); a replay time whose every kernel is an MLA kernel says what
 its shares are of (``trace.replay_time.attention_only``: a graph of attention alone, or a trace
 filtered to its MLA kernels), where its 100% read as attention's share of a decoder layer
-(kineto_graph_replay rewritten with the same transform)."""
+(kineto_graph_replay rewritten with the same transform); a count's noun agrees with the count
+("3 steps checked", "1 MLA layer per pass", where every text read "step(s)": the golden texts
+rewritten with that rule alone, tests/unit/test_counts_agree.py)."""
 
 from __future__ import annotations
 

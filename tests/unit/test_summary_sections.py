@@ -66,7 +66,5 @@ def test_checked_zero_is_not_not_checked() -> None:
 def test_a_finished_run_says_nothing_partial_and_its_status_is_the_enum() -> None:
     s = _summary("demo-fix-padding-active-rows-c16")
     assert s.status is RunStatus.FINISHED and s.state.status is RunStatus.FINISHED
-    assert (
-        s.state.closed and s.state.text == "finished; 32 step(s) committed, last committed step 31"
-    )
+    assert s.state.closed and s.state.text == "finished; 32 steps committed, last committed step 31"
     assert s.state.steps_committed > 0 and s.state.last_step is not None

@@ -88,7 +88,7 @@ def test_a_section_of_the_wrong_shape_is_an_internal_error_naming_where() -> Non
     steps = from_json(list[TraceStep], [row, row], "trace.steps")
     assert to_json(steps) == [row, row] and steps[1].duration_us == 12
     for bad, why in (
-        ({**row, "extra": 1}, "trace.steps[1]: TraceStep has no field(s) ['extra']"),
+        ({**row, "extra": 1}, "trace.steps[1]: TraceStep has no field ['extra']"),
         ({**row, "S": "8"}, "trace.steps[1].S: '8' is not int"),
         ({**row, "rank": None}, "trace.steps[1].rank: is None"),
         ({k: v for k, v in row.items() if k != "path"}, "trace.steps[1]: TraceStep misses 'path'"),

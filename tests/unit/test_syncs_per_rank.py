@@ -103,7 +103,7 @@ def test_every_view_reads_rank_1_not_checked(
         flat = _flat(text)
         assert "rank 1: not checked" in flat, (name, flat[:3000])
         assert "ranks 0: 4, 1: 0" not in flat and "0-4 per rank" not in flat, name
-        assert "API call(s) read (sum over 2 ranks)" not in flat, name
+        assert "API calls read (sum over 2 ranks)" not in flat, name
     doc = json.loads(views["json"])
     assert [r["rank"] for r in doc["sync_counts"]["per_rank"]] == [0]
     assert doc["sync_counts"]["ranks_not_checked"] == [1]
@@ -124,7 +124,7 @@ def test_a_fleet_alike_on_every_rank_reads_as_before(
     if all(api):
         assert not host.ranks_not_checked and not c.ranks_not_checked
         assert host.ranks_checked == [0, 1] and host.count == 2 * STEPS
-        assert c.text.startswith(f"{STEPS} per rank (2 ranks) host sync(s) in MLA layers"), c.text
+        assert c.text.startswith(f"{STEPS} per rank (2 ranks) host syncs in MLA layers"), c.text
         assert "not checked" not in c.text
         cov = s.trace.coverage
         assert cov is not None and "(sum over 2 ranks)" in cov.api, cov.api
@@ -143,7 +143,7 @@ def test_a_probe_that_watched_one_rank_says_the_other_is_not_checked() -> None:
     syncs = pd.DataFrame({"rank": [0], "step": [0], "layer": [0], "kind": ["sync"]})
     c = sync_counts(syncs, layers)
     assert [r.rank for r in c.per_rank or []] == [0] and c.ranks_not_checked == [1]
-    assert c.text.startswith("rank 0: 1 on 1 layer(s) (2 step(s) checked); rank 1: not checked")
+    assert c.text.startswith("rank 0: 1 on 1 layer (2 steps checked); rank 1: not checked")
 
 
 @pytest.mark.parametrize("api1", [True, False])

@@ -33,7 +33,7 @@ def test_the_view_draws_the_analysis_layer_rows_per_rank(tmp_path: Path) -> None
     assert n >= total
     v = f.view()
     # every rank's rows, never one merged row per layer (the header said "18 steps")
-    assert v.rank_label == "ranks 0-1" and v.steps_text == "9 step(s) per rank (2 ranks)"
+    assert v.rank_label == "ranks 0-1" and v.steps_text == "9 steps per rank (2 ranks)"
     want = {(r.rank, r.layer): r for r in _full(p).layers}
     got = {(r.rank, r.layer): r for r in v.layers}
     assert set(got) == set(want) and len(got) == 8
@@ -42,7 +42,7 @@ def test_the_view_draws_the_analysis_layer_rows_per_rank(tmp_path: Path) -> None
     assert text.layer_table(v)[0][0] == "rank"
     v1 = f.view(rank=1)
     assert {r.rank for r in v1.layers} == {1} and text.layer_table(v1)[0][0] == "layer"
-    assert v1.steps_text == "9 step(s)" and v1.rank_label == "rank 1 of 2"
+    assert v1.steps_text == "9 steps" and v1.rank_label == "rank 1 of 2"
 
 
 def test_steps_per_rank_name_the_ranks_behind_each_count(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_steps_per_rank_name_the_ranks_behind_each_count(tmp_path: Path) -> None
     f = RunFollower(tmp_path / "mr")
     f.poll()
     v = f.view()
-    assert v.steps_text == "3-5 step(s) per rank (ranks 0: 5, 1: 3)"
+    assert v.steps_text == "3-5 steps per rank (ranks 0: 5, 1: 3)"
     # the latency line says whose step times it draws
     assert v.latency_scope == "rank 0 of 2" and len(v.latency_ms) == 5
     w0.finish()
@@ -181,7 +181,7 @@ def test_rank_joining_later(tmp_path: Path) -> None:
         f.poll()
     assert f.view().ranks == [0, 1]
     # each rank's one step, never summed into "2 steps"
-    assert f.view().steps == 1 and f.view().steps_text == "1 step(s) per rank (2 ranks)"
+    assert f.view().steps == 1 and f.view().steps_text == "1 step per rank (2 ranks)"
     w0.finish()
     w1.finish()
 

@@ -21,6 +21,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
     would_run_text,
 )
 from mlaprof.analysis.sections import Route, Scenario, TraceChecks
+from mlaprof.rank_counts import plural
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,7 +178,10 @@ def run_meta(meta: Mapping[str, Any], trace_checks: TraceChecks | None = None) -
     sc = sc if isinstance(sc, Mapping) else {}
     unknown_keys = sorted(set(sc) - set(Scenario.__dataclass_fields__))
     if unknown_keys:
-        raise MlaprofError(f"run.json's scenario has key(s) mlaprof does not know: {unknown_keys}")
+        raise MlaprofError(
+            f"run.json's scenario has {plural('key(s)', len(unknown_keys))} mlaprof does not "
+            f"know: {unknown_keys}"
+        )
     route = meta.get("route")
     versions = meta.get("versions")
     return RunMeta(
