@@ -24,11 +24,15 @@ LIST_ITEMS = 16  # a list of values longer than this shows its first items and h
 
 # units named by a field's name (the analyzers' naming rule: ``median_us``, ``kv_bytes_padding``)
 US, NS, SECS, BYTES, SHARE, PCT = "us", "ns", "s", "bytes", "share", "pct"
+# fields whose name is no unit's, in the unit their values are in (each mode's median step)
+UNIT_OF_FIELD = {"by_mode": US}
 
 
 def unit_of(name: str) -> str | None:
     """The unit a field's name declares (None: a plain count or a word)."""
     n = name.lower()
+    if n in UNIT_OF_FIELD:
+        return UNIT_OF_FIELD[n]
     if n.endswith("_us") or n == "us" or "_us_" in n:
         return US
     if n.endswith("_ns"):

@@ -650,8 +650,16 @@ def _blocks(
         elif _record_map(x):
             tables.append(_map_table(k, label, x, ranks))
         else:
-            rows.append(Row(k, label, _text(f, x, v)))
+            rows.append(Row(k, label, _unlabelled(label, _text(f, x, v))))
     return [Block(key, title, _worded_once(key, v, rows, pooled), tables), *nested]
+
+
+def _unlabelled(label: str, text: str) -> str:
+    """A value whose words begin with its own label (a fleet's line "ranks: 1, all agree",
+    labelled "ranks") without it: the row says it once ("ranks: 1, all agree", never
+    "ranks: ranks: 1, ...")."""
+    head = f"{label}: "
+    return text[len(head) :] if text.startswith(head) and len(text) > len(head) else text
 
 
 def _worded_once(key: str, v: Any, rows: list[Row], pooled: set[str]) -> list[Row]:

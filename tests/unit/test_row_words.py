@@ -1,0 +1,43 @@
+"""A row of the sections says its label once and its value in its unit, in every view (the
+rows layer serves the terminal, Markdown, HTML and the TUI alike): a fleet's line, labelled
+"ranks", read "ranks: ranks: 1, all agree"; each mode's median step read "FULL shape on
+cpu=69957.9" with no unit, beside "66751.7 µs" for the same median one row up."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlaprof.reporters.rows import summary_blocks
+from tests import shipped_runs
+from tests.view_texts import every_view
+
+WORKER_GROUP = "shipped-runs"
+FLEET = "aiter-fleet_dp2_tp4"  # 8 ranks: its line is "ranks: 8, ..."
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES)
+def test_no_row_repeats_its_label(name: str) -> None:
+    s = shipped_runs.summary(name)
+    twice = [(b.title, r.label, r.text[:60]) for b in summary_blocks(s) for r in b.rows
+             if r.text.startswith(f"{r.label}: ")]  # fmt: skip
+    assert not twice, twice
+
+
+def test_the_fleet_line_is_said_once_in_every_view() -> None:
+    s = shipped_runs.summary(FLEET)
+    assert s.fleet.text.startswith("ranks: 8, ")  # the headline's line, as it is
+    (row,) = [r for b in summary_blocks(s) for r in b.rows if r.key == "fleet.text"]
+    assert row.label == "ranks" and row.text == s.fleet.text.removeprefix("ranks: ")
+    for view, text in every_view(shipped_runs.run_dir(FLEET), s).items():
+        assert "ranks: ranks:" not in text, view
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES)
+def test_each_modes_median_step_says_its_unit(name: str) -> None:
+    s = shipped_runs.summary(name)
+    if not s.timing.by_mode:
+        pytest.skip("no step timed per mode")
+    (row,) = [r for b in summary_blocks(s) if b.key == "timing" for r in b.rows
+              if r.key == "timing.by_mode"]  # fmt: skip
+    parts = row.text.split(", ")
+    assert len(parts) == len(s.timing.by_mode) and all(p.endswith(" µs") for p in parts), row
