@@ -301,6 +301,15 @@ def headline_lines(v: View) -> list[str]:
     return [f"  {h.label}: {h.value}  ({h.provenance})" for h in v.headline]
 
 
+def _step_median_lines(v: View) -> list[str]:
+    """The shown ranks' median step where the headline does not say it already (one rank
+    picked of several: its own median, named by its rank; said once where they read the same,
+    never "median step" and "step median (analysis)" as two lines of one number)."""
+    if any(h.value == v.step_median for h in v.headline):
+        return []
+    return [f"  step median ({v.rank_label}): {v.step_median}"]
+
+
 def finding_lines(v: View, width: int = 100) -> list[str]:
     out = []
     for f in v.findings:
@@ -334,7 +343,7 @@ def render_text(v: View, width: int = 100) -> str:
     if v.problem:
         lines.append(f"! {v.problem}")
     lines += ["", f"SUMMARY ({v.findings_source})", *headline_lines(v)]
-    lines += [f"  step median (analysis): {v.step_median}"]
+    lines += _step_median_lines(v)
     lines += [f"  syncs in region: {v.sync_text}"]
     lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]

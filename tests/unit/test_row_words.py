@@ -41,3 +41,22 @@ def test_each_modes_median_step_says_its_unit(name: str) -> None:
               if r.key == "timing.by_mode"]  # fmt: skip
     parts = row.text.split(", ")
     assert len(parts) == len(s.timing.by_mode) and all(p.endswith(" µs") for p in parts), row
+
+
+@pytest.mark.parametrize("rank", [None, 0, 5])
+def test_the_dashboard_text_says_the_median_step_once(rank: int | None) -> None:
+    """``tui --once`` printed the headline's "median step" and then "step median (analysis)"
+    with the same number; a rank picked of several keeps its own median, named by its rank."""
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import render_text
+
+    v, _ = read_view(shipped_runs.run_dir(FLEET), rank=rank)
+    text = render_text(v, width=400)
+    summary = text.split("SUMMARY", 1)[1].split("\n\n", 1)[0]  # the headline's block
+    pooled = shipped_runs.summary(FLEET).timing.step_median_text
+    assert summary.count(f"median step: {pooled}") == 1, summary
+    own = [ln.strip() for ln in summary.splitlines() if ln.strip().startswith("step median")]
+    if rank is None or v.step_median == pooled:
+        assert own == [], own
+    else:
+        assert own == [f"step median (rank {rank} of 8): {v.step_median}"], own
