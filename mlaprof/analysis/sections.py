@@ -1180,6 +1180,13 @@ class HeadlineRow(Section):
     provenance: str
     value: str
 
+    @property
+    def provenance_after(self) -> str:
+        """The provenance a line prints after the value, "" where the value's words already
+        end in it or hold it (a predicted capture: "... predicted from syncs; ...", then
+        "(predicted from syncs)" again); a table keeps its provenance column whole."""
+        return "" if self.provenance and self.provenance in self.value else self.provenance
+
 
 @section
 class FleetRank(GridCapped):

@@ -234,7 +234,8 @@ def _headline(console: Console, s: RunSummary, skip: str | None = None) -> None:
     report says on a line of its own)."""
     for h in s.headline:
         if h.label != skip:
-            console.print(f"{h.label}: [bold]{term(h.value)}[/]  [dim]({term(h.provenance)})[/]")
+            after = f"  [dim]({term(h.provenance_after)})[/]" if h.provenance_after else ""
+            console.print(f"{h.label}: [bold]{term(h.value)}[/]{after}")
 
 
 def print_sections(s: RunSummary, console: Console, blocks: list[Block] | None = None) -> None:

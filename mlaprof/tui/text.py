@@ -298,7 +298,10 @@ def headline_lines(v: View) -> list[str]:
     """The analysis' key numbers (the lines ``mlaprof report`` prints)."""
     if not v.headline:
         return [f"  {v.findings_source}"]
-    return [f"  {h.label}: {h.value}  ({h.provenance})" for h in v.headline]
+    return [
+        f"  {h.label}: {h.value}" + (f"  ({h.provenance_after})" if h.provenance_after else "")
+        for h in v.headline
+    ]
 
 
 def _step_median_lines(v: View) -> list[str]:

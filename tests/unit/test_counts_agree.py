@@ -12,7 +12,7 @@ import re
 import pytest
 
 from mlaprof.rank_counts import counted, per_rank_count, plural
-from tests import shipped_runs
+from tests import made_runs, shipped_runs
 from tests.view_texts import every_view
 
 WORKER_GROUP = "shipped-runs"
@@ -38,8 +38,9 @@ def test_a_count_per_rank_agrees_with_it() -> None:
     assert per_rank_count({}, "eager step(s)") == "0 eager steps" and per_rank_count({}) == "0"
 
 
-@pytest.mark.parametrize("name", shipped_runs.NAMES)
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
 def test_no_view_prints_a_plural_marker(name: str) -> None:
-    views = every_view(shipped_runs.run_dir(name), shipped_runs.summary(name), with_json=True)
+    runs = made_runs if name in made_runs.NAMES else shipped_runs  # CPU runs: "1 step checked"
+    views = every_view(runs.run_dir(name), runs.summary(name), with_json=True)
     left = {v: sorted(set(MARKER.findall(t))) for v, t in views.items() if MARKER.search(t)}
     assert not left, left

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mlaprof.reporters.rows import summary_blocks
-from tests import shipped_runs
+from tests import made_runs, shipped_runs
 from tests.view_texts import every_view
 
 WORKER_GROUP = "shipped-runs"
@@ -60,3 +60,20 @@ def test_the_dashboard_text_says_the_median_step_once(rank: int | None) -> None:
         assert own == [], own
     else:
         assert own == [f"step median (rank {rank} of 8): {v.step_median}"], own
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_a_headline_line_says_its_provenance_once(name: str) -> None:
+    """A predicted capture (a CPU run's) read "... (would run FULL on a GPU: predicted from
+    syncs; ...)  (predicted from syncs)" in the terminal and the dashboard; a provenance the
+    value does not hold is still printed after it."""
+    runs = made_runs if name in made_runs.NAMES else shipped_runs
+    s = runs.summary(name)
+    views = every_view(runs.run_dir(name), s)
+    for h in s.headline:
+        value, prov = " ".join(h.value.split()), " ".join(h.provenance.split())
+        if prov in value:  # said once, in each view that prints a provenance after a value
+            for view in ("terminal", "tui"):
+                assert f"{value} ({prov})" not in views[view], (view, h.label, prov)
+        else:  # the dashboard prints every headline row, each with its provenance
+            assert f"{h.label}: {value} ({prov})" in views["tui"], (h.label, prov)
