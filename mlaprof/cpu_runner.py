@@ -207,7 +207,8 @@ def record_path_check(sc: Scenario, writer: RunWriter, inp: VerifyInputs | None 
             get_backend(name).forward(inp, meta, out)
         syncs = [e for e in checker.events if e.kind == "sync"]
         allocs = [e for e in checker.events if e.kind == "alloc"]
-        msg = f"{name}: {counted(len(syncs), 'sync(s)')}, {counted(len(allocs), 'data-dependent allocation(s)')} per layer"
+        allocations = counted(len(allocs), "data-dependent allocation(s)")
+        msg = f"{name}: {counted(len(syncs), 'sync(s)')}, {allocations} per layer"
         data = {
             "backend": name,
             "syncs_per_layer": len(syncs),

@@ -365,7 +365,8 @@ def _step_modes(
                 f"{steps_of(None, 'MLA step(s)')} whose kernels carry no correlation id: graph replays and "
                 "eager launches cannot be told apart"
                 + (
-                    f" ({n_launch}{summed} {plural('graph launch(es)', n_launch)} in the API trace: FULL or PIECEWISE, "
+                    f" ({n_launch}{summed} {plural('graph launch(es)', n_launch)} in the API "
+                    "trace: FULL or PIECEWISE, "
                     "the trace cannot tell)"
                     if n_launch
                     else ""
@@ -407,7 +408,8 @@ def _step_modes(
         )
         ev = "; ".join(parts)
         if status == "eager" and n_launch:
-            ev += f"; {n_launch}{summed} {plural('graph launch(es)', n_launch)} elsewhere hold no MLA kernel"
+            launches = plural("graph launch(es)", n_launch)
+            ev += f"; {n_launch}{summed} {launches} elsewhere hold no MLA kernel"
     step_src = checks.group("steps").get("source")
     if step_src:
         ev += f". Steps told apart by {SOURCE_TEXT.get(step_src, step_src)}"

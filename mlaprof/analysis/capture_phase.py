@@ -107,7 +107,8 @@ def _text(rows: list[CapturePhaseRank]) -> str:
     where = "" if len(rows) == 1 else f" (rank {r.rank}; {len(rows)} ranks captured)"
     return (
         f"capture phase{where}: {counted(r.graphs_captured, 'graph(s)')} captured, "
-        f"{r.instantiated} instantiated, after {counted(r.warmup_steps, 'eager warm-up forward(s)')}"
+        f"{r.instantiated} instantiated, after "
+        f"{counted(r.warmup_steps, 'eager warm-up forward(s)')}"
         + (f" at batch rows {', '.join(map(str, sizes))}" if sizes else "")
         + f"; {r.duration_ms:.3f} ms; {mem}. Its steps are start-up work, not served steps, "
         "and are left out of every step below"

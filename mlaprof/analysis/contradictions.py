@@ -153,8 +153,9 @@ def _two_counts(s: RunSummary) -> list[str]:
             continue
         named = set(f.data.get("ranks") or [])
         if not named or named & reliable:
-            out.append(f"a trust finding over {sorted(named) or 'every rank'} + {plural('rank(s)', len(reliable))} "
-                       f"{sorted(reliable)} reliable on their own checks")  # fmt: skip
+            out.append(f"a trust finding over {sorted(named) or 'every rank'} + "
+                       f"{plural('rank(s)', len(reliable))} {sorted(reliable)} reliable on their "
+                       "own checks")  # fmt: skip
     last = s.engine_starts[-1].start if s.engine_starts else None
     if str(s.capture.status) == "downgraded":
         for f in s.findings:

@@ -221,7 +221,8 @@ def collapse_checks(
         mine = {r: n for r, n in per.get((p.path, p.variant), {}).items() if r in p.ranks}
         if sum(mine.values()) != p.steps:
             raise MlaprofError(
-                f"internal: the {p.path} {p.variant} row adds {counted(p.steps, 'step(s)')}, its ranks' "
+                f"internal: the {p.path} {p.variant} row adds {counted(p.steps, 'step(s)')}, its "
+                "ranks' "
                 f"steps add {sum(mine.values())}"
             )
         base = {"path": p.path, "variant": p.variant, "steps": p.steps, "S": p.S,
@@ -321,7 +322,8 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
         if renamed:
             n_ren = sum(x.launches for x in cov.renamed or [])
             looks = (
-                f"{n_ren} of {counted(kernels, 'dispatch(es)')} carry a roctx range's name instead of a "
+                f"{n_ren} of {counted(kernels, 'dispatch(es)')} carry a roctx range's name instead "
+                "of a "
                 f"kernel's: {', '.join(renamed)}; " + looks
             )
         counters = cov.counters_only or []
@@ -354,7 +356,8 @@ def coverage_findings(cov: TraceCoverage | None, has_grid: bool = True) -> list[
                         if counters
                         else ""
                     )
-                    + f"{kernels}{over_ranks_label('sum', none)} {plural('kernel(s)', kernels)} read, none matched "
+                    + f"{kernels}{over_ranks_label('sum', none)} {plural('kernel(s)', kernels)} "
+                    "read, none matched "
                     "the MLA kernel table; nothing "
                     "below judges attention (no S, capture or collapse verdict)"
                 ),

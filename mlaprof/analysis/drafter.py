@@ -115,7 +115,8 @@ def drafter_summary(steps: pd.DataFrame, stats: pd.DataFrame, origin: str) -> Tr
         text=f"drafter passes (the drafter's own graphs, not verify steps): {n}{pooled('steps')} "
         f"({n_graph} graph / {n_eager} eager), "
         f"{', '.join(variants) or 'unknown kernel'}, {per_pass or 'unknown'} "
-        f"{plural('MLA layer(s)', per_pass)} per pass, S {s_range or 'unknown'}, rows {rows or 'unknown'}, "
+        f"{plural('MLA layer(s)', per_pass)} per pass, S {s_range or 'unknown'}, rows "
+        f"{rows or 'unknown'}, "
         f"qlen {qlen or 'unknown (not on the grid)'}, median pass "
         + ("unknown" if med is None else f"{med:.1f} us{pooled('step_median_us')}"),
     )

@@ -147,12 +147,13 @@ def padding_findings(padding: pd.DataFrame) -> list[Finding]:
             kind="padding",
             severity=padding_severity(frac) if frac is not None else "info",
             title=(
-                f"FULL-graph padding adds {counted(pad, 'padding row(s)')} to {counted(real, 'real request(s)')} {over} "
+                f"FULL-graph padding adds {counted(pad, 'padding row(s)')} to "
+                f"{counted(real, 'real request(s)')} {over} "
                 f"({scope_text(s)})"
             ),
             evidence=(
-                f"{share_text(frac, 1, none=UNRECORDED_SHARE)} of verify tokens "
-                + f"over {counted(s.steps_padded, 'step(s)')}{over_ranks_label('sum', s.ranks or 0)}"
+                f"{share_text(frac, 1, none=UNRECORDED_SHARE)} of verify tokens over "
+                f"{counted(s.steps_padded, 'step(s)')}{over_ranks_label('sum', s.ranks or 0)}"
                 + " are padding; "
                 "padding rows have qo_len 0 in query_start_loc, KV length pinned to qlen, and "
                 "qlen query tokens in the kernel's uniform qo_indptr (as vLLM builds it), so the "

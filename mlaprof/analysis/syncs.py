@@ -410,7 +410,8 @@ def sync_findings(
                 severity="critical" if breaks and kind != "alloc" else "warning",
                 title=f"{what}: {op_text} at {loc_text}",
                 evidence=(
-                    f"{counted(len(hit), 'layer(s)')} ({_span(hit)}), {per_layer:g} per layer per step"
+                    f"{counted(len(hit), 'layer(s)')} ({_span(hit)}), {per_layer:g} per layer per "
+                    "step"
                     + (f"; {detail}" if detail else "")
                     + (
                         "; aborts CUDA/HIP graph capture, so the engine falls back to PIECEWISE"

@@ -86,18 +86,21 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
             f"{counts['short_replays']} of {counts['replays']} graph replays miss kernels "
             f"against their own graph's complete replays ({counts['missing_kernels']} of "
             f"{counts['expected_kernels']} dispatches, {pct}; "
-            f"{counted(counts['steps_missing_layers'], 'step(s)')} short of layers{_layer_numbering(counts)}); "
+            f"{counted(counts['steps_missing_layers'], 'step(s)')} short of "
+            f"layers{_layer_numbering(counts)}); "
             f"{ROCM_72_LOSS}"
         )
     if counts["eager_steps_missing_layers"]:
         reasons.append(
-            f"{counted(counts['eager_steps_missing_layers'], 'eager step(s)')} short of MLA layers against "
+            f"{counted(counts['eager_steps_missing_layers'], 'eager step(s)')} short of MLA layers "
+            "against "
             "eager steps running their kernels (the trace lost dispatches)"
             + _layer_numbering(counts, "eager_", "a complete eager step running the same kernels")
         )
     if counts["launches_without_kernels"]:
         reasons.append(
-            f"{counted(counts['launches_without_kernels'], 'graph launch(es)')} in the API trace with no "
+            f"{counted(counts['launches_without_kernels'], 'graph launch(es)')} in the API trace "
+            "with no "
             "kernel in the kernel trace"
         )
     if split_no_s2:
@@ -112,12 +115,14 @@ def trust_summary(meta: RunMeta, cap: Capture, run_checks: RunChecks | None = No
     notes = []
     if records["repeated_dispatches"]:
         notes.append(
-            f"{counted(records['repeated_dispatches'], 'dispatch record(s)')} repeated in the trace (same "
+            f"{counted(records['repeated_dispatches'], 'dispatch record(s)')} repeated in the "
+            "trace (same "
             "dispatch id and fields): each dispatch counted once"
         )
     if counts["edge_partial_steps"]:
         notes.append(
-            f"{counted(counts['edge_partial_steps'], 'partial step(s)')} at the window edges, not analysed "
+            f"{counted(counts['edge_partial_steps'], 'partial step(s)')} at the window edges, not "
+            "analysed "
             "(the collection window cut them: not counted as a loss)"
         )
     gaps = _gap_ranks(run_checks)
@@ -243,13 +248,15 @@ def trust_by_rank(
 
 
 def _short(c: dict[str, int]) -> list[str]:
-    parts = [
+    parts = [  # each count, its noun and what the count is of
         (c["short_replays"], f"{c['short_replays']} of {c['replays']} replays miss kernels"),
-        (c.get("steps_layers_unknown", 0), f"{counted(c.get('steps_layers_unknown', 0), 'step(s)')} missing a layer, which one unknown"),
-        (c.get("eager_steps_missing_layers", 0), f"{counted(c.get('eager_steps_missing_layers', 0), 'eager step(s)')} short of layers"),
-        (c["launches_without_kernels"], f"{counted(c['launches_without_kernels'], 'launch(es)')} without kernels"),
-        (c["split_layers_without_stage2"], f"{counted(c['split_layers_without_stage2'], 'split layer(s)')} without stage 2"),
-        (c.get("nameless_dispatches", 0), f"{counted(c.get('nameless_dispatches', 0), 'dispatch(es)')} without their kernel symbol"),
+        *((n, f"{counted(n, unit)} {what}") for n, unit, what in (
+            (c.get("steps_layers_unknown", 0), "step(s)", "missing a layer, which one unknown"),
+            (c.get("eager_steps_missing_layers", 0), "eager step(s)", "short of layers"),
+            (c["launches_without_kernels"], "launch(es)", "without kernels"),
+            (c["split_layers_without_stage2"], "split layer(s)", "without stage 2"),
+            (c.get("nameless_dispatches", 0), "dispatch(es)", "without their kernel symbol"),
+        )),
     ]  # fmt: skip
     return [text for n, text in parts if n]
 

@@ -258,7 +258,8 @@ def _dataclass_reader(tp: type) -> Reader:
             raise _Bad(f"expected an object for {tp.__name__}, got {type(v).__name__}")
         if not known.issuperset(v):
             raise _Bad(
-                f"{tp.__name__} has no {plural('field(s)', len(set(v) - known))} {sorted(set(v) - known)}"
+                f"{tp.__name__} has no {plural('field(s)', len(set(v) - known))} "
+                f"{sorted(set(v) - known)}"
             )
         kw: dict[str, Any] = {}
         null_keys = []

@@ -95,13 +95,15 @@ def _qlen_source(checks: RunChecks, path: str, variant: str, p: GridAxes | None)
         )
     if n1 or not n2:
         parts.append(
-            f"{s1} on {n1}{summed} {plural('layer(s)', n1)} without stage 2 (qlen below 16 heads, as vLLM "
+            f"{s1} on {n1}{summed} {plural('layer(s)', n1)} without stage 2 (qlen below 16 heads, "
+            "as vLLM "
             "routes verify; ceil(H/16)*qlen from aiter v0.1.20 on with more heads: ambiguous "
             "there)"
         )
     if q.get("stage1_disagrees"):
         parts.append(
-            f"stage 1's z differs on {q['stage1_disagrees']}{summed} {plural('layer(s)', q['stage1_disagrees'])}: ceil(H/16)*qlen "
+            f"stage 1's z differs on {q['stage1_disagrees']}{summed} "
+            f"{plural('layer(s)', q['stage1_disagrees'])}: ceil(H/16)*qlen "
             "with more than 16 heads (aiter v0.1.20+)"
         )
     return "; ".join(parts)

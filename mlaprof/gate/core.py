@@ -54,7 +54,8 @@ class GateReport:
         if self.ok:
             return f"{self.target}: no sync or data-dependent allocation ({self.region})"
         lines = [
-            f"{self.target}: {counted(len(self.findings), 'op(s)')} would break CUDA/HIP graph capture "
+            f"{self.target}: {counted(len(self.findings), 'op(s)')} would break CUDA/HIP graph "
+            "capture "
             f"({self.region}):"
         ]
         for e in self.findings:

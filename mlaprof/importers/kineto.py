@@ -308,7 +308,8 @@ def import_kineto(
         summary.notes += notes
         if others:
             summary.notes.append(
-                f"{counted(len(others), 'other file(s)')} in the folder not read (e.g. {others[0].name}: "
+                f"{counted(len(others), 'other file(s)')} in the folder not read (e.g. "
+                f"{others[0].name}: "
                 "vLLM's *.profiler_out.txt are op tables, not traces)"
             )
     elif path.is_file():
@@ -329,7 +330,8 @@ def import_kineto(
     if frontends:
         meta["frontend_traces"] = [f.path.name for f in frontends]
         summary.notes.append(
-            f"{counted(len(frontends), 'vLLM front-end trace(s)')} (the API server's CPU profile, no engine "
+            f"{counted(len(frontends), 'vLLM front-end trace(s)')} (the API server's CPU profile, "
+            "no engine "
             f"steps) not imported as ranks: {', '.join(f.path.name for f in frontends[:2])}"
         )
     matcher = matcher or KernelMatcher()

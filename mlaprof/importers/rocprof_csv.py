@@ -880,7 +880,8 @@ def import_csv(
         near = _kernel_columns_missing(header)
         if near:  # a kernel trace without a column it needs: named, not "not a rocprofv3 CSV"
             raise MlaprofError(
-                f"{path}: a kernel trace CSV missing {plural('column(s)', len(near))} {', '.join(near)} (rocprofv3's "
+                f"{path}: a kernel trace CSV missing {plural('column(s)', len(near))} "
+                f"{', '.join(near)} (rocprofv3's "
                 "kernel_trace.csv has Kernel_Name, Start_Timestamp, End_Timestamp, Grid_Size_X)"
             )
         shown = ", ".join(header[:6])[:120]

@@ -119,7 +119,8 @@ def build(
     unknown = (set(numbers) | set(text)) - set(columns(table))
     if unknown:
         raise MlaprofError(
-            f"table {table!r} has no {plural('column(s)', len(unknown))} {', '.join(sorted(unknown))}"
+            f"table {table!r} has no {plural('column(s)', len(unknown))} "
+            f"{', '.join(sorted(unknown))}"
         )
     arrays = []
     for field in schema:

@@ -119,7 +119,8 @@ def check_complete(run_dir: Path, meta: Mapping[str, Any], present: Collection[i
         have = rank_span(present) or "none"
         raise MlaprofError(
             f"{run_dir} is missing {names} (the run has ranks {_span(gone, present)}, "
-            f"databases for {have}): restore {plural('the file(s)', len(gone))} or re-import the trace"
+            f"databases for {have}): restore {plural('the file(s)', len(gone))} or re-import the "
+            "trace"
         )
 
 

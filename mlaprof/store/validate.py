@@ -113,7 +113,8 @@ def kernel_columns(kc: Any, source: str, first_line: int = 1) -> None:  # annota
         i = int(bad[0])
         what = "a negative start" if start[i] < 0 else f"end {end[i]} before start {start[i]}"
         raise MlaprofError(
-            f"{source}: kernel record {i + first_line} has {what} ({counted(len(bad), 'such record(s)')})"
+            f"{source}: kernel record {i + first_line} has {what} "
+            f"({counted(len(bad), 'such record(s)')})"
         )
 
 

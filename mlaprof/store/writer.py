@@ -107,7 +107,8 @@ class RunWriter:
         if not row.keys() <= known:
             unknown = set(row) - known
             raise MlaprofError(
-                f"table {table!r} has no {plural('column(s)', len(unknown))} {', '.join(sorted(unknown))}"
+                f"table {table!r} has no {plural('column(s)', len(unknown))} "
+                f"{', '.join(sorted(unknown))}"
             )
         get = row.get
         return tuple(self.rank if c == "rank" else _plain(get(c)) for c in cols)
