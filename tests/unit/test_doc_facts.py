@@ -1126,16 +1126,16 @@ FACTS: list[tuple[str, str, Check]] = [
      lambda: _returns("mlaprof.analysis.drafter", "drafter_summary", "TraceDrafter | None")),
     ("docs/evidence.md", "each rank's `RankSignature` from `engines.signatures`",
      lambda: _returns("mlaprof.analysis.engines", "signatures", "dict[int, RankSignature]")),
-    # ---- traces/README.md: the demo runs recorded again on an H100
-    ("traces/README.md", "every verdict of the six runs is the one shipped",
+    # ---- docs/performance.md: the demo runs recorded again on an H100
+    ("docs/performance.md", "every verdict of the six runs is the one shipped",
      lambda: bench(RERECORD, "all_same") is True and len(bench(RERECORD, "runs")) == 6
      and all(r["differs"] == {} for r in bench(RERECORD, "runs").values())),
-    ("traces/README.md", "an NVIDIA H100 80GB HBM3 (torch 2.11.0, triton 3.6.0)",
+    ("docs/performance.md", "an NVIDIA H100 80GB HBM3 (torch 2.11.0, triton 3.6.0)",
      lambda: {(r["measured"]["new"]["device"], r["measured"]["new"]["versions"]["torch"],
                r["measured"]["new"]["versions"]["triton"])
               for r in bench(RERECORD, "runs").values()}
      == {("NVIDIA H100 80GB HBM3", "2.11.0", "3.6.0")}),
-    ("traces/README.md", "177.5 us for the native 4-D fix, 1.91 ms and 581 us for the c16 bug and fix, 27.5 ms for the failed capture's eager fallback",
+    ("docs/performance.md", "177.5 us for the native 4-D fix, 1.91 ms and 581 us for the c16 bug and fix, 27.5 ms for the failed capture's eager fallback",
      lambda: [bench(RERECORD, "runs", n, "measured", "new", "median step") for n in (
          "fix-native-kernel-full-graph", "bug-padding-collapses-splits-c16",
          "fix-padding-active-rows-c16", "bug-legacy-flat-syncs-break-capture")]
