@@ -7,6 +7,7 @@ the document when ``None``)."""
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -1185,7 +1186,10 @@ class HeadlineRow(Section):
         """The provenance a line prints after the value, "" where the value's words already
         end in it or hold it (a predicted capture: "... predicted from syncs; ...", then
         "(predicted from syncs)" again); a table keeps its provenance column whole."""
-        return "" if self.provenance and self.provenance in self.value else self.provenance
+        held = self.provenance and re.search(
+            rf"(?<!\w){re.escape(self.provenance)}(?!\w)", self.value
+        )
+        return "" if held else self.provenance  # whole words: "model" is not in "modelled"
 
 
 @section

@@ -77,3 +77,15 @@ def test_a_headline_line_says_its_provenance_once(name: str) -> None:
                 assert f"{value} ({prov})" not in views[view], (view, h.label, prov)
         else:  # the dashboard prints every headline row, each with its provenance
             assert f"{h.label}: {value} ({prov})" in views["tui"], (h.label, prov)
+
+
+def test_a_provenance_is_held_by_the_value_as_whole_words() -> None:
+    from mlaprof.analysis.sections import HeadlineRow
+
+    held = HeadlineRow(label="capture", provenance="predicted from syncs",
+                       value="FULL -> predicted-ok (would run FULL: predicted from syncs; ...)")  # fmt: skip
+    assert held.provenance_after == ""
+    # "model" is no word of "modelled": the value does not say where it came from
+    assert (
+        HeadlineRow(label="S", provenance="model", value="S modelled 4").provenance_after == "model"
+    )
