@@ -5,6 +5,8 @@ cpu=69957.9" with no unit, beside "66751.7 µs" for the same median one row up."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mlaprof.reporters.rows import summary_blocks
@@ -72,7 +74,9 @@ def test_a_headline_line_says_its_provenance_once(name: str) -> None:
     views = every_view(runs.run_dir(name), s)
     for h in s.headline:
         value, prov = " ".join(h.value.split()), " ".join(h.provenance.split())
-        if prov in value:  # said once, in each view that prints a provenance after a value
+        # held as whole words (the rule: "model" is no word of "modelled", said apart then)
+        held = re.search(rf"(?<!\w){re.escape(prov)}(?!\w)", value) is not None
+        if held:  # said once, in each view that prints a provenance after a value
             for view in ("terminal", "tui"):
                 assert f"{value} ({prov})" not in views[view], (view, h.label, prov)
         else:  # the dashboard prints every headline row, each with its provenance
