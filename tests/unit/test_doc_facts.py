@@ -428,22 +428,29 @@ def _demo_table_rows() -> list[str]:
 
 Check = Callable[[], object]
 FACTS: list[tuple[str, str, Check]] = [
-    ("docs/performance.md", "1M import **0.799x** CPU (HEAD 0.95 s, fcd03bf 1.18 s; pairs 0.719-1.031; wall 0.730x), CSV fleet **0.715x** (9.68 / 13.55 s; pairs 0.657-0.788; wall 0.689x), rocpd fleet **0.624x** (0.587-0.729), import / read_csv **0.842x** CPU (0.846x wall), `--version` 0.077 s.",
-     lambda: _vs_fcd03bf("vs_baseline_2026-12-07_session_start", head="fdd354c", import_1m_ratio="0.799",
-                         import_1m_ratio_wall="0.730", fleet_csv_ratio="0.715", fleet_csv_ratio_wall="0.689",
-                         fleet_rocpd_ratio="0.624", import_1m_per_read_csv_head="0.842",
-                         import_1m_per_read_csv_head_wall="0.846", version_cpu_s_head="0.077")
-     and rounds_to(bench("vs_baseline_2026-12-07_session_start", "figures", "fleet_csv", "summary", "head", "cpu_s", "median"), "9.68")
-     and rounds_to(bench("vs_baseline_2026-12-07_session_start", "figures", "import", "summary", "baseline", "cpu_s", "median"), "1.18")),
-    ("docs/performance.md", "Over the 21 runs of 2026-12-07 with the 8 x 10M fleets against fcd03bf: the 1M import under its 0.8 goal in 10 of 19 on CPU (0.672-0.971x) and in 18 of 19 on wall time (0.578-0.835x); the CSV fleet under its 0.7 goal in 4 of 21 on CPU (0.631x at best) and 16 of 21 on wall time; the rocpd fleet under its goal in all 11 (0.564-0.624x); import / read_csv under its 1.0 floor in all 19 (0.759-0.979x CPU)",
-     lambda: len(_day_runs("2026-12-07")) == 21
-     and _day_count("2026-12-07", "import_1m_ratio", 0.8) == (19, 10, 0.672, 0.971)
-     and _day_count("2026-12-07", "import_1m_ratio_wall", 0.8) == (19, 18, 0.578, 0.835)
-     and _day_count("2026-12-07", "fleet_csv_ratio", 0.7)[:3] == (21, 4, 0.631)
-     and _day_count("2026-12-07", "fleet_csv_ratio_wall", 0.7)[:2] == (21, 16)
-     and _day_count("2026-12-07", "fleet_rocpd_ratio", 0.7) == (11, 11, 0.564, 0.624)
-     and _day_count("2026-12-07", "import_1m_per_read_csv_head", 1.0) == (19, 19, 0.759, 0.979)
-     and _day_count("2026-12-07", "version_cpu_s_head", 0.1)[:2] == (19, 19)),
+    ("docs/performance.md", "1M import **0.956x** CPU (HEAD 0.986 s, fcd03bf 1.031 s; pairs 0.837-1.050; wall 0.802x), CSV fleet **0.695x** (9.10 / 13.10 s; pairs 0.608-0.742; wall 0.662x), rocpd fleet **0.568x** (0.531-0.755), import / read_csv **0.947x** CPU (0.906x wall), Arrow's own read of the file **1.309x** `read_csv` in this run (1.363 against 1.041 s CPU), `--version` 0.060 s.",
+     lambda: _vs_fcd03bf(LATE, head="e45d612", import_1m_ratio="0.956", import_1m_ratio_wall="0.802",
+                         fleet_csv_ratio="0.695", fleet_csv_ratio_wall="0.662", fleet_rocpd_ratio="0.568",
+                         import_1m_per_read_csv_head="0.947", import_1m_per_read_csv_head_wall="0.906",
+                         read_arrow_per_read_csv="1.309", version_cpu_s_head="0.060")
+     and bench(LATE, "figures", "import", "summary", "ratio_cpu") == {"of_medians": 0.956, "pairs_min": 0.837, "pairs_max": 1.05}
+     and bench(LATE, "figures", "fleet_csv", "summary", "ratio_cpu") == {"of_medians": 0.695, "pairs_min": 0.608, "pairs_max": 0.742}
+     and bench(LATE, "figures", "fleet_rocpd", "summary", "ratio_cpu") == {"of_medians": 0.568, "pairs_min": 0.531, "pairs_max": 0.755}
+     and rounds_to(bench(LATE, "figures", "import", "summary", "head", "cpu_s", "median"), "0.986")
+     and rounds_to(bench(LATE, "figures", "import", "summary", "baseline", "cpu_s", "median"), "1.031")
+     and rounds_to(bench(LATE, "figures", "fleet_csv", "summary", "head", "cpu_s", "median"), "9.10")
+     and rounds_to(bench(LATE, "figures", "fleet_csv", "summary", "baseline", "cpu_s", "median"), "13.10")
+     and bench(LATE, "figures", "import", "summary", "read_arrow_pooled", "cpu_s") == 1.363
+     and bench(LATE, "figures", "import", "summary", "read_csv_pooled", "cpu_s") == 1.041),
+    ("docs/performance.md", "Over the 22 runs of 2026-12-07 with the 8 x 10M fleets against fcd03bf: the 1M import under its 0.8 goal in 10 of 20 on CPU (0.672-0.971x) and in 18 of 20 on wall time (0.578-0.835x); the CSV fleet under its 0.7 goal in 5 of 22 on CPU (0.631x at best) and 17 of 22 on wall time; the rocpd fleet under its goal in all 12 (0.564-0.624x); import / read_csv under its 1.0 floor in all 20 (0.759-0.979x CPU)",
+     lambda: len(_day_runs("2026-12-07")) == 22
+     and _day_count("2026-12-07", "import_1m_ratio", 0.8) == (20, 10, 0.672, 0.971)
+     and _day_count("2026-12-07", "import_1m_ratio_wall", 0.8) == (20, 18, 0.578, 0.835)
+     and _day_count("2026-12-07", "fleet_csv_ratio", 0.7)[:3] == (22, 5, 0.631)
+     and _day_count("2026-12-07", "fleet_csv_ratio_wall", 0.7)[:2] == (22, 17)
+     and _day_count("2026-12-07", "fleet_rocpd_ratio", 0.7) == (12, 12, 0.564, 0.624)
+     and _day_count("2026-12-07", "import_1m_per_read_csv_head", 1.0) == (20, 20, 0.759, 0.979)
+     and _day_count("2026-12-07", "version_cpu_s_head", 0.1)[:2] == (20, 20)),
     ("docs/performance.md", "1M import **0.971x** CPU (HEAD 0.985 s, fcd03bf 1.014 s in its fast mode; pairs 0.802-1.070; wall 0.835x), CSV fleet **0.641x** (8.71 / 13.60 s; pairs 0.636-0.756; wall 0.621x), rocpd fleet **0.569x** (0.560-0.664), import / read_csv **0.974x** CPU (0.956x wall), Arrow's own read of the file (`pyarrow.csv.read_csv`, a whole process) **0.887x** `read_csv`, `--version` 0.056 s.",
      lambda: _vs_fcd03bf("vs_baseline_2026-12-07_session_end", head="72a1976", import_1m_ratio="0.971",
                          import_1m_ratio_wall="0.835", fleet_csv_ratio="0.641", fleet_csv_ratio_wall="0.621",
@@ -469,12 +476,19 @@ FACTS: list[tuple[str, str, Check]] = [
     ("docs/performance.md", "0.887x `pandas.read_csv`'s (0.897 against 1.011 s CPU)",
      lambda: bench("vs_baseline_2026-12-07_session_end", "figures", "import", "summary", "read_arrow_pooled", "cpu_s") == 0.897
      and bench("vs_baseline_2026-12-07_session_end", "figures", "import", "summary", "read_csv_pooled", "cpu_s") == 1.011),
-    ("docs/performance.md", "a run's first report **0.462 s** (0.398-0.509; fcd03bf 0.552), as a user runs it 0.568 s, a later one 0.068 s, default `run` **2.211 s** (1.985-2.628; fcd03bf 4.579), peaks: CSV fleet **398 MiB**, rocpd fleet import **635 MiB** (fcd03bf 1,318 and 1,209)",
-     lambda: _startup_said("vs_baseline_2026-12-07_session_start", (0.462, 0.398, 0.509, 0.552),
-                           (2.211, 1.985, 2.628, 4.579), 0.568, 0.068, (398, 635, 1318, 1209))),
-    ("docs/performance.md", "Over the 19 runs of 2026-12-07: the first report under its 0.4 s floor in 13 (0.363-0.543 s), default `run` under its 2 s floor in 17 (1.691-2.404 s)",
-     lambda: _day_count("2026-12-07", "report_json_demo_cpu_s_head", 0.4) == (19, 13, 0.363, 0.543)
-     and _day_count("2026-12-07", "run_default_cpu_s_head", 2.0) == (19, 17, 1.691, 2.404)),
+    ("docs/performance.md", "a run's first report **0.407 s** (0.384-0.440; fcd03bf 0.524), as a user runs it 0.386 s, a later one 0.066 s, default `run` **1.808 s** (1.752-2.190; fcd03bf 3.851), peaks: CSV fleet **399 MiB**, rocpd fleet import **630 MiB** (fcd03bf 1,352 and 1,224); beside them a bare `import pandas` **0.264 s** and `import torch` **0.884 s**",
+     lambda: _startup_said(LATE, (0.407, 0.384, 0.44, 0.524), (1.808, 1.752, 2.19, 3.851), 0.386, 0.066,
+                           (399, 630, 1352, 1224))
+     and bench(LATE, "ratios", "pandas_import_cpu_s") == 0.264
+     and bench(LATE, "ratios", "torch_import_cpu_s") == 0.884),
+    ("docs/performance.md", "Over the 20 runs of 2026-12-07: the first report under its 0.4 s floor in 13 (0.363-0.543 s; 0.407 s in the latest), default `run` under its 2 s floor in 18 (1.691-2.404 s)",
+     lambda: _day_count("2026-12-07", "report_json_demo_cpu_s_head", 0.4) == (20, 13, 0.363, 0.543)
+     and _day_count("2026-12-07", "run_default_cpu_s_head", 2.0) == (20, 18, 1.691, 2.404)
+     and bench(LATE, "ratios", "report_json_demo_cpu_s_head") == 0.407),
+    ("docs/performance.md", "of the latest run's 0.407 s first report, loading pandas alone is 0.264 s, and of its 1.808 s default run, loading torch alone is 0.884 s",
+     lambda: (bench(LATE, "ratios", "report_json_demo_cpu_s_head"), bench(LATE, "ratios", "pandas_import_cpu_s"),
+              bench(LATE, "ratios", "run_default_cpu_s_head"), bench(LATE, "ratios", "torch_import_cpu_s"))
+     == (0.407, 0.264, 1.808, 0.884)),
     ("docs/performance.md", "read 9.13 (its files read from disk), 7.40, 8.37 s against 7.94, 7.50, 8.38 s CPU",
      lambda: bench("fleet_import_ab_2026-12-07", "cpu_s") == {"76b5517": [9.13, 7.4, 8.37], "fdd354c": [7.94, 7.5, 8.38]}),
     # ---- README.md
@@ -1142,6 +1156,7 @@ FACTS: list[tuple[str, str, Check]] = [
      == ["177.5 µs", "1913.0 µs", "581.3 µs", "27471.7 µs"]),
 ]  # fmt: skip
 RERECORD = "demo_rerecord_h100_2026-12-07"
+LATE = "vs_baseline_2026-12-07_late"  # the side-by-side run on the session's final main
 
 
 # the helpers the rows call (imports kept inside: a row pays only for what it reads)
