@@ -32,6 +32,7 @@ from mlaprof.analysis.timing import (
     layer_span,
 )
 from mlaprof.analysis.typed_json import to_json
+from mlaprof.rank_counts import counted
 from mlaprof.store.liveness import RunStatus
 
 if TYPE_CHECKING:
@@ -506,7 +507,7 @@ def _is_cpu(s: RunSummary) -> bool:
 
 
 def _n_threads(n: int | None) -> str:
-    return "threads not recorded" if n is None else f"{n} thread{'s' if n != 1 else ''}"
+    return "threads not recorded" if n is None else counted(n, "thread(s)")
 
 
 def run_spread(sa: RunSummary, sb: RunSummary) -> float | None:

@@ -33,6 +33,7 @@ from mlaprof.analysis.splits import (
     what_if_rule,
 )
 from mlaprof.analysis.timing import median_by_mode, served_steps, step_modes
+from mlaprof.rank_counts import plural
 from mlaprof.splits.policies import HOST_FALLBACK
 from mlaprof.textsafe import short_of, sql_head
 
@@ -241,7 +242,7 @@ class Timeline:
         ch = self.steps_shown
         if not ch:
             return ""
-        word = "step id" if len(ch) == 1 else "step ids"
+        word = plural("step id(s)", len(ch))
         return f"{len(ch)} of {self.steps_total} {self.noun} ({word} {id_spans(ch)})"
 
 

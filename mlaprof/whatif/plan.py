@@ -33,6 +33,7 @@ from mlaprof.capture_sizes import (
     proposal_plan,
 )
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import counted
 
 GIB = float(1 << 30)
 BUCKETS = 1000  # memory resolution of the DP: 1/1000 of the budget ...
@@ -142,7 +143,7 @@ class MemoryModel:
         if self.measured is None:
             return "modelled: " + ("a user model" if self.exact else str(self.assumed))
         n, lo, hi = len(self.measured), self.measured[0], self.measured[-1]
-        what = f"{n} measured size{'s' if n != 1 else ''} ({lo}" + (f"..{hi}" if n > 1 else "")
+        what = f"{counted(n, 'measured size(s)')} ({lo}" + (f"..{hi}" if n > 1 else "")
         what += " tokens)"
         out = self.outside(sizes)
         if not out:
@@ -161,7 +162,7 @@ def fit_memory(points: Mapping[int, float], provenance: str) -> MemoryModel:
     m = np.array([points[int(k)] for k in sorted(points)], float)
     sizes = tuple(int(k) for k in sorted(points))
     n = len(sizes)
-    rests = f"; the fit rests on {n} size{'s' if n != 1 else ''} for 2 parameters"
+    rests = f"; the fit rests on {counted(n, 'size(s)')} for 2 parameters"
     if n >= 2 and np.ptp(s) > 0:
         b, a = np.polyfit(s, m, 1)
         if a >= 0 and b >= 0:

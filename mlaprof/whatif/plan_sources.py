@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.errors import MlaprofError
+from mlaprof.rank_counts import counted
 from mlaprof.whatif.plan import MemoryModel, fit_memory, memory_from_total
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def memory_from_run(run: Any) -> MemoryModel:
             pts = vals.groupby("capture_size")[col].median().to_dict()
             return fit_memory(
                 {int(k): float(v) for k, v in pts.items()},
-                f"fitted to {len(pts)} capture size{'s' if len(pts) != 1 else ''} measured in "
+                f"fitted to {counted(len(pts), 'capture size(s)')} measured in "
                 f"run {run.name} on {dev} ({col})",
             )
     raise MlaprofError(f"run {run.name} has no capture memory per size (memory table is empty)")

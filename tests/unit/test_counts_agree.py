@@ -35,6 +35,7 @@ def test_a_count_per_rank_agrees_with_it() -> None:
     assert per_rank_count({0: 1, 1: 1}, "step(s)") == "1 step per rank (2 ranks)"
     # a range over ranks counts several, even from 1
     assert per_rank_count({0: 1, 1: 2}, "step(s)") == "1-2 steps per rank (ranks 0: 1, 1: 2)"
+    assert per_rank_count({0: 0, 1: 1}, "step(s)") == "0-1 steps per rank (ranks 0: 0, 1: 1)"
     assert per_rank_count({}, "eager step(s)") == "0 eager steps" and per_rank_count({}) == "0"
 
 
