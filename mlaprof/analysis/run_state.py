@@ -68,7 +68,7 @@ def run_state(
     flag it above a report only where the run did not close its record (``RunState.closed``)."""
     per_rank = _committed(steps, ranks)
     words = _words(per_rank)
-    said = "no step committed" if words is None else f"{words[0]}, last step {words[1]}"
+    # the committed words the state line is made of (said once: the line holds them whole)
     reach = (
         "no step committed"
         if words is None
@@ -90,7 +90,7 @@ def run_state(
         reason=reason or None,
         steps_committed=n,
         last_step=last,
-        committed=said,
+        committed=reach,
         per_rank=per_rank,
         text=text,
     )

@@ -7,7 +7,6 @@ the document when ``None``)."""
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,7 +17,15 @@ from mlaprof.analysis.capture_status import (
     served_mode,
 )
 from mlaprof.analysis.section_base import Section, section
-from mlaprof.analysis.typed_json import nulls, opt, over_ranks, reads_when_none, words_of
+from mlaprof.analysis.typed_json import (
+    holds_words,
+    nulls,
+    opt,
+    over_ranks,
+    reads_when_none,
+    says,
+    words_of,
+)
 from mlaprof.splits.policies import NOT_RUNNABLE
 from mlaprof.store.liveness import RunStatus  # noqa: F401, TC001 - the one status vocabulary, a field type
 
@@ -69,9 +76,10 @@ class RunState(Section):
     steps_committed: int | None
     # the last step committed, where every rank's is the same; None: ranks differ or no step
     last_step: int | None
-    committed: str  # each rank's count and last step in words, the line every view shows
+    # each rank's count and last step in words
+    committed: str = says("steps_committed", "last_step")
     per_rank: list[RankCommitted]
-    text: str
+    text: str = says("status", "reason", "committed")  # the line every view prints
 
     def none_reads(self, name: str) -> str | None:
         """A count or last step the ranks differ on reads so (each rank's in ``committed``),
@@ -80,7 +88,7 @@ class RunState(Section):
             return None
         if not any(r.steps_committed for r in self.per_rank):
             return "no step committed"
-        return "differs per rank: see committed"
+        return "differs per rank: see state"
 
     @property
     def closed(self) -> bool:
@@ -234,7 +242,8 @@ class Capture(Section):
     mode: str | None  # the graph mode asked for
     provenance: str
     status: CaptureStatus
-    text: str = words_of("label")  # the label where nothing more is known: said once
+    # the label where nothing more is known: said once; it says the modes asked for and run
+    text: str = words_of("label", says=("mode", "effective_mode"))
     why: str | None = opt()  # for an unknown status: which evidence is missing
     # the mode a GPU would run, predicted from the syncs seen (a scenario run that captured
     # nothing); None: the verdict is no prediction. Never the mode that ran (effective_mode)
@@ -1049,7 +1058,8 @@ class Route(Section):
     # where the route comes from beside what the run itself ran (analysis.paths.run_route): a
     # route is modelled for the scenario's target, never what a CPU engine ran
     provenance: str | None = opt()
-    text: str | None = opt()  # the line every view prints (analysis.paths.route_text)
+    # the line every view prints (analysis.paths.route_text), made of the fields above
+    text: str | None = opt(says=("path", "kernel", "reason", "version", "provenance"))
 
     @property
     def line(self) -> str:
@@ -1186,10 +1196,8 @@ class HeadlineRow(Section):
         """The provenance a line prints after the value, "" where the value's words already
         end in it or hold it (a predicted capture: "... predicted from syncs; ...", then
         "(predicted from syncs)" again); a table keeps its provenance column whole."""
-        held = self.provenance and re.search(
-            rf"(?<!\w){re.escape(self.provenance)}(?!\w)", self.value
-        )
-        return "" if held else self.provenance  # whole words: "model" is not in "modelled"
+        # whole words: "model" is not in "modelled"
+        return "" if holds_words(self.value, self.provenance) else self.provenance
 
 
 @section
@@ -1278,7 +1286,7 @@ class Fleet(Section):
     # the judged ranks on each side of a collapse; None: no rank was judged (never "none")
     ranks_collapsed: list[int] | None = reads_when_none(NOT_JUDGED)
     ranks_not_collapsed: list[int] | None = reads_when_none(NOT_JUDGED)
-    text: str
+    text: str = says("ranks")  # the line every view prints: "ranks: 8, all agree"
     engines: list[FleetEngine] | None = opt()  # several engines in one trace: a view per engine
     # ranks no layer of which could be judged, where any (left out: every rank judged)
     ranks_not_judged: list[int] | None = opt()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import re
 import types
 import typing
 from collections.abc import Iterable
@@ -33,6 +34,9 @@ OVER_RECORDS = "summed_over_records"
 # say something else (a per-rank range beside the pooled value), never the same value twice
 WORDS_OF = "words_of"
 KEEP_VALUE = "keep_value"  # with WORDS_OF: where the two read the same, the value's row stays
+# the fields a line of words is made of (``says()``): a view leaves out each field's own row
+# where the line holds its value's words
+SAYS = "says"
 
 
 def opt(
@@ -40,6 +44,7 @@ def opt(
     of: str | None = None,
     reads: str | None = None,
     words: str | None = None,
+    says: tuple[str, ...] = (),
 ) -> Any:
     """An optional key: ``None`` when the section's producer did not write it, left out of the
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
@@ -47,23 +52,44 @@ def opt(
     ``over`` (and ``of``): the value is made of every rank's, as :func:`over_ranks` says.
     ``reads``: what the key reads as where its producer wrote it ``null`` (the section's
     :func:`nulls` field names it), as :func:`reads_when_none`; left out it is shown nowhere.
-    ``words``: the field this text words, as :func:`words_of`."""
+    ``words``: the field this text words, as :func:`words_of`; ``says``: the fields this line
+    is made of, as :func:`says`."""
     said = {NONE_READS: reads} if reads is not None else {}
     worded = {WORDS_OF: words} if words is not None else {}
+    made = {SAYS: says} if says else {}
     return dataclasses.field(
-        default=None, metadata={OMIT: True, **_over(over, of), **said, **worded}
+        default=None, metadata={OMIT: True, **_over(over, of), **said, **worded, **made}
     )
 
 
-def words_of(name: str, keep_value: bool = False) -> Any:
+def words_of(name: str, keep_value: bool = False, says: tuple[str, ...] = ()) -> Any:
     """A text field that says field ``name``'s value in words (a time of several ranks: the
     pooled value where they agree, else the range with the ranks behind each value). The
     document keeps both; a view shows one row where they read the same: the words' (``name``'s
     own row only where it reads otherwise), or, ``keep_value``, the value's (a verdict whose
-    words are most often the value itself: its ``status`` row is the one every view names)."""
+    words are most often the value itself: its ``status`` row is the one every view names).
+    ``says``: the other fields the words are made of, as :func:`says`."""
     return dataclasses.field(
-        metadata={WORDS_OF: name, **({KEEP_VALUE: True} if keep_value else {})}
+        metadata={
+            WORDS_OF: name,
+            **({KEEP_VALUE: True} if keep_value else {}),
+            **({SAYS: says} if says else {}),
+        }
     )
+
+
+def says(*names: str) -> Any:
+    """A line of words made of fields ``names`` (where a run stands: its status, its committed
+    steps and last step). The document keeps them all; a view leaves out each named field's row
+    where the line holds that row's words (:func:`holds_words`), and keeps it where the line says
+    something else (a count the ranks differ on reads "differs per rank", which no line holds)."""
+    return dataclasses.field(metadata={SAYS: names})
+
+
+def holds_words(text: str, words: str) -> bool:
+    """``text`` holds ``words`` as whole words: "model" is no word of "modelled", "3" none of
+    "32"."""
+    return bool(words) and re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text) is not None
 
 
 def _over(how: str | None, of: str | None) -> dict[str, str]:

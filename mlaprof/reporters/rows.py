@@ -44,7 +44,9 @@ from mlaprof.analysis.typed_json import (
     OMIT,
     OVER_RANKS,
     OVER_RECORDS,
+    SAYS,
     WORDS_OF,
+    holds_words,
     over_ranks_label,
 )
 from mlaprof.rank_counts import counted, ranks_count
@@ -646,7 +648,8 @@ def _blocks(
         elif _records(x) and any(_rich(r) for r in x):
             nested += _list_blocks(k, title + SEP + label, x, ranks)
         elif _records(x):
-            tables.append(_table(k, label, x, ranks=ranks))
+            if not _restated(v, x, ranks):
+                tables.append(_table(k, label, x, ranks=ranks))
         elif _record_map(x):
             tables.append(_map_table(k, label, x, ranks))
         else:
@@ -688,7 +691,27 @@ def _worded_once(key: str, v: Any, rows: list[Row], pooled: set[str]) -> list[Ro
             keep = keep or kept
         if words in said and words not in dropped and said[words] == said.get(value):
             dropped.add(words if value in pooled or keep else value)
+    # a line made of fields (typed_json.says): each field's row where the line holds its words
+    for f in dataclasses.fields(v):
+        line = said.get(f"{key}.{f.name}")
+        if line is not None and f"{key}.{f.name}" not in dropped:
+            dropped.update(
+                k
+                for k in (f"{key}.{n}" for n in f.metadata.get(SAYS, ()))
+                if k in said and holds_words(line, said[k])
+            )
     return [r for r in rows if r.key not in dropped]
+
+
+def _restated(v: Any, records: list[Any], ranks: int) -> bool:
+    """A run of one rank whose per-rank list holds that rank alone, each of its values the
+    section's own field of that name holds (a one-rank run's timing or committed steps, said
+    once in the section's rows, not again as a table of one row)."""
+    if ranks != 1 or len(records) != 1:
+        return False
+    own = {f.name for f in dataclasses.fields(v)}
+    shown = [f.name for f in _fields(records[0]) if f.name != "rank"]
+    return bool(shown) and all(n in own and getattr(v, n) == getattr(records[0], n) for n in shown)
 
 
 def field_ranks(v: Any, name: str, ranks: int) -> int | list[int]:

@@ -53,10 +53,16 @@ def header_lines(v: View) -> list[str]:
     ]
 
 
+# what the latency line says where the shown ranks have no step time
+NO_STEP_TIMES = "no step times recorded"
+
+
 def latency_line(v: View, width: int = 200) -> str:
     """Recent step times with how they were measured ("CPU reference timing" on a CPU run);
     the numbers always fit ``width`` (an 80-column terminal), the words shrink first."""
     stats = v.latency
+    if v.steps_decided and not v.latency_ms:  # no row of "-" for a run with no step time
+        return f"step ms{f' ({v.latency_scope})' if v.latency_scope else ''}: {NO_STEP_TIMES}"
     tries = [("  ", v.timing_label), (" ", v.timing_label), (" ", v.timing_short), (" ", "")]
     for sep, label in tries:
         nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)
@@ -348,7 +354,8 @@ def render_text(v: View, width: int = 100) -> str:
     lines += ["", f"SUMMARY ({v.findings_source})", *headline_lines(v)]
     lines += _step_median_lines(v)
     lines += [f"  syncs in region: {v.sync_text}"]
-    lines += ["", latency_line(v), "  " + sparkline(v.latency_ms, width - 2)]
+    lines += ["", latency_line(v)]
+    lines += ["  " + sparkline(v.latency_ms, width - 2)] if v.latency_ms else []
     lines += ["", f"LAYERS ({v.layer_scope})", *format_table(layer_table(v))]
     lines += ["", heading(splits_title(v))]
     note = splits_note(v)

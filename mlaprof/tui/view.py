@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         LayerRow,
         Padding,
         SplitStep,
+        Timing,
         TraceSyncs,
     )
 
@@ -159,7 +160,7 @@ def build_view(
         latency_ms=list(series.values_ms) if series else [],
         latency=_latency(series),
         latency_scope=ranks_of([series.rank], len(shown)) if series and len(shown) > 1 else "",
-        step_median=_step_median(timing, rank),
+        step_median=_step_median(timing, rank, source),
         sync_text=counts.text if counts else source,
         layers=layers,
         layer_scope=f"step {step}"
@@ -283,13 +284,23 @@ def _rank_label(ranks: list[int], rank: int | None) -> str:
     return ranks_of([rank], len(ranks)) if len(ranks) > 1 else rank_list([rank])
 
 
-def _step_median(timing: Any, rank: int | None) -> str:
+def _step_median(timing: Timing | None, rank: int | None, source: str) -> str:
+    """The shown ranks' median step; before the analysis lands, where it stands (``source``,
+    as the sync line says it); where no step was timed, the words the timing section gives its
+    ``None`` (as the report's rows do), never a bare "-"."""
     if timing is None:
-        return "-"
+        return source
     if rank is not None:
         mine = [r for r in timing.per_rank if r.rank == rank]
-        return f"{mine[0].step_median_us:.1f} µs" if mine else "-"
-    return str(timing.step_median_text or "-")
+        if mine:
+            return f"{mine[0].step_median_us:.1f} µs"
+    elif timing.step_median_text is not None:
+        return timing.step_median_text
+    return timing.none_reads("step_median_text") or NO_TIMED_STEP
+
+
+# a picked rank with no timed step (the timing section lists each rank with timed steps)
+NO_TIMED_STEP = "no timed step recorded"
 
 
 def _latency(series: StepSeries | None) -> list[tuple[str, float | None]]:
@@ -308,7 +319,7 @@ def _waiting(name: str, problem: str | None, status: str = "waiting") -> View:
         status=status, rank_label=_rank_label([], None), ranks=[], graph_mode="unknown",
         capture=ANALYSING, steps_text=_steps_text({}, []), events=0, latency_ms=[],
         latency=_latency(None), latency_scope="",
-        step_median="-", sync_text=ANALYSING, layers=[],
+        step_median=ANALYSING, sync_text=ANALYSING, layers=[],
         layer_scope="all steps", per_rank_layers=False, splits=[],
         padding=None, syncs=[], findings=[], findings_source=ANALYSING,
         headline=[], problem=problem,

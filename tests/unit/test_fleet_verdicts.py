@@ -160,8 +160,8 @@ def test_a_fleets_committed_steps_are_each_ranks() -> None:
         (0, 10, 9), (1, 10, 9), (2, 10, 9), (3, 5, 4)
     ]  # fmt: skip
     assert st.committed == (
-        "5-10 steps per rank (ranks 0: 10, 1: 10, 2: 10, 3: 5), last step 4-9 per rank "
-        "(ranks 0: 9, 1: 9, 2: 9, 3: 4)"
+        "5-10 steps per rank (ranks 0: 10, 1: 10, 2: 10, 3: 5) committed, last committed step "
+        "4-9 per rank (ranks 0: 9, 1: 9, 2: 9, 3: 4)"
     )
     assert st.none_reads("steps_committed") == st.none_reads("last_step")
     assert "differs per rank" in str(st.none_reads("steps_committed"))
@@ -171,7 +171,7 @@ def test_a_fleets_committed_steps_are_each_ranks() -> None:
     # ranks that agree keep one number
     same = run_state("finished", None, _steps({0: 3, 1: 3}))
     assert (same.steps_committed, same.last_step) == (3, 2)
-    assert same.committed == "3 steps per rank (2 ranks), last step 2"
+    assert same.committed == "3 steps per rank (2 ranks) committed, last committed step 2"
     # a rank of the run with no step committed is 0, never left out
     short = run_state("incomplete", None, _steps({0: 3}), ranks=[0, 1])
     assert short.steps_committed is None
@@ -210,7 +210,9 @@ def test_a_recorded_engine_fleet_reads_unknown_where_nothing_was_recorded(tmp_pa
     assert [r.layers for r in s.fleet.per_rank] == [None, None]
     said = _texts(s)
     assert said["state.steps_committed"].startswith("differs per rank")
-    assert "3-6 steps per rank (ranks 0: 6, 1: 3)" in said["state.committed"]
+    # the committed words are said once, in the state line that holds them
+    assert "state.committed" not in said
+    assert "3-6 steps per rank (ranks 0: 6, 1: 3) committed" in said["state.text"]
     assert said["fleet.ranks_collapsed"].startswith("not judged")
     dp = next(t for b in summary_blocks(s) for t in b.tables if t.key == "dp_groups")
     for row in dp.rows:

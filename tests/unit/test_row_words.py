@@ -93,3 +93,72 @@ def test_a_provenance_is_held_by_the_value_as_whole_words() -> None:
     assert (
         HeadlineRow(label="S", provenance="model", value="S modelled 4").provenance_after == "model"
     )
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_the_dashboard_never_says_a_median_or_step_time_as_a_bare_dash(name: str) -> None:
+    """A run with no step timed (a vLLM log's) printed "step median (ranks 0-1): -" and a
+    latency row of dashes ("last -  p50 -  ..."); it says what the timing section gives its
+    missing median (as the report's rows do), for the run and for each rank picked."""
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import NO_STEP_TIMES, render_text
+
+    runs = made_runs if name in made_runs.NAMES else shipped_runs
+    s = runs.summary(name)
+    ranks = sorted({r.rank for r in s.timing.per_rank}) or [0]
+    for rank in [None, *(ranks if len(ranks) > 1 else [])]:
+        v, _ = read_view(runs.run_dir(name), rank=rank)
+        head = render_text(v, width=400).split("\nLAYERS", 1)[0]
+        assert not re.search(r": -\s*$", head, re.M), (rank, head)
+        assert "last -" not in head, (rank, head)
+        if s.timing.steps is None:
+            assert v.step_median == s.timing.none_reads("step_median_text"), v.step_median
+            assert f"step ms: {NO_STEP_TIMES}" in head, head
+
+
+def _section_at(s: object, key: str) -> object | None:
+    """The section a block's key names ("route", "trace.capture", "runs[0].capture")."""
+    v: object | None = s
+    for part in key.split("."):
+        name, _, index = part.partition("[")
+        v = getattr(v, name, None)
+        if v is not None and index:
+            v = v[int(index.rstrip("]"))]  # type: ignore[index]
+    return v
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_a_line_made_of_fields_says_each_of_them_once(name: str) -> None:
+    """The sections printed a line beside each field it is made of ("capture: FULL -> captured
+    (runs FULL)" after "mode asked for: FULL" and "mode that ran: FULL"; the route's line after
+    its path, kernel, reason, version and provenance; "ranks: 1" before "ranks: 1, all agree"):
+    each field the line declares (``typed_json.says``) keeps its row only where the line does
+    not hold its words, and a field left out is one the line says."""
+    import dataclasses
+
+    from mlaprof.analysis.typed_json import SAYS, holds_words
+    from mlaprof.reporters.rows import _text, summary_blocks
+
+    runs = made_runs if name in made_runs.NAMES else shipped_runs
+    s = runs.summary(name)
+    checked = 0
+    for b in summary_blocks(s):
+        sec = _section_at(s, b.key)
+        if sec is None or not dataclasses.is_dataclass(sec):
+            continue
+        rows = {r.key.removeprefix(f"{b.key}."): r.text for r in b.rows}
+        fields = {f.name: f for f in dataclasses.fields(sec)}
+        for f in fields.values():
+            if SAYS not in f.metadata or f.name not in rows:
+                continue
+            line = rows[f.name]
+            for n in f.metadata[SAYS]:
+                v = getattr(sec, n)
+                if n in rows:
+                    assert not holds_words(line, rows[n]), (b.key, n, rows[n], line)
+                elif v is not None and not isinstance(v, (list, dict)):
+                    words = _text(fields[n], v, sec)
+                    assert holds_words(line, words), (b.key, n, words, line)
+                    checked += 1
+    if name.startswith("demo-"):  # a capture, a route and the state line of every demo run
+        assert checked >= 5, checked

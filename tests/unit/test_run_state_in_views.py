@@ -118,3 +118,77 @@ def test_the_check_sees_state_none_in_each_views_layout() -> None:
     for said in ("state: none", "| state | none |", "state none"):
         assert STATE_NONE.search(_flat(said)), said
     assert not STATE_NONE.search("state: finished; no step committed")
+
+
+def _state_rows(s: Any) -> tuple[dict[str, str], list[Any]]:
+    from mlaprof.reporters.rows import summary_blocks
+
+    (block,) = [b for b in summary_blocks(s) if b.key == "state"]
+    return {r.key.removeprefix("state."): r.text for r in block.rows}, block.tables
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_the_state_line_says_each_field_it_is_made_of_once(name: str) -> None:
+    """The sections said where a run stands five ways: "status: finished", "steps committed:
+    32", "last step: 31", "committed: 32 steps, last step 31" and "state: finished; 32 steps
+    committed, ...", then a table of the one rank's same two numbers. A field's row is left out
+    where the state line holds its words, kept where it reads otherwise; nothing is lost."""
+    from mlaprof.analysis.typed_json import holds_words
+    from mlaprof.reporters.fmt import field_text
+
+    runs = made_runs if name in made_runs.NAMES else shipped_runs
+    s = runs.summary(name)
+    rows, tables = _state_rows(s)
+    line = rows["text"]
+    for f in ("status", "reason", "steps_committed", "last_step", "committed"):
+        v = getattr(s.state, f)
+        words = s.state.none_reads(f) if v is None else field_text(f, v)
+        if f in rows:  # kept: the line does not hold it
+            assert not holds_words(line, rows[f]), (f, rows[f], line)
+        elif v is not None:  # left out: the line says it
+            assert holds_words(line, words), (f, words, line)
+    if len(s.state.per_rank) == 1 and (s.fleet is None or len(s.fleet.per_rank) <= 1):
+        assert not tables, [t.title for t in tables]  # the one rank's numbers are the line's
+
+
+def test_ranks_that_differ_keep_their_rows_and_their_table() -> None:
+    steps = pd.DataFrame({"rank": [0, 0, 0, 1], "step": [0, 1, 2, 0]})
+    base = shipped_runs.summary("demo-fix-padding-active-rows-c16")
+    st = run_state("finished", None, steps, [0, 1])
+    rows, tables = _state_rows(dataclasses.replace(base, state=st))
+    assert rows["steps_committed"] == "differs per rank: see state", rows
+    assert "committed" not in rows and "status" not in rows, rows  # both held by the line
+    assert "1-3 steps per rank" in rows["text"], rows["text"]
+    (table,) = tables
+    assert [r[:3] for r in table.rows] == [["0", "3", "2"], ["1", "1", "0"]], table.rows
+
+
+def test_a_one_rank_table_that_says_something_else_is_kept() -> None:
+    """The one rank's table is left out only where the section says each of its values: a
+    rank whose count the section does not hold keeps it (here made by hand)."""
+    from mlaprof.analysis.sections import RankCommitted
+
+    base = shipped_runs.summary("demo-fix-padding-active-rows-c16")
+    st = base.state
+    other = RankCommitted(rank=0, steps_committed=st.steps_committed + 1, last_step=st.last_step)
+    rows, tables = _state_rows(
+        dataclasses.replace(base, state=dataclasses.replace(st, per_rank=[other]))
+    )
+    assert len(tables) == 1, tables
+    _, tables = _state_rows(base)
+    assert tables == [], tables
+
+
+def test_a_one_rank_runs_timing_and_padding_say_the_rank_once() -> None:
+    """A one-rank run's timing and padding blocks ended with a table of that rank's same
+    numbers; a fleet's keep each rank's."""
+    from mlaprof.reporters.rows import summary_blocks
+
+    def tables(name: str) -> dict[str, list[Any]]:
+        blocks = summary_blocks(shipped_runs.summary(name))
+        return {b.key: b.tables for b in blocks if b.key in ("timing", "padding")}
+
+    one = tables("demo-fix-padding-active-rows-c16")
+    assert set(one) == {"timing", "padding"} and not any(one.values()), one
+    (fleet,) = tables("aiter-fleet_dp2_tp4")["timing"]
+    assert len(fleet.rows) == 8, fleet.rows
