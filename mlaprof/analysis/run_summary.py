@@ -9,7 +9,7 @@ report's JSON object, which every view renders.
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis import sections
@@ -37,6 +37,7 @@ from mlaprof.analysis.paths import (
 from mlaprof.analysis.ranks import dp_group_rows, fleet_summary
 from mlaprof.analysis.reservation import reservation_findings, reservation_summary
 from mlaprof.analysis.run_state import run_state
+from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.sections import (
     FullGraphSplits,
     Imported,
@@ -107,8 +108,8 @@ if TYPE_CHECKING:
 SUMMARY_SCHEMA = 3
 
 
-@dataclass(frozen=True, slots=True)
-class RunSummary:
+@section
+class RunSummary(Section):
     """Everything the views show about one run, computed once, typed section by section
     (:mod:`mlaprof.analysis.sections`). ``to_json()`` is the ``report --json`` document."""
 
@@ -209,8 +210,8 @@ def analyze(
     return _findings(ev, found, _sections(ev, route_summary(ev.meta)))
 
 
-@dataclass(frozen=True, slots=True)
-class _Sections:
+@section
+class _Sections(Section):
     """The summary sections the findings are drawn from, computed once for both."""
 
     timing: Timing

@@ -10,10 +10,11 @@ decides what the generated methods do:
 - frozen: setting or deleting an attribute raises ``FrozenInstanceError``; copies and pickles
   restore their fields past it, as a frozen dataclass's do.
 
-``__init__`` alone is compiled per class (:func:`_init_source`), as ``dataclass`` writes a frozen
-one: each field set with ``object.__setattr__``, in C, never through the shared Python
-``__setattr__`` (which made building a fleet's 12,000 ten-field rows 5x slower, 68 against
-13 ms). The class reads as frozen to ``dataclass`` (a subclass must be frozen too)."""
+``__init__`` alone is compiled per class (:func:`_init_source`), at the class's first instance
+(a report makes about a third of the classes), as ``dataclass`` writes a frozen one: each field
+set with ``object.__setattr__``, in C, never through the shared Python ``__setattr__`` (which
+made building a fleet's 12,000 ten-field rows 5x slower, 68 against 13 ms). The class reads as
+frozen to ``dataclass`` (a subclass must be frozen too)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ def section(cls: type[Any]) -> type[Any]:
     if undocumented:  # else dataclass words one from object.__init__'s signature, wrongly
         cls.__doc__ = cls.__name__
     cls = dataclasses.dataclass(init=False, slots=True, eq=False, repr=False)(cls)
-    cls.__init__ = _init_for(cls)
+    _check_init(cls)
+    cls.__init__ = _compiled_when_first_called(cls)
     if undocumented:  # the words dataclass gives a class without a docstring
         cls.__doc__ = f"{cls.__name__}({', '.join(map(_shown_param, dataclasses.fields(cls)))})"
     # frozen as dataclass knows it: a dataclass deriving from a section must be frozen too
@@ -160,6 +162,29 @@ class _Factory:
 
 
 _HAS_FACTORY = _Factory()
+
+
+def _check_init(cls: type) -> None:
+    """What :func:`_init_source` refuses, refused when the class is made (a wrong class fails
+    at import, never at its first use)."""
+    _init_source(cls)
+
+
+def _compiled_when_first_called(cls: type) -> Any:
+    """``cls.__init__``: compiled from its source at the class's first instance, then in place
+    of this one (a report makes about half the section classes; compiling each one's at import
+    was most of what loading them cost)."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = cls.__dict__["__init__"]
+        if init is __init__:  # the first instance (its subclasses' have their own)
+            init = _init_for(cls)
+            cls.__init__ = init
+        init(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__module__ = cls.__module__
+    return __init__
 
 
 def _init_for(cls: type) -> Any:

@@ -154,3 +154,30 @@ def test_a_frozen_dataclass_extends_a_section_as_docs_views_shows() -> None:
         @dataclasses.dataclass
         class Thawed(sections.RunState):
             more: int = 0
+
+
+def test_init_is_compiled_at_the_first_instance_and_then_called_directly() -> None:
+    """Compiling every class's ``__init__`` at import was most of what loading the sections
+    cost each first report, which makes about a third of them: each is compiled at its class's
+    first instance, once, and takes its place; what it refuses is refused at class creation."""
+
+    @section
+    class Probe(Section):
+        a: int
+        b: int = 2
+
+    stub = vars(Probe)["__init__"]
+    assert Probe(1).b == 2
+    compiled = vars(Probe)["__init__"]
+    assert compiled is not stub and list(inspect.signature(compiled).parameters)[1:] == ["a", "b"]
+    assert Probe(3, 4).b == 4 and vars(Probe)["__init__"] is compiled  # compiled once
+
+    class Plain(Probe):  # a subclass that is no section: the base's, compiled for the base
+        __slots__ = ()
+
+    @section
+    class Other(Section):
+        a: int
+
+    first = vars(Other)["__init__"]
+    assert Plain(5).a == 5 and vars(Other)["__init__"] is first  # another class: not compiled

@@ -20,6 +20,7 @@ from mlaprof.analysis.capture_status import (  # noqa: F401 - the evidence model
     no_full_graph,
     would_run_text,
 )
+from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.sections import Route, Scenario, TraceChecks
 from mlaprof.rank_counts import plural
 
@@ -78,8 +79,8 @@ def capture_text(cap: dict[str, Any]) -> str:
     return label
 
 
-@dataclass(frozen=True, slots=True)
-class RankSource:
+@section
+class RankSource(Section):
     """Where one rank ran (run.json's ``rank_sources``: a launcher, mlaprof.multirank
     .rank_sources, or an import's files, mlaprof.importers.rocprof.rank_sources)."""
 
@@ -93,8 +94,8 @@ class RankSource:
     files: list[str] = field(default_factory=list)  # an import's files of this rank
 
 
-@dataclass(frozen=True, slots=True)
-class GridAxes:
+@section
+class GridAxes(Section):
     """Where an import's matched stage-1 kernel of a path holds S, the batch rows and qlen on
     its grid (run.json's ``kernel_patterns``: the kernel table rows the import matched); None:
     no grid axis holds it ("device": S is decided on the device)."""
@@ -104,8 +105,8 @@ class GridAxes:
     qlen_axis: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CpuTraceRank:
+@section
+class CpuTraceRank(Section):
     """One rank of a CPU-only profiler trace as the import counted it (run.json's
     ``cpu_trace``, mlaprof.importers.kineto); a count an older import did not write is 0."""
 
@@ -120,8 +121,8 @@ class CpuTraceRank:
     backend_ops: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class RunMeta:
+@section
+class RunMeta(Section):
     """What the analyzers read of a run's ``run.json`` (mlaprof.store.runmeta writes it; an
     importer adds where the data came from), typed where the evidence is collected."""
 
