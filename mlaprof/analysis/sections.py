@@ -1155,18 +1155,25 @@ class Padding(Section):
     per_rank: list[RankPadding] | None = opt()
 
 
+# what a layer's collapse count and sync count read where they were not decided, in every view
+LAYER_NOT_JUDGED = "not judged"
+LAYER_NOT_CHECKED = "not checked"
+
+
 @section
 class LayerRow(GridCapped):
     S_min: int | None
     S_reference: int | None
     S_used: int | None  # the S of the layer's last record (None: not recorded there)
     S_steps: int  # steps whose record holds an S (fewer than ``steps``: S known on those only)
-    collapsed: int | None  # steps collapsed (None: no step has an S to judge against)
+    # steps collapsed (None: no step has an S to judge against, never 0)
+    collapsed: int | None = reads_when_none(LAYER_NOT_JUDGED)
     layer: int
     rank: int
     reference: str
     steps: int
-    syncs: float | None
+    # syncs per watched step (None: no step of the layer was watched, never 0)
+    syncs: float | None = reads_when_none(LAYER_NOT_CHECKED)
     time_us: float | None
     # S decided on the device (backends.registry.device_decides_splits): S_used and S_min are
     # None and read as this cap, the launch grid's split axis the records hold

@@ -287,11 +287,11 @@ SPECS: dict[str, Spec] = {
             Col(label_of("frozen"), _cell("frozen", "frozen_if", "frozen_what_if"),
                 lambda r: split_cells(r).frozen),  # fmt: skip
         ),
-        lambda r: not_runnable_note(r) or "",
-        # what_if: said for the rows off the route in one line (what_if_notes)
+        None,
+        # not_runnable: one line per reason (not_runnable_notes); what_if: one line for the
+        # rows off the route (what_if_notes)
         ("not_runnable", "what_if"),
-        # the what-if S, one line for the policies off the run's route
-        lambda rows: what_if_notes(rows),
+        lambda rows: [*not_runnable_notes(rows), *what_if_notes(rows)],
     ),
     "PathCheck": Spec(
         "verify paths (step 0, one layer)",
@@ -844,6 +844,14 @@ def _declared(c: Col, x: Any) -> str:
     return _text(f, getattr(x, f.name), x)
 
 
+def field_words(owner: Any, name: str) -> str:
+    """Field ``name`` of section ``owner`` as every view's rows show it (a ``None`` in the
+    words its section or field gives it): for a view that lays a field out itself (the
+    dashboard's layer table)."""
+    f = next(f for f in dataclasses.fields(owner) if f.name == name)
+    return _text(f, getattr(owner, name), owner)
+
+
 def _text(f: dataclasses.Field, v: Any, owner: Any = None) -> str:
     """A field's value as every view shows it; a ``None`` its section (``owner``) words
     (:meth:`~mlaprof.analysis.section_base.Section.none_reads`) or the field declares known
@@ -932,15 +940,14 @@ def split_cells(r: SplitStep) -> SplitCells:
     )
 
 
-def not_runnable_note(r: SplitLike) -> str | None:
-    """The line under a splits table for a row with no S (:func:`no_s_text`): its cell's mark,
-    the policy, the words (``‡ aiter-gluon-bh64: not runnable: bh64 needs 64 or 128 heads``;
-    ``- <policy>: no S recorded ...`` where the record gives no reason)."""
+def _no_s_said(r: SplitLike) -> tuple[str, str] | None:
+    """A no-S row's cell mark and words (:func:`no_s_text`: ``‡`` and "not runnable: bh64 needs
+    64 or 128 heads"; ``-`` and "no S recorded ..." where the record gives no reason); None: the
+    row holds an S."""
     said = no_s_text(r)
     if said is None:
         return None
-    mark = NOT_RUNNABLE_MARK if r.not_runnable is not None else GAP
-    return f"{mark} {r.policy}: {said}"
+    return NOT_RUNNABLE_MARK if r.not_runnable is not None else GAP, said
 
 
 def _what_if_mark(r: SplitStep) -> str:
@@ -979,8 +986,16 @@ def what_if_notes(rows: Sequence[SplitStep]) -> list[str]:
 
 
 def not_runnable_notes(rows: Sequence[SplitLike]) -> list[str]:
-    """Each no-S row's line (:func:`not_runnable_note`), once each, in row order."""
-    return list(dict.fromkeys(n for r in rows if (n := not_runnable_note(r))))
+    """The lines under a splits table for its rows with no S, in row order: each row's mark,
+    policy and why (``‡ aiter-gluon-bh64: not runnable: ...``), the policies that share
+    one reason named on one line (a CUDA run's six Gluon policies that all assert gfx950:
+    "‡ aiter-gluon-v0.1.19, aiter-gluon-v0.1.20, ...: not runnable: ...", the reason once)."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        said = _no_s_said(r)
+        if said is not None and r.policy not in (pols := by_reason.setdefault(said, [])):
+            pols.append(r.policy)
+    return [f"{mark} {', '.join(pols)}: {said}" for (mark, said), pols in by_reason.items()]
 
 
 # -- plain-text layout (the terminal report and ``tui --once`` share it) ----------------------

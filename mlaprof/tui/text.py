@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from mlaprof.analysis.findings_verdict import OK
 from mlaprof.reporters.rows import (
     SPLITS_TITLE,
+    field_words,
     not_runnable_notes,
     over_of,
     split_cells,
@@ -113,10 +114,22 @@ def sparkline(values: list[float], width: int) -> str:
     )
 
 
-def fmt_count_or_mean(v: object) -> str:
-    """A count that may be a mean (syncs per watched step): ``4``, ``2.5``; ``-``: the run did
-    not watch this layer's steps (not checked), distinct from ``0`` (checked, none)."""
-    return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+def syncs_cell(r: LayerRow | None) -> str:
+    """A layer's syncs per watched step (``4``, ``2.5``); where none of its steps was watched,
+    the words every view's rows give it ("not checked"), distinct from ``0`` (checked, none)."""
+    if r is None:
+        return "-"
+    if r.syncs is None:
+        return field_words(r, "syncs")
+    return f"{r.syncs:g}"
+
+
+def collapsed_cell(r: LayerRow | None) -> str:
+    """A layer's collapsed steps of its steps (``3/10``); where no step had an S to judge
+    against, the words every view's rows give it ("not judged"), never ``0`` or ``-/10``."""
+    if r is None:
+        return "-"
+    return field_words(r, "collapsed") if r.collapsed is None else f"{r.collapsed}/{r.steps}"
 
 
 def reference_cell(r: LayerRow | None) -> str:
@@ -124,8 +137,8 @@ def reference_cell(r: LayerRow | None) -> str:
     if r is None:
         return "-"
     ref, source = r.S_reference, r.reference_source
-    if ref is None:
-        return "unknown" if source == "unknown" else "-"
+    if ref is None:  # the report's words for it (never a "-" beside its "unknown")
+        return field_words(r, "S_reference")
     return f"{ref} (fix)" if source == "fix" else str(ref)
 
 
@@ -139,10 +152,10 @@ def layer_table(v: View) -> Table:
         + [
             _s(r.layer),
             fmt_ms(layer_ms(r)),
-            fmt_count_or_mean(r.syncs),
+            syncs_cell(r),
             s_used_cell(r),
             reference_cell(r),
-            f"{_s(r.collapsed)}/{_s(r.steps)}",
+            collapsed_cell(r),
         ]
         for r in v.layers
     ]

@@ -162,3 +162,77 @@ def test_a_line_made_of_fields_says_each_of_them_once(name: str) -> None:
                     checked += 1
     if name.startswith("demo-"):  # a capture, a route and the state line of every demo run
         assert checked >= 5, checked
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_a_layers_unchecked_syncs_and_unjudged_collapse_read_the_same_in_every_view(
+    name: str,
+) -> None:
+    """A trace's layer read "syncs -" and "collapsed -/10" on the dashboard where the report's
+    table said "unknown" for both: a layer none of whose steps was watched reads "not checked",
+    one with no S to judge a collapse by "not judged" (with why, where its section says it), the
+    same words in the sections' table and on the dashboard."""
+    from mlaprof.analysis.sections import LAYER_NOT_CHECKED, LAYER_NOT_JUDGED
+    from mlaprof.reporters.rows import summary_blocks
+    from mlaprof.tui.once import read_view
+    from mlaprof.tui.text import layer_table
+
+    runs = made_runs if name in made_runs.NAMES else shipped_runs
+    s = runs.summary(name)
+    if not s.layers:
+        pytest.skip("no layer records")
+    (table,) = [t for b in summary_blocks(s) for t in b.tables if t.key == "layers"]
+    col = {h: i for i, h in enumerate(table.head)}
+    said = {(c[col["rank"]], c[col["layer"]]): (c[col["syncs"]], c[col["collapsed"]])
+            for c in table.rows}  # fmt: skip
+    for r in s.layers:
+        if (str(r.rank), str(r.layer)) not in said:
+            continue  # past the table's first rows
+        syncs, collapsed = said[(str(r.rank), str(r.layer))]
+        assert r.syncs is not None or syncs == LAYER_NOT_CHECKED, syncs
+        assert r.collapsed is not None or collapsed.startswith(LAYER_NOT_JUDGED), collapsed
+    v, _ = read_view(runs.run_dir(name))
+    head, rows = layer_table(v)
+    at = {h: i for i, h in enumerate(head)}
+    shown = 0
+    for r, cells in zip(v.layers, rows, strict=True):
+        own = said.get((str(r.rank), str(r.layer)))
+        if own is None:
+            continue
+        shown += 1
+        assert cells[at["syncs"]] == own[0] or (r.syncs is not None and float(own[0]) == r.syncs)
+        if r.collapsed is None:
+            assert cells[at["collapsed"]] == own[1], (cells, own)
+        else:
+            assert cells[at["collapsed"]] == f"{r.collapsed}/{r.steps}", cells
+    assert shown, "no layer of the table on the dashboard"
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_a_reason_a_policy_cannot_run_is_said_once_for_the_policies_it_stops(name: str) -> None:
+    """A CUDA run listed "not runnable: mla_gluon asserts gfx950 (...)" six times, once per
+    Gluon policy, under each splits table: the policies that share a reason are named on one
+    line; every policy with no S is still named, once, in row order."""
+    from mlaprof.analysis.sections import no_s_text
+    from mlaprof.reporters.rows import not_runnable_notes
+
+    s = (made_runs if name in made_runs.NAMES else shipped_runs).summary(name)
+    lines = not_runnable_notes(s.splits)
+    split = [ln[2:].split(": ", 1) for ln in lines]  # "<mark> <policies>: <why>"
+    whys = [why for _, why in split]
+    assert len(set(whys)) == len(whys), lines  # a reason on one line
+    named = [p for pols, _ in split for p in pols.split(", ")]
+    no_s = list(dict.fromkeys(r.policy for r in s.splits if no_s_text(r) is not None))
+    assert sorted(named) == sorted(no_s), (named, no_s)  # each once, none left out
+    for pols, why in split:
+        for p in pols.split(", "):  # on the line of its own reason
+            assert any(r.policy == p and no_s_text(r) == why for r in s.splits), (p, why)
+
+
+def test_the_cuda_demo_says_its_two_not_runnable_reasons_once_each() -> None:
+    from mlaprof.reporters.rows import not_runnable_notes
+
+    s = shipped_runs.summary("demo-fix-splits-decided-on-device-c1-long")
+    lines = not_runnable_notes(s.splits)
+    assert len(lines) == 2 and lines[0].startswith("‡ aiter-gluon-v0.1.19, "), lines
+    assert "aiter-asm, aiter-asm-fp8, aiter-asm-persistent: not runnable" in lines[1], lines

@@ -13,11 +13,12 @@ from textual.widgets import Footer, Static
 from mlaprof.analysis.step_syncs import CLEAN, FOUND, NOT_CHECKED, layer_verdict
 from mlaprof.tui.fmt import fmt_ms
 from mlaprof.tui.text import (
-    fmt_count_or_mean,
+    collapsed_cell,
     layer_ms,
     reference_cell,
     s_used_cell,
     sync_table,
+    syncs_cell,
 )
 from mlaprof.tui.widgets.table import ViewTable
 
@@ -29,11 +30,6 @@ if TYPE_CHECKING:
 
 # how each level of a layer's sync verdict is drawn: unknown is never green
 VERDICT_STYLE = {FOUND: "bold red", CLEAN: "green", NOT_CHECKED: "yellow"}
-
-
-def _judged(row: LayerRow | None) -> str:
-    """The steps collapsed, "-" where no step had an S to judge against (never 0)."""
-    return "-" if row is None or row.collapsed is None else str(row.collapsed)
 
 
 def _ref_label(row: LayerRow | None) -> str:
@@ -89,10 +85,10 @@ class LayerScreen(Screen):
             (f" layer {self.layer_no} ", "bold reverse"),
             f"  {v.name}  ({v.layer_scope}, {v.rank_label})\n",
             f" time {fmt_ms(layer_ms(row))} ms  "
-            f"syncs {fmt_count_or_mean(row.syncs if row else None)}  "
+            f"syncs {syncs_cell(row)}  "
             f"S used {'-' if row is None else s_used_cell(row)} / "
             f"{_ref_label(row)} {reference_cell(row)}  "
-            f"collapsed {_judged(row)}/{row.steps if row else 0}\n",
+            f"collapsed {collapsed_cell(row)}\n",
             (f" {verdict.text}", VERDICT_STYLE[verdict.level]),
         )
         self.query_one("#layer-summary", Static).update(t)
