@@ -15,7 +15,7 @@ from typing import Any
 
 from mlaprof.analysis.memory import human_bytes
 from mlaprof.analysis.share import share_text
-from mlaprof.rank_counts import ranks_count
+from mlaprof.rank_counts import counted, ranks_count
 from mlaprof.textsafe import plain
 
 UNKNOWN = "unknown"  # the evidence holds no value (a field that is None)
@@ -125,11 +125,29 @@ def field_text(name: str, v: Any) -> str:
     other value by :func:`value_text` in the unit the name declares."""
     if (name == "ranks" or name.startswith("ranks_")) and _rank_ids(v):
         return ranks_count(v)
+    if (
+        name == "heads"
+        and isinstance(v, dict)
+        and v
+        and all(isinstance(x, dict) for x in v.values())
+    ):
+        return head_votes_text(v)
     if name == "rank_groups" and isinstance(v, list) and v:
         # groups of ranks, each a span text ("0, 2-3"): braced apart, never one run-on list
         # that reads as a single group ("0, 2-3, 1, 4-7")
         return " ".join(f"{{{g}}}" for g in v)
     return value_text(v, unit_of(name))
+
+
+def head_votes_text(votes: dict[str, dict[str, int]]) -> str:
+    """A trace's head counts per path, as its stage-2 grids show them (``TraceChecks.heads``:
+    path -> heads -> kernels): "aiter-gluon: 8 heads in 48 stage-2 kernels", never the map's
+    raw "aiter-gluon=8=48"."""
+    return "; ".join(
+        f"{plain(path)}: "
+        + ", ".join(f"{h} heads in {counted(n, 'stage-2 kernel(s)')}" for h, n in by.items())
+        for path, by in votes.items()
+    )
 
 
 def _rank_ids(v: Any) -> bool:

@@ -236,3 +236,21 @@ def test_the_cuda_demo_says_its_two_not_runnable_reasons_once_each() -> None:
     lines = not_runnable_notes(s.splits)
     assert len(lines) == 2 and lines[0].startswith("‡ aiter-gluon-v0.1.19, "), lines
     assert "aiter-asm, aiter-asm-fp8, aiter-asm-persistent: not runnable" in lines[1], lines
+
+
+@pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
+def test_no_row_prints_a_map_of_maps_raw(name: str) -> None:
+    """A trace's head counts per path read "heads: aiter-gluon=8=48" (path -> heads ->
+    stage-2 kernels, printed as one run of "="): they read "aiter-gluon: 8 heads in 48 stage-2
+    kernels"; no row of any run prints a map of maps that way."""
+    from mlaprof.reporters.rows import block_lines
+
+    s = (made_runs if name in made_runs.NAMES else shipped_runs).summary(name)
+    raw = [ln for ln in block_lines(summary_blocks(s), 1000) if re.search(r"[\w.-]+=[\w.-]+=", ln)]
+    assert not raw, raw
+    heads = s.trace.checks.heads if s.trace is not None and s.trace.checks is not None else None
+    if heads:
+        (row,) = [r for b in summary_blocks(s) for r in b.rows if r.key.endswith("checks.heads")]
+        for path, by in heads.items():
+            for h, n in by.items():
+                assert f"{path}: " in row.text and f"{h} heads in {n} stage-2 kernel" in row.text
