@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import backend_text
+from mlaprof.analysis.sections import NO_STEPS
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
 from mlaprof.store.runkind import RunKind, run_kind
@@ -264,8 +265,11 @@ def _layer_steps(layers: list[LayerRow], steps: int) -> str:
 
 def _steps_text(step_ids: dict[int, tuple[int, ...]], shown: list[int]) -> str:
     """The shown ranks' step counts as every view says a count per rank (``9 steps per rank
-    (2 ranks)``, ``3-5 steps per rank (ranks 0: 5, 1: 3)``: :func:`per_rank_count`)."""
-    return per_rank_count({r: len(step_ids.get(r, ())) for r in shown}, "step(s)")
+    (2 ranks)``, ``3-5 steps per rank (ranks 0: 5, 1: 3)``: :func:`per_rank_count`); where no
+    shown rank has a step, the timing section's words for that ("no steps recorded", never
+    "0 steps per rank (2 ranks)" above its "median step: no steps recorded")."""
+    counts = {r: len(step_ids.get(r, ())) for r in shown}
+    return NO_STEPS if counts and not any(counts.values()) else per_rank_count(counts, "step(s)")
 
 
 def _graph_mode(capture: Capture | None, scenario_mode: str | None) -> str:

@@ -97,9 +97,10 @@ def test_a_provenance_is_held_by_the_value_as_whole_words() -> None:
 
 @pytest.mark.parametrize("name", shipped_runs.NAMES + made_runs.NAMES)
 def test_the_dashboard_never_says_a_median_or_step_time_as_a_bare_dash(name: str) -> None:
-    """A run with no step timed (a vLLM log's) printed "step median (ranks 0-1): -" and a
-    latency row of dashes ("last -  p50 -  ..."); it says what the timing section gives its
-    missing median (as the report's rows do), for the run and for each rank picked."""
+    """A run with no step timed (a vLLM log's) printed "0 steps per rank (2 ranks)", "step
+    median (ranks 0-1): -" and a latency row of dashes ("last -  p50 -  ..."); it says what the
+    timing section gives its missing median (as the report's rows do), for the run and for each
+    rank picked."""
     from mlaprof.tui.once import read_view
     from mlaprof.tui.text import NO_STEP_TIMES, render_text
 
@@ -111,6 +112,9 @@ def test_the_dashboard_never_says_a_median_or_step_time_as_a_bare_dash(name: str
         head = render_text(v, width=400).split("\nLAYERS", 1)[0]
         assert not re.search(r": -\s*$", head, re.M), (rank, head)
         assert "last -" not in head, (rank, head)
+        # the header's count: "no steps recorded" (the timing's words), never "0 steps per
+        # rank (2 ranks)" above "median step: no steps recorded"
+        assert not re.search(r"(?<![\d-])0 steps\b", head.splitlines()[1]), head
         if s.timing.steps is None:
             assert v.step_median == s.timing.none_reads("step_median_text"), v.step_median
             assert f"step ms: {NO_STEP_TIMES}" in head, head
