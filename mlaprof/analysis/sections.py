@@ -818,6 +818,9 @@ class Timing(Section):
 
 # what a timing with no step recorded says of its count, medians, agreement and kind
 NO_STEPS = "no steps recorded"
+# what a rank's (or the shown ranks') step time reads where steps were recorded but none of
+# theirs timed (Timing.per_rank lists the ranks with timed steps only)
+NO_TIMED_STEP = "no timed step recorded"
 _NO_STEP_FIELDS = frozenset(
     ("steps", "ranks_agree", "timing", "full_share", "step_median_us", "step_median_text")
 ) | {"layer_median_us"}

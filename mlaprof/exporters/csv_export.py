@@ -218,7 +218,7 @@ def csv_losses(run: Run) -> list[Loss]:
             continue
         n = run.count(table)
         if n:
-            held = f"{counted(n, 'row(s)')}"
+            held = counted(n, "row(s)")
             if table == "captures":  # the verdict's own words: mode and status per attempt
                 caps = run.table("captures")
                 held += " (" + ", ".join(

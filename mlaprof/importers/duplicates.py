@@ -57,16 +57,14 @@ def merge_duplicate_dispatches(
             bad = ids[n_files > 1]
             raise MlaprofError(
                 f"{which}: kernel files of one process (pid) give correlation id {int(bad[0])} "
-                f"to different dispatches ({counted(len(bad), 'such id(s)')}): two runs under one "
-                "pid? "
-                "import them separately"
+                f"to different dispatches ({counted(len(bad), 'such id(s)')}): two runs under "
+                "one pid? import them separately"
             )
     if len(keep) == kc.n:
         return kc
     notes.append(
-        f"{counted(kc.n - len(keep), 'kernel record(s)')} repeated in more than one kernel file of "
-        "one "
-        f"process ({which}): kept once each (merged by correlation id)"
+        f"{counted(kc.n - len(keep), 'kernel record(s)')} repeated in more than one kernel file "
+        f"of one process ({which}): kept once each (merged by correlation id)"
     )
     ints = {c: np.asarray(v, np.int64)[keep] for c, v in kc.ints.items()}
     masks = {c: m[keep] for c, m in kc.masks.items() if m[keep].any()}

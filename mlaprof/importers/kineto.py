@@ -309,8 +309,7 @@ def import_kineto(
         if others:
             summary.notes.append(
                 f"{counted(len(others), 'other file(s)')} in the folder not read (e.g. "
-                f"{others[0].name}: "
-                "vLLM's *.profiler_out.txt are op tables, not traces)"
+                f"{others[0].name}: vLLM's *.profiler_out.txt are op tables, not traces)"
             )
     elif path.is_file():
         tf = classify(path)
@@ -331,8 +330,7 @@ def import_kineto(
         meta["frontend_traces"] = [f.path.name for f in frontends]
         summary.notes.append(
             f"{counted(len(frontends), 'vLLM front-end trace(s)')} (the API server's CPU profile, "
-            "no engine "
-            f"steps) not imported as ranks: {', '.join(f.path.name for f in frontends[:2])}"
+            f"no engine steps) not imported as ranks: {', '.join(f.path.name for f in frontends[:2])}"
         )
     matcher = matcher or KernelMatcher()
     meta.update(table_meta(matcher))  # the user's rows of the kernel table, where given

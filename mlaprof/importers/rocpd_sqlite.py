@@ -534,9 +534,8 @@ def _import(
     if kfd[0] or kfd_values:
         summary.notes.append(
             f"{counted(kfd[0], 'KFD event region(s)')} (rocprofv3 --kfd-trace: page faults, "
-            "migrations, queue "
-            f"evictions) not read as API calls, their {counted(kfd_values, 'value(s)')} not as "
-            "counters"
+            "migrations, queue evictions) not read as API calls, their "
+            f"{counted(kfd_values, 'value(s)')} not as counters"
         )
 
     # an mlaprof export carries its analysis tables in the process row

@@ -881,8 +881,7 @@ def import_csv(
         if near:  # a kernel trace without a column it needs: named, not "not a rocprofv3 CSV"
             raise MlaprofError(
                 f"{path}: a kernel trace CSV missing {plural('column(s)', len(near))} "
-                f"{', '.join(near)} (rocprofv3's "
-                "kernel_trace.csv has Kernel_Name, Start_Timestamp, End_Timestamp, Grid_Size_X)"
+                f"{', '.join(near)} (rocprofv3's kernel_trace.csv has Kernel_Name, Start_Timestamp, End_Timestamp, Grid_Size_X)"
             )
         shown = ", ".join(header[:6])[:120]
         raise MlaprofError(f"{path}: not a rocprofv3 CSV (header: {shown})")

@@ -669,7 +669,9 @@ def _worded_once(key: str, v: Any, rows: list[Row], pooled: set[str]) -> list[Ro
     """``rows`` with a value and the section's text field that words it
     (:func:`mlaprof.analysis.typed_json.words_of`) said once where they read the same: the
     value's row where its label says the ranks it pools (ranks that agree), else the words' (one
-    rank's time). Where the words say more (a range with the ranks behind each value), both."""
+    rank's time). Where the words say more (a range with the ranks behind each value), both.
+    A line made of fields (:func:`mlaprof.analysis.typed_json.says`) leaves out the rows of
+    those it holds as whole words."""
     said = {r.key: r.text for r in rows}
     # words -> (the value it words, whether the value's row stays where they read the same)
     links = {

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mlaprof.analysis.findings_verdict import OK
+from mlaprof.analysis.sections import NO_TIMED_STEP
 from mlaprof.reporters.rows import (
     SPLITS_TITLE,
     field_words,
@@ -54,16 +55,12 @@ def header_lines(v: View) -> list[str]:
     ]
 
 
-# what the latency line says where the shown ranks have no step time
-NO_STEP_TIMES = "no step times recorded"
-
-
 def latency_line(v: View, width: int = 200) -> str:
     """Recent step times with how they were measured ("CPU reference timing" on a CPU run);
     the numbers always fit ``width`` (an 80-column terminal), the words shrink first."""
     stats = v.latency
     if v.steps_decided and not v.latency_ms:  # no row of "-" for a run with no step time
-        return f"step ms{f' ({v.latency_scope})' if v.latency_scope else ''}: {NO_STEP_TIMES}"
+        return f"step ms{f' ({v.latency_scope})' if v.latency_scope else ''}: {NO_TIMED_STEP}"
     tries = [("  ", v.timing_label), (" ", v.timing_label), (" ", v.timing_short), (" ", "")]
     for sep, label in tries:
         nums = sep.join(f"{k} {fmt_ms(x)}" for k, x in stats)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.diff import backend_text
-from mlaprof.analysis.sections import NO_STEPS
+from mlaprof.analysis.sections import NO_STEPS, NO_TIMED_STEP
 from mlaprof.analysis.timing import TIMING_SHORT, timing_label
 from mlaprof.rank_counts import per_rank_count, rank_list, ranks_of
 from mlaprof.store.runkind import RunKind, run_kind
@@ -301,10 +301,6 @@ def _step_median(timing: Timing | None, rank: int | None, source: str) -> str:
     elif timing.step_median_text is not None:
         return timing.step_median_text
     return timing.none_reads("step_median_text") or NO_TIMED_STEP
-
-
-# a picked rank with no timed step (the timing section lists each rank with timed steps)
-NO_TIMED_STEP = "no timed step recorded"
 
 
 def _latency(series: StepSeries | None) -> list[tuple[str, float | None]]:

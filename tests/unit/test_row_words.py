@@ -101,8 +101,9 @@ def test_the_dashboard_never_says_a_median_or_step_time_as_a_bare_dash(name: str
     median (ranks 0-1): -" and a latency row of dashes ("last -  p50 -  ..."); it says what the
     timing section gives its missing median (as the report's rows do), for the run and for each
     rank picked."""
+    from mlaprof.analysis.sections import NO_TIMED_STEP
     from mlaprof.tui.once import read_view
-    from mlaprof.tui.text import NO_STEP_TIMES, render_text
+    from mlaprof.tui.text import render_text
 
     runs = made_runs if name in made_runs.NAMES else shipped_runs
     s = runs.summary(name)
@@ -117,7 +118,7 @@ def test_the_dashboard_never_says_a_median_or_step_time_as_a_bare_dash(name: str
         assert not re.search(r"(?<![\d-])0 steps\b", head.splitlines()[1]), head
         if s.timing.steps is None:
             assert v.step_median == s.timing.none_reads("step_median_text"), v.step_median
-            assert f"step ms: {NO_STEP_TIMES}" in head, head
+            assert f"step ms: {NO_TIMED_STEP}" in head, head
 
 
 def _section_at(s: object, key: str) -> object | None:
