@@ -260,6 +260,30 @@ async def test_compare_side_by_side(runs: Path) -> None:
         assert isinstance(app.screen, DashboardScreen)
 
 
+async def test_a_compare_screen_being_closed_draws_nothing(runs: Path) -> None:
+    """B's follower delivers its updates from a thread; one that arrived while the screen was
+    being popped (it still read mounted, its widgets going) queried a widget already gone and
+    failed the app (seen on CI under load). A compare screen that is no longer the app's screen
+    draws nothing."""
+    app = MlaprofApp(runs / "bug", interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, steps=6)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        table = compare.query_one("#compare-table", ViewTable)
+        await wait_for(pilot, lambda: table.row_count > 0)
+        closing = app.pop_screen()  # popped now, its widgets removed when awaited
+        assert compare.is_mounted and compare not in app.screen_stack
+        table.show(([], []))  # emptied: a draw would fill it again
+        compare.draw()  # what a late update from B's follower runs
+        assert table.row_count == 0
+        await closing
+        assert isinstance(app.screen, DashboardScreen)
+
+
 async def test_the_compare_chooser_reopens_and_lists_every_run(tmp_path: Path) -> None:
     """`c` once reopened the first comparison for good, and listed only the run's own folder:
     it opens the chooser every time, over every run of the folder the app was opened on

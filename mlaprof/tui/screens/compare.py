@@ -15,6 +15,7 @@ from textual.widgets import Footer, Static
 from mlaprof.textsafe import term
 from mlaprof.tui.compare import HEAD, compare_table
 from mlaprof.tui.follower import RunFollower, follow
+from mlaprof.tui.screens import still_open
 from mlaprof.tui.text import empty_findings_ok, empty_findings_text
 from mlaprof.tui.widgets.findings import FindingsList
 from mlaprof.tui.widgets.table import ViewTable
@@ -62,8 +63,10 @@ class CompareScreen(Screen):
         follow(self.b, update, lambda _t: update(0), self.stop, self.paused)
 
     def draw(self) -> None:
-        if self.stop.is_set() or not self.is_mounted:
-            return  # B's follower delivered an update after the screen closed: nothing to draw
+        # B's follower delivered an update after the screen closed, or while it is being
+        # closed (popped, its widgets going while it still reads mounted): nothing to draw
+        if self.stop.is_set() or not still_open(self):
+            return
         a, b = self.a.view(), self.b.view()
         sa, sb = self.a.summary(), self.b.summary()
         rows, legend = compare_table(sa, sb, self.app.size.width < self.SHORT_BELOW)

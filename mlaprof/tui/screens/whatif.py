@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from mlaprof.tui.screens import still_open
 from mlaprof.tui.widgets.table import ViewTable
 
 TOP = 40
@@ -92,8 +93,8 @@ class WhatIfScreen(Screen):
             return
 
     def _show(self, w: Any) -> None:
-        if not self.is_mounted:
-            return  # the grid finished after the screen closed: nothing to draw
+        if not still_open(self):
+            return  # the grid finished after the screen closed, or while it closed
         self.result = w
         sc = self.scenario
         first = w.records(w.worst_index(1))[0]
