@@ -18,6 +18,8 @@ from mlaprof.analysis.capture_status import (
 )
 from mlaprof.analysis.section_base import Section, section
 from mlaprof.analysis.typed_json import (
+    counted_by,
+    each_rank_of,
     holds_words,
     nulls,
     opt,
@@ -413,7 +415,7 @@ class TraceSyncs(Section):
     evidence: str
     provenance: str
     status: str
-    syncs: list[TraceSync]
+    syncs: list[TraceSync] = counted_by("count")
     # the ranks whose host calls were checked (placed in their eager MLA layers, or all their
     # MLA steps graph replays); None: every rank's (a section made before ranks were told apart)
     ranks_checked: list[int] | None = opt()
@@ -638,7 +640,7 @@ class TraceCoverage(Section):
     collapse_checks: list[CollapseCheck]
     host_syncs: int | None = over_ranks()  # None: no API call read (no API trace in the import)
     kernels: int = over_ranks()  # each rank's: kernels_by_rank
-    kernels_by_rank: dict[int, int]
+    kernels_by_rank: dict[int, int] = each_rank_of("kernels")
     provenance: str
     recognition: Recognition
     # kernel names that are roctx range messages (rocprofv3 --kernel-rename); only looked for
@@ -648,7 +650,7 @@ class TraceCoverage(Section):
     # counter collection with no kernel trace); only looked for when such a rank exists
     counters_only: list[CountedKernel] | None = opt()
     # each rank's API calls read, for the ranks with an API trace (a rank left out has none)
-    api_calls_by_rank: dict[int, int] | None = opt()
+    api_calls_by_rank: dict[int, int] | None = opt(each_rank="api_calls")
 
 
 @section

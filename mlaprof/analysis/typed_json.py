@@ -37,6 +37,10 @@ KEEP_VALUE = "keep_value"  # with WORDS_OF: where the two read the same, the val
 # the fields a line of words is made of (``says()``): a view leaves out each field's own row
 # where the line holds its value's words
 SAYS = "says"
+# the count field a list's records are counted by (``counted_by()``)
+COUNTED_BY = "counted_by"
+# the field a map of rank -> value holds each rank's value of (``each_rank_of()``)
+EACH_RANK_OF = "each_rank_of"
 
 
 def opt(
@@ -45,6 +49,7 @@ def opt(
     reads: str | None = None,
     words: str | None = None,
     says: tuple[str, ...] = (),
+    each_rank: str | None = None,
 ) -> Any:
     """An optional key: ``None`` when the section's producer did not write it, left out of the
     JSON document then (so a key present as ``null`` and a key absent stay told apart only where
@@ -53,13 +58,14 @@ def opt(
     ``reads``: what the key reads as where its producer wrote it ``null`` (the section's
     :func:`nulls` field names it), as :func:`reads_when_none`; left out it is shown nowhere.
     ``words``: the field this text words, as :func:`words_of`; ``says``: the fields this line
-    is made of, as :func:`says`."""
+    is made of, as :func:`says`; ``each_rank``: the field this map holds each rank's value
+    of, as :func:`each_rank_of`."""
     said = {NONE_READS: reads} if reads is not None else {}
     worded = {WORDS_OF: words} if words is not None else {}
     made = {SAYS: says} if says else {}
-    return dataclasses.field(
-        default=None, metadata={OMIT: True, **_over(over, of), **said, **worded, **made}
-    )
+    ranked = {EACH_RANK_OF: each_rank} if each_rank is not None else {}
+    meta = {OMIT: True, **_over(over, of), **said, **worded, **made, **ranked}
+    return dataclasses.field(default=None, metadata=meta)
 
 
 def words_of(name: str, keep_value: bool = False, says: tuple[str, ...] = ()) -> Any:
@@ -84,6 +90,20 @@ def says(*names: str) -> Any:
     where the line holds that row's words (:func:`holds_words`), and keeps it where the line says
     something else (a count the ranks differ on reads "differs per rank", which no line holds)."""
     return dataclasses.field(metadata={SAYS: names})
+
+
+def counted_by(name: str) -> Any:
+    """A list of the records field ``name`` counts (the host syncs a trace's check found). Empty,
+    it says nothing its count's row does not ("0", or "unknown" where nothing was checked): a
+    view leaves its row out, never a "none" beside an unknown count."""
+    return dataclasses.field(metadata={COUNTED_BY: name})
+
+
+def each_rank_of(name: str) -> Any:
+    """A map of rank -> that rank's value of field ``name`` (a trace's kernels per rank, beside
+    their sum). A run of one rank whose one value is ``name``'s, or a map of no rank beside a
+    0, says nothing ``name``'s row does not: a view leaves its row out."""
+    return dataclasses.field(metadata={EACH_RANK_OF: name})
 
 
 def holds_words(text: str, words: str) -> bool:

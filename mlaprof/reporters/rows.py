@@ -14,9 +14,12 @@ Tables and rows in the terminal, the HTML page and ``tui``). The shape:
 - the summary's plain fields (run, status, kind, ...) are the rows of the first block, ``run``,
   which also names the sections this run does not hold (None, or an empty list);
 - a section (a dataclass) is a block: its plain fields are rows; a nested section is a block of
-  its own (titled ``parent · child``); a list of small records is a table; a list of records
+  its own (titled ``parent · child``), or, where it holds nothing to show, named in its
+  parent's "not recorded" row; a list of small records is a table; a list of records
   that hold records of their own (an engine start and its memory per rank) is a block each;
-- a table shows at most :data:`TABLE_ROWS` rows and says how many more ``report --json`` has.
+- a table shows at most :data:`TABLE_ROWS` rows and says how many more ``report --json`` has;
+  where its :data:`SPECS` entry says so, a column whose value every record shares is said once
+  under it ("in every row: ...").
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from mlaprof.analysis.sections import (
 from mlaprof.analysis.share import share_text
 from mlaprof.analysis.timing import MLA_LAYER_TIME
 from mlaprof.analysis.typed_json import (
+    COUNTED_BY,
+    EACH_RANK_OF,
     KEEP_VALUE,
     NONE_READS,
     OMIT,
@@ -60,6 +65,9 @@ TABLE_ROWS = 12  # rows a table shows in a report; the JSON document holds them 
 SAID_ONCE_CHARS = 40  # a text this long that a field repeats is shown once (said_once)
 BLOCKS_PER_LIST = 8  # records of a list shown as a block each (engine starts)
 SEP = " · "  # between a section's title and a nested one's
+# the row naming a section's nested sections that hold nothing to show (every field unknown)
+NOT_RECORDED_KEY = "not_recorded"
+NOT_RECORDED = "not recorded"
 # the heading every view puts above the blocks
 HEADING = "Sections (every field of the summary; report --json has every row)"
 
@@ -131,6 +139,7 @@ TITLE_OF: dict[str, Callable[[RunSummary], str]] = {
 
 
 # a field's label where its name does not say it (key: "<Dataclass>.<field>")
+LAYER_TIME = f"mean {MLA_LAYER_TIME}"  # a layer row's time: how it was taken, in its label
 LABELS: dict[str, str] = {
     "Timing.step_median_text": "median step",
     "Timing.timing_label": "timing",
@@ -159,7 +168,7 @@ LABELS: dict[str, str] = {
     # one name per quantity (analysis.timing): a layer record spans its MLA attention, never
     # the whole layer (the replay table's GPU time per layer)
     "Timing.layer_median_us": f"median {MLA_LAYER_TIME} (every layer record)",
-    "LayerRow.time_us": f"mean {MLA_LAYER_TIME}",
+    "LayerRow.time_us": LAYER_TIME,
     "LayerRow.S_steps": "steps with S",
     "TraceReplayTime.outside_layers_text": "outside layers",
     "ReplayRank.outside_layers_us": "outside layers (mean per step)",
@@ -217,6 +226,12 @@ class Spec:
     note_fields: tuple[str, ...] = ()
     # lines under the table said once for several records (after each record's ``note``)
     notes: Callable[[Sequence[Any]], list[str]] | None = None
+    # a column not declared in ``cols`` whose value every record holds alike is said once
+    # under the table, not in each row
+    shared_once: bool = False
+
+
+Column = tuple[str, tuple[str, ...], Callable[[Any], str]]  # header, fields, cell
 
 
 def _cell(*names: str) -> tuple[str, ...]:
@@ -422,6 +437,20 @@ SPECS: dict[str, Spec] = {
     ),
     # the modelled verify buffers: a row per path and sizing rule, where each number comes
     # from (its scenario, the formula's source) said under the table, once for the rows it holds
+    # a layer's syncs, its S and what it is judged by first; its time (a long label) last
+    "LayerRow": Spec(
+        None,
+        (
+            Col("rank", _cell("rank")),
+            Col("layer", _cell("layer")),
+            Col("syncs", _cell("syncs")),
+            Col("S used", _cell("S_used")),
+            Col("S reference", _cell("S_reference")),
+            Col("collapsed", _cell("collapsed")),
+            Col(LAYER_TIME, _cell("time_us")),
+        ),
+        shared_once=True,
+    ),
     "Reservation": Spec(
         None,
         (
@@ -632,6 +661,7 @@ def _blocks(
     tables: list[Table] = []
     nested: list[Block] = []
     pooled: set[str] = set()  # the rows whose label says the ranks their value is made of
+    empty: list[str] = []  # nested sections with nothing to show (named, never a bare title)
     for f in _fields(v):
         if f.name in skip:
             continue
@@ -644,7 +674,11 @@ def _blocks(
             if said:
                 pooled.add(k)
         if dataclasses.is_dataclass(x):
-            nested += _blocks(k, title + SEP + label, x, ranks=ranks)
+            inner = _blocks(k, title + SEP + label, x, ranks=ranks)
+            if any(b.rows or b.tables for b in inner):
+                nested += inner
+            else:
+                empty.append(label)
         elif _records(x) and any(_rich(r) for r in x):
             nested += _list_blocks(k, title + SEP + label, x, ranks)
         elif _records(x):
@@ -652,9 +686,26 @@ def _blocks(
                 tables.append(_table(k, label, x, ranks=ranks))
         elif _record_map(x):
             tables.append(_map_table(k, label, x, ranks))
+        elif x == [] and COUNTED_BY in f.metadata:
+            continue  # its count's row says it: 0, or unknown where nothing was checked
+        elif _each_rank_said(v, f, x, ranks):
+            continue
         else:
             rows.append(Row(k, label, _unlabelled(label, _text(f, x, v))))
+    if empty:
+        rows.append(Row(f"{key}.{NOT_RECORDED_KEY}", NOT_RECORDED, ", ".join(empty)))
     return [Block(key, title, _worded_once(key, v, rows, pooled), tables), *nested]
+
+
+def _each_rank_said(v: Any, f: dataclasses.Field, x: Any, ranks: int) -> bool:
+    """Map ``x`` of rank -> value (:func:`mlaprof.analysis.typed_json.each_rank_of`) says
+    nothing its field's own row does not: one rank's run whose one value is the field's, or no
+    rank's value beside a 0."""
+    name = f.metadata.get(EACH_RANK_OF)
+    if name is None or not isinstance(x, dict):
+        return False
+    own = getattr(v, name)
+    return (not x and own == 0) or (ranks == 1 and len(x) == 1 and next(iter(x.values())) == own)
 
 
 def _unlabelled(label: str, text: str) -> str:
@@ -761,7 +812,7 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks
     cols = _fields(*items)
     owner = type(items[0]).__name__
     shown = items[:TABLE_ROWS]
-    columns: list[tuple[str, tuple[str, ...], Callable[[Any], str]]]
+    columns: list[Column]
     notes: list[str] = []
     declared: list[Col] = []
     if spec is None:
@@ -776,6 +827,10 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks
         # a record with nothing to say under the table ("") adds no line
         notes = [value_text(n) for x in shown if (n := spec.note(x))] if spec.note else []
         notes += [value_text(n) for n in spec.notes(shown)] if spec.notes else []
+    if spec is not None and spec.shared_once:
+        columns, shared = _shared_columns(columns, len(declared), items)
+        if shared:
+            notes.insert(0, shared)
     title, head, rows = summed_columns(
         spec.title or title if spec else title,
         [h for h, _, _ in columns],
@@ -784,6 +839,33 @@ def _table(key: str, title: str, items: list[Any], overview: bool = False, ranks
     )
     return Table(key, title, head, rows, max(0, len(items) - TABLE_ROWS),
                  list(dict.fromkeys(notes)), len(declared))  # fmt: skip
+
+
+SHARED = "in every row"  # the note a table's shared values are said in
+
+
+def _shared_columns(
+    columns: list[Column], declared: int, items: list[Any]
+) -> tuple[list[Column], str]:
+    """``columns`` without those whose fields every one of several ``items`` holds alike (a
+    run's layers, each judged by the same reference), and the note that says those values
+    once. The ``declared`` first columns (:data:`SPECS`) stay, as does a value made of every
+    rank's (its label says the ranks per row)."""
+    if len(items) < 2:
+        return columns, ""
+    over = {f.name for f in dataclasses.fields(items[0]) if OVER_RANKS in f.metadata}
+    first = items[0]
+    alike = [
+        i
+        for i, (_, names, _) in enumerate(columns)
+        if i >= declared
+        and not over.intersection(names)
+        and all(getattr(x, n) == getattr(first, n) for x in items[1:] for n in names)
+    ]
+    if not alike:
+        return columns, ""
+    said = "; ".join(f"{columns[i][0]}: {columns[i][2](first)}" for i in alike)
+    return [c for i, c in enumerate(columns) if i not in alike], f"{SHARED}: {said}"
 
 
 def _field_cell(f: dataclasses.Field) -> Callable[[Any], str]:

@@ -1,0 +1,180 @@
+"""What the sections say once, in every view's rows and tables: a layer table repeated "deserved
+by the real rows", "rank 0" and "steps 2" in each of its rows; an imported trace printed the
+titles "imported trace · checks" and "· trust · counts" with nothing under them; its sync check
+read "syncs: none" beside "count: unknown" (nothing was checked, so no sync was found either);
+its coverage read "kernels: 153" and then "kernels by rank: 0=153" for its one rank."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mlaprof.analysis.sections import LayerRow, TraceSyncs
+from mlaprof.reporters.rows import NOT_RECORDED, SHARED, SPECS, Block, summary_blocks
+from tests import made_runs, shipped_runs
+from tests.view_texts import every_view
+
+WORKER_GROUP = "shipped-runs"
+ALL = shipped_runs.NAMES + made_runs.NAMES
+ONE_RANK_TRACE = "rocprof-rocprofiler-sdk-docs__kernel_trace"  # no MLA kernel, one rank
+
+
+def _summary(name: str):  # noqa: ANN202 - the typed summary
+    return (made_runs if name in made_runs.NAMES else shipped_runs).summary(name)
+
+
+def _declared_layer_fields() -> set[str]:
+    return {n for c in SPECS["LayerRow"].cols for n in c.fields}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_layer_value_every_row_holds_is_said_once_under_the_table(name: str) -> None:
+    """Each field of a layer record not in the table's declared columns is a column where the
+    layers differ on it and a part of the one "in every row" note where they all hold it
+    alike; the declared columns (rank, layer, syncs, S, collapse, time) are always columns."""
+    s = _summary(name)
+    if len(s.layers) < 2:
+        pytest.skip("fewer than two layer rows")
+    (table,) = [t for b in summary_blocks(s) for t in b.tables if t.key == "layers"]
+    shared = [n for n in table.notes if n.startswith(f"{SHARED}: ")]
+    declared = _declared_layer_fields()
+    fields = [f for f in dataclasses.fields(LayerRow) if f.name not in declared]
+    said = 0
+    for f in fields:
+        values = {repr(getattr(r, f.name)) for r in s.layers}
+        if all(getattr(r, f.name) is None for r in s.layers) and f.name == "S_grid_cap":
+            continue  # an optional key no record holds: no column, no note
+        from mlaprof.reporters.rows import _label
+
+        label = _label("LayerRow", f.name)
+        if len(values) == 1:
+            assert label not in table.head, (f.name, table.head)
+            assert len(shared) == 1 and f"{label}: " in shared[0], (f.name, shared)
+            said += 1
+        else:
+            assert label in table.head, (f.name, table.head)
+            assert not shared or f"; {label}: " not in f"; {shared[0][len(SHARED) + 2 :]}"
+    for head in ("rank", "layer", "syncs", "S used", "S reference", "collapsed"):
+        assert head in table.head, (head, table.head)
+    # the one note holds every shared value once, in every view
+    if said:
+        for view, text in every_view(
+            (made_runs if name in made_runs.NAMES else shipped_runs).run_dir(name), s
+        ).items():
+            flat = " ".join(text.split())
+            assert flat.count(f"{SHARED}: ") >= 1, view
+
+
+def test_a_field_the_layers_differ_on_stays_a_column() -> None:
+    """Two layers judged by different references keep the reference column, and the note
+    says only what both hold."""
+    from mlaprof.reporters.rows import _table
+
+    def row(layer: int, reference: str) -> LayerRow:
+        return LayerRow(S_min=4, S_reference=8, S_used=4, S_steps=2, collapsed=2, layer=layer,
+                        rank=0, reference=reference, steps=2, syncs=0.0,
+                        time_us=10.0)  # fmt: skip
+
+    alike = _table("layers", "layers", [row(0, "deserved by the real rows")] * 2)
+    assert "reference" not in alike.head
+    assert alike.notes[0] == (
+        f"{SHARED}: S min: 4; steps with S: 2; reference: deserved by the real rows; steps: 2"
+    )
+    other = _table("layers", "layers", [row(0, "deserved by the real rows"), row(1, "unknown")])
+    assert "reference" in other.head and "S min" not in other.head
+    assert other.notes[0] == f"{SHARED}: S min: 4; steps with S: 2; steps: 2"
+    assert [r[other.head.index("reference")] for r in other.rows] == [
+        "deserved by the real rows",
+        "unknown",
+    ]
+
+
+def _bare_titles(blocks: list[Block]) -> list[str]:
+    """Blocks with no row and no table that no nested block follows (a title over nothing)."""
+    out = []
+    for i, b in enumerate(blocks):
+        nested = i + 1 < len(blocks) and blocks[i + 1].key.startswith(b.key)
+        if not b.rows and not b.tables and not nested:
+            out.append(b.title)
+    return out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_no_section_title_stands_over_nothing(name: str) -> None:
+    """A nested section holding nothing to show (an import that recorded no trace checks) is
+    named in its parent's "not recorded" row, never a title with nothing under it."""
+    s = _summary(name)
+    blocks = summary_blocks(s)
+    assert not _bare_titles(blocks), _bare_titles(blocks)
+    for b in blocks:
+        for r in b.rows:
+            if r.label == NOT_RECORDED and r.key.endswith(".not_recorded"):
+                for part in r.text.split(", "):
+                    assert not any(x.title.endswith(f" · {part}") for x in blocks), part
+
+
+def test_an_import_without_trace_checks_names_them_not_recorded() -> None:
+    s = shipped_runs.summary(ONE_RANK_TRACE)
+    assert s.trace is not None and s.trace.checks is not None
+    assert all(getattr(s.trace.checks, f.name) is None for f in dataclasses.fields(s.trace.checks))
+    blocks = {b.key: b for b in summary_blocks(s)}
+    assert "trace.checks" not in blocks
+    said = {r.label: r.text for r in blocks["trace"].rows}
+    assert "checks" in said[NOT_RECORDED].split(", "), said
+    trust = {r.label: r.text for r in blocks["trace.trust"].rows}
+    assert trust[NOT_RECORDED] == "counts", trust
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_trace_sync_check_says_no_sync_list_beside_its_count(name: str) -> None:
+    """The list of host syncs a trace's check found is a table where it holds any; empty, its
+    row is left out (the count's row says 0, or unknown where nothing was checked), so no view
+    reads "syncs: none" beside "count: unknown"."""
+    s = _summary(name)
+    if s.trace is None or s.trace.syncs is None:
+        pytest.skip("no trace sync check")
+    t: TraceSyncs = s.trace.syncs
+    (block,) = [b for b in summary_blocks(s) if b.key == "trace.syncs"]
+    keys = {r.key for r in block.rows}
+    tables = {x.key for x in block.tables}
+    assert "trace.syncs.count" in keys
+    assert "trace.syncs.syncs" not in keys, "an empty list said beside its count"
+    assert ("trace.syncs.syncs" in tables) == bool(t.syncs), (tables, len(t.syncs))
+
+
+def test_an_unchecked_trace_reads_unknown_never_none_for_its_syncs() -> None:
+    s = shipped_runs.summary(ONE_RANK_TRACE)
+    assert s.trace.syncs.count is None and s.trace.syncs.syncs == []
+    for view, text in every_view(shipped_runs.run_dir(ONE_RANK_TRACE), s).items():
+        flat = " ".join(text.split())
+        assert "syncs: none" not in flat and "syncs none" not in flat, view
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_per_rank_map_is_left_out_only_where_its_sum_says_it(name: str) -> None:
+    """A trace's kernels and API calls per rank: a row where the ranks are several (each rank's
+    own count), none where the run's one rank's count is the sum beside it."""
+    s = _summary(name)
+    if s.trace is None or s.trace.coverage is None:
+        pytest.skip("no trace coverage")
+    cov = s.trace.coverage
+    (block,) = [b for b in summary_blocks(s) if b.key == "trace.coverage"]
+    keys = {r.key.removeprefix("trace.coverage.") for r in block.rows}
+    for each, total in (("kernels_by_rank", "kernels"), ("api_calls_by_rank", "api_calls")):
+        per = getattr(cov, each)
+        if per is None:
+            continue
+        restated = (not per and getattr(cov, total) == 0) or (
+            len(s.ranks) == 1 and list(per.values()) == [getattr(cov, total)]
+        )
+        assert (each in keys) == (not restated), (each, per, getattr(cov, total), keys)
+        assert total in keys
+
+
+def test_a_one_rank_trace_says_its_kernel_count_once() -> None:
+    s = shipped_runs.summary(ONE_RANK_TRACE)
+    (block,) = [b for b in summary_blocks(s) if b.key == "trace.coverage"]
+    said = {r.label: r.text for r in block.rows}
+    assert s.trace.coverage.kernels_by_rank == {0: s.trace.coverage.kernels}
+    assert said["kernels"] == str(s.trace.coverage.kernels) and "kernels by rank" not in said
