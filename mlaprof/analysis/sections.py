@@ -796,10 +796,10 @@ class RankTiming(Section):
 @section
 class Timing(Section):
     # over every rank's steps (each rank's: per_rank), as step_median_us
-    by_mode: dict[str, float] = over_ranks("median of the steps pooled")
+    by_mode: dict[str, float] = counted_by("steps", over="median of the steps pooled")
     full_share: float | None
     layer_median_us: float | None = over_ranks("pooled")  # every rank's layer records
-    per_rank: list[RankTiming]
+    per_rank: list[RankTiming] = counted_by("steps")  # the ranks with timed steps
     ranks_agree: bool | None  # None: no step recorded (nothing to agree on)
     step_median_text: str | None = words_of("step_median_us")
     step_median_us: float | None = over_ranks("median of the steps pooled")

@@ -92,11 +92,13 @@ def says(*names: str) -> Any:
     return dataclasses.field(metadata={SAYS: names})
 
 
-def counted_by(name: str) -> Any:
-    """A list of the records field ``name`` counts (the host syncs a trace's check found). Empty,
-    it says nothing its count's row does not ("0", or "unknown" where nothing was checked): a
-    view leaves its row out, never a "none" beside an unknown count."""
-    return dataclasses.field(metadata={COUNTED_BY: name})
+def counted_by(name: str, over: str | None = None) -> Any:
+    """A list (or map) of what field ``name`` counts (the host syncs a trace's check found; a
+    timing's medians per graph mode, of its steps). Empty where the count is 0 or unknown, it
+    says nothing the count's row does not ("0", "unknown" where nothing was checked, "no steps
+    recorded"): a view leaves its row out, never a "none" beside an unknown count. ``over``: the
+    value is made of every rank's, as :func:`over_ranks` says."""
+    return dataclasses.field(metadata={COUNTED_BY: name, **_over(over, None)})
 
 
 def each_rank_of(name: str) -> Any:

@@ -686,7 +686,7 @@ def _blocks(
                 tables.append(_table(k, label, x, ranks=ranks))
         elif _record_map(x):
             tables.append(_map_table(k, label, x, ranks))
-        elif x == [] and COUNTED_BY in f.metadata:
+        elif _counted_none(v, f, x):
             continue  # its count's row says it: 0, or unknown where nothing was checked
         elif _each_rank_said(v, f, x, ranks):
             continue
@@ -695,6 +695,13 @@ def _blocks(
     if empty:
         rows.append(Row(f"{key}.{NOT_RECORDED_KEY}", NOT_RECORDED, ", ".join(empty)))
     return [Block(key, title, _worded_once(key, v, rows, pooled), tables), *nested]
+
+
+def _counted_none(v: Any, f: dataclasses.Field, x: Any) -> bool:
+    """``x`` is an empty list or map of what a count field of ``v`` counts
+    (:func:`mlaprof.analysis.typed_json.counted_by`), and that count is 0 or unknown."""
+    name = f.metadata.get(COUNTED_BY)
+    return name is not None and isinstance(x, (list, dict)) and not x and not getattr(v, name)
 
 
 def _each_rank_said(v: Any, f: dataclasses.Field, x: Any, ranks: int) -> bool:

@@ -178,3 +178,44 @@ def test_a_one_rank_trace_says_its_kernel_count_once() -> None:
     said = {r.label: r.text for r in block.rows}
     assert s.trace.coverage.kernels_by_rank == {0: s.trace.coverage.kernels}
     assert said["kernels"] == str(s.trace.coverage.kernels) and "kernels by rank" not in said
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_timing_without_steps_says_no_none_beside_its_no_steps(name: str) -> None:
+    """A run with no step recorded read "by mode: none" and "per rank: none" beside seven rows
+    of "no steps recorded": a list or map of what its count counts (``counted_by``) is left out
+    where that count is unknown or 0, and kept where it holds anything."""
+    from mlaprof.analysis.typed_json import COUNTED_BY
+
+    s = _summary(name)
+    if s.timing is None:
+        pytest.skip("no timing section")
+    (block,) = [b for b in summary_blocks(s) if b.key == "timing"]
+    keys = {r.key.removeprefix("timing.") for r in block.rows} | {
+        t.key.removeprefix("timing.") for t in block.tables
+    }
+    counted = [f for f in dataclasses.fields(s.timing) if COUNTED_BY in f.metadata]
+    assert {f.name for f in counted} == {"by_mode", "per_rank"}
+    for f in counted:
+        held = getattr(s.timing, f.name)
+        shown = f.name in keys
+        if held:
+            # shown, or a one-rank run's per-rank table its own rows restate
+            assert shown or f.name == "per_rank", (f.name, keys)
+        else:
+            assert shown == bool(s.timing.steps), (f.name, s.timing.steps, keys)
+    if s.timing.steps is None:
+        flat = " ".join(" ".join(r.text for r in block.rows).split())
+        assert "none" not in flat.split(), flat
+
+
+def test_an_empty_list_beside_a_count_it_contradicts_keeps_its_row() -> None:
+    """Only a count of 0 or unknown says an empty list: a count of 3 beside no records (a
+    document an older import wrote) keeps its "none" row, where the two disagree openly."""
+    from mlaprof.reporters.rows import _blocks
+
+    s = shipped_runs.summary(ONE_RANK_TRACE)
+    for count, kept in ((None, False), (0, False), (3, True)):
+        syncs = dataclasses.replace(s.trace.syncs, count=count, syncs=[])
+        (block,) = _blocks("trace.syncs", "syncs", syncs)
+        assert ("trace.syncs.syncs" in {r.key for r in block.rows}) == kept, count
