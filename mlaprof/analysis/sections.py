@@ -475,8 +475,8 @@ class ReplayKernel(Section):
 @section
 class TraceReplayTime(Section):
     attention_share: float | None
-    kernels: list[ReplayKernel]
-    layers: list[ReplayLayer]
+    kernels: list[ReplayKernel] = counted_by("replays")  # the kernels inside the replays
+    layers: list[ReplayLayer] = counted_by("replays")
     provenance: str
     replays: int = over_ranks()
     # the mean over every rank's steps (each rank's: per_rank; outside_layers_text says both)

@@ -219,3 +219,17 @@ def test_an_empty_list_beside_a_count_it_contradicts_keeps_its_row() -> None:
         syncs = dataclasses.replace(s.trace.syncs, count=count, syncs=[])
         (block,) = _blocks("trace.syncs", "syncs", syncs)
         assert ("trace.syncs.syncs" in {r.key for r in block.rows}) == kept, count
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_trace_without_replays_lists_no_replay_kernels_or_layers(name: str) -> None:
+    """A trace with no graph replay read "kernels: none" and "layers: none" under "replays: 0"."""
+    s = _summary(name)
+    if s.trace is None:
+        pytest.skip("no imported trace")
+    rt = s.trace.replay_time
+    (block,) = [b for b in summary_blocks(s) if b.key == "trace.replay_time"]
+    keys = {r.key for r in block.rows} | {t.key for t in block.tables}
+    for part in ("kernels", "layers"):
+        held = bool(getattr(rt, part))
+        assert (f"trace.replay_time.{part}" in keys) == (held or bool(rt.replays)), (part, keys)
