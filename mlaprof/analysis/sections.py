@@ -851,7 +851,7 @@ class SyncCounts(Section):
     by_kind: dict[str, int] | None
     checked: bool
     layers: int | None
-    per_layer: list[LayerSyncs] | None
+    per_layer: list[LayerSyncs] | None = counted_by("layers")  # the layers with a sync
     per_rank: list[RankSyncs] | None
     text: str
     total: int | None  # over every rank (per_rank holds each rank's)

@@ -233,3 +233,16 @@ def test_a_trace_without_replays_lists_no_replay_kernels_or_layers(name: str) ->
     for part in ("kernels", "layers"):
         held = bool(getattr(rt, part))
         assert (f"trace.replay_time.{part}" in keys) == (held or bool(rt.replays)), (part, keys)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_sync_count_of_no_layer_lists_no_layers(name: str) -> None:
+    """A check that found no sync read "layers: 0" then "per layer: none"."""
+    s = _summary(name)
+    (block,) = [b for b in summary_blocks(s) if b.key == "sync_counts"]
+    keys = {r.key for r in block.rows} | {t.key for t in block.tables}
+    held = s.sync_counts.per_layer
+    if held is None:  # not checked: said unknown, as every count of the section
+        assert "sync_counts.per_layer" in keys
+    else:
+        assert ("sync_counts.per_layer" in keys) == bool(held), (held, keys)
