@@ -435,8 +435,6 @@ SPECS: dict[str, Spec] = {
             Col("occ", _cell("occupancy_fix")),
         ),
     ),
-    # the modelled verify buffers: a row per path and sizing rule, where each number comes
-    # from (its scenario, the formula's source) said under the table, once for the rows it holds
     # a layer's syncs, its S and what it is judged by first; its time (a long label) last
     "LayerRow": Spec(
         None,
@@ -451,6 +449,8 @@ SPECS: dict[str, Spec] = {
         ),
         shared_once=True,
     ),
+    # the modelled verify buffers: a row per path and sizing rule, where each number comes
+    # from (its scenario, the formula's source) said under the table, once for the rows it holds
     "Reservation": Spec(
         None,
         (
@@ -686,9 +686,7 @@ def _blocks(
                 tables.append(_table(k, label, x, ranks=ranks))
         elif _record_map(x):
             tables.append(_map_table(k, label, x, ranks))
-        elif _counted_none(v, f, x):
-            continue  # its count's row says it: 0, or unknown where nothing was checked
-        elif _each_rank_said(v, f, x, ranks):
+        elif _said_by_another_row(v, f, x, ranks):
             continue
         else:
             rows.append(Row(k, label, _unlabelled(label, _text(f, x, v))))
@@ -697,22 +695,20 @@ def _blocks(
     return [Block(key, title, _worded_once(key, v, rows, pooled), tables), *nested]
 
 
-def _counted_none(v: Any, f: dataclasses.Field, x: Any) -> bool:
-    """``x`` is an empty list or map of what a count field of ``v`` counts
-    (:func:`mlaprof.analysis.typed_json.counted_by`), and that count is 0 or unknown."""
-    name = f.metadata.get(COUNTED_BY)
-    return name is not None and isinstance(x, (list, dict)) and not x and not getattr(v, name)
-
-
-def _each_rank_said(v: Any, f: dataclasses.Field, x: Any, ranks: int) -> bool:
-    """Map ``x`` of rank -> value (:func:`mlaprof.analysis.typed_json.each_rank_of`) says
-    nothing its field's own row does not: one rank's run whose one value is the field's, or no
-    rank's value beside a 0."""
-    name = f.metadata.get(EACH_RANK_OF)
-    if name is None or not isinstance(x, dict):
+def _said_by_another_row(v: Any, f: dataclasses.Field, x: Any, ranks: int) -> bool:
+    """Field ``f``'s value ``x`` says nothing another field's row of ``v`` does not: an empty
+    list or map of what a count counts, where that count is 0 or unknown
+    (:func:`mlaprof.analysis.typed_json.counted_by`); a map of each rank's value
+    (:func:`mlaprof.analysis.typed_json.each_rank_of`) where the run's one rank's value is the
+    field's, or no rank's beside a 0."""
+    if not isinstance(x, (list, dict)):
         return False
-    own = getattr(v, name)
-    return (not x and own == 0) or (ranks == 1 and len(x) == 1 and next(iter(x.values())) == own)
+    if (count := f.metadata.get(COUNTED_BY)) is not None:
+        return not x and not getattr(v, count)
+    if (name := f.metadata.get(EACH_RANK_OF)) is not None and isinstance(x, dict):
+        own = getattr(v, name)
+        return (not x and own == 0) or (ranks == 1 and list(x.values()) == [own])
+    return False
 
 
 def _unlabelled(label: str, text: str) -> str:
