@@ -764,13 +764,20 @@ class CapturePhase(Section):
     provenance: str
 
 
+# what an imported trace's CPU and drafter sections read where the trace holds neither
+TRACE_NO_CPU = "no CPU-only rank recorded"
+TRACE_NO_DRAFTER = "no drafter pass recorded"
+
+
 @section
 class TraceSection(Section):
     capture: Capture
     checks: TraceChecks
     coverage: TraceCoverage
-    cpu: TraceCpu | None
-    drafter: TraceDrafter | None
+    # None: the import recorded no rank that ran its attention on the CPU alone (a device
+    # trace), never "unknown" beside the capture's "cpu: no"
+    cpu: TraceCpu | None = reads_when_none(TRACE_NO_CPU)
+    drafter: TraceDrafter | None = reads_when_none(TRACE_NO_DRAFTER)  # no drafter pass in it
     format: str
     paths: list[TracePath]
     replay_time: TraceReplayTime

@@ -246,3 +246,20 @@ def test_a_sync_count_of_no_layer_lists_no_layers(name: str) -> None:
         assert "sync_counts.per_layer" in keys
     else:
         assert ("sync_counts.per_layer" in keys) == bool(held), (held, keys)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_device_trace_reads_no_cpu_rank_never_unknown(name: str) -> None:
+    """ "imported trace · cpu: unknown" stood beside "capture · cpu: no": a trace whose import
+    recorded no CPU-only rank (or no drafter pass) says so."""
+    from mlaprof.analysis.sections import TRACE_NO_CPU, TRACE_NO_DRAFTER
+
+    s = _summary(name)
+    if s.trace is None:
+        pytest.skip("no imported trace")
+    said = {r.key: r.text for b in summary_blocks(s) for r in b.rows}
+    if s.trace.cpu is None:
+        assert said["trace.cpu"] == TRACE_NO_CPU
+    if s.trace.drafter is None:
+        assert said["trace.drafter"] == TRACE_NO_DRAFTER
+    assert "unknown" not in (said.get("trace.cpu"), said.get("trace.drafter"))
