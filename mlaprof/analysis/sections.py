@@ -785,7 +785,8 @@ class TraceSection(Section):
     steps: list[TraceStep]
     syncs: TraceSyncs
     trust: TraceTrust
-    trust_by_rank: dict[int, str]
+    # each rank's verdict from its own checks; none for one rank (the run's verdict is its own)
+    trust_by_rank: dict[int, str] = each_rank_of("trust.verdict")
     # a whole-process trace's start-up: warm-ups, stream captures, instantiation (None: none)
     capture_phase: CapturePhase | None = opt()
 

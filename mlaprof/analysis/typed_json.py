@@ -103,8 +103,9 @@ def counted_by(name: str, over: str | None = None) -> Any:
 
 def each_rank_of(name: str) -> Any:
     """A map of rank -> that rank's value of field ``name`` (a trace's kernels per rank, beside
-    their sum). A run of one rank whose one value is ``name``'s, or a map of no rank beside a
-    0, says nothing ``name``'s row does not: a view leaves its row out."""
+    their sum; ``name`` may be a nested section's field: ``trust.verdict``). A run of one rank
+    whose map holds ``name``'s value or nothing (that value is the rank's), or a map of no rank
+    beside a 0, says nothing ``name``'s row does not: a view leaves its row out."""
     return dataclasses.field(metadata={EACH_RANK_OF: name})
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from mlaprof.analysis.capture_status import capture_region
@@ -700,14 +701,15 @@ def _said_by_another_row(v: Any, f: dataclasses.Field, x: Any, ranks: int) -> bo
     list or map of what a count counts, where that count is 0 or unknown
     (:func:`mlaprof.analysis.typed_json.counted_by`); a map of each rank's value
     (:func:`mlaprof.analysis.typed_json.each_rank_of`) where the run's one rank's value is the
-    field's, or no rank's beside a 0."""
+    field's (or none: the field's value is that rank's), or no rank's beside a 0."""
     if not isinstance(x, (list, dict)):
         return False
     if (count := f.metadata.get(COUNTED_BY)) is not None:
         return not x and not getattr(v, count)
     if (name := f.metadata.get(EACH_RANK_OF)) is not None and isinstance(x, dict):
-        own = getattr(v, name)
-        return (not x and own == 0) or (ranks == 1 and list(x.values()) == [own])
+        own = attrgetter(name)(v)  # a field of the section's own, or of one nested in it
+        # one rank: the field's value is that rank's (the map holds it, or nothing more)
+        return (not x and own == 0) or (ranks == 1 and list(x.values()) in ([], [own]))
     return False
 
 

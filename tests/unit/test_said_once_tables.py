@@ -151,23 +151,30 @@ def test_an_unchecked_trace_reads_unknown_never_none_for_its_syncs() -> None:
 
 @pytest.mark.parametrize("name", ALL)
 def test_a_per_rank_map_is_left_out_only_where_its_sum_says_it(name: str) -> None:
-    """A trace's kernels and API calls per rank: a row where the ranks are several (each rank's
-    own count), none where the run's one rank's count is the sum beside it."""
+    """A trace's kernels, API calls and trust verdicts per rank: a row where the ranks are
+    several (each rank's own), none where the run's one rank's value is the one beside it (a
+    one-rank trace read "trust by rank: none" beside its verdict "reliable")."""
+    from operator import attrgetter
+
+    from mlaprof.analysis.typed_json import EACH_RANK_OF
+
     s = _summary(name)
-    if s.trace is None or s.trace.coverage is None:
-        pytest.skip("no trace coverage")
-    cov = s.trace.coverage
-    (block,) = [b for b in summary_blocks(s) if b.key == "trace.coverage"]
-    keys = {r.key.removeprefix("trace.coverage.") for r in block.rows}
-    for each, total in (("kernels_by_rank", "kernels"), ("api_calls_by_rank", "api_calls")):
-        per = getattr(cov, each)
-        if per is None:
-            continue
-        restated = (not per and getattr(cov, total) == 0) or (
-            len(s.ranks) == 1 and list(per.values()) == [getattr(cov, total)]
-        )
-        assert (each in keys) == (not restated), (each, per, getattr(cov, total), keys)
-        assert total in keys
+    if s.trace is None:
+        pytest.skip("no imported trace")
+    checked = 0
+    for key, sec in (("trace", s.trace), ("trace.coverage", s.trace.coverage)):
+        (block,) = [b for b in summary_blocks(s) if b.key == key]
+        keys = {r.key.removeprefix(f"{key}.") for r in block.rows}
+        for f in dataclasses.fields(sec):
+            if EACH_RANK_OF not in f.metadata or getattr(sec, f.name) is None:
+                continue
+            per, own = getattr(sec, f.name), attrgetter(f.metadata[EACH_RANK_OF])(sec)
+            restated = (not per and own == 0) or (
+                len(s.ranks) == 1 and list(per.values()) in ([], [own])
+            )
+            assert (f.name in keys) == (not restated), (f.name, per, own, keys)
+            checked += 1
+    assert checked >= 2
 
 
 def test_a_one_rank_trace_says_its_kernel_count_once() -> None:
